@@ -1,0 +1,42 @@
+# Two commands on a fresh machine:  `make run` (set up + start the bot), `make test` (set up + run the tests).
+# Both create and use .venv/ in the repo root.
+#
+# PyTorch: whisper needs torch. `pip install torch==2.13.0` takes the CPU build where a CPU wheel is on
+# the pip path (as on our CI machines); the pin is also passed as a constraint so whisper can never pull
+# a newer multi-gigabyte CUDA build. With a GPU, choose your own build: `make run TORCH='torch==2.13.0'`
+# from the CUDA index, or `make run TORCH=torch`.
+PY      ?= python3
+VENV    := .venv
+BIN     := $(VENV)/bin
+TORCH   ?= torch==2.13.0
+STAMP   := $(VENV)/.installed
+
+.PHONY: run test setup system-deps bench clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	printf '%s\n' '$(TORCH)' > $(VENV)/constraints.txt
+	$(BIN)/pip install --disable-pip-version-check -q '$(TORCH)'
+	$(BIN)/pip install --disable-pip-version-check -q -c $(VENV)/constraints.txt -e '.[test]'
+	touch $@
+
+setup: $(STAMP) system-deps
+
+# Chromium (frontend screenshots) and espeak-ng (speech fixtures) from Debian, where we are allowed to.
+# Never fatal: the features and tests that need them say so and skip.
+system-deps:
+	@sh scripts/install-system-deps.sh || true
+
+run: setup
+	$(BIN)/python -m telegram_bot
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+bench: $(STAMP)
+	$(BIN)/python bench/run_all.py
+
+clean:
+	rm -rf $(VENV)

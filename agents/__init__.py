@@ -1,0 +1,1 @@
+"""agentlab: the orchestrator, workers, tools and store (no Telegram imports)."""

@@ -1,0 +1,178 @@
+"""The crew desk: what the orchestrator's work tools and the chat's buttons do to tasks and proposals."""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+from datetime import datetime
+from pathlib import Path
+
+from agents import git_repo
+from agents.models import Proposal, ProposalStatus, Task, TaskEvent, TaskStatus, WorkerKind, utcnow
+from agents.notify import Notifier
+from agents.settings import Settings
+from agents.store import Store
+from agents.task_runner import TaskRunner
+from agents.usage import budget_exceeded
+from agents.workspaces import ToolError, Workspaces
+
+# The chat message that asked for the work; progress and summaries reply to it.
+REQUEST_MESSAGE: ContextVar[int | None] = ContextVar("request_message", default=None)
+
+FOREGROUND_PRIORITY = 10
+
+
+def git_identity(settings: Settings) -> git_repo.GitIdentity:
+    return git_repo.GitIdentity(settings.git_author_name, settings.git_author_email)
+
+
+def title_of(text: str, limit: int = 80) -> str:
+    first = " ".join(text.strip().splitlines()[0].split()) if text.strip() else "task"
+    return first if len(first) <= limit else first[: limit - 1].rstrip() + "…"
+
+
+def age(when: datetime | None) -> str:
+    if when is None:
+        return "?"
+    seconds = int((utcnow() - when).total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def task_line(t: Task) -> str:
+    return f"#{t.id} [{t.status.value}] {t.worker.value} · {t.workspace} · {age(t.created_at)} ago · {t.title}"
+
+
+class Crew:
+    """Implements the WorkDesk protocol of tool_sets.py; every method answers with text for the model or the user."""
+
+    def __init__(self, settings: Settings, store: Store, workspaces: Workspaces, runner: TaskRunner,
+                 notifier: Notifier) -> None:
+        self.settings, self.store, self.workspaces = settings, store, workspaces
+        self.runner, self.notifier = runner, notifier
+
+    async def _check_budget(self) -> None:
+        refusal = await budget_exceeded(self.store, self.settings)
+        if refusal:
+            raise ToolError(refusal)
+
+    async def _submit(self, task: Task) -> Task:
+        task.reply_to_message_id = task.reply_to_message_id or REQUEST_MESSAGE.get()
+        task = await self.store.add_task(task)
+        await self.store.add_event(TaskEvent(task_id=task.id, kind="status", detail=TaskStatus.PENDING.value))
+        self.runner.wake()
+        return task
+
+    # ---- orchestrator tools ------------------------------------------------------------------
+    async def start_research(self, chat_id: int, workspace: str, request: str) -> str:
+        await self._check_budget()
+        ws = self.workspaces.resolve(workspace)
+        task = await self._submit(Task(chat_id=chat_id, workspace=ws.name, worker=WorkerKind.RESEARCH,
+                                       title=f"research: {title_of(request, 70)}", instructions=request,
+                                       priority=FOREGROUND_PRIORITY))
+        return (f"Research task #{task.id} started on workspace {ws.name}. Its proposal will be shown in the chat "
+                "with Approve/Reject buttons when ready.")
+
+    async def start_task(self, chat_id: int, workspace: str, worker: str, instructions: str, background: bool = True) -> str:
+        await self._check_budget()
+        try:
+            kind = WorkerKind(str(worker).strip().lower())
+        except ValueError:
+            kind = None
+        if kind is None or kind is WorkerKind.RESEARCH:
+            raise ToolError(f"worker must be one of code, frontend, test (got {worker!r}); use start_research for research")
+        ws = self.workspaces.resolve(workspace)
+        task = await self._submit(Task(chat_id=chat_id, workspace=ws.name, worker=kind, title=title_of(instructions),
+                                       instructions=instructions, background=bool(background),
+                                       priority=0 if background else FOREGROUND_PRIORITY))
+        if background:
+            return (f"Task #{task.id} ({kind.value} worker, workspace {ws.name}) started in the background; the user "
+                    "sees its progress and gets a summary when it ends.")
+        await self.runner.wait(task.id)
+        done = await self.store.get_task(task.id)
+        return (f"Task #{task.id} ended with status {done.status.value}. "
+                f"{done.error or ''} Worker's report: {(done.result or '(none)')[:1500]} "
+                "(the summary with files, tests and commit was already sent to the user).")
+
+    async def _pick_proposal(self, chat_id: int, proposal_id: int | None) -> Proposal:
+        if proposal_id is not None:
+            proposal = await self.store.get_proposal(int(proposal_id))
+            if proposal is None or proposal.chat_id != chat_id:
+                raise ToolError(f"there is no proposal #{proposal_id} in this chat")
+            if proposal.status is not ProposalStatus.PENDING:
+                raise ToolError(f"proposal #{proposal_id} is already {proposal.status.value}")
+            return proposal
+        pending = await self.store.pending_proposals(chat_id)
+        if not pending:
+            raise ToolError("there is no pending proposal in this chat")
+        return pending[-1]
+
+    async def approve_proposal(self, chat_id: int, proposal_id: int | None = None) -> str:
+        proposal = await self._pick_proposal(chat_id, proposal_id)
+        await self._check_budget()
+        instructions = (f"Implement this approved proposal in the workspace, exactly as written (the user approved "
+                        f"it as is).\n\nOriginal request: {proposal.request}\n\n{proposal.body}")
+        task = await self._submit(Task(chat_id=chat_id, workspace=proposal.workspace, worker=WorkerKind.CODE,
+                                       title=f"proposal #{proposal.id}: {title_of(proposal.request, 60)}",
+                                       instructions=instructions, proposal_id=proposal.id))
+        await self.store.update_proposal(proposal.id, status=ProposalStatus.APPROVED, task_id=task.id, decided_at=utcnow())
+        return f"Proposal #{proposal.id} approved; code task #{task.id} started on {proposal.workspace} in the background."
+
+    async def reject_proposal(self, chat_id: int, proposal_id: int | None = None, reason: str | None = None) -> str:
+        proposal = await self._pick_proposal(chat_id, proposal_id)
+        await self.store.update_proposal(proposal.id, status=ProposalStatus.REJECTED, decided_at=utcnow())
+        return f"Proposal #{proposal.id} rejected" + (f" ({reason})." if reason else ".")
+
+    async def list_tasks(self, chat_id: int) -> str:
+        tasks = await self.store.list_tasks(chat_id, limit=15)
+        return "\n".join(task_line(t) for t in tasks) if tasks else "No tasks yet."
+
+    async def cancel_task(self, chat_id: int, task_id: int) -> str:
+        task = await self.store.get_task(int(task_id))
+        if task is None or task.chat_id != chat_id:
+            raise ToolError(f"there is no task #{task_id} in this chat")
+        if not (task.status.is_active or task.status is TaskStatus.INTERRUPTED):
+            return f"Task #{task.id} is already {task.status.value}; nothing to cancel."
+        await self.runner.cancel(task.id)
+        kept = " What was committed before stays on its branch." if task.branch else ""
+        return f"Task #{task.id} cancelled; every process it started was stopped.{kept}"
+
+    # ---- buttons -----------------------------------------------------------------------------
+    async def _branch_task(self, chat_id: int, task_id: int) -> tuple[Task, git_repo.TaskWorktree]:
+        task = await self.store.get_task(task_id)
+        if task is None or task.chat_id != chat_id:
+            raise ToolError(f"there is no task #{task_id} in this chat")
+        if not task.branch or not task.base_commit:
+            raise ToolError(f"task #{task_id} has no branch")
+        repo = self.workspaces.resolve(task.workspace).path
+        tree = git_repo.TaskWorktree(repo=repo, path=Path(task.worktree or repo), branch=task.branch,
+                                     base_branch=task.base_branch or "main", base_commit=task.base_commit)
+        return task, tree
+
+    async def merge(self, chat_id: int, task_id: int) -> str:
+        _, tree = await self._branch_task(chat_id, task_id)
+        result = await git_repo.merge_task_branch(tree, git_identity(self.settings))
+        return result.message
+
+    async def diff(self, chat_id: int, task_id: int) -> bytes:
+        _, tree = await self._branch_task(chat_id, task_id)
+        return (await git_repo.diff(tree)).encode("utf-8")
+
+    async def discard(self, chat_id: int, task_id: int) -> str:
+        _, tree = await self._branch_task(chat_id, task_id)
+        await git_repo.discard_task_worktree(tree)
+        return f"Task #{task_id}'s branch `{tree.branch}` was deleted."
+
+    async def resume(self, chat_id: int, task_id: int) -> str:
+        task = await self.store.get_task(task_id)
+        if task is None or task.chat_id != chat_id:
+            raise ToolError(f"there is no task #{task_id} in this chat")
+        if task.status is not TaskStatus.INTERRUPTED:
+            return f"Task #{task_id} is {task.status.value}; only interrupted tasks can be resumed."
+        steps = [e.detail for e in await self.store.task_events(task_id) if e.kind == "step"][-15:]
+        notes = "steps done before the interruption: " + "; ".join(steps) if steps else "no steps recorded"
+        await self.store.update_task(task_id, status=TaskStatus.PENDING, result=notes, progress_message_id=None)
+        await self.store.add_event(TaskEvent(task_id=task_id, kind="status", detail="pending (resumed)"))
+        self.runner.wake()
+        return f"Task #{task_id} resumed on its branch."

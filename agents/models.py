@@ -1,0 +1,161 @@
+"""Records kept in the store (pydantic models) and one enum per state machine."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from enum import StrEnum
+
+from pydantic import BaseModel, Field
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class InputMethod(StrEnum):
+    TEXT = "text"
+    VOICE = "voice"
+
+
+class Role(StrEnum):
+    USER = "user"
+    ASSISTANT = "assistant"
+
+
+class ProposalStatus(StrEnum):
+    PENDING = "pending"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    SUPERSEDED = "superseded"
+
+
+class TaskStatus(StrEnum):
+    PENDING = "pending"
+    IN_PROGRESS = "in_progress"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    BLOCKED = "blocked"
+    CANCELLED = "cancelled"
+    INTERRUPTED = "interrupted"
+
+    @property
+    def is_active(self) -> bool:
+        return self in (TaskStatus.PENDING, TaskStatus.IN_PROGRESS)
+
+    @property
+    def is_final(self) -> bool:
+        return self in (TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.BLOCKED, TaskStatus.CANCELLED)
+
+
+class WorkerKind(StrEnum):
+    RESEARCH = "research"
+    CODE = "code"
+    FRONTEND = "frontend"
+    TEST = "test"
+
+
+class ChatMessage(BaseModel):
+    """One turn of a chat's conversation with the orchestrator."""
+
+    id: int | None = None
+    chat_id: int
+    role: Role
+    content: str
+    input_method: InputMethod = InputMethod.TEXT
+    tokens: int = 0
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class Proposal(BaseModel):
+    """A research worker's Markdown proposal waiting for the user's decision."""
+
+    id: int | None = None
+    chat_id: int
+    workspace: str
+    request: str
+    body: str = ""
+    status: ProposalStatus = ProposalStatus.PENDING
+    supersedes: int | None = None
+    task_id: int | None = None
+    created_at: datetime = Field(default_factory=utcnow)
+    decided_at: datetime | None = None
+
+
+class Task(BaseModel):
+    """A unit of worker execution (code, frontend, test or research)."""
+
+    id: int | None = None
+    chat_id: int
+    workspace: str
+    worker: WorkerKind
+    title: str
+    instructions: str
+    status: TaskStatus = TaskStatus.PENDING
+    priority: int = 0
+    background: bool = True
+    proposal_id: int | None = None
+    branch: str | None = None
+    base_branch: str | None = None
+    base_commit: str | None = None
+    worktree: str | None = None
+    commit_sha: str | None = None
+    result: str | None = None
+    error: str | None = None
+    reply_to_message_id: int | None = None
+    progress_message_id: int | None = None
+    created_at: datetime = Field(default_factory=utcnow)
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
+class TaskEvent(BaseModel):
+    """A status change or a worker step of a task."""
+
+    id: int | None = None
+    task_id: int
+    kind: str
+    detail: str = ""
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class ToolCallRecord(BaseModel):
+    """Audit row: one tool call made by an agent."""
+
+    id: int | None = None
+    chat_id: int | None = None
+    task_id: int | None = None
+    agent: str
+    tool: str
+    arguments: str
+    result_chars: int = 0
+    duration_ms: int = 0
+    error: str | None = None
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class Usage(BaseModel):
+    """Token usage of one Messages API call."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+
+    def __add__(self, other: "Usage") -> "Usage":
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cache_creation_input_tokens=self.cache_creation_input_tokens + other.cache_creation_input_tokens,
+            cache_read_input_tokens=self.cache_read_input_tokens + other.cache_read_input_tokens,
+        )
+
+
+class UsageRecord(Usage):
+    """Usage of one API call, attributed to a chat and/or task."""
+
+    id: int | None = None
+    chat_id: int | None = None
+    task_id: int | None = None
+    agent: str
+    model: str
+    created_at: datetime = Field(default_factory=utcnow)

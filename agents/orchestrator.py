@@ -1,0 +1,168 @@
+"""The orchestrator: one chat turn = history + context + a tool-use loop on the Messages API."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+import anthropic
+
+from agents import prompts
+from agents.llm import estimate_tokens, explain_api_error, usage_of, usage_record
+from agents.models import ChatMessage, InputMethod, Role, TaskStatus, Usage
+from agents.settings import Settings
+from agents.store import Store
+from agents.tool_sets import WorkDesk, orchestrator_tools
+from agents.toolbox import Audit, Toolbox
+from agents.workspaces import Workspaces
+
+log = logging.getLogger(__name__)
+
+EPHEMERAL = {"type": "ephemeral"}
+
+
+@dataclass
+class Reply:
+    """What a turn produced for the user."""
+
+    text: str
+    ok: bool = True
+    api_calls: int = 0
+    usage: Usage = field(default_factory=Usage)
+    tools_used: list[str] = field(default_factory=list)
+
+
+def history_messages(history: list[ChatMessage]) -> list[dict[str, Any]]:
+    """Stored turns as API messages: starts with the user, same-role neighbours merged (a failed turn leaves two users)."""
+    messages: list[dict[str, Any]] = []
+    for turn in history:
+        if not messages and turn.role is not Role.USER:
+            continue
+        if messages and messages[-1]["role"] == turn.role.value:
+            messages[-1]["content"][0]["text"] += "\n\n" + turn.content
+        else:
+            messages.append({"role": turn.role.value, "content": [{"type": "text", "text": turn.content}]})
+    return messages
+
+
+def _mark_cache(message: dict[str, Any]) -> None:
+    message["content"][-1]["cache_control"] = EPHEMERAL
+
+
+class Orchestrator:
+    """Answers one message at a time per chat (a per-chat lock keeps order); other chats run concurrently."""
+
+    def __init__(
+        self, settings: Settings, store: Store, client: anthropic.AsyncAnthropic, workspaces: Workspaces, desk: WorkDesk
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.client = client
+        self.workspaces = workspaces
+        self.desk = desk
+        self._locks: defaultdict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
+
+    async def context_block(self, chat_id: int, input_method: InputMethod) -> str:
+        """The per-turn facts the seed design gives the orchestrator: input method, workspaces, tasks, proposals."""
+        lines = [f"input_method: {input_method.value}"]
+        if input_method is InputMethod.VOICE:
+            lines.append("(this message is a speech transcript: be lenient with misheard words and names)")
+        lines.append("workspaces:")
+        for ws in self.workspaces.all():
+            lines.append(f"- {ws.name}" + (" (this bot's own code)" if ws.name == "self" else ""))
+        active = await self.store.list_tasks(
+            chat_id, statuses=[TaskStatus.PENDING, TaskStatus.IN_PROGRESS, TaskStatus.INTERRUPTED], limit=20
+        )
+        lines.append("active tasks:" if active else "active tasks: none")
+        for t in active:
+            lines.append(f"- #{t.id} [{t.status.value}] {t.worker.value} in {t.workspace}: {t.title}")
+        pending = await self.store.pending_proposals(chat_id)
+        lines.append("pending proposals:" if pending else "pending proposals: none")
+        for p in pending:
+            summary = " ".join(p.body.split())[:300]
+            lines.append(f"- proposal #{p.id} for {p.workspace} (request: {p.request[:200]}): {summary}")
+        return "<context>\n" + "\n".join(lines) + "\n</context>"
+
+    def _fit_for_model(self, text: str) -> str:
+        limit = self.settings.max_message_chars
+        if len(text) <= limit:
+            return text
+        return (
+            f"{text[:limit]}\n\n[The user's message was {len(text):,} characters long; only the first {limit:,} "
+            "are shown here. Say so briefly in your reply.]"
+        )
+
+    async def handle(self, chat_id: int, text: str, input_method: InputMethod = InputMethod.TEXT) -> Reply:
+        async with self._locks[chat_id]:
+            return await self._turn(chat_id, text, input_method)
+
+    async def _turn(self, chat_id: int, text: str, input_method: InputMethod) -> Reply:
+        # The user's words are stored first: whatever fails next, nothing is lost.
+        await self.store.add_message(
+            ChatMessage(chat_id=chat_id, role=Role.USER, content=text, input_method=input_method,
+                        tokens=estimate_tokens(text))
+        )
+        history = await self.store.recent_messages(chat_id, self.settings.history_token_budget)
+        messages = history_messages(history[:-1])
+        if len(messages) >= 2:  # cache breakpoint at the end of the previous turn's user message
+            for m in reversed(messages):
+                if m["role"] == "user":
+                    _mark_cache(m)
+                    break
+        current = {"role": "user", "content": [
+            {"type": "text", "text": self._fit_for_model(text), "cache_control": EPHEMERAL},
+            {"type": "text", "text": await self.context_block(chat_id, input_method)},
+        ]}
+        if messages and messages[-1]["role"] == "user":
+            messages[-1]["content"].extend(current["content"])
+        else:
+            messages.append(current)
+
+        toolbox = Toolbox(
+            orchestrator_tools(self.workspaces, self.desk, chat_id),
+            Audit(self.store, agent="orchestrator", chat_id=chat_id),
+        )
+        tools = toolbox.specs()
+        tools[-1]["cache_control"] = EPHEMERAL
+        system = [{"type": "text", "text": prompts.ORCHESTRATOR, "cache_control": EPHEMERAL}]
+
+        reply = Reply(text="")
+        try:
+            for round_no in range(self.settings.orchestrator_max_tool_rounds + 1):
+                last_round = round_no == self.settings.orchestrator_max_tool_rounds
+                response = await self.client.messages.create(
+                    model=self.settings.orchestrator_model,
+                    max_tokens=self.settings.max_output_tokens,
+                    system=system,
+                    tools=tools,
+                    tool_choice={"type": "none"} if last_round else {"type": "auto"},
+                    messages=messages,
+                )
+                reply.api_calls += 1
+                reply.usage = reply.usage + usage_of(response)
+                await self.store.record_usage(usage_record(response, "orchestrator", chat_id, None))
+                if response.stop_reason != "tool_use":
+                    reply.text = "".join(b.text for b in response.content if b.type == "text").strip()
+                    break
+                messages.append({"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in response.content]})
+                results = []
+                for block in response.content:
+                    if block.type == "tool_use":
+                        reply.tools_used.append(block.name)
+                        result = await toolbox.call(block.name, dict(block.input or {}))
+                        results.append(result.block(block.id))
+                messages.append({"role": "user", "content": results})
+        except anthropic.APIError as err:
+            log.warning("chat %s: Anthropic API error: %s", chat_id, err)
+            return Reply(text=explain_api_error(err), ok=False, api_calls=reply.api_calls, usage=reply.usage,
+                         tools_used=reply.tools_used)
+
+        if not reply.text:
+            reply.text = "Done." if reply.tools_used else "(no answer)"
+        await self.store.add_message(
+            ChatMessage(chat_id=chat_id, role=Role.ASSISTANT, content=reply.text, tokens=estimate_tokens(reply.text))
+        )
+        return reply

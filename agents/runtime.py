@@ -1,0 +1,105 @@
+"""Wiring: build the store, client, workspaces, runner, crew, orchestrator and transcriber from settings; shut them down."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+
+import anthropic
+
+from agents.crew import Crew, task_line
+from agents.llm import make_client
+from agents.models import TaskStatus
+from agents.notify import Button, Notifier
+from agents.orchestrator import Orchestrator
+from agents.settings import Settings
+from agents.store import Store
+from agents.task_execution import TaskExecutor
+from agents.task_runner import TaskRunner
+from agents.workspaces import Workspaces
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+    store: Store
+    client: anthropic.AsyncAnthropic
+    workspaces: Workspaces
+    notifier: Notifier
+    runner: TaskRunner
+    crew: Crew
+    orchestrator: Orchestrator
+    transcriber: object | None = None
+    interrupted: list = field(default_factory=list)
+
+    @classmethod
+    async def start(cls, settings: Settings, notifier: Notifier, client: anthropic.AsyncAnthropic | None = None,
+                    transcriber: object | None = None) -> "Runtime":
+        store = await Store.open(settings.database_path)
+        client = client or make_client(settings)
+        workspaces = Workspaces(settings.workspace_path, settings.bot_repository)
+        executor = TaskExecutor(settings, store, client, workspaces, notifier)
+        runner = TaskRunner(store, executor.execute, settings.max_concurrent_tasks)
+        crew = Crew(settings, store, workspaces, runner, notifier)
+        orchestrator = Orchestrator(settings, store, client, workspaces, crew)
+        if transcriber is None:
+            transcriber = _make_transcriber(settings)
+        runtime = cls(settings, store, client, workspaces, notifier, runner, crew, orchestrator, transcriber)
+        runtime.interrupted = await store.interrupt_running_tasks()  # a killed bot left these in_progress
+        runner.start()  # pending tasks start again
+        return runtime
+
+    async def announce_interrupted(self) -> None:
+        """Tell each chat which tasks a restart interrupted, with Resume / Discard buttons."""
+        for task in self.interrupted:
+            try:
+                await self.notifier.send(
+                    task.chat_id,
+                    f"⚠️ The bot restarted while **task #{task.id}** was running ({task.worker.value} · "
+                    f"`{task.workspace}`: {task.title}). Resume it on its branch, or discard it?",
+                    buttons=[[Button("▶ Resume", f"task:resume:{task.id}"), Button("✖ Discard", f"task:cancel:{task.id}")]],
+                )
+            except Exception as err:
+                log.warning("could not announce interrupted task %s: %s", task.id, err)
+        self.interrupted = []
+
+    async def status_text(self, chat_id: int) -> str:
+        lines = ["**Workspaces:** " + (", ".join(f"`{w.name}`" for w in self.workspaces.all()) or "none found "
+                                       f"under {self.settings.workspace_path}")]
+        active = await self.store.list_tasks(chat_id, statuses=[TaskStatus.PENDING, TaskStatus.IN_PROGRESS,
+                                                                TaskStatus.INTERRUPTED])
+        lines.append("**Active tasks:**" if active else "**Active tasks:** none")
+        lines += [f"• {task_line(t)}" for t in active]
+        pending = await self.store.pending_proposals(chat_id)
+        lines.append("**Pending proposals:**" if pending else "**Pending proposals:** none")
+        lines += [f"• #{p.id} for `{p.workspace}`: {p.request[:80]}" for p in pending]
+        state = getattr(self.transcriber, "state", None)
+        if state is not None:
+            lines.append(f"**Speech model:** {self.settings.whisper_model} ({getattr(state, 'value', state)})")
+        return "\n".join(lines)
+
+    async def close(self) -> None:
+        """SIGTERM path: stop workers (they become interrupted), close the client and the store; bounded in time."""
+        try:
+            await asyncio.wait_for(self.runner.shutdown(timeout=4.0), timeout=6.0)
+        except (asyncio.TimeoutError, Exception) as err:  # never hang the shutdown
+            log.warning("runner shutdown: %s", err)
+        close = getattr(self.transcriber, "close", None)
+        if close:
+            close()
+        await self.client.close()
+        await self.store.close()
+
+
+def _make_transcriber(settings: Settings) -> object | None:
+    try:
+        from agents.voice import Transcriber
+    except ImportError as err:  # whisper missing: text still works
+        log.warning("voice notes disabled: %s", err)
+        return None
+    transcriber = Transcriber(settings.whisper_model, settings.whisper_language, settings.voice_max_seconds)
+    transcriber.start_loading()
+    return transcriber

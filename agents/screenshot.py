@@ -1,0 +1,70 @@
+"""The frontend worker's eyes: headless Chromium (Debian's `chromium`) renders a workspace file or URL to PNG."""
+
+from __future__ import annotations
+
+import base64
+import shlex
+import shutil
+import tempfile
+from pathlib import Path
+
+from agents.shell import child_env, run_command
+from agents.toolbox import ToolResult
+from agents.workspaces import ToolError, confine
+
+VIEWPORTS = {"desktop": (1280, 800), "phone": (390, 844)}
+CHROMIUM_FLAGS = (
+    "--headless --no-sandbox --disable-gpu --disable-quic --no-first-run --disable-background-networking "
+    "--disable-component-update --disable-sync --hide-scrollbars --mute-audio"
+)
+
+
+def find_chromium(configured: str | None = None) -> str | None:
+    candidates = [configured] if configured else ["chromium", "chromium-browser", "google-chrome", "chrome"]
+    for name in candidates:
+        path = shutil.which(name) if name else None
+        if path:
+            return path
+    return None
+
+
+def target_url(root: Path, target: str) -> str:
+    if target.startswith(("http://", "https://", "file://")):
+        if target.startswith("file://"):
+            raise ToolError("give a path relative to the workspace instead of a file:// URL")
+        return target
+    path = confine(root, target)
+    if not path.is_file():
+        raise ToolError(f"{target!r} is not a file in the workspace")
+    return path.as_uri()
+
+
+async def capture(chromium: str, url: str, width: int, height: int, timeout: float = 60.0) -> bytes:
+    """One PNG of `url` at width×height; raises ToolError with Chromium's output when it fails."""
+    with tempfile.TemporaryDirectory(prefix="agentlab-shot-") as tmp:
+        out = Path(tmp) / "shot.png"
+        command = (
+            f"{shlex.quote(chromium)} {CHROMIUM_FLAGS} --user-data-dir={shlex.quote(tmp + '/profile')} "
+            f"--window-size={width},{height} --screenshot={shlex.quote(str(out))} {shlex.quote(url)}"
+        )
+        result = await run_command(command, cwd=Path(tmp), timeout=timeout, env=child_env())
+        if not out.exists() or out.stat().st_size == 0:
+            raise ToolError(f"Chromium produced no screenshot: {result.output[-800:]}")
+        return out.read_bytes()
+
+
+async def screenshot_tool_result(chromium: str | None, root: Path, target: str) -> tuple[ToolResult, list[tuple[str, bytes]]]:
+    """The tool's answer to the model (text + images) and the pictures to send to the chat."""
+    if chromium is None:
+        return ToolResult("Chromium is not installed on this machine, so no screenshot can be taken; "
+                          "continue without visual validation and say so in your report."), []
+    url = target_url(root, target)
+    content: list[dict] = []
+    pictures: list[tuple[str, bytes]] = []
+    for name, (width, height) in VIEWPORTS.items():
+        png = await capture(chromium, url, width, height)
+        pictures.append((f"{target} at {name} width ({width}px)", png))
+        content.append({"type": "text", "text": f"{name} ({width}×{height}):"})
+        content.append({"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                                    "data": base64.b64encode(png).decode("ascii")}})
+    return ToolResult(content), pictures

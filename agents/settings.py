@@ -1,0 +1,115 @@
+"""Settings from the environment and `.env` (pydantic-settings); every key is documented in `.env.example`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Everything the bot can be configured with. Field names are the env keys, upper-cased."""
+
+    model_config = SettingsConfigDict(env_file=".env", env_file_encoding="utf-8", extra="ignore")
+
+    # --- required -------------------------------------------------------------------------
+    telegram_bot_token: SecretStr
+    anthropic_api_key: SecretStr
+    allowed_user_ids: Annotated[frozenset[int], NoDecode]
+    workspace_path: Path
+
+    # --- endpoints ------------------------------------------------------------------------
+    telegram_api_base_url: str = "https://api.telegram.org"
+    anthropic_base_url: str | None = None
+
+    # --- where things live ----------------------------------------------------------------
+    bot_repository: Path | None = None
+    database_path: Path = Path("data/agentlab.db")
+
+    # --- models and limits ----------------------------------------------------------------
+    orchestrator_model: str = "claude-sonnet-4-6"
+    worker_model: str = "claude-sonnet-4-6"
+    max_output_tokens: int = Field(4096, ge=256)
+    anthropic_max_retries: int = Field(2, ge=0, le=10)
+    anthropic_timeout_seconds: float = Field(120.0, gt=0)
+    history_token_budget: int = Field(24_000, ge=1_000)
+    orchestrator_max_tool_rounds: int = Field(12, ge=1)
+    max_message_chars: int = Field(20_000, ge=1_000)
+
+    # --- workers --------------------------------------------------------------------------
+    worker_max_steps: int = Field(60, ge=1)
+    worker_max_seconds: float = Field(1800.0, gt=0)
+    worker_max_tokens: int = Field(3_000_000, ge=1_000)
+    max_corrections: int = Field(3, ge=0)
+    command_timeout_seconds: float = Field(300.0, gt=0)
+    test_timeout_seconds: float = Field(900.0, gt=0)
+    max_concurrent_tasks: int = Field(3, ge=1)
+    git_author_name: str = "agentlab"
+    git_author_email: str = "agentlab@localhost"
+    chromium_path: str | None = None
+
+    # --- voice ----------------------------------------------------------------------------
+    whisper_model: str = "base"
+    whisper_language: str | None = None
+    voice_max_seconds: float = Field(600.0, gt=0)
+
+    # --- money ----------------------------------------------------------------------------
+    price_input_per_mtok: float = 3.0
+    price_output_per_mtok: float = 15.0
+    price_cache_write_per_mtok: float = 3.75
+    price_cache_read_per_mtok: float = 0.30
+    daily_budget_usd: float | None = None
+
+    log_level: str = "INFO"
+
+    @field_validator("allowed_user_ids", mode="before")
+    @classmethod
+    def _split_ids(cls, value: object) -> object:
+        if isinstance(value, str):
+            parts = [p.strip() for p in value.replace(";", ",").split(",")]
+            try:
+                return frozenset(int(p) for p in parts if p)
+            except ValueError:
+                raise ValueError("must be comma-separated Telegram user ids (numbers)") from None
+        if isinstance(value, int):
+            return frozenset({value})
+        return value
+
+    @field_validator("anthropic_base_url", "whisper_language", "chromium_path", "bot_repository", mode="before")
+    @classmethod
+    def _empty_is_none(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("daily_budget_usd", mode="before")
+    @classmethod
+    def _empty_budget_is_none(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("telegram_api_base_url")
+    @classmethod
+    def _strip_slash(cls, value: str) -> str:
+        return value.rstrip("/")
+
+
+class SettingsError(Exception):
+    """Settings could not be loaded; the message is one line that names the key."""
+
+
+def describe_validation_error(err: ValidationError) -> str:
+    """One line naming every bad key, e.g. `TELEGRAM_BOT_TOKEN: missing; ALLOWED_USER_IDS: must be ...`."""
+    parts = []
+    for e in err.errors():
+        key = "_".join(str(p) for p in e["loc"] if isinstance(p, str)).upper() or "?"
+        msg = "missing (required)" if e["type"] == "missing" else e["msg"].removeprefix("Value error, ")
+        parts.append(f"{key}: {msg}")
+    return "; ".join(parts)
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Load settings, raising SettingsError with one clear line on a missing or malformed key."""
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as err:
+        raise SettingsError(f"configuration error: {describe_validation_error(err)}") from None

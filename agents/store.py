@@ -1,0 +1,338 @@
+"""SQLite store on aiosqlite: versioned migrations, WAL, and the records of models.py."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable, TypeVar
+
+import aiosqlite
+from pydantic import BaseModel
+
+from agents.models import (
+    ChatMessage,
+    Proposal,
+    ProposalStatus,
+    Task,
+    TaskEvent,
+    TaskStatus,
+    ToolCallRecord,
+    UsageRecord,
+    utcnow,
+)
+
+M = TypeVar("M", bound=BaseModel)
+
+# Each entry is one schema version; never edit an applied migration, append a new one.
+MIGRATIONS: list[str] = [
+    # 1: conversations, proposals, tasks, events, audit, usage
+    """
+    CREATE TABLE chats (
+        id INTEGER PRIMARY KEY,
+        conversation_started_at TEXT,
+        created_at TEXT NOT NULL
+    );
+    CREATE TABLE messages (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        chat_id INTEGER NOT NULL,
+        role TEXT NOT NULL,
+        content TEXT NOT NULL,
+        input_method TEXT NOT NULL DEFAULT 'text',
+        tokens INTEGER NOT NULL DEFAULT 0,
+        created_at TEXT NOT NULL
+    );
+    CREATE INDEX messages_chat ON messages(chat_id, id);
+    CREATE TABLE proposals (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        chat_id INTEGER NOT NULL,
+        workspace TEXT NOT NULL,
+        request TEXT NOT NULL,
+        body TEXT NOT NULL DEFAULT '',
+        status TEXT NOT NULL,
+        supersedes INTEGER,
+        task_id INTEGER,
+        created_at TEXT NOT NULL,
+        decided_at TEXT
+    );
+    CREATE INDEX proposals_chat ON proposals(chat_id, status);
+    CREATE TABLE tasks (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        chat_id INTEGER NOT NULL,
+        workspace TEXT NOT NULL,
+        worker TEXT NOT NULL,
+        title TEXT NOT NULL,
+        instructions TEXT NOT NULL,
+        status TEXT NOT NULL,
+        priority INTEGER NOT NULL DEFAULT 0,
+        background INTEGER NOT NULL DEFAULT 1,
+        proposal_id INTEGER,
+        branch TEXT,
+        base_branch TEXT,
+        base_commit TEXT,
+        worktree TEXT,
+        commit_sha TEXT,
+        result TEXT,
+        error TEXT,
+        reply_to_message_id INTEGER,
+        progress_message_id INTEGER,
+        created_at TEXT NOT NULL,
+        started_at TEXT,
+        finished_at TEXT
+    );
+    CREATE INDEX tasks_status ON tasks(status, priority, id);
+    CREATE INDEX tasks_chat ON tasks(chat_id, id);
+    CREATE TABLE task_events (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        task_id INTEGER NOT NULL,
+        kind TEXT NOT NULL,
+        detail TEXT NOT NULL DEFAULT '',
+        created_at TEXT NOT NULL
+    );
+    CREATE INDEX task_events_task ON task_events(task_id, id);
+    CREATE TABLE tool_calls (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        chat_id INTEGER,
+        task_id INTEGER,
+        agent TEXT NOT NULL,
+        tool TEXT NOT NULL,
+        arguments TEXT NOT NULL,
+        result_chars INTEGER NOT NULL DEFAULT 0,
+        duration_ms INTEGER NOT NULL DEFAULT 0,
+        error TEXT,
+        created_at TEXT NOT NULL
+    );
+    CREATE INDEX tool_calls_task ON tool_calls(task_id, id);
+    CREATE TABLE usage (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        chat_id INTEGER,
+        task_id INTEGER,
+        agent TEXT NOT NULL,
+        model TEXT NOT NULL,
+        input_tokens INTEGER NOT NULL DEFAULT 0,
+        output_tokens INTEGER NOT NULL DEFAULT 0,
+        cache_creation_input_tokens INTEGER NOT NULL DEFAULT 0,
+        cache_read_input_tokens INTEGER NOT NULL DEFAULT 0,
+        created_at TEXT NOT NULL
+    );
+    CREATE INDEX usage_time ON usage(created_at);
+    CREATE INDEX usage_task ON usage(task_id);
+    """,
+]
+
+LATEST_VERSION = len(MIGRATIONS)
+
+
+def _to_db(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.astimezone(timezone.utc).isoformat()
+    if isinstance(value, bool):
+        return int(value)
+    if hasattr(value, "value"):  # enums
+        return value.value
+    return value
+
+
+class Store:
+    """The one place state lives. Use `await Store.open(path)`; every method is a short transaction."""
+
+    def __init__(self, db: aiosqlite.Connection, path: Path) -> None:
+        self._db = db
+        self.path = path
+
+    # ---- lifecycle -----------------------------------------------------------------------
+    @classmethod
+    async def open(cls, path: Path | str) -> "Store":
+        path = Path(path)
+        if str(path) != ":memory:":
+            path.parent.mkdir(parents=True, exist_ok=True)
+        db = await aiosqlite.connect(str(path))
+        db.row_factory = aiosqlite.Row
+        await db.execute("PRAGMA journal_mode=WAL")
+        await db.execute("PRAGMA synchronous=NORMAL")
+        await db.execute("PRAGMA foreign_keys=ON")
+        await db.execute("PRAGMA busy_timeout=5000")
+        store = cls(db, path)
+        await store._migrate()
+        return store
+
+    async def close(self) -> None:
+        await self._db.close()
+
+    async def schema_version(self) -> int:
+        async with self._db.execute("PRAGMA user_version") as cur:
+            row = await cur.fetchone()
+        return int(row[0])
+
+    async def _migrate(self) -> None:
+        version = await self.schema_version()
+        for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
+            await self._db.executescript(f"BEGIN;\n{script}\nPRAGMA user_version={number};\nCOMMIT;")
+
+    # ---- generic helpers -----------------------------------------------------------------
+    async def _insert(self, table: str, record: BaseModel) -> int:
+        data = {k: _to_db(v) for k, v in record.model_dump().items() if k != "id"}
+        cols = ", ".join(data)
+        marks = ", ".join("?" for _ in data)
+        cur = await self._db.execute(f"INSERT INTO {table} ({cols}) VALUES ({marks})", tuple(data.values()))
+        await self._db.commit()
+        return int(cur.lastrowid)
+
+    async def _fetch(self, model: type[M], sql: str, params: Iterable[Any] = ()) -> list[M]:
+        async with self._db.execute(sql, tuple(params)) as cur:
+            rows = await cur.fetchall()
+        return [model.model_validate(dict(row)) for row in rows]
+
+    async def _fetch_one(self, model: type[M], sql: str, params: Iterable[Any] = ()) -> M | None:
+        rows = await self._fetch(model, sql, params)
+        return rows[0] if rows else None
+
+    async def _update(self, table: str, row_id: int, fields: dict[str, Any]) -> None:
+        if not fields:
+            return
+        sets = ", ".join(f"{k} = ?" for k in fields)
+        await self._db.execute(
+            f"UPDATE {table} SET {sets} WHERE id = ?", (*(_to_db(v) for v in fields.values()), row_id)
+        )
+        await self._db.commit()
+
+    # ---- conversation --------------------------------------------------------------------
+    async def _conversation_start(self, chat_id: int) -> str:
+        async with self._db.execute("SELECT conversation_started_at FROM chats WHERE id = ?", (chat_id,)) as cur:
+            row = await cur.fetchone()
+        return row[0] if row and row[0] else ""
+
+    async def add_message(self, message: ChatMessage) -> ChatMessage:
+        await self._db.execute(
+            "INSERT OR IGNORE INTO chats (id, created_at) VALUES (?, ?)", (message.chat_id, _to_db(utcnow()))
+        )
+        message.id = await self._insert("messages", message)
+        return message
+
+    async def recent_messages(self, chat_id: int, token_budget: int) -> list[ChatMessage]:
+        """The newest messages of the current conversation whose tokens fit the budget, oldest first."""
+        since = await self._conversation_start(chat_id)
+        picked: list[ChatMessage] = []
+        used = 0
+        async with self._db.execute(
+            "SELECT * FROM messages WHERE chat_id = ? AND created_at >= ? ORDER BY id DESC", (chat_id, since)
+        ) as cur:
+            async for row in cur:
+                message = ChatMessage.model_validate(dict(row))
+                if picked and used + message.tokens > token_budget:
+                    break
+                used += message.tokens
+                picked.append(message)
+        picked.reverse()
+        return picked
+
+    async def all_messages(self, chat_id: int) -> list[ChatMessage]:
+        return await self._fetch(ChatMessage, "SELECT * FROM messages WHERE chat_id = ? ORDER BY id", (chat_id,))
+
+    async def start_new_conversation(self, chat_id: int) -> None:
+        now = _to_db(utcnow())
+        await self._db.execute(
+            "INSERT INTO chats (id, created_at, conversation_started_at) VALUES (?, ?, ?) "
+            "ON CONFLICT(id) DO UPDATE SET conversation_started_at = excluded.conversation_started_at",
+            (chat_id, now, now),
+        )
+        await self._db.commit()
+
+    # ---- proposals -----------------------------------------------------------------------
+    async def add_proposal(self, proposal: Proposal) -> Proposal:
+        proposal.id = await self._insert("proposals", proposal)
+        return proposal
+
+    async def get_proposal(self, proposal_id: int) -> Proposal | None:
+        return await self._fetch_one(Proposal, "SELECT * FROM proposals WHERE id = ?", (proposal_id,))
+
+    async def update_proposal(self, proposal_id: int, **fields: Any) -> None:
+        await self._update("proposals", proposal_id, fields)
+
+    async def pending_proposals(self, chat_id: int) -> list[Proposal]:
+        return await self._fetch(
+            Proposal, "SELECT * FROM proposals WHERE chat_id = ? AND status = ? ORDER BY id",
+            (chat_id, ProposalStatus.PENDING.value),
+        )
+
+    # ---- tasks ---------------------------------------------------------------------------
+    async def add_task(self, task: Task) -> Task:
+        task.id = await self._insert("tasks", task)
+        return task
+
+    async def get_task(self, task_id: int) -> Task | None:
+        return await self._fetch_one(Task, "SELECT * FROM tasks WHERE id = ?", (task_id,))
+
+    async def update_task(self, task_id: int, **fields: Any) -> None:
+        await self._update("tasks", task_id, fields)
+
+    async def list_tasks(
+        self, chat_id: int | None = None, statuses: Iterable[TaskStatus] | None = None, limit: int = 20
+    ) -> list[Task]:
+        where, params = [], []
+        if chat_id is not None:
+            where.append("chat_id = ?")
+            params.append(chat_id)
+        if statuses is not None:
+            values = [s.value for s in statuses]
+            where.append(f"status IN ({', '.join('?' for _ in values)})")
+            params.extend(values)
+        clause = f"WHERE {' AND '.join(where)}" if where else ""
+        return await self._fetch(Task, f"SELECT * FROM tasks {clause} ORDER BY id DESC LIMIT ?", (*params, limit))
+
+    async def claim_next_task(self) -> Task | None:
+        """Atomically move the best pending task (priority, then age) to in_progress and return it."""
+        now = _to_db(utcnow())
+        async with self._db.execute(
+            "UPDATE tasks SET status = ?, started_at = ? WHERE id = ("
+            " SELECT id FROM tasks WHERE status = ? ORDER BY priority DESC, id ASC LIMIT 1"
+            ") AND status = ? RETURNING *",
+            (TaskStatus.IN_PROGRESS.value, now, TaskStatus.PENDING.value, TaskStatus.PENDING.value),
+        ) as cur:
+            row = await cur.fetchone()
+        await self._db.commit()
+        return Task.model_validate(dict(row)) if row else None
+
+    async def interrupt_running_tasks(self) -> list[Task]:
+        """At start-up: tasks left in_progress by a killed bot become interrupted."""
+        stuck = await self.list_tasks(statuses=[TaskStatus.IN_PROGRESS], limit=1000)
+        for task in stuck:
+            await self.update_task(task.id, status=TaskStatus.INTERRUPTED)
+            await self.add_event(TaskEvent(task_id=task.id, kind="status", detail=TaskStatus.INTERRUPTED.value))
+        return stuck
+
+    async def add_event(self, event: TaskEvent) -> TaskEvent:
+        event.id = await self._insert("task_events", event)
+        return event
+
+    async def task_events(self, task_id: int) -> list[TaskEvent]:
+        return await self._fetch(TaskEvent, "SELECT * FROM task_events WHERE task_id = ? ORDER BY id", (task_id,))
+
+    # ---- audit and usage -----------------------------------------------------------------
+    async def record_tool_call(self, record: ToolCallRecord) -> None:
+        record.id = await self._insert("tool_calls", record)
+
+    async def tool_calls(self, task_id: int | None = None, chat_id: int | None = None) -> list[ToolCallRecord]:
+        if task_id is not None:
+            return await self._fetch(ToolCallRecord, "SELECT * FROM tool_calls WHERE task_id = ? ORDER BY id", (task_id,))
+        return await self._fetch(
+            ToolCallRecord, "SELECT * FROM tool_calls WHERE chat_id = ? AND task_id IS NULL ORDER BY id", (chat_id,)
+        )
+
+    async def record_usage(self, record: UsageRecord) -> None:
+        record.id = await self._insert("usage", record)
+
+    async def usage_since(self, since: datetime, task_id: int | None = None) -> list[UsageRecord]:
+        if task_id is not None:
+            return await self._fetch(UsageRecord, "SELECT * FROM usage WHERE task_id = ? ORDER BY id", (task_id,))
+        return await self._fetch(UsageRecord, "SELECT * FROM usage WHERE created_at >= ? ORDER BY id", (_to_db(since),))
+
+
+def start_of_day(now: datetime | None = None) -> datetime:
+    now = now or utcnow()
+    return now.replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def start_of_month(now: datetime | None = None) -> datetime:
+    return start_of_day(now).replace(day=1)
+
+

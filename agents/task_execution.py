@@ -1,0 +1,259 @@
+"""Running one task end to end: worktree, worker loop, commit, the bot's own test run, corrections, summary."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from pathlib import Path
+
+import anthropic
+
+from agents import git_repo, prompts
+from agents.llm import explain_api_error, usage_record
+from agents.models import Proposal, ProposalStatus, Task, TaskEvent, TaskStatus, WorkerKind, utcnow
+from agents.notify import Button, Notifier
+from agents.screenshot import find_chromium, screenshot_tool_result
+from agents.settings import Settings
+from agents.store import Store
+from agents.test_runner import TestOutcome, TestStatus, run_tests
+from agents.tool_sets import worker_tools
+from agents.toolbox import Audit, Toolbox, ToolResult
+from agents.worker import Limits, Worker, WorkerResult
+from agents.workspaces import ToolError, Workspaces
+
+log = logging.getLogger(__name__)
+
+ROLE_PROMPTS = {
+    WorkerKind.RESEARCH: prompts.RESEARCH,
+    WorkerKind.CODE: prompts.CODE,
+    WorkerKind.FRONTEND: prompts.FRONTEND,
+    WorkerKind.TEST: prompts.TEST,
+}
+REPORT_LIMIT = 1500
+PROGRESS_INTERVAL = 4.0  # seconds between edits of one progress message
+
+
+def trim(text: str, limit: int) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def tail(text: str, limit: int) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else "…" + text[-(limit - 1):]
+
+
+def cancel_button(task_id: int) -> list[list[Button]]:
+    return [[Button("✖ Cancel", f"task:cancel:{task_id}")]]
+
+
+def proposal_buttons(proposal_id: int) -> list[list[Button]]:
+    return [[Button("✅ Approve", f"proposal:approve:{proposal_id}"), Button("✖ Reject", f"proposal:reject:{proposal_id}")]]
+
+
+def branch_buttons(task_id: int) -> list[list[Button]]:
+    return [[Button("Merge", f"task:merge:{task_id}"), Button("Diff", f"task:diff:{task_id}"),
+             Button("Discard", f"task:discard:{task_id}")]]
+
+
+class Progress:
+    """One progress message per task, edited in place at most every PROGRESS_INTERVAL seconds."""
+
+    def __init__(self, notifier: Notifier, store: Store, task: Task) -> None:
+        self.notifier, self.store, self.task = notifier, store, task
+        self.started = time.monotonic()
+        self.step = "starting"
+        self.last_edit = 0.0
+        self.message_id = task.progress_message_id
+
+    def text(self) -> str:
+        t = self.task
+        elapsed = int(time.monotonic() - self.started)
+        return (f"⏳ **Task #{t.id}** · {t.worker.value} worker · `{t.workspace}`\n{trim(t.title, 120)}\n"
+                f"{elapsed // 60}m{elapsed % 60:02d}s · {self.step}")
+
+    async def open(self) -> None:
+        if self.message_id is None:
+            self.message_id = await self.notifier.send(self.task.chat_id, self.text(), buttons=cancel_button(self.task.id),
+                                                       reply_to=self.task.reply_to_message_id)
+            await self.store.update_task(self.task.id, progress_message_id=self.message_id)
+
+    async def update(self, step: str, force: bool = False) -> None:
+        self.step = step
+        await self.store.add_event(TaskEvent(task_id=self.task.id, kind="step", detail=step[:300]))
+        now = time.monotonic()
+        if self.message_id is None or (not force and now - self.last_edit < PROGRESS_INTERVAL):
+            return
+        self.last_edit = now
+        try:
+            await self.notifier.edit(self.task.chat_id, self.message_id, self.text(), buttons=cancel_button(self.task.id))
+        except Exception as err:  # a progress edit must never break the task
+            log.debug("progress edit failed: %s", err)
+
+    async def close(self, final_line: str) -> None:
+        if self.message_id is None:
+            return
+        t = self.task
+        try:
+            await self.notifier.edit(t.chat_id, self.message_id,
+                                     f"**Task #{t.id}** · {t.worker.value} · `{t.workspace}`\n{trim(t.title, 120)}\n{final_line}")
+        except Exception as err:
+            log.debug("progress close failed: %s", err)
+
+
+class TaskExecutor:
+    """Executes a claimed task; everything it learns goes to the store and the chat."""
+
+    def __init__(self, settings: Settings, store: Store, client: anthropic.AsyncAnthropic, workspaces: Workspaces,
+                 notifier: Notifier) -> None:
+        self.settings, self.store, self.client = settings, store, client
+        self.workspaces, self.notifier = workspaces, notifier
+        self.identity = git_repo.GitIdentity(settings.git_author_name, settings.git_author_email)  # noqa
+        self.worktrees_dir = settings.database_path.parent.resolve() / "worktrees"
+        self.chromium = find_chromium(settings.chromium_path)
+
+    def limits(self) -> Limits:
+        s = self.settings
+        return Limits(max_steps=s.worker_max_steps, max_seconds=s.worker_max_seconds, max_tokens=s.worker_max_tokens)
+
+    async def set_status(self, task: Task, status: TaskStatus, **fields: object) -> None:
+        task.status = status
+        if status.is_final:
+            fields.setdefault("finished_at", utcnow())
+        await self.store.update_task(task.id, status=status, **fields)
+        await self.store.add_event(TaskEvent(task_id=task.id, kind="status", detail=status.value))
+
+    def make_worker(self, task: Task, root: Path, progress: Progress) -> Worker:
+        async def screenshot(ws_root: Path, target: str) -> ToolResult:
+            result, pictures = await screenshot_tool_result(self.chromium, ws_root, target)
+            for caption, png in pictures:
+                await self.notifier.send_photo(task.chat_id, png, caption=f"Task #{task.id}: {caption}")
+            return result
+
+        async def on_usage(response: anthropic.types.Message) -> None:
+            await self.store.record_usage(usage_record(response, f"{task.worker.value}-worker", task.chat_id, task.id))
+
+        toolbox = Toolbox(
+            worker_tools(task.worker, root, self.settings.command_timeout_seconds, screenshot),
+            Audit(self.store, agent=f"{task.worker.value}-worker", chat_id=task.chat_id, task_id=task.id),
+        )
+        return Worker(client=self.client, model=self.settings.worker_model, system=ROLE_PROMPTS[task.worker],
+                      toolbox=toolbox, limits=self.limits(), max_output_tokens=self.settings.max_output_tokens,
+                      on_step=progress.update, on_usage=on_usage)
+
+    async def execute(self, task: Task) -> None:
+        progress = Progress(self.notifier, self.store, task)
+        await progress.open()
+        try:
+            if task.worker is WorkerKind.RESEARCH:
+                await self._research(task, progress)
+            else:
+                await self._change(task, progress)
+        except asyncio.CancelledError:
+            await progress.close("✖ cancelled")
+            raise
+        except anthropic.APIError as err:
+            reason = explain_api_error(err)
+            await self.set_status(task, TaskStatus.FAILED, error=reason)
+            await progress.close(f"✖ failed: {reason}")
+            await self.notifier.send(task.chat_id, f"✖ **Task #{task.id} failed**: {reason}")
+        except (ToolError, git_repo.GitError) as err:
+            await self.set_status(task, TaskStatus.FAILED, error=str(err))
+            await progress.close("✖ failed")
+            await self.notifier.send(task.chat_id, f"✖ **Task #{task.id} failed**: {trim(str(err), 800)}")
+
+    # ---- research → proposal -------------------------------------------------------------
+    async def _research(self, task: Task, progress: Progress) -> None:
+        workspace = self.workspaces.resolve(task.workspace)
+        worker = self.make_worker(task, workspace.path, progress)
+        result = await worker.run(f"Workspace: {workspace.name}\n\nResearch request:\n{task.instructions}")
+        if not result.finished or not result.report:
+            reason = result.reason(self.limits()) if not result.finished else "the research worker wrote no proposal"
+            await self.set_status(task, TaskStatus.FAILED, error=reason, result=result.report or None)
+            await progress.close(f"✖ {reason}")
+            await self.notifier.send(task.chat_id, f"✖ **Research #{task.id}** ended without a proposal: {reason}.")
+            return
+        for old in await self.store.pending_proposals(task.chat_id):
+            if old.workspace == workspace.name:
+                await self.store.update_proposal(old.id, status=ProposalStatus.SUPERSEDED, decided_at=utcnow())
+        proposal = await self.store.add_proposal(Proposal(chat_id=task.chat_id, workspace=workspace.name,
+                                                          request=task.instructions, body=result.report))
+        await self.set_status(task, TaskStatus.COMPLETED, result=f"proposal #{proposal.id}")
+        await progress.close(f"✔ proposal #{proposal.id} ready")
+        header = f"📋 **Proposal #{proposal.id}** for `{workspace.name}`. Approve to start a code worker on it.\n\n"
+        await self.notifier.send(task.chat_id, header + result.report, buttons=proposal_buttons(proposal.id))
+
+    # ---- code / frontend / test ------------------------------------------------------------
+    async def _change(self, task: Task, progress: Progress) -> None:
+        workspace = self.workspaces.resolve(task.workspace)
+        initialised = await git_repo.ensure_repository(workspace.path, self.identity)
+        if initialised:
+            await self.notifier.send(task.chat_id, f"`{workspace.name}` was not a git repository; I initialised one.")
+        tree = await git_repo.create_task_worktree(workspace.path, task.id, task.title, self.identity, self.worktrees_dir)
+        await self.store.update_task(task.id, branch=tree.branch, base_branch=tree.base_branch,
+                                     base_commit=tree.base_commit, worktree=str(tree.path))
+        worker = self.make_worker(task, tree.path, progress)
+        resumed = bool(task.result)  # an interrupted task carries what was done before
+        first = task.instructions if not resumed else (
+            f"{task.instructions}\n\n(This task was interrupted and is being resumed on the same branch. Notes from "
+            f"before: {task.result}. Check the current state of the files before continuing.)")
+        result = await worker.run(first)
+        commit = await git_repo.commit_all(tree, f"{task.title}\n\nagentlab task #{task.id}", self.identity)
+        commits = [commit] if commit else []
+        outcome: TestOutcome | None = None
+        corrections = 0
+        while result.finished:
+            await progress.update("running tests", force=True)
+            outcome = await run_tests(tree.path, self.settings.test_timeout_seconds)
+            await self.store.add_event(TaskEvent(task_id=task.id, kind="tests", detail=f"{outcome.status.value}: {outcome.summary}"))
+            if outcome.status is not TestStatus.failed or corrections >= self.settings.max_corrections:
+                break
+            corrections += 1
+            await progress.update(f"correcting failed tests ({corrections}/{self.settings.max_corrections})", force=True)
+            result = await worker.run(prompts.CORRECTION.format(
+                attempt=corrections, limit=self.settings.max_corrections, command=outcome.command,
+                output=tail(outcome.output, 6000)))
+            commit = await git_repo.commit_all(tree, f"{task.title} (correction {corrections})\n\nagentlab task #{task.id}",
+                                               self.identity)
+            if commit:
+                commits.append(commit)
+        await self._finish(task, progress, tree, result, outcome, corrections, commits)
+
+    async def _finish(self, task: Task, progress: Progress, tree: git_repo.TaskWorktree, result: WorkerResult,
+                      outcome: TestOutcome | None, corrections: int, commits: list[git_repo.CommitResult]) -> None:
+        last = commits[-1] if commits else None
+        if not result.finished:
+            status, headline = TaskStatus.FAILED, f"✖ Task #{task.id} stopped: {result.reason(self.limits())}"
+        elif outcome is not None and outcome.status is TestStatus.failed:
+            status, headline = TaskStatus.BLOCKED, (
+                f"⛔ Task #{task.id} blocked: tests still fail after {corrections} correction"
+                f"{'s' if corrections != 1 else ''}")
+        else:
+            status, headline = TaskStatus.COMPLETED, f"✔ Task #{task.id} done"
+        lines = [f"**{headline}** · `{task.workspace}`", ""]
+        if result.report:
+            lines += ["**Worker's report:**", trim(result.report, REPORT_LIMIT), ""]
+        if outcome is None:
+            lines.append("**Tests:** not run (the worker did not finish)")
+        elif outcome.status is TestStatus.no_tests:
+            lines.append("**Tests:** no tests found in this workspace (nothing was verified)")
+        else:
+            lines.append(f"**Tests:** {outcome.status.value}: {outcome.summary} (`{outcome.command}`)")
+            if outcome.status is TestStatus.failed:
+                lines += ["Last failure:", f"```\n{tail(outcome.output, 1200)}\n```"]
+        if last:
+            stat = (last.diffstat.splitlines() or [""])[-1].strip()
+            files = ", ".join(f"`{f}`" for f in last.files[:12]) + (" …" if len(last.files) > 12 else "")
+            lines += [f"**Files:** {files}" + (f" ({stat})" if stat else ""),
+                      f"**Commit:** `{last.short_sha}` on branch `{tree.branch}` (base `{tree.base_branch}`)"]
+        else:
+            lines.append("**Files:** nothing changed, no commit")
+        summary = "\n".join(lines)
+        error = None if status is TaskStatus.COMPLETED else headline
+        await self.set_status(task, status, result=trim(result.report, 4000) or None, error=error,
+                              commit_sha=last.sha if last else None)
+        await git_repo.remove_worktree_keep_branch(tree)
+        await progress.close(headline)
+        await self.notifier.send(task.chat_id, summary, buttons=branch_buttons(task.id) if last else None,
+                                 reply_to=task.reply_to_message_id)

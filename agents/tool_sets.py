@@ -1,0 +1,158 @@
+"""The tool sets of INTERFACE.md: the orchestrator's, and each worker role's (a role is a prompt plus one of these)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Awaitable, Callable, Protocol
+
+from agents import file_tools
+from agents.models import WorkerKind
+from agents.shell import child_env, run_command
+from agents.toolbox import Tool, ToolResult, prop
+from agents.workspaces import Workspaces
+
+
+class WorkDesk(Protocol):
+    """What the orchestrator's work tools do; every method returns text for the model."""
+
+    async def start_research(self, chat_id: int, workspace: str, request: str) -> str: ...
+    async def start_task(self, chat_id: int, workspace: str, worker: str, instructions: str, background: bool) -> str: ...
+    async def approve_proposal(self, chat_id: int, proposal_id: int | None) -> str: ...
+    async def reject_proposal(self, chat_id: int, proposal_id: int | None, reason: str | None) -> str: ...
+    async def list_tasks(self, chat_id: int) -> str: ...
+    async def cancel_task(self, chat_id: int, task_id: int) -> str: ...
+
+
+_PATH = prop("string", "path relative to the workspace root")
+_WORKSPACE = prop("string", "workspace name as listed in the context (loose spelling is resolved); 'self' is the bot's own code")
+_START = prop("integer", "first line to read (1-based, optional)")
+_END = prop("integer", "last line to read (inclusive, optional)")
+_PATTERN_GLOB = prop("string", "glob pattern relative to the workspace, e.g. '**/*.py'")
+_PATTERN_RE = prop("string", "regular expression to search for")
+_GREP_PATH = prop("string", "file or folder to search in, relative to the workspace (default: all)")
+_GREP_GLOB = prop("string", "only search files matching this glob, e.g. '*.py' (optional)")
+_ICASE = prop("boolean", "case-insensitive search (default false)")
+
+_READ_DESC = "Read a text file (numbered lines). Use start_line/end_line for large files."
+_GLOB_DESC = "List files matching a glob pattern."
+_GREP_DESC = "Search file contents with a regular expression; returns path:line: text matches."
+
+
+def orchestrator_tools(workspaces: Workspaces, desk: WorkDesk, chat_id: int) -> list[Tool]:
+    """Read-only look-ups across workspaces plus the work tools that hand off to workers."""
+
+    def root(workspace: str) -> Path:
+        return workspaces.resolve(workspace).path
+
+    async def read_file(workspace: str, path: str, start_line: int | None = None, end_line: int | None = None) -> str:
+        return await file_tools.read_file(root(workspace), path, start_line, end_line)
+
+    async def glob(workspace: str, pattern: str) -> str:
+        return await file_tools.glob(root(workspace), pattern)
+
+    async def grep(workspace: str, pattern: str, path: str = ".", glob: str | None = None, ignore_case: bool = False) -> str:
+        return await file_tools.grep(root(workspace), pattern, path=path, glob=glob, ignore_case=ignore_case)
+
+    async def start_research(workspace: str, request: str) -> str:
+        return await desk.start_research(chat_id, workspace, request)
+
+    async def start_task(workspace: str, worker: str, instructions: str, background: bool = True) -> str:
+        return await desk.start_task(chat_id, workspace, worker, instructions, background)
+
+    async def approve_proposal(proposal_id: int | None = None) -> str:
+        return await desk.approve_proposal(chat_id, proposal_id)
+
+    async def reject_proposal(proposal_id: int | None = None, reason: str | None = None) -> str:
+        return await desk.reject_proposal(chat_id, proposal_id, reason)
+
+    async def list_tasks() -> str:
+        return await desk.list_tasks(chat_id)
+
+    async def cancel_task(task_id: int) -> str:
+        return await desk.cancel_task(chat_id, task_id)
+
+    workers = [w.value for w in WorkerKind if w is not WorkerKind.RESEARCH]
+    return [
+        Tool("read_file", _READ_DESC, {"workspace": _WORKSPACE, "path": _PATH, "start_line": _START, "end_line": _END},
+             read_file, ["workspace", "path"]),
+        Tool("glob", _GLOB_DESC, {"workspace": _WORKSPACE, "pattern": _PATTERN_GLOB}, glob, ["workspace", "pattern"]),
+        Tool("grep", _GREP_DESC, {"workspace": _WORKSPACE, "pattern": _PATTERN_RE, "path": _GREP_PATH, "glob": _GREP_GLOB,
+                                  "ignore_case": _ICASE}, grep, ["workspace", "pattern"]),
+        Tool("start_research",
+             "Start the read-only research worker on a workspace; it writes a proposal that is shown to the user with "
+             "Approve/Reject buttons. Use for improvement/refactor/review requests and to refine a pending proposal.",
+             {"workspace": _WORKSPACE, "request": prop("string", "what to study and propose, self-contained")},
+             start_research, ["workspace", "request"]),
+        Tool("start_task",
+             "Start a worker that changes code in a workspace (on its own git branch) and reports back.",
+             {"workspace": _WORKSPACE,
+              "worker": prop("string", "code, frontend or test", enum=workers),
+              "instructions": prop("string", "complete, self-contained instructions for the worker"),
+              "background": prop("boolean", "true: run in the background and notify when done; false: wait for it")},
+             start_task, ["workspace", "worker", "instructions", "background"]),
+        Tool("approve_proposal", "Approve a pending proposal and start a code worker on it. No id: the latest pending one.",
+             {"proposal_id": prop("integer", "proposal id (optional)")}, approve_proposal),
+        Tool("reject_proposal", "Reject a pending proposal. No id: the latest pending one.",
+             {"proposal_id": prop("integer", "proposal id (optional)"), "reason": prop("string", "why (optional)")},
+             reject_proposal),
+        Tool("list_tasks", "List this chat's recent tasks with their status.", {}, list_tasks),
+        Tool("cancel_task", "Cancel a running or pending task and kill every process it started.",
+             {"task_id": prop("integer", "task number")}, cancel_task, ["task_id"]),
+    ]
+
+
+Screenshotter = Callable[[Path, str], Awaitable[ToolResult]]
+
+
+def worker_tools(
+    kind: WorkerKind, root: Path, command_timeout: float, screenshot: Screenshotter | None = None
+) -> list[Tool]:
+    """The tools of one worker role, all confined to `root` (the task's worktree)."""
+
+    async def read_file(path: str, start_line: int | None = None, end_line: int | None = None) -> str:
+        return await file_tools.read_file(root, path, start_line, end_line)
+
+    async def glob(pattern: str) -> str:
+        return await file_tools.glob(root, pattern)
+
+    async def grep(pattern: str, path: str = ".", glob: str | None = None, ignore_case: bool = False) -> str:
+        return await file_tools.grep(root, pattern, path=path, glob=glob, ignore_case=ignore_case)
+
+    async def write_file(path: str, content: str) -> str:
+        return await file_tools.write_file(root, path, content)
+
+    async def edit_file(path: str, old: str, new: str) -> str:
+        return await file_tools.edit_file(root, path, old, new)
+
+    async def run(command: str) -> ToolResult:
+        result = await run_command(command, cwd=root, timeout=command_timeout, env=child_env())
+        return ToolResult(result.format_for_model(), is_error=not result.ok)
+
+    tools = [
+        Tool("read_file", _READ_DESC, {"path": _PATH, "start_line": _START, "end_line": _END}, read_file, ["path"]),
+        Tool("glob", _GLOB_DESC, {"pattern": _PATTERN_GLOB}, glob, ["pattern"]),
+        Tool("grep", _GREP_DESC, {"pattern": _PATTERN_RE, "path": _GREP_PATH, "glob": _GREP_GLOB, "ignore_case": _ICASE},
+             grep, ["pattern"]),
+    ]
+    if kind is WorkerKind.RESEARCH:
+        return tools
+    tools += [
+        Tool("write_file", "Create or overwrite a file (parents are created).",
+             {"path": _PATH, "content": prop("string", "the whole new file content")}, write_file, ["path", "content"]),
+        Tool("edit_file", "Replace one exact occurrence of `old` with `new` in a file. `old` must match exactly once.",
+             {"path": _PATH, "old": prop("string", "exact text to replace"), "new": prop("string", "replacement text")},
+             edit_file, ["path", "old", "new"]),
+        Tool("run_command",
+             f"Run a shell command in the workspace root (bash; timeout {int(command_timeout)} s; output trimmed).",
+             {"command": prop("string", "the command line")}, run, ["command"]),
+    ]
+    if kind is WorkerKind.FRONTEND and screenshot is not None:
+        async def take_screenshot(target: str) -> ToolResult:
+            return await screenshot(root, target)
+
+        tools.append(Tool("screenshot",
+                          "Render an HTML file of the workspace or a URL in headless Chromium at desktop and phone "
+                          "widths; returns the pictures (they are also sent to the user).",
+                          {"target": prop("string", "a workspace file (e.g. index.html) or an http(s) URL")},
+                          take_screenshot, ["target"]))
+    return tools

@@ -1,0 +1,254 @@
+"""Workspaces: the project folders under WORKSPACE_PATH (plus `self`), tolerant name resolution, and path confinement.
+
+Every tool failure the model can cause is a `ToolError` whose message is written for the model to read and act on.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+SELF_NAME = "self"
+
+# Spoken / typed ways of naming the bot's own repository (compared after normalisation).
+_SELF_ALIASES = (
+    "self",
+    "yourself",
+    "your code",
+    "your own code",
+    "your repo",
+    "your repository",
+    "your source",
+    "your source code",
+    "the bot",
+    "bot",
+    "agentlab",
+    "agent lab",
+    "you",
+)
+_NOISE_PREFIXES = ("the ", "my ", "our ")
+_NOISE_SUFFIXES = ("project", "repository", "repo", "folder", "directory", "workspace", "codebase")
+_SEPARATORS = re.compile(r"[\s\-_.]+")
+FUZZY_CUTOFF = 0.75
+_MIN_PREFIX_LEN = 2
+_MIN_CONTAINS_LEN = 3
+
+
+class ToolError(Exception):
+    """A tool call failed; `message` is meant for the model (what went wrong and what to do instead)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class WorkspaceNotFound(ToolError):
+    """No workspace, or more than one equally good workspace, matches a name."""
+
+
+class PathOutsideWorkspace(ToolError):
+    """A path would leave the task's workspace (absolute, `..`, or a symlink pointing out)."""
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """A named folder an agent may work in; `path` is resolved (absolute, symlinks followed)."""
+
+    name: str
+    path: Path
+
+    @property
+    def is_self(self) -> bool:
+        return self.name == SELF_NAME
+
+
+def _full_key(name: str) -> str:
+    """Casefold and drop separators: 'Group-Therapy' -> 'grouptherapy'."""
+    return _SEPARATORS.sub("", name.casefold().strip())
+
+
+def _reduced_key(name: str) -> str:
+    """Like `_full_key`, but also drop transcription noise ('the ', trailing 'project', 'repo', ...)."""
+    text = " ".join(_SEPARATORS.sub(" ", name.casefold()).split())
+    changed = True
+    while changed:
+        changed = False
+        for prefix in _NOISE_PREFIXES:
+            if text.startswith(prefix) and len(text) > len(prefix):
+                text, changed = text[len(prefix):].strip(), True
+        for suffix in _NOISE_SUFFIXES:
+            if text.endswith(suffix) and len(text) > len(suffix):
+                text, changed = text[: -len(suffix)].strip(), True
+    return text.replace(" ", "") or _full_key(name)
+
+
+_SELF_KEYS = frozenset({_full_key(a) for a in _SELF_ALIASES} | {_reduced_key(a) for a in _SELF_ALIASES})
+
+
+class Workspaces:
+    """The workspaces available to agents: sub-folders of `root` (hidden ones skipped) plus `self` (the bot's repository).
+
+    The folder list is rescanned on every call, so new projects show up without a restart.
+    A folder literally named `self` is hidden when a bot repository is configured (the name is reserved).
+    """
+
+    def __init__(self, root: Path, bot_repository: Path | None = None) -> None:
+        self.root = Path(root).expanduser()
+        self.bot_repository = Path(bot_repository).expanduser() if bot_repository is not None else None
+
+    def all(self) -> list[Workspace]:
+        found: list[Workspace] = []
+        try:
+            entries = list(os.scandir(self.root))
+        except OSError:
+            entries = []
+        for entry in entries:
+            if entry.name.startswith("."):
+                continue
+            if self.bot_repository is not None and entry.name == SELF_NAME:
+                continue
+            try:
+                if not entry.is_dir():  # follows symlinks: a linked project folder counts
+                    continue
+            except OSError:
+                continue
+            found.append(Workspace(entry.name, Path(entry.path).resolve()))
+        if self.bot_repository is not None and self.bot_repository.is_dir():
+            found.append(Workspace(SELF_NAME, self.bot_repository.resolve()))
+        return sorted(found, key=lambda w: (w.name.casefold(), w.name))
+
+    def names(self) -> list[str]:
+        return [w.name for w in self.all()]
+
+    def resolve(self, name: str) -> Workspace:
+        """Find the workspace a (possibly spoken, misspelled) name means, or raise WorkspaceNotFound."""
+        available = self.all()
+        cleaned = name.strip().strip("'\"`").strip().rstrip("/\\")
+        if not cleaned:
+            raise self._not_found("an empty workspace name", available)
+        if "/" in cleaned or "\\" in cleaned or ".." in cleaned or "\x00" in cleaned:
+            raise self._not_found(
+                f"{name!r} looks like a path; a workspace is named by its folder name only", available
+            )
+        by_name = {w.name: w for w in available}
+        full, reduced = _full_key(cleaned), _reduced_key(cleaned)
+
+        # 1. exact match: literal name, then normalised, then with transcription noise removed.
+        if cleaned in by_name:
+            return by_name[cleaned]
+        for key_fn, key in ((_full_key, full), (_reduced_key, reduced)):
+            hits = [w for w in available if key_fn(w.name) == key]
+            if len(hits) == 1:
+                return hits[0]
+            if len(hits) > 1:
+                raise self._ambiguous(name, hits, available)
+
+        # 2. the bot's own repository.
+        if full in _SELF_KEYS or reduced in _SELF_KEYS:
+            if SELF_NAME in by_name:
+                return by_name[SELF_NAME]
+            raise self._not_found(f"{name!r} (the bot's own repository is not configured: BOT_REPOSITORY)", available)
+
+        # 3. unique prefix, then unique containment.
+        folders = [w for w in available if not w.is_self]
+        if len(reduced) >= _MIN_PREFIX_LEN:
+            hits = [w for w in folders if _full_key(w.name).startswith(reduced) or _reduced_key(w.name).startswith(reduced)]
+            if len(hits) == 1:
+                return hits[0]
+            if len(hits) > 1:
+                raise self._ambiguous(name, hits, available)
+        if len(reduced) >= _MIN_CONTAINS_LEN:
+            hits = [
+                w
+                for w in folders
+                if reduced in _full_key(w.name)
+                or (len(_reduced_key(w.name)) >= _MIN_CONTAINS_LEN and _reduced_key(w.name) in reduced)
+            ]
+            if len(hits) == 1:
+                return hits[0]
+            if len(hits) > 1:
+                raise self._ambiguous(name, hits, available)
+
+        # 4. fuzzy similarity; an exact tie between the best two is ambiguous.
+        scored = sorted(
+            ((self._similarity(full, reduced, w), w) for w in folders),
+            key=lambda pair: (-pair[0], pair[1].name),
+        )
+        scored = [(score, w) for score, w in scored if score >= FUZZY_CUTOFF]
+        if scored:
+            best_score = scored[0][0]
+            best = [w for score, w in scored if score == best_score]
+            if len(best) == 1:
+                return best[0]
+            raise self._ambiguous(name, best, available)
+        raise self._not_found(repr(name), available, closest=self._closest(full, reduced, folders))
+
+    @staticmethod
+    def _similarity(full: str, reduced: str, workspace: Workspace) -> float:
+        theirs = {_full_key(workspace.name), _reduced_key(workspace.name)}
+        return max(difflib.SequenceMatcher(None, mine, other).ratio() for mine in {full, reduced} for other in theirs)
+
+    def _closest(self, full: str, reduced: str, folders: list[Workspace]) -> list[str]:
+        scored = sorted(((self._similarity(full, reduced, w), w.name) for w in folders), key=lambda p: (-p[0], p[1]))
+        return [n for score, n in scored[:3] if score >= 0.4]
+
+    @staticmethod
+    def _not_found(what: str, available: list[Workspace], closest: list[str] | None = None) -> WorkspaceNotFound:
+        names = ", ".join(w.name for w in available) or "(none: WORKSPACE_PATH has no project folders)"
+        hint = f" Closest: {', '.join(closest)}." if closest else ""
+        return WorkspaceNotFound(f"No workspace matches {what}.{hint} Available workspaces: {names}.")
+
+    @staticmethod
+    def _ambiguous(name: str, hits: list[Workspace], available: list[Workspace]) -> WorkspaceNotFound:
+        matches = ", ".join(sorted(w.name for w in hits))
+        names = ", ".join(w.name for w in available)
+        return WorkspaceNotFound(
+            f"{name!r} is ambiguous: it matches {matches}. Use the exact name. Available workspaces: {names}."
+        )
+
+
+def confine(root: Path, relative: str) -> Path:
+    """Resolve `relative` inside `root` (following symlinks) or raise PathOutsideWorkspace.
+
+    Returns an absolute, resolved path that is `root` itself or lies below it.
+    """
+    base = Path(root).resolve()
+    text = str(relative).strip() if relative is not None else ""
+    if "\x00" in text:
+        raise PathOutsideWorkspace(f"{text!r} contains a NUL byte; use a plain path relative to the workspace")
+    if not text:
+        return base
+    if PurePosixPath(text).is_absolute() or Path(text).is_absolute() or text == "~" or text.startswith("~/"):
+        hint = ""
+        candidate = Path(os.path.normpath(text))
+        if candidate.is_absolute():
+            try:
+                hint = f" (e.g. {candidate.resolve().relative_to(base).as_posix() or '.'!r})"
+            except (ValueError, OSError, RuntimeError):
+                hint = ""
+        raise PathOutsideWorkspace(
+            f"{text!r} is an absolute path; use paths relative to the workspace{hint}"
+        )
+    try:
+        target = (base / text).resolve(strict=False)
+    except (OSError, RuntimeError) as err:  # RuntimeError: symlink loop on 3.11
+        raise PathOutsideWorkspace(f"{text!r} cannot be resolved ({err}); use a plain path relative to the workspace")
+    if target == base or target.is_relative_to(base):
+        return target
+    if (base / text).is_symlink() or any(p.is_symlink() for p in _existing_parents(base, text)):
+        raise PathOutsideWorkspace(
+            f"{text!r} is a symlink that points outside the workspace; only files inside it can be used"
+        )
+    raise PathOutsideWorkspace(f"{text!r} is outside the workspace; use paths relative to it")
+
+
+def _existing_parents(base: Path, text: str) -> list[Path]:
+    """The lexical prefixes of `base/text` below `base` (used only to word the error message)."""
+    parts = PurePosixPath(text).parts
+    return [base.joinpath(*parts[:i]) for i in range(1, len(parts) + 1) if ".." not in parts[:i]]

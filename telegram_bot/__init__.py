@@ -1,0 +1,1 @@
+"""agentlab: the Telegram side (a thin adapter over agents/)."""

@@ -1,0 +1,93 @@
+"""Build the PTB Application: base URL from settings, AIORateLimiter, the allow-list first, then the handlers."""
+
+from __future__ import annotations
+
+import logging
+
+from telegram import BotCommand, Update
+from telegram.ext import (
+    AIORateLimiter,
+    Application,
+    ApplicationBuilder,
+    CallbackQueryHandler,
+    CommandHandler,
+    MessageHandler,
+    TypeHandler,
+    filters,
+)
+
+from agents.runtime import Runtime
+from agents.settings import Settings
+from telegram_bot import buttons, commands, handlers, voice
+from telegram_bot.replies import TelegramNotifier
+
+log = logging.getLogger(__name__)
+
+
+async def _post_init(app: Application) -> None:
+    settings: Settings = app.bot_data["settings"]
+    runtime = await Runtime.start(settings, TelegramNotifier(app.bot), transcriber=app.bot_data.get("transcriber"))
+    app.bot_data["runtime"] = runtime
+    await app.bot.set_my_commands([BotCommand(name, about) for name, about in handlers.COMMANDS + commands.MENU])
+    await runtime.announce_interrupted()
+    me = app.bot.username or "?"
+    log.info("agentlab started as @%s; workspaces: %s", me, ", ".join(w.name for w in runtime.workspaces.all()))
+
+
+async def _post_stop(app: Application) -> None:
+    runtime: Runtime | None = app.bot_data.get("runtime")
+    if runtime is not None:
+        await runtime.close()
+
+
+def build_application(settings: Settings) -> Application:
+    root = settings.telegram_api_base_url
+    app = (
+        ApplicationBuilder()
+        .token(settings.telegram_bot_token.get_secret_value())
+        .base_url(f"{root}/bot")
+        .base_file_url(f"{root}/file/bot")
+        .rate_limiter(AIORateLimiter(max_retries=5))
+        .concurrent_updates(32)
+        .post_init(_post_init)
+        .post_stop(_post_stop)
+        .build()
+    )
+    app.bot_data["settings"] = settings
+
+    app.add_handler(TypeHandler(Update, handlers.guard), group=-1)
+    app.add_handler(CommandHandler("start", handlers.start))
+    app.add_handler(CommandHandler("help", handlers.help_command))
+    app.add_handler(CommandHandler("status", handlers.status))
+    for name, callback in commands.COMMANDS.items():
+        app.add_handler(CommandHandler(name, callback))
+    app.add_handler(CallbackQueryHandler(buttons.on_button))
+    app.add_handler(MessageHandler(filters.VOICE | filters.AUDIO | filters.Document.AUDIO, voice.on_voice))
+    app.add_handler(MessageHandler(filters.COMMAND, handlers.unknown_command))
+    app.add_handler(MessageHandler(filters.TEXT & ~filters.COMMAND, handlers.on_text))
+    app.add_handler(MessageHandler(filters.ALL & ~filters.StatusUpdate.ALL, handlers.unsupported))
+    app.add_error_handler(handlers.on_error)
+    return app
+
+
+async def start_polling(app: Application, poll_timeout: int = 10) -> None:
+    """What run_polling does, for embedding (tests, benches): initialise, post_init, start, poll."""
+    await app.initialize()
+    await _post_init(app)
+    await app.start()
+    await app.updater.start_polling(poll_interval=0.0, timeout=poll_timeout, allowed_updates=Update.ALL_TYPES)
+
+
+async def stop_polling(app: Application) -> None:
+    if app.updater.running:
+        await app.updater.stop()
+    if app.running:
+        await app.stop()
+    await _post_stop(app)
+    await app.shutdown()
+
+
+def run_polling(settings: Settings) -> None:
+    """Long polling until SIGINT/SIGTERM (PTB installs the signal handlers and shuts down cleanly)."""
+    app = build_application(settings)
+    app.run_polling(allowed_updates=Update.ALL_TYPES, close_loop=False)

@@ -1,0 +1,125 @@
+"""Task and account commands: /tasks, /task N, /cancel [N], /usage, /log N, /new, /history."""
+
+from __future__ import annotations
+
+from telegram import Update
+from telegram.ext import ContextTypes
+
+from agents.crew import task_line
+from agents.llm import cost_usd
+from agents.models import TaskStatus
+from agents.usage import total, usage_report
+from agents.workspaces import ToolError
+from telegram_bot.handlers import runtime
+from telegram_bot.replies import send_markdown
+
+
+def _task_number(context: ContextTypes.DEFAULT_TYPE) -> int | None:
+    if not context.args:
+        return None
+    try:
+        return int(context.args[0].lstrip("#"))
+    except ValueError:
+        return None
+
+
+async def _say(update: Update, context: ContextTypes.DEFAULT_TYPE, markdown: str) -> None:
+    await send_markdown(context.bot, update.effective_chat.id, markdown)
+
+
+async def tasks(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """/tasks: recent tasks with status, age and title."""
+    rt = runtime(context)
+    listed = await rt.store.list_tasks(update.effective_chat.id, limit=15)
+    text = "\n".join(f"• {task_line(t)}" for t in listed) if listed else "No tasks yet."
+    await _say(update, context, "**Recent tasks**\n" + text if listed else text)
+
+
+async def task(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """/task N: one task in detail."""
+    number = _task_number(context)
+    rt = runtime(context)
+    found = await rt.store.get_task(number) if number is not None else None
+    if found is None or found.chat_id != update.effective_chat.id:
+        await _say(update, context, "Usage: /task N (see /tasks for the numbers).")
+        return
+    usage = total(await rt.store.usage_since(found.created_at, task_id=found.id))
+    calls = await rt.store.tool_calls(task_id=found.id)
+    events = await rt.store.task_events(found.id)
+    lines = [f"**Task #{found.id}** · {found.status.value} · {found.worker.value} · `{found.workspace}`",
+             found.title,
+             f"Branch: `{found.branch}`" if found.branch else "Branch: none",
+             f"Tool calls: {len(calls)} · tokens in {usage.input_tokens:,} / out {usage.output_tokens:,} / cache read "
+             f"{usage.cache_read_input_tokens:,} · cost ≈ ${cost_usd(usage, rt.settings):.4f}"]
+    if found.error:
+        lines.append(f"Reason: {found.error}")
+    lines.append("**Events:**")
+    lines += [f"• {e.created_at:%H:%M:%S} {e.kind}: {e.detail}" for e in events[-15:]]
+    await _say(update, context, "\n".join(lines))
+
+
+async def cancel(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """/cancel [N]: cancel the only running task, or task N."""
+    rt = runtime(context)
+    chat_id = update.effective_chat.id
+    number = _task_number(context)
+    if number is None:
+        active = await rt.store.list_tasks(chat_id, statuses=[TaskStatus.PENDING, TaskStatus.IN_PROGRESS])
+        if not active:
+            await _say(update, context, "Nothing is running.")
+            return
+        if len(active) > 1:
+            await _say(update, context, "Several tasks are active; which one?\n"
+                       + "\n".join(f"• /cancel {t.id}: {t.title}" for t in active))
+            return
+        number = active[0].id
+    try:
+        await _say(update, context, await rt.crew.cancel_task(chat_id, number))
+    except ToolError as err:
+        await _say(update, context, str(err).capitalize())
+
+
+async def usage(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """/usage: tokens and estimated cost."""
+    rt = runtime(context)
+    await _say(update, context, await usage_report(rt.store, rt.settings))
+
+
+async def log(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """/log N: a task's tool calls as a document."""
+    rt = runtime(context)
+    number = _task_number(context)
+    found = await rt.store.get_task(number) if number is not None else None
+    if found is None or found.chat_id != update.effective_chat.id:
+        await _say(update, context, "Usage: /log N (see /tasks for the numbers).")
+        return
+    calls = await rt.store.tool_calls(task_id=found.id)
+    lines = [f"Task #{found.id} in workspace {found.workspace} ({found.status.value}): {found.title}", ""]
+    for c in calls:
+        status = f"ERROR {c.error}" if c.error else f"ok, {c.result_chars} chars"
+        lines.append(f"{c.created_at:%Y-%m-%d %H:%M:%S} {c.agent} {c.tool}({c.arguments}) {c.duration_ms} ms: {status}")
+    if not calls:
+        lines.append("(no tool calls recorded)")
+    await rt.notifier.send_document(update.effective_chat.id, f"task-{found.id}-log.txt", "\n".join(lines).encode())
+
+
+async def new(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """/new: start a fresh conversation (history stays stored)."""
+    await runtime(context).store.start_new_conversation(update.effective_chat.id)
+    await _say(update, context, "Fresh start: I won't use the earlier conversation as context. "
+                                "Tasks and proposals are kept.")
+
+
+async def history(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """/history: the whole stored conversation as a document."""
+    rt = runtime(context)
+    messages = await rt.store.all_messages(update.effective_chat.id)
+    text = "\n\n".join(f"[{m.created_at:%Y-%m-%d %H:%M}] {m.role.value} ({m.input_method.value}):\n{m.content}"
+                       for m in messages) or "(empty)"
+    await rt.notifier.send_document(update.effective_chat.id, "history.md", text.encode("utf-8"))
+
+
+COMMANDS = {"tasks": tasks, "task": task, "cancel": cancel, "usage": usage, "log": log, "new": new, "history": history}
+MENU = [("tasks", "recent tasks"), ("task", "one task in detail: /task N"), ("cancel", "stop a task: /cancel [N]"),
+        ("usage", "tokens and cost"), ("log", "a task's tool calls: /log N"), ("new", "start a fresh conversation"),
+        ("history", "the conversation as a file")]

@@ -1,0 +1,136 @@
+"""PTB handlers: plain module-level `async def handler(update, context)`, each a thin call into agents/."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import html
+import logging
+from typing import TYPE_CHECKING
+
+from telegram import Update
+from telegram.constants import ChatAction
+from telegram.ext import ApplicationHandlerStop, ContextTypes
+
+from agents.crew import REQUEST_MESSAGE
+from agents.models import InputMethod
+from telegram_bot.replies import send_markdown
+
+if TYPE_CHECKING:
+    from agents.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+COMMANDS: list[tuple[str, str]] = [
+    ("start", "what this bot is"),
+    ("help", "what I can do and how to ask"),
+    ("status", "workspaces, tasks, proposals"),
+]
+
+HELP = """\
+I'm **agentlab**: a crew of Claude agents working in your repositories.
+
+Talk to me in plain words, typed or as a voice note:
+• ask anything: "what does `auth.py` do in group-therapy?"
+• ask for an improvement: "improve the error handling in the API": I research it and show a **proposal**; approve with the button or "go ahead"
+• ask for work: "fix the failing test in calc", "add a /restart command to your code", "build a portfolio page": a worker does it on its own git branch, runs the tests and reports back
+
+Commands: /status /tasks /task N /cancel /usage /log N /new /history"""
+
+
+def runtime(context: ContextTypes.DEFAULT_TYPE) -> "Runtime":
+    return context.application.bot_data["runtime"]
+
+
+async def guard(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """Runs before every other handler: strangers get one short refusal and never reach Claude or a tool."""
+    user = update.effective_user
+    allowed = runtime(context).settings.allowed_user_ids
+    if user is not None and user.id in allowed:
+        return
+    who = f"{user.id} (@{user.username})" if user else "unknown"
+    log.warning("refused update from user %s; add the id to ALLOWED_USER_IDS to allow them", who)
+    if update.callback_query:
+        with contextlib.suppress(Exception):
+            await update.callback_query.answer("Not allowed.")
+    elif update.effective_chat and update.effective_message:
+        with contextlib.suppress(Exception):
+            await update.effective_message.reply_text("Sorry, this is a private bot.")
+    raise ApplicationHandlerStop
+
+
+@contextlib.asynccontextmanager
+async def typing(context: ContextTypes.DEFAULT_TYPE, chat_id: int):
+    """Keep the 'typing…' indicator up (Telegram drops it after ~5 s) while the body runs."""
+
+    async def keep_typing() -> None:
+        while True:
+            with contextlib.suppress(Exception):
+                await context.bot.send_chat_action(chat_id, ChatAction.TYPING)
+            await asyncio.sleep(4.5)
+
+    task = asyncio.create_task(keep_typing())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+def chat_lock(context: ContextTypes.DEFAULT_TYPE, chat_id: int) -> asyncio.Lock:
+    """One turn at a time per chat, taken before the first await so messages are answered in arrival order."""
+    locks: dict[int, asyncio.Lock] = context.application.bot_data.setdefault("chat_locks", {})
+    return locks.setdefault(chat_id, asyncio.Lock())
+
+
+async def converse(update: Update, context: ContextTypes.DEFAULT_TYPE, text: str, method: InputMethod) -> None:
+    """Route text (typed or transcribed) through the orchestrator and send its reply."""
+    chat_id = update.effective_chat.id
+    REQUEST_MESSAGE.set(update.effective_message.message_id)
+    async with typing(context, chat_id):
+        reply = await runtime(context).orchestrator.handle(chat_id, text, method)
+    await send_markdown(context.bot, chat_id, reply.text, reply_to=update.effective_message.message_id)
+
+
+async def on_text(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """A typed message."""
+    async with chat_lock(context, update.effective_chat.id):
+        await converse(update, context, update.effective_message.text, InputMethod.TEXT)
+
+
+async def start(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """/start: greet."""
+    name = html.escape(update.effective_user.first_name or "there")
+    await send_markdown(context.bot, update.effective_chat.id, f"Hi {name}! " + HELP)
+
+
+async def help_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """/help: what I can do."""
+    await send_markdown(context.bot, update.effective_chat.id, HELP)
+
+
+async def status(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """/status: workspaces, active tasks, pending proposals."""
+    await send_markdown(context.bot, update.effective_chat.id, await runtime(context).status_text(update.effective_chat.id))
+
+
+async def unknown_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """A command I don't have."""
+    command = (update.effective_message.text or "").split()[0]
+    await update.effective_message.reply_text(f"I don't know {command}. /help lists what I understand.")
+
+
+async def unsupported(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """Stickers, locations, contacts…: one line, nothing else."""
+    await update.effective_message.reply_text("I can only work with text and voice notes; please type or say what you need.")
+
+
+async def on_error(update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """Log the error and tell the user something short and true."""
+    log.error("error while handling an update", exc_info=context.error)
+    if isinstance(update, Update) and update.effective_chat:
+        with contextlib.suppress(Exception):
+            await context.bot.send_message(
+                update.effective_chat.id, "Sorry, something went wrong on my side; it is logged. Please try again."
+            )

@@ -1,0 +1,50 @@
+"""Voice notes and audio files: download, transcribe with the resident whisper model, echo, then route like text."""
+
+from __future__ import annotations
+
+import html
+import logging
+
+from telegram import Update
+from telegram.ext import ContextTypes
+
+from agents.models import InputMethod
+from telegram_bot.handlers import chat_lock, converse, runtime
+
+log = logging.getLogger(__name__)
+
+MAX_DOWNLOAD_BYTES = 20 * 1024 * 1024  # the Bot API's getFile limit
+
+
+async def on_voice(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """A voice note, audio file, or audio sent as a document."""
+    message = update.effective_message
+    chat_id = update.effective_chat.id
+    async with chat_lock(context, chat_id):
+        media = message.voice or message.audio or message.document
+        if media.file_size and media.file_size > MAX_DOWNLOAD_BYTES:
+            await message.reply_text(f"That file is {media.file_size / 1e6:.0f} MB; Telegram lets bots download at most "
+                                     "20 MB. Send a shorter note.")
+            return
+        transcriber = runtime(context).transcriber
+        if transcriber is None:
+            await message.reply_text("Voice notes are not available on this bot (speech model not installed); "
+                                     "please type instead.")
+            return
+        from agents.voice import AudioError, ModelState, ModelUnavailable
+
+        if transcriber.state in (ModelState.NOT_LOADED, ModelState.LOADING):
+            transcriber.start_loading()
+            await message.reply_text("Loading the speech model… your note will be transcribed as soon as it's ready.")
+        data = bytes(await (await media.get_file()).download_as_bytearray())
+        try:
+            transcript = await transcriber.transcribe(data)
+        except (AudioError, ModelUnavailable) as err:
+            await message.reply_text(err.user_message)
+            return
+        text = transcript.text.strip()
+        if not text:
+            await message.reply_text("I couldn't make out any words in that note; could you say it again or type it?")
+            return
+        await message.reply_html(f"🎙 I heard: <i>{html.escape(text)}</i>")
+        await converse(update, context, text, InputMethod.VOICE)

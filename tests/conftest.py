@@ -1,0 +1,151 @@
+"""Shared fixtures: the loopback fakes, workspaces with real git repositories, and the real bot running against them."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+from typing import AsyncIterator
+
+import pytest
+
+from agents.runtime import Runtime
+from agents.settings import Settings
+from tests.fakes.anthropic_server import FakeAnthropic, fake_anthropic  # noqa: F401  (fixture)
+from tests.fakes.telegram_server import FakeTelegram, fake_telegram  # noqa: F401  (fixture)
+
+USER_ID = 1001
+STRANGER_ID = 6666
+MODEL = "claude-sonnet-4-6"
+
+
+@pytest.fixture(autouse=True)
+def _no_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any connection to a non-loopback address fails the test."""
+    real_connect = socket.socket.connect
+
+    def guarded(self: socket.socket, address: object) -> object:
+        host = address[0] if isinstance(address, tuple) else address
+        if isinstance(host, str) and not (host.startswith("127.") or host in ("localhost", "::1", "")) \
+                and self.family in (socket.AF_INET, socket.AF_INET6):
+            raise RuntimeError(f"test tried to reach the network: {address!r}")
+        return real_connect(self, address)
+
+    monkeypatch.setattr(socket.socket, "connect", guarded)
+    for key in ("ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY", "TELEGRAM_BOT_TOKEN"):
+        monkeypatch.delenv(key, raising=False)
+
+
+def git(cwd: Path, *args: str) -> str:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "Dev", "GIT_AUTHOR_EMAIL": "dev@example.com",
+           "GIT_COMMITTER_NAME": "Dev", "GIT_COMMITTER_EMAIL": "dev@example.com"}
+    return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout
+
+
+def make_repo(path: Path, files: dict[str, str]) -> Path:
+    path.mkdir(parents=True)
+    for name, content in files.items():
+        target = path / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(textwrap.dedent(content))
+    git(path, "init", "-q", "-b", "main")
+    git(path, "add", "-A")
+    git(path, "commit", "-q", "-m", "initial")
+    return path
+
+
+CALC_BUGGY = {
+    "calc.py": """\
+        def add(a, b):
+            return a - b
+        """,
+    "test_calc.py": """\
+        from calc import add
+
+
+        def test_add():
+            assert add(2, 3) == 5
+        """,
+}
+
+
+@pytest.fixture
+def workspace_root(tmp_path: Path) -> Path:
+    root = tmp_path / "workspaces"
+    root.mkdir()
+    make_repo(root / "calc", CALC_BUGGY)
+    make_repo(root / "group-therapy", {"README.md": "# Group therapy\n", "app.py": "print('hi')\n"})
+    return root
+
+
+@pytest.fixture
+def bot_repo(tmp_path: Path) -> Path:
+    return make_repo(tmp_path / "agentlab-self", {"telegram_bot/handlers.py": "# handlers\n", "README.md": "# me\n"})
+
+
+def make_settings(tg: FakeTelegram, claude: FakeAnthropic, tmp_path: Path, workspace_root: Path, **overrides: object) -> Settings:
+    values: dict[str, object] = dict(
+        telegram_bot_token=tg.token,
+        telegram_api_base_url=tg.url,
+        anthropic_api_key="sk-test",
+        anthropic_base_url=claude.url,
+        anthropic_max_retries=0,
+        allowed_user_ids=str(USER_ID),
+        workspace_path=workspace_root,
+        database_path=tmp_path / "data" / "agentlab.db",
+        orchestrator_model=MODEL,
+        worker_model=MODEL,
+        whisper_model=str(tmp_path / "no-such-checkpoint.pt"),
+        test_timeout_seconds=120,
+    )
+    values.update(overrides)
+    return Settings(_env_file=None, **values)  # type: ignore[arg-type]
+
+
+@dataclass
+class BotHarness:
+    """The real PTB Application, polling the fake Telegram, with Claude played by the fake Anthropic server."""
+
+    app: object
+    tg: FakeTelegram
+    claude: FakeAnthropic
+    settings: Settings
+    chat_id: int = USER_ID
+    user_id: int = USER_ID
+
+    @property
+    def runtime(self) -> Runtime:
+        return self.app.bot_data["runtime"]  # type: ignore[attr-defined]
+
+    def say(self, text: str, user_id: int | None = None) -> dict:
+        return self.tg.send_text(user_id or self.user_id, text)
+
+    async def replies(self, count: int = 1, timeout: float = 15.0) -> list:
+        return await self.tg.wait_for_message(self.chat_id, count=count, timeout=timeout)
+
+
+async def start_bot(settings: Settings, tg: FakeTelegram, claude: FakeAnthropic, transcriber: object | None = None) -> BotHarness:
+    from telegram_bot.app import build_application, start_polling
+
+    app = build_application(settings)
+    if transcriber is not None:
+        app.bot_data["transcriber"] = transcriber
+    await start_polling(app, poll_timeout=1)
+    return BotHarness(app=app, tg=tg, claude=claude, settings=settings)
+
+
+@pytest.fixture
+async def bot(fake_telegram: FakeTelegram, fake_anthropic: FakeAnthropic, tmp_path: Path, workspace_root: Path,
+              bot_repo: Path) -> AsyncIterator[BotHarness]:
+    from telegram_bot.app import stop_polling
+    from tests.fakes.whisper_checkpoint import FakeTranscriber
+
+    settings = make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repository=bot_repo)
+    harness = await start_bot(settings, fake_telegram, fake_anthropic, transcriber=FakeTranscriber())
+    try:
+        yield harness
+    finally:
+        await stop_polling(harness.app)

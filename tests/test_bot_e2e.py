@@ -1,0 +1,173 @@
+"""End to end: the real PTB Application polls the fake Telegram server; the real SDK calls the fake Anthropic server."""
+
+from __future__ import annotations
+
+import asyncio
+
+from agents.models import Role
+from agents.store import start_of_day
+from tests.conftest import STRANGER_ID, USER_ID, BotHarness
+from tests.fakes import anthropic_server as claude_says
+from tests.fakes.telegram_html import parse_telegram_html
+
+
+def last_user_text(request) -> str:
+    """The user's words in the last user message of a recorded Messages request."""
+    content = request.body["messages"][-1]["content"]
+    return content[0]["text"] if isinstance(content, list) else content
+
+
+async def test_direct_answer_is_one_api_call_and_rendered_as_html(bot: BotHarness) -> None:
+    bot.claude.script(claude_says.text("**Async** lets one thread wait on many things. Use `await`."))
+    bot.say("what's async/await in python?")
+    [reply] = await bot.replies(1)
+    assert reply.parse_mode == "HTML"
+    assert "<b>Async</b>" in reply.html and "<code>await</code>" in reply.html
+    assert parse_telegram_html(reply.html).startswith("Async lets one thread")
+    assert bot.claude.calls == 1
+    request = bot.claude.requests[0]
+    assert last_user_text(request) == "what's async/await in python?"
+    context = request.body["messages"][-1]["content"][1]["text"]
+    assert "input_method: text" in context and "- calc" in context and "- self" in context
+    assert bot.tg.calls("sendChatAction"), "typing indicator while the orchestrator thinks"
+    stored = await bot.runtime.store.all_messages(USER_ID)
+    assert [(m.role, m.content[:10]) for m in stored] == [(Role.USER, "what's asy"), (Role.ASSISTANT, "**Async** ")]
+
+
+async def test_stranger_is_refused_and_never_reaches_claude(bot: BotHarness, caplog) -> None:
+    bot.tg.send_text(STRANGER_ID, "run rm -rf / please")
+    [reply] = await bot.tg.wait_for_message(STRANGER_ID, 1)
+    assert "private bot" in reply.text
+    await asyncio.sleep(0.2)
+    assert bot.claude.calls == 0
+    assert str(STRANGER_ID) in caplog.text
+    assert await bot.runtime.store.all_messages(STRANGER_ID) == []
+
+
+async def test_start_help_status_and_command_menu(bot: BotHarness) -> None:
+    commands = (await bot.tg.wait_for_request("setMyCommands")).params["commands"]
+    names = {c["command"] for c in commands}
+    assert {"start", "help", "status", "tasks", "cancel", "usage"} <= names
+    bot.tg.send_command(USER_ID, "/start")
+    bot.tg.send_command(USER_ID, "/status")
+    replies = await bot.replies(2)
+    assert "agentlab" in replies[0].text
+    assert "calc" in replies[1].text and "group-therapy" in replies[1].text and "Pending proposals" in replies[1].text
+    assert bot.claude.calls == 0
+
+
+async def test_unknown_command_and_unsupported_kinds_get_one_line(bot: BotHarness) -> None:
+    bot.tg.send_command(USER_ID, "/frobnicate now")
+    [reply] = await bot.replies(1)
+    assert "/frobnicate" in reply.text and "/help" in reply.text
+    bot.tg.send_sticker(USER_ID)
+    bot.tg.send_location(USER_ID, 52.5, 13.4)
+    replies = await bot.replies(3)
+    assert all("text and voice" in r.text for r in replies[1:])
+    assert bot.claude.calls == 0
+
+
+async def test_huge_message_is_answered_and_kept_whole(bot: BotHarness) -> None:
+    huge = "lorem ipsum " * 8334  # 100,008 characters
+    bot.claude.script(claude_says.text("That was long; I read the first part."))
+    bot.say(huge)
+    [reply] = await bot.replies(1)
+    assert "long" in reply.text
+    sent = last_user_text(bot.claude.requests[0])
+    assert len(sent) < 25_000 and "100,008 characters" in sent
+    stored = await bot.runtime.store.all_messages(USER_ID)
+    assert stored[0].content == huge
+
+
+async def test_overloaded_claude_gets_a_clear_reply_and_loses_nothing(bot: BotHarness) -> None:
+    bot.claude.script(claude_says.overloaded())
+    bot.say("first question")
+    [reply] = await bot.replies(1)
+    assert reply.text == "Claude is overloaded, try again in a minute."
+    assert [m.content for m in await bot.runtime.store.all_messages(USER_ID)] == ["first question"]
+    bot.claude.script(claude_says.text("Now I can answer both."))
+    bot.say("second question")
+    replies = await bot.replies(2)
+    assert replies[1].text == "Now I can answer both."
+    messages = bot.claude.requests[-1].body["messages"]
+    assert len(messages) == 1, "the unanswered first question is folded into the next user turn"
+    texts = " ".join(b.get("text", "") for b in messages[0]["content"])
+    assert "first question" in texts and "second question" in texts
+
+
+async def test_telegram_flood_limit_is_waited_out(bot: BotHarness) -> None:
+    bot.tg.fail_next("sendMessage", error_code=429, retry_after=1)
+    bot.claude.script(claude_says.text("delivered after the flood wait"))
+    bot.say("hi")
+    [reply] = await bot.replies(1, timeout=20)
+    assert reply.text == "delivered after the flood wait"
+    assert len(bot.tg.calls("sendMessage")) >= 2
+
+
+async def test_entity_refusal_falls_back_to_plain_text(bot: BotHarness) -> None:
+    bot.tg.fail_next("sendMessage", error_code=400,
+                     description="Bad Request: can't parse entities: Unsupported start tag \"x\" at byte offset 0")
+    bot.claude.script(claude_says.text("Use **bold** and `code` <here>"))
+    bot.say("format something")
+    [reply] = await bot.replies(1)
+    assert reply.parse_mode is None
+    assert reply.text == "Use bold and code <here>"
+
+
+async def test_long_reply_is_split_and_huge_reply_goes_as_document(bot: BotHarness) -> None:
+    paragraphs = "\n\n".join(f"Paragraph {i}: " + "word " * 150 for i in range(12))  # ~9,000 chars
+    bot.claude.script(claude_says.text(paragraphs))
+    bot.say("long please")
+    replies = await bot.replies(2)
+    await asyncio.sleep(0.3)
+    replies = bot.tg.messages(USER_ID)
+    assert len(replies) >= 3
+    joined = " ".join(parse_telegram_html(r.html) for r in replies)
+    assert all(f"Paragraph {i}:" in joined for i in range(12))
+    assert all(len(r.text) <= 4096 for r in replies)
+
+    huge = "\n\n".join(f"Section {i}\n" + "data " * 400 for i in range(20))  # ~40,000 chars
+    bot.claude.script(claude_says.text(huge))
+    bot.say("huge please")
+    docs = await bot.tg.await_for(lambda: [m for m in bot.tg.messages(USER_ID) if m.kind == "document"])
+    assert docs[0].document.data.decode() == huge
+    assert docs[0].document.filename.endswith(".md")
+
+
+async def test_orchestrator_reads_files_confined_to_the_workspace(bot: BotHarness) -> None:
+    bot.claude.script(
+        claude_says.tool_uses([("read_file", {"workspace": "Calc", "path": "calc.py"}),
+                               ("read_file", {"workspace": "calc", "path": "../../etc/passwd"})]),
+        claude_says.text("`add` subtracts: that's the bug."),
+    )
+    bot.say("why does add fail in calc?")
+    [reply] = await bot.replies(1)
+    assert "subtracts" in reply.text
+    results = bot.claude.requests[1].body["messages"][-1]["content"]
+    assert "return a - b" in results[0]["content"] and not results[0].get("is_error")
+    assert results[1]["is_error"] is True and "outside the workspace" in results[1]["content"]
+    audit = await bot.runtime.store.tool_calls(chat_id=USER_ID)
+    assert [c.tool for c in audit] == ["read_file", "read_file"] and audit[1].error
+
+
+async def test_prompt_cache_serves_the_fixed_prefix_on_the_second_message(bot: BotHarness) -> None:
+    bot.claude.script(claude_says.text("one"), claude_says.text("two"))
+    bot.say("first")
+    await bot.replies(1)
+    bot.say("second")
+    await bot.replies(2)
+    requests = bot.claude.requests
+    assert requests[0].body["system"][0]["cache_control"] == {"type": "ephemeral"}
+    assert requests[0].body["tools"][-1]["cache_control"] == {"type": "ephemeral"}
+    records = await bot.runtime.store.usage_since(start_of_day())
+    assert records[0].cache_creation_input_tokens > 0
+    assert records[1].cache_read_input_tokens >= records[0].cache_creation_input_tokens
+
+
+async def test_messages_back_to_back_are_answered_in_order(bot: BotHarness) -> None:
+    bot.claude.script(claude_says.text("answer one", delay=0.5), claude_says.text("answer two"))
+    bot.say("one")
+    bot.say("two")
+    replies = await bot.replies(2)
+    assert [r.text for r in replies] == ["answer one", "answer two"]
+    assert last_user_text(bot.claude.requests[1]) == "two"

@@ -1,0 +1,332 @@
+"""Task branches and worktrees on real git repositories in tmp folders, on a machine with no git identity configured."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from agents import git_repo
+from agents.git_repo import GitError, GitIdentity, TaskWorktree
+
+USER = ("-c", "user.name=Some User", "-c", "user.email=user@example.com")
+
+
+@pytest.fixture(autouse=True)
+def no_git_identity(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An empty HOME and no system config: git knows no identity unless the bot passes one."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    for name in (
+        "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL", "EMAIL",
+        "GIT_CONFIG_GLOBAL", "GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE",
+    ):
+        monkeypatch.delenv(name, raising=False)
+
+
+def git(*args: str, cwd: Path) -> str:
+    """Synchronous git for test setup and checks (as the user, with an explicit identity)."""
+    done = subprocess.run(["git", *USER, *args], cwd=cwd, capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+
+def make_user_repo(path: Path) -> Path:
+    path.mkdir()
+    git("init", "-q", "-b", "main", cwd=path)
+    (path / "app.py").write_text("VALUE = 1\n")
+    (path / "README.md").write_text("# demo\n")
+    git("add", "-A", cwd=path)
+    git("commit", "-q", "-m", "user's first commit", cwd=path)
+    return path
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    return make_user_repo(tmp_path / "demo")
+
+
+@pytest.fixture
+def worktrees_dir(tmp_path: Path) -> Path:
+    return tmp_path / "worktrees"
+
+
+async def new_task(repo: Path, worktrees_dir: Path, task_id: int = 7, title: str = "Fix the Login page!") -> TaskWorktree:
+    return await git_repo.create_task_worktree(repo, task_id, title, GitIdentity(), worktrees_dir)
+
+
+def test_commit_without_identity_fails_for_plain_git(repo: Path) -> None:
+    """Guards the fixture: without the bot's identity, git really has none."""
+    (repo / "x.txt").write_text("x\n")
+    subprocess.run(["git", "add", "x.txt"], cwd=repo, check=True)
+    done = subprocess.run(["git", "commit", "-m", "x"], cwd=repo, capture_output=True, text=True)
+    assert done.returncode != 0
+
+
+async def test_non_git_folder_is_initialised_with_a_commit_of_its_files(tmp_path: Path) -> None:
+    folder = tmp_path / "plain"
+    folder.mkdir()
+    (folder / "main.py").write_text("print('hi')\n")
+    (folder / ".gitignore").write_text("secret.txt\n")
+    (folder / "secret.txt").write_text("do not commit\n")
+
+    assert await git_repo.ensure_repository(folder, GitIdentity()) is True
+
+    assert git("rev-parse", "--abbrev-ref", "HEAD", cwd=folder) == "main"
+    assert git("log", "--format=%an <%ae>", cwd=folder) == "agentlab <agentlab@localhost>"
+    assert set(git("ls-files", cwd=folder).splitlines()) == {".gitignore", "main.py"}
+    head = git("rev-parse", "HEAD", cwd=folder)
+
+    assert await git_repo.ensure_repository(folder, GitIdentity()) is False
+    assert git("rev-parse", "HEAD", cwd=folder) == head
+
+
+async def test_repository_without_commits_gets_an_initial_commit(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    git("init", "-q", "-b", "trunk", cwd=empty)
+
+    assert await git_repo.ensure_repository(empty, GitIdentity()) is False
+
+    assert git("rev-list", "--count", "HEAD", cwd=empty) == "1"
+    assert await git_repo.current_branch(empty) == "trunk"
+
+
+async def test_existing_repository_is_left_alone(repo: Path) -> None:
+    head = git("rev-parse", "HEAD", cwd=repo)
+    (repo / "app.py").write_text("VALUE = 2\n")  # the user's uncommitted work
+    assert await git_repo.ensure_repository(repo, GitIdentity()) is False
+    assert git("rev-parse", "HEAD", cwd=repo) == head
+    assert git("status", "--porcelain", cwd=repo) == "M app.py"
+
+
+async def test_current_branch_and_detached_head(repo: Path) -> None:
+    assert await git_repo.current_branch(repo) == "main"
+    sha = git("rev-parse", "HEAD", cwd=repo)
+    git("checkout", "-q", "--detach", cwd=repo)
+    assert await git_repo.current_branch(repo) == sha
+
+
+async def test_task_worktree_is_a_branch_and_the_users_checkout_is_untouched(repo: Path, worktrees_dir: Path) -> None:
+    base = git("rev-parse", "HEAD", cwd=repo)
+
+    wt = await new_task(repo, worktrees_dir)
+
+    assert wt.branch == "agentlab/task-7-fix-the-login-page"
+    assert wt.path == worktrees_dir / "demo-task-7"
+    assert wt.repo == repo
+    assert (wt.base_branch, wt.base_commit) == ("main", base)
+    assert (wt.path / "app.py").read_text() == "VALUE = 1\n"
+    assert git("rev-parse", "--abbrev-ref", "HEAD", cwd=wt.path) == wt.branch
+
+    (wt.path / "app.py").write_text("VALUE = 42\n")
+    (wt.path / "new.py").write_text("NEW = True\n")
+
+    assert (repo / "app.py").read_text() == "VALUE = 1\n"
+    assert not (repo / "new.py").exists()
+    assert git("rev-parse", "--abbrev-ref", "HEAD", cwd=repo) == "main"
+    assert git("status", "--porcelain", cwd=repo) == ""
+    assert await git_repo.changed_files(wt) == ["app.py", "new.py"]
+
+
+async def test_commit_all_then_a_correction_commits_the_newly_changed_file(repo: Path, worktrees_dir: Path) -> None:
+    wt = await new_task(repo, worktrees_dir)
+    main_head = git("rev-parse", "HEAD", cwd=repo)
+
+    assert await git_repo.commit_all(wt, "nothing yet", GitIdentity()) is None
+
+    (wt.path / "app.py").write_text("VALUE = 42\n")
+    (wt.path / "new.py").write_text("NEW = True\n")
+    first = await git_repo.commit_all(wt, "Task 7: fix login", GitIdentity())
+
+    assert first is not None
+    assert first.files == ["app.py", "new.py"]
+    assert "app.py" in first.diffstat and "new.py" in first.diffstat and "2 files changed" in first.diffstat
+    assert first.sha == git("rev-parse", "HEAD", cwd=wt.path)
+    assert first.sha.startswith(first.short_sha) and len(first.short_sha) < len(first.sha)
+    assert first.message == "Task 7: fix login"
+    assert git("log", "-1", "--format=%an <%ae>|%cn <%ce>|%s", cwd=wt.path) == (
+        "agentlab <agentlab@localhost>|agentlab <agentlab@localhost>|Task 7: fix login"
+    )
+    assert git("status", "--porcelain", cwd=wt.path) == ""
+    assert await git_repo.commit_all(wt, "again", GitIdentity()) is None
+
+    (wt.path / "README.md").write_text("# demo, corrected\n")
+    second = await git_repo.commit_all(wt, "Task 7: correction 1", GitIdentity())
+
+    assert second is not None and second.sha != first.sha
+    assert second.files == ["README.md", "app.py", "new.py"]
+    assert "README.md" in second.diffstat
+    assert git("rev-list", "--count", f"{wt.base_commit}..{wt.branch}", cwd=repo) == "2"
+    assert git("rev-parse", "HEAD", cwd=repo) == main_head  # the user's branch did not move
+    assert (repo / "README.md").read_text() == "# demo\n"
+
+
+async def test_commit_uses_the_configured_identity(repo: Path, worktrees_dir: Path) -> None:
+    wt = await new_task(repo, worktrees_dir)
+    (wt.path / "app.py").write_text("VALUE = 3\n")
+    await git_repo.commit_all(wt, "custom", GitIdentity("Crew Bot", "crew@bots.example"))
+    assert git("log", "-1", "--format=%an <%ae>", cwd=wt.path) == "Crew Bot <crew@bots.example>"
+
+
+async def test_diff_has_commits_and_uncommitted_changes_without_touching_the_index(
+    repo: Path, worktrees_dir: Path
+) -> None:
+    wt = await new_task(repo, worktrees_dir)
+    (wt.path / "app.py").write_text("VALUE = 42\n")
+    await git_repo.commit_all(wt, "committed", GitIdentity())
+    (wt.path / "draft.py").write_text("DRAFT = 'not yet committed'\n")
+
+    text = await git_repo.diff(wt)
+
+    assert "+VALUE = 42" in text and "-VALUE = 1" in text
+    assert "# uncommitted changes" in text
+    assert text.index("+VALUE = 42") < text.index("+DRAFT = 'not yet committed'")
+    assert git("status", "--porcelain", cwd=wt.path) == "?? draft.py"  # still untracked: real index untouched
+    assert await git_repo.changed_files(wt) == ["app.py", "draft.py"]
+
+
+async def test_merge_into_the_base_branch(repo: Path, worktrees_dir: Path) -> None:
+    wt = await new_task(repo, worktrees_dir)
+    (wt.path / "app.py").write_text("VALUE = 42\n")
+    (wt.path / "new.py").write_text("NEW = True\n")
+    await git_repo.commit_all(wt, "Task 7", GitIdentity())
+
+    result = await git_repo.merge_task_branch(wt)
+
+    assert result.ok, result.message
+    assert result.conflicts == []
+    assert result.sha == git("rev-parse", "HEAD", cwd=repo)
+    assert (repo / "app.py").read_text() == "VALUE = 42\n" and (repo / "new.py").exists()
+    assert len(git("log", "-1", "--format=%P", cwd=repo).split()) == 2  # --no-ff: a real merge commit
+    assert git("log", "-1", "--format=%cn <%ce>", cwd=repo) == "agentlab <agentlab@localhost>"
+    assert git("status", "--porcelain", cwd=repo) == ""
+
+    again = await git_repo.merge_task_branch(wt)
+    assert again.ok and "nothing to merge" in again.message and again.sha == result.sha
+
+
+async def test_merge_conflict_is_reported_and_aborted(repo: Path, worktrees_dir: Path) -> None:
+    wt = await new_task(repo, worktrees_dir)
+    (wt.path / "app.py").write_text("VALUE = 'task'\n")
+    await git_repo.commit_all(wt, "Task 7", GitIdentity())
+    (repo / "app.py").write_text("VALUE = 'user'\n")
+    git("commit", "-q", "-am", "user's change", cwd=repo)
+    user_head = git("rev-parse", "HEAD", cwd=repo)
+
+    result = await git_repo.merge_task_branch(wt)
+
+    assert not result.ok
+    assert result.conflicts == ["app.py"]
+    assert "conflict" in result.message and "app.py" in result.message and "aborted" in result.message
+    assert result.sha is None
+    assert git("rev-parse", "HEAD", cwd=repo) == user_head
+    assert git("status", "--porcelain", cwd=repo) == ""
+    assert (repo / "app.py").read_text() == "VALUE = 'user'\n"
+    assert not (repo / ".git" / "MERGE_HEAD").exists()
+
+
+async def test_merge_refused_when_checkout_has_uncommitted_changes(repo: Path, worktrees_dir: Path) -> None:
+    wt = await new_task(repo, worktrees_dir)
+    (wt.path / "new.py").write_text("NEW = True\n")
+    await git_repo.commit_all(wt, "Task 7", GitIdentity())
+    (repo / "app.py").write_text("VALUE = 'work in progress'\n")
+    head = git("rev-parse", "HEAD", cwd=repo)
+
+    result = await git_repo.merge_task_branch(wt)
+
+    assert not result.ok
+    assert "uncommitted" in result.message and "app.py" in result.message
+    assert git("rev-parse", "HEAD", cwd=repo) == head
+    assert (repo / "app.py").read_text() == "VALUE = 'work in progress'\n"
+    assert not (repo / "new.py").exists()
+
+
+async def test_untracked_files_do_not_block_a_merge(repo: Path, worktrees_dir: Path) -> None:
+    wt = await new_task(repo, worktrees_dir)
+    (wt.path / "new.py").write_text("NEW = True\n")
+    await git_repo.commit_all(wt, "Task 7", GitIdentity())
+    (repo / "notes.txt").write_text("the user's scratch file\n")
+
+    result = await git_repo.merge_task_branch(wt)
+
+    assert result.ok, result.message
+    assert (repo / "notes.txt").read_text() == "the user's scratch file\n"
+
+
+async def test_merge_refused_when_checkout_is_on_another_branch(repo: Path, worktrees_dir: Path) -> None:
+    wt = await new_task(repo, worktrees_dir)
+    (wt.path / "new.py").write_text("NEW = True\n")
+    await git_repo.commit_all(wt, "Task 7", GitIdentity())
+    git("checkout", "-q", "-b", "feature", cwd=repo)
+
+    result = await git_repo.merge_task_branch(wt)
+
+    assert not result.ok
+    assert "feature" in result.message and "main" in result.message
+    assert git("rev-parse", "main", cwd=repo) == wt.base_commit
+    assert not (repo / "new.py").exists()
+
+
+async def test_discard_removes_worktree_and_branch(repo: Path, worktrees_dir: Path) -> None:
+    wt = await new_task(repo, worktrees_dir)
+    (wt.path / "junk.py").write_text("uncommitted junk\n")
+
+    await git_repo.discard_task_worktree(wt)
+
+    assert not wt.path.exists()
+    assert git("branch", "--list", wt.branch, cwd=repo) == ""
+    assert git("worktree", "list", "--porcelain", cwd=repo).count("worktree ") == 1
+    assert git("config", "--local", "--list", cwd=repo).count("agentlab") == 0
+    await git_repo.discard_task_worktree(wt)  # a second discard is harmless
+
+
+async def test_resume_reuses_the_existing_branch_and_worktree(repo: Path, worktrees_dir: Path) -> None:
+    wt = await new_task(repo, worktrees_dir)
+    (wt.path / "new.py").write_text("NEW = True\n")
+    await git_repo.commit_all(wt, "Task 7", GitIdentity())
+    (repo / "README.md").write_text("# moved on\n")
+    git("commit", "-q", "-am", "user keeps working", cwd=repo)
+
+    same_dir = await new_task(repo, worktrees_dir, title="a different title after restart")
+    assert same_dir == wt
+
+    await git_repo.remove_worktree_keep_branch(wt)
+    assert not wt.path.exists()
+    assert git("branch", "--list", wt.branch, cwd=repo).strip() == wt.branch
+    assert "+NEW = True" in await git_repo.diff(wt)  # Diff button still works from the branch
+    assert await git_repo.changed_files(wt) == ["new.py"]
+
+    resumed = await new_task(repo, worktrees_dir)
+    assert resumed == wt  # same branch, path, and the original base (not the user's newer commit)
+    assert (resumed.path / "new.py").read_text() == "NEW = True\n"
+    assert git("rev-parse", "--abbrev-ref", "HEAD", cwd=resumed.path) == wt.branch
+
+
+async def test_worktree_directory_deleted_by_hand_is_recreated(repo: Path, worktrees_dir: Path) -> None:
+    wt = await new_task(repo, worktrees_dir)
+    subprocess.run(["rm", "-rf", str(wt.path)], check=True)
+
+    resumed = await new_task(repo, worktrees_dir)
+
+    assert resumed.path == wt.path and (resumed.path / "app.py").exists()
+
+
+async def test_parallel_tasks_get_separate_worktrees(repo: Path, worktrees_dir: Path) -> None:
+    a, b = await asyncio.gather(new_task(repo, worktrees_dir, 1, "one"), new_task(repo, worktrees_dir, 2, "two"))
+    assert (a.branch, b.branch) == ("agentlab/task-1-one", "agentlab/task-2-two")
+    assert a.path != b.path and a.path.is_dir() and b.path.is_dir()
+
+
+async def test_slug_and_errors(tmp_path: Path) -> None:
+    assert git_repo.slugify("  Ünïcode?? only!! ") == "n-code-only"
+    assert git_repo.slugify("!!!") == "task"
+    assert len(git_repo.slugify("x" * 200)) == 40
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    with pytest.raises(GitError, match="not a git repository"):
+        await git_repo.create_task_worktree(plain, 1, "t", GitIdentity(), tmp_path / "wt")

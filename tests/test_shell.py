@@ -1,0 +1,195 @@
+"""run_command: capture, exit codes, timeouts and cancellation that kill the whole process group, output caps, env."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from agents.file_tools import ToolError
+from agents.shell import DEFAULT_SECRETS, CommandResult, child_env, run_command
+
+pytestmark = pytest.mark.slow  # spawns processes (still only a few seconds)
+
+
+def alive(pid: int) -> bool:
+    """True while `pid` exists and is not a zombie waiting to be reaped."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live (non-zombie) processes in process group `pgid`, found by scanning /proc."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            members.append(int(entry.name))
+    return members
+
+
+async def wait_gone(pids: list[int], within: float = 2.0) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if not any(alive(pid) for pid in pids):
+            return True
+        await asyncio.sleep(0.02)
+    return False
+
+
+def pids_in(output: str, label: str) -> int:
+    match = re.search(rf"{label}=(\d+)", output)
+    assert match, output
+    return int(match.group(1))
+
+
+async def test_captures_stdout_and_stderr_merged_with_exit_code(tmp_path: Path) -> None:
+    result = await run_command("echo out; echo err >&2; printf 'no newline'; exit 3", tmp_path, timeout=10)
+    assert result.exit_code == 3
+    assert not result.ok and not result.timed_out and not result.cancelled
+    assert result.output == "out\nerr\nno newline"
+    assert 0 <= result.duration < 5
+    text = result.format_for_model()
+    assert text.startswith("$ echo out;") and "exit code 3" in text and "no newline" in text
+
+
+async def test_success_runs_in_cwd_with_bash_and_no_stdin(tmp_path: Path) -> None:
+    (tmp_path / "marker.txt").write_text("here")
+    result = await run_command("cat marker.txt; echo; [[ -n $BASH_VERSION ]] && echo bash; cat; echo end", tmp_path, 10)
+    assert result.ok and result.exit_code == 0
+    assert result.output == "here\nbash\nend\n"
+
+
+async def test_signal_death_is_reported(tmp_path: Path) -> None:
+    result = await run_command("kill -TERM $$", tmp_path, 10)
+    assert result.exit_code == -15 and not result.ok
+    assert "killed by SIGTERM" in result.format_for_model()
+
+
+async def test_missing_cwd_is_a_tool_error(tmp_path: Path) -> None:
+    with pytest.raises(ToolError, match="does not exist"):
+        await run_command("true", tmp_path / "nope", 10)
+
+
+async def test_timeout_kills_sleep(tmp_path: Path) -> None:
+    started = time.monotonic()
+    result = await run_command("echo pgid=$$; sleep 1000", tmp_path, timeout=0.5)
+    assert time.monotonic() - started < 3
+    assert result.timed_out and result.exit_code is None and not result.ok
+    assert "pgid=" in result.output
+    assert "timed out after" in result.format_for_model() and "process group killed" in result.format_for_model()
+    pgid = pids_in(result.output, "pgid")
+    assert await wait_gone([pgid])
+    assert group_members(pgid) == []
+    with pytest.raises(ProcessLookupError):
+        os.killpg(pgid, 0)
+
+
+async def test_timeout_kills_children_of_nested_shell(tmp_path: Path) -> None:
+    result = await run_command(
+        "echo pgid=$$; sh -c 'sleep 1000 & echo child=$!; sleep 1000'", tmp_path, timeout=0.7
+    )
+    assert result.timed_out
+    pgid, child = pids_in(result.output, "pgid"), pids_in(result.output, "child")
+    assert await wait_gone([pgid, child])
+    assert group_members(pgid) == []
+
+
+async def test_timeout_escalates_to_sigkill_when_term_is_ignored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from agents import shell
+
+    monkeypatch.setattr(shell, "TERM_GRACE_SECONDS", 0.3)
+    result = await run_command("trap '' TERM; echo pgid=$$; sleep 1000 & wait", tmp_path, timeout=0.5)
+    assert result.timed_out
+    pgid = pids_in(result.output, "pgid")
+    assert await wait_gone([pgid])
+    assert group_members(pgid) == []
+
+
+async def test_background_leftovers_are_killed_after_the_command_finishes(tmp_path: Path) -> None:
+    result = await run_command("sleep 1000 & echo child=$!", tmp_path, timeout=30)
+    assert result.exit_code == 0 and not result.timed_out
+    assert "background processes" in result.output
+    assert await wait_gone([pids_in(result.output, "child")])
+
+
+async def test_cancellation_kills_the_group_and_reraises(tmp_path: Path) -> None:
+    marker = tmp_path / "pids"
+    task = asyncio.create_task(
+        run_command(f"echo $$ > {marker}; sh -c 'echo $$ >> {marker}; sleep 1000' & sleep 1000", tmp_path, 60)
+    )
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and (not marker.exists() or len(marker.read_text().split()) < 2):
+        await asyncio.sleep(0.02)
+    pgid, child = (int(p) for p in marker.read_text().split())
+    assert alive(pgid) and alive(child)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert await wait_gone([pgid, child])
+    assert group_members(pgid) == []
+
+
+async def test_huge_output_is_capped_keeping_head_and_tail(tmp_path: Path) -> None:
+    command = "echo FIRST-LINE; head -c 5000000 /dev/zero | tr '\\0' x; echo; echo LAST-LINE"
+    result = await run_command(command, tmp_path, timeout=30, max_output=2_000)
+    assert result.ok
+    assert result.output.startswith("FIRST-LINE\nxxx")
+    assert result.output.endswith("xxx\nLAST-LINE\n")
+    match = re.search(r"\[\.\.\. (\d+) bytes omitted \.\.\.\]", result.output)
+    assert match
+    assert int(match.group(1)) == len("FIRST-LINE\n") + 5_000_000 + len("\nLAST-LINE\n") - 2_000
+    assert len(result.output) < 2_100
+
+
+async def test_small_output_is_not_marked(tmp_path: Path) -> None:
+    result = await run_command("seq 1 100", tmp_path, timeout=10, max_output=10_000)
+    assert result.output == "".join(f"{n}\n" for n in range(1, 101))
+    assert "omitted" not in result.output
+
+
+async def test_secrets_are_absent_from_child_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for key in ("TELEGRAM_BOT_TOKEN", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "GITHUB_TOKEN", "DB_PASSWORD",
+                "MY_SECRET", "OPENAI_API_KEY"):
+        monkeypatch.setenv(key, "leaked-" + key)
+    monkeypatch.setenv("HARMLESS_SETTING", "kept")
+    result = await run_command("env", tmp_path, timeout=10)  # env=None means child_env()
+    assert "leaked-" not in result.output
+    assert "HARMLESS_SETTING=kept" in result.output
+    for hint in ("GIT_TERMINAL_PROMPT=0", "PAGER=cat", "CI=1"):
+        assert hint in result.output.split("\n")
+
+
+def test_child_env_filters_a_given_base() -> None:
+    base = {"PATH": "/bin", "X_TOKEN_Y": "s", "my_api_key": "s", "CUSTOM": "s", "HOME": "/root", "PASSWORD_FILE": "s"}
+    env = child_env(base, secret_keys={"CUSTOM"})
+    assert env["PATH"] == "/bin" and env["HOME"] == "/root"
+    assert not {"X_TOKEN_Y", "my_api_key", "CUSTOM", "PASSWORD_FILE"} & env.keys()
+    assert env["GIT_TERMINAL_PROMPT"] == "0" and env["PAGER"] == "cat" and env["CI"] == "1"
+    assert base["CUSTOM"] == "s"  # the input is not modified
+    assert {"TELEGRAM_BOT_TOKEN", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"} <= DEFAULT_SECRETS
+
+
+async def test_explicit_env_is_used_as_given(tmp_path: Path) -> None:
+    result = await run_command("echo $ONLY_THIS", tmp_path, 10, env={"ONLY_THIS": "yes", "PATH": os.environ["PATH"]})
+    assert result.output == "yes\n"
+
+
+def test_command_result_ok_and_formatting() -> None:
+    assert CommandResult("true", 0, "", False, False, 0.1).ok
+    assert not CommandResult("x", None, "", True, False, 5).ok
+    assert not CommandResult("x", 0, "", False, True, 5).ok
+    assert "(no output)" in CommandResult("true", 0, "", False, False, 0.1).format_for_model()
+    assert "cancelled" in CommandResult("x", None, "", False, True, 1).format_for_model()

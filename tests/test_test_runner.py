@@ -1,0 +1,212 @@
+"""The bot runs a workspace's tests: detection of the command, and honest outcomes (no tests is never "passed")."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from pathlib import Path
+
+import pytest
+
+from agents import test_runner
+from agents.shell import child_env
+from agents.test_runner import detect_test_command, run_tests
+
+Status = test_runner.TestStatus
+PYTEST = f"{shlex.quote(sys.executable)} {test_runner.PYTEST_ARGS}"
+
+
+def fast_env() -> dict[str, str]:
+    """The runner's default environment, minus the seconds the venv's pytest plugins take to load."""
+    return child_env() | {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# detection
+
+
+def test_empty_workspace_has_no_test_command(tmp_path: Path) -> None:
+    write(tmp_path / "main.py", "print('hi')\n")
+    write(tmp_path / "tests" / "README.md", "no python here\n")
+    assert detect_test_command(tmp_path) is None
+
+
+@pytest.mark.parametrize(
+    "path, text",
+    [
+        ("test_app.py", "def test_x(): pass\n"),
+        ("pkg/sub/app_test.py", "def test_x(): pass\n"),
+        ("tests/helpers.py", "X = 1\n"),
+        ("pytest.ini", "[pytest]\n"),
+        ("conftest.py", ""),
+        ("pyproject.toml", "[tool.pytest.ini_options]\naddopts = '-q'\n"),
+        ("setup.cfg", "[metadata]\nname = x\n\n[tool:pytest]\ntestpaths = t\n"),
+    ],
+)
+def test_pytest_detected_with_the_bots_interpreter(tmp_path: Path, path: str, text: str) -> None:
+    write(tmp_path / path, text)
+    assert detect_test_command(tmp_path) == PYTEST
+
+
+def test_test_files_in_hidden_or_vendored_dirs_do_not_count(tmp_path: Path) -> None:
+    write(tmp_path / ".venv" / "lib" / "test_thing.py", "")
+    write(tmp_path / "node_modules" / "x" / "test_y.py", "")
+    write(tmp_path / "pyproject.toml", "[project]\nname = 'x'\n")
+    assert detect_test_command(tmp_path) is None
+
+
+def test_workspace_venv_interpreter_is_preferred(tmp_path: Path) -> None:
+    python = write(tmp_path / ".venv" / "bin" / "python", "")
+    write(tmp_path / "test_app.py", "def test_x(): pass\n")
+    assert detect_test_command(tmp_path) == f"{python} {test_runner.PYTEST_ARGS}"
+
+
+def test_npm_test_script_detected_but_not_the_npm_default(tmp_path: Path) -> None:
+    package = tmp_path / "package.json"
+    write(package, json.dumps({"scripts": {"test": 'echo "Error: no test specified" && exit 1'}}))
+    assert detect_test_command(tmp_path) is None
+    write(package, json.dumps({"name": "x", "scripts": {"test": "jest"}}))
+    assert detect_test_command(tmp_path) == "npm test --silent"
+    write(package, "{not json")
+    assert detect_test_command(tmp_path) is None
+
+
+def test_agentlab_toml_wins(tmp_path: Path) -> None:
+    write(tmp_path / "test_app.py", "def test_x(): pass\n")
+    write(tmp_path / "package.json", json.dumps({"scripts": {"test": "jest"}}))
+    write(tmp_path / ".agentlab.toml", '[tests]\ncommand = "make check"\n')
+    assert detect_test_command(tmp_path) == "make check"
+
+
+def test_agentlab_toml_without_tests_section_falls_through(tmp_path: Path) -> None:
+    write(tmp_path / ".agentlab.toml", "[other]\nx = 1\n")
+    write(tmp_path / "test_app.py", "def test_x(): pass\n")
+    assert detect_test_command(tmp_path) == PYTEST
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# running
+
+
+async def test_passing_pytest_suite(tmp_path: Path) -> None:
+    write(tmp_path / "calc.py", "def add(a, b):\n    return a + b\n")
+    write(tmp_path / "test_calc.py", "from calc import add\n\ndef test_add():\n    assert add(2, 2) == 4\n\n"
+          "def test_add_neg():\n    assert add(-1, 1) == 0\n")
+
+    outcome = await run_tests(tmp_path, timeout=60, env=fast_env())
+
+    assert outcome.status is Status.passed and outcome.passed
+    assert outcome.summary.startswith("2 passed")
+    assert outcome.exit_code == 0
+    assert outcome.command == PYTEST
+    assert outcome.duration > 0
+
+
+async def test_failing_pytest_suite_shows_the_assertion(tmp_path: Path) -> None:
+    write(tmp_path / "calc.py", "def add(a, b):\n    return a - b\n")
+    write(tmp_path / "tests" / "test_calc.py", "from calc import add\n\ndef test_ok():\n    assert True\n\n"
+          "def test_add():\n    assert add(2, 3) == 5, 'addition is broken'\n")
+    write(tmp_path / "conftest.py", "")  # puts the workspace root on sys.path
+
+    outcome = await run_tests(tmp_path, timeout=60, env=fast_env())
+
+    assert outcome.status is Status.failed and not outcome.passed
+    assert outcome.exit_code == 1
+    assert "addition is broken" in outcome.output
+    assert "assert -1 == 5" in outcome.output
+    assert "1 failed" in outcome.summary and "1 passed" in outcome.summary
+    assert len(outcome.output) <= test_runner.OUTPUT_TAIL_CHARS + 100
+
+
+async def test_workspace_without_tests_is_no_tests_not_passed(tmp_path: Path) -> None:
+    write(tmp_path / "main.py", "print('hi')\n")
+    outcome = await run_tests(tmp_path, timeout=60)
+    assert outcome.status is Status.no_tests and not outcome.passed
+    assert outcome.command is None
+    assert outcome.summary == "no tests found"
+    assert "no pytest files" in outcome.output and ".agentlab.toml" in outcome.output
+
+
+async def test_pytest_collecting_nothing_is_no_tests(tmp_path: Path) -> None:
+    write(tmp_path / "tests" / "helpers.py", "X = 1\n")  # looks like pytest, but has no tests
+    outcome = await run_tests(tmp_path, timeout=60, env=fast_env())
+    assert outcome.status is Status.no_tests
+    assert outcome.exit_code == 5
+    assert outcome.summary == "no tests found"
+
+
+async def test_agentlab_toml_command_is_run(tmp_path: Path) -> None:
+    write(tmp_path / ".agentlab.toml", '[tests]\ncommand = "echo custom-suite-ran; test -f marker"\n')
+    failed = await run_tests(tmp_path, timeout=10)
+    assert failed.status is Status.failed and failed.exit_code == 1
+    assert "custom-suite-ran" in failed.output
+    assert failed.summary == "tests failed (exit 1)"
+
+    write(tmp_path / "marker", "")
+    passed = await run_tests(tmp_path, timeout=10)
+    assert passed.status is Status.passed and passed.command == "echo custom-suite-ran; test -f marker"
+
+
+async def test_timeout_is_an_error(tmp_path: Path) -> None:
+    write(tmp_path / ".agentlab.toml", '[tests]\ncommand = "echo started; sleep 30"\n')
+    outcome = await run_tests(tmp_path, timeout=0.5)
+    assert outcome.status is Status.error
+    assert outcome.summary == "timed out after 0.5 s"
+    assert outcome.duration < 10
+    assert "started" in outcome.output
+
+
+async def test_missing_command_is_an_error(tmp_path: Path) -> None:
+    write(tmp_path / ".agentlab.toml", '[tests]\ncommand = "no-such-test-tool-agentlab --all"\n')
+    outcome = await run_tests(tmp_path, timeout=10)
+    assert outcome.status is Status.error
+    assert outcome.exit_code == 127
+    assert "not found" in outcome.output
+
+
+async def test_malformed_config_is_an_error_not_no_tests(tmp_path: Path) -> None:
+    write(tmp_path / ".agentlab.toml", "[tests\ncommand = \n")
+    outcome = await run_tests(tmp_path, timeout=10)
+    assert outcome.status is Status.error
+    assert ".agentlab.toml" in outcome.summary
+
+
+async def test_secrets_are_not_passed_to_the_tests(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-should-not-leak")
+    write(tmp_path / ".agentlab.toml", '[tests]\ncommand = "test -z \\"$ANTHROPIC_API_KEY\\""\n')
+    outcome = await run_tests(tmp_path, timeout=10)
+    assert outcome.status is Status.passed
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# parsing and trimming
+
+
+@pytest.mark.parametrize(
+    "closing, summary",
+    [
+        ("3 passed in 0.12s", "3 passed"),
+        ("1 failed, 3 passed, 1 warning in 0.50s", "1 failed, 3 passed, 1 warning"),
+        ("===== 2 failed, 1 error in 75.01s (0:01:15) =====", "2 failed, 1 error"),
+        ("no tests ran in 0.01s", "no tests ran"),
+        ("Tests:       1 failed, 4 passed, 5 total", "1 failed, 4 passed, 5 total"),
+    ],
+)
+def test_summary_line(closing: str, summary: str) -> None:
+    assert test_runner._summary_line(f"collected stuff\nFAILED t.py::x - boom\n{closing}\n") == summary
+
+
+def test_output_keeps_the_tail() -> None:
+    text = "\n".join(f"line {i}" for i in range(5_000)) + "\nFINAL SUMMARY"
+    tail = test_runner._tail(text)
+    assert tail.endswith("FINAL SUMMARY")
+    assert "earlier characters trimmed" in tail
+    assert "line 0\n" not in tail
+    assert len(tail) <= test_runner.OUTPUT_TAIL_CHARS + 100

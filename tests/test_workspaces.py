@@ -1,0 +1,234 @@
+"""Workspace discovery, tolerant name resolution and path confinement."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from agents.file_tools import ToolError
+from agents.workspaces import PathOutsideWorkspace, Workspace, Workspaces, WorkspaceNotFound, confine
+
+
+@pytest.fixture
+def spaces(tmp_path: Path) -> Workspaces:
+    root = tmp_path / "workspaces"
+    for name in ("group-therapy", "budget-app", "budget-api", "weather_station", "Notes", ".hidden", "photo-sorter"):
+        (root / name).mkdir(parents=True)
+    (root / "README.txt").write_text("not a workspace")
+    bot = tmp_path / "agentlab-src"
+    bot.mkdir()
+    return Workspaces(root, bot)
+
+
+def test_all_lists_folders_sorted_plus_self_skipping_hidden_and_files(spaces: Workspaces) -> None:
+    names = [w.name for w in spaces.all()]
+    assert names == ["budget-api", "budget-app", "group-therapy", "Notes", "photo-sorter", "self", "weather_station"]
+    assert all(w.path.is_absolute() and w.path == w.path.resolve() for w in spaces.all())
+
+
+def test_all_rescans_each_call(spaces: Workspaces) -> None:
+    assert "fresh" not in spaces.names()
+    (spaces.root / "fresh").mkdir()
+    assert "fresh" in spaces.names()
+    assert spaces.resolve("fresh").name == "fresh"
+
+
+def test_without_bot_repository_there_is_no_self(tmp_path: Path) -> None:
+    (tmp_path / "alpha").mkdir()
+    spaces = Workspaces(tmp_path, None)
+    assert [w.name for w in spaces.all()] == ["alpha"]
+    with pytest.raises(WorkspaceNotFound, match="BOT_REPOSITORY"):
+        spaces.resolve("self")
+
+
+def test_missing_root_yields_only_self(tmp_path: Path) -> None:
+    spaces = Workspaces(tmp_path / "nope", tmp_path)
+    assert spaces.all() == [Workspace("self", tmp_path.resolve())]
+
+
+@pytest.mark.parametrize(
+    ("spoken", "expected"),
+    [
+        ("group-therapy", "group-therapy"),
+        ("group therapy", "group-therapy"),
+        ("grouptherapy", "group-therapy"),
+        ("Group-Therapy", "group-therapy"),
+        ("  GROUP_THERAPY ", "group-therapy"),
+        ("group therapy project", "group-therapy"),
+        ("the group therapy repo", "group-therapy"),
+        ("Group Therapy folder.", "group-therapy"),
+        ("groop therapy", "group-therapy"),
+        ("group therapie", "group-therapy"),
+        ("weather station", "weather_station"),
+        ("notes", "Notes"),
+        ("photo", "photo-sorter"),
+        ("sorter", "photo-sorter"),
+        ("budget app", "budget-app"),
+        ("budget api", "budget-api"),
+        ("self", "self"),
+        ("Self", "self"),
+        ("yourself", "self"),
+        ("your code", "self"),
+        ("the bot", "self"),
+        ("agentlab", "self"),
+    ],
+)
+def test_resolution_table(spaces: Workspaces, spoken: str, expected: str) -> None:
+    workspace = spaces.resolve(spoken)
+    assert workspace.name == expected
+    if expected == "self":
+        assert workspace.path == spaces.bot_repository.resolve()  # type: ignore[union-attr]
+    else:
+        assert workspace.path == (spaces.root / expected).resolve()
+
+
+@pytest.mark.parametrize("ambiguous", ["budget", "budget project", "budgt ap"])
+def test_ambiguous_names_raise_listing_the_candidates(spaces: Workspaces, ambiguous: str) -> None:
+    with pytest.raises(WorkspaceNotFound) as caught:
+        spaces.resolve(ambiguous)
+    message = str(caught.value)
+    assert "ambiguous" in message
+    assert "budget-app" in message and "budget-api" in message
+
+
+@pytest.mark.parametrize("unknown", ["spaceship", "quantum compiler", "zz", ""])
+def test_unknown_names_raise_listing_available(spaces: Workspaces, unknown: str) -> None:
+    with pytest.raises(WorkspaceNotFound) as caught:
+        spaces.resolve(unknown)
+    message = str(caught.value)
+    for name in ("group-therapy", "budget-app", "weather_station", "self"):
+        assert name in message
+    assert ".hidden" not in message
+
+
+def test_unknown_name_mentions_closest(spaces: Workspaces) -> None:
+    with pytest.raises(WorkspaceNotFound, match="Closest: weather_station"):
+        spaces.resolve("weatherbot")
+
+
+def test_workspace_not_found_is_a_tool_error(spaces: Workspaces) -> None:
+    with pytest.raises(ToolError):
+        spaces.resolve("spaceship")
+
+
+@pytest.mark.parametrize("name", ["../", "..", "../etc", "group-therapy/../../x", "/etc", "a/b", ".hidden", "..\\x"])
+def test_path_like_and_hidden_names_never_resolve_outside(spaces: Workspaces, name: str) -> None:
+    with pytest.raises(WorkspaceNotFound):
+        spaces.resolve(name)
+
+
+def test_resolution_is_deterministic(spaces: Workspaces) -> None:
+    results = {spaces.resolve("groop therapy").name for _ in range(20)}
+    assert results == {"group-therapy"}
+
+
+def test_exact_folder_beats_noise_stripped_sibling(tmp_path: Path) -> None:
+    for name in ("foo", "foo-project"):
+        (tmp_path / name).mkdir()
+    spaces = Workspaces(tmp_path, None)
+    assert spaces.resolve("foo").name == "foo"
+    assert spaces.resolve("foo project").name == "foo-project"
+
+
+def test_symlinked_project_folder_counts(tmp_path: Path) -> None:
+    real = tmp_path / "elsewhere" / "real-project"
+    real.mkdir(parents=True)
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "linked").symlink_to(real)
+    spaces = Workspaces(root, None)
+    assert spaces.resolve("linked").path == real.resolve()
+
+
+# --- confine ---------------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    root = tmp_path / "ws"
+    (root / "src" / "pkg").mkdir(parents=True)
+    (root / "src" / "pkg" / "mod.py").write_text("x = 1\n")
+    (tmp_path / "outside.txt").write_text("secret")
+    (tmp_path / "outside_dir").mkdir()
+    (tmp_path / "outside_dir" / "s.txt").write_text("secret")
+    return root
+
+
+@pytest.mark.parametrize("relative", ["", ".", "./", "src", "src/pkg/mod.py", "src/../src/pkg", "new/dir/file.txt", "src/./pkg"])
+def test_confine_accepts_paths_inside(ws: Path, relative: str) -> None:
+    target = confine(ws, relative)
+    assert target == ws.resolve() or target.is_relative_to(ws.resolve())
+    assert target == (ws / relative).resolve()
+
+
+@pytest.mark.parametrize("relative", ["..", "../outside.txt", "src/../../outside.txt", "src/pkg/../../../x", "../ws2"])
+def test_confine_refuses_dotdot_escapes(ws: Path, relative: str) -> None:
+    with pytest.raises(PathOutsideWorkspace) as caught:
+        confine(ws, relative)
+    assert "outside the workspace" in str(caught.value)
+    assert relative in str(caught.value)
+
+
+@pytest.mark.parametrize("relative", ["/etc/passwd", "/", "~/x", "~"])
+def test_confine_refuses_absolute_paths(ws: Path, relative: str) -> None:
+    with pytest.raises(PathOutsideWorkspace, match="relative to the workspace"):
+        confine(ws, relative)
+
+
+def test_confine_refuses_absolute_path_even_inside_and_suggests_relative(ws: Path) -> None:
+    with pytest.raises(PathOutsideWorkspace, match="'src/pkg/mod.py'"):
+        confine(ws, str(ws / "src" / "pkg" / "mod.py"))
+
+
+def test_confine_refuses_symlinked_file_pointing_out(ws: Path, tmp_path: Path) -> None:
+    (ws / "leak.txt").symlink_to(tmp_path / "outside.txt")
+    with pytest.raises(PathOutsideWorkspace, match="symlink"):
+        confine(ws, "leak.txt")
+
+
+def test_confine_refuses_symlinked_dir_pointing_out(ws: Path, tmp_path: Path) -> None:
+    (ws / "src" / "linkdir").symlink_to(tmp_path / "outside_dir")
+    for relative in ("src/linkdir", "src/linkdir/s.txt", "src/linkdir/new.txt"):
+        with pytest.raises(PathOutsideWorkspace):
+            confine(ws, relative)
+
+
+def test_confine_refuses_dangling_symlink_pointing_out(ws: Path, tmp_path: Path) -> None:
+    (ws / "dangling").symlink_to(tmp_path / "does-not-exist-yet")
+    with pytest.raises(PathOutsideWorkspace):
+        confine(ws, "dangling")
+
+
+def test_confine_allows_symlink_inside(ws: Path) -> None:
+    (ws / "alias.py").symlink_to(ws / "src" / "pkg" / "mod.py")
+    (ws / "pkglink").symlink_to(ws / "src" / "pkg")
+    assert confine(ws, "alias.py") == (ws / "src" / "pkg" / "mod.py").resolve()
+    assert confine(ws, "pkglink/mod.py") == (ws / "src" / "pkg" / "mod.py").resolve()
+
+
+def test_confine_when_root_itself_is_a_symlink(ws: Path, tmp_path: Path) -> None:
+    link_root = tmp_path / "root-link"
+    link_root.symlink_to(ws)
+    assert confine(link_root, "src/pkg/mod.py") == (ws / "src" / "pkg" / "mod.py").resolve()
+    with pytest.raises(PathOutsideWorkspace):
+        confine(link_root, "../outside.txt")
+
+
+def test_confine_refuses_symlink_loop_and_nul(ws: Path) -> None:
+    os.symlink("loop_b", ws / "loop_a")
+    os.symlink("loop_a", ws / "loop_b")
+    try:
+        target = confine(ws, "loop_a")
+    except PathOutsideWorkspace:
+        pass  # Python 3.11 reports the loop
+    else:  # newer Pythons leave the loop unresolved inside the root
+        assert target.is_relative_to(ws.resolve())
+    with pytest.raises(PathOutsideWorkspace):
+        confine(ws, "a\x00b")
+
+
+def test_path_outside_is_a_tool_error(ws: Path) -> None:
+    with pytest.raises(ToolError):
+        confine(ws, "../outside.txt")
