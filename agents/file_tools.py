@@ -14,6 +14,7 @@ import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from agents.workspaces import PathOutsideWorkspace, ToolError, Workspace, WorkspaceNotFound, confine
 
@@ -122,7 +123,7 @@ def _read_sync(base: Path, path: str, start_line: int | None, end_line: int | No
         return _read_range(fh, path, size, start_line or 1, end_line, max_bytes)
 
 
-def _read_head(fh, path: str, size: int, max_bytes: int) -> str:  # type: ignore[no-untyped-def]
+def _read_head(fh: BinaryIO, path: str, size: int, max_bytes: int) -> str:
     data = fh.read(max_bytes + 1)
     if not data:
         return f"({path} is empty)"
@@ -151,7 +152,7 @@ def _read_head(fh, path: str, size: int, max_bytes: int) -> str:  # type: ignore
     return out
 
 
-def _read_range(fh, path: str, size: int, start: int, end: int | None, max_bytes: int) -> str:  # type: ignore[no-untyped-def]
+def _read_range(fh: BinaryIO, path: str, size: int, start: int, end: int | None, max_bytes: int) -> str:
     lines: list[str] = []
     used = 0
     total = 0

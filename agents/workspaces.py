@@ -153,7 +153,10 @@ class Workspaces:
         if full in _SELF_KEYS or reduced in _SELF_KEYS:
             if SELF_NAME in by_name:
                 return by_name[SELF_NAME]
-            raise self._not_found(f"{name!r} (the bot's own repository is not configured: BOT_REPOSITORY)", available)
+            raise self._not_found(
+                f"{name!r} (the bot's own repository is not available: BOT_REPOSITORY is unset or not a folder)",
+                available,
+            )
 
         # 3. unique prefix, then unique containment.
         folders = [w for w in available if not w.is_self]

@@ -56,7 +56,6 @@ async def send_markdown(
     bot: Bot, chat_id: int, markdown: str, *, reply_to: int | None = None, buttons: Buttons | None = None
 ) -> Message | None:
     """Send an answer of any length; returns the last message (the one carrying the buttons)."""
-    markdown = markdown.strip() or "(empty)"
     markup = keyboard(buttons)
     if len(markdown) > DOCUMENT_THRESHOLD:
         summary = summarize_for_document(markdown)
@@ -64,7 +63,7 @@ async def send_markdown(
                                 caption=f"The full answer ({len(markdown):,} characters) is in the file.",
                                 reply_to_message_id=reply_to)
         markdown = summary
-    chunks = render_chunks(markdown, TELEGRAM_LIMIT)
+    chunks = render_chunks(markdown.strip() or "(empty)", TELEGRAM_LIMIT)
     last = None
     for i, chunk in enumerate(chunks):
         is_last = i == len(chunks) - 1

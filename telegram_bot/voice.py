@@ -31,15 +31,15 @@ async def on_voice(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
             await message.reply_text("Voice notes are not available on this bot (speech model not installed); "
                                      "please type instead.")
             return
-        from agents.voice import AudioError, ModelState, ModelUnavailable
+        from agents.voice import ModelState, VoiceError
 
-        if transcriber.state in (ModelState.NOT_LOADED, ModelState.LOADING):
+        if transcriber.state in (ModelState.not_loaded, ModelState.loading):
             transcriber.start_loading()
             await message.reply_text("Loading the speech model… your note will be transcribed as soon as it's ready.")
         data = bytes(await (await media.get_file()).download_as_bytearray())
         try:
             transcript = await transcriber.transcribe(data)
-        except (AudioError, ModelUnavailable) as err:
+        except VoiceError as err:
             await message.reply_text(err.user_message)
             return
         text = transcript.text.strip()

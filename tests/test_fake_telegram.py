@@ -6,10 +6,10 @@ import asyncio
 import datetime as dtm
 import io
 import json
+import struct
 import threading
 import urllib.error
 import urllib.request
-import warnings
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -28,6 +28,8 @@ from telegram.ext import (
 from tests.fakes.telegram_server import FakeTelegram, fake_telegram  # noqa: F401 - fixture
 
 USER = 4242
+# Enough of a PNG for the fake's dimension sniffing: signature + IHDR (2x3).
+PNG_2X3 = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + struct.pack(">II", 2, 3) + b"\x08\x02\x00\x00\x00"
 
 
 def _keyboard(*callback_data: str) -> InlineKeyboardMarkup:
@@ -103,7 +105,7 @@ async def test_text_limits(fake_telegram: FakeTelegram, bot: Bot) -> None:  # no
         await bot.send_message(chat_id=USER, text="")
     with pytest.raises(BadRequest, match="(?i)message text is empty"):
         await bot.send_message(chat_id=USER, text="<b></b>", parse_mode="HTML")
-    with pytest.raises(BadRequest, match="BUTTON_DATA_INVALID"):
+    with pytest.raises(BadRequest, match="(?i)BUTTON_DATA_INVALID"):
         await bot.send_message(chat_id=USER, text="x", reply_markup=_keyboard("d" * 65))
     assert len(fake_telegram.messages(USER)) == 2
 
@@ -156,16 +158,19 @@ async def test_send_document_upload_and_download(fake_telegram: FakeTelegram, bo
 
     with pytest.raises(BadRequest, match="(?i)message caption is too long"):
         await bot.send_document(chat_id=USER, document=b"x", filename="x.txt", caption="c" * 1025)
-    with pytest.raises(BadRequest, match="IMAGE_PROCESS_FAILED"):
+    with pytest.raises(BadRequest, match="(?i)IMAGE_PROCESS_FAILED"):
         await bot.send_photo(chat_id=USER, photo=b"not an image")
-    assert len(fake_telegram.messages(USER)) == 1
+    photo = await bot.send_photo(chat_id=USER, photo=PNG_2X3, caption="chart")
+    assert (photo.photo[0].width, photo.photo[0].height, photo.caption) == (2, 3, "chart")
+    assert [(m.kind, m.data) for m in fake_telegram.messages(USER)] == [("document", payload), ("photo", PNG_2X3)]
 
 
 async def test_injected_voice_is_downloadable(fake_telegram: FakeTelegram, bot: Bot) -> None:  # noqa: F811
     audio = b"OggS\x00\x02" + bytes(range(256)) * 4
-    update = Update.de_json(fake_telegram.send_voice(USER, audio, duration=3), bot)
-    voice = update.message.voice
-    assert (voice.duration, voice.mime_type, voice.file_size) in ((3, "audio/ogg", len(audio)), (dtm.timedelta(seconds=3), "audio/ogg", len(audio)))
+    injected = fake_telegram.send_voice(USER, audio, duration=3)
+    assert injected["message"]["voice"]["duration"] == 3
+    voice = Update.de_json(injected, bot).message.voice
+    assert (voice.mime_type, voice.file_size) == ("audio/ogg", len(audio))
     tg_file = await bot.get_file(voice.file_id)
     assert tg_file.file_size == len(audio)
     assert tg_file.file_path.startswith(fake_telegram.base_file_url)
@@ -177,13 +182,35 @@ async def test_injected_voice_is_downloadable(fake_telegram: FakeTelegram, bot: 
         await bot.get_file("no-such-file")
 
 
+async def test_every_injected_kind_arrives_through_get_updates(fake_telegram: FakeTelegram, bot: Bot) -> None:  # noqa: F811
+    group = -1001234
+    fake_telegram.send_text(USER, "in a group", chat_id=group, username="alice")
+    fake_telegram.send_audio(USER, b"ID3 audio", duration=4, filename="song.mp3", title="Song")
+    fake_telegram.send_document(USER, b"%PDF-1.4", "spec.pdf", "application/pdf", caption="see")
+    fake_telegram.send_photo(USER, PNG_2X3, width=2, height=3)
+    fake_telegram.send_sticker(USER)
+    fake_telegram.send_location(USER, 52.52, 13.405)
+    updates = await bot.get_updates(timeout=0)
+    assert len(updates) == 6
+    text, audio, document, photo, sticker, location = (u.message for u in updates)
+    assert (text.chat.type, text.chat.id, text.from_user.username) == ("supergroup", group, "alice")
+    assert (audio.audio.file_name, audio.audio.title) == ("song.mp3", "Song")
+    assert (document.document.mime_type, document.caption) == ("application/pdf", "see")
+    assert (photo.photo[-1].width, photo.photo[-1].height) == (2, 3)
+    assert sticker.sticker.emoji and sticker.sticker.type == "regular"
+    assert (location.location.latitude, location.location.longitude) == (52.52, 13.405)
+    # Private-chat messages share one message_id counter per chat.
+    assert [m.message_id for m in (audio, document, photo, sticker, location)] == [1, 2, 3, 4, 5]
+    pdf = await (await bot.get_file(document.document.file_id)).download_as_bytearray()
+    assert bytes(pdf) == b"%PDF-1.4"
+
+
+@pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")
 async def test_flood_control_raises_retry_after(fake_telegram: FakeTelegram, bot: Bot) -> None:  # noqa: F811
     fake_telegram.fail_next("sendMessage", error_code=429, retry_after=3)
     with pytest.raises(RetryAfter) as caught:
         await bot.send_message(chat_id=USER, text="hi")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        retry_after = caught.value.retry_after
+    retry_after = caught.value.retry_after
     seconds = retry_after.total_seconds() if isinstance(retry_after, dtm.timedelta) else retry_after
     assert seconds == 3
     assert fake_telegram.messages(USER) == []

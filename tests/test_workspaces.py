@@ -6,6 +6,8 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agents.file_tools import ToolError
 from agents.workspaces import PathOutsideWorkspace, Workspace, Workspaces, WorkspaceNotFound, confine
@@ -232,3 +234,37 @@ def test_confine_refuses_symlink_loop_and_nul(ws: Path) -> None:
 def test_path_outside_is_a_tool_error(ws: Path) -> None:
     with pytest.raises(ToolError):
         confine(ws, "../outside.txt")
+
+
+# --- property: whatever the model sends, confine stays inside ---------------------------------------------------------
+
+_SEGMENTS = st.sampled_from(["..", ".", "", "a", "b", "link_out", "link_in", "loop", "~", "x..y", "..."])
+
+
+@pytest.fixture(scope="module")
+def maze(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    top = tmp_path_factory.mktemp("maze")
+    root = top / "root"
+    (root / "a" / "b").mkdir(parents=True)
+    (top / "outside").mkdir()
+    (root / "link_out").symlink_to(top / "outside")
+    (root / "a" / "link_out").symlink_to(top)
+    (root / "a" / "link_in").symlink_to(root / "a" / "b")
+    (root / "b").symlink_to(root / "a")
+    (root / "loop").symlink_to(root / "loop")
+    return root
+
+
+@settings(max_examples=300, deadline=None)
+@given(segments=st.lists(_SEGMENTS, min_size=1, max_size=6), absolute=st.booleans())
+def test_confine_never_returns_a_path_outside(maze: Path, segments: list[str], absolute: bool) -> None:
+    relative = ("/" if absolute else "") + "/".join(segments)
+    try:
+        target = confine(maze, relative)
+    except PathOutsideWorkspace as err:
+        assert str(err)  # always a readable message
+        return
+    assert not absolute
+    base = maze.resolve()
+    assert target == base or target.is_relative_to(base)
+    assert target == target.resolve() or not target.exists()

@@ -1329,12 +1329,12 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _dispatch(self) -> None:
         parts = urlsplit(self.path)
-        path = parts.path
+        path = unquote(parts.path)  # PTB percent-encodes file paths (and the ':' of the token)
         body = self._read_body()
         fake = self.fake
         if path.startswith("/file/bot"):
             token, _, file_path = path[len("/file/bot") :].partition("/")
-            data = fake.download(unquote(file_path)) if token == fake.token else None
+            data = fake.download(file_path) if token == fake.token else None
             if data is None:
                 self._send_json(404, {"ok": False, "error_code": 404, "description": "Not Found"})
             else:

@@ -1,0 +1,66 @@
+"""A scripted model for the fake Anthropic server: each request is answered from the script of its role."""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict, deque
+from typing import Any, Callable
+
+from tests.fakes import anthropic_server as claude_says
+
+ROLE_MARKERS = [
+    ("orchestrator", "You are agentlab, a Telegram bot"),
+    ("research", "You are the research worker"),
+    ("code", "You are the code worker"),
+    ("frontend", "You are the frontend worker"),
+    ("test", "You are the test worker"),
+]
+
+
+def role_of(body: dict[str, Any]) -> str:
+    system = body.get("system") or ""
+    text = system if isinstance(system, str) else " ".join(b.get("text", "") for b in system)
+    for role, marker in ROLE_MARKERS:
+        if marker in text:
+            return role
+    return "unknown"
+
+
+def last_user_text(body: dict[str, Any]) -> str:
+    """All text of the last user message (tool results included)."""
+    content = body["messages"][-1]["content"]
+    if isinstance(content, str):
+        return content
+    parts = []
+    for block in content:
+        if block.get("type") == "text":
+            parts.append(block["text"])
+        elif block.get("type") == "tool_result":
+            inner = block.get("content")
+            parts.append(inner if isinstance(inner, str) else str(inner))
+    return "\n".join(parts)
+
+
+class ScriptedModel:
+    """Install with `fake.handler = model`; add replies per role; unscripted calls answer 'done'."""
+
+    def __init__(self) -> None:
+        self._queues: dict[str, deque] = defaultdict(deque)
+        self.requests: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        self._lock = threading.Lock()
+
+    def add(self, role: str, *replies: dict[str, Any] | Callable[[dict[str, Any]], Any]) -> "ScriptedModel":
+        with self._lock:
+            self._queues[role].extend(replies)
+        return self
+
+    def __call__(self, body: dict[str, Any]) -> Any:
+        role = role_of(body)
+        with self._lock:
+            self.requests[role].append(body)
+            reply = self._queues[role].popleft() if self._queues[role] else claude_says.text(f"done ({role})")
+        return reply(body) if callable(reply) else reply
+
+    def remaining(self, role: str) -> int:
+        with self._lock:
+            return len(self._queues[role])

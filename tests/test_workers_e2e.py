@@ -1,0 +1,202 @@
+"""Workers end to end: the seed's testing checklist with a scripted model, real git repositories, the real bot."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+
+import pytest
+
+from agents.models import ProposalStatus, TaskStatus
+from tests.conftest import USER_ID, BotHarness, git
+from tests.fakes import anthropic_server as claude_says
+from tests.scripted import ScriptedModel, last_user_text
+
+
+@pytest.fixture
+def model(bot: BotHarness) -> ScriptedModel:
+    scripted = ScriptedModel()
+    bot.claude.handler = scripted
+    return scripted
+
+
+def start_task(workspace: str, instructions: str, worker: str = "code", background: bool = True) -> dict:
+    return claude_says.tool_use("start_task", {"workspace": workspace, "worker": worker,
+                                               "instructions": instructions, "background": background})
+
+
+async def final_summary(bot: BotHarness, task_id: int, timeout: float = 30.0):
+    """Wait for the task to end, then return its summary message."""
+    async def ended():
+        task = await bot.runtime.store.get_task(task_id)
+        return task if task and task.status.is_final else None
+
+    deadline = asyncio.get_running_loop().time() + timeout
+    while (task := await ended()) is None:
+        assert asyncio.get_running_loop().time() < deadline, "task did not end in time"
+        await asyncio.sleep(0.05)
+    message = await bot.tg.await_for(lambda: next(
+        (m for m in bot.tg.messages(USER_ID) if f"Task #{task_id}" in (m.text or "") and "Files:" in (m.text or "")), None))
+    return task, message
+
+
+def branches(repo) -> list[str]:
+    return git(repo, "branch", "--format=%(refname:short)").split()
+
+
+async def test_code_fix_committed_on_a_task_branch(bot: BotHarness, model: ScriptedModel, workspace_root) -> None:
+    repo = workspace_root / "calc"
+    model.add("orchestrator", start_task("calc", "Fix add() in calc.py: it subtracts."),
+              claude_says.text("On it: task #1 fixes `add`."))
+    model.add("code", claude_says.tool_use("read_file", {"path": "calc.py"}),
+              claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"}),
+              claude_says.text("Fixed add(): it now adds."))
+    bot.say("fix the bug in calc.py, add() is wrong")
+    task, summary = await final_summary(bot, 1)
+    assert task.status is TaskStatus.COMPLETED
+    assert "Fixed add(): it now adds." in summary.text and "passed" in summary.text and "calc.py" in summary.text
+    assert summary.callback_data == ["task:merge:1", "task:diff:1", "task:discard:1"]
+    assert task.branch in branches(repo) and task.branch.startswith("agentlab/task-1-")
+    assert (repo / "calc.py").read_text().count("a - b") == 1, "the user's checkout is untouched"
+    author = git(repo, "log", "-1", "--format=%an <%ae>", task.branch).strip()
+    assert author == "agentlab <agentlab@localhost>"
+    assert "a + b" in git(repo, "show", f"{task.branch}:calc.py")
+    progress = next(m for m in bot.tg.messages(USER_ID) if "⏳" in (m.history[0].text or ""))
+    assert "task:cancel:1" in progress.history[0].reply_markup["inline_keyboard"][0][0]["callback_data"]
+
+    bot.tg.press_button(USER_ID, summary.message_id, "task:merge:1")
+    await bot.tg.await_for(lambda: "a + b" in (repo / "calc.py").read_text())
+    assert git(repo, "status", "--porcelain").strip() == ""
+
+
+async def test_sloppy_worker_is_corrected_with_the_failing_output(bot: BotHarness, model: ScriptedModel,
+                                                                   workspace_root) -> None:
+    model.add("orchestrator", start_task("calc", "Fix add()."), claude_says.text("started"))
+    model.add("code", claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a * b"}),
+              claude_says.text("Fixed."),
+              claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a * b", "new": "a + b"}),
+              claude_says.text("Really fixed now."))
+    bot.say("fix calc")
+    task, summary = await final_summary(bot, 1)
+    assert task.status is TaskStatus.COMPLETED
+    correction = model.requests["code"][2]
+    text = last_user_text(correction)
+    assert "FAILED" in text and "assert 6 == 5" in text, "the correction turn carries the failing output"
+    assert "passed" in summary.text
+    log = git(workspace_root / "calc", "log", "--format=%s", task.branch).splitlines()
+    assert len(log) == 3 and "correction 1" in log[0], "the correction's changes are committed too"
+
+
+async def test_stubborn_worker_is_blocked_after_three_corrections(bot: BotHarness, model: ScriptedModel) -> None:
+    model.add("orchestrator", start_task("calc", "Fix add()."), claude_says.text("started"))
+    model.add("code", *[claude_says.text("I think it's fine.") for _ in range(4)])
+    bot.say("fix calc")
+    task, summary = await final_summary(bot, 1)
+    assert task.status is TaskStatus.BLOCKED
+    assert "blocked" in summary.text and "3 corrections" in summary.text and "assert" in summary.text
+    assert len(model.requests["code"]) == 4
+    assert "tests still fail" in task.error
+
+
+async def test_research_proposal_waits_then_button_approval_starts_code_worker(
+        bot: BotHarness, model: ScriptedModel, workspace_root) -> None:
+    repo = workspace_root / "group-therapy"
+    proposal_md = ("## Summary\nAdd logging.\n## Current state\n`app.py` prints.\n## Proposed changes\nUse logging.\n"
+                   "## Plan\n1. import logging\n## Risks\nNone.\n## Effort\nsmall")
+    model.add("orchestrator", claude_says.tool_use("start_research", {"workspace": "group therapy",
+                                                                       "request": "improve logging"}),
+              claude_says.text("Researching; you'll get a proposal."))
+    model.add("research", claude_says.tool_use("glob", {"pattern": "**/*.py"}), claude_says.text(proposal_md))
+    bot.say("improve the logging in the group therapy project")
+    shown = await bot.tg.await_for(lambda: next((m for m in bot.tg.messages(USER_ID) if "Proposal #1" in (m.text or "")), None))
+    assert shown.callback_data == ["proposal:approve:1", "proposal:reject:1"]
+    assert "Add logging." in shown.text
+    assert branches(repo) == ["main"] and git(repo, "status", "--porcelain") == "", "nothing written before approval"
+    research_tools = {t["name"] for t in model.requests["research"][0]["tools"]}
+    assert research_tools == {"read_file", "glob", "grep"}
+
+    model.add("code", claude_says.tool_use("write_file", {"path": "app.py", "content": "import logging\nlogging.info('hi')\n"}),
+              claude_says.text("Implemented the proposal."))
+    bot.tg.press_button(USER_ID, shown.message_id, "proposal:approve:1")
+    task, summary = await final_summary(bot, 2)
+    assert task.proposal_id == 1 and task.status is TaskStatus.COMPLETED
+    assert proposal_md in last_user_text(model.requests["code"][0]), "the worker gets exactly the proposal"
+    assert (await bot.runtime.store.get_proposal(1)).status is ProposalStatus.APPROVED
+    assert "import logging" in git(repo, "show", f"{task.branch}:app.py")
+    assert "no tests found" in summary.text
+
+
+async def test_go_ahead_approves_and_refinement_supersedes(bot: BotHarness, model: ScriptedModel) -> None:
+    model.add("orchestrator", claude_says.tool_use("start_research", {"workspace": "calc", "request": "better API"}),
+              claude_says.text("Researching."))
+    model.add("research", claude_says.text("## Summary\nModularise and add middleware."))
+    bot.say("better architecture for calc")
+    await bot.tg.await_for(lambda: any("Proposal #1" in (m.text or "") for m in bot.tg.messages(USER_ID)))
+
+    model.add("orchestrator", claude_says.tool_use("start_research", {
+        "workspace": "calc", "request": "refine proposal #1: keep modularisation, skip the middleware part"}),
+        claude_says.text("Refining."))
+    model.add("research", claude_says.text("## Summary\nModularise only."))
+    bot.say("good, but skip the middleware part")
+    await bot.tg.await_for(lambda: any("Proposal #2" in (m.text or "") for m in bot.tg.messages(USER_ID)))
+    store = bot.runtime.store
+    assert (await store.get_proposal(1)).status is ProposalStatus.SUPERSEDED
+    context = model.requests["orchestrator"][-1]["messages"]
+    assert "proposal #1" in str(context), "the orchestrator was told which proposal was pending"
+
+    model.add("orchestrator", claude_says.tool_use("approve_proposal", {}), claude_says.text("Approved, working on it."))
+    model.add("code", claude_says.tool_use("write_file", {"path": "api.py", "content": "def f():\n    return 1\n"}),
+              claude_says.text("Modularised."))
+    bot.say("go ahead")
+    task, _ = await final_summary(bot, 3)
+    assert task.proposal_id == 2 and task.status is TaskStatus.COMPLETED
+    assert "Modularise only." in last_user_text(model.requests["code"][0])
+    pending_context = model.requests["orchestrator"][-2]["messages"][-1]["content"][-1]["text"]
+    assert "proposal #2" in pending_context
+
+
+async def test_own_repo_change_lands_in_self(bot: BotHarness, model: ScriptedModel, bot_repo) -> None:
+    model.add("orchestrator", start_task("self", "Add a /restart command handler to telegram_bot/handlers.py"),
+              claude_says.text("Started."))
+    model.add("code", claude_says.tool_use("edit_file", {"path": "telegram_bot/handlers.py", "old": "# handlers\n",
+                                                         "new": "# handlers\nasync def restart(update, context):\n    pass\n"}),
+              claude_says.text("Added /restart."))
+    bot.say("add a /restart command to your code")
+    task, summary = await final_summary(bot, 1)
+    assert task.workspace == "self" and task.status is TaskStatus.COMPLETED
+    assert "restart" in git(bot_repo, "show", f"{task.branch}:telegram_bot/handlers.py")
+
+
+@pytest.mark.skipif(not shutil.which("chromium"), reason="chromium is not installed (apt-get install chromium)")
+async def test_frontend_worker_screenshot_is_sent_as_photo(bot: BotHarness, model: ScriptedModel) -> None:
+    model.add("orchestrator", start_task("group-therapy", "Build index.html portfolio page", worker="frontend"),
+              claude_says.text("Started."))
+    model.add("frontend", claude_says.tool_use("write_file", {"path": "index.html",
+                                                             "content": "<h1>Portfolio</h1><p>Hello</p>"}),
+              claude_says.tool_use("screenshot", {"target": "index.html"}),
+              claude_says.text("Built and checked the page."))
+    bot.say("build a portfolio website in group therapy")
+    task, _ = await final_summary(bot, 1, timeout=90)
+    assert task.status is TaskStatus.COMPLETED
+    photos = [m for m in bot.tg.messages(USER_ID) if m.kind == "photo"]
+    assert len(photos) == 2 and photos[0].data.startswith(b"\x89PNG")
+    image_blocks = [b for b in model.requests["frontend"][2]["messages"][-1]["content"][0]["content"]
+                    if b.get("type") == "image"]
+    assert len(image_blocks) == 2
+
+
+async def test_cancel_kills_the_running_command(bot: BotHarness, model: ScriptedModel, tmp_path) -> None:
+    marker = tmp_path / "pid"
+    model.add("orchestrator", start_task("calc", "Run the long job."), claude_says.text("Started."))
+    model.add("code", claude_says.tool_use("run_command", {"command": f"echo $$ > {marker}; sleep 1000"}))
+    bot.say("run the long job in calc")
+    await bot.tg.await_for(lambda: marker.exists() and marker.read_text().strip())
+    pid = int(marker.read_text())
+    bot.tg.send_command(USER_ID, "/cancel")
+    await bot.tg.await_for(lambda: any("cancelled" in (m.text or "") for m in bot.tg.messages(USER_ID)))
+    task = await bot.runtime.store.get_task(1)
+    assert task.status is TaskStatus.CANCELLED
+    await asyncio.sleep(0.3)
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
