@@ -6,6 +6,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, TypeVar
 
+import asyncio
+
 import aiosqlite
 from pydantic import BaseModel
 
@@ -138,6 +140,21 @@ class Store:
     def __init__(self, db: aiosqlite.Connection, path: Path) -> None:
         self._db = db
         self.path = path
+        self._lock = asyncio.Lock()  # one statement (and its commit) at a time on the shared connection
+
+    async def _rows(self, sql: str, params: Iterable[Any] = ()) -> list[aiosqlite.Row]:
+        async with self._lock:
+            async with self._db.execute(sql, tuple(params)) as cur:
+                return list(await cur.fetchall())
+
+    async def _write(self, sql: str, params: Iterable[Any] = ()) -> tuple[int | None, list[aiosqlite.Row]]:
+        """Run one modifying statement and commit; returns lastrowid and any RETURNING rows."""
+        async with self._lock:
+            async with self._db.execute(sql, tuple(params)) as cur:
+                rows = list(await cur.fetchall())
+                lastrowid = cur.lastrowid
+            await self._db.commit()
+            return lastrowid, rows
 
     # ---- lifecycle -----------------------------------------------------------------------
     @classmethod
@@ -159,9 +176,7 @@ class Store:
         await self._db.close()
 
     async def schema_version(self) -> int:
-        async with self._db.execute("PRAGMA user_version") as cur:
-            row = await cur.fetchone()
-        return int(row[0])
+        return int((await self._rows("PRAGMA user_version"))[0][0])
 
     async def _migrate(self) -> None:
         version = await self.schema_version()
@@ -173,14 +188,11 @@ class Store:
         data = {k: _to_db(v) for k, v in record.model_dump().items() if k != "id"}
         cols = ", ".join(data)
         marks = ", ".join("?" for _ in data)
-        cur = await self._db.execute(f"INSERT INTO {table} ({cols}) VALUES ({marks})", tuple(data.values()))
-        await self._db.commit()
-        return int(cur.lastrowid)
+        lastrowid, _ = await self._write(f"INSERT INTO {table} ({cols}) VALUES ({marks})", tuple(data.values()))
+        return int(lastrowid)
 
     async def _fetch(self, model: type[M], sql: str, params: Iterable[Any] = ()) -> list[M]:
-        async with self._db.execute(sql, tuple(params)) as cur:
-            rows = await cur.fetchall()
-        return [model.model_validate(dict(row)) for row in rows]
+        return [model.model_validate(dict(row)) for row in await self._rows(sql, params)]
 
     async def _fetch_one(self, model: type[M], sql: str, params: Iterable[Any] = ()) -> M | None:
         rows = await self._fetch(model, sql, params)
@@ -190,21 +202,15 @@ class Store:
         if not fields:
             return
         sets = ", ".join(f"{k} = ?" for k in fields)
-        await self._db.execute(
-            f"UPDATE {table} SET {sets} WHERE id = ?", (*(_to_db(v) for v in fields.values()), row_id)
-        )
-        await self._db.commit()
+        await self._write(f"UPDATE {table} SET {sets} WHERE id = ?", (*(_to_db(v) for v in fields.values()), row_id))
 
     # ---- conversation --------------------------------------------------------------------
     async def _conversation_start(self, chat_id: int) -> str:
-        async with self._db.execute("SELECT conversation_started_at FROM chats WHERE id = ?", (chat_id,)) as cur:
-            row = await cur.fetchone()
-        return row[0] if row and row[0] else ""
+        rows = await self._rows("SELECT conversation_started_at FROM chats WHERE id = ?", (chat_id,))
+        return rows[0][0] if rows and rows[0][0] else ""
 
     async def add_message(self, message: ChatMessage) -> ChatMessage:
-        await self._db.execute(
-            "INSERT OR IGNORE INTO chats (id, created_at) VALUES (?, ?)", (message.chat_id, _to_db(utcnow()))
-        )
+        await self._write("INSERT OR IGNORE INTO chats (id, created_at) VALUES (?, ?)", (message.chat_id, _to_db(utcnow())))
         message.id = await self._insert("messages", message)
         return message
 
@@ -213,15 +219,15 @@ class Store:
         since = await self._conversation_start(chat_id)
         picked: list[ChatMessage] = []
         used = 0
-        async with self._db.execute(
-            "SELECT * FROM messages WHERE chat_id = ? AND created_at >= ? ORDER BY id DESC", (chat_id, since)
-        ) as cur:
-            async for row in cur:
-                message = ChatMessage.model_validate(dict(row))
-                if picked and used + message.tokens > token_budget:
-                    break
-                used += message.tokens
-                picked.append(message)
+        rows = await self._rows(
+            "SELECT * FROM messages WHERE chat_id = ? AND created_at >= ? ORDER BY id DESC LIMIT 5000", (chat_id, since)
+        )
+        for row in rows:
+            message = ChatMessage.model_validate(dict(row))
+            if picked and used + message.tokens > token_budget:
+                break
+            used += message.tokens
+            picked.append(message)
         picked.reverse()
         return picked
 
@@ -230,12 +236,11 @@ class Store:
 
     async def start_new_conversation(self, chat_id: int) -> None:
         now = _to_db(utcnow())
-        await self._db.execute(
+        await self._write(
             "INSERT INTO chats (id, created_at, conversation_started_at) VALUES (?, ?, ?) "
             "ON CONFLICT(id) DO UPDATE SET conversation_started_at = excluded.conversation_started_at",
             (chat_id, now, now),
         )
-        await self._db.commit()
 
     # ---- proposals -----------------------------------------------------------------------
     async def add_proposal(self, proposal: Proposal) -> Proposal:
@@ -282,15 +287,13 @@ class Store:
     async def claim_next_task(self) -> Task | None:
         """Atomically move the best pending task (priority, then age) to in_progress and return it."""
         now = _to_db(utcnow())
-        async with self._db.execute(
+        _, rows = await self._write(
             "UPDATE tasks SET status = ?, started_at = ? WHERE id = ("
             " SELECT id FROM tasks WHERE status = ? ORDER BY priority DESC, id ASC LIMIT 1"
             ") AND status = ? RETURNING *",
             (TaskStatus.IN_PROGRESS.value, now, TaskStatus.PENDING.value, TaskStatus.PENDING.value),
-        ) as cur:
-            row = await cur.fetchone()
-        await self._db.commit()
-        return Task.model_validate(dict(row)) if row else None
+        )
+        return Task.model_validate(dict(rows[0])) if rows else None
 
     async def interrupt_running_tasks(self) -> list[Task]:
         """At start-up: tasks left in_progress by a killed bot become interrupted."""

@@ -46,7 +46,7 @@ EMPTY_MESSAGE = "The voice note is empty."
 UNREADABLE_MESSAGE = "I couldn't read that file as audio; it may be damaged or in a format I don't support."
 DAMAGED_MESSAGE = "That voice note seems damaged or cut off; please send it again."
 NO_AUDIO_MESSAGE = "That file has no audio track in it."
-UNSUPPORTED_MESSAGE = "That audio format ({codec}) isn't supported; please send a regular voice note."
+UNSUPPORTED_MESSAGE = "That audio is in a format I can't decode; please send a regular voice note."
 TOO_LONG_MESSAGE = "That voice note is {length} long, and I can only transcribe up to {limit}."
 TOO_LONG_UNKNOWN_MESSAGE = "That voice note is longer than {limit}, the most I can transcribe."
 SILENCE_MESSAGE = "I couldn't hear anything in that voice note."
@@ -150,7 +150,7 @@ def _decode(data: bytes, max_seconds: float) -> np.ndarray:
             raise AudioError(NO_AUDIO_MESSAGE)
         stream = container.streams.audio[0]
         if stream.codec_context is None:
-            raise AudioError(UNSUPPORTED_MESSAGE.format(codec=_codec_label(stream)))
+            raise AudioError(UNSUPPORTED_MESSAGE)
         limit = max_seconds + DURATION_GRACE_SECONDS
         declared = _declared_seconds(container, stream)
         if declared is not None and declared > limit:
@@ -175,7 +175,7 @@ def _decode_stream(container: Any, stream: Any, *, max_samples: int, max_seconds
             chunks.append(out.to_ndarray().reshape(-1))
             total += chunks[-1].size
     except av.error.DecoderNotFoundError as exc:
-        raise AudioError(UNSUPPORTED_MESSAGE.format(codec=_codec_label(stream))) from exc
+        raise AudioError(UNSUPPORTED_MESSAGE) from exc
     except av.error.FFmpegError as exc:
         raise AudioError(DAMAGED_MESSAGE if chunks else UNREADABLE_MESSAGE) from exc
     if total > max_samples:
@@ -192,11 +192,6 @@ def _declared_seconds(container: Any, stream: Any) -> float | None:
     if container.duration is not None and container.duration > 0:
         return container.duration / av.time_base
     return None
-
-
-def _codec_label(stream: Any) -> str:
-    codec_tag = getattr(stream, "codec_tag", None)
-    return f"codec {codec_tag}" if codec_tag else "an unknown codec"
 
 
 def _ogg_is_truncated(data: bytes) -> bool:

@@ -128,14 +128,14 @@ async def test_research_proposal_waits_then_button_approval_starts_code_worker(
 
 
 async def test_go_ahead_approves_and_refinement_supersedes(bot: BotHarness, model: ScriptedModel) -> None:
-    model.add("orchestrator", claude_says.tool_use("start_research", {"workspace": "calc", "request": "better API"}),
+    model.add("orchestrator", claude_says.tool_use("start_research", {"workspace": "group-therapy", "request": "better API"}),
               claude_says.text("Researching."))
     model.add("research", claude_says.text("## Summary\nModularise and add middleware."))
-    bot.say("better architecture for calc")
+    bot.say("better architecture for group therapy")
     await bot.tg.await_for(lambda: any("Proposal #1" in (m.text or "") for m in bot.tg.messages(USER_ID)))
 
     model.add("orchestrator", claude_says.tool_use("start_research", {
-        "workspace": "calc", "request": "refine proposal #1: keep modularisation, skip the middleware part"}),
+        "workspace": "group-therapy", "request": "refine proposal #1: keep modularisation, skip the middleware part"}),
         claude_says.text("Refining."))
     model.add("research", claude_says.text("## Summary\nModularise only."))
     bot.say("good, but skip the middleware part")

@@ -1,0 +1,475 @@
+"""Voice notes: PyAV decoding and its user-facing errors, the resident whisper Transcriber, and FakeTranscriber.
+
+Transcriber tests load a seeded random-weight checkpoint through the real `whisper.load_model` path (no network,
+no ffmpeg); its text is garbage, so they assert behaviour (states, types, bounds, threads), not words.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+
+from agents import voice
+from agents.voice import (
+    DAMAGED_MESSAGE,
+    EMPTY_MESSAGE,
+    NO_AUDIO_MESSAGE,
+    SAMPLE_RATE,
+    SILENCE_MESSAGE,
+    UNREADABLE_MESSAGE,
+    UNSUPPORTED_MESSAGE,
+    AudioError,
+    ModelState,
+    ModelUnavailable,
+    SpeechToText,
+    Transcriber,
+    Transcript,
+    decode_audio,
+    format_duration,
+)
+from tests.fakes.whisper_checkpoint import (
+    FakeTranscriber,
+    build_tiny_checkpoint,
+    make_m4a,
+    make_mp3,
+    make_ogg_opus,
+    make_video_without_audio,
+    make_wav,
+    make_wav_with_unknown_codec,
+    silence,
+    speech,
+    tone,
+    tone_mix,
+)
+
+GENEROUS_SECONDS = 120.0  # an upper bound for "it finishes", not a speed target
+
+
+def dominant_frequency(samples: np.ndarray, rate: int = SAMPLE_RATE) -> float:
+    spectrum = np.abs(np.fft.rfft(samples * np.hanning(samples.size)))
+    return float(np.fft.rfftfreq(samples.size, 1 / rate)[int(np.argmax(spectrum))])
+
+
+def error_of(data: bytes, max_seconds: float = 60.0) -> str:
+    with pytest.raises(AudioError) as caught:
+        decode_audio(data, max_seconds)
+    return caught.value.user_message
+
+
+# --------------------------------------------------------------------------------------------------------------
+# decoding
+
+
+@pytest.mark.parametrize(
+    ("make", "rate"),
+    [(make_ogg_opus, 16_000), (make_ogg_opus, 48_000), (make_wav, 16_000), (make_wav, 44_100), (make_mp3, 16_000),
+     (make_mp3, 44_100), (make_m4a, 16_000)],
+    ids=["ogg-opus-16k", "ogg-opus-48k", "wav-16k", "wav-44k", "mp3-16k", "mp3-44k", "m4a-16k"],
+)
+def test_decodes_common_formats_to_16k_mono_float32(make, rate: int) -> None:
+    data = make(tone(3.0, 440.0, rate=rate), rate)
+
+    samples = decode_audio(data, max_seconds=60)
+
+    assert samples.dtype == np.float32 and samples.ndim == 1
+    assert abs(samples.size / SAMPLE_RATE - 3.0) < 0.15  # codec padding only
+    assert 0.2 < float(np.abs(samples).max()) < 0.45
+    assert abs(dominant_frequency(samples) - 440.0) < 5  # resampled, not just relabelled
+
+
+def test_decodes_espeak_speech_in_ogg_opus() -> None:
+    spoken = speech("Please run the tests and tell me what fails.")
+    if spoken is None:
+        pytest.skip("espeak-ng is not installed")
+    samples = decode_audio(make_ogg_opus(spoken, 48_000), max_seconds=60)
+    assert abs(samples.size / SAMPLE_RATE - spoken.size / 48_000) < 0.1
+
+
+def test_empty_input() -> None:
+    assert error_of(b"") == EMPTY_MESSAGE
+
+
+@pytest.mark.parametrize(
+    "data",
+    [np.random.default_rng(7).bytes(4000), b"Hello, this is a text file renamed to note.ogg.\n" * 40, b"\x00" * 500],
+    ids=["random-bytes", "text-file-renamed-ogg", "zeros"],
+)
+def test_data_that_is_not_audio(data: bytes) -> None:
+    assert error_of(data) == UNREADABLE_MESSAGE
+
+
+@pytest.mark.parametrize("cut", ["headers", "half", "last-byte"])
+def test_truncated_ogg_is_reported_as_cut_off(cut: str) -> None:
+    data = make_ogg_opus(tone(3.0))
+    end = {"headers": 60, "half": len(data) // 2, "last-byte": len(data) - 1}[cut]
+    assert error_of(data[:end]) == DAMAGED_MESSAGE
+
+
+def test_container_without_audio_stream() -> None:
+    assert error_of(make_video_without_audio()) == NO_AUDIO_MESSAGE
+
+
+def test_codec_without_decoder() -> None:
+    assert error_of(make_wav_with_unknown_codec()) == UNSUPPORTED_MESSAGE
+
+
+def test_too_long_from_the_container_duration() -> None:
+    message = error_of(make_ogg_opus(tone(5.0)), max_seconds=3.0)
+    assert message == "That voice note is 5 seconds long, and I can only transcribe up to 3 seconds."
+
+
+def test_slightly_over_the_limit_is_accepted() -> None:
+    """Containers round (Opus pre-skip, AAC priming): a note at the limit must not be refused."""
+    assert decode_audio(make_m4a(tone(3.0)), max_seconds=3.0).size > 0
+
+
+def test_too_long_without_a_container_duration_stops_decoding_early(monkeypatch: pytest.MonkeyPatch) -> None:
+    data = make_ogg_opus(tone(60.0))
+    fed: list[int] = []
+    real_resampler = av.AudioResampler
+
+    class CountingResampler:
+        def __init__(self, **kwargs: object) -> None:
+            self._inner = real_resampler(**kwargs)
+
+        def resample(self, frame: av.AudioFrame | None) -> list[av.AudioFrame]:
+            if frame is not None:
+                fed.append(frame.samples / frame.sample_rate)
+            return self._inner.resample(frame)
+
+    monkeypatch.setattr(voice, "_declared_seconds", lambda container, stream: None)
+    monkeypatch.setattr(av, "AudioResampler", CountingResampler)
+
+    assert error_of(data, max_seconds=2.0) == "That voice note is longer than 2 seconds, the most I can transcribe."
+    assert 2.0 < sum(fed) < 5.0  # stopped just past the limit, not after 60 s
+
+
+@pytest.mark.parametrize("make", [make_ogg_opus, make_wav], ids=["ogg-opus", "wav"])
+def test_silence(make) -> None:
+    assert error_of(make(silence(2.0))) == SILENCE_MESSAGE
+
+
+def test_quiet_but_audible_speech_is_not_silence() -> None:
+    quiet = np.concatenate([silence(1.0), tone(0.5, 300.0, amplitude=0.02), silence(1.0)])
+    assert decode_audio(make_wav(quiet), max_seconds=60).size == 2.5 * SAMPLE_RATE
+
+
+def test_error_messages_are_single_sentences() -> None:
+    messages = [EMPTY_MESSAGE, UNREADABLE_MESSAGE, DAMAGED_MESSAGE, NO_AUDIO_MESSAGE, UNSUPPORTED_MESSAGE, SILENCE_MESSAGE]
+    for message in messages:
+        body = message.rstrip(".")
+        assert message.endswith(".") and "." not in body and "\n" not in message, message
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(0.4, "0 seconds"), (1, "1 second"), (45, "45 seconds"), (60, "1 minute"), (600, "10 minutes"), (725, "12:05 minutes")],
+)
+def test_format_duration(seconds: float, text: str) -> None:
+    assert format_duration(seconds) == text
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Transcriber (real whisper code, random tiny weights)
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_tiny_checkpoint(tmp_path_factory.mktemp("whisper") / "tiny-random.pt")
+
+
+@pytest.fixture(scope="session")
+def note_3s() -> bytes:
+    """Three seconds of espeak-ng speech when it is installed, else a speech-like tone mix."""
+    spoken = speech("Please run the tests and tell me what fails.")
+    samples = tone_mix(3.0) if spoken is None else np.pad(spoken, (0, max(0, 3 * SAMPLE_RATE - spoken.size)))
+    return make_ogg_opus(samples[: 3 * SAMPLE_RATE])
+
+
+@pytest.fixture
+def transcribers():
+    made: list[Transcriber] = []
+
+    def make(model: str | Path, language: str | None = None, **kwargs: object) -> Transcriber:
+        kwargs.setdefault("max_tokens_per_window", 24)
+        transcriber = Transcriber(str(model), language, 60.0, "cpu", **kwargs)  # type: ignore[arg-type]
+        made.append(transcriber)
+        return transcriber
+
+    yield make
+    for transcriber in made:
+        transcriber.close()
+
+
+def gate_model_loading(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
+    """Make the real `whisper.load_model` wait until the returned event is set."""
+    import whisper
+
+    release = threading.Event()
+    real_load = whisper.load_model
+
+    def gated(*args: object, **kwargs: object) -> object:
+        assert release.wait(GENEROUS_SECONDS)
+        return real_load(*args, **kwargs)
+
+    monkeypatch.setattr(whisper, "load_model", gated)
+    return release
+
+
+@pytest.mark.slow
+async def test_loads_in_background_then_transcribes(tiny_checkpoint: Path, note_3s: bytes, transcribers, monkeypatch) -> None:
+    release = gate_model_loading(monkeypatch)
+    transcriber = transcribers(tiny_checkpoint)
+    assert transcriber.state is ModelState.not_loaded
+
+    transcriber.start_loading()
+    assert transcriber.state is ModelState.loading  # returned at once, the load waits on the gate
+    release.set()
+    await asyncio.wait_for(transcriber.wait_ready(), GENEROUS_SECONDS)
+    assert transcriber.state is ModelState.ready and transcriber.load_error is None
+
+    transcript = await asyncio.wait_for(transcriber.transcribe(note_3s), GENEROUS_SECONDS)
+
+    assert isinstance(transcript, Transcript)
+    assert isinstance(transcript.text, str)
+    assert isinstance(transcript.language, str) and transcript.language  # detected (garbage, but a code)
+    assert abs(transcript.audio_seconds - 3.0) < 0.1
+    assert transcript.decode_seconds >= 0 and transcript.transcribe_seconds > 0
+
+
+@pytest.mark.slow
+async def test_transcribe_loads_the_model_on_demand(tiny_checkpoint: Path, note_3s: bytes, transcribers) -> None:
+    transcriber = transcribers(tiny_checkpoint, language="English")
+    transcript = await asyncio.wait_for(transcriber.transcribe(note_3s), GENEROUS_SECONDS)
+    assert transcriber.state is ModelState.ready
+    assert transcript.language == "en"  # a language name is mapped to whisper's code and used as given
+
+
+@pytest.mark.slow
+async def test_decoding_is_bounded_the_same_way_every_time(tiny_checkpoint: Path, transcribers, monkeypatch) -> None:
+    import whisper
+
+    seen: list[dict] = []
+    real_transcribe = whisper.transcribe
+
+    def spy(model, audio, **options):
+        seen.append(options)
+        return real_transcribe(model, audio, **options)
+
+    monkeypatch.setattr(whisper, "transcribe", spy)
+    transcriber = transcribers(tiny_checkpoint, language="de", max_tokens_per_window=16)
+    await asyncio.wait_for(transcriber.transcribe(make_ogg_opus(tone_mix(31.0))), GENEROUS_SECONDS)
+
+    assert seen == [voice.transcribe_options("de", 16, fp16=False)]
+    assert seen[0]["temperature"] == 0.0 and seen[0]["condition_on_previous_text"] is False
+
+
+@pytest.mark.slow
+async def test_event_loop_keeps_running_while_transcribing(tiny_checkpoint: Path, note_3s: bytes, transcribers, monkeypatch) -> None:
+    """The transcription runs on the worker thread; the loop keeps ticking while that thread is busy in it."""
+    import whisper
+
+    ticks = 0
+    busy_threads: list[threading.Thread] = []
+    ticks_while_busy: list[int] = []
+    real_transcribe = whisper.transcribe
+
+    def busy_transcribe(model, audio, **options):
+        busy_threads.append(threading.current_thread())
+        start_ticks = ticks
+        result = real_transcribe(model, audio, **options)
+        deadline = time.monotonic() + 30  # still "busy": the loop must be able to tick meanwhile
+        while ticks - start_ticks < 5 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        ticks_while_busy.append(ticks - start_ticks)
+        return result
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.01)
+            ticks += 1
+
+    monkeypatch.setattr(whisper, "transcribe", busy_transcribe)
+    loop_thread = threading.current_thread()
+    transcriber = transcribers(tiny_checkpoint)
+    await asyncio.wait_for(transcriber.wait_ready(), GENEROUS_SECONDS)
+    ticking = asyncio.create_task(ticker())
+    try:
+        await asyncio.wait_for(transcriber.transcribe(note_3s), GENEROUS_SECONDS)
+    finally:
+        ticking.cancel()
+
+    assert len(busy_threads) == 1 and busy_threads[0] is not loop_thread
+    assert len(ticks_while_busy) == 1 and ticks_while_busy[0] >= 5
+
+
+@pytest.mark.slow
+async def test_one_transcription_at_a_time(tiny_checkpoint: Path, note_3s: bytes, transcribers, monkeypatch) -> None:
+    import whisper
+
+    active = 0
+    most_active = 0
+    lock = threading.Lock()
+    real_transcribe = whisper.transcribe
+
+    def counting(model, audio, **options):
+        nonlocal active, most_active
+        with lock:
+            active += 1
+            most_active = max(most_active, active)
+        try:
+            time.sleep(0.05)
+            return real_transcribe(model, audio, **options)
+        finally:
+            with lock:
+                active -= 1
+
+    monkeypatch.setattr(whisper, "transcribe", counting)
+    transcriber = transcribers(tiny_checkpoint)
+    results = await asyncio.wait_for(
+        asyncio.gather(*(transcriber.transcribe(note_3s) for _ in range(3))), GENEROUS_SECONDS
+    )
+    assert len(results) == 3 and most_active == 1
+
+
+@pytest.mark.slow
+async def test_cancelled_waiter_does_not_cancel_the_load(tiny_checkpoint: Path, transcribers, monkeypatch) -> None:
+    release = gate_model_loading(monkeypatch)
+    transcriber = transcribers(tiny_checkpoint)
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(transcriber.wait_ready(), 0.05)
+    assert transcriber.state is ModelState.loading
+    release.set()
+    await asyncio.wait_for(transcriber.wait_ready(), GENEROUS_SECONDS)
+    assert transcriber.state is ModelState.ready
+
+
+@pytest.mark.slow
+async def test_bad_audio_is_an_audio_error_even_before_the_model_is_ready(tiny_checkpoint: Path, transcribers) -> None:
+    transcriber = transcribers(tiny_checkpoint)
+    with pytest.raises(AudioError) as caught:
+        await asyncio.wait_for(transcriber.transcribe(make_ogg_opus(silence(2.0))), GENEROUS_SECONDS)
+    assert caught.value.user_message == SILENCE_MESSAGE
+    await asyncio.wait_for(transcriber.wait_ready(), GENEROUS_SECONDS)  # the worker is unharmed
+    assert transcriber.state is ModelState.ready
+
+
+async def expect_unavailable(transcriber: Transcriber, note: bytes) -> str:
+    with pytest.raises(ModelUnavailable) as waited:
+        await asyncio.wait_for(transcriber.wait_ready(), GENEROUS_SECONDS)
+    with pytest.raises(ModelUnavailable) as transcribed:  # and again, without crashing or hanging
+        await asyncio.wait_for(transcriber.transcribe(note), GENEROUS_SECONDS)
+    assert transcriber.state is ModelState.failed
+    assert waited.value.user_message == transcribed.value.user_message == transcriber.load_error
+    return waited.value.user_message
+
+
+@pytest.mark.slow
+async def test_missing_checkpoint_file(tmp_path: Path, note_3s: bytes, transcribers) -> None:
+    missing = tmp_path / "models" / "absent.pt"
+    message = await expect_unavailable(transcribers(missing), note_3s)
+    assert message == f"The speech model '{missing}' could not be loaded: there is no such file."
+
+
+@pytest.mark.slow
+async def test_file_that_is_not_a_checkpoint(tmp_path: Path, note_3s: bytes, transcribers) -> None:
+    bogus = tmp_path / "model.pt"
+    bogus.write_text("not a checkpoint")
+    message = await expect_unavailable(transcribers(bogus), note_3s)
+    assert message.startswith(f"The speech model '{bogus}' could not be loaded: the file is not a valid whisper checkpoint")
+
+
+@pytest.mark.slow
+async def test_unknown_model_name(note_3s: bytes, transcribers) -> None:
+    message = await expect_unavailable(transcribers("huge-v9"), note_3s)
+    assert message.startswith("The speech model 'huge-v9' could not be loaded: it is neither a checkpoint file nor")
+
+
+@pytest.mark.slow
+async def test_known_model_name_without_weights_or_network(tmp_path: Path, note_3s: bytes, transcribers, monkeypatch) -> None:
+    attempts: list[str] = []
+
+    def offline(url: object, *args: object, **kwargs: object) -> object:
+        attempts.append(str(url))
+        raise urllib.error.URLError("no network")
+
+    monkeypatch.setattr(urllib.request, "urlopen", offline)
+    message = await expect_unavailable(transcribers("base", download_root=tmp_path / "cache"), note_3s)
+
+    assert attempts and attempts[0].endswith("/base.pt")  # whisper did try to fetch the weights
+    assert message == (
+        "The speech model 'base' could not be loaded: it is not downloaded yet and downloading it failed (no network)."
+    )
+
+
+@pytest.mark.slow
+async def test_unknown_language(tiny_checkpoint: Path, note_3s: bytes, transcribers) -> None:
+    message = await expect_unavailable(transcribers(tiny_checkpoint, language="klingon"), note_3s)
+    assert "'klingon' is not a language whisper knows" in message
+
+
+@pytest.mark.slow
+async def test_closed_transcriber_refuses_work(tiny_checkpoint: Path, note_3s: bytes, transcribers) -> None:
+    transcriber = transcribers(tiny_checkpoint)
+    await asyncio.wait_for(transcriber.wait_ready(), GENEROUS_SECONDS)
+    transcriber.close()
+    with pytest.raises(ModelUnavailable) as caught:
+        await transcriber.transcribe(note_3s)
+    assert caught.value.user_message == "The speech model has been shut down."
+
+
+def test_rejects_nonsense_limits() -> None:
+    with pytest.raises(ValueError):
+        Transcriber("base", None, 0)
+    with pytest.raises(ValueError):
+        Transcriber("base", None, 60, max_tokens_per_window=0)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# FakeTranscriber (used by the Telegram handler tests)
+
+
+def test_both_transcribers_satisfy_the_protocol() -> None:
+    real = Transcriber("base", None, 60)
+    try:
+        assert isinstance(real, SpeechToText)
+    finally:
+        real.close()
+    assert isinstance(FakeTranscriber(), SpeechToText)
+
+
+async def test_fake_transcriber_follows_its_script() -> None:
+    fake = FakeTranscriber(["first note", AudioError(SILENCE_MESSAGE), "third note"])
+    assert fake.state is ModelState.not_loaded
+
+    assert (await fake.transcribe(b"one")).text == "first note"
+    with pytest.raises(AudioError):
+        await fake.transcribe(b"two")
+    assert (await fake.transcribe(b"three")).text == "third note"
+    assert fake.received == [b"one", b"two", b"three"] and fake.state is ModelState.ready
+    with pytest.raises(AssertionError):
+        await fake.transcribe(b"four")
+
+
+async def test_fake_transcriber_failing_model_and_real_audio_checks() -> None:
+    broken = FakeTranscriber("never", load_error="The speech model 'base' could not be loaded: offline.")
+    broken.start_loading()
+    assert broken.state is ModelState.failed
+    with pytest.raises(ModelUnavailable, match="offline"):
+        await broken.transcribe(b"x")
+
+    strict = FakeTranscriber("hello", validate_audio=True)
+    with pytest.raises(AudioError) as caught:
+        await strict.transcribe(b"")
+    assert caught.value.user_message == EMPTY_MESSAGE
+    transcript = await strict.transcribe(make_ogg_opus(tone(1.0)))
+    assert transcript.text == "hello" and abs(transcript.audio_seconds - 1.0) < 0.1
