@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
-from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
@@ -64,6 +65,18 @@ class Settings(BaseSettings):
 
     log_level: str = "INFO"
 
+    # --- webhook (empty WEBHOOK_URL = long polling) ---------------------------------------
+    webhook_url: str | None = None  # public https base URL; Telegram posts to <webhook_url>/<webhook_path>
+    webhook_listen: str = "127.0.0.1"
+    webhook_port: int = Field(8443, ge=1, le=65535)
+    webhook_path: str = "telegram"
+    webhook_secret_token: SecretStr | None = Field(None, validate_default=True)
+
+    # --- logs -----------------------------------------------------------------------------
+    log_format: Literal["text", "json"] = Field(  # LOG_FORMAT; AGENTLAB_LOG_FORMAT wins when both are set
+        "text", validation_alias=AliasChoices("agentlab_log_format", "log_format")
+    )
+
     @field_validator("allowed_user_ids", mode="before")
     @classmethod
     def _split_ids(cls, value: object) -> object:
@@ -91,6 +104,52 @@ class Settings(BaseSettings):
     @classmethod
     def _strip_slash(cls, value: str) -> str:
         return value.rstrip("/")
+
+    @field_validator("webhook_url", mode="before")
+    @classmethod
+    def _webhook_url_is_https(cls, value: object) -> object:
+        if value is None or (isinstance(value, str) and not value.strip()):
+            return None
+        if isinstance(value, str):
+            value = value.strip().rstrip("/")
+            if not value.startswith("https://") or len(value) <= len("https://"):
+                raise ValueError("must be the public https:// base URL Telegram posts updates to (empty = long polling)")
+        return value
+
+    @field_validator("webhook_path")
+    @classmethod
+    def _webhook_path_is_url_safe(cls, value: str) -> str:
+        value = value.strip().strip("/")
+        if not _WEBHOOK_PATH.fullmatch(value):
+            raise ValueError("must be a URL path such as telegram (letters, digits, - _ . ~ /)")
+        return value
+
+    @field_validator("webhook_secret_token", mode="before")
+    @classmethod
+    def _empty_secret_is_none(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("webhook_secret_token")
+    @classmethod
+    def _secret_required_for_webhook(cls, value: SecretStr | None, info: ValidationInfo) -> SecretStr | None:
+        if value is None:
+            if info.data.get("webhook_url"):
+                raise ValueError("required when WEBHOOK_URL is set (1-256 characters: A-Z a-z 0-9 _ -)")
+            return None
+        if not _WEBHOOK_SECRET.fullmatch(value.get_secret_value()):
+            raise ValueError("must be 1-256 characters of A-Z a-z 0-9 _ - (Telegram's rule)")
+        return value
+
+    @field_validator("log_format", mode="before")
+    @classmethod
+    def _lower_log_format(cls, value: object) -> object:
+        if isinstance(value, str):
+            return value.strip().lower() or "text"
+        return value
+
+
+_WEBHOOK_PATH = re.compile(r"[A-Za-z0-9._~-]+(/[A-Za-z0-9._~-]+)*")
+_WEBHOOK_SECRET = re.compile(r"[A-Za-z0-9_-]{1,256}")
 
 
 class SettingsError(Exception):

@@ -103,5 +103,7 @@ class TaskRunner:
         if tasks:
             await asyncio.wait([t for _, t in tasks], timeout=timeout)
         for task_id, _ in tasks:
-            await self.store.update_task(task_id, status=TaskStatus.INTERRUPTED)
-            await self.store.add_event(TaskEvent(task_id=task_id, kind="status", detail="interrupted (bot stopped)"))
+            task = await self.store.get_task(task_id)
+            if task is not None and task.status is TaskStatus.IN_PROGRESS:  # one that just finished keeps its status
+                await self.store.update_task(task_id, status=TaskStatus.INTERRUPTED)
+                await self.store.add_event(TaskEvent(task_id=task_id, kind="status", detail="interrupted (bot stopped)"))

@@ -195,6 +195,7 @@ _ESCAPABLE = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
 _ALLOWED_LINK = re.compile(r"^(?:https?://|tg://|mailto:)", re.IGNORECASE)
 _AUTOLINK = re.compile(r"<((?:https?://|tg://|mailto:)[^\s<>]*)>", re.IGNORECASE)
 _BARE_URL = re.compile(r"https?://[^\s<>\[\]`\"]+", re.IGNORECASE)
+_UNESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
 _PLAIN_RUN = re.compile(r"[^\\`\[<*_~hH]+")
 _MAX_DEPTH = 6
 _MAX_URL = 2048
@@ -216,25 +217,33 @@ class _InlineRenderer:
 
     def __init__(self, text: str) -> None:
         self.s = text
-        self.brackets = self._match_brackets()
+        self.brackets, self.parens = self._match_brackets()
         self.tick_runs: dict[int, list[int]] = {}
         for match in re.finditer(r"`+", text):
             self.tick_runs.setdefault(len(match.group()), []).append(match.start())
         self.no_closer: dict[tuple[str, int, int], int] = {}
 
-    def _match_brackets(self) -> dict[int, int]:
-        s, pairs, stack, i = self.s, {}, [], 0
+    def _match_brackets(self) -> tuple[dict[int, int], dict[int, int]]:
+        """Matching `[`→`]` and `(`→`)` positions (backslash-escaped ones excluded), found in one pass."""
+        s, brackets, parens = self.s, {}, {}
+        open_brackets: list[int] = []
+        open_parens: list[int] = []
+        i = 0
         while i < len(s):
             c = s[i]
             if c == "\\" and i + 1 < len(s) and s[i + 1] in _ESCAPABLE:
                 i += 2
                 continue
             if c == "[":
-                stack.append(i)
-            elif c == "]" and stack:
-                pairs[stack.pop()] = i
+                open_brackets.append(i)
+            elif c == "]" and open_brackets:
+                brackets[open_brackets.pop()] = i
+            elif c == "(":
+                open_parens.append(i)
+            elif c == ")" and open_parens:
+                parens[open_parens.pop()] = i
             i += 1
-        return pairs
+        return brackets, parens
 
     def _run_length(self, i: int, end: int) -> int:
         s, c, j = self.s, self.s[i], i
@@ -256,38 +265,22 @@ class _InlineRenderer:
         close = self.brackets.get(i)
         if close is None or close == i + 1 or close + 1 >= end or s[close + 1] != "(":
             return None
-        k = close + 2
-        url_chars: list[str] = []
-        if k < end and s[k] == "<":
-            stop = k + 1
-            while stop < end and s[stop] not in "<>\n":
-                stop += 1
-            if stop >= end or s[stop] != ">":
+        opening = close + 1
+        if opening + 1 < end and s[opening + 1] == "<":  # [label](<url>)
+            stop = s.find(">", opening + 2, min(end, opening + 2 + _MAX_URL))
+            if stop == -1 or stop + 1 >= end or s[stop + 1] != ")":
                 return None
-            url_chars.append(s[k + 1 : stop])
-            k = stop + 1
+            url = s[opening + 2 : stop]
+            after = stop + 2
         else:
-            depth = 0
-            while k < end and not s[k].isspace() and k - close < _MAX_URL:
-                c = s[k]
-                if c == "\\" and k + 1 < end and s[k + 1] in _ESCAPABLE:
-                    url_chars.append(s[k + 1])
-                    k += 2
-                    continue
-                if c == "(":
-                    depth += 1
-                elif c == ")":
-                    if depth == 0:
-                        break
-                    depth -= 1
-                url_chars.append(c)
-                k += 1
-        while k < end and s[k] in " \t":
-            k += 1
-        url = "".join(url_chars)
-        if k >= end or s[k] != ")" or not url or any(ch.isspace() for ch in url):
+            paren = self.parens.get(opening)
+            if paren is None or paren >= end or paren - opening > _MAX_URL:
+                return None
+            url = _UNESCAPE.sub(r"\1", s[opening + 1 : paren].rstrip(" \t"))
+            after = paren + 1
+        if not url or "<" in url or any(ch.isspace() for ch in url):
             return None
-        return i + 1, close, url, k + 1
+        return i + 1, close, url, after
 
     def _can_open(self, i: int, length: int, end: int) -> bool:
         s, c = self.s, self.s[i]
@@ -504,7 +497,8 @@ def _canonical_start_tag(name: str, attributes: str) -> str | None:
         return '<span class="tg-spoiler">' if values.get("class") == "tg-spoiler" else None
     if name == "tg-emoji":
         emoji_id = values.get("emoji-id", "")
-        return f'<tg-emoji emoji-id="{emoji_id}">' if emoji_id.isascii() and emoji_id.isdigit() and int(emoji_id) else None
+        valid = emoji_id.isascii() and emoji_id.isdigit() and int(emoji_id) != 0
+        return f'<tg-emoji emoji-id="{emoji_id}">' if valid else None
     if name == "blockquote" and "expandable" in values:
         return "<blockquote expandable>"
     return f"<{name}>"

@@ -216,7 +216,8 @@ class _Parser:
                     argument, has_argument = "1", True
                     continue
                 raise EntityParseError(
-                    f'Expected equal sign in declaration of an attribute of the tag "{tag_name}" at byte offset {offset}'
+                    "Expected equal sign in declaration of an attribute of the tag "
+                    f'"{tag_name}" at byte offset {offset}'
                 )
             i += 1
             while self.is_space(i):
@@ -226,8 +227,8 @@ class _Parser:
             value_chars: list[str] = []
             quote = self.char(i)
             if quote not in ("'", '"'):
-                while self.char(i) != "" and (self.char(i).isascii() and (self.char(i).isalnum() or self.char(i) in ".-")):
-                    value_chars.append(self.char(i))
+                while (c := self.char(i)) and c.isascii() and (c.isalnum() or c in ".-"):
+                    value_chars.append(c)
                     i += 1
                 if not value_chars:
                     raise EntityParseError(
@@ -259,7 +260,8 @@ class _Parser:
                 argument, has_argument = "1", True
         if tag_name == "span" and argument != "spoiler":
             raise EntityParseError(f'Tag "span" must have class "tg-spoiler" at byte offset {offset}')
-        if tag_name == "tg-emoji" and (not has_argument or not argument.isascii() or not argument.isdigit() or int(argument) == 0):
+        valid_emoji_id = has_argument and argument.isascii() and argument.isdigit() and int(argument) != 0
+        if tag_name == "tg-emoji" and not valid_emoji_id:
             raise EntityParseError("Custom emoji entity must contain a valid custom emoji identifier")
         self.check_nesting(tag_name, offset)
         self.stack.append(_OpenTag(tag_name, argument, self.out_len, offset))
@@ -326,4 +328,6 @@ class _Parser:
             if inner:
                 self.entities.remove(inner[0])
                 language = inner[0].language
-        self.entities.append(Entity(kind, offset, length, start, end, url=url, language=language, custom_emoji_id=emoji))
+        self.entities.append(
+            Entity(kind, offset, length, start, end, url=url, language=language, custom_emoji_id=emoji)
+        )

@@ -1,0 +1,154 @@
+"""agentlab's own overhead per direct answer, beside a bare PTB + anthropic bot, against the same zero-latency fakes.
+
+Both bots poll the same fake Telegram server and call the same fake Anthropic server in one run. For each, 5 warm-up
+messages, then 100 sequential messages (each waits for its reply); latency = from injecting the update into the fake
+to the reply being stored by the fake. Also the start-up time: from building the application to the first getUpdates.
+
+Run: .venv/bin/python bench/overhead.py [--json]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import anthropic  # noqa: E402
+from telegram import Update  # noqa: E402
+from telegram.ext import Application, ApplicationBuilder, ContextTypes, MessageHandler, filters  # noqa: E402
+
+from bench._harness import (  # noqa: E402
+    ANSWER, LatencySummary, ServerClock, agentlab_settings, emit_json, machine, measure_replies, parse_args, questions,
+    quiet_logging, running_fakes, temp_workspace, verdict, wait_first_get_updates,
+)
+from telegram_bot.app import stop_polling  # noqa: E402
+from tests.conftest import MODEL, USER_ID, start_bot  # noqa: E402
+from tests.fakes import anthropic_server as claude_says  # noqa: E402
+from tests.fakes.anthropic_server import FakeAnthropic  # noqa: E402
+from tests.fakes.telegram_server import FakeTelegram  # noqa: E402
+
+WARMUP = 5
+MESSAGES = 100
+TARGET = 1.3
+# Pause between messages (not counted). Both bots send ≤ 2 requests per answer; PTB's AIORateLimiter in agentlab
+# allows 30 requests/s overall (Telegram's limit), so back-to-back answers faster than ~15/s would measure the
+# limiter's deliberate waiting instead of overhead. A person does not send 10 messages a second.
+GAP_SECONDS = 0.08
+BARE_USER_ID = 2002  # the baseline's chat, apart from agentlab's
+
+
+async def wait_transcriber_settled(runtime: object, timeout: float = 120.0) -> float:
+    """agentlab starts loading whisper in a thread at start-up; wait until it is loaded or has failed (seconds)."""
+    transcriber = getattr(runtime, "transcriber", None)
+    started = time.perf_counter()
+    while transcriber is not None and str(getattr(getattr(transcriber, "state", None), "value", "")) == "loading":
+        if time.perf_counter() - started > timeout:
+            break
+        await asyncio.sleep(0.05)
+    return time.perf_counter() - started
+
+
+async def bench_agentlab(tg: FakeTelegram, claude: FakeAnthropic, clock: ServerClock, tmp: Path) -> dict:
+    settings = agentlab_settings(tg, claude, tmp)
+    clock.reset()
+    started = time.perf_counter()
+    bot = await start_bot(settings, tg, claude)
+    try:
+        startup = await wait_first_get_updates(clock, started)
+        speech_settle = await wait_transcriber_settled(bot.runtime)
+        await measure_replies(tg, questions(WARMUP), gap=GAP_SECONDS)
+        clock.reset()
+        latencies = await measure_replies(tg, questions(MESSAGES, WARMUP), gap=GAP_SECONDS)
+        server = clock.mean_ms()
+    finally:
+        await stop_polling(bot.app)
+    return {"startup_s": startup, "speech_settle_s": speech_settle, "latency": LatencySummary.of(latencies),
+            "server_ms": server, "claude_calls": clock.count("anthropic./v1/messages") / MESSAGES}
+
+
+def bare_application(tg: FakeTelegram, claude: FakeAnthropic) -> tuple[Application, anthropic.AsyncAnthropic]:
+    """The minimal bot: one handler, one Messages call, one reply. No rate limiter, no store, no rendering."""
+    client = anthropic.AsyncAnthropic(api_key="sk-test", base_url=claude.url, max_retries=0)
+
+    async def on_text(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        response = await client.messages.create(
+            model=MODEL, max_tokens=1024, messages=[{"role": "user", "content": update.message.text}])
+        answer = "".join(block.text for block in response.content if block.type == "text")
+        await update.message.reply_text(answer, do_quote=True)
+
+    app = ApplicationBuilder().token(tg.token).base_url(tg.base_url).base_file_url(tg.base_file_url).build()
+    app.add_handler(MessageHandler(filters.TEXT & ~filters.COMMAND, on_text))
+    return app, client
+
+
+async def bench_bare(tg: FakeTelegram, claude: FakeAnthropic, clock: ServerClock) -> dict:
+    clock.reset()
+    started = time.perf_counter()
+    app, client = bare_application(tg, claude)
+    await app.initialize()
+    await app.start()
+    await app.updater.start_polling(poll_interval=0.0, timeout=1, allowed_updates=Update.ALL_TYPES)
+    try:
+        startup = await wait_first_get_updates(clock, started)
+        await measure_replies(tg, questions(WARMUP), user_id=BARE_USER_ID, gap=GAP_SECONDS)
+        clock.reset()
+        latencies = await measure_replies(tg, questions(MESSAGES, WARMUP), user_id=BARE_USER_ID, gap=GAP_SECONDS)
+        server = clock.mean_ms()
+    finally:
+        await app.updater.stop()
+        await app.stop()
+        await app.shutdown()
+        await client.close()
+    return {"startup_s": startup, "latency": LatencySummary.of(latencies), "server_ms": server}
+
+
+def print_server_times(name: str, server_ms: dict[str, float]) -> None:
+    parts = ", ".join(f"{key} {value:.2f} ms" for key, value in server_ms.items())
+    print(f"  {name:9s} fakes' own time per call (inside the latency): {parts}")
+
+
+async def main() -> dict:
+    quiet_logging()
+    with running_fakes() as (tg, claude), temp_workspace() as tmp:
+        claude.handler = lambda _body: claude_says.text(ANSWER)
+        clock = ServerClock(tg, claude).install()
+        bare = await bench_bare(tg, claude, clock)
+        agentlab = await bench_agentlab(tg, claude, clock, tmp)
+
+    a, b = agentlab["latency"], bare["latency"]
+    ratio_p50, ratio_p95, ratio_mean = a.p50 / b.p50, a.p95 / b.p95, a.mean / b.mean
+    info = machine()
+    print(f"Direct-answer overhead — {MESSAGES} sequential messages after {WARMUP} warm-up, {GAP_SECONDS * 1000:.0f} ms "
+          f"idle between messages; {info['date']}, {info['nproc']} CPUs, {info['cpu']}, Python {info['python']}")
+    print(f"  agentlab  {a.line()}")
+    print(f"  bare      {b.line()}")
+    print(f"  ratio agentlab/bare: p50 {ratio_p50:.2f}×   p95 {ratio_p95:.2f}×   mean {ratio_mean:.2f}×   "
+          f"target {verdict(ratio_p95, TARGET)} (p95), {verdict(ratio_p50, TARGET)} (p50)")
+    print(f"  agentlab extra per answer: p50 +{a.p50 - b.p50:.2f} ms, p95 +{a.p95 - b.p95:.2f} ms")
+    print_server_times("agentlab", agentlab["server_ms"])
+    print_server_times("bare", bare["server_ms"])
+    print(f"  start-up to first getUpdates: agentlab {agentlab['startup_s'] * 1000:.0f} ms, "
+          f"bare {bare['startup_s'] * 1000:.0f} ms "
+          f"(agentlab's speech model load settled {agentlab['speech_settle_s']:.1f} s after that, in its own thread)")
+    print("  Note: the fakes answer with zero latency, so this ratio is an upper bound on the relative overhead; with the "
+          "real APIs (hundreds of ms to seconds per call) the same absolute overhead is a few percent.")
+    return {
+        "bench": "overhead", **info, "messages": MESSAGES, "warmup": WARMUP, "gap_ms": GAP_SECONDS * 1000,
+        "agentlab": a.as_dict(), "bare": b.as_dict(),
+        "ratio_p50": round(ratio_p50, 3), "ratio_p95": round(ratio_p95, 3), "ratio_mean": round(ratio_mean, 3),
+        "target_ratio": TARGET, "target_met": ratio_p95 <= TARGET and ratio_p50 <= TARGET,
+        "startup_ms": {"agentlab": round(agentlab["startup_s"] * 1000, 1), "bare": round(bare["startup_s"] * 1000, 1)},
+        "fake_server_ms": {"agentlab": {k: round(v, 3) for k, v in agentlab["server_ms"].items()},
+                           "bare": {k: round(v, 3) for k, v in bare["server_ms"].items()}},
+    }
+
+
+if __name__ == "__main__":
+    args = parse_args(__doc__.splitlines()[0])
+    figures = asyncio.run(main())
+    if args.json:
+        emit_json(figures)

@@ -1,0 +1,227 @@
+"""Voice-note latency: this pipeline vs the naive whisper recipe, download (bytes in hand) to transcript.
+
+(a) this pipeline: `agents.voice.Transcriber` with the model resident (loaded before timing), PyAV decoding in process.
+(b) the naive recipe: load the model for every note, write the note to a file, `whisper.transcribe(model, path)`,
+    which spawns the `ffmpeg` binary. When `ffmpeg` is not on PATH nothing is installed: a `python -c` subprocess
+    that decodes the file with PyAV and writes raw float32 to stdout stands in for it (the output says so).
+
+Weights are random (none can be downloaded here) with the real dimensions of whisper tiny and base. Random weights
+never emit end-of-text, so every 30 s window runs to the token cap; the cap is the same for (a) and (b) and, by
+default, sized like real speech (3.5 tokens per second of audio, about 150 English words a minute). Both paths use
+the same `transcribe_options`: temperature 0, no conditioning on previous text, no timestamps, language detection.
+
+    python bench/voice.py                # table
+    python bench/voice.py --json         # figures for bench/run_all.py (progress goes to stderr)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import math
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from agents.voice import SAMPLE_RATE, Transcriber, transcribe_options  # noqa: E402
+from tests.fakes.whisper_checkpoint import make_ogg_opus, sized_checkpoint, speech, tone_mix  # noqa: E402
+
+CACHE = REPO / "bench" / ".cache"
+NOTE_RATE = 48_000  # Telegram voice notes are 48 kHz Opus
+TARGET_RATIO = 3.0
+TARGET_NOTE_SECONDS = 10
+PARAGRAPH = (
+    "Please open the calculator project and run the whole test suite. "
+    "If anything fails, read the traceback, find the function that is wrong and fix it with a small change. "
+    "Then run the tests again and tell me which files you touched and why. "
+    "After that, have a look at the readme and check that the install steps still work on a clean machine. "
+)
+
+# What stands in for `ffmpeg -i file -f s16le -ac 1 -ar 16000 -` when the binary is absent.
+SUBPROCESS_DECODER = """
+import sys, av
+resampler = av.AudioResampler(format="flt", layout="mono", rate=16000)
+out = sys.stdout.buffer
+with av.open(sys.argv[1]) as container:
+    for frame in container.decode(audio=0):
+        for piece in resampler.resample(frame):
+            out.write(piece.to_ndarray().tobytes())
+for piece in resampler.resample(None):
+    out.write(piece.to_ndarray().tobytes())
+"""
+
+
+def progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def make_note(seconds: int) -> tuple[bytes, str]:
+    """An OGG/Opus note of exactly `seconds`: espeak-ng speech if installed, else a speech-like tone mix."""
+    target = seconds * NOTE_RATE
+    pieces: list[np.ndarray] = []
+    while sum(p.size for p in pieces) < target:
+        spoken = speech(PARAGRAPH, rate=NOTE_RATE)
+        if spoken is None:
+            return make_ogg_opus(tone_mix(seconds, rate=NOTE_RATE), NOTE_RATE), "tone mix (espeak-ng not installed)"
+        pieces.append(spoken)
+    return make_ogg_opus(np.concatenate(pieces)[:target], NOTE_RATE), "espeak-ng speech"
+
+
+def decode_with_subprocess(path: Path) -> np.ndarray:
+    """The ffmpeg stand-in: a separate process decodes the file and streams float32 samples back."""
+    raw = subprocess.run(
+        [sys.executable, "-c", SUBPROCESS_DECODER, str(path)], capture_output=True, check=True, timeout=300
+    ).stdout
+    return np.frombuffer(raw, dtype=np.float32)
+
+
+def naive_once(checkpoint: Path, data: bytes, options: dict[str, Any], workdir: Path, use_ffmpeg: bool) -> float:
+    """(b): load the model, write the file, decode it in another process, transcribe. Returns seconds."""
+    import whisper
+
+    started = time.perf_counter()
+    model = whisper.load_model(str(checkpoint), device="cpu")
+    path = workdir / "voice-note.ogg"
+    path.write_bytes(data)
+    audio: str | np.ndarray = str(path) if use_ffmpeg else decode_with_subprocess(path)
+    result = whisper.transcribe(model, audio, **options)
+    elapsed = time.perf_counter() - started
+    assert isinstance(result["text"], str)
+    del model
+    gc.collect()
+    return elapsed
+
+
+async def pipeline_runs(checkpoint: Path, data: bytes, tokens: int, repeats: int) -> list[float]:
+    """(a): one resident Transcriber, loaded and warmed up before the clock starts."""
+    transcriber = Transcriber(str(checkpoint), None, max_seconds=600.0, device="cpu", max_tokens_per_window=tokens)
+    try:
+        await transcriber.wait_ready()
+        await transcriber.transcribe(data)  # warm-up, untimed
+        runs = []
+        for _ in range(repeats):
+            started = time.perf_counter()
+            transcript = await transcriber.transcribe(data)
+            runs.append(time.perf_counter() - started)
+            assert isinstance(transcript.text, str)
+        return runs
+    finally:
+        transcriber.close()
+
+
+def tokens_for(seconds: int, tokens_per_second: float, fixed: int | None) -> int:
+    return fixed if fixed is not None else max(8, min(224, math.ceil(tokens_per_second * min(seconds, 30))))
+
+
+def run(
+    sizes: list[str], lengths: list[int], repeats: int, tokens_per_second: float, fixed_tokens: int | None
+) -> dict[str, Any]:
+    use_ffmpeg = shutil.which("ffmpeg") is not None
+    CACHE.mkdir(parents=True, exist_ok=True)
+    notes = {seconds: make_note(seconds) for seconds in lengths}
+    audio_kind = next(iter(notes.values()))[1]
+    results = []
+    with tempfile.TemporaryDirectory(prefix="voice-bench-") as tmp:
+        workdir = Path(tmp)
+        for size in sizes:
+            progress(f"checkpoint: random weights, real whisper {size} dims ...")
+            checkpoint = sized_checkpoint(CACHE / f"whisper-random-{size}.pt", size)
+            for seconds in lengths:
+                data = notes[seconds][0]
+                tokens = tokens_for(seconds, tokens_per_second, fixed_tokens)
+                options = transcribe_options(None, tokens, fp16=False)
+                progress(f"{size}, {seconds} s note, <= {tokens} tokens per window: (a) ...")
+                a_runs = asyncio.run(pipeline_runs(checkpoint, data, tokens, repeats))
+                progress(f"{size}, {seconds} s note: (b) ...")
+                naive_once(checkpoint, data, options, workdir, use_ffmpeg)  # warm-up, untimed
+                b_runs = [naive_once(checkpoint, data, options, workdir, use_ffmpeg) for _ in range(repeats)]
+                a, b = statistics.median(a_runs), statistics.median(b_runs)
+                results.append({
+                    "model": size,
+                    "note_seconds": seconds,
+                    "tokens_per_window": tokens,
+                    "a_seconds": round(a, 3),
+                    "b_seconds": round(b, 3),
+                    "a_runs": [round(x, 3) for x in a_runs],
+                    "b_runs": [round(x, 3) for x in b_runs],
+                    "ratio_b_over_a": round(b / a, 2),
+                    "rtf_a": round(a / seconds, 3),
+                    "rtf_b": round(b / seconds, 3),
+                })
+    checked = [r for r in results if r["note_seconds"] == TARGET_NOTE_SECONDS]
+    return {
+        "benchmark": "voice",
+        "repeats": repeats,
+        "statistic": "median",
+        "audio": f"{audio_kind}, OGG/Opus {NOTE_RATE // 1000} kHz mono, generated in memory",
+        "weights": "random, real whisper dims",
+        "decoding": "temperature 0, no previous-text conditioning, no timestamps, same token cap in (a) and (b)",
+        "b_decoder": "ffmpeg binary (whisper.load_audio)" if use_ffmpeg
+        else "ffmpeg not installed: `python -c` PyAV decoder subprocess writing float32 to stdout stands in for it",
+        "results": results,
+        "target": {
+            "description": f"(a) >= {TARGET_RATIO:g}x faster than (b) for the {TARGET_NOTE_SECONDS} s note",
+            "checked": bool(checked),
+            "met": bool(checked) and all(r["ratio_b_over_a"] >= TARGET_RATIO for r in checked),
+            "ratios": {r["model"]: r["ratio_b_over_a"] for r in checked},
+        },
+    }
+
+
+def render(report: dict[str, Any]) -> str:
+    lines = [
+        f"voice notes, download to transcript ({report['statistic']} of {report['repeats']} runs)",
+        f"  audio:    {report['audio']}",
+        f"  weights:  {report['weights']}",
+        f"  decoding: {report['decoding']}",
+        f"  (a) resident model + in-process PyAV decoding (agents.voice.Transcriber)",
+        f"  (b) model loaded per note + file + {report['b_decoder']}",
+        "",
+        f"{'model':<6} {'note':>6} {'tokens':>6} {'(a) s':>8} {'(b) s':>8} {'b/a':>6} {'RTF (a)':>8} {'RTF (b)':>8}",
+    ]
+    for r in report["results"]:
+        lines.append(
+            f"{r['model']:<6} {r['note_seconds']:>4} s {r['tokens_per_window']:>6} {r['a_seconds']:>8.2f} "
+            f"{r['b_seconds']:>8.2f} {r['ratio_b_over_a']:>5.2f}x {r['rtf_a']:>8.3f} {r['rtf_b']:>8.3f}"
+        )
+    target = report["target"]
+    if target["checked"]:
+        ratios = ", ".join(f"{model} {ratio:.2f}x" for model, ratio in target["ratios"].items())
+        verdict = f"{'met' if target['met'] else 'not met'} ({ratios})"
+    else:
+        verdict = f"not measured (no {TARGET_NOTE_SECONDS} s note in this run)"
+    lines += ["", f"target: {target['description']}: {verdict}"]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON (progress on stderr)")
+    parser.add_argument("--sizes", nargs="+", default=["tiny", "base"], choices=["tiny", "base"])
+    parser.add_argument("--lengths", nargs="+", type=int, default=[10, 30], help="note lengths in seconds")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--tokens-per-second", type=float, default=3.5, help="token cap per second of audio")
+    parser.add_argument("--tokens", type=int, default=None, help="a fixed token cap per window (1-224) instead")
+    args = parser.parse_args(argv)
+    if args.tokens is not None and not 1 <= args.tokens <= 224:
+        parser.error("--tokens must be between 1 and 224")
+    report = run(args.sizes, args.lengths, args.repeats, args.tokens_per_second, args.tokens)
+    print(json.dumps(report, indent=2) if args.json else render(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

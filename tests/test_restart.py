@@ -1,0 +1,108 @@
+"""`python -m telegram_bot` as a real process: SIGTERM exits cleanly, SIGKILL mid-task loses nothing and resumes."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from agents.models import TaskStatus
+from agents.store import Store
+from tests.conftest import USER_ID
+from tests.fakes import anthropic_server as claude_says
+from tests.scripted import ScriptedModel
+
+REPO = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow
+
+
+def bot_env(tg, claude, tmp_path: Path, workspace_root: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TELEGRAM_", "ANTHROPIC_"))}
+    env.update(
+        TELEGRAM_BOT_TOKEN=tg.token, TELEGRAM_API_BASE_URL=tg.url, ANTHROPIC_API_KEY="sk-test",
+        ANTHROPIC_BASE_URL=claude.url, ANTHROPIC_MAX_RETRIES="0", ALLOWED_USER_IDS=str(USER_ID),
+        WORKSPACE_PATH=str(workspace_root), DATABASE_PATH=str(tmp_path / "data" / "bot.db"),
+        WHISPER_MODEL=str(tmp_path / "missing.pt"), ORCHESTRATOR_MODEL="claude-sonnet-4-6",
+        WORKER_MODEL="claude-sonnet-4-6", PYTHONPATH=str(REPO),
+    )
+    return env
+
+
+def launch(env: dict[str, str], tmp_path: Path, name: str) -> subprocess.Popen:
+    log = open(tmp_path / f"{name}.log", "w")
+    return subprocess.Popen([sys.executable, "-m", "telegram_bot"], cwd=tmp_path, env=env, stdout=log,
+                            stderr=subprocess.STDOUT)
+
+
+async def test_sigterm_stops_cleanly_within_ten_seconds(fake_telegram, fake_anthropic, tmp_path, workspace_root) -> None:
+    proc = launch(bot_env(fake_telegram, fake_anthropic, tmp_path, workspace_root), tmp_path, "term")
+    try:
+        await fake_telegram.wait_for_request("getUpdates", timeout=60)
+        started = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        code = await asyncio.to_thread(proc.wait, 15)
+        assert time.monotonic() - started < 10
+        assert code == 0, (tmp_path / "term.log").read_text()[-2000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+async def test_sigkill_mid_task_then_restart_reports_and_resumes(fake_telegram, fake_anthropic, tmp_path,
+                                                                  workspace_root) -> None:
+    model = ScriptedModel()
+    fake_anthropic.handler = model
+    marker = tmp_path / "sleep.pid"
+    model.add("orchestrator", claude_says.tool_use("start_task", {"workspace": "group-therapy", "worker": "code",
+                                                                  "instructions": "Write notes.md, slowly.",
+                                                                  "background": True}),
+              claude_says.text("Started task #1."))
+    model.add("code", claude_says.tool_use("write_file", {"path": "notes.md", "content": "step one\n"}),
+              claude_says.tool_use("run_command", {"command": f"echo $$ > {marker}; exec sleep 1000"}))
+    env = bot_env(fake_telegram, fake_anthropic, tmp_path, workspace_root)
+    first = launch(env, tmp_path, "first")
+    orphan = None
+    try:
+        fake_telegram.send_text(USER_ID, "write the notes in group therapy")
+        await fake_telegram.await_for(lambda: marker.exists() and marker.read_text().strip(), timeout=60)
+        orphan = int(marker.read_text())
+        first.send_signal(signal.SIGKILL)
+        await asyncio.to_thread(first.wait, 10)
+    finally:
+        if first.poll() is None:
+            first.kill()
+        if orphan:  # a SIGKILLed parent cannot kill its children; the test cleans up after it
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(orphan, signal.SIGKILL)
+
+    model.add("code", claude_says.text("Resumed: notes.md is complete."))
+    second = launch(env, tmp_path, "second")
+    try:
+        notice = await fake_telegram.await_for(lambda: next(
+            (m for m in fake_telegram.messages(USER_ID) if "restarted while" in (m.text or "")), None), timeout=60)
+        assert "task #1" in notice.text and notice.callback_data == ["task:resume:1", "task:cancel:1"]
+        fake_telegram.press_button(USER_ID, notice.message_id, "task:resume:1")
+        summary = await fake_telegram.await_for(lambda: next(
+            (m for m in fake_telegram.messages(USER_ID) if "Task #1 done" in (m.text or "") and "Files:" in m.text), None), timeout=60)
+        assert "Resumed: notes.md is complete." in summary.text and "notes.md" in summary.text
+        resumed_turn = model.requests["code"][-1]["messages"][0]["content"][0]["text"]
+        assert "interrupted and is being resumed" in resumed_turn and "writing notes.md" in resumed_turn
+    finally:
+        second.send_signal(signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            await asyncio.to_thread(second.wait, 15)
+        if second.poll() is None:
+            second.kill()
+    store = await Store.open(tmp_path / "data" / "bot.db")
+    task = await store.get_task(1)
+    messages = await store.all_messages(USER_ID)
+    await store.close()
+    assert task.status is TaskStatus.COMPLETED
+    assert messages[0].content == "write the notes in group therapy", "history survived SIGKILL"

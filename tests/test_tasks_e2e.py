@@ -1,0 +1,165 @@
+"""Background tasks: concurrency limit, priority order, responsiveness, listing, cancelling, usage and audit."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from agents.models import Task, TaskStatus, WorkerKind
+from agents.store import Store
+from agents.task_runner import TaskRunner
+from tests.conftest import USER_ID, BotHarness, make_settings, start_bot
+from tests.fakes import anthropic_server as claude_says
+from tests.scripted import ScriptedModel
+
+
+async def test_runner_claims_by_priority_then_age_at_most_n_at_once(tmp_path) -> None:
+    store = await Store.open(tmp_path / "db.sqlite")
+    started: list[int] = []
+    running = 0
+    peak = 0
+    release = asyncio.Event()
+
+    async def execute(task: Task) -> None:
+        nonlocal running, peak
+        started.append(task.id)
+        running += 1
+        peak = max(peak, running)
+        await release.wait()
+        running -= 1
+        await store.update_task(task.id, status=TaskStatus.COMPLETED)
+
+    for priority in (0, 0, 5, 0, 5):
+        await store.add_task(Task(chat_id=1, workspace="w", worker=WorkerKind.CODE, title="t", instructions="i",
+                                  priority=priority))
+    runner = TaskRunner(store, execute, max_concurrent=2)
+    runner.start()
+    while len(started) < 2:
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.1)
+    assert started == [3, 5] and peak == 2
+    release.set()
+    for task_id in range(1, 6):
+        await asyncio.wait_for(runner.wait(task_id), 5)
+    assert started == [3, 5, 1, 2, 4] and peak == 2
+    await runner.shutdown()
+    await store.close()
+
+
+async def test_claim_is_atomic_across_concurrent_claimers(tmp_path) -> None:
+    store = await Store.open(tmp_path / "db.sqlite")
+    for _ in range(20):
+        await store.add_task(Task(chat_id=1, workspace="w", worker=WorkerKind.CODE, title="t", instructions="i"))
+    claimed = await asyncio.gather(*[store.claim_next_task() for _ in range(30)])
+    ids = [t.id for t in claimed if t is not None]
+    assert sorted(ids) == list(range(1, 21)) and len(ids) == len(set(ids))
+    await store.close()
+
+
+def slow_worker_script(steps: int) -> list:
+    return [claude_says.tool_use("run_command", {"command": "sleep 0.3"}) for _ in range(steps)] + \
+        [claude_says.text("finished the slow job")]
+
+
+@pytest.fixture
+async def bot2(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo):
+    """The bot with at most 2 tasks at once."""
+    from telegram_bot.app import stop_polling
+
+    settings = make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repository=bot_repo,
+                             max_concurrent_tasks=2)
+    harness = await start_bot(settings, fake_telegram, fake_anthropic)
+    yield harness
+    await stop_polling(harness.app)
+
+
+async def test_five_tasks_two_at_a_time_while_a_question_is_answered(bot2: BotHarness) -> None:
+    model = ScriptedModel()
+    bot2.claude.handler = model
+    crew = bot2.runtime.crew
+    for i in range(5):
+        model.add("code", *slow_worker_script(3))
+        await crew.start_task(USER_ID, "group-therapy", "code", f"job {i}", background=True)
+    store = bot2.runtime.store
+
+    async def statuses() -> list[TaskStatus]:
+        return [t.status for t in sorted(await store.list_tasks(USER_ID), key=lambda t: t.id)]
+
+    while (await statuses()).count(TaskStatus.IN_PROGRESS) < 2:
+        await asyncio.sleep(0.02)
+    model.add("orchestrator", claude_says.text("Direct answer while busy."))
+    bot2.say("what's running?")
+    answer = await bot2.tg.await_for(
+        lambda: next((m for m in bot2.tg.messages(USER_ID) if m.text == "Direct answer while busy."), None), timeout=10)
+    assert answer is not None
+    assert TaskStatus.PENDING in await statuses(), "the question was answered while tasks were still queued"
+    peak = 0
+    while any(s.is_active for s in await statuses()):
+        peak = max(peak, (await statuses()).count(TaskStatus.IN_PROGRESS))
+        await asyncio.sleep(0.02)
+    assert peak == 2
+    assert await statuses() == [TaskStatus.COMPLETED] * 5
+
+    bot2.tg.send_command(USER_ID, "/tasks")
+    listing = await bot2.tg.await_for(lambda: next((m for m in bot2.tg.messages(USER_ID) if "Recent tasks" in (m.text or "")), None))
+    assert all(f"#{i}" in listing.text for i in range(1, 6)) and "completed" in listing.text
+
+    bot2.tg.send_command(USER_ID, "/task 2")
+    detail = await bot2.tg.await_for(lambda: next((m for m in bot2.tg.messages(USER_ID) if "Tool calls:" in (m.text or "")), None))
+    calls_of_2 = len(await store.tool_calls(task_id=2))
+    assert calls_of_2 >= 1 and f"Tool calls: {calls_of_2} " in detail.text and "Events:" in detail.text
+    assert sum([len(await store.tool_calls(task_id=i)) for i in range(1, 6)]) == 15
+
+    bot2.tg.send_command(USER_ID, "/log 2")
+    log = await bot2.tg.await_for(lambda: next((m for m in bot2.tg.messages(USER_ID) if m.kind == "document"), None))
+    assert log.data.decode().count("run_command(command=sleep 0.3)") == calls_of_2
+
+    bot2.tg.send_command(USER_ID, "/usage")
+    usage = await bot2.tg.await_for(lambda: next((m for m in bot2.tg.messages(USER_ID) if "Today" in (m.text or "")), None))
+    assert "Most expensive tasks" in usage.text
+
+
+async def test_cancel_asks_which_when_several_and_orchestrator_can_cancel(bot2: BotHarness) -> None:
+    model = ScriptedModel()
+    bot2.claude.handler = model
+    for i in range(2):
+        model.add("code", *slow_worker_script(100))
+        await bot2.runtime.crew.start_task(USER_ID, "calc", "code", f"long job {i}", background=True)
+    store = bot2.runtime.store
+    while len(await store.list_tasks(USER_ID, statuses=[TaskStatus.IN_PROGRESS])) < 2:
+        await asyncio.sleep(0.02)
+    bot2.tg.send_command(USER_ID, "/cancel")
+    which = await bot2.tg.await_for(lambda: next((m for m in bot2.tg.messages(USER_ID) if "which one" in (m.text or "")), None))
+    assert "/cancel 1" in which.text and "/cancel 2" in which.text
+
+    model.add("orchestrator", claude_says.tool_use("cancel_task", {"task_id": 1}), claude_says.text("Stopped #1."))
+    bot2.say("stop the first long job")
+    await bot2.tg.await_for(lambda: any(m.text == "Stopped #1." for m in bot2.tg.messages(USER_ID)))
+    assert (await store.get_task(1)).status is TaskStatus.CANCELLED
+    bot2.tg.send_command(USER_ID, "/cancel 2")
+    await bot2.tg.await_for(lambda: any("Task #2 cancelled" in (m.text or "") for m in bot2.tg.messages(USER_ID)))
+    assert (await store.get_task(2)).status is TaskStatus.CANCELLED
+
+
+async def test_daily_budget_refuses_new_tasks(fake_telegram, fake_anthropic, tmp_path, workspace_root) -> None:
+    from telegram_bot.app import stop_polling
+
+    settings = make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root, daily_budget_usd=0.000001)
+    bot = await start_bot(settings, fake_telegram, fake_anthropic)
+    try:
+        model = ScriptedModel()
+        bot.claude.handler = model
+        model.add("orchestrator", claude_says.text("hello"))
+        bot.say("hi")  # spends a little
+        await bot.replies(1)
+        model.add("orchestrator", claude_says.tool_use("start_task", {"workspace": "calc", "worker": "code",
+                                                                     "instructions": "x", "background": True}),
+                  claude_says.text("Could not start it: budget."))
+        bot.say("fix calc")
+        await bot.replies(2)
+        tool_result = model.requests["orchestrator"][-1]["messages"][-1]["content"][0]
+        assert tool_result["is_error"] and "daily budget" in tool_result["content"]
+        assert await bot.runtime.store.list_tasks(USER_ID) == []
+    finally:
+        await stop_polling(bot.app)
