@@ -74,7 +74,7 @@ async def send_markdown(
 
 async def edit_markdown(bot: Bot, chat_id: int, message_id: int, markdown: str, buttons: Buttons | None = None) -> None:
     """Edit a progress message in place (first chunk only); 'not modified' is not an error."""
-    chunk = render_chunks(markdown, TELEGRAM_LIMIT)[0]
+    chunk = render_chunks(markdown.strip() or "(empty)", TELEGRAM_LIMIT)[0]
     markup = keyboard(buttons)
     try:
         await bot.edit_message_text(chunk, chat_id=chat_id, message_id=message_id, parse_mode=ParseMode.HTML,
