@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from contextvars import ContextVar
 from datetime import datetime
 from pathlib import Path
@@ -28,6 +29,20 @@ def git_identity(settings: Settings) -> git_repo.GitIdentity:
 def title_of(text: str, limit: int = 80) -> str:
     first = " ".join(text.strip().splitlines()[0].split()) if text.strip() else "task"
     return first if len(first) <= limit else first[: limit - 1].rstrip() + "…"
+
+
+def plan_criteria(proposal: str) -> list[str]:
+    """The numbered steps of a proposal's `## Plan` section, which become the code task's acceptance criteria."""
+    criteria: list[str] = []
+    in_plan = False
+    for line in proposal.splitlines():
+        if line.startswith("#"):
+            in_plan = line.lstrip("#").strip().lower().startswith("plan")
+            continue
+        match = re.match(r"\s*\d+[.)]\s+(.*\S)", line) if in_plan else None
+        if match:
+            criteria.append(match.group(1))
+    return criteria
 
 
 def age(when: datetime | None) -> str:
@@ -57,9 +72,12 @@ class Crew:
         if refusal:
             raise ToolError(refusal)
 
-    async def _submit(self, task: Task) -> Task:
+    async def _submit(self, task: Task, criteria: list[str] | None = None) -> Task:
         task.reply_to_message_id = task.reply_to_message_id or REQUEST_MESSAGE.get()
         task = await self.store.add_task(task)
+        cleaned = [" ".join(str(c).split()) for c in (criteria or []) if str(c).strip()]
+        if cleaned:
+            await self.store.set_criteria(task.id, cleaned[:10])
         await self.store.add_event(TaskEvent(task_id=task.id, kind="status", detail=TaskStatus.PENDING.value))
         self.runner.wake()
         return task
@@ -74,7 +92,8 @@ class Crew:
         return (f"Research task #{task.id} started on workspace {ws.name}. Its proposal will be shown in the chat "
                 "with Approve/Reject buttons when ready.")
 
-    async def start_task(self, chat_id: int, workspace: str, worker: str, instructions: str, background: bool = True) -> str:
+    async def start_task(self, chat_id: int, workspace: str, worker: str, instructions: str, background: bool = True,
+                         acceptance_criteria: list[str] | None = None) -> str:
         await self._check_budget()
         try:
             kind = WorkerKind(str(worker).strip().lower())
@@ -85,7 +104,8 @@ class Crew:
         ws = self.workspaces.resolve(workspace)
         task = await self._submit(Task(chat_id=chat_id, workspace=ws.name, worker=kind, title=title_of(instructions),
                                        instructions=instructions, background=bool(background),
-                                       priority=0 if background else FOREGROUND_PRIORITY))
+                                       priority=0 if background else FOREGROUND_PRIORITY),
+                                  criteria=acceptance_criteria)
         if background:
             return (f"Task #{task.id} ({kind.value} worker, workspace {ws.name}) started in the background; the user "
                     "sees its progress and gets a summary when it ends.")
@@ -115,7 +135,8 @@ class Crew:
                         f"it as is).\n\nOriginal request: {proposal.request}\n\n{proposal.body}")
         task = await self._submit(Task(chat_id=chat_id, workspace=proposal.workspace, worker=WorkerKind.CODE,
                                        title=f"proposal #{proposal.id}: {title_of(proposal.request, 60)}",
-                                       instructions=instructions, proposal_id=proposal.id))
+                                       instructions=instructions, proposal_id=proposal.id),
+                                  criteria=plan_criteria(proposal.body))
         await self.store.update_proposal(proposal.id, status=ProposalStatus.APPROVED, task_id=task.id, decided_at=utcnow())
         return f"Proposal #{proposal.id} approved; code task #{task.id} started on {proposal.workspace} in the background."
 

@@ -159,3 +159,23 @@ class UsageRecord(Usage):
     agent: str
     model: str
     created_at: datetime = Field(default_factory=utcnow)
+
+
+class Criterion(BaseModel):
+    """One acceptance criterion of a task, verified by the worker with evidence."""
+
+    task_id: int
+    idx: int
+    text: str
+    verified: bool = False
+    evidence: str | None = None
+
+
+class ConversationNote(BaseModel):
+    """A model-written summary of the older turns of a long conversation (the turns themselves stay stored)."""
+
+    id: int | None = None
+    chat_id: int
+    up_to_message_id: int
+    summary: str
+    created_at: datetime = Field(default_factory=utcnow)

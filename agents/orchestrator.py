@@ -12,7 +12,7 @@ import anthropic
 
 from agents import prompts
 from agents.llm import estimate_tokens, explain_api_error, usage_of, usage_record
-from agents.models import ChatMessage, InputMethod, Role, TaskStatus, Usage
+from agents.models import ChatMessage, ConversationNote, InputMethod, Role, TaskStatus, Usage
 from agents.settings import Settings
 from agents.store import Store
 from agents.tool_sets import WorkDesk, orchestrator_tools
@@ -22,6 +22,7 @@ from agents.workspaces import Workspaces
 log = logging.getLogger(__name__)
 
 EPHEMERAL = {"type": "ephemeral"}
+COMPACT_INPUT_CHARS = 200_000  # the newest part of the turns to summarise, if they are longer
 
 
 @dataclass
@@ -95,6 +96,49 @@ class Orchestrator:
             "are shown here. Say so briefly in your reply.]"
         )
 
+    async def _history(self, chat_id: int) -> list[ChatMessage]:
+        """The conversation as the model sees it: a compact note of older turns, then the newest turns in the budget.
+
+        When the unsummarised turns pass the budget, the older ones (all but the newest half-budget) are
+        summarised by the model into a note kept in the store; the turns themselves stay stored (/history).
+        """
+        budget = self.settings.history_token_budget
+        note = await self.store.latest_note(chat_id)
+        turns = await self.store.messages_after(chat_id, note.up_to_message_id if note else 0)
+        if sum(t.tokens for t in turns) > budget:
+            keep: list[ChatMessage] = []
+            used = 0
+            for turn in reversed(turns):
+                if keep and used + turn.tokens > budget // 2:
+                    break
+                keep.append(turn)
+                used += turn.tokens
+            keep.reverse()
+            older = turns[: len(turns) - len(keep)]
+            summary = await self._summarise(chat_id, note.summary if note else None, older) if older else None
+            if summary:
+                note = await self.store.add_note(ConversationNote(chat_id=chat_id, up_to_message_id=older[-1].id,
+                                                                  summary=summary))
+            turns = keep
+        if note is None:
+            return turns
+        return [ChatMessage(chat_id=chat_id, role=Role.USER, content=f"[Summary of our earlier conversation]\n{note.summary}")] + turns
+
+    async def _summarise(self, chat_id: int, previous: str | None, turns: list[ChatMessage]) -> str | None:
+        transcript = "\n\n".join(f"{t.role.value}: {t.content}" for t in turns)[-COMPACT_INPUT_CHARS:]
+        if previous:
+            transcript = f"(summary so far)\n{previous}\n\n(later turns)\n{transcript}"
+        try:
+            response = await self.client.messages.create(
+                model=self.settings.orchestrator_model, max_tokens=1024, system=prompts.COMPACTOR,
+                messages=[{"role": "user", "content": transcript}],
+            )
+        except anthropic.APIError as err:  # the turn goes on with the newest turns only
+            log.warning("chat %s: could not compact the history: %s", chat_id, err)
+            return None
+        await self.store.record_usage(usage_record(response, "compactor", chat_id, None))
+        return "".join(b.text for b in response.content if b.type == "text").strip() or None
+
     async def handle(self, chat_id: int, text: str, input_method: InputMethod = InputMethod.TEXT) -> Reply:
         async with self._locks[chat_id]:
             return await self._turn(chat_id, text, input_method)
@@ -105,7 +149,7 @@ class Orchestrator:
             ChatMessage(chat_id=chat_id, role=Role.USER, content=text, input_method=input_method,
                         tokens=estimate_tokens(text))
         )
-        history = await self.store.recent_messages(chat_id, self.settings.history_token_budget)
+        history = await self._history(chat_id)
         messages = history_messages(history[:-1])
         if len(messages) >= 2:  # cache breakpoint at the end of the previous turn's user message
             for m in reversed(messages):

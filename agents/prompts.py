@@ -96,3 +96,10 @@ Output (trimmed):
 ```
 Fix the code (or the tests, if the tests are wrong) so the suite passes, then reply with a short report.
 """
+
+COMPACTOR = """\
+You compress a chat history between a developer and agentlab (a Telegram bot that drives coding agents)
+into a compact note that replaces the older turns. Keep: decisions made, what the user wants and prefers,
+workspaces and files discussed, tasks and proposals mentioned (with their numbers), open questions, facts
+the user stated. Drop pleasantries and repetition. Write at most 300 words of plain sentences or bullets.
+"""

@@ -12,6 +12,8 @@ import aiosqlite
 from pydantic import BaseModel
 
 from agents.models import (
+    ConversationNote,
+    Criterion,
     ChatMessage,
     Proposal,
     ProposalStatus,
@@ -119,6 +121,62 @@ MIGRATIONS: list[str] = [
     CREATE INDEX usage_time ON usage(created_at);
     CREATE INDEX usage_task ON usage(task_id);
     """,
+    # 2: acceptance criteria of tasks; compacted summaries of long conversations
+    """
+    CREATE TABLE task_criteria (
+        task_id INTEGER NOT NULL,
+        idx INTEGER NOT NULL,
+        text TEXT NOT NULL,
+        verified INTEGER NOT NULL DEFAULT 0,
+        evidence TEXT,
+        PRIMARY KEY (task_id, idx)
+    );
+    CREATE TABLE conversation_notes (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        chat_id INTEGER NOT NULL,
+        up_to_message_id INTEGER NOT NULL,
+        summary TEXT NOT NULL,
+        created_at TEXT NOT NULL
+    );
+    CREATE INDEX conversation_notes_chat ON conversation_notes(chat_id, id);
+    """,
+    # 3: repo map (agents/repo_map.py): per-workspace index of files, their symbols and import edges
+    """
+    CREATE TABLE repo_indexes (
+        workspace TEXT PRIMARY KEY,
+        root TEXT NOT NULL,
+        git_head TEXT,
+        refreshed_at TEXT NOT NULL
+    );
+    CREATE TABLE repo_files (
+        workspace TEXT NOT NULL,
+        path TEXT NOT NULL,
+        mtime_ns INTEGER NOT NULL,
+        size INTEGER NOT NULL,
+        language TEXT,
+        git_head TEXT,
+        summary TEXT NOT NULL DEFAULT '',
+        PRIMARY KEY (workspace, path)
+    ) WITHOUT ROWID;
+    CREATE TABLE repo_symbols (
+        workspace TEXT NOT NULL,
+        path TEXT NOT NULL,
+        name TEXT NOT NULL COLLATE NOCASE,
+        kind TEXT NOT NULL,
+        line INTEGER NOT NULL,
+        signature TEXT NOT NULL,
+        parent TEXT
+    );
+    CREATE INDEX repo_symbols_file ON repo_symbols(workspace, path);
+    CREATE INDEX repo_symbols_name ON repo_symbols(workspace, name);
+    CREATE TABLE repo_imports (
+        workspace TEXT NOT NULL,
+        path TEXT NOT NULL,
+        target TEXT NOT NULL
+    );
+    CREATE INDEX repo_imports_file ON repo_imports(workspace, path);
+    CREATE INDEX repo_imports_target ON repo_imports(workspace, target);
+    """,
 ]
 
 LATEST_VERSION = len(MIGRATIONS)
@@ -214,22 +272,25 @@ class Store:
         message.id = await self._insert("messages", message)
         return message
 
-    async def recent_messages(self, chat_id: int, token_budget: int) -> list[ChatMessage]:
-        """The newest messages of the current conversation whose tokens fit the budget, oldest first."""
+    async def messages_after(self, chat_id: int, after_id: int) -> list[ChatMessage]:
+        """Messages of the current conversation with id > after_id, oldest first."""
         since = await self._conversation_start(chat_id)
-        picked: list[ChatMessage] = []
-        used = 0
-        rows = await self._rows(
-            "SELECT * FROM messages WHERE chat_id = ? AND created_at >= ? ORDER BY id DESC LIMIT 5000", (chat_id, since)
+        return await self._fetch(
+            ChatMessage, "SELECT * FROM messages WHERE chat_id = ? AND id > ? AND created_at >= ? ORDER BY id",
+            (chat_id, after_id, since),
         )
-        for row in rows:
-            message = ChatMessage.model_validate(dict(row))
-            if picked and used + message.tokens > token_budget:
-                break
-            used += message.tokens
-            picked.append(message)
-        picked.reverse()
-        return picked
+
+    async def add_note(self, note: ConversationNote) -> ConversationNote:
+        note.id = await self._insert("conversation_notes", note)
+        return note
+
+    async def latest_note(self, chat_id: int) -> ConversationNote | None:
+        """The newest compacted summary of the current conversation, if any."""
+        since = await self._conversation_start(chat_id)
+        return await self._fetch_one(
+            ConversationNote, "SELECT * FROM conversation_notes WHERE chat_id = ? AND created_at >= ? "
+            "ORDER BY id DESC LIMIT 1", (chat_id, since),
+        )
 
     async def all_messages(self, chat_id: int) -> list[ChatMessage]:
         return await self._fetch(ChatMessage, "SELECT * FROM messages WHERE chat_id = ? ORDER BY id", (chat_id,))
@@ -310,6 +371,19 @@ class Store:
     async def task_events(self, task_id: int) -> list[TaskEvent]:
         return await self._fetch(TaskEvent, "SELECT * FROM task_events WHERE task_id = ? ORDER BY id", (task_id,))
 
+    async def set_criteria(self, task_id: int, criteria: list[str]) -> None:
+        for idx, text in enumerate(criteria, start=1):
+            await self._write("INSERT OR REPLACE INTO task_criteria (task_id, idx, text) VALUES (?, ?, ?)",
+                              (task_id, idx, text))
+
+    async def criteria(self, task_id: int) -> list[Criterion]:
+        return await self._fetch(Criterion, "SELECT * FROM task_criteria WHERE task_id = ? ORDER BY idx", (task_id,))
+
+    async def verify_criterion(self, task_id: int, idx: int, evidence: str) -> bool:
+        _, rows = await self._write("UPDATE task_criteria SET verified = 1, evidence = ? WHERE task_id = ? AND idx = ? "
+                                    "RETURNING idx", (evidence, task_id, idx))
+        return bool(rows)
+
     # ---- audit and usage -----------------------------------------------------------------
     async def record_tool_call(self, record: ToolCallRecord) -> None:
         record.id = await self._insert("tool_calls", record)
@@ -328,6 +402,140 @@ class Store:
         if task_id is not None:
             return await self._fetch(UsageRecord, "SELECT * FROM usage WHERE task_id = ? ORDER BY id", (task_id,))
         return await self._fetch(UsageRecord, "SELECT * FROM usage WHERE created_at >= ? ORDER BY id", (_to_db(since),))
+
+
+    # ---- repo map ------------------------------------------------------------------------
+    # The code index of agents/repo_map.py. Rows are plain tuples / dicts so the store need not import that module.
+
+    async def _write_batch(self, statements: list[tuple[str, list[tuple[Any, ...]]]]) -> None:
+        """Run several executemany statements as one transaction (one index refresh)."""
+        async with self._lock:
+            try:
+                for sql, rows in statements:
+                    if rows:
+                        await self._db.executemany(sql, rows)
+                await self._db.commit()
+            except BaseException:
+                await self._db.rollback()
+                raise
+
+    async def _rows_in(self, sql: str, workspace: str, values: Iterable[Any], chunk: int = 500) -> list[aiosqlite.Row]:
+        """`sql` has `workspace = ?` and one `IN ({marks})`; run it over `values` in chunks."""
+        values = list(dict.fromkeys(values))
+        rows: list[aiosqlite.Row] = []
+        for begin in range(0, len(values), chunk):
+            part = values[begin: begin + chunk]
+            rows += await self._rows(sql.format(marks=", ".join("?" for _ in part)), (workspace, *part))
+        return rows
+
+    async def repo_file_states(self, workspace: str) -> dict[str, tuple[int, int]]:
+        """path → (mtime_ns, size) of every indexed file of the workspace."""
+        rows = await self._rows("SELECT path, mtime_ns, size FROM repo_files WHERE workspace = ?", (workspace,))
+        return {row[0]: (row[1], row[2]) for row in rows}
+
+    async def save_repo_index(
+        self,
+        workspace: str,
+        root: str,
+        git_head: str | None,
+        *,
+        files: list[tuple[str, int, int, str | None, str | None, str]],
+        symbols: list[tuple[str, str, str, int, str, str | None]],
+        imports: list[tuple[str, str]],
+        drop: list[str],
+    ) -> None:
+        """One refresh in one transaction: forget the `drop` paths, then store the (re)parsed files.
+
+        files: (path, mtime_ns, size, language, git_head, summary) · symbols: (path, name, kind, line, signature,
+        parent) · imports: (path, target).
+        """
+        gone = [(workspace, path) for path in drop]
+        await self._write_batch([
+            ("DELETE FROM repo_files WHERE workspace = ? AND path = ?", gone),
+            ("DELETE FROM repo_symbols WHERE workspace = ? AND path = ?", gone),
+            ("DELETE FROM repo_imports WHERE workspace = ? AND path = ?", gone),
+            ("INSERT OR REPLACE INTO repo_files (workspace, path, mtime_ns, size, language, git_head, summary) "
+             "VALUES (?, ?, ?, ?, ?, ?, ?)", [(workspace, *row) for row in files]),
+            ("INSERT INTO repo_symbols (workspace, path, name, kind, line, signature, parent) "
+             "VALUES (?, ?, ?, ?, ?, ?, ?)", [(workspace, *row) for row in symbols]),
+            ("INSERT INTO repo_imports (workspace, path, target) VALUES (?, ?, ?)", [(workspace, *row) for row in imports]),
+            ("INSERT INTO repo_indexes (workspace, root, git_head, refreshed_at) VALUES (?, ?, ?, ?) "
+             "ON CONFLICT(workspace) DO UPDATE SET root = excluded.root, git_head = excluded.git_head, "
+             "refreshed_at = excluded.refreshed_at", [(workspace, root, git_head, _to_db(utcnow()))]),
+        ])
+
+    async def repo_index_info(self, workspace: str) -> dict[str, Any] | None:
+        """root, git_head and refreshed_at of the workspace's last refresh, or None if never indexed."""
+        rows = await self._rows("SELECT * FROM repo_indexes WHERE workspace = ?", (workspace,))
+        return dict(rows[0]) if rows else None
+
+    async def repo_file_list(self, workspace: str) -> list[dict[str, Any]]:
+        """The indexed text files: path, size, language, summary, mtime_ns."""
+        rows = await self._rows(
+            "SELECT path, size, language, summary, mtime_ns FROM repo_files "
+            "WHERE workspace = ? AND language IS NOT 'binary'", (workspace,),
+        )
+        return [dict(row) for row in rows]
+
+    async def repo_file_count(self, workspace: str) -> int:
+        rows = await self._rows(
+            "SELECT count(*) FROM repo_files WHERE workspace = ? AND language IS NOT 'binary'", (workspace,)
+        )
+        return int(rows[0][0])
+
+    async def repo_symbols_of(self, workspace: str, paths: Iterable[str]) -> list[dict[str, Any]]:
+        """Symbols of the given files: path, name, kind, line, signature, parent."""
+        rows = await self._rows_in(
+            "SELECT path, name, kind, line, signature, parent FROM repo_symbols "
+            "WHERE workspace = ? AND path IN ({marks}) ORDER BY path, line", workspace, paths,
+        )
+        return [dict(row) for row in rows]
+
+    async def repo_symbol_files(self, workspace: str, names: Iterable[str]) -> list[tuple[str, str]]:
+        """(path, name) of every symbol whose name is exactly (case-sensitively) one of `names`."""
+        wanted = set(names)
+        rows = await self._rows_in(
+            "SELECT DISTINCT path, name FROM repo_symbols WHERE workspace = ? AND name IN ({marks})", workspace, wanted,
+        )
+        return sorted((row[0], row[1]) for row in rows if row[1] in wanted)
+
+    async def repo_importers(self, workspace: str, targets: Iterable[str]) -> list[tuple[str, str]]:
+        """(path, target) of the files that import any of `targets`."""
+        rows = await self._rows_in(
+            "SELECT path, target FROM repo_imports WHERE workspace = ? AND target IN ({marks})", workspace, targets,
+        )
+        return [(row[0], row[1]) for row in rows]
+
+    async def repo_imports_of(self, workspace: str, paths: Iterable[str]) -> list[tuple[str, str]]:
+        """(path, target) of what the given files import."""
+        rows = await self._rows_in(
+            "SELECT path, target FROM repo_imports WHERE workspace = ? AND path IN ({marks})", workspace, paths,
+        )
+        return [(row[0], row[1]) for row in rows]
+
+    async def search_repo_symbols(
+        self, workspace: str, query: str, parent: str | None = None, limit: int = 50
+    ) -> list[dict[str, Any]]:
+        """Symbols named `query` (case-insensitive): exact matches, then prefix, then substring matches."""
+        like = query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        where, params = ["workspace = ?", "name LIKE ? ESCAPE '\\'"], [workspace, f"%{like}%"]
+        if parent:
+            where.append("(parent = ? COLLATE NOCASE OR parent LIKE ? ESCAPE '\\')")
+            params += [parent, "%." + parent.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")]
+        rows = await self._rows(
+            "SELECT path, name, kind, line, signature, parent, "
+            "CASE WHEN name = ? THEN 0 WHEN name LIKE ? ESCAPE '\\' THEN 1 ELSE 2 END AS rank "
+            f"FROM repo_symbols WHERE {' AND '.join(where)} ORDER BY rank, length(name), path, line LIMIT ?",
+            (query, f"{like}%", *params, limit),
+        )
+        return [dict(row) for row in rows]
+
+    async def delete_repo_index(self, workspace: str) -> None:
+        """Forget everything indexed for the workspace."""
+        await self._write_batch([
+            (f"DELETE FROM {table} WHERE workspace = ?", [(workspace,)])
+            for table in ("repo_files", "repo_symbols", "repo_imports", "repo_indexes")
+        ])
 
 
 def start_of_day(now: datetime | None = None) -> datetime:

@@ -11,7 +11,7 @@ import anthropic
 
 from agents import git_repo, prompts
 from agents.llm import explain_api_error, usage_record
-from agents.models import Proposal, ProposalStatus, Task, TaskEvent, TaskStatus, WorkerKind, utcnow
+from agents.models import Criterion, Proposal, ProposalStatus, Task, TaskEvent, TaskStatus, WorkerKind, utcnow
 from agents.notify import Button, Notifier
 from agents.screenshot import find_chromium, screenshot_tool_result
 from agents.settings import Settings
@@ -66,12 +66,13 @@ class Progress:
         self.step = "starting"
         self.last_edit = 0.0
         self.message_id = task.progress_message_id
+        self.criteria = ""  # e.g. "2/3 criteria"
 
     def text(self) -> str:
         t = self.task
         elapsed = int(time.monotonic() - self.started)
         return (f"⏳ **Task #{t.id}** · {t.worker.value} worker · `{t.workspace}`\n{trim(t.title, 120)}\n"
-                f"{elapsed // 60}m{elapsed % 60:02d}s · {self.step}")
+                f"{elapsed // 60}m{elapsed % 60:02d}s · {self.step}" + (f" · {self.criteria}" if self.criteria else ""))
 
     async def open(self) -> None:
         if self.message_id is None:
@@ -131,11 +132,22 @@ class TaskExecutor:
                 await self.notifier.send_photo(task.chat_id, png, caption=f"Task #{task.id}: {caption}")
             return result
 
+        async def verify(index: int, evidence: str) -> str:
+            if not await self.store.verify_criterion(task.id, int(index), str(evidence)[:2000]):
+                count = len(await self.store.criteria(task.id))
+                raise ToolError(f"there is no criterion {index}; the criteria are numbered 1..{count}")
+            criteria = await self.store.criteria(task.id)
+            done = sum(c.verified for c in criteria)
+            progress.criteria = f"{done}/{len(criteria)} criteria"
+            await progress.update(f"verified criterion {index}")
+            return f"criterion {index} verified ({done}/{len(criteria)})"
+
         async def on_usage(response: anthropic.types.Message) -> None:
             await self.store.record_usage(usage_record(response, f"{task.worker.value}-worker", task.chat_id, task.id))
 
         toolbox = Toolbox(
-            worker_tools(task.worker, root, self.settings.command_timeout_seconds, screenshot),
+            worker_tools(task.worker, root, self.settings.command_timeout_seconds, screenshot,
+                         verify if task.worker is not WorkerKind.RESEARCH else None),
             Audit(self.store, agent=f"{task.worker.value}-worker", chat_id=task.chat_id, task_id=task.id),
         )
         return Worker(client=self.client, model=self.settings.worker_model, system=ROLE_PROMPTS[task.worker],
@@ -162,6 +174,13 @@ class TaskExecutor:
             await self.set_status(task, TaskStatus.FAILED, error=str(err))
             await progress.close("✖ failed")
             await self.notifier.send(task.chat_id, f"✖ **Task #{task.id} failed**: {trim(str(err), 800)}")
+
+    def first_turn(self, task: Task, criteria: list[Criterion]) -> str:
+        if not criteria:
+            return task.instructions
+        listed = "\n".join(f"{c.idx}. {c.text}" for c in criteria)
+        return (f"{task.instructions}\n\nAcceptance criteria (when one holds, call verify_criterion with its number "
+                f"and the evidence; the task is only done when all are verified):\n{listed}")
 
     # ---- research → proposal -------------------------------------------------------------
     async def _research(self, task: Task, progress: Progress) -> None:
@@ -194,9 +213,12 @@ class TaskExecutor:
         await self.store.update_task(task.id, branch=tree.branch, base_branch=tree.base_branch,
                                      base_commit=tree.base_commit, worktree=str(tree.path))
         worker = self.make_worker(task, tree.path, progress)
+        criteria = await self.store.criteria(task.id)
+        if criteria:
+            progress.criteria = f"{sum(c.verified for c in criteria)}/{len(criteria)} criteria"
         resumed = bool(task.result)  # an interrupted task carries what was done before
-        first = task.instructions if not resumed else (
-            f"{task.instructions}\n\n(This task was interrupted and is being resumed on the same branch. Notes from "
+        first = self.first_turn(task, criteria) if not resumed else (
+            f"{self.first_turn(task, criteria)}\n\n(This task was interrupted and is being resumed on the same branch. Notes from "
             f"before: {task.result}. Check the current state of the files before continuing.)")
         result = await worker.run(first)
         commit = await git_repo.commit_all(tree, f"{task.title}\n\nagentlab task #{task.id}", self.identity)
@@ -223,17 +245,25 @@ class TaskExecutor:
     async def _finish(self, task: Task, progress: Progress, tree: git_repo.TaskWorktree, result: WorkerResult,
                       outcome: TestOutcome | None, corrections: int, commits: list[git_repo.CommitResult]) -> None:
         last = commits[-1] if commits else None
+        criteria = await self.store.criteria(task.id)
+        unverified = [c for c in criteria if not c.verified]
         if not result.finished:
             status, headline = TaskStatus.FAILED, f"✖ Task #{task.id} stopped: {result.reason(self.limits())}"
         elif outcome is not None and outcome.status is TestStatus.failed:
             status, headline = TaskStatus.BLOCKED, (
                 f"⛔ Task #{task.id} blocked: tests still fail after {corrections} correction"
                 f"{'s' if corrections != 1 else ''}")
+        elif unverified:
+            status, headline = TaskStatus.BLOCKED, (
+                f"⚠ Task #{task.id} not done: {len(unverified)} of {len(criteria)} acceptance criteria unverified")
         else:
             status, headline = TaskStatus.COMPLETED, f"✔ Task #{task.id} done"
         lines = [f"**{headline}** · `{task.workspace}`", ""]
         if result.report:
             lines += ["**Worker's report:**", trim(result.report, REPORT_LIMIT), ""]
+        if criteria:
+            lines.append(f"**Criteria:** {len(criteria) - len(unverified)}/{len(criteria)} verified")
+            lines += [f"{'✔' if c.verified else '✖'} {c.idx}. {trim(c.text, 150)}" for c in criteria]
         if outcome is None:
             lines.append("**Tests:** not run (the worker did not finish)")
         elif outcome.status is TestStatus.no_tests:

@@ -16,7 +16,8 @@ class WorkDesk(Protocol):
     """What the orchestrator's work tools do; every method returns text for the model."""
 
     async def start_research(self, chat_id: int, workspace: str, request: str) -> str: ...
-    async def start_task(self, chat_id: int, workspace: str, worker: str, instructions: str, background: bool) -> str: ...
+    async def start_task(self, chat_id: int, workspace: str, worker: str, instructions: str, background: bool,
+                         acceptance_criteria: list[str] | None = None) -> str: ...
     async def approve_proposal(self, chat_id: int, proposal_id: int | None) -> str: ...
     async def reject_proposal(self, chat_id: int, proposal_id: int | None, reason: str | None) -> str: ...
     async def list_tasks(self, chat_id: int) -> str: ...
@@ -56,8 +57,9 @@ def orchestrator_tools(workspaces: Workspaces, desk: WorkDesk, chat_id: int) -> 
     async def start_research(workspace: str, request: str) -> str:
         return await desk.start_research(chat_id, workspace, request)
 
-    async def start_task(workspace: str, worker: str, instructions: str, background: bool = True) -> str:
-        return await desk.start_task(chat_id, workspace, worker, instructions, background)
+    async def start_task(workspace: str, worker: str, instructions: str, background: bool = True,
+                         acceptance_criteria: list[str] | None = None) -> str:
+        return await desk.start_task(chat_id, workspace, worker, instructions, background, acceptance_criteria)
 
     async def approve_proposal(proposal_id: int | None = None) -> str:
         return await desk.approve_proposal(chat_id, proposal_id)
@@ -88,7 +90,9 @@ def orchestrator_tools(workspaces: Workspaces, desk: WorkDesk, chat_id: int) -> 
              {"workspace": _WORKSPACE,
               "worker": prop("string", "code, frontend or test", enum=workers),
               "instructions": prop("string", "complete, self-contained instructions for the worker"),
-              "background": prop("boolean", "true: run in the background and notify when done; false: wait for it")},
+              "background": prop("boolean", "true: run in the background and notify when done; false: wait for it"),
+              "acceptance_criteria": prop("array", "2-5 checkable statements that define done (written from the "
+                                          "request); the worker verifies each", items={"type": "string"})},
              start_task, ["workspace", "worker", "instructions", "background"]),
         Tool("approve_proposal", "Approve a pending proposal and start a code worker on it. No id: the latest pending one.",
              {"proposal_id": prop("integer", "proposal id (optional)")}, approve_proposal),
@@ -104,8 +108,12 @@ def orchestrator_tools(workspaces: Workspaces, desk: WorkDesk, chat_id: int) -> 
 Screenshotter = Callable[[Path, str], Awaitable[ToolResult]]
 
 
+Verifier = Callable[[int, str], Awaitable[str]]
+
+
 def worker_tools(
-    kind: WorkerKind, root: Path, command_timeout: float, screenshot: Screenshotter | None = None
+    kind: WorkerKind, root: Path, command_timeout: float, screenshot: Screenshotter | None = None,
+    verify: Verifier | None = None,
 ) -> list[Tool]:
     """The tools of one worker role, all confined to `root` (the task's worktree)."""
 
@@ -146,6 +154,13 @@ def worker_tools(
              f"Run a shell command in the workspace root (bash; timeout {int(command_timeout)} s; output trimmed).",
              {"command": prop("string", "the command line")}, run, ["command"]),
     ]
+    if verify is not None:
+        tools.append(Tool("verify_criterion",
+                          "Mark acceptance criterion number `index` as verified, with the evidence (test run, command "
+                          "output, file content) that shows it holds. Only verify what you have checked.",
+                          {"index": prop("integer", "criterion number (1-based)"),
+                           "evidence": prop("string", "what shows the criterion holds")},
+                          verify, ["index", "evidence"]))
     if kind is WorkerKind.FRONTEND and screenshot is not None:
         async def take_screenshot(target: str) -> ToolResult:
             return await screenshot(root, target)

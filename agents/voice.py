@@ -154,7 +154,8 @@ def _decode(data: bytes, max_seconds: float) -> np.ndarray:
         limit = max_seconds + DURATION_GRACE_SECONDS
         declared = _declared_seconds(container, stream)
         if declared is not None and declared > limit:
-            raise AudioError(TOO_LONG_MESSAGE.format(length=format_duration(declared), limit=format_duration(max_seconds)))
+            length, most = format_duration(declared), format_duration(max_seconds)
+            raise AudioError(TOO_LONG_MESSAGE.format(length=length, limit=most))
         return _decode_stream(container, stream, max_samples=int(limit * SAMPLE_RATE), max_seconds=max_seconds)
 
 
@@ -376,7 +377,8 @@ class Transcriber:
             raise
         except Exception as exc:  # unforeseen: still a clear state and message, never a dead worker
             log.exception("speech model not loaded")
-            self._fail(f"The speech model '{self.model_name}' could not be loaded: {type(exc).__name__}: {_first_line(exc)}.")
+            detail = f"{type(exc).__name__}: {_first_line(exc)}"
+            self._fail(f"The speech model '{self.model_name}' could not be loaded: {detail}.")
             raise ModelUnavailable(self._load_error or "") from exc
         with self._lock:
             if self._closed:
@@ -399,7 +401,8 @@ class Transcriber:
             code = code if code in LANGUAGES else TO_LANGUAGE_CODE.get(code, "")
             if not code:
                 raise ModelUnavailable(
-                    f"The speech model '{label}' could not be loaded: '{self.language}' is not a language whisper knows."
+                    f"The speech model '{label}' could not be loaded: "
+                    f"'{self.language}' is not a language whisper knows."
                 )
             self._language_code = code
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,6 +34,7 @@ from tests.fakes.telegram_server import FakeTelegram  # noqa: E402
 
 WARMUP = 5
 MESSAGES = 100
+ROUNDS = 5  # the two bots take turns, ROUNDS blocks of MESSAGES/ROUNDS each, so load drift hits both alike
 TARGET = 1.3
 # Pause between messages (not counted). Both bots send ≤ 2 requests per answer; PTB's AIORateLimiter in agentlab
 # allows 30 requests/s overall (Telegram's limit), so back-to-back answers faster than ~15/s would measure the
@@ -52,24 +54,6 @@ async def wait_transcriber_settled(runtime: object, timeout: float = 120.0) -> f
     return time.perf_counter() - started
 
 
-async def bench_agentlab(tg: FakeTelegram, claude: FakeAnthropic, clock: ServerClock, tmp: Path) -> dict:
-    settings = agentlab_settings(tg, claude, tmp)
-    clock.reset()
-    started = time.perf_counter()
-    bot = await start_bot(settings, tg, claude)
-    try:
-        startup = await wait_first_get_updates(clock, started)
-        speech_settle = await wait_transcriber_settled(bot.runtime)
-        await measure_replies(tg, questions(WARMUP), gap=GAP_SECONDS)
-        clock.reset()
-        latencies = await measure_replies(tg, questions(MESSAGES, WARMUP), gap=GAP_SECONDS)
-        server = clock.mean_ms()
-    finally:
-        await stop_polling(bot.app)
-    return {"startup_s": startup, "speech_settle_s": speech_settle, "latency": LatencySummary.of(latencies),
-            "server_ms": server, "claude_calls": clock.count("anthropic./v1/messages") / MESSAGES}
-
-
 def bare_application(tg: FakeTelegram, claude: FakeAnthropic) -> tuple[Application, anthropic.AsyncAnthropic]:
     """The minimal bot: one handler, one Messages call, one reply. No rate limiter, no store, no rendering."""
     client = anthropic.AsyncAnthropic(api_key="sk-test", base_url=claude.url, max_retries=0)
@@ -85,25 +69,77 @@ def bare_application(tg: FakeTelegram, claude: FakeAnthropic) -> tuple[Applicati
     return app, client
 
 
-async def bench_bare(tg: FakeTelegram, claude: FakeAnthropic, clock: ServerClock) -> dict:
+async def resume_polling(app: Application) -> None:
+    await app.updater.start_polling(poll_interval=0.0, timeout=1, allowed_updates=Update.ALL_TYPES)
+
+
+@dataclass
+class Contender:
+    """One bot under measurement: its app, its chat, its samples."""
+
+    name: str
+    app: Application
+    user_id: int
+    startup_s: float
+    samples: list[float] = field(default_factory=list)
+    server_ms: list[dict[str, float]] = field(default_factory=list)
+
+    async def measure_block(self, tg: FakeTelegram, clock: ServerClock, count: int, first: int) -> None:
+        await resume_polling(self.app)
+        await measure_replies(tg, questions(1, first), user_id=self.user_id, gap=GAP_SECONDS)  # after the switch
+        clock.reset()
+        self.samples += await measure_replies(tg, questions(count, first + 1), user_id=self.user_id, gap=GAP_SECONDS)
+        self.server_ms.append(clock.mean_ms())
+        await self.app.updater.stop()
+
+    def server_means(self) -> dict[str, float]:
+        keys = {key for block in self.server_ms for key in block}
+        return {key: sum(b.get(key, 0.0) for b in self.server_ms) / len(self.server_ms) for key in sorted(keys)}
+
+
+async def start_agentlab(tg: FakeTelegram, claude: FakeAnthropic, clock: ServerClock, tmp: Path) -> tuple[Contender, float]:
+    settings = agentlab_settings(tg, claude, tmp)
+    clock.reset()
+    started = time.perf_counter()
+    bot = await start_bot(settings, tg, claude)
+    startup = await wait_first_get_updates(clock, started)
+    speech_settle = await wait_transcriber_settled(bot.runtime)
+    await measure_replies(tg, questions(WARMUP), gap=GAP_SECONDS)
+    await bot.app.updater.stop()
+    return Contender("agentlab", bot.app, USER_ID, startup), speech_settle
+
+
+async def start_bare(tg: FakeTelegram, claude: FakeAnthropic, clock: ServerClock) -> tuple[Contender, anthropic.AsyncAnthropic]:
     clock.reset()
     started = time.perf_counter()
     app, client = bare_application(tg, claude)
     await app.initialize()
     await app.start()
-    await app.updater.start_polling(poll_interval=0.0, timeout=1, allowed_updates=Update.ALL_TYPES)
+    await resume_polling(app)
+    startup = await wait_first_get_updates(clock, started)
+    await measure_replies(tg, questions(WARMUP), user_id=BARE_USER_ID, gap=GAP_SECONDS)
+    await app.updater.stop()
+    return Contender("bare", app, BARE_USER_ID, startup), client
+
+
+async def run_contenders(tg: FakeTelegram, claude: FakeAnthropic, tmp: Path) -> tuple[Contender, Contender, float]:
+    clock = ServerClock(tg, claude).install()
+    bare, client = await start_bare(tg, claude, clock)  # first, so agentlab's whisper import cannot slow it
+    agentlab = None
     try:
-        startup = await wait_first_get_updates(clock, started)
-        await measure_replies(tg, questions(WARMUP), user_id=BARE_USER_ID, gap=GAP_SECONDS)
-        clock.reset()
-        latencies = await measure_replies(tg, questions(MESSAGES, WARMUP), user_id=BARE_USER_ID, gap=GAP_SECONDS)
-        server = clock.mean_ms()
+        agentlab, speech_settle = await start_agentlab(tg, claude, clock, tmp)
+        per_block = MESSAGES // ROUNDS
+        for round_no in range(ROUNDS):
+            order = (bare, agentlab) if round_no % 2 == 0 else (agentlab, bare)
+            for contender in order:
+                await contender.measure_block(tg, clock, per_block, 1000 * (round_no + 1))
     finally:
-        await app.updater.stop()
-        await app.stop()
-        await app.shutdown()
+        if agentlab is not None:
+            await stop_polling(agentlab.app)
+        await bare.app.stop()
+        await bare.app.shutdown()
         await client.close()
-    return {"startup_s": startup, "latency": LatencySummary.of(latencies), "server_ms": server}
+    return agentlab, bare, speech_settle
 
 
 def print_server_times(name: str, server_ms: dict[str, float]) -> None:
@@ -115,35 +151,33 @@ async def main() -> dict:
     quiet_logging()
     with running_fakes() as (tg, claude), temp_workspace() as tmp:
         claude.handler = lambda _body: claude_says.text(ANSWER)
-        clock = ServerClock(tg, claude).install()
-        bare = await bench_bare(tg, claude, clock)
-        agentlab = await bench_agentlab(tg, claude, clock, tmp)
+        agentlab, bare, speech_settle = await run_contenders(tg, claude, tmp)
 
-    a, b = agentlab["latency"], bare["latency"]
+    a, b = LatencySummary.of(agentlab.samples), LatencySummary.of(bare.samples)
     ratio_p50, ratio_p95, ratio_mean = a.p50 / b.p50, a.p95 / b.p95, a.mean / b.mean
     info = machine()
-    print(f"Direct-answer overhead — {MESSAGES} sequential messages after {WARMUP} warm-up, {GAP_SECONDS * 1000:.0f} ms "
-          f"idle between messages; {info['date']}, {info['nproc']} CPUs, {info['cpu']}, Python {info['python']}")
+    print(f"Direct-answer overhead: {MESSAGES} sequential messages per bot ({ROUNDS} alternating blocks, after "
+          f"{WARMUP} warm-up), {GAP_SECONDS * 1000:.0f} ms idle between messages; {info['date']}, {info['nproc']} CPUs, "
+          f"{info['cpu']}, Python {info['python']}")
     print(f"  agentlab  {a.line()}")
     print(f"  bare      {b.line()}")
     print(f"  ratio agentlab/bare: p50 {ratio_p50:.2f}×   p95 {ratio_p95:.2f}×   mean {ratio_mean:.2f}×   "
-          f"target {verdict(ratio_p95, TARGET)} (p95), {verdict(ratio_p50, TARGET)} (p50)")
-    print(f"  agentlab extra per answer: p50 +{a.p50 - b.p50:.2f} ms, p95 +{a.p95 - b.p95:.2f} ms")
-    print_server_times("agentlab", agentlab["server_ms"])
-    print_server_times("bare", bare["server_ms"])
-    print(f"  start-up to first getUpdates: agentlab {agentlab['startup_s'] * 1000:.0f} ms, "
-          f"bare {bare['startup_s'] * 1000:.0f} ms "
-          f"(agentlab's speech model load settled {agentlab['speech_settle_s']:.1f} s after that, in its own thread)")
+          f"target {verdict(ratio_p50, TARGET)} (p50), {verdict(ratio_p95, TARGET)} (p95)")
+    print(f"  agentlab's extra time per answer: p50 +{a.p50 - b.p50:.2f} ms, p95 +{a.p95 - b.p95:.2f} ms")
+    print_server_times("agentlab", agentlab.server_means())
+    print_server_times("bare", bare.server_means())
+    print(f"  start-up to first getUpdates: agentlab {agentlab.startup_s * 1000:.0f} ms, bare {bare.startup_s * 1000:.0f} ms "
+          f"(agentlab's speech model load, in its own thread, settled {speech_settle:.1f} s later)")
     print("  Note: the fakes answer with zero latency, so this ratio is an upper bound on the relative overhead; with the "
-          "real APIs (hundreds of ms to seconds per call) the same absolute overhead is a few percent.")
+          "real APIs (hundreds of ms to seconds per call) the same absolute overhead is a few percent of an answer.")
     return {
-        "bench": "overhead", **info, "messages": MESSAGES, "warmup": WARMUP, "gap_ms": GAP_SECONDS * 1000,
-        "agentlab": a.as_dict(), "bare": b.as_dict(),
+        "bench": "overhead", **info, "messages": MESSAGES, "warmup": WARMUP, "rounds": ROUNDS,
+        "gap_ms": GAP_SECONDS * 1000, "agentlab": a.as_dict(), "bare": b.as_dict(),
         "ratio_p50": round(ratio_p50, 3), "ratio_p95": round(ratio_p95, 3), "ratio_mean": round(ratio_mean, 3),
         "target_ratio": TARGET, "target_met": ratio_p95 <= TARGET and ratio_p50 <= TARGET,
-        "startup_ms": {"agentlab": round(agentlab["startup_s"] * 1000, 1), "bare": round(bare["startup_s"] * 1000, 1)},
-        "fake_server_ms": {"agentlab": {k: round(v, 3) for k, v in agentlab["server_ms"].items()},
-                           "bare": {k: round(v, 3) for k, v in bare["server_ms"].items()}},
+        "startup_ms": {"agentlab": round(agentlab.startup_s * 1000, 1), "bare": round(bare.startup_s * 1000, 1)},
+        "fake_server_ms": {"agentlab": {k: round(v, 3) for k, v in agentlab.server_means().items()},
+                           "bare": {k: round(v, 3) for k, v in bare.server_means().items()}},
     }
 
 

@@ -21,6 +21,7 @@ import asyncio
 import gc
 import json
 import math
+import os
 import shutil
 import statistics
 import subprocess
@@ -36,7 +37,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from agents.voice import SAMPLE_RATE, Transcriber, transcribe_options  # noqa: E402
+from agents.voice import Transcriber, transcribe_options  # noqa: E402
 from tests.fakes.whisper_checkpoint import make_ogg_opus, sized_checkpoint, speech, tone_mix  # noqa: E402
 
 CACHE = REPO / "bench" / ".cache"
@@ -85,41 +86,68 @@ def decode_with_subprocess(path: Path) -> np.ndarray:
     raw = subprocess.run(
         [sys.executable, "-c", SUBPROCESS_DECODER, str(path)], capture_output=True, check=True, timeout=300
     ).stdout
-    return np.frombuffer(raw, dtype=np.float32)
+    return np.frombuffer(bytearray(raw), dtype=np.float32)  # writable, as torch wants
 
 
-def naive_once(checkpoint: Path, data: bytes, options: dict[str, Any], workdir: Path, use_ffmpeg: bool) -> float:
-    """(b): load the model, write the file, decode it in another process, transcribe. Returns seconds."""
+def naive_once(
+    checkpoint: Path, data: bytes, options: dict[str, Any], workdir: Path, use_ffmpeg: bool
+) -> dict[str, float]:
+    """(b): load the model, write the file, decode it in another process, transcribe. Returns seconds per stage."""
     import whisper
 
     started = time.perf_counter()
     model = whisper.load_model(str(checkpoint), device="cpu")
+    loaded = time.perf_counter()
     path = workdir / "voice-note.ogg"
     path.write_bytes(data)
-    audio: str | np.ndarray = str(path) if use_ffmpeg else decode_with_subprocess(path)
+    if use_ffmpeg:  # whisper.transcribe runs ffmpeg itself: its decode time is inside "transcribe"
+        audio: str | np.ndarray = str(path)
+    else:
+        audio = decode_with_subprocess(path)
+    decoded = time.perf_counter()
     result = whisper.transcribe(model, audio, **options)
-    elapsed = time.perf_counter() - started
+    finished = time.perf_counter()
     assert isinstance(result["text"], str)
     del model
     gc.collect()
-    return elapsed
+    return {
+        "total": finished - started,
+        "load": loaded - started,
+        "decode": decoded - loaded,
+        "transcribe": finished - decoded,
+    }
 
 
-async def pipeline_runs(checkpoint: Path, data: bytes, tokens: int, repeats: int) -> list[float]:
-    """(a): one resident Transcriber, loaded and warmed up before the clock starts."""
+async def measure(
+    checkpoint: Path, data: bytes, tokens: int, repeats: int, workdir: Path, use_ffmpeg: bool
+) -> tuple[list[dict[str, float]], list[dict[str, float]]]:
+    """Interleave (a) and (b) runs (a, b, a, b, ...) so that both see the same machine load.
+
+    (a) is one resident Transcriber, loaded and warmed up before the clock starts; (b) is warmed up once too.
+    """
+    options = transcribe_options(None, tokens, fp16=False)
     transcriber = Transcriber(str(checkpoint), None, max_seconds=600.0, device="cpu", max_tokens_per_window=tokens)
     try:
         await transcriber.wait_ready()
         await transcriber.transcribe(data)  # warm-up, untimed
-        runs = []
+        naive_once(checkpoint, data, options, workdir, use_ffmpeg)  # warm-up, untimed
+        a_runs, b_runs = [], []
         for _ in range(repeats):
             started = time.perf_counter()
             transcript = await transcriber.transcribe(data)
-            runs.append(time.perf_counter() - started)
+            total = time.perf_counter() - started
             assert isinstance(transcript.text, str)
-        return runs
+            a_runs.append(
+                {"total": total, "decode": transcript.decode_seconds, "transcribe": transcript.transcribe_seconds}
+            )
+            b_runs.append(naive_once(checkpoint, data, options, workdir, use_ffmpeg))
+        return a_runs, b_runs
     finally:
         transcriber.close()
+
+
+def medians(runs: list[dict[str, float]]) -> dict[str, float]:
+    return {stage: round(statistics.median(run[stage] for run in runs), 3) for stage in runs[0]}
 
 
 def tokens_for(seconds: int, tokens_per_second: float, fixed: int | None) -> int:
@@ -130,6 +158,7 @@ def run(
     sizes: list[str], lengths: list[int], repeats: int, tokens_per_second: float, fixed_tokens: int | None
 ) -> dict[str, Any]:
     use_ffmpeg = shutil.which("ffmpeg") is not None
+    load_before = os.getloadavg()[0]
     CACHE.mkdir(parents=True, exist_ok=True)
     notes = {seconds: make_note(seconds) for seconds in lengths}
     audio_kind = next(iter(notes.values()))[1]
@@ -142,24 +171,23 @@ def run(
             for seconds in lengths:
                 data = notes[seconds][0]
                 tokens = tokens_for(seconds, tokens_per_second, fixed_tokens)
-                options = transcribe_options(None, tokens, fp16=False)
-                progress(f"{size}, {seconds} s note, <= {tokens} tokens per window: (a) ...")
-                a_runs = asyncio.run(pipeline_runs(checkpoint, data, tokens, repeats))
-                progress(f"{size}, {seconds} s note: (b) ...")
-                naive_once(checkpoint, data, options, workdir, use_ffmpeg)  # warm-up, untimed
-                b_runs = [naive_once(checkpoint, data, options, workdir, use_ffmpeg) for _ in range(repeats)]
-                a, b = statistics.median(a_runs), statistics.median(b_runs)
+                progress(f"{size}, {seconds} s note, <= {tokens} tokens per window: (a) and (b), interleaved ...")
+                a_runs, b_runs = asyncio.run(measure(checkpoint, data, tokens, repeats, workdir, use_ffmpeg))
+                a = statistics.median(run["total"] for run in a_runs)
+                b = statistics.median(run["total"] for run in b_runs)
                 results.append({
                     "model": size,
                     "note_seconds": seconds,
                     "tokens_per_window": tokens,
                     "a_seconds": round(a, 3),
                     "b_seconds": round(b, 3),
-                    "a_runs": [round(x, 3) for x in a_runs],
-                    "b_runs": [round(x, 3) for x in b_runs],
                     "ratio_b_over_a": round(b / a, 2),
                     "rtf_a": round(a / seconds, 3),
                     "rtf_b": round(b / seconds, 3),
+                    "a_stages": medians(a_runs),
+                    "b_stages": medians(b_runs),
+                    "a_runs": [round(run["total"], 3) for run in a_runs],
+                    "b_runs": [round(run["total"], 3) for run in b_runs],
                 })
     checked = [r for r in results if r["note_seconds"] == TARGET_NOTE_SECONDS]
     return {
@@ -169,6 +197,11 @@ def run(
         "audio": f"{audio_kind}, OGG/Opus {NOTE_RATE // 1000} kHz mono, generated in memory",
         "weights": "random, real whisper dims",
         "decoding": "temperature 0, no previous-text conditioning, no timestamps, same token cap in (a) and (b)",
+        "machine": {
+            "cpus": os.cpu_count(),
+            "load_average_before": round(load_before, 2),
+            "load_average_after": round(os.getloadavg()[0], 2),
+        },
         "b_decoder": "ffmpeg binary (whisper.load_audio)" if use_ffmpeg
         else "ffmpeg not installed: `python -c` PyAV decoder subprocess writing float32 to stdout stands in for it",
         "results": results,
@@ -183,7 +216,7 @@ def run(
 
 def render(report: dict[str, Any]) -> str:
     lines = [
-        f"voice notes, download to transcript ({report['statistic']} of {report['repeats']} runs)",
+        f"voice notes, download to transcript ({report['statistic']} of {report['repeats']} interleaved runs)",
         f"  audio:    {report['audio']}",
         f"  weights:  {report['weights']}",
         f"  decoding: {report['decoding']}",
@@ -196,6 +229,18 @@ def render(report: dict[str, Any]) -> str:
         lines.append(
             f"{r['model']:<6} {r['note_seconds']:>4} s {r['tokens_per_window']:>6} {r['a_seconds']:>8.2f} "
             f"{r['b_seconds']:>8.2f} {r['ratio_b_over_a']:>5.2f}x {r['rtf_a']:>8.3f} {r['rtf_b']:>8.3f}"
+        )
+    machine = report["machine"]
+    busiest = max(machine["load_average_before"], machine["load_average_after"])
+    if machine["cpus"] and busiest > 0.5 * machine["cpus"]:
+        lines += ["", f"note: the machine was busy (load average up to {busiest:.1f} on {machine['cpus']} CPUs); "
+                      "the figures are noisy"]
+    lines += ["", "stages (median s): (a) decode + transcribe | (b) model load + decode + transcribe"]
+    for r in report["results"]:
+        a, b = r["a_stages"], r["b_stages"]
+        lines.append(
+            f"{r['model']:<6} {r['note_seconds']:>4} s   (a) {a['decode']:.2f} + {a['transcribe']:.2f}"
+            f"   | (b) {b['load']:.2f} + {b['decode']:.2f} + {b['transcribe']:.2f}"
         )
     target = report["target"]
     if target["checked"]:

@@ -1,38 +1,258 @@
-"""The `agentlab` command: `agentlab run` (default) starts the bot; `agentlab --help` lists the subcommands."""
+"""The `agentlab` command: `run` (the default) starts the bot, `doctor` checks the setup, `init` writes `.env`.
+
+`agentlab run` uses long polling, or a webhook when WEBHOOK_URL is set. Logs are text by default; with
+LOG_FORMAT=json (or AGENTLAB_LOG_FORMAT=json) every record is one JSON object per line, carrying `chat` and
+`task` ids whenever the message names them (`chat 42`, `task 7`), so `jq 'select(.task == 7)'` follows a task.
+"""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import json
 import logging
+import os
+import re
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TextIO
 
 from agents.settings import SettingsError, load_settings
 
+TEXT_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+_NOISY_LOGGERS = ("httpx", "httpx2", "httpcore", "telegram.ext.ExtBot", "tornado.access")
 
-def _configure_logging(level: str) -> None:
-    logging.basicConfig(
-        level=getattr(logging, level.upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    for noisy in ("httpx", "httpx2", "httpcore", "telegram.ext.ExtBot"):
+
+# ------------------------------------------------------------------------------------------------------------ logs
+
+_CHAT_IN_MESSAGE = re.compile(r"\bchat(?:_id)?[ :=#]*(-?\d+)", re.IGNORECASE)
+_TASK_IN_MESSAGE = re.compile(r"\btask(?:_id)?[ :=#]*(\d+)", re.IGNORECASE)
+
+
+class JsonLogFormatter(logging.Formatter):
+    """One JSON object per line: time (UTC), level, logger, message, chat/task ids, exception text."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        message = record.getMessage()
+        entry: dict[str, object] = {
+            "time": datetime.fromtimestamp(record.created, timezone.utc).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": message,
+        }
+        for key, attribute, pattern in (("chat", "chat_id", _CHAT_IN_MESSAGE), ("task", "task_id", _TASK_IN_MESSAGE)):
+            value = getattr(record, attribute, None)  # logging's extra={"chat_id": ...} wins over the message
+            if value is None:
+                found = pattern.search(message)
+                value = found.group(1) if found else None
+            if value is not None:
+                try:
+                    entry[key] = int(value)
+                except (TypeError, ValueError):
+                    entry[key] = str(value)
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        if record.stack_info:
+            entry["stack"] = self.formatStack(record.stack_info)
+        return json.dumps(entry, ensure_ascii=False, default=str)
+
+
+def _configure_logging(level: str, log_format: str = "text") -> None:
+    handler = logging.StreamHandler()
+    handler.setFormatter(JsonLogFormatter() if log_format == "json" else logging.Formatter(TEXT_LOG_FORMAT))
+    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO), handlers=[handler])
+    for noisy in _NOISY_LOGGERS:
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    """Start the bot in long-polling mode."""
-    settings = load_settings()
-    _configure_logging(settings.log_level)
-    from telegram_bot.app import run_polling
+# ------------------------------------------------------------------------------------------------------------- run
 
-    run_polling(settings)
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Start the bot: long polling, or a webhook when WEBHOOK_URL is set."""
+    settings = load_settings()
+    _configure_logging(settings.log_level, settings.log_format)
+    if settings.webhook_url:
+        from telegram_bot.webhook import run_webhook
+
+        run_webhook(settings)
+    else:
+        from telegram_bot.app import run_polling
+
+        run_polling(settings)
     return 0
+
+
+# ---------------------------------------------------------------------------------------------------------- doctor
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    """Check settings, Telegram, Anthropic, workspaces, git, whisper, Chromium and the database."""
+    from agents.doctor import doctor
+
+    return asyncio.run(doctor(sys.stdout))
+
+
+# ------------------------------------------------------------------------------------------------------------ init
+
+
+@dataclass(frozen=True)
+class Question:
+    """One `agentlab init` question: the .env key, what to ask, and what makes an answer unusable."""
+
+    key: str
+    prompt: str
+    problem: Callable[[str], str | None]
+    secret: bool = False
+    default: Callable[[], str] = str  # the suggestion when .env has no value yet (str() == "": none)
+
+
+def _token_problem(value: str) -> str | None:
+    from agents.doctor import token_looks_valid
+
+    return None if token_looks_valid(value) else "that is not a bot token (<digits>:<letters>); copy it from @BotFather"
+
+
+def _key_problem(value: str) -> str | None:
+    return None if value and not any(c.isspace() for c in value) else "paste the API key (one word, no spaces)"
+
+
+def _ids_problem(value: str) -> str | None:
+    parts = [p.strip() for p in value.replace(";", ",").split(",") if p.strip()]
+    if parts and all(p.lstrip("-").isdigit() for p in parts):
+        return None
+    return "give numeric Telegram user ids, comma-separated (message @userinfobot to learn yours)"
+
+
+def _folder_problem(value: str) -> str | None:
+    path = Path(value).expanduser()
+    return f"{path} exists and is not a folder" if path.exists() and not path.is_dir() else None
+
+
+INIT_QUESTIONS = (
+    Question("TELEGRAM_BOT_TOKEN", "Telegram bot token (from @BotFather)", _token_problem, secret=True),
+    Question("ANTHROPIC_API_KEY", "Anthropic API key (console.anthropic.com)", _key_problem, secret=True),
+    Question("ALLOWED_USER_IDS", "Your Telegram user id(s), comma-separated", _ids_problem),
+    Question("WORKSPACE_PATH", "Folder whose sub-folders are your repositories", _folder_problem,
+             default=lambda: str(Path.home() / "workspaces")),
+)
+_SAFE_ENV_VALUE = re.compile(r"[\w@%+=:,./~-]*")
+
+
+def _mask(secret: str) -> str:
+    return f"{secret[:4]}…{secret[-4:]}" if len(secret) >= 12 else "****"
+
+
+def _env_value(value: str) -> str:
+    if _SAFE_ENV_VALUE.fullmatch(value):
+        return value
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def read_env_file(path: Path) -> dict[str, str]:
+    """KEY → value of an existing .env (python-dotenv, as pydantic-settings reads it); {} when there is none."""
+    if not path.is_file():
+        return {}
+    from dotenv import dotenv_values
+
+    return {k: v for k, v in dotenv_values(path).items() if v is not None}
+
+
+def render_env(base: str, values: dict[str, str]) -> str:
+    """`base` (.env or .env.example text) with each key's line set to its new value; missing keys appended."""
+    lines = base.splitlines()
+    done: set[str] = set()
+    for index, line in enumerate(lines):
+        match = re.match(r"\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=", line)
+        if match and match.group(1) in values:
+            key = match.group(1)
+            lines[index] = f"{key}={_env_value(values[key])}" if key not in done else f"# {line.strip()}"
+            done.add(key)
+    lines += [f"{key}={_env_value(value)}" for key, value in values.items() if key not in done]
+    return "\n".join(lines) + "\n"
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write `path` atomically with mode 600 (a new file created 0o600, then renamed over the old one)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)  # also when tmp already existed with other bits
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _template_text(env_path: Path) -> str:
+    """What a new .env starts from: .env.example next to it, or the one of this checkout, else nothing."""
+    for candidate in (env_path.with_name(".env.example"), Path(__file__).resolve().parents[1] / ".env.example"):
+        if candidate.is_file():
+            return candidate.read_text(encoding="utf-8")
+    return ""
+
+
+def run_init(env_path: Path, ask: Callable[[str], str] | None = None, out: TextIO | None = None) -> int:
+    """Ask the required settings (Enter keeps the value in brackets) and write `env_path` with mode 600."""
+    ask = ask or input
+    out = out or sys.stdout
+    existing = read_env_file(env_path)
+    print(f"Setting up {env_path.resolve()} (Enter keeps the value in brackets).", file=out)
+    answers: dict[str, str] = {}
+    try:
+        for question in INIT_QUESTIONS:
+            default = existing.get(question.key) or question.default()
+            shown = (_mask(default) if question.secret else default) if default else ""
+            while True:
+                answer = ask(f"{question.prompt}{f' [{shown}]' if shown else ''}: ").strip() or default
+                problem = question.problem(answer) if answer else "required"
+                if problem is None:
+                    break
+                print(f"  {problem}", file=out)
+            answers[question.key] = answer
+    except (EOFError, KeyboardInterrupt):
+        print(f"\ninit cancelled; {env_path} is unchanged.", file=out)
+        return 1
+
+    workspace = Path(answers["WORKSPACE_PATH"]).expanduser().resolve()
+    answers["WORKSPACE_PATH"] = str(workspace)
+    if not workspace.exists():
+        workspace.mkdir(parents=True)
+        print(f"Created {workspace}: clone the repositories the bot may work on into it.", file=out)
+
+    base = env_path.read_text(encoding="utf-8") if env_path.is_file() else _template_text(env_path)
+    write_private(env_path, render_env(base, answers))
+    print(f"Wrote {env_path} (mode 600). Models, limits and webhook mode are set there too (see .env.example).",
+          file=out)
+    return 0
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    """Write .env interactively, then run the doctor on it."""
+    code = run_init(Path(".env"))
+    if code:
+        return code
+    print("\nChecking the setup:")
+    return cmd_doctor(args)
+
+
+# ------------------------------------------------------------------------------------------------------------ main
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agentlab", description="A crew of Claude agents in your Telegram chat.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    run = sub.add_parser("run", help="start the bot (long polling); the default")
+    run = sub.add_parser("run", help="start the bot (long polling, or a webhook when WEBHOOK_URL is set); the default")
     run.set_defaults(func=cmd_run)
+    doctor = sub.add_parser("doctor", help="check the settings, tokens, workspaces, git, whisper and the database")
+    doctor.set_defaults(func=cmd_doctor)
+    init = sub.add_parser("init", help="ask for the required settings, write .env (mode 600), then run doctor")
+    init.set_defaults(func=cmd_init)
     return parser
 
 

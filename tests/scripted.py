@@ -14,6 +14,7 @@ ROLE_MARKERS = [
     ("code", "You are the code worker"),
     ("frontend", "You are the frontend worker"),
     ("test", "You are the test worker"),
+    ("compactor", "You compress a chat history"),
 ]
 
 

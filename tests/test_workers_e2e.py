@@ -117,6 +117,7 @@ async def test_research_proposal_waits_then_button_approval_starts_code_worker(
     assert research_tools == {"read_file", "glob", "grep"}
 
     model.add("code", claude_says.tool_use("write_file", {"path": "app.py", "content": "import logging\nlogging.info('hi')\n"}),
+              claude_says.tool_use("verify_criterion", {"index": 1, "evidence": "app.py imports logging"}),
               claude_says.text("Implemented the proposal."))
     bot.tg.press_button(USER_ID, shown.message_id, "proposal:approve:1")
     task, summary = await final_summary(bot, 2)
@@ -125,6 +126,7 @@ async def test_research_proposal_waits_then_button_approval_starts_code_worker(
     assert (await bot.runtime.store.get_proposal(1)).status is ProposalStatus.APPROVED
     assert "import logging" in git(repo, "show", f"{task.branch}:app.py")
     assert "no tests found" in summary.text
+    assert "1/1 verified" in summary.text and "import logging" in summary.text, "the plan became the criteria"
 
 
 async def test_go_ahead_approves_and_refinement_supersedes(bot: BotHarness, model: ScriptedModel) -> None:

@@ -73,7 +73,7 @@ def build_tiny_checkpoint(
         model = Whisper(dims)
     finally:
         torch.random.set_rng_state(generator_state)
-    state = {name: tensor.half() if tensor.is_floating_point() else tensor for name, tensor in model.state_dict().items()}
+    state = {name: t.half() if t.is_floating_point() else t for name, t in model.state_dict().items()}
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     torch.save({"dims": asdict(dims), "model_state_dict": state}, path)
@@ -148,15 +148,21 @@ def _decode_to_rate(data: bytes, rate: int) -> np.ndarray:
 
 
 def encode_audio(samples: np.ndarray, rate: int, container_format: str, codec: str) -> bytes:
-    """Encode mono float32 `samples` at `rate` into a file of `container_format` with `codec`."""
+    """Encode float32 `samples` at `rate` into a file of `container_format` with `codec`.
+
+    `samples` is 1-D for mono or (2, n) for stereo.
+    """
     pcm = (np.clip(np.asarray(samples, dtype=np.float32), -1, 1) * 32767).astype(np.int16)
+    planar = pcm[None, :] if pcm.ndim == 1 else pcm
+    layout = {1: "mono", 2: "stereo"}[planar.shape[0]]
     buffer = io.BytesIO()
     with av.open(buffer, mode="w", format=container_format) as container:
         stream = container.add_stream(codec, rate=rate)
-        stream.layout = "mono"
+        stream.layout = layout
         block = 4096
-        for start in range(0, len(pcm), block):
-            frame = av.AudioFrame.from_ndarray(pcm[None, start : start + block], format="s16", layout="mono")
+        for start in range(0, planar.shape[1], block):
+            piece = np.ascontiguousarray(planar[:, start : start + block])
+            frame = av.AudioFrame.from_ndarray(piece, format="s16p", layout=layout)
             frame.sample_rate = rate
             for packet in stream.encode(frame):
                 container.mux(packet)
@@ -280,7 +286,11 @@ class FakeTranscriber:
         if isinstance(item, BaseException):
             raise item
         return Transcript(
-            text=item, language=self.language, audio_seconds=audio_seconds, decode_seconds=0.0, transcribe_seconds=self.delay
+            text=item,
+            language=self.language,
+            audio_seconds=audio_seconds,
+            decode_seconds=0.0,
+            transcribe_seconds=self.delay,
         )
 
     def close(self) -> None:

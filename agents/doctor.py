@@ -1,0 +1,426 @@
+"""`agentlab doctor`: is this machine ready to run the bot? One ✓ / ✗ / ! line per check, each failure with a fix.
+
+The checks never spend money (Anthropic's `count_tokens` is free) and never import `telegram`: getMe is a plain
+HTTP call. Network checks are time-boxed. The exit code is non-zero when a required check fails; `!` lines
+are optional features (frontend screenshots, a whisper model still to download, folders not yet git repositories).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shutil
+import sqlite3
+import sys
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Callable, TextIO
+
+import anthropic
+import httpx2
+
+from agents.screenshot import find_chromium
+from agents.settings import Settings, SettingsError, load_settings
+from agents.store import LATEST_VERSION, Store
+from agents.workspaces import Workspaces
+
+NETWORK_TIMEOUT_SECONDS = 5.0
+GIT_TIMEOUT_SECONDS = 5.0
+DEFAULT_ANTHROPIC_URL = "https://api.anthropic.com"
+
+# whisper model name -> (file name in the whisper cache, approximate download size in MB); mirrors whisper._MODELS
+# (importing whisper would import torch, seconds of start-up for a look-up). tests/test_doctor.py checks the names.
+WHISPER_DOWNLOADS: dict[str, tuple[str, int]] = {
+    "tiny.en": ("tiny.en.pt", 75),
+    "tiny": ("tiny.pt", 75),
+    "base.en": ("base.en.pt", 145),
+    "base": ("base.pt", 145),
+    "small.en": ("small.en.pt", 485),
+    "small": ("small.pt", 485),
+    "medium.en": ("medium.en.pt", 1530),
+    "medium": ("medium.pt", 1530),
+    "large-v1": ("large-v1.pt", 3090),
+    "large-v2": ("large-v2.pt", 3090),
+    "large-v3": ("large-v3.pt", 3090),
+    "large": ("large-v3.pt", 3090),
+    "large-v3-turbo": ("large-v3-turbo.pt", 1620),
+    "turbo": ("large-v3-turbo.pt", 1620),
+}
+
+
+class Level(str, Enum):
+    """How a check came out; the value is the mark printed in front of its line."""
+
+    ok = "✓"
+    warn = "!"
+    fail = "✗"
+
+
+@dataclass(frozen=True)
+class Check:
+    """One line of the report: `<mark> <name>: <detail>`, then `  fix: <fix>` for ✗ and !."""
+
+    level: Level
+    name: str
+    detail: str
+    fix: str = ""
+
+    def lines(self) -> list[str]:
+        out = [f"{self.level.value} {self.name}: {self.detail}"]
+        if self.fix and self.level is not Level.ok:
+            out.append(f"    fix: {self.fix}")
+        return out
+
+
+def _size(num_bytes: int) -> str:
+    for unit, scale in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
+        if num_bytes >= scale:
+            return f"{num_bytes / scale:.1f} {unit}"
+    return f"{num_bytes} B"
+
+
+# --------------------------------------------------------------------------------------------------------- network
+
+
+async def check_telegram(settings: Settings, timeout: float = NETWORK_TIMEOUT_SECONDS) -> Check:
+    """getMe at TELEGRAM_API_BASE_URL/bot<token>/getMe: the token is accepted and names the bot."""
+    token = settings.telegram_bot_token.get_secret_value()
+    root = settings.telegram_api_base_url
+
+    def hide(text: str) -> str:
+        return text.replace(token, "<token>") if token else text
+
+    try:
+        async with httpx2.AsyncClient(timeout=timeout) as client:
+            response = await asyncio.wait_for(client.get(f"{root}/bot{token}/getMe"), timeout + 1)
+    except (httpx2.TimeoutException, asyncio.TimeoutError):
+        return Check(Level.fail, "Telegram", f"no answer from {root} within {timeout:g} s",
+                     "check the network (or TELEGRAM_API_BASE_URL if you run a local Bot API server)")
+    except (httpx2.HTTPError, OSError, ValueError) as err:
+        return Check(Level.fail, "Telegram", hide(f"cannot reach {root}: {type(err).__name__}: {err}"),
+                     "check the network and TELEGRAM_API_BASE_URL")
+    try:
+        body = response.json()
+    except ValueError:
+        body = {}
+    if response.status_code in (401, 404) or (isinstance(body, dict) and body.get("error_code") in (401, 404)):
+        description = body.get("description") if isinstance(body, dict) else None
+        return Check(Level.fail, "Telegram", f"token rejected ({response.status_code} {description or 'Unauthorized'})",
+                     "copy the token from @BotFather (/mybots → API Token) into TELEGRAM_BOT_TOKEN")
+    if response.status_code != 200 or not isinstance(body, dict) or not body.get("ok"):
+        description = body.get("description") if isinstance(body, dict) else response.text[:200]
+        return Check(Level.fail, "Telegram", hide(f"getMe failed: HTTP {response.status_code} {description}"),
+                     "check TELEGRAM_API_BASE_URL and TELEGRAM_BOT_TOKEN")
+    me = body.get("result") or {}
+    return Check(Level.ok, "Telegram", f"token accepted, the bot is @{me.get('username', '?')} (id {me.get('id', '?')})")
+
+
+async def check_anthropic(settings: Settings, timeout: float = NETWORK_TIMEOUT_SECONDS) -> Check:
+    """A free `count_tokens` call per configured model: the key is accepted and the models exist."""
+    base = settings.anthropic_base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_ANTHROPIC_URL
+    client = anthropic.AsyncAnthropic(
+        api_key=settings.anthropic_api_key.get_secret_value(),
+        base_url=settings.anthropic_base_url,
+        max_retries=0,
+        timeout=timeout,
+    )
+    models = list(dict.fromkeys([settings.orchestrator_model, settings.worker_model]))
+    model = models[0]
+    try:
+        for model in models:
+            await asyncio.wait_for(
+                client.messages.count_tokens(model=model, messages=[{"role": "user", "content": "ping"}]), timeout + 1
+            )
+    except anthropic.AuthenticationError:
+        return Check(Level.fail, "Anthropic", "API key rejected (401 authentication_error)",
+                     "create a key at console.anthropic.com → API keys and put it in ANTHROPIC_API_KEY")
+    except anthropic.PermissionDeniedError as err:
+        return Check(Level.fail, "Anthropic", f"the key may not use the API (403: {_api_message(err)})",
+                     "check the key's workspace and permissions at console.anthropic.com")
+    except anthropic.NotFoundError as err:
+        return Check(Level.fail, "Anthropic", f"model {model!r} not found (404: {_api_message(err)})",
+                     "set ORCHESTRATOR_MODEL / WORKER_MODEL to a model your key can use (or fix ANTHROPIC_BASE_URL)")
+    except (anthropic.APITimeoutError, asyncio.TimeoutError):
+        return Check(Level.fail, "Anthropic", f"no answer from {base} within {timeout:g} s",
+                     "check the network (or ANTHROPIC_BASE_URL)")
+    except anthropic.APIConnectionError as err:
+        return Check(Level.fail, "Anthropic", f"cannot reach {base}: {err}", "check the network and ANTHROPIC_BASE_URL")
+    except anthropic.APIStatusError as err:
+        if err.status_code == 429 or err.status_code >= 500:
+            return Check(Level.warn, "Anthropic", f"the API answered {err.status_code} ({_api_message(err)})",
+                         "a temporary condition (rate limit or overload): run doctor again in a minute")
+        return Check(Level.fail, "Anthropic", f"count_tokens failed: {err.status_code} {_api_message(err)}",
+                     "check ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL and the model names")
+    finally:
+        await client.close()
+    return Check(Level.ok, "Anthropic", f"API key accepted; model{'s' if len(models) > 1 else ''} {', '.join(models)}")
+
+
+def _api_message(err: anthropic.APIStatusError) -> str:
+    body = err.body
+    if isinstance(body, dict):
+        inner = body.get("error")
+        if isinstance(inner, dict) and inner.get("message"):
+            return str(inner["message"])
+    return str(err.message)
+
+
+# ------------------------------------------------------------------------------------------------------------- git
+
+
+async def _git(*args: str, cwd: Path | None = None) -> tuple[int, str]:
+    """(exit code, stdout or stderr) of `git <args>`, time-boxed; (127, reason) when git cannot run."""
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            "git", *args, cwd=str(cwd) if cwd else None, stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            env={**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"},
+        )
+    except OSError as err:
+        return 127, str(err)
+    try:
+        stdout, stderr = await asyncio.wait_for(proc.communicate(), GIT_TIMEOUT_SECONDS)
+    except asyncio.TimeoutError:
+        proc.kill()
+        await proc.wait()
+        return 124, f"git {args[0]} timed out"
+    text = (stdout if proc.returncode == 0 else stderr).decode("utf-8", errors="replace").strip()
+    return proc.returncode or 0, text
+
+
+async def _repository_root(path: Path) -> Path | None:
+    code, out = await _git("rev-parse", "--show-toplevel", cwd=path)
+    return Path(out).resolve() if code == 0 and out else None
+
+
+async def check_git(settings: Settings) -> list[Check]:
+    """The git binary, and the identity the bot commits under (always set: from settings, with defaults)."""
+    identity = Check(Level.ok, "git identity",
+                     f"the bot commits as {settings.git_author_name} <{settings.git_author_email}> "
+                     "(GIT_AUTHOR_NAME / GIT_AUTHOR_EMAIL)")
+    if shutil.which("git") is None:
+        return [Check(Level.fail, "git", "not found on PATH", "install git (apt install git)"), identity]
+    code, version = await _git("--version")
+    if code != 0:
+        return [Check(Level.fail, "git", f"`git --version` failed: {version}", "reinstall git"), identity]
+    return [Check(Level.ok, "git", version), identity]
+
+
+async def check_workspaces(settings: Settings) -> list[Check]:
+    """WORKSPACE_PATH exists; each project folder in it is a git repository (others are initialised when needed)."""
+    root = Path(settings.workspace_path).expanduser()
+    if not root.is_dir():
+        what = "is not a folder" if root.exists() else "does not exist"
+        return [Check(Level.fail, "workspaces", f"WORKSPACE_PATH {root} {what}",
+                      f"mkdir -p {root} and clone your repositories into it, or point WORKSPACE_PATH at such a folder")]
+    folders = [w for w in Workspaces(root).all() if not w.is_self]
+    if not folders:
+        return [Check(Level.warn, "workspaces", f"{root} has no project folders yet",
+                      f"clone a repository into {root} (each sub-folder is a workspace)")]
+    roots = await asyncio.gather(*(_repository_root(w.path) for w in folders))
+    repos = [w.name for w, top in zip(folders, roots) if top == w.path]
+    checks = [Check(Level.ok, "workspaces", f"{root}: {len(repos)} git repositor{'y' if len(repos) == 1 else 'ies'}"
+                    + (f" ({', '.join(repos)})" if repos else ""))]
+    for workspace, top in zip(folders, roots):
+        if top is None:
+            checks.append(Check(Level.warn, f"workspace {workspace.name}", "not a git repository",
+                                "the bot runs `git init` and commits the files when a task needs it; "
+                                f"or run it yourself: git -C {workspace.path} init"))
+        elif top != workspace.path:
+            checks.append(Check(Level.warn, f"workspace {workspace.name}", f"inside the git repository {top}",
+                                "tasks will branch and commit in that enclosing repository; "
+                                "make the folder a repository of its own if that is not what you want"))
+    return checks
+
+
+async def check_bot_repository(settings: Settings) -> Check | None:
+    """BOT_REPOSITORY (optional) is a git checkout: the workspace `self`."""
+    if settings.bot_repository is None:
+        return None
+    path = Path(settings.bot_repository).expanduser()
+    if not path.is_dir():
+        return Check(Level.fail, "BOT_REPOSITORY", f"{path} is not a folder",
+                     "point BOT_REPOSITORY at this agentlab checkout, or leave it empty")
+    top = await _repository_root(path)
+    if top is None:
+        return Check(Level.fail, "BOT_REPOSITORY", f"{path} is not a git repository",
+                     "point BOT_REPOSITORY at a git checkout of agentlab (git clone …), or leave it empty")
+    return Check(Level.ok, "BOT_REPOSITORY", f"{top} is a git repository (the workspace `self`)")
+
+
+# ------------------------------------------------------------------------------------------------- local resources
+
+
+def whisper_cache_dir() -> Path:
+    """Where whisper.load_model downloads models by default."""
+    default = Path.home() / ".cache"
+    return Path(os.environ.get("XDG_CACHE_HOME") or default) / "whisper"
+
+
+def check_whisper(settings: Settings, cache_dir: Path | None = None) -> Check:
+    """WHISPER_MODEL: a checkpoint file that exists, or a model name that is cached or will be downloaded."""
+    name = settings.whisper_model.strip()
+    if name in WHISPER_DOWNLOADS:
+        filename, megabytes = WHISPER_DOWNLOADS[name]
+        cached = (cache_dir or whisper_cache_dir()) / filename
+        if cached.is_file():
+            return Check(Level.ok, "whisper", f"model {name!r} cached at {cached} ({_size(cached.stat().st_size)})")
+        return Check(Level.warn, "whisper",
+                     f"model {name!r} is not downloaded yet: it will be downloaded on first use (~{megabytes} MB)",
+                     "nothing to do (the first voice note waits for the download); choose a smaller WHISPER_MODEL "
+                     "such as tiny or base on a small machine")
+    path = Path(name).expanduser()
+    if path.is_file():
+        return Check(Level.ok, "whisper", f"checkpoint {path} ({_size(path.stat().st_size)})")
+    if path.exists():
+        return Check(Level.fail, "whisper", f"WHISPER_MODEL {path} is not a file", "point WHISPER_MODEL at a .pt checkpoint")
+    if os.sep in name or "/" in name or name.endswith(".pt") or name.startswith("~"):
+        return Check(Level.fail, "whisper", f"the checkpoint {path} does not exist (voice notes would be refused)",
+                     "fix the WHISPER_MODEL path, or set it to a model name such as base")
+    return Check(Level.fail, "whisper", f"WHISPER_MODEL {name!r} is neither a model name nor a file",
+                 f"use one of {', '.join(n for n in WHISPER_DOWNLOADS if '.' not in n)}, or a checkpoint path")
+
+
+def check_chromium(settings: Settings) -> Check:
+    """Chromium for the frontend worker's screenshots (optional)."""
+    found = find_chromium(settings.chromium_path)
+    if found:
+        return Check(Level.ok, "chromium", f"{found} (frontend screenshots)")
+    if settings.chromium_path:
+        return Check(Level.warn, "chromium", f"CHROMIUM_PATH {settings.chromium_path} is not an executable",
+                     "fix CHROMIUM_PATH or leave it empty to look for chromium on PATH")
+    return Check(Level.warn, "chromium", "not found: the frontend worker cannot take screenshots",
+                 "optional: apt install chromium (or set CHROMIUM_PATH)")
+
+
+def _stored_version(path: Path) -> int | None:
+    """PRAGMA user_version of an existing database file, read-only; None if there is no file."""
+    if not path.is_file():
+        return None
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+    try:
+        return int(db.execute("PRAGMA user_version").fetchone()[0])
+    finally:
+        db.close()
+
+
+async def check_database(settings: Settings) -> Check:
+    """DATABASE_PATH can be opened for writing and is at the latest migration (doctor applies pending ones)."""
+    path = Path(settings.database_path).expanduser()
+    fix = f"make {path.parent} writable for this user, or set DATABASE_PATH to a writable place"
+    try:
+        before = await asyncio.to_thread(_stored_version, path)
+    except sqlite3.Error as err:
+        return Check(Level.fail, "database", f"{path} is not a readable SQLite database: {err}",
+                     "move the file away (the bot creates a fresh one) or fix DATABASE_PATH")
+    if before is not None and before > LATEST_VERSION:
+        return Check(Level.fail, "database", f"{path} is at schema v{before}, newer than this agentlab (v{LATEST_VERSION})",
+                     "update agentlab (git pull) or point DATABASE_PATH at another file")
+    try:
+        store = await Store.open(path)
+    except (OSError, sqlite3.Error) as err:
+        return Check(Level.fail, "database", f"cannot open {path}: {err}", fix)
+    try:
+        version = await store.schema_version()
+    finally:
+        await store.close()
+    if not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)):
+        return Check(Level.fail, "database", f"{path} (or its folder) is not writable", fix)
+    if version != LATEST_VERSION:
+        return Check(Level.fail, "database", f"{path} is at schema v{version}, expected v{LATEST_VERSION}",
+                     "move the file away (the bot creates a fresh one)")
+    if before is None:
+        state = "created"
+    elif before < version:
+        state = f"migrated v{before} → v{version}"
+    else:
+        state = f"schema v{version}, the latest"
+    return Check(Level.ok, "database", f"{path} writable, {state}")
+
+
+def check_updates_mode(settings: Settings) -> Check:
+    """Long polling or webhook (settings already validated the webhook keys)."""
+    if not settings.webhook_url:
+        return Check(Level.ok, "updates", "long polling (WEBHOOK_URL is empty; no inbound port needed)")
+    public = f"{settings.webhook_url}/{settings.webhook_path}"
+    return Check(Level.ok, "updates", f"webhook {public} → listening on {settings.webhook_listen}:{settings.webhook_port} "
+                 "(the reverse proxy must forward HTTPS to it)")
+
+
+# ------------------------------------------------------------------------------------------------------- the report
+
+
+async def _guarded(name: str, check: Callable[[], object]) -> list[Check]:
+    """Run one check; a crash becomes a ✗ line instead of a traceback."""
+    try:
+        result = check()
+        if asyncio.iscoroutine(result):
+            result = await result
+    except Exception as err:  # noqa: BLE001 - every failure is reported, none is fatal to the report
+        return [Check(Level.fail, name, f"the check itself failed: {type(err).__name__}: {err}",
+                      "run with LOG_LEVEL=DEBUG and report it")]
+    if result is None:
+        return []
+    return list(result) if isinstance(result, list) else [result]  # type: ignore[list-item]
+
+
+async def run_checks(settings: Settings) -> list[Check]:
+    """Every check after the settings, concurrently, in a fixed order."""
+    groups = await asyncio.gather(
+        _guarded("Telegram", lambda: check_telegram(settings)),
+        _guarded("Anthropic", lambda: check_anthropic(settings)),
+        _guarded("updates", lambda: check_updates_mode(settings)),
+        _guarded("workspaces", lambda: check_workspaces(settings)),
+        _guarded("BOT_REPOSITORY", lambda: check_bot_repository(settings)),
+        _guarded("git", lambda: check_git(settings)),
+        _guarded("whisper", lambda: check_whisper(settings)),
+        _guarded("chromium", lambda: check_chromium(settings)),
+        _guarded("database", lambda: check_database(settings)),
+    )
+    return [check for group in groups for check in group]
+
+
+def _settings_source() -> str:
+    env_file = Path(".env")
+    if env_file.is_file():
+        return f"from the environment and {env_file.resolve()}"
+    return f"from the environment (no .env in {Path.cwd()})"
+
+
+async def doctor(out: TextIO | None = None, load: Callable[[], Settings] = load_settings) -> int:
+    """Print the report; 0 when every required check passed, 1 otherwise."""
+    out = out or sys.stdout
+
+    def emit(check: Check) -> None:
+        for line in check.lines():
+            print(line, file=out)
+
+    try:
+        settings = load()
+    except SettingsError as err:
+        emit(Check(Level.fail, "settings", str(err).removeprefix("configuration error: "),
+                   "run `agentlab init`, or fill in .env (every key is explained in .env.example)"))
+        return 1
+    emit(Check(Level.ok, "settings", f"valid, {_settings_source()}"))
+    checks = await run_checks(settings)
+    for check in checks:
+        emit(check)
+    failed = [c for c in checks if c.level is Level.fail]
+    warned = [c for c in checks if c.level is Level.warn]
+    if failed:
+        print(f"\n{len(failed)} required check{'s' if len(failed) > 1 else ''} failed: "
+              f"{', '.join(dict.fromkeys(c.name for c in failed))}.", file=out)
+        return 1
+    note = f" ({len(warned)} optional warning{'s' if len(warned) > 1 else ''})" if warned else ""
+    print(f"\nReady: every required check passed{note}. Start the bot with `agentlab run`.", file=out)
+    return 0
+
+
+_TOKEN_SHAPE = re.compile(r"^\d+:[A-Za-z0-9_-]+$")
+
+
+def token_looks_valid(token: str) -> bool:
+    """A Telegram bot token's shape, `<bot id>:<secret>` (checked before asking Telegram)."""
+    return bool(_TOKEN_SHAPE.match(token.strip()))

@@ -1,0 +1,137 @@
+"""Benchmark of the repo map on synthetic Python repositories (default: 2,000 and 20,000 files).
+
+For each size: full index build, refresh with nothing changed, refresh after one file changed, a map render for a
+request (index already fresh) and with its own refresh, the map's size in tokens, and a symbol look-up.
+
+    .venv/bin/python bench/repo_map.py [--sizes 2000 20000] [--budget 2000] [--json]
+
+`--json` prints one JSON object with every figure as the last line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from agents.repo_map import RepoMap, estimate_tokens  # noqa: E402
+from agents.store import Store  # noqa: E402
+
+FILES_PER_FOLDER = 100
+
+MODULE = '''"""Synthetic module {n}: totals and records."""
+
+from pkg_{dep_folder:04d}.mod_{dep:06d} import compute_{dep}
+import os
+
+
+def compute_{n}(values: list[int], scale: float = 1.0) -> float:
+    """Sum the values, scaled."""
+    return sum(values) * scale
+
+
+async def fetch_{n}(key: str, *, retries: int = 3) -> dict[str, int]:
+    return {{key: retries}}
+
+
+class Record{n}:
+    """A record."""
+
+    def __init__(self, name: str, size: int = 0) -> None:
+        self.name = name
+        self.size = size
+
+    def total(self, other: "Record{n}") -> int:
+        return self.size + other.size + compute_{dep}([1, 2])
+
+
+def _helper_{n}(x):
+    return os.path.join(str(x), "y")
+'''
+
+
+def module_path(n: int) -> str:
+    return f"pkg_{n // FILES_PER_FOLDER:04d}/mod_{n:06d}.py"
+
+
+def generate(root: Path, count: int) -> None:
+    """Write `count` small modules, each importing its predecessor, in folders of 100."""
+    for folder in range(0, (count + FILES_PER_FOLDER - 1) // FILES_PER_FOLDER):
+        (root / f"pkg_{folder:04d}").mkdir(parents=True)
+        (root / f"pkg_{folder:04d}" / "__init__.py").write_text("")
+    for n in range(count):
+        dep = max(n - 1, 0)
+        (root / module_path(n)).write_text(MODULE.format(n=n, dep=dep, dep_folder=dep // FILES_PER_FOLDER))
+
+
+async def timed(label: str, figures: dict[str, float], awaitable):  # type: ignore[no-untyped-def]
+    started = time.perf_counter()
+    result = await awaitable
+    figures[label] = round(time.perf_counter() - started, 3)
+    return result
+
+
+async def bench_size(count: int, budget: int) -> dict[str, float | int]:
+    figures: dict[str, float | int] = {"files": count}
+    with tempfile.TemporaryDirectory(prefix="repo_map_bench_") as tmp:
+        root = Path(tmp) / "repo"
+        started = time.perf_counter()
+        generate(root, count)
+        figures["generate_s"] = round(time.perf_counter() - started, 3)
+        store = await Store.open(Path(tmp) / "state.sqlite")
+        try:
+            repo_map = RepoMap(store)
+            build = await timed("full_build_s", figures, repo_map.refresh("bench", root))
+            figures["indexed_files"] = build.files_seen
+            unchanged = await timed("refresh_no_change_s", figures, repo_map.refresh("bench", root))
+            figures["no_change_parsed"] = unchanged.parsed
+
+            target = count // 2
+            changed = root / module_path(target)
+            changed.write_text(changed.read_text() + "\n\ndef added_later(flag: bool) -> bool:\n    return not flag\n")
+            stat = changed.stat()
+            os.utime(changed, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+            one = await timed("refresh_one_changed_s", figures, repo_map.refresh("bench", root))
+            figures["one_changed_parsed"] = one.parsed
+
+            request = f"fix the bug in {module_path(target)}: compute_{target} returns wrong totals"
+            text = await timed("render_s", figures, repo_map.render("bench", root, request, budget, refresh=False))
+            await timed("render_with_refresh_s", figures, repo_map.render("bench", root, request, budget))
+            figures["map_tokens"] = estimate_tokens(text)
+            figures["budget_tokens"] = budget
+            figures["map_first_file_is_named"] = int(text.split("\n")[1].startswith(module_path(target)))
+            await timed("find_symbols_s", figures, repo_map.find_symbols_by_name("bench", f"compute_{target}"))
+        finally:
+            await store.close()
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[2000, 20000], help="repository sizes in files")
+    parser.add_argument("--budget", type=int, default=2000, help="map budget in tokens")
+    parser.add_argument("--json", action="store_true", help="print one JSON object of figures as the last line")
+    args = parser.parse_args()
+    results: dict[str, dict[str, float | int]] = {}
+    for count in args.sizes:
+        figures = asyncio.run(bench_size(count, args.budget))
+        results[str(count)] = figures
+        print(f"{count:>6} files: generate {figures['generate_s']:.2f}s · full build {figures['full_build_s']:.2f}s"
+              f" · no-change refresh {figures['refresh_no_change_s']:.3f}s"
+              f" · one-file refresh {figures['refresh_one_changed_s']:.3f}s ({figures['one_changed_parsed']} parsed)"
+              f" · render {figures['render_s']:.3f}s (with refresh {figures['render_with_refresh_s']:.3f}s)"
+              f" · map {figures['map_tokens']} / {figures['budget_tokens']} tokens"
+              f" · find_symbols {figures['find_symbols_s']:.3f}s", flush=True)
+    if args.json:
+        print(json.dumps({"repo_map": results}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,72 @@
+"""Webhook mode beside long polling: Telegram posts updates to WEBHOOK_URL/WEBHOOK_PATH, PTB's tornado server listens.
+
+TLS is the reverse proxy's job (nginx, Caddy, a tunnel): the bot listens on plain HTTP at
+WEBHOOK_LISTEN:WEBHOOK_PORT and refuses (403) every request without the X-Telegram-Bot-Api-Secret-Token
+header Telegram sends with WEBHOOK_SECRET_TOKEN. Needs `python-telegram-bot[webhooks]` (tornado).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from telegram import Update
+from telegram.ext import Application
+
+from agents.settings import Settings
+from telegram_bot.app import _post_init, _post_stop, build_application
+
+log = logging.getLogger(__name__)
+
+
+def public_webhook_url(settings: Settings) -> str:
+    """The URL registered with Telegram (setWebhook): WEBHOOK_URL + '/' + WEBHOOK_PATH."""
+    if not settings.webhook_url:
+        raise ValueError("WEBHOOK_URL is not set: the bot runs in long-polling mode")
+    return f"{settings.webhook_url.rstrip('/')}/{settings.webhook_path.strip('/')}"
+
+
+def _secret(settings: Settings) -> str:
+    if settings.webhook_secret_token is None:  # settings refuse this combination; belt and braces
+        raise ValueError("WEBHOOK_SECRET_TOKEN is required in webhook mode")
+    return settings.webhook_secret_token.get_secret_value()
+
+
+def run_webhook(settings: Settings) -> None:
+    """Serve the webhook until SIGINT/SIGTERM; PTB runs post_init, registers the webhook, and shuts down cleanly."""
+    app = build_application(settings)
+    log.info("webhook mode: %s, listening on %s:%s", public_webhook_url(settings), settings.webhook_listen,
+             settings.webhook_port)
+    app.run_webhook(
+        listen=settings.webhook_listen,
+        port=settings.webhook_port,
+        url_path=settings.webhook_path,
+        webhook_url=public_webhook_url(settings),
+        secret_token=_secret(settings),
+        allowed_updates=Update.ALL_TYPES,
+        close_loop=False,
+    )
+
+
+async def start_webhook(app: Application, settings: Settings) -> None:
+    """What run_webhook does, for embedding (tests): initialise, post_init, start, serve the webhook."""
+    await app.initialize()
+    await _post_init(app)
+    await app.start()
+    await app.updater.start_webhook(
+        listen=settings.webhook_listen,
+        port=settings.webhook_port,
+        url_path=settings.webhook_path,
+        webhook_url=public_webhook_url(settings),
+        secret_token=_secret(settings),
+        allowed_updates=Update.ALL_TYPES,
+    )
+
+
+async def stop_webhook(app: Application) -> None:
+    """Stop serving, then the app, the runtime and PTB; the webhook stays registered so Telegram keeps the updates."""
+    if app.updater is not None and app.updater.running:
+        await app.updater.stop()
+    if app.running:
+        await app.stop()
+    await _post_stop(app)
+    await app.shutdown()

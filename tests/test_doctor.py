@@ -1,0 +1,335 @@
+"""`agentlab doctor` against the loopback fakes: every check's ✓, ✗ and ! outcomes and the exit code."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import sqlite3
+import stat
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from agents import doctor as dr
+from agents.doctor import Level
+from agents.settings import Settings
+from agents.store import LATEST_VERSION
+from telegram_bot.cli import main
+from tests.conftest import USER_ID, make_repo, make_settings
+from tests.fakes.anthropic_server import FakeAnthropic
+from tests.fakes.telegram_server import FakeTelegram
+
+REQUIRED_KEYS = ("TELEGRAM_BOT_TOKEN", "ANTHROPIC_API_KEY", "ALLOWED_USER_IDS", "WORKSPACE_PATH")
+OTHER_KEYS = ("TELEGRAM_API_BASE_URL", "ANTHROPIC_BASE_URL", "BOT_REPOSITORY", "DATABASE_PATH", "WHISPER_MODEL",
+              "CHROMIUM_PATH", "WEBHOOK_URL", "WEBHOOK_SECRET_TOKEN", "ORCHESTRATOR_MODEL", "WORKER_MODEL")
+
+
+def marks(output: str) -> list[str]:
+    return [line for line in output.splitlines() if line[:2] in ("✓ ", "✗ ", "! ")]
+
+
+def fake_chromium(tmp_path: Path) -> Path:
+    exe = tmp_path / "bin" / "chromium"
+    exe.parent.mkdir(exist_ok=True)
+    exe.write_text("#!/bin/sh\nexit 0\n")
+    exe.chmod(0o755)
+    return exe
+
+
+@pytest.fixture
+def ready_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, fake_telegram: FakeTelegram,
+              fake_anthropic: FakeAnthropic, workspace_root: Path, bot_repo: Path) -> Path:
+    """Environment variables for a complete setup against the fakes; the cwd is an empty folder (no .env)."""
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    checkpoint = tmp_path / "tiny-checkpoint.pt"
+    checkpoint.write_bytes(b"\0" * 3000)
+    for key in REQUIRED_KEYS + OTHER_KEYS:
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    values = {
+        "TELEGRAM_BOT_TOKEN": fake_telegram.token,
+        "TELEGRAM_API_BASE_URL": fake_telegram.url,
+        "ANTHROPIC_API_KEY": "sk-test",
+        "ANTHROPIC_BASE_URL": fake_anthropic.url,
+        "ALLOWED_USER_IDS": str(USER_ID),
+        "WORKSPACE_PATH": str(workspace_root),
+        "BOT_REPOSITORY": str(bot_repo),
+        "DATABASE_PATH": str(tmp_path / "data" / "agentlab.db"),
+        "WHISPER_MODEL": str(checkpoint),
+        "CHROMIUM_PATH": str(fake_chromium(tmp_path)),
+    }
+    for key, value in values.items():
+        monkeypatch.setenv(key, value)
+    return cwd
+
+
+def test_doctor_against_the_fakes_is_all_green(ready_env: Path, capsys, fake_telegram: FakeTelegram,
+                                               fake_anthropic: FakeAnthropic, tmp_path: Path) -> None:
+    assert main(["doctor"]) == 0
+    out = capsys.readouterr().out
+    lines = marks(out)
+    assert lines and all(line.startswith("✓ ") for line in lines), out
+    text = "\n".join(lines)
+    assert "✓ settings: valid" in text
+    assert "✓ Telegram: token accepted, the bot is @test_bot" in text
+    assert "✓ Anthropic: API key accepted" in text
+    assert "calc" in text and "group-therapy" in text and "2 git repositories" in text
+    assert "BOT_REPOSITORY" in text and "agentlab-self" in text
+    assert "agentlab <agentlab@localhost>" in text and "git version" in text
+    assert "tiny-checkpoint.pt (2.9 KB)" in text
+    assert "chromium" in text and "long polling" in text
+    assert "database:" in text and "created" in text
+    assert "Ready" in out
+    assert fake_telegram.calls("getMe"), "getMe reached the fake Telegram"
+    assert len(fake_anthropic.count_token_requests) == 1 and fake_anthropic.calls == 0, "count_tokens only, no spend"
+    assert fake_anthropic.count_token_requests[0].body["model"] == "claude-sonnet-4-6"
+    assert (tmp_path / "data" / "agentlab.db").is_file()
+
+
+def test_empty_env_file_prints_what_is_missing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".env").write_text("")
+    for key in REQUIRED_KEYS + OTHER_KEYS:
+        monkeypatch.delenv(key, raising=False)
+    assert main(["doctor"]) == 1
+    out = capsys.readouterr().out
+    [line] = marks(out)
+    assert line.startswith("✗ settings:")
+    for key in REQUIRED_KEYS:
+        assert f"{key}: missing (required)" in line
+    assert "agentlab init" in out
+
+
+def test_malformed_setting_is_named(monkeypatch: pytest.MonkeyPatch, ready_env: Path, capsys) -> None:
+    monkeypatch.setenv("ALLOWED_USER_IDS", "me, you")
+    assert main(["doctor"]) == 1
+    [line] = marks(capsys.readouterr().out)
+    assert line.startswith("✗ settings: ALLOWED_USER_IDS: must be comma-separated Telegram user ids")
+
+
+def test_rejected_token_fails(monkeypatch: pytest.MonkeyPatch, ready_env: Path, capsys) -> None:
+    monkeypatch.setenv("TELEGRAM_BOT_TOKEN", "123456:WRONG")
+    assert main(["doctor"]) == 1
+    out = capsys.readouterr().out
+    assert "✗ Telegram: token rejected (401 Unauthorized)" in out
+    assert "@BotFather" in out
+    assert "✓ Anthropic: API key accepted" in out, "the other checks still run"
+    assert "WRONG" not in out, "the token is never printed"
+    assert "1 required check failed: Telegram." in out
+
+
+# ---------------------------------------------------------------------------------------------------- network
+
+
+@pytest.fixture
+def settings(fake_telegram: FakeTelegram, fake_anthropic: FakeAnthropic, tmp_path: Path, workspace_root: Path) -> Settings:
+    return make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root)
+
+
+class _Reply401(BaseHTTPRequestHandler):
+    def do_POST(self) -> None:  # noqa: N802
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        body = json.dumps({"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}})
+        self.send_response(401)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body.encode())
+
+    def log_message(self, *args: object) -> None:
+        return
+
+
+@pytest.fixture
+def anthropic_refusing() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Reply401)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+async def test_rejected_anthropic_key(settings: Settings, anthropic_refusing: str) -> None:
+    check = await dr.check_anthropic(settings.model_copy(update={"anthropic_base_url": anthropic_refusing}))
+    assert check.level is Level.fail
+    assert "API key rejected" in check.detail and "ANTHROPIC_API_KEY" in check.fix
+
+
+async def test_unreachable_services_fail_fast(settings: Settings) -> None:
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    broken = settings.model_copy(update={"anthropic_base_url": dead, "telegram_api_base_url": dead})
+    telegram, claude = await asyncio.gather(dr.check_telegram(broken), dr.check_anthropic(broken))
+    assert telegram.level is Level.fail and "cannot reach" in telegram.detail
+    assert settings.telegram_bot_token.get_secret_value() not in telegram.detail
+    assert claude.level is Level.fail and "cannot reach" in claude.detail
+
+
+async def test_silent_telegram_is_time_boxed(settings: Settings) -> None:
+    with socket.socket() as silent:  # accepts connections (backlog) but never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        check = await dr.check_telegram(settings.model_copy(update={"telegram_api_base_url": url}), timeout=0.5)
+        assert loop.time() - started < 3
+    assert check.level is Level.fail and "no answer" in check.detail and "0.5 s" in check.detail
+
+
+async def test_second_model_is_checked_too(settings: Settings, fake_anthropic: FakeAnthropic) -> None:
+    check = await dr.check_anthropic(settings.model_copy(update={"worker_model": "claude-haiku-4-5"}))
+    assert check.level is Level.ok and "claude-haiku-4-5" in check.detail
+    assert [r.body["model"] for r in fake_anthropic.count_token_requests] == ["claude-sonnet-4-6", "claude-haiku-4-5"]
+
+
+# ---------------------------------------------------------------------------------------------- local checks
+
+
+async def test_workspace_folders_that_are_not_repositories_are_warnings(settings: Settings, workspace_root: Path) -> None:
+    (workspace_root / "notes").mkdir()
+    (workspace_root / ".hidden").mkdir()
+    checks = await dr.check_workspaces(settings)
+    assert [c.level for c in checks] == [Level.ok, Level.warn]
+    assert "2 git repositories (calc, group-therapy)" in checks[0].detail
+    assert checks[1].name == "workspace notes" and "not a git repository" in checks[1].detail
+    assert "git init" in checks[1].fix
+
+
+async def test_missing_workspace_root_fails(settings: Settings, tmp_path: Path) -> None:
+    [check] = await dr.check_workspaces(settings.model_copy(update={"workspace_path": tmp_path / "nope"}))
+    assert check.level is Level.fail and "does not exist" in check.detail
+
+
+async def test_empty_workspace_root_warns(settings: Settings, tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    [check] = await dr.check_workspaces(settings.model_copy(update={"workspace_path": tmp_path / "empty"}))
+    assert check.level is Level.warn and "no project folders" in check.detail
+
+
+async def test_bot_repository(settings: Settings, tmp_path: Path, bot_repo: Path) -> None:
+    assert await dr.check_bot_repository(settings) is None
+    good = await dr.check_bot_repository(settings.model_copy(update={"bot_repository": bot_repo}))
+    assert good is not None and good.level is Level.ok
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    bad = await dr.check_bot_repository(settings.model_copy(update={"bot_repository": plain}))
+    assert bad is not None and bad.level is Level.fail and "not a git repository" in bad.detail
+    gone = await dr.check_bot_repository(settings.model_copy(update={"bot_repository": tmp_path / "gone"}))
+    assert gone is not None and gone.level is Level.fail
+
+
+async def test_git_identity_and_binary(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    custom = settings.model_copy(update={"git_author_name": "Robo", "git_author_email": "robo@example.com"})
+    binary, identity = await dr.check_git(custom)
+    assert binary.level is Level.ok and binary.detail.startswith("git version")
+    assert identity.level is Level.ok and "Robo <robo@example.com>" in identity.detail
+    monkeypatch.setenv("PATH", "/nonexistent")
+    binary, identity = await dr.check_git(custom)
+    assert binary.level is Level.fail and "apt install git" in binary.fix
+    assert identity.level is Level.ok
+
+
+def test_whisper_model_names(settings: Settings, tmp_path: Path) -> None:
+    cache = tmp_path / "whisper-cache"
+    check = dr.check_whisper(settings.model_copy(update={"whisper_model": "base"}), cache_dir=cache)
+    assert check.level is Level.warn and "downloaded on first use (~145 MB)" in check.detail
+    cache.mkdir()
+    (cache / "large-v3-turbo.pt").write_bytes(b"\0" * (2 << 20))
+    check = dr.check_whisper(settings.model_copy(update={"whisper_model": "turbo"}), cache_dir=cache)
+    assert check.level is Level.ok and "(2.0 MB)" in check.detail
+
+
+def test_whisper_checkpoint_paths(settings: Settings, tmp_path: Path) -> None:
+    missing = dr.check_whisper(settings)  # make_settings points at a checkpoint that does not exist
+    assert missing.level is Level.fail and "does not exist" in missing.detail
+    unknown = dr.check_whisper(settings.model_copy(update={"whisper_model": "gigantic"}))
+    assert unknown.level is Level.fail and "neither a model name nor a file" in unknown.detail
+
+
+def test_whisper_cache_follows_xdg(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert dr.whisper_cache_dir() == tmp_path / "whisper"
+
+
+@pytest.mark.slow
+def test_whisper_table_matches_whisper() -> None:
+    import whisper
+
+    assert set(dr.WHISPER_DOWNLOADS) == set(whisper._MODELS)
+    for name, url in whisper._MODELS.items():
+        assert dr.WHISPER_DOWNLOADS[name][0] == os.path.basename(url), name
+
+
+def test_chromium_is_optional(settings: Settings, tmp_path: Path) -> None:
+    found = dr.check_chromium(settings.model_copy(update={"chromium_path": str(fake_chromium(tmp_path))}))
+    assert found.level is Level.ok
+    absent = dr.check_chromium(settings.model_copy(update={"chromium_path": str(tmp_path / "no-chromium")}))
+    assert absent.level is Level.warn and "CHROMIUM_PATH" in absent.detail
+
+
+async def test_database_versions(settings: Settings, tmp_path: Path) -> None:
+    created = await dr.check_database(settings)
+    assert created.level is Level.ok and "created" in created.detail
+    again = await dr.check_database(settings)
+    assert again.level is Level.ok and f"schema v{LATEST_VERSION}, the latest" in again.detail
+
+    old = tmp_path / "old.db"
+    sqlite3.connect(old).close()  # an empty database at schema v0
+    migrated = await dr.check_database(settings.model_copy(update={"database_path": old}))
+    assert migrated.level is Level.ok and f"migrated v0 → v{LATEST_VERSION}" in migrated.detail
+
+    future = tmp_path / "future.db"
+    db = sqlite3.connect(future)
+    db.execute(f"PRAGMA user_version={LATEST_VERSION + 1}")
+    db.close()
+    newer = await dr.check_database(settings.model_copy(update={"database_path": future}))
+    assert newer.level is Level.fail and "newer than this agentlab" in newer.detail
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes anywhere")
+async def test_unwritable_database_folder_fails(settings: Settings, tmp_path: Path) -> None:
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(stat.S_IRUSR | stat.S_IXUSR)
+    try:
+        check = await dr.check_database(settings.model_copy(update={"database_path": locked / "sub" / "a.db"}))
+    finally:
+        locked.chmod(0o755)
+    assert check.level is Level.fail and "writable" in check.fix
+
+
+def test_updates_mode_line(settings: Settings) -> None:
+    assert "long polling" in dr.check_updates_mode(settings).detail
+    hooked = settings.model_copy(update={"webhook_url": "https://bot.example.com", "webhook_port": 9000})
+    assert "webhook https://bot.example.com/telegram → listening on 127.0.0.1:9000" in dr.check_updates_mode(hooked).detail
+
+
+async def test_a_crashing_check_is_reported_not_raised(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    def boom(_settings: Settings) -> None:
+        raise RuntimeError("kaput")
+
+    monkeypatch.setattr(dr, "check_chromium", boom)
+    checks = await dr.run_checks(settings)
+    [crashed] = [c for c in checks if c.name == "chromium"]
+    assert crashed.level is Level.fail and "kaput" in crashed.detail
+
+
+def test_non_git_workspace_alone_keeps_exit_zero(ready_env: Path, workspace_root: Path, capsys) -> None:
+    (workspace_root / "scratch").mkdir()
+    make_repo(workspace_root / "more", {"a.txt": "a\n"})
+    assert main(["doctor"]) == 0
+    out = capsys.readouterr().out
+    assert "! workspace scratch: not a git repository" in out
+    assert "1 optional warning" in out

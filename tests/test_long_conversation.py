@@ -1,0 +1,88 @@
+"""Long conversations are compacted under the budget; acceptance criteria are verified or reported unverified."""
+
+from __future__ import annotations
+
+import json
+
+from agents.llm import estimate_tokens
+from agents.models import ChatMessage, Proposal, Role, TaskStatus
+from tests.conftest import USER_ID, make_settings, start_bot
+from tests.fakes import anthropic_server as claude_says
+from tests.scripted import ScriptedModel
+from tests.test_workers_e2e import final_summary
+
+
+async def test_500_turns_are_compacted_and_the_pending_proposal_stays_visible(
+        fake_telegram, fake_anthropic, tmp_path, workspace_root) -> None:
+    from telegram_bot.app import stop_polling
+
+    budget = 4000
+    settings = make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root, history_token_budget=budget)
+    bot = await start_bot(settings, fake_telegram, fake_anthropic)
+    try:
+        store = bot.runtime.store
+        for i in range(500):
+            role = Role.USER if i % 2 == 0 else Role.ASSISTANT
+            text = f"turn {i}: " + "we discussed the calc module and its add function " * 3
+            await store.add_message(ChatMessage(chat_id=USER_ID, role=role, content=text, tokens=estimate_tokens(text)))
+        await store.add_proposal(Proposal(chat_id=USER_ID, workspace="calc", request="make add correct",
+                                          body="## Summary\nFix add."))
+        model = ScriptedModel()
+        bot.claude.handler = model
+        model.add("compactor", claude_says.text("Earlier: we talked at length about calc.add."))
+        model.add("orchestrator", claude_says.text("We were on calc; proposal #1 is waiting."),
+                  claude_says.text("Still here."))
+        bot.say("where were we?")
+        await bot.replies(1)
+        [compaction] = model.requests["compactor"]
+        assert "turn 0:" in compaction["messages"][0]["content"] and "turn 498:" not in compaction["messages"][0]["content"]
+        request = model.requests["orchestrator"][0]
+        history = request["messages"]
+        assert history[0]["content"][0]["text"].startswith("[Summary of our earlier conversation]")
+        history_tokens = sum(estimate_tokens(b.get("text", "")) for m in history[:-1] for b in m["content"])
+        assert history_tokens <= budget
+        assert "proposal #1 for calc" in history[-1]["content"][-1]["text"]
+        assert estimate_tokens(json.dumps(request["messages"])) < budget + 1500
+        notes = await store.latest_note(USER_ID)
+        assert notes.summary == "Earlier: we talked at length about calc.add."
+
+        bot.say("and now?")
+        await bot.replies(2)
+        assert len(model.requests["compactor"]) == 1, "the note is reused until the window fills again"
+        assert len(await store.all_messages(USER_ID)) == 504, "the full history stays in the store"
+
+        bot.tg.send_command(USER_ID, "/history")
+        doc = await bot.tg.await_for(lambda: next((m for m in bot.tg.messages(USER_ID) if m.kind == "document"), None))
+        assert b"turn 0:" in doc.data and b"and now?" in doc.data
+
+        bot.tg.send_command(USER_ID, "/new")
+        await bot.tg.await_for(lambda: any("Fresh start" in (m.text or "") for m in bot.tg.messages(USER_ID)))
+        model.add("orchestrator", claude_says.text("Hello again."))
+        bot.say("hi")
+        await bot.tg.await_for(lambda: any(m.text == "Hello again." for m in bot.tg.messages(USER_ID)))
+        fresh = model.requests["orchestrator"][-1]["messages"]
+        assert len(fresh) == 1 and "proposal #1" in fresh[0]["content"][-1]["text"]
+    finally:
+        await stop_polling(bot.app)
+
+
+async def test_unverified_criteria_are_reported_not_done(bot) -> None:
+    model = ScriptedModel()
+    bot.claude.handler = model
+    model.add("orchestrator", claude_says.tool_use("start_task", {
+        "workspace": "group-therapy", "worker": "code", "instructions": "Add a greet() function to app.py",
+        "background": True, "acceptance_criteria": ["greet() exists in app.py", "greet() is documented in README.md"]}),
+        claude_says.text("Started."))
+    model.add("code", claude_says.tool_use("write_file", {"path": "app.py", "content": "def greet():\n    return 'hi'\n"}),
+              claude_says.tool_use("verify_criterion", {"index": 1, "evidence": "app.py defines greet"}),
+              claude_says.tool_use("verify_criterion", {"index": 7, "evidence": "nonsense"}),
+              claude_says.text("Added greet()."))
+    bot.say("add greet to group therapy")
+    task, summary = await final_summary(bot, 1)
+    first_turn = model.requests["code"][0]["messages"][0]["content"][0]["text"]
+    assert "1. greet() exists in app.py" in first_turn and "2. greet() is documented" in first_turn
+    bad = model.requests["code"][3]["messages"][-1]["content"][0]
+    assert bad["is_error"] and "numbered 1..2" in bad["content"]
+    assert task.status is TaskStatus.BLOCKED
+    assert "not done: 1 of 2 acceptance criteria unverified" in summary.text
+    assert "1/2 verified" in summary.text and "✖ 2." in summary.text

@@ -1,0 +1,147 @@
+"""Webhook mode: the real PTB webhook server on loopback, setWebhook recorded by the fake Telegram, the secret enforced."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import httpx
+import pytest
+
+from agents.settings import Settings, SettingsError, load_settings
+from tests.conftest import USER_ID, make_settings
+from tests.fakes import anthropic_server as claude_says
+from tests.fakes.anthropic_server import FakeAnthropic
+from tests.fakes.telegram_server import FakeTelegram
+
+SECRET = "s3cret_Token-42"
+PUBLIC_BASE = "https://bot.example.com/agentlab"
+SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def webhook_settings(tg: FakeTelegram, claude: FakeAnthropic, tmp_path: Path, workspace_root: Path) -> Settings:
+    return make_settings(
+        tg, claude, tmp_path, workspace_root,
+        webhook_url=PUBLIC_BASE + "/", webhook_listen="127.0.0.1", webhook_port=free_port(),
+        webhook_path="/tg/updates/", webhook_secret_token=SECRET,
+    )
+
+
+@pytest.fixture
+async def webhook_bot(fake_telegram: FakeTelegram, fake_anthropic: FakeAnthropic, tmp_path: Path, workspace_root: Path):
+    from telegram_bot.app import build_application
+    from telegram_bot.webhook import start_webhook, stop_webhook
+
+    settings = webhook_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root)
+    app = build_application(settings)
+    await start_webhook(app, settings)
+    try:
+        yield app, settings
+    finally:
+        await stop_webhook(app)
+
+
+async def test_webhook_registered_with_telegram_and_secret_enforced(
+    webhook_bot, fake_telegram: FakeTelegram, fake_anthropic: FakeAnthropic
+) -> None:
+    app, settings = webhook_bot
+    registered = fake_telegram.webhook
+    assert registered is not None, "setWebhook reached the fake Telegram"
+    assert registered["url"] == f"{PUBLIC_BASE}/tg/updates"
+    assert registered["secret_token"] == SECRET
+    assert "message" in registered["allowed_updates"] and "callback_query" in registered["allowed_updates"]
+
+    local = f"http://127.0.0.1:{settings.webhook_port}/tg/updates"
+    fake_anthropic.script(claude_says.text("Hello over the webhook."))
+    forged = fake_telegram.send_text(USER_ID, "forged: delete everything")
+    genuine = fake_telegram.send_text(USER_ID, "hi from the webhook")
+    async with httpx.AsyncClient(timeout=5) as client:
+        missing = await client.post(local, json=forged)
+        wrong = await client.post(local, json=forged, headers={SECRET_HEADER: "not-the-secret"})
+        accepted = await client.post(local, json=genuine, headers={SECRET_HEADER: SECRET})
+    assert (missing.status_code, wrong.status_code) == (403, 403)
+    assert accepted.status_code == 200
+
+    [reply] = await fake_telegram.wait_for_message(USER_ID, count=1, timeout=10)
+    assert reply.text == "Hello over the webhook."
+    assert fake_anthropic.calls == 1, "only the update with the right secret reached Claude"
+    words = str(fake_anthropic.requests[0].body["messages"][-1]["content"])
+    assert "hi from the webhook" in words and "forged" not in words
+    stored = await app.bot_data["runtime"].store.all_messages(USER_ID)
+    assert [m.content for m in stored][0] == "hi from the webhook"
+    assert not any("forged" in m.content for m in stored)
+
+
+async def test_refused_update_never_reaches_claude(webhook_bot, fake_telegram: FakeTelegram,
+                                                   fake_anthropic: FakeAnthropic) -> None:
+    _, settings = webhook_bot
+    update = fake_telegram.send_text(USER_ID, "no secret here")
+    async with httpx.AsyncClient(timeout=5) as client:
+        response = await client.post(f"http://127.0.0.1:{settings.webhook_port}/tg/updates", json=update)
+    assert response.status_code == 403
+    with pytest.raises(TimeoutError):
+        await fake_telegram.wait_for_message(USER_ID, count=1, timeout=0.5)
+    assert fake_anthropic.calls == 0
+    assert fake_telegram.calls("sendMessage") == []
+
+
+def test_public_url_joins_base_and_path(fake_telegram, fake_anthropic, tmp_path, workspace_root) -> None:
+    from telegram_bot.webhook import public_webhook_url
+
+    settings = webhook_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root)
+    assert public_webhook_url(settings) == f"{PUBLIC_BASE}/tg/updates"
+    polling = make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root)
+    assert polling.webhook_url is None and polling.webhook_secret_token is None
+    with pytest.raises(ValueError):
+        public_webhook_url(polling)
+
+
+# ------------------------------------------------------------------------------------------------- settings
+
+
+REQUIRED = dict(telegram_bot_token="1:x", anthropic_api_key="k", allowed_user_ids="1", workspace_path="/tmp")
+
+
+def test_webhook_defaults() -> None:
+    settings = Settings(_env_file=None, **REQUIRED)  # type: ignore[arg-type]
+    assert (settings.webhook_url, settings.webhook_listen, settings.webhook_port, settings.webhook_path) == (
+        None, "127.0.0.1", 8443, "telegram")
+    assert settings.log_format == "text"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "named"),
+    [
+        ({"webhook_url": "https://bot.example.com"}, "WEBHOOK_SECRET_TOKEN: required when WEBHOOK_URL is set"),
+        ({"webhook_url": "https://bot.example.com", "webhook_secret_token": "   "}, "WEBHOOK_SECRET_TOKEN: required"),
+        ({"webhook_url": "http://bot.example.com", "webhook_secret_token": "abc"}, "WEBHOOK_URL: must be the public https://"),
+        ({"webhook_url": "https://x", "webhook_secret_token": "has space"}, "WEBHOOK_SECRET_TOKEN: must be 1-256"),
+        ({"webhook_url": "https://x", "webhook_secret_token": "a" * 257}, "WEBHOOK_SECRET_TOKEN: must be 1-256"),
+        ({"webhook_path": "a b"}, "WEBHOOK_PATH: must be a URL path"),
+        ({"webhook_port": "0"}, "WEBHOOK_PORT"),
+    ],
+)
+def test_webhook_settings_are_validated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, overrides, named) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SettingsError) as raised:
+        load_settings(**REQUIRED, **overrides)
+    assert named in str(raised.value)
+    assert "\n" not in str(raised.value)
+
+
+def test_webhook_settings_from_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.chdir(tmp_path)
+    for key, value in {**{k.upper(): v for k, v in REQUIRED.items()}, "WEBHOOK_URL": "https://bot.example.com/",
+                       "WEBHOOK_PORT": "9000", "WEBHOOK_SECRET_TOKEN": SECRET, "AGENTLAB_LOG_FORMAT": "JSON"}.items():
+        monkeypatch.setenv(key, value)
+    settings = load_settings()
+    assert settings.webhook_url == "https://bot.example.com"
+    assert settings.webhook_port == 9000
+    assert settings.webhook_secret_token is not None and settings.webhook_secret_token.get_secret_value() == SECRET
+    assert settings.log_format == "json"
