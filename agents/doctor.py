@@ -268,9 +268,9 @@ def check_whisper(settings: Settings, cache_dir: Path | None = None) -> Check:
         if cached.is_file():
             return Check(Level.ok, "whisper", f"model {name!r} cached at {cached} ({_size(cached.stat().st_size)})")
         return Check(Level.warn, "whisper",
-                     f"model {name!r} is not downloaded yet: it will be downloaded on first use (~{megabytes} MB)",
-                     "nothing to do (the first voice note waits for the download); choose a smaller WHISPER_MODEL "
-                     "such as tiny or base on a small machine")
+                     f"model {name!r} is not downloaded yet: the bot downloads it when it starts (~{megabytes} MB)",
+                     "nothing to do (it downloads in the background; voice notes wait for it); on a small machine "
+                     "choose a smaller WHISPER_MODEL such as tiny or base")
     path = Path(name).expanduser()
     if path.is_file():
         return Check(Level.ok, "whisper", f"checkpoint {path} ({_size(path.stat().st_size)})")

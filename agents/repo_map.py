@@ -477,6 +477,7 @@ def _script_outline(data: bytes, path: str, language: str) -> tuple[str, list[Sy
         comment = outliner.node_text(children[0])
         for line in comment.splitlines():
             line = line.strip().lstrip("/*!").strip()
+            line = line[:-2].rstrip() if line.endswith("*/") else line
             if line:
                 summary = _one_line(line, 160)
                 break

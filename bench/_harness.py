@@ -141,6 +141,20 @@ def quiet_logging() -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
+async def wait_transcriber_settled(runtime: object, timeout: float = 120.0) -> float:
+    """agentlab starts loading whisper (torch import) in a thread at start-up; wait until loaded or failed (seconds).
+
+    Measuring while that import holds the GIL would charge it to the direct answers.
+    """
+    transcriber = getattr(runtime, "transcriber", None)
+    started = time.perf_counter()
+    while transcriber is not None and str(getattr(getattr(transcriber, "state", None), "value", "")) == "loading":
+        if time.perf_counter() - started > timeout:
+            break
+        await asyncio.sleep(0.05)
+    return time.perf_counter() - started
+
+
 # ---------------------------------------------------------------------------------------------------- server clocks
 
 

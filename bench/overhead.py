@@ -24,7 +24,7 @@ from telegram.ext import Application, ApplicationBuilder, ContextTypes, MessageH
 
 from bench._harness import (  # noqa: E402
     ANSWER, LatencySummary, ServerClock, agentlab_settings, emit_json, machine, measure_replies, parse_args, questions,
-    quiet_logging, running_fakes, temp_workspace, verdict, wait_first_get_updates,
+    quiet_logging, running_fakes, temp_workspace, verdict, wait_first_get_updates, wait_transcriber_settled,
 )
 from telegram_bot.app import stop_polling  # noqa: E402
 from tests.conftest import MODEL, USER_ID, start_bot  # noqa: E402
@@ -41,17 +41,6 @@ TARGET = 1.3
 # limiter's deliberate waiting instead of overhead. A person does not send 10 messages a second.
 GAP_SECONDS = 0.08
 BARE_USER_ID = 2002  # the baseline's chat, apart from agentlab's
-
-
-async def wait_transcriber_settled(runtime: object, timeout: float = 120.0) -> float:
-    """agentlab starts loading whisper in a thread at start-up; wait until it is loaded or has failed (seconds)."""
-    transcriber = getattr(runtime, "transcriber", None)
-    started = time.perf_counter()
-    while transcriber is not None and str(getattr(getattr(transcriber, "state", None), "value", "")) == "loading":
-        if time.perf_counter() - started > timeout:
-            break
-        await asyncio.sleep(0.05)
-    return time.perf_counter() - started
 
 
 def bare_application(tg: FakeTelegram, claude: FakeAnthropic) -> tuple[Application, anthropic.AsyncAnthropic]:

@@ -33,8 +33,9 @@ async def on_voice(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
             return
         from agents.voice import ModelState, VoiceError
 
-        if transcriber.state in (ModelState.not_loaded, ModelState.loading):
+        if transcriber.state is ModelState.not_loaded:
             transcriber.start_loading()
+        if transcriber.state is ModelState.loading:
             await message.reply_text("Loading the speech model… your note will be transcribed as soon as it's ready.")
         data = bytes(await (await media.get_file()).download_as_bytearray())
         try:
@@ -46,5 +47,5 @@ async def on_voice(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         if not text:
             await message.reply_text("I couldn't make out any words in that note; could you say it again or type it?")
             return
-        await message.reply_html(f"🎙 I heard: <i>{html.escape(text)}</i>")
+        await message.reply_html(f"🎙 I heard: <i>{html.escape(text)}</i>", do_quote=True)
         await converse(update, context, text, InputMethod.VOICE)

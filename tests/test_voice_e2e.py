@@ -1,0 +1,108 @@
+"""Voice end to end: a note sent to the fake Telegram is fetched, decoded, transcribed, echoed and routed as voice."""
+
+from __future__ import annotations
+
+import pytest
+
+from agents.models import InputMethod, Proposal, ProposalStatus
+from agents.voice import AudioError, Transcriber
+from tests.conftest import USER_ID, make_settings, start_bot
+from tests.fakes import anthropic_server as claude_says
+from tests.fakes.whisper_checkpoint import FakeTranscriber, build_tiny_checkpoint, make_ogg_opus, speech, tone_mix
+from tests.scripted import ScriptedModel
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def tiny_checkpoint(tmp_path_factory) -> str:
+    return str(build_tiny_checkpoint(tmp_path_factory.mktemp("whisper") / "tiny-random.pt"))
+
+
+async def test_voice_note_through_the_real_whisper_pipeline(fake_telegram, fake_anthropic, tmp_path, workspace_root,
+                                                            tiny_checkpoint) -> None:
+    from telegram_bot.app import stop_polling
+
+    settings = make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root, whisper_model=tiny_checkpoint,
+                             whisper_language="en")
+    transcriber = Transcriber(tiny_checkpoint, "en", 60.0)
+    bot = await start_bot(settings, fake_telegram, fake_anthropic, transcriber=transcriber)
+    try:
+        model = ScriptedModel()
+        bot.claude.handler = model
+        model.add("orchestrator", claude_says.text("Got your voice note."), claude_says.text("And your text."))
+        samples = speech("add logging to the group therapy project")
+        note = make_ogg_opus(samples if samples is not None else tone_mix(3.0))
+        bot.tg.send_voice(USER_ID, note, duration=3)
+        echo = await bot.tg.await_for(lambda: next((m for m in bot.tg.messages(USER_ID) if "I heard" in (m.text or "")), None),
+                                      timeout=120)
+        answer = await bot.tg.await_for(lambda: next((m for m in bot.tg.messages(USER_ID) if m.text == "Got your voice note."), None),
+                                        timeout=60)
+        assert bot.tg.calls("getFile"), "the note was fetched with getFile"
+        assert echo.reply_to_message_id is not None and answer is not None
+        request = model.requests["orchestrator"][0]["messages"][-1]["content"]
+        heard = echo.text.split("I heard:", 1)[1].strip()
+        assert request[0]["text"].strip() == heard, "the transcript (garbage from random weights) reaches the orchestrator"
+        assert "input_method: voice" in request[1]["text"]
+        stored = await bot.runtime.store.all_messages(USER_ID)
+        assert stored[0].input_method is InputMethod.VOICE
+
+        bot.tg.send_voice(USER_ID, b"OggS\x00\x02garbage-not-really-opus" * 10, duration=2)
+        refusal = await bot.tg.await_for(lambda: next(
+            (m for m in bot.tg.messages(USER_ID) if m.text and m.text not in ("Got your voice note.",) and "I heard" not in m.text),
+            None), timeout=60)
+        assert "Traceback" not in refusal.text and len(refusal.text) < 200
+        bot.say("typed after the corrupt note")
+        await bot.tg.await_for(lambda: any(m.text == "And your text." for m in bot.tg.messages(USER_ID)), timeout=30)
+    finally:
+        await stop_polling(bot.app)
+
+
+async def test_spoken_go_ahead_approves_the_pending_proposal(fake_telegram, fake_anthropic, tmp_path,
+                                                             workspace_root) -> None:
+    from telegram_bot.app import stop_polling
+
+    settings = make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root)
+    bot = await start_bot(settings, fake_telegram, fake_anthropic, transcriber=FakeTranscriber("go ahead"))
+    try:
+        await bot.runtime.store.add_proposal(Proposal(chat_id=USER_ID, workspace="group-therapy", request="logging",
+                                                      body="## Summary\nAdd logging."))
+        model = ScriptedModel()
+        bot.claude.handler = model
+        model.add("orchestrator", claude_says.tool_use("approve_proposal", {}), claude_says.text("Approved."))
+        bot.tg.send_voice(USER_ID, b"fake-ogg", duration=1)
+        await bot.tg.await_for(lambda: any(m.text == "Approved." for m in bot.tg.messages(USER_ID)))
+        assert "I heard: go ahead" in bot.tg.messages(USER_ID)[0].text
+        assert (await bot.runtime.store.get_proposal(1)).status is ProposalStatus.APPROVED
+    finally:
+        await stop_polling(bot.app)
+
+
+async def test_bad_audio_and_unloadable_model_get_one_sentence(fake_telegram, fake_anthropic, tmp_path,
+                                                               workspace_root) -> None:
+    from telegram_bot.app import stop_polling
+
+    settings = make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root)
+    fake = FakeTranscriber([AudioError("I couldn't hear anything in that voice note.")],
+                           load_error=None)
+    bot = await start_bot(settings, fake_telegram, fake_anthropic, transcriber=fake)
+    try:
+        bot.tg.send_voice(USER_ID, b"silence", duration=1)
+        await bot.tg.await_for(lambda: any("couldn't hear" in (m.text or "") for m in bot.tg.messages(USER_ID)))
+        bot.tg.send_document(USER_ID, b"\0" * (20 * 1024 * 1024 + 1), "talk.mp3", mime="audio/mpeg")
+        await bot.tg.await_for(lambda: any("at most 20 MB" in (m.text or "") for m in bot.tg.messages(USER_ID)))
+        assert len(fake.received) == 1, "the oversized file was never downloaded or transcribed"
+        assert bot.claude.calls == 0
+    finally:
+        await stop_polling(bot.app)
+
+    settings = make_settings(fake_telegram, fake_anthropic, tmp_path / "second", workspace_root)
+    bot = await start_bot(settings, fake_telegram, fake_anthropic,
+                          transcriber=FakeTranscriber(load_error="The speech model 'base' could not be loaded: no network."))
+    try:
+        before = len(bot.tg.messages(USER_ID))
+        bot.tg.send_voice(USER_ID, b"anything", duration=1)
+        reply = await bot.tg.await_for(lambda: bot.tg.messages(USER_ID)[before:] or None)
+        assert "could not be loaded" in reply[0].text
+    finally:
+        await stop_polling(bot.app)
