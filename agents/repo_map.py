@@ -748,8 +748,6 @@ class RepoMap:
             return text if estimate_tokens(text) <= budget_tokens else ""
         reserve = len(_truncation_note(len(order), budget_tokens)) + 1
         header = f"Repository map of {name}: {len(order)} files, most relevant first; symbols as `line: signature`."
-        if layout.fits([header], reserve):
-            layout.add([header])
         shown = 0
         symbols: dict[str, list[Symbol]] = {}
         for position, path in enumerate(order):
@@ -761,26 +759,29 @@ class RepoMap:
                                                        row["parent"]))
             row = rows[path]
             head = path + (f" — {row.summary}" if row.summary else "")
-            body = _symbol_lines(symbols.pop(path))
-            if path not in named and len(body) > SYMBOLS_SHOWN_PER_FILE:
-                body = body[:SYMBOLS_SHOWN_PER_FILE] + [f"  … {len(body) - SYMBOLS_SHOWN_PER_FILE} more symbols"]
+            lines = _symbol_lines(symbols.pop(path))
+            limit = len(lines) if path in named else min(len(lines), SYMBOLS_SHOWN_PER_FILE)
+
+            def block(count: int) -> list[str]:  # the file with its first `count` symbol lines
+                hidden = len(lines) - count
+                return [head, *lines[:count], *([f"  … {hidden} more symbols"] if hidden else [])]
+
+            if position == 0 and layout.fits([header, head], reserve):  # the title never crowds out the first file
+                layout.add([header])
             is_last = position == len(order) - 1
-            if layout.fits([head, *body], 0 if is_last else reserve):
-                layout.add([head, *body])
+            if layout.fits(block(limit), 0 if is_last else reserve):
+                layout.add(block(limit))
                 shown += 1
                 continue
             # Over budget: show as much of this file as fits, then stop.
-            if layout.fits([head], reserve):
-                partial = [head]
-                for index, line in enumerate(body):
-                    more = f"  … {len(body) - index} more symbols"
-                    if not layout.fits([*partial, line, more], reserve):
-                        partial.append(more)
-                        break
-                    partial.append(line)
-                while len(partial) > 1 and not layout.fits(partial, reserve):
-                    partial.pop(-2 if len(partial) > 2 else -1)
-                layout.add(partial)
+            count = 0
+            while count < limit and layout.fits(block(count + 1), reserve):
+                count += 1
+            if layout.fits(block(count), reserve):
+                layout.add(block(count))
+                shown += 1
+            elif layout.fits([head], reserve):
+                layout.add([head])
                 shown += 1
             break
         if shown < len(order):

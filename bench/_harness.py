@@ -230,6 +230,33 @@ async def wait_first_get_updates(clock: ServerClock, started: float, timeout: fl
 # ---------------------------------------------------------------------------------------------------- measuring
 
 
+class LoopLagProbe:
+    """How late the event loop wakes a 5 ms sleep: a direct measure of how busy the loop is (ms of lag)."""
+
+    def __init__(self, interval: float = 0.005) -> None:
+        self.interval = interval
+        self.lags_ms: list[float] = []
+        self._task: asyncio.Task[None] | None = None
+
+    async def _run(self) -> None:
+        while True:
+            started = time.perf_counter()
+            await asyncio.sleep(self.interval)
+            self.lags_ms.append(1000 * (time.perf_counter() - started - self.interval))
+
+    def __enter__(self) -> "LoopLagProbe":
+        self._task = asyncio.get_running_loop().create_task(self._run())
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+    def summary(self) -> LatencySummary:
+        return LatencySummary.of(self.lags_ms or [0.0])
+
+
+
 def _reply_to(tg: FakeTelegram, chat_id: int, message_id: int, start: int) -> Callable[[], bool]:
     def answered() -> bool:
         return any(m.reply_to_message_id == message_id for m in tg.messages(chat_id)[start:])

@@ -141,11 +141,9 @@ async def start_bot(settings: Settings, tg: FakeTelegram, claude: FakeAnthropic,
 async def bot(fake_telegram: FakeTelegram, fake_anthropic: FakeAnthropic, tmp_path: Path, workspace_root: Path,
               bot_repo: Path) -> AsyncIterator[BotHarness]:
     from telegram_bot.app import stop_polling
-    try:
-        from tests.fakes.whisper_checkpoint import FakeTranscriber
-        transcriber = FakeTranscriber()
-    except ImportError:  # TEMP until the voice fakes land
-        transcriber = None
+    from tests.fakes.whisper_checkpoint import FakeTranscriber
+
+    transcriber = FakeTranscriber()
 
     settings = make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repository=bot_repo)
     harness = await start_bot(settings, fake_telegram, fake_anthropic, transcriber=transcriber)
