@@ -205,7 +205,8 @@ def _parse_file(root: Path, path: str, mtime_ns: int, size: int) -> FileOutline 
             summary, symbols, imports = _markdown_summary(data), [], []
         else:
             summary, symbols, imports = "", [], []
-    except RecursionError:  # pathologically nested source: keep the file, without symbols
+    except Exception:  # noqa: BLE001 - one odd file (deep nesting, parser bug) must not stop the refresh
+        log.warning("repo map: could not outline %s; indexed without symbols", path, exc_info=True)
         summary, symbols, imports = "", [], []
     return FileOutline(
         path, mtime_ns, size, language, summary[:160],
@@ -504,7 +505,7 @@ _STOPWORDS = frozenset("""
     update updates thing things way need needs want wants see look find show work works working broken wrong right
     py js ts tsx jsx md txt dot slash line lines folder dir directory project repo repository workspace
 """.split())
-_GENERIC_STEMS = frozenset({"__init__", "__main__", "index", "init", "mod"})
+_GENERIC_STEMS = frozenset({"__init__", "__main__", "index", "init"})
 
 
 def module_keys(path: str) -> list[str]:
@@ -532,9 +533,12 @@ class _PathIndex:
         self.by_path: dict[str, list[str]] = {}
         self.by_name: dict[str, list[str]] = {}
         self.by_key: dict[str, list[str]] = {}
+        self.by_stem: dict[str, list[str]] = {}  # file name without extension, for every kind of file
         for path in paths:
+            name = path.rsplit("/", 1)[-1].lower()
             self.by_path.setdefault(path.lower(), []).append(path)
-            self.by_name.setdefault(path.rsplit("/", 1)[-1].lower(), []).append(path)
+            self.by_name.setdefault(name, []).append(path)
+            self.by_stem.setdefault(name.split(".", 1)[0] if not name.startswith(".") else name, []).append(path)
             for key in module_keys(path):
                 self.by_key.setdefault(key.lower(), []).append(path)
 
@@ -561,7 +565,7 @@ class _PathIndex:
             if "/" in key:
                 note(self.by_key.get(key, []), 1)
             elif len(key) >= 3 and key not in _STOPWORDS and key not in _GENERIC_STEMS:
-                note(self.by_key.get(key, []), 2)
+                note(list(dict.fromkeys(self.by_key.get(key, []) + self.by_stem.get(key, []))), 2)
         return sorted(strength, key=lambda p: (strength[p], p))
 
     def resolve(self, target: str) -> list[str]:
@@ -688,11 +692,12 @@ class RepoMap:
                 files=[(o.path, o.mtime_ns, o.size, o.language, head, o.summary) for o in outlines],
                 symbols=[(o.path, s.name, s.kind, s.line, s.signature, s.parent) for o in outlines for s in o.symbols],
                 imports=[(o.path, target) for o in outlines for target in o.imports],
-                drop=removed + [p for p in changed if p in known],
+                drop=list(dict.fromkeys(removed + [p for p in changed if p in known])),
             )
         stats = RefreshStats(len(seen), len(outlines), len(removed), time.monotonic() - started)
-        log.info("repo map %s: %d files, %d parsed, %d removed in %.2fs", name, stats.files_seen, stats.parsed,
-                 stats.removed, stats.seconds)
+        log.log(logging.INFO if stats.parsed or stats.removed else logging.DEBUG,
+                "repo map %s: %d files, %d parsed, %d removed in %.2fs",
+                name, stats.files_seen, stats.parsed, stats.removed, stats.seconds)
         return stats
 
     async def render(
@@ -715,11 +720,13 @@ class RepoMap:
         """
         index = _PathIndex(rows)
         named = index.mentioned(request)
-        by_symbol: dict[str, list[str]] = {}
-        for path, symbol in await self.store.repo_symbol_files(name, _identifiers(request)):
-            by_symbol.setdefault(symbol, []).append(path)
-        mentioned_symbols = [p for paths in by_symbol.values() if len(paths) <= DISTINCT_MATCH_LIMIT for p in paths]
-        primary = list(dict.fromkeys(named + sorted(set(mentioned_symbols), key=mentioned_symbols.index)))
+        identifiers = _identifiers(request)
+        defined_in: dict[str, list[str]] = {}
+        for path, symbol in await self.store.repo_symbol_files(name, identifiers):
+            defined_in.setdefault(symbol, []).append(path)
+        by_symbol = [path for word in identifiers  # in the order the request mentions them; distinctive names only
+                     if len(defined_in.get(word, ())) <= DISTINCT_MATCH_LIMIT for path in defined_in.get(word, ())]
+        primary = list(dict.fromkeys(named + by_symbol))
 
         rank_of_key: dict[str, int] = {}
         for rank, path in enumerate(primary):

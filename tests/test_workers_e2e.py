@@ -202,3 +202,33 @@ async def test_cancel_kills_the_running_command(bot: BotHarness, model: Scripted
     await asyncio.sleep(0.3)
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+async def test_quick_test_worker_waits_then_diff_and_discard(bot: BotHarness, model: ScriptedModel, workspace_root) -> None:
+    repo = workspace_root / "group-therapy"
+    (repo / "util.py").write_text("def double(x):\n    return 2 * x\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "util")
+    model.add("orchestrator", start_task("group-therapy", "Write pytest tests for util.double", worker="test",
+                                         background=False),
+              lambda body: claude_says.text("Tests written: " + last_user_text(body)[:60]))
+    model.add("test", claude_says.tool_use("write_file", {"path": "tests/test_util.py", "content":
+                                                         "from util import double\n\n\ndef test_double():\n"
+                                                         "    assert double(4) == 8\n"}),
+              claude_says.tool_use("run_command", {"command": "python -m pytest -q -p no:cacheprovider"}),
+              claude_says.text("Added tests/test_util.py; 1 test passes."))
+    bot.say("write tests for util.double in group therapy")
+    reply = await bot.tg.await_for(lambda: next((m for m in bot.tg.messages(USER_ID)
+                                                 if (m.text or "").startswith("Tests written")), None))
+    assert "Task #1 ended with status completed" in reply.text, "background=false: the orchestrator saw the outcome"
+    task = await bot.runtime.store.get_task(1)
+    assert task.worker.value == "test" and not task.background
+    summary = next(m for m in bot.tg.messages(USER_ID) if "Files:" in (m.text or ""))
+    assert "1 passed" in summary.text
+
+    bot.tg.press_button(USER_ID, summary.message_id, "task:diff:1")
+    diff = await bot.tg.await_for(lambda: next((m for m in bot.tg.messages(USER_ID) if m.kind == "document"), None))
+    assert b"+    assert double(4) == 8" in diff.data and diff.filename == "task-1.diff"
+    bot.tg.press_button(USER_ID, summary.message_id, "task:discard:1")
+    await bot.tg.await_for(lambda: any("was deleted" in (m.text or "") for m in bot.tg.messages(USER_ID)))
+    assert branches(repo) == ["main"]
