@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import platform
+import sys
 import tempfile
 import threading
 import time
@@ -111,11 +112,24 @@ def set_fakes_tcp_nodelay(enabled: bool) -> None:
     anthropic_server._Handler.disable_nagle_algorithm = enabled
 
 
+def _quiet_disconnects(server: object) -> None:
+    """A client that hung up (a cancelled worker's request) is not an error worth a traceback on the bench's output."""
+    report = server.handle_error  # type: ignore[attr-defined]
+
+    def handle_error(request: object, client_address: object) -> None:
+        if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            report(request, client_address)
+
+    server.handle_error = handle_error  # type: ignore[attr-defined]
+
+
 @contextlib.contextmanager
 def running_fakes(tcp_nodelay: bool = True) -> Iterator[tuple[FakeTelegram, FakeAnthropic]]:
     """A started fake Telegram and fake Anthropic server on loopback (zero latency)."""
     set_fakes_tcp_nodelay(tcp_nodelay)
     with FakeTelegram() as tg, FakeAnthropic() as claude:
+        _quiet_disconnects(tg._server)
+        _quiet_disconnects(claude._server)
         yield tg, claude
 
 

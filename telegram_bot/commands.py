@@ -7,7 +7,7 @@ from telegram.ext import ContextTypes
 
 from agents.crew import task_line
 from agents.llm import cost_usd
-from agents.models import TaskStatus
+from agents.models import Task, TaskStatus
 from agents.usage import total, usage_report
 from agents.workspaces import ToolError
 from telegram_bot.handlers import runtime
@@ -27,6 +27,16 @@ async def _say(update: Update, context: ContextTypes.DEFAULT_TYPE, markdown: str
     await send_markdown(context.bot, update.effective_chat.id, markdown)
 
 
+async def _named_task(update: Update, context: ContextTypes.DEFAULT_TYPE, command: str) -> Task | None:
+    """The task of this chat named by the command's argument, or None after telling the user how to ask."""
+    number = _task_number(context)
+    found = await runtime(context).store.get_task(number) if number is not None else None
+    if found is None or found.chat_id != update.effective_chat.id:
+        await _say(update, context, f"Usage: /{command} N (see /tasks for the numbers).")
+        return None
+    return found
+
+
 async def tasks(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     """/tasks: recent tasks with status, age and title."""
     rt = runtime(context)
@@ -37,11 +47,8 @@ async def tasks(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
 
 async def task(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     """/task N: one task in detail."""
-    number = _task_number(context)
     rt = runtime(context)
-    found = await rt.store.get_task(number) if number is not None else None
-    if found is None or found.chat_id != update.effective_chat.id:
-        await _say(update, context, "Usage: /task N (see /tasks for the numbers).")
+    if (found := await _named_task(update, context, "task")) is None:
         return
     usage = total(await rt.store.usage_since(found.created_at, task_id=found.id))
     calls = await rt.store.tool_calls(task_id=found.id)
@@ -88,10 +95,7 @@ async def usage(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
 async def log(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     """/log N: a task's tool calls as a document."""
     rt = runtime(context)
-    number = _task_number(context)
-    found = await rt.store.get_task(number) if number is not None else None
-    if found is None or found.chat_id != update.effective_chat.id:
-        await _say(update, context, "Usage: /log N (see /tasks for the numbers).")
+    if (found := await _named_task(update, context, "log")) is None:
         return
     calls = await rt.store.tool_calls(task_id=found.id)
     lines = [f"Task #{found.id} in workspace {found.workspace} ({found.status.value}): {found.title}", ""]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import textwrap
 import time
@@ -140,6 +141,10 @@ async def test_stem_dotted_module_and_symbol_mentions_find_files(repo_map: RepoM
     assert by_symbol[0] == "src/worker.py"
 
 
+async def test_a_bare_word_names_a_non_source_file_too(repo_map: RepoMap, small: Path) -> None:
+    assert file_lines(await repo_map.render("small", small, "tidy up the notes", 2000))[0] == "docs/notes.md"
+
+
 async def test_files_a_named_file_imports_come_before_unrelated_ones(repo_map: RepoMap, tmp_path: Path) -> None:
     root = write_tree(tmp_path / "deps", {
         "app.py": "from lib.db import connect\n\ndef run():\n    connect()\n",
@@ -204,6 +209,12 @@ async def test_incremental_refresh_parses_only_changed_files(repo_map: RepoMap, 
     assert (await repo_map.find_symbols_by_name("small", "Fresh")).startswith("new_module.py:1 class class Fresh")
     assert set(await store.repo_file_states("small")) == {
         "calc.py", "mmm_report.py", "zz_main.py", "docs/notes.md", "new_module.py"}
+
+
+async def test_concurrent_refreshes_do_not_duplicate_rows(repo_map: RepoMap, small: Path) -> None:
+    first, second = await asyncio.gather(repo_map.refresh("small", small), repo_map.refresh("small", small))
+    assert sorted([first.parsed, second.parsed]) == [0, 5]
+    assert len((await repo_map.find_symbols_by_name("small", "add")).split("\n")) == 2
 
 
 async def test_skips_ignored_folders_binaries_big_files_and_symlinks(repo_map: RepoMap, store: Store,
