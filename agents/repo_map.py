@@ -736,7 +736,7 @@ class RepoMap:
         for path, target in await self.store.repo_importers(name, list(rank_of_key)):
             rank = rank_of_key.get(target, len(primary))
             importers[path] = min(rank, importers.get(path, rank))
-        referencing = []
+        referencing = sorted(importers, key=lambda p: (importers[p], p))
 
         dependencies: list[str] = []
         for path, target in await self.store.repo_imports_of(name, primary):

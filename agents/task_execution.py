@@ -31,7 +31,8 @@ ROLE_PROMPTS = {
     WorkerKind.TEST: prompts.TEST,
 }
 REPORT_LIMIT = 1500
-PROGRESS_INTERVAL = 4.0  # seconds between edits of one progress message
+PROGRESS_INTERVAL = 5.0  # at most one edit of a progress message per this many seconds
+PROGRESS_TICK = 15.0  # refresh the elapsed time at least this often during a long step
 
 
 def trim(text: str, limit: int) -> str:
@@ -67,6 +68,7 @@ class Progress:
         self.last_edit = 0.0
         self.message_id = task.progress_message_id
         self.criteria = ""  # e.g. "2/3 criteria"
+        self._ticker: asyncio.Task[None] | None = None
 
     def text(self) -> str:
         t = self.task
@@ -79,20 +81,35 @@ class Progress:
             self.message_id = await self.notifier.send(self.task.chat_id, self.text(), buttons=cancel_button(self.task.id),
                                                        reply_to=self.task.reply_to_message_id)
             await self.store.update_task(self.task.id, progress_message_id=self.message_id)
+        self._ticker = asyncio.create_task(self._tick())
+
+    async def _tick(self) -> None:
+        while True:
+            await asyncio.sleep(PROGRESS_TICK)
+            if time.monotonic() - self.last_edit >= PROGRESS_TICK:
+                await self._edit()
+
+    async def _edit(self) -> None:
+        if self.message_id is None:
+            return
+        self.last_edit = time.monotonic()
+        try:
+            await self.notifier.edit(self.task.chat_id, self.message_id, self.text(), buttons=cancel_button(self.task.id))
+        except Exception as err:  # a progress edit must never break the task
+            log.debug("task %s: progress edit failed: %s", self.task.id, err)
 
     async def update(self, step: str, force: bool = False) -> None:
         self.step = step
         await self.store.add_event(TaskEvent(task_id=self.task.id, kind="step", detail=step[:300]))
-        now = time.monotonic()
-        if self.message_id is None or (not force and now - self.last_edit < PROGRESS_INTERVAL):
-            return
-        self.last_edit = now
-        try:
-            await self.notifier.edit(self.task.chat_id, self.message_id, self.text(), buttons=cancel_button(self.task.id))
-        except Exception as err:  # a progress edit must never break the task
-            log.debug("progress edit failed: %s", err)
+        if force or time.monotonic() - self.last_edit >= PROGRESS_INTERVAL:
+            await self._edit()
+
+    def stop(self) -> None:
+        if self._ticker is not None:
+            self._ticker.cancel()
 
     async def close(self, final_line: str) -> None:
+        self.stop()
         if self.message_id is None:
             return
         t = self.task
@@ -157,6 +174,12 @@ class TaskExecutor:
     async def execute(self, task: Task) -> None:
         progress = Progress(self.notifier, self.store, task)
         await progress.open()
+        try:
+            await self._execute(task, progress)
+        finally:
+            progress.stop()
+
+    async def _execute(self, task: Task, progress: "Progress") -> None:
         try:
             if task.worker is WorkerKind.RESEARCH:
                 await self._research(task, progress)

@@ -241,6 +241,33 @@ def cmd_init(args: argparse.Namespace) -> int:
     return cmd_doctor(args)
 
 
+# ------------------------------------------------------------------------------------------------------------ eval
+
+
+def _positive_int(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError("must be 1 or more")
+    return number
+
+
+def cmd_eval_routing(args: argparse.Namespace) -> int:
+    """Send the labelled routing cases to the real orchestrator (costs API tokens) and print the confusion table."""
+    from agents import routing_eval
+
+    settings = load_settings()
+    _configure_logging("WARNING", settings.log_format)  # progress lines, not every tool call
+    try:
+        return asyncio.run(routing_eval.main(settings, args.file or routing_eval.DEFAULT_CASES, limit=args.limit,
+                                             concurrency=args.concurrency))
+    except routing_eval.CaseFileError as err:
+        print(f"agentlab: {err}", file=sys.stderr)
+        return 2
+
+
 # ------------------------------------------------------------------------------------------------------------ main
 
 
@@ -253,7 +280,26 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.set_defaults(func=cmd_doctor)
     init = sub.add_parser("init", help="ask for the required settings, write .env (mode 600), then run doctor")
     init.set_defaults(func=cmd_init)
+    evaluate = sub.add_parser("eval", help="evaluations against the real Anthropic API (they cost tokens)")
+    evaluate.set_defaults(func=lambda _args: _print_help_and_fail(evaluate))
+    eval_sub = evaluate.add_subparsers(dest="eval_command", metavar="EVAL")
+    routing = eval_sub.add_parser(
+        "routing", help="send labelled example messages to the orchestrator and print the confusion table",
+        description="Send each labelled message of the cases file to the real orchestrator (work tools are only "
+                    "recorded, no worker starts) and print where it was routed: a confusion table over direct / "
+                    "research / code / frontend / test / approval, precision, recall, accuracy and the tokens spent.")
+    routing.add_argument("--file", type=Path, default=None, metavar="PATH",
+                         help="JSON-lines cases file (default: evals/routing.jsonl of this checkout)")
+    routing.add_argument("--limit", type=_positive_int, default=None, metavar="N", help="only the first N cases")
+    routing.add_argument("--concurrency", type=_positive_int, default=4, metavar="N",
+                         help="cases sent at once (default: 4)")
+    routing.set_defaults(func=cmd_eval_routing)
     return parser
+
+
+def _print_help_and_fail(parser: argparse.ArgumentParser) -> int:
+    parser.print_help(sys.stderr)
+    return 2
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -100,6 +100,13 @@ def test_decodes_espeak_speech_in_ogg_opus() -> None:
     assert abs(samples.size / SAMPLE_RATE - spoken.size / 48_000) < 0.1
 
 
+def test_speech_fixture_without_espeak(monkeypatch: pytest.MonkeyPatch) -> None:
+    import tests.fakes.whisper_checkpoint as fixtures
+
+    monkeypatch.setattr(fixtures.shutil, "which", lambda name: None)
+    assert speech("hello") is None
+
+
 def test_empty_input() -> None:
     assert error_of(b"") == EMPTY_MESSAGE
 
