@@ -153,7 +153,7 @@ def language_for(path: str) -> str | None:
 
 
 def scan_files(root: Path) -> dict[str, tuple[int, int]]:
-    """Relative path → (mtime_ns, size) of every candidate file: no SKIP_DIRS, symlinks, binary extensions or > 1 MB."""
+    """Relative path → (mtime_ns, size) of each candidate file (no SKIP_DIRS, symlinks, binary extensions, > 1 MB)."""
     found: dict[str, tuple[int, int]] = {}
     stack: list[tuple[str, str]] = [(str(root), "")]
     while stack:
@@ -324,7 +324,9 @@ _TS_LOCAL = threading.local()
 _FUNCTION_VALUES = frozenset({"arrow_function", "function_expression", "function", "generator_function"})
 _CLASS_DECLARATIONS = frozenset({"class_declaration", "abstract_class_declaration", "class"})
 _FUNCTION_DECLARATIONS = frozenset({"function_declaration", "generator_function_declaration", "function_signature"})
-_TYPE_DECLARATIONS = {"interface_declaration": "interface", "type_alias_declaration": "type", "enum_declaration": "enum"}
+_TYPE_DECLARATIONS = {
+    "interface_declaration": "interface", "type_alias_declaration": "type", "enum_declaration": "enum",
+}
 _METHODS = frozenset({"method_definition", "method_signature", "abstract_method_signature"})
 _REQUIRE = re.compile(rb"""\brequire\(\s*['"]([^'"\n]+)['"]\s*\)""")
 _SCRIPT_EXTENSIONS = (".tsx", ".ts", ".jsx", ".js", ".mjs", ".cjs", ".mts", ".cts", ".d")

@@ -185,7 +185,8 @@ class RecordingDesk:
                      background=background, acceptance_criteria=acceptance_criteria)
         kind = str(worker).strip().lower()
         if kind not in WORKERS:
-            raise ToolError(f"worker must be one of code, frontend, test (got {worker!r}); use start_research for research")
+            raise ToolError(f"worker must be one of code, frontend, test (got {worker!r}); "
+                            "use start_research for research")
         ws = self.workspaces.resolve(workspace)
         return f"Task #{self._next_task()} ({kind} worker, workspace {ws.name}) started in the background."
 
@@ -229,8 +230,8 @@ EVAL_WORKSPACES: dict[str, dict[str, str]] = {
                          "def upcoming_sessions(now=None):\n    now = now or datetime.now()\n"
                          "    return [s for s in SESSIONS if s[1] >= now and s[1] - now < timedelta(days=7)]\n"),
         "reminders.py": "def send_reminder(email, session):\n    raise NotImplementedError\n",
-        "templates/index.html": "<!doctype html>\n<h1>Upcoming sessions</h1>\n<ul>{% for s in sessions %}<li>{{ s }}</li>"
-                                "{% endfor %}</ul>\n",
+        "templates/index.html": ("<!doctype html>\n<h1>Upcoming sessions</h1>\n"
+                                 "<ul>{% for s in sessions %}<li>{{ s }}</li>{% endfor %}</ul>\n"),
         "static/style.css": "body { font-family: sans-serif; background: #fff; }\n",
     },
     "portfolio": {
@@ -332,7 +333,8 @@ class EvalResult:
         return sum(r.api_calls for r in self.results)
 
 
-async def run_case(settings: Settings, client: anthropic.AsyncAnthropic, workspaces: Workspaces, case: Case) -> CaseResult:
+async def run_case(settings: Settings, client: anthropic.AsyncAnthropic, workspaces: Workspaces,
+                   case: Case) -> CaseResult:
     """One case as a fresh conversation: its own in-memory store, a pending proposal if asked, one orchestrator turn."""
     started = time.monotonic()
     store = await Store.open(":memory:")
@@ -505,7 +507,8 @@ async def main(settings: Settings, path: Path | str = DEFAULT_CASES, limit: int 
     cases = load_cases(path)
     if limit is not None:
         cases = cases[: max(0, limit)]
-    out(f"Routing eval: {len(cases)} case{'' if len(cases) == 1 else 's'} from {path}, model {settings.orchestrator_model}, "
+    plural = "" if len(cases) == 1 else "s"
+    out(f"Routing eval: {len(cases)} case{plural} from {path}, model {settings.orchestrator_model}, "
         f"{max(1, concurrency)} at a time.")
     result = await run_eval(settings, cases, concurrency, progress=out)
     out("")

@@ -297,6 +297,11 @@ async def measure_replies(tg: FakeTelegram, texts: list[str], *, user_id: int = 
     return await asyncio.to_thread(measure_replies_blocking, tg, user_id, texts, gap, timeout)
 
 
+def main_thread_cpu() -> float:
+    """CPU seconds used so far by the main thread, where the bot's event loop runs (unaffected by other processes)."""
+    return time.clock_gettime(time.pthread_getcpuclockid(threading.main_thread().ident))
+
+
 def questions(count: int, first: int = 0) -> list[str]:
     return [QUESTION.format(n=first + i) for i in range(count)]
 

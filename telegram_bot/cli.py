@@ -286,7 +286,8 @@ def build_parser() -> argparse.ArgumentParser:
     routing = eval_sub.add_parser(
         "routing", help="send labelled example messages to the orchestrator and print the confusion table",
         description="Send each labelled message of the cases file to the real orchestrator (work tools are only "
-                    "recorded, no worker starts) and print where it was routed: a confusion table over direct / "
+                    "recorded, no worker starts; the workspaces are throw-away copies named calc, group-therapy, portfolio and "
+                    "self) and print where it was routed: a confusion table over direct / "
                     "research / code / frontend / test / approval, precision, recall, accuracy and the tokens spent.")
     routing.add_argument("--file", type=Path, default=None, metavar="PATH",
                          help="JSON-lines cases file (default: evals/routing.jsonl of this checkout)")

@@ -196,7 +196,7 @@ async def test_cancel_kills_the_running_command(bot: BotHarness, model: Scripted
     await bot.tg.await_for(lambda: marker.exists() and marker.read_text().strip())
     pid = int(marker.read_text())
     bot.tg.send_command(USER_ID, "/cancel")
-    await bot.tg.await_for(lambda: any("cancelled" in (m.text or "") for m in bot.tg.messages(USER_ID)))
+    await bot.tg.await_for(lambda: any("Task #1 cancelled" in (m.text or "") for m in bot.tg.messages(USER_ID)))
     task = await bot.runtime.store.get_task(1)
     assert task.status is TaskStatus.CANCELLED
     await asyncio.sleep(0.3)
