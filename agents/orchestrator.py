@@ -15,6 +15,7 @@ from agents.llm import estimate_tokens, explain_api_error, usage_of, usage_recor
 from agents.models import ChatMessage, ConversationNote, InputMethod, Role, TaskStatus, Usage
 from agents.settings import Settings
 from agents.store import Store
+from agents.symbol_hints import SymbolHints
 from agents.tool_sets import WorkDesk, orchestrator_tools
 from agents.toolbox import Audit, Toolbox
 from agents.workspaces import Workspaces
@@ -57,16 +58,18 @@ class Orchestrator:
     """Answers one message at a time per chat (a per-chat lock keeps order); other chats run concurrently."""
 
     def __init__(
-        self, settings: Settings, store: Store, client: anthropic.AsyncAnthropic, workspaces: Workspaces, desk: WorkDesk
+        self, settings: Settings, store: Store, client: anthropic.AsyncAnthropic, workspaces: Workspaces, desk: WorkDesk,
+        hints: SymbolHints | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
         self.client = client
         self.workspaces = workspaces
         self.desk = desk
+        self.hints = hints
         self._locks: defaultdict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
 
-    async def context_block(self, chat_id: int, input_method: InputMethod) -> str:
+    async def context_block(self, chat_id: int, input_method: InputMethod, text: str = "") -> str:
         """The per-turn facts the seed design gives the orchestrator: input method, workspaces, tasks, proposals."""
         lines = [f"input_method: {input_method.value}"]
         if input_method is InputMethod.VOICE:
@@ -85,6 +88,10 @@ class Orchestrator:
         for p in pending:
             summary = " ".join(p.body.split())[:300]
             lines.append(f"- proposal #{p.id} for {p.workspace} (request: {p.request[:200]}): {summary}")
+        definitions = await self.hints.hints(text) if self.hints else []
+        if definitions:
+            lines.append("definitions of code names in this message (from the repository index):")
+            lines += [f"- {d}" for d in definitions]
         return "<context>\n" + "\n".join(lines) + "\n</context>"
 
     def _fit_for_model(self, text: str) -> str:
@@ -158,7 +165,7 @@ class Orchestrator:
                     break
         current = {"role": "user", "content": [
             {"type": "text", "text": self._fit_for_model(text), "cache_control": EPHEMERAL},
-            {"type": "text", "text": await self.context_block(chat_id, input_method)},
+            {"type": "text", "text": await self.context_block(chat_id, input_method, text[:2000])},
         ]}
         if messages and messages[-1]["role"] == "user":
             messages[-1]["content"].extend(current["content"])

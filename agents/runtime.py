@@ -13,8 +13,10 @@ from agents.llm import make_client
 from agents.models import TaskStatus
 from agents.notify import Button, Notifier
 from agents.orchestrator import Orchestrator
+from agents.repo_map import RepoMap
 from agents.settings import Settings
 from agents.store import Store
+from agents.symbol_hints import SymbolHints
 from agents.task_execution import TaskExecutor
 from agents.task_runner import TaskRunner
 from agents.workspaces import Workspaces
@@ -32,6 +34,8 @@ class Runtime:
     runner: TaskRunner
     crew: Crew
     orchestrator: Orchestrator
+    repo_map: RepoMap
+    hints: SymbolHints
     transcriber: object | None = None
     interrupted: list = field(default_factory=list)
 
@@ -41,15 +45,19 @@ class Runtime:
         store = await Store.open(settings.database_path)
         client = client or make_client(settings)
         workspaces = Workspaces(settings.workspace_path, settings.bot_repository)
-        executor = TaskExecutor(settings, store, client, workspaces, notifier)
+        repo_map = RepoMap(store)
+        hints = SymbolHints(repo_map, store, workspaces)
+        executor = TaskExecutor(settings, store, client, workspaces, notifier, repo_map)
         runner = TaskRunner(store, executor.execute, settings.max_concurrent_tasks)
         crew = Crew(settings, store, workspaces, runner, notifier)
-        orchestrator = Orchestrator(settings, store, client, workspaces, crew)
+        orchestrator = Orchestrator(settings, store, client, workspaces, crew, hints)
         if transcriber is None:
             transcriber = _make_transcriber(settings)
-        runtime = cls(settings, store, client, workspaces, notifier, runner, crew, orchestrator, transcriber)
+        runtime = cls(settings, store, client, workspaces, notifier, runner, crew, orchestrator, repo_map, hints,
+                      transcriber)
         runtime.interrupted = await store.interrupt_running_tasks()  # a killed bot left these in_progress
         runner.start()  # pending tasks start again
+        hints.refresh_in_background()  # index the workspaces without delaying start-up
         return runtime
 
     async def announce_interrupted(self) -> None:
@@ -87,6 +95,7 @@ class Runtime:
             await asyncio.wait_for(self.runner.shutdown(timeout=4.0), timeout=6.0)
         except (asyncio.TimeoutError, Exception) as err:  # never hang the shutdown
             log.warning("runner shutdown: %s", err)
+        await self.hints.close()
         close = getattr(self.transcriber, "close", None)
         if close:
             close()

@@ -50,6 +50,7 @@ class Settings(BaseSettings):
     git_author_name: str = "agentlab"
     git_author_email: str = "agentlab@localhost"
     chromium_path: str | None = None
+    repo_map_tokens: int = Field(2000, ge=0)
 
     # --- voice ----------------------------------------------------------------------------
     whisper_model: str = "base"

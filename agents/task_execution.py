@@ -13,6 +13,7 @@ from agents import git_repo, prompts
 from agents.llm import explain_api_error, usage_record
 from agents.models import Criterion, Proposal, ProposalStatus, Task, TaskEvent, TaskStatus, WorkerKind, utcnow
 from agents.notify import Button, Notifier
+from agents.repo_map import RepoMap, repo_map_tools
 from agents.screenshot import find_chromium, screenshot_tool_result
 from agents.settings import Settings
 from agents.store import Store
@@ -124,8 +125,9 @@ class TaskExecutor:
     """Executes a claimed task; everything it learns goes to the store and the chat."""
 
     def __init__(self, settings: Settings, store: Store, client: anthropic.AsyncAnthropic, workspaces: Workspaces,
-                 notifier: Notifier) -> None:
+                 notifier: Notifier, repo_map: RepoMap | None = None) -> None:
         self.settings, self.store, self.client = settings, store, client
+        self.repo_map = repo_map
         self.workspaces, self.notifier = workspaces, notifier
         self.identity = git_repo.GitIdentity(settings.git_author_name, settings.git_author_email)  # noqa
         self.worktrees_dir = settings.database_path.parent.resolve() / "worktrees"
@@ -162,9 +164,12 @@ class TaskExecutor:
         async def on_usage(response: anthropic.types.Message) -> None:
             await self.store.record_usage(usage_record(response, f"{task.worker.value}-worker", task.chat_id, task.id))
 
+        tools = worker_tools(task.worker, root, self.settings.command_timeout_seconds, screenshot,
+                             verify if task.worker is not WorkerKind.RESEARCH else None)
+        if self.repo_map is not None:
+            tools += repo_map_tools(self.repo_map, f"{task.workspace}@task-{task.id}", root)
         toolbox = Toolbox(
-            worker_tools(task.worker, root, self.settings.command_timeout_seconds, screenshot,
-                         verify if task.worker is not WorkerKind.RESEARCH else None),
+            tools,
             Audit(self.store, agent=f"{task.worker.value}-worker", chat_id=task.chat_id, task_id=task.id),
         )
         return Worker(client=self.client, model=self.settings.worker_model, system=ROLE_PROMPTS[task.worker],
@@ -178,6 +183,8 @@ class TaskExecutor:
             await self._execute(task, progress)
         finally:
             progress.stop()
+            if self.repo_map is not None:  # the worker's own look-up index is not needed after the task
+                await self.store.delete_repo_index(f"{task.workspace}@task-{task.id}")
 
     async def _execute(self, task: Task, progress: "Progress") -> None:
         try:
@@ -198,18 +205,31 @@ class TaskExecutor:
             await progress.close("✖ failed")
             await self.notifier.send(task.chat_id, f"✖ **Task #{task.id} failed**: {trim(str(err), 800)}")
 
-    def first_turn(self, task: Task, criteria: list[Criterion]) -> str:
-        if not criteria:
-            return task.instructions
-        listed = "\n".join(f"{c.idx}. {c.text}" for c in criteria)
-        return (f"{task.instructions}\n\nAcceptance criteria (when one holds, call verify_criterion with its number "
-                f"and the evidence; the task is only done when all are verified):\n{listed}")
+    async def repository_map(self, task: Task, name: str, root: Path) -> str:
+        """The token-bounded map of the workspace for this request ('' when there is none)."""
+        if self.repo_map is None or self.settings.repo_map_tokens <= 0:
+            return ""
+        try:
+            text = await self.repo_map.render(name, root, task.instructions, self.settings.repo_map_tokens)
+        except Exception as err:  # the map helps; its absence must not fail the task
+            log.warning("task %s: no repository map: %s", task.id, err)
+            return ""
+        return f"\n\nRepository map (most relevant files first, with signatures):\n```\n{text}\n```" if text else ""
+
+    def first_turn(self, task: Task, criteria: list[Criterion], repo_map: str = "") -> str:
+        text = task.instructions
+        if criteria:
+            listed = "\n".join(f"{c.idx}. {c.text}" for c in criteria)
+            text += (f"\n\nAcceptance criteria (when one holds, call verify_criterion with its number and the "
+                     f"evidence; the task is only done when all are verified):\n{listed}")
+        return text + repo_map
 
     # ---- research → proposal -------------------------------------------------------------
     async def _research(self, task: Task, progress: Progress) -> None:
         workspace = self.workspaces.resolve(task.workspace)
         worker = self.make_worker(task, workspace.path, progress)
-        result = await worker.run(f"Workspace: {workspace.name}\n\nResearch request:\n{task.instructions}")
+        repo_map = await self.repository_map(task, workspace.name, workspace.path)
+        result = await worker.run(f"Workspace: {workspace.name}\n\nResearch request:\n{task.instructions}{repo_map}")
         if not result.finished or not result.report:
             reason = result.reason(self.limits()) if not result.finished else "the research worker wrote no proposal"
             await self.set_status(task, TaskStatus.FAILED, error=reason, result=result.report or None)
@@ -240,8 +260,9 @@ class TaskExecutor:
         if criteria:
             progress.criteria = f"{sum(c.verified for c in criteria)}/{len(criteria)} criteria"
         resumed = bool(task.result)  # an interrupted task carries what was done before
-        first = self.first_turn(task, criteria) if not resumed else (
-            f"{self.first_turn(task, criteria)}\n\n(This task was interrupted and is being resumed on the same branch. Notes from "
+        repo_map = await self.repository_map(task, workspace.name, workspace.path)
+        first = self.first_turn(task, criteria, repo_map) if not resumed else (
+            f"{self.first_turn(task, criteria, repo_map)}\n\n(This task was interrupted and is being resumed on the same branch. Notes from "
             f"before: {task.result}. Check the current state of the files before continuing.)")
         result = await worker.run(first)
         commit = await git_repo.commit_all(tree, f"{task.title}\n\nagentlab task #{task.id}", self.identity)
