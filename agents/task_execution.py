@@ -166,7 +166,7 @@ class TaskExecutor:
 
         tools = worker_tools(task.worker, root, self.settings.command_timeout_seconds, screenshot,
                              verify if task.worker is not WorkerKind.RESEARCH else None)
-        if self.repo_map is not None:
+        if self.repo_map is not None and task.worker is not WorkerKind.RESEARCH:  # research: read_file/glob/grep only
             tools += repo_map_tools(self.repo_map, f"{task.workspace}@task-{task.id}", root)
         toolbox = Toolbox(
             tools,
