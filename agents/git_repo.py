@@ -276,15 +276,6 @@ def _same_path(a: Path, b: Path) -> bool:
         return False
 
 
-async def _find_task_branch(repo: Path, task_id: int) -> str | None:
-    """An existing branch for this task (whatever its slug), so a restarted task resumes its branch."""
-    text = await _git(
-        "for-each-ref", "--format=%(refname:short)", f"refs/heads/{BRANCH_PREFIX}{task_id}-*", cwd=repo
-    )
-    branches = sorted(line.strip() for line in text.splitlines() if line.strip())
-    return branches[0] if branches else None
-
-
 async def _config_get(repo: Path, key: str) -> str | None:
     result = await _run_git("config", "--local", "--get", key, cwd=repo)
     if result.exit_code != 0:
@@ -298,11 +289,13 @@ async def create_task_worktree(
     title: str,
     identity: GitIdentity | None = None,
     worktrees_dir: Path | None = None,
+    branch: str | None = None,
 ) -> TaskWorktree:
-    """Create (or, after a restart, reuse) the task's branch and worktree.
+    """Create the task's branch and worktree, or (resume: `branch` names the task's existing branch) reuse them.
 
-    New: branch `agentlab/task-<id>-<slug>` from the current HEAD, checked out at `worktrees_dir/<repo>-task-<id>`.
-    Existing branch for the task id: reused; its worktree directory is reused when it is checked out, added otherwise.
+    New: branch `agentlab/task-<id>-<slug>` from the current HEAD (with a `-2`, `-3`… suffix when a branch of that
+    name is left over from an earlier database), checked out at `worktrees_dir/<repo>-task-<id>-<slug>`.
+    Resumed: the branch is reused; its worktree directory is reused when it is checked out, added otherwise.
     The base branch and base commit are remembered in the repository config so a resumed task diffs against the
     same base.
     """
@@ -314,23 +307,26 @@ async def create_task_worktree(
     if worktrees_dir is None:
         worktrees_dir = top.parent / f"{top.name}-agentlab-worktrees"
     worktrees_dir = Path(worktrees_dir)
-    target = worktrees_dir / f"{top.name}-task-{task_id}"
 
     async with _repo_lock(top):
-        branch = await _find_task_branch(top, task_id)
-        if branch is None:
-            branch = task_branch_name(task_id, title)
+        if branch and await _branch_exists(top, branch):
+            base_branch = await _config_get(top, f"branch.{branch}.{_BASE_BRANCH_KEY}") or await current_branch(top)
+            base_commit = await _config_get(top, f"branch.{branch}.{_BASE_COMMIT_KEY}") or (
+                await _git("merge-base", branch, base_branch, cwd=top)
+            ).strip()
+        else:
+            branch = candidate = task_branch_name(task_id, title)
+            suffix = 2
+            while await _branch_exists(top, branch):
+                branch = f"{candidate}-{suffix}"
+                suffix += 1
             base_branch = await current_branch(top)
             base_commit = await _rev_parse(top, "HEAD")
             await _git("branch", branch, base_commit, cwd=top)
             await _git("config", "--local", f"branch.{branch}.{_BASE_BRANCH_KEY}", base_branch, cwd=top)
             await _git("config", "--local", f"branch.{branch}.{_BASE_COMMIT_KEY}", base_commit, cwd=top)
-        else:
-            base_branch = await _config_get(top, f"branch.{branch}.{_BASE_BRANCH_KEY}") or await current_branch(top)
-            base_commit = await _config_get(top, f"branch.{branch}.{_BASE_COMMIT_KEY}") or (
-                await _git("merge-base", branch, base_branch, cwd=top)
-            ).strip()
 
+        target = worktrees_dir / f"{top.name}-{branch.split('/', 1)[-1]}"
         path = await _checkout_worktree(top, branch, target)
     return TaskWorktree(repo=top, path=path, branch=branch, base_branch=base_branch, base_commit=base_commit)
 

@@ -252,7 +252,8 @@ class TaskExecutor:
         initialised = await git_repo.ensure_repository(workspace.path, self.identity)
         if initialised:
             await self.notifier.send(task.chat_id, f"`{workspace.name}` was not a git repository; I initialised one.")
-        tree = await git_repo.create_task_worktree(workspace.path, task.id, task.title, self.identity, self.worktrees_dir)
+        tree = await git_repo.create_task_worktree(workspace.path, task.id, task.title, self.identity, self.worktrees_dir,
+                                                   branch=task.branch)  # set when an interrupted task resumes
         await self.store.update_task(task.id, branch=tree.branch, base_branch=tree.base_branch,
                                      base_commit=tree.base_commit, worktree=str(tree.path))
         worker = self.make_worker(task, tree.path, progress)

@@ -55,8 +55,9 @@ def worktrees_dir(tmp_path: Path) -> Path:
     return tmp_path / "worktrees"
 
 
-async def new_task(repo: Path, worktrees_dir: Path, task_id: int = 7, title: str = "Fix the Login page!") -> TaskWorktree:
-    return await git_repo.create_task_worktree(repo, task_id, title, GitIdentity(), worktrees_dir)
+async def new_task(repo: Path, worktrees_dir: Path, task_id: int = 7, title: str = "Fix the Login page!",
+                   branch: str | None = None) -> TaskWorktree:
+    return await git_repo.create_task_worktree(repo, task_id, title, GitIdentity(), worktrees_dir, branch)
 
 
 def test_commit_without_identity_fails_for_plain_git(repo: Path) -> None:
@@ -117,7 +118,7 @@ async def test_task_worktree_is_a_branch_and_the_users_checkout_is_untouched(rep
     wt = await new_task(repo, worktrees_dir)
 
     assert wt.branch == "agentlab/task-7-fix-the-login-page"
-    assert wt.path == worktrees_dir / "demo-task-7"
+    assert wt.path == worktrees_dir / "demo-task-7-fix-the-login-page"
     assert wt.repo == repo
     assert (wt.base_branch, wt.base_commit) == ("main", base)
     assert (wt.path / "app.py").read_text() == "VALUE = 1\n"
@@ -292,7 +293,7 @@ async def test_resume_reuses_the_existing_branch_and_worktree(repo: Path, worktr
     (repo / "README.md").write_text("# moved on\n")
     git("commit", "-q", "-am", "user keeps working", cwd=repo)
 
-    same_dir = await new_task(repo, worktrees_dir, title="a different title after restart")
+    same_dir = await new_task(repo, worktrees_dir, title="a different title after restart", branch=wt.branch)
     assert same_dir == wt
 
     await git_repo.remove_worktree_keep_branch(wt)
@@ -301,7 +302,7 @@ async def test_resume_reuses_the_existing_branch_and_worktree(repo: Path, worktr
     assert "+NEW = True" in await git_repo.diff(wt)  # Diff button still works from the branch
     assert await git_repo.changed_files(wt) == ["new.py"]
 
-    resumed = await new_task(repo, worktrees_dir)
+    resumed = await new_task(repo, worktrees_dir, branch=wt.branch)
     assert resumed == wt  # same branch, path, and the original base (not the user's newer commit)
     assert (resumed.path / "new.py").read_text() == "NEW = True\n"
     assert git("rev-parse", "--abbrev-ref", "HEAD", cwd=resumed.path) == wt.branch
@@ -311,9 +312,20 @@ async def test_worktree_directory_deleted_by_hand_is_recreated(repo: Path, workt
     wt = await new_task(repo, worktrees_dir)
     subprocess.run(["rm", "-rf", str(wt.path)], check=True)
 
-    resumed = await new_task(repo, worktrees_dir)
+    resumed = await new_task(repo, worktrees_dir, branch=wt.branch)
 
     assert resumed.path == wt.path and (resumed.path / "app.py").exists()
+
+
+async def test_a_leftover_branch_of_the_same_task_number_is_never_reused(repo: Path, worktrees_dir: Path) -> None:
+    old = await new_task(repo, worktrees_dir)  # e.g. from a database that was since deleted
+    (old.path / "old.py").write_text("OLD = 1\n")
+    await git_repo.commit_all(old, "old task 7", GitIdentity())
+
+    fresh = await new_task(repo, worktrees_dir)
+
+    assert fresh.branch == old.branch + "-2" and fresh.path != old.path
+    assert not (fresh.path / "old.py").exists()
 
 
 async def test_parallel_tasks_get_separate_worktrees(repo: Path, worktrees_dir: Path) -> None:
