@@ -44,13 +44,18 @@ class TaskRunner:
 
     async def _claim_loop(self) -> None:
         while not self._stopping:
-            while len(self.running) < self.max_concurrent and not self._stopping:
-                task = await self.store.claim_next_task()
-                if task is None:
-                    break
-                await self.store.add_event(TaskEvent(task_id=task.id, kind="status", detail=TaskStatus.IN_PROGRESS))
-                self.running[task.id] = asyncio.create_task(self._run(task), name=f"task-{task.id}")
             self._wake.clear()
+            try:
+                while len(self.running) < self.max_concurrent and not self._stopping:
+                    task = await self.store.claim_next_task()
+                    if task is None:
+                        break
+                    await self.store.add_event(TaskEvent(task_id=task.id, kind="status", detail=TaskStatus.IN_PROGRESS))
+                    self.running[task.id] = asyncio.create_task(self._run(task), name=f"task-{task.id}")
+            except Exception:  # a store hiccup must not stop the runner for good
+                log.exception("claiming tasks failed; retrying in 5 s")
+                await asyncio.sleep(5)
+                continue
             await self._wake.wait()
 
     async def _run(self, task: Task) -> None:

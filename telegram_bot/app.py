@@ -62,10 +62,11 @@ def build_application(settings: Settings) -> Application:
     for name, callback in commands.COMMANDS.items():
         app.add_handler(CommandHandler(name, callback))
     app.add_handler(CallbackQueryHandler(buttons.on_button))
-    app.add_handler(MessageHandler(filters.VOICE | filters.AUDIO | filters.Document.AUDIO, voice.on_voice))
-    app.add_handler(MessageHandler(filters.COMMAND, handlers.unknown_command))
-    app.add_handler(MessageHandler(filters.TEXT & ~filters.COMMAND, handlers.on_text))
-    app.add_handler(MessageHandler(filters.ALL & ~filters.StatusUpdate.ALL, handlers.unsupported))
+    new = filters.UpdateType.MESSAGE  # edits of old messages are not new requests
+    app.add_handler(MessageHandler(new & (filters.VOICE | filters.AUDIO | filters.Document.AUDIO), voice.on_voice))
+    app.add_handler(MessageHandler(new & filters.COMMAND, handlers.unknown_command))
+    app.add_handler(MessageHandler(new & filters.TEXT & ~filters.COMMAND, handlers.on_text))
+    app.add_handler(MessageHandler(new & ~filters.StatusUpdate.ALL, handlers.unsupported))
     app.add_error_handler(handlers.on_error)
     return app
 
