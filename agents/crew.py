@@ -74,10 +74,8 @@ class Crew:
 
     async def _submit(self, task: Task, criteria: list[str] | None = None) -> Task:
         task.reply_to_message_id = task.reply_to_message_id or REQUEST_MESSAGE.get()
-        task = await self.store.add_task(task)
         cleaned = [" ".join(str(c).split()) for c in (criteria or []) if str(c).strip()]
-        if cleaned:
-            await self.store.set_criteria(task.id, cleaned[:10])
+        task = await self.store.add_task(task, cleaned[:10])
         await self.store.add_event(TaskEvent(task_id=task.id, kind="status", detail=TaskStatus.PENDING.value))
         self.runner.wake()
         return task
@@ -131,18 +129,21 @@ class Crew:
     async def approve_proposal(self, chat_id: int, proposal_id: int | None = None) -> str:
         proposal = await self._pick_proposal(chat_id, proposal_id)
         await self._check_budget()
+        if not await self.store.decide_proposal(proposal.id, ProposalStatus.APPROVED):  # a double tap lands here
+            raise ToolError(f"proposal #{proposal.id} was already decided")
         instructions = (f"Implement this approved proposal in the workspace, exactly as written (the user approved "
                         f"it as is).\n\nOriginal request: {proposal.request}\n\n{proposal.body}")
         task = await self._submit(Task(chat_id=chat_id, workspace=proposal.workspace, worker=WorkerKind.CODE,
                                        title=f"proposal #{proposal.id}: {title_of(proposal.request, 60)}",
                                        instructions=instructions, proposal_id=proposal.id),
                                   criteria=plan_criteria(proposal.body))
-        await self.store.update_proposal(proposal.id, status=ProposalStatus.APPROVED, task_id=task.id, decided_at=utcnow())
+        await self.store.update_proposal(proposal.id, task_id=task.id)
         return f"Proposal #{proposal.id} approved; code task #{task.id} started on {proposal.workspace} in the background."
 
     async def reject_proposal(self, chat_id: int, proposal_id: int | None = None, reason: str | None = None) -> str:
         proposal = await self._pick_proposal(chat_id, proposal_id)
-        await self.store.update_proposal(proposal.id, status=ProposalStatus.REJECTED, decided_at=utcnow())
+        if not await self.store.decide_proposal(proposal.id, ProposalStatus.REJECTED):
+            raise ToolError(f"proposal #{proposal.id} was already decided")
         return f"Proposal #{proposal.id} rejected" + (f" ({reason})." if reason else ".")
 
     async def list_tasks(self, chat_id: int) -> str:
@@ -181,9 +182,17 @@ class Crew:
         return (await git_repo.diff(tree)).encode("utf-8")
 
     async def discard(self, chat_id: int, task_id: int) -> str:
+        """Throw a task's work away: stop it if it is still active or interrupted, then delete its branch."""
+        task = await self.store.get_task(task_id)
+        if task is None or task.chat_id != chat_id:
+            raise ToolError(f"there is no task #{task_id} in this chat")
+        if task.status.is_active or task.status is TaskStatus.INTERRUPTED:
+            await self.runner.cancel(task_id)
+        if not task.branch or not task.base_commit:
+            return f"Task #{task_id} was discarded; it had no branch."
         _, tree = await self._branch_task(chat_id, task_id)
         await git_repo.discard_task_worktree(tree)
-        return f"Task #{task_id}'s branch `{tree.branch}` was deleted."
+        return f"Task #{task_id} was discarded; its branch `{tree.branch}` was deleted."
 
     async def resume(self, chat_id: int, task_id: int) -> str:
         task = await self.store.get_task(task_id)

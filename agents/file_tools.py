@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from agents.workspaces import PathOutsideWorkspace, ToolError, Workspace, WorkspaceNotFound, confine
+from agents.workspaces import PathOutsideWorkspace, ToolError, Workspace, WorkspaceNotFound, confine, is_secret_file
 
 __all__ = [
     "SKIP_DIRS",
@@ -398,7 +398,7 @@ def _glob_sync(base: Path, pattern: str, limit: int) -> str:
                     matches.append(rel + "/")
             for name in files:
                 rel = _rel(base, folder / name)
-                if regex.fullmatch(rel):
+                if regex.fullmatch(rel) and not is_secret_file(name):
                     matches.append(rel)
     if not matches:
         return f"no files match {pattern!r}"
@@ -424,7 +424,8 @@ def _snippet(line: str, match: re.Match[str] | None) -> str:
 
 def _grep_files(base: Path, start: Path, file_glob: str | None) -> Iterator[Path]:
     if start.is_file():
-        yield start
+        if not is_secret_file(start.name):
+            yield start
         return
     name_regex = path_regex = None
     if file_glob:
@@ -455,7 +456,7 @@ def _files_in_path_order(folder: Path) -> Iterator[Path]:
             if entry.is_dir(follow_symlinks=False):
                 if entry.name not in SKIP_DIRS:
                     yield from _files_in_path_order(Path(entry.path))
-            elif entry.is_file():
+            elif entry.is_file() and not is_secret_file(entry.name):
                 yield Path(entry.path)
         except OSError:
             continue

@@ -21,6 +21,9 @@ from agents.shell import child_env
 
 GIT_TIMEOUT_SECONDS = 120.0
 BRANCH_PREFIX = "agentlab/task-"
+# Build and environment debris a task run leaves behind, never committed even where .gitignore misses it.
+NEVER_COMMIT = tuple(f":(exclude,glob)**/{name}" for name in (
+    ".venv", ".venv/**", "__pycache__/**", "*.pyc", "node_modules/**", ".pytest_cache/**", ".agentlab-*"))
 _BASE_BRANCH_KEY = "agentlab-base"
 _BASE_COMMIT_KEY = "agentlab-base-commit"
 _NOT_A_REPOSITORY = "not a git repository"
@@ -362,7 +365,7 @@ async def commit_all(
 
     Call it again after a correction round to commit the new changes as a further commit.
     """
-    await _git("add", "-A", cwd=worktree.path)
+    await _git("add", "-A", "--", ".", *NEVER_COMMIT, cwd=worktree.path)
     if await _succeeds("diff", "--cached", "--quiet", cwd=worktree.path):
         return None
     await _git("commit", "-q", "--no-verify", "-m", message, cwd=worktree.path, identity=identity)

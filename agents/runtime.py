@@ -36,6 +36,7 @@ class Runtime:
     orchestrator: Orchestrator
     repo_map: RepoMap
     hints: SymbolHints
+    executor: TaskExecutor
     transcriber: object | None = None
     interrupted: list = field(default_factory=list)
 
@@ -54,8 +55,9 @@ class Runtime:
         if transcriber is None:
             transcriber = _make_transcriber(settings)
         runtime = cls(settings, store, client, workspaces, notifier, runner, crew, orchestrator, repo_map, hints,
-                      transcriber)
-        runtime.interrupted = await store.interrupt_running_tasks()  # a killed bot left these in_progress
+                      executor, transcriber)
+        await store.interrupt_running_tasks()  # a killed bot left these in_progress
+        runtime.interrupted = await store.list_tasks(statuses=[TaskStatus.INTERRUPTED], limit=20)
         runner.start()  # pending tasks start again
         hints.refresh_in_background()  # index the workspaces without delaying start-up
         return runtime
@@ -66,9 +68,9 @@ class Runtime:
             try:
                 await self.notifier.send(
                     task.chat_id,
-                    f"⚠️ The bot restarted while **task #{task.id}** was running ({task.worker.value} · "
+                    f"⚠️ The bot stopped while **task #{task.id}** was running ({task.worker.value} · "
                     f"`{task.workspace}`: {task.title}). Resume it on its branch, or discard it?",
-                    buttons=[[Button("▶ Resume", f"task:resume:{task.id}"), Button("✖ Discard", f"task:cancel:{task.id}")]],
+                    buttons=[[Button("▶ Resume", f"task:resume:{task.id}"), Button("✖ Discard", f"task:discard:{task.id}")]],
                 )
             except Exception as err:
                 log.warning("could not announce interrupted task %s: %s", task.id, err)
@@ -89,8 +91,17 @@ class Runtime:
             lines.append(f"**Speech model:** {self.settings.whisper_model} ({getattr(state, 'value', state)})")
         return "\n".join(lines)
 
+    async def stop_workers(self) -> None:
+        """First step of a shutdown: running tasks become `interrupted` (resumable), their processes are killed."""
+        self.executor.stopping = True
+        try:
+            await asyncio.wait_for(self.runner.shutdown(timeout=4.0), timeout=6.0)
+        except (asyncio.TimeoutError, Exception) as err:  # never hang the shutdown
+            log.warning("runner shutdown: %s", err)
+
     async def close(self) -> None:
         """SIGTERM path: stop workers (they become interrupted), close the client and the store; bounded in time."""
+        self.executor.stopping = True
         try:
             await asyncio.wait_for(self.runner.shutdown(timeout=4.0), timeout=6.0)
         except (asyncio.TimeoutError, Exception) as err:  # never hang the shutdown

@@ -41,6 +41,7 @@ class Settings(BaseSettings):
 
     # --- workers --------------------------------------------------------------------------
     worker_max_steps: int = Field(60, ge=1)
+    worker_max_output_tokens: int = Field(16_000, ge=1024, le=21_000)
     worker_max_seconds: float = Field(1800.0, gt=0)
     worker_max_tokens: int = Field(3_000_000, ge=1_000)
     max_corrections: int = Field(3, ge=0)

@@ -23,6 +23,7 @@ CHILD_ENV_HINTS: Mapping[str, str] = {
     "GIT_PAGER": "cat",
     "CI": "1",
     "NO_COLOR": "1",
+    "PYTHONDONTWRITEBYTECODE": "1",
 }
 TERM_GRACE_SECONDS = 2.0
 DRAIN_GRACE_SECONDS = 0.5

@@ -314,6 +314,13 @@ class Store:
     async def update_proposal(self, proposal_id: int, **fields: Any) -> None:
         await self._update("proposals", proposal_id, fields)
 
+    async def decide_proposal(self, proposal_id: int, status: ProposalStatus) -> bool:
+        """Atomically take a pending proposal to `status`; False when it was no longer pending (a double tap)."""
+        _, rows = await self._write(
+            "UPDATE proposals SET status = ?, decided_at = ? WHERE id = ? AND status = ? RETURNING id",
+            (status.value, _to_db(utcnow()), proposal_id, ProposalStatus.PENDING.value))
+        return bool(rows)
+
     async def pending_proposals(self, chat_id: int) -> list[Proposal]:
         return await self._fetch(
             Proposal, "SELECT * FROM proposals WHERE chat_id = ? AND status = ? ORDER BY id",
@@ -321,9 +328,30 @@ class Store:
         )
 
     # ---- tasks ---------------------------------------------------------------------------
-    async def add_task(self, task: Task) -> Task:
-        task.id = await self._insert("tasks", task)
+    async def add_task(self, task: Task, criteria: list[str] | None = None) -> Task:
+        """Insert a task and its acceptance criteria in one transaction (a runner never sees one without the other)."""
+        data = {k: _to_db(v) for k, v in task.model_dump().items() if k != "id"}
+        async with self._lock:
+            try:
+                cur = await self._db.execute(
+                    f"INSERT INTO tasks ({', '.join(data)}) VALUES ({', '.join('?' for _ in data)})", tuple(data.values()))
+                task.id = int(cur.lastrowid)
+                await self._db.executemany(
+                    "INSERT INTO task_criteria (task_id, idx, text) VALUES (?, ?, ?)",
+                    [(task.id, idx, text) for idx, text in enumerate(criteria or [], start=1)])
+                await self._db.commit()
+            except BaseException:
+                await self._db.rollback()
+                raise
         return task
+
+    async def transition_task(self, task_id: int, from_statuses: Iterable[TaskStatus], to: TaskStatus) -> bool:
+        """Atomically move a task from one of `from_statuses` to `to`; False when it was in none of them."""
+        values = [s.value for s in from_statuses]
+        _, rows = await self._write(
+            f"UPDATE tasks SET status = ? WHERE id = ? AND status IN ({', '.join('?' for _ in values)}) RETURNING id",
+            (to.value, task_id, *values))
+        return bool(rows)
 
     async def get_task(self, task_id: int) -> Task | None:
         return await self._fetch_one(Task, "SELECT * FROM tasks WHERE id = ?", (task_id,))
@@ -370,11 +398,6 @@ class Store:
 
     async def task_events(self, task_id: int) -> list[TaskEvent]:
         return await self._fetch(TaskEvent, "SELECT * FROM task_events WHERE task_id = ? ORDER BY id", (task_id,))
-
-    async def set_criteria(self, task_id: int, criteria: list[str]) -> None:
-        for idx, text in enumerate(criteria, start=1):
-            await self._write("INSERT OR REPLACE INTO task_criteria (task_id, idx, text) VALUES (?, ?, ?)",
-                              (task_id, idx, text))
 
     async def criteria(self, task_id: int) -> list[Criterion]:
         return await self._fetch(Criterion, "SELECT * FROM task_criteria WHERE task_id = ? ORDER BY idx", (task_id,))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from pathlib import Path
@@ -21,7 +22,7 @@ from agents.test_runner import TestOutcome, TestStatus, run_tests
 from agents.tool_sets import worker_tools
 from agents.toolbox import Audit, Toolbox, ToolResult
 from agents.worker import Limits, Worker, WorkerResult
-from agents.workspaces import ToolError, Workspaces
+from agents.workspaces import ToolError, Workspace, Workspaces
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +35,14 @@ ROLE_PROMPTS = {
 REPORT_LIMIT = 1500
 PROGRESS_INTERVAL = 5.0  # at most one edit of a progress message per this many seconds
 PROGRESS_TICK = 15.0  # refresh the elapsed time at least this often during a long step
+
+
+def share_virtualenv(repo: Path, worktree: Path) -> None:
+    """A task worktree has no untracked files; link the checkout's `.venv` in so the project's tests find their deps."""
+    venv, link = repo / ".venv", worktree / ".venv"
+    if venv.is_dir() and not link.exists() and not link.is_symlink():
+        with contextlib.suppress(OSError):
+            link.symlink_to(venv, target_is_directory=True)
 
 
 def trim(text: str, limit: int) -> str:
@@ -132,6 +141,7 @@ class TaskExecutor:
         self.identity = git_repo.GitIdentity(settings.git_author_name, settings.git_author_email)  # noqa
         self.worktrees_dir = settings.database_path.parent.resolve() / "worktrees"
         self.chromium = find_chromium(settings.chromium_path)
+        self.stopping = False  # set when the bot shuts down: running tasks become interrupted, not cancelled
 
     def limits(self) -> Limits:
         s = self.settings
@@ -173,7 +183,7 @@ class TaskExecutor:
             Audit(self.store, agent=f"{task.worker.value}-worker", chat_id=task.chat_id, task_id=task.id),
         )
         return Worker(client=self.client, model=self.settings.worker_model, system=ROLE_PROMPTS[task.worker],
-                      toolbox=toolbox, limits=self.limits(), max_output_tokens=self.settings.max_output_tokens,
+                      toolbox=toolbox, limits=self.limits(), max_output_tokens=self.settings.worker_max_output_tokens,
                       on_step=progress.update, on_usage=on_usage)
 
     async def execute(self, task: Task) -> None:
@@ -193,17 +203,21 @@ class TaskExecutor:
             else:
                 await self._change(task, progress)
         except asyncio.CancelledError:
-            await progress.close("✖ cancelled")
+            await progress.close("⏸ interrupted: the bot is stopping (resume it after the restart)" if self.stopping
+                                 else "✖ cancelled")
             raise
         except anthropic.APIError as err:
-            reason = explain_api_error(err)
-            await self.set_status(task, TaskStatus.FAILED, error=reason)
-            await progress.close(f"✖ failed: {reason}")
-            await self.notifier.send(task.chat_id, f"✖ **Task #{task.id} failed**: {reason}")
+            await self._fail(task, progress, explain_api_error(err))
         except (ToolError, git_repo.GitError) as err:
-            await self.set_status(task, TaskStatus.FAILED, error=str(err))
-            await progress.close("✖ failed")
-            await self.notifier.send(task.chat_id, f"✖ **Task #{task.id} failed**: {trim(str(err), 800)}")
+            await self._fail(task, progress, trim(str(err), 800))
+        except Exception as err:  # never leave a task looking alive after a bug
+            log.exception("task %s crashed", task.id)
+            await self._fail(task, progress, f"internal error ({type(err).__name__}); it is in the bot's log")
+
+    async def _fail(self, task: Task, progress: "Progress", reason: str) -> None:
+        await self.set_status(task, TaskStatus.FAILED, error=reason)
+        await progress.close(f"✖ failed: {trim(reason, 200)}")
+        await self.notifier.send(task.chat_id, f"✖ **Task #{task.id} failed**: {reason}")
 
     async def repository_map(self, task: Task, name: str, root: Path) -> str:
         """The token-bounded map of the workspace for this request ('' when there is none)."""
@@ -238,7 +252,7 @@ class TaskExecutor:
             return
         for old in await self.store.pending_proposals(task.chat_id):
             if old.workspace == workspace.name:
-                await self.store.update_proposal(old.id, status=ProposalStatus.SUPERSEDED, decided_at=utcnow())
+                await self.store.decide_proposal(old.id, ProposalStatus.SUPERSEDED)
         proposal = await self.store.add_proposal(Proposal(chat_id=task.chat_id, workspace=workspace.name,
                                                           request=task.instructions, body=result.report))
         await self.set_status(task, TaskStatus.COMPLETED, result=f"proposal #{proposal.id}")
@@ -256,15 +270,28 @@ class TaskExecutor:
                                                    branch=task.branch)  # set when an interrupted task resumes
         await self.store.update_task(task.id, branch=tree.branch, base_branch=tree.base_branch,
                                      base_commit=tree.base_commit, worktree=str(tree.path))
+        share_virtualenv(workspace.path, tree.path)
+        try:
+            await self._work_on(task, progress, workspace, tree)
+        except BaseException:
+            if not self.stopping:  # cancelled or failed: keep the branch (and its commits), drop the checkout
+                with contextlib.suppress(Exception):
+                    await git_repo.commit_all(tree, f"{task.title} (partial, task ended early)\n\nagentlab task #{task.id}",
+                                              self.identity)
+                    await git_repo.remove_worktree_keep_branch(tree)
+            raise
+
+    async def _work_on(self, task: Task, progress: Progress, workspace: Workspace, tree: git_repo.TaskWorktree) -> None:
         worker = self.make_worker(task, tree.path, progress)
         criteria = await self.store.criteria(task.id)
         if criteria:
             progress.criteria = f"{sum(c.verified for c in criteria)}/{len(criteria)} criteria"
         resumed = bool(task.result)  # an interrupted task carries what was done before
         repo_map = await self.repository_map(task, workspace.name, workspace.path)
-        first = self.first_turn(task, criteria, repo_map) if not resumed else (
-            f"{self.first_turn(task, criteria, repo_map)}\n\n(This task was interrupted and is being resumed on the same branch. Notes from "
-            f"before: {task.result}. Check the current state of the files before continuing.)")
+        first = self.first_turn(task, criteria, repo_map)
+        if resumed:
+            first += (f"\n\n(This task was interrupted and is being resumed on the same branch. Notes from before: "
+                      f"{task.result}. Check the current state of the files before continuing.)")
         result = await worker.run(first)
         commit = await git_repo.commit_all(tree, f"{task.title}\n\nagentlab task #{task.id}", self.identity)
         commits = [commit] if commit else []
@@ -294,6 +321,8 @@ class TaskExecutor:
         unverified = [c for c in criteria if not c.verified]
         if not result.finished:
             status, headline = TaskStatus.FAILED, f"✖ Task #{task.id} stopped: {result.reason(self.limits())}"
+        elif outcome is not None and outcome.status is TestStatus.error:
+            status, headline = TaskStatus.BLOCKED, f"⛔ Task #{task.id} blocked: the tests could not be run"
         elif outcome is not None and outcome.status is TestStatus.failed:
             status, headline = TaskStatus.BLOCKED, (
                 f"⛔ Task #{task.id} blocked: tests still fail after {corrections} correction"
@@ -315,8 +344,8 @@ class TaskExecutor:
             lines.append("**Tests:** no tests found in this workspace (nothing was verified)")
         else:
             lines.append(f"**Tests:** {outcome.status.value}: {outcome.summary} (`{outcome.command}`)")
-            if outcome.status is TestStatus.failed:
-                lines += ["Last failure:", f"```\n{tail(outcome.output, 1200)}\n```"]
+            if outcome.status in (TestStatus.failed, TestStatus.error):
+                lines += ["Last output:", f"```\n{tail(outcome.output, 1200)}\n```"]
         if last:
             stat = (last.diffstat.splitlines() or [""])[-1].strip()
             files = ", ".join(f"`{f}`" for f in last.files[:12]) + (" …" if len(last.files) > 12 else "")

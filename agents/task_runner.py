@@ -87,10 +87,16 @@ class TaskRunner:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await running
             return True
-        task = await self.store.get_task(task_id)
-        if task is not None and task.status in (TaskStatus.PENDING, TaskStatus.INTERRUPTED):
-            await self._finish_cancelled(task_id)
+        if await self.store.transition_task(task_id, [TaskStatus.PENDING, TaskStatus.INTERRUPTED], TaskStatus.CANCELLED):
+            await self.store.update_task(task_id, finished_at=utcnow())
+            await self.store.add_event(TaskEvent(task_id=task_id, kind="status", detail=TaskStatus.CANCELLED))
             self.done_event(task_id).set()
+            return True
+        running = self.running.get(task_id)  # claimed between our look and our update
+        if running is not None:
+            running.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await running
             return True
         return False
 

@@ -6,6 +6,7 @@ pytest configuration), then a real `npm test` script. No command means "no tests
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import json
 import os
@@ -192,7 +193,7 @@ async def run_tests(workspace: Path, timeout: float, env: Mapping[str, str] | No
     """Run the workspace's tests (see `detect_test_command`) with a time limit. `env=None` means `child_env()`."""
     workspace = Path(workspace)
     try:
-        command = detect_test_command(workspace)
+        command = await asyncio.to_thread(detect_test_command, workspace)
     except TestConfigError as err:
         return TestOutcome(status=TestStatus.error, command=None, output=str(err), summary=str(err))
     if command is None:

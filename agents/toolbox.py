@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -102,9 +103,15 @@ class Toolbox:
         except ToolError as err:
             error = str(err)
             result = ToolResult(f"Error: {err}", is_error=True)
-        except TypeError as err:  # unexpected/ill-typed arguments from the model
+        except (TypeError, ValueError) as err:  # unexpected/ill-typed arguments from the model
             error = str(err)
             result = ToolResult(f"Error: bad arguments for {name}: {err}", is_error=True)
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:  # an unexpected failure is reported to the model, never a crashed turn or task
+            log.exception("tool %s failed", name)
+            error = f"{type(err).__name__}: {err}"
+            result = ToolResult(f"Error: {name} failed: {error}", is_error=True)
         duration_ms = int((time.monotonic() - started) * 1000)
         if result.is_error and error is None:
             error = result.content if isinstance(result.content, str) else "error"

@@ -38,13 +38,13 @@ def _line(label: str, usage: Usage, settings: Settings, calls: int) -> str:
             f"cache write {usage.cache_creation_input_tokens:,}")
 
 
-async def usage_report(store: Store, settings: Settings, top: int = 5) -> str:
+async def usage_report(store: Store, settings: Settings, chat_id: int | None = None, top: int = 5) -> str:
     today = await store.usage_since(start_of_day())
     month = await store.usage_since(start_of_month())
     lines = [_line("Today", total(today), settings, len(today)), _line("This month", total(month), settings, len(month))]
     by_task: dict[int, list[UsageRecord]] = defaultdict(list)
     for r in month:
-        if r.task_id is not None:
+        if r.task_id is not None and (chat_id is None or r.chat_id == chat_id):
             by_task[r.task_id].append(r)
     ranked = sorted(by_task.items(), key=lambda kv: cost_usd(total(kv[1]), settings), reverse=True)[:top]
     if ranked:

@@ -15,6 +15,8 @@ from agents.models import Usage
 from agents.toolbox import Toolbox
 
 EPHEMERAL = {"type": "ephemeral"}
+TRUNCATED = ("not run: your output hit the max_tokens limit and this call was cut off. Write large files in smaller "
+             "pieces (write_file a skeleton, then edit_file), or keep each call shorter.")
 
 StepCallback = Callable[[str], Awaitable[None]]
 UsageCallback = Callable[[anthropic.types.Message], Awaitable[None]]
@@ -88,6 +90,7 @@ class Worker:
     on_usage: UsageCallback | None = None
     messages: list[dict[str, Any]] = field(default_factory=list)
     steps: int = 0
+    run_steps: int = 0
     usage: Usage = field(default_factory=Usage)
     started: float = field(default_factory=time.monotonic)
 
@@ -98,9 +101,9 @@ class Worker:
             self.messages[-1]["content"].append(turn)  # after a cut-short turn: keep roles alternating
         else:
             self.messages.append({"role": "user", "content": [turn]})
-        remaining = self.limits.max_seconds - (time.monotonic() - self.started)
+        self.started, self.run_steps = time.monotonic(), 0  # each run (task or correction) gets the full limits
         try:
-            async with asyncio.timeout(max(remaining, 0.001)):
+            async with asyncio.timeout(self.limits.max_seconds):
                 while True:
                     report = await self.step()
                     if report is not None:
@@ -112,13 +115,14 @@ class Worker:
 
     async def step(self) -> str | None:
         """One model call and its tool calls; returns the final report when the model ends its turn."""
-        if self.steps >= self.limits.max_steps:
+        if self.run_steps >= self.limits.max_steps:
             raise _LimitReached(StopReason.STEP_LIMIT)
         total = self.usage.input_tokens + self.usage.output_tokens + self.usage.cache_read_input_tokens \
             + self.usage.cache_creation_input_tokens
         if total >= self.limits.max_tokens:
             raise _LimitReached(StopReason.TOKEN_LIMIT)
         self.steps += 1
+        self.run_steps += 1
         response = await self.client.messages.create(
             model=self.model,
             max_tokens=self.max_output_tokens,
@@ -131,6 +135,12 @@ class Worker:
             await self.on_usage(response)
         content = [b.model_dump(exclude_none=True) for b in response.content]
         self.messages.append({"role": "assistant", "content": content})
+        if response.stop_reason == "max_tokens" and any(b.type == "tool_use" for b in response.content):
+            # A tool call cut off mid-way must not run; say so and let the model do it in smaller pieces.
+            self.messages.append({"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": b.id, "is_error": True, "content": TRUNCATED}
+                for b in response.content if b.type == "tool_use"]})
+            return None
         if response.stop_reason != "tool_use":
             return "".join(b.text for b in response.content if b.type == "text").strip()
         results = []

@@ -216,6 +216,15 @@ class Workspaces:
         )
 
 
+_SECRET_NAMES = frozenset({".env", "id_rsa", "id_ecdsa", "id_ed25519", "id_dsa"})
+_SHAREABLE_ENV = frozenset({".env.example", ".env.sample", ".env.template", ".env.dist"})
+
+
+def is_secret_file(name: str) -> bool:
+    """`.env`, `.env.local`… (not `.env.example`) and private SSH keys: never shown to a model."""
+    return name in _SECRET_NAMES or (name.startswith(".env.") and name not in _SHAREABLE_ENV)
+
+
 def confine(root: Path, relative: str) -> Path:
     """Resolve `relative` inside `root` (following symlinks) or raise PathOutsideWorkspace.
 
@@ -243,6 +252,9 @@ def confine(root: Path, relative: str) -> Path:
     except (OSError, RuntimeError) as err:  # RuntimeError: symlink loop on 3.11
         raise PathOutsideWorkspace(f"{text!r} cannot be resolved ({err}); use a plain path relative to the workspace")
     if target == base or target.is_relative_to(base):
+        if is_secret_file(target.name):
+            raise PathOutsideWorkspace(f"{text!r} holds secrets (environment file or private key); agents may not "
+                                       "read or write it")
         return target
     if (base / text).is_symlink() or any(p.is_symlink() for p in _existing_parents(base, text)):
         raise PathOutsideWorkspace(

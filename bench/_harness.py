@@ -282,7 +282,9 @@ def _reply_to(tg: FakeTelegram, chat_id: int, message_id: int, start: int) -> Ca
     return answered
 
 
-def measure_replies_blocking(tg: FakeTelegram, user_id: int, texts: list[str], gap: float, timeout: float) -> list[float]:
+def measure_replies_blocking(
+    tg: FakeTelegram, user_id: int, texts: list[str], gap: float, timeout: float
+) -> list[float]:
     """For each text, sequentially: inject it, block until the bot's reply to it is stored; latencies in ms."""
     latencies: list[float] = []
     for text in texts:
@@ -316,7 +318,8 @@ def questions(count: int, first: int = 0) -> list[str]:
 
 def parse_args(description: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--json", action="store_true", help="also print the figures as one JSON object on the last line")
+    parser.add_argument("--json", action="store_true",
+                        help="also print the figures as one JSON object on the last line")
     return parser.parse_args()
 
 

@@ -27,7 +27,7 @@ from bench._harness import (  # noqa: E402
     quiet_logging, running_fakes, temp_workspace, verdict, wait_transcriber_settled,
 )
 from telegram_bot.app import stop_polling  # noqa: E402
-from tests.conftest import USER_ID, BotHarness, start_bot  # noqa: E402
+from tests.conftest import BotHarness, start_bot  # noqa: E402
 from tests.fakes import anthropic_server as claude_says  # noqa: E402
 from tests.scripted import ScriptedModel  # noqa: E402
 
@@ -163,16 +163,16 @@ async def main() -> dict:
             await stop_polling(bot.app)
 
     info = machine()
-    print(f"Direct answers with background work: {MESSAGES} sequential messages per run, {GAP_SECONDS * 1000:.0f} ms idle "
-          f"between messages, the orchestrator's model at zero latency; {info['date']}, {info['nproc']} CPUs, "
-          f"{info['cpu']}, Python {info['python']}")
+    print(f"Direct answers with background work: {MESSAGES} sequential messages per run, "
+          f"{GAP_SECONDS * 1000:.0f} ms idle between messages, the orchestrator's model at zero latency; "
+          f"{info['date']}, {info['nproc']} CPUs, {info['cpu']}, Python {info['python']}")
     print(f"  {idle.label}")
     print(f"    direct answers  {idle.latency.line()}")
     print(f"    loop lag        {idle.loop_lag.line()}")
     fast_p50, fast_p95 = report(idle, fast)
     paced_p50, paced_p95 = report(idle, paced)
-    print("  Note: the fakes answer with zero latency unless stated; direct answers and workers share one event loop and "
-          "one SQLite connection, and here the CPU with the fakes (same process).")
+    print("  Note: the fakes answer with zero latency unless stated; direct answers and workers share one event "
+          "loop and one SQLite connection, and here the CPU with the fakes (same process).")
     return {
         "bench": "background", **info, "messages": MESSAGES, "warmup": WARMUP, "tasks": TASKS,
         "gap_ms": GAP_SECONDS * 1000, "worker_model_seconds": WORKER_MODEL_SECONDS, "target_ratio": TARGET,

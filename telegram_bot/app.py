@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import signal
 
 from telegram import BotCommand, Update
 from telegram.ext import (
@@ -30,8 +32,26 @@ async def _post_init(app: Application) -> None:
     app.bot_data["runtime"] = runtime
     await app.bot.set_my_commands([BotCommand(name, about) for name, about in handlers.COMMANDS + commands.MENU])
     await runtime.announce_interrupted()
+    if app.bot_data.get("handle_signals"):
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, lambda: asyncio.ensure_future(_graceful_stop(app)))
     me = app.bot.username or "?"
     log.info("agentlab started as @%s; workspaces: %s", me, ", ".join(w.name for w in runtime.workspaces.all()))
+
+
+async def _graceful_stop(app: Application) -> None:
+    """SIGTERM/SIGINT: interrupt workers and cancel turns in flight first, so PTB's stop never waits on them."""
+    if app.bot_data.get("stopping"):
+        return
+    app.bot_data["stopping"] = True
+    log.info("stopping: interrupting running tasks and turns")
+    runtime: Runtime | None = app.bot_data.get("runtime")
+    if runtime is not None:
+        await runtime.stop_workers()
+    for turn in list(app.bot_data.get("turns", ())):
+        turn.cancel()
+    app.stop_running()
 
 
 async def _post_stop(app: Application) -> None:
@@ -91,4 +111,5 @@ async def stop_polling(app: Application) -> None:
 def run_polling(settings: Settings) -> None:
     """Long polling until SIGINT/SIGTERM (PTB installs the signal handlers and shuts down cleanly)."""
     app = build_application(settings)
-    app.run_polling(allowed_updates=Update.ALL_TYPES, close_loop=False)
+    app.bot_data["handle_signals"] = True  # our handler interrupts workers before PTB stops
+    app.run_polling(allowed_updates=Update.ALL_TYPES, close_loop=False, stop_signals=None)

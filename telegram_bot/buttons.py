@@ -10,6 +10,7 @@ from telegram.error import BadRequest
 from telegram.ext import ContextTypes
 
 from agents.models import ChatMessage, Role
+from agents.git_repo import GitError
 from agents.workspaces import ToolError
 from telegram_bot.handlers import runtime
 from telegram_bot.replies import send_markdown
@@ -50,7 +51,7 @@ async def on_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
             return
         else:
             text = "This button is no longer valid."
-    except ToolError as err:
+    except (ToolError, GitError) as err:
         text = str(err)[:1].upper() + str(err)[1:]
     if kind == "proposal":  # the decision is part of the conversation the orchestrator reads
         await rt.store.add_message(ChatMessage(chat_id=chat_id, role=Role.ASSISTANT, content=f"[button] {text}"))

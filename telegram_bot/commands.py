@@ -89,7 +89,7 @@ async def cancel(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
 async def usage(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     """/usage: tokens and estimated cost."""
     rt = runtime(context)
-    await _say(update, context, await usage_report(rt.store, rt.settings))
+    await _say(update, context, await usage_report(rt.store, rt.settings, update.effective_chat.id))
 
 
 async def log(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:

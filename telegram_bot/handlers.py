@@ -88,8 +88,14 @@ async def converse(update: Update, context: ContextTypes.DEFAULT_TYPE, text: str
     """Route text (typed or transcribed) through the orchestrator and send its reply."""
     chat_id = update.effective_chat.id
     REQUEST_MESSAGE.set(update.effective_message.message_id)
-    async with typing(context, chat_id):
-        reply = await runtime(context).orchestrator.handle(chat_id, text, method)
+    turns: set = context.application.bot_data.setdefault("turns", set())
+    turn = asyncio.current_task()
+    turns.add(turn)  # cancelled on SIGTERM so shutdown never waits on a long turn
+    try:
+        async with typing(context, chat_id):
+            reply = await runtime(context).orchestrator.handle(chat_id, text, method)
+    finally:
+        turns.discard(turn)
     await send_markdown(context.bot, chat_id, reply.text, reply_to=update.effective_message.message_id)
 
 

@@ -6,7 +6,7 @@ import html
 import logging
 import re
 
-from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, InputFile, Message
+from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, InputFile, Message, ReplyParameters
 from telegram.constants import ParseMode
 from telegram.error import BadRequest
 
@@ -18,6 +18,11 @@ log = logging.getLogger(__name__)
 TELEGRAM_LIMIT = 4096
 DOCUMENT_THRESHOLD = 3 * TELEGRAM_LIMIT  # longer answers go as a .md document with a short summary
 _TAG = re.compile(r"<[^>]+>")
+
+
+def reply_parameters(reply_to: int | None) -> ReplyParameters | None:
+    """Reply to a message, but still send if the user deleted it meanwhile."""
+    return ReplyParameters(message_id=reply_to, allow_sending_without_reply=True) if reply_to else None
 
 
 def keyboard(buttons: Buttons | None) -> InlineKeyboardMarkup | None:
@@ -40,7 +45,7 @@ async def send_html_or_plain(
     """One HTML chunk; if Telegram still refuses the entities, the same text as plain text."""
     try:
         return await bot.send_message(chat_id, chunk, parse_mode=ParseMode.HTML, reply_markup=markup,
-                                      reply_to_message_id=reply_to, disable_web_page_preview=True)
+                                      reply_parameters=reply_parameters(reply_to), disable_web_page_preview=True)
     except BadRequest as err:
         if not is_entity_error(err):
             raise
@@ -48,7 +53,7 @@ async def send_html_or_plain(
         plain = html_to_plain(chunk)
         last = None
         for part in split_plain(plain, TELEGRAM_LIMIT):
-            last = await bot.send_message(chat_id, part, reply_markup=markup, reply_to_message_id=reply_to)
+            last = await bot.send_message(chat_id, part, reply_markup=markup, reply_parameters=reply_parameters(reply_to))
         return last
 
 
@@ -61,7 +66,7 @@ async def send_markdown(
         summary = summarize_for_document(markdown)
         await bot.send_document(chat_id, InputFile(markdown.encode("utf-8"), filename="answer.md"),
                                 caption=f"The full answer ({len(markdown):,} characters) is in the file.",
-                                reply_to_message_id=reply_to)
+                                reply_parameters=reply_parameters(reply_to))
         markdown = summary
     chunks = render_chunks(markdown.strip() or "(empty)", TELEGRAM_LIMIT)
     last = None

@@ -14,6 +14,7 @@ from telegram_bot.handlers import chat_lock, converse, runtime
 log = logging.getLogger(__name__)
 
 MAX_DOWNLOAD_BYTES = 20 * 1024 * 1024  # the Bot API's getFile limit
+ECHO_LIMIT = 3500  # a long note's echo is trimmed (Telegram's limit is 4096); the orchestrator gets it all
 
 
 async def on_voice(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -47,5 +48,6 @@ async def on_voice(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         if not text:
             await message.reply_text("I couldn't make out any words in that note; could you say it again or type it?")
             return
-        await message.reply_html(f"🎙 I heard: <i>{html.escape(text)}</i>", do_quote=True)
+        shown = text if len(text) <= ECHO_LIMIT else text[:ECHO_LIMIT].rstrip() + "…"
+        await message.reply_html(f"🎙 I heard: <i>{html.escape(shown)}</i>", do_quote=True)
         await converse(update, context, text, InputMethod.VOICE)

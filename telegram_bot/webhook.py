@@ -34,6 +34,7 @@ def _secret(settings: Settings) -> str:
 def run_webhook(settings: Settings) -> None:
     """Serve the webhook until SIGINT/SIGTERM; PTB runs post_init, registers the webhook, and shuts down cleanly."""
     app = build_application(settings)
+    app.bot_data["handle_signals"] = True  # our handler interrupts workers before PTB stops
     log.info("webhook mode: %s, listening on %s:%s", public_webhook_url(settings), settings.webhook_listen,
              settings.webhook_port)
     app.run_webhook(
@@ -44,6 +45,7 @@ def run_webhook(settings: Settings) -> None:
         secret_token=_secret(settings),
         allowed_updates=Update.ALL_TYPES,
         close_loop=False,
+        stop_signals=None,
     )
 
 

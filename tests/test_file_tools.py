@@ -433,3 +433,22 @@ def test_glob_to_regex_units() -> None:
     assert ft.glob_to_regex("[!a]?.txt").fullmatch("bc.txt") and not ft.glob_to_regex("[!a]?.txt").fullmatch("ac.txt")
     assert ft.glob_to_regex("f(1)+.txt").fullmatch("f(1)+.txt")
     assert os.sep == "/"
+
+
+async def test_secret_files_are_never_read_listed_or_searched(tmp_path) -> None:
+    from agents import file_tools
+    from agents.workspaces import ToolError as _ToolError
+
+    (tmp_path / ".env").write_text("TELEGRAM_BOT_TOKEN=123:secret\n")
+    (tmp_path / ".env.local").write_text("ANTHROPIC_API_KEY=sk-secret\n")
+    (tmp_path / ".env.example").write_text("TELEGRAM_BOT_TOKEN=\n")
+    (tmp_path / "app.py").write_text("TOKEN = 'not a secret'\n")
+    for name in (".env", ".env.local", "sub/../.env"):
+        with pytest.raises(_ToolError, match="holds secrets"):
+            await file_tools.read_file(tmp_path, name)
+    with pytest.raises(_ToolError, match="holds secrets"):
+        await file_tools.write_file(tmp_path, ".env", "X=1\n")
+    listing = await file_tools.glob(tmp_path, "**/*")
+    assert ".env.example" in listing and "app.py" in listing and ".env\n" not in listing + "\n" and ".env.local" not in listing
+    found = await file_tools.grep(tmp_path, "TOKEN|API_KEY")
+    assert "app.py" in found and ".env.example" in found and "secret" not in found.replace("not a secret", "")

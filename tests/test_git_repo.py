@@ -342,3 +342,19 @@ async def test_slug_and_errors(tmp_path: Path) -> None:
     plain.mkdir()
     with pytest.raises(GitError, match="not a git repository"):
         await git_repo.create_task_worktree(plain, 1, "t", GitIdentity(), tmp_path / "wt")
+
+
+async def test_debris_is_never_committed(repo: Path, worktrees_dir: Path, tmp_path: Path) -> None:
+    wt = await new_task(repo, worktrees_dir)
+    venv = tmp_path / "venv"
+    venv.mkdir()
+    (wt.path / ".venv").symlink_to(venv, target_is_directory=True)
+    for debris in ("__pycache__/app.cpython-311.pyc", "pkg/__pycache__/m.pyc", "node_modules/x/index.js",
+                   ".pytest_cache/v/cache"):
+        (wt.path / debris).parent.mkdir(parents=True, exist_ok=True)
+        (wt.path / debris).write_text("x")
+    (wt.path / "pkg" / "real.py").write_text("REAL = 1\n")
+
+    commit = await git_repo.commit_all(wt, "work", GitIdentity())
+
+    assert commit is not None and commit.files == ["pkg/real.py"]

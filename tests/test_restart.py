@@ -86,8 +86,8 @@ async def test_sigkill_mid_task_then_restart_reports_and_resumes(fake_telegram, 
     second = launch(env, tmp_path, "second")
     try:
         notice = await fake_telegram.await_for(lambda: next(
-            (m for m in fake_telegram.messages(USER_ID) if "restarted while" in (m.text or "")), None), timeout=60)
-        assert "task #1" in notice.text and notice.callback_data == ["task:resume:1", "task:cancel:1"]
+            (m for m in fake_telegram.messages(USER_ID) if "stopped while" in (m.text or "")), None), timeout=60)
+        assert "task #1" in notice.text and notice.callback_data == ["task:resume:1", "task:discard:1"]
         fake_telegram.press_button(USER_ID, notice.message_id, "task:resume:1")
         summary = await fake_telegram.await_for(lambda: next(
             (m for m in fake_telegram.messages(USER_ID) if "Task #1 done" in (m.text or "") and "Files:" in m.text), None), timeout=60)
@@ -106,3 +106,34 @@ async def test_sigkill_mid_task_then_restart_reports_and_resumes(fake_telegram, 
     await store.close()
     assert task.status is TaskStatus.COMPLETED
     assert messages[0].content == "write the notes in group therapy", "history survived SIGKILL"
+
+
+async def test_sigterm_during_a_foreground_task_stops_within_ten_seconds(fake_telegram, fake_anthropic, tmp_path,
+                                                                         workspace_root) -> None:
+    model = ScriptedModel()
+    fake_anthropic.handler = model
+    marker = tmp_path / "busy.pid"
+    model.add("orchestrator", claude_says.tool_use("start_task", {"workspace": "group-therapy", "worker": "code",
+                                                                  "instructions": "Run the long job.",
+                                                                  "background": False}))
+    model.add("code", claude_says.tool_use("run_command", {"command": f"echo $$ > {marker}; exec sleep 1000"}))
+    env = bot_env(fake_telegram, fake_anthropic, tmp_path, workspace_root)
+    proc = launch(env, tmp_path, "busy")
+    try:
+        fake_telegram.send_text(USER_ID, "run the long job, I'll wait")
+        await fake_telegram.await_for(lambda: marker.exists() and marker.read_text().strip(), timeout=60)
+        sleeper = int(marker.read_text())
+        started = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        code = await asyncio.to_thread(proc.wait, 15)
+        assert time.monotonic() - started < 10, (tmp_path / "busy.log").read_text()[-3000:]
+        assert code == 0
+        with pytest.raises(ProcessLookupError):
+            os.kill(sleeper, 0)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    store = await Store.open(tmp_path / "data" / "bot.db")
+    task = await store.get_task(1)
+    await store.close()
+    assert task.status is TaskStatus.INTERRUPTED, "a task stopped by SIGTERM is resumable, not cancelled"
