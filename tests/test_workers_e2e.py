@@ -232,3 +232,32 @@ async def test_quick_test_worker_waits_then_diff_and_discard(bot: BotHarness, mo
     bot.tg.press_button(USER_ID, summary.message_id, "task:discard:1")
     await bot.tg.await_for(lambda: any("was deleted" in (m.text or "") for m in bot.tg.messages(USER_ID)))
     assert branches(repo) == ["main"]
+
+
+async def test_a_tool_call_cut_off_at_max_tokens_is_not_run(bot: BotHarness, model: ScriptedModel, workspace_root) -> None:
+    cut = claude_says.tool_use("write_file", {"path": "big.py", "content": "x = 1  # the rest was cut"})
+    cut["stop_reason"] = "max_tokens"
+    model.add("orchestrator", start_task("group-therapy", "Write big.py"), claude_says.text("Started."))
+    model.add("code", cut, claude_says.tool_use("write_file", {"path": "big.py", "content": "x = 1\n"}),
+              claude_says.text("Wrote big.py in pieces."))
+    bot.say("write big.py in group therapy")
+    task, summary = await final_summary(bot, 1)
+    told = model.requests["code"][1]["messages"][-1]["content"][0]
+    assert told["is_error"] and "max_tokens" in told["content"]
+    audit = await bot.runtime.store.tool_calls(task_id=1)
+    assert [c.tool for c in audit] == ["write_file"], "the cut-off call never ran"
+    assert task.status is TaskStatus.COMPLETED
+
+
+async def test_double_tap_on_approve_starts_one_task(bot: BotHarness, model: ScriptedModel) -> None:
+    from agents.models import Proposal
+    from agents.workspaces import ToolError
+
+    crew = bot.runtime.crew
+    await bot.runtime.store.add_proposal(Proposal(chat_id=USER_ID, workspace="group-therapy", request="r", body="b"))
+    results = await asyncio.gather(crew.approve_proposal(USER_ID, 1), crew.approve_proposal(USER_ID, 1),
+                                   return_exceptions=True)
+    assert sum(isinstance(r, str) for r in results) == 1
+    assert sum(isinstance(r, ToolError) for r in results) == 1
+    await asyncio.sleep(0.2)
+    assert len(await bot.runtime.store.list_tasks(USER_ID)) == 1
