@@ -1,0 +1,177 @@
+"""Run every benchmark and write one Markdown report, `bench/RESULTS.md` (figure, value, target, ratio vs baseline).
+
+    .venv/bin/python bench/run_all.py            # all benches (several minutes on 2 cores)
+    .venv/bin/python bench/run_all.py --quick    # smaller voice and repo-map runs
+
+Each bench is run as its own process with `--json`; its figures are read from its output and its human-readable
+output is kept in the report's appendix. A bench that fails is reported as failed, with its output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+Row = tuple[str, str, str, str]  # figure, value, target, ratio vs baseline
+
+
+def run(script: str, *args: str, timeout: float = 1800) -> tuple[dict[str, Any] | None, str, float]:
+    """Run one bench with --json; returns its figures (or None), its output, and seconds taken."""
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, str(BENCH / script), *args, "--json"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=timeout)
+    seconds = time.monotonic() - started
+    output = (proc.stdout + ("\n" + proc.stderr if proc.stderr.strip() else "")).strip()
+    figures = None
+    if proc.returncode == 0:
+        try:
+            figures = json.loads(proc.stdout)  # benches that print only JSON (possibly indented)
+        except json.JSONDecodeError:
+            lines = [line for line in proc.stdout.splitlines() if line.strip()]
+            try:
+                figures = json.loads(lines[-1]) if lines else None
+            except json.JSONDecodeError:
+                figures = None
+    return figures, output, seconds
+
+
+def ms(value: float) -> str:
+    return f"{value:.1f} ms"
+
+
+def overhead_rows(f: dict[str, Any]) -> list[Row]:
+    a, b = f["agentlab"], f["bare"]
+    return [
+        ("direct answer, bot overhead p50 (fakes at zero latency)", f"{ms(a['p50_ms'])} vs bare {ms(b['p50_ms'])}",
+         "≤ 1.3×", f"{f['ratio_p50']:.2f}×"),
+        ("direct answer, bot overhead p95", f"{ms(a['p95_ms'])} vs bare {ms(b['p95_ms'])}", "≤ 1.3×",
+         f"{f['ratio_p95']:.2f}×"),
+        ("start-up to first getUpdates", f"{f['startup_ms']['agentlab']:.0f} ms vs bare {f['startup_ms']['bare']:.0f} ms",
+         "", f"{f['startup_ms']['agentlab'] / max(f['startup_ms']['bare'], 0.001):.2f}×"),
+    ]
+
+
+def background_rows(f: dict[str, Any]) -> list[Row]:
+    idle, busy = f["idle"]["latency"] if "latency" in f["idle"] else f["idle"], \
+        f["busy"]["latency"] if "latency" in f["busy"] else f["busy"]
+    return [
+        (f"direct answer p50 with {f['tasks']} background tasks vs none",
+         f"{ms(busy['p50_ms'])} vs {ms(idle['p50_ms'])}", "≤ 1.5×", f"{f['ratio_p50']:.2f}×"),
+        (f"direct answer p95 with {f['tasks']} background tasks vs none",
+         f"{ms(busy['p95_ms'])} vs {ms(idle['p95_ms'])}", "≤ 1.5×", f"{f['ratio_p95']:.2f}×"),
+    ]
+
+
+def voice_rows(f: dict[str, Any]) -> list[Row]:
+    rows = []
+    for r in f["results"]:
+        target = "(a) ≥ 3× faster than (b)" if r["note_seconds"] == 10 else ""
+        rows.append((f"voice {r['note_seconds']} s note, {r['model']} size: (a) resident+PyAV vs (b) naive",
+                     f"{r['a_seconds']:.2f} s vs {r['b_seconds']:.2f} s (RTF {r['rtf_a']:.2f} / {r['rtf_b']:.2f})",
+                     target, f"{r['ratio_b_over_a']:.2f}× faster"))
+    return rows
+
+
+def repo_map_rows(f: dict[str, Any]) -> list[Row]:
+    rows = []
+    for size, g in f["repo_map"].items():
+        rows += [
+            (f"repo map, {int(size):,} files: full build", f"{g['full_build_s']:.2f} s", "a few seconds (2,000)", ""),
+            (f"repo map, {int(size):,} files: refresh, one file changed",
+             f"{g['refresh_one_changed_s']:.3f} s ({g['one_changed_parsed']} parsed)", "", ""),
+            (f"repo map, {int(size):,} files: map size", f"{g['map_tokens']:,} tokens", f"≤ {g['budget_tokens']:,}", ""),
+        ]
+    return rows
+
+
+def scenario_rows(f: dict[str, Any]) -> list[Row]:
+    rows = []
+    for s in f["scenarios"]:
+        total_in = s["input_tokens"] + s["cache_read_input_tokens"] + s["cache_creation_input_tokens"]
+        rows.append((f"scenario: {s['scenario']}", f"{s['api_calls']} API calls, {total_in:,} input tokens "
+                     f"({s['cache_read_input_tokens']:,} from cache), {s['output_tokens']:,} output", "", ""))
+    c = f["cache"]
+    rows.append((f"orchestrator input from the prompt cache, messages 2..{c['messages']}", f"{c['share']:.1%}", "≥ 80%", ""))
+    return rows
+
+
+BENCHES: list[tuple[str, Callable[[bool], list[str]], Callable[[dict[str, Any]], list[Row]]]] = [
+    ("overhead.py", lambda quick: [], overhead_rows),
+    ("background.py", lambda quick: [], background_rows),
+    ("scenarios.py", lambda quick: [], scenario_rows),
+    ("repo_map.py", lambda quick: ["--sizes", "2000"] if quick else [], repo_map_rows),
+    ("voice.py", lambda quick: ["--sizes", "tiny", "--repeats", "1"] if quick else [], voice_rows),
+]
+
+
+def machine() -> str:
+    cpu = "?"
+    try:
+        cpu = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                   if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return f"{platform.node() or 'host'}: {os.cpu_count()} CPUs ({cpu}), Python {platform.python_version()}, " \
+           f"{platform.system()} {platform.release()}"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smaller voice and repo-map runs")
+    parser.add_argument("--out", default=str(BENCH / "RESULTS.md"))
+    parser.add_argument("--only", nargs="*", help="bench scripts to run (default: all)")
+    args = parser.parse_args()
+    rows: list[Row] = []
+    appendix: list[str] = []
+    failures = 0
+    for script, extra, to_rows in BENCHES:
+        if args.only and script not in args.only:
+            continue
+        print(f"running {script} …", flush=True)
+        figures, output, seconds = run(script, *extra(args.quick))
+        appendix += [f"### {script} ({seconds:.0f} s)", "", "```", output[-6000:], "```", ""]
+        if figures is None:
+            failures += 1
+            rows.append((f"{script}", "FAILED (see its output below)", "", ""))
+            continue
+        try:
+            rows += to_rows(figures)
+        except (KeyError, TypeError, ValueError) as err:
+            failures += 1
+            rows.append((f"{script}", f"figures not understood ({err!r})", "", ""))
+    lines = [
+        "# Benchmark results",
+        "",
+        f"Generated by `bench/run_all.py{' --quick' if args.quick else ''}` on {dt.date.today().isoformat()}.",
+        f"Machine: {machine()}.",
+        "",
+        "Telegram and Anthropic are the loopback fakes of `tests/fakes/` (zero latency unless a bench says otherwise);",
+        "token counts are the fake server's estimates (≈ 4 characters a token, prompt caching simulated by prefix",
+        "hashing). Whisper runs random weights with the real tiny/base sizes. Figures are medians or percentiles",
+        "as each bench states; the machine may have been shared, so treat small differences as noise.",
+        "",
+        "| figure | value | target | ratio vs baseline |",
+        "| --- | --- | --- | --- |",
+        *[f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows],
+        "",
+        "## Output of each bench",
+        "",
+        *appendix,
+    ]
+    Path(args.out).write_text("\n".join(lines))
+    print(f"wrote {args.out}" + (f" ({failures} bench(es) failed)" if failures else ""))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
