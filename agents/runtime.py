@@ -101,11 +101,7 @@ class Runtime:
 
     async def close(self) -> None:
         """SIGTERM path: stop workers (they become interrupted), close the client and the store; bounded in time."""
-        self.executor.stopping = True
-        try:
-            await asyncio.wait_for(self.runner.shutdown(timeout=4.0), timeout=6.0)
-        except (asyncio.TimeoutError, Exception) as err:  # never hang the shutdown
-            log.warning("runner shutdown: %s", err)
+        await self.stop_workers()
         await self.hints.close()
         close = getattr(self.transcriber, "close", None)
         if close:

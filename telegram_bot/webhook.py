@@ -31,22 +31,19 @@ def _secret(settings: Settings) -> str:
     return settings.webhook_secret_token.get_secret_value()
 
 
+def _webhook_options(settings: Settings) -> dict:
+    return dict(listen=settings.webhook_listen, port=settings.webhook_port, url_path=settings.webhook_path,
+                webhook_url=public_webhook_url(settings), secret_token=_secret(settings),
+                allowed_updates=Update.ALL_TYPES)
+
+
 def run_webhook(settings: Settings) -> None:
     """Serve the webhook until SIGINT/SIGTERM; PTB runs post_init, registers the webhook, and shuts down cleanly."""
     app = build_application(settings)
     app.bot_data["handle_signals"] = True  # our handler interrupts workers before PTB stops
     log.info("webhook mode: %s, listening on %s:%s", public_webhook_url(settings), settings.webhook_listen,
              settings.webhook_port)
-    app.run_webhook(
-        listen=settings.webhook_listen,
-        port=settings.webhook_port,
-        url_path=settings.webhook_path,
-        webhook_url=public_webhook_url(settings),
-        secret_token=_secret(settings),
-        allowed_updates=Update.ALL_TYPES,
-        close_loop=False,
-        stop_signals=None,
-    )
+    app.run_webhook(**_webhook_options(settings), close_loop=False, stop_signals=None)
 
 
 async def start_webhook(app: Application, settings: Settings) -> None:
@@ -54,14 +51,7 @@ async def start_webhook(app: Application, settings: Settings) -> None:
     await app.initialize()
     await _post_init(app)
     await app.start()
-    await app.updater.start_webhook(
-        listen=settings.webhook_listen,
-        port=settings.webhook_port,
-        url_path=settings.webhook_path,
-        webhook_url=public_webhook_url(settings),
-        secret_token=_secret(settings),
-        allowed_updates=Update.ALL_TYPES,
-    )
+    await app.updater.start_webhook(**_webhook_options(settings))
 
 
 async def stop_webhook(app: Application) -> None:
