@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, Iterable, TypeVar
 
 import asyncio
+import contextlib
 
 import aiosqlite
 from pydantic import BaseModel
@@ -198,21 +199,31 @@ class Store:
     def __init__(self, db: aiosqlite.Connection, path: Path) -> None:
         self._db = db
         self.path = path
-        self._lock = asyncio.Lock()  # one statement (and its commit) at a time on the shared connection
+        # Autocommit connection: each statement is one round trip to aiosqlite's thread and commits itself; the lock
+        # keeps other statements out of the few explicit multi-statement transactions (BEGIN … COMMIT).
+        self._lock = asyncio.Lock()
+        self._conversation_starts: dict[int, str] = {}  # chat id → start of its current conversation ('' = always)
 
     async def _rows(self, sql: str, params: Iterable[Any] = ()) -> list[aiosqlite.Row]:
         async with self._lock:
-            async with self._db.execute(sql, tuple(params)) as cur:
-                return list(await cur.fetchall())
+            return list(await self._db.execute_fetchall(sql, tuple(params)))
 
-    async def _write(self, sql: str, params: Iterable[Any] = ()) -> tuple[int | None, list[aiosqlite.Row]]:
-        """Run one modifying statement and commit; returns lastrowid and any RETURNING rows."""
+    async def _write(self, sql: str, params: Iterable[Any] = ()) -> list[aiosqlite.Row]:
+        """Run one modifying statement (committed on completion); returns any RETURNING rows."""
         async with self._lock:
-            async with self._db.execute(sql, tuple(params)) as cur:
-                rows = list(await cur.fetchall())
-                lastrowid = cur.lastrowid
-            await self._db.commit()
-            return lastrowid, rows
+            return list(await self._db.execute_fetchall(sql, tuple(params)))
+
+    @contextlib.asynccontextmanager
+    async def _transaction(self):
+        """Several statements as one transaction, rolled back on any error."""
+        async with self._lock:
+            await self._db.execute_fetchall("BEGIN")
+            try:
+                yield self._db
+            except BaseException:
+                await self._db.execute_fetchall("ROLLBACK")
+                raise
+            await self._db.execute_fetchall("COMMIT")
 
     # ---- lifecycle -----------------------------------------------------------------------
     @classmethod
@@ -220,7 +231,7 @@ class Store:
         path = Path(path)
         if str(path) != ":memory:":
             path.parent.mkdir(parents=True, exist_ok=True)
-        db = await aiosqlite.connect(str(path))
+        db = await aiosqlite.connect(str(path), isolation_level=None)
         db.row_factory = aiosqlite.Row
         await db.execute("PRAGMA journal_mode=WAL")
         await db.execute("PRAGMA synchronous=NORMAL")
@@ -246,8 +257,9 @@ class Store:
         data = {k: _to_db(v) for k, v in record.model_dump().items() if k != "id"}
         cols = ", ".join(data)
         marks = ", ".join("?" for _ in data)
-        lastrowid, _ = await self._write(f"INSERT INTO {table} ({cols}) VALUES ({marks})", tuple(data.values()))
-        return int(lastrowid)
+        async with self._lock:
+            row = await self._db.execute_insert(f"INSERT INTO {table} ({cols}) VALUES ({marks})", tuple(data.values()))
+        return int(row[0])
 
     async def _fetch(self, model: type[M], sql: str, params: Iterable[Any] = ()) -> list[M]:
         return [model.model_validate(dict(row)) for row in await self._rows(sql, params)]
@@ -264,11 +276,16 @@ class Store:
 
     # ---- conversation --------------------------------------------------------------------
     async def _conversation_start(self, chat_id: int) -> str:
-        rows = await self._rows("SELECT conversation_started_at FROM chats WHERE id = ?", (chat_id,))
-        return rows[0][0] if rows and rows[0][0] else ""
+        if chat_id not in self._conversation_starts:
+            rows = await self._rows("SELECT conversation_started_at FROM chats WHERE id = ?", (chat_id,))
+            self._conversation_starts[chat_id] = rows[0][0] if rows and rows[0][0] else ""
+        return self._conversation_starts[chat_id]
 
     async def add_message(self, message: ChatMessage) -> ChatMessage:
-        await self._write("INSERT OR IGNORE INTO chats (id, created_at) VALUES (?, ?)", (message.chat_id, _to_db(utcnow())))
+        if message.chat_id not in self._conversation_starts:
+            await self._write("INSERT OR IGNORE INTO chats (id, created_at) VALUES (?, ?)",
+                              (message.chat_id, _to_db(utcnow())))
+            await self._conversation_start(message.chat_id)
         message.id = await self._insert("messages", message)
         return message
 
@@ -302,6 +319,7 @@ class Store:
             "ON CONFLICT(id) DO UPDATE SET conversation_started_at = excluded.conversation_started_at",
             (chat_id, now, now),
         )
+        self._conversation_starts[chat_id] = now
 
     # ---- proposals -----------------------------------------------------------------------
     async def add_proposal(self, proposal: Proposal) -> Proposal:
@@ -316,7 +334,7 @@ class Store:
 
     async def decide_proposal(self, proposal_id: int, status: ProposalStatus) -> bool:
         """Atomically take a pending proposal to `status`; False when it was no longer pending (a double tap)."""
-        _, rows = await self._write(
+        rows = await self._write(
             "UPDATE proposals SET status = ?, decided_at = ? WHERE id = ? AND status = ? RETURNING id",
             (status.value, _to_db(utcnow()), proposal_id, ProposalStatus.PENDING.value))
         return bool(rows)
@@ -331,24 +349,18 @@ class Store:
     async def add_task(self, task: Task, criteria: list[str] | None = None) -> Task:
         """Insert a task and its acceptance criteria in one transaction (a runner never sees one without the other)."""
         data = {k: _to_db(v) for k, v in task.model_dump().items() if k != "id"}
-        async with self._lock:
-            try:
-                cur = await self._db.execute(
-                    f"INSERT INTO tasks ({', '.join(data)}) VALUES ({', '.join('?' for _ in data)})", tuple(data.values()))
-                task.id = int(cur.lastrowid)
-                await self._db.executemany(
-                    "INSERT INTO task_criteria (task_id, idx, text) VALUES (?, ?, ?)",
-                    [(task.id, idx, text) for idx, text in enumerate(criteria or [], start=1)])
-                await self._db.commit()
-            except BaseException:
-                await self._db.rollback()
-                raise
+        async with self._transaction() as db:
+            row = await db.execute_insert(
+                f"INSERT INTO tasks ({', '.join(data)}) VALUES ({', '.join('?' for _ in data)})", tuple(data.values()))
+            task.id = int(row[0])
+            await db.executemany("INSERT INTO task_criteria (task_id, idx, text) VALUES (?, ?, ?)",
+                                 [(task.id, idx, text) for idx, text in enumerate(criteria or [], start=1)])
         return task
 
     async def transition_task(self, task_id: int, from_statuses: Iterable[TaskStatus], to: TaskStatus) -> bool:
         """Atomically move a task from one of `from_statuses` to `to`; False when it was in none of them."""
         values = [s.value for s in from_statuses]
-        _, rows = await self._write(
+        rows = await self._write(
             f"UPDATE tasks SET status = ? WHERE id = ? AND status IN ({', '.join('?' for _ in values)}) RETURNING id",
             (to.value, task_id, *values))
         return bool(rows)
@@ -376,7 +388,7 @@ class Store:
     async def claim_next_task(self) -> Task | None:
         """Atomically move the best pending task (priority, then age) to in_progress and return it."""
         now = _to_db(utcnow())
-        _, rows = await self._write(
+        rows = await self._write(
             "UPDATE tasks SET status = ?, started_at = ? WHERE id = ("
             " SELECT id FROM tasks WHERE status = ? ORDER BY priority DESC, id ASC LIMIT 1"
             ") AND status = ? RETURNING *",
@@ -403,7 +415,7 @@ class Store:
         return await self._fetch(Criterion, "SELECT * FROM task_criteria WHERE task_id = ? ORDER BY idx", (task_id,))
 
     async def verify_criterion(self, task_id: int, idx: int, evidence: str) -> bool:
-        _, rows = await self._write("UPDATE task_criteria SET verified = 1, evidence = ? WHERE task_id = ? AND idx = ? "
+        rows = await self._write("UPDATE task_criteria SET verified = 1, evidence = ? WHERE task_id = ? AND idx = ? "
                                     "RETURNING idx", (evidence, task_id, idx))
         return bool(rows)
 
@@ -432,15 +444,10 @@ class Store:
 
     async def _write_batch(self, statements: list[tuple[str, list[tuple[Any, ...]]]]) -> None:
         """Run several executemany statements as one transaction (one index refresh)."""
-        async with self._lock:
-            try:
-                for sql, rows in statements:
-                    if rows:
-                        await self._db.executemany(sql, rows)
-                await self._db.commit()
-            except BaseException:
-                await self._db.rollback()
-                raise
+        async with self._transaction() as db:
+            for sql, rows in statements:
+                if rows:
+                    await db.executemany(sql, rows)
 
     async def _rows_in(self, sql: str, workspace: str, values: Iterable[Any], chunk: int = 500) -> list[aiosqlite.Row]:
         """`sql` has `workspace = ?` and one `IN ({marks})`; run it over `values` in chunks."""

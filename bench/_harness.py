@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agents.settings import Settings
 from tests.conftest import USER_ID, make_repo, make_settings
 from tests.fakes import anthropic_server, telegram_server
 from tests.fakes.anthropic_server import FakeAnthropic
@@ -143,7 +144,7 @@ def temp_workspace() -> Iterator[Path]:
         yield root
 
 
-def agentlab_settings(tg: FakeTelegram, claude: FakeAnthropic, tmp: Path, **overrides: object):
+def agentlab_settings(tg: FakeTelegram, claude: FakeAnthropic, tmp: Path, **overrides: object) -> Settings:
     """The tests' settings: the fakes, a temp database, the temp workspace folder."""
     return make_settings(tg, claude, tmp, tmp / "workspaces", **overrides)
 
@@ -167,6 +168,13 @@ async def wait_transcriber_settled(runtime: object, timeout: float = 120.0) -> f
             break
         await asyncio.sleep(0.05)
     return time.perf_counter() - started
+
+
+async def wait_indexing_idle(runtime: object) -> None:
+    """The first turn starts indexing the workspaces in the background (symbol hints); let it finish before timing."""
+    wait_idle = getattr(getattr(runtime, "hints", None), "wait_idle", None)
+    if wait_idle is not None:
+        await wait_idle()
 
 
 # ---------------------------------------------------------------------------------------------------- server clocks

@@ -3,7 +3,10 @@
 The real bot (MAX_CONCURRENT_TASKS=5) answers 30 direct questions with no task running, then 30 more while 5 code
 workers run in the background, each alternating `run_command "sleep 0.2"`, `read_file` and `grep` for hundreds of
 steps (a scripted model plays Claude). The workers are checked to be still running at the end of the measurement,
-then cancelled. Same chat for both: the per-chat lock serialises turns in one chat only; background tasks don't hold it.
+then cancelled. That is done twice: with the workers' Messages calls answered at zero latency (each worker is then a
+busy loop between its sleeps: the worst case) and with each worker call taking 0.5 s, like a fast real model.
+Same chat for all: the per-chat lock serialises turns in one chat only; background tasks don't hold it.
+Also printed: the event loop's lag (how late a 5 ms sleep wakes up) in each run.
 
 Run: .venv/bin/python bench/background.py [--json]
 """
@@ -24,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 from agents.models import TaskStatus  # noqa: E402
 from bench._harness import (  # noqa: E402
     ANSWER, LatencySummary, LoopLagProbe, agentlab_settings, emit_json, machine, measure_replies, parse_args, questions,
-    quiet_logging, running_fakes, temp_workspace, verdict, wait_transcriber_settled,
+    quiet_logging, running_fakes, temp_workspace, verdict, wait_indexing_idle, wait_transcriber_settled,
 )
 from telegram_bot.app import stop_polling  # noqa: E402
 from tests.conftest import BotHarness, start_bot  # noqa: E402
@@ -153,6 +156,7 @@ async def main() -> dict:
         try:
             await wait_transcriber_settled(bot.runtime)
             await measure_replies(tg, questions(WARMUP), gap=GAP_SECONDS)
+            await wait_indexing_idle(bot.runtime)
             idle, _ = await measure_phase(bot, "0 background tasks", WARMUP)
             fast = await busy_phase(bot, model, f"{TASKS} background tasks, worker model calls at zero latency",
                                     WARMUP + MESSAGES)

@@ -25,7 +25,7 @@ from telegram.ext import Application, ApplicationBuilder, ContextTypes, MessageH
 from bench._harness import (  # noqa: E402
     ANSWER, LatencySummary, ServerClock, agentlab_settings, emit_json, machine, main_thread_cpu, measure_replies,
     parse_args, questions, quiet_logging, running_fakes, temp_workspace, verdict, wait_first_get_updates,
-    wait_transcriber_settled,
+    wait_indexing_idle, wait_transcriber_settled,
 )
 from telegram_bot.app import stop_polling  # noqa: E402
 from tests.conftest import MODEL, USER_ID, start_bot  # noqa: E402
@@ -110,6 +110,7 @@ async def start_agentlab(
     startup = await wait_first_get_updates(clock, started)
     speech_settle = await wait_transcriber_settled(bot.runtime)
     await measure_replies(tg, questions(WARMUP), gap=GAP_SECONDS)
+    await wait_indexing_idle(bot.runtime)
     await bot.app.updater.stop()
     return Contender("agentlab", bot.app, USER_ID, startup), speech_settle
 
