@@ -52,8 +52,8 @@ class Runtime:
         runner = TaskRunner(store, executor.execute, settings.max_concurrent_tasks)
         crew = Crew(settings, store, workspaces, runner, notifier)
         orchestrator = Orchestrator(settings, store, client, workspaces, crew, hints)
-        if transcriber is None:
-            transcriber = _make_transcriber(settings)
+        if transcriber is None:  # PyAV/numpy imports take a while: not on the event loop
+            transcriber = await asyncio.to_thread(_make_transcriber, settings)
         runtime = cls(settings, store, client, workspaces, notifier, runner, crew, orchestrator, repo_map, hints,
                       executor, transcriber)
         await store.interrupt_running_tasks()  # a killed bot left these in_progress

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import signal
 
@@ -36,6 +37,8 @@ async def _post_init(app: Application) -> None:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, lambda: asyncio.ensure_future(_graceful_stop(app)))
+    gc.collect()
+    gc.freeze()  # the start-up heap (torch, PTB, the SDK) is never garbage: keep full collections off it
     me = app.bot.username or "?"
     log.info("agentlab started as @%s; workspaces: %s", me, ", ".join(w.name for w in runtime.workspaces.all()))
 

@@ -38,6 +38,9 @@ Talk to me in plain words, typed or as a voice note:
 Commands: /status /tasks /task N /cancel /usage /log N /new /history"""
 
 
+TYPING_DELAY = 0.3  # seconds before "typing…" shows; Claude's answers take longer, so it appears for them
+
+
 def runtime(context: ContextTypes.DEFAULT_TYPE) -> "Runtime":
     return context.application.bot_data["runtime"]
 
@@ -64,6 +67,7 @@ async def typing(context: ContextTypes.DEFAULT_TYPE, chat_id: int):
     """Keep the 'typing…' indicator up (Telegram drops it after ~5 s) while the body runs."""
 
     async def keep_typing() -> None:
+        await asyncio.sleep(TYPING_DELAY)  # an instant answer needs no indicator (and no extra Bot API call)
         while True:
             with contextlib.suppress(Exception):
                 await context.bot.send_chat_action(chat_id, ChatAction.TYPING)

@@ -18,7 +18,7 @@ def last_user_text(request) -> str:
 
 
 async def test_direct_answer_is_one_api_call_and_rendered_as_html(bot: BotHarness) -> None:
-    bot.claude.script(claude_says.text("**Async** lets one thread wait on many things. Use `await`."))
+    bot.claude.script(claude_says.text("**Async** lets one thread wait on many things. Use `await`.", delay=0.6))
     bot.say("what's async/await in python?")
     [reply] = await bot.replies(1)
     assert reply.parse_mode == "HTML"

@@ -1264,6 +1264,7 @@ class _Handler(BaseHTTPRequestHandler):
     """Routes /bot<token>/<method> and /file/bot<token>/<path> to the FakeTelegram."""
 
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # no 40 ms delayed-ACK stall between a reply's header and body writes
     server_version = "FakeTelegram/1.0"
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
