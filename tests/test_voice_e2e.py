@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from agents.models import InputMethod, Proposal, ProposalStatus
-from agents.voice import AudioError, Transcriber
+from agents.voice import AudioError, ModelState, Transcriber
 from tests.conftest import USER_ID, make_settings, start_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.fakes.whisper_checkpoint import FakeTranscriber, build_tiny_checkpoint, make_ogg_opus, speech, tone_mix
@@ -104,5 +106,44 @@ async def test_bad_audio_and_unloadable_model_get_one_sentence(fake_telegram, fa
         bot.tg.send_voice(USER_ID, b"anything", duration=1)
         reply = await bot.tg.await_for(lambda: bot.tg.messages(USER_ID)[before:] or None)
         assert "could not be loaded" in reply[0].text
+    finally:
+        await stop_polling(bot.app)
+
+
+class _StillLoading(FakeTranscriber):
+    """The real model's first minutes: loading; the note waits for it, then is transcribed."""
+
+    def __init__(self) -> None:
+        super().__init__("status please")
+        self.loaded = asyncio.Event()
+
+    def start_loading(self) -> None:
+        if self._state is ModelState.not_loaded:
+            self._state = ModelState.loading
+
+    async def wait_ready(self) -> None:
+        await self.loaded.wait()
+        self._state = ModelState.ready
+
+
+async def test_first_note_while_the_model_loads_says_so_and_text_stays_responsive(
+        fake_telegram, fake_anthropic, tmp_path, workspace_root) -> None:
+    from telegram_bot.app import stop_polling
+
+    transcriber = _StillLoading()
+    transcriber.start_loading()
+    bot = await start_bot(make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root), fake_telegram,
+                          fake_anthropic, transcriber=transcriber)
+    try:
+        model = ScriptedModel()
+        bot.claude.handler = model
+        model.add("orchestrator", claude_says.text("Typed answer."), claude_says.text("Voice answer."))
+        bot.tg.send_voice(USER_ID, b"ogg", duration=1, chat_id=USER_ID + 1)
+        await bot.tg.await_for(lambda: any("Loading the speech model" in (m.text or "")
+                                           for m in bot.tg.messages(USER_ID + 1)))
+        bot.say("a typed question meanwhile")
+        await bot.tg.await_for(lambda: any(m.text == "Typed answer." for m in bot.tg.messages(USER_ID)))
+        transcriber.loaded.set()
+        await bot.tg.await_for(lambda: any(m.text == "Voice answer." for m in bot.tg.messages(USER_ID + 1)))
     finally:
         await stop_polling(bot.app)
