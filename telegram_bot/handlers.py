@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import html
 import logging
 from typing import TYPE_CHECKING
 
@@ -111,7 +110,7 @@ async def on_text(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
 
 async def start(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     """/start: greet."""
-    name = html.escape(update.effective_user.first_name or "there")
+    name = update.effective_user.first_name or "there"  # the renderer escapes it
     await send_markdown(context.bot, update.effective_chat.id, f"Hi {name}! " + HELP)
 
 
