@@ -133,10 +133,14 @@ class Crew:
             raise ToolError(f"proposal #{proposal.id} was already decided")
         instructions = (f"Implement this approved proposal in the workspace, exactly as written (the user approved "
                         f"it as is).\n\nOriginal request: {proposal.request}\n\n{proposal.body}")
-        task = await self._submit(Task(chat_id=chat_id, workspace=proposal.workspace, worker=WorkerKind.CODE,
-                                       title=f"proposal #{proposal.id}: {title_of(proposal.request, 60)}",
-                                       instructions=instructions, proposal_id=proposal.id),
-                                  criteria=plan_criteria(proposal.body))
+        try:
+            task = await self._submit(Task(chat_id=chat_id, workspace=proposal.workspace, worker=WorkerKind.CODE,
+                                           title=f"proposal #{proposal.id}: {title_of(proposal.request, 60)}",
+                                           instructions=instructions, proposal_id=proposal.id),
+                                      criteria=plan_criteria(proposal.body))
+        except BaseException:  # no task: the proposal is still waiting for a decision
+            await self.store.update_proposal(proposal.id, status=ProposalStatus.PENDING, decided_at=None)
+            raise
         await self.store.update_proposal(proposal.id, task_id=task.id)
         return f"Proposal #{proposal.id} approved; code task #{task.id} started on {proposal.workspace} in the background."
 
@@ -156,8 +160,11 @@ class Crew:
             raise ToolError(f"there is no task #{task_id} in this chat")
         if not (task.status.is_active or task.status is TaskStatus.INTERRUPTED):
             return f"Task #{task.id} is already {task.status.value}; nothing to cancel."
-        await self.runner.cancel(task.id)
-        kept = " What was committed before stays on its branch." if task.branch else ""
+        if not await self.runner.cancel(task.id):
+            now = await self.store.get_task(task.id)
+            return f"Task #{task.id} is {now.status.value}; it could not be cancelled."
+        task = await self.store.get_task(task.id)
+        kept = " What it did is kept on its branch (Discard deletes it)." if task.branch else ""
         return f"Task #{task.id} cancelled; every process it started was stopped.{kept}"
 
     # ---- buttons -----------------------------------------------------------------------------
@@ -188,6 +195,7 @@ class Crew:
             raise ToolError(f"there is no task #{task_id} in this chat")
         if task.status.is_active or task.status is TaskStatus.INTERRUPTED:
             await self.runner.cancel(task_id)
+            task = await self.store.get_task(task_id)  # a worker may have made its branch meanwhile
         if not task.branch or not task.base_commit:
             return f"Task #{task_id} was discarded; it had no branch."
         _, tree = await self._branch_task(chat_id, task_id)

@@ -436,8 +436,8 @@ def _grep_files(base: Path, start: Path, file_glob: str | None) -> Iterator[Path
     for path in _files_in_path_order(start):
         if name_regex is not None and not name_regex.fullmatch(path.name):
             continue
-        if path.is_symlink() and not _inside(base, path):
-            continue  # a link pointing out of the workspace: never read through it
+        if path.is_symlink() and (not _inside(base, path) or is_secret_file(path.resolve().name)):
+            continue  # a link pointing out of the workspace or at a secret: never read through it
         if path_regex is not None:
             rel_root, rel_start = _rel(base, path), _rel(start, path)
             if not (path_regex.fullmatch(rel_root) or path_regex.fullmatch(rel_start)):

@@ -217,13 +217,16 @@ class Store:
     async def _transaction(self):
         """Several statements as one transaction, rolled back on any error."""
         async with self._lock:
-            await self._db.execute_fetchall("BEGIN")
             try:
+                await self._db.execute_fetchall("BEGIN")
                 yield self._db
+                await self._db.execute_fetchall("COMMIT")
             except BaseException:
-                await self._db.execute_fetchall("ROLLBACK")
+                # Also when cancelled mid-way: the connection's thread runs requests in order, so this ROLLBACK comes
+                # after a BEGIN/COMMIT whose await was cancelled; "no transaction is active" is fine.
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(self._db.execute_fetchall("ROLLBACK"))
                 raise
-            await self._db.execute_fetchall("COMMIT")
 
     # ---- lifecycle -----------------------------------------------------------------------
     @classmethod

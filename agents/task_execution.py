@@ -184,6 +184,9 @@ class TaskExecutor:
         )
         return Worker(client=self.client, model=self.settings.worker_model, system=ROLE_PROMPTS[task.worker],
                       toolbox=toolbox, limits=self.limits(), max_output_tokens=self.settings.worker_max_output_tokens,
+                      # a non-streaming answer arrives whole: allow ~30 output tokens a second at the least
+                      request_timeout=max(self.settings.anthropic_timeout_seconds,
+                                          self.settings.worker_max_output_tokens / 30),
                       on_step=progress.update, on_usage=on_usage)
 
     async def execute(self, task: Task) -> None:
@@ -273,8 +276,9 @@ class TaskExecutor:
         share_virtualenv(workspace.path, tree.path)
         try:
             await self._work_on(task, progress, workspace, tree)
-        except BaseException:
-            if not self.stopping:  # cancelled or failed: keep the branch (and its commits), drop the checkout
+        except BaseException as err:
+            if not (self.stopping and isinstance(err, asyncio.CancelledError)):  # interrupted tasks keep their checkout
+                # cancelled or failed: keep the branch (and its commits), drop the checkout
                 with contextlib.suppress(Exception):
                     await git_repo.commit_all(tree, f"{task.title} (partial, task ended early)\n\nagentlab task #{task.id}",
                                               self.identity)

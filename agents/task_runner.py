@@ -50,8 +50,8 @@ class TaskRunner:
                     task = await self.store.claim_next_task()
                     if task is None:
                         break
-                    await self.store.add_event(TaskEvent(task_id=task.id, kind="status", detail=TaskStatus.IN_PROGRESS))
                     self.running[task.id] = asyncio.create_task(self._run(task), name=f"task-{task.id}")
+                    await self.store.add_event(TaskEvent(task_id=task.id, kind="status", detail=TaskStatus.IN_PROGRESS))
             except Exception:  # a store hiccup must not stop the runner for good
                 log.exception("claiming tasks failed; retrying in 5 s")
                 await asyncio.sleep(5)

@@ -86,6 +86,7 @@ class Worker:
     toolbox: Toolbox
     limits: Limits
     max_output_tokens: int = 4096
+    request_timeout: float | None = None  # a long non-streaming answer needs more than the client's default
     on_step: StepCallback | None = None
     on_usage: UsageCallback | None = None
     messages: list[dict[str, Any]] = field(default_factory=list)
@@ -129,6 +130,7 @@ class Worker:
             system=[{"type": "text", "text": self.system, "cache_control": EPHEMERAL}],
             tools=self._tool_specs(),
             messages=self._cached_messages(),
+            **({"timeout": self.request_timeout} if self.request_timeout else {}),
         )
         self.usage = self.usage + usage_of(response)
         if self.on_usage:

@@ -36,25 +36,35 @@ async def _post_init(app: Application) -> None:
     if app.bot_data.get("handle_signals"):
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, lambda: asyncio.ensure_future(_graceful_stop(app)))
+            loop.add_signal_handler(sig, _on_stop_signal, app)
     gc.collect()
     gc.freeze()  # the start-up heap (torch, PTB, the SDK) is never garbage: keep full collections off it
     me = app.bot.username or "?"
     log.info("agentlab started as @%s; workspaces: %s", me, ", ".join(w.name for w in runtime.workspaces.all()))
 
 
-async def _graceful_stop(app: Application) -> None:
-    """SIGTERM/SIGINT: interrupt workers and cancel turns in flight first, so PTB's stop never waits on them."""
+def _raise_system_exit() -> None:
+    raise SystemExit  # what PTB's own handler does: run_polling/run_webhook then shut down in order
+
+
+def _on_stop_signal(app: Application) -> None:
+    """SIGTERM/SIGINT: interrupt workers and cancel turns first (PTB's stop would wait for them); a second signal quits."""
     if app.bot_data.get("stopping"):
-        return
-    app.bot_data["stopping"] = True
+        _raise_system_exit()
+    app.bot_data["stopping"] = True  # new turns are refused from now on
+    app.bot_data["stop_task"] = asyncio.ensure_future(_graceful_stop(app))
+
+
+async def _graceful_stop(app: Application) -> None:
     log.info("stopping: interrupting running tasks and turns")
-    runtime: Runtime | None = app.bot_data.get("runtime")
-    if runtime is not None:
-        await runtime.stop_workers()
-    for turn in list(app.bot_data.get("turns", ())):
-        turn.cancel()
-    app.stop_running()
+    try:
+        runtime: Runtime | None = app.bot_data.get("runtime")
+        if runtime is not None:
+            await runtime.stop_workers()
+        for turn in list(app.bot_data.get("turns", ())):
+            turn.cancel()
+    finally:
+        asyncio.get_running_loop().call_soon(_raise_system_exit)
 
 
 async def _post_stop(app: Application) -> None:

@@ -37,6 +37,7 @@ Talk to me in plain words, typed or as a voice note:
 Commands: /status /tasks /task N /cancel /usage /log N /new /history"""
 
 
+STOPPING = "I'm restarting right now; please send that again in a minute."
 TYPING_DELAY = 0.3  # seconds before "typing…" shows; Claude's answers take longer, so it appears for them
 
 
@@ -90,6 +91,9 @@ def chat_lock(context: ContextTypes.DEFAULT_TYPE, chat_id: int) -> asyncio.Lock:
 async def converse(update: Update, context: ContextTypes.DEFAULT_TYPE, text: str, method: InputMethod) -> None:
     """Route text (typed or transcribed) through the orchestrator and send its reply."""
     chat_id = update.effective_chat.id
+    if context.application.bot_data.get("stopping"):
+        await update.effective_message.reply_text(STOPPING)
+        return
     REQUEST_MESSAGE.set(update.effective_message.message_id)
     turns: set = context.application.bot_data.setdefault("turns", set())
     turn = asyncio.current_task()

@@ -9,7 +9,7 @@ from telegram import Update
 from telegram.ext import ContextTypes
 
 from agents.models import InputMethod
-from telegram_bot.handlers import chat_lock, converse, runtime
+from telegram_bot.handlers import STOPPING, chat_lock, converse, runtime
 
 log = logging.getLogger(__name__)
 
@@ -22,6 +22,9 @@ async def on_voice(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     message = update.effective_message
     chat_id = update.effective_chat.id
     async with chat_lock(context, chat_id):
+        if context.application.bot_data.get("stopping"):
+            await message.reply_text(STOPPING)
+            return
         media = message.voice or message.audio or message.document
         if media.file_size and media.file_size > MAX_DOWNLOAD_BYTES:
             await message.reply_text(f"That file is {media.file_size / 1e6:.0f} MB; Telegram lets bots download at most "

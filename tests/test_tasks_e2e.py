@@ -163,3 +163,18 @@ async def test_daily_budget_refuses_new_tasks(fake_telegram, fake_anthropic, tmp
         assert await bot.runtime.store.list_tasks(USER_ID) == []
     finally:
         await stop_polling(bot.app)
+
+
+async def test_a_cancelled_transaction_never_leaves_the_store_stuck(tmp_path) -> None:
+    store = await Store.open(tmp_path / "db.sqlite")
+    for _ in range(5):
+        pending = asyncio.create_task(store.add_task(
+            Task(chat_id=1, workspace="w", worker=WorkerKind.CODE, title="t", instructions="i"), ["a", "b"]))
+        await asyncio.sleep(0)
+        pending.cancel()
+        await asyncio.gather(pending, return_exceptions=True)
+    task = await store.add_task(Task(chat_id=1, workspace="w", worker=WorkerKind.CODE, title="t", instructions="i"),
+                                ["c"])
+    assert [c.text for c in await store.criteria(task.id)] == ["c"]
+    assert not store._db.in_transaction
+    await store.close()
