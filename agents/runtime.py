@@ -13,6 +13,7 @@ from agents.llm import make_client
 from agents.models import TaskStatus
 from agents.notify import Button, Notifier
 from agents.orchestrator import Orchestrator
+from agents.orphans import instance_token, kill_orphans
 from agents.repo_map import RepoMap
 from agents.settings import Settings
 from agents.store import Store
@@ -56,7 +57,9 @@ class Runtime:
             transcriber = await asyncio.to_thread(_make_transcriber, settings)
         runtime = cls(settings, store, client, workspaces, notifier, runner, crew, orchestrator, repo_map, hints,
                       executor, transcriber)
-        await store.interrupt_running_tasks()  # a killed bot left these in_progress
+        killed_mid_task = await store.interrupt_running_tasks()  # a killed bot left these in_progress
+        if killed_mid_task:  # ... and their commands still running, in sessions of their own
+            await asyncio.to_thread(kill_orphans, instance_token(settings.database_path), {t.id for t in killed_mid_task})
         runtime.interrupted = await store.list_tasks(statuses=[TaskStatus.INTERRUPTED], limit=20)
         runner.start()  # pending tasks start again
         hints.refresh_in_background()  # index the workspaces without delaying start-up

@@ -14,6 +14,7 @@ from agents import git_repo, prompts
 from agents.llm import explain_api_error, usage_record
 from agents.models import Criterion, Proposal, ProposalStatus, Task, TaskEvent, TaskStatus, WorkerKind, utcnow
 from agents.notify import Button, Notifier
+from agents.orphans import instance_token, task_tag
 from agents.repo_map import RepoMap, repo_map_tools
 from agents.screenshot import find_chromium, screenshot_tool_result
 from agents.settings import Settings
@@ -175,7 +176,8 @@ class TaskExecutor:
             await self.store.record_usage(usage_record(response, f"{task.worker.value}-worker", task.chat_id, task.id))
 
         tools = worker_tools(task.worker, root, self.settings.command_timeout_seconds, screenshot,
-                             verify if task.worker is not WorkerKind.RESEARCH else None)
+                             verify if task.worker is not WorkerKind.RESEARCH else None,
+                             task_tag(instance_token(self.settings.database_path), task.id))
         if self.repo_map is not None and task.worker is not WorkerKind.RESEARCH:  # research: read_file/glob/grep only
             tools += repo_map_tools(self.repo_map, f"{task.workspace}@task-{task.id}", root)
         toolbox = Toolbox(

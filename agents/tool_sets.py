@@ -113,9 +113,9 @@ Verifier = Callable[[int, str], Awaitable[str]]
 
 def worker_tools(
     kind: WorkerKind, root: Path, command_timeout: float, screenshot: Screenshotter | None = None,
-    verify: Verifier | None = None,
+    verify: Verifier | None = None, env_tag: dict[str, str] | None = None,
 ) -> list[Tool]:
-    """The tools of one worker role, all confined to `root` (the task's worktree)."""
+    """The tools of one worker role, all confined to `root` (the task's worktree); commands carry `env_tag`."""
 
     async def read_file(path: str, start_line: int | None = None, end_line: int | None = None) -> str:
         return await file_tools.read_file(root, path, start_line, end_line)
@@ -133,7 +133,7 @@ def worker_tools(
         return await file_tools.edit_file(root, path, old, new)
 
     async def run(command: str) -> ToolResult:
-        result = await run_command(command, cwd=root, timeout=command_timeout, env=child_env())
+        result = await run_command(command, cwd=root, timeout=command_timeout, env={**child_env(), **(env_tag or {})})
         return ToolResult(result.format_for_model(), is_error=not result.ok)
 
     tools = [

@@ -23,6 +23,14 @@ REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
 
 
+def running(pid: int) -> bool:
+    """Alive and not a zombie (an orphan's new parent may never reap it)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def bot_env(tg, claude, tmp_path: Path, workspace_root: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TELEGRAM_", "ANTHROPIC_"))}
     env.update(
@@ -78,9 +86,7 @@ async def test_sigkill_mid_task_then_restart_reports_and_resumes(fake_telegram, 
     finally:
         if first.poll() is None:
             first.kill()
-        if orphan:  # a SIGKILLed parent cannot kill its children; the test cleans up after it
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(orphan, signal.SIGKILL)
+    assert running(orphan), "a SIGKILLed bot cannot stop its worker's command itself"
 
     model.add("code", claude_says.text("Resumed: notes.md is complete."))
     second = launch(env, tmp_path, "second")
@@ -88,6 +94,7 @@ async def test_sigkill_mid_task_then_restart_reports_and_resumes(fake_telegram, 
         notice = await fake_telegram.await_for(lambda: next(
             (m for m in fake_telegram.messages(USER_ID) if "stopped while" in (m.text or "")), None), timeout=60)
         assert "task #1" in notice.text and notice.callback_data == ["task:resume:1", "task:discard:1"]
+        assert not running(orphan), "the restarted bot killed the orphaned command"
         fake_telegram.press_button(USER_ID, notice.message_id, "task:resume:1")
         summary = await fake_telegram.await_for(lambda: next(
             (m for m in fake_telegram.messages(USER_ID) if "Task #1 done" in (m.text or "") and "Files:" in m.text), None), timeout=60)
@@ -95,6 +102,8 @@ async def test_sigkill_mid_task_then_restart_reports_and_resumes(fake_telegram, 
         resumed_turn = model.requests["code"][-1]["messages"][0]["content"][0]["text"]
         assert "interrupted and is being resumed" in resumed_turn and "writing notes.md" in resumed_turn
     finally:
+        with contextlib.suppress(ProcessLookupError, TypeError):
+            os.killpg(orphan, signal.SIGKILL)  # in case the assertion above failed
         second.send_signal(signal.SIGTERM)
         with contextlib.suppress(subprocess.TimeoutExpired):
             await asyncio.to_thread(second.wait, 15)

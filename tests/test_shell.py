@@ -193,3 +193,25 @@ def test_command_result_ok_and_formatting() -> None:
     assert not CommandResult("x", 0, "", False, True, 5).ok
     assert "(no output)" in CommandResult("true", 0, "", False, False, 0.1).format_for_model()
     assert "cancelled" in CommandResult("x", None, "", False, True, 1).format_for_model()
+
+
+def test_orphans_are_found_by_their_tag_only(tmp_path) -> None:
+    import subprocess
+    import time
+
+    from agents.orphans import instance_token, kill_orphans, task_tag
+
+    token = instance_token(tmp_path / "bot.db")
+    mine = subprocess.Popen(["sleep", "60"], env={**os.environ, **task_tag(token, 7)}, start_new_session=True)
+    other_task = subprocess.Popen(["sleep", "60"], env={**os.environ, **task_tag(token, 8)}, start_new_session=True)
+    other_bot = subprocess.Popen(["sleep", "60"], env={**os.environ, **task_tag("somebodyelse", 7)},
+                                 start_new_session=True)
+    try:
+        time.sleep(0.1)
+        assert kill_orphans(token, {7}) == [mine.pid]
+        assert mine.wait(5) == -9
+        assert other_task.poll() is None and other_bot.poll() is None
+    finally:
+        for proc in (mine, other_task, other_bot):
+            proc.kill()
+            proc.wait()
