@@ -20,6 +20,7 @@ import enum
 import io
 import logging
 import os
+import queue
 import threading
 import time
 import urllib.error
@@ -258,6 +259,52 @@ def transcribe_options(language: str | None, max_tokens_per_window: int, fp16: b
     }
 
 
+class DaemonExecutor:
+    """One daemon worker thread running submitted calls in order.
+
+    Unlike ThreadPoolExecutor (whose threads Python joins at exit), a model load or download in progress never
+    holds the process up when the bot is asked to stop.
+    """
+
+    def __init__(self, name: str) -> None:
+        self._queue: queue.SimpleQueue[tuple[concurrent.futures.Future, Any, tuple] | None] = queue.SimpleQueue()
+        self._closed = False
+        threading.Thread(target=self._work, name=name, daemon=True).start()
+
+    def _work(self) -> None:
+        while (item := self._queue.get()) is not None:
+            future, fn, args = item
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn(*args))
+            except BaseException as exc:  # handed to the awaiting side
+                future.set_exception(exc)
+
+    def submit(self, fn: Any, *args: Any) -> concurrent.futures.Future:
+        if self._closed:
+            raise RuntimeError("cannot schedule new futures after shutdown")
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        self._queue.put((future, fn, args))
+        return future
+
+    def shutdown(self, wait: bool = False, cancel_futures: bool = True) -> None:
+        """Stop taking work; queued calls are cancelled (the running one finishes unseen)."""
+        self._closed = True
+        if cancel_futures:
+            pending = []
+            while True:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is not None:
+                    pending.append(item[0])
+            for future in pending:
+                future.cancel()
+        self._queue.put(None)
+
+
 class Transcriber:
     """One resident whisper model behind a single worker thread; implements `SpeechToText`.
 
@@ -285,7 +332,7 @@ class Transcriber:
         self.max_tokens_per_window = max_tokens_per_window
         self.download_root = str(download_root) if download_root is not None else None
         self._device = device
-        self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="whisper")
+        self._executor = DaemonExecutor("whisper")
         self._lock = threading.Lock()
         self._state = ModelState.not_loaded
         self._load_error: str | None = None
