@@ -40,6 +40,16 @@ def group_members(pgid: int) -> list[int]:
     return members
 
 
+async def group_empty(pgid: int, within: float = 3.0) -> bool:
+    """The group has no live member left (a SIGKILLed process takes a moment to finish exiting)."""
+    deadline = time.monotonic() + within
+    while group_members(pgid):
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.02)
+    return True
+
+
 async def wait_gone(pids: list[int], within: float = 2.0) -> bool:
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
@@ -92,7 +102,7 @@ async def test_timeout_kills_sleep(tmp_path: Path) -> None:
     assert "timed out after" in result.format_for_model() and "process group killed" in result.format_for_model()
     pgid = pids_in(result.output, "pgid")
     assert await wait_gone([pgid])
-    assert group_members(pgid) == []
+    assert await group_empty(pgid)
     with pytest.raises(ProcessLookupError):
         os.killpg(pgid, 0)
 
@@ -104,7 +114,7 @@ async def test_timeout_kills_children_of_nested_shell(tmp_path: Path) -> None:
     assert result.timed_out
     pgid, child = pids_in(result.output, "pgid"), pids_in(result.output, "child")
     assert await wait_gone([pgid, child])
-    assert group_members(pgid) == []
+    assert await group_empty(pgid)
 
 
 async def test_timeout_escalates_to_sigkill_when_term_is_ignored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -115,7 +125,7 @@ async def test_timeout_escalates_to_sigkill_when_term_is_ignored(tmp_path: Path,
     assert result.timed_out
     pgid = pids_in(result.output, "pgid")
     assert await wait_gone([pgid])
-    assert group_members(pgid) == []
+    assert await group_empty(pgid)
 
 
 async def test_background_leftovers_are_killed_after_the_command_finishes(tmp_path: Path) -> None:
@@ -139,7 +149,7 @@ async def test_cancellation_kills_the_group_and_reraises(tmp_path: Path) -> None
     with pytest.raises(asyncio.CancelledError):
         await task
     assert await wait_gone([pgid, child])
-    assert group_members(pgid) == []
+    assert await group_empty(pgid)
 
 
 async def test_huge_output_is_capped_keeping_head_and_tail(tmp_path: Path) -> None:
