@@ -92,14 +92,11 @@ class Settings(BaseSettings):
             return frozenset({value})
         return value
 
-    @field_validator("anthropic_base_url", "whisper_language", "chromium_path", "bot_repository", mode="before")
+    @field_validator("anthropic_base_url", "whisper_language", "chromium_path", "bot_repository", "daily_budget_usd",
+                     "webhook_secret_token", mode="before")
     @classmethod
     def _empty_is_none(cls, value: object) -> object:
-        return None if isinstance(value, str) and not value.strip() else value
-
-    @field_validator("daily_budget_usd", mode="before")
-    @classmethod
-    def _empty_budget_is_none(cls, value: object) -> object:
+        """An optional key left empty in .env (`KEY=`) means unset."""
         return None if isinstance(value, str) and not value.strip() else value
 
     @field_validator("telegram_api_base_url")
@@ -125,11 +122,6 @@ class Settings(BaseSettings):
         if not _WEBHOOK_PATH.fullmatch(value):
             raise ValueError("must be a URL path such as telegram (letters, digits, - _ . ~ /)")
         return value
-
-    @field_validator("webhook_secret_token", mode="before")
-    @classmethod
-    def _empty_secret_is_none(cls, value: object) -> object:
-        return None if isinstance(value, str) and not value.strip() else value
 
     @field_validator("webhook_secret_token")
     @classmethod
