@@ -80,7 +80,7 @@ def _nearby(base: Path, target: Path) -> str:
 def _existing_file(base: Path, path: str) -> Path:
     target = confine(base, path)
     if target.is_dir():
-        raise ToolError(f"{path!r} is a directory, not a file; use list_dir or glob to see what it contains")
+        raise ToolError(f"{path!r} is a directory, not a file; use glob (e.g. '{path.rstrip('/')}/*') to see what it contains")
     if not target.exists():
         raise ToolError(f"No such file: {path!r}.{_nearby(base, target)}")
     if not target.is_file():

@@ -31,25 +31,3 @@ class Notifier(Protocol):
     async def send_document(self, chat_id: int, filename: str, data: bytes, caption: str = "") -> None: ...
 
     async def send_photo(self, chat_id: int, data: bytes, caption: str = "") -> None: ...
-
-
-class RecordingNotifier:
-    """A Notifier that keeps what it was asked to send (for benches and scripted runs without Telegram)."""
-
-    def __init__(self) -> None:
-        self.sent: list[tuple[str, int, str, object]] = []
-        self._next_id = 1
-
-    async def send(self, chat_id: int, markdown: str, *, buttons: Buttons | None = None, reply_to: int | None = None) -> int:
-        self.sent.append(("send", chat_id, markdown, buttons))
-        self._next_id += 1
-        return self._next_id
-
-    async def edit(self, chat_id: int, message_id: int, markdown: str, *, buttons: Buttons | None = None) -> None:
-        self.sent.append(("edit", chat_id, markdown, buttons))
-
-    async def send_document(self, chat_id: int, filename: str, data: bytes, caption: str = "") -> None:
-        self.sent.append(("document", chat_id, filename, data))
-
-    async def send_photo(self, chat_id: int, data: bytes, caption: str = "") -> None:
-        self.sent.append(("photo", chat_id, caption, data))

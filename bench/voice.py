@@ -220,7 +220,7 @@ def render(report: dict[str, Any]) -> str:
         f"  audio:    {report['audio']}",
         f"  weights:  {report['weights']}",
         f"  decoding: {report['decoding']}",
-        f"  (a) resident model + in-process PyAV decoding (agents.voice.Transcriber)",
+        "  (a) resident model + in-process PyAV decoding (agents.voice.Transcriber)",
         f"  (b) model loaded per note + file + {report['b_decoder']}",
         "",
         f"{'model':<6} {'note':>6} {'tokens':>6} {'(a) s':>8} {'(b) s':>8} {'b/a':>6} {'RTF (a)':>8} {'RTF (b)':>8}",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.conftest import USER_ID, BotHarness
+from tests.conftest import BotHarness
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import ScriptedModel, last_user_text
 from tests.test_workers_e2e import final_summary, start_task

@@ -267,7 +267,7 @@ async def test_run_eval_scores_a_scripted_orchestrator(fake_anthropic: FakeAnthr
     sticky = next(line for line in lines if "header sticky" in line)
     assert "MISS frontend ← code" in sticky and "[tools: start_task]" in sticky
     report = routing_eval.report(result, settings)
-    assert "misrouted:" in report and f"line 0: frontend → code: 'make the portfolio header sticky'" in report
+    assert "misrouted:" in report and "line 0: frontend → code: 'make the portfolio header sticky'" in report
     assert "17 API calls · tokens: input 1,700, output 119" in report
 
 
