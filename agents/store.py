@@ -12,6 +12,7 @@ import contextlib
 import aiosqlite
 from pydantic import BaseModel
 
+from agents.ids import valid_id
 from agents.models import (
     ConversationNote,
     Criterion,
@@ -330,6 +331,8 @@ class Store:
         return proposal
 
     async def get_proposal(self, proposal_id: int) -> Proposal | None:
+        if not valid_id(proposal_id):  # e.g. a 20-digit number: SQLite cannot bind it, and no row has it
+            return None
         return await self._fetch_one(Proposal, "SELECT * FROM proposals WHERE id = ?", (proposal_id,))
 
     async def update_proposal(self, proposal_id: int, **fields: Any) -> None:
@@ -369,6 +372,8 @@ class Store:
         return bool(rows)
 
     async def get_task(self, task_id: int) -> Task | None:
+        if not valid_id(task_id):  # e.g. a 20-digit number: SQLite cannot bind it, and no row has it
+            return None
         return await self._fetch_one(Task, "SELECT * FROM tasks WHERE id = ?", (task_id,))
 
     async def update_task(self, task_id: int, **fields: Any) -> None:

@@ -11,6 +11,7 @@ from telegram.ext import ContextTypes
 
 from agents.models import ChatMessage, Role
 from agents.git_repo import GitError
+from agents.ids import parse_id
 from agents.workspaces import ToolError
 from telegram_bot.handlers import runtime
 from telegram_bot.replies import send_markdown
@@ -25,8 +26,10 @@ async def on_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     rt = runtime(context)
     try:
         kind, action, raw_id = (query.data or "").split(":")
-        item_id = int(raw_id)
     except ValueError:
+        kind = action = raw_id = ""
+    item_id = parse_id(raw_id)
+    if item_id is None:
         await query.answer("This button is no longer valid.")
         return
     await query.answer()

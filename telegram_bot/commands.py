@@ -6,6 +6,7 @@ from telegram import Update
 from telegram.ext import ContextTypes
 
 from agents.crew import task_line
+from agents.ids import parse_id
 from agents.llm import cost_usd
 from agents.models import Task, TaskStatus
 from agents.usage import total, usage_report
@@ -14,13 +15,18 @@ from telegram_bot.handlers import runtime
 from telegram_bot.replies import send_markdown
 
 
+class BadArgument(ValueError):
+    """A command argument that is not a task number; its message is the reply."""
+
+
 def _task_number(context: ContextTypes.DEFAULT_TYPE) -> int | None:
+    """The task number argument, None when there is none; BadArgument when it is not a task number."""
     if not context.args:
         return None
-    try:
-        return int(context.args[0].lstrip("#"))
-    except ValueError:
-        return None
+    number = parse_id(context.args[0])
+    if number is None:
+        raise BadArgument(f"`{context.args[0][:40]}` is not a task number (see /tasks for the numbers).")
+    return number
 
 
 async def _say(update: Update, context: ContextTypes.DEFAULT_TYPE, markdown: str) -> None:
@@ -29,10 +35,15 @@ async def _say(update: Update, context: ContextTypes.DEFAULT_TYPE, markdown: str
 
 async def _named_task(update: Update, context: ContextTypes.DEFAULT_TYPE, command: str) -> Task | None:
     """The task of this chat named by the command's argument, or None after telling the user how to ask."""
-    number = _task_number(context)
+    try:
+        number = _task_number(context)
+    except BadArgument as err:
+        await _say(update, context, str(err))
+        return None
     found = await runtime(context).store.get_task(number) if number is not None else None
     if found is None or found.chat_id != update.effective_chat.id:
-        await _say(update, context, f"Usage: /{command} N (see /tasks for the numbers).")
+        hint = f"There is no task #{number} in this chat. " if number is not None else ""
+        await _say(update, context, f"{hint}Usage: /{command} N (see /tasks for the numbers).")
         return None
     return found
 
@@ -69,7 +80,11 @@ async def cancel(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     """/cancel [N]: cancel the only running task, or task N."""
     rt = runtime(context)
     chat_id = update.effective_chat.id
-    number = _task_number(context)
+    try:
+        number = _task_number(context)
+    except BadArgument as err:  # never fall back to "the only running task" on a mistyped number
+        await _say(update, context, str(err))
+        return
     if number is None:
         active = await rt.store.list_tasks(chat_id, statuses=[TaskStatus.PENDING, TaskStatus.IN_PROGRESS])
         if not active:
