@@ -72,10 +72,14 @@ class Crew:
         if refusal:
             raise ToolError(refusal)
 
-    async def _submit(self, task: Task, criteria: list[str] | None = None) -> Task:
+    async def _submit(self, task: Task, criteria: list[str] | None = None, proposal_id: int | None = None) -> Task | None:
+        """Store a new task and wake the runner; with `proposal_id`, approve that proposal in the same transaction."""
         task.reply_to_message_id = task.reply_to_message_id or REQUEST_MESSAGE.get()
-        cleaned = [" ".join(str(c).split()) for c in (criteria or []) if str(c).strip()]
-        task = await self.store.add_task(task, cleaned[:10])
+        cleaned = [" ".join(str(c).split()) for c in (criteria or []) if str(c).strip()][:10]
+        if proposal_id is None:
+            task = await self.store.add_task(task, cleaned)
+        elif (task := await self.store.approve_proposal(proposal_id, task, cleaned)) is None:
+            return None  # no longer pending: a double tap
         await self.store.add_event(TaskEvent(task_id=task.id, kind="status", detail=TaskStatus.PENDING.value))
         self.runner.wake()
         return task
@@ -129,19 +133,14 @@ class Crew:
     async def approve_proposal(self, chat_id: int, proposal_id: int | None = None) -> str:
         proposal = await self._pick_proposal(chat_id, proposal_id)
         await self._check_budget()
-        if not await self.store.decide_proposal(proposal.id, ProposalStatus.APPROVED):  # a double tap lands here
-            raise ToolError(f"proposal #{proposal.id} was already decided")
         instructions = (f"Implement this approved proposal in the workspace, exactly as written (the user approved "
                         f"it as is).\n\nOriginal request: {proposal.request}\n\n{proposal.body}")
-        try:
-            task = await self._submit(Task(chat_id=chat_id, workspace=proposal.workspace, worker=WorkerKind.CODE,
-                                           title=f"proposal #{proposal.id}: {title_of(proposal.request, 60)}",
-                                           instructions=instructions, proposal_id=proposal.id),
-                                      criteria=plan_criteria(proposal.body))
-        except BaseException:  # no task: the proposal is still waiting for a decision
-            await self.store.update_proposal(proposal.id, status=ProposalStatus.PENDING, decided_at=None)
-            raise
-        await self.store.update_proposal(proposal.id, task_id=task.id)
+        task = await self._submit(Task(chat_id=chat_id, workspace=proposal.workspace, worker=WorkerKind.CODE,
+                                       title=f"proposal #{proposal.id}: {title_of(proposal.request, 60)}",
+                                       instructions=instructions, proposal_id=proposal.id),
+                                  criteria=plan_criteria(proposal.body), proposal_id=proposal.id)
+        if task is None:  # a double tap lands here
+            raise ToolError(f"proposal #{proposal.id} was already decided")
         return f"Proposal #{proposal.id} approved; code task #{task.id} started on {proposal.workspace} in the background."
 
     async def reject_proposal(self, chat_id: int, proposal_id: int | None = None, reason: str | None = None) -> str:

@@ -60,6 +60,9 @@ class Runtime:
         killed_mid_task = await store.interrupt_running_tasks()  # a killed bot left these in_progress
         if killed_mid_task:  # ... and their commands still running, in sessions of their own
             await asyncio.to_thread(kill_orphans, instance_token(settings.database_path), {t.id for t in killed_mid_task})
+        if repaired := await store.repair_approvals_without_task():  # approved, then killed before its task existed
+            log.warning("proposals approved without a task (the bot was killed in between) are pending again: %s",
+                        ", ".join(f"#{n}" for n in repaired))
         runtime.interrupted = await store.list_tasks(statuses=[TaskStatus.INTERRUPTED], limit=20)
         runner.start()  # pending tasks start again
         hints.refresh_in_background()  # index the workspaces without delaying start-up

@@ -354,14 +354,41 @@ class Store:
     # ---- tasks ---------------------------------------------------------------------------
     async def add_task(self, task: Task, criteria: list[str] | None = None) -> Task:
         """Insert a task and its acceptance criteria in one transaction (a runner never sees one without the other)."""
-        data = {k: _to_db(v) for k, v in task.model_dump().items() if k != "id"}
         async with self._transaction() as db:
-            row = await db.execute_insert(
-                f"INSERT INTO tasks ({', '.join(data)}) VALUES ({', '.join('?' for _ in data)})", tuple(data.values()))
-            task.id = int(row[0])
-            await db.executemany("INSERT INTO task_criteria (task_id, idx, text) VALUES (?, ?, ?)",
-                                 [(task.id, idx, text) for idx, text in enumerate(criteria or [], start=1)])
+            await self._insert_task(db, task, criteria)
         return task
+
+    @staticmethod
+    async def _insert_task(db: aiosqlite.Connection, task: Task, criteria: list[str] | None) -> None:
+        data = {k: _to_db(v) for k, v in task.model_dump().items() if k != "id"}
+        row = await db.execute_insert(
+            f"INSERT INTO tasks ({', '.join(data)}) VALUES ({', '.join('?' for _ in data)})", tuple(data.values()))
+        task.id = int(row[0])
+        await db.executemany("INSERT INTO task_criteria (task_id, idx, text) VALUES (?, ?, ?)",
+                             [(task.id, idx, text) for idx, text in enumerate(criteria or [], start=1)])
+
+    async def approve_proposal(self, proposal_id: int, task: Task, criteria: list[str] | None = None) -> Task | None:
+        """Approve a pending proposal and create its task in ONE transaction (a SIGKILL leaves both or neither).
+
+        None when the proposal was no longer pending (a double tap); then no task is created.
+        """
+        async with self._transaction() as db:
+            decided = await db.execute_fetchall(
+                "UPDATE proposals SET status = ?, decided_at = ? WHERE id = ? AND status = ? RETURNING id",
+                (ProposalStatus.APPROVED.value, _to_db(utcnow()), proposal_id, ProposalStatus.PENDING.value))
+            if not decided:
+                return None
+            await self._insert_task(db, task, criteria)
+            await db.execute_fetchall("UPDATE proposals SET task_id = ? WHERE id = ?", (task.id, proposal_id))
+        return task
+
+    async def repair_approvals_without_task(self) -> list[int]:
+        """At start-up: proposals an older bot approved but was killed before creating their task go back to pending."""
+        rows = await self._write(
+            "UPDATE proposals SET status = ?, decided_at = NULL WHERE status = ? AND task_id IS NULL "
+            "AND NOT EXISTS (SELECT 1 FROM tasks WHERE tasks.proposal_id = proposals.id) RETURNING id",
+            (ProposalStatus.PENDING.value, ProposalStatus.APPROVED.value))
+        return sorted(int(row[0]) for row in rows)
 
     async def transition_task(self, task_id: int, from_statuses: Iterable[TaskStatus], to: TaskStatus) -> bool:
         """Atomically move a task from one of `from_statuses` to `to`; False when it was in none of them."""
