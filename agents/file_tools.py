@@ -1,4 +1,4 @@
-"""File tools the agents call: read, write, edit, glob, grep and list, all confined to one workspace.
+"""File tools the agents call: read, write, edit, glob, grep (through ripgrep) and list, all confined to one workspace.
 
 Paths are relative to the workspace root. Every failure is a `ToolError` whose message is written for the model.
 Blocking file I/O runs in a thread (`asyncio.to_thread`) so the event loop never stalls.
@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+from agents import ripgrep
 from agents.workspaces import PathOutsideWorkspace, ToolError, Workspace, WorkspaceNotFound, confine, is_secret_file
 
 __all__ = [
@@ -37,6 +38,7 @@ BINARY_SNIFF_BYTES = 8192
 GREP_MAX_FILE_BYTES = 5_000_000
 GREP_MAX_LINE_CHARS = 300
 LIST_LIMIT = 500
+GLOB_MAX_STARS = 8
 _NEW_FILE_MODE = 0o644
 
 Root = Path | Workspace
@@ -346,6 +348,8 @@ def _translate_segment(segment: str) -> str:
 
 def glob_to_regex(pattern: str) -> re.Pattern[str]:
     """Compile a glob over `/`-separated relative paths: `*`, `?`, `[abc]`, `{a,b}`, and `**` for any depth."""
+    if pattern.count("*") > GLOB_MAX_STARS:  # each star multiplies Python re's backtracking over a long name
+        raise ToolError(f"the glob {pattern!r} has more than {GLOB_MAX_STARS} '*'; use a simpler pattern")
     segments = [s for s in pattern.strip().split("/") if s not in ("", ".")]
     parts: list[str] = []
     for index, segment in enumerate(segments):
@@ -413,11 +417,11 @@ async def glob(root: Root, pattern: str, limit: int = 500) -> str:
     return await asyncio.to_thread(_glob_sync, _base(root), pattern, limit)
 
 
-def _snippet(line: str, match: re.Match[str] | None) -> str:
+def _snippet(line: str, match_at: int) -> str:
     line = line.rstrip("\r")
     if len(line) <= GREP_MAX_LINE_CHARS:
         return line
-    begin = max(0, (match.start() if match else 0) - GREP_MAX_LINE_CHARS // 3)
+    begin = max(0, match_at - GREP_MAX_LINE_CHARS // 3)
     end = begin + GREP_MAX_LINE_CHARS
     return ("…" if begin else "") + line[begin:end] + ("…" if end < len(line) else "")
 
@@ -469,51 +473,20 @@ def _inside(base: Path, path: Path) -> bool:
         return False
 
 
-def _grep_sync(
-    base: Path, pattern: str, path: str, file_glob: str | None, ignore_case: bool, max_matches: int
-) -> str:
-    try:
-        regex = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
-    except re.error as err:
-        raise ToolError(f"invalid regular expression {pattern!r}: {err} (grep uses Python `re` syntax)") from None
+def _grep_targets(base: Path, path: str, file_glob: str | None) -> list[Path]:
+    """The files grep may read, in sorted path order: confined, no secrets, no SKIP_DIRS, no links out."""
     start = confine(base, path)
     if not start.exists():
         raise ToolError(f"No such file or folder: {path!r}.{_nearby(base, start)}")
-    results: list[str] = []
-    more = False
-    for file in _grep_files(base, start, file_glob):
-        try:
-            too_big = file.stat().st_size > GREP_MAX_FILE_BYTES
-            data = b"" if too_big else file.read_bytes()
-        except OSError:
-            continue
-        if too_big:
-            if file == start:
-                raise ToolError(f"{path!r} is larger than {GREP_MAX_FILE_BYTES:,} bytes; read_file a line range instead")
-            continue
-        if b"\x00" in data[:BINARY_SNIFF_BYTES]:
-            continue
-        text = data.decode("utf-8", errors="replace")
-        if not regex.search(text):
-            continue
-        rel = _rel(base, file)
-        for lineno, line in enumerate(text.split("\n"), 1):
-            match = regex.search(line)
-            if match is None:
-                continue
-            if len(results) >= max_matches:
-                more = True
-                break
-            results.append(f"{rel}:{lineno}: {_snippet(line, match)}")
-        if more:
-            break
-    if not results:
-        where = "" if path in (".", "") else f" in {path}"
-        filt = f" (files matching {file_glob!r})" if file_glob else ""
-        return f"no matches for {pattern!r}{where}{filt}"
-    if more:
-        results.append(f"(stopped after {max_matches} matches; narrow the pattern, path or glob to see the rest)")
-    return "\n".join(results)
+    if start.is_file() and start.stat().st_size > GREP_MAX_FILE_BYTES:
+        raise ToolError(f"{path!r} is larger than {GREP_MAX_FILE_BYTES:,} bytes; read_file a line range instead")
+    return list(_grep_files(base, start, file_glob))
+
+
+def _grep_line(base: Path, found: ripgrep.LineMatch) -> str:
+    text = found.text.decode("utf-8", errors="replace")
+    at = len(found.text[: max(found.column - 1, 0)].decode("utf-8", errors="replace"))
+    return f"{_rel(base, found.path)}:{found.line}: {_snippet(text, at)}"
 
 
 async def grep(
@@ -524,8 +497,22 @@ async def grep(
     ignore_case: bool = False,
     max_matches: int = 200,
 ) -> str:
-    """Search text files line by line for a Python regex; output `path:line: text`, skipping binaries and SKIP_DIRS."""
-    return await asyncio.to_thread(_grep_sync, _base(root), pattern, path, glob, ignore_case, max_matches)
+    """Search text files line by line (ripgrep's regex syntax); output `path:line: text`, skipping binaries and SKIP_DIRS.
+
+    The search runs in ripgrep (agents/ripgrep.py): linear time, a timeout, never on the event loop.
+    """
+    ripgrep.check_pattern(pattern)
+    base = _base(root)
+    files = await asyncio.to_thread(_grep_targets, base, path, glob)
+    found, more = await ripgrep.collect(pattern, files, max_matches, ignore_case=ignore_case)
+    results = [_grep_line(base, match) for match in found]
+    if not results:
+        where = "" if path in (".", "") else f" in {path}"
+        filt = f" (files matching {glob!r})" if glob else ""
+        return f"no matches for {pattern!r}{where}{filt}"
+    if more:
+        results.append(f"(stopped after {max_matches} matches; narrow the pattern, path or glob to see the rest)")
+    return "\n".join(results)
 
 
 def _human_size(size: int) -> str:

@@ -825,7 +825,7 @@ class RepoMap:
 
     async def search_pattern(self, name: str, root: Path | str, regex: str, limit: int = 100,
                              glob: str | None = None) -> str:
-        """Lines matching a Python regex across the workspace (`path:line: text`), at most `limit`."""
+        """Lines matching a regex (ripgrep syntax) across the workspace (`path:line: text`), at most `limit`."""
         if not regex:
             raise ToolError("the pattern is empty; give a regular expression to search for")
         return await file_tools.grep(Path(root), regex, glob=glob or None, max_matches=max(1, limit))

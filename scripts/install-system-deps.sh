@@ -1,7 +1,8 @@
 #!/bin/sh
-# Install the optional Debian packages agentlab uses: chromium (frontend worker screenshots) and
-# espeak-ng (spoken test fixtures). Skips quietly when they are present or when we cannot install.
+# Install the Debian packages agentlab uses: ripgrep (the agents' grep tool; without it grep refuses),
+# chromium (frontend worker screenshots) and espeak-ng (spoken test fixtures). Skips quietly when they are present or when we cannot install.
 need=""
+command -v rg >/dev/null 2>&1 || need="$need ripgrep"
 command -v chromium >/dev/null 2>&1 || need="$need chromium"
 command -v espeak-ng >/dev/null 2>&1 || need="$need espeak-ng"
 [ -z "$need" ] && exit 0
