@@ -179,3 +179,19 @@ class ConversationNote(BaseModel):
     up_to_message_id: int
     summary: str
     created_at: datetime = Field(default_factory=utcnow)
+
+
+class Delivery(BaseModel):
+    """A message the bot owes a chat (summary, proposal, answer), kept until Telegram accepted it (issue 12)."""
+
+    id: int | None = None
+    chat_id: int
+    kind: str  # "summary" | "proposal" | "answer" | "notice"
+    task_id: int | None = None
+    text: str
+    buttons: str | None = None  # JSON [[label, callback data], ...]
+    reply_to: int | None = None
+    attempts: int = 0
+    last_error: str | None = None
+    created_at: datetime = Field(default_factory=utcnow)
+    delivered_at: datetime | None = None

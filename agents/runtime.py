@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import anthropic
 
 from agents.crew import Crew, task_line
+from agents.delivery import Deliveries
 from agents.llm import make_client
 from agents.models import TaskStatus
 from agents.notify import Button, Notifier
@@ -40,6 +41,7 @@ class Runtime:
     executor: TaskExecutor
     transcriber: object | None = None
     interrupted: list = field(default_factory=list)
+    deliveries: Deliveries | None = None
 
     @classmethod
     async def start(cls, settings: Settings, notifier: Notifier, client: anthropic.AsyncAnthropic | None = None,
@@ -49,14 +51,15 @@ class Runtime:
         workspaces = Workspaces(settings.workspace_path, settings.bot_repository)
         repo_map = RepoMap(store)
         hints = SymbolHints(repo_map, store, workspaces)
-        executor = TaskExecutor(settings, store, client, workspaces, notifier, repo_map)
+        deliveries = Deliveries(store, notifier)
+        executor = TaskExecutor(settings, store, client, workspaces, notifier, repo_map, deliveries)
         runner = TaskRunner(store, executor.execute, settings.max_concurrent_tasks)
         crew = Crew(settings, store, workspaces, runner, notifier)
         orchestrator = Orchestrator(settings, store, client, workspaces, crew, hints)
         if transcriber is None:  # PyAV/numpy imports take a while: not on the event loop
             transcriber = await asyncio.to_thread(_make_transcriber, settings)
         runtime = cls(settings, store, client, workspaces, notifier, runner, crew, orchestrator, repo_map, hints,
-                      executor, transcriber)
+                      executor, transcriber, deliveries=deliveries)
         killed_mid_task = await store.interrupt_running_tasks()  # a killed bot left these in_progress
         if killed_mid_task:  # ... and their commands still running, in sessions of their own
             await asyncio.to_thread(kill_orphans, instance_token(settings.database_path), {t.id for t in killed_mid_task})
@@ -65,6 +68,7 @@ class Runtime:
                         ", ".join(f"#{n}" for n in repaired))
         runtime.interrupted = await store.list_tasks(statuses=[TaskStatus.INTERRUPTED], limit=20)
         runner.start()  # pending tasks start again
+        deliveries.start()  # what an earlier run could not deliver goes out now
         hints.refresh_in_background()  # index the workspaces without delaying start-up
         return runtime
 
@@ -108,6 +112,8 @@ class Runtime:
     async def close(self) -> None:
         """SIGTERM path: stop workers (they become interrupted), close the client and the store; bounded in time."""
         await self.stop_workers()
+        if self.deliveries is not None:
+            await self.deliveries.close()
         await self.hints.close()
         close = getattr(self.transcriber, "close", None)
         if close:

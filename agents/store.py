@@ -16,6 +16,7 @@ from agents.ids import valid_id
 from agents.models import (
     ConversationNote,
     Criterion,
+    Delivery,
     ChatMessage,
     Proposal,
     ProposalStatus,
@@ -178,6 +179,25 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX repo_imports_file ON repo_imports(workspace, path);
     CREATE INDEX repo_imports_target ON repo_imports(workspace, target);
+    """,
+    # 4: deliveries (agents/delivery.py, issue 12): every summary, proposal and answer the bot must show, kept until
+    # Telegram took it (delivered_at) so a 5xx or a restart never loses it; /task N re-sends the last one of a task
+    """
+    CREATE TABLE deliveries (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        chat_id INTEGER NOT NULL,
+        kind TEXT NOT NULL,
+        task_id INTEGER,
+        text TEXT NOT NULL,
+        buttons TEXT,
+        reply_to INTEGER,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        last_error TEXT,
+        created_at TEXT NOT NULL,
+        delivered_at TEXT
+    );
+    CREATE INDEX deliveries_undelivered ON deliveries(delivered_at, id);
+    CREATE INDEX deliveries_task ON deliveries(task_id, id);
     """,
 ]
 
@@ -473,6 +493,28 @@ class Store:
             return await self._fetch(UsageRecord, "SELECT * FROM usage WHERE task_id = ? ORDER BY id", (task_id,))
         return await self._fetch(UsageRecord, "SELECT * FROM usage WHERE created_at >= ? ORDER BY id", (_to_db(since),))
 
+
+    # ---- deliveries (outbox) -------------------------------------------------------------
+    async def add_delivery(self, delivery: Delivery) -> Delivery:
+        delivery.id = await self._insert("deliveries", delivery)
+        return delivery
+
+    async def delivery_done(self, delivery_id: int) -> None:
+        await self._write("UPDATE deliveries SET delivered_at = ?, attempts = attempts + 1 WHERE id = ?",
+                          (_to_db(utcnow()), delivery_id))
+
+    async def delivery_failed(self, delivery_id: int, error: str) -> None:
+        await self._write("UPDATE deliveries SET attempts = attempts + 1, last_error = ? WHERE id = ?",
+                          (error[:500], delivery_id))
+
+    async def undelivered(self, max_attempts: int) -> list[Delivery]:
+        return await self._fetch(Delivery, "SELECT * FROM deliveries WHERE delivered_at IS NULL AND attempts < ? "
+                                           "ORDER BY id", (max_attempts,))
+
+    async def last_delivery(self, task_id: int) -> Delivery | None:
+        """The newest summary or proposal shown for a task."""
+        return await self._fetch_one(Delivery, "SELECT * FROM deliveries WHERE task_id = ? ORDER BY id DESC LIMIT 1",
+                                     (task_id,))
 
     # ---- repo map ------------------------------------------------------------------------
     # The code index of agents/repo_map.py. Rows are plain tuples / dicts so the store need not import that module.

@@ -11,6 +11,7 @@ from pathlib import Path
 import anthropic
 
 from agents import git_repo, prompts
+from agents.delivery import Deliveries
 from agents.llm import explain_api_error, usage_record
 from agents.models import Criterion, Proposal, ProposalStatus, Task, TaskEvent, TaskStatus, WorkerKind, utcnow
 from agents.notify import Button, Notifier
@@ -89,8 +90,12 @@ class Progress:
 
     async def open(self) -> None:
         if self.message_id is None:
-            self.message_id = await self.notifier.send(self.task.chat_id, self.text(), buttons=cancel_button(self.task.id),
-                                                       reply_to=self.task.reply_to_message_id)
+            try:
+                self.message_id = await self.notifier.send(self.task.chat_id, self.text(),
+                                                           buttons=cancel_button(self.task.id),
+                                                           reply_to=self.task.reply_to_message_id)
+            except Exception as err:  # no progress message is no reason to lose the task (issue 12)
+                log.warning("task %s: progress message not sent: %s", self.task.id, err)
             await self.store.update_task(self.task.id, progress_message_id=self.message_id)
         self._ticker = asyncio.create_task(self._tick())
 
@@ -135,8 +140,9 @@ class TaskExecutor:
     """Executes a claimed task; everything it learns goes to the store and the chat."""
 
     def __init__(self, settings: Settings, store: Store, client: anthropic.AsyncAnthropic, workspaces: Workspaces,
-                 notifier: Notifier, repo_map: RepoMap | None = None) -> None:
+                 notifier: Notifier, repo_map: RepoMap | None = None, deliveries: Deliveries | None = None) -> None:
         self.settings, self.store, self.client = settings, store, client
+        self.deliveries = deliveries or Deliveries(store, notifier)  # summaries and proposals: retried, never lost
         self.repo_map = repo_map
         self.workspaces, self.notifier = workspaces, notifier
         self.identity = git_repo.GitIdentity(settings.git_author_name, settings.git_author_email)  # noqa
@@ -222,7 +228,8 @@ class TaskExecutor:
     async def _fail(self, task: Task, progress: "Progress", reason: str) -> None:
         await self.set_status(task, TaskStatus.FAILED, error=reason)
         await progress.close(f"✖ failed: {trim(reason, 200)}")
-        await self.notifier.send(task.chat_id, f"✖ **Task #{task.id} failed**: {reason}")
+        await self.deliveries.deliver(task.chat_id, f"✖ **Task #{task.id} failed**: {reason}", kind="summary",
+                                      task_id=task.id)
 
     async def repository_map(self, task: Task, name: str, root: Path) -> str:
         """The token-bounded map of the workspace for this request ('' when there is none)."""
@@ -253,7 +260,8 @@ class TaskExecutor:
             reason = result.reason(self.limits()) if not result.finished else "the research worker wrote no proposal"
             await self.set_status(task, TaskStatus.FAILED, error=reason, result=result.report or None)
             await progress.close(f"✖ {reason}")
-            await self.notifier.send(task.chat_id, f"✖ **Research #{task.id}** ended without a proposal: {reason}.")
+            await self.deliveries.deliver(task.chat_id, f"✖ **Research #{task.id}** ended without a proposal: {reason}.",
+                                          kind="summary", task_id=task.id)
             return
         for old in await self.store.pending_proposals(task.chat_id):
             if old.workspace == workspace.name:
@@ -263,7 +271,8 @@ class TaskExecutor:
         await self.set_status(task, TaskStatus.COMPLETED, result=f"proposal #{proposal.id}")
         await progress.close(f"✔ proposal #{proposal.id} ready")
         header = f"📋 **Proposal #{proposal.id}** for `{workspace.name}`. Approve to start a code worker on it.\n\n"
-        await self.notifier.send(task.chat_id, header + result.report, buttons=proposal_buttons(proposal.id))
+        await self.deliveries.deliver(task.chat_id, header + result.report, buttons=proposal_buttons(proposal.id),
+                                      kind="proposal", task_id=task.id)
 
     # ---- code / frontend / test ------------------------------------------------------------
     async def _change(self, task: Task, progress: Progress) -> None:
@@ -365,5 +374,5 @@ class TaskExecutor:
                               commit_sha=last.sha if last else None)
         await git_repo.remove_worktree_keep_branch(tree)
         await progress.close(headline)
-        await self.notifier.send(task.chat_id, summary, buttons=branch_buttons(task.id) if last else None,
-                                 reply_to=task.reply_to_message_id)
+        await self.deliveries.deliver(task.chat_id, summary, buttons=branch_buttons(task.id) if last else None,
+                                      reply_to=task.reply_to_message_id, kind="summary", task_id=task.id)

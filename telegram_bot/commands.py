@@ -74,6 +74,7 @@ async def task(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     lines.append("**Events:**")
     lines += [f"• {e.created_at:%H:%M:%S} {e.kind}: {e.detail}" for e in events[-15:]]
     await _say(update, context, "\n".join(lines))
+    await rt.deliveries.resend(found.id, found.chat_id)  # its summary or proposal again, with the buttons
 
 
 async def cancel(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:

@@ -103,7 +103,9 @@ async def converse(update: Update, context: ContextTypes.DEFAULT_TYPE, text: str
             reply = await runtime(context).orchestrator.handle(chat_id, text, method)
     finally:
         turns.discard(turn)
-    await send_markdown(context.bot, chat_id, reply.text, reply_to=update.effective_message.message_id)
+    # the answer is stored already; a Telegram 5xx now means "retry, then the outbox", never "lost"
+    await runtime(context).deliveries.deliver(chat_id, reply.text, reply_to=update.effective_message.message_id,
+                                              kind="answer")
 
 
 async def on_text(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:

@@ -220,6 +220,7 @@ class _Fault:
     description: str | None
     retry_after: int
     times: int
+    when: Callable[[dict[str, Any]], bool] | None = None  # only calls whose params satisfy this fail
 
 
 def _decode_value(name: str, value: Any) -> Any:
@@ -511,21 +512,33 @@ class FakeTelegram:
         retry_after: int = 1,
         description: str | None = None,
         times: int = 1,
+        when: Callable[[dict[str, Any]], bool] | None = None,
     ) -> None:
-        """Make the next `times` calls of `method` fail with error_code (429: flood control)."""
+        """Make the next `times` calls of `method` fail with error_code (429: flood control).
+
+        `when` scripts the fault: only calls whose decoded params satisfy it fail (e.g. the message with a
+        given text), the others pass untouched.
+        """
         with self._lock:
             self._faults.setdefault(method.lower(), deque()).append(
-                _Fault(error_code, description, retry_after, times)
+                _Fault(error_code, description, retry_after, times, when)
             )
 
-    def _take_fault(self, method: str) -> ApiError | None:
+    def clear_faults(self) -> None:
+        """Forget every scripted fault that has not fired yet (Telegram is well again)."""
+        with self._lock:
+            self._faults.clear()
+
+    def _take_fault(self, method: str, params: dict[str, Any] | None = None) -> ApiError | None:
         faults = self._faults.get(method.lower())
         if not faults:
             return None
-        fault = faults[0]
+        fault = next((f for f in faults if f.when is None or f.when(params or {})), None)
+        if fault is None:
+            return None
         fault.times -= 1
         if fault.times <= 0:
-            faults.popleft()
+            faults.remove(fault)
         if fault.error_code == 429:
             return ApiError(
                 429,
@@ -821,7 +834,7 @@ class FakeTelegram:
         with self._cond:
             self.requests.append(ApiCall(name, recorded))
             self._cond.notify_all()
-            fault = self._take_fault(name)
+            fault = self._take_fault(name, params)
         if fault is not None:
             return fault.error_code, fault.payload()
         handler = self._handlers.get(method.lower())

@@ -1,0 +1,110 @@
+"""Finished work is never lost to a Telegram 5xx: summaries, proposals and answers are retried, kept and re-sent."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from agents import delivery
+from agents.models import TaskStatus
+from tests.conftest import USER_ID, BotHarness, make_settings, start_bot
+from tests.fakes import anthropic_server as claude_says
+from tests.scripted import ScriptedModel
+
+
+@pytest.fixture(autouse=True)
+def quick_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(delivery, "RETRY_DELAYS", (0.05, 0.05))
+    monkeypatch.setattr(delivery, "FLUSH_INTERVAL", 3600.0)  # only the start-up pass, unless a test asks
+
+
+def text_has(*words: str):
+    return lambda params: all(w in str(params.get("text", "")) for w in words)
+
+
+def fix_calc(model: ScriptedModel) -> None:
+    model.add("code", claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"}),
+              claude_says.text("Fixed add()."))
+
+
+async def ended(bot: BotHarness, task_id: int):
+    while not ((task := await bot.runtime.store.get_task(task_id)) and task.status.is_final):
+        await asyncio.sleep(0.05)
+    return task
+
+
+def summaries(bot: BotHarness, task_id: int) -> list:
+    return [m for m in bot.tg.messages(USER_ID) if f"Task #{task_id} done" in (m.text or "") and "Files:" in (m.text or "")]
+
+
+async def test_a_502_on_the_summary_keeps_the_task_completed_and_delivers_it(bot: BotHarness) -> None:
+    model = ScriptedModel()
+    bot.claude.handler = model
+    fix_calc(model)
+    bot.tg.fail_next("sendMessage", error_code=502, when=text_has("Task #1 done", "Files:"))
+    await bot.runtime.crew.start_task(USER_ID, "calc", "code", "fix add()", background=True)
+    task = await ended(bot, 1)
+    assert task.status is TaskStatus.COMPLETED and task.error is None, task.error
+    [summary] = await bot.tg.await_for(lambda: summaries(bot, 1) or None)
+    assert summary.callback_data == ["task:merge:1", "task:diff:1", "task:discard:1"]
+
+
+async def test_an_undelivered_summary_goes_out_after_a_restart_and_task_n_resends_it(
+        fake_telegram, fake_anthropic, tmp_path, workspace_root) -> None:
+    from telegram_bot.app import stop_polling
+
+    settings = make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root)
+    model = ScriptedModel()
+    fake_anthropic.handler = model
+    fix_calc(model)
+    fake_telegram.fail_next("sendMessage", error_code=502, times=1000, when=text_has("Task #1 done", "Files:"))
+    bot = await start_bot(settings, fake_telegram, fake_anthropic)
+    try:
+        await bot.runtime.crew.start_task(USER_ID, "calc", "code", "fix add()", background=True)
+        assert (await ended(bot, 1)).status is TaskStatus.COMPLETED
+        while len(await bot.runtime.store.undelivered(delivery.MAX_ATTEMPTS)) != 1:
+            await asyncio.sleep(0.05)
+        assert summaries(bot, 1) == []
+    finally:
+        await stop_polling(bot.app)
+
+    fake_telegram.clear_faults()  # Telegram is well again; the bot restarts
+    bot = await start_bot(settings, fake_telegram, fake_anthropic)
+    try:
+        [summary] = await fake_telegram.await_for(lambda: summaries(bot, 1) or None)
+        assert summary.callback_data == ["task:merge:1", "task:diff:1", "task:discard:1"]
+        assert "Fixed add()." in summary.text
+        while await bot.runtime.store.undelivered(delivery.MAX_ATTEMPTS):  # marked delivered once Telegram answered
+            await asyncio.sleep(0.05)
+
+        fake_telegram.send_command(USER_ID, "/task 1")
+        again = await fake_telegram.await_for(lambda: summaries(bot, 1)[1:] or None)
+        assert again[0].callback_data == summary.callback_data
+        fake_telegram.press_button(USER_ID, again[0].message_id, "task:merge:1")
+        await fake_telegram.await_for(lambda: "a + b" in (workspace_root / "calc" / "calc.py").read_text())
+    finally:
+        await stop_polling(bot.app)
+
+
+async def test_a_502_on_a_proposal_keeps_it_and_delivers_it_with_buttons(bot: BotHarness) -> None:
+    model = ScriptedModel()
+    bot.claude.handler = model
+    model.add("research", claude_says.text("## Summary\nAdd logging.\n## Plan\n1. import logging"))
+    bot.tg.fail_next("sendMessage", error_code=502, times=2, when=text_has("Proposal #1"))
+    await bot.runtime.crew.start_research(USER_ID, "group-therapy", "improve logging")
+    task = await ended(bot, 1)
+    assert task.status is TaskStatus.COMPLETED, task.error
+    shown = await bot.tg.await_for(lambda: next((m for m in bot.tg.messages(USER_ID)
+                                                 if "Proposal #1" in (m.text or "")), None))
+    assert shown.callback_data == ["proposal:approve:1", "proposal:reject:1"]
+
+
+async def test_a_500_on_a_direct_answer_does_not_lose_it(bot: BotHarness) -> None:
+    bot.claude.script(claude_says.text("The answer you asked for."))
+    bot.tg.fail_next("sendMessage", error_code=500, when=text_has("The answer you asked for."))
+    bot.say("a question")
+    answer = await bot.tg.await_for(lambda: next((m for m in bot.tg.messages(USER_ID)
+                                                  if m.text == "The answer you asked for."), None))
+    assert answer.reply_to_message_id is not None
+    assert not any("went wrong" in (m.text or "") for m in bot.tg.messages(USER_ID))
