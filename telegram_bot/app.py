@@ -9,7 +9,6 @@ import signal
 
 from telegram import BotCommand, Update
 from telegram.ext import (
-    AIORateLimiter,
     Application,
     ApplicationBuilder,
     CallbackQueryHandler,
@@ -23,6 +22,7 @@ from agents.runtime import Runtime
 from agents.settings import Settings
 from telegram_bot import buttons, commands, handlers, voice
 from telegram_bot.replies import TelegramNotifier
+from telegram_bot.strangers import OwnerFirstRateLimiter, Strangers
 
 log = logging.getLogger(__name__)
 
@@ -80,13 +80,14 @@ def build_application(settings: Settings) -> Application:
         .token(settings.telegram_bot_token.get_secret_value())
         .base_url(f"{root}/bot")
         .base_file_url(f"{root}/file/bot")
-        .rate_limiter(AIORateLimiter(max_retries=5))
+        .rate_limiter(OwnerFirstRateLimiter(max_retries=5))  # AIORateLimiter with a lane for refusals to strangers
         .concurrent_updates(32)
         .post_init(_post_init)
         .post_stop(_post_stop)
         .build()
     )
     app.bot_data["settings"] = settings
+    app.bot_data["strangers"] = Strangers()
 
     app.add_handler(TypeHandler(Update, handlers.guard), group=-1)
     app.add_handler(CommandHandler("start", handlers.start))

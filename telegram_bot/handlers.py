@@ -14,6 +14,7 @@ from telegram.ext import ApplicationHandlerStop, ContextTypes
 from agents.crew import REQUEST_MESSAGE
 from agents.models import InputMethod
 from telegram_bot.replies import send_markdown
+from telegram_bot.strangers import REFUSAL_LANE, Strangers
 
 if TYPE_CHECKING:
     from agents.runtime import Runtime
@@ -46,19 +47,23 @@ def runtime(context: ContextTypes.DEFAULT_TYPE) -> "Runtime":
 
 
 async def guard(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-    """Runs before every other handler: strangers get one short refusal and never reach Claude or a tool."""
+    """Runs before every other handler: strangers never reach Claude or a tool, and get one refusal per period."""
     user = update.effective_user
     allowed = runtime(context).settings.allowed_user_ids
     if user is not None and user.id in allowed:
         return
+    strangers: Strangers = context.application.bot_data.setdefault("strangers", Strangers())
+    if not await strangers.should_refuse(user.id if user else None):
+        raise ApplicationHandlerStop  # refused already this period, or a flood: silence, and no queue
     who = f"{user.id} (@{user.username})" if user else "unknown"
     log.warning("refused update from user %s; add the id to ALLOWED_USER_IDS to allow them", who)
     if update.callback_query:
         with contextlib.suppress(Exception):
-            await update.callback_query.answer("Not allowed.")
+            await context.bot.answer_callback_query(update.callback_query.id, "Not allowed.", rate_limit_args=REFUSAL_LANE)
     elif update.effective_chat and update.effective_message:
         with contextlib.suppress(Exception):
-            await update.effective_message.reply_text("Sorry, this is a private bot.")
+            await context.bot.send_message(update.effective_chat.id, "Sorry, this is a private bot.",
+                                           rate_limit_args=REFUSAL_LANE)
     raise ApplicationHandlerStop
 
 

@@ -1,0 +1,46 @@
+"""Strangers through the real bot: one refusal each per period, and a flood of them never delays the owner."""
+
+from __future__ import annotations
+
+import asyncio
+
+from tests.conftest import STRANGER_ID, USER_ID, BotHarness
+
+
+async def all_updates_handled(bot: BotHarness, timeout: float = 20.0) -> None:
+    """Every injected update was fetched and every handler finished (PTB's own counters)."""
+    processor = bot.app.update_processor
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while bot.tg.pending_updates or not bot.app.update_queue.empty() or processor.current_concurrent_updates:
+        assert loop.time() < deadline, "the bot is still busy with the updates"
+        await asyncio.sleep(0.05)
+
+
+def to(chat_id: int, calls) -> list:
+    return [c for c in calls if c.params.get("chat_id") == chat_id]
+
+
+async def test_sixty_messages_from_one_stranger_get_one_refusal(bot: BotHarness) -> None:
+    for i in range(60):
+        bot.tg.send_text(STRANGER_ID, f"let me in {i}")
+    await bot.tg.wait_for_message(STRANGER_ID, 1)
+    await all_updates_handled(bot)
+    assert [m.text for m in bot.tg.messages(STRANGER_ID)] == ["Sorry, this is a private bot."]
+    assert len(to(STRANGER_ID, bot.tg.calls("sendMessage"))) == 1
+    assert bot.claude.calls == 0
+
+
+async def test_a_crowd_of_strangers_does_not_delay_the_owner(bot: BotHarness) -> None:
+    from telegram_bot.strangers import REFUSALS_PER_MINUTE
+
+    strangers = [50_000 + n for n in range(150)]
+    for stranger in strangers:
+        bot.tg.send_text(stranger, "hello?")
+    bot.tg.send_command(USER_ID, "/status")
+    await bot.tg.await_for(lambda: any("Active tasks" in (m.text or "") for m in bot.tg.messages(USER_ID)), timeout=20)
+    await all_updates_handled(bot)
+    sends = [c.params.get("chat_id") for c in bot.tg.calls("sendMessage")]
+    owner_at = sends.index(USER_ID)
+    assert owner_at <= REFUSALS_PER_MINUTE, f"{owner_at} refusals went out before the owner's answer"
+    assert len([c for c in sends if c != USER_ID]) <= REFUSALS_PER_MINUTE, "past the budget strangers are ignored"
