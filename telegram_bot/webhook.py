@@ -3,6 +3,8 @@
 TLS is the reverse proxy's job (nginx, Caddy, a tunnel): the bot listens on plain HTTP at
 WEBHOOK_LISTEN:WEBHOOK_PORT and refuses (403) every request without the X-Telegram-Bot-Api-Secret-Token
 header Telegram sends with WEBHOOK_SECRET_TOKEN. Needs `python-telegram-bot[webhooks]` (tornado).
+Request bodies are capped at MAX_BODY_BYTES (an update is a few KB): tornado's default would buffer 100 MB of an
+unauthenticated body before the secret is even looked at.
 """
 
 from __future__ import annotations
@@ -10,12 +12,25 @@ from __future__ import annotations
 import logging
 
 from telegram import Update
+from tornado.httpserver import HTTPServer
 from telegram.ext import Application
 
 from agents.settings import Settings
 from telegram_bot.app import _post_init, _post_stop, build_application
 
 log = logging.getLogger(__name__)
+
+MAX_BODY_BYTES = 1024 * 1024  # Telegram's updates are JSON of a few KB (a 4096-character message with a reply)
+MAX_HEADER_BYTES = 16 * 1024
+
+
+def limit_request_sizes() -> None:
+    """Every tornado HTTPServer made from now on (PTB's webhook server is one) refuses bigger bodies up front.
+
+    `Configurable.configure` is tornado's way to give an HTTPServer constructor arguments PTB does not pass;
+    a Content-Length over the cap is answered 400 before the body is read, a chunked body is cut off there.
+    """
+    HTTPServer.configure(None, max_body_size=MAX_BODY_BYTES, max_header_size=MAX_HEADER_BYTES)
 
 
 def public_webhook_url(settings: Settings) -> str:
@@ -32,6 +47,7 @@ def _secret(settings: Settings) -> str:
 
 
 def _webhook_options(settings: Settings) -> dict:
+    limit_request_sizes()
     return dict(listen=settings.webhook_listen, port=settings.webhook_port, url_path=settings.webhook_path,
                 webhook_url=public_webhook_url(settings), secret_token=_secret(settings),
                 allowed_updates=Update.ALL_TYPES)

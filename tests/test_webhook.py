@@ -145,3 +145,27 @@ def test_webhook_settings_from_environment(monkeypatch: pytest.MonkeyPatch, tmp_
     assert settings.webhook_port == 9000
     assert settings.webhook_secret_token is not None and settings.webhook_secret_token.get_secret_value() == SECRET
     assert settings.log_format == "json"
+
+
+async def test_an_oversized_body_is_refused_before_it_is_buffered(webhook_bot, fake_telegram: FakeTelegram,
+                                                                   fake_anthropic: FakeAnthropic) -> None:
+    from telegram_bot.webhook import MAX_BODY_BYTES
+
+    _, settings = webhook_bot
+    local = f"http://127.0.0.1:{settings.webhook_port}/tg/updates"
+    update = fake_telegram.send_text(USER_ID, "a padded update")
+    update["padding"] = "x" * (MAX_BODY_BYTES + 1)  # a valid update, only too big
+    statuses = []
+    async with httpx.AsyncClient(timeout=10) as client:
+        for headers in ({SECRET_HEADER: SECRET}, {}):
+            try:
+                statuses.append((await client.post(local, json=update, headers=headers)).status_code)
+            except httpx.TransportError:  # the server closed the connection while the body was still coming
+                statuses.append("closed")
+        fake_anthropic.script(claude_says.text("Small updates still work."))
+        small = await client.post(local, json=fake_telegram.send_text(USER_ID, "hi"), headers={SECRET_HEADER: SECRET})
+    assert all(s in (400, 413, "closed") for s in statuses), statuses  # 403 would mean it was read whole first
+    assert small.status_code == 200
+    [reply] = await fake_telegram.wait_for_message(USER_ID, count=1, timeout=10)
+    assert reply.text == "Small updates still work."
+    assert fake_anthropic.calls == 1 and "padded" not in str(fake_anthropic.requests[0].body["messages"])
