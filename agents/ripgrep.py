@@ -97,7 +97,7 @@ async def _run_one(rg: str, pattern: str, ignore_case: bool, files: Sequence[Pat
         if process.returncode is None:
             _kill(process)
             with contextlib.suppress(Exception):
-                await asyncio.shield(process.wait())
+                await asyncio.wait_for(process.wait(), 5)  # SIGKILLed: reaped at once
 
 
 async def search(pattern: str, files: Sequence[Path], *, ignore_case: bool = False) -> AsyncIterator[LineMatch]:
