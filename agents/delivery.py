@@ -74,12 +74,14 @@ class Deliveries:
 
     async def flush(self) -> int:
         """One pass over the outbox (oldest first); returns how many were delivered."""
-        delivered = 0
+        delivered, stuck = 0, set()
         for entry in await self.store.undelivered(MAX_ATTEMPTS):
+            if entry.chat_id in stuck:
+                continue  # keep each chat's order: its later messages wait for the stuck one
             if await self._send(entry, ()):
                 delivered += 1
             else:
-                break  # Telegram is still unwell: keep the order, try again on the next pass
+                stuck.add(entry.chat_id)  # this chat (or Telegram) is still unwell: next pass
         return delivered
 
     async def resend(self, task_id: int, chat_id: int) -> bool:
