@@ -108,3 +108,29 @@ async def test_a_500_on_a_direct_answer_does_not_lose_it(bot: BotHarness) -> Non
                                                   if m.text == "The answer you asked for."), None))
     assert answer.reply_to_message_id is not None
     assert not any("went wrong" in (m.text or "") for m in bot.tg.messages(USER_ID))
+
+
+async def test_a_chat_that_cannot_be_reached_does_not_hold_back_the_others(tmp_path) -> None:
+    from agents.store import Store
+
+    class Notifier:
+        def __init__(self) -> None:
+            self.sent: list[tuple[int, str]] = []
+
+        async def send(self, chat_id, markdown, *, buttons=None, reply_to=None):
+            if chat_id == 1:
+                raise ConnectionError("Forbidden: bot was blocked by the user")
+            self.sent.append((chat_id, markdown))
+            return 1
+
+    store = await Store.open(tmp_path / "db.sqlite")
+    notifier = Notifier()
+    outbox = delivery.Deliveries(store, notifier, retry_delays=())
+    assert not await outbox.deliver(1, "to the blocked chat")
+    assert not await outbox.deliver(1, "later, same chat")
+    for chat in (2, 3):
+        await store.add_delivery(delivery.Delivery(chat_id=chat, kind="answer", text=f"owed to {chat}"))
+    assert await outbox.flush() == 2
+    assert notifier.sent == [(2, "owed to 2"), (3, "owed to 3")]
+    assert [d.text for d in await store.undelivered(delivery.MAX_ATTEMPTS)] == ["to the blocked chat", "later, same chat"]
+    await store.close()
