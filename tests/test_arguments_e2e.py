@@ -42,5 +42,4 @@ async def test_cancel_with_a_mistyped_number_cancels_nothing(bot: BotHarness) ->
     reply = await bot.tg.await_for(lambda: next((t for t in texts(bot) if "12a" in t), None))
     assert "not a task number" in reply
     assert (await store.get_task(1)).status is TaskStatus.IN_PROGRESS, "the only running task kept running"
-    bot.tg.send_command(USER_ID, "/cancel 1")
-    await bot.tg.await_for(lambda: any("Task #1 cancelled" in t for t in texts(bot)), timeout=15)
+    assert not any("cancelled" in t for t in texts(bot))
