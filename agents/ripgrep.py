@@ -68,8 +68,7 @@ def _parse(record: bytes) -> LineMatch | None:
     column, _, text = rest.partition(b":")
     if not (line.isdigit() and column.isdigit()):
         return None
-    if text.endswith(_PREVIEW_TAIL):
-        text = text[: -len(_PREVIEW_TAIL)]
+    text = text.removesuffix(_PREVIEW_TAIL)
     return LineMatch(Path(os.fsdecode(path)), int(line), int(column), text.rstrip(b"\r"))
 
 
@@ -132,7 +131,7 @@ async def collect(pattern: str, files: Sequence[Path], limit: int, *, ignore_cas
 
     try:
         await asyncio.wait_for(gather(), timeout)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         raise GrepTimeout(f"the search took longer than {timeout:.0f} s and was stopped; narrow the path or glob, "
                           "or simplify the pattern") from None
     return found, more

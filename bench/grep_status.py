@@ -55,8 +55,8 @@ async def main() -> None:
                 seen = len([m for m in tg.messages(USER_ID) if "Active tasks" in (m.text or "")])
                 started = time.perf_counter()
                 tg.send_command(USER_ID, "/status")
-                await tg.await_for(lambda: len([m for m in tg.messages(USER_ID) if "Active tasks" in (m.text or "")]) > seen,
-                                   timeout=120)
+                await tg.await_for(lambda seen=seen: len([m for m in tg.messages(USER_ID)
+                                                          if "Active tasks" in (m.text or "")]) > seen, timeout=120)
                 samples.append((time.perf_counter() - started) * 1000)
                 await asyncio.sleep(0.05)
             greps_during = len(await bot.runtime.store.tool_calls(task_id=1))

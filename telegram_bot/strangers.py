@@ -34,7 +34,7 @@ class OwnerFirstRateLimiter(AIORateLimiter):
     def __init__(self, max_retries: int = 5) -> None:
         super().__init__(overall_max_rate=OWNER_OVERALL_PER_SECOND, max_retries=max_retries)
 
-    async def process_request(self, callback, args, kwargs, endpoint, data, rate_limit_args):  # noqa: ANN001
+    async def process_request(self, callback, args, kwargs, endpoint, data, rate_limit_args):
         if rate_limit_args is REFUSAL_LANE:
             return await callback(*args, **kwargs)
         return await super().process_request(callback, args, kwargs, endpoint, data, rate_limit_args)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import warnings
 
 import pytest
@@ -19,7 +20,7 @@ async def test_approval_and_its_task_are_one_transaction(tmp_path) -> None:
     proposal = await store.add_proposal(Proposal(chat_id=1, workspace="w", request="r", body="b"))
     bad = Task(chat_id=1, workspace="w", worker=WorkerKind.CODE, title="t", instructions="i", proposal_id=proposal.id)
     bad.__dict__["status"] = object()  # the task insert fails after the proposal's UPDATE ran in the transaction
-    with pytest.raises(Exception), warnings.catch_warnings():
+    with pytest.raises(sqlite3.Error), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # pydantic warns about serialising the bogus status
         await store.approve_proposal(proposal.id, bad, ["step"])
     assert (await store.get_proposal(proposal.id)).status is ProposalStatus.PENDING, "rolled back together"

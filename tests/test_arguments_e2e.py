@@ -26,7 +26,7 @@ async def test_twenty_digit_ids_get_a_clear_answer(bot: BotHarness) -> None:
     for data in (f"task:cancel:{HUGE}", f"task:diff:{HUGE}", f"proposal:approve:{HUGE}"):
         update = bot.tg.press_button(USER_ID, forged.message_id, data, strict=False)
         query_id = update["callback_query"]["id"]
-        answer = await bot.tg.await_for(lambda: bot.tg.callback_answers.get(query_id))
+        answer = await bot.tg.await_for(lambda q=query_id: bot.tg.callback_answers.get(q))
         assert "no longer valid" in answer.get("text", "")
     assert not any("went wrong" in t for t in texts(bot))
 
