@@ -21,6 +21,7 @@ from typing import Callable, TextIO
 import anthropic
 import httpx2
 
+from agents.ripgrep import ripgrep_path
 from agents.screenshot import find_chromium
 from agents.settings import Settings, SettingsError, load_settings
 from agents.store import LATEST_VERSION, Store
@@ -283,6 +284,15 @@ def check_whisper(settings: Settings, cache_dir: Path | None = None) -> Check:
                  f"use one of {', '.join(n for n in WHISPER_DOWNLOADS if '.' not in n)}, or a checkpoint path")
 
 
+def check_ripgrep(settings: Settings) -> Check:
+    """ripgrep, the engine of the agents' grep tool (issue 12: never Python's backtracking re)."""
+    found = ripgrep_path()
+    if found:
+        return Check(Level.ok, "ripgrep", f"{found} (the agents' grep)")
+    return Check(Level.warn, "ripgrep", "not found: the agents' grep tool refuses every search",
+                 "apt install ripgrep")
+
+
 def check_chromium(settings: Settings) -> Check:
     """Chromium for the frontend worker's screenshots (optional)."""
     found = find_chromium(settings.chromium_path)
@@ -376,6 +386,7 @@ async def run_checks(settings: Settings) -> list[Check]:
         _guarded("BOT_REPOSITORY", lambda: check_bot_repository(settings)),
         _guarded("git", lambda: check_git(settings)),
         _guarded("whisper", lambda: check_whisper(settings)),
+        _guarded("ripgrep", lambda: check_ripgrep(settings)),
         _guarded("chromium", lambda: check_chromium(settings)),
         _guarded("database", lambda: check_database(settings)),
     )

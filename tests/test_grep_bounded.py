@@ -108,3 +108,12 @@ async def test_other_chats_and_status_are_answered_while_a_worker_greps(
         assert "no matches" in str(tool_result["content"])
     finally:
         await stop_polling(bot.app)
+
+
+def test_doctor_names_ripgrep(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from agents.doctor import Level, check_ripgrep
+
+    assert check_ripgrep(None).level is Level.ok
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    missing = check_ripgrep(None)
+    assert missing.level is Level.warn and "apt install ripgrep" in missing.fix
