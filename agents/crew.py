@@ -11,6 +11,7 @@ from agents import git_repo
 from agents.models import Proposal, ProposalStatus, Task, TaskEvent, TaskStatus, WorkerKind, utcnow
 from agents.notify import Notifier
 from agents.settings import Settings
+from agents.steering import Inboxes
 from agents.store import Store
 from agents.task_runner import TaskRunner
 from agents.usage import budget_exceeded
@@ -63,35 +64,48 @@ class Crew:
     """Implements the WorkDesk protocol of tool_sets.py; every method answers with text for the model or the user."""
 
     def __init__(self, settings: Settings, store: Store, workspaces: Workspaces, runner: TaskRunner,
-                 notifier: Notifier) -> None:
+                 notifier: Notifier, inboxes: Inboxes | None = None) -> None:
         self.settings, self.store, self.workspaces = settings, store, workspaces
         self.runner, self.notifier = runner, notifier
+        self.inboxes = inboxes or Inboxes()  # the executor's: notes for running workers
 
     async def _check_budget(self) -> None:
         refusal = await budget_exceeded(self.store, self.settings)
         if refusal:
             raise ToolError(refusal)
 
-    async def _submit(self, task: Task, criteria: list[str] | None = None) -> Task:
+    async def _attachment_ids(self, chat_id: int, ids: list[int] | None) -> list[int]:
+        wanted = [int(i) for i in ids or []]
+        found = [a.id for a in await self.store.chat_attachments(chat_id, wanted)]
+        missing = [f"#{i}" for i in wanted if i not in found]
+        if missing:
+            raise ToolError(f"there is no attachment {', '.join(missing)} in this chat")
+        return found
+
+    async def _submit(self, task: Task, criteria: list[str] | None = None, attachments: list[int] | None = None,
+                      save_attachments: bool = False) -> Task:
         task.reply_to_message_id = task.reply_to_message_id or REQUEST_MESSAGE.get()
         cleaned = [" ".join(str(c).split()) for c in (criteria or []) if str(c).strip()]
-        task = await self.store.add_task(task, cleaned[:10])
+        handed = await self._attachment_ids(task.chat_id, attachments)
+        task = await self.store.add_task(task, cleaned[:10], handed, bool(save_attachments))
         await self.store.add_event(TaskEvent(task_id=task.id, kind="status", detail=TaskStatus.PENDING.value))
         self.runner.wake()
         return task
 
     # ---- orchestrator tools ------------------------------------------------------------------
-    async def start_research(self, chat_id: int, workspace: str, request: str) -> str:
+    async def start_research(self, chat_id: int, workspace: str, request: str,
+                             attachments: list[int] | None = None) -> str:
         await self._check_budget()
         ws = self.workspaces.resolve(workspace)
         task = await self._submit(Task(chat_id=chat_id, workspace=ws.name, worker=WorkerKind.RESEARCH,
                                        title=f"research: {title_of(request, 70)}", instructions=request,
-                                       priority=FOREGROUND_PRIORITY))
+                                       priority=FOREGROUND_PRIORITY), attachments=attachments)
         return (f"Research task #{task.id} started on workspace {ws.name}. Its proposal will be shown in the chat "
                 "with Approve/Reject buttons when ready.")
 
     async def start_task(self, chat_id: int, workspace: str, worker: str, instructions: str, background: bool = True,
-                         acceptance_criteria: list[str] | None = None) -> str:
+                         acceptance_criteria: list[str] | None = None, attachments: list[int] | None = None,
+                         save_attachments: bool = False) -> str:
         await self._check_budget()
         try:
             kind = WorkerKind(str(worker).strip().lower())
@@ -103,7 +117,8 @@ class Crew:
         task = await self._submit(Task(chat_id=chat_id, workspace=ws.name, worker=kind, title=title_of(instructions),
                                        instructions=instructions, background=bool(background),
                                        priority=0 if background else FOREGROUND_PRIORITY),
-                                  criteria=acceptance_criteria)
+                                  criteria=acceptance_criteria, attachments=attachments,
+                                  save_attachments=save_attachments)
         if background:
             return (f"Task #{task.id} ({kind.value} worker, workspace {ws.name}) started in the background; the user "
                     "sees its progress and gets a summary when it ends.")
@@ -166,6 +181,21 @@ class Crew:
         task = await self.store.get_task(task.id)
         kept = " What it did is kept on its branch (Discard deletes it)." if task.branch else ""
         return f"Task #{task.id} cancelled; every process it started was stopped.{kept}"
+
+    async def message_task(self, chat_id: int, task_id: int, text: str) -> str:
+        """A note for a running worker, read before its next step; a task that is not running gets a clear no."""
+        task = await self.store.get_task(int(task_id))
+        if task is None or task.chat_id != chat_id:
+            raise ToolError(f"there is no task #{task_id} in this chat")
+        text = str(text).strip()
+        if not text:
+            raise ToolError("the note is empty")
+        if task.status is not TaskStatus.IN_PROGRESS or not await self.inboxes.post(task.id, text):
+            state = "has not started yet" if task.status is TaskStatus.PENDING else f"is {task.status.value}"
+            raise ToolError(f"task #{task.id} {state}, so no worker is running to read a note; only a running task "
+                            "takes notes")
+        await self.store.add_event(TaskEvent(task_id=task.id, kind="note", detail=text[:300]))
+        return f"Note passed to task #{task.id}; its worker reads it before its next step."
 
     # ---- buttons -----------------------------------------------------------------------------
     async def _branch_task(self, chat_id: int, task_id: int) -> tuple[Task, git_repo.TaskWorktree]:

@@ -11,8 +11,9 @@ from typing import Any
 import anthropic
 
 from agents import prompts
+from agents.attachments import Attachments
 from agents.llm import estimate_tokens, explain_api_error, usage_of, usage_record
-from agents.models import ChatMessage, ConversationNote, InputMethod, Role, TaskStatus, Usage
+from agents.models import Attachment, ChatMessage, ConversationNote, InputMethod, Role, TaskStatus, Usage
 from agents.settings import Settings
 from agents.store import Store
 from agents.symbol_hints import SymbolHints
@@ -37,16 +38,25 @@ class Reply:
     tools_used: list[str] = field(default_factory=list)
 
 
-def history_messages(history: list[ChatMessage]) -> list[dict[str, Any]]:
-    """Stored turns as API messages: starts with the user, same-role neighbours merged (a failed turn leaves two users)."""
+def history_messages(history: list[ChatMessage], attached: dict[int, list[dict[str, Any]]] | None = None
+                     ) -> list[dict[str, Any]]:
+    """Stored turns as API messages: starts with the user, same-role neighbours merged (a failed turn leaves two users).
+
+    `attached`: message id → the content blocks of its photos and files, shown before the message's text.
+    """
     messages: list[dict[str, Any]] = []
     for turn in history:
         if not messages and turn.role is not Role.USER:
             continue
+        blocks = [*(attached or {}).get(turn.id, []), {"type": "text", "text": turn.content}]
         if messages and messages[-1]["role"] == turn.role.value:
-            messages[-1]["content"][0]["text"] += "\n\n" + turn.content
+            last = messages[-1]["content"][-1]
+            if len(blocks) == 1 and last.get("type") == "text":
+                last["text"] += "\n\n" + turn.content
+            else:
+                messages[-1]["content"].extend(blocks)
         else:
-            messages.append({"role": turn.role.value, "content": [{"type": "text", "text": turn.content}]})
+            messages.append({"role": turn.role.value, "content": blocks})
     return messages
 
 
@@ -67,6 +77,7 @@ class Orchestrator:
         self.workspaces = workspaces
         self.desk = desk
         self.hints = hints
+        self.attachments = Attachments.from_settings(settings)
         self._locks: defaultdict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
 
     async def context_block(self, chat_id: int, input_method: InputMethod, text: str = "") -> str:
@@ -132,7 +143,8 @@ class Orchestrator:
         return [ChatMessage(chat_id=chat_id, role=Role.USER, content=f"[Summary of our earlier conversation]\n{note.summary}")] + turns
 
     async def _summarise(self, chat_id: int, previous: str | None, turns: list[ChatMessage]) -> str | None:
-        transcript = "\n\n".join(f"{t.role.value}: {t.content}" for t in turns)[-COMPACT_INPUT_CHARS:]
+        transcript = "\n\n".join(f"{t.role.value}: {t.content}" + "".join(f" [sent {a.name}]" for a in t.attachments)
+                                 for t in turns)[-COMPACT_INPUT_CHARS:]
         if previous:
             transcript = f"(summary so far)\n{previous}\n\n(later turns)\n{transcript}"
         try:
@@ -146,24 +158,27 @@ class Orchestrator:
         await self.store.record_usage(usage_record(response, "compactor", chat_id, None))
         return "".join(b.text for b in response.content if b.type == "text").strip() or None
 
-    async def handle(self, chat_id: int, text: str, input_method: InputMethod = InputMethod.TEXT) -> Reply:
+    async def handle(self, chat_id: int, text: str, input_method: InputMethod = InputMethod.TEXT,
+                     attachments: list[Attachment] | None = None) -> Reply:
         async with self._locks[chat_id]:
-            return await self._turn(chat_id, text, input_method)
+            return await self._turn(chat_id, text, input_method, attachments or [])
 
-    async def _turn(self, chat_id: int, text: str, input_method: InputMethod) -> Reply:
-        # The user's words are stored first: whatever fails next, nothing is lost.
+    async def _turn(self, chat_id: int, text: str, input_method: InputMethod, attachments: list[Attachment]) -> Reply:
+        # The user's words (and photos/files, kept by agents/attachments) are stored first: nothing is lost.
         await self.store.add_message(
             ChatMessage(chat_id=chat_id, role=Role.USER, content=text, input_method=input_method,
-                        tokens=estimate_tokens(text))
+                        tokens=estimate_tokens(text) + sum(a.tokens for a in attachments), attachments=attachments)
         )
         history = await self._history(chat_id)
-        messages = history_messages(history[:-1])
+        attached = {t.id: await self.attachments.blocks_of(t.attachments) for t in history[:-1] if t.attachments}
+        messages = history_messages(history[:-1], attached)
         if len(messages) >= 2:  # cache breakpoint at the end of the previous turn's user message
             for m in reversed(messages):
                 if m["role"] == "user":
                     _mark_cache(m)
                     break
         current = {"role": "user", "content": [
+            *await self.attachments.blocks_of(attachments),
             {"type": "text", "text": self._fit_for_model(text), "cache_control": EPHEMERAL},
             {"type": "text", "text": await self.context_block(chat_id, input_method, text[:2000])},
         ]}

@@ -32,7 +32,12 @@ Proposals:
   mention the old proposal id in the request; the new proposal supersedes the old one.
 - When the user declines ("no", "forget it", "reject"), call reject_proposal.
 
-Tasks: list_tasks shows them; cancel_task(task_id) stops one ("stop the refactor").
+Tasks: list_tasks shows them; cancel_task(task_id) stops one ("stop the refactor"); message_task(task_id, text)
+passes a note to a running one ("tell #7 to also update the README").
+
+Photos and files the user sends appear as [attachment #N: name] before their message. To give them to a worker
+("make the page look like this"), pass their ids in `attachments` of start_task / start_research; set
+save_attachments when the worker needs the file itself (e.g. a logo to put on the page).
 
 Workspaces:
 - Work happens only in the workspaces listed in the context; the user's own words may name them loosely

@@ -173,14 +173,16 @@ class RecordingDesk:
                 return proposal
         raise ToolError(f"there is no pending proposal #{proposal_id} in this chat")
 
-    async def start_research(self, chat_id: int, workspace: str, request: str) -> str:
+    async def start_research(self, chat_id: int, workspace: str, request: str,
+                             attachments: list[int] | None = None) -> str:
         self._record("start_research", workspace=workspace, request=request)
         ws = self.workspaces.resolve(workspace)
         return (f"Research task #{self._next_task()} started on workspace {ws.name}. Its proposal will be shown in "
                 "the chat with Approve/Reject buttons when ready.")
 
     async def start_task(self, chat_id: int, workspace: str, worker: str, instructions: str, background: bool,
-                         acceptance_criteria: list[str] | None = None) -> str:
+                         acceptance_criteria: list[str] | None = None, attachments: list[int] | None = None,
+                         save_attachments: bool = False) -> str:
         self._record("start_task", workspace=workspace, worker=worker, instructions=instructions,
                      background=background, acceptance_criteria=acceptance_criteria)
         kind = str(worker).strip().lower()
@@ -209,6 +211,10 @@ class RecordingDesk:
 
     async def cancel_task(self, chat_id: int, task_id: int) -> str:
         self._record("cancel_task", task_id=task_id)
+        raise ToolError(f"there is no task #{task_id} in this chat")
+
+    async def message_task(self, chat_id: int, task_id: int, text: str) -> str:
+        self._record("message_task", task_id=task_id, text=text)
         raise ToolError(f"there is no task #{task_id} in this chat")
 
 

@@ -51,7 +51,7 @@ class Runtime:
         hints = SymbolHints(repo_map, store, workspaces)
         executor = TaskExecutor(settings, store, client, workspaces, notifier, repo_map)
         runner = TaskRunner(store, executor.execute, settings.max_concurrent_tasks)
-        crew = Crew(settings, store, workspaces, runner, notifier)
+        crew = Crew(settings, store, workspaces, runner, notifier, executor.inboxes)
         orchestrator = Orchestrator(settings, store, client, workspaces, crew, hints)
         if transcriber is None:  # PyAV/numpy imports take a while: not on the event loop
             transcriber = await asyncio.to_thread(_make_transcriber, settings)

@@ -58,6 +58,11 @@ class Settings(BaseSettings):
     whisper_language: str | None = None
     voice_max_seconds: float = Field(600.0, gt=0)
 
+    # --- photos and files sent to the bot (issue 15; agents/attachments.py) -------------------
+    attachment_image_max_edge: int = Field(1568, ge=200, le=8000)
+    attachment_pdf_max_bytes: int = Field(10_000_000, ge=10_000, le=20_000_000)
+    attachment_text_max_bytes: int = Field(200_000, ge=1_000, le=2_000_000)
+
     # --- money ----------------------------------------------------------------------------
     price_input_per_mtok: float = 3.0
     price_output_per_mtok: float = 15.0

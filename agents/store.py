@@ -13,6 +13,7 @@ import aiosqlite
 from pydantic import BaseModel
 
 from agents.models import (
+    Attachment,
     ConversationNote,
     Criterion,
     ChatMessage,
@@ -178,6 +179,28 @@ MIGRATIONS: list[str] = [
     CREATE INDEX repo_imports_file ON repo_imports(workspace, path);
     CREATE INDEX repo_imports_target ON repo_imports(workspace, target);
     """,
+    # 4: photos and files sent with a message (bytes in files under the data folder), and those handed to a task
+    """
+    CREATE TABLE attachments (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        chat_id INTEGER NOT NULL,
+        message_id INTEGER,
+        kind TEXT NOT NULL,
+        name TEXT NOT NULL,
+        media_type TEXT NOT NULL,
+        path TEXT NOT NULL,
+        size INTEGER NOT NULL,
+        tokens INTEGER NOT NULL DEFAULT 0,
+        created_at TEXT NOT NULL
+    );
+    CREATE INDEX attachments_message ON attachments(message_id);
+    CREATE TABLE task_attachments (
+        task_id INTEGER NOT NULL,
+        attachment_id INTEGER NOT NULL,
+        save_as_file INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (task_id, attachment_id)
+    );
+    """,
 ]
 
 LATEST_VERSION = len(MIGRATIONS)
@@ -290,15 +313,42 @@ class Store:
                               (message.chat_id, _to_db(utcnow())))
             await self._conversation_start(message.chat_id)
         message.id = await self._insert("messages", message)
+        for attachment in message.attachments:
+            attachment.message_id = message.id
+            attachment.id = await self._insert("attachments", attachment)
         return message
 
     async def messages_after(self, chat_id: int, after_id: int) -> list[ChatMessage]:
-        """Messages of the current conversation with id > after_id, oldest first."""
+        """Messages of the current conversation with id > after_id, oldest first, with their attachments."""
         since = await self._conversation_start(chat_id)
-        return await self._fetch(
+        messages = await self._fetch(
             ChatMessage, "SELECT * FROM messages WHERE chat_id = ? AND id > ? AND created_at >= ? ORDER BY id",
             (chat_id, after_id, since),
         )
+        if messages:
+            by_id = {m.id: m for m in messages}
+            for attachment in await self._fetch(
+                    Attachment, "SELECT * FROM attachments WHERE chat_id = ? AND message_id >= ? ORDER BY id",
+                    (chat_id, messages[0].id)):
+                if attachment.message_id in by_id:
+                    by_id[attachment.message_id].attachments.append(attachment)
+        return messages
+
+    async def chat_attachments(self, chat_id: int, ids: Iterable[int]) -> list[Attachment]:
+        """The attachments of this chat among `ids`, in the order asked (unknown ids are left out)."""
+        wanted = [int(i) for i in ids]
+        found = {a.id: a for a in await self._fetch(
+            Attachment, f"SELECT * FROM attachments WHERE chat_id = ? AND id IN ({', '.join('?' for _ in wanted)})",
+            (chat_id, *wanted))} if wanted else {}
+        return [found[i] for i in dict.fromkeys(wanted) if i in found]
+
+    async def task_attachments(self, task_id: int) -> list[tuple[Attachment, bool]]:
+        """(attachment, save_as_file) of what was handed to the task."""
+        rows = await self._rows(
+            "SELECT a.*, t.save_as_file FROM task_attachments t JOIN attachments a ON a.id = t.attachment_id "
+            "WHERE t.task_id = ? ORDER BY a.id", (task_id,))
+        return [(Attachment.model_validate({k: row[k] for k in row.keys() if k != "save_as_file"}),
+                 bool(row["save_as_file"])) for row in rows]
 
     async def add_note(self, note: ConversationNote) -> ConversationNote:
         note.id = await self._insert("conversation_notes", note)
@@ -349,8 +399,9 @@ class Store:
         )
 
     # ---- tasks ---------------------------------------------------------------------------
-    async def add_task(self, task: Task, criteria: list[str] | None = None) -> Task:
-        """Insert a task and its acceptance criteria in one transaction (a runner never sees one without the other)."""
+    async def add_task(self, task: Task, criteria: list[str] | None = None,
+                       attachments: Iterable[int] = (), save_attachments: bool = False) -> Task:
+        """Insert a task, its acceptance criteria and attachments in one transaction (a runner sees all or none)."""
         data = {k: _to_db(v) for k, v in task.model_dump().items() if k != "id"}
         async with self._transaction() as db:
             row = await db.execute_insert(
@@ -358,6 +409,8 @@ class Store:
             task.id = int(row[0])
             await db.executemany("INSERT INTO task_criteria (task_id, idx, text) VALUES (?, ?, ?)",
                                  [(task.id, idx, text) for idx, text in enumerate(criteria or [], start=1)])
+            await db.executemany("INSERT OR IGNORE INTO task_attachments (task_id, attachment_id, save_as_file) "
+                                 "VALUES (?, ?, ?)", [(task.id, a, int(save_attachments)) for a in attachments])
         return task
 
     async def transition_task(self, task_id: int, from_statuses: Iterable[TaskStatus], to: TaskStatus) -> bool:
@@ -370,6 +423,10 @@ class Store:
 
     async def get_task(self, task_id: int) -> Task | None:
         return await self._fetch_one(Task, "SELECT * FROM tasks WHERE id = ?", (task_id,))
+
+    async def task_by_progress_message(self, chat_id: int, message_id: int) -> Task | None:
+        return await self._fetch_one(Task, "SELECT * FROM tasks WHERE chat_id = ? AND progress_message_id = ?",
+                                     (chat_id, message_id))
 
     async def update_task(self, task_id: int, **fields: Any) -> None:
         await self._update("tasks", task_id, fields)

@@ -6,11 +6,13 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import deque
 from pathlib import Path
 
 import anthropic
 
 from agents import git_repo, prompts
+from agents.attachments import Attachments
 from agents.llm import explain_api_error, usage_record
 from agents.models import Criterion, Proposal, ProposalStatus, Task, TaskEvent, TaskStatus, WorkerKind, utcnow
 from agents.notify import Button, Notifier
@@ -18,6 +20,7 @@ from agents.orphans import instance_token, task_tag
 from agents.repo_map import RepoMap, repo_map_tools
 from agents.screenshot import find_chromium, screenshot_tool_result
 from agents.settings import Settings
+from agents.steering import Inboxes
 from agents.store import Store
 from agents.test_runner import TestOutcome, TestStatus, run_tests
 from agents.tool_sets import worker_tools
@@ -36,6 +39,8 @@ ROLE_PROMPTS = {
 REPORT_LIMIT = 1500
 PROGRESS_INTERVAL = 5.0  # at most one edit of a progress message per this many seconds
 PROGRESS_TICK = 15.0  # refresh the elapsed time at least this often during a long step
+PROGRESS_STEPS = 3  # the progress message shows this many of the latest steps
+NOTE_RECEIVED = "📝 note received"
 
 
 def share_virtualenv(repo: Path, worktree: Path) -> None:
@@ -70,22 +75,25 @@ def branch_buttons(task_id: int) -> list[list[Button]]:
 
 
 class Progress:
-    """One progress message per task, edited in place at most every PROGRESS_INTERVAL seconds."""
+    """One progress message per task, edited in place at most every PROGRESS_INTERVAL seconds: elapsed time, criteria
+    verified, the latest steps."""
 
     def __init__(self, notifier: Notifier, store: Store, task: Task) -> None:
         self.notifier, self.store, self.task = notifier, store, task
         self.started = time.monotonic()
-        self.step = "starting"
+        self.steps: deque[str] = deque(["starting"], maxlen=PROGRESS_STEPS)
+        self._started_steps = False
         self.last_edit = 0.0
         self.message_id = task.progress_message_id
-        self.criteria = ""  # e.g. "2/3 criteria"
+        self.criteria = ""  # e.g. "2/5 criteria verified"
         self._ticker: asyncio.Task[None] | None = None
 
     def text(self) -> str:
         t = self.task
         elapsed = int(time.monotonic() - self.started)
         return (f"⏳ **Task #{t.id}** · {t.worker.value} worker · `{t.workspace}`\n{trim(t.title, 120)}\n"
-                f"{elapsed // 60}m{elapsed % 60:02d}s · {self.step}" + (f" · {self.criteria}" if self.criteria else ""))
+                f"⏱ {elapsed // 60}m{elapsed % 60:02d}s" + (f" · {self.criteria}" if self.criteria else "")
+                + "".join(f"\n• {trim(step, 90)}" for step in self.steps))
 
     async def open(self) -> None:
         if self.message_id is None:
@@ -110,7 +118,10 @@ class Progress:
             log.debug("task %s: progress edit failed: %s", self.task.id, err)
 
     async def update(self, step: str, force: bool = False) -> None:
-        self.step = step
+        if not self._started_steps:  # the first real step replaces "starting"
+            self.steps.clear()
+            self._started_steps = True
+        self.steps.append(step)
         await self.store.add_event(TaskEvent(task_id=self.task.id, kind="step", detail=step[:300]))
         if force or time.monotonic() - self.last_edit >= PROGRESS_INTERVAL:
             await self._edit()
@@ -142,6 +153,8 @@ class TaskExecutor:
         self.identity = git_repo.GitIdentity(settings.git_author_name, settings.git_author_email)  # noqa
         self.worktrees_dir = settings.database_path.parent.resolve() / "worktrees"
         self.chromium = find_chromium(settings.chromium_path)
+        self.inboxes = Inboxes()  # notes for running workers (agents/steering.py)
+        self.attachments = Attachments.from_settings(settings)
         self.stopping = False  # set when the bot shuts down: running tasks become interrupted, not cancelled
 
     def limits(self) -> Limits:
@@ -168,7 +181,7 @@ class TaskExecutor:
                 raise ToolError(f"there is no criterion {index}; the criteria are numbered 1..{count}")
             criteria = await self.store.criteria(task.id)
             done = sum(c.verified for c in criteria)
-            progress.criteria = f"{done}/{len(criteria)} criteria"
+            progress.criteria = f"{done}/{len(criteria)} criteria verified"
             await progress.update(f"verified criterion {index}")
             return f"criterion {index} verified ({done}/{len(criteria)})"
 
@@ -189,15 +202,22 @@ class TaskExecutor:
                       # a non-streaming answer arrives whole: allow ~30 output tokens a second at the least
                       request_timeout=max(self.settings.anthropic_timeout_seconds,
                                           self.settings.worker_max_output_tokens / 30),
-                      on_step=progress.update, on_usage=on_usage)
+                      on_step=progress.update, on_usage=on_usage, inbox=self.inboxes.reader(task.id))
 
     async def execute(self, task: Task) -> None:
         progress = Progress(self.notifier, self.store, task)
-        await progress.open()
+        self.inboxes.open(task.id, lambda note: progress.update(NOTE_RECEIVED, force=True))
         try:
+            await progress.open()
             await self._execute(task, progress)
         finally:
             progress.stop()
+            unread = self.inboxes.close(task.id)
+            if unread and not self.stopping:
+                with contextlib.suppress(Exception):
+                    await self.notifier.send(task.chat_id, f"Task #{task.id} ended before its worker read your note: "
+                                                           f"“{trim(unread[0], 200)}”" + (f" (and {len(unread) - 1} more)"
+                                                                                         if len(unread) > 1 else ""))
             if self.repo_map is not None:  # the worker's own look-up index is not needed after the task
                 await self.store.delete_repo_index(f"{task.workspace}@task-{task.id}")
 
@@ -243,12 +263,27 @@ class TaskExecutor:
                      f"evidence; the task is only done when all are verified):\n{listed}")
         return text + repo_map
 
+    async def handed_over(self, task: Task, worktree: Path | None = None) -> tuple[list[dict], str]:
+        """The photos and files handed to the task: content blocks for the worker's first turn, and a line naming
+        the copies saved under the worktree's ignored attachments folder (when start_task asked for that)."""
+        rows = await self.store.task_attachments(task.id)
+        if not rows:
+            return [], ""
+        blocks = await self.attachments.blocks_of([a for a, _ in rows])
+        to_save = [a for a, save in rows if save]
+        paths = await self.attachments.copy_into(to_save, worktree) if to_save and worktree is not None else []
+        note = (f"\n\nThe user's files are saved in the worktree (ignored by git; copy what the project needs into it): "
+                f"{', '.join(paths)}") if paths else ""
+        return blocks, note
+
     # ---- research → proposal -------------------------------------------------------------
     async def _research(self, task: Task, progress: Progress) -> None:
         workspace = self.workspaces.resolve(task.workspace)
         worker = self.make_worker(task, workspace.path, progress)
         repo_map = await self.repository_map(task, workspace.name, workspace.path)
-        result = await worker.run(f"Workspace: {workspace.name}\n\nResearch request:\n{task.instructions}{repo_map}")
+        blocks, _ = await self.handed_over(task)
+        result = await worker.run(f"Workspace: {workspace.name}\n\nResearch request:\n{task.instructions}{repo_map}",
+                                  attachments=blocks)
         if not result.finished or not result.report:
             reason = result.reason(self.limits()) if not result.finished else "the research worker wrote no proposal"
             await self.set_status(task, TaskStatus.FAILED, error=reason, result=result.report or None)
@@ -291,14 +326,15 @@ class TaskExecutor:
         worker = self.make_worker(task, tree.path, progress)
         criteria = await self.store.criteria(task.id)
         if criteria:
-            progress.criteria = f"{sum(c.verified for c in criteria)}/{len(criteria)} criteria"
+            progress.criteria = f"{sum(c.verified for c in criteria)}/{len(criteria)} criteria verified"
         resumed = bool(task.result)  # an interrupted task carries what was done before
         repo_map = await self.repository_map(task, workspace.name, workspace.path)
-        first = self.first_turn(task, criteria, repo_map)
+        blocks, saved = await self.handed_over(task, tree.path)
+        first = self.first_turn(task, criteria, repo_map) + saved
         if resumed:
             first += (f"\n\n(This task was interrupted and is being resumed on the same branch. Notes from before: "
                       f"{task.result}. Check the current state of the files before continuing.)")
-        result = await worker.run(first)
+        result = await worker.run(first, attachments=blocks)
         commit = await git_repo.commit_all(tree, f"{task.title}\n\nagentlab task #{task.id}", self.identity)
         commits = [commit] if commit else []
         outcome: TestOutcome | None = None

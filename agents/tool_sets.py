@@ -15,13 +15,16 @@ from agents.workspaces import Workspaces
 class WorkDesk(Protocol):
     """What the orchestrator's work tools do; every method returns text for the model."""
 
-    async def start_research(self, chat_id: int, workspace: str, request: str) -> str: ...
+    async def start_research(self, chat_id: int, workspace: str, request: str,
+                             attachments: list[int] | None = None) -> str: ...
     async def start_task(self, chat_id: int, workspace: str, worker: str, instructions: str, background: bool,
-                         acceptance_criteria: list[str] | None = None) -> str: ...
+                         acceptance_criteria: list[str] | None = None, attachments: list[int] | None = None,
+                         save_attachments: bool = False) -> str: ...
     async def approve_proposal(self, chat_id: int, proposal_id: int | None) -> str: ...
     async def reject_proposal(self, chat_id: int, proposal_id: int | None, reason: str | None) -> str: ...
     async def list_tasks(self, chat_id: int) -> str: ...
     async def cancel_task(self, chat_id: int, task_id: int) -> str: ...
+    async def message_task(self, chat_id: int, task_id: int, text: str) -> str: ...
 
 
 _PATH = prop("string", "path relative to the workspace root")
@@ -33,6 +36,8 @@ _PATTERN_RE = prop("string", "regular expression to search for")
 _GREP_PATH = prop("string", "file or folder to search in, relative to the workspace (default: all)")
 _GREP_GLOB = prop("string", "only search files matching this glob, e.g. '*.py' (optional)")
 _ICASE = prop("boolean", "case-insensitive search (default false)")
+_ATTACHMENTS = prop("array", "ids of photos/files the user sent (shown as [attachment #N: …]) that the worker should "
+                    "see, e.g. a screenshot to match (optional)", items={"type": "integer"})
 
 _READ_DESC = "Read a text file (numbered lines). Use start_line/end_line for large files."
 _GLOB_DESC = "List files matching a glob pattern."
@@ -54,12 +59,14 @@ def orchestrator_tools(workspaces: Workspaces, desk: WorkDesk, chat_id: int) -> 
     async def grep(workspace: str, pattern: str, path: str = ".", glob: str | None = None, ignore_case: bool = False) -> str:
         return await file_tools.grep(root(workspace), pattern, path=path, glob=glob, ignore_case=ignore_case)
 
-    async def start_research(workspace: str, request: str) -> str:
-        return await desk.start_research(chat_id, workspace, request)
+    async def start_research(workspace: str, request: str, attachments: list[int] | None = None) -> str:
+        return await desk.start_research(chat_id, workspace, request, attachments)
 
     async def start_task(workspace: str, worker: str, instructions: str, background: bool = True,
-                         acceptance_criteria: list[str] | None = None) -> str:
-        return await desk.start_task(chat_id, workspace, worker, instructions, background, acceptance_criteria)
+                         acceptance_criteria: list[str] | None = None, attachments: list[int] | None = None,
+                         save_attachments: bool = False) -> str:
+        return await desk.start_task(chat_id, workspace, worker, instructions, background, acceptance_criteria,
+                                     attachments, save_attachments)
 
     async def approve_proposal(proposal_id: int | None = None) -> str:
         return await desk.approve_proposal(chat_id, proposal_id)
@@ -73,6 +80,9 @@ def orchestrator_tools(workspaces: Workspaces, desk: WorkDesk, chat_id: int) -> 
     async def cancel_task(task_id: int) -> str:
         return await desk.cancel_task(chat_id, task_id)
 
+    async def message_task(task_id: int, text: str) -> str:
+        return await desk.message_task(chat_id, task_id, text)
+
     workers = [w.value for w in WorkerKind if w is not WorkerKind.RESEARCH]
     return [
         Tool("read_file", _READ_DESC, {"workspace": _WORKSPACE, "path": _PATH, "start_line": _START, "end_line": _END},
@@ -83,7 +93,8 @@ def orchestrator_tools(workspaces: Workspaces, desk: WorkDesk, chat_id: int) -> 
         Tool("start_research",
              "Start the read-only research worker on a workspace; it writes a proposal that is shown to the user with "
              "Approve/Reject buttons. Use for improvement/refactor/review requests and to refine a pending proposal.",
-             {"workspace": _WORKSPACE, "request": prop("string", "what to study and propose, self-contained")},
+             {"workspace": _WORKSPACE, "request": prop("string", "what to study and propose, self-contained"),
+              "attachments": _ATTACHMENTS},
              start_research, ["workspace", "request"]),
         Tool("start_task",
              "Start a worker that changes code in a workspace (on its own git branch) and reports back.",
@@ -92,7 +103,11 @@ def orchestrator_tools(workspaces: Workspaces, desk: WorkDesk, chat_id: int) -> 
               "instructions": prop("string", "complete, self-contained instructions for the worker"),
               "background": prop("boolean", "true: run in the background and notify when done; false: wait for it"),
               "acceptance_criteria": prop("array", "2-5 checkable statements that define done (written from the "
-                                          "request); the worker verifies each", items={"type": "string"})},
+                                          "request); the worker verifies each", items={"type": "string"}),
+              "attachments": _ATTACHMENTS,
+              "save_attachments": prop("boolean", "also save those files in the worker's checkout (under "
+                                       ".agentlab/attachments/, ignored by git), for work that needs the file itself, "
+                                       "e.g. an image to put on a page (default false)")},
              start_task, ["workspace", "worker", "instructions", "background"]),
         Tool("approve_proposal", "Approve a pending proposal and start a code worker on it. No id: the latest pending one.",
              {"proposal_id": prop("integer", "proposal id (optional)")}, approve_proposal),
@@ -102,6 +117,10 @@ def orchestrator_tools(workspaces: Workspaces, desk: WorkDesk, chat_id: int) -> 
         Tool("list_tasks", "List this chat's recent tasks with their status.", {}, list_tasks),
         Tool("cancel_task", "Cancel a running or pending task and kill every process it started.",
              {"task_id": prop("integer", "task number")}, cancel_task, ["task_id"]),
+        Tool("message_task", "Pass a note to a running task's worker (it reads it before its next step), e.g. 'also "
+             "update the README'. Only running tasks take notes.",
+             {"task_id": prop("integer", "task number"), "text": prop("string", "the note, in the user's words")},
+             message_task, ["task_id", "text"]),
     ]
 
 
