@@ -32,7 +32,7 @@ _PDF_PAGE = re.compile(rb"/Type\s*/Page(?![a-zA-Z])")
 
 
 class AttachmentRefused(Exception):
-    """A file we cannot take; `str(err)` is one sentence for the user."""
+    """A file we cannot take; `str(err)` is one sentence for the user (without its final full stop)."""
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ class Limits:
 
 
 def _megabytes(size: int) -> str:
-    return f"{size / 1e6:.1f} MB" if size >= 100_000 else f"{size / 1e3:.0f} KB"
+    return f"{size / 1e6:.1f} MB".replace(".0 MB", " MB") if size >= 1_000_000 else f"{size / 1e3:.0f} KB"
 
 
 def normalise_image(data: bytes, max_edge: int) -> tuple[bytes, str, int, int]:
@@ -62,19 +62,19 @@ def normalise_image(data: bytes, max_edge: int) -> tuple[bytes, str, int, int]:
     try:
         image = Image.open(io.BytesIO(data))
     except (UnidentifiedImageError, OSError) as err:
-        raise AttachmentRefused("I couldn't read that picture (it may be damaged or in a format I don't know).") from err
+        raise AttachmentRefused("I couldn't read that picture (it may be damaged or in a format I don't know)") from err
     with image:
         width, height = image.size
         if width * height > MAX_SOURCE_PIXELS:
-            raise AttachmentRefused(f"That picture is {width}×{height} pixels; I take pictures up to "
-                                    f"{MAX_SOURCE_PIXELS // 1_000_000} megapixels.")
+            raise AttachmentRefused(f"That picture is {width}×{height} pixels, more than the "
+                                    f"{MAX_SOURCE_PIXELS // 1_000_000} megapixels I take")
         media_type = IMAGE_FORMATS.get(image.format or "")
         animated = getattr(image, "is_animated", False)
         if media_type and not animated and max(width, height) <= max_edge and len(data) <= API_IMAGE_MAX_BYTES:
             try:
                 image.verify()
             except Exception as err:
-                raise AttachmentRefused("I couldn't read that picture (it looks damaged).") from err
+                raise AttachmentRefused("I couldn't read that picture (it looks damaged)") from err
             return data, media_type, width, height
         try:
             image.load()
@@ -96,7 +96,7 @@ def normalise_image(data: bytes, max_edge: int) -> tuple[bytes, str, int, int]:
         except AttachmentRefused:
             raise
         except Exception as err:  # truncated or corrupt data shows up on decoding
-            raise AttachmentRefused("I couldn't read that picture (it looks damaged).") from err
+            raise AttachmentRefused("I couldn't read that picture (it looks damaged)") from err
 
 
 def image_tokens(width: int, height: int) -> int:
@@ -135,9 +135,9 @@ class Attachments:
         text = None if image_only else text_of(data)
         if text is not None:
             if len(data) > self.limits.text_max_bytes:
-                raise AttachmentRefused(f"{name} is {_megabytes(len(data))}; I read text files up to "
-                                        f"{_megabytes(self.limits.text_max_bytes)}. Send the part that matters "
-                                        "(e.g. the end of the log).")
+                raise AttachmentRefused(f"{name} is {_megabytes(len(data))}, more than the "
+                                        f"{_megabytes(self.limits.text_max_bytes)} of text I read (send the part "
+                                        "that matters, e.g. the end of the log)")
             return await self._store(chat_id, AttachmentKind.TEXT, name, "text/plain", text.encode("utf-8"),
                                       tokens=len(text) // 4 + 1)
         try:
@@ -146,8 +146,8 @@ class Attachments:
         except AttachmentRefused:
             if image_only:
                 raise
-            raise AttachmentRefused(f"I can read pictures (JPEG, PNG, GIF, WebP), PDFs and text files (code, logs, "
-                                    f"JSON, CSV, Markdown); {name} is none of those.") from None
+            raise AttachmentRefused(f"I read pictures (JPEG, PNG, GIF, WebP), PDFs and text files (code, logs, JSON, "
+                                    f"CSV, Markdown), and {name} is none of those") from None
         if media_type != "image/jpeg" or not name.lower().endswith((".jpg", ".jpeg")):
             name = f"{Path(name).stem}.{media_type.split('/')[1].replace('jpeg', 'jpg')}"
         return await self._store(chat_id, AttachmentKind.IMAGE, name, media_type, picture,
@@ -155,11 +155,11 @@ class Attachments:
 
     async def _keep_pdf(self, chat_id: int, data: bytes, name: str) -> Attachment:
         if len(data) > self.limits.pdf_max_bytes:
-            raise AttachmentRefused(f"{name} is {_megabytes(len(data))}; I read PDFs up to "
-                                    f"{_megabytes(self.limits.pdf_max_bytes)}.")
+            raise AttachmentRefused(f"{name} is {_megabytes(len(data))}, more than the "
+                                    f"{_megabytes(self.limits.pdf_max_bytes)} I read in a PDF")
         pages = len(_PDF_PAGE.findall(data)) or 1
         if pages > API_PDF_MAX_PAGES:
-            raise AttachmentRefused(f"{name} has about {pages} pages; I read PDFs of up to {API_PDF_MAX_PAGES} pages.")
+            raise AttachmentRefused(f"{name} has about {pages} pages, more than the {API_PDF_MAX_PAGES} I read in a PDF")
         return await self._store(chat_id, AttachmentKind.PDF, name, "application/pdf", data, tokens=pages * 2000)
 
     async def _store(self, chat_id: int, kind: AttachmentKind, name: str, media_type: str, data: bytes,

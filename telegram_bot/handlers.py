@@ -12,7 +12,7 @@ from telegram.constants import ChatAction
 from telegram.ext import ApplicationHandlerStop, ContextTypes
 
 from agents.crew import REQUEST_MESSAGE
-from agents.models import InputMethod
+from agents.models import Attachment, InputMethod
 from telegram_bot.replies import send_markdown
 
 if TYPE_CHECKING:
@@ -88,8 +88,9 @@ def chat_lock(context: ContextTypes.DEFAULT_TYPE, chat_id: int) -> asyncio.Lock:
     return locks.setdefault(chat_id, asyncio.Lock())
 
 
-async def converse(update: Update, context: ContextTypes.DEFAULT_TYPE, text: str, method: InputMethod) -> None:
-    """Route text (typed or transcribed) through the orchestrator and send its reply."""
+async def converse(update: Update, context: ContextTypes.DEFAULT_TYPE, text: str, method: InputMethod,
+                   attachments: list[Attachment] | None = None) -> None:
+    """Route text (typed or transcribed, with any photos/files) through the orchestrator and send its reply."""
     chat_id = update.effective_chat.id
     if context.application.bot_data.get("stopping"):
         await update.effective_message.reply_text(STOPPING)
@@ -100,7 +101,7 @@ async def converse(update: Update, context: ContextTypes.DEFAULT_TYPE, text: str
     turns.add(turn)  # cancelled on SIGTERM so shutdown never waits on a long turn
     try:
         async with typing(context, chat_id):
-            reply = await runtime(context).orchestrator.handle(chat_id, text, method)
+            reply = await runtime(context).orchestrator.handle(chat_id, text, method, attachments)
     finally:
         turns.discard(turn)
     await send_markdown(context.bot, chat_id, reply.text, reply_to=update.effective_message.message_id)
@@ -136,7 +137,8 @@ async def unknown_command(update: Update, context: ContextTypes.DEFAULT_TYPE) ->
 
 async def unsupported(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     """Stickers, locations, contacts…: one line, nothing else."""
-    await update.effective_message.reply_text("I can only work with text and voice notes; please type or say what you need.")
+    await update.effective_message.reply_text("I work with text and voice notes, photos and files (PDFs, code, logs, "
+                                              "JSON, CSV, Markdown); please type or say what you need.")
 
 
 async def on_error(update: object, context: ContextTypes.DEFAULT_TYPE) -> None:

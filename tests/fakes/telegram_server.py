@@ -729,11 +729,17 @@ class FakeTelegram:
         chat_id: int | None = None,
         username: str | None = None,
         first_name: str = "Tester",
+        smaller: list[tuple[bytes, int, int]] | None = None,
     ) -> dict[str, Any]:
+        """A photo; `smaller` (data, width, height) are the thumbnails Telegram lists before the full size."""
+        sizes = []
         with self._lock:
+            for small, small_width, small_height in smaller or []:
+                thumb = self._store_file(small, "photos", "jpg", "image/jpeg", None)
+                sizes.append({**self._file_fields(thumb), "width": small_width, "height": small_height})
             stored = self._store_file(data, "photos", "jpg", "image/jpeg", None)
         content: dict[str, Any] = {
-            "photo": [{**self._file_fields(stored), "width": width, "height": height}]
+            "photo": [*sizes, {**self._file_fields(stored), "width": width, "height": height}]
         }
         if caption is not None:
             content["caption"] = caption
