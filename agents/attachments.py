@@ -85,7 +85,7 @@ def normalise_image(data: bytes, max_edge: int) -> tuple[bytes, str, int, int]:
                 frame.thumbnail((edge, edge), Image.Resampling.LANCZOS)
                 out = io.BytesIO()
                 if frame.mode in ("RGBA", "LA") or (frame.mode == "P" and "transparency" in frame.info):
-                    frame.convert("RGBA").save(out, "PNG", optimize=True)
+                    frame.convert("RGBA").save(out, "PNG")
                     media_type = "image/png"
                 else:
                     frame.convert("RGB").save(out, "JPEG", quality=85, optimize=True)
