@@ -33,6 +33,8 @@ Talk to me in plain words, typed or as a voice note:
 • ask anything: "what does `auth.py` do in group-therapy?"
 • ask for an improvement: "improve the error handling in the API": I research it and show a **proposal**; approve with the button or "go ahead"
 • ask for work: "fix the failing test in calc", "add a /restart command to your code", "build a portfolio page": a worker does it on its own git branch, runs the tests and reports back
+• send a photo, screenshot, PDF or log file with a caption: "make the page look like this", "why does this crash?"
+• reply to a task's progress message to tell its worker something while it works
 
 Commands: /status /tasks /task N /cancel /usage /log N /new /history"""
 
