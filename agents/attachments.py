@@ -42,7 +42,7 @@ class Limits:
     text_max_bytes: int = 200_000
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> "Limits":
+    def from_settings(cls, settings: Settings) -> Limits:
         return cls(settings.attachment_image_max_edge, settings.attachment_pdf_max_bytes,
                    settings.attachment_text_max_bytes)
 
@@ -121,7 +121,7 @@ class Attachments:
         self.limits = limits
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> "Attachments":
+    def from_settings(cls, settings: Settings) -> Attachments:
         return cls(settings.database_path.parent.resolve() / "attachments", Limits.from_settings(settings))
 
     def path_of(self, attachment: Attachment) -> Path:

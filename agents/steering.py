@@ -3,7 +3,7 @@ reads it before its next step. Only a running task has an inbox; notes live in m
 
 from __future__ import annotations
 
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 NOTE_PREFIX = "[A note from the user, sent while you work; take it into account from this step on]\n"
 

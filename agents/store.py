@@ -347,8 +347,12 @@ class Store:
         rows = await self._rows(
             "SELECT a.*, t.save_as_file FROM task_attachments t JOIN attachments a ON a.id = t.attachment_id "
             "WHERE t.task_id = ? ORDER BY a.id", (task_id,))
-        return [(Attachment.model_validate({k: row[k] for k in row.keys() if k != "save_as_file"}),
-                 bool(row["save_as_file"])) for row in rows]
+        handed = []
+        for row in rows:
+            fields = dict(row)
+            save = bool(fields.pop("save_as_file"))
+            handed.append((Attachment.model_validate(fields), save))
+        return handed
 
     async def add_note(self, note: ConversationNote) -> ConversationNote:
         note.id = await self._insert("conversation_notes", note)

@@ -143,7 +143,7 @@ async def test_an_image_stays_in_the_history_across_a_restart(fake_telegram, fak
         await answered(bot, "Nice sketch.")
     finally:
         await stop_polling(bot.app)
-    sent = [b for b in blocks_of(model.requests["orchestrator"][0]) if b["type"] == "image"][0]
+    sent = next(b for b in blocks_of(model.requests["orchestrator"][0]) if b["type"] == "image")
 
     bot = await start_bot(settings, fake_telegram, fake_anthropic)
     try:
