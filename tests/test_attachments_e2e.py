@@ -97,6 +97,18 @@ async def test_pdf_and_log_file_arrive_as_document_and_text(bot: BotHarness, mod
     assert any(b["type"] == "document" for b in history), "the PDF stays in the conversation"
 
 
+async def test_an_image_sent_as_a_file_arrives_as_an_image(bot: BotHarness, model: ScriptedModel) -> None:
+    model.add("orchestrator", claude_says.text("A screenshot."))
+    out = io.BytesIO()
+    Image.new("RGBA", (3000, 1500), (0, 0, 255, 100)).save(out, "PNG")
+    bot.tg.send_document(USER_ID, out.getvalue(), "screen.png", "image/png", caption="this is what I see")
+    await answered(bot, "A screenshot.")
+    content = blocks_of(model.requests["orchestrator"][0])
+    image = next(b for b in content if b["type"] == "image")
+    assert image["source"]["media_type"] == "image/png" and decoded_image(image).size == (1568, 784)
+    assert content[0]["text"] == "[attachment #1: screen.png (image)]"
+
+
 async def test_wrong_type_and_oversized_files_get_one_sentence_and_the_caption_goes_through(
         bot: BotHarness, model: ScriptedModel) -> None:
     model.add("orchestrator", claude_says.text("Answer one."), claude_says.text("Answer two."),
