@@ -4,6 +4,7 @@ caption; refusals are one sentence and the caption still gets through; a restart
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import io
 import sqlite3
@@ -74,6 +75,18 @@ async def test_photo_reaches_the_orchestrator_as_an_image_beside_its_caption(bot
         everything = b"".join(str(r).encode() for table in ("messages", "attachments")
                               for r in db.execute(f"SELECT * FROM {table}").fetchall())
     assert content[1]["source"]["data"][:200].encode() not in everything, "no base64 in SQLite"
+
+
+async def test_an_album_is_one_turn_with_every_picture_and_the_caption(bot: BotHarness, model: ScriptedModel) -> None:
+    model.add("orchestrator", claude_says.text("Two screens."))
+    bot.tg.send_photo(USER_ID, jpeg(400, 300), width=400, height=300, caption="compare these", media_group_id="a1")
+    bot.tg.send_photo(USER_ID, jpeg(300, 400, (0, 0, 200)), width=300, height=400, media_group_id="a1")
+    await answered(bot, "Two screens.")
+    await asyncio.sleep(0.5)
+    assert len(model.requests["orchestrator"]) == 1, "one answer for the album"
+    content = blocks_of(model.requests["orchestrator"][0])
+    assert [decoded_image(b).size for b in content if b["type"] == "image"] == [(400, 300), (300, 400)]
+    assert any(b.get("text") == "compare these" for b in content)
 
 
 async def test_pdf_and_log_file_arrive_as_document_and_text(bot: BotHarness, model: ScriptedModel) -> None:

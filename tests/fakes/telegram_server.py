@@ -730,8 +730,10 @@ class FakeTelegram:
         username: str | None = None,
         first_name: str = "Tester",
         smaller: list[tuple[bytes, int, int]] | None = None,
+        media_group_id: str | None = None,
     ) -> dict[str, Any]:
-        """A photo; `smaller` (data, width, height) are the thumbnails Telegram lists before the full size."""
+        """A photo; `smaller` (data, width, height) are the thumbnails Telegram lists before the full size;
+        photos sharing a `media_group_id` form an album."""
         sizes = []
         with self._lock:
             for small, small_width, small_height in smaller or []:
@@ -741,6 +743,8 @@ class FakeTelegram:
         content: dict[str, Any] = {
             "photo": [*sizes, {**self._file_fields(stored), "width": width, "height": height}]
         }
+        if media_group_id is not None:
+            content["media_group_id"] = media_group_id
         if caption is not None:
             content["caption"] = caption
         return self._inject_message(user_id, chat_id, username, first_name, content)
