@@ -10,6 +10,7 @@ from typing import Any, Awaitable, Callable
 
 import anthropic
 
+from agents.context_budget import create_within_window
 from agents.llm import usage_of
 from agents.models import Usage
 from agents.toolbox import Toolbox
@@ -89,6 +90,7 @@ class Worker:
     request_timeout: float | None = None  # a long non-streaming answer needs more than the client's default
     on_step: StepCallback | None = None
     on_usage: UsageCallback | None = None
+    context_window: int = 200_000  # tokens; near it, older tool results become stubs (agents/context_budget.py)
     messages: list[dict[str, Any]] = field(default_factory=list)
     steps: int = 0
     run_steps: int = 0
@@ -124,14 +126,14 @@ class Worker:
             raise _LimitReached(StopReason.TOKEN_LIMIT)
         self.steps += 1
         self.run_steps += 1
-        response = await self.client.messages.create(
+        response = await create_within_window(self, lambda: self.client.messages.create(
             model=self.model,
             max_tokens=self.max_output_tokens,
             system=[{"type": "text", "text": self.system, "cache_control": EPHEMERAL}],
             tools=self._tool_specs(),
             messages=self._cached_messages(),
             **({"timeout": self.request_timeout} if self.request_timeout else {}),
-        )
+        ))
         self.usage = self.usage + usage_of(response)
         if self.on_usage:
             await self.on_usage(response)

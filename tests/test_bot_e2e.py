@@ -90,9 +90,10 @@ async def test_overloaded_claude_gets_a_clear_reply_and_loses_nothing(bot: BotHa
     replies = await bot.replies(2)
     assert replies[1].text == "Now I can answer both."
     messages = bot.claude.requests[-1].body["messages"]
-    assert len(messages) == 1, "the unanswered first question is folded into the next user turn"
-    texts = " ".join(b.get("text", "") for b in messages[0]["content"])
-    assert "first question" in texts and "second question" in texts
+    assert [m["role"] for m in messages] == ["user", "assistant", "user"], "never folded into the next turn"
+    assert messages[0]["content"][0]["text"] == "first question"
+    assert "no answer" in messages[1]["content"][0]["text"]
+    assert messages[2]["content"][0]["text"] == "second question"
 
 
 async def test_telegram_flood_limit_is_waited_out(bot: BotHarness) -> None:
