@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
+from agents.models import ChatMessage
 from agents.shown import PROPOSAL, TASK
 from agents.store import Store
 
@@ -19,6 +21,18 @@ class ReplyTo:
     from_bot: bool = False
 
 
+def _plain(text: str) -> str:
+    return " ".join(re.sub(r"[*_`~]", "", text).split())
+
+
+async def _first_chunk_of(store: Store, chat_id: int, reply: ReplyTo) -> ChatMessage | None:
+    """A long proposal or summary goes out in several messages and only the last one's id is stored: the user may
+    reply to an earlier part. It is the next stored record after that message whose text holds the part's start."""
+    record = await store.shown_record_from(chat_id, reply.message_id)
+    start = _plain(reply.text)[:60]
+    return record if record is not None and start and start in _plain(record.content) else None
+
+
 def _quote(text: str) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= QUOTE_CHARS else flat[: QUOTE_CHARS - 1] + "…"
@@ -29,6 +43,8 @@ async def describe_reply(store: Store, chat_id: int, reply: ReplyTo | None) -> s
     if reply is None:
         return None
     shown = await store.message_by_platform_id(chat_id, reply.message_id)
+    if shown is None and reply.from_bot:
+        shown = await _first_chunk_of(store, chat_id, reply)
     if shown is not None and shown.kind == PROPOSAL and shown.ref_id is not None:
         proposal = await store.get_proposal(shown.ref_id)
         state = f" [{proposal.status.value}]" if proposal else ""

@@ -324,6 +324,15 @@ class Store:
             ChatMessage, "SELECT * FROM messages WHERE chat_id = ? AND platform_message_id = ? ORDER BY id DESC LIMIT 1",
             (chat_id, platform_message_id))
 
+    async def set_platform_message_id(self, message_id: int, platform_message_id: int) -> None:
+        await self._update("messages", message_id, {"platform_message_id": platform_message_id})
+
+    async def shown_record_from(self, chat_id: int, platform_message_id: int) -> ChatMessage | None:
+        """The first proposal or task summary sent at or after this chat message."""
+        return await self._fetch_one(
+            ChatMessage, "SELECT * FROM messages WHERE chat_id = ? AND kind != 'chat' AND platform_message_id >= ? "
+            "ORDER BY platform_message_id LIMIT 1", (chat_id, platform_message_id))
+
     async def bot_message_about(self, chat_id: int, kind: str, ref_id: int) -> ChatMessage | None:
         """The newest message the bot showed about one proposal or task."""
         return await self._fetch_one(

@@ -18,7 +18,7 @@ from agents.orphans import instance_token, task_tag
 from agents.repo_map import RepoMap, repo_map_tools
 from agents.screenshot import find_chromium, screenshot_tool_result
 from agents.settings import Settings
-from agents.shown import PROPOSAL, TASK, remember_shown
+from agents.shown import PROPOSAL, TASK, remember_shown, shown_as
 from agents.store import Store
 from agents.test_runner import TestOutcome, TestStatus, run_tests
 from agents.tool_sets import worker_tools
@@ -265,9 +265,10 @@ class TaskExecutor:
         await self.set_status(task, TaskStatus.COMPLETED, result=f"proposal #{proposal.id}")
         await progress.close(f"✔ proposal #{proposal.id} ready")
         header = f"📋 **Proposal #{proposal.id}** for `{workspace.name}`. Approve to start a code worker on it.\n\n"
+        record = await remember_shown(self.store, task.chat_id, PROPOSAL, proposal.id, header + result.report,
+                                      self.settings.shown_turn_chars)
         shown = await self.notifier.send(task.chat_id, header + result.report, buttons=proposal_buttons(proposal.id))
-        await remember_shown(self.store, task.chat_id, PROPOSAL, proposal.id, header + result.report, shown,
-                             self.settings.shown_turn_chars)
+        await shown_as(self.store, record, shown)
 
     # ---- code / frontend / test ------------------------------------------------------------
     async def _change(self, task: Task, progress: Progress) -> None:
@@ -374,5 +375,5 @@ class TaskExecutor:
 
     async def _show(self, task: Task, markdown: str, **how: object) -> None:
         """Send a task's outcome to its chat, and keep it in the chat's history as the bot's turn."""
-        shown = await self.notifier.send(task.chat_id, markdown, **how)
-        await remember_shown(self.store, task.chat_id, TASK, task.id, markdown, shown, self.settings.shown_turn_chars)
+        record = await remember_shown(self.store, task.chat_id, TASK, task.id, markdown, self.settings.shown_turn_chars)
+        await shown_as(self.store, record, await self.notifier.send(task.chat_id, markdown, **how))
