@@ -58,14 +58,16 @@ def stub_for(name: str, arguments: dict[str, Any], size: int) -> str:
 
 def fit_messages(messages: list[dict[str, Any]], window_tokens: int, *, force: bool = False) -> list[dict[str, Any]]:
     """`messages` as they are when they fit; else a copy with the oldest tool results (but the newest
-    KEEP_RECENT) stubbed until the estimate is under TARGET of the window. `force` stubs as if near the window."""
+    KEEP_RECENT) stubbed until the estimate is under TARGET of the window. `force` (the API said the prompt is too
+    long) stubs to half that target, sparing only the newest result."""
     estimate = estimate_tokens(messages)
     if not force and estimate <= window_tokens * NEAR_WINDOW:
         return messages
     calls = _calls(messages)
     positions = [(i, j) for i, m in enumerate(messages) if m["role"] == "user" and isinstance(m["content"], list)
                  for j, b in enumerate(m["content"]) if b.get("type") == "tool_result"]
-    candidates = positions[:-KEEP_RECENT] if len(positions) > KEEP_RECENT else []
+    keep = 1 if force else KEEP_RECENT  # after a 'too long' refusal only the newest result stays whole
+    candidates = positions[:-keep] if len(positions) > keep else []
     out = [{"role": m["role"], "content": list(m["content"]) if isinstance(m["content"], list) else m["content"]}
            for m in messages]
     target = window_tokens * (TARGET if not force else TARGET / 2)
