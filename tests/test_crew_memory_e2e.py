@@ -284,3 +284,39 @@ async def test_a_typed_message_stops_the_foreground_wait_at_once(bot: BotHarness
     assert (await bot.runtime.store.get_task(1)).status is TaskStatus.IN_PROGRESS
     release.set()
     await final_summary(bot, 1)
+
+
+@pytest.fixture
+async def short_memory_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo):
+    """The bot with the smallest history budget: compaction comes after a few turns."""
+    from telegram_bot.app import stop_polling
+
+    settings = make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repository=bot_repo,
+                             history_token_budget=1_000)
+    harness = await start_bot(settings, fake_telegram, fake_anthropic)
+    yield harness
+    await stop_polling(harness.app)
+
+
+async def test_a_pending_proposal_outlives_compaction_and_a_decided_one_does_not(short_memory_bot: BotHarness) -> None:
+    bot = short_memory_bot
+    model = ScriptedModel()
+    bot.claude.handler = model
+    for workspace, marker in (("calc", "KEEP-ME-PENDING"), ("group-therapy", "DROP-ME-REJECTED")):
+        model.add("orchestrator", claude_says.tool_use("start_research", {"workspace": workspace, "request": "look"}),
+                  claude_says.text(f"Researching {workspace}."))
+        model.add("research", claude_says.text(f"## Summary\n{marker}: a plan for {workspace}."))
+        bot.say(f"look at {workspace}")
+        await shown(bot, marker)
+    await bot.runtime.store.decide_proposal(2, ProposalStatus.REJECTED)
+    model.add("compactor", *[claude_says.text("SUMMARY-NOTE: we talked about calc.")] * 6)
+    for i in range(5):
+        model.add("orchestrator", claude_says.text(f"answer {i}"))
+        bot.say(f"question {i} " + "padding " * 300)
+        await shown(bot, f"answer {i}")
+    assert model.requests["compactor"], "the history was compacted"
+    last = request_text(model.requests["orchestrator"][-1])
+    assert "SUMMARY-NOTE" in last
+    assert "KEEP-ME-PENDING" in last, "the pending proposal is kept whole past compaction"
+    assert "DROP-ME-REJECTED" not in last
+    assert "question 0" not in last
