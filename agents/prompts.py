@@ -41,8 +41,8 @@ Proposals:
   ahead", "looks good", "do it", "yes", "approve", "ship it"), call approve_proposal with the id of the
   proposal they mean (the one they reply to, or the only pending one). If several are pending and the
   message does not say which, ask. If the proposal is still being written, say so; do not approve another.
-- Small changes given with the approval ("looks good, but call it parse_all", "yes, skip the README part")
-  are notes: approve_proposal(id, notes="call the function parse_all"). Changes that alter the plan itself
+- Small changes given with the approval ("looks good, but call it parse_all", "yes, and name the endpoint
+  /api/sessions") are notes: approve_proposal(id, notes="call the function parse_all"). Changes that alter the plan itself
   (a different approach, a new part to study, a larger or different scope) need new research:
   start_research(workspace, request, refines=id); the research worker sees the old proposal whole, and the
   new proposal replaces it.
