@@ -343,3 +343,57 @@ def test_cli_names_a_bad_cases_file(owner_env: Path, fake_anthropic: FakeAnthrop
     assert fake_anthropic.calls == 0
     with pytest.raises(SystemExit):
         main(["eval", "routing", "--concurrency", "0"])
+
+
+def expected_snippets(case: Case) -> list[str]:
+    """What the orchestrator must have been shown for this case's situation."""
+    snippets = [f"proposal #{i} for {w}" for i, w in enumerate(case.pending_workspaces, start=1)]
+    snippets += [f"#{i} [in_progress] {t.worker} in {t.workspace}: {t.title}" for i, t in enumerate(case.tasks, start=1)]
+    if case.researching:
+        snippets.append(f"proposals still being written: research #{len(case.tasks) + 1} in {case.researching}")
+    snippets += [turn.text for turn in case.history]
+    target = routing_eval._reply_target(case)
+    if target and target[0] == "proposal":
+        snippets.append(f"replying to: proposal #{target[1]} [pending]")
+    elif target:
+        snippets.append(f"replying to: the progress message of task #{target[1]}")
+    elif case.reply_to:
+        snippets.append(f"replying to your earlier message: «{case.reply_to}")
+    if case.input is InputMethod.VOICE:
+        snippets.append("input_method: voice")
+    for workspace in case.pending_workspaces:  # shown whole in the chat, as the bot shows proposals
+        snippets.append(json.dumps(routing_eval.CANNED_PROPOSALS[workspace][1])[1:60])
+    return snippets
+
+
+def test_agentlab_eval_routing_runs_the_shipped_set_three_times_and_reports_flips(
+        owner_env: Path, fake_anthropic: FakeAnthropic, capsys) -> None:
+    seen: list[tuple[str, str]] = []
+    lock = threading.Lock()
+    flip = iter(["Which project do you mean?", "On it.", "Which project do you mean?"])
+
+    def scripted(body: dict[str, Any]) -> dict[str, Any]:
+        message = body["messages"][-1]["content"][0].get("text", "")
+        with lock:
+            seen.append((message, json.dumps(body["messages"], ensure_ascii=False)))
+            if message == "fix the bug":  # the one case this model is unsure about
+                return claude_says.text(next(flip), usage=USAGE)
+        return claude_says.text("Noted.", usage=USAGE)
+
+    fake_anthropic.handler = scripted
+    assert main(["eval", "routing"]) == 0
+    out = capsys.readouterr().out
+    cases = load_cases(DEFAULT_CASES)
+    assert out.startswith(f"Routing eval: {len(cases)} cases from {DEFAULT_CASES}, model claude-sonnet-4-6, 3 runs each")
+    assert len(seen) == 3 * len(cases)
+    for case in cases:
+        bodies = [body for message, body in seen if message == case.text]
+        matching = [b for b in bodies if all(s in b for s in expected_snippets(case))]
+        assert len(matching) >= 3, (case.line, case.text, expected_snippets(case))
+    flips = out.split("flips (")[1]
+    assert flips.startswith(f"1 of {len(cases)} cases changed between 3 runs)")
+    line = next(c.line for c in cases if c.text == "fix the bug")
+    flipped = next(text for text in flips.splitlines() if text.strip().startswith(f"line {line}: "))
+    outcomes = flipped.split(": ")[2].split(" / ")
+    assert sorted(outcomes) == ["clarify", "clarify", "direct✗"] and flipped.endswith("'fix the bug'")
+    assert "misrouted:" in out and "accuracy:" in out
