@@ -9,7 +9,8 @@ harder and retries once; a second refusal goes up to the caller (explain_api_err
 from __future__ import annotations
 
 import json
-from typing import Any, Awaitable, Callable, Protocol
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
 
 import anthropic
 

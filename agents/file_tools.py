@@ -209,7 +209,8 @@ def _read_window_sync(base: Path, path: str, offset: int, limit: int, max_bytes:
         out = _read_range(fh, path, size, offset, offset + limit - 1, max_bytes)
         if "[truncated at" in out:
             return out.replace("Call read_file with start_line=", "Call read_file with offset=")
-        if out.endswith(" is empty)") or out.endswith("]"):  # empty, or the file ended before the window did
+        last = out.rsplit("\n", 1)[-1]  # numbered lines start with spaces; notes with ( or [
+        if last == f"({path} is empty)" or last.startswith(f"[{path} ends at line "):
             return out
         end = offset + limit - 1
         fh.seek(0)

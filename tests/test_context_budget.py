@@ -38,6 +38,12 @@ async def test_read_file_returns_a_window_with_a_note_on_reading_further(tmp_pat
     assert window.splitlines() == ["  4999\tline 4999", "  5000\tline 5000", "[big.txt ends at line 5000]"]
     old_style = await file_tools.read_window(tmp_path, "big.txt", start_line=3, end_line=4)
     assert old_style.splitlines()[:2] == ["     3\tline 3", "     4\tline 4"]
+    (tmp_path / "list.json").write_text("[\n" + "1,\n" * 3000 + "2]")  # its last line ends with "]" too
+    json_window = await file_tools.read_window(tmp_path, "list.json", offset=2990, limit=20)
+    assert json_window.endswith("  3002\t2]\n[list.json ends at line 3002]")
+    assert "offset=11" in await file_tools.read_window(tmp_path, "list.json", limit=10)
+    (tmp_path / "short.json").write_text("[\n1]\n")
+    assert await file_tools.read_window(tmp_path, "short.json", limit=2) == "     1\t[\n     2\t1]"
     capped = await file_tools.read_window(tmp_path, "big.txt", offset=1, limit=99_999)
     assert len(capped.splitlines()) == 2001, "no call returns more than 2000 lines"
     (tmp_path / "wide.txt").write_text(("x" * 200 + "\n") * 1000)
