@@ -118,6 +118,14 @@ async def test_approve_without_id_with_several_pending_lists_them_and_starts_not
     assert await store.list_tasks(USER_ID) == []
     assert [p.status for p in await store.pending_proposals(USER_ID)] == [ProposalStatus.PENDING] * 2
 
+    model.add("orchestrator", claude_says.tool_use("get_proposal", {}), claude_says.tool_use("get_proposal", {"proposal_id": 2}),
+              claude_says.text("#2 says B."))
+    bot.say("what do they say?")
+    await shown(bot, "#2 says B.")
+    listing, whole = [tool_results(r)[0] for r in model.requests["orchestrator"][-2:]]
+    assert "several proposals are pending" in listing and "proposal #2 for group-therapy" in listing
+    assert whole.startswith("Proposal #2 for workspace group-therapy [pending]") and whole.endswith("## Summary\nB.")
+
     model.add("orchestrator", claude_says.tool_use("approve_proposal", {"proposal_id": 2}), claude_says.text("Approved #2."))
     bot.say("the group therapy one")
     await shown(bot, "Approved #2.")
