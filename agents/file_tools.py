@@ -194,6 +194,53 @@ async def read_file(
     return await asyncio.to_thread(_read_sync, _base(root), path, start_line, end_line, max_bytes)
 
 
+
+# Issue 14: one read returns at most this much, with a note on how to read further (keeps a worker's context bounded).
+READ_MAX_LINES = 2000
+READ_MAX_BYTES = 100_000  # ~25k tokens
+
+
+def _read_window_sync(base: Path, path: str, offset: int, limit: int, max_bytes: int) -> str:
+    target = _existing_file(base, path)
+    size = target.stat().st_size
+    with open(target, "rb") as fh:
+        _refuse_binary(fh.read(BINARY_SNIFF_BYTES), path, size)
+        fh.seek(0)
+        out = _read_range(fh, path, size, offset, offset + limit - 1, max_bytes)
+        if "[truncated at" in out:
+            return out.replace("Call read_file with start_line=", "Call read_file with offset=")
+        last = out.rsplit("\n", 1)[-1]  # numbered lines start with spaces; notes with ( or [
+        if last == f"({path} is empty)" or last.startswith(f"[{path} ends at line "):
+            return out
+        end = offset + limit - 1
+        fh.seek(0)
+        total = sum(1 for _ in fh)
+    if total > end:
+        return out + (f"\n[showed lines {offset}-{end} of {total} in {path}. Call read_file with offset={end + 1} "
+                      f"(limit up to {READ_MAX_LINES}) to read further, or grep for what you need.]")
+    return out
+
+
+async def read_window(
+    root: Root, path: str, offset: int | None = None, limit: int | None = None,
+    start_line: int | None = None, end_line: int | None = None, max_bytes: int = READ_MAX_BYTES,
+) -> str:
+    """`read_file` as the agents call it: from line `offset` (1-based), at most `limit` lines, never more than
+    READ_MAX_LINES lines or `max_bytes`; the older `start_line`/`end_line` arguments still work."""
+    start = offset if offset is not None else start_line if start_line is not None else 1
+    start = int(start)
+    if start < 1:
+        raise ToolError(f"offset must be 1 or more (lines are numbered from 1), got {start}")
+    if limit is None and end_line is not None:
+        if int(end_line) < start:
+            raise ToolError(f"end_line ({end_line}) is before the first line to read ({start})")
+        limit = int(end_line) - start + 1
+    count = READ_MAX_LINES if limit is None else int(limit)
+    if count < 1:
+        raise ToolError(f"limit must be 1 or more, got {limit}")
+    return await asyncio.to_thread(_read_window_sync, _base(root), path, start, min(count, READ_MAX_LINES), max_bytes)
+
+
 # --- write / edit ----------------------------------------------------------------------------------------------------
 
 

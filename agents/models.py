@@ -84,6 +84,9 @@ class ChatMessage(BaseModel):
     content: str
     input_method: InputMethod = InputMethod.TEXT
     tokens: int = 0
+    kind: str = "chat"  # issue 14: "proposal" / "task" for what the bot showed about one (ref_id names it)
+    ref_id: int | None = None
+    platform_message_id: int | None = None  # the chat message the user saw (for replies to it)
     created_at: datetime = Field(default_factory=utcnow)
     attachments: list[Attachment] = Field(default_factory=list, exclude=True)  # rows of their own table
 

@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agents import file_tools
 from agents.file_tools import SKIP_DIRS
 from agents.store import Store
 from agents.toolbox import Tool, prop
@@ -814,7 +813,7 @@ class RepoMap:
         if not rows:
             files = await self.store.repo_file_count(name)
             return (f"no symbols named like {query!r} in the index of {name} ({files} files); "
-                    "try search_pattern for text, or a shorter name")
+                    "try grep for text, or a shorter name")
         lines = []
         for row in rows[:limit]:
             where = f"  (in {row['parent']})" if row["parent"] else ""
@@ -823,23 +822,13 @@ class RepoMap:
             lines.append(f"(more than {limit} matches; give a longer name)")
         return "\n".join(lines)
 
-    async def search_pattern(self, name: str, root: Path | str, regex: str, limit: int = 100,
-                             glob: str | None = None) -> str:
-        """Lines matching a Python regex across the workspace (`path:line: text`), at most `limit`."""
-        if not regex:
-            raise ToolError("the pattern is empty; give a regular expression to search for")
-        return await file_tools.grep(Path(root), regex, glob=glob or None, max_matches=max(1, limit))
-
 
 def repo_map_tools(repo_map: RepoMap, name: str, root: Path | str) -> list[Tool]:
-    """Workers' look-up tools over the index of one workspace (refreshed before each symbol search)."""
+    """Workers' look-up tool over the index of one workspace (refreshed before each search); text search is grep."""
 
     async def find_symbols_by_name(query: str, limit: int = 50) -> str:
         await repo_map.refresh(name, root)
         return await repo_map.find_symbols_by_name(name, query, limit=min(max(int(limit), 1), 200))
-
-    async def search_pattern(pattern: str, glob: str | None = None) -> str:
-        return await repo_map.search_pattern(name, root, pattern, limit=100, glob=glob)
 
     return [
         Tool(
@@ -850,12 +839,5 @@ def repo_map_tools(repo_map: RepoMap, name: str, root: Path | str) -> list[Tool]
             {"query": prop("string", "a symbol name or its beginning, e.g. 'parse_config' or 'Store.add'"),
              "limit": prop("integer", "most lines to return (default 50)")},
             find_symbols_by_name, ["query"],
-        ),
-        Tool(
-            "search_pattern",
-            "Search file contents with a Python regular expression; returns `path:line: text` lines (at most 100).",
-            {"pattern": prop("string", "regular expression, e.g. 'def \\w+_config' or 'TODO'"),
-             "glob": prop("string", "only files matching this glob, e.g. '*.py' or 'src/**/*.ts' (optional)")},
-            search_pattern, ["pattern"],
         ),
     ]

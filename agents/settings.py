@@ -53,6 +53,12 @@ class Settings(BaseSettings):
     chromium_path: str | None = None
     repo_map_tokens: int = Field(2000, ge=0)
 
+    # --- issue 14: what the orchestrator remembers, foreground waits, bounded worker context ---------------
+    foreground_wait_seconds: float = Field(90.0, gt=0)  # a foreground task is waited for at most this long
+    shown_turn_chars: int = Field(16_000, ge=1_000)  # a proposal or task summary as a turn of the chat history
+    tool_result_max_chars: int = Field(60_000, ge=2_000)  # a longer tool result keeps its head and tail
+    worker_context_tokens: int = Field(200_000, ge=10_000)  # the worker model's window; older results are stubbed near it
+
     # --- voice ----------------------------------------------------------------------------
     whisper_model: str = "base"
     whisper_language: str | None = None

@@ -201,6 +201,13 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (task_id, attachment_id)
     );
     """,
+    # 5 (issue 14): proposals and task summaries the bot showed are turns of the chat; replies can point at them
+    """
+    ALTER TABLE messages ADD COLUMN kind TEXT NOT NULL DEFAULT 'chat';
+    ALTER TABLE messages ADD COLUMN ref_id INTEGER;
+    ALTER TABLE messages ADD COLUMN platform_message_id INTEGER;
+    CREATE INDEX messages_platform ON messages(chat_id, platform_message_id);
+    """,
 ]
 
 LATEST_VERSION = len(MIGRATIONS)
@@ -366,6 +373,33 @@ class Store:
             "ORDER BY id DESC LIMIT 1", (chat_id, since),
         )
 
+    async def message_by_platform_id(self, chat_id: int, platform_message_id: int) -> ChatMessage | None:
+        return await self._fetch_one(
+            ChatMessage, "SELECT * FROM messages WHERE chat_id = ? AND platform_message_id = ? ORDER BY id DESC LIMIT 1",
+            (chat_id, platform_message_id))
+
+    async def set_platform_message_id(self, message_id: int, platform_message_id: int) -> None:
+        await self._update("messages", message_id, {"platform_message_id": platform_message_id})
+
+    async def shown_record_from(self, chat_id: int, platform_message_id: int) -> ChatMessage | None:
+        """The first proposal or task summary sent at or after this chat message."""
+        return await self._fetch_one(
+            ChatMessage, "SELECT * FROM messages WHERE chat_id = ? AND kind != 'chat' AND platform_message_id >= ? "
+            "ORDER BY platform_message_id LIMIT 1", (chat_id, platform_message_id))
+
+    async def bot_message_about(self, chat_id: int, kind: str, ref_id: int) -> ChatMessage | None:
+        """The newest message the bot showed about one proposal or task."""
+        return await self._fetch_one(
+            ChatMessage, "SELECT * FROM messages WHERE chat_id = ? AND kind = ? AND ref_id = ? ORDER BY id DESC LIMIT 1",
+            (chat_id, kind, ref_id))
+
+    async def shown_records_up_to(self, chat_id: int, up_to_id: int) -> list[ChatMessage]:
+        """Proposals and task summaries of the current conversation with id <= up_to_id, oldest first."""
+        since = await self._conversation_start(chat_id)
+        return await self._fetch(
+            ChatMessage, "SELECT * FROM messages WHERE chat_id = ? AND id <= ? AND kind != 'chat' AND created_at >= ? "
+            "ORDER BY id", (chat_id, up_to_id, since))
+
     async def all_messages(self, chat_id: int) -> list[ChatMessage]:
         return await self._fetch(ChatMessage, "SELECT * FROM messages WHERE chat_id = ? ORDER BY id", (chat_id,))
 
@@ -395,6 +429,16 @@ class Store:
             "UPDATE proposals SET status = ?, decided_at = ? WHERE id = ? AND status = ? RETURNING id",
             (status.value, _to_db(utcnow()), proposal_id, ProposalStatus.PENDING.value))
         return bool(rows)
+
+    async def latest_proposal(self, chat_id: int) -> Proposal | None:
+        return await self._fetch_one(Proposal, "SELECT * FROM proposals WHERE chat_id = ? ORDER BY id DESC LIMIT 1",
+                                     (chat_id,))
+
+    async def task_by_message(self, chat_id: int, message_id: int) -> Task | None:
+        """The task whose progress message (or request) is this chat message."""
+        return await self._fetch_one(
+            Task, "SELECT * FROM tasks WHERE chat_id = ? AND (progress_message_id = ? OR reply_to_message_id = ?) "
+            "ORDER BY id DESC LIMIT 1", (chat_id, message_id, message_id))
 
     async def pending_proposals(self, chat_id: int) -> list[Proposal]:
         return await self._fetch(

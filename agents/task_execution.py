@@ -20,6 +20,7 @@ from agents.orphans import instance_token, task_tag
 from agents.repo_map import RepoMap, repo_map_tools
 from agents.screenshot import find_chromium, screenshot_tool_result
 from agents.settings import Settings
+from agents.shown import PROPOSAL, TASK, remember_shown, shown_as
 from agents.steering import Inboxes
 from agents.store import Store
 from agents.test_runner import TestOutcome, TestStatus, run_tests
@@ -196,13 +197,15 @@ class TaskExecutor:
         toolbox = Toolbox(
             tools,
             Audit(self.store, agent=f"{task.worker.value}-worker", chat_id=task.chat_id, task_id=task.id),
+            max_result_chars=self.settings.tool_result_max_chars,
         )
         return Worker(client=self.client, model=self.settings.worker_model, system=ROLE_PROMPTS[task.worker],
                       toolbox=toolbox, limits=self.limits(), max_output_tokens=self.settings.worker_max_output_tokens,
                       # a non-streaming answer arrives whole: allow ~30 output tokens a second at the least
                       request_timeout=max(self.settings.anthropic_timeout_seconds,
                                           self.settings.worker_max_output_tokens / 30),
-                      on_step=progress.update, on_usage=on_usage, inbox=self.inboxes.reader(task.id))
+                      on_step=progress.update, on_usage=on_usage, inbox=self.inboxes.reader(task.id),
+                      context_window=self.settings.worker_context_tokens)
 
     async def execute(self, task: Task) -> None:
         progress = Progress(self.notifier, self.store, task)
@@ -242,7 +245,7 @@ class TaskExecutor:
     async def _fail(self, task: Task, progress: "Progress", reason: str) -> None:
         await self.set_status(task, TaskStatus.FAILED, error=reason)
         await progress.close(f"✖ failed: {trim(reason, 200)}")
-        await self.notifier.send(task.chat_id, f"✖ **Task #{task.id} failed**: {reason}")
+        await self._show(task, f"✖ **Task #{task.id} failed**: {reason}")
 
     async def repository_map(self, task: Task, name: str, root: Path) -> str:
         """The token-bounded map of the workspace for this request ('' when there is none)."""
@@ -288,7 +291,7 @@ class TaskExecutor:
             reason = result.reason(self.limits()) if not result.finished else "the research worker wrote no proposal"
             await self.set_status(task, TaskStatus.FAILED, error=reason, result=result.report or None)
             await progress.close(f"✖ {reason}")
-            await self.notifier.send(task.chat_id, f"✖ **Research #{task.id}** ended without a proposal: {reason}.")
+            await self._show(task, f"✖ **Research #{task.id}** ended without a proposal: {reason}.")
             return
         for old in await self.store.pending_proposals(task.chat_id):
             if old.workspace == workspace.name:
@@ -298,7 +301,10 @@ class TaskExecutor:
         await self.set_status(task, TaskStatus.COMPLETED, result=f"proposal #{proposal.id}")
         await progress.close(f"✔ proposal #{proposal.id} ready")
         header = f"📋 **Proposal #{proposal.id}** for `{workspace.name}`. Approve to start a code worker on it.\n\n"
-        await self.notifier.send(task.chat_id, header + result.report, buttons=proposal_buttons(proposal.id))
+        record = await remember_shown(self.store, task.chat_id, PROPOSAL, proposal.id, header + result.report,
+                                      self.settings.shown_turn_chars)
+        shown = await self.notifier.send(task.chat_id, header + result.report, buttons=proposal_buttons(proposal.id))
+        await shown_as(self.store, record, shown)
 
     # ---- code / frontend / test ------------------------------------------------------------
     async def _change(self, task: Task, progress: Progress) -> None:
@@ -401,5 +407,10 @@ class TaskExecutor:
                               commit_sha=last.sha if last else None)
         await git_repo.remove_worktree_keep_branch(tree)
         await progress.close(headline)
-        await self.notifier.send(task.chat_id, summary, buttons=branch_buttons(task.id) if last else None,
-                                 reply_to=task.reply_to_message_id)
+        await self._show(task, summary, buttons=branch_buttons(task.id) if last else None,
+                         reply_to=task.reply_to_message_id)
+
+    async def _show(self, task: Task, markdown: str, **how: object) -> None:
+        """Send a task's outcome to its chat, and keep it in the chat's history as the bot's turn."""
+        record = await remember_shown(self.store, task.chat_id, TASK, task.id, markdown, self.settings.shown_turn_chars)
+        await shown_as(self.store, record, await self.notifier.send(task.chat_id, markdown, **how))

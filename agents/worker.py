@@ -10,6 +10,7 @@ from typing import Any, Awaitable, Callable
 
 import anthropic
 
+from agents.context_budget import create_within_window
 from agents.llm import usage_of
 from agents.models import Usage
 from agents.toolbox import Toolbox
@@ -91,6 +92,7 @@ class Worker:
     on_step: StepCallback | None = None
     on_usage: UsageCallback | None = None
     inbox: Inbox | None = None
+    context_window: int = 200_000  # tokens; near it, older tool results become stubs (agents/context_budget.py)
     messages: list[dict[str, Any]] = field(default_factory=list)
     steps: int = 0
     run_steps: int = 0
@@ -131,14 +133,14 @@ class Worker:
         self.run_steps += 1
         for note in self.inbox() if self.inbox else []:  # the last message is the user's: the task or tool results
             self.messages[-1]["content"].append({"type": "text", "text": note})
-        response = await self.client.messages.create(
+        response = await create_within_window(self, lambda: self.client.messages.create(
             model=self.model,
             max_tokens=self.max_output_tokens,
             system=[{"type": "text", "text": self.system, "cache_control": EPHEMERAL}],
             tools=self._tool_specs(),
             messages=self._cached_messages(),
             **({"timeout": self.request_timeout} if self.request_timeout else {}),
-        )
+        ))
         self.usage = self.usage + usage_of(response)
         if self.on_usage:
             await self.on_usage(response)

@@ -12,7 +12,7 @@ from telegram.ext import ContextTypes
 
 from agents.attachments import API_IMAGE_MAX_EDGE, AttachmentRefused, Attachments
 from agents.models import Attachment, InputMethod
-from telegram_bot.handlers import STOPPING, chat_lock, converse, runtime
+from telegram_bot.handlers import STOPPING, chat_lock, converse, message_arrived, runtime
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +59,7 @@ async def on_attachment(update: Update, context: ContextTypes.DEFAULT_TYPE) -> N
         album.append(message)
         if len(album) > 1:
             return
+    message_arrived(update, context)
     async with chat_lock(context, chat_id):
         if message.media_group_id:
             await asyncio.sleep(ALBUM_WAIT)

@@ -13,6 +13,7 @@ from telegram.ext import ApplicationHandlerStop, ContextTypes
 
 from agents.crew import REQUEST_MESSAGE
 from agents.models import Attachment, InputMethod
+from agents.replying import ReplyTo
 from telegram_bot.replies import send_markdown
 
 if TYPE_CHECKING:
@@ -103,14 +104,33 @@ async def converse(update: Update, context: ContextTypes.DEFAULT_TYPE, text: str
     turns.add(turn)  # cancelled on SIGTERM so shutdown never waits on a long turn
     try:
         async with typing(context, chat_id):
-            reply = await runtime(context).orchestrator.handle(chat_id, text, method, attachments)
+            reply = await runtime(context).orchestrator.handle(chat_id, text, method, reply_to_of(update, context),
+                                                               attachments)
     finally:
         turns.discard(turn)
     await send_markdown(context.bot, chat_id, reply.text, reply_to=update.effective_message.message_id)
 
 
+def reply_to_of(update: Update, context: ContextTypes.DEFAULT_TYPE) -> ReplyTo | None:
+    """The message this one replies to, in the core's terms (no Telegram types past this point)."""
+    replied = update.effective_message.reply_to_message
+    if replied is None:
+        return None
+    sender = replied.from_user
+    return ReplyTo(message_id=replied.message_id, text=replied.text or replied.caption or "",
+                   from_bot=bool(sender and sender.id == context.bot.id))
+
+
+def message_arrived(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """Before queueing behind the chat's lock: a turn waiting on a foreground task stops waiting."""
+    app_runtime = context.application.bot_data.get("runtime")
+    if app_runtime is not None and update.effective_chat is not None:
+        app_runtime.orchestrator.message_arrived(update.effective_chat.id)
+
+
 async def on_text(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     """A typed message."""
+    message_arrived(update, context)
     async with chat_lock(context, update.effective_chat.id):
         await converse(update, context, update.effective_message.text, InputMethod.TEXT)
 

@@ -7,7 +7,7 @@ from telegram.ext import ContextTypes
 
 from agents.models import InputMethod
 from agents.workspaces import ToolError
-from telegram_bot.handlers import chat_lock, converse, on_text, runtime
+from telegram_bot.handlers import chat_lock, converse, message_arrived, on_text, runtime
 
 
 async def on_reply(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -25,6 +25,7 @@ async def on_reply(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         reason = str(err).split(";")[0]
         await message.reply_text(f"{reason[:1].upper()}{reason[1:]}. I'll answer it as a normal message instead.",
                                  do_quote=True)
+        message_arrived(update, context)
         async with chat_lock(context, chat_id):
             await converse(update, context, f"[In reply to the progress message of task #{task.id}]\n{message.text}",
                            InputMethod.TEXT)
