@@ -4,8 +4,10 @@ The user's checkout is never touched while a task runs: a task gets a branch `ag
 worktree outside the repository, commits land there, and only `merge_task_branch` (an explicit user action) writes to
 the main checkout, refusing rather than forcing when that would be unsafe.
 
-Every git call runs without a terminal prompt and with the bot's identity in the environment, so it works on a machine
-with no git identity configured; commit signing and hooks are switched off for the bot's own commits.
+Every git call goes through `run_git`: no terminal prompt, the bot's identity in the environment (so it works on a
+machine with no git identity configured), no system or global configuration, and every repository setting that could
+run a program (hooks, fsmonitor, filter/textconv/merge drivers, signing, pagers, editors, credential helpers)
+overridden on the command line, so nothing a worker planted in the shared `.git` runs inside the bot's own git calls.
 """
 
 from __future__ import annotations
@@ -27,8 +29,6 @@ NEVER_COMMIT = tuple(f":(exclude,glob)**/{name}" for name in (
 _BASE_BRANCH_KEY = "agentlab-base"
 _BASE_COMMIT_KEY = "agentlab-base-commit"
 _NOT_A_REPOSITORY = "not a git repository"
-# Options every call gets: readable non-ASCII paths, and never sign the bot's commits (signing may prompt or fail).
-_GIT_OPTIONS = ("-c", "core.quotepath=off", "-c", "commit.gpgsign=false", "-c", "tag.gpgsign=false")
 
 
 class GitError(RuntimeError):
@@ -72,7 +72,7 @@ class MergeResult:
 
 
 @dataclass(frozen=True)
-class _GitOutput:
+class GitOutput:
     exit_code: int
     stdout: str
     stderr: str
@@ -80,14 +80,60 @@ class _GitOutput:
 
 # ----------------------------------------------------------------------------------------------------------------------
 # running git
+#
+# The repository's own configuration is not trusted: a worker (or anything it ran) may have written hooks, an fsmonitor
+# command, filter/textconv/merge drivers or includes into it. Every call therefore runs with the system and global
+# configuration switched off and with command-line overrides (which beat every config file) for every setting that can
+# make git run a program; the drivers a repository names are discovered first with `git config` (which runs nothing)
+# and neutralised one by one. Diffs also get `--no-ext-diff --no-textconv`.
+
+# Settings that would run a program, each set to a value that runs nothing (or nothing but git itself).
+_SAFE_OPTIONS: tuple[tuple[str, str], ...] = (
+    ("core.hooksPath", "/dev/null"),
+    ("core.fsmonitor", ""),
+    ("core.sshCommand", "false"),
+    ("core.gitProxy", ""),
+    ("core.askPass", ""),
+    ("core.pager", "cat"),
+    ("core.editor", "true"),
+    ("core.attributesFile", "/dev/null"),
+    ("sequence.editor", "true"),
+    ("credential.helper", ""),
+    ("commit.gpgSign", "false"),
+    ("tag.gpgSign", "false"),
+    ("log.showSignature", "false"),
+    ("gpg.program", "false"),
+    ("gpg.ssh.program", "false"),
+    ("gpg.x509.program", "false"),
+    ("gpg.ssh.defaultKeyCommand", ""),
+    ("gc.auto", "0"),  # no background `gc --auto` outliving the call
+    ("maintenance.auto", "false"),
+    ("core.quotePath", "off"),  # readable non-ASCII paths
+)
+_GIT_OPTIONS: tuple[str, ...] = tuple(arg for key, value in _SAFE_OPTIONS for arg in ("-c", f"{key}={value}"))
+# Per-name drivers a repository (or an attribute file) can name: <section>.<name>.<key> → the harmless value.
+_DRIVER_OVERRIDES: dict[str, dict[str, str]] = {
+    "filter": {"clean": "", "smudge": "", "process": "", "required": "false"},
+    "diff": {"textconv": ""},  # diff.<name>.command is ignored through --no-ext-diff
+    "merge": {"driver": "git merge-file --marker-size=%L %A %O %B"},  # the built-in three-way merge, as a driver
+}
+_DIFF_COMMANDS = frozenset({"diff", "log", "show"})
+_NO_EXTERNAL_DIFF = ("--no-ext-diff", "--no-textconv")
 
 
 def _git_env(identity: GitIdentity | None, extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The bot's secrets stripped (git may run user-configured helpers and filters), no prompts, the bot's identity."""
-    env = child_env()
+    """No secrets, no inherited GIT_* variables, no system or global config, no prompts or editors, the bot's identity."""
+    env = {key: value for key, value in child_env().items() if not key.startswith("GIT_")}
+    env.pop("SSH_ASKPASS", None)
     identity = identity or GitIdentity()
     env.update(
+        GIT_CONFIG_NOSYSTEM="1",
+        GIT_CONFIG_GLOBAL="/dev/null",
+        GIT_ATTR_NOSYSTEM="1",
         GIT_TERMINAL_PROMPT="0",
+        GIT_EDITOR="true",
+        GIT_SEQUENCE_EDITOR="true",
+        GIT_PAGER="cat",
         GIT_AUTHOR_NAME=identity.name,
         GIT_AUTHOR_EMAIL=identity.email,
         GIT_COMMITTER_NAME=identity.name,
@@ -95,32 +141,18 @@ def _git_env(identity: GitIdentity | None, extra: Mapping[str, str] | None = Non
         LC_ALL="C",
         LANGUAGE="C",
     )
-    env.pop("GIT_INDEX_FILE", None)
     if extra:
         env.update(extra)
     return env
 
 
-async def _run_git(
-    *args: str,
-    cwd: Path,
-    identity: GitIdentity | None = None,
-    timeout: float = GIT_TIMEOUT_SECONDS,
-    extra_env: Mapping[str, str] | None = None,
-) -> _GitOutput:
-    """Run `git <args>` in `cwd` and return its exit code and output, whatever the exit code."""
+async def _exec_git(argv: list[str], cwd: Path, env: Mapping[str, str], timeout: float) -> GitOutput:
     try:
         proc = await asyncio.create_subprocess_exec(
-            "git",
-            *_GIT_OPTIONS,
-            *args,
-            cwd=str(cwd),
-            env=_git_env(identity, extra_env),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
+            "git", *argv, cwd=str(cwd), env=dict(env), stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         )
-    except FileNotFoundError as err:
+    except (FileNotFoundError, NotADirectoryError, PermissionError) as err:
         raise GitError(f"cannot run git in {cwd}: {err.strerror or err}") from None
     try:
         stdout, stderr = await asyncio.wait_for(proc.communicate(), timeout)
@@ -130,13 +162,56 @@ async def _run_git(
         await proc.wait()
         if isinstance(err, asyncio.CancelledError):
             raise
-        raise GitError(f"git {args[0] if args else ''} timed out after {timeout:g} s") from None
+        raise GitError(f"git {_subcommand(argv)} timed out after {timeout:g} s") from None
     assert proc.returncode is not None
-    return _GitOutput(
-        proc.returncode,
-        stdout.decode("utf-8", errors="replace"),
-        stderr.decode("utf-8", errors="replace"),
+    return GitOutput(proc.returncode, stdout.decode("utf-8", errors="replace"), stderr.decode("utf-8", errors="replace"))
+
+
+def _subcommand(argv: list[str]) -> str:
+    i = 0
+    while i < len(argv) and argv[i].startswith("-"):
+        i += 2 if argv[i] in ("-c", "-C") else 1
+    return argv[i] if i < len(argv) else ""
+
+
+async def _driver_options(cwd: Path, env: Mapping[str, str]) -> list[str]:
+    """`-c` overrides for every filter, diff and merge driver the effective configuration (includes too) names."""
+    listed = await _exec_git(
+        [*_GIT_OPTIONS, "config", "--includes", "-z", "--name-only", "--get-regexp", r"^(filter|diff|merge)\."],
+        cwd, env, GIT_TIMEOUT_SECONDS,
     )
+    options: list[str] = []
+    names: set[tuple[str, str]] = set()
+    for key in _split_nul(listed.stdout):
+        section, _, rest = key.partition(".")
+        name, dot, _ = rest.rpartition(".")
+        if dot and name:
+            names.add((section, name))
+    for section, name in sorted(names):
+        for key, value in _DRIVER_OVERRIDES.get(section.lower(), {}).items():
+            options += ["-c", f"{section}.{name}.{key}={value}"]
+    return options
+
+
+async def run_git(
+    *args: str,
+    cwd: Path,
+    identity: GitIdentity | None = None,
+    timeout: float = GIT_TIMEOUT_SECONDS,
+    extra_env: Mapping[str, str] | None = None,
+) -> GitOutput:
+    """Run `git <args>` in `cwd`, hardened as described above; its exit code and output, whatever the exit code.
+
+    The one git runner of the product: repo_map and doctor use it too.
+    """
+    env = _git_env(identity, extra_env)
+    argv = [*_GIT_OPTIONS, *await _driver_options(Path(cwd), env), *args]
+    if args and args[0] in _DIFF_COMMANDS:
+        argv[len(argv) - len(args) + 1:len(argv) - len(args) + 1] = _NO_EXTERNAL_DIFF
+    return await _exec_git(argv, Path(cwd), env, timeout)
+
+
+_run_git = run_git
 
 
 async def _git(
