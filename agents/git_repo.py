@@ -13,13 +13,20 @@ overridden on the command line, so nothing a worker planted in the shared `.git`
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
+import os
 import re
 import tempfile
-from collections.abc import Mapping
+import time
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from agents.shell import child_env
+
+log = logging.getLogger(__name__)
 
 GIT_TIMEOUT_SECONDS = 120.0
 BRANCH_PREFIX = "agentlab/task-"
@@ -61,6 +68,13 @@ class CommitResult:
     message: str
     files: list[str] = field(default_factory=list)  # every path changed on the branch vs base_commit
     diffstat: str = ""  # `git diff --stat base_commit..HEAD`
+    left_out: list[LeftOut] = field(default_factory=list)  # not committed: over a size limit
+    large: list[tuple[str, int]] = field(default_factory=list)  # committed files of CommitLimits.large_file_bytes or more
+    binary: list[str] = field(default_factory=list)  # committed binary files (added or changed)
+
+    @property
+    def committed(self) -> bool:
+        return bool(self.sha)
 
 
 @dataclass(frozen=True)
@@ -240,13 +254,164 @@ def _split_nul(text: str) -> list[str]:
 _repo_locks: dict[Path, asyncio.Lock] = {}
 
 
-def _repo_lock(repo: Path) -> asyncio.Lock:
+def repo_lock(repo: Path) -> asyncio.Lock:
     """One lock per repository for operations on its shared state (worktree list, branches, config, merges)."""
     key = repo.resolve()
     lock = _repo_locks.get(key)
     if lock is None:
         lock = _repo_locks[key] = asyncio.Lock()
     return lock
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# what the bot itself wrote, and where a worktree's metadata lives
+
+class RepositoryWatcher(Protocol):
+    """Something that keeps a snapshot of a repository's shared state (see repo_guard.RepositoryGuard)."""
+
+    async def verify(self) -> None:
+        """Compare with the snapshot and undo what moved (the caller holds the repository lock)."""
+
+    async def resnapshot(self) -> None:
+        """Take the snapshot again (after the bot itself changed the repository)."""
+
+
+_watchers: dict[Path, set[RepositoryWatcher]] = {}
+
+
+def watch(repo: Path, watcher: RepositoryWatcher) -> None:
+    _watchers.setdefault(Path(repo).resolve(), set()).add(watcher)
+
+
+def unwatch(repo: Path, watcher: RepositoryWatcher) -> None:
+    _watchers.get(Path(repo).resolve(), set()).discard(watcher)
+
+
+@contextlib.asynccontextmanager
+async def _bot_writes(repo: Path) -> AsyncIterator[None]:
+    """Hold the repository lock around a change the bot makes to its refs or config, keeping the watchers exact.
+
+    Before: every watcher undoes what a worker moved (so it is not mistaken for the bot's). After: every watcher takes
+    its snapshot again, so the bot's own change is not undone.
+    """
+    async with repo_lock(repo):
+        watchers = list(_watchers.get(Path(repo).resolve(), ()))
+        for watcher in watchers:
+            await watcher.verify()
+        try:
+            yield
+        finally:
+            for watcher in watchers:
+                await watcher.resnapshot()
+
+
+async def git_common_dir(repo: Path) -> Path:
+    """The repository's shared git directory (`.git` of the main checkout), absolute."""
+    out = (await _git("rev-parse", "--git-common-dir", cwd=repo)).strip()
+    return (Path(repo) / out).resolve()
+
+
+def worktree_admin_dir(common_dir: Path, worktree_path: Path) -> Path | None:
+    """The folder under `<common dir>/worktrees/` that belongs to the worktree at `worktree_path`, or None.
+
+    Found from the common dir's side (each admin folder's `gitdir` file names its worktree's `.git`), so nothing the
+    worktree itself holds can redirect it.
+    """
+    link = (Path(worktree_path) / ".git").absolute()
+    try:
+        admins = sorted((Path(common_dir) / "worktrees").iterdir())
+    except OSError:
+        return None
+    for admin in admins:
+        try:
+            named = Path((admin / "gitdir").read_text(encoding="utf-8").strip())
+        except OSError:
+            continue
+        if _same_path(named, link) or named == link:
+            return admin
+    return None
+
+
+class WorktreeLinkBroken(GitError):
+    """The worktree's `.git` file no longer points at its own metadata in the owner's repository."""
+
+
+async def check_worktree_link(worktree: TaskWorktree) -> Path:
+    """Before a bot git call in a task's worktree: its `.git` must be a plain file naming its admin folder; the folder.
+
+    A worker that replaced `.git` (a folder of its own, a symlink, another gitdir) would otherwise have the bot commit
+    into, and run the settings of, a repository of the worker's making.
+    """
+    common = await git_common_dir(worktree.repo)
+    admin = worktree_admin_dir(common, worktree.path)
+    dot_git = worktree.path / ".git"
+    if admin is None:
+        raise WorktreeLinkBroken(f"{worktree.path} is no longer a worktree of {worktree.repo}")
+    try:
+        text = dot_git.read_text(encoding="utf-8") if dot_git.is_file() and not dot_git.is_symlink() else ""
+    except OSError:
+        text = ""
+    target = text.strip().removeprefix("gitdir:").strip() if text.startswith("gitdir:") else ""
+    if not target or not _same_path(worktree.path / target, admin):
+        raise WorktreeLinkBroken(f"the .git file of {worktree.path} was replaced: it no longer points at {admin}")
+    return admin
+
+
+def _open_by_any_process(path: Path) -> bool | None:
+    """Whether some process has `path` open (Linux `/proc/*/fd`); None where that cannot be told."""
+    proc = Path("/proc")
+    if not (proc / "self" / "fd").is_dir():
+        return None
+    target = str(path)
+    for pid in proc.iterdir():
+        if not pid.name.isdigit():
+            continue
+        try:
+            fds = list((pid / "fd").iterdir())
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(fd) == target:
+                    return True
+            except OSError:
+                continue
+    return False
+
+
+def _clear_stale_locks(paths: list[Path], min_age_seconds: float) -> list[Path]:
+    removed = []
+    for lock in paths:
+        try:
+            age = time.time() - lock.lstat().st_mtime
+        except OSError:
+            continue
+        held = _open_by_any_process(lock)
+        if held or (held is None and age < min_age_seconds):
+            continue
+        with contextlib.suppress(FileNotFoundError):
+            lock.unlink()
+            removed.append(lock)
+    return removed
+
+
+async def clear_stale_index_locks(worktree: TaskWorktree) -> list[Path]:
+    """Remove the lock files a killed git left in the task's worktree metadata (and the main checkout's index lock).
+
+    A lock is stale when no process has it open (git keeps its lock file open until it commits or rolls it back);
+    where that cannot be told (no `/proc`), when it is older than a git call may take. Call it before the worker
+    starts: a resumed task otherwise fails at its first commit, after a whole worker run. The removed locks.
+    """
+    common = await git_common_dir(worktree.repo)
+    admin = worktree_admin_dir(common, worktree.path)
+    candidates = [common / "index.lock", common / "refs" / "heads" / f"{worktree.branch}.lock"]
+    if admin is not None:
+        candidates += [admin / "index.lock", admin / "HEAD.lock"]
+    async with repo_lock(worktree.repo):
+        removed = await asyncio.to_thread(_clear_stale_locks, candidates, GIT_TIMEOUT_SECONDS)
+    for lock in removed:
+        log.warning("removed the stale git lock %s (no process held it)", lock)
+    return removed
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -386,7 +551,7 @@ async def create_task_worktree(
         worktrees_dir = top.parent / f"{top.name}-agentlab-worktrees"
     worktrees_dir = Path(worktrees_dir)
 
-    async with _repo_lock(top):
+    async with _bot_writes(top):
         if branch and await _branch_exists(top, branch):
             base_branch = await _config_get(top, f"branch.{branch}.{_BASE_BRANCH_KEY}") or await current_branch(top)
             base_commit = await _config_get(top, f"branch.{branch}.{_BASE_COMMIT_KEY}") or (
@@ -433,24 +598,132 @@ async def _checkout_worktree(repo: Path, branch: str, target: Path) -> Path:
 # commits and diffs
 
 
-async def commit_all(
-    worktree: TaskWorktree, message: str, identity: GitIdentity | None = None
-) -> CommitResult | None:
-    """Stage every change in the worktree and commit it; None when nothing changed.
+@dataclass(frozen=True)
+class CommitLimits:
+    """What one task may commit: each file at most `max_file_bytes`, all changed files together `max_task_bytes`."""
 
-    Call it again after a correction round to commit the new changes as a further commit.
+    max_file_bytes: int = 5 * 1024 * 1024
+    max_task_bytes: int = 20 * 1024 * 1024
+    large_file_bytes: int = 1024 * 1024  # committed files from this size on are named in the summary
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """A file the bot did not commit because of a size limit (it stays in the worktree until the task ends)."""
+
+    path: str
+    size: int
+    reason: str  # e.g. "over the 5 MB per-file limit"
+
+
+async def commit_all(
+    worktree: TaskWorktree, message: str, identity: GitIdentity | None = None, limits: CommitLimits | None = None
+) -> CommitResult | None:
+    """Stage every change in the worktree within the size limits and commit it; None when nothing changed.
+
+    Files over the per-file limit, and those that would take the task past its total, are never staged (so their
+    content is never written into the owner's object store) and come back in `left_out`; when they were the only
+    change, the result has no commit (`committed` is False). Call it again after a correction round to commit the new
+    changes as a further commit.
     """
-    await _git("add", "-A", "--", ".", *NEVER_COMMIT, cwd=worktree.path)
-    if await _succeeds("diff", "--cached", "--quiet", cwd=worktree.path):
-        return None
-    await _git("commit", "-q", "--no-verify", "-m", message, cwd=worktree.path, identity=identity)
-    sha = await _rev_parse(worktree.path, "HEAD")
+    limits = limits or CommitLimits()
+    async with _bot_writes(worktree.repo):
+        await check_worktree_link(worktree)
+        left_out = await _over_limits(worktree, limits)
+        skipped = [f":(exclude,literal){item.path}" for item in left_out]
+        await _git("add", "-A", "--", ".", *NEVER_COMMIT, *skipped, cwd=worktree.path)
+        if left_out:  # anything the worker staged itself is taken out of the index again
+            await _run_git("reset", "-q", "HEAD", "--", *(f":(literal){i.path}" for i in left_out), cwd=worktree.path)
+        if await _succeeds("diff", "--cached", "--quiet", cwd=worktree.path):
+            return CommitResult("", "", message, left_out=left_out) if left_out else None
+        await _git("commit", "-q", "--no-verify", "-m", message, cwd=worktree.path, identity=identity)
+        sha = await _rev_parse(worktree.path, "HEAD")
     short_sha = (await _git("rev-parse", "--short", sha, cwd=worktree.path)).strip()
     files = _split_nul(
         await _git("diff", "--name-only", "--no-renames", "-z", f"{worktree.base_commit}..{sha}", cwd=worktree.path)
     )
     diffstat = (await _git("diff", "--stat", f"{worktree.base_commit}..{sha}", cwd=worktree.path)).rstrip()
-    return CommitResult(sha=sha, short_sha=short_sha, message=message, files=sorted(files), diffstat=diffstat)
+    large, binary = await _large_and_binary(worktree, sha, limits)
+    return CommitResult(sha=sha, short_sha=short_sha, message=message, files=sorted(files), diffstat=diffstat,
+                        left_out=left_out, large=large, binary=binary)
+
+
+def _file_size(path: Path) -> int:
+    try:
+        info = path.lstat()
+    except OSError:
+        return 0
+    return info.st_size if not path.is_symlink() else 0
+
+
+async def _over_limits(worktree: TaskWorktree, limits: CommitLimits) -> list[LeftOut]:
+    """The pending files (changed or new, not deleted) that the size limits keep out of the next commit.
+
+    The task's total counts what the branch already changed vs its base plus what is pending; the smallest pending
+    files are admitted first, so one huge file does not crowd out the real work.
+    """
+    status = await _git("status", "--porcelain", "-z", "--untracked-files=all", "--no-renames", "--", ".",
+                        *NEVER_COMMIT, cwd=worktree.path)
+    pending = {path for path, code in _status_entries(status) if "D" not in code}
+    committed = set(_split_nul(await _git("diff", "--name-only", "--no-renames", "-z",
+                                          f"{worktree.base_commit}..HEAD", cwd=worktree.path)))
+    used = sum(_file_size(worktree.path / p) for p in committed - pending)
+    left_out: list[LeftOut] = []
+    for size, path in sorted((_file_size(worktree.path / p), p) for p in pending):
+        if size > limits.max_file_bytes:
+            left_out.append(LeftOut(path, size, f"over the {human_size(limits.max_file_bytes)} per-file limit"))
+        elif used + size > limits.max_task_bytes:
+            left_out.append(LeftOut(path, size, f"over the {human_size(limits.max_task_bytes)} per-task limit"))
+        else:
+            used += size
+    return sorted(left_out, key=lambda item: item.path)
+
+
+def _status_entries(text: str) -> list[tuple[str, str]]:
+    """(path, two-letter code) from `git status --porcelain -z --no-renames`."""
+    return [(item[3:], item[:2]) for item in text.split("\0") if len(item) > 3]
+
+
+async def _large_and_binary(worktree: TaskWorktree, sha: str, limits: CommitLimits) -> tuple[list[tuple[str, int]], list[str]]:
+    """Files added or changed on the branch that are large (with their size) or binary, for the summary."""
+    numstat = _split_nul(await _git("diff", "--numstat", "-z", "--no-renames", f"{worktree.base_commit}..{sha}",
+                                    cwd=worktree.path))
+    binary = [item.split("\t", 2)[2] for item in numstat if item.startswith("-\t-\t")]
+    raw = await _git("diff", "--raw", "-z", "--no-renames", "--diff-filter=AM", f"{worktree.base_commit}..{sha}",
+                     cwd=worktree.path)
+    fields = _split_nul(raw)
+    blobs = {fields[i + 1]: fields[i].split()[3] for i in range(0, len(fields) - 1, 2)}
+    sizes = await _blob_sizes(worktree.path, list(blobs.values()))
+    large = sorted((path, sizes.get(blob, 0)) for path, blob in blobs.items()
+                   if sizes.get(blob, 0) >= limits.large_file_bytes)
+    return large, sorted(binary)
+
+
+async def _blob_sizes(cwd: Path, blobs: list[str]) -> dict[str, int]:
+    if not blobs:
+        return {}
+    env = _git_env(None)
+    proc = await asyncio.create_subprocess_exec(
+        "git", *_GIT_OPTIONS, "cat-file", "--batch-check=%(objectname) %(objectsize)", cwd=str(cwd), env=env,
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)
+    out, _ = await asyncio.wait_for(proc.communicate("\n".join(blobs).encode() + b"\n"), GIT_TIMEOUT_SECONDS)
+    sizes: dict[str, int] = {}
+    for line in out.decode().splitlines():
+        name, _, size = line.partition(" ")
+        if size.isdigit():
+            sizes[name] = int(size)
+    return sizes
+
+
+def human_size(size: int) -> str:
+    """`5 MB`, `812 KB`, `37 B` (binary units)."""
+    if size < 1024:
+        return f"{size} B"
+    for unit, scale in (("GB", 1024 ** 3), ("MB", 1024 ** 2), ("KB", 1024)):
+        if size >= scale:
+            value = size / scale
+            return f"{value:.0f} {unit}" if value >= 10 or value == int(value) else f"{value:.1f} {unit}"
+    return f"{size} B"
 
 
 def _worktree_present(worktree: TaskWorktree) -> bool:
@@ -508,7 +781,7 @@ async def merge_task_branch(worktree: TaskWorktree, identity: GitIdentity | None
     reported; nothing is ever forced.
     """
     repo, branch, base = worktree.repo, worktree.branch, worktree.base_branch
-    async with _repo_lock(repo):
+    async with _bot_writes(repo):
         if not await _branch_exists(repo, branch):
             return MergeResult(False, f"branch {branch} no longer exists: nothing to merge")
         if not await _branch_exists(repo, base):
@@ -578,13 +851,13 @@ async def remove_worktree_keep_branch(worktree: TaskWorktree) -> None:
 
     Uncommitted changes in the worktree are lost: call `commit_all` first.
     """
-    async with _repo_lock(worktree.repo):
+    async with _bot_writes(worktree.repo):
         await _remove_worktree(worktree)
 
 
 async def discard_task_worktree(worktree: TaskWorktree) -> None:
     """Remove the task's worktree and delete its branch (its commits become unreachable)."""
-    async with _repo_lock(worktree.repo):
+    async with _bot_writes(worktree.repo):
         await _remove_worktree(worktree)
         if await _branch_exists(worktree.repo, worktree.branch):
             await _git("branch", "-D", worktree.branch, cwd=worktree.repo)
