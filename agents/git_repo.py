@@ -22,7 +22,7 @@ import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import BinaryIO, Protocol
 
 from agents.shell import child_env
 
@@ -207,6 +207,15 @@ async def _driver_options(cwd: Path, env: Mapping[str, str]) -> list[str]:
     return options
 
 
+async def _prepared(args: tuple[str, ...], cwd: Path, identity: GitIdentity | None,
+                    extra_env: Mapping[str, str] | None) -> tuple[list[str], dict[str, str]]:
+    env = _git_env(identity, extra_env)
+    argv = [*_GIT_OPTIONS, *await _driver_options(Path(cwd), env), *args]
+    if args and args[0] in _DIFF_COMMANDS:
+        argv[len(argv) - len(args) + 1:len(argv) - len(args) + 1] = _NO_EXTERNAL_DIFF
+    return argv, env
+
+
 async def run_git(
     *args: str,
     cwd: Path,
@@ -218,11 +227,51 @@ async def run_git(
 
     The one git runner of the product: repo_map and doctor use it too.
     """
-    env = _git_env(identity, extra_env)
-    argv = [*_GIT_OPTIONS, *await _driver_options(Path(cwd), env), *args]
-    if args and args[0] in _DIFF_COMMANDS:
-        argv[len(argv) - len(args) + 1:len(argv) - len(args) + 1] = _NO_EXTERNAL_DIFF
+    argv, env = await _prepared(args, Path(cwd), identity, extra_env)
     return await _exec_git(argv, Path(cwd), env, timeout)
+
+
+async def stream_git(
+    *args: str,
+    cwd: Path,
+    out: BinaryIO,
+    limit: int,
+    timeout: float = GIT_TIMEOUT_SECONDS,
+    extra_env: Mapping[str, str] | None = None,
+) -> tuple[int, bool]:
+    """Copy the stdout of `git <args>` (hardened like run_git) into `out` in chunks, at most `limit` bytes.
+
+    Returns (bytes written, cut short); git is stopped as soon as the limit is reached, so nothing bigger than one
+    chunk is ever held in memory.
+    """
+    argv, env = await _prepared(args, Path(cwd), None, extra_env)
+    proc = await asyncio.create_subprocess_exec(
+        "git", *argv, cwd=str(cwd), env=env, stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)
+    assert proc.stdout is not None
+    written, cut = 0, False
+
+    async def copy() -> None:
+        nonlocal written, cut
+        while chunk := await proc.stdout.read(65_536):
+            room = limit - written
+            if len(chunk) > room:
+                chunk, cut = chunk[:room], True
+            out.write(chunk)
+            written += len(chunk)
+            if cut:
+                return
+
+    try:
+        await asyncio.wait_for(copy(), timeout)
+    except asyncio.TimeoutError:
+        cut = True
+    finally:
+        if proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+        await proc.wait()
+    return written, cut
 
 
 _run_git = run_git
@@ -700,19 +749,31 @@ async def _large_and_binary(worktree: TaskWorktree, sha: str, limits: CommitLimi
 
 
 async def _blob_sizes(cwd: Path, blobs: list[str]) -> dict[str, int]:
-    if not blobs:
+    return {name: size for name, (_, size) in (await _object_sizes(cwd, blobs)).items()}
+
+
+async def _object_sizes(cwd: Path, names: list[str],
+                        fmt: str = "%(objectname) %(objecttype) %(objectsize)") -> dict[str, tuple[str, int]]:
+    """name → (type, size) through one `git cat-file --batch-check` (missing objects are left out)."""
+    if not names:
         return {}
     env = _git_env(None)
     proc = await asyncio.create_subprocess_exec(
-        "git", *_GIT_OPTIONS, "cat-file", "--batch-check=%(objectname) %(objectsize)", cwd=str(cwd), env=env,
+        "git", *_GIT_OPTIONS, "cat-file", f"--batch-check={fmt}", cwd=str(cwd), env=env,
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)
-    out, _ = await asyncio.wait_for(proc.communicate("\n".join(blobs).encode() + b"\n"), GIT_TIMEOUT_SECONDS)
-    sizes: dict[str, int] = {}
+    try:
+        out, _ = await asyncio.wait_for(proc.communicate("\n".join(names).encode() + b"\n"), GIT_TIMEOUT_SECONDS)
+    except (asyncio.TimeoutError, asyncio.CancelledError):
+        if proc.returncode is None:
+            proc.kill()
+        await proc.wait()
+        raise
+    found: dict[str, tuple[str, int]] = {}
     for line in out.decode().splitlines():
-        name, _, size = line.partition(" ")
-        if size.isdigit():
-            sizes[name] = int(size)
-    return sizes
+        parts = line.split()
+        if len(parts) == 3 and parts[2].isdigit():
+            found[parts[0]] = (parts[1], int(parts[2]))
+    return found
 
 
 def human_size(size: int) -> str:
@@ -726,7 +787,7 @@ def human_size(size: int) -> str:
     return f"{size} B"
 
 
-def _worktree_present(worktree: TaskWorktree) -> bool:
+def worktree_present(worktree: TaskWorktree) -> bool:
     return worktree.path.is_dir() and (worktree.path / ".git").exists()
 
 
@@ -735,38 +796,25 @@ async def changed_files(worktree: TaskWorktree) -> list[str]:
 
     After the worktree is removed, the paths changed on the branch.
     """
-    if not _worktree_present(worktree):
+    if not worktree_present(worktree):
         text = await _git(
             "diff", "--name-only", "--no-renames", "-z", f"{worktree.base_commit}..{worktree.branch}", cwd=worktree.repo
         )
         return sorted(_split_nul(text))
+    await check_worktree_link(worktree)
     tracked = await _git("diff", "--name-only", "--no-renames", "-z", worktree.base_commit, cwd=worktree.path)
     untracked = await _git("ls-files", "--others", "--exclude-standard", "-z", cwd=worktree.path)
     return sorted(set(_split_nul(tracked)) | set(_split_nul(untracked)))
 
 
 async def diff(worktree: TaskWorktree) -> str:
-    """The branch's full diff vs its base commit, followed by any uncommitted changes (untracked files included).
+    """The task's diff as text, capped (see git_diff.write_diff)."""
+    from agents import git_diff  # git_diff builds on this module
 
-    After the worktree is removed, the diff of the branch.
-    """
-    if not _worktree_present(worktree):
-        return await _git("diff", f"{worktree.base_commit}..{worktree.branch}", cwd=worktree.repo)
-    committed = await _git("diff", f"{worktree.base_commit}..HEAD", cwd=worktree.path)
-    uncommitted = await _uncommitted_diff(worktree.path)
-    if not uncommitted.strip():
-        return committed
-    header = "# uncommitted changes (not in a commit yet)\n"
-    return f"{committed}{header}{uncommitted}" if committed else f"{header}{uncommitted}"
-
-
-async def _uncommitted_diff(path: Path) -> str:
-    """HEAD vs the working tree including untracked files, built in a throwaway index (the real one is untouched)."""
-    with tempfile.TemporaryDirectory(prefix="agentlab-index-") as tmp:
-        env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
-        await _git("read-tree", "HEAD", cwd=path, extra_env=env)
-        await _git("add", "-A", cwd=path, extra_env=env)
-        return await _git("diff", "--cached", "HEAD", cwd=path, extra_env=env)
+    with tempfile.TemporaryFile() as out:
+        await git_diff.write_diff(worktree, out)
+        out.seek(0)
+        return out.read().decode("utf-8", errors="replace")
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -855,12 +903,43 @@ async def remove_worktree_keep_branch(worktree: TaskWorktree) -> None:
         await _remove_worktree(worktree)
 
 
-async def discard_task_worktree(worktree: TaskWorktree) -> None:
-    """Remove the task's worktree and delete its branch (its commits become unreachable)."""
+DISCARD_PRUNE_MIN_BYTES = 64 * 1024
+
+
+async def discard_task_worktree(worktree: TaskWorktree) -> int:
+    """Remove the task's worktree, delete its branch, and delete the large objects only that branch used.
+
+    Objects of 64 KiB or more reachable from the discarded branch and from nothing else (no ref, reflog or index of
+    any worktree) are deleted at once when they are loose (the bot's commits write loose objects); smaller ones are
+    left to git's own gc. No `git gc --prune=now`: that would also prune objects the owner's own git processes are
+    writing at that moment. Returns the number of bytes freed.
+    """
     async with _bot_writes(worktree.repo):
         await _remove_worktree(worktree)
-        if await _branch_exists(worktree.repo, worktree.branch):
-            await _git("branch", "-D", worktree.branch, cwd=worktree.repo)
+        if not await _branch_exists(worktree.repo, worktree.branch):
+            return 0
+        tip = await _rev_parse(worktree.repo, f"refs/heads/{worktree.branch}")
+        await _git("branch", "-D", worktree.branch, cwd=worktree.repo)
+        return await _delete_unreachable_large_objects(worktree.repo, tip)
+
+
+async def _delete_unreachable_large_objects(repo: Path, tip: str) -> int:
+    listed = await _git("rev-list", "--objects", "--no-object-names", tip, "--not", "--all", "--reflog",
+                        "--indexed-objects", cwd=repo)
+    objects = [line.strip() for line in listed.splitlines() if line.strip()]
+    if not objects:
+        return 0
+    sizes = await _object_sizes(repo, objects, "%(objectname) %(objecttype) %(objectsize)")
+    common = await git_common_dir(repo)
+    freed = 0
+    for name, (kind, size) in sizes.items():
+        if kind != "blob" or size < DISCARD_PRUNE_MIN_BYTES:
+            continue
+        loose = common / "objects" / name[:2] / name[2:]
+        with contextlib.suppress(FileNotFoundError):
+            loose.unlink()
+            freed += size
+    return freed
 
 
 async def _remove_worktree(worktree: TaskWorktree) -> None:
