@@ -738,7 +738,7 @@ async def _large_and_binary(worktree: TaskWorktree, sha: str, limits: CommitLimi
     numstat = _split_nul(await _git("diff", "--numstat", "-z", "--no-renames", f"{worktree.base_commit}..{sha}",
                                     cwd=worktree.path))
     binary = [item.split("\t", 2)[2] for item in numstat if item.startswith("-\t-\t")]
-    raw = await _git("diff", "--raw", "-z", "--no-renames", "--diff-filter=AM", f"{worktree.base_commit}..{sha}",
+    raw = await _git("diff", "--raw", "-z", "--no-abbrev", "--no-renames", "--diff-filter=AM", f"{worktree.base_commit}..{sha}",
                      cwd=worktree.path)
     fields = _split_nul(raw)
     blobs = {fields[i + 1]: fields[i].split()[3] for i in range(0, len(fields) - 1, 2)}
