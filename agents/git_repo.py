@@ -733,13 +733,14 @@ def _status_entries(text: str) -> list[tuple[str, str]]:
     return [(item[3:], item[:2]) for item in text.split("\0") if len(item) > 3]
 
 
-async def _large_and_binary(worktree: TaskWorktree, sha: str, limits: CommitLimits) -> tuple[list[tuple[str, int]], list[str]]:
+async def _large_and_binary(
+    worktree: TaskWorktree, sha: str, limits: CommitLimits
+) -> tuple[list[tuple[str, int]], list[str]]:
     """Files added or changed on the branch that are large (with their size) or binary, for the summary."""
-    numstat = _split_nul(await _git("diff", "--numstat", "-z", "--no-renames", f"{worktree.base_commit}..{sha}",
-                                    cwd=worktree.path))
+    span = f"{worktree.base_commit}..{sha}"
+    numstat = _split_nul(await _git("diff", "--numstat", "-z", "--no-renames", span, cwd=worktree.path))
     binary = [item.split("\t", 2)[2] for item in numstat if item.startswith("-\t-\t")]
-    raw = await _git("diff", "--raw", "-z", "--no-abbrev", "--no-renames", "--diff-filter=AM", f"{worktree.base_commit}..{sha}",
-                     cwd=worktree.path)
+    raw = await _git("diff", "--raw", "-z", "--no-abbrev", "--no-renames", "--diff-filter=AM", span, cwd=worktree.path)
     fields = _split_nul(raw)
     blobs = {fields[i + 1]: fields[i].split()[3] for i in range(0, len(fields) - 1, 2)}
     sizes = await _blob_sizes(worktree.path, list(blobs.values()))
