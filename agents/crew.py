@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import re
+import tempfile
 from contextvars import ContextVar
 from datetime import datetime
 from pathlib import Path
 
-from agents import crew_texts, git_repo
+from agents import crew_texts, git_diff, git_repo
 from agents.new_workspace import create_workspace
 from agents.models import Proposal, ProposalStatus, Task, TaskEvent, TaskStatus, WorkerKind, utcnow
 from agents.notify import Notifier
@@ -287,9 +288,15 @@ class Crew:
         result = await git_repo.merge_task_branch(tree, git_identity(self.settings))
         return result.message
 
-    async def diff(self, chat_id: int, task_id: int) -> bytes:
+    async def diff(self, chat_id: int, task_id: int) -> tuple[bytes, str]:
+        """The task's capped diff (git_diff) and a caption saying what it leaves out."""
         _, tree = await self._branch_task(chat_id, task_id)
-        return (await git_repo.diff(tree)).encode("utf-8")
+        with tempfile.TemporaryFile() as out:  # git streams into the file; only the capped result is read back
+            report = await git_diff.write_diff(tree, out)
+            out.seek(0)
+            data = out.read()
+        note = report.note()
+        return data, f"Diff of task #{task_id}" + (f" ({note})" if note else "")
 
     async def discard(self, chat_id: int, task_id: int) -> str:
         """Throw a task's work away: stop it if it is still active or interrupted, then delete its branch."""
@@ -302,8 +309,9 @@ class Crew:
         if not task.branch or not task.base_commit:
             return f"Task #{task_id} was discarded; it had no branch."
         _, tree = await self._branch_task(chat_id, task_id)
-        await git_repo.discard_task_worktree(tree)
-        return f"Task #{task_id} was discarded; its branch `{tree.branch}` was deleted."
+        freed = await git_repo.discard_task_worktree(tree)
+        cleaned = f" ({git_repo.human_size(freed)} of its files removed from `.git`)" if freed else ""
+        return f"Task #{task_id} was discarded; its branch `{tree.branch}` was deleted{cleaned}."
 
     async def resume(self, chat_id: int, task_id: int) -> str:
         task = await self.store.get_task(task_id)

@@ -16,7 +16,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from agents.workspaces import PathOutsideWorkspace, ToolError, Workspace, WorkspaceNotFound, confine, is_secret_file
+from agents.workspaces import (
+    PathOutsideWorkspace,
+    ToolError,
+    Workspace,
+    WorkspaceNotFound,
+    confine,
+    is_git_metadata,
+    is_secret_file,
+    mask_url_credentials,
+)
 
 __all__ = [
     "SKIP_DIRS",
@@ -110,6 +119,20 @@ def _refuse_binary(head: bytes, path: str, size: int) -> None:
 
 def _read_sync(base: Path, path: str, start_line: int | None, end_line: int | None, max_bytes: int) -> str:
     target = _existing_file(base, path)
+    text = _read_text(target, path, start_line, end_line, max_bytes)
+    # git metadata (`.git/config`) may hold a remote URL with a token in it
+    return mask_url_credentials(text) if is_git_metadata(path) or is_git_metadata(_rel(base, target)) else text
+
+
+def _refuse_git_metadata(base: Path, path: str, target: Path) -> None:
+    """Git metadata is the bot's: a worker writing into `.git` (hooks, config) or replacing a worktree's `.git` file
+    could make the bot's own git calls run its programs or commit into a repository of its making."""
+    if is_git_metadata(path) or is_git_metadata(_rel(base, target)):
+        raise ToolError(f"{path!r} is git metadata (.git); agents may not write or edit it. The bot commits your "
+                        "changes itself when the task ends")
+
+
+def _read_text(target: Path, path: str, start_line: int | None, end_line: int | None, max_bytes: int) -> str:
     size = target.stat().st_size
     if start_line is not None and start_line < 1:
         raise ToolError(f"start_line must be 1 or more (lines are numbered from 1), got {start_line}")
@@ -268,6 +291,7 @@ def _atomic_write(target: Path, data: bytes) -> None:
 
 def _write_sync(base: Path, path: str, content: str) -> str:
     target = confine(base, path)
+    _refuse_git_metadata(base, path, target)
     if target == base or target.is_dir():
         raise ToolError(f"{path!r} is a directory; give a file path to write")
     existed = target.exists()
@@ -323,6 +347,7 @@ def _edit_sync(base: Path, path: str, old: str, new: str) -> str:
     if old == new:
         raise ToolError("old and new are identical; nothing would change")
     target = _existing_file(base, path)
+    _refuse_git_metadata(base, path, target)
     raw = target.read_bytes()
     _refuse_binary(raw[:BINARY_SNIFF_BYTES], path, len(raw))
     text = _decode(raw, path)
@@ -551,7 +576,7 @@ def _grep_sync(
             if len(results) >= max_matches:
                 more = True
                 break
-            results.append(f"{rel}:{lineno}: {_snippet(line, match)}")
+            results.append(mask_url_credentials(f"{rel}:{lineno}: {_snippet(line, match)}"))
         if more:
             break
     if not results:

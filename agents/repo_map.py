@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agents import git_repo
 from agents.file_tools import SKIP_DIRS
 from agents.store import Store
 from agents.toolbox import Tool, prop
@@ -589,27 +590,10 @@ def _identifiers(text: str) -> list[str]:
 async def _git(root: Path, *args: str) -> str | None:
     """stdout of a read-only git command in `root`, or None (not a repository, git missing, error, timeout)."""
     try:
-        process = await asyncio.create_subprocess_exec(
-            "git", "-C", str(root), *args,
-            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
-        )
-    except OSError:
+        result = await git_repo.run_git(*args, cwd=root, timeout=GIT_TIMEOUT_S)
+    except git_repo.GitError:
         return None
-    try:
-        out, _ = await asyncio.wait_for(process.communicate(), GIT_TIMEOUT_S)
-    except asyncio.TimeoutError:
-        await _kill(process)
-        return None
-    except asyncio.CancelledError:
-        await _kill(process)
-        raise
-    return out.decode("utf-8", errors="replace") if process.returncode == 0 else None
-
-
-async def _kill(process: asyncio.subprocess.Process) -> None:
-    if process.returncode is None:
-        process.kill()
-        await process.wait()
+    return result.stdout if result.exit_code == 0 else None
 
 
 async def git_head(root: Path) -> str | None:

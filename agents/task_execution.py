@@ -17,6 +17,7 @@ from agents.llm import explain_api_error, usage_record
 from agents.models import Criterion, Proposal, ProposalStatus, Task, TaskEvent, TaskStatus, WorkerKind, utcnow
 from agents.notify import Button, Notifier
 from agents.orphans import instance_token, task_tag
+from agents.repo_guard import RepositoryGuard
 from agents.repo_map import RepoMap, repo_map_tools
 from agents.screenshot import find_chromium, screenshot_tool_result
 from agents.settings import Settings
@@ -60,6 +61,22 @@ def trim(text: str, limit: int) -> str:
 def tail(text: str, limit: int) -> str:
     text = text.strip()
     return text if len(text) <= limit else "…" + text[-(limit - 1):]
+
+
+def size_lines(last: git_repo.CommitResult | None, left_out: list[git_repo.LeftOut]) -> list[str]:
+    """Summary lines naming files left out by the size limits, and large or binary files that were committed."""
+    size = git_repo.human_size
+    lines = []
+    if left_out:
+        lines.append("⚠ **Not committed** (size limits): " + ", ".join(
+            f"`{item.path}` ({size(item.size)}, {item.reason})" for item in left_out[:10])
+            + (f" and {len(left_out) - 10} more" if len(left_out) > 10 else ""))
+    if last and last.large:
+        lines.append("**Large files committed:** " + ", ".join(f"`{p}` ({size(n)})" for p, n in last.large[:10]))
+    if last and last.binary:
+        lines.append("**Binary files committed:** " + ", ".join(f"`{p}`" for p in last.binary[:10])
+                     + (" …" if len(last.binary) > 10 else ""))
+    return lines
 
 
 def cancel_button(task_id: int) -> list[list[Button]]:
@@ -152,7 +169,9 @@ class TaskExecutor:
         self.repo_map = repo_map
         self.workspaces, self.notifier = workspaces, notifier
         self.identity = git_repo.GitIdentity(settings.git_author_name, settings.git_author_email)  # noqa
-        self.worktrees_dir = settings.database_path.parent.resolve() / "worktrees"
+        self.worktrees_dir = settings.worktrees_dir
+        self.commit_limits = git_repo.CommitLimits(settings.max_commit_file_bytes, settings.max_commit_task_bytes)
+        self.guards: dict[int, RepositoryGuard] = {}  # task id → the guard of the owner's repository while it runs
         self.chromium = find_chromium(settings.chromium_path)
         self.inboxes = Inboxes()  # notes for running workers (agents/steering.py)
         self.attachments = Attachments.from_settings(settings)
@@ -204,8 +223,23 @@ class TaskExecutor:
                       # a non-streaming answer arrives whole: allow ~30 output tokens a second at the least
                       request_timeout=max(self.settings.anthropic_timeout_seconds,
                                           self.settings.worker_max_output_tokens / 30),
-                      on_step=progress.update, on_usage=on_usage, inbox=self.inboxes.reader(task.id),
-                      context_window=self.settings.worker_context_tokens)
+                      on_step=lambda step: self.on_step(task, progress, step), on_usage=on_usage,
+                      inbox=self.inboxes.reader(task.id), context_window=self.settings.worker_context_tokens)
+
+    async def on_step(self, task: Task, progress: Progress, step: str) -> None:
+        """Before each worker step: progress, and the owner's repository checked (what the last step moved undone)."""
+        await progress.update(step)
+        await self.check_repository(task)
+
+    async def check_repository(self, task: Task) -> list[str]:
+        """Undo what the worker moved in the owner's repository; every warning so far (new ones become task events)."""
+        guard = self.guards.get(task.id)
+        if guard is None:
+            return []
+        await guard.check()
+        for warning in guard.unreported():
+            await self.store.add_event(TaskEvent(task_id=task.id, kind="guard", detail=warning[:300]))
+        return list(guard.warnings)
 
     async def execute(self, task: Task) -> None:
         progress = Progress(self.notifier, self.store, task)
@@ -317,6 +351,8 @@ class TaskExecutor:
         await self.store.update_task(task.id, branch=tree.branch, base_branch=tree.base_branch,
                                      base_commit=tree.base_commit, worktree=str(tree.path))
         share_virtualenv(workspace.path, tree.path)
+        await git_repo.clear_stale_index_locks(tree)  # a SIGKILL during the bot's own `git add` leaves one behind
+        self.guards[task.id] = await RepositoryGuard.start(tree)
         try:
             await self._work_on(task, progress, workspace, tree)
         except BaseException as err:
@@ -324,9 +360,20 @@ class TaskExecutor:
                 # cancelled or failed: keep the branch (and its commits), drop the checkout
                 with contextlib.suppress(Exception):
                     await git_repo.commit_all(tree, f"{task.title} (partial, task ended early)\n\nagentlab task #{task.id}",
-                                              self.identity)
+                                              self.identity, self.commit_limits)
+                    self.end_guard(task)
                     await git_repo.remove_worktree_keep_branch(tree)
             raise
+        finally:
+            self.end_guard(task)
+
+    def end_guard(self, task: Task) -> list[str]:
+        """Stop guarding the task's repository (before its worktree goes); every warning the guard gave."""
+        guard = self.guards.pop(task.id, None)
+        if guard is None:
+            return []
+        guard.close()
+        return guard.warnings
 
     async def _work_on(self, task: Task, progress: Progress, workspace: Workspace, tree: git_repo.TaskWorktree) -> None:
         worker = self.make_worker(task, tree.path, progress)
@@ -341,7 +388,8 @@ class TaskExecutor:
             first += (f"\n\n(This task was interrupted and is being resumed on the same branch. Notes from before: "
                       f"{task.result}. Check the current state of the files before continuing.)")
         result = await worker.run(first, attachments=blocks)
-        commit = await git_repo.commit_all(tree, f"{task.title}\n\nagentlab task #{task.id}", self.identity)
+        commit = await git_repo.commit_all(tree, f"{task.title}\n\nagentlab task #{task.id}", self.identity,
+                                           self.commit_limits)
         commits = [commit] if commit else []
         outcome: TestOutcome | None = None
         corrections = 0
@@ -357,14 +405,17 @@ class TaskExecutor:
                 attempt=corrections, limit=self.settings.max_corrections, command=outcome.command,
                 output=tail(outcome.output, 6000)))
             commit = await git_repo.commit_all(tree, f"{task.title} (correction {corrections})\n\nagentlab task #{task.id}",
-                                               self.identity)
+                                               self.identity, self.commit_limits)
             if commit:
                 commits.append(commit)
         await self._finish(task, progress, tree, result, outcome, corrections, commits)
 
     async def _finish(self, task: Task, progress: Progress, tree: git_repo.TaskWorktree, result: WorkerResult,
                       outcome: TestOutcome | None, corrections: int, commits: list[git_repo.CommitResult]) -> None:
+        left_out = commits[-1].left_out if commits else []  # the last commit's word on what is still left out
+        commits = [commit for commit in commits if commit.committed]
         last = commits[-1] if commits else None
+        guard_warnings = await self.check_repository(task)  # the tests ran the worker's code too
         criteria = await self.store.criteria(task.id)
         unverified = [c for c in criteria if not c.verified]
         if not result.finished:
@@ -401,10 +452,16 @@ class TaskExecutor:
                       f"**Commit:** `{last.short_sha}` on branch `{tree.branch}` (base `{tree.base_branch}`)"]
         else:
             lines.append("**Files:** nothing changed, no commit")
+        lines += size_lines(last, left_out)
+        if guard_warnings:
+            lines.append("⚠ **The worker changed the owner's repository; the bot undid it:**")
+            lines += [f"• {w}" for w in guard_warnings[:10]] + ([f"• … and {len(guard_warnings) - 10} more (see /log)"]
+                                                               if len(guard_warnings) > 10 else [])
         summary = "\n".join(lines)
         error = None if status is TaskStatus.COMPLETED else headline
         await self.set_status(task, status, result=trim(result.report, 4000) or None, error=error,
                               commit_sha=last.sha if last else None)
+        self.end_guard(task)
         await git_repo.remove_worktree_keep_branch(tree)
         await progress.close(headline)
         await self._show(task, summary, buttons=branch_buttons(task.id) if last else None,
