@@ -43,32 +43,36 @@ class Deliveries:
         self._sending: set[int] = set()  # outbox ids being sent right now (never twice at once)
 
     async def deliver(self, chat_id: int, markdown: str, *, buttons: Buttons | None = None, reply_to: int | None = None,
-                      kind: str = "notice", task_id: int | None = None) -> bool:
-        """Store, then send with retries; False when it stays in the outbox for later. Never raises on a send error."""
+                      kind: str = "notice", task_id: int | None = None) -> int | None:
+        """Store, then send with retries; the id of the message sent, None when it stays in the outbox for later.
+
+        Never raises on a send error.
+        """
         entry = await self.store.add_delivery(Delivery(chat_id=chat_id, kind=kind, task_id=task_id, text=markdown,
                                                        buttons=encode_buttons(buttons), reply_to=reply_to))
         return await self._send(entry, self.retry_delays)
 
-    async def _send(self, entry: Delivery, delays: tuple[float, ...]) -> bool:
+    async def _send(self, entry: Delivery, delays: tuple[float, ...]) -> int | None:
+        """The message id when Telegram took it (0 if it gave none), else None."""
         if entry.id in self._sending:
-            return False
+            return None
         self._sending.add(entry.id)
         try:
             for attempt, delay in enumerate((*delays, None)):
                 try:
-                    await self.notifier.send(entry.chat_id, entry.text, buttons=decode_buttons(entry.buttons),
-                                             reply_to=entry.reply_to)
+                    sent = await self.notifier.send(entry.chat_id, entry.text, buttons=decode_buttons(entry.buttons),
+                                                    reply_to=entry.reply_to)
                 except Exception as err:  # Telegram-agnostic: a 5xx, a timeout, a network error …
                     await self.store.delivery_failed(entry.id, f"{type(err).__name__}: {err}")
                     log.warning("chat %s: %s #%s not delivered (try %d): %s", entry.chat_id, entry.kind, entry.id,
                                 attempt + 1, err)
                     if delay is None:
-                        return False
+                        return None
                     await asyncio.sleep(delay)
                 else:
                     await self.store.delivery_done(entry.id)
-                    return True
-            return False
+                    return sent or 0
+            return None
         finally:
             self._sending.discard(entry.id)
 
@@ -78,7 +82,7 @@ class Deliveries:
         for entry in await self.store.undelivered(MAX_ATTEMPTS):
             if entry.chat_id in stuck:
                 continue  # keep each chat's order: its later messages wait for the stuck one
-            if await self._send(entry, ()):
+            if await self._send(entry, ()) is not None:
                 delivered += 1
             else:
                 stuck.add(entry.chat_id)  # this chat (or Telegram) is still unwell: next pass

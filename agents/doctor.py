@@ -21,6 +21,7 @@ from typing import Callable, TextIO
 import anthropic
 import httpx2
 
+from agents import git_repo
 from agents.ripgrep import ripgrep_path
 from agents.screenshot import find_chromium
 from agents.settings import Settings, SettingsError, load_settings
@@ -172,23 +173,14 @@ def _api_message(err: anthropic.APIStatusError) -> str:
 
 
 async def _git(*args: str, cwd: Path | None = None) -> tuple[int, str]:
-    """(exit code, stdout or stderr) of `git <args>`, time-boxed; (127, reason) when git cannot run."""
+    """(exit code, stdout or stderr) of `git <args>` through the bot's one hardened git runner; (127, reason) when git
+    cannot run, (124, …) on a timeout."""
     try:
-        proc = await asyncio.create_subprocess_exec(
-            "git", *args, cwd=str(cwd) if cwd else None, stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            env={**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"},
-        )
-    except OSError as err:
-        return 127, str(err)
-    try:
-        stdout, stderr = await asyncio.wait_for(proc.communicate(), GIT_TIMEOUT_SECONDS)
-    except asyncio.TimeoutError:
-        proc.kill()
-        await proc.wait()
-        return 124, f"git {args[0]} timed out"
-    text = (stdout if proc.returncode == 0 else stderr).decode("utf-8", errors="replace").strip()
-    return proc.returncode or 0, text
+        result = await git_repo.run_git(*args, cwd=cwd or Path.cwd(), timeout=GIT_TIMEOUT_SECONDS)
+    except git_repo.GitError as err:
+        return (124 if "timed out" in str(err) else 127), str(err)
+    text = result.stdout if result.exit_code == 0 else result.stderr
+    return result.exit_code, text.strip()
 
 
 async def _repository_root(path: Path) -> Path | None:

@@ -17,7 +17,16 @@ from pathlib import Path
 from typing import BinaryIO
 
 from agents import ripgrep
-from agents.workspaces import PathOutsideWorkspace, ToolError, Workspace, WorkspaceNotFound, confine, is_secret_file
+from agents.workspaces import (
+    PathOutsideWorkspace,
+    ToolError,
+    Workspace,
+    WorkspaceNotFound,
+    confine,
+    is_git_metadata,
+    is_secret_file,
+    mask_url_credentials,
+)
 
 __all__ = [
     "SKIP_DIRS",
@@ -112,6 +121,20 @@ def _refuse_binary(head: bytes, path: str, size: int) -> None:
 
 def _read_sync(base: Path, path: str, start_line: int | None, end_line: int | None, max_bytes: int) -> str:
     target = _existing_file(base, path)
+    text = _read_text(target, path, start_line, end_line, max_bytes)
+    # git metadata (`.git/config`) may hold a remote URL with a token in it
+    return mask_url_credentials(text) if is_git_metadata(path) or is_git_metadata(_rel(base, target)) else text
+
+
+def _refuse_git_metadata(base: Path, path: str, target: Path) -> None:
+    """Git metadata is the bot's: a worker writing into `.git` (hooks, config) or replacing a worktree's `.git` file
+    could make the bot's own git calls run its programs or commit into a repository of its making."""
+    if is_git_metadata(path) or is_git_metadata(_rel(base, target)):
+        raise ToolError(f"{path!r} is git metadata (.git); agents may not write or edit it. The bot commits your "
+                        "changes itself when the task ends")
+
+
+def _read_text(target: Path, path: str, start_line: int | None, end_line: int | None, max_bytes: int) -> str:
     size = target.stat().st_size
     if start_line is not None and start_line < 1:
         raise ToolError(f"start_line must be 1 or more (lines are numbered from 1), got {start_line}")
@@ -196,6 +219,53 @@ async def read_file(
     return await asyncio.to_thread(_read_sync, _base(root), path, start_line, end_line, max_bytes)
 
 
+
+# Issue 14: one read returns at most this much, with a note on how to read further (keeps a worker's context bounded).
+READ_MAX_LINES = 2000
+READ_MAX_BYTES = 100_000  # ~25k tokens
+
+
+def _read_window_sync(base: Path, path: str, offset: int, limit: int, max_bytes: int) -> str:
+    target = _existing_file(base, path)
+    size = target.stat().st_size
+    with open(target, "rb") as fh:
+        _refuse_binary(fh.read(BINARY_SNIFF_BYTES), path, size)
+        fh.seek(0)
+        out = _read_range(fh, path, size, offset, offset + limit - 1, max_bytes)
+        if "[truncated at" in out:
+            return out.replace("Call read_file with start_line=", "Call read_file with offset=")
+        last = out.rsplit("\n", 1)[-1]  # numbered lines start with spaces; notes with ( or [
+        if last == f"({path} is empty)" or last.startswith(f"[{path} ends at line "):
+            return out
+        end = offset + limit - 1
+        fh.seek(0)
+        total = sum(1 for _ in fh)
+    if total > end:
+        return out + (f"\n[showed lines {offset}-{end} of {total} in {path}. Call read_file with offset={end + 1} "
+                      f"(limit up to {READ_MAX_LINES}) to read further, or grep for what you need.]")
+    return out
+
+
+async def read_window(
+    root: Root, path: str, offset: int | None = None, limit: int | None = None,
+    start_line: int | None = None, end_line: int | None = None, max_bytes: int = READ_MAX_BYTES,
+) -> str:
+    """`read_file` as the agents call it: from line `offset` (1-based), at most `limit` lines, never more than
+    READ_MAX_LINES lines or `max_bytes`; the older `start_line`/`end_line` arguments still work."""
+    start = offset if offset is not None else start_line if start_line is not None else 1
+    start = int(start)
+    if start < 1:
+        raise ToolError(f"offset must be 1 or more (lines are numbered from 1), got {start}")
+    if limit is None and end_line is not None:
+        if int(end_line) < start:
+            raise ToolError(f"end_line ({end_line}) is before the first line to read ({start})")
+        limit = int(end_line) - start + 1
+    count = READ_MAX_LINES if limit is None else int(limit)
+    if count < 1:
+        raise ToolError(f"limit must be 1 or more, got {limit}")
+    return await asyncio.to_thread(_read_window_sync, _base(root), path, start, min(count, READ_MAX_LINES), max_bytes)
+
+
 # --- write / edit ----------------------------------------------------------------------------------------------------
 
 
@@ -223,6 +293,7 @@ def _atomic_write(target: Path, data: bytes) -> None:
 
 def _write_sync(base: Path, path: str, content: str) -> str:
     target = confine(base, path)
+    _refuse_git_metadata(base, path, target)
     if target == base or target.is_dir():
         raise ToolError(f"{path!r} is a directory; give a file path to write")
     existed = target.exists()
@@ -278,6 +349,7 @@ def _edit_sync(base: Path, path: str, old: str, new: str) -> str:
     if old == new:
         raise ToolError("old and new are identical; nothing would change")
     target = _existing_file(base, path)
+    _refuse_git_metadata(base, path, target)
     raw = target.read_bytes()
     _refuse_binary(raw[:BINARY_SNIFF_BYTES], path, len(raw))
     text = _decode(raw, path)
@@ -486,7 +558,7 @@ def _grep_targets(base: Path, path: str, file_glob: str | None) -> list[Path]:
 def _grep_line(base: Path, found: ripgrep.LineMatch) -> str:
     text = found.text.decode("utf-8", errors="replace")
     at = len(found.text[: max(found.column - 1, 0)].decode("utf-8", errors="replace"))
-    return f"{_rel(base, found.path)}:{found.line}: {_snippet(text, at)}"
+    return mask_url_credentials(f"{_rel(base, found.path)}:{found.line}: {_snippet(text, at)}")
 
 
 async def grep(

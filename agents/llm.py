@@ -52,6 +52,9 @@ def explain_api_error(err: anthropic.APIError) -> str:
             return OVERLOADED_REPLY
         if status in (401, 403):
             return "The Anthropic API key was refused; the bot's owner needs to check ANTHROPIC_API_KEY."
+        if status == 400 and "prompt is too long" in str(err).lower():
+            return ("This grew past what Claude can read at once (its context window), even after I dropped older "
+                    "tool output. /new starts a fresh conversation; a task can be split into smaller ones.")
         if status == 400:
             return "Claude refused the request as invalid; I've logged it. Try rephrasing, or /new to start afresh."
         return f"Claude answered with an error ({status}); try again in a minute."

@@ -54,6 +54,27 @@ class WorkerKind(StrEnum):
     TEST = "test"
 
 
+class AttachmentKind(StrEnum):
+    IMAGE = "image"
+    PDF = "pdf"
+    TEXT = "text"
+
+
+class Attachment(BaseModel):
+    """A photo or file the user sent with a message; its bytes live in a file under the data folder (`path`)."""
+
+    id: int | None = None
+    chat_id: int
+    message_id: int | None = None
+    kind: AttachmentKind
+    name: str
+    media_type: str
+    path: str  # relative to the attachments folder (agents/attachments.py)
+    size: int
+    tokens: int = 0  # what it costs in a request, roughly
+    created_at: datetime = Field(default_factory=utcnow)
+
+
 class ChatMessage(BaseModel):
     """One turn of a chat's conversation with the orchestrator."""
 
@@ -63,7 +84,11 @@ class ChatMessage(BaseModel):
     content: str
     input_method: InputMethod = InputMethod.TEXT
     tokens: int = 0
+    kind: str = "chat"  # issue 14: "proposal" / "task" for what the bot showed about one (ref_id names it)
+    ref_id: int | None = None
+    platform_message_id: int | None = None  # the chat message the user saw (for replies to it)
     created_at: datetime = Field(default_factory=utcnow)
+    attachments: list[Attachment] = Field(default_factory=list, exclude=True)  # rows of their own table
 
 
 class Proposal(BaseModel):

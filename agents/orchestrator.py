@@ -11,8 +11,11 @@ from typing import Any
 import anthropic
 
 from agents import prompts
+from agents.attachments import Attachments
 from agents.llm import estimate_tokens, explain_api_error, usage_of, usage_record
-from agents.models import ChatMessage, ConversationNote, InputMethod, Role, TaskStatus, Usage
+from agents.models import Attachment, ChatMessage, ConversationNote, InputMethod, Role, TaskStatus, Usage, WorkerKind
+from agents.replying import ReplyTo, describe_reply
+from agents.shown import PROPOSAL, TASK
 from agents.settings import Settings
 from agents.store import Store
 from agents.symbol_hints import SymbolHints
@@ -37,16 +40,32 @@ class Reply:
     tools_used: list[str] = field(default_factory=list)
 
 
-def history_messages(history: list[ChatMessage]) -> list[dict[str, Any]]:
-    """Stored turns as API messages: starts with the user, same-role neighbours merged (a failed turn leaves two users)."""
+UNANSWERED = "(no answer: this turn failed before I could reply)"
+PINNED_PER_KIND = 3  # proposals / task summaries kept whole past compaction
+
+
+def history_messages(history: list[ChatMessage], attached: dict[int, list[dict[str, Any]]] | None = None
+                     ) -> list[dict[str, Any]]:
+    """Stored turns as API messages: starts with the user; a user turn left unanswered (a failed turn) is marked so,
+    never merged into the next one; the bot's neighbouring turns (an answer, then a proposal shown) are joined.
+
+    `attached`: message id → the content blocks of its photos and files, shown before the message's text.
+    """
     messages: list[dict[str, Any]] = []
     for turn in history:
         if not messages and turn.role is not Role.USER:
             continue
+        blocks = [*(attached or {}).get(turn.id, []), {"type": "text", "text": turn.content}]
+        if messages and messages[-1]["role"] == turn.role.value == Role.USER.value:
+            messages.append({"role": Role.ASSISTANT.value, "content": [{"type": "text", "text": UNANSWERED}]})
         if messages and messages[-1]["role"] == turn.role.value:
-            messages[-1]["content"][0]["text"] += "\n\n" + turn.content
+            last = messages[-1]["content"][-1]
+            if len(blocks) == 1 and last.get("type") == "text":
+                last["text"] += "\n\n" + turn.content
+            else:
+                messages[-1]["content"].extend(blocks)
         else:
-            messages.append({"role": turn.role.value, "content": [{"type": "text", "text": turn.content}]})
+            messages.append({"role": turn.role.value, "content": blocks})
     return messages
 
 
@@ -67,13 +86,18 @@ class Orchestrator:
         self.workspaces = workspaces
         self.desk = desk
         self.hints = hints
+        self.attachments = Attachments.from_settings(settings)
         self._locks: defaultdict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
 
-    async def context_block(self, chat_id: int, input_method: InputMethod, text: str = "") -> str:
+    async def context_block(self, chat_id: int, input_method: InputMethod, text: str = "",
+                            reply_to: ReplyTo | None = None) -> str:
         """The per-turn facts the seed design gives the orchestrator: input method, workspaces, tasks, proposals."""
         lines = [f"input_method: {input_method.value}"]
         if input_method is InputMethod.VOICE:
             lines.append("(this message is a speech transcript: be lenient with misheard words and names)")
+        replying = await describe_reply(self.store, chat_id, reply_to)
+        if replying:
+            lines.append(replying)
         lines.append("workspaces:")
         for ws in self.workspaces.all():
             lines.append(f"- {ws.name}" + (" (this bot's own code)" if ws.name == "self" else ""))
@@ -85,9 +109,12 @@ class Orchestrator:
             lines.append(f"- #{t.id} [{t.status.value}] {t.worker.value} in {t.workspace}: {t.title}")
         pending = await self.store.pending_proposals(chat_id)
         lines.append("pending proposals:" if pending else "pending proposals: none")
-        for p in pending:
-            summary = " ".join(p.body.split())[:300]
-            lines.append(f"- proposal #{p.id} for {p.workspace} (request: {p.request[:200]}): {summary}")
+        for p in pending:  # shown whole in the conversation above; get_proposal(id) gives it again
+            lines.append(f"- proposal #{p.id} for {p.workspace} (request: {' '.join(p.request.split())[:200]})")
+        researching = [t for t in active if t.worker is WorkerKind.RESEARCH and t.status.is_active]
+        if researching:
+            lines.append("proposals still being written: " + ", ".join(f"research #{t.id} in {t.workspace}"
+                                                                       for t in researching))
         definitions = await self.hints.hints(text) if self.hints else []
         if definitions:
             lines.append("definitions of code names in this message (from the repository index):")
@@ -129,10 +156,21 @@ class Orchestrator:
             turns = keep
         if note is None:
             return turns
-        return [ChatMessage(chat_id=chat_id, role=Role.USER, content=f"[Summary of our earlier conversation]\n{note.summary}")] + turns
+        pinned = await self._still_relevant(chat_id, note.up_to_message_id)
+        return [ChatMessage(chat_id=chat_id, role=Role.USER, content=f"[Summary of our earlier conversation]\n{note.summary}")] \
+            + pinned + turns
+
+    async def _still_relevant(self, chat_id: int, up_to_id: int) -> list[ChatMessage]:
+        """Proposals still pending and the newest task summaries, kept whole although older turns were summarised."""
+        shown = await self.store.shown_records_up_to(chat_id, up_to_id)
+        pending = {p.id for p in await self.store.pending_proposals(chat_id)}
+        proposals = [m for m in shown if m.kind == PROPOSAL and m.ref_id in pending][-PINNED_PER_KIND:]
+        tasks = [m for m in shown if m.kind == TASK][-PINNED_PER_KIND:]
+        return sorted(proposals + tasks, key=lambda m: m.id or 0)
 
     async def _summarise(self, chat_id: int, previous: str | None, turns: list[ChatMessage]) -> str | None:
-        transcript = "\n\n".join(f"{t.role.value}: {t.content}" for t in turns)[-COMPACT_INPUT_CHARS:]
+        transcript = "\n\n".join(f"{t.role.value}: {t.content}" + "".join(f" [sent {a.name}]" for a in t.attachments)
+                                 for t in turns)[-COMPACT_INPUT_CHARS:]
         if previous:
             transcript = f"(summary so far)\n{previous}\n\n(later turns)\n{transcript}"
         try:
@@ -146,38 +184,52 @@ class Orchestrator:
         await self.store.record_usage(usage_record(response, "compactor", chat_id, None))
         return "".join(b.text for b in response.content if b.type == "text").strip() or None
 
-    async def handle(self, chat_id: int, text: str, input_method: InputMethod = InputMethod.TEXT) -> Reply:
-        async with self._locks[chat_id]:
-            return await self._turn(chat_id, text, input_method)
+    def message_arrived(self, chat_id: int) -> None:
+        """Called by the adapter as a message comes in, before it queues for the chat: a turn that is waiting on a
+        foreground task stops waiting (the task goes on in the background), so the new message is answered soon."""
+        stop_waiting = getattr(self.desk, "stop_waiting", None)
+        if stop_waiting is not None and self._locks[chat_id].locked():
+            stop_waiting(chat_id)
 
-    async def _turn(self, chat_id: int, text: str, input_method: InputMethod) -> Reply:
-        # The user's words are stored first: whatever fails next, nothing is lost.
-        await self.store.add_message(
+    async def handle(self, chat_id: int, text: str, input_method: InputMethod = InputMethod.TEXT,
+                     reply_to: ReplyTo | None = None, attachments: list[Attachment] | None = None) -> Reply:
+        async with self._locks[chat_id]:
+            turn_started = getattr(self.desk, "turn_started", None)
+            if turn_started is not None:
+                turn_started(chat_id)
+            return await self._turn(chat_id, text, input_method, reply_to, attachments or [])
+
+    async def _turn(self, chat_id: int, text: str, input_method: InputMethod, reply_to: ReplyTo | None = None,
+                    attachments: list[Attachment] | None = None) -> Reply:
+        attachments = attachments or []
+        # The user's words (and photos/files, kept by agents/attachments) are stored first: nothing is lost.
+        asked = await self.store.add_message(
             ChatMessage(chat_id=chat_id, role=Role.USER, content=text, input_method=input_method,
-                        tokens=estimate_tokens(text))
+                        tokens=estimate_tokens(text) + sum(a.tokens for a in attachments), attachments=attachments)
         )
         history = await self._history(chat_id)
-        messages = history_messages(history[:-1])
+        earlier = [t for t in history if t.id is None or t.id < (asked.id or 0)]
+        attached = {t.id: await self.attachments.blocks_of(t.attachments) for t in earlier if t.attachments}
+        messages = history_messages(earlier, attached)
         if len(messages) >= 2:  # cache breakpoint at the end of the previous turn's user message
             for m in reversed(messages):
                 if m["role"] == "user":
                     _mark_cache(m)
                     break
         current = {"role": "user", "content": [
+            *await self.attachments.blocks_of(attachments),
             {"type": "text", "text": self._fit_for_model(text), "cache_control": EPHEMERAL},
-            {"type": "text", "text": await self.context_block(chat_id, input_method, text[:2000])},
+            {"type": "text", "text": await self.context_block(chat_id, input_method, text[:2000], reply_to)},
         ]}
         if messages and messages[-1]["role"] == "user":
-            messages[-1]["content"].extend(current["content"])
-        else:
-            messages.append(current)
+            messages.append({"role": "assistant", "content": [{"type": "text", "text": UNANSWERED}]})
+        messages.append(current)
 
         toolbox = Toolbox(
             orchestrator_tools(self.workspaces, self.desk, chat_id),
             Audit(self.store, agent="orchestrator", chat_id=chat_id),
         )
-        tools = toolbox.specs()
-        tools[-1]["cache_control"] = EPHEMERAL
+        tools = toolbox.specs()  # no breakpoint of their own: the system's covers them (tools come first)
         system = [{"type": "text", "text": prompts.ORCHESTRATOR, "cache_control": EPHEMERAL}]
 
         reply = Reply(text="")

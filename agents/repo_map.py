@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agents import file_tools
+from agents import git_repo
 from agents.file_tools import SKIP_DIRS
 from agents.store import Store
 from agents.toolbox import Tool, prop
@@ -590,27 +590,10 @@ def _identifiers(text: str) -> list[str]:
 async def _git(root: Path, *args: str) -> str | None:
     """stdout of a read-only git command in `root`, or None (not a repository, git missing, error, timeout)."""
     try:
-        process = await asyncio.create_subprocess_exec(
-            "git", "-C", str(root), *args,
-            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
-        )
-    except OSError:
+        result = await git_repo.run_git(*args, cwd=root, timeout=GIT_TIMEOUT_S)
+    except git_repo.GitError:
         return None
-    try:
-        out, _ = await asyncio.wait_for(process.communicate(), GIT_TIMEOUT_S)
-    except asyncio.TimeoutError:
-        await _kill(process)
-        return None
-    except asyncio.CancelledError:
-        await _kill(process)
-        raise
-    return out.decode("utf-8", errors="replace") if process.returncode == 0 else None
-
-
-async def _kill(process: asyncio.subprocess.Process) -> None:
-    if process.returncode is None:
-        process.kill()
-        await process.wait()
+    return result.stdout if result.exit_code == 0 else None
 
 
 async def git_head(root: Path) -> str | None:
@@ -814,7 +797,7 @@ class RepoMap:
         if not rows:
             files = await self.store.repo_file_count(name)
             return (f"no symbols named like {query!r} in the index of {name} ({files} files); "
-                    "try search_pattern for text, or a shorter name")
+                    "try grep for text, or a shorter name")
         lines = []
         for row in rows[:limit]:
             where = f"  (in {row['parent']})" if row["parent"] else ""
@@ -823,23 +806,13 @@ class RepoMap:
             lines.append(f"(more than {limit} matches; give a longer name)")
         return "\n".join(lines)
 
-    async def search_pattern(self, name: str, root: Path | str, regex: str, limit: int = 100,
-                             glob: str | None = None) -> str:
-        """Lines matching a regex (ripgrep syntax) across the workspace (`path:line: text`), at most `limit`."""
-        if not regex:
-            raise ToolError("the pattern is empty; give a regular expression to search for")
-        return await file_tools.grep(Path(root), regex, glob=glob or None, max_matches=max(1, limit))
-
 
 def repo_map_tools(repo_map: RepoMap, name: str, root: Path | str) -> list[Tool]:
-    """Workers' look-up tools over the index of one workspace (refreshed before each symbol search)."""
+    """Workers' look-up tool over the index of one workspace (refreshed before each search); text search is grep."""
 
     async def find_symbols_by_name(query: str, limit: int = 50) -> str:
         await repo_map.refresh(name, root)
         return await repo_map.find_symbols_by_name(name, query, limit=min(max(int(limit), 1), 200))
-
-    async def search_pattern(pattern: str, glob: str | None = None) -> str:
-        return await repo_map.search_pattern(name, root, pattern, limit=100, glob=glob)
 
     return [
         Tool(
@@ -850,12 +823,5 @@ def repo_map_tools(repo_map: RepoMap, name: str, root: Path | str) -> list[Tool]
             {"query": prop("string", "a symbol name or its beginning, e.g. 'parse_config' or 'Store.add'"),
              "limit": prop("integer", "most lines to return (default 50)")},
             find_symbols_by_name, ["query"],
-        ),
-        Tool(
-            "search_pattern",
-            "Search file contents with a Python regular expression; returns `path:line: text` lines (at most 100).",
-            {"pattern": prop("string", "regular expression, e.g. 'def \\w+_config' or 'TODO'"),
-             "glob": prop("string", "only files matching this glob, e.g. '*.py' or 'src/**/*.ts' (optional)")},
-            search_pattern, ["pattern"],
         ),
     ]

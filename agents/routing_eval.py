@@ -1,20 +1,25 @@
 """Routing evaluation: send labelled example messages to the real orchestrator and score where each one was routed.
 
-`agentlab eval routing` loads `evals/routing.jsonl` (one case per line), runs every case as a fresh one-message
-conversation (its own in-memory store, a pending proposal when the case asks for one) against the configured
-Anthropic API, and prints a confusion table. Work tools go to a `RecordingDesk`: it records the call and answers
+`agentlab eval routing` loads `evals/routing.jsonl` (one case per line), runs every case as a fresh conversation
+(its own in-memory store, set up as the case says: pending proposals shown in the chat, research still running,
+active tasks, earlier turns, the message replied to) against the configured Anthropic API, three times each, and
+prints a confusion table, the misrouted cases and the cases whose routing flipped between runs. Work tools go to a `RecordingDesk`: it records the call and answers
 with a short fake confirmation, so no worker ever starts and nothing is written to any repository. The workspaces
 the orchestrator sees are small throw-away folders (calc, group-therapy, portfolio, and `self`).
 
-A case's predicted label is the orchestrator's FIRST work tool call: start_research → research, start_task →
-its worker (code / frontend / test), approve_proposal → approval; no work tool (text only, read-only look-ups,
-list_tasks, reject_proposal, cancel_task) → direct. A turn that failed without calling a work tool is `error`.
+A case's predicted label is the orchestrator's FIRST work tool call that the desk accepted: start_research →
+research, start_task → its worker (code / frontend / test), approve_proposal → approval, reject_proposal → reject,
+cancel_task → cancel; no work tool (text, read-only look-ups, list_tasks, get_task…) → clarify when the reply
+ends with a question, else direct. A turn that failed without calling a work tool is `error`. A case may also
+expect the workspace, the proposal id (approved, rejected or refined), `background` and the cancelled task; the
+label and every expectation set must hold for the case to count as correct.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
 import shutil
 import tempfile
 import time
@@ -27,15 +32,23 @@ from typing import Any, Literal
 import anthropic
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from agents import crew_texts
+from agents.crew import task_line
 from agents.llm import cost_usd, make_client
-from agents.models import InputMethod, Proposal, ProposalStatus, Usage, utcnow
+from agents.models import (ChatMessage, InputMethod, Proposal, ProposalStatus, Role, Task, TaskStatus, Usage,
+                           WorkerKind, utcnow)
+from agents.new_workspace import workspace_name
 from agents.orchestrator import Orchestrator
+from agents.replying import ReplyTo
+from agents.shown import PROPOSAL, remember_shown, shown_as
 from agents.settings import Settings
 from agents.store import Store
 from agents.workspaces import ToolError, Workspaces
 
-LABELS: tuple[str, ...] = ("direct", "research", "code", "frontend", "test", "approval")
-Label = Literal["direct", "research", "code", "frontend", "test", "approval"]
+LABELS: tuple[str, ...] = ("direct", "clarify", "research", "code", "frontend", "test", "approval", "reject", "cancel")
+Label = Literal["direct", "clarify", "research", "code", "frontend", "test", "approval", "reject", "cancel"]
+WORK_TOOLS = {"start_research": "research", "approve_proposal": "approval", "reject_proposal": "reject",
+              "cancel_task": "cancel"}
 OTHER = "other"  # a work tool call that fits no label (start_task with an unknown worker)
 ERROR = "error"  # the turn failed (API error, crash) before any work tool was called
 WORKERS = ("code", "frontend", "test")
@@ -47,17 +60,64 @@ SELF_FOLDER = "agentlab-self"
 # ------------------------------------------------------------------------------------------------------------ cases
 
 
+class ActiveTask(BaseModel):
+    """A task running when the message arrives."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    workspace: str
+    worker: Literal["code", "frontend", "test"] = "code"
+    title: str
+
+
+class Turn(BaseModel):
+    """An earlier turn of the conversation."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    role: Literal["user", "assistant"]
+    text: str = Field(min_length=1)
+
+
 class Case(BaseModel):
-    """One labelled message: what the user sent, how, and where it should be routed."""
+    """One labelled message: what the user sent, how, in which situation, and where it should be routed."""
 
     model_config = ConfigDict(extra="forbid")
 
     text: str = Field(min_length=1)
     input: InputMethod = InputMethod.TEXT
     label: Label
-    pending_proposal: bool = False  # the case assumes a pending proposal exists
+    pending_proposal: bool = False  # shorthand: one pending proposal, for proposal_workspace
     proposal_workspace: str = "group-therapy"  # which workspace that proposal is for
+    pending: list[str] = Field(default_factory=list)  # pending proposals #1, #2… for these workspaces (shown in chat)
+    researching: str | None = None  # a research task is still writing a proposal for this workspace
+    tasks: list[ActiveTask] = Field(default_factory=list)  # running tasks #1, #2… (the research task comes after)
+    history: list[Turn] = Field(default_factory=list)  # earlier turns, oldest first
+    reply_to: str | None = None  # "proposal N", "task N", or the text of a bot message the user replies to
+    workspace: str | None = None  # expected: the workspace of the work call (as resolved)
+    proposal_id: int | None = None  # expected: the proposal approved, rejected or refined
+    background: bool | None = None  # expected: start_task's background
+    task_id: int | None = None  # expected: the task cancelled
     line: int = 0  # line number in the file (set by load_cases)
+
+    @property
+    def pending_workspaces(self) -> list[str]:
+        return list(self.pending) or ([self.proposal_workspace] if self.pending_proposal else [])
+
+    @field_validator("pending")
+    @classmethod
+    def _known_pending(cls, value: list[str]) -> list[str]:
+        unknown = [w for w in value if w not in CANNED_PROPOSALS]
+        if unknown:
+            raise ValueError(f"must be among {', '.join(CANNED_PROPOSALS)} (got {', '.join(unknown)})")
+        return value
+
+    @field_validator("reply_to")
+    @classmethod
+    def _reply_target(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("must not be blank")
+        return value
 
     @field_validator("text")
     @classmethod
@@ -116,19 +176,23 @@ def load_cases(path: Path | str) -> list[Case]:
 # ------------------------------------------------------------------------------------------------------- classify
 
 
-def classify(tool_names: Sequence[str], tool_inputs: Sequence[Mapping[str, Any]]) -> str:
-    """The label of the first work tool call among `tool_names` (with their inputs, in call order); none → direct."""
+def asks(reply: str) -> bool:
+    """The reply ends by asking the user something."""
+    return reply.strip().rstrip("*_`)\"' ").endswith("?")
+
+
+def classify(tool_names: Sequence[str], tool_inputs: Sequence[Mapping[str, Any]], reply: str = "") -> str:
+    """The label of the first work tool call among `tool_names` (with their inputs, in call order); none → clarify
+    when the reply asks a question, else direct."""
     if len(tool_names) != len(tool_inputs):
         raise ValueError(f"{len(tool_names)} tool names but {len(tool_inputs)} inputs")
     for name, arguments in zip(tool_names, tool_inputs):
-        if name == "start_research":
-            return "research"
-        if name == "approve_proposal":
-            return "approval"
+        if name in WORK_TOOLS:
+            return WORK_TOOLS[name]
         if name == "start_task":
             worker = str(arguments.get("worker", "")).strip().lower()
             return worker if worker in WORKERS else OTHER
-    return "direct"
+    return "clarify" if asks(reply) else "direct"
 
 
 # ---------------------------------------------------------------------------------------------- the recording desk
@@ -140,6 +204,7 @@ class ToolCall:
 
     name: str
     input: dict[str, Any]
+    ok: bool = True  # False when the desk refused it (a wrong name, an id it could not take)
 
 
 class RecordingDesk:
@@ -158,41 +223,66 @@ class RecordingDesk:
     def _record(self, name: str, **arguments: Any) -> None:
         self.calls.append(ToolCall(name, {k: v for k, v in arguments.items() if v is not None}))
 
+    def _refused(self) -> None:
+        self.calls[-1].ok = False
+
     def _next_task(self) -> int:
         self._task_ids += 1
         return self._task_ids
 
     async def _pick(self, chat_id: int, proposal_id: int | None) -> Proposal:
-        pending = await self.store.pending_proposals(chat_id)
-        if proposal_id is None:
-            if not pending:
-                raise ToolError("there is no pending proposal in this chat")
-            return pending[-1]
-        for proposal in pending:
-            if proposal.id == int(proposal_id):
-                return proposal
-        raise ToolError(f"there is no pending proposal #{proposal_id} in this chat")
+        """As the crew picks: an id, or the only pending proposal; never a guess."""
+        try:
+            pending = await self.store.pending_proposals(chat_id)
+            if proposal_id is None:
+                running = [t for t in await self.store.list_tasks(chat_id, statuses=[TaskStatus.IN_PROGRESS])
+                           if t.worker is WorkerKind.RESEARCH]
+                if running:
+                    raise ToolError(crew_texts.still_writing(running, pending))
+                if not pending:
+                    raise ToolError("there is no pending proposal in this chat")
+                if len(pending) > 1:
+                    raise ToolError(crew_texts.which_proposal(pending))
+                return pending[0]
+            for proposal in pending:
+                if proposal.id == int(proposal_id):
+                    return proposal
+            raise ToolError(f"there is no pending proposal #{proposal_id} in this chat")
+        except (ToolError, ValueError):
+            self._refused()
+            raise
 
-    async def start_research(self, chat_id: int, workspace: str, request: str) -> str:
-        self._record("start_research", workspace=workspace, request=request)
-        ws = self.workspaces.resolve(workspace)
+    def _resolve(self, workspace: str) -> Any:
+        try:
+            return self.workspaces.resolve(workspace)
+        except ToolError:
+            self._refused()
+            raise
+
+    async def start_research(self, chat_id: int, workspace: str, request: str, refines: int | None = None,
+                             attachments: list[int] | None = None) -> str:
+        self._record("start_research", workspace=workspace, request=request, refines=refines)
+        ws = self._resolve(workspace)
         return (f"Research task #{self._next_task()} started on workspace {ws.name}. Its proposal will be shown in "
                 "the chat with Approve/Reject buttons when ready.")
 
     async def start_task(self, chat_id: int, workspace: str, worker: str, instructions: str, background: bool,
-                         acceptance_criteria: list[str] | None = None) -> str:
+                         acceptance_criteria: list[str] | None = None, attachments: list[int] | None = None,
+                         save_attachments: bool = False) -> str:
         self._record("start_task", workspace=workspace, worker=worker, instructions=instructions,
                      background=background, acceptance_criteria=acceptance_criteria)
         kind = str(worker).strip().lower()
         if kind not in WORKERS:
+            self._refused()
             raise ToolError(f"worker must be one of code, frontend, test (got {worker!r}); "
                             "use start_research for research")
-        ws = self.workspaces.resolve(workspace)
+        ws = self._resolve(workspace)
         return f"Task #{self._next_task()} ({kind} worker, workspace {ws.name}) started in the background."
 
-    async def approve_proposal(self, chat_id: int, proposal_id: int | None) -> str:
-        self._record("approve_proposal", proposal_id=proposal_id)
+    async def approve_proposal(self, chat_id: int, proposal_id: int | None, notes: str | None = None) -> str:
+        self._record("approve_proposal", proposal_id=proposal_id, notes=notes)
         proposal = await self._pick(chat_id, proposal_id)
+        self.calls[-1].input["picked"] = proposal.id
         await self.store.update_proposal(proposal.id, status=ProposalStatus.APPROVED, decided_at=utcnow())
         return (f"Proposal #{proposal.id} approved; code task #{self._next_task()} started on {proposal.workspace} "
                 "in the background.")
@@ -200,15 +290,54 @@ class RecordingDesk:
     async def reject_proposal(self, chat_id: int, proposal_id: int | None, reason: str | None) -> str:
         self._record("reject_proposal", proposal_id=proposal_id, reason=reason)
         proposal = await self._pick(chat_id, proposal_id)
+        self.calls[-1].input["picked"] = proposal.id
         await self.store.update_proposal(proposal.id, status=ProposalStatus.REJECTED, decided_at=utcnow())
         return f"Proposal #{proposal.id} rejected."
 
     async def list_tasks(self, chat_id: int) -> str:
         self._record("list_tasks")
-        return "No tasks yet."
+        tasks = await self.store.list_tasks(chat_id)
+        return "\n".join(task_line(t) for t in tasks) if tasks else "No tasks yet."
+
+    async def _task(self, chat_id: int, task_id: int) -> Task:
+        task = await self.store.get_task(int(task_id))
+        if task is None or task.chat_id != chat_id:
+            self._refused()
+            raise ToolError(f"there is no task #{task_id} in this chat")
+        return task
 
     async def cancel_task(self, chat_id: int, task_id: int) -> str:
         self._record("cancel_task", task_id=task_id)
+        task = await self._task(chat_id, task_id)
+        return f"Task #{task.id} cancelled; every process it started was stopped."
+
+    async def get_proposal(self, chat_id: int, proposal_id: int | None = None) -> str:
+        self._record("get_proposal", proposal_id=proposal_id)
+        pending = await self.store.pending_proposals(chat_id)
+        chosen = [p for p in pending if proposal_id is None or p.id == int(proposal_id)]
+        if not chosen:
+            raise ToolError(f"there is no proposal #{proposal_id} in this chat")
+        return "\n\n".join(crew_texts.proposal_text(p) for p in chosen)
+
+    async def get_task(self, chat_id: int, task_id: int) -> str:
+        self._record("get_task", task_id=task_id)
+        return crew_texts.task_text(await self._task(chat_id, task_id), [], [], None)
+
+    async def merge_task(self, chat_id: int, task_id: int) -> str:
+        self._record("merge_task", task_id=task_id)
+        raise ToolError(f"task #{task_id} is still running; merge it when it has ended")
+
+    async def discard_task(self, chat_id: int, task_id: int) -> str:
+        self._record("discard_task", task_id=task_id)
+        task = await self._task(chat_id, task_id)
+        return f"Task #{task.id} was discarded."
+
+    async def create_workspace(self, name: str) -> str:
+        self._record("create_workspace", name=name)
+        return f"Created workspace {workspace_name(name)} (a new git repository); start work in it by that name."
+
+    async def message_task(self, chat_id: int, task_id: int, text: str) -> str:
+        self._record("message_task", task_id=task_id, text=text)
         raise ToolError(f"there is no task #{task_id} in this chat")
 
 
@@ -294,7 +423,7 @@ def make_eval_workspaces(folder: Path) -> Workspaces:
 
 @dataclass
 class CaseResult:
-    """What one case produced."""
+    """What one run of one case produced."""
 
     case: Case
     predicted: str
@@ -305,19 +434,25 @@ class CaseResult:
     api_calls: int = 0
     seconds: float = 0.0
     error: str | None = None
+    run: int = 0  # which of the repeated runs of the case
+    wrong_details: list[str] = field(default_factory=list)  # expectations beyond the label that did not hold
 
     @property
     def expected(self) -> str:
         return self.case.label
 
     @property
-    def correct(self) -> bool:
+    def label_correct(self) -> bool:
         return self.predicted == self.case.label
+
+    @property
+    def correct(self) -> bool:
+        return self.label_correct and not self.wrong_details
 
 
 @dataclass
 class EvalResult:
-    """Every case's result, in the order of the cases, and the totals."""
+    """Every run of every case (case order, then run order), and the totals."""
 
     results: list[CaseResult]
 
@@ -333,33 +468,98 @@ class EvalResult:
         return sum(r.api_calls for r in self.results)
 
 
+def _resolved(workspaces: Workspaces, name: Any) -> str:
+    try:
+        return workspaces.resolve(str(name)).name
+    except ToolError:
+        return f"?{name}"
+
+
+def check_details(case: Case, calls: list[ToolCall], workspaces: Workspaces) -> list[str]:
+    """The case's expectations beyond the label, against the first accepted work call."""
+    work = next((c for c in calls if c.ok and (c.name in WORK_TOOLS or c.name == "start_task")), None)
+    if work is None:
+        return []
+    wrong = []
+    if case.workspace is not None and work.name in ("start_task", "start_research"):
+        got = _resolved(workspaces, work.input.get("workspace", ""))
+        if got != case.workspace:
+            wrong.append(f"workspace {got} (expected {case.workspace})")
+    if case.proposal_id is not None:
+        got = work.input.get("picked", work.input.get("proposal_id", work.input.get("refines")))
+        if got is None or int(got) != case.proposal_id:
+            wrong.append(f"proposal {got} (expected #{case.proposal_id})")
+    if case.background is not None and work.name == "start_task":
+        got = work.input.get("background")
+        if got is not case.background:
+            wrong.append(f"background={got} (expected {case.background})")
+    if case.task_id is not None and work.name == "cancel_task":
+        got = work.input.get("task_id")
+        if got is None or int(got) != case.task_id:
+            wrong.append(f"task {got} (expected #{case.task_id})")
+    return wrong
+
+
+def _reply_target(case: Case) -> tuple[str, int] | None:
+    match = re.fullmatch(r"\s*(proposal|task)\s*#?(\d+)\s*", case.reply_to or "")
+    return (match.group(1), int(match.group(2))) if match else None
+
+
+async def set_up(store: Store, case: Case) -> ReplyTo | None:
+    """Put the case's situation into a fresh store; returns the message the user replies to, if any."""
+    for workspace in case.pending_workspaces:  # each shown in the chat, as the bot shows proposals
+        request, body = CANNED_PROPOSALS[workspace]
+        await store.add_message(ChatMessage(chat_id=EVAL_CHAT_ID, role=Role.USER, content=request))
+        proposal = await store.add_proposal(Proposal(chat_id=EVAL_CHAT_ID, workspace=workspace, request=request,
+                                                     body=body))
+        text = f"📋 **Proposal #{proposal.id}** for `{workspace}`.\n\n{body}"
+        record = await remember_shown(store, EVAL_CHAT_ID, PROPOSAL, proposal.id, text, 20_000)
+        await shown_as(store, record, 900 + proposal.id)
+    for active in case.tasks:
+        task = await store.add_task(Task(chat_id=EVAL_CHAT_ID, workspace=active.workspace,
+                                         worker=WorkerKind(active.worker), title=active.title,
+                                         instructions=active.title, status=TaskStatus.IN_PROGRESS))
+        await store.update_task(task.id, progress_message_id=800 + task.id)
+    if case.researching:
+        await store.add_task(Task(chat_id=EVAL_CHAT_ID, workspace=case.researching, worker=WorkerKind.RESEARCH,
+                                  title=f"research: improve {case.researching}", instructions="improve it",
+                                  status=TaskStatus.IN_PROGRESS))
+    for turn in case.history:
+        await store.add_message(ChatMessage(chat_id=EVAL_CHAT_ID, role=Role(turn.role), content=turn.text))
+    target = _reply_target(case)
+    if target is not None:
+        kind, number = target
+        return ReplyTo(message_id=(900 if kind == "proposal" else 800) + number, text="", from_bot=True)
+    return ReplyTo(message_id=700, text=case.reply_to, from_bot=True) if case.reply_to else None
+
+
 async def run_case(settings: Settings, client: anthropic.AsyncAnthropic, workspaces: Workspaces,
-                   case: Case) -> CaseResult:
-    """One case as a fresh conversation: its own in-memory store, a pending proposal if asked, one orchestrator turn."""
+                   case: Case, run: int = 0) -> CaseResult:
+    """One case as a fresh conversation: its own in-memory store set up as the case says, one orchestrator turn."""
     started = time.monotonic()
     store = await Store.open(":memory:")
     desk = RecordingDesk(store, workspaces)
     try:
-        if case.pending_proposal:
-            request, body = CANNED_PROPOSALS[case.proposal_workspace]
-            await store.add_proposal(Proposal(chat_id=EVAL_CHAT_ID, workspace=case.proposal_workspace,
-                                              request=request, body=body))
+        reply_to = await set_up(store, case)
         orchestrator = Orchestrator(settings, store, client, workspaces, desk)
         try:
-            reply = await orchestrator.handle(EVAL_CHAT_ID, case.text, InputMethod(case.input))
+            reply = await orchestrator.handle(EVAL_CHAT_ID, case.text, InputMethod(case.input), reply_to)
         except Exception as err:  # a crash in one case is that case's result, not the end of the eval
-            predicted = classify([c.name for c in desk.calls], [c.input for c in desk.calls]) if desk.calls else ERROR
+            accepted = [c for c in desk.calls if c.ok]
+            predicted = classify([c.name for c in accepted], [c.input for c in accepted]) if accepted else ERROR
             return CaseResult(case, predicted, calls=list(desk.calls), seconds=time.monotonic() - started,
-                              error=f"{type(err).__name__}: {err}")
+                              error=f"{type(err).__name__}: {err}", run=run)
     finally:
         await store.close()
-    if desk.calls or reply.ok:
-        predicted = classify([c.name for c in desk.calls], [c.input for c in desk.calls])
+    accepted = [c for c in desk.calls if c.ok]
+    if accepted or reply.ok:
+        predicted = classify([c.name for c in accepted], [c.input for c in accepted], reply.text if reply.ok else "")
     else:
         predicted = ERROR
     return CaseResult(case, predicted, reply=reply.text, calls=list(desk.calls), tools_used=list(reply.tools_used),
                       usage=reply.usage, api_calls=reply.api_calls, seconds=time.monotonic() - started,
-                      error=None if reply.ok else reply.text)
+                      error=None if reply.ok else reply.text, run=run,
+                      wrong_details=check_details(case, desk.calls, workspaces))
 
 
 def progress_line(result: CaseResult, done: int, total: int) -> str:
@@ -372,6 +572,8 @@ def progress_line(result: CaseResult, done: int, total: int) -> str:
             f"{'(voice) ' if result.case.input is InputMethod.VOICE else ''}\"{text}\"")
     if result.error:
         line += f"  [{result.error[:120]}]"
+    elif result.wrong_details:
+        line += f"  [{'; '.join(result.wrong_details)}]"
     elif not result.correct:
         line += f"  [tools: {', '.join(result.tools_used) or 'none'}]"
     return line
@@ -379,26 +581,29 @@ def progress_line(result: CaseResult, done: int, total: int) -> str:
 
 async def run_eval(settings: Settings, cases: Sequence[Case], concurrency: int = 4, *,
                    progress: Callable[[str], None] | None = None,
-                   client: anthropic.AsyncAnthropic | None = None) -> EvalResult:
-    """Run every case against the configured API, at most `concurrency` at once; `progress` gets one line per case."""
+                   client: anthropic.AsyncAnthropic | None = None, repeats: int = 1) -> EvalResult:
+    """Run every case `repeats` times against the configured API, at most `concurrency` at once; `progress` gets
+    one line per run."""
     own_client = client is None
     client = client or make_client(settings)
     folder = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix="agentlab-routing-eval-"))
     semaphore = asyncio.Semaphore(max(1, concurrency))
     done = 0
 
-    async def one(case: Case) -> CaseResult:
+    runs = [(case, run) for case in cases for run in range(max(1, repeats))]
+
+    async def one(case: Case, run: int) -> CaseResult:
         nonlocal done
         async with semaphore:
-            result = await run_case(settings, client, workspaces, case)
+            result = await run_case(settings, client, workspaces, case, run)
         done += 1
         if progress is not None:
-            progress(progress_line(result, done, len(cases)))
+            progress(progress_line(result, done, len(runs)))
         return result
 
     try:
         workspaces = await asyncio.to_thread(make_eval_workspaces, folder)
-        results = await asyncio.gather(*(one(case) for case in cases))
+        results = await asyncio.gather(*(one(case, run) for case, run in runs))
     finally:
         if own_client:
             await client.close()
@@ -479,8 +684,22 @@ def misses(results: Iterable[CaseResult]) -> list[str]:
     out = []
     for r in results:
         if not r.correct:
-            what = r.error or f"tools: {', '.join(r.tools_used) or 'none'}"
+            what = r.error or "; ".join(r.wrong_details) or f"tools: {', '.join(r.tools_used) or 'none'}"
             out.append(f"line {r.case.line}: {r.expected} → {r.predicted}: {r.case.text!r} ({what[:160]})")
+    return out
+
+
+def flips(results: Iterable[CaseResult]) -> list[str]:
+    """One line per case whose runs did not all route the same way (or not all correctly)."""
+    runs: dict[int, list[CaseResult]] = {}
+    for r in results:
+        runs.setdefault(id(r.case), []).append(r)
+    out = []
+    for group in runs.values():
+        outcomes = [f"{r.predicted}{'' if r.correct else '✗'}" for r in group]
+        if len(group) > 1 and len(set(outcomes)) > 1:
+            case = group[0].case
+            out.append(f"line {case.line}: {case.label}: {' / '.join(outcomes)}: {case.text!r}")
     return out
 
 
@@ -497,20 +716,25 @@ def report(result: EvalResult, settings: Settings) -> str:
     wrong = misses(result.results)
     if wrong:
         parts.append("misrouted:\n" + "\n".join(f"  {line}" for line in wrong))
+    flipped = flips(result.results)
+    runs = len({r.run for r in result.results})
+    if runs > 1:
+        parts.append(f"flips ({len(flipped)} of {len({id(r.case) for r in result.results})} cases changed between "
+                     f"{runs} runs)" + (":\n" + "\n".join(f"  {line}" for line in flipped) if flipped else ""))
     parts.append(usage_line(result.usage, settings, result.api_calls))
     return "\n\n".join(parts)
 
 
 async def main(settings: Settings, path: Path | str = DEFAULT_CASES, limit: int | None = None, concurrency: int = 4,
-               out: Callable[[str], None] = print) -> int:
+               out: Callable[[str], None] = print, repeats: int = 3) -> int:
     """`agentlab eval routing`: load, run, print progress and the report; 0 when it ran (whatever the accuracy)."""
     cases = load_cases(path)
     if limit is not None:
         cases = cases[: max(0, limit)]
     plural = "" if len(cases) == 1 else "s"
     out(f"Routing eval: {len(cases)} case{plural} from {path}, model {settings.orchestrator_model}, "
-        f"{max(1, concurrency)} at a time.")
-    result = await run_eval(settings, cases, concurrency, progress=out)
+        f"{max(1, repeats)} run{'s' if repeats != 1 else ''} each, {max(1, concurrency)} at a time.")
+    result = await run_eval(settings, cases, concurrency, progress=out, repeats=repeats)
     out("")
     out(report(result, settings))
     return 0

@@ -54,7 +54,7 @@ class Runtime:
         deliveries = Deliveries(store, notifier)
         executor = TaskExecutor(settings, store, client, workspaces, notifier, repo_map, deliveries)
         runner = TaskRunner(store, executor.execute, settings.max_concurrent_tasks)
-        crew = Crew(settings, store, workspaces, runner, notifier)
+        crew = Crew(settings, store, workspaces, runner, notifier, executor.inboxes)
         orchestrator = Orchestrator(settings, store, client, workspaces, crew, hints)
         if transcriber is None:  # PyAV/numpy imports take a while: not on the event loop
             transcriber = await asyncio.to_thread(_make_transcriber, settings)

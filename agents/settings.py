@@ -53,10 +53,34 @@ class Settings(BaseSettings):
     chromium_path: str | None = None
     repo_map_tokens: int = Field(2000, ge=0)
 
+    # --- issue 14: what the orchestrator remembers, foreground waits, bounded worker context ---------------
+    foreground_wait_seconds: float = Field(90.0, gt=0)  # a foreground task is waited for at most this long
+    shown_turn_chars: int = Field(16_000, ge=1_000)  # a proposal or task summary as a turn of the chat history
+    tool_result_max_chars: int = Field(60_000, ge=2_000)  # a longer tool result keeps its head and tail
+    worker_context_tokens: int = Field(200_000, ge=10_000)  # the worker model's window; older results are stubbed near it
+
+    # --- the owner's repository (issue 11: what a task may leave behind, where worktrees live) -----------------------
+    worktrees_path: Path | None = None  # default: a folder next to the database's, e.g. data-worktrees/ beside data/
+    max_commit_file_bytes: int = Field(5 * 1024 * 1024, ge=1)
+    max_commit_task_bytes: int = Field(20 * 1024 * 1024, ge=1)
+
+    @property
+    def worktrees_dir(self) -> Path:
+        """Where task worktrees are checked out: never inside the database's folder (nor the workspaces)."""
+        if self.worktrees_path is not None:
+            return Path(self.worktrees_path).expanduser().resolve()
+        data = Path(self.database_path).expanduser().resolve().parent
+        return data.parent / f"{data.name}-worktrees"
+
     # --- voice ----------------------------------------------------------------------------
     whisper_model: str = "base"
     whisper_language: str | None = None
     voice_max_seconds: float = Field(600.0, gt=0)
+
+    # --- photos and files sent to the bot (issue 15; agents/attachments.py) -------------------
+    attachment_image_max_edge: int = Field(1568, ge=200, le=8000)
+    attachment_pdf_max_bytes: int = Field(10_000_000, ge=10_000, le=20_000_000)
+    attachment_text_max_bytes: int = Field(200_000, ge=1_000, le=2_000_000)
 
     # --- money ----------------------------------------------------------------------------
     price_input_per_mtok: float = 3.0
@@ -93,7 +117,7 @@ class Settings(BaseSettings):
         return value
 
     @field_validator("anthropic_base_url", "whisper_language", "chromium_path", "bot_repository", "daily_budget_usd",
-                     "webhook_secret_token", mode="before")
+                     "webhook_secret_token", "worktrees_path", mode="before")
     @classmethod
     def _empty_is_none(cls, value: object) -> object:
         """An optional key left empty in .env (`KEY=`) means unset."""

@@ -14,6 +14,7 @@ from pydantic import BaseModel
 
 from agents.ids import valid_id
 from agents.models import (
+    Attachment,
     ConversationNote,
     Criterion,
     Delivery,
@@ -180,7 +181,36 @@ MIGRATIONS: list[str] = [
     CREATE INDEX repo_imports_file ON repo_imports(workspace, path);
     CREATE INDEX repo_imports_target ON repo_imports(workspace, target);
     """,
-    # 4: deliveries (agents/delivery.py, issue 12): every summary, proposal and answer the bot must show, kept until
+    # 4: photos and files sent with a message (bytes in files under the data folder), and those handed to a task
+    """
+    CREATE TABLE attachments (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        chat_id INTEGER NOT NULL,
+        message_id INTEGER,
+        kind TEXT NOT NULL,
+        name TEXT NOT NULL,
+        media_type TEXT NOT NULL,
+        path TEXT NOT NULL,
+        size INTEGER NOT NULL,
+        tokens INTEGER NOT NULL DEFAULT 0,
+        created_at TEXT NOT NULL
+    );
+    CREATE INDEX attachments_message ON attachments(message_id);
+    CREATE TABLE task_attachments (
+        task_id INTEGER NOT NULL,
+        attachment_id INTEGER NOT NULL,
+        save_as_file INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (task_id, attachment_id)
+    );
+    """,
+    # 5 (issue 14): proposals and task summaries the bot showed are turns of the chat; replies can point at them
+    """
+    ALTER TABLE messages ADD COLUMN kind TEXT NOT NULL DEFAULT 'chat';
+    ALTER TABLE messages ADD COLUMN ref_id INTEGER;
+    ALTER TABLE messages ADD COLUMN platform_message_id INTEGER;
+    CREATE INDEX messages_platform ON messages(chat_id, platform_message_id);
+    """,
+    # 6: deliveries (agents/delivery.py, issue 12): every summary, proposal and answer the bot must show, kept until
     # Telegram took it (delivered_at) so a 5xx or a restart never loses it; /task N re-sends the last one of a task
     """
     CREATE TABLE deliveries (
@@ -311,15 +341,46 @@ class Store:
                               (message.chat_id, _to_db(utcnow())))
             await self._conversation_start(message.chat_id)
         message.id = await self._insert("messages", message)
+        for attachment in message.attachments:
+            attachment.message_id = message.id
+            attachment.id = await self._insert("attachments", attachment)
         return message
 
     async def messages_after(self, chat_id: int, after_id: int) -> list[ChatMessage]:
-        """Messages of the current conversation with id > after_id, oldest first."""
+        """Messages of the current conversation with id > after_id, oldest first, with their attachments."""
         since = await self._conversation_start(chat_id)
-        return await self._fetch(
+        messages = await self._fetch(
             ChatMessage, "SELECT * FROM messages WHERE chat_id = ? AND id > ? AND created_at >= ? ORDER BY id",
             (chat_id, after_id, since),
         )
+        if messages:
+            by_id = {m.id: m for m in messages}
+            for attachment in await self._fetch(
+                    Attachment, "SELECT * FROM attachments WHERE chat_id = ? AND message_id >= ? ORDER BY id",
+                    (chat_id, messages[0].id)):
+                if attachment.message_id in by_id:
+                    by_id[attachment.message_id].attachments.append(attachment)
+        return messages
+
+    async def chat_attachments(self, chat_id: int, ids: Iterable[int]) -> list[Attachment]:
+        """The attachments of this chat among `ids`, in the order asked (unknown ids are left out)."""
+        wanted = [int(i) for i in ids]
+        found = {a.id: a for a in await self._fetch(
+            Attachment, f"SELECT * FROM attachments WHERE chat_id = ? AND id IN ({', '.join('?' for _ in wanted)})",
+            (chat_id, *wanted))} if wanted else {}
+        return [found[i] for i in dict.fromkeys(wanted) if i in found]
+
+    async def task_attachments(self, task_id: int) -> list[tuple[Attachment, bool]]:
+        """(attachment, save_as_file) of what was handed to the task."""
+        rows = await self._rows(
+            "SELECT a.*, t.save_as_file FROM task_attachments t JOIN attachments a ON a.id = t.attachment_id "
+            "WHERE t.task_id = ? ORDER BY a.id", (task_id,))
+        handed = []
+        for row in rows:
+            fields = dict(row)
+            save = bool(fields.pop("save_as_file"))
+            handed.append((Attachment.model_validate(fields), save))
+        return handed
 
     async def add_note(self, note: ConversationNote) -> ConversationNote:
         note.id = await self._insert("conversation_notes", note)
@@ -332,6 +393,33 @@ class Store:
             ConversationNote, "SELECT * FROM conversation_notes WHERE chat_id = ? AND created_at >= ? "
             "ORDER BY id DESC LIMIT 1", (chat_id, since),
         )
+
+    async def message_by_platform_id(self, chat_id: int, platform_message_id: int) -> ChatMessage | None:
+        return await self._fetch_one(
+            ChatMessage, "SELECT * FROM messages WHERE chat_id = ? AND platform_message_id = ? ORDER BY id DESC LIMIT 1",
+            (chat_id, platform_message_id))
+
+    async def set_platform_message_id(self, message_id: int, platform_message_id: int) -> None:
+        await self._update("messages", message_id, {"platform_message_id": platform_message_id})
+
+    async def shown_record_from(self, chat_id: int, platform_message_id: int) -> ChatMessage | None:
+        """The first proposal or task summary sent at or after this chat message."""
+        return await self._fetch_one(
+            ChatMessage, "SELECT * FROM messages WHERE chat_id = ? AND kind != 'chat' AND platform_message_id >= ? "
+            "ORDER BY platform_message_id LIMIT 1", (chat_id, platform_message_id))
+
+    async def bot_message_about(self, chat_id: int, kind: str, ref_id: int) -> ChatMessage | None:
+        """The newest message the bot showed about one proposal or task."""
+        return await self._fetch_one(
+            ChatMessage, "SELECT * FROM messages WHERE chat_id = ? AND kind = ? AND ref_id = ? ORDER BY id DESC LIMIT 1",
+            (chat_id, kind, ref_id))
+
+    async def shown_records_up_to(self, chat_id: int, up_to_id: int) -> list[ChatMessage]:
+        """Proposals and task summaries of the current conversation with id <= up_to_id, oldest first."""
+        since = await self._conversation_start(chat_id)
+        return await self._fetch(
+            ChatMessage, "SELECT * FROM messages WHERE chat_id = ? AND id <= ? AND kind != 'chat' AND created_at >= ? "
+            "ORDER BY id", (chat_id, up_to_id, since))
 
     async def all_messages(self, chat_id: int) -> list[ChatMessage]:
         return await self._fetch(ChatMessage, "SELECT * FROM messages WHERE chat_id = ? ORDER BY id", (chat_id,))
@@ -365,6 +453,16 @@ class Store:
             (status.value, _to_db(utcnow()), proposal_id, ProposalStatus.PENDING.value))
         return bool(rows)
 
+    async def latest_proposal(self, chat_id: int) -> Proposal | None:
+        return await self._fetch_one(Proposal, "SELECT * FROM proposals WHERE chat_id = ? ORDER BY id DESC LIMIT 1",
+                                     (chat_id,))
+
+    async def task_by_message(self, chat_id: int, message_id: int) -> Task | None:
+        """The task whose progress message (or request) is this chat message."""
+        return await self._fetch_one(
+            Task, "SELECT * FROM tasks WHERE chat_id = ? AND (progress_message_id = ? OR reply_to_message_id = ?) "
+            "ORDER BY id DESC LIMIT 1", (chat_id, message_id, message_id))
+
     async def pending_proposals(self, chat_id: int) -> list[Proposal]:
         return await self._fetch(
             Proposal, "SELECT * FROM proposals WHERE chat_id = ? AND status = ? ORDER BY id",
@@ -372,20 +470,24 @@ class Store:
         )
 
     # ---- tasks ---------------------------------------------------------------------------
-    async def add_task(self, task: Task, criteria: list[str] | None = None) -> Task:
-        """Insert a task and its acceptance criteria in one transaction (a runner never sees one without the other)."""
+    async def add_task(self, task: Task, criteria: list[str] | None = None,
+                       attachments: Iterable[int] = (), save_attachments: bool = False) -> Task:
+        """Insert a task, its acceptance criteria and attachments in one transaction (a runner sees all or none)."""
         async with self._transaction() as db:
-            await self._insert_task(db, task, criteria)
+            await self._insert_task(db, task, criteria, attachments, save_attachments)
         return task
 
     @staticmethod
-    async def _insert_task(db: aiosqlite.Connection, task: Task, criteria: list[str] | None) -> None:
+    async def _insert_task(db: aiosqlite.Connection, task: Task, criteria: list[str] | None,
+                           attachments: Iterable[int] = (), save_attachments: bool = False) -> None:
         data = {k: _to_db(v) for k, v in task.model_dump().items() if k != "id"}
         row = await db.execute_insert(
             f"INSERT INTO tasks ({', '.join(data)}) VALUES ({', '.join('?' for _ in data)})", tuple(data.values()))
         task.id = int(row[0])
         await db.executemany("INSERT INTO task_criteria (task_id, idx, text) VALUES (?, ?, ?)",
                              [(task.id, idx, text) for idx, text in enumerate(criteria or [], start=1)])
+        await db.executemany("INSERT OR IGNORE INTO task_attachments (task_id, attachment_id, save_as_file) "
+                             "VALUES (?, ?, ?)", [(task.id, a, int(save_attachments)) for a in attachments])
 
     async def approve_proposal(self, proposal_id: int, task: Task, criteria: list[str] | None = None) -> Task | None:
         """Approve a pending proposal and create its task in ONE transaction (a SIGKILL leaves both or neither).
@@ -422,6 +524,10 @@ class Store:
         if not valid_id(task_id):  # e.g. a 20-digit number: SQLite cannot bind it, and no row has it
             return None
         return await self._fetch_one(Task, "SELECT * FROM tasks WHERE id = ?", (task_id,))
+
+    async def task_by_progress_message(self, chat_id: int, message_id: int) -> Task | None:
+        return await self._fetch_one(Task, "SELECT * FROM tasks WHERE chat_id = ? AND progress_message_id = ?",
+                                     (chat_id, message_id))
 
     async def update_task(self, task_id: int, **fields: Any) -> None:
         await self._update("tasks", task_id, fields)

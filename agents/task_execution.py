@@ -6,19 +6,24 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import deque
 from pathlib import Path
 
 import anthropic
 
 from agents import git_repo, prompts
 from agents.delivery import Deliveries
+from agents.attachments import Attachments
 from agents.llm import explain_api_error, usage_record
 from agents.models import Criterion, Proposal, ProposalStatus, Task, TaskEvent, TaskStatus, WorkerKind, utcnow
 from agents.notify import Button, Notifier
 from agents.orphans import instance_token, task_tag
+from agents.repo_guard import RepositoryGuard
 from agents.repo_map import RepoMap, repo_map_tools
 from agents.screenshot import find_chromium, screenshot_tool_result
 from agents.settings import Settings
+from agents.shown import PROPOSAL, TASK, remember_shown, shown_as
+from agents.steering import Inboxes
 from agents.store import Store
 from agents.test_runner import TestOutcome, TestStatus, run_tests
 from agents.tool_sets import worker_tools
@@ -37,6 +42,8 @@ ROLE_PROMPTS = {
 REPORT_LIMIT = 1500
 PROGRESS_INTERVAL = 5.0  # at most one edit of a progress message per this many seconds
 PROGRESS_TICK = 15.0  # refresh the elapsed time at least this often during a long step
+PROGRESS_STEPS = 3  # the progress message shows this many of the latest steps
+NOTE_RECEIVED = "📝 note received"
 
 
 def share_virtualenv(repo: Path, worktree: Path) -> None:
@@ -57,6 +64,22 @@ def tail(text: str, limit: int) -> str:
     return text if len(text) <= limit else "…" + text[-(limit - 1):]
 
 
+def size_lines(last: git_repo.CommitResult | None, left_out: list[git_repo.LeftOut]) -> list[str]:
+    """Summary lines naming files left out by the size limits, and large or binary files that were committed."""
+    size = git_repo.human_size
+    lines = []
+    if left_out:
+        lines.append("⚠ **Not committed** (size limits): " + ", ".join(
+            f"`{item.path}` ({size(item.size)}, {item.reason})" for item in left_out[:10])
+            + (f" and {len(left_out) - 10} more" if len(left_out) > 10 else ""))
+    if last and last.large:
+        lines.append("**Large files committed:** " + ", ".join(f"`{p}` ({size(n)})" for p, n in last.large[:10]))
+    if last and last.binary:
+        lines.append("**Binary files committed:** " + ", ".join(f"`{p}`" for p in last.binary[:10])
+                     + (" …" if len(last.binary) > 10 else ""))
+    return lines
+
+
 def cancel_button(task_id: int) -> list[list[Button]]:
     return [[Button("✖ Cancel", f"task:cancel:{task_id}")]]
 
@@ -71,22 +94,25 @@ def branch_buttons(task_id: int) -> list[list[Button]]:
 
 
 class Progress:
-    """One progress message per task, edited in place at most every PROGRESS_INTERVAL seconds."""
+    """One progress message per task, edited in place at most every PROGRESS_INTERVAL seconds: elapsed time, criteria
+    verified, the latest steps."""
 
     def __init__(self, notifier: Notifier, store: Store, task: Task) -> None:
         self.notifier, self.store, self.task = notifier, store, task
         self.started = time.monotonic()
-        self.step = "starting"
+        self.steps: deque[str] = deque(["starting"], maxlen=PROGRESS_STEPS)
+        self._started_steps = False
         self.last_edit = 0.0
         self.message_id = task.progress_message_id
-        self.criteria = ""  # e.g. "2/3 criteria"
+        self.criteria = ""  # e.g. "2/5 criteria verified"
         self._ticker: asyncio.Task[None] | None = None
 
     def text(self) -> str:
         t = self.task
         elapsed = int(time.monotonic() - self.started)
         return (f"⏳ **Task #{t.id}** · {t.worker.value} worker · `{t.workspace}`\n{trim(t.title, 120)}\n"
-                f"{elapsed // 60}m{elapsed % 60:02d}s · {self.step}" + (f" · {self.criteria}" if self.criteria else ""))
+                f"⏱ {elapsed // 60}m{elapsed % 60:02d}s" + (f" · {self.criteria}" if self.criteria else "")
+                + "".join(f"\n• {trim(step, 90)}" for step in self.steps))
 
     async def open(self) -> None:
         if self.message_id is None:
@@ -115,7 +141,10 @@ class Progress:
             log.debug("task %s: progress edit failed: %s", self.task.id, err)
 
     async def update(self, step: str, force: bool = False) -> None:
-        self.step = step
+        if not self._started_steps:  # the first real step replaces "starting"
+            self.steps.clear()
+            self._started_steps = True
+        self.steps.append(step)
         await self.store.add_event(TaskEvent(task_id=self.task.id, kind="step", detail=step[:300]))
         if force or time.monotonic() - self.last_edit >= PROGRESS_INTERVAL:
             await self._edit()
@@ -146,8 +175,12 @@ class TaskExecutor:
         self.repo_map = repo_map
         self.workspaces, self.notifier = workspaces, notifier
         self.identity = git_repo.GitIdentity(settings.git_author_name, settings.git_author_email)  # noqa
-        self.worktrees_dir = settings.database_path.parent.resolve() / "worktrees"
+        self.worktrees_dir = settings.worktrees_dir
+        self.commit_limits = git_repo.CommitLimits(settings.max_commit_file_bytes, settings.max_commit_task_bytes)
+        self.guards: dict[int, RepositoryGuard] = {}  # task id → the guard of the owner's repository while it runs
         self.chromium = find_chromium(settings.chromium_path)
+        self.inboxes = Inboxes()  # notes for running workers (agents/steering.py)
+        self.attachments = Attachments.from_settings(settings)
         self.stopping = False  # set when the bot shuts down: running tasks become interrupted, not cancelled
 
     def limits(self) -> Limits:
@@ -174,7 +207,7 @@ class TaskExecutor:
                 raise ToolError(f"there is no criterion {index}; the criteria are numbered 1..{count}")
             criteria = await self.store.criteria(task.id)
             done = sum(c.verified for c in criteria)
-            progress.criteria = f"{done}/{len(criteria)} criteria"
+            progress.criteria = f"{done}/{len(criteria)} criteria verified"
             await progress.update(f"verified criterion {index}")
             return f"criterion {index} verified ({done}/{len(criteria)})"
 
@@ -189,21 +222,45 @@ class TaskExecutor:
         toolbox = Toolbox(
             tools,
             Audit(self.store, agent=f"{task.worker.value}-worker", chat_id=task.chat_id, task_id=task.id),
+            max_result_chars=self.settings.tool_result_max_chars,
         )
         return Worker(client=self.client, model=self.settings.worker_model, system=ROLE_PROMPTS[task.worker],
                       toolbox=toolbox, limits=self.limits(), max_output_tokens=self.settings.worker_max_output_tokens,
                       # a non-streaming answer arrives whole: allow ~30 output tokens a second at the least
                       request_timeout=max(self.settings.anthropic_timeout_seconds,
                                           self.settings.worker_max_output_tokens / 30),
-                      on_step=progress.update, on_usage=on_usage)
+                      on_step=lambda step: self.on_step(task, progress, step), on_usage=on_usage,
+                      inbox=self.inboxes.reader(task.id), context_window=self.settings.worker_context_tokens)
+
+    async def on_step(self, task: Task, progress: Progress, step: str) -> None:
+        """Before each worker step: progress, and the owner's repository checked (what the last step moved undone)."""
+        await progress.update(step)
+        await self.check_repository(task)
+
+    async def check_repository(self, task: Task) -> list[str]:
+        """Undo what the worker moved in the owner's repository; every warning so far (new ones become task events)."""
+        guard = self.guards.get(task.id)
+        if guard is None:
+            return []
+        await guard.check()
+        for warning in guard.unreported():
+            await self.store.add_event(TaskEvent(task_id=task.id, kind="guard", detail=warning[:300]))
+        return list(guard.warnings)
 
     async def execute(self, task: Task) -> None:
         progress = Progress(self.notifier, self.store, task)
-        await progress.open()
+        self.inboxes.open(task.id, lambda note: progress.update(NOTE_RECEIVED, force=True))
         try:
+            await progress.open()
             await self._execute(task, progress)
         finally:
             progress.stop()
+            unread = self.inboxes.close(task.id)
+            if unread and not self.stopping:
+                with contextlib.suppress(Exception):
+                    await self.notifier.send(task.chat_id, f"Task #{task.id} ended before its worker read your note: "
+                                                           f"“{trim(unread[0], 200)}”" + (f" (and {len(unread) - 1} more)"
+                                                                                         if len(unread) > 1 else ""))
             if self.repo_map is not None:  # the worker's own look-up index is not needed after the task
                 await self.store.delete_repo_index(f"{task.workspace}@task-{task.id}")
 
@@ -228,8 +285,7 @@ class TaskExecutor:
     async def _fail(self, task: Task, progress: "Progress", reason: str) -> None:
         await self.set_status(task, TaskStatus.FAILED, error=reason)
         await progress.close(f"✖ failed: {trim(reason, 200)}")
-        await self.deliveries.deliver(task.chat_id, f"✖ **Task #{task.id} failed**: {reason}", kind="summary",
-                                      task_id=task.id)
+        await self._show(task, f"✖ **Task #{task.id} failed**: {reason}")
 
     async def repository_map(self, task: Task, name: str, root: Path) -> str:
         """The token-bounded map of the workspace for this request ('' when there is none)."""
@@ -250,18 +306,32 @@ class TaskExecutor:
                      f"evidence; the task is only done when all are verified):\n{listed}")
         return text + repo_map
 
+    async def handed_over(self, task: Task, worktree: Path | None = None) -> tuple[list[dict], str]:
+        """The photos and files handed to the task: content blocks for the worker's first turn, and a line naming
+        the copies saved under the worktree's ignored attachments folder (when start_task asked for that)."""
+        rows = await self.store.task_attachments(task.id)
+        if not rows:
+            return [], ""
+        blocks = await self.attachments.blocks_of([a for a, _ in rows])
+        to_save = [a for a, save in rows if save]
+        paths = await self.attachments.copy_into(to_save, worktree) if to_save and worktree is not None else []
+        note = (f"\n\nThe user's files are saved in the worktree (ignored by git; copy what the project needs into it): "
+                f"{', '.join(paths)}") if paths else ""
+        return blocks, note
+
     # ---- research → proposal -------------------------------------------------------------
     async def _research(self, task: Task, progress: Progress) -> None:
         workspace = self.workspaces.resolve(task.workspace)
         worker = self.make_worker(task, workspace.path, progress)
         repo_map = await self.repository_map(task, workspace.name, workspace.path)
-        result = await worker.run(f"Workspace: {workspace.name}\n\nResearch request:\n{task.instructions}{repo_map}")
+        blocks, _ = await self.handed_over(task)
+        result = await worker.run(f"Workspace: {workspace.name}\n\nResearch request:\n{task.instructions}{repo_map}",
+                                  attachments=blocks)
         if not result.finished or not result.report:
             reason = result.reason(self.limits()) if not result.finished else "the research worker wrote no proposal"
             await self.set_status(task, TaskStatus.FAILED, error=reason, result=result.report or None)
             await progress.close(f"✖ {reason}")
-            await self.deliveries.deliver(task.chat_id, f"✖ **Research #{task.id}** ended without a proposal: {reason}.",
-                                          kind="summary", task_id=task.id)
+            await self._show(task, f"✖ **Research #{task.id}** ended without a proposal: {reason}.")
             return
         for old in await self.store.pending_proposals(task.chat_id):
             if old.workspace == workspace.name:
@@ -271,8 +341,11 @@ class TaskExecutor:
         await self.set_status(task, TaskStatus.COMPLETED, result=f"proposal #{proposal.id}")
         await progress.close(f"✔ proposal #{proposal.id} ready")
         header = f"📋 **Proposal #{proposal.id}** for `{workspace.name}`. Approve to start a code worker on it.\n\n"
-        await self.deliveries.deliver(task.chat_id, header + result.report, buttons=proposal_buttons(proposal.id),
-                                      kind="proposal", task_id=task.id)
+        record = await remember_shown(self.store, task.chat_id, PROPOSAL, proposal.id, header + result.report,
+                                      self.settings.shown_turn_chars)
+        shown = await self.deliveries.deliver(task.chat_id, header + result.report,
+                                              buttons=proposal_buttons(proposal.id), kind="proposal", task_id=task.id)
+        await shown_as(self.store, record, shown)
 
     # ---- code / frontend / test ------------------------------------------------------------
     async def _change(self, task: Task, progress: Progress) -> None:
@@ -285,6 +358,8 @@ class TaskExecutor:
         await self.store.update_task(task.id, branch=tree.branch, base_branch=tree.base_branch,
                                      base_commit=tree.base_commit, worktree=str(tree.path))
         share_virtualenv(workspace.path, tree.path)
+        await git_repo.clear_stale_index_locks(tree)  # a SIGKILL during the bot's own `git add` leaves one behind
+        self.guards[task.id] = await RepositoryGuard.start(tree)
         try:
             await self._work_on(task, progress, workspace, tree)
         except BaseException as err:
@@ -292,23 +367,36 @@ class TaskExecutor:
                 # cancelled or failed: keep the branch (and its commits), drop the checkout
                 with contextlib.suppress(Exception):
                     await git_repo.commit_all(tree, f"{task.title} (partial, task ended early)\n\nagentlab task #{task.id}",
-                                              self.identity)
+                                              self.identity, self.commit_limits)
+                    self.end_guard(task)
                     await git_repo.remove_worktree_keep_branch(tree)
             raise
+        finally:
+            self.end_guard(task)
+
+    def end_guard(self, task: Task) -> list[str]:
+        """Stop guarding the task's repository (before its worktree goes); every warning the guard gave."""
+        guard = self.guards.pop(task.id, None)
+        if guard is None:
+            return []
+        guard.close()
+        return guard.warnings
 
     async def _work_on(self, task: Task, progress: Progress, workspace: Workspace, tree: git_repo.TaskWorktree) -> None:
         worker = self.make_worker(task, tree.path, progress)
         criteria = await self.store.criteria(task.id)
         if criteria:
-            progress.criteria = f"{sum(c.verified for c in criteria)}/{len(criteria)} criteria"
+            progress.criteria = f"{sum(c.verified for c in criteria)}/{len(criteria)} criteria verified"
         resumed = bool(task.result)  # an interrupted task carries what was done before
         repo_map = await self.repository_map(task, workspace.name, workspace.path)
-        first = self.first_turn(task, criteria, repo_map)
+        blocks, saved = await self.handed_over(task, tree.path)
+        first = self.first_turn(task, criteria, repo_map) + saved
         if resumed:
             first += (f"\n\n(This task was interrupted and is being resumed on the same branch. Notes from before: "
                       f"{task.result}. Check the current state of the files before continuing.)")
-        result = await worker.run(first)
-        commit = await git_repo.commit_all(tree, f"{task.title}\n\nagentlab task #{task.id}", self.identity)
+        result = await worker.run(first, attachments=blocks)
+        commit = await git_repo.commit_all(tree, f"{task.title}\n\nagentlab task #{task.id}", self.identity,
+                                           self.commit_limits)
         commits = [commit] if commit else []
         outcome: TestOutcome | None = None
         corrections = 0
@@ -324,14 +412,17 @@ class TaskExecutor:
                 attempt=corrections, limit=self.settings.max_corrections, command=outcome.command,
                 output=tail(outcome.output, 6000)))
             commit = await git_repo.commit_all(tree, f"{task.title} (correction {corrections})\n\nagentlab task #{task.id}",
-                                               self.identity)
+                                               self.identity, self.commit_limits)
             if commit:
                 commits.append(commit)
         await self._finish(task, progress, tree, result, outcome, corrections, commits)
 
     async def _finish(self, task: Task, progress: Progress, tree: git_repo.TaskWorktree, result: WorkerResult,
                       outcome: TestOutcome | None, corrections: int, commits: list[git_repo.CommitResult]) -> None:
+        left_out = commits[-1].left_out if commits else []  # the last commit's word on what is still left out
+        commits = [commit for commit in commits if commit.committed]
         last = commits[-1] if commits else None
+        guard_warnings = await self.check_repository(task)  # the tests ran the worker's code too
         criteria = await self.store.criteria(task.id)
         unverified = [c for c in criteria if not c.verified]
         if not result.finished:
@@ -368,11 +459,24 @@ class TaskExecutor:
                       f"**Commit:** `{last.short_sha}` on branch `{tree.branch}` (base `{tree.base_branch}`)"]
         else:
             lines.append("**Files:** nothing changed, no commit")
+        lines += size_lines(last, left_out)
+        if guard_warnings:
+            lines.append("⚠ **The worker changed the owner's repository; the bot undid it:**")
+            lines += [f"• {w}" for w in guard_warnings[:10]] + ([f"• … and {len(guard_warnings) - 10} more (see /log)"]
+                                                               if len(guard_warnings) > 10 else [])
         summary = "\n".join(lines)
         error = None if status is TaskStatus.COMPLETED else headline
         await self.set_status(task, status, result=trim(result.report, 4000) or None, error=error,
                               commit_sha=last.sha if last else None)
+        self.end_guard(task)
         await git_repo.remove_worktree_keep_branch(tree)
         await progress.close(headline)
-        await self.deliveries.deliver(task.chat_id, summary, buttons=branch_buttons(task.id) if last else None,
-                                      reply_to=task.reply_to_message_id, kind="summary", task_id=task.id)
+        await self._show(task, summary, buttons=branch_buttons(task.id) if last else None,
+                         reply_to=task.reply_to_message_id)
+
+    async def _show(self, task: Task, markdown: str, **how: object) -> None:
+        """Send a task's outcome to its chat, and keep it in the chat's history as the bot's turn."""
+        record = await remember_shown(self.store, task.chat_id, TASK, task.id, markdown, self.settings.shown_turn_chars)
+        # through the outbox: a Telegram 5xx is retried and never turns the finished task into a failure
+        await shown_as(self.store, record, await self.deliveries.deliver(task.chat_id, markdown, kind="summary",
+                                                                         task_id=task.id, **how))

@@ -16,6 +16,19 @@ from agents.workspaces import ToolError
 log = logging.getLogger(__name__)
 
 Handler = Callable[..., Awaitable[Any]]
+MAX_RESULT_CHARS = 60_000  # a longer tool result keeps its head and tail (issue 14: bounded worker context)
+
+
+def keep_head_and_tail(text: str, limit: int, what: str = "output") -> str:
+    """`text` if it fits in `limit` characters, else its beginning and end with a note of what was left out."""
+    if len(text) <= limit:
+        return text
+    head = limit * 2 // 3
+    tail = limit - head
+    cut = len(text) - head - tail
+    return (f"{text[:head]}\n\n[… {cut:,} characters of this {what} left out ({len(text):,} in all); the beginning and "
+            f"the end are shown. Narrow the call (offset/limit, a grep, a shorter command output) to see the middle. …]"
+            f"\n\n{text[-tail:]}")
 
 
 @dataclass
@@ -81,9 +94,10 @@ def summarize_arguments(arguments: dict[str, Any], limit: int = 300) -> str:
 class Toolbox:
     """A named set of tools; `call` runs one, records it, and never raises for a tool's own failure."""
 
-    def __init__(self, tools: list[Tool], audit: Audit) -> None:
+    def __init__(self, tools: list[Tool], audit: Audit, max_result_chars: int = MAX_RESULT_CHARS) -> None:
         self.tools = {t.name: t for t in tools}
         self.audit = audit
+        self.max_result_chars = max_result_chars
 
     def specs(self) -> list[dict[str, Any]]:
         return [t.spec() for t in self.tools.values()]
@@ -112,6 +126,9 @@ class Toolbox:
             log.exception("tool %s failed", name)
             error = f"{type(err).__name__}: {err}"
             result = ToolResult(f"Error: {name} failed: {error}", is_error=True)
+        if isinstance(result.content, str) and len(result.content) > self.max_result_chars:
+            result = ToolResult(keep_head_and_tail(result.content, self.max_result_chars, f"{name} result"),
+                                result.is_error)
         duration_ms = int((time.monotonic() - started) * 1000)
         if result.is_error and error is None:
             error = result.content if isinstance(result.content, str) else "error"

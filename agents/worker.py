@@ -10,6 +10,7 @@ from typing import Any, Awaitable, Callable
 
 import anthropic
 
+from agents.context_budget import create_within_window
 from agents.llm import usage_of
 from agents.models import Usage
 from agents.toolbox import Toolbox
@@ -20,6 +21,7 @@ TRUNCATED = ("not run: your output hit the max_tokens limit and this call was cu
 
 StepCallback = Callable[[str], Awaitable[None]]
 UsageCallback = Callable[[anthropic.types.Message], Awaitable[None]]
+Inbox = Callable[[], list[str]]  # notes the user sent while the worker runs (agents/steering.py), read once each
 
 
 class StopReason(StrEnum):
@@ -89,19 +91,24 @@ class Worker:
     request_timeout: float | None = None  # a long non-streaming answer needs more than the client's default
     on_step: StepCallback | None = None
     on_usage: UsageCallback | None = None
+    inbox: Inbox | None = None
+    context_window: int = 200_000  # tokens; near it, older tool results become stubs (agents/context_budget.py)
     messages: list[dict[str, Any]] = field(default_factory=list)
     steps: int = 0
     run_steps: int = 0
     usage: Usage = field(default_factory=Usage)
     started: float = field(default_factory=time.monotonic)
 
-    async def run(self, instruction: str) -> WorkerResult:
-        """Add a user turn (the task, or a correction carrying test output) and loop until the model ends its turn."""
-        turn = {"type": "text", "text": instruction}
+    async def run(self, instruction: str, attachments: list[dict[str, Any]] | None = None) -> WorkerResult:
+        """Add a user turn (the task, or a correction carrying test output) and loop until the model ends its turn.
+
+        `attachments`: content blocks (images, documents) shown before the instruction.
+        """
+        turn = [*(attachments or []), {"type": "text", "text": instruction}]
         if self.messages and self.messages[-1]["role"] == "user":
-            self.messages[-1]["content"].append(turn)  # after a cut-short turn: keep roles alternating
+            self.messages[-1]["content"].extend(turn)  # after a cut-short turn: keep roles alternating
         else:
-            self.messages.append({"role": "user", "content": [turn]})
+            self.messages.append({"role": "user", "content": turn})
         self.started, self.run_steps = time.monotonic(), 0  # each run (task or correction) gets the full limits
         try:
             async with asyncio.timeout(self.limits.max_seconds):
@@ -124,14 +131,16 @@ class Worker:
             raise _LimitReached(StopReason.TOKEN_LIMIT)
         self.steps += 1
         self.run_steps += 1
-        response = await self.client.messages.create(
+        for note in self.inbox() if self.inbox else []:  # the last message is the user's: the task or tool results
+            self.messages[-1]["content"].append({"type": "text", "text": note})
+        response = await create_within_window(self, lambda: self.client.messages.create(
             model=self.model,
             max_tokens=self.max_output_tokens,
             system=[{"type": "text", "text": self.system, "cache_control": EPHEMERAL}],
             tools=self._tool_specs(),
             messages=self._cached_messages(),
             **({"timeout": self.request_timeout} if self.request_timeout else {}),
-        )
+        ))
         self.usage = self.usage + usage_of(response)
         if self.on_usage:
             await self.on_usage(response)

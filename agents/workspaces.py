@@ -216,13 +216,35 @@ class Workspaces:
         )
 
 
-_SECRET_NAMES = frozenset({".env", "id_rsa", "id_ecdsa", "id_ed25519", "id_dsa"})
+_SECRET_NAMES = frozenset({".env", ".envrc", ".netrc", "_netrc", ".npmrc", ".pypirc", ".git-credentials", ".pgpass"})
 _SHAREABLE_ENV = frozenset({".env.example", ".env.sample", ".env.template", ".env.dist"})
+_SECRET_PATTERNS = re.compile(
+    r"""(?x)
+    .*\.(pem|key)              # certificates and private keys
+    | id_[A-Za-z0-9_-]+         # SSH private keys (id_rsa, id_ed25519_sk…; not id_rsa.pub, not id_utils.py)
+    | credentials.*\.json      # cloud service-account and OAuth credentials
+    """,
+    re.IGNORECASE,
+)
+# `scheme://user:password@` or `scheme://token@` in a URL (a remote with a token in `.git/config`, say).
+_URL_CREDENTIALS = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]*://)[^\s/@'\"<>]+@")
 
 
 def is_secret_file(name: str) -> bool:
-    """`.env`, `.env.local`… (not `.env.example`) and private SSH keys: never shown to a model."""
-    return name in _SECRET_NAMES or (name.startswith(".env.") and name not in _SHAREABLE_ENV)
+    """Credential files never shown to a model nor written by one: `.env`, `.env.local`… (not `.env.example`),
+    `.envrc`, `.netrc`, `.npmrc`, `.pypirc`, `.git-credentials`, `*.pem`, `*.key`, SSH keys, `credentials*.json`."""
+    return (name in _SECRET_NAMES or (name.startswith(".env.") and name not in _SHAREABLE_ENV)
+            or _SECRET_PATTERNS.fullmatch(name) is not None)
+
+
+def mask_url_credentials(text: str) -> str:
+    """`https://user:token@host/…` → `https://***@host/…`, wherever a URL with credentials appears in `text`."""
+    return _URL_CREDENTIALS.sub(r"\1***@", text)
+
+
+def is_git_metadata(relative: str | Path) -> bool:
+    """True for the `.git` entry of a checkout or anything below a `.git` folder (any case)."""
+    return any(part.lower() == ".git" for part in PurePosixPath(str(relative).replace("\\", "/")).parts)
 
 
 def confine(root: Path, relative: str) -> Path:
@@ -253,8 +275,8 @@ def confine(root: Path, relative: str) -> Path:
         raise PathOutsideWorkspace(f"{text!r} cannot be resolved ({err}); use a plain path relative to the workspace")
     if target == base or target.is_relative_to(base):
         if is_secret_file(target.name):
-            raise PathOutsideWorkspace(f"{text!r} holds secrets (environment file or private key); agents may not "
-                                       "read or write it")
+            raise PathOutsideWorkspace(f"{text!r} holds secrets (an environment, credential or key file); agents "
+                                       "may not read or write it")
         return target
     if (base / text).is_symlink() or any(p.is_symlink() for p in _existing_parents(base, text)):
         raise PathOutsideWorkspace(

@@ -20,7 +20,7 @@ from telegram.ext import (
 
 from agents.runtime import Runtime
 from agents.settings import Settings
-from telegram_bot import buttons, commands, handlers, voice
+from telegram_bot import attachments, buttons, commands, handlers, steering, voice
 from telegram_bot.replies import TelegramNotifier
 from telegram_bot.strangers import OwnerFirstRateLimiter, Strangers
 
@@ -98,7 +98,9 @@ def build_application(settings: Settings) -> Application:
     app.add_handler(CallbackQueryHandler(buttons.on_button))
     new = filters.UpdateType.MESSAGE  # edits of old messages are not new requests
     app.add_handler(MessageHandler(new & (filters.VOICE | filters.AUDIO | filters.Document.AUDIO), voice.on_voice))
+    app.add_handler(MessageHandler(new & (filters.PHOTO | filters.Document.ALL), attachments.on_attachment))
     app.add_handler(MessageHandler(new & filters.COMMAND, handlers.unknown_command))
+    app.add_handler(MessageHandler(new & filters.REPLY & filters.TEXT & ~filters.COMMAND, steering.on_reply))
     app.add_handler(MessageHandler(new & filters.TEXT & ~filters.COMMAND, handlers.on_text))
     app.add_handler(MessageHandler(new & ~filters.StatusUpdate.ALL, handlers.unsupported))
     app.add_error_handler(handlers.on_error)

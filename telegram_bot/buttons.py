@@ -48,9 +48,8 @@ async def on_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         elif kind == "task" and action == "discard":
             text = await crew.discard(chat_id, item_id)
         elif kind == "task" and action == "diff":
-            data = await crew.diff(chat_id, item_id)
-            await rt.notifier.send_document(chat_id, f"task-{item_id}.diff", data or b"(empty diff)\n",
-                                            caption=f"Diff of task #{item_id}")
+            data, caption = await crew.diff(chat_id, item_id)
+            await rt.notifier.send_document(chat_id, f"task-{item_id}.diff", data or b"(empty diff)\n", caption=caption)
             return
         else:
             text = "This button is no longer valid."

@@ -262,7 +262,7 @@ def cmd_eval_routing(args: argparse.Namespace) -> int:
     _configure_logging("WARNING", settings.log_format)  # progress lines, not every tool call
     try:
         return asyncio.run(routing_eval.main(settings, args.file or routing_eval.DEFAULT_CASES, limit=args.limit,
-                                             concurrency=args.concurrency))
+                                             concurrency=args.concurrency, repeats=args.repeats))
     except routing_eval.CaseFileError as err:
         print(f"agentlab: {err}", file=sys.stderr)
         return 2
@@ -287,13 +287,16 @@ def build_parser() -> argparse.ArgumentParser:
         "routing", help="send labelled example messages to the orchestrator and print the confusion table",
         description="Send each labelled message of the cases file to the real orchestrator (work tools are only "
                     "recorded, no worker starts; the workspaces are throw-away copies named calc, group-therapy, portfolio and "
-                    "self) and print where it was routed: a confusion table over direct / "
-                    "research / code / frontend / test / approval, precision, recall, accuracy and the tokens spent.")
+                    "self) and print where it was routed: a confusion table over direct / clarify / "
+                    "research / code / frontend / test / approval / reject / cancel, precision, recall, accuracy, "
+                    "the cases that flipped between runs, and the tokens spent.")
     routing.add_argument("--file", type=Path, default=None, metavar="PATH",
                          help="JSON-lines cases file (default: evals/routing.jsonl of this checkout)")
     routing.add_argument("--limit", type=_positive_int, default=None, metavar="N", help="only the first N cases")
     routing.add_argument("--concurrency", type=_positive_int, default=4, metavar="N",
                          help="cases sent at once (default: 4)")
+    routing.add_argument("--repeats", type=_positive_int, default=3, metavar="N",
+                         help="runs of each case; routing that changes between runs is reported (default: 3)")
     routing.set_defaults(func=cmd_eval_routing)
     return parser
 

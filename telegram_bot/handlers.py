@@ -12,7 +12,8 @@ from telegram.constants import ChatAction
 from telegram.ext import ApplicationHandlerStop, ContextTypes
 
 from agents.crew import REQUEST_MESSAGE
-from agents.models import InputMethod
+from agents.models import Attachment, InputMethod
+from agents.replying import ReplyTo
 from telegram_bot.replies import send_markdown
 from telegram_bot.strangers import REFUSAL_LANE, Strangers
 
@@ -34,6 +35,8 @@ Talk to me in plain words, typed or as a voice note:
 • ask anything: "what does `auth.py` do in group-therapy?"
 • ask for an improvement: "improve the error handling in the API": I research it and show a **proposal**; approve with the button or "go ahead"
 • ask for work: "fix the failing test in calc", "add a /restart command to your code", "build a portfolio page": a worker does it on its own git branch, runs the tests and reports back
+• send a photo, screenshot, PDF or log file with a caption: "make the page look like this", "why does this crash?"
+• reply to a task's progress message to tell its worker something while it works
 
 Commands: /status /tasks /task N /cancel /usage /log N /new /history"""
 
@@ -93,8 +96,9 @@ def chat_lock(context: ContextTypes.DEFAULT_TYPE, chat_id: int) -> asyncio.Lock:
     return locks.setdefault(chat_id, asyncio.Lock())
 
 
-async def converse(update: Update, context: ContextTypes.DEFAULT_TYPE, text: str, method: InputMethod) -> None:
-    """Route text (typed or transcribed) through the orchestrator and send its reply."""
+async def converse(update: Update, context: ContextTypes.DEFAULT_TYPE, text: str, method: InputMethod,
+                   attachments: list[Attachment] | None = None) -> None:
+    """Route text (typed or transcribed, with any photos/files) through the orchestrator and send its reply."""
     chat_id = update.effective_chat.id
     if context.application.bot_data.get("stopping"):
         await update.effective_message.reply_text(STOPPING)
@@ -105,7 +109,8 @@ async def converse(update: Update, context: ContextTypes.DEFAULT_TYPE, text: str
     turns.add(turn)  # cancelled on SIGTERM so shutdown never waits on a long turn
     try:
         async with typing(context, chat_id):
-            reply = await runtime(context).orchestrator.handle(chat_id, text, method)
+            reply = await runtime(context).orchestrator.handle(chat_id, text, method, reply_to_of(update, context),
+                                                               attachments)
     finally:
         turns.discard(turn)
     # the answer is stored already; a Telegram 5xx now means "retry, then the outbox", never "lost"
@@ -113,8 +118,26 @@ async def converse(update: Update, context: ContextTypes.DEFAULT_TYPE, text: str
                                               kind="answer")
 
 
+def reply_to_of(update: Update, context: ContextTypes.DEFAULT_TYPE) -> ReplyTo | None:
+    """The message this one replies to, in the core's terms (no Telegram types past this point)."""
+    replied = update.effective_message.reply_to_message
+    if replied is None:
+        return None
+    sender = replied.from_user
+    return ReplyTo(message_id=replied.message_id, text=replied.text or replied.caption or "",
+                   from_bot=bool(sender and sender.id == context.bot.id))
+
+
+def message_arrived(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """Before queueing behind the chat's lock: a turn waiting on a foreground task stops waiting."""
+    app_runtime = context.application.bot_data.get("runtime")
+    if app_runtime is not None and update.effective_chat is not None:
+        app_runtime.orchestrator.message_arrived(update.effective_chat.id)
+
+
 async def on_text(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     """A typed message."""
+    message_arrived(update, context)
     async with chat_lock(context, update.effective_chat.id):
         await converse(update, context, update.effective_message.text, InputMethod.TEXT)
 
@@ -143,7 +166,8 @@ async def unknown_command(update: Update, context: ContextTypes.DEFAULT_TYPE) ->
 
 async def unsupported(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     """Stickers, locations, contacts…: one line, nothing else."""
-    await update.effective_message.reply_text("I can only work with text and voice notes; please type or say what you need.")
+    await update.effective_message.reply_text("I work with text and voice notes, photos and files (PDFs, code, logs, "
+                                              "JSON, CSV, Markdown); please type or say what you need.")
 
 
 async def on_error(update: object, context: ContextTypes.DEFAULT_TYPE) -> None:

@@ -9,7 +9,7 @@ from telegram import Update
 from telegram.ext import ContextTypes
 
 from agents.models import InputMethod
-from telegram_bot.handlers import STOPPING, chat_lock, converse, runtime
+from telegram_bot.handlers import STOPPING, chat_lock, converse, message_arrived, runtime
 
 log = logging.getLogger(__name__)
 
@@ -21,6 +21,7 @@ async def on_voice(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     """A voice note, audio file, or audio sent as a document."""
     message = update.effective_message
     chat_id = update.effective_chat.id
+    message_arrived(update, context)
     async with chat_lock(context, chat_id):
         if context.application.bot_data.get("stopping"):
             await message.reply_text(STOPPING)

@@ -90,9 +90,10 @@ async def test_overloaded_claude_gets_a_clear_reply_and_loses_nothing(bot: BotHa
     replies = await bot.replies(2)
     assert replies[1].text == "Now I can answer both."
     messages = bot.claude.requests[-1].body["messages"]
-    assert len(messages) == 1, "the unanswered first question is folded into the next user turn"
-    texts = " ".join(b.get("text", "") for b in messages[0]["content"])
-    assert "first question" in texts and "second question" in texts
+    assert [m["role"] for m in messages] == ["user", "assistant", "user"], "never folded into the next turn"
+    assert messages[0]["content"][0]["text"] == "first question"
+    assert "no answer" in messages[1]["content"][0]["text"]
+    assert messages[2]["content"][0]["text"] == "second question"
 
 
 async def test_telegram_flood_limit_is_waited_out(bot: BotHarness) -> None:
@@ -158,7 +159,13 @@ async def test_prompt_cache_serves_the_fixed_prefix_on_the_second_message(bot: B
     await bot.replies(2)
     requests = bot.claude.requests
     assert requests[0].body["system"][0]["cache_control"] == {"type": "ephemeral"}
-    assert requests[0].body["tools"][-1]["cache_control"] == {"type": "ephemeral"}
+    assert all("cache_control" not in t for t in requests[0].body["tools"]), "the system's breakpoint covers the tools"
+    for request in requests:
+        body = request.body
+        marks = sum("cache_control" in b for m in body["messages"] for b in m["content"]) + \
+            sum("cache_control" in b for b in body["system"])
+        assert marks <= 3, "three cache breakpoints: system, the previous turn, this message"
+    assert sum("cache_control" in b for m in requests[1].body["messages"] for b in m["content"]) == 2
     records = await bot.runtime.store.usage_since(start_of_day())
     assert records[0].cache_creation_input_tokens > 0
     assert records[1].cache_read_input_tokens >= records[0].cache_creation_input_tokens

@@ -347,7 +347,7 @@ async def test_javascript_and_typescript_outlines_and_imports(repo_map: RepoMap,
 
 async def test_worker_tools(repo_map: RepoMap, small: Path) -> None:
     tools = repo_map_tools(repo_map, "small", small)
-    assert [t.name for t in tools] == ["find_symbols_by_name", "search_pattern"]
+    assert [t.name for t in tools] == ["find_symbols_by_name"]  # text search is the file tools' grep
     assert tools[0].spec()["input_schema"]["required"] == ["query"]
     box = Toolbox(tools, Audit(store=None, agent="code"))
 
@@ -357,10 +357,6 @@ async def test_worker_tools(repo_map: RepoMap, small: Path) -> None:
     found = await box.call("find_symbols_by_name", {"query": "push"})
     assert "later.py:1 function def pushed_later()" in found.content
 
-    grep = await box.call("search_pattern", {"pattern": r"return a - \w", "glob": "*.py"})
-    assert grep.content == "calc.py:5:     return a - b"
-    bad = await box.call("search_pattern", {"pattern": "("})
-    assert bad.is_error and "invalid regular expression" in bad.content
     empty = await box.call("find_symbols_by_name", {"query": ""})
     assert empty.is_error and "empty" in empty.content
 

@@ -44,20 +44,25 @@ def write_lines(path: Path, *lines: str) -> Path:
 
 def test_shipped_cases_load_and_cover_every_label() -> None:
     cases = load_cases(DEFAULT_CASES)
-    assert 45 <= len(cases) <= 60
+    assert len(cases) >= 90
     per_label = Counter(c.label for c in cases)
     assert set(per_label) == set(LABELS)
     assert all(per_label[label] >= 5 for label in LABELS), per_label
-    assert sum(c.input is InputMethod.VOICE for c in cases) >= 8, "voice-like transcripts are part of the set"
-    assert all(c.pending_proposal for c in cases if c.label == "approval"), "approving needs a pending proposal"
-    assert len({c.text for c in cases}) == len(cases), "no duplicate messages"
+    assert sum(c.input is InputMethod.VOICE for c in cases) >= 30, "speech transcripts are a large part of the set"
+    assert all(c.pending_workspaces for c in cases if c.label in ("approval", "reject")), "a decision needs a proposal"
+    assert all(c.tasks for c in cases if c.label == "cancel"), "cancelling needs a running task"
+    situations = {(c.text, c.model_dump_json(exclude={"line"})) for c in cases}
+    assert len(situations) == len(cases), "no duplicate cases"
+    assert sum(bool(c.history) for c in cases) >= 3 and sum(bool(c.reply_to) for c in cases) >= 3
+    assert sum(len(c.pending_workspaces) > 1 for c in cases) >= 4 and sum(bool(c.researching) for c in cases) >= 2
+    assert sum(c.workspace is not None for c in cases) >= 30 and any(c.background is not None for c in cases)
     assert [c.line for c in cases] == list(range(1, len(cases) + 1))
 
 
 def test_a_bad_line_is_named(tmp_path: Path) -> None:
     good = json.dumps({"text": "go ahead", "input": "text", "label": "approval", "pending_proposal": True})
     path = write_lines(tmp_path / "cases.jsonl", good, "", json.dumps({"text": "hi", "label": "chitchat"}))
-    with pytest.raises(CaseFileError, match=r"cases\.jsonl:3: label: Input should be 'direct', 'research'"):
+    with pytest.raises(CaseFileError, match=r"cases\.jsonl:3: label: Input should be 'direct', 'clarify', 'research'"):
         load_cases(path)
 
     write_lines(path, good, '{"text": "oops", "label": "code"')
@@ -103,7 +108,9 @@ def test_case_defaults() -> None:
     (["read_file", "grep"], [{"workspace": "calc", "path": "calc.py"}, {"workspace": "calc", "pattern": "x"}],
      "direct"),
     (["list_tasks"], [{}], "direct"),
-    (["reject_proposal"], [{}], "direct"),
+    (["reject_proposal"], [{}], "reject"),
+    (["list_tasks", "cancel_task"], [{}, {"task_id": 2}], "cancel"),
+    (["get_task", "merge_task"], [{"task_id": 1}, {"task_id": 1}], "direct"),
     (["start_research"], [{"workspace": "calc", "request": "review"}], "research"),
     (["start_task"], [{"workspace": "calc", "worker": "code", "instructions": "fix"}], "code"),
     (["start_task"], [{"workspace": "portfolio", "worker": " Frontend ", "instructions": "page"}], "frontend"),
@@ -117,6 +124,13 @@ def test_case_defaults() -> None:
 ])
 def test_classify_uses_the_first_work_tool(names: list[str], inputs: list[dict], label: str) -> None:
     assert classify(names, inputs) == label
+
+
+def test_a_reply_that_asks_is_clarify() -> None:
+    assert classify([], [], "Which workspace do you mean: calc or portfolio?") == "clarify"
+    assert classify(["list_tasks"], [{}], "Two tasks run: #1 and #2. Which one should I stop?**") == "clarify"
+    assert classify([], [], "Done? Yes: it is finished.") == "direct"
+    assert classify(["start_task"], [{"worker": "code"}], "Started. Anything else?") == "code"
 
 
 def test_classify_needs_one_input_per_name() -> None:
@@ -257,10 +271,10 @@ async def test_run_eval_scores_a_scripted_orchestrator(fake_anthropic: FakeAnthr
     table = confusion_table(result.results)
     rows = table_rows(table)
     assert rows["expected"][2:] == [*LABELS, "error", "recall", "n"]
-    assert rows["direct"] == ["3", "0", "0", "0", "0", "0", "1", "75%", "4"]
-    assert rows["frontend"] == ["0", "0", "1", "1", "0", "0", "0", "50%", "2"]
-    assert rows["approval"] == ["0", "0", "0", "0", "0", "1", "0", "100%", "1"]
-    assert rows["precision"] == ["100%", "100%", "50%", "100%", "100%", "100%"]
+    assert rows["direct"] == ["3", "0", "0", "0", "0", "0", "0", "0", "0", "1", "75%", "4"]
+    assert rows["frontend"] == ["0", "0", "0", "1", "1", "0", "0", "0", "0", "0", "50%", "2"]
+    assert rows["approval"] == ["0", "0", "0", "0", "0", "0", "1", "0", "0", "0", "100%", "1"]
+    assert rows["precision"] == ["100%", "-", "100%", "50%", "100%", "100%", "100%", "-", "-"]
     assert table.splitlines()[-1] == "accuracy: 8/10 = 80.0%"
 
     assert len(lines) == 10 and all(re.match(r"\[\s*\d+/10\] (ok  |MISS) ", line) for line in lines)
@@ -271,13 +285,14 @@ async def test_run_eval_scores_a_scripted_orchestrator(fake_anthropic: FakeAnthr
     assert "17 API calls · tokens: input 1,700, output 119" in report
 
 
-async def test_approval_without_a_pending_proposal_is_still_an_approval(fake_anthropic: FakeAnthropic,
-                                                                        tmp_path: Path) -> None:
+async def test_an_approval_the_desk_refused_is_not_an_approval(fake_anthropic: FakeAnthropic,
+                                                                tmp_path: Path) -> None:
     fake_anthropic.script(claude_says.tool_use("approve_proposal", {}),
                           lambda body: claude_says.text(json.dumps(body["messages"][-1]["content"][0])))
     result = await run_eval(eval_settings(fake_anthropic, tmp_path), [Case(text="yes", label="direct")])
     only = result.results[0]
-    assert only.predicted == "approval" and not only.correct
+    assert only.predicted == "direct" and only.correct
+    assert [(c.name, c.ok) for c in only.calls] == [("approve_proposal", False)]
     assert '"is_error": true' in only.reply and "there is no pending proposal in this chat" in only.reply
 
 
@@ -315,10 +330,10 @@ def test_cli_runs_the_eval_and_prints_the_table(owner_env: Path, fake_anthropic:
                         json.dumps({"text": "go ahead", "label": "approval", "pending_proposal": True}))
     assert main(["eval", "routing", "--file", str(cases), "--limit", "2", "--concurrency", "2"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith(f"Routing eval: 2 cases from {cases}, model claude-sonnet-4-6, 2 at a time.")
-    assert fake_anthropic.calls == 2
-    assert "accuracy: 2/2 = 100.0%" in out
-    assert "2 API calls · tokens: input 200, output 14" in out
+    assert out.startswith(f"Routing eval: 2 cases from {cases}, model claude-sonnet-4-6, 3 runs each, 2 at a time.")
+    assert fake_anthropic.calls == 6, "each case runs three times"
+    assert "accuracy: 6/6 = 100.0%" in out and "flips (0 of 2 cases changed between 3 runs)" in out
+    assert "6 API calls · tokens: input 600, output 42" in out
 
 
 def test_cli_names_a_bad_cases_file(owner_env: Path, fake_anthropic: FakeAnthropic, capsys) -> None:
@@ -328,3 +343,57 @@ def test_cli_names_a_bad_cases_file(owner_env: Path, fake_anthropic: FakeAnthrop
     assert fake_anthropic.calls == 0
     with pytest.raises(SystemExit):
         main(["eval", "routing", "--concurrency", "0"])
+
+
+def expected_snippets(case: Case) -> list[str]:
+    """What the orchestrator must have been shown for this case's situation."""
+    snippets = [f"proposal #{i} for {w}" for i, w in enumerate(case.pending_workspaces, start=1)]
+    snippets += [f"#{i} [in_progress] {t.worker} in {t.workspace}: {t.title}" for i, t in enumerate(case.tasks, start=1)]
+    if case.researching:
+        snippets.append(f"proposals still being written: research #{len(case.tasks) + 1} in {case.researching}")
+    snippets += [turn.text for turn in case.history]
+    target = routing_eval._reply_target(case)
+    if target and target[0] == "proposal":
+        snippets.append(f"replying to: proposal #{target[1]} [pending]")
+    elif target:
+        snippets.append(f"replying to: the progress message of task #{target[1]}")
+    elif case.reply_to:
+        snippets.append(f"replying to your earlier message: «{case.reply_to}")
+    if case.input is InputMethod.VOICE:
+        snippets.append("input_method: voice")
+    for workspace in case.pending_workspaces:  # shown whole in the chat, as the bot shows proposals
+        snippets.append(json.dumps(routing_eval.CANNED_PROPOSALS[workspace][1])[1:60])
+    return snippets
+
+
+def test_agentlab_eval_routing_runs_the_shipped_set_three_times_and_reports_flips(
+        owner_env: Path, fake_anthropic: FakeAnthropic, capsys) -> None:
+    seen: list[tuple[str, str]] = []
+    lock = threading.Lock()
+    flip = iter(["Which project do you mean?", "On it.", "Which project do you mean?"])
+
+    def scripted(body: dict[str, Any]) -> dict[str, Any]:
+        message = body["messages"][-1]["content"][0].get("text", "")
+        with lock:
+            seen.append((message, json.dumps(body["messages"], ensure_ascii=False)))
+            if message == "fix the bug":  # the one case this model is unsure about
+                return claude_says.text(next(flip), usage=USAGE)
+        return claude_says.text("Noted.", usage=USAGE)
+
+    fake_anthropic.handler = scripted
+    assert main(["eval", "routing"]) == 0
+    out = capsys.readouterr().out
+    cases = load_cases(DEFAULT_CASES)
+    assert out.startswith(f"Routing eval: {len(cases)} cases from {DEFAULT_CASES}, model claude-sonnet-4-6, 3 runs each")
+    assert len(seen) == 3 * len(cases)
+    for case in cases:
+        bodies = [body for message, body in seen if message == case.text]
+        matching = [b for b in bodies if all(s in b for s in expected_snippets(case))]
+        assert len(matching) >= 3, (case.line, case.text, expected_snippets(case))
+    flips = out.split("flips (")[1]
+    assert flips.startswith(f"1 of {len(cases)} cases changed between 3 runs)")
+    line = next(c.line for c in cases if c.text == "fix the bug")
+    flipped = next(text for text in flips.splitlines() if text.strip().startswith(f"line {line}: "))
+    outcomes = flipped.split(": ")[2].split(" / ")
+    assert sorted(outcomes) == ["clarify", "clarify", "direct✗"] and flipped.endswith("'fix the bug'")
+    assert "misrouted:" in out and "accuracy:" in out

@@ -17,6 +17,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import itertools
+import base64
+import binascii
 import json
 import math
 import threading
@@ -174,6 +176,44 @@ def _invalid(message: str) -> ApiError:
     return ApiError(400, "invalid_request_error", message)
 
 
+IMAGE_MAGIC = {"image/jpeg": (b"\xff\xd8\xff",), "image/png": (b"\x89PNG\r\n\x1a\n",),
+               "image/gif": (b"GIF87a", b"GIF89a"), "image/webp": (b"RIFF",)}
+MAX_IMAGE_BASE64_BYTES = 5 * 1024 * 1024
+
+
+def _base64_source(where: str, block: dict[str, Any]) -> tuple[str, bytes]:
+    source = block.get("source")
+    if not isinstance(source, dict) or source.get("type") != "base64":
+        raise _invalid(f"{where}.source: this fake takes base64 sources only")
+    data = source.get("data")
+    if not isinstance(data, str) or not data:
+        raise _invalid(f"{where}.source.data: Field required")
+    try:
+        raw = base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        raise _invalid(f"{where}.source.data: invalid base64 data") from None
+    return str(source.get("media_type")), raw
+
+
+def _validate_media(where: str, role: str, block: dict[str, Any]) -> None:
+    """Image and document blocks as the API checks them: user turns only, a known type that matches the bytes."""
+    if role != "user":
+        raise _invalid(f"{where}: `{block['type']}` blocks are only allowed in user messages")
+    if block["type"] == "image":
+        media_type, raw = _base64_source(where, block)
+        if media_type not in IMAGE_MAGIC:
+            raise _invalid(f"{where}.source.media_type: Input should be 'image/jpeg', 'image/png', 'image/gif' or "
+                           "'image/webp'")
+        if len(block["source"]["data"]) > MAX_IMAGE_BASE64_BYTES:
+            raise _invalid(f"{where}.source.base64: image exceeds 5 MB maximum")
+        if not raw.startswith(IMAGE_MAGIC[media_type]):
+            raise _invalid(f"{where}.source: Image does not match the provided media type {media_type}")
+    else:
+        media_type, raw = _base64_source(where, block)
+        if media_type != "application/pdf" or not raw.startswith(b"%PDF-"):
+            raise _invalid(f"{where}.source: a base64 document must be a PDF (application/pdf)")
+
+
 # --------------------------------------------------------------------------- validation
 
 
@@ -197,6 +237,8 @@ def _validate_blocks(i: int, role: str, blocks: list[Any]) -> None:
                 raise _invalid(f"{where}.name: Field required")
             if not isinstance(block.get("input"), dict):
                 raise _invalid(f"{where}.input: Input should be a valid dictionary")
+        elif kind in ("image", "document"):
+            _validate_media(where, role, block)
         elif kind == "tool_result":
             if role != "user":
                 raise _invalid(f"{where}: `tool_result` blocks are only allowed in user messages")

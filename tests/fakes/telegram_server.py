@@ -742,12 +742,22 @@ class FakeTelegram:
         chat_id: int | None = None,
         username: str | None = None,
         first_name: str = "Tester",
+        smaller: list[tuple[bytes, int, int]] | None = None,
+        media_group_id: str | None = None,
     ) -> dict[str, Any]:
+        """A photo; `smaller` (data, width, height) are the thumbnails Telegram lists before the full size;
+        photos sharing a `media_group_id` form an album."""
+        sizes = []
         with self._lock:
+            for small, small_width, small_height in smaller or []:
+                thumb = self._store_file(small, "photos", "jpg", "image/jpeg", None)
+                sizes.append({**self._file_fields(thumb), "width": small_width, "height": small_height})
             stored = self._store_file(data, "photos", "jpg", "image/jpeg", None)
         content: dict[str, Any] = {
-            "photo": [{**self._file_fields(stored), "width": width, "height": height}]
+            "photo": [*sizes, {**self._file_fields(stored), "width": width, "height": height}]
         }
+        if media_group_id is not None:
+            content["media_group_id"] = media_group_id
         if caption is not None:
             content["caption"] = caption
         return self._inject_message(user_id, chat_id, username, first_name, content)

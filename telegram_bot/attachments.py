@@ -1,0 +1,86 @@
+"""Photos and files sent to the bot: download (≤ 20 MB), keep them (agents/attachments), then route the caption
+with them to the orchestrator. A file that cannot be taken gets one sentence; its caption still goes through."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from telegram import Message, PhotoSize, Update
+from telegram.error import TelegramError
+from telegram.ext import ContextTypes
+
+from agents.attachments import API_IMAGE_MAX_EDGE, AttachmentRefused, Attachments
+from agents.models import Attachment, InputMethod
+from telegram_bot.handlers import STOPPING, chat_lock, converse, message_arrived, runtime
+
+log = logging.getLogger(__name__)
+
+MAX_DOWNLOAD_BYTES = 20 * 1024 * 1024  # the Bot API's getFile limit
+NO_CAPTION = "(sent without a caption)"
+ALBUM_WAIT = 1.0  # seconds to gather the items of an album (media group) into one turn
+
+
+def pick_photo(sizes: tuple[PhotoSize, ...]) -> PhotoSize:
+    """The largest size within the API's pixel limit and the Bot API's download limit (scaled down later if needed)."""
+    fitting = [p for p in sizes
+               if max(p.width, p.height) <= API_IMAGE_MAX_EDGE and (p.file_size or 0) <= MAX_DOWNLOAD_BYTES]
+    return max(fitting or [min(sizes, key=lambda p: p.width * p.height)], key=lambda p: p.width * p.height)
+
+
+async def _keep(context: ContextTypes.DEFAULT_TYPE, message: Message) -> Attachment:
+    """Download one photo or document and keep it; raises AttachmentRefused with one sentence."""
+    media = pick_photo(message.photo) if message.photo else message.document
+    name = (getattr(media, "file_name", None) or ("photo.jpg" if message.photo else "file"))[:120]
+    if media.file_size and media.file_size > MAX_DOWNLOAD_BYTES:
+        raise AttachmentRefused(f"{name} is {media.file_size / 1e6:.0f} MB, and Telegram lets bots download files "
+                                "of at most 20 MB")
+    try:
+        data = bytes(await (await media.get_file()).download_as_bytearray())
+    except TelegramError as err:
+        log.warning("chat %s: could not download %s: %s", message.chat_id, name, err)
+        raise AttachmentRefused(f"I couldn't download {name} from Telegram (please send it again)") from err
+    keeper = Attachments.from_settings(runtime(context).settings)
+    try:
+        return await keeper.accept(message.chat_id, data, name, image_only=bool(message.photo))
+    except AttachmentRefused as err:
+        raise AttachmentRefused(str(err).rstrip(".")) from None
+
+
+async def on_attachment(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """A photo, or a file sent as a document (or an album of them): shown to the orchestrator beside the caption and
+    kept with the message."""
+    message = update.effective_message
+    chat_id = update.effective_chat.id
+    album: list[Message] = [message]
+    if message.media_group_id:  # Telegram sends an album as one message per item; the first handler takes them all
+        albums: dict[str, list[Message]] = context.application.bot_data.setdefault("albums", {})
+        album = albums.setdefault(message.media_group_id, [])
+        album.append(message)
+        if len(album) > 1:
+            return
+    message_arrived(update, context)
+    async with chat_lock(context, chat_id):
+        if message.media_group_id:
+            await asyncio.sleep(ALBUM_WAIT)
+            album = context.application.bot_data["albums"].pop(message.media_group_id)
+        if context.application.bot_data.get("stopping"):
+            await message.reply_text(STOPPING)
+            return
+        caption = next((m.caption.strip() for m in album if (m.caption or "").strip()), "")
+        attachments: list[Attachment] = []
+        problems: list[str] = []
+        for item in album:
+            try:
+                attachments.append(await _keep(context, item))
+            except AttachmentRefused as err:
+                problems.append(str(err))
+                going_on = caption or len(problems) < len(album)
+                await item.reply_text(str(err) + (" — I'm answering your message without it." if going_on else "."),
+                                      do_quote=True)
+        if not attachments and not caption:
+            return
+        text = caption or NO_CAPTION
+        if problems:
+            text += "\n\n" + "\n".join(f"[The user also sent a file that could not be read: {p}]" for p in problems)
+        await converse(update, context, text, InputMethod.TEXT, attachments)

@@ -1,0 +1,33 @@
+"""Replies to a task's progress message: a note for the task's running worker (agents/steering.py)."""
+
+from __future__ import annotations
+
+from telegram import Update
+from telegram.ext import ContextTypes
+
+from agents.models import InputMethod
+from agents.workspaces import ToolError
+from telegram_bot.handlers import chat_lock, converse, message_arrived, on_text, runtime
+
+
+async def on_reply(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """A typed reply: to a progress message it steers that task; a reply to anything else is a normal message."""
+    message = update.effective_message
+    chat_id = update.effective_chat.id
+    rt = runtime(context)
+    task = await rt.store.task_by_progress_message(chat_id, message.reply_to_message.message_id)
+    if task is None:
+        await on_text(update, context)
+        return
+    try:
+        answer = await rt.crew.message_task(chat_id, task.id, message.text)
+    except ToolError as err:  # not running: say so, and lose nothing: the orchestrator gets the message
+        reason = str(err).split(";")[0]
+        await message.reply_text(f"{reason[:1].upper()}{reason[1:]}. I'll answer it as a normal message instead.",
+                                 do_quote=True)
+        message_arrived(update, context)
+        async with chat_lock(context, chat_id):
+            await converse(update, context, f"[In reply to the progress message of task #{task.id}]\n{message.text}",
+                           InputMethod.TEXT)
+        return
+    await message.reply_text(f"📝 {answer}", do_quote=True)

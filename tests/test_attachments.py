@@ -1,0 +1,91 @@
+"""agents/attachments: what is taken, how pictures are normalised, what is refused, and the blocks a model sees."""
+
+from __future__ import annotations
+
+import base64
+import io
+import random
+
+import pytest
+from PIL import Image
+
+from agents.attachments import (
+    API_IMAGE_MAX_BYTES,
+    WORKTREE_FOLDER,
+    AttachmentRefused,
+    Attachments,
+    Limits,
+    normalise_image,
+)
+from agents.models import AttachmentKind
+
+
+def picture(size: tuple[int, int], fmt: str = "PNG", mode: str = "RGB", **save: object) -> bytes:
+    out = io.BytesIO()
+    Image.new(mode, size, (10, 20, 30, 128)[: len(mode)] if mode != "P" else 3).save(out, fmt, **save)
+    return out.getvalue()
+
+
+def test_a_small_picture_in_an_api_format_is_kept_byte_for_byte() -> None:
+    data = picture((300, 200), "WEBP")
+    assert normalise_image(data, 1568) == (data, "image/webp", 300, 200)
+
+
+def test_a_large_picture_is_scaled_to_the_long_edge_and_transparency_stays_png() -> None:
+    data, media_type, width, height = normalise_image(picture((4000, 1000), "PNG", "RGBA"), 1568)
+    assert (media_type, width, height) == ("image/png", 1568, 392)
+    assert Image.open(io.BytesIO(data)).mode == "RGBA"
+
+
+def test_other_formats_become_jpeg_and_noisy_pictures_fit_the_api_byte_limit() -> None:
+    data, media_type, _, _ = normalise_image(picture((64, 64), "BMP"), 1568)
+    assert media_type == "image/jpeg" and data.startswith(b"\xff\xd8")
+    noise = Image.frombytes("RGBA", (1500, 1500), random.Random(1).randbytes(1500 * 1500 * 4))
+    out = io.BytesIO()
+    noise.save(out, "PNG", compress_level=1)
+    data, media_type, width, _ = normalise_image(out.getvalue(), 1500)
+    assert media_type == "image/png" and len(data) <= API_IMAGE_MAX_BYTES and width < 1500
+
+
+def test_damaged_and_gigantic_pictures_are_refused_with_a_sentence() -> None:
+    with pytest.raises(AttachmentRefused, match="couldn't read"):
+        normalise_image(b"\x89PNG\r\n\x1a\n" + b"\0" * 50, 1568)
+    header = picture((10_000, 6_000), "PNG", "1")  # 60 megapixels, a few KB of PNG
+    with pytest.raises(AttachmentRefused, match="megapixels"):
+        normalise_image(header, 1568)
+
+
+async def test_accept_sorts_files_by_content_and_refuses_what_it_cannot_read(tmp_path) -> None:
+    keeper = Attachments(tmp_path / "att", Limits(text_max_bytes=1000, pdf_max_bytes=5000))
+    text = await keeper.accept(1, "naïve,csv\n1,2\n".encode(), "data.csv")
+    assert text.kind is AttachmentKind.TEXT and keeper.path_of(text).read_text() == "naïve,csv\n1,2\n"
+    pdf = await keeper.accept(1, b"%PDF-1.7\n/Type /Page\n/Type /Page\n/Type /Pages\n", "spec.pdf")
+    assert pdf.kind is AttachmentKind.PDF and pdf.tokens == 4000  # two pages
+    image = await keeper.accept(1, picture((50, 40), "GIF"), "anim.gif")
+    assert (image.kind, image.media_type, image.name) == (AttachmentKind.IMAGE, "image/gif", "anim.gif")
+    with pytest.raises(AttachmentRefused, match="none of those"):
+        await keeper.accept(1, b"\x7fELF\x02\x01\x01\0\0\0", "a.out")
+    with pytest.raises(AttachmentRefused, match="2 KB, more than the 1 KB"):
+        await keeper.accept(1, b"x" * 2000, "big.txt")
+    with pytest.raises(AttachmentRefused, match="more than the 5 KB I read in a PDF"):
+        await keeper.accept(1, b"%PDF-1.4" + b"\0" * 6000, "big.pdf")
+    with pytest.raises(AttachmentRefused, match="couldn't read that picture"):
+        await keeper.accept(1, b"plain text", "photo.jpg", image_only=True)
+    assert not any(p.name.endswith(".part") for p in (tmp_path / "att").rglob("*"))
+
+
+async def test_blocks_and_worktree_copies(tmp_path) -> None:
+    keeper = Attachments(tmp_path / "att")
+    image = await keeper.accept(1, picture((20, 10), "PNG"), "../../etc/logo.png")
+    image.id = 4
+    label, block = await keeper.blocks(image)
+    assert label["text"] == "[attachment #4: logo.png (image)]"
+    assert block["source"]["media_type"] == "image/png"
+    assert base64.b64decode(block["source"]["data"]) == keeper.path_of(image).read_bytes()
+    worktree = tmp_path / "tree"
+    worktree.mkdir()
+    assert await keeper.copy_into([image], worktree) == [f"{WORKTREE_FOLDER}/4-logo.png"]
+    assert (worktree / WORKTREE_FOLDER / ".gitignore").read_text() == "*\n"
+    keeper.path_of(image).unlink()
+    [gone] = await keeper.blocks(image)
+    assert "no longer available" in gone["text"]

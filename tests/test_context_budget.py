@@ -1,0 +1,167 @@
+"""Bounded worker context (issue 14): read_file windows, head-and-tail trimming of big tool results, stubs for old
+tool results near the window (a pure function), and 'prompt is too long' handled by stubbing and one retry, then
+explained truthfully."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import anthropic
+import httpx
+import pytest
+
+from agents import file_tools
+from agents.context_budget import KEEP_RECENT, estimate_tokens, fit_messages
+from agents.llm import explain_api_error
+from agents.models import TaskStatus
+from agents.toolbox import Audit, Tool, Toolbox
+from tests.conftest import USER_ID, BotHarness, git, make_settings, start_bot
+from tests.fakes import anthropic_server as claude_says
+from tests.scripted import ScriptedModel
+from tests.test_workers_e2e import start_task
+
+TOO_LONG = "prompt is too long: 215000 tokens > 200000 maximum"
+
+
+# --- read_file -------------------------------------------------------------------------------------------------------
+
+
+async def test_read_file_returns_a_window_with_a_note_on_reading_further(tmp_path: Path) -> None:
+    (tmp_path / "big.txt").write_text("".join(f"line {i}\n" for i in range(1, 5001)))
+    first = await file_tools.read_window(tmp_path, "big.txt")
+    lines = first.splitlines()
+    assert lines[0] == "     1\tline 1" and lines[1999] == "  2000\tline 2000" and len(lines) == 2001
+    assert "showed lines 1-2000 of 5000" in lines[-1] and "offset=2001" in lines[-1]
+    window = await file_tools.read_window(tmp_path, "big.txt", offset=4999, limit=10)
+    assert window.splitlines() == ["  4999\tline 4999", "  5000\tline 5000", "[big.txt ends at line 5000]"]
+    old_style = await file_tools.read_window(tmp_path, "big.txt", start_line=3, end_line=4)
+    assert old_style.splitlines()[:2] == ["     3\tline 3", "     4\tline 4"]
+    (tmp_path / "list.json").write_text("[\n" + "1,\n" * 3000 + "2]")  # its last line ends with "]" too
+    json_window = await file_tools.read_window(tmp_path, "list.json", offset=2990, limit=20)
+    assert json_window.endswith("  3002\t2]\n[list.json ends at line 3002]")
+    assert "offset=11" in await file_tools.read_window(tmp_path, "list.json", limit=10)
+    (tmp_path / "short.json").write_text("[\n1]\n")
+    assert await file_tools.read_window(tmp_path, "short.json", limit=2) == "     1\t[\n     2\t1]"
+    capped = await file_tools.read_window(tmp_path, "big.txt", offset=1, limit=99_999)
+    assert len(capped.splitlines()) == 2001, "no call returns more than 2000 lines"
+    (tmp_path / "wide.txt").write_text(("x" * 200 + "\n") * 1000)
+    wide = await file_tools.read_window(tmp_path, "wide.txt")
+    assert len(wide) < file_tools.READ_MAX_BYTES * 1.1 and "Call read_file with offset=" in wide
+
+
+async def test_a_big_tool_result_keeps_its_head_and_tail(tmp_path: Path) -> None:
+    async def noisy() -> str:
+        return "HEAD " + "x" * 200_000 + " TAIL"
+
+    box = Toolbox([Tool("noisy", "makes noise", {}, noisy)], Audit(store=None, agent="code"), max_result_chars=10_000)
+    result = await box.call("noisy", {})
+    assert len(result.content) < 10_500
+    assert result.content.startswith("HEAD ") and result.content.endswith(" TAIL")
+    assert "characters of this noisy result left out" in result.content
+
+
+# --- stubs -----------------------------------------------------------------------------------------------------------
+
+
+def conversation(results: int, size: int) -> list[dict]:
+    messages: list[dict] = [{"role": "user", "content": [{"type": "text", "text": "do the task"}]}]
+    for i in range(results):
+        messages.append({"role": "assistant", "content": [
+            {"type": "tool_use", "id": f"t{i}", "name": "read_file", "input": {"path": f"f{i}.py"}}]})
+        messages.append({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": f"t{i}", "content": f"file {i} " + "y" * size}]})
+    return messages
+
+
+def test_fit_messages_stubs_the_oldest_results_and_leaves_the_input_alone() -> None:
+    small = conversation(3, 100)
+    assert fit_messages(small, 200_000) is small, "nothing to do far from the window"
+
+    big = conversation(12, 4000)
+    before = copy.deepcopy(big)
+    window = int(estimate_tokens(big) / 0.8)  # past the 75 % mark
+    fitted = fit_messages(big, window)
+    assert big == before, "pure: the input is not changed"
+    contents = [b["content"] for m in fitted if m["role"] == "user" for b in m["content"] if b["type"] == "tool_result"]
+    stubbed = [c for c in contents if c.startswith("[result removed to save context")]
+    assert stubbed and contents[0] == stubbed[0]
+    assert "read_file f0.py returned 4,007 characters" in stubbed[0] and "read the file again" in stubbed[0]
+    assert all(c.startswith("file ") for c in contents[-KEEP_RECENT:]), "the newest results stay whole"
+    assert estimate_tokens(fitted) <= window * 0.5 + 1200
+    assert json.dumps(fitted).count('"tool_use_id"') == 12, "every tool_use keeps its result block"
+
+
+def test_prompt_too_long_is_explained_truthfully() -> None:
+    response = httpx.Response(400, request=httpx.Request("POST", "http://x/v1/messages"))
+    err = anthropic.BadRequestError(TOO_LONG, response=response, body=None)
+    assert "context window" in explain_api_error(err) and "refused" not in explain_api_error(err)
+    other = anthropic.BadRequestError("messages: bad", response=response, body=None)
+    assert "invalid" in explain_api_error(other)
+
+
+# --- end to end ------------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+async def small_window_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo):
+    from telegram_bot.app import stop_polling
+
+    settings = make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repository=bot_repo,
+                             worker_context_tokens=10_000, tool_result_max_chars=6_000)
+    harness = await start_bot(settings, fake_telegram, fake_anthropic)
+    yield harness
+    await stop_polling(harness.app)
+
+
+def reads(count: int) -> list:
+    return [claude_says.tool_use("read_file", {"path": "big.txt", "offset": 1 + 100 * i}) for i in range(count)]
+
+
+def results_of(body: dict) -> list[str]:
+    return [b["content"] for m in body["messages"] if m["role"] == "user" for b in m["content"]
+            if b.get("type") == "tool_result"]
+
+
+async def test_a_long_worker_run_stays_in_its_window_and_retries_once_when_too_long(
+        small_window_bot: BotHarness, workspace_root: Path) -> None:
+    bot = small_window_bot
+    (workspace_root / "calc" / "big.txt").write_text("".join(f"{i:05d} " + "z" * 60 + "\n" for i in range(3000)))
+    git(workspace_root / "calc", "add", "big.txt")
+    git(workspace_root / "calc", "commit", "-qm", "big file")
+    model = ScriptedModel()
+    bot.claude.handler = model
+    model.add("orchestrator", start_task("calc", "Study big.txt."), claude_says.text("started"))
+    model.add("code", *reads(8), claude_says.error(400, "invalid_request_error", TOO_LONG),
+              claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"}),
+              claude_says.text("Done reading."))
+    bot.say("study big.txt in calc")
+    await bot.tg.await_for(lambda: next((m for m in bot.tg.messages(USER_ID) if "Done reading." in (m.text or "")), None),
+                           timeout=60)
+    requests = model.requests["code"]
+    results = results_of(requests[2])
+    assert all(len(r) <= 6_500 for r in results), "each result was trimmed to the size limit"
+    assert "characters of this read_file result left out" in results[0]
+    ninth, retried = requests[8], requests[9]
+    assert any(r.startswith("[result removed to save context: read_file big.txt") for r in results_of(ninth)), \
+        "stubbed before the request, near the window"
+    stubs_after = sum(r.startswith("[result removed") for r in results_of(retried))
+    assert stubs_after > sum(r.startswith("[result removed") for r in results_of(ninth)), "stubbed harder for the retry"
+    assert results_of(retried)[-1] == results_of(ninth)[-1], "the newest result stays whole"
+    task = await bot.runtime.store.get_task(1)
+    assert task.status is TaskStatus.COMPLETED
+
+
+async def test_prompt_too_long_twice_fails_the_task_with_the_true_reason(small_window_bot: BotHarness) -> None:
+    bot = small_window_bot
+    model = ScriptedModel()
+    bot.claude.handler = model
+    model.add("orchestrator", start_task("calc", "Do it."), claude_says.text("started"))
+    model.add("code", claude_says.error(400, "invalid_request_error", TOO_LONG),
+              claude_says.error(400, "invalid_request_error", TOO_LONG))
+    bot.say("do it in calc")
+    failed = await bot.tg.await_for(
+        lambda: next((m for m in bot.tg.messages(USER_ID) if "Task #1 failed" in (m.text or "")), None), timeout=30)
+    assert "context window" in failed.text and "refused the request as invalid" not in failed.text
+    assert len(model.requests["code"]) == 2, "one retry, no more"

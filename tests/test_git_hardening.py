@@ -1,0 +1,236 @@
+"""The bot's git calls against a repository a hostile worker prepared: nothing it planted runs; guard, limits, diff cap.
+
+Direct calls into git_repo / repo_guard / git_diff on real repositories (the end-to-end attacks through the bot are
+in test_repo_guard_e2e.py).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from agents import git_diff, git_repo
+from agents.git_repo import CommitLimits, GitIdentity, TaskWorktree
+from agents.repo_guard import RepositoryGuard
+from tests.test_git_repo import git, make_user_repo, no_git_identity  # noqa: F401  (autouse fixture)
+
+HOOKS = ("pre-commit", "prepare-commit-msg", "commit-msg", "post-commit", "pre-merge-commit", "post-merge",
+         "post-checkout", "post-rewrite", "reference-transaction", "post-index-change", "pre-auto-gc")
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    return make_user_repo(tmp_path / "demo")
+
+
+@pytest.fixture
+def marks(tmp_path: Path) -> Path:
+    folder = tmp_path / "marks"
+    folder.mkdir()
+    return folder
+
+
+async def new_task(repo: Path, tmp_path: Path, task_id: int = 7) -> TaskWorktree:
+    return await git_repo.create_task_worktree(repo, task_id, "hostile", GitIdentity(), tmp_path / "worktrees")
+
+
+def plant_everything(repo: Path, worktree: Path, marks: Path) -> None:
+    """What a worker with a shell can leave in the shared `.git` and in its worktree for the bot's git to run."""
+    common = repo / ".git"
+    for hook in HOOKS:
+        script = common / "hooks" / hook
+        script.write_text(f"#!/bin/sh\ntouch {marks}/hook-{hook}\n")
+        script.chmod(0o755)
+    include = worktree / "evil.gitconfig"
+    include.write_text(f"[core]\n\tsshCommand = touch {marks}/include-ssh\n")
+    for key, value in {
+        "core.fsmonitor": f"touch {marks}/fsmonitor; false",
+        "filter.evil.clean": f"touch {marks}/filter-clean; cat",
+        "filter.evil.smudge": f"touch {marks}/filter-smudge; cat",
+        "filter.evil.process": f"touch {marks}/filter-process",
+        "diff.evil.textconv": f"touch {marks}/textconv; cat",
+        "diff.evil.command": f"touch {marks}/diff-command",
+        "diff.external": f"touch {marks}/diff-external",
+        "merge.evil.driver": f"touch {marks}/merge-driver; false",
+        "core.pager": f"touch {marks}/pager; cat",
+        "gpg.program": f"touch {marks}/gpg",
+        "commit.gpgSign": "true",
+        "log.showSignature": "true",
+        "include.path": str(include),
+    }.items():
+        git("config", key, value, cwd=repo)
+    (worktree / ".gitattributes").write_text("* filter=evil diff=evil merge=evil\n")
+    (common / "info").mkdir(exist_ok=True)
+    (common / "info" / "attributes").write_text("* filter=evil diff=evil merge=evil\n")  # the owner's checkout too
+
+
+async def test_nothing_planted_runs_in_the_bots_commit_diff_or_merge(repo: Path, tmp_path: Path, marks: Path) -> None:
+    tree = await new_task(repo, tmp_path)
+    plant_everything(repo, tree.path, marks)
+    (tree.path / "app.py").write_text("VALUE = 2\n")
+    commit = await git_repo.commit_all(tree, "hostile change", GitIdentity())
+    assert commit is not None and commit.committed
+    await git_repo.diff(tree)
+    await git_repo.changed_files(tree)
+    await git_repo.remove_worktree_keep_branch(tree)
+    merged = await git_repo.merge_task_branch(tree, GitIdentity())
+    assert merged.ok, merged.message
+    assert "VALUE = 2" in (repo / "app.py").read_text()
+    assert sorted(p.name for p in marks.iterdir()) == [], "a planted hook, driver or command ran inside the bot's git"
+
+
+async def test_repo_map_and_doctor_use_the_hardened_runner(repo: Path, marks: Path) -> None:
+    from agents import doctor, repo_map
+
+    git("config", "core.fsmonitor", f"touch {marks}/fsmonitor; false", cwd=repo)
+    (repo / "app.py").write_text("VALUE = 3\n")  # a dirty tree makes `git diff` consult the fsmonitor
+    assert await repo_map.git_head(repo)
+    await repo_map._recently_changed(repo, {})
+    assert (await doctor._git("rev-parse", "--show-toplevel", cwd=repo))[0] == 0
+    assert list(marks.iterdir()) == []
+
+
+async def test_the_guard_undoes_moved_refs_deleted_branches_and_planted_hooks(repo: Path, tmp_path: Path,
+                                                                              marks: Path) -> None:
+    git("branch", "feature", cwd=repo)
+    main_before = git("rev-parse", "main", cwd=repo)
+    tree = await new_task(repo, tmp_path)
+    config_before = (repo / ".git" / "config").read_bytes()
+    guard = await RepositoryGuard.start(tree)
+    try:
+        (tree.path / "x.txt").write_text("x\n")
+        git("add", "x.txt", cwd=tree.path)
+        git("commit", "-qm", "worker's own commit", cwd=tree.path)  # the task branch may move: no warning
+        evil = git("commit-tree", "-m", "evil", "HEAD^{tree}", cwd=tree.path)
+        git("update-ref", "refs/heads/main", evil, cwd=tree.path)
+        git("branch", "-D", "feature", cwd=tree.path)
+        git("tag", "planted", cwd=tree.path)
+        plant_everything(repo, tree.path, marks)
+        (tree.path / ".git").unlink()
+        (tree.path / ".git").mkdir()  # a repository of the worker's making in place of the worktree link
+        warnings = await guard.check()
+    finally:
+        guard.close()
+    assert git("rev-parse", "main", cwd=repo) == main_before
+    assert "feature" in git("branch", "--format=%(refname:short)", cwd=repo).split()
+    assert git("tag", cwd=repo) == ""
+    assert (repo / ".git" / "config").read_bytes() == config_before
+    assert not any((repo / ".git" / "hooks" / hook).exists() for hook in HOOKS)
+    assert (tree.path / ".git").is_file()
+    await git_repo.check_worktree_link(tree)  # the link is back
+    text = "\n".join(warnings)
+    for expected in ("refs/heads/main", "refs/heads/feature", "refs/tags/planted", ".git/config", "hooks/post-commit",
+                     "`.git` file"):
+        assert expected in text
+    assert tree.branch not in text, "the task's own branch is the worker's to move"
+
+
+async def test_the_bots_own_writes_are_not_undone_by_another_tasks_guard(repo: Path, tmp_path: Path) -> None:
+    first = await new_task(repo, tmp_path, 1)
+    guard = await RepositoryGuard.start(first)
+    try:
+        second = await new_task(repo, tmp_path, 2)  # new branch + config keys written by the bot
+        (second.path / "b.txt").write_text("b\n")
+        commit = await git_repo.commit_all(second, "second task", GitIdentity())
+        await git_repo.remove_worktree_keep_branch(second)
+        assert (await git_repo.merge_task_branch(second, GitIdentity())).ok
+        assert await guard.check() == []
+    finally:
+        guard.close()
+    assert git("rev-parse", second.branch, cwd=repo) == commit.sha
+
+
+async def test_a_replaced_git_file_stops_the_bots_git_calls(repo: Path, tmp_path: Path) -> None:
+    tree = await new_task(repo, tmp_path)
+    (tree.path / ".git").write_text(f"gitdir: {tmp_path / 'elsewhere'}\n")
+    with pytest.raises(git_repo.WorktreeLinkBroken):
+        await git_repo.commit_all(tree, "x", GitIdentity())
+
+
+async def test_files_over_the_limits_are_never_staged_and_are_named(repo: Path, tmp_path: Path) -> None:
+    tree = await new_task(repo, tmp_path)
+    with open(tree.path / "huge.bin", "wb") as fh:  # 100 MB, sparse: instant to make
+        fh.truncate(100 * 1024 * 1024)
+    (tree.path / "a.txt").write_bytes(b"a" * 3000)
+    (tree.path / "b.txt").write_bytes(b"b" * 3000)
+    (tree.path / "small.py").write_text("OK = 1\n")
+    git("add", "huge.bin", cwd=tree.path)  # a worker that staged it itself
+    commit = await git_repo.commit_all(tree, "limits", GitIdentity(),
+                                       CommitLimits(max_file_bytes=4000, max_task_bytes=5000, large_file_bytes=2000))
+    assert commit is not None and commit.committed
+    left = {item.path: item.reason for item in commit.left_out}
+    assert "per-file" in left["huge.bin"] and "per-task" in left["b.txt"]
+    assert sorted(commit.files) == ["a.txt", "small.py"]
+    assert commit.large == [("a.txt", 3000)]
+    assert "huge.bin" not in git("ls-files", cwd=tree.path)
+
+
+async def test_the_bots_commit_never_writes_a_huge_file_into_the_object_store(repo: Path, tmp_path: Path) -> None:
+    tree = await new_task(repo, tmp_path)
+    (tree.path / "big.bin").write_bytes(os.urandom(6 * 1024 * 1024))
+    before = _loose_object_bytes(repo)
+    commit = await git_repo.commit_all(tree, "big", GitIdentity())
+    assert commit is not None and not commit.committed and commit.left_out[0].path == "big.bin"
+    assert _loose_object_bytes(repo) - before < 100_000
+
+
+async def test_discard_deletes_the_large_objects_only_its_branch_used(repo: Path, tmp_path: Path) -> None:
+    tree = await new_task(repo, tmp_path)
+    (tree.path / "data.bin").write_bytes(os.urandom(3 * 1024 * 1024))
+    (tree.path / "app.py").write_text("VALUE = 1\n# keep\n")
+    before = _loose_object_bytes(repo)
+    commit = await git_repo.commit_all(tree, "data", GitIdentity())
+    assert commit.binary == ["data.bin"] and commit.large == [("data.bin", 3 * 1024 * 1024)]
+    assert _loose_object_bytes(repo) - before > 3_000_000
+    freed = await git_repo.discard_task_worktree(tree)
+    assert freed == 3 * 1024 * 1024
+    assert _loose_object_bytes(repo) - before < 100_000
+    assert subprocess.run(["git", "fsck", "--connectivity-only"], cwd=repo, capture_output=True).returncode == 0
+
+
+async def test_a_big_diff_is_capped_streamed_and_says_what_it_left_out(repo: Path, tmp_path: Path) -> None:
+    tree = await new_task(repo, tmp_path)
+    (tree.path / "huge.txt").write_text("line of text\n" * 80_000)  # ~1 MB: named, not inlined
+    (tree.path / "logo.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00" + os.urandom(2000))
+    for i in range(30):  # 30 × 60 KB of text: more than the cap
+        (tree.path / f"part{i:02}.txt").write_text(f"part {i} " * 7_500 + "\n")
+    commit = await git_repo.commit_all(tree, "much", GitIdentity(), CommitLimits(50_000_000, 50_000_000))
+    assert commit.committed
+    with open(tmp_path / "out.diff", "w+b") as out:
+        report = await git_diff.write_diff(tree, out, max_bytes=400_000)
+        out.seek(0)
+        data = out.read()
+    assert len(data) < 400_000 + 200
+    text = data.decode()
+    assert report.truncated and "truncated" in text
+    assert [p for p, _ in report.huge] == ["huge.txt"] and report.binary == ["logo.png"]
+    assert "#   huge.txt (" in text and "#   logo.png" in text and "line of text" not in text
+    assert "part00.txt" in text.split("\n\n", 1)[0], "the stat lists files the patch did not reach"
+    assert "huge file(s)" in report.note() and "cut" in report.note()
+
+
+async def test_a_stale_index_lock_is_cleared_but_a_held_one_is_kept(repo: Path, tmp_path: Path) -> None:
+    tree = await new_task(repo, tmp_path)
+    admin = git_repo.worktree_admin_dir(await git_repo.git_common_dir(repo), tree.path)
+    lock = admin / "index.lock"
+    lock.write_bytes(b"")
+    holder = subprocess.Popen(["sleep", "30"], stdin=open(lock, "rb"))  # a live process with the lock open
+    try:
+        assert await git_repo.clear_stale_index_locks(tree) == [] and lock.exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    assert await git_repo.clear_stale_index_locks(tree) == [lock] and not lock.exists()
+    (tree.path / "app.py").write_text("VALUE = 9\n")
+    assert (await git_repo.commit_all(tree, "after the lock", GitIdentity())).committed
+
+
+def _loose_object_bytes(repo: Path) -> int:
+    total = 0
+    for folder in (repo / ".git" / "objects").iterdir():
+        if len(folder.name) == 2:
+            total += sum(f.stat().st_size for f in folder.iterdir())
+    return total

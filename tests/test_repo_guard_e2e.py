@@ -1,0 +1,204 @@
+"""A hostile worker through the real bot (scripted model, fake Telegram): what it does to the owner's repository is
+undone and reported, what it leaves behind is bounded, what it reads is filtered, and the Diff button stays usable.
+
+These do not depend on the sandbox: the worker's commands run as they would with `SANDBOX=off`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agents import git_repo
+from agents.models import TaskStatus
+from tests.conftest import USER_ID, BotHarness, git, start_bot
+from tests.fakes import anthropic_server as claude_says
+from tests.scripted import ScriptedModel
+from tests.test_workers_e2e import branches, final_summary, start_task
+
+
+@pytest.fixture
+def model(bot: BotHarness) -> ScriptedModel:
+    scripted = ScriptedModel()
+    bot.claude.handler = scripted
+    return scripted
+
+
+def tool_results(model: ScriptedModel, role: str) -> list[str]:
+    """Every tool result the model of `role` was shown, in order."""
+    seen = []
+    for body in model.requests[role]:
+        content = body["messages"][-1]["content"]
+        if isinstance(content, list):
+            seen += [str(block.get("content")) for block in content if block.get("type") == "tool_result"]
+    return seen
+
+
+async def test_a_worker_moving_main_deleting_branches_and_planting_hooks_is_undone(
+        bot: BotHarness, model: ScriptedModel, workspace_root: Path, tmp_path: Path) -> None:
+    repo = workspace_root / "calc"
+    git(repo, "branch", "feature")
+    git(repo, "checkout", "-q", "feature")
+    (repo / "feature.txt").write_text("feature\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "feature work")
+    git(repo, "checkout", "-q", "main")
+    main_before = git(repo, "rev-parse", "main").strip()
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    attack = (
+        'common=$(git rev-parse --git-common-dir) && '
+        'for h in pre-commit prepare-commit-msg post-commit pre-merge-commit post-merge post-checkout; do '
+        f'printf "#!/bin/sh\\ntouch {marks}/$h\\n" > $common/hooks/$h && chmod +x $common/hooks/$h; done && '
+        f'git config core.fsmonitor "touch {marks}/fsmonitor; false" && '
+        'git update-ref refs/heads/main refs/heads/feature && git branch -D feature'
+    )
+    model.add("orchestrator", start_task("calc", "Fix add() in calc.py."), claude_says.text("started"))
+    model.add("code", claude_says.tool_use("run_command", {"command": attack}),
+              claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"}),
+              claude_says.text("Fixed add()."))
+    bot.say("fix calc")
+    task, summary = await final_summary(bot, 1, timeout=60)
+    assert task.status is TaskStatus.COMPLETED
+    assert "the bot undid it" in summary.text
+    assert "refs/heads/main" in summary.text and "refs/heads/feature" in summary.text
+    assert "hooks/post-commit" in summary.text and ".git/config" in summary.text
+    assert git(repo, "rev-parse", "main").strip() == main_before
+    assert "feature" in branches(repo)
+    assert not (repo / ".git" / "hooks" / "post-commit").exists()
+    events = [e for e in await bot.runtime.store.task_events(1) if e.kind == "guard"]
+    assert any("refs/heads/main" in e.detail for e in events)
+
+    bot.tg.press_button(USER_ID, summary.message_id, "task:merge:1")
+    await bot.tg.await_for(lambda: "a + b" in (repo / "calc.py").read_text(), timeout=30)
+    assert list(marks.iterdir()) == [], "a planted hook or fsmonitor ran inside the bot's commit or merge"
+
+
+async def test_a_100_mb_file_is_not_committed_and_is_named(bot: BotHarness, model: ScriptedModel,
+                                                           workspace_root: Path) -> None:
+    repo = workspace_root / "calc"
+    objects = repo / ".git" / "objects"
+    before = sum(f.stat().st_size for f in objects.rglob("*") if f.is_file())
+    model.add("orchestrator", start_task("calc", "Fix add() and keep the data."), claude_says.text("started"))
+    model.add("code", claude_says.tool_use("run_command", {"command": "truncate -s 100M dump.bin"}),
+              claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"}),
+              claude_says.text("Fixed add(); dump.bin has the data."))
+    bot.say("fix calc")
+    task, summary = await final_summary(bot, 1, timeout=60)
+    assert task.status is TaskStatus.COMPLETED
+    assert "Not committed (size limits): dump.bin (100 MB, over the 5 MB per-file limit)" in summary.text
+    assert "dump.bin" not in git(repo, "ls-tree", "-r", "--name-only", task.branch)
+    assert "a + b" in git(repo, "show", f"{task.branch}:calc.py")
+    after = sum(f.stat().st_size for f in objects.rglob("*") if f.is_file())
+    assert after - before < 1_000_000, "the 100 MB never reached the owner's object store"
+
+
+async def test_credential_files_are_refused_and_remote_tokens_masked(bot: BotHarness, model: ScriptedModel,
+                                                                     workspace_root: Path) -> None:
+    repo = workspace_root / "calc"
+    git(repo, "remote", "add", "origin", "https://dev:ghp_SECRETTOKEN123@github.com/dev/calc.git")
+    for name in (".envrc", ".netrc", ".npmrc", ".pypirc", ".git-credentials", "server.pem", "tls.key", "id_ed25519",
+                 "credentials-prod.json"):
+        (repo / name).write_text("ghp_SECRETTOKEN123\n")
+    reads = [claude_says.tool_use("read_file", {"path": name}) for name in (".envrc", ".netrc", ".npmrc", ".pypirc",
+                                                                              ".git-credentials", "server.pem", "tls.key",
+                                                                              "id_ed25519", "credentials-prod.json")]
+    model.add("orchestrator", claude_says.tool_use("start_research", {"workspace": "calc", "request": "look around"}),
+              claude_says.text("started"))
+    model.add("research", *reads, claude_says.tool_use("read_file", {"path": ".git/config"}),
+              claude_says.tool_use("grep", {"pattern": "SECRET", "path": "."}),
+              claude_says.tool_use("grep", {"pattern": "github", "path": ".git"}),
+              claude_says.tool_use("glob", {"pattern": "**/*"}),
+              claude_says.text("## Plan\n1. nothing"))
+    bot.say("research calc")
+    await bot.tg.await_for(lambda: any("Proposal #1" in (m.text or "") for m in bot.tg.messages(USER_ID)), timeout=60)
+    seen = tool_results(model, "research")
+    assert not any("ghp_SECRETTOKEN123" in text for text in seen), "a credential reached the model"
+    assert sum("holds secrets" in text for text in seen) == 9
+    assert any("url = https://***@github.com/dev/calc.git" in text for text in seen)
+    assert any(".git/config" in text and "https://***@github.com" in text for text in seen)  # the grep of .git
+
+
+async def test_the_worker_cannot_write_into_git_metadata(bot: BotHarness, model: ScriptedModel) -> None:
+    model.add("orchestrator", start_task("calc", "Fix add()."), claude_says.text("started"))
+    model.add("code", claude_says.tool_use("write_file", {"path": ".git", "content": "gitdir: /tmp/evil\n"}),
+              claude_says.tool_use("write_file", {"path": ".git/hooks/post-commit", "content": "#!/bin/sh\n"}),
+              claude_says.tool_use("edit_file", {"path": ".git", "old": "gitdir", "new": "evil"}),
+              claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"}),
+              claude_says.text("Fixed."))
+    bot.say("fix calc")
+    task, _ = await final_summary(bot, 1, timeout=60)
+    assert task.status is TaskStatus.COMPLETED
+    refused = [t for t in tool_results(model, "code") if "is git metadata" in t]
+    assert len(refused) == 3
+
+
+async def test_diff_of_a_big_change_is_capped_and_says_what_it_left_out(bot: BotHarness, model: ScriptedModel) -> None:
+    make = ("python3 -c \"import os\nopen('big.txt','w').write('x = 1\\n' * 400000)\n"
+            "[open(f'part{i}.txt','w').write(('line %d\\n' % i) * 40000) for i in range(8)]\n"
+            "open('pic.png','wb').write(b'\\x89PNG\\x00' + os.urandom(3000))\"")
+    model.add("orchestrator", start_task("group-therapy", "Generate data."), claude_says.text("started"))
+    model.add("code", claude_says.tool_use("run_command", {"command": make}), claude_says.text("Generated."))
+    bot.say("generate data in group therapy")
+    _, summary = await final_summary(bot, 1, timeout=60)
+    assert "Large files committed: big.txt (2.3 MB)" in summary.text
+    assert "Binary files committed: pic.png" in summary.text
+    bot.tg.press_button(USER_ID, summary.message_id, "task:diff:1")
+    doc = await bot.tg.await_for(lambda: next((m for m in bot.tg.messages(USER_ID) if m.kind == "document"), None),
+                                 timeout=30)
+    assert len(doc.data) <= 1_000_000 + 200, "the document fits the cap (and Telegram's 50 MB)"
+    text = doc.data.decode()
+    assert "#   big.txt (" in text and "#   pic.png" in text and "x = 1" not in text
+    assert "truncated" in text and "cut" in doc.caption
+
+
+async def test_a_stale_index_lock_does_not_fail_the_resumed_task(fake_telegram, fake_anthropic, tmp_path: Path,
+                                                                 workspace_root: Path, bot_repo: Path) -> None:
+    from telegram_bot.app import stop_polling
+    from tests.conftest import make_settings
+
+    model = ScriptedModel()
+    fake_anthropic.handler = model
+    settings = make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repository=bot_repo)
+    model.add("orchestrator", start_task("calc", "Fix add(), slowly."), claude_says.text("started"))
+    model.add("code", claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"}),
+              claude_says.tool_use("run_command", {"command": "sleep 60"}))
+    first = await start_bot(settings, fake_telegram, fake_anthropic)
+    try:
+        fake_telegram.send_text(USER_ID, "fix calc")
+        await fake_telegram.await_for(lambda: any("running: sleep" in (m.text or "")
+                                                  for m in fake_telegram.messages(USER_ID)), timeout=60)
+    finally:
+        await stop_polling(first.app)
+    task = await _task(settings, 1)
+    assert task.status is TaskStatus.INTERRUPTED and task.worktree
+    tree = git_repo.TaskWorktree(workspace_root / "calc", Path(task.worktree), task.branch, "main", task.base_commit)
+    admin = git_repo.worktree_admin_dir(await git_repo.git_common_dir(tree.repo), tree.path)
+    (admin / "index.lock").write_bytes(b"")  # what a SIGKILL during the bot's own `git add` leaves
+    assert not settings.worktrees_dir.is_relative_to(settings.database_path.parent.resolve())
+    assert Path(task.worktree).is_relative_to(settings.worktrees_dir)
+
+    model.add("code", claude_says.text("Resumed: add() adds."))
+    second = await start_bot(settings, fake_telegram, fake_anthropic)
+    try:
+        notice = await fake_telegram.await_for(lambda: next(
+            (m for m in fake_telegram.messages(USER_ID) if "stopped while" in (m.text or "")), None), timeout=60)
+        fake_telegram.press_button(USER_ID, notice.message_id, "task:resume:1")
+        summary = await fake_telegram.await_for(lambda: next(
+            (m for m in fake_telegram.messages(USER_ID) if "Task #1" in (m.text or "") and "Files:" in m.text), None),
+            timeout=60)
+        assert "Task #1 done" in summary.text, summary.text
+    finally:
+        await stop_polling(second.app)
+    assert "a + b" in git(workspace_root / "calc", "show", f"{task.branch}:calc.py")
+
+
+async def _task(settings, task_id: int):
+    from agents.store import Store
+
+    store = await Store.open(settings.database_path)
+    try:
+        return await store.get_task(task_id)
+    finally:
+        await store.close()

@@ -1,0 +1,156 @@
+"""Steering a running task end to end: a reply to its progress message, or the orchestrator's message_task, reaches
+the worker's next request as a user note; the progress message shows it, the latest steps and the criteria."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+
+from agents.models import Task, TaskStatus, WorkerKind
+from agents.store import Store
+from agents.task_execution import Progress
+from tests.conftest import USER_ID, BotHarness
+from tests.fakes import anthropic_server as claude_says
+from tests.scripted import ScriptedModel, last_user_text
+
+NOTE = "also update the README"
+
+
+@pytest.fixture
+def model(bot: BotHarness) -> ScriptedModel:
+    scripted = ScriptedModel()
+    bot.claude.handler = scripted
+    return scripted
+
+
+def held_until(go: threading.Event, reply: dict):
+    """A scripted reply that the fake model only sends once the test says so (the request is in flight meanwhile)."""
+    def answer(body: dict) -> dict:
+        go.wait(30)
+        return reply
+    return answer
+
+
+async def ended(bot: BotHarness, task_id: int) -> Task:
+    deadline = time.monotonic() + 60
+    while not (task := await bot.runtime.store.get_task(task_id)).status.is_final:
+        assert time.monotonic() < deadline, "the task did not end"
+        await asyncio.sleep(0.05)
+    return task
+
+
+async def progress_message(bot: BotHarness, task_id: int):
+    task = await bot.runtime.store.get_task(task_id)
+    while task.progress_message_id is None:
+        await asyncio.sleep(0.02)
+        task = await bot.runtime.store.get_task(task_id)
+    return bot.tg.message(USER_ID, task.progress_message_id)
+
+
+async def test_a_reply_to_the_progress_message_reaches_the_workers_next_request(bot: BotHarness,
+                                                                                model: ScriptedModel) -> None:
+    go = threading.Event()
+    model.add("code", claude_says.tool_use("verify_criterion", {"index": 1, "evidence": "app.py prints hi"}),
+              held_until(go, claude_says.tool_use("verify_criterion", {"index": 2, "evidence": "README has it"})),
+              claude_says.text("Done, README updated too."))
+    await bot.runtime.crew.start_task(USER_ID, "group-therapy", "code", "Tidy app.py.", background=True,
+                                      acceptance_criteria=["app.py prints hi", "README mentions it"])
+    progress = await progress_message(bot, 1)
+    await bot.tg.await_for(lambda: len(model.requests["code"]) == 2, timeout=20)
+
+    bot.tg.send_text(USER_ID, NOTE, reply_to_message_id=progress.message_id)
+    ack = await bot.tg.await_for(lambda: next((m for m in bot.tg.messages(USER_ID)
+                                               if "Note passed to task #1" in (m.text or "")), None))
+    assert ack.reply_to_message_id is not None
+    shown = await bot.tg.await_for(lambda: next((v.text for v in reversed(progress.history)
+                                                 if "note received" in (v.text or "")), None))
+    assert "1/2 criteria verified" in shown and "⏱ 0m" in shown
+    assert shown.splitlines()[-3:] == ["• verify_criterion", "• verified criterion 1", "• 📝 note received"]
+    go.set()
+
+    task = await ended(bot, 1)
+    assert task.status is TaskStatus.COMPLETED
+    assert NOTE not in str(model.requests["code"][1]["messages"]), "the request in flight was sent before the note"
+    assert NOTE in last_user_text(model.requests["code"][2]), "the next request carries the note"
+    assert model.requests["orchestrator"] == [], "a note is not a chat turn"
+    assert any(e.kind == "note" and e.detail == NOTE for e in await bot.runtime.store.task_events(1))
+
+    model.add("orchestrator", claude_says.text("That task is finished; want a new one?"))
+    bot.tg.send_text(USER_ID, "and the changelog", reply_to_message_id=progress.message_id)
+    refusal = await bot.tg.await_for(lambda: next((m for m in bot.tg.messages(USER_ID)
+                                                   if "is completed" in (m.text or "")), None))
+    assert refusal.text.startswith("Task #1 is completed") and "normal message" in refusal.text
+    await bot.tg.await_for(lambda: any(m.text == "That task is finished; want a new one?"
+                                       for m in bot.tg.messages(USER_ID)))
+    assert "and the changelog" in model.requests["orchestrator"][0]["messages"][-1]["content"][0]["text"]
+
+
+async def test_message_task_reaches_the_running_worker_and_a_finished_task_says_no(bot: BotHarness,
+                                                                                   model: ScriptedModel) -> None:
+    go = threading.Event()
+    model.add("code", held_until(go, claude_says.tool_use("read_file", {"path": "README.md"})),
+              claude_says.text("Done."))
+    await bot.runtime.crew.start_task(USER_ID, "group-therapy", "code", "Tidy app.py.", background=True)
+    await bot.tg.await_for(lambda: len(model.requests["code"]) == 1, timeout=20)
+    model.add("orchestrator", claude_says.tool_use("message_task", {"task_id": 1, "text": NOTE}),
+              claude_says.text("Told #1."))
+    bot.say("tell #1 to also update the README")
+    await bot.tg.await_for(lambda: any(m.text == "Told #1." for m in bot.tg.messages(USER_ID)))
+    result = model.requests["orchestrator"][1]["messages"][-1]["content"][0]
+    assert not result.get("is_error") and "Note passed to task #1" in result["content"]
+    go.set()
+    assert (await ended(bot, 1)).status is TaskStatus.COMPLETED
+    assert NOTE in last_user_text(model.requests["code"][1])
+
+    model.add("orchestrator", claude_says.tool_use("message_task", {"task_id": 1, "text": "one more thing"}),
+              claude_says.text("It has finished."))
+    bot.say("tell #1 one more thing")
+    await bot.tg.await_for(lambda: any(m.text == "It has finished." for m in bot.tg.messages(USER_ID)))
+    result = model.requests["orchestrator"][3]["messages"][-1]["content"][0]
+    assert result["is_error"] and "task #1 is completed" in result["content"] and "only a running task" in result["content"]
+
+
+async def test_a_note_the_worker_never_read_is_reported(bot: BotHarness, model: ScriptedModel) -> None:
+    go = threading.Event()
+    model.add("code", held_until(go, claude_says.text("Finished without another step.")))
+    await bot.runtime.crew.start_task(USER_ID, "group-therapy", "code", "Tidy app.py.", background=True)
+    await bot.tg.await_for(lambda: len(model.requests["code"]) == 1, timeout=20)
+    assert "Note passed" in await bot.runtime.crew.message_task(USER_ID, 1, NOTE)
+    go.set()
+    told = await bot.tg.await_for(lambda: next((m for m in bot.tg.messages(USER_ID)
+                                                if "before its worker read your note" in (m.text or "")), None))
+    assert NOTE in told.text
+
+
+class RecordingNotifier:
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+
+    async def send(self, chat_id: int, markdown: str, *, buttons=None, reply_to=None) -> int:
+        self.texts.append(markdown)
+        return 7
+
+    async def edit(self, chat_id: int, message_id: int, markdown: str, *, buttons=None) -> None:
+        self.texts.append(markdown)
+
+
+async def test_progress_shows_the_last_three_steps_elapsed_time_and_criteria(tmp_path) -> None:
+    store = await Store.open(tmp_path / "db.sqlite")
+    task = await store.add_task(Task(chat_id=1, workspace="calc", worker=WorkerKind.CODE, title="Fix add",
+                                     instructions="i"))
+    notifier = RecordingNotifier()
+    progress = Progress(notifier, store, task)
+    await progress.open()
+    assert notifier.texts[-1].splitlines()[-1] == "• starting"
+    progress.started -= 125
+    progress.criteria = "2/5 criteria verified"
+    for step in ("reading calc.py", "editing calc.py", "running: pytest -q", "editing test_calc.py"):
+        await progress.update(step, force=True)
+    progress.stop()
+    lines = notifier.texts[-1].splitlines()
+    assert lines[2] == "⏱ 2m05s · 2/5 criteria verified"
+    assert lines[3:] == ["• editing calc.py", "• running: pytest -q", "• editing test_calc.py"]
+    await store.close()
