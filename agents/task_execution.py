@@ -19,7 +19,9 @@ from agents.repo_map import RepoMap, repo_map_tools
 from agents.screenshot import find_chromium, screenshot_tool_result
 from agents.settings import Settings
 from agents.store import Store
-from agents.test_runner import TestOutcome, TestStatus, run_tests
+from agents.task_tests import TaskTests
+from agents.test_baseline import BaselineRuns
+from agents.test_verdict import Verdict
 from agents.tool_sets import worker_tools
 from agents.toolbox import Audit, Toolbox, ToolResult
 from agents.worker import Limits, Worker, WorkerResult
@@ -36,14 +38,6 @@ ROLE_PROMPTS = {
 REPORT_LIMIT = 1500
 PROGRESS_INTERVAL = 5.0  # at most one edit of a progress message per this many seconds
 PROGRESS_TICK = 15.0  # refresh the elapsed time at least this often during a long step
-
-
-def share_virtualenv(repo: Path, worktree: Path) -> None:
-    """A task worktree has no untracked files; link the checkout's `.venv` in so the project's tests find their deps."""
-    venv, link = repo / ".venv", worktree / ".venv"
-    if venv.is_dir() and not link.exists() and not link.is_symlink():
-        with contextlib.suppress(OSError):
-            link.symlink_to(venv, target_is_directory=True)
 
 
 def trim(text: str, limit: int) -> str:
@@ -141,6 +135,7 @@ class TaskExecutor:
         self.workspaces, self.notifier = workspaces, notifier
         self.identity = git_repo.GitIdentity(settings.git_author_name, settings.git_author_email)  # noqa
         self.worktrees_dir = settings.database_path.parent.resolve() / "worktrees"
+        self.baselines = BaselineRuns(self.worktrees_dir.parent / "test-baselines")  # issue 13
         self.chromium = find_chromium(settings.chromium_path)
         self.stopping = False  # set when the bot shuts down: running tasks become interrupted, not cancelled
 
@@ -275,9 +270,10 @@ class TaskExecutor:
                                                    branch=task.branch)  # set when an interrupted task resumes
         await self.store.update_task(task.id, branch=tree.branch, base_branch=tree.base_branch,
                                      base_commit=tree.base_commit, worktree=str(tree.path))
-        share_virtualenv(workspace.path, tree.path)
+        checks = await TaskTests.start(workspace.path, tree.path, tree.base_commit, task.instructions, self.baselines,
+                                       self.settings.test_timeout_seconds)  # the baseline runs while the worker works
         try:
-            await self._work_on(task, progress, workspace, tree)
+            await self._work_on(task, progress, workspace, tree, checks)
         except BaseException as err:
             if not (self.stopping and isinstance(err, asyncio.CancelledError)):  # interrupted tasks keep their checkout
                 # cancelled or failed: keep the branch (and its commits), drop the checkout
@@ -286,8 +282,11 @@ class TaskExecutor:
                                               self.identity)
                     await git_repo.remove_worktree_keep_branch(tree)
             raise
+        finally:
+            checks.close()
 
-    async def _work_on(self, task: Task, progress: Progress, workspace: Workspace, tree: git_repo.TaskWorktree) -> None:
+    async def _work_on(self, task: Task, progress: Progress, workspace: Workspace, tree: git_repo.TaskWorktree,
+                       checks: TaskTests) -> None:
         worker = self.make_worker(task, tree.path, progress)
         criteria = await self.store.criteria(task.id)
         if criteria:
@@ -301,35 +300,33 @@ class TaskExecutor:
         result = await worker.run(first)
         commit = await git_repo.commit_all(tree, f"{task.title}\n\nagentlab task #{task.id}", self.identity)
         commits = [commit] if commit else []
-        outcome: TestOutcome | None = None
+        verdict: Verdict | None = None
         corrections = 0
         while result.finished:
             await progress.update("running tests", force=True)
-            outcome = await run_tests(tree.path, self.settings.test_timeout_seconds)
-            await self.store.add_event(TaskEvent(task_id=task.id, kind="tests", detail=f"{outcome.status.value}: {outcome.summary}"))
-            if outcome.status is not TestStatus.failed or corrections >= self.settings.max_corrections:
+            verdict = await checks.check(tree.path)
+            await self.store.add_event(TaskEvent(task_id=task.id, kind="tests", detail=verdict.detail()))
+            if not verdict.needs_correction or corrections >= self.settings.max_corrections:
                 break
             corrections += 1
             await progress.update(f"correcting failed tests ({corrections}/{self.settings.max_corrections})", force=True)
-            result = await worker.run(prompts.CORRECTION.format(
-                attempt=corrections, limit=self.settings.max_corrections, command=outcome.command,
-                output=tail(outcome.output, 6000)))
+            result = await worker.run(verdict.correction(corrections, self.settings.max_corrections))
             commit = await git_repo.commit_all(tree, f"{task.title} (correction {corrections})\n\nagentlab task #{task.id}",
                                                self.identity)
             if commit:
                 commits.append(commit)
-        await self._finish(task, progress, tree, result, outcome, corrections, commits)
+        await self._finish(task, progress, tree, result, verdict, corrections, commits)
 
     async def _finish(self, task: Task, progress: Progress, tree: git_repo.TaskWorktree, result: WorkerResult,
-                      outcome: TestOutcome | None, corrections: int, commits: list[git_repo.CommitResult]) -> None:
+                      verdict: Verdict | None, corrections: int, commits: list[git_repo.CommitResult]) -> None:
         last = commits[-1] if commits else None
         criteria = await self.store.criteria(task.id)
         unverified = [c for c in criteria if not c.verified]
         if not result.finished:
             status, headline = TaskStatus.FAILED, f"✖ Task #{task.id} stopped: {result.reason(self.limits())}"
-        elif outcome is not None and outcome.status is TestStatus.error:
+        elif verdict is not None and verdict.introduced_error:
             status, headline = TaskStatus.BLOCKED, f"⛔ Task #{task.id} blocked: the tests could not be run"
-        elif outcome is not None and outcome.status is TestStatus.failed:
+        elif verdict is not None and verdict.needs_correction:
             status, headline = TaskStatus.BLOCKED, (
                 f"⛔ Task #{task.id} blocked: tests still fail after {corrections} correction"
                 f"{'s' if corrections != 1 else ''}")
@@ -338,20 +335,18 @@ class TaskExecutor:
                 f"⚠ Task #{task.id} not done: {len(unverified)} of {len(criteria)} acceptance criteria unverified")
         else:
             status, headline = TaskStatus.COMPLETED, f"✔ Task #{task.id} done"
+            if verdict is not None and verdict.warnings:  # never plainly "done" when the task touched its checks
+                headline += " ⚠ with changes to its own tests (see below)"
         lines = [f"**{headline}** · `{task.workspace}`", ""]
         if result.report:
             lines += ["**Worker's report:**", trim(result.report, REPORT_LIMIT), ""]
         if criteria:
             lines.append(f"**Criteria:** {len(criteria) - len(unverified)}/{len(criteria)} verified")
             lines += [f"{'✔' if c.verified else '✖'} {c.idx}. {trim(c.text, 150)}" for c in criteria]
-        if outcome is None:
+        if verdict is None:
             lines.append("**Tests:** not run (the worker did not finish)")
-        elif outcome.status is TestStatus.no_tests:
-            lines.append("**Tests:** no tests found in this workspace (nothing was verified)")
         else:
-            lines.append(f"**Tests:** {outcome.status.value}: {outcome.summary} (`{outcome.command}`)")
-            if outcome.status in (TestStatus.failed, TestStatus.error):
-                lines += ["Last output:", f"```\n{tail(outcome.output, 1200)}\n```"]
+            lines += verdict.summary_lines()
         if last:
             stat = (last.diffstat.splitlines() or [""])[-1].strip()
             files = ", ".join(f"`{f}`" for f in last.files[:12]) + (" …" if len(last.files) > 12 else "")

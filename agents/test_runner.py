@@ -22,7 +22,12 @@ from pydantic import BaseModel, Field
 
 from agents.shell import child_env, run_command
 from agents.test_env import (  # noqa: F401  (re-exported: the runner's public names)
-    CONFIG_FILE, PYTEST_ARGS, TestConfigError, TestEnvironment, detect_environment, runs_pytest,
+    CONFIG_FILE,
+    PYTEST_ARGS,
+    TestConfigError,
+    TestEnvironment,
+    detect_environment,
+    runs_pytest,
 )
 from agents.workspaces import ToolError
 
