@@ -278,7 +278,7 @@ def short_command(command: str) -> str:
         tokens = shlex.split(command)
     except ValueError:
         return command[:60]
-    shown = [Path(t).name if "/" in t and not t.startswith("-") else t for t in tokens]
+    shown = [Path(tokens[0]).name, *tokens[1:]] if tokens else []  # the program, not the path into an environment
     if len(shown) >= 3 and shown[0].startswith("python") and shown[1:3] == ["-m", "pytest"]:
         shown = ["pytest", *[t for t in shown[3:] if not t.startswith("-")]]
     text = " ".join(shown)
