@@ -64,7 +64,7 @@ class TaskTests:
         try:
             config = await base_config(repo, base_commit)
             environment = await asyncio.to_thread(detect_environment, checkout, repo, config)
-        except TestConfigError as err:
+        except (TestConfigError, git_repo.GitError, OSError) as err:  # said in the summary; the task goes on
             return cls(repo, base_commit, instructions, timeout, None, str(err), None, run_options)
         baseline = None
         if environment is not None:
