@@ -106,15 +106,28 @@ async def run_tests(workspace: Path, timeout: float, env: Mapping[str, str] | No
         report = Path(report_dir) / "junit.xml"
         full = f"{command} --junitxml={shlex.quote(str(report))}" if environment.pytest else command
         child = environment.env_for(workspace, dict(child_env() if env is None else env))
+        own_report = workspace / environment.junit if environment.junit and not environment.pytest else None
+        stale = _mtime(own_report) if own_report else None
         try:
             result = await run_command(full, cwd=workspace, timeout=timeout, env=child, max_output=_CAPTURE_BYTES,
                                        **run_options)
         except ToolError as err:
             return TestOutcome(status=TestStatus.error, command=command, display=environment.display,
                                output=str(err), summary=f"could not run: {err}")
-        junit = report if environment.pytest else (workspace / environment.junit if environment.junit else None)
+        junit = report if environment.pytest else own_report
+        if own_report is not None and _mtime(own_report) == stale:
+            junit = None  # the runner wrote no new report: a stale one says nothing about this run
         cases, failures = await asyncio.to_thread(read_junit, junit, workspace) if junit else ({}, {})
+        if own_report is not None and stale is None:  # written by this run: not the task's to commit
+            own_report.unlink(missing_ok=True)
     return _outcome(environment, command, result, cases, failures, timeout)
+
+
+def _mtime(path: Path) -> float | None:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return None
 
 
 def _outcome(environment: TestEnvironment, command: str, result, cases: dict[str, str],

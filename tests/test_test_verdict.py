@@ -227,3 +227,14 @@ async def test_pytest_runs_every_test_without_x(tmp_path: Path) -> None:
     write(tmp_path / "test_a.py", "def test_1():\n    assert 0\n\ndef test_2():\n    assert 0\n\ndef test_3():\n    pass\n")
     result = await run_tests(tmp_path, 60, env=child_env() | {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
     assert result.cases == {"test_a.py::test_1": "failed", "test_a.py::test_2": "failed", "test_a.py::test_3": "passed"}
+
+
+async def test_a_junit_file_named_in_agentlab_toml_gives_per_test_outcomes(tmp_path: Path) -> None:
+    report = ('<testsuite><testcase classname="math" name="adds"/>'
+              '<testcase classname="math" name="divides"><failure message="expected 2"/></testcase></testsuite>')
+    toml = "[tests]\ncommand = '''printf '" + report + "' > out.xml; exit 1'''\njunit = 'out.xml'\n"
+    write(tmp_path / ".agentlab.toml", toml)
+    result = await run_tests(tmp_path, 30)
+    assert result.cases == {"math::adds": "passed", "math::divides": "failed"}
+    assert result.failures["math::divides"] == "expected 2"
+    assert not (tmp_path / "out.xml").exists(), "the report this run wrote is not left for the commit"

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from agents.models import TaskStatus
-from tests.conftest import BotHarness, git, make_repo
+from tests.conftest import USER_ID, BotHarness, git, make_repo
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import ScriptedModel, last_user_text
 from tests.test_workers_e2e import final_summary, start_task
@@ -72,7 +72,11 @@ async def test_pre_existing_failure_is_reported_not_sent_back(bot: BotHarness, m
     assert "Never weaken, skip or delete tests" in str(model.requests["code"][0]["system"])
     events = await bot.runtime.store.task_events(1)
     detail = next(e.detail for e in events if e.kind == "tests")
-    assert "pre-existing (1): test_calc.py::test_add" in detail, "/task N shows the full lists"
+    assert "pre-existing (1): test_calc.py::test_add" in detail
+    bot.tg.send_command(USER_ID, "/task 1")
+    shown = await bot.tg.await_for(lambda: next((m for m in bot.tg.messages(USER_ID)
+                                                 if "pre-existing (1): test_calc.py::test_add" in (m.text or "")), None))
+    assert "Events" in shown.text, "/task N shows the full lists"
 
 
 async def test_broken_test_is_corrected_alone_with_old_failures_listed_as_not_yours(
