@@ -31,7 +31,7 @@ from agents.test_runner import run_tests  # noqa: E402
 from bench._harness import SMALL_REPO, emit_json, machine, parse_args  # noqa: E402
 from tests.conftest import git, make_repo  # noqa: E402
 
-REPEATS = 3
+REPEATS = 5
 WORKER_SECONDS = (0.0, 5.0)
 BIG_SUITE = {
     "calc.py": "def add(a, b):\n    return a + b\n",
