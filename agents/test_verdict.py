@@ -104,8 +104,8 @@ class Verdict:
 
     def correction(self, attempt: int, limit: int) -> str:
         mine = self.broken + self.targets
-        lines = [f"The bot ran the workspace's tests after your changes and they FAILED (correction {attempt} of "
-                 f"{limit}). Command: {self.after.display or self.after.command}"]
+        lines = [(f"The bot ran the workspace's tests after your changes and they FAILED (correction {attempt} of "
+                  f"{limit}). Command: {self.after.display or self.after.command}")]
         if self.introduced_error:
             lines.append("The test run itself no longer works; at the task's base commit it did.")
         if self.broken:

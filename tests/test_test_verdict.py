@@ -12,8 +12,20 @@ import pytest
 from agents import test_runner
 from agents.shell import child_env
 from agents.test_baseline import BaselineRuns
-from agents.test_env import detect_environment, link_borrowed, parse_config, short_command
-from agents.test_runner import SUITE_ID, TestOutcome, TestStatus, failures_section, read_junit, run_tests
+from agents.test_env import (
+    detect_environment,
+    link_borrowed,
+    parse_config,
+    short_command,
+)
+from agents.test_runner import (
+    SUITE_ID,
+    TestOutcome,
+    TestStatus,
+    failures_section,
+    read_junit,
+    run_tests,
+)
 from agents.test_verdict import judge, named_in
 from tests.conftest import git, make_repo
 

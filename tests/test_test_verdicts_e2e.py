@@ -3,6 +3,7 @@ through the real bot with a scripted model and workspaces built here (no network
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -272,7 +273,7 @@ async def test_src_layout_editable_install_tests_the_worktree(bot: BotHarness, m
         "src/mypkg/__init__.py": "def answer():\n    return 42\n",
         "tests/test_answer.py": "from mypkg import answer\n\ndef test_answer():\n    assert answer() == 42\n",
     })
-    make_venv_with_editable_install(repo, repo / "src")
+    await asyncio.to_thread(make_venv_with_editable_install, repo, repo / "src")
     model.add("orchestrator", start_task("lib", "Document answer()."), claude_says.text("started"))
     model.add("code", edit("src/mypkg/__init__.py", "return 42", "return 41"), claude_says.text("Documented."),
               edit("src/mypkg/__init__.py", "return 41", "return 40 + 2"), claude_says.text("Fixed."))
@@ -344,7 +345,8 @@ async def test_real_uv_project(bot: BotHarness, model: ScriptedModel, workspace_
         "mod.py": "def f():\n    return 1\n",
         "test_mod.py": "from mod import f\n\ndef test_f():\n    assert f() == 1\n",
     })
-    subprocess.run(["uv", "venv", "--offline", "-p", sys.executable, str(repo / ".venv")], check=True)
+    await asyncio.to_thread(subprocess.run, ["uv", "venv", "--offline", "-p", sys.executable, str(repo / ".venv")],
+                            check=True)
     [site] = (repo / ".venv").glob("lib/python*/site-packages")
     bot_site = next(p for p in sys.path if p.endswith("site-packages") and Path(p, "pytest").is_dir())
     (site / "bot_site.pth").write_text(bot_site + "\n")
@@ -352,7 +354,7 @@ async def test_real_uv_project(bot: BotHarness, model: ScriptedModel, workspace_
     model.add("code", edit("mod.py", "return 1", "return 2"), claude_says.text("Refactored."),
               edit("mod.py", "return 2", "return 1"), claude_says.text("Fixed."))
     bot.say("refactor uvreal")
-    task, summary = await final_summary(bot, 1, timeout=60)
+    task, _summary = await final_summary(bot, 1, timeout=60)
     [correction] = corrections(model)
     assert "test_mod.py::test_f" in correction
     assert task.status is TaskStatus.COMPLETED
