@@ -6,7 +6,9 @@ stand-in worker works for W seconds (an asyncio sleep: the baseline runs in para
 - without a baseline: the worker, then the tests (what a task cost before issue 13);
 - baseline not cached: a fresh base commit every time (the cache directory is emptied);
 - baseline cached: a consecutive task on the same commit.
-Workspace: the small calc repository of the worker end-to-end benches, and a 300-test suite.
+Workspace: the small calc repository of the worker end-to-end benches, and a 300-test suite. The machine is shared,
+so the test runs themselves are noisy: "time outside the after-run" (wall time minus the worker and minus the
+after-run's own duration) isolates what the baseline machinery adds around it.
 
 Run: .venv/bin/python bench/baseline.py [--json]
 """
@@ -40,15 +42,15 @@ BIG_SUITE = {
 }
 
 
-async def without_baseline(repo: Path, worker: float) -> float:
+async def without_baseline(repo: Path, worker: float) -> tuple[float, float]:
     started = time.perf_counter()
     await asyncio.sleep(worker)
     env = detect_environment(repo)
-    await run_tests(repo, 600, environment=env)
-    return time.perf_counter() - started
+    after = await run_tests(repo, 600, environment=env)
+    return time.perf_counter() - started, after.duration
 
 
-async def with_baseline(repo: Path, cache: BaselineRuns, worker: float) -> float:
+async def with_baseline(repo: Path, cache: BaselineRuns, worker: float) -> tuple[float, float]:
     commit = git(repo, "rev-parse", "HEAD").strip()
     started = time.perf_counter()
     checks = await TaskTests.start(repo, repo, commit, "bench", cache, 600)
@@ -56,7 +58,7 @@ async def with_baseline(repo: Path, cache: BaselineRuns, worker: float) -> float
     verdict = await checks.check(repo)
     checks.close()
     assert verdict.after.status.value == "passed", verdict.after.summary
-    return time.perf_counter() - started
+    return time.perf_counter() - started, verdict.after.duration
 
 
 async def bench(name: str, files: dict[str, str], figures: dict) -> None:
@@ -66,13 +68,21 @@ async def bench(name: str, files: dict[str, str], figures: dict) -> None:
         cache = BaselineRuns(cache_dir)
         for worker in WORKER_SECONDS:
             plain, cold, warm = [], [], []
+            outside = {"plain": [], "uncached": [], "cached": []}  # wall time minus worker minus the after-run
             for _ in range(REPEATS):
-                plain.append(await without_baseline(repo, worker))
-                shutil.rmtree(cache_dir, ignore_errors=True)
-                cold.append(await with_baseline(repo, cache, worker))
-                warm.append(await with_baseline(repo, cache, worker))  # cache filled by the cold run
+                for label, runs, measure in (("plain", plain, lambda: without_baseline(repo, worker)),
+                                             ("uncached", cold, lambda: with_baseline(repo, cache, worker)),
+                                             ("cached", warm, lambda: with_baseline(repo, cache, worker))):
+                    if label == "uncached":
+                        shutil.rmtree(cache_dir, ignore_errors=True)
+                    total, after = await measure()
+                    runs.append(total)
+                    outside[label].append(total - worker - after)
             row = {"plain_s": statistics.median(plain), "uncached_s": statistics.median(cold),
-                   "cached_s": statistics.median(warm)}
+                   "cached_s": statistics.median(warm),
+                   "outside_run_plain_s": statistics.median(outside["plain"]),
+                   "outside_run_uncached_s": statistics.median(outside["uncached"]),
+                   "outside_run_cached_s": statistics.median(outside["cached"])}
             row["added_uncached_s"] = row["uncached_s"] - row["plain_s"]
             row["added_cached_s"] = row["cached_s"] - row["plain_s"]
             figures[f"{name} worker={worker:g}s"] = row
@@ -81,6 +91,9 @@ async def bench(name: str, files: dict[str, str], figures: dict) -> None:
                   f"{100 * row['added_uncached_s'] / row['plain_s']:+5.1f}%) | cached {row['cached_s']:6.2f} s "
                   f"(+{row['added_cached_s']:5.2f} s, {100 * row['added_cached_s'] / row['plain_s']:+5.1f}%)",
                   flush=True)
+            print(f"{'':<10} {'':>13} | time outside the after-run (worker excluded): no baseline "
+                  f"{row['outside_run_plain_s']:5.2f} s · uncached {row['outside_run_uncached_s']:5.2f} s · cached "
+                  f"{row['outside_run_cached_s']:5.2f} s", flush=True)
 
 
 async def main() -> None:
