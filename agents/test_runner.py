@@ -102,6 +102,7 @@ async def run_tests(workspace: Path, timeout: float, env: Mapping[str, str] | No
             return TestOutcome(status=TestStatus.no_tests, command=None, output=NO_TESTS_MESSAGE,
                                summary="no tests found")
     command = environment.with_ids(ids or [])
+    # The JUnit report goes outside the checkout (never in a diff); a sandboxed run must be able to write report_dir.
     with tempfile.TemporaryDirectory(prefix="agentlab-junit-") as report_dir:
         report = Path(report_dir) / "junit.xml"
         full = f"{command} --junitxml={shlex.quote(str(report))}" if environment.pytest else command
