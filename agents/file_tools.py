@@ -121,8 +121,11 @@ def _refuse_binary(head: bytes, path: str, size: int) -> None:
 
 def _read_sync(base: Path, path: str, start_line: int | None, end_line: int | None, max_bytes: int) -> str:
     target = _existing_file(base, path)
-    text = _read_text(target, path, start_line, end_line, max_bytes)
-    # git metadata (`.git/config`) may hold a remote URL with a token in it
+    return _masked(base, path, target, _read_text(target, path, start_line, end_line, max_bytes))
+
+
+def _masked(base: Path, path: str, target: Path, text: str) -> str:
+    """git metadata (`.git/config`) may hold a remote URL with a token in it: shown masked."""
     return mask_url_credentials(text) if is_git_metadata(path) or is_git_metadata(_rel(base, target)) else text
 
 
@@ -227,6 +230,10 @@ READ_MAX_BYTES = 100_000  # ~25k tokens
 
 def _read_window_sync(base: Path, path: str, offset: int, limit: int, max_bytes: int) -> str:
     target = _existing_file(base, path)
+    return _masked(base, path, target, _read_window_text(target, path, offset, limit, max_bytes))
+
+
+def _read_window_text(target: Path, path: str, offset: int, limit: int, max_bytes: int) -> str:
     size = target.stat().st_size
     with open(target, "rb") as fh:
         _refuse_binary(fh.read(BINARY_SNIFF_BYTES), path, size)

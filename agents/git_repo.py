@@ -948,3 +948,42 @@ async def _remove_worktree(worktree: TaskWorktree) -> None:
     if registered and worktree.path.is_dir():
         await _git("worktree", "remove", "--force", str(worktree.path), cwd=worktree.repo)
     await _git("worktree", "prune", cwd=worktree.repo)
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# reading a commit (issue 13: the bot's test checks come from the base commit)
+
+
+async def file_at(repo: Path, commit: str, path: str) -> str | None:
+    """The text of `path` at `commit`, or None when it is not there."""
+    result = await _run_git("show", f"{commit}:{path}", cwd=repo)
+    return result.stdout if result.exit_code == 0 else None
+
+
+async def is_tracked(repo: Path, path: str) -> bool:
+    return await _succeeds("ls-files", "--error-unmatch", "--", path, cwd=repo)
+
+
+async def changes_since(path: Path, base_commit: str) -> list[tuple[str, str]]:
+    """(status letter, path) of every file changed between `base_commit` and HEAD in the checkout at `path`."""
+    text = await _git("diff", "--name-status", "--no-renames", "-z", f"{base_commit}..HEAD", cwd=path)
+    fields = _split_nul(text)
+    return [(fields[i][:1], fields[i + 1]) for i in range(0, len(fields) - 1, 2)]
+
+
+async def export_tree(repo: Path, commit: str, target: Path) -> None:
+    """Write the files of `commit` into the empty folder `target` (no git metadata: a throw-away copy)."""
+    target.mkdir(parents=True, exist_ok=True)
+    archive = target.parent / f"{target.name}.tar"
+    try:
+        await _git("archive", "--format=tar", "-o", str(archive), commit, cwd=repo)
+        await asyncio.to_thread(_untar, archive, target)
+    finally:
+        archive.unlink(missing_ok=True)
+
+
+def _untar(archive: Path, target: Path) -> None:
+    import tarfile
+
+    with tarfile.open(archive) as tar:
+        tar.extractall(target, filter="data")

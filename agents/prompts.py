@@ -80,7 +80,8 @@ You work inside one workspace (a git worktree); every path is relative to it and
 touched. Work step by step with your tools; read before you edit; keep changes focused on the instructions.
 When you are finished, reply with a short final report (no tool call): what you changed and why, the files
 touched, and how you checked it. The bot commits your changes itself and runs the workspace's tests after
-you finish; if they fail you will get the failing output and must fix it.
+you finish, and compares them with the task's starting point: tests your change broke come back to you with
+their failing output and you must fix them; tests that were already failing before are not yours to chase.
 """
 
 RESEARCH = """\
@@ -98,7 +99,8 @@ Be specific to this codebase; do not pad.
 
 CODE = _WORKER_COMMON + """\
 You are the code worker: backend and general code changes, scripts, configuration. Run the relevant tests
-with run_command before you finish.
+with run_command before you finish. Never weaken, skip or delete tests (or change the test configuration) to
+get green: fix the code.
 """
 
 FRONTEND = _WORKER_COMMON + """\
@@ -111,16 +113,6 @@ framework.
 TEST = _WORKER_COMMON + """\
 You are the test worker: you write pytest tests for the named target, run them with run_command
 (`python -m pytest -q`), and make them pass without weakening them. Tests must assert real behaviour.
-"""
-
-CORRECTION = """\
-The bot ran the workspace's tests after your changes and they FAILED (correction {attempt} of {limit}).
-Command: {command}
-Output (trimmed):
-```
-{output}
-```
-Fix the code (or the tests, if the tests are wrong) so the suite passes, then reply with a short report.
 """
 
 COMPACTOR = """\

@@ -25,7 +25,9 @@ from agents.settings import Settings
 from agents.shown import PROPOSAL, TASK, remember_shown, shown_as
 from agents.steering import Inboxes
 from agents.store import Store
-from agents.test_runner import TestOutcome, TestStatus, run_tests
+from agents.task_tests import TaskTests
+from agents.test_baseline import BaselineRuns
+from agents.test_verdict import Verdict
 from agents.tool_sets import worker_tools
 from agents.toolbox import Audit, Toolbox, ToolResult
 from agents.worker import Limits, Worker, WorkerResult
@@ -44,14 +46,6 @@ PROGRESS_INTERVAL = 5.0  # at most one edit of a progress message per this many 
 PROGRESS_TICK = 15.0  # refresh the elapsed time at least this often during a long step
 PROGRESS_STEPS = 3  # the progress message shows this many of the latest steps
 NOTE_RECEIVED = "📝 note received"
-
-
-def share_virtualenv(repo: Path, worktree: Path) -> None:
-    """A task worktree has no untracked files; link the checkout's `.venv` in so the project's tests find their deps."""
-    venv, link = repo / ".venv", worktree / ".venv"
-    if venv.is_dir() and not link.exists() and not link.is_symlink():
-        with contextlib.suppress(OSError):
-            link.symlink_to(venv, target_is_directory=True)
 
 
 def trim(text: str, limit: int) -> str:
@@ -178,6 +172,7 @@ class TaskExecutor:
         self.worktrees_dir = settings.worktrees_dir
         self.commit_limits = git_repo.CommitLimits(settings.max_commit_file_bytes, settings.max_commit_task_bytes)
         self.guards: dict[int, RepositoryGuard] = {}  # task id → the guard of the owner's repository while it runs
+        self.baselines = BaselineRuns(self.worktrees_dir / "test-baselines")  # issue 13: base-commit test runs
         self.chromium = find_chromium(settings.chromium_path)
         self.inboxes = Inboxes()  # notes for running workers (agents/steering.py)
         self.attachments = Attachments.from_settings(settings)
@@ -357,11 +352,13 @@ class TaskExecutor:
                                                    branch=task.branch)  # set when an interrupted task resumes
         await self.store.update_task(task.id, branch=tree.branch, base_branch=tree.base_branch,
                                      base_commit=tree.base_commit, worktree=str(tree.path))
-        share_virtualenv(workspace.path, tree.path)
         await git_repo.clear_stale_index_locks(tree)  # a SIGKILL during the bot's own `git add` leaves one behind
+        checks = await TaskTests.start(workspace.path, tree.path, tree.base_commit, task.instructions, self.baselines,
+                                       self.settings.test_timeout_seconds)  # the baseline runs while the worker works
+        # after TaskTests.start: it hides the borrowed links in the repository's info/exclude, which the guard watches
         self.guards[task.id] = await RepositoryGuard.start(tree)
         try:
-            await self._work_on(task, progress, workspace, tree)
+            await self._work_on(task, progress, workspace, tree, checks)
         except BaseException as err:
             if not (self.stopping and isinstance(err, asyncio.CancelledError)):  # interrupted tasks keep their checkout
                 # cancelled or failed: keep the branch (and its commits), drop the checkout
@@ -372,6 +369,7 @@ class TaskExecutor:
                     await git_repo.remove_worktree_keep_branch(tree)
             raise
         finally:
+            checks.close()
             self.end_guard(task)
 
     def end_guard(self, task: Task) -> list[str]:
@@ -382,7 +380,8 @@ class TaskExecutor:
         guard.close()
         return guard.warnings
 
-    async def _work_on(self, task: Task, progress: Progress, workspace: Workspace, tree: git_repo.TaskWorktree) -> None:
+    async def _work_on(self, task: Task, progress: Progress, workspace: Workspace, tree: git_repo.TaskWorktree,
+                       checks: TaskTests) -> None:
         worker = self.make_worker(task, tree.path, progress)
         criteria = await self.store.criteria(task.id)
         if criteria:
@@ -398,27 +397,25 @@ class TaskExecutor:
         commit = await git_repo.commit_all(tree, f"{task.title}\n\nagentlab task #{task.id}", self.identity,
                                            self.commit_limits)
         commits = [commit] if commit else []
-        outcome: TestOutcome | None = None
+        verdict: Verdict | None = None
         corrections = 0
         while result.finished:
             await progress.update("running tests", force=True)
-            outcome = await run_tests(tree.path, self.settings.test_timeout_seconds)
-            await self.store.add_event(TaskEvent(task_id=task.id, kind="tests", detail=f"{outcome.status.value}: {outcome.summary}"))
-            if outcome.status is not TestStatus.failed or corrections >= self.settings.max_corrections:
+            verdict = await checks.check(tree.path)
+            await self.store.add_event(TaskEvent(task_id=task.id, kind="tests", detail=verdict.detail()))
+            if not verdict.needs_correction or corrections >= self.settings.max_corrections:
                 break
             corrections += 1
             await progress.update(f"correcting failed tests ({corrections}/{self.settings.max_corrections})", force=True)
-            result = await worker.run(prompts.CORRECTION.format(
-                attempt=corrections, limit=self.settings.max_corrections, command=outcome.command,
-                output=tail(outcome.output, 6000)))
+            result = await worker.run(verdict.correction(corrections, self.settings.max_corrections))
             commit = await git_repo.commit_all(tree, f"{task.title} (correction {corrections})\n\nagentlab task #{task.id}",
                                                self.identity, self.commit_limits)
             if commit:
                 commits.append(commit)
-        await self._finish(task, progress, tree, result, outcome, corrections, commits)
+        await self._finish(task, progress, tree, result, verdict, corrections, commits)
 
     async def _finish(self, task: Task, progress: Progress, tree: git_repo.TaskWorktree, result: WorkerResult,
-                      outcome: TestOutcome | None, corrections: int, commits: list[git_repo.CommitResult]) -> None:
+                      verdict: Verdict | None, corrections: int, commits: list[git_repo.CommitResult]) -> None:
         left_out = commits[-1].left_out if commits else []  # the last commit's word on what is still left out
         commits = [commit for commit in commits if commit.committed]
         last = commits[-1] if commits else None
@@ -427,9 +424,9 @@ class TaskExecutor:
         unverified = [c for c in criteria if not c.verified]
         if not result.finished:
             status, headline = TaskStatus.FAILED, f"✖ Task #{task.id} stopped: {result.reason(self.limits())}"
-        elif outcome is not None and outcome.status is TestStatus.error:
+        elif verdict is not None and verdict.introduced_error:
             status, headline = TaskStatus.BLOCKED, f"⛔ Task #{task.id} blocked: the tests could not be run"
-        elif outcome is not None and outcome.status is TestStatus.failed:
+        elif verdict is not None and verdict.needs_correction:
             status, headline = TaskStatus.BLOCKED, (
                 f"⛔ Task #{task.id} blocked: tests still fail after {corrections} correction"
                 f"{'s' if corrections != 1 else ''}")
@@ -438,20 +435,18 @@ class TaskExecutor:
                 f"⚠ Task #{task.id} not done: {len(unverified)} of {len(criteria)} acceptance criteria unverified")
         else:
             status, headline = TaskStatus.COMPLETED, f"✔ Task #{task.id} done"
+            if verdict is not None and verdict.warnings:  # never plainly "done" when the task touched its checks
+                headline += " ⚠ with changes to its own tests (see below)"
         lines = [f"**{headline}** · `{task.workspace}`", ""]
         if result.report:
             lines += ["**Worker's report:**", trim(result.report, REPORT_LIMIT), ""]
         if criteria:
             lines.append(f"**Criteria:** {len(criteria) - len(unverified)}/{len(criteria)} verified")
             lines += [f"{'✔' if c.verified else '✖'} {c.idx}. {trim(c.text, 150)}" for c in criteria]
-        if outcome is None:
+        if verdict is None:
             lines.append("**Tests:** not run (the worker did not finish)")
-        elif outcome.status is TestStatus.no_tests:
-            lines.append("**Tests:** no tests found in this workspace (nothing was verified)")
         else:
-            lines.append(f"**Tests:** {outcome.status.value}: {outcome.summary} (`{outcome.command}`)")
-            if outcome.status in (TestStatus.failed, TestStatus.error):
-                lines += ["Last output:", f"```\n{tail(outcome.output, 1200)}\n```"]
+            lines += verdict.summary_lines()
         if last:
             stat = (last.diffstat.splitlines() or [""])[-1].strip()
             files = ", ".join(f"`{f}`" for f in last.files[:12]) + (" …" if len(last.files) > 12 else "")

@@ -1,37 +1,41 @@
-"""The bot runs a workspace's tests itself: find the test command, run it bounded in time, and say plainly what happened.
+"""The bot runs a workspace's tests itself: one bounded run in a checkout, with per-test outcomes where the runner
+names tests (pytest through its JUnit XML report, or a JUnit file `.agentlab.toml` names), whole-suite status
+otherwise. No command means "no tests", never "passed".
 
-Detection order: `.agentlab.toml` `[tests] command`, then pytest (test files, a `tests/` folder with Python in it, or
-pytest configuration), then a real `npm test` script. No command means "no tests" — never "passed".
+`run_tests` is the one place a workspace's tests are started (baseline, after the worker, re-runs of failing ids):
+`**run_options` go to `agents.shell.run_command` unchanged (e.g. a sandbox).
 """
 
 from __future__ import annotations
 
 import asyncio
 import enum
-import json
-import os
 import re
 import shlex
-import sys
-import tomllib
-from collections.abc import Callable, Mapping
+import tempfile
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
-from agents.shell import run_command
+from agents.shell import child_env, run_command
+from agents.test_env import (  # noqa: F401  (re-exported: the runner's public names)
+    CONFIG_FILE,
+    PYTEST_ARGS,
+    TestConfigError,
+    TestEnvironment,
+    detect_environment,
+    runs_pytest,
+)
 from agents.workspaces import ToolError
 
-CONFIG_FILE = ".agentlab.toml"
-PYTEST_ARGS = "-m pytest -q -x --no-header -p no:cacheprovider"
-NPM_TEST_COMMAND = "npm test --silent"
 NO_TESTS_MESSAGE = "no tests found: no pytest files, no npm test script, no .agentlab.toml [tests] command"
+SUITE_ID = "(whole suite)"  # the one "test" of a runner that names none
 OUTPUT_TAIL_CHARS = 4_000
+FAILURE_CHARS = 1_500  # per failing test
 _CAPTURE_BYTES = 64_000
-_NPM_DEFAULT_TEST = "no test specified"
-_SKIP_DIRS = frozenset({"node_modules", "__pycache__", "site-packages", "venv", "env", "build", "dist"})
-_MAX_FILES_SCANNED = 20_000
 _PYTEST_NO_TESTS_EXIT = 5
 _PYTEST_ERROR_EXITS = frozenset({3, 4})  # internal error, usage error: the run itself is broken
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -40,6 +44,7 @@ _PYTEST_SUMMARY = re.compile(rf"^=*\s*((?:{_PYTEST_COUNT})(?:, {_PYTEST_COUNT})*
 _PYTEST_NO_TESTS = re.compile(r"^=*\s*no tests ran in [\d.]+s\b")
 _JEST_SUMMARY = re.compile(r"^Tests:\s+(.+?)\s*$")
 _MOCHA_COUNT = re.compile(r"^\s*(\d+ (?:passing|failing|pending))\b")
+_BANNER = re.compile(r"^=+ (.*?) =+$")
 
 
 class TestStatus(str, enum.Enum):
@@ -62,181 +67,163 @@ class TestOutcome(BaseModel):
     output: str = ""
     duration: float = 0.0
     summary: str
+    display: str | None = None  # the command as a phone shows it (`pytest`)
+    timed_out: bool = False
+    cases: dict[str, str] = Field(default_factory=dict)  # test id -> passed / failed / skipped
+    failures: dict[str, str] = Field(default_factory=dict)  # failing test id -> its failure text, trimmed
 
     @property
     def passed(self) -> bool:
         return self.status is TestStatus.passed
 
 
-class TestConfigError(ValueError):
-    """`.agentlab.toml` exists but its [tests] section cannot be used."""
-
-    __test__ = False
-
-
-# ----------------------------------------------------------------------------------------------------------------------
-# detection
-
-
-def detect_test_command(workspace: Path) -> str | None:
-    """The shell command that runs this workspace's tests, or None when it has none.
-
-    Raises TestConfigError when `.agentlab.toml` is malformed (better said than silently ignored).
-    """
-    workspace = Path(workspace)
-    configured = _configured_command(workspace)
-    if configured is not None:
-        return configured
-    if _looks_like_pytest(workspace):
-        return f"{shlex.quote(_python_for(workspace))} {PYTEST_ARGS}"
-    if _has_npm_test_script(workspace):
-        return NPM_TEST_COMMAND
-    return None
-
-
-def _configured_command(workspace: Path) -> str | None:
-    path = workspace / CONFIG_FILE
-    if not path.is_file():
-        return None
-    try:
-        config = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError, OSError) as err:
-        raise TestConfigError(f"{CONFIG_FILE} cannot be read: {err}") from None
-    tests = config.get("tests")
-    if tests is None:
-        return None
-    if not isinstance(tests, dict):
-        raise TestConfigError(f"{CONFIG_FILE}: [tests] must be a table with a `command = \"...\"` key")
-    command = tests.get("command")
-    if command is None:
-        return None
-    if not isinstance(command, str) or not command.strip():
-        raise TestConfigError(f"{CONFIG_FILE}: [tests] command must be a non-empty string")
-    return command.strip()
-
-
-def _python_for(workspace: Path) -> str:
-    """The workspace's own `.venv` interpreter if it has one, else the bot's."""
-    own = workspace / ".venv" / "bin" / "python"
-    return str(own) if own.exists() else sys.executable
-
-
-def _looks_like_pytest(workspace: Path) -> bool:
-    if (workspace / "pytest.ini").is_file() or (workspace / "conftest.py").is_file():
-        return True
-    if _pyproject_configures_pytest(workspace / "pyproject.toml"):
-        return True
-    if _ini_has_section(workspace / "setup.cfg", "tool:pytest") or _ini_has_section(workspace / "tox.ini", "pytest"):
-        return True
-    tests_dir = workspace / "tests"
-    if tests_dir.is_dir() and _find_python_file(tests_dir, lambda name: name.endswith(".py")):
-        return True
-    return _find_python_file(workspace, _is_test_file_name)
-
-
-def _is_test_file_name(name: str) -> bool:
-    return name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
-
-
-def _find_python_file(root: Path, wanted: Callable[[str], bool]) -> bool:
-    """Whether a file whose name satisfies `wanted` is under `root` (skipping hidden, vendored and virtualenv dirs)."""
-    scanned = 0
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if not d.startswith(".") and d not in _SKIP_DIRS]
-        if any(wanted(name) for name in filenames):
-            return True
-        scanned += len(filenames)
-        if scanned > _MAX_FILES_SCANNED:
-            return False
-    return False
-
-
-def _pyproject_configures_pytest(path: Path) -> bool:
-    if not path.is_file():
-        return False
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError, OSError):
-        return False
-    tool = data.get("tool")
-    return isinstance(tool, dict) and "pytest" in tool
-
-
-def _ini_has_section(path: Path, section: str) -> bool:
-    if not path.is_file():
-        return False
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return False
-    return re.search(rf"^\[{re.escape(section)}\]\s*$", text, re.MULTILINE) is not None
-
-
-def _has_npm_test_script(workspace: Path) -> bool:
-    path = workspace / "package.json"
-    if not path.is_file():
-        return False
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, OSError):
-        return False
-    scripts = data.get("scripts") if isinstance(data, dict) else None
-    test = scripts.get("test") if isinstance(scripts, dict) else None
-    return isinstance(test, str) and bool(test.strip()) and _NPM_DEFAULT_TEST not in test
-
-
 # ----------------------------------------------------------------------------------------------------------------------
 # running
 
 
-async def run_tests(workspace: Path, timeout: float, env: Mapping[str, str] | None = None) -> TestOutcome:
-    """Run the workspace's tests (see `detect_test_command`) with a time limit. `env=None` means `child_env()`."""
+def detect_test_command(workspace: Path) -> str | None:
+    """The shell command that runs this workspace's tests, or None (TestConfigError when `.agentlab.toml` is bad)."""
+    env = detect_environment(Path(workspace))
+    return env.command if env is not None else None
+
+
+async def run_tests(workspace: Path, timeout: float, env: Mapping[str, str] | None = None, *,
+                    environment: TestEnvironment | None = None, ids: list[str] | None = None,
+                    **run_options: Any) -> TestOutcome:
+    """Run the tests of the checkout `workspace` (with `environment`, detected from it when None) in `timeout`
+    seconds; `ids`: only those tests where the command allows it. `env=None` means `child_env()`."""
     workspace = Path(workspace)
-    try:
-        command = await asyncio.to_thread(detect_test_command, workspace)
-    except TestConfigError as err:
-        return TestOutcome(status=TestStatus.error, command=None, output=str(err), summary=str(err))
-    if command is None:
-        return TestOutcome(status=TestStatus.no_tests, command=None, output=NO_TESTS_MESSAGE, summary="no tests found")
+    if environment is None:
+        try:
+            environment = await asyncio.to_thread(detect_environment, workspace)
+        except TestConfigError as err:
+            return TestOutcome(status=TestStatus.error, command=None, output=str(err), summary=str(err))
+        if environment is None:
+            return TestOutcome(status=TestStatus.no_tests, command=None, output=NO_TESTS_MESSAGE,
+                               summary="no tests found")
+    command = environment.with_ids(ids or [])
+    # The JUnit report goes outside the checkout (never in a diff); a sandboxed run must be able to write report_dir.
+    with tempfile.TemporaryDirectory(prefix="agentlab-junit-") as report_dir:
+        report = Path(report_dir) / "junit.xml"
+        full = f"{command} --junitxml={shlex.quote(str(report))}" if environment.pytest else command
+        child = environment.env_for(workspace, dict(child_env() if env is None else env))
+        own_report = workspace / environment.junit if environment.junit and not environment.pytest else None
+        stale = _mtime(own_report) if own_report else None
+        try:
+            result = await run_command(full, cwd=workspace, timeout=timeout, env=child, max_output=_CAPTURE_BYTES,
+                                       **run_options)
+        except ToolError as err:
+            return TestOutcome(status=TestStatus.error, command=command, display=environment.display,
+                               output=str(err), summary=f"could not run: {err}")
+        junit = report if environment.pytest else own_report
+        if own_report is not None and _mtime(own_report) == stale:
+            junit = None  # the runner wrote no new report: a stale one says nothing about this run
+        cases, failures = await asyncio.to_thread(read_junit, junit, workspace) if junit else ({}, {})
+        if own_report is not None and stale is None:  # written by this run: not the task's to commit
+            own_report.unlink(missing_ok=True)
+    return _outcome(environment, command, result, cases, failures, timeout)
 
-    try:
-        result = await run_command(
-            command, cwd=workspace, timeout=timeout, env=env, max_output=_CAPTURE_BYTES
-        )
-    except ToolError as err:
-        return TestOutcome(status=TestStatus.error, command=command, output=str(err), summary=f"could not run: {err}")
 
+def _mtime(path: Path) -> float | None:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return None
+
+
+def _outcome(environment: TestEnvironment, command: str, result, cases: dict[str, str],
+             failures: dict[str, str], timeout: float) -> TestOutcome:
     output = _ANSI.sub("", result.output)
-    tail = _tail(output)
-    base = {"command": command, "exit_code": result.exit_code, "output": tail, "duration": result.duration}
+    base = {"command": command, "display": environment.display, "exit_code": result.exit_code,
+            "output": _tail(failures_section(output)), "duration": result.duration}
     if result.timed_out:
-        return TestOutcome(status=TestStatus.error, summary=f"timed out after {timeout:g} s", **base)
+        return TestOutcome(status=TestStatus.error, timed_out=True, summary=f"timed out after {timeout:g} s", **base)
     if result.cancelled:
         return TestOutcome(status=TestStatus.error, summary="cancelled", **base)
-
     code = result.exit_code
-    is_pytest = _runs_pytest(command)
+    is_pytest = environment.pytest or runs_pytest(command)
     if code in (126, 127):
         return TestOutcome(status=TestStatus.error, summary=f"could not run the test command (exit {code})", **base)
     if is_pytest and code == 1 and "No module named pytest" in output:
         return TestOutcome(status=TestStatus.error, summary="pytest is not installed for this interpreter", **base)
     if is_pytest and code == _PYTEST_NO_TESTS_EXIT:
         return TestOutcome(status=TestStatus.no_tests, summary="no tests found", **base)
-    if is_pytest and code in _PYTEST_ERROR_EXITS:
+    if is_pytest and code in _PYTEST_ERROR_EXITS and not failures:
         summary = _summary_line(output) or f"pytest could not run the tests (exit {code})"
         return TestOutcome(status=TestStatus.error, summary=summary, **base)
-    if code == 0:
-        return TestOutcome(status=TestStatus.passed, summary=_summary_line(output) or "tests passed (exit 0)", **base)
-    return TestOutcome(status=TestStatus.failed, summary=_summary_line(output) or f"tests failed (exit {code})", **base)
+    status = TestStatus.passed if code == 0 else TestStatus.failed
+    if not cases:  # the runner names no tests: the suite is the one test
+        cases = {SUITE_ID: status.value}
+        if status is TestStatus.failed:
+            failures = {SUITE_ID: base["output"]}
+    summary = _summary_line(output) or ("tests passed (exit 0)" if code == 0 else f"tests failed (exit {code})")
+    return TestOutcome(status=status, summary=summary, cases=cases, failures=failures, **base)
 
 
-def _runs_pytest(command: str) -> bool:
-    """Whether the command runs pytest (`python -m pytest`, `pytest`, `.venv/bin/pytest`, `py.test`)."""
+# ----------------------------------------------------------------------------------------------------------------------
+# reading what the runner reported
+
+
+def read_junit(path: Path, root: Path) -> tuple[dict[str, str], dict[str, str]]:
+    """Per-test outcomes and failure texts from a JUnit XML file (absent or unreadable: none). Ids are pytest node
+    ids (`tests/test_x.py::TestA::test_b`) where the file can be found under `root`, `classname::name` otherwise."""
     try:
-        tokens = shlex.split(command)
-    except ValueError:
-        tokens = command.split()
-    return any(Path(token).name in ("pytest", "py.test") for token in tokens)
+        tree = ET.parse(path)
+    except (OSError, ET.ParseError):
+        return {}, {}
+    cases: dict[str, str] = {}
+    failures: dict[str, str] = {}
+    for case in tree.getroot().iter("testcase"):
+        test_id = _test_id(root, case.get("classname") or "", case.get("name") or "", case.get("file"))
+        problem = case.find("failure")
+        if problem is None:
+            problem = case.find("error")
+        if problem is not None:
+            cases[test_id] = "failed"
+            text = "\n".join(t for t in (problem.get("message") or "", problem.text or "") if t.strip())
+            failures[test_id] = _trim_failure(text)
+        elif case.find("skipped") is not None:
+            cases.setdefault(test_id, "skipped")
+        else:
+            cases.setdefault(test_id, "passed")
+    return cases, failures
+
+
+def _test_id(root: Path, classname: str, name: str, file: str | None) -> str:
+    parts = [p for p in classname.split(".") if p]
+    for cut in range(len(parts), 0, -1):
+        candidate = "/".join(parts[:cut]) + ".py"
+        if (root / candidate).is_file():
+            return "::".join([candidate, *parts[cut:], name])
+    if file:
+        return f"{file}::{name}"
+    return f"{classname}::{name}" if classname else name
+
+
+def _trim_failure(text: str, limit: int = FAILURE_CHARS) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else text[: limit // 3] + "\n[...]\n" + text[-(2 * limit // 3):]
+
+
+def failures_section(output: str) -> str:
+    """Pytest's FAILURES / ERRORS sections, short summary and closing line, without warnings banners or progress
+    dots; any other runner's output as it is."""
+    lines = output.splitlines()
+    if not any(_BANNER.match(line.strip()) for line in lines):
+        return output
+    kept: list[str] = []
+    keep = False
+    for line in lines:
+        banner = _BANNER.match(line.strip())
+        if banner:
+            title = banner.group(1)
+            keep = any(word in title.lower() for word in ("failures", "errors", "short test summary"))
+            if keep or _PYTEST_SUMMARY.match(line.strip()) or _PYTEST_NO_TESTS.match(line.strip()):
+                kept.append(line)
+            continue
+        if keep or _PYTEST_SUMMARY.match(line.strip()):
+            kept.append(line)
+    return "\n".join(kept)
 
 
 def _tail(text: str, limit: int = OUTPUT_TAIL_CHARS) -> str:

@@ -271,6 +271,15 @@ def confine(root: Path, relative: str) -> Path:
         )
     try:
         target = (base / text).resolve(strict=False)
+        # realpath stops at a symlink loop and joins the rest lexically ("loop/../link_out" → "<root>/link_out"
+        # unresolved): resolve again until nothing changes, so a link after a loop cannot lead outside.
+        for _ in range(8):
+            again = target.resolve(strict=False)
+            if again == target:
+                break
+            target = again
+        else:
+            raise RuntimeError("the path does not settle (symlink loop)")
     except (OSError, RuntimeError) as err:  # RuntimeError: symlink loop on 3.11
         raise PathOutsideWorkspace(f"{text!r} cannot be resolved ({err}); use a plain path relative to the workspace")
     if target == base or target.is_relative_to(base):

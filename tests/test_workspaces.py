@@ -231,6 +231,17 @@ def test_confine_refuses_symlink_loop_and_nul(ws: Path) -> None:
         confine(ws, "a\x00b")
 
 
+def test_a_link_after_a_symlink_loop_cannot_lead_outside(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "secret.txt").write_text("s")
+    (root / "loop").symlink_to(root / "loop")
+    (root / "link_out").symlink_to(tmp_path / "outside")
+    with pytest.raises(PathOutsideWorkspace):
+        confine(root, "loop/../link_out/secret.txt")
+
+
 def test_path_outside_is_a_tool_error(ws: Path) -> None:
     with pytest.raises(ToolError):
         confine(ws, "../outside.txt")

@@ -459,7 +459,7 @@ class FakeTelegram:
             raise TimeoutError(f"condition not met within {timeout}s")
         return result
 
-    async def await_for(self, predicate: Callable[[], T], timeout: float = 10.0) -> T:
+    async def await_for(self, predicate: Callable[[], T], timeout: float = 30.0) -> T:
         """Poll predicate() without blocking the event loop; return its first truthy value."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout

@@ -1,0 +1,436 @@
+"""The workspace's own test environment: which command runs its tests, with which interpreter or package manager,
+and what a checkout (a task worktree or a base-commit copy) borrows from the main checkout to run them.
+
+Detection order (issue 13): `.agentlab.toml` `[tests]`, a workspace `.venv`/`venv`, uv (`uv.lock`), Poetry, tox/nox,
+`package.json` scripts run by the package manager its lock file names, a Makefile `test` target, Go, Cargo, and only
+then the bot's own interpreter (said so in `notes`). The code under test is always the checkout's: its source roots
+come first on `PYTHONPATH`, and borrowed folders (`.venv`, `node_modules`) are links hidden from git.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import sys
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+CONFIG_FILE = ".agentlab.toml"
+PYTEST_ARGS = "-m pytest -q --no-header -p no:cacheprovider -rfE"
+NPM_DEFAULT_TEST = "no test specified"
+EXCLUDE_MARKER = "# agentlab: environment links borrowed by task worktrees"
+_SKIP_DIRS = frozenset({"node_modules", "__pycache__", "site-packages", "venv", "env", "build", "dist"})
+_MAX_FILES_SCANNED = 20_000
+_VENV_NAMES = (".venv", "venv")
+_LOCKFILES = (("pnpm-lock.yaml", "pnpm"), ("yarn.lock", "yarn"), ("bun.lockb", "bun"), ("bun.lock", "bun"),
+              ("package-lock.json", "npm"))
+
+
+class TestConfigError(ValueError):
+    """`.agentlab.toml` exists but its [tests] section cannot be used."""
+
+    __test__ = False
+
+
+@dataclass(frozen=True)
+class TestConfig:
+    """The `[tests]` table of `.agentlab.toml`: a command (e.g. a fast subset), a JUnit file it writes, a timeout."""
+
+    __test__ = False
+
+    command: str | None = None
+    junit: str | None = None
+    timeout: float | None = None
+    source: str = "base commit"  # or "workspace (untracked)"
+
+
+def parse_config(text: str, source: str = "base commit") -> TestConfig | None:
+    """The `[tests]` table of a `.agentlab.toml` text; None when it has none. Raises TestConfigError when malformed."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise TestConfigError(f"{CONFIG_FILE} cannot be read: {err}") from None
+    tests = data.get("tests")
+    if tests is None:
+        return None
+    if not isinstance(tests, dict):
+        raise TestConfigError(f"{CONFIG_FILE}: [tests] must be a table with a `command = \"...\"` key")
+    command, junit, timeout = tests.get("command"), tests.get("junit"), tests.get("timeout")
+    if command is not None and (not isinstance(command, str) or not command.strip()):
+        raise TestConfigError(f"{CONFIG_FILE}: [tests] command must be a non-empty string")
+    if junit is not None and (not isinstance(junit, str) or not junit.strip()):
+        raise TestConfigError(f"{CONFIG_FILE}: [tests] junit must be a path (string)")
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
+        raise TestConfigError(f"{CONFIG_FILE}: [tests] timeout must be a positive number of seconds")
+    return TestConfig(command=command.strip() if command else None, junit=junit.strip() if junit else None,
+                      timeout=float(timeout) if timeout else None, source=source)
+
+
+def read_config_file(checkout: Path, source: str = "checkout") -> TestConfig | None:
+    path = Path(checkout) / CONFIG_FILE
+    if not path.is_file():
+        return None
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise TestConfigError(f"{CONFIG_FILE} cannot be read: {err}") from None
+    return parse_config(text, source)
+
+
+@dataclass
+class TestEnvironment:
+    """How to run one workspace's tests. `command` is run by bash in the checkout; `display` is what a phone shows."""
+
+    __test__ = False
+
+    kind: str  # e.g. "workspace .venv", "pnpm", "bot's Python"
+    command: str
+    display: str
+    pytest: bool = False  # per-test outcomes through --junitxml; failing ids can be re-run
+    rerunnable: bool = False  # `command + ids` runs exactly those ids (our own pytest command)
+    junit: str | None = None  # a JUnit file the command writes (relative to the checkout), from .agentlab.toml
+    timeout: float | None = None
+    workspace: Path | None = None  # the main checkout things are borrowed from
+    python_env: Path | None = None  # the virtual environment used (borrowed or the bot's)
+    borrowed: list[str] = field(default_factory=list)  # checkout-relative folders linked from the main checkout
+    notes: list[str] = field(default_factory=list)
+    fallback: bool = False  # the bot's interpreter stands in for a missing environment
+
+    @property
+    def read_only_paths(self) -> list[Path]:
+        """What the tests read outside the checkout: borrowed folders and the interpreter's environment (for a
+        sandbox to mount read-only)."""
+        paths: list[Path] = []
+        if self.workspace is not None:
+            paths += [(self.workspace / rel).resolve() for rel in self.borrowed]
+        if self.python_env is not None:
+            paths.append(self.python_env.resolve())
+            if self.fallback:
+                paths.append(Path(sys.base_prefix).resolve())
+        return list(dict.fromkeys(paths))
+
+    def env_for(self, checkout: Path, base: dict[str, str]) -> dict[str, str]:
+        """`base` plus what puts the checkout's code first: PYTHONPATH with its source roots, the environment's
+        `bin` and the checkout's `node_modules/.bin` on PATH."""
+        env = dict(base)
+        roots = [str(p) for p in source_roots(checkout)]
+        if env.get("PYTHONPATH"):
+            roots.append(env["PYTHONPATH"])
+        env["PYTHONPATH"] = os.pathsep.join(roots)
+        path = [str(checkout / "node_modules" / ".bin")]
+        if self.python_env is not None and not self.fallback:
+            path.insert(0, str(self.python_env / "bin"))
+            env["VIRTUAL_ENV"] = str(self.python_env)
+        env["PATH"] = os.pathsep.join([*path, env.get("PATH", os.defpath)])
+        return env
+
+    def with_ids(self, ids: list[str]) -> str:
+        """The command that re-runs only `ids` (our own pytest command; anything else re-runs whole)."""
+        if not (self.rerunnable and ids):
+            return self.command
+        return f"{self.command} {' '.join(shlex.quote(i) for i in ids)}"
+
+
+def source_roots(checkout: Path) -> list[Path]:
+    """The checkout's own import roots, first on the path: `src/` in a src layout, and the checkout itself."""
+    src = checkout / "src"
+    roots = [src] if src.is_dir() and any(p.suffix == ".py" or (p / "__init__.py").is_file() or p.is_dir()
+                                          for p in src.iterdir() if not p.name.startswith(".")) else []
+    return [*roots, checkout]
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# detection
+
+
+def detect_environment(checkout: Path, workspace: Path | None = None,
+                       config: TestConfig | None | bool = True) -> TestEnvironment | None:
+    """The environment that runs the tests of `checkout` (files as of the base commit), borrowing what is untracked
+    from `workspace` (the main checkout; default: the checkout itself). `config=True` reads `.agentlab.toml` from
+    the checkout; pass the base commit's parsed config (or None) instead. None: no tests."""
+    checkout = Path(checkout)
+    workspace = Path(workspace) if workspace is not None else checkout
+    if config is True:
+        config = read_config_file(checkout)
+    config = config or None
+    venv = _own_venv(workspace)
+    borrowed = [venv.name] if venv is not None and venv.parent == workspace else []
+    borrowed += _node_modules(checkout, workspace)
+    common = {"workspace": workspace, "borrowed": borrowed}
+    env = _choose(checkout, workspace, config, venv, common)
+    if env is None:
+        return None
+    if config is not None:
+        env.junit = config.junit
+        env.timeout = config.timeout
+        if config.source != "base commit":
+            env.notes.append(f"{CONFIG_FILE} read from the {config.source}")
+    if env.python_env is not None and not env.fallback and (editable := _editable_of(env.python_env, workspace)):
+        env.notes.append(f"the editable install of {editable} in the environment is overridden by the "
+                         "worktree's own sources")
+    return env
+
+
+def _choose(checkout: Path, workspace: Path, config: TestConfig | None, venv: Path | None,
+            common: dict) -> TestEnvironment | None:
+    if config is not None and config.command:
+        return TestEnvironment(kind=CONFIG_FILE, command=config.command, display=short_command(config.command),
+                               pytest=runs_pytest(config.command), python_env=venv, **common)
+    python_tests = looks_like_pytest(checkout)
+    if venv is not None and python_tests:
+        python = venv / "bin" / "python"
+        return TestEnvironment(kind=f"workspace {venv.name}", command=f"{shlex.quote(str(python))} {PYTEST_ARGS}",
+                               display="pytest", pytest=True, rerunnable=True, python_env=venv, **common)
+    if python_tests and (checkout / "uv.lock").is_file() and shutil.which("uv"):
+        return TestEnvironment(kind="uv", command=f"uv run --frozen python {PYTEST_ARGS}", display="uv run pytest",
+                               pytest=True, rerunnable=True, **common)
+    if python_tests and _pyproject_has(checkout, "poetry") and shutil.which("poetry"):
+        return TestEnvironment(kind="Poetry", command=f"poetry run python {PYTEST_ARGS}",
+                               display="poetry run pytest", pytest=True, rerunnable=True, **common)
+    if (checkout / "tox.ini").is_file() and shutil.which("tox"):
+        return TestEnvironment(kind="tox", command="tox", display="tox", **common)
+    if (checkout / "noxfile.py").is_file() and shutil.which("nox"):
+        return TestEnvironment(kind="nox", command="nox", display="nox", **common)
+    if has_npm_test_script(checkout):
+        manager = next((pm for lock, pm in _LOCKFILES if (checkout / lock).is_file()), "npm")
+        command = "npm test --silent" if manager == "npm" else f"{manager} test"
+        return TestEnvironment(kind=manager, command=command, display=f"{manager} test", **common)
+    if _makefile_has_test(checkout):
+        return TestEnvironment(kind="make", command="make test", display="make test", **common)
+    if (checkout / "go.mod").is_file():
+        return TestEnvironment(kind="Go", command="go test ./...", display="go test", **common)
+    if (checkout / "Cargo.toml").is_file():
+        return TestEnvironment(kind="Cargo", command="cargo test", display="cargo test", **common)
+    if python_tests:
+        bot_env = Path(sys.prefix)
+        return TestEnvironment(kind="bot's Python", command=f"{shlex.quote(sys.executable)} {PYTEST_ARGS}",
+                               display="pytest", pytest=True, rerunnable=True, python_env=bot_env, fallback=True,
+                               notes=["the workspace has no environment of its own: ran with the bot's Python"],
+                               **common)
+    return None
+
+
+def _own_venv(workspace: Path) -> Path | None:
+    for name in _VENV_NAMES:
+        if (workspace / name / "bin" / "python").exists():
+            return workspace / name
+    return None
+
+
+def _node_modules(checkout: Path, workspace: Path) -> list[str]:
+    """Checkout-relative folders whose `node_modules` the main checkout has and the checkout lacks (monorepos
+    included: every folder with a package.json, three levels deep)."""
+    found = []
+    for package in _package_dirs(checkout):
+        rel = package.relative_to(checkout)
+        source = workspace / rel / "node_modules"
+        if source.is_dir() and not (package / "node_modules").exists():
+            found.append(str(rel / "node_modules") if str(rel) != "." else "node_modules")
+    return found
+
+
+def _package_dirs(checkout: Path, depth: int = 3) -> list[Path]:
+    dirs = [checkout] if (checkout / "package.json").is_file() else []
+    frontier = [checkout]
+    for _ in range(depth):
+        nxt = []
+        for folder in frontier:
+            try:
+                children = [c for c in folder.iterdir() if c.is_dir() and not c.is_symlink()
+                            and not c.name.startswith(".") and c.name not in _SKIP_DIRS]
+            except OSError:
+                continue
+            nxt += children
+            dirs += [c for c in children if (c / "package.json").is_file()]
+        frontier = nxt
+    return dirs
+
+
+def _editable_of(venv: Path, workspace: Path) -> str | None:
+    """The main checkout path an editable install in `venv` points at (a `.pth` or `__editable__` finder), if any."""
+    needle = str(workspace.resolve())
+    for site in venv.glob("lib/python*/site-packages"):
+        for path in [*site.glob("*.pth"), *site.glob("__editable__*.py")]:
+            try:
+                if needle in path.read_text(encoding="utf-8", errors="replace"):
+                    return needle
+            except OSError:
+                continue
+    return None
+
+
+def runs_pytest(command: str) -> bool:
+    """Whether the command runs pytest (`python -m pytest`, `pytest`, `.venv/bin/pytest`, `py.test`)."""
+    try:
+        tokens = shlex.split(command)
+    except ValueError:
+        tokens = command.split()
+    return any(Path(token).name in ("pytest", "py.test") for token in tokens)
+
+
+def short_command(command: str) -> str:
+    """A command as a phone shows it: paths into environments reduced to the program name (`pytest`, `python`)."""
+    try:
+        tokens = shlex.split(command)
+    except ValueError:
+        return command[:60]
+    shown = [Path(tokens[0]).name, *tokens[1:]] if tokens else []  # the program, not the path into an environment
+    if len(shown) >= 3 and shown[0].startswith("python") and shown[1:3] == ["-m", "pytest"]:
+        shown = ["pytest", *[t for t in shown[3:] if not t.startswith("-")]]
+    text = " ".join(shown)
+    return text if len(text) <= 60 else text[:59] + "…"
+
+
+def looks_like_pytest(checkout: Path) -> bool:
+    if (checkout / "pytest.ini").is_file() or (checkout / "conftest.py").is_file():
+        return True
+    if _pyproject_has(checkout, "pytest"):
+        return True
+    if _ini_has_section(checkout / "setup.cfg", "tool:pytest") or _ini_has_section(checkout / "tox.ini", "pytest"):
+        return True
+    tests_dir = checkout / "tests"
+    if tests_dir.is_dir() and _find_file(tests_dir, lambda name: name.endswith(".py")):
+        return True
+    return _find_file(checkout, is_test_file_name)
+
+
+def is_test_file_name(name: str) -> bool:
+    name = Path(name).name
+    return name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
+
+
+def _find_file(root: Path, wanted) -> bool:
+    scanned = 0
+    for _dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if not d.startswith(".") and d not in _SKIP_DIRS]
+        if any(wanted(name) for name in filenames):
+            return True
+        scanned += len(filenames)
+        if scanned > _MAX_FILES_SCANNED:
+            return False
+    return False
+
+
+def pyproject_table(text: str, name: str) -> object:
+    try:
+        tool = tomllib.loads(text).get("tool")
+    except tomllib.TOMLDecodeError:
+        return None
+    return tool.get(name) if isinstance(tool, dict) else None
+
+
+def _pyproject_has(checkout: Path, name: str) -> bool:
+    path = checkout / "pyproject.toml"
+    if not path.is_file():
+        return False
+    try:
+        return pyproject_table(path.read_text(encoding="utf-8"), name) is not None
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+def _ini_has_section(path: Path, section: str) -> bool:
+    if not path.is_file():
+        return False
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    return re.search(rf"^\[{re.escape(section)}\]\s*$", text, re.MULTILINE) is not None
+
+
+def npm_test_script(text: str) -> str | None:
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    scripts = data.get("scripts") if isinstance(data, dict) else None
+    test = scripts.get("test") if isinstance(scripts, dict) else None
+    return test if isinstance(test, str) else None
+
+
+def has_npm_test_script(checkout: Path) -> bool:
+    path = checkout / "package.json"
+    if not path.is_file():
+        return False
+    try:
+        test = npm_test_script(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError):
+        return False
+    return bool(test and test.strip()) and NPM_DEFAULT_TEST not in test
+
+
+def _makefile_has_test(checkout: Path) -> bool:
+    for name in ("Makefile", "makefile", "GNUmakefile"):
+        path = checkout / name
+        if path.is_file():
+            try:
+                text = path.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                return False
+            return re.search(r"^test\s*:", text, re.MULTILINE) is not None
+    return False
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# borrowing
+
+
+def link_borrowed(env: TestEnvironment, checkout: Path) -> list[str]:
+    """Link the borrowed folders of the main checkout into `checkout`, hidden from git (the repository's
+    `info/exclude` names each link, anchored, so `git add -A` never commits it and Diff never shows it)."""
+    if env.workspace is None or Path(checkout).resolve() == env.workspace.resolve():
+        return []
+    linked = []
+    for rel in env.borrowed:
+        link, source = Path(checkout) / rel, env.workspace / rel
+        if link.exists() or link.is_symlink() or not link.parent.is_dir():
+            continue
+        try:
+            link.symlink_to(source.resolve(), target_is_directory=True)
+        except OSError:
+            continue
+        linked.append(rel)
+    if linked:
+        hide_from_git(Path(checkout), linked)
+    return linked
+
+
+def hide_from_git(checkout: Path, paths: list[str]) -> None:
+    """Add `/path` lines to the `info/exclude` of the checkout's repository (shared by its worktrees)."""
+    common = _git_common_dir(checkout)
+    if common is None:
+        return
+    exclude = common / "info" / "exclude"
+    try:
+        existing = exclude.read_text(encoding="utf-8") if exclude.is_file() else ""
+    except OSError:
+        return
+    lines = set(existing.splitlines())
+    wanted = [f"/{p}" for p in paths if f"/{p}" not in lines]
+    if not wanted:
+        return
+    block = ([EXCLUDE_MARKER] if EXCLUDE_MARKER not in lines else []) + wanted
+    exclude.parent.mkdir(parents=True, exist_ok=True)
+    with exclude.open("a", encoding="utf-8") as out:
+        out.write(("" if not existing or existing.endswith("\n") else "\n") + "\n".join(block) + "\n")
+
+
+def _git_common_dir(checkout: Path) -> Path | None:
+    dot_git = checkout / ".git"
+    if dot_git.is_dir():
+        return dot_git
+    if not dot_git.is_file():
+        return None
+    text = dot_git.read_text(encoding="utf-8", errors="replace").strip()
+    if not text.startswith("gitdir:"):
+        return None
+    gitdir = (checkout / text.split(":", 1)[1].strip()).resolve()
+    commondir = gitdir / "commondir"
+    if commondir.is_file():
+        return (gitdir / commondir.read_text(encoding="utf-8").strip()).resolve()
+    return gitdir
