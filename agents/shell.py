@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from agents.sandbox import SandboxSpec, bwrap_argv, bwrap_path, sandbox_env, unavailable_reason
 from agents.workspaces import ToolError
 
 DEFAULT_SECRETS: frozenset[str] = frozenset({"TELEGRAM_BOT_TOKEN", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"})
@@ -30,6 +31,7 @@ DRAIN_GRACE_SECONDS = 0.5
 _CHUNK = 65_536
 _POLL_SECONDS = 0.02
 _SHELL = shutil.which("bash") or "/bin/sh"
+_SANDBOX_SHELL = "/bin/bash" if os.path.exists("/bin/bash") else "/bin/sh"  # a system path, visible in the sandbox
 
 
 def child_env(base: Mapping[str, str] | None = None, secret_keys: Iterable[str] = DEFAULT_SECRETS) -> dict[str, str]:
@@ -144,21 +146,31 @@ async def run_command(
     timeout: float,
     env: Mapping[str, str] | None = None,
     max_output: int = 30_000,
+    sandbox: SandboxSpec | None = None,
 ) -> CommandResult:
     """Run `command` with bash in `cwd` in a new session; stdout+stderr merged and capped to `max_output` bytes
     (head and tail kept). `env=None` means `child_env()`. On timeout or cancellation the whole process group is
-    killed; background processes still running after the command itself exits are killed too."""
+    killed; background processes still running after the command itself exits are killed too.
+
+    With `sandbox`, the command runs inside bubblewrap (agents/sandbox.py) with only the harmless keys of `env`;
+    killing bwrap ends its PID namespace, so every process of the command dies, detached or not. Where bwrap
+    cannot run, ToolError says so and how to fix it."""
     cwd = Path(cwd)
     if not cwd.is_dir():
         raise ToolError(f"cannot run {command!r}: working folder {str(cwd)!r} does not exist")
+    environment = dict(child_env() if env is None else env)
+    argv = [_SHELL, "-c", command]
+    if sandbox is not None:
+        if reason := await unavailable_reason():
+            raise ToolError(reason)
+        argv = bwrap_argv(sandbox, command, bwrap=bwrap_path() or "bwrap", shell=_SANDBOX_SHELL)
+        environment = sandbox_env(environment, sandbox)
     started = time.monotonic()
     try:
         process = await asyncio.create_subprocess_exec(
-            _SHELL,
-            "-c",
-            command,
+            *argv,
             cwd=cwd,
-            env=dict(child_env() if env is None else env),
+            env=environment,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,

@@ -12,10 +12,12 @@ import anthropic
 
 from agents import git_repo, prompts
 from agents.llm import explain_api_error, usage_record
+from agents.network_gate import NetworkDecision, NetworkGate
 from agents.models import Criterion, Proposal, ProposalStatus, Task, TaskEvent, TaskStatus, WorkerKind, utcnow
 from agents.notify import Button, Notifier
 from agents.orphans import instance_token, task_tag
 from agents.repo_map import RepoMap, repo_map_tools
+from agents.sandbox import NetworkPolicy, ResourceLimits, SandboxMode, SandboxSpec, spec_for
 from agents.screenshot import find_chromium, screenshot_tool_result
 from agents.settings import Settings
 from agents.store import Store
@@ -143,6 +145,17 @@ class TaskExecutor:
         self.worktrees_dir = settings.database_path.parent.resolve() / "worktrees"
         self.chromium = find_chromium(settings.chromium_path)
         self.stopping = False  # set when the bot shuts down: running tasks become interrupted, not cancelled
+        self.network = NetworkGate(NetworkPolicy(settings.sandbox_network), store, notifier,
+                                   settings.sandbox_network_answer_seconds)
+
+    def sandbox_for(self, root: Path) -> SandboxSpec | None:
+        """The sandbox a task's processes run in (issue 11); None only when SANDBOX=off was set explicitly."""
+        s = self.settings
+        if SandboxMode(s.sandbox) is SandboxMode.OFF:
+            return None
+        limits = ResourceLimits(max_processes=s.sandbox_max_processes, max_file_bytes=s.sandbox_max_file_mb << 20,
+                                max_memory_bytes=s.sandbox_max_memory_mb << 20, tmp_bytes=s.sandbox_tmp_mb << 20)
+        return spec_for(root, limits=limits, extra_read_only=s.sandbox_read_paths)
 
     def limits(self) -> Limits:
         s = self.settings
@@ -175,9 +188,13 @@ class TaskExecutor:
         async def on_usage(response: anthropic.types.Message) -> None:
             await self.store.record_usage(usage_record(response, f"{task.worker.value}-worker", task.chat_id, task.id))
 
+        async def ask_network(command: str) -> NetworkDecision:
+            return await self.network.request(task, command, lambda step: progress.update(step, force=True))
+
         tools = worker_tools(task.worker, root, self.settings.command_timeout_seconds, screenshot,
                              verify if task.worker is not WorkerKind.RESEARCH else None,
-                             task_tag(instance_token(self.settings.database_path), task.id))
+                             task_tag(instance_token(self.settings.database_path), task.id),
+                             sandbox=self.sandbox_for(root), ask_network=ask_network)
         if self.repo_map is not None and task.worker is not WorkerKind.RESEARCH:  # research: read_file/glob/grep only
             tools += repo_map_tools(self.repo_map, f"{task.workspace}@task-{task.id}", root)
         toolbox = Toolbox(
@@ -198,6 +215,7 @@ class TaskExecutor:
             await self._execute(task, progress)
         finally:
             progress.stop()
+            self.network.forget(task.id)
             if self.repo_map is not None:  # the worker's own look-up index is not needed after the task
                 await self.store.delete_repo_index(f"{task.workspace}@task-{task.id}")
 
@@ -305,7 +323,7 @@ class TaskExecutor:
         corrections = 0
         while result.finished:
             await progress.update("running tests", force=True)
-            outcome = await run_tests(tree.path, self.settings.test_timeout_seconds)
+            outcome = await run_tests(tree.path, self.settings.test_timeout_seconds, sandbox=self.sandbox_for(tree.path))
             await self.store.add_event(TaskEvent(task_id=task.id, kind="tests", detail=f"{outcome.status.value}: {outcome.summary}"))
             if outcome.status is not TestStatus.failed or corrections >= self.settings.max_corrections:
                 break

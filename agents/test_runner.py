@@ -20,6 +20,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel
 
+from agents.sandbox import SandboxSpec
 from agents.shell import run_command
 from agents.workspaces import ToolError
 
@@ -189,8 +190,10 @@ def _has_npm_test_script(workspace: Path) -> bool:
 # running
 
 
-async def run_tests(workspace: Path, timeout: float, env: Mapping[str, str] | None = None) -> TestOutcome:
-    """Run the workspace's tests (see `detect_test_command`) with a time limit. `env=None` means `child_env()`."""
+async def run_tests(workspace: Path, timeout: float, env: Mapping[str, str] | None = None,
+                    sandbox: SandboxSpec | None = None) -> TestOutcome:
+    """Run the workspace's tests (see `detect_test_command`) with a time limit. `env=None` means `child_env()`;
+    `sandbox`: run them confined (agents/sandbox.py), as every process of a task."""
     workspace = Path(workspace)
     try:
         command = await asyncio.to_thread(detect_test_command, workspace)
@@ -201,7 +204,7 @@ async def run_tests(workspace: Path, timeout: float, env: Mapping[str, str] | No
 
     try:
         result = await run_command(
-            command, cwd=workspace, timeout=timeout, env=env, max_output=_CAPTURE_BYTES
+            command, cwd=workspace, timeout=timeout, env=env, max_output=_CAPTURE_BYTES, sandbox=sandbox
         )
     except ToolError as err:
         return TestOutcome(status=TestStatus.error, command=command, output=str(err), summary=f"could not run: {err}")
