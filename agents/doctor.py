@@ -308,9 +308,7 @@ async def check_sandbox(settings: Settings) -> Check:
         return Check(Level.fail, "sandbox", reason.removesuffix("."), sandbox.UNAVAILABLE_FIX)
     root_note = (" (the bot runs as root: the kernel does not apply the process limit to root; run it as a normal "
                  "user so a fork bomb is bounded)") if hasattr(os, "geteuid") and os.geteuid() == 0 else ""
-    return Check(Level.warn if root_note else Level.ok, "sandbox",
-                 f"bubblewrap confines commands (network: {settings.sandbox_network}){root_note}",
-                 "run the bot as an unprivileged user" if root_note else "")
+    return Check(Level.ok, "sandbox", f"bubblewrap confines commands (network: {settings.sandbox_network}){root_note}")
 
 
 def _stored_version(path: Path) -> int | None:
