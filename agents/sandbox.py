@@ -11,7 +11,9 @@ kills bwrap (timeout, /cancel, task end) every process of the command dies with 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import enum
+import functools
 import logging
 import os
 import shutil
@@ -176,9 +178,7 @@ def bwrap_argv(spec: SandboxSpec, command: str, *, bwrap: str = "bwrap", shell: 
             argv += ["--symlink", os.readlink(path), system]
         elif path.is_dir():
             argv += ["--ro-bind", system, system]
-    for entry in ETC_ENTRIES:
-        if os.path.lexists(f"/etc/{entry}"):
-            argv += ["--ro-bind", f"/etc/{entry}", f"/etc/{entry}"]
+    argv += ["--ro-bind", str(etc_copy()), "/etc"]  # one bind instead of ~40: each costs ~0.7 ms of start-up
     argv += ["--proc", "/proc", "--dev", "/dev",
              "--size", str(spec.limits.tmp_bytes), "--tmpfs", "/tmp",
              "--size", str(spec.limits.tmp_bytes), "--tmpfs", HOME]
@@ -193,6 +193,29 @@ def bwrap_argv(spec: SandboxSpec, command: str, *, bwrap: str = "bwrap", shell: 
     argv += ["--remount-ro", "/", "--chdir", worktree, "--",
              shell, "-c", f'{spec.limits.ulimit_script()} && exec {shell} -c "$1"', "sandbox", command]
     return argv
+
+
+@functools.cache
+def etc_copy() -> Path:
+    """A private copy of the harmless `/etc` entries (ETC_ENTRIES), made once per bot process, bound as `/etc`.
+
+    Symlinks are copied as symlinks (e.g. /etc/alternatives -> /usr/...), so they resolve inside the sandbox."""
+    folder = Path(tempfile.mkdtemp(prefix="agentlab-sandbox-etc-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    for entry in ETC_ENTRIES:
+        source, target = Path("/etc") / entry, folder / entry
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if source.is_symlink():
+                target.symlink_to(os.readlink(source))
+            elif source.is_dir():
+                shutil.copytree(source, target, symlinks=True, ignore_dangling_symlinks=True)
+            elif source.is_file():
+                shutil.copy2(source, target)
+        except OSError as err:  # unreadable or odd entries are simply not there in the sandbox
+            log.debug("sandbox /etc: skipped %s: %s", source, err)
+    folder.chmod(0o755)
+    return folder
 
 
 def bwrap_path() -> str | None:
