@@ -198,15 +198,19 @@ async def test_a_planted_test_in_the_bots_own_test_run_reads_no_secret(
         "            found.append(pathlib.Path(path).read_text())\n"
         "        except OSError as err:\n"
         "            found.append(str(err))\n"
-        "    found.append(repr(dict(os.environ)))\n"
-        "    assert False, '\\n'.join(found)\n"
+        "    found.append('\\n'.join(f'{k}={v}' for k, v in os.environ.items()))\n"
+        "    lines = [line for text in found for line in text.replace('\\0', '\\n').splitlines()]\n"
+        "    leaked = [line for line in lines if 'FAKE' in line or 'SECRET' in line]\n"
+        "    print('LEAKED:', leaked)\n"
+        "    assert False, f'leaked {leaked}'\n"
     )
     model.add("orchestrator", start_task("calc", "Add a test."), claude_says.text("Started."))
-    model.add("code", claude_says.tool_use("write_file", {"path": "test_leak.py", "content": leak}),
+    model.add("code", claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"}),
+              claude_says.tool_use("write_file", {"path": "test_leak.py", "content": leak}),
               claude_says.text("Added a test."))
     bot.say("add a test to calc")
     task = await task_end(bot, 1, timeout=120)
-    corrections = [b for b in model.requests["code"] if "test_leak" in json.dumps(b["messages"][-1])]
+    corrections = [b for b in model.requests["code"] if "LEAKED" in json.dumps(b["messages"][-1])]
     assert corrections, "the planted test ran in the bot's own test run and its output went back to the worker"
     said = everything_said(bot, model)
     for secret in SECRETS[:4]:
@@ -292,3 +296,33 @@ async def test_a_stranger_cannot_answer_a_network_request(asking_bot: BotHarness
     bot.tg.press_button(STRANGER_ID, question.message_id, f"net:task:{rid}", chat_id=USER_ID, strict=False)
     await task_end(bot, 1)
     assert listener.connections == 0
+
+
+async def test_the_bot_process_environment_stays_out_of_reach(fake_telegram, fake_anthropic, tmp_path: Path,
+                                                              workspace_root: Path) -> None:
+    """The bot as its own process, its keys in its real environment and its `.env`: /proc finds neither."""
+    from tests.test_restart import bot_env, launch
+
+    model = ScriptedModel()
+    fake_anthropic.handler = model
+    env = bot_env(fake_telegram, fake_anthropic, tmp_path, workspace_root)
+    env.update(ANTHROPIC_API_KEY=FAKE_KEY, TELEGRAM_BOT_TOKEN=fake_telegram.token)
+    (tmp_path / ".env").write_text(f"ANTHROPIC_API_KEY={FAKE_KEY}\n")  # the bot's cwd is tmp_path
+    model.add("orchestrator", start_task("calc", "Look around."), claude_says.text("Started."))
+    model.add("code", claude_says.tool_use("run_command", {"command": (
+        "cat /proc/*/environ /proc/$PPID/environ /proc/1/environ | tr '\\0' '\\n'; "
+        "cat /proc/$PPID/cwd/.env /proc/1/cwd/.env; ls /proc | grep -c '^[0-9]'")}),
+        claude_says.text("Done."))
+    bot = launch(env, tmp_path, "environ")
+    try:
+        fake_telegram.send_text(USER_ID, "look around calc")
+        await fake_telegram.await_for(lambda: any("Task #1" in (m.text or "") and "Files:" in (m.text or "")
+                                                  for m in fake_telegram.messages(USER_ID)), timeout=90)
+        assert Path(f"/proc/{bot.pid}/environ").read_bytes().count(FAKE_KEY.encode()) == 1, "the key is really there"
+    finally:
+        bot.terminate()
+        await asyncio.to_thread(bot.wait, 15)
+    results = tool_results(model)
+    assert results and "AGENTLAB_TASK" in results[0], results  # the command ran and printed its own environment
+    said = json.dumps(model.requests["code"]) + "".join(m.text or "" for m in fake_telegram.messages(USER_ID))
+    assert FAKE_KEY not in said and fake_telegram.token not in said
