@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import dataclasses
 import enum
 import functools
+import re
 import logging
 import os
 import shutil
@@ -87,9 +89,10 @@ class SandboxSpec:
     network: bool = False
     limits: ResourceLimits = field(default_factory=ResourceLimits)
     path_prefix: tuple[str, ...] = ()  # bin folders put before the system PATH (a virtualenv's)
+    masks: tuple[tuple[Path, Path], ...] = ()  # (replacement, target): read-only file shown in place of target
 
     def with_network(self, network: bool) -> "SandboxSpec":
-        return SandboxSpec(self.worktree, self.read_only, network, self.limits, self.path_prefix)
+        return dataclasses.replace(self, network=network)
 
 
 def python_prefixes() -> list[Path]:
@@ -140,13 +143,46 @@ def git_metadata(worktree: Path) -> Path | None:
     return common if common.is_dir() else None
 
 
+_URL_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]+@")
+
+
+def masked_git_config(common: Path) -> Path | None:
+    """A copy of the repository's `.git/config` with credentials in URLs removed, when it has any (else None).
+
+    The copy is shown read-only in place of the original, so `git remote -v` inside works without the token."""
+    config = common / "config"
+    try:
+        text = config.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    masked = _URL_CREDENTIALS.sub(lambda m: m.group("scheme"), text)
+    if masked == text:
+        return None
+    folder = _private_folder()
+    target = folder / f"git-config-{abs(hash(str(common))):x}"
+    target.write_text(masked, encoding="utf-8")
+    return target
+
+
+@functools.cache
+def _private_folder() -> Path:
+    folder = Path(tempfile.mkdtemp(prefix="agentlab-sandbox-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
+
+
 def spec_for(worktree: Path, *, network: bool = False, limits: ResourceLimits | None = None,
              extra_read_only: Iterable[Path] = ()) -> SandboxSpec:
     """The sandbox of a task's worktree: its git metadata, its own `.venv` (or the bot's interpreter) read-only."""
     worktree = Path(worktree).resolve()
     read_only: list[Path] = []
+    masks: list[tuple[Path, Path]] = []
     if (metadata := git_metadata(worktree)) is not None:
         read_only.append(metadata)
+        if (masked := masked_git_config(metadata)) is not None:
+            masks.append((masked, metadata / "config"))
+    elif (masked := masked_git_config(worktree / ".git")) is not None:  # a clone of its own
+        masks.append((masked, worktree / ".git" / "config"))
     own_venv = worktree / ".venv"
     venv_paths = virtualenv_paths(own_venv) if own_venv.exists() else []
     read_only += venv_paths
@@ -155,7 +191,7 @@ def spec_for(worktree: Path, *, network: bool = False, limits: ResourceLimits | 
     path_prefix = [str(worktree / ".venv" / "bin")] if venv_paths else []
     path_prefix.append(str(Path(sys.executable).parent))
     return SandboxSpec(worktree, tuple(_unique(read_only)), network, limits or ResourceLimits(),
-                       tuple(dict.fromkeys(path_prefix)))
+                       tuple(dict.fromkeys(path_prefix)), tuple(masks))
 
 
 def sandbox_env(env: Mapping[str, str], spec: SandboxSpec) -> dict[str, str]:
@@ -190,6 +226,8 @@ def bwrap_argv(spec: SandboxSpec, command: str, *, bwrap: str = "bwrap", shell: 
     for path in spec.read_only:  # read-only paths inside the worktree (e.g. nothing today) after the rw bind
         if path.exists() and _inside(path, spec.worktree) and path != spec.worktree:
             argv += ["--ro-bind", str(path), str(path)]
+    for replacement, target in spec.masks:
+        argv += ["--ro-bind", str(replacement), str(target)]
     argv += ["--remount-ro", "/", "--chdir", worktree, "--",
              shell, "-c", f'{spec.limits.ulimit_script()} && exec {shell} -c "$1"', "sandbox", command]
     return argv

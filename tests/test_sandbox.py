@@ -182,3 +182,19 @@ def host_pids(argument: str) -> list[int]:
             if argument.encode() in args:
                 found.append(int(entry.name))
     return found
+
+
+@needs_bwrap
+async def test_a_token_in_a_remote_url_is_masked_inside(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
+    subprocess.run(["git", "-C", str(repo), "remote", "add", "origin",
+                    "https://x-access-token:ghp_SECRET123@github.com/o/r.git"], check=True)
+    subprocess.run(["git", "-C", str(repo), "-c", "user.name=a", "-c", "user.email=a@b", "commit", "-q",
+                    "--allow-empty", "-m", "x"], check=True)
+    tree = tmp_path / "trees" / "task-1"
+    subprocess.run(["git", "-C", str(repo), "worktree", "add", "-q", "-b", "t1", str(tree)], check=True)
+    result = await run_command("git remote -v; cat $(git rev-parse --git-common-dir)/config; git status --short; "
+                               "git log --oneline | wc -l", cwd=tree, timeout=30, sandbox=spec_for(tree))
+    assert "ghp_SECRET123" not in result.output and "https://github.com/o/r.git" in result.output, result.output
+    assert "ghp_SECRET123" in (repo / ".git" / "config").read_text(), "the owner's config is untouched"
