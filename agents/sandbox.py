@@ -171,19 +171,28 @@ def _private_folder() -> Path:
     return folder
 
 
-def spec_for(worktree: Path, *, network: bool = False, limits: ResourceLimits | None = None,
-             extra_read_only: Iterable[Path] = ()) -> SandboxSpec:
-    """The sandbox of a task's worktree: its git metadata, its own `.venv` (or the bot's interpreter) read-only."""
+def spec_for(worktree: Path, *, repository: Path | None = None, network: bool = False,
+             limits: ResourceLimits | None = None, extra_read_only: Iterable[Path] = ()) -> SandboxSpec:
+    """The sandbox of a task's worktree: git metadata and `.venv` (or the bot's interpreter) read-only.
+
+    What is bound comes from `repository` (the owner's checkout the worktree was made from), never from files in
+    the worktree: a worker that rewrites its `.git` file or `.venv` link must not choose what the next sandbox
+    shows. Without `repository` (tests, benchmarks) the worktree's own `.git` and `.venv` are trusted."""
     worktree = Path(worktree).resolve()
+    trusted = Path(repository).resolve() if repository is not None else worktree
     read_only: list[Path] = []
     masks: list[tuple[Path, Path]] = []
-    if (metadata := git_metadata(worktree)) is not None:
+    if repository is not None:
+        metadata = trusted / ".git" if (trusted / ".git").is_dir() else git_metadata(trusted)
+    else:
+        metadata = git_metadata(worktree)
+    if metadata is not None:
         read_only.append(metadata)
         if (masked := masked_git_config(metadata)) is not None:
             masks.append((masked, metadata / "config"))
-    elif (masked := masked_git_config(worktree / ".git")) is not None:  # a clone of its own
+    elif not (worktree / ".git").is_symlink() and (masked := masked_git_config(worktree / ".git")) is not None:
         masks.append((masked, worktree / ".git" / "config"))
-    own_venv = worktree / ".venv"
+    own_venv = trusted / ".venv"
     venv_paths = virtualenv_paths(own_venv) if own_venv.exists() else []
     read_only += venv_paths
     read_only += python_prefixes()

@@ -148,14 +148,15 @@ class TaskExecutor:
         self.network = NetworkGate(NetworkPolicy(settings.sandbox_network), store, notifier,
                                    settings.sandbox_network_answer_seconds)
 
-    def sandbox_for(self, root: Path) -> SandboxSpec | None:
-        """The sandbox a task's processes run in (issue 11); None only when SANDBOX=off was set explicitly."""
+    def sandbox_for(self, root: Path, repository: Path) -> SandboxSpec | None:
+        """The sandbox a task's processes run in (issue 11); None only when SANDBOX=off was set explicitly.
+        What it binds besides `root` is read from `repository` (the owner's checkout), never from the worktree."""
         s = self.settings
         if SandboxMode(s.sandbox) is SandboxMode.OFF:
             return None
         limits = ResourceLimits(max_processes=s.sandbox_max_processes, max_file_bytes=s.sandbox_max_file_mb << 20,
                                 max_memory_bytes=s.sandbox_max_memory_mb << 20, tmp_bytes=s.sandbox_tmp_mb << 20)
-        return spec_for(root, limits=limits, extra_read_only=s.sandbox_read_paths)
+        return spec_for(root, repository=repository, limits=limits, extra_read_only=s.sandbox_read_paths)
 
     def limits(self) -> Limits:
         s = self.settings
@@ -194,7 +195,8 @@ class TaskExecutor:
         tools = worker_tools(task.worker, root, self.settings.command_timeout_seconds, screenshot,
                              verify if task.worker is not WorkerKind.RESEARCH else None,
                              task_tag(instance_token(self.settings.database_path), task.id),
-                             sandbox=self.sandbox_for(root), ask_network=ask_network)
+                             sandbox=self.sandbox_for(root, self.workspaces.resolve(task.workspace).path),
+                             ask_network=ask_network)
         if self.repo_map is not None and task.worker is not WorkerKind.RESEARCH:  # research: read_file/glob/grep only
             tools += repo_map_tools(self.repo_map, f"{task.workspace}@task-{task.id}", root)
         toolbox = Toolbox(
@@ -323,7 +325,7 @@ class TaskExecutor:
         corrections = 0
         while result.finished:
             await progress.update("running tests", force=True)
-            outcome = await run_tests(tree.path, self.settings.test_timeout_seconds, sandbox=self.sandbox_for(tree.path))
+            outcome = await run_tests(tree.path, self.settings.test_timeout_seconds, sandbox=self.sandbox_for(tree.path, workspace.path))
             await self.store.add_event(TaskEvent(task_id=task.id, kind="tests", detail=f"{outcome.status.value}: {outcome.summary}"))
             if outcome.status is not TestStatus.failed or corrections >= self.settings.max_corrections:
                 break

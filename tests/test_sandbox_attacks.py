@@ -326,3 +326,28 @@ async def test_the_bot_process_environment_stays_out_of_reach(fake_telegram, fak
     assert results and "AGENTLAB_TASK" in results[0], results  # the command ran and printed its own environment
     said = json.dumps(model.requests["code"]) + "".join(m.text or "" for m in fake_telegram.messages(USER_ID))
     assert FAKE_KEY not in said and fake_telegram.token not in said
+
+
+async def test_a_worker_cannot_choose_what_the_next_sandbox_binds(bot: BotHarness, model: ScriptedModel) -> None:
+    """Re-pointing the worktree's `.venv` link at the bot's data folder must not make the bot's test run bind it."""
+    data = bot.settings.database_path.resolve().parent
+    probe = (
+        "import pathlib\n\n\n"
+        "def test_probe():\n"
+        "    try:\n"
+        "        found = b'PRIVATE-CHAT-MARKER-3c7' in pathlib.Path('.venv/agentlab.db').read_bytes()\n"
+        "    except OSError as err:\n"
+        "        found = type(err).__name__\n"
+        "    print('DB-' 'READ:', found)\n"
+        "    assert False, f'DB-READ: {found}'\n"
+    )
+    model.add("orchestrator", start_task("calc", "Add a test."), claude_says.text("Started."))
+    model.add("code", claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"}),
+              claude_says.tool_use("run_command", {"command": f"rm -rf .venv; ln -s {data} .venv; ls -la .venv"}),
+              claude_says.tool_use("write_file", {"path": "test_probe.py", "content": probe}),
+              claude_says.text("Added a test."))
+    bot.say("add a test to calc PRIVATE-CHAT-MARKER-3c7")
+    await task_end(bot, 1, timeout=120)
+    corrections = [json.dumps(b["messages"][-1]) for b in model.requests["code"] if "DB-READ:" in json.dumps(b["messages"][-1])]
+    assert corrections, "the probe ran in the bot's test run"
+    assert not any("DB-READ: True" in c for c in corrections), "the bot's test run bound the folder the worker chose"
