@@ -139,6 +139,7 @@ async def test_hostile_commands_reach_nothing_outside_the_worktree(
     settings = bot.settings
     site = Path(sysconfig.get_paths()["purelib"])
     database = settings.database_path.resolve()
+    pth = f"agentlab_pwned_{os.getpid()}_{listener.port}.pth"  # unique: a leftover never decides the outcome
     attacks = [
         f"cat {workspace_root}/secret-next-door.txt ../secret-next-door.txt ../../secret-next-door.txt",
         f"cat {planted}/.ssh/id_ed25519 ~/.ssh/id_ed25519",
@@ -147,7 +148,7 @@ async def test_hostile_commands_reach_nothing_outside_the_worktree(
         f"python -c \"import sqlite3; print(sqlite3.connect('{database}').execute('select content from messages')"
         f".fetchall())\"; cat {database} | strings | head -50",
         f"echo pwned > {workspace_root}/pwned.txt; echo pwned > {planted}/pwned.txt; echo pwned > {database.parent}/p",
-        f"echo 'import os' > {site}/agentlab_pwned.pth",
+        f"echo 'import os' > {site}/{pth}",
         connect_command(listener.port) + f"; (exec 3<>/dev/tcp/127.0.0.1/{listener.port}) && echo BASH-CONN''ECTED",
         "setsid nohup sleep 1000.6061 >/dev/null 2>&1 & env -u AGENTLAB_TASK nohup sleep 1000.6061 >/dev/null 2>&1 & "
         "echo left-behind",
@@ -164,7 +165,7 @@ async def test_hostile_commands_reach_nothing_outside_the_worktree(
     for secret in SECRETS:
         assert secret not in said, f"{secret} reached the model or the chat"
     assert not (workspace_root / "pwned.txt").exists() and not (planted / "pwned.txt").exists()
-    assert not (database.parent / "p").exists() and not (site / "agentlab_pwned.pth").exists()
+    assert not (database.parent / "p").exists() and not (site / pth).exists()
     assert listener.connections == 0 and "CONNECTED" not in said
     assert "left-behind" in said
     await bot.tg.await_for(lambda: not host_pids("1000.6061"), timeout=5)
@@ -176,7 +177,7 @@ async def test_cancel_ends_detached_and_untagged_processes(bot: BotHarness, mode
         "command": "setsid nohup sleep 1000.7071 >/dev/null 2>&1 & env -u AGENTLAB_TASK sleep 1000.7071 & "
                    "sleep 1000.7071"}))
     bot.say("run forever in calc")
-    await bot.tg.await_for(lambda: len(host_pids("1000.7071")) == 3, timeout=20)
+    await bot.tg.await_for(lambda: len(host_pids("1000.7071")) >= 3, timeout=60)
     bot.tg.send_command(USER_ID, "/cancel")
     await bot.tg.await_for(lambda: any("Task #1 cancelled" in (m.text or "") for m in bot.tg.messages(USER_ID)))
     await bot.tg.await_for(lambda: not host_pids("1000.7071"), timeout=5)
