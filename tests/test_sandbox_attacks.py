@@ -165,7 +165,9 @@ async def test_hostile_commands_reach_nothing_outside_the_worktree(
     for secret in SECRETS:
         assert secret not in said, f"{secret} reached the model or the chat"
     assert not (workspace_root / "pwned.txt").exists() and not (planted / "pwned.txt").exists()
-    assert not (database.parent / "p").exists() and not (site / pth).exists()
+    planted_pth = (site / pth).exists()
+    (site / pth).unlink(missing_ok=True)  # never leave it in a shared environment, whatever the outcome
+    assert not (database.parent / "p").exists() and not planted_pth
     assert listener.connections == 0 and "CONNECTED" not in said
     assert "left-behind" in said
     await bot.tg.await_for(lambda: not host_pids("1000.6061"), timeout=5)
