@@ -15,9 +15,9 @@ import atexit
 import dataclasses
 import enum
 import functools
-import re
 import logging
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -91,7 +91,7 @@ class SandboxSpec:
     path_prefix: tuple[str, ...] = ()  # bin folders put before the system PATH (a virtualenv's)
     masks: tuple[tuple[Path, Path], ...] = ()  # (replacement, target): read-only file shown in place of target
 
-    def with_network(self, network: bool) -> "SandboxSpec":
+    def with_network(self, network: bool) -> SandboxSpec:
         return dataclasses.replace(self, network=network)
 
 

@@ -20,8 +20,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from agents.sandbox import spec_for, unavailable_reason  # noqa: E402
-from agents.shell import run_command  # noqa: E402
+from agents.sandbox import spec_for, unavailable_reason
+from agents.shell import run_command
 
 RUNS = 200
 SUITE_RUNS = 5

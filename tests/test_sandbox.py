@@ -14,7 +14,13 @@ import pytest
 from agents import doctor as dr
 from agents import sandbox
 from agents.doctor import Level
-from agents.sandbox import ResourceLimits, SandboxSpec, bwrap_argv, sandbox_env, spec_for
+from agents.sandbox import (
+    ResourceLimits,
+    SandboxSpec,
+    bwrap_argv,
+    sandbox_env,
+    spec_for,
+)
 from agents.settings import Settings
 from agents.shell import run_command
 from agents.workspaces import ToolError
@@ -184,8 +190,7 @@ def host_pids(argument: str) -> list[int]:
     return found
 
 
-@needs_bwrap
-async def test_a_token_in_a_remote_url_is_masked_inside(tmp_path: Path) -> None:
+def repository_with_token(tmp_path: Path) -> tuple[Path, Path]:
     repo = tmp_path / "repo"
     subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
     subprocess.run(["git", "-C", str(repo), "remote", "add", "origin",
@@ -194,6 +199,12 @@ async def test_a_token_in_a_remote_url_is_masked_inside(tmp_path: Path) -> None:
                     "--allow-empty", "-m", "x"], check=True)
     tree = tmp_path / "trees" / "task-1"
     subprocess.run(["git", "-C", str(repo), "worktree", "add", "-q", "-b", "t1", str(tree)], check=True)
+    return repo, tree
+
+
+@needs_bwrap
+async def test_a_token_in_a_remote_url_is_masked_inside(tmp_path: Path) -> None:
+    repo, tree = repository_with_token(tmp_path)
     result = await run_command("git remote -v; cat $(git rev-parse --git-common-dir)/config; git status --short; "
                                "git log --oneline | wc -l", cwd=tree, timeout=30, sandbox=spec_for(tree))
     assert "ghp_SECRET123" not in result.output and "https://github.com/o/r.git" in result.output, result.output

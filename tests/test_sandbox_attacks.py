@@ -17,8 +17,8 @@ import subprocess
 import sys
 import sysconfig
 import threading
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import AsyncIterator
 
 import pytest
 
@@ -145,13 +145,13 @@ async def test_hostile_commands_reach_nothing_outside_the_worktree(
         f"cat {planted}/.ssh/id_ed25519 ~/.ssh/id_ed25519",
         "cat /proc/*/environ | tr '\\0' '\\n' | grep -a -e ANTHROPIC -e TELEGRAM; ls /proc | grep -c '^[0-9]'",
         "cat /proc/$PPID/cwd/.env /proc/1/cwd/.env /proc/$PPID/root/proc/*/cwd/.env",
-        f"python -c \"import sqlite3; print(sqlite3.connect('{database}').execute('select content from messages')"
-        f".fetchall())\"; cat {database} | strings | head -50",
+        (f"python -c \"import sqlite3; print(sqlite3.connect('{database}').execute('select content from messages')"
+        f".fetchall())\"; cat {database} | strings | head -50"),
         f"echo pwned > {workspace_root}/pwned.txt; echo pwned > {planted}/pwned.txt; echo pwned > {database.parent}/p",
         f"echo 'import os' > {site}/{pth}",
         connect_command(listener.port) + f"; (exec 3<>/dev/tcp/127.0.0.1/{listener.port}) && echo BASH-CONN''ECTED",
-        "setsid nohup sleep 1000.6061 >/dev/null 2>&1 & env -u AGENTLAB_TASK nohup sleep 1000.6061 >/dev/null 2>&1 & "
-        "echo left-behind",
+        ("setsid nohup sleep 1000.6061 >/dev/null 2>&1 & env -u AGENTLAB_TASK nohup sleep 1000.6061 >/dev/null 2>&1 & "
+        "echo left-behind"),
     ]
     model.add("orchestrator", start_task("calc", "Look around."), claude_says.text("Started."))
     model.add("code", *[claude_says.tool_use("run_command", {"command": c}) for c in attacks],
