@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import shutil
 import signal
@@ -13,8 +14,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from agents.sandbox import SandboxSpec, bwrap_argv, bwrap_path, sandbox_env, unavailable_reason
+from agents.sandbox import (
+    SandboxSpec,
+    bwrap_argv,
+    bwrap_path,
+    sandbox_env,
+    unavailable_reason,
+)
 from agents.workspaces import ToolError
+
+log = logging.getLogger(__name__)
 
 DEFAULT_SECRETS: frozenset[str] = frozenset({"TELEGRAM_BOT_TOKEN", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"})
 SECRET_MARKERS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "API_KEY", "CREDENTIAL", "PRIVATE_KEY")
@@ -27,6 +36,7 @@ CHILD_ENV_HINTS: Mapping[str, str] = {
     "PYTHONDONTWRITEBYTECODE": "1",
 }
 TERM_GRACE_SECONDS = 2.0
+KILL_WAIT_SECONDS = 5.0
 DRAIN_GRACE_SECONDS = 0.5
 _CHUNK = 65_536
 _POLL_SECONDS = 0.02
@@ -137,7 +147,11 @@ async def _kill_group(process: asyncio.subprocess.Process, pgid: int, reader: as
             await _until_exited(process, reader)
             await asyncio.shield(reader)  # EOF once every process holding the pipe is gone
     _signal_group(pgid, signal.SIGKILL)  # also reaches children that outlived or ignored SIGTERM
-    await _until_exited(process, reader)
+    try:  # a SIGKILLed process is gone at once; never let a reaping hiccup hold up a cancel for ever
+        async with asyncio.timeout(KILL_WAIT_SECONDS):
+            await _until_exited(process, reader)
+    except TimeoutError:
+        log.warning("process %s was sent SIGKILL but was not reaped within %.0f s", process.pid, KILL_WAIT_SECONDS)
 
 
 async def run_command(
