@@ -35,9 +35,9 @@ ETC_ENTRIES = (
     "passwd", "group", "hosts", "hostname", "resolv.conf", "nsswitch.conf", "host.conf", "gai.conf", "services",
     "protocols", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "timezone", "ssl", "ca-certificates",
     "ca-certificates.conf", "pki", "alternatives", "mime.types", "os-release", "debian_version", "gitconfig",
-    "inputrc", "locale.alias", "locale.conf", "default/locale", "bash.bashrc", "profile", "profile.d", "pip.conf",
-    "npmrc", "fonts", "xdg", "magic", "magic.mime", "mailcap", "python3", "perl", "terminfo", "environment",
-)
+    "inputrc", "locale.alias", "locale.conf", "default/locale", "fonts", "xdg", "magic", "magic.mime", "mailcap",
+    "python3", "perl", "terminfo",
+)  # not pip.conf, npmrc, environment, profile(.d), bash.bashrc: they can carry registry tokens or proxy passwords
 # Environment keys passed into the sandbox from the command's own environment; everything else is dropped.
 PASSED_ENV = frozenset({
     "LANG", "LANGUAGE", "TZ", "TERM", "AGENTLAB_TASK", "GIT_TERMINAL_PROMPT", "PAGER", "GIT_PAGER", "CI", "NO_COLOR",
@@ -256,7 +256,8 @@ def etc_copy() -> Path:
             if source.is_symlink():
                 target.symlink_to(os.readlink(source))
             elif source.is_dir():
-                shutil.copytree(source, target, symlinks=True, ignore_dangling_symlinks=True)
+                shutil.copytree(source, target, symlinks=True, ignore_dangling_symlinks=True,
+                                ignore=shutil.ignore_patterns("private", "*.key", "*.pem.key"))  # /etc/ssl/private
             elif source.is_file():
                 shutil.copy2(source, target)
         except OSError as err:  # unreadable or odd entries are simply not there in the sandbox

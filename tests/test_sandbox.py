@@ -209,3 +209,11 @@ async def test_a_token_in_a_remote_url_is_masked_inside(tmp_path: Path) -> None:
                                "git log --oneline | wc -l", cwd=tree, timeout=30, sandbox=spec_for(tree))
     assert "ghp_SECRET123" not in result.output and "https://github.com/o/r.git" in result.output, result.output
     assert "ghp_SECRET123" in (repo / ".git" / "config").read_text(), "the owner's config is untouched"
+
+
+def test_the_sandbox_etc_has_no_secret_files() -> None:
+    etc = sandbox.etc_copy()
+    names = {p.relative_to(etc).as_posix() for p in etc.rglob("*")}
+    assert not {"shadow", "gshadow", "sudoers", "ssl/private", "pip.conf", "npmrc", "environment"} & names
+    assert not any(n.startswith(("ssh/", "ssl/private/")) or n.endswith(".key") for n in names)
+    assert "passwd" in names
