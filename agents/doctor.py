@@ -21,7 +21,7 @@ from typing import Callable, TextIO
 import anthropic
 import httpx2
 
-from agents import git_repo
+from agents import git_repo, sandbox
 from agents.ripgrep import ripgrep_path
 from agents.screenshot import find_chromium
 from agents.settings import Settings, SettingsError, load_settings
@@ -297,6 +297,21 @@ def check_chromium(settings: Settings) -> Check:
                  "optional: apt install chromium (or set CHROMIUM_PATH)")
 
 
+async def check_sandbox(settings: Settings) -> Check:
+    """bubblewrap confines every process of a task (issue 11); without it commands are refused unless SANDBOX=off."""
+    if sandbox.SandboxMode(settings.sandbox) is sandbox.SandboxMode.OFF:
+        return Check(Level.warn, "sandbox", "SANDBOX=off: workers' commands and test runs are NOT confined; a hostile "
+                     "worker can read the bot's keys and your files and use the network",
+                     "set SANDBOX=bwrap (the default) once bubblewrap works here")
+    sandbox.reset_probe()
+    reason = await sandbox.unavailable_reason()
+    if reason:
+        return Check(Level.fail, "sandbox", reason.removesuffix("."), sandbox.UNAVAILABLE_FIX)
+    root_note = (" (the bot runs as root: the kernel does not apply the process limit to root; run it as a normal "
+                 "user so a fork bomb is bounded)") if hasattr(os, "geteuid") and os.geteuid() == 0 else ""
+    return Check(Level.ok, "sandbox", f"bubblewrap confines commands (network: {settings.sandbox_network}){root_note}")
+
+
 def _stored_version(path: Path) -> int | None:
     """PRAGMA user_version of an existing database file, read-only; None if there is no file."""
     if not path.is_file():
@@ -381,6 +396,7 @@ async def run_checks(settings: Settings) -> list[Check]:
         _guarded("ripgrep", lambda: check_ripgrep(settings)),
         _guarded("chromium", lambda: check_chromium(settings)),
         _guarded("database", lambda: check_database(settings)),
+        _guarded("sandbox", lambda: check_sandbox(settings)),
     )
     return [check for group in groups for check in group]
 

@@ -46,6 +46,9 @@ class Runtime:
     @classmethod
     async def start(cls, settings: Settings, notifier: Notifier, client: anthropic.AsyncAnthropic | None = None,
                     transcriber: object | None = None) -> "Runtime":
+        if settings.sandbox == "off":  # issue 11: only ever set explicitly
+            log.warning("SANDBOX=off: workers' commands and test runs are NOT confined (they can read the bot's keys, "
+                        "your files and use the network); set SANDBOX=bwrap once bubblewrap works here")
         store = await Store.open(settings.database_path)
         client = client or make_client(settings)
         workspaces = Workspaces(settings.workspace_path, settings.bot_repository)

@@ -89,6 +89,28 @@ class Settings(BaseSettings):
     price_cache_read_per_mtok: float = 0.30
     daily_budget_usd: float | None = None
 
+    # --- sandbox (issue 11): how a task's processes are confined; see agents/sandbox.py -------
+    sandbox: Literal["bwrap", "off"] = "bwrap"
+    sandbox_network: Literal["ask", "on", "off"] = "ask"
+    sandbox_network_answer_seconds: float = Field(300.0, gt=0)  # no answer to a network request = deny
+    sandbox_max_processes: int = Field(512, ge=16)
+    sandbox_max_file_mb: int = Field(1024, ge=1)
+    sandbox_max_memory_mb: int = Field(8192, ge=256)  # address space per process
+    sandbox_tmp_mb: int = Field(1024, ge=16)  # the private /tmp and home (memory-backed)
+    sandbox_read_paths: Annotated[tuple[Path, ...], NoDecode] = ()  # extra read-only folders (e.g. /opt/node)
+
+    @field_validator("sandbox", "sandbox_network", mode="before")
+    @classmethod
+    def _lower_mode(cls, value: object) -> object:
+        return value.strip().lower() if isinstance(value, str) else value
+
+    @field_validator("sandbox_read_paths", mode="before")
+    @classmethod
+    def _split_paths(cls, value: object) -> object:
+        if isinstance(value, str):
+            return tuple(Path(p.strip()).expanduser() for p in value.replace(";", ",").split(",") if p.strip())
+        return value
+
     log_level: str = "INFO"
 
     # --- webhook (empty WEBHOOK_URL = long polling) ---------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import shutil
 import signal
@@ -13,7 +14,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from agents.sandbox import (
+    SandboxSpec,
+    bwrap_argv,
+    bwrap_path,
+    sandbox_env,
+    unavailable_reason,
+)
 from agents.workspaces import ToolError
+
+log = logging.getLogger(__name__)
 
 DEFAULT_SECRETS: frozenset[str] = frozenset({"TELEGRAM_BOT_TOKEN", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"})
 SECRET_MARKERS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "API_KEY", "CREDENTIAL", "PRIVATE_KEY")
@@ -26,10 +36,12 @@ CHILD_ENV_HINTS: Mapping[str, str] = {
     "PYTHONDONTWRITEBYTECODE": "1",
 }
 TERM_GRACE_SECONDS = 2.0
+KILL_WAIT_SECONDS = 5.0
 DRAIN_GRACE_SECONDS = 0.5
 _CHUNK = 65_536
 _POLL_SECONDS = 0.02
 _SHELL = shutil.which("bash") or "/bin/sh"
+_SANDBOX_SHELL = "/bin/bash" if os.path.exists("/bin/bash") else "/bin/sh"  # a system path, visible in the sandbox
 
 
 def child_env(base: Mapping[str, str] | None = None, secret_keys: Iterable[str] = DEFAULT_SECRETS) -> dict[str, str]:
@@ -135,7 +147,11 @@ async def _kill_group(process: asyncio.subprocess.Process, pgid: int, reader: as
             await _until_exited(process, reader)
             await asyncio.shield(reader)  # EOF once every process holding the pipe is gone
     _signal_group(pgid, signal.SIGKILL)  # also reaches children that outlived or ignored SIGTERM
-    await _until_exited(process, reader)
+    try:  # a SIGKILLed process is gone at once; never let a reaping hiccup hold up a cancel for ever
+        async with asyncio.timeout(KILL_WAIT_SECONDS):
+            await _until_exited(process, reader)
+    except TimeoutError:
+        log.warning("process %s was sent SIGKILL but was not reaped within %.0f s", process.pid, KILL_WAIT_SECONDS)
 
 
 async def run_command(
@@ -144,21 +160,31 @@ async def run_command(
     timeout: float,
     env: Mapping[str, str] | None = None,
     max_output: int = 30_000,
+    sandbox: SandboxSpec | None = None,
 ) -> CommandResult:
     """Run `command` with bash in `cwd` in a new session; stdout+stderr merged and capped to `max_output` bytes
     (head and tail kept). `env=None` means `child_env()`. On timeout or cancellation the whole process group is
-    killed; background processes still running after the command itself exits are killed too."""
+    killed; background processes still running after the command itself exits are killed too.
+
+    With `sandbox`, the command runs inside bubblewrap (agents/sandbox.py) with only the harmless keys of `env`;
+    killing bwrap ends its PID namespace, so every process of the command dies, detached or not. Where bwrap
+    cannot run, ToolError says so and how to fix it."""
     cwd = Path(cwd)
     if not cwd.is_dir():
         raise ToolError(f"cannot run {command!r}: working folder {str(cwd)!r} does not exist")
+    environment = dict(child_env() if env is None else env)
+    argv = [_SHELL, "-c", command]
+    if sandbox is not None:
+        if reason := await unavailable_reason():
+            raise ToolError(reason)
+        argv = bwrap_argv(sandbox, command, bwrap=bwrap_path() or "bwrap", shell=_SANDBOX_SHELL)
+        environment = sandbox_env(environment, sandbox)
     started = time.monotonic()
     try:
         process = await asyncio.create_subprocess_exec(
-            _SHELL,
-            "-c",
-            command,
+            *argv,
             cwd=cwd,
-            env=dict(child_env() if env is None else env),
+            env=environment,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Iterable
 from collections import deque
 from pathlib import Path
 
@@ -15,11 +16,13 @@ from agents import git_repo, prompts
 from agents.delivery import Deliveries
 from agents.attachments import Attachments
 from agents.llm import explain_api_error, usage_record
+from agents.network_gate import NetworkDecision, NetworkGate
 from agents.models import Criterion, Proposal, ProposalStatus, Task, TaskEvent, TaskStatus, WorkerKind, utcnow
 from agents.notify import Button, Notifier
 from agents.orphans import instance_token, task_tag
 from agents.repo_guard import RepositoryGuard
 from agents.repo_map import RepoMap, repo_map_tools
+from agents.sandbox import NetworkPolicy, ResourceLimits, SandboxMode, SandboxSpec, spec_for
 from agents.screenshot import find_chromium, screenshot_tool_result
 from agents.settings import Settings
 from agents.shown import PROPOSAL, TASK, remember_shown, shown_as
@@ -177,6 +180,19 @@ class TaskExecutor:
         self.inboxes = Inboxes()  # notes for running workers (agents/steering.py)
         self.attachments = Attachments.from_settings(settings)
         self.stopping = False  # set when the bot shuts down: running tasks become interrupted, not cancelled
+        self.network = NetworkGate(NetworkPolicy(settings.sandbox_network), store, notifier,
+                                   settings.sandbox_network_answer_seconds)
+
+    def sandbox_for(self, root: Path, repository: Path, read_only: Iterable[Path] = ()) -> SandboxSpec | None:
+        """The sandbox a task's processes run in (issue 11); None only when SANDBOX=off was set explicitly.
+        What it binds besides `root` is read from `repository` (the owner's checkout), never from the worktree."""
+        s = self.settings
+        if SandboxMode(s.sandbox) is SandboxMode.OFF:
+            return None
+        limits = ResourceLimits(max_processes=s.sandbox_max_processes, max_file_bytes=s.sandbox_max_file_mb << 20,
+                                max_memory_bytes=s.sandbox_max_memory_mb << 20, tmp_bytes=s.sandbox_tmp_mb << 20)
+        return spec_for(root, repository=repository, limits=limits,
+                        extra_read_only=[*s.sandbox_read_paths, *read_only])
 
     def limits(self) -> Limits:
         s = self.settings
@@ -189,7 +205,7 @@ class TaskExecutor:
         await self.store.update_task(task.id, status=status, **fields)
         await self.store.add_event(TaskEvent(task_id=task.id, kind="status", detail=status.value))
 
-    def make_worker(self, task: Task, root: Path, progress: Progress) -> Worker:
+    def make_worker(self, task: Task, root: Path, progress: Progress, read_only: Iterable[Path] = ()) -> Worker:
         async def screenshot(ws_root: Path, target: str) -> ToolResult:
             result, pictures = await screenshot_tool_result(self.chromium, ws_root, target)
             for caption, png in pictures:
@@ -209,9 +225,14 @@ class TaskExecutor:
         async def on_usage(response: anthropic.types.Message) -> None:
             await self.store.record_usage(usage_record(response, f"{task.worker.value}-worker", task.chat_id, task.id))
 
+        async def ask_network(command: str) -> NetworkDecision:
+            return await self.network.request(task, command, lambda step: progress.update(step, force=True))
+
         tools = worker_tools(task.worker, root, self.settings.command_timeout_seconds, screenshot,
                              verify if task.worker is not WorkerKind.RESEARCH else None,
-                             task_tag(instance_token(self.settings.database_path), task.id))
+                             task_tag(instance_token(self.settings.database_path), task.id),
+                             sandbox=self.sandbox_for(root, self.workspaces.resolve(task.workspace).path, read_only),
+                             ask_network=ask_network)
         if self.repo_map is not None and task.worker is not WorkerKind.RESEARCH:  # research: read_file/glob/grep only
             tools += repo_map_tools(self.repo_map, f"{task.workspace}@task-{task.id}", root)
         toolbox = Toolbox(
@@ -256,6 +277,7 @@ class TaskExecutor:
                     await self.notifier.send(task.chat_id, f"Task #{task.id} ended before its worker read your note: "
                                                            f"“{trim(unread[0], 200)}”" + (f" (and {len(unread) - 1} more)"
                                                                                          if len(unread) > 1 else ""))
+            self.network.forget(task.id)
             if self.repo_map is not None:  # the worker's own look-up index is not needed after the task
                 await self.store.delete_repo_index(f"{task.workspace}@task-{task.id}")
 
@@ -354,7 +376,9 @@ class TaskExecutor:
                                      base_commit=tree.base_commit, worktree=str(tree.path))
         await git_repo.clear_stale_index_locks(tree)  # a SIGKILL during the bot's own `git add` leaves one behind
         checks = await TaskTests.start(workspace.path, tree.path, tree.base_commit, task.instructions, self.baselines,
-                                       self.settings.test_timeout_seconds)  # the baseline runs while the worker works
+                                       self.settings.test_timeout_seconds,  # the baseline runs while the worker works
+                                       sandbox_for=lambda root, read_only: self.sandbox_for(root, workspace.path,
+                                                                                            read_only))
         # after TaskTests.start: it hides the borrowed links in the repository's info/exclude, which the guard watches
         self.guards[task.id] = await RepositoryGuard.start(tree)
         try:
@@ -382,7 +406,7 @@ class TaskExecutor:
 
     async def _work_on(self, task: Task, progress: Progress, workspace: Workspace, tree: git_repo.TaskWorktree,
                        checks: TaskTests) -> None:
-        worker = self.make_worker(task, tree.path, progress)
+        worker = self.make_worker(task, tree.path, progress, checks.read_only_paths)  # borrowed node_modules etc.
         criteria = await self.store.criteria(task.id)
         if criteria:
             progress.criteria = f"{sum(c.verified for c in criteria)}/{len(criteria)} criteria verified"

@@ -9,12 +9,13 @@ otherwise. No command means "no tests", never "passed".
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import enum
 import re
 import shlex
 import tempfile
 import xml.etree.ElementTree as ET
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -29,6 +30,7 @@ from agents.test_env import (  # noqa: F401  (re-exported: the runner's public n
     detect_environment,
     runs_pytest,
 )
+from agents.sandbox import SandboxSpec
 from agents.workspaces import ToolError
 
 NO_TESTS_MESSAGE = "no tests found: no pytest files, no npm test script, no .agentlab.toml [tests] command"
@@ -87,11 +89,19 @@ def detect_test_command(workspace: Path) -> str | None:
     return env.command if env is not None else None
 
 
+SandboxFor = Callable[[Path, list[Path]], "SandboxSpec | None"]
+
+
 async def run_tests(workspace: Path, timeout: float, env: Mapping[str, str] | None = None, *,
                     environment: TestEnvironment | None = None, ids: list[str] | None = None,
+                    sandbox: SandboxSpec | None = None, sandbox_for: SandboxFor | None = None,
                     **run_options: Any) -> TestOutcome:
     """Run the tests of the checkout `workspace` (with `environment`, detected from it when None) in `timeout`
-    seconds; `ids`: only those tests where the command allows it. `env=None` means `child_env()`."""
+    seconds; `ids`: only those tests where the command allows it. `env=None` means `child_env()`.
+
+    Confined (agents/sandbox.py) with `sandbox`, or with `sandbox_for(checkout, read_only_paths)`: the sandbox of
+    whichever checkout runs (a task's worktree, a baseline copy) with what its environment borrows mounted read-only.
+    """
     workspace = Path(workspace)
     if environment is None:
         try:
@@ -109,9 +119,13 @@ async def run_tests(workspace: Path, timeout: float, env: Mapping[str, str] | No
         child = environment.env_for(workspace, dict(child_env() if env is None else env))
         own_report = workspace / environment.junit if environment.junit and not environment.pytest else None
         stale = _mtime(own_report) if own_report else None
+        if sandbox is None and sandbox_for is not None:
+            sandbox = sandbox_for(workspace, environment.read_only_paths)
+        if sandbox is not None:  # the report is written inside, read outside
+            sandbox = dataclasses.replace(sandbox, writable=(*sandbox.writable, Path(report_dir)))
         try:
             result = await run_command(full, cwd=workspace, timeout=timeout, env=child, max_output=_CAPTURE_BYTES,
-                                       **run_options)
+                                       sandbox=sandbox, **run_options)
         except ToolError as err:
             return TestOutcome(status=TestStatus.error, command=command, display=environment.display,
                                output=str(err), summary=f"could not run: {err}")

@@ -7,6 +7,8 @@ from typing import Awaitable, Callable, Protocol
 
 from agents import file_tools
 from agents.models import WorkerKind
+from agents.network_gate import NetworkDecision
+from agents.sandbox import SandboxSpec
 from agents.shell import child_env, run_command
 from agents.toolbox import Tool, ToolResult, prop
 from agents.workspaces import Workspaces
@@ -173,11 +175,18 @@ Screenshotter = Callable[[Path, str], Awaitable[ToolResult]]
 Verifier = Callable[[int, str], Awaitable[str]]
 
 
+NetworkAsker = Callable[[str], Awaitable[NetworkDecision]]
+
+
 def worker_tools(
     kind: WorkerKind, root: Path, command_timeout: float, screenshot: Screenshotter | None = None,
     verify: Verifier | None = None, env_tag: dict[str, str] | None = None,
+    sandbox: SandboxSpec | None = None, ask_network: NetworkAsker | None = None,
 ) -> list[Tool]:
-    """The tools of one worker role, all confined to `root` (the task's worktree); commands carry `env_tag`."""
+    """The tools of one worker role, all confined to `root` (the task's worktree); commands carry `env_tag`.
+
+    With `sandbox`, commands run inside it (no network); `network=true` runs one with the network once
+    `ask_network` allows it. Without a sandbox (SANDBOX=off) nothing confines a command, network included."""
 
     async def read_file(path: str, offset: int | None = None, limit: int | None = None,
                         start_line: int | None = None, end_line: int | None = None) -> str:
@@ -195,8 +204,16 @@ def worker_tools(
     async def edit_file(path: str, old: str, new: str) -> str:
         return await file_tools.edit_file(root, path, old, new)
 
-    async def run(command: str) -> ToolResult:
-        result = await run_command(command, cwd=root, timeout=command_timeout, env={**child_env(), **(env_tag or {})})
+    async def run(command: str, network: bool = False) -> ToolResult:
+        confined = sandbox
+        if network and sandbox is not None:
+            decision = await ask_network(command) if ask_network is not None else NetworkDecision(
+                False, "Network access is not available to this worker; the command was not run.")
+            if not decision.allowed:
+                return ToolResult(decision.explanation, is_error=True)
+            confined = sandbox.with_network(True)
+        result = await run_command(command, cwd=root, timeout=command_timeout, env={**child_env(), **(env_tag or {})},
+                                   sandbox=confined)
         return ToolResult(result.format_for_model(), is_error=not result.ok)
 
     tools = [
@@ -214,8 +231,12 @@ def worker_tools(
              {"path": _PATH, "old": prop("string", "exact text to replace"), "new": prop("string", "replacement text")},
              edit_file, ["path", "old", "new"]),
         Tool("run_command",
-             f"Run a shell command in the workspace root (bash; timeout {int(command_timeout)} s; output trimmed).",
-             {"command": prop("string", "the command line")}, run, ["command"]),
+             f"Run a shell command in the workspace root (bash; timeout {int(command_timeout)} s; output trimmed). "
+             "It runs in a sandbox: only the workspace is writable, and there is no network unless you set "
+             "network=true, which asks the owner first (they may say no; then do without).",
+             {"command": prop("string", "the command line"),
+              "network": prop("boolean", "true if the command needs the network (e.g. installing a package); "
+                                         "default false")}, run, ["command"]),
     ]
     if verify is not None:
         tools.append(Tool("verify_criterion",

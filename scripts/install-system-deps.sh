@@ -1,16 +1,18 @@
 #!/bin/sh
-# Install the Debian packages agentlab uses: ripgrep (the agents' grep tool; without it grep refuses),
-# chromium (frontend worker screenshots) and espeak-ng (spoken test fixtures). Skips quietly when they are present or when we cannot install.
+# Install the Debian packages agentlab uses: bubblewrap (the sandbox every task command runs in; without it
+# commands are refused), ripgrep (grep tool), chromium (frontend worker screenshots) and espeak-ng (spoken
+# test fixtures). Skips quietly when they are present or when we cannot install.
 need=""
+command -v bwrap >/dev/null 2>&1 || need="$need bubblewrap"
 command -v rg >/dev/null 2>&1 || need="$need ripgrep"
 command -v chromium >/dev/null 2>&1 || need="$need chromium"
 command -v espeak-ng >/dev/null 2>&1 || need="$need espeak-ng"
 [ -z "$need" ] && exit 0
 if [ "$(id -u)" != "0" ] || ! command -v apt-get >/dev/null 2>&1; then
-  echo "optional packages missing:$need (install them with apt-get as root; related tests will skip)"
+  echo "packages missing:$need (install them with apt-get as root; related tests will skip)"
   exit 0
 fi
-echo "installing optional Debian packages:$need"
+echo "installing Debian packages:$need"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq >/dev/null 2>&1 || true
 apt-get install -y -qq --no-install-recommends $need >/dev/null 2>&1 \

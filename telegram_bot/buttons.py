@@ -1,4 +1,4 @@
-"""Inline buttons: approve/reject proposals; cancel, resume, merge, diff and discard tasks."""
+"""Inline buttons: approve/reject proposals; cancel, resume, merge, diff and discard tasks; allow/deny network."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from telegram.ext import ContextTypes
 from agents.models import ChatMessage, Role
 from agents.git_repo import GitError
 from agents.ids import parse_id
+from agents.network_gate import BUTTON_KIND
 from agents.workspaces import ToolError
 from telegram_bot.handlers import runtime
 from telegram_bot.replies import send_markdown
@@ -34,6 +35,12 @@ async def on_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         return
     await query.answer()
     crew = rt.crew
+    if kind == BUTTON_KIND:  # a worker's request for network access (agents/network_gate.py)
+        text = rt.executor.network.decide(chat_id, item_id, action)
+        with contextlib.suppress(BadRequest):
+            await query.edit_message_reply_markup(None)
+        await send_markdown(context.bot, chat_id, text)
+        return
     try:
         if kind == "proposal" and action == "approve":
             text = await crew.approve_proposal(chat_id, item_id)

@@ -120,6 +120,10 @@ async def log(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         lines.append(f"{c.created_at:%Y-%m-%d %H:%M:%S} {c.agent} {c.tool}({c.arguments}) {c.duration_ms} ms: {status}")
     if not calls:
         lines.append("(no tool calls recorded)")
+    decisions = [e for e in await rt.store.task_events(found.id) if e.kind == "network"]
+    if decisions:  # the owner's network answers (issue 11)
+        lines += ["", "Network requests:"]
+        lines += [f"{e.created_at:%Y-%m-%d %H:%M:%S} {e.detail}" for e in decisions]
     await rt.notifier.send_document(update.effective_chat.id, f"task-{found.id}-log.txt", "\n".join(lines).encode())
 
 

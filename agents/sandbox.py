@@ -1,0 +1,333 @@
+"""Bubblewrap confinement of a task's processes (issue 11): what a sandboxed command sees, and the argv that builds it.
+
+A sandboxed command runs in fresh user, PID, mount, IPC, UTS and (unless allowed) network namespaces. It sees the
+task's worktree read-write; the system's programs and libraries, a short list of harmless `/etc` files, the Python
+environments its tests need and the worktree's git metadata read-only; a private size-bounded `/tmp` and an empty
+home. The root of the sandbox is read-only, every capability is dropped, and resource limits (processes, file size,
+address space) are set before the command starts. `--die-with-parent` plus the PID namespace mean that when the bot
+kills bwrap (timeout, /cancel, task end) every process of the command dies with it, detached or not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import dataclasses
+import enum
+import functools
+import logging
+import os
+import re
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+HOME = "/home/agent"  # the sandbox's empty home (its own tmpfs)
+SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+# /etc entries programs need to run (names, TLS, time zones, dynamic linker); never shadow, sudoers, ssh keys, ...
+ETC_ENTRIES = (
+    "passwd", "group", "hosts", "hostname", "resolv.conf", "nsswitch.conf", "host.conf", "gai.conf", "services",
+    "protocols", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "timezone", "ssl", "ca-certificates",
+    "ca-certificates.conf", "pki", "alternatives", "mime.types", "os-release", "debian_version", "gitconfig",
+    "inputrc", "locale.alias", "locale.conf", "default/locale", "fonts", "xdg", "magic", "magic.mime", "mailcap",
+    "python3", "perl", "terminfo",
+)  # not pip.conf, npmrc, environment, profile(.d), bash.bashrc: they can carry registry tokens or proxy passwords
+# Environment keys passed into the sandbox from the command's own environment; everything else is dropped.
+PASSED_ENV = frozenset({
+    "LANG", "LANGUAGE", "TZ", "TERM", "AGENTLAB_TASK", "GIT_TERMINAL_PROMPT", "PAGER", "GIT_PAGER", "CI", "NO_COLOR",
+    "PYTHONDONTWRITEBYTECODE", "PYTHONHASHSEED", "PYTHONIOENCODING", "SOURCE_DATE_EPOCH",
+})
+UNAVAILABLE_FIX = ("install it with `sudo apt-get install bubblewrap` (or `sudo scripts/install-system-deps.sh`); "
+                   "if it is installed, allow unprivileged user namespaces "
+                   "(`sudo sysctl -w kernel.unprivileged_userns_clone=1` or "
+                   "`kernel.apparmor_restrict_unprivileged_userns=0`); or set SANDBOX=off to run commands unconfined")
+
+
+class SandboxMode(str, enum.Enum):
+    BWRAP = "bwrap"
+    OFF = "off"
+
+
+class NetworkPolicy(str, enum.Enum):
+    ASK = "ask"
+    ON = "on"
+    OFF = "off"
+
+
+class SandboxUnavailable(RuntimeError):
+    """bubblewrap cannot confine commands on this machine; the message is one sentence naming the fix."""
+
+
+@dataclass(frozen=True)
+class ResourceLimits:
+    """Per-command limits, set with `ulimit` inside the sandbox (hard and soft) before the command runs.
+
+    The process limit is the kernel's RLIMIT_NPROC: it is not enforced for a bot running as root (kuid 0)."""
+
+    max_processes: int = 512
+    max_file_bytes: int = 1 << 30
+    max_memory_bytes: int = 8 << 30  # address space; Node and the JVM reserve a lot of it
+    tmp_bytes: int = 1 << 30  # private /tmp and home are tmpfs (memory): bounded
+
+    def ulimit_script(self) -> str:
+        return (f"ulimit -u {self.max_processes} -f {max(1, self.max_file_bytes // 1024)} "
+                f"-v {max(1, self.max_memory_bytes // 1024)} -c 0")
+
+
+@dataclass(frozen=True)
+class SandboxSpec:
+    """What one sandboxed command may see: `worktree` read-write, `read_only` paths (bound at the same place)."""
+
+    worktree: Path
+    read_only: tuple[Path, ...] = ()
+    network: bool = False
+    limits: ResourceLimits = field(default_factory=ResourceLimits)
+    path_prefix: tuple[str, ...] = ()  # bin folders put before the system PATH (a virtualenv's)
+    masks: tuple[tuple[Path, Path], ...] = ()  # (replacement, target): read-only file shown in place of target
+    writable: tuple[Path, ...] = ()  # folders of the bot's own (e.g. a test report's) bound read-write, same place
+
+    def with_network(self, network: bool) -> SandboxSpec:
+        return dataclasses.replace(self, network=network)
+
+
+def python_prefixes() -> list[Path]:
+    """The bot's interpreter and virtualenv: tests of a workspace without its own environment run with them."""
+    return _unique(Path(p) for p in (sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix))
+
+
+def virtualenv_paths(venv: Path) -> list[Path]:
+    """A virtualenv (resolved through symlinks) and the Python installation it was made from (`home` in pyvenv.cfg)."""
+    try:
+        venv = venv.resolve(strict=True)
+    except OSError:
+        return []
+    paths = [venv]
+    try:
+        config = (venv / "pyvenv.cfg").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return paths
+    for line in config.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "home" and value.strip():
+            home = Path(value.strip())
+            with_links = [home.parent]
+            try:
+                with_links.append(home.resolve().parent)
+            except OSError:
+                pass
+            paths += with_links
+    return _unique(paths)
+
+
+def git_metadata(worktree: Path) -> Path | None:
+    """The git common dir of a linked worktree (`.git` is a file pointing into it), to be bound read-only."""
+    dot_git = worktree / ".git"
+    if not dot_git.is_file():
+        return None  # a plain repository: its .git is inside the worktree already
+    try:
+        text = dot_git.read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+    if not text.startswith("gitdir:"):
+        return None
+    admin = (worktree / text.removeprefix("gitdir:").strip()).resolve()
+    try:
+        common = (admin / (admin / "commondir").read_text(encoding="utf-8").strip()).resolve()
+    except OSError:
+        common = admin
+    return common if common.is_dir() else None
+
+
+_URL_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]+@")
+
+
+def masked_git_config(common: Path) -> Path | None:
+    """A copy of the repository's `.git/config` with credentials in URLs removed, when it has any (else None).
+
+    The copy is shown read-only in place of the original, so `git remote -v` inside works without the token."""
+    config = common / "config"
+    try:
+        text = config.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    masked = _URL_CREDENTIALS.sub(lambda m: m.group("scheme"), text)
+    if masked == text:
+        return None
+    folder = _private_folder()
+    target = folder / f"git-config-{abs(hash(str(common))):x}"
+    target.write_text(masked, encoding="utf-8")
+    return target
+
+
+@functools.cache
+def _private_folder() -> Path:
+    folder = Path(tempfile.mkdtemp(prefix="agentlab-sandbox-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
+
+
+def spec_for(worktree: Path, *, repository: Path | None = None, network: bool = False,
+             limits: ResourceLimits | None = None, extra_read_only: Iterable[Path] = ()) -> SandboxSpec:
+    """The sandbox of a task's worktree: git metadata and `.venv` (or the bot's interpreter) read-only.
+
+    What is bound comes from `repository` (the owner's checkout the worktree was made from), never from files in
+    the worktree: a worker that rewrites its `.git` file or `.venv` link must not choose what the next sandbox
+    shows. Without `repository` (tests, benchmarks) the worktree's own `.git` and `.venv` are trusted."""
+    worktree = Path(worktree).resolve()
+    trusted = Path(repository).resolve() if repository is not None else worktree
+    read_only: list[Path] = []
+    masks: list[tuple[Path, Path]] = []
+    if repository is not None:
+        metadata = trusted / ".git" if (trusted / ".git").is_dir() else git_metadata(trusted)
+    else:
+        metadata = git_metadata(worktree)
+    if metadata is not None:
+        read_only.append(metadata)
+        if (masked := masked_git_config(metadata)) is not None:
+            masks.append((masked, metadata / "config"))
+    elif not (worktree / ".git").is_symlink() and (masked := masked_git_config(worktree / ".git")) is not None:
+        masks.append((masked, worktree / ".git" / "config"))
+    own_venv = trusted / ".venv"
+    venv_paths = virtualenv_paths(own_venv) if own_venv.exists() else []
+    read_only += venv_paths
+    read_only += python_prefixes()
+    read_only += [Path(p) for p in extra_read_only]
+    path_prefix = [str(worktree / ".venv" / "bin")] if venv_paths else []
+    path_prefix.append(str(Path(sys.executable).parent))
+    return SandboxSpec(worktree, tuple(_unique(read_only)), network, limits or ResourceLimits(),
+                       tuple(dict.fromkeys(path_prefix)), tuple(masks))
+
+
+def sandbox_env(env: Mapping[str, str], spec: SandboxSpec) -> dict[str, str]:
+    """The whole environment of a sandboxed command: a few harmless keys of `env`, then PATH, HOME and TMPDIR."""
+    kept = {k: v for k, v in env.items() if k in PASSED_ENV or k.startswith("LC_")}
+    visible = (spec.worktree, *spec.read_only)
+    # PYTHONPATH / VIRTUAL_ENV / PATH entries the bot set for the tests (the worktree's sources first, a borrowed
+    # environment's bin) are kept when they point at something the sandbox shows
+    for key in ("PYTHONPATH", "VIRTUAL_ENV"):
+        entries = [e for e in env.get(key, "").split(os.pathsep) if e and any(_inside(Path(e), v) for v in visible)]
+        if entries:
+            kept[key] = os.pathsep.join(entries)
+    extra = [e for e in env.get("PATH", "").split(os.pathsep) if e and any(_inside(Path(e), v) for v in visible)]
+    kept.update(PATH=":".join(dict.fromkeys((*extra, *spec.path_prefix, *SYSTEM_PATH.split(":")))), HOME=HOME,
+                TMPDIR="/tmp", USER="agent", LOGNAME="agent", SHELL="/bin/bash")
+    return kept
+
+
+def bwrap_argv(spec: SandboxSpec, command: str, *, bwrap: str = "bwrap", shell: str = "/bin/bash") -> list[str]:
+    """The argv that runs `command` with `shell -c` inside the sandbox described by `spec`, cwd = the worktree."""
+    argv = [bwrap, "--unshare-all"]
+    if spec.network:
+        argv.append("--share-net")
+    argv += ["--die-with-parent", "--new-session", "--cap-drop", "ALL", "--hostname", "sandbox"]
+    for system in SYSTEM_DIRS:
+        path = Path(system)
+        if path.is_symlink():
+            argv += ["--symlink", os.readlink(path), system]
+        elif path.is_dir():
+            argv += ["--ro-bind", system, system]
+    argv += ["--ro-bind", str(etc_copy()), "/etc"]  # one bind instead of ~40: each costs ~0.7 ms of start-up
+    argv += ["--proc", "/proc", "--dev", "/dev",
+             "--size", str(spec.limits.tmp_bytes), "--tmpfs", "/tmp",
+             "--size", str(spec.limits.tmp_bytes), "--tmpfs", HOME]
+    worktree = str(spec.worktree)
+    for path in spec.read_only:
+        if path.exists() and not _inside(path, spec.worktree):
+            argv += ["--ro-bind", str(path), str(path)]
+    argv += ["--bind", worktree, worktree]
+    for path in spec.read_only:  # read-only paths inside the worktree (e.g. nothing today) after the rw bind
+        if path.exists() and _inside(path, spec.worktree) and path != spec.worktree:
+            argv += ["--ro-bind", str(path), str(path)]
+    for replacement, target in spec.masks:
+        argv += ["--ro-bind", str(replacement), str(target)]
+    for path in spec.writable:  # after the private /tmp: a bot folder under /tmp stays reachable
+        argv += ["--bind", str(path), str(path)]
+    argv += ["--remount-ro", "/", "--chdir", worktree, "--",
+             shell, "-c", f'{spec.limits.ulimit_script()} && exec {shell} -c "$1"', "sandbox", command]
+    return argv
+
+
+@functools.cache
+def etc_copy() -> Path:
+    """A private copy of the harmless `/etc` entries (ETC_ENTRIES), made once per bot process, bound as `/etc`.
+
+    Symlinks are copied as symlinks (e.g. /etc/alternatives -> /usr/...), so they resolve inside the sandbox."""
+    folder = Path(tempfile.mkdtemp(prefix="agentlab-sandbox-etc-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    for entry in ETC_ENTRIES:
+        source, target = Path("/etc") / entry, folder / entry
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if source.is_symlink():
+                target.symlink_to(os.readlink(source))
+            elif source.is_dir():
+                shutil.copytree(source, target, symlinks=True, ignore_dangling_symlinks=True,
+                                ignore=shutil.ignore_patterns("private", "*.key", "*.pem.key"))  # /etc/ssl/private
+            elif source.is_file():
+                shutil.copy2(source, target)
+        except OSError as err:  # unreadable or odd entries are simply not there in the sandbox
+            log.debug("sandbox /etc: skipped %s: %s", source, err)
+    folder.chmod(0o755)
+    return folder
+
+
+def bwrap_path() -> str | None:
+    return shutil.which("bwrap")
+
+
+_probe_result: str | None = None
+_probe_done = False
+
+
+async def unavailable_reason() -> str | None:
+    """None when bwrap confines commands here, else one sentence naming the fix. Probed once (`bwrap ... true`)."""
+    global _probe_result, _probe_done
+    if not _probe_done:  # two first callers may both probe: harmless, and no lock tied to one event loop
+        result = await _probe()
+        if not _probe_done and result:
+            log.warning("sandbox unavailable: %s", result)
+        _probe_result, _probe_done = result, True
+    return _probe_result
+
+
+def reset_probe() -> None:
+    """Forget the cached probe (tests; after installing bubblewrap the bot is restarted anyway)."""
+    global _probe_done, _probe_result
+    _probe_done, _probe_result = False, None
+
+
+async def _probe() -> str | None:
+    if not sys.platform.startswith("linux"):
+        return f"Commands cannot be sandboxed on {sys.platform}: bubblewrap needs Linux; set SANDBOX=off to run them unconfined."
+    bwrap = bwrap_path()
+    if bwrap is None:
+        return f"Commands are refused because bubblewrap (bwrap) is not installed: {UNAVAILABLE_FIX}."
+    with tempfile.TemporaryDirectory(prefix="agentlab-sandbox-probe-") as folder:
+        argv = bwrap_argv(spec_for(Path(folder)), "true", bwrap=bwrap)
+        try:
+            process = await asyncio.create_subprocess_exec(*argv, stdin=asyncio.subprocess.DEVNULL,
+                                                           stdout=asyncio.subprocess.PIPE,
+                                                           stderr=asyncio.subprocess.STDOUT, env={})
+            async with asyncio.timeout(10):
+                output, _ = await process.communicate()
+        except (OSError, TimeoutError) as err:
+            return f"Commands are refused because bubblewrap could not start ({err}): {UNAVAILABLE_FIX}."
+    if process.returncode != 0:
+        said = output.decode(errors="replace").strip().splitlines()
+        detail = said[-1] if said else f"exit {process.returncode}"
+        return f"Commands are refused because bubblewrap cannot create a sandbox here ({detail}): {UNAVAILABLE_FIX}."
+    return None
+
+
+def _inside(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
+
+
+def _unique(paths: Iterable[Path]) -> list[Path]:
+    return list(dict.fromkeys(paths))

@@ -1,0 +1,356 @@
+"""A hostile worker, played by the scripted model through the real bot, tries each escape of issue 11; each fails.
+
+The "bot's secrets" live where a real bot keeps them: in a `.env` in its working folder, in the environment of a
+process outside the sandbox (a stand-in for the bot's own, whose /proc/<pid>/environ holds its keys), and in its
+SQLite database. Every assertion is on what the model was sent back (the fake Anthropic server's requests) or on
+the host's files, processes and sockets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import sysconfig
+import threading
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from agents.models import TaskStatus
+from tests.conftest import USER_ID, BotHarness, make_settings, start_bot
+from tests.fakes import anthropic_server as claude_says
+from tests.scripted import ScriptedModel
+from tests.test_sandbox import host_pids
+
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None or not sys.platform.startswith("linux"),
+                                reason="bubblewrap (bwrap) is not installed: scripts/install-system-deps.sh")
+
+FAKE_KEY = "sk-ant-FAKE-KEY-4f1c9e"
+FAKE_TOKEN = "123456:FAKE-TOKEN-77ab"
+SECRETS = (FAKE_KEY, FAKE_TOKEN, "NEIGHBOUR-SECRET-5e1", "OWNER-HOME-SECRET-9a2", "PRIVATE-CHAT-MARKER-3c7")
+
+
+class Listener:
+    """A TCP listener on the host's loopback that counts the connections it sees."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.connections = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except (TimeoutError, OSError):
+                continue
+            self.connections += 1
+            conn.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.sock.close()
+
+
+def connect_command(port: int) -> str:
+    return f"python -c \"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=3); print('CONN' 'ECTED')\""
+
+
+@pytest.fixture
+def listener() -> AsyncIterator[Listener]:
+    server = Listener()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def planted(tmp_path: Path, workspace_root: Path, monkeypatch: pytest.MonkeyPatch):
+    """Secrets where a hostile worker would look: next to the workspaces, in the owner's home, the bot's cwd/.env
+    and a process environment outside the sandbox."""
+    (workspace_root / "secret-next-door.txt").write_text("NEIGHBOUR-SECRET-5e1\n")
+    home = tmp_path / "owner-home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519").write_text("OWNER-HOME-SECRET-9a2\n")
+    bot_cwd = tmp_path / "bot-cwd"
+    bot_cwd.mkdir()
+    (bot_cwd / ".env").write_text(f"ANTHROPIC_API_KEY={FAKE_KEY}\nTELEGRAM_BOT_TOKEN={FAKE_TOKEN}\n")
+    monkeypatch.chdir(bot_cwd)
+    monkeypatch.setenv("HOME", str(home))
+    keeper = subprocess.Popen(["sleep", "120"], env={"ANTHROPIC_API_KEY": FAKE_KEY, "TELEGRAM_BOT_TOKEN": FAKE_TOKEN})
+    yield home
+    keeper.kill()
+    keeper.wait()
+
+
+@pytest.fixture
+def model(bot: BotHarness) -> ScriptedModel:
+    scripted = ScriptedModel()
+    bot.claude.handler = scripted
+    return scripted
+
+
+def start_task(workspace: str, instructions: str) -> dict:
+    return claude_says.tool_use("start_task", {"workspace": workspace, "worker": "code", "instructions": instructions,
+                                               "background": True})
+
+
+def tool_results(model: ScriptedModel, role: str = "code") -> list[str]:
+    """Every tool result the bot sent back to the model of `role`."""
+    texts = []
+    for body in model.requests[role]:
+        for message in body["messages"]:
+            if message["role"] == "user" and isinstance(message["content"], list):
+                for block in message["content"]:
+                    if block.get("type") == "tool_result":
+                        texts.append(json.dumps(block.get("content")))
+    return list(dict.fromkeys(texts))
+
+
+def everything_said(bot: BotHarness, model: ScriptedModel, role: str = "code") -> str:
+    chat = "\n".join(v.text or "" for m in bot.tg.messages(USER_ID) for v in m.history)
+    return json.dumps(model.requests[role]) + chat
+
+
+async def task_end(bot: BotHarness, task_id: int, timeout: float = 60.0):
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        task = await bot.runtime.store.get_task(task_id)
+        if task and task.status.is_final:
+            return task
+        assert asyncio.get_running_loop().time() < deadline, "task did not end in time"
+        await asyncio.sleep(0.05)
+
+
+async def test_hostile_commands_reach_nothing_outside_the_worktree(
+        bot: BotHarness, model: ScriptedModel, planted: Path, workspace_root: Path, listener: Listener) -> None:
+    settings = bot.settings
+    site = Path(sysconfig.get_paths()["purelib"])
+    database = settings.database_path.resolve()
+    pth = f"agentlab_pwned_{os.getpid()}_{listener.port}.pth"  # unique: a leftover never decides the outcome
+    attacks = [
+        f"cat {workspace_root}/secret-next-door.txt ../secret-next-door.txt ../../secret-next-door.txt",
+        f"cat {planted}/.ssh/id_ed25519 ~/.ssh/id_ed25519",
+        "cat /proc/*/environ | tr '\\0' '\\n' | grep -a -e ANTHROPIC -e TELEGRAM; ls /proc | grep -c '^[0-9]'",
+        "cat /proc/$PPID/cwd/.env /proc/1/cwd/.env /proc/$PPID/root/proc/*/cwd/.env",
+        (f"python -c \"import sqlite3; print(sqlite3.connect('{database}').execute('select content from messages')"
+        f".fetchall())\"; cat {database} | strings | head -50"),
+        f"echo pwned > {workspace_root}/pwned.txt; echo pwned > {planted}/pwned.txt; echo pwned > {database.parent}/p",
+        f"echo 'import os' > {site}/{pth}",
+        connect_command(listener.port) + f"; (exec 3<>/dev/tcp/127.0.0.1/{listener.port}) && echo BASH-CONN''ECTED",
+        ("setsid nohup sleep 1000.6061 >/dev/null 2>&1 & env -u AGENTLAB_TASK nohup sleep 1000.6061 >/dev/null 2>&1 & "
+        "echo left-behind"),
+    ]
+    model.add("orchestrator", start_task("calc", "Look around."), claude_says.text("Started."))
+    model.add("code", *[claude_says.tool_use("run_command", {"command": c}) for c in attacks],
+              claude_says.text("Done looking around."))
+    bot.say("look around calc PRIVATE-CHAT-MARKER-3c7")
+    task = await task_end(bot, 1)
+    assert task.status is not TaskStatus.FAILED, task.error
+    results = tool_results(model)
+    assert len(results) >= len(attacks), results
+    said = everything_said(bot, model)
+    for secret in SECRETS:
+        assert secret not in said, f"{secret} reached the model or the chat"
+    assert not (workspace_root / "pwned.txt").exists() and not (planted / "pwned.txt").exists()
+    planted_pth = (site / pth).exists()
+    (site / pth).unlink(missing_ok=True)  # never leave it in a shared environment, whatever the outcome
+    assert not (database.parent / "p").exists() and not planted_pth
+    assert listener.connections == 0 and "CONNECTED" not in said
+    assert "left-behind" in said
+    await bot.tg.await_for(lambda: not host_pids("1000.6061"), timeout=5)
+
+
+async def test_cancel_ends_detached_and_untagged_processes(bot: BotHarness, model: ScriptedModel) -> None:
+    model.add("orchestrator", start_task("calc", "Run forever."), claude_says.text("Started."))
+    model.add("code", claude_says.tool_use("run_command", {
+        "command": "setsid nohup sleep 1000.7071 >/dev/null 2>&1 & env -u AGENTLAB_TASK sleep 1000.7071 & "
+                   "sleep 1000.7071"}))
+    bot.say("run forever in calc")
+    await bot.tg.await_for(lambda: len(host_pids("1000.7071")) >= 3, timeout=60)
+    bot.tg.send_command(USER_ID, "/cancel")
+    await bot.tg.await_for(lambda: any("Task #1 cancelled" in (m.text or "") for m in bot.tg.messages(USER_ID)))
+    await bot.tg.await_for(lambda: not host_pids("1000.7071"), timeout=5)
+
+
+async def test_a_planted_test_in_the_bots_own_test_run_reads_no_secret(
+        bot: BotHarness, model: ScriptedModel, planted: Path, workspace_root: Path) -> None:
+    leak = (
+        "import glob, os, pathlib\n\n\n"
+        "def test_leak():\n"
+        "    found = []\n"
+        "    for path in glob.glob('/proc/*/environ') + glob.glob('/proc/*/cwd/.env'):\n"
+        "        try:\n"
+        "            found.append(pathlib.Path(path).read_bytes().decode(errors='replace'))\n"
+        "        except OSError:\n"
+        "            pass\n"
+        f"    for path in ['{workspace_root}/secret-next-door.txt', '{planted}/.ssh/id_ed25519']:\n"
+        "        try:\n"
+        "            found.append(pathlib.Path(path).read_text())\n"
+        "        except OSError as err:\n"
+        "            found.append(str(err))\n"
+        "    found.append('\\n'.join(f'{k}={v}' for k, v in os.environ.items()))\n"
+        "    lines = [line for text in found for line in text.replace('\\0', '\\n').splitlines()]\n"
+        "    leaked = [line for line in lines if 'FAKE' in line or 'SECRET' in line]\n"
+        "    print('LEAKED:', leaked)\n"
+        "    assert False, f'leaked {leaked}'\n"
+    )
+    model.add("orchestrator", start_task("calc", "Add a test."), claude_says.text("Started."))
+    model.add("code", claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"}),
+              claude_says.tool_use("write_file", {"path": "test_leak.py", "content": leak}),
+              claude_says.text("Added a test."))
+    bot.say("add a test to calc")
+    task = await task_end(bot, 1, timeout=120)
+    corrections = [b for b in model.requests["code"] if "LEAKED" in json.dumps(b["messages"][-1])]
+    assert corrections, "the planted test ran in the bot's own test run and its output went back to the worker"
+    said = everything_said(bot, model)
+    for secret in SECRETS[:4]:
+        assert secret not in said, f"{secret} reached the model or the chat through the bot's test run"
+    assert task.status is TaskStatus.BLOCKED
+
+
+@pytest.fixture
+async def asking_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo) -> AsyncIterator[BotHarness]:
+    """The bot with SANDBOX_NETWORK=ask and a short answer time."""
+    from telegram_bot.app import stop_polling
+
+    settings = make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repository=bot_repo,
+                             sandbox_network="ask", sandbox_network_answer_seconds=1.5)
+    harness = await start_bot(settings, fake_telegram, fake_anthropic)
+    yield harness
+    await stop_polling(harness.app)
+
+
+async def network_request(bot: BotHarness):
+    return await bot.tg.await_for(lambda: next(
+        (m for m in bot.tg.messages(USER_ID) if "asks for network access" in (m.text or "") and m.callback_data),
+        None), timeout=20)
+
+
+@pytest.mark.parametrize("answer", ["once", "task", "deny", None])
+async def test_network_on_request(asking_bot: BotHarness, listener: Listener, answer: str | None) -> None:
+    bot = asking_bot
+    model = ScriptedModel()
+    bot.claude.handler = model
+    command = connect_command(listener.port)
+    model.add("orchestrator", start_task("calc", "Fetch it."), claude_says.text("Started."))
+    model.add("code", claude_says.tool_use("run_command", {"command": command, "network": True}),
+              claude_says.tool_use("run_command", {"command": command, "network": True}),
+              claude_says.text("Finished."))
+    bot.say("fetch it in calc")
+    question = await network_request(bot)
+    rid = question.callback_data[0].rsplit(":", 1)[1]
+    assert question.callback_data == [f"net:once:{rid}", f"net:task:{rid}", f"net:deny:{rid}"]
+    progress = next(m for m in bot.tg.messages(USER_ID) if "⏳" in (m.history[0].text or ""))
+    await bot.tg.await_for(lambda: "allow network" in (progress.text or ""))
+    if answer is not None:
+        bot.tg.press_button(USER_ID, question.message_id, f"net:{answer}:{rid}")
+    if answer == "once":  # the second command asks again
+        second = await bot.tg.await_for(lambda: next(
+            (m for m in bot.tg.messages(USER_ID) if "asks for network access" in (m.text or "") and m.callback_data
+             and m.message_id != question.message_id), None), timeout=20)
+        rid2 = second.callback_data[0].rsplit(":", 1)[1]
+        bot.tg.press_button(USER_ID, second.message_id, f"net:deny:{rid2}")
+    task = await task_end(bot, 1)
+    results = tool_results(model)
+    events = [e.detail for e in await bot.runtime.store.task_events(task.id) if e.kind == "network"]
+    if answer in ("once", "task"):
+        assert "CONNECTED" in results[0] and listener.connections >= 1
+    else:
+        assert listener.connections == 0 and "CONNECTED" not in json.dumps(results)
+        assert "was not run" in results[0]
+    if answer == "once":
+        assert listener.connections == 1 and "owner denied network access" in results[1]
+    if answer == "task":
+        assert listener.connections == 2 and sum("allowed for this task earlier" in e for e in events) == 1
+    if answer is None:
+        assert "did not answer" in results[0] and any("no answer in" in e for e in events)
+    if answer == "deny":
+        assert any("denied by the owner" in e for e in events)
+    bot.tg.send_command(USER_ID, "/log 1")
+    log = await bot.tg.await_for(lambda: next((m for m in bot.tg.messages(USER_ID) if m.kind == "document"), None))
+    assert "Network requests:" in log.data.decode() and ("asked the owner" in log.data.decode())
+
+
+async def test_a_stranger_cannot_answer_a_network_request(asking_bot: BotHarness, listener: Listener) -> None:
+    from tests.conftest import STRANGER_ID
+
+    bot = asking_bot
+    model = ScriptedModel()
+    bot.claude.handler = model
+    model.add("orchestrator", start_task("calc", "Fetch it."), claude_says.text("Started."))
+    model.add("code", claude_says.tool_use("run_command", {"command": connect_command(listener.port), "network": True}),
+              claude_says.text("Finished."))
+    bot.say("fetch it in calc")
+    question = await network_request(bot)
+    rid = question.callback_data[0].rsplit(":", 1)[1]
+    bot.tg.press_button(STRANGER_ID, question.message_id, f"net:task:{rid}", chat_id=USER_ID, strict=False)
+    await task_end(bot, 1)
+    assert listener.connections == 0
+
+
+async def test_the_bot_process_environment_stays_out_of_reach(fake_telegram, fake_anthropic, tmp_path: Path,
+                                                              workspace_root: Path) -> None:
+    """The bot as its own process, its keys in its real environment and its `.env`: /proc finds neither."""
+    from tests.test_restart import bot_env, launch
+
+    model = ScriptedModel()
+    fake_anthropic.handler = model
+    env = bot_env(fake_telegram, fake_anthropic, tmp_path, workspace_root)
+    env.update(ANTHROPIC_API_KEY=FAKE_KEY, TELEGRAM_BOT_TOKEN=fake_telegram.token)
+    (tmp_path / ".env").write_text(f"ANTHROPIC_API_KEY={FAKE_KEY}\n")  # the bot's cwd is tmp_path
+    model.add("orchestrator", start_task("calc", "Look around."), claude_says.text("Started."))
+    model.add("code", claude_says.tool_use("run_command", {"command": (
+        "cat /proc/*/environ /proc/$PPID/environ /proc/1/environ | tr '\\0' '\\n'; "
+        "cat /proc/$PPID/cwd/.env /proc/1/cwd/.env; ls /proc | grep -c '^[0-9]'")}),
+        claude_says.text("Done."))
+    bot = launch(env, tmp_path, "environ")
+    try:
+        fake_telegram.send_text(USER_ID, "look around calc")
+        await fake_telegram.await_for(lambda: any("Task #1" in (m.text or "") and "Files:" in (m.text or "")
+                                                  for m in fake_telegram.messages(USER_ID)), timeout=90)
+        assert Path(f"/proc/{bot.pid}/environ").read_bytes().count(FAKE_KEY.encode()) == 1, "the key is really there"
+    finally:
+        bot.terminate()
+        await asyncio.to_thread(bot.wait, 15)
+    results = tool_results(model)
+    assert results and "AGENTLAB_TASK" in results[0], results  # the command ran and printed its own environment
+    said = json.dumps(model.requests["code"]) + "".join(m.text or "" for m in fake_telegram.messages(USER_ID))
+    assert FAKE_KEY not in said and fake_telegram.token not in said
+
+
+async def test_a_worker_cannot_choose_what_the_next_sandbox_binds(bot: BotHarness, model: ScriptedModel) -> None:
+    """Re-pointing the worktree's `.venv` link at the bot's data folder must not make the bot's test run bind it."""
+    data = bot.settings.database_path.resolve().parent
+    probe = (
+        "import pathlib\n\n\n"
+        "def test_probe():\n"
+        "    try:\n"
+        "        found = 'readable, %d bytes' % len(pathlib.Path('.venv/agentlab.db').read_bytes())\n"
+        "    except OSError as err:\n"
+        "        found = type(err).__name__\n"
+        "    print('DB-' 'READ:', found)\n"
+        "    assert False, f'DB-READ: {found}'\n"
+    )
+    model.add("orchestrator", start_task("calc", "Add a test."), claude_says.text("Started."))
+    model.add("code", claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"}),
+              claude_says.tool_use("run_command", {"command": f"rm -rf .venv; ln -s {data} .venv; ls -la .venv"}),
+              claude_says.tool_use("write_file", {"path": "test_probe.py", "content": probe}),
+              claude_says.text("Added a test."))
+    bot.say("add a test to calc PRIVATE-CHAT-MARKER-3c7")
+    await task_end(bot, 1, timeout=120)
+    corrections = [json.dumps(b["messages"][-1]) for b in model.requests["code"] if "DB-READ:" in json.dumps(b["messages"][-1])]
+    assert corrections, "the probe ran in the bot's test run"
+    assert not any("DB-READ: readable" in c for c in corrections), "the bot's test run bound the folder the worker chose"
