@@ -319,6 +319,8 @@ async def test_uv_project_runs_through_uv_run(bot: BotHarness, model: ScriptedMo
     calls = tmp_path / "uv-calls.txt"
     fake_uv(tmp_path / "bin", calls)
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    # detection is under test here, not confinement: the stand-in logs its calls to a file outside any sandbox
+    bot.runtime.settings.sandbox = "off"
     make_repo(workspace_root / "uvproj", {
         "pyproject.toml": "[project]\nname = 'uvproj'\nversion = '0.1'\n",
         "uv.lock": "version = 1\n",
