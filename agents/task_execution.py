@@ -251,7 +251,8 @@ class TaskExecutor:
         result = await worker.run(f"Workspace: {workspace.name}\n\nResearch request:\n{task.instructions}{repo_map}")
         if not result.finished or not result.report:
             reason = result.reason(self.limits()) if not result.finished else "the research worker wrote no proposal"
-            await self.set_status(task, TaskStatus.FAILED, error=reason, result=result.report or None)
+            status = TaskStatus.BLOCKED if result.blocked else TaskStatus.FAILED
+            await self.set_status(task, status, error=reason, result=result.report or None)
             await progress.close(f"✖ {reason}")
             await self.notifier.send(task.chat_id, f"✖ **Research #{task.id}** ended without a proposal: {reason}.")
             return
@@ -325,7 +326,9 @@ class TaskExecutor:
         last = commits[-1] if commits else None
         criteria = await self.store.criteria(task.id)
         unverified = [c for c in criteria if not c.verified]
-        if not result.finished:
+        if result.blocked:  # asked a question, refused, ran out of context or was cut off: never "done"
+            status, headline = TaskStatus.BLOCKED, f"⛔ Task #{task.id} blocked: {result.reason(self.limits())}"
+        elif not result.finished:
             status, headline = TaskStatus.FAILED, f"✖ Task #{task.id} stopped: {result.reason(self.limits())}"
         elif outcome is not None and outcome.status is TestStatus.error:
             status, headline = TaskStatus.BLOCKED, f"⛔ Task #{task.id} blocked: the tests could not be run"
