@@ -756,6 +756,13 @@ class FakeAnthropic:
             raise ApiError(int(err["status"]), str(err["type"]), str(err["message"]), headers)
 
         message = self._build_message(body, reply)
+        words = sum(len(_words(b["text"])) for b in message["content"] if b["type"] == "text")
+        token_delay = float(reply.get("token_delay", self.token_delay) or 0)
+        if words and token_delay:  # the same model, unstreamed: its words are written before anything is sent
+            record.first_token_at = time.monotonic()
+            if self._stopping.wait(token_delay * (words - 1)):
+                raise ApiError(503, "api_error", "fake server shutting down")
+            record.last_token_at = time.monotonic()
         return 200, _canonical(message).encode(), "application/json", {}
 
     def _paced_stream(self, message: dict[str, Any], reply: Reply, record: RecordedRequest,
