@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import re
 import itertools
+import re
 from collections import deque
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Callable
+from typing import Any
 
 import anthropic
 
@@ -62,7 +63,7 @@ class _Stream:
     def __init__(self, message: anthropic.types.Message, word_delay: float) -> None:
         self.message, self.word_delay = message, word_delay
 
-    async def __aenter__(self) -> "_Stream":
+    async def __aenter__(self) -> _Stream:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -87,7 +88,7 @@ class ScriptedModel:
         self.requests: list[dict[str, Any]] = []
         self.delay, self.word_delay = delay, word_delay
 
-    def add(self, *replies: Reply) -> "ScriptedModel":
+    def add(self, *replies: Reply) -> ScriptedModel:
         self.replies.extend(replies)
         return self
 

@@ -13,9 +13,10 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, AsyncContextManager, Awaitable, Callable, Protocol
+from typing import Any, AsyncContextManager, Protocol
 
 import anthropic
 
@@ -37,7 +38,7 @@ class MessageModel(Protocol):
     def stream(self, **params: Any) -> AsyncContextManager[Any]: ...
 
 
-def as_model(client: "MessageModel | anthropic.AsyncAnthropic") -> "MessageModel":
+def as_model(client: MessageModel | anthropic.AsyncAnthropic) -> MessageModel:
     """The seam from a client (its `.messages`) or a model given as is (a ScriptedModel)."""
     return client.messages if isinstance(client, anthropic.AsyncAnthropic) else client
 

@@ -7,14 +7,23 @@ was cut off, or said `BLOCKED:` because nobody can answer its question mid-task)
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 import anthropic
 
 from agents.models import Usage
-from agents.tool_loop import Ending, as_model, Limits, MessageModel, ToolLoop, describe_step, total_tokens
+from agents.tool_loop import (
+    Ending,
+    Limits,
+    MessageModel,
+    ToolLoop,
+    as_model,
+    describe_step,
+    total_tokens,
+)
 from agents.toolbox import Toolbox
 
 __all__ = ["BLOCKED_MARK", "Limits", "StopReason", "Worker", "WorkerResult", "describe_step"]

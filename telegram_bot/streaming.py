@@ -19,7 +19,12 @@ from telegram.constants import ParseMode
 from telegram.error import BadRequest, NetworkError, RetryAfter, TelegramError, TimedOut
 
 from telegram_bot.render import render_chunks
-from telegram_bot.replies import TELEGRAM_LIMIT, html_to_plain, is_entity_error, reply_parameters
+from telegram_bot.replies import (
+    TELEGRAM_LIMIT,
+    html_to_plain,
+    is_entity_error,
+    reply_parameters,
+)
 
 log = logging.getLogger(__name__)
 

@@ -3,11 +3,12 @@ is a normal message; through the real PTB and SDK against the fakes (and the fra
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import AsyncIterator
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from telegram_bot.app import stop_polling
 from telegram_bot.streaming import draft_html
