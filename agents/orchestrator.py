@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
+import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -12,7 +14,7 @@ import anthropic
 
 from agents import prompts
 from agents.attachments import Attachments
-from agents.llm import estimate_tokens, explain_api_error, usage_of, usage_record
+from agents.llm import estimate_tokens, explain_api_error, usage_record
 from agents.models import Attachment, ChatMessage, ConversationNote, InputMethod, Role, TaskStatus, Usage, WorkerKind
 from agents.replying import ReplyTo, describe_reply
 from agents.shown import PROPOSAL, TASK
@@ -20,6 +22,7 @@ from agents.settings import Settings
 from agents.store import Store
 from agents.symbol_hints import SymbolHints
 from agents.tool_sets import WorkDesk, orchestrator_tools
+from agents.tool_loop import AnswerStream, Ending, Limits, LoopResult, ToolLoop, as_model
 from agents.toolbox import Audit, Toolbox
 from agents.workspaces import Workspaces
 
@@ -67,6 +70,22 @@ def history_messages(history: list[ChatMessage], attached: dict[int, list[dict[s
         else:
             messages.append({"role": turn.role.value, "content": blocks})
     return messages
+
+
+def reply_text(result: LoopResult, tools_used: list[str]) -> str:
+    """What the user reads for each way a turn can end; never a claim that something happened when it did not."""
+    text = result.text
+    if result.ending is Ending.CUT_OFF:
+        return (text + "\n\n" if text else "") + "_(my answer was cut off at the output limit; ask me to go on)_"
+    if result.ending is Ending.REFUSED:
+        return text or "Claude declined to answer this request."
+    if result.ending is Ending.CONTEXT_FULL:
+        return "This conversation no longer fits in Claude's context window; /new starts a fresh one."
+    if text:
+        return text
+    if tools_used:
+        return f"I used {', '.join(dict.fromkeys(tools_used))} but wrote no answer; ask again if something is missing."
+    return "(no answer)"
 
 
 def _mark_cache(message: dict[str, Any]) -> None:
@@ -192,15 +211,17 @@ class Orchestrator:
             stop_waiting(chat_id)
 
     async def handle(self, chat_id: int, text: str, input_method: InputMethod = InputMethod.TEXT,
-                     reply_to: ReplyTo | None = None, attachments: list[Attachment] | None = None) -> Reply:
+                     reply_to: ReplyTo | None = None, attachments: list[Attachment] | None = None,
+                     answer: AnswerStream | None = None) -> Reply:
+        """One turn; with `answer`, the reply streams into it while it is written (tool activity too)."""
         async with self._locks[chat_id]:
             turn_started = getattr(self.desk, "turn_started", None)
             if turn_started is not None:
                 turn_started(chat_id)
-            return await self._turn(chat_id, text, input_method, reply_to, attachments or [])
+            return await self._turn(chat_id, text, input_method, reply_to, attachments or [], answer)
 
     async def _turn(self, chat_id: int, text: str, input_method: InputMethod, reply_to: ReplyTo | None = None,
-                    attachments: list[Attachment] | None = None) -> Reply:
+                    attachments: list[Attachment] | None = None, answer: AnswerStream | None = None) -> Reply:
         attachments = attachments or []
         # The user's words (and photos/files, kept by agents/attachments) are stored first: nothing is lost.
         asked = await self.store.add_message(
@@ -229,42 +250,22 @@ class Orchestrator:
             orchestrator_tools(self.workspaces, self.desk, chat_id),
             Audit(self.store, agent="orchestrator", chat_id=chat_id),
         )
-        tools = toolbox.specs()  # no breakpoint of their own: the system's covers them (tools come first)
-        system = [{"type": "text", "text": prompts.ORCHESTRATOR, "cache_control": EPHEMERAL}]
 
-        reply = Reply(text="")
+        async def record(response: anthropic.types.Message) -> None:
+            await self.store.record_usage(usage_record(response, "orchestrator", chat_id, None))
+
+        loop = ToolLoop(model=as_model(self.client), model_name=self.settings.orchestrator_model, system=prompts.ORCHESTRATOR,
+                        toolbox=toolbox, max_output_tokens=self.settings.max_output_tokens, tools_on_last_step=False,
+                        moving_cache=False, on_response=record, answer=answer, messages=messages)
+        rounds = self.settings.orchestrator_max_tool_rounds + 1  # the last one answers without tools
         try:
-            for round_no in range(self.settings.orchestrator_max_tool_rounds + 1):
-                last_round = round_no == self.settings.orchestrator_max_tool_rounds
-                response = await self.client.messages.create(
-                    model=self.settings.orchestrator_model,
-                    max_tokens=self.settings.max_output_tokens,
-                    system=system,
-                    tools=tools,
-                    tool_choice={"type": "none"} if last_round else {"type": "auto"},
-                    messages=messages,
-                )
-                reply.api_calls += 1
-                reply.usage = reply.usage + usage_of(response)
-                await self.store.record_usage(usage_record(response, "orchestrator", chat_id, None))
-                if response.stop_reason != "tool_use":
-                    reply.text = "".join(b.text for b in response.content if b.type == "text").strip()
-                    break
-                messages.append({"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in response.content]})
-                results = []
-                for block in response.content:
-                    if block.type == "tool_use":
-                        reply.tools_used.append(block.name)
-                        result = await toolbox.call(block.name, dict(block.input or {}))
-                        results.append(result.block(block.id))
-                messages.append({"role": "user", "content": results})
+            result = await loop.run(Limits(max_steps=rounds, max_seconds=math.inf, max_tokens=sys.maxsize))
         except anthropic.APIError as err:
             log.warning("chat %s: Anthropic API error: %s", chat_id, err)
-            return Reply(text=explain_api_error(err), ok=False, api_calls=reply.api_calls, usage=reply.usage,
-                         tools_used=reply.tools_used)
-
-        if not reply.text:
-            reply.text = "Done." if reply.tools_used else "(no answer)"
+            return Reply(text=explain_api_error(err), ok=False, api_calls=loop.api_calls, usage=loop.usage,
+                         tools_used=loop.tools_used)
+        reply = Reply(text=reply_text(result, loop.tools_used), api_calls=loop.api_calls, usage=loop.usage,
+                      tools_used=loop.tools_used)
         await self.store.add_message(
             ChatMessage(chat_id=chat_id, role=Role.ASSISTANT, content=reply.text, tokens=estimate_tokens(reply.text))
         )

@@ -82,6 +82,8 @@ When you are finished, reply with a short final report (no tool call): what you 
 touched, and how you checked it. The bot commits your changes itself and runs the workspace's tests after
 you finish, and compares them with the task's starting point: tests your change broke come back to you with
 their failing output and you must fix them; tests that were already failing before are not yours to chase.
+Nobody answers questions while you work: never stop to ask. Make reasonable assumptions and state them in
+your report. Only when you truly cannot go on, end with a report that starts with `BLOCKED:` and says why.
 """
 
 RESEARCH = """\
@@ -95,6 +97,8 @@ Your final answer is the proposal itself, in Markdown, with these sections:
 ## Risks
 ## Effort (small / medium / large, with a one-line reason)
 Be specific to this codebase; do not pad.
+Nobody answers questions while you work: state your assumptions in the proposal instead of asking. Only when
+you truly cannot write a proposal, reply with a text that starts with `BLOCKED:` and says why.
 """
 
 CODE = _WORKER_COMMON + """\
@@ -121,3 +125,8 @@ into a compact note that replaces the older turns. Keep: decisions made, what th
 workspaces and files discussed, tasks and proposals mentioned (with their numbers), open questions, facts
 the user stated. Drop pleasantries and repetition. Write at most 300 words of plain sentences or bullets.
 """
+
+
+# Each agent's system prompt by role: tests and tools tell the roles apart by these, never by their wording.
+BY_ROLE = {"orchestrator": ORCHESTRATOR, "research": RESEARCH, "code": CODE, "frontend": FRONTEND, "test": TEST,
+           "compactor": COMPACTOR}

@@ -120,6 +120,12 @@ class Settings(BaseSettings):
     webhook_path: str = "telegram"
     webhook_secret_token: SecretStr | None = Field(None, validate_default=True)
 
+    # --- streamed answers (issue 15) ------------------------------------------------------
+    stream_answers: bool = True  # the answer grows in the chat while Claude writes it
+    stream_draft_interval_seconds: float = Field(0.4, ge=0.05)  # between sendMessageDraft frames (private chats)
+    stream_edit_interval_seconds: float = Field(1.5, ge=0.2)  # between edits of the preview (drafts refused)
+    stream_group_edit_interval_seconds: float = Field(3.5, ge=1.0)  # groups: Telegram allows ~20 messages a minute
+
     # --- logs -----------------------------------------------------------------------------
     log_format: Literal["text", "json"] = Field(  # LOG_FORMAT; AGENTLAB_LOG_FORMAT wins when both are set
         "text", validation_alias=AliasChoices("agentlab_log_format", "log_format")

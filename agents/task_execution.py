@@ -346,7 +346,8 @@ class TaskExecutor:
                                   attachments=blocks)
         if not result.finished or not result.report:
             reason = result.reason(self.limits()) if not result.finished else "the research worker wrote no proposal"
-            await self.set_status(task, TaskStatus.FAILED, error=reason, result=result.report or None)
+            status = TaskStatus.BLOCKED if result.blocked else TaskStatus.FAILED
+            await self.set_status(task, status, error=reason, result=result.report or None)
             await progress.close(f"✖ {reason}")
             await self._show(task, f"✖ **Research #{task.id}** ended without a proposal: {reason}.")
             return
@@ -446,7 +447,9 @@ class TaskExecutor:
         guard_warnings = await self.check_repository(task)  # the tests ran the worker's code too
         criteria = await self.store.criteria(task.id)
         unverified = [c for c in criteria if not c.verified]
-        if not result.finished:
+        if result.blocked:  # asked a question, refused, ran out of context or was cut off: never "done"
+            status, headline = TaskStatus.BLOCKED, f"⛔ Task #{task.id} blocked: {result.reason(self.limits())}"
+        elif not result.finished:
             status, headline = TaskStatus.FAILED, f"✖ Task #{task.id} stopped: {result.reason(self.limits())}"
         elif verdict is not None and verdict.introduced_error:
             status, headline = TaskStatus.BLOCKED, f"⛔ Task #{task.id} blocked: the tests could not be run"

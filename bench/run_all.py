@@ -110,10 +110,25 @@ def scenario_rows(f: dict[str, Any]) -> list[Row]:
     return rows
 
 
+def streaming_rows(f: dict[str, Any]) -> list[Row]:
+    rows = []
+    for key, r in f.items():
+        if not isinstance(r, dict):
+            continue
+        mode, words = key.rsplit("_", 1)
+        rows.append((f"streamed answer, {words} words ({mode}): first words after the model's first token",
+                     f"{r['first_words_after_first_token_s']:+.3f} s", "≤ +0.3 s" if mode != "off" else "(unstreamed)", ""))
+        rows.append((f"streamed answer, {words} words ({mode}): persisted after the model's last token",
+                     f"{r['persisted_after_last_token_s']:+.3f} s", "≤ +1 s", ""))
+    rows.append(("streamed answers: refused Telegram calls", str(len(f["refused_telegram_calls"])), "0", ""))
+    return rows
+
+
 BENCHES: list[tuple[str, Callable[[bool], list[str]], Callable[[dict[str, Any]], list[Row]]]] = [
     ("overhead.py", lambda quick: [], overhead_rows),
     ("background.py", lambda quick: [], background_rows),
     ("scenarios.py", lambda quick: [], scenario_rows),
+    ("streaming.py", lambda quick: ["--repeats", "1"] if quick else [], streaming_rows),
     ("repo_map.py", lambda quick: ["--sizes", "2000"] if quick else [], repo_map_rows),
     ("voice.py", lambda quick: ["--sizes", "tiny", "--repeats", "1"] if quick else [], voice_rows),
 ]

@@ -8,7 +8,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from telegram import Update
-from telegram.constants import ChatAction
+from telegram.constants import ChatAction, ChatType
 from telegram.ext import ApplicationHandlerStop, ContextTypes
 
 from agents.crew import REQUEST_MESSAGE
@@ -16,6 +16,7 @@ from agents.models import Attachment, InputMethod
 from agents.replying import ReplyTo
 from telegram_bot.replies import send_markdown
 from telegram_bot.strangers import REFUSAL_LANE, Strangers
+from telegram_bot.streaming import ChatDraft
 
 if TYPE_CHECKING:
     from agents.runtime import Runtime
@@ -107,15 +108,20 @@ async def converse(update: Update, context: ContextTypes.DEFAULT_TYPE, text: str
     turns: set = context.application.bot_data.setdefault("turns", set())
     turn = asyncio.current_task()
     turns.add(turn)  # cancelled on SIGTERM so shutdown never waits on a long turn
+    draft = answer_preview(update, context)
     try:
         async with typing(context, chat_id):
             reply = await runtime(context).orchestrator.handle(chat_id, text, method, reply_to_of(update, context),
-                                                               attachments)
+                                                               attachments, answer=draft)
     finally:
         turns.discard(turn)
+        if draft is not None:
+            await draft.stop()  # no preview frame may follow the final message
     # the answer is stored already; a Telegram 5xx now means "retry, then the outbox", never "lost"
     await runtime(context).deliveries.deliver(chat_id, reply.text, reply_to=update.effective_message.message_id,
                                               kind="answer")
+    if draft is not None:
+        await draft.discard()
 
 
 def reply_to_of(update: Update, context: ContextTypes.DEFAULT_TYPE) -> ReplyTo | None:
@@ -133,6 +139,19 @@ def message_arrived(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     app_runtime = context.application.bot_data.get("runtime")
     if app_runtime is not None and update.effective_chat is not None:
         app_runtime.orchestrator.message_arrived(update.effective_chat.id)
+
+
+def answer_preview(update: Update, context: ContextTypes.DEFAULT_TYPE) -> ChatDraft | None:
+    """Where the answer grows while Claude writes it: a draft in private chats, an edited message in groups."""
+    settings = runtime(context).settings
+    if not settings.stream_answers:
+        return None
+    private = update.effective_chat.type == ChatType.PRIVATE
+    return ChatDraft(context.bot, update.effective_chat.id, private=private,
+                     draft_id=update.effective_message.message_id, reply_to=update.effective_message.message_id,
+                     draft_interval=settings.stream_draft_interval_seconds,
+                     edit_interval=settings.stream_edit_interval_seconds if private
+                     else settings.stream_group_edit_interval_seconds)
 
 
 async def on_text(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:

@@ -6,16 +6,10 @@ import threading
 from collections import defaultdict, deque
 from typing import Any, Callable
 
+from agents import prompts
 from tests.fakes import anthropic_server as claude_says
 
-ROLE_MARKERS = [
-    ("orchestrator", "You are agentlab, a Telegram bot"),
-    ("research", "You are the research worker"),
-    ("code", "You are the code worker"),
-    ("frontend", "You are the frontend worker"),
-    ("test", "You are the test worker"),
-    ("compactor", "You compress a chat history"),
-]
+ROLE_MARKERS = list(prompts.BY_ROLE.items())  # a role is known by its whole system prompt, imported
 
 
 def role_of(body: dict[str, Any]) -> str:

@@ -263,6 +263,28 @@ async def test_streaming_matches_non_streaming(fake_anthropic: FakeAnthropic) ->
     assert final.usage.output_tokens > 1 and final.usage.input_tokens > 0
 
 
+async def test_streaming_is_paced_word_by_word(fake_anthropic: FakeAnthropic) -> None:
+    received: list[str] = []
+    at_last_token: list[list[str]] = []
+
+    def client_has_three_words() -> None:  # runs in the server thread; the client reads on the test's loop
+        deadline = time.monotonic() + 5
+        while len(received) < 3 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        at_last_token.append(list(received))
+
+    reply = {**text("one two three four"), "token_delay": 0.01, "before_last_token": client_has_three_words}
+    fake_anthropic.script(reply)
+    async with fake_anthropic.async_client() as client:
+        async with client.messages.stream(model=MODEL, max_tokens=100, messages=[user("count")]) as stream:
+            async for chunk in stream.text_stream:
+                received.append(chunk)
+    assert received == ["one", " two", " three", " four"]
+    assert at_last_token == [["one", " two", " three"]], "the client had the first words before the last was written"
+    record = fake_anthropic.requests[0]
+    assert record.first_token_at is not None and record.last_token_at > record.first_token_at
+
+
 async def test_delay_and_await_requests(fake_anthropic: FakeAnthropic) -> None:
     fake_anthropic.script(text("slow", delay=0.3), text("fast"))
     async with fake_anthropic.async_client() as client:

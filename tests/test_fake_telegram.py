@@ -335,3 +335,20 @@ async def test_application_polls_echoes_and_handles_buttons(fake_telegram: FakeT
             await app.stop()
     assert [c.method for c in fake_telegram.requests[:2]] == ["getMe", "deleteWebhook"]
     assert fake_telegram.pending_updates == []  # the updater confirmed everything it handled
+
+
+async def test_send_message_draft_has_telegrams_limits(fake_telegram: FakeTelegram) -> None:
+    async with _make_bot(fake_telegram) as bot:
+        assert await bot.send_message_draft(42, 7, "<b>half</b> an answer", parse_mode="HTML") is True
+        assert await bot.send_message_draft(42, 7, "") is True  # "Thinking…"
+        with pytest.raises(BadRequest, match="(?i)textdraft_peer_invalid"):
+            await bot.send_message_draft(-100123, 7, "groups get no drafts")
+        with pytest.raises(BadRequest, match="(?i)can't parse entities"):
+            await bot.send_message_draft(42, 7, "<b>unclosed", parse_mode="HTML")
+        with pytest.raises(BadRequest, match="(?i)too long"):
+            await bot.send_message_draft(42, 7, "x" * 4097)
+        with pytest.raises(BadRequest, match="(?i)non-zero"):
+            await bot.send_message_draft(42, 0, "x")
+    assert [(d.chat_id, d.draft_id, d.text) for d in fake_telegram.drafts] == [(42, 7, "half an answer"), (42, 7, "")]
+    assert [r.method for r in fake_telegram.refused] == ["sendMessageDraft"] * 4
+    assert fake_telegram.messages(42) == [], "a draft is not a message"

@@ -10,6 +10,13 @@ Requests are validated like the real API where that is cheap (required fields,
 user/assistant alternation, tool_use/tool_result pairing, non-empty content, at
 most four cache breakpoints); a violation gets a 400 ``invalid_request_error``
 and does not consume a scripted reply.
+
+Streamed requests (``stream: true``) are written event by event: the headers and
+``message_start`` at once, then ``delay`` seconds to the first token, then one text
+delta per word with ``token_delay`` seconds between words (``fake.token_delay`` or a
+reply's own). Each record keeps when its first and last text token went out, and a
+reply's ``before_last_token`` callable runs (in the server thread) just before the last
+word is written, so tests can assert what the client did while it was still streaming.
 """
 
 from __future__ import annotations
@@ -21,7 +28,9 @@ import base64
 import binascii
 import json
 import math
+import re
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -155,6 +164,8 @@ class RecordedRequest:
     body: Any
     headers: dict[str, str]
     status: int | None = None
+    first_token_at: float | None = None  # time.monotonic() when a streamed reply's first/last word went out
+    last_token_at: float | None = None
 
     @property
     def messages(self) -> list[dict[str, Any]]:
@@ -544,7 +555,10 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         pass
 
-    def _send(self, status: int, payload: bytes, content_type: str, headers: dict[str, str]) -> None:
+    def _send(self, status: int, payload: bytes | Iterator[bytes], content_type: str, headers: dict[str, str]) -> None:
+        if not isinstance(payload, bytes):
+            self._send_chunked(status, payload, content_type, headers)
+            return
         self.send_response(status)
         self.send_header("content-type", content_type)
         self.send_header("content-length", str(len(payload)))
@@ -553,6 +567,23 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(payload)
         self.wfile.flush()
+
+    def _send_chunked(self, status: int, parts: Iterator[bytes], content_type: str, headers: dict[str, str]) -> None:
+        """A streamed answer: each part is written (and flushed) as soon as it is produced."""
+        self.send_response(status)
+        self.send_header("content-type", content_type)
+        self.send_header("transfer-encoding", "chunked")
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+        try:
+            for part in parts:
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
+                self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):  # the client went away mid-stream
+            self.close_connection = True
 
     def _not_found(self) -> None:
         self._drain_body()
@@ -587,6 +618,7 @@ class FakeAnthropic:
 
     def __init__(self, *, min_cacheable_tokens: int = DEFAULT_MIN_CACHEABLE_TOKENS) -> None:
         self.handler: ReplyFn = lambda _body: text("ok")
+        self.token_delay = 0.0  # seconds between the words of a streamed reply (a reply's own value wins)
         self.requests: list[RecordedRequest] = []
         self.count_token_requests: list[RecordedRequest] = []
         self.handler_errors: list[BaseException] = []
@@ -708,7 +740,7 @@ class FakeAnthropic:
                 status, content_type = 200, "application/json"
                 extra: dict[str, str] = {}
             else:
-                status, payload, content_type, extra = self._answer_messages(body)
+                status, payload, content_type, extra = self._answer_messages(body, record)
         except Exception as exc:
             if not isinstance(exc, ApiError):  # a bug in a scripted reply or in the fake itself
                 with self._lock:
@@ -746,10 +778,14 @@ class FakeAnthropic:
             ) from exc
         return reply
 
-    def _answer_messages(self, body: dict[str, Any]) -> _HttpAnswer:
+    def _answer_messages(self, body: dict[str, Any], record: RecordedRequest) -> _HttpAnswer:
         validate_messages_request(body)
         reply = self._next_reply(body)
         delay = float(reply.get("delay") or 0)
+        if body.get("stream") and "error" not in reply:
+            message = self._build_message(body, reply)
+            sse_type = "text/event-stream; charset=utf-8"
+            return 200, self._paced_stream(message, reply, record, delay), sse_type, {"cache-control": "no-cache"}  # type: ignore[return-value]
         if delay and self._stopping.wait(delay):
             raise ApiError(503, "api_error", "fake server shutting down")
         if "error" in reply:
@@ -762,10 +798,36 @@ class FakeAnthropic:
             raise ApiError(int(err["status"]), str(err["type"]), str(err["message"]), headers)
 
         message = self._build_message(body, reply)
-        if body.get("stream"):
-            sse_type = "text/event-stream; charset=utf-8"
-            return 200, _sse_stream(message), sse_type, {"cache-control": "no-cache"}
+        words = sum(len(_words(b["text"])) for b in message["content"] if b["type"] == "text")
+        token_delay = float(reply.get("token_delay", self.token_delay) or 0)
+        if words and token_delay:  # the same model, unstreamed: its words are written before anything is sent
+            record.first_token_at = time.monotonic()
+            if self._stopping.wait(token_delay * (words - 1)):
+                raise ApiError(503, "api_error", "fake server shutting down")
+            record.last_token_at = time.monotonic()
         return 200, _canonical(message).encode(), "application/json", {}
+
+    def _paced_stream(self, message: dict[str, Any], reply: Reply, record: RecordedRequest,
+                      delay: float) -> Iterator[bytes]:
+        """The SSE events of `message`, written as a model would produce them: word by word, with delays."""
+        token_delay = float(reply.get("token_delay", self.token_delay) or 0)
+        before_last = reply.get("before_last_token")
+        words = sum(len(_words(b["text"])) for b in message["content"] if b["type"] == "text")
+        written = 0
+        for index, event in enumerate(_sse_events(message)):
+            if index == 2 and delay and self._stopping.wait(delay):  # after message_start and ping: time to first token
+                return
+            delta = event[1].get("delta") if event[0] == "content_block_delta" else None
+            if delta and delta.get("type") == "text_delta":
+                if written and token_delay and self._stopping.wait(token_delay):
+                    return
+                written += 1
+                if written == words and callable(before_last):
+                    before_last()
+                now = time.monotonic()
+                record.first_token_at = record.first_token_at or now
+                record.last_token_at = now
+            yield _sse_event(event[0], **event[1]).encode()
 
     def _build_message(self, body: dict[str, Any], reply: Reply) -> dict[str, Any]:
         content: list[dict[str, Any]] = []
@@ -803,40 +865,43 @@ def _sse_event(event_type: str, **fields: Any) -> str:
     return f"event: {event_type}\ndata: {_canonical({'type': event_type, **fields})}\n\n"
 
 
+def _words(text: str) -> list[str]:
+    """A text as the model's tokens: one word (with the spaces before it) at a time."""
+    return re.findall(r"\s*\S+|\s+", text)
+
+
 def _block_deltas(block: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """A content block as streamed: its empty starting form and the deltas that fill it."""
     if block["type"] == "text":
-        middle = len(block["text"]) // 2
-        halves = (block["text"][:middle], block["text"][middle:])
-        return {**block, "text": ""}, [{"type": "text_delta", "text": half} for half in halves if half]
+        return {**block, "text": ""}, [{"type": "text_delta", "text": word} for word in _words(block["text"])]
     if block["type"] == "tool_use":
         json_delta = {"type": "input_json_delta", "partial_json": _canonical(block["input"])}
         return {**block, "input": {}}, [json_delta]
     return block, []
 
 
-def _sse_stream(message: dict[str, Any]) -> bytes:
-    """Render a finished message as the SSE event sequence the streaming API sends."""
+def _sse_events(message: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """A finished message as the (event type, fields) sequence the streaming API sends."""
     usage = message["usage"]
     opening = {**message, "content": [], "stop_reason": None, "stop_sequence": None}
-    events = [
-        _sse_event("message_start", message={**opening, "usage": {**usage, "output_tokens": 1}}),
-        _sse_event("ping"),
+    events: list[tuple[str, dict[str, Any]]] = [
+        ("message_start", {"message": {**opening, "usage": {**usage, "output_tokens": 1}}}),
+        ("ping", {}),
     ]
     for index, block in enumerate(message["content"]):
         start_block, deltas = _block_deltas(block)
-        events.append(_sse_event("content_block_start", index=index, content_block=start_block))
-        events.extend(_sse_event("content_block_delta", index=index, delta=delta) for delta in deltas)
-        events.append(_sse_event("content_block_stop", index=index))
+        events.append(("content_block_start", {"index": index, "content_block": start_block}))
+        events.extend(("content_block_delta", {"index": index, "delta": delta}) for delta in deltas)
+        events.append(("content_block_stop", {"index": index}))
     final_usage = {
         key: usage[key]
         for key in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens")
         if key in usage
     }
     stop = {"stop_reason": message["stop_reason"], "stop_sequence": message["stop_sequence"]}
-    events.append(_sse_event("message_delta", delta=stop, usage=final_usage))
-    events.append(_sse_event("message_stop"))
-    return "".join(events).encode()
+    events.append(("message_delta", {"delta": stop, "usage": final_usage}))
+    events.append(("message_stop", {}))
+    return events
 
 
 # --------------------------------------------------------------------------- pytest fixture

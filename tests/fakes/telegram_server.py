@@ -93,6 +93,24 @@ def _bad_request(description: str) -> ApiError:
     return ApiError(400, f"Bad Request: {description}")
 
 
+class Draft(NamedTuple):
+    """One accepted sendMessageDraft frame: what the user's chat showed as the answer being written."""
+
+    chat_id: int
+    draft_id: int
+    text: str  # plain text after entity parsing ('' shows "Thinking…")
+    source: str
+    at: float  # time.monotonic() when it was accepted
+
+
+class Refused(NamedTuple):
+    """A Bot API call answered with an error."""
+
+    method: str
+    error_code: int
+    description: str
+
+
 class ApiCall(NamedTuple):
     """One recorded Bot API call; `params` are decoded (numbers, dicts, uploaded files)."""
 
@@ -352,6 +370,8 @@ class FakeTelegram:
         self.commands: dict[tuple[str, str], list[dict[str, Any]]] = {}
         self.chat_actions: list[tuple[int | str, str]] = []
         self.callback_answers: dict[str, dict[str, Any]] = {}
+        self.drafts: list[Draft] = []
+        self.refused: list[Refused] = []
         self._updates: deque[dict[str, Any]] = deque()
         self._update_ids = itertools.count(1000)
         self._allowed_updates: list[str] | None = None
@@ -846,15 +866,20 @@ class FakeTelegram:
             self._cond.notify_all()
             fault = self._take_fault(name, params)
         if fault is not None:
-            return fault.error_code, fault.payload()
+            return self._refuse(name, fault)
         handler = self._handlers.get(method.lower())
         if handler is None:
-            return 404, {"ok": False, "error_code": 404, "description": "Not Found: method not found"}
+            return self._refuse(name, ApiError(404, "Not Found: method not found"))
         try:
             result = handler(params, files)
         except ApiError as error:
-            return error.error_code, error.payload()
+            return self._refuse(name, error)
         return 200, {"ok": True, "result": result}
+
+    def _refuse(self, method: str, error: ApiError) -> tuple[int, dict[str, Any]]:
+        with self._cond:
+            self.refused.append(Refused(method, error.error_code, error.description))
+        return error.error_code, error.payload()
 
     def download(self, file_path: str) -> bytes | None:
         with self._lock:
@@ -1192,6 +1217,23 @@ class FakeTelegram:
 
     def _api_sendPhoto(self, params: dict[str, Any], files: dict[str, UploadedFile]) -> Any:
         return self._send_file(params, files, "photo")
+
+    def _api_sendMessageDraft(self, params: dict[str, Any], files: dict[str, UploadedFile]) -> Any:
+        """Bot API 9.3+: an animated preview of a message being written; private chats only."""
+        chat_id = self._chat_key(params)
+        if not isinstance(chat_id, int) or chat_id <= 0:
+            raise _bad_request("TEXTDRAFT_PEER_INVALID")
+        draft_id = params.get("draft_id")
+        if not isinstance(draft_id, int) or isinstance(draft_id, bool) or draft_id == 0:
+            raise _bad_request("draft_id must be non-zero")
+        source = str(params.get("text") or "")
+        plain, _entities = self._render(source, params.get("parse_mode"), params.get("entities")) if source else ("", [])
+        if plain_length(plain) > MAX_TEXT_LENGTH:
+            raise _bad_request("message is too long")
+        with self._cond:
+            self.drafts.append(Draft(chat_id, draft_id, plain, source, time.monotonic()))
+            self._cond.notify_all()
+        return True
 
     def _api_editMessageText(self, params: dict[str, Any], files: dict[str, UploadedFile]) -> Any:
         source, plain, entities = self._render_text(params)

@@ -1,0 +1,169 @@
+"""A streamed answer in the chat: a growing `sendMessageDraft` preview (private chats) or a preview message
+edited in place (groups, or where drafts are refused), throttled; the finished answer is then sent as a
+normal message by `replies.send_markdown`.
+
+`ChatDraft` is the Telegram side of `agents.tool_loop.AnswerStream`. Every frame is rendered from the whole
+Markdown written so far by the same renderer as the final answer, so a half-written code fence, link or
+`<`/`&` still makes valid HTML; a frame longer than a message shows the part being written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import html
+import logging
+
+from telegram import Bot
+from telegram.constants import ParseMode
+from telegram.error import BadRequest, NetworkError, RetryAfter, TelegramError, TimedOut
+
+from telegram_bot.render import render_chunks
+from telegram_bot.replies import (
+    TELEGRAM_LIMIT,
+    html_to_plain,
+    is_entity_error,
+    reply_parameters,
+)
+
+log = logging.getLogger(__name__)
+
+STATUS_ROOM = 120  # characters kept free for the "reading calc.py…" line
+
+
+def draft_html(markdown: str, status: str = "", limit: int = TELEGRAM_LIMIT) -> str:
+    """One frame: the answer so far as Telegram HTML (its newest part if it is long), then what is being done."""
+    status = " ".join(status.split())[: STATUS_ROOM - 10]
+    parts = []
+    if markdown.strip():
+        chunks = render_chunks(markdown, limit - STATUS_ROOM)  # none for a lone opening fence
+        if chunks:
+            parts.append(("…\n" if len(chunks) > 1 else "") + chunks[-1])
+    if status:
+        parts.append(f"<i>{html.escape(status)}…</i>")
+    return "\n\n".join(parts)
+
+
+class ChatDraft:
+    """Shows an answer while it is written; `stop` before sending the final message, `discard` after it."""
+
+    def __init__(self, bot: Bot, chat_id: int, *, private: bool, draft_id: int, reply_to: int | None = None,
+                 draft_interval: float = 0.4, edit_interval: float = 1.5) -> None:
+        self.bot, self.chat_id, self.reply_to = bot, chat_id, reply_to
+        self.use_drafts = private  # Telegram shows drafts in private chats only
+        self.draft_id = draft_id or 1
+        self.draft_interval, self.edit_interval = draft_interval, edit_interval
+        self.markdown = ""
+        self.status = ""
+        self.preview_id: int | None = None  # the edited preview message (edit mode)
+        self.frames = 0
+        self._new_paragraph = False
+        self._status_shown = False
+        self._shown = ""
+        self._dirty = asyncio.Event()
+        self._closing = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    # ---- agents.tool_loop.AnswerStream ----------------------------------------------------
+    async def text(self, delta: str) -> None:
+        if self._new_paragraph and self.markdown.strip():
+            self.markdown = self.markdown.rstrip() + "\n\n"
+        self._new_paragraph = False
+        if self._status_shown:  # a tool's line stays until one frame has shown it
+            self.status = ""
+        self.markdown += delta
+        self._changed()
+
+    async def activity(self, description: str) -> None:
+        self.status, self._new_paragraph, self._status_shown = description, True, False
+        self._changed()
+
+    # ---- lifecycle --------------------------------------------------------------------------
+    def _changed(self) -> None:
+        if self._closing.is_set():
+            return
+        if self._task is None:
+            self._task = asyncio.create_task(self._run())
+        self._dirty.set()
+
+    async def stop(self) -> None:
+        """No frame after this returns (the final message must come last)."""
+        self._closing.set()
+        self._dirty.set()
+        if self._task is not None:
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.wait_for(self._task, timeout=5)
+
+    async def discard(self) -> None:
+        """Delete the preview message once the final answer is in the chat (drafts vanish by themselves)."""
+        if self.preview_id is not None:
+            with contextlib.suppress(TelegramError):
+                await self.bot.delete_message(self.chat_id, self.preview_id)
+            self.preview_id = None
+
+    async def _run(self) -> None:
+        while not self._closing.is_set():
+            await self._dirty.wait()
+            if self._closing.is_set():
+                return
+            self._dirty.clear()
+            status = self.status
+            await self._show(draft_html(self.markdown, status))
+            if status and status == self.status:
+                self._status_shown = True
+            interval = self.draft_interval if self.use_drafts else self.edit_interval
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._closing.wait(), interval)
+
+    # ---- frames -----------------------------------------------------------------------------
+    async def _show(self, frame: str) -> None:
+        if not frame or frame == self._shown:
+            return
+        try:
+            if self.use_drafts:
+                await self._send_draft(frame)
+            else:
+                await self._edit_preview(frame)
+            self._shown = frame
+            self.frames += 1
+        except TelegramError as err:
+            if isinstance(err, (RetryAfter, TimedOut)) or (isinstance(err, NetworkError)
+                                                            and not isinstance(err, BadRequest)):
+                log.debug("chat %s: preview frame skipped: %s", self.chat_id, err)  # the next frame has every word
+                return
+            if self.use_drafts:  # an older server, or a chat without drafts: edits show the same words
+                log.info("chat %s: drafts refused (%s); previewing by edits", self.chat_id, err)
+                self.use_drafts = False
+                await self._show(frame)
+            else:
+                log.warning("chat %s: preview stopped: %s", self.chat_id, err)
+                self._closing.set()
+
+    async def _send_draft(self, frame: str) -> None:
+        try:
+            await self.bot.send_message_draft(self.chat_id, self.draft_id, frame, parse_mode=ParseMode.HTML)
+        except BadRequest as err:
+            if not is_entity_error(err):
+                raise
+            await self.bot.send_message_draft(self.chat_id, self.draft_id, html_to_plain(frame)[-TELEGRAM_LIMIT:])
+
+    async def _edit_preview(self, frame: str) -> None:
+        try:
+            if self.preview_id is None:
+                message = await self.bot.send_message(
+                    self.chat_id, frame, parse_mode=ParseMode.HTML, disable_web_page_preview=True,
+                    disable_notification=True, reply_parameters=reply_parameters(self.reply_to))
+                self.preview_id = message.message_id
+            else:
+                await self.bot.edit_message_text(frame, chat_id=self.chat_id, message_id=self.preview_id,
+                                                 parse_mode=ParseMode.HTML, disable_web_page_preview=True)
+        except BadRequest as err:
+            if "not modified" in str(err).lower():
+                return
+            if not is_entity_error(err):
+                raise
+            plain = html_to_plain(frame)[-TELEGRAM_LIMIT:]
+            if self.preview_id is None:
+                self.preview_id = (await self.bot.send_message(self.chat_id, plain)).message_id
+            else:
+                await self.bot.edit_message_text(plain, chat_id=self.chat_id, message_id=self.preview_id)

@@ -1,0 +1,150 @@
+"""Streamed answers: the draft grows while Claude writes, every frame is valid Telegram HTML, the final answer
+is a normal message; through the real PTB and SDK against the fakes (and the frame renderer on its own)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from telegram_bot.app import stop_polling
+from telegram_bot.streaming import draft_html
+from tests.conftest import USER_ID, BotHarness, make_settings, start_bot
+from tests.fakes import anthropic_server as claude_says
+from tests.fakes.anthropic_server import FakeAnthropic
+from tests.fakes.telegram_html import parse_telegram_html, plain_length
+from tests.fakes.telegram_server import FakeTelegram
+
+GROUP_ID = -100555
+ANSWER = ("Here is the fix for `add` in calc.py: it returned a - b & never a + b. Compare <old> and <new>:\n\n"
+          "```python\ndef add(a, b):\n    return a + b  # <fixed> & tested\n```\n\n"
+          "See [the docs](https://docs.python.org/3/?a=1&b=2) and **run** the tests.")
+
+
+@pytest.fixture
+async def fast_bot(fake_telegram: FakeTelegram, fake_anthropic: FakeAnthropic, tmp_path: Path,
+                   workspace_root: Path) -> AsyncIterator[BotHarness]:
+    settings = make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root,
+                             stream_draft_interval_seconds=0.05, stream_edit_interval_seconds=0.2,
+                             stream_group_edit_interval_seconds=1.0)
+    harness = await start_bot(settings, fake_telegram, fake_anthropic)
+    try:
+        yield harness
+    finally:
+        await stop_polling(harness.app)
+
+
+def streamed(text: str, tg: FakeTelegram, seen: dict[str, bool], chat_id: int = USER_ID, **extra: object) -> dict:
+    """A reply whose last word is only generated once the chat already shows its first words."""
+    first = text.split()[0]
+
+    def chat_shows_first_words() -> None:
+        def shown() -> bool:
+            drafts = any(first in d.text for d in tg.drafts if d.chat_id == chat_id)
+            previews = any(first in (m.text or "") for m in tg.messages(chat_id))
+            return drafts or previews
+        try:
+            tg.wait_for(shown, timeout=10)
+            seen["before_last_token"] = True
+        except TimeoutError:
+            seen["before_last_token"] = False
+
+    return {**claude_says.text(text), "token_delay": 0.005, "before_last_token": chat_shows_first_words, **extra}
+
+
+async def test_first_words_are_in_the_chat_before_the_last_token_is_generated(fast_bot: BotHarness) -> None:
+    seen: dict[str, bool] = {}
+    fast_bot.claude.script(streamed(ANSWER, fast_bot.tg, seen))
+    fast_bot.say("what was wrong with add?")
+    [reply] = await fast_bot.replies(1)
+    assert seen == {"before_last_token": True}
+    request = fast_bot.claude.requests[0]
+    assert request.body["stream"] is True
+    first_draft = next(d for d in fast_bot.tg.drafts if d.text)
+    assert first_draft.at < request.last_token_at  # the order of events, not a speed
+    assert {d.draft_id for d in fast_bot.tg.drafts} == {1}  # the user's message id: one animated draft
+    assert parse_telegram_html(reply.html).startswith("Here is the fix for add in calc.py")
+    assert "<pre>" in reply.html or "<pre><code" in reply.html
+    assert fast_bot.tg.refused == []
+    assert len(fast_bot.tg.messages(USER_ID)) == 1, "drafts are not messages; the answer is one normal message"
+    stored = await fast_bot.runtime.store.all_messages(USER_ID)
+    assert stored[-1].content == ANSWER
+
+
+async def test_a_tool_call_after_some_text_shows_what_is_being_done(fast_bot: BotHarness) -> None:
+    seen: dict[str, bool] = {}
+    fast_bot.claude.script(
+        {**claude_says.tool_use("read_file", {"workspace": "calc", "path": "calc.py"}, text="Let me look at calc.py."),
+         "token_delay": 0.005},
+        streamed("add() subtracts: it returns a - b.", fast_bot.tg, seen),
+    )
+    fast_bot.say("what does add do?")
+    [reply] = await fast_bot.replies(1)
+    assert reply.text == "add() subtracts: it returns a - b."
+    texts = [d.text for d in fast_bot.tg.drafts]
+    working = next(i for i, t in enumerate(texts) if "reading calc.py…" in t)
+    assert texts[0].startswith("Let") and "Let me look at calc.py." in texts[working]
+    assert any("add() subtracts" in t and "Let me look" in t for t in texts[working:]), texts
+    tool_result = fast_bot.claude.requests[1].body["messages"][-1]["content"][0]
+    assert "return a - b" in str(tool_result["content"])
+    assert fast_bot.tg.refused == []
+
+
+async def test_refused_drafts_fall_back_to_edits_without_losing_a_word(fast_bot: BotHarness) -> None:
+    fast_bot.tg.fail_next("sendMessageDraft", 400, description="Bad Request: method not available", times=1000)
+    words = " ".join(f"word{i}" for i in range(120))
+    seen: dict[str, bool] = {}
+    fast_bot.claude.script(streamed(words, fast_bot.tg, seen, token_delay=0.01))
+    fast_bot.say("count to 120")
+    await fast_bot.tg.await_for(lambda: [m.text for m in fast_bot.tg.messages(USER_ID) if not m.deleted] == [words])
+    assert seen == {"before_last_token": True}
+    preview = fast_bot.tg.messages(USER_ID)[0]
+    frames = [v.text for v in preview.edits]
+    assert len(frames) >= 2 and preview.deleted, "a preview message edited as the answer grew, removed at the end"
+    assert all(words.startswith(f) for f in frames), "every frame is a prefix of the answer: no word lost"
+    assert [r.method for r in fast_bot.tg.refused] == ["sendMessageDraft"]
+    final = [m for m in fast_bot.tg.messages(USER_ID) if not m.deleted]
+    assert [m.text for m in final] == [words]
+
+
+async def test_in_a_group_one_message_is_edited_then_the_answer_is_sent(fast_bot: BotHarness) -> None:
+    seen: dict[str, bool] = {}
+    fast_bot.claude.script(streamed(ANSWER, fast_bot.tg, seen, chat_id=GROUP_ID))
+    fast_bot.tg.send_text(USER_ID, "what was wrong with add?", chat_id=GROUP_ID)
+    await fast_bot.tg.await_for(lambda: [m.deleted for m in fast_bot.tg.messages(GROUP_ID)] == [True, False])
+    assert seen == {"before_last_token": True}
+    assert fast_bot.tg.drafts == [] and fast_bot.tg.refused == []
+    preview, answer = fast_bot.tg.messages(GROUP_ID)
+    assert preview.deleted and not answer.deleted
+    assert parse_telegram_html(answer.html).startswith("Here is the fix")
+
+
+# ---- every frame is valid ---------------------------------------------------------------------------
+
+PIECES = st.sampled_from([
+    "word ", "**bold** ", "**half", "`code` ", "`half", "```python\n", "```\n", "x < y ", "a & b ", "&amp; ",
+    "<b>not a tag</b> ", "[link](https://example.com/?a=1&b=2) ", "[half link](http://exa", "\n\n", "\n- item\n",
+    "# Title\n", "> quote\n", "_em_ ", "~~gone~~ ", "|a|b|\n|-|-|\n|1|2|\n", "émoji 🎉 ", "<", "&", "]", ")", "*",
+])
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(PIECES, min_size=1, max_size=40), st.sampled_from(["", "reading calc.py", "running: a < b && c"]))
+def test_every_frame_of_a_streamed_answer_is_accepted_by_telegram(pieces: list[str], status: str) -> None:
+    answer = "".join(pieces)
+    for cut in range(1, len(answer) + 1):
+        frame = draft_html(answer[:cut], status)
+        plain = parse_telegram_html(frame)  # raises like Telegram's "can't parse entities"
+        assert plain_length(plain) <= 4096
+
+
+def test_a_long_answer_shows_its_newest_part_within_the_limit() -> None:
+    answer = "```python\n" + "\n".join(f"line_{i} = {i} < {i + 1} & True" for i in range(600))
+    frame = draft_html(answer, "writing")
+    plain = parse_telegram_html(frame)
+    assert plain_length(plain) <= 4096 and "line_599" in plain and plain.startswith("…")
+
+
