@@ -33,6 +33,7 @@ from agents.code_outline import _SOURCE_EXTENSIONS, Symbol, _extension, stemmed_
 
 DISTINCT_MATCH_LIMIT = 12  # a word matching more files than this says nothing about which file is meant
 SYMBOLS_SHOWN_PER_FILE = 12  # definitions listed under one file, the request's matches first
+WORD_MATCHED_FILES = 60  # files whose definitions are matched word by word against the request
 DAMPING = 0.85
 ITERATIONS = 40
 
@@ -249,6 +250,12 @@ def rank_files(
     class_weight = _CLASS_WEIGHT_FOR_TESTS if request.about_tests else _CLASS_WEIGHT
     kind = {p: file_class(p) for p in paths}
     weight_of = {p: class_weight[kind[p]] for p in paths}
+    # A file the request names is wanted whatever its kind; a bare word ("config") counts as naming a test, doc or
+    # fixture only when it names no source file.
+    bare_source = any(strength == 2 and kind[p] == SOURCE for p, strength in named.items())
+    for path, strength in named.items():
+        if strength <= 1 or not bare_source:
+            weight_of[path] = 1.0
 
     # Definitions: name → files defining it.
     defined_in: dict[str, set[str]] = defaultdict(set)
@@ -277,6 +284,7 @@ def rank_files(
 
     # Words: file-name words, then BM25-style over the words of each file's identifiers.
     query = set(request.terms)
+    idf: dict[str, float] = {}
     if query:
         for path in paths:
             folder, _, name = path.rpartition("/")
@@ -294,11 +302,11 @@ def rank_files(
                 for term in found:
                     document_frequency[term] += 1
         total = len(paths)
+        idf = {term: math.log(1 + total / count) for term, count in document_frequency.items()}
         for path, found in frequencies.items():
             score = 0.0
             for term, uses in found.items():
-                idf = math.log(1 + total / document_frequency[term])
-                score += idf * uses / (uses + 2.0)
+                score += idf[term] * uses / (uses + 2.0)
             personal[path] += 2.0 * score
     for position, path in enumerate(recent):
         personal[path] += 1.0 / (1 + position)
@@ -306,7 +314,6 @@ def rank_files(
 
     # The graph: who uses whose definitions, and imports.
     edges: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
-    feeds: dict[tuple[str, str], float] = defaultdict(float)  # (definer, name) ← weight arriving, before ranks
     uses_of: dict[str, list[tuple[str, str, float]]] = defaultdict(list)  # user → (definer, name, weight)
     for row in terms:
         references = json.loads(row.references) if row.references else {}
@@ -353,26 +360,40 @@ def rank_files(
     for position, path in enumerate(order):
         file_score = score[path]
         entries.append((file_score, position, path, None))
-        chosen = _chosen_symbols(symbols.get(path, []), exact_match.get(path, set()), definition_rank, path)
+        file_symbols = symbols.get(path, [])
+        hits = ({s.name: _term_hits(s, idf) for s in file_symbols}
+                if position < WORD_MATCHED_FILES and idf else {})
+        chosen = _chosen_symbols(file_symbols, exact_match.get(path, set()), hits, definition_rank, path)
         best = max((definition_rank.get((path, s.name), 0.0) for s in chosen), default=0.0) or 1.0
+        best_hit = max(hits.values(), default=0.0) or 1.0
         for rank_in_file, symbol in enumerate(chosen):
             if symbol.name in exact_match.get(path, ()):
                 share = 0.95
+            elif hits.get(symbol.name):
+                share = 0.55 + 0.35 * hits[symbol.name] / best_hit
             else:
-                share = 0.1 + 0.5 * definition_rank.get((path, symbol.name), 0.0) / best - 0.005 * rank_in_file
+                share = 0.1 + 0.4 * definition_rank.get((path, symbol.name), 0.0) / best - 0.005 * rank_in_file
             entries.append((file_score * share, position, path, symbol))
     entries.sort(key=lambda e: (-e[0], e[1]))
     return Ranking(order, [(path, symbol) for _, _, path, symbol in entries], score)
 
 
-def _chosen_symbols(file_symbols: list[Symbol], matches: set[str], definition_rank: dict[tuple[str, str], float],
-                    path: str) -> list[Symbol]:
-    """At most SYMBOLS_SHOWN_PER_FILE definitions of a file: the request's matches, then the most used, public first."""
-    def key(item: tuple[int, Symbol]) -> tuple[int, float, int, int]:
+def _term_hits(symbol: Symbol, idf: dict[str, float]) -> float:
+    """The request's words a definition's name (counted twice) and signature carry, the rarer the more."""
+    words = set(stemmed_words(symbol.name))
+    in_signature = {w for name in _IDENTIFIERS.findall(symbol.signature) for w in stemmed_words(name)}
+    return sum(2 * idf[w] for w in words if w in idf) + sum(idf[w] for w in in_signature - words if w in idf)
+
+
+def _chosen_symbols(file_symbols: list[Symbol], matches: set[str], hits: dict[str, float],
+                    definition_rank: dict[tuple[str, str], float], path: str) -> list[Symbol]:
+    """At most SYMBOLS_SHOWN_PER_FILE definitions of a file: the request's names, then those carrying its words,
+    then the most used, public before private."""
+    def key(item: tuple[int, Symbol]) -> tuple[int, float, float, int, int]:
         position, symbol = item
         private = symbol.name.startswith(("_", "#")) and not symbol.name.startswith("__")
-        return (symbol.name not in matches, -definition_rank.get((path, symbol.name), 0.0), private,
-                position if symbol.kind != "field" else position + 10_000)
+        return (symbol.name not in matches, -hits.get(symbol.name, 0), -definition_rank.get((path, symbol.name), 0.0),
+                private, position if symbol.kind != "field" else position + 10_000)
     ranked = sorted(enumerate(file_symbols), key=key)[:SYMBOLS_SHOWN_PER_FILE]
     return [symbol for _, symbol in ranked]
 

@@ -124,9 +124,11 @@ def _truncation_note(files_left: int, budget_tokens: int) -> str:
 
 
 def _draw(name: str, rows: dict[str, _FileRow], files: list[str], chosen: dict[str, list[Symbol]],
-          budget_tokens: int) -> list[str]:
-    """The map's lines for the chosen files (in rank order) and definitions."""
+          symbol_counts: dict[str, int], budget_tokens: int, title: bool) -> list[str]:
+    """The map's lines for the chosen files (in rank order) and definitions, with the truncation note."""
+    name = name.partition("@")[0]  # a task's copy of an index ("calc@task-7") is titled by its workspace
     lines = [f"Repository map of {name}: {len(files)} files, most relevant first; symbols as `line: signature`."]
+    lines = lines if title else []
     shown = 0
     for path in files:
         if path not in chosen:
@@ -134,6 +136,9 @@ def _draw(name: str, rows: dict[str, _FileRow], files: list[str], chosen: dict[s
         row = rows[path]
         lines.append(path + (f" — {row.summary}" if row.summary else ""))
         lines += _symbol_lines(chosen[path])
+        hidden = symbol_counts.get(path, 0) - len(chosen[path])
+        if chosen[path] and hidden > 0:
+            lines.append(f"  … {hidden} more symbols")
         shown += 1
     if shown < len(files):
         lines.append(_truncation_note(len(files) - shown, budget_tokens))
@@ -141,39 +146,40 @@ def _draw(name: str, rows: dict[str, _FileRow], files: list[str], chosen: dict[s
 
 
 def _layout(name: str, rows: dict[str, _FileRow], files: list[str], entries: list[tuple[str, Symbol | None]],
-            budget_tokens: int) -> str:
-    """As many of the ranked entries (files and definitions, best first) as fit in the budget, drawn by file."""
+            symbol_counts: dict[str, int], budget_tokens: int) -> str:
+    """As many of the ranked entries (files and definitions, best first) as fit in the budget, drawn by file.
+
+    The title and the truncation note give way first when even one file does not fit with them.
+    """
     budget_chars = budget_tokens * 4
     if not files:
         text = f"Repository map of {name}: no source files found."
         return text if estimate_tokens(text) <= budget_tokens else ""
     entries = entries[: budget_chars // 6 + 1]  # no line is shorter than ~6 characters
 
-    def drawn(count: int) -> list[str]:
+    def drawn(count: int, title: bool) -> list[str]:
         chosen: dict[str, list[Symbol]] = {}
         for path, symbol in entries[:count]:
             chosen.setdefault(path, [])
             if symbol is not None:
                 chosen[path].append(symbol)
-        return _draw(name, rows, files, chosen, budget_tokens)
+        return _draw(name, rows, files, chosen, symbol_counts, budget_tokens, title)
 
-    def size(lines: list[str]) -> int:
-        return sum(len(line) + 1 for line in lines) - 1
+    def fits(lines: list[str]) -> bool:
+        return sum(len(line) + 1 for line in lines) - 1 <= budget_chars
 
-    low, high = 0, len(entries)  # the most entries whose drawing fits
-    while low < high:
-        middle = (low + high + 1) // 2
-        if size(drawn(middle)) <= budget_chars:
-            low = middle
-        else:
-            high = middle - 1
-    lines = drawn(low)
-    while lines and size(lines) > budget_chars:  # even the title and note do not fit: drop from the end
-        lines.pop()
-    if low == 0 and entries:  # not even one file with the title: the first file's name alone, if it fits
-        first = entries[0][0]
-        return first if len(first) <= budget_chars else ""
-    return "\n".join(lines)
+    for title in (True, False):
+        low, high = 0, len(entries)  # the most entries whose drawing fits
+        while low < high:
+            middle = (low + high + 1) // 2
+            if fits(drawn(middle, title)):
+                low = middle
+            else:
+                high = middle - 1
+        if low:
+            return "\n".join(drawn(low, title))
+    lines = drawn(1, False)[:1]  # the best file's name alone, without its note, if even that fits
+    return "\n".join(lines) if fits(lines) else ""
 
 
 class RepoMap:
@@ -250,7 +256,9 @@ class RepoMap:
         imports = await self.store.repo_all_imports(name)
         recent = await _recently_changed(Path(root).resolve(), rows)
         ranking = await asyncio.to_thread(rank_files, sorted(rows), symbols, terms, imports, request_text, recent)
-        return await asyncio.to_thread(_layout, name, rows, ranking.files, ranking.entries, max(0, budget_tokens))
+        counts = {path: len(file_symbols) for path, file_symbols in symbols.items()}
+        return await asyncio.to_thread(_layout, name, rows, ranking.files, ranking.entries, counts,
+                                       max(0, budget_tokens))
 
     async def find_symbols_by_name(self, name: str, query: str, limit: int = 50) -> str:
         """Symbols whose name equals (first), starts with, then contains `query`, case-insensitive.

@@ -597,7 +597,7 @@ class Store:
     async def search_repo_symbols(
         self, workspace: str, query: str, parent: str | None = None, limit: int = 50
     ) -> list[dict[str, Any]]:
-        """Symbols named `query` (case-insensitive): exact matches, then prefix, then substring matches."""
+        """Symbols named `query` (case-insensitive): exact matches (same case first), then prefix, then substring."""
         like = query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
         where, params = ["workspace = ?", "name LIKE ? ESCAPE '\\'"], [workspace, f"%{like}%"]
         if parent:
@@ -605,9 +605,10 @@ class Store:
             params += [parent, "%." + parent.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")]
         rows = await self._rows(
             "SELECT path, name, kind, line, signature, parent, "
-            "CASE WHEN name = ? THEN 0 WHEN name LIKE ? ESCAPE '\\' THEN 1 ELSE 2 END AS rank "
+            "CASE WHEN name = ? COLLATE BINARY THEN 0 WHEN name = ? THEN 1 WHEN name LIKE ? ESCAPE '\\' THEN 2 "
+            "ELSE 3 END AS rank "
             f"FROM repo_symbols WHERE {' AND '.join(where)} ORDER BY rank, length(name), path, line LIMIT ?",
-            (query, f"{like}%", *params, limit),
+            (query, query, f"{like}%", *params, limit),
         )
         return [dict(row) for row in rows]
 
