@@ -169,7 +169,7 @@ def _parse_file(root: Path, path: str, mtime_ns: int, size: int,
     except Exception:
         log.warning("repo map: could not outline %s; indexed without symbols", path, exc_info=True)
         summary, symbols, imports = "", [], []
-    references, words = _references(data, path)
+    references, words = _references(data, path, symbols)
     return FileOutline(
         path, mtime_ns, size, language, summary[:160],
         tuple(symbols[:MAX_SYMBOLS_PER_FILE]), tuple(dict.fromkeys(imports))[:MAX_IMPORTS_PER_FILE],
@@ -212,12 +212,14 @@ def stemmed_words(name: str) -> list[str]:
     return stems
 
 
-def _references(data: bytes, path: str) -> tuple[dict[str, int], dict[str, int]]:
-    """The identifiers a file uses (most used first, capped) and the words in them and in its path."""
+def _references(data: bytes, path: str, symbols: list[Symbol]) -> tuple[dict[str, int], dict[str, int]]:
+    """The identifiers a file uses besides defining them (most used first, capped), and the words in its identifiers."""
     counts = Counter(m.decode("ascii") for m in _IDENTIFIER.findall(data))
     for name in _NOT_REFERENCES:
         counts.pop(name, None)
-    references = dict(counts.most_common(MAX_REFERENCES_PER_FILE))
+    uses = Counter(counts)
+    uses.subtract(symbol.name for symbol in symbols)
+    references = {name: n for name, n in uses.most_common(MAX_REFERENCES_PER_FILE) if n > 0}
     words: Counter[str] = Counter()
     for name, uses in counts.items():
         for word in stemmed_words(name):

@@ -34,6 +34,7 @@ from agents.code_outline import _SOURCE_EXTENSIONS, Symbol, _extension, stemmed_
 DISTINCT_MATCH_LIMIT = 12  # a word matching more files than this says nothing about which file is meant
 SYMBOLS_SHOWN_PER_FILE = 12  # definitions listed under one file, the request's matches first
 WORD_MATCHED_FILES = 60  # files whose definitions are matched word by word against the request
+UBIQUITOUS_NAME_FILES = 25  # a name defined in more files than this (run, __init__) links nothing
 DAMPING = 0.85
 ITERATIONS = 40
 
@@ -320,7 +321,7 @@ def rank_files(
         user = row.path
         for name, uses in references.items():
             definers = defined_in.get(name)
-            if not definers:
+            if not definers or len(definers) > UBIQUITOUS_NAME_FILES:
                 continue
             multiplier = 1.0
             if name in wanted:
