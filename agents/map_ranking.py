@@ -49,6 +49,7 @@ _GENERIC_STEMS = frozenset({"__init__", "__main__", "index", "init"})
 # How much a kind of file counts next to source code.
 SOURCE, TEST, FIXTURE, DOCS, EXAMPLE, META, DATA = "source", "test", "fixture", "docs", "example", "meta", "data"
 _CLASS_WEIGHT = {SOURCE: 1.0, TEST: 0.25, FIXTURE: 0.08, DOCS: 0.15, EXAMPLE: 0.12, META: 0.04, DATA: 0.3}
+_CODE_CLASSES = frozenset({SOURCE, TEST, EXAMPLE})
 _CLASS_WEIGHT_FOR_TESTS = {**_CLASS_WEIGHT, TEST: 1.0, FIXTURE: 0.4, SOURCE: 0.8}
 _FIXTURE_DIRS = frozenset({"fixtures", "fixture", "testdata", "test_data", "__fixtures__", "__snapshots__", "static",
                            "templates", "test_apps", "mocks", "__mocks__"})
@@ -317,8 +318,10 @@ def rank_files(
     edges: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     uses_of: dict[str, list[tuple[str, str, float]]] = defaultdict(list)  # user → (definer, name, weight)
     for row in terms:
-        references = json.loads(row.references) if row.references else {}
         user = row.path
+        if kind.get(user) not in _CODE_CLASSES:  # prose and data mention names; they do not use them
+            continue
+        references = json.loads(row.references) if row.references else {}
         for name, uses in references.items():
             definers = defined_in.get(name)
             if not definers or len(definers) > UBIQUITOUS_NAME_FILES:
