@@ -564,36 +564,6 @@ class Store:
         )
         return int(rows[0][0])
 
-    async def repo_symbols_of(self, workspace: str, paths: Iterable[str]) -> list[dict[str, Any]]:
-        """Symbols of the given files: path, name, kind, line, signature, parent."""
-        rows = await self._rows_in(
-            "SELECT path, name, kind, line, signature, parent FROM repo_symbols "
-            "WHERE workspace = ? AND path IN ({marks}) ORDER BY path, line", workspace, paths,
-        )
-        return [dict(row) for row in rows]
-
-    async def repo_symbol_files(self, workspace: str, names: Iterable[str]) -> list[tuple[str, str]]:
-        """(path, name) of every symbol whose name is exactly (case-sensitively) one of `names`."""
-        wanted = set(names)
-        rows = await self._rows_in(
-            "SELECT DISTINCT path, name FROM repo_symbols WHERE workspace = ? AND name IN ({marks})", workspace, wanted,
-        )
-        return sorted((row[0], row[1]) for row in rows if row[1] in wanted)
-
-    async def repo_importers(self, workspace: str, targets: Iterable[str]) -> list[tuple[str, str]]:
-        """(path, target) of the files that import any of `targets`."""
-        rows = await self._rows_in(
-            "SELECT path, target FROM repo_imports WHERE workspace = ? AND target IN ({marks})", workspace, targets,
-        )
-        return [(row[0], row[1]) for row in rows]
-
-    async def repo_imports_of(self, workspace: str, paths: Iterable[str]) -> list[tuple[str, str]]:
-        """(path, target) of what the given files import."""
-        rows = await self._rows_in(
-            "SELECT path, target FROM repo_imports WHERE workspace = ? AND path IN ({marks})", workspace, paths,
-        )
-        return [(row[0], row[1]) for row in rows]
-
     async def search_repo_symbols(
         self, workspace: str, query: str, parent: str | None = None, limit: int = 50
     ) -> list[dict[str, Any]]:
