@@ -76,7 +76,7 @@ BINARY_EXTENSIONS = frozenset({
     "ttf", "otf", "woff", "woff2", "eot", "pt", "pth", "onnx", "npy", "npz", "pkl", "pickle", "parquet",
 })
 
-_SOURCE_EXTENSIONS = frozenset({"py", "pyi", "js", "mjs", "cjs", "jsx", "ts", "mts", "cts", "tsx"})
+SOURCE_EXTENSIONS = frozenset({"py", "pyi", "js", "mjs", "cjs", "jsx", "ts", "mts", "cts", "tsx"})
 
 
 def estimate_tokens(text: str) -> int:
@@ -123,14 +123,14 @@ class SameContent:
 
 
 
-def _extension(name: str) -> str:
+def file_extension(name: str) -> str:
     dot = name.rfind(".")
     return name[dot + 1:].lower() if dot > 0 else ""
 
 
 def language_for(path: str) -> str | None:
     name = path.rsplit("/", 1)[-1]
-    return LANGUAGE_BY_NAME.get(name) or LANGUAGE_BY_EXTENSION.get(_extension(name))
+    return LANGUAGE_BY_NAME.get(name) or LANGUAGE_BY_EXTENSION.get(file_extension(name))
 
 
 def content_hash(data: bytes) -> str:

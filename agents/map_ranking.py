@@ -26,10 +26,11 @@ import json
 import math
 import re
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
-from agents.code_outline import _SOURCE_EXTENSIONS, Symbol, _extension, stemmed_words
+from agents.code_outline import SOURCE_EXTENSIONS, Symbol, file_extension, stemmed_words
 
 DISTINCT_MATCH_LIMIT = 12  # a word matching more files than this says nothing about which file is meant
 SYMBOLS_SHOWN_PER_FILE = 12  # definitions listed under one file, the request's matches first
@@ -72,11 +73,11 @@ def file_class(path: str) -> str:
         return FIXTURE
     if any(part in _TEST_DIRS for part in folders) or _TEST_NAME.match(stem) or stem in ("conftest", "test"):
         return TEST
-    if any(part in _DOCS_DIRS for part in folders) or _extension(name) in _DOC_EXTENSIONS:
+    if any(part in _DOCS_DIRS for part in folders) or file_extension(name) in _DOC_EXTENSIONS:
         return DOCS
     if any(part in _EXAMPLE_DIRS for part in folders):
         return EXAMPLE
-    if _extension(name) not in _SOURCE_EXTENSIONS:
+    if file_extension(name) not in SOURCE_EXTENSIONS:
         return DATA
     return SOURCE
 
@@ -97,7 +98,7 @@ def module_keys(path: str) -> list[str]:
     an `index.js` to both itself and its folder.
     """
     folder, _, name = path.rpartition("/")
-    stem = name.rsplit(".", 1)[0] if _extension(name) in _SOURCE_EXTENSIONS else name
+    stem = name.rsplit(".", 1)[0] if file_extension(name) in SOURCE_EXTENSIONS else name
     keys: list[str] = []
     parts = (folder.split("/") if folder else [])
     if stem != "__init__":
@@ -124,7 +125,7 @@ class PathIndex:
             for key in module_keys(path):
                 self.by_key.setdefault(key.lower(), []).append(path)
 
-    def mentioned(self, text: str, code_names: set[str] = frozenset()) -> dict[str, int]:  # type: ignore[assignment]
+    def mentioned(self, text: str, code_names: AbstractSet[str] = frozenset()) -> dict[str, int]:
         """Files the text names → strength (0 strongest): by path, file name, dotted/slashed module path, bare stem.
 
         A dotted word that is a code name (`res.sendFile`) is not read as a module path.
@@ -146,7 +147,7 @@ class PathIndex:
             note(self.by_name.get(token, []), 1)
             if raw.rstrip(".,:;!?()") in code_names:
                 continue
-            key = token.rsplit(".", 1)[0] if _extension(token) in _SOURCE_EXTENSIONS else token
+            key = token.rsplit(".", 1)[0] if file_extension(token) in SOURCE_EXTENSIONS else token
             key = key.replace(".", "/").strip("/")
             if "/" in key:
                 note(self.by_key.get(key, []), 1)
@@ -176,7 +177,7 @@ class Request:
     @classmethod
     def parse(cls, text: str) -> Request:
         dotted = tuple(dict.fromkeys((m.group(1), m.group(2)) for m in _DOTTED.finditer(text)
-                                     if _extension(m.group(0)) not in _SOURCE_EXTENSIONS | {"md", "txt", "json"}))
+                                     if file_extension(m.group(0)) not in SOURCE_EXTENSIONS | {"md", "txt", "json"}))
         identifiers = tuple(dict.fromkeys(
             word for word in _IDENTIFIERS.findall(text) if len(word.lstrip("#")) >= 3 and word.lower() not in _STOPWORDS
         ))
@@ -240,7 +241,7 @@ def rank_files(
     terms: list[FileTerms],
     imports: list[tuple[str, str]],
     request_text: str,
-    recent: list[str] = (),  # type: ignore[assignment]
+    recent: Sequence[str] = (),
 ) -> Ranking:
     """Every file and definition, most relevant to `request_text` first (see the module docstring)."""
     if not paths:

@@ -29,8 +29,8 @@ from agents.code_outline import (  # noqa: F401 - re-exported: the map's public 
     FileOutline,
     SameContent,
     Symbol,
-    _extension,
     estimate_tokens,
+    file_extension,
     language_for,
     parse_files,
 )
@@ -70,7 +70,7 @@ def stat_files(root: Path, paths: list[str]) -> dict[str, tuple[int, int]]:
     """Relative path → (mtime_ns, size) of the regular files among `paths` (no symlinks, binary extensions, > 1 MB)."""
     found: dict[str, tuple[int, int]] = {}
     for path in paths:
-        if _extension(path.rsplit("/", 1)[-1]) in BINARY_EXTENSIONS:
+        if file_extension(path.rsplit("/", 1)[-1]) in BINARY_EXTENSIONS:
             continue
         try:
             info = os.lstat(root / path)
