@@ -12,6 +12,7 @@ grammars, and for every other language, a file is indexed at file level (path, s
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import logging
 import posixpath
@@ -192,6 +193,7 @@ def split_words(name: str) -> list[str]:
 _SUFFIXES = (("ies", "y"), ("ing", ""), ("ed", ""), ("er", ""), ("es", ""), ("s", ""))
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def word_stem(word: str) -> str:
     """A crude English stem, the same on both sides of a match: retries → retry, reloader → reload, options → option."""
     for suffix, replacement in _SUFFIXES:
