@@ -182,6 +182,13 @@ def _layout(name: str, rows: dict[str, _FileRow], files: list[str], entries: lis
     return "\n".join(lines) if fits(lines) else ""
 
 
+def _file_rows(outlines: list[FileOutline], head: str | None) -> list[tuple[str, int, int, str | None, str | None,
+                                                                             str, str, str, str]]:
+    """The store's rows for parsed files (references and words as JSON)."""
+    return [(o.path, o.mtime_ns, o.size, o.language, head, o.summary, o.content_hash, json.dumps(o.references),
+             json.dumps(o.words)) for o in outlines]
+
+
 class RepoMap:
     """The code index of every workspace, kept in the store, and the maps written from it."""
 
@@ -208,9 +215,10 @@ class RepoMap:
                     await self.store.copy_repo_index(seed_from, name)
             known = await self.store.repo_file_states(name)
             seen = await scan_files(base)
-            changed = sorted(p for p, state in seen.items() if known.get(p) != state)
+            hashes = await self.store.repo_file_hashes(name)
+            # an empty hash: indexed before references were kept (store migration 4): parse it again
+            changed = sorted(p for p, state in seen.items() if known.get(p) != state or not hashes.get(p))
             removed = [p for p in known if p not in seen]
-            hashes = await self.store.repo_file_hashes(name) if changed else {}
             head = await git_head(base)
             outlines: list[FileOutline] = []
             touched: list[SameContent] = []
@@ -226,8 +234,7 @@ class RepoMap:
                         removed.append(path)  # vanished since the scan
             await self.store.save_repo_index(
                 name, str(base), head,
-                files=[(o.path, o.mtime_ns, o.size, o.language, head, o.summary, o.content_hash,
-                        json.dumps(o.references), json.dumps(o.words)) for o in outlines],
+                files=await asyncio.to_thread(_file_rows, outlines, head),
                 symbols=[(o.path, s.name, s.kind, s.line, s.signature, s.parent) for o in outlines for s in o.symbols],
                 imports=[(o.path, target) for o in outlines for target in o.imports],
                 drop=list(dict.fromkeys(removed + [o.path for o in outlines if o.path in known])),

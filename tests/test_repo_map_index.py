@@ -157,3 +157,18 @@ async def test_hints_take_the_exact_case_and_the_owner_of_a_dotted_name(repo_map
     assert await hints.hints("res.sendFile is slow") == ["web: response.js:1 method res.sendFile = function sendFile(p)"]
     assert await hints.hints("retries in HTTPAdapter") == ["web: adapters.py:1 class class HTTPAdapter"]
     await hints.close()
+
+
+async def test_files_indexed_before_references_were_kept_are_parsed_again(repo_map: RepoMap, store: Store,
+                                                                          tmp_path: Path) -> None:
+    root = tmp_path / "old"
+    root.mkdir()
+    (root / "a.py").write_text("def first():\n    return second()\n")
+    (root / "b.py").write_text("def second():\n    pass\n")
+    await repo_map.refresh("old", root)
+    # what store migration 4 leaves for an index written before it: no hash, no references
+    await store._write_batch([("UPDATE repo_files SET content_hash = '', refs = '{}', words = '{}' "
+                               "WHERE workspace = ?", [("old",)])])
+    assert (await repo_map.refresh("old", root)).parsed == 2
+    assert ("a.py", '{"second": 1}') in [(path, refs) for path, refs, _ in await store.repo_file_terms("old")]
+    assert (await repo_map.refresh("old", root)).parsed == 0
