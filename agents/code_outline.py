@@ -14,13 +14,14 @@ from __future__ import annotations
 import ast
 import functools
 import hashlib
+import json
 import logging
 import posixpath
 import re
 import threading
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -110,8 +111,8 @@ class FileOutline:
     symbols: tuple[Symbol, ...] = ()
     imports: tuple[str, ...] = ()  # import targets as slash paths without extension ("pkg/calc", "src/lib/util")
     content_hash: str = ""
-    references: dict[str, int] = field(default_factory=dict)  # identifier → uses, the most used first
-    words: dict[str, int] = field(default_factory=dict)  # lower-case words of the identifiers and the path → uses
+    references: str = "{}"  # JSON: identifier → uses, the most used first (JSON keeps a big refresh small)
+    words: str = "{}"  # JSON: stems of the words of the identifiers → uses
 
 
 @dataclass(frozen=True)
@@ -174,7 +175,7 @@ def _parse_file(root: Path, path: str, mtime_ns: int, size: int,
     return FileOutline(
         path, mtime_ns, size, language, summary[:160],
         tuple(symbols[:MAX_SYMBOLS_PER_FILE]), tuple(dict.fromkeys(imports))[:MAX_IMPORTS_PER_FILE],
-        digest, references, words,
+        digest, json.dumps(references, separators=(",", ":")), json.dumps(words, separators=(",", ":")),
     )
 
 

@@ -12,7 +12,6 @@ until the map fills the token budget (tokens estimated as characters / 4), and w
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import stat
@@ -184,9 +183,9 @@ def _layout(name: str, rows: dict[str, _FileRow], files: list[str], entries: lis
 
 def _file_rows(outlines: list[FileOutline], head: str | None) -> list[tuple[str, int, int, str | None, str | None,
                                                                              str, str, str, str]]:
-    """The store's rows for parsed files (references and words as JSON)."""
-    return [(o.path, o.mtime_ns, o.size, o.language, head, o.summary, o.content_hash, json.dumps(o.references),
-             json.dumps(o.words)) for o in outlines]
+    """The store's rows for parsed files."""
+    return [(o.path, o.mtime_ns, o.size, o.language, head, o.summary, o.content_hash, o.references, o.words)
+            for o in outlines]
 
 
 class RepoMap:
@@ -234,7 +233,7 @@ class RepoMap:
                         removed.append(path)  # vanished since the scan
             await self.store.save_repo_index(
                 name, str(base), head,
-                files=await asyncio.to_thread(_file_rows, outlines, head),
+                files=_file_rows(outlines, head),
                 symbols=[(o.path, s.name, s.kind, s.line, s.signature, s.parent) for o in outlines for s in o.symbols],
                 imports=[(o.path, target) for o in outlines for target in o.imports],
                 drop=list(dict.fromkeys(removed + [o.path for o in outlines if o.path in known])),
