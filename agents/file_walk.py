@@ -38,7 +38,8 @@ async def read_only_git(root: Path, *args: str, timeout: float = GIT_TIMEOUT_S) 
     except OSError:
         return None
     try:
-        out, _ = await asyncio.wait_for(process.communicate(), timeout)
+        async with asyncio.timeout(timeout):  # not wait_for: on 3.11 it can swallow a cancellation that races the end
+            out, _ = await process.communicate()
     except (TimeoutError, asyncio.CancelledError) as err:
         _kill_group(process)
         await process.wait()
