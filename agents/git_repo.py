@@ -169,8 +169,9 @@ async def _exec_git(argv: list[str], cwd: Path, env: Mapping[str, str], timeout:
     except (FileNotFoundError, NotADirectoryError, PermissionError) as err:
         raise GitError(f"cannot run git in {cwd}: {err.strerror or err}") from None
     try:
-        stdout, stderr = await asyncio.wait_for(proc.communicate(), timeout)
-    except (asyncio.TimeoutError, asyncio.CancelledError) as err:
+        async with asyncio.timeout(timeout):  # not wait_for: on 3.11 it can swallow a cancellation racing git's exit
+            stdout, stderr = await proc.communicate()
+    except (TimeoutError, asyncio.CancelledError) as err:
         if proc.returncode is None:
             proc.kill()
         await proc.wait()

@@ -229,6 +229,13 @@ MIGRATIONS: list[str] = [
     CREATE INDEX deliveries_undelivered ON deliveries(delivered_at, id);
     CREATE INDEX deliveries_task ON deliveries(task_id, id);
     """,
+    # 7: repo map ranking (issue 17): content hashes (a fresh worktree re-parses nothing unchanged), and each
+    # file's referenced identifiers and words as JSON objects (name → uses) for the definition/reference graph
+    """
+    ALTER TABLE repo_files ADD COLUMN content_hash TEXT NOT NULL DEFAULT '';
+    ALTER TABLE repo_files ADD COLUMN refs TEXT NOT NULL DEFAULT '{}';
+    ALTER TABLE repo_files ADD COLUMN words TEXT NOT NULL DEFAULT '{}';
+    """,
 ]
 
 LATEST_VERSION = len(MIGRATIONS)
@@ -652,23 +659,27 @@ class Store:
         root: str,
         git_head: str | None,
         *,
-        files: list[tuple[str, int, int, str | None, str | None, str]],
+        files: list[tuple[str, int, int, str | None, str | None, str, str, str, str]],
         symbols: list[tuple[str, str, str, int, str, str | None]],
         imports: list[tuple[str, str]],
         drop: list[str],
+        touched: list[tuple[str, int, int]] = (),  # type: ignore[assignment]
     ) -> None:
         """One refresh in one transaction: forget the `drop` paths, then store the (re)parsed files.
 
-        files: (path, mtime_ns, size, language, git_head, summary) · symbols: (path, name, kind, line, signature,
-        parent) · imports: (path, target).
+        files: (path, mtime_ns, size, language, git_head, summary, content_hash, refs JSON, words JSON) · symbols:
+        (path, name, kind, line, signature, parent) · imports: (path, target) · touched: (path, mtime_ns, size) of
+        files whose content is unchanged.
         """
         gone = [(workspace, path) for path in drop]
         await self._write_batch([
             ("DELETE FROM repo_files WHERE workspace = ? AND path = ?", gone),
             ("DELETE FROM repo_symbols WHERE workspace = ? AND path = ?", gone),
             ("DELETE FROM repo_imports WHERE workspace = ? AND path = ?", gone),
-            ("INSERT OR REPLACE INTO repo_files (workspace, path, mtime_ns, size, language, git_head, summary) "
-             "VALUES (?, ?, ?, ?, ?, ?, ?)", [(workspace, *row) for row in files]),
+            ("UPDATE repo_files SET mtime_ns = ?, size = ? WHERE workspace = ? AND path = ?",
+             [(mtime_ns, size, workspace, path) for path, mtime_ns, size in touched]),
+            ("INSERT OR REPLACE INTO repo_files (workspace, path, mtime_ns, size, language, git_head, summary, "
+             "content_hash, refs, words) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [(workspace, *row) for row in files]),
             ("INSERT INTO repo_symbols (workspace, path, name, kind, line, signature, parent) "
              "VALUES (?, ?, ?, ?, ?, ?, ?)", [(workspace, *row) for row in symbols]),
             ("INSERT INTO repo_imports (workspace, path, target) VALUES (?, ?, ?)", [(workspace, *row) for row in imports]),
@@ -676,6 +687,43 @@ class Store:
              "ON CONFLICT(workspace) DO UPDATE SET root = excluded.root, git_head = excluded.git_head, "
              "refreshed_at = excluded.refreshed_at", [(workspace, root, git_head, _to_db(utcnow()))]),
         ])
+
+    async def repo_file_hashes(self, workspace: str) -> dict[str, str]:
+        """path → content hash of every indexed file of the workspace."""
+        rows = await self._rows("SELECT path, content_hash FROM repo_files WHERE workspace = ?", (workspace,))
+        return {row[0]: row[1] for row in rows}
+
+    async def copy_repo_index(self, source: str, target: str) -> None:
+        """Make the index of `target` a copy of the index of `source` (a task's worktree starts from its workspace's)."""
+        await self._write_batch([
+            *[(f"DELETE FROM {table} WHERE workspace = ?", [(target,)])
+              for table in ("repo_files", "repo_symbols", "repo_imports", "repo_indexes")],
+            ("INSERT INTO repo_files (workspace, path, mtime_ns, size, language, git_head, summary, content_hash, refs, "
+             "words) SELECT ?, path, mtime_ns, size, language, git_head, summary, content_hash, refs, words "
+             "FROM repo_files WHERE workspace = ?", [(target, source)]),
+            ("INSERT INTO repo_symbols (workspace, path, name, kind, line, signature, parent) "
+             "SELECT ?, path, name, kind, line, signature, parent FROM repo_symbols WHERE workspace = ?",
+             [(target, source)]),
+            ("INSERT INTO repo_imports (workspace, path, target) SELECT ?, path, target FROM repo_imports "
+             "WHERE workspace = ?", [(target, source)]),
+        ])
+
+    async def repo_file_terms(self, workspace: str) -> list[tuple[str, str, str]]:
+        """(path, refs JSON, words JSON) of every indexed text file."""
+        rows = await self._rows("SELECT path, refs, words FROM repo_files WHERE workspace = ? "
+                                "AND language IS NOT 'binary'", (workspace,))
+        return [(row[0], row[1], row[2]) for row in rows]
+
+    async def repo_all_symbols(self, workspace: str) -> list[dict[str, Any]]:
+        """Every symbol of the workspace: path, name, kind, line, signature, parent (by path and line)."""
+        rows = await self._rows("SELECT path, name, kind, line, signature, parent FROM repo_symbols "
+                                "WHERE workspace = ? ORDER BY path, line", (workspace,))
+        return [dict(row) for row in rows]
+
+    async def repo_all_imports(self, workspace: str) -> list[tuple[str, str]]:
+        """(path, target) of every import of the workspace."""
+        rows = await self._rows("SELECT path, target FROM repo_imports WHERE workspace = ?", (workspace,))
+        return [(row[0], row[1]) for row in rows]
 
     async def repo_index_info(self, workspace: str) -> dict[str, Any] | None:
         """root, git_head and refreshed_at of the workspace's last refresh, or None if never indexed."""
@@ -696,40 +744,10 @@ class Store:
         )
         return int(rows[0][0])
 
-    async def repo_symbols_of(self, workspace: str, paths: Iterable[str]) -> list[dict[str, Any]]:
-        """Symbols of the given files: path, name, kind, line, signature, parent."""
-        rows = await self._rows_in(
-            "SELECT path, name, kind, line, signature, parent FROM repo_symbols "
-            "WHERE workspace = ? AND path IN ({marks}) ORDER BY path, line", workspace, paths,
-        )
-        return [dict(row) for row in rows]
-
-    async def repo_symbol_files(self, workspace: str, names: Iterable[str]) -> list[tuple[str, str]]:
-        """(path, name) of every symbol whose name is exactly (case-sensitively) one of `names`."""
-        wanted = set(names)
-        rows = await self._rows_in(
-            "SELECT DISTINCT path, name FROM repo_symbols WHERE workspace = ? AND name IN ({marks})", workspace, wanted,
-        )
-        return sorted((row[0], row[1]) for row in rows if row[1] in wanted)
-
-    async def repo_importers(self, workspace: str, targets: Iterable[str]) -> list[tuple[str, str]]:
-        """(path, target) of the files that import any of `targets`."""
-        rows = await self._rows_in(
-            "SELECT path, target FROM repo_imports WHERE workspace = ? AND target IN ({marks})", workspace, targets,
-        )
-        return [(row[0], row[1]) for row in rows]
-
-    async def repo_imports_of(self, workspace: str, paths: Iterable[str]) -> list[tuple[str, str]]:
-        """(path, target) of what the given files import."""
-        rows = await self._rows_in(
-            "SELECT path, target FROM repo_imports WHERE workspace = ? AND path IN ({marks})", workspace, paths,
-        )
-        return [(row[0], row[1]) for row in rows]
-
     async def search_repo_symbols(
         self, workspace: str, query: str, parent: str | None = None, limit: int = 50
     ) -> list[dict[str, Any]]:
-        """Symbols named `query` (case-insensitive): exact matches, then prefix, then substring matches."""
+        """Symbols named `query` (case-insensitive): exact matches (same case first), then prefix, then substring."""
         like = query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
         where, params = ["workspace = ?", "name LIKE ? ESCAPE '\\'"], [workspace, f"%{like}%"]
         if parent:
@@ -737,9 +755,10 @@ class Store:
             params += [parent, "%." + parent.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")]
         rows = await self._rows(
             "SELECT path, name, kind, line, signature, parent, "
-            "CASE WHEN name = ? THEN 0 WHEN name LIKE ? ESCAPE '\\' THEN 1 ELSE 2 END AS rank "
+            "CASE WHEN name = ? COLLATE BINARY THEN 0 WHEN name = ? THEN 1 WHEN name LIKE ? ESCAPE '\\' THEN 2 "
+            "ELSE 3 END AS rank "
             f"FROM repo_symbols WHERE {' AND '.join(where)} ORDER BY rank, length(name), path, line LIMIT ?",
-            (query, f"{like}%", *params, limit),
+            (query, query, f"{like}%", *params, limit),
         )
         return [dict(row) for row in rows]
 

@@ -304,12 +304,13 @@ class TaskExecutor:
         await progress.close(f"✖ failed: {trim(reason, 200)}")
         await self._show(task, f"✖ **Task #{task.id} failed**: {reason}")
 
-    async def repository_map(self, task: Task, name: str, root: Path) -> str:
+    async def repository_map(self, task: Task, name: str, root: Path, seed_from: str | None = None) -> str:
         """The token-bounded map of the workspace for this request ('' when there is none)."""
         if self.repo_map is None or self.settings.repo_map_tokens <= 0:
             return ""
         try:
-            text = await self.repo_map.render(name, root, task.instructions, self.settings.repo_map_tokens)
+            text = await self.repo_map.render(name, root, task.instructions, self.settings.repo_map_tokens,
+                                              seed_from=seed_from)
         except Exception as err:  # the map helps; its absence must not fail the task
             log.warning("task %s: no repository map: %s", task.id, err)
             return ""
@@ -412,7 +413,8 @@ class TaskExecutor:
         if criteria:
             progress.criteria = f"{sum(c.verified for c in criteria)}/{len(criteria)} criteria verified"
         resumed = bool(task.result)  # an interrupted task carries what was done before
-        repo_map = await self.repository_map(task, workspace.name, workspace.path)
+        # the worktree's own map (what the worker sees), its index seeded from the workspace's
+        repo_map = await self.repository_map(task, f"{task.workspace}@task-{task.id}", tree.path, workspace.name)
         blocks, saved = await self.handed_over(task, tree.path)
         first = self.first_turn(task, criteria, repo_map) + saved
         if resumed:

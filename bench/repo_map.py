@@ -1,9 +1,16 @@
-"""Benchmark of the repo map on synthetic Python repositories (default: 2,000 and 20,000 files).
+"""Benchmark of the repo map on synthetic Python repositories (default: 2,000 and 20,000 files) and on real checkouts.
 
 For each size: full index build, refresh with nothing changed, refresh after one file changed, a map render for a
 request (index already fresh) and with its own refresh, the map's size in tokens, and a symbol look-up.
 
+For each real checkout given with `--checkout PATH` (any git work tree or folder; it is only read): full build,
+no-change refresh, a task-style refresh of a copy of the index against a fresh `git worktree` of the checkout
+(new mtimes, same bytes: nothing should be parsed), the growth of peak memory (RSS) during the build, and the map
+for each `--request` (printed whole, with the rank of every file named in `--expect`).
+
     .venv/bin/python bench/repo_map.py [--sizes 2000 20000] [--budget 2000] [--json]
+    .venv/bin/python bench/repo_map.py --sizes --checkout /tmp/flask --request "add a config option to disable the
+        debug reloader" --expect src/flask/cli.py
 
 `--json` prints one JSON object with every figure as the last line.
 """
@@ -14,6 +21,9 @@ import argparse
 import asyncio
 import json
 import os
+import resource
+import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -88,7 +98,9 @@ async def bench_size(count: int, budget: int) -> dict[str, float | int]:
         store = await Store.open(Path(tmp) / "state.sqlite")
         try:
             repo_map = RepoMap(store)
+            before = peak_rss_mb()
             build = await timed("full_build_s", figures, repo_map.refresh("bench", root))
+            figures["build_peak_rss_growth_mb"] = round(peak_rss_mb() - before, 1)
             figures["indexed_files"] = build.files_seen
             unchanged = await timed("refresh_no_change_s", figures, repo_map.refresh("bench", root))
             figures["no_change_parsed"] = unchanged.parsed
@@ -113,24 +125,96 @@ async def bench_size(count: int, budget: int) -> dict[str, float | int]:
     return figures
 
 
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def fresh_worktree(checkout: Path, target: Path) -> Path | None:
+    """A detached `git worktree` of the checkout's HEAD in `target` (every file with a new mtime), or None."""
+    done = subprocess.run(["git", "-C", str(checkout), "worktree", "add", "-q", "--detach", str(target)],
+                          check=False, capture_output=True, text=True)
+    return target if done.returncode == 0 else None
+
+
+def remove_worktree(checkout: Path, target: Path) -> None:
+    subprocess.run(["git", "-C", str(checkout), "worktree", "remove", "--force", str(target)],
+                   check=False, capture_output=True)
+    shutil.rmtree(target, ignore_errors=True)
+
+
+async def bench_checkout(checkout: Path, requests: list[str], expect: list[str], budget: int) -> dict[str, object]:
+    figures: dict[str, object] = {"checkout": str(checkout)}
+    with tempfile.TemporaryDirectory(prefix="repo_map_real_") as tmp:
+        store = await Store.open(Path(tmp) / "state.sqlite")
+        worktree = None
+        try:
+            repo_map = RepoMap(store)
+            before = peak_rss_mb()
+            build = await timed("full_build_s", figures, repo_map.refresh("real", checkout))
+            figures["build_peak_rss_growth_mb"] = round(peak_rss_mb() - before, 1)
+            figures["indexed_files"] = build.files_seen
+            await timed("refresh_no_change_s", figures, repo_map.refresh("real", checkout))
+            worktree = await asyncio.to_thread(fresh_worktree, checkout, Path(tmp) / "task-worktree")
+            if worktree is not None:
+                seeded = await timed("task_refresh_seeded_s", figures,
+                                     repo_map.refresh("real@task-1", worktree, seed_from="real"))
+                figures["task_refresh_parsed"] = seeded.parsed
+            maps: dict[str, object] = {}
+            for request in requests:
+                started = time.perf_counter()
+                text = await repo_map.render("real", checkout, request, budget, refresh=False)
+                shown = [line.split(" — ")[0] for line in text.split("\n")
+                         if line and not line.startswith((" ", "…", "Repository map of "))]
+                maps[request] = {
+                    "render_s": round(time.perf_counter() - started, 3),
+                    "tokens": estimate_tokens(text),
+                    "ranks": {path: (shown.index(path) + 1 if path in shown else None) for path in expect},
+                    "map": text,
+                }
+            figures["maps"] = maps
+            figures["peak_rss_mb"] = round(peak_rss_mb(), 1)
+        finally:
+            await store.close()
+            if worktree is not None:
+                await asyncio.to_thread(remove_worktree, checkout, worktree)
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", type=int, nargs="+", default=[2000, 20000], help="repository sizes in files")
+    parser.add_argument("--sizes", type=int, nargs="*", default=[2000, 20000],
+                        help="synthetic repository sizes in files (none: real checkouts only)")
     parser.add_argument("--budget", type=int, default=2000, help="map budget in tokens")
     parser.add_argument("--json", action="store_true", help="print one JSON object of figures as the last line")
+    parser.add_argument("--checkout", type=Path, action="append", default=[], help="a real checkout to index")
+    parser.add_argument("--request", action="append", default=[], help="a request to draw the map of a checkout for")
+    parser.add_argument("--expect", action="append", default=[], help="a file whose rank in each map is printed")
     args = parser.parse_args()
     results: dict[str, dict[str, float | int]] = {}
+    real: dict[str, dict[str, object]] = {}
+    for checkout in args.checkout:
+        figures = asyncio.run(bench_checkout(checkout.resolve(), args.request, args.expect, args.budget))
+        real[str(checkout)] = figures
+        print(f"{checkout}: {figures['indexed_files']} files · full build {figures['full_build_s']:.2f}s"
+              f" (peak RSS +{figures['build_peak_rss_growth_mb']} MB, {figures['peak_rss_mb']} MB in all)"
+              f" · no-change refresh {figures['refresh_no_change_s']:.3f}s"
+              f" · task worktree refresh from the workspace index {figures.get('task_refresh_seeded_s', '-')}s"
+              f" ({figures.get('task_refresh_parsed', '-')} parsed)", flush=True)
+        for request, drawn in figures["maps"].items():  # type: ignore[union-attr]
+            print(f"\n--- map for {request!r}: {drawn['tokens']} tokens, render {drawn['render_s']:.3f}s,"
+                  f" ranks {drawn['ranks']}\n{drawn['map']}\n", flush=True)
     for count in args.sizes:
         figures = asyncio.run(bench_size(count, args.budget))
         results[str(count)] = figures
         print(f"{count:>6} files: generate {figures['generate_s']:.2f}s · full build {figures['full_build_s']:.2f}s"
+              f" (peak RSS +{figures['build_peak_rss_growth_mb']} MB)"
               f" · no-change refresh {figures['refresh_no_change_s']:.3f}s"
               f" · one-file refresh {figures['refresh_one_changed_s']:.3f}s ({figures['one_changed_parsed']} parsed)"
               f" · render {figures['render_s']:.3f}s (with refresh {figures['render_with_refresh_s']:.3f}s)"
               f" · map {figures['map_tokens']} / {figures['budget_tokens']} tokens"
               f" · find_symbols {figures['find_symbols_s']:.3f}s", flush=True)
     if args.json:
-        print(json.dumps({"repo_map": results}))
+        print(json.dumps({"repo_map": results, **({"repo_map_real": real} if real else {})}))
 
 
 if __name__ == "__main__":

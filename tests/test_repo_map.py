@@ -118,8 +118,8 @@ async def test_named_file_first_with_signatures_then_its_importer(repo_map: Repo
         "    19: def __init__(self, total: int=0) -> None",
         "    22: def push(self, value: int) -> 'Calculator'",
     ]
-    # the importer comes next although it sorts last by path; the rest follows by path
-    assert file_lines(rendered) == ["calc.py", "zz_main.py", "aaa_helpers.py", "docs/notes.md", "mmm_report.py"]
+    # the importer comes next although it sorts last by path; source before docs
+    assert file_lines(rendered) == ["calc.py", "zz_main.py", "aaa_helpers.py", "mmm_report.py", "docs/notes.md"]
     assert "docs/notes.md — Notes" in rendered
     assert "more files not shown" not in rendered  # everything fitted
 
