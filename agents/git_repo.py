@@ -264,8 +264,9 @@ async def stream_git(
                 return
 
     try:
-        await asyncio.wait_for(copy(), timeout)
-    except asyncio.TimeoutError:
+        async with asyncio.timeout(timeout):
+            await copy()
+    except TimeoutError:
         cut = True
     finally:
         if proc.returncode is None:
@@ -764,8 +765,9 @@ async def _object_sizes(cwd: Path, names: list[str],
         "git", *_GIT_OPTIONS, "cat-file", f"--batch-check={fmt}", cwd=str(cwd), env=env,
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)
     try:
-        out, _ = await asyncio.wait_for(proc.communicate("\n".join(names).encode() + b"\n"), GIT_TIMEOUT_SECONDS)
-    except (asyncio.TimeoutError, asyncio.CancelledError):
+        async with asyncio.timeout(GIT_TIMEOUT_SECONDS):
+            out, _ = await proc.communicate("\n".join(names).encode() + b"\n")
+    except (TimeoutError, asyncio.CancelledError):
         if proc.returncode is None:
             proc.kill()
         await proc.wait()

@@ -83,7 +83,8 @@ class NetworkGate:
             if waiting is not None:
                 await waiting("waiting for you to allow network access")
             try:
-                choice = await asyncio.wait_for(asyncio.shield(answer), self.answer_seconds)
+                async with asyncio.timeout(self.answer_seconds):  # not wait_for: it can swallow a /cancel on 3.11
+                    choice = await asyncio.shield(answer)
             except TimeoutError:
                 choice = None
         finally:

@@ -33,7 +33,8 @@ async def create_workspace(workspaces: Workspaces, name: str, identity: git_repo
     # its own repository even when WORKSPACE_PATH itself lies inside one
     git = await asyncio.create_subprocess_exec("git", "init", "-q", "-b", "main", cwd=target,
                                                stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
-    _, err = await asyncio.wait_for(git.communicate(), timeout=30)
+    async with asyncio.timeout(30):
+        _, err = await git.communicate()
     if git.returncode != 0:
         raise ToolError(f"git init failed in {folder}: {err.decode(errors='replace').strip()[:300]}")
     await git_repo.ensure_repository(target, identity)

@@ -96,7 +96,8 @@ async def _run_one(rg: str, pattern: str, ignore_case: bool, files: Sequence[Pat
         if process.returncode is None:
             _kill(process)
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(process.wait(), 5)  # SIGKILLed: reaped at once
+                async with asyncio.timeout(5):
+                    await process.wait()  # SIGKILLed: reaped at once
 
 
 async def search(pattern: str, files: Sequence[Path], *, ignore_case: bool = False) -> AsyncIterator[LineMatch]:
@@ -130,7 +131,8 @@ async def collect(pattern: str, files: Sequence[Path], limit: int, *, ignore_cas
             await matches.aclose()  # kills a still-running rg
 
     try:
-        await asyncio.wait_for(gather(), timeout)
+        async with asyncio.timeout(timeout):  # not wait_for: on 3.11 it can swallow a cancellation
+            await gather()
     except TimeoutError:
         raise GrepTimeout(f"the search took longer than {timeout:.0f} s and was stopped; narrow the path or glob, "
                           "or simplify the pattern") from None

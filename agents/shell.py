@@ -207,8 +207,9 @@ async def run_command(
             async with asyncio.timeout(timeout):
                 await _until_exited(process, reader)
                 # The shell is done; background children may still hold the pipe open.
-                try:
-                    await asyncio.wait_for(asyncio.shield(reader), DRAIN_GRACE_SECONDS)
+                try:  # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation (/cancel)
+                    async with asyncio.timeout(DRAIN_GRACE_SECONDS):
+                        await asyncio.shield(reader)
                 except TimeoutError:
                     leftovers = True
         except TimeoutError:
@@ -239,7 +240,8 @@ async def run_command(
 async def _finish_reader(reader: asyncio.Task[None], process: asyncio.subprocess.Process) -> None:
     """Let the reader collect what is left in the pipe; give up if a process that escaped the group still holds it."""
     try:
-        await asyncio.wait_for(asyncio.shield(reader), DRAIN_GRACE_SECONDS)
+        async with asyncio.timeout(DRAIN_GRACE_SECONDS):
+            await asyncio.shield(reader)
     except TimeoutError:
         reader.cancel()
         with contextlib.suppress(asyncio.CancelledError):

@@ -83,9 +83,7 @@ class TaskRunner:
         """Cancel a running or pending task. Running: its asyncio task is cancelled, which kills its process groups."""
         running = self.running.get(task_id)
         if running is not None:
-            running.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await running
+            await _cancel_until_done(running)
             return True
         if await self.store.transition_task(task_id, [TaskStatus.PENDING, TaskStatus.INTERRUPTED], TaskStatus.CANCELLED):
             await self.store.update_task(task_id, finished_at=utcnow())
@@ -94,9 +92,7 @@ class TaskRunner:
             return True
         running = self.running.get(task_id)  # claimed between our look and our update
         if running is not None:
-            running.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await running
+            await _cancel_until_done(running)
             return True
         return False
 
@@ -118,3 +114,16 @@ class TaskRunner:
             if task is not None and task.status is TaskStatus.IN_PROGRESS:  # one that just finished keeps its status
                 await self.store.update_task(task_id, status=TaskStatus.INTERRUPTED)
                 await self.store.add_event(TaskEvent(task_id=task_id, kind="status", detail="interrupted (bot stopped)"))
+
+
+CANCEL_RETRY_SECONDS = 10.0  # longer than a clean-up (partial commit, worktree removal) takes
+
+
+async def _cancel_until_done(running: asyncio.Task[None]) -> None:
+    """Cancel a task's asyncio task and wait for its clean-up. A cancellation swallowed on the way (Python 3.11's
+    wait_for can do that when it races a completion) is sent again, so /cancel never hangs on a live worker."""
+    while not running.done():
+        running.cancel()
+        await asyncio.wait({running}, timeout=CANCEL_RETRY_SECONDS)
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        running.result()

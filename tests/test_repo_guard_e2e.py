@@ -54,6 +54,9 @@ async def test_a_worker_moving_main_deleting_branches_and_planting_hooks_is_undo
         f'git config core.fsmonitor "touch {marks}/fsmonitor; false" && '
         'git update-ref refs/heads/main refs/heads/feature && git branch -D feature'
     )
+    # With the sandbox on, the git metadata is read-only and the attack fails at once (tests/test_sandbox_attacks.py);
+    # the guard is the defence in depth for SANDBOX=off, so it is tested unconfined here.
+    bot.runtime.settings.sandbox = "off"
     model.add("orchestrator", start_task("calc", "Fix add() in calc.py."), claude_says.text("started"))
     model.add("code", claude_says.tool_use("run_command", {"command": attack}),
               claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"}),

@@ -211,6 +211,22 @@ async def test_a_token_in_a_remote_url_is_masked_inside(tmp_path: Path) -> None:
     assert "ghp_SECRET123" in (repo / ".git" / "config").read_text(), "the owner's config is untouched"
 
 
+@needs_bwrap
+async def test_the_shared_git_metadata_is_read_only_inside(tmp_path: Path) -> None:
+    """Refs, hooks and config of the owner's repository cannot be changed from a task's sandbox."""
+    repo, tree = repository_with_token(tmp_path)
+    main_before = (repo / ".git" / "refs" / "heads" / "main").read_text()
+    attack = ("common=$(git rev-parse --git-common-dir); "
+              "git update-ref refs/heads/main refs/heads/t1~0 2>&1; git branch -D main 2>&1; "
+              "printf '#!/bin/sh\\ntouch /tmp/x\\n' > $common/hooks/post-commit; "
+              "git config core.fsmonitor 'touch /tmp/y' 2>&1; echo done")
+    result = await run_command(attack, cwd=tree, timeout=30, sandbox=spec_for(tree, repository=repo))
+    assert "done" in result.output
+    assert (repo / ".git" / "refs" / "heads" / "main").read_text() == main_before
+    assert not (repo / ".git" / "hooks" / "post-commit").exists()
+    assert "fsmonitor" not in (repo / ".git" / "config").read_text()
+
+
 def test_the_sandbox_etc_has_no_secret_files() -> None:
     etc = sandbox.etc_copy()
     names = {p.relative_to(etc).as_posix() for p in etc.rglob("*")}
