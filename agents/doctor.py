@@ -22,6 +22,7 @@ import anthropic
 import httpx2
 
 from agents import git_repo, sandbox
+from agents.process_cap import pids_parent
 from agents.ripgrep import ripgrep_path
 from agents.screenshot import find_chromium
 from agents.settings import Settings, SettingsError, load_settings
@@ -307,8 +308,14 @@ async def check_sandbox(settings: Settings) -> Check:
     reason = await sandbox.unavailable_reason()
     if reason:
         return Check(Level.fail, "sandbox", reason.removesuffix("."), sandbox.UNAVAILABLE_FIX)
-    root_note = (" (the bot runs as root: the kernel does not apply the process limit to root; run it as a normal "
-                 "user so a fork bomb is bounded)") if hasattr(os, "geteuid") and os.geteuid() == 0 else ""
+    as_root = hasattr(os, "geteuid") and os.geteuid() == 0
+    if pids_parent() is not None:
+        root_note = " (processes bounded by a pids cgroup per command)"
+    elif as_root:
+        root_note = (" (the bot runs as root and no pids cgroup is writable: the kernel does not apply the process "
+                     "limit to root; run it as a normal user so a fork bomb is bounded)")
+    else:
+        root_note = ""
     return Check(Level.ok, "sandbox", f"bubblewrap confines commands (network: {settings.sandbox_network}){root_note}")
 
 

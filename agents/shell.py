@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from agents.process_cap import PidsCap
 from agents.sandbox import (
     SandboxSpec,
     bwrap_argv,
@@ -179,6 +180,19 @@ async def run_command(
             raise ToolError(reason)
         argv = bwrap_argv(sandbox, command, bwrap=bwrap_path() or "bwrap", shell=_SANDBOX_SHELL)
         environment = sandbox_env(environment, sandbox)
+    cap = PidsCap.create(sandbox.limits.max_processes) if sandbox is not None else None
+    if cap is not None:  # the process limit that holds for root too (agents/process_cap.py)
+        argv = cap.wrap(argv)
+    try:
+        return await _run_argv(argv, command, cwd, environment, timeout, max_output)
+    finally:
+        if cap is not None:
+            await cap.close()
+
+
+async def _run_argv(argv: list[str], command: str, cwd: Path, environment: dict[str, str], timeout: float,
+                    max_output: int) -> CommandResult:
+    """Start `argv` in its own session and collect its output; the group is killed on timeout or cancellation."""
     started = time.monotonic()
     try:
         process = await asyncio.create_subprocess_exec(
