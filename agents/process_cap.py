@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 PIDS_V1_ROOT = Path("/sys/fs/cgroup/pids")
 PARENT_NAME = "agentlab"
 _counter = itertools.count(1)
+_closing: set[asyncio.Task[None]] = set()  # strong references to background clean-ups
 
 
 def _own_v1_path(proc_cgroup: str) -> str | None:
@@ -79,6 +80,12 @@ class PidsCap:
     def wrap(self, argv: list[str], shell: str = "/bin/sh") -> list[str]:
         """`argv` started by a shell that first moves itself into the cgroup (its children inherit it)."""
         return [shell, "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', str(self.path), *argv]
+
+    def close_later(self) -> None:
+        """`close` without holding up the caller (the command's result is ready before the cgroup empties)."""
+        task = asyncio.get_running_loop().create_task(self.close())
+        _closing.add(task)
+        task.add_done_callback(_closing.discard)
 
     async def close(self) -> None:
         """Remove the cgroup once its processes are gone (they die with bwrap's PID namespace)."""

@@ -186,8 +186,8 @@ async def run_command(
     try:
         return await _run_argv(argv, command, cwd, environment, timeout, max_output)
     finally:
-        if cap is not None:
-            await cap.close()
+        if cap is not None:  # removed in the background: its last processes may take a moment to leave it
+            cap.close_later()
 
 
 async def _run_argv(argv: list[str], command: str, cwd: Path, environment: dict[str, str], timeout: float,
