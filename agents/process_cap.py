@@ -52,7 +52,19 @@ def pids_parent() -> Path | None:
         parent.mkdir(exist_ok=True)
     except OSError:
         return None
-    return parent if (parent / "pids.max").exists() and os.access(parent, os.W_OK) else None
+    if not ((parent / "pids.max").exists() and os.access(parent, os.W_OK)):
+        return None
+    _remove_stale(parent)
+    return parent
+
+
+def _remove_stale(parent: Path) -> None:
+    """Empty cgroups a bot process left behind when it ended before cleaning up (its pid is gone)."""
+    for child in parent.glob("cmd-*-*"):
+        owner = child.name.split("-")[1]
+        if owner.isdigit() and not Path(f"/proc/{owner}").exists():
+            with contextlib.suppress(OSError):
+                child.rmdir()
 
 
 class PidsCap:
