@@ -100,6 +100,13 @@ class Crew:
         self.runner.wake()
         return task
 
+    async def _own_task(self, chat_id: int, task_id: int) -> Task:
+        """Task #task_id if it belongs to this chat (another chat's task is as good as absent)."""
+        task = await self.store.get_task(int(task_id))
+        if task is None or task.chat_id != chat_id:
+            raise ToolError(f"there is no task #{task_id} in this chat")
+        return task
+
     # ---- orchestrator tools ------------------------------------------------------------------
     async def start_research(self, chat_id: int, workspace: str, request: str, refines: int | None = None,
                              attachments: list[int] | None = None) -> str:
@@ -176,7 +183,7 @@ class Crew:
                 raise ToolError(f"proposal #{proposal_id} is already {proposal.status.value}")
             return proposal
         pending = await self.store.pending_proposals(chat_id)
-        researching = await self.store.list_tasks(chat_id, statuses=[TaskStatus.PENDING, TaskStatus.IN_PROGRESS])
+        researching = await self.store.list_tasks(chat_id, statuses=TaskStatus.active())
         researching = [t for t in researching if t.worker is WorkerKind.RESEARCH]
         if researching:
             raise ToolError(crew_texts.still_writing(researching, pending))
@@ -211,10 +218,8 @@ class Crew:
         return "\n".join(task_line(t) for t in tasks) if tasks else "No tasks yet."
 
     async def cancel_task(self, chat_id: int, task_id: int) -> str:
-        task = await self.store.get_task(int(task_id))
-        if task is None or task.chat_id != chat_id:
-            raise ToolError(f"there is no task #{task_id} in this chat")
-        if not (task.status.is_active or task.status is TaskStatus.INTERRUPTED):
+        task = await self._own_task(chat_id, task_id)
+        if not task.status.is_cancellable:
             return f"Task #{task.id} is already {task.status.value}; nothing to cancel."
         if not await self.runner.cancel(task.id):
             now = await self.store.get_task(task.id)
@@ -225,9 +230,7 @@ class Crew:
 
     async def message_task(self, chat_id: int, task_id: int, text: str) -> str:
         """A note for a running worker, read before its next step; a task that is not running gets a clear no."""
-        task = await self.store.get_task(int(task_id))
-        if task is None or task.chat_id != chat_id:
-            raise ToolError(f"there is no task #{task_id} in this chat")
+        task = await self._own_task(chat_id, task_id)
         text = str(text).strip()
         if not text:
             raise ToolError("the note is empty")
@@ -250,9 +253,7 @@ class Crew:
         return crew_texts.proposal_text(proposal)
 
     async def get_task(self, chat_id: int, task_id: int) -> str:
-        task = await self.store.get_task(int(task_id))
-        if task is None or task.chat_id != chat_id:
-            raise ToolError(f"there is no task #{task_id} in this chat")
+        task = await self._own_task(chat_id, task_id)
         events = await self.store.task_events(task.id)
         shown = await self.store.bot_message_about(chat_id, "task", task.id)
         return crew_texts.task_text(task, await self.store.criteria(task.id), events, shown.content if shown else None)
@@ -272,9 +273,7 @@ class Crew:
 
     # ---- buttons -----------------------------------------------------------------------------
     async def _branch_task(self, chat_id: int, task_id: int) -> tuple[Task, git_repo.TaskWorktree]:
-        task = await self.store.get_task(task_id)
-        if task is None or task.chat_id != chat_id:
-            raise ToolError(f"there is no task #{task_id} in this chat")
+        task = await self._own_task(chat_id, task_id)
         if not task.branch or not task.base_commit:
             raise ToolError(f"task #{task_id} has no branch")
         repo = self.workspaces.resolve(task.workspace).path
@@ -299,10 +298,8 @@ class Crew:
 
     async def discard(self, chat_id: int, task_id: int) -> str:
         """Throw a task's work away: stop it if it is still active or interrupted, then delete its branch."""
-        task = await self.store.get_task(task_id)
-        if task is None or task.chat_id != chat_id:
-            raise ToolError(f"there is no task #{task_id} in this chat")
-        if task.status.is_active or task.status is TaskStatus.INTERRUPTED:
+        task = await self._own_task(chat_id, task_id)
+        if task.status.is_cancellable:
             await self.runner.cancel(task_id)
             task = await self.store.get_task(task_id)  # a worker may have made its branch meanwhile
         if not task.branch or not task.base_commit:
@@ -313,9 +310,7 @@ class Crew:
         return f"Task #{task_id} was discarded; its branch `{tree.branch}` was deleted{cleaned}."
 
     async def resume(self, chat_id: int, task_id: int) -> str:
-        task = await self.store.get_task(task_id)
-        if task is None or task.chat_id != chat_id:
-            raise ToolError(f"there is no task #{task_id} in this chat")
+        task = await self._own_task(chat_id, task_id)
         if task.status is not TaskStatus.INTERRUPTED:
             return f"Task #{task_id} is {task.status.value}; only interrupted tasks can be resumed."
         steps = [e.detail for e in await self.store.task_events(task_id) if e.kind == "step"][-15:]

@@ -37,7 +37,6 @@ __all__ = [
     "glob",
     "glob_to_regex",
     "grep",
-    "list_dir",
     "read_file",
     "write_file",
 ]
@@ -46,7 +45,6 @@ SKIP_DIRS = frozenset({".git", "node_modules", ".venv", "__pycache__", ".mypy_ca
 BINARY_SNIFF_BYTES = 8192
 GREP_MAX_FILE_BYTES = 5_000_000
 GREP_MAX_LINE_CHARS = 300
-LIST_LIMIT = 500
 GLOB_MAX_STARS = 8
 _NEW_FILE_MODE = 0o644
 
@@ -594,40 +592,3 @@ async def grep(
     return "\n".join(results)
 
 
-def _human_size(size: int) -> str:
-    if size < 1024:
-        return f"{size} B"
-    value = float(size)
-    for unit in ("KB", "MB", "GB"):
-        value /= 1024
-        if value < 1024 or unit == "GB":
-            break
-    return f"{value:.1f} {unit}"
-
-
-def _list_sync(base: Path, path: str, limit: int) -> str:
-    folder = confine(base, path)
-    if not folder.exists():
-        raise ToolError(f"No such folder: {path!r}.{_nearby(base, folder)}")
-    if not folder.is_dir():
-        raise ToolError(f"{path!r} is a file, not a folder; use read_file to read it")
-    rows: list[str] = []
-    for entry in sorted(os.scandir(folder), key=lambda e: e.name):
-        try:
-            if entry.is_symlink():
-                rows.append(entry.name + "@")
-            elif entry.is_dir():
-                rows.append(entry.name + "/")
-            else:
-                rows.append(f"{entry.name}  ({_human_size(entry.stat().st_size)})")
-        except OSError:
-            rows.append(entry.name)
-    if not rows:
-        return f"({_rel(base, folder)} is empty)"
-    more = f"\n({len(rows) - limit} more)" if len(rows) > limit else ""
-    return "\n".join(rows[:limit]) + more
-
-
-async def list_dir(root: Root, path: str = ".", limit: int = LIST_LIMIT) -> str:
-    """The entries of one folder: folders end in `/`, symlinks in `@`, files show their size."""
-    return await asyncio.to_thread(_list_sync, _base(root), path, limit)

@@ -43,6 +43,19 @@ class TaskStatus(StrEnum):
         return self in (TaskStatus.PENDING, TaskStatus.IN_PROGRESS)
 
     @property
+    def is_cancellable(self) -> bool:
+        """Active, or interrupted by a restart (cancel then drops it for good)."""
+        return self.is_active or self is TaskStatus.INTERRUPTED
+
+    @classmethod
+    def active(cls) -> list[TaskStatus]:
+        return [s for s in cls if s.is_active]
+
+    @classmethod
+    def cancellable(cls) -> list[TaskStatus]:
+        return [s for s in cls if s.is_cancellable]
+
+    @property
     def is_final(self) -> bool:
         return self in (TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.BLOCKED, TaskStatus.CANCELLED)
 

@@ -121,7 +121,7 @@ class Orchestrator:
         for ws in self.workspaces.all():
             lines.append(f"- {ws.name}" + (" (this bot's own code)" if ws.name == "self" else ""))
         active = await self.store.list_tasks(
-            chat_id, statuses=[TaskStatus.PENDING, TaskStatus.IN_PROGRESS, TaskStatus.INTERRUPTED], limit=20
+            chat_id, statuses=TaskStatus.cancellable(), limit=20
         )
         lines.append("active tasks:" if active else "active tasks: none")
         for t in active:

@@ -92,8 +92,7 @@ class Runtime:
     async def status_text(self, chat_id: int) -> str:
         lines = ["**Workspaces:** " + (", ".join(f"`{w.name}`" for w in self.workspaces.all()) or "none found "
                                        f"under {self.settings.workspace_path}")]
-        active = await self.store.list_tasks(chat_id, statuses=[TaskStatus.PENDING, TaskStatus.IN_PROGRESS,
-                                                                TaskStatus.INTERRUPTED])
+        active = await self.store.list_tasks(chat_id, statuses=TaskStatus.cancellable())
         lines.append("**Active tasks:**" if active else "**Active tasks:** none")
         lines += [f"• {task_line(t)}" for t in active]
         pending = await self.store.pending_proposals(chat_id)

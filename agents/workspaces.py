@@ -123,9 +123,6 @@ class Workspaces:
             found.append(Workspace(SELF_NAME, self.bot_repository.resolve()))
         return sorted(found, key=lambda w: (w.name.casefold(), w.name))
 
-    def names(self) -> list[str]:
-        return [w.name for w in self.all()]
-
     def resolve(self, name: str) -> Workspace:
         """Find the workspace a (possibly spoken, misspelled) name means, or raise WorkspaceNotFound."""
         available = self.all()

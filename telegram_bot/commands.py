@@ -87,7 +87,7 @@ async def cancel(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         await _say(update, context, str(err))
         return
     if number is None:
-        active = await rt.store.list_tasks(chat_id, statuses=[TaskStatus.PENDING, TaskStatus.IN_PROGRESS])
+        active = await rt.store.list_tasks(chat_id, statuses=TaskStatus.active())
         if not active:
             await _say(update, context, "Nothing is running.")
             return

@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-import html
 import logging
-import re
 
 from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, InputFile, Message, ReplyParameters
 from telegram.constants import ParseMode
 from telegram.error import BadRequest
 
 from agents.notify import Buttons
-from telegram_bot.render import render_chunks, split_plain, summarize_for_document
+from telegram_bot.render import html_to_text, render_chunks, split_plain, summarize_for_document
 
 log = logging.getLogger(__name__)
 
 TELEGRAM_LIMIT = 4096
 DOCUMENT_THRESHOLD = 3 * TELEGRAM_LIMIT  # longer answers go as a .md document with a short summary
-_TAG = re.compile(r"<[^>]+>")
 
 
 def reply_parameters(reply_to: int | None) -> ReplyParameters | None:
@@ -32,7 +29,8 @@ def keyboard(buttons: Buttons | None) -> InlineKeyboardMarkup | None:
 
 
 def html_to_plain(chunk: str) -> str:
-    return html.unescape(_TAG.sub("", chunk))
+    """The plain text an HTML chunk shows (the one HTML-to-text: render.html_to_text)."""
+    return html_to_text(chunk)
 
 
 def is_entity_error(err: BadRequest) -> bool:

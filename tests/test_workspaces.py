@@ -31,9 +31,9 @@ def test_all_lists_folders_sorted_plus_self_skipping_hidden_and_files(spaces: Wo
 
 
 def test_all_rescans_each_call(spaces: Workspaces) -> None:
-    assert "fresh" not in spaces.names()
+    assert "fresh" not in [w.name for w in spaces.all()]
     (spaces.root / "fresh").mkdir()
-    assert "fresh" in spaces.names()
+    assert "fresh" in [w.name for w in spaces.all()]
     assert spaces.resolve("fresh").name == "fresh"
 
 
