@@ -33,6 +33,8 @@ run: setup
 	$(BIN)/python -m telegram_bot
 
 test: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)

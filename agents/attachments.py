@@ -43,8 +43,9 @@ class Limits:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Limits:
-        return cls(settings.attachment_image_max_edge, settings.attachment_pdf_max_bytes,
-                   settings.attachment_text_max_bytes)
+        return cls(
+            settings.attachment_image_max_edge, settings.attachment_pdf_max_bytes, settings.attachment_text_max_bytes
+        )
 
 
 def _megabytes(size: int) -> str:
@@ -66,8 +67,10 @@ def normalise_image(data: bytes, max_edge: int) -> tuple[bytes, str, int, int]:
     with image:
         width, height = image.size
         if width * height > MAX_SOURCE_PIXELS:
-            raise AttachmentRefused(f"That picture is {width}×{height} pixels, more than the "
-                                    f"{MAX_SOURCE_PIXELS // 1_000_000} megapixels I take")
+            raise AttachmentRefused(
+                f"That picture is {width}×{height} pixels, more than the "
+                f"{MAX_SOURCE_PIXELS // 1_000_000} megapixels I take"
+            )
         media_type = IMAGE_FORMATS.get(image.format or "")
         animated = getattr(image, "is_animated", False)
         if media_type and not animated and max(width, height) <= max_edge and len(data) <= API_IMAGE_MAX_BYTES:
@@ -135,35 +138,47 @@ class Attachments:
         text = None if image_only else text_of(data)
         if text is not None:
             if len(data) > self.limits.text_max_bytes:
-                raise AttachmentRefused(f"{name} is {_megabytes(len(data))}, more than the "
-                                        f"{_megabytes(self.limits.text_max_bytes)} of text I read (send the part "
-                                        "that matters, e.g. the end of the log)")
-            return await self._store(chat_id, AttachmentKind.TEXT, name, "text/plain", text.encode("utf-8"),
-                                      tokens=len(text) // 4 + 1)
+                raise AttachmentRefused(
+                    f"{name} is {_megabytes(len(data))}, more than the "
+                    f"{_megabytes(self.limits.text_max_bytes)} of text I read (send the part "
+                    "that matters, e.g. the end of the log)"
+                )
+            return await self._store(
+                chat_id, AttachmentKind.TEXT, name, "text/plain", text.encode("utf-8"), tokens=len(text) // 4 + 1
+            )
         try:
-            picture, media_type, width, height = await asyncio.to_thread(normalise_image, data,
-                                                                         self.limits.image_max_edge)
+            picture, media_type, width, height = await asyncio.to_thread(
+                normalise_image, data, self.limits.image_max_edge
+            )
         except AttachmentRefused:
             if image_only:
                 raise
-            raise AttachmentRefused(f"I read pictures (JPEG, PNG, GIF, WebP), PDFs and text files (code, logs, JSON, "
-                                    f"CSV, Markdown), and {name} is none of those") from None
+            raise AttachmentRefused(
+                f"I read pictures (JPEG, PNG, GIF, WebP), PDFs and text files (code, logs, JSON, "
+                f"CSV, Markdown), and {name} is none of those"
+            ) from None
         if media_type != "image/jpeg" or not name.lower().endswith((".jpg", ".jpeg")):
             name = f"{Path(name).stem}.{media_type.split('/')[1].replace('jpeg', 'jpg')}"
-        return await self._store(chat_id, AttachmentKind.IMAGE, name, media_type, picture,
-                                 tokens=image_tokens(width, height))
+        return await self._store(
+            chat_id, AttachmentKind.IMAGE, name, media_type, picture, tokens=image_tokens(width, height)
+        )
 
     async def _keep_pdf(self, chat_id: int, data: bytes, name: str) -> Attachment:
         if len(data) > self.limits.pdf_max_bytes:
-            raise AttachmentRefused(f"{name} is {_megabytes(len(data))}, more than the "
-                                    f"{_megabytes(self.limits.pdf_max_bytes)} I read in a PDF")
+            raise AttachmentRefused(
+                f"{name} is {_megabytes(len(data))}, more than the "
+                f"{_megabytes(self.limits.pdf_max_bytes)} I read in a PDF"
+            )
         pages = len(_PDF_PAGE.findall(data)) or 1
         if pages > API_PDF_MAX_PAGES:
-            raise AttachmentRefused(f"{name} has about {pages} pages, more than the {API_PDF_MAX_PAGES} I read in a PDF")
+            raise AttachmentRefused(
+                f"{name} has about {pages} pages, more than the {API_PDF_MAX_PAGES} I read in a PDF"
+            )
         return await self._store(chat_id, AttachmentKind.PDF, name, "application/pdf", data, tokens=pages * 2000)
 
-    async def _store(self, chat_id: int, kind: AttachmentKind, name: str, media_type: str, data: bytes,
-                     tokens: int) -> Attachment:
+    async def _store(
+        self, chat_id: int, kind: AttachmentKind, name: str, media_type: str, data: bytes, tokens: int
+    ) -> Attachment:
         digest = hashlib.sha256(data).hexdigest()[:32]
         suffix = re.sub(r"[^a-z0-9.]", "", Path(name).suffix.lower())[:10]
         relative = f"{chat_id}/{digest}{suffix if len(suffix) > 1 else '.bin'}"
@@ -176,8 +191,9 @@ class Attachments:
             partial.replace(target)
 
         await asyncio.to_thread(write)
-        return Attachment(chat_id=chat_id, kind=kind, name=name, media_type=media_type, path=relative, size=len(data),
-                          tokens=tokens)
+        return Attachment(
+            chat_id=chat_id, kind=kind, name=name, media_type=media_type, path=relative, size=len(data), tokens=tokens
+        )
 
     async def blocks(self, attachment: Attachment) -> list[dict[str, Any]]:
         """The content blocks that show the attachment to a model: a label with its id, then the image/document/text."""
@@ -185,16 +201,26 @@ class Attachments:
         try:
             data = await asyncio.to_thread(self.path_of(attachment).read_bytes)
         except OSError:
-            return [{"type": "text", "text": f"[attachment #{attachment.id}: {attachment.name} is no longer available]"}]
+            return [
+                {"type": "text", "text": f"[attachment #{attachment.id}: {attachment.name} is no longer available]"}
+            ]
         if attachment.kind is AttachmentKind.TEXT:
             text = data.decode("utf-8", errors="replace")
-            return [{"type": "text", "text": f"{label['text']}\n<file name=\"{attachment.name}\">\n{text}\n</file>"}]
+            return [{"type": "text", "text": f'{label["text"]}\n<file name="{attachment.name}">\n{text}\n</file>'}]
         encoded = base64.standard_b64encode(data).decode("ascii")
         if attachment.kind is AttachmentKind.PDF:
-            return [label, {"type": "document", "title": attachment.name[:200],
-                            "source": {"type": "base64", "media_type": "application/pdf", "data": encoded}}]
-        return [label, {"type": "image", "source": {"type": "base64", "media_type": attachment.media_type,
-                                                    "data": encoded}}]
+            return [
+                label,
+                {
+                    "type": "document",
+                    "title": attachment.name[:200],
+                    "source": {"type": "base64", "media_type": "application/pdf", "data": encoded},
+                },
+            ]
+        return [
+            label,
+            {"type": "image", "source": {"type": "base64", "media_type": attachment.media_type, "data": encoded}},
+        ]
 
     async def blocks_of(self, attachments: list[Attachment]) -> list[dict[str, Any]]:
         blocks: list[dict[str, Any]] = []

@@ -53,30 +53,149 @@ MAX_REFERENCES_PER_FILE = 400  # distinct identifiers kept per file, most used f
 
 
 LANGUAGE_BY_EXTENSION: dict[str, str] = {
-    "py": "python", "pyi": "python",
-    "js": "javascript", "mjs": "javascript", "cjs": "javascript", "jsx": "javascript",
-    "ts": "typescript", "mts": "typescript", "cts": "typescript", "tsx": "tsx",
-    "go": "go", "rs": "rust", "java": "java", "kt": "kotlin", "kts": "kotlin", "scala": "scala",
-    "rb": "ruby", "php": "php", "cs": "csharp", "swift": "swift", "m": "objc", "dart": "dart",
-    "c": "c", "h": "c", "cc": "cpp", "cpp": "cpp", "cxx": "cpp", "hpp": "cpp", "hh": "cpp",
-    "lua": "lua", "r": "r", "jl": "julia", "ex": "elixir", "exs": "elixir", "erl": "erlang", "hs": "haskell",
-    "sh": "shell", "bash": "shell", "zsh": "shell", "ps1": "powershell",
-    "html": "html", "htm": "html", "css": "css", "scss": "scss", "sass": "sass", "less": "less",
-    "vue": "vue", "svelte": "svelte", "sql": "sql", "graphql": "graphql", "proto": "protobuf",
-    "md": "markdown", "rst": "rst", "txt": "text",
-    "json": "json", "yaml": "yaml", "yml": "yaml", "toml": "toml", "ini": "ini", "cfg": "ini", "xml": "xml",
+    "py": "python",
+    "pyi": "python",
+    "js": "javascript",
+    "mjs": "javascript",
+    "cjs": "javascript",
+    "jsx": "javascript",
+    "ts": "typescript",
+    "mts": "typescript",
+    "cts": "typescript",
+    "tsx": "tsx",
+    "go": "go",
+    "rs": "rust",
+    "java": "java",
+    "kt": "kotlin",
+    "kts": "kotlin",
+    "scala": "scala",
+    "rb": "ruby",
+    "php": "php",
+    "cs": "csharp",
+    "swift": "swift",
+    "m": "objc",
+    "dart": "dart",
+    "c": "c",
+    "h": "c",
+    "cc": "cpp",
+    "cpp": "cpp",
+    "cxx": "cpp",
+    "hpp": "cpp",
+    "hh": "cpp",
+    "lua": "lua",
+    "r": "r",
+    "jl": "julia",
+    "ex": "elixir",
+    "exs": "elixir",
+    "erl": "erlang",
+    "hs": "haskell",
+    "sh": "shell",
+    "bash": "shell",
+    "zsh": "shell",
+    "ps1": "powershell",
+    "html": "html",
+    "htm": "html",
+    "css": "css",
+    "scss": "scss",
+    "sass": "sass",
+    "less": "less",
+    "vue": "vue",
+    "svelte": "svelte",
+    "sql": "sql",
+    "graphql": "graphql",
+    "proto": "protobuf",
+    "md": "markdown",
+    "rst": "rst",
+    "txt": "text",
+    "json": "json",
+    "yaml": "yaml",
+    "yml": "yaml",
+    "toml": "toml",
+    "ini": "ini",
+    "cfg": "ini",
+    "xml": "xml",
 }
 LANGUAGE_BY_NAME: dict[str, str] = {"Makefile": "make", "Dockerfile": "docker", "Justfile": "just"}
 
 # Never opened: their extension says they are not text.
-BINARY_EXTENSIONS = frozenset({
-    "png", "jpg", "jpeg", "gif", "bmp", "ico", "webp", "tif", "tiff", "psd", "heic", "avif",
-    "mp3", "wav", "ogg", "oga", "flac", "m4a", "aac", "opus", "mp4", "mov", "avi", "mkv", "webm",
-    "zip", "gz", "tgz", "bz2", "xz", "zst", "7z", "rar", "tar", "jar", "war", "whl", "egg",
-    "pyc", "pyo", "so", "dylib", "dll", "exe", "o", "a", "lib", "bin", "class", "wasm",
-    "pdf", "doc", "docx", "xls", "xlsx", "ppt", "pptx", "odt", "sqlite", "sqlite3", "db",
-    "ttf", "otf", "woff", "woff2", "eot", "pt", "pth", "onnx", "npy", "npz", "pkl", "pickle", "parquet",
-})
+BINARY_EXTENSIONS = frozenset(
+    {
+        "png",
+        "jpg",
+        "jpeg",
+        "gif",
+        "bmp",
+        "ico",
+        "webp",
+        "tif",
+        "tiff",
+        "psd",
+        "heic",
+        "avif",
+        "mp3",
+        "wav",
+        "ogg",
+        "oga",
+        "flac",
+        "m4a",
+        "aac",
+        "opus",
+        "mp4",
+        "mov",
+        "avi",
+        "mkv",
+        "webm",
+        "zip",
+        "gz",
+        "tgz",
+        "bz2",
+        "xz",
+        "zst",
+        "7z",
+        "rar",
+        "tar",
+        "jar",
+        "war",
+        "whl",
+        "egg",
+        "pyc",
+        "pyo",
+        "so",
+        "dylib",
+        "dll",
+        "exe",
+        "o",
+        "a",
+        "lib",
+        "bin",
+        "class",
+        "wasm",
+        "pdf",
+        "doc",
+        "docx",
+        "xls",
+        "xlsx",
+        "ppt",
+        "pptx",
+        "odt",
+        "sqlite",
+        "sqlite3",
+        "db",
+        "ttf",
+        "otf",
+        "woff",
+        "woff2",
+        "eot",
+        "pt",
+        "pth",
+        "onnx",
+        "npy",
+        "npz",
+        "pkl",
+        "pickle",
+        "parquet",
+    }
+)
 
 SOURCE_EXTENSIONS = frozenset({"py", "pyi", "js", "mjs", "cjs", "jsx", "ts", "mts", "cts", "tsx"})
 
@@ -87,6 +206,7 @@ def estimate_tokens(text: str) -> int:
 
 
 # --- records ---------------------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Symbol:
@@ -124,10 +244,9 @@ class SameContent:
     size: int
 
 
-
 def file_extension(name: str) -> str:
     dot = name.rfind(".")
-    return name[dot + 1:].lower() if dot > 0 else ""
+    return name[dot + 1 :].lower() if dot > 0 else ""
 
 
 def language_for(path: str) -> str | None:
@@ -139,16 +258,18 @@ def content_hash(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
-def parse_files(root: Path, paths: Sequence[str], states: dict[str, tuple[int, int]],
-                known_hashes: dict[str, str] | None = None) -> list[FileOutline | SameContent | None]:
+def parse_files(
+    root: Path, paths: Sequence[str], states: dict[str, tuple[int, int]], known_hashes: dict[str, str] | None = None
+) -> list[FileOutline | SameContent | None]:
     """Outline each path (None for a file that vanished or became unreadable since the scan; `SameContent` when its
     bytes hash to `known_hashes[path]`)."""
     known_hashes = known_hashes or {}
     return [_parse_file(root, path, *states[path], known_hashes.get(path)) for path in paths]
 
 
-def _parse_file(root: Path, path: str, mtime_ns: int, size: int,
-                known_hash: str | None = None) -> FileOutline | SameContent | None:
+def _parse_file(
+    root: Path, path: str, mtime_ns: int, size: int, known_hash: str | None = None
+) -> FileOutline | SameContent | None:
     try:
         data = (root / path).read_bytes()
     except OSError:
@@ -173,9 +294,16 @@ def _parse_file(root: Path, path: str, mtime_ns: int, size: int,
         summary, symbols, imports = "", [], []
     references, words = _references(data, path, symbols)
     return FileOutline(
-        path, mtime_ns, size, language, summary[:160],
-        tuple(symbols[:MAX_SYMBOLS_PER_FILE]), tuple(dict.fromkeys(imports))[:MAX_IMPORTS_PER_FILE],
-        digest, json.dumps(references, separators=(",", ":")), json.dumps(words, separators=(",", ":")),
+        path,
+        mtime_ns,
+        size,
+        language,
+        summary[:160],
+        tuple(symbols[:MAX_SYMBOLS_PER_FILE]),
+        tuple(dict.fromkeys(imports))[:MAX_IMPORTS_PER_FILE],
+        digest,
+        json.dumps(references, separators=(",", ":")),
+        json.dumps(words, separators=(",", ":")),
     )
 
 
@@ -183,11 +311,93 @@ def _parse_file(root: Path, path: str, mtime_ns: int, size: int,
 
 _IDENTIFIER = re.compile(rb"[A-Za-z_$][A-Za-z0-9_$]{2,}")
 _WORD_PARTS = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
-_NOT_REFERENCES = frozenset(["False", "None", "True", "and", "as", "assert", "async", "await", "break", "class", "continue", "def", "del", "elif", "else", "except", "finally", "for", "from", "global", "import", "lambda", "nonlocal", "not", "pass", "raise", "return", "try", "while", "with", "yield", "self", "cls", "case", "match", "var", "let", "const", "function", "new", "this", "typeof", "instanceof", "void", "delete", "throw", "catch", "switch", "default", "export", "extends", "super", "null", "undefined", "true", "false", "static", "get", "set", "public", "private", "protected", "readonly", "interface", "type", "enum", "implements", "string", "number", "boolean", "any", "unknown", "never", "object", "require", "module", "exports", "prototype"])
+_NOT_REFERENCES = frozenset(
+    [
+        "False",
+        "None",
+        "True",
+        "and",
+        "as",
+        "assert",
+        "async",
+        "await",
+        "break",
+        "class",
+        "continue",
+        "def",
+        "del",
+        "elif",
+        "else",
+        "except",
+        "finally",
+        "for",
+        "from",
+        "global",
+        "import",
+        "lambda",
+        "nonlocal",
+        "not",
+        "pass",
+        "raise",
+        "return",
+        "try",
+        "while",
+        "with",
+        "yield",
+        "self",
+        "cls",
+        "case",
+        "match",
+        "var",
+        "let",
+        "const",
+        "function",
+        "new",
+        "this",
+        "typeof",
+        "instanceof",
+        "void",
+        "delete",
+        "throw",
+        "catch",
+        "switch",
+        "default",
+        "export",
+        "extends",
+        "super",
+        "null",
+        "undefined",
+        "true",
+        "false",
+        "static",
+        "get",
+        "set",
+        "public",
+        "private",
+        "protected",
+        "readonly",
+        "interface",
+        "type",
+        "enum",
+        "implements",
+        "string",
+        "number",
+        "boolean",
+        "any",
+        "unknown",
+        "never",
+        "object",
+        "require",
+        "module",
+        "exports",
+        "prototype",
+    ]
+)
 
 
 def split_words(name: str) -> list[str]:
-    """Lower-case words of an identifier or file name: split on `_`, `-`, `.`, `/` and case ('HTTPAdapter' → http, adapter)."""
+    """Lower-case words of an identifier or file name: split on `_`, `-`, `.`, `/` and case ('HTTPAdapter' → http,
+    adapter)."""
     return [part.lower() for part in _WORD_PARTS.findall(name)]
 
 
@@ -245,10 +455,20 @@ def _markdown_summary(data: bytes) -> str:
 
 # --- Python ----------------------------------------------------------------------------------------------------------
 
-_SHOWN_DECORATORS = frozenset({
-    "property", "staticmethod", "classmethod", "cached_property", "abstractmethod", "overload",
-    "contextmanager", "asynccontextmanager", "dataclass", "setter",
-})
+_SHOWN_DECORATORS = frozenset(
+    {
+        "property",
+        "staticmethod",
+        "classmethod",
+        "cached_property",
+        "abstractmethod",
+        "overload",
+        "contextmanager",
+        "asynccontextmanager",
+        "dataclass",
+        "setter",
+    }
+)
 
 
 def _decorators(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> str:
@@ -341,7 +561,9 @@ _FUNCTION_VALUES = frozenset({"arrow_function", "function_expression", "function
 _CLASS_DECLARATIONS = frozenset({"class_declaration", "abstract_class_declaration", "class"})
 _FUNCTION_DECLARATIONS = frozenset({"function_declaration", "generator_function_declaration", "function_signature"})
 _TYPE_DECLARATIONS = {
-    "interface_declaration": "interface", "type_alias_declaration": "type", "enum_declaration": "enum",
+    "interface_declaration": "interface",
+    "type_alias_declaration": "type",
+    "enum_declaration": "enum",
 }
 _METHODS = frozenset({"method_definition", "method_signature", "abstract_method_signature"})
 _REQUIRE = re.compile(rb"""\brequire\(\s*['"]([^'"\n]+)['"]\s*\)""")
@@ -467,8 +689,12 @@ class _ScriptOutliner:
                 self.exported_object(right)
             elif is_function or right.type in _CLASS_DECLARATIONS:
                 inner = right.child_by_field_name("name")
-                self.add(self.node_text(inner) if inner is not None else "module.exports",
-                         "function" if is_function else "class", node, signature)
+                self.add(
+                    self.node_text(inner) if inner is not None else "module.exports",
+                    "function" if is_function else "class",
+                    node,
+                    signature,
+                )
         elif owner in ("exports", "module.exports"):
             self.add(name, "function" if is_function else "const", node, signature)
         elif owner.endswith(".prototype"):
@@ -485,13 +711,21 @@ class _ScriptOutliner:
                     continue
                 is_function = value.type in _FUNCTION_VALUES
                 end = self._body_start(value) if is_function else key.end_byte
-                self.add(self.node_text(key).strip("'\""), "function" if is_function else "const", member,
-                         "module.exports." + self.text(member.start_byte, end))
+                self.add(
+                    self.node_text(key).strip("'\""),
+                    "function" if is_function else "const",
+                    member,
+                    "module.exports." + self.text(member.start_byte, end),
+                )
             elif member.type == "method_definition":
                 name = member.child_by_field_name("name")
                 if name is not None:
-                    self.add(self.node_text(name), "function", member,
-                             "module.exports." + self.head(member.start_byte, member))
+                    self.add(
+                        self.node_text(name),
+                        "function",
+                        member,
+                        "module.exports." + self.head(member.start_byte, member),
+                    )
             elif member.type == "shorthand_property_identifier":
                 self.add(self.node_text(member), "const", member, "module.exports." + self.node_text(member))
 
@@ -559,8 +793,8 @@ def _script_outline(data: bytes, path: str, language: str) -> tuple[str, list[Sy
     for child in children:
         outliner.statement(child, child.start_byte, False)
     outliner.imports.extend(
-        target for spec in _REQUIRE.findall(data)
+        target
+        for spec in _REQUIRE.findall(data)
         if (target := _script_import_target(spec.decode("utf-8", "replace"), path))
     )
     return summary, outliner.symbols, outliner.imports
-

@@ -65,12 +65,19 @@ def fit_messages(messages: list[dict[str, Any]], window_tokens: int, *, force: b
     if not force and estimate <= window_tokens * NEAR_WINDOW:
         return messages
     calls = _calls(messages)
-    positions = [(i, j) for i, m in enumerate(messages) if m["role"] == "user" and isinstance(m["content"], list)
-                 for j, b in enumerate(m["content"]) if b.get("type") == "tool_result"]
+    positions = [
+        (i, j)
+        for i, m in enumerate(messages)
+        if m["role"] == "user" and isinstance(m["content"], list)
+        for j, b in enumerate(m["content"])
+        if b.get("type") == "tool_result"
+    ]
     keep = 1 if force else KEEP_RECENT  # after a 'too long' refusal only the newest result stays whole
     candidates = positions[:-keep] if len(positions) > keep else []
-    out = [{"role": m["role"], "content": list(m["content"]) if isinstance(m["content"], list) else m["content"]}
-           for m in messages]
+    out = [
+        {"role": m["role"], "content": list(m["content"]) if isinstance(m["content"], list) else m["content"]}
+        for m in messages
+    ]
     target = window_tokens * (TARGET if not force else TARGET / 2)
     for i, j in candidates:
         if estimate <= target:
@@ -95,9 +102,11 @@ class HasConversation(Protocol):
     context_window: int
 
 
-async def create_within_window(worker: HasConversation,
-                               request: Callable[[], Awaitable[anthropic.types.Message]]) -> anthropic.types.Message:
-    """Fit the worker's conversation to its window, send `request()`; on 'prompt is too long', stub harder, retry once."""
+async def create_within_window(
+    worker: HasConversation, request: Callable[[], Awaitable[anthropic.types.Message]]
+) -> anthropic.types.Message:
+    """Fit the worker's conversation to its window, send `request()`; on 'prompt is too long', stub harder, retry
+    once."""
     worker.messages = fit_messages(worker.messages, worker.context_window)
     try:
         return await request()

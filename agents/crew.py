@@ -10,8 +10,8 @@ from datetime import datetime
 from pathlib import Path
 
 from agents import crew_texts, git_diff, git_repo
-from agents.new_workspace import create_workspace
 from agents.models import Proposal, ProposalStatus, Task, TaskEvent, TaskStatus, WorkerKind, utcnow
+from agents.new_workspace import create_workspace
 from agents.notify import Notifier
 from agents.settings import Settings
 from agents.steering import Inboxes
@@ -66,8 +66,15 @@ def task_line(t: Task) -> str:
 class Crew:
     """Implements the WorkDesk protocol of tool_sets.py; every method answers with text for the model or the user."""
 
-    def __init__(self, settings: Settings, store: Store, workspaces: Workspaces, runner: TaskRunner,
-                 notifier: Notifier, inboxes: Inboxes | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store,
+        workspaces: Workspaces,
+        runner: TaskRunner,
+        notifier: Notifier,
+        inboxes: Inboxes | None = None,
+    ) -> None:
         self.settings, self.store, self.workspaces = settings, store, workspaces
         self.runner, self.notifier = runner, notifier
         self.inboxes = inboxes or Inboxes()  # the executor's: notes for running workers
@@ -86,8 +93,14 @@ class Crew:
             raise ToolError(f"there is no attachment {', '.join(missing)} in this chat")
         return found
 
-    async def _submit(self, task: Task, criteria: list[str] | None = None, attachments: list[int] | None = None,
-                      save_attachments: bool = False, proposal_id: int | None = None) -> Task | None:
+    async def _submit(
+        self,
+        task: Task,
+        criteria: list[str] | None = None,
+        attachments: list[int] | None = None,
+        save_attachments: bool = False,
+        proposal_id: int | None = None,
+    ) -> Task | None:
         """Store a new task and wake the runner; with `proposal_id`, approve that proposal in the same transaction."""
         task.reply_to_message_id = task.reply_to_message_id or REQUEST_MESSAGE.get()
         cleaned = [" ".join(str(c).split()) for c in (criteria or []) if str(c).strip()][:10]
@@ -108,8 +121,14 @@ class Crew:
         return task
 
     # ---- orchestrator tools ------------------------------------------------------------------
-    async def start_research(self, chat_id: int, workspace: str, request: str, refines: int | None = None,
-                             attachments: list[int] | None = None) -> str:
+    async def start_research(
+        self,
+        chat_id: int,
+        workspace: str,
+        request: str,
+        refines: int | None = None,
+        attachments: list[int] | None = None,
+    ) -> str:
         await self._check_budget()
         instructions = request
         if refines is not None:  # the worker sees the proposal being changed, whole
@@ -117,46 +136,80 @@ class Crew:
             workspace = old.workspace
             instructions = crew_texts.refine_request(request, old)
         ws = self.workspaces.resolve(workspace)
-        task = await self._submit(Task(chat_id=chat_id, workspace=ws.name, worker=WorkerKind.RESEARCH,
-                                       title=f"research: {title_of(request, 70)}", instructions=instructions,
-                                       priority=FOREGROUND_PRIORITY), attachments=attachments)
-        return (f"Research task #{task.id} started on workspace {ws.name}. Its proposal will be shown in the chat "
-                "with Approve/Reject buttons when ready.")
+        task = await self._submit(
+            Task(
+                chat_id=chat_id,
+                workspace=ws.name,
+                worker=WorkerKind.RESEARCH,
+                title=f"research: {title_of(request, 70)}",
+                instructions=instructions,
+                priority=FOREGROUND_PRIORITY,
+            ),
+            attachments=attachments,
+        )
+        return (
+            f"Research task #{task.id} started on workspace {ws.name}. Its proposal will be shown in the chat "
+            "with Approve/Reject buttons when ready."
+        )
 
-    async def start_task(self, chat_id: int, workspace: str, worker: str, instructions: str, background: bool = True,
-                         acceptance_criteria: list[str] | None = None, attachments: list[int] | None = None,
-                         save_attachments: bool = False) -> str:
+    async def start_task(
+        self,
+        chat_id: int,
+        workspace: str,
+        worker: str,
+        instructions: str,
+        background: bool = True,
+        acceptance_criteria: list[str] | None = None,
+        attachments: list[int] | None = None,
+        save_attachments: bool = False,
+    ) -> str:
         await self._check_budget()
         try:
             kind = WorkerKind(str(worker).strip().lower())
         except ValueError:
             kind = None
         if kind is None or kind is WorkerKind.RESEARCH:
-            raise ToolError(f"worker must be one of code, frontend, test (got {worker!r}); use start_research for research")
+            raise ToolError(
+                f"worker must be one of code, frontend, test (got {worker!r}); use start_research for research"
+            )
         ws = self.workspaces.resolve(workspace)
-        task = await self._submit(Task(chat_id=chat_id, workspace=ws.name, worker=kind, title=title_of(instructions),
-                                       instructions=instructions, background=bool(background),
-                                       priority=0 if background else FOREGROUND_PRIORITY),
-                                  criteria=acceptance_criteria, attachments=attachments,
-                                  save_attachments=save_attachments)
+        task = await self._submit(
+            Task(
+                chat_id=chat_id,
+                workspace=ws.name,
+                worker=kind,
+                title=title_of(instructions),
+                instructions=instructions,
+                background=bool(background),
+                priority=0 if background else FOREGROUND_PRIORITY,
+            ),
+            criteria=acceptance_criteria,
+            attachments=attachments,
+            save_attachments=save_attachments,
+        )
         if background:
-            return (f"Task #{task.id} ({kind.value} worker, workspace {ws.name}) started in the background; the user "
-                    "sees its progress and gets a summary when it ends.")
+            return (
+                f"Task #{task.id} ({kind.value} worker, workspace {ws.name}) started in the background; the user "
+                "sees its progress and gets a summary when it ends."
+            )
         if not await self._wait_briefly(chat_id, task.id):
             await self.store.update_task(task.id, background=True)
             return crew_texts.still_running(task.id)
         done = await self.store.get_task(task.id)
-        return (f"Task #{task.id} ended with status {done.status.value}. "
-                f"{done.error or ''} Worker's report: {(done.result or '(none)')[:1500]} "
-                "(the summary with files, tests and commit was already sent to the user).")
+        return (
+            f"Task #{task.id} ended with status {done.status.value}. "
+            f"{done.error or ''} Worker's report: {(done.result or '(none)')[:1500]} "
+            "(the summary with files, tests and commit was already sent to the user)."
+        )
 
     async def _wait_briefly(self, chat_id: int, task_id: int) -> bool:
         """Wait for a foreground task at most FOREGROUND_WAIT_SECONDS, and not past a new message in the chat."""
         interrupt = self._interrupts.setdefault(chat_id, asyncio.Event())
         done, interrupted = asyncio.ensure_future(self.runner.wait(task_id)), asyncio.ensure_future(interrupt.wait())
         try:
-            await asyncio.wait({done, interrupted}, timeout=self.settings.foreground_wait_seconds,
-                               return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(
+                {done, interrupted}, timeout=self.settings.foreground_wait_seconds, return_when=asyncio.FIRST_COMPLETED
+            )
         finally:
             for waiter in (done, interrupted):
                 waiter.cancel()
@@ -196,16 +249,28 @@ class Crew:
     async def approve_proposal(self, chat_id: int, proposal_id: int | None = None, notes: str | None = None) -> str:
         proposal = await self._pick_proposal(chat_id, proposal_id)
         await self._check_budget()
-        instructions = (f"Implement this approved proposal in the workspace, exactly as written (the user approved "
-                        f"it as is).\n\nOriginal request: {proposal.request}\n\n{proposal.body}")
+        instructions = (
+            f"Implement this approved proposal in the workspace, exactly as written (the user approved "
+            f"it as is).\n\nOriginal request: {proposal.request}\n\n{proposal.body}"
+        )
         instructions += crew_texts.approval_notes(notes)
-        task = await self._submit(Task(chat_id=chat_id, workspace=proposal.workspace, worker=WorkerKind.CODE,
-                                       title=f"proposal #{proposal.id}: {title_of(proposal.request, 60)}",
-                                       instructions=instructions, proposal_id=proposal.id),
-                                  criteria=plan_criteria(proposal.body), proposal_id=proposal.id)
+        task = await self._submit(
+            Task(
+                chat_id=chat_id,
+                workspace=proposal.workspace,
+                worker=WorkerKind.CODE,
+                title=f"proposal #{proposal.id}: {title_of(proposal.request, 60)}",
+                instructions=instructions,
+                proposal_id=proposal.id,
+            ),
+            criteria=plan_criteria(proposal.body),
+            proposal_id=proposal.id,
+        )
         if task is None:  # a double tap lands here
             raise ToolError(f"proposal #{proposal.id} was already decided")
-        return f"Proposal #{proposal.id} approved; code task #{task.id} started on {proposal.workspace} in the background."
+        return (
+            f"Proposal #{proposal.id} approved; code task #{task.id} started on {proposal.workspace} in the background."
+        )
 
     async def reject_proposal(self, chat_id: int, proposal_id: int | None = None, reason: str | None = None) -> str:
         proposal = await self._pick_proposal(chat_id, proposal_id)
@@ -236,8 +301,9 @@ class Crew:
             raise ToolError("the note is empty")
         if task.status is not TaskStatus.IN_PROGRESS or not await self.inboxes.post(task.id, text):
             state = "has not started yet" if task.status is TaskStatus.PENDING else f"is {task.status.value}"
-            raise ToolError(f"task #{task.id} {state}, so no worker is running to read a note; only a running task "
-                            "takes notes")
+            raise ToolError(
+                f"task #{task.id} {state}, so no worker is running to read a note; only a running task takes notes"
+            )
         await self.store.add_event(TaskEvent(task_id=task.id, kind="note", detail=text[:300]))
         return f"Note passed to task #{task.id}; its worker reads it before its next step."
 
@@ -269,7 +335,9 @@ class Crew:
 
     async def create_workspace(self, name: str) -> str:
         ws = await create_workspace(self.workspaces, name, git_identity(self.settings))
-        return f"Created workspace {ws.name} (a new git repository with an initial commit); start work in it by that name."
+        return (
+            f"Created workspace {ws.name} (a new git repository with an initial commit); start work in it by that name."
+        )
 
     # ---- buttons -----------------------------------------------------------------------------
     async def _branch_task(self, chat_id: int, task_id: int) -> tuple[Task, git_repo.TaskWorktree]:
@@ -277,8 +345,13 @@ class Crew:
         if not task.branch or not task.base_commit:
             raise ToolError(f"task #{task_id} has no branch")
         repo = self.workspaces.resolve(task.workspace).path
-        tree = git_repo.TaskWorktree(repo=repo, path=Path(task.worktree or repo), branch=task.branch,
-                                     base_branch=task.base_branch or "main", base_commit=task.base_commit)
+        tree = git_repo.TaskWorktree(
+            repo=repo,
+            path=Path(task.worktree or repo),
+            branch=task.branch,
+            base_branch=task.base_branch or "main",
+            base_commit=task.base_commit,
+        )
         return task, tree
 
     async def merge(self, chat_id: int, task_id: int) -> str:

@@ -34,22 +34,43 @@ def decode_buttons(data: str | None) -> Buttons | None:
 class Deliveries:
     """Send through the notifier with retries and an outbox; `start()` runs the flusher, `close()` stops it."""
 
-    def __init__(self, store: Store, notifier: Notifier, retry_delays: tuple[float, ...] | None = None,
-                 flush_interval: float | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        notifier: Notifier,
+        retry_delays: tuple[float, ...] | None = None,
+        flush_interval: float | None = None,
+    ) -> None:
         self.store, self.notifier = store, notifier
         self.retry_delays = RETRY_DELAYS if retry_delays is None else retry_delays
         self.flush_interval = FLUSH_INTERVAL if flush_interval is None else flush_interval
         self._flusher: asyncio.Task[None] | None = None
         self._sending: set[int] = set()  # outbox ids being sent right now (never twice at once)
 
-    async def deliver(self, chat_id: int, markdown: str, *, buttons: Buttons | None = None, reply_to: int | None = None,
-                      kind: str = "notice", task_id: int | None = None) -> int | None:
+    async def deliver(
+        self,
+        chat_id: int,
+        markdown: str,
+        *,
+        buttons: Buttons | None = None,
+        reply_to: int | None = None,
+        kind: str = "notice",
+        task_id: int | None = None,
+    ) -> int | None:
         """Store, then send with retries; the id of the message sent, None when it stays in the outbox for later.
 
         Never raises on a send error.
         """
-        entry = await self.store.add_delivery(Delivery(chat_id=chat_id, kind=kind, task_id=task_id, text=markdown,
-                                                       buttons=encode_buttons(buttons), reply_to=reply_to))
+        entry = await self.store.add_delivery(
+            Delivery(
+                chat_id=chat_id,
+                kind=kind,
+                task_id=task_id,
+                text=markdown,
+                buttons=encode_buttons(buttons),
+                reply_to=reply_to,
+            )
+        )
         return await self._send(entry, self.retry_delays)
 
     async def _send(self, entry: Delivery, delays: tuple[float, ...]) -> int | None:
@@ -60,12 +81,19 @@ class Deliveries:
         try:
             for attempt, delay in enumerate((*delays, None)):
                 try:
-                    sent = await self.notifier.send(entry.chat_id, entry.text, buttons=decode_buttons(entry.buttons),
-                                                    reply_to=entry.reply_to)
+                    sent = await self.notifier.send(
+                        entry.chat_id, entry.text, buttons=decode_buttons(entry.buttons), reply_to=entry.reply_to
+                    )
                 except Exception as err:  # Telegram-agnostic: a 5xx, a timeout, a network error …
                     await self.store.delivery_failed(entry.id, f"{type(err).__name__}: {err}")
-                    log.warning("chat %s: %s #%s not delivered (try %d): %s", entry.chat_id, entry.kind, entry.id,
-                                attempt + 1, err)
+                    log.warning(
+                        "chat %s: %s #%s not delivered (try %d): %s",
+                        entry.chat_id,
+                        entry.kind,
+                        entry.id,
+                        attempt + 1,
+                        err,
+                    )
                     if delay is None:
                         return None
                     await asyncio.sleep(delay)

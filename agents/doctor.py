@@ -13,10 +13,11 @@ import re
 import shutil
 import sqlite3
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Callable, TextIO
+from typing import TextIO
 
 import anthropic
 import httpx2
@@ -98,26 +99,44 @@ async def check_telegram(settings: Settings, timeout: float = NETWORK_TIMEOUT_SE
     try:
         async with httpx2.AsyncClient(timeout=timeout) as client:
             response = await asyncio.wait_for(client.get(f"{root}/bot{token}/getMe"), timeout + 1)
-    except (httpx2.TimeoutException, asyncio.TimeoutError):
-        return Check(Level.fail, "Telegram", f"no answer from {root} within {timeout:g} s",
-                     "check the network (or TELEGRAM_API_BASE_URL if you run a local Bot API server)")
+    except (TimeoutError, httpx2.TimeoutException):
+        return Check(
+            Level.fail,
+            "Telegram",
+            f"no answer from {root} within {timeout:g} s",
+            "check the network (or TELEGRAM_API_BASE_URL if you run a local Bot API server)",
+        )
     except (httpx2.HTTPError, OSError, ValueError) as err:
-        return Check(Level.fail, "Telegram", hide(f"cannot reach {root}: {type(err).__name__}: {err}"),
-                     "check the network and TELEGRAM_API_BASE_URL")
+        return Check(
+            Level.fail,
+            "Telegram",
+            hide(f"cannot reach {root}: {type(err).__name__}: {err}"),
+            "check the network and TELEGRAM_API_BASE_URL",
+        )
     try:
         body = response.json()
     except ValueError:
         body = {}
     if response.status_code in (401, 404) or (isinstance(body, dict) and body.get("error_code") in (401, 404)):
         description = body.get("description") if isinstance(body, dict) else None
-        return Check(Level.fail, "Telegram", f"token rejected ({response.status_code} {description or 'Unauthorized'})",
-                     "copy the token from @BotFather (/mybots → API Token) into TELEGRAM_BOT_TOKEN")
+        return Check(
+            Level.fail,
+            "Telegram",
+            f"token rejected ({response.status_code} {description or 'Unauthorized'})",
+            "copy the token from @BotFather (/mybots → API Token) into TELEGRAM_BOT_TOKEN",
+        )
     if response.status_code != 200 or not isinstance(body, dict) or not body.get("ok"):
         description = body.get("description") if isinstance(body, dict) else response.text[:200]
-        return Check(Level.fail, "Telegram", hide(f"getMe failed: HTTP {response.status_code} {description}"),
-                     "check TELEGRAM_API_BASE_URL and TELEGRAM_BOT_TOKEN")
+        return Check(
+            Level.fail,
+            "Telegram",
+            hide(f"getMe failed: HTTP {response.status_code} {description}"),
+            "check TELEGRAM_API_BASE_URL and TELEGRAM_BOT_TOKEN",
+        )
     me = body.get("result") or {}
-    return Check(Level.ok, "Telegram", f"token accepted, the bot is @{me.get('username', '?')} (id {me.get('id', '?')})")
+    return Check(
+        Level.ok, "Telegram", f"token accepted, the bot is @{me.get('username', '?')} (id {me.get('id', '?')})"
+    )
 
 
 async def check_anthropic(settings: Settings, timeout: float = NETWORK_TIMEOUT_SECONDS) -> Check:
@@ -137,25 +156,49 @@ async def check_anthropic(settings: Settings, timeout: float = NETWORK_TIMEOUT_S
                 client.messages.count_tokens(model=model, messages=[{"role": "user", "content": "ping"}]), timeout + 1
             )
     except anthropic.AuthenticationError:
-        return Check(Level.fail, "Anthropic", "API key rejected (401 authentication_error)",
-                     "create a key at console.anthropic.com → API keys and put it in ANTHROPIC_API_KEY")
+        return Check(
+            Level.fail,
+            "Anthropic",
+            "API key rejected (401 authentication_error)",
+            "create a key at console.anthropic.com → API keys and put it in ANTHROPIC_API_KEY",
+        )
     except anthropic.PermissionDeniedError as err:
-        return Check(Level.fail, "Anthropic", f"the key may not use the API (403: {_api_message(err)})",
-                     "check the key's workspace and permissions at console.anthropic.com")
+        return Check(
+            Level.fail,
+            "Anthropic",
+            f"the key may not use the API (403: {_api_message(err)})",
+            "check the key's workspace and permissions at console.anthropic.com",
+        )
     except anthropic.NotFoundError as err:
-        return Check(Level.fail, "Anthropic", f"model {model!r} not found (404: {_api_message(err)})",
-                     "set ORCHESTRATOR_MODEL / WORKER_MODEL to a model your key can use (or fix ANTHROPIC_BASE_URL)")
-    except (anthropic.APITimeoutError, asyncio.TimeoutError):
-        return Check(Level.fail, "Anthropic", f"no answer from {base} within {timeout:g} s",
-                     "check the network (or ANTHROPIC_BASE_URL)")
+        return Check(
+            Level.fail,
+            "Anthropic",
+            f"model {model!r} not found (404: {_api_message(err)})",
+            "set ORCHESTRATOR_MODEL / WORKER_MODEL to a model your key can use (or fix ANTHROPIC_BASE_URL)",
+        )
+    except (TimeoutError, anthropic.APITimeoutError):
+        return Check(
+            Level.fail,
+            "Anthropic",
+            f"no answer from {base} within {timeout:g} s",
+            "check the network (or ANTHROPIC_BASE_URL)",
+        )
     except anthropic.APIConnectionError as err:
         return Check(Level.fail, "Anthropic", f"cannot reach {base}: {err}", "check the network and ANTHROPIC_BASE_URL")
     except anthropic.APIStatusError as err:
         if err.status_code == 429 or err.status_code >= 500:
-            return Check(Level.warn, "Anthropic", f"the API answered {err.status_code} ({_api_message(err)})",
-                         "a temporary condition (rate limit or overload): run doctor again in a minute")
-        return Check(Level.fail, "Anthropic", f"count_tokens failed: {err.status_code} {_api_message(err)}",
-                     "check ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL and the model names")
+            return Check(
+                Level.warn,
+                "Anthropic",
+                f"the API answered {err.status_code} ({_api_message(err)})",
+                "a temporary condition (rate limit or overload): run doctor again in a minute",
+            )
+        return Check(
+            Level.fail,
+            "Anthropic",
+            f"count_tokens failed: {err.status_code} {_api_message(err)}",
+            "check ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL and the model names",
+        )
     finally:
         await client.close()
     return Check(Level.ok, "Anthropic", f"API key accepted; model{'s' if len(models) > 1 else ''} {', '.join(models)}")
@@ -191,9 +234,12 @@ async def _repository_root(path: Path) -> Path | None:
 
 async def check_git(settings: Settings) -> list[Check]:
     """The git binary, and the identity the bot commits under (always set: from settings, with defaults)."""
-    identity = Check(Level.ok, "git identity",
-                     f"the bot commits as {settings.git_author_name} <{settings.git_author_email}> "
-                     "(GIT_AUTHOR_NAME / GIT_AUTHOR_EMAIL)")
+    identity = Check(
+        Level.ok,
+        "git identity",
+        f"the bot commits as {settings.git_author_name} <{settings.git_author_email}> "
+        "(GIT_AUTHOR_NAME / GIT_AUTHOR_EMAIL)",
+    )
     if shutil.which("git") is None:
         return [Check(Level.fail, "git", "not found on PATH", "install git (apt install git)"), identity]
     code, version = await _git("--version")
@@ -207,25 +253,55 @@ async def check_workspaces(settings: Settings) -> list[Check]:
     root = Path(settings.workspace_path).expanduser()
     if not root.is_dir():
         what = "is not a folder" if root.exists() else "does not exist"
-        return [Check(Level.fail, "workspaces", f"WORKSPACE_PATH {root} {what}",
-                      f"mkdir -p {root} and clone your repositories into it, or point WORKSPACE_PATH at such a folder")]
+        return [
+            Check(
+                Level.fail,
+                "workspaces",
+                f"WORKSPACE_PATH {root} {what}",
+                f"mkdir -p {root} and clone your repositories into it, or point WORKSPACE_PATH at such a folder",
+            )
+        ]
     folders = [w for w in Workspaces(root).all() if not w.is_self]
     if not folders:
-        return [Check(Level.warn, "workspaces", f"{root} has no project folders yet",
-                      f"clone a repository into {root} (each sub-folder is a workspace)")]
+        return [
+            Check(
+                Level.warn,
+                "workspaces",
+                f"{root} has no project folders yet",
+                f"clone a repository into {root} (each sub-folder is a workspace)",
+            )
+        ]
     roots = await asyncio.gather(*(_repository_root(w.path) for w in folders))
     repos = [w.name for w, top in zip(folders, roots) if top == w.path]
-    checks = [Check(Level.ok, "workspaces", f"{root}: {len(repos)} git repositor{'y' if len(repos) == 1 else 'ies'}"
-                    + (f" ({', '.join(repos)})" if repos else ""))]
+    checks = [
+        Check(
+            Level.ok,
+            "workspaces",
+            f"{root}: {len(repos)} git repositor{'y' if len(repos) == 1 else 'ies'}"
+            + (f" ({', '.join(repos)})" if repos else ""),
+        )
+    ]
     for workspace, top in zip(folders, roots):
         if top is None:
-            checks.append(Check(Level.warn, f"workspace {workspace.name}", "not a git repository",
-                                "the bot runs `git init` and commits the files when a task needs it; "
-                                f"or run it yourself: git -C {workspace.path} init"))
+            checks.append(
+                Check(
+                    Level.warn,
+                    f"workspace {workspace.name}",
+                    "not a git repository",
+                    "the bot runs `git init` and commits the files when a task needs it; "
+                    f"or run it yourself: git -C {workspace.path} init",
+                )
+            )
         elif top != workspace.path:
-            checks.append(Check(Level.warn, f"workspace {workspace.name}", f"inside the git repository {top}",
-                                "tasks will branch and commit in that enclosing repository; "
-                                "make the folder a repository of its own if that is not what you want"))
+            checks.append(
+                Check(
+                    Level.warn,
+                    f"workspace {workspace.name}",
+                    f"inside the git repository {top}",
+                    "tasks will branch and commit in that enclosing repository; "
+                    "make the folder a repository of its own if that is not what you want",
+                )
+            )
     return checks
 
 
@@ -235,12 +311,20 @@ async def check_bot_repository(settings: Settings) -> Check | None:
         return None
     path = Path(settings.bot_repository).expanduser()
     if not path.is_dir():
-        return Check(Level.fail, "BOT_REPOSITORY", f"{path} is not a folder",
-                     "point BOT_REPOSITORY at this agentlab checkout, or leave it empty")
+        return Check(
+            Level.fail,
+            "BOT_REPOSITORY",
+            f"{path} is not a folder",
+            "point BOT_REPOSITORY at this agentlab checkout, or leave it empty",
+        )
     top = await _repository_root(path)
     if top is None:
-        return Check(Level.fail, "BOT_REPOSITORY", f"{path} is not a git repository",
-                     "point BOT_REPOSITORY at a git checkout of agentlab (git clone …), or leave it empty")
+        return Check(
+            Level.fail,
+            "BOT_REPOSITORY",
+            f"{path} is not a git repository",
+            "point BOT_REPOSITORY at a git checkout of agentlab (git clone …), or leave it empty",
+        )
     return Check(Level.ok, "BOT_REPOSITORY", f"{top} is a git repository (the workspace `self`)")
 
 
@@ -261,20 +345,33 @@ def check_whisper(settings: Settings, cache_dir: Path | None = None) -> Check:
         cached = (cache_dir or whisper_cache_dir()) / filename
         if cached.is_file():
             return Check(Level.ok, "whisper", f"model {name!r} cached at {cached} ({_size(cached.stat().st_size)})")
-        return Check(Level.warn, "whisper",
-                     f"model {name!r} is not downloaded yet: the bot downloads it when it starts (~{megabytes} MB)",
-                     "nothing to do (it downloads in the background; voice notes wait for it); on a small machine "
-                     "choose a smaller WHISPER_MODEL such as tiny or base")
+        return Check(
+            Level.warn,
+            "whisper",
+            f"model {name!r} is not downloaded yet: the bot downloads it when it starts (~{megabytes} MB)",
+            "nothing to do (it downloads in the background; voice notes wait for it); on a small machine "
+            "choose a smaller WHISPER_MODEL such as tiny or base",
+        )
     path = Path(name).expanduser()
     if path.is_file():
         return Check(Level.ok, "whisper", f"checkpoint {path} ({_size(path.stat().st_size)})")
     if path.exists():
-        return Check(Level.fail, "whisper", f"WHISPER_MODEL {path} is not a file", "point WHISPER_MODEL at a .pt checkpoint")
+        return Check(
+            Level.fail, "whisper", f"WHISPER_MODEL {path} is not a file", "point WHISPER_MODEL at a .pt checkpoint"
+        )
     if os.sep in name or "/" in name or name.endswith(".pt") or name.startswith("~"):
-        return Check(Level.fail, "whisper", f"the checkpoint {path} does not exist (voice notes would be refused)",
-                     "fix the WHISPER_MODEL path, or set it to a model name such as base")
-    return Check(Level.fail, "whisper", f"WHISPER_MODEL {name!r} is neither a model name nor a file",
-                 f"use one of {', '.join(n for n in WHISPER_DOWNLOADS if '.' not in n)}, or a checkpoint path")
+        return Check(
+            Level.fail,
+            "whisper",
+            f"the checkpoint {path} does not exist (voice notes would be refused)",
+            "fix the WHISPER_MODEL path, or set it to a model name such as base",
+        )
+    return Check(
+        Level.fail,
+        "whisper",
+        f"WHISPER_MODEL {name!r} is neither a model name nor a file",
+        f"use one of {', '.join(n for n in WHISPER_DOWNLOADS if '.' not in n)}, or a checkpoint path",
+    )
 
 
 def check_ripgrep(settings: Settings) -> Check:
@@ -282,8 +379,7 @@ def check_ripgrep(settings: Settings) -> Check:
     found = ripgrep_path()
     if found:
         return Check(Level.ok, "ripgrep", f"{found} (the agents' grep)")
-    return Check(Level.warn, "ripgrep", "not found: the agents' grep tool refuses every search",
-                 "apt install ripgrep")
+    return Check(Level.warn, "ripgrep", "not found: the agents' grep tool refuses every search", "apt install ripgrep")
 
 
 def check_chromium(settings: Settings) -> Check:
@@ -292,18 +388,30 @@ def check_chromium(settings: Settings) -> Check:
     if found:
         return Check(Level.ok, "chromium", f"{found} (frontend screenshots)")
     if settings.chromium_path:
-        return Check(Level.warn, "chromium", f"CHROMIUM_PATH {settings.chromium_path} is not an executable",
-                     "fix CHROMIUM_PATH or leave it empty to look for chromium on PATH")
-    return Check(Level.warn, "chromium", "not found: the frontend worker cannot take screenshots",
-                 "optional: apt install chromium (or set CHROMIUM_PATH)")
+        return Check(
+            Level.warn,
+            "chromium",
+            f"CHROMIUM_PATH {settings.chromium_path} is not an executable",
+            "fix CHROMIUM_PATH or leave it empty to look for chromium on PATH",
+        )
+    return Check(
+        Level.warn,
+        "chromium",
+        "not found: the frontend worker cannot take screenshots",
+        "optional: apt install chromium (or set CHROMIUM_PATH)",
+    )
 
 
 async def check_sandbox(settings: Settings) -> Check:
     """bubblewrap confines every process of a task (issue 11); without it commands are refused unless SANDBOX=off."""
     if sandbox.SandboxMode(settings.sandbox) is sandbox.SandboxMode.OFF:
-        return Check(Level.warn, "sandbox", "SANDBOX=off: workers' commands and test runs are NOT confined; a hostile "
-                     "worker can read the bot's keys and your files and use the network",
-                     "set SANDBOX=bwrap (the default) once bubblewrap works here")
+        return Check(
+            Level.warn,
+            "sandbox",
+            "SANDBOX=off: workers' commands and test runs are NOT confined; a hostile "
+            "worker can read the bot's keys and your files and use the network",
+            "set SANDBOX=bwrap (the default) once bubblewrap works here",
+        )
     sandbox.reset_probe()
     reason = await sandbox.unavailable_reason()
     if reason:
@@ -312,8 +420,10 @@ async def check_sandbox(settings: Settings) -> Check:
     if pids_parent() is not None:
         root_note = " (processes bounded by a pids cgroup per command)"
     elif as_root:
-        root_note = (" (the bot runs as root and no pids cgroup is writable: the kernel does not apply the process "
-                     "limit to root; run it as a normal user so a fork bomb is bounded)")
+        root_note = (
+            " (the bot runs as root and no pids cgroup is writable: the kernel does not apply the process "
+            "limit to root; run it as a normal user so a fork bomb is bounded)"
+        )
     else:
         root_note = ""
     return Check(Level.ok, "sandbox", f"bubblewrap confines commands (network: {settings.sandbox_network}){root_note}")
@@ -337,11 +447,19 @@ async def check_database(settings: Settings) -> Check:
     try:
         before = await asyncio.to_thread(_stored_version, path)
     except sqlite3.Error as err:
-        return Check(Level.fail, "database", f"{path} is not a readable SQLite database: {err}",
-                     "move the file away (the bot creates a fresh one) or fix DATABASE_PATH")
+        return Check(
+            Level.fail,
+            "database",
+            f"{path} is not a readable SQLite database: {err}",
+            "move the file away (the bot creates a fresh one) or fix DATABASE_PATH",
+        )
     if before is not None and before > LATEST_VERSION:
-        return Check(Level.fail, "database", f"{path} is at schema v{before}, newer than this agentlab (v{LATEST_VERSION})",
-                     "update agentlab (git pull) or point DATABASE_PATH at another file")
+        return Check(
+            Level.fail,
+            "database",
+            f"{path} is at schema v{before}, newer than this agentlab (v{LATEST_VERSION})",
+            "update agentlab (git pull) or point DATABASE_PATH at another file",
+        )
     try:
         store = await Store.open(path)
     except (OSError, sqlite3.Error) as err:
@@ -353,8 +471,12 @@ async def check_database(settings: Settings) -> Check:
     if not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)):
         return Check(Level.fail, "database", f"{path} (or its folder) is not writable", fix)
     if version != LATEST_VERSION:
-        return Check(Level.fail, "database", f"{path} is at schema v{version}, expected v{LATEST_VERSION}",
-                     "move the file away (the bot creates a fresh one)")
+        return Check(
+            Level.fail,
+            "database",
+            f"{path} is at schema v{version}, expected v{LATEST_VERSION}",
+            "move the file away (the bot creates a fresh one)",
+        )
     if before is None:
         state = "created"
     elif before < version:
@@ -369,8 +491,12 @@ def check_updates_mode(settings: Settings) -> Check:
     if not settings.webhook_url:
         return Check(Level.ok, "updates", "long polling (WEBHOOK_URL is empty; no inbound port needed)")
     public = f"{settings.webhook_url}/{settings.webhook_path}"
-    return Check(Level.ok, "updates", f"webhook {public} → listening on {settings.webhook_listen}:{settings.webhook_port} "
-                 "(the reverse proxy must forward HTTPS to it)")
+    return Check(
+        Level.ok,
+        "updates",
+        f"webhook {public} → listening on {settings.webhook_listen}:{settings.webhook_port} "
+        "(the reverse proxy must forward HTTPS to it)",
+    )
 
 
 # ------------------------------------------------------------------------------------------------------- the report
@@ -383,8 +509,14 @@ async def _guarded(name: str, check: Callable[[], object]) -> list[Check]:
         if asyncio.iscoroutine(result):
             result = await result
     except Exception as err:  # noqa: BLE001 - every failure is reported, none is fatal to the report
-        return [Check(Level.fail, name, f"the check itself failed: {type(err).__name__}: {err}",
-                      "run with LOG_LEVEL=DEBUG and report it")]
+        return [
+            Check(
+                Level.fail,
+                name,
+                f"the check itself failed: {type(err).__name__}: {err}",
+                "run with LOG_LEVEL=DEBUG and report it",
+            )
+        ]
     if result is None:
         return []
     return list(result) if isinstance(result, list) else [result]  # type: ignore[list-item]
@@ -426,8 +558,14 @@ async def doctor(out: TextIO | None = None, load: Callable[[], Settings] = load_
     try:
         settings = load()
     except SettingsError as err:
-        emit(Check(Level.fail, "settings", str(err).removeprefix("configuration error: "),
-                   "run `agentlab init`, or fill in .env (every key is explained in .env.example)"))
+        emit(
+            Check(
+                Level.fail,
+                "settings",
+                str(err).removeprefix("configuration error: "),
+                "run `agentlab init`, or fill in .env (every key is explained in .env.example)",
+            )
+        )
         return 1
     emit(Check(Level.ok, "settings", f"valid, {_settings_source()}"))
     checks = await run_checks(settings)
@@ -436,8 +574,11 @@ async def doctor(out: TextIO | None = None, load: Callable[[], Settings] = load_
     failed = [c for c in checks if c.level is Level.fail]
     warned = [c for c in checks if c.level is Level.warn]
     if failed:
-        print(f"\n{len(failed)} required check{'s' if len(failed) > 1 else ''} failed: "
-              f"{', '.join(dict.fromkeys(c.name for c in failed))}.", file=out)
+        print(
+            f"\n{len(failed)} required check{'s' if len(failed) > 1 else ''} failed: "
+            f"{', '.join(dict.fromkeys(c.name for c in failed))}.",
+            file=out,
+        )
         return 1
     note = f" ({len(warned)} optional warning{'s' if len(warned) > 1 else ''})" if warned else ""
     print(f"\nReady: every required check passed{note}. Start the bot with `agentlab run`.", file=out)

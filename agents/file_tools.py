@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from agents import ripgrep
+from agents.file_walk import SKIP_DIRS  # one skip-list for the product
 from agents.workspaces import (
     PathOutsideWorkspace,
     ToolError,
@@ -41,7 +42,6 @@ __all__ = [
     "write_file",
 ]
 
-SKIP_DIRS = frozenset({".git", "node_modules", ".venv", "__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".tox"})
 BINARY_SNIFF_BYTES = 8192
 GREP_MAX_FILE_BYTES = 5_000_000
 GREP_MAX_LINE_CHARS = 300
@@ -89,7 +89,9 @@ def _nearby(base: Path, target: Path) -> str:
 def _existing_file(base: Path, path: str) -> Path:
     target = confine(base, path)
     if target.is_dir():
-        raise ToolError(f"{path!r} is a directory, not a file; use glob (e.g. '{path.rstrip('/')}/*') to see what it contains")
+        raise ToolError(
+            f"{path!r} is a directory, not a file; use glob (e.g. '{path.rstrip('/')}/*') to see what it contains"
+        )
     if not target.exists():
         raise ToolError(f"No such file: {path!r}.{_nearby(base, target)}")
     if not target.is_file():
@@ -131,8 +133,10 @@ def _refuse_git_metadata(base: Path, path: str, target: Path) -> None:
     """Git metadata is the bot's: a worker writing into `.git` (hooks, config) or replacing a worktree's `.git` file
     could make the bot's own git calls run its programs or commit into a repository of its making."""
     if is_git_metadata(path) or is_git_metadata(_rel(base, target)):
-        raise ToolError(f"{path!r} is git metadata (.git); agents may not write or edit it. The bot commits your "
-                        "changes itself when the task ends")
+        raise ToolError(
+            f"{path!r} is git metadata (.git); agents may not write or edit it. The bot commits your "
+            "changes itself when the task ends"
+        )
 
 
 def _read_text(target: Path, path: str, start_line: int | None, end_line: int | None, max_bytes: int) -> str:
@@ -171,7 +175,8 @@ def _read_head(fh: BinaryIO, path: str, size: int, max_bytes: int) -> str:
         shown = len(lines)
         cut = " (that line is cut short)" if partial_last else ""
         out += (
-            f"\n[truncated: {path} is {size:,} bytes, more than the {max_bytes:,}-byte limit; showed lines 1-{shown}{cut}."
+            f"\n[truncated: {path} is {size:,} bytes, more than the {max_bytes:,}-byte limit; "
+            f"showed lines 1-{shown}{cut}."
             f" Call read_file with start_line={shown + (0 if partial_last else 1)} and end_line to read further,"
             " or grep for what you need.]"
         )
@@ -220,7 +225,6 @@ async def read_file(
     return await asyncio.to_thread(_read_sync, _base(root), path, start_line, end_line, max_bytes)
 
 
-
 # Issue 14: one read returns at most this much, with a note on how to read further (keeps a worker's context bounded).
 READ_MAX_LINES = 2000
 READ_MAX_BYTES = 100_000  # ~25k tokens
@@ -246,14 +250,21 @@ def _read_window_text(target: Path, path: str, offset: int, limit: int, max_byte
         fh.seek(0)
         total = sum(1 for _ in fh)
     if total > end:
-        return out + (f"\n[showed lines {offset}-{end} of {total} in {path}. Call read_file with offset={end + 1} "
-                      f"(limit up to {READ_MAX_LINES}) to read further, or grep for what you need.]")
+        return out + (
+            f"\n[showed lines {offset}-{end} of {total} in {path}. Call read_file with offset={end + 1} "
+            f"(limit up to {READ_MAX_LINES}) to read further, or grep for what you need.]"
+        )
     return out
 
 
 async def read_window(
-    root: Root, path: str, offset: int | None = None, limit: int | None = None,
-    start_line: int | None = None, end_line: int | None = None, max_bytes: int = READ_MAX_BYTES,
+    root: Root,
+    path: str,
+    offset: int | None = None,
+    limit: int | None = None,
+    start_line: int | None = None,
+    end_line: int | None = None,
+    max_bytes: int = READ_MAX_BYTES,
 ) -> str:
     """`read_file` as the agents call it: from line `offset` (1-based), at most `limit` lines, never more than
     READ_MAX_LINES lines or `max_bytes`; the older `start_line`/`end_line` arguments still work."""
@@ -339,7 +350,10 @@ def _closest_line_hint(text: str, old: str) -> str:
         return ""
     for n, line in enumerate(lines, 1):
         if line.strip() == first:
-            return f" Line {n} has the same text as your first line but different indentation or surroundings: {line.rstrip()!r}."
+            return (
+                f" Line {n} has the same text as your first line but different indentation or surroundings: "
+                f"{line.rstrip()!r}."
+            )
     stripped = [line.strip() for line in lines]
     close = difflib.get_close_matches(first, stripped, n=1, cutoff=0.6)
     if close:
@@ -366,15 +380,17 @@ def _edit_sync(base: Path, path: str, old: str, new: str) -> str:
     if not hits:
         raise ToolError(
             f"old text not found in {path}: it must match the file exactly, including whitespace and indentation"
-            f" (read_file shows a tab after each line number that is not part of the file).{_closest_line_hint(text, old)}"
+            " (read_file shows a tab after each line number that is not part of the file)."
+            f"{_closest_line_hint(text, old)}"
         )
     if len(hits) > 1:
         where = ", ".join(str(_line_of(text, i)) for i in hits[:20])
         raise ToolError(
-            f"old text occurs {len(hits)} times in {path} (at lines {where}); include more surrounding lines so it is unique"
+            f"old text occurs {len(hits)} times in {path} (at lines {where}); "
+            "include more surrounding lines so it is unique"
         )
     at = hits[0]
-    updated = text[:at] + new + text[at + len(old):]
+    updated = text[:at] + new + text[at + len(old) :]
     _atomic_write(target, updated.encode("utf-8"))
     first = _line_of(text, at)
     removed, added = old.count("\n") + 1, new.count("\n") + 1
@@ -574,7 +590,8 @@ async def grep(
     ignore_case: bool = False,
     max_matches: int = 200,
 ) -> str:
-    """Search text files line by line (ripgrep's regex syntax); output `path:line: text`, skipping binaries and SKIP_DIRS.
+    """Search text files line by line (ripgrep's regex syntax); output `path:line: text`, skipping binaries and
+    SKIP_DIRS.
 
     The search runs in ripgrep (agents/ripgrep.py): linear time, a timeout, never on the event loop.
     """
@@ -590,5 +607,3 @@ async def grep(
     if more:
         results.append(f"(stopped after {max_matches} matches; narrow the pattern, path or glob to see the rest)")
     return "\n".join(results)
-
-

@@ -17,8 +17,9 @@ from pathlib import Path
 
 from agents import git_repo
 
-SKIP_DIRS = frozenset({".git", "node_modules", ".venv", "__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache",
-                       ".tox"})
+SKIP_DIRS = frozenset(
+    {".git", "node_modules", ".venv", "__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".tox"}
+)
 VIRTUALENV_MARKER = "pyvenv.cfg"
 GIT_TIMEOUT_S = 30.0
 # Hooks and fsmonitor are programs a repository can name; a read-only listing never runs them.
@@ -29,8 +30,14 @@ async def read_only_git(root: Path, *args: str, timeout: float = GIT_TIMEOUT_S) 
     """stdout of `git <args>` run in `root` through the product's one hardened git runner, or None (not a
     repository, git missing, an error, a timeout). Optional locks are off: a listing never takes index.lock."""
     try:
-        result = await git_repo.run_git("-c", "core.quotepath=off", *args, cwd=Path(root), timeout=timeout,
-                                        extra_env={"GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C"})
+        result = await git_repo.run_git(
+            "-c",
+            "core.quotepath=off",
+            *args,
+            cwd=Path(root),
+            timeout=timeout,
+            extra_env={"GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C"},
+        )
     except (git_repo.GitError, OSError):
         return None
     return result.stdout if result.exit_code == 0 else None
@@ -55,8 +62,9 @@ async def list_files(root: Path) -> list[str]:
 
 def _keep_untracked(paths: list[str]) -> list[str]:
     """Untracked paths minus those in a virtualenv or a skipped folder."""
-    virtualenvs = {p[: -len(VIRTUALENV_MARKER)] for p in paths if p == VIRTUALENV_MARKER or
-                   p.endswith("/" + VIRTUALENV_MARKER)}
+    virtualenvs = {
+        p[: -len(VIRTUALENV_MARKER)] for p in paths if p == VIRTUALENV_MARKER or p.endswith("/" + VIRTUALENV_MARKER)
+    }
     kept = []
     for path in paths:
         folders = path.split("/")[:-1]

@@ -56,12 +56,14 @@ async def write_diff(worktree: TaskWorktree, out: BinaryIO, max_bytes: int = DIF
     report = DiffReport()
     await _classify(cwd, [span], report)
     excluded = _excludes(report)
-    stat = await git_repo._git("diff", "--stat=120,90", f"--stat-count={STAT_MAX_FILES}", "--no-renames", span, "--",
-                               ".", *excluded, cwd=cwd)
+    stat = await git_repo._git(
+        "diff", "--stat=120,90", f"--stat-count={STAT_MAX_FILES}", "--no-renames", span, "--", ".", *excluded, cwd=cwd
+    )
     body_limit = max_bytes - HEADER_MAX_BYTES  # the header goes in front, written once the body is known
     with tempfile.TemporaryFile() as body:
-        used, cut = await git_repo.stream_git("diff", "--no-renames", span, "--", ".", *excluded, cwd=cwd,
-                                              out=body, limit=body_limit)
+        used, cut = await git_repo.stream_git(
+            "diff", "--no-renames", span, "--", ".", *excluded, cwd=cwd, out=body, limit=body_limit
+        )
         if present and not cut:
             used, cut = await _uncommitted(worktree.path, body, used, body_limit, report)
         report.truncated = cut
@@ -78,11 +80,13 @@ async def write_diff(worktree: TaskWorktree, out: BinaryIO, max_bytes: int = DIF
 
 async def _classify(cwd: Path, span: list[str], report: DiffReport, extra_env: dict[str, str] | None = None) -> None:
     """Add the binary files (numstat `-`) and the huge files (either side over HUGE_FILE_BYTES) of `span`."""
-    numstat = git_repo._split_nul(await git_repo._git("diff", "--numstat", "-z", "--no-renames", *span, cwd=cwd,
-                                                      extra_env=extra_env))
+    numstat = git_repo._split_nul(
+        await git_repo._git("diff", "--numstat", "-z", "--no-renames", *span, cwd=cwd, extra_env=extra_env)
+    )
     binary = {item.split("\t", 2)[2] for item in numstat if item.startswith("-\t-\t")}
-    fields = git_repo._split_nul(await git_repo._git("diff", "--raw", "-z", "--no-renames", "--no-abbrev", *span,
-                                                     cwd=cwd, extra_env=extra_env))
+    fields = git_repo._split_nul(
+        await git_repo._git("diff", "--raw", "-z", "--no-renames", "--no-abbrev", *span, cwd=cwd, extra_env=extra_env)
+    )
     sides: dict[str, tuple[str, str]] = {}
     for i in range(0, len(fields) - 1, 2):
         meta = fields[i].split()
@@ -109,8 +113,18 @@ async def _uncommitted(path: Path, body: BinaryIO, used: int, limit: int, report
     with tempfile.TemporaryDirectory(prefix="agentlab-index-") as tmp:
         env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
         await git_repo._git("read-tree", "HEAD", cwd=path, extra_env=env)
-        status = await git_repo._git("status", "--porcelain", "-z", "--untracked-files=all", "--no-renames",
-                                     "--", ".", *git_repo.NEVER_COMMIT, cwd=path, extra_env=env)
+        status = await git_repo._git(
+            "status",
+            "--porcelain",
+            "-z",
+            "--untracked-files=all",
+            "--no-renames",
+            "--",
+            ".",
+            *git_repo.NEVER_COMMIT,
+            cwd=path,
+            extra_env=env,
+        )
         big = []
         for name, code in git_repo._status_entries(status):
             size = git_repo._file_size(path / name)
@@ -124,9 +138,19 @@ async def _uncommitted(path: Path, body: BinaryIO, used: int, limit: int, report
             return used, False
         marker = b"# uncommitted changes (not in a commit yet)\n"
         body.write(marker)
-        written, cut = await git_repo.stream_git("diff", "--cached", "--no-renames", "HEAD", "--", ".",
-                                                 *_excludes(report), cwd=path, out=body,
-                                                 limit=max(0, limit - used - len(marker)), extra_env=env)
+        written, cut = await git_repo.stream_git(
+            "diff",
+            "--cached",
+            "--no-renames",
+            "HEAD",
+            "--",
+            ".",
+            *_excludes(report),
+            cwd=path,
+            out=body,
+            limit=max(0, limit - used - len(marker)),
+            extra_env=env,
+        )
         return used + len(marker) + written, cut
 
 

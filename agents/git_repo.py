@@ -31,8 +31,10 @@ log = logging.getLogger(__name__)
 GIT_TIMEOUT_SECONDS = 120.0
 BRANCH_PREFIX = "agentlab/task-"
 # Build and environment debris a task run leaves behind, never committed even where .gitignore misses it.
-NEVER_COMMIT = tuple(f":(exclude,glob)**/{name}" for name in (
-    ".venv", ".venv/**", "__pycache__/**", "*.pyc", "node_modules/**", ".pytest_cache/**", ".agentlab-*"))
+NEVER_COMMIT = tuple(
+    f":(exclude,glob)**/{name}"
+    for name in (".venv", ".venv/**", "__pycache__/**", "*.pyc", "node_modules/**", ".pytest_cache/**", ".agentlab-*")
+)
 _BASE_BRANCH_KEY = "agentlab-base"
 _BASE_COMMIT_KEY = "agentlab-base-commit"
 _NOT_A_REPOSITORY = "not a git repository"
@@ -69,7 +71,9 @@ class CommitResult:
     files: list[str] = field(default_factory=list)  # every path changed on the branch vs base_commit
     diffstat: str = ""  # `git diff --stat base_commit..HEAD`
     left_out: list[LeftOut] = field(default_factory=list)  # not committed: over a size limit
-    large: list[tuple[str, int]] = field(default_factory=list)  # committed files of CommitLimits.large_file_bytes or more
+    large: list[tuple[str, int]] = field(
+        default_factory=list
+    )  # committed files of CommitLimits.large_file_bytes or more
     binary: list[str] = field(default_factory=list)  # committed binary files (added or changed)
 
     @property
@@ -136,7 +140,8 @@ _NO_EXTERNAL_DIFF = ("--no-ext-diff", "--no-textconv")
 
 
 def _git_env(identity: GitIdentity | None, extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """No secrets, no inherited GIT_* variables, no system or global config, no prompts or editors, the bot's identity."""
+    """No secrets, no inherited GIT_* variables, no system or global config, no prompts or editors, the bot's
+    identity."""
     env = {key: value for key, value in child_env().items() if not key.startswith("GIT_")}
     env.pop("SSH_ASKPASS", None)
     identity = identity or GitIdentity()
@@ -163,8 +168,13 @@ def _git_env(identity: GitIdentity | None, extra: Mapping[str, str] | None = Non
 async def _exec_git(argv: list[str], cwd: Path, env: Mapping[str, str], timeout: float) -> GitOutput:
     try:
         proc = await asyncio.create_subprocess_exec(
-            "git", *argv, cwd=str(cwd), env=dict(env), stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            "git",
+            *argv,
+            cwd=str(cwd),
+            env=dict(env),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
         )
     except (FileNotFoundError, NotADirectoryError, PermissionError) as err:
         raise GitError(f"cannot run git in {cwd}: {err.strerror or err}") from None
@@ -179,7 +189,9 @@ async def _exec_git(argv: list[str], cwd: Path, env: Mapping[str, str], timeout:
             raise
         raise GitError(f"git {_subcommand(argv)} timed out after {timeout:g} s") from None
     assert proc.returncode is not None
-    return GitOutput(proc.returncode, stdout.decode("utf-8", errors="replace"), stderr.decode("utf-8", errors="replace"))
+    return GitOutput(
+        proc.returncode, stdout.decode("utf-8", errors="replace"), stderr.decode("utf-8", errors="replace")
+    )
 
 
 def _subcommand(argv: list[str]) -> str:
@@ -193,7 +205,9 @@ async def _driver_options(cwd: Path, env: Mapping[str, str]) -> list[str]:
     """`-c` overrides for every filter, diff and merge driver the effective configuration (includes too) names."""
     listed = await _exec_git(
         [*_GIT_OPTIONS, "config", "--includes", "-z", "--name-only", "--get-regexp", r"^(filter|diff|merge)\."],
-        cwd, env, GIT_TIMEOUT_SECONDS,
+        cwd,
+        env,
+        GIT_TIMEOUT_SECONDS,
     )
     options: list[str] = []
     names: set[tuple[str, str]] = set()
@@ -208,12 +222,13 @@ async def _driver_options(cwd: Path, env: Mapping[str, str]) -> list[str]:
     return options
 
 
-async def _prepared(args: tuple[str, ...], cwd: Path, identity: GitIdentity | None,
-                    extra_env: Mapping[str, str] | None) -> tuple[list[str], dict[str, str]]:
+async def _prepared(
+    args: tuple[str, ...], cwd: Path, identity: GitIdentity | None, extra_env: Mapping[str, str] | None
+) -> tuple[list[str], dict[str, str]]:
     env = _git_env(identity, extra_env)
     argv = [*_GIT_OPTIONS, *await _driver_options(Path(cwd), env), *args]
     if args and args[0] in _DIFF_COMMANDS:
-        argv[len(argv) - len(args) + 1:len(argv) - len(args) + 1] = _NO_EXTERNAL_DIFF
+        argv[len(argv) - len(args) + 1 : len(argv) - len(args) + 1] = _NO_EXTERNAL_DIFF
     return argv, env
 
 
@@ -247,8 +262,14 @@ async def stream_git(
     """
     argv, env = await _prepared(args, Path(cwd), None, extra_env)
     proc = await asyncio.create_subprocess_exec(
-        "git", *argv, cwd=str(cwd), env=env, stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)
+        "git",
+        *argv,
+        cwd=str(cwd),
+        env=env,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
     assert proc.stdout is not None
     written, cut = 0, False
 
@@ -316,6 +337,7 @@ def repo_lock(repo: Path) -> asyncio.Lock:
 
 # ----------------------------------------------------------------------------------------------------------------------
 # what the bot itself wrote, and where a worktree's metadata lives
+
 
 class RepositoryWatcher(Protocol):
     """Something that keeps a snapshot of a repository's shared state (see repo_guard.RepositoryGuard)."""
@@ -500,7 +522,14 @@ async def ensure_repository(path: Path, identity: GitIdentity | None = None) -> 
     if not await _has_commits(top):
         await _git("add", "-A", cwd=top)
         await _git(
-            "commit", "-q", "--allow-empty", "--no-verify", "-m", "Initial commit (agentlab)", cwd=top, identity=identity
+            "commit",
+            "-q",
+            "--allow-empty",
+            "--no-verify",
+            "-m",
+            "Initial commit (agentlab)",
+            cwd=top,
+            identity=identity,
         )
     return initialised
 
@@ -605,9 +634,10 @@ async def create_task_worktree(
     async with _bot_writes(top):
         if branch and await _branch_exists(top, branch):
             base_branch = await _config_get(top, f"branch.{branch}.{_BASE_BRANCH_KEY}") or await current_branch(top)
-            base_commit = await _config_get(top, f"branch.{branch}.{_BASE_COMMIT_KEY}") or (
-                await _git("merge-base", branch, base_branch, cwd=top)
-            ).strip()
+            base_commit = (
+                await _config_get(top, f"branch.{branch}.{_BASE_COMMIT_KEY}")
+                or (await _git("merge-base", branch, base_branch, cwd=top)).strip()
+            )
         else:
             branch = candidate = task_branch_name(task_id, title)
             suffix = 2
@@ -695,8 +725,16 @@ async def commit_all(
     )
     diffstat = (await _git("diff", "--stat", f"{worktree.base_commit}..{sha}", cwd=worktree.path)).rstrip()
     large, binary = await _large_and_binary(worktree, sha, limits)
-    return CommitResult(sha=sha, short_sha=short_sha, message=message, files=sorted(files), diffstat=diffstat,
-                        left_out=left_out, large=large, binary=binary)
+    return CommitResult(
+        sha=sha,
+        short_sha=short_sha,
+        message=message,
+        files=sorted(files),
+        diffstat=diffstat,
+        left_out=left_out,
+        large=large,
+        binary=binary,
+    )
 
 
 def _file_size(path: Path) -> int:
@@ -713,11 +751,23 @@ async def _over_limits(worktree: TaskWorktree, limits: CommitLimits) -> list[Lef
     The task's total counts what the branch already changed vs its base plus what is pending; the smallest pending
     files are admitted first, so one huge file does not crowd out the real work.
     """
-    status = await _git("status", "--porcelain", "-z", "--untracked-files=all", "--no-renames", "--", ".",
-                        *NEVER_COMMIT, cwd=worktree.path)
+    status = await _git(
+        "status",
+        "--porcelain",
+        "-z",
+        "--untracked-files=all",
+        "--no-renames",
+        "--",
+        ".",
+        *NEVER_COMMIT,
+        cwd=worktree.path,
+    )
     pending = {path for path, code in _status_entries(status) if "D" not in code}
-    committed = set(_split_nul(await _git("diff", "--name-only", "--no-renames", "-z",
-                                          f"{worktree.base_commit}..HEAD", cwd=worktree.path)))
+    committed = set(
+        _split_nul(
+            await _git("diff", "--name-only", "--no-renames", "-z", f"{worktree.base_commit}..HEAD", cwd=worktree.path)
+        )
+    )
     used = sum(_file_size(worktree.path / p) for p in committed - pending)
     left_out: list[LeftOut] = []
     for size, path in sorted((_file_size(worktree.path / p), p) for p in pending):
@@ -746,8 +796,9 @@ async def _large_and_binary(
     fields = _split_nul(raw)
     blobs = {fields[i + 1]: fields[i].split()[3] for i in range(0, len(fields) - 1, 2)}
     sizes = await _blob_sizes(worktree.path, list(blobs.values()))
-    large = sorted((path, sizes.get(blob, 0)) for path, blob in blobs.items()
-                   if sizes.get(blob, 0) >= limits.large_file_bytes)
+    large = sorted(
+        (path, sizes.get(blob, 0)) for path, blob in blobs.items() if sizes.get(blob, 0) >= limits.large_file_bytes
+    )
     return large, sorted(binary)
 
 
@@ -755,15 +806,24 @@ async def _blob_sizes(cwd: Path, blobs: list[str]) -> dict[str, int]:
     return {name: size for name, (_, size) in (await _object_sizes(cwd, blobs)).items()}
 
 
-async def _object_sizes(cwd: Path, names: list[str],
-                        fmt: str = "%(objectname) %(objecttype) %(objectsize)") -> dict[str, tuple[str, int]]:
+async def _object_sizes(
+    cwd: Path, names: list[str], fmt: str = "%(objectname) %(objecttype) %(objectsize)"
+) -> dict[str, tuple[str, int]]:
     """name → (type, size) through one `git cat-file --batch-check` (missing objects are left out)."""
     if not names:
         return {}
     env = _git_env(None)
     proc = await asyncio.create_subprocess_exec(
-        "git", *_GIT_OPTIONS, "cat-file", f"--batch-check={fmt}", cwd=str(cwd), env=env,
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)
+        "git",
+        *_GIT_OPTIONS,
+        "cat-file",
+        f"--batch-check={fmt}",
+        cwd=str(cwd),
+        env=env,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
     try:
         async with asyncio.timeout(GIT_TIMEOUT_SECONDS):
             out, _ = await proc.communicate("\n".join(names).encode() + b"\n")
@@ -784,7 +844,7 @@ def human_size(size: int) -> str:
     """`5 MB`, `812 KB`, `37 B` (binary units)."""
     if size < 1024:
         return f"{size} B"
-    for unit, scale in (("GB", 1024 ** 3), ("MB", 1024 ** 2), ("KB", 1024)):
+    for unit, scale in (("GB", 1024**3), ("MB", 1024**2), ("KB", 1024)):
         if size >= scale:
             value = size / scale
             return f"{value:.0f} {unit}" if value >= 10 or value == int(value) else f"{value:.1f} {unit}"
@@ -857,8 +917,15 @@ async def merge_task_branch(worktree: TaskWorktree, identity: GitIdentity | None
             return MergeResult(True, f"nothing to merge: {base} already contains {branch}", sha=head)
 
         result = await _run_git(
-            "merge", "--no-ff", "--no-edit", "--no-verify", "-m", f"Merge {branch} into {base}", branch,
-            cwd=repo, identity=identity,
+            "merge",
+            "--no-ff",
+            "--no-edit",
+            "--no-verify",
+            "-m",
+            f"Merge {branch} into {base}",
+            branch,
+            cwd=repo,
+            identity=identity,
         )
         if result.exit_code == 0:
             sha = await _rev_parse(repo, "HEAD")
@@ -928,8 +995,9 @@ async def discard_task_worktree(worktree: TaskWorktree) -> int:
 
 
 async def _delete_unreachable_large_objects(repo: Path, tip: str) -> int:
-    listed = await _git("rev-list", "--objects", "--no-object-names", tip, "--not", "--all", "--reflog",
-                        "--indexed-objects", cwd=repo)
+    listed = await _git(
+        "rev-list", "--objects", "--no-object-names", tip, "--not", "--all", "--reflog", "--indexed-objects", cwd=repo
+    )
     objects = [line.strip() for line in listed.splitlines() if line.strip()]
     if not objects:
         return 0

@@ -40,8 +40,12 @@ def cost_usd(usage: Usage, settings: Settings) -> float:
     ) / 1_000_000
 
 
-def usage_record(response: anthropic.types.Message, agent: str, chat_id: int | None, task_id: int | None) -> UsageRecord:
-    return UsageRecord(agent=agent, model=response.model, chat_id=chat_id, task_id=task_id, **usage_of(response).model_dump())
+def usage_record(
+    response: anthropic.types.Message, agent: str, chat_id: int | None, task_id: int | None
+) -> UsageRecord:
+    return UsageRecord(
+        agent=agent, model=response.model, chat_id=chat_id, task_id=task_id, **usage_of(response).model_dump()
+    )
 
 
 def explain_api_error(err: anthropic.APIError) -> str:
@@ -53,8 +57,10 @@ def explain_api_error(err: anthropic.APIError) -> str:
         if status in (401, 403):
             return "The Anthropic API key was refused; the bot's owner needs to check ANTHROPIC_API_KEY."
         if status == 400 and "prompt is too long" in str(err).lower():
-            return ("This grew past what Claude can read at once (its context window), even after I dropped older "
-                    "tool output. /new starts a fresh conversation; a task can be split into smaller ones.")
+            return (
+                "This grew past what Claude can read at once (its context window), even after I dropped older "
+                "tool output. /new starts a fresh conversation; a task can be split into smaller ones."
+            )
         if status == 400:
             return "Claude refused the request as invalid; I've logged it. Try rephrasing, or /new to start afresh."
         return f"Claude answered with an error ({status}); try again in a minute."

@@ -48,9 +48,208 @@ ITERATIONS = 40
 _WORDS = re.compile(r"[\w@~#][\w./@~#-]*")
 _IDENTIFIERS = re.compile(r"#?[A-Za-z_$][A-Za-z0-9_$]*")
 _DOTTED = re.compile(r"\b([A-Za-z_$][\w$]*)\.(#?[A-Za-z_$][\w$]*)(?:\(\))?")
-_STOPWORDS = frozenset(["a", "an", "the", "and", "or", "but", "not", "no", "nor", "if", "then", "else", "when", "while", "for", "from", "into", "onto", "with", "without", "within", "of", "on", "in", "at", "to", "by", "as", "is", "are", "was", "were", "be", "been", "being", "has", "have", "had", "do", "does", "did", "doesn", "don", "can", "could", "should", "would", "will", "shall", "may", "might", "must", "this", "that", "these", "those", "there", "here", "where", "what", "which", "who", "whom", "whose", "why", "how", "it", "its", "it's", "they", "them", "their", "we", "our", "you", "your", "he", "she", "his", "her", "i", "me", "my", "mine", "all", "any", "some", "each", "every", "more", "most", "less", "least", "other", "such", "only", "own", "same", "so", "than", "too", "very", "just", "also", "again", "still", "yet", "now", "new", "old", "fix", "fixes", "fixed", "bug", "bugs", "add", "adds", "make", "makes", "use", "uses", "using", "get", "set", "run", "please", "file", "files", "code", "function", "functions", "class", "classes", "method", "methods", "test", "tests", "error", "errors", "issue", "issues", "change", "changes", "update", "updates", "thing", "things", "way", "need", "needs", "want", "wants", "see", "look", "find", "show", "work", "works", "working", "broken", "wrong", "right", "py", "js", "ts", "tsx", "jsx", "md", "txt", "dot", "slash", "line", "lines", "folder", "dir", "directory", "project", "repo", "repository", "workspace"])
-_TEST_WORDS = frozenset({"test", "tests", "testing", "pytest", "unittest", "spec", "specs", "coverage", "fixture",
-                         "fixtures", "flaky", "jest", "mocha", "vitest"})
+_STOPWORDS = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "and",
+        "or",
+        "but",
+        "not",
+        "no",
+        "nor",
+        "if",
+        "then",
+        "else",
+        "when",
+        "while",
+        "for",
+        "from",
+        "into",
+        "onto",
+        "with",
+        "without",
+        "within",
+        "of",
+        "on",
+        "in",
+        "at",
+        "to",
+        "by",
+        "as",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "being",
+        "has",
+        "have",
+        "had",
+        "do",
+        "does",
+        "did",
+        "doesn",
+        "don",
+        "can",
+        "could",
+        "should",
+        "would",
+        "will",
+        "shall",
+        "may",
+        "might",
+        "must",
+        "this",
+        "that",
+        "these",
+        "those",
+        "there",
+        "here",
+        "where",
+        "what",
+        "which",
+        "who",
+        "whom",
+        "whose",
+        "why",
+        "how",
+        "it",
+        "its",
+        "it's",
+        "they",
+        "them",
+        "their",
+        "we",
+        "our",
+        "you",
+        "your",
+        "he",
+        "she",
+        "his",
+        "her",
+        "i",
+        "me",
+        "my",
+        "mine",
+        "all",
+        "any",
+        "some",
+        "each",
+        "every",
+        "more",
+        "most",
+        "less",
+        "least",
+        "other",
+        "such",
+        "only",
+        "own",
+        "same",
+        "so",
+        "than",
+        "too",
+        "very",
+        "just",
+        "also",
+        "again",
+        "still",
+        "yet",
+        "now",
+        "new",
+        "old",
+        "fix",
+        "fixes",
+        "fixed",
+        "bug",
+        "bugs",
+        "add",
+        "adds",
+        "make",
+        "makes",
+        "use",
+        "uses",
+        "using",
+        "get",
+        "set",
+        "run",
+        "please",
+        "file",
+        "files",
+        "code",
+        "function",
+        "functions",
+        "class",
+        "classes",
+        "method",
+        "methods",
+        "test",
+        "tests",
+        "error",
+        "errors",
+        "issue",
+        "issues",
+        "change",
+        "changes",
+        "update",
+        "updates",
+        "thing",
+        "things",
+        "way",
+        "need",
+        "needs",
+        "want",
+        "wants",
+        "see",
+        "look",
+        "find",
+        "show",
+        "work",
+        "works",
+        "working",
+        "broken",
+        "wrong",
+        "right",
+        "py",
+        "js",
+        "ts",
+        "tsx",
+        "jsx",
+        "md",
+        "txt",
+        "dot",
+        "slash",
+        "line",
+        "lines",
+        "folder",
+        "dir",
+        "directory",
+        "project",
+        "repo",
+        "repository",
+        "workspace",
+    ]
+)
+_TEST_WORDS = frozenset(
+    {
+        "test",
+        "tests",
+        "testing",
+        "pytest",
+        "unittest",
+        "spec",
+        "specs",
+        "coverage",
+        "fixture",
+        "fixtures",
+        "flaky",
+        "jest",
+        "mocha",
+        "vitest",
+    }
+)
 _GENERIC_STEMS = frozenset({"__init__", "__main__", "index", "init"})
 
 # How much a kind of file counts next to source code.
@@ -58,12 +257,39 @@ SOURCE, TEST, FIXTURE, DOCS, EXAMPLE, META, DATA = "source", "test", "fixture", 
 _CLASS_WEIGHT = {SOURCE: 1.0, TEST: 0.25, FIXTURE: 0.08, DOCS: 0.15, EXAMPLE: 0.12, META: 0.04, DATA: 0.3}
 _CODE_CLASSES = frozenset({SOURCE, TEST, EXAMPLE})
 _CLASS_WEIGHT_FOR_TESTS = {**_CLASS_WEIGHT, TEST: 1.0, FIXTURE: 0.4, SOURCE: 0.8}
-_FIXTURE_DIRS = frozenset({"fixtures", "fixture", "testdata", "test_data", "__fixtures__", "__snapshots__", "static",
-                           "templates", "test_apps", "mocks", "__mocks__"})
+_FIXTURE_DIRS = frozenset(
+    {
+        "fixtures",
+        "fixture",
+        "testdata",
+        "test_data",
+        "__fixtures__",
+        "__snapshots__",
+        "static",
+        "templates",
+        "test_apps",
+        "mocks",
+        "__mocks__",
+    }
+)
 _TEST_DIRS = frozenset({"test", "tests", "__tests__", "spec", "specs", "testing"})
 _DOCS_DIRS = frozenset({"docs", "doc", "documentation", "man"})
-_EXAMPLE_DIRS = frozenset({"examples", "example", "playground", "playgrounds", "demo", "demos", "samples", "bench",
-                           "benchmarks", "benchmark", "scripts", "tutorial"})
+_EXAMPLE_DIRS = frozenset(
+    {
+        "examples",
+        "example",
+        "playground",
+        "playgrounds",
+        "demo",
+        "demos",
+        "samples",
+        "bench",
+        "benchmarks",
+        "benchmark",
+        "scripts",
+        "tutorial",
+    }
+)
 _DOC_EXTENSIONS = frozenset({"md", "rst", "txt", "adoc"})
 _TEST_NAME = re.compile(r"^(?:test_(?P<a>.+)|(?P<b>.+?)_test|(?P<c>.+?)\.(?:test|spec))$")
 
@@ -106,7 +332,7 @@ def module_keys(path: str) -> list[str]:
     folder, _, name = path.rpartition("/")
     stem = name.rsplit(".", 1)[0] if file_extension(name) in SOURCE_EXTENSIONS else name
     keys: list[str] = []
-    parts = (folder.split("/") if folder else [])
+    parts = folder.split("/") if folder else []
     if stem != "__init__":
         full = parts + [stem]
         keys += ["/".join(full[i:]) for i in range(len(full))]
@@ -182,11 +408,20 @@ class Request:
 
     @classmethod
     def parse(cls, text: str) -> Request:
-        dotted = tuple(dict.fromkeys((m.group(1), m.group(2)) for m in _DOTTED.finditer(text)
-                                     if file_extension(m.group(0)) not in SOURCE_EXTENSIONS | {"md", "txt", "json"}))
-        identifiers = tuple(dict.fromkeys(
-            word for word in _IDENTIFIERS.findall(text) if len(word.lstrip("#")) >= 3 and word.lower() not in _STOPWORDS
-        ))
+        dotted = tuple(
+            dict.fromkeys(
+                (m.group(1), m.group(2))
+                for m in _DOTTED.finditer(text)
+                if file_extension(m.group(0)) not in SOURCE_EXTENSIONS | {"md", "txt", "json"}
+            )
+        )
+        identifiers = tuple(
+            dict.fromkeys(
+                word
+                for word in _IDENTIFIERS.findall(text)
+                if len(word.lstrip("#")) >= 3 and word.lower() not in _STOPWORDS
+            )
+        )
         terms: dict[str, None] = {}
         for word in _IDENTIFIERS.findall(text):
             if word.lower() in _STOPWORDS:
@@ -217,7 +452,9 @@ class Ranking:
     scores: dict[str, float] = field(default_factory=dict)
 
 
-def pagerank(edges: dict[str, dict[str, float]], nodes: list[str], personalization: dict[str, float]) -> dict[str, float]:
+def pagerank(
+    edges: dict[str, dict[str, float]], nodes: list[str], personalization: dict[str, float]
+) -> dict[str, float]:
     """Personalized PageRank by power iteration over `edges` and their reverses (weighted BACK_EDGE); the rank of
     dangling nodes returns to the personalization."""
     count = len(nodes)
@@ -383,8 +620,7 @@ def rank_files(
         if position >= SYMBOL_RANKED_FILES:  # far down the order: the file's name only
             continue
         file_symbols = symbols.get(path, [])
-        hits = ({s.name: _term_hits(s, idf) for s in file_symbols}
-                if position < WORD_MATCHED_FILES and idf else {})
+        hits = {s.name: _term_hits(s, idf) for s in file_symbols} if position < WORD_MATCHED_FILES and idf else {}
         chosen = _chosen_symbols(file_symbols, exact_match.get(path, set()), hits, definition_rank, path)
         best = max((definition_rank.get((path, s.name), 0.0) for s in chosen), default=0.0) or 1.0
         best_hit = max(hits.values(), default=0.0) or 1.0
@@ -407,20 +643,34 @@ def _term_hits(symbol: Symbol, idf: dict[str, float]) -> float:
     return sum(2 * idf[w] for w in words if w in idf) + sum(idf[w] for w in in_signature - words if w in idf)
 
 
-def _chosen_symbols(file_symbols: list[Symbol], matches: set[str], hits: dict[str, float],
-                    definition_rank: dict[tuple[str, str], float], path: str) -> list[Symbol]:
+def _chosen_symbols(
+    file_symbols: list[Symbol],
+    matches: set[str],
+    hits: dict[str, float],
+    definition_rank: dict[tuple[str, str], float],
+    path: str,
+) -> list[Symbol]:
     """At most SYMBOLS_SHOWN_PER_FILE definitions of a file: the request's names, then those carrying its words,
     then the most used, public before private."""
+
     def key(item: tuple[int, Symbol]) -> tuple[int, float, float, int, int]:
         position, symbol = item
         private = symbol.name.startswith(("_", "#")) and not symbol.name.startswith("__")
-        return (symbol.name not in matches, -hits.get(symbol.name, 0), -definition_rank.get((path, symbol.name), 0.0),
-                private, position if symbol.kind != "field" else position + 10_000)
+        return (
+            symbol.name not in matches,
+            -hits.get(symbol.name, 0),
+            -definition_rank.get((path, symbol.name), 0.0),
+            private,
+            position if symbol.kind != "field" else position + 10_000,
+        )
+
     ranked = sorted(enumerate(file_symbols), key=key)[:SYMBOLS_SHOWN_PER_FILE]
     return [symbol for _, symbol in ranked]
 
 
-def _pair_tests_with_modules(paths: list[str], score: dict[str, float], kind: dict[str, str], about_tests: bool) -> None:
+def _pair_tests_with_modules(
+    paths: list[str], score: dict[str, float], kind: dict[str, str], about_tests: bool
+) -> None:
     """A test file ranks just after the module it tests (closer when the request is about tests)."""
     modules: dict[str, list[str]] = defaultdict(list)
     for path in paths:
@@ -436,4 +686,3 @@ def _pair_tests_with_modules(paths: list[str], score: dict[str, float], kind: di
         if module and candidates:
             paired = max(score[c] for c in candidates) * factor
             score[path] = max(score[path], paired)
-

@@ -43,9 +43,13 @@ class _Pending:
 
 
 def request_buttons(request_id: int) -> Buttons:
-    return [[Button("✅ Allow once", f"{BUTTON_KIND}:{ONCE}:{request_id}"),
-             Button("✅ Allow for this task", f"{BUTTON_KIND}:{FOR_TASK}:{request_id}"),
-             Button("✖ Deny", f"{BUTTON_KIND}:{DENY}:{request_id}")]]
+    return [
+        [
+            Button("✅ Allow once", f"{BUTTON_KIND}:{ONCE}:{request_id}"),
+            Button("✅ Allow for this task", f"{BUTTON_KIND}:{FOR_TASK}:{request_id}"),
+            Button("✖ Deny", f"{BUTTON_KIND}:{DENY}:{request_id}"),
+        ]
+    ]
 
 
 class NetworkGate:
@@ -58,15 +62,19 @@ class NetworkGate:
         # ids unique across restarts, so a stale button from an earlier run never answers a new question
         self._ids = itertools.count(int(time.time() * 1000) % 10**12)
 
-    async def request(self, task: Task, command: str, waiting: Callable[[str], Awaitable[None]] | None = None
-                      ) -> NetworkDecision:
+    async def request(
+        self, task: Task, command: str, waiting: Callable[[str], Awaitable[None]] | None = None
+    ) -> NetworkDecision:
         """Whether `command` of `task` may run with the network; `waiting(step)` tells the progress message."""
         if self.policy is NetworkPolicy.ON:
             return await self._record(task, True, "allowed (SANDBOX_NETWORK=on)", command)
         if self.policy is NetworkPolicy.OFF:
             await self._record(task, False, "denied (SANDBOX_NETWORK=off)", command)
-            return NetworkDecision(False, "Network access is switched off on this bot (SANDBOX_NETWORK=off); the "
-                                          "command was not run. Do the work without the network.")
+            return NetworkDecision(
+                False,
+                "Network access is switched off on this bot (SANDBOX_NETWORK=off); the "
+                "command was not run. Do the work without the network.",
+            )
         if task.id in self._allowed_tasks:
             return await self._record(task, True, "allowed (allowed for this task earlier)", command)
         request_id = next(self._ids)
@@ -77,9 +85,12 @@ class NetworkGate:
         await self.store.add_event(TaskEvent(task_id=task.id, kind="network", detail=f"asked the owner: {shown}"))
         try:
             pending.message_id = await self.notifier.send(
-                task.chat_id, f"🌐 **Task #{task.id}** asks for network access to run:\n```\n{shown}\n```\n"
-                              f"No answer in {self.answer_seconds:g} s means no.",
-                buttons=request_buttons(request_id), reply_to=task.progress_message_id)
+                task.chat_id,
+                f"🌐 **Task #{task.id}** asks for network access to run:\n```\n{shown}\n```\n"
+                f"No answer in {self.answer_seconds:g} s means no.",
+                buttons=request_buttons(request_id),
+                reply_to=task.progress_message_id,
+            )
             if waiting is not None:
                 await waiting("waiting for you to allow network access")
             try:
@@ -94,18 +105,28 @@ class NetworkGate:
         if choice == FOR_TASK:
             self._allowed_tasks.add(task.id)
         allowed = choice in (ONCE, FOR_TASK)
-        how = {ONCE: "allowed once by the owner", FOR_TASK: "allowed for this task by the owner",
-               DENY: "denied by the owner", None: f"no answer in {self.answer_seconds:g} s: denied"}[choice]
+        how = {
+            ONCE: "allowed once by the owner",
+            FOR_TASK: "allowed for this task by the owner",
+            DENY: "denied by the owner",
+            None: f"no answer in {self.answer_seconds:g} s: denied",
+        }[choice]
         await self._close_question(pending, how)
         await self._record(task, allowed, how, command)
         if allowed:
             return NetworkDecision(True, how)
         if choice is None:
-            return NetworkDecision(False, f"The owner did not answer the request for network access within "
-                                          f"{self.answer_seconds:g} seconds, so the command was not run. Work without "
-                                          "the network, or say in your report what needs it.")
-        return NetworkDecision(False, "The owner denied network access for this command, so it was not run. Work "
-                                      "without the network, or say in your report what needs it.")
+            return NetworkDecision(
+                False,
+                f"The owner did not answer the request for network access within "
+                f"{self.answer_seconds:g} seconds, so the command was not run. Work without "
+                "the network, or say in your report what needs it.",
+            )
+        return NetworkDecision(
+            False,
+            "The owner denied network access for this command, so it was not run. Work "
+            "without the network, or say in your report what needs it.",
+        )
 
     def decide(self, chat_id: int, request_id: int, choice: str) -> str:
         """A button press: answer a waiting request of this chat; returns the text for the chat."""
@@ -115,9 +136,11 @@ class NetworkGate:
         if choice not in (ONCE, FOR_TASK, DENY):
             return "This button is no longer valid."
         pending.answer.set_result(choice)
-        return {ONCE: f"Network allowed once for task #{pending.task_id}.",
-                FOR_TASK: f"Network allowed for the rest of task #{pending.task_id}.",
-                DENY: f"Network denied for task #{pending.task_id}."}[choice]
+        return {
+            ONCE: f"Network allowed once for task #{pending.task_id}.",
+            FOR_TASK: f"Network allowed for the rest of task #{pending.task_id}.",
+            DENY: f"Network denied for task #{pending.task_id}.",
+        }[choice]
 
     def forget(self, task_id: int) -> None:
         """The task ended: its 'allow for this task' ends with it."""
@@ -127,9 +150,14 @@ class NetworkGate:
         if pending.message_id is None:
             return
         with contextlib.suppress(Exception):  # the question's buttons go; a failed edit must not hold up the task
-            shown = pending.command if len(pending.command) <= _COMMAND_SHOWN else pending.command[:_COMMAND_SHOWN] + "…"
-            await self.notifier.edit(pending.chat_id, pending.message_id,
-                                     f"🌐 **Task #{pending.task_id}** network request:\n```\n{shown}\n```\n{how}")
+            shown = (
+                pending.command if len(pending.command) <= _COMMAND_SHOWN else pending.command[:_COMMAND_SHOWN] + "…"
+            )
+            await self.notifier.edit(
+                pending.chat_id,
+                pending.message_id,
+                f"🌐 **Task #{pending.task_id}** network request:\n```\n{shown}\n```\n{how}",
+            )
 
     async def _record(self, task: Task, allowed: bool, how: str, command: str) -> NetworkDecision:
         shown = command if len(command) <= 200 else command[:200] + "…"

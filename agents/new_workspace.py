@@ -15,8 +15,10 @@ def workspace_name(name: str) -> str:
     """The folder name for a new project, or a ToolError saying what a name may be ('My Site' → 'my-site')."""
     cleaned = "-".join(str(name).strip().lower().split())
     if not _NAME.fullmatch(cleaned) or cleaned.endswith((".", "-")) or cleaned == SELF_NAME:
-        raise ToolError(f"{name!r} cannot be a workspace name: use 1-63 letters, digits, '-' or '_', starting with a "
-                        f"letter or digit (and not {SELF_NAME!r})")
+        raise ToolError(
+            f"{name!r} cannot be a workspace name: use 1-63 letters, digits, '-' or '_', starting with a "
+            f"letter or digit (and not {SELF_NAME!r})"
+        )
     return cleaned
 
 
@@ -31,8 +33,9 @@ async def create_workspace(workspaces: Workspaces, name: str, identity: git_repo
         raise ToolError(f"the workspaces folder {root} does not exist")
     target.mkdir()
     # its own repository even when WORKSPACE_PATH itself lies inside one
-    git = await asyncio.create_subprocess_exec("git", "init", "-q", "-b", "main", cwd=target,
-                                               stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+    git = await asyncio.create_subprocess_exec(
+        "git", "init", "-q", "-b", "main", cwd=target, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE
+    )
     async with asyncio.timeout(30):
         _, err = await git.communicate()
     if git.returncode != 0:

@@ -17,12 +17,12 @@ from agents.attachments import Attachments
 from agents.llm import estimate_tokens, explain_api_error, usage_record
 from agents.models import Attachment, ChatMessage, ConversationNote, InputMethod, Role, TaskStatus, Usage, WorkerKind
 from agents.replying import ReplyTo, describe_reply
-from agents.shown import PROPOSAL, TASK
 from agents.settings import Settings
+from agents.shown import PROPOSAL, TASK
 from agents.store import Store
 from agents.symbol_hints import SymbolHints
-from agents.tool_sets import WorkDesk, orchestrator_tools
 from agents.tool_loop import AnswerStream, Ending, Limits, LoopResult, ToolLoop, as_model
+from agents.tool_sets import WorkDesk, orchestrator_tools
 from agents.toolbox import Audit, Toolbox
 from agents.workspaces import Workspaces
 
@@ -47,8 +47,9 @@ UNANSWERED = "(no answer: this turn failed before I could reply)"
 PINNED_PER_KIND = 3  # proposals / task summaries kept whole past compaction
 
 
-def history_messages(history: list[ChatMessage], attached: dict[int, list[dict[str, Any]]] | None = None
-                     ) -> list[dict[str, Any]]:
+def history_messages(
+    history: list[ChatMessage], attached: dict[int, list[dict[str, Any]]] | None = None
+) -> list[dict[str, Any]]:
     """Stored turns as API messages: starts with the user; a user turn left unanswered (a failed turn) is marked so,
     never merged into the next one; the bot's neighbouring turns (an answer, then a proposal shown) are joined.
 
@@ -96,7 +97,12 @@ class Orchestrator:
     """Answers one message at a time per chat (a per-chat lock keeps order); other chats run concurrently."""
 
     def __init__(
-        self, settings: Settings, store: Store, client: anthropic.AsyncAnthropic, workspaces: Workspaces, desk: WorkDesk,
+        self,
+        settings: Settings,
+        store: Store,
+        client: anthropic.AsyncAnthropic,
+        workspaces: Workspaces,
+        desk: WorkDesk,
         hints: SymbolHints | None = None,
     ) -> None:
         self.settings = settings
@@ -108,8 +114,9 @@ class Orchestrator:
         self.attachments = Attachments.from_settings(settings)
         self._locks: defaultdict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
 
-    async def context_block(self, chat_id: int, input_method: InputMethod, text: str = "",
-                            reply_to: ReplyTo | None = None) -> str:
+    async def context_block(
+        self, chat_id: int, input_method: InputMethod, text: str = "", reply_to: ReplyTo | None = None
+    ) -> str:
         """The per-turn facts the seed design gives the orchestrator: input method, workspaces, tasks, proposals."""
         lines = [f"input_method: {input_method.value}"]
         if input_method is InputMethod.VOICE:
@@ -120,9 +127,7 @@ class Orchestrator:
         lines.append("workspaces:")
         for ws in self.workspaces.all():
             lines.append(f"- {ws.name}" + (" (this bot's own code)" if ws.name == "self" else ""))
-        active = await self.store.list_tasks(
-            chat_id, statuses=TaskStatus.cancellable(), limit=20
-        )
+        active = await self.store.list_tasks(chat_id, statuses=TaskStatus.cancellable(), limit=20)
         lines.append("active tasks:" if active else "active tasks: none")
         for t in active:
             lines.append(f"- #{t.id} [{t.status.value}] {t.worker.value} in {t.workspace}: {t.title}")
@@ -132,8 +137,9 @@ class Orchestrator:
             lines.append(f"- proposal #{p.id} for {p.workspace} (request: {' '.join(p.request.split())[:200]})")
         researching = [t for t in active if t.worker is WorkerKind.RESEARCH and t.status.is_active]
         if researching:
-            lines.append("proposals still being written: " + ", ".join(f"research #{t.id} in {t.workspace}"
-                                                                       for t in researching))
+            lines.append(
+                "proposals still being written: " + ", ".join(f"research #{t.id} in {t.workspace}" for t in researching)
+            )
         definitions = await self.hints.hints(text) if self.hints else []
         if definitions:
             lines.append("definitions of code names in this message (from the repository index):")
@@ -170,14 +176,22 @@ class Orchestrator:
             older = turns[: len(turns) - len(keep)]
             summary = await self._summarise(chat_id, note.summary if note else None, older) if older else None
             if summary:
-                note = await self.store.add_note(ConversationNote(chat_id=chat_id, up_to_message_id=older[-1].id,
-                                                                  summary=summary))
+                note = await self.store.add_note(
+                    ConversationNote(chat_id=chat_id, up_to_message_id=older[-1].id, summary=summary)
+                )
             turns = keep
         if note is None:
             return turns
         pinned = await self._still_relevant(chat_id, note.up_to_message_id)
-        return [ChatMessage(chat_id=chat_id, role=Role.USER, content=f"[Summary of our earlier conversation]\n{note.summary}")] \
-            + pinned + turns
+        return (
+            [
+                ChatMessage(
+                    chat_id=chat_id, role=Role.USER, content=f"[Summary of our earlier conversation]\n{note.summary}"
+                )
+            ]
+            + pinned
+            + turns
+        )
 
     async def _still_relevant(self, chat_id: int, up_to_id: int) -> list[ChatMessage]:
         """Proposals still pending and the newest task summaries, kept whole although older turns were summarised."""
@@ -188,13 +202,16 @@ class Orchestrator:
         return sorted(proposals + tasks, key=lambda m: m.id or 0)
 
     async def _summarise(self, chat_id: int, previous: str | None, turns: list[ChatMessage]) -> str | None:
-        transcript = "\n\n".join(f"{t.role.value}: {t.content}" + "".join(f" [sent {a.name}]" for a in t.attachments)
-                                 for t in turns)[-COMPACT_INPUT_CHARS:]
+        transcript = "\n\n".join(
+            f"{t.role.value}: {t.content}" + "".join(f" [sent {a.name}]" for a in t.attachments) for t in turns
+        )[-COMPACT_INPUT_CHARS:]
         if previous:
             transcript = f"(summary so far)\n{previous}\n\n(later turns)\n{transcript}"
         try:
             response = await self.client.messages.create(
-                model=self.settings.orchestrator_model, max_tokens=1024, system=prompts.COMPACTOR,
+                model=self.settings.orchestrator_model,
+                max_tokens=1024,
+                system=prompts.COMPACTOR,
                 messages=[{"role": "user", "content": transcript}],
             )
         except anthropic.APIError as err:  # the turn goes on with the newest turns only
@@ -210,9 +227,15 @@ class Orchestrator:
         if stop_waiting is not None and self._locks[chat_id].locked():
             stop_waiting(chat_id)
 
-    async def handle(self, chat_id: int, text: str, input_method: InputMethod = InputMethod.TEXT,
-                     reply_to: ReplyTo | None = None, attachments: list[Attachment] | None = None,
-                     answer: AnswerStream | None = None) -> Reply:
+    async def handle(
+        self,
+        chat_id: int,
+        text: str,
+        input_method: InputMethod = InputMethod.TEXT,
+        reply_to: ReplyTo | None = None,
+        attachments: list[Attachment] | None = None,
+        answer: AnswerStream | None = None,
+    ) -> Reply:
         """One turn; with `answer`, the reply streams into it while it is written (tool activity too)."""
         async with self._locks[chat_id]:
             turn_started = getattr(self.desk, "turn_started", None)
@@ -220,13 +243,26 @@ class Orchestrator:
                 turn_started(chat_id)
             return await self._turn(chat_id, text, input_method, reply_to, attachments or [], answer)
 
-    async def _turn(self, chat_id: int, text: str, input_method: InputMethod, reply_to: ReplyTo | None = None,
-                    attachments: list[Attachment] | None = None, answer: AnswerStream | None = None) -> Reply:
+    async def _turn(
+        self,
+        chat_id: int,
+        text: str,
+        input_method: InputMethod,
+        reply_to: ReplyTo | None = None,
+        attachments: list[Attachment] | None = None,
+        answer: AnswerStream | None = None,
+    ) -> Reply:
         attachments = attachments or []
         # The user's words (and photos/files, kept by agents/attachments) are stored first: nothing is lost.
         asked = await self.store.add_message(
-            ChatMessage(chat_id=chat_id, role=Role.USER, content=text, input_method=input_method,
-                        tokens=estimate_tokens(text) + sum(a.tokens for a in attachments), attachments=attachments)
+            ChatMessage(
+                chat_id=chat_id,
+                role=Role.USER,
+                content=text,
+                input_method=input_method,
+                tokens=estimate_tokens(text) + sum(a.tokens for a in attachments),
+                attachments=attachments,
+            )
         )
         history = await self._history(chat_id)
         earlier = [t for t in history if t.id is None or t.id < (asked.id or 0)]
@@ -237,11 +273,14 @@ class Orchestrator:
                 if m["role"] == "user":
                     _mark_cache(m)
                     break
-        current = {"role": "user", "content": [
-            *await self.attachments.blocks_of(attachments),
-            {"type": "text", "text": self._fit_for_model(text), "cache_control": EPHEMERAL},
-            {"type": "text", "text": await self.context_block(chat_id, input_method, text[:2000], reply_to)},
-        ]}
+        current = {
+            "role": "user",
+            "content": [
+                *await self.attachments.blocks_of(attachments),
+                {"type": "text", "text": self._fit_for_model(text), "cache_control": EPHEMERAL},
+                {"type": "text", "text": await self.context_block(chat_id, input_method, text[:2000], reply_to)},
+            ],
+        }
         if messages and messages[-1]["role"] == "user":
             messages.append({"role": "assistant", "content": [{"type": "text", "text": UNANSWERED}]})
         messages.append(current)
@@ -254,18 +293,36 @@ class Orchestrator:
         async def record(response: anthropic.types.Message) -> None:
             await self.store.record_usage(usage_record(response, "orchestrator", chat_id, None))
 
-        loop = ToolLoop(model=as_model(self.client), model_name=self.settings.orchestrator_model, system=prompts.ORCHESTRATOR,
-                        toolbox=toolbox, max_output_tokens=self.settings.max_output_tokens, tools_on_last_step=False,
-                        moving_cache=False, on_response=record, answer=answer, messages=messages)
+        loop = ToolLoop(
+            model=as_model(self.client),
+            model_name=self.settings.orchestrator_model,
+            system=prompts.ORCHESTRATOR,
+            toolbox=toolbox,
+            max_output_tokens=self.settings.max_output_tokens,
+            tools_on_last_step=False,
+            moving_cache=False,
+            on_response=record,
+            answer=answer,
+            messages=messages,
+        )
         rounds = self.settings.orchestrator_max_tool_rounds + 1  # the last one answers without tools
         try:
             result = await loop.run(Limits(max_steps=rounds, max_seconds=math.inf, max_tokens=sys.maxsize))
         except anthropic.APIError as err:
             log.warning("chat %s: Anthropic API error: %s", chat_id, err)
-            return Reply(text=explain_api_error(err), ok=False, api_calls=loop.api_calls, usage=loop.usage,
-                         tools_used=loop.tools_used)
-        reply = Reply(text=reply_text(result, loop.tools_used), api_calls=loop.api_calls, usage=loop.usage,
-                      tools_used=loop.tools_used)
+            return Reply(
+                text=explain_api_error(err),
+                ok=False,
+                api_calls=loop.api_calls,
+                usage=loop.usage,
+                tools_used=loop.tools_used,
+            )
+        reply = Reply(
+            text=reply_text(result, loop.tools_used),
+            api_calls=loop.api_calls,
+            usage=loop.usage,
+            tools_used=loop.tools_used,
+        )
         await self.store.add_message(
             ChatMessage(chat_id=chat_id, role=Role.ASSISTANT, content=reply.text, tokens=estimate_tokens(reply.text))
         )

@@ -53,6 +53,7 @@ def kill_orphans(token: str, task_ids: set[int]) -> list[int]:
             except OSError:
                 pass
     if killed:
-        log.warning("killed %d process(es) left running by interrupted task(s) %s: %s", len(killed),
-                    sorted(task_ids), killed)
+        log.warning(
+            "killed %d process(es) left running by interrupted task(s) %s: %s", len(killed), sorted(task_ids), killed
+        )
     return killed

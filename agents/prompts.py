@@ -42,7 +42,8 @@ Proposals:
   proposal they mean (the one they reply to, or the only pending one). If several are pending and the
   message does not say which, ask. If the proposal is still being written, say so; do not approve another.
 - Small changes given with the approval ("looks good, but call it parse_all", "yes, and name the endpoint
-  /api/sessions") are notes: approve_proposal(id, notes="call the function parse_all"). Changes that alter the plan itself
+  /api/sessions") are notes: approve_proposal(id, notes="call the function parse_all"). Changes that alter the plan
+  itself
   (a different approach, a new part to study, a larger or different scope) need new research:
   start_research(workspace, request, refines=id); the research worker sees the old proposal whole, and the
   new proposal replaces it.
@@ -101,23 +102,32 @@ Nobody answers questions while you work: state your assumptions in the proposal 
 you truly cannot write a proposal, reply with a text that starts with `BLOCKED:` and says why.
 """
 
-CODE = _WORKER_COMMON + """\
+CODE = (
+    _WORKER_COMMON
+    + """\
 You are the code worker: backend and general code changes, scripts, configuration. Run the relevant tests
 with run_command before you finish. Never weaken, skip or delete tests (or change the test configuration) to
 get green: fix the code.
 """
+)
 
-FRONTEND = _WORKER_COMMON + """\
+FRONTEND = (
+    _WORKER_COMMON
+    + """\
 You are the frontend worker: web pages and UI (HTML, CSS, JavaScript). After building or changing a page,
 validate it visually with screenshot(target) on the HTML file or a local URL, check desktop and phone widths,
 and fix what looks wrong. Prefer plain, dependency-free HTML/CSS/JS unless the workspace already uses a
 framework.
 """
+)
 
-TEST = _WORKER_COMMON + """\
+TEST = (
+    _WORKER_COMMON
+    + """\
 You are the test worker: you write pytest tests for the named target, run them with run_command
 (`python -m pytest -q`), and make them pass without weakening them. Tests must assert real behaviour.
 """
+)
 
 COMPACTOR = """\
 You compress a chat history between a developer and agentlab (a Telegram bot that drives coding agents)
@@ -128,5 +138,11 @@ the user stated. Drop pleasantries and repetition. Write at most 300 words of pl
 
 
 # Each agent's system prompt by role: tests and tools tell the roles apart by these, never by their wording.
-BY_ROLE = {"orchestrator": ORCHESTRATOR, "research": RESEARCH, "code": CODE, "frontend": FRONTEND, "test": TEST,
-           "compactor": COMPACTOR}
+BY_ROLE = {
+    "orchestrator": ORCHESTRATOR,
+    "research": RESEARCH,
+    "code": CODE,
+    "frontend": FRONTEND,
+    "test": TEST,
+    "compactor": COMPACTOR,
+}

@@ -63,7 +63,7 @@ class RepositoryGuard:
 
     def unreported(self) -> list[str]:
         """The warnings not handed out by an earlier call (each goes into the task's events once)."""
-        new, self._reported = self.warnings[self._reported:], len(self.warnings)
+        new, self._reported = self.warnings[self._reported :], len(self.warnings)
         return new
 
     def close(self) -> None:
@@ -88,8 +88,9 @@ class RepositoryGuard:
 
     # ---- refs --------------------------------------------------------------------------------------------------------
     async def _refs(self) -> dict[str, tuple[str, str]]:
-        text = await git_repo._git("for-each-ref", "--format=%(refname)%00%(objectname)%00%(symref)",
-                                   cwd=self.tree.repo)
+        text = await git_repo._git(
+            "for-each-ref", "--format=%(refname)%00%(objectname)%00%(symref)", cwd=self.tree.repo
+        )
         refs: dict[str, tuple[str, str]] = {}
         for line in text.splitlines():
             name, _, rest = line.partition("\0")

@@ -121,8 +121,15 @@ def _truncation_note(files_left: int, budget_tokens: int) -> str:
     return f"… {files_left} more files not shown (map truncated at {budget_tokens} tokens)"
 
 
-def _draw(name: str, rows: dict[str, _FileRow], files: list[str], chosen: dict[str, list[Symbol]],
-          symbol_counts: dict[str, int], budget_tokens: int, title: bool) -> list[str]:
+def _draw(
+    name: str,
+    rows: dict[str, _FileRow],
+    files: list[str],
+    chosen: dict[str, list[Symbol]],
+    symbol_counts: dict[str, int],
+    budget_tokens: int,
+    title: bool,
+) -> list[str]:
     """The map's lines for the chosen files (in rank order) and definitions, with the truncation note."""
     name = name.partition("@")[0]  # a task's copy of an index ("calc@task-7") is titled by its workspace
     lines = [f"Repository map of {name}: {len(files)} files, most relevant first; symbols as `line: signature`."]
@@ -143,8 +150,14 @@ def _draw(name: str, rows: dict[str, _FileRow], files: list[str], chosen: dict[s
     return lines
 
 
-def _layout(name: str, rows: dict[str, _FileRow], files: list[str], entries: list[tuple[str, Symbol | None]],
-            symbol_counts: dict[str, int], budget_tokens: int) -> str:
+def _layout(
+    name: str,
+    rows: dict[str, _FileRow],
+    files: list[str],
+    entries: list[tuple[str, Symbol | None]],
+    symbol_counts: dict[str, int],
+    budget_tokens: int,
+) -> str:
     """As many of the ranked entries (files and definitions, best first) as fit in the budget, drawn by file.
 
     The title and the truncation note give way first when even one file does not fit with them.
@@ -180,11 +193,14 @@ def _layout(name: str, rows: dict[str, _FileRow], files: list[str], entries: lis
     return "\n".join(lines) if fits(lines) else ""
 
 
-def _file_rows(outlines: list[FileOutline], head: str | None) -> list[tuple[str, int, int, str | None, str | None,
-                                                                             str, str, str, str]]:
+def _file_rows(
+    outlines: list[FileOutline], head: str | None
+) -> list[tuple[str, int, int, str | None, str | None, str, str, str, str]]:
     """The store's rows for parsed files."""
-    return [(o.path, o.mtime_ns, o.size, o.language, head, o.summary, o.content_hash, o.references, o.words)
-            for o in outlines]
+    return [
+        (o.path, o.mtime_ns, o.size, o.language, head, o.summary, o.content_hash, o.references, o.words)
+        for o in outlines
+    ]
 
 
 class RepoMap:
@@ -221,7 +237,7 @@ class RepoMap:
             outlines: list[FileOutline] = []
             touched: list[SameContent] = []
             for begin in range(0, len(changed), PARSE_CHUNK):
-                chunk = changed[begin: begin + PARSE_CHUNK]
+                chunk = changed[begin : begin + PARSE_CHUNK]
                 parsed = await asyncio.to_thread(parse_files, base, chunk, seen, hashes)
                 for path, outline in zip(chunk, parsed):
                     if isinstance(outline, SameContent):
@@ -231,7 +247,9 @@ class RepoMap:
                     elif path in known:
                         removed.append(path)  # vanished since the scan
             await self.store.save_repo_index(
-                name, str(base), head,
+                name,
+                str(base),
+                head,
                 files=_file_rows(outlines, head),
                 symbols=[(o.path, s.name, s.kind, s.line, s.signature, s.parent) for o in outlines for s in o.symbols],
                 imports=[(o.path, target) for o in outlines for target in o.imports],
@@ -239,13 +257,26 @@ class RepoMap:
                 touched=[(t.path, t.mtime_ns, t.size) for t in touched],
             )
         stats = RefreshStats(len(seen), len(outlines), len(removed), time.monotonic() - started)
-        log.log(logging.INFO if stats.parsed or stats.removed else logging.DEBUG,
-                "repo map %s: %d files, %d parsed, %d unchanged content, %d removed in %.2fs",
-                name, stats.files_seen, stats.parsed, len(touched), stats.removed, stats.seconds)
+        log.log(
+            logging.INFO if stats.parsed or stats.removed else logging.DEBUG,
+            "repo map %s: %d files, %d parsed, %d unchanged content, %d removed in %.2fs",
+            name,
+            stats.files_seen,
+            stats.parsed,
+            len(touched),
+            stats.removed,
+            stats.seconds,
+        )
         return stats
 
     async def render(
-        self, name: str, root: Path | str, request_text: str, budget_tokens: int, *, refresh: bool = True,
+        self,
+        name: str,
+        root: Path | str,
+        request_text: str,
+        budget_tokens: int,
+        *,
+        refresh: bool = True,
         seed_from: str | None = None,
     ) -> str:
         """The map of workspace `name` for `request_text`, most relevant definitions first, within `budget_tokens`."""
@@ -256,14 +287,16 @@ class RepoMap:
         for row in await self.store.repo_all_symbols(name):
             if row["path"] in rows:
                 symbols.setdefault(row["path"], []).append(
-                    Symbol(row["name"], row["kind"], row["line"], row["signature"], row["parent"]))
+                    Symbol(row["name"], row["kind"], row["line"], row["signature"], row["parent"])
+                )
         terms = [FileTerms(path, refs, words) for path, refs, words in await self.store.repo_file_terms(name)]
         imports = await self.store.repo_all_imports(name)
         recent = await _recently_changed(Path(root).resolve(), rows)
         ranking = await asyncio.to_thread(rank_files, sorted(rows), symbols, terms, imports, request_text, recent)
         counts = {path: len(file_symbols) for path, file_symbols in symbols.items()}
-        return await asyncio.to_thread(_layout, name, rows, ranking.files, ranking.entries, counts,
-                                       max(0, budget_tokens))
+        return await asyncio.to_thread(
+            _layout, name, rows, ranking.files, ranking.entries, counts, max(0, budget_tokens)
+        )
 
     async def find_symbols_by_name(self, name: str, query: str, limit: int = 50) -> str:
         """Symbols whose name equals (first), starts with, then contains `query`, case-insensitive.
@@ -279,8 +312,10 @@ class RepoMap:
         rows = await self.store.search_repo_symbols(name, query, parent, max(1, limit) + 1)
         if not rows:
             files = await self.store.repo_file_count(name)
-            return (f"no symbols named like {query!r} in the index of {name} ({files} files); "
-                    "try grep for text, or a shorter name")
+            return (
+                f"no symbols named like {query!r} in the index of {name} ({files} files); "
+                "try grep for text, or a shorter name"
+            )
         lines = []
         for row in rows[:limit]:
             where = f"  (in {row['parent']})" if row["parent"] else ""
@@ -303,8 +338,11 @@ def repo_map_tools(repo_map: RepoMap, name: str, root: Path | str) -> list[Tool]
             "Find functions, classes and methods by name (exact matches first, then names starting with or "
             "containing it; case-insensitive; 'Class.method' narrows to one class). Returns `path:line kind "
             "signature` lines; read the code with read_file from that line.",
-            {"query": prop("string", "a symbol name or its beginning, e.g. 'parse_config' or 'Store.add'"),
-             "limit": prop("integer", "most lines to return (default 50)")},
-            find_symbols_by_name, ["query"],
+            {
+                "query": prop("string", "a symbol name or its beginning, e.g. 'parse_config' or 'Store.add'"),
+                "limit": prop("integer", "most lines to return (default 50)"),
+            },
+            find_symbols_by_name,
+            ["query"],
         ),
     ]

@@ -44,10 +44,33 @@ def ripgrep_path() -> str | None:
 
 
 def _command(rg: str, pattern: str, ignore_case: bool, files: Sequence[Path]) -> list[str]:
-    return [rg, "--no-config", "--threads", "1", "--color", "never", "--no-heading", "--with-filename", "--null",
-            "--line-number", "--column", "--max-columns", str(MAX_COLUMNS), "--max-columns-preview",
-            "--max-filesize", MAX_FILE_SIZE, "--regex-size-limit", "20M", "--dfa-size-limit", "20M",
-            *(["--ignore-case"] if ignore_case else []), "--regexp", pattern, "--", *map(str, files)]
+    return [
+        rg,
+        "--no-config",
+        "--threads",
+        "1",
+        "--color",
+        "never",
+        "--no-heading",
+        "--with-filename",
+        "--null",
+        "--line-number",
+        "--column",
+        "--max-columns",
+        str(MAX_COLUMNS),
+        "--max-columns-preview",
+        "--max-filesize",
+        MAX_FILE_SIZE,
+        "--regex-size-limit",
+        "20M",
+        "--dfa-size-limit",
+        "20M",
+        *(["--ignore-case"] if ignore_case else []),
+        "--regexp",
+        pattern,
+        "--",
+        *map(str, files),
+    ]
 
 
 def check_pattern(pattern: str) -> None:
@@ -79,9 +102,13 @@ def _kill(process: asyncio.subprocess.Process) -> None:
 
 async def _run_one(rg: str, pattern: str, ignore_case: bool, files: Sequence[Path]) -> AsyncIterator[LineMatch]:
     process = await asyncio.create_subprocess_exec(
-        *_command(rg, pattern, ignore_case, files), stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
-        limit=MAX_COLUMNS * 4 + 8192)
+        *_command(rg, pattern, ignore_case, files),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        start_new_session=True,
+        limit=MAX_COLUMNS * 4 + 8192,
+    )
     try:
         assert process.stdout is not None and process.stderr is not None
         while record := await process.stdout.readline():
@@ -104,16 +131,19 @@ async def search(pattern: str, files: Sequence[Path], *, ignore_case: bool = Fal
     """Matching lines of `files` in the given order. The caller's loop may stop early: rg is then killed."""
     rg = ripgrep_path()
     if rg is None:
-        raise ToolError("grep is unavailable: ripgrep (`rg`) is not installed on the bot's machine "
-                        "(Debian/Ubuntu: apt-get install ripgrep); use glob and read_file instead")
+        raise ToolError(
+            "grep is unavailable: ripgrep (`rg`) is not installed on the bot's machine "
+            "(Debian/Ubuntu: apt-get install ripgrep); use glob and read_file instead"
+        )
     check_pattern(pattern)
     for begin in range(0, len(files), FILES_PER_RUN):
-        async for found in _run_one(rg, pattern, ignore_case, files[begin: begin + FILES_PER_RUN]):
+        async for found in _run_one(rg, pattern, ignore_case, files[begin : begin + FILES_PER_RUN]):
             yield found
 
 
-async def collect(pattern: str, files: Sequence[Path], limit: int, *, ignore_case: bool = False,
-                  timeout: float = TIMEOUT_SECONDS) -> tuple[list[LineMatch], bool]:
+async def collect(
+    pattern: str, files: Sequence[Path], limit: int, *, ignore_case: bool = False, timeout: float = TIMEOUT_SECONDS
+) -> tuple[list[LineMatch], bool]:
     """Up to `limit` matches and whether there were more; GrepTimeout (rg killed) after `timeout` seconds."""
     found: list[LineMatch] = []
     more = False
@@ -134,6 +164,8 @@ async def collect(pattern: str, files: Sequence[Path], limit: int, *, ignore_cas
         async with asyncio.timeout(timeout):  # not wait_for: on 3.11 it can swallow a cancellation
             await gather()
     except TimeoutError:
-        raise GrepTimeout(f"the search took longer than {timeout:.0f} s and was stopped; narrow the path or glob, "
-                          "or simplify the pattern") from None
+        raise GrepTimeout(
+            f"the search took longer than {timeout:.0f} s and was stopped; narrow the path or glob, "
+            "or simplify the pattern"
+        ) from None
     return found, more

@@ -3,7 +3,8 @@
 `agentlab eval routing` loads `evals/routing.jsonl` (one case per line), runs every case as a fresh conversation
 (its own in-memory store, set up as the case says: pending proposals shown in the chat, research still running,
 active tasks, earlier turns, the message replied to) against the configured Anthropic API, three times each, and
-prints a confusion table, the misrouted cases and the cases whose routing flipped between runs. Work tools go to a `RecordingDesk`: it records the call and answers
+prints a confusion table, the misrouted cases and the cases whose routing flipped between runs. Work tools go to a
+`RecordingDesk`: it records the call and answers
 with a short fake confirmation, so no worker ever starts and nothing is written to any repository. The workspaces
 the orchestrator sees are small throw-away folders (calc, group-therapy, portfolio, and `self`).
 
@@ -35,20 +36,34 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from agents import crew_texts
 from agents.crew import task_line
 from agents.llm import cost_usd, make_client
-from agents.models import (ChatMessage, InputMethod, Proposal, ProposalStatus, Role, Task, TaskStatus, Usage,
-                           WorkerKind, utcnow)
+from agents.models import (
+    ChatMessage,
+    InputMethod,
+    Proposal,
+    ProposalStatus,
+    Role,
+    Task,
+    TaskStatus,
+    Usage,
+    WorkerKind,
+    utcnow,
+)
 from agents.new_workspace import workspace_name
 from agents.orchestrator import Orchestrator
 from agents.replying import ReplyTo
-from agents.shown import PROPOSAL, remember_shown, shown_as
 from agents.settings import Settings
+from agents.shown import PROPOSAL, remember_shown, shown_as
 from agents.store import Store
 from agents.workspaces import ToolError, Workspaces
 
 LABELS: tuple[str, ...] = ("direct", "clarify", "research", "code", "frontend", "test", "approval", "reject", "cancel")
 Label = Literal["direct", "clarify", "research", "code", "frontend", "test", "approval", "reject", "cancel"]
-WORK_TOOLS = {"start_research": "research", "approve_proposal": "approval", "reject_proposal": "reject",
-              "cancel_task": "cancel"}
+WORK_TOOLS = {
+    "start_research": "research",
+    "approve_proposal": "approval",
+    "reject_proposal": "reject",
+    "cancel_task": "cancel",
+}
 OTHER = "other"  # a work tool call that fits no label (start_task with an unknown worker)
 ERROR = "error"  # the turn failed (API error, crash) before any work tool was called
 WORKERS = ("code", "frontend", "test")
@@ -235,8 +250,11 @@ class RecordingDesk:
         try:
             pending = await self.store.pending_proposals(chat_id)
             if proposal_id is None:
-                running = [t for t in await self.store.list_tasks(chat_id, statuses=[TaskStatus.IN_PROGRESS])
-                           if t.worker is WorkerKind.RESEARCH]
+                running = [
+                    t
+                    for t in await self.store.list_tasks(chat_id, statuses=[TaskStatus.IN_PROGRESS])
+                    if t.worker is WorkerKind.RESEARCH
+                ]
                 if running:
                     raise ToolError(crew_texts.still_writing(running, pending))
                 if not pending:
@@ -259,23 +277,46 @@ class RecordingDesk:
             self._refused()
             raise
 
-    async def start_research(self, chat_id: int, workspace: str, request: str, refines: int | None = None,
-                             attachments: list[int] | None = None) -> str:
+    async def start_research(
+        self,
+        chat_id: int,
+        workspace: str,
+        request: str,
+        refines: int | None = None,
+        attachments: list[int] | None = None,
+    ) -> str:
         self._record("start_research", workspace=workspace, request=request, refines=refines)
         ws = self._resolve(workspace)
-        return (f"Research task #{self._next_task()} started on workspace {ws.name}. Its proposal will be shown in "
-                "the chat with Approve/Reject buttons when ready.")
+        return (
+            f"Research task #{self._next_task()} started on workspace {ws.name}. Its proposal will be shown in "
+            "the chat with Approve/Reject buttons when ready."
+        )
 
-    async def start_task(self, chat_id: int, workspace: str, worker: str, instructions: str, background: bool,
-                         acceptance_criteria: list[str] | None = None, attachments: list[int] | None = None,
-                         save_attachments: bool = False) -> str:
-        self._record("start_task", workspace=workspace, worker=worker, instructions=instructions,
-                     background=background, acceptance_criteria=acceptance_criteria)
+    async def start_task(
+        self,
+        chat_id: int,
+        workspace: str,
+        worker: str,
+        instructions: str,
+        background: bool,
+        acceptance_criteria: list[str] | None = None,
+        attachments: list[int] | None = None,
+        save_attachments: bool = False,
+    ) -> str:
+        self._record(
+            "start_task",
+            workspace=workspace,
+            worker=worker,
+            instructions=instructions,
+            background=background,
+            acceptance_criteria=acceptance_criteria,
+        )
         kind = str(worker).strip().lower()
         if kind not in WORKERS:
             self._refused()
-            raise ToolError(f"worker must be one of code, frontend, test (got {worker!r}); "
-                            "use start_research for research")
+            raise ToolError(
+                f"worker must be one of code, frontend, test (got {worker!r}); use start_research for research"
+            )
         ws = self._resolve(workspace)
         return f"Task #{self._next_task()} ({kind} worker, workspace {ws.name}) started in the background."
 
@@ -284,8 +325,10 @@ class RecordingDesk:
         proposal = await self._pick(chat_id, proposal_id)
         self.calls[-1].input["picked"] = proposal.id
         await self.store.update_proposal(proposal.id, status=ProposalStatus.APPROVED, decided_at=utcnow())
-        return (f"Proposal #{proposal.id} approved; code task #{self._next_task()} started on {proposal.workspace} "
-                "in the background.")
+        return (
+            f"Proposal #{proposal.id} approved; code task #{self._next_task()} started on {proposal.workspace} "
+            "in the background."
+        )
 
     async def reject_proposal(self, chat_id: int, proposal_id: int | None, reason: str | None) -> str:
         self._record("reject_proposal", proposal_id=proposal_id, reason=reason)
@@ -351,23 +394,31 @@ EVAL_WORKSPACES: dict[str, dict[str, str]] = {
     },
     "group-therapy": {
         "README.md": "# Group therapy\nBooking and reminders for group therapy sessions (Flask).\n",
-        "app.py": ("from flask import Flask, render_template\n\nfrom scheduler import upcoming_sessions\n\n"
-                   "app = Flask(__name__)\n\n\n@app.route('/')\ndef index():\n"
-                   "    return render_template('index.html', sessions=upcoming_sessions())\n"),
-        "scheduler.py": ("from datetime import datetime, timedelta\n\nSESSIONS = []\n\n\n"
-                         "def schedule_session(group, when: datetime):\n    SESSIONS.append((group, when))\n\n\n"
-                         "def upcoming_sessions(now=None):\n    now = now or datetime.now()\n"
-                         "    return [s for s in SESSIONS if s[1] >= now and s[1] - now < timedelta(days=7)]\n"),
+        "app.py": (
+            "from flask import Flask, render_template\n\nfrom scheduler import upcoming_sessions\n\n"
+            "app = Flask(__name__)\n\n\n@app.route('/')\ndef index():\n"
+            "    return render_template('index.html', sessions=upcoming_sessions())\n"
+        ),
+        "scheduler.py": (
+            "from datetime import datetime, timedelta\n\nSESSIONS = []\n\n\n"
+            "def schedule_session(group, when: datetime):\n    SESSIONS.append((group, when))\n\n\n"
+            "def upcoming_sessions(now=None):\n    now = now or datetime.now()\n"
+            "    return [s for s in SESSIONS if s[1] >= now and s[1] - now < timedelta(days=7)]\n"
+        ),
         "reminders.py": "def send_reminder(email, session):\n    raise NotImplementedError\n",
-        "templates/index.html": ("<!doctype html>\n<h1>Upcoming sessions</h1>\n"
-                                 "<ul>{% for s in sessions %}<li>{{ s }}</li>{% endfor %}</ul>\n"),
+        "templates/index.html": (
+            "<!doctype html>\n<h1>Upcoming sessions</h1>\n"
+            "<ul>{% for s in sessions %}<li>{{ s }}</li>{% endfor %}</ul>\n"
+        ),
         "static/style.css": "body { font-family: sans-serif; background: #fff; }\n",
     },
     "portfolio": {
         "README.md": "# portfolio\nMy personal site (plain HTML/CSS).\n",
-        "index.html": ("<!doctype html>\n<html><head><link rel=\"stylesheet\" href=\"style.css\"></head>\n"
-                       "<body><header>Jane Dev</header><main><section id=\"projects\"></section>"
-                       "<form id=\"contact\"></form></main></body></html>\n"),
+        "index.html": (
+            '<!doctype html>\n<html><head><link rel="stylesheet" href="style.css"></head>\n'
+            '<body><header>Jane Dev</header><main><section id="projects"></section>'
+            '<form id="contact"></form></main></body></html>\n'
+        ),
         "style.css": "header { padding: 1rem; }\n#contact { width: 600px; }\n",
     },
     SELF_FOLDER: {
@@ -510,20 +561,35 @@ async def set_up(store: Store, case: Case) -> ReplyTo | None:
     for workspace in case.pending_workspaces:  # each shown in the chat, as the bot shows proposals
         request, body = CANNED_PROPOSALS[workspace]
         await store.add_message(ChatMessage(chat_id=EVAL_CHAT_ID, role=Role.USER, content=request))
-        proposal = await store.add_proposal(Proposal(chat_id=EVAL_CHAT_ID, workspace=workspace, request=request,
-                                                     body=body))
+        proposal = await store.add_proposal(
+            Proposal(chat_id=EVAL_CHAT_ID, workspace=workspace, request=request, body=body)
+        )
         text = f"📋 **Proposal #{proposal.id}** for `{workspace}`.\n\n{body}"
         record = await remember_shown(store, EVAL_CHAT_ID, PROPOSAL, proposal.id, text, 20_000)
         await shown_as(store, record, 900 + proposal.id)
     for active in case.tasks:
-        task = await store.add_task(Task(chat_id=EVAL_CHAT_ID, workspace=active.workspace,
-                                         worker=WorkerKind(active.worker), title=active.title,
-                                         instructions=active.title, status=TaskStatus.IN_PROGRESS))
+        task = await store.add_task(
+            Task(
+                chat_id=EVAL_CHAT_ID,
+                workspace=active.workspace,
+                worker=WorkerKind(active.worker),
+                title=active.title,
+                instructions=active.title,
+                status=TaskStatus.IN_PROGRESS,
+            )
+        )
         await store.update_task(task.id, progress_message_id=800 + task.id)
     if case.researching:
-        await store.add_task(Task(chat_id=EVAL_CHAT_ID, workspace=case.researching, worker=WorkerKind.RESEARCH,
-                                  title=f"research: improve {case.researching}", instructions="improve it",
-                                  status=TaskStatus.IN_PROGRESS))
+        await store.add_task(
+            Task(
+                chat_id=EVAL_CHAT_ID,
+                workspace=case.researching,
+                worker=WorkerKind.RESEARCH,
+                title=f"research: improve {case.researching}",
+                instructions="improve it",
+                status=TaskStatus.IN_PROGRESS,
+            )
+        )
     for turn in case.history:
         await store.add_message(ChatMessage(chat_id=EVAL_CHAT_ID, role=Role(turn.role), content=turn.text))
     target = _reply_target(case)
@@ -533,8 +599,9 @@ async def set_up(store: Store, case: Case) -> ReplyTo | None:
     return ReplyTo(message_id=700, text=case.reply_to, from_bot=True) if case.reply_to else None
 
 
-async def run_case(settings: Settings, client: anthropic.AsyncAnthropic, workspaces: Workspaces,
-                   case: Case, run: int = 0) -> CaseResult:
+async def run_case(
+    settings: Settings, client: anthropic.AsyncAnthropic, workspaces: Workspaces, case: Case, run: int = 0
+) -> CaseResult:
     """One case as a fresh conversation: its own in-memory store set up as the case says, one orchestrator turn."""
     started = time.monotonic()
     store = await Store.open(":memory:")
@@ -547,8 +614,14 @@ async def run_case(settings: Settings, client: anthropic.AsyncAnthropic, workspa
         except Exception as err:  # a crash in one case is that case's result, not the end of the eval
             accepted = [c for c in desk.calls if c.ok]
             predicted = classify([c.name for c in accepted], [c.input for c in accepted]) if accepted else ERROR
-            return CaseResult(case, predicted, calls=list(desk.calls), seconds=time.monotonic() - started,
-                              error=f"{type(err).__name__}: {err}", run=run)
+            return CaseResult(
+                case,
+                predicted,
+                calls=list(desk.calls),
+                seconds=time.monotonic() - started,
+                error=f"{type(err).__name__}: {err}",
+                run=run,
+            )
     finally:
         await store.close()
     accepted = [c for c in desk.calls if c.ok]
@@ -556,10 +629,19 @@ async def run_case(settings: Settings, client: anthropic.AsyncAnthropic, workspa
         predicted = classify([c.name for c in accepted], [c.input for c in accepted], reply.text if reply.ok else "")
     else:
         predicted = ERROR
-    return CaseResult(case, predicted, reply=reply.text, calls=list(desk.calls), tools_used=list(reply.tools_used),
-                      usage=reply.usage, api_calls=reply.api_calls, seconds=time.monotonic() - started,
-                      error=None if reply.ok else reply.text, run=run,
-                      wrong_details=check_details(case, desk.calls, workspaces))
+    return CaseResult(
+        case,
+        predicted,
+        reply=reply.text,
+        calls=list(desk.calls),
+        tools_used=list(reply.tools_used),
+        usage=reply.usage,
+        api_calls=reply.api_calls,
+        seconds=time.monotonic() - started,
+        error=None if reply.ok else reply.text,
+        run=run,
+        wrong_details=check_details(case, desk.calls, workspaces),
+    )
 
 
 def progress_line(result: CaseResult, done: int, total: int) -> str:
@@ -568,8 +650,10 @@ def progress_line(result: CaseResult, done: int, total: int) -> str:
     text = " ".join(result.case.text.split())
     text = text if len(text) <= 70 else text[:69] + "…"
     width = len(str(total))
-    line = (f"[{done:>{width}}/{total}] {mark} {result.expected:>8} ← {result.predicted:<8} "
-            f"{'(voice) ' if result.case.input is InputMethod.VOICE else ''}\"{text}\"")
+    line = (
+        f"[{done:>{width}}/{total}] {mark} {result.expected:>8} ← {result.predicted:<8} "
+        f'{"(voice) " if result.case.input is InputMethod.VOICE else ""}"{text}"'
+    )
     if result.error:
         line += f"  [{result.error[:120]}]"
     elif result.wrong_details:
@@ -579,9 +663,15 @@ def progress_line(result: CaseResult, done: int, total: int) -> str:
     return line
 
 
-async def run_eval(settings: Settings, cases: Sequence[Case], concurrency: int = 4, *,
-                   progress: Callable[[str], None] | None = None,
-                   client: anthropic.AsyncAnthropic | None = None, repeats: int = 1) -> EvalResult:
+async def run_eval(
+    settings: Settings,
+    cases: Sequence[Case],
+    concurrency: int = 4,
+    *,
+    progress: Callable[[str], None] | None = None,
+    client: anthropic.AsyncAnthropic | None = None,
+    repeats: int = 1,
+) -> EvalResult:
     """Run every case `repeats` times against the configured API, at most `concurrency` at once; `progress` gets
     one line per run."""
     own_client = client is None
@@ -650,10 +740,10 @@ def score(results: Iterable[CaseResult]) -> Score:
     confusion = Counter((r.expected, r.predicted) for r in results)
     expected = Counter(r.expected for r in results)
     predicted = Counter(r.predicted for r in results)
-    labels = {label: LabelScore(label, expected[label], predicted[label], confusion[(label, label)])
-              for label in LABELS}
-    return Score(total=len(results), correct=sum(r.correct for r in results), labels=labels,
-                 confusion=dict(confusion))
+    labels = {
+        label: LabelScore(label, expected[label], predicted[label], confusion[(label, label)]) for label in LABELS
+    }
+    return Score(total=len(results), correct=sum(r.correct for r in results), labels=labels, confusion=dict(confusion))
 
 
 def _percent(value: float | None) -> str:
@@ -705,9 +795,11 @@ def flips(results: Iterable[CaseResult]) -> list[str]:
 
 def usage_line(usage: Usage, settings: Settings, api_calls: int) -> str:
     """The tokens spent and their estimated cost from the price table in settings."""
-    return (f"{api_calls} API calls · tokens: input {usage.input_tokens:,}, output {usage.output_tokens:,}, "
-            f"cache write {usage.cache_creation_input_tokens:,}, cache read {usage.cache_read_input_tokens:,} "
-            f"· ≈ ${cost_usd(usage, settings):.2f}")
+    return (
+        f"{api_calls} API calls · tokens: input {usage.input_tokens:,}, output {usage.output_tokens:,}, "
+        f"cache write {usage.cache_creation_input_tokens:,}, cache read {usage.cache_read_input_tokens:,} "
+        f"· ≈ ${cost_usd(usage, settings):.2f}"
+    )
 
 
 def report(result: EvalResult, settings: Settings) -> str:
@@ -719,21 +811,31 @@ def report(result: EvalResult, settings: Settings) -> str:
     flipped = flips(result.results)
     runs = len({r.run for r in result.results})
     if runs > 1:
-        parts.append(f"flips ({len(flipped)} of {len({id(r.case) for r in result.results})} cases changed between "
-                     f"{runs} runs)" + (":\n" + "\n".join(f"  {line}" for line in flipped) if flipped else ""))
+        parts.append(
+            f"flips ({len(flipped)} of {len({id(r.case) for r in result.results})} cases changed between "
+            f"{runs} runs)" + (":\n" + "\n".join(f"  {line}" for line in flipped) if flipped else "")
+        )
     parts.append(usage_line(result.usage, settings, result.api_calls))
     return "\n\n".join(parts)
 
 
-async def main(settings: Settings, path: Path | str = DEFAULT_CASES, limit: int | None = None, concurrency: int = 4,
-               out: Callable[[str], None] = print, repeats: int = 3) -> int:
+async def main(
+    settings: Settings,
+    path: Path | str = DEFAULT_CASES,
+    limit: int | None = None,
+    concurrency: int = 4,
+    out: Callable[[str], None] = print,
+    repeats: int = 3,
+) -> int:
     """`agentlab eval routing`: load, run, print progress and the report; 0 when it ran (whatever the accuracy)."""
     cases = load_cases(path)
     if limit is not None:
         cases = cases[: max(0, limit)]
     plural = "" if len(cases) == 1 else "s"
-    out(f"Routing eval: {len(cases)} case{plural} from {path}, model {settings.orchestrator_model}, "
-        f"{max(1, repeats)} run{'s' if repeats != 1 else ''} each, {max(1, concurrency)} at a time.")
+    out(
+        f"Routing eval: {len(cases)} case{plural} from {path}, model {settings.orchestrator_model}, "
+        f"{max(1, repeats)} run{'s' if repeats != 1 else ''} each, {max(1, concurrency)} at a time."
+    )
     result = await run_eval(settings, cases, concurrency, progress=out, repeats=repeats)
     out("")
     out(report(result, settings))

@@ -1,4 +1,5 @@
-"""Wiring: build the store, client, workspaces, runner, crew, orchestrator and transcriber from settings; shut them down."""
+"""Wiring: build the store, client, workspaces, runner, crew, orchestrator and transcriber from settings; shut them
+down."""
 
 from __future__ import annotations
 
@@ -44,11 +45,18 @@ class Runtime:
     deliveries: Deliveries | None = None
 
     @classmethod
-    async def start(cls, settings: Settings, notifier: Notifier, client: anthropic.AsyncAnthropic | None = None,
-                    transcriber: object | None = None) -> "Runtime":
+    async def start(
+        cls,
+        settings: Settings,
+        notifier: Notifier,
+        client: anthropic.AsyncAnthropic | None = None,
+        transcriber: object | None = None,
+    ) -> Runtime:
         if settings.sandbox == "off":  # issue 11: only ever set explicitly
-            log.warning("SANDBOX=off: workers' commands and test runs are NOT confined (they can read the bot's keys, "
-                        "your files and use the network); set SANDBOX=bwrap once bubblewrap works here")
+            log.warning(
+                "SANDBOX=off: workers' commands and test runs are NOT confined (they can read the bot's keys, "
+                "your files and use the network); set SANDBOX=bwrap once bubblewrap works here"
+            )
         store = await Store.open(settings.database_path)
         client = client or make_client(settings)
         workspaces = Workspaces(settings.workspace_path, settings.bot_repository)
@@ -61,14 +69,31 @@ class Runtime:
         orchestrator = Orchestrator(settings, store, client, workspaces, crew, hints)
         if transcriber is None:  # PyAV/numpy imports take a while: not on the event loop
             transcriber = await asyncio.to_thread(_make_transcriber, settings)
-        runtime = cls(settings, store, client, workspaces, notifier, runner, crew, orchestrator, repo_map, hints,
-                      executor, transcriber, deliveries=deliveries)
+        runtime = cls(
+            settings,
+            store,
+            client,
+            workspaces,
+            notifier,
+            runner,
+            crew,
+            orchestrator,
+            repo_map,
+            hints,
+            executor,
+            transcriber,
+            deliveries=deliveries,
+        )
         killed_mid_task = await store.interrupt_running_tasks()  # a killed bot left these in_progress
         if killed_mid_task:  # ... and their commands still running, in sessions of their own
-            await asyncio.to_thread(kill_orphans, instance_token(settings.database_path), {t.id for t in killed_mid_task})
+            await asyncio.to_thread(
+                kill_orphans, instance_token(settings.database_path), {t.id for t in killed_mid_task}
+            )
         if repaired := await store.repair_approvals_without_task():  # approved, then killed before its task existed
-            log.warning("proposals approved without a task (the bot was killed in between) are pending again: %s",
-                        ", ".join(f"#{n}" for n in repaired))
+            log.warning(
+                "proposals approved without a task (the bot was killed in between) are pending again: %s",
+                ", ".join(f"#{n}" for n in repaired),
+            )
         runtime.interrupted = await store.list_tasks(statuses=[TaskStatus.INTERRUPTED], limit=20)
         runner.start()  # pending tasks start again
         deliveries.start()  # what an earlier run could not deliver goes out now
@@ -83,15 +108,22 @@ class Runtime:
                     task.chat_id,
                     f"⚠️ The bot stopped while **task #{task.id}** was running ({task.worker.value} · "
                     f"`{task.workspace}`: {task.title}). Resume it on its branch, or discard it?",
-                    buttons=[[Button("▶ Resume", f"task:resume:{task.id}"), Button("✖ Discard", f"task:discard:{task.id}")]],
+                    buttons=[
+                        [Button("▶ Resume", f"task:resume:{task.id}"), Button("✖ Discard", f"task:discard:{task.id}")]
+                    ],
                 )
             except Exception as err:
                 log.warning("could not announce interrupted task %s: %s", task.id, err)
         self.interrupted = []
 
     async def status_text(self, chat_id: int) -> str:
-        lines = ["**Workspaces:** " + (", ".join(f"`{w.name}`" for w in self.workspaces.all()) or "none found "
-                                       f"under {self.settings.workspace_path}")]
+        lines = [
+            "**Workspaces:** "
+            + (
+                ", ".join(f"`{w.name}`" for w in self.workspaces.all())
+                or f"none found under {self.settings.workspace_path}"
+            )
+        ]
         active = await self.store.list_tasks(chat_id, statuses=TaskStatus.cancellable())
         lines.append("**Active tasks:**" if active else "**Active tasks:** none")
         lines += [f"• {task_line(t)}" for t in active]
@@ -108,7 +140,7 @@ class Runtime:
         self.executor.stopping = True
         try:
             await asyncio.wait_for(self.runner.shutdown(timeout=4.0), timeout=6.0)
-        except (asyncio.TimeoutError, Exception) as err:  # never hang the shutdown
+        except (TimeoutError, Exception) as err:  # never hang the shutdown
             log.warning("runner shutdown: %s", err)
 
     async def close(self) -> None:

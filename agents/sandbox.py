@@ -32,21 +32,68 @@ SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 # /etc entries programs need to run (names, TLS, time zones, dynamic linker); never shadow, sudoers, ssh keys, ...
 ETC_ENTRIES = (
-    "passwd", "group", "hosts", "hostname", "resolv.conf", "nsswitch.conf", "host.conf", "gai.conf", "services",
-    "protocols", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "timezone", "ssl", "ca-certificates",
-    "ca-certificates.conf", "pki", "alternatives", "mime.types", "os-release", "debian_version", "gitconfig",
-    "inputrc", "locale.alias", "locale.conf", "default/locale", "fonts", "xdg", "magic", "magic.mime", "mailcap",
-    "python3", "perl", "terminfo",
+    "passwd",
+    "group",
+    "hosts",
+    "hostname",
+    "resolv.conf",
+    "nsswitch.conf",
+    "host.conf",
+    "gai.conf",
+    "services",
+    "protocols",
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "localtime",
+    "timezone",
+    "ssl",
+    "ca-certificates",
+    "ca-certificates.conf",
+    "pki",
+    "alternatives",
+    "mime.types",
+    "os-release",
+    "debian_version",
+    "gitconfig",
+    "inputrc",
+    "locale.alias",
+    "locale.conf",
+    "default/locale",
+    "fonts",
+    "xdg",
+    "magic",
+    "magic.mime",
+    "mailcap",
+    "python3",
+    "perl",
+    "terminfo",
 )  # not pip.conf, npmrc, environment, profile(.d), bash.bashrc: they can carry registry tokens or proxy passwords
 # Environment keys passed into the sandbox from the command's own environment; everything else is dropped.
-PASSED_ENV = frozenset({
-    "LANG", "LANGUAGE", "TZ", "TERM", "AGENTLAB_TASK", "GIT_TERMINAL_PROMPT", "PAGER", "GIT_PAGER", "CI", "NO_COLOR",
-    "PYTHONDONTWRITEBYTECODE", "PYTHONHASHSEED", "PYTHONIOENCODING", "SOURCE_DATE_EPOCH",
-})
-UNAVAILABLE_FIX = ("install it with `sudo apt-get install bubblewrap` (or `sudo scripts/install-system-deps.sh`); "
-                   "if it is installed, allow unprivileged user namespaces "
-                   "(`sudo sysctl -w kernel.unprivileged_userns_clone=1` or "
-                   "`kernel.apparmor_restrict_unprivileged_userns=0`); or set SANDBOX=off to run commands unconfined")
+PASSED_ENV = frozenset(
+    {
+        "LANG",
+        "LANGUAGE",
+        "TZ",
+        "TERM",
+        "AGENTLAB_TASK",
+        "GIT_TERMINAL_PROMPT",
+        "PAGER",
+        "GIT_PAGER",
+        "CI",
+        "NO_COLOR",
+        "PYTHONDONTWRITEBYTECODE",
+        "PYTHONHASHSEED",
+        "PYTHONIOENCODING",
+        "SOURCE_DATE_EPOCH",
+    }
+)
+UNAVAILABLE_FIX = (
+    "install it with `sudo apt-get install bubblewrap` (or `sudo scripts/install-system-deps.sh`); "
+    "if it is installed, allow unprivileged user namespaces "
+    "(`sudo sysctl -w kernel.unprivileged_userns_clone=1` or "
+    "`kernel.apparmor_restrict_unprivileged_userns=0`); or set SANDBOX=off to run commands unconfined"
+)
 
 
 class SandboxMode(str, enum.Enum):
@@ -76,8 +123,10 @@ class ResourceLimits:
     tmp_bytes: int = 1 << 30  # private /tmp and home are tmpfs (memory): bounded
 
     def ulimit_script(self) -> str:
-        return (f"ulimit -u {self.max_processes} -f {max(1, self.max_file_bytes // 1024)} "
-                f"-v {max(1, self.max_memory_bytes // 1024)} -c 0")
+        return (
+            f"ulimit -u {self.max_processes} -f {max(1, self.max_file_bytes // 1024)} "
+            f"-v {max(1, self.max_memory_bytes // 1024)} -c 0"
+        )
 
 
 @dataclass(frozen=True)
@@ -172,8 +221,14 @@ def _private_folder() -> Path:
     return folder
 
 
-def spec_for(worktree: Path, *, repository: Path | None = None, network: bool = False,
-             limits: ResourceLimits | None = None, extra_read_only: Iterable[Path] = ()) -> SandboxSpec:
+def spec_for(
+    worktree: Path,
+    *,
+    repository: Path | None = None,
+    network: bool = False,
+    limits: ResourceLimits | None = None,
+    extra_read_only: Iterable[Path] = (),
+) -> SandboxSpec:
     """The sandbox of a task's worktree: git metadata and `.venv` (or the bot's interpreter) read-only.
 
     What is bound comes from `repository` (the owner's checkout the worktree was made from), never from files in
@@ -200,8 +255,14 @@ def spec_for(worktree: Path, *, repository: Path | None = None, network: bool = 
     read_only += [Path(p) for p in extra_read_only]
     path_prefix = [str(worktree / ".venv" / "bin")] if venv_paths else []
     path_prefix.append(str(Path(sys.executable).parent))
-    return SandboxSpec(worktree, tuple(_unique(read_only)), network, limits or ResourceLimits(),
-                       tuple(dict.fromkeys(path_prefix)), tuple(masks))
+    return SandboxSpec(
+        worktree,
+        tuple(_unique(read_only)),
+        network,
+        limits or ResourceLimits(),
+        tuple(dict.fromkeys(path_prefix)),
+        tuple(masks),
+    )
 
 
 def sandbox_env(env: Mapping[str, str], spec: SandboxSpec) -> dict[str, str]:
@@ -215,8 +276,14 @@ def sandbox_env(env: Mapping[str, str], spec: SandboxSpec) -> dict[str, str]:
         if entries:
             kept[key] = os.pathsep.join(entries)
     extra = [e for e in env.get("PATH", "").split(os.pathsep) if e and any(_inside(Path(e), v) for v in visible)]
-    kept.update(PATH=":".join(dict.fromkeys((*extra, *spec.path_prefix, *SYSTEM_PATH.split(":")))), HOME=HOME,
-                TMPDIR="/tmp", USER="agent", LOGNAME="agent", SHELL="/bin/bash")
+    kept.update(
+        PATH=":".join(dict.fromkeys((*extra, *spec.path_prefix, *SYSTEM_PATH.split(":")))),
+        HOME=HOME,
+        TMPDIR="/tmp",
+        USER="agent",
+        LOGNAME="agent",
+        SHELL="/bin/bash",
+    )
     return kept
 
 
@@ -233,9 +300,20 @@ def bwrap_argv(spec: SandboxSpec, command: str, *, bwrap: str = "bwrap", shell: 
         elif path.is_dir():
             argv += ["--ro-bind", system, system]
     argv += ["--ro-bind", str(etc_copy()), "/etc"]  # one bind instead of ~40: each costs ~0.7 ms of start-up
-    argv += ["--proc", "/proc", "--dev", "/dev",
-             "--size", str(spec.limits.tmp_bytes), "--tmpfs", "/tmp",
-             "--size", str(spec.limits.tmp_bytes), "--tmpfs", HOME]
+    argv += [
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--size",
+        str(spec.limits.tmp_bytes),
+        "--tmpfs",
+        "/tmp",
+        "--size",
+        str(spec.limits.tmp_bytes),
+        "--tmpfs",
+        HOME,
+    ]
     worktree = str(spec.worktree)
     for path in spec.read_only:
         if path.exists() and not _inside(path, spec.worktree):
@@ -248,8 +326,18 @@ def bwrap_argv(spec: SandboxSpec, command: str, *, bwrap: str = "bwrap", shell: 
         argv += ["--ro-bind", str(replacement), str(target)]
     for path in spec.writable:  # after the private /tmp: a bot folder under /tmp stays reachable
         argv += ["--bind", str(path), str(path)]
-    argv += ["--remount-ro", "/", "--chdir", worktree, "--",
-             shell, "-c", f'{spec.limits.ulimit_script()} && exec {shell} -c "$1"', "sandbox", command]
+    argv += [
+        "--remount-ro",
+        "/",
+        "--chdir",
+        worktree,
+        "--",
+        shell,
+        "-c",
+        f'{spec.limits.ulimit_script()} && exec {shell} -c "$1"',
+        "sandbox",
+        command,
+    ]
     return argv
 
 
@@ -267,8 +355,13 @@ def etc_copy() -> Path:
             if source.is_symlink():
                 target.symlink_to(os.readlink(source))
             elif source.is_dir():
-                shutil.copytree(source, target, symlinks=True, ignore_dangling_symlinks=True,
-                                ignore=shutil.ignore_patterns("private", "*.key", "*.pem.key"))  # /etc/ssl/private
+                shutil.copytree(
+                    source,
+                    target,
+                    symlinks=True,
+                    ignore_dangling_symlinks=True,
+                    ignore=shutil.ignore_patterns("private", "*.key", "*.pem.key"),
+                )  # /etc/ssl/private
             elif source.is_file():
                 shutil.copy2(source, target)
         except OSError as err:  # unreadable or odd entries are simply not there in the sandbox
@@ -304,16 +397,23 @@ def reset_probe() -> None:
 
 async def _probe() -> str | None:
     if not sys.platform.startswith("linux"):
-        return f"Commands cannot be sandboxed on {sys.platform}: bubblewrap needs Linux; set SANDBOX=off to run them unconfined."
+        return (
+            f"Commands cannot be sandboxed on {sys.platform}: bubblewrap needs Linux; "
+            "set SANDBOX=off to run them unconfined."
+        )
     bwrap = bwrap_path()
     if bwrap is None:
         return f"Commands are refused because bubblewrap (bwrap) is not installed: {UNAVAILABLE_FIX}."
     with tempfile.TemporaryDirectory(prefix="agentlab-sandbox-probe-") as folder:
         argv = bwrap_argv(spec_for(Path(folder)), "true", bwrap=bwrap)
         try:
-            process = await asyncio.create_subprocess_exec(*argv, stdin=asyncio.subprocess.DEVNULL,
-                                                           stdout=asyncio.subprocess.PIPE,
-                                                           stderr=asyncio.subprocess.STDOUT, env={})
+            process = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
+                env={},
+            )
             async with asyncio.timeout(10):
                 output, _ = await process.communicate()
         except (OSError, TimeoutError) as err:

@@ -53,11 +53,15 @@ async def capture(chromium: str, url: str, width: int, height: int, timeout: flo
         return out.read_bytes()
 
 
-async def screenshot_tool_result(chromium: str | None, root: Path, target: str) -> tuple[ToolResult, list[tuple[str, bytes]]]:
+async def screenshot_tool_result(
+    chromium: str | None, root: Path, target: str
+) -> tuple[ToolResult, list[tuple[str, bytes]]]:
     """The tool's answer to the model (text + images) and the pictures to send to the chat."""
     if chromium is None:
-        return ToolResult("Chromium is not installed on this machine, so no screenshot can be taken; "
-                          "continue without visual validation and say so in your report."), []
+        return ToolResult(
+            "Chromium is not installed on this machine, so no screenshot can be taken; "
+            "continue without visual validation and say so in your report."
+        ), []
     url = target_url(root, target)
     content: list[dict] = []
     pictures: list[tuple[str, bytes]] = []
@@ -65,6 +69,10 @@ async def screenshot_tool_result(chromium: str | None, root: Path, target: str) 
         png = await capture(chromium, url, width, height)
         pictures.append((f"{target} at {name} width ({width}px)", png))
         content.append({"type": "text", "text": f"{name} ({width}×{height}):"})
-        content.append({"type": "image", "source": {"type": "base64", "media_type": "image/png",
-                                                    "data": base64.b64encode(png).decode("ascii")}})
+        content.append(
+            {
+                "type": "image",
+                "source": {"type": "base64", "media_type": "image/png", "data": base64.b64encode(png).decode("ascii")},
+            }
+        )
     return ToolResult(content), pictures

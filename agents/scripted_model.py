@@ -23,27 +23,46 @@ Reply = anthropic.types.Message | Callable[[dict[str, Any]], anthropic.types.Mes
 _ids = itertools.count(1)
 
 
-def _message(content: list[dict[str, Any]], stop_reason: str, output_tokens: int, input_tokens: int) -> anthropic.types.Message:
-    return anthropic.types.Message.model_validate({
-        "id": f"msg_scripted_{next(_ids)}", "type": "message", "role": "assistant", "model": "scripted",
-        "content": content, "stop_reason": stop_reason, "stop_sequence": None,
-        "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens},
-    })
+def _message(
+    content: list[dict[str, Any]], stop_reason: str, output_tokens: int, input_tokens: int
+) -> anthropic.types.Message:
+    return anthropic.types.Message.model_validate(
+        {
+            "id": f"msg_scripted_{next(_ids)}",
+            "type": "message",
+            "role": "assistant",
+            "model": "scripted",
+            "content": content,
+            "stop_reason": stop_reason,
+            "stop_sequence": None,
+            "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens},
+        }
+    )
 
 
-def say(text: str, stop_reason: str = "end_turn", *, input_tokens: int = 10, output_tokens: int | None = None) -> anthropic.types.Message:
+def say(
+    text: str, stop_reason: str = "end_turn", *, input_tokens: int = 10, output_tokens: int | None = None
+) -> anthropic.types.Message:
     """A text answer (`stop_reason` 'refusal', 'max_tokens', … for the other endings)."""
     content = [{"type": "text", "text": text}] if text else []
-    return _message(content, stop_reason, output_tokens if output_tokens is not None else len(text) // 4 + 1,
-                    input_tokens)
+    return _message(
+        content, stop_reason, output_tokens if output_tokens is not None else len(text) // 4 + 1, input_tokens
+    )
 
 
-def calls(*tool_calls: tuple[str, dict[str, Any]], text: str | None = None, stop_reason: str = "tool_use",
-          input_tokens: int = 10, output_tokens: int = 20) -> anthropic.types.Message:
+def calls(
+    *tool_calls: tuple[str, dict[str, Any]],
+    text: str | None = None,
+    stop_reason: str = "tool_use",
+    input_tokens: int = 10,
+    output_tokens: int = 20,
+) -> anthropic.types.Message:
     """A turn calling tools: `calls(("read_file", {"path": "a.py"}), text="Let me look")`."""
     content: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
-    content += [{"type": "tool_use", "id": f"toolu_scripted_{next(_ids)}", "name": name, "input": dict(arguments)}
-                for name, arguments in tool_calls]
+    content += [
+        {"type": "tool_use", "id": f"toolu_scripted_{next(_ids)}", "name": name, "input": dict(arguments)}
+        for name, arguments in tool_calls
+    ]
     return _message(content, stop_reason, output_tokens, input_tokens)
 
 

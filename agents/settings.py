@@ -57,7 +57,9 @@ class Settings(BaseSettings):
     foreground_wait_seconds: float = Field(90.0, gt=0)  # a foreground task is waited for at most this long
     shown_turn_chars: int = Field(16_000, ge=1_000)  # a proposal or task summary as a turn of the chat history
     tool_result_max_chars: int = Field(60_000, ge=2_000)  # a longer tool result keeps its head and tail
-    worker_context_tokens: int = Field(200_000, ge=10_000)  # the worker model's window; older results are stubbed near it
+    worker_context_tokens: int = Field(
+        200_000, ge=10_000
+    )  # the worker model's window; older results are stubbed near it
 
     # --- the owner's repository (issue 11: what a task may leave behind, where worktrees live) -----------------------
     worktrees_path: Path | None = None  # default: a folder next to the database's, e.g. data-worktrees/ beside data/
@@ -144,8 +146,16 @@ class Settings(BaseSettings):
             return frozenset({value})
         return value
 
-    @field_validator("anthropic_base_url", "whisper_language", "chromium_path", "bot_repository", "daily_budget_usd",
-                     "webhook_secret_token", "worktrees_path", mode="before")
+    @field_validator(
+        "anthropic_base_url",
+        "whisper_language",
+        "chromium_path",
+        "bot_repository",
+        "daily_budget_usd",
+        "webhook_secret_token",
+        "worktrees_path",
+        mode="before",
+    )
     @classmethod
     def _empty_is_none(cls, value: object) -> object:
         """An optional key left empty in .env (`KEY=`) means unset."""
@@ -164,7 +174,9 @@ class Settings(BaseSettings):
         if isinstance(value, str):
             value = value.strip().rstrip("/")
             if not value.startswith("https://") or len(value) <= len("https://"):
-                raise ValueError("must be the public https:// base URL Telegram posts updates to (empty = long polling)")
+                raise ValueError(
+                    "must be the public https:// base URL Telegram posts updates to (empty = long polling)"
+                )
         return value
 
     @field_validator("webhook_path")

@@ -190,8 +190,9 @@ async def run_command(
             cap.close_later()
 
 
-async def _run_argv(argv: list[str], command: str, cwd: Path, environment: dict[str, str], timeout: float,
-                    max_output: int) -> CommandResult:
+async def _run_argv(
+    argv: list[str], command: str, cwd: Path, environment: dict[str, str], timeout: float, max_output: int
+) -> CommandResult:
     """Start `argv` in its own session and collect its output; the group is killed on timeout or cancellation."""
     started = time.monotonic()
     try:

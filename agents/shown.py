@@ -16,8 +16,16 @@ async def remember_shown(store: Store, chat_id: int, kind: str, ref_id: int, tex
     """Store `text` (trimmed head-and-tail to `limit` characters) as an assistant turn of the chat. Called before
     the message is sent, so a quick reply to it already finds it; `shown_as` then records the chat message's id."""
     content = keep_head_and_tail(text.strip(), limit, "message")
-    return await store.add_message(ChatMessage(chat_id=chat_id, role=Role.ASSISTANT, content=content,
-                                               tokens=estimate_tokens(content), kind=kind, ref_id=ref_id))
+    return await store.add_message(
+        ChatMessage(
+            chat_id=chat_id,
+            role=Role.ASSISTANT,
+            content=content,
+            tokens=estimate_tokens(content),
+            kind=kind,
+            ref_id=ref_id,
+        )
+    )
 
 
 async def shown_as(store: Store, record: ChatMessage, platform_message_id: int | None) -> None:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-from pathlib import Path
-from typing import Any, Iterable, TypeVar
-
 import asyncio
 import contextlib
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
 
 import aiosqlite
 from pydantic import BaseModel
@@ -15,10 +15,10 @@ from pydantic import BaseModel
 from agents.ids import valid_id
 from agents.models import (
     Attachment,
+    ChatMessage,
     ConversationNote,
     Criterion,
     Delivery,
-    ChatMessage,
     Proposal,
     ProposalStatus,
     Task,
@@ -243,7 +243,7 @@ LATEST_VERSION = len(MIGRATIONS)
 
 def _to_db(value: Any) -> Any:
     if isinstance(value, datetime):
-        return value.astimezone(timezone.utc).isoformat()
+        return value.astimezone(UTC).isoformat()
     if isinstance(value, bool):
         return int(value)
     if hasattr(value, "value"):  # enums
@@ -288,7 +288,7 @@ class Store:
 
     # ---- lifecycle -----------------------------------------------------------------------
     @classmethod
-    async def open(cls, path: Path | str) -> "Store":
+    async def open(cls, path: Path | str) -> Store:
         path = Path(path)
         if str(path) != ":memory:":
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -344,8 +344,9 @@ class Store:
 
     async def add_message(self, message: ChatMessage) -> ChatMessage:
         if message.chat_id not in self._conversation_starts:
-            await self._write("INSERT OR IGNORE INTO chats (id, created_at) VALUES (?, ?)",
-                              (message.chat_id, _to_db(utcnow())))
+            await self._write(
+                "INSERT OR IGNORE INTO chats (id, created_at) VALUES (?, ?)", (message.chat_id, _to_db(utcnow()))
+            )
             await self._conversation_start(message.chat_id)
         message.id = await self._insert("messages", message)
         for attachment in message.attachments:
@@ -357,14 +358,17 @@ class Store:
         """Messages of the current conversation with id > after_id, oldest first, with their attachments."""
         since = await self._conversation_start(chat_id)
         messages = await self._fetch(
-            ChatMessage, "SELECT * FROM messages WHERE chat_id = ? AND id > ? AND created_at >= ? ORDER BY id",
+            ChatMessage,
+            "SELECT * FROM messages WHERE chat_id = ? AND id > ? AND created_at >= ? ORDER BY id",
             (chat_id, after_id, since),
         )
         if messages:
             by_id = {m.id: m for m in messages}
             for attachment in await self._fetch(
-                    Attachment, "SELECT * FROM attachments WHERE chat_id = ? AND message_id >= ? ORDER BY id",
-                    (chat_id, messages[0].id)):
+                Attachment,
+                "SELECT * FROM attachments WHERE chat_id = ? AND message_id >= ? ORDER BY id",
+                (chat_id, messages[0].id),
+            ):
                 if attachment.message_id in by_id:
                     by_id[attachment.message_id].attachments.append(attachment)
         return messages
@@ -372,16 +376,27 @@ class Store:
     async def chat_attachments(self, chat_id: int, ids: Iterable[int]) -> list[Attachment]:
         """The attachments of this chat among `ids`, in the order asked (unknown ids are left out)."""
         wanted = [int(i) for i in ids]
-        found = {a.id: a for a in await self._fetch(
-            Attachment, f"SELECT * FROM attachments WHERE chat_id = ? AND id IN ({', '.join('?' for _ in wanted)})",
-            (chat_id, *wanted))} if wanted else {}
+        found = (
+            {
+                a.id: a
+                for a in await self._fetch(
+                    Attachment,
+                    f"SELECT * FROM attachments WHERE chat_id = ? AND id IN ({', '.join('?' for _ in wanted)})",
+                    (chat_id, *wanted),
+                )
+            }
+            if wanted
+            else {}
+        )
         return [found[i] for i in dict.fromkeys(wanted) if i in found]
 
     async def task_attachments(self, task_id: int) -> list[tuple[Attachment, bool]]:
         """(attachment, save_as_file) of what was handed to the task."""
         rows = await self._rows(
             "SELECT a.*, t.save_as_file FROM task_attachments t JOIN attachments a ON a.id = t.attachment_id "
-            "WHERE t.task_id = ? ORDER BY a.id", (task_id,))
+            "WHERE t.task_id = ? ORDER BY a.id",
+            (task_id,),
+        )
         handed = []
         for row in rows:
             fields = dict(row)
@@ -397,14 +412,17 @@ class Store:
         """The newest compacted summary of the current conversation, if any."""
         since = await self._conversation_start(chat_id)
         return await self._fetch_one(
-            ConversationNote, "SELECT * FROM conversation_notes WHERE chat_id = ? AND created_at >= ? "
-            "ORDER BY id DESC LIMIT 1", (chat_id, since),
+            ConversationNote,
+            "SELECT * FROM conversation_notes WHERE chat_id = ? AND created_at >= ? ORDER BY id DESC LIMIT 1",
+            (chat_id, since),
         )
 
     async def message_by_platform_id(self, chat_id: int, platform_message_id: int) -> ChatMessage | None:
         return await self._fetch_one(
-            ChatMessage, "SELECT * FROM messages WHERE chat_id = ? AND platform_message_id = ? ORDER BY id DESC LIMIT 1",
-            (chat_id, platform_message_id))
+            ChatMessage,
+            "SELECT * FROM messages WHERE chat_id = ? AND platform_message_id = ? ORDER BY id DESC LIMIT 1",
+            (chat_id, platform_message_id),
+        )
 
     async def set_platform_message_id(self, message_id: int, platform_message_id: int) -> None:
         await self._update("messages", message_id, {"platform_message_id": platform_message_id})
@@ -412,21 +430,28 @@ class Store:
     async def shown_record_from(self, chat_id: int, platform_message_id: int) -> ChatMessage | None:
         """The first proposal or task summary sent at or after this chat message."""
         return await self._fetch_one(
-            ChatMessage, "SELECT * FROM messages WHERE chat_id = ? AND kind != 'chat' AND platform_message_id >= ? "
-            "ORDER BY platform_message_id LIMIT 1", (chat_id, platform_message_id))
+            ChatMessage,
+            "SELECT * FROM messages WHERE chat_id = ? AND kind != 'chat' AND platform_message_id >= ? "
+            "ORDER BY platform_message_id LIMIT 1",
+            (chat_id, platform_message_id),
+        )
 
     async def bot_message_about(self, chat_id: int, kind: str, ref_id: int) -> ChatMessage | None:
         """The newest message the bot showed about one proposal or task."""
         return await self._fetch_one(
-            ChatMessage, "SELECT * FROM messages WHERE chat_id = ? AND kind = ? AND ref_id = ? ORDER BY id DESC LIMIT 1",
-            (chat_id, kind, ref_id))
+            ChatMessage,
+            "SELECT * FROM messages WHERE chat_id = ? AND kind = ? AND ref_id = ? ORDER BY id DESC LIMIT 1",
+            (chat_id, kind, ref_id),
+        )
 
     async def shown_records_up_to(self, chat_id: int, up_to_id: int) -> list[ChatMessage]:
         """Proposals and task summaries of the current conversation with id <= up_to_id, oldest first."""
         since = await self._conversation_start(chat_id)
         return await self._fetch(
-            ChatMessage, "SELECT * FROM messages WHERE chat_id = ? AND id <= ? AND kind != 'chat' AND created_at >= ? "
-            "ORDER BY id", (chat_id, up_to_id, since))
+            ChatMessage,
+            "SELECT * FROM messages WHERE chat_id = ? AND id <= ? AND kind != 'chat' AND created_at >= ? ORDER BY id",
+            (chat_id, up_to_id, since),
+        )
 
     async def all_messages(self, chat_id: int) -> list[ChatMessage]:
         return await self._fetch(ChatMessage, "SELECT * FROM messages WHERE chat_id = ? ORDER BY id", (chat_id,))
@@ -457,44 +482,65 @@ class Store:
         """Atomically take a pending proposal to `status`; False when it was no longer pending (a double tap)."""
         rows = await self._write(
             "UPDATE proposals SET status = ?, decided_at = ? WHERE id = ? AND status = ? RETURNING id",
-            (status.value, _to_db(utcnow()), proposal_id, ProposalStatus.PENDING.value))
+            (status.value, _to_db(utcnow()), proposal_id, ProposalStatus.PENDING.value),
+        )
         return bool(rows)
 
     async def latest_proposal(self, chat_id: int) -> Proposal | None:
-        return await self._fetch_one(Proposal, "SELECT * FROM proposals WHERE chat_id = ? ORDER BY id DESC LIMIT 1",
-                                     (chat_id,))
+        return await self._fetch_one(
+            Proposal, "SELECT * FROM proposals WHERE chat_id = ? ORDER BY id DESC LIMIT 1", (chat_id,)
+        )
 
     async def task_by_message(self, chat_id: int, message_id: int) -> Task | None:
         """The task whose progress message (or request) is this chat message."""
         return await self._fetch_one(
-            Task, "SELECT * FROM tasks WHERE chat_id = ? AND (progress_message_id = ? OR reply_to_message_id = ?) "
-            "ORDER BY id DESC LIMIT 1", (chat_id, message_id, message_id))
+            Task,
+            "SELECT * FROM tasks WHERE chat_id = ? AND (progress_message_id = ? OR reply_to_message_id = ?) "
+            "ORDER BY id DESC LIMIT 1",
+            (chat_id, message_id, message_id),
+        )
 
     async def pending_proposals(self, chat_id: int) -> list[Proposal]:
         return await self._fetch(
-            Proposal, "SELECT * FROM proposals WHERE chat_id = ? AND status = ? ORDER BY id",
+            Proposal,
+            "SELECT * FROM proposals WHERE chat_id = ? AND status = ? ORDER BY id",
             (chat_id, ProposalStatus.PENDING.value),
         )
 
     # ---- tasks ---------------------------------------------------------------------------
-    async def add_task(self, task: Task, criteria: list[str] | None = None,
-                       attachments: Iterable[int] = (), save_attachments: bool = False) -> Task:
+    async def add_task(
+        self,
+        task: Task,
+        criteria: list[str] | None = None,
+        attachments: Iterable[int] = (),
+        save_attachments: bool = False,
+    ) -> Task:
         """Insert a task, its acceptance criteria and attachments in one transaction (a runner sees all or none)."""
         async with self._transaction() as db:
             await self._insert_task(db, task, criteria, attachments, save_attachments)
         return task
 
     @staticmethod
-    async def _insert_task(db: aiosqlite.Connection, task: Task, criteria: list[str] | None,
-                           attachments: Iterable[int] = (), save_attachments: bool = False) -> None:
+    async def _insert_task(
+        db: aiosqlite.Connection,
+        task: Task,
+        criteria: list[str] | None,
+        attachments: Iterable[int] = (),
+        save_attachments: bool = False,
+    ) -> None:
         data = {k: _to_db(v) for k, v in task.model_dump().items() if k != "id"}
         row = await db.execute_insert(
-            f"INSERT INTO tasks ({', '.join(data)}) VALUES ({', '.join('?' for _ in data)})", tuple(data.values()))
+            f"INSERT INTO tasks ({', '.join(data)}) VALUES ({', '.join('?' for _ in data)})", tuple(data.values())
+        )
         task.id = int(row[0])
-        await db.executemany("INSERT INTO task_criteria (task_id, idx, text) VALUES (?, ?, ?)",
-                             [(task.id, idx, text) for idx, text in enumerate(criteria or [], start=1)])
-        await db.executemany("INSERT OR IGNORE INTO task_attachments (task_id, attachment_id, save_as_file) "
-                             "VALUES (?, ?, ?)", [(task.id, a, int(save_attachments)) for a in attachments])
+        await db.executemany(
+            "INSERT INTO task_criteria (task_id, idx, text) VALUES (?, ?, ?)",
+            [(task.id, idx, text) for idx, text in enumerate(criteria or [], start=1)],
+        )
+        await db.executemany(
+            "INSERT OR IGNORE INTO task_attachments (task_id, attachment_id, save_as_file) VALUES (?, ?, ?)",
+            [(task.id, a, int(save_attachments)) for a in attachments],
+        )
 
     async def approve_proposal(self, proposal_id: int, task: Task, criteria: list[str] | None = None) -> Task | None:
         """Approve a pending proposal and create its task in ONE transaction (a SIGKILL leaves both or neither).
@@ -504,7 +550,8 @@ class Store:
         async with self._transaction() as db:
             decided = await db.execute_fetchall(
                 "UPDATE proposals SET status = ?, decided_at = ? WHERE id = ? AND status = ? RETURNING id",
-                (ProposalStatus.APPROVED.value, _to_db(utcnow()), proposal_id, ProposalStatus.PENDING.value))
+                (ProposalStatus.APPROVED.value, _to_db(utcnow()), proposal_id, ProposalStatus.PENDING.value),
+            )
             if not decided:
                 return None
             await self._insert_task(db, task, criteria)
@@ -516,7 +563,8 @@ class Store:
         rows = await self._write(
             "UPDATE proposals SET status = ?, decided_at = NULL WHERE status = ? AND task_id IS NULL "
             "AND NOT EXISTS (SELECT 1 FROM tasks WHERE tasks.proposal_id = proposals.id) RETURNING id",
-            (ProposalStatus.PENDING.value, ProposalStatus.APPROVED.value))
+            (ProposalStatus.PENDING.value, ProposalStatus.APPROVED.value),
+        )
         return sorted(int(row[0]) for row in rows)
 
     async def transition_task(self, task_id: int, from_statuses: Iterable[TaskStatus], to: TaskStatus) -> bool:
@@ -524,7 +572,8 @@ class Store:
         values = [s.value for s in from_statuses]
         rows = await self._write(
             f"UPDATE tasks SET status = ? WHERE id = ? AND status IN ({', '.join('?' for _ in values)}) RETURNING id",
-            (to.value, task_id, *values))
+            (to.value, task_id, *values),
+        )
         return bool(rows)
 
     async def get_task(self, task_id: int) -> Task | None:
@@ -533,8 +582,9 @@ class Store:
         return await self._fetch_one(Task, "SELECT * FROM tasks WHERE id = ?", (task_id,))
 
     async def task_by_progress_message(self, chat_id: int, message_id: int) -> Task | None:
-        return await self._fetch_one(Task, "SELECT * FROM tasks WHERE chat_id = ? AND progress_message_id = ?",
-                                     (chat_id, message_id))
+        return await self._fetch_one(
+            Task, "SELECT * FROM tasks WHERE chat_id = ? AND progress_message_id = ?", (chat_id, message_id)
+        )
 
     async def update_task(self, task_id: int, **fields: Any) -> None:
         await self._update("tasks", task_id, fields)
@@ -583,8 +633,10 @@ class Store:
         return await self._fetch(Criterion, "SELECT * FROM task_criteria WHERE task_id = ? ORDER BY idx", (task_id,))
 
     async def verify_criterion(self, task_id: int, idx: int, evidence: str) -> bool:
-        rows = await self._write("UPDATE task_criteria SET verified = 1, evidence = ? WHERE task_id = ? AND idx = ? "
-                                    "RETURNING idx", (evidence, task_id, idx))
+        rows = await self._write(
+            "UPDATE task_criteria SET verified = 1, evidence = ? WHERE task_id = ? AND idx = ? RETURNING idx",
+            (evidence, task_id, idx),
+        )
         return bool(rows)
 
     # ---- audit and usage -----------------------------------------------------------------
@@ -593,7 +645,9 @@ class Store:
 
     async def tool_calls(self, task_id: int | None = None, chat_id: int | None = None) -> list[ToolCallRecord]:
         if task_id is not None:
-            return await self._fetch(ToolCallRecord, "SELECT * FROM tool_calls WHERE task_id = ? ORDER BY id", (task_id,))
+            return await self._fetch(
+                ToolCallRecord, "SELECT * FROM tool_calls WHERE task_id = ? ORDER BY id", (task_id,)
+            )
         return await self._fetch(
             ToolCallRecord, "SELECT * FROM tool_calls WHERE chat_id = ? AND task_id IS NULL ORDER BY id", (chat_id,)
         )
@@ -606,28 +660,34 @@ class Store:
             return await self._fetch(UsageRecord, "SELECT * FROM usage WHERE task_id = ? ORDER BY id", (task_id,))
         return await self._fetch(UsageRecord, "SELECT * FROM usage WHERE created_at >= ? ORDER BY id", (_to_db(since),))
 
-
     # ---- deliveries (outbox) -------------------------------------------------------------
     async def add_delivery(self, delivery: Delivery) -> Delivery:
         delivery.id = await self._insert("deliveries", delivery)
         return delivery
 
     async def delivery_done(self, delivery_id: int) -> None:
-        await self._write("UPDATE deliveries SET delivered_at = ?, attempts = attempts + 1 WHERE id = ?",
-                          (_to_db(utcnow()), delivery_id))
+        await self._write(
+            "UPDATE deliveries SET delivered_at = ?, attempts = attempts + 1 WHERE id = ?",
+            (_to_db(utcnow()), delivery_id),
+        )
 
     async def delivery_failed(self, delivery_id: int, error: str) -> None:
-        await self._write("UPDATE deliveries SET attempts = attempts + 1, last_error = ? WHERE id = ?",
-                          (error[:500], delivery_id))
+        await self._write(
+            "UPDATE deliveries SET attempts = attempts + 1, last_error = ? WHERE id = ?", (error[:500], delivery_id)
+        )
 
     async def undelivered(self, max_attempts: int) -> list[Delivery]:
-        return await self._fetch(Delivery, "SELECT * FROM deliveries WHERE delivered_at IS NULL AND attempts < ? "
-                                           "ORDER BY id", (max_attempts,))
+        return await self._fetch(
+            Delivery,
+            "SELECT * FROM deliveries WHERE delivered_at IS NULL AND attempts < ? ORDER BY id",
+            (max_attempts,),
+        )
 
     async def last_delivery(self, task_id: int) -> Delivery | None:
         """The newest summary or proposal shown for a task."""
-        return await self._fetch_one(Delivery, "SELECT * FROM deliveries WHERE task_id = ? ORDER BY id DESC LIMIT 1",
-                                     (task_id,))
+        return await self._fetch_one(
+            Delivery, "SELECT * FROM deliveries WHERE task_id = ? ORDER BY id DESC LIMIT 1", (task_id,)
+        )
 
     # ---- repo map ------------------------------------------------------------------------
     # The code index of agents/repo_map.py. Rows are plain tuples / dicts so the store need not import that module.
@@ -644,7 +704,7 @@ class Store:
         values = list(dict.fromkeys(values))
         rows: list[aiosqlite.Row] = []
         for begin in range(0, len(values), chunk):
-            part = values[begin: begin + chunk]
+            part = values[begin : begin + chunk]
             rows += await self._rows(sql.format(marks=", ".join("?" for _ in part)), (workspace, *part))
         return rows
 
@@ -672,21 +732,37 @@ class Store:
         files whose content is unchanged.
         """
         gone = [(workspace, path) for path in drop]
-        await self._write_batch([
-            ("DELETE FROM repo_files WHERE workspace = ? AND path = ?", gone),
-            ("DELETE FROM repo_symbols WHERE workspace = ? AND path = ?", gone),
-            ("DELETE FROM repo_imports WHERE workspace = ? AND path = ?", gone),
-            ("UPDATE repo_files SET mtime_ns = ?, size = ? WHERE workspace = ? AND path = ?",
-             [(mtime_ns, size, workspace, path) for path, mtime_ns, size in touched]),
-            ("INSERT OR REPLACE INTO repo_files (workspace, path, mtime_ns, size, language, git_head, summary, "
-             "content_hash, refs, words) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [(workspace, *row) for row in files]),
-            ("INSERT INTO repo_symbols (workspace, path, name, kind, line, signature, parent) "
-             "VALUES (?, ?, ?, ?, ?, ?, ?)", [(workspace, *row) for row in symbols]),
-            ("INSERT INTO repo_imports (workspace, path, target) VALUES (?, ?, ?)", [(workspace, *row) for row in imports]),
-            ("INSERT INTO repo_indexes (workspace, root, git_head, refreshed_at) VALUES (?, ?, ?, ?) "
-             "ON CONFLICT(workspace) DO UPDATE SET root = excluded.root, git_head = excluded.git_head, "
-             "refreshed_at = excluded.refreshed_at", [(workspace, root, git_head, _to_db(utcnow()))]),
-        ])
+        await self._write_batch(
+            [
+                ("DELETE FROM repo_files WHERE workspace = ? AND path = ?", gone),
+                ("DELETE FROM repo_symbols WHERE workspace = ? AND path = ?", gone),
+                ("DELETE FROM repo_imports WHERE workspace = ? AND path = ?", gone),
+                (
+                    "UPDATE repo_files SET mtime_ns = ?, size = ? WHERE workspace = ? AND path = ?",
+                    [(mtime_ns, size, workspace, path) for path, mtime_ns, size in touched],
+                ),
+                (
+                    "INSERT OR REPLACE INTO repo_files (workspace, path, mtime_ns, size, language, git_head, summary, "
+                    "content_hash, refs, words) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [(workspace, *row) for row in files],
+                ),
+                (
+                    "INSERT INTO repo_symbols (workspace, path, name, kind, line, signature, parent) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    [(workspace, *row) for row in symbols],
+                ),
+                (
+                    "INSERT INTO repo_imports (workspace, path, target) VALUES (?, ?, ?)",
+                    [(workspace, *row) for row in imports],
+                ),
+                (
+                    "INSERT INTO repo_indexes (workspace, root, git_head, refreshed_at) VALUES (?, ?, ?, ?) "
+                    "ON CONFLICT(workspace) DO UPDATE SET root = excluded.root, git_head = excluded.git_head, "
+                    "refreshed_at = excluded.refreshed_at",
+                    [(workspace, root, git_head, _to_db(utcnow()))],
+                ),
+            ]
+        )
 
     async def repo_file_hashes(self, workspace: str) -> dict[str, str]:
         """path → content hash of every indexed file of the workspace."""
@@ -694,30 +770,47 @@ class Store:
         return {row[0]: row[1] for row in rows}
 
     async def copy_repo_index(self, source: str, target: str) -> None:
-        """Make the index of `target` a copy of the index of `source` (a task's worktree starts from its workspace's)."""
-        await self._write_batch([
-            *[(f"DELETE FROM {table} WHERE workspace = ?", [(target,)])
-              for table in ("repo_files", "repo_symbols", "repo_imports", "repo_indexes")],
-            ("INSERT INTO repo_files (workspace, path, mtime_ns, size, language, git_head, summary, content_hash, refs, "
-             "words) SELECT ?, path, mtime_ns, size, language, git_head, summary, content_hash, refs, words "
-             "FROM repo_files WHERE workspace = ?", [(target, source)]),
-            ("INSERT INTO repo_symbols (workspace, path, name, kind, line, signature, parent) "
-             "SELECT ?, path, name, kind, line, signature, parent FROM repo_symbols WHERE workspace = ?",
-             [(target, source)]),
-            ("INSERT INTO repo_imports (workspace, path, target) SELECT ?, path, target FROM repo_imports "
-             "WHERE workspace = ?", [(target, source)]),
-        ])
+        """Make the index of `target` a copy of the index of `source` (a task's worktree starts from its
+        workspace's)."""
+        await self._write_batch(
+            [
+                *[
+                    (f"DELETE FROM {table} WHERE workspace = ?", [(target,)])
+                    for table in ("repo_files", "repo_symbols", "repo_imports", "repo_indexes")
+                ],
+                (
+                    "INSERT INTO repo_files (workspace, path, mtime_ns, size, language, git_head, summary, "
+                    "content_hash, refs, words) SELECT ?, path, mtime_ns, size, language, git_head, summary, "
+                    "content_hash, refs, words FROM repo_files WHERE workspace = ?",
+                    [(target, source)],
+                ),
+                (
+                    "INSERT INTO repo_symbols (workspace, path, name, kind, line, signature, parent) "
+                    "SELECT ?, path, name, kind, line, signature, parent FROM repo_symbols WHERE workspace = ?",
+                    [(target, source)],
+                ),
+                (
+                    "INSERT INTO repo_imports (workspace, path, target) SELECT ?, path, target FROM repo_imports "
+                    "WHERE workspace = ?",
+                    [(target, source)],
+                ),
+            ]
+        )
 
     async def repo_file_terms(self, workspace: str) -> list[tuple[str, str, str]]:
         """(path, refs JSON, words JSON) of every indexed text file."""
-        rows = await self._rows("SELECT path, refs, words FROM repo_files WHERE workspace = ? "
-                                "AND language IS NOT 'binary'", (workspace,))
+        rows = await self._rows(
+            "SELECT path, refs, words FROM repo_files WHERE workspace = ? AND language IS NOT 'binary'", (workspace,)
+        )
         return [(row[0], row[1], row[2]) for row in rows]
 
     async def repo_all_symbols(self, workspace: str) -> list[dict[str, Any]]:
         """Every symbol of the workspace: path, name, kind, line, signature, parent (by path and line)."""
-        rows = await self._rows("SELECT path, name, kind, line, signature, parent FROM repo_symbols "
-                                "WHERE workspace = ? ORDER BY path, line", (workspace,))
+        rows = await self._rows(
+            "SELECT path, name, kind, line, signature, parent FROM repo_symbols "
+            "WHERE workspace = ? ORDER BY path, line",
+            (workspace,),
+        )
         return [dict(row) for row in rows]
 
     async def repo_all_imports(self, workspace: str) -> list[tuple[str, str]]:
@@ -734,7 +827,8 @@ class Store:
         """The indexed text files: path, size, language, summary, mtime_ns."""
         rows = await self._rows(
             "SELECT path, size, language, summary, mtime_ns FROM repo_files "
-            "WHERE workspace = ? AND language IS NOT 'binary'", (workspace,),
+            "WHERE workspace = ? AND language IS NOT 'binary'",
+            (workspace,),
         )
         return [dict(row) for row in rows]
 
@@ -764,10 +858,12 @@ class Store:
 
     async def delete_repo_index(self, workspace: str) -> None:
         """Forget everything indexed for the workspace."""
-        await self._write_batch([
-            (f"DELETE FROM {table} WHERE workspace = ?", [(workspace,)])
-            for table in ("repo_files", "repo_symbols", "repo_imports", "repo_indexes")
-        ])
+        await self._write_batch(
+            [
+                (f"DELETE FROM {table} WHERE workspace = ?", [(workspace,)])
+                for table in ("repo_files", "repo_symbols", "repo_imports", "repo_indexes")
+            ]
+        )
 
 
 def start_of_day(now: datetime | None = None) -> datetime:
@@ -777,5 +873,3 @@ def start_of_day(now: datetime | None = None) -> datetime:
 
 def start_of_month(now: datetime | None = None) -> datetime:
     return start_of_day(now).replace(day=1)
-
-

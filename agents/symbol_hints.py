@@ -27,14 +27,42 @@ MAX_LINES = 15
 _NAME = r"#?[A-Za-z_$][A-Za-z0-9_$]*"
 _WORD = re.compile(rf"(?<![\w.#$])({_NAME}(?:\.{_NAME})*)(\(\))?")
 _BACKTICKED = re.compile(rf"`({_NAME}(?:\.{_NAME})*)(?:\(\))?`")
-_ASKED = re.compile(rf"(?:where(?:'s| is| are)|find|locate)\s+(?:the\s+)?(?:function\s+|class\s+|method\s+)?"
-                    rf"`?({_NAME}(?:\.{_NAME})*)", re.IGNORECASE)
+_ASKED = re.compile(
+    rf"(?:where(?:'s| is| are)|find|locate)\s+(?:the\s+)?(?:function\s+|class\s+|method\s+)?"
+    rf"`?({_NAME}(?:\.{_NAME})*)",
+    re.IGNORECASE,
+)
 _ASKED_AFTER = re.compile(rf"({_NAME}(?:\.{_NAME})*)`?\s+(?:is\s+)?(?:defined|declared|implemented)", re.IGNORECASE)
 _CAMEL = re.compile(r"[a-z0-9][A-Z]")
 _ACRONYM_LED = re.compile(r"[A-Z]{2,}[a-z]\w*")  # HTTPAdapter, JSONProvider
 _PASCAL = re.compile(r"[A-Z][a-z]+[A-Z]\w*")
-_FILE_EXTENSIONS = frozenset({"py", "pyi", "js", "mjs", "cjs", "jsx", "ts", "tsx", "md", "txt", "json", "toml", "yml",
-                              "yaml", "cfg", "ini", "html", "css", "rs", "go", "java", "rb", "sh"})
+_FILE_EXTENSIONS = frozenset(
+    {
+        "py",
+        "pyi",
+        "js",
+        "mjs",
+        "cjs",
+        "jsx",
+        "ts",
+        "tsx",
+        "md",
+        "txt",
+        "json",
+        "toml",
+        "yml",
+        "yaml",
+        "cfg",
+        "ini",
+        "html",
+        "css",
+        "rs",
+        "go",
+        "java",
+        "rb",
+        "sh",
+    }
+)
 _NOT_NAMES = frozenset({"the", "is", "it", "this"})
 
 
@@ -43,8 +71,14 @@ def _looks_like_code(word: str, called: bool) -> bool:
     if "." in word:  # `res.sendFile`, `Class.method`; not a file name such as calc.py
         return last.lower() not in _FILE_EXTENSIONS and not word.replace(".", "").isdigit()
     inner = word.lstrip("#").strip("_")
-    return bool(called or word.startswith("#") or "_" in inner or _CAMEL.search(word) or _ACRONYM_LED.fullmatch(word)
-                or _PASCAL.fullmatch(word))
+    return bool(
+        called
+        or word.startswith("#")
+        or "_" in inner
+        or _CAMEL.search(word)
+        or _ACRONYM_LED.fullmatch(word)
+        or _PASCAL.fullmatch(word)
+    )
 
 
 def code_words(text: str) -> list[str]:
@@ -54,8 +88,15 @@ def code_words(text: str) -> list[str]:
     found += [m.group(1) for m in _WORD.finditer(text) if _looks_like_code(m.group(1), bool(m.group(2)))]
     found += [m.group(1) for m in _ASKED.finditer(text)] + [m.group(1) for m in _ASKED_AFTER.finditer(text)]
     words = [w.rstrip(".") for w in found]
-    unique = list(dict.fromkeys(w for w in words if len(w.lstrip("#")) >= 2 and w.lower() not in _NOT_NAMES
-                                and not (("." in w) and w.rsplit(".", 1)[-1].lower() in _FILE_EXTENSIONS)))
+    unique = list(
+        dict.fromkeys(
+            w
+            for w in words
+            if len(w.lstrip("#")) >= 2
+            and w.lower() not in _NOT_NAMES
+            and not (("." in w) and w.rsplit(".", 1)[-1].lower() in _FILE_EXTENSIONS)
+        )
+    )
     return unique[:MAX_WORDS]
 
 

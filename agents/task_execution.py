@@ -6,18 +6,18 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Iterable
 from collections import deque
+from collections.abc import Iterable
 from pathlib import Path
 
 import anthropic
 
 from agents import git_repo, prompts
-from agents.delivery import Deliveries
 from agents.attachments import Attachments
+from agents.delivery import Deliveries
 from agents.llm import explain_api_error, usage_record
-from agents.network_gate import NetworkDecision, NetworkGate
 from agents.models import Criterion, Proposal, ProposalStatus, Task, TaskEvent, TaskStatus, WorkerKind, utcnow
+from agents.network_gate import NetworkDecision, NetworkGate
 from agents.notify import Button, Notifier
 from agents.orphans import instance_token, task_tag
 from agents.repo_guard import RepositoryGuard
@@ -58,7 +58,7 @@ def trim(text: str, limit: int) -> str:
 
 def tail(text: str, limit: int) -> str:
     text = text.strip()
-    return text if len(text) <= limit else "…" + text[-(limit - 1):]
+    return text if len(text) <= limit else "…" + text[-(limit - 1) :]
 
 
 def size_lines(last: git_repo.CommitResult | None, left_out: list[git_repo.LeftOut]) -> list[str]:
@@ -66,14 +66,19 @@ def size_lines(last: git_repo.CommitResult | None, left_out: list[git_repo.LeftO
     size = git_repo.human_size
     lines = []
     if left_out:
-        lines.append("⚠ **Not committed** (size limits): " + ", ".join(
-            f"`{item.path}` ({size(item.size)}, {item.reason})" for item in left_out[:10])
-            + (f" and {len(left_out) - 10} more" if len(left_out) > 10 else ""))
+        lines.append(
+            "⚠ **Not committed** (size limits): "
+            + ", ".join(f"`{item.path}` ({size(item.size)}, {item.reason})" for item in left_out[:10])
+            + (f" and {len(left_out) - 10} more" if len(left_out) > 10 else "")
+        )
     if last and last.large:
         lines.append("**Large files committed:** " + ", ".join(f"`{p}` ({size(n)})" for p, n in last.large[:10]))
     if last and last.binary:
-        lines.append("**Binary files committed:** " + ", ".join(f"`{p}`" for p in last.binary[:10])
-                     + (" …" if len(last.binary) > 10 else ""))
+        lines.append(
+            "**Binary files committed:** "
+            + ", ".join(f"`{p}`" for p in last.binary[:10])
+            + (" …" if len(last.binary) > 10 else "")
+        )
     return lines
 
 
@@ -82,12 +87,19 @@ def cancel_button(task_id: int) -> list[list[Button]]:
 
 
 def proposal_buttons(proposal_id: int) -> list[list[Button]]:
-    return [[Button("✅ Approve", f"proposal:approve:{proposal_id}"), Button("✖ Reject", f"proposal:reject:{proposal_id}")]]
+    return [
+        [Button("✅ Approve", f"proposal:approve:{proposal_id}"), Button("✖ Reject", f"proposal:reject:{proposal_id}")]
+    ]
 
 
 def branch_buttons(task_id: int) -> list[list[Button]]:
-    return [[Button("Merge", f"task:merge:{task_id}"), Button("Diff", f"task:diff:{task_id}"),
-             Button("Discard", f"task:discard:{task_id}")]]
+    return [
+        [
+            Button("Merge", f"task:merge:{task_id}"),
+            Button("Diff", f"task:diff:{task_id}"),
+            Button("Discard", f"task:discard:{task_id}"),
+        ]
+    ]
 
 
 class Progress:
@@ -107,16 +119,22 @@ class Progress:
     def text(self) -> str:
         t = self.task
         elapsed = int(time.monotonic() - self.started)
-        return (f"⏳ **Task #{t.id}** · {t.worker.value} worker · `{t.workspace}`\n{trim(t.title, 120)}\n"
-                f"⏱ {elapsed // 60}m{elapsed % 60:02d}s" + (f" · {self.criteria}" if self.criteria else "")
-                + "".join(f"\n• {trim(step, 90)}" for step in self.steps))
+        return (
+            f"⏳ **Task #{t.id}** · {t.worker.value} worker · `{t.workspace}`\n{trim(t.title, 120)}\n"
+            f"⏱ {elapsed // 60}m{elapsed % 60:02d}s"
+            + (f" · {self.criteria}" if self.criteria else "")
+            + "".join(f"\n• {trim(step, 90)}" for step in self.steps)
+        )
 
     async def open(self) -> None:
         if self.message_id is None:
             try:
-                self.message_id = await self.notifier.send(self.task.chat_id, self.text(),
-                                                           buttons=cancel_button(self.task.id),
-                                                           reply_to=self.task.reply_to_message_id)
+                self.message_id = await self.notifier.send(
+                    self.task.chat_id,
+                    self.text(),
+                    buttons=cancel_button(self.task.id),
+                    reply_to=self.task.reply_to_message_id,
+                )
             except Exception as err:  # no progress message is no reason to lose the task (issue 12)
                 log.warning("task %s: progress message not sent: %s", self.task.id, err)
             await self.store.update_task(self.task.id, progress_message_id=self.message_id)
@@ -133,7 +151,9 @@ class Progress:
             return
         self.last_edit = time.monotonic()
         try:
-            await self.notifier.edit(self.task.chat_id, self.message_id, self.text(), buttons=cancel_button(self.task.id))
+            await self.notifier.edit(
+                self.task.chat_id, self.message_id, self.text(), buttons=cancel_button(self.task.id)
+            )
         except Exception as err:  # a progress edit must never break the task
             log.debug("task %s: progress edit failed: %s", self.task.id, err)
 
@@ -156,8 +176,11 @@ class Progress:
             return
         t = self.task
         try:
-            await self.notifier.edit(t.chat_id, self.message_id,
-                                     f"**Task #{t.id}** · {t.worker.value} · `{t.workspace}`\n{trim(t.title, 120)}\n{final_line}")
+            await self.notifier.edit(
+                t.chat_id,
+                self.message_id,
+                f"**Task #{t.id}** · {t.worker.value} · `{t.workspace}`\n{trim(t.title, 120)}\n{final_line}",
+            )
         except Exception as err:
             log.debug("progress close failed: %s", err)
 
@@ -165,8 +188,16 @@ class Progress:
 class TaskExecutor:
     """Executes a claimed task; everything it learns goes to the store and the chat."""
 
-    def __init__(self, settings: Settings, store: Store, client: anthropic.AsyncAnthropic, workspaces: Workspaces,
-                 notifier: Notifier, repo_map: RepoMap | None = None, deliveries: Deliveries | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store,
+        client: anthropic.AsyncAnthropic,
+        workspaces: Workspaces,
+        notifier: Notifier,
+        repo_map: RepoMap | None = None,
+        deliveries: Deliveries | None = None,
+    ) -> None:
         self.settings, self.store, self.client = settings, store, client
         self.deliveries = deliveries or Deliveries(store, notifier)  # summaries and proposals: retried, never lost
         self.repo_map = repo_map
@@ -180,8 +211,9 @@ class TaskExecutor:
         self.inboxes = Inboxes()  # notes for running workers (agents/steering.py)
         self.attachments = Attachments.from_settings(settings)
         self.stopping = False  # set when the bot shuts down: running tasks become interrupted, not cancelled
-        self.network = NetworkGate(NetworkPolicy(settings.sandbox_network), store, notifier,
-                                   settings.sandbox_network_answer_seconds)
+        self.network = NetworkGate(
+            NetworkPolicy(settings.sandbox_network), store, notifier, settings.sandbox_network_answer_seconds
+        )
 
     def sandbox_for(self, root: Path, repository: Path, read_only: Iterable[Path] = ()) -> SandboxSpec | None:
         """The sandbox a task's processes run in (issue 11); None only when SANDBOX=off was set explicitly.
@@ -189,10 +221,13 @@ class TaskExecutor:
         s = self.settings
         if SandboxMode(s.sandbox) is SandboxMode.OFF:
             return None
-        limits = ResourceLimits(max_processes=s.sandbox_max_processes, max_file_bytes=s.sandbox_max_file_mb << 20,
-                                max_memory_bytes=s.sandbox_max_memory_mb << 20, tmp_bytes=s.sandbox_tmp_mb << 20)
-        return spec_for(root, repository=repository, limits=limits,
-                        extra_read_only=[*s.sandbox_read_paths, *read_only])
+        limits = ResourceLimits(
+            max_processes=s.sandbox_max_processes,
+            max_file_bytes=s.sandbox_max_file_mb << 20,
+            max_memory_bytes=s.sandbox_max_memory_mb << 20,
+            tmp_bytes=s.sandbox_tmp_mb << 20,
+        )
+        return spec_for(root, repository=repository, limits=limits, extra_read_only=[*s.sandbox_read_paths, *read_only])
 
     def limits(self) -> Limits:
         s = self.settings
@@ -228,11 +263,16 @@ class TaskExecutor:
         async def ask_network(command: str) -> NetworkDecision:
             return await self.network.request(task, command, lambda step: progress.update(step, force=True))
 
-        tools = worker_tools(task.worker, root, self.settings.command_timeout_seconds, screenshot,
-                             verify if task.worker is not WorkerKind.RESEARCH else None,
-                             task_tag(instance_token(self.settings.database_path), task.id),
-                             sandbox=self.sandbox_for(root, self.workspaces.resolve(task.workspace).path, read_only),
-                             ask_network=ask_network)
+        tools = worker_tools(
+            task.worker,
+            root,
+            self.settings.command_timeout_seconds,
+            screenshot,
+            verify if task.worker is not WorkerKind.RESEARCH else None,
+            task_tag(instance_token(self.settings.database_path), task.id),
+            sandbox=self.sandbox_for(root, self.workspaces.resolve(task.workspace).path, read_only),
+            ask_network=ask_network,
+        )
         if self.repo_map is not None and task.worker is not WorkerKind.RESEARCH:  # research: read_file/glob/grep only
             tools += repo_map_tools(self.repo_map, f"{task.workspace}@task-{task.id}", root)
         toolbox = Toolbox(
@@ -240,13 +280,20 @@ class TaskExecutor:
             Audit(self.store, agent=f"{task.worker.value}-worker", chat_id=task.chat_id, task_id=task.id),
             max_result_chars=self.settings.tool_result_max_chars,
         )
-        return Worker(client=self.client, model=self.settings.worker_model, system=ROLE_PROMPTS[task.worker],
-                      toolbox=toolbox, limits=self.limits(), max_output_tokens=self.settings.worker_max_output_tokens,
-                      # a non-streaming answer arrives whole: allow ~30 output tokens a second at the least
-                      request_timeout=max(self.settings.anthropic_timeout_seconds,
-                                          self.settings.worker_max_output_tokens / 30),
-                      on_step=lambda step: self.on_step(task, progress, step), on_usage=on_usage,
-                      inbox=self.inboxes.reader(task.id), context_window=self.settings.worker_context_tokens)
+        return Worker(
+            client=self.client,
+            model=self.settings.worker_model,
+            system=ROLE_PROMPTS[task.worker],
+            toolbox=toolbox,
+            limits=self.limits(),
+            max_output_tokens=self.settings.worker_max_output_tokens,
+            # a non-streaming answer arrives whole: allow ~30 output tokens a second at the least
+            request_timeout=max(self.settings.anthropic_timeout_seconds, self.settings.worker_max_output_tokens / 30),
+            on_step=lambda step: self.on_step(task, progress, step),
+            on_usage=on_usage,
+            inbox=self.inboxes.reader(task.id),
+            context_window=self.settings.worker_context_tokens,
+        )
 
     async def on_step(self, task: Task, progress: Progress, step: str) -> None:
         """Before each worker step: progress, and the owner's repository checked (what the last step moved undone)."""
@@ -274,22 +321,25 @@ class TaskExecutor:
             unread = self.inboxes.close(task.id)
             if unread and not self.stopping:
                 with contextlib.suppress(Exception):
-                    await self.notifier.send(task.chat_id, f"Task #{task.id} ended before its worker read your note: "
-                                                           f"“{trim(unread[0], 200)}”" + (f" (and {len(unread) - 1} more)"
-                                                                                         if len(unread) > 1 else ""))
+                    await self.notifier.send(
+                        task.chat_id,
+                        f"Task #{task.id} ended before its worker read your note: "
+                        f"“{trim(unread[0], 200)}”" + (f" (and {len(unread) - 1} more)" if len(unread) > 1 else ""),
+                    )
             self.network.forget(task.id)
             if self.repo_map is not None:  # the worker's own look-up index is not needed after the task
                 await self.store.delete_repo_index(f"{task.workspace}@task-{task.id}")
 
-    async def _execute(self, task: Task, progress: "Progress") -> None:
+    async def _execute(self, task: Task, progress: Progress) -> None:
         try:
             if task.worker is WorkerKind.RESEARCH:
                 await self._research(task, progress)
             else:
                 await self._change(task, progress)
         except asyncio.CancelledError:
-            await progress.close("⏸ interrupted: the bot is stopping (resume it after the restart)" if self.stopping
-                                 else "✖ cancelled")
+            await progress.close(
+                "⏸ interrupted: the bot is stopping (resume it after the restart)" if self.stopping else "✖ cancelled"
+            )
             raise
         except anthropic.APIError as err:
             await self._fail(task, progress, explain_api_error(err))
@@ -299,7 +349,7 @@ class TaskExecutor:
             log.exception("task %s crashed", task.id)
             await self._fail(task, progress, f"internal error ({type(err).__name__}); it is in the bot's log")
 
-    async def _fail(self, task: Task, progress: "Progress", reason: str) -> None:
+    async def _fail(self, task: Task, progress: Progress, reason: str) -> None:
         await self.set_status(task, TaskStatus.FAILED, error=reason)
         await progress.close(f"✖ failed: {trim(reason, 200)}")
         await self._show(task, f"✖ **Task #{task.id} failed**: {reason}")
@@ -309,8 +359,9 @@ class TaskExecutor:
         if self.repo_map is None or self.settings.repo_map_tokens <= 0:
             return ""
         try:
-            text = await self.repo_map.render(name, root, task.instructions, self.settings.repo_map_tokens,
-                                              seed_from=seed_from)
+            text = await self.repo_map.render(
+                name, root, task.instructions, self.settings.repo_map_tokens, seed_from=seed_from
+            )
         except Exception as err:  # the map helps; its absence must not fail the task
             log.warning("task %s: no repository map: %s", task.id, err)
             return ""
@@ -320,8 +371,10 @@ class TaskExecutor:
         text = task.instructions
         if criteria:
             listed = "\n".join(f"{c.idx}. {c.text}" for c in criteria)
-            text += (f"\n\nAcceptance criteria (when one holds, call verify_criterion with its number and the "
-                     f"evidence; the task is only done when all are verified):\n{listed}")
+            text += (
+                f"\n\nAcceptance criteria (when one holds, call verify_criterion with its number and the "
+                f"evidence; the task is only done when all are verified):\n{listed}"
+            )
         return text + repo_map
 
     async def handed_over(self, task: Task, worktree: Path | None = None) -> tuple[list[dict], str]:
@@ -333,8 +386,15 @@ class TaskExecutor:
         blocks = await self.attachments.blocks_of([a for a, _ in rows])
         to_save = [a for a, save in rows if save]
         paths = await self.attachments.copy_into(to_save, worktree) if to_save and worktree is not None else []
-        note = (f"\n\nThe user's files are saved in the worktree (ignored by git; copy what the project needs into it): "
-                f"{', '.join(paths)}") if paths else ""
+        note = (
+            (
+                "\n\nThe user's files are saved in the worktree (ignored by git; "
+                "copy what the project needs into it): "
+                f"{', '.join(paths)}"
+            )
+            if paths
+            else ""
+        )
         return blocks, note
 
     # ---- research → proposal -------------------------------------------------------------
@@ -343,8 +403,9 @@ class TaskExecutor:
         worker = self.make_worker(task, workspace.path, progress)
         repo_map = await self.repository_map(task, workspace.name, workspace.path)
         blocks, _ = await self.handed_over(task)
-        result = await worker.run(f"Workspace: {workspace.name}\n\nResearch request:\n{task.instructions}{repo_map}",
-                                  attachments=blocks)
+        result = await worker.run(
+            f"Workspace: {workspace.name}\n\nResearch request:\n{task.instructions}{repo_map}", attachments=blocks
+        )
         if not result.finished or not result.report:
             reason = result.reason(self.limits()) if not result.finished else "the research worker wrote no proposal"
             status = TaskStatus.BLOCKED if result.blocked else TaskStatus.FAILED
@@ -355,15 +416,22 @@ class TaskExecutor:
         for old in await self.store.pending_proposals(task.chat_id):
             if old.workspace == workspace.name:
                 await self.store.decide_proposal(old.id, ProposalStatus.SUPERSEDED)
-        proposal = await self.store.add_proposal(Proposal(chat_id=task.chat_id, workspace=workspace.name,
-                                                          request=task.instructions, body=result.report))
+        proposal = await self.store.add_proposal(
+            Proposal(chat_id=task.chat_id, workspace=workspace.name, request=task.instructions, body=result.report)
+        )
         await self.set_status(task, TaskStatus.COMPLETED, result=f"proposal #{proposal.id}")
         await progress.close(f"✔ proposal #{proposal.id} ready")
         header = f"📋 **Proposal #{proposal.id}** for `{workspace.name}`. Approve to start a code worker on it.\n\n"
-        record = await remember_shown(self.store, task.chat_id, PROPOSAL, proposal.id, header + result.report,
-                                      self.settings.shown_turn_chars)
-        shown = await self.deliveries.deliver(task.chat_id, header + result.report,
-                                              buttons=proposal_buttons(proposal.id), kind="proposal", task_id=task.id)
+        record = await remember_shown(
+            self.store, task.chat_id, PROPOSAL, proposal.id, header + result.report, self.settings.shown_turn_chars
+        )
+        shown = await self.deliveries.deliver(
+            task.chat_id,
+            header + result.report,
+            buttons=proposal_buttons(proposal.id),
+            kind="proposal",
+            task_id=task.id,
+        )
         await shown_as(self.store, record, shown)
 
     # ---- code / frontend / test ------------------------------------------------------------
@@ -372,15 +440,26 @@ class TaskExecutor:
         initialised = await git_repo.ensure_repository(workspace.path, self.identity)
         if initialised:
             await self.notifier.send(task.chat_id, f"`{workspace.name}` was not a git repository; I initialised one.")
-        tree = await git_repo.create_task_worktree(workspace.path, task.id, task.title, self.identity, self.worktrees_dir,
-                                                   branch=task.branch)  # set when an interrupted task resumes
-        await self.store.update_task(task.id, branch=tree.branch, base_branch=tree.base_branch,
-                                     base_commit=tree.base_commit, worktree=str(tree.path))
+        tree = await git_repo.create_task_worktree(
+            workspace.path, task.id, task.title, self.identity, self.worktrees_dir, branch=task.branch
+        )  # set when an interrupted task resumes
+        await self.store.update_task(
+            task.id,
+            branch=tree.branch,
+            base_branch=tree.base_branch,
+            base_commit=tree.base_commit,
+            worktree=str(tree.path),
+        )
         await git_repo.clear_stale_index_locks(tree)  # a SIGKILL during the bot's own `git add` leaves one behind
-        checks = await TaskTests.start(workspace.path, tree.path, tree.base_commit, task.instructions, self.baselines,
-                                       self.settings.test_timeout_seconds,  # the baseline runs while the worker works
-                                       sandbox_for=lambda root, read_only: self.sandbox_for(root, workspace.path,
-                                                                                            read_only))
+        checks = await TaskTests.start(
+            workspace.path,
+            tree.path,
+            tree.base_commit,
+            task.instructions,
+            self.baselines,
+            self.settings.test_timeout_seconds,  # the baseline runs while the worker works
+            sandbox_for=lambda root, read_only: self.sandbox_for(root, workspace.path, read_only),
+        )
         # after TaskTests.start: it hides the borrowed links in the repository's info/exclude, which the guard watches
         self.guards[task.id] = await RepositoryGuard.start(tree)
         try:
@@ -389,8 +468,12 @@ class TaskExecutor:
             if not (self.stopping and isinstance(err, asyncio.CancelledError)):  # interrupted tasks keep their checkout
                 # cancelled or failed: keep the branch (and its commits), drop the checkout
                 with contextlib.suppress(Exception):
-                    await git_repo.commit_all(tree, f"{task.title} (partial, task ended early)\n\nagentlab task #{task.id}",
-                                              self.identity, self.commit_limits)
+                    await git_repo.commit_all(
+                        tree,
+                        f"{task.title} (partial, task ended early)\n\nagentlab task #{task.id}",
+                        self.identity,
+                        self.commit_limits,
+                    )
                     self.end_guard(task)
                     await git_repo.remove_worktree_keep_branch(tree)
             raise
@@ -406,8 +489,9 @@ class TaskExecutor:
         guard.close()
         return guard.warnings
 
-    async def _work_on(self, task: Task, progress: Progress, workspace: Workspace, tree: git_repo.TaskWorktree,
-                       checks: TaskTests) -> None:
+    async def _work_on(
+        self, task: Task, progress: Progress, workspace: Workspace, tree: git_repo.TaskWorktree, checks: TaskTests
+    ) -> None:
         worker = self.make_worker(task, tree.path, progress, checks.read_only_paths)  # borrowed node_modules etc.
         criteria = await self.store.criteria(task.id)
         if criteria:
@@ -418,11 +502,14 @@ class TaskExecutor:
         blocks, saved = await self.handed_over(task, tree.path)
         first = self.first_turn(task, criteria, repo_map) + saved
         if resumed:
-            first += (f"\n\n(This task was interrupted and is being resumed on the same branch. Notes from before: "
-                      f"{task.result}. Check the current state of the files before continuing.)")
+            first += (
+                f"\n\n(This task was interrupted and is being resumed on the same branch. Notes from before: "
+                f"{task.result}. Check the current state of the files before continuing.)"
+            )
         result = await worker.run(first, attachments=blocks)
-        commit = await git_repo.commit_all(tree, f"{task.title}\n\nagentlab task #{task.id}", self.identity,
-                                           self.commit_limits)
+        commit = await git_repo.commit_all(
+            tree, f"{task.title}\n\nagentlab task #{task.id}", self.identity, self.commit_limits
+        )
         commits = [commit] if commit else []
         verdict: Verdict | None = None
         corrections = 0
@@ -433,16 +520,30 @@ class TaskExecutor:
             if not verdict.needs_correction or corrections >= self.settings.max_corrections:
                 break
             corrections += 1
-            await progress.update(f"correcting failed tests ({corrections}/{self.settings.max_corrections})", force=True)
+            await progress.update(
+                f"correcting failed tests ({corrections}/{self.settings.max_corrections})", force=True
+            )
             result = await worker.run(verdict.correction(corrections, self.settings.max_corrections))
-            commit = await git_repo.commit_all(tree, f"{task.title} (correction {corrections})\n\nagentlab task #{task.id}",
-                                               self.identity, self.commit_limits)
+            commit = await git_repo.commit_all(
+                tree,
+                f"{task.title} (correction {corrections})\n\nagentlab task #{task.id}",
+                self.identity,
+                self.commit_limits,
+            )
             if commit:
                 commits.append(commit)
         await self._finish(task, progress, tree, result, verdict, corrections, commits)
 
-    async def _finish(self, task: Task, progress: Progress, tree: git_repo.TaskWorktree, result: WorkerResult,
-                      verdict: Verdict | None, corrections: int, commits: list[git_repo.CommitResult]) -> None:
+    async def _finish(
+        self,
+        task: Task,
+        progress: Progress,
+        tree: git_repo.TaskWorktree,
+        result: WorkerResult,
+        verdict: Verdict | None,
+        corrections: int,
+        commits: list[git_repo.CommitResult],
+    ) -> None:
         left_out = commits[-1].left_out if commits else []  # the last commit's word on what is still left out
         commits = [commit for commit in commits if commit.committed]
         last = commits[-1] if commits else None
@@ -456,12 +557,18 @@ class TaskExecutor:
         elif verdict is not None and verdict.introduced_error:
             status, headline = TaskStatus.BLOCKED, f"⛔ Task #{task.id} blocked: the tests could not be run"
         elif verdict is not None and verdict.needs_correction:
-            status, headline = TaskStatus.BLOCKED, (
-                f"⛔ Task #{task.id} blocked: tests still fail after {corrections} correction"
-                f"{'s' if corrections != 1 else ''}")
+            status, headline = (
+                TaskStatus.BLOCKED,
+                (
+                    f"⛔ Task #{task.id} blocked: tests still fail after {corrections} correction"
+                    f"{'s' if corrections != 1 else ''}"
+                ),
+            )
         elif unverified:
-            status, headline = TaskStatus.BLOCKED, (
-                f"⚠ Task #{task.id} not done: {len(unverified)} of {len(criteria)} acceptance criteria unverified")
+            status, headline = (
+                TaskStatus.BLOCKED,
+                (f"⚠ Task #{task.id} not done: {len(unverified)} of {len(criteria)} acceptance criteria unverified"),
+            )
         else:
             status, headline = TaskStatus.COMPLETED, f"✔ Task #{task.id} done"
             if verdict is not None and verdict.warnings:  # never plainly "done" when the task touched its checks
@@ -479,28 +586,36 @@ class TaskExecutor:
         if last:
             stat = (last.diffstat.splitlines() or [""])[-1].strip()
             files = ", ".join(f"`{f}`" for f in last.files[:12]) + (" …" if len(last.files) > 12 else "")
-            lines += [f"**Files:** {files}" + (f" ({stat})" if stat else ""),
-                      f"**Commit:** `{last.short_sha}` on branch `{tree.branch}` (base `{tree.base_branch}`)"]
+            lines += [
+                f"**Files:** {files}" + (f" ({stat})" if stat else ""),
+                f"**Commit:** `{last.short_sha}` on branch `{tree.branch}` (base `{tree.base_branch}`)",
+            ]
         else:
             lines.append("**Files:** nothing changed, no commit")
         lines += size_lines(last, left_out)
         if guard_warnings:
             lines.append("⚠ **The worker changed the owner's repository; the bot undid it:**")
-            lines += [f"• {w}" for w in guard_warnings[:10]] + ([f"• … and {len(guard_warnings) - 10} more (see /log)"]
-                                                               if len(guard_warnings) > 10 else [])
+            lines += [f"• {w}" for w in guard_warnings[:10]] + (
+                [f"• … and {len(guard_warnings) - 10} more (see /log)"] if len(guard_warnings) > 10 else []
+            )
         summary = "\n".join(lines)
         error = None if status is TaskStatus.COMPLETED else headline
-        await self.set_status(task, status, result=trim(result.report, 4000) or None, error=error,
-                              commit_sha=last.sha if last else None)
+        await self.set_status(
+            task, status, result=trim(result.report, 4000) or None, error=error, commit_sha=last.sha if last else None
+        )
         self.end_guard(task)
         await git_repo.remove_worktree_keep_branch(tree)
         await progress.close(headline)
-        await self._show(task, summary, buttons=branch_buttons(task.id) if last else None,
-                         reply_to=task.reply_to_message_id)
+        await self._show(
+            task, summary, buttons=branch_buttons(task.id) if last else None, reply_to=task.reply_to_message_id
+        )
 
     async def _show(self, task: Task, markdown: str, **how: object) -> None:
         """Send a task's outcome to its chat, and keep it in the chat's history as the bot's turn."""
         record = await remember_shown(self.store, task.chat_id, TASK, task.id, markdown, self.settings.shown_turn_chars)
         # through the outbox: a Telegram 5xx is retried and never turns the finished task into a failure
-        await shown_as(self.store, record, await self.deliveries.deliver(task.chat_id, markdown, kind="summary",
-                                                                         task_id=task.id, **how))
+        await shown_as(
+            self.store,
+            record,
+            await self.deliveries.deliver(task.chat_id, markdown, kind="summary", task_id=task.id, **how),
+        )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 from agents.models import Task, TaskEvent, TaskStatus, utcnow
 from agents.store import Store
@@ -67,8 +67,9 @@ class TaskRunner:
             raise
         except Exception:  # the executor reports its own failures; this is the last line of defence
             log.exception("task %s crashed", task.id)
-            await self.store.update_task(task.id, status=TaskStatus.FAILED, error="internal error (see the bot's log)",
-                                         finished_at=utcnow())
+            await self.store.update_task(
+                task.id, status=TaskStatus.FAILED, error="internal error (see the bot's log)", finished_at=utcnow()
+            )
             await self.store.add_event(TaskEvent(task_id=task.id, kind="status", detail=TaskStatus.FAILED))
         finally:
             self.running.pop(task.id, None)
@@ -85,7 +86,9 @@ class TaskRunner:
         if running is not None:
             await _cancel_until_done(running)
             return True
-        if await self.store.transition_task(task_id, [TaskStatus.PENDING, TaskStatus.INTERRUPTED], TaskStatus.CANCELLED):
+        if await self.store.transition_task(
+            task_id, [TaskStatus.PENDING, TaskStatus.INTERRUPTED], TaskStatus.CANCELLED
+        ):
             await self.store.update_task(task_id, finished_at=utcnow())
             await self.store.add_event(TaskEvent(task_id=task_id, kind="status", detail=TaskStatus.CANCELLED))
             self.done_event(task_id).set()
@@ -113,7 +116,9 @@ class TaskRunner:
             task = await self.store.get_task(task_id)
             if task is not None and task.status is TaskStatus.IN_PROGRESS:  # one that just finished keeps its status
                 await self.store.update_task(task_id, status=TaskStatus.INTERRUPTED)
-                await self.store.add_event(TaskEvent(task_id=task_id, kind="status", detail="interrupted (bot stopped)"))
+                await self.store.add_event(
+                    TaskEvent(task_id=task_id, kind="status", detail="interrupted (bot stopped)")
+                )
 
 
 CANCEL_RETRY_SECONDS = 10.0  # longer than a clean-up (partial commit, worktree removal) takes

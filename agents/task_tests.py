@@ -30,9 +30,25 @@ from agents.test_verdict import Verdict, judge
 
 log = logging.getLogger(__name__)
 
-TEST_CONFIG_FILES = frozenset({"pytest.ini", "conftest.py", CONFIG_FILE, "tox.ini", "noxfile.py", "setup.cfg",
-                               ".mocharc.js", ".mocharc.json", ".mocharc.yml", ".mocharc.yaml", "jest.config.js",
-                               "jest.config.ts", "vitest.config.ts", "vitest.config.js", "karma.conf.js"})
+TEST_CONFIG_FILES = frozenset(
+    {
+        "pytest.ini",
+        "conftest.py",
+        CONFIG_FILE,
+        "tox.ini",
+        "noxfile.py",
+        "setup.cfg",
+        ".mocharc.js",
+        ".mocharc.json",
+        ".mocharc.yml",
+        ".mocharc.yaml",
+        "jest.config.js",
+        "jest.config.ts",
+        "vitest.config.ts",
+        "vitest.config.js",
+        "karma.conf.js",
+    }
+)
 
 
 async def base_config(repo: Path, commit: str) -> TestConfig | None:
@@ -48,17 +64,33 @@ async def base_config(repo: Path, commit: str) -> TestConfig | None:
 class TaskTests:
     """Start with `start()` when the task starts; `check()` after each worker turn; `close()` when the task ends."""
 
-    def __init__(self, repo: Path, base_commit: str, instructions: str, timeout: float,
-                 environment: TestEnvironment | None, problem: str | None,
-                 baseline: asyncio.Task[TestOutcome] | None, run_options: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        repo: Path,
+        base_commit: str,
+        instructions: str,
+        timeout: float,
+        environment: TestEnvironment | None,
+        problem: str | None,
+        baseline: asyncio.Task[TestOutcome] | None,
+        run_options: dict[str, Any],
+    ) -> None:
         self.repo, self.base_commit, self.instructions = repo, base_commit, instructions
         self.environment, self.problem, self.baseline = environment, problem, baseline
         self.timeout = environment.timeout if environment and environment.timeout else timeout
         self.run_options = run_options
 
     @classmethod
-    async def start(cls, repo: Path, checkout: Path, base_commit: str, instructions: str, baselines: BaselineRuns,
-                    timeout: float, **run_options: Any) -> TaskTests:
+    async def start(
+        cls,
+        repo: Path,
+        checkout: Path,
+        base_commit: str,
+        instructions: str,
+        baselines: BaselineRuns,
+        timeout: float,
+        **run_options: Any,
+    ) -> TaskTests:
         """Detect the environment at the base commit (`checkout` is still at it), link what it borrows into the
         checkout, and start the baseline run."""
         try:
@@ -70,8 +102,10 @@ class TaskTests:
         if environment is not None:
             await asyncio.to_thread(link_borrowed, environment, checkout)
             effective = environment.timeout or timeout
-            baseline = asyncio.create_task(baselines.outcome(repo, base_commit, environment, effective, **run_options),
-                                           name=f"baseline-{base_commit[:8]}")
+            baseline = asyncio.create_task(
+                baselines.outcome(repo, base_commit, environment, effective, **run_options),
+                name=f"baseline-{base_commit[:8]}",
+            )
         return cls(repo, base_commit, instructions, timeout, environment, None, baseline, run_options)
 
     @property
@@ -122,8 +156,13 @@ class TaskTests:
         ids = [s for s in suspects if "::" in s and (checkout / s.split("::", 1)[0]).is_file()]
         if self.environment.rerunnable and len(ids) < len(suspects):
             return set()  # some ids cannot be named to pytest: no re-run rather than a whole second run
-        rerun = await run_tests(checkout, self.timeout, environment=self.environment,
-                                ids=ids if self.environment.rerunnable else None, **self.run_options)
+        rerun = await run_tests(
+            checkout,
+            self.timeout,
+            environment=self.environment,
+            ids=ids if self.environment.rerunnable else None,
+            **self.run_options,
+        )
         return {s for s in suspects if rerun.cases.get(s) == "passed"}
 
     async def touched_checks(self, checkout: Path, verdict: Verdict) -> list[str]:
@@ -135,13 +174,16 @@ class TaskTests:
         warnings = []
         for status, path in changes:
             name = Path(path).name
-            if status == "D" and (is_test_file_name(path) or "/tests/" in f"/{path}" or ".test." in name
-                                  or ".spec." in name):
+            if status == "D" and (
+                is_test_file_name(path) or "/tests/" in f"/{path}" or ".test." in name or ".spec." in name
+            ):
                 warnings.append(f"the task deleted the test file `{path}`")
-            elif name in TEST_CONFIG_FILES or (name in ("pyproject.toml", "package.json")
-                                               and await self._test_section_changed(checkout, path, name)):
-                warnings.append(f"the task changed test configuration: `{path}` (the tests ran with the base "
-                                "commit's command)")
+            elif name in TEST_CONFIG_FILES or (
+                name in ("pyproject.toml", "package.json") and await self._test_section_changed(checkout, path, name)
+            ):
+                warnings.append(
+                    f"the task changed test configuration: `{path}` (the tests ran with the base commit's command)"
+                )
         if verdict.disappeared:
             warnings.append(f"{len(verdict.disappeared)} test(s) that ran at the base commit no longer run")
         return warnings

@@ -39,16 +39,18 @@ class BaselineRuns:
         except (OSError, ValueError):
             return None
 
-    async def outcome(self, repo: Path, commit: str, env: TestEnvironment, timeout: float,
-                      **run_options: Any) -> TestOutcome:
+    async def outcome(
+        self, repo: Path, commit: str, env: TestEnvironment, timeout: float, **run_options: Any
+    ) -> TestOutcome:
         """The outcome at `commit`: from the cache, from a run under way for another task, or from a new run."""
         if (found := await asyncio.to_thread(self.cached, repo, commit, env)) is not None:
             return found
         key = self.key(repo, commit, env)
         running = self._running.get(key)
         if running is None:
-            running = asyncio.create_task(self._run(key, repo, commit, env, timeout, **run_options),
-                                          name=f"baseline-{commit[:8]}")
+            running = asyncio.create_task(
+                self._run(key, repo, commit, env, timeout, **run_options), name=f"baseline-{commit[:8]}"
+            )
             self._running[key] = running
             running.add_done_callback(lambda _t: self._running.pop(key, None))
         self._waiters[key] = self._waiters.get(key, 0) + 1
@@ -61,8 +63,9 @@ class BaselineRuns:
                 if not running.done():  # the last task waiting for it is gone (cancelled): stop the run
                     running.cancel()
 
-    async def _run(self, key: str, repo: Path, commit: str, env: TestEnvironment, timeout: float,
-                   **run_options: Any) -> TestOutcome:
+    async def _run(
+        self, key: str, repo: Path, commit: str, env: TestEnvironment, timeout: float, **run_options: Any
+    ) -> TestOutcome:
         self.directory.mkdir(parents=True, exist_ok=True)
         tree = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix=f"base-{commit[:8]}-", dir=self.directory))
         try:

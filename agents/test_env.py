@@ -26,8 +26,13 @@ EXCLUDE_MARKER = "# agentlab: environment links borrowed by task worktrees"
 _SKIP_DIRS = frozenset({"node_modules", "__pycache__", "site-packages", "venv", "env", "build", "dist"})
 _MAX_FILES_SCANNED = 20_000
 _VENV_NAMES = (".venv", "venv")
-_LOCKFILES = (("pnpm-lock.yaml", "pnpm"), ("yarn.lock", "yarn"), ("bun.lockb", "bun"), ("bun.lock", "bun"),
-              ("package-lock.json", "npm"))
+_LOCKFILES = (
+    ("pnpm-lock.yaml", "pnpm"),
+    ("yarn.lock", "yarn"),
+    ("bun.lockb", "bun"),
+    ("bun.lock", "bun"),
+    ("package-lock.json", "npm"),
+)
 
 
 class TestConfigError(ValueError):
@@ -58,7 +63,7 @@ def parse_config(text: str, source: str = "base commit") -> TestConfig | None:
     if tests is None:
         return None
     if not isinstance(tests, dict):
-        raise TestConfigError(f"{CONFIG_FILE}: [tests] must be a table with a `command = \"...\"` key")
+        raise TestConfigError(f'{CONFIG_FILE}: [tests] must be a table with a `command = "..."` key')
     command, junit, timeout = tests.get("command"), tests.get("junit"), tests.get("timeout")
     if command is not None and (not isinstance(command, str) or not command.strip()):
         raise TestConfigError(f"{CONFIG_FILE}: [tests] command must be a non-empty string")
@@ -66,8 +71,12 @@ def parse_config(text: str, source: str = "base commit") -> TestConfig | None:
         raise TestConfigError(f"{CONFIG_FILE}: [tests] junit must be a path (string)")
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
         raise TestConfigError(f"{CONFIG_FILE}: [tests] timeout must be a positive number of seconds")
-    return TestConfig(command=command.strip() if command else None, junit=junit.strip() if junit else None,
-                      timeout=float(timeout) if timeout else None, source=source)
+    return TestConfig(
+        command=command.strip() if command else None,
+        junit=junit.strip() if junit else None,
+        timeout=float(timeout) if timeout else None,
+        source=source,
+    )
 
 
 def read_config_file(checkout: Path, source: str = "checkout") -> TestConfig | None:
@@ -138,8 +147,16 @@ class TestEnvironment:
 def source_roots(checkout: Path) -> list[Path]:
     """The checkout's own import roots, first on the path: `src/` in a src layout, and the checkout itself."""
     src = checkout / "src"
-    roots = [src] if src.is_dir() and any(p.suffix == ".py" or (p / "__init__.py").is_file() or p.is_dir()
-                                          for p in src.iterdir() if not p.name.startswith(".")) else []
+    roots = (
+        [src]
+        if src.is_dir()
+        and any(
+            p.suffix == ".py" or (p / "__init__.py").is_file() or p.is_dir()
+            for p in src.iterdir()
+            if not p.name.startswith(".")
+        )
+        else []
+    )
     return [*roots, checkout]
 
 
@@ -147,8 +164,9 @@ def source_roots(checkout: Path) -> list[Path]:
 # detection
 
 
-def detect_environment(checkout: Path, workspace: Path | None = None,
-                       config: TestConfig | None | bool = True) -> TestEnvironment | None:
+def detect_environment(
+    checkout: Path, workspace: Path | None = None, config: TestConfig | None | bool = True
+) -> TestEnvironment | None:
     """The environment that runs the tests of `checkout` (files as of the base commit), borrowing what is untracked
     from `workspace` (the main checkout; default: the checkout itself). `config=True` reads `.agentlab.toml` from
     the checkout; pass the base commit's parsed config (or None) instead. None: no tests."""
@@ -170,27 +188,54 @@ def detect_environment(checkout: Path, workspace: Path | None = None,
         if config.source != "base commit":
             env.notes.append(f"{CONFIG_FILE} read from the {config.source}")
     if env.python_env is not None and not env.fallback and (editable := _editable_of(env.python_env, workspace)):
-        env.notes.append(f"the editable install of {editable} in the environment is overridden by the "
-                         "worktree's own sources")
+        env.notes.append(
+            f"the editable install of {editable} in the environment is overridden by the worktree's own sources"
+        )
     return env
 
 
-def _choose(checkout: Path, workspace: Path, config: TestConfig | None, venv: Path | None,
-            common: dict) -> TestEnvironment | None:
+def _choose(
+    checkout: Path, workspace: Path, config: TestConfig | None, venv: Path | None, common: dict
+) -> TestEnvironment | None:
     if config is not None and config.command:
-        return TestEnvironment(kind=CONFIG_FILE, command=config.command, display=short_command(config.command),
-                               pytest=runs_pytest(config.command), python_env=venv, **common)
+        return TestEnvironment(
+            kind=CONFIG_FILE,
+            command=config.command,
+            display=short_command(config.command),
+            pytest=runs_pytest(config.command),
+            python_env=venv,
+            **common,
+        )
     python_tests = looks_like_pytest(checkout)
     if venv is not None and python_tests:
         python = venv / "bin" / "python"
-        return TestEnvironment(kind=f"workspace {venv.name}", command=f"{shlex.quote(str(python))} {PYTEST_ARGS}",
-                               display="pytest", pytest=True, rerunnable=True, python_env=venv, **common)
+        return TestEnvironment(
+            kind=f"workspace {venv.name}",
+            command=f"{shlex.quote(str(python))} {PYTEST_ARGS}",
+            display="pytest",
+            pytest=True,
+            rerunnable=True,
+            python_env=venv,
+            **common,
+        )
     if python_tests and (checkout / "uv.lock").is_file() and shutil.which("uv"):
-        return TestEnvironment(kind="uv", command=f"uv run --frozen python {PYTEST_ARGS}", display="uv run pytest",
-                               pytest=True, rerunnable=True, **common)
+        return TestEnvironment(
+            kind="uv",
+            command=f"uv run --frozen python {PYTEST_ARGS}",
+            display="uv run pytest",
+            pytest=True,
+            rerunnable=True,
+            **common,
+        )
     if python_tests and _pyproject_has(checkout, "poetry") and shutil.which("poetry"):
-        return TestEnvironment(kind="Poetry", command=f"poetry run python {PYTEST_ARGS}",
-                               display="poetry run pytest", pytest=True, rerunnable=True, **common)
+        return TestEnvironment(
+            kind="Poetry",
+            command=f"poetry run python {PYTEST_ARGS}",
+            display="poetry run pytest",
+            pytest=True,
+            rerunnable=True,
+            **common,
+        )
     if (checkout / "tox.ini").is_file() and shutil.which("tox"):
         return TestEnvironment(kind="tox", command="tox", display="tox", **common)
     if (checkout / "noxfile.py").is_file() and shutil.which("nox"):
@@ -207,10 +252,17 @@ def _choose(checkout: Path, workspace: Path, config: TestConfig | None, venv: Pa
         return TestEnvironment(kind="Cargo", command="cargo test", display="cargo test", **common)
     if python_tests:
         bot_env = Path(sys.prefix)
-        return TestEnvironment(kind="bot's Python", command=f"{shlex.quote(sys.executable)} {PYTEST_ARGS}",
-                               display="pytest", pytest=True, rerunnable=True, python_env=bot_env, fallback=True,
-                               notes=["the workspace has no environment of its own: ran with the bot's Python"],
-                               **common)
+        return TestEnvironment(
+            kind="bot's Python",
+            command=f"{shlex.quote(sys.executable)} {PYTEST_ARGS}",
+            display="pytest",
+            pytest=True,
+            rerunnable=True,
+            python_env=bot_env,
+            fallback=True,
+            notes=["the workspace has no environment of its own: ran with the bot's Python"],
+            **common,
+        )
     return None
 
 
@@ -240,8 +292,11 @@ def _package_dirs(checkout: Path, depth: int = 3) -> list[Path]:
         nxt = []
         for folder in frontier:
             try:
-                children = [c for c in folder.iterdir() if c.is_dir() and not c.is_symlink()
-                            and not c.name.startswith(".") and c.name not in _SKIP_DIRS]
+                children = [
+                    c
+                    for c in folder.iterdir()
+                    if c.is_dir() and not c.is_symlink() and not c.name.startswith(".") and c.name not in _SKIP_DIRS
+                ]
             except OSError:
                 continue
             nxt += children

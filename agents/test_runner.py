@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, Field
 
+from agents.sandbox import SandboxSpec
 from agents.shell import child_env, run_command
 from agents.test_env import (  # noqa: F401  (re-exported: the runner's public names)
     CONFIG_FILE,
@@ -30,7 +31,6 @@ from agents.test_env import (  # noqa: F401  (re-exported: the runner's public n
     detect_environment,
     runs_pytest,
 )
-from agents.sandbox import SandboxSpec
 from agents.workspaces import ToolError
 
 NO_TESTS_MESSAGE = "no tests found: no pytest files, no npm test script, no .agentlab.toml [tests] command"
@@ -92,10 +92,17 @@ def detect_test_command(workspace: Path) -> str | None:
 SandboxFor = Callable[[Path, list[Path]], "SandboxSpec | None"]
 
 
-async def run_tests(workspace: Path, timeout: float, env: Mapping[str, str] | None = None, *,
-                    environment: TestEnvironment | None = None, ids: list[str] | None = None,
-                    sandbox: SandboxSpec | None = None, sandbox_for: SandboxFor | None = None,
-                    **run_options: Any) -> TestOutcome:
+async def run_tests(
+    workspace: Path,
+    timeout: float,
+    env: Mapping[str, str] | None = None,
+    *,
+    environment: TestEnvironment | None = None,
+    ids: list[str] | None = None,
+    sandbox: SandboxSpec | None = None,
+    sandbox_for: SandboxFor | None = None,
+    **run_options: Any,
+) -> TestOutcome:
     """Run the tests of the checkout `workspace` (with `environment`, detected from it when None) in `timeout`
     seconds; `ids`: only those tests where the command allows it. `env=None` means `child_env()`.
 
@@ -109,8 +116,9 @@ async def run_tests(workspace: Path, timeout: float, env: Mapping[str, str] | No
         except TestConfigError as err:
             return TestOutcome(status=TestStatus.error, command=None, output=str(err), summary=str(err))
         if environment is None:
-            return TestOutcome(status=TestStatus.no_tests, command=None, output=NO_TESTS_MESSAGE,
-                               summary="no tests found")
+            return TestOutcome(
+                status=TestStatus.no_tests, command=None, output=NO_TESTS_MESSAGE, summary="no tests found"
+            )
     command = environment.with_ids(ids or [])
     # The JUnit report goes outside the checkout (never in a diff); a sandboxed run must be able to write report_dir.
     with tempfile.TemporaryDirectory(prefix="agentlab-junit-") as report_dir:
@@ -124,11 +132,23 @@ async def run_tests(workspace: Path, timeout: float, env: Mapping[str, str] | No
         if sandbox is not None:  # the report is written inside, read outside
             sandbox = dataclasses.replace(sandbox, writable=(*sandbox.writable, Path(report_dir)))
         try:
-            result = await run_command(full, cwd=workspace, timeout=timeout, env=child, max_output=_CAPTURE_BYTES,
-                                       sandbox=sandbox, **run_options)
+            result = await run_command(
+                full,
+                cwd=workspace,
+                timeout=timeout,
+                env=child,
+                max_output=_CAPTURE_BYTES,
+                sandbox=sandbox,
+                **run_options,
+            )
         except ToolError as err:
-            return TestOutcome(status=TestStatus.error, command=command, display=environment.display,
-                               output=str(err), summary=f"could not run: {err}")
+            return TestOutcome(
+                status=TestStatus.error,
+                command=command,
+                display=environment.display,
+                output=str(err),
+                summary=f"could not run: {err}",
+            )
         junit = report if environment.pytest else own_report
         if own_report is not None and _mtime(own_report) == stale:
             junit = None  # the runner wrote no new report: a stale one says nothing about this run
@@ -145,11 +165,17 @@ def _mtime(path: Path) -> float | None:
         return None
 
 
-def _outcome(environment: TestEnvironment, command: str, result, cases: dict[str, str],
-             failures: dict[str, str], timeout: float) -> TestOutcome:
+def _outcome(
+    environment: TestEnvironment, command: str, result, cases: dict[str, str], failures: dict[str, str], timeout: float
+) -> TestOutcome:
     output = _ANSI.sub("", result.output)
-    base = {"command": command, "display": environment.display, "exit_code": result.exit_code,
-            "output": _tail(failures_section(output)), "duration": result.duration}
+    base = {
+        "command": command,
+        "display": environment.display,
+        "exit_code": result.exit_code,
+        "output": _tail(failures_section(output)),
+        "duration": result.duration,
+    }
     if result.timed_out:
         return TestOutcome(status=TestStatus.error, timed_out=True, summary=f"timed out after {timeout:g} s", **base)
     if result.cancelled:
@@ -216,7 +242,7 @@ def _test_id(root: Path, classname: str, name: str, file: str | None) -> str:
 
 def _trim_failure(text: str, limit: int = FAILURE_CHARS) -> str:
     text = text.strip()
-    return text if len(text) <= limit else text[: limit // 3] + "\n[...]\n" + text[-(2 * limit // 3):]
+    return text if len(text) <= limit else text[: limit // 3] + "\n[...]\n" + text[-(2 * limit // 3) :]
 
 
 def failures_section(output: str) -> str:

@@ -54,9 +54,12 @@ class Verdict:
             also = " (also at the base commit: not this task's doing)" if not self.introduced_error else ""
             return f"**Tests:** could not run: {after.summary}{also} · {shown}"
         passed = sum(1 for s in after.cases.values() if s == "passed")
-        parts = [f"{passed} passed" if SUITE_ID not in after.cases else f"suite {after.status.value}",
-                 f"{len(self.fixed)} fixed", f"{len(self.broken)} broken",
-                 f"{len(self.pre_existing)} failing before (pre-existing)"]
+        parts = [
+            f"{passed} passed" if SUITE_ID not in after.cases else f"suite {after.status.value}",
+            f"{len(self.fixed)} fixed",
+            f"{len(self.broken)} broken",
+            f"{len(self.pre_existing)} failing before (pre-existing)",
+        ]
         if self.targets:
             parts.append(f"{len(self.targets)} still failing that the task is about")
         if self.flaky:
@@ -67,9 +70,13 @@ class Verdict:
 
     def summary_lines(self) -> list[str]:
         lines = [self.line()]
-        for label, names in (("Broken", self.broken), ("Still failing (task's target)", self.targets),
-                             ("Fixed", self.fixed), ("Flaky (passed on re-run)", self.flaky),
-                             ("Failing before (pre-existing)", self.pre_existing)):
+        for label, names in (
+            ("Broken", self.broken),
+            ("Still failing (task's target)", self.targets),
+            ("Fixed", self.fixed),
+            ("Flaky (passed on re-run)", self.flaky),
+            ("Failing before (pre-existing)", self.pre_existing),
+        ):
             if names:
                 lines.append(f"{label}: {_names(names)}")
         lines += [f"ℹ {note}" for note in self.notes]
@@ -83,9 +90,14 @@ class Verdict:
         lines = [f"{self.after.status.value}: {self.after.summary} ({self.after.display or self.after.command})"]
         if self.base is not None:
             lines.append(f"base: {self.base.status.value}: {self.base.summary}")
-        for label, names in (("broken", self.broken), ("target still failing", self.targets), ("fixed", self.fixed),
-                             ("flaky", self.flaky), ("pre-existing", self.pre_existing),
-                             ("disappeared", self.disappeared)):
+        for label, names in (
+            ("broken", self.broken),
+            ("target still failing", self.targets),
+            ("fixed", self.fixed),
+            ("flaky", self.flaky),
+            ("pre-existing", self.pre_existing),
+            ("disappeared", self.disappeared),
+        ):
             if names:
                 lines.append(f"{label} ({len(names)}): " + ", ".join(names))
         lines += self.notes + self.warnings
@@ -100,12 +112,16 @@ class Verdict:
             return f"{base}{self.after.summary}\n{self.after.output}"
         blocks = [f"--- {name}\n{self.after.failures.get(name, '').strip()}" for name in self.broken + self.targets]
         text = "\n".join(blocks)
-        return text if len(text) <= FAILURE_OUTPUT_CHARS else text[: FAILURE_OUTPUT_CHARS] + "\n[... trimmed ...]"
+        return text if len(text) <= FAILURE_OUTPUT_CHARS else text[:FAILURE_OUTPUT_CHARS] + "\n[... trimmed ...]"
 
     def correction(self, attempt: int, limit: int) -> str:
         mine = self.broken + self.targets
-        lines = [(f"The bot ran the workspace's tests after your changes and they FAILED (correction {attempt} of "
-                  f"{limit}). Command: {self.after.display or self.after.command}")]
+        lines = [
+            (
+                f"The bot ran the workspace's tests after your changes and they FAILED (correction {attempt} of "
+                f"{limit}). Command: {self.after.display or self.after.command}"
+            )
+        ]
         if self.introduced_error:
             lines.append("The test run itself no longer works; at the task's base commit it did.")
         if self.broken:
@@ -115,15 +131,20 @@ class Verdict:
         if mine or self.introduced_error:
             lines.append(f"Output (trimmed):\n```\n{self.failure_output()}\n```")
         if self.pre_existing:
-            lines.append("Failing before your change too (not yours, leave them unless the task is about them):\n"
-                         + _bullets(self.pre_existing))
-        lines.append("Fix the code so these tests pass. Do not weaken, skip or delete tests to get green. "
-                     "Then reply with a short report.")
+            lines.append(
+                "Failing before your change too (not yours, leave them unless the task is about them):\n"
+                + _bullets(self.pre_existing)
+            )
+        lines.append(
+            "Fix the code so these tests pass. Do not weaken, skip or delete tests to get green. "
+            "Then reply with a short report."
+        )
         return "\n\n".join(lines)
 
 
-def judge(after: TestOutcome, base: TestOutcome | None, instructions: str = "",
-          flaky: set[str] | frozenset[str] = frozenset()) -> Verdict:
+def judge(
+    after: TestOutcome, base: TestOutcome | None, instructions: str = "", flaky: set[str] | frozenset[str] = frozenset()
+) -> Verdict:
     """Compare the outcomes after the worker with those at the base commit."""
     verdict = Verdict(after=after, base=base)
     before = base.cases if base is not None and base.status is not TestStatus.error else {}
@@ -152,7 +173,9 @@ def named_in(test_id: str, instructions: str) -> bool:
     if test_id in instructions or re.search(rf"\b{re.escape(function)}\b", instructions):
         return True
     subject = function.removeprefix("test_")
-    return subject != function and len(subject) >= 2 and re.search(rf"\b{re.escape(subject)}\(", instructions) is not None
+    return (
+        subject != function and len(subject) >= 2 and re.search(rf"\b{re.escape(subject)}\(", instructions) is not None
+    )
 
 
 def _names(names: list[str]) -> str:
@@ -167,4 +190,4 @@ def _bullets(names: list[str], limit: int = 30) -> str:
 
 def _tail(text: str, limit: int) -> str:
     text = text.strip()
-    return text if len(text) <= limit else "…" + text[-(limit - 1):]
+    return text if len(text) <= limit else "…" + text[-(limit - 1) :]

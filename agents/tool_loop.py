@@ -14,9 +14,10 @@ import asyncio
 import math
 import time
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, AsyncContextManager, Protocol
+from typing import Any, Protocol
 
 import anthropic
 
@@ -26,8 +27,10 @@ from agents.models import Usage
 from agents.toolbox import Toolbox
 
 EPHEMERAL = {"type": "ephemeral"}
-TRUNCATED = ("not run: your output hit the max_tokens limit and this call was cut off. Write large files in smaller "
-             "pieces (write_file a skeleton, then edit_file), or keep each call shorter.")
+TRUNCATED = (
+    "not run: your output hit the max_tokens limit and this call was cut off. Write large files in smaller "
+    "pieces (write_file a skeleton, then edit_file), or keep each call shorter."
+)
 STOPPED = "not run: the agent was stopped"
 
 
@@ -36,7 +39,7 @@ class MessageModel(Protocol):
 
     async def create(self, **params: Any) -> anthropic.types.Message: ...
 
-    def stream(self, **params: Any) -> AsyncContextManager[Any]: ...
+    def stream(self, **params: Any) -> AbstractAsyncContextManager[Any]: ...
 
 
 def as_model(client: MessageModel | anthropic.AsyncAnthropic) -> MessageModel:
@@ -87,8 +90,14 @@ ResponseCallback = Callable[[anthropic.types.Message], Awaitable[None]]
 def describe_step(name: str, arguments: dict[str, Any]) -> str:
     """A short phrase for the chat: 'editing calc.py', 'running: pytest -q'."""
     target = arguments.get("path") or arguments.get("pattern") or arguments.get("target") or ""
-    verbs = {"read_file": "reading", "write_file": "writing", "edit_file": "editing", "glob": "listing",
-             "grep": "searching", "screenshot": "screenshot of"}
+    verbs = {
+        "read_file": "reading",
+        "write_file": "writing",
+        "edit_file": "editing",
+        "glob": "listing",
+        "grep": "searching",
+        "screenshot": "screenshot of",
+    }
     if name == "run_command":
         return f"running: {str(arguments.get('command', ''))[:60]}"
     return f"{verbs.get(name, name)} {target}".strip()
@@ -174,7 +183,8 @@ class ToolLoop:
     def _request(self, without_tools: bool) -> dict[str, Any]:
         tools = self.toolbox.specs()  # no breakpoint of their own: the system's breakpoint caches them too
         params: dict[str, Any] = dict(
-            model=self.model_name, max_tokens=self.max_output_tokens,
+            model=self.model_name,
+            max_tokens=self.max_output_tokens,
             system=[{"type": "text", "text": self.system, "cache_control": EPHEMERAL}],
             messages=self.request_messages(),
         )
@@ -209,13 +219,21 @@ class ToolLoop:
         calls = [b for b in response.content if b.type == "tool_use"]
         text = "".join(b.text for b in response.content if b.type == "text").strip()
         if response.content:
-            self.messages.append({"role": "assistant", "content": [b.model_dump(exclude_none=True)
-                                                                   for b in response.content]})
+            self.messages.append(
+                {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in response.content]}
+            )
         stop = response.stop_reason
         if stop == "max_tokens" and calls:
             # A tool call cut off mid-way must not run, nor count as the answer; say so, let the model retry.
-            self.messages.append({"role": "user", "content": [
-                {"type": "tool_result", "tool_use_id": b.id, "is_error": True, "content": TRUNCATED} for b in calls]})
+            self.messages.append(
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "tool_result", "tool_use_id": b.id, "is_error": True, "content": TRUNCATED}
+                        for b in calls
+                    ],
+                }
+            )
             return None
         if stop == "tool_use" and calls:
             results = []
@@ -233,8 +251,11 @@ class ToolLoop:
             return None
         if stop == "pause_turn":  # the API paused a long turn; sending it back continues it
             return None
-        ending = {"refusal": Ending.REFUSED, "model_context_window_exceeded": Ending.CONTEXT_FULL,
-                  "max_tokens": Ending.CUT_OFF}.get(stop or "", Ending.FINISHED)
+        ending = {
+            "refusal": Ending.REFUSED,
+            "model_context_window_exceeded": Ending.CONTEXT_FULL,
+            "max_tokens": Ending.CUT_OFF,
+        }.get(stop or "", Ending.FINISHED)
         return ending, text
 
     def _stopped(self, ending: Ending, steps: int) -> LoopResult:
@@ -242,9 +263,15 @@ class ToolLoop:
         if self.messages and self.messages[-1]["role"] == "assistant":
             pending = [b for b in self.messages[-1]["content"] if b.get("type") == "tool_use"]
             if pending:
-                self.messages.append({"role": "user", "content": [
-                    {"type": "tool_result", "tool_use_id": b["id"], "content": STOPPED, "is_error": True}
-                    for b in pending]})
+                self.messages.append(
+                    {
+                        "role": "user",
+                        "content": [
+                            {"type": "tool_result", "tool_use_id": b["id"], "content": STOPPED, "is_error": True}
+                            for b in pending
+                        ],
+                    }
+                )
         return LoopResult(ending, self.last_text(), steps)
 
     def last_text(self) -> str:

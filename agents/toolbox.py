@@ -6,8 +6,9 @@ import asyncio
 import json
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 from agents.models import ToolCallRecord
 from agents.store import Store
@@ -26,9 +27,11 @@ def keep_head_and_tail(text: str, limit: int, what: str = "output") -> str:
     head = limit * 2 // 3
     tail = limit - head
     cut = len(text) - head - tail
-    return (f"{text[:head]}\n\n[… {cut:,} characters of this {what} left out ({len(text):,} in all); the beginning and "
-            f"the end are shown. Narrow the call (offset/limit, a grep, a shorter command output) to see the middle. …]"
-            f"\n\n{text[-tail:]}")
+    return (
+        f"{text[:head]}\n\n[… {cut:,} characters of this {what} left out ({len(text):,} in all); the beginning and "
+        f"the end are shown. Narrow the call (offset/limit, a grep, a shorter command output) to see the middle. …]"
+        f"\n\n{text[-tail:]}"
+    )
 
 
 @dataclass
@@ -127,8 +130,9 @@ class Toolbox:
             error = f"{type(err).__name__}: {err}"
             result = ToolResult(f"Error: {name} failed: {error}", is_error=True)
         if isinstance(result.content, str) and len(result.content) > self.max_result_chars:
-            result = ToolResult(keep_head_and_tail(result.content, self.max_result_chars, f"{name} result"),
-                                result.is_error)
+            result = ToolResult(
+                keep_head_and_tail(result.content, self.max_result_chars, f"{name} result"), result.is_error
+            )
         duration_ms = int((time.monotonic() - started) * 1000)
         if result.is_error and error is None:
             error = result.content if isinstance(result.content, str) else "error"
@@ -145,6 +149,12 @@ class Toolbox:
                     error=error[:500] if error else None,
                 )
             )
-        log.info("tool %s by %s (task %s) %dms%s", name, self.audit.agent, self.audit.task_id, duration_ms,
-                 f" error: {error[:120]}" if error else "")
+        log.info(
+            "tool %s by %s (task %s) %dms%s",
+            name,
+            self.audit.agent,
+            self.audit.task_id,
+            duration_ms,
+            f" error: {error[:120]}" if error else "",
+        )
         return result

@@ -28,20 +28,27 @@ async def budget_exceeded(store: Store, settings: Settings) -> str | None:
     spent = await cost_today(store, settings)
     if spent < settings.daily_budget_usd:
         return None
-    return (f"The daily budget of ${settings.daily_budget_usd:.2f} is spent (${spent:.2f} today); "
-            "new tasks are refused until tomorrow (UTC). Raise DAILY_BUDGET_USD to allow more.")
+    return (
+        f"The daily budget of ${settings.daily_budget_usd:.2f} is spent (${spent:.2f} today); "
+        "new tasks are refused until tomorrow (UTC). Raise DAILY_BUDGET_USD to allow more."
+    )
 
 
 def _line(label: str, usage: Usage, settings: Settings, calls: int) -> str:
-    return (f"**{label}**: ${cost_usd(usage, settings):.4f} · {calls} calls · in {usage.input_tokens:,} · "
-            f"out {usage.output_tokens:,} · cache read {usage.cache_read_input_tokens:,} · "
-            f"cache write {usage.cache_creation_input_tokens:,}")
+    return (
+        f"**{label}**: ${cost_usd(usage, settings):.4f} · {calls} calls · in {usage.input_tokens:,} · "
+        f"out {usage.output_tokens:,} · cache read {usage.cache_read_input_tokens:,} · "
+        f"cache write {usage.cache_creation_input_tokens:,}"
+    )
 
 
 async def usage_report(store: Store, settings: Settings, chat_id: int | None = None, top: int = 5) -> str:
     today = await store.usage_since(start_of_day())
     month = await store.usage_since(start_of_month())
-    lines = [_line("Today", total(today), settings, len(today)), _line("This month", total(month), settings, len(month))]
+    lines = [
+        _line("Today", total(today), settings, len(today)),
+        _line("This month", total(month), settings, len(month)),
+    ]
     by_task: dict[int, list[UsageRecord]] = defaultdict(list)
     for r in month:
         if r.task_id is not None and (chat_id is None or r.chat_id == chat_id):

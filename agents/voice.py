@@ -441,7 +441,9 @@ class Transcriber:
             import whisper
             from whisper.tokenizer import LANGUAGES, TO_LANGUAGE_CODE
         except Exception as exc:  # a broken install: say so rather than crash the worker
-            raise ModelUnavailable(f"The speech model '{label}' could not be loaded: whisper is not usable ({exc}).")
+            raise ModelUnavailable(
+                f"The speech model '{label}' could not be loaded: whisper is not usable ({exc})."
+            ) from exc
 
         if self.language is not None:
             code = self.language.lower()
@@ -515,10 +517,7 @@ class Transcriber:
 
 def _looks_like_path(name: str) -> bool:
     return (
-        os.sep in name
-        or "/" in name
-        or name.startswith(("~", "."))
-        or name.endswith((".pt", ".pth", ".bin", ".ckpt"))
+        os.sep in name or "/" in name or name.startswith(("~", ".")) or name.endswith((".pt", ".pth", ".bin", ".ckpt"))
     )
 
 
@@ -526,4 +525,3 @@ def _first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     line = text[0] if text else ""
     return line if len(line) <= 200 else line[:197] + "..."
-

@@ -46,10 +46,15 @@ class StopReason(StrEnum):
     CUT_OFF = "max_tokens"
 
 
-_FROM_ENDING = {Ending.FINISHED: StopReason.FINISHED, Ending.STEP_LIMIT: StopReason.STEP_LIMIT,
-                Ending.TIME_LIMIT: StopReason.TIME_LIMIT, Ending.TOKEN_LIMIT: StopReason.TOKEN_LIMIT,
-                Ending.REFUSED: StopReason.REFUSED, Ending.CONTEXT_FULL: StopReason.CONTEXT_FULL,
-                Ending.CUT_OFF: StopReason.CUT_OFF}
+_FROM_ENDING = {
+    Ending.FINISHED: StopReason.FINISHED,
+    Ending.STEP_LIMIT: StopReason.STEP_LIMIT,
+    Ending.TIME_LIMIT: StopReason.TIME_LIMIT,
+    Ending.TOKEN_LIMIT: StopReason.TOKEN_LIMIT,
+    Ending.REFUSED: StopReason.REFUSED,
+    Ending.CONTEXT_FULL: StopReason.CONTEXT_FULL,
+    Ending.CUT_OFF: StopReason.CUT_OFF,
+}
 
 
 @dataclass
@@ -73,7 +78,7 @@ class WorkerResult:
             StopReason.STEP_LIMIT: f"stopped after {limits.max_steps} steps (step limit)",
             StopReason.TIME_LIMIT: f"stopped after {int(limits.max_seconds)} s (time limit)",
             StopReason.TOKEN_LIMIT: f"stopped after using {self.usage_total:,} tokens (token limit)",
-            StopReason.BLOCKED: "the worker is blocked: " + self.report[len(BLOCKED_MARK):].strip()[:300],
+            StopReason.BLOCKED: "the worker is blocked: " + self.report[len(BLOCKED_MARK) :].strip()[:300],
             StopReason.REFUSED: "the model refused to continue this task",
             StopReason.CONTEXT_FULL: "the worker's conversation outgrew the model's context window",
             StopReason.CUT_OFF: "the worker's final answer was cut off at the output token limit",
@@ -102,10 +107,18 @@ class Worker:
     loop: ToolLoop = field(init=False)
 
     def __post_init__(self) -> None:
-        self.loop = ToolLoop(model=as_model(self.client), model_name=self.model, system=self.system, toolbox=self.toolbox,
-                             max_output_tokens=self.max_output_tokens, request_timeout=self.request_timeout,
-                             on_step=self.on_step, on_response=self.on_usage, inbox=self.inbox,
-                             context_window=self.context_window)
+        self.loop = ToolLoop(
+            model=as_model(self.client),
+            model_name=self.model,
+            system=self.system,
+            toolbox=self.toolbox,
+            max_output_tokens=self.max_output_tokens,
+            request_timeout=self.request_timeout,
+            on_step=self.on_step,
+            on_response=self.on_usage,
+            inbox=self.inbox,
+            context_window=self.context_window,
+        )
 
     @property
     def messages(self) -> list[dict[str, Any]]:

@@ -81,7 +81,7 @@ def _reduced_key(name: str) -> str:
         changed = False
         for prefix in _NOISE_PREFIXES:
             if text.startswith(prefix) and len(text) > len(prefix):
-                text, changed = text[len(prefix):].strip(), True
+                text, changed = text[len(prefix) :].strip(), True
         for suffix in _NOISE_SUFFIXES:
             if text.endswith(suffix) and len(text) > len(suffix):
                 text, changed = text[: -len(suffix)].strip(), True
@@ -92,7 +92,8 @@ _SELF_KEYS = frozenset({_full_key(a) for a in _SELF_ALIASES} | {_reduced_key(a) 
 
 
 class Workspaces:
-    """The workspaces available to agents: sub-folders of `root` (hidden ones skipped) plus `self` (the bot's repository).
+    """The workspaces available to agents: sub-folders of `root` (hidden ones skipped) plus `self` (the bot's
+    repository).
 
     The folder list is rescanned on every call, so new projects show up without a restart.
     A folder literally named `self` is hidden when a bot repository is configured (the name is reserved).
@@ -158,7 +159,9 @@ class Workspaces:
         # 3. unique prefix, then unique containment.
         folders = [w for w in available if not w.is_self]
         if len(reduced) >= _MIN_PREFIX_LEN:
-            hits = [w for w in folders if _full_key(w.name).startswith(reduced) or _reduced_key(w.name).startswith(reduced)]
+            hits = [
+                w for w in folders if _full_key(w.name).startswith(reduced) or _reduced_key(w.name).startswith(reduced)
+            ]
             if len(hits) == 1:
                 return hits[0]
             if len(hits) > 1:
@@ -230,8 +233,11 @@ _URL_CREDENTIALS = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]*://)[^\s/@'\"<>]+@")
 def is_secret_file(name: str) -> bool:
     """Credential files never shown to a model nor written by one: `.env`, `.env.local`… (not `.env.example`),
     `.envrc`, `.netrc`, `.npmrc`, `.pypirc`, `.git-credentials`, `*.pem`, `*.key`, SSH keys, `credentials*.json`."""
-    return (name in _SECRET_NAMES or (name.startswith(".env.") and name not in _SHAREABLE_ENV)
-            or _SECRET_PATTERNS.fullmatch(name) is not None)
+    return (
+        name in _SECRET_NAMES
+        or (name.startswith(".env.") and name not in _SHAREABLE_ENV)
+        or _SECRET_PATTERNS.fullmatch(name) is not None
+    )
 
 
 def mask_url_credentials(text: str) -> str:
@@ -263,9 +269,7 @@ def confine(root: Path, relative: str) -> Path:
                 hint = f" (e.g. {candidate.resolve().relative_to(base).as_posix() or '.'!r})"
             except (ValueError, OSError, RuntimeError):
                 hint = ""
-        raise PathOutsideWorkspace(
-            f"{text!r} is an absolute path; use paths relative to the workspace{hint}"
-        )
+        raise PathOutsideWorkspace(f"{text!r} is an absolute path; use paths relative to the workspace{hint}")
     try:
         target = (base / text).resolve(strict=False)
         # realpath stops at a symlink loop and joins the rest lexically ("loop/../link_out" → "<root>/link_out"
@@ -278,11 +282,14 @@ def confine(root: Path, relative: str) -> Path:
         else:
             raise RuntimeError("the path does not settle (symlink loop)")
     except (OSError, RuntimeError) as err:  # RuntimeError: symlink loop on 3.11
-        raise PathOutsideWorkspace(f"{text!r} cannot be resolved ({err}); use a plain path relative to the workspace")
+        raise PathOutsideWorkspace(
+            f"{text!r} cannot be resolved ({err}); use a plain path relative to the workspace"
+        ) from None
     if target == base or target.is_relative_to(base):
         if is_secret_file(target.name):
-            raise PathOutsideWorkspace(f"{text!r} holds secrets (an environment, credential or key file); agents "
-                                       "may not read or write it")
+            raise PathOutsideWorkspace(
+                f"{text!r} holds secrets (an environment, credential or key file); agents may not read or write it"
+            )
         return target
     if (base / text).is_symlink() or any(p.is_symlink() for p in _existing_parents(base, text)):
         raise PathOutsideWorkspace(

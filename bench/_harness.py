@@ -68,17 +68,31 @@ class LatencySummary:
     max: float
 
     @classmethod
-    def of(cls, samples_ms: list[float]) -> "LatencySummary":
-        return cls(len(samples_ms), percentile(samples_ms, 50), percentile(samples_ms, 95),
-                   sum(samples_ms) / len(samples_ms), min(samples_ms), max(samples_ms))
+    def of(cls, samples_ms: list[float]) -> LatencySummary:
+        return cls(
+            len(samples_ms),
+            percentile(samples_ms, 50),
+            percentile(samples_ms, 95),
+            sum(samples_ms) / len(samples_ms),
+            min(samples_ms),
+            max(samples_ms),
+        )
 
     def line(self) -> str:
-        return (f"p50 {self.p50:7.2f} ms   p95 {self.p95:7.2f} ms   mean {self.mean:7.2f} ms   "
-                f"(min {self.min:.2f}, max {self.max:.2f}, n={self.n})")
+        return (
+            f"p50 {self.p50:7.2f} ms   p95 {self.p95:7.2f} ms   mean {self.mean:7.2f} ms   "
+            f"(min {self.min:.2f}, max {self.max:.2f}, n={self.n})"
+        )
 
     def as_dict(self) -> dict[str, float]:
-        return {"n": self.n, "p50_ms": round(self.p50, 3), "p95_ms": round(self.p95, 3), "mean_ms": round(self.mean, 3),
-                "min_ms": round(self.min, 3), "max_ms": round(self.max, 3)}
+        return {
+            "n": self.n,
+            "p50_ms": round(self.p50, 3),
+            "p95_ms": round(self.p95, 3),
+            "mean_ms": round(self.mean, 3),
+            "min_ms": round(self.min, 3),
+            "max_ms": round(self.max, 3),
+        }
 
 
 def verdict(ratio: float, target: float) -> str:
@@ -95,8 +109,12 @@ def machine() -> dict[str, Any]:
             if line.startswith("model name"):
                 model = line.split(":", 1)[1].strip()
                 break
-    return {"date": dt.date.today().isoformat(), "nproc": os.cpu_count(), "cpu": model,
-            "python": platform.python_version()}
+    return {
+        "date": dt.date.today().isoformat(),
+        "nproc": os.cpu_count(),
+        "cpu": model,
+        "python": platform.python_version(),
+    }
 
 
 # ---------------------------------------------------------------------------------------------------- fakes and bot
@@ -194,7 +212,7 @@ class ServerClock:
     seconds: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def install(self) -> "ServerClock":
+    def install(self) -> ServerClock:
         handle_call = self.tg.handle_call
         answer = self.claude._answer
 
@@ -271,7 +289,7 @@ class LoopLagProbe:
             await asyncio.sleep(self.interval)
             self.lags_ms.append(1000 * (time.perf_counter() - started - self.interval))
 
-    def __enter__(self) -> "LoopLagProbe":
+    def __enter__(self) -> LoopLagProbe:
         self._task = asyncio.get_running_loop().create_task(self._run())
         return self
 
@@ -283,10 +301,10 @@ class LoopLagProbe:
         return LatencySummary.of(self.lags_ms or [0.0])
 
 
-
 def _reply_to(tg: FakeTelegram, chat_id: int, message_id: int, start: int) -> Callable[[], bool]:
     def answered() -> bool:
         return any(m.reply_to_message_id == message_id for m in tg.messages(chat_id)[start:])
+
     return answered
 
 
@@ -306,8 +324,9 @@ def measure_replies_blocking(
     return latencies
 
 
-async def measure_replies(tg: FakeTelegram, texts: list[str], *, user_id: int = USER_ID, gap: float = 0.0,
-                          timeout: float = 30.0) -> list[float]:
+async def measure_replies(
+    tg: FakeTelegram, texts: list[str], *, user_id: int = USER_ID, gap: float = 0.0, timeout: float = 30.0
+) -> list[float]:
     """Run the measurement in a driver thread, leaving the event loop (and the bot on it) free."""
     return await asyncio.to_thread(measure_replies_blocking, tg, user_id, texts, gap, timeout)
 
@@ -326,8 +345,9 @@ def questions(count: int, first: int = 0) -> list[str]:
 
 def parse_args(description: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--json", action="store_true",
-                        help="also print the figures as one JSON object on the last line")
+    parser.add_argument(
+        "--json", action="store_true", help="also print the figures as one JSON object on the last line"
+    )
     return parser.parse_args()
 
 

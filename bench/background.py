@@ -26,8 +26,21 @@ sys.path.insert(0, str(ROOT))
 
 from agents.models import TaskStatus  # noqa: E402
 from bench._harness import (  # noqa: E402
-    ANSWER, LatencySummary, LoopLagProbe, agentlab_settings, emit_json, machine, measure_replies, parse_args, questions,
-    quiet_logging, running_fakes, temp_workspace, verdict, wait_indexing_idle, wait_transcriber_settled,
+    ANSWER,
+    LatencySummary,
+    LoopLagProbe,
+    agentlab_settings,
+    emit_json,
+    machine,
+    measure_replies,
+    parse_args,
+    questions,
+    quiet_logging,
+    running_fakes,
+    temp_workspace,
+    verdict,
+    wait_indexing_idle,
+    wait_transcriber_settled,
 )
 from telegram_bot.app import stop_polling  # noqa: E402
 from tests.conftest import BotHarness, start_bot  # noqa: E402
@@ -60,6 +73,7 @@ class WorkerPace:
         def answer(_body: dict[str, Any]) -> dict[str, Any]:
             reply = WORKER_CYCLE[step % len(WORKER_CYCLE)]
             return {**reply, "delay": self.delay} if self.delay else reply
+
         return answer
 
 
@@ -87,9 +101,13 @@ class Phase:
         return all(s == TaskStatus.IN_PROGRESS.value for s in self.statuses_at_end)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"latency": self.latency.as_dict(), "loop_lag": self.loop_lag.as_dict(),
-                "background_steps_per_s": round(self.steps_per_s, 1), "statuses_at_end": self.statuses_at_end,
-                "statuses_after_cancel": self.statuses_after_cancel}
+        return {
+            "latency": self.latency.as_dict(),
+            "loop_lag": self.loop_lag.as_dict(),
+            "background_steps_per_s": round(self.steps_per_s, 1),
+            "statuses_at_end": self.statuses_at_end,
+            "statuses_after_cancel": self.statuses_after_cancel,
+        }
 
 
 async def measure_phase(bot: BotHarness, label: str, first: int) -> tuple[Phase, float]:
@@ -109,8 +127,10 @@ async def start_background_tasks(bot: BotHarness, model: ScriptedModel) -> list[
     deadline = time.perf_counter() + 60
     while len(bot.runtime.runner.running) < TASKS or len(model.requests["code"]) - steps_before < 3 * TASKS:
         if time.perf_counter() > deadline:
-            raise TimeoutError(f"background tasks did not get going: running {list(bot.runtime.runner.running)}, "
-                               f"{len(model.requests['code']) - steps_before} worker requests")
+            raise TimeoutError(
+                f"background tasks did not get going: running {list(bot.runtime.runner.running)}, "
+                f"{len(model.requests['code']) - steps_before} worker requests"
+            )
         await asyncio.sleep(0.05)
     return ids
 
@@ -136,11 +156,15 @@ def report(idle: Phase, busy: Phase) -> tuple[float, float]:
     print(f"  {busy.label}")
     print(f"    direct answers  {busy.latency.line()}")
     print(f"    loop lag        {busy.loop_lag.line()}")
-    print(f"    ratio to 0 tasks: p50 {ratio_p50:.2f}×   p95 {ratio_p95:.2f}×   "
-          f"target {verdict(ratio_p50, TARGET)} (p50), {verdict(ratio_p95, TARGET)} (p95)")
+    print(
+        f"    ratio to 0 tasks: p50 {ratio_p50:.2f}×   p95 {ratio_p95:.2f}×   "
+        f"target {verdict(ratio_p50, TARGET)} (p50), {verdict(ratio_p95, TARGET)} (p95)"
+    )
     running = "all still running" if busy.all_running else "NOT all running: the figure understates the load"
-    print(f"    background: {busy.steps_per_s:.0f} worker steps/s (a Messages call and a tool call each); tasks at the "
-          f"end: {', '.join(busy.statuses_at_end)} ({running}); after cancel: {', '.join(busy.statuses_after_cancel)}")
+    print(
+        f"    background: {busy.steps_per_s:.0f} worker steps/s (a Messages call and a tool call each); tasks at the "
+        f"end: {', '.join(busy.statuses_at_end)} ({running}); after cancel: {', '.join(busy.statuses_after_cancel)}"
+    )
     return ratio_p50, ratio_p95
 
 
@@ -150,40 +174,60 @@ async def main() -> dict:
     model = scripted_model(pace, runs=2)
     with running_fakes() as (tg, claude), temp_workspace() as tmp:
         claude.handler = model
-        settings = agentlab_settings(tg, claude, tmp, max_concurrent_tasks=TASKS, worker_max_steps=10 * STEPS_PER_TASK,
-                                     worker_max_tokens=10**9)
+        settings = agentlab_settings(
+            tg, claude, tmp, max_concurrent_tasks=TASKS, worker_max_steps=10 * STEPS_PER_TASK, worker_max_tokens=10**9
+        )
         bot = await start_bot(settings, tg, claude)
         try:
             await wait_transcriber_settled(bot.runtime)
             await measure_replies(tg, questions(WARMUP), gap=GAP_SECONDS)
             await wait_indexing_idle(bot.runtime)
             idle, _ = await measure_phase(bot, "0 background tasks", WARMUP)
-            fast = await busy_phase(bot, model, f"{TASKS} background tasks, worker model calls at zero latency",
-                                    WARMUP + MESSAGES)
+            fast = await busy_phase(
+                bot, model, f"{TASKS} background tasks, worker model calls at zero latency", WARMUP + MESSAGES
+            )
             pace.delay = WORKER_MODEL_SECONDS
-            paced = await busy_phase(bot, model, f"{TASKS} background tasks, worker model calls taking "
-                                     f"{WORKER_MODEL_SECONDS:g} s", WARMUP + 2 * MESSAGES)
+            paced = await busy_phase(
+                bot,
+                model,
+                f"{TASKS} background tasks, worker model calls taking {WORKER_MODEL_SECONDS:g} s",
+                WARMUP + 2 * MESSAGES,
+            )
         finally:
             await stop_polling(bot.app)
 
     info = machine()
-    print(f"Direct answers with background work: {MESSAGES} sequential messages per run, "
-          f"{GAP_SECONDS * 1000:.0f} ms idle between messages, the orchestrator's model at zero latency; "
-          f"{info['date']}, {info['nproc']} CPUs, {info['cpu']}, Python {info['python']}")
+    print(
+        f"Direct answers with background work: {MESSAGES} sequential messages per run, "
+        f"{GAP_SECONDS * 1000:.0f} ms idle between messages, the orchestrator's model at zero latency; "
+        f"{info['date']}, {info['nproc']} CPUs, {info['cpu']}, Python {info['python']}"
+    )
     print(f"  {idle.label}")
     print(f"    direct answers  {idle.latency.line()}")
     print(f"    loop lag        {idle.loop_lag.line()}")
     fast_p50, fast_p95 = report(idle, fast)
     paced_p50, paced_p95 = report(idle, paced)
-    print("  Note: the fakes answer with zero latency unless stated; direct answers and workers share one event "
-          "loop and one SQLite connection, and here the CPU with the fakes (same process).")
+    print(
+        "  Note: the fakes answer with zero latency unless stated; direct answers and workers share one event "
+        "loop and one SQLite connection, and here the CPU with the fakes (same process)."
+    )
     return {
-        "bench": "background", **info, "messages": MESSAGES, "warmup": WARMUP, "tasks": TASKS,
-        "gap_ms": GAP_SECONDS * 1000, "worker_model_seconds": WORKER_MODEL_SECONDS, "target_ratio": TARGET,
-        "idle": idle.as_dict(), "busy": fast.as_dict(), "busy_paced": paced.as_dict(),
-        "ratio_p50": round(fast_p50, 3), "ratio_p95": round(fast_p95, 3),
+        "bench": "background",
+        **info,
+        "messages": MESSAGES,
+        "warmup": WARMUP,
+        "tasks": TASKS,
+        "gap_ms": GAP_SECONDS * 1000,
+        "worker_model_seconds": WORKER_MODEL_SECONDS,
+        "target_ratio": TARGET,
+        "idle": idle.as_dict(),
+        "busy": fast.as_dict(),
+        "busy_paced": paced.as_dict(),
+        "ratio_p50": round(fast_p50, 3),
+        "ratio_p95": round(fast_p95, 3),
         "target_met": fast_p50 <= TARGET and fast_p95 <= TARGET,
-        "ratio_paced_p50": round(paced_p50, 3), "ratio_paced_p95": round(paced_p95, 3),
+        "ratio_paced_p50": round(paced_p50, 3),
+        "ratio_paced_p95": round(paced_p95, 3),
         "target_met_paced": paced_p50 <= TARGET and paced_p95 <= TARGET,
         "background_all_in_progress": fast.all_running and paced.all_running,
     }

@@ -37,8 +37,11 @@ REPEATS = 5
 WORKER_SECONDS = (0.0, 5.0)
 BIG_SUITE = {
     "calc.py": "def add(a, b):\n    return a + b\n",
-    **{f"tests/test_mod{i}.py": "from calc import add\n\n" + "".join(
-        f"def test_{j}():\n    assert add({j}, 1) == {j + 1}\n\n" for j in range(30)) for i in range(10)},
+    **{
+        f"tests/test_mod{i}.py": "from calc import add\n\n"
+        + "".join(f"def test_{j}():\n    assert add({j}, 1) == {j + 1}\n\n" for j in range(30))
+        for i in range(10)
+    },
 }
 
 
@@ -70,30 +73,40 @@ async def bench(name: str, files: dict[str, str], figures: dict) -> None:
             plain, cold, warm = [], [], []
             outside = {"plain": [], "uncached": [], "cached": []}  # wall time minus worker minus the after-run
             for _ in range(REPEATS):
-                for label, runs, measure in (("plain", plain, lambda: without_baseline(repo, worker)),
-                                             ("uncached", cold, lambda: with_baseline(repo, cache, worker)),
-                                             ("cached", warm, lambda: with_baseline(repo, cache, worker))):
+                for label, runs, measure in (
+                    ("plain", plain, lambda w=worker: without_baseline(repo, w)),
+                    ("uncached", cold, lambda w=worker: with_baseline(repo, cache, w)),
+                    ("cached", warm, lambda w=worker: with_baseline(repo, cache, w)),
+                ):
                     if label == "uncached":
                         shutil.rmtree(cache_dir, ignore_errors=True)
                     total, after = await measure()
                     runs.append(total)
                     outside[label].append(total - worker - after)
-            row = {"plain_s": statistics.median(plain), "uncached_s": statistics.median(cold),
-                   "cached_s": statistics.median(warm),
-                   "outside_run_plain_s": statistics.median(outside["plain"]),
-                   "outside_run_uncached_s": statistics.median(outside["uncached"]),
-                   "outside_run_cached_s": statistics.median(outside["cached"])}
+            row = {
+                "plain_s": statistics.median(plain),
+                "uncached_s": statistics.median(cold),
+                "cached_s": statistics.median(warm),
+                "outside_run_plain_s": statistics.median(outside["plain"]),
+                "outside_run_uncached_s": statistics.median(outside["uncached"]),
+                "outside_run_cached_s": statistics.median(outside["cached"]),
+            }
             row["added_uncached_s"] = row["uncached_s"] - row["plain_s"]
             row["added_cached_s"] = row["cached_s"] - row["plain_s"]
             figures[f"{name} worker={worker:g}s"] = row
-            print(f"{name:<10} worker {worker:>4.1f} s | no baseline {row['plain_s']:6.2f} s | "
-                  f"uncached {row['uncached_s']:6.2f} s (+{row['added_uncached_s']:5.2f} s, "
-                  f"{100 * row['added_uncached_s'] / row['plain_s']:+5.1f}%) | cached {row['cached_s']:6.2f} s "
-                  f"(+{row['added_cached_s']:5.2f} s, {100 * row['added_cached_s'] / row['plain_s']:+5.1f}%)",
-                  flush=True)
-            print(f"{'':<10} {'':>13} | time outside the after-run (worker excluded): no baseline "
-                  f"{row['outside_run_plain_s']:5.2f} s · uncached {row['outside_run_uncached_s']:5.2f} s · cached "
-                  f"{row['outside_run_cached_s']:5.2f} s", flush=True)
+            print(
+                f"{name:<10} worker {worker:>4.1f} s | no baseline {row['plain_s']:6.2f} s | "
+                f"uncached {row['uncached_s']:6.2f} s (+{row['added_uncached_s']:5.2f} s, "
+                f"{100 * row['added_uncached_s'] / row['plain_s']:+5.1f}%) | cached {row['cached_s']:6.2f} s "
+                f"(+{row['added_cached_s']:5.2f} s, {100 * row['added_cached_s'] / row['plain_s']:+5.1f}%)",
+                flush=True,
+            )
+            print(
+                f"{'':<10} {'':>13} | time outside the after-run (worker excluded): no baseline "
+                f"{row['outside_run_plain_s']:5.2f} s · uncached {row['outside_run_uncached_s']:5.2f} s · cached "
+                f"{row['outside_run_cached_s']:5.2f} s",
+                flush=True,
+            )
 
 
 async def main() -> None:

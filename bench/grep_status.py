@@ -39,24 +39,31 @@ async def main() -> None:
         tmp_path = Path(tmp)
         root = tmp_path / "workspaces"
         root.mkdir()
-        make_repo(root / "evil", {"evil.txt": ("a" * 31 + "!\n") * 50 + "a" * 100_000 + "!\n",
-                                  "big.txt": ("a" * 79 + "\n") * 50_000})
+        make_repo(
+            root / "evil",
+            {"evil.txt": ("a" * 31 + "!\n") * 50 + "a" * 100_000 + "!\n", "big.txt": ("a" * 79 + "\n") * 50_000},
+        )
         model = ScriptedModel()
         claude.handler = model
-        model.add("code", *[claude_says.tool_use("grep", {"pattern": p}) for _ in range(ROUNDS) for p in PATTERNS],
-                  claude_says.text("done grepping"))
+        model.add(
+            "code",
+            *[claude_says.tool_use("grep", {"pattern": p}) for _ in range(ROUNDS) for p in PATTERNS],
+            claude_says.text("done grepping"),
+        )
         bot = await start_bot(make_settings(tg, claude, tmp_path, root), tg, claude)
         try:
             await bot.runtime.crew.start_task(USER_ID, "evil", "code", "grep with evil patterns", background=True)
             while not await bot.runtime.store.tool_calls(task_id=1):
                 await asyncio.sleep(0.01)
             samples: list[float] = []
-            for n in range(STATUS_SAMPLES):
+            for _ in range(STATUS_SAMPLES):
                 seen = len([m for m in tg.messages(USER_ID) if "Active tasks" in (m.text or "")])
                 started = time.perf_counter()
                 tg.send_command(USER_ID, "/status")
-                await tg.await_for(lambda seen=seen: len([m for m in tg.messages(USER_ID)
-                                                          if "Active tasks" in (m.text or "")]) > seen, timeout=120)
+                await tg.await_for(
+                    lambda seen=seen: len([m for m in tg.messages(USER_ID) if "Active tasks" in (m.text or "")]) > seen,
+                    timeout=120,
+                )
                 samples.append((time.perf_counter() - started) * 1000)
                 await asyncio.sleep(0.05)
             greps_during = len(await bot.runtime.store.tool_calls(task_id=1))
@@ -70,8 +77,10 @@ async def main() -> None:
                 by_pattern.setdefault(call.arguments, []).append(call.duration_ms)
             print("grep durations (ms) per pattern, over evil.txt + big.txt (4 MB):")
             for args, durations in by_pattern.items():
-                print(f"  {args[:60]:60s} max {max(durations):5d}  mean {sum(durations) / len(durations):7.1f}"
-                      f"  errors {sum(1 for c in calls if c.arguments == args and c.error)}")
+                print(
+                    f"  {args[:60]:60s} max {max(durations):5d}  mean {sum(durations) / len(durations):7.1f}"
+                    f"  errors {sum(1 for c in calls if c.arguments == args and c.error)}"
+                )
         finally:
             await stop_polling(bot.app)
 

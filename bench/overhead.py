@@ -23,9 +23,23 @@ from telegram import Update  # noqa: E402
 from telegram.ext import Application, ApplicationBuilder, ContextTypes, MessageHandler, filters  # noqa: E402
 
 from bench._harness import (  # noqa: E402
-    ANSWER, LatencySummary, ServerClock, agentlab_settings, emit_json, machine, main_thread_cpu, measure_replies,
-    parse_args, questions, quiet_logging, running_fakes, temp_workspace, verdict, wait_first_get_updates,
-    wait_indexing_idle, wait_transcriber_settled,
+    ANSWER,
+    LatencySummary,
+    ServerClock,
+    agentlab_settings,
+    emit_json,
+    machine,
+    main_thread_cpu,
+    measure_replies,
+    parse_args,
+    questions,
+    quiet_logging,
+    running_fakes,
+    temp_workspace,
+    verdict,
+    wait_first_get_updates,
+    wait_indexing_idle,
+    wait_transcriber_settled,
 )
 from telegram_bot.app import stop_polling  # noqa: E402
 from tests.conftest import MODEL, USER_ID, start_bot  # noqa: E402
@@ -50,7 +64,8 @@ def bare_application(tg: FakeTelegram, claude: FakeAnthropic) -> tuple[Applicati
 
     async def on_text(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         response = await client.messages.create(
-            model=MODEL, max_tokens=1024, messages=[{"role": "user", "content": update.message.text}])
+            model=MODEL, max_tokens=1024, messages=[{"role": "user", "content": update.message.text}]
+        )
         answer = "".join(block.text for block in response.content if block.type == "text")
         await update.message.reply_text(answer, do_quote=True)
 
@@ -164,37 +179,62 @@ async def main() -> dict:
     a, b = LatencySummary.of(agentlab.samples), LatencySummary.of(bare.samples)
     ratio_p50, ratio_p95, ratio_mean = a.p50 / b.p50, a.p95 / b.p95, a.mean / b.mean
     info = machine()
-    print(f"Direct-answer overhead: {MESSAGES} sequential messages per bot ({ROUNDS} alternating blocks, after "
-          f"{WARMUP} warm-up), {GAP_SECONDS * 1000:.0f} ms idle between messages; {info['date']}, "
-          f"{info['nproc']} CPUs, {info['cpu']}, Python {info['python']}")
+    print(
+        f"Direct-answer overhead: {MESSAGES} sequential messages per bot ({ROUNDS} alternating blocks, after "
+        f"{WARMUP} warm-up), {GAP_SECONDS * 1000:.0f} ms idle between messages; {info['date']}, "
+        f"{info['nproc']} CPUs, {info['cpu']}, Python {info['python']}"
+    )
     print(f"  agentlab  {a.line()}")
     print(f"  bare      {b.line()}")
-    print(f"  ratio agentlab/bare: p50 {ratio_p50:.2f}×   p95 {ratio_p95:.2f}×   mean {ratio_mean:.2f}×   "
-          f"target {verdict(ratio_p50, TARGET)} (p50), {verdict(ratio_p95, TARGET)} (p95)")
+    print(
+        f"  ratio agentlab/bare: p50 {ratio_p50:.2f}×   p95 {ratio_p95:.2f}×   mean {ratio_mean:.2f}×   "
+        f"target {verdict(ratio_p50, TARGET)} (p50), {verdict(ratio_p95, TARGET)} (p95)"
+    )
     fakes_extra = agentlab.fakes_ms_per_answer - bare.fakes_ms_per_answer
-    print(f"  agentlab's extra time per answer: p50 +{a.p50 - b.p50:.2f} ms, p95 +{a.p95 - b.p95:.2f} ms; of which "
-          f"+{fakes_extra:.2f} ms is the fakes' own work on agentlab's bigger requests (validation, cache simulation)")
+    print(
+        f"  agentlab's extra time per answer: p50 +{a.p50 - b.p50:.2f} ms, p95 +{a.p95 - b.p95:.2f} ms; of which "
+        f"+{fakes_extra:.2f} ms is the fakes' own work on agentlab's bigger requests (validation, cache simulation)"
+    )
     cpu_a, cpu_b = agentlab.loop_cpu_ms_per_answer, bare.loop_cpu_ms_per_answer
-    print(f"  event-loop CPU per answer (main thread; not disturbed by other processes): agentlab {cpu_a:.2f} ms, "
-          f"bare {cpu_b:.2f} ms, ratio {cpu_a / cpu_b:.2f}×")
+    print(
+        f"  event-loop CPU per answer (main thread; not disturbed by other processes): agentlab {cpu_a:.2f} ms, "
+        f"bare {cpu_b:.2f} ms, ratio {cpu_a / cpu_b:.2f}×"
+    )
     print_server_times("agentlab", agentlab.server_means())
     print_server_times("bare", bare.server_means())
-    print(f"  start-up to first getUpdates: agentlab {agentlab.startup_s * 1000:.0f} ms, "
-          f"bare {bare.startup_s * 1000:.0f} ms "
-          f"(agentlab's speech model load, in its own thread, settled {speech_settle:.1f} s later)")
-    print("  Note: the fakes answer with zero latency, so this ratio is an upper bound on the relative overhead; "
-          f"with the real APIs (about 1 s or more per answer) the same +{a.p50 - b.p50:.0f} ms is around 1% of it.")
+    print(
+        f"  start-up to first getUpdates: agentlab {agentlab.startup_s * 1000:.0f} ms, "
+        f"bare {bare.startup_s * 1000:.0f} ms "
+        f"(agentlab's speech model load, in its own thread, settled {speech_settle:.1f} s later)"
+    )
+    print(
+        "  Note: the fakes answer with zero latency, so this ratio is an upper bound on the relative overhead; "
+        f"with the real APIs (about 1 s or more per answer) the same +{a.p50 - b.p50:.0f} ms is around 1% of it."
+    )
     return {
-        "bench": "overhead", **info, "messages": MESSAGES, "warmup": WARMUP, "rounds": ROUNDS,
-        "gap_ms": GAP_SECONDS * 1000, "agentlab": a.as_dict(), "bare": b.as_dict(),
-        "ratio_p50": round(ratio_p50, 3), "ratio_p95": round(ratio_p95, 3), "ratio_mean": round(ratio_mean, 3),
-        "target_ratio": TARGET, "target_met": ratio_p95 <= TARGET and ratio_p50 <= TARGET,
-        "fakes_ms_per_answer": {"agentlab": round(agentlab.fakes_ms_per_answer, 3),
-                                "bare": round(bare.fakes_ms_per_answer, 3)},
+        "bench": "overhead",
+        **info,
+        "messages": MESSAGES,
+        "warmup": WARMUP,
+        "rounds": ROUNDS,
+        "gap_ms": GAP_SECONDS * 1000,
+        "agentlab": a.as_dict(),
+        "bare": b.as_dict(),
+        "ratio_p50": round(ratio_p50, 3),
+        "ratio_p95": round(ratio_p95, 3),
+        "ratio_mean": round(ratio_mean, 3),
+        "target_ratio": TARGET,
+        "target_met": ratio_p95 <= TARGET and ratio_p50 <= TARGET,
+        "fakes_ms_per_answer": {
+            "agentlab": round(agentlab.fakes_ms_per_answer, 3),
+            "bare": round(bare.fakes_ms_per_answer, 3),
+        },
         "loop_cpu_ms_per_answer": {"agentlab": round(cpu_a, 3), "bare": round(cpu_b, 3)},
         "startup_ms": {"agentlab": round(agentlab.startup_s * 1000, 1), "bare": round(bare.startup_s * 1000, 1)},
-        "fake_server_ms": {"agentlab": {k: round(v, 3) for k, v in agentlab.server_means().items()},
-                           "bare": {k: round(v, 3) for k, v in bare.server_means().items()}},
+        "fake_server_ms": {
+            "agentlab": {k: round(v, 3) for k, v in agentlab.server_means().items()},
+            "bare": {k: round(v, 3) for k, v in bare.server_means().items()},
+        },
     }
 
 

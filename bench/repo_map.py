@@ -131,14 +131,19 @@ def peak_rss_mb() -> float:
 
 def fresh_worktree(checkout: Path, target: Path) -> Path | None:
     """A detached `git worktree` of the checkout's HEAD in `target` (every file with a new mtime), or None."""
-    done = subprocess.run(["git", "-C", str(checkout), "worktree", "add", "-q", "--detach", str(target)],
-                          check=False, capture_output=True, text=True)
+    done = subprocess.run(
+        ["git", "-C", str(checkout), "worktree", "add", "-q", "--detach", str(target)],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
     return target if done.returncode == 0 else None
 
 
 def remove_worktree(checkout: Path, target: Path) -> None:
-    subprocess.run(["git", "-C", str(checkout), "worktree", "remove", "--force", str(target)],
-                   check=False, capture_output=True)
+    subprocess.run(
+        ["git", "-C", str(checkout), "worktree", "remove", "--force", str(target)], check=False, capture_output=True
+    )
     shutil.rmtree(target, ignore_errors=True)
 
 
@@ -156,15 +161,19 @@ async def bench_checkout(checkout: Path, requests: list[str], expect: list[str],
             await timed("refresh_no_change_s", figures, repo_map.refresh("real", checkout))
             worktree = await asyncio.to_thread(fresh_worktree, checkout, Path(tmp) / "task-worktree")
             if worktree is not None:
-                seeded = await timed("task_refresh_seeded_s", figures,
-                                     repo_map.refresh("real@task-1", worktree, seed_from="real"))
+                seeded = await timed(
+                    "task_refresh_seeded_s", figures, repo_map.refresh("real@task-1", worktree, seed_from="real")
+                )
                 figures["task_refresh_parsed"] = seeded.parsed
             maps: dict[str, object] = {}
             for request in requests:
                 started = time.perf_counter()
                 text = await repo_map.render("real", checkout, request, budget, refresh=False)
-                shown = [line.split(" — ")[0] for line in text.split("\n")
-                         if line and not line.startswith((" ", "…", "Repository map of "))]
+                shown = [
+                    line.split(" — ")[0]
+                    for line in text.split("\n")
+                    if line and not line.startswith((" ", "…", "Repository map of "))
+                ]
                 maps[request] = {
                     "render_s": round(time.perf_counter() - started, 3),
                     "tokens": estimate_tokens(text),
@@ -182,8 +191,13 @@ async def bench_checkout(checkout: Path, requests: list[str], expect: list[str],
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", type=int, nargs="*", default=[2000, 20000],
-                        help="synthetic repository sizes in files (none: real checkouts only)")
+    parser.add_argument(
+        "--sizes",
+        type=int,
+        nargs="*",
+        default=[2000, 20000],
+        help="synthetic repository sizes in files (none: real checkouts only)",
+    )
     parser.add_argument("--budget", type=int, default=2000, help="map budget in tokens")
     parser.add_argument("--json", action="store_true", help="print one JSON object of figures as the last line")
     parser.add_argument("--checkout", type=Path, action="append", default=[], help="a real checkout to index")
@@ -195,24 +209,33 @@ def main() -> None:
     for checkout in args.checkout:
         figures = asyncio.run(bench_checkout(checkout.resolve(), args.request, args.expect, args.budget))
         real[str(checkout)] = figures
-        print(f"{checkout}: {figures['indexed_files']} files · full build {figures['full_build_s']:.2f}s"
-              f" (peak RSS +{figures['build_peak_rss_growth_mb']} MB, {figures['peak_rss_mb']} MB in all)"
-              f" · no-change refresh {figures['refresh_no_change_s']:.3f}s"
-              f" · task worktree refresh from the workspace index {figures.get('task_refresh_seeded_s', '-')}s"
-              f" ({figures.get('task_refresh_parsed', '-')} parsed)", flush=True)
+        print(
+            f"{checkout}: {figures['indexed_files']} files · full build {figures['full_build_s']:.2f}s"
+            f" (peak RSS +{figures['build_peak_rss_growth_mb']} MB, {figures['peak_rss_mb']} MB in all)"
+            f" · no-change refresh {figures['refresh_no_change_s']:.3f}s"
+            f" · task worktree refresh from the workspace index {figures.get('task_refresh_seeded_s', '-')}s"
+            f" ({figures.get('task_refresh_parsed', '-')} parsed)",
+            flush=True,
+        )
         for request, drawn in figures["maps"].items():  # type: ignore[union-attr]
-            print(f"\n--- map for {request!r}: {drawn['tokens']} tokens, render {drawn['render_s']:.3f}s,"
-                  f" ranks {drawn['ranks']}\n{drawn['map']}\n", flush=True)
+            print(
+                f"\n--- map for {request!r}: {drawn['tokens']} tokens, render {drawn['render_s']:.3f}s,"
+                f" ranks {drawn['ranks']}\n{drawn['map']}\n",
+                flush=True,
+            )
     for count in args.sizes:
         figures = asyncio.run(bench_size(count, args.budget))
         results[str(count)] = figures
-        print(f"{count:>6} files: generate {figures['generate_s']:.2f}s · full build {figures['full_build_s']:.2f}s"
-              f" (peak RSS +{figures['build_peak_rss_growth_mb']} MB)"
-              f" · no-change refresh {figures['refresh_no_change_s']:.3f}s"
-              f" · one-file refresh {figures['refresh_one_changed_s']:.3f}s ({figures['one_changed_parsed']} parsed)"
-              f" · render {figures['render_s']:.3f}s (with refresh {figures['render_with_refresh_s']:.3f}s)"
-              f" · map {figures['map_tokens']} / {figures['budget_tokens']} tokens"
-              f" · find_symbols {figures['find_symbols_s']:.3f}s", flush=True)
+        print(
+            f"{count:>6} files: generate {figures['generate_s']:.2f}s · full build {figures['full_build_s']:.2f}s"
+            f" (peak RSS +{figures['build_peak_rss_growth_mb']} MB)"
+            f" · no-change refresh {figures['refresh_no_change_s']:.3f}s"
+            f" · one-file refresh {figures['refresh_one_changed_s']:.3f}s ({figures['one_changed_parsed']} parsed)"
+            f" · render {figures['render_s']:.3f}s (with refresh {figures['render_with_refresh_s']:.3f}s)"
+            f" · map {figures['map_tokens']} / {figures['budget_tokens']} tokens"
+            f" · find_symbols {figures['find_symbols_s']:.3f}s",
+            flush=True,
+        )
     if args.json:
         print(json.dumps({"repo_map": results, **({"repo_map_real": real} if real else {})}))
 

@@ -17,8 +17,9 @@ import platform
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
@@ -28,8 +29,13 @@ Row = tuple[str, str, str, str]  # figure, value, target, ratio vs baseline
 def run(script: str, *args: str, timeout: float = 1800) -> tuple[dict[str, Any] | None, str, float]:
     """Run one bench with --json; returns its figures (or None), its output, and seconds taken."""
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, str(BENCH / script), *args, "--json"], cwd=ROOT, capture_output=True,
-                          text=True, timeout=timeout)
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / script), *args, "--json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     seconds = time.monotonic() - started
     output = (proc.stdout + ("\n" + proc.stderr if proc.stderr.strip() else "")).strip()
     figures = None
@@ -52,28 +58,58 @@ def ms(value: float) -> str:
 def overhead_rows(f: dict[str, Any]) -> list[Row]:
     a, b = f["agentlab"], f["bare"]
     return [
-        ("direct answer, bot overhead p50 (fakes at zero latency)", f"{ms(a['p50_ms'])} vs bare {ms(b['p50_ms'])}",
-         "≤ 1.3×", f"{f['ratio_p50']:.2f}×"),
-        ("direct answer, bot overhead p95", f"{ms(a['p95_ms'])} vs bare {ms(b['p95_ms'])}", "≤ 1.3×",
-         f"{f['ratio_p95']:.2f}×"),
-        ("start-up to first getUpdates", f"{f['startup_ms']['agentlab']:.0f} ms vs bare {f['startup_ms']['bare']:.0f} ms",
-         "", f"{f['startup_ms']['agentlab'] / max(f['startup_ms']['bare'], 0.001):.2f}×"),
+        (
+            "direct answer, bot overhead p50 (fakes at zero latency)",
+            f"{ms(a['p50_ms'])} vs bare {ms(b['p50_ms'])}",
+            "≤ 1.3×",
+            f"{f['ratio_p50']:.2f}×",
+        ),
+        (
+            "direct answer, bot overhead p95",
+            f"{ms(a['p95_ms'])} vs bare {ms(b['p95_ms'])}",
+            "≤ 1.3×",
+            f"{f['ratio_p95']:.2f}×",
+        ),
+        (
+            "start-up to first getUpdates",
+            f"{f['startup_ms']['agentlab']:.0f} ms vs bare {f['startup_ms']['bare']:.0f} ms",
+            "",
+            f"{f['startup_ms']['agentlab'] / max(f['startup_ms']['bare'], 0.001):.2f}×",
+        ),
     ]
 
 
 def background_rows(f: dict[str, Any]) -> list[Row]:
-    idle, busy = f["idle"]["latency"] if "latency" in f["idle"] else f["idle"], \
-        f["busy"]["latency"] if "latency" in f["busy"] else f["busy"]
+    idle, busy = (
+        f["idle"]["latency"] if "latency" in f["idle"] else f["idle"],
+        f["busy"]["latency"] if "latency" in f["busy"] else f["busy"],
+    )
     paced = f["busy_paced"]["latency"] if "latency" in f["busy_paced"] else f["busy_paced"]
     return [
-        (f"direct answer p50 with {f['tasks']} background tasks (worker model at 0.5 s a call) vs none",
-         f"{ms(paced['p50_ms'])} vs {ms(idle['p50_ms'])}", "≤ 1.5×", f"{f['ratio_paced_p50']:.2f}×"),
-        (f"direct answer p95 with {f['tasks']} background tasks (worker model at 0.5 s a call) vs none",
-         f"{ms(paced['p95_ms'])} vs {ms(idle['p95_ms'])}", "≤ 1.5×", f"{f['ratio_paced_p95']:.2f}×"),
-        (f"direct answer p50 with {f['tasks']} busy-looping tasks (worker model at zero latency) vs none",
-         f"{ms(busy['p50_ms'])} vs {ms(idle['p50_ms'])}", "≤ 1.5×", f"{f['ratio_p50']:.2f}×"),
-        (f"direct answer p95 with {f['tasks']} busy-looping tasks (worker model at zero latency) vs none",
-         f"{ms(busy['p95_ms'])} vs {ms(idle['p95_ms'])}", "≤ 1.5×", f"{f['ratio_p95']:.2f}×"),
+        (
+            f"direct answer p50 with {f['tasks']} background tasks (worker model at 0.5 s a call) vs none",
+            f"{ms(paced['p50_ms'])} vs {ms(idle['p50_ms'])}",
+            "≤ 1.5×",
+            f"{f['ratio_paced_p50']:.2f}×",
+        ),
+        (
+            f"direct answer p95 with {f['tasks']} background tasks (worker model at 0.5 s a call) vs none",
+            f"{ms(paced['p95_ms'])} vs {ms(idle['p95_ms'])}",
+            "≤ 1.5×",
+            f"{f['ratio_paced_p95']:.2f}×",
+        ),
+        (
+            f"direct answer p50 with {f['tasks']} busy-looping tasks (worker model at zero latency) vs none",
+            f"{ms(busy['p50_ms'])} vs {ms(idle['p50_ms'])}",
+            "≤ 1.5×",
+            f"{f['ratio_p50']:.2f}×",
+        ),
+        (
+            f"direct answer p95 with {f['tasks']} busy-looping tasks (worker model at zero latency) vs none",
+            f"{ms(busy['p95_ms'])} vs {ms(idle['p95_ms'])}",
+            "≤ 1.5×",
+            f"{f['ratio_p95']:.2f}×",
+        ),
     ]
 
 
@@ -81,9 +117,14 @@ def voice_rows(f: dict[str, Any]) -> list[Row]:
     rows = []
     for r in f["results"]:
         target = "(a) ≥ 3× faster than (b)" if r["note_seconds"] == 10 else ""
-        rows.append((f"voice {r['note_seconds']} s note, {r['model']} size: (a) resident+PyAV vs (b) naive",
-                     f"{r['a_seconds']:.2f} s vs {r['b_seconds']:.2f} s (RTF {r['rtf_a']:.2f} / {r['rtf_b']:.2f})",
-                     target, f"{r['ratio_b_over_a']:.2f}× faster"))
+        rows.append(
+            (
+                f"voice {r['note_seconds']} s note, {r['model']} size: (a) resident+PyAV vs (b) naive",
+                f"{r['a_seconds']:.2f} s vs {r['b_seconds']:.2f} s (RTF {r['rtf_a']:.2f} / {r['rtf_b']:.2f})",
+                target,
+                f"{r['ratio_b_over_a']:.2f}× faster",
+            )
+        )
     return rows
 
 
@@ -92,9 +133,18 @@ def repo_map_rows(f: dict[str, Any]) -> list[Row]:
     for size, g in f["repo_map"].items():
         rows += [
             (f"repo map, {int(size):,} files: full build", f"{g['full_build_s']:.2f} s", "a few seconds (2,000)", ""),
-            (f"repo map, {int(size):,} files: refresh, one file changed",
-             f"{g['refresh_one_changed_s']:.3f} s ({g['one_changed_parsed']} parsed)", "", ""),
-            (f"repo map, {int(size):,} files: map size", f"{g['map_tokens']:,} tokens", f"≤ {g['budget_tokens']:,}", ""),
+            (
+                f"repo map, {int(size):,} files: refresh, one file changed",
+                f"{g['refresh_one_changed_s']:.3f} s ({g['one_changed_parsed']} parsed)",
+                "",
+                "",
+            ),
+            (
+                f"repo map, {int(size):,} files: map size",
+                f"{g['map_tokens']:,} tokens",
+                f"≤ {g['budget_tokens']:,}",
+                "",
+            ),
         ]
     return rows
 
@@ -103,10 +153,19 @@ def scenario_rows(f: dict[str, Any]) -> list[Row]:
     rows = []
     for s in f["scenarios"]:
         total_in = s["input_tokens"] + s["cache_read_input_tokens"] + s["cache_creation_input_tokens"]
-        rows.append((f"scenario: {s['scenario']}", f"{s['api_calls']} API calls, {total_in:,} input tokens "
-                     f"({s['cache_read_input_tokens']:,} from cache), {s['output_tokens']:,} output", "", ""))
+        rows.append(
+            (
+                f"scenario: {s['scenario']}",
+                f"{s['api_calls']} API calls, {total_in:,} input tokens "
+                f"({s['cache_read_input_tokens']:,} from cache), {s['output_tokens']:,} output",
+                "",
+                "",
+            )
+        )
     c = f["cache"]
-    rows.append((f"orchestrator input from the prompt cache, messages 2..{c['messages']}", f"{c['share']:.1%}", "≥ 80%", ""))
+    rows.append(
+        (f"orchestrator input from the prompt cache, messages 2..{c['messages']}", f"{c['share']:.1%}", "≥ 80%", "")
+    )
     return rows
 
 
@@ -116,10 +175,22 @@ def streaming_rows(f: dict[str, Any]) -> list[Row]:
         if not isinstance(r, dict):
             continue
         mode, words = key.rsplit("_", 1)
-        rows.append((f"streamed answer, {words} words ({mode}): first words after the model's first token",
-                     f"{r['first_words_after_first_token_s']:+.3f} s", "≤ +0.3 s" if mode != "off" else "(unstreamed)", ""))
-        rows.append((f"streamed answer, {words} words ({mode}): persisted after the model's last token",
-                     f"{r['persisted_after_last_token_s']:+.3f} s", "≤ +1 s", ""))
+        rows.append(
+            (
+                f"streamed answer, {words} words ({mode}): first words after the model's first token",
+                f"{r['first_words_after_first_token_s']:+.3f} s",
+                "≤ +0.3 s" if mode != "off" else "(unstreamed)",
+                "",
+            )
+        )
+        rows.append(
+            (
+                f"streamed answer, {words} words ({mode}): persisted after the model's last token",
+                f"{r['persisted_after_last_token_s']:+.3f} s",
+                "≤ +1 s",
+                "",
+            )
+        )
     rows.append(("streamed answers: refused Telegram calls", str(len(f["refused_telegram_calls"])), "0", ""))
     return rows
 
@@ -137,12 +208,17 @@ BENCHES: list[tuple[str, Callable[[bool], list[str]], Callable[[dict[str, Any]],
 def machine() -> str:
     cpu = "?"
     try:
-        cpu = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                   if line.startswith("model name"))
+        cpu = next(
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        )
     except (OSError, StopIteration):
         pass
-    return f"{platform.node() or 'host'}: {os.cpu_count()} CPUs ({cpu}), Python {platform.python_version()}, " \
-           f"{platform.system()} {platform.release()}"
+    return (
+        f"{platform.node() or 'host'}: {os.cpu_count()} CPUs ({cpu}), Python {platform.python_version()}, "
+        f"{platform.system()} {platform.release()}"
+    )
 
 
 def main() -> int:

@@ -62,20 +62,27 @@ async def main() -> dict:
             for sandboxed in (False, True):
                 suite[sandboxed].append(await timed(pytest, root, sandboxed))
     figures = {
-        "plain_p50_ms": percentile(times[False], 0.5), "plain_p95_ms": percentile(times[False], 0.95),
-        "sandbox_p50_ms": percentile(times[True], 0.5), "sandbox_p95_ms": percentile(times[True], 0.95),
-        "suite_plain_ms": statistics.median(suite[False]), "suite_sandbox_ms": statistics.median(suite[True]),
+        "plain_p50_ms": percentile(times[False], 0.5),
+        "plain_p95_ms": percentile(times[False], 0.95),
+        "sandbox_p50_ms": percentile(times[True], 0.5),
+        "sandbox_p95_ms": percentile(times[True], 0.95),
+        "suite_plain_ms": statistics.median(suite[False]),
+        "suite_sandbox_ms": statistics.median(suite[True]),
     }
     figures["added_p50_ms"] = figures["sandbox_p50_ms"] - figures["plain_p50_ms"]
     figures["added_p95_ms"] = figures["sandbox_p95_ms"] - figures["plain_p95_ms"]
     print(f"trivial command (`true`, {RUNS} runs each, interleaved)")
     print(f"  plain    p50 {figures['plain_p50_ms']:6.1f} ms   p95 {figures['plain_p95_ms']:6.1f} ms")
     print(f"  sandbox  p50 {figures['sandbox_p50_ms']:6.1f} ms   p95 {figures['sandbox_p95_ms']:6.1f} ms")
-    print(f"  added    p50 {figures['added_p50_ms']:6.1f} ms   p95 {figures['added_p95_ms']:6.1f} ms "
-          f"(target ≤ {TARGET_MS:g} ms: {'met' if figures['added_p50_ms'] <= TARGET_MS else 'NOT met'} at p50)")
+    print(
+        f"  added    p50 {figures['added_p50_ms']:6.1f} ms   p95 {figures['added_p95_ms']:6.1f} ms "
+        f"(target ≤ {TARGET_MS:g} ms: {'met' if figures['added_p50_ms'] <= TARGET_MS else 'NOT met'} at p50)"
+    )
     print(f"pytest, 20 tests (median of {SUITE_RUNS})")
-    print(f"  plain {figures['suite_plain_ms']:.0f} ms · sandbox {figures['suite_sandbox_ms']:.0f} ms · "
-          f"added {figures['suite_sandbox_ms'] - figures['suite_plain_ms']:.0f} ms")
+    print(
+        f"  plain {figures['suite_plain_ms']:.0f} ms · sandbox {figures['suite_sandbox_ms']:.0f} ms · "
+        f"added {figures['suite_sandbox_ms'] - figures['suite_plain_ms']:.0f} ms"
+    )
     return figures
 
 

@@ -18,14 +18,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import tempfile  # noqa: E402
+
+from agents.store import start_of_day  # noqa: E402
 from bench._harness import agentlab_settings, emit_json, machine, parse_args, quiet_logging, running_fakes  # noqa: E402
 from tests.conftest import CALC_BUGGY, USER_ID, make_repo, start_bot  # noqa: E402
 from tests.fakes import anthropic_server as says  # noqa: E402
 from tests.scripted import ScriptedModel  # noqa: E402
-
-import tempfile  # noqa: E402
-
-from agents.store import start_of_day  # noqa: E402
 
 
 def tokens(records) -> dict[str, int]:
@@ -63,7 +62,9 @@ async def task_done(bot, task_id: int, timeout: float = 120.0) -> None:
 
 
 def direct_script(model: ScriptedModel) -> None:
-    model.add("orchestrator", says.text("`async def` makes a coroutine; `await` suspends it until the result is ready."))
+    model.add(
+        "orchestrator", says.text("`async def` makes a coroutine; `await` suspends it until the result is ready.")
+    )
 
 
 async def direct_drive(bot) -> None:
@@ -72,36 +73,61 @@ async def direct_drive(bot) -> None:
 
 
 def research_script(model: ScriptedModel) -> None:
-    model.add("orchestrator", says.tool_use("start_research", {"workspace": "notes", "request": "make shout() shout"}),
-              says.text("Researching; a proposal will follow."))
-    model.add("research", says.tool_use("glob", {"pattern": "**/*.py"}),
-              says.tool_use("read_file", {"path": "notes.py"}),
-              says.text("## Summary\nshout() returns its input unchanged.\n## Current state\n`notes.py`.\n"
-                        "## Proposed changes\nReturn text.upper() + '!'.\n## Plan\n1. shout() upper-cases and adds '!'\n"
-                        "## Risks\nNone.\n## Effort\nsmall"))
-    model.add("code", says.tool_use("read_file", {"path": "notes.py"}),
-              says.tool_use("edit_file", {"path": "notes.py", "old": "return text", "new": "return text.upper() + '!'"}),
-              says.tool_use("verify_criterion", {"index": 1, "evidence": "notes.py returns text.upper() + '!'"}),
-              says.text("shout() now upper-cases and adds '!'."))
+    model.add(
+        "orchestrator",
+        says.tool_use("start_research", {"workspace": "notes", "request": "make shout() shout"}),
+        says.text("Researching; a proposal will follow."),
+    )
+    model.add(
+        "research",
+        says.tool_use("glob", {"pattern": "**/*.py"}),
+        says.tool_use("read_file", {"path": "notes.py"}),
+        says.text(
+            "## Summary\nshout() returns its input unchanged.\n## Current state\n`notes.py`.\n"
+            "## Proposed changes\nReturn text.upper() + '!'.\n## Plan\n1. shout() upper-cases and adds '!'\n"
+            "## Risks\nNone.\n## Effort\nsmall"
+        ),
+    )
+    model.add(
+        "code",
+        says.tool_use("read_file", {"path": "notes.py"}),
+        says.tool_use("edit_file", {"path": "notes.py", "old": "return text", "new": "return text.upper() + '!'"}),
+        says.tool_use("verify_criterion", {"index": 1, "evidence": "notes.py returns text.upper() + '!'"}),
+        says.text("shout() now upper-cases and adds '!'."),
+    )
 
 
 async def research_drive(bot) -> None:
     bot.say("improve shout in the notes project")
-    shown = await bot.tg.await_for(lambda: next((m for m in bot.tg.messages(USER_ID) if "Proposal #1" in (m.text or "")),
-                                                None), timeout=60)
+    shown = await bot.tg.await_for(
+        lambda: next((m for m in bot.tg.messages(USER_ID) if "Proposal #1" in (m.text or "")), None), timeout=60
+    )
     bot.tg.press_button(USER_ID, shown.message_id, "proposal:approve:1")
     await task_done(bot, 2)
 
 
 def correction_script(model: ScriptedModel) -> None:
-    model.add("orchestrator", says.tool_use("start_task", {"workspace": "calc", "worker": "code", "background": True,
-                                                          "instructions": "Fix add() in calc.py; test_calc.py must pass."}),
-              says.text("Started."))
-    model.add("code", says.tool_use("read_file", {"path": "calc.py"}),
-              says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a * b"}),
-              says.text("Fixed add()."),
-              says.tool_use("edit_file", {"path": "calc.py", "old": "a * b", "new": "a + b"}),
-              says.text("Really fixed add() now."))
+    model.add(
+        "orchestrator",
+        says.tool_use(
+            "start_task",
+            {
+                "workspace": "calc",
+                "worker": "code",
+                "background": True,
+                "instructions": "Fix add() in calc.py; test_calc.py must pass.",
+            },
+        ),
+        says.text("Started."),
+    )
+    model.add(
+        "code",
+        says.tool_use("read_file", {"path": "calc.py"}),
+        says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a * b"}),
+        says.text("Fixed add()."),
+        says.tool_use("edit_file", {"path": "calc.py", "old": "a * b", "new": "a + b"}),
+        says.text("Really fixed add() now."),
+    )
 
 
 async def correction_drive(bot) -> None:
@@ -124,8 +150,7 @@ async def cache_share(messages: int = 10) -> dict:
             for i in range(messages):
                 bot.say(f"question number {i} about python")
                 await bot.replies(i + 1)
-            records = [r for r in await bot.runtime.store.usage_since(start_of_day())
-                       if r.agent == "orchestrator"]
+            records = [r for r in await bot.runtime.store.usage_since(start_of_day()) if r.agent == "orchestrator"]
         finally:
             from telegram_bot.app import stop_polling
 
@@ -134,9 +159,13 @@ async def cache_share(messages: int = 10) -> dict:
     total_input = sum(r.input_tokens + r.cache_read_input_tokens + r.cache_creation_input_tokens for r in later)
     read = sum(r.cache_read_input_tokens for r in later)
     first = records[0]
-    return {"messages": messages, "share": read / total_input if total_input else 0.0,
-            "first_message_input": first.input_tokens + first.cache_creation_input_tokens + first.cache_read_input_tokens,
-            "later_cache_read": read, "later_input_total": total_input}
+    return {
+        "messages": messages,
+        "share": read / total_input if total_input else 0.0,
+        "first_message_input": first.input_tokens + first.cache_creation_input_tokens + first.cache_read_input_tokens,
+        "later_cache_read": read,
+        "later_input_total": total_input,
+    }
 
 
 async def main() -> None:
@@ -152,14 +181,20 @@ async def main() -> None:
     print("tokens as estimated by the fake server (≈4 chars/token); caching simulated like the real API\n")
     print(f"{'scenario':32} {'calls':>5} {'input':>8} {'cache read':>10} {'cache write':>11} {'output':>7}")
     for r in results:
-        print(f"{r['scenario']:32} {r['api_calls']:5d} {r['input_tokens']:8,d} {r['cache_read_input_tokens']:10,d} "
-              f"{r['cache_creation_input_tokens']:11,d} {r['output_tokens']:7,d}")
+        print(
+            f"{r['scenario']:32} {r['api_calls']:5d} {r['input_tokens']:8,d} {r['cache_read_input_tokens']:10,d} "
+            f"{r['cache_creation_input_tokens']:11,d} {r['output_tokens']:7,d}"
+        )
         for agent, f in r["by_agent"].items():
-            print(f"  {agent:30} {f['calls']:5d} {f['input_tokens']:8,d} {f['cache_read_input_tokens']:10,d} "
-                  f"{f['cache_creation_input_tokens']:11,d} {f['output_tokens']:7,d}")
+            print(
+                f"  {agent:30} {f['calls']:5d} {f['input_tokens']:8,d} {f['cache_read_input_tokens']:10,d} "
+                f"{f['cache_creation_input_tokens']:11,d} {f['output_tokens']:7,d}"
+            )
     met = "met" if cache["share"] >= 0.8 else "NOT met"
-    print(f"\norchestrator input served from the prompt cache, messages 2..{cache['messages']} of one chat: "
-          f"{cache['share']:.1%} (target ≥ 80%: {met}); first message: {cache['first_message_input']:,} input tokens")
+    print(
+        f"\norchestrator input served from the prompt cache, messages 2..{cache['messages']} of one chat: "
+        f"{cache['share']:.1%} (target ≥ 80%: {met}); first message: {cache['first_message_input']:,} input tokens"
+    )
     if args.json:
         emit_json({"scenarios": results, "cache": cache})
 

@@ -25,12 +25,18 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench._harness import (  # noqa: E402
-    agentlab_settings, emit_json, machine, quiet_logging, running_fakes, temp_workspace, wait_indexing_idle,
+    agentlab_settings,
+    emit_json,
+    machine,
+    quiet_logging,
+    running_fakes,
+    temp_workspace,
+    wait_indexing_idle,
 )
 from telegram_bot.app import stop_polling  # noqa: E402
+from telegram_bot.render import render_chunks  # noqa: E402
 from tests.conftest import USER_ID, start_bot  # noqa: E402
 from tests.fakes import anthropic_server as claude_says  # noqa: E402
-from telegram_bot.render import render_chunks  # noqa: E402
 from tests.fakes.telegram_html import parse_telegram_html  # noqa: E402
 from tests.fakes.telegram_server import FakeTelegram  # noqa: E402
 
@@ -44,8 +50,10 @@ TARGET_PERSISTED = 1.0
 
 def answer_of(words: int) -> str:
     """Markdown of about `words` words: prose with `code`, a link, a fenced block with < and &, a list."""
-    prose = ("The **parser** reads each line, checks `a < b && c`, and keeps [the spec](https://example.com/?a=1&b=2) "
-             "in mind while it works through the file step by step. ").split(" ")
+    prose = (
+        "The **parser** reads each line, checks `a < b && c`, and keeps [the spec](https://example.com/?a=1&b=2) "
+        "in mind while it works through the file step by step. "
+    ).split(" ")
     out: list[str] = []
     while len(out) < words:
         out += prose
@@ -92,16 +100,22 @@ async def one_answer(tg: FakeTelegram, claude, words: int, chat_id: int, asked: 
     if chat_id == USER_ID and draft_times:
         first_at = min(first_at, draft_times[0])
     await asyncio.sleep(0.3)  # let the preview be deleted before the next question
-    return {"first": first_at - request.first_token_at, "persisted": final_at - request.last_token_at,
-            "generation": request.last_token_at - request.first_token_at,
-            "frames": frames}
+    return {
+        "first": first_at - request.first_token_at,
+        "persisted": final_at - request.last_token_at,
+        "generation": request.last_token_at - request.first_token_at,
+        "frames": frames,
+    }
 
 
 async def run(repeats: int) -> dict[str, object]:
     rows: dict[str, object] = {}
     refused: list[str] = []
-    for label, chat_id, overrides in (("private", USER_ID, {}), ("group", GROUP_ID, {}),
-                                       ("off", USER_ID, {"stream_answers": False})):
+    for label, chat_id, overrides in (
+        ("private", USER_ID, {}),
+        ("group", GROUP_ID, {}),
+        ("off", USER_ID, {"stream_answers": False}),
+    ):
         with running_fakes() as (tg, claude), temp_workspace() as tmp:  # fresh fakes: one bot polls each
             harness = await start_bot(agentlab_settings(tg, claude, tmp, **overrides), tg, claude)
             await wait_indexing_idle(harness.runtime)
@@ -121,8 +135,9 @@ async def run(repeats: int) -> dict[str, object]:
             finally:
                 await stop_polling(harness.app)
             # getUpdates 409: PTB's last poll at shutdown meets the previous long poll; not an answer's call
-            refused += [f"{label}: {r.method} {r.error_code} {r.description}" for r in tg.refused
-                        if r.method != "getUpdates"]
+            refused += [
+                f"{label}: {r.method} {r.error_code} {r.description}" for r in tg.refused if r.method != "getUpdates"
+            ]
     rows["refused_telegram_calls"] = refused
     return rows
 
@@ -136,8 +151,10 @@ def main() -> None:
     args = parser.parse_args()
     quiet_logging()
     figures = asyncio.run(run(args.repeats))
-    print(f"streamed answers: model {FIRST_TOKEN} s to first token, {PER_WORD * 1000:.0f} ms a word; worst of "
-          f"{args.repeats} per row; {machine()['nproc']} CPUs")
+    print(
+        f"streamed answers: model {FIRST_TOKEN} s to first token, {PER_WORD * 1000:.0f} ms a word; worst of "
+        f"{args.repeats} per row; {machine()['nproc']} CPUs"
+    )
     print(f"{'row':<14}{'first words':>14}{'persisted':>12}{'generation':>12}{'frames':>8}")
     ok = True
     for key, row in figures.items():
@@ -149,8 +166,10 @@ def main() -> None:
         print(f"{key:<14}{first:>+13.3f}s{final:>+11.3f}s{row['generation_s']:>11.2f}s{row['frames']:>8}")
     refused = figures["refused_telegram_calls"]
     print(f"refused Telegram calls: {len(refused)} {refused if refused else ''}")
-    print(f"targets: first words ≤ first token + {TARGET_FIRST} s, persisted ≤ last token + {TARGET_PERSISTED} s, "
-          f"no refused call → {'MET' if ok and not refused else 'NOT MET'}")
+    print(
+        f"targets: first words ≤ first token + {TARGET_FIRST} s, persisted ≤ last token + {TARGET_PERSISTED} s, "
+        f"no refused call → {'MET' if ok and not refused else 'NOT MET'}"
+    )
     if args.json:
         emit_json(figures)
 

@@ -175,20 +175,22 @@ def run(
                 a_runs, b_runs = asyncio.run(measure(checkpoint, data, tokens, repeats, workdir, use_ffmpeg))
                 a = statistics.median(run["total"] for run in a_runs)
                 b = statistics.median(run["total"] for run in b_runs)
-                results.append({
-                    "model": size,
-                    "note_seconds": seconds,
-                    "tokens_per_window": tokens,
-                    "a_seconds": round(a, 3),
-                    "b_seconds": round(b, 3),
-                    "ratio_b_over_a": round(b / a, 2),
-                    "rtf_a": round(a / seconds, 3),
-                    "rtf_b": round(b / seconds, 3),
-                    "a_stages": medians(a_runs),
-                    "b_stages": medians(b_runs),
-                    "a_runs": [round(run["total"], 3) for run in a_runs],
-                    "b_runs": [round(run["total"], 3) for run in b_runs],
-                })
+                results.append(
+                    {
+                        "model": size,
+                        "note_seconds": seconds,
+                        "tokens_per_window": tokens,
+                        "a_seconds": round(a, 3),
+                        "b_seconds": round(b, 3),
+                        "ratio_b_over_a": round(b / a, 2),
+                        "rtf_a": round(a / seconds, 3),
+                        "rtf_b": round(b / seconds, 3),
+                        "a_stages": medians(a_runs),
+                        "b_stages": medians(b_runs),
+                        "a_runs": [round(run["total"], 3) for run in a_runs],
+                        "b_runs": [round(run["total"], 3) for run in b_runs],
+                    }
+                )
     checked = [r for r in results if r["note_seconds"] == TARGET_NOTE_SECONDS]
     return {
         "benchmark": "voice",
@@ -202,7 +204,8 @@ def run(
             "load_average_before": round(load_before, 2),
             "load_average_after": round(os.getloadavg()[0], 2),
         },
-        "b_decoder": "ffmpeg binary (whisper.load_audio)" if use_ffmpeg
+        "b_decoder": "ffmpeg binary (whisper.load_audio)"
+        if use_ffmpeg
         else "ffmpeg not installed: `python -c` PyAV decoder subprocess writing float32 to stdout stands in for it",
         "results": results,
         "target": {
@@ -233,8 +236,11 @@ def render(report: dict[str, Any]) -> str:
     machine = report["machine"]
     busiest = max(machine["load_average_before"], machine["load_average_after"])
     if machine["cpus"] and busiest > 0.5 * machine["cpus"]:
-        lines += ["", f"note: the machine was busy (load average up to {busiest:.1f} on {machine['cpus']} CPUs); "
-                      "the figures are noisy"]
+        lines += [
+            "",
+            f"note: the machine was busy (load average up to {busiest:.1f} on {machine['cpus']} CPUs); "
+            "the figures are noisy",
+        ]
     lines += ["", "stages (median s): (a) decode + transcribe | (b) model load + decode + transcribe"]
     for r in report["results"]:
         a, b = r["a_stages"], r["b_stages"]

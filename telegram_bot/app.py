@@ -48,7 +48,8 @@ def _raise_system_exit() -> None:
 
 
 def _on_stop_signal(app: Application) -> None:
-    """SIGTERM/SIGINT: interrupt workers and cancel turns first (PTB's stop would wait for them); a second signal quits."""
+    """SIGTERM/SIGINT: interrupt workers and cancel turns first (PTB's stop would wait for them); a second signal
+    quits."""
     if app.bot_data.get("stopping"):
         _raise_system_exit()
     app.bot_data["stopping"] = True  # new turns are refused from now on

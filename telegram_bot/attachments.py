@@ -23,8 +23,9 @@ ALBUM_WAIT = 1.0  # seconds to gather the items of an album (media group) into o
 
 def pick_photo(sizes: tuple[PhotoSize, ...]) -> PhotoSize:
     """The largest size within the API's pixel limit and the Bot API's download limit (scaled down later if needed)."""
-    fitting = [p for p in sizes
-               if max(p.width, p.height) <= API_IMAGE_MAX_EDGE and (p.file_size or 0) <= MAX_DOWNLOAD_BYTES]
+    fitting = [
+        p for p in sizes if max(p.width, p.height) <= API_IMAGE_MAX_EDGE and (p.file_size or 0) <= MAX_DOWNLOAD_BYTES
+    ]
     return max(fitting or [min(sizes, key=lambda p: p.width * p.height)], key=lambda p: p.width * p.height)
 
 
@@ -33,8 +34,9 @@ async def _keep(context: ContextTypes.DEFAULT_TYPE, message: Message) -> Attachm
     media = pick_photo(message.photo) if message.photo else message.document
     name = (getattr(media, "file_name", None) or ("photo.jpg" if message.photo else "file"))[:120]
     if media.file_size and media.file_size > MAX_DOWNLOAD_BYTES:
-        raise AttachmentRefused(f"{name} is {media.file_size / 1e6:.0f} MB, and Telegram lets bots download files "
-                                "of at most 20 MB")
+        raise AttachmentRefused(
+            f"{name} is {media.file_size / 1e6:.0f} MB, and Telegram lets bots download files of at most 20 MB"
+        )
     try:
         data = bytes(await (await media.get_file()).download_as_bytearray())
     except TelegramError as err:
@@ -76,8 +78,9 @@ async def on_attachment(update: Update, context: ContextTypes.DEFAULT_TYPE) -> N
             except AttachmentRefused as err:
                 problems.append(str(err))
                 going_on = caption or len(problems) < len(album)
-                await item.reply_text(str(err) + (" — I'm answering your message without it." if going_on else "."),
-                                      do_quote=True)
+                await item.reply_text(
+                    str(err) + (" — I'm answering your message without it." if going_on else "."), do_quote=True
+                )
         if not attachments and not caption:
             return
         text = caption or NO_CAPTION

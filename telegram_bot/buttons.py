@@ -9,9 +9,9 @@ from telegram import Update
 from telegram.error import BadRequest
 from telegram.ext import ContextTypes
 
-from agents.models import ChatMessage, Role
 from agents.git_repo import GitError
 from agents.ids import parse_id
+from agents.models import ChatMessage, Role
 from agents.network_gate import BUTTON_KIND
 from agents.workspaces import ToolError
 from telegram_bot.handlers import runtime

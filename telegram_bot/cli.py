@@ -16,7 +16,7 @@ import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
@@ -38,7 +38,7 @@ class JsonLogFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         message = record.getMessage()
         entry: dict[str, object] = {
-            "time": datetime.fromtimestamp(record.created, timezone.utc).isoformat(timespec="milliseconds"),
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
             "level": record.levelname,
             "logger": record.name,
             "message": message,
@@ -136,8 +136,12 @@ INIT_QUESTIONS = (
     Question("TELEGRAM_BOT_TOKEN", "Telegram bot token (from @BotFather)", _token_problem, secret=True),
     Question("ANTHROPIC_API_KEY", "Anthropic API key (console.anthropic.com)", _key_problem, secret=True),
     Question("ALLOWED_USER_IDS", "Your Telegram user id(s), comma-separated", _ids_problem),
-    Question("WORKSPACE_PATH", "Folder whose sub-folders are your repositories", _folder_problem,
-             default=lambda: str(Path.home() / "workspaces")),
+    Question(
+        "WORKSPACE_PATH",
+        "Folder whose sub-folders are your repositories",
+        _folder_problem,
+        default=lambda: str(Path.home() / "workspaces"),
+    ),
 )
 _SAFE_ENV_VALUE = re.compile(r"[\w@%+=:,./~-]*")
 
@@ -227,8 +231,9 @@ def run_init(env_path: Path, ask: Callable[[str], str] | None = None, out: TextI
 
     base = env_path.read_text(encoding="utf-8") if env_path.is_file() else _template_text(env_path)
     write_private(env_path, render_env(base, answers))
-    print(f"Wrote {env_path} (mode 600). Models, limits and webhook mode are set there too (see .env.example).",
-          file=out)
+    print(
+        f"Wrote {env_path} (mode 600). Models, limits and webhook mode are set there too (see .env.example).", file=out
+    )
     return 0
 
 
@@ -261,8 +266,15 @@ def cmd_eval_routing(args: argparse.Namespace) -> int:
     settings = load_settings()
     _configure_logging("WARNING", settings.log_format)  # progress lines, not every tool call
     try:
-        return asyncio.run(routing_eval.main(settings, args.file or routing_eval.DEFAULT_CASES, limit=args.limit,
-                                             concurrency=args.concurrency, repeats=args.repeats))
+        return asyncio.run(
+            routing_eval.main(
+                settings,
+                args.file or routing_eval.DEFAULT_CASES,
+                limit=args.limit,
+                concurrency=args.concurrency,
+                repeats=args.repeats,
+            )
+        )
     except routing_eval.CaseFileError as err:
         print(f"agentlab: {err}", file=sys.stderr)
         return 2
@@ -284,19 +296,32 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.set_defaults(func=lambda _args: _print_help_and_fail(evaluate))
     eval_sub = evaluate.add_subparsers(dest="eval_command", metavar="EVAL")
     routing = eval_sub.add_parser(
-        "routing", help="send labelled example messages to the orchestrator and print the confusion table",
+        "routing",
+        help="send labelled example messages to the orchestrator and print the confusion table",
         description="Send each labelled message of the cases file to the real orchestrator (work tools are only "
-                    "recorded, no worker starts; the workspaces are throw-away copies named calc, group-therapy, portfolio and "
-                    "self) and print where it was routed: a confusion table over direct / clarify / "
-                    "research / code / frontend / test / approval / reject / cancel, precision, recall, accuracy, "
-                    "the cases that flipped between runs, and the tokens spent.")
-    routing.add_argument("--file", type=Path, default=None, metavar="PATH",
-                         help="JSON-lines cases file (default: evals/routing.jsonl of this checkout)")
+        "recorded, no worker starts; the workspaces are throw-away copies named calc, group-therapy, portfolio and "
+        "self) and print where it was routed: a confusion table over direct / clarify / "
+        "research / code / frontend / test / approval / reject / cancel, precision, recall, accuracy, "
+        "the cases that flipped between runs, and the tokens spent.",
+    )
+    routing.add_argument(
+        "--file",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="JSON-lines cases file (default: evals/routing.jsonl of this checkout)",
+    )
     routing.add_argument("--limit", type=_positive_int, default=None, metavar="N", help="only the first N cases")
-    routing.add_argument("--concurrency", type=_positive_int, default=4, metavar="N",
-                         help="cases sent at once (default: 4)")
-    routing.add_argument("--repeats", type=_positive_int, default=3, metavar="N",
-                         help="runs of each case; routing that changes between runs is reported (default: 3)")
+    routing.add_argument(
+        "--concurrency", type=_positive_int, default=4, metavar="N", help="cases sent at once (default: 4)"
+    )
+    routing.add_argument(
+        "--repeats",
+        type=_positive_int,
+        default=3,
+        metavar="N",
+        help="runs of each case; routing that changes between runs is reported (default: 3)",
+    )
     routing.set_defaults(func=cmd_eval_routing)
     return parser
 

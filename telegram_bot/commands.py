@@ -64,11 +64,13 @@ async def task(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     usage = total(await rt.store.usage_since(found.created_at, task_id=found.id))
     calls = await rt.store.tool_calls(task_id=found.id)
     events = await rt.store.task_events(found.id)
-    lines = [f"**Task #{found.id}** · {found.status.value} · {found.worker.value} · `{found.workspace}`",
-             found.title,
-             f"Branch: `{found.branch}`" if found.branch else "Branch: none",
-             f"Tool calls: {len(calls)} · tokens in {usage.input_tokens:,} / out {usage.output_tokens:,} / cache read "
-             f"{usage.cache_read_input_tokens:,} · cost ≈ ${cost_usd(usage, rt.settings):.4f}"]
+    lines = [
+        f"**Task #{found.id}** · {found.status.value} · {found.worker.value} · `{found.workspace}`",
+        found.title,
+        f"Branch: `{found.branch}`" if found.branch else "Branch: none",
+        f"Tool calls: {len(calls)} · tokens in {usage.input_tokens:,} / out {usage.output_tokens:,} / cache read "
+        f"{usage.cache_read_input_tokens:,} · cost ≈ ${cost_usd(usage, rt.settings):.4f}",
+    ]
     if found.error:
         lines.append(f"Reason: {found.error}")
     lines.append("**Events:**")
@@ -92,8 +94,11 @@ async def cancel(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
             await _say(update, context, "Nothing is running.")
             return
         if len(active) > 1:
-            await _say(update, context, "Several tasks are active; which one?\n"
-                       + "\n".join(f"• /cancel {t.id}: {t.title}" for t in active))
+            await _say(
+                update,
+                context,
+                "Several tasks are active; which one?\n" + "\n".join(f"• /cancel {t.id}: {t.title}" for t in active),
+            )
             return
         number = active[0].id
     try:
@@ -130,20 +135,31 @@ async def log(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
 async def new(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     """/new: start a fresh conversation (history stays stored)."""
     await runtime(context).store.start_new_conversation(update.effective_chat.id)
-    await _say(update, context, "Fresh start: I won't use the earlier conversation as context. "
-                                "Tasks and proposals are kept.")
+    await _say(
+        update, context, "Fresh start: I won't use the earlier conversation as context. Tasks and proposals are kept."
+    )
 
 
 async def history(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     """/history: the whole stored conversation as a document."""
     rt = runtime(context)
     messages = await rt.store.all_messages(update.effective_chat.id)
-    text = "\n\n".join(f"[{m.created_at:%Y-%m-%d %H:%M}] {m.role.value} ({m.input_method.value}):\n{m.content}"
-                       for m in messages) or "(empty)"
+    text = (
+        "\n\n".join(
+            f"[{m.created_at:%Y-%m-%d %H:%M}] {m.role.value} ({m.input_method.value}):\n{m.content}" for m in messages
+        )
+        or "(empty)"
+    )
     await rt.notifier.send_document(update.effective_chat.id, "history.md", text.encode("utf-8"))
 
 
 COMMANDS = {"tasks": tasks, "task": task, "cancel": cancel, "usage": usage, "log": log, "new": new, "history": history}
-MENU = [("tasks", "recent tasks"), ("task", "one task in detail: /task N"), ("cancel", "stop a task: /cancel [N]"),
-        ("usage", "tokens and cost"), ("log", "a task's tool calls: /log N"), ("new", "start a fresh conversation"),
-        ("history", "the conversation as a file")]
+MENU = [
+    ("tasks", "recent tasks"),
+    ("task", "one task in detail: /task N"),
+    ("cancel", "stop a task: /cancel [N]"),
+    ("usage", "tokens and cost"),
+    ("log", "a task's tool calls: /log N"),
+    ("new", "start a fresh conversation"),
+    ("history", "the conversation as a file"),
+]

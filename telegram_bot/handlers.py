@@ -46,7 +46,7 @@ STOPPING = "I'm restarting right now; please send that again in a minute."
 TYPING_DELAY = 0.3  # seconds before "typing…" shows; Claude's answers take longer, so it appears for them
 
 
-def runtime(context: ContextTypes.DEFAULT_TYPE) -> "Runtime":
+def runtime(context: ContextTypes.DEFAULT_TYPE) -> Runtime:
     return context.application.bot_data["runtime"]
 
 
@@ -63,11 +63,14 @@ async def guard(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     log.warning("refused update from user %s; add the id to ALLOWED_USER_IDS to allow them", who)
     if update.callback_query:
         with contextlib.suppress(Exception):
-            await context.bot.answer_callback_query(update.callback_query.id, "Not allowed.", rate_limit_args=REFUSAL_LANE)
+            await context.bot.answer_callback_query(
+                update.callback_query.id, "Not allowed.", rate_limit_args=REFUSAL_LANE
+            )
     elif update.effective_chat and update.effective_message:
         with contextlib.suppress(Exception):
-            await context.bot.send_message(update.effective_chat.id, "Sorry, this is a private bot.",
-                                           rate_limit_args=REFUSAL_LANE)
+            await context.bot.send_message(
+                update.effective_chat.id, "Sorry, this is a private bot.", rate_limit_args=REFUSAL_LANE
+            )
     raise ApplicationHandlerStop
 
 
@@ -97,8 +100,13 @@ def chat_lock(context: ContextTypes.DEFAULT_TYPE, chat_id: int) -> asyncio.Lock:
     return locks.setdefault(chat_id, asyncio.Lock())
 
 
-async def converse(update: Update, context: ContextTypes.DEFAULT_TYPE, text: str, method: InputMethod,
-                   attachments: list[Attachment] | None = None) -> None:
+async def converse(
+    update: Update,
+    context: ContextTypes.DEFAULT_TYPE,
+    text: str,
+    method: InputMethod,
+    attachments: list[Attachment] | None = None,
+) -> None:
     """Route text (typed or transcribed, with any photos/files) through the orchestrator and send its reply."""
     chat_id = update.effective_chat.id
     if context.application.bot_data.get("stopping"):
@@ -111,15 +119,17 @@ async def converse(update: Update, context: ContextTypes.DEFAULT_TYPE, text: str
     draft = answer_preview(update, context)
     try:
         async with typing(context, chat_id):
-            reply = await runtime(context).orchestrator.handle(chat_id, text, method, reply_to_of(update, context),
-                                                               attachments, answer=draft)
+            reply = await runtime(context).orchestrator.handle(
+                chat_id, text, method, reply_to_of(update, context), attachments, answer=draft
+            )
     finally:
         turns.discard(turn)
         if draft is not None:
             await draft.stop()  # no preview frame may follow the final message
     # the answer is stored already; a Telegram 5xx now means "retry, then the outbox", never "lost"
-    await runtime(context).deliveries.deliver(chat_id, reply.text, reply_to=update.effective_message.message_id,
-                                              kind="answer")
+    await runtime(context).deliveries.deliver(
+        chat_id, reply.text, reply_to=update.effective_message.message_id, kind="answer"
+    )
     if draft is not None:
         await draft.discard()
 
@@ -130,8 +140,11 @@ def reply_to_of(update: Update, context: ContextTypes.DEFAULT_TYPE) -> ReplyTo |
     if replied is None:
         return None
     sender = replied.from_user
-    return ReplyTo(message_id=replied.message_id, text=replied.text or replied.caption or "",
-                   from_bot=bool(sender and sender.id == context.bot.id))
+    return ReplyTo(
+        message_id=replied.message_id,
+        text=replied.text or replied.caption or "",
+        from_bot=bool(sender and sender.id == context.bot.id),
+    )
 
 
 def message_arrived(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -147,11 +160,15 @@ def answer_preview(update: Update, context: ContextTypes.DEFAULT_TYPE) -> ChatDr
     if not settings.stream_answers:
         return None
     private = update.effective_chat.type == ChatType.PRIVATE
-    return ChatDraft(context.bot, update.effective_chat.id, private=private,
-                     draft_id=update.effective_message.message_id, reply_to=update.effective_message.message_id,
-                     draft_interval=settings.stream_draft_interval_seconds,
-                     edit_interval=settings.stream_edit_interval_seconds if private
-                     else settings.stream_group_edit_interval_seconds)
+    return ChatDraft(
+        context.bot,
+        update.effective_chat.id,
+        private=private,
+        draft_id=update.effective_message.message_id,
+        reply_to=update.effective_message.message_id,
+        draft_interval=settings.stream_draft_interval_seconds,
+        edit_interval=settings.stream_edit_interval_seconds if private else settings.stream_group_edit_interval_seconds,
+    )
 
 
 async def on_text(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -174,7 +191,9 @@ async def help_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> No
 
 async def status(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     """/status: workspaces, active tasks, pending proposals."""
-    await send_markdown(context.bot, update.effective_chat.id, await runtime(context).status_text(update.effective_chat.id))
+    await send_markdown(
+        context.bot, update.effective_chat.id, await runtime(context).status_text(update.effective_chat.id)
+    )
 
 
 async def unknown_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -185,8 +204,10 @@ async def unknown_command(update: Update, context: ContextTypes.DEFAULT_TYPE) ->
 
 async def unsupported(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     """Stickers, locations, contacts…: one line, nothing else."""
-    await update.effective_message.reply_text("I work with text and voice notes, photos and files (PDFs, code, logs, "
-                                              "JSON, CSV, Markdown); please type or say what you need.")
+    await update.effective_message.reply_text(
+        "I work with text and voice notes, photos and files (PDFs, code, logs, "
+        "JSON, CSV, Markdown); please type or say what you need."
+    )
 
 
 async def on_error(update: object, context: ContextTypes.DEFAULT_TYPE) -> None:

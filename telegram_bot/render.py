@@ -68,11 +68,7 @@ def _fence_open(line: str) -> tuple[str, str] | None:
 
 def _is_fence_close(line: str, fence: str) -> bool:
     stripped = line.strip(" \t")
-    return (
-        len(line) - len(line.lstrip(" \t")) <= 3
-        and len(stripped) >= len(fence)
-        and set(stripped) == {fence[0]}
-    )
+    return len(line) - len(line.lstrip(" \t")) <= 3 and len(stripped) >= len(fence) and set(stripped) == {fence[0]}
 
 
 def _is_table_start(lines: list[str], i: int) -> bool:
@@ -435,8 +431,22 @@ class _InlineRenderer:
 _TEXT, _START, _END = 0, 1, 2
 _SUPPORTED_TAGS = frozenset(
     {
-        "a", "b", "strong", "i", "em", "u", "ins", "s", "strike", "del", "span", "tg-spoiler",
-        "code", "pre", "blockquote", "tg-emoji",
+        "a",
+        "b",
+        "strong",
+        "i",
+        "em",
+        "u",
+        "ins",
+        "s",
+        "strike",
+        "del",
+        "span",
+        "tg-spoiler",
+        "code",
+        "pre",
+        "blockquote",
+        "tg-emoji",
     }
 )
 _BLOCK_TAGS = frozenset({"pre", "blockquote"})

@@ -1,4 +1,5 @@
-"""Sending the model's Markdown so Telegram always accepts it: HTML chunks, plain-text fallback, long answers as documents."""
+"""Sending the model's Markdown so Telegram always accepts it: HTML chunks, plain-text fallback, long answers as
+documents."""
 
 from __future__ import annotations
 
@@ -42,8 +43,14 @@ async def send_html_or_plain(
 ) -> Message:
     """One HTML chunk; if Telegram still refuses the entities, the same text as plain text."""
     try:
-        return await bot.send_message(chat_id, chunk, parse_mode=ParseMode.HTML, reply_markup=markup,
-                                      reply_parameters=reply_parameters(reply_to), disable_web_page_preview=True)
+        return await bot.send_message(
+            chat_id,
+            chunk,
+            parse_mode=ParseMode.HTML,
+            reply_markup=markup,
+            reply_parameters=reply_parameters(reply_to),
+            disable_web_page_preview=True,
+        )
     except BadRequest as err:
         if not is_entity_error(err):
             raise
@@ -51,7 +58,9 @@ async def send_html_or_plain(
         plain = html_to_plain(chunk)
         last = None
         for part in split_plain(plain, TELEGRAM_LIMIT):
-            last = await bot.send_message(chat_id, part, reply_markup=markup, reply_parameters=reply_parameters(reply_to))
+            last = await bot.send_message(
+                chat_id, part, reply_markup=markup, reply_parameters=reply_parameters(reply_to)
+            )
         return last
 
 
@@ -62,16 +71,20 @@ async def send_markdown(
     markup = keyboard(buttons)
     if len(markdown) > DOCUMENT_THRESHOLD:
         summary = summarize_for_document(markdown)
-        await bot.send_document(chat_id, InputFile(markdown.encode("utf-8"), filename="answer.md"),
-                                caption=f"The full answer ({len(markdown):,} characters) is in the file.",
-                                reply_parameters=reply_parameters(reply_to))
+        await bot.send_document(
+            chat_id,
+            InputFile(markdown.encode("utf-8"), filename="answer.md"),
+            caption=f"The full answer ({len(markdown):,} characters) is in the file.",
+            reply_parameters=reply_parameters(reply_to),
+        )
         markdown = summary
     chunks = render_chunks(markdown.strip() or "(empty)", TELEGRAM_LIMIT)
     last = None
     for i, chunk in enumerate(chunks):
         is_last = i == len(chunks) - 1
-        last = await send_html_or_plain(bot, chat_id, chunk, reply_to=reply_to if i == 0 else None,
-                                        markup=markup if is_last else None)
+        last = await send_html_or_plain(
+            bot, chat_id, chunk, reply_to=reply_to if i == 0 else None, markup=markup if is_last else None
+        )
     return last
 
 
@@ -80,15 +93,22 @@ async def edit_markdown(bot: Bot, chat_id: int, message_id: int, markdown: str, 
     chunk = render_chunks(markdown.strip() or "(empty)", TELEGRAM_LIMIT)[0]
     markup = keyboard(buttons)
     try:
-        await bot.edit_message_text(chunk, chat_id=chat_id, message_id=message_id, parse_mode=ParseMode.HTML,
-                                    reply_markup=markup, disable_web_page_preview=True)
+        await bot.edit_message_text(
+            chunk,
+            chat_id=chat_id,
+            message_id=message_id,
+            parse_mode=ParseMode.HTML,
+            reply_markup=markup,
+            disable_web_page_preview=True,
+        )
     except BadRequest as err:
         if "not modified" in str(err).lower():
             return
         if not is_entity_error(err):
             raise
-        await bot.edit_message_text(html_to_plain(chunk)[:TELEGRAM_LIMIT], chat_id=chat_id, message_id=message_id,
-                                    reply_markup=markup)
+        await bot.edit_message_text(
+            html_to_plain(chunk)[:TELEGRAM_LIMIT], chat_id=chat_id, message_id=message_id, reply_markup=markup
+        )
 
 
 class TelegramNotifier:
@@ -97,7 +117,9 @@ class TelegramNotifier:
     def __init__(self, bot: Bot) -> None:
         self.bot = bot
 
-    async def send(self, chat_id: int, markdown: str, *, buttons: Buttons | None = None, reply_to: int | None = None) -> int | None:
+    async def send(
+        self, chat_id: int, markdown: str, *, buttons: Buttons | None = None, reply_to: int | None = None
+    ) -> int | None:
         message = await send_markdown(self.bot, chat_id, markdown, reply_to=reply_to, buttons=buttons)
         return message.message_id if message else None
 

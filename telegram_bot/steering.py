@@ -23,11 +23,16 @@ async def on_reply(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         answer = await rt.crew.message_task(chat_id, task.id, message.text)
     except ToolError as err:  # not running: say so, and lose nothing: the orchestrator gets the message
         reason = str(err).split(";")[0]
-        await message.reply_text(f"{reason[:1].upper()}{reason[1:]}. I'll answer it as a normal message instead.",
-                                 do_quote=True)
+        await message.reply_text(
+            f"{reason[:1].upper()}{reason[1:]}. I'll answer it as a normal message instead.", do_quote=True
+        )
         message_arrived(update, context)
         async with chat_lock(context, chat_id):
-            await converse(update, context, f"[In reply to the progress message of task #{task.id}]\n{message.text}",
-                           InputMethod.TEXT)
+            await converse(
+                update,
+                context,
+                f"[In reply to the progress message of task #{task.id}]\n{message.text}",
+                InputMethod.TEXT,
+            )
         return
     await message.reply_text(f"📝 {answer}", do_quote=True)

@@ -43,8 +43,12 @@ class OwnerFirstRateLimiter(AIORateLimiter):
 class Strangers:
     """Who was refused when: `should_refuse(user_id)` is True once per period per stranger, within the budget."""
 
-    def __init__(self, period: float = REFUSE_ONCE_PER_SECONDS, per_minute: int = REFUSALS_PER_MINUTE,
-                 remembered: int = REMEMBERED_STRANGERS) -> None:
+    def __init__(
+        self,
+        period: float = REFUSE_ONCE_PER_SECONDS,
+        per_minute: int = REFUSALS_PER_MINUTE,
+        remembered: int = REMEMBERED_STRANGERS,
+    ) -> None:
         self.period, self.remembered = period, remembered
         self.budget = AsyncLimiter(per_minute, 60)
         self._refused_at: OrderedDict[Any, float] = OrderedDict()

@@ -47,8 +47,17 @@ def draft_html(markdown: str, status: str = "", limit: int = TELEGRAM_LIMIT) -> 
 class ChatDraft:
     """Shows an answer while it is written; `stop` before sending the final message, `discard` after it."""
 
-    def __init__(self, bot: Bot, chat_id: int, *, private: bool, draft_id: int, reply_to: int | None = None,
-                 draft_interval: float = 0.4, edit_interval: float = 1.5) -> None:
+    def __init__(
+        self,
+        bot: Bot,
+        chat_id: int,
+        *,
+        private: bool,
+        draft_id: int,
+        reply_to: int | None = None,
+        draft_interval: float = 0.4,
+        edit_interval: float = 1.5,
+    ) -> None:
         self.bot, self.chat_id, self.reply_to = bot, chat_id, reply_to
         self.use_drafts = private  # Telegram shows drafts in private chats only
         self.draft_id = draft_id or 1
@@ -127,8 +136,9 @@ class ChatDraft:
             self._shown = frame
             self.frames += 1
         except TelegramError as err:
-            if isinstance(err, (RetryAfter, TimedOut)) or (isinstance(err, NetworkError)
-                                                            and not isinstance(err, BadRequest)):
+            if isinstance(err, (RetryAfter, TimedOut)) or (
+                isinstance(err, NetworkError) and not isinstance(err, BadRequest)
+            ):
                 log.debug("chat %s: preview frame skipped: %s", self.chat_id, err)  # the next frame has every word
                 return
             if self.use_drafts:  # an older server, or a chat without drafts: edits show the same words
@@ -151,12 +161,22 @@ class ChatDraft:
         try:
             if self.preview_id is None:
                 message = await self.bot.send_message(
-                    self.chat_id, frame, parse_mode=ParseMode.HTML, disable_web_page_preview=True,
-                    disable_notification=True, reply_parameters=reply_parameters(self.reply_to))
+                    self.chat_id,
+                    frame,
+                    parse_mode=ParseMode.HTML,
+                    disable_web_page_preview=True,
+                    disable_notification=True,
+                    reply_parameters=reply_parameters(self.reply_to),
+                )
                 self.preview_id = message.message_id
             else:
-                await self.bot.edit_message_text(frame, chat_id=self.chat_id, message_id=self.preview_id,
-                                                 parse_mode=ParseMode.HTML, disable_web_page_preview=True)
+                await self.bot.edit_message_text(
+                    frame,
+                    chat_id=self.chat_id,
+                    message_id=self.preview_id,
+                    parse_mode=ParseMode.HTML,
+                    disable_web_page_preview=True,
+                )
         except BadRequest as err:
             if "not modified" in str(err).lower():
                 return

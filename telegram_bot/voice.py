@@ -28,13 +28,16 @@ async def on_voice(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
             return
         media = message.voice or message.audio or message.document
         if media.file_size and media.file_size > MAX_DOWNLOAD_BYTES:
-            await message.reply_text(f"That file is {media.file_size / 1e6:.0f} MB; Telegram lets bots download at most "
-                                     "20 MB. Send a shorter note.")
+            await message.reply_text(
+                f"That file is {media.file_size / 1e6:.0f} MB; Telegram lets bots download at most "
+                "20 MB. Send a shorter note."
+            )
             return
         transcriber = runtime(context).transcriber
         if transcriber is None:
-            await message.reply_text("Voice notes are not available on this bot (speech model not installed); "
-                                     "please type instead.")
+            await message.reply_text(
+                "Voice notes are not available on this bot (speech model not installed); please type instead."
+            )
             return
         from agents.voice import ModelState, VoiceError
 

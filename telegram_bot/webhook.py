@@ -12,8 +12,8 @@ from __future__ import annotations
 import logging
 
 from telegram import Update
-from tornado.httpserver import HTTPServer
 from telegram.ext import Application
+from tornado.httpserver import HTTPServer
 
 from agents.settings import Settings
 from telegram_bot.app import _post_init, _post_stop, build_application
@@ -48,17 +48,26 @@ def _secret(settings: Settings) -> str:
 
 def _webhook_options(settings: Settings) -> dict:
     limit_request_sizes()
-    return dict(listen=settings.webhook_listen, port=settings.webhook_port, url_path=settings.webhook_path,
-                webhook_url=public_webhook_url(settings), secret_token=_secret(settings),
-                allowed_updates=Update.ALL_TYPES)
+    return dict(
+        listen=settings.webhook_listen,
+        port=settings.webhook_port,
+        url_path=settings.webhook_path,
+        webhook_url=public_webhook_url(settings),
+        secret_token=_secret(settings),
+        allowed_updates=Update.ALL_TYPES,
+    )
 
 
 def run_webhook(settings: Settings) -> None:
     """Serve the webhook until SIGINT/SIGTERM; PTB runs post_init, registers the webhook, and shuts down cleanly."""
     app = build_application(settings)
     app.bot_data["handle_signals"] = True  # our handler interrupts workers before PTB stops
-    log.info("webhook mode: %s, listening on %s:%s", public_webhook_url(settings), settings.webhook_listen,
-             settings.webhook_port)
+    log.info(
+        "webhook mode: %s, listening on %s:%s",
+        public_webhook_url(settings),
+        settings.webhook_listen,
+        settings.webhook_port,
+    )
     app.run_webhook(**_webhook_options(settings), close_loop=False, stop_signals=None)
 
 

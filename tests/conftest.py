@@ -6,9 +6,9 @@ import os
 import socket
 import subprocess
 import textwrap
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import AsyncIterator
 
 import pytest
 
@@ -29,8 +29,11 @@ def _no_network(monkeypatch: pytest.MonkeyPatch) -> None:
 
     def guarded(self: socket.socket, address: object) -> object:
         host = address[0] if isinstance(address, tuple) else address
-        if isinstance(host, str) and not (host.startswith("127.") or host in ("localhost", "::1", "")) \
-                and self.family in (socket.AF_INET, socket.AF_INET6):
+        if (
+            isinstance(host, str)
+            and not (host.startswith("127.") or host in ("localhost", "::1", ""))
+            and self.family in (socket.AF_INET, socket.AF_INET6)
+        ):
             raise RuntimeError(f"test tried to reach the network: {address!r}")
         return real_connect(self, address)
 
@@ -40,8 +43,13 @@ def _no_network(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def git(cwd: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "Dev", "GIT_AUTHOR_EMAIL": "dev@example.com",
-           "GIT_COMMITTER_NAME": "Dev", "GIT_COMMITTER_EMAIL": "dev@example.com"}
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "Dev",
+        "GIT_AUTHOR_EMAIL": "dev@example.com",
+        "GIT_COMMITTER_NAME": "Dev",
+        "GIT_COMMITTER_EMAIL": "dev@example.com",
+    }
     return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout
 
 
@@ -86,7 +94,9 @@ def bot_repo(tmp_path: Path) -> Path:
     return make_repo(tmp_path / "agentlab-self", {"telegram_bot/handlers.py": "# handlers\n", "README.md": "# me\n"})
 
 
-def make_settings(tg: FakeTelegram, claude: FakeAnthropic, tmp_path: Path, workspace_root: Path, **overrides: object) -> Settings:
+def make_settings(
+    tg: FakeTelegram, claude: FakeAnthropic, tmp_path: Path, workspace_root: Path, **overrides: object
+) -> Settings:
     values: dict[str, object] = dict(
         telegram_bot_token=tg.token,
         telegram_api_base_url=tg.url,
@@ -127,7 +137,9 @@ class BotHarness:
         return await self.tg.wait_for_message(self.chat_id, count=count, timeout=timeout)
 
 
-async def start_bot(settings: Settings, tg: FakeTelegram, claude: FakeAnthropic, transcriber: object | None = None) -> BotHarness:
+async def start_bot(
+    settings: Settings, tg: FakeTelegram, claude: FakeAnthropic, transcriber: object | None = None
+) -> BotHarness:
     from telegram_bot.app import build_application, start_polling
 
     app = build_application(settings)
@@ -138,8 +150,9 @@ async def start_bot(settings: Settings, tg: FakeTelegram, claude: FakeAnthropic,
 
 
 @pytest.fixture
-async def bot(fake_telegram: FakeTelegram, fake_anthropic: FakeAnthropic, tmp_path: Path, workspace_root: Path,
-              bot_repo: Path) -> AsyncIterator[BotHarness]:
+async def bot(
+    fake_telegram: FakeTelegram, fake_anthropic: FakeAnthropic, tmp_path: Path, workspace_root: Path, bot_repo: Path
+) -> AsyncIterator[BotHarness]:
     from telegram_bot.app import stop_polling
     from tests.fakes.whisper_checkpoint import FakeTranscriber
 

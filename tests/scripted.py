@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict, deque
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from agents import prompts
 from tests.fakes import anthropic_server as claude_says
@@ -44,7 +45,7 @@ class ScriptedModel:
         self.requests: dict[str, list[dict[str, Any]]] = defaultdict(list)
         self._lock = threading.Lock()
 
-    def add(self, role: str, *replies: dict[str, Any] | Callable[[dict[str, Any]], Any]) -> "ScriptedModel":
+    def add(self, role: str, *replies: dict[str, Any] | Callable[[dict[str, Any]], Any]) -> ScriptedModel:
         with self._lock:
             self._queues[role].extend(replies)
         return self

@@ -35,13 +35,15 @@ async def test_approval_and_its_task_are_one_transaction(tmp_path) -> None:
 
 
 async def test_restart_after_a_kill_mid_approval_lets_the_user_approve_again(
-        fake_telegram, fake_anthropic, tmp_path, workspace_root) -> None:
+    fake_telegram, fake_anthropic, tmp_path, workspace_root
+) -> None:
     from telegram_bot.app import stop_polling
 
     settings = make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root)
     store = await Store.open(settings.database_path)  # what a bot SIGKILLed between the two steps left behind
-    proposal = await store.add_proposal(Proposal(chat_id=USER_ID, workspace="group-therapy", request="add logging",
-                                                 body="## Plan\n1. import logging"))
+    proposal = await store.add_proposal(
+        Proposal(chat_id=USER_ID, workspace="group-therapy", request="add logging", body="## Plan\n1. import logging")
+    )
     assert await store.decide_proposal(proposal.id, ProposalStatus.APPROVED)
     await store.close()
 
@@ -52,9 +54,16 @@ async def test_restart_after_a_kill_mid_approval_lets_the_user_approve_again(
     try:
         shown = await bot.runtime.notifier.send(USER_ID, "Proposal #1", buttons=None)
         fake_telegram.press_button(USER_ID, shown, "proposal:approve:1", strict=False)
-        reply = await fake_telegram.await_for(lambda: next(
-            (m.text for m in fake_telegram.messages(USER_ID) if "Proposal #1 approved" in (m.text or "")
-             or "already" in (m.text or "")), None))
+        reply = await fake_telegram.await_for(
+            lambda: next(
+                (
+                    m.text
+                    for m in fake_telegram.messages(USER_ID)
+                    if "Proposal #1 approved" in (m.text or "") or "already" in (m.text or "")
+                ),
+                None,
+            )
+        )
         assert "code task #1 started" in reply, reply
         task = await bot.runtime.store.get_task(1)
         assert task is not None and task.proposal_id == proposal.id

@@ -32,9 +32,11 @@ def jpeg(width: int, height: int, color: tuple[int, int, int] = (200, 40, 40)) -
 
 
 def minimal_pdf() -> bytes:
-    return (b"%PDF-1.4\n1 0 obj << /Type /Catalog /Pages 2 0 R >> endobj\n"
-            b"2 0 obj << /Type /Pages /Kids [3 0 R] /Count 1 >> endobj\n"
-            b"3 0 obj << /Type /Page /Parent 2 0 R /MediaBox [0 0 200 200] >> endobj\ntrailer << /Root 1 0 R >>\n%%EOF\n")
+    return (
+        b"%PDF-1.4\n1 0 obj << /Type /Catalog /Pages 2 0 R >> endobj\n"
+        b"2 0 obj << /Type /Pages /Kids [3 0 R] /Count 1 >> endobj\n"
+        b"3 0 obj << /Type /Page /Parent 2 0 R /MediaBox [0 0 200 200] >> endobj\ntrailer << /Root 1 0 R >>\n%%EOF\n"
+    )
 
 
 def blocks_of(request: dict) -> list[dict]:
@@ -46,16 +48,24 @@ def decoded_image(block: dict) -> Image.Image:
 
 
 async def answered(bot: BotHarness, text: str):
-    return await bot.tg.await_for(lambda: next((m for m in bot.tg.messages(USER_ID) if m.text == text), None),
-                                  timeout=20)
+    return await bot.tg.await_for(
+        lambda: next((m for m in bot.tg.messages(USER_ID) if m.text == text), None), timeout=20
+    )
 
 
-async def test_photo_reaches_the_orchestrator_as_an_image_beside_its_caption(bot: BotHarness, model: ScriptedModel,
-                                                                             tmp_path) -> None:
+async def test_photo_reaches_the_orchestrator_as_an_image_beside_its_caption(
+    bot: BotHarness, model: ScriptedModel, tmp_path
+) -> None:
     model.add("orchestrator", claude_says.text("A red rectangle."))
     thumb = jpeg(90, 68)
-    bot.tg.send_photo(USER_ID, jpeg(2560, 1920), width=2560, height=1920, caption="what is on this picture?",
-                      smaller=[(thumb, 90, 68), (jpeg(1280, 960), 1280, 960)])
+    bot.tg.send_photo(
+        USER_ID,
+        jpeg(2560, 1920),
+        width=2560,
+        height=1920,
+        caption="what is on this picture?",
+        smaller=[(thumb, 90, 68), (jpeg(1280, 960), 1280, 960)],
+    )
     await answered(bot, "A red rectangle.")
     content = blocks_of(model.requests["orchestrator"][0])
     kinds = [b["type"] for b in content]
@@ -72,8 +82,11 @@ async def test_photo_reaches_the_orchestrator_as_an_image_beside_its_caption(bot
     with sqlite3.connect(tmp_path / "data" / "agentlab.db") as db:
         rows = db.execute("SELECT kind, name, path, size FROM attachments").fetchall()
         assert rows == [("image", "photo.jpg", f"{USER_ID}/{stored[0].name}", stored[0].stat().st_size)]
-        everything = b"".join(str(r).encode() for table in ("messages", "attachments")
-                              for r in db.execute(f"SELECT * FROM {table}").fetchall())
+        everything = b"".join(
+            str(r).encode()
+            for table in ("messages", "attachments")
+            for r in db.execute(f"SELECT * FROM {table}").fetchall()
+        )
     assert content[1]["source"]["data"][:200].encode() not in everything, "no base64 in SQLite"
 
 
@@ -104,7 +117,7 @@ async def test_pdf_and_log_file_arrive_as_document_and_text(bot: BotHarness, mod
     await answered(bot, "The log shows a crash.")
     content = blocks_of(model.requests["orchestrator"][1])
     file_block = next(b for b in content if b["type"] == "text" and "app.log" in b["text"])
-    assert log in file_block["text"] and "<file name=\"app.log\">" in file_block["text"]
+    assert log in file_block["text"] and '<file name="app.log">' in file_block["text"]
     assert content[content.index(file_block) + 1]["text"] == "why does it crash?"
     history = model.requests["orchestrator"][1]["messages"][0]["content"]
     assert any(b["type"] == "document" for b in history), "the PDF stays in the conversation"
@@ -123,13 +136,20 @@ async def test_an_image_sent_as_a_file_arrives_as_an_image(bot: BotHarness, mode
 
 
 async def test_wrong_type_and_oversized_files_get_one_sentence_and_the_caption_goes_through(
-        bot: BotHarness, model: ScriptedModel) -> None:
-    model.add("orchestrator", claude_says.text("Answer one."), claude_says.text("Answer two."),
-              claude_says.text("Answer three."))
-    bot.tg.send_document(USER_ID, b"PK\x03\x04\x00\x00binary\x00zip", "site.zip", "application/zip",
-                         caption="deploy what is in the zip")
-    refusal = await bot.tg.await_for(lambda: next((m for m in bot.tg.messages(USER_ID)
-                                                   if "site.zip" in (m.text or "")), None))
+    bot: BotHarness, model: ScriptedModel
+) -> None:
+    model.add(
+        "orchestrator",
+        claude_says.text("Answer one."),
+        claude_says.text("Answer two."),
+        claude_says.text("Answer three."),
+    )
+    bot.tg.send_document(
+        USER_ID, b"PK\x03\x04\x00\x00binary\x00zip", "site.zip", "application/zip", caption="deploy what is in the zip"
+    )
+    refusal = await bot.tg.await_for(
+        lambda: next((m for m in bot.tg.messages(USER_ID) if "site.zip" in (m.text or "")), None)
+    )
     assert "PDFs and text files" in refusal.text and refusal.text.count(".") <= 4 and len(refusal.text) < 220
     await answered(bot, "Answer one.")
     first = blocks_of(model.requests["orchestrator"][0])
@@ -137,15 +157,17 @@ async def test_wrong_type_and_oversized_files_get_one_sentence_and_the_caption_g
     assert not any(b["type"] in ("image", "document") for b in first)
 
     bot.tg.send_document(USER_ID, b"x" * 300_000, "huge.log", "text/plain", caption="look at the end of this log")
-    too_big = await bot.tg.await_for(lambda: next((m for m in bot.tg.messages(USER_ID)
-                                                   if "huge.log" in (m.text or "")), None))
+    too_big = await bot.tg.await_for(
+        lambda: next((m for m in bot.tg.messages(USER_ID) if "huge.log" in (m.text or "")), None)
+    )
     assert "300 KB" in too_big.text and "200 KB" in too_big.text
     await answered(bot, "Answer two.")
     assert blocks_of(model.requests["orchestrator"][1])[0]["text"].startswith("look at the end of this log")
 
     bot.tg.send_document(USER_ID, b"\xff\xd8\xff\xe0garbage-not-a-jpeg", "broken.jpg", "image/jpeg")
-    no_caption = await bot.tg.await_for(lambda: next((m for m in bot.tg.messages(USER_ID)
-                                                      if "broken.jpg" in (m.text or "")), None))
+    no_caption = await bot.tg.await_for(
+        lambda: next((m for m in bot.tg.messages(USER_ID) if "broken.jpg" in (m.text or "")), None)
+    )
     assert "Traceback" not in no_caption.text
     bot.tg.send_document(USER_ID, b"\0" * (20 * 1024 * 1024 + 1), "dump.bin", caption="and this?")
     await bot.tg.await_for(lambda: any("20 MB" in (m.text or "") for m in bot.tg.messages(USER_ID)))
@@ -154,8 +176,9 @@ async def test_wrong_type_and_oversized_files_get_one_sentence_and_the_caption_g
     assert blocks_of(model.requests["orchestrator"][2])[0]["text"].startswith("and this?")
 
 
-async def test_an_image_stays_in_the_history_across_a_restart(fake_telegram, fake_anthropic, tmp_path,
-                                                              workspace_root) -> None:
+async def test_an_image_stays_in_the_history_across_a_restart(
+    fake_telegram, fake_anthropic, tmp_path, workspace_root
+) -> None:
     from telegram_bot.app import stop_polling
 
     settings = make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root)
@@ -184,16 +207,34 @@ async def test_an_image_stays_in_the_history_across_a_restart(fake_telegram, fak
 
 
 async def test_start_task_hands_the_picture_to_the_frontend_worker_and_saves_it_when_asked(
-        bot: BotHarness, model: ScriptedModel) -> None:
-    model.add("orchestrator", claude_says.tool_use("start_task", {
-        "workspace": "group-therapy", "worker": "frontend", "instructions": "Make the page look like the picture.",
-        "background": True, "attachments": [1], "save_attachments": True}), claude_says.text("Started #1."))
-    model.add("frontend", claude_says.tool_use("run_command", {"command": "ls .agentlab/attachments; git status --short"}),
-              claude_says.text("Matched the picture."))
+    bot: BotHarness, model: ScriptedModel
+) -> None:
+    model.add(
+        "orchestrator",
+        claude_says.tool_use(
+            "start_task",
+            {
+                "workspace": "group-therapy",
+                "worker": "frontend",
+                "instructions": "Make the page look like the picture.",
+                "background": True,
+                "attachments": [1],
+                "save_attachments": True,
+            },
+        ),
+        claude_says.text("Started #1."),
+    )
+    model.add(
+        "frontend",
+        claude_says.tool_use("run_command", {"command": "ls .agentlab/attachments; git status --short"}),
+        claude_says.text("Matched the picture."),
+    )
     bot.tg.send_photo(USER_ID, jpeg(800, 600), width=800, height=600, caption="make the page look like this")
     await answered(bot, "Started #1.")
-    await bot.tg.await_for(lambda: any("Task #1" in (m.text or "") and "Files:" in (m.text or "")
-                                       for m in bot.tg.messages(USER_ID)), timeout=60)
+    await bot.tg.await_for(
+        lambda: any("Task #1" in (m.text or "") and "Files:" in (m.text or "") for m in bot.tg.messages(USER_ID)),
+        timeout=60,
+    )
     first = model.requests["frontend"][0]["messages"][0]["content"]
     image = next(b for b in first if b["type"] == "image")
     assert decoded_image(image).size == (800, 600)
@@ -204,9 +245,14 @@ async def test_start_task_hands_the_picture_to_the_frontend_worker_and_saves_it_
 
 
 async def test_start_task_refuses_an_attachment_of_another_chat(bot: BotHarness, model: ScriptedModel) -> None:
-    model.add("orchestrator", claude_says.tool_use("start_task", {
-        "workspace": "calc", "worker": "code", "instructions": "x", "background": True, "attachments": [7]}),
-        claude_says.text("No such picture."))
+    model.add(
+        "orchestrator",
+        claude_says.tool_use(
+            "start_task",
+            {"workspace": "calc", "worker": "code", "instructions": "x", "background": True, "attachments": [7]},
+        ),
+        claude_says.text("No such picture."),
+    )
     bot.say("use the picture")
     await answered(bot, "No such picture.")
     result = model.requests["orchestrator"][1]["messages"][-1]["content"][0]

@@ -27,23 +27,34 @@ async def ended(bot: BotHarness, task_id: int, timeout: float = 30.0):
     return task
 
 
-@pytest.mark.parametrize(("ending", "why"), [
-    (claude_says.text("BLOCKED: should add() round floats or keep them exact? Nobody said."), "round floats"),
-    (claude_says.text("Should I change add() or its test?"), None),  # a question without the mark is a report
-    (claude_says.text("I won't do this.", stop_reason="refusal"), "refused"),
-    (claude_says.text("Half of a rep", stop_reason="max_tokens"), "cut off"),
-    (claude_says.text("x", stop_reason="model_context_window_exceeded"), "context window"),
-])
+@pytest.mark.parametrize(
+    ("ending", "why"),
+    [
+        (claude_says.text("BLOCKED: should add() round floats or keep them exact? Nobody said."), "round floats"),
+        (claude_says.text("Should I change add() or its test?"), None),  # a question without the mark is a report
+        (claude_says.text("I won't do this.", stop_reason="refusal"), "refused"),
+        (claude_says.text("Half of a rep", stop_reason="max_tokens"), "cut off"),
+        (claude_says.text("x", stop_reason="model_context_window_exceeded"), "context window"),
+    ],
+)
 async def test_a_worker_that_cannot_go_on_ends_the_task_blocked_without_a_test_run(
-        bot: BotHarness, model: ScriptedModel, ending: dict, why: str | None) -> None:
-    model.add("orchestrator", claude_says.tool_use("start_task", {
-        "workspace": "calc", "worker": "code", "instructions": "Fix add()", "background": True}),
-        claude_says.text("Started."))
+    bot: BotHarness, model: ScriptedModel, ending: dict, why: str | None
+) -> None:
+    model.add(
+        "orchestrator",
+        claude_says.tool_use(
+            "start_task", {"workspace": "calc", "worker": "code", "instructions": "Fix add()", "background": True}
+        ),
+        claude_says.text("Started."),
+    )
     model.add("code", claude_says.tool_use("read_file", {"path": "calc.py"}), ending)
     bot.say("fix add in calc")
     task = await ended(bot, 1)
-    summary = await bot.tg.await_for(lambda: next(
-        (m for m in bot.tg.messages(USER_ID) if "Task #1" in (m.text or "") and "Files:" in (m.text or "")), None))
+    summary = await bot.tg.await_for(
+        lambda: next(
+            (m for m in bot.tg.messages(USER_ID) if "Task #1" in (m.text or "") and "Files:" in (m.text or "")), None
+        )
+    )
     if why is None:  # finished: the bot runs the tests (and they fail: add still subtracts)
         assert "Tests:" in summary.text and "not run" not in summary.text
         return
@@ -54,8 +65,11 @@ async def test_a_worker_that_cannot_go_on_ends_the_task_blocked_without_a_test_r
 
 
 async def test_research_that_is_blocked_writes_no_proposal(bot: BotHarness, model: ScriptedModel) -> None:
-    model.add("orchestrator", claude_says.tool_use("start_research", {"workspace": "calc", "request": "make it fast"}),
-              claude_says.text("Researching."))
+    model.add(
+        "orchestrator",
+        claude_says.tool_use("start_research", {"workspace": "calc", "request": "make it fast"}),
+        claude_says.text("Researching."),
+    )
     model.add("research", claude_says.text("BLOCKED: which part is slow? The repository has no benchmarks."))
     bot.say("make calc fast")
     task = await ended(bot, 1)
@@ -66,8 +80,12 @@ async def test_research_that_is_blocked_writes_no_proposal(bot: BotHarness, mode
 async def test_orchestrator_retries_a_tool_call_cut_off_at_max_tokens(bot: BotHarness, model: ScriptedModel) -> None:
     cut = claude_says.tool_use("read_file", {"workspace": "calc", "path": "calc.py"}, text="Let me read")
     cut["stop_reason"] = "max_tokens"
-    model.add("orchestrator", cut, claude_says.tool_use("read_file", {"workspace": "calc", "path": "calc.py"}),
-              claude_says.text("add() returns a - b."))
+    model.add(
+        "orchestrator",
+        cut,
+        claude_says.tool_use("read_file", {"workspace": "calc", "path": "calc.py"}),
+        claude_says.text("add() returns a - b."),
+    )
     bot.say("what does add do?")
     [reply] = await bot.replies(1)
     assert reply.text == "add() returns a - b."

@@ -106,8 +106,11 @@ async def test_telegram_flood_limit_is_waited_out(bot: BotHarness) -> None:
 
 
 async def test_entity_refusal_falls_back_to_plain_text(bot: BotHarness) -> None:
-    bot.tg.fail_next("sendMessage", error_code=400,
-                     description="Bad Request: can't parse entities: Unsupported start tag \"x\" at byte offset 0")
+    bot.tg.fail_next(
+        "sendMessage",
+        error_code=400,
+        description='Bad Request: can\'t parse entities: Unsupported start tag "x" at byte offset 0',
+    )
     bot.claude.script(claude_says.text("Use **bold** and `code` <here>"))
     bot.say("format something")
     [reply] = await bot.replies(1)
@@ -137,8 +140,12 @@ async def test_long_reply_is_split_and_huge_reply_goes_as_document(bot: BotHarne
 
 async def test_orchestrator_reads_files_confined_to_the_workspace(bot: BotHarness) -> None:
     bot.claude.script(
-        claude_says.tool_uses([("read_file", {"workspace": "Calc", "path": "calc.py"}),
-                               ("read_file", {"workspace": "calc", "path": "../../etc/passwd"})]),
+        claude_says.tool_uses(
+            [
+                ("read_file", {"workspace": "Calc", "path": "calc.py"}),
+                ("read_file", {"workspace": "calc", "path": "../../etc/passwd"}),
+            ]
+        ),
         claude_says.text("`add` subtracts: that's the bug."),
     )
     bot.say("why does add fail in calc?")
@@ -162,8 +169,9 @@ async def test_prompt_cache_serves_the_fixed_prefix_on_the_second_message(bot: B
     assert all("cache_control" not in t for t in requests[0].body["tools"]), "the system's breakpoint covers the tools"
     for request in requests:
         body = request.body
-        marks = sum("cache_control" in b for m in body["messages"] for b in m["content"]) + \
-            sum("cache_control" in b for b in body["system"])
+        marks = sum("cache_control" in b for m in body["messages"] for b in m["content"]) + sum(
+            "cache_control" in b for b in body["system"]
+        )
         assert marks <= 3, "three cache breakpoints: system, the previous turn, this message"
     assert sum("cache_control" in b for m in requests[1].body["messages"] for b in m["content"]) == 2
     records = await bot.runtime.store.usage_since(start_of_day())

@@ -19,9 +19,22 @@ from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.telegram_server import FakeTelegram
 
 REPO = Path(__file__).resolve().parents[1]
-KEYS = ("TELEGRAM_BOT_TOKEN", "ANTHROPIC_API_KEY", "ALLOWED_USER_IDS", "WORKSPACE_PATH", "TELEGRAM_API_BASE_URL",
-        "ANTHROPIC_BASE_URL", "BOT_REPOSITORY", "DATABASE_PATH", "WHISPER_MODEL", "CHROMIUM_PATH", "WEBHOOK_URL",
-        "WEBHOOK_SECRET_TOKEN", "LOG_FORMAT", "AGENTLAB_LOG_FORMAT")
+KEYS = (
+    "TELEGRAM_BOT_TOKEN",
+    "ANTHROPIC_API_KEY",
+    "ALLOWED_USER_IDS",
+    "WORKSPACE_PATH",
+    "TELEGRAM_API_BASE_URL",
+    "ANTHROPIC_BASE_URL",
+    "BOT_REPOSITORY",
+    "DATABASE_PATH",
+    "WHISPER_MODEL",
+    "CHROMIUM_PATH",
+    "WEBHOOK_URL",
+    "WEBHOOK_SECRET_TOKEN",
+    "LOG_FORMAT",
+    "AGENTLAB_LOG_FORMAT",
+)
 
 
 class Answers:
@@ -58,16 +71,22 @@ def test_help_lists_the_subcommands(capsys) -> None:
 
 
 def test_python_m_telegram_bot_help() -> None:
-    result = subprocess.run([sys.executable, "-m", "telegram_bot", "--help"], cwd=REPO, capture_output=True,
-                            text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "telegram_bot", "--help"], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("usage: agentlab")
     assert "doctor" in result.stdout and "init" in result.stdout
 
 
 def test_init_writes_env_with_mode_600_then_doctor_passes(
-    clean_env: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, fake_telegram: FakeTelegram,
-    fake_anthropic: FakeAnthropic, workspace_root: Path, capsys,
+    clean_env: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    fake_telegram: FakeTelegram,
+    fake_anthropic: FakeAnthropic,
+    workspace_root: Path,
+    capsys,
 ) -> None:
     # where the fakes live and what doctor needs beyond the four answers (environment wins over .env)
     checkpoint = tmp_path / "model.pt"
@@ -94,11 +113,14 @@ def test_init_writes_env_with_mode_600_then_doctor_passes(
     assert (clean_env / "data" / "agentlab.db").is_file(), "doctor ran on the new .env (default DATABASE_PATH)"
 
 
-def test_init_keeps_existing_values_and_other_lines(clean_env: Path, tmp_path: Path,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_init_keeps_existing_values_and_other_lines(
+    clean_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     env_file = clean_env / ".env"
-    env_file.write_text("# mine\nTELEGRAM_BOT_TOKEN=111:oldtokenvalue-xyz\nANTHROPIC_API_KEY=sk-old-key-123456\n"
-                        "ALLOWED_USER_IDS=5\nWORKER_MODEL=claude-opus-4-1\n")
+    env_file.write_text(
+        "# mine\nTELEGRAM_BOT_TOKEN=111:oldtokenvalue-xyz\nANTHROPIC_API_KEY=sk-old-key-123456\n"
+        "ALLOWED_USER_IDS=5\nWORKER_MODEL=claude-opus-4-1\n"
+    )
     env_file.chmod(0o644)
     monkeypatch.setenv("HOME", str(tmp_path / "my home"))
     workspace = tmp_path / "my home" / "workspaces"
@@ -137,25 +159,28 @@ def test_init_cancelled_leaves_no_env(clean_env: Path) -> None:
 
 def test_render_env_replaces_in_place_and_appends() -> None:
     base = "# comment\nA=1\nexport B=2\nA=3\n"
-    assert render_env(base, {"A": "x", "B": "y z", "C": 'q"'}) == (
-        '# comment\nA=x\nB="y z"\n# A=3\nC="q\\""\n'
-    )
+    assert render_env(base, {"A": "x", "B": "y z", "C": 'q"'}) == ('# comment\nA=x\nB="y z"\n# A=3\nC="q\\""\n')
 
 
 # --------------------------------------------------------------------------------------------------------- run
 
 
 @pytest.mark.parametrize("webhook", [False, True])
-def test_run_chooses_polling_or_webhook(clean_env: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-                                        webhook: bool) -> None:
+def test_run_chooses_polling_or_webhook(
+    clean_env: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, webhook: bool
+) -> None:
     import telegram_bot.app
     import telegram_bot.webhook
 
     started: list[tuple[str, object]] = []
     monkeypatch.setattr(telegram_bot.app, "run_polling", lambda s: started.append(("polling", s.webhook_url)))
     monkeypatch.setattr(telegram_bot.webhook, "run_webhook", lambda s: started.append(("webhook", s.webhook_url)))
-    for key, value in {"TELEGRAM_BOT_TOKEN": "1:a", "ANTHROPIC_API_KEY": "k", "ALLOWED_USER_IDS": "1",
-                       "WORKSPACE_PATH": str(tmp_path)}.items():
+    for key, value in {
+        "TELEGRAM_BOT_TOKEN": "1:a",
+        "ANTHROPIC_API_KEY": "k",
+        "ALLOWED_USER_IDS": "1",
+        "WORKSPACE_PATH": str(tmp_path),
+    }.items():
         monkeypatch.setenv(key, value)
     if webhook:
         monkeypatch.setenv("WEBHOOK_URL", "https://bot.example.com")

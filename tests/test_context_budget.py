@@ -68,10 +68,18 @@ async def test_a_big_tool_result_keeps_its_head_and_tail(tmp_path: Path) -> None
 def conversation(results: int, size: int) -> list[dict]:
     messages: list[dict] = [{"role": "user", "content": [{"type": "text", "text": "do the task"}]}]
     for i in range(results):
-        messages.append({"role": "assistant", "content": [
-            {"type": "tool_use", "id": f"t{i}", "name": "read_file", "input": {"path": f"f{i}.py"}}]})
-        messages.append({"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": f"t{i}", "content": f"file {i} " + "y" * size}]})
+        messages.append(
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": f"t{i}", "name": "read_file", "input": {"path": f"f{i}.py"}}],
+            }
+        )
+        messages.append(
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": f"t{i}", "content": f"file {i} " + "y" * size}],
+            }
+        )
     return messages
 
 
@@ -108,8 +116,15 @@ def test_prompt_too_long_is_explained_truthfully() -> None:
 async def small_window_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo):
     from telegram_bot.app import stop_polling
 
-    settings = make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repository=bot_repo,
-                             worker_context_tokens=10_000, tool_result_max_chars=6_000)
+    settings = make_settings(
+        fake_telegram,
+        fake_anthropic,
+        tmp_path,
+        workspace_root,
+        bot_repository=bot_repo,
+        worker_context_tokens=10_000,
+        tool_result_max_chars=6_000,
+    )
     harness = await start_bot(settings, fake_telegram, fake_anthropic)
     yield harness
     await stop_polling(harness.app)
@@ -120,12 +135,18 @@ def reads(count: int) -> list:
 
 
 def results_of(body: dict) -> list[str]:
-    return [b["content"] for m in body["messages"] if m["role"] == "user" for b in m["content"]
-            if b.get("type") == "tool_result"]
+    return [
+        b["content"]
+        for m in body["messages"]
+        if m["role"] == "user"
+        for b in m["content"]
+        if b.get("type") == "tool_result"
+    ]
 
 
 async def test_a_long_worker_run_stays_in_its_window_and_retries_once_when_too_long(
-        small_window_bot: BotHarness, workspace_root: Path) -> None:
+    small_window_bot: BotHarness, workspace_root: Path
+) -> None:
     bot = small_window_bot
     (workspace_root / "calc" / "big.txt").write_text("".join(f"{i:05d} " + "z" * 60 + "\n" for i in range(3000)))
     git(workspace_root / "calc", "add", "big.txt")
@@ -133,19 +154,25 @@ async def test_a_long_worker_run_stays_in_its_window_and_retries_once_when_too_l
     model = ScriptedModel()
     bot.claude.handler = model
     model.add("orchestrator", start_task("calc", "Study big.txt."), claude_says.text("started"))
-    model.add("code", *reads(8), claude_says.error(400, "invalid_request_error", TOO_LONG),
-              claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"}),
-              claude_says.text("Done reading."))
+    model.add(
+        "code",
+        *reads(8),
+        claude_says.error(400, "invalid_request_error", TOO_LONG),
+        claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"}),
+        claude_says.text("Done reading."),
+    )
     bot.say("study big.txt in calc")
-    await bot.tg.await_for(lambda: next((m for m in bot.tg.messages(USER_ID) if "Done reading." in (m.text or "")), None),
-                           timeout=60)
+    await bot.tg.await_for(
+        lambda: next((m for m in bot.tg.messages(USER_ID) if "Done reading." in (m.text or "")), None), timeout=60
+    )
     requests = model.requests["code"]
     results = results_of(requests[2])
     assert all(len(r) <= 6_500 for r in results), "each result was trimmed to the size limit"
     assert "characters of this read_file result left out" in results[0]
     ninth, retried = requests[8], requests[9]
-    assert any(r.startswith("[result removed to save context: read_file big.txt") for r in results_of(ninth)), \
+    assert any(r.startswith("[result removed to save context: read_file big.txt") for r in results_of(ninth)), (
         "stubbed before the request, near the window"
+    )
     stubs_after = sum(r.startswith("[result removed") for r in results_of(retried))
     assert stubs_after > sum(r.startswith("[result removed") for r in results_of(ninth)), "stubbed harder for the retry"
     assert results_of(retried)[-1] == results_of(ninth)[-1], "the newest result stays whole"
@@ -158,10 +185,14 @@ async def test_prompt_too_long_twice_fails_the_task_with_the_true_reason(small_w
     model = ScriptedModel()
     bot.claude.handler = model
     model.add("orchestrator", start_task("calc", "Do it."), claude_says.text("started"))
-    model.add("code", claude_says.error(400, "invalid_request_error", TOO_LONG),
-              claude_says.error(400, "invalid_request_error", TOO_LONG))
+    model.add(
+        "code",
+        claude_says.error(400, "invalid_request_error", TOO_LONG),
+        claude_says.error(400, "invalid_request_error", TOO_LONG),
+    )
     bot.say("do it in calc")
     failed = await bot.tg.await_for(
-        lambda: next((m for m in bot.tg.messages(USER_ID) if "Task #1 failed" in (m.text or "")), None), timeout=30)
+        lambda: next((m for m in bot.tg.messages(USER_ID) if "Task #1 failed" in (m.text or "")), None), timeout=30
+    )
     assert "context window" in failed.text and "refused the request as invalid" not in failed.text
     assert len(model.requests["code"]) == 2, "one retry, no more"

@@ -30,8 +30,11 @@ def request_text(body: dict) -> str:
 
 
 def tool_results(body: dict) -> list[str]:
-    return [b["content"] if isinstance(b["content"], str) else json.dumps(b["content"])
-            for b in body["messages"][-1]["content"] if b.get("type") == "tool_result"]
+    return [
+        b["content"] if isinstance(b["content"], str) else json.dumps(b["content"])
+        for b in body["messages"][-1]["content"]
+        if b.get("type") == "tool_result"
+    ]
 
 
 async def shown(bot: BotHarness, needle: str):
@@ -48,16 +51,23 @@ async def recorded(bot: BotHarness, kind: str, ref_id: int) -> None:
     raise AssertionError(f"{kind} #{ref_id} was never recorded as shown")
 
 
-LONG_PROPOSAL = ("## Summary\nMake the API client robust.\n## Current state\n"
-                 + "".join(f"- `client.py` line {i}: a call without a timeout.\n" for i in range(1, 160))
-                 + "## Plan\n1. add timeouts\n2. add retries\n## Risks\n"
-                 "Retries: at most three, with exponential backoff and jitter, only on idempotent GET requests.\n"
-                 "## Effort\nsmall")
+LONG_PROPOSAL = (
+    "## Summary\nMake the API client robust.\n## Current state\n"
+    + "".join(f"- `client.py` line {i}: a call without a timeout.\n" for i in range(1, 160))
+    + "## Plan\n1. add timeouts\n2. add retries\n## Risks\n"
+    "Retries: at most three, with exponential backoff and jitter, only on idempotent GET requests.\n"
+    "## Effort\nsmall"
+)
 
 
-async def test_a_reply_to_a_long_proposal_is_answered_from_the_proposal_whole(bot: BotHarness, model: ScriptedModel) -> None:
-    model.add("orchestrator", claude_says.tool_use("start_research", {"workspace": "calc", "request": "robust client"}),
-              claude_says.text("Researching."))
+async def test_a_reply_to_a_long_proposal_is_answered_from_the_proposal_whole(
+    bot: BotHarness, model: ScriptedModel
+) -> None:
+    model.add(
+        "orchestrator",
+        claude_says.tool_use("start_research", {"workspace": "calc", "request": "robust client"}),
+        claude_says.text("Researching."),
+    )
     model.add("research", claude_says.text(LONG_PROPOSAL))
     bot.say("make the calc client robust")
     proposal_message = await shown(bot, "Proposal #1")
@@ -78,14 +88,19 @@ async def test_a_reply_to_a_long_proposal_is_answered_from_the_proposal_whole(bo
 
 async def test_a_task_summary_is_remembered_and_get_task_tells_it_whole(bot: BotHarness, model: ScriptedModel) -> None:
     model.add("orchestrator", start_task("calc", "Fix add() in calc.py."), claude_says.text("Started task #1."))
-    model.add("code", claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"}),
-              claude_says.text("Fixed add(): the operator was a minus sign (found in calc.py line 2)."))
+    model.add(
+        "code",
+        claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"}),
+        claude_says.text("Fixed add(): the operator was a minus sign (found in calc.py line 2)."),
+    )
     bot.say("fix add in calc")
     task, summary = await final_summary(bot, 1)
     assert task.status is TaskStatus.COMPLETED
     await recorded(bot, "task", 1)
 
-    model.add("orchestrator", claude_says.tool_use("get_task", {"task_id": 1}), claude_says.text("It was a minus sign."))
+    model.add(
+        "orchestrator", claude_says.tool_use("get_task", {"task_id": 1}), claude_says.text("It was a minus sign.")
+    )
     bot.tg.send_text(USER_ID, "why did it break?", reply_to_message_id=summary.message_id)
     await shown(bot, "It was a minus sign.")
     first, second = model.requests["orchestrator"][-2:]
@@ -99,16 +114,21 @@ async def test_a_task_summary_is_remembered_and_get_task_tells_it_whole(bot: Bot
 
 
 async def add_pending(bot: BotHarness, workspace: str, body: str) -> Proposal:
-    return await bot.runtime.store.add_proposal(Proposal(chat_id=USER_ID, workspace=workspace, request=f"improve {workspace}",
-                                                         body=body))
+    return await bot.runtime.store.add_proposal(
+        Proposal(chat_id=USER_ID, workspace=workspace, request=f"improve {workspace}", body=body)
+    )
 
 
 async def test_approve_without_id_with_several_pending_lists_them_and_starts_nothing(
-        bot: BotHarness, model: ScriptedModel) -> None:
+    bot: BotHarness, model: ScriptedModel
+) -> None:
     await add_pending(bot, "calc", "## Summary\nA.")
     await add_pending(bot, "group-therapy", "## Summary\nB.")
-    model.add("orchestrator", claude_says.tool_use("approve_proposal", {}),
-              claude_says.text("Which one: #1 (calc) or #2 (group-therapy)?"))
+    model.add(
+        "orchestrator",
+        claude_says.tool_use("approve_proposal", {}),
+        claude_says.text("Which one: #1 (calc) or #2 (group-therapy)?"),
+    )
     bot.say("go ahead")
     await shown(bot, "Which one")
     [result] = tool_results(model.requests["orchestrator"][-1])
@@ -118,15 +138,21 @@ async def test_approve_without_id_with_several_pending_lists_them_and_starts_not
     assert await store.list_tasks(USER_ID) == []
     assert [p.status for p in await store.pending_proposals(USER_ID)] == [ProposalStatus.PENDING] * 2
 
-    model.add("orchestrator", claude_says.tool_use("get_proposal", {}), claude_says.tool_use("get_proposal", {"proposal_id": 2}),
-              claude_says.text("#2 says B."))
+    model.add(
+        "orchestrator",
+        claude_says.tool_use("get_proposal", {}),
+        claude_says.tool_use("get_proposal", {"proposal_id": 2}),
+        claude_says.text("#2 says B."),
+    )
     bot.say("what do they say?")
     await shown(bot, "#2 says B.")
     listing, whole = [tool_results(r)[0] for r in model.requests["orchestrator"][-2:]]
     assert "several proposals are pending" in listing and "proposal #2 for group-therapy" in listing
     assert whole.startswith("Proposal #2 for workspace group-therapy [pending]") and whole.endswith("## Summary\nB.")
 
-    model.add("orchestrator", claude_says.tool_use("approve_proposal", {"proposal_id": 2}), claude_says.text("Approved #2."))
+    model.add(
+        "orchestrator", claude_says.tool_use("approve_proposal", {"proposal_id": 2}), claude_says.text("Approved #2.")
+    )
     bot.say("the group therapy one")
     await shown(bot, "Approved #2.")
     assert (await store.get_proposal(2)).status is ProposalStatus.APPROVED
@@ -134,7 +160,8 @@ async def test_approve_without_id_with_several_pending_lists_them_and_starts_not
 
 
 async def test_go_ahead_while_research_runs_says_the_proposal_is_still_being_written(
-        bot: BotHarness, model: ScriptedModel) -> None:
+    bot: BotHarness, model: ScriptedModel
+) -> None:
     await add_pending(bot, "group-therapy", "## Summary\nAn older, unrelated proposal.")
     release = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -143,13 +170,19 @@ async def test_go_ahead_while_research_runs_says_the_proposal_is_still_being_wri
         asyncio.run_coroutine_threadsafe(release.wait(), loop).result(timeout=20)
         return claude_says.text("## Summary\nThe new proposal.")
 
-    model.add("orchestrator", claude_says.tool_use("start_research", {"workspace": "calc", "request": "review calc"}),
-              claude_says.text("Researching."))
+    model.add(
+        "orchestrator",
+        claude_says.tool_use("start_research", {"workspace": "calc", "request": "review calc"}),
+        claude_says.text("Researching."),
+    )
     model.add("research", slow_research)
     bot.say("review calc")
     await shown(bot, "Researching.")
-    model.add("orchestrator", claude_says.tool_use("approve_proposal", {}),
-              claude_says.text("The proposal is still being written; I'll show it when it's ready."))
+    model.add(
+        "orchestrator",
+        claude_says.tool_use("approve_proposal", {}),
+        claude_says.text("The proposal is still being written; I'll show it when it's ready."),
+    )
     bot.say("go ahead")
     await shown(bot, "still being written;")
     [result] = tool_results(model.requests["orchestrator"][-1])
@@ -162,11 +195,21 @@ async def test_go_ahead_while_research_runs_says_the_proposal_is_still_being_wri
 
 
 async def test_refines_hands_the_old_proposal_whole_and_notes_reach_the_code_worker(
-        bot: BotHarness, model: ScriptedModel) -> None:
+    bot: BotHarness, model: ScriptedModel
+) -> None:
     old = await add_pending(bot, "calc", LONG_PROPOSAL)
-    model.add("orchestrator", claude_says.tool_use("start_research", {
-        "workspace": "calc", "request": "Use a different retry library instead of hand-written retries.", "refines": old.id}),
-        claude_says.text("Reworking it."))
+    model.add(
+        "orchestrator",
+        claude_says.tool_use(
+            "start_research",
+            {
+                "workspace": "calc",
+                "request": "Use a different retry library instead of hand-written retries.",
+                "refines": old.id,
+            },
+        ),
+        claude_says.text("Reworking it."),
+    )
     model.add("research", claude_says.text("## Summary\nUse tenacity.\n## Plan\n1. add tenacity"))
     bot.say("instead of writing retries by hand, use a library")
     await shown(bot, "Proposal #2")
@@ -176,8 +219,11 @@ async def test_refines_hands_the_old_proposal_whole_and_notes_reach_the_code_wor
     store = bot.runtime.store
     assert (await store.get_proposal(1)).status is ProposalStatus.SUPERSEDED
 
-    model.add("orchestrator", claude_says.tool_use("approve_proposal", {"proposal_id": 2, "notes": "call it parse_all"}),
-              claude_says.text("Approved with your note."))
+    model.add(
+        "orchestrator",
+        claude_says.tool_use("approve_proposal", {"proposal_id": 2, "notes": "call it parse_all"}),
+        claude_says.text("Approved with your note."),
+    )
     model.add("code", claude_says.text("Done."))
     bot.say("looks good, but call it parse_all")
     await shown(bot, "Approved with your note.")
@@ -189,19 +235,35 @@ async def test_refines_hands_the_old_proposal_whole_and_notes_reach_the_code_wor
 
 async def test_merge_and_discard_in_words(bot: BotHarness, model: ScriptedModel, workspace_root) -> None:
     repo = workspace_root / "calc"
-    model.add("orchestrator", start_task("calc", "Fix add()."), claude_says.text("started"),
-              start_task("calc", "Add a docstring."), claude_says.text("started 2"))
-    model.add("code", claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"}),
-              claude_says.text("Fixed."))
+    model.add(
+        "orchestrator",
+        start_task("calc", "Fix add()."),
+        claude_says.text("started"),
+        start_task("calc", "Add a docstring."),
+        claude_says.text("started 2"),
+    )
+    model.add(
+        "code",
+        claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"}),
+        claude_says.text("Fixed."),
+    )
     bot.say("fix calc")
     await final_summary(bot, 1)
-    model.add("code", claude_says.tool_use("write_file", {"path": "NOTES.md", "content": "notes\n"}),
-              claude_says.text("Wrote notes."))
+    model.add(
+        "code",
+        claude_says.tool_use("write_file", {"path": "NOTES.md", "content": "notes\n"}),
+        claude_says.text("Wrote notes."),
+    )
     bot.say("and add notes")
     task2, _ = await final_summary(bot, 2)
 
-    model.add("orchestrator", claude_says.tool_use("merge_task", {"task_id": 1}), claude_says.text("Merged #1."),
-              claude_says.tool_use("discard_task", {"task_id": 2}), claude_says.text("Discarded #2."))
+    model.add(
+        "orchestrator",
+        claude_says.tool_use("merge_task", {"task_id": 1}),
+        claude_says.text("Merged #1."),
+        claude_says.tool_use("discard_task", {"task_id": 2}),
+        claude_says.text("Discarded #2."),
+    )
     bot.say("merge the fix")
     await shown(bot, "Merged #1.")
     assert "a + b" in (repo / "calc.py").read_text()
@@ -213,14 +275,20 @@ async def test_merge_and_discard_in_words(bot: BotHarness, model: ScriptedModel,
 
 
 async def test_create_workspace_makes_a_git_repository_and_refuses_bad_names(
-        bot: BotHarness, model: ScriptedModel, workspace_root) -> None:
-    model.add("orchestrator",
-              claude_says.tool_use("create_workspace", {"name": "../escape"}),
-              claude_says.tool_use("create_workspace", {"name": "Portfolio Site"}),
-              start_task("portfolio-site", "Build index.html", worker="frontend"),
-              claude_says.text("Made portfolio-site and started building."))
-    model.add("frontend", claude_says.tool_use("write_file", {"path": "index.html", "content": "<h1>Me</h1>\n"}),
-              claude_says.text("Built the page."))
+    bot: BotHarness, model: ScriptedModel, workspace_root
+) -> None:
+    model.add(
+        "orchestrator",
+        claude_says.tool_use("create_workspace", {"name": "../escape"}),
+        claude_says.tool_use("create_workspace", {"name": "Portfolio Site"}),
+        start_task("portfolio-site", "Build index.html", worker="frontend"),
+        claude_says.text("Made portfolio-site and started building."),
+    )
+    model.add(
+        "frontend",
+        claude_says.tool_use("write_file", {"path": "index.html", "content": "<h1>Me</h1>\n"}),
+        claude_says.text("Built the page."),
+    )
     bot.say("build me a portfolio website")
     await shown(bot, "Made portfolio-site")
     bad, good = [tool_results(r)[0] for r in model.requests["orchestrator"][1:3]]
@@ -237,8 +305,9 @@ async def quick_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot
     """The bot with a 1-second foreground wait."""
     from telegram_bot.app import stop_polling
 
-    settings = make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repository=bot_repo,
-                             foreground_wait_seconds=1)
+    settings = make_settings(
+        fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repository=bot_repo, foreground_wait_seconds=1
+    )
     harness = await start_bot(settings, fake_telegram, fake_anthropic)
     yield harness
     await stop_polling(harness.app)
@@ -246,9 +315,11 @@ async def quick_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot
 
 def gated_worker(loop: asyncio.AbstractEventLoop, release: asyncio.Event) -> list:
     """A code worker that waits for `release`, then fixes calc.py and reports."""
+
     def reply(body: dict) -> dict:
         asyncio.run_coroutine_threadsafe(release.wait(), loop).result(timeout=30)
         return claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"})
+
     return [reply, claude_says.text("Finished the slow job.")]
 
 
@@ -257,8 +328,11 @@ async def test_a_foreground_task_past_the_cap_goes_on_in_the_background(quick_bo
     model = ScriptedModel()
     bot.claude.handler = model
     release = asyncio.Event()
-    model.add("orchestrator", start_task("calc", "Quick fix.", background=False),
-              claude_says.text("Still running as task #1; I'll report when it ends."))
+    model.add(
+        "orchestrator",
+        start_task("calc", "Quick fix.", background=False),
+        claude_says.text("Still running as task #1; I'll report when it ends."),
+    )
     model.add("code", *gated_worker(asyncio.get_running_loop(), release))
     bot.say("quick fix in calc")
     await shown(bot, "Still running as task #1")
@@ -280,8 +354,12 @@ async def test_a_foreground_task_past_the_cap_goes_on_in_the_background(quick_bo
 async def test_a_typed_message_stops_the_foreground_wait_at_once(bot: BotHarness, model: ScriptedModel) -> None:
     assert bot.settings.foreground_wait_seconds == 90
     release = asyncio.Event()
-    model.add("orchestrator", start_task("calc", "Quick fix.", background=False),
-              claude_says.text("Still running as task #1."), claude_says.text("Stopping nothing; it runs."))
+    model.add(
+        "orchestrator",
+        start_task("calc", "Quick fix.", background=False),
+        claude_says.text("Still running as task #1."),
+        claude_says.text("Stopping nothing; it runs."),
+    )
     model.add("code", *gated_worker(asyncio.get_running_loop(), release))
     bot.say("quick fix in calc")
     await bot.tg.await_for(lambda: model.requests["code"] or None)
@@ -299,8 +377,9 @@ async def short_memory_bot(fake_telegram, fake_anthropic, tmp_path, workspace_ro
     """The bot with the smallest history budget: compaction comes after a few turns."""
     from telegram_bot.app import stop_polling
 
-    settings = make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repository=bot_repo,
-                             history_token_budget=1_000)
+    settings = make_settings(
+        fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repository=bot_repo, history_token_budget=1_000
+    )
     harness = await start_bot(settings, fake_telegram, fake_anthropic)
     yield harness
     await stop_polling(harness.app)
@@ -311,8 +390,11 @@ async def test_a_pending_proposal_outlives_compaction_and_a_decided_one_does_not
     model = ScriptedModel()
     bot.claude.handler = model
     for workspace, marker in (("calc", "KEEP-ME-PENDING"), ("group-therapy", "DROP-ME-REJECTED")):
-        model.add("orchestrator", claude_says.tool_use("start_research", {"workspace": workspace, "request": "look"}),
-                  claude_says.text(f"Researching {workspace}."))
+        model.add(
+            "orchestrator",
+            claude_says.tool_use("start_research", {"workspace": workspace, "request": "look"}),
+            claude_says.text(f"Researching {workspace}."),
+        )
         model.add("research", claude_says.text(f"## Summary\n{marker}: a plan for {workspace}."))
         bot.say(f"look at {workspace}")
         await shown(bot, marker)

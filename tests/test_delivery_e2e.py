@@ -24,8 +24,11 @@ def text_has(*words: str):
 
 
 def fix_calc(model: ScriptedModel) -> None:
-    model.add("code", claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"}),
-              claude_says.text("Fixed add()."))
+    model.add(
+        "code",
+        claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"}),
+        claude_says.text("Fixed add()."),
+    )
 
 
 async def ended(bot: BotHarness, task_id: int):
@@ -35,7 +38,9 @@ async def ended(bot: BotHarness, task_id: int):
 
 
 def summaries(bot: BotHarness, task_id: int) -> list:
-    return [m for m in bot.tg.messages(USER_ID) if f"Task #{task_id} done" in (m.text or "") and "Files:" in (m.text or "")]
+    return [
+        m for m in bot.tg.messages(USER_ID) if f"Task #{task_id} done" in (m.text or "") and "Files:" in (m.text or "")
+    ]
 
 
 async def test_a_502_on_the_summary_keeps_the_task_completed_and_delivers_it(bot: BotHarness) -> None:
@@ -51,7 +56,8 @@ async def test_a_502_on_the_summary_keeps_the_task_completed_and_delivers_it(bot
 
 
 async def test_an_undelivered_summary_goes_out_after_a_restart_and_task_n_resends_it(
-        fake_telegram, fake_anthropic, tmp_path, workspace_root) -> None:
+    fake_telegram, fake_anthropic, tmp_path, workspace_root
+) -> None:
     from telegram_bot.app import stop_polling
 
     settings = make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root)
@@ -95,8 +101,9 @@ async def test_a_502_on_a_proposal_keeps_it_and_delivers_it_with_buttons(bot: Bo
     await bot.runtime.crew.start_research(USER_ID, "group-therapy", "improve logging")
     task = await ended(bot, 1)
     assert task.status is TaskStatus.COMPLETED, task.error
-    shown = await bot.tg.await_for(lambda: next((m for m in bot.tg.messages(USER_ID)
-                                                 if "Proposal #1" in (m.text or "")), None))
+    shown = await bot.tg.await_for(
+        lambda: next((m for m in bot.tg.messages(USER_ID) if "Proposal #1" in (m.text or "")), None)
+    )
     assert shown.callback_data == ["proposal:approve:1", "proposal:reject:1"]
 
 
@@ -104,8 +111,9 @@ async def test_a_500_on_a_direct_answer_does_not_lose_it(bot: BotHarness) -> Non
     bot.claude.script(claude_says.text("The answer you asked for."))
     bot.tg.fail_next("sendMessage", error_code=500, when=text_has("The answer you asked for."))
     bot.say("a question")
-    answer = await bot.tg.await_for(lambda: next((m for m in bot.tg.messages(USER_ID)
-                                                  if m.text == "The answer you asked for."), None))
+    answer = await bot.tg.await_for(
+        lambda: next((m for m in bot.tg.messages(USER_ID) if m.text == "The answer you asked for."), None)
+    )
     assert answer.reply_to_message_id is not None
     assert not any("went wrong" in (m.text or "") for m in bot.tg.messages(USER_ID))
 
@@ -132,5 +140,8 @@ async def test_a_chat_that_cannot_be_reached_does_not_hold_back_the_others(tmp_p
         await store.add_delivery(delivery.Delivery(chat_id=chat, kind="answer", text=f"owed to {chat}"))
     assert await outbox.flush() == 2
     assert notifier.sent == [(2, "owed to 2"), (3, "owed to 3")]
-    assert [d.text for d in await store.undelivered(delivery.MAX_ATTEMPTS)] == ["to the blocked chat", "later, same chat"]
+    assert [d.text for d in await store.undelivered(delivery.MAX_ATTEMPTS)] == [
+        "to the blocked chat",
+        "later, same chat",
+    ]
     await store.close()

@@ -9,8 +9,21 @@ import pytest
 from agents import file_tools
 from agents.workspaces import ToolError, is_secret_file, mask_url_credentials
 
-SECRETS = (".env", ".env.local", ".envrc", ".netrc", ".npmrc", ".pypirc", ".git-credentials", "server.pem", "tls.key",
-           "id_rsa", "id_ed25519_sk", "credentials.json", "credentials-prod.json")
+SECRETS = (
+    ".env",
+    ".env.local",
+    ".envrc",
+    ".netrc",
+    ".npmrc",
+    ".pypirc",
+    ".git-credentials",
+    "server.pem",
+    "tls.key",
+    "id_rsa",
+    "id_ed25519_sk",
+    "credentials.json",
+    "credentials-prod.json",
+)
 NOT_SECRETS = (".env.example", "id_rsa.pub", "id_utils.py", "keys.py", "README.md", "credentials.md", "monkey.py")
 
 
@@ -43,8 +56,14 @@ async def test_no_file_tool_shows_or_writes_a_credential_file(root: Path) -> Non
 
 def test_url_credentials_are_masked() -> None:
     assert mask_url_credentials("url = https://user:tok3n@github.com/a/b.git") == "url = https://***@github.com/a/b.git"
-    assert mask_url_credentials("https://ghp_x@host/r and http://a:b@h:8080/p") == "https://***@host/r and http://***@h:8080/p"
-    assert mask_url_credentials("see https://github.com/a/b and mail me@host") == "see https://github.com/a/b and mail me@host"
+    assert (
+        mask_url_credentials("https://ghp_x@host/r and http://a:b@h:8080/p")
+        == "https://***@host/r and http://***@h:8080/p"
+    )
+    assert (
+        mask_url_credentials("see https://github.com/a/b and mail me@host")
+        == "see https://github.com/a/b and mail me@host"
+    )
 
 
 async def test_git_metadata_is_masked_on_read_and_refused_on_write(tmp_path: Path) -> None:

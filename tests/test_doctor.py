@@ -9,9 +9,9 @@ import socket
 import sqlite3
 import stat
 import threading
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -25,8 +25,18 @@ from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.telegram_server import FakeTelegram
 
 REQUIRED_KEYS = ("TELEGRAM_BOT_TOKEN", "ANTHROPIC_API_KEY", "ALLOWED_USER_IDS", "WORKSPACE_PATH")
-OTHER_KEYS = ("TELEGRAM_API_BASE_URL", "ANTHROPIC_BASE_URL", "BOT_REPOSITORY", "DATABASE_PATH", "WHISPER_MODEL",
-              "CHROMIUM_PATH", "WEBHOOK_URL", "WEBHOOK_SECRET_TOKEN", "ORCHESTRATOR_MODEL", "WORKER_MODEL")
+OTHER_KEYS = (
+    "TELEGRAM_API_BASE_URL",
+    "ANTHROPIC_BASE_URL",
+    "BOT_REPOSITORY",
+    "DATABASE_PATH",
+    "WHISPER_MODEL",
+    "CHROMIUM_PATH",
+    "WEBHOOK_URL",
+    "WEBHOOK_SECRET_TOKEN",
+    "ORCHESTRATOR_MODEL",
+    "WORKER_MODEL",
+)
 
 
 def marks(output: str) -> list[str]:
@@ -42,8 +52,14 @@ def fake_chromium(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def ready_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, fake_telegram: FakeTelegram,
-              fake_anthropic: FakeAnthropic, workspace_root: Path, bot_repo: Path) -> Path:
+def ready_env(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    fake_telegram: FakeTelegram,
+    fake_anthropic: FakeAnthropic,
+    workspace_root: Path,
+    bot_repo: Path,
+) -> Path:
     """Environment variables for a complete setup against the fakes; the cwd is an empty folder (no .env)."""
     cwd = tmp_path / "cwd"
     cwd.mkdir()
@@ -70,8 +86,9 @@ def ready_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, fake_telegram: Fa
     return cwd
 
 
-def test_doctor_against_the_fakes_is_all_green(ready_env: Path, capsys, fake_telegram: FakeTelegram,
-                                               fake_anthropic: FakeAnthropic, tmp_path: Path) -> None:
+def test_doctor_against_the_fakes_is_all_green(
+    ready_env: Path, capsys, fake_telegram: FakeTelegram, fake_anthropic: FakeAnthropic, tmp_path: Path
+) -> None:
     assert main(["doctor"]) == 0
     out = capsys.readouterr().out
     lines = marks(out)
@@ -129,7 +146,9 @@ def test_rejected_token_fails(monkeypatch: pytest.MonkeyPatch, ready_env: Path, 
 
 
 @pytest.fixture
-def settings(fake_telegram: FakeTelegram, fake_anthropic: FakeAnthropic, tmp_path: Path, workspace_root: Path) -> Settings:
+def settings(
+    fake_telegram: FakeTelegram, fake_anthropic: FakeAnthropic, tmp_path: Path, workspace_root: Path
+) -> Settings:
     return make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root)
 
 
@@ -197,7 +216,9 @@ async def test_second_model_is_checked_too(settings: Settings, fake_anthropic: F
 # ---------------------------------------------------------------------------------------------- local checks
 
 
-async def test_workspace_folders_that_are_not_repositories_are_warnings(settings: Settings, workspace_root: Path) -> None:
+async def test_workspace_folders_that_are_not_repositories_are_warnings(
+    settings: Settings, workspace_root: Path
+) -> None:
     (workspace_root / "notes").mkdir()
     (workspace_root / ".hidden").mkdir()
     checks = await dr.check_workspaces(settings)
@@ -313,7 +334,9 @@ async def test_unwritable_database_folder_fails(settings: Settings, tmp_path: Pa
 def test_updates_mode_line(settings: Settings) -> None:
     assert "long polling" in dr.check_updates_mode(settings).detail
     hooked = settings.model_copy(update={"webhook_url": "https://bot.example.com", "webhook_port": 9000})
-    assert "webhook https://bot.example.com/telegram → listening on 127.0.0.1:9000" in dr.check_updates_mode(hooked).detail
+    assert (
+        "webhook https://bot.example.com/telegram → listening on 127.0.0.1:9000" in dr.check_updates_mode(hooked).detail
+    )
 
 
 async def test_a_crashing_check_is_reported_not_raised(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:

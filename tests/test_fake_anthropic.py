@@ -45,7 +45,10 @@ async def test_text_reply_is_parsed(fake_anthropic: FakeAnthropic) -> None:
     assert fake_anthropic.calls == 1
     recorded = fake_anthropic.requests[0]
     assert recorded.body["messages"] == [user("Hi")]
-    assert "sk-ant-fake" in (recorded.headers.get("x-api-key"), recorded.headers.get("authorization", "").removeprefix("Bearer "))
+    assert "sk-ant-fake" in (
+        recorded.headers.get("x-api-key"),
+        recorded.headers.get("authorization", "").removeprefix("Bearer "),
+    )
     assert recorded.status == 200
 
 
@@ -84,7 +87,9 @@ async def test_tool_use_round_trip(fake_anthropic: FakeAnthropic) -> None:
 async def test_several_tool_uses_get_distinct_ids(fake_anthropic: FakeAnthropic) -> None:
     fake_anthropic.script(tool_uses([("get_weather", {"city": "Oslo"}), ("get_weather", {"city": "Rome"})]))
     async with fake_anthropic.async_client() as client:
-        message = await client.messages.create(model=MODEL, max_tokens=200, tools=[WEATHER_TOOL], messages=[user("Both?")])
+        message = await client.messages.create(
+            model=MODEL, max_tokens=200, tools=[WEATHER_TOOL], messages=[user("Both?")]
+        )
     ids = [b.id for b in message.content if b.type == "tool_use"]
     assert len(ids) == 2 and len(set(ids)) == 2
     assert [b.input["city"] for b in message.content] == ["Oslo", "Rome"]
@@ -134,7 +139,9 @@ async def test_prompt_cache_simulation(fake_anthropic: FakeAnthropic) -> None:
     async with fake_anthropic.async_client() as client:
         first = await client.messages.create(model=MODEL, max_tokens=10, system=system, messages=[user("Q1")])
         second = await client.messages.create(model=MODEL, max_tokens=10, system=system, messages=[user("Q2 differs")])
-        other_model = await client.messages.create(model="claude-haiku-4-5", max_tokens=10, system=system, messages=[user("Q1")])
+        other_model = await client.messages.create(
+            model="claude-haiku-4-5", max_tokens=10, system=system, messages=[user("Q1")]
+        )
         count = await client.messages.count_tokens(model=MODEL, system=system, messages=[user("Q2 differs")])
     assert first.usage.cache_creation_input_tokens >= 1024
     assert first.usage.cache_read_input_tokens == 0

@@ -61,15 +61,16 @@ async def test_wrong_token_is_rejected(fake_telegram: FakeTelegram) -> None:  # 
 
 async def test_send_message_html_is_parsed_and_recorded(fake_telegram: FakeTelegram, bot: Bot) -> None:  # noqa: F811
     markup = _keyboard("yes", "no")
-    sent = await bot.send_message(
-        chat_id=USER, text="<b>Build</b> &amp; test", parse_mode="HTML", reply_markup=markup
-    )
+    sent = await bot.send_message(chat_id=USER, text="<b>Build</b> &amp; test", parse_mode="HTML", reply_markup=markup)
     assert sent.text == "Build & test"
     assert sent.reply_markup == markup
     [record] = fake_telegram.messages(USER)
     assert record.message_id == sent.message_id
     assert (record.kind, record.text, record.source, record.html) == (
-        "text", "Build & test", "<b>Build</b> &amp; test", "<b>Build</b> &amp; test"
+        "text",
+        "Build & test",
+        "<b>Build</b> &amp; test",
+        "<b>Build</b> &amp; test",
     )
     assert record.parse_mode == "HTML"
     assert record.reply_markup == markup.to_dict()
@@ -260,7 +261,8 @@ def test_raw_json_and_form_bodies(fake_telegram: FakeTelegram) -> None:  # noqa:
     def post(method: str, body: bytes, content_type: str) -> tuple[int, dict[str, Any]]:
         request = urllib.request.Request(
             f"{fake_telegram.base_url}{fake_telegram.token}/{method}",
-            data=body, headers={"Content-Type": content_type},
+            data=body,
+            headers={"Content-Type": content_type},
         )
         try:
             with urllib.request.urlopen(request, timeout=5) as response:
@@ -279,7 +281,9 @@ def test_raw_json_and_form_bodies(fake_telegram: FakeTelegram) -> None:  # noqa:
     status, reply = post("sendMessage", b"chat_id=7&text=x", "application/x-www-form-urlencoded")
     assert status == 429
     assert reply == {
-        "ok": False, "error_code": 429, "description": "Too Many Requests: retry after 5",
+        "ok": False,
+        "error_code": 429,
+        "description": "Too Many Requests: retry after 5",
         "parameters": {"retry_after": 5},
     }
     assert fake_telegram.wait_for(lambda: len(fake_telegram.messages(7)) == 2, timeout=1)

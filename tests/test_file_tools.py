@@ -299,7 +299,12 @@ async def test_glob_variants(tree: Path) -> None:
     assert (await ft.glob(tree, "*.md")).split("\n") == ["README.md"]
     assert (await ft.glob(tree, "src/*")).split("\n") == ["src/main.py", "src/pkg/"]
     assert (await ft.glob(tree, "src/**")).split("\n") == [
-        "src/main.py", "src/pkg/", "src/pkg/mod.py", "src/pkg/sub/", "src/pkg/sub/deep.py", "src/pkg/util.py"
+        "src/main.py",
+        "src/pkg/",
+        "src/pkg/mod.py",
+        "src/pkg/sub/",
+        "src/pkg/sub/deep.py",
+        "src/pkg/util.py",
     ]
     assert (await ft.glob(tree, "web/*.{ts,tsx}")).split("\n") == ["web/app.ts", "web/view.tsx"]
     assert (await ft.glob(tree, "src/pkg/[mu]*.py")).split("\n") == ["src/pkg/mod.py", "src/pkg/util.py"]
@@ -406,5 +411,3 @@ async def test_grep_a_few_thousand_files_is_fast(ws: Path) -> None:
     out = await ft.grep(ws, "MARKER")
     assert time.monotonic() - started < 5
     assert out.count("\n") == 39 and out.startswith("gen/d0/f7.py:41: # MARKER")
-
-

@@ -16,12 +16,17 @@ def write(root: Path, files: dict[str, str]) -> None:
 
 async def test_git_work_tree_lists_tracked_and_unignored_untracked_files(tmp_path: Path) -> None:
     root = make_repo(tmp_path / "repo", {".gitignore": "build/\n*.log\n", "app.py": "x = 1\n", "pkg/util.py": ""})
-    write(root, {
-        "new_module.py": "y = 2\n",  # untracked, not ignored: listed
-        "build/out.py": "", "debug.log": "",  # ignored
-        "venv/pyvenv.cfg": "home = /usr/bin\n", "venv/lib/python3.11/site-packages/urllib3/poolmanager.py": "",
-        "node_modules/left-pad/index.js": "",  # untracked and in a skipped folder
-    })
+    write(
+        root,
+        {
+            "new_module.py": "y = 2\n",  # untracked, not ignored: listed
+            "build/out.py": "",
+            "debug.log": "",  # ignored
+            "venv/pyvenv.cfg": "home = /usr/bin\n",
+            "venv/lib/python3.11/site-packages/urllib3/poolmanager.py": "",
+            "node_modules/left-pad/index.js": "",  # untracked and in a skipped folder
+        },
+    )
     (root / "app.py").write_text("x = 2\n")  # modified tracked file: still listed
     assert await list_files(root) == [".gitignore", "app.py", "new_module.py", "pkg/util.py"]
 
@@ -40,8 +45,18 @@ async def test_a_subfolder_of_a_repository_lists_its_own_files_relative_to_itsel
 
 async def test_outside_git_the_walk_skips_the_same_folders(tmp_path: Path) -> None:
     root = tmp_path / "plain"
-    write(root, {"main.py": "", ".venv/lib/site.py": "", "env/pyvenv.cfg": "", "env/lib/x.py": "",
-                 "node_modules/a/index.js": "", "src/__pycache__/m.pyc": "", "src/m.py": ""})
+    write(
+        root,
+        {
+            "main.py": "",
+            ".venv/lib/site.py": "",
+            "env/pyvenv.cfg": "",
+            "env/lib/x.py": "",
+            "node_modules/a/index.js": "",
+            "src/__pycache__/m.pyc": "",
+            "src/m.py": "",
+        },
+    )
     (root / "link.py").symlink_to(root / "main.py")
     assert await list_files(root) == ["main.py", "src/m.py"]
     assert walk_files(root) == ["main.py", "src/m.py"]

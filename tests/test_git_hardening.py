@@ -17,8 +17,19 @@ from agents.git_repo import CommitLimits, GitIdentity, TaskWorktree
 from agents.repo_guard import RepositoryGuard
 from tests.test_git_repo import git, make_user_repo, no_git_identity  # noqa: F401  (autouse fixture)
 
-HOOKS = ("pre-commit", "prepare-commit-msg", "commit-msg", "post-commit", "pre-merge-commit", "post-merge",
-         "post-checkout", "post-rewrite", "reference-transaction", "post-index-change", "pre-auto-gc")
+HOOKS = (
+    "pre-commit",
+    "prepare-commit-msg",
+    "commit-msg",
+    "post-commit",
+    "pre-merge-commit",
+    "post-merge",
+    "post-checkout",
+    "post-rewrite",
+    "reference-transaction",
+    "post-index-change",
+    "pre-auto-gc",
+)
 
 
 @pytest.fixture
@@ -93,8 +104,9 @@ async def test_repo_map_and_doctor_use_the_hardened_runner(repo: Path, marks: Pa
     assert list(marks.iterdir()) == []
 
 
-async def test_the_guard_undoes_moved_refs_deleted_branches_and_planted_hooks(repo: Path, tmp_path: Path,
-                                                                              marks: Path) -> None:
+async def test_the_guard_undoes_moved_refs_deleted_branches_and_planted_hooks(
+    repo: Path, tmp_path: Path, marks: Path
+) -> None:
     git("branch", "feature", cwd=repo)
     main_before = git("rev-parse", "main", cwd=repo)
     tree = await new_task(repo, tmp_path)
@@ -122,8 +134,14 @@ async def test_the_guard_undoes_moved_refs_deleted_branches_and_planted_hooks(re
     assert (tree.path / ".git").is_file()
     await git_repo.check_worktree_link(tree)  # the link is back
     text = "\n".join(warnings)
-    for expected in ("refs/heads/main", "refs/heads/feature", "refs/tags/planted", ".git/config", "hooks/post-commit",
-                     "`.git` file"):
+    for expected in (
+        "refs/heads/main",
+        "refs/heads/feature",
+        "refs/tags/planted",
+        ".git/config",
+        "hooks/post-commit",
+        "`.git` file",
+    ):
         assert expected in text
     assert tree.branch not in text, "the task's own branch is the worker's to move"
 
@@ -158,8 +176,9 @@ async def test_files_over_the_limits_are_never_staged_and_are_named(repo: Path, 
     (tree.path / "b.txt").write_bytes(b"b" * 3000)
     (tree.path / "small.py").write_text("OK = 1\n")
     git("add", "huge.bin", cwd=tree.path)  # a worker that staged it itself
-    commit = await git_repo.commit_all(tree, "limits", GitIdentity(),
-                                       CommitLimits(max_file_bytes=4000, max_task_bytes=5000, large_file_bytes=2000))
+    commit = await git_repo.commit_all(
+        tree, "limits", GitIdentity(), CommitLimits(max_file_bytes=4000, max_task_bytes=5000, large_file_bytes=2000)
+    )
     assert commit is not None and commit.committed
     left = {item.path: item.reason for item in commit.left_out}
     assert "per-file" in left["huge.bin"] and "per-task" in left["b.txt"]

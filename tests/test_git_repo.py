@@ -23,8 +23,15 @@ def no_git_identity(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
     for name in (
-        "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL", "EMAIL",
-        "GIT_CONFIG_GLOBAL", "GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE",
+        "GIT_AUTHOR_NAME",
+        "GIT_AUTHOR_EMAIL",
+        "GIT_COMMITTER_NAME",
+        "GIT_COMMITTER_EMAIL",
+        "EMAIL",
+        "GIT_CONFIG_GLOBAL",
+        "GIT_DIR",
+        "GIT_WORK_TREE",
+        "GIT_INDEX_FILE",
     ):
         monkeypatch.delenv(name, raising=False)
 
@@ -55,8 +62,9 @@ def worktrees_dir(tmp_path: Path) -> Path:
     return tmp_path / "worktrees"
 
 
-async def new_task(repo: Path, worktrees_dir: Path, task_id: int = 7, title: str = "Fix the Login page!",
-                   branch: str | None = None) -> TaskWorktree:
+async def new_task(
+    repo: Path, worktrees_dir: Path, task_id: int = 7, title: str = "Fix the Login page!", branch: str | None = None
+) -> TaskWorktree:
     return await git_repo.create_task_worktree(repo, task_id, title, GitIdentity(), worktrees_dir, branch)
 
 
@@ -349,8 +357,12 @@ async def test_debris_is_never_committed(repo: Path, worktrees_dir: Path, tmp_pa
     venv = tmp_path / "venv"
     venv.mkdir()
     (wt.path / ".venv").symlink_to(venv, target_is_directory=True)
-    for debris in ("__pycache__/app.cpython-311.pyc", "pkg/__pycache__/m.pyc", "node_modules/x/index.js",
-                   ".pytest_cache/v/cache"):
+    for debris in (
+        "__pycache__/app.cpython-311.pyc",
+        "pkg/__pycache__/m.pyc",
+        "node_modules/x/index.js",
+        ".pytest_cache/v/cache",
+    ):
         (wt.path / debris).parent.mkdir(parents=True, exist_ok=True)
         (wt.path / debris).write_text("x")
     (wt.path / "pkg" / "real.py").write_text("REAL = 1\n")

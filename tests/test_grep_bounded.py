@@ -16,7 +16,9 @@ from tests.conftest import USER_ID, make_settings, start_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import ScriptedModel
 
-pytestmark = pytest.mark.skipif(shutil.which("rg") is None, reason="ripgrep (`rg`) is not installed (apt-get install ripgrep)")
+pytestmark = pytest.mark.skipif(
+    shutil.which("rg") is None, reason="ripgrep (`rg`) is not installed (apt-get install ripgrep)"
+)
 
 EVIL = "(a+)+$"  # catastrophic backtracking in Python's re: ~12 minutes over 31 a's and a '!', hours for a few more
 OTHER_USER = 1002
@@ -29,8 +31,10 @@ def gated_rg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     wrapper = bin_dir / "rg"
-    wrapper.write_text(f"#!/bin/sh\necho $$ > {gate}/started\n"
-                       f"while [ ! -e {gate}/release ]; do sleep 0.05; done\nexec {shutil.which('rg')} \"$@\"\n")
+    wrapper.write_text(
+        f"#!/bin/sh\necho $$ > {gate}/started\n"
+        f'while [ ! -e {gate}/release ]; do sleep 0.05; done\nexec {shutil.which("rg")} "$@"\n'
+    )
     wrapper.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     return gate
@@ -79,7 +83,8 @@ async def test_a_search_past_its_time_is_killed_with_its_group(tmp_path: Path, m
 
 
 async def test_other_chats_and_status_are_answered_while_a_worker_greps(
-        fake_telegram, fake_anthropic, tmp_path, workspace_root, monkeypatch) -> None:
+    fake_telegram, fake_anthropic, tmp_path, workspace_root, monkeypatch
+) -> None:
     from telegram_bot.app import stop_polling
 
     gate = gated_rg(tmp_path, monkeypatch)
@@ -87,16 +92,21 @@ async def test_other_chats_and_status_are_answered_while_a_worker_greps(
     model = ScriptedModel()
     fake_anthropic.handler = model
     model.add("code", claude_says.tool_use("grep", {"pattern": EVIL}), claude_says.text("Searched."))
-    settings = make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root,
-                             allowed_user_ids=f"{USER_ID},{OTHER_USER}")
+    settings = make_settings(
+        fake_telegram, fake_anthropic, tmp_path, workspace_root, allowed_user_ids=f"{USER_ID},{OTHER_USER}"
+    )
     bot = await start_bot(settings, fake_telegram, fake_anthropic)
     try:
-        await bot.runtime.crew.start_task(USER_ID, "group-therapy", "code", "search for the evil pattern", background=True)
+        await bot.runtime.crew.start_task(
+            USER_ID, "group-therapy", "code", "search for the evil pattern", background=True
+        )
         await fake_telegram.await_for(lambda: (gate / "started").exists(), timeout=20)
         fake_telegram.send_command(USER_ID, "/status")
         model.add("orchestrator", claude_says.text("Answer for the other chat."))
         fake_telegram.send_text(OTHER_USER, "hello from another chat")
-        await fake_telegram.await_for(lambda: any("Active tasks" in (m.text or "") for m in fake_telegram.messages(USER_ID)))
+        await fake_telegram.await_for(
+            lambda: any("Active tasks" in (m.text or "") for m in fake_telegram.messages(USER_ID))
+        )
         await fake_telegram.wait_for_message(OTHER_USER, 1)
         assert len(model.requests["code"]) == 1, "both were answered while the grep was still running"
         assert (await bot.runtime.store.get_task(1)).status is TaskStatus.IN_PROGRESS

@@ -13,7 +13,8 @@ from tests.test_workers_e2e import final_summary
 
 
 async def test_500_turns_are_compacted_and_the_pending_proposal_stays_visible(
-        fake_telegram, fake_anthropic, tmp_path, workspace_root) -> None:
+    fake_telegram, fake_anthropic, tmp_path, workspace_root
+) -> None:
     from telegram_bot.app import stop_polling
 
     budget = 4000
@@ -25,17 +26,24 @@ async def test_500_turns_are_compacted_and_the_pending_proposal_stays_visible(
             role = Role.USER if i % 2 == 0 else Role.ASSISTANT
             text = f"turn {i}: " + "we discussed the calc module and its add function " * 3
             await store.add_message(ChatMessage(chat_id=USER_ID, role=role, content=text, tokens=estimate_tokens(text)))
-        await store.add_proposal(Proposal(chat_id=USER_ID, workspace="calc", request="make add correct",
-                                          body="## Summary\nFix add."))
+        await store.add_proposal(
+            Proposal(chat_id=USER_ID, workspace="calc", request="make add correct", body="## Summary\nFix add.")
+        )
         model = ScriptedModel()
         bot.claude.handler = model
         model.add("compactor", claude_says.text("Earlier: we talked at length about calc.add."))
-        model.add("orchestrator", claude_says.text("We were on calc; proposal #1 is waiting."),
-                  claude_says.text("Still here."))
+        model.add(
+            "orchestrator",
+            claude_says.text("We were on calc; proposal #1 is waiting."),
+            claude_says.text("Still here."),
+        )
         bot.say("where were we?")
         await bot.replies(1)
         [compaction] = model.requests["compactor"]
-        assert "turn 0:" in compaction["messages"][0]["content"] and "turn 498:" not in compaction["messages"][0]["content"]
+        assert (
+            "turn 0:" in compaction["messages"][0]["content"]
+            and "turn 498:" not in compaction["messages"][0]["content"]
+        )
         request = model.requests["orchestrator"][0]
         history = request["messages"]
         assert history[0]["content"][0]["text"].startswith("[Summary of our earlier conversation]")
@@ -69,14 +77,27 @@ async def test_500_turns_are_compacted_and_the_pending_proposal_stays_visible(
 async def test_unverified_criteria_are_reported_not_done(bot) -> None:
     model = ScriptedModel()
     bot.claude.handler = model
-    model.add("orchestrator", claude_says.tool_use("start_task", {
-        "workspace": "group-therapy", "worker": "code", "instructions": "Add a greet() function to app.py",
-        "background": True, "acceptance_criteria": ["greet() exists in app.py", "greet() is documented in README.md"]}),
-        claude_says.text("Started."))
-    model.add("code", claude_says.tool_use("write_file", {"path": "app.py", "content": "def greet():\n    return 'hi'\n"}),
-              claude_says.tool_use("verify_criterion", {"index": 1, "evidence": "app.py defines greet"}),
-              claude_says.tool_use("verify_criterion", {"index": 7, "evidence": "nonsense"}),
-              claude_says.text("Added greet()."))
+    model.add(
+        "orchestrator",
+        claude_says.tool_use(
+            "start_task",
+            {
+                "workspace": "group-therapy",
+                "worker": "code",
+                "instructions": "Add a greet() function to app.py",
+                "background": True,
+                "acceptance_criteria": ["greet() exists in app.py", "greet() is documented in README.md"],
+            },
+        ),
+        claude_says.text("Started."),
+    )
+    model.add(
+        "code",
+        claude_says.tool_use("write_file", {"path": "app.py", "content": "def greet():\n    return 'hi'\n"}),
+        claude_says.tool_use("verify_criterion", {"index": 1, "evidence": "app.py defines greet"}),
+        claude_says.tool_use("verify_criterion", {"index": 7, "evidence": "nonsense"}),
+        claude_says.text("Added greet()."),
+    )
     bot.say("add greet to group therapy")
     task, summary = await final_summary(bot, 1)
     first_turn = model.requests["code"][0]["messages"][0]["content"][0]["text"]

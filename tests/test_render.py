@@ -144,7 +144,7 @@ def test_validator_measures_utf16() -> None:
         ("**unclosed and *also `tick", "**unclosed and *also `tick"),
         ("** spaced **", "** spaced **"),
         (r"\*literal\* and \_x\_", "*literal* and _x_"),
-        ("x < y > z & w \"q\"", 'x &lt; y &gt; z &amp; w "q"'),
+        ('x < y > z & w "q"', 'x &lt; y &gt; z &amp; w "q"'),
         ("[docs](https://e.com/a?b=1&c=2)", '<a href="https://e.com/a?b=1&amp;c=2">docs</a>'),
         ('[q](https://e.com/"x")', '<a href="https://e.com/&quot;x&quot;">q</a>'),
         ("[m](mailto:a@b.c) [tg](tg://user?id=1)", '<a href="mailto:a@b.c">m</a> <a href="tg://user?id=1">tg</a>'),

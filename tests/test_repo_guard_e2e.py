@@ -36,7 +36,8 @@ def tool_results(model: ScriptedModel, role: str) -> list[str]:
 
 
 async def test_a_worker_moving_main_deleting_branches_and_planting_hooks_is_undone(
-        bot: BotHarness, model: ScriptedModel, workspace_root: Path, tmp_path: Path) -> None:
+    bot: BotHarness, model: ScriptedModel, workspace_root: Path, tmp_path: Path
+) -> None:
     repo = workspace_root / "calc"
     git(repo, "branch", "feature")
     git(repo, "checkout", "-q", "feature")
@@ -48,19 +49,22 @@ async def test_a_worker_moving_main_deleting_branches_and_planting_hooks_is_undo
     marks = tmp_path / "marks"
     marks.mkdir()
     attack = (
-        'common=$(git rev-parse --git-common-dir) && '
-        'for h in pre-commit prepare-commit-msg post-commit pre-merge-commit post-merge post-checkout; do '
+        "common=$(git rev-parse --git-common-dir) && "
+        "for h in pre-commit prepare-commit-msg post-commit pre-merge-commit post-merge post-checkout; do "
         f'printf "#!/bin/sh\\ntouch {marks}/$h\\n" > $common/hooks/$h && chmod +x $common/hooks/$h; done && '
         f'git config core.fsmonitor "touch {marks}/fsmonitor; false" && '
-        'git update-ref refs/heads/main refs/heads/feature && git branch -D feature'
+        "git update-ref refs/heads/main refs/heads/feature && git branch -D feature"
     )
     # With the sandbox on, the git metadata is read-only and the attack fails at once (tests/test_sandbox_attacks.py);
     # the guard is the defence in depth for SANDBOX=off, so it is tested unconfined here.
     bot.runtime.settings.sandbox = "off"
     model.add("orchestrator", start_task("calc", "Fix add() in calc.py."), claude_says.text("started"))
-    model.add("code", claude_says.tool_use("run_command", {"command": attack}),
-              claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"}),
-              claude_says.text("Fixed add()."))
+    model.add(
+        "code",
+        claude_says.tool_use("run_command", {"command": attack}),
+        claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"}),
+        claude_says.text("Fixed add()."),
+    )
     bot.say("fix calc")
     task, summary = await final_summary(bot, 1, timeout=60)
     assert task.status is TaskStatus.COMPLETED
@@ -78,15 +82,19 @@ async def test_a_worker_moving_main_deleting_branches_and_planting_hooks_is_undo
     assert list(marks.iterdir()) == [], "a planted hook or fsmonitor ran inside the bot's commit or merge"
 
 
-async def test_a_100_mb_file_is_not_committed_and_is_named(bot: BotHarness, model: ScriptedModel,
-                                                           workspace_root: Path) -> None:
+async def test_a_100_mb_file_is_not_committed_and_is_named(
+    bot: BotHarness, model: ScriptedModel, workspace_root: Path
+) -> None:
     repo = workspace_root / "calc"
     objects = repo / ".git" / "objects"
     before = sum(f.stat().st_size for f in objects.rglob("*") if f.is_file())
     model.add("orchestrator", start_task("calc", "Fix add() and keep the data."), claude_says.text("started"))
-    model.add("code", claude_says.tool_use("run_command", {"command": "truncate -s 100M dump.bin"}),
-              claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"}),
-              claude_says.text("Fixed add(); dump.bin has the data."))
+    model.add(
+        "code",
+        claude_says.tool_use("run_command", {"command": "truncate -s 100M dump.bin"}),
+        claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"}),
+        claude_says.text("Fixed add(); dump.bin has the data."),
+    )
     bot.say("fix calc")
     task, summary = await final_summary(bot, 1, timeout=60)
     assert task.status is TaskStatus.COMPLETED
@@ -97,23 +105,51 @@ async def test_a_100_mb_file_is_not_committed_and_is_named(bot: BotHarness, mode
     assert after - before < 1_000_000, "the 100 MB never reached the owner's object store"
 
 
-async def test_credential_files_are_refused_and_remote_tokens_masked(bot: BotHarness, model: ScriptedModel,
-                                                                     workspace_root: Path) -> None:
+async def test_credential_files_are_refused_and_remote_tokens_masked(
+    bot: BotHarness, model: ScriptedModel, workspace_root: Path
+) -> None:
     repo = workspace_root / "calc"
     git(repo, "remote", "add", "origin", "https://dev:ghp_SECRETTOKEN123@github.com/dev/calc.git")
-    for name in (".envrc", ".netrc", ".npmrc", ".pypirc", ".git-credentials", "server.pem", "tls.key", "id_ed25519",
-                 "credentials-prod.json"):
+    for name in (
+        ".envrc",
+        ".netrc",
+        ".npmrc",
+        ".pypirc",
+        ".git-credentials",
+        "server.pem",
+        "tls.key",
+        "id_ed25519",
+        "credentials-prod.json",
+    ):
         (repo / name).write_text("ghp_SECRETTOKEN123\n")
-    reads = [claude_says.tool_use("read_file", {"path": name}) for name in (".envrc", ".netrc", ".npmrc", ".pypirc",
-                                                                              ".git-credentials", "server.pem", "tls.key",
-                                                                              "id_ed25519", "credentials-prod.json")]
-    model.add("orchestrator", claude_says.tool_use("start_research", {"workspace": "calc", "request": "look around"}),
-              claude_says.text("started"))
-    model.add("research", *reads, claude_says.tool_use("read_file", {"path": ".git/config"}),
-              claude_says.tool_use("grep", {"pattern": "SECRET", "path": "."}),
-              claude_says.tool_use("grep", {"pattern": "github", "path": ".git"}),
-              claude_says.tool_use("glob", {"pattern": "**/*"}),
-              claude_says.text("## Plan\n1. nothing"))
+    reads = [
+        claude_says.tool_use("read_file", {"path": name})
+        for name in (
+            ".envrc",
+            ".netrc",
+            ".npmrc",
+            ".pypirc",
+            ".git-credentials",
+            "server.pem",
+            "tls.key",
+            "id_ed25519",
+            "credentials-prod.json",
+        )
+    ]
+    model.add(
+        "orchestrator",
+        claude_says.tool_use("start_research", {"workspace": "calc", "request": "look around"}),
+        claude_says.text("started"),
+    )
+    model.add(
+        "research",
+        *reads,
+        claude_says.tool_use("read_file", {"path": ".git/config"}),
+        claude_says.tool_use("grep", {"pattern": "SECRET", "path": "."}),
+        claude_says.tool_use("grep", {"pattern": "github", "path": ".git"}),
+        claude_says.tool_use("glob", {"pattern": "**/*"}),
+        claude_says.text("## Plan\n1. nothing"),
+    )
     bot.say("research calc")
     await bot.tg.await_for(lambda: any("Proposal #1" in (m.text or "") for m in bot.tg.messages(USER_ID)), timeout=60)
     seen = tool_results(model, "research")
@@ -125,11 +161,14 @@ async def test_credential_files_are_refused_and_remote_tokens_masked(bot: BotHar
 
 async def test_the_worker_cannot_write_into_git_metadata(bot: BotHarness, model: ScriptedModel) -> None:
     model.add("orchestrator", start_task("calc", "Fix add()."), claude_says.text("started"))
-    model.add("code", claude_says.tool_use("write_file", {"path": ".git", "content": "gitdir: /tmp/evil\n"}),
-              claude_says.tool_use("write_file", {"path": ".git/hooks/post-commit", "content": "#!/bin/sh\n"}),
-              claude_says.tool_use("edit_file", {"path": ".git", "old": "gitdir", "new": "evil"}),
-              claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"}),
-              claude_says.text("Fixed."))
+    model.add(
+        "code",
+        claude_says.tool_use("write_file", {"path": ".git", "content": "gitdir: /tmp/evil\n"}),
+        claude_says.tool_use("write_file", {"path": ".git/hooks/post-commit", "content": "#!/bin/sh\n"}),
+        claude_says.tool_use("edit_file", {"path": ".git", "old": "gitdir", "new": "evil"}),
+        claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"}),
+        claude_says.text("Fixed."),
+    )
     bot.say("fix calc")
     task, _ = await final_summary(bot, 1, timeout=60)
     assert task.status is TaskStatus.COMPLETED
@@ -138,9 +177,11 @@ async def test_the_worker_cannot_write_into_git_metadata(bot: BotHarness, model:
 
 
 async def test_diff_of_a_big_change_is_capped_and_says_what_it_left_out(bot: BotHarness, model: ScriptedModel) -> None:
-    make = ("python3 -c \"import os\nopen('big.txt','w').write('x = 1\\n' * 400000)\n"
-            "[open(f'part{i}.txt','w').write(('line %d\\n' % i) * 40000) for i in range(8)]\n"
-            "open('pic.png','wb').write(b'\\x89PNG\\x00' + os.urandom(3000))\"")
+    make = (
+        "python3 -c \"import os\nopen('big.txt','w').write('x = 1\\n' * 400000)\n"
+        "[open(f'part{i}.txt','w').write(('line %d\\n' % i) * 40000) for i in range(8)]\n"
+        "open('pic.png','wb').write(b'\\x89PNG\\x00' + os.urandom(3000))\""
+    )
     model.add("orchestrator", start_task("group-therapy", "Generate data."), claude_says.text("started"))
     model.add("code", claude_says.tool_use("run_command", {"command": make}), claude_says.text("Generated."))
     bot.say("generate data in group therapy")
@@ -148,16 +189,18 @@ async def test_diff_of_a_big_change_is_capped_and_says_what_it_left_out(bot: Bot
     assert "Large files committed: big.txt (2.3 MB)" in summary.text
     assert "Binary files committed: pic.png" in summary.text
     bot.tg.press_button(USER_ID, summary.message_id, "task:diff:1")
-    doc = await bot.tg.await_for(lambda: next((m for m in bot.tg.messages(USER_ID) if m.kind == "document"), None),
-                                 timeout=30)
+    doc = await bot.tg.await_for(
+        lambda: next((m for m in bot.tg.messages(USER_ID) if m.kind == "document"), None), timeout=30
+    )
     assert len(doc.data) <= 1_000_000 + 200, "the document fits the cap (and Telegram's 50 MB)"
     text = doc.data.decode()
     assert "#   big.txt (" in text and "#   pic.png" in text and "x = 1" not in text
     assert "truncated" in text and "cut" in doc.caption
 
 
-async def test_a_stale_index_lock_does_not_fail_the_resumed_task(fake_telegram, fake_anthropic, tmp_path: Path,
-                                                                 workspace_root: Path, bot_repo: Path) -> None:
+async def test_a_stale_index_lock_does_not_fail_the_resumed_task(
+    fake_telegram, fake_anthropic, tmp_path: Path, workspace_root: Path, bot_repo: Path
+) -> None:
     from telegram_bot.app import stop_polling
     from tests.conftest import make_settings
 
@@ -165,13 +208,17 @@ async def test_a_stale_index_lock_does_not_fail_the_resumed_task(fake_telegram, 
     fake_anthropic.handler = model
     settings = make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repository=bot_repo)
     model.add("orchestrator", start_task("calc", "Fix add(), slowly."), claude_says.text("started"))
-    model.add("code", claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"}),
-              claude_says.tool_use("run_command", {"command": "sleep 60"}))
+    model.add(
+        "code",
+        claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"}),
+        claude_says.tool_use("run_command", {"command": "sleep 60"}),
+    )
     first = await start_bot(settings, fake_telegram, fake_anthropic)
     try:
         fake_telegram.send_text(USER_ID, "fix calc")
-        await fake_telegram.await_for(lambda: any("running: sleep" in (m.text or "")
-                                                  for m in fake_telegram.messages(USER_ID)), timeout=60)
+        await fake_telegram.await_for(
+            lambda: any("running: sleep" in (m.text or "") for m in fake_telegram.messages(USER_ID)), timeout=60
+        )
     finally:
         await stop_polling(first.app)
     task = await _task(settings, 1)
@@ -185,12 +232,17 @@ async def test_a_stale_index_lock_does_not_fail_the_resumed_task(fake_telegram, 
     model.add("code", claude_says.text("Resumed: add() adds."))
     second = await start_bot(settings, fake_telegram, fake_anthropic)
     try:
-        notice = await fake_telegram.await_for(lambda: next(
-            (m for m in fake_telegram.messages(USER_ID) if "stopped while" in (m.text or "")), None), timeout=60)
+        notice = await fake_telegram.await_for(
+            lambda: next((m for m in fake_telegram.messages(USER_ID) if "stopped while" in (m.text or "")), None),
+            timeout=60,
+        )
         fake_telegram.press_button(USER_ID, notice.message_id, "task:resume:1")
-        summary = await fake_telegram.await_for(lambda: next(
-            (m for m in fake_telegram.messages(USER_ID) if "Task #1" in (m.text or "") and "Files:" in m.text), None),
-            timeout=60)
+        summary = await fake_telegram.await_for(
+            lambda: next(
+                (m for m in fake_telegram.messages(USER_ID) if "Task #1" in (m.text or "") and "Files:" in m.text), None
+            ),
+            timeout=60,
+        )
         assert "Task #1 done" in summary.text, summary.text
     finally:
         await stop_polling(second.app)

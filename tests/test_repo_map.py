@@ -81,8 +81,11 @@ def touch_later(path: Path, content: str) -> None:
 
 def file_lines(rendered: str) -> list[str]:
     """The file header lines of a map (not the title, symbols or the truncation note)."""
-    return [line.split(" — ")[0] for line in rendered.split("\n")
-            if line and not line.startswith((" ", "…", "Repository map of "))]
+    return [
+        line.split(" — ")[0]
+        for line in rendered.split("\n")
+        if line and not line.startswith((" ", "…", "Repository map of "))
+    ]
 
 
 @pytest.fixture
@@ -125,14 +128,17 @@ async def test_named_file_first_with_signatures_then_its_importer(repo_map: Repo
 
 
 async def test_stem_dotted_module_and_symbol_mentions_find_files(repo_map: RepoMap, tmp_path: Path) -> None:
-    root = write_tree(tmp_path / "pkgrepo", {
-        "src/shop/__init__.py": "",
-        "src/shop/billing.py": "def parse_invoice(text):\n    return text\n",
-        "src/shop/cart.py": "from . import billing\n\ndef checkout():\n    return billing.parse_invoice('x')\n",
-        "src/shop/zeta.py": "from .billing import parse_invoice\n",
-        "src/other.py": "def unrelated():\n    pass\n",
-        "src/worker.py": "def parse_config(path: str) -> dict:\n    return {}\n",
-    })
+    root = write_tree(
+        tmp_path / "pkgrepo",
+        {
+            "src/shop/__init__.py": "",
+            "src/shop/billing.py": "def parse_invoice(text):\n    return text\n",
+            "src/shop/cart.py": "from . import billing\n\ndef checkout():\n    return billing.parse_invoice('x')\n",
+            "src/shop/zeta.py": "from .billing import parse_invoice\n",
+            "src/other.py": "def unrelated():\n    pass\n",
+            "src/worker.py": "def parse_config(path: str) -> dict:\n    return {}\n",
+        },
+    )
     by_stem = file_lines(await repo_map.render("pkg", root, "the billing module rounds wrong", 2000))
     assert by_stem[:3] == ["src/shop/billing.py", "src/shop/cart.py", "src/shop/zeta.py"]
     by_module = file_lines(await repo_map.render("pkg", root, "look at shop.billing please", 2000))
@@ -146,12 +152,15 @@ async def test_a_bare_word_names_a_non_source_file_too(repo_map: RepoMap, small:
 
 
 async def test_files_a_named_file_imports_come_before_unrelated_ones(repo_map: RepoMap, tmp_path: Path) -> None:
-    root = write_tree(tmp_path / "deps", {
-        "app.py": "from lib.db import connect\n\ndef run():\n    connect()\n",
-        "a_first.py": "X = 1\n",
-        "lib/__init__.py": "",
-        "lib/db.py": "def connect():\n    pass\n",
-    })
+    root = write_tree(
+        tmp_path / "deps",
+        {
+            "app.py": "from lib.db import connect\n\ndef run():\n    connect()\n",
+            "a_first.py": "X = 1\n",
+            "lib/__init__.py": "",
+            "lib/db.py": "def connect():\n    pass\n",
+        },
+    )
     order = file_lines(await repo_map.render("deps", root, "app.py crashes at start", 2000))
     assert order[:2] == ["app.py", "lib/db.py"]
 
@@ -182,8 +191,10 @@ async def test_tiny_budgets_are_respected_and_say_what_was_left_out(repo_map: Re
 
 async def test_empty_workspace(repo_map: RepoMap, tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
-    assert await repo_map.render("empty", tmp_path / "empty", "anything", 100) == \
-        "Repository map of empty: no source files found."
+    assert (
+        await repo_map.render("empty", tmp_path / "empty", "anything", 100)
+        == "Repository map of empty: no source files found."
+    )
 
 
 # --- the index -------------------------------------------------------------------------------------------------------
@@ -198,8 +209,10 @@ async def test_incremental_refresh_parses_only_changed_files(repo_map: RepoMap, 
     touch_later(small / "mmm_report.py", "def report(rows, *, title: str = '') -> int:\n    return len(rows)\n")
     changed = await repo_map.refresh("small", small)
     assert (changed.parsed, changed.removed) == (1, 0)
-    assert await repo_map.find_symbols_by_name("small", "report") == \
-        "mmm_report.py:1 function def report(rows, *, title: str='') -> int"
+    assert (
+        await repo_map.find_symbols_by_name("small", "report")
+        == "mmm_report.py:1 function def report(rows, *, title: str='') -> int"
+    )
 
     (small / "aaa_helpers.py").unlink()
     (small / "new_module.py").write_text("class Fresh:\n    pass\n")
@@ -208,7 +221,12 @@ async def test_incremental_refresh_parses_only_changed_files(repo_map: RepoMap, 
     assert "no symbols named like 'shout'" in await repo_map.find_symbols_by_name("small", "shout")
     assert (await repo_map.find_symbols_by_name("small", "Fresh")).startswith("new_module.py:1 class class Fresh")
     assert set(await store.repo_file_states("small")) == {
-        "calc.py", "mmm_report.py", "zz_main.py", "docs/notes.md", "new_module.py"}
+        "calc.py",
+        "mmm_report.py",
+        "zz_main.py",
+        "docs/notes.md",
+        "new_module.py",
+    }
 
 
 async def test_concurrent_refreshes_do_not_duplicate_rows(repo_map: RepoMap, small: Path) -> None:
@@ -217,15 +235,19 @@ async def test_concurrent_refreshes_do_not_duplicate_rows(repo_map: RepoMap, sma
     assert len((await repo_map.find_symbols_by_name("small", "add")).split("\n")) == 2
 
 
-async def test_skips_ignored_folders_binaries_big_files_and_symlinks(repo_map: RepoMap, store: Store,
-                                                                    tmp_path: Path) -> None:
-    root = write_tree(tmp_path / "mixed", {
-        "keep.py": "def kept():\n    pass\n",
-        "node_modules/lib/index.js": "export function hidden() {}\n",
-        ".venv/lib/site.py": "def hidden():\n    pass\n",
-        "pkg/__pycache__/keep.cpython-311.py": "def hidden():\n    pass\n",
-        "broken.py": "def oops(:\n",
-    })
+async def test_skips_ignored_folders_binaries_big_files_and_symlinks(
+    repo_map: RepoMap, store: Store, tmp_path: Path
+) -> None:
+    root = write_tree(
+        tmp_path / "mixed",
+        {
+            "keep.py": "def kept():\n    pass\n",
+            "node_modules/lib/index.js": "export function hidden() {}\n",
+            ".venv/lib/site.py": "def hidden():\n    pass\n",
+            "pkg/__pycache__/keep.cpython-311.py": "def hidden():\n    pass\n",
+            "broken.py": "def oops(:\n",
+        },
+    )
     (root / "logo.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(100))
     (root / "data.bin2").write_bytes(b"abc\x00def")
     (root / "huge.py").write_text("x = 1\n" * 200_000)  # 1.2 MB
@@ -305,8 +327,10 @@ async def test_like_wildcards_in_queries_are_literal(repo_map: RepoMap, tmp_path
 
 @pytest.mark.skipif("typescript" not in SYMBOL_LANGUAGES, reason="tree-sitter grammars not installed")
 async def test_javascript_and_typescript_outlines_and_imports(repo_map: RepoMap, tmp_path: Path) -> None:
-    root = write_tree(tmp_path / "web", {
-        "src/calc.ts": """\
+    root = write_tree(
+        tmp_path / "web",
+        {
+            "src/calc.ts": """\
             /** Money maths. */
             export interface Money { cents: number }
             export type Currency = "EUR" | "USD";
@@ -319,16 +343,17 @@ async def test_javascript_and_typescript_outlines_and_imports(repo_map: RepoMap,
               total = (): number => 0;
             }
             """,
-        "src/view.jsx": "import { add } from './calc';\nexport function View() { return null; }\n",
-        "src/a_util.js": "function helper(x) { return x }\nmodule.exports = { helper };\n",
-        "src/z_old.js": "const calc = require('./calc');\n",
-    })
+            "src/view.jsx": "import { add } from './calc';\nexport function View() { return null; }\n",
+            "src/a_util.js": "function helper(x) { return x }\nmodule.exports = { helper };\n",
+            "src/z_old.js": "const calc = require('./calc');\n",
+        },
+    )
     rendered = await repo_map.render("web", root, "the total in src/calc.ts is off", 2000)
     lines = rendered.split("\n")
     assert lines[1:11] == [
         "src/calc.ts — Money maths.",
         "  2: export interface Money",
-        "  3: export type Currency = \"EUR\" | \"USD\"",
+        '  3: export type Currency = "EUR" | "USD"',
         "  4: export const RATE",
         "  5: export const convert = (m: Money, to: Currency): Money =>",
         "  7: export function add(a: Money, b: Money): Money",

@@ -12,9 +12,12 @@ async def test_worker_first_turn_carries_the_map_of_the_named_file(bot: BotHarne
     model = ScriptedModel()
     bot.claude.handler = model
     model.add("orchestrator", start_task("calc", "Fix add() in calc.py: it subtracts."), claude_says.text("Started."))
-    model.add("code", claude_says.tool_use("find_symbols_by_name", {"query": "add"}),
-              claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"}),
-              claude_says.text("Fixed."))
+    model.add(
+        "code",
+        claude_says.tool_use("find_symbols_by_name", {"query": "add"}),
+        claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"}),
+        claude_says.text("Fixed."),
+    )
     bot.say("fix add in calc.py")
     task, _ = await final_summary(bot, 1)
     first = last_user_text(model.requests["code"][0])

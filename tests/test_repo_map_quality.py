@@ -109,7 +109,7 @@ FLASK_LIKE = {
             run_simple(host, port, info.load_app(), use_reloader=reload, use_debugger=debugger,
                        extra_files=extra_files)
         ''',
-    "src/flask/helpers.py": '''\
+    "src/flask/helpers.py": """\
         import os
 
 
@@ -120,14 +120,14 @@ FLASK_LIKE = {
 
         def send_file(path, mimetype=None):
             return path
-        ''',
+        """,
     "src/flask/debughelpers.py": '''\
         class DebugFilesKeyError(KeyError, AssertionError):
             """Raised from request.files during debugging."""
         ''',
     "src/flask/sessions.py": "class SessionInterface:\n    def open_session(self, app, request):\n        return None\n",
     "tests/conftest.py": "import pytest\n\n\n@pytest.fixture\ndef app():\n    return None\n",
-    "tests/test_config.py": '''\
+    "tests/test_config.py": """\
         import flask
 
 
@@ -144,8 +144,8 @@ FLASK_LIKE = {
         def test_config_missing_option_debug():
             app = flask.Flask(__name__)
             assert app.config["DEBUG"] is False
-        ''',
-    "tests/test_cli.py": '''\
+        """,
+    "tests/test_cli.py": """\
         from flask.cli import FlaskGroup, ScriptInfo, run_command
 
 
@@ -155,7 +155,7 @@ FLASK_LIKE = {
 
         def test_run_reload_option():
             run_command.make_context("run", ["--no-reload"])
-        ''',
+        """,
     "tests/static/config.json": '{"TEST_KEY": "foo", "SECRET_KEY": "config", "DEBUG": true}\n',
     "tests/static/config.toml": 'TEST_KEY = "foo"\nSECRET_KEY = "config"\nDEBUG = true\n',
     ".github/ISSUE_TEMPLATE/config.yml": "blank_issues_enabled: false\ncontact_links:\n  - name: config option questions\n",
@@ -164,13 +164,13 @@ FLASK_LIKE = {
     "docs/cli.rst": "Command Line Interface\n======================\n\nUse --no-reload to disable the reloader.\n",
     "docs/debugging.rst": "Debugging Application Errors\n============================\n\nThe debugger and the reloader.\n",
     "examples/tutorial/flaskr/__init__.py": "from flask import Flask\n\n\ndef create_app(test_config=None):\n"
-                                            "    app = Flask(__name__)\n    app.config.from_pyfile('config.py')\n"
-                                            "    return app\n",
+    "    app = Flask(__name__)\n    app.config.from_pyfile('config.py')\n"
+    "    return app\n",
     "CHANGES.rst": "Version 3.1\n-----------\n\n-   The reloader can be disabled with a config option.\n",
 }
 
 EXPRESS_LIKE = {
-    "lib/express.js": '''\
+    "lib/express.js": """\
         /*!
          * express
          */
@@ -188,8 +188,8 @@ EXPRESS_LIKE = {
         exports.application = proto;
         exports.request = req;
         exports.response = res;
-        ''',
-    "lib/response.js": '''\
+        """,
+    "lib/response.js": """\
         /*!
          * express
          */
@@ -242,8 +242,8 @@ EXPRESS_LIKE = {
         function stringify(value, replacer, spaces, escape) {
           return JSON.stringify(value, replacer, spaces);
         }
-        ''',
-    "lib/request.js": '''\
+        """,
+    "lib/request.js": """\
         var http = require('node:http');
         var req = Object.create(http.IncomingMessage.prototype);
         module.exports = req;
@@ -255,8 +255,8 @@ EXPRESS_LIKE = {
         req.accepts = function() {
           return true;
         };
-        ''',
-    "lib/application.js": '''\
+        """,
+    "lib/application.js": """\
         var app = exports = module.exports = {};
 
         app.init = function init() {
@@ -274,8 +274,8 @@ EXPRESS_LIKE = {
         app.listen = function listen() {
           return null;
         };
-        ''',
-    "lib/utils.js": '''\
+        """,
+    "lib/utils.js": """\
         exports.etag = createETagGenerator({ weak: false });
 
         exports.normalizeType = function(type) {
@@ -285,8 +285,8 @@ EXPRESS_LIKE = {
         function createETagGenerator(options) {
           return function generateETag(body, encoding) { return ''; };
         }
-        ''',
-    "test/res.sendFile.js": '''\
+        """,
+    "test/res.sendFile.js": """\
         var express = require('../');
         var request = require('supertest');
 
@@ -301,15 +301,15 @@ EXPRESS_LIKE = {
             });
           });
         });
-        ''',
+        """,
     "test/res.send.js": "var express = require('../');\n\ndescribe('res.send()', function () {\n"
-                        "  it('should send', function () { express(); });\n});\n",
+    "  it('should send', function () { express(); });\n});\n",
     "test/app.render.js": "var express = require('../');\n\nfunction createApp() {\n  return express();\n}\n",
     "examples/downloads/index.js": "var express = require('../../');\nvar app = module.exports = express();\n\n"
-                                   "app.get('/files/:file', function (req, res) {\n"
-                                   "  res.download(req.params.file, { maxAge: 0 });\n});\n",
+    "app.get('/files/:file', function (req, res) {\n"
+    "  res.download(req.params.file, { maxAge: 0 });\n});\n",
     "examples/static-files/index.js": "var express = require('../..');\nvar app = express();\n"
-                                      "app.use(express.static('public', { maxAge: 0 }));\n",
+    "app.use(express.static('public', { maxAge: 0 }));\n",
     "History.md": "5.0.0\n=====\n\n  * res.sendFile: pass maxAge option to send\n",
     "Readme.md": "# Express\n\nFast, unopinionated, minimalist web framework: res.sendFile and more.\n",
     "package.json": '{"name": "express", "version": "5.0.0", "main": "index.js"}\n',
@@ -319,8 +319,11 @@ EXPRESS_LIKE = {
 
 def map_files(rendered: str) -> list[str]:
     """The file header lines of a map, in order."""
-    return [line.split(" — ")[0] for line in rendered.split("\n")
-            if line and not line.startswith((" ", "…", "Repository map of "))]
+    return [
+        line.split(" — ")[0]
+        for line in rendered.split("\n")
+        if line and not line.startswith((" ", "…", "Repository map of "))
+    ]
 
 
 def symbols_under(rendered: str, path: str) -> str:
@@ -328,7 +331,7 @@ def symbols_under(rendered: str, path: str) -> str:
     lines = rendered.split("\n")
     start = next(i for i, line in enumerate(lines) if line.split(" — ")[0] == path)
     block = []
-    for line in lines[start + 1:]:
+    for line in lines[start + 1 :]:
         if not line.startswith(" "):
             break
         block.append(line)
@@ -351,27 +354,32 @@ def build(root: Path, files: dict[str, str]) -> Path:
     return make_repo(root, {name: textwrap.dedent(text) for name, text in files.items()})
 
 
-async def test_flask_reloader_option_puts_cli_and_run_command_in_the_top_files(repo_map: RepoMap,
-                                                                               tmp_path: Path) -> None:
+async def test_flask_reloader_option_puts_cli_and_run_command_in_the_top_files(
+    repo_map: RepoMap, tmp_path: Path
+) -> None:
     root = build(tmp_path / "flask", FLASK_LIKE)
     rendered = await repo_map.render("flask", root, "add a config option to disable the debug reloader", 2000)
     files = map_files(rendered)
     assert "src/flask/cli.py" in files[:3], files
     assert "src/flask/app.py" in files[:5] and "src/flask/config.py" in files[:5], files
-    assert "def run_command(info, host, port, reload, debugger, extra_files)" in symbols_under(rendered,
-                                                                                               "src/flask/cli.py")
+    assert "def run_command(info, host, port, reload, debugger, extra_files)" in symbols_under(
+        rendered, "src/flask/cli.py"
+    )
     assert "def run(self" in symbols_under(rendered, "src/flask/app.py")
     # what misled the map before: config-named fixtures, docs and CI files ahead of the code
-    for noise in (".github/ISSUE_TEMPLATE/config.yml", "tests/static/config.json", "tests/static/config.toml",
-                  "docs/config.rst"):
+    for noise in (
+        ".github/ISSUE_TEMPLATE/config.yml",
+        "tests/static/config.json",
+        "tests/static/config.toml",
+        "docs/config.rst",
+    ):
         assert noise not in files or files.index(noise) > files.index("src/flask/cli.py") + 3, files
     assert estimate_tokens(rendered) <= 2000
 
 
 async def test_a_request_about_tests_ranks_the_paired_test_file_first(repo_map: RepoMap, tmp_path: Path) -> None:
     root = build(tmp_path / "flask", FLASK_LIKE)
-    rendered = await repo_map.render("flask", root, "the test for the --no-reload option of run_command is flaky",
-                                     2000)
+    rendered = await repo_map.render("flask", root, "the test for the --no-reload option of run_command is flaky", 2000)
     files = map_files(rendered)
     assert files[:2] == ["src/flask/cli.py", "tests/test_cli.py"], files
 
@@ -384,8 +392,9 @@ async def test_a_test_file_follows_its_module(repo_map: RepoMap, tmp_path: Path)
 
 
 @pytest.mark.skipif("javascript" not in SYMBOL_LANGUAGES, reason="tree-sitter grammars not installed")
-async def test_express_send_file_request_opens_response_js_with_its_public_methods(repo_map: RepoMap,
-                                                                                   tmp_path: Path) -> None:
+async def test_express_send_file_request_opens_response_js_with_its_public_methods(
+    repo_map: RepoMap, tmp_path: Path
+) -> None:
     root = build(tmp_path / "express", EXPRESS_LIKE)
     rendered = await repo_map.render("express", root, "res.sendFile should pass the maxAge option through", 2000)
     files = map_files(rendered)
@@ -402,12 +411,14 @@ async def test_express_send_file_request_opens_response_js_with_its_public_metho
 
 
 @pytest.mark.skipif("javascript" not in SYMBOL_LANGUAGES, reason="tree-sitter grammars not installed")
-async def test_express_methods_are_symbols_and_hints_find_the_exact_case(store: Store, repo_map: RepoMap,
-                                                                         tmp_path: Path) -> None:
+async def test_express_methods_are_symbols_and_hints_find_the_exact_case(
+    store: Store, repo_map: RepoMap, tmp_path: Path
+) -> None:
     root = build(tmp_path / "ws" / "express", EXPRESS_LIKE)
     await repo_map.refresh("express", root)
     assert (await repo_map.find_symbols_by_name("express", "res.sendFile")).split("\n") == [
-        "lib/response.js:28 method res.sendFile = function sendFile(path, options, callback)  (in res)"]
+        "lib/response.js:28 method res.sendFile = function sendFile(path, options, callback)  (in res)"
+    ]
     exported = await repo_map.find_symbols_by_name("express", "normalizeType")
     assert exported.startswith("lib/utils.js:3 function exports.normalizeType = function(type)")
     hints = SymbolHints(repo_map, store, Workspaces(tmp_path / "ws", None))

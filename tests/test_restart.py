@@ -28,22 +28,32 @@ pytestmark = pytest.mark.slow
 def bot_env(tg, claude, tmp_path: Path, workspace_root: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TELEGRAM_", "ANTHROPIC_"))}
     env.update(
-        TELEGRAM_BOT_TOKEN=tg.token, TELEGRAM_API_BASE_URL=tg.url, ANTHROPIC_API_KEY="sk-test",
-        ANTHROPIC_BASE_URL=claude.url, ANTHROPIC_MAX_RETRIES="0", ALLOWED_USER_IDS=str(USER_ID),
-        WORKSPACE_PATH=str(workspace_root), DATABASE_PATH=str(tmp_path / "data" / "bot.db"),
-        WHISPER_MODEL=str(tmp_path / "missing.pt"), ORCHESTRATOR_MODEL="claude-sonnet-4-6",
-        WORKER_MODEL="claude-sonnet-4-6", PYTHONPATH=str(REPO),
+        TELEGRAM_BOT_TOKEN=tg.token,
+        TELEGRAM_API_BASE_URL=tg.url,
+        ANTHROPIC_API_KEY="sk-test",
+        ANTHROPIC_BASE_URL=claude.url,
+        ANTHROPIC_MAX_RETRIES="0",
+        ALLOWED_USER_IDS=str(USER_ID),
+        WORKSPACE_PATH=str(workspace_root),
+        DATABASE_PATH=str(tmp_path / "data" / "bot.db"),
+        WHISPER_MODEL=str(tmp_path / "missing.pt"),
+        ORCHESTRATOR_MODEL="claude-sonnet-4-6",
+        WORKER_MODEL="claude-sonnet-4-6",
+        PYTHONPATH=str(REPO),
     )
     return env
 
 
 def launch(env: dict[str, str], tmp_path: Path, name: str) -> subprocess.Popen:
     log = open(tmp_path / f"{name}.log", "w")
-    return subprocess.Popen([sys.executable, "-m", "telegram_bot"], cwd=tmp_path, env=env, stdout=log,
-                            stderr=subprocess.STDOUT)
+    return subprocess.Popen(
+        [sys.executable, "-m", "telegram_bot"], cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT
+    )
 
 
-async def test_sigterm_stops_cleanly_within_ten_seconds(fake_telegram, fake_anthropic, tmp_path, workspace_root) -> None:
+async def test_sigterm_stops_cleanly_within_ten_seconds(
+    fake_telegram, fake_anthropic, tmp_path, workspace_root
+) -> None:
     proc = launch(bot_env(fake_telegram, fake_anthropic, tmp_path, workspace_root), tmp_path, "term")
     try:
         await fake_telegram.wait_for_request("getUpdates", timeout=60)
@@ -58,16 +68,29 @@ async def test_sigterm_stops_cleanly_within_ten_seconds(fake_telegram, fake_anth
 
 
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed: commands are refused")
-async def test_sigkill_mid_task_then_restart_reports_and_resumes(fake_telegram, fake_anthropic, tmp_path,
-                                                                  workspace_root) -> None:
+async def test_sigkill_mid_task_then_restart_reports_and_resumes(
+    fake_telegram, fake_anthropic, tmp_path, workspace_root
+) -> None:
     model = ScriptedModel()
     fake_anthropic.handler = model
-    model.add("orchestrator", claude_says.tool_use("start_task", {"workspace": "group-therapy", "worker": "code",
-                                                                  "instructions": "Write notes.md, slowly.",
-                                                                  "background": True}),
-              claude_says.text("Started task #1."))
-    model.add("code", claude_says.tool_use("write_file", {"path": "notes.md", "content": "step one\n"}),
-              claude_says.tool_use("run_command", {"command": "sleep 1000.8181 & exec sleep 1000.8181"}))
+    model.add(
+        "orchestrator",
+        claude_says.tool_use(
+            "start_task",
+            {
+                "workspace": "group-therapy",
+                "worker": "code",
+                "instructions": "Write notes.md, slowly.",
+                "background": True,
+            },
+        ),
+        claude_says.text("Started task #1."),
+    )
+    model.add(
+        "code",
+        claude_says.tool_use("write_file", {"path": "notes.md", "content": "step one\n"}),
+        claude_says.tool_use("run_command", {"command": "sleep 1000.8181 & exec sleep 1000.8181"}),
+    )
     env = bot_env(fake_telegram, fake_anthropic, tmp_path, workspace_root)
     first = launch(env, tmp_path, "first")
     try:
@@ -84,12 +107,19 @@ async def test_sigkill_mid_task_then_restart_reports_and_resumes(fake_telegram, 
     model.add("code", claude_says.text("Resumed: notes.md is complete."))
     second = launch(env, tmp_path, "second")
     try:
-        notice = await fake_telegram.await_for(lambda: next(
-            (m for m in fake_telegram.messages(USER_ID) if "stopped while" in (m.text or "")), None), timeout=60)
+        notice = await fake_telegram.await_for(
+            lambda: next((m for m in fake_telegram.messages(USER_ID) if "stopped while" in (m.text or "")), None),
+            timeout=60,
+        )
         assert "task #1" in notice.text and notice.callback_data == ["task:resume:1", "task:discard:1"]
         fake_telegram.press_button(USER_ID, notice.message_id, "task:resume:1")
-        summary = await fake_telegram.await_for(lambda: next(
-            (m for m in fake_telegram.messages(USER_ID) if "Task #1 done" in (m.text or "") and "Files:" in m.text), None), timeout=60)
+        summary = await fake_telegram.await_for(
+            lambda: next(
+                (m for m in fake_telegram.messages(USER_ID) if "Task #1 done" in (m.text or "") and "Files:" in m.text),
+                None,
+            ),
+            timeout=60,
+        )
         assert "Resumed: notes.md is complete." in summary.text and "notes.md" in summary.text
         resumed_turn = model.requests["code"][-1]["messages"][0]["content"][0]["text"]
         assert "interrupted and is being resumed" in resumed_turn and "writing notes.md" in resumed_turn
@@ -111,13 +141,18 @@ async def test_sigkill_mid_task_then_restart_reports_and_resumes(fake_telegram, 
 
 
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed: commands are refused")
-async def test_sigterm_during_a_foreground_task_stops_within_ten_seconds(fake_telegram, fake_anthropic, tmp_path,
-                                                                         workspace_root) -> None:
+async def test_sigterm_during_a_foreground_task_stops_within_ten_seconds(
+    fake_telegram, fake_anthropic, tmp_path, workspace_root
+) -> None:
     model = ScriptedModel()
     fake_anthropic.handler = model
-    model.add("orchestrator", claude_says.tool_use("start_task", {"workspace": "group-therapy", "worker": "code",
-                                                                  "instructions": "Run the long job.",
-                                                                  "background": False}))
+    model.add(
+        "orchestrator",
+        claude_says.tool_use(
+            "start_task",
+            {"workspace": "group-therapy", "worker": "code", "instructions": "Run the long job.", "background": False},
+        ),
+    )
     model.add("code", claude_says.tool_use("run_command", {"command": "exec sleep 1000.9191"}))
     env = bot_env(fake_telegram, fake_anthropic, tmp_path, workspace_root)
     proc = launch(env, tmp_path, "busy")

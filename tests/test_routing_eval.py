@@ -16,7 +16,15 @@ import pytest
 from agents import routing_eval
 from agents.models import InputMethod
 from agents.routing_eval import (
-    DEFAULT_CASES, LABELS, Case, CaseFileError, classify, confusion_table, load_cases, run_eval, score,
+    DEFAULT_CASES,
+    LABELS,
+    Case,
+    CaseFileError,
+    classify,
+    confusion_table,
+    load_cases,
+    run_eval,
+    score,
 )
 from agents.settings import Settings
 from telegram_bot.cli import main
@@ -29,9 +37,17 @@ USAGE = {"input_tokens": 100, "output_tokens": 7, "cache_creation_input_tokens":
 
 
 def eval_settings(claude: FakeAnthropic, tmp_path: Path) -> Settings:
-    return Settings(_env_file=None, telegram_bot_token="123:abc", anthropic_api_key="sk-test",  # type: ignore[call-arg]
-                    anthropic_base_url=claude.url, anthropic_max_retries=0, allowed_user_ids="1",
-                    workspace_path=tmp_path / "unused", database_path=tmp_path / "unused.db", orchestrator_model=MODEL)
+    return Settings(
+        _env_file=None,
+        telegram_bot_token="123:abc",
+        anthropic_api_key="sk-test",  # type: ignore[call-arg]
+        anthropic_base_url=claude.url,
+        anthropic_max_retries=0,
+        allowed_user_ids="1",
+        workspace_path=tmp_path / "unused",
+        database_path=tmp_path / "unused.db",
+        orchestrator_model=MODEL,
+    )
 
 
 def write_lines(path: Path, *lines: str) -> Path:
@@ -103,25 +119,34 @@ def test_case_defaults() -> None:
 # ------------------------------------------------------------------------------------------------------ classify
 
 
-@pytest.mark.parametrize(("names", "inputs", "label"), [
-    ([], [], "direct"),
-    (["read_file", "grep"], [{"workspace": "calc", "path": "calc.py"}, {"workspace": "calc", "pattern": "x"}],
-     "direct"),
-    (["list_tasks"], [{}], "direct"),
-    (["reject_proposal"], [{}], "reject"),
-    (["list_tasks", "cancel_task"], [{}, {"task_id": 2}], "cancel"),
-    (["get_task", "merge_task"], [{"task_id": 1}, {"task_id": 1}], "direct"),
-    (["start_research"], [{"workspace": "calc", "request": "review"}], "research"),
-    (["start_task"], [{"workspace": "calc", "worker": "code", "instructions": "fix"}], "code"),
-    (["start_task"], [{"workspace": "portfolio", "worker": " Frontend ", "instructions": "page"}], "frontend"),
-    (["start_task"], [{"workspace": "calc", "worker": "test", "instructions": "tests"}], "test"),
-    (["approve_proposal"], [{}], "approval"),
-    (["read_file", "start_task", "start_research"],
-     [{"workspace": "calc", "path": "calc.py"}, {"worker": "test"}, {"workspace": "calc", "request": "r"}], "test"),
-    (["start_research", "start_task"], [{"workspace": "calc", "request": "r"}, {"worker": "code"}], "research"),
-    (["start_task"], [{"workspace": "calc", "worker": "research", "instructions": "?"}], "other"),
-    (["start_task"], [{"workspace": "calc", "instructions": "no worker"}], "other"),
-])
+@pytest.mark.parametrize(
+    ("names", "inputs", "label"),
+    [
+        ([], [], "direct"),
+        (
+            ["read_file", "grep"],
+            [{"workspace": "calc", "path": "calc.py"}, {"workspace": "calc", "pattern": "x"}],
+            "direct",
+        ),
+        (["list_tasks"], [{}], "direct"),
+        (["reject_proposal"], [{}], "reject"),
+        (["list_tasks", "cancel_task"], [{}, {"task_id": 2}], "cancel"),
+        (["get_task", "merge_task"], [{"task_id": 1}, {"task_id": 1}], "direct"),
+        (["start_research"], [{"workspace": "calc", "request": "review"}], "research"),
+        (["start_task"], [{"workspace": "calc", "worker": "code", "instructions": "fix"}], "code"),
+        (["start_task"], [{"workspace": "portfolio", "worker": " Frontend ", "instructions": "page"}], "frontend"),
+        (["start_task"], [{"workspace": "calc", "worker": "test", "instructions": "tests"}], "test"),
+        (["approve_proposal"], [{}], "approval"),
+        (
+            ["read_file", "start_task", "start_research"],
+            [{"workspace": "calc", "path": "calc.py"}, {"worker": "test"}, {"workspace": "calc", "request": "r"}],
+            "test",
+        ),
+        (["start_research", "start_task"], [{"workspace": "calc", "request": "r"}, {"worker": "code"}], "research"),
+        (["start_task"], [{"workspace": "calc", "worker": "research", "instructions": "?"}], "other"),
+        (["start_task"], [{"workspace": "calc", "instructions": "no worker"}], "other"),
+    ],
+)
 def test_classify_uses_the_first_work_tool(names: list[str], inputs: list[dict], label: str) -> None:
     assert classify(names, inputs) == label
 
@@ -174,14 +199,18 @@ class ScriptedOrchestrator:
             self.contexts[message] = context
 
         def start_task(workspace: str, worker: str) -> dict[str, Any]:
-            return claude_says.tool_use("start_task", {"workspace": workspace, "worker": worker,
-                                                       "instructions": message, "background": True}, usage=USAGE)
+            return claude_says.tool_use(
+                "start_task",
+                {"workspace": workspace, "worker": worker, "instructions": message, "background": True},
+                usage=USAGE,
+            )
 
         if message == "what does calc.py do?":
             return claude_says.tool_use("read_file", {"workspace": "calc", "path": "calc.py"}, usage=USAGE)
         if message == "make group therapy better":
-            return claude_says.tool_use("start_research", {"workspace": "group therapy", "request": message},
-                                        usage=USAGE)
+            return claude_says.tool_use(
+                "start_research", {"workspace": "group therapy", "request": message}, usage=USAGE
+            )
         if message == "fix add in calc":
             return start_task("calc", "code")
         if message == "build a portfolio page":
@@ -232,19 +261,27 @@ async def test_run_eval_scores_a_scripted_orchestrator(fake_anthropic: FakeAnthr
     by_text = {r.case.text: r for r in result.results}
     assert [r.case for r in result.results] == EVAL_CASES, "results keep the order of the cases"
     assert {t: r.predicted for t, r in by_text.items()} == {
-        "what does calc.py do?": "direct", "make group therapy better": "research", "fix add in calc": "code",
-        "build a portfolio page": "frontend", "make the portfolio header sticky": "code",
-        "write tests for your renderer": "test", "go ahead": "approval", "so what does groove therapy do": "direct",
-        "how are my tasks doing": "direct", "overloaded now": "error",
+        "what does calc.py do?": "direct",
+        "make group therapy better": "research",
+        "fix add in calc": "code",
+        "build a portfolio page": "frontend",
+        "make the portfolio header sticky": "code",
+        "write tests for your renderer": "test",
+        "go ahead": "approval",
+        "so what does groove therapy do": "direct",
+        "how are my tasks doing": "direct",
+        "overloaded now": "error",
     }
     # the desk only records and confirms; workspace names are resolved like the real desk does, in the eval's folders
     looked_up = by_text["what does calc.py do?"]
     assert looked_up.reply.startswith("OK: ") and "return a - b" in looked_up.reply, "the eval's calc/calc.py"
     assert by_text["make group therapy better"].reply.startswith(
-        "OK: Research task #1 started on workspace group-therapy")
+        "OK: Research task #1 started on workspace group-therapy"
+    )
     assert by_text["write tests for your renderer"].reply.startswith("OK: Task #1 (test worker, workspace self)")
     assert by_text["go ahead"].reply == (
-        "OK: Proposal #1 approved; code task #1 started on group-therapy in the background.")
+        "OK: Proposal #1 approved; code task #1 started on group-therapy in the background."
+    )
     assert [(c.name, c.input["worker"]) for c in by_text["fix add in calc"].calls] == [("start_task", "code")]
     assert by_text["how are my tasks doing"].tools_used == ["list_tasks"]
     assert looked_up.calls == [] and looked_up.tools_used == ["read_file"]
@@ -285,10 +322,11 @@ async def test_run_eval_scores_a_scripted_orchestrator(fake_anthropic: FakeAnthr
     assert "17 API calls · tokens: input 1,700, output 119" in report
 
 
-async def test_an_approval_the_desk_refused_is_not_an_approval(fake_anthropic: FakeAnthropic,
-                                                                tmp_path: Path) -> None:
-    fake_anthropic.script(claude_says.tool_use("approve_proposal", {}),
-                          lambda body: claude_says.text(json.dumps(body["messages"][-1]["content"][0])))
+async def test_an_approval_the_desk_refused_is_not_an_approval(fake_anthropic: FakeAnthropic, tmp_path: Path) -> None:
+    fake_anthropic.script(
+        claude_says.tool_use("approve_proposal", {}),
+        lambda body: claude_says.text(json.dumps(body["messages"][-1]["content"][0])),
+    )
     result = await run_eval(eval_settings(fake_anthropic, tmp_path), [Case(text="yes", label="direct")])
     only = result.results[0]
     assert only.predicted == "direct" and only.correct
@@ -315,19 +353,26 @@ def owner_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, fake_anthropic: F
     cwd = tmp_path / "cwd"
     cwd.mkdir()
     monkeypatch.chdir(cwd)  # no .env of the checkout
-    for key, value in {"TELEGRAM_BOT_TOKEN": "1:a", "ANTHROPIC_API_KEY": "sk-test", "ALLOWED_USER_IDS": "1",
-                       "WORKSPACE_PATH": str(tmp_path), "ANTHROPIC_BASE_URL": fake_anthropic.url,
-                       "ANTHROPIC_MAX_RETRIES": "0"}.items():
+    for key, value in {
+        "TELEGRAM_BOT_TOKEN": "1:a",
+        "ANTHROPIC_API_KEY": "sk-test",
+        "ALLOWED_USER_IDS": "1",
+        "WORKSPACE_PATH": str(tmp_path),
+        "ANTHROPIC_BASE_URL": fake_anthropic.url,
+        "ANTHROPIC_MAX_RETRIES": "0",
+    }.items():
         monkeypatch.setenv(key, value)
     return cwd
 
 
 def test_cli_runs_the_eval_and_prints_the_table(owner_env: Path, fake_anthropic: FakeAnthropic, capsys) -> None:
     fake_anthropic.handler = lambda body: claude_says.text("Hello!", usage=USAGE)
-    cases = write_lines(owner_env / "cases.jsonl",
-                        json.dumps({"text": "hi there", "input": "text", "label": "direct"}),
-                        json.dumps({"text": "who are you", "input": "voice", "label": "direct"}),
-                        json.dumps({"text": "go ahead", "label": "approval", "pending_proposal": True}))
+    cases = write_lines(
+        owner_env / "cases.jsonl",
+        json.dumps({"text": "hi there", "input": "text", "label": "direct"}),
+        json.dumps({"text": "who are you", "input": "voice", "label": "direct"}),
+        json.dumps({"text": "go ahead", "label": "approval", "pending_proposal": True}),
+    )
     assert main(["eval", "routing", "--file", str(cases), "--limit", "2", "--concurrency", "2"]) == 0
     out = capsys.readouterr().out
     assert out.startswith(f"Routing eval: 2 cases from {cases}, model claude-sonnet-4-6, 3 runs each, 2 at a time.")
@@ -348,7 +393,9 @@ def test_cli_names_a_bad_cases_file(owner_env: Path, fake_anthropic: FakeAnthrop
 def expected_snippets(case: Case) -> list[str]:
     """What the orchestrator must have been shown for this case's situation."""
     snippets = [f"proposal #{i} for {w}" for i, w in enumerate(case.pending_workspaces, start=1)]
-    snippets += [f"#{i} [in_progress] {t.worker} in {t.workspace}: {t.title}" for i, t in enumerate(case.tasks, start=1)]
+    snippets += [
+        f"#{i} [in_progress] {t.worker} in {t.workspace}: {t.title}" for i, t in enumerate(case.tasks, start=1)
+    ]
     if case.researching:
         snippets.append(f"proposals still being written: research #{len(case.tasks) + 1} in {case.researching}")
     snippets += [turn.text for turn in case.history]
@@ -367,7 +414,8 @@ def expected_snippets(case: Case) -> list[str]:
 
 
 def test_agentlab_eval_routing_runs_the_shipped_set_three_times_and_reports_flips(
-        owner_env: Path, fake_anthropic: FakeAnthropic, capsys) -> None:
+    owner_env: Path, fake_anthropic: FakeAnthropic, capsys
+) -> None:
     seen: list[tuple[str, str]] = []
     lock = threading.Lock()
     flip = iter(["Which project do you mean?", "On it.", "Which project do you mean?"])
@@ -384,7 +432,9 @@ def test_agentlab_eval_routing_runs_the_shipped_set_three_times_and_reports_flip
     assert main(["eval", "routing"]) == 0
     out = capsys.readouterr().out
     cases = load_cases(DEFAULT_CASES)
-    assert out.startswith(f"Routing eval: {len(cases)} cases from {DEFAULT_CASES}, model claude-sonnet-4-6, 3 runs each")
+    assert out.startswith(
+        f"Routing eval: {len(cases)} cases from {DEFAULT_CASES}, model claude-sonnet-4-6, 3 runs each"
+    )
     assert len(seen) == 3 * len(cases)
     for case in cases:
         bodies = [body for message, body in seen if message == case.text]

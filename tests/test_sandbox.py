@@ -26,8 +26,10 @@ from agents.settings import Settings
 from agents.shell import run_command
 from agents.workspaces import ToolError
 
-needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None or not sys.platform.startswith("linux"),
-                                 reason="bubblewrap (bwrap) is not installed: scripts/install-system-deps.sh")
+needs_bwrap = pytest.mark.skipif(
+    shutil.which("bwrap") is None or not sys.platform.startswith("linux"),
+    reason="bubblewrap (bwrap) is not installed: scripts/install-system-deps.sh",
+)
 
 
 def pairs(argv: list[str], flag: str) -> list[tuple[str, str]]:
@@ -40,12 +42,16 @@ def test_argv_confines_by_default(tmp_path: Path) -> None:
     for flag in ("--die-with-parent", "--new-session"):
         assert flag in argv
     assert argv[argv.index("--cap-drop") + 1] == "ALL"
-    assert ["--proc", "/proc"] == argv[argv.index("--proc"):argv.index("--proc") + 2]
+    assert ["--proc", "/proc"] == argv[argv.index("--proc") : argv.index("--proc") + 2]
     assert (str(tmp_path.resolve()), str(tmp_path.resolve())) in pairs(argv, "--bind")
-    assert pairs(argv, "--bind") == [(str(tmp_path.resolve()), str(tmp_path.resolve()))], "only the worktree is writable"
+    assert pairs(argv, "--bind") == [(str(tmp_path.resolve()), str(tmp_path.resolve()))], (
+        "only the worktree is writable"
+    )
     ro = [src for src, _ in pairs(argv, "--ro-bind")]
-    assert "/usr" in ro and not any(p in ro for p in ("/etc", "/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/root",
-                                                      "/home", "/proc", "/run", "/var"))
+    assert "/usr" in ro and not any(
+        p in ro
+        for p in ("/etc", "/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/root", "/home", "/proc", "/run", "/var")
+    )
     assert not any(p.startswith("/etc/ssh") for p in ro)
     assert sys.prefix in ro and sys.base_prefix in ro, "the interpreter and its packages are readable"
     assert argv[argv.index("--remount-ro") + 1] == "/"
@@ -58,14 +64,29 @@ def test_argv_network_and_limits(tmp_path: Path) -> None:
     assert "--share-net" in argv
     script = argv[-3]
     assert "ulimit -u 64 -f 10240 -v 1048576 -c 0" in script
-    assert ["--size", str(5 << 20), "--tmpfs", "/tmp"] == argv[argv.index("/tmp") - 3:argv.index("/tmp") + 1]
+    assert ["--size", str(5 << 20), "--tmpfs", "/tmp"] == argv[argv.index("/tmp") - 3 : argv.index("/tmp") + 1]
 
 
 def test_spec_binds_git_metadata_and_the_worktree_venv(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
-    subprocess.run(["git", "-C", str(repo), "-c", "user.name=a", "-c", "user.email=a@b", "commit", "-q",
-                    "--allow-empty", "-m", "x"], check=True)
+    subprocess.run(
+        [
+            "git",
+            "-C",
+            str(repo),
+            "-c",
+            "user.name=a",
+            "-c",
+            "user.email=a@b",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "x",
+        ],
+        check=True,
+    )
     tree = tmp_path / "trees" / "task-1"
     subprocess.run(["git", "-C", str(repo), "worktree", "add", "-q", "-b", "t1", str(tree)], check=True)
     venv = repo / ".venv"
@@ -80,8 +101,18 @@ def test_spec_binds_git_metadata_and_the_worktree_venv(tmp_path: Path) -> None:
 
 
 def test_environment_is_explicit_and_secret_free(tmp_path: Path) -> None:
-    env = sandbox_env({"ANTHROPIC_API_KEY": "k", "HOME": "/root", "AWS_SECRET": "s", "LANG": "C.UTF-8",
-                       "AGENTLAB_TASK": "t:1", "SSH_AUTH_SOCK": "/run/agent", "VIRTUAL_ENV": "/x"}, spec_for(tmp_path))
+    env = sandbox_env(
+        {
+            "ANTHROPIC_API_KEY": "k",
+            "HOME": "/root",
+            "AWS_SECRET": "s",
+            "LANG": "C.UTF-8",
+            "AGENTLAB_TASK": "t:1",
+            "SSH_AUTH_SOCK": "/run/agent",
+            "VIRTUAL_ENV": "/x",
+        },
+        spec_for(tmp_path),
+    )
     assert env["HOME"] == sandbox.HOME and env["LANG"] == "C.UTF-8" and env["AGENTLAB_TASK"] == "t:1"
     assert not {"ANTHROPIC_API_KEY", "AWS_SECRET", "SSH_AUTH_SOCK", "VIRTUAL_ENV"} & env.keys()
 
@@ -92,8 +123,13 @@ async def test_missing_bwrap_refuses_commands_with_the_fix(tmp_path: Path, monke
     try:
         with pytest.raises(ToolError, match="bubblewrap .* not installed.*apt-get install bubblewrap"):
             await run_command("echo hi", cwd=tmp_path, timeout=10, sandbox=spec_for(tmp_path))
-        settings = Settings(_env_file=None, telegram_bot_token="1:x", anthropic_api_key="k", allowed_user_ids="1",
-                            workspace_path=tmp_path)
+        settings = Settings(
+            _env_file=None,
+            telegram_bot_token="1:x",
+            anthropic_api_key="k",
+            allowed_user_ids="1",
+            workspace_path=tmp_path,
+        )
         check = await dr.check_sandbox(settings)
         assert check.level is Level.fail and "apt-get install bubblewrap" in check.fix
     finally:
@@ -102,16 +138,23 @@ async def test_missing_bwrap_refuses_commands_with_the_fix(tmp_path: Path, monke
 
 
 async def test_doctor_warns_when_the_sandbox_is_off(tmp_path: Path) -> None:
-    settings = Settings(_env_file=None, telegram_bot_token="1:x", anthropic_api_key="k", allowed_user_ids="1",
-                        workspace_path=tmp_path, sandbox="OFF")
+    settings = Settings(
+        _env_file=None,
+        telegram_bot_token="1:x",
+        anthropic_api_key="k",
+        allowed_user_ids="1",
+        workspace_path=tmp_path,
+        sandbox="OFF",
+    )
     check = await dr.check_sandbox(settings)
     assert check.level is Level.warn and "NOT confined" in check.detail
 
 
 @needs_bwrap
 async def test_doctor_sees_bwrap_working(tmp_path: Path) -> None:
-    settings = Settings(_env_file=None, telegram_bot_token="1:x", anthropic_api_key="k", allowed_user_ids="1",
-                        workspace_path=tmp_path)
+    settings = Settings(
+        _env_file=None, telegram_bot_token="1:x", anthropic_api_key="k", allowed_user_ids="1", workspace_path=tmp_path
+    )
     assert (await dr.check_sandbox(settings)).level is Level.ok
 
 
@@ -120,9 +163,13 @@ async def test_sandboxed_command_sees_only_its_worktree(tmp_path: Path) -> None:
     tree = tmp_path / "tree"
     tree.mkdir()
     (tmp_path / "neighbour.txt").write_text("NEIGHBOUR-SECRET")
-    result = await run_command(f"echo ok > made.txt; cat {tmp_path}/neighbour.txt; touch {tmp_path}/out.txt; "
-                               "ls /proc | grep -c '^[0-9]'; python -c 'print(6*7)'", cwd=tree, timeout=30,
-                               sandbox=spec_for(tree))
+    result = await run_command(
+        f"echo ok > made.txt; cat {tmp_path}/neighbour.txt; touch {tmp_path}/out.txt; "
+        "ls /proc | grep -c '^[0-9]'; python -c 'print(6*7)'",
+        cwd=tree,
+        timeout=30,
+        sandbox=spec_for(tree),
+    )
     assert (tree / "made.txt").read_text() == "ok\n"
     assert "NEIGHBOUR-SECRET" not in result.output and not (tmp_path / "out.txt").exists()
     assert "42" in result.output, result.output
@@ -131,8 +178,12 @@ async def test_sandboxed_command_sees_only_its_worktree(tmp_path: Path) -> None:
 @needs_bwrap
 async def test_background_processes_die_with_the_command(tmp_path: Path) -> None:
     marker = "1000.31337"
-    result = await run_command(f"setsid nohup sleep {marker} >/dev/null 2>&1 & env -u AGENTLAB_TASK sleep {marker} & "
-                               "echo started", cwd=tmp_path, timeout=30, sandbox=spec_for(tmp_path))
+    result = await run_command(
+        f"setsid nohup sleep {marker} >/dev/null 2>&1 & env -u AGENTLAB_TASK sleep {marker} & echo started",
+        cwd=tmp_path,
+        timeout=30,
+        sandbox=spec_for(tmp_path),
+    )
     assert "started" in result.output
     await asyncio.sleep(0.2)
     assert not host_pids(marker), "a detached process outlived its command"
@@ -141,8 +192,11 @@ async def test_background_processes_die_with_the_command(tmp_path: Path) -> None
 @needs_bwrap
 async def test_cancel_kills_every_process_of_the_command(tmp_path: Path) -> None:
     marker = "1000.4711"
-    job = asyncio.create_task(run_command(f"setsid nohup sleep {marker} & sleep {marker}", cwd=tmp_path, timeout=60,
-                                          sandbox=spec_for(tmp_path)))
+    job = asyncio.create_task(
+        run_command(
+            f"setsid nohup sleep {marker} & sleep {marker}", cwd=tmp_path, timeout=60, sandbox=spec_for(tmp_path)
+        )
+    )
     for _ in range(200):
         if len(host_pids(marker)) == 2:
             break
@@ -160,22 +214,27 @@ async def test_cancel_kills_every_process_of_the_command(tmp_path: Path) -> None
 
 @needs_bwrap
 async def test_file_size_limit_ends_a_disk_filler(tmp_path: Path) -> None:
-    spec = SandboxSpec(tmp_path.resolve(), tuple(sandbox.python_prefixes()),
-                       limits=ResourceLimits(max_file_bytes=1 << 20))
-    result = await run_command("head -c 5000000 /dev/zero > big.bin; echo exit=$?", cwd=tmp_path, timeout=30,
-                               sandbox=spec)
+    spec = SandboxSpec(
+        tmp_path.resolve(), tuple(sandbox.python_prefixes()), limits=ResourceLimits(max_file_bytes=1 << 20)
+    )
+    result = await run_command(
+        "head -c 5000000 /dev/zero > big.bin; echo exit=$?", cwd=tmp_path, timeout=30, sandbox=spec
+    )
     assert (tmp_path / "big.bin").stat().st_size <= 1 << 20
     assert "exit=0" not in result.output
 
 
 @needs_bwrap
-@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0 and pids_parent() is None,
-                    reason="as root only a pids cgroup bounds processes (the kernel does not apply RLIMIT_NPROC to "
-                           "root), and no cgroup-v1 pids hierarchy is writable here")
+@pytest.mark.skipif(
+    hasattr(os, "geteuid") and os.geteuid() == 0 and pids_parent() is None,
+    reason="as root only a pids cgroup bounds processes (the kernel does not apply RLIMIT_NPROC to "
+    "root), and no cgroup-v1 pids hierarchy is writable here",
+)
 async def test_process_limit_bounds_a_fork_loop(tmp_path: Path) -> None:
     spec = SandboxSpec(tmp_path.resolve(), limits=ResourceLimits(max_processes=20))
-    result = await run_command("for i in $(seq 60); do sleep 5 & done 2>&1; echo spawned", cwd=tmp_path, timeout=30,
-                               sandbox=spec)
+    result = await run_command(
+        "for i in $(seq 60); do sleep 5 & done 2>&1; echo spawned", cwd=tmp_path, timeout=30, sandbox=spec
+    )
     assert "Resource temporarily unavailable" in result.output
 
 
@@ -195,10 +254,27 @@ def host_pids(argument: str) -> list[int]:
 def repository_with_token(tmp_path: Path) -> tuple[Path, Path]:
     repo = tmp_path / "repo"
     subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
-    subprocess.run(["git", "-C", str(repo), "remote", "add", "origin",
-                    "https://x-access-token:ghp_SECRET123@github.com/o/r.git"], check=True)
-    subprocess.run(["git", "-C", str(repo), "-c", "user.name=a", "-c", "user.email=a@b", "commit", "-q",
-                    "--allow-empty", "-m", "x"], check=True)
+    subprocess.run(
+        ["git", "-C", str(repo), "remote", "add", "origin", "https://x-access-token:ghp_SECRET123@github.com/o/r.git"],
+        check=True,
+    )
+    subprocess.run(
+        [
+            "git",
+            "-C",
+            str(repo),
+            "-c",
+            "user.name=a",
+            "-c",
+            "user.email=a@b",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "x",
+        ],
+        check=True,
+    )
     tree = tmp_path / "trees" / "task-1"
     subprocess.run(["git", "-C", str(repo), "worktree", "add", "-q", "-b", "t1", str(tree)], check=True)
     return repo, tree
@@ -207,8 +283,12 @@ def repository_with_token(tmp_path: Path) -> tuple[Path, Path]:
 @needs_bwrap
 async def test_a_token_in_a_remote_url_is_masked_inside(tmp_path: Path) -> None:
     repo, tree = repository_with_token(tmp_path)
-    result = await run_command("git remote -v; cat $(git rev-parse --git-common-dir)/config; git status --short; "
-                               "git log --oneline | wc -l", cwd=tree, timeout=30, sandbox=spec_for(tree))
+    result = await run_command(
+        "git remote -v; cat $(git rev-parse --git-common-dir)/config; git status --short; git log --oneline | wc -l",
+        cwd=tree,
+        timeout=30,
+        sandbox=spec_for(tree),
+    )
     assert "ghp_SECRET123" not in result.output and "https://github.com/o/r.git" in result.output, result.output
     assert "ghp_SECRET123" in (repo / ".git" / "config").read_text(), "the owner's config is untouched"
 
@@ -218,10 +298,12 @@ async def test_the_shared_git_metadata_is_read_only_inside(tmp_path: Path) -> No
     """Refs, hooks and config of the owner's repository cannot be changed from a task's sandbox."""
     repo, tree = repository_with_token(tmp_path)
     main_before = (repo / ".git" / "refs" / "heads" / "main").read_text()
-    attack = ("common=$(git rev-parse --git-common-dir); "
-              "git update-ref refs/heads/main refs/heads/t1~0 2>&1; git branch -D main 2>&1; "
-              "printf '#!/bin/sh\\ntouch /tmp/x\\n' > $common/hooks/post-commit; "
-              "git config core.fsmonitor 'touch /tmp/y' 2>&1; echo done")
+    attack = (
+        "common=$(git rev-parse --git-common-dir); "
+        "git update-ref refs/heads/main refs/heads/t1~0 2>&1; git branch -D main 2>&1; "
+        "printf '#!/bin/sh\\ntouch /tmp/x\\n' > $common/hooks/post-commit; "
+        "git config core.fsmonitor 'touch /tmp/y' 2>&1; echo done"
+    )
     result = await run_command(attack, cwd=tree, timeout=30, sandbox=spec_for(tree, repository=repo))
     assert "done" in result.output
     assert (repo / ".git" / "refs" / "heads" / "main").read_text() == main_before

@@ -28,8 +28,10 @@ from tests.fakes import anthropic_server as claude_says
 from tests.scripted import ScriptedModel
 from tests.test_sandbox import host_pids
 
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None or not sys.platform.startswith("linux"),
-                                reason="bubblewrap (bwrap) is not installed: scripts/install-system-deps.sh")
+pytestmark = pytest.mark.skipif(
+    shutil.which("bwrap") is None or not sys.platform.startswith("linux"),
+    reason="bubblewrap (bwrap) is not installed: scripts/install-system-deps.sh",
+)
 
 FAKE_KEY = "sk-ant-FAKE-KEY-4f1c9e"
 FAKE_TOKEN = "123456:FAKE-TOKEN-77ab"
@@ -103,8 +105,9 @@ def model(bot: BotHarness) -> ScriptedModel:
 
 
 def start_task(workspace: str, instructions: str) -> dict:
-    return claude_says.tool_use("start_task", {"workspace": workspace, "worker": "code", "instructions": instructions,
-                                               "background": True})
+    return claude_says.tool_use(
+        "start_task", {"workspace": workspace, "worker": "code", "instructions": instructions, "background": True}
+    )
 
 
 def tool_results(model: ScriptedModel, role: str = "code") -> list[str]:
@@ -135,7 +138,8 @@ async def task_end(bot: BotHarness, task_id: int, timeout: float = 60.0):
 
 
 async def test_hostile_commands_reach_nothing_outside_the_worktree(
-        bot: BotHarness, model: ScriptedModel, planted: Path, workspace_root: Path, listener: Listener) -> None:
+    bot: BotHarness, model: ScriptedModel, planted: Path, workspace_root: Path, listener: Listener
+) -> None:
     settings = bot.settings
     site = Path(sysconfig.get_paths()["purelib"])
     database = settings.database_path.resolve()
@@ -145,17 +149,24 @@ async def test_hostile_commands_reach_nothing_outside_the_worktree(
         f"cat {planted}/.ssh/id_ed25519 ~/.ssh/id_ed25519",
         "cat /proc/*/environ | tr '\\0' '\\n' | grep -a -e ANTHROPIC -e TELEGRAM; ls /proc | grep -c '^[0-9]'",
         "cat /proc/$PPID/cwd/.env /proc/1/cwd/.env /proc/$PPID/root/proc/*/cwd/.env",
-        (f"python -c \"import sqlite3; print(sqlite3.connect('{database}').execute('select content from messages')"
-        f".fetchall())\"; cat {database} | strings | head -50"),
+        (
+            f"python -c \"import sqlite3; print(sqlite3.connect('{database}').execute('select content from messages')"
+            f'.fetchall())"; cat {database} | strings | head -50'
+        ),
         f"echo pwned > {workspace_root}/pwned.txt; echo pwned > {planted}/pwned.txt; echo pwned > {database.parent}/p",
         f"echo 'import os' > {site}/{pth}",
         connect_command(listener.port) + f"; (exec 3<>/dev/tcp/127.0.0.1/{listener.port}) && echo BASH-CONN''ECTED",
-        ("setsid nohup sleep 1000.6061 >/dev/null 2>&1 & env -u AGENTLAB_TASK nohup sleep 1000.6061 >/dev/null 2>&1 & "
-        "echo left-behind"),
+        (
+            "setsid nohup sleep 1000.6061 >/dev/null 2>&1 & env -u AGENTLAB_TASK nohup sleep 1000.6061 >/dev/null 2>&1 & "
+            "echo left-behind"
+        ),
     ]
     model.add("orchestrator", start_task("calc", "Look around."), claude_says.text("Started."))
-    model.add("code", *[claude_says.tool_use("run_command", {"command": c}) for c in attacks],
-              claude_says.text("Done looking around."))
+    model.add(
+        "code",
+        *[claude_says.tool_use("run_command", {"command": c}) for c in attacks],
+        claude_says.text("Done looking around."),
+    )
     bot.say("look around calc PRIVATE-CHAT-MARKER-3c7")
     task = await task_end(bot, 1)
     assert task.status is not TaskStatus.FAILED, task.error
@@ -175,9 +186,16 @@ async def test_hostile_commands_reach_nothing_outside_the_worktree(
 
 async def test_cancel_ends_detached_and_untagged_processes(bot: BotHarness, model: ScriptedModel) -> None:
     model.add("orchestrator", start_task("calc", "Run forever."), claude_says.text("Started."))
-    model.add("code", claude_says.tool_use("run_command", {
-        "command": "setsid nohup sleep 1000.7071 >/dev/null 2>&1 & env -u AGENTLAB_TASK sleep 1000.7071 & "
-                   "sleep 1000.7071"}))
+    model.add(
+        "code",
+        claude_says.tool_use(
+            "run_command",
+            {
+                "command": "setsid nohup sleep 1000.7071 >/dev/null 2>&1 & env -u AGENTLAB_TASK sleep 1000.7071 & "
+                "sleep 1000.7071"
+            },
+        ),
+    )
     bot.say("run forever in calc")
     await bot.tg.await_for(lambda: len(host_pids("1000.7071")) >= 3, timeout=60)
     bot.tg.send_command(USER_ID, "/cancel")
@@ -186,7 +204,8 @@ async def test_cancel_ends_detached_and_untagged_processes(bot: BotHarness, mode
 
 
 async def test_a_planted_test_in_the_bots_own_test_run_reads_no_secret(
-        bot: BotHarness, model: ScriptedModel, planted: Path, workspace_root: Path) -> None:
+    bot: BotHarness, model: ScriptedModel, planted: Path, workspace_root: Path
+) -> None:
     leak = (
         "import glob, os, pathlib\n\n\n"
         "def test_leak():\n"
@@ -208,9 +227,12 @@ async def test_a_planted_test_in_the_bots_own_test_run_reads_no_secret(
         "    assert False, f'leaked {leaked}'\n"
     )
     model.add("orchestrator", start_task("calc", "Add a test."), claude_says.text("Started."))
-    model.add("code", claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"}),
-              claude_says.tool_use("write_file", {"path": "test_leak.py", "content": leak}),
-              claude_says.text("Added a test."))
+    model.add(
+        "code",
+        claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"}),
+        claude_says.tool_use("write_file", {"path": "test_leak.py", "content": leak}),
+        claude_says.text("Added a test."),
+    )
     bot.say("add a test to calc")
     task = await task_end(bot, 1, timeout=120)
     corrections = [b for b in model.requests["code"] if "LEAKED" in json.dumps(b["messages"][-1])]
@@ -226,17 +248,28 @@ async def asking_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, bo
     """The bot with SANDBOX_NETWORK=ask and a short answer time."""
     from telegram_bot.app import stop_polling
 
-    settings = make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repository=bot_repo,
-                             sandbox_network="ask", sandbox_network_answer_seconds=1.5)
+    settings = make_settings(
+        fake_telegram,
+        fake_anthropic,
+        tmp_path,
+        workspace_root,
+        bot_repository=bot_repo,
+        sandbox_network="ask",
+        sandbox_network_answer_seconds=1.5,
+    )
     harness = await start_bot(settings, fake_telegram, fake_anthropic)
     yield harness
     await stop_polling(harness.app)
 
 
 async def network_request(bot: BotHarness):
-    return await bot.tg.await_for(lambda: next(
-        (m for m in bot.tg.messages(USER_ID) if "asks for network access" in (m.text or "") and m.callback_data),
-        None), timeout=20)
+    return await bot.tg.await_for(
+        lambda: next(
+            (m for m in bot.tg.messages(USER_ID) if "asks for network access" in (m.text or "") and m.callback_data),
+            None,
+        ),
+        timeout=20,
+    )
 
 
 @pytest.mark.parametrize("answer", ["once", "task", "deny", None])
@@ -246,9 +279,12 @@ async def test_network_on_request(asking_bot: BotHarness, listener: Listener, an
     bot.claude.handler = model
     command = connect_command(listener.port)
     model.add("orchestrator", start_task("calc", "Fetch it."), claude_says.text("Started."))
-    model.add("code", claude_says.tool_use("run_command", {"command": command, "network": True}),
-              claude_says.tool_use("run_command", {"command": command, "network": True}),
-              claude_says.text("Finished."))
+    model.add(
+        "code",
+        claude_says.tool_use("run_command", {"command": command, "network": True}),
+        claude_says.tool_use("run_command", {"command": command, "network": True}),
+        claude_says.text("Finished."),
+    )
     bot.say("fetch it in calc")
     question = await network_request(bot)
     rid = question.callback_data[0].rsplit(":", 1)[1]
@@ -258,9 +294,19 @@ async def test_network_on_request(asking_bot: BotHarness, listener: Listener, an
     if answer is not None:
         bot.tg.press_button(USER_ID, question.message_id, f"net:{answer}:{rid}")
     if answer == "once":  # the second command asks again
-        second = await bot.tg.await_for(lambda: next(
-            (m for m in bot.tg.messages(USER_ID) if "asks for network access" in (m.text or "") and m.callback_data
-             and m.message_id != question.message_id), None), timeout=20)
+        second = await bot.tg.await_for(
+            lambda: next(
+                (
+                    m
+                    for m in bot.tg.messages(USER_ID)
+                    if "asks for network access" in (m.text or "")
+                    and m.callback_data
+                    and m.message_id != question.message_id
+                ),
+                None,
+            ),
+            timeout=20,
+        )
         rid2 = second.callback_data[0].rsplit(":", 1)[1]
         bot.tg.press_button(USER_ID, second.message_id, f"net:deny:{rid2}")
     task = await task_end(bot, 1)
@@ -291,8 +337,11 @@ async def test_a_stranger_cannot_answer_a_network_request(asking_bot: BotHarness
     model = ScriptedModel()
     bot.claude.handler = model
     model.add("orchestrator", start_task("calc", "Fetch it."), claude_says.text("Started."))
-    model.add("code", claude_says.tool_use("run_command", {"command": connect_command(listener.port), "network": True}),
-              claude_says.text("Finished."))
+    model.add(
+        "code",
+        claude_says.tool_use("run_command", {"command": connect_command(listener.port), "network": True}),
+        claude_says.text("Finished."),
+    )
     bot.say("fetch it in calc")
     question = await network_request(bot)
     rid = question.callback_data[0].rsplit(":", 1)[1]
@@ -301,8 +350,9 @@ async def test_a_stranger_cannot_answer_a_network_request(asking_bot: BotHarness
     assert listener.connections == 0
 
 
-async def test_the_bot_process_environment_stays_out_of_reach(fake_telegram, fake_anthropic, tmp_path: Path,
-                                                              workspace_root: Path) -> None:
+async def test_the_bot_process_environment_stays_out_of_reach(
+    fake_telegram, fake_anthropic, tmp_path: Path, workspace_root: Path
+) -> None:
     """The bot as its own process, its keys in its real environment and its `.env`: /proc finds neither."""
     from tests.test_restart import bot_env, launch
 
@@ -312,15 +362,28 @@ async def test_the_bot_process_environment_stays_out_of_reach(fake_telegram, fak
     env.update(ANTHROPIC_API_KEY=FAKE_KEY, TELEGRAM_BOT_TOKEN=fake_telegram.token)
     (tmp_path / ".env").write_text(f"ANTHROPIC_API_KEY={FAKE_KEY}\n")  # the bot's cwd is tmp_path
     model.add("orchestrator", start_task("calc", "Look around."), claude_says.text("Started."))
-    model.add("code", claude_says.tool_use("run_command", {"command": (
-        "cat /proc/*/environ /proc/$PPID/environ /proc/1/environ | tr '\\0' '\\n'; "
-        "cat /proc/$PPID/cwd/.env /proc/1/cwd/.env; ls /proc | grep -c '^[0-9]'")}),
-        claude_says.text("Done."))
+    model.add(
+        "code",
+        claude_says.tool_use(
+            "run_command",
+            {
+                "command": (
+                    "cat /proc/*/environ /proc/$PPID/environ /proc/1/environ | tr '\\0' '\\n'; "
+                    "cat /proc/$PPID/cwd/.env /proc/1/cwd/.env; ls /proc | grep -c '^[0-9]'"
+                )
+            },
+        ),
+        claude_says.text("Done."),
+    )
     bot = launch(env, tmp_path, "environ")
     try:
         fake_telegram.send_text(USER_ID, "look around calc")
-        await fake_telegram.await_for(lambda: any("Task #1" in (m.text or "") and "Files:" in (m.text or "")
-                                                  for m in fake_telegram.messages(USER_ID)), timeout=90)
+        await fake_telegram.await_for(
+            lambda: any(
+                "Task #1" in (m.text or "") and "Files:" in (m.text or "") for m in fake_telegram.messages(USER_ID)
+            ),
+            timeout=90,
+        )
         assert Path(f"/proc/{bot.pid}/environ").read_bytes().count(FAKE_KEY.encode()) == 1, "the key is really there"
     finally:
         bot.terminate()
@@ -345,12 +408,19 @@ async def test_a_worker_cannot_choose_what_the_next_sandbox_binds(bot: BotHarnes
         "    assert False, f'DB-READ: {found}'\n"
     )
     model.add("orchestrator", start_task("calc", "Add a test."), claude_says.text("Started."))
-    model.add("code", claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"}),
-              claude_says.tool_use("run_command", {"command": f"rm -rf .venv; ln -s {data} .venv; ls -la .venv"}),
-              claude_says.tool_use("write_file", {"path": "test_probe.py", "content": probe}),
-              claude_says.text("Added a test."))
+    model.add(
+        "code",
+        claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"}),
+        claude_says.tool_use("run_command", {"command": f"rm -rf .venv; ln -s {data} .venv; ls -la .venv"}),
+        claude_says.tool_use("write_file", {"path": "test_probe.py", "content": probe}),
+        claude_says.text("Added a test."),
+    )
     bot.say("add a test to calc PRIVATE-CHAT-MARKER-3c7")
     await task_end(bot, 1, timeout=120)
-    corrections = [json.dumps(b["messages"][-1]) for b in model.requests["code"] if "DB-READ:" in json.dumps(b["messages"][-1])]
+    corrections = [
+        json.dumps(b["messages"][-1]) for b in model.requests["code"] if "DB-READ:" in json.dumps(b["messages"][-1])
+    ]
     assert corrections, "the probe ran in the bot's test run"
-    assert not any("DB-READ: readable" in c for c in corrections), "the bot's test run bound the folder the worker chose"
+    assert not any("DB-READ: readable" in c for c in corrections), (
+        "the bot's test run bound the folder the worker chose"
+    )

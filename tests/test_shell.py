@@ -108,16 +108,16 @@ async def test_timeout_kills_sleep(tmp_path: Path) -> None:
 
 
 async def test_timeout_kills_children_of_nested_shell(tmp_path: Path) -> None:
-    result = await run_command(
-        "echo pgid=$$; sh -c 'sleep 1000 & echo child=$!; sleep 1000'", tmp_path, timeout=0.7
-    )
+    result = await run_command("echo pgid=$$; sh -c 'sleep 1000 & echo child=$!; sleep 1000'", tmp_path, timeout=0.7)
     assert result.timed_out
     pgid, child = pids_in(result.output, "pgid"), pids_in(result.output, "child")
     assert await wait_gone([pgid, child])
     assert await group_empty(pgid)
 
 
-async def test_timeout_escalates_to_sigkill_when_term_is_ignored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_timeout_escalates_to_sigkill_when_term_is_ignored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from agents import shell
 
     monkeypatch.setattr(shell, "TERM_GRACE_SECONDS", 0.3)
@@ -171,8 +171,15 @@ async def test_small_output_is_not_marked(tmp_path: Path) -> None:
 
 
 async def test_secrets_are_absent_from_child_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    for key in ("TELEGRAM_BOT_TOKEN", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "GITHUB_TOKEN", "DB_PASSWORD",
-                "MY_SECRET", "OPENAI_API_KEY"):
+    for key in (
+        "TELEGRAM_BOT_TOKEN",
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_AUTH_TOKEN",
+        "GITHUB_TOKEN",
+        "DB_PASSWORD",
+        "MY_SECRET",
+        "OPENAI_API_KEY",
+    ):
         monkeypatch.setenv(key, "leaked-" + key)
     monkeypatch.setenv("HARMLESS_SETTING", "kept")
     result = await run_command("env", tmp_path, timeout=10)  # env=None means child_env()
@@ -214,8 +221,9 @@ def test_orphans_are_found_by_their_tag_only(tmp_path) -> None:
     token = instance_token(tmp_path / "bot.db")
     mine = subprocess.Popen(["sleep", "60"], env={**os.environ, **task_tag(token, 7)}, start_new_session=True)
     other_task = subprocess.Popen(["sleep", "60"], env={**os.environ, **task_tag(token, 8)}, start_new_session=True)
-    other_bot = subprocess.Popen(["sleep", "60"], env={**os.environ, **task_tag("somebodyelse", 7)},
-                                 start_new_session=True)
+    other_bot = subprocess.Popen(
+        ["sleep", "60"], env={**os.environ, **task_tag("somebodyelse", 7)}, start_new_session=True
+    )
     try:
         time.sleep(0.1)
         assert kill_orphans(token, {7}) == [mine.pid]

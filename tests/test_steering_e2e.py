@@ -28,9 +28,11 @@ def model(bot: BotHarness) -> ScriptedModel:
 
 def held_until(go: threading.Event, reply: dict):
     """A scripted reply that the fake model only sends once the test says so (the request is in flight meanwhile)."""
+
     def answer(body: dict) -> dict:
         go.wait(30)
         return reply
+
     return answer
 
 
@@ -50,23 +52,35 @@ async def progress_message(bot: BotHarness, task_id: int):
     return bot.tg.message(USER_ID, task.progress_message_id)
 
 
-async def test_a_reply_to_the_progress_message_reaches_the_workers_next_request(bot: BotHarness,
-                                                                                model: ScriptedModel) -> None:
+async def test_a_reply_to_the_progress_message_reaches_the_workers_next_request(
+    bot: BotHarness, model: ScriptedModel
+) -> None:
     go = threading.Event()
-    model.add("code", claude_says.tool_use("verify_criterion", {"index": 1, "evidence": "app.py prints hi"}),
-              held_until(go, claude_says.tool_use("verify_criterion", {"index": 2, "evidence": "README has it"})),
-              claude_says.text("Done, README updated too."))
-    await bot.runtime.crew.start_task(USER_ID, "group-therapy", "code", "Tidy app.py.", background=True,
-                                      acceptance_criteria=["app.py prints hi", "README mentions it"])
+    model.add(
+        "code",
+        claude_says.tool_use("verify_criterion", {"index": 1, "evidence": "app.py prints hi"}),
+        held_until(go, claude_says.tool_use("verify_criterion", {"index": 2, "evidence": "README has it"})),
+        claude_says.text("Done, README updated too."),
+    )
+    await bot.runtime.crew.start_task(
+        USER_ID,
+        "group-therapy",
+        "code",
+        "Tidy app.py.",
+        background=True,
+        acceptance_criteria=["app.py prints hi", "README mentions it"],
+    )
     progress = await progress_message(bot, 1)
     await bot.tg.await_for(lambda: len(model.requests["code"]) == 2, timeout=20)
 
     bot.tg.send_text(USER_ID, NOTE, reply_to_message_id=progress.message_id)
-    ack = await bot.tg.await_for(lambda: next((m for m in bot.tg.messages(USER_ID)
-                                               if "Note passed to task #1" in (m.text or "")), None))
+    ack = await bot.tg.await_for(
+        lambda: next((m for m in bot.tg.messages(USER_ID) if "Note passed to task #1" in (m.text or "")), None)
+    )
     assert ack.reply_to_message_id is not None
-    shown = await bot.tg.await_for(lambda: next((v.text for v in reversed(progress.history)
-                                                 if "note received" in (v.text or "")), None))
+    shown = await bot.tg.await_for(
+        lambda: next((v.text for v in reversed(progress.history) if "note received" in (v.text or "")), None)
+    )
     assert "1/2 criteria verified" in shown and "⏱ 0m" in shown
     assert shown.splitlines()[-3:] == ["• verify_criterion", "• verified criterion 1", "• 📝 note received"]
     go.set()
@@ -80,23 +94,28 @@ async def test_a_reply_to_the_progress_message_reaches_the_workers_next_request(
 
     model.add("orchestrator", claude_says.text("That task is finished; want a new one?"))
     bot.tg.send_text(USER_ID, "and the changelog", reply_to_message_id=progress.message_id)
-    refusal = await bot.tg.await_for(lambda: next((m for m in bot.tg.messages(USER_ID)
-                                                   if "is completed" in (m.text or "")), None))
+    refusal = await bot.tg.await_for(
+        lambda: next((m for m in bot.tg.messages(USER_ID) if "is completed" in (m.text or "")), None)
+    )
     assert refusal.text.startswith("Task #1 is completed") and "normal message" in refusal.text
-    await bot.tg.await_for(lambda: any(m.text == "That task is finished; want a new one?"
-                                       for m in bot.tg.messages(USER_ID)))
+    await bot.tg.await_for(
+        lambda: any(m.text == "That task is finished; want a new one?" for m in bot.tg.messages(USER_ID))
+    )
     assert "and the changelog" in model.requests["orchestrator"][0]["messages"][-1]["content"][0]["text"]
 
 
-async def test_message_task_reaches_the_running_worker_and_a_finished_task_says_no(bot: BotHarness,
-                                                                                   model: ScriptedModel) -> None:
+async def test_message_task_reaches_the_running_worker_and_a_finished_task_says_no(
+    bot: BotHarness, model: ScriptedModel
+) -> None:
     go = threading.Event()
-    model.add("code", held_until(go, claude_says.tool_use("read_file", {"path": "README.md"})),
-              claude_says.text("Done."))
+    model.add(
+        "code", held_until(go, claude_says.tool_use("read_file", {"path": "README.md"})), claude_says.text("Done.")
+    )
     await bot.runtime.crew.start_task(USER_ID, "group-therapy", "code", "Tidy app.py.", background=True)
     await bot.tg.await_for(lambda: len(model.requests["code"]) == 1, timeout=20)
-    model.add("orchestrator", claude_says.tool_use("message_task", {"task_id": 1, "text": NOTE}),
-              claude_says.text("Told #1."))
+    model.add(
+        "orchestrator", claude_says.tool_use("message_task", {"task_id": 1, "text": NOTE}), claude_says.text("Told #1.")
+    )
     bot.say("tell #1 to also update the README")
     await bot.tg.await_for(lambda: any(m.text == "Told #1." for m in bot.tg.messages(USER_ID)))
     result = model.requests["orchestrator"][1]["messages"][-1]["content"][0]
@@ -105,12 +124,19 @@ async def test_message_task_reaches_the_running_worker_and_a_finished_task_says_
     assert (await ended(bot, 1)).status is TaskStatus.COMPLETED
     assert NOTE in last_user_text(model.requests["code"][1])
 
-    model.add("orchestrator", claude_says.tool_use("message_task", {"task_id": 1, "text": "one more thing"}),
-              claude_says.text("It has finished."))
+    model.add(
+        "orchestrator",
+        claude_says.tool_use("message_task", {"task_id": 1, "text": "one more thing"}),
+        claude_says.text("It has finished."),
+    )
     bot.say("tell #1 one more thing")
     await bot.tg.await_for(lambda: any(m.text == "It has finished." for m in bot.tg.messages(USER_ID)))
     result = model.requests["orchestrator"][3]["messages"][-1]["content"][0]
-    assert result["is_error"] and "task #1 is completed" in result["content"] and "only a running task" in result["content"]
+    assert (
+        result["is_error"]
+        and "task #1 is completed" in result["content"]
+        and "only a running task" in result["content"]
+    )
 
 
 async def test_a_note_the_worker_never_read_is_reported(bot: BotHarness, model: ScriptedModel) -> None:
@@ -120,8 +146,11 @@ async def test_a_note_the_worker_never_read_is_reported(bot: BotHarness, model: 
     await bot.tg.await_for(lambda: len(model.requests["code"]) == 1, timeout=20)
     assert "Note passed" in await bot.runtime.crew.message_task(USER_ID, 1, NOTE)
     go.set()
-    told = await bot.tg.await_for(lambda: next((m for m in bot.tg.messages(USER_ID)
-                                                if "before its worker read your note" in (m.text or "")), None))
+    told = await bot.tg.await_for(
+        lambda: next(
+            (m for m in bot.tg.messages(USER_ID) if "before its worker read your note" in (m.text or "")), None
+        )
+    )
     assert NOTE in told.text
 
 
@@ -139,8 +168,9 @@ class RecordingNotifier:
 
 async def test_progress_shows_the_last_three_steps_elapsed_time_and_criteria(tmp_path) -> None:
     store = await Store.open(tmp_path / "db.sqlite")
-    task = await store.add_task(Task(chat_id=1, workspace="calc", worker=WorkerKind.CODE, title="Fix add",
-                                     instructions="i"))
+    task = await store.add_task(
+        Task(chat_id=1, workspace="calc", worker=WorkerKind.CODE, title="Fix add", instructions="i")
+    )
     notifier = RecordingNotifier()
     progress = Progress(notifier, store, task)
     await progress.open()

@@ -19,17 +19,26 @@ from tests.fakes.telegram_html import parse_telegram_html, plain_length
 from tests.fakes.telegram_server import FakeTelegram
 
 GROUP_ID = -100555
-ANSWER = ("Here is the fix for `add` in calc.py: it returned a - b & never a + b. Compare <old> and <new>:\n\n"
-          "```python\ndef add(a, b):\n    return a + b  # <fixed> & tested\n```\n\n"
-          "See [the docs](https://docs.python.org/3/?a=1&b=2) and **run** the tests.")
+ANSWER = (
+    "Here is the fix for `add` in calc.py: it returned a - b & never a + b. Compare <old> and <new>:\n\n"
+    "```python\ndef add(a, b):\n    return a + b  # <fixed> & tested\n```\n\n"
+    "See [the docs](https://docs.python.org/3/?a=1&b=2) and **run** the tests."
+)
 
 
 @pytest.fixture
-async def fast_bot(fake_telegram: FakeTelegram, fake_anthropic: FakeAnthropic, tmp_path: Path,
-                   workspace_root: Path) -> AsyncIterator[BotHarness]:
-    settings = make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root,
-                             stream_draft_interval_seconds=0.05, stream_edit_interval_seconds=0.2,
-                             stream_group_edit_interval_seconds=1.0)
+async def fast_bot(
+    fake_telegram: FakeTelegram, fake_anthropic: FakeAnthropic, tmp_path: Path, workspace_root: Path
+) -> AsyncIterator[BotHarness]:
+    settings = make_settings(
+        fake_telegram,
+        fake_anthropic,
+        tmp_path,
+        workspace_root,
+        stream_draft_interval_seconds=0.05,
+        stream_edit_interval_seconds=0.2,
+        stream_group_edit_interval_seconds=1.0,
+    )
     harness = await start_bot(settings, fake_telegram, fake_anthropic)
     try:
         yield harness
@@ -46,6 +55,7 @@ def streamed(text: str, tg: FakeTelegram, seen: dict[str, bool], chat_id: int = 
             drafts = any(first in d.text for d in tg.drafts if d.chat_id == chat_id)
             previews = any(first in (m.text or "") for m in tg.messages(chat_id))
             return drafts or previews
+
         try:
             tg.wait_for(shown, timeout=10)
             seen["before_last_token"] = True
@@ -77,8 +87,12 @@ async def test_first_words_are_in_the_chat_before_the_last_token_is_generated(fa
 async def test_a_tool_call_after_some_text_shows_what_is_being_done(fast_bot: BotHarness) -> None:
     seen: dict[str, bool] = {}
     fast_bot.claude.script(
-        {**claude_says.tool_use("read_file", {"workspace": "calc", "path": "calc.py"}, text="Let me look at calc.py."),
-         "token_delay": 0.005},
+        {
+            **claude_says.tool_use(
+                "read_file", {"workspace": "calc", "path": "calc.py"}, text="Let me look at calc.py."
+            ),
+            "token_delay": 0.005,
+        },
         streamed("add() subtracts: it returns a - b.", fast_bot.tg, seen),
     )
     fast_bot.say("what does add do?")
@@ -124,11 +138,36 @@ async def test_in_a_group_one_message_is_edited_then_the_answer_is_sent(fast_bot
 
 # ---- every frame is valid ---------------------------------------------------------------------------
 
-PIECES = st.sampled_from([
-    "word ", "**bold** ", "**half", "`code` ", "`half", "```python\n", "```\n", "x < y ", "a & b ", "&amp; ",
-    "<b>not a tag</b> ", "[link](https://example.com/?a=1&b=2) ", "[half link](http://exa", "\n\n", "\n- item\n",
-    "# Title\n", "> quote\n", "_em_ ", "~~gone~~ ", "|a|b|\n|-|-|\n|1|2|\n", "émoji 🎉 ", "<", "&", "]", ")", "*",
-])
+PIECES = st.sampled_from(
+    [
+        "word ",
+        "**bold** ",
+        "**half",
+        "`code` ",
+        "`half",
+        "```python\n",
+        "```\n",
+        "x < y ",
+        "a & b ",
+        "&amp; ",
+        "<b>not a tag</b> ",
+        "[link](https://example.com/?a=1&b=2) ",
+        "[half link](http://exa",
+        "\n\n",
+        "\n- item\n",
+        "# Title\n",
+        "> quote\n",
+        "_em_ ",
+        "~~gone~~ ",
+        "|a|b|\n|-|-|\n|1|2|\n",
+        "émoji 🎉 ",
+        "<",
+        "&",
+        "]",
+        ")",
+        "*",
+    ]
+)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -146,5 +185,3 @@ def test_a_long_answer_shows_its_newest_part_within_the_limit() -> None:
     frame = draft_html(answer, "writing")
     plain = parse_telegram_html(frame)
     assert plain_length(plain) <= 4096 and "line_599" in plain and plain.startswith("…")
-
-

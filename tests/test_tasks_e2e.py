@@ -31,8 +31,9 @@ async def test_runner_claims_by_priority_then_age_at_most_n_at_once(tmp_path) ->
         await store.update_task(task.id, status=TaskStatus.COMPLETED)
 
     for priority in (0, 0, 5, 0, 5):
-        await store.add_task(Task(chat_id=1, workspace="w", worker=WorkerKind.CODE, title="t", instructions="i",
-                                  priority=priority))
+        await store.add_task(
+            Task(chat_id=1, workspace="w", worker=WorkerKind.CODE, title="t", instructions="i", priority=priority)
+        )
     runner = TaskRunner(store, execute, max_concurrent=2)
     runner.start()
     while len(started) < 2:
@@ -58,8 +59,9 @@ async def test_claim_is_atomic_across_concurrent_claimers(tmp_path) -> None:
 
 
 def slow_worker_script(steps: int) -> list:
-    return [claude_says.tool_use("run_command", {"command": "sleep 0.3"}) for _ in range(steps)] + \
-        [claude_says.text("finished the slow job")]
+    return [claude_says.tool_use("run_command", {"command": "sleep 0.3"}) for _ in range(steps)] + [
+        claude_says.text("finished the slow job")
+    ]
 
 
 @pytest.fixture
@@ -67,8 +69,9 @@ async def bot2(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo
     """The bot with at most 2 tasks at once."""
     from telegram_bot.app import stop_polling
 
-    settings = make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repository=bot_repo,
-                             max_concurrent_tasks=2)
+    settings = make_settings(
+        fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repository=bot_repo, max_concurrent_tasks=2
+    )
     harness = await start_bot(settings, fake_telegram, fake_anthropic)
     yield harness
     await stop_polling(harness.app)
@@ -91,7 +94,8 @@ async def test_five_tasks_two_at_a_time_while_a_question_is_answered(bot2: BotHa
     model.add("orchestrator", claude_says.text("Direct answer while busy."))
     bot2.say("what's running?")
     answer = await bot2.tg.await_for(
-        lambda: next((m for m in bot2.tg.messages(USER_ID) if m.text == "Direct answer while busy."), None), timeout=10)
+        lambda: next((m for m in bot2.tg.messages(USER_ID) if m.text == "Direct answer while busy."), None), timeout=10
+    )
     assert answer is not None
     assert TaskStatus.PENDING in await statuses(), "the question was answered while tasks were still queued"
     peak = 0
@@ -102,11 +106,15 @@ async def test_five_tasks_two_at_a_time_while_a_question_is_answered(bot2: BotHa
     assert await statuses() == [TaskStatus.COMPLETED] * 5
 
     bot2.tg.send_command(USER_ID, "/tasks")
-    listing = await bot2.tg.await_for(lambda: next((m for m in bot2.tg.messages(USER_ID) if "Recent tasks" in (m.text or "")), None))
+    listing = await bot2.tg.await_for(
+        lambda: next((m for m in bot2.tg.messages(USER_ID) if "Recent tasks" in (m.text or "")), None)
+    )
     assert all(f"#{i}" in listing.text for i in range(1, 6)) and "completed" in listing.text
 
     bot2.tg.send_command(USER_ID, "/task 2")
-    detail = await bot2.tg.await_for(lambda: next((m for m in bot2.tg.messages(USER_ID) if "Tool calls:" in (m.text or "")), None))
+    detail = await bot2.tg.await_for(
+        lambda: next((m for m in bot2.tg.messages(USER_ID) if "Tool calls:" in (m.text or "")), None)
+    )
     calls_of_2 = len(await store.tool_calls(task_id=2))
     assert calls_of_2 >= 1 and f"Tool calls: {calls_of_2} " in detail.text and "Events:" in detail.text
     assert sum([len(await store.tool_calls(task_id=i)) for i in range(1, 6)]) == 15
@@ -116,7 +124,9 @@ async def test_five_tasks_two_at_a_time_while_a_question_is_answered(bot2: BotHa
     assert log.data.decode().count("run_command(command=sleep 0.3)") == calls_of_2
 
     bot2.tg.send_command(USER_ID, "/usage")
-    usage = await bot2.tg.await_for(lambda: next((m for m in bot2.tg.messages(USER_ID) if "Today" in (m.text or "")), None))
+    usage = await bot2.tg.await_for(
+        lambda: next((m for m in bot2.tg.messages(USER_ID) if "Today" in (m.text or "")), None)
+    )
     assert "Most expensive tasks" in usage.text
 
 
@@ -130,7 +140,9 @@ async def test_cancel_asks_which_when_several_and_orchestrator_can_cancel(bot2: 
     while len(await store.list_tasks(USER_ID, statuses=[TaskStatus.IN_PROGRESS])) < 2:
         await asyncio.sleep(0.02)
     bot2.tg.send_command(USER_ID, "/cancel")
-    which = await bot2.tg.await_for(lambda: next((m for m in bot2.tg.messages(USER_ID) if "which one" in (m.text or "")), None))
+    which = await bot2.tg.await_for(
+        lambda: next((m for m in bot2.tg.messages(USER_ID) if "which one" in (m.text or "")), None)
+    )
     assert "/cancel 1" in which.text and "/cancel 2" in which.text
 
     model.add("orchestrator", claude_says.tool_use("cancel_task", {"task_id": 1}), claude_says.text("Stopped #1."))
@@ -153,9 +165,13 @@ async def test_daily_budget_refuses_new_tasks(fake_telegram, fake_anthropic, tmp
         model.add("orchestrator", claude_says.text("hello"))
         bot.say("hi")  # spends a little
         await bot.replies(1)
-        model.add("orchestrator", claude_says.tool_use("start_task", {"workspace": "calc", "worker": "code",
-                                                                     "instructions": "x", "background": True}),
-                  claude_says.text("Could not start it: budget."))
+        model.add(
+            "orchestrator",
+            claude_says.tool_use(
+                "start_task", {"workspace": "calc", "worker": "code", "instructions": "x", "background": True}
+            ),
+            claude_says.text("Could not start it: budget."),
+        )
         bot.say("fix calc")
         await bot.replies(2)
         tool_result = model.requests["orchestrator"][-1]["messages"][-1]["content"][0]
@@ -168,13 +184,17 @@ async def test_daily_budget_refuses_new_tasks(fake_telegram, fake_anthropic, tmp
 async def test_a_cancelled_transaction_never_leaves_the_store_stuck(tmp_path) -> None:
     store = await Store.open(tmp_path / "db.sqlite")
     for _ in range(5):
-        pending = asyncio.create_task(store.add_task(
-            Task(chat_id=1, workspace="w", worker=WorkerKind.CODE, title="t", instructions="i"), ["a", "b"]))
+        pending = asyncio.create_task(
+            store.add_task(
+                Task(chat_id=1, workspace="w", worker=WorkerKind.CODE, title="t", instructions="i"), ["a", "b"]
+            )
+        )
         await asyncio.sleep(0)
         pending.cancel()
         await asyncio.gather(pending, return_exceptions=True)
-    task = await store.add_task(Task(chat_id=1, workspace="w", worker=WorkerKind.CODE, title="t", instructions="i"),
-                                ["c"])
+    task = await store.add_task(
+        Task(chat_id=1, workspace="w", worker=WorkerKind.CODE, title="t", instructions="i"), ["c"]
+    )
     assert [c.text for c in await store.criteria(task.id)] == ["c"]
     assert not store._db.in_transaction
     await store.close()

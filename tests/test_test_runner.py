@@ -97,8 +97,11 @@ def test_agentlab_toml_without_tests_section_falls_through(tmp_path: Path) -> No
 
 async def test_passing_pytest_suite(tmp_path: Path) -> None:
     write(tmp_path / "calc.py", "def add(a, b):\n    return a + b\n")
-    write(tmp_path / "test_calc.py", "from calc import add\n\ndef test_add():\n    assert add(2, 2) == 4\n\n"
-          "def test_add_neg():\n    assert add(-1, 1) == 0\n")
+    write(
+        tmp_path / "test_calc.py",
+        "from calc import add\n\ndef test_add():\n    assert add(2, 2) == 4\n\n"
+        "def test_add_neg():\n    assert add(-1, 1) == 0\n",
+    )
 
     outcome = await run_tests(tmp_path, timeout=60, env=fast_env())
 
@@ -111,8 +114,11 @@ async def test_passing_pytest_suite(tmp_path: Path) -> None:
 
 async def test_failing_pytest_suite_shows_the_assertion(tmp_path: Path) -> None:
     write(tmp_path / "calc.py", "def add(a, b):\n    return a - b\n")
-    write(tmp_path / "tests" / "test_calc.py", "from calc import add\n\ndef test_ok():\n    assert True\n\n"
-          "def test_add():\n    assert add(2, 3) == 5, 'addition is broken'\n")
+    write(
+        tmp_path / "tests" / "test_calc.py",
+        "from calc import add\n\ndef test_ok():\n    assert True\n\n"
+        "def test_add():\n    assert add(2, 3) == 5, 'addition is broken'\n",
+    )
     write(tmp_path / "conftest.py", "")  # puts the workspace root on sys.path
 
     outcome = await run_tests(tmp_path, timeout=60, env=fast_env())

@@ -37,9 +37,13 @@ def write(path: Path, text: str = "") -> Path:
 
 
 def outcome(status: str, **cases: str) -> TestOutcome:
-    return TestOutcome(status=TestStatus(status), command="pytest", summary=status,
-                       cases={k.replace("__", "::"): v for k, v in cases.items()},
-                       failures={k.replace("__", "::"): f"{k} failed" for k, v in cases.items() if v == "failed"})
+    return TestOutcome(
+        status=TestStatus(status),
+        command="pytest",
+        summary=status,
+        cases={k.replace("__", "::"): v for k, v in cases.items()},
+        failures={k.replace("__", "::"): f"{k} failed" for k, v in cases.items() if v == "failed"},
+    )
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -49,9 +53,15 @@ def outcome(status: str, **cases: str) -> TestOutcome:
 NPM_PROJECT = json.dumps({"scripts": {"test": "mocha"}})
 
 
-@pytest.mark.parametrize("lockfile, command", [
-    (None, "npm test --silent"), ("pnpm-lock.yaml", "pnpm test"), ("yarn.lock", "yarn test"), ("bun.lockb", "bun test"),
-])
+@pytest.mark.parametrize(
+    "lockfile, command",
+    [
+        (None, "npm test --silent"),
+        ("pnpm-lock.yaml", "pnpm test"),
+        ("yarn.lock", "yarn test"),
+        ("bun.lockb", "bun test"),
+    ],
+)
 def test_package_manager_from_the_lock_file(tmp_path: Path, lockfile: str | None, command: str) -> None:
     write(tmp_path / "package.json", NPM_PROJECT)
     if lockfile:
@@ -60,11 +70,14 @@ def test_package_manager_from_the_lock_file(tmp_path: Path, lockfile: str | None
     assert env is not None and env.command == command and not env.fallback
 
 
-@pytest.mark.parametrize("files, command", [
-    ({"Makefile": "build:\n\techo\n\ntest:\n\techo ok\n"}, "make test"),
-    ({"go.mod": "module x\n"}, "go test ./..."),
-    ({"Cargo.toml": "[package]\nname='x'\n"}, "cargo test"),
-])
+@pytest.mark.parametrize(
+    "files, command",
+    [
+        ({"Makefile": "build:\n\techo\n\ntest:\n\techo ok\n"}, "make test"),
+        ({"go.mod": "module x\n"}, "go test ./..."),
+        ({"Cargo.toml": "[package]\nname='x'\n"}, "cargo test"),
+    ],
+)
 def test_make_go_cargo(tmp_path: Path, files: dict[str, str], command: str) -> None:
     for name, text in files.items():
         write(tmp_path / name, text)
@@ -95,8 +108,9 @@ def test_agentlab_toml_names_command_junit_timeout(tmp_path: Path) -> None:
 
 
 def test_node_modules_of_a_monorepo_are_borrowed_and_hidden_from_git(tmp_path: Path) -> None:
-    repo = make_repo(tmp_path / "mono", {"package.json": NPM_PROJECT, "packages/a/package.json": "{}",
-                                         "packages/a/index.js": ""})
+    repo = make_repo(
+        tmp_path / "mono", {"package.json": NPM_PROJECT, "packages/a/package.json": "{}", "packages/a/index.js": ""}
+    )
     write(repo / "node_modules" / "dep" / "index.js")
     write(repo / "packages" / "a" / "node_modules" / "adep" / "index.js")
     tree = tmp_path / "tree"
@@ -115,34 +129,57 @@ def test_node_modules_of_a_monorepo_are_borrowed_and_hidden_from_git(tmp_path: P
 
 def test_junit_ids_are_pytest_node_ids(tmp_path: Path) -> None:
     write(tmp_path / "tests" / "test_a.py")
-    report = write(tmp_path / "r.xml", """<testsuites><testsuite>
+    report = write(
+        tmp_path / "r.xml",
+        """<testsuites><testsuite>
       <testcase classname="tests.test_a" name="test_ok"/>
       <testcase classname="tests.test_a.TestGroup" name="test_bad[1]"><failure message="assert 1 == 2">trace</failure></testcase>
       <testcase classname="tests.test_a" name="test_skip"><skipped/></testcase>
       <testcase classname="" name="tests.test_b"><error message="collection failure">ImportError</error></testcase>
-    </testsuite></testsuites>""")
+    </testsuite></testsuites>""",
+    )
     cases, failures = read_junit(report, tmp_path)
-    assert cases == {"tests/test_a.py::test_ok": "passed", "tests/test_a.py::TestGroup::test_bad[1]": "failed",
-                     "tests/test_a.py::test_skip": "skipped", "tests.test_b": "failed"}
+    assert cases == {
+        "tests/test_a.py::test_ok": "passed",
+        "tests/test_a.py::TestGroup::test_bad[1]": "failed",
+        "tests/test_a.py::test_skip": "skipped",
+        "tests.test_b": "failed",
+    }
     assert failures["tests/test_a.py::TestGroup::test_bad[1]"] == "assert 1 == 2\ntrace"
 
 
 def test_failures_section_drops_warnings_banners() -> None:
-    output = ("....F\n=================================== FAILURES ===================================\n"
-              "___ test_x ___\n    assert 1 == 2\n=============================== warnings summary "
-              "===============================\nDeprecationWarning: old\n-- Docs: https://docs.pytest.org\n"
-              "=========================== short test summary info ============================\n"
-              "FAILED t.py::test_x - assert 1 == 2\n1 failed, 4 passed, 1 warning in 0.12s\n")
+    output = (
+        "....F\n=================================== FAILURES ===================================\n"
+        "___ test_x ___\n    assert 1 == 2\n=============================== warnings summary "
+        "===============================\nDeprecationWarning: old\n-- Docs: https://docs.pytest.org\n"
+        "=========================== short test summary info ============================\n"
+        "FAILED t.py::test_x - assert 1 == 2\n1 failed, 4 passed, 1 warning in 0.12s\n"
+    )
     section = failures_section(output)
     assert "assert 1 == 2" in section and "FAILED t.py::test_x" in section and "1 failed, 4 passed" in section
     assert "DeprecationWarning" not in section and "Docs" not in section and "...." not in section
 
 
 def test_verdict_sorts_fixed_broken_pre_existing_flaky_and_targets() -> None:
-    base = outcome("failed", t__ok="passed", t__old="failed", t__fixme="failed", t__flaky="passed", t__gone="passed",
-                   t__test_add="failed")
-    after = outcome("failed", t__ok="failed", t__old="failed", t__fixme="passed", t__flaky="failed",
-                    t__new="failed", t__test_add="failed")
+    base = outcome(
+        "failed",
+        t__ok="passed",
+        t__old="failed",
+        t__fixme="failed",
+        t__flaky="passed",
+        t__gone="passed",
+        t__test_add="failed",
+    )
+    after = outcome(
+        "failed",
+        t__ok="failed",
+        t__old="failed",
+        t__fixme="passed",
+        t__flaky="failed",
+        t__new="failed",
+        t__test_add="failed",
+    )
     verdict = judge(after, base, "Fix add() please", flaky={"t::flaky"})
     assert verdict.fixed == ["t::fixme"] and verdict.broken == ["t::ok", "t::new"]
     assert verdict.still_failing == ["t::old", "t::test_add"] and verdict.targets == ["t::test_add"]
@@ -160,8 +197,9 @@ def test_pre_existing_only_needs_no_correction_and_the_line_is_short() -> None:
     after.duration = 12.34
     verdict = judge(after, base, "Add a module")
     assert not verdict.needs_correction and not verdict.introduced_error
-    assert verdict.line() == ("**Tests:** 2 passed · 0 fixed · 0 broken · 1 failing before (pre-existing) · 12.3 s · "
-                              "`pytest`")
+    assert verdict.line() == (
+        "**Tests:** 2 passed · 0 fixed · 0 broken · 1 failing before (pre-existing) · 12.3 s · `pytest`"
+    )
 
 
 def test_a_run_that_breaks_is_introduced_only_when_the_base_ran() -> None:
@@ -176,9 +214,15 @@ def test_whole_suite_status_when_the_runner_names_no_tests() -> None:
     assert judge(after, outcome("failed", **{SUITE_ID: "failed"})).pre_existing == [SUITE_ID]
 
 
-@pytest.mark.parametrize("instructions, named", [
-    ("Fix add().", True), ("make test_add pass", True), ("Add a greet module", False), ("fix t.py::test_add", True),
-])
+@pytest.mark.parametrize(
+    "instructions, named",
+    [
+        ("Fix add().", True),
+        ("make test_add pass", True),
+        ("Add a greet module", False),
+        ("fix t.py::test_add", True),
+    ],
+)
 def test_named_targets(instructions: str, named: bool) -> None:
     assert named_in("t.py::test_add", instructions) is named
 
@@ -188,7 +232,8 @@ def test_named_targets(instructions: str, named: bool) -> None:
 
 
 async def test_every_test_run_goes_through_run_tests_to_run_command_with_run_options(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Baseline, after and the re-run of failing ids all reach `agents.shell.run_command` through `run_tests`,
     with the caller's `**run_options` (the sandbox's way in)."""
     from agents.task_tests import TaskTests
@@ -202,11 +247,18 @@ async def test_every_test_run_goes_through_run_tests_to_run_command_with_run_opt
         return await real(command, **kwargs)
 
     monkeypatch.setattr(test_runner, "run_command", recording)
-    repo = make_repo(tmp_path / "w", {".gitignore": ".ran\n", "test_a.py": (
-        "import pathlib\n\ndef test_stable():\n    pass\n\ndef test_once():\n"
-        "    m = pathlib.Path(__file__).parent / '.ran'\n"
-        "    if (pathlib.Path(__file__).parent / '.git').exists() and not m.exists():\n"
-        "        m.write_text('1')\n        assert False\n")})
+    repo = make_repo(
+        tmp_path / "w",
+        {
+            ".gitignore": ".ran\n",
+            "test_a.py": (
+                "import pathlib\n\ndef test_stable():\n    pass\n\ndef test_once():\n"
+                "    m = pathlib.Path(__file__).parent / '.ran'\n"
+                "    if (pathlib.Path(__file__).parent / '.git').exists() and not m.exists():\n"
+                "        m.write_text('1')\n        assert False\n"
+            ),
+        },
+    )
     tree = tmp_path / "tree"
     git(repo, "worktree", "add", "-q", "--detach", str(tree))
     commit = git(repo, "rev-parse", "HEAD").strip()
@@ -236,14 +288,19 @@ async def test_baseline_is_cached_per_workspace_and_commit(tmp_path: Path) -> No
 
 
 async def test_pytest_runs_every_test_without_x(tmp_path: Path) -> None:
-    write(tmp_path / "test_a.py", "def test_1():\n    assert 0\n\ndef test_2():\n    assert 0\n\ndef test_3():\n    pass\n")
+    write(
+        tmp_path / "test_a.py",
+        "def test_1():\n    assert 0\n\ndef test_2():\n    assert 0\n\ndef test_3():\n    pass\n",
+    )
     result = await run_tests(tmp_path, 60, env=child_env() | {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
     assert result.cases == {"test_a.py::test_1": "failed", "test_a.py::test_2": "failed", "test_a.py::test_3": "passed"}
 
 
 async def test_a_junit_file_named_in_agentlab_toml_gives_per_test_outcomes(tmp_path: Path) -> None:
-    report = ('<testsuite><testcase classname="math" name="adds"/>'
-              '<testcase classname="math" name="divides"><failure message="expected 2"/></testcase></testsuite>')
+    report = (
+        '<testsuite><testcase classname="math" name="adds"/>'
+        '<testcase classname="math" name="divides"><failure message="expected 2"/></testcase></testsuite>'
+    )
     toml = "[tests]\ncommand = '''printf '" + report + "' > out.xml; exit 1'''\njunit = 'out.xml'\n"
     write(tmp_path / ".agentlab.toml", toml)
     result = await run_tests(tmp_path, 30)

@@ -60,8 +60,11 @@ def branch_files(repo: Path, branch: str) -> list[str]:
 
 async def test_pre_existing_failure_is_reported_not_sent_back(bot: BotHarness, model: ScriptedModel) -> None:
     """calc's test_add fails at the base; an unrelated change completes with no correction turn about it."""
-    model.add("orchestrator", start_task("calc", "Add a module greet.py with hello() returning 'hi'."),
-              claude_says.text("started"))
+    model.add(
+        "orchestrator",
+        start_task("calc", "Add a module greet.py with hello() returning 'hi'."),
+        claude_says.text("started"),
+    )
     model.add("code", write_file("greet.py", "def hello():\n    return 'hi'\n"), claude_says.text("Added greet.py."))
     bot.say("add a greet module to calc")
     task, summary = await final_summary(bot, 1, timeout=60)
@@ -75,16 +78,22 @@ async def test_pre_existing_failure_is_reported_not_sent_back(bot: BotHarness, m
     detail = next(e.detail for e in events if e.kind == "tests")
     assert "pre-existing (1): test_calc.py::test_add" in detail
     bot.tg.send_command(USER_ID, "/task 1")
-    shown = await bot.tg.await_for(lambda: next((m for m in bot.tg.messages(USER_ID)
-                                                 if "pre-existing (1): test_calc.py::test_add" in (m.text or "")), None))
+    shown = await bot.tg.await_for(
+        lambda: next(
+            (m for m in bot.tg.messages(USER_ID) if "pre-existing (1): test_calc.py::test_add" in (m.text or "")), None
+        )
+    )
     assert "Events" in shown.text, "/task N shows the full lists"
 
 
 async def test_broken_test_is_corrected_alone_with_old_failures_listed_as_not_yours(
-        bot: BotHarness, model: ScriptedModel, workspace_root: Path) -> None:
-    make_repo(workspace_root / "shop", {
-        "price.py": "def total(a, b):\n    return a + b\n\ndef legacy():\n    return 1\n",
-        "test_price.py": """\
+    bot: BotHarness, model: ScriptedModel, workspace_root: Path
+) -> None:
+    make_repo(
+        workspace_root / "shop",
+        {
+            "price.py": "def total(a, b):\n    return a + b\n\ndef legacy():\n    return 1\n",
+            "test_price.py": """\
             from price import legacy, total
 
             def test_total():
@@ -93,11 +102,18 @@ async def test_broken_test_is_corrected_alone_with_old_failures_listed_as_not_yo
             def test_legacy():
                 assert legacy() == 2, 'legacy has been wrong for years'
             """,
-    })
-    model.add("orchestrator", start_task("shop", "Rename the variables in price.py for clarity."),
-              claude_says.text("started"))
-    model.add("code", edit("price.py", "return a + b", "return a * b"), claude_says.text("Renamed."),
-              edit("price.py", "return a * b", "return a + b"), claude_says.text("Restored the sum."))
+        },
+    )
+    model.add(
+        "orchestrator", start_task("shop", "Rename the variables in price.py for clarity."), claude_says.text("started")
+    )
+    model.add(
+        "code",
+        edit("price.py", "return a + b", "return a * b"),
+        claude_says.text("Renamed."),
+        edit("price.py", "return a * b", "return a + b"),
+        claude_says.text("Restored the sum."),
+    )
     bot.say("tidy price.py in shop")
     task, summary = await final_summary(bot, 1, timeout=60)
 
@@ -112,9 +128,13 @@ async def test_broken_test_is_corrected_alone_with_old_failures_listed_as_not_yo
 
 
 async def test_stubborn_breakage_ends_blocked(bot: BotHarness, model: ScriptedModel, workspace_root: Path) -> None:
-    make_repo(workspace_root / "shop", {"price.py": "def total(a, b):\n    return a + b\n",
-                                        "test_price.py": "from price import total\n\ndef test_total():\n"
-                                                         "    assert total(2, 3) == 5\n"})
+    make_repo(
+        workspace_root / "shop",
+        {
+            "price.py": "def total(a, b):\n    return a + b\n",
+            "test_price.py": "from price import total\n\ndef test_total():\n    assert total(2, 3) == 5\n",
+        },
+    )
     model.add("orchestrator", start_task("shop", "Make total() faster."), claude_says.text("started"))
     model.add("code", edit("price.py", "return a + b", "return a - b"), *[claude_says.text("fine") for _ in range(4)])
     bot.say("speed up shop")
@@ -128,12 +148,15 @@ async def test_stubborn_breakage_ends_blocked(bot: BotHarness, model: ScriptedMo
 # flaky, slow, missing
 
 
-async def test_flaky_test_is_reported_flaky_not_broken(bot: BotHarness, model: ScriptedModel,
-                                                       workspace_root: Path) -> None:
+async def test_flaky_test_is_reported_flaky_not_broken(
+    bot: BotHarness, model: ScriptedModel, workspace_root: Path
+) -> None:
     """It passes at the base, fails on the first run in the task's worktree, passes on the re-run of its id."""
-    make_repo(workspace_root / "net", {
-        ".gitignore": ".flaky-ran\n",
-        "test_net.py": """\
+    make_repo(
+        workspace_root / "net",
+        {
+            ".gitignore": ".flaky-ran\n",
+            "test_net.py": """\
             import pathlib
 
             HERE = pathlib.Path(__file__).parent
@@ -147,7 +170,8 @@ async def test_flaky_test_is_reported_flaky_not_broken(bot: BotHarness, model: S
                     marker.write_text("ran")
                     assert False, "connection reset"
             """,
-    })
+        },
+    )
     model.add("orchestrator", start_task("net", "Add a README."), claude_says.text("started"))
     model.add("code", write_file("README.md", "# net\n"), claude_says.text("Added a README."))
     bot.say("add a readme to net")
@@ -158,12 +182,16 @@ async def test_flaky_test_is_reported_flaky_not_broken(bot: BotHarness, model: S
     assert "test_net.py::test_network_sometimes" in summary.text
 
 
-async def test_slow_suite_timing_out_at_the_base_too_does_not_block(bot: BotHarness, model: ScriptedModel,
-                                                                    workspace_root: Path) -> None:
-    make_repo(workspace_root / "slow", {
-        ".agentlab.toml": "[tests]\ntimeout = 2\n",
-        "test_slow.py": "import time\n\ndef test_forever():\n    time.sleep(60)\n",
-    })
+async def test_slow_suite_timing_out_at_the_base_too_does_not_block(
+    bot: BotHarness, model: ScriptedModel, workspace_root: Path
+) -> None:
+    make_repo(
+        workspace_root / "slow",
+        {
+            ".agentlab.toml": "[tests]\ntimeout = 2\n",
+            "test_slow.py": "import time\n\ndef test_forever():\n    time.sleep(60)\n",
+        },
+    )
     model.add("orchestrator", start_task("slow", "Add a README."), claude_says.text("started"))
     model.add("code", write_file("README.md", "# slow\n"), claude_says.text("Added."))
     bot.say("add a readme to slow")
@@ -181,22 +209,30 @@ async def test_workspace_without_tests_says_so(bot: BotHarness, model: ScriptedM
     assert "no tests found" in summary.text
 
 
-async def test_the_checks_are_the_bots_not_the_workers(bot: BotHarness, model: ScriptedModel,
-                                                       workspace_root: Path) -> None:
+async def test_the_checks_are_the_bots_not_the_workers(
+    bot: BotHarness, model: ScriptedModel, workspace_root: Path
+) -> None:
     """A worker that breaks the code, rewrites .agentlab.toml to `echo '1 passed'` and deletes a test file gets
     corrected all the same, and the summary names what it did to the checks."""
-    make_repo(workspace_root / "shop", {
-        ".agentlab.toml": "[tests]\njunit = 'none.xml'\n",
-        "price.py": "def total(a, b):\n    return a + b\n",
-        "test_price.py": "from price import total\n\ndef test_total():\n    assert total(2, 3) == 5\n",
-        "test_extra.py": "def test_extra():\n    assert True\n",
-    })
+    make_repo(
+        workspace_root / "shop",
+        {
+            ".agentlab.toml": "[tests]\njunit = 'none.xml'\n",
+            "price.py": "def total(a, b):\n    return a + b\n",
+            "test_price.py": "from price import total\n\ndef test_total():\n    assert total(2, 3) == 5\n",
+            "test_extra.py": "def test_extra():\n    assert True\n",
+        },
+    )
     model.add("orchestrator", start_task("shop", "Make total() faster."), claude_says.text("started"))
-    model.add("code", edit("price.py", "return a + b", "return a - b"),
-              write_file(".agentlab.toml", "[tests]\ncommand = \"echo '1 passed'\"\n"),
-              claude_says.tool_use("run_command", {"command": "rm test_extra.py"}),
-              claude_says.text("Faster now."),
-              edit("price.py", "return a - b", "return a + b"), claude_says.text("Fixed."))
+    model.add(
+        "code",
+        edit("price.py", "return a + b", "return a - b"),
+        write_file(".agentlab.toml", "[tests]\ncommand = \"echo '1 passed'\"\n"),
+        claude_says.tool_use("run_command", {"command": "rm test_extra.py"}),
+        claude_says.text("Faster now."),
+        edit("price.py", "return a - b", "return a + b"),
+        claude_says.text("Fixed."),
+    )
     bot.say("speed up shop")
     task, summary = await final_summary(bot, 1, timeout=60)
     [correction] = corrections(model)
@@ -220,11 +256,14 @@ def fake_node_project(repo: Path) -> None:
 
 
 async def test_js_project_uses_the_main_checkouts_node_modules_and_never_commits_them(
-        bot: BotHarness, model: ScriptedModel, workspace_root: Path) -> None:
-    repo = make_repo(workspace_root / "jsapp", {
-        "package.json": json.dumps({"name": "jsapp", "scripts": {"test": "mocha"}}),
-        "index.js": "exports.double = (x) => 2 * x;\n",
-        "test/test.js": """\
+    bot: BotHarness, model: ScriptedModel, workspace_root: Path
+) -> None:
+    repo = make_repo(
+        workspace_root / "jsapp",
+        {
+            "package.json": json.dumps({"name": "jsapp", "scripts": {"test": "mocha"}}),
+            "index.js": "exports.double = (x) => 2 * x;\n",
+            "test/test.js": """\
             const assert = require('assert');
             const helper = require('helper');
             const web = require('../packages/web/lib.js');
@@ -233,13 +272,19 @@ async def test_js_project_uses_the_main_checkouts_node_modules_and_never_commits
             assert.strictEqual(web, 'web');
             console.log('  2 passing');
             """,
-        "packages/web/package.json": json.dumps({"name": "web"}),
-        "packages/web/lib.js": "module.exports = require('webdep');\n",
-    })
+            "packages/web/package.json": json.dumps({"name": "web"}),
+            "packages/web/lib.js": "module.exports = require('webdep');\n",
+        },
+    )
     fake_node_project(repo)  # untracked and not ignored, as in a fresh clone after `npm install`
     model.add("orchestrator", start_task("jsapp", "Make double() clearer."), claude_says.text("started"))
-    model.add("code", edit("index.js", "2 * x", "3 * x"), claude_says.text("Clearer."),
-              edit("index.js", "3 * x", "x + x"), claude_says.text("Fixed."))
+    model.add(
+        "code",
+        edit("index.js", "2 * x", "3 * x"),
+        claude_says.text("Clearer."),
+        edit("index.js", "3 * x", "x + x"),
+        claude_says.text("Fixed."),
+    )
     bot.say("tidy double in jsapp")
     task, summary = await final_summary(bot, 1, timeout=60)
 
@@ -264,19 +309,28 @@ def make_venv_with_editable_install(repo: Path, package_src: Path) -> Path:
     return venv
 
 
-async def test_src_layout_editable_install_tests_the_worktree(bot: BotHarness, model: ScriptedModel,
-                                                              workspace_root: Path) -> None:
-    repo = make_repo(workspace_root / "lib", {
-        ".gitignore": ".venv/\n",
-        "pyproject.toml": "[project]\nname = 'mypkg'\nversion = '0.1'\n\n[tool.pytest.ini_options]\n"
-                          "testpaths = ['tests']\n",
-        "src/mypkg/__init__.py": "def answer():\n    return 42\n",
-        "tests/test_answer.py": "from mypkg import answer\n\ndef test_answer():\n    assert answer() == 42\n",
-    })
+async def test_src_layout_editable_install_tests_the_worktree(
+    bot: BotHarness, model: ScriptedModel, workspace_root: Path
+) -> None:
+    repo = make_repo(
+        workspace_root / "lib",
+        {
+            ".gitignore": ".venv/\n",
+            "pyproject.toml": "[project]\nname = 'mypkg'\nversion = '0.1'\n\n[tool.pytest.ini_options]\n"
+            "testpaths = ['tests']\n",
+            "src/mypkg/__init__.py": "def answer():\n    return 42\n",
+            "tests/test_answer.py": "from mypkg import answer\n\ndef test_answer():\n    assert answer() == 42\n",
+        },
+    )
     await asyncio.to_thread(make_venv_with_editable_install, repo, repo / "src")
     model.add("orchestrator", start_task("lib", "Document answer()."), claude_says.text("started"))
-    model.add("code", edit("src/mypkg/__init__.py", "return 42", "return 41"), claude_says.text("Documented."),
-              edit("src/mypkg/__init__.py", "return 41", "return 40 + 2"), claude_says.text("Fixed."))
+    model.add(
+        "code",
+        edit("src/mypkg/__init__.py", "return 42", "return 41"),
+        claude_says.text("Documented."),
+        edit("src/mypkg/__init__.py", "return 41", "return 40 + 2"),
+        claude_says.text("Fixed."),
+    )
     bot.say("document answer in lib")
     task, summary = await final_summary(bot, 1, timeout=60)
 
@@ -302,18 +356,22 @@ async def test_bots_interpreter_fallback_is_said(bot: BotHarness, model: Scripte
 
 def fake_uv(bin_dir: Path, calls: Path) -> None:
     """Stands in for `uv run --frozen python ...`: logs the call and runs the rest with the bot's interpreter."""
-    write(bin_dir / "uv", f"""\
+    write(
+        bin_dir / "uv",
+        f"""\
         #!/bin/sh
         echo "$@" >> {calls}
         shift 2
         shift
         exec {sys.executable} "$@"
-        """)
+        """,
+    )
     (bin_dir / "uv").chmod(0o755)
 
 
-async def test_uv_project_runs_through_uv_run(bot: BotHarness, model: ScriptedModel, workspace_root: Path,
-                                              tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_uv_project_runs_through_uv_run(
+    bot: BotHarness, model: ScriptedModel, workspace_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Detection picks `uv run` for a project with uv.lock. Here `uv` is a stand-in on PATH (`uv` syncing a real
     environment needs the network); `test_real_uv_project` uses the real one where it is installed."""
     calls = tmp_path / "uv-calls.txt"
@@ -321,15 +379,23 @@ async def test_uv_project_runs_through_uv_run(bot: BotHarness, model: ScriptedMo
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
     # detection is under test here, not confinement: the stand-in logs its calls to a file outside any sandbox
     bot.runtime.settings.sandbox = "off"
-    make_repo(workspace_root / "uvproj", {
-        "pyproject.toml": "[project]\nname = 'uvproj'\nversion = '0.1'\n",
-        "uv.lock": "version = 1\n",
-        "mod.py": "def f():\n    return 1\n",
-        "test_mod.py": "from mod import f\n\ndef test_f():\n    assert f() == 1\n",
-    })
+    make_repo(
+        workspace_root / "uvproj",
+        {
+            "pyproject.toml": "[project]\nname = 'uvproj'\nversion = '0.1'\n",
+            "uv.lock": "version = 1\n",
+            "mod.py": "def f():\n    return 1\n",
+            "test_mod.py": "from mod import f\n\ndef test_f():\n    assert f() == 1\n",
+        },
+    )
     model.add("orchestrator", start_task("uvproj", "Refactor f()."), claude_says.text("started"))
-    model.add("code", edit("mod.py", "return 1", "return 2"), claude_says.text("Refactored."),
-              edit("mod.py", "return 2", "return 2 - 1"), claude_says.text("Fixed."))
+    model.add(
+        "code",
+        edit("mod.py", "return 1", "return 2"),
+        claude_says.text("Refactored."),
+        edit("mod.py", "return 2", "return 2 - 1"),
+        claude_says.text("Fixed."),
+    )
     bot.say("refactor uvproj")
     task, summary = await final_summary(bot, 1, timeout=60)
     [correction] = corrections(model)
@@ -341,20 +407,29 @@ async def test_uv_project_runs_through_uv_run(bot: BotHarness, model: ScriptedMo
 @pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed on this machine")
 async def test_real_uv_project(bot: BotHarness, model: ScriptedModel, workspace_root: Path) -> None:
     """With the real uv: a project whose `.venv` uv made; the workspace .venv is found first and tests the worktree."""
-    repo = make_repo(workspace_root / "uvreal", {
-        ".gitignore": ".venv/\n",
-        "pyproject.toml": "[project]\nname = 'uvreal'\nversion = '0.1'\nrequires-python = '>=3.11'\n",
-        "mod.py": "def f():\n    return 1\n",
-        "test_mod.py": "from mod import f\n\ndef test_f():\n    assert f() == 1\n",
-    })
-    await asyncio.to_thread(subprocess.run, ["uv", "venv", "--offline", "-p", sys.executable, str(repo / ".venv")],
-                            check=True)
+    repo = make_repo(
+        workspace_root / "uvreal",
+        {
+            ".gitignore": ".venv/\n",
+            "pyproject.toml": "[project]\nname = 'uvreal'\nversion = '0.1'\nrequires-python = '>=3.11'\n",
+            "mod.py": "def f():\n    return 1\n",
+            "test_mod.py": "from mod import f\n\ndef test_f():\n    assert f() == 1\n",
+        },
+    )
+    await asyncio.to_thread(
+        subprocess.run, ["uv", "venv", "--offline", "-p", sys.executable, str(repo / ".venv")], check=True
+    )
     [site] = (repo / ".venv").glob("lib/python*/site-packages")
     bot_site = next(p for p in sys.path if p.endswith("site-packages") and Path(p, "pytest").is_dir())
     (site / "bot_site.pth").write_text(bot_site + "\n")
     model.add("orchestrator", start_task("uvreal", "Refactor f()."), claude_says.text("started"))
-    model.add("code", edit("mod.py", "return 1", "return 2"), claude_says.text("Refactored."),
-              edit("mod.py", "return 2", "return 1"), claude_says.text("Fixed."))
+    model.add(
+        "code",
+        edit("mod.py", "return 1", "return 2"),
+        claude_says.text("Refactored."),
+        edit("mod.py", "return 2", "return 1"),
+        claude_says.text("Fixed."),
+    )
     bot.say("refactor uvreal")
     task, _summary = await final_summary(bot, 1, timeout=60)
     [correction] = corrections(model)
@@ -362,13 +437,19 @@ async def test_real_uv_project(bot: BotHarness, model: ScriptedModel, workspace_
     assert task.status is TaskStatus.COMPLETED
 
 
-async def test_untracked_agentlab_toml_in_the_workspace_is_used_and_said(bot: BotHarness, model: ScriptedModel,
-                                                                         workspace_root: Path) -> None:
-    repo = make_repo(workspace_root / "custom", {"check.sh": "test \"$(cat value)\" = 1\n", "value": "1\n"})
+async def test_untracked_agentlab_toml_in_the_workspace_is_used_and_said(
+    bot: BotHarness, model: ScriptedModel, workspace_root: Path
+) -> None:
+    repo = make_repo(workspace_root / "custom", {"check.sh": 'test "$(cat value)" = 1\n', "value": "1\n"})
     (repo / ".agentlab.toml").write_text('[tests]\ncommand = "sh check.sh"\n')  # untracked
     model.add("orchestrator", start_task("custom", "Change value."), claude_says.text("started"))
-    model.add("code", write_file("value", "2\n"), claude_says.text("Changed."),
-              write_file("value", "1\n"), claude_says.text("Reverted."))
+    model.add(
+        "code",
+        write_file("value", "2\n"),
+        claude_says.text("Changed."),
+        write_file("value", "1\n"),
+        claude_says.text("Reverted."),
+    )
     bot.say("change value in custom")
     task, summary = await final_summary(bot, 1, timeout=60)
     [correction] = corrections(model)

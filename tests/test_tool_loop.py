@@ -23,8 +23,13 @@ def toolbox(log: list[str]) -> Toolbox:
         await asyncio.sleep(seconds)
         return "slept"
 
-    return Toolbox([Tool("read_file", "read", {"path": prop("string", "p")}, read_file, ["path"]),
-                    Tool("slow", "sleep", {"seconds": prop("number", "s")}, slow)], Audit(None, agent="test"))
+    return Toolbox(
+        [
+            Tool("read_file", "read", {"path": prop("string", "p")}, read_file, ["path"]),
+            Tool("slow", "sleep", {"seconds": prop("number", "s")}, slow),
+        ],
+        Audit(None, agent="test"),
+    )
 
 
 def worker(model: ScriptedModel, log: list[str], **limits: Any) -> Worker:
@@ -79,12 +84,15 @@ async def test_a_tool_call_cut_off_at_max_tokens_is_not_run_nor_the_answer() -> 
     assert answer["is_error"] and answer["content"] == TRUNCATED
 
 
-@pytest.mark.parametrize(("reply", "stop"), [
-    (say("I can't help with that.", stop_reason="refusal"), StopReason.REFUSED),
-    (say("", stop_reason="model_context_window_exceeded"), StopReason.CONTEXT_FULL),
-    (say("Half a report", stop_reason="max_tokens"), StopReason.CUT_OFF),
-    (say("BLOCKED: which database should I use?"), StopReason.BLOCKED),
-])
+@pytest.mark.parametrize(
+    ("reply", "stop"),
+    [
+        (say("I can't help with that.", stop_reason="refusal"), StopReason.REFUSED),
+        (say("", stop_reason="model_context_window_exceeded"), StopReason.CONTEXT_FULL),
+        (say("Half a report", stop_reason="max_tokens"), StopReason.CUT_OFF),
+        (say("BLOCKED: which database should I use?"), StopReason.BLOCKED),
+    ],
+)
 async def test_endings_that_block_the_task(reply: Any, stop: StopReason) -> None:
     result = await worker(ScriptedModel([reply]), []).run("go")
     assert result.stop is stop and result.blocked and not result.finished
@@ -98,8 +106,12 @@ async def test_a_question_without_the_mark_is_a_report() -> None:
 async def test_moving_cache_breakpoint_is_on_the_newest_block_only() -> None:
     model = ScriptedModel([call("read_file", {"path": "a"}), say("ok")])
     await worker(model, []).run("go")
-    marks = [(i, j) for i, m in enumerate(model.requests[1]["messages"]) for j, b in enumerate(m["content"])
-             if "cache_control" in b]
+    marks = [
+        (i, j)
+        for i, m in enumerate(model.requests[1]["messages"])
+        for j, b in enumerate(m["content"])
+        if "cache_control" in b
+    ]
     last = len(model.requests[1]["messages"]) - 1
     assert marks == [(last, len(model.requests[1]["messages"][last]["content"]) - 1)]
 

@@ -70,8 +70,15 @@ def error_of(data: bytes, max_seconds: float = 60.0) -> str:
 
 @pytest.mark.parametrize(
     ("make", "rate"),
-    [(make_ogg_opus, 16_000), (make_ogg_opus, 48_000), (make_wav, 16_000), (make_wav, 44_100), (make_mp3, 16_000),
-     (make_mp3, 44_100), (make_m4a, 16_000)],
+    [
+        (make_ogg_opus, 16_000),
+        (make_ogg_opus, 48_000),
+        (make_wav, 16_000),
+        (make_wav, 44_100),
+        (make_mp3, 16_000),
+        (make_mp3, 44_100),
+        (make_m4a, 16_000),
+    ],
     ids=["ogg-opus-16k", "ogg-opus-48k", "wav-16k", "wav-44k", "mp3-16k", "mp3-44k", "m4a-16k"],
 )
 def test_decodes_common_formats_to_16k_mono_float32(make, rate: int) -> None:
@@ -177,16 +184,28 @@ def test_quiet_but_audible_speech_is_not_silence() -> None:
 
 
 def test_error_messages_are_single_sentences() -> None:
-    for message in (EMPTY_MESSAGE, UNREADABLE_MESSAGE, DAMAGED_MESSAGE, NO_AUDIO_MESSAGE, UNSUPPORTED_MESSAGE,
-                    SILENCE_MESSAGE):
+    for message in (
+        EMPTY_MESSAGE,
+        UNREADABLE_MESSAGE,
+        DAMAGED_MESSAGE,
+        NO_AUDIO_MESSAGE,
+        UNSUPPORTED_MESSAGE,
+        SILENCE_MESSAGE,
+    ):
         body = message.rstrip(".")
         assert message.endswith(".") and "." not in body and "\n" not in message, message
 
 
 @pytest.mark.parametrize(
     ("seconds", "text"),
-    [(0.4, "0 seconds"), (1, "1 second"), (45, "45 seconds"), (60, "1 minute"), (600, "10 minutes"),
-     (725, "12:05 minutes")],
+    [
+        (0.4, "0 seconds"),
+        (1, "1 second"),
+        (45, "45 seconds"),
+        (60, "1 minute"),
+        (600, "10 minutes"),
+        (725, "12:05 minutes"),
+    ],
 )
 def test_format_duration(seconds: float, text: str) -> None:
     assert format_duration(seconds) == text
@@ -240,8 +259,9 @@ def gate_model_loading(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
 
 
 @pytest.mark.slow
-async def test_loads_in_background_then_transcribes(tiny_checkpoint: Path, note_3s: bytes, transcribers,
-                                                    monkeypatch) -> None:
+async def test_loads_in_background_then_transcribes(
+    tiny_checkpoint: Path, note_3s: bytes, transcribers, monkeypatch
+) -> None:
     release = gate_model_loading(monkeypatch)
     transcriber = transcribers(tiny_checkpoint)
     assert transcriber.state is ModelState.not_loaded
@@ -289,8 +309,9 @@ async def test_decoding_is_bounded_the_same_way_every_time(tiny_checkpoint: Path
 
 
 @pytest.mark.slow
-async def test_event_loop_keeps_running_while_transcribing(tiny_checkpoint: Path, note_3s: bytes, transcribers,
-                                                           monkeypatch) -> None:
+async def test_event_loop_keeps_running_while_transcribing(
+    tiny_checkpoint: Path, note_3s: bytes, transcribers, monkeypatch
+) -> None:
     """The transcription runs on the worker thread; the loop keeps ticking while that thread is busy in it."""
     import whisper
 
@@ -412,8 +433,9 @@ async def test_unknown_model_name(note_3s: bytes, transcribers) -> None:
 
 
 @pytest.mark.slow
-async def test_known_model_name_without_weights_or_network(tmp_path: Path, note_3s: bytes, transcribers,
-                                                           monkeypatch) -> None:
+async def test_known_model_name_without_weights_or_network(
+    tmp_path: Path, note_3s: bytes, transcribers, monkeypatch
+) -> None:
     attempts: list[str] = []
 
     def offline(url: object, *args: object, **kwargs: object) -> object:

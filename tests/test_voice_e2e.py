@@ -21,12 +21,14 @@ def tiny_checkpoint(tmp_path_factory) -> str:
     return str(build_tiny_checkpoint(tmp_path_factory.mktemp("whisper") / "tiny-random.pt"))
 
 
-async def test_voice_note_through_the_real_whisper_pipeline(fake_telegram, fake_anthropic, tmp_path, workspace_root,
-                                                            tiny_checkpoint) -> None:
+async def test_voice_note_through_the_real_whisper_pipeline(
+    fake_telegram, fake_anthropic, tmp_path, workspace_root, tiny_checkpoint
+) -> None:
     from telegram_bot.app import stop_polling
 
-    settings = make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root, whisper_model=tiny_checkpoint,
-                             whisper_language="en")
+    settings = make_settings(
+        fake_telegram, fake_anthropic, tmp_path, workspace_root, whisper_model=tiny_checkpoint, whisper_language="en"
+    )
     transcriber = Transcriber(tiny_checkpoint, "en", 60.0)
     bot = await start_bot(settings, fake_telegram, fake_anthropic, transcriber=transcriber)
     try:
@@ -36,23 +38,35 @@ async def test_voice_note_through_the_real_whisper_pipeline(fake_telegram, fake_
         samples = speech("add logging to the group therapy project")
         note = make_ogg_opus(samples if samples is not None else tone_mix(3.0))
         bot.tg.send_voice(USER_ID, note, duration=3)
-        echo = await bot.tg.await_for(lambda: next((m for m in bot.tg.messages(USER_ID) if "I heard" in (m.text or "")), None),
-                                      timeout=120)
-        answer = await bot.tg.await_for(lambda: next((m for m in bot.tg.messages(USER_ID) if m.text == "Got your voice note."), None),
-                                        timeout=60)
+        echo = await bot.tg.await_for(
+            lambda: next((m for m in bot.tg.messages(USER_ID) if "I heard" in (m.text or "")), None), timeout=120
+        )
+        answer = await bot.tg.await_for(
+            lambda: next((m for m in bot.tg.messages(USER_ID) if m.text == "Got your voice note."), None), timeout=60
+        )
         assert bot.tg.calls("getFile"), "the note was fetched with getFile"
         assert echo.reply_to_message_id is not None and answer is not None
         request = model.requests["orchestrator"][0]["messages"][-1]["content"]
         heard = echo.text.split("I heard:", 1)[1].strip()
-        assert request[0]["text"].strip() == heard, "the transcript (garbage from random weights) reaches the orchestrator"
+        assert request[0]["text"].strip() == heard, (
+            "the transcript (garbage from random weights) reaches the orchestrator"
+        )
         assert "input_method: voice" in request[1]["text"]
         stored = await bot.runtime.store.all_messages(USER_ID)
         assert stored[0].input_method is InputMethod.VOICE
 
         bot.tg.send_voice(USER_ID, b"OggS\x00\x02garbage-not-really-opus" * 10, duration=2)
-        refusal = await bot.tg.await_for(lambda: next(
-            (m for m in bot.tg.messages(USER_ID) if m.text and m.text not in ("Got your voice note.",) and "I heard" not in m.text),
-            None), timeout=60)
+        refusal = await bot.tg.await_for(
+            lambda: next(
+                (
+                    m
+                    for m in bot.tg.messages(USER_ID)
+                    if m.text and m.text not in ("Got your voice note.",) and "I heard" not in m.text
+                ),
+                None,
+            ),
+            timeout=60,
+        )
         assert "Traceback" not in refusal.text and len(refusal.text) < 200
         bot.say("typed after the corrupt note")
         await bot.tg.await_for(lambda: any(m.text == "And your text." for m in bot.tg.messages(USER_ID)), timeout=30)
@@ -60,15 +74,17 @@ async def test_voice_note_through_the_real_whisper_pipeline(fake_telegram, fake_
         await stop_polling(bot.app)
 
 
-async def test_spoken_go_ahead_approves_the_pending_proposal(fake_telegram, fake_anthropic, tmp_path,
-                                                             workspace_root) -> None:
+async def test_spoken_go_ahead_approves_the_pending_proposal(
+    fake_telegram, fake_anthropic, tmp_path, workspace_root
+) -> None:
     from telegram_bot.app import stop_polling
 
     settings = make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root)
     bot = await start_bot(settings, fake_telegram, fake_anthropic, transcriber=FakeTranscriber("go ahead"))
     try:
-        await bot.runtime.store.add_proposal(Proposal(chat_id=USER_ID, workspace="group-therapy", request="logging",
-                                                      body="## Summary\nAdd logging."))
+        await bot.runtime.store.add_proposal(
+            Proposal(chat_id=USER_ID, workspace="group-therapy", request="logging", body="## Summary\nAdd logging.")
+        )
         model = ScriptedModel()
         bot.claude.handler = model
         model.add("orchestrator", claude_says.tool_use("approve_proposal", {}), claude_says.text("Approved."))
@@ -80,13 +96,13 @@ async def test_spoken_go_ahead_approves_the_pending_proposal(fake_telegram, fake
         await stop_polling(bot.app)
 
 
-async def test_bad_audio_and_unloadable_model_get_one_sentence(fake_telegram, fake_anthropic, tmp_path,
-                                                               workspace_root) -> None:
+async def test_bad_audio_and_unloadable_model_get_one_sentence(
+    fake_telegram, fake_anthropic, tmp_path, workspace_root
+) -> None:
     from telegram_bot.app import stop_polling
 
     settings = make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root)
-    fake = FakeTranscriber([AudioError("I couldn't hear anything in that voice note.")],
-                           load_error=None)
+    fake = FakeTranscriber([AudioError("I couldn't hear anything in that voice note.")], load_error=None)
     bot = await start_bot(settings, fake_telegram, fake_anthropic, transcriber=fake)
     try:
         bot.tg.send_voice(USER_ID, b"silence", duration=1)
@@ -99,8 +115,12 @@ async def test_bad_audio_and_unloadable_model_get_one_sentence(fake_telegram, fa
         await stop_polling(bot.app)
 
     settings = make_settings(fake_telegram, fake_anthropic, tmp_path / "second", workspace_root)
-    bot = await start_bot(settings, fake_telegram, fake_anthropic,
-                          transcriber=FakeTranscriber(load_error="The speech model 'base' could not be loaded: no network."))
+    bot = await start_bot(
+        settings,
+        fake_telegram,
+        fake_anthropic,
+        transcriber=FakeTranscriber(load_error="The speech model 'base' could not be loaded: no network."),
+    )
     try:
         before = len(bot.tg.messages(USER_ID))
         bot.tg.send_voice(USER_ID, b"anything", duration=1)
@@ -127,20 +147,26 @@ class _StillLoading(FakeTranscriber):
 
 
 async def test_first_note_while_the_model_loads_says_so_and_text_stays_responsive(
-        fake_telegram, fake_anthropic, tmp_path, workspace_root) -> None:
+    fake_telegram, fake_anthropic, tmp_path, workspace_root
+) -> None:
     from telegram_bot.app import stop_polling
 
     transcriber = _StillLoading()
     transcriber.start_loading()
-    bot = await start_bot(make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root), fake_telegram,
-                          fake_anthropic, transcriber=transcriber)
+    bot = await start_bot(
+        make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root),
+        fake_telegram,
+        fake_anthropic,
+        transcriber=transcriber,
+    )
     try:
         model = ScriptedModel()
         bot.claude.handler = model
         model.add("orchestrator", claude_says.text("Typed answer."), claude_says.text("Voice answer."))
         bot.tg.send_voice(USER_ID, b"ogg", duration=1, chat_id=USER_ID + 1)
-        await bot.tg.await_for(lambda: any("Loading the speech model" in (m.text or "")
-                                           for m in bot.tg.messages(USER_ID + 1)))
+        await bot.tg.await_for(
+            lambda: any("Loading the speech model" in (m.text or "") for m in bot.tg.messages(USER_ID + 1))
+        )
         bot.say("a typed question meanwhile")
         await bot.tg.await_for(lambda: any(m.text == "Typed answer." for m in bot.tg.messages(USER_ID)))
         transcriber.loaded.set()

@@ -27,9 +27,15 @@ def free_port() -> int:
 
 def webhook_settings(tg: FakeTelegram, claude: FakeAnthropic, tmp_path: Path, workspace_root: Path) -> Settings:
     return make_settings(
-        tg, claude, tmp_path, workspace_root,
-        webhook_url=PUBLIC_BASE + "/", webhook_listen="127.0.0.1", webhook_port=free_port(),
-        webhook_path="/tg/updates/", webhook_secret_token=SECRET,
+        tg,
+        claude,
+        tmp_path,
+        workspace_root,
+        webhook_url=PUBLIC_BASE + "/",
+        webhook_listen="127.0.0.1",
+        webhook_port=free_port(),
+        webhook_path="/tg/updates/",
+        webhook_secret_token=SECRET,
     )
 
 
@@ -78,8 +84,9 @@ async def test_webhook_registered_with_telegram_and_secret_enforced(
     assert not any("forged" in m.content for m in stored)
 
 
-async def test_refused_update_never_reaches_claude(webhook_bot, fake_telegram: FakeTelegram,
-                                                   fake_anthropic: FakeAnthropic) -> None:
+async def test_refused_update_never_reaches_claude(
+    webhook_bot, fake_telegram: FakeTelegram, fake_anthropic: FakeAnthropic
+) -> None:
     _, settings = webhook_bot
     update = fake_telegram.send_text(USER_ID, "no secret here")
     async with httpx.AsyncClient(timeout=5) as client:
@@ -111,7 +118,11 @@ REQUIRED = dict(telegram_bot_token="1:x", anthropic_api_key="k", allowed_user_id
 def test_webhook_defaults() -> None:
     settings = Settings(_env_file=None, **REQUIRED)  # type: ignore[arg-type]
     assert (settings.webhook_url, settings.webhook_listen, settings.webhook_port, settings.webhook_path) == (
-        None, "127.0.0.1", 8443, "telegram")
+        None,
+        "127.0.0.1",
+        8443,
+        "telegram",
+    )
     assert settings.log_format == "text"
 
 
@@ -120,7 +131,10 @@ def test_webhook_defaults() -> None:
     [
         ({"webhook_url": "https://bot.example.com"}, "WEBHOOK_SECRET_TOKEN: required when WEBHOOK_URL is set"),
         ({"webhook_url": "https://bot.example.com", "webhook_secret_token": "   "}, "WEBHOOK_SECRET_TOKEN: required"),
-        ({"webhook_url": "http://bot.example.com", "webhook_secret_token": "abc"}, "WEBHOOK_URL: must be the public https://"),
+        (
+            {"webhook_url": "http://bot.example.com", "webhook_secret_token": "abc"},
+            "WEBHOOK_URL: must be the public https://",
+        ),
         ({"webhook_url": "https://x", "webhook_secret_token": "has space"}, "WEBHOOK_SECRET_TOKEN: must be 1-256"),
         ({"webhook_url": "https://x", "webhook_secret_token": "a" * 257}, "WEBHOOK_SECRET_TOKEN: must be 1-256"),
         ({"webhook_path": "a b"}, "WEBHOOK_PATH: must be a URL path"),
@@ -137,8 +151,13 @@ def test_webhook_settings_are_validated(monkeypatch: pytest.MonkeyPatch, tmp_pat
 
 def test_webhook_settings_from_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.chdir(tmp_path)
-    for key, value in {**{k.upper(): v for k, v in REQUIRED.items()}, "WEBHOOK_URL": "https://bot.example.com/",
-                       "WEBHOOK_PORT": "9000", "WEBHOOK_SECRET_TOKEN": SECRET, "AGENTLAB_LOG_FORMAT": "JSON"}.items():
+    for key, value in {
+        **{k.upper(): v for k, v in REQUIRED.items()},
+        "WEBHOOK_URL": "https://bot.example.com/",
+        "WEBHOOK_PORT": "9000",
+        "WEBHOOK_SECRET_TOKEN": SECRET,
+        "AGENTLAB_LOG_FORMAT": "JSON",
+    }.items():
         monkeypatch.setenv(key, value)
     settings = load_settings()
     assert settings.webhook_url == "https://bot.example.com"
@@ -147,8 +166,9 @@ def test_webhook_settings_from_environment(monkeypatch: pytest.MonkeyPatch, tmp_
     assert settings.log_format == "json"
 
 
-async def test_an_oversized_body_is_refused_before_it_is_buffered(webhook_bot, fake_telegram: FakeTelegram,
-                                                                   fake_anthropic: FakeAnthropic) -> None:
+async def test_an_oversized_body_is_refused_before_it_is_buffered(
+    webhook_bot, fake_telegram: FakeTelegram, fake_anthropic: FakeAnthropic
+) -> None:
     from telegram_bot.webhook import MAX_BODY_BYTES
 
     _, settings = webhook_bot

@@ -22,12 +22,14 @@ def model(bot: BotHarness) -> ScriptedModel:
 
 
 def start_task(workspace: str, instructions: str, worker: str = "code", background: bool = True) -> dict:
-    return claude_says.tool_use("start_task", {"workspace": workspace, "worker": worker,
-                                               "instructions": instructions, "background": background})
+    return claude_says.tool_use(
+        "start_task", {"workspace": workspace, "worker": worker, "instructions": instructions, "background": background}
+    )
 
 
 async def final_summary(bot: BotHarness, task_id: int, timeout: float = 30.0):
     """Wait for the task to end, then return its summary message."""
+
     async def ended():
         task = await bot.runtime.store.get_task(task_id)
         return task if task and task.status.is_final else None
@@ -36,8 +38,16 @@ async def final_summary(bot: BotHarness, task_id: int, timeout: float = 30.0):
     while (task := await ended()) is None:
         assert asyncio.get_running_loop().time() < deadline, "task did not end in time"
         await asyncio.sleep(0.05)
-    message = await bot.tg.await_for(lambda: next(
-        (m for m in bot.tg.messages(USER_ID) if f"Task #{task_id}" in (m.text or "") and "Files:" in (m.text or "")), None))
+    message = await bot.tg.await_for(
+        lambda: next(
+            (
+                m
+                for m in bot.tg.messages(USER_ID)
+                if f"Task #{task_id}" in (m.text or "") and "Files:" in (m.text or "")
+            ),
+            None,
+        )
+    )
     return task, message
 
 
@@ -47,11 +57,17 @@ def branches(repo) -> list[str]:
 
 async def test_code_fix_committed_on_a_task_branch(bot: BotHarness, model: ScriptedModel, workspace_root) -> None:
     repo = workspace_root / "calc"
-    model.add("orchestrator", start_task("calc", "Fix add() in calc.py: it subtracts."),
-              claude_says.text("On it: task #1 fixes `add`."))
-    model.add("code", claude_says.tool_use("read_file", {"path": "calc.py"}),
-              claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"}),
-              claude_says.text("Fixed add(): it now adds."))
+    model.add(
+        "orchestrator",
+        start_task("calc", "Fix add() in calc.py: it subtracts."),
+        claude_says.text("On it: task #1 fixes `add`."),
+    )
+    model.add(
+        "code",
+        claude_says.tool_use("read_file", {"path": "calc.py"}),
+        claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"}),
+        claude_says.text("Fixed add(): it now adds."),
+    )
     bot.say("fix the bug in calc.py, add() is wrong")
     task, summary = await final_summary(bot, 1)
     assert task.status is TaskStatus.COMPLETED
@@ -70,13 +86,17 @@ async def test_code_fix_committed_on_a_task_branch(bot: BotHarness, model: Scrip
     assert git(repo, "status", "--porcelain").strip() == ""
 
 
-async def test_sloppy_worker_is_corrected_with_the_failing_output(bot: BotHarness, model: ScriptedModel,
-                                                                   workspace_root) -> None:
+async def test_sloppy_worker_is_corrected_with_the_failing_output(
+    bot: BotHarness, model: ScriptedModel, workspace_root
+) -> None:
     model.add("orchestrator", start_task("calc", "Fix add()."), claude_says.text("started"))
-    model.add("code", claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a * b"}),
-              claude_says.text("Fixed."),
-              claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a * b", "new": "a + b"}),
-              claude_says.text("Really fixed now."))
+    model.add(
+        "code",
+        claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a * b"}),
+        claude_says.text("Fixed."),
+        claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a * b", "new": "a + b"}),
+        claude_says.text("Really fixed now."),
+    )
     bot.say("fix calc")
     task, summary = await final_summary(bot, 1)
     assert task.status is TaskStatus.COMPLETED
@@ -100,25 +120,35 @@ async def test_stubborn_worker_is_blocked_after_three_corrections(bot: BotHarnes
 
 
 async def test_research_proposal_waits_then_button_approval_starts_code_worker(
-        bot: BotHarness, model: ScriptedModel, workspace_root) -> None:
+    bot: BotHarness, model: ScriptedModel, workspace_root
+) -> None:
     repo = workspace_root / "group-therapy"
-    proposal_md = ("## Summary\nAdd logging.\n## Current state\n`app.py` prints.\n## Proposed changes\nUse logging.\n"
-                   "## Plan\n1. import logging\n## Risks\nNone.\n## Effort\nsmall")
-    model.add("orchestrator", claude_says.tool_use("start_research", {"workspace": "group therapy",
-                                                                       "request": "improve logging"}),
-              claude_says.text("Researching; you'll get a proposal."))
+    proposal_md = (
+        "## Summary\nAdd logging.\n## Current state\n`app.py` prints.\n## Proposed changes\nUse logging.\n"
+        "## Plan\n1. import logging\n## Risks\nNone.\n## Effort\nsmall"
+    )
+    model.add(
+        "orchestrator",
+        claude_says.tool_use("start_research", {"workspace": "group therapy", "request": "improve logging"}),
+        claude_says.text("Researching; you'll get a proposal."),
+    )
     model.add("research", claude_says.tool_use("glob", {"pattern": "**/*.py"}), claude_says.text(proposal_md))
     bot.say("improve the logging in the group therapy project")
-    shown = await bot.tg.await_for(lambda: next((m for m in bot.tg.messages(USER_ID) if "Proposal #1" in (m.text or "")), None))
+    shown = await bot.tg.await_for(
+        lambda: next((m for m in bot.tg.messages(USER_ID) if "Proposal #1" in (m.text or "")), None)
+    )
     assert shown.callback_data == ["proposal:approve:1", "proposal:reject:1"]
     assert "Add logging." in shown.text
     assert branches(repo) == ["main"] and git(repo, "status", "--porcelain") == "", "nothing written before approval"
     research_tools = {t["name"] for t in model.requests["research"][0]["tools"]}
     assert research_tools == {"read_file", "glob", "grep"}
 
-    model.add("code", claude_says.tool_use("write_file", {"path": "app.py", "content": "import logging\nlogging.info('hi')\n"}),
-              claude_says.tool_use("verify_criterion", {"index": 1, "evidence": "app.py imports logging"}),
-              claude_says.text("Implemented the proposal."))
+    model.add(
+        "code",
+        claude_says.tool_use("write_file", {"path": "app.py", "content": "import logging\nlogging.info('hi')\n"}),
+        claude_says.tool_use("verify_criterion", {"index": 1, "evidence": "app.py imports logging"}),
+        claude_says.text("Implemented the proposal."),
+    )
     bot.tg.press_button(USER_ID, shown.message_id, "proposal:approve:1")
     task, summary = await final_summary(bot, 2)
     assert task.proposal_id == 1 and task.status is TaskStatus.COMPLETED
@@ -130,15 +160,26 @@ async def test_research_proposal_waits_then_button_approval_starts_code_worker(
 
 
 async def test_go_ahead_approves_and_refinement_supersedes(bot: BotHarness, model: ScriptedModel) -> None:
-    model.add("orchestrator", claude_says.tool_use("start_research", {"workspace": "group-therapy", "request": "better API"}),
-              claude_says.text("Researching."))
+    model.add(
+        "orchestrator",
+        claude_says.tool_use("start_research", {"workspace": "group-therapy", "request": "better API"}),
+        claude_says.text("Researching."),
+    )
     model.add("research", claude_says.text("## Summary\nModularise and add middleware."))
     bot.say("better architecture for group therapy")
     await bot.tg.await_for(lambda: any("Proposal #1" in (m.text or "") for m in bot.tg.messages(USER_ID)))
 
-    model.add("orchestrator", claude_says.tool_use("start_research", {
-        "workspace": "group-therapy", "request": "refine proposal #1: keep modularisation, skip the middleware part"}),
-        claude_says.text("Refining."))
+    model.add(
+        "orchestrator",
+        claude_says.tool_use(
+            "start_research",
+            {
+                "workspace": "group-therapy",
+                "request": "refine proposal #1: keep modularisation, skip the middleware part",
+            },
+        ),
+        claude_says.text("Refining."),
+    )
     model.add("research", claude_says.text("## Summary\nModularise only."))
     bot.say("good, but skip the middleware part")
     await bot.tg.await_for(lambda: any("Proposal #2" in (m.text or "") for m in bot.tg.messages(USER_ID)))
@@ -147,9 +188,14 @@ async def test_go_ahead_approves_and_refinement_supersedes(bot: BotHarness, mode
     context = model.requests["orchestrator"][-1]["messages"]
     assert "proposal #1" in str(context), "the orchestrator was told which proposal was pending"
 
-    model.add("orchestrator", claude_says.tool_use("approve_proposal", {}), claude_says.text("Approved, working on it."))
-    model.add("code", claude_says.tool_use("write_file", {"path": "api.py", "content": "def f():\n    return 1\n"}),
-              claude_says.text("Modularised."))
+    model.add(
+        "orchestrator", claude_says.tool_use("approve_proposal", {}), claude_says.text("Approved, working on it.")
+    )
+    model.add(
+        "code",
+        claude_says.tool_use("write_file", {"path": "api.py", "content": "def f():\n    return 1\n"}),
+        claude_says.text("Modularised."),
+    )
     bot.say("go ahead")
     task, _ = await final_summary(bot, 3)
     assert task.proposal_id == 2 and task.status is TaskStatus.COMPLETED
@@ -159,11 +205,23 @@ async def test_go_ahead_approves_and_refinement_supersedes(bot: BotHarness, mode
 
 
 async def test_own_repo_change_lands_in_self(bot: BotHarness, model: ScriptedModel, bot_repo) -> None:
-    model.add("orchestrator", start_task("self", "Add a /restart command handler to telegram_bot/handlers.py"),
-              claude_says.text("Started."))
-    model.add("code", claude_says.tool_use("edit_file", {"path": "telegram_bot/handlers.py", "old": "# handlers\n",
-                                                         "new": "# handlers\nasync def restart(update, context):\n    pass\n"}),
-              claude_says.text("Added /restart."))
+    model.add(
+        "orchestrator",
+        start_task("self", "Add a /restart command handler to telegram_bot/handlers.py"),
+        claude_says.text("Started."),
+    )
+    model.add(
+        "code",
+        claude_says.tool_use(
+            "edit_file",
+            {
+                "path": "telegram_bot/handlers.py",
+                "old": "# handlers\n",
+                "new": "# handlers\nasync def restart(update, context):\n    pass\n",
+            },
+        ),
+        claude_says.text("Added /restart."),
+    )
     bot.say("add a /restart command to your code")
     task, summary = await final_summary(bot, 1)
     assert task.workspace == "self" and task.status is TaskStatus.COMPLETED
@@ -172,19 +230,25 @@ async def test_own_repo_change_lands_in_self(bot: BotHarness, model: ScriptedMod
 
 @pytest.mark.skipif(not shutil.which("chromium"), reason="chromium is not installed (apt-get install chromium)")
 async def test_frontend_worker_screenshot_is_sent_as_photo(bot: BotHarness, model: ScriptedModel) -> None:
-    model.add("orchestrator", start_task("group-therapy", "Build index.html portfolio page", worker="frontend"),
-              claude_says.text("Started."))
-    model.add("frontend", claude_says.tool_use("write_file", {"path": "index.html",
-                                                             "content": "<h1>Portfolio</h1><p>Hello</p>"}),
-              claude_says.tool_use("screenshot", {"target": "index.html"}),
-              claude_says.text("Built and checked the page."))
+    model.add(
+        "orchestrator",
+        start_task("group-therapy", "Build index.html portfolio page", worker="frontend"),
+        claude_says.text("Started."),
+    )
+    model.add(
+        "frontend",
+        claude_says.tool_use("write_file", {"path": "index.html", "content": "<h1>Portfolio</h1><p>Hello</p>"}),
+        claude_says.tool_use("screenshot", {"target": "index.html"}),
+        claude_says.text("Built and checked the page."),
+    )
     bot.say("build a portfolio website in group therapy")
     task, _ = await final_summary(bot, 1, timeout=90)
     assert task.status is TaskStatus.COMPLETED
     photos = [m for m in bot.tg.messages(USER_ID) if m.kind == "photo"]
     assert len(photos) == 2 and photos[0].data.startswith(b"\x89PNG")
-    image_blocks = [b for b in model.requests["frontend"][2]["messages"][-1]["content"][0]["content"]
-                    if b.get("type") == "image"]
+    image_blocks = [
+        b for b in model.requests["frontend"][2]["messages"][-1]["content"][0]["content"] if b.get("type") == "image"
+    ]
     assert len(image_blocks) == 2
 
 
@@ -214,22 +278,34 @@ async def test_cancel_kills_the_running_command(bot: BotHarness, model: Scripted
     await bot.tg.await_for(lambda: not host_pids("1000.4242"), timeout=5)
 
 
-async def test_quick_test_worker_waits_then_diff_and_discard(bot: BotHarness, model: ScriptedModel, workspace_root) -> None:
+async def test_quick_test_worker_waits_then_diff_and_discard(
+    bot: BotHarness, model: ScriptedModel, workspace_root
+) -> None:
     repo = workspace_root / "group-therapy"
     (repo / "util.py").write_text("def double(x):\n    return 2 * x\n")
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "util")
-    model.add("orchestrator", start_task("group-therapy", "Write pytest tests for util.double", worker="test",
-                                         background=False),
-              lambda body: claude_says.text("Tests written: " + last_user_text(body)[:60]))
-    model.add("test", claude_says.tool_use("write_file", {"path": "tests/test_util.py", "content":
-                                                         "from util import double\n\n\ndef test_double():\n"
-                                                         "    assert double(4) == 8\n"}),
-              claude_says.tool_use("run_command", {"command": "python -m pytest -q -p no:cacheprovider"}),
-              claude_says.text("Added tests/test_util.py; 1 test passes."))
+    model.add(
+        "orchestrator",
+        start_task("group-therapy", "Write pytest tests for util.double", worker="test", background=False),
+        lambda body: claude_says.text("Tests written: " + last_user_text(body)[:60]),
+    )
+    model.add(
+        "test",
+        claude_says.tool_use(
+            "write_file",
+            {
+                "path": "tests/test_util.py",
+                "content": "from util import double\n\n\ndef test_double():\n    assert double(4) == 8\n",
+            },
+        ),
+        claude_says.tool_use("run_command", {"command": "python -m pytest -q -p no:cacheprovider"}),
+        claude_says.text("Added tests/test_util.py; 1 test passes."),
+    )
     bot.say("write tests for util.double in group therapy")
-    reply = await bot.tg.await_for(lambda: next((m for m in bot.tg.messages(USER_ID)
-                                                 if (m.text or "").startswith("Tests written")), None))
+    reply = await bot.tg.await_for(
+        lambda: next((m for m in bot.tg.messages(USER_ID) if (m.text or "").startswith("Tests written")), None)
+    )
     assert "Task #1 ended with status completed" in reply.text, "background=false: the orchestrator saw the outcome"
     task = await bot.runtime.store.get_task(1)
     assert task.worker.value == "test" and not task.background
@@ -244,12 +320,18 @@ async def test_quick_test_worker_waits_then_diff_and_discard(bot: BotHarness, mo
     assert branches(repo) == ["main"]
 
 
-async def test_a_tool_call_cut_off_at_max_tokens_is_not_run(bot: BotHarness, model: ScriptedModel, workspace_root) -> None:
+async def test_a_tool_call_cut_off_at_max_tokens_is_not_run(
+    bot: BotHarness, model: ScriptedModel, workspace_root
+) -> None:
     cut = claude_says.tool_use("write_file", {"path": "big.py", "content": "x = 1  # the rest was cut"})
     cut["stop_reason"] = "max_tokens"
     model.add("orchestrator", start_task("group-therapy", "Write big.py"), claude_says.text("Started."))
-    model.add("code", cut, claude_says.tool_use("write_file", {"path": "big.py", "content": "x = 1\n"}),
-              claude_says.text("Wrote big.py in pieces."))
+    model.add(
+        "code",
+        cut,
+        claude_says.tool_use("write_file", {"path": "big.py", "content": "x = 1\n"}),
+        claude_says.text("Wrote big.py in pieces."),
+    )
     bot.say("write big.py in group therapy")
     task, summary = await final_summary(bot, 1)
     told = model.requests["code"][1]["messages"][-1]["content"][0]
@@ -265,8 +347,9 @@ async def test_double_tap_on_approve_starts_one_task(bot: BotHarness, model: Scr
 
     crew = bot.runtime.crew
     await bot.runtime.store.add_proposal(Proposal(chat_id=USER_ID, workspace="group-therapy", request="r", body="b"))
-    results = await asyncio.gather(crew.approve_proposal(USER_ID, 1), crew.approve_proposal(USER_ID, 1),
-                                   return_exceptions=True)
+    results = await asyncio.gather(
+        crew.approve_proposal(USER_ID, 1), crew.approve_proposal(USER_ID, 1), return_exceptions=True
+    )
     assert sum(isinstance(r, str) for r in results) == 1
     assert sum(isinstance(r, ToolError) for r in results) == 1
     await asyncio.sleep(0.2)

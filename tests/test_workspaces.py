@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agents.file_tools import ToolError
-from agents.workspaces import PathOutsideWorkspace, Workspace, Workspaces, WorkspaceNotFound, confine
+from agents.workspaces import PathOutsideWorkspace, Workspace, WorkspaceNotFound, Workspaces, confine
 
 
 @pytest.fixture
@@ -158,7 +158,9 @@ def ws(tmp_path: Path) -> Path:
     return root
 
 
-@pytest.mark.parametrize("relative", ["", ".", "./", "src", "src/pkg/mod.py", "src/../src/pkg", "new/dir/file.txt", "src/./pkg"])
+@pytest.mark.parametrize(
+    "relative", ["", ".", "./", "src", "src/pkg/mod.py", "src/../src/pkg", "new/dir/file.txt", "src/./pkg"]
+)
 def test_confine_accepts_paths_inside(ws: Path, relative: str) -> None:
     target = confine(ws, relative)
     assert target == ws.resolve() or target.is_relative_to(ws.resolve())

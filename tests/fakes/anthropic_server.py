@@ -22,10 +22,10 @@ word is written, so tests can assert what the client did while it was still stre
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import itertools
 import base64
 import binascii
+import hashlib
+import itertools
 import json
 import math
 import re
@@ -72,9 +72,7 @@ def text(
     usage: dict[str, Any] | None = None,
 ) -> Reply:
     """A reply whose content is a single text block."""
-    return _with_extras(
-        {"content": [{"type": "text", "text": text}], "stop_reason": stop_reason}, delay, usage
-    )
+    return _with_extras({"content": [{"type": "text", "text": text}], "stop_reason": stop_reason}, delay, usage)
 
 
 def tool_uses(
@@ -187,8 +185,12 @@ def _invalid(message: str) -> ApiError:
     return ApiError(400, "invalid_request_error", message)
 
 
-IMAGE_MAGIC = {"image/jpeg": (b"\xff\xd8\xff",), "image/png": (b"\x89PNG\r\n\x1a\n",),
-               "image/gif": (b"GIF87a", b"GIF89a"), "image/webp": (b"RIFF",)}
+IMAGE_MAGIC = {
+    "image/jpeg": (b"\xff\xd8\xff",),
+    "image/png": (b"\x89PNG\r\n\x1a\n",),
+    "image/gif": (b"GIF87a", b"GIF89a"),
+    "image/webp": (b"RIFF",),
+}
 MAX_IMAGE_BASE64_BYTES = 5 * 1024 * 1024
 
 
@@ -213,8 +215,9 @@ def _validate_media(where: str, role: str, block: dict[str, Any]) -> None:
     if block["type"] == "image":
         media_type, raw = _base64_source(where, block)
         if media_type not in IMAGE_MAGIC:
-            raise _invalid(f"{where}.source.media_type: Input should be 'image/jpeg', 'image/png', 'image/gif' or "
-                           "'image/webp'")
+            raise _invalid(
+                f"{where}.source.media_type: Input should be 'image/jpeg', 'image/png', 'image/gif' or 'image/webp'"
+            )
         if len(block["source"]["data"]) > MAX_IMAGE_BASE64_BYTES:
             raise _invalid(f"{where}.source.base64: image exceeds 5 MB maximum")
         if not raw.startswith(IMAGE_MAGIC[media_type]):
@@ -270,9 +273,7 @@ def _validate_tool_pairing(messages: list[dict[str, Any]]) -> None:
             if not ids:
                 continue
             following = messages[i + 1] if i + 1 < len(messages) else None
-            following_blocks = (
-                following["content"] if following and isinstance(following["content"], list) else []
-            )
+            following_blocks = following["content"] if following and isinstance(following["content"], list) else []
             answered = {b["tool_use_id"] for b in following_blocks if b["type"] == "tool_result"}
             missing = [tool_use_id for tool_use_id in ids if tool_use_id not in answered]
             if missing:
@@ -283,9 +284,7 @@ def _validate_tool_pairing(messages: list[dict[str, Any]]) -> None:
                 )
         else:
             previous = messages[i - 1] if i > 0 else None
-            previous_blocks = (
-                previous["content"] if previous and isinstance(previous["content"], list) else []
-            )
+            previous_blocks = previous["content"] if previous and isinstance(previous["content"], list) else []
             asked = {b["id"] for b in previous_blocks if b["type"] == "tool_use"}
             answered_here: set[str] = set()
             seen_other_block = False
@@ -301,9 +300,7 @@ def _validate_tool_pairing(messages: list[dict[str, Any]]) -> None:
                         "`tool_use` block in the previous message."
                     )
                 if tool_use_id in answered_here:
-                    raise _invalid(
-                        f"messages.{i}.content.{j}: duplicate `tool_result` for tool_use_id {tool_use_id}"
-                    )
+                    raise _invalid(f"messages.{i}.content.{j}: duplicate `tool_result` for tool_use_id {tool_use_id}")
                 if seen_other_block:
                     raise _invalid(
                         f"messages.{i}.content.{j}: `tool_result` blocks must come before any other "
@@ -394,8 +391,7 @@ def validate_count_tokens_request(body: Any) -> None:
     breakpoints = _count_cache_breakpoints(body)
     if breakpoints > MAX_CACHE_BREAKPOINTS:
         raise _invalid(
-            f"A maximum of {MAX_CACHE_BREAKPOINTS} blocks with cache_control may be provided. "
-            f"Found {breakpoints}."
+            f"A maximum of {MAX_CACHE_BREAKPOINTS} blocks with cache_control may be provided. Found {breakpoints}."
         )
 
 
@@ -773,9 +769,7 @@ class FakeAnthropic:
         except Exception as exc:
             with self._lock:
                 self.handler_errors.append(exc)
-            raise ApiError(
-                500, "api_error", f"fake reply failed: {exc!r}", {"x-should-retry": "false"}
-            ) from exc
+            raise ApiError(500, "api_error", f"fake reply failed: {exc!r}", {"x-should-retry": "false"}) from exc
         return reply
 
     def _answer_messages(self, body: dict[str, Any], record: RecordedRequest) -> _HttpAnswer:
@@ -807,8 +801,9 @@ class FakeAnthropic:
             record.last_token_at = time.monotonic()
         return 200, _canonical(message).encode(), "application/json", {}
 
-    def _paced_stream(self, message: dict[str, Any], reply: Reply, record: RecordedRequest,
-                      delay: float) -> Iterator[bytes]:
+    def _paced_stream(
+        self, message: dict[str, Any], reply: Reply, record: RecordedRequest, delay: float
+    ) -> Iterator[bytes]:
         """The SSE events of `message`, written as a model would produce them: word by word, with delays."""
         token_delay = float(reply.get("token_delay", self.token_delay) or 0)
         before_last = reply.get("before_last_token")

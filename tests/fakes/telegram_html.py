@@ -23,14 +23,40 @@ PREFIX = "Bad Request: can't parse entities: "
 
 SUPPORTED_TAGS = frozenset(
     {
-        "a", "b", "strong", "i", "em", "u", "ins", "s", "strike", "del", "span", "tg-spoiler",
-        "code", "pre", "blockquote", "tg-emoji",
+        "a",
+        "b",
+        "strong",
+        "i",
+        "em",
+        "u",
+        "ins",
+        "s",
+        "strike",
+        "del",
+        "span",
+        "tg-spoiler",
+        "code",
+        "pre",
+        "blockquote",
+        "tg-emoji",
     }
 )
 ENTITY_TYPES = {
-    "a": "text_link", "b": "bold", "strong": "bold", "i": "italic", "em": "italic", "u": "underline",
-    "ins": "underline", "s": "strikethrough", "strike": "strikethrough", "del": "strikethrough",
-    "span": "spoiler", "tg-spoiler": "spoiler", "code": "code", "pre": "pre", "blockquote": "blockquote",
+    "a": "text_link",
+    "b": "bold",
+    "strong": "bold",
+    "i": "italic",
+    "em": "italic",
+    "u": "underline",
+    "ins": "underline",
+    "s": "strikethrough",
+    "strike": "strikethrough",
+    "del": "strikethrough",
+    "span": "spoiler",
+    "tg-spoiler": "spoiler",
+    "code": "code",
+    "pre": "pre",
+    "blockquote": "blockquote",
     "tg-emoji": "custom_emoji",
 }
 NAMED_ENTITIES = {"lt": "<", "gt": ">", "amp": "&", "quot": '"'}

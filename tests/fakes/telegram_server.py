@@ -44,24 +44,60 @@ MAX_UPLOAD_BYTES = 50 * 1024 * 1024
 # Parameters whose form value is a raw string (PTB does not JSON-encode str values).
 _RAW_STRING_PARAMS = frozenset(
     {
-        "text", "caption", "parse_mode", "callback_query_id", "file_id", "action", "url",
-        "secret_token", "language_code", "ip_address", "message_effect_id",
-        "business_connection_id", "inline_message_id", "document", "photo", "audio",
-        "voice", "sticker", "video", "animation", "thumbnail", "filename", "description",
-        "short_description", "name", "emoji",
+        "text",
+        "caption",
+        "parse_mode",
+        "callback_query_id",
+        "file_id",
+        "action",
+        "url",
+        "secret_token",
+        "language_code",
+        "ip_address",
+        "message_effect_id",
+        "business_connection_id",
+        "inline_message_id",
+        "document",
+        "photo",
+        "audio",
+        "voice",
+        "sticker",
+        "video",
+        "animation",
+        "thumbnail",
+        "filename",
+        "description",
+        "short_description",
+        "name",
+        "emoji",
     }
 )
 _CHAT_ACTIONS = frozenset(
     {
-        "typing", "upload_photo", "record_video", "upload_video", "record_voice",
-        "upload_voice", "upload_document", "choose_sticker", "find_location",
-        "record_video_note", "upload_video_note",
+        "typing",
+        "upload_photo",
+        "record_video",
+        "upload_video",
+        "record_voice",
+        "upload_voice",
+        "upload_document",
+        "choose_sticker",
+        "find_location",
+        "record_video_note",
+        "upload_video_note",
     }
 )
 _INLINE_BUTTON_ACTIONS = (
-    "callback_data", "url", "login_url", "switch_inline_query",
-    "switch_inline_query_current_chat", "switch_inline_query_chosen_chat", "copy_text",
-    "callback_game", "pay", "web_app",
+    "callback_data",
+    "url",
+    "login_url",
+    "switch_inline_query",
+    "switch_inline_query_current_chat",
+    "switch_inline_query_chosen_chat",
+    "copy_text",
+    "callback_game",
+    "pay",
+    "web_app",
 )
 _NOT_MODIFIED = (
     "Bad Request: message is not modified: specified new message content and reply markup "
@@ -227,8 +263,12 @@ class BotMessage:
 
     def _version(self) -> MessageVersion:
         return MessageVersion(
-            self.text, self.source, self.parse_mode, copy.deepcopy(self.entities),
-            copy.deepcopy(self.reply_markup), self.edit_date or self.date,
+            self.text,
+            self.source,
+            self.parse_mode,
+            copy.deepcopy(self.entities),
+            copy.deepcopy(self.reply_markup),
+            self.edit_date or self.date,
         )
 
 
@@ -272,9 +312,7 @@ def _parse_multipart(content_type: str, body: bytes) -> tuple[dict[str, str], di
         if not isinstance(name, str):
             continue
         filename = part_headers.get_filename()
-        if filename is not None or part_headers.get("content-type", "").startswith(
-            "application/octet-stream"
-        ):
+        if filename is not None or part_headers.get("content-type", "").startswith("application/octet-stream"):
             files[name] = UploadedFile(name, filename, part_headers.get("content-type"), content)
         else:
             fields[name] = content.decode("utf-8")
@@ -336,9 +374,7 @@ def _reply_target(params: dict[str, Any]) -> tuple[int | None, bool]:
     """(reply_to_message_id, allow_sending_without_reply) from either parameter style."""
     reply_parameters = params.get("reply_parameters")
     if isinstance(reply_parameters, dict):
-        return reply_parameters.get("message_id"), bool(
-            reply_parameters.get("allow_sending_without_reply")
-        )
+        return reply_parameters.get("message_id"), bool(reply_parameters.get("allow_sending_without_reply"))
     return params.get("reply_to_message_id"), bool(params.get("allow_sending_without_reply"))
 
 
@@ -387,9 +423,7 @@ class FakeTelegram:
         self._callback_numbers = itertools.count(1)
         self._pending_callbacks: set[str] = set()
         self._handlers: dict[str, Callable[[dict[str, Any], dict[str, UploadedFile]], Any]] = {
-            name[len("_api_") :].lower(): getattr(self, name)
-            for name in dir(self)
-            if name.startswith("_api_")
+            name[len("_api_") :].lower(): getattr(self, name) for name in dir(self) if name.startswith("_api_")
         }
         self._method_names = {
             name[len("_api_") :].lower(): name[len("_api_") :] for name in dir(self) if name.startswith("_api_")
@@ -418,8 +452,10 @@ class FakeTelegram:
         self._server = server
         self._stopping = False
         self._thread = threading.Thread(
-            target=server.serve_forever, kwargs={"poll_interval": 0.05},
-            name="fake-telegram", daemon=True,
+            target=server.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name="fake-telegram",
+            daemon=True,
         )
         self._thread.start()
         return self
@@ -492,9 +528,7 @@ class FakeTelegram:
                 raise TimeoutError(f"condition not met within {timeout}s")
             await asyncio.sleep(0.01)
 
-    async def wait_for_message(
-        self, chat_id: int | str, count: int = 1, timeout: float = 10.0
-    ) -> list[BotMessage]:
+    async def wait_for_message(self, chat_id: int | str, count: int = 1, timeout: float = 10.0) -> list[BotMessage]:
         """Wait until the bot has sent at least `count` messages to chat_id; return them all."""
 
         def enough() -> list[BotMessage] | None:
@@ -520,8 +554,7 @@ class FakeTelegram:
             return await self.await_for(called, timeout)
         except TimeoutError:
             raise TimeoutError(
-                f"{method} not called {count} time(s) within {timeout}s; "
-                f"calls: {[c.method for c in self.requests]}"
+                f"{method} not called {count} time(s) within {timeout}s; calls: {[c.method for c in self.requests]}"
             ) from None
 
     # ------------------------------------------------------------------ faults
@@ -670,9 +703,7 @@ class FakeTelegram:
         first_name: str = "Tester",
         reply_to_message_id: int | None = None,
     ) -> dict[str, Any]:
-        return self._inject_message(
-            user_id, chat_id, username, first_name, {"text": text}, reply_to_message_id
-        )
+        return self._inject_message(user_id, chat_id, username, first_name, {"text": text}, reply_to_message_id)
 
     def send_command(
         self,
@@ -687,9 +718,7 @@ class FakeTelegram:
             raise ValueError("a command starts with '/'")
         head = command.split(maxsplit=1)[0] if command.strip() else command
         entity = {"type": "bot_command", "offset": 0, "length": _utf16_length(head)}
-        return self._inject_message(
-            user_id, chat_id, username, first_name, {"text": command, "entities": [entity]}
-        )
+        return self._inject_message(user_id, chat_id, username, first_name, {"text": command, "entities": [entity]})
 
     def send_voice(
         self,
@@ -723,7 +752,10 @@ class FakeTelegram:
         with self._lock:
             stored = self._store_file(data, "music", extension, mime, filename)
         audio: dict[str, Any] = {
-            **self._file_fields(stored), "duration": duration, "mime_type": mime, "file_name": filename,
+            **self._file_fields(stored),
+            "duration": duration,
+            "mime_type": mime,
+            "file_name": filename,
         }
         if title is not None:
             audio["title"] = title
@@ -745,9 +777,7 @@ class FakeTelegram:
         extension = filename.rsplit(".", 1)[-1] if "." in filename else "bin"
         with self._lock:
             stored = self._store_file(data, "documents", extension, mime, filename)
-        content: dict[str, Any] = {
-            "document": {**self._file_fields(stored), "file_name": filename, "mime_type": mime}
-        }
+        content: dict[str, Any] = {"document": {**self._file_fields(stored), "file_name": filename, "mime_type": mime}}
         if caption is not None:
             content["caption"] = caption
         return self._inject_message(user_id, chat_id, username, first_name, content)
@@ -773,9 +803,7 @@ class FakeTelegram:
                 thumb = self._store_file(small, "photos", "jpg", "image/jpeg", None)
                 sizes.append({**self._file_fields(thumb), "width": small_width, "height": small_height})
             stored = self._store_file(data, "photos", "jpg", "image/jpeg", None)
-        content: dict[str, Any] = {
-            "photo": [*sizes, {**self._file_fields(stored), "width": width, "height": height}]
-        }
+        content: dict[str, Any] = {"photo": [*sizes, {**self._file_fields(stored), "width": width, "height": height}]}
         if media_group_id is not None:
             content["media_group_id"] = media_group_id
         if caption is not None:
@@ -791,12 +819,15 @@ class FakeTelegram:
         first_name: str = "Tester",
     ) -> dict[str, Any]:
         with self._lock:
-            stored = self._store_file(
-                b"RIFF\x0c\x00\x00\x00WEBPVP8 ", "stickers", "webp", "image/webp", None
-            )
+            stored = self._store_file(b"RIFF\x0c\x00\x00\x00WEBPVP8 ", "stickers", "webp", "image/webp", None)
         sticker = {
-            **self._file_fields(stored), "width": 512, "height": 512, "is_animated": False,
-            "is_video": False, "type": "regular", "emoji": emoji,
+            **self._file_fields(stored),
+            "width": 512,
+            "height": 512,
+            "is_animated": False,
+            "is_video": False,
+            "type": "regular",
+            "emoji": emoji,
         }
         return self._inject_message(user_id, chat_id, username, first_name, {"sticker": sticker})
 
@@ -834,8 +865,7 @@ class FakeTelegram:
                 raise ValueError(f"message {message_id} in chat {chat_key} was deleted")
             if strict and data not in message.callback_data:
                 raise ValueError(
-                    f"message {message_id} has no button with callback_data {data!r}; "
-                    f"it has {message.callback_data!r}"
+                    f"message {message_id} has no button with callback_data {data!r}; it has {message.callback_data!r}"
                 )
             user = self._user_dict(user_id, username, first_name)
             query_id = f"cbq-{next(self._callback_numbers)}"
@@ -887,9 +917,7 @@ class FakeTelegram:
             return None if stored is None else stored.data
 
     # ------------------------------------------------------------------ helpers for methods
-    def _render(
-        self, source: str, parse_mode: str | None, entities: Any = None
-    ) -> tuple[str, list[dict[str, Any]]]:
+    def _render(self, source: str, parse_mode: str | None, entities: Any = None) -> tuple[str, list[dict[str, Any]]]:
         """(plain text, entities) of a text or caption as Telegram would store it."""
         if not parse_mode:
             if entities is None:
@@ -922,9 +950,7 @@ class FakeTelegram:
             raise _bad_request("message is too long")
         return source, plain, entities
 
-    def _render_caption(
-        self, params: dict[str, Any]
-    ) -> tuple[str | None, str | None, list[dict[str, Any]]]:
+    def _render_caption(self, params: dict[str, Any]) -> tuple[str | None, str | None, list[dict[str, Any]]]:
         source = params.get("caption")
         if source is None or source == "":
             return None, None, []
@@ -955,9 +981,7 @@ class FakeTelegram:
     def _message_exists(self, chat_id: int | str, message_id: int) -> bool:
         if (chat_id, message_id) in self._user_messages:
             return True
-        return any(
-            m.message_id == message_id and not m.deleted for m in self._bot_messages.get(chat_id, [])
-        )
+        return any(m.message_id == message_id and not m.deleted for m in self._bot_messages.get(chat_id, []))
 
     def _message_payload(self, chat_id: int | str, message_id: int) -> dict[str, Any] | None:
         user_message = self._user_messages.get((chat_id, message_id))
@@ -1120,8 +1144,7 @@ class FakeTelegram:
                 ready = [
                     copy.deepcopy(update)
                     for update in self._updates
-                    if self._allowed_updates is None
-                    or any(kind in update for kind in self._allowed_updates)
+                    if self._allowed_updates is None or any(kind in update for kind in self._allowed_updates)
                 ][:limit]
                 remaining = deadline - time.monotonic()
                 if ready or self._stopping or remaining <= 0:
@@ -1142,19 +1165,28 @@ class FakeTelegram:
                 raise _bad_request("BOT_COMMAND_INVALID")
             if not 1 <= len(description) <= 256:
                 raise _bad_request("BOT_COMMAND_DESCRIPTION_INVALID")
-        key = (json.dumps(params.get("scope") or {"type": "default"}, sort_keys=True), params.get("language_code") or "")
+        key = (
+            json.dumps(params.get("scope") or {"type": "default"}, sort_keys=True),
+            params.get("language_code") or "",
+        )
         with self._cond:
             self.commands[key] = [dict(c) for c in commands]
             self._cond.notify_all()
         return True
 
     def _api_getMyCommands(self, params: dict[str, Any], files: dict[str, UploadedFile]) -> Any:
-        key = (json.dumps(params.get("scope") or {"type": "default"}, sort_keys=True), params.get("language_code") or "")
+        key = (
+            json.dumps(params.get("scope") or {"type": "default"}, sort_keys=True),
+            params.get("language_code") or "",
+        )
         with self._lock:
             return copy.deepcopy(self.commands.get(key, []))
 
     def _api_deleteMyCommands(self, params: dict[str, Any], files: dict[str, UploadedFile]) -> Any:
-        key = (json.dumps(params.get("scope") or {"type": "default"}, sort_keys=True), params.get("language_code") or "")
+        key = (
+            json.dumps(params.get("scope") or {"type": "default"}, sort_keys=True),
+            params.get("language_code") or "",
+        )
         with self._cond:
             self.commands.pop(key, None)
         return True
@@ -1167,16 +1199,20 @@ class FakeTelegram:
         with self._cond:
             reply_to = self._check_reply(chat_id, params)
             message = BotMessage(
-                chat_id=chat_id, message_id=self._new_message_id(chat_id), kind="text",
-                text=plain, source=source, parse_mode=params.get("parse_mode"),
-                reply_markup=markup, reply_to_message_id=reply_to, date=int(time.time()),
+                chat_id=chat_id,
+                message_id=self._new_message_id(chat_id),
+                kind="text",
+                text=plain,
+                source=source,
+                parse_mode=params.get("parse_mode"),
+                reply_markup=markup,
+                reply_to_message_id=reply_to,
+                date=int(time.time()),
                 entities=entities,
             )
             return self._store_bot_message(message)
 
-    def _send_file(
-        self, params: dict[str, Any], files: dict[str, UploadedFile], kind: str
-    ) -> dict[str, Any]:
+    def _send_file(self, params: dict[str, Any], files: dict[str, UploadedFile], kind: str) -> dict[str, Any]:
         chat_id = self._chat_key(params)
         existing, upload = self._upload(params, files, kind)
         source, plain, entities = self._render_caption(params)
@@ -1204,10 +1240,19 @@ class FakeTelegram:
                 folder = "photos" if kind == "photo" else "documents"
                 existing = self._store_file(upload.data, folder, extension, upload.content_type, filename)
             message = BotMessage(
-                chat_id=chat_id, message_id=self._new_message_id(chat_id), kind=kind,
-                text=plain, source=source, parse_mode=params.get("parse_mode"),
-                reply_markup=markup, reply_to_message_id=reply_to, date=int(time.time()),
-                entities=entities, data=existing.data, filename=existing.filename, mime_type=existing.mime_type,
+                chat_id=chat_id,
+                message_id=self._new_message_id(chat_id),
+                kind=kind,
+                text=plain,
+                source=source,
+                parse_mode=params.get("parse_mode"),
+                reply_markup=markup,
+                reply_to_message_id=reply_to,
+                date=int(time.time()),
+                entities=entities,
+                data=existing.data,
+                filename=existing.filename,
+                mime_type=existing.mime_type,
                 file_id=existing.file_id,
             )
             return self._store_bot_message(message)
@@ -1227,7 +1272,9 @@ class FakeTelegram:
         if not isinstance(draft_id, int) or isinstance(draft_id, bool) or draft_id == 0:
             raise _bad_request("draft_id must be non-zero")
         source = str(params.get("text") or "")
-        plain, _entities = self._render(source, params.get("parse_mode"), params.get("entities")) if source else ("", [])
+        plain, _entities = (
+            self._render(source, params.get("parse_mode"), params.get("entities")) if source else ("", [])
+        )
         if plain_length(plain) > MAX_TEXT_LENGTH:
             raise _bad_request("message is too long")
         with self._cond:
@@ -1303,9 +1350,7 @@ class FakeTelegram:
         query_id = params.get("callback_query_id")
         with self._cond:
             if query_id not in self._pending_callbacks:
-                raise _bad_request(
-                    "query is too old and response timeout expired or query ID is invalid"
-                )
+                raise _bad_request("query is too old and response timeout expired or query ID is invalid")
             text = params.get("text")
             if text is not None and len(text) > 200:
                 raise _bad_request("MESSAGE_TOO_LONG")

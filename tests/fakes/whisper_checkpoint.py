@@ -302,4 +302,3 @@ class FakeTranscriber:
         if not self._script:
             raise AssertionError("FakeTranscriber: more voice notes were transcribed than the script has results for")
         return self._script.popleft()
-
