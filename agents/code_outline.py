@@ -7,6 +7,9 @@ JavaScript / TypeScript are outlined with tree-sitter when `tree-sitter`, `tree-
 including what JavaScript really defines besides declarations: member assignments (`res.send = function …`,
 `exports.x = …`, `module.exports = {…}`, `Foo.prototype.x = …`), class fields and `#private` members. Without the
 grammars, and for every other language, a file is indexed at file level (path, size, language) plus its references.
+
+Why one module over 400 lines: the Python (ast) and JS/TS (tree-sitter) outliners produce the same records and share
+their helpers.
 """
 
 from __future__ import annotations

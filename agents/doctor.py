@@ -3,6 +3,8 @@
 The checks never spend money (Anthropic's `count_tokens` is free) and never import `telegram`: getMe is a plain
 HTTP call. Network checks are time-boxed. The exit code is non-zero when a required check fails; `!` lines
 are optional features (frontend screenshots, a whisper model still to download, folders not yet git repositories).
+
+Why one module over 400 lines: one small function per check, in the order doctor prints them.
 """
 
 from __future__ import annotations

@@ -2,6 +2,8 @@
 
 Paths are relative to the workspace root. Every failure is a `ToolError` whose message is written for the model.
 Blocking file I/O runs in a thread (`asyncio.to_thread`) so the event loop never stalls.
+
+Why one module over 400 lines: the five tools share confinement, secret-file rules and wording for the model.
 """
 
 from __future__ import annotations

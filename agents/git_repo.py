@@ -8,6 +8,9 @@ Every git call goes through `run_git`: no terminal prompt, the bot's identity in
 machine with no git identity configured), no system or global configuration, and every repository setting that could
 run a program (hooks, fsmonitor, filter/textconv/merge drivers, signing, pagers, editors, credential helpers)
 overridden on the command line, so nothing a worker planted in the shared `.git` runs inside the bot's own git calls.
+
+Why one module over 400 lines: the hardened runner and every git operation of a task (worktrees, commits with size
+limits, merge, discard) share the same locks and overrides.
 """
 
 from __future__ import annotations

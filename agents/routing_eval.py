@@ -14,6 +14,8 @@ cancel_task → cancel; no work tool (text, read-only look-ups, list_tasks, get_
 ends with a question, else direct. A turn that failed without calling a work tool is `error`. A case may also
 expect the workspace, the proposal id (approved, rejected or refined), `background` and the cancelled task; the
 label and every expectation set must hold for the case to count as correct.
+
+Why one module over 400 lines: the case format, the stand-in desk and the scorer are one evaluation.
 """
 
 from __future__ import annotations

@@ -6,6 +6,9 @@ environments its tests need and the worktree's git metadata read-only; a private
 home. The root of the sandbox is read-only, every capability is dropped, and resource limits (processes, file size,
 address space) are set before the command starts. `--die-with-parent` plus the PID namespace mean that when the bot
 kills bwrap (timeout, /cancel, task end) every process of the command dies with it, detached or not.
+
+Why one module over 400 lines: the mounts, the environment, the argv and the probe describe one boundary and are
+reviewed together.
 """
 
 from __future__ import annotations

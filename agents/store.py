@@ -1,4 +1,8 @@
-"""SQLite store on aiosqlite: versioned migrations, WAL, and the records of models.py."""
+"""SQLite store on aiosqlite: versioned migrations, WAL, and the records of models.py.
+
+Why one module over 400 lines: every table's reads and writes go through one connection and one transaction helper;
+the migrations sit above them.
+"""
 
 from __future__ import annotations
 

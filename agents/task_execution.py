@@ -1,4 +1,8 @@
-"""Running one task end to end: worktree, worker loop, commit, the bot's own test run, corrections, summary."""
+"""Running one task end to end: worktree, worker loop, commit, the bot's own test run, corrections, summary.
+
+Why one module over 400 lines: the progress message, the worker wiring and the summary are the stages of one task's
+life, in order.
+"""
 
 from __future__ import annotations
 

@@ -10,6 +10,9 @@ the previous window, no timestamps (each 30 s window is decoded exactly once) an
 tokens per window. The work is therefore at most ceil(seconds / 30) windows of that many tokens.
 
 torch and whisper are imported lazily, inside the worker thread, so importing this module is cheap.
+
+Why one module over 400 lines: decoding and the resident model share limits and error wording; splitting them would
+split one pipeline.
 """
 
 from __future__ import annotations
