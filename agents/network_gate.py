@@ -16,14 +16,14 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from agents.models import Task, TaskEvent
-from agents.notify import Button, Buttons, Notifier
+from agents.notify import Action, Buttons, Notifier, button
 from agents.sandbox import NetworkPolicy
 from agents.store import Store
 
 log = logging.getLogger(__name__)
 
 ONCE, FOR_TASK, DENY = "once", "task", "deny"
-BUTTON_KIND = "net"
+CHOICES = {Action.NET_ONCE: ONCE, Action.NET_TASK: FOR_TASK, Action.NET_DENY: DENY}  # the buttons' answers
 _COMMAND_SHOWN = 600
 
 
@@ -45,9 +45,9 @@ class _Pending:
 def request_buttons(request_id: int) -> Buttons:
     return [
         [
-            Button("✅ Allow once", f"{BUTTON_KIND}:{ONCE}:{request_id}"),
-            Button("✅ Allow for this task", f"{BUTTON_KIND}:{FOR_TASK}:{request_id}"),
-            Button("✖ Deny", f"{BUTTON_KIND}:{DENY}:{request_id}"),
+            button("✅ Allow once", Action.NET_ONCE, request_id),
+            button("✅ Allow for this task", Action.NET_TASK, request_id),
+            button("✖ Deny", Action.NET_DENY, request_id),
         ]
     ]
 

@@ -13,7 +13,7 @@ from agents.crew import Crew, task_line
 from agents.delivery import Deliveries
 from agents.llm import make_client
 from agents.models import TaskStatus
-from agents.notify import Button, Notifier
+from agents.notify import Action, Notifier, button
 from agents.orchestrator import Orchestrator
 from agents.orphans import instance_token, kill_orphans
 from agents.repo_map import RepoMap
@@ -109,7 +109,7 @@ class Runtime:
                     f"⚠️ The bot stopped while **task #{task.id}** was running ({task.worker.value} · "
                     f"`{task.workspace}`: {task.title}). Resume it on its branch, or discard it?",
                     buttons=[
-                        [Button("▶ Resume", f"task:resume:{task.id}"), Button("✖ Discard", f"task:discard:{task.id}")]
+                        [button("▶ Resume", Action.RESUME, task.id), button("✖ Discard", Action.DISCARD, task.id)]
                     ],
                 )
             except Exception as err:

@@ -22,7 +22,7 @@ from agents.delivery import Deliveries
 from agents.llm import explain_api_error, usage_record
 from agents.models import Criterion, Proposal, ProposalStatus, Task, TaskEvent, TaskStatus, WorkerKind, utcnow
 from agents.network_gate import NetworkDecision, NetworkGate
-from agents.notify import Button, Notifier
+from agents.notify import Action, Button, Notifier, button
 from agents.orphans import instance_token, task_tag
 from agents.repo_guard import RepositoryGuard
 from agents.repo_map import RepoMap, repo_map_tools
@@ -87,21 +87,19 @@ def size_lines(last: git_repo.CommitResult | None, left_out: list[git_repo.LeftO
 
 
 def cancel_button(task_id: int) -> list[list[Button]]:
-    return [[Button("✖ Cancel", f"task:cancel:{task_id}")]]
+    return [[button("✖ Cancel", Action.CANCEL, task_id)]]
 
 
 def proposal_buttons(proposal_id: int) -> list[list[Button]]:
-    return [
-        [Button("✅ Approve", f"proposal:approve:{proposal_id}"), Button("✖ Reject", f"proposal:reject:{proposal_id}")]
-    ]
+    return [[button("✅ Approve", Action.APPROVE, proposal_id), button("✖ Reject", Action.REJECT, proposal_id)]]
 
 
 def branch_buttons(task_id: int) -> list[list[Button]]:
     return [
         [
-            Button("Merge", f"task:merge:{task_id}"),
-            Button("Diff", f"task:diff:{task_id}"),
-            Button("Discard", f"task:discard:{task_id}"),
+            button("Merge", Action.MERGE, task_id),
+            button("Diff", Action.DIFF, task_id),
+            button("Discard", Action.DISCARD, task_id),
         ]
     ]
 
