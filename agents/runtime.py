@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import anthropic
 
@@ -24,6 +25,9 @@ from agents.task_execution import TaskExecutor
 from agents.task_runner import TaskRunner
 from agents.workspaces import Workspaces
 
+if TYPE_CHECKING:  # agents.voice imports numpy: only when a transcriber is really made
+    from agents.voice import SpeechToText
+
 log = logging.getLogger(__name__)
 
 
@@ -40,7 +44,7 @@ class Runtime:
     repo_map: RepoMap
     hints: SymbolHints
     executor: TaskExecutor
-    transcriber: object | None = None
+    transcriber: SpeechToText | None = None
     interrupted: list = field(default_factory=list)
     deliveries: Deliveries | None = None
 
@@ -50,7 +54,7 @@ class Runtime:
         settings: Settings,
         notifier: Notifier,
         client: anthropic.AsyncAnthropic | None = None,
-        transcriber: object | None = None,
+        transcriber: SpeechToText | None = None,
     ) -> Runtime:
         if settings.sandbox == "off":  # issue 11: only ever set explicitly
             log.warning(
@@ -130,9 +134,9 @@ class Runtime:
         pending = await self.store.pending_proposals(chat_id)
         lines.append("**Pending proposals:**" if pending else "**Pending proposals:** none")
         lines += [f"• #{p.id} for `{p.workspace}`: {p.request[:80]}" for p in pending]
-        state = getattr(self.transcriber, "state", None)
-        if state is not None:
-            lines.append(f"**Speech model:** {self.settings.whisper_model} ({getattr(state, 'value', state)})")
+        if self.transcriber is not None:
+            state = self.transcriber.state
+            lines.append(f"**Speech model:** {self.settings.whisper_model} ({state.value})")
         return "\n".join(lines)
 
     async def stop_workers(self) -> None:
@@ -149,14 +153,13 @@ class Runtime:
         if self.deliveries is not None:
             await self.deliveries.close()
         await self.hints.close()
-        close = getattr(self.transcriber, "close", None)
-        if close:
-            close()
+        if self.transcriber is not None:
+            self.transcriber.close()
         await self.client.close()
         await self.store.close()
 
 
-def _make_transcriber(settings: Settings) -> object | None:
+def _make_transcriber(settings: Settings) -> SpeechToText | None:
     try:
         from agents.voice import Transcriber
     except ImportError as err:  # whisper missing: text still works
