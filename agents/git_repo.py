@@ -185,9 +185,7 @@ async def _exec_git(argv: list[str], cwd: Path, env: Mapping[str, str], timeout:
         async with asyncio.timeout(timeout):  # not wait_for: on 3.11 it can swallow a cancellation racing git's exit
             stdout, stderr = await proc.communicate()
     except (TimeoutError, asyncio.CancelledError) as err:
-        if proc.returncode is None:
-            proc.kill()
-        await proc.wait()
+        await _reap(proc)
         if isinstance(err, asyncio.CancelledError):
             raise
         raise GitError(f"git {_subcommand(argv)} timed out after {timeout:g} s") from None
@@ -293,11 +291,22 @@ async def stream_git(
     except TimeoutError:
         cut = True
     finally:
-        if proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-        await proc.wait()
+        await _reap(proc)
     return written, cut
+
+
+async def _reap(proc: asyncio.subprocess.Process) -> None:
+    """Kill git if it still runs and wait for it. On 3.11 wait() returns only once its pipes are closed, and a
+    reader stopped early may have paused one (full buffer): read them to EOF, never for longer than a moment."""
+    if proc.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+    with contextlib.suppress(TimeoutError, OSError):
+        async with asyncio.timeout(5):
+            for pipe in (proc.stdout, proc.stderr):
+                if pipe is not None:
+                    await pipe.read()
+            await proc.wait()
 
 
 _run_git = run_git
@@ -831,9 +840,7 @@ async def _object_sizes(
         async with asyncio.timeout(GIT_TIMEOUT_SECONDS):
             out, _ = await proc.communicate("\n".join(names).encode() + b"\n")
     except (TimeoutError, asyncio.CancelledError):
-        if proc.returncode is None:
-            proc.kill()
-        await proc.wait()
+        await _reap(proc)
         raise
     found: dict[str, tuple[str, int]] = {}
     for line in out.decode().splitlines():
