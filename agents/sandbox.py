@@ -71,6 +71,8 @@ ETC_ENTRIES = (
     "python3",
     "perl",
     "terminfo",
+    "chromium",
+    "chromium.d",  # the frontend worker's screenshots run Chromium in the sandbox too
 )  # not pip.conf, npmrc, environment, profile(.d), bash.bashrc: they can carry registry tokens or proxy passwords
 # Environment keys passed into the sandbox from the command's own environment; everything else is dropped.
 PASSED_ENV = frozenset(

