@@ -24,13 +24,13 @@ from typing import TextIO
 import anthropic
 import httpx2
 
-from agents import git_repo, sandbox
-from agents.process_cap import pids_parent
-from agents.ripgrep import ripgrep_path
-from agents.screenshot import find_chromium
-from agents.settings import Settings, SettingsError, load_settings
-from agents.store import LATEST_VERSION, Store
-from agents.workspaces import Workspaces
+from agents.core.settings import Settings, SettingsError, load_settings
+from agents.store.database import LATEST_VERSION, Store
+from agents.tools import git_repo, sandbox
+from agents.tools.process_cap import pids_parent
+from agents.tools.ripgrep import ripgrep_path
+from agents.tools.screenshot import find_chromium
+from agents.tools.workspaces import Workspaces
 
 NETWORK_TIMEOUT_SECONDS = 5.0
 GIT_TIMEOUT_SECONDS = 5.0

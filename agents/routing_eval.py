@@ -35,10 +35,9 @@ from typing import Any, Literal
 import anthropic
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from agents import crew_texts
-from agents.crew import task_line
-from agents.llm import cost_usd, make_client
-from agents.models import (
+from agents.chat.orchestrator import Orchestrator
+from agents.chat.replying import ReplyTo
+from agents.core.models import (
     ChatMessage,
     InputMethod,
     Proposal,
@@ -50,13 +49,14 @@ from agents.models import (
     WorkerKind,
     utcnow,
 )
-from agents.new_workspace import workspace_name
-from agents.orchestrator import Orchestrator
-from agents.replying import ReplyTo
-from agents.settings import Settings
-from agents.shown import PROPOSAL, remember_shown, shown_as
-from agents.store import Store
-from agents.workspaces import ToolError, Workspaces
+from agents.core.settings import Settings
+from agents.llm.client import cost_usd, make_client
+from agents.store.database import Store
+from agents.store.shown import PROPOSAL, remember_shown, shown_as
+from agents.tools.new_workspace import workspace_name
+from agents.tools.workspaces import ToolError, Workspaces
+from agents.work import crew_texts
+from agents.work.crew import task_line
 
 LABELS: tuple[str, ...] = ("direct", "clarify", "research", "code", "frontend", "test", "approval", "reject", "cancel")
 Label = Literal["direct", "clarify", "research", "code", "frontend", "test", "approval", "reject", "cancel"]
@@ -428,7 +428,7 @@ EVAL_WORKSPACES: dict[str, dict[str, str]] = {
         "telegram_bot/handlers.py": "# /start /help /status and text messages\n",
         "telegram_bot/commands.py": "# /tasks /task /cancel /usage /log /new /history\n",
         "telegram_bot/render.py": "# Markdown to Telegram HTML\n",
-        "agents/orchestrator.py": "# one chat turn\n",
+        "agents/chat/orchestrator.py": "# one chat turn\n",
     },
 }
 

@@ -10,20 +10,20 @@ from typing import TYPE_CHECKING
 
 import anthropic
 
-from agents.crew import Crew, task_line
-from agents.delivery import Deliveries
-from agents.llm import make_client
-from agents.models import TaskStatus
-from agents.notify import Action, Notifier, button
-from agents.orchestrator import Orchestrator
-from agents.orphans import instance_token, kill_orphans
-from agents.repo_map import RepoMap
-from agents.settings import Settings
-from agents.store import Store
-from agents.symbol_hints import SymbolHints
-from agents.task_execution import TaskExecutor
-from agents.task_runner import TaskRunner
-from agents.workspaces import Workspaces
+from agents.chat.orchestrator import Orchestrator
+from agents.chat.symbol_hints import SymbolHints
+from agents.core.models import TaskStatus
+from agents.core.notify import Action, Notifier, button
+from agents.core.settings import Settings
+from agents.llm.client import make_client
+from agents.repo_map.maps import RepoMap
+from agents.store.database import Store
+from agents.store.delivery import Deliveries
+from agents.tools.workspaces import Workspaces
+from agents.work.crew import Crew, task_line
+from agents.work.orphans import instance_token, kill_orphans
+from agents.work.task_execution import TaskExecutor
+from agents.work.task_runner import TaskRunner
 
 if TYPE_CHECKING:  # agents.voice imports numpy: only when a transcriber is really made
     from agents.voice import SpeechToText

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agents.settings import Settings
+from agents.core.settings import Settings
 from tests.conftest import USER_ID, make_repo, make_settings
 from tests.fakes import anthropic_server, telegram_server
 from tests.fakes.anthropic_server import FakeAnthropic

@@ -24,7 +24,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from agents.models import TaskStatus  # noqa: E402
+from agents.core.models import TaskStatus  # noqa: E402
 from bench._harness import (  # noqa: E402
     ANSWER,
     LatencySummary,

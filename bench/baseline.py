@@ -26,10 +26,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from agents.task_tests import TaskTests  # noqa: E402
-from agents.test_baseline import BaselineRuns  # noqa: E402
-from agents.test_env import detect_environment  # noqa: E402
-from agents.test_runner import run_tests  # noqa: E402
+from agents.verify.task_tests import TaskTests  # noqa: E402
+from agents.verify.test_baseline import BaselineRuns  # noqa: E402
+from agents.verify.test_env import detect_environment  # noqa: E402
+from agents.verify.test_runner import run_tests  # noqa: E402
 from bench._harness import SMALL_REPO, emit_json, machine, parse_args  # noqa: E402
 from tests.conftest import git, make_repo  # noqa: E402
 

@@ -2,8 +2,8 @@
 
 A code worker (scripted model) runs `grep` in a loop with catastrophic-backtracking patterns (`(a+)+$` and friends)
 over a workspace holding lines of 31 `a`s and a `!`, a 100,000-character line of `a`s and a 4 MB file. Python's
-`re` would hold the interpreter lock for minutes on the first one; ripgrep (agents/ripgrep.py) runs each in its own
-process. Meanwhile the owner sends /status again and again; printed: the /status latencies and each grep's duration.
+`re` would hold the interpreter lock for minutes on the first one; ripgrep (agents/tools/ripgrep.py) runs each in its
+own process. Meanwhile the owner sends /status again and again; printed: the /status latencies and each grep's duration.
 
 Run: .venv/bin/python bench/grep_status.py
 """

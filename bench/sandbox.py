@@ -1,6 +1,6 @@
 """The cost of the sandbox (issue 11): a trivial command and a small real test-suite run, with and without bubblewrap.
 
-Both go through `agents.shell.run_command`, the way worker commands and the bot's test runs do; the two variants
+Both go through `agents.tools.shell.run_command`, the way worker commands and the bot's test runs do; the two variants
 alternate in the same run so load drift hits both alike. Figures: p50/p95 of `true` over 200 runs each, and the
 median of 5 runs of a 20-test pytest suite each. Target: ≤ 15 ms added per command.
 
@@ -20,8 +20,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from agents.sandbox import spec_for, unavailable_reason
-from agents.shell import run_command
+from agents.tools.sandbox import spec_for, unavailable_reason
+from agents.tools.shell import run_command
 
 RUNS = 200
 SUITE_RUNS = 5

@@ -18,8 +18,8 @@ from telegram.ext import (
     filters,
 )
 
+from agents.core.settings import Settings
 from agents.runtime import Runtime
-from agents.settings import Settings
 from telegram_bot import attachments, buttons, commands, handlers, steering, voice
 from telegram_bot.replies import TelegramNotifier
 from telegram_bot.strangers import OwnerFirstRateLimiter, Strangers

@@ -10,8 +10,8 @@ from telegram import Message, PhotoSize, Update
 from telegram.error import TelegramError
 from telegram.ext import ContextTypes
 
-from agents.attachments import API_IMAGE_MAX_EDGE, AttachmentRefused, Attachments
-from agents.models import Attachment, InputMethod
+from agents.core.models import Attachment, InputMethod
+from agents.tools.attachments import API_IMAGE_MAX_EDGE, AttachmentRefused, Attachments
 from telegram_bot.handlers import STOPPING, chat_lock, converse, message_arrived, runtime
 
 log = logging.getLogger(__name__)

@@ -11,18 +11,18 @@ from telegram import Update
 from telegram.error import BadRequest
 from telegram.ext import ContextTypes
 
-from agents.git_repo import GitError
-from agents.models import ChatMessage, Role
-from agents.network_gate import CHOICES
-from agents.notify import Action, parse_action
-from agents.workspaces import ToolError
+from agents.core.models import ChatMessage, Role
+from agents.core.notify import Action, parse_action
+from agents.tools.git_repo import GitError
+from agents.tools.network_gate import CHOICES
+from agents.tools.workspaces import ToolError
 from telegram_bot.handlers import runtime
 from telegram_bot.replies import send_markdown
 
 log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
-    from agents.crew import Crew
+    from agents.work.crew import Crew
 
 
 Handler = Callable[["Crew", int, int], Awaitable[str]]
@@ -39,7 +39,7 @@ DISPATCH: dict[Action, Handler] = {
 
 
 async def on_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-    """Route a button's callback data (`agents.notify.Action`) to the crew and say what happened."""
+    """Route a button's callback data (`agents.core.notify.Action`) to the crew and say what happened."""
     query = update.callback_query
     chat_id = update.effective_chat.id
     rt = runtime(context)
@@ -49,7 +49,7 @@ async def on_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         return
     action, item_id = parsed
     await query.answer()
-    if action in CHOICES:  # a worker's request for network access (agents/network_gate.py)
+    if action in CHOICES:  # a worker's request for network access (agents/tools/network_gate.py)
         text = rt.executor.network.decide(chat_id, item_id, CHOICES[action])
         with contextlib.suppress(BadRequest):
             await query.edit_message_reply_markup(None)

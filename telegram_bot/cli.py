@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
-from agents.settings import SettingsError, load_settings
+from agents.core.settings import SettingsError, load_settings
 
 TEXT_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 _NOISY_LOGGERS = ("httpx", "httpx2", "httpcore", "telegram.ext.ExtBot", "tornado.access")

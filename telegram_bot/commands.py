@@ -5,12 +5,12 @@ from __future__ import annotations
 from telegram import Update
 from telegram.ext import ContextTypes
 
-from agents.crew import task_line
-from agents.ids import parse_id
-from agents.llm import cost_usd
-from agents.models import Task, TaskStatus
-from agents.usage import total, usage_report
-from agents.workspaces import ToolError
+from agents.core.ids import parse_id
+from agents.core.models import Task, TaskStatus
+from agents.llm.client import cost_usd
+from agents.llm.usage import total, usage_report
+from agents.tools.workspaces import ToolError
+from agents.work.crew import task_line
 from telegram_bot.handlers import runtime
 from telegram_bot.replies import send_markdown
 

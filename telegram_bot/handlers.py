@@ -11,9 +11,9 @@ from telegram import Update
 from telegram.constants import ChatAction, ChatType
 from telegram.ext import ApplicationHandlerStop, ContextTypes
 
-from agents.crew import REQUEST_MESSAGE
-from agents.models import Attachment, InputMethod
-from agents.replying import ReplyTo
+from agents.chat.replying import ReplyTo
+from agents.core.models import Attachment, InputMethod
+from agents.work.crew import REQUEST_MESSAGE
 from telegram_bot.replies import send_markdown
 from telegram_bot.strangers import REFUSAL_LANE, Strangers
 from telegram_bot.streaming import ChatDraft

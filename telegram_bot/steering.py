@@ -1,12 +1,12 @@
-"""Replies to a task's progress message: a note for the task's running worker (agents/steering.py)."""
+"""Replies to a task's progress message: a note for the task's running worker (agents/work/steering.py)."""
 
 from __future__ import annotations
 
 from telegram import Update
 from telegram.ext import ContextTypes
 
-from agents.models import InputMethod
-from agents.workspaces import ToolError
+from agents.core.models import InputMethod
+from agents.tools.workspaces import ToolError
 from telegram_bot.handlers import chat_lock, converse, message_arrived, on_text, runtime
 
 

@@ -2,7 +2,7 @@
 edited in place (groups, or where drafts are refused), throttled; the finished answer is then sent as a
 normal message by `replies.send_markdown`.
 
-`ChatDraft` is the Telegram side of `agents.tool_loop.AnswerStream`. Every frame is rendered from the whole
+`ChatDraft` is the Telegram side of `agents.llm.tool_loop.AnswerStream`. Every frame is rendered from the whole
 Markdown written so far by the same renderer as the final answer, so a half-written code fence, link or
 `<`/`&` still makes valid HTML; a frame longer than a message shows the part being written.
 """
@@ -73,7 +73,7 @@ class ChatDraft:
         self._closing = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
-    # ---- agents.tool_loop.AnswerStream ----------------------------------------------------
+    # ---- agents.llm.tool_loop.AnswerStream ----------------------------------------------------
     async def text(self, delta: str) -> None:
         if self._new_paragraph and self.markdown.strip():
             self.markdown = self.markdown.rstrip() + "\n\n"

@@ -8,7 +8,7 @@ import logging
 from telegram import Update
 from telegram.ext import ContextTypes
 
-from agents.models import InputMethod
+from agents.core.models import InputMethod
 from telegram_bot.handlers import STOPPING, chat_lock, converse, message_arrived, runtime
 
 log = logging.getLogger(__name__)

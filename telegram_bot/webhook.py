@@ -15,7 +15,7 @@ from telegram import Update
 from telegram.ext import Application
 from tornado.httpserver import HTTPServer
 
-from agents.settings import Settings
+from agents.core.settings import Settings
 from telegram_bot.app import _post_init, _post_stop, build_application
 
 log = logging.getLogger(__name__)

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from agents.core.settings import Settings
 from agents.runtime import Runtime
-from agents.settings import Settings
 from tests.fakes.anthropic_server import FakeAnthropic, fake_anthropic  # noqa: F401  (fixture)
 from tests.fakes.telegram_server import FakeTelegram, fake_telegram  # noqa: F401  (fixture)
 

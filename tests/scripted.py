@@ -7,7 +7,7 @@ from collections import defaultdict, deque
 from collections.abc import Callable
 from typing import Any
 
-from agents import prompts
+from agents.llm import prompts
 from tests.fakes import anthropic_server as claude_says
 
 ROLE_MARKERS = list(prompts.BY_ROLE.items())  # a role is known by its whole system prompt, imported

@@ -8,8 +8,8 @@ import warnings
 
 import pytest
 
-from agents.models import Proposal, ProposalStatus, Task, WorkerKind
-from agents.store import Store
+from agents.core.models import Proposal, ProposalStatus, Task, WorkerKind
+from agents.store.database import Store
 from tests.conftest import USER_ID, make_settings, start_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import ScriptedModel

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agents.models import TaskStatus
+from agents.core.models import TaskStatus
 from tests.conftest import USER_ID, BotHarness
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import ScriptedModel

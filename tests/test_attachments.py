@@ -9,7 +9,8 @@ import random
 import pytest
 from PIL import Image
 
-from agents.attachments import (
+from agents.core.models import AttachmentKind
+from agents.tools.attachments import (
     API_IMAGE_MAX_BYTES,
     WORKTREE_FOLDER,
     AttachmentRefused,
@@ -17,7 +18,6 @@ from agents.attachments import (
     Limits,
     normalise_image,
 )
-from agents.models import AttachmentKind
 
 
 def picture(size: tuple[int, int], fmt: str = "PNG", mode: str = "RGB", **save: object) -> bytes:

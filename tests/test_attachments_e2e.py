@@ -12,7 +12,7 @@ import sqlite3
 import pytest
 from PIL import Image
 
-from agents.models import TaskStatus
+from agents.core.models import TaskStatus
 from tests.conftest import USER_ID, BotHarness, make_settings, start_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import ScriptedModel, last_user_text

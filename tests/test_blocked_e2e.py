@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from agents.models import TaskStatus
+from agents.core.models import TaskStatus
 from tests.conftest import USER_ID, BotHarness
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import ScriptedModel

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from agents.models import Role
-from agents.store import start_of_day
+from agents.core.models import Role
+from agents.store.database import start_of_day
 from tests.conftest import STRANGER_ID, USER_ID, BotHarness
 from tests.fakes import anthropic_server as claude_says
 from tests.fakes.telegram_html import parse_telegram_html

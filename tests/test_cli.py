@@ -200,7 +200,7 @@ def test_run_with_bad_settings_says_one_line(clean_env: Path, capsys) -> None:
 
 
 def _record(message: str, *args: object, **extra: object) -> logging.LogRecord:
-    record = logging.LogRecord("agents.task_runner", logging.WARNING, __file__, 1, message, args, None)
+    record = logging.LogRecord("agents.work.task_runner", logging.WARNING, __file__, 1, message, args, None)
     for key, value in extra.items():
         setattr(record, key, value)
     return record
@@ -210,7 +210,7 @@ def test_json_log_lines_carry_chat_and_task() -> None:
     formatter = JsonLogFormatter()
     entry = json.loads(formatter.format(_record("chat %s: Telegram refused HTML (%s)", -1001, "bad")))
     assert entry["chat"] == -1001 and "task" not in entry
-    assert entry["level"] == "WARNING" and entry["logger"] == "agents.task_runner"
+    assert entry["level"] == "WARNING" and entry["logger"] == "agents.work.task_runner"
     assert entry["message"] == "chat -1001: Telegram refused HTML (bad)"
     assert entry["time"].endswith("+00:00")
     entry = json.loads(formatter.format(_record("tool %s by %s (task %s) %dms", "grep", "code", 17, 5)))

@@ -12,11 +12,11 @@ import anthropic
 import httpx
 import pytest
 
-from agents import file_tools
-from agents.context_budget import KEEP_RECENT, estimate_tokens, fit_messages
-from agents.llm import explain_api_error
-from agents.models import TaskStatus
-from agents.toolbox import Audit, Tool, Toolbox
+from agents.core.models import TaskStatus
+from agents.llm.client import explain_api_error
+from agents.llm.context_budget import KEEP_RECENT, estimate_tokens, fit_messages
+from agents.tools import file_tools
+from agents.tools.toolbox import Audit, Tool, Toolbox
 from tests.conftest import USER_ID, BotHarness, git, make_settings, start_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import ScriptedModel

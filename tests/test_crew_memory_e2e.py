@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from agents.models import Proposal, ProposalStatus, TaskStatus
+from agents.core.models import Proposal, ProposalStatus, TaskStatus
 from tests.conftest import USER_ID, BotHarness, git, make_settings, start_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import ScriptedModel, last_user_text

@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from agents import delivery
-from agents.models import TaskStatus
+from agents.core.models import TaskStatus
+from agents.store import delivery
 from tests.conftest import USER_ID, BotHarness, make_settings, start_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import ScriptedModel
@@ -119,7 +119,7 @@ async def test_a_500_on_a_direct_answer_does_not_lose_it(bot: BotHarness) -> Non
 
 
 async def test_a_chat_that_cannot_be_reached_does_not_hold_back_the_others(tmp_path) -> None:
-    from agents.store import Store
+    from agents.store.database import Store
 
     class Notifier:
         def __init__(self) -> None:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from agents import file_tools
-from agents.workspaces import ToolError, is_secret_file, mask_url_credentials
+from agents.tools import file_tools
+from agents.tools.workspaces import ToolError, is_secret_file, mask_url_credentials
 
 SECRETS = (
     ".env",

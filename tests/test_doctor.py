@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from agents import doctor as dr
+from agents.core.settings import Settings
 from agents.doctor import Level
-from agents.settings import Settings
-from agents.store import LATEST_VERSION
+from agents.store.database import LATEST_VERSION
 from telegram_bot.cli import main
 from tests.conftest import USER_ID, make_repo, make_settings
 from tests.fakes.anthropic_server import FakeAnthropic

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from agents import file_tools as ft
-from agents.file_tools import ToolError
-from agents.workspaces import PathOutsideWorkspace, Workspace
+from agents.tools import file_tools as ft
+from agents.tools.file_tools import ToolError
+from agents.tools.workspaces import PathOutsideWorkspace, Workspace
 
 
 @pytest.fixture

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from agents import git_diff, git_repo
-from agents.git_repo import CommitLimits, GitIdentity, TaskWorktree
-from agents.repo_guard import RepositoryGuard
+from agents.tools import git_diff, git_repo
+from agents.tools.git_repo import CommitLimits, GitIdentity, TaskWorktree
+from agents.tools.repo_guard import RepositoryGuard
 from tests.test_git_repo import git, make_user_repo, no_git_identity  # noqa: F401  (autouse fixture)
 
 HOOKS = (
@@ -94,7 +94,8 @@ async def test_nothing_planted_runs_in_the_bots_commit_diff_or_merge(repo: Path,
 
 
 async def test_repo_map_and_doctor_use_the_hardened_runner(repo: Path, marks: Path) -> None:
-    from agents import doctor, repo_map
+    from agents import doctor
+    from agents.repo_map import maps as repo_map
 
     git("config", "core.fsmonitor", f"touch {marks}/fsmonitor; false", cwd=repo)
     (repo / "app.py").write_text("VALUE = 3\n")  # a dirty tree makes `git diff` consult the fsmonitor

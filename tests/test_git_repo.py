@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from agents import git_repo
-from agents.git_repo import GitError, GitIdentity, TaskWorktree
+from agents.tools import git_repo
+from agents.tools.git_repo import GitError, GitIdentity, TaskWorktree
 
 USER = ("-c", "user.name=Some User", "-c", "user.email=user@example.com")
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from agents import file_tools
-from agents.models import TaskStatus
-from agents.workspaces import ToolError
+from agents.core.models import TaskStatus
+from agents.tools import file_tools
+from agents.tools.workspaces import ToolError
 from tests.conftest import USER_ID, make_settings, start_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import ScriptedModel
@@ -65,7 +65,7 @@ async def test_without_ripgrep_grep_says_so(tmp_path: Path, monkeypatch: pytest.
 
 
 async def test_a_search_past_its_time_is_killed_with_its_group(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from agents import ripgrep
+    from agents.tools import ripgrep
 
     gate = gated_rg(tmp_path, monkeypatch)
     (tmp_path / "x.txt").write_text("x\n")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from agents.llm import estimate_tokens
-from agents.models import ChatMessage, Proposal, Role, TaskStatus
+from agents.core.models import ChatMessage, Proposal, Role, TaskStatus
+from agents.llm.client import estimate_tokens
 from tests.conftest import USER_ID, make_settings, start_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import ScriptedModel

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from agents import git_repo
-from agents.models import TaskStatus
+from agents.core.models import TaskStatus
+from agents.tools import git_repo
 from tests.conftest import USER_ID, BotHarness, git, start_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import ScriptedModel
@@ -250,7 +250,7 @@ async def test_a_stale_index_lock_does_not_fail_the_resumed_task(
 
 
 async def _task(settings, task_id: int):
-    from agents.store import Store
+    from agents.store.database import Store
 
     store = await Store.open(settings.database_path)
     try:

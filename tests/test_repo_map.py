@@ -11,16 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from agents.repo_map import (
+from agents.repo_map.maps import (
     SYMBOL_LANGUAGES,
     RepoMap,
     estimate_tokens,
     module_keys,
     repo_map_tools,
 )
-from agents.store import Store
-from agents.toolbox import Audit, Toolbox
-from agents.workspaces import ToolError
+from agents.store.database import Store
+from agents.tools.toolbox import Audit, Toolbox
+from agents.tools.workspaces import ToolError
 from tests.conftest import git, make_repo
 
 CALC = '''\

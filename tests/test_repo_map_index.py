@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from agents.code_outline import SYMBOL_LANGUAGES, _script_outline
-from agents.map_ranking import Request, file_class
-from agents.repo_map import RepoMap
-from agents.store import Store
-from agents.symbol_hints import SymbolHints, code_words
-from agents.workspaces import Workspaces
+from agents.chat.symbol_hints import SymbolHints, code_words
+from agents.repo_map.maps import RepoMap
+from agents.repo_map.outline import SYMBOL_LANGUAGES, _script_outline
+from agents.repo_map.ranking import Request, file_class
+from agents.store.database import Store
+from agents.tools.workspaces import Workspaces
 from tests.conftest import git, make_repo
 
 

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from agents.repo_map import SYMBOL_LANGUAGES, RepoMap, estimate_tokens
-from agents.store import Store
-from agents.symbol_hints import SymbolHints
-from agents.workspaces import Workspaces
+from agents.chat.symbol_hints import SymbolHints
+from agents.repo_map.maps import SYMBOL_LANGUAGES, RepoMap, estimate_tokens
+from agents.store.database import Store
+from agents.tools.workspaces import Workspaces
 from tests.conftest import make_repo
 
 FLASK_LIKE = {

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from agents.models import TaskStatus
-from agents.store import Store
+from agents.core.models import TaskStatus
+from agents.store.database import Store
 from tests.conftest import USER_ID
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import ScriptedModel

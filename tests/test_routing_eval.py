@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from agents import routing_eval
-from agents.models import InputMethod
+from agents.core.models import InputMethod
+from agents.core.settings import Settings
 from agents.routing_eval import (
     DEFAULT_CASES,
     LABELS,
@@ -26,7 +27,6 @@ from agents.routing_eval import (
     run_eval,
     score,
 )
-from agents.settings import Settings
 from telegram_bot.cli import main
 from tests.fakes import anthropic_server as claude_says
 from tests.fakes.anthropic_server import FakeAnthropic

@@ -12,19 +12,19 @@ from pathlib import Path
 import pytest
 
 from agents import doctor as dr
-from agents import sandbox
+from agents.core.settings import Settings
 from agents.doctor import Level
-from agents.process_cap import pids_parent
-from agents.sandbox import (
+from agents.tools import sandbox
+from agents.tools.process_cap import pids_parent
+from agents.tools.sandbox import (
     ResourceLimits,
     SandboxSpec,
     bwrap_argv,
     sandbox_env,
     spec_for,
 )
-from agents.settings import Settings
-from agents.shell import run_command
-from agents.workspaces import ToolError
+from agents.tools.shell import run_command
+from agents.tools.workspaces import ToolError
 
 needs_bwrap = pytest.mark.skipif(
     shutil.which("bwrap") is None or not sys.platform.startswith("linux"),

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from agents.models import TaskStatus
+from agents.core.models import TaskStatus
 from tests.conftest import USER_ID, BotHarness, make_settings, start_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import ScriptedModel

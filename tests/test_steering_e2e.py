@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-from agents.models import Task, TaskStatus, WorkerKind
-from agents.store import Store
-from agents.task_execution import Progress
+from agents.core.models import Task, TaskStatus, WorkerKind
+from agents.store.database import Store
+from agents.work.task_execution import Progress
 from tests.conftest import USER_ID, BotHarness
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import ScriptedModel, last_user_text

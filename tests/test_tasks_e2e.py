@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 
-from agents.models import Task, TaskStatus, WorkerKind
-from agents.store import Store
-from agents.task_runner import TaskRunner
+from agents.core.models import Task, TaskStatus, WorkerKind
+from agents.store.database import Store
+from agents.work.task_runner import TaskRunner
 from tests.conftest import USER_ID, BotHarness, make_settings, start_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import ScriptedModel

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from agents import test_runner
-from agents.shell import child_env
-from agents.test_runner import detect_test_command, run_tests
+from agents.tools.shell import child_env
+from agents.verify import test_runner
+from agents.verify.test_runner import detect_test_command, run_tests
 
 Status = test_runner.TestStatus
 PYTEST = f"{shlex.quote(sys.executable)} {test_runner.PYTEST_ARGS}"

@@ -9,16 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from agents import test_runner
-from agents.shell import child_env
-from agents.test_baseline import BaselineRuns
-from agents.test_env import (
+from agents.tools.shell import child_env
+from agents.verify import test_runner
+from agents.verify.test_baseline import BaselineRuns
+from agents.verify.test_env import (
     detect_environment,
     link_borrowed,
     parse_config,
     short_command,
 )
-from agents.test_runner import (
+from agents.verify.test_runner import (
     SUITE_ID,
     TestOutcome,
     TestStatus,
@@ -26,7 +26,7 @@ from agents.test_runner import (
     read_junit,
     run_tests,
 )
-from agents.test_verdict import judge, named_in
+from agents.verify.test_verdict import judge, named_in
 from tests.conftest import git, make_repo
 
 
@@ -234,9 +234,9 @@ def test_named_targets(instructions: str, named: bool) -> None:
 async def test_every_test_run_goes_through_run_tests_to_run_command_with_run_options(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Baseline, after and the re-run of failing ids all reach `agents.shell.run_command` through `run_tests`,
+    """Baseline, after and the re-run of failing ids all reach `agents.tools.shell.run_command` through `run_tests`,
     with the caller's `**run_options` (the sandbox's way in)."""
-    from agents.task_tests import TaskTests
+    from agents.verify.task_tests import TaskTests
 
     seen: list[tuple[str, dict]] = []
     real = test_runner.run_command

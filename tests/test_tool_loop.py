@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from agents.scripted_model import ScriptedModel, call, calls, say
-from agents.tool_loop import TRUNCATED, Ending, Limits, ToolLoop
-from agents.toolbox import Audit, Tool, Toolbox, prop
-from agents.worker import StopReason, Worker
+from agents.llm.scripted_model import ScriptedModel, call, calls, say
+from agents.llm.tool_loop import TRUNCATED, Ending, Limits, ToolLoop
+from agents.tools.toolbox import Audit, Tool, Toolbox, prop
+from agents.work.worker import StopReason, Worker
 
 
 def toolbox(log: list[str]) -> Toolbox:

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from agents.models import InputMethod, Proposal, ProposalStatus
+from agents.core.models import InputMethod, Proposal, ProposalStatus
 from agents.voice import AudioError, ModelState, Transcriber
 from tests.conftest import USER_ID, make_settings, start_bot
 from tests.fakes import anthropic_server as claude_says

@@ -8,7 +8,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from agents.settings import Settings, SettingsError, load_settings
+from agents.core.settings import Settings, SettingsError, load_settings
 from tests.conftest import USER_ID, make_settings
 from tests.fakes import anthropic_server as claude_says
 from tests.fakes.anthropic_server import FakeAnthropic

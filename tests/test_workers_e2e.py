@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from agents.models import ProposalStatus, TaskStatus
+from agents.core.models import ProposalStatus, TaskStatus
 from tests.conftest import USER_ID, BotHarness, git
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import ScriptedModel, last_user_text
@@ -342,8 +342,8 @@ async def test_a_tool_call_cut_off_at_max_tokens_is_not_run(
 
 
 async def test_double_tap_on_approve_starts_one_task(bot: BotHarness, model: ScriptedModel) -> None:
-    from agents.models import Proposal
-    from agents.workspaces import ToolError
+    from agents.core.models import Proposal
+    from agents.tools.workspaces import ToolError
 
     crew = bot.runtime.crew
     await bot.runtime.store.add_proposal(Proposal(chat_id=USER_ID, workspace="group-therapy", request="r", body="b"))

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agents.file_tools import ToolError
-from agents.workspaces import PathOutsideWorkspace, Workspace, WorkspaceNotFound, Workspaces, confine
+from agents.tools.file_tools import ToolError
+from agents.tools.workspaces import PathOutsideWorkspace, Workspace, WorkspaceNotFound, Workspaces, confine
 
 
 @pytest.fixture

@@ -1,0 +1,338 @@
+"""The orchestrator: one chat turn = history + context + a tool-use loop on the Messages API."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import sys
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+import anthropic
+
+from agents.chat.replying import ReplyTo, describe_reply
+from agents.chat.symbol_hints import SymbolHints
+from agents.core.models import (
+    Attachment,
+    ChatMessage,
+    ConversationNote,
+    InputMethod,
+    Role,
+    TaskStatus,
+    Usage,
+    WorkerKind,
+)
+from agents.core.settings import Settings
+from agents.llm import prompts
+from agents.llm.client import estimate_tokens, explain_api_error, usage_record
+from agents.llm.tool_loop import AnswerStream, Ending, Limits, LoopResult, ToolLoop, as_model
+from agents.store.database import Store
+from agents.store.shown import PROPOSAL, TASK
+from agents.tools.attachments import Attachments
+from agents.tools.tool_sets import WorkDesk, orchestrator_tools
+from agents.tools.toolbox import Audit, Toolbox
+from agents.tools.workspaces import Workspaces
+
+log = logging.getLogger(__name__)
+
+EPHEMERAL = {"type": "ephemeral"}
+COMPACT_INPUT_CHARS = 200_000  # the newest part of the turns to summarise, if they are longer
+
+
+@dataclass
+class Reply:
+    """What a turn produced for the user."""
+
+    text: str
+    ok: bool = True
+    api_calls: int = 0
+    usage: Usage = field(default_factory=Usage)
+    tools_used: list[str] = field(default_factory=list)
+
+
+UNANSWERED = "(no answer: this turn failed before I could reply)"
+PINNED_PER_KIND = 3  # proposals / task summaries kept whole past compaction
+
+
+def history_messages(
+    history: list[ChatMessage], attached: dict[int, list[dict[str, Any]]] | None = None
+) -> list[dict[str, Any]]:
+    """Stored turns as API messages: starts with the user; a user turn left unanswered (a failed turn) is marked so,
+    never merged into the next one; the bot's neighbouring turns (an answer, then a proposal shown) are joined.
+
+    `attached`: message id → the content blocks of its photos and files, shown before the message's text.
+    """
+    messages: list[dict[str, Any]] = []
+    for turn in history:
+        if not messages and turn.role is not Role.USER:
+            continue
+        blocks = [*(attached or {}).get(turn.id, []), {"type": "text", "text": turn.content}]
+        if messages and messages[-1]["role"] == turn.role.value == Role.USER.value:
+            messages.append({"role": Role.ASSISTANT.value, "content": [{"type": "text", "text": UNANSWERED}]})
+        if messages and messages[-1]["role"] == turn.role.value:
+            last = messages[-1]["content"][-1]
+            if len(blocks) == 1 and last.get("type") == "text":
+                last["text"] += "\n\n" + turn.content
+            else:
+                messages[-1]["content"].extend(blocks)
+        else:
+            messages.append({"role": turn.role.value, "content": blocks})
+    return messages
+
+
+def reply_text(result: LoopResult, tools_used: list[str]) -> str:
+    """What the user reads for each way a turn can end; never a claim that something happened when it did not."""
+    text = result.text
+    if result.ending is Ending.CUT_OFF:
+        return (text + "\n\n" if text else "") + "_(my answer was cut off at the output limit; ask me to go on)_"
+    if result.ending is Ending.REFUSED:
+        return text or "Claude declined to answer this request."
+    if result.ending is Ending.CONTEXT_FULL:
+        return "This conversation no longer fits in Claude's context window; /new starts a fresh one."
+    if text:
+        return text
+    if tools_used:
+        return f"I used {', '.join(dict.fromkeys(tools_used))} but wrote no answer; ask again if something is missing."
+    return "(no answer)"
+
+
+def _mark_cache(message: dict[str, Any]) -> None:
+    message["content"][-1]["cache_control"] = EPHEMERAL
+
+
+class Orchestrator:
+    """Answers one message at a time per chat (a per-chat lock keeps order); other chats run concurrently."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store,
+        client: anthropic.AsyncAnthropic,
+        workspaces: Workspaces,
+        desk: WorkDesk,
+        hints: SymbolHints | None = None,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.client = client
+        self.workspaces = workspaces
+        self.desk = desk
+        self.hints = hints
+        self.attachments = Attachments.from_settings(settings)
+        self._locks: defaultdict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
+
+    async def context_block(
+        self, chat_id: int, input_method: InputMethod, text: str = "", reply_to: ReplyTo | None = None
+    ) -> str:
+        """The per-turn facts the seed design gives the orchestrator: input method, workspaces, tasks, proposals."""
+        lines = [f"input_method: {input_method.value}"]
+        if input_method is InputMethod.VOICE:
+            lines.append("(this message is a speech transcript: be lenient with misheard words and names)")
+        replying = await describe_reply(self.store, chat_id, reply_to)
+        if replying:
+            lines.append(replying)
+        lines.append("workspaces:")
+        for ws in self.workspaces.all():
+            lines.append(f"- {ws.name}" + (" (this bot's own code)" if ws.name == "self" else ""))
+        active = await self.store.list_tasks(chat_id, statuses=TaskStatus.cancellable(), limit=20)
+        lines.append("active tasks:" if active else "active tasks: none")
+        for t in active:
+            lines.append(f"- #{t.id} [{t.status.value}] {t.worker.value} in {t.workspace}: {t.title}")
+        pending = await self.store.pending_proposals(chat_id)
+        lines.append("pending proposals:" if pending else "pending proposals: none")
+        for p in pending:  # shown whole in the conversation above; get_proposal(id) gives it again
+            lines.append(f"- proposal #{p.id} for {p.workspace} (request: {' '.join(p.request.split())[:200]})")
+        researching = [t for t in active if t.worker is WorkerKind.RESEARCH and t.status.is_active]
+        if researching:
+            lines.append(
+                "proposals still being written: " + ", ".join(f"research #{t.id} in {t.workspace}" for t in researching)
+            )
+        definitions = await self.hints.hints(text) if self.hints else []
+        if definitions:
+            lines.append("definitions of code names in this message (from the repository index):")
+            lines += [f"- {d}" for d in definitions]
+        return "<context>\n" + "\n".join(lines) + "\n</context>"
+
+    def _fit_for_model(self, text: str) -> str:
+        limit = self.settings.max_message_chars
+        if len(text) <= limit:
+            return text
+        return (
+            f"{text[:limit]}\n\n[The user's message was {len(text):,} characters long; only the first {limit:,} "
+            "are shown here. Say so briefly in your reply.]"
+        )
+
+    async def _history(self, chat_id: int) -> list[ChatMessage]:
+        """The conversation as the model sees it: a compact note of older turns, then the newest turns in the budget.
+
+        When the unsummarised turns pass the budget, the older ones (all but the newest half-budget) are
+        summarised by the model into a note kept in the store; the turns themselves stay stored (/history).
+        """
+        budget = self.settings.history_token_budget
+        note = await self.store.latest_note(chat_id)
+        turns = await self.store.messages_after(chat_id, note.up_to_message_id if note else 0)
+        if sum(t.tokens for t in turns) > budget:
+            keep: list[ChatMessage] = []
+            used = 0
+            for turn in reversed(turns):
+                if keep and used + turn.tokens > budget // 2:
+                    break
+                keep.append(turn)
+                used += turn.tokens
+            keep.reverse()
+            older = turns[: len(turns) - len(keep)]
+            summary = await self._summarise(chat_id, note.summary if note else None, older) if older else None
+            if summary:
+                note = await self.store.add_note(
+                    ConversationNote(chat_id=chat_id, up_to_message_id=older[-1].id, summary=summary)
+                )
+            turns = keep
+        if note is None:
+            return turns
+        pinned = await self._still_relevant(chat_id, note.up_to_message_id)
+        return (
+            [
+                ChatMessage(
+                    chat_id=chat_id, role=Role.USER, content=f"[Summary of our earlier conversation]\n{note.summary}"
+                )
+            ]
+            + pinned
+            + turns
+        )
+
+    async def _still_relevant(self, chat_id: int, up_to_id: int) -> list[ChatMessage]:
+        """Proposals still pending and the newest task summaries, kept whole although older turns were summarised."""
+        shown = await self.store.shown_records_up_to(chat_id, up_to_id)
+        pending = {p.id for p in await self.store.pending_proposals(chat_id)}
+        proposals = [m for m in shown if m.kind == PROPOSAL and m.ref_id in pending][-PINNED_PER_KIND:]
+        tasks = [m for m in shown if m.kind == TASK][-PINNED_PER_KIND:]
+        return sorted(proposals + tasks, key=lambda m: m.id or 0)
+
+    async def _summarise(self, chat_id: int, previous: str | None, turns: list[ChatMessage]) -> str | None:
+        transcript = "\n\n".join(
+            f"{t.role.value}: {t.content}" + "".join(f" [sent {a.name}]" for a in t.attachments) for t in turns
+        )[-COMPACT_INPUT_CHARS:]
+        if previous:
+            transcript = f"(summary so far)\n{previous}\n\n(later turns)\n{transcript}"
+        try:
+            response = await self.client.messages.create(
+                model=self.settings.orchestrator_model,
+                max_tokens=1024,
+                system=prompts.COMPACTOR,
+                messages=[{"role": "user", "content": transcript}],
+            )
+        except anthropic.APIError as err:  # the turn goes on with the newest turns only
+            log.warning("chat %s: could not compact the history: %s", chat_id, err)
+            return None
+        await self.store.record_usage(usage_record(response, "compactor", chat_id, None))
+        return "".join(b.text for b in response.content if b.type == "text").strip() or None
+
+    def message_arrived(self, chat_id: int) -> None:
+        """Called by the adapter as a message comes in, before it queues for the chat: a turn that is waiting on a
+        foreground task stops waiting (the task goes on in the background), so the new message is answered soon."""
+        stop_waiting = getattr(self.desk, "stop_waiting", None)
+        if stop_waiting is not None and self._locks[chat_id].locked():
+            stop_waiting(chat_id)
+
+    async def handle(
+        self,
+        chat_id: int,
+        text: str,
+        input_method: InputMethod = InputMethod.TEXT,
+        reply_to: ReplyTo | None = None,
+        attachments: list[Attachment] | None = None,
+        answer: AnswerStream | None = None,
+    ) -> Reply:
+        """One turn; with `answer`, the reply streams into it while it is written (tool activity too)."""
+        async with self._locks[chat_id]:
+            turn_started = getattr(self.desk, "turn_started", None)
+            if turn_started is not None:
+                turn_started(chat_id)
+            return await self._turn(chat_id, text, input_method, reply_to, attachments or [], answer)
+
+    async def _turn(
+        self,
+        chat_id: int,
+        text: str,
+        input_method: InputMethod,
+        reply_to: ReplyTo | None = None,
+        attachments: list[Attachment] | None = None,
+        answer: AnswerStream | None = None,
+    ) -> Reply:
+        attachments = attachments or []
+        # The user's words (and photos/files, kept by agents/attachments) are stored first: nothing is lost.
+        asked = await self.store.add_message(
+            ChatMessage(
+                chat_id=chat_id,
+                role=Role.USER,
+                content=text,
+                input_method=input_method,
+                tokens=estimate_tokens(text) + sum(a.tokens for a in attachments),
+                attachments=attachments,
+            )
+        )
+        history = await self._history(chat_id)
+        earlier = [t for t in history if t.id is None or t.id < (asked.id or 0)]
+        attached = {t.id: await self.attachments.blocks_of(t.attachments) for t in earlier if t.attachments}
+        messages = history_messages(earlier, attached)
+        if len(messages) >= 2:  # cache breakpoint at the end of the previous turn's user message
+            for m in reversed(messages):
+                if m["role"] == "user":
+                    _mark_cache(m)
+                    break
+        current = {
+            "role": "user",
+            "content": [
+                *await self.attachments.blocks_of(attachments),
+                {"type": "text", "text": self._fit_for_model(text), "cache_control": EPHEMERAL},
+                {"type": "text", "text": await self.context_block(chat_id, input_method, text[:2000], reply_to)},
+            ],
+        }
+        if messages and messages[-1]["role"] == "user":
+            messages.append({"role": "assistant", "content": [{"type": "text", "text": UNANSWERED}]})
+        messages.append(current)
+
+        toolbox = Toolbox(
+            orchestrator_tools(self.workspaces, self.desk, chat_id),
+            Audit(self.store, agent="orchestrator", chat_id=chat_id),
+        )
+
+        async def record(response: anthropic.types.Message) -> None:
+            await self.store.record_usage(usage_record(response, "orchestrator", chat_id, None))
+
+        loop = ToolLoop(
+            model=as_model(self.client),
+            model_name=self.settings.orchestrator_model,
+            system=prompts.ORCHESTRATOR,
+            toolbox=toolbox,
+            max_output_tokens=self.settings.max_output_tokens,
+            tools_on_last_step=False,
+            moving_cache=False,
+            on_response=record,
+            answer=answer,
+            messages=messages,
+        )
+        rounds = self.settings.orchestrator_max_tool_rounds + 1  # the last one answers without tools
+        try:
+            result = await loop.run(Limits(max_steps=rounds, max_seconds=math.inf, max_tokens=sys.maxsize))
+        except anthropic.APIError as err:
+            log.warning("chat %s: Anthropic API error: %s", chat_id, err)
+            return Reply(
+                text=explain_api_error(err),
+                ok=False,
+                api_calls=loop.api_calls,
+                usage=loop.usage,
+                tools_used=loop.tools_used,
+            )
+        reply = Reply(
+            text=reply_text(result, loop.tools_used),
+            api_calls=loop.api_calls,
+            usage=loop.usage,
+            tools_used=loop.tools_used,
+        )
+        await self.store.add_message(
+            ChatMessage(chat_id=chat_id, role=Role.ASSISTANT, content=reply.text, tokens=estimate_tokens(reply.text))
+        )
+        return reply

@@ -1,0 +1,235 @@
+"""Records kept in the store (pydantic models) and one enum per state machine."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from enum import StrEnum
+
+from pydantic import BaseModel, Field
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class InputMethod(StrEnum):
+    TEXT = "text"
+    VOICE = "voice"
+
+
+class Role(StrEnum):
+    USER = "user"
+    ASSISTANT = "assistant"
+
+
+class ProposalStatus(StrEnum):
+    PENDING = "pending"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    SUPERSEDED = "superseded"
+
+
+class TaskStatus(StrEnum):
+    PENDING = "pending"
+    IN_PROGRESS = "in_progress"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    BLOCKED = "blocked"
+    CANCELLED = "cancelled"
+    INTERRUPTED = "interrupted"
+
+    @property
+    def is_active(self) -> bool:
+        return self in (TaskStatus.PENDING, TaskStatus.IN_PROGRESS)
+
+    @property
+    def is_cancellable(self) -> bool:
+        """Active, or interrupted by a restart (cancel then drops it for good)."""
+        return self.is_active or self is TaskStatus.INTERRUPTED
+
+    @classmethod
+    def active(cls) -> list[TaskStatus]:
+        return [s for s in cls if s.is_active]
+
+    @classmethod
+    def cancellable(cls) -> list[TaskStatus]:
+        return [s for s in cls if s.is_cancellable]
+
+    @property
+    def is_final(self) -> bool:
+        return self in (TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.BLOCKED, TaskStatus.CANCELLED)
+
+
+class WorkerKind(StrEnum):
+    RESEARCH = "research"
+    CODE = "code"
+    FRONTEND = "frontend"
+    TEST = "test"
+
+
+class AttachmentKind(StrEnum):
+    IMAGE = "image"
+    PDF = "pdf"
+    TEXT = "text"
+
+
+class Attachment(BaseModel):
+    """A photo or file the user sent with a message; its bytes live in a file under the data folder (`path`)."""
+
+    id: int | None = None
+    chat_id: int
+    message_id: int | None = None
+    kind: AttachmentKind
+    name: str
+    media_type: str
+    path: str  # relative to the attachments folder (agents/tools/attachments.py)
+    size: int
+    tokens: int = 0  # what it costs in a request, roughly
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class ChatMessage(BaseModel):
+    """One turn of a chat's conversation with the orchestrator."""
+
+    id: int | None = None
+    chat_id: int
+    role: Role
+    content: str
+    input_method: InputMethod = InputMethod.TEXT
+    tokens: int = 0
+    kind: str = "chat"  # issue 14: "proposal" / "task" for what the bot showed about one (ref_id names it)
+    ref_id: int | None = None
+    platform_message_id: int | None = None  # the chat message the user saw (for replies to it)
+    created_at: datetime = Field(default_factory=utcnow)
+    attachments: list[Attachment] = Field(default_factory=list, exclude=True)  # rows of their own table
+
+
+class Proposal(BaseModel):
+    """A research worker's Markdown proposal waiting for the user's decision."""
+
+    id: int | None = None
+    chat_id: int
+    workspace: str
+    request: str
+    body: str = ""
+    status: ProposalStatus = ProposalStatus.PENDING
+    supersedes: int | None = None
+    task_id: int | None = None
+    created_at: datetime = Field(default_factory=utcnow)
+    decided_at: datetime | None = None
+
+
+class Task(BaseModel):
+    """A unit of worker execution (code, frontend, test or research)."""
+
+    id: int | None = None
+    chat_id: int
+    workspace: str
+    worker: WorkerKind
+    title: str
+    instructions: str
+    status: TaskStatus = TaskStatus.PENDING
+    priority: int = 0
+    background: bool = True
+    proposal_id: int | None = None
+    branch: str | None = None
+    base_branch: str | None = None
+    base_commit: str | None = None
+    worktree: str | None = None
+    commit_sha: str | None = None
+    result: str | None = None
+    error: str | None = None
+    reply_to_message_id: int | None = None
+    progress_message_id: int | None = None
+    created_at: datetime = Field(default_factory=utcnow)
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
+class TaskEvent(BaseModel):
+    """A status change or a worker step of a task."""
+
+    id: int | None = None
+    task_id: int
+    kind: str
+    detail: str = ""
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class ToolCallRecord(BaseModel):
+    """Audit row: one tool call made by an agent."""
+
+    id: int | None = None
+    chat_id: int | None = None
+    task_id: int | None = None
+    agent: str
+    tool: str
+    arguments: str
+    result_chars: int = 0
+    duration_ms: int = 0
+    error: str | None = None
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class Usage(BaseModel):
+    """Token usage of one Messages API call."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cache_creation_input_tokens=self.cache_creation_input_tokens + other.cache_creation_input_tokens,
+            cache_read_input_tokens=self.cache_read_input_tokens + other.cache_read_input_tokens,
+        )
+
+
+class UsageRecord(Usage):
+    """Usage of one API call, attributed to a chat and/or task."""
+
+    id: int | None = None
+    chat_id: int | None = None
+    task_id: int | None = None
+    agent: str
+    model: str
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class Criterion(BaseModel):
+    """One acceptance criterion of a task, verified by the worker with evidence."""
+
+    task_id: int
+    idx: int
+    text: str
+    verified: bool = False
+    evidence: str | None = None
+
+
+class ConversationNote(BaseModel):
+    """A model-written summary of the older turns of a long conversation (the turns themselves stay stored)."""
+
+    id: int | None = None
+    chat_id: int
+    up_to_message_id: int
+    summary: str
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class Delivery(BaseModel):
+    """A message the bot owes a chat (summary, proposal, answer), kept until Telegram accepted it (issue 12)."""
+
+    id: int | None = None
+    chat_id: int
+    kind: str  # "summary" | "proposal" | "answer" | "notice"
+    task_id: int | None = None
+    text: str
+    buttons: str | None = None  # JSON [[label, callback data], ...]
+    reply_to: int | None = None
+    attempts: int = 0
+    last_error: str | None = None
+    created_at: datetime = Field(default_factory=utcnow)
+    delivered_at: datetime | None = None

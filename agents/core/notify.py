@@ -1,0 +1,69 @@
+"""How agents talk back to a chat without knowing Telegram: a Notifier protocol the adapter implements."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Protocol
+
+from agents.core.ids import parse_id
+
+
+@dataclass(frozen=True)
+class Button:
+    """An inline button: what it says, and the callback data it sends back (e.g. `proposal:approve:3`)."""
+
+    label: str
+    data: str
+
+
+Buttons = list[list[Button]]
+
+
+class Action(StrEnum):
+    """What an inline button does; its callback data is `<action>:<id>` (built by `button`, read by `parse_action`)."""
+
+    APPROVE = "proposal:approve"
+    REJECT = "proposal:reject"
+    CANCEL = "task:cancel"
+    RESUME = "task:resume"
+    MERGE = "task:merge"
+    DIFF = "task:diff"
+    DISCARD = "task:discard"
+    NET_ONCE = "net:once"
+    NET_TASK = "net:task"
+    NET_DENY = "net:deny"
+
+    @property
+    def about_proposal(self) -> bool:
+        return self.value.startswith("proposal:")
+
+
+def button(label: str, action: Action, item_id: int) -> Button:
+    return Button(label, f"{action.value}:{item_id}")
+
+
+def parse_action(data: str | None) -> tuple[Action, int] | None:
+    """The action and id a button's callback data names, or None for anything else (old or forged data)."""
+    head, _, raw_id = (data or "").rpartition(":")
+    item_id = parse_id(raw_id)
+    try:
+        return (Action(head), item_id) if item_id is not None else None
+    except ValueError:
+        return None
+
+
+class Notifier(Protocol):
+    async def send(
+        self, chat_id: int, markdown: str, *, buttons: Buttons | None = None, reply_to: int | None = None
+    ) -> int | None:
+        """Send Markdown (rendered by the adapter); returns the id of the last message sent, if any."""
+        ...
+
+    async def edit(self, chat_id: int, message_id: int, markdown: str, *, buttons: Buttons | None = None) -> None:
+        """Replace the text of a message sent earlier (progress messages)."""
+        ...
+
+    async def send_document(self, chat_id: int, filename: str, data: bytes, caption: str = "") -> None: ...
+
+    async def send_photo(self, chat_id: int, data: bytes, caption: str = "") -> None: ...

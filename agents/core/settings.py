@@ -1,0 +1,232 @@
+"""Settings from the environment and `.env` (pydantic-settings); every key is documented in `.env.example`."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, ValidationInfo, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Everything the bot can be configured with. Field names are the env keys, upper-cased."""
+
+    model_config = SettingsConfigDict(env_file=".env", env_file_encoding="utf-8", extra="ignore")
+
+    # --- required -------------------------------------------------------------------------
+    telegram_bot_token: SecretStr
+    anthropic_api_key: SecretStr
+    allowed_user_ids: Annotated[frozenset[int], NoDecode]
+    workspace_path: Path
+
+    # --- endpoints ------------------------------------------------------------------------
+    telegram_api_base_url: str = "https://api.telegram.org"
+    anthropic_base_url: str | None = None
+
+    # --- where things live ----------------------------------------------------------------
+    bot_repository: Path | None = None
+    database_path: Path = Path("data/agentlab.db")
+
+    # --- models and limits ----------------------------------------------------------------
+    orchestrator_model: str = "claude-sonnet-4-6"
+    worker_model: str = "claude-sonnet-4-6"
+    max_output_tokens: int = Field(4096, ge=256)
+    anthropic_max_retries: int = Field(2, ge=0, le=10)
+    anthropic_timeout_seconds: float = Field(120.0, gt=0)
+    history_token_budget: int = Field(24_000, ge=1_000)
+    orchestrator_max_tool_rounds: int = Field(12, ge=1)
+    max_message_chars: int = Field(20_000, ge=1_000)
+
+    # --- workers --------------------------------------------------------------------------
+    worker_max_steps: int = Field(60, ge=1)
+    worker_max_output_tokens: int = Field(16_000, ge=1024, le=21_000)
+    worker_max_seconds: float = Field(1800.0, gt=0)
+    worker_max_tokens: int = Field(3_000_000, ge=1_000)
+    max_corrections: int = Field(3, ge=0)
+    command_timeout_seconds: float = Field(300.0, gt=0)
+    test_timeout_seconds: float = Field(900.0, gt=0)
+    max_concurrent_tasks: int = Field(3, ge=1)
+    git_author_name: str = "agentlab"
+    git_author_email: str = "agentlab@localhost"
+    chromium_path: str | None = None
+    repo_map_tokens: int = Field(2000, ge=0)
+
+    # --- issue 14: what the orchestrator remembers, foreground waits, bounded worker context ---------------
+    foreground_wait_seconds: float = Field(90.0, gt=0)  # a foreground task is waited for at most this long
+    shown_turn_chars: int = Field(16_000, ge=1_000)  # a proposal or task summary as a turn of the chat history
+    tool_result_max_chars: int = Field(60_000, ge=2_000)  # a longer tool result keeps its head and tail
+    worker_context_tokens: int = Field(
+        200_000, ge=10_000
+    )  # the worker model's window; older results are stubbed near it
+
+    # --- the owner's repository (issue 11: what a task may leave behind, where worktrees live) -----------------------
+    worktrees_path: Path | None = None  # default: a folder next to the database's, e.g. data-worktrees/ beside data/
+    max_commit_file_bytes: int = Field(5 * 1024 * 1024, ge=1)
+    max_commit_task_bytes: int = Field(20 * 1024 * 1024, ge=1)
+
+    @property
+    def worktrees_dir(self) -> Path:
+        """Where task worktrees are checked out: never inside the database's folder (nor the workspaces)."""
+        if self.worktrees_path is not None:
+            return Path(self.worktrees_path).expanduser().resolve()
+        data = Path(self.database_path).expanduser().resolve().parent
+        return data.parent / f"{data.name}-worktrees"
+
+    # --- voice ----------------------------------------------------------------------------
+    whisper_model: str = "base"
+    whisper_language: str | None = None
+    voice_max_seconds: float = Field(600.0, gt=0)
+
+    # --- photos and files sent to the bot (issue 15; agents/tools/attachments.py) -------------------
+    attachment_image_max_edge: int = Field(1568, ge=200, le=8000)
+    attachment_pdf_max_bytes: int = Field(10_000_000, ge=10_000, le=20_000_000)
+    attachment_text_max_bytes: int = Field(200_000, ge=1_000, le=2_000_000)
+
+    # --- money ----------------------------------------------------------------------------
+    price_input_per_mtok: float = 3.0
+    price_output_per_mtok: float = 15.0
+    price_cache_write_per_mtok: float = 3.75
+    price_cache_read_per_mtok: float = 0.30
+    daily_budget_usd: float | None = None
+
+    # --- sandbox (issue 11): how a task's processes are confined; see agents/tools/sandbox.py -------
+    sandbox: Literal["bwrap", "off"] = "bwrap"
+    sandbox_network: Literal["ask", "on", "off"] = "ask"
+    sandbox_network_answer_seconds: float = Field(300.0, gt=0)  # no answer to a network request = deny
+    sandbox_max_processes: int = Field(512, ge=16)
+    sandbox_max_file_mb: int = Field(1024, ge=1)
+    sandbox_max_memory_mb: int = Field(8192, ge=256)  # address space per process
+    sandbox_tmp_mb: int = Field(1024, ge=16)  # the private /tmp and home (memory-backed)
+    sandbox_read_paths: Annotated[tuple[Path, ...], NoDecode] = ()  # extra read-only folders (e.g. /opt/node)
+
+    @field_validator("sandbox", "sandbox_network", mode="before")
+    @classmethod
+    def _lower_mode(cls, value: object) -> object:
+        return value.strip().lower() if isinstance(value, str) else value
+
+    @field_validator("sandbox_read_paths", mode="before")
+    @classmethod
+    def _split_paths(cls, value: object) -> object:
+        if isinstance(value, str):
+            return tuple(Path(p.strip()).expanduser() for p in value.replace(";", ",").split(",") if p.strip())
+        return value
+
+    log_level: str = "INFO"
+
+    # --- webhook (empty WEBHOOK_URL = long polling) ---------------------------------------
+    webhook_url: str | None = None  # public https base URL; Telegram posts to <webhook_url>/<webhook_path>
+    webhook_listen: str = "127.0.0.1"
+    webhook_port: int = Field(8443, ge=1, le=65535)
+    webhook_path: str = "telegram"
+    webhook_secret_token: SecretStr | None = Field(None, validate_default=True)
+
+    # --- streamed answers (issue 15) ------------------------------------------------------
+    stream_answers: bool = True  # the answer grows in the chat while Claude writes it
+    stream_draft_interval_seconds: float = Field(0.4, ge=0.05)  # between sendMessageDraft frames (private chats)
+    stream_edit_interval_seconds: float = Field(1.5, ge=0.2)  # between edits of the preview (drafts refused)
+    stream_group_edit_interval_seconds: float = Field(3.5, ge=1.0)  # groups: Telegram allows ~20 messages a minute
+
+    # --- logs -----------------------------------------------------------------------------
+    log_format: Literal["text", "json"] = Field(  # LOG_FORMAT; AGENTLAB_LOG_FORMAT wins when both are set
+        "text", validation_alias=AliasChoices("agentlab_log_format", "log_format")
+    )
+
+    @field_validator("allowed_user_ids", mode="before")
+    @classmethod
+    def _split_ids(cls, value: object) -> object:
+        if isinstance(value, str):
+            parts = [p.strip() for p in value.replace(";", ",").split(",")]
+            try:
+                return frozenset(int(p) for p in parts if p)
+            except ValueError:
+                raise ValueError("must be comma-separated Telegram user ids (numbers)") from None
+        if isinstance(value, int):
+            return frozenset({value})
+        return value
+
+    @field_validator(
+        "anthropic_base_url",
+        "whisper_language",
+        "chromium_path",
+        "bot_repository",
+        "daily_budget_usd",
+        "webhook_secret_token",
+        "worktrees_path",
+        mode="before",
+    )
+    @classmethod
+    def _empty_is_none(cls, value: object) -> object:
+        """An optional key left empty in .env (`KEY=`) means unset."""
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("telegram_api_base_url")
+    @classmethod
+    def _strip_slash(cls, value: str) -> str:
+        return value.rstrip("/")
+
+    @field_validator("webhook_url", mode="before")
+    @classmethod
+    def _webhook_url_is_https(cls, value: object) -> object:
+        if value is None or (isinstance(value, str) and not value.strip()):
+            return None
+        if isinstance(value, str):
+            value = value.strip().rstrip("/")
+            if not value.startswith("https://") or len(value) <= len("https://"):
+                raise ValueError(
+                    "must be the public https:// base URL Telegram posts updates to (empty = long polling)"
+                )
+        return value
+
+    @field_validator("webhook_path")
+    @classmethod
+    def _webhook_path_is_url_safe(cls, value: str) -> str:
+        value = value.strip().strip("/")
+        if not _WEBHOOK_PATH.fullmatch(value):
+            raise ValueError("must be a URL path such as telegram (letters, digits, - _ . ~ /)")
+        return value
+
+    @field_validator("webhook_secret_token")
+    @classmethod
+    def _secret_required_for_webhook(cls, value: SecretStr | None, info: ValidationInfo) -> SecretStr | None:
+        if value is None:
+            if info.data.get("webhook_url"):
+                raise ValueError("required when WEBHOOK_URL is set (1-256 characters: A-Z a-z 0-9 _ -)")
+            return None
+        if not _WEBHOOK_SECRET.fullmatch(value.get_secret_value()):
+            raise ValueError("must be 1-256 characters of A-Z a-z 0-9 _ - (Telegram's rule)")
+        return value
+
+    @field_validator("log_format", mode="before")
+    @classmethod
+    def _lower_log_format(cls, value: object) -> object:
+        if isinstance(value, str):
+            return value.strip().lower() or "text"
+        return value
+
+
+_WEBHOOK_PATH = re.compile(r"[A-Za-z0-9._~-]+(/[A-Za-z0-9._~-]+)*")
+_WEBHOOK_SECRET = re.compile(r"[A-Za-z0-9_-]{1,256}")
+
+
+class SettingsError(Exception):
+    """Settings could not be loaded; the message is one line that names the key."""
+
+
+def describe_validation_error(err: ValidationError) -> str:
+    """One line naming every bad key, e.g. `TELEGRAM_BOT_TOKEN: missing; ALLOWED_USER_IDS: must be ...`."""
+    parts = []
+    for e in err.errors():
+        key = "_".join(str(p) for p in e["loc"] if isinstance(p, str)).upper() or "?"
+        msg = "missing (required)" if e["type"] == "missing" else e["msg"].removeprefix("Value error, ")
+        parts.append(f"{key}: {msg}")
+    return "; ".join(parts)
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Load settings, raising SettingsError with one clear line on a missing or malformed key."""
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as err:
+        raise SettingsError(f"configuration error: {describe_validation_error(err)}") from None

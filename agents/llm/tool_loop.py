@@ -1,0 +1,283 @@
+"""The one tool-use loop of every agent: ask the model, run the tools it called, repeat until it ends or a limit is hit.
+
+The orchestrator and every worker run this loop; they differ only in configuration (tool set, limits,
+whether the last round may call tools, whether the answer streams). All stop-reason handling lives here:
+a tool call cut off at `max_tokens` is answered with an error and retried, never taken as the answer;
+`refusal`, `model_context_window_exceeded` and a text-only `max_tokens` end the loop with their own ending.
+The model is reached through `MessageModel`, the seam that `AsyncAnthropic.messages` satisfies and
+`agents.llm.scripted_model.ScriptedModel` plays in unit tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Protocol
+
+import anthropic
+
+from agents.core.models import Usage
+from agents.llm.client import usage_of
+from agents.llm.context_budget import create_within_window
+from agents.tools.toolbox import Toolbox
+
+EPHEMERAL = {"type": "ephemeral"}
+TRUNCATED = (
+    "not run: your output hit the max_tokens limit and this call was cut off. Write large files in smaller "
+    "pieces (write_file a skeleton, then edit_file), or keep each call shorter."
+)
+STOPPED = "not run: the agent was stopped"
+
+
+class MessageModel(Protocol):
+    """'Create a message' (and stream one): what `anthropic.AsyncAnthropic().messages` offers."""
+
+    async def create(self, **params: Any) -> anthropic.types.Message: ...
+
+    def stream(self, **params: Any) -> AbstractAsyncContextManager[Any]: ...
+
+
+def as_model(client: MessageModel | anthropic.AsyncAnthropic) -> MessageModel:
+    """The seam from a client (its `.messages`) or a model given as is (a ScriptedModel)."""
+    return client.messages if isinstance(client, anthropic.AsyncAnthropic) else client
+
+
+class AnswerStream(Protocol):
+    """Where a streamed answer goes while it is written (the chat's draft); Telegram-free."""
+
+    async def text(self, delta: str) -> None:
+        """More words of the answer."""
+
+    async def activity(self, description: str) -> None:
+        """A tool call is being run ('reading calc.py')."""
+
+
+class Ending(StrEnum):
+    """Why a loop stopped."""
+
+    FINISHED = "finished"
+    STEP_LIMIT = "step limit"
+    TIME_LIMIT = "time limit"
+    TOKEN_LIMIT = "token limit"
+    REFUSED = "refusal"
+    CONTEXT_FULL = "context window exceeded"
+    CUT_OFF = "max_tokens"  # a text-only answer cut off at the output limit
+
+
+@dataclass
+class Limits:
+    max_steps: int = 60
+    max_seconds: float = 1800.0
+    max_tokens: int = 3_000_000
+
+
+@dataclass
+class LoopResult:
+    ending: Ending
+    text: str
+    steps: int
+
+
+StepCallback = Callable[[str], Awaitable[None]]
+ResponseCallback = Callable[[anthropic.types.Message], Awaitable[None]]
+
+
+def describe_step(name: str, arguments: dict[str, Any]) -> str:
+    """A short phrase for the chat: 'editing calc.py', 'running: pytest -q'."""
+    target = arguments.get("path") or arguments.get("pattern") or arguments.get("target") or ""
+    verbs = {
+        "read_file": "reading",
+        "write_file": "writing",
+        "edit_file": "editing",
+        "glob": "listing",
+        "grep": "searching",
+        "screenshot": "screenshot of",
+    }
+    if name == "run_command":
+        return f"running: {str(arguments.get('command', ''))[:60]}"
+    return f"{verbs.get(name, name)} {target}".strip()
+
+
+def total_tokens(u: Usage) -> int:
+    return u.input_tokens + u.output_tokens + u.cache_creation_input_tokens + u.cache_read_input_tokens
+
+
+class _LimitReached(Exception):
+    def __init__(self, ending: Ending) -> None:
+        self.ending = ending
+
+
+@dataclass
+class ToolLoop:
+    """One agent's conversation with the model and its tools; `run` continues it with the next user turn."""
+
+    model: MessageModel
+    model_name: str
+    system: str
+    toolbox: Toolbox
+    max_output_tokens: int = 4096
+    request_timeout: float | None = None
+    tools_on_last_step: bool = True  # False: the step at the limit is asked to answer without tools
+    moving_cache: bool = True  # one cache breakpoint on the newest block (False: the caller marked the messages)
+    on_step: StepCallback | None = None
+    on_response: ResponseCallback | None = None
+    answer: AnswerStream | None = None  # set: each request streams, its text and tool activity go here
+    inbox: Callable[[], list[str]] | None = None  # steering: notes for the model, read before each request
+    context_window: int | None = None  # set: older tool results are stubbed near it (agents/llm/context_budget.py)
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    api_calls: int = 0
+    tools_used: list[str] = field(default_factory=list)
+
+    def add_user_text(self, text: str) -> None:
+        """A new user turn (kept alternating after a turn that ended on tool results)."""
+        self.add_user_turn([{"type": "text", "text": text}])
+
+    def add_user_turn(self, blocks: list[dict[str, Any]]) -> None:
+        """A new user turn of content blocks (text, images, documents)."""
+        if self.messages and self.messages[-1]["role"] == "user":
+            self.messages[-1]["content"].extend(blocks)
+        else:
+            self.messages.append({"role": "user", "content": list(blocks)})
+
+    async def run(self, limits: Limits) -> LoopResult:
+        """Step until the model ends its turn or a limit is hit; each run gets the full limits."""
+        steps = 0
+        started = time.monotonic()
+        timeout = None if math.isinf(limits.max_seconds) else limits.max_seconds
+        try:
+            async with asyncio.timeout(timeout):
+                while True:
+                    if steps >= limits.max_steps:
+                        raise _LimitReached(Ending.STEP_LIMIT)
+                    if total_tokens(self.usage) >= limits.max_tokens:
+                        raise _LimitReached(Ending.TOKEN_LIMIT)
+                    steps += 1
+                    last = steps == limits.max_steps and not self.tools_on_last_step
+                    ended = await self.step(without_tools=last)
+                    if ended is not None:
+                        return LoopResult(ended[0], ended[1], steps)
+        except _LimitReached as limit:
+            return self._stopped(limit.ending, steps)
+        except TimeoutError:
+            if time.monotonic() - started < limits.max_seconds * 0.99:
+                raise  # not our deadline: a timeout from inside (an SDK or tool timeout)
+            return self._stopped(Ending.TIME_LIMIT, steps)
+
+    def request_messages(self) -> list[dict[str, Any]]:
+        """The messages of the next request. The one place they are assembled (a steering note goes in here)."""
+        if not self.moving_cache:
+            return self.messages
+        messages = [{"role": m["role"], "content": [dict(b) for b in m["content"]]} for m in self.messages]
+        for m in messages:
+            for b in m["content"]:
+                b.pop("cache_control", None)
+        messages[-1]["content"][-1]["cache_control"] = EPHEMERAL
+        return messages
+
+    def _request(self, without_tools: bool) -> dict[str, Any]:
+        tools = self.toolbox.specs()  # no breakpoint of their own: the system's breakpoint caches them too
+        params: dict[str, Any] = dict(
+            model=self.model_name,
+            max_tokens=self.max_output_tokens,
+            system=[{"type": "text", "text": self.system, "cache_control": EPHEMERAL}],
+            messages=self.request_messages(),
+        )
+        if tools:
+            params["tools"] = tools
+            params["tool_choice"] = {"type": "none"} if without_tools else {"type": "auto"}
+        if self.request_timeout:
+            params["timeout"] = self.request_timeout
+        return params
+
+    async def _call(self, params: dict[str, Any]) -> anthropic.types.Message:
+        if self.answer is None:
+            return await self.model.create(**params)
+        async with self.model.stream(**params) as stream:
+            async for event in stream:
+                if event.type == "text" and event.text:
+                    await self.answer.text(event.text)
+            return await stream.get_final_message()
+
+    async def step(self, without_tools: bool = False) -> tuple[Ending, str] | None:
+        """One model call and its tool calls; returns (ending, text) when the loop is over."""
+        for note in self.inbox() if self.inbox else []:  # the last message is the user's: a turn or tool results
+            self.messages[-1]["content"].append({"type": "text", "text": note})
+        if self.context_window:
+            response = await create_within_window(self, lambda: self._call(self._request(without_tools)))
+        else:
+            response = await self._call(self._request(without_tools))
+        self.api_calls += 1
+        self.usage = self.usage + usage_of(response)
+        if self.on_response:
+            await self.on_response(response)
+        calls = [b for b in response.content if b.type == "tool_use"]
+        text = "".join(b.text for b in response.content if b.type == "text").strip()
+        if response.content:
+            self.messages.append(
+                {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in response.content]}
+            )
+        stop = response.stop_reason
+        if stop == "max_tokens" and calls:
+            # A tool call cut off mid-way must not run, nor count as the answer; say so, let the model retry.
+            self.messages.append(
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "tool_result", "tool_use_id": b.id, "is_error": True, "content": TRUNCATED}
+                        for b in calls
+                    ],
+                }
+            )
+            return None
+        if stop == "tool_use" and calls:
+            results = []
+            for block in calls:
+                arguments = dict(block.input or {})
+                self.tools_used.append(block.name)
+                description = describe_step(block.name, arguments)
+                if self.on_step:
+                    await self.on_step(description)
+                if self.answer is not None:
+                    await self.answer.activity(description)
+                result = await self.toolbox.call(block.name, arguments)
+                results.append(result.block(block.id))
+            self.messages.append({"role": "user", "content": results})
+            return None
+        if stop == "pause_turn":  # the API paused a long turn; sending it back continues it
+            return None
+        ending = {
+            "refusal": Ending.REFUSED,
+            "model_context_window_exceeded": Ending.CONTEXT_FULL,
+            "max_tokens": Ending.CUT_OFF,
+        }.get(stop or "", Ending.FINISHED)
+        return ending, text
+
+    def _stopped(self, ending: Ending, steps: int) -> LoopResult:
+        # Stopped mid-turn: answer a pending tool call so the conversation stays valid for a next run.
+        if self.messages and self.messages[-1]["role"] == "assistant":
+            pending = [b for b in self.messages[-1]["content"] if b.get("type") == "tool_use"]
+            if pending:
+                self.messages.append(
+                    {
+                        "role": "user",
+                        "content": [
+                            {"type": "tool_result", "tool_use_id": b["id"], "content": STOPPED, "is_error": True}
+                            for b in pending
+                        ],
+                    }
+                )
+        return LoopResult(ending, self.last_text(), steps)
+
+    def last_text(self) -> str:
+        for m in reversed(self.messages):
+            if m["role"] == "assistant":
+                texts = [b.get("text", "") for b in m["content"] if b.get("type") == "text"]
+                if any(texts):
+                    return "\n".join(texts).strip()
+        return ""

@@ -1,0 +1,348 @@
+"""Repository map: an incremental per-workspace index of files and symbols, and a token-bounded map of it for workers.
+
+Files come from the one walker (agents/tools/file_walk.py: git's view of the work tree), outlines from outline.py,
+the order from ranking.py (personalized PageRank over definitions and references).
+
+The index lives in the store. `RepoMap.refresh` re-parses only files that are new or whose content changed (a file
+whose mtime changed but whose bytes hash the same is only touched) and drops the rows of deleted files; a task's
+worktree index starts as a copy of its workspace's (`seed_from`). `RepoMap.render` picks definitions, best first,
+until the map fills the token budget (tokens estimated as characters / 4), and writes them grouped by file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import stat
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from agents.repo_map.outline import (  # noqa: F401 - re-exported: the map's public names
+    BINARY,
+    BINARY_EXTENSIONS,
+    MAX_FILE_BYTES,
+    SYMBOL_LANGUAGES,
+    FileOutline,
+    SameContent,
+    Symbol,
+    estimate_tokens,
+    file_extension,
+    language_for,
+    parse_files,
+)
+from agents.repo_map.ranking import FileTerms, module_keys, rank_files  # noqa: F401 - module_keys re-exported
+from agents.store.database import Store
+from agents.tools.file_walk import list_files, read_only_git
+from agents.tools.toolbox import Tool, prop
+from agents.tools.workspaces import ToolError
+
+log = logging.getLogger(__name__)
+
+PARSE_CHUNK = 400  # files parsed per worker-thread hop
+RECENT_FILES = 20
+
+
+@dataclass(frozen=True)
+class RefreshStats:
+    files_seen: int
+    parsed: int
+    removed: int
+    seconds: float
+
+
+@dataclass
+class _FileRow:
+    path: str
+    size: int
+    language: str | None
+    summary: str
+    mtime_ns: int
+
+
+# --- scanning --------------------------------------------------------------------------------------------------------
+
+
+def stat_files(root: Path, paths: list[str]) -> dict[str, tuple[int, int]]:
+    """Relative path → (mtime_ns, size) of the regular files among `paths` (no symlinks, binary extensions, > 1 MB)."""
+    found: dict[str, tuple[int, int]] = {}
+    for path in paths:
+        if file_extension(path.rsplit("/", 1)[-1]) in BINARY_EXTENSIONS:
+            continue
+        try:
+            info = os.lstat(root / path)
+        except OSError:
+            continue
+        if stat.S_ISREG(info.st_mode) and info.st_size <= MAX_FILE_BYTES:
+            found[path] = (info.st_mtime_ns, info.st_size)
+    return found
+
+
+async def scan_files(root: Path) -> dict[str, tuple[int, int]]:
+    """The candidate files of `root` (git's view, see agents/tools/file_walk.py) with their (mtime_ns, size)."""
+    paths = await list_files(root)
+    return await asyncio.to_thread(stat_files, root, paths)
+
+
+# --- git -------------------------------------------------------------------------------------------------------------
+
+
+async def git_head(root: Path) -> str | None:
+    """The commit checked out in `root`, or None (not a git repository, or no commit yet)."""
+    out = await read_only_git(root, "rev-parse", "--verify", "-q", "HEAD")
+    return (out or "").strip() or None
+
+
+async def _recently_changed(root: Path, rows: dict[str, _FileRow]) -> list[str]:
+    """Uncommitted changes, then files of the last commits; without git, the newest files by mtime."""
+    diff = await read_only_git(root, "diff", "--name-only", "--relative", "HEAD")
+    log_out = await read_only_git(root, "log", f"-n{RECENT_FILES}", "--name-only", "--relative", "--pretty=format:")
+    if diff is None and log_out is None:
+        newest = sorted(rows.values(), key=lambda r: (-r.mtime_ns, r.path))[:RECENT_FILES]
+        return [r.path for r in newest]
+    names = [line.strip() for line in f"{diff or ''}\n{log_out or ''}".splitlines()]
+    return list(dict.fromkeys(n for n in names if n in rows))[:RECENT_FILES]
+
+
+# --- the map ---------------------------------------------------------------------------------------------------------
+
+
+def _symbol_lines(symbols: list[Symbol]) -> list[str]:
+    lines = []
+    for symbol in sorted(symbols, key=lambda s: s.line):
+        nested = symbol.parent and not symbol.signature.startswith(f"{symbol.parent}.")  # not `res.send = …`
+        depth = 1 + (symbol.parent.count(".") + 1 if nested else 0)
+        lines.append(f"{'  ' * depth}{symbol.line}: {symbol.signature}")
+    return lines
+
+
+def _truncation_note(files_left: int, budget_tokens: int) -> str:
+    return f"… {files_left} more files not shown (map truncated at {budget_tokens} tokens)"
+
+
+def _draw(
+    name: str,
+    rows: dict[str, _FileRow],
+    files: list[str],
+    chosen: dict[str, list[Symbol]],
+    symbol_counts: dict[str, int],
+    budget_tokens: int,
+    title: bool,
+) -> list[str]:
+    """The map's lines for the chosen files (in rank order) and definitions, with the truncation note."""
+    name = name.partition("@")[0]  # a task's copy of an index ("calc@task-7") is titled by its workspace
+    lines = [f"Repository map of {name}: {len(files)} files, most relevant first; symbols as `line: signature`."]
+    lines = lines if title else []
+    shown = 0
+    for path in files:
+        if path not in chosen:
+            continue
+        row = rows[path]
+        lines.append(path + (f" — {row.summary}" if row.summary else ""))
+        lines += _symbol_lines(chosen[path])
+        hidden = symbol_counts.get(path, 0) - len(chosen[path])
+        if chosen[path] and hidden > 0:
+            lines.append(f"  … {hidden} more symbols")
+        shown += 1
+    if shown < len(files):
+        lines.append(_truncation_note(len(files) - shown, budget_tokens))
+    return lines
+
+
+def _layout(
+    name: str,
+    rows: dict[str, _FileRow],
+    files: list[str],
+    entries: list[tuple[str, Symbol | None]],
+    symbol_counts: dict[str, int],
+    budget_tokens: int,
+) -> str:
+    """As many of the ranked entries (files and definitions, best first) as fit in the budget, drawn by file.
+
+    The title and the truncation note give way first when even one file does not fit with them.
+    """
+    budget_chars = budget_tokens * 4
+    if not files:
+        text = f"Repository map of {name}: no source files found."
+        return text if estimate_tokens(text) <= budget_tokens else ""
+    entries = entries[: budget_chars // 6 + 1]  # no line is shorter than ~6 characters
+
+    def drawn(count: int, title: bool) -> list[str]:
+        chosen: dict[str, list[Symbol]] = {}
+        for path, symbol in entries[:count]:
+            chosen.setdefault(path, [])
+            if symbol is not None:
+                chosen[path].append(symbol)
+        return _draw(name, rows, files, chosen, symbol_counts, budget_tokens, title)
+
+    def fits(lines: list[str]) -> bool:
+        return sum(len(line) + 1 for line in lines) - 1 <= budget_chars
+
+    for title in (True, False):
+        low, high = 0, len(entries)  # the most entries whose drawing fits
+        while low < high:
+            middle = (low + high + 1) // 2
+            if fits(drawn(middle, title)):
+                low = middle
+            else:
+                high = middle - 1
+        if low:
+            return "\n".join(drawn(low, title))
+    lines = drawn(1, False)[:1]  # the best file's name alone, without its note, if even that fits
+    return "\n".join(lines) if fits(lines) else ""
+
+
+def _file_rows(
+    outlines: list[FileOutline], head: str | None
+) -> list[tuple[str, int, int, str | None, str | None, str, str, str, str]]:
+    """The store's rows for parsed files."""
+    return [
+        (o.path, o.mtime_ns, o.size, o.language, head, o.summary, o.content_hash, o.references, o.words)
+        for o in outlines
+    ]
+
+
+class RepoMap:
+    """The code index of every workspace, kept in the store, and the maps written from it."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    def _lock(self, name: str) -> asyncio.Lock:
+        return self._locks.setdefault(name, asyncio.Lock())
+
+    async def refresh(self, name: str, root: Path | str, *, seed_from: str | None = None) -> RefreshStats:
+        """Bring the index of workspace `name` (folder `root`) up to date: parse new and changed files only.
+
+        `seed_from`: when `name` has no index yet, start from a copy of that workspace's index (a task's worktree
+        holds mostly the same files as its workspace: only what differs is parsed).
+        """
+        started = time.monotonic()
+        base = Path(root).resolve()
+        if not base.is_dir():
+            raise ToolError(f"the workspace folder {str(root)!r} does not exist")
+        async with self._lock(name):
+            if seed_from and await self.store.repo_index_info(name) is None:
+                async with self._lock(seed_from):
+                    await self.store.copy_repo_index(seed_from, name)
+            known = await self.store.repo_file_states(name)
+            seen = await scan_files(base)
+            hashes = await self.store.repo_file_hashes(name)
+            # an empty hash: indexed before references were kept (store migration 4): parse it again
+            changed = sorted(p for p, state in seen.items() if known.get(p) != state or not hashes.get(p))
+            removed = [p for p in known if p not in seen]
+            head = await git_head(base)
+            outlines: list[FileOutline] = []
+            touched: list[SameContent] = []
+            for begin in range(0, len(changed), PARSE_CHUNK):
+                chunk = changed[begin : begin + PARSE_CHUNK]
+                parsed = await asyncio.to_thread(parse_files, base, chunk, seen, hashes)
+                for path, outline in zip(chunk, parsed):
+                    if isinstance(outline, SameContent):
+                        touched.append(outline)
+                    elif outline is not None:
+                        outlines.append(outline)
+                    elif path in known:
+                        removed.append(path)  # vanished since the scan
+            await self.store.save_repo_index(
+                name,
+                str(base),
+                head,
+                files=_file_rows(outlines, head),
+                symbols=[(o.path, s.name, s.kind, s.line, s.signature, s.parent) for o in outlines for s in o.symbols],
+                imports=[(o.path, target) for o in outlines for target in o.imports],
+                drop=list(dict.fromkeys(removed + [o.path for o in outlines if o.path in known])),
+                touched=[(t.path, t.mtime_ns, t.size) for t in touched],
+            )
+        stats = RefreshStats(len(seen), len(outlines), len(removed), time.monotonic() - started)
+        log.log(
+            logging.INFO if stats.parsed or stats.removed else logging.DEBUG,
+            "repo map %s: %d files, %d parsed, %d unchanged content, %d removed in %.2fs",
+            name,
+            stats.files_seen,
+            stats.parsed,
+            len(touched),
+            stats.removed,
+            stats.seconds,
+        )
+        return stats
+
+    async def render(
+        self,
+        name: str,
+        root: Path | str,
+        request_text: str,
+        budget_tokens: int,
+        *,
+        refresh: bool = True,
+        seed_from: str | None = None,
+    ) -> str:
+        """The map of workspace `name` for `request_text`, most relevant definitions first, within `budget_tokens`."""
+        if refresh:
+            await self.refresh(name, root, seed_from=seed_from)
+        rows = {r["path"]: _FileRow(**r) for r in await self.store.repo_file_list(name)}
+        symbols: dict[str, list[Symbol]] = {}
+        for row in await self.store.repo_all_symbols(name):
+            if row["path"] in rows:
+                symbols.setdefault(row["path"], []).append(
+                    Symbol(row["name"], row["kind"], row["line"], row["signature"], row["parent"])
+                )
+        terms = [FileTerms(path, refs, words) for path, refs, words in await self.store.repo_file_terms(name)]
+        imports = await self.store.repo_all_imports(name)
+        recent = await _recently_changed(Path(root).resolve(), rows)
+        ranking = await asyncio.to_thread(rank_files, sorted(rows), symbols, terms, imports, request_text, recent)
+        counts = {path: len(file_symbols) for path, file_symbols in symbols.items()}
+        return await asyncio.to_thread(
+            _layout, name, rows, ranking.files, ranking.entries, counts, max(0, budget_tokens)
+        )
+
+    async def find_symbols_by_name(self, name: str, query: str, limit: int = 50) -> str:
+        """Symbols whose name equals (first), starts with, then contains `query`, case-insensitive.
+
+        One line each: `path:line kind signature`. `Class.method` narrows to methods of that class.
+        """
+        query = query.strip()
+        if not query:
+            raise ToolError("the symbol name is empty; give a function, class or method name (or its beginning)")
+        parent: str | None = None
+        if "." in query.strip("."):
+            parent, _, query = query.strip(".").rpartition(".")
+        rows = await self.store.search_repo_symbols(name, query, parent, max(1, limit) + 1)
+        if not rows:
+            files = await self.store.repo_file_count(name)
+            return (
+                f"no symbols named like {query!r} in the index of {name} ({files} files); "
+                "try grep for text, or a shorter name"
+            )
+        lines = []
+        for row in rows[:limit]:
+            where = f"  (in {row['parent']})" if row["parent"] else ""
+            lines.append(f"{row['path']}:{row['line']} {row['kind']} {row['signature']}{where}")
+        if len(rows) > limit:
+            lines.append(f"(more than {limit} matches; give a longer name)")
+        return "\n".join(lines)
+
+
+def repo_map_tools(repo_map: RepoMap, name: str, root: Path | str) -> list[Tool]:
+    """Workers' look-up tool over the index of one workspace (refreshed before each search); text search is grep."""
+
+    async def find_symbols_by_name(query: str, limit: int = 50) -> str:
+        await repo_map.refresh(name, root)
+        return await repo_map.find_symbols_by_name(name, query, limit=min(max(int(limit), 1), 200))
+
+    return [
+        Tool(
+            "find_symbols_by_name",
+            "Find functions, classes and methods by name (exact matches first, then names starting with or "
+            "containing it; case-insensitive; 'Class.method' narrows to one class). Returns `path:line kind "
+            "signature` lines; read the code with read_file from that line.",
+            {
+                "query": prop("string", "a symbol name or its beginning, e.g. 'parse_config' or 'Store.add'"),
+                "limit": prop("integer", "most lines to return (default 50)"),
+            },
+            find_symbols_by_name,
+            ["query"],
+        ),
+    ]

@@ -1,0 +1,145 @@
+"""Delivery that survives Telegram's bad moments: what the bot owes a chat is stored first, then sent.
+
+A summary, a proposal or an answer goes into the store's `deliveries` outbox before the first try; a failed send
+(a 5xx, a timeout) is retried with backoff, and what is still undelivered stays in the outbox and is sent again by
+a background flusher and after a restart. The task's status never depends on it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+
+from agents.core.models import Delivery
+from agents.core.notify import Button, Buttons, Notifier
+from agents.store.database import Store
+
+log = logging.getLogger(__name__)
+
+RETRY_DELAYS = (1.0, 3.0)  # seconds between the inline tries of one send
+FLUSH_INTERVAL = 30.0  # seconds between background passes over the outbox
+MAX_ATTEMPTS = 50  # after this many failed tries a message is given up (and logged)
+
+
+def encode_buttons(buttons: Buttons | None) -> str | None:
+    return json.dumps([[[b.label, b.data] for b in row] for row in buttons]) if buttons else None
+
+
+def decode_buttons(data: str | None) -> Buttons | None:
+    return [[Button(label, value) for label, value in row] for row in json.loads(data)] if data else None
+
+
+class Deliveries:
+    """Send through the notifier with retries and an outbox; `start()` runs the flusher, `close()` stops it."""
+
+    def __init__(
+        self,
+        store: Store,
+        notifier: Notifier,
+        retry_delays: tuple[float, ...] | None = None,
+        flush_interval: float | None = None,
+    ) -> None:
+        self.store, self.notifier = store, notifier
+        self.retry_delays = RETRY_DELAYS if retry_delays is None else retry_delays
+        self.flush_interval = FLUSH_INTERVAL if flush_interval is None else flush_interval
+        self._flusher: asyncio.Task[None] | None = None
+        self._sending: set[int] = set()  # outbox ids being sent right now (never twice at once)
+
+    async def deliver(
+        self,
+        chat_id: int,
+        markdown: str,
+        *,
+        buttons: Buttons | None = None,
+        reply_to: int | None = None,
+        kind: str = "notice",
+        task_id: int | None = None,
+    ) -> int | None:
+        """Store, then send with retries; the id of the message sent, None when it stays in the outbox for later.
+
+        Never raises on a send error.
+        """
+        entry = await self.store.add_delivery(
+            Delivery(
+                chat_id=chat_id,
+                kind=kind,
+                task_id=task_id,
+                text=markdown,
+                buttons=encode_buttons(buttons),
+                reply_to=reply_to,
+            )
+        )
+        return await self._send(entry, self.retry_delays)
+
+    async def _send(self, entry: Delivery, delays: tuple[float, ...]) -> int | None:
+        """The message id when Telegram took it (0 if it gave none), else None."""
+        if entry.id in self._sending:
+            return None
+        self._sending.add(entry.id)
+        try:
+            for attempt, delay in enumerate((*delays, None)):
+                try:
+                    sent = await self.notifier.send(
+                        entry.chat_id, entry.text, buttons=decode_buttons(entry.buttons), reply_to=entry.reply_to
+                    )
+                except Exception as err:  # Telegram-agnostic: a 5xx, a timeout, a network error …
+                    await self.store.delivery_failed(entry.id, f"{type(err).__name__}: {err}")
+                    log.warning(
+                        "chat %s: %s #%s not delivered (try %d): %s",
+                        entry.chat_id,
+                        entry.kind,
+                        entry.id,
+                        attempt + 1,
+                        err,
+                    )
+                    if delay is None:
+                        return None
+                    await asyncio.sleep(delay)
+                else:
+                    await self.store.delivery_done(entry.id)
+                    return sent or 0
+            return None
+        finally:
+            self._sending.discard(entry.id)
+
+    async def flush(self) -> int:
+        """One pass over the outbox (oldest first); returns how many were delivered."""
+        delivered, stuck = 0, set()
+        for entry in await self.store.undelivered(MAX_ATTEMPTS):
+            if entry.chat_id in stuck:
+                continue  # keep each chat's order: its later messages wait for the stuck one
+            if await self._send(entry, ()) is not None:
+                delivered += 1
+            else:
+                stuck.add(entry.chat_id)  # this chat (or Telegram) is still unwell: next pass
+        return delivered
+
+    async def resend(self, task_id: int, chat_id: int) -> bool:
+        """Send a task's last summary or proposal again, with its buttons (for /task N). False if there is none."""
+        last = await self.store.last_delivery(task_id)
+        if last is None or last.chat_id != chat_id:
+            return False
+        await self.deliver(chat_id, last.text, buttons=decode_buttons(last.buttons), kind=last.kind, task_id=task_id)
+        return True
+
+    def start(self) -> None:
+        """Flush what an earlier run left undelivered now, then every `flush_interval` seconds."""
+        if self._flusher is None:
+            self._flusher = asyncio.create_task(self._flush_forever(), name="deliveries-flusher")
+
+    async def _flush_forever(self) -> None:
+        while True:
+            try:
+                await self.flush()
+            except Exception:  # the flusher must outlive any one bad pass
+                log.exception("outbox flush failed")
+            await asyncio.sleep(self.flush_interval)
+
+    async def close(self) -> None:
+        if self._flusher is not None:
+            self._flusher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._flusher
+            self._flusher = None

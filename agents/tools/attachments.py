@@ -1,0 +1,248 @@
+"""Photos and files the user sends: checked by content, images normalised with Pillow, kept as files under the
+data folder (the store keeps a reference), and turned into Messages API content blocks: image, document, text.
+
+Limits (settings, `.env.example`): an image is scaled to at most ATTACHMENT_IMAGE_MAX_EDGE px on its long edge (the
+API scales anything larger down to ~1568 px anyway) and ≤ 3.75 MB (5 MB once base64-encoded, the API's limit); a
+PDF ≤ ATTACHMENT_PDF_MAX_BYTES and 100 pages (the API's page limit); a text file (code, logs, JSON, CSV, Markdown:
+anything that is UTF-8 without NUL bytes) ≤ ATTACHMENT_TEXT_MAX_BYTES.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import io
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agents.core.models import Attachment, AttachmentKind
+from agents.core.settings import Settings
+
+API_IMAGE_MAX_BYTES = 3_750_000  # 5 MB after base64 encoding: the Messages API's per-image limit
+API_IMAGE_MAX_EDGE = 8000  # the API refuses images larger than this on either side
+API_PDF_MAX_PAGES = 100
+MAX_SOURCE_PIXELS = 50_000_000  # larger pictures are refused before they are decoded (decompression bombs)
+IMAGE_FORMATS = {"JPEG": "image/jpeg", "PNG": "image/png", "GIF": "image/gif", "WEBP": "image/webp"}
+WORKTREE_FOLDER = ".agentlab/attachments"  # where a task's files land; ignored by git (a `*` .gitignore inside)
+_PDF_PAGE = re.compile(rb"/Type\s*/Page(?![a-zA-Z])")
+
+
+class AttachmentRefused(Exception):
+    """A file we cannot take; `str(err)` is one sentence for the user (without its final full stop)."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    image_max_edge: int = 1568
+    pdf_max_bytes: int = 10_000_000
+    text_max_bytes: int = 200_000
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Limits:
+        return cls(
+            settings.attachment_image_max_edge, settings.attachment_pdf_max_bytes, settings.attachment_text_max_bytes
+        )
+
+
+def _megabytes(size: int) -> str:
+    return f"{size / 1e6:.1f} MB".replace(".0 MB", " MB") if size >= 1_000_000 else f"{size / 1e3:.0f} KB"
+
+
+def normalise_image(data: bytes, max_edge: int) -> tuple[bytes, str, int, int]:
+    """(bytes, media type, width, height) of a picture the API takes; re-encoded and scaled down only when needed.
+
+    CPU work: run it in an executor. Raises AttachmentRefused for what Pillow cannot read or a picture too large to
+    decode safely.
+    """
+    from PIL import Image, ImageOps, UnidentifiedImageError
+
+    try:
+        image = Image.open(io.BytesIO(data))
+    except (UnidentifiedImageError, OSError) as err:
+        raise AttachmentRefused("I couldn't read that picture (it may be damaged or in a format I don't know)") from err
+    with image:
+        width, height = image.size
+        if width * height > MAX_SOURCE_PIXELS:
+            raise AttachmentRefused(
+                f"That picture is {width}×{height} pixels, more than the "
+                f"{MAX_SOURCE_PIXELS // 1_000_000} megapixels I take"
+            )
+        media_type = IMAGE_FORMATS.get(image.format or "")
+        animated = getattr(image, "is_animated", False)
+        if media_type and not animated and max(width, height) <= max_edge and len(data) <= API_IMAGE_MAX_BYTES:
+            try:
+                image.verify()
+            except Exception as err:
+                raise AttachmentRefused("I couldn't read that picture (it looks damaged)") from err
+            return data, media_type, width, height
+        try:
+            image.load()
+            picture = ImageOps.exif_transpose(image)
+            edge = max_edge
+            while True:
+                frame = picture.copy()
+                frame.thumbnail((edge, edge), Image.Resampling.LANCZOS)
+                out = io.BytesIO()
+                if frame.mode in ("RGBA", "LA") or (frame.mode == "P" and "transparency" in frame.info):
+                    frame.convert("RGBA").save(out, "PNG")
+                    media_type = "image/png"
+                else:
+                    frame.convert("RGB").save(out, "JPEG", quality=85, optimize=True)
+                    media_type = "image/jpeg"
+                if out.tell() <= API_IMAGE_MAX_BYTES or edge <= 256:
+                    return out.getvalue(), media_type, frame.width, frame.height
+                edge = int(edge * 0.75)
+        except AttachmentRefused:
+            raise
+        except Exception as err:  # truncated or corrupt data shows up on decoding
+            raise AttachmentRefused("I couldn't read that picture (it looks damaged)") from err
+
+
+def image_tokens(width: int, height: int) -> int:
+    return max(1, width * height // 750)  # the API's own rule of thumb
+
+
+def text_of(data: bytes) -> str | None:
+    """The text of a UTF-8 file (a BOM is fine), or None for anything binary."""
+    if b"\x00" in data:
+        return None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return None
+
+
+class Attachments:
+    """Takes files in (`accept`), keeps them under `folder`, and gives them back as API blocks or as files."""
+
+    def __init__(self, folder: Path, limits: Limits = Limits()) -> None:
+        self.folder = folder
+        self.limits = limits
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Attachments:
+        return cls(settings.database_path.parent.resolve() / "attachments", Limits.from_settings(settings))
+
+    def path_of(self, attachment: Attachment) -> Path:
+        return self.folder / attachment.path
+
+    async def accept(self, chat_id: int, data: bytes, name: str, image_only: bool = False) -> Attachment:
+        """Check a file by its content and keep it; raises AttachmentRefused with one sentence for the user."""
+        name = Path(name or "file").name or "file"
+        if data.startswith(b"%PDF-") and not image_only:
+            return await self._keep_pdf(chat_id, data, name)
+        text = None if image_only else text_of(data)
+        if text is not None:
+            if len(data) > self.limits.text_max_bytes:
+                raise AttachmentRefused(
+                    f"{name} is {_megabytes(len(data))}, more than the "
+                    f"{_megabytes(self.limits.text_max_bytes)} of text I read (send the part "
+                    "that matters, e.g. the end of the log)"
+                )
+            return await self._store(
+                chat_id, AttachmentKind.TEXT, name, "text/plain", text.encode("utf-8"), tokens=len(text) // 4 + 1
+            )
+        try:
+            picture, media_type, width, height = await asyncio.to_thread(
+                normalise_image, data, self.limits.image_max_edge
+            )
+        except AttachmentRefused:
+            if image_only:
+                raise
+            raise AttachmentRefused(
+                f"I read pictures (JPEG, PNG, GIF, WebP), PDFs and text files (code, logs, JSON, "
+                f"CSV, Markdown), and {name} is none of those"
+            ) from None
+        if media_type != "image/jpeg" or not name.lower().endswith((".jpg", ".jpeg")):
+            name = f"{Path(name).stem}.{media_type.split('/')[1].replace('jpeg', 'jpg')}"
+        return await self._store(
+            chat_id, AttachmentKind.IMAGE, name, media_type, picture, tokens=image_tokens(width, height)
+        )
+
+    async def _keep_pdf(self, chat_id: int, data: bytes, name: str) -> Attachment:
+        if len(data) > self.limits.pdf_max_bytes:
+            raise AttachmentRefused(
+                f"{name} is {_megabytes(len(data))}, more than the "
+                f"{_megabytes(self.limits.pdf_max_bytes)} I read in a PDF"
+            )
+        pages = len(_PDF_PAGE.findall(data)) or 1
+        if pages > API_PDF_MAX_PAGES:
+            raise AttachmentRefused(
+                f"{name} has about {pages} pages, more than the {API_PDF_MAX_PAGES} I read in a PDF"
+            )
+        return await self._store(chat_id, AttachmentKind.PDF, name, "application/pdf", data, tokens=pages * 2000)
+
+    async def _store(
+        self, chat_id: int, kind: AttachmentKind, name: str, media_type: str, data: bytes, tokens: int
+    ) -> Attachment:
+        digest = hashlib.sha256(data).hexdigest()[:32]
+        suffix = re.sub(r"[^a-z0-9.]", "", Path(name).suffix.lower())[:10]
+        relative = f"{chat_id}/{digest}{suffix if len(suffix) > 1 else '.bin'}"
+        target = self.folder / relative
+
+        def write() -> None:  # same content, same file: writing it again is harmless
+            target.parent.mkdir(parents=True, exist_ok=True)
+            partial = target.with_suffix(target.suffix + ".part")
+            partial.write_bytes(data)
+            partial.replace(target)
+
+        await asyncio.to_thread(write)
+        return Attachment(
+            chat_id=chat_id, kind=kind, name=name, media_type=media_type, path=relative, size=len(data), tokens=tokens
+        )
+
+    async def blocks(self, attachment: Attachment) -> list[dict[str, Any]]:
+        """The content blocks that show the attachment to a model: a label with its id, then the image/document/text."""
+        label = {"type": "text", "text": f"[attachment #{attachment.id}: {attachment.name} ({attachment.kind.value})]"}
+        try:
+            data = await asyncio.to_thread(self.path_of(attachment).read_bytes)
+        except OSError:
+            return [
+                {"type": "text", "text": f"[attachment #{attachment.id}: {attachment.name} is no longer available]"}
+            ]
+        if attachment.kind is AttachmentKind.TEXT:
+            text = data.decode("utf-8", errors="replace")
+            return [{"type": "text", "text": f'{label["text"]}\n<file name="{attachment.name}">\n{text}\n</file>'}]
+        encoded = base64.standard_b64encode(data).decode("ascii")
+        if attachment.kind is AttachmentKind.PDF:
+            return [
+                label,
+                {
+                    "type": "document",
+                    "title": attachment.name[:200],
+                    "source": {"type": "base64", "media_type": "application/pdf", "data": encoded},
+                },
+            ]
+        return [
+            label,
+            {"type": "image", "source": {"type": "base64", "media_type": attachment.media_type, "data": encoded}},
+        ]
+
+    async def blocks_of(self, attachments: list[Attachment]) -> list[dict[str, Any]]:
+        blocks: list[dict[str, Any]] = []
+        for attachment in attachments:
+            blocks += await self.blocks(attachment)
+        return blocks
+
+    async def copy_into(self, attachments: list[Attachment], worktree: Path) -> list[str]:
+        """Put the files under WORKTREE_FOLDER of a task's worktree (git ignores that folder); returns their paths."""
+        folder = worktree / WORKTREE_FOLDER
+
+        def copy() -> list[str]:
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / ".gitignore").write_text("*\n")
+            placed: list[str] = []
+            for attachment in attachments:
+                target = folder / f"{attachment.id}-{attachment.name}"
+                try:
+                    shutil.copyfile(self.path_of(attachment), target)
+                except OSError:
+                    continue
+                placed.append(f"{WORKTREE_FOLDER}/{target.name}")
+            return placed
+
+        return await asyncio.to_thread(copy)

@@ -1,0 +1,611 @@
+"""File tools the agents call: read, write, edit, glob, grep (through ripgrep) and list, all confined to one workspace.
+
+Paths are relative to the workspace root. Every failure is a `ToolError` whose message is written for the model.
+Blocking file I/O runs in a thread (`asyncio.to_thread`) so the event loop never stalls.
+
+Why one module over 400 lines: the five tools share confinement, secret-file rules and wording for the model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+import os
+import re
+import stat
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+from agents.tools import ripgrep
+from agents.tools.file_walk import SKIP_DIRS  # one skip-list for the product
+from agents.tools.workspaces import (
+    PathOutsideWorkspace,
+    ToolError,
+    Workspace,
+    WorkspaceNotFound,
+    confine,
+    is_git_metadata,
+    is_secret_file,
+    mask_url_credentials,
+)
+
+__all__ = [
+    "SKIP_DIRS",
+    "PathOutsideWorkspace",
+    "ToolError",
+    "WorkspaceNotFound",
+    "edit_file",
+    "glob",
+    "glob_to_regex",
+    "grep",
+    "read_file",
+    "write_file",
+]
+
+BINARY_SNIFF_BYTES = 8192
+GREP_MAX_FILE_BYTES = 5_000_000
+GREP_MAX_LINE_CHARS = 300
+GLOB_MAX_STARS = 8
+_NEW_FILE_MODE = 0o644
+
+Root = Path | Workspace
+
+
+def _base(root: Root) -> Path:
+    return (root.path if isinstance(root, Workspace) else Path(root)).resolve()
+
+
+def _rel(base: Path, target: Path) -> str:
+    return target.relative_to(base).as_posix() if target != base else "."
+
+
+def _numbered(lines: list[str], first: int) -> str:
+    return "\n".join(f"{n:>6}\t{line}" for n, line in enumerate(lines, first))
+
+
+def _strip_eol(line: str) -> str:
+    return line[:-1] if line.endswith("\r") else line
+
+
+def _nearby(base: Path, target: Path) -> str:
+    """A hint for a missing path: the closest names in the nearest existing folder."""
+    folder = target.parent
+    while folder != base and not folder.is_dir():
+        folder = folder.parent
+    try:
+        names = sorted(e.name + ("/" if e.is_dir() else "") for e in os.scandir(folder))
+    except OSError:
+        return ""
+    where = _rel(base, folder)
+    if not names:
+        return f" The folder {where!r} is empty."
+    close = difflib.get_close_matches(target.name, [n.rstrip("/") for n in names], n=5, cutoff=0.5)
+    shown = names[:30]
+    more = f" (and {len(names) - len(shown)} more)" if len(names) > len(shown) else ""
+    hint = f" Did you mean: {', '.join(close)}?" if close else ""
+    return f"{hint} {where!r} contains: {', '.join(shown)}{more}."
+
+
+def _existing_file(base: Path, path: str) -> Path:
+    target = confine(base, path)
+    if target.is_dir():
+        raise ToolError(
+            f"{path!r} is a directory, not a file; use glob (e.g. '{path.rstrip('/')}/*') to see what it contains"
+        )
+    if not target.exists():
+        raise ToolError(f"No such file: {path!r}.{_nearby(base, target)}")
+    if not target.is_file():
+        raise ToolError(f"{path!r} is not a regular file")
+    return target
+
+
+def _decode(data: bytes, path: str, *, cut: bool = False) -> str:
+    """Strict UTF-8; `cut` tolerates a multi-byte character split at the very end of `data`."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        if cut and err.start >= len(data) - 3 and "end of data" in err.reason:
+            return data[: err.start].decode("utf-8")
+        raise ToolError(
+            f"{path!r} is not UTF-8 text (undecodable byte at offset {err.start}); read_file only shows text files"
+        ) from None
+
+
+def _refuse_binary(head: bytes, path: str, size: int) -> None:
+    if b"\x00" in head:
+        raise ToolError(f"{path!r} looks like a binary file ({size:,} bytes); read_file only shows text files")
+
+
+# --- read ------------------------------------------------------------------------------------------------------------
+
+
+def _read_sync(base: Path, path: str, start_line: int | None, end_line: int | None, max_bytes: int) -> str:
+    target = _existing_file(base, path)
+    return _masked(base, path, target, _read_text(target, path, start_line, end_line, max_bytes))
+
+
+def _masked(base: Path, path: str, target: Path, text: str) -> str:
+    """git metadata (`.git/config`) may hold a remote URL with a token in it: shown masked."""
+    return mask_url_credentials(text) if is_git_metadata(path) or is_git_metadata(_rel(base, target)) else text
+
+
+def _refuse_git_metadata(base: Path, path: str, target: Path) -> None:
+    """Git metadata is the bot's: a worker writing into `.git` (hooks, config) or replacing a worktree's `.git` file
+    could make the bot's own git calls run its programs or commit into a repository of its making."""
+    if is_git_metadata(path) or is_git_metadata(_rel(base, target)):
+        raise ToolError(
+            f"{path!r} is git metadata (.git); agents may not write or edit it. The bot commits your "
+            "changes itself when the task ends"
+        )
+
+
+def _read_text(target: Path, path: str, start_line: int | None, end_line: int | None, max_bytes: int) -> str:
+    size = target.stat().st_size
+    if start_line is not None and start_line < 1:
+        raise ToolError(f"start_line must be 1 or more (lines are numbered from 1), got {start_line}")
+    if end_line is not None and end_line < (start_line or 1):
+        raise ToolError(f"end_line ({end_line}) is before start_line ({start_line or 1})")
+    with open(target, "rb") as fh:
+        _refuse_binary(fh.read(BINARY_SNIFF_BYTES), path, size)
+        fh.seek(0)
+        if start_line is None and end_line is None:
+            return _read_head(fh, path, size, max_bytes)
+        return _read_range(fh, path, size, start_line or 1, end_line, max_bytes)
+
+
+def _read_head(fh: BinaryIO, path: str, size: int, max_bytes: int) -> str:
+    data = fh.read(max_bytes + 1)
+    if not data:
+        return f"({path} is empty)"
+    truncated = len(data) > max_bytes
+    partial_last = False
+    if truncated:
+        data = data[:max_bytes]
+        newline = data.rfind(b"\n")
+        if newline >= 0:
+            data = data[: newline + 1]
+        else:
+            partial_last = True
+    text = _decode(data, path, cut=partial_last)
+    lines = text.split("\n")
+    if text.endswith("\n"):
+        lines.pop()
+    out = _numbered([_strip_eol(line) for line in lines], 1)
+    if truncated:
+        shown = len(lines)
+        cut = " (that line is cut short)" if partial_last else ""
+        out += (
+            f"\n[truncated: {path} is {size:,} bytes, more than the {max_bytes:,}-byte limit; "
+            f"showed lines 1-{shown}{cut}."
+            f" Call read_file with start_line={shown + (0 if partial_last else 1)} and end_line to read further,"
+            " or grep for what you need.]"
+        )
+    return out
+
+
+def _read_range(fh: BinaryIO, path: str, size: int, start: int, end: int | None, max_bytes: int) -> str:
+    lines: list[str] = []
+    used = 0
+    total = 0
+    stopped_at: int | None = None
+    for lineno, raw in enumerate(fh, 1):
+        total = lineno
+        if lineno < start:
+            continue
+        if end is not None and lineno > end:
+            break
+        if used + len(raw) > max_bytes:
+            if not lines:  # a single line longer than the cap: show its beginning
+                lines.append(_strip_eol(_decode(raw[:max_bytes], path, cut=True).rstrip("\n")))
+            stopped_at = lineno
+            break
+        used += len(raw)
+        lines.append(_strip_eol(_decode(raw, path).rstrip("\n")))
+    if not lines:
+        if total == 0:
+            return f"({path} is empty)"
+        raise ToolError(f"start_line {start} is past the end of {path!r}, which has {total} lines")
+    out = _numbered(lines, start)
+    last = start + len(lines) - 1
+    if stopped_at is not None:
+        nxt = stopped_at if stopped_at != start else stopped_at + 1
+        out += (
+            f"\n[truncated at the {max_bytes:,}-byte limit: showed lines {start}-{last} of {path} ({size:,} bytes)."
+            f" Call read_file with start_line={nxt} to continue.]"
+        )
+    elif end is not None and end > last:
+        out += f"\n[{path} ends at line {last}]"
+    return out
+
+
+async def read_file(
+    root: Root, path: str, start_line: int | None = None, end_line: int | None = None, max_bytes: int = 256_000
+) -> str:
+    """The file's lines numbered like `cat -n` (`     12\\tcode`); `start_line`/`end_line` are 1-based, inclusive."""
+    return await asyncio.to_thread(_read_sync, _base(root), path, start_line, end_line, max_bytes)
+
+
+# Issue 14: one read returns at most this much, with a note on how to read further (keeps a worker's context bounded).
+READ_MAX_LINES = 2000
+READ_MAX_BYTES = 100_000  # ~25k tokens
+
+
+def _read_window_sync(base: Path, path: str, offset: int, limit: int, max_bytes: int) -> str:
+    target = _existing_file(base, path)
+    return _masked(base, path, target, _read_window_text(target, path, offset, limit, max_bytes))
+
+
+def _read_window_text(target: Path, path: str, offset: int, limit: int, max_bytes: int) -> str:
+    size = target.stat().st_size
+    with open(target, "rb") as fh:
+        _refuse_binary(fh.read(BINARY_SNIFF_BYTES), path, size)
+        fh.seek(0)
+        out = _read_range(fh, path, size, offset, offset + limit - 1, max_bytes)
+        if "[truncated at" in out:
+            return out.replace("Call read_file with start_line=", "Call read_file with offset=")
+        last = out.rsplit("\n", 1)[-1]  # numbered lines start with spaces; notes with ( or [
+        if last == f"({path} is empty)" or last.startswith(f"[{path} ends at line "):
+            return out
+        end = offset + limit - 1
+        fh.seek(0)
+        total = sum(1 for _ in fh)
+    if total > end:
+        return out + (
+            f"\n[showed lines {offset}-{end} of {total} in {path}. Call read_file with offset={end + 1} "
+            f"(limit up to {READ_MAX_LINES}) to read further, or grep for what you need.]"
+        )
+    return out
+
+
+async def read_window(
+    root: Root,
+    path: str,
+    offset: int | None = None,
+    limit: int | None = None,
+    start_line: int | None = None,
+    end_line: int | None = None,
+    max_bytes: int = READ_MAX_BYTES,
+) -> str:
+    """`read_file` as the agents call it: from line `offset` (1-based), at most `limit` lines, never more than
+    READ_MAX_LINES lines or `max_bytes`; the older `start_line`/`end_line` arguments still work."""
+    start = offset if offset is not None else start_line if start_line is not None else 1
+    start = int(start)
+    if start < 1:
+        raise ToolError(f"offset must be 1 or more (lines are numbered from 1), got {start}")
+    if limit is None and end_line is not None:
+        if int(end_line) < start:
+            raise ToolError(f"end_line ({end_line}) is before the first line to read ({start})")
+        limit = int(end_line) - start + 1
+    count = READ_MAX_LINES if limit is None else int(limit)
+    if count < 1:
+        raise ToolError(f"limit must be 1 or more, got {limit}")
+    return await asyncio.to_thread(_read_window_sync, _base(root), path, start, min(count, READ_MAX_LINES), max_bytes)
+
+
+# --- write / edit ----------------------------------------------------------------------------------------------------
+
+
+def _atomic_write(target: Path, data: bytes) -> None:
+    """Write via a temp file in the same folder and `os.replace`, keeping an existing file's permissions."""
+    try:
+        mode = stat.S_IMODE(target.stat().st_mode)
+    except FileNotFoundError:
+        mode = _NEW_FILE_MODE
+    fd, temp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(temp_name, mode)
+        os.replace(temp_name, target)
+    except BaseException:
+        try:
+            os.unlink(temp_name)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def _write_sync(base: Path, path: str, content: str) -> str:
+    target = confine(base, path)
+    _refuse_git_metadata(base, path, target)
+    if target == base or target.is_dir():
+        raise ToolError(f"{path!r} is a directory; give a file path to write")
+    existed = target.exists()
+    data = content.encode("utf-8")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        _atomic_write(target, data)
+    except (NotADirectoryError, FileExistsError):
+        raise ToolError(f"cannot create {path!r}: a parent of it is a file, not a folder") from None
+    except OSError as err:
+        raise ToolError(f"cannot write {path!r}: {err.strerror or err}") from None
+    return f"wrote {len(data)} bytes to {path} ({'overwritten' if existed else 'created'})"
+
+
+async def write_file(root: Root, path: str, content: str) -> str:
+    """Create or replace a whole file atomically; missing parent folders are created."""
+    return await asyncio.to_thread(_write_sync, _base(root), path, content)
+
+
+def _line_of(text: str, index: int) -> int:
+    return text.count("\n", 0, index) + 1
+
+
+def _occurrences(text: str, needle: str) -> list[int]:
+    found, at = [], text.find(needle)
+    while at >= 0:
+        found.append(at)
+        at = text.find(needle, at + 1)
+    return found
+
+
+def _closest_line_hint(text: str, old: str) -> str:
+    first = next((line.strip() for line in old.split("\n") if line.strip()), "")
+    if not first:
+        return ""
+    lines = text.split("\n")
+    if len(lines) > 50_000:
+        return ""
+    for n, line in enumerate(lines, 1):
+        if line.strip() == first:
+            return (
+                f" Line {n} has the same text as your first line but different indentation or surroundings: "
+                f"{line.rstrip()!r}."
+            )
+    stripped = [line.strip() for line in lines]
+    close = difflib.get_close_matches(first, stripped, n=1, cutoff=0.6)
+    if close:
+        n = stripped.index(close[0]) + 1
+        return f" The closest is line {n}: {lines[n - 1].rstrip()!r}."
+    return ""
+
+
+def _edit_sync(base: Path, path: str, old: str, new: str) -> str:
+    if not old:
+        raise ToolError("old must not be empty; use write_file to create a file or replace it entirely")
+    if old == new:
+        raise ToolError("old and new are identical; nothing would change")
+    target = _existing_file(base, path)
+    _refuse_git_metadata(base, path, target)
+    raw = target.read_bytes()
+    _refuse_binary(raw[:BINARY_SNIFF_BYTES], path, len(raw))
+    text = _decode(raw, path)
+    hits = _occurrences(text, old)
+    if not hits and "\r\n" in text and "\n" in old and "\r\n" not in old:
+        # The model saw the file without carriage returns; match it the way it is stored.
+        old, new = old.replace("\n", "\r\n"), new.replace("\r\n", "\n").replace("\n", "\r\n")
+        hits = _occurrences(text, old)
+    if not hits:
+        raise ToolError(
+            f"old text not found in {path}: it must match the file exactly, including whitespace and indentation"
+            " (read_file shows a tab after each line number that is not part of the file)."
+            f"{_closest_line_hint(text, old)}"
+        )
+    if len(hits) > 1:
+        where = ", ".join(str(_line_of(text, i)) for i in hits[:20])
+        raise ToolError(
+            f"old text occurs {len(hits)} times in {path} (at lines {where}); "
+            "include more surrounding lines so it is unique"
+        )
+    at = hits[0]
+    updated = text[:at] + new + text[at + len(old) :]
+    _atomic_write(target, updated.encode("utf-8"))
+    first = _line_of(text, at)
+    removed, added = old.count("\n") + 1, new.count("\n") + 1
+    return f"edited {path}: replaced {removed} line(s) at line {first} with {added} line(s)"
+
+
+async def edit_file(root: Root, path: str, old: str, new: str) -> str:
+    """Replace the one exact occurrence of `old` with `new` (atomic); zero or several occurrences are an error."""
+    return await asyncio.to_thread(_edit_sync, _base(root), path, old, new)
+
+
+# --- glob / grep / list ----------------------------------------------------------------------------------------------
+
+_MAGIC = re.compile(r"[*?\[{]")
+
+
+def _translate_segment(segment: str) -> str:
+    out, i = [], 0
+    while i < len(segment):
+        ch = segment[i]
+        if ch == "*":
+            out.append("[^/]*")
+        elif ch == "?":
+            out.append("[^/]")
+        elif ch == "[":
+            close = segment.find("]", i + 2 if segment[i + 1 : i + 2] in ("!", "^") else i + 1)
+            if close < 0:
+                out.append(re.escape(ch))
+            else:
+                body = segment[i + 1 : close]
+                if body[:1] in ("!", "^"):
+                    body = "^" + body[1:]
+                out.append("[" + body.replace("\\", "\\\\") + "]")
+                i = close
+        elif ch == "{":
+            close = segment.find("}", i)
+            if close < 0:
+                out.append(re.escape(ch))
+            else:
+                options = segment[i + 1 : close].split(",")
+                out.append("(?:" + "|".join(_translate_segment(o) for o in options) + ")")
+                i = close
+        else:
+            out.append(re.escape(ch))
+        i += 1
+    return "".join(out)
+
+
+def glob_to_regex(pattern: str) -> re.Pattern[str]:
+    """Compile a glob over `/`-separated relative paths: `*`, `?`, `[abc]`, `{a,b}`, and `**` for any depth."""
+    if pattern.count("*") > GLOB_MAX_STARS:  # each star multiplies Python re's backtracking over a long name
+        raise ToolError(f"the glob {pattern!r} has more than {GLOB_MAX_STARS} '*'; use a simpler pattern")
+    segments = [s for s in pattern.strip().split("/") if s not in ("", ".")]
+    parts: list[str] = []
+    for index, segment in enumerate(segments):
+        last = index == len(segments) - 1
+        if segment == "**":
+            parts.append(".*" if last else "(?:[^/]+/)*")
+        else:
+            parts.append(_translate_segment(segment) + ("" if last else "/"))
+    return re.compile("".join(parts), re.DOTALL)
+
+
+def _check_pattern(pattern: str) -> None:
+    text = pattern.strip()
+    if not text:
+        raise ToolError("the glob pattern is empty; try '**/*' or '**/*.py'")
+    if text.startswith(("/", "~")):
+        raise PathOutsideWorkspace(f"{pattern!r} is absolute; glob patterns are relative to the workspace")
+    if ".." in text.split("/"):
+        raise PathOutsideWorkspace(f"{pattern!r} uses '..'; glob patterns cannot leave the workspace")
+
+
+def _literal_base(base: Path, pattern: str) -> Path:
+    """The folder below which a pattern can match: its leading segments without wildcards."""
+    segments = [s for s in pattern.strip().split("/") if s not in ("", ".")]
+    literal: list[str] = []
+    for segment in segments[:-1]:
+        if _MAGIC.search(segment):
+            break
+        literal.append(segment)
+    return confine(base, "/".join(literal)) if literal else base
+
+
+def _walk(start: Path) -> Iterator[tuple[Path, list[str], list[str]]]:
+    """os.walk without following symlinked folders and without descending into SKIP_DIRS."""
+    for folder, dirs, files in os.walk(start, followlinks=False):
+        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS)
+        yield Path(folder), dirs, files
+
+
+def _glob_sync(base: Path, pattern: str, limit: int) -> str:
+    _check_pattern(pattern)
+    regex = glob_to_regex(pattern)
+    start = _literal_base(base, pattern)
+    matches: list[str] = []
+    if start.is_dir():
+        for folder, dirs, files in _walk(start):
+            for name in dirs:
+                rel = _rel(base, folder / name)
+                if regex.fullmatch(rel):
+                    matches.append(rel + "/")
+            for name in files:
+                rel = _rel(base, folder / name)
+                if regex.fullmatch(rel) and not is_secret_file(name):
+                    matches.append(rel)
+    if not matches:
+        return f"no files match {pattern!r}"
+    matches.sort()
+    shown = matches[:limit]
+    more = f"\n({len(matches) - limit} more; narrow the pattern)" if len(matches) > limit else ""
+    return "\n".join(shown) + more
+
+
+async def glob(root: Root, pattern: str, limit: int = 500) -> str:
+    """Relative paths matching `pattern` (`**` for any depth; folders end in `/`), sorted, at most `limit`."""
+    return await asyncio.to_thread(_glob_sync, _base(root), pattern, limit)
+
+
+def _snippet(line: str, match_at: int) -> str:
+    line = line.rstrip("\r")
+    if len(line) <= GREP_MAX_LINE_CHARS:
+        return line
+    begin = max(0, match_at - GREP_MAX_LINE_CHARS // 3)
+    end = begin + GREP_MAX_LINE_CHARS
+    return ("…" if begin else "") + line[begin:end] + ("…" if end < len(line) else "")
+
+
+def _grep_files(base: Path, start: Path, file_glob: str | None) -> Iterator[Path]:
+    if start.is_file():
+        if not is_secret_file(start.name):
+            yield start
+        return
+    name_regex = path_regex = None
+    if file_glob:
+        if "/" in file_glob.strip().strip("/"):
+            path_regex = glob_to_regex(file_glob)
+        else:
+            name_regex = glob_to_regex(file_glob.strip().strip("/"))
+    for path in _files_in_path_order(start):
+        if name_regex is not None and not name_regex.fullmatch(path.name):
+            continue
+        if path.is_symlink() and (not _inside(base, path) or is_secret_file(path.resolve().name)):
+            continue  # a link pointing out of the workspace or at a secret: never read through it
+        if path_regex is not None:
+            rel_root, rel_start = _rel(base, path), _rel(start, path)
+            if not (path_regex.fullmatch(rel_root) or path_regex.fullmatch(rel_start)):
+                continue
+        yield path
+
+
+def _files_in_path_order(folder: Path) -> Iterator[Path]:
+    """Files below `folder` in sorted path order, not following symlinked folders, skipping SKIP_DIRS."""
+    try:
+        entries = sorted(os.scandir(folder), key=lambda e: e.name)
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                if entry.name not in SKIP_DIRS:
+                    yield from _files_in_path_order(Path(entry.path))
+            elif entry.is_file() and not is_secret_file(entry.name):
+                yield Path(entry.path)
+        except OSError:
+            continue
+
+
+def _inside(base: Path, path: Path) -> bool:
+    try:
+        return path.resolve().is_relative_to(base)
+    except (OSError, RuntimeError):
+        return False
+
+
+def _grep_targets(base: Path, path: str, file_glob: str | None) -> list[Path]:
+    """The files grep may read, in sorted path order: confined, no secrets, no SKIP_DIRS, no links out."""
+    start = confine(base, path)
+    if not start.exists():
+        raise ToolError(f"No such file or folder: {path!r}.{_nearby(base, start)}")
+    if start.is_file() and start.stat().st_size > GREP_MAX_FILE_BYTES:
+        raise ToolError(f"{path!r} is larger than {GREP_MAX_FILE_BYTES:,} bytes; read_file a line range instead")
+    return list(_grep_files(base, start, file_glob))
+
+
+def _grep_line(base: Path, found: ripgrep.LineMatch) -> str:
+    text = found.text.decode("utf-8", errors="replace")
+    at = len(found.text[: max(found.column - 1, 0)].decode("utf-8", errors="replace"))
+    return mask_url_credentials(f"{_rel(base, found.path)}:{found.line}: {_snippet(text, at)}")
+
+
+async def grep(
+    root: Root,
+    pattern: str,
+    path: str = ".",
+    glob: str | None = None,
+    ignore_case: bool = False,
+    max_matches: int = 200,
+) -> str:
+    """Search text files line by line (ripgrep's regex syntax); output `path:line: text`, skipping binaries and
+    SKIP_DIRS.
+
+    The search runs in ripgrep (agents/tools/ripgrep.py): linear time, a timeout, never on the event loop.
+    """
+    ripgrep.check_pattern(pattern)
+    base = _base(root)
+    files = await asyncio.to_thread(_grep_targets, base, path, glob)
+    found, more = await ripgrep.collect(pattern, files, max_matches, ignore_case=ignore_case)
+    results = [_grep_line(base, match) for match in found]
+    if not results:
+        where = "" if path in (".", "") else f" in {path}"
+        filt = f" (files matching {glob!r})" if glob else ""
+        return f"no matches for {pattern!r}{where}{filt}"
+    if more:
+        results.append(f"(stopped after {max_matches} matches; narrow the pattern, path or glob to see the rest)")
+    return "\n".join(results)

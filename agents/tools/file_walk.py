@@ -1,0 +1,103 @@
+"""The one file walker of the product: which files of a folder count, as git sees them.
+
+In a git work tree that is `git ls-files -co --exclude-standard` (tracked files plus untracked ones `.gitignore`
+does not exclude); untracked files inside a virtualenv (a folder holding `pyvenv.cfg`) or inside one of `SKIP_DIRS`
+are left out, so a copied `venv/` nobody ignored does not flood the list. A folder that is not in git is walked
+with the same skips. Symlinks are never followed. Paths are relative, with `/` separators, sorted.
+
+`read_only_git` runs the read-only git calls of the index (ls-files, rev-parse, diff, log) through
+`git_repo.run_git`, the product's one hardened runner (no hooks, fsmonitor or drivers; timeout, group kill).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+from agents.tools import git_repo
+
+SKIP_DIRS = frozenset(
+    {".git", "node_modules", ".venv", "__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".tox"}
+)
+VIRTUALENV_MARKER = "pyvenv.cfg"
+GIT_TIMEOUT_S = 30.0
+# Hooks and fsmonitor are programs a repository can name; a read-only listing never runs them.
+_GIT_OPTIONS = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=", "-c", "core.quotepath=off")
+
+
+async def read_only_git(root: Path, *args: str, timeout: float = GIT_TIMEOUT_S) -> str | None:
+    """stdout of `git <args>` run in `root` through the product's one hardened git runner, or None (not a
+    repository, git missing, an error, a timeout). Optional locks are off: a listing never takes index.lock."""
+    try:
+        result = await git_repo.run_git(
+            "-c",
+            "core.quotepath=off",
+            *args,
+            cwd=Path(root),
+            timeout=timeout,
+            extra_env={"GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C"},
+        )
+    except (git_repo.GitError, OSError):
+        return None
+    return result.stdout if result.exit_code == 0 else None
+
+
+async def list_files(root: Path) -> list[str]:
+    """The files of `root` that count (see the module docstring): relative `/` paths, sorted."""
+    root = Path(root)
+    inside = await read_only_git(root, "rev-parse", "--is-inside-work-tree")
+    if (inside or "").strip() != "true":
+        return await asyncio.to_thread(walk_files, root)
+    tracked, untracked = await asyncio.gather(
+        read_only_git(root, "ls-files", "-c", "-z", "--", "."),
+        read_only_git(root, "ls-files", "-o", "--exclude-standard", "-z", "--", "."),
+    )
+    if tracked is None or untracked is None:
+        return await asyncio.to_thread(walk_files, root)
+    files = {p for p in tracked.split("\0") if p}  # relative to `root`, like the untracked ones
+    files.update(_keep_untracked([p for p in untracked.split("\0") if p]))
+    return sorted(files)
+
+
+def _keep_untracked(paths: list[str]) -> list[str]:
+    """Untracked paths minus those in a virtualenv or a skipped folder."""
+    virtualenvs = {
+        p[: -len(VIRTUALENV_MARKER)] for p in paths if p == VIRTUALENV_MARKER or p.endswith("/" + VIRTUALENV_MARKER)
+    }
+    kept = []
+    for path in paths:
+        folders = path.split("/")[:-1]
+        if any(part in SKIP_DIRS for part in folders):
+            continue
+        if virtualenvs and any(path.startswith(venv) for venv in virtualenvs):
+            continue
+        kept.append(path)
+    return kept
+
+
+def walk_files(root: Path) -> list[str]:
+    """Every file under `root` without following symlinks, skipping `SKIP_DIRS` and virtualenvs (no git here)."""
+    found: list[str] = []
+    stack: list[tuple[str, str]] = [(str(root), "")]
+    while stack:
+        folder, prefix = stack.pop()
+        try:
+            with os.scandir(folder) as entries:
+                listed = list(entries)
+        except OSError:
+            continue
+        if prefix and any(entry.name == VIRTUALENV_MARKER for entry in listed):
+            continue
+        for entry in listed:
+            try:
+                if entry.is_symlink():
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    if entry.name not in SKIP_DIRS:
+                        stack.append((entry.path, f"{prefix}{entry.name}/"))
+                elif entry.is_file(follow_symlinks=False):
+                    found.append(prefix + entry.name)
+            except OSError:
+                continue
+    return sorted(found)

@@ -1,0 +1,172 @@
+"""A task's diff for the chat, capped: a stat, then the patch cut at a size a phone (and Telegram) takes.
+
+Binary files and huge files are named, never inlined; the patch streams from git into a file (`write_diff` never holds
+more than one chunk in memory, and stops git once the cap is reached); the header says what was left out.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO
+
+from agents.tools import git_repo
+from agents.tools.git_repo import TaskWorktree, human_size
+
+DIFF_MAX_BYTES = 1_000_000  # the whole document; Telegram takes up to 50 MB from a bot, a phone much less
+HUGE_FILE_BYTES = 512 * 1024  # a file with a side this big is named, not inlined
+STAT_MAX_FILES = 200
+HEADER_MAX_BYTES = 32 * 1024
+LISTED_MAX = 50  # names listed per kind of left-out file
+
+
+@dataclass
+class DiffReport:
+    """What `write_diff` wrote and what it left out."""
+
+    binary: list[str] = field(default_factory=list)
+    huge: list[tuple[str, int]] = field(default_factory=list)
+    truncated: bool = False
+    written: int = 0
+
+    def note(self) -> str:
+        """One sentence for a caption: what is not in the document ('' when it is whole)."""
+        parts = []
+        if self.huge:
+            parts.append(f"{len(self.huge)} huge file(s) named, not shown")
+        if self.binary:
+            parts.append(f"{len(self.binary)} binary file(s) named, not shown")
+        if self.truncated:
+            parts.append(f"the patch is cut at {human_size(DIFF_MAX_BYTES)}")
+        return "; ".join(parts)
+
+
+async def write_diff(worktree: TaskWorktree, out: BinaryIO, max_bytes: int = DIFF_MAX_BYTES) -> DiffReport:
+    """Write the task's diff vs its base into `out`: header, stat, patch (committed, then uncommitted changes).
+
+    While the worktree exists its uncommitted changes (untracked files too) follow the committed ones; afterwards the
+    branch's diff.
+    """
+    present = git_repo.worktree_present(worktree)
+    if present:
+        await git_repo.check_worktree_link(worktree)
+    cwd = worktree.path if present else worktree.repo
+    span = f"{worktree.base_commit}..{'HEAD' if present else worktree.branch}"
+    report = DiffReport()
+    await _classify(cwd, [span], report)
+    excluded = _excludes(report)
+    stat = await git_repo._git(
+        "diff", "--stat=120,90", f"--stat-count={STAT_MAX_FILES}", "--no-renames", span, "--", ".", *excluded, cwd=cwd
+    )
+    body_limit = max_bytes - HEADER_MAX_BYTES  # the header goes in front, written once the body is known
+    with tempfile.TemporaryFile() as body:
+        used, cut = await git_repo.stream_git(
+            "diff", "--no-renames", span, "--", ".", *excluded, cwd=cwd, out=body, limit=body_limit
+        )
+        if present and not cut:
+            used, cut = await _uncommitted(worktree.path, body, used, body_limit, report)
+        report.truncated = cut
+        header = _header(worktree, report, stat, used).encode("utf-8")[:HEADER_MAX_BYTES]
+        out.write(header)
+        body.seek(0)
+        while chunk := body.read(65_536):
+            out.write(chunk)
+        report.written = len(header) + used
+    if report.truncated:
+        out.write(b"\n# [truncated: the patch was cut here; see the stat above for every file]\n")
+    return report
+
+
+async def _classify(cwd: Path, span: list[str], report: DiffReport, extra_env: dict[str, str] | None = None) -> None:
+    """Add the binary files (numstat `-`) and the huge files (either side over HUGE_FILE_BYTES) of `span`."""
+    numstat = git_repo._split_nul(
+        await git_repo._git("diff", "--numstat", "-z", "--no-renames", *span, cwd=cwd, extra_env=extra_env)
+    )
+    binary = {item.split("\t", 2)[2] for item in numstat if item.startswith("-\t-\t")}
+    fields = git_repo._split_nul(
+        await git_repo._git("diff", "--raw", "-z", "--no-renames", "--no-abbrev", *span, cwd=cwd, extra_env=extra_env)
+    )
+    sides: dict[str, tuple[str, str]] = {}
+    for i in range(0, len(fields) - 1, 2):
+        meta = fields[i].split()
+        if len(meta) >= 4:
+            sides[fields[i + 1]] = (meta[2], meta[3])
+    blobs = sorted({blob for pair in sides.values() for blob in pair if set(blob) != {"0"}})
+    sizes = await git_repo._blob_sizes(cwd, blobs)
+    for path, (old, new) in sorted(sides.items()):
+        size = max(sizes.get(old, 0), sizes.get(new, 0))
+        if size > HUGE_FILE_BYTES:
+            if path not in {p for p, _ in report.huge}:
+                report.huge.append((path, size))
+        elif path in binary and path not in report.binary:
+            report.binary.append(path)
+
+
+def _excludes(report: DiffReport) -> list[str]:
+    return [f":(exclude,literal){path}" for path in [*report.binary, *(p for p, _ in report.huge)]]
+
+
+async def _uncommitted(path: Path, body: BinaryIO, used: int, limit: int, report: DiffReport) -> tuple[int, bool]:
+    """HEAD vs the working tree (untracked files too) in a throwaway index; files over the commit limit are skipped
+    before `git add`, so a huge file never reaches the object store through a Diff."""
+    with tempfile.TemporaryDirectory(prefix="agentlab-index-") as tmp:
+        env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
+        await git_repo._git("read-tree", "HEAD", cwd=path, extra_env=env)
+        status = await git_repo._git(
+            "status",
+            "--porcelain",
+            "-z",
+            "--untracked-files=all",
+            "--no-renames",
+            "--",
+            ".",
+            *git_repo.NEVER_COMMIT,
+            cwd=path,
+            extra_env=env,
+        )
+        big = []
+        for name, code in git_repo._status_entries(status):
+            size = git_repo._file_size(path / name)
+            if "D" not in code and size > HUGE_FILE_BYTES:
+                big.append(name)
+                report.huge.append((name, size))
+        skipped = [f":(exclude,literal){name}" for name in big]
+        await git_repo._git("add", "-A", "--", ".", *git_repo.NEVER_COMMIT, *skipped, cwd=path, extra_env=env)
+        await _classify(path, ["--cached", "HEAD"], report, env)
+        if await _nothing_staged(path, env):
+            return used, False
+        marker = b"# uncommitted changes (not in a commit yet)\n"
+        body.write(marker)
+        written, cut = await git_repo.stream_git(
+            "diff",
+            "--cached",
+            "--no-renames",
+            "HEAD",
+            "--",
+            ".",
+            *_excludes(report),
+            cwd=path,
+            out=body,
+            limit=max(0, limit - used - len(marker)),
+            extra_env=env,
+        )
+        return used + len(marker) + written, cut
+
+
+async def _nothing_staged(path: Path, env: dict[str, str]) -> bool:
+    return (await git_repo.run_git("diff", "--cached", "--quiet", "HEAD", cwd=path, extra_env=env)).exit_code == 0
+
+
+def _header(worktree: TaskWorktree, report: DiffReport, stat: str, body_bytes: int) -> str:
+    lines = [f"# Task branch {worktree.branch} vs its base {worktree.base_commit[:10]}"]
+    if report.huge:
+        lines.append(f"# Huge files, not shown (over {human_size(HUGE_FILE_BYTES)}):")
+        lines += [f"#   {path} ({human_size(size)})" for path, size in report.huge[:LISTED_MAX]]
+    if report.binary:
+        lines.append("# Binary files, not shown:")
+        lines += [f"#   {path}" for path in report.binary[:LISTED_MAX]]
+    if report.truncated:
+        lines.append(f"# The patch below is cut after {human_size(body_bytes)}; the stat lists every file.")
+    lines += [f"# {line}" if line else "#" for line in stat.rstrip().splitlines()]
+    return "\n".join(lines) + "\n\n"

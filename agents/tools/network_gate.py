@@ -1,0 +1,166 @@
+"""Network on request (issue 11): a worker's `run_command(network=true)` waits for the owner's answer in the chat.
+
+With SANDBOX_NETWORK=ask the command is posted with inline buttons (Allow once · Allow for this task · Deny);
+no answer within SANDBOX_NETWORK_ANSWER_SECONDS is a deny. `on` and `off` decide without asking. Every decision
+is a task event (`network`), so `/task N` and `/log N` show it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from agents.core.models import Task, TaskEvent
+from agents.core.notify import Action, Buttons, Notifier, button
+from agents.store.database import Store
+from agents.tools.sandbox import NetworkPolicy
+
+log = logging.getLogger(__name__)
+
+ONCE, FOR_TASK, DENY = "once", "task", "deny"
+CHOICES = {Action.NET_ONCE: ONCE, Action.NET_TASK: FOR_TASK, Action.NET_DENY: DENY}  # the buttons' answers
+_COMMAND_SHOWN = 600
+
+
+@dataclass(frozen=True)
+class NetworkDecision:
+    allowed: bool
+    explanation: str  # for the worker when denied, in plain words
+
+
+@dataclass
+class _Pending:
+    chat_id: int
+    task_id: int
+    command: str
+    message_id: int | None
+    answer: asyncio.Future[str]
+
+
+def request_buttons(request_id: int) -> Buttons:
+    return [
+        [
+            button("✅ Allow once", Action.NET_ONCE, request_id),
+            button("✅ Allow for this task", Action.NET_TASK, request_id),
+            button("✖ Deny", Action.NET_DENY, request_id),
+        ]
+    ]
+
+
+class NetworkGate:
+    """Decides whether a task's command may use the network; asks the owner when the policy says so."""
+
+    def __init__(self, policy: NetworkPolicy, store: Store, notifier: Notifier, answer_seconds: float) -> None:
+        self.policy, self.store, self.notifier, self.answer_seconds = policy, store, notifier, answer_seconds
+        self._pending: dict[int, _Pending] = {}
+        self._allowed_tasks: set[int] = set()
+        # ids unique across restarts, so a stale button from an earlier run never answers a new question
+        self._ids = itertools.count(int(time.time() * 1000) % 10**12)
+
+    async def request(
+        self, task: Task, command: str, waiting: Callable[[str], Awaitable[None]] | None = None
+    ) -> NetworkDecision:
+        """Whether `command` of `task` may run with the network; `waiting(step)` tells the progress message."""
+        if self.policy is NetworkPolicy.ON:
+            return await self._record(task, True, "allowed (SANDBOX_NETWORK=on)", command)
+        if self.policy is NetworkPolicy.OFF:
+            await self._record(task, False, "denied (SANDBOX_NETWORK=off)", command)
+            return NetworkDecision(
+                False,
+                "Network access is switched off on this bot (SANDBOX_NETWORK=off); the "
+                "command was not run. Do the work without the network.",
+            )
+        if task.id in self._allowed_tasks:
+            return await self._record(task, True, "allowed (allowed for this task earlier)", command)
+        request_id = next(self._ids)
+        shown = command if len(command) <= _COMMAND_SHOWN else command[:_COMMAND_SHOWN] + "…"
+        answer: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        pending = _Pending(task.chat_id, task.id, command, None, answer)
+        self._pending[request_id] = pending
+        await self.store.add_event(TaskEvent(task_id=task.id, kind="network", detail=f"asked the owner: {shown}"))
+        try:
+            pending.message_id = await self.notifier.send(
+                task.chat_id,
+                f"🌐 **Task #{task.id}** asks for network access to run:\n```\n{shown}\n```\n"
+                f"No answer in {self.answer_seconds:g} s means no.",
+                buttons=request_buttons(request_id),
+                reply_to=task.progress_message_id,
+            )
+            if waiting is not None:
+                await waiting("waiting for you to allow network access")
+            try:
+                async with asyncio.timeout(self.answer_seconds):  # not wait_for: it can swallow a /cancel on 3.11
+                    choice = await asyncio.shield(answer)
+            except TimeoutError:
+                choice = None
+        finally:
+            self._pending.pop(request_id, None)
+            if not answer.done():
+                answer.cancel()
+        if choice == FOR_TASK:
+            self._allowed_tasks.add(task.id)
+        allowed = choice in (ONCE, FOR_TASK)
+        how = {
+            ONCE: "allowed once by the owner",
+            FOR_TASK: "allowed for this task by the owner",
+            DENY: "denied by the owner",
+            None: f"no answer in {self.answer_seconds:g} s: denied",
+        }[choice]
+        await self._close_question(pending, how)
+        await self._record(task, allowed, how, command)
+        if allowed:
+            return NetworkDecision(True, how)
+        if choice is None:
+            return NetworkDecision(
+                False,
+                f"The owner did not answer the request for network access within "
+                f"{self.answer_seconds:g} seconds, so the command was not run. Work without "
+                "the network, or say in your report what needs it.",
+            )
+        return NetworkDecision(
+            False,
+            "The owner denied network access for this command, so it was not run. Work "
+            "without the network, or say in your report what needs it.",
+        )
+
+    def decide(self, chat_id: int, request_id: int, choice: str) -> str:
+        """A button press: answer a waiting request of this chat; returns the text for the chat."""
+        pending = self._pending.get(request_id)
+        if pending is None or pending.chat_id != chat_id or pending.answer.done():
+            return "That network request is no longer waiting for an answer."
+        if choice not in (ONCE, FOR_TASK, DENY):
+            return "This button is no longer valid."
+        pending.answer.set_result(choice)
+        return {
+            ONCE: f"Network allowed once for task #{pending.task_id}.",
+            FOR_TASK: f"Network allowed for the rest of task #{pending.task_id}.",
+            DENY: f"Network denied for task #{pending.task_id}.",
+        }[choice]
+
+    def forget(self, task_id: int) -> None:
+        """The task ended: its 'allow for this task' ends with it."""
+        self._allowed_tasks.discard(task_id)
+
+    async def _close_question(self, pending: _Pending, how: str) -> None:
+        if pending.message_id is None:
+            return
+        with contextlib.suppress(Exception):  # the question's buttons go; a failed edit must not hold up the task
+            shown = (
+                pending.command if len(pending.command) <= _COMMAND_SHOWN else pending.command[:_COMMAND_SHOWN] + "…"
+            )
+            await self.notifier.edit(
+                pending.chat_id,
+                pending.message_id,
+                f"🌐 **Task #{pending.task_id}** network request:\n```\n{shown}\n```\n{how}",
+            )
+
+    async def _record(self, task: Task, allowed: bool, how: str, command: str) -> NetworkDecision:
+        shown = command if len(command) <= 200 else command[:200] + "…"
+        await self.store.add_event(TaskEvent(task_id=task.id, kind="network", detail=f"{how}: {shown}"))
+        log.info("task %s network %s: %s", task.id, how, shown)
+        return NetworkDecision(allowed, how)

@@ -1,0 +1,44 @@
+"""Making a new workspace: a validated folder name under WORKSPACE_PATH, initialised as a git repository."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+from agents.tools import git_repo
+from agents.tools.workspaces import SELF_NAME, ToolError, Workspace, Workspaces
+
+_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
+
+
+def workspace_name(name: str) -> str:
+    """The folder name for a new project, or a ToolError saying what a name may be ('My Site' → 'my-site')."""
+    cleaned = "-".join(str(name).strip().lower().split())
+    if not _NAME.fullmatch(cleaned) or cleaned.endswith((".", "-")) or cleaned == SELF_NAME:
+        raise ToolError(
+            f"{name!r} cannot be a workspace name: use 1-63 letters, digits, '-' or '_', starting with a "
+            f"letter or digit (and not {SELF_NAME!r})"
+        )
+    return cleaned
+
+
+async def create_workspace(workspaces: Workspaces, name: str, identity: git_repo.GitIdentity) -> Workspace:
+    folder = workspace_name(name)
+    root = workspaces.root.resolve()
+    target = root / folder
+    clash = [w.name for w in workspaces.all() if w.name.casefold() == folder]
+    if clash or target.exists():
+        raise ToolError(f"a workspace named {folder!r} already exists; use it, or pick another name")
+    if not root.is_dir():
+        raise ToolError(f"the workspaces folder {root} does not exist")
+    target.mkdir()
+    # its own repository even when WORKSPACE_PATH itself lies inside one
+    git = await asyncio.create_subprocess_exec(
+        "git", "init", "-q", "-b", "main", cwd=target, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE
+    )
+    async with asyncio.timeout(30):
+        _, err = await git.communicate()
+    if git.returncode != 0:
+        raise ToolError(f"git init failed in {folder}: {err.decode(errors='replace').strip()[:300]}")
+    await git_repo.ensure_repository(target, identity)
+    return Workspace(folder, target)

@@ -1,0 +1,236 @@
+"""The owner's repository is not the worker's to change: a snapshot of its shared state, checked and restored.
+
+A task's worktree shares refs, hooks and config with the owner's checkout, so a command the worker runs could move the
+owner's `main` (`git update-ref`), delete branches, plant hooks or rewrite `.git/config`. `RepositoryGuard` takes a
+snapshot when the task starts (every ref but the task branch; the config, hooks, `info/`, alternates and per-worktree
+config files of the shared git directory; the worktree's own HEAD and `.git` file) and, after every worker step and
+at the end, puts back whatever moved, recording a warning for the task's summary. The bot's own changes (its
+commits, other tasks' branches, merges) happen through `git_repo`, which re-takes every guard's snapshot after them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agents.tools import git_repo
+
+log = logging.getLogger(__name__)
+
+# Paths (relative to the shared git directory) whose content is guarded: single files, and folders guarded whole.
+GUARDED_FILES = ("config", "objects/info/alternates", "commondir")
+GUARDED_FOLDERS = ("hooks", "info")
+_MAX_GUARDED_BYTES = 4 * 1024 * 1024  # a guarded file bigger than this is compared by size and mtime only
+
+
+@dataclass(frozen=True)
+class _FileState:
+    data: bytes
+    mode: int
+
+
+@dataclass
+class _Snapshot:
+    refs: dict[str, tuple[str, str]] = field(default_factory=dict)  # refname → (sha, symref target or "")
+    files: dict[str, _FileState] = field(default_factory=dict)  # path under the common dir → content
+
+
+class RepositoryGuard:
+    """Watches one task's repository; `check()` restores and returns the warnings of that check."""
+
+    def __init__(self, tree: git_repo.TaskWorktree, common_dir: Path, admin_dir: Path, link_text: str) -> None:
+        self.tree, self.common_dir, self.admin_dir = tree, common_dir, admin_dir
+        self.task_ref = f"refs/heads/{tree.branch}"
+        self.link_text = link_text  # the worktree's `.git` file as git wrote it
+        self.snapshot = _Snapshot()
+        self.warnings: list[str] = []  # every warning so far, for the summary
+        self._reported = 0
+
+    @classmethod
+    async def start(cls, tree: git_repo.TaskWorktree) -> RepositoryGuard:
+        common = await git_repo.git_common_dir(tree.repo)
+        admin = await git_repo.check_worktree_link(tree)
+        guard = cls(tree, common, admin, (tree.path / ".git").read_text("utf-8"))
+        async with git_repo.repo_lock(tree.repo):
+            await guard.resnapshot()
+            git_repo.watch(tree.repo, guard)
+        return guard
+
+    def unreported(self) -> list[str]:
+        """The warnings not handed out by an earlier call (each goes into the task's events once)."""
+        new, self._reported = self.warnings[self._reported :], len(self.warnings)
+        return new
+
+    def close(self) -> None:
+        git_repo.unwatch(self.tree.repo, self)
+
+    async def check(self) -> list[str]:
+        """Compare with the snapshot, restore what moved; the new warnings (also kept in `warnings`)."""
+        before = len(self.warnings)
+        async with git_repo.repo_lock(self.tree.repo):
+            await self.verify()
+        return self.warnings[before:]
+
+    # ---- the watcher protocol of git_repo (called with the repository lock held) -----------------------------------
+    async def resnapshot(self) -> None:
+        self.snapshot = _Snapshot(refs=await self._refs(), files=self._files())
+
+    async def verify(self) -> None:
+        self._restore_link()
+        await self._restore_refs()
+        self._restore_files()
+        await self._restore_head()
+
+    # ---- refs --------------------------------------------------------------------------------------------------------
+    async def _refs(self) -> dict[str, tuple[str, str]]:
+        text = await git_repo._git(
+            "for-each-ref", "--format=%(refname)%00%(objectname)%00%(symref)", cwd=self.tree.repo
+        )
+        refs: dict[str, tuple[str, str]] = {}
+        for line in text.splitlines():
+            name, _, rest = line.partition("\0")
+            sha, _, symref = rest.partition("\0")
+            if name and name != self.task_ref:
+                refs[name] = (sha, symref)
+        return refs
+
+    async def _restore_refs(self) -> None:
+        now = await self._refs()
+        before = self.snapshot.refs
+        for name in sorted(set(now) | set(before)):
+            if now.get(name) == before.get(name):
+                continue
+            if name not in before:
+                result = await git_repo.run_git("update-ref", "--no-deref", "-d", name, cwd=self.tree.repo)
+                self._warn(f"the worker created `{name}`; it was deleted again", result)
+                continue
+            sha, symref = before[name]
+            if symref:
+                result = await git_repo.run_git("symbolic-ref", name, symref, cwd=self.tree.repo)
+            else:
+                result = await git_repo.run_git("update-ref", "--no-deref", name, sha, cwd=self.tree.repo)
+            if name not in now:
+                self._warn(f"the worker deleted `{name}`; it was restored at {sha[:10]}", result)
+            else:
+                self._warn(f"the worker moved `{name}` to {now[name][0][:10]}; it was put back at {sha[:10]}", result)
+
+    # ---- files of the shared git directory ---------------------------------------------------------------------------
+    def _files(self) -> dict[str, _FileState]:
+        found: dict[str, _FileState] = {}
+        candidates = [self.common_dir / name for name in GUARDED_FILES]
+        for folder in GUARDED_FOLDERS:
+            for dirpath, _dirs, names in os.walk(self.common_dir / folder, followlinks=False):
+                candidates += [Path(dirpath) / name for name in names]
+        candidates += sorted((self.common_dir / "worktrees").glob("*/config.worktree"))
+        for path in candidates:
+            state = _read(path)
+            if state is not None:
+                found[path.relative_to(self.common_dir).as_posix()] = state
+        return found
+
+    def _restore_files(self) -> None:
+        now = self._files()
+        before = self.snapshot.files
+        for name in sorted(set(now) | set(before)):
+            if now.get(name) == before.get(name):
+                continue
+            path = self.common_dir / name
+            try:
+                if name not in before:
+                    _remove(path)
+                    self.warnings.append(f"the worker added `.git/{name}`; it was removed")
+                else:
+                    _write(path, before[name])
+                    verb = "removed" if name not in now else "changed"
+                    self.warnings.append(f"the worker {verb} `.git/{name}`; it was restored")
+            except OSError as err:
+                self.warnings.append(f"the worker changed `.git/{name}` and it could not be restored: {err}")
+        # a folder the worker put in place of a guarded file or folder is covered above only by its files
+        for name in GUARDED_FOLDERS:
+            folder = self.common_dir / name
+            if folder.is_symlink():
+                with contextlib.suppress(OSError):
+                    folder.unlink()
+                    folder.mkdir()
+                self.warnings.append(f"the worker replaced `.git/{name}` with a link; it was removed")
+
+    # ---- the worktree: its `.git` file and its HEAD ------------------------------------------------------------------
+    def _restore_link(self) -> None:
+        dot_git = self.tree.path / ".git"
+        if not self.tree.path.is_dir():
+            return
+        try:
+            intact = dot_git.is_file() and not dot_git.is_symlink() and dot_git.read_text("utf-8") == self.link_text
+        except OSError:
+            intact = False
+        if intact:
+            return
+        try:
+            _remove(dot_git)
+            dot_git.write_text(self.link_text, encoding="utf-8")
+            self.warnings.append("the worker replaced the worktree's `.git` file; it was restored")
+        except OSError as err:
+            self.warnings.append(f"the worker replaced the worktree's `.git` file and it could not be restored: {err}")
+
+    async def _restore_head(self) -> None:
+        head = self.admin_dir / "HEAD"
+        if not self.admin_dir.is_dir():  # the worktree was removed
+            return
+        expected = f"ref: {self.task_ref}\n"
+        try:
+            current = head.read_text("utf-8")
+        except OSError:
+            current = ""
+        if current == expected:
+            return
+        try:
+            head.write_text(expected, encoding="utf-8")
+            self.warnings.append(f"the worker switched its worktree off `{self.tree.branch}`; it was switched back")
+        except OSError as err:
+            self.warnings.append(f"the worker switched its worktree off its branch and it could not be undone: {err}")
+
+    def _warn(self, text: str, result: git_repo.GitOutput) -> None:
+        if result.exit_code != 0:
+            text += f" (failed: {result.stderr.strip()[:200]})"
+        log.warning("task branch %s: %s", self.tree.branch, text)
+        self.warnings.append(text)
+
+
+def _read(path: Path) -> _FileState | None:
+    try:
+        info = path.lstat()
+        if stat.S_ISLNK(info.st_mode):
+            return _FileState(b"symlink:" + os.readlink(path).encode(), info.st_mode)
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        if info.st_size > _MAX_GUARDED_BYTES:
+            return _FileState(f"size:{info.st_size} mtime:{info.st_mtime_ns}".encode(), info.st_mode)
+        return _FileState(path.read_bytes(), info.st_mode)
+    except OSError:
+        return None
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    elif path.exists() or path.is_symlink():
+        path.unlink()
+
+
+def _write(path: Path, state: _FileState) -> None:
+    if state.data.startswith(b"symlink:"):
+        _remove(path)
+        path.symlink_to(state.data.removeprefix(b"symlink:").decode())
+        return
+    if path.is_dir() or path.is_symlink():
+        _remove(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temp = path.with_name(f".{path.name}.agentlab-restore")
+    temp.write_bytes(state.data)
+    os.chmod(temp, stat.S_IMODE(state.mode))
+    os.replace(temp, path)

@@ -1,0 +1,95 @@
+"""The frontend worker's eyes: headless Chromium (Debian's `chromium`) renders a workspace file or URL to PNG."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import shlex
+import shutil
+import tempfile
+from pathlib import Path
+
+from agents.tools.sandbox import SandboxSpec
+from agents.tools.shell import child_env, run_command
+from agents.tools.toolbox import ToolResult
+from agents.tools.workspaces import ToolError, confine
+
+VIEWPORTS = {"desktop": (1280, 800), "phone": (390, 844)}
+CHROMIUM_FLAGS = (
+    "--headless --no-sandbox --disable-gpu --disable-quic --no-first-run --disable-background-networking "
+    "--disable-component-update --disable-sync --hide-scrollbars --mute-audio --disable-dev-shm-usage"
+)
+CHROMIUM_ADDRESS_SPACE = 1 << 40  # V8 and Chromium reserve far more address space than they use
+
+
+def find_chromium(configured: str | None = None) -> str | None:
+    candidates = [configured] if configured else ["chromium", "chromium-browser", "google-chrome", "chrome"]
+    for name in candidates:
+        path = shutil.which(name) if name else None
+        if path:
+            return path
+    return None
+
+
+def target_url(root: Path, target: str, sandbox: SandboxSpec | None = None) -> str:
+    if target.startswith(("http://", "https://", "file://")):
+        if target.startswith("file://"):
+            raise ToolError("give a path relative to the workspace instead of a file:// URL")
+        if sandbox is not None and not sandbox.network:
+            raise ToolError(
+                "screenshots run in the task's sandbox without network, so only files of the workspace can be shown "
+                "(a server started by run_command ends with its command): screenshot the HTML file instead"
+            )
+        return target
+    path = confine(root, target)
+    if not path.is_file():
+        raise ToolError(f"{target!r} is not a file in the workspace")
+    return path.as_uri()
+
+
+async def capture(
+    chromium: str, url: str, width: int, height: int, timeout: float = 60.0, sandbox: SandboxSpec | None = None
+) -> bytes:
+    """One PNG of `url` at width×height; raises ToolError with Chromium's output when it fails.
+
+    With `sandbox`, Chromium runs inside it like every process of a task: the page's scripts reach no network and no
+    file outside the worktree (only the folder the picture is written to is added)."""
+    with tempfile.TemporaryDirectory(prefix="agentlab-shot-") as tmp:
+        out = Path(tmp) / "shot.png"
+        command = (
+            f"{shlex.quote(chromium)} {CHROMIUM_FLAGS} --user-data-dir={shlex.quote(tmp + '/profile')} "
+            f"--window-size={width},{height} --screenshot={shlex.quote(str(out))} {shlex.quote(url)}"
+        )
+        confined = None
+        if sandbox is not None:
+            limits = dataclasses.replace(sandbox.limits, max_memory_bytes=CHROMIUM_ADDRESS_SPACE)
+            confined = dataclasses.replace(sandbox, writable=(*sandbox.writable, Path(tmp)), limits=limits)
+        result = await run_command(command, cwd=Path(tmp), timeout=timeout, env=child_env(), sandbox=confined)
+        if not out.exists() or out.stat().st_size == 0:
+            raise ToolError(f"Chromium produced no screenshot: {result.output[-800:]}")
+        return out.read_bytes()
+
+
+async def screenshot_tool_result(
+    chromium: str | None, root: Path, target: str, sandbox: SandboxSpec | None = None
+) -> tuple[ToolResult, list[tuple[str, bytes]]]:
+    """The tool's answer to the model (text + images) and the pictures to send to the chat."""
+    if chromium is None:
+        return ToolResult(
+            "Chromium is not installed on this machine, so no screenshot can be taken; "
+            "continue without visual validation and say so in your report."
+        ), []
+    url = target_url(root, target, sandbox)
+    content: list[dict] = []
+    pictures: list[tuple[str, bytes]] = []
+    for name, (width, height) in VIEWPORTS.items():
+        png = await capture(chromium, url, width, height, sandbox=sandbox)
+        pictures.append((f"{target} at {name} width ({width}px)", png))
+        content.append({"type": "text", "text": f"{name} ({width}×{height}):"})
+        content.append(
+            {
+                "type": "image",
+                "source": {"type": "base64", "media_type": "image/png", "data": base64.b64encode(png).decode("ascii")},
+            }
+        )
+    return ToolResult(content), pictures

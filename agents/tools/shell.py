@@ -1,0 +1,266 @@
+"""Run shell commands for the agents: own process group, merged bounded output, timeouts and cancellation that kill
+the whole group, and an environment without the bot's secrets."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from agents.tools.process_cap import PidsCap
+from agents.tools.sandbox import (
+    SandboxSpec,
+    bwrap_argv,
+    bwrap_path,
+    sandbox_env,
+    unavailable_reason,
+)
+from agents.tools.workspaces import ToolError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_SECRETS: frozenset[str] = frozenset({"TELEGRAM_BOT_TOKEN", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"})
+SECRET_MARKERS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "API_KEY", "CREDENTIAL", "PRIVATE_KEY")
+CHILD_ENV_HINTS: Mapping[str, str] = {
+    "GIT_TERMINAL_PROMPT": "0",
+    "PAGER": "cat",
+    "GIT_PAGER": "cat",
+    "CI": "1",
+    "NO_COLOR": "1",
+    "PYTHONDONTWRITEBYTECODE": "1",
+}
+TERM_GRACE_SECONDS = 2.0
+KILL_WAIT_SECONDS = 5.0
+DRAIN_GRACE_SECONDS = 0.5
+_CHUNK = 65_536
+_POLL_SECONDS = 0.02
+_SHELL = shutil.which("bash") or "/bin/sh"
+_SANDBOX_SHELL = "/bin/bash" if os.path.exists("/bin/bash") else "/bin/sh"  # a system path, visible in the sandbox
+
+
+def child_env(base: Mapping[str, str] | None = None, secret_keys: Iterable[str] = DEFAULT_SECRETS) -> dict[str, str]:
+    """A copy of `base` (default os.environ) without secrets, plus non-interactive hints (no pagers or prompts)."""
+    secrets = {k.upper() for k in secret_keys}
+    source = os.environ if base is None else base
+    env = {
+        key: value
+        for key, value in source.items()
+        if key.upper() not in secrets and not any(marker in key.upper() for marker in SECRET_MARKERS)
+    }
+    env.update(CHILD_ENV_HINTS)
+    return env
+
+
+@dataclass
+class CommandResult:
+    """What a command did. `exit_code` is None when it timed out or was cancelled, negative when a signal killed it."""
+
+    command: str
+    exit_code: int | None
+    output: str
+    timed_out: bool
+    cancelled: bool
+    duration: float
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out and not self.cancelled
+
+    def format_for_model(self) -> str:
+        if self.timed_out:
+            status = f"(timed out after {self.duration:.1f}s; process group killed)"
+        elif self.cancelled:
+            status = f"(cancelled after {self.duration:.1f}s; process group killed)"
+        elif self.exit_code is not None and self.exit_code < 0:
+            try:
+                name = signal.Signals(-self.exit_code).name
+            except ValueError:
+                name = f"signal {-self.exit_code}"
+            status = f"killed by {name} after {self.duration:.1f}s"
+        else:
+            status = f"exit code {self.exit_code} after {self.duration:.1f}s"
+        body = self.output if self.output.strip() else "(no output)"
+        return f"$ {self.command}\n{status}\n{body}"
+
+
+class _BoundedOutput:
+    """Keeps the first `head_limit` and the last `tail_limit` bytes of a stream, counting what falls between."""
+
+    def __init__(self, max_output: int) -> None:
+        self.head_limit = max(0, max_output // 2)
+        self.tail_limit = max(0, max_output - self.head_limit)
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def feed(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = self.head_limit - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk and self.tail_limit:
+            self.tail += chunk
+            excess = len(self.tail) - self.tail_limit
+            if excess > 0:
+                del self.tail[:excess]
+
+    def render(self) -> str:
+        omitted = self.total - len(self.head) - len(self.tail)
+        if omitted <= 0:
+            return bytes(self.head + self.tail).decode("utf-8", errors="replace")
+        head = bytes(self.head).decode("utf-8", errors="replace")
+        tail = bytes(self.tail).decode("utf-8", errors="replace")
+        return f"{head}\n[... {omitted} bytes omitted ...]\n{tail}"
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+async def _until_exited(process: asyncio.subprocess.Process, reader: asyncio.Task[None]) -> None:
+    """Wait until the shell itself has exited (and been reaped).
+
+    `Process.wait()` on Python 3.11 also waits for the pipe to close, which a background child can hold open for
+    ever, so poll `returncode` (set by the child watcher once it reaped the shell) while the pipe is still open.
+    """
+    while process.returncode is None:
+        if reader.done():  # pipe closed: wait() cannot be held up any more
+            await process.wait()
+            return
+        await asyncio.wait({reader}, timeout=_POLL_SECONDS)
+
+
+async def _kill_group(process: asyncio.subprocess.Process, pgid: int, reader: asyncio.Task[None]) -> None:
+    """SIGTERM the group, give it a short grace (until the shell is reaped and the pipe is closed), then SIGKILL
+    whatever is left of it, and wait until the shell is reaped."""
+    _signal_group(pgid, signal.SIGTERM)
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(TERM_GRACE_SECONDS):
+            await _until_exited(process, reader)
+            await asyncio.shield(reader)  # EOF once every process holding the pipe is gone
+    _signal_group(pgid, signal.SIGKILL)  # also reaches children that outlived or ignored SIGTERM
+    try:  # a SIGKILLed process is gone at once; never let a reaping hiccup hold up a cancel for ever
+        async with asyncio.timeout(KILL_WAIT_SECONDS):
+            await _until_exited(process, reader)
+    except TimeoutError:
+        log.warning("process %s was sent SIGKILL but was not reaped within %.0f s", process.pid, KILL_WAIT_SECONDS)
+
+
+async def run_command(
+    command: str,
+    cwd: Path,
+    timeout: float,
+    env: Mapping[str, str] | None = None,
+    max_output: int = 30_000,
+    sandbox: SandboxSpec | None = None,
+) -> CommandResult:
+    """Run `command` with bash in `cwd` in a new session; stdout+stderr merged and capped to `max_output` bytes
+    (head and tail kept). `env=None` means `child_env()`. On timeout or cancellation the whole process group is
+    killed; background processes still running after the command itself exits are killed too.
+
+    With `sandbox`, the command runs inside bubblewrap (agents/tools/sandbox.py) with only the harmless keys of `env`;
+    killing bwrap ends its PID namespace, so every process of the command dies, detached or not. Where bwrap
+    cannot run, ToolError says so and how to fix it."""
+    cwd = Path(cwd)
+    if not cwd.is_dir():
+        raise ToolError(f"cannot run {command!r}: working folder {str(cwd)!r} does not exist")
+    environment = dict(child_env() if env is None else env)
+    argv = [_SHELL, "-c", command]
+    if sandbox is not None:
+        if reason := await unavailable_reason():
+            raise ToolError(reason)
+        argv = bwrap_argv(sandbox, command, bwrap=bwrap_path() or "bwrap", shell=_SANDBOX_SHELL)
+        environment = sandbox_env(environment, sandbox)
+    cap = PidsCap.create(sandbox.limits.max_processes) if sandbox is not None else None
+    if cap is not None:  # the process limit that holds for root too (agents/tools/process_cap.py)
+        argv = cap.wrap(argv)
+    try:
+        return await _run_argv(argv, command, cwd, environment, timeout, max_output)
+    finally:
+        if cap is not None:  # removed in the background: its last processes may take a moment to leave it
+            cap.close_later()
+
+
+async def _run_argv(
+    argv: list[str], command: str, cwd: Path, environment: dict[str, str], timeout: float, max_output: int
+) -> CommandResult:
+    """Start `argv` in its own session and collect its output; the group is killed on timeout or cancellation."""
+    started = time.monotonic()
+    try:
+        process = await asyncio.create_subprocess_exec(
+            *argv,
+            cwd=cwd,
+            env=environment,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+        )
+    except OSError as err:
+        raise ToolError(f"cannot start {command!r}: {err}") from None
+    pgid = process.pid  # leader of its own session and process group
+    collected = _BoundedOutput(max_output)
+
+    async def pump() -> None:
+        assert process.stdout is not None
+        while chunk := await process.stdout.read(_CHUNK):
+            collected.feed(chunk)
+
+    reader = asyncio.create_task(pump())
+    timed_out = leftovers = False
+    try:
+        try:
+            async with asyncio.timeout(timeout):
+                await _until_exited(process, reader)
+                # The shell is done; background children may still hold the pipe open.
+                try:  # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation (/cancel)
+                    async with asyncio.timeout(DRAIN_GRACE_SECONDS):
+                        await asyncio.shield(reader)
+                except TimeoutError:
+                    leftovers = True
+        except TimeoutError:
+            timed_out = True
+        await _kill_group(process, pgid, reader)  # ends a timed-out command and anything it left running
+        await _finish_reader(reader, process)
+    except asyncio.CancelledError:
+        try:
+            await _kill_group(process, pgid, reader)
+            await _finish_reader(reader, process)
+        finally:
+            _signal_group(pgid, signal.SIGKILL)
+            reader.cancel()
+        raise
+    output = collected.render()
+    if leftovers and not timed_out:
+        output += "\n[background processes still running after the command finished were killed]"
+    return CommandResult(
+        command=command,
+        exit_code=None if timed_out else process.returncode,
+        output=output,
+        timed_out=timed_out,
+        cancelled=False,
+        duration=time.monotonic() - started,
+    )
+
+
+async def _finish_reader(reader: asyncio.Task[None], process: asyncio.subprocess.Process) -> None:
+    """Let the reader collect what is left in the pipe; give up if a process that escaped the group still holds it."""
+    try:
+        async with asyncio.timeout(DRAIN_GRACE_SECONDS):
+            await asyncio.shield(reader)
+    except TimeoutError:
+        reader.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await reader
+        transport = getattr(process, "_transport", None)
+        if transport is not None:
+            transport.close()

@@ -1,0 +1,160 @@
+"""Tools as the model sees them: a schema, a handler, and an audited call that turns failures into readable errors."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from agents.core.models import ToolCallRecord
+from agents.store.database import Store
+from agents.tools.workspaces import ToolError
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[..., Awaitable[Any]]
+MAX_RESULT_CHARS = 60_000  # a longer tool result keeps its head and tail (issue 14: bounded worker context)
+
+
+def keep_head_and_tail(text: str, limit: int, what: str = "output") -> str:
+    """`text` if it fits in `limit` characters, else its beginning and end with a note of what was left out."""
+    if len(text) <= limit:
+        return text
+    head = limit * 2 // 3
+    tail = limit - head
+    cut = len(text) - head - tail
+    return (
+        f"{text[:head]}\n\n[… {cut:,} characters of this {what} left out ({len(text):,} in all); the beginning and "
+        f"the end are shown. Narrow the call (offset/limit, a grep, a shorter command output) to see the middle. …]"
+        f"\n\n{text[-tail:]}"
+    )
+
+
+@dataclass
+class ToolResult:
+    """What goes back to the model in a tool_result block."""
+
+    content: str | list[dict[str, Any]]
+    is_error: bool = False
+
+    def block(self, tool_use_id: str) -> dict[str, Any]:
+        block: dict[str, Any] = {"type": "tool_result", "tool_use_id": tool_use_id, "content": self.content}
+        if self.is_error:
+            block["is_error"] = True
+        return block
+
+    @property
+    def size(self) -> int:
+        return len(self.content) if isinstance(self.content, str) else len(json.dumps(self.content))
+
+
+@dataclass
+class Tool:
+    name: str
+    description: str
+    properties: dict[str, Any]
+    handler: Handler
+    required: list[str] = field(default_factory=list)
+
+    def spec(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "input_schema": {"type": "object", "properties": self.properties, "required": self.required},
+        }
+
+
+def prop(kind: str, description: str, **extra: Any) -> dict[str, Any]:
+    """A JSON-schema property."""
+    return {"type": kind, "description": description, **extra}
+
+
+@dataclass
+class Audit:
+    """Who is calling: where tool calls are recorded."""
+
+    store: Store | None
+    agent: str
+    chat_id: int | None = None
+    task_id: int | None = None
+
+
+def summarize_arguments(arguments: dict[str, Any], limit: int = 300) -> str:
+    parts = []
+    for key, value in arguments.items():
+        text = value if isinstance(value, str) else json.dumps(value)
+        if len(text) > 80:
+            text = f"{text[:77]}… ({len(text)} chars)"
+        parts.append(f"{key}={text}")
+    summary = ", ".join(parts)
+    return summary if len(summary) <= limit else summary[: limit - 1] + "…"
+
+
+class Toolbox:
+    """A named set of tools; `call` runs one, records it, and never raises for a tool's own failure."""
+
+    def __init__(self, tools: list[Tool], audit: Audit, max_result_chars: int = MAX_RESULT_CHARS) -> None:
+        self.tools = {t.name: t for t in tools}
+        self.audit = audit
+        self.max_result_chars = max_result_chars
+
+    def specs(self) -> list[dict[str, Any]]:
+        return [t.spec() for t in self.tools.values()]
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+        started = time.monotonic()
+        error: str | None = None
+        tool = self.tools.get(name)
+        try:
+            if tool is None:
+                raise ToolError(f"unknown tool {name!r}; available: {', '.join(self.tools)}")
+            missing = [r for r in tool.required if r not in arguments]
+            if missing:
+                raise ToolError(f"missing argument(s): {', '.join(missing)}")
+            value = await tool.handler(**arguments)
+            result = value if isinstance(value, ToolResult) else ToolResult(str(value))
+        except ToolError as err:
+            error = str(err)
+            result = ToolResult(f"Error: {err}", is_error=True)
+        except (TypeError, ValueError) as err:  # unexpected/ill-typed arguments from the model
+            error = str(err)
+            result = ToolResult(f"Error: bad arguments for {name}: {err}", is_error=True)
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:  # an unexpected failure is reported to the model, never a crashed turn or task
+            log.exception("tool %s failed", name)
+            error = f"{type(err).__name__}: {err}"
+            result = ToolResult(f"Error: {name} failed: {error}", is_error=True)
+        if isinstance(result.content, str) and len(result.content) > self.max_result_chars:
+            result = ToolResult(
+                keep_head_and_tail(result.content, self.max_result_chars, f"{name} result"), result.is_error
+            )
+        duration_ms = int((time.monotonic() - started) * 1000)
+        if result.is_error and error is None:
+            error = result.content if isinstance(result.content, str) else "error"
+        if self.audit.store is not None:
+            await self.audit.store.record_tool_call(
+                ToolCallRecord(
+                    chat_id=self.audit.chat_id,
+                    task_id=self.audit.task_id,
+                    agent=self.audit.agent,
+                    tool=name,
+                    arguments=summarize_arguments(arguments),
+                    result_chars=result.size,
+                    duration_ms=duration_ms,
+                    error=error[:500] if error else None,
+                )
+            )
+        log.info(
+            "tool %s by %s (task %s) %dms%s",
+            name,
+            self.audit.agent,
+            self.audit.task_id,
+            duration_ms,
+            f" error: {error[:120]}" if error else "",
+        )
+        return result

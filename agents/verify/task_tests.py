@@ -1,0 +1,199 @@
+"""The bot's own checks of one task: the test command taken from the base commit, the baseline run started with the
+task (in parallel with the worker), the run after each worker turn with one re-run of newly failing tests, and
+the verdict. The checks are the bot's, not the worker's: a worker that rewrites `.agentlab.toml` or the tests'
+configuration changes nothing here, and is named in the summary."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import Any
+
+from agents.tools import git_repo
+from agents.verify.test_baseline import BaselineRuns
+from agents.verify.test_env import (
+    CONFIG_FILE,
+    TestConfig,
+    TestConfigError,
+    TestEnvironment,
+    detect_environment,
+    is_test_file_name,
+    link_borrowed,
+    npm_test_script,
+    parse_config,
+    pyproject_table,
+    read_config_file,
+)
+from agents.verify.test_runner import NO_TESTS_MESSAGE, TestOutcome, TestStatus, run_tests
+from agents.verify.test_verdict import Verdict, judge
+
+log = logging.getLogger(__name__)
+
+TEST_CONFIG_FILES = frozenset(
+    {
+        "pytest.ini",
+        "conftest.py",
+        CONFIG_FILE,
+        "tox.ini",
+        "noxfile.py",
+        "setup.cfg",
+        ".mocharc.js",
+        ".mocharc.json",
+        ".mocharc.yml",
+        ".mocharc.yaml",
+        "jest.config.js",
+        "jest.config.ts",
+        "vitest.config.ts",
+        "vitest.config.js",
+        "karma.conf.js",
+    }
+)
+
+
+async def base_config(repo: Path, commit: str) -> TestConfig | None:
+    """`.agentlab.toml` as of the base commit; the workspace's own copy only when it is untracked there."""
+    text = await git_repo.file_at(repo, commit, CONFIG_FILE)
+    if text is not None:
+        return parse_config(text, "base commit")
+    if (repo / CONFIG_FILE).is_file() and not await git_repo.is_tracked(repo, CONFIG_FILE):
+        return await asyncio.to_thread(read_config_file, repo, "workspace (untracked there)")
+    return None
+
+
+class TaskTests:
+    """Start with `start()` when the task starts; `check()` after each worker turn; `close()` when the task ends."""
+
+    def __init__(
+        self,
+        repo: Path,
+        base_commit: str,
+        instructions: str,
+        timeout: float,
+        environment: TestEnvironment | None,
+        problem: str | None,
+        baseline: asyncio.Task[TestOutcome] | None,
+        run_options: dict[str, Any],
+    ) -> None:
+        self.repo, self.base_commit, self.instructions = repo, base_commit, instructions
+        self.environment, self.problem, self.baseline = environment, problem, baseline
+        self.timeout = environment.timeout if environment and environment.timeout else timeout
+        self.run_options = run_options
+
+    @classmethod
+    async def start(
+        cls,
+        repo: Path,
+        checkout: Path,
+        base_commit: str,
+        instructions: str,
+        baselines: BaselineRuns,
+        timeout: float,
+        **run_options: Any,
+    ) -> TaskTests:
+        """Detect the environment at the base commit (`checkout` is still at it), link what it borrows into the
+        checkout, and start the baseline run."""
+        try:
+            config = await base_config(repo, base_commit)
+            environment = await asyncio.to_thread(detect_environment, checkout, repo, config)
+        except (TestConfigError, git_repo.GitError, OSError) as err:  # said in the summary; the task goes on
+            return cls(repo, base_commit, instructions, timeout, None, str(err), None, run_options)
+        baseline = None
+        if environment is not None:
+            await asyncio.to_thread(link_borrowed, environment, checkout)
+            effective = environment.timeout or timeout
+            baseline = asyncio.create_task(
+                baselines.outcome(repo, base_commit, environment, effective, **run_options),
+                name=f"baseline-{base_commit[:8]}",
+            )
+        return cls(repo, base_commit, instructions, timeout, environment, None, baseline, run_options)
+
+    @property
+    def read_only_paths(self) -> list[Path]:
+        return self.environment.read_only_paths if self.environment else []
+
+    async def check(self, checkout: Path) -> Verdict:
+        """Run the tests in `checkout`, compare with the base commit, re-run newly failing tests once."""
+        if self.problem is not None:
+            failed = TestOutcome(status=TestStatus.error, command=None, output=self.problem, summary=self.problem)
+            return judge(failed, failed, self.instructions)
+        none = TestOutcome(status=TestStatus.no_tests, command=None, output=NO_TESTS_MESSAGE, summary="no tests found")
+        added = None
+        if self.environment is None:  # no tests at the base: the task's own (detected by the bot; no .agentlab.toml)
+            added = await asyncio.to_thread(detect_environment, checkout, self.repo, None)
+        if added is not None:
+            await asyncio.to_thread(link_borrowed, added, checkout)
+            after = await run_tests(checkout, self.timeout, environment=added, **self.run_options)
+            verdict = judge(after, none, self.instructions)
+            verdict.notes += [*added.notes, "the base commit had no tests: these are the task's own"]
+        elif self.environment is None:
+            verdict = judge(none, none, self.instructions)
+        else:
+            after = await run_tests(checkout, self.timeout, environment=self.environment, **self.run_options)
+            base = await self._base()
+            verdict = judge(after, base, self.instructions, await self._flaky(checkout, after, base))
+            verdict.notes += self.environment.notes
+        verdict.warnings += await self.touched_checks(checkout, verdict)
+        return verdict
+
+    async def _base(self) -> TestOutcome | None:
+        assert self.baseline is not None
+        try:
+            return await asyncio.shield(self.baseline)
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:  # noqa: BLE001  (no baseline: every failure counts as the task's, as before issue 13)
+            log.warning("baseline run at %s failed: %s", self.base_commit[:8], err)
+            return None
+
+    async def _flaky(self, checkout: Path, after: TestOutcome, base: TestOutcome | None) -> set[str]:
+        """Tests failing now but not at the base that pass on one immediate re-run (of those ids only)."""
+        before = base.cases if base is not None else {}
+        suspects = [name for name, state in after.cases.items() if state == "failed" and before.get(name) != "failed"]
+        if not suspects or after.status is not TestStatus.failed:
+            return set()
+        assert self.environment is not None
+        ids = [s for s in suspects if "::" in s and (checkout / s.split("::", 1)[0]).is_file()]
+        if self.environment.rerunnable and len(ids) < len(suspects):
+            return set()  # some ids cannot be named to pytest: no re-run rather than a whole second run
+        rerun = await run_tests(
+            checkout,
+            self.timeout,
+            environment=self.environment,
+            ids=ids if self.environment.rerunnable else None,
+            **self.run_options,
+        )
+        return {s for s in suspects if rerun.cases.get(s) == "passed"}
+
+    async def touched_checks(self, checkout: Path, verdict: Verdict) -> list[str]:
+        """What the task changed of its own checks: test configuration, deleted test files, tests gone."""
+        try:
+            changes = await git_repo.changes_since(checkout, self.base_commit)
+        except git_repo.GitError:
+            return []
+        warnings = []
+        for status, path in changes:
+            name = Path(path).name
+            if status == "D" and (
+                is_test_file_name(path) or "/tests/" in f"/{path}" or ".test." in name or ".spec." in name
+            ):
+                warnings.append(f"the task deleted the test file `{path}`")
+            elif name in TEST_CONFIG_FILES or (
+                name in ("pyproject.toml", "package.json") and await self._test_section_changed(checkout, path, name)
+            ):
+                warnings.append(
+                    f"the task changed test configuration: `{path}` (the tests ran with the base commit's command)"
+                )
+        if verdict.disappeared:
+            warnings.append(f"{len(verdict.disappeared)} test(s) that ran at the base commit no longer run")
+        return warnings
+
+    async def _test_section_changed(self, checkout: Path, path: str, name: str) -> bool:
+        before = await git_repo.file_at(checkout, self.base_commit, path)
+        after = await git_repo.file_at(checkout, "HEAD", path)
+        read = (lambda t: pyproject_table(t, "pytest")) if name == "pyproject.toml" else npm_test_script
+        return (read(before) if before else None) != (read(after) if after else None)
+
+    def close(self) -> None:
+        if self.baseline is not None and not self.baseline.done():
+            self.baseline.cancel()

@@ -1,0 +1,80 @@
+"""The tests at a task's base commit: run once per workspace, commit and command in a throw-away copy of that
+commit, and kept on disk so consecutive tasks on one commit pay once (tasks on the same commit at the same time
+share one run)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from agents.tools import git_repo
+from agents.verify.test_env import TestEnvironment, link_borrowed
+from agents.verify.test_runner import TestOutcome, TestStatus, run_tests
+
+log = logging.getLogger(__name__)
+
+
+class BaselineRuns:
+    """Base-commit test outcomes, cached under `directory` as one JSON file per (workspace, commit, command)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = Path(directory)
+        self._running: dict[str, asyncio.Task[TestOutcome]] = {}
+        self._waiters: dict[str, int] = {}
+
+    def key(self, repo: Path, commit: str, env: TestEnvironment) -> str:
+        text = "\0".join([str(Path(repo).resolve()), commit, env.command, env.kind, env.junit or ""])
+        return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+    def cached(self, repo: Path, commit: str, env: TestEnvironment) -> TestOutcome | None:
+        path = self.directory / f"{self.key(repo, commit, env)}.json"
+        try:
+            return TestOutcome.model_validate_json(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+
+    async def outcome(
+        self, repo: Path, commit: str, env: TestEnvironment, timeout: float, **run_options: Any
+    ) -> TestOutcome:
+        """The outcome at `commit`: from the cache, from a run under way for another task, or from a new run."""
+        if (found := await asyncio.to_thread(self.cached, repo, commit, env)) is not None:
+            return found
+        key = self.key(repo, commit, env)
+        running = self._running.get(key)
+        if running is None:
+            running = asyncio.create_task(
+                self._run(key, repo, commit, env, timeout, **run_options), name=f"baseline-{commit[:8]}"
+            )
+            self._running[key] = running
+            running.add_done_callback(lambda _t: self._running.pop(key, None))
+        self._waiters[key] = self._waiters.get(key, 0) + 1
+        try:
+            return await asyncio.shield(running)
+        finally:
+            self._waiters[key] -= 1
+            if not self._waiters[key]:
+                del self._waiters[key]
+                if not running.done():  # the last task waiting for it is gone (cancelled): stop the run
+                    running.cancel()
+
+    async def _run(
+        self, key: str, repo: Path, commit: str, env: TestEnvironment, timeout: float, **run_options: Any
+    ) -> TestOutcome:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        tree = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix=f"base-{commit[:8]}-", dir=self.directory))
+        try:
+            await git_repo.export_tree(repo, commit, tree)
+            await asyncio.to_thread(link_borrowed, env, tree)
+            outcome = await run_tests(tree, timeout, environment=env, **run_options)
+        finally:
+            await asyncio.to_thread(shutil.rmtree, tree, True)
+        if outcome.status is not TestStatus.error or outcome.timed_out:  # a hiccup is not kept; a slow suite is
+            with contextlib.suppress(OSError):
+                (self.directory / f"{key}.json").write_text(outcome.model_dump_json(), encoding="utf-8")
+        return outcome

@@ -1,0 +1,293 @@
+"""The bot runs a workspace's tests itself: one bounded run in a checkout, with per-test outcomes where the runner
+names tests (pytest through its JUnit XML report, or a JUnit file `.agentlab.toml` names), whole-suite status
+otherwise. No command means "no tests", never "passed".
+
+`run_tests` is the one place a workspace's tests are started (baseline, after the worker, re-runs of failing ids):
+`**run_options` go to `agents.tools.shell.run_command` unchanged (e.g. a sandbox).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import enum
+import re
+import shlex
+import tempfile
+import xml.etree.ElementTree as ET
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, Field
+
+from agents.tools.sandbox import SandboxSpec
+from agents.tools.shell import child_env, run_command
+from agents.tools.workspaces import ToolError
+from agents.verify.test_env import (  # noqa: F401  (re-exported: the runner's public names)
+    CONFIG_FILE,
+    PYTEST_ARGS,
+    TestConfigError,
+    TestEnvironment,
+    detect_environment,
+    runs_pytest,
+)
+
+NO_TESTS_MESSAGE = "no tests found: no pytest files, no npm test script, no .agentlab.toml [tests] command"
+SUITE_ID = "(whole suite)"  # the one "test" of a runner that names none
+OUTPUT_TAIL_CHARS = 4_000
+FAILURE_CHARS = 1_500  # per failing test
+_CAPTURE_BYTES = 64_000
+_PYTEST_NO_TESTS_EXIT = 5
+_PYTEST_ERROR_EXITS = frozenset({3, 4})  # internal error, usage error: the run itself is broken
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_PYTEST_COUNT = r"\d+ (?:passed|failed|errors?|skipped|xfailed|xpassed|deselected|warnings?|rerun)"
+_PYTEST_SUMMARY = re.compile(rf"^=*\s*((?:{_PYTEST_COUNT})(?:, {_PYTEST_COUNT})*) in [\d.]+s\b")
+_PYTEST_NO_TESTS = re.compile(r"^=*\s*no tests ran in [\d.]+s\b")
+_JEST_SUMMARY = re.compile(r"^Tests:\s+(.+?)\s*$")
+_MOCHA_COUNT = re.compile(r"^\s*(\d+ (?:passing|failing|pending))\b")
+_BANNER = re.compile(r"^=+ (.*?) =+$")
+
+
+class TestStatus(str, enum.Enum):
+    __test__ = False  # not a pytest test class
+
+    passed = "passed"
+    failed = "failed"
+    no_tests = "no_tests"
+    error = "error"  # the tests could not be run: bad config, command not found, timeout
+
+
+class TestOutcome(BaseModel):
+    """What running the tests showed; `output` is the tail of the log, where failures are summarised."""
+
+    __test__: ClassVar[bool] = False
+
+    status: TestStatus
+    command: str | None
+    exit_code: int | None = None
+    output: str = ""
+    duration: float = 0.0
+    summary: str
+    display: str | None = None  # the command as a phone shows it (`pytest`)
+    timed_out: bool = False
+    cases: dict[str, str] = Field(default_factory=dict)  # test id -> passed / failed / skipped
+    failures: dict[str, str] = Field(default_factory=dict)  # failing test id -> its failure text, trimmed
+
+    @property
+    def passed(self) -> bool:
+        return self.status is TestStatus.passed
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# running
+
+
+def detect_test_command(workspace: Path) -> str | None:
+    """The shell command that runs this workspace's tests, or None (TestConfigError when `.agentlab.toml` is bad)."""
+    env = detect_environment(Path(workspace))
+    return env.command if env is not None else None
+
+
+SandboxFor = Callable[[Path, list[Path]], "SandboxSpec | None"]
+
+
+async def run_tests(
+    workspace: Path,
+    timeout: float,
+    env: Mapping[str, str] | None = None,
+    *,
+    environment: TestEnvironment | None = None,
+    ids: list[str] | None = None,
+    sandbox: SandboxSpec | None = None,
+    sandbox_for: SandboxFor | None = None,
+    **run_options: Any,
+) -> TestOutcome:
+    """Run the tests of the checkout `workspace` (with `environment`, detected from it when None) in `timeout`
+    seconds; `ids`: only those tests where the command allows it. `env=None` means `child_env()`.
+
+    Confined (agents/tools/sandbox.py) with `sandbox`, or with `sandbox_for(checkout, read_only_paths)`: the sandbox of
+    whichever checkout runs (a task's worktree, a baseline copy) with what its environment borrows mounted read-only.
+    """
+    workspace = Path(workspace)
+    if environment is None:
+        try:
+            environment = await asyncio.to_thread(detect_environment, workspace)
+        except TestConfigError as err:
+            return TestOutcome(status=TestStatus.error, command=None, output=str(err), summary=str(err))
+        if environment is None:
+            return TestOutcome(
+                status=TestStatus.no_tests, command=None, output=NO_TESTS_MESSAGE, summary="no tests found"
+            )
+    command = environment.with_ids(ids or [])
+    # The JUnit report goes outside the checkout (never in a diff); a sandboxed run must be able to write report_dir.
+    with tempfile.TemporaryDirectory(prefix="agentlab-junit-") as report_dir:
+        report = Path(report_dir) / "junit.xml"
+        full = f"{command} --junitxml={shlex.quote(str(report))}" if environment.pytest else command
+        child = environment.env_for(workspace, dict(child_env() if env is None else env))
+        own_report = workspace / environment.junit if environment.junit and not environment.pytest else None
+        stale = _mtime(own_report) if own_report else None
+        if sandbox is None and sandbox_for is not None:
+            sandbox = sandbox_for(workspace, environment.read_only_paths)
+        if sandbox is not None:  # the report is written inside, read outside
+            sandbox = dataclasses.replace(sandbox, writable=(*sandbox.writable, Path(report_dir)))
+        try:
+            result = await run_command(
+                full,
+                cwd=workspace,
+                timeout=timeout,
+                env=child,
+                max_output=_CAPTURE_BYTES,
+                sandbox=sandbox,
+                **run_options,
+            )
+        except ToolError as err:
+            return TestOutcome(
+                status=TestStatus.error,
+                command=command,
+                display=environment.display,
+                output=str(err),
+                summary=f"could not run: {err}",
+            )
+        junit = report if environment.pytest else own_report
+        if own_report is not None and _mtime(own_report) == stale:
+            junit = None  # the runner wrote no new report: a stale one says nothing about this run
+        cases, failures = await asyncio.to_thread(read_junit, junit, workspace) if junit else ({}, {})
+        if own_report is not None and stale is None:  # written by this run: not the task's to commit
+            own_report.unlink(missing_ok=True)
+    return _outcome(environment, command, result, cases, failures, timeout)
+
+
+def _mtime(path: Path) -> float | None:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return None
+
+
+def _outcome(
+    environment: TestEnvironment, command: str, result, cases: dict[str, str], failures: dict[str, str], timeout: float
+) -> TestOutcome:
+    output = _ANSI.sub("", result.output)
+    base = {
+        "command": command,
+        "display": environment.display,
+        "exit_code": result.exit_code,
+        "output": _tail(failures_section(output)),
+        "duration": result.duration,
+    }
+    if result.timed_out:
+        return TestOutcome(status=TestStatus.error, timed_out=True, summary=f"timed out after {timeout:g} s", **base)
+    if result.cancelled:
+        return TestOutcome(status=TestStatus.error, summary="cancelled", **base)
+    code = result.exit_code
+    is_pytest = environment.pytest or runs_pytest(command)
+    if code in (126, 127):
+        return TestOutcome(status=TestStatus.error, summary=f"could not run the test command (exit {code})", **base)
+    if is_pytest and code == 1 and "No module named pytest" in output:
+        return TestOutcome(status=TestStatus.error, summary="pytest is not installed for this interpreter", **base)
+    if is_pytest and code == _PYTEST_NO_TESTS_EXIT:
+        return TestOutcome(status=TestStatus.no_tests, summary="no tests found", **base)
+    if is_pytest and code in _PYTEST_ERROR_EXITS and not failures:
+        summary = _summary_line(output) or f"pytest could not run the tests (exit {code})"
+        return TestOutcome(status=TestStatus.error, summary=summary, **base)
+    status = TestStatus.passed if code == 0 else TestStatus.failed
+    if not cases:  # the runner names no tests: the suite is the one test
+        cases = {SUITE_ID: status.value}
+        if status is TestStatus.failed:
+            failures = {SUITE_ID: base["output"]}
+    summary = _summary_line(output) or ("tests passed (exit 0)" if code == 0 else f"tests failed (exit {code})")
+    return TestOutcome(status=status, summary=summary, cases=cases, failures=failures, **base)
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# reading what the runner reported
+
+
+def read_junit(path: Path, root: Path) -> tuple[dict[str, str], dict[str, str]]:
+    """Per-test outcomes and failure texts from a JUnit XML file (absent or unreadable: none). Ids are pytest node
+    ids (`tests/test_x.py::TestA::test_b`) where the file can be found under `root`, `classname::name` otherwise."""
+    try:
+        tree = ET.parse(path)
+    except (OSError, ET.ParseError):
+        return {}, {}
+    cases: dict[str, str] = {}
+    failures: dict[str, str] = {}
+    for case in tree.getroot().iter("testcase"):
+        test_id = _test_id(root, case.get("classname") or "", case.get("name") or "", case.get("file"))
+        problem = case.find("failure")
+        if problem is None:
+            problem = case.find("error")
+        if problem is not None:
+            cases[test_id] = "failed"
+            text = "\n".join(t for t in (problem.get("message") or "", problem.text or "") if t.strip())
+            failures[test_id] = _trim_failure(text)
+        elif case.find("skipped") is not None:
+            cases.setdefault(test_id, "skipped")
+        else:
+            cases.setdefault(test_id, "passed")
+    return cases, failures
+
+
+def _test_id(root: Path, classname: str, name: str, file: str | None) -> str:
+    parts = [p for p in classname.split(".") if p]
+    for cut in range(len(parts), 0, -1):
+        candidate = "/".join(parts[:cut]) + ".py"
+        if (root / candidate).is_file():
+            return "::".join([candidate, *parts[cut:], name])
+    if file:
+        return f"{file}::{name}"
+    return f"{classname}::{name}" if classname else name
+
+
+def _trim_failure(text: str, limit: int = FAILURE_CHARS) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else text[: limit // 3] + "\n[...]\n" + text[-(2 * limit // 3) :]
+
+
+def failures_section(output: str) -> str:
+    """Pytest's FAILURES / ERRORS sections, short summary and closing line, without warnings banners or progress
+    dots; any other runner's output as it is."""
+    lines = output.splitlines()
+    if not any(_BANNER.match(line.strip()) for line in lines):
+        return output
+    kept: list[str] = []
+    keep = False
+    for line in lines:
+        banner = _BANNER.match(line.strip())
+        if banner:
+            title = banner.group(1)
+            keep = any(word in title.lower() for word in ("failures", "errors", "short test summary"))
+            if keep or _PYTEST_SUMMARY.match(line.strip()) or _PYTEST_NO_TESTS.match(line.strip()):
+                kept.append(line)
+            continue
+        if keep or _PYTEST_SUMMARY.match(line.strip()):
+            kept.append(line)
+    return "\n".join(kept)
+
+
+def _tail(text: str, limit: int = OUTPUT_TAIL_CHARS) -> str:
+    """The last `limit` characters, cut at a line start, with a note of how much was dropped."""
+    text = text.rstrip()
+    if len(text) <= limit:
+        return text
+    cut = text[-limit:]
+    newline = cut.find("\n")
+    if 0 <= newline < limit // 4:
+        cut = cut[newline + 1 :]
+    return f"[... {len(text) - len(cut)} earlier characters trimmed ...]\n{cut}"
+
+
+def _summary_line(output: str) -> str | None:
+    """The counts from the runner's closing line: pytest ("3 passed, 1 failed"), jest ("Tests: ..."), mocha."""
+    lines = output.splitlines()
+    for line in reversed(lines):
+        stripped = line.strip()
+        if match := _PYTEST_SUMMARY.match(stripped):
+            return match.group(1)
+        if _PYTEST_NO_TESTS.match(stripped):
+            return "no tests ran"
+        if match := _JEST_SUMMARY.match(stripped):
+            return match.group(1)
+    mocha = [m.group(1) for line in lines if (m := _MOCHA_COUNT.match(line))]
+    return ", ".join(mocha[-3:]) if mocha else None

@@ -1,0 +1,395 @@
+"""The crew desk: what the orchestrator's work tools and the chat's buttons do to tasks and proposals."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import tempfile
+from contextvars import ContextVar
+from datetime import datetime
+from pathlib import Path
+
+from agents.core.models import Proposal, ProposalStatus, Task, TaskEvent, TaskStatus, WorkerKind, utcnow
+from agents.core.notify import Notifier
+from agents.core.settings import Settings
+from agents.llm.usage import budget_exceeded
+from agents.store.database import Store
+from agents.tools import git_diff, git_repo
+from agents.tools.new_workspace import create_workspace
+from agents.tools.workspaces import ToolError, Workspaces
+from agents.work import crew_texts
+from agents.work.steering import Inboxes
+from agents.work.task_runner import TaskRunner
+
+# The chat message that asked for the work; progress and summaries reply to it.
+REQUEST_MESSAGE: ContextVar[int | None] = ContextVar("request_message", default=None)
+
+FOREGROUND_PRIORITY = 10
+
+
+def git_identity(settings: Settings) -> git_repo.GitIdentity:
+    return git_repo.GitIdentity(settings.git_author_name, settings.git_author_email)
+
+
+def title_of(text: str, limit: int = 80) -> str:
+    first = " ".join(text.strip().splitlines()[0].split()) if text.strip() else "task"
+    return first if len(first) <= limit else first[: limit - 1].rstrip() + "…"
+
+
+def plan_criteria(proposal: str) -> list[str]:
+    """The numbered steps of a proposal's `## Plan` section, which become the code task's acceptance criteria."""
+    criteria: list[str] = []
+    in_plan = False
+    for line in proposal.splitlines():
+        if line.startswith("#"):
+            in_plan = line.lstrip("#").strip().lower().startswith("plan")
+            continue
+        match = re.match(r"\s*\d+[.)]\s+(.*\S)", line) if in_plan else None
+        if match:
+            criteria.append(match.group(1))
+    return criteria
+
+
+def age(when: datetime | None) -> str:
+    if when is None:
+        return "?"
+    seconds = int((utcnow() - when).total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def task_line(t: Task) -> str:
+    return f"#{t.id} [{t.status.value}] {t.worker.value} · {t.workspace} · {age(t.created_at)} ago · {t.title}"
+
+
+class Crew:
+    """Implements the WorkDesk protocol of tool_sets.py; every method answers with text for the model or the user."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store,
+        workspaces: Workspaces,
+        runner: TaskRunner,
+        notifier: Notifier,
+        inboxes: Inboxes | None = None,
+    ) -> None:
+        self.settings, self.store, self.workspaces = settings, store, workspaces
+        self.runner, self.notifier = runner, notifier
+        self.inboxes = inboxes or Inboxes()  # the executor's: notes for running workers
+        self._interrupts: dict[int, asyncio.Event] = {}  # per chat: stop waiting on a foreground task
+
+    async def _check_budget(self) -> None:
+        refusal = await budget_exceeded(self.store, self.settings)
+        if refusal:
+            raise ToolError(refusal)
+
+    async def _attachment_ids(self, chat_id: int, ids: list[int] | None) -> list[int]:
+        wanted = [int(i) for i in ids or []]
+        found = [a.id for a in await self.store.chat_attachments(chat_id, wanted)]
+        missing = [f"#{i}" for i in wanted if i not in found]
+        if missing:
+            raise ToolError(f"there is no attachment {', '.join(missing)} in this chat")
+        return found
+
+    async def _submit(
+        self,
+        task: Task,
+        criteria: list[str] | None = None,
+        attachments: list[int] | None = None,
+        save_attachments: bool = False,
+        proposal_id: int | None = None,
+    ) -> Task | None:
+        """Store a new task and wake the runner; with `proposal_id`, approve that proposal in the same transaction."""
+        task.reply_to_message_id = task.reply_to_message_id or REQUEST_MESSAGE.get()
+        cleaned = [" ".join(str(c).split()) for c in (criteria or []) if str(c).strip()][:10]
+        handed = await self._attachment_ids(task.chat_id, attachments)
+        if proposal_id is None:
+            task = await self.store.add_task(task, cleaned, handed, bool(save_attachments))
+        elif (task := await self.store.approve_proposal(proposal_id, task, cleaned)) is None:
+            return None  # no longer pending: a double tap
+        await self.store.add_event(TaskEvent(task_id=task.id, kind="status", detail=TaskStatus.PENDING.value))
+        self.runner.wake()
+        return task
+
+    async def _own_task(self, chat_id: int, task_id: int) -> Task:
+        """Task #task_id if it belongs to this chat (another chat's task is as good as absent)."""
+        task = await self.store.get_task(int(task_id))
+        if task is None or task.chat_id != chat_id:
+            raise ToolError(f"there is no task #{task_id} in this chat")
+        return task
+
+    # ---- orchestrator tools ------------------------------------------------------------------
+    async def start_research(
+        self,
+        chat_id: int,
+        workspace: str,
+        request: str,
+        refines: int | None = None,
+        attachments: list[int] | None = None,
+    ) -> str:
+        await self._check_budget()
+        instructions = request
+        if refines is not None:  # the worker sees the proposal being changed, whole
+            old = await self._chat_proposal(chat_id, refines)
+            workspace = old.workspace
+            instructions = crew_texts.refine_request(request, old)
+        ws = self.workspaces.resolve(workspace)
+        task = await self._submit(
+            Task(
+                chat_id=chat_id,
+                workspace=ws.name,
+                worker=WorkerKind.RESEARCH,
+                title=f"research: {title_of(request, 70)}",
+                instructions=instructions,
+                priority=FOREGROUND_PRIORITY,
+            ),
+            attachments=attachments,
+        )
+        return (
+            f"Research task #{task.id} started on workspace {ws.name}. Its proposal will be shown in the chat "
+            "with Approve/Reject buttons when ready."
+        )
+
+    async def start_task(
+        self,
+        chat_id: int,
+        workspace: str,
+        worker: str,
+        instructions: str,
+        background: bool = True,
+        acceptance_criteria: list[str] | None = None,
+        attachments: list[int] | None = None,
+        save_attachments: bool = False,
+    ) -> str:
+        await self._check_budget()
+        try:
+            kind = WorkerKind(str(worker).strip().lower())
+        except ValueError:
+            kind = None
+        if kind is None or kind is WorkerKind.RESEARCH:
+            raise ToolError(
+                f"worker must be one of code, frontend, test (got {worker!r}); use start_research for research"
+            )
+        ws = self.workspaces.resolve(workspace)
+        task = await self._submit(
+            Task(
+                chat_id=chat_id,
+                workspace=ws.name,
+                worker=kind,
+                title=title_of(instructions),
+                instructions=instructions,
+                background=bool(background),
+                priority=0 if background else FOREGROUND_PRIORITY,
+            ),
+            criteria=acceptance_criteria,
+            attachments=attachments,
+            save_attachments=save_attachments,
+        )
+        if background:
+            return (
+                f"Task #{task.id} ({kind.value} worker, workspace {ws.name}) started in the background; the user "
+                "sees its progress and gets a summary when it ends."
+            )
+        if not await self._wait_briefly(chat_id, task.id):
+            await self.store.update_task(task.id, background=True)
+            return crew_texts.still_running(task.id)
+        done = await self.store.get_task(task.id)
+        return (
+            f"Task #{task.id} ended with status {done.status.value}. "
+            f"{done.error or ''} Worker's report: {(done.result or '(none)')[:1500]} "
+            "(the summary with files, tests and commit was already sent to the user)."
+        )
+
+    async def _wait_briefly(self, chat_id: int, task_id: int) -> bool:
+        """Wait for a foreground task at most FOREGROUND_WAIT_SECONDS, and not past a new message in the chat."""
+        interrupt = self._interrupts.setdefault(chat_id, asyncio.Event())
+        done, interrupted = asyncio.ensure_future(self.runner.wait(task_id)), asyncio.ensure_future(interrupt.wait())
+        try:
+            await asyncio.wait(
+                {done, interrupted}, timeout=self.settings.foreground_wait_seconds, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            for waiter in (done, interrupted):
+                waiter.cancel()
+        return done.done() and not done.cancelled()
+
+    def stop_waiting(self, chat_id: int) -> None:
+        """A new message arrived in the chat: a turn waiting on a foreground task stops waiting and answers."""
+        self._interrupts.setdefault(chat_id, asyncio.Event()).set()
+
+    def turn_started(self, chat_id: int) -> None:
+        self._interrupts.setdefault(chat_id, asyncio.Event()).clear()
+
+    async def _chat_proposal(self, chat_id: int, proposal_id: int) -> Proposal:
+        proposal = await self.store.get_proposal(int(proposal_id))
+        if proposal is None or proposal.chat_id != chat_id:
+            raise ToolError(f"there is no proposal #{proposal_id} in this chat")
+        return proposal
+
+    async def _pick_proposal(self, chat_id: int, proposal_id: int | None) -> Proposal:
+        """The proposal a decision is about; never a guess: with no id, only the chat's one pending proposal."""
+        if proposal_id is not None:
+            proposal = await self._chat_proposal(chat_id, proposal_id)
+            if proposal.status is not ProposalStatus.PENDING:
+                raise ToolError(f"proposal #{proposal_id} is already {proposal.status.value}")
+            return proposal
+        pending = await self.store.pending_proposals(chat_id)
+        researching = await self.store.list_tasks(chat_id, statuses=TaskStatus.active())
+        researching = [t for t in researching if t.worker is WorkerKind.RESEARCH]
+        if researching:
+            raise ToolError(crew_texts.still_writing(researching, pending))
+        if not pending:
+            raise ToolError("there is no pending proposal in this chat")
+        if len(pending) > 1:
+            raise ToolError(crew_texts.which_proposal(pending))
+        return pending[0]
+
+    async def approve_proposal(self, chat_id: int, proposal_id: int | None = None, notes: str | None = None) -> str:
+        proposal = await self._pick_proposal(chat_id, proposal_id)
+        await self._check_budget()
+        instructions = (
+            f"Implement this approved proposal in the workspace, exactly as written (the user approved "
+            f"it as is).\n\nOriginal request: {proposal.request}\n\n{proposal.body}"
+        )
+        instructions += crew_texts.approval_notes(notes)
+        task = await self._submit(
+            Task(
+                chat_id=chat_id,
+                workspace=proposal.workspace,
+                worker=WorkerKind.CODE,
+                title=f"proposal #{proposal.id}: {title_of(proposal.request, 60)}",
+                instructions=instructions,
+                proposal_id=proposal.id,
+            ),
+            criteria=plan_criteria(proposal.body),
+            proposal_id=proposal.id,
+        )
+        if task is None:  # a double tap lands here
+            raise ToolError(f"proposal #{proposal.id} was already decided")
+        return (
+            f"Proposal #{proposal.id} approved; code task #{task.id} started on {proposal.workspace} in the background."
+        )
+
+    async def reject_proposal(self, chat_id: int, proposal_id: int | None = None, reason: str | None = None) -> str:
+        proposal = await self._pick_proposal(chat_id, proposal_id)
+        if not await self.store.decide_proposal(proposal.id, ProposalStatus.REJECTED):
+            raise ToolError(f"proposal #{proposal.id} was already decided")
+        return f"Proposal #{proposal.id} rejected" + (f" ({reason})." if reason else ".")
+
+    async def list_tasks(self, chat_id: int) -> str:
+        tasks = await self.store.list_tasks(chat_id, limit=15)
+        return "\n".join(task_line(t) for t in tasks) if tasks else "No tasks yet."
+
+    async def cancel_task(self, chat_id: int, task_id: int) -> str:
+        task = await self._own_task(chat_id, task_id)
+        if not task.status.is_cancellable:
+            return f"Task #{task.id} is already {task.status.value}; nothing to cancel."
+        if not await self.runner.cancel(task.id):
+            now = await self.store.get_task(task.id)
+            return f"Task #{task.id} is {now.status.value}; it could not be cancelled."
+        task = await self.store.get_task(task.id)
+        kept = " What it did is kept on its branch (Discard deletes it)." if task.branch else ""
+        return f"Task #{task.id} cancelled; every process it started was stopped.{kept}"
+
+    async def message_task(self, chat_id: int, task_id: int, text: str) -> str:
+        """A note for a running worker, read before its next step; a task that is not running gets a clear no."""
+        task = await self._own_task(chat_id, task_id)
+        text = str(text).strip()
+        if not text:
+            raise ToolError("the note is empty")
+        if task.status is not TaskStatus.IN_PROGRESS or not await self.inboxes.post(task.id, text):
+            state = "has not started yet" if task.status is TaskStatus.PENDING else f"is {task.status.value}"
+            raise ToolError(
+                f"task #{task.id} {state}, so no worker is running to read a note; only a running task takes notes"
+            )
+        await self.store.add_event(TaskEvent(task_id=task.id, kind="note", detail=text[:300]))
+        return f"Note passed to task #{task.id}; its worker reads it before its next step."
+
+    async def get_proposal(self, chat_id: int, proposal_id: int | None = None) -> str:
+        if proposal_id is not None:
+            return crew_texts.proposal_text(await self._chat_proposal(chat_id, proposal_id))
+        pending = await self.store.pending_proposals(chat_id)
+        if len(pending) > 1:
+            raise ToolError(crew_texts.which_proposal(pending))
+        proposal = pending[0] if pending else await self.store.latest_proposal(chat_id)
+        if proposal is None:
+            raise ToolError("there is no proposal in this chat")
+        return crew_texts.proposal_text(proposal)
+
+    async def get_task(self, chat_id: int, task_id: int) -> str:
+        task = await self._own_task(chat_id, task_id)
+        events = await self.store.task_events(task.id)
+        shown = await self.store.bot_message_about(chat_id, "task", task.id)
+        return crew_texts.task_text(task, await self.store.criteria(task.id), events, shown.content if shown else None)
+
+    async def merge_task(self, chat_id: int, task_id: int) -> str:
+        task = await self.store.get_task(int(task_id))
+        if task is not None and task.chat_id == chat_id and task.status.is_active:
+            raise ToolError(f"task #{task_id} is still {task.status.value}; merge it when it has ended")
+        return await self.merge(chat_id, int(task_id))
+
+    async def discard_task(self, chat_id: int, task_id: int) -> str:
+        return await self.discard(chat_id, int(task_id))
+
+    async def create_workspace(self, name: str) -> str:
+        ws = await create_workspace(self.workspaces, name, git_identity(self.settings))
+        return (
+            f"Created workspace {ws.name} (a new git repository with an initial commit); start work in it by that name."
+        )
+
+    # ---- buttons -----------------------------------------------------------------------------
+    async def _branch_task(self, chat_id: int, task_id: int) -> tuple[Task, git_repo.TaskWorktree]:
+        task = await self._own_task(chat_id, task_id)
+        if not task.branch or not task.base_commit:
+            raise ToolError(f"task #{task_id} has no branch")
+        repo = self.workspaces.resolve(task.workspace).path
+        tree = git_repo.TaskWorktree(
+            repo=repo,
+            path=Path(task.worktree or repo),
+            branch=task.branch,
+            base_branch=task.base_branch or "main",
+            base_commit=task.base_commit,
+        )
+        return task, tree
+
+    async def merge(self, chat_id: int, task_id: int) -> str:
+        _, tree = await self._branch_task(chat_id, task_id)
+        result = await git_repo.merge_task_branch(tree, git_identity(self.settings))
+        return result.message
+
+    async def diff(self, chat_id: int, task_id: int) -> tuple[bytes, str]:
+        """The task's capped diff (git_diff) and a caption saying what it leaves out."""
+        _, tree = await self._branch_task(chat_id, task_id)
+        with tempfile.TemporaryFile() as out:  # git streams into the file; only the capped result is read back
+            report = await git_diff.write_diff(tree, out)
+            out.seek(0)
+            data = out.read()
+        note = report.note()
+        return data, f"Diff of task #{task_id}" + (f" ({note})" if note else "")
+
+    async def discard(self, chat_id: int, task_id: int) -> str:
+        """Throw a task's work away: stop it if it is still active or interrupted, then delete its branch."""
+        task = await self._own_task(chat_id, task_id)
+        if task.status.is_cancellable:
+            await self.runner.cancel(task_id)
+            task = await self.store.get_task(task_id)  # a worker may have made its branch meanwhile
+        if not task.branch or not task.base_commit:
+            return f"Task #{task_id} was discarded; it had no branch."
+        _, tree = await self._branch_task(chat_id, task_id)
+        freed = await git_repo.discard_task_worktree(tree)
+        cleaned = f" ({git_repo.human_size(freed)} of its files removed from `.git`)" if freed else ""
+        return f"Task #{task_id} was discarded; its branch `{tree.branch}` was deleted{cleaned}."
+
+    async def resume(self, chat_id: int, task_id: int) -> str:
+        task = await self._own_task(chat_id, task_id)
+        if task.status is not TaskStatus.INTERRUPTED:
+            return f"Task #{task_id} is {task.status.value}; only interrupted tasks can be resumed."
+        steps = [e.detail for e in await self.store.task_events(task_id) if e.kind == "step"][-15:]
+        notes = "steps done before the interruption: " + "; ".join(steps) if steps else "no steps recorded"
+        await self.store.update_task(task_id, status=TaskStatus.PENDING, result=notes, progress_message_id=None)
+        await self.store.add_event(TaskEvent(task_id=task_id, kind="status", detail="pending (resumed)"))
+        self.runner.wake()
+        return f"Task #{task_id} resumed on its branch."

@@ -1,0 +1,627 @@
+"""Running one task end to end: worktree, worker loop, commit, the bot's own test run, corrections, summary.
+
+Why one module over 400 lines: the progress message, the worker wiring and the summary are the stages of one task's
+life, in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import deque
+from collections.abc import Iterable
+from pathlib import Path
+
+import anthropic
+
+from agents.core.models import Criterion, Proposal, ProposalStatus, Task, TaskEvent, TaskStatus, WorkerKind, utcnow
+from agents.core.notify import Action, Button, Notifier, button
+from agents.core.settings import Settings
+from agents.llm import prompts
+from agents.llm.client import explain_api_error, usage_record
+from agents.repo_map.maps import RepoMap, repo_map_tools
+from agents.store.database import Store
+from agents.store.delivery import Deliveries
+from agents.store.shown import PROPOSAL, TASK, remember_shown, shown_as
+from agents.tools import git_repo
+from agents.tools.attachments import Attachments
+from agents.tools.network_gate import NetworkDecision, NetworkGate
+from agents.tools.repo_guard import RepositoryGuard
+from agents.tools.sandbox import NetworkPolicy, ResourceLimits, SandboxMode, SandboxSpec, spec_for
+from agents.tools.screenshot import find_chromium, screenshot_tool_result
+from agents.tools.tool_sets import worker_tools
+from agents.tools.toolbox import Audit, Toolbox, ToolResult
+from agents.tools.workspaces import ToolError, Workspace, Workspaces
+from agents.verify.task_tests import TaskTests
+from agents.verify.test_baseline import BaselineRuns
+from agents.verify.test_verdict import Verdict
+from agents.work.orphans import instance_token, task_tag
+from agents.work.steering import Inboxes
+from agents.work.worker import Limits, Worker, WorkerResult
+
+log = logging.getLogger(__name__)
+
+ROLE_PROMPTS = {
+    WorkerKind.RESEARCH: prompts.RESEARCH,
+    WorkerKind.CODE: prompts.CODE,
+    WorkerKind.FRONTEND: prompts.FRONTEND,
+    WorkerKind.TEST: prompts.TEST,
+}
+REPORT_LIMIT = 1500
+PROGRESS_INTERVAL = 5.0  # at most one edit of a progress message per this many seconds
+PROGRESS_TICK = 15.0  # refresh the elapsed time at least this often during a long step
+PROGRESS_STEPS = 3  # the progress message shows this many of the latest steps
+NOTE_RECEIVED = "📝 note received"
+
+
+def trim(text: str, limit: int) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def tail(text: str, limit: int) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else "…" + text[-(limit - 1) :]
+
+
+def size_lines(last: git_repo.CommitResult | None, left_out: list[git_repo.LeftOut]) -> list[str]:
+    """Summary lines naming files left out by the size limits, and large or binary files that were committed."""
+    size = git_repo.human_size
+    lines = []
+    if left_out:
+        lines.append(
+            "⚠ **Not committed** (size limits): "
+            + ", ".join(f"`{item.path}` ({size(item.size)}, {item.reason})" for item in left_out[:10])
+            + (f" and {len(left_out) - 10} more" if len(left_out) > 10 else "")
+        )
+    if last and last.large:
+        lines.append("**Large files committed:** " + ", ".join(f"`{p}` ({size(n)})" for p, n in last.large[:10]))
+    if last and last.binary:
+        lines.append(
+            "**Binary files committed:** "
+            + ", ".join(f"`{p}`" for p in last.binary[:10])
+            + (" …" if len(last.binary) > 10 else "")
+        )
+    return lines
+
+
+def cancel_button(task_id: int) -> list[list[Button]]:
+    return [[button("✖ Cancel", Action.CANCEL, task_id)]]
+
+
+def proposal_buttons(proposal_id: int) -> list[list[Button]]:
+    return [[button("✅ Approve", Action.APPROVE, proposal_id), button("✖ Reject", Action.REJECT, proposal_id)]]
+
+
+def branch_buttons(task_id: int) -> list[list[Button]]:
+    return [
+        [
+            button("Merge", Action.MERGE, task_id),
+            button("Diff", Action.DIFF, task_id),
+            button("Discard", Action.DISCARD, task_id),
+        ]
+    ]
+
+
+class Progress:
+    """One progress message per task, edited in place at most every PROGRESS_INTERVAL seconds: elapsed time, criteria
+    verified, the latest steps."""
+
+    def __init__(self, notifier: Notifier, store: Store, task: Task) -> None:
+        self.notifier, self.store, self.task = notifier, store, task
+        self.started = time.monotonic()
+        self.steps: deque[str] = deque(["starting"], maxlen=PROGRESS_STEPS)
+        self._started_steps = False
+        self.last_edit = 0.0
+        self.message_id = task.progress_message_id
+        self.criteria = ""  # e.g. "2/5 criteria verified"
+        self._ticker: asyncio.Task[None] | None = None
+
+    def text(self) -> str:
+        t = self.task
+        elapsed = int(time.monotonic() - self.started)
+        return (
+            f"⏳ **Task #{t.id}** · {t.worker.value} worker · `{t.workspace}`\n{trim(t.title, 120)}\n"
+            f"⏱ {elapsed // 60}m{elapsed % 60:02d}s"
+            + (f" · {self.criteria}" if self.criteria else "")
+            + "".join(f"\n• {trim(step, 90)}" for step in self.steps)
+        )
+
+    async def open(self) -> None:
+        if self.message_id is None:
+            try:
+                self.message_id = await self.notifier.send(
+                    self.task.chat_id,
+                    self.text(),
+                    buttons=cancel_button(self.task.id),
+                    reply_to=self.task.reply_to_message_id,
+                )
+            except Exception as err:  # no progress message is no reason to lose the task (issue 12)
+                log.warning("task %s: progress message not sent: %s", self.task.id, err)
+            await self.store.update_task(self.task.id, progress_message_id=self.message_id)
+        self._ticker = asyncio.create_task(self._tick())
+
+    async def _tick(self) -> None:
+        while True:
+            await asyncio.sleep(PROGRESS_TICK)
+            if time.monotonic() - self.last_edit >= PROGRESS_TICK:
+                await self._edit()
+
+    async def _edit(self) -> None:
+        if self.message_id is None:
+            return
+        self.last_edit = time.monotonic()
+        try:
+            await self.notifier.edit(
+                self.task.chat_id, self.message_id, self.text(), buttons=cancel_button(self.task.id)
+            )
+        except Exception as err:  # a progress edit must never break the task
+            log.debug("task %s: progress edit failed: %s", self.task.id, err)
+
+    async def update(self, step: str, force: bool = False) -> None:
+        if not self._started_steps:  # the first real step replaces "starting"
+            self.steps.clear()
+            self._started_steps = True
+        self.steps.append(step)
+        await self.store.add_event(TaskEvent(task_id=self.task.id, kind="step", detail=step[:300]))
+        if force or time.monotonic() - self.last_edit >= PROGRESS_INTERVAL:
+            await self._edit()
+
+    def stop(self) -> None:
+        if self._ticker is not None:
+            self._ticker.cancel()
+
+    async def close(self, final_line: str) -> None:
+        self.stop()
+        if self.message_id is None:
+            return
+        t = self.task
+        try:
+            await self.notifier.edit(
+                t.chat_id,
+                self.message_id,
+                f"**Task #{t.id}** · {t.worker.value} · `{t.workspace}`\n{trim(t.title, 120)}\n{final_line}",
+            )
+        except Exception as err:
+            log.debug("progress close failed: %s", err)
+
+
+class TaskExecutor:
+    """Executes a claimed task; everything it learns goes to the store and the chat."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store,
+        client: anthropic.AsyncAnthropic,
+        workspaces: Workspaces,
+        notifier: Notifier,
+        repo_map: RepoMap | None = None,
+        deliveries: Deliveries | None = None,
+    ) -> None:
+        self.settings, self.store, self.client = settings, store, client
+        self.deliveries = deliveries or Deliveries(store, notifier)  # summaries and proposals: retried, never lost
+        self.repo_map = repo_map
+        self.workspaces, self.notifier = workspaces, notifier
+        self.identity = git_repo.GitIdentity(settings.git_author_name, settings.git_author_email)  # noqa
+        self.worktrees_dir = settings.worktrees_dir
+        self.commit_limits = git_repo.CommitLimits(settings.max_commit_file_bytes, settings.max_commit_task_bytes)
+        self.guards: dict[int, RepositoryGuard] = {}  # task id → the guard of the owner's repository while it runs
+        self.baselines = BaselineRuns(self.worktrees_dir / "test-baselines")  # issue 13: base-commit test runs
+        self.chromium = find_chromium(settings.chromium_path)
+        self.inboxes = Inboxes()  # notes for running workers (agents/work/steering.py)
+        self.attachments = Attachments.from_settings(settings)
+        self.stopping = False  # set when the bot shuts down: running tasks become interrupted, not cancelled
+        self.network = NetworkGate(
+            NetworkPolicy(settings.sandbox_network), store, notifier, settings.sandbox_network_answer_seconds
+        )
+
+    def sandbox_for(self, root: Path, repository: Path, read_only: Iterable[Path] = ()) -> SandboxSpec | None:
+        """The sandbox a task's processes run in (issue 11); None only when SANDBOX=off was set explicitly.
+        What it binds besides `root` is read from `repository` (the owner's checkout), never from the worktree."""
+        s = self.settings
+        if SandboxMode(s.sandbox) is SandboxMode.OFF:
+            return None
+        limits = ResourceLimits(
+            max_processes=s.sandbox_max_processes,
+            max_file_bytes=s.sandbox_max_file_mb << 20,
+            max_memory_bytes=s.sandbox_max_memory_mb << 20,
+            tmp_bytes=s.sandbox_tmp_mb << 20,
+        )
+        return spec_for(root, repository=repository, limits=limits, extra_read_only=[*s.sandbox_read_paths, *read_only])
+
+    def limits(self) -> Limits:
+        s = self.settings
+        return Limits(max_steps=s.worker_max_steps, max_seconds=s.worker_max_seconds, max_tokens=s.worker_max_tokens)
+
+    async def set_status(self, task: Task, status: TaskStatus, **fields: object) -> None:
+        task.status = status
+        if status.is_final:
+            fields.setdefault("finished_at", utcnow())
+        await self.store.update_task(task.id, status=status, **fields)
+        await self.store.add_event(TaskEvent(task_id=task.id, kind="status", detail=status.value))
+
+    def make_worker(self, task: Task, root: Path, progress: Progress, read_only: Iterable[Path] = ()) -> Worker:
+        async def screenshot(ws_root: Path, target: str) -> ToolResult:
+            confined = self.sandbox_for(ws_root, self.workspaces.resolve(task.workspace).path, read_only)
+            if confined is not None and self.network.policy is NetworkPolicy.ON:
+                confined = confined.with_network(True)
+            result, pictures = await screenshot_tool_result(self.chromium, ws_root, target, confined)
+            for caption, png in pictures:
+                await self.notifier.send_photo(task.chat_id, png, caption=f"Task #{task.id}: {caption}")
+            return result
+
+        async def verify(index: int, evidence: str) -> str:
+            if not await self.store.verify_criterion(task.id, int(index), str(evidence)[:2000]):
+                count = len(await self.store.criteria(task.id))
+                raise ToolError(f"there is no criterion {index}; the criteria are numbered 1..{count}")
+            criteria = await self.store.criteria(task.id)
+            done = sum(c.verified for c in criteria)
+            progress.criteria = f"{done}/{len(criteria)} criteria verified"
+            await progress.update(f"verified criterion {index}")
+            return f"criterion {index} verified ({done}/{len(criteria)})"
+
+        async def on_usage(response: anthropic.types.Message) -> None:
+            await self.store.record_usage(usage_record(response, f"{task.worker.value}-worker", task.chat_id, task.id))
+
+        async def ask_network(command: str) -> NetworkDecision:
+            return await self.network.request(task, command, lambda step: progress.update(step, force=True))
+
+        tools = worker_tools(
+            task.worker,
+            root,
+            self.settings.command_timeout_seconds,
+            screenshot,
+            verify if task.worker is not WorkerKind.RESEARCH else None,
+            task_tag(instance_token(self.settings.database_path), task.id),
+            sandbox=self.sandbox_for(root, self.workspaces.resolve(task.workspace).path, read_only),
+            ask_network=ask_network,
+        )
+        if self.repo_map is not None and task.worker is not WorkerKind.RESEARCH:  # research: read_file/glob/grep only
+            tools += repo_map_tools(self.repo_map, f"{task.workspace}@task-{task.id}", root)
+        toolbox = Toolbox(
+            tools,
+            Audit(self.store, agent=f"{task.worker.value}-worker", chat_id=task.chat_id, task_id=task.id),
+            max_result_chars=self.settings.tool_result_max_chars,
+        )
+        return Worker(
+            client=self.client,
+            model=self.settings.worker_model,
+            system=ROLE_PROMPTS[task.worker],
+            toolbox=toolbox,
+            limits=self.limits(),
+            max_output_tokens=self.settings.worker_max_output_tokens,
+            # a non-streaming answer arrives whole: allow ~30 output tokens a second at the least
+            request_timeout=max(self.settings.anthropic_timeout_seconds, self.settings.worker_max_output_tokens / 30),
+            on_step=lambda step: self.on_step(task, progress, step),
+            on_usage=on_usage,
+            inbox=self.inboxes.reader(task.id),
+            context_window=self.settings.worker_context_tokens,
+        )
+
+    async def on_step(self, task: Task, progress: Progress, step: str) -> None:
+        """Before each worker step: progress, and the owner's repository checked (what the last step moved undone)."""
+        await progress.update(step)
+        await self.check_repository(task)
+
+    async def check_repository(self, task: Task) -> list[str]:
+        """Undo what the worker moved in the owner's repository; every warning so far (new ones become task events)."""
+        guard = self.guards.get(task.id)
+        if guard is None:
+            return []
+        await guard.check()
+        for warning in guard.unreported():
+            await self.store.add_event(TaskEvent(task_id=task.id, kind="guard", detail=warning[:300]))
+        return list(guard.warnings)
+
+    async def execute(self, task: Task) -> None:
+        progress = Progress(self.notifier, self.store, task)
+        self.inboxes.open(task.id, lambda note: progress.update(NOTE_RECEIVED, force=True))
+        try:
+            await progress.open()
+            await self._execute(task, progress)
+        finally:
+            progress.stop()
+            unread = self.inboxes.close(task.id)
+            if unread and not self.stopping:
+                with contextlib.suppress(Exception):
+                    await self.notifier.send(
+                        task.chat_id,
+                        f"Task #{task.id} ended before its worker read your note: "
+                        f"“{trim(unread[0], 200)}”" + (f" (and {len(unread) - 1} more)" if len(unread) > 1 else ""),
+                    )
+            self.network.forget(task.id)
+            if self.repo_map is not None:  # the worker's own look-up index is not needed after the task
+                await self.store.delete_repo_index(f"{task.workspace}@task-{task.id}")
+
+    async def _execute(self, task: Task, progress: Progress) -> None:
+        try:
+            if task.worker is WorkerKind.RESEARCH:
+                await self._research(task, progress)
+            else:
+                await self._change(task, progress)
+        except asyncio.CancelledError:
+            await progress.close(
+                "⏸ interrupted: the bot is stopping (resume it after the restart)" if self.stopping else "✖ cancelled"
+            )
+            raise
+        except anthropic.APIError as err:
+            await self._fail(task, progress, explain_api_error(err))
+        except (ToolError, git_repo.GitError) as err:
+            await self._fail(task, progress, trim(str(err), 800))
+        except Exception as err:  # never leave a task looking alive after a bug
+            log.exception("task %s crashed", task.id)
+            await self._fail(task, progress, f"internal error ({type(err).__name__}); it is in the bot's log")
+
+    async def _fail(self, task: Task, progress: Progress, reason: str) -> None:
+        await self.set_status(task, TaskStatus.FAILED, error=reason)
+        await progress.close(f"✖ failed: {trim(reason, 200)}")
+        await self._show(task, f"✖ **Task #{task.id} failed**: {reason}")
+
+    async def repository_map(self, task: Task, name: str, root: Path, seed_from: str | None = None) -> str:
+        """The token-bounded map of the workspace for this request ('' when there is none)."""
+        if self.repo_map is None or self.settings.repo_map_tokens <= 0:
+            return ""
+        try:
+            text = await self.repo_map.render(
+                name, root, task.instructions, self.settings.repo_map_tokens, seed_from=seed_from
+            )
+        except Exception as err:  # the map helps; its absence must not fail the task
+            log.warning("task %s: no repository map: %s", task.id, err)
+            return ""
+        return f"\n\nRepository map (most relevant files first, with signatures):\n```\n{text}\n```" if text else ""
+
+    def first_turn(self, task: Task, criteria: list[Criterion], repo_map: str = "") -> str:
+        text = task.instructions
+        if criteria:
+            listed = "\n".join(f"{c.idx}. {c.text}" for c in criteria)
+            text += (
+                f"\n\nAcceptance criteria (when one holds, call verify_criterion with its number and the "
+                f"evidence; the task is only done when all are verified):\n{listed}"
+            )
+        return text + repo_map
+
+    async def handed_over(self, task: Task, worktree: Path | None = None) -> tuple[list[dict], str]:
+        """The photos and files handed to the task: content blocks for the worker's first turn, and a line naming
+        the copies saved under the worktree's ignored attachments folder (when start_task asked for that)."""
+        rows = await self.store.task_attachments(task.id)
+        if not rows:
+            return [], ""
+        blocks = await self.attachments.blocks_of([a for a, _ in rows])
+        to_save = [a for a, save in rows if save]
+        paths = await self.attachments.copy_into(to_save, worktree) if to_save and worktree is not None else []
+        note = (
+            (
+                "\n\nThe user's files are saved in the worktree (ignored by git; "
+                "copy what the project needs into it): "
+                f"{', '.join(paths)}"
+            )
+            if paths
+            else ""
+        )
+        return blocks, note
+
+    # ---- research → proposal -------------------------------------------------------------
+    async def _research(self, task: Task, progress: Progress) -> None:
+        workspace = self.workspaces.resolve(task.workspace)
+        worker = self.make_worker(task, workspace.path, progress)
+        repo_map = await self.repository_map(task, workspace.name, workspace.path)
+        blocks, _ = await self.handed_over(task)
+        result = await worker.run(
+            f"Workspace: {workspace.name}\n\nResearch request:\n{task.instructions}{repo_map}", attachments=blocks
+        )
+        if not result.finished or not result.report:
+            reason = result.reason(self.limits()) if not result.finished else "the research worker wrote no proposal"
+            status = TaskStatus.BLOCKED if result.blocked else TaskStatus.FAILED
+            await self.set_status(task, status, error=reason, result=result.report or None)
+            await progress.close(f"✖ {reason}")
+            await self._show(task, f"✖ **Research #{task.id}** ended without a proposal: {reason}.")
+            return
+        for old in await self.store.pending_proposals(task.chat_id):
+            if old.workspace == workspace.name:
+                await self.store.decide_proposal(old.id, ProposalStatus.SUPERSEDED)
+        proposal = await self.store.add_proposal(
+            Proposal(chat_id=task.chat_id, workspace=workspace.name, request=task.instructions, body=result.report)
+        )
+        await self.set_status(task, TaskStatus.COMPLETED, result=f"proposal #{proposal.id}")
+        await progress.close(f"✔ proposal #{proposal.id} ready")
+        header = f"📋 **Proposal #{proposal.id}** for `{workspace.name}`. Approve to start a code worker on it.\n\n"
+        record = await remember_shown(
+            self.store, task.chat_id, PROPOSAL, proposal.id, header + result.report, self.settings.shown_turn_chars
+        )
+        shown = await self.deliveries.deliver(
+            task.chat_id,
+            header + result.report,
+            buttons=proposal_buttons(proposal.id),
+            kind="proposal",
+            task_id=task.id,
+        )
+        await shown_as(self.store, record, shown)
+
+    # ---- code / frontend / test ------------------------------------------------------------
+    async def _change(self, task: Task, progress: Progress) -> None:
+        workspace = self.workspaces.resolve(task.workspace)
+        initialised = await git_repo.ensure_repository(workspace.path, self.identity)
+        if initialised:
+            await self.notifier.send(task.chat_id, f"`{workspace.name}` was not a git repository; I initialised one.")
+        tree = await git_repo.create_task_worktree(
+            workspace.path, task.id, task.title, self.identity, self.worktrees_dir, branch=task.branch
+        )  # set when an interrupted task resumes
+        await self.store.update_task(
+            task.id,
+            branch=tree.branch,
+            base_branch=tree.base_branch,
+            base_commit=tree.base_commit,
+            worktree=str(tree.path),
+        )
+        await git_repo.clear_stale_index_locks(tree)  # a SIGKILL during the bot's own `git add` leaves one behind
+        checks = await TaskTests.start(
+            workspace.path,
+            tree.path,
+            tree.base_commit,
+            task.instructions,
+            self.baselines,
+            self.settings.test_timeout_seconds,  # the baseline runs while the worker works
+            sandbox_for=lambda root, read_only: self.sandbox_for(root, workspace.path, read_only),
+        )
+        # after TaskTests.start: it hides the borrowed links in the repository's info/exclude, which the guard watches
+        self.guards[task.id] = await RepositoryGuard.start(tree)
+        try:
+            await self._work_on(task, progress, workspace, tree, checks)
+        except BaseException as err:
+            if not (self.stopping and isinstance(err, asyncio.CancelledError)):  # interrupted tasks keep their checkout
+                # cancelled or failed: keep the branch (and its commits), drop the checkout
+                with contextlib.suppress(Exception):
+                    await git_repo.commit_all(
+                        tree,
+                        f"{task.title} (partial, task ended early)\n\nagentlab task #{task.id}",
+                        self.identity,
+                        self.commit_limits,
+                    )
+                    self.end_guard(task)
+                    await git_repo.remove_worktree_keep_branch(tree)
+            raise
+        finally:
+            checks.close()
+            self.end_guard(task)
+
+    def end_guard(self, task: Task) -> list[str]:
+        """Stop guarding the task's repository (before its worktree goes); every warning the guard gave."""
+        guard = self.guards.pop(task.id, None)
+        if guard is None:
+            return []
+        guard.close()
+        return guard.warnings
+
+    async def _work_on(
+        self, task: Task, progress: Progress, workspace: Workspace, tree: git_repo.TaskWorktree, checks: TaskTests
+    ) -> None:
+        worker = self.make_worker(task, tree.path, progress, checks.read_only_paths)  # borrowed node_modules etc.
+        criteria = await self.store.criteria(task.id)
+        if criteria:
+            progress.criteria = f"{sum(c.verified for c in criteria)}/{len(criteria)} criteria verified"
+        resumed = bool(task.result)  # an interrupted task carries what was done before
+        # the worktree's own map (what the worker sees), its index seeded from the workspace's
+        repo_map = await self.repository_map(task, f"{task.workspace}@task-{task.id}", tree.path, workspace.name)
+        blocks, saved = await self.handed_over(task, tree.path)
+        first = self.first_turn(task, criteria, repo_map) + saved
+        if resumed:
+            first += (
+                f"\n\n(This task was interrupted and is being resumed on the same branch. Notes from before: "
+                f"{task.result}. Check the current state of the files before continuing.)"
+            )
+        result = await worker.run(first, attachments=blocks)
+        commit = await git_repo.commit_all(
+            tree, f"{task.title}\n\nagentlab task #{task.id}", self.identity, self.commit_limits
+        )
+        commits = [commit] if commit else []
+        verdict: Verdict | None = None
+        corrections = 0
+        while result.finished:
+            await progress.update("running tests", force=True)
+            verdict = await checks.check(tree.path)
+            await self.store.add_event(TaskEvent(task_id=task.id, kind="tests", detail=verdict.detail()))
+            if not verdict.needs_correction or corrections >= self.settings.max_corrections:
+                break
+            corrections += 1
+            await progress.update(
+                f"correcting failed tests ({corrections}/{self.settings.max_corrections})", force=True
+            )
+            result = await worker.run(verdict.correction(corrections, self.settings.max_corrections))
+            commit = await git_repo.commit_all(
+                tree,
+                f"{task.title} (correction {corrections})\n\nagentlab task #{task.id}",
+                self.identity,
+                self.commit_limits,
+            )
+            if commit:
+                commits.append(commit)
+        await self._finish(task, progress, tree, result, verdict, corrections, commits)
+
+    async def _finish(
+        self,
+        task: Task,
+        progress: Progress,
+        tree: git_repo.TaskWorktree,
+        result: WorkerResult,
+        verdict: Verdict | None,
+        corrections: int,
+        commits: list[git_repo.CommitResult],
+    ) -> None:
+        left_out = commits[-1].left_out if commits else []  # the last commit's word on what is still left out
+        commits = [commit for commit in commits if commit.committed]
+        last = commits[-1] if commits else None
+        guard_warnings = await self.check_repository(task)  # the tests ran the worker's code too
+        criteria = await self.store.criteria(task.id)
+        unverified = [c for c in criteria if not c.verified]
+        if result.blocked:  # asked a question, refused, ran out of context or was cut off: never "done"
+            status, headline = TaskStatus.BLOCKED, f"⛔ Task #{task.id} blocked: {result.reason(self.limits())}"
+        elif not result.finished:
+            status, headline = TaskStatus.FAILED, f"✖ Task #{task.id} stopped: {result.reason(self.limits())}"
+        elif verdict is not None and verdict.introduced_error:
+            status, headline = TaskStatus.BLOCKED, f"⛔ Task #{task.id} blocked: the tests could not be run"
+        elif verdict is not None and verdict.needs_correction:
+            status, headline = (
+                TaskStatus.BLOCKED,
+                (
+                    f"⛔ Task #{task.id} blocked: tests still fail after {corrections} correction"
+                    f"{'s' if corrections != 1 else ''}"
+                ),
+            )
+        elif unverified:
+            status, headline = (
+                TaskStatus.BLOCKED,
+                (f"⚠ Task #{task.id} not done: {len(unverified)} of {len(criteria)} acceptance criteria unverified"),
+            )
+        else:
+            status, headline = TaskStatus.COMPLETED, f"✔ Task #{task.id} done"
+            if verdict is not None and verdict.warnings:  # never plainly "done" when the task touched its checks
+                headline += " ⚠ with changes to its own tests (see below)"
+        lines = [f"**{headline}** · `{task.workspace}`", ""]
+        if result.report:
+            lines += ["**Worker's report:**", trim(result.report, REPORT_LIMIT), ""]
+        if criteria:
+            lines.append(f"**Criteria:** {len(criteria) - len(unverified)}/{len(criteria)} verified")
+            lines += [f"{'✔' if c.verified else '✖'} {c.idx}. {trim(c.text, 150)}" for c in criteria]
+        if verdict is None:
+            lines.append("**Tests:** not run (the worker did not finish)")
+        else:
+            lines += verdict.summary_lines()
+        if last:
+            stat = (last.diffstat.splitlines() or [""])[-1].strip()
+            files = ", ".join(f"`{f}`" for f in last.files[:12]) + (" …" if len(last.files) > 12 else "")
+            lines += [
+                f"**Files:** {files}" + (f" ({stat})" if stat else ""),
+                f"**Commit:** `{last.short_sha}` on branch `{tree.branch}` (base `{tree.base_branch}`)",
+            ]
+        else:
+            lines.append("**Files:** nothing changed, no commit")
+        lines += size_lines(last, left_out)
+        if guard_warnings:
+            lines.append("⚠ **The worker changed the owner's repository; the bot undid it:**")
+            lines += [f"• {w}" for w in guard_warnings[:10]] + (
+                [f"• … and {len(guard_warnings) - 10} more (see /log)"] if len(guard_warnings) > 10 else []
+            )
+        summary = "\n".join(lines)
+        error = None if status is TaskStatus.COMPLETED else headline
+        await self.set_status(
+            task, status, result=trim(result.report, 4000) or None, error=error, commit_sha=last.sha if last else None
+        )
+        self.end_guard(task)
+        await git_repo.remove_worktree_keep_branch(tree)
+        await progress.close(headline)
+        await self._show(
+            task, summary, buttons=branch_buttons(task.id) if last else None, reply_to=task.reply_to_message_id
+        )
+
+    async def _show(self, task: Task, markdown: str, **how: object) -> None:
+        """Send a task's outcome to its chat, and keep it in the chat's history as the bot's turn."""
+        record = await remember_shown(self.store, task.chat_id, TASK, task.id, markdown, self.settings.shown_turn_chars)
+        # through the outbox: a Telegram 5xx is retried and never turns the finished task into a failure
+        await shown_as(
+            self.store,
+            record,
+            await self.deliveries.deliver(task.chat_id, markdown, kind="summary", task_id=task.id, **how),
+        )
