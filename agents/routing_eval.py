@@ -54,7 +54,8 @@ from agents.llm.client import cost_usd, make_client
 from agents.store.database import Store
 from agents.store.shown import PROPOSAL, remember_shown, shown_as
 from agents.tools.new_workspace import workspace_name
-from agents.tools.workspaces import ToolError, Workspaces
+from agents.tools.toolbox import ToolError
+from agents.tools.workspaces import Workspaces
 from agents.work import crew_texts
 from agents.work.crew import task_line
 

@@ -6,14 +6,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import anthropic
 
 from agents.chat.orchestrator import Orchestrator
 from agents.chat.symbol_hints import SymbolHints
+from agents.core.actions import Action, button
 from agents.core.models import TaskStatus
-from agents.core.notify import Action, Notifier, button
+from agents.core.protocols import Notifier, SpeechToText
 from agents.core.settings import Settings
 from agents.llm.client import make_client
 from agents.repo_map.maps import RepoMap
@@ -24,9 +24,6 @@ from agents.work.crew import Crew, task_line
 from agents.work.orphans import instance_token, kill_orphans
 from agents.work.task_execution import TaskExecutor
 from agents.work.task_runner import TaskRunner
-
-if TYPE_CHECKING:  # agents.voice imports numpy: only when a transcriber is really made
-    from agents.voice import SpeechToText
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import enum
 import io
 import logging
 import os
@@ -27,12 +26,13 @@ import queue
 import threading
 import time
 import urllib.error
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import av
 import numpy as np
+
+from agents.core.protocols import ModelState, Transcript
 
 log = logging.getLogger(__name__)
 
@@ -74,45 +74,6 @@ class ModelUnavailable(VoiceError):
 
 class TranscriptionFailed(VoiceError):
     """The model was loaded but failed while transcribing (e.g. out of memory)."""
-
-
-class ModelState(str, enum.Enum):
-    """Where the resident speech model is in its life."""
-
-    not_loaded = "not_loaded"
-    loading = "loading"
-    ready = "ready"
-    failed = "failed"
-
-
-@dataclass(frozen=True)
-class Transcript:
-    """The text of one voice note and what it cost to get it."""
-
-    text: str
-    language: str | None
-    audio_seconds: float
-    decode_seconds: float
-    transcribe_seconds: float
-
-
-@runtime_checkable
-class SpeechToText(Protocol):
-    """What the Telegram handler needs from a transcriber (`Transcriber`, or a fake in tests)."""
-
-    @property
-    def state(self) -> ModelState: ...
-
-    @property
-    def load_error(self) -> str | None: ...
-
-    def start_loading(self) -> None: ...
-
-    async def wait_ready(self) -> None: ...
-
-    async def transcribe(self, data: bytes) -> Transcript: ...
-
-    def close(self) -> None: ...
 
 
 # --------------------------------------------------------------------------------------------------------------

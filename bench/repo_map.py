@@ -31,7 +31,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agents.repo_map.maps import RepoMap, estimate_tokens  # noqa: E402
+from agents.core.text import estimate_tokens
+from agents.repo_map.maps import RepoMap
 from agents.store.database import Store  # noqa: E402
 
 FILES_PER_FOLDER = 100

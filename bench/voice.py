@@ -37,7 +37,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from agents.voice import Transcriber, transcribe_options  # noqa: E402
+from agents.voice import Transcriber, transcribe_options
 from tests.fakes.whisper_checkpoint import make_ogg_opus, sized_checkpoint, speech, tone_mix  # noqa: E402
 
 CACHE = REPO / "bench" / ".cache"

@@ -11,11 +11,11 @@ from telegram import Update
 from telegram.error import BadRequest
 from telegram.ext import ContextTypes
 
+from agents.core.actions import Action, parse_action
 from agents.core.models import ChatMessage, Role
-from agents.core.notify import Action, parse_action
 from agents.tools.git_repo import GitError
 from agents.tools.network_gate import CHOICES
-from agents.tools.workspaces import ToolError
+from agents.tools.toolbox import ToolError
 from telegram_bot.handlers import runtime
 from telegram_bot.replies import send_markdown
 
@@ -39,7 +39,7 @@ DISPATCH: dict[Action, Handler] = {
 
 
 async def on_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-    """Route a button's callback data (`agents.core.notify.Action`) to the crew and say what happened."""
+    """Route a button's callback data (`agents.core.actions.Action`) to the crew and say what happened."""
     query = update.callback_query
     chat_id = update.effective_chat.id
     rt = runtime(context)

@@ -9,7 +9,7 @@ from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, InputFile,
 from telegram.constants import ParseMode
 from telegram.error import BadRequest
 
-from agents.core.notify import Buttons
+from agents.core.actions import Buttons
 from telegram_bot.render import html_to_text, render_chunks, split_plain, summarize_for_document
 
 log = logging.getLogger(__name__)
@@ -112,7 +112,7 @@ async def edit_markdown(bot: Bot, chat_id: int, message_id: int, markdown: str, 
 
 
 class TelegramNotifier:
-    """agents.core.notify.Notifier over a PTB Bot."""
+    """agents.core.actions.Notifier over a PTB Bot."""
 
     def __init__(self, bot: Bot) -> None:
         self.bot = bot

@@ -6,7 +6,7 @@ from telegram import Update
 from telegram.ext import ContextTypes
 
 from agents.core.models import InputMethod
-from agents.tools.workspaces import ToolError
+from agents.tools.toolbox import ToolError
 from telegram_bot.handlers import chat_lock, converse, message_arrived, on_text, runtime
 
 

@@ -39,7 +39,8 @@ async def on_voice(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
                 "Voice notes are not available on this bot (speech model not installed); please type instead."
             )
             return
-        from agents.voice import ModelState, VoiceError
+        from agents.core.protocols import ModelState
+        from agents.voice import VoiceError
 
         if transcriber.state is ModelState.not_loaded:
             transcriber.start_loading()

@@ -14,7 +14,7 @@ import pytest
 
 from agents.core.models import TaskStatus
 from agents.llm.client import explain_api_error
-from agents.llm.context_budget import KEEP_RECENT, estimate_tokens, fit_messages
+from agents.llm.context_budget import KEEP_RECENT, estimate_request_tokens, fit_messages
 from agents.tools import file_tools
 from agents.tools.toolbox import Audit, Tool, Toolbox
 from tests.conftest import USER_ID, BotHarness, git, make_settings, start_bot
@@ -89,7 +89,7 @@ def test_fit_messages_stubs_the_oldest_results_and_leaves_the_input_alone() -> N
 
     big = conversation(12, 4000)
     before = copy.deepcopy(big)
-    window = int(estimate_tokens(big) / 0.8)  # past the 75 % mark
+    window = int(estimate_request_tokens(big) / 0.8)  # past the 75 % mark
     fitted = fit_messages(big, window)
     assert big == before, "pure: the input is not changed"
     contents = [b["content"] for m in fitted if m["role"] == "user" for b in m["content"] if b["type"] == "tool_result"]
@@ -97,7 +97,7 @@ def test_fit_messages_stubs_the_oldest_results_and_leaves_the_input_alone() -> N
     assert stubbed and contents[0] == stubbed[0]
     assert "read_file f0.py returned 4,007 characters" in stubbed[0] and "read the file again" in stubbed[0]
     assert all(c.startswith("file ") for c in contents[-KEEP_RECENT:]), "the newest results stay whole"
-    assert estimate_tokens(fitted) <= window * 0.5 + 1200
+    assert estimate_request_tokens(fitted) <= window * 0.5 + 1200
     assert json.dumps(fitted).count('"tool_use_id"') == 12, "every tool_use keeps its result block"
 
 

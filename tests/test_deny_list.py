@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from agents.tools import file_tools
-from agents.tools.workspaces import ToolError, is_secret_file, mask_url_credentials
+from agents.tools.toolbox import ToolError
+from agents.tools.workspaces import is_secret_file, mask_url_credentials
 
 SECRETS = (
     ".env",

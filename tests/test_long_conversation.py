@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from agents.core.models import ChatMessage, Proposal, Role, TaskStatus
-from agents.llm.client import estimate_tokens
+from agents.core.text import estimate_tokens
 from tests.conftest import USER_ID, make_settings, start_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import ScriptedModel

@@ -11,16 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from agents.repo_map.maps import (
-    SYMBOL_LANGUAGES,
-    RepoMap,
-    estimate_tokens,
-    module_keys,
-    repo_map_tools,
-)
+from agents.core.text import estimate_tokens
+from agents.repo_map.maps import RepoMap, repo_map_tools
+from agents.repo_map.outline import SYMBOL_LANGUAGES
+from agents.repo_map.ranking import module_keys
 from agents.store.database import Store
-from agents.tools.toolbox import Audit, Toolbox
-from agents.tools.workspaces import ToolError
+from agents.tools.toolbox import Audit, Toolbox, ToolError
 from tests.conftest import git, make_repo
 
 CALC = '''\

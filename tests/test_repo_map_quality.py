@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 
 from agents.chat.symbol_hints import SymbolHints
-from agents.repo_map.maps import SYMBOL_LANGUAGES, RepoMap, estimate_tokens
+from agents.core.text import estimate_tokens
+from agents.repo_map.maps import RepoMap
+from agents.repo_map.outline import SYMBOL_LANGUAGES
 from agents.store.database import Store
 from agents.tools.workspaces import Workspaces
 from tests.conftest import make_repo

@@ -24,7 +24,7 @@ from agents.tools.sandbox import (
     spec_for,
 )
 from agents.tools.shell import run_command
-from agents.tools.workspaces import ToolError
+from agents.tools.toolbox import ToolError
 
 needs_bwrap = pytest.mark.skipif(
     shutil.which("bwrap") is None or not sys.platform.startswith("linux"),

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from agents import voice
+from agents.core.protocols import ModelState, SpeechToText, Transcript
 from agents.voice import (
     DAMAGED_MESSAGE,
     EMPTY_MESSAGE,
@@ -27,11 +28,8 @@ from agents.voice import (
     UNREADABLE_MESSAGE,
     UNSUPPORTED_MESSAGE,
     AudioError,
-    ModelState,
     ModelUnavailable,
-    SpeechToText,
     Transcriber,
-    Transcript,
     decode_audio,
     format_duration,
 )

@@ -69,8 +69,3 @@ def explain_api_error(err: anthropic.APIError) -> str:
     if isinstance(err, anthropic.APIConnectionError):
         return "I couldn't reach Claude (network problem); try again in a minute."
     return "Something went wrong talking to Claude; try again in a minute."
-
-
-def estimate_tokens(text: str) -> int:
-    """A cheap token estimate (~4 characters a token) for bounding history; never used for billing."""
-    return len(text) // 4 + 4

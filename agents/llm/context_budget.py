@@ -21,7 +21,7 @@ STUB_MIN_CHARS = 400  # results shorter than this are not worth a stub
 CHARS_PER_TOKEN = 3.5  # conservative: JSON, code and logs tokenise densely
 
 
-def estimate_tokens(messages: list[dict[str, Any]]) -> int:
+def estimate_request_tokens(messages: list[dict[str, Any]]) -> int:
     return int(len(json.dumps(messages, ensure_ascii=False)) / CHARS_PER_TOKEN)
 
 
@@ -61,7 +61,7 @@ def fit_messages(messages: list[dict[str, Any]], window_tokens: int, *, force: b
     """`messages` as they are when they fit; else a copy with the oldest tool results (but the newest
     KEEP_RECENT) stubbed until the estimate is under TARGET of the window. `force` (the API said the prompt is too
     long) stubs to half that target, sparing only the newest result."""
-    estimate = estimate_tokens(messages)
+    estimate = estimate_request_tokens(messages)
     if not force and estimate <= window_tokens * NEAR_WINDOW:
         return messages
     calls = _calls(messages)

@@ -1,6 +1,6 @@
 """A list-driven stand-in for the Messages API (as mini-swe-agent ships its deterministic model).
 
-`ScriptedModel(replies)` satisfies `agents.llm.tool_loop.MessageModel`: each `create` (or `stream`) call takes
+`ScriptedModel(replies)` satisfies `agents.core.protocols.MessageModel`: each `create` (or `stream`) call takes
 the next reply from the list and records the request. Replies are built with `say`, `call` and
 `calls`, or are callables of the request. For fast unit tests of the tool loop; the HTTP fakes in
 `tests/fakes/` stay for end-to-end tests of the real SDK.

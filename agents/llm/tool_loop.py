@@ -14,14 +14,14 @@ import asyncio
 import math
 import time
 from collections.abc import Awaitable, Callable
-from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any
 
 import anthropic
 
 from agents.core.models import Usage
+from agents.core.protocols import AnswerStream, MessageModel
 from agents.llm.client import usage_of
 from agents.llm.context_budget import create_within_window
 from agents.tools.toolbox import Toolbox
@@ -34,27 +34,9 @@ TRUNCATED = (
 STOPPED = "not run: the agent was stopped"
 
 
-class MessageModel(Protocol):
-    """'Create a message' (and stream one): what `anthropic.AsyncAnthropic().messages` offers."""
-
-    async def create(self, **params: Any) -> anthropic.types.Message: ...
-
-    def stream(self, **params: Any) -> AbstractAsyncContextManager[Any]: ...
-
-
 def as_model(client: MessageModel | anthropic.AsyncAnthropic) -> MessageModel:
     """The seam from a client (its `.messages`) or a model given as is (a ScriptedModel)."""
     return client.messages if isinstance(client, anthropic.AsyncAnthropic) else client
-
-
-class AnswerStream(Protocol):
-    """Where a streamed answer goes while it is written (the chat's draft); Telegram-free."""
-
-    async def text(self, delta: str) -> None:
-        """More words of the answer."""
-
-    async def activity(self, description: str) -> None:
-        """A tool call is being run ('reading calc.py')."""
 
 
 class Ending(StrEnum):

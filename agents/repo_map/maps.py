@@ -19,24 +19,20 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from agents.repo_map.outline import (  # noqa: F401 - re-exported: the map's public names
-    BINARY,
+from agents.core.text import estimate_tokens
+from agents.repo_map.outline import (
     BINARY_EXTENSIONS,
     MAX_FILE_BYTES,
-    SYMBOL_LANGUAGES,
     FileOutline,
     SameContent,
     Symbol,
-    estimate_tokens,
     file_extension,
-    language_for,
     parse_files,
 )
-from agents.repo_map.ranking import FileTerms, module_keys, rank_files  # noqa: F401 - module_keys re-exported
+from agents.repo_map.ranking import FileTerms, rank_files
 from agents.store.database import Store
 from agents.tools.file_walk import list_files, read_only_git
-from agents.tools.toolbox import Tool, prop
-from agents.tools.workspaces import ToolError
+from agents.tools.toolbox import Tool, ToolError, prop
 
 log = logging.getLogger(__name__)
 

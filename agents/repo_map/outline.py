@@ -203,11 +203,6 @@ BINARY_EXTENSIONS = frozenset(
 SOURCE_EXTENSIONS = frozenset({"py", "pyi", "js", "mjs", "cjs", "jsx", "ts", "mts", "cts", "tsx"})
 
 
-def estimate_tokens(text: str) -> int:
-    """Tokens as the map counts them: characters / 4, rounded up."""
-    return -(-len(text) // 4)
-
-
 # --- records ---------------------------------------------------------------------------------------------------------
 
 

@@ -12,8 +12,9 @@ import contextlib
 import json
 import logging
 
+from agents.core.actions import Button, Buttons
 from agents.core.models import Delivery
-from agents.core.notify import Button, Buttons, Notifier
+from agents.core.protocols import Notifier
 from agents.store.database import Store
 
 log = logging.getLogger(__name__)

@@ -4,9 +4,8 @@ in that chat's history, so the orchestrator can answer about it; replies to such
 from __future__ import annotations
 
 from agents.core.models import ChatMessage, Role
-from agents.llm.client import estimate_tokens
+from agents.core.text import estimate_tokens, keep_head_and_tail
 from agents.store.database import Store
-from agents.tools.toolbox import keep_head_and_tail
 
 PROPOSAL = "proposal"
 TASK = "task"

@@ -20,9 +20,9 @@ from typing import BinaryIO
 
 from agents.tools import ripgrep
 from agents.tools.file_walk import SKIP_DIRS  # one skip-list for the product
+from agents.tools.toolbox import ToolError
 from agents.tools.workspaces import (
     PathOutsideWorkspace,
-    ToolError,
     Workspace,
     WorkspaceNotFound,
     confine,

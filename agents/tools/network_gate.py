@@ -15,8 +15,9 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from agents.core.actions import Action, Buttons, button
 from agents.core.models import Task, TaskEvent
-from agents.core.notify import Action, Buttons, Notifier, button
+from agents.core.protocols import Notifier
 from agents.store.database import Store
 from agents.tools.sandbox import NetworkPolicy
 

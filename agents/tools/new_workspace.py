@@ -6,7 +6,8 @@ import asyncio
 import re
 
 from agents.tools import git_repo
-from agents.tools.workspaces import SELF_NAME, ToolError, Workspace, Workspaces
+from agents.tools.toolbox import ToolError
+from agents.tools.workspaces import SELF_NAME, Workspace, Workspaces
 
 _NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
 

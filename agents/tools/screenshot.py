@@ -11,8 +11,8 @@ from pathlib import Path
 
 from agents.tools.sandbox import SandboxSpec
 from agents.tools.shell import child_env, run_command
-from agents.tools.toolbox import ToolResult
-from agents.tools.workspaces import ToolError, confine
+from agents.tools.toolbox import ToolError, ToolResult
+from agents.tools.workspaces import confine
 
 VIEWPORTS = {"desktop": (1280, 800), "phone": (390, 844)}
 CHROMIUM_FLAGS = (

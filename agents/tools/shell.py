@@ -22,7 +22,7 @@ from agents.tools.sandbox import (
     sandbox_env,
     unavailable_reason,
 )
-from agents.tools.workspaces import ToolError
+from agents.tools.toolbox import ToolError
 
 log = logging.getLogger(__name__)
 

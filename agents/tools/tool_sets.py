@@ -7,50 +7,15 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Protocol
 
 from agents.core.models import WorkerKind
+from agents.core.protocols import WorkDesk
 from agents.tools import file_tools
 from agents.tools.network_gate import NetworkDecision
 from agents.tools.sandbox import SandboxSpec
 from agents.tools.shell import child_env, run_command
 from agents.tools.toolbox import Tool, ToolResult, prop
 from agents.tools.workspaces import Workspaces
-
-
-class WorkDesk(Protocol):
-    """What the orchestrator's work tools do; every method returns text for the model."""
-
-    async def start_research(
-        self,
-        chat_id: int,
-        workspace: str,
-        request: str,
-        refines: int | None = None,
-        attachments: list[int] | None = None,
-    ) -> str: ...
-    async def start_task(
-        self,
-        chat_id: int,
-        workspace: str,
-        worker: str,
-        instructions: str,
-        background: bool,
-        acceptance_criteria: list[str] | None = None,
-        attachments: list[int] | None = None,
-        save_attachments: bool = False,
-    ) -> str: ...
-    async def approve_proposal(self, chat_id: int, proposal_id: int | None, notes: str | None = None) -> str: ...
-    async def reject_proposal(self, chat_id: int, proposal_id: int | None, reason: str | None) -> str: ...
-    async def list_tasks(self, chat_id: int) -> str: ...
-    async def cancel_task(self, chat_id: int, task_id: int) -> str: ...
-    async def message_task(self, chat_id: int, task_id: int, text: str) -> str: ...
-    async def get_proposal(self, chat_id: int, proposal_id: int | None) -> str: ...
-    async def get_task(self, chat_id: int, task_id: int) -> str: ...
-    async def merge_task(self, chat_id: int, task_id: int) -> str: ...
-    async def discard_task(self, chat_id: int, task_id: int) -> str: ...
-    async def create_workspace(self, name: str) -> str: ...
-
 
 _PATH = prop("string", "path relative to the workspace root")
 _WORKSPACE = prop(

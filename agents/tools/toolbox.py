@@ -11,27 +11,26 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agents.core.models import ToolCallRecord
+from agents.core.text import keep_head_and_tail
 from agents.store.database import Store
-from agents.tools.workspaces import ToolError
 
 log = logging.getLogger(__name__)
 
 Handler = Callable[..., Awaitable[Any]]
+
+
+class ToolError(Exception):
+    """A tool call failed; `message` is meant for the model (what went wrong and what to do instead)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
 MAX_RESULT_CHARS = 60_000  # a longer tool result keeps its head and tail (issue 14: bounded worker context)
-
-
-def keep_head_and_tail(text: str, limit: int, what: str = "output") -> str:
-    """`text` if it fits in `limit` characters, else its beginning and end with a note of what was left out."""
-    if len(text) <= limit:
-        return text
-    head = limit * 2 // 3
-    tail = limit - head
-    cut = len(text) - head - tail
-    return (
-        f"{text[:head]}\n\n[… {cut:,} characters of this {what} left out ({len(text):,} in all); the beginning and "
-        f"the end are shown. Narrow the call (offset/limit, a grep, a shorter command output) to see the middle. …]"
-        f"\n\n{text[-tail:]}"
-    )
 
 
 @dataclass

@@ -1,6 +1,7 @@
 """Workspaces: the project folders under WORKSPACE_PATH (plus `self`), tolerant name resolution, and path confinement.
 
-Every tool failure the model can cause is a `ToolError` whose message is written for the model to read and act on.
+Every tool failure the model can cause is a `ToolError` (defined next to the toolbox) whose message is written for
+the model to read and act on.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+
+from agents.tools.toolbox import ToolError
 
 SELF_NAME = "self"
 
@@ -35,17 +38,6 @@ _SEPARATORS = re.compile(r"[\s\-_.]+")
 FUZZY_CUTOFF = 0.75
 _MIN_PREFIX_LEN = 2
 _MIN_CONTAINS_LEN = 3
-
-
-class ToolError(Exception):
-    """A tool call failed; `message` is meant for the model (what went wrong and what to do instead)."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-    def __str__(self) -> str:
-        return self.message
 
 
 class WorkspaceNotFound(ToolError):

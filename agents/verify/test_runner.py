@@ -23,7 +23,7 @@ from pydantic import BaseModel, Field
 
 from agents.tools.sandbox import SandboxSpec
 from agents.tools.shell import child_env, run_command
-from agents.tools.workspaces import ToolError
+from agents.tools.toolbox import ToolError
 from agents.verify.test_env import (  # noqa: F401  (re-exported: the runner's public names)
     CONFIG_FILE,
     PYTEST_ARGS,

@@ -10,13 +10,14 @@ from datetime import datetime
 from pathlib import Path
 
 from agents.core.models import Proposal, ProposalStatus, Task, TaskEvent, TaskStatus, WorkerKind, utcnow
-from agents.core.notify import Notifier
+from agents.core.protocols import Notifier
 from agents.core.settings import Settings
 from agents.llm.usage import budget_exceeded
 from agents.store.database import Store
 from agents.tools import git_diff, git_repo
 from agents.tools.new_workspace import create_workspace
-from agents.tools.workspaces import ToolError, Workspaces
+from agents.tools.toolbox import ToolError
+from agents.tools.workspaces import Workspaces
 from agents.work import crew_texts
 from agents.work.steering import Inboxes
 from agents.work.task_runner import TaskRunner

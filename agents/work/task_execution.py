@@ -16,8 +16,9 @@ from pathlib import Path
 
 import anthropic
 
+from agents.core.actions import Action, Button, button
 from agents.core.models import Criterion, Proposal, ProposalStatus, Task, TaskEvent, TaskStatus, WorkerKind, utcnow
-from agents.core.notify import Action, Button, Notifier, button
+from agents.core.protocols import Notifier
 from agents.core.settings import Settings
 from agents.llm import prompts
 from agents.llm.client import explain_api_error, usage_record
@@ -32,8 +33,8 @@ from agents.tools.repo_guard import RepositoryGuard
 from agents.tools.sandbox import NetworkPolicy, ResourceLimits, SandboxMode, SandboxSpec, spec_for
 from agents.tools.screenshot import find_chromium, screenshot_tool_result
 from agents.tools.tool_sets import worker_tools
-from agents.tools.toolbox import Audit, Toolbox, ToolResult
-from agents.tools.workspaces import ToolError, Workspace, Workspaces
+from agents.tools.toolbox import Audit, Toolbox, ToolError, ToolResult
+from agents.tools.workspaces import Workspace, Workspaces
 from agents.verify.task_tests import TaskTests
 from agents.verify.test_baseline import BaselineRuns
 from agents.verify.test_verdict import Verdict

@@ -15,15 +15,8 @@ from typing import Any
 import anthropic
 
 from agents.core.models import Usage
-from agents.llm.tool_loop import (
-    Ending,
-    Limits,
-    MessageModel,
-    ToolLoop,
-    as_model,
-    describe_step,
-    total_tokens,
-)
+from agents.core.protocols import MessageModel
+from agents.llm.tool_loop import Ending, Limits, ToolLoop, as_model, describe_step, total_tokens
 from agents.tools.toolbox import Toolbox
 
 __all__ = ["BLOCKED_MARK", "Limits", "StopReason", "Worker", "WorkerResult", "describe_step"]

@@ -19,13 +19,8 @@ from pathlib import Path
 import av
 import numpy as np
 
-from agents.voice import (
-    SAMPLE_RATE,
-    ModelState,
-    ModelUnavailable,
-    Transcript,
-    decode_audio,
-)
+from agents.core.protocols import ModelState, Transcript
+from agents.voice import SAMPLE_RATE, ModelUnavailable, decode_audio
 
 # (layers, width, heads) of the real checkpoints; both use the 51865-token multilingual vocabulary.
 REAL_DIMS = {"tiny": (4, 384, 6), "base": (6, 512, 8)}

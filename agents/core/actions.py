@@ -1,10 +1,9 @@
-"""How agents talk back to a chat without knowing Telegram: a Notifier protocol the adapter implements."""
+"""Inline buttons as data: what a button says and the action it names (`Action`), built and read in one place."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Protocol
 
 from agents.core.ids import parse_id
 
@@ -51,19 +50,3 @@ def parse_action(data: str | None) -> tuple[Action, int] | None:
         return (Action(head), item_id) if item_id is not None else None
     except ValueError:
         return None
-
-
-class Notifier(Protocol):
-    async def send(
-        self, chat_id: int, markdown: str, *, buttons: Buttons | None = None, reply_to: int | None = None
-    ) -> int | None:
-        """Send Markdown (rendered by the adapter); returns the id of the last message sent, if any."""
-        ...
-
-    async def edit(self, chat_id: int, message_id: int, markdown: str, *, buttons: Buttons | None = None) -> None:
-        """Replace the text of a message sent earlier (progress messages)."""
-        ...
-
-    async def send_document(self, chat_id: int, filename: str, data: bytes, caption: str = "") -> None: ...
-
-    async def send_photo(self, chat_id: int, data: bytes, caption: str = "") -> None: ...
