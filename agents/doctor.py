@@ -25,7 +25,8 @@ import anthropic
 import httpx2
 
 from agents.core.settings import Settings, SettingsError, load_settings
-from agents.store.database import LATEST_VERSION, Store
+from agents.store.database import Store
+from agents.store.migrations import LATEST_VERSION
 from agents.tools import git_repo, sandbox
 from agents.tools.process_cap import pids_parent
 from agents.tools.ripgrep import ripgrep_path

@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agents.core.text import estimate_tokens
 from agents.repo_map.maps import RepoMap
-from agents.store.database import Store  # noqa: E402
+from agents.store.database import Store
 
 FILES_PER_FOLDER = 100
 

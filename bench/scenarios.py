@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import tempfile  # noqa: E402
 
-from agents.store.database import start_of_day  # noqa: E402
+from agents.store.database import start_of_day
 from bench._harness import agentlab_settings, emit_json, machine, parse_args, quiet_logging, running_fakes  # noqa: E402
 from tests.conftest import CALC_BUGGY, USER_ID, make_repo, start_bot  # noqa: E402
 from tests.fakes import anthropic_server as says  # noqa: E402

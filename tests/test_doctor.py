@@ -18,7 +18,7 @@ import pytest
 from agents import doctor as dr
 from agents.core.settings import Settings
 from agents.doctor import Level
-from agents.store.database import LATEST_VERSION
+from agents.store.migrations import LATEST_VERSION
 from telegram_bot.cli import main
 from tests.conftest import USER_ID, make_repo, make_settings
 from tests.fakes.anthropic_server import FakeAnthropic

@@ -216,7 +216,7 @@ async def test_incremental_refresh_parses_only_changed_files(repo_map: RepoMap, 
     assert (after.files_seen, after.parsed, after.removed) == (5, 1, 1)
     assert "no symbols named like 'shout'" in await repo_map.find_symbols_by_name("small", "shout")
     assert (await repo_map.find_symbols_by_name("small", "Fresh")).startswith("new_module.py:1 class class Fresh")
-    assert set(await store.repo_file_states("small")) == {
+    assert set(await store.repo_index.file_states("small")) == {
         "calc.py",
         "mmm_report.py",
         "zz_main.py",
@@ -249,9 +249,9 @@ async def test_skips_ignored_folders_binaries_big_files_and_symlinks(
     (root / "huge.py").write_text("x = 1\n" * 200_000)  # 1.2 MB
     (root / "link.py").symlink_to(root / "keep.py")
     stats = await repo_map.refresh("mixed", root)
-    assert sorted(await store.repo_file_states("mixed")) == ["broken.py", "data.bin2", "keep.py"]
+    assert sorted(await store.repo_index.file_states("mixed")) == ["broken.py", "data.bin2", "keep.py"]
     assert stats.files_seen == 3
-    listed = [row["path"] for row in await store.repo_file_list("mixed")]
+    listed = [row["path"] for row in await store.repo_index.file_list("mixed")]
     assert sorted(listed) == ["broken.py", "keep.py"]  # the sniffed binary is remembered, never shown
     rendered = await repo_map.render("mixed", root, "broken.py fails to import", 500)
     assert file_lines(rendered) == ["broken.py", "keep.py"]  # a syntax error still leaves the file in the map
@@ -263,11 +263,11 @@ async def test_git_head_is_recorded(repo_map: RepoMap, store: Store, tmp_path: P
     repo = make_repo(tmp_path / "withgit", {"a.py": "A = 1\n"})
     await repo_map.refresh("withgit", repo)
     head = git(repo, "rev-parse", "HEAD").strip()
-    info = await store.repo_index_info("withgit")
+    info = await store.repo_index.info("withgit")
     assert info is not None and info["git_head"] == head and info["root"] == str(repo.resolve())
     plain = write_tree(tmp_path / "nogit", {"a.py": "A = 1\n"})
     await repo_map.refresh("nogit", plain)
-    assert (await store.repo_index_info("nogit"))["git_head"] is None  # type: ignore[index]
+    assert (await store.repo_index.info("nogit"))["git_head"] is None  # type: ignore[index]
 
 
 async def test_workspaces_are_kept_apart(repo_map: RepoMap, small: Path, tmp_path: Path) -> None:

@@ -197,10 +197,10 @@ async def test_files_indexed_before_references_were_kept_are_parsed_again(
     (root / "b.py").write_text("def second():\n    pass\n")
     await repo_map.refresh("old", root)
     # what store migration 4 leaves for an index written before it: no hash, no references
-    await store._write_batch(
+    await store.repo_index._write_batch(
         [("UPDATE repo_files SET content_hash = '', refs = '{}', words = '{}' WHERE workspace = ?", [("old",)])]
     )
     assert (await repo_map.refresh("old", root)).parsed == 2
-    terms = {path: json.loads(refs) for path, refs, _ in await store.repo_file_terms("old")}
+    terms = {path: json.loads(refs) for path, refs, _ in await store.repo_index.file_terms("old")}
     assert terms["a.py"] == {"second": 1}
     assert (await repo_map.refresh("old", root)).parsed == 0

@@ -28,7 +28,9 @@ async def test_worker_first_turn_carries_the_map_of_the_named_file(bot: BotHarne
     lookup = model.requests["code"][1]["messages"][-1]["content"][0]["content"]
     assert lookup.startswith("calc.py:1 function def add(a, b)")
     await bot.runtime.runner.wait(1)
-    assert await bot.runtime.store.repo_file_count("calc@task-1") == 0, "the task's own index is dropped at the end"
+    assert await bot.runtime.store.repo_index.file_count("calc@task-1") == 0, (
+        "the task's own index is dropped at the end"
+    )
 
 
 async def test_orchestrator_knows_where_a_name_is_defined_without_a_tool_call(bot: BotHarness, workspace_root) -> None:

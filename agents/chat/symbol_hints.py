@@ -146,9 +146,9 @@ class SymbolHints:
         for ws in self.workspaces.all() if words else []:
             for word in words:
                 owner, _, name = word.rpartition(".")
-                rows = await self.store.search_repo_symbols(ws.name, name, owner or None, 8) if owner else []
+                rows = await self.store.repo_index.search_symbols(ws.name, name, owner or None, 8) if owner else []
                 if not rows:  # no definition under that owner (`res` is a variable): the name alone
-                    rows = await self.store.search_repo_symbols(ws.name, name, None, 8)
+                    rows = await self.store.repo_index.search_symbols(ws.name, name, None, 8)
                 for row in exact_first(rows, name):
                     lines.append(f"{ws.name}: {row['path']}:{row['line']} {row['kind']} {row['signature']}")
         return lines[:MAX_LINES]

@@ -220,12 +220,12 @@ class RepoMap:
         if not base.is_dir():
             raise ToolError(f"the workspace folder {str(root)!r} does not exist")
         async with self._lock(name):
-            if seed_from and await self.store.repo_index_info(name) is None:
+            if seed_from and await self.store.repo_index.info(name) is None:
                 async with self._lock(seed_from):
-                    await self.store.copy_repo_index(seed_from, name)
-            known = await self.store.repo_file_states(name)
+                    await self.store.repo_index.copy(seed_from, name)
+            known = await self.store.repo_index.file_states(name)
             seen = await scan_files(base)
-            hashes = await self.store.repo_file_hashes(name)
+            hashes = await self.store.repo_index.file_hashes(name)
             # an empty hash: indexed before references were kept (store migration 4): parse it again
             changed = sorted(p for p, state in seen.items() if known.get(p) != state or not hashes.get(p))
             removed = [p for p in known if p not in seen]
@@ -242,7 +242,7 @@ class RepoMap:
                         outlines.append(outline)
                     elif path in known:
                         removed.append(path)  # vanished since the scan
-            await self.store.save_repo_index(
+            await self.store.repo_index.save(
                 name,
                 str(base),
                 head,
@@ -278,15 +278,15 @@ class RepoMap:
         """The map of workspace `name` for `request_text`, most relevant definitions first, within `budget_tokens`."""
         if refresh:
             await self.refresh(name, root, seed_from=seed_from)
-        rows = {r["path"]: _FileRow(**r) for r in await self.store.repo_file_list(name)}
+        rows = {r["path"]: _FileRow(**r) for r in await self.store.repo_index.file_list(name)}
         symbols: dict[str, list[Symbol]] = {}
-        for row in await self.store.repo_all_symbols(name):
+        for row in await self.store.repo_index.all_symbols(name):
             if row["path"] in rows:
                 symbols.setdefault(row["path"], []).append(
                     Symbol(row["name"], row["kind"], row["line"], row["signature"], row["parent"])
                 )
-        terms = [FileTerms(path, refs, words) for path, refs, words in await self.store.repo_file_terms(name)]
-        imports = await self.store.repo_all_imports(name)
+        terms = [FileTerms(path, refs, words) for path, refs, words in await self.store.repo_index.file_terms(name)]
+        imports = await self.store.repo_index.all_imports(name)
         recent = await _recently_changed(Path(root).resolve(), rows)
         ranking = await asyncio.to_thread(rank_files, sorted(rows), symbols, terms, imports, request_text, recent)
         counts = {path: len(file_symbols) for path, file_symbols in symbols.items()}
@@ -305,9 +305,9 @@ class RepoMap:
         parent: str | None = None
         if "." in query.strip("."):
             parent, _, query = query.strip(".").rpartition(".")
-        rows = await self.store.search_repo_symbols(name, query, parent, max(1, limit) + 1)
+        rows = await self.store.repo_index.search_symbols(name, query, parent, max(1, limit) + 1)
         if not rows:
-            files = await self.store.repo_file_count(name)
+            files = await self.store.repo_index.file_count(name)
             return (
                 f"no symbols named like {query!r} in the index of {name} ({files} files); "
                 "try grep for text, or a shorter name"

@@ -335,7 +335,7 @@ class TaskExecutor:
                     )
             self.network.forget(task.id)
             if self.repo_map is not None:  # the worker's own look-up index is not needed after the task
-                await self.store.delete_repo_index(f"{task.workspace}@task-{task.id}")
+                await self.store.repo_index.delete(f"{task.workspace}@task-{task.id}")
 
     async def _execute(self, task: Task, progress: Progress) -> None:
         try:

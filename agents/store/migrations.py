@@ -1,0 +1,210 @@
+"""The store's schema, one SQL script per version, applied in order by `Store.open`."""
+
+# Each entry is one schema version; never edit an applied migration, append a new one.
+MIGRATIONS: list[str] = [
+    # 1: conversations, proposals, tasks, events, audit, usage
+    """
+    CREATE TABLE chats (
+        id INTEGER PRIMARY KEY,
+        conversation_started_at TEXT,
+        created_at TEXT NOT NULL
+    );
+    CREATE TABLE messages (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        chat_id INTEGER NOT NULL,
+        role TEXT NOT NULL,
+        content TEXT NOT NULL,
+        input_method TEXT NOT NULL DEFAULT 'text',
+        tokens INTEGER NOT NULL DEFAULT 0,
+        created_at TEXT NOT NULL
+    );
+    CREATE INDEX messages_chat ON messages(chat_id, id);
+    CREATE TABLE proposals (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        chat_id INTEGER NOT NULL,
+        workspace TEXT NOT NULL,
+        request TEXT NOT NULL,
+        body TEXT NOT NULL DEFAULT '',
+        status TEXT NOT NULL,
+        supersedes INTEGER,
+        task_id INTEGER,
+        created_at TEXT NOT NULL,
+        decided_at TEXT
+    );
+    CREATE INDEX proposals_chat ON proposals(chat_id, status);
+    CREATE TABLE tasks (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        chat_id INTEGER NOT NULL,
+        workspace TEXT NOT NULL,
+        worker TEXT NOT NULL,
+        title TEXT NOT NULL,
+        instructions TEXT NOT NULL,
+        status TEXT NOT NULL,
+        priority INTEGER NOT NULL DEFAULT 0,
+        background INTEGER NOT NULL DEFAULT 1,
+        proposal_id INTEGER,
+        branch TEXT,
+        base_branch TEXT,
+        base_commit TEXT,
+        worktree TEXT,
+        commit_sha TEXT,
+        result TEXT,
+        error TEXT,
+        reply_to_message_id INTEGER,
+        progress_message_id INTEGER,
+        created_at TEXT NOT NULL,
+        started_at TEXT,
+        finished_at TEXT
+    );
+    CREATE INDEX tasks_status ON tasks(status, priority, id);
+    CREATE INDEX tasks_chat ON tasks(chat_id, id);
+    CREATE TABLE task_events (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        task_id INTEGER NOT NULL,
+        kind TEXT NOT NULL,
+        detail TEXT NOT NULL DEFAULT '',
+        created_at TEXT NOT NULL
+    );
+    CREATE INDEX task_events_task ON task_events(task_id, id);
+    CREATE TABLE tool_calls (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        chat_id INTEGER,
+        task_id INTEGER,
+        agent TEXT NOT NULL,
+        tool TEXT NOT NULL,
+        arguments TEXT NOT NULL,
+        result_chars INTEGER NOT NULL DEFAULT 0,
+        duration_ms INTEGER NOT NULL DEFAULT 0,
+        error TEXT,
+        created_at TEXT NOT NULL
+    );
+    CREATE INDEX tool_calls_task ON tool_calls(task_id, id);
+    CREATE TABLE usage (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        chat_id INTEGER,
+        task_id INTEGER,
+        agent TEXT NOT NULL,
+        model TEXT NOT NULL,
+        input_tokens INTEGER NOT NULL DEFAULT 0,
+        output_tokens INTEGER NOT NULL DEFAULT 0,
+        cache_creation_input_tokens INTEGER NOT NULL DEFAULT 0,
+        cache_read_input_tokens INTEGER NOT NULL DEFAULT 0,
+        created_at TEXT NOT NULL
+    );
+    CREATE INDEX usage_time ON usage(created_at);
+    CREATE INDEX usage_task ON usage(task_id);
+    """,
+    # 2: acceptance criteria of tasks; compacted summaries of long conversations
+    """
+    CREATE TABLE task_criteria (
+        task_id INTEGER NOT NULL,
+        idx INTEGER NOT NULL,
+        text TEXT NOT NULL,
+        verified INTEGER NOT NULL DEFAULT 0,
+        evidence TEXT,
+        PRIMARY KEY (task_id, idx)
+    );
+    CREATE TABLE conversation_notes (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        chat_id INTEGER NOT NULL,
+        up_to_message_id INTEGER NOT NULL,
+        summary TEXT NOT NULL,
+        created_at TEXT NOT NULL
+    );
+    CREATE INDEX conversation_notes_chat ON conversation_notes(chat_id, id);
+    """,
+    # 3: repo map (agents/repo_map/maps.py): per-workspace index of files, their symbols and import edges
+    """
+    CREATE TABLE repo_indexes (
+        workspace TEXT PRIMARY KEY,
+        root TEXT NOT NULL,
+        git_head TEXT,
+        refreshed_at TEXT NOT NULL
+    );
+    CREATE TABLE repo_files (
+        workspace TEXT NOT NULL,
+        path TEXT NOT NULL,
+        mtime_ns INTEGER NOT NULL,
+        size INTEGER NOT NULL,
+        language TEXT,
+        git_head TEXT,
+        summary TEXT NOT NULL DEFAULT '',
+        PRIMARY KEY (workspace, path)
+    ) WITHOUT ROWID;
+    CREATE TABLE repo_symbols (
+        workspace TEXT NOT NULL,
+        path TEXT NOT NULL,
+        name TEXT NOT NULL COLLATE NOCASE,
+        kind TEXT NOT NULL,
+        line INTEGER NOT NULL,
+        signature TEXT NOT NULL,
+        parent TEXT
+    );
+    CREATE INDEX repo_symbols_file ON repo_symbols(workspace, path);
+    CREATE INDEX repo_symbols_name ON repo_symbols(workspace, name);
+    CREATE TABLE repo_imports (
+        workspace TEXT NOT NULL,
+        path TEXT NOT NULL,
+        target TEXT NOT NULL
+    );
+    CREATE INDEX repo_imports_file ON repo_imports(workspace, path);
+    CREATE INDEX repo_imports_target ON repo_imports(workspace, target);
+    """,
+    # 4: photos and files sent with a message (bytes in files under the data folder), and those handed to a task
+    """
+    CREATE TABLE attachments (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        chat_id INTEGER NOT NULL,
+        message_id INTEGER,
+        kind TEXT NOT NULL,
+        name TEXT NOT NULL,
+        media_type TEXT NOT NULL,
+        path TEXT NOT NULL,
+        size INTEGER NOT NULL,
+        tokens INTEGER NOT NULL DEFAULT 0,
+        created_at TEXT NOT NULL
+    );
+    CREATE INDEX attachments_message ON attachments(message_id);
+    CREATE TABLE task_attachments (
+        task_id INTEGER NOT NULL,
+        attachment_id INTEGER NOT NULL,
+        save_as_file INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (task_id, attachment_id)
+    );
+    """,
+    # 5 (issue 14): proposals and task summaries the bot showed are turns of the chat; replies can point at them
+    """
+    ALTER TABLE messages ADD COLUMN kind TEXT NOT NULL DEFAULT 'chat';
+    ALTER TABLE messages ADD COLUMN ref_id INTEGER;
+    ALTER TABLE messages ADD COLUMN platform_message_id INTEGER;
+    CREATE INDEX messages_platform ON messages(chat_id, platform_message_id);
+    """,
+    # 6: deliveries (store/delivery.py, issue 12): every summary, proposal and answer the bot must show, kept until
+    # Telegram took it (delivered_at) so a 5xx or a restart never loses it; /task N re-sends the last one of a task
+    """
+    CREATE TABLE deliveries (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        chat_id INTEGER NOT NULL,
+        kind TEXT NOT NULL,
+        task_id INTEGER,
+        text TEXT NOT NULL,
+        buttons TEXT,
+        reply_to INTEGER,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        last_error TEXT,
+        created_at TEXT NOT NULL,
+        delivered_at TEXT
+    );
+    CREATE INDEX deliveries_undelivered ON deliveries(delivered_at, id);
+    CREATE INDEX deliveries_task ON deliveries(task_id, id);
+    """,
+    # 7: repo map ranking (issue 17): content hashes (a fresh worktree re-parses nothing unchanged), and each
+    # file's referenced identifiers and words as JSON objects (name → uses) for the definition/reference graph
+    """
+    ALTER TABLE repo_files ADD COLUMN content_hash TEXT NOT NULL DEFAULT '';
+    ALTER TABLE repo_files ADD COLUMN refs TEXT NOT NULL DEFAULT '{}';
+    ALTER TABLE repo_files ADD COLUMN words TEXT NOT NULL DEFAULT '{}';
+    """,
+]
+
+LATEST_VERSION = len(MIGRATIONS)

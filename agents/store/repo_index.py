@@ -1,0 +1,197 @@
+"""The repository map's code index: its own tables (files, symbols, imports, terms) on the store's connection.
+
+Rows are plain tuples and dicts, so the store need not import agents/repo_map.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import UTC
+from typing import TYPE_CHECKING, Any
+
+import aiosqlite
+
+from agents.core.models import utcnow
+
+if TYPE_CHECKING:
+    from agents.store.database import Store
+
+
+class RepoIndex:
+    """Reads and writes of one store's repo-map tables; `Store.repo_index` hands one out."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    async def _write_batch(self, statements: list[tuple[str, list[tuple[Any, ...]]]]) -> None:
+        """Run several executemany statements as one transaction (one index refresh)."""
+        async with self._store._transaction() as db:
+            for sql, rows in statements:
+                if rows:
+                    await db.executemany(sql, rows)
+
+    async def _rows_in(self, sql: str, workspace: str, values: Iterable[Any], chunk: int = 500) -> list[aiosqlite.Row]:
+        """`sql` has `workspace = ?` and one `IN ({marks})`; run it over `values` in chunks."""
+        values = list(dict.fromkeys(values))
+        rows: list[aiosqlite.Row] = []
+        for begin in range(0, len(values), chunk):
+            part = values[begin : begin + chunk]
+            rows += await self._store._rows(sql.format(marks=", ".join("?" for _ in part)), (workspace, *part))
+        return rows
+
+    async def file_states(self, workspace: str) -> dict[str, tuple[int, int]]:
+        """path → (mtime_ns, size) of every indexed file of the workspace."""
+        rows = await self._store._rows("SELECT path, mtime_ns, size FROM repo_files WHERE workspace = ?", (workspace,))
+        return {row[0]: (row[1], row[2]) for row in rows}
+
+    async def save(
+        self,
+        workspace: str,
+        root: str,
+        git_head: str | None,
+        *,
+        files: list[tuple[str, int, int, str | None, str | None, str, str, str, str]],
+        symbols: list[tuple[str, str, str, int, str, str | None]],
+        imports: list[tuple[str, str]],
+        drop: list[str],
+        touched: list[tuple[str, int, int]] = (),  # type: ignore[assignment]
+    ) -> None:
+        """One refresh in one transaction: forget the `drop` paths, then store the (re)parsed files.
+
+        files: (path, mtime_ns, size, language, git_head, summary, content_hash, refs JSON, words JSON) · symbols:
+        (path, name, kind, line, signature, parent) · imports: (path, target) · touched: (path, mtime_ns, size) of
+        files whose content is unchanged.
+        """
+        gone = [(workspace, path) for path in drop]
+        await self._write_batch(
+            [
+                ("DELETE FROM repo_files WHERE workspace = ? AND path = ?", gone),
+                ("DELETE FROM repo_symbols WHERE workspace = ? AND path = ?", gone),
+                ("DELETE FROM repo_imports WHERE workspace = ? AND path = ?", gone),
+                (
+                    "UPDATE repo_files SET mtime_ns = ?, size = ? WHERE workspace = ? AND path = ?",
+                    [(mtime_ns, size, workspace, path) for path, mtime_ns, size in touched],
+                ),
+                (
+                    "INSERT OR REPLACE INTO repo_files (workspace, path, mtime_ns, size, language, git_head, summary, "
+                    "content_hash, refs, words) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [(workspace, *row) for row in files],
+                ),
+                (
+                    "INSERT INTO repo_symbols (workspace, path, name, kind, line, signature, parent) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    [(workspace, *row) for row in symbols],
+                ),
+                (
+                    "INSERT INTO repo_imports (workspace, path, target) VALUES (?, ?, ?)",
+                    [(workspace, *row) for row in imports],
+                ),
+                (
+                    "INSERT INTO repo_indexes (workspace, root, git_head, refreshed_at) VALUES (?, ?, ?, ?) "
+                    "ON CONFLICT(workspace) DO UPDATE SET root = excluded.root, git_head = excluded.git_head, "
+                    "refreshed_at = excluded.refreshed_at",
+                    [(workspace, root, git_head, utcnow().astimezone(UTC).isoformat())],
+                ),
+            ]
+        )
+
+    async def file_hashes(self, workspace: str) -> dict[str, str]:
+        """path → content hash of every indexed file of the workspace."""
+        rows = await self._store._rows("SELECT path, content_hash FROM repo_files WHERE workspace = ?", (workspace,))
+        return {row[0]: row[1] for row in rows}
+
+    async def copy(self, source: str, target: str) -> None:
+        """Make the index of `target` a copy of the index of `source` (a task's worktree starts from its
+        workspace's)."""
+        await self._write_batch(
+            [
+                *[
+                    (f"DELETE FROM {table} WHERE workspace = ?", [(target,)])
+                    for table in ("repo_files", "repo_symbols", "repo_imports", "repo_indexes")
+                ],
+                (
+                    "INSERT INTO repo_files (workspace, path, mtime_ns, size, language, git_head, summary, "
+                    "content_hash, refs, words) SELECT ?, path, mtime_ns, size, language, git_head, summary, "
+                    "content_hash, refs, words FROM repo_files WHERE workspace = ?",
+                    [(target, source)],
+                ),
+                (
+                    "INSERT INTO repo_symbols (workspace, path, name, kind, line, signature, parent) "
+                    "SELECT ?, path, name, kind, line, signature, parent FROM repo_symbols WHERE workspace = ?",
+                    [(target, source)],
+                ),
+                (
+                    "INSERT INTO repo_imports (workspace, path, target) SELECT ?, path, target FROM repo_imports "
+                    "WHERE workspace = ?",
+                    [(target, source)],
+                ),
+            ]
+        )
+
+    async def file_terms(self, workspace: str) -> list[tuple[str, str, str]]:
+        """(path, refs JSON, words JSON) of every indexed text file."""
+        rows = await self._store._rows(
+            "SELECT path, refs, words FROM repo_files WHERE workspace = ? AND language IS NOT 'binary'", (workspace,)
+        )
+        return [(row[0], row[1], row[2]) for row in rows]
+
+    async def all_symbols(self, workspace: str) -> list[dict[str, Any]]:
+        """Every symbol of the workspace: path, name, kind, line, signature, parent (by path and line)."""
+        rows = await self._store._rows(
+            "SELECT path, name, kind, line, signature, parent FROM repo_symbols "
+            "WHERE workspace = ? ORDER BY path, line",
+            (workspace,),
+        )
+        return [dict(row) for row in rows]
+
+    async def all_imports(self, workspace: str) -> list[tuple[str, str]]:
+        """(path, target) of every import of the workspace."""
+        rows = await self._store._rows("SELECT path, target FROM repo_imports WHERE workspace = ?", (workspace,))
+        return [(row[0], row[1]) for row in rows]
+
+    async def info(self, workspace: str) -> dict[str, Any] | None:
+        """root, git_head and refreshed_at of the workspace's last refresh, or None if never indexed."""
+        rows = await self._store._rows("SELECT * FROM repo_indexes WHERE workspace = ?", (workspace,))
+        return dict(rows[0]) if rows else None
+
+    async def file_list(self, workspace: str) -> list[dict[str, Any]]:
+        """The indexed text files: path, size, language, summary, mtime_ns."""
+        rows = await self._store._rows(
+            "SELECT path, size, language, summary, mtime_ns FROM repo_files "
+            "WHERE workspace = ? AND language IS NOT 'binary'",
+            (workspace,),
+        )
+        return [dict(row) for row in rows]
+
+    async def file_count(self, workspace: str) -> int:
+        rows = await self._store._rows(
+            "SELECT count(*) FROM repo_files WHERE workspace = ? AND language IS NOT 'binary'", (workspace,)
+        )
+        return int(rows[0][0])
+
+    async def search_symbols(
+        self, workspace: str, query: str, parent: str | None = None, limit: int = 50
+    ) -> list[dict[str, Any]]:
+        """Symbols named `query` (case-insensitive): exact matches (same case first), then prefix, then substring."""
+        like = query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        where, params = ["workspace = ?", "name LIKE ? ESCAPE '\\'"], [workspace, f"%{like}%"]
+        if parent:
+            where.append("(parent = ? COLLATE NOCASE OR parent LIKE ? ESCAPE '\\')")
+            params += [parent, "%." + parent.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")]
+        rows = await self._store._rows(
+            "SELECT path, name, kind, line, signature, parent, "
+            "CASE WHEN name = ? COLLATE BINARY THEN 0 WHEN name = ? THEN 1 WHEN name LIKE ? ESCAPE '\\' THEN 2 "
+            "ELSE 3 END AS rank "
+            f"FROM repo_symbols WHERE {' AND '.join(where)} ORDER BY rank, length(name), path, line LIMIT ?",
+            (query, query, f"{like}%", *params, limit),
+        )
+        return [dict(row) for row in rows]
+
+    async def delete(self, workspace: str) -> None:
+        """Forget everything indexed for the workspace."""
+        await self._write_batch(
+            [
+                (f"DELETE FROM {table} WHERE workspace = ?", [(workspace,)])
+                for table in ("repo_files", "repo_symbols", "repo_imports", "repo_indexes")
+            ]
+        )

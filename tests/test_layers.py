@@ -1,0 +1,92 @@
+"""The package's layers, checked from the source: a module imports only from its own layer or the layers below it.
+
+The order (bottom first) is the one AGENT_ARCHITECTURE.md draws. Same-rank layers (llm, verify, repo_map; work,
+chat) do not import each other either. `agents/` never imports `telegram_bot`.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# layer -> rank; a module may import a layer of strictly lower rank, or its own layer.
+RANKS = {
+    "agents.core": 0,
+    "agents.store": 1,
+    "agents.tools": 2,
+    "agents.llm": 3,
+    "agents.verify": 3,
+    "agents.repo_map": 3,
+    "agents.work": 4,
+    "agents.chat": 4,
+    "agents": 5,  # the top: runtime, doctor, voice, routing_eval
+    "telegram_bot.render": 6,
+    "telegram_bot": 7,
+}
+
+
+def layer_of(module: str) -> str:
+    parts = module.split(".")
+    for n in (2, 1):
+        name = ".".join(parts[:n])
+        if name in RANKS and (n == 1 or len(parts) > 2 or (ROOT / Path(*parts)).is_dir()):
+            return name
+    raise AssertionError(f"{module} is in no layer")
+
+
+def imports(path: Path, module: str) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            if node.module in ("agents", "telegram_bot"):
+                found |= {f"{node.module}.{a.name}" for a in node.names}
+            else:
+                found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+    return {m for m in found if m.split(".")[0] in ("agents", "telegram_bot")}
+
+
+def modules() -> list[tuple[str, Path]]:
+    found = []
+    for package in ("agents", "telegram_bot"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            found.append((".".join(parts), path))
+    return found
+
+
+def upward(module: str, path: Path) -> list[str]:
+    """The imports of `module` that do not point down."""
+    mine = layer_of(module)
+    wrong = []
+    for target in sorted(imports(path, module)):
+        theirs = layer_of(target)
+        if theirs != mine and RANKS[theirs] >= RANKS[mine]:
+            wrong.append(f"{module} ({mine}) imports {target} ({theirs})")
+    return wrong
+
+
+def test_every_module_is_in_a_layer_and_imports_only_point_down() -> None:
+    found = modules()
+    assert len(found) > 60 and all(layer_of(m) for m, _ in found)
+    wrong = [line for module, path in found for line in upward(module, path)]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_check_sees_an_upward_import(tmp_path: Path) -> None:
+    """The rule above is not vacuous: an import from a higher layer is reported."""
+    source = tmp_path / "m.py"
+    source.write_text("from agents.work.crew import Crew\nfrom agents.core import ids\n")
+    assert upward("agents.store.database", source) == [
+        "agents.store.database (agents.store) imports agents.work.crew (agents.work)"
+    ]
+    assert upward("agents.chat.orchestrator", tmp_path / "m.py") == [
+        "agents.chat.orchestrator (agents.chat) imports agents.work.crew (agents.work)"  # same rank: also refused
+    ]
+    assert layer_of("agents.runtime") == "agents"
+    assert layer_of("telegram_bot.handlers") == "telegram_bot"
