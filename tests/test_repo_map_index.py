@@ -13,8 +13,9 @@ import pytest
 
 from agents.chat.symbol_hints import SymbolHints, code_words
 from agents.repo_map.maps import RepoMap
-from agents.repo_map.outline import SYMBOL_LANGUAGES, _script_outline
+from agents.repo_map.outline import SYMBOL_LANGUAGES
 from agents.repo_map.ranking import Request, file_class
+from agents.repo_map.script_outline import script_outline
 from agents.store.database import Store
 from agents.tools.workspaces import Workspaces
 from tests.conftest import git, make_repo
@@ -105,7 +106,7 @@ def test_javascript_member_assignments_exports_fields_and_private_methods() -> N
           static open() {}
         }
         """).encode()
-    symbols = [(s.name, s.kind, s.parent, s.signature) for s in _script_outline(code, "lib/x.js", "javascript")[1]]
+    symbols = [(s.name, s.kind, s.parent, s.signature) for s in script_outline(code, "lib/x.js", "javascript")[1]]
     assert symbols == [
         ("sendFile", "method", "res", "res.sendFile = function sendFile(path, options, callback)"),
         ("etag", "const", None, "exports.etag"),
@@ -118,7 +119,7 @@ def test_javascript_member_assignments_exports_fields_and_private_methods() -> N
         ("#audit", "method", "Ledger", "#audit(entry)"),
         ("open", "method", "Ledger", "static open()"),
     ]
-    exported = _script_outline(
+    exported = script_outline(
         b"module.exports = { parse, format: function (v) {}, stringify(v) {} };\n", "lib/y.js", "javascript"
     )[1]
     assert [(s.name, s.kind) for s in exported] == [
@@ -126,7 +127,7 @@ def test_javascript_member_assignments_exports_fields_and_private_methods() -> N
         ("format", "function"),
         ("stringify", "function"),
     ]
-    typescript = _script_outline(
+    typescript = script_outline(
         b"export class Pool {\n  private size: number = 1;\n  #drain(): void {}\n}\n", "src/pool.ts", "typescript"
     )[1]
     assert [(s.name, s.kind, s.signature) for s in typescript] == [

@@ -25,11 +25,11 @@ from agents.repo_map.outline import (
     MAX_FILE_BYTES,
     FileOutline,
     SameContent,
-    Symbol,
     file_extension,
     parse_files,
 )
 from agents.repo_map.ranking import FileTerms, rank_files
+from agents.repo_map.symbols import Symbol
 from agents.store.database import Store
 from agents.tools.file_walk import list_files, read_only_git
 from agents.tools.toolbox import Tool, ToolError, prop

@@ -36,7 +36,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from agents.repo_map.outline import SOURCE_EXTENSIONS, Symbol, file_extension, stemmed_words
+from agents.repo_map.outline import SOURCE_EXTENSIONS, file_extension, stemmed_words
+from agents.repo_map.symbols import Symbol
 
 DISTINCT_MATCH_LIMIT = 12  # a word matching more files than this says nothing about which file is meant
 SYMBOLS_SHOWN_PER_FILE = 12  # definitions listed under one file, the request's matches first
