@@ -34,7 +34,7 @@ from bench._harness import (  # noqa: E402
     wait_indexing_idle,
 )
 from telegram_bot.app import stop_polling  # noqa: E402
-from telegram_bot.render import render_chunks  # noqa: E402
+from telegram_bot.render.chunks import render_chunks
 from tests.conftest import USER_ID, start_bot  # noqa: E402
 from tests.fakes import anthropic_server as claude_says  # noqa: E402
 from tests.fakes.telegram_html import parse_telegram_html  # noqa: E402

@@ -10,7 +10,7 @@ from telegram.constants import ParseMode
 from telegram.error import BadRequest
 
 from agents.core.actions import Buttons
-from telegram_bot.render import html_to_text, render_chunks, split_plain, summarize_for_document
+from telegram_bot.render.chunks import html_to_text, render_chunks, split_plain, summarize_for_document
 
 log = logging.getLogger(__name__)
 

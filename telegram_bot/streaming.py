@@ -18,7 +18,7 @@ from telegram import Bot
 from telegram.constants import ParseMode
 from telegram.error import BadRequest, NetworkError, RetryAfter, TelegramError, TimedOut
 
-from telegram_bot.render import render_chunks
+from telegram_bot.render.chunks import render_chunks
 from telegram_bot.replies import (
     TELEGRAM_LIMIT,
     html_to_plain,

@@ -8,14 +8,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from telegram_bot.render import (
-    markdown_to_html,
-    render_chunks,
-    split_html,
-    split_plain,
-    summarize_for_document,
-    utf16_len,
-)
+from telegram_bot.render.chunks import render_chunks, split_html, split_plain, summarize_for_document, utf16_len
+from telegram_bot.render.markdown import markdown_to_html
 from tests.fakes.telegram_html import (
     EntityParseError,
     parse_telegram_html,
