@@ -22,18 +22,19 @@ from agents.core.settings import Settings
 from agents.runtime import Runtime
 from telegram_bot import attachments, buttons, commands, handlers, steering, voice
 from telegram_bot.replies import TelegramNotifier
-from telegram_bot.strangers import OwnerFirstRateLimiter, Strangers
+from telegram_bot.state import CONTEXT_TYPES
+from telegram_bot.strangers import OwnerFirstRateLimiter
 
 log = logging.getLogger(__name__)
 
 
 async def _post_init(app: Application) -> None:
-    settings: Settings = app.bot_data["settings"]
-    runtime = await Runtime.start(settings, TelegramNotifier(app.bot), transcriber=app.bot_data.get("transcriber"))
-    app.bot_data["runtime"] = runtime
+    settings: Settings = app.bot_data.settings
+    runtime = await Runtime.start(settings, TelegramNotifier(app.bot), transcriber=app.bot_data.transcriber)
+    app.bot_data.runtime = runtime
     await app.bot.set_my_commands([BotCommand(name, about) for name, about in handlers.COMMANDS + commands.MENU])
     await runtime.announce_interrupted()
-    if app.bot_data.get("handle_signals"):
+    if app.bot_data.handle_signals:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, _on_stop_signal, app)
@@ -50,26 +51,26 @@ def _raise_system_exit() -> None:
 def _on_stop_signal(app: Application) -> None:
     """SIGTERM/SIGINT: interrupt workers and cancel turns first (PTB's stop would wait for them); a second signal
     quits."""
-    if app.bot_data.get("stopping"):
+    if app.bot_data.stopping:
         _raise_system_exit()
-    app.bot_data["stopping"] = True  # new turns are refused from now on
-    app.bot_data["stop_task"] = asyncio.ensure_future(_graceful_stop(app))
+    app.bot_data.stopping = True  # new turns are refused from now on
+    app.bot_data.stop_task = asyncio.ensure_future(_graceful_stop(app))
 
 
 async def _graceful_stop(app: Application) -> None:
     log.info("stopping: interrupting running tasks and turns")
     try:
-        runtime: Runtime | None = app.bot_data.get("runtime")
+        runtime: Runtime | None = app.bot_data.runtime
         if runtime is not None:
             await runtime.stop_workers()
-        for turn in list(app.bot_data.get("turns", ())):
+        for turn in list(app.bot_data.turns):
             turn.cancel()
     finally:
         asyncio.get_running_loop().call_soon(_raise_system_exit)
 
 
 async def _post_stop(app: Application) -> None:
-    runtime: Runtime | None = app.bot_data.get("runtime")
+    runtime: Runtime | None = app.bot_data.runtime
     if runtime is not None:
         await runtime.close()
 
@@ -82,13 +83,13 @@ def build_application(settings: Settings) -> Application:
         .base_url(f"{root}/bot")
         .base_file_url(f"{root}/file/bot")
         .rate_limiter(OwnerFirstRateLimiter(max_retries=5))  # AIORateLimiter with a lane for refusals to strangers
+        .context_types(CONTEXT_TYPES)
         .concurrent_updates(32)
         .post_init(_post_init)
         .post_stop(_post_stop)
         .build()
     )
-    app.bot_data["settings"] = settings
-    app.bot_data["strangers"] = Strangers()
+    app.bot_data.settings = settings
 
     app.add_handler(TypeHandler(Update, handlers.guard), group=-1)
     app.add_handler(CommandHandler("start", handlers.start))
@@ -128,5 +129,5 @@ async def stop_polling(app: Application) -> None:
 def run_polling(settings: Settings) -> None:
     """Long polling until SIGINT/SIGTERM (PTB installs the signal handlers and shuts down cleanly)."""
     app = build_application(settings)
-    app.bot_data["handle_signals"] = True  # our handler interrupts workers before PTB stops
+    app.bot_data.handle_signals = True  # our handler interrupts workers before PTB stops
     app.run_polling(allowed_updates=Update.ALL_TYPES, close_loop=False, stop_signals=None)

@@ -8,11 +8,11 @@ import logging
 
 from telegram import Message, PhotoSize, Update
 from telegram.error import TelegramError
-from telegram.ext import ContextTypes
 
 from agents.core.models import Attachment, InputMethod
 from agents.tools.attachments import API_IMAGE_MAX_EDGE, AttachmentRefused, Attachments
 from telegram_bot.handlers import STOPPING, chat_lock, converse, message_arrived, runtime
+from telegram_bot.state import Context
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +29,7 @@ def pick_photo(sizes: tuple[PhotoSize, ...]) -> PhotoSize:
     return max(fitting or [min(sizes, key=lambda p: p.width * p.height)], key=lambda p: p.width * p.height)
 
 
-async def _keep(context: ContextTypes.DEFAULT_TYPE, message: Message) -> Attachment:
+async def _keep(context: Context, message: Message) -> Attachment:
     """Download one photo or document and keep it; raises AttachmentRefused with one sentence."""
     media = pick_photo(message.photo) if message.photo else message.document
     name = (getattr(media, "file_name", None) or ("photo.jpg" if message.photo else "file"))[:120]
@@ -49,14 +49,14 @@ async def _keep(context: ContextTypes.DEFAULT_TYPE, message: Message) -> Attachm
         raise AttachmentRefused(str(err).rstrip(".")) from None
 
 
-async def on_attachment(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def on_attachment(update: Update, context: Context) -> None:
     """A photo, or a file sent as a document (or an album of them): shown to the orchestrator beside the caption and
     kept with the message."""
     message = update.effective_message
     chat_id = update.effective_chat.id
     album: list[Message] = [message]
     if message.media_group_id:  # Telegram sends an album as one message per item; the first handler takes them all
-        albums: dict[str, list[Message]] = context.application.bot_data.setdefault("albums", {})
+        albums: dict[str, list[Message]] = context.bot_data.albums
         album = albums.setdefault(message.media_group_id, [])
         album.append(message)
         if len(album) > 1:
@@ -65,8 +65,8 @@ async def on_attachment(update: Update, context: ContextTypes.DEFAULT_TYPE) -> N
     async with chat_lock(context, chat_id):
         if message.media_group_id:
             await asyncio.sleep(ALBUM_WAIT)
-            album = context.application.bot_data["albums"].pop(message.media_group_id)
-        if context.application.bot_data.get("stopping"):
+            album = context.bot_data.albums.pop(message.media_group_id)
+        if context.bot_data.stopping:
             await message.reply_text(STOPPING)
             return
         caption = next((m.caption.strip() for m in album if (m.caption or "").strip()), "")

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 
 from telegram import Update
 from telegram.error import BadRequest
-from telegram.ext import ContextTypes
 
 from agents.core.actions import Action, parse_action
 from agents.core.models import ChatMessage, Role
@@ -18,6 +17,7 @@ from agents.tools.network_gate import CHOICES
 from agents.tools.toolbox import ToolError
 from telegram_bot.handlers import runtime
 from telegram_bot.replies import send_markdown
+from telegram_bot.state import Context
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ DISPATCH: dict[Action, Handler] = {
 }
 
 
-async def on_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def on_button(update: Update, context: Context) -> None:
     """Route a button's callback data (`agents.core.actions.Action`) to the crew and say what happened."""
     query = update.callback_query
     chat_id = update.effective_chat.id

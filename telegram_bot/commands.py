@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from telegram import Update
-from telegram.ext import ContextTypes
 
 from agents.core.ids import parse_id
 from agents.core.models import Task, TaskStatus
@@ -13,13 +12,14 @@ from agents.tools.toolbox import ToolError
 from agents.work.crew import task_line
 from telegram_bot.handlers import runtime
 from telegram_bot.replies import send_markdown
+from telegram_bot.state import Context
 
 
 class BadArgument(ValueError):
     """A command argument that is not a task number; its message is the reply."""
 
 
-def _task_number(context: ContextTypes.DEFAULT_TYPE) -> int | None:
+def _task_number(context: Context) -> int | None:
     """The task number argument, None when there is none; BadArgument when it is not a task number."""
     if not context.args:
         return None
@@ -29,11 +29,11 @@ def _task_number(context: ContextTypes.DEFAULT_TYPE) -> int | None:
     return number
 
 
-async def _say(update: Update, context: ContextTypes.DEFAULT_TYPE, markdown: str) -> None:
+async def _say(update: Update, context: Context, markdown: str) -> None:
     await send_markdown(context.bot, update.effective_chat.id, markdown)
 
 
-async def _named_task(update: Update, context: ContextTypes.DEFAULT_TYPE, command: str) -> Task | None:
+async def _named_task(update: Update, context: Context, command: str) -> Task | None:
     """The task of this chat named by the command's argument, or None after telling the user how to ask."""
     try:
         number = _task_number(context)
@@ -48,7 +48,7 @@ async def _named_task(update: Update, context: ContextTypes.DEFAULT_TYPE, comman
     return found
 
 
-async def tasks(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def tasks(update: Update, context: Context) -> None:
     """/tasks: recent tasks with status, age and title."""
     rt = runtime(context)
     listed = await rt.store.list_tasks(update.effective_chat.id, limit=15)
@@ -56,7 +56,7 @@ async def tasks(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     await _say(update, context, "**Recent tasks**\n" + text if listed else text)
 
 
-async def task(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def task(update: Update, context: Context) -> None:
     """/task N: one task in detail."""
     rt = runtime(context)
     if (found := await _named_task(update, context, "task")) is None:
@@ -79,7 +79,7 @@ async def task(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     await rt.deliveries.resend(found.id, found.chat_id)  # its summary or proposal again, with the buttons
 
 
-async def cancel(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def cancel(update: Update, context: Context) -> None:
     """/cancel [N]: cancel the only running task, or task N."""
     rt = runtime(context)
     chat_id = update.effective_chat.id
@@ -107,13 +107,13 @@ async def cancel(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         await _say(update, context, str(err).capitalize())
 
 
-async def usage(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def usage(update: Update, context: Context) -> None:
     """/usage: tokens and estimated cost."""
     rt = runtime(context)
     await _say(update, context, await usage_report(rt.store, rt.settings, update.effective_chat.id))
 
 
-async def log(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def log(update: Update, context: Context) -> None:
     """/log N: a task's tool calls as a document."""
     rt = runtime(context)
     if (found := await _named_task(update, context, "log")) is None:
@@ -132,7 +132,7 @@ async def log(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     await rt.notifier.send_document(update.effective_chat.id, f"task-{found.id}-log.txt", "\n".join(lines).encode())
 
 
-async def new(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def new(update: Update, context: Context) -> None:
     """/new: start a fresh conversation (history stays stored)."""
     await runtime(context).store.start_new_conversation(update.effective_chat.id)
     await _say(
@@ -140,7 +140,7 @@ async def new(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     )
 
 
-async def history(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def history(update: Update, context: Context) -> None:
     """/history: the whole stored conversation as a document."""
     rt = runtime(context)
     messages = await rt.store.all_messages(update.effective_chat.id)

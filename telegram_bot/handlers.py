@@ -9,13 +9,14 @@ from typing import TYPE_CHECKING
 
 from telegram import Update
 from telegram.constants import ChatAction, ChatType
-from telegram.ext import ApplicationHandlerStop, ContextTypes
+from telegram.ext import ApplicationHandlerStop
 
 from agents.chat.replying import ReplyTo
 from agents.core.models import Attachment, InputMethod
 from agents.work.crew import REQUEST_MESSAGE
 from telegram_bot.replies import send_markdown
-from telegram_bot.strangers import REFUSAL_LANE, Strangers
+from telegram_bot.state import Context
+from telegram_bot.strangers import REFUSAL_LANE
 from telegram_bot.streaming import ChatDraft
 
 if TYPE_CHECKING:
@@ -46,18 +47,19 @@ STOPPING = "I'm restarting right now; please send that again in a minute."
 TYPING_DELAY = 0.3  # seconds before "typing…" shows; Claude's answers take longer, so it appears for them
 
 
-def runtime(context: ContextTypes.DEFAULT_TYPE) -> Runtime:
-    return context.application.bot_data["runtime"]
+def runtime(context: Context) -> Runtime:
+    app_runtime = context.bot_data.runtime
+    assert app_runtime is not None, "handlers run only after post_init"
+    return app_runtime
 
 
-async def guard(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def guard(update: Update, context: Context) -> None:
     """Runs before every other handler: strangers never reach Claude or a tool, and get one refusal per period."""
     user = update.effective_user
     allowed = runtime(context).settings.allowed_user_ids
     if user is not None and user.id in allowed:
         return
-    strangers: Strangers = context.application.bot_data.setdefault("strangers", Strangers())
-    if not await strangers.should_refuse(user.id if user else None):
+    if not await context.bot_data.strangers.should_refuse(user.id if user else None):
         raise ApplicationHandlerStop  # refused already this period, or a flood: silence, and no queue
     who = f"{user.id} (@{user.username})" if user else "unknown"
     log.warning("refused update from user %s; add the id to ALLOWED_USER_IDS to allow them", who)
@@ -75,7 +77,7 @@ async def guard(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
 
 
 @contextlib.asynccontextmanager
-async def typing(context: ContextTypes.DEFAULT_TYPE, chat_id: int):
+async def typing(context: Context, chat_id: int):
     """Keep the 'typing…' indicator up (Telegram drops it after ~5 s) while the body runs."""
 
     async def keep_typing() -> None:
@@ -94,26 +96,25 @@ async def typing(context: ContextTypes.DEFAULT_TYPE, chat_id: int):
             await task
 
 
-def chat_lock(context: ContextTypes.DEFAULT_TYPE, chat_id: int) -> asyncio.Lock:
+def chat_lock(context: Context, chat_id: int) -> asyncio.Lock:
     """One turn at a time per chat, taken before the first await so messages are answered in arrival order."""
-    locks: dict[int, asyncio.Lock] = context.application.bot_data.setdefault("chat_locks", {})
-    return locks.setdefault(chat_id, asyncio.Lock())
+    return context.bot_data.chat_locks.setdefault(chat_id, asyncio.Lock())
 
 
 async def converse(
     update: Update,
-    context: ContextTypes.DEFAULT_TYPE,
+    context: Context,
     text: str,
     method: InputMethod,
     attachments: list[Attachment] | None = None,
 ) -> None:
     """Route text (typed or transcribed, with any photos/files) through the orchestrator and send its reply."""
     chat_id = update.effective_chat.id
-    if context.application.bot_data.get("stopping"):
+    if context.bot_data.stopping:
         await update.effective_message.reply_text(STOPPING)
         return
     REQUEST_MESSAGE.set(update.effective_message.message_id)
-    turns: set = context.application.bot_data.setdefault("turns", set())
+    turns = context.bot_data.turns
     turn = asyncio.current_task()
     turns.add(turn)  # cancelled on SIGTERM so shutdown never waits on a long turn
     draft = answer_preview(update, context)
@@ -134,7 +135,7 @@ async def converse(
         await draft.discard()
 
 
-def reply_to_of(update: Update, context: ContextTypes.DEFAULT_TYPE) -> ReplyTo | None:
+def reply_to_of(update: Update, context: Context) -> ReplyTo | None:
     """The message this one replies to, in the core's terms (no Telegram types past this point)."""
     replied = update.effective_message.reply_to_message
     if replied is None:
@@ -147,14 +148,14 @@ def reply_to_of(update: Update, context: ContextTypes.DEFAULT_TYPE) -> ReplyTo |
     )
 
 
-def message_arrived(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+def message_arrived(update: Update, context: Context) -> None:
     """Before queueing behind the chat's lock: a turn waiting on a foreground task stops waiting."""
-    app_runtime = context.application.bot_data.get("runtime")
+    app_runtime = context.bot_data.runtime
     if app_runtime is not None and update.effective_chat is not None:
         app_runtime.orchestrator.message_arrived(update.effective_chat.id)
 
 
-def answer_preview(update: Update, context: ContextTypes.DEFAULT_TYPE) -> ChatDraft | None:
+def answer_preview(update: Update, context: Context) -> ChatDraft | None:
     """Where the answer grows while Claude writes it: a draft in private chats, an edited message in groups."""
     settings = runtime(context).settings
     if not settings.stream_answers:
@@ -171,38 +172,38 @@ def answer_preview(update: Update, context: ContextTypes.DEFAULT_TYPE) -> ChatDr
     )
 
 
-async def on_text(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def on_text(update: Update, context: Context) -> None:
     """A typed message."""
     message_arrived(update, context)
     async with chat_lock(context, update.effective_chat.id):
         await converse(update, context, update.effective_message.text, InputMethod.TEXT)
 
 
-async def start(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def start(update: Update, context: Context) -> None:
     """/start: greet."""
     name = update.effective_user.first_name or "there"  # the renderer escapes it
     await send_markdown(context.bot, update.effective_chat.id, f"Hi {name}! " + HELP)
 
 
-async def help_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def help_command(update: Update, context: Context) -> None:
     """/help: what I can do."""
     await send_markdown(context.bot, update.effective_chat.id, HELP)
 
 
-async def status(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def status(update: Update, context: Context) -> None:
     """/status: workspaces, active tasks, pending proposals."""
     await send_markdown(
         context.bot, update.effective_chat.id, await runtime(context).status_text(update.effective_chat.id)
     )
 
 
-async def unknown_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def unknown_command(update: Update, context: Context) -> None:
     """A command I don't have."""
     command = (update.effective_message.text or "").split()[0]
     await update.effective_message.reply_text(f"I don't know {command}. /help lists what I understand.")
 
 
-async def unsupported(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def unsupported(update: Update, context: Context) -> None:
     """Stickers, locations, contacts…: one line, nothing else."""
     await update.effective_message.reply_text(
         "I work with text and voice notes, photos and files (PDFs, code, logs, "
@@ -210,7 +211,7 @@ async def unsupported(update: Update, context: ContextTypes.DEFAULT_TYPE) -> Non
     )
 
 
-async def on_error(update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def on_error(update: object, context: Context) -> None:
     """Log the error and tell the user something short and true."""
     log.error("error while handling an update", exc_info=context.error)
     if isinstance(update, Update) and update.effective_chat:

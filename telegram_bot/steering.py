@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from telegram import Update
-from telegram.ext import ContextTypes
 
 from agents.core.models import InputMethod
 from agents.tools.toolbox import ToolError
 from telegram_bot.handlers import chat_lock, converse, message_arrived, on_text, runtime
+from telegram_bot.state import Context
 
 
-async def on_reply(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def on_reply(update: Update, context: Context) -> None:
     """A typed reply: to a progress message it steers that task; a reply to anything else is a normal message."""
     message = update.effective_message
     chat_id = update.effective_chat.id

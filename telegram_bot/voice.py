@@ -6,10 +6,10 @@ import html
 import logging
 
 from telegram import Update
-from telegram.ext import ContextTypes
 
 from agents.core.models import InputMethod
 from telegram_bot.handlers import STOPPING, chat_lock, converse, message_arrived, runtime
+from telegram_bot.state import Context
 
 log = logging.getLogger(__name__)
 
@@ -17,13 +17,13 @@ MAX_DOWNLOAD_BYTES = 20 * 1024 * 1024  # the Bot API's getFile limit
 ECHO_LIMIT = 3500  # a long note's echo is trimmed (Telegram's limit is 4096); the orchestrator gets it all
 
 
-async def on_voice(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+async def on_voice(update: Update, context: Context) -> None:
     """A voice note, audio file, or audio sent as a document."""
     message = update.effective_message
     chat_id = update.effective_chat.id
     message_arrived(update, context)
     async with chat_lock(context, chat_id):
-        if context.application.bot_data.get("stopping"):
+        if context.bot_data.stopping:
             await message.reply_text(STOPPING)
             return
         media = message.voice or message.audio or message.document

@@ -61,7 +61,7 @@ def _webhook_options(settings: Settings) -> dict:
 def run_webhook(settings: Settings) -> None:
     """Serve the webhook until SIGINT/SIGTERM; PTB runs post_init, registers the webhook, and shuts down cleanly."""
     app = build_application(settings)
-    app.bot_data["handle_signals"] = True  # our handler interrupts workers before PTB stops
+    app.bot_data.handle_signals = True  # our handler interrupts workers before PTB stops
     log.info(
         "webhook mode: %s, listening on %s:%s",
         public_webhook_url(settings),

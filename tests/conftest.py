@@ -128,7 +128,7 @@ class BotHarness:
 
     @property
     def runtime(self) -> Runtime:
-        return self.app.bot_data["runtime"]  # type: ignore[attr-defined]
+        return self.app.bot_data.runtime  # type: ignore[attr-defined]
 
     def say(self, text: str, user_id: int | None = None) -> dict:
         return self.tg.send_text(user_id or self.user_id, text)
@@ -144,7 +144,7 @@ async def start_bot(
 
     app = build_application(settings)
     if transcriber is not None:
-        app.bot_data["transcriber"] = transcriber
+        app.bot_data.transcriber = transcriber
     await start_polling(app, poll_timeout=1)
     return BotHarness(app=app, tg=tg, claude=claude, settings=settings)
 

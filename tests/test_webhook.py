@@ -79,7 +79,7 @@ async def test_webhook_registered_with_telegram_and_secret_enforced(
     assert fake_anthropic.calls == 1, "only the update with the right secret reached Claude"
     words = str(fake_anthropic.requests[0].body["messages"][-1]["content"])
     assert "hi from the webhook" in words and "forged" not in words
-    stored = await app.bot_data["runtime"].store.all_messages(USER_ID)
+    stored = await app.bot_data.runtime.store.all_messages(USER_ID)
     assert [m.content for m in stored][0] == "hi from the webhook"
     assert not any("forged" in m.content for m in stored)
 

@@ -1,0 +1,40 @@
+"""What the Telegram adapter keeps for the life of the process: one typed `BotState` as PTB's `bot_data`.
+
+`build_application` passes `ContextTypes(bot_data=BotState)`, so every handler reads `context.bot_data.runtime`
+(an attribute, checked by type checkers) instead of a string key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from telegram.ext import CallbackContext, ContextTypes, ExtBot
+
+from telegram_bot.strangers import Strangers
+
+if TYPE_CHECKING:
+    from telegram import Message
+
+    from agents.core.protocols import SpeechToText
+    from agents.core.settings import Settings
+    from agents.runtime import Runtime
+
+
+@dataclass
+class BotState:
+    settings: Settings | None = None
+    runtime: Runtime | None = None  # set by post_init once the store is open and the crew runs
+    transcriber: SpeechToText | None = None  # given (tests, benches) or made by the runtime
+    handle_signals: bool = False  # run_polling / run_webhook: our SIGTERM handler interrupts workers first
+    stopping: bool = False  # a stop signal arrived: new turns are refused
+    stop_task: asyncio.Future[None] | None = None
+    strangers: Strangers = field(default_factory=Strangers)  # who was refused, and when
+    albums: dict[str, list[Message]] = field(default_factory=dict)  # photos of one album, gathered by group id
+    turns: set[asyncio.Task[None]] = field(default_factory=set)  # conversation turns running now
+    chat_locks: dict[int, asyncio.Lock] = field(default_factory=dict)  # one turn at a time per chat
+
+
+Context = CallbackContext[ExtBot[None], dict, dict, BotState]
+CONTEXT_TYPES = ContextTypes(context=CallbackContext, bot_data=BotState)
