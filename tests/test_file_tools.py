@@ -9,7 +9,7 @@ import pytest
 
 from agents.tools import file_tools as ft
 from agents.tools.file_tools import ToolError
-from agents.tools.workspaces import PathOutsideWorkspace, Workspace
+from agents.tools.workspaces import PathOutsideWorkspace
 
 
 @pytest.fixture
@@ -35,11 +35,6 @@ def temp_leftovers(folder: Path) -> list[Path]:
 async def test_read_numbers_lines(ws: Path) -> None:
     out = await ft.read_file(ws, "src/main.py")
     assert out.split("\n") == ["     1\timport pkg", "     2\t", "     3\tdef main():", "     4\t    return 42"]
-
-
-async def test_read_accepts_workspace_object(ws: Path) -> None:
-    out = await ft.read_file(Workspace("ws", ws.resolve()), "README.md")
-    assert out == "     1\t# Title\n     2\thello world"
 
 
 async def test_read_ranges_are_one_based_inclusive(ws: Path) -> None:

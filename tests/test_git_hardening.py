@@ -85,7 +85,6 @@ async def test_nothing_planted_runs_in_the_bots_commit_diff_or_merge(repo: Path,
     commit = await git_repo.commit_all(tree, "hostile change", GitIdentity())
     assert commit is not None and commit.committed
     await git_repo.diff(tree)
-    await git_repo.changed_files(tree)
     await git_repo.remove_worktree_keep_branch(tree)
     merged = await git_repo.merge_task_branch(tree, GitIdentity())
     assert merged.ok, merged.message

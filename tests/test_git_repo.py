@@ -42,6 +42,14 @@ def git(*args: str, cwd: Path) -> str:
     return done.stdout.strip()
 
 
+def changed(wt: TaskWorktree) -> list[str]:
+    """Every path the task changed vs its base commit (committed, staged, unstaged, untracked), as git reports it."""
+    if not wt.path.exists():
+        return sorted(git("diff", "--name-only", f"{wt.base_commit}..{wt.branch}", cwd=wt.repo).split())
+    tracked = git("diff", "--name-only", wt.base_commit, cwd=wt.path).split()
+    return sorted({*tracked, *git("ls-files", "--others", "--exclude-standard", cwd=wt.path).split()})
+
+
 def make_user_repo(path: Path) -> Path:
     path.mkdir()
     git("init", "-q", "-b", "main", cwd=path)
@@ -139,7 +147,7 @@ async def test_task_worktree_is_a_branch_and_the_users_checkout_is_untouched(rep
     assert not (repo / "new.py").exists()
     assert git("rev-parse", "--abbrev-ref", "HEAD", cwd=repo) == "main"
     assert git("status", "--porcelain", cwd=repo) == ""
-    assert await git_repo.changed_files(wt) == ["app.py", "new.py"]
+    assert changed(wt) == ["app.py", "new.py"]
 
 
 async def test_commit_all_then_a_correction_commits_the_newly_changed_file(repo: Path, worktrees_dir: Path) -> None:
@@ -196,7 +204,7 @@ async def test_diff_has_commits_and_uncommitted_changes_without_touching_the_ind
     assert "# uncommitted changes" in text
     assert text.index("+VALUE = 42") < text.index("+DRAFT = 'not yet committed'")
     assert git("status", "--porcelain", cwd=wt.path) == "?? draft.py"  # still untracked: real index untouched
-    assert await git_repo.changed_files(wt) == ["app.py", "draft.py"]
+    assert changed(wt) == ["app.py", "draft.py"]
 
 
 async def test_merge_into_the_base_branch(repo: Path, worktrees_dir: Path) -> None:
@@ -308,7 +316,7 @@ async def test_resume_reuses_the_existing_branch_and_worktree(repo: Path, worktr
     assert not wt.path.exists()
     assert git("branch", "--list", wt.branch, cwd=repo).strip() == wt.branch
     assert "+NEW = True" in await git_repo.diff(wt)  # Diff button still works from the branch
-    assert await git_repo.changed_files(wt) == ["new.py"]
+    assert changed(wt) == ["new.py"]
 
     resumed = await new_task(repo, worktrees_dir, branch=wt.branch)
     assert resumed == wt  # same branch, path, and the original base (not the user's newer commit)

@@ -23,7 +23,6 @@ from agents.tools.file_walk import SKIP_DIRS  # one skip-list for the product
 from agents.tools.toolbox import ToolError
 from agents.tools.workspaces import (
     PathOutsideWorkspace,
-    Workspace,
     WorkspaceNotFound,
     confine,
     is_git_metadata,
@@ -50,11 +49,9 @@ GREP_MAX_LINE_CHARS = 300
 GLOB_MAX_STARS = 8
 _NEW_FILE_MODE = 0o644
 
-Root = Path | Workspace
 
-
-def _base(root: Root) -> Path:
-    return (root.path if isinstance(root, Workspace) else Path(root)).resolve()
+def _base(root: Path) -> Path:
+    return Path(root).resolve()
 
 
 def _rel(base: Path, target: Path) -> str:
@@ -221,7 +218,7 @@ def _read_range(fh: BinaryIO, path: str, size: int, start: int, end: int | None,
 
 
 async def read_file(
-    root: Root, path: str, start_line: int | None = None, end_line: int | None = None, max_bytes: int = 256_000
+    root: Path, path: str, start_line: int | None = None, end_line: int | None = None, max_bytes: int = 256_000
 ) -> str:
     """The file's lines numbered like `cat -n` (`     12\\tcode`); `start_line`/`end_line` are 1-based, inclusive."""
     return await asyncio.to_thread(_read_sync, _base(root), path, start_line, end_line, max_bytes)
@@ -260,7 +257,7 @@ def _read_window_text(target: Path, path: str, offset: int, limit: int, max_byte
 
 
 async def read_window(
-    root: Root,
+    root: Path,
     path: str,
     offset: int | None = None,
     limit: int | None = None,
@@ -326,7 +323,7 @@ def _write_sync(base: Path, path: str, content: str) -> str:
     return f"wrote {len(data)} bytes to {path} ({'overwritten' if existed else 'created'})"
 
 
-async def write_file(root: Root, path: str, content: str) -> str:
+async def write_file(root: Path, path: str, content: str) -> str:
     """Create or replace a whole file atomically; missing parent folders are created."""
     return await asyncio.to_thread(_write_sync, _base(root), path, content)
 
@@ -399,7 +396,7 @@ def _edit_sync(base: Path, path: str, old: str, new: str) -> str:
     return f"edited {path}: replaced {removed} line(s) at line {first} with {added} line(s)"
 
 
-async def edit_file(root: Root, path: str, old: str, new: str) -> str:
+async def edit_file(root: Path, path: str, old: str, new: str) -> str:
     """Replace the one exact occurrence of `old` with `new` (atomic); zero or several occurrences are an error."""
     return await asyncio.to_thread(_edit_sync, _base(root), path, old, new)
 
@@ -507,7 +504,7 @@ def _glob_sync(base: Path, pattern: str, limit: int) -> str:
     return "\n".join(shown) + more
 
 
-async def glob(root: Root, pattern: str, limit: int = 500) -> str:
+async def glob(root: Path, pattern: str, limit: int = 500) -> str:
     """Relative paths matching `pattern` (`**` for any depth; folders end in `/`), sorted, at most `limit`."""
     return await asyncio.to_thread(_glob_sync, _base(root), pattern, limit)
 
@@ -585,7 +582,7 @@ def _grep_line(base: Path, found: ripgrep.LineMatch) -> str:
 
 
 async def grep(
-    root: Root,
+    root: Path,
     pattern: str,
     path: str = ".",
     glob: str | None = None,

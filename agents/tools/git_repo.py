@@ -865,22 +865,6 @@ def worktree_present(worktree: TaskWorktree) -> bool:
     return worktree.path.is_dir() and (worktree.path / ".git").exists()
 
 
-async def changed_files(worktree: TaskWorktree) -> list[str]:
-    """Every path changed vs the base commit: committed, staged, unstaged and untracked (not ignored) files.
-
-    After the worktree is removed, the paths changed on the branch.
-    """
-    if not worktree_present(worktree):
-        text = await _git(
-            "diff", "--name-only", "--no-renames", "-z", f"{worktree.base_commit}..{worktree.branch}", cwd=worktree.repo
-        )
-        return sorted(_split_nul(text))
-    await check_worktree_link(worktree)
-    tracked = await _git("diff", "--name-only", "--no-renames", "-z", worktree.base_commit, cwd=worktree.path)
-    untracked = await _git("ls-files", "--others", "--exclude-standard", "-z", cwd=worktree.path)
-    return sorted(set(_split_nul(tracked)) | set(_split_nul(untracked)))
-
-
 async def diff(worktree: TaskWorktree) -> str:
     """The task's diff as text, capped (see git_diff.write_diff)."""
     from agents.tools import git_diff  # git_diff builds on this module
