@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from agents.tools import ripgrep
-from agents.tools.file_walk import SKIP_DIRS  # one skip-list for the product
+from agents.tools.file_walk import SKIP_DIRS, walk_tree  # one walker, one skip-list for the product
 from agents.tools.toolbox import ToolError
 from agents.tools.workspaces import (
     PathOutsideWorkspace,
@@ -474,20 +474,13 @@ def _literal_base(base: Path, pattern: str) -> Path:
     return confine(base, "/".join(literal)) if literal else base
 
 
-def _walk(start: Path) -> Iterator[tuple[Path, list[str], list[str]]]:
-    """os.walk without following symlinked folders and without descending into SKIP_DIRS."""
-    for folder, dirs, files in os.walk(start, followlinks=False):
-        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS)
-        yield Path(folder), dirs, files
-
-
 def _glob_sync(base: Path, pattern: str, limit: int) -> str:
     _check_pattern(pattern)
     regex = glob_to_regex(pattern)
     start = _literal_base(base, pattern)
     matches: list[str] = []
     if start.is_dir():
-        for folder, dirs, files in _walk(start):
+        for folder, dirs, files in walk_tree(start):
             for name in dirs:
                 rel = _rel(base, folder / name)
                 if regex.fullmatch(rel):
@@ -541,21 +534,15 @@ def _grep_files(base: Path, start: Path, file_glob: str | None) -> Iterator[Path
         yield path
 
 
-def _files_in_path_order(folder: Path) -> Iterator[Path]:
-    """Files below `folder` in sorted path order, not following symlinked folders, skipping SKIP_DIRS."""
-    try:
-        entries = sorted(os.scandir(folder), key=lambda e: e.name)
-    except OSError:
-        return
-    for entry in entries:
-        try:
-            if entry.is_dir(follow_symlinks=False):
-                if entry.name not in SKIP_DIRS:
-                    yield from _files_in_path_order(Path(entry.path))
-            elif entry.is_file() and not is_secret_file(entry.name):
-                yield Path(entry.path)
-        except OSError:
-            continue
+def _files_in_path_order(folder: Path) -> list[Path]:
+    """Files (and links to files) below `folder` as `walk_tree` finds them, secrets left out, in path order."""
+    found = [
+        here / name
+        for here, _dirs, files in walk_tree(folder)
+        for name in files
+        if not is_secret_file(name) and (here / name).is_file()
+    ]
+    return sorted(found, key=lambda path: path.relative_to(folder).parts)
 
 
 def _inside(base: Path, path: Path) -> bool:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from agents.tools import git_repo
@@ -76,28 +77,24 @@ def _keep_untracked(paths: list[str]) -> list[str]:
     return kept
 
 
+def walk_tree(start: Path, skip: Callable[[str], bool] | None = None) -> Iterator[tuple[Path, list[str], list[str]]]:
+    """`os.walk` top-down with names sorted, never following a symlinked folder, never descending into `SKIP_DIRS`,
+    a virtualenv below `start` (a folder holding `pyvenv.cfg`) or a folder `skip` names. As with `os.walk`, a caller
+    may prune `dirs` further in place. `files` lists what is not a folder (links to files, broken links too)."""
+    for folder, dirs, files in os.walk(start, followlinks=False):
+        here = Path(folder)
+        if VIRTUALENV_MARKER in files and here != start:
+            dirs.clear()
+            continue
+        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not (skip and skip(d)))
+        files.sort()
+        yield here, dirs, files
+
+
 def walk_files(root: Path) -> list[str]:
-    """Every file under `root` without following symlinks, skipping `SKIP_DIRS` and virtualenvs (no git here)."""
+    """Every file under `root` (`walk_tree`, links left out), relative and sorted: the listing where git is absent."""
     found: list[str] = []
-    stack: list[tuple[str, str]] = [(str(root), "")]
-    while stack:
-        folder, prefix = stack.pop()
-        try:
-            with os.scandir(folder) as entries:
-                listed = list(entries)
-        except OSError:
-            continue
-        if prefix and any(entry.name == VIRTUALENV_MARKER for entry in listed):
-            continue
-        for entry in listed:
-            try:
-                if entry.is_symlink():
-                    continue
-                if entry.is_dir(follow_symlinks=False):
-                    if entry.name not in SKIP_DIRS:
-                        stack.append((entry.path, f"{prefix}{entry.name}/"))
-                elif entry.is_file(follow_symlinks=False):
-                    found.append(prefix + entry.name)
-            except OSError:
-                continue
+    for folder, _dirs, files in walk_tree(root):
+        prefix = "" if folder == root else folder.relative_to(root).as_posix() + "/"
+        found += [prefix + name for name in files if not (folder / name).is_symlink()]
     return sorted(found)

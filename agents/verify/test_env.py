@@ -22,11 +22,12 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agents.tools.file_walk import SKIP_DIRS, walk_tree
+
 CONFIG_FILE = ".agentlab.toml"
 PYTEST_ARGS = "-m pytest -q --no-header -p no:cacheprovider -rfE"
 NPM_DEFAULT_TEST = "no test specified"
 EXCLUDE_MARKER = "# agentlab: environment links borrowed by task worktrees"
-_SKIP_DIRS = frozenset({"node_modules", "__pycache__", "site-packages", "venv", "env", "build", "dist"})
 _MAX_FILES_SCANNED = 20_000
 _VENV_NAMES = (".venv", "venv")
 _LOCKFILES = (
@@ -298,7 +299,7 @@ def _package_dirs(checkout: Path, depth: int = 3) -> list[Path]:
                 children = [
                     c
                     for c in folder.iterdir()
-                    if c.is_dir() and not c.is_symlink() and not c.name.startswith(".") and c.name not in _SKIP_DIRS
+                    if c.is_dir() and not c.is_symlink() and c.name not in SKIP_DIRS and not _not_a_source_dir(c.name)
                 ]
             except OSError:
                 continue
@@ -361,10 +362,14 @@ def is_test_file_name(name: str) -> bool:
     return name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
 
 
+def _not_a_source_dir(name: str) -> bool:
+    """Folders tests are not looked for in, beyond the walker's own skips: hidden ones and build outputs."""
+    return name.startswith(".") or name in ("build", "dist", "site-packages")
+
+
 def _find_file(root: Path, wanted) -> bool:
     scanned = 0
-    for _dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if not d.startswith(".") and d not in _SKIP_DIRS]
+    for _folder, _dirs, filenames in walk_tree(root, skip=_not_a_source_dir):
         if any(wanted(name) for name in filenames):
             return True
         scanned += len(filenames)
