@@ -290,10 +290,7 @@ class RecordingDesk:
     ) -> str:
         self._record("start_research", workspace=workspace, request=request, refines=refines)
         ws = self._resolve(workspace)
-        return (
-            f"Research task #{self._next_task()} started on workspace {ws.name}. Its proposal will be shown in "
-            "the chat with Approve/Reject buttons when ready."
-        )
+        return crew_texts.research_started(self._next_task(), ws.name)
 
     async def start_task(
         self,

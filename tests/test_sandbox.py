@@ -67,28 +67,18 @@ def test_argv_network_and_limits(tmp_path: Path) -> None:
     assert ["--size", str(5 << 20), "--tmpfs", "/tmp"] == argv[argv.index("/tmp") - 3 : argv.index("/tmp") + 1]
 
 
+def commit_and_add_worktree(repo: Path, tree: Path) -> Path:
+    """One empty commit in `repo`, and a task worktree of it at `tree`."""
+    identity = ["-c", "user.name=a", "-c", "user.email=a@b"]
+    subprocess.run(["git", "-C", str(repo), *identity, "commit", "-q", "--allow-empty", "-m", "x"], check=True)
+    subprocess.run(["git", "-C", str(repo), "worktree", "add", "-q", "-b", "t1", str(tree)], check=True)
+    return tree
+
+
 def test_spec_binds_git_metadata_and_the_worktree_venv(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
-    subprocess.run(
-        [
-            "git",
-            "-C",
-            str(repo),
-            "-c",
-            "user.name=a",
-            "-c",
-            "user.email=a@b",
-            "commit",
-            "-q",
-            "--allow-empty",
-            "-m",
-            "x",
-        ],
-        check=True,
-    )
-    tree = tmp_path / "trees" / "task-1"
-    subprocess.run(["git", "-C", str(repo), "worktree", "add", "-q", "-b", "t1", str(tree)], check=True)
+    tree = commit_and_add_worktree(repo, tmp_path / "trees" / "task-1")
     venv = repo / ".venv"
     venv.mkdir()
     (venv / "pyvenv.cfg").write_text(f"home = {tmp_path / 'python' / 'bin'}\n")
@@ -258,25 +248,7 @@ def repository_with_token(tmp_path: Path) -> tuple[Path, Path]:
         ["git", "-C", str(repo), "remote", "add", "origin", "https://x-access-token:ghp_SECRET123@github.com/o/r.git"],
         check=True,
     )
-    subprocess.run(
-        [
-            "git",
-            "-C",
-            str(repo),
-            "-c",
-            "user.name=a",
-            "-c",
-            "user.email=a@b",
-            "commit",
-            "-q",
-            "--allow-empty",
-            "-m",
-            "x",
-        ],
-        check=True,
-    )
-    tree = tmp_path / "trees" / "task-1"
-    subprocess.run(["git", "-C", str(repo), "worktree", "add", "-q", "-b", "t1", str(tree)], check=True)
+    tree = commit_and_add_worktree(repo, tmp_path / "trees" / "task-1")
     return repo, tree
 
 

@@ -113,20 +113,8 @@ async def _uncommitted(path: Path, body: BinaryIO, used: int, limit: int, report
     with tempfile.TemporaryDirectory(prefix="agentlab-index-") as tmp:
         env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
         await git_repo._git("read-tree", "HEAD", cwd=path, extra_env=env)
-        status = await git_repo._git(
-            "status",
-            "--porcelain",
-            "-z",
-            "--untracked-files=all",
-            "--no-renames",
-            "--",
-            ".",
-            *git_repo.NEVER_COMMIT,
-            cwd=path,
-            extra_env=env,
-        )
         big = []
-        for name, code in git_repo._status_entries(status):
+        for name, code in await git_repo.pending_changes(path, env):
             size = git_repo._file_size(path / name)
             if "D" not in code and size > HUGE_FILE_BYTES:
                 big.append(name)

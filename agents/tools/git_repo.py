@@ -763,18 +763,7 @@ async def _over_limits(worktree: TaskWorktree, limits: CommitLimits) -> list[Lef
     The task's total counts what the branch already changed vs its base plus what is pending; the smallest pending
     files are admitted first, so one huge file does not crowd out the real work.
     """
-    status = await _git(
-        "status",
-        "--porcelain",
-        "-z",
-        "--untracked-files=all",
-        "--no-renames",
-        "--",
-        ".",
-        *NEVER_COMMIT,
-        cwd=worktree.path,
-    )
-    pending = {path for path, code in _status_entries(status) if "D" not in code}
+    pending = {path for path, code in await pending_changes(worktree.path) if "D" not in code}
     committed = set(
         _split_nul(
             await _git("diff", "--name-only", "--no-renames", "-z", f"{worktree.base_commit}..HEAD", cwd=worktree.path)
@@ -795,6 +784,24 @@ async def _over_limits(worktree: TaskWorktree, limits: CommitLimits) -> list[Lef
 def _status_entries(text: str) -> list[tuple[str, str]]:
     """(path, two-letter code) from `git status --porcelain -z --no-renames`."""
     return [(item[3:], item[:2]) for item in text.split("\0") if len(item) > 3]
+
+
+async def pending_changes(path: Path, extra_env: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
+    """(path, two-letter status code) of every change not committed yet in the checkout at `path`, untracked files
+    included, the never-committed paths left out."""
+    status = await _git(
+        "status",
+        "--porcelain",
+        "-z",
+        "--untracked-files=all",
+        "--no-renames",
+        "--",
+        ".",
+        *NEVER_COMMIT,
+        cwd=path,
+        extra_env=extra_env,
+    )
+    return _status_entries(status)
 
 
 async def _large_and_binary(

@@ -149,10 +149,7 @@ class Crew:
             ),
             attachments=attachments,
         )
-        return (
-            f"Research task #{task.id} started on workspace {ws.name}. Its proposal will be shown in the chat "
-            "with Approve/Reject buttons when ready."
-        )
+        return crew_texts.research_started(task.id, ws.name)
 
     async def start_task(
         self,

@@ -98,3 +98,11 @@ def task_text(task: Task, criteria: list[Criterion], events: list[TaskEvent], sh
     if shown:
         lines += ["", "The summary the user was shown:", shown]
     return "\n".join(lines)
+
+
+def research_started(task_id: int | None, workspace: str) -> str:
+    """What the orchestrator's start_research tool returns to the model."""
+    return (
+        f"Research task #{task_id} started on workspace {workspace}. Its proposal will be shown in the chat "
+        "with Approve/Reject buttons when ready."
+    )
