@@ -50,6 +50,16 @@ def write_file(path: str, content: str) -> dict:
     return claude_says.tool_use("write_file", {"path": path, "content": content})
 
 
+def breaks_then_fixes(path: str, before: str, broken: str, fixed: str) -> list[dict]:
+    """A code worker's script: an edit that breaks a test, "done", then (told the tests failed) the fix, "done"."""
+    return [
+        edit(path, before, broken),
+        claude_says.text("Changed."),
+        edit(path, broken, fixed),
+        claude_says.text("Fixed."),
+    ]
+
+
 def branch_files(repo: Path, branch: str) -> list[str]:
     return git(repo, "diff", "--name-only", f"main..{branch}").split()
 
@@ -107,13 +117,7 @@ async def test_broken_test_is_corrected_alone_with_old_failures_listed_as_not_yo
     model.add(
         "orchestrator", start_task("shop", "Rename the variables in price.py for clarity."), claude_says.text("started")
     )
-    model.add(
-        "code",
-        edit("price.py", "return a + b", "return a * b"),
-        claude_says.text("Renamed."),
-        edit("price.py", "return a * b", "return a + b"),
-        claude_says.text("Restored the sum."),
-    )
+    model.add("code", *breaks_then_fixes("price.py", "return a + b", "return a * b", "return a + b"))
     bot.say("tidy price.py in shop")
     task, summary = await final_summary(bot, 1, timeout=60)
 
@@ -278,13 +282,7 @@ async def test_js_project_uses_the_main_checkouts_node_modules_and_never_commits
     )
     fake_node_project(repo)  # untracked and not ignored, as in a fresh clone after `npm install`
     model.add("orchestrator", start_task("jsapp", "Make double() clearer."), claude_says.text("started"))
-    model.add(
-        "code",
-        edit("index.js", "2 * x", "3 * x"),
-        claude_says.text("Clearer."),
-        edit("index.js", "3 * x", "x + x"),
-        claude_says.text("Fixed."),
-    )
+    model.add("code", *breaks_then_fixes("index.js", "2 * x", "3 * x", "x + x"))
     bot.say("tidy double in jsapp")
     task, summary = await final_summary(bot, 1, timeout=60)
 
@@ -324,13 +322,7 @@ async def test_src_layout_editable_install_tests_the_worktree(
     )
     await asyncio.to_thread(make_venv_with_editable_install, repo, repo / "src")
     model.add("orchestrator", start_task("lib", "Document answer()."), claude_says.text("started"))
-    model.add(
-        "code",
-        edit("src/mypkg/__init__.py", "return 42", "return 41"),
-        claude_says.text("Documented."),
-        edit("src/mypkg/__init__.py", "return 41", "return 40 + 2"),
-        claude_says.text("Fixed."),
-    )
+    model.add("code", *breaks_then_fixes("src/mypkg/__init__.py", "return 42", "return 41", "return 40 + 2"))
     bot.say("document answer in lib")
     task, summary = await final_summary(bot, 1, timeout=60)
 
@@ -389,13 +381,7 @@ async def test_uv_project_runs_through_uv_run(
         },
     )
     model.add("orchestrator", start_task("uvproj", "Refactor f()."), claude_says.text("started"))
-    model.add(
-        "code",
-        edit("mod.py", "return 1", "return 2"),
-        claude_says.text("Refactored."),
-        edit("mod.py", "return 2", "return 2 - 1"),
-        claude_says.text("Fixed."),
-    )
+    model.add("code", *breaks_then_fixes("mod.py", "return 1", "return 2", "return 2 - 1"))
     bot.say("refactor uvproj")
     task, summary = await final_summary(bot, 1, timeout=60)
     [correction] = corrections(model)
@@ -423,13 +409,7 @@ async def test_real_uv_project(bot: BotHarness, model: ScriptedModel, workspace_
     bot_site = next(p for p in sys.path if p.endswith("site-packages") and Path(p, "pytest").is_dir())
     (site / "bot_site.pth").write_text(bot_site + "\n")
     model.add("orchestrator", start_task("uvreal", "Refactor f()."), claude_says.text("started"))
-    model.add(
-        "code",
-        edit("mod.py", "return 1", "return 2"),
-        claude_says.text("Refactored."),
-        edit("mod.py", "return 2", "return 1"),
-        claude_says.text("Fixed."),
-    )
+    model.add("code", *breaks_then_fixes("mod.py", "return 1", "return 2", "return 1"))
     bot.say("refactor uvreal")
     task, _summary = await final_summary(bot, 1, timeout=60)
     [correction] = corrections(model)
