@@ -40,7 +40,7 @@ async def test_voice_note_through_the_real_whisper_pipeline(
         note = make_ogg_opus(samples if samples is not None else tone_mix(3.0))
         bot.tg.send_voice(USER_ID, note, duration=3)
         echo = await bot.tg.await_for(
-            lambda: next((m for m in bot.tg.messages(USER_ID) if "I heard" in (m.text or "")), None), timeout=120
+            lambda: next((m for m in bot.tg.messages(USER_ID) if "I heard" in (m.text or "")), None), timeout=300
         )
         answer = await bot.tg.await_for(
             lambda: next((m for m in bot.tg.messages(USER_ID) if m.text == "Got your voice note."), None), timeout=60
