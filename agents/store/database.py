@@ -1,7 +1,7 @@
-"""SQLite store on aiosqlite: versioned migrations, WAL, and the records of models.py.
+"""SQLite store on aiosqlite: WAL, the schema of migrations.py applied in order, and the records of core/models.py.
 
-Why one module over 400 lines: every table's reads and writes go through one connection and one transaction helper;
-the migrations sit above them.
+Why one module over 400 lines: every table's reads and writes go through one connection and one transaction helper
+(the repo map's tables are in repo_index.py, on the same connection).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Tools as the model sees them: a schema, a handler, and an audited call that turns failures into readable errors."""
+"""Tools as the model sees them: a schema, a handler, and an audited call that turns failures (`ToolError`, whose
+message is written for the model) into readable errors."""
 
 from __future__ import annotations
 
