@@ -346,7 +346,7 @@ class RecordingDesk:
         task = await self.store.get_task(int(task_id))
         if task is None or task.chat_id != chat_id:
             self._refused()
-            raise ToolError(f"there is no task #{task_id} in this chat")
+            raise ToolError(crew_texts.no_such_task(task_id))
         return task
 
     async def cancel_task(self, chat_id: int, task_id: int) -> str:
@@ -381,7 +381,7 @@ class RecordingDesk:
 
     async def message_task(self, chat_id: int, task_id: int, text: str) -> str:
         self._record("message_task", task_id=task_id, text=text)
-        raise ToolError(f"there is no task #{task_id} in this chat")
+        raise ToolError(crew_texts.no_such_task(task_id))
 
 
 # ------------------------------------------------------------------------------------------- the eval workspaces

@@ -119,7 +119,7 @@ class Crew:
         """Task #task_id if it belongs to this chat (another chat's task is as good as absent)."""
         task = await self.store.get_task(int(task_id))
         if task is None or task.chat_id != chat_id:
-            raise ToolError(f"there is no task #{task_id} in this chat")
+            raise ToolError(crew_texts.no_such_task(task_id))
         return task
 
     # ---- orchestrator tools ------------------------------------------------------------------

@@ -106,3 +106,8 @@ def research_started(task_id: int | None, workspace: str) -> str:
         f"Research task #{task_id} started on workspace {workspace}. Its proposal will be shown in the chat "
         "with Approve/Reject buttons when ready."
     )
+
+
+def no_such_task(task_id: int) -> str:
+    """A task id that is not one of this chat's (never says whether another chat has it)."""
+    return f"there is no task #{task_id} in this chat"
