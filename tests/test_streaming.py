@@ -113,7 +113,13 @@ async def test_refused_drafts_fall_back_to_edits_without_losing_a_word(fast_bot:
     seen: dict[str, bool] = {}
     fast_bot.claude.script(streamed(words, fast_bot.tg, seen, token_delay=0.01))
     fast_bot.say("count to 120")
-    await fast_bot.tg.await_for(lambda: [m.text for m in fast_bot.tg.messages(USER_ID) if not m.deleted] == [words])
+
+    # the preview's last frame may already be the whole answer: wait for it to be gone and the answer sent
+    def answered() -> bool:
+        sent = fast_bot.tg.messages(USER_ID)
+        return bool(sent) and sent[0].deleted and [m.text for m in sent if not m.deleted] == [words]
+
+    await fast_bot.tg.await_for(answered)
     assert seen == {"before_last_token": True}
     preview = fast_bot.tg.messages(USER_ID)[0]
     frames = [v.text for v in preview.edits]
