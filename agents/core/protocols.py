@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 
 
 class Notifier(Protocol):
+    """How the crew talks back to a chat without knowing Telegram (telegram_bot/replies.TelegramNotifier)."""
+
     async def send(
         self, chat_id: int, markdown: str, *, buttons: Buttons | None = None, reply_to: int | None = None
     ) -> int | None:
