@@ -49,7 +49,8 @@ TYPING_DELAY = 0.3  # seconds before "typing…" shows; Claude's answers take lo
 
 def runtime(context: Context) -> Runtime:
     app_runtime = context.bot_data.runtime
-    assert app_runtime is not None, "handlers run only after post_init"
+    if app_runtime is None:  # PTB runs post_init (which sets it) before the first update
+        raise RuntimeError("the runtime is not started yet")
     return app_runtime
 
 
