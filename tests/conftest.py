@@ -53,6 +53,14 @@ def git(cwd: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout
 
 
+def text_now(path: Path) -> str:
+    """The file's text, or "" while it is missing (a merge or checkout replaces a file by unlink + create)."""
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        return ""
+
+
 def make_repo(path: Path, files: dict[str, str]) -> Path:
     path.mkdir(parents=True)
     for name, content in files.items():

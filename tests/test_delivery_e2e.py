@@ -8,7 +8,7 @@ import pytest
 
 from agents.core.models import TaskStatus
 from agents.store import delivery
-from tests.conftest import USER_ID, BotHarness, make_settings, start_bot
+from tests.conftest import USER_ID, BotHarness, make_settings, start_bot, text_now
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import ScriptedModel
 
@@ -88,7 +88,7 @@ async def test_an_undelivered_summary_goes_out_after_a_restart_and_task_n_resend
         again = await fake_telegram.await_for(lambda: summaries(bot, 1)[1:] or None)
         assert again[0].callback_data == summary.callback_data
         fake_telegram.press_button(USER_ID, again[0].message_id, "task:merge:1")
-        await fake_telegram.await_for(lambda: "a + b" in (workspace_root / "calc" / "calc.py").read_text())
+        await fake_telegram.await_for(lambda: "a + b" in text_now(workspace_root / "calc" / "calc.py"))
     finally:
         await stop_polling(bot.app)
 

@@ -12,7 +12,7 @@ import pytest
 
 from agents.core.models import TaskStatus
 from agents.tools import git_repo
-from tests.conftest import USER_ID, BotHarness, git, start_bot
+from tests.conftest import USER_ID, BotHarness, git, start_bot, text_now
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import ScriptedModel
 from tests.test_workers_e2e import branches, final_summary, start_task
@@ -78,7 +78,7 @@ async def test_a_worker_moving_main_deleting_branches_and_planting_hooks_is_undo
     assert any("refs/heads/main" in e.detail for e in events)
 
     bot.tg.press_button(USER_ID, summary.message_id, "task:merge:1")
-    await bot.tg.await_for(lambda: "a + b" in (repo / "calc.py").read_text(), timeout=30)
+    await bot.tg.await_for(lambda: "a + b" in text_now(repo / "calc.py"), timeout=30)
     assert list(marks.iterdir()) == [], "a planted hook or fsmonitor ran inside the bot's commit or merge"
 
 

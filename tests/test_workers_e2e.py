@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from agents.core.models import ProposalStatus, TaskStatus
-from tests.conftest import USER_ID, BotHarness, git
+from tests.conftest import USER_ID, BotHarness, git, text_now
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import ScriptedModel, last_user_text
 
@@ -82,7 +82,7 @@ async def test_code_fix_committed_on_a_task_branch(bot: BotHarness, model: Scrip
     assert "task:cancel:1" in progress.history[0].reply_markup["inline_keyboard"][0][0]["callback_data"]
 
     bot.tg.press_button(USER_ID, summary.message_id, "task:merge:1")
-    await bot.tg.await_for(lambda: "a + b" in (repo / "calc.py").read_text())
+    await bot.tg.await_for(lambda: "a + b" in text_now(repo / "calc.py"))
     assert git(repo, "status", "--porcelain").strip() == ""
 
 
