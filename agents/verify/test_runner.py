@@ -58,6 +58,26 @@ class TestStatus(str, enum.Enum):
     error = "error"  # the tests could not be run: bad config, command not found, timeout
 
 
+class RunState(str, enum.Enum):
+    """How far a test run got. Only a `complete` run can back a ✔ (INTERFACE.md: the three verdicts)."""
+
+    __test__ = False
+
+    complete = "complete"  # the runner reached its end and reported (per test, or as a whole suite)
+    not_started = "not_started"  # the runner never ran a test: command not found, usage/internal error, none collected
+    interrupted = "interrupted"  # stopped part-way: pytest exit 2 (collection errors), a timeout, a crash, a kill
+    stopped_before_tests = "stopped_before_tests"  # an earlier step of the script (lint, build) failed first
+
+
+class StepOutcome(BaseModel):
+    """One non-test step of a multi-step test script (`xo && npm run build && ava`): judged apart from the tests."""
+
+    command: str  # as written in the script: `xo`, `npm run build`
+    kind: str = "other"  # lint / build / typecheck / other
+    passed: bool
+    output: str = ""  # the tail of what it printed
+
+
 class TestOutcome(BaseModel):
     """What running the tests showed; `output` is the tail of the log, where failures are summarised."""
 
@@ -73,6 +93,9 @@ class TestOutcome(BaseModel):
     timed_out: bool = False
     cases: dict[str, str] = Field(default_factory=dict)  # test id -> passed / failed / skipped
     failures: dict[str, str] = Field(default_factory=dict)  # failing test id -> its failure text, trimmed
+    state: RunState = RunState.complete  # how far the run got; anything but complete means "cannot tell"
+    reason: str | None = None  # one sentence, when state is not complete: why the bot cannot tell
+    steps: list[StepOutcome] = Field(default_factory=list)  # the script's other steps (lint, build), in order
 
     @property
     def passed(self) -> bool:
