@@ -1,6 +1,8 @@
-"""Text measures shared by every layer: a cheap token estimate and a head-and-tail cut."""
+"""Text helpers shared by every layer: a cheap token estimate, a head-and-tail cut, a code block nothing can close."""
 
 from __future__ import annotations
+
+import re
 
 
 def estimate_tokens(text: str) -> int:
@@ -20,3 +22,11 @@ def keep_head_and_tail(text: str, limit: int, what: str = "output") -> str:
         f"the end are shown. Narrow the call (offset/limit, a grep, a shorter command output) to see the middle. …]"
         f"\n\n{text[-tail:]}"
     )
+
+
+def fenced(text: str) -> str:
+    """`text` as a Markdown code block it cannot close: the fence is longer than any run of backticks inside it
+    (CommonMark closes a fence only with one at least as long), so a command or file with ``` in it stays code."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}\n{text}\n{fence}"

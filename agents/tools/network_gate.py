@@ -3,6 +3,10 @@
 With SANDBOX_NETWORK=ask the command is posted with inline buttons (Allow once · Allow for this task · Deny);
 no answer within SANDBOX_NETWORK_ANSWER_SECONDS is a deny. `on` and `off` decide without asking. Every decision
 is a task event (`network`), so `/task N` and `/log N` show it.
+
+The owner sees the whole command before any button (issue 22): in the question as a code block the command cannot
+close (`agents.core.text.fenced`), or, when it is too long for one message, as a file sent just before the question,
+which then shows none of it (a partial preview is what an attacker would hide the dangerous part behind).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from dataclasses import dataclass
 from agents.core.actions import Action, Buttons, button
 from agents.core.models import Task, TaskEvent
 from agents.core.protocols import Notifier
+from agents.core.text import fenced, keep_head_and_tail
 from agents.store.database import Store
 from agents.tools.sandbox import NetworkPolicy
 
@@ -25,7 +30,28 @@ log = logging.getLogger(__name__)
 
 ONCE, FOR_TASK, DENY = "once", "task", "deny"
 CHOICES = {Action.NET_ONCE: ONCE, Action.NET_TASK: FOR_TASK, Action.NET_DENY: DENY}  # the buttons' answers
-_COMMAND_SHOWN = 600
+# A command longer than this goes as a file: the chat renders to HTML, where each of < > & takes up to 5 characters,
+# and a Telegram message holds 4,096; this keeps the question (and its edit) one message with room for the words.
+MESSAGE_COMMAND_CHARS = 3000
+_EVENT_COMMAND_CHARS = 600  # the task event keeps the head and tail (/log N); the owner saw the whole of it
+
+
+def fits_in_message(command: str) -> bool:
+    return len(command) + 4 * sum(command.count(c) for c in "<>&") <= MESSAGE_COMMAND_CHARS
+
+
+def command_file_name(task_id: int, request_id: int) -> str:
+    return f"task-{task_id}-network-request-{request_id}.txt"
+
+
+def command_shown(command: str, file_name: str) -> str:
+    """The command as the question shows it: whole, in a code block nothing in it can close, or the file's name."""
+    if fits_in_message(command):
+        return fenced(command)
+    return (
+        f"The command is {len(command):,} characters long, too long for a message: it is whole in the file "
+        f"**{file_name}** sent just above. Read it there before you allow it."
+    )
 
 
 @dataclass(frozen=True)
@@ -39,6 +65,7 @@ class _Pending:
     chat_id: int
     task_id: int
     command: str
+    file_name: str
     message_id: int | None
     answer: asyncio.Future[str]
 
@@ -79,15 +106,27 @@ class NetworkGate:
         if task.id in self._allowed_tasks:
             return await self._record(task, True, "allowed (allowed for this task earlier)", command)
         request_id = next(self._ids)
-        shown = command if len(command) <= _COMMAND_SHOWN else command[:_COMMAND_SHOWN] + "…"
         answer: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-        pending = _Pending(task.chat_id, task.id, command, None, answer)
+        pending = _Pending(task.chat_id, task.id, command, command_file_name(task.id, request_id), None, answer)
         self._pending[request_id] = pending
-        await self.store.add_event(TaskEvent(task_id=task.id, kind="network", detail=f"asked the owner: {shown}"))
+        await self.store.add_event(
+            TaskEvent(
+                task_id=task.id,
+                kind="network",
+                detail=f"asked the owner: {keep_head_and_tail(command, _EVENT_COMMAND_CHARS, 'command')}",
+            )
+        )
         try:
+            if not fits_in_message(command):  # the file first, so the whole command is there before any button
+                await self.notifier.send_document(
+                    task.chat_id,
+                    pending.file_name,
+                    command.encode("utf-8", "replace"),
+                    caption=f"The whole command task #{task.id} asks to run with network access.",
+                )
             pending.message_id = await self.notifier.send(
                 task.chat_id,
-                f"🌐 **Task #{task.id}** asks for network access to run:\n```\n{shown}\n```\n"
+                f"🌐 **Task #{task.id}** asks for network access to run:\n{command_shown(command, pending.file_name)}\n"
                 f"No answer in {self.answer_seconds:g} s means no.",
                 buttons=request_buttons(request_id),
                 reply_to=task.progress_message_id,
@@ -151,13 +190,11 @@ class NetworkGate:
         if pending.message_id is None:
             return
         with contextlib.suppress(Exception):  # the question's buttons go; a failed edit must not hold up the task
-            shown = (
-                pending.command if len(pending.command) <= _COMMAND_SHOWN else pending.command[:_COMMAND_SHOWN] + "…"
-            )
             await self.notifier.edit(
                 pending.chat_id,
                 pending.message_id,
-                f"🌐 **Task #{pending.task_id}** network request:\n```\n{shown}\n```\n{how}",
+                f"🌐 **Task #{pending.task_id}** network request:\n"
+                f"{command_shown(pending.command, pending.file_name)}\n{how}",
             )
 
     async def _record(self, task: Task, allowed: bool, how: str, command: str) -> NetworkDecision:
