@@ -3,9 +3,9 @@
 Each picture is written to a temp file; a fresh `python` child reads it, imports Pillow and
 `agents.tools.attachments`, notes its peak RSS (VmHWM of /proc/self/status), runs `normalise_image` on the bytes
 and notes the peak again. The difference is what normalising added to the bot's memory at its peak; it is compared
-with the size of the decoded picture (width × height × 3 bytes). Pillow allocates image memory
-outside Python's allocator, so tracemalloc cannot see it: RSS it is.
-One run per picture (memory, not time, is the figure).
+with the size of the decoded picture (width × height × 4 bytes: Pillow keeps RGB as 4 bytes a pixel). Pillow
+allocates image memory outside Python's allocator, so tracemalloc cannot see it: RSS it is. One run per picture
+(memory, not time, is the figure).
 
     python bench/attachments.py            # table
     python bench/attachments.py --json     # figures for bench/run_all.py (last line)
@@ -70,6 +70,10 @@ CASES = [  # (name, width, height, format): the 49-MP pictures of the issue, and
 ]
 
 
+def decoded_megabytes(width: int, height: int) -> float:
+    return width * height * 4 / 2**20  # Pillow stores an RGB pixel in 4 bytes
+
+
 def measure(data: bytes) -> dict[str, float]:
     with tempfile.NamedTemporaryFile(suffix=".img") as file:
         file.write(data)
@@ -97,7 +101,7 @@ def main() -> None:
         started = time.perf_counter()
         data = encoded(width, height, fmt)
         print(f"  (made {name} in {time.perf_counter() - started:.1f} s)", file=sys.stderr)
-        decoded_mb = width * height * 3 / 2**20
+        decoded_mb = decoded_megabytes(width, height)
         result = measure(data)
         result |= {"file_mb": len(data) / 2**20, "decoded_mb": decoded_mb}
         figures[name] = result

@@ -69,7 +69,7 @@ async def test_accept_sorts_files_by_content_and_refuses_what_it_cannot_read(tmp
         await keeper.accept(1, b"x" * 2000, "big.txt")
     with pytest.raises(AttachmentRefused, match="more than the 5 KB I read in a PDF"):
         await keeper.accept(1, b"%PDF-1.4" + b"\0" * 6000, "big.pdf")
-    with pytest.raises(AttachmentRefused, match="couldn't read that picture"):
+    with pytest.raises(AttachmentRefused, match="couldn't read photo.jpg"):
         await keeper.accept(1, b"plain text", "photo.jpg", image_only=True)
     assert not any(p.name.endswith(".part") for p in (tmp_path / "att").rglob("*"))
 

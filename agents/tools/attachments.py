@@ -13,8 +13,10 @@ import asyncio
 import base64
 import hashlib
 import io
+import math
 import re
 import shutil
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +27,9 @@ from agents.core.settings import Settings
 API_IMAGE_MAX_BYTES = 3_750_000  # 5 MB after base64 encoding: the Messages API's per-image limit
 API_IMAGE_MAX_EDGE = 8000  # the API refuses images larger than this on either side
 API_PDF_MAX_PAGES = 100
-MAX_SOURCE_PIXELS = 50_000_000  # larger pictures are refused before they are decoded (decompression bombs)
+# Larger pictures are refused before they are decoded (decompression bombs), and Pillow's own guard is set to it:
+# 50 MP is more than any phone or camera photo (a 48-MP phone picture fits) and decodes to at most 200 MB (RGBA).
+MAX_SOURCE_PIXELS = 50_000_000
 IMAGE_FORMATS = {"JPEG": "image/jpeg", "PNG": "image/png", "GIF": "image/gif", "WEBP": "image/webp"}
 WORKTREE_FOLDER = ".agentlab/attachments"  # where a task's files land; ignored by git (a `*` .gitignore inside)
 _PDF_PAGE = re.compile(rb"/Type\s*/Page(?![a-zA-Z])")
@@ -33,6 +37,10 @@ _PDF_PAGE = re.compile(rb"/Type\s*/Page(?![a-zA-Z])")
 
 class AttachmentRefused(Exception):
     """A file we cannot take; `str(err)` is one sentence for the user (without its final full stop)."""
+
+
+class NotAPicture(AttachmentRefused):
+    """Pillow does not recognise the bytes as a picture at all (for a document: not a kind of file we read)."""
 
 
 @dataclass(frozen=True)
@@ -52,54 +60,90 @@ def _megabytes(size: int) -> str:
     return f"{size / 1e6:.1f} MB".replace(".0 MB", " MB") if size >= 1_000_000 else f"{size / 1e3:.0f} KB"
 
 
-def normalise_image(data: bytes, max_edge: int) -> tuple[bytes, str, int, int]:
+def _guard_pillow() -> None:
+    """Pillow's own decompression-bomb guard at our limit: past 2× it raises DecompressionBombError on open; between
+    1× and 2× its DecompressionBombWarning is made an error too. Set on every call: test runners reset warning
+    filters, and both settings are idempotent."""
+    from PIL import Image
+
+    Image.MAX_IMAGE_PIXELS = MAX_SOURCE_PIXELS
+    warnings.simplefilter("error", Image.DecompressionBombWarning)
+
+
+def _too_large(name: str, pixels: str) -> AttachmentRefused:
+    return AttachmentRefused(
+        f"I can't take {name}: it is {pixels} pixels, more than my limit of {MAX_SOURCE_PIXELS // 1_000_000} megapixels"
+    )
+
+
+def normalise_image(data: bytes, max_edge: int, name: str = "that picture") -> tuple[bytes, str, int, int]:
     """(bytes, media type, width, height) of a picture the API takes; re-encoded and scaled down only when needed.
 
-    CPU work: run it in an executor. Raises AttachmentRefused for what Pillow cannot read or a picture too large to
-    decode safely.
-    """
-    from PIL import Image, ImageOps, UnidentifiedImageError
+    CPU work: run it in an executor. Raises NotAPicture for what Pillow does not recognise, AttachmentRefused (one
+    sentence) for a picture too large to decode safely or that fails to decode: every Pillow error ends here.
 
+    Memory: the picture is scaled in place while it is decoded (`thumbnail` asks a JPEG decoder for a reduced size
+    with `draft()`, then `reduce`s by an integer factor before resampling), and only the small result is copied,
+    transposed and re-encoded, so the peak stays near one decoded picture (bench/attachments.py measures it).
+    """
+    from PIL import Image, UnidentifiedImageError
+
+    _guard_pillow()
     try:
         image = Image.open(io.BytesIO(data))
-    except (UnidentifiedImageError, OSError) as err:
-        raise AttachmentRefused("I couldn't read that picture (it may be damaged or in a format I don't know)") from err
+    except UnidentifiedImageError as err:
+        raise NotAPicture(f"I couldn't read {name} (it may be damaged or in a format I don't know)") from err
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as err:
+        declared = re.search(r"\((\d+) pixels\)", str(err))
+        raise _too_large(name, f"{int(declared.group(1)) / 1e6:,.0f} million" if declared else "too many") from err
+    except Exception as err:  # any other Pillow error on a header it recognised
+        raise AttachmentRefused(f"I couldn't read {name} (it looks damaged)") from err
     with image:
         width, height = image.size
         if width * height > MAX_SOURCE_PIXELS:
-            raise AttachmentRefused(
-                f"That picture is {width}×{height} pixels, more than the "
-                f"{MAX_SOURCE_PIXELS // 1_000_000} megapixels I take"
-            )
-        media_type = IMAGE_FORMATS.get(image.format or "")
-        animated = getattr(image, "is_animated", False)
-        if media_type and not animated and max(width, height) <= max_edge and len(data) <= API_IMAGE_MAX_BYTES:
-            try:
-                image.verify()
-            except Exception as err:
-                raise AttachmentRefused("I couldn't read that picture (it looks damaged)") from err
-            return data, media_type, width, height
+            raise _too_large(name, f"{width}×{height}")
         try:
-            image.load()
-            picture = ImageOps.exif_transpose(image)
-            edge = max_edge
-            while True:
-                frame = picture.copy()
-                frame.thumbnail((edge, edge), Image.Resampling.LANCZOS)
-                out = io.BytesIO()
-                if frame.mode in ("RGBA", "LA") or (frame.mode == "P" and "transparency" in frame.info):
-                    frame.convert("RGBA").save(out, "PNG")
-                    media_type = "image/png"
-                else:
-                    frame.convert("RGB").save(out, "JPEG", quality=85, optimize=True)
-                    media_type = "image/jpeg"
-                if out.tell() <= API_IMAGE_MAX_BYTES or edge <= 256:
-                    return out.getvalue(), media_type, frame.width, frame.height
-                edge = int(edge * 0.75)
+            return _scaled(image, data, max_edge)
         except AttachmentRefused:
             raise
-        except Exception as err:  # truncated or corrupt data shows up on decoding
-            raise AttachmentRefused("I couldn't read that picture (it looks damaged)") from err
+        except Exception as err:  # truncated or corrupt data shows up on decoding; so does a bomb inside a frame
+            raise AttachmentRefused(f"I couldn't read {name} (it looks damaged)") from err
+
+
+def _scaled(image: Any, data: bytes, max_edge: int) -> tuple[bytes, str, int, int]:
+    """The picture as the API takes it: as sent when it already fits, else scaled down and re-encoded."""
+    from PIL import Image, ImageOps
+
+    width, height = image.size
+    media_type = IMAGE_FORMATS.get(image.format or "")
+    animated = getattr(image, "is_animated", False)
+    if media_type and not animated and max(width, height) <= max_edge and len(data) <= API_IMAGE_MAX_BYTES:
+        image.verify()
+        return data, media_type, width, height
+    # In place, and decoded at a reduced size where the format allows it: a JPEG decoder scales by 1/2, 1/4 or 1/8
+    # (`draft`, asked here for twice the final size, as `thumbnail` would with its square box only when both sides
+    # are large), then `thumbnail` reduces by an integer factor and resamples. The square box makes the EXIF
+    # rotation, applied after on the small picture, give the same result.
+    shrink = max_edge / max(width, height)
+    if shrink < 1:
+        image.draft(None, (math.ceil(width * shrink * 2), math.ceil(height * shrink * 2)))
+    image.thumbnail((max_edge, max_edge), Image.Resampling.LANCZOS)
+    picture = ImageOps.exif_transpose(image)
+    edge = max_edge
+    while True:
+        frame = picture if edge == max_edge else picture.copy()
+        if edge != max_edge:
+            frame.thumbnail((edge, edge), Image.Resampling.LANCZOS)
+        out = io.BytesIO()
+        if frame.mode in ("RGBA", "LA") or (frame.mode == "P" and "transparency" in frame.info):
+            frame.convert("RGBA").save(out, "PNG")
+            media_type = "image/png"
+        else:
+            frame.convert("RGB").save(out, "JPEG", quality=85, optimize=True)
+            media_type = "image/jpeg"
+        if out.tell() <= API_IMAGE_MAX_BYTES or edge <= 256:
+            return out.getvalue(), media_type, frame.width, frame.height
+        edge = int(edge * 0.75)
 
 
 def image_tokens(width: int, height: int) -> int:
@@ -148,9 +192,9 @@ class Attachments:
             )
         try:
             picture, media_type, width, height = await asyncio.to_thread(
-                normalise_image, data, self.limits.image_max_edge
+                normalise_image, data, self.limits.image_max_edge, name
             )
-        except AttachmentRefused:
+        except NotAPicture:
             if image_only:
                 raise
             raise AttachmentRefused(
