@@ -12,6 +12,7 @@ from typing import Any
 
 import anthropic
 
+from agents.chat.refusals import BlockOwners, invalid_request_message, reason_of, refusal_note, refused_attachments
 from agents.chat.replying import ReplyTo, describe_reply
 from agents.chat.symbol_hints import SymbolHints
 from agents.core.models import (
@@ -56,6 +57,7 @@ class Reply:
 
 UNANSWERED = "(no answer: this turn failed before I could reply)"
 PINNED_PER_KIND = 3  # proposals / task summaries kept whole past compaction
+MAX_REFUSED_PER_TURN = 8  # attachments dropped (one retry each at most) before the turn gives up
 
 
 def history_messages(
@@ -231,6 +233,88 @@ class Orchestrator:
         await self.store.record_usage(usage_record(response, "compactor", chat_id, None))
         return "".join(b.text for b in response.content if b.type == "text").strip() or None
 
+    async def _request_messages(
+        self,
+        chat_id: int,
+        asked: ChatMessage,
+        text: str,
+        input_method: InputMethod,
+        reply_to: ReplyTo | None,
+        attachments: list[Attachment],
+        owners: BlockOwners,
+    ) -> list[dict[str, Any]]:
+        """The turn's messages: history (with its photos and files), then the new message with its context.
+        `owners` is filled with which attachment each image/document block shows (to find one the API refuses)."""
+
+        async def blocks_of(items: list[Attachment]) -> list[dict[str, Any]]:
+            blocks: list[dict[str, Any]] = []
+            for attachment in items:
+                for block in await self.attachments.blocks(attachment):
+                    owners[id(block)] = attachment
+                    blocks.append(block)
+            return blocks
+
+        history = await self._history(chat_id)
+        earlier = [t for t in history if t.id is None or t.id < (asked.id or 0)]
+        attached = {t.id: await blocks_of(t.attachments) for t in earlier if t.attachments}
+        messages = history_messages(earlier, attached)
+        if len(messages) >= 2:  # cache breakpoint at the end of the previous turn's user message
+            for m in reversed(messages):
+                if m["role"] == "user":
+                    _mark_cache(m)
+                    break
+        current = {
+            "role": "user",
+            "content": [
+                *await blocks_of(attachments),
+                {"type": "text", "text": self._fit_for_model(text), "cache_control": EPHEMERAL},
+                {"type": "text", "text": await self.context_block(chat_id, input_method, text[:2000], reply_to)},
+            ],
+        }
+        if messages and messages[-1]["role"] == "user":
+            messages.append({"role": "assistant", "content": [{"type": "text", "text": UNANSWERED}]})
+        messages.append(current)
+        return messages
+
+    def _loop(self, chat_id: int, messages: list[dict[str, Any]], answer: AnswerStream | None) -> ToolLoop:
+        toolbox = Toolbox(
+            orchestrator_tools(self.workspaces, self.desk, chat_id),
+            Audit(self.store, agent="orchestrator", chat_id=chat_id),
+        )
+
+        async def record(response: anthropic.types.Message) -> None:
+            await self.store.record_usage(usage_record(response, "orchestrator", chat_id, None))
+
+        return ToolLoop(
+            model=as_model(self.client),
+            model_name=self.settings.orchestrator_model,
+            system=prompts.ORCHESTRATOR,
+            toolbox=toolbox,
+            max_output_tokens=self.settings.max_output_tokens,
+            tools_on_last_step=False,
+            moving_cache=False,
+            on_response=record,
+            answer=answer,
+            messages=messages,
+        )
+
+    async def _drop_refused(
+        self, err: anthropic.APIError, messages: list[dict[str, Any]], owners: BlockOwners, current: list[Attachment]
+    ) -> tuple[list[Attachment], str] | None:
+        """If the API refused a photo or file of the request: mark it refused (in the store and on the object, so
+        the next request leaves it out) and return (them, the API's reason); else None."""
+        message = invalid_request_message(err)
+        refused = refused_attachments(message, messages, owners, current) if message else []
+        if not refused or message is None:
+            return None
+        reason = reason_of(message)
+        for attachment in refused:
+            attachment.refused = reason
+            if attachment.id is not None:
+                await self.store.refuse_attachment(attachment.id, reason)
+        log.warning("chat %s: the API refused %s: %s", refused[0].chat_id, [a.name for a in refused], reason)
+        return refused, reason
+
     def message_arrived(self, chat_id: int) -> None:
         """Called by the adapter as a message comes in, before it queues for the chat: a turn that is waiting on a
         foreground task stops waiting (the task goes on in the background), so the new message is answered soon."""
@@ -275,61 +359,31 @@ class Orchestrator:
                 attachments=attachments,
             )
         )
-        history = await self._history(chat_id)
-        earlier = [t for t in history if t.id is None or t.id < (asked.id or 0)]
-        attached = {t.id: await self.attachments.blocks_of(t.attachments) for t in earlier if t.attachments}
-        messages = history_messages(earlier, attached)
-        if len(messages) >= 2:  # cache breakpoint at the end of the previous turn's user message
-            for m in reversed(messages):
-                if m["role"] == "user":
-                    _mark_cache(m)
-                    break
-        current = {
-            "role": "user",
-            "content": [
-                *await self.attachments.blocks_of(attachments),
-                {"type": "text", "text": self._fit_for_model(text), "cache_control": EPHEMERAL},
-                {"type": "text", "text": await self.context_block(chat_id, input_method, text[:2000], reply_to)},
-            ],
-        }
-        if messages and messages[-1]["role"] == "user":
-            messages.append({"role": "assistant", "content": [{"type": "text", "text": UNANSWERED}]})
-        messages.append(current)
-
-        toolbox = Toolbox(
-            orchestrator_tools(self.workspaces, self.desk, chat_id),
-            Audit(self.store, agent="orchestrator", chat_id=chat_id),
-        )
-
-        async def record(response: anthropic.types.Message) -> None:
-            await self.store.record_usage(usage_record(response, "orchestrator", chat_id, None))
-
-        loop = ToolLoop(
-            model=as_model(self.client),
-            model_name=self.settings.orchestrator_model,
-            system=prompts.ORCHESTRATOR,
-            toolbox=toolbox,
-            max_output_tokens=self.settings.max_output_tokens,
-            tools_on_last_step=False,
-            moving_cache=False,
-            on_response=record,
-            answer=answer,
-            messages=messages,
-        )
-        rounds = self.settings.orchestrator_max_tool_rounds + 1  # the last one answers without tools
-        try:
-            result = await loop.run(Limits(max_steps=rounds, max_seconds=math.inf, max_tokens=sys.maxsize))
-        except anthropic.APIError as err:
-            log.warning("chat %s: Anthropic API error: %s", chat_id, err)
-            return Reply(
-                text=explain_api_error(err),
-                ok=False,
-                api_calls=loop.api_calls,
-                usage=loop.usage,
-                tools_used=loop.tools_used,
-            )
+        dropped: list[Attachment] = []
+        while True:
+            owners: BlockOwners = {}
+            messages = await self._request_messages(chat_id, asked, text, input_method, reply_to, attachments, owners)
+            loop = self._loop(chat_id, messages, answer)
+            rounds = self.settings.orchestrator_max_tool_rounds + 1  # the last one answers without tools
+            try:
+                result = await loop.run(Limits(max_steps=rounds, max_seconds=math.inf, max_tokens=sys.maxsize))
+                break
+            except anthropic.APIError as err:
+                log.warning("chat %s: Anthropic API error: %s", chat_id, err)
+                refused = await self._drop_refused(err, messages, owners, attachments)
+                if refused is not None:
+                    dropped += refused[0]
+                    if not loop.tools_used and len(dropped) <= MAX_REFUSED_PER_TURN:
+                        continue  # the same turn again without them: nothing was done yet
+                    text_of_error = refusal_note(*refused) + " Please send your message again."
+                else:
+                    text_of_error = explain_api_error(err)
+                return Reply(
+                    text=text_of_error, ok=False, api_calls=loop.api_calls, usage=loop.usage, tools_used=loop.tools_used
+                )
+        note = refusal_note(dropped, "; ".join(dict.fromkeys(a.refused or "" for a in dropped))) if dropped else ""
         reply = Reply(
-            text=reply_text(result, loop.tools_used),
+            text=(note + "\n\n" if note else "") + reply_text(result, loop.tools_used),
             api_calls=loop.api_calls,
             usage=loop.usage,
             tools_used=loop.tools_used,

@@ -85,6 +85,7 @@ class Attachment(BaseModel):
     path: str  # relative to the attachments folder (agents/tools/attachments.py)
     size: int
     tokens: int = 0  # what it costs in a request, roughly
+    refused: str | None = None  # why the Messages API refused it; then only its name is shown to a model
     created_at: datetime = Field(default_factory=utcnow)
 
 

@@ -187,6 +187,10 @@ class Store:
         )
         return [found[i] for i in dict.fromkeys(wanted) if i in found]
 
+    async def refuse_attachment(self, attachment_id: int, reason: str) -> None:
+        """The Messages API refused this attachment: it is left out of every later request (issue 22)."""
+        await self._update("attachments", attachment_id, {"refused": reason})
+
     async def task_attachments(self, task_id: int) -> list[tuple[Attachment, bool]]:
         """(attachment, save_as_file) of what was handed to the task."""
         rows = await self._rows(

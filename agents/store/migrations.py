@@ -205,6 +205,11 @@ MIGRATIONS: list[str] = [
     ALTER TABLE repo_files ADD COLUMN refs TEXT NOT NULL DEFAULT '{}';
     ALTER TABLE repo_files ADD COLUMN words TEXT NOT NULL DEFAULT '{}';
     """,
+    # 8 (issue 22): a photo or file the Messages API refused (why, in its words): left out of every later request,
+    # so one unreadable PDF no longer fails each turn of the chat until /new
+    """
+    ALTER TABLE attachments ADD COLUMN refused TEXT;
+    """,
 ]
 
 LATEST_VERSION = len(MIGRATIONS)

@@ -242,6 +242,14 @@ class Attachments:
     async def blocks(self, attachment: Attachment) -> list[dict[str, Any]]:
         """The content blocks that show the attachment to a model: a label with its id, then the image/document/text."""
         label = {"type": "text", "text": f"[attachment #{attachment.id}: {attachment.name} ({attachment.kind.value})]"}
+        if attachment.refused:  # the API refused it once: sending it again would fail every request that carries it
+            return [
+                {
+                    "type": "text",
+                    "text": f"[attachment #{attachment.id}: {attachment.name} ({attachment.kind.value}) is left out: "
+                    f"the API refused it ({attachment.refused})]",
+                }
+            ]
         try:
             data = await asyncio.to_thread(self.path_of(attachment).read_bytes)
         except OSError:
