@@ -1,0 +1,81 @@
+"""Which attachment a 400 of the Messages API refused (agents/chat/refusals.py), and what is never taken for one."""
+
+from __future__ import annotations
+
+import html
+
+import anthropic
+import httpx
+import pytest
+
+from agents.chat.refusals import invalid_request_message, reason_of, refused_attachments
+from agents.core.models import Attachment, AttachmentKind
+from agents.core.text import fenced
+from telegram_bot.render.markdown import markdown_to_html
+
+
+def attachment(n: int, kind: AttachmentKind = AttachmentKind.PDF) -> Attachment:
+    return Attachment(id=n, chat_id=1, kind=kind, name=f"f{n}", media_type="x", path=f"1/{n}", size=1)
+
+
+def bad_request(body: dict) -> anthropic.BadRequestError:
+    response = httpx.Response(400, request=httpx.Request("POST", "http://127.0.0.1/v1/messages"))
+    return anthropic.BadRequestError("400", response=response, body=body)
+
+
+def request_with(old: Attachment, new: Attachment) -> tuple[list[dict], dict[int, Attachment]]:
+    blocks = {a.id: [{"type": "text", "text": "label"}, {"type": "document"}] for a in (old, new)}
+    owners = {id(b): a for a in (old, new) for b in blocks[a.id]}
+    messages = [
+        {"role": "user", "content": [*blocks[old.id], {"type": "text", "text": "earlier"}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "ok"}]},
+        {"role": "user", "content": [*blocks[new.id], {"type": "text", "text": "now"}]},
+    ]
+    return messages, owners
+
+
+def test_the_block_the_error_names_is_the_one_refused() -> None:
+    old, new = attachment(1), attachment(2)
+    messages, owners = request_with(old, new)
+    message = "messages.0.content.1.pdf.source.base64.data: The PDF specified was not valid."
+    assert refused_attachments(message, messages, owners, [new]) == [old]
+    assert reason_of(message) == "The PDF specified was not valid."
+
+
+def test_without_a_block_the_new_messages_files_of_that_kind_are_suspected_first() -> None:
+    old, new = attachment(1), attachment(2)
+    messages, owners = request_with(old, new)
+    assert refused_attachments("Could not process PDF", messages, owners, [new]) == [new]
+    assert refused_attachments("Could not process PDF", messages, owners, []) == [old, new]
+    assert refused_attachments("Could not process image", messages, owners, [new]) == []
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "prompt is too long: 250000 tokens > 200000 maximum",
+        "messages.2.content.2.text: text content blocks must be non-empty",
+        "max_tokens: Field required",
+    ],
+)
+def test_other_invalid_requests_refuse_no_attachment(message: str) -> None:
+    messages, owners = request_with(attachment(1), attachment(2))
+    assert refused_attachments(message, messages, owners, [attachment(2)]) == []
+
+
+def test_only_an_invalid_request_error_counts() -> None:
+    body = {"type": "error", "error": {"type": "invalid_request_error", "message": "Could not process PDF"}}
+    assert invalid_request_message(bad_request(body)) == "Could not process PDF"
+    other = {"type": "error", "error": {"type": "overloaded_error", "message": "PDF"}}
+    assert invalid_request_message(bad_request(other)) is None
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["```\n<b>safe</b>\n```", "a ```` b\n`````\n~~~", "</code></pre><b>x</b> &amp; `", "````````````````"],
+)
+def test_a_fenced_command_renders_as_one_code_block_of_exactly_its_text(command: str) -> None:
+    assert (
+        markdown_to_html("Run:\n" + fenced(command) + "\nAllow?")
+        == f"Run:\n<pre>{html.escape(command, quote=False)}</pre>\nAllow?"
+    )
