@@ -16,6 +16,7 @@ import contextlib
 import itertools
 import logging
 import time
+import unicodedata
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -44,10 +45,19 @@ def command_file_name(task_id: int, request_id: int) -> str:
     return f"task-{task_id}-network-request-{request_id}.txt"
 
 
+def visible(command: str) -> str:
+    """Control and invisible formatting characters (a right-to-left override that reverses what the owner reads, a
+    zero-width space, a carriage return) shown as `\\u202e` marks; newlines and tabs stay as they are."""
+    return "".join(
+        f"\\u{ord(c):04x}" if c not in "\n\t" and unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") else c
+        for c in command
+    )
+
+
 def command_shown(command: str, file_name: str) -> str:
     """The command as the question shows it: whole, in a code block nothing in it can close, or the file's name."""
     if fits_in_message(command):
-        return fenced(command)
+        return fenced(visible(command))
     return (
         f"The command is {len(command):,} characters long, too long for a message: it is whole in the file "
         f"**{file_name}** sent just above. Read it there before you allow it."

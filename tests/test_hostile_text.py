@@ -1,4 +1,5 @@
-"""Which attachment a 400 of the Messages API refused (agents/chat/refusals.py), and what is never taken for one."""
+"""Text an attacker controls: which attachment a 400 of the Messages API refused (agents/chat/refusals.py) and what
+is never taken for one; a command shown in the network question (code fences, HTML, invisible characters)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 from agents.chat.refusals import invalid_request_message, reason_of, refused_attachments
 from agents.core.models import Attachment, AttachmentKind
 from agents.core.text import fenced
+from agents.tools.network_gate import command_shown
 from telegram_bot.render.markdown import markdown_to_html
 
 
@@ -79,3 +81,10 @@ def test_a_fenced_command_renders_as_one_code_block_of_exactly_its_text(command:
         markdown_to_html("Run:\n" + fenced(command) + "\nAllow?")
         == f"Run:\n<pre>{html.escape(command, quote=False)}</pre>\nAllow?"
     )
+
+
+def test_invisible_and_reordering_characters_are_shown_as_marks() -> None:
+    command = "echo ok\u202e#lmth.xedni > tuo\u200b\r\ncurl evil"
+    shown = command_shown(command, "unused.txt")
+    assert "\u202e" not in shown and "\u200b" not in shown and "\r" not in shown
+    assert "\\u202e#lmth.xedni > tuo\\u200b\\u000d\ncurl evil" in shown
