@@ -182,6 +182,8 @@ def _kind(program: str, args: list[str], script: str) -> str:
     if program in _BUILD or (program == "vite" and args[:1] == ["build"]):
         return "build"
     lowered = script.lower()
+    if program in ("node", "tsx", "ts-node", "bun") and args and not args[0].startswith("-"):
+        lowered = f"{lowered} {Path(args[0]).stem.lower()}"  # `node scripts/lint.js`
     if "lint" in lowered or "format" in lowered or "style" in lowered:
         return "lint"
     if "type" in lowered or "tsc" in lowered:

@@ -42,7 +42,15 @@ class _Collector:
             test_id = f"{test_id} [{count}]"
         self.cases[test_id] = state
         if state == "failed":
-            self.failures[test_id] = failure.strip()
+            self.failures[test_id] = self.relative(_own_frames(failure)).strip()
+
+
+_RUNTIME_FRAME = re.compile(r"^\s*at .*(/node_modules/|\(node:|\bnode:internal|<anonymous>\)?$)")
+
+
+def _own_frames(text: str) -> str:
+    """A JavaScript stack without the runner's and node's own frames (`at ... node_modules/jest-circus/...`)."""
+    return "\n".join(line for line in text.splitlines() if not _RUNTIME_FRAME.match(line))
 
 
 def failure_text(message: str, stack: str) -> str:
