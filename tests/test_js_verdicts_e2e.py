@@ -70,7 +70,7 @@ async def broken_test_named(bot: BotHarness, model: ScriptedModel, repo: Path, t
     model.add("code", *breaks_then_fixes("calc.js", "a + b", "a - b", "a + b"))
     bot.say(f"tidy calc in {repo.name}")
     task, summary = await final_summary(bot, 1, timeout=120)
-    print(f"SUMMARY[{repo.name}]", summary.text.splitlines()[:2])
+    print(f"SUMMARY[{repo.name}]", [ln for ln in summary.text.splitlines() if ln.strip()][:4])
     broken, old = f"{test_file}::{BROKEN}", f"{test_file}::{OLD}"
     [correction] = requests_naming(model, broken)
     assert "add(2, 3) should be 5" in correction, correction
@@ -151,7 +151,7 @@ async def test_pnpm_workspace_pinning_another_pnpm_runs_offline_in_the_sandbox(
     model.add("code", *breaks_then_fixes("packages/calc/calc.js", "a + b", "a - b", "a + b"))
     bot.say("tidy calc in monorepo")
     task, summary = await final_summary(bot, 1, timeout=120)
-    print("SUMMARY[monorepo]", summary.text.splitlines()[:2])
+    print("SUMMARY[monorepo]", [ln for ln in summary.text.splitlines() if ln.strip()][:4])
     [correction] = requests_naming(model, "add(2, 3) should be 5")  # the tests ran, red, in the sandbox
     assert task.status is TaskStatus.COMPLETED, summary.text
     assert "0 broken" in summary.text, summary.text
@@ -201,7 +201,7 @@ async def test_a_resumed_js_task_runs_its_tests(
             ),
             timeout=120,
         )
-        print("SUMMARY[resumeapp]", summary.text.splitlines()[:2])
+        print("SUMMARY[resumeapp]", [ln for ln in summary.text.splitlines() if ln.strip()][:4])
     finally:
         await stop_polling(second.app)
     later = [last_user_text(r) for r in model.requests["code"][1:]]
