@@ -269,3 +269,14 @@ async def test_caches_in_borrowed_node_modules_are_private_and_writable(tmp_path
     assert result.exit_code == 0, result.output
     assert result.output.split() == ["new", "read-only"], "an empty private cache, writable; the rest read-only"
     assert sorted(os.listdir(owner / "node_modules" / ".cache")) == ["eslint"], "nothing written to the owner's"
+
+
+async def test_node_webassembly_works_under_the_sandboxs_address_space_limit(tmp_path: Path) -> None:
+    """vitest (es-module-lexer) instantiates WebAssembly; node's trap handler reserves more address space than the
+    sandbox allows, so the sandbox turns it off where node knows how."""
+    if shutil.which("bwrap") is None or shutil.which("node") is None:
+        pytest.skip("bubblewrap and node are needed")
+    module = "new Uint8Array([0,97,115,109,1,0,0,0,5,3,1,0,1])"  # (module (memory 1))
+    script = f"WebAssembly.instantiate({module}).then(() => console.log('wasm ok'), (e) => console.log(String(e)))"
+    result = await run_command(f'node -e "{script}"', cwd=tmp_path, timeout=30, sandbox=spec_for(tmp_path))
+    assert result.output.strip() == "wasm ok", result.output

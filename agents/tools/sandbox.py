@@ -301,6 +301,8 @@ def spec_for(
 def sandbox_env(env: Mapping[str, str], spec: SandboxSpec) -> dict[str, str]:
     """The whole environment of a sandboxed command: a few harmless keys of `env`, then PATH, HOME and TMPDIR."""
     kept = dict(SANDBOX_ENV_DEFAULTS)
+    if _node_options:
+        kept["NODE_OPTIONS"] = _node_options
     kept.update({k: v for k, v in env.items() if k in PASSED_ENV or k.startswith("LC_")})
     visible = (spec.worktree, *spec.read_only)
     # PYTHONPATH / VIRTUAL_ENV / PATH entries the bot set for the tests (the worktree's sources first, a borrowed
@@ -421,6 +423,11 @@ def bwrap_path() -> str | None:
 
 _probe_result: str | None = None
 _probe_done = False
+# Node's WebAssembly reserves ~10 GB of address space per instance for its trap handler: over the sandbox's
+# address-space limit, wasm users (vitest/vite's es-module-lexer, ...) die "Out of memory". Where this node knows
+# the flag that turns the reservation off, every sandboxed node gets it (NODE_OPTIONS; probed with the sandbox).
+NODE_WASM_FLAG = "--disable-wasm-trap-handler"
+_node_options: str | None = None
 
 
 async def unavailable_reason() -> str | None:
@@ -430,14 +437,32 @@ async def unavailable_reason() -> str | None:
         result = await _probe()
         if not _probe_done and result:
             log.warning("sandbox unavailable: %s", result)
+        await _probe_node()
         _probe_result, _probe_done = result, True
     return _probe_result
 
 
 def reset_probe() -> None:
     """Forget the cached probe (tests; after installing bubblewrap the bot is restarted anyway)."""
-    global _probe_done, _probe_result
-    _probe_done, _probe_result = False, None
+    global _probe_done, _probe_result, _node_options
+    _probe_done, _probe_result, _node_options = False, None, None
+
+
+async def _probe_node() -> None:
+    """Whether the system's node accepts NODE_WASM_FLAG (node 20.15+): then sandboxed node processes get it."""
+    global _node_options
+    node = shutil.which("node", path=SYSTEM_PATH)
+    if node is None:
+        return
+    try:
+        process = await asyncio.create_subprocess_exec(
+            node, NODE_WASM_FLAG, "-e", "0", stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL
+        )
+        async with asyncio.timeout(10):
+            code = await process.wait()
+    except (OSError, TimeoutError):
+        return
+    _node_options = NODE_WASM_FLAG if code == 0 else None
 
 
 async def _probe() -> str | None:
