@@ -2,9 +2,10 @@
 and what a checkout (a task worktree or a base-commit copy) borrows from the main checkout to run them.
 
 Detection order (issue 13): `.agentlab.toml` `[tests]`, a workspace `.venv`/`venv`, uv (`uv.lock`), Poetry, tox/nox,
-`package.json` scripts run by the package manager its lock file names, a Makefile `test` target, Go, Cargo, and only
-then the bot's own interpreter (said so in `notes`). The code under test is always the checkout's: its source roots
-come first on `PYTHONPATH`, and borrowed folders (`.venv`, `node_modules`) are links hidden from git.
+`package.json` scripts run by the package manager its lock file names (the test script read as steps by
+agents/verify/js_runners.py), a Makefile `test` target, Go, Cargo, and only then the bot's own interpreter (said so
+in `notes`). The code under test is always the checkout's: its source roots come first on `PYTHONPATH`, and
+borrowed folders (`.venv`, `node_modules`) are links hidden from git.
 
 Why one module over 400 lines: the detection order (toml, venv, uv, Poetry, tox, npm/pnpm/yarn/bun, make, Go, Cargo)
 is one ranked list and reads best in one place.
