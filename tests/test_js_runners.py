@@ -84,6 +84,8 @@ def test_reporter_flags_per_runner(tmp_path: Path) -> None:
     node = reporter_command(ScriptStep("node --test test/", runner="node"), report, tmp_path)
     assert node.startswith("node --test --test-reporter=spec ") and node.endswith(f"={report} test/")
     assert (tmp_path / "node_test_reporter.mjs").is_file()
+    own = reporter_command(ScriptStep("node --test --test-reporter=dot", runner="node"), report, tmp_path)
+    assert "spec" not in own and own.count("--test-reporter-destination") == 2, "their reporter keeps stdout"
     assert reporter_command(ScriptStep("vitest", runner="vitest"), report, tmp_path).startswith("vitest --run ")
     assert "--run" not in reporter_command(ScriptStep("vitest run", runner="vitest"), report, tmp_path)[11:]
     assert reporter_command(ScriptStep("jest", runner="jest"), report, tmp_path).endswith(f"--outputFile={report}")

@@ -212,10 +212,14 @@ def reporter_command(step: ScriptStep, report: Path, folder: Path) -> str:
     quoted = shlex.quote(str(report))
     if step.runner == "node":
         reporter = _copy_reporter("node_test_reporter.mjs", folder)
-        flags = (
-            "--test-reporter=spec --test-reporter-destination=stdout "
-            f"--test-reporter={shlex.quote(str(reporter))} --test-reporter-destination={quoted}"
-        )
+        tokens = _tokens(step.command) or []
+        theirs = sum(t == "--test-reporter" or t.startswith("--test-reporter=") for t in tokens)
+        their_destinations = sum(t.startswith("--test-reporter-destination") for t in tokens)
+        flags = f"--test-reporter={shlex.quote(str(reporter))} --test-reporter-destination={quoted}"
+        if theirs:  # node pairs reporters and destinations in order: theirs keep stdout
+            flags += " --test-reporter-destination=stdout" * max(0, theirs - their_destinations)
+        else:
+            flags = f"--test-reporter=spec --test-reporter-destination=stdout {flags}"
         return re.sub(r"(?<=\s)--test(?=\s|$)", lambda _m: f"--test {flags}", step.command, count=1)
     if step.runner == "mocha":
         reporter = _copy_reporter("mocha_reporter.js", folder)
