@@ -91,8 +91,36 @@ PASSED_ENV = frozenset(
         "PYTHONHASHSEED",
         "PYTHONIOENCODING",
         "SOURCE_DATE_EPOCH",
+        # JavaScript package managers: offline, the installed version (agents/verify/js_runners.py JS_TEST_ENV)
+        "npm_config_manage_package_manager_versions",
+        "npm_config_package_manager_strict",
+        "npm_config_package_manager_strict_version",
+        "npm_config_offline",
+        "npm_config_update_notifier",
+        "npm_config_fund",
+        "npm_config_audit",
+        "COREPACK_ENABLE_STRICT",
+        "COREPACK_ENABLE_DOWNLOAD_PROMPT",
+        "COREPACK_ENABLE_AUTO_PIN",
+        "COREPACK_ENABLE_NETWORK",
+        "YARN_ENABLE_OFFLINE_MODE",
+        "YARN_ENABLE_TELEMETRY",
     }
 )
+# Set in every sandbox (the worker's commands too): a package manager never downloads another version of itself
+# (pnpm's `packageManager` self-management, corepack); the sandbox's home holds no rc file saying so.
+SANDBOX_ENV_DEFAULTS = {
+    "npm_config_manage_package_manager_versions": "false",
+    "npm_config_package_manager_strict": "false",
+    "npm_config_update_notifier": "false",
+    "COREPACK_ENABLE_STRICT": "0",
+    "COREPACK_ENABLE_DOWNLOAD_PROMPT": "0",
+    "COREPACK_ENABLE_AUTO_PIN": "0",
+}
+# Cache folders tools write inside a project's node_modules (eslint/xo/babel `.cache`, vite's `.vite`): over a
+# borrowed, read-only node_modules each gets an empty private tmpfs, so caches work, never write into the owner's
+# checkout and never hold the main checkout's paths.
+NODE_MODULES_CACHES = (".cache", ".vite", ".vitest", ".vite-temp", ".astro", ".tmp")
 UNAVAILABLE_FIX = (
     "install it with `sudo apt-get install bubblewrap` (or `sudo scripts/install-system-deps.sh`); "
     "if it is installed, allow unprivileged user namespaces "
@@ -272,7 +300,10 @@ def spec_for(
 
 def sandbox_env(env: Mapping[str, str], spec: SandboxSpec) -> dict[str, str]:
     """The whole environment of a sandboxed command: a few harmless keys of `env`, then PATH, HOME and TMPDIR."""
-    kept = {k: v for k, v in env.items() if k in PASSED_ENV or k.startswith("LC_")}
+    kept = dict(SANDBOX_ENV_DEFAULTS)
+    if _node_options:
+        kept["NODE_OPTIONS"] = _node_options
+    kept.update({k: v for k, v in env.items() if k in PASSED_ENV or k.startswith("LC_")})
     visible = (spec.worktree, *spec.read_only)
     # PYTHONPATH / VIRTUAL_ENV / PATH entries the bot set for the tests (the worktree's sources first, a borrowed
     # environment's bin) are kept when they point at something the sandbox shows
@@ -327,6 +358,8 @@ def bwrap_argv(spec: SandboxSpec, command: str, *, bwrap: str = "bwrap", shell: 
     for path in spec.read_only:  # read-only paths inside the worktree (e.g. nothing today) after the rw bind
         if path.exists() and _inside(path, spec.worktree) and path != spec.worktree:
             argv += ["--ro-bind", str(path), str(path)]
+    for cache in node_modules_caches(spec):
+        argv += ["--size", str(spec.limits.tmp_bytes), "--tmpfs", str(cache)]
     for replacement, target in spec.masks:
         argv += ["--ro-bind", str(replacement), str(target)]
     for path in spec.writable:  # after the private /tmp: a bot folder under /tmp stays reachable
@@ -344,6 +377,15 @@ def bwrap_argv(spec: SandboxSpec, command: str, *, bwrap: str = "bwrap", shell: 
         command,
     ]
     return argv
+
+
+def node_modules_caches(spec: SandboxSpec) -> list[Path]:
+    """The cache folders inside the read-only `node_modules` folders of `spec` that get a private writable tmpfs."""
+    caches = []
+    for path in spec.read_only:
+        if path.name == "node_modules" and not _inside(path, spec.worktree):
+            caches += [path / name for name in NODE_MODULES_CACHES if (path / name).is_dir()]
+    return caches
 
 
 @functools.cache
@@ -381,6 +423,11 @@ def bwrap_path() -> str | None:
 
 _probe_result: str | None = None
 _probe_done = False
+# Node's WebAssembly reserves ~10 GB of address space per instance for its trap handler: over the sandbox's
+# address-space limit, wasm users (vitest/vite's es-module-lexer, ...) die "Out of memory". Where this node knows
+# the flag that turns the reservation off, every sandboxed node gets it (NODE_OPTIONS; probed with the sandbox).
+NODE_WASM_FLAG = "--disable-wasm-trap-handler"
+_node_options: str | None = None
 
 
 async def unavailable_reason() -> str | None:
@@ -390,14 +437,32 @@ async def unavailable_reason() -> str | None:
         result = await _probe()
         if not _probe_done and result:
             log.warning("sandbox unavailable: %s", result)
+        await _probe_node()
         _probe_result, _probe_done = result, True
     return _probe_result
 
 
 def reset_probe() -> None:
     """Forget the cached probe (tests; after installing bubblewrap the bot is restarted anyway)."""
-    global _probe_done, _probe_result
-    _probe_done, _probe_result = False, None
+    global _probe_done, _probe_result, _node_options
+    _probe_done, _probe_result, _node_options = False, None, None
+
+
+async def _probe_node() -> None:
+    """Whether the system's node accepts NODE_WASM_FLAG (node 20.15+): then sandboxed node processes get it."""
+    global _node_options
+    node = shutil.which("node", path=SYSTEM_PATH)
+    if node is None:
+        return
+    try:
+        process = await asyncio.create_subprocess_exec(
+            node, NODE_WASM_FLAG, "-e", "0", stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL
+        )
+        async with asyncio.timeout(10):
+            code = await process.wait()
+    except (OSError, TimeoutError):
+        return
+    _node_options = NODE_WASM_FLAG if code == 0 else None
 
 
 async def _probe() -> str | None:

@@ -29,7 +29,8 @@ class BaselineRuns:
         self._waiters: dict[str, int] = {}
 
     def key(self, repo: Path, commit: str, env: TestEnvironment) -> str:
-        text = "\0".join([str(Path(repo).resolve()), commit, env.command, env.kind, env.junit or ""])
+        steps = [f"{s.runner or s.kind}:{s.command}" for s in env.script]  # how it is run decides what it shows
+        text = "\0".join([str(Path(repo).resolve()), commit, env.command, env.kind, env.junit or "", "ids-v2", *steps])
         return hashlib.sha256(text.encode()).hexdigest()[:32]
 
     def cached(self, repo: Path, commit: str, env: TestEnvironment) -> TestOutcome | None:

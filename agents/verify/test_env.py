@@ -2,9 +2,10 @@
 and what a checkout (a task worktree or a base-commit copy) borrows from the main checkout to run them.
 
 Detection order (issue 13): `.agentlab.toml` `[tests]`, a workspace `.venv`/`venv`, uv (`uv.lock`), Poetry, tox/nox,
-`package.json` scripts run by the package manager its lock file names, a Makefile `test` target, Go, Cargo, and only
-then the bot's own interpreter (said so in `notes`). The code under test is always the checkout's: its source roots
-come first on `PYTHONPATH`, and borrowed folders (`.venv`, `node_modules`) are links hidden from git.
+`package.json` scripts run by the package manager its lock file names (the test script read as steps by
+agents/verify/js_runners.py), a Makefile `test` target, Go, Cargo, and only then the bot's own interpreter (said so
+in `notes`). The code under test is always the checkout's: its source roots come first on `PYTHONPATH`, and
+borrowed folders (`.venv`, `node_modules`) are links hidden from git.
 
 Why one module over 400 lines: the detection order (toml, venv, uv, Poetry, tox, npm/pnpm/yarn/bun, make, Go, Cargo)
 is one ranked list and reads best in one place.
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agents.tools.file_walk import SKIP_DIRS, walk_tree
+from agents.verify.js_runners import JS_TEST_ENV, ScriptStep, plan_script
 
 CONFIG_FILE = ".agentlab.toml"
 PYTEST_ARGS = "-m pytest -q --no-header -p no:cacheprovider -rfE"
@@ -112,6 +114,7 @@ class TestEnvironment:
     borrowed: list[str] = field(default_factory=list)  # checkout-relative folders linked from the main checkout
     notes: list[str] = field(default_factory=list)
     fallback: bool = False  # the bot's interpreter stands in for a missing environment
+    script: list[ScriptStep] = field(default_factory=list)  # a package.json test script, step by step (js_runners)
 
     @property
     def read_only_paths(self) -> list[Path]:
@@ -139,6 +142,8 @@ class TestEnvironment:
             path.insert(0, str(self.python_env / "bin"))
             env["VIRTUAL_ENV"] = str(self.python_env)
         env["PATH"] = os.pathsep.join([*path, env.get("PATH", os.defpath)])
+        if self.kind in ("npm", "pnpm", "yarn", "bun"):  # offline, the installed package manager, no prompts
+            env.update(JS_TEST_ENV)
         return env
 
     def with_ids(self, ids: list[str]) -> str:
@@ -247,7 +252,8 @@ def _choose(
     if has_npm_test_script(checkout):
         manager = next((pm for lock, pm in _LOCKFILES if (checkout / lock).is_file()), "npm")
         command = "npm test --silent" if manager == "npm" else f"{manager} test"
-        return TestEnvironment(kind=manager, command=command, display=f"{manager} test", **common)
+        script = plan_script(checkout, manager)
+        return TestEnvironment(kind=manager, command=command, display=f"{manager} test", script=script, **common)
     if _makefile_has_test(checkout):
         return TestEnvironment(kind="make", command="make test", display="make test", **common)
     if (checkout / "go.mod").is_file():
@@ -278,13 +284,14 @@ def _own_venv(workspace: Path) -> Path | None:
 
 
 def _node_modules(checkout: Path, workspace: Path) -> list[str]:
-    """Checkout-relative folders whose `node_modules` the main checkout has and the checkout lacks (monorepos
-    included: every folder with a package.json, three levels deep)."""
+    """Checkout-relative folders whose `node_modules` the main checkout has (a real folder) and the checkout lacks
+    or holds as a link (a resumed task's worktree: borrowed again), monorepos included: every folder with a
+    package.json, three levels deep."""
     found = []
     for package in _package_dirs(checkout):
         rel = package.relative_to(checkout)
-        source = workspace / rel / "node_modules"
-        if source.is_dir() and not (package / "node_modules").exists():
+        source, own = workspace / rel / "node_modules", package / "node_modules"
+        if source.is_dir() and not source.is_symlink() and (own.is_symlink() or not own.exists()):
             found.append(str(rel / "node_modules") if str(rel) != "." else "node_modules")
     return found
 
@@ -451,6 +458,8 @@ def link_borrowed(env: TestEnvironment, checkout: Path) -> list[str]:
     linked = []
     for rel in env.borrowed:
         link, source = Path(checkout) / rel, env.workspace / rel
+        if link.is_symlink() and link.resolve() != source.resolve():
+            link.unlink()  # a link the worker re-pointed: borrowed again from the main checkout
         if link.exists() or link.is_symlink() or not link.parent.is_dir():
             continue
         try:

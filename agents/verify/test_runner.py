@@ -1,6 +1,8 @@
 """The bot runs a workspace's tests itself: one bounded run in a checkout, with per-test outcomes where the runner
-names tests (pytest through its JUnit XML report, or a JUnit file `.agentlab.toml` names), whole-suite status
-otherwise. No command means "no tests", never "passed".
+names tests (pytest through its JUnit XML report, a JUnit file `.agentlab.toml` names, or the reporter the bot adds
+to a JavaScript runner: node --test, mocha, jest, vitest, ava), whole-suite status otherwise. A JavaScript test
+script is run step by step (agents/verify/js_runners.py): lint/build steps are reported apart and the tests run even
+when one of them fails. No command means "no tests", never "passed".
 
 `run_tests` is the one place a workspace's tests are started (baseline, after the worker, re-runs of failing ids):
 `**run_options` go to `agents.tools.shell.run_command` unchanged (e.g. a sandbox).
@@ -14,7 +16,6 @@ import enum
 import re
 import shlex
 import tempfile
-import xml.etree.ElementTree as ET
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
@@ -22,8 +23,9 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, Field
 
 from agents.tools.sandbox import SandboxSpec
-from agents.tools.shell import child_env, run_command
+from agents.tools.shell import CommandResult, child_env, run_command
 from agents.tools.toolbox import ToolError
+from agents.verify.js_runners import ScriptStep, describe_step, reporter_command, test_steps
 from agents.verify.test_env import (  # noqa: F401  (re-exported: the runner's public names)
     CONFIG_FILE,
     PYTEST_ARGS,
@@ -32,6 +34,8 @@ from agents.verify.test_env import (  # noqa: F401  (re-exported: the runner's p
     detect_environment,
     runs_pytest,
 )
+from agents.verify.test_reports import read_jest_json, read_records, read_tap
+from agents.verify.test_reports import read_junit as read_junit_untrimmed
 
 NO_TESTS_MESSAGE = "no tests found: no pytest files, no npm test script, no .agentlab.toml [tests] command"
 SUITE_ID = "(whole suite)"  # the one "test" of a runner that names none
@@ -154,6 +158,9 @@ async def run_tests(
             sandbox = sandbox_for(workspace, environment.read_only_paths)
         if sandbox is not None:  # the report is written inside, read outside
             sandbox = dataclasses.replace(sandbox, writable=(*sandbox.writable, Path(report_dir)))
+        if environment.script and not environment.pytest:
+            run = _ScriptRun(environment, workspace, child, sandbox, Path(report_dir), timeout, run_options)
+            return await run.outcome()
         try:
             result = await run_command(
                 full,
@@ -223,44 +230,145 @@ def _outcome(
     return TestOutcome(status=status, summary=summary, cases=cases, failures=failures, **base)
 
 
+class _ScriptRun:
+    """A JavaScript test script run step by step: each lint/build step on its own (a StepOutcome), each test step
+    with its runner's reporter added; a failing earlier step does not keep the tests from running."""
+
+    STEP_OUTPUT_CHARS = 1_500
+
+    def __init__(
+        self,
+        environment: TestEnvironment,
+        workspace: Path,
+        env: dict[str, str],
+        sandbox: SandboxSpec | None,
+        folder: Path,
+        timeout: float,
+        run_options: dict[str, Any],
+    ) -> None:
+        self.environment, self.workspace, self.env, self.sandbox = environment, workspace, env, sandbox
+        self.folder, self.timeout, self.run_options = folder, timeout, run_options
+
+    async def outcome(self) -> TestOutcome:
+        environment = self.environment
+        tests = test_steps(environment.script)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.timeout
+        steps: list[StepOutcome] = []
+        results: list[CommandResult] = []
+        cases: dict[str, str] = {}
+        failures: dict[str, str] = {}
+        failed_before: ScriptStep | None = None  # the first lint/build step that failed before a test step
+        per_test = True
+        for index, step in enumerate(environment.script):
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return self._timed_out(steps)
+            report = self.folder / f"report-{index}.json"
+            command = reporter_command(step, report, self.folder) if step in tests else step.command
+            try:
+                result = await run_command(
+                    command,
+                    cwd=self.workspace,
+                    timeout=remaining,
+                    env=self.env,
+                    max_output=_CAPTURE_BYTES,
+                    sandbox=self.sandbox,
+                    **self.run_options,
+                )
+            except ToolError as err:
+                return TestOutcome(
+                    status=TestStatus.error,
+                    command=environment.command,
+                    display=environment.display,
+                    output=str(err),
+                    summary=f"could not run: {err}",
+                    state=RunState.not_started,
+                    reason=f"`{environment.display}` could not start: {err}",
+                    steps=steps,
+                )
+            if step not in tests:
+                output = _tail(_ANSI.sub("", result.output), self.STEP_OUTPUT_CHARS)
+                steps.append(StepOutcome(command=step.command, kind=step.kind, passed=result.ok, output=output))
+                if not result.ok and failed_before is None and not results:
+                    failed_before = step
+                if result.timed_out or result.cancelled:
+                    return self._timed_out(steps, cancelled=result.cancelled)
+                continue
+            found = await asyncio.to_thread(self._read, step, report, result)
+            per_test = per_test and bool(found[0])
+            cases.update(found[0])
+            failures.update({k: _trim_failure(v) for k, v in found[1].items()})
+            results.append(result)
+            if result.timed_out or result.cancelled:
+                break
+        if not per_test:  # one test step the bot cannot read per test: the whole script's tests are one suite
+            cases, failures = {}, {}
+        outcome = _outcome(environment, environment.command, _merged(results), cases, failures, self.timeout)
+        outcome.steps = steps
+        if outcome.cases and SUITE_ID not in outcome.cases:
+            outcome.summary = _counts(outcome.cases)
+        if failed_before is not None and SUITE_ID in outcome.cases and not outcome.passed:
+            outcome.state = RunState.stopped_before_tests
+            outcome.reason = (
+                f"`{environment.display}` stops at {describe_step(failed_before)} before any test can be told apart"
+            )
+        return outcome
+
+    def _read(self, step: ScriptStep, report: Path, result: CommandResult) -> tuple[dict[str, str], dict[str, str]]:
+        root = self.workspace
+        if step.runner in ("node", "mocha"):
+            return read_records(report, root)
+        if step.runner in ("jest", "vitest"):
+            return read_jest_json(report, root)
+        if step.runner == "ava":
+            return read_tap(_ANSI.sub("", result.output), root)
+        return {}, {}
+
+    def _timed_out(self, steps: list[StepOutcome], cancelled: bool = False) -> TestOutcome:
+        environment = self.environment
+        summary = "cancelled" if cancelled else f"timed out after {self.timeout:g} s"
+        return TestOutcome(
+            status=TestStatus.error,
+            command=environment.command,
+            display=environment.display,
+            summary=summary,
+            timed_out=not cancelled,
+            state=RunState.interrupted,
+            reason=f"`{environment.display}` was {summary} before its tests ran",
+            steps=steps,
+        )
+
+
+def _merged(results: list[CommandResult]) -> CommandResult:
+    """The test steps' results as one (the first failing exit code; outputs one after the other)."""
+    if len(results) == 1:
+        return results[0]
+    failing = [r.exit_code for r in results if r.exit_code != 0]
+    return CommandResult(
+        command=" && ".join(r.command for r in results),
+        exit_code=failing[0] if failing else 0,
+        output="\n".join(r.output for r in results),
+        timed_out=any(r.timed_out for r in results),
+        cancelled=any(r.cancelled for r in results),
+        duration=sum(r.duration for r in results),
+    )
+
+
+def _counts(cases: dict[str, str]) -> str:
+    states = list(cases.values())
+    return ", ".join(f"{states.count(s)} {s}" for s in ("passed", "failed", "skipped") if states.count(s))
+
+
 # ----------------------------------------------------------------------------------------------------------------------
 # reading what the runner reported
 
 
 def read_junit(path: Path, root: Path) -> tuple[dict[str, str], dict[str, str]]:
-    """Per-test outcomes and failure texts from a JUnit XML file (absent or unreadable: none). Ids are pytest node
-    ids (`tests/test_x.py::TestA::test_b`) where the file can be found under `root`, `classname::name` otherwise."""
-    try:
-        tree = ET.parse(path)
-    except (OSError, ET.ParseError):
-        return {}, {}
-    cases: dict[str, str] = {}
-    failures: dict[str, str] = {}
-    for case in tree.getroot().iter("testcase"):
-        test_id = _test_id(root, case.get("classname") or "", case.get("name") or "", case.get("file"))
-        problem = case.find("failure")
-        if problem is None:
-            problem = case.find("error")
-        if problem is not None:
-            cases[test_id] = "failed"
-            text = "\n".join(t for t in (problem.get("message") or "", problem.text or "") if t.strip())
-            failures[test_id] = _trim_failure(text)
-        elif case.find("skipped") is not None:
-            cases.setdefault(test_id, "skipped")
-        else:
-            cases.setdefault(test_id, "passed")
-    return cases, failures
-
-
-def _test_id(root: Path, classname: str, name: str, file: str | None) -> str:
-    parts = [p for p in classname.split(".") if p]
-    for cut in range(len(parts), 0, -1):
-        candidate = "/".join(parts[:cut]) + ".py"
-        if (root / candidate).is_file():
-            return "::".join([candidate, *parts[cut:], name])
-    if file:
-        return f"{file}::{name}"
-    return f"{classname}::{name}" if classname else name
+    """Per-test outcomes and failure texts (trimmed) from a JUnit XML file; ids relative to `root`
+    (agents/verify/test_reports.py)."""
+    cases, failures = read_junit_untrimmed(path, root)
+    return cases, {k: _trim_failure(v) for k, v in failures.items()}
 
 
 def _trim_failure(text: str, limit: int = FAILURE_CHARS) -> str:

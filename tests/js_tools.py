@@ -1,0 +1,59 @@
+"""Real JavaScript test runners for tests: mocha, jest and pnpm at pinned versions, installed from the npm registry
+once into `~/.cache/agentlab-tests/npm-<hash>` and reused across runs; a test that needs them skips with a reason
+when npm or the registry cannot be reached. A project gets them as a real `node_modules` folder (hard links)."""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+PINNED = ("jest@30.5.2", "mocha@11.8.0", "pnpm@10.34.8")
+CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "agentlab-tests"
+
+
+def npm_tools() -> Path:
+    """The folder whose `node_modules` holds PINNED (installed on first use)."""
+    npm, node = shutil.which("npm"), shutil.which("node")
+    if npm is None or node is None:
+        pytest.skip("node and npm are not installed")
+    folder = CACHE / f"npm-{hashlib.sha256(' '.join(PINNED).encode()).hexdigest()[:12]}"
+    done = folder / ".installed"
+    if done.is_file():
+        return folder
+    folder.mkdir(parents=True, exist_ok=True)
+    with (folder.parent / f"{folder.name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if done.is_file():
+            return folder
+        (folder / "package.json").write_text(json.dumps({"private": True}))
+        try:
+            subprocess.run(
+                [npm, "install", "--no-audit", "--no-fund", "--ignore-scripts", "--loglevel=error", *PINNED],
+                cwd=folder,
+                check=True,
+                capture_output=True,
+                timeout=300,
+            )
+        except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as err:
+            said = getattr(err, "stderr", b"") or b""
+            pytest.skip(f"could not install {' '.join(PINNED)} from the npm registry: {said.decode()[-300:] or err}")
+        done.write_text("ok\n")
+    return folder
+
+
+def give_node_modules(project: Path, tools: Path) -> Path:
+    """A real `node_modules` folder in `project` with the pinned tools (hard links; a copy across file systems)."""
+    target = project / "node_modules"
+    try:
+        subprocess.run(["cp", "-al", str(tools / "node_modules"), str(target)], check=True, capture_output=True)
+    except subprocess.CalledProcessError:
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.copytree(tools / "node_modules", target, symlinks=True)
+    return target

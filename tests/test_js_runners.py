@@ -1,0 +1,284 @@
+"""Issue 21, runner half: a JS test script read as steps, the reporter flags added to each runner, the reports read
+into root-relative ids that keep suite names, and what a sandbox gives a JS run (offline env, private caches,
+re-borrowed node_modules)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from agents.tools.sandbox import node_modules_caches, sandbox_env, spec_for
+from agents.tools.shell import child_env, run_command
+from agents.verify.js_runners import ScriptStep, classify, plan_script, reporter_command, split_and, test_steps
+from agents.verify.test_env import detect_environment, link_borrowed
+from agents.verify.test_reports import read_jest_json, read_junit, read_records, read_tap
+from agents.verify.test_runner import RunState, run_tests
+
+
+def package(root: Path, scripts: dict[str, str], **extra: object) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "package.json").write_text(json.dumps({"name": "p", "scripts": scripts, **extra}))
+    return root
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# the script as steps
+
+
+def test_a_chain_is_followed_through_npm_run_and_split_into_kinds(tmp_path: Path) -> None:
+    package(tmp_path, {"test": "xo && npm run build && ava", "build": "tsc && rollup -c"})
+    steps = plan_script(tmp_path)
+    assert [(s.command, s.kind, s.runner) for s in steps] == [
+        ("xo", "lint", None),
+        ("tsc", "typecheck", None),
+        ("rollup -c", "build", None),
+        ("ava", "other", "ava"),
+    ]
+    assert [s.command for s in test_steps(steps)] == ["ava"]
+
+
+def test_pnpm_and_yarn_script_calls_and_npm_pre_scripts(tmp_path: Path) -> None:
+    package(tmp_path, {"test": "pnpm lint && pnpm run test:unit", "lint": "eslint .", "test:unit": "vitest run"})
+    assert [(s.command, s.kind, s.runner) for s in plan_script(tmp_path, "pnpm")] == [
+        ("eslint .", "lint", None),
+        ("vitest run", "other", "vitest"),
+    ]
+    package(tmp_path, {"test": "yarn unit", "unit": "cross-env NODE_ENV=test jest --runInBand"})
+    assert plan_script(tmp_path, "yarn")[0].runner == "jest"
+    package(tmp_path, {"test": "mocha", "pretest": "node scripts/lint.js"})
+    assert [(s.command, s.kind) for s in plan_script(tmp_path, "npm")] == [
+        ("node scripts/lint.js", "lint"),
+        ("mocha", "other"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("command", "runner"),
+    [
+        ("node --test", "node"),
+        ("node --experimental-vm-modules --test test/", "node"),
+        ("nyc mocha --exit", "mocha"),
+        ("c8 ava", "ava"),
+        ("NODE_ENV=test npx jest", "jest"),
+        ("pnpm exec vitest", "vitest"),
+        ("eslint --plugin jest .", None),
+        ("jest --watch", None),
+        ("mocha | tee out.txt", None),  # other shell syntax: run as written, whole
+        ("node test.js", None),
+    ],
+)
+def test_the_runner_of_a_step(command: str, runner: str | None) -> None:
+    assert classify(command).runner == runner
+
+
+def test_and_splitting_respects_quotes() -> None:
+    assert split_and("a && b 'x && y' && \"c && d\"") == ["a", "b 'x && y'", '"c && d"']
+
+
+def test_reporter_flags_per_runner(tmp_path: Path) -> None:
+    report = tmp_path / "r.json"
+    node = reporter_command(ScriptStep("node --test test/", runner="node"), report, tmp_path)
+    assert node.startswith("node --test --test-reporter=spec ") and node.endswith(f"={report} test/")
+    assert (tmp_path / "node_test_reporter.mjs").is_file()
+    own = reporter_command(ScriptStep("node --test --test-reporter=dot", runner="node"), report, tmp_path)
+    assert "spec" not in own and own.count("--test-reporter-destination") == 2, "their reporter keeps stdout"
+    assert reporter_command(ScriptStep("vitest", runner="vitest"), report, tmp_path).startswith("vitest --run ")
+    assert "--run" not in reporter_command(ScriptStep("vitest run", runner="vitest"), report, tmp_path)[11:]
+    assert reporter_command(ScriptStep("jest", runner="jest"), report, tmp_path).endswith(f"--outputFile={report}")
+    assert reporter_command(ScriptStep("ava", runner="ava"), report, tmp_path) == "ava --tap"
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# reports → ids
+
+
+def junit_with_paths(folder: Path) -> Path:
+    """A JUnit file as mocha-junit-reporter / jest-junit write it: absolute paths of the folder it ran in."""
+    folder.mkdir(parents=True, exist_ok=True)
+    report = folder / "junit.xml"
+    report.write_text(
+        f'<testsuites><testsuite name="Root Suite" file="{folder}/test/app.test.js">'
+        f'<testsuite name="Router" file="{folder}/test/app.test.js">'
+        '<testcase classname="get returns 404" name="Router get returns 404">'
+        f'<failure message="expected 404">at Context (file://{folder}/lib/router.js:3:1)</failure></testcase>'
+        '<testcase classname="get ok" name="Router get ok"/>'
+        "</testsuite></testsuite></testsuites>"
+    )
+    return report
+
+
+def test_junit_ids_from_two_folders_compare(tmp_path: Path) -> None:
+    """The baseline runs in a copy elsewhere: ids carry no absolute path, so both runs name the same tests."""
+    base, task = tmp_path / "baseline-copy", tmp_path / "worktree"
+    base_cases, base_failures = read_junit(junit_with_paths(base), base)
+    task_cases, _ = read_junit(junit_with_paths(task), task)
+    assert base_cases == task_cases
+    assert base_cases == {
+        "test/app.test.js::Router > Router get returns 404": "failed",
+        "test/app.test.js::Router > Router get ok": "passed",
+    }
+    assert all(str(tmp_path) not in k for k in base_cases), base_cases
+    assert str(base) not in next(iter(base_failures.values())), "failure texts hold no checkout paths either"
+
+
+async def test_agentlab_toml_junit_route_compares_across_folders(tmp_path: Path) -> None:
+    """The documented route, run for real in two folders: the same ids (they used to carry the folder)."""
+    command = (
+        """printf '<testsuite><testcase classname="calc" name="adds" file="%s/test/calc.js"/></testsuite>' """
+        """"$PWD" > out.xml"""
+    )
+    outcomes = []
+    for name in ("one", "two"):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / ".agentlab.toml").write_text(f"[tests]\ncommand = '''{command}'''\njunit = 'out.xml'\n")
+        outcomes.append(await run_tests(folder, 30))
+    assert outcomes[0].cases == outcomes[1].cases == {"test/calc.js::calc > adds": "passed"}
+
+
+def test_nested_suites_and_repeated_names_never_collapse(tmp_path: Path) -> None:
+    records = [
+        {"file": f"{tmp_path}/test/{f}.js", "titles": [suite, inner, "works"], "state": "passed"}
+        for f in ("a", "b")
+        for suite in ("Router", "App")
+        for inner in ("get", "post")
+    ]
+    records += records[:3]  # the same titles again in one run (a loop of `it`s with one name)
+    report = tmp_path / "r.json"
+    report.write_text(json.dumps(records))
+    cases, _ = read_records(report, tmp_path)
+    assert len(cases) == len(records)
+    assert "test/a.js::Router > get > works" in cases and "test/a.js::Router > get > works [2]" in cases
+
+
+def test_jest_json_with_a_file_that_would_not_load(tmp_path: Path) -> None:
+    report = tmp_path / "jest.json"
+    report.write_text(
+        json.dumps(
+            {
+                "testResults": [
+                    {
+                        "name": f"{tmp_path}/src/a.test.ts",
+                        "status": "failed",
+                        "assertionResults": [
+                            {"ancestorTitles": ["a", "b"], "title": "c", "status": "failed", "failureMessages": ["x"]},
+                            {"ancestorTitles": [], "title": "d", "status": "pending", "failureMessages": []},
+                        ],
+                    },
+                    {"name": f"{tmp_path}/src/broken.test.ts", "status": "failed", "message": "SyntaxError: nope"},
+                ]
+            }
+        )
+    )
+    cases, failures = read_jest_json(report, tmp_path)
+    assert cases == {
+        "src/a.test.ts::a > b > c": "failed",
+        "src/a.test.ts::d": "skipped",
+        "src/broken.test.ts": "failed",
+    }
+    assert failures["src/broken.test.ts"] == "SyntaxError: nope"
+
+
+def test_ava_tap() -> None:
+    tap = (
+        "TAP version 13\nok 1 - retry › retries twice\nnot ok 2 - retry › gives up\n  ---\n"
+        "    name: AssertionError\n    message: expected 3\n  ...\nok 3 - later # SKIP\n1..3\n"
+    )
+    cases, failures = read_tap(tap, Path("/x"))
+    assert cases == {"retry › retries twice": "passed", "retry › gives up": "failed", "later": "skipped"}
+    assert "message: expected 3" in failures["retry › gives up"]
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# running a chain
+
+
+async def test_a_failing_lint_step_is_reported_and_the_tests_still_run(tmp_path: Path) -> None:
+    package(tmp_path, {"test": "node lint.js && node --test"})
+    (tmp_path / "lint.js").write_text("console.log('1 lint error'); process.exit(1);\n")
+    (tmp_path / "test").mkdir()
+    (tmp_path / "test" / "a.test.js").write_text(
+        "const { test } = require('node:test');\ntest('ok', () => {});\ntest('bad', () => { throw new Error('no'); });\n"
+    )
+    if shutil.which("node") is None:
+        pytest.skip("node is not installed")
+    outcome = await run_tests(tmp_path, 60)
+    assert [(s.command, s.kind, s.passed) for s in outcome.steps] == [("node lint.js", "lint", False)]
+    assert "1 lint error" in outcome.steps[0].output
+    assert outcome.cases == {"test/a.test.js::ok": "passed", "test/a.test.js::bad": "failed"}
+    assert outcome.state is RunState.complete and "Error: no" in outcome.failures["test/a.test.js::bad"]
+
+
+async def test_tests_that_cannot_be_told_apart_after_a_failed_build_say_why(tmp_path: Path) -> None:
+    package(tmp_path, {"test": "npm run build && node check.js", "build": "node -e 'process.exit(2)'"})
+    (tmp_path / "check.js").write_text("process.exit(1);\n")
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        pytest.skip("node and npm are not installed")
+    outcome = await run_tests(tmp_path, 60)
+    assert outcome.state is RunState.stopped_before_tests
+    assert outcome.reason == "`npm test` stops at `node -e 'process.exit(2)'` (build) before any test can be told apart"
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# the sandbox and borrowing
+
+
+def test_sandbox_env_never_lets_a_package_manager_download_itself(tmp_path: Path) -> None:
+    env = sandbox_env({"PATH": "/usr/bin", "npm_config_offline": "true"}, spec_for(tmp_path))
+    assert env["npm_config_manage_package_manager_versions"] == "false" and env["COREPACK_ENABLE_STRICT"] == "0"
+    assert env["npm_config_offline"] == "true"
+
+
+def test_a_resumed_worktree_borrows_its_node_modules_again(tmp_path: Path) -> None:
+    owner, worktree = package(tmp_path / "owner", {"test": "mocha"}), package(tmp_path / "wt", {"test": "mocha"})
+    (owner / "node_modules" / ".bin").mkdir(parents=True)
+    first = detect_environment(worktree, owner)
+    assert first is not None and first.borrowed == ["node_modules"]
+    assert link_borrowed(first, worktree) == ["node_modules"]
+    again = detect_environment(worktree, owner)  # the resumed task: the link is there already
+    assert again is not None and again.borrowed == ["node_modules"]
+    assert (owner / "node_modules").resolve() in again.read_only_paths
+    (worktree / "node_modules").unlink()
+    (worktree / "node_modules").symlink_to(tmp_path, target_is_directory=True)  # re-pointed by a worker
+    link_borrowed(again, worktree)
+    assert (worktree / "node_modules").resolve() == (owner / "node_modules").resolve()
+
+
+async def test_caches_in_borrowed_node_modules_are_private_and_writable(tmp_path: Path) -> None:
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap is not installed")
+    owner, worktree = package(tmp_path / "owner", {"test": "x"}), package(tmp_path / "wt", {"test": "x"})
+    stale = owner / "node_modules" / ".cache" / "eslint"
+    stale.mkdir(parents=True)
+    (stale / "cache.json").write_text(json.dumps({"file": f"{owner}/index.js"}))
+    env = detect_environment(worktree, owner)
+    assert env is not None
+    link_borrowed(env, worktree)
+    spec = spec_for(worktree, extra_read_only=env.read_only_paths)
+    assert node_modules_caches(spec) == [(owner / "node_modules" / ".cache").resolve()]
+    result = await run_command(
+        "ls node_modules/.cache; echo new > node_modules/.cache/x && cat node_modules/.cache/x; "
+        "touch node_modules/y 2>/dev/null || echo read-only",
+        cwd=worktree,
+        timeout=30,
+        env=child_env(),
+        sandbox=spec,
+    )
+    assert result.exit_code == 0, result.output
+    assert result.output.split() == ["new", "read-only"], "an empty private cache, writable; the rest read-only"
+    assert sorted(os.listdir(owner / "node_modules" / ".cache")) == ["eslint"], "nothing written to the owner's"
+
+
+async def test_node_webassembly_works_under_the_sandboxs_address_space_limit(tmp_path: Path) -> None:
+    """vitest (es-module-lexer) instantiates WebAssembly; node's trap handler reserves more address space than the
+    sandbox allows, so the sandbox turns it off where node knows how."""
+    if shutil.which("bwrap") is None or shutil.which("node") is None:
+        pytest.skip("bubblewrap and node are needed")
+    module = "new Uint8Array([0,97,115,109,1,0,0,0,5,3,1,0,1])"  # (module (memory 1))
+    script = f"WebAssembly.instantiate({module}).then(() => console.log('wasm ok'), (e) => console.log(String(e)))"
+    result = await run_command(f'node -e "{script}"', cwd=tmp_path, timeout=30, sandbox=spec_for(tmp_path))
+    assert result.output.strip() == "wasm ok", result.output
