@@ -11,12 +11,15 @@ from pathlib import PurePosixPath
 _SOURCE = r"[\w@+-][\w./@+-]*\.[A-Za-z]\w{0,4}"  # a file path with an extension: calc.py, src/lib/x.test.ts
 _FRAMES = (
     re.compile(r'File "(?P<file>[^"]+)", line \d+, in (?P<func>[\w.<>]+)'),  # a Python traceback
-    re.compile(rf"^(?P<file>{_SOURCE}):\d+: in (?P<func>[\w.<>]+)", re.M),  # pytest: `calc.py:2: in add`
-    re.compile(rf"^(?P<file>{_SOURCE}):\d+: \w+", re.M),  # pytest's last frame: `test_calc.py:5: AssertionError`
+    # pytest: `calc.py:2: in add`, `/tmp/x/calc.py:2: ValueError`, `test_calc.py:5:`
+    re.compile(rf"^(?P<file>/?{_SOURCE}):\d+:(?: in (?P<func>[\w.<>]+)|[ \t]|$)", re.M),
+    re.compile(r"^[ \t>]*(?:async )?def (?P<func>\w+)\(", re.M),  # pytest's long frames show each function's source
     re.compile(rf"\bat (?:(?P<func>[\w.$<>]+) )?\(?(?:file://)?(?P<file>/?{_SOURCE}):\d+:\d+\)?"),  # a JS stack
 )
 _FILE_TOKEN = re.compile(rf"(?<![\w/.-]){_SOURCE}(?![\w-])")
 _TEST_AFFIXES = re.compile(r"^(?:test_)|(?:[._-](?:test|spec)s?)$|(?:_test)$")
+# a task meant to fix something: then the tests of a file it names are its own (not for "rename the variables")
+_FIX_WORDS = re.compile(r"\b(?:fix\w*|bugs?|broken|repair\w*|failing|fails?|wrong|regression|crash\w*)\b", re.I)
 
 
 def named_in(test_id: str, instructions: str) -> bool:
@@ -55,7 +58,7 @@ def frames(text: str) -> list[tuple[str, str | None]]:
     for pattern in _FRAMES:
         for match in pattern.finditer(text):
             func = match.groupdict().get("func")
-            found.append((match.group("file"), func))
+            found.append((match.groupdict().get("file") or "", func))
     return found
 
 
@@ -88,21 +91,21 @@ def target_reason(test_id: str, instructions: str, failure_texts: Iterable[str],
     test_file = test_file_of(test_id)
     if test_file and mentions_file(instructions, test_file):
         return f"the instructions name its file `{test_file}`"
-    if test_file:
+    if test_file and _FIX_WORDS.search(instructions):
         subject = subject_of(test_file)
         for token in _FILE_TOKEN.findall(instructions):
             if token != PurePosixPath(test_file).name and subject and subject_of(token) == subject == _stem(token):
-                return f"the instructions name `{token}`, the code it tests"
+                return f"the task is to fix `{token}`, the code it tests"
     seen = [frame for text in failure_texts for frame in frames(text)]
     for file, func in seen:
-        if mentions_file(instructions, file):
+        if file and mentions_file(instructions, file):
             return f"its failure runs through `{PurePosixPath(file).name}`, which the instructions name"
         if func and mentions_code(instructions, func):
             return f"its failure runs through `{func}`, which the instructions name"
     changed = list(changed)
     for file, _ in seen:
         for path in changed:
-            if _same_file(file, path):
+            if file and _same_file(file, path):
                 return f"its failure runs through `{path}`, which the task changed"
     return None
 

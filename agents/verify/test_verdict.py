@@ -224,7 +224,8 @@ class Verdict:
             steps = [_step_name(s) for s in self.steps_broken]
             lines.append("Steps of the test script passing at the base, failing now:\n" + _bullets(steps))
         if mine or self.steps_broken or self.introduced_error:
-            lines.append(f"Each failure (its message and traceback):\n```\n{self.failure_output()}\n```")
+            title = "What the run printed" if self.introduced_error else "Each failure (its message and traceback)"
+            lines.append(f"{title}:\n```\n{self.failure_output()}\n```")
         if (mine or self.steps_broken) and self.after.output.strip():
             lines.append(f"End of the run's output:\n```\n{_tail(self.after.output, OUTPUT_TAIL_CHARS)}\n```")
         if self.pre_existing:
