@@ -226,13 +226,14 @@ class Verdict:
         if mine or self.steps_broken or self.introduced_error:
             title = "What the run printed" if self.introduced_error else "Each failure (its message and traceback)"
             lines.append(f"{title}:\n```\n{self.failure_output()}\n```")
-        if (mine or self.steps_broken) and self.after.output.strip():
-            lines.append(f"End of the run's output:\n```\n{_tail(self.after.output, OUTPUT_TAIL_CHARS)}\n```")
         if self.pre_existing:
             lines.append(
                 "Failing before your change too (not yours, leave them unless the task is about them):\n"
                 + _bullets(self.pre_existing)
             )
+        if (mine or self.steps_broken) and self.after.output.strip():
+            tail = _tail(self.after.output, OUTPUT_TAIL_CHARS)
+            lines.append(f"End of the run's output (every failure, yours or not):\n```\n{tail}\n```")
         lines.append(
             "Fix the code so these tests pass. Do not weaken, skip or delete tests to get green. "
             "Then reply with a short report."
