@@ -144,6 +144,7 @@ async def test_stubborn_breakage_ends_blocked(bot: BotHarness, model: ScriptedMo
     bot.say("speed up shop")
     task, summary = await final_summary(bot, 1, timeout=90)
     assert task.status is TaskStatus.BLOCKED and "3 corrections" in summary.text
+    assert summary.text.startswith("✗ Task #1 blocked: tests still fail"), "the verdict's mark first"
     assert "1 broken" in summary.text and "test_price.py::test_total" in summary.text
     assert len(corrections(model)) == 3
 

@@ -70,7 +70,15 @@ async def test_collection_error_at_the_base_is_never_done(
     assert "at the base and now" in first_line(summary)
     assert corrections(model) == [], "nothing seen failing: nothing to send back"
     assert "✔" not in first_line(summary) and "done" not in first_line(summary)
-    assert "unverified" in merge_label(summary)
+    assert merge_label(summary) == "⚠ Merge unverified"
+    print(summary.text)
+    bot.tg.send_command(USER_ID, "/task 1")  # the task in detail, then its summary again from the outbox
+    detail = await bot.tg.await_for(
+        lambda: next((m for m in bot.tg.messages(USER_ID) if "Tool calls:" in (m.text or "")), None)
+    )
+    assert "· unverified ·" in detail.text and "Reason: ⚠ Task #1 needs a look" in detail.text
+    again = await bot.tg.await_for(lambda: [m for m in bot.tg.messages(USER_ID) if m.text == summary.text][1:] or None)
+    assert merge_label(again[0]) == "⚠ Merge unverified"
 
 
 async def test_whole_suite_red_before_and_after_is_unverified(
