@@ -164,7 +164,7 @@ def test_failures_the_base_run_cannot_place_are_unverified_not_sent_back() -> No
     base = run(state=RunState.interrupted, reason="`pytest` timed out after 5 s before the tests ended")
     verdict = judge(run(t__a="failed", t__b="passed"), base)
     assert verdict.unknown == ["t.py::a"] and not verdict.broken and verdict.mark is Mark.unverified
-    assert "the base run `pytest` timed out" in verdict.unverified
+    assert "fail now and at the base `pytest` timed out" in verdict.unverified
 
 
 def test_no_baseline_at_all_still_counts_failures_as_the_tasks() -> None:

@@ -309,12 +309,10 @@ def _unverified(verdict: Verdict, after: TestOutcome, base: TestOutcome | None) 
         if base.status is TestStatus.no_tests:
             return f"{now} (the base commit had no tests)"
         return f"{now} (at the base: {then})"
-    if verdict.unknown:
+    if verdict.unknown and base is not None:  # (no baseline at all: every failure is the task's, never unknown)
         return (
-            f"{len(verdict.unknown)} test(s) fail now and the base run {why_not_run(base)}, so the bot cannot "
+            f"{len(verdict.unknown)} test(s) fail now and at the base {why_not_run(base)}, so the bot cannot "
             "tell whether the task broke them"
-            if base is not None
-            else None
         )
     if SUITE_ID in verdict.still_failing:
         return (
