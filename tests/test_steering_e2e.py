@@ -86,7 +86,7 @@ async def test_a_reply_to_the_progress_message_reaches_the_workers_next_request(
     go.set()
 
     task = await ended(bot, 1)
-    assert task.status is TaskStatus.COMPLETED
+    assert task.status is TaskStatus.UNVERIFIED  # ended; no tests in group-therapy
     assert NOTE not in str(model.requests["code"][1]["messages"]), "the request in flight was sent before the note"
     assert NOTE in last_user_text(model.requests["code"][2]), "the next request carries the note"
     assert model.requests["orchestrator"] == [], "a note is not a chat turn"
@@ -95,9 +95,9 @@ async def test_a_reply_to_the_progress_message_reaches_the_workers_next_request(
     model.add("orchestrator", claude_says.text("That task is finished; want a new one?"))
     bot.tg.send_text(USER_ID, "and the changelog", reply_to_message_id=progress.message_id)
     refusal = await bot.tg.await_for(
-        lambda: next((m for m in bot.tg.messages(USER_ID) if "is completed" in (m.text or "")), None)
+        lambda: next((m for m in bot.tg.messages(USER_ID) if "is unverified" in (m.text or "")), None)
     )
-    assert refusal.text.startswith("Task #1 is completed") and "normal message" in refusal.text
+    assert refusal.text.startswith("Task #1 is unverified") and "normal message" in refusal.text
     await bot.tg.await_for(
         lambda: any(m.text == "That task is finished; want a new one?" for m in bot.tg.messages(USER_ID))
     )
@@ -121,7 +121,7 @@ async def test_message_task_reaches_the_running_worker_and_a_finished_task_says_
     result = model.requests["orchestrator"][1]["messages"][-1]["content"][0]
     assert not result.get("is_error") and "Note passed to task #1" in result["content"]
     go.set()
-    assert (await ended(bot, 1)).status is TaskStatus.COMPLETED
+    assert (await ended(bot, 1)).status is TaskStatus.UNVERIFIED  # ended; no tests in group-therapy
     assert NOTE in last_user_text(model.requests["code"][1])
 
     model.add(
@@ -134,7 +134,7 @@ async def test_message_task_reaches_the_running_worker_and_a_finished_task_says_
     result = model.requests["orchestrator"][3]["messages"][-1]["content"][0]
     assert (
         result["is_error"]
-        and "task #1 is completed" in result["content"]
+        and "task #1 is unverified" in result["content"]
         and "only a running task" in result["content"]
     )
 

@@ -144,6 +144,7 @@ async def test_stubborn_breakage_ends_blocked(bot: BotHarness, model: ScriptedMo
     bot.say("speed up shop")
     task, summary = await final_summary(bot, 1, timeout=90)
     assert task.status is TaskStatus.BLOCKED and "3 corrections" in summary.text
+    assert summary.text.startswith("✗ Task #1 blocked: tests still fail"), "the verdict's mark first"
     assert "1 broken" in summary.text and "test_price.py::test_total" in summary.text
     assert len(corrections(model)) == 3
 
@@ -186,7 +187,7 @@ async def test_flaky_test_is_reported_flaky_not_broken(
     assert "test_net.py::test_network_sometimes" in summary.text
 
 
-async def test_slow_suite_timing_out_at_the_base_too_does_not_block(
+async def test_slow_suite_timing_out_at_the_base_too_is_unverified_not_blocked(
     bot: BotHarness, model: ScriptedModel, workspace_root: Path
 ) -> None:
     make_repo(
@@ -200,8 +201,10 @@ async def test_slow_suite_timing_out_at_the_base_too_does_not_block(
     model.add("code", write_file("README.md", "# slow\n"), claude_says.text("Added."))
     bot.say("add a readme to slow")
     task, summary = await final_summary(bot, 1, timeout=60)
-    assert task.status is TaskStatus.COMPLETED and corrections(model) == []
-    assert "timed out after 2 s" in summary.text and "also at the base commit" in summary.text
+    assert task.status is TaskStatus.UNVERIFIED and corrections(model) == [], "not the task's doing, not seen passing"
+    first = summary.text.splitlines()[0]
+    assert first.startswith("⚠") and "timed out after 2 s" in first and "at the base and now" in first
+    assert "also at the base commit" in summary.text
 
 
 async def test_workspace_without_tests_says_so(bot: BotHarness, model: ScriptedModel) -> None:
@@ -209,7 +212,8 @@ async def test_workspace_without_tests_says_so(bot: BotHarness, model: ScriptedM
     model.add("code", edit("app.py", "'hi'", "'hello'"), claude_says.text("Done."))
     bot.say("say hello in group therapy")
     task, summary = await final_summary(bot, 1, timeout=60)
-    assert task.status is TaskStatus.COMPLETED and corrections(model) == []
+    assert task.status is TaskStatus.UNVERIFIED and corrections(model) == [], "nothing was seen passing"
+    assert summary.text.startswith("⚠ Task #1 needs a look · unverified: the workspace has no tests")
     assert "no tests found" in summary.text
 
 

@@ -151,7 +151,7 @@ async def test_research_proposal_waits_then_button_approval_starts_code_worker(
     )
     bot.tg.press_button(USER_ID, shown.message_id, "proposal:approve:1")
     task, summary = await final_summary(bot, 2)
-    assert task.proposal_id == 1 and task.status is TaskStatus.COMPLETED
+    assert task.proposal_id == 1 and task.status is TaskStatus.UNVERIFIED  # no tests there: nothing verified
     assert proposal_md in last_user_text(model.requests["code"][0]), "the worker gets exactly the proposal"
     assert (await bot.runtime.store.get_proposal(1)).status is ProposalStatus.APPROVED
     assert "import logging" in git(repo, "show", f"{task.branch}:app.py")
@@ -198,7 +198,7 @@ async def test_go_ahead_approves_and_refinement_supersedes(bot: BotHarness, mode
     )
     bot.say("go ahead")
     task, _ = await final_summary(bot, 3)
-    assert task.proposal_id == 2 and task.status is TaskStatus.COMPLETED
+    assert task.proposal_id == 2 and task.status is TaskStatus.UNVERIFIED  # no tests there: nothing verified
     assert "Modularise only." in last_user_text(model.requests["code"][0])
     pending_context = model.requests["orchestrator"][-2]["messages"][-1]["content"][-1]["text"]
     assert "proposal #2" in pending_context
@@ -224,7 +224,7 @@ async def test_own_repo_change_lands_in_self(bot: BotHarness, model: ScriptedMod
     )
     bot.say("add a /restart command to your code")
     task, summary = await final_summary(bot, 1)
-    assert task.workspace == "self" and task.status is TaskStatus.COMPLETED
+    assert task.workspace == "self" and task.status is TaskStatus.UNVERIFIED  # the bot's repo here has no tests
     assert "restart" in git(bot_repo, "show", f"{task.branch}:telegram_bot/handlers.py")
 
 
@@ -243,7 +243,7 @@ async def test_frontend_worker_screenshot_is_sent_as_photo(bot: BotHarness, mode
     )
     bot.say("build a portfolio website in group therapy")
     task, _ = await final_summary(bot, 1, timeout=90)
-    assert task.status is TaskStatus.COMPLETED
+    assert task.status is TaskStatus.UNVERIFIED  # ended; no tests in group-therapy
     photos = [m for m in bot.tg.messages(USER_ID) if m.kind == "photo"]
     assert len(photos) == 2 and photos[0].data.startswith(b"\x89PNG")
     image_blocks = [
@@ -338,7 +338,7 @@ async def test_a_tool_call_cut_off_at_max_tokens_is_not_run(
     assert told["is_error"] and "max_tokens" in told["content"]
     audit = await bot.runtime.store.tool_calls(task_id=1)
     assert [c.tool for c in audit] == ["write_file"], "the cut-off call never ran"
-    assert task.status is TaskStatus.COMPLETED
+    assert task.status is TaskStatus.UNVERIFIED  # ended; no tests in the workspace
 
 
 async def test_double_tap_on_approve_starts_one_task(bot: BotHarness, model: ScriptedModel) -> None:

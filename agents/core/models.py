@@ -33,6 +33,7 @@ class TaskStatus(StrEnum):
     PENDING = "pending"
     IN_PROGRESS = "in_progress"
     COMPLETED = "completed"
+    UNVERIFIED = "unverified"  # ended, but the bot could not tell whether the change is good: needs a look (issue 21)
     FAILED = "failed"
     BLOCKED = "blocked"
     CANCELLED = "cancelled"
@@ -57,7 +58,13 @@ class TaskStatus(StrEnum):
 
     @property
     def is_final(self) -> bool:
-        return self in (TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.BLOCKED, TaskStatus.CANCELLED)
+        return self in (
+            TaskStatus.COMPLETED,
+            TaskStatus.UNVERIFIED,
+            TaskStatus.FAILED,
+            TaskStatus.BLOCKED,
+            TaskStatus.CANCELLED,
+        )
 
 
 class WorkerKind(StrEnum):

@@ -59,7 +59,8 @@ Tasks: list_tasks shows them; get_task(id) tells one whole; cancel_task(task_id)
 if the message replies to a task's message, stop that task; if exactly one task is running, stop it; if
 several run and nothing says which, ask which (list them by number and title). A finished task's branch is
 merged with merge_task(id) or thrown away with discard_task(id) when the user asks ("merge it", "throw
-that away").
+that away"). A task `unverified` (⚠ needs a look) is not done: the bot could not tell whether its change is
+good (get_task says why); never call it done or safe to merge.
 
 Workspaces:
 - Work happens only in the workspaces listed in the context; the user's own words may name them loosely

@@ -25,7 +25,7 @@ from agents.verify.test_env import (
     pyproject_table,
     read_config_file,
 )
-from agents.verify.test_runner import NO_TESTS_MESSAGE, TestOutcome, TestStatus, run_tests
+from agents.verify.test_runner import RunState, TestOutcome, TestStatus, no_tests_outcome, run_tests
 from agents.verify.test_verdict import Verdict, judge
 
 log = logging.getLogger(__name__)
@@ -115,26 +115,43 @@ class TaskTests:
     async def check(self, checkout: Path) -> Verdict:
         """Run the tests in `checkout`, compare with the base commit, re-run newly failing tests once."""
         if self.problem is not None:
-            failed = TestOutcome(status=TestStatus.error, command=None, output=self.problem, summary=self.problem)
+            failed = TestOutcome(
+                status=TestStatus.error,
+                command=None,
+                output=self.problem,
+                summary=self.problem,
+                state=RunState.not_started,
+                reason=f"the test configuration is broken: {self.problem}",
+            )
             return judge(failed, failed, self.instructions)
-        none = TestOutcome(status=TestStatus.no_tests, command=None, output=NO_TESTS_MESSAGE, summary="no tests found")
+        none = no_tests_outcome()
+        changes = await self._changes(checkout)
+        changed = [path for _, path in changes]
         added = None
         if self.environment is None:  # no tests at the base: the task's own (detected by the bot; no .agentlab.toml)
             added = await asyncio.to_thread(detect_environment, checkout, self.repo, None)
         if added is not None:
             await asyncio.to_thread(link_borrowed, added, checkout)
             after = await run_tests(checkout, self.timeout, environment=added, **self.run_options)
-            verdict = judge(after, none, self.instructions)
+            verdict = judge(after, none, self.instructions, changed=changed)
             verdict.notes += [*added.notes, "the base commit had no tests: these are the task's own"]
         elif self.environment is None:
             verdict = judge(none, none, self.instructions)
         else:
             after = await run_tests(checkout, self.timeout, environment=self.environment, **self.run_options)
             base = await self._base()
-            verdict = judge(after, base, self.instructions, await self._flaky(checkout, after, base))
+            flaky = await self._flaky(checkout, after, base)
+            verdict = judge(after, base, self.instructions, flaky, changed=changed)
             verdict.notes += self.environment.notes
-        verdict.warnings += await self.touched_checks(checkout, verdict)
+        verdict.warnings += await self.touched_checks(checkout, verdict, changes)
         return verdict
+
+    async def _changes(self, checkout: Path) -> list[tuple[str, str]]:
+        """(status, path) of what the task changed since the base commit; none when git cannot say."""
+        try:
+            return await git_repo.changes_since(checkout, self.base_commit)
+        except git_repo.GitError:
+            return []
 
     async def _base(self) -> TestOutcome | None:
         assert self.baseline is not None
@@ -150,7 +167,7 @@ class TaskTests:
         """Tests failing now but not at the base that pass on one immediate re-run (of those ids only)."""
         before = base.cases if base is not None else {}
         suspects = [name for name, state in after.cases.items() if state == "failed" and before.get(name) != "failed"]
-        if not suspects or after.status is not TestStatus.failed:
+        if not suspects or after.status is not TestStatus.failed or after.state is not RunState.complete:
             return set()
         assert self.environment is not None
         ids = [s for s in suspects if "::" in s and (checkout / s.split("::", 1)[0]).is_file()]
@@ -165,12 +182,12 @@ class TaskTests:
         )
         return {s for s in suspects if rerun.cases.get(s) == "passed"}
 
-    async def touched_checks(self, checkout: Path, verdict: Verdict) -> list[str]:
+    async def touched_checks(
+        self, checkout: Path, verdict: Verdict, changes: list[tuple[str, str]] | None = None
+    ) -> list[str]:
         """What the task changed of its own checks: test configuration, deleted test files, tests gone."""
-        try:
-            changes = await git_repo.changes_since(checkout, self.base_commit)
-        except git_repo.GitError:
-            return []
+        if changes is None:
+            changes = await self._changes(checkout)
         warnings = []
         for status, path in changes:
             name = Path(path).name

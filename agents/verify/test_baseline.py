@@ -19,6 +19,8 @@ from agents.verify.test_runner import TestOutcome, TestStatus, run_tests
 
 log = logging.getLogger(__name__)
 
+RESULTS_FORMAT = "2"  # bumped when a kept outcome would mean something else now
+
 
 class BaselineRuns:
     """Base-commit test outcomes, cached under `directory` as one JSON file per (workspace, commit, command)."""
@@ -29,8 +31,10 @@ class BaselineRuns:
         self._waiters: dict[str, int] = {}
 
     def key(self, repo: Path, commit: str, env: TestEnvironment) -> str:
-        steps = [f"{s.runner or s.kind}:{s.command}" for s in env.script]  # how it is run decides what it shows
-        text = "\0".join([str(Path(repo).resolve()), commit, env.command, env.kind, env.junit or "", "ids-v2", *steps])
+        # RESULTS_FORMAT: outcomes kept before runs said how far they got (RunState) or had root-relative ids are not
+        # reused; the steps are part of the key because how a script is run decides what it shows
+        steps = [f"{s.runner or s.kind}:{s.command}" for s in env.script]
+        text = "\0".join([RESULTS_FORMAT, str(Path(repo).resolve()), commit, env.command, env.kind, env.junit or "", *steps])
         return hashlib.sha256(text.encode()).hexdigest()[:32]
 
     def cached(self, repo: Path, commit: str, env: TestEnvironment) -> TestOutcome | None:

@@ -43,6 +43,8 @@ OUTPUT_TAIL_CHARS = 4_000
 FAILURE_CHARS = 1_500  # per failing test
 _CAPTURE_BYTES = 64_000
 _PYTEST_NO_TESTS_EXIT = 5
+_PYTEST_INTERRUPTED_EXIT = 2  # collection errors, ^C: pytest's "Interrupted"
+_KILLED_EXITS = frozenset({128 + 6, 128 + 9, 128 + 11, 128 + 15})  # SIGABRT, SIGKILL, SIGSEGV, SIGTERM: a crash or kill
 _PYTEST_ERROR_EXITS = frozenset({3, 4})  # internal error, usage error: the run itself is broken
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _PYTEST_COUNT = r"\d+ (?:passed|failed|errors?|skipped|xfailed|xpassed|deselected|warnings?|rerun)"
@@ -110,6 +112,18 @@ class TestOutcome(BaseModel):
 # running
 
 
+def no_tests_outcome() -> TestOutcome:
+    """A workspace with no test command: nothing can be verified (never "passed")."""
+    return TestOutcome(
+        status=TestStatus.no_tests,
+        command=None,
+        output=NO_TESTS_MESSAGE,
+        summary="no tests found",
+        state=RunState.not_started,
+        reason="the workspace has no tests the bot can find",
+    )
+
+
 def detect_test_command(workspace: Path) -> str | None:
     """The shell command that runs this workspace's tests, or None (TestConfigError when `.agentlab.toml` is bad)."""
     env = detect_environment(Path(workspace))
@@ -141,11 +155,16 @@ async def run_tests(
         try:
             environment = await asyncio.to_thread(detect_environment, workspace)
         except TestConfigError as err:
-            return TestOutcome(status=TestStatus.error, command=None, output=str(err), summary=str(err))
-        if environment is None:
             return TestOutcome(
-                status=TestStatus.no_tests, command=None, output=NO_TESTS_MESSAGE, summary="no tests found"
+                status=TestStatus.error,
+                command=None,
+                output=str(err),
+                summary=str(err),
+                state=RunState.not_started,
+                reason=f"the test configuration is broken: {err}",
             )
+        if environment is None:
+            return no_tests_outcome()
     command = environment.with_ids(ids or [])
     # The JUnit report goes outside the checkout (never in a diff); a sandboxed run must be able to write report_dir.
     with tempfile.TemporaryDirectory(prefix="agentlab-junit-") as report_dir:
@@ -178,6 +197,8 @@ async def run_tests(
                 display=environment.display,
                 output=str(err),
                 summary=f"could not run: {err}",
+                state=RunState.not_started,
+                reason=f"`{environment.display or command}` could not be started",
             )
         junit = report if environment.pytest else own_report
         if own_report is not None and _mtime(own_report) == stale:
@@ -206,21 +227,70 @@ def _outcome(
         "output": _tail(failures_section(output)),
         "duration": result.duration,
     }
+    shown = f"`{environment.display or command}`"
+    stopped, not_started = RunState.interrupted, RunState.not_started
     if result.timed_out:
-        return TestOutcome(status=TestStatus.error, timed_out=True, summary=f"timed out after {timeout:g} s", **base)
+        return TestOutcome(
+            status=TestStatus.error,
+            timed_out=True,
+            summary=f"timed out after {timeout:g} s",
+            state=stopped,
+            reason=f"{shown} timed out after {timeout:g} s before the tests ended",
+            **base,
+        )
     if result.cancelled:
-        return TestOutcome(status=TestStatus.error, summary="cancelled", **base)
+        return TestOutcome(
+            status=TestStatus.error, summary="cancelled", state=stopped, reason=f"{shown} was cancelled", **base
+        )
     code = result.exit_code
     is_pytest = environment.pytest or runs_pytest(command)
     if code in (126, 127):
-        return TestOutcome(status=TestStatus.error, summary=f"could not run the test command (exit {code})", **base)
+        why = "command not found" if code == 127 else "not executable"
+        return TestOutcome(
+            status=TestStatus.error,
+            summary=f"could not run the test command (exit {code})",
+            state=not_started,
+            reason=f"{shown} could not start ({why}, exit {code})",
+            **base,
+        )
+    if code is not None and (code < 0 or code in _KILLED_EXITS):
+        return TestOutcome(
+            status=TestStatus.error,
+            summary=f"killed (exit {code})",
+            state=stopped,
+            reason=f"{shown} was killed part-way (exit {code})",
+            **base,
+        )
     if is_pytest and code == 1 and "No module named pytest" in output:
-        return TestOutcome(status=TestStatus.error, summary="pytest is not installed for this interpreter", **base)
+        summary = "pytest is not installed for this interpreter"
+        return TestOutcome(status=TestStatus.error, summary=summary, state=not_started, reason=summary, **base)
     if is_pytest and code == _PYTEST_NO_TESTS_EXIT:
-        return TestOutcome(status=TestStatus.no_tests, summary="no tests found", **base)
+        return TestOutcome(
+            status=TestStatus.no_tests,
+            summary="no tests found",
+            state=not_started,
+            reason=f"{shown} collected no tests",
+            **base,
+        )
     if is_pytest and code in _PYTEST_ERROR_EXITS and not failures:
         summary = _summary_line(output) or f"pytest could not run the tests (exit {code})"
-        return TestOutcome(status=TestStatus.error, summary=summary, **base)
+        why = "an internal error" if code == 3 else "a usage error"
+        return TestOutcome(
+            status=TestStatus.error, summary=summary, state=not_started, reason=f"{shown} stops at {why}", **base
+        )
+    if is_pytest and code == _PYTEST_INTERRUPTED_EXIT:  # collection errors (or ^C): the tests did not run through
+        summary = _summary_line(output) or "interrupted"
+        collection = re.search(r"errors? during collection", output) is not None
+        why = "stops at a collection error before any test runs" if collection else "was interrupted (exit 2)"
+        return TestOutcome(
+            status=TestStatus.failed,
+            summary=summary,
+            cases=cases,
+            failures=failures,
+            state=stopped,
+            reason=f"{shown} {why}",
+            **base,
+        )
     status = TestStatus.passed if code == 0 else TestStatus.failed
     if not cases:  # the runner names no tests: the suite is the one test
         cases = {SUITE_ID: status.value}

@@ -1,17 +1,63 @@
-"""A task judged by its tests against its base commit: fixed, broken (introduced), still failing (pre-existing),
-flaky; what goes back to the worker (only what it broke, and the tests it was asked about), and the short lines
-the chat shows."""
+"""A task judged by its tests against its base commit, and the verdict the user merges on (INTERFACE.md):
+✔ only for what the bot saw pass, ✗ for tests (or script steps) the task broke or failed to fix, ⚠ unverified
+whenever the bot cannot tell (a run that did not start, was interrupted, stopped before the tests, or failed as a
+whole before and after). Also what goes back to the worker (what it broke and the tests it was meant to fix: names,
+counts, each failure's own text, the output's tail) and the short lines the chat shows."""
 
 from __future__ import annotations
 
-import re
+import enum
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from agents.verify.test_runner import SUITE_ID, TestOutcome, TestStatus
+from agents.verify.test_runner import SUITE_ID, RunState, StepOutcome, TestOutcome, TestStatus
+from agents.verify.test_targets import named_in, target_reason
+
+__all__ = ["Mark", "Verdict", "judge", "named_in", "ran"]
 
 LIST_LIMIT = 8  # names listed in the chat summary; /task N has them all
 DETAIL_CHARS = 3_000
-FAILURE_OUTPUT_CHARS = 6_000
+FAILURE_OUTPUT_CHARS = 6_000  # every failure's own text together, in a correction
+MIN_FAILURE_CHARS = 400  # each failure keeps at least this much when many share FAILURE_OUTPUT_CHARS
+OUTPUT_TAIL_CHARS = 1_500  # the end of the run's output, after the failures
+
+
+class Mark(str, enum.Enum):
+    """The verdict's mark, the first character of a task's summary."""
+
+    done = "✔"  # seen passing: nothing the task broke or was meant to fix fails
+    failed = "✗"  # the task broke tests (or a step) or did not fix its target tests
+    unverified = "⚠"  # the bot cannot tell
+
+
+def ran(outcome: TestOutcome | None) -> bool:
+    """The run reached its end and reported passes and failures (per test, or as a whole suite)."""
+    return (
+        outcome is not None
+        and outcome.state is RunState.complete
+        and outcome.status in (TestStatus.passed, TestStatus.failed)
+    )
+
+
+def shown_command(outcome: TestOutcome) -> str:
+    return f"`{outcome.display or outcome.command}`" if (outcome.display or outcome.command) else "the tests"
+
+
+def why_not_run(outcome: TestOutcome) -> str:
+    """One phrase: why this run says nothing about the tests."""
+    if outcome.reason:
+        return outcome.reason.strip().rstrip(".")
+    if outcome.status is TestStatus.no_tests:
+        return "no tests found in this workspace"
+    if outcome.timed_out:
+        return f"{shown_command(outcome)} timed out"
+    if outcome.state is RunState.stopped_before_tests:
+        return f"{shown_command(outcome)} stops before any test runs"
+    return f"{shown_command(outcome)} did not run the tests ({outcome.summary})"
+
+
+def _step_name(step: StepOutcome) -> str:
+    return f"`{step.command}` ({step.kind})"
 
 
 @dataclass
@@ -20,25 +66,37 @@ class Verdict:
     base: TestOutcome | None
     fixed: list[str] = field(default_factory=list)
     broken: list[str] = field(default_factory=list)  # passed (or absent) at the base, failing now
-    still_failing: list[str] = field(default_factory=list)  # failing at the base and now: pre-existing
-    targets: list[str] = field(default_factory=list)  # failing tests the task named: its own to fix
+    still_failing: list[str] = field(default_factory=list)  # failing at the base and now
+    targets: list[str] = field(default_factory=list)  # failing at the base, and the task was meant to fix them
+    target_reasons: dict[str, str] = field(default_factory=dict)  # target -> why it is the task's
+    unknown: list[str] = field(default_factory=list)  # failing now; the base run cannot say whether before too
     flaky: list[str] = field(default_factory=list)  # failed once, passed on the immediate re-run
     disappeared: list[str] = field(default_factory=list)  # ran at the base, not any more
+    steps_broken: list[StepOutcome] = field(default_factory=list)  # a lint/build step passing at the base, failing now
+    steps_before: list[StepOutcome] = field(default_factory=list)  # failing at the base too
+    steps_unknown: list[StepOutcome] = field(default_factory=list)  # failing now, not reached at the base
+    unverified: str | None = None  # why the bot cannot tell (one phrase), when it cannot
     notes: list[str] = field(default_factory=list)  # environment and configuration remarks
     warnings: list[str] = field(default_factory=list)  # the task touched its own checks
 
     @property
     def runnable(self) -> bool:
-        return self.after.status in (TestStatus.passed, TestStatus.failed)
+        return ran(self.after)
 
     @property
     def introduced_error(self) -> bool:
-        """The tests cannot run any more, and they could at the base."""
-        return self.after.status is TestStatus.error and (self.base is None or self.base.status is not TestStatus.error)
+        """The tests do not run to their end any more, and they did at the base (or there is no baseline)."""
+        return not ran(self.after) and (self.base is None or ran(self.base))
 
     @property
     def needs_correction(self) -> bool:
-        return bool(self.broken or self.targets) or self.introduced_error
+        return bool(self.broken or self.targets or self.steps_broken) or self.introduced_error
+
+    @property
+    def mark(self) -> Mark:
+        if self.needs_correction:
+            return Mark.failed
+        return Mark.unverified if self.unverified else Mark.done
 
     @property
     def pre_existing(self) -> list[str]:
@@ -47,12 +105,12 @@ class Verdict:
     # ---- what the chat shows ---------------------------------------------------------------------------------------
     def line(self) -> str:
         """`Tests: 41 passed · 1 fixed · 0 broken · 2 failing before (pre-existing) · 12.3 s (pytest)`."""
-        after, shown = self.after, f"`{self.after.display or self.after.command or 'tests'}`"
-        if after.status is TestStatus.no_tests:
+        after, shown = self.after, shown_command(self.after)
+        if after.status is TestStatus.no_tests and not ran(self.base):
             return "**Tests:** no tests found in this workspace (nothing was verified)"
-        if after.status is TestStatus.error:
+        if not ran(after):
             also = " (also at the base commit: not this task's doing)" if not self.introduced_error else ""
-            return f"**Tests:** could not run: {after.summary}{also} · {shown}"
+            return f"**Tests:** did not complete: {why_not_run(after)}{also} · {after.summary} · {shown}"
         passed = sum(1 for s in after.cases.values() if s == "passed")
         parts = [
             f"{passed} passed" if SUITE_ID not in after.cases else f"suite {after.status.value}",
@@ -62,17 +120,29 @@ class Verdict:
         ]
         if self.targets:
             parts.append(f"{len(self.targets)} still failing that the task is about")
+        if self.unknown:
+            parts.append(f"{len(self.unknown)} failing, unknown at the base")
         if self.flaky:
             parts.append(f"{len(self.flaky)} flaky")
-        if self.base is None or self.base.status is TestStatus.error:
-            parts.append("no baseline" + (f" ({self.base.summary})" if self.base else ""))
+        if self.base is None or not ran(self.base):
+            parts.append("no baseline" + (f" ({why_not_run(self.base)})" if self.base else ""))
         return f"**Tests:** {' · '.join(parts)} · {after.duration:.1f} s · {shown}"
+
+    def steps_line(self) -> str | None:
+        """The script's failing non-test steps (lint, build), compared with the base like tests."""
+        parts = [f"{_step_name(s)} broken by the task" for s in self.steps_broken]
+        parts += [f"{_step_name(s)} failing before too (pre-existing)" for s in self.steps_before]
+        parts += [f"{_step_name(s)} failing, not reached at the base" for s in self.steps_unknown]
+        return "**Steps:** " + " · ".join(parts) if parts else None
 
     def summary_lines(self) -> list[str]:
         lines = [self.line()]
+        if steps := self.steps_line():
+            lines.append(steps)
         for label, names in (
             ("Broken", self.broken),
             ("Still failing (task's target)", self.targets),
+            ("Failing (the base run cannot tell)", self.unknown),
             ("Fixed", self.fixed),
             ("Flaky (passed on re-run)", self.flaky),
             ("Failing before (pre-existing)", self.pre_existing),
@@ -86,13 +156,16 @@ class Verdict:
         return lines
 
     def detail(self) -> str:
-        """Every list in full (for the task's events, shown by /task N), bounded."""
-        lines = [f"{self.after.status.value}: {self.after.summary} ({self.after.display or self.after.command})"]
+        """Every list in full (for the task's events, shown by /task N and get_task), bounded."""
+        unverified = f" unverified: {self.unverified}" if self.mark is Mark.unverified else ""
+        mark = f"verdict: {self.mark.value}{unverified}"
+        lines = [mark, f"{self.after.status.value}: {self.after.summary} ({self.after.display or self.after.command})"]
         if self.base is not None:
             lines.append(f"base: {self.base.status.value}: {self.base.summary}")
         for label, names in (
             ("broken", self.broken),
-            ("target still failing", self.targets),
+            ("target still failing", [f"{t} ({self.target_reasons.get(t, 'named')})" for t in self.targets]),
+            ("failing, unknown at the base", self.unknown),
             ("fixed", self.fixed),
             ("flaky", self.flaky),
             ("pre-existing", self.pre_existing),
@@ -100,41 +173,67 @@ class Verdict:
         ):
             if names:
                 lines.append(f"{label} ({len(names)}): " + ", ".join(names))
+        if steps := self.steps_line():
+            lines.append(steps.removeprefix("**Steps:** "))
         lines += self.notes + self.warnings
         text = "\n".join(lines)
         return text if len(text) <= DETAIL_CHARS else text[: DETAIL_CHARS - 1] + "…"
 
     # ---- what the worker is sent -----------------------------------------------------------------------------------
     def failure_output(self) -> str:
-        """The failures of the tests the worker must fix, one block each; the run's failing output otherwise."""
+        """Each failure the worker must fix, its own message and traceback lines, in one block each; the run's
+        reason and output when the run itself broke."""
         if self.introduced_error:
             base = f"At the base commit: {self.base.summary}.\n" if self.base else ""
-            return f"{base}{self.after.summary}\n{self.after.output}"
-        blocks = [f"--- {name}\n{self.after.failures.get(name, '').strip()}" for name in self.broken + self.targets]
-        text = "\n".join(blocks)
+            return f"{base}{why_not_run(self.after)}: {self.after.summary}\n{_tail(self.after.output, 3_000)}"
+        blocks = [(name, self.after.failures.get(name, "").strip()) for name in self.broken + self.targets]
+        blocks += [(f"step {_step_name(s)}", s.output.strip()) for s in self.steps_broken]
+        share = max(MIN_FAILURE_CHARS, FAILURE_OUTPUT_CHARS // max(1, len(blocks)))
+        text = "\n".join(f"--- {name}\n{_head_and_tail(body, share)}" for name, body in blocks)
         return text if len(text) <= FAILURE_OUTPUT_CHARS else text[:FAILURE_OUTPUT_CHARS] + "\n[... trimmed ...]"
+
+    def counts(self) -> str:
+        """`3 passed, 1 failed · 1 broken by your change · 1 the task is about · 2 failing before too`."""
+        parts = [self.after.summary]
+        if ran(self.after):
+            parts += [
+                f"{len(self.broken)} broken by your change",
+                f"{len(self.targets)} the task is about, still failing",
+                f"{len(self.pre_existing)} failing before your change too",
+            ]
+        if self.steps_broken:
+            parts.append(f"{len(self.steps_broken)} script step(s) broken")
+        return " · ".join(parts)
 
     def correction(self, attempt: int, limit: int) -> str:
         mine = self.broken + self.targets
         lines = [
             (
                 f"The bot ran the workspace's tests after your changes and they FAILED (correction {attempt} of "
-                f"{limit}). Command: {self.after.display or self.after.command}"
+                f"{limit}). Command: {self.after.display or self.after.command}\nCounts: {self.counts()}"
             )
         ]
         if self.introduced_error:
-            lines.append("The test run itself no longer works; at the task's base commit it did.")
+            lines.append(f"The test run itself no longer completes ({why_not_run(self.after)}); at the base it did.")
         if self.broken:
             lines.append("Passing at the task's base commit, failing now (yours to fix):\n" + _bullets(self.broken))
         if self.targets:
-            lines.append("Tests this task is about, still failing:\n" + _bullets(self.targets))
-        if mine or self.introduced_error:
-            lines.append(f"Output (trimmed):\n```\n{self.failure_output()}\n```")
+            targets = [f"{t} ({self.target_reasons[t]})" if t in self.target_reasons else t for t in self.targets]
+            lines.append("Failing at the base; this task is meant to fix them (still failing):\n" + _bullets(targets))
+        if self.steps_broken:
+            steps = [_step_name(s) for s in self.steps_broken]
+            lines.append("Steps of the test script passing at the base, failing now:\n" + _bullets(steps))
+        if mine or self.steps_broken or self.introduced_error:
+            title = "What the run printed" if self.introduced_error else "Each failure (its message and traceback)"
+            lines.append(f"{title}:\n```\n{self.failure_output()}\n```")
         if self.pre_existing:
             lines.append(
                 "Failing before your change too (not yours, leave them unless the task is about them):\n"
                 + _bullets(self.pre_existing)
             )
+        if (mine or self.steps_broken) and self.after.output.strip():
+            tail = _tail(self.after.output, OUTPUT_TAIL_CHARS)
+            lines.append(f"End of the run's output (every failure, yours or not):\n```\n{tail}\n```")
         lines.append(
             "Fix the code so these tests pass. Do not weaken, skip or delete tests to get green. "
             "Then reply with a short report."
@@ -143,39 +242,87 @@ class Verdict:
 
 
 def judge(
-    after: TestOutcome, base: TestOutcome | None, instructions: str = "", flaky: set[str] | frozenset[str] = frozenset()
+    after: TestOutcome,
+    base: TestOutcome | None,
+    instructions: str = "",
+    flaky: set[str] | frozenset[str] = frozenset(),
+    changed: Iterable[str] = (),
 ) -> Verdict:
-    """Compare the outcomes after the worker with those at the base commit."""
+    """Compare the outcomes after the worker with those at the base commit. `changed`: the paths the task changed
+    (a base failure whose traceback runs through one is the task's to fix)."""
     verdict = Verdict(after=after, base=base)
-    before = base.cases if base is not None and base.status is not TestStatus.error else {}
-    for name, state in after.cases.items():
-        was = before.get(name)
-        if state == "failed":
-            if name in flaky:
-                verdict.flaky.append(name)
-            elif was == "failed":
-                verdict.still_failing.append(name)
-            else:
-                verdict.broken.append(name)
-        elif state == "passed" and was == "failed":
-            verdict.fixed.append(name)
-    verdict.targets = [t for t in verdict.still_failing if named_in(t, instructions)]
-    verdict.disappeared = [n for n, s in before.items() if s != "skipped" and n not in after.cases and n != SUITE_ID]
+    before = base.cases if base is not None else {}
+    # None: no baseline at all (every failure counts as the task's, as before issue 13); no tests at the base: the same
+    base_known = base is None or ran(base) or base.status is TestStatus.no_tests
+    if ran(after):
+        for name, state in after.cases.items():
+            was = before.get(name)
+            if state == "failed":
+                if name in flaky:
+                    verdict.flaky.append(name)
+                elif was == "failed":
+                    verdict.still_failing.append(name)
+                elif base_known or was is not None:
+                    verdict.broken.append(name)
+                else:
+                    verdict.unknown.append(name)
+            elif state == "passed" and was == "failed":
+                verdict.fixed.append(name)
+        if ran(base):
+            verdict.disappeared = [
+                n for n, s in before.items() if s != "skipped" and n not in after.cases and n != SUITE_ID
+            ]
+    changed = list(changed)
+    for name in verdict.still_failing:
+        texts = [after.failures.get(name, ""), base.failures.get(name, "") if base is not None else ""]
+        if name != SUITE_ID and (reason := target_reason(name, instructions, texts, changed)):
+            verdict.targets.append(name)
+            verdict.target_reasons[name] = reason
+    _judge_steps(verdict, after, base)
+    verdict.unverified = _unverified(verdict, after, base)
     return verdict
 
 
-def named_in(test_id: str, instructions: str) -> bool:
-    """Whether the instructions name this test: its id, its function (`test_add`), or the function it tests
-    called as code (`add()` for `test_add`)."""
-    if not instructions or test_id == SUITE_ID:
-        return False
-    function = re.sub(r"\[.*\]$", "", test_id.rsplit("::", 1)[-1])
-    if test_id in instructions or re.search(rf"\b{re.escape(function)}\b", instructions):
-        return True
-    subject = function.removeprefix("test_")
-    return (
-        subject != function and len(subject) >= 2 and re.search(rf"\b{re.escape(subject)}\(", instructions) is not None
-    )
+def _judge_steps(verdict: Verdict, after: TestOutcome, base: TestOutcome | None) -> None:
+    at_base = {s.command: s for s in base.steps} if base is not None else {}
+    for step in after.steps:
+        if step.passed:
+            continue
+        was = at_base.get(step.command)
+        if was is None and base is not None:
+            verdict.steps_unknown.append(step)
+        elif was is not None and not was.passed:
+            verdict.steps_before.append(step)
+        else:
+            verdict.steps_broken.append(step)
+
+
+def _unverified(verdict: Verdict, after: TestOutcome, base: TestOutcome | None) -> str | None:
+    """Why the bot cannot tell whether the task is good (one phrase), or None when it can."""
+    if not ran(after):
+        if verdict.introduced_error:
+            return None  # the task's doing: ✗, not ⚠
+        now = why_not_run(after)
+        then = why_not_run(base) if base is not None else None
+        if base is None or then == now:
+            return f"{now}, at the base and now" if base is not None else now
+        if base.status is TestStatus.no_tests:
+            return f"{now} (the base commit had no tests)"
+        return f"{now} (at the base: {then})"
+    if verdict.unknown and base is not None:  # (no baseline at all: every failure is the task's, never unknown)
+        return (
+            f"{len(verdict.unknown)} test(s) fail now and at the base {why_not_run(base)}, so the bot cannot "
+            "tell whether the task broke them"
+        )
+    if SUITE_ID in verdict.still_failing:
+        return (
+            f"{shown_command(after)} fails as a whole at the base and now and names no tests, so the bot cannot "
+            "tell what the task changed"
+        )
+    if verdict.steps_unknown:
+        names = ", ".join(_step_name(s) for s in verdict.steps_unknown)
+        return f"{names} fails now and was not reached at the base"
+    return None
 
 
 def _names(names: list[str]) -> str:
@@ -191,3 +338,11 @@ def _bullets(names: list[str], limit: int = 30) -> str:
 def _tail(text: str, limit: int) -> str:
     text = text.strip()
     return text if len(text) <= limit else "…" + text[-(limit - 1) :]
+
+
+def _head_and_tail(text: str, limit: int) -> str:
+    """A failure's message (its head) and the end of its traceback, within `limit`."""
+    if len(text) <= limit:
+        return text
+    head = limit // 3
+    return f"{text[:head]}\n[...]\n{text[-(limit - head) :]}"

@@ -37,7 +37,7 @@ from agents.tools.toolbox import Audit, Toolbox, ToolError, ToolResult
 from agents.tools.workspaces import Workspace, Workspaces
 from agents.verify.task_tests import TaskTests
 from agents.verify.test_baseline import BaselineRuns
-from agents.verify.test_verdict import Verdict
+from agents.verify.test_verdict import Mark, Verdict, why_not_run
 from agents.work.orphans import instance_token, task_tag
 from agents.work.steering import Inboxes
 from agents.work.worker import Limits, Worker, WorkerResult
@@ -96,10 +96,15 @@ def proposal_buttons(proposal_id: int) -> list[list[Button]]:
     return [[button("✅ Approve", Action.APPROVE, proposal_id), button("✖ Reject", Action.REJECT, proposal_id)]]
 
 
-def branch_buttons(task_id: int) -> list[list[Button]]:
+MERGE_LABELS = {TaskStatus.COMPLETED: "Merge", TaskStatus.UNVERIFIED: "⚠ Merge unverified"}
+
+
+def branch_buttons(task_id: int, status: TaskStatus = TaskStatus.COMPLETED) -> list[list[Button]]:
+    """Merge / Diff / Discard; Merge says what a merge would take: a verified change, an unverified one, or one the
+    bot did not finish (blocked, failed)."""
     return [
         [
-            button("Merge", Action.MERGE, task_id),
+            button(MERGE_LABELS.get(status, "Merge anyway"), Action.MERGE, task_id),
             button("Diff", Action.DIFF, task_id),
             button("Discard", Action.DISCARD, task_id),
         ]
@@ -562,12 +567,15 @@ class TaskExecutor:
         elif not result.finished:
             status, headline = TaskStatus.FAILED, f"✖ Task #{task.id} stopped: {result.reason(self.limits())}"
         elif verdict is not None and verdict.introduced_error:
-            status, headline = TaskStatus.BLOCKED, f"⛔ Task #{task.id} blocked: the tests could not be run"
+            status, headline = (
+                TaskStatus.BLOCKED,
+                f"{Mark.failed.value} Task #{task.id} blocked: the tests no longer run ({why_not_run(verdict.after)})",
+            )
         elif verdict is not None and verdict.needs_correction:
             status, headline = (
                 TaskStatus.BLOCKED,
                 (
-                    f"⛔ Task #{task.id} blocked: tests still fail after {corrections} correction"
+                    f"{Mark.failed.value} Task #{task.id} blocked: tests still fail after {corrections} correction"
                     f"{'s' if corrections != 1 else ''}"
                 ),
             )
@@ -576,10 +584,13 @@ class TaskExecutor:
                 TaskStatus.BLOCKED,
                 (f"⚠ Task #{task.id} not done: {len(unverified)} of {len(criteria)} acceptance criteria unverified"),
             )
+        elif verdict is not None and verdict.mark is Mark.unverified:  # not "done": the bot cannot tell
+            status = TaskStatus.UNVERIFIED
+            headline = f"{Mark.unverified.value} Task #{task.id} needs a look · unverified: {verdict.unverified}"
         else:
-            status, headline = TaskStatus.COMPLETED, f"✔ Task #{task.id} done"
-            if verdict is not None and verdict.warnings:  # never plainly "done" when the task touched its checks
-                headline += " ⚠ with changes to its own tests (see below)"
+            status, headline = TaskStatus.COMPLETED, f"{Mark.done.value} Task #{task.id} done"
+        if status is not TaskStatus.BLOCKED and verdict is not None and verdict.warnings:
+            headline += " ⚠ with changes to its own tests (see below)"  # never plainly "done" then
         lines = [f"**{headline}** · `{task.workspace}`", ""]
         if result.report:
             lines += ["**Worker's report:**", trim(result.report, REPORT_LIMIT), ""]
@@ -593,6 +604,8 @@ class TaskExecutor:
         if last:
             stat = (last.diffstat.splitlines() or [""])[-1].strip()
             files = ", ".join(f"`{f}`" for f in last.files[:12]) + (" …" if len(last.files) > 12 else "")
+            if not last.files:  # its commits cancel out
+                files, stat = "no net change: the branch's files are as at the base commit", ""
             lines += [
                 f"**Files:** {files}" + (f" ({stat})" if stat else ""),
                 f"**Commit:** `{last.short_sha}` on branch `{tree.branch}` (base `{tree.base_branch}`)",
@@ -614,7 +627,7 @@ class TaskExecutor:
         await git_repo.remove_worktree_keep_branch(tree)
         await progress.close(headline)
         await self._show(
-            task, summary, buttons=branch_buttons(task.id) if last else None, reply_to=task.reply_to_message_id
+            task, summary, buttons=branch_buttons(task.id, status) if last else None, reply_to=task.reply_to_message_id
         )
 
     async def _show(self, task: Task, markdown: str, **how: object) -> None:
