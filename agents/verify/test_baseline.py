@@ -34,7 +34,8 @@ class BaselineRuns:
         # RESULTS_FORMAT: outcomes kept before runs said how far they got (RunState) or had root-relative ids are not
         # reused; the steps are part of the key because how a script is run decides what it shows
         steps = [f"{s.runner or s.kind}:{s.command}" for s in env.script]
-        text = "\0".join([RESULTS_FORMAT, str(Path(repo).resolve()), commit, env.command, env.kind, env.junit or "", *steps])
+        parts = [RESULTS_FORMAT, str(Path(repo).resolve()), commit, env.command, env.kind, env.junit or "", *steps]
+        text = "\0".join(parts)
         return hashlib.sha256(text.encode()).hexdigest()[:32]
 
     def cached(self, repo: Path, commit: str, env: TestEnvironment) -> TestOutcome | None:
