@@ -20,6 +20,7 @@ from agents.core.actions import Action, Button, button
 from agents.core.models import Criterion, Proposal, ProposalStatus, Task, TaskEvent, TaskStatus, WorkerKind, utcnow
 from agents.core.protocols import Notifier
 from agents.core.settings import Settings
+from agents.core.text import fenced
 from agents.llm import prompts
 from agents.llm.client import explain_api_error, usage_record
 from agents.repo_map.maps import RepoMap, repo_map_tools
@@ -377,7 +378,7 @@ class TaskExecutor:
         except Exception as err:  # the map helps; its absence must not fail the task
             log.warning("task %s: no repository map: %s", task.id, err)
             return ""
-        return f"\n\nRepository map (most relevant files first, with signatures):\n```\n{text}\n```" if text else ""
+        return f"\n\nRepository map (most relevant files first, with signatures):\n{fenced(text)}" if text else ""
 
     def first_turn(self, task: Task, criteria: list[Criterion], repo_map: str = "") -> str:
         text = task.instructions
