@@ -28,6 +28,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agents.tools.task_limits import TaskBounds
+
 log = logging.getLogger(__name__)
 
 HOME = "/home/agent"  # the sandbox's empty home (its own tmpfs)
@@ -145,6 +147,7 @@ class SandboxSpec:
     path_prefix: tuple[str, ...] = ()  # bin folders put before the system PATH (a virtualenv's)
     masks: tuple[tuple[Path, Path], ...] = ()  # (replacement, target): read-only file shown in place of target
     writable: tuple[Path, ...] = ()  # folders of the bot's own (e.g. a test report's) bound read-write, same place
+    task: TaskBounds | None = field(default=None, compare=False)  # the task's cgroup and disk budget (task_limits.py)
 
     def with_network(self, network: bool) -> SandboxSpec:
         return dataclasses.replace(self, network=network)
@@ -292,10 +295,22 @@ def sandbox_env(env: Mapping[str, str], spec: SandboxSpec) -> dict[str, str]:
     return kept
 
 
-def bwrap_argv(spec: SandboxSpec, command: str, *, bwrap: str = "bwrap", shell: str = "/bin/bash") -> list[str]:
-    """The argv that runs `command` with `shell -c` inside the sandbox described by `spec`, cwd = the worktree."""
+def bwrap_argv(
+    spec: SandboxSpec,
+    command: str,
+    *,
+    bwrap: str = "bwrap",
+    shell: str = "/bin/bash",
+    user_net: tuple[int, int] | None = None,
+) -> list[str]:
+    """The argv that runs `command` with `shell -c` inside the sandbox described by `spec`, cwd = the worktree.
+
+    With `user_net` (info fd, block fd; agents/tools/user_net.py) an allowed network stays a namespace of its own that
+    pasta attaches to before the command runs; without it an allowed network is the host's."""
     argv = [bwrap, "--unshare-all"]
-    if spec.network:
+    if user_net is not None:
+        argv += ["--info-fd", str(user_net[0]), "--block-fd", str(user_net[1])]
+    elif spec.network:
         argv.append("--share-net")
     argv += ["--die-with-parent", "--new-session", "--cap-drop", "ALL", "--hostname", "sandbox"]
     for system in SYSTEM_DIRS:
