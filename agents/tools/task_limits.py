@@ -113,7 +113,9 @@ class DiskBudget:
         said = f"The command was stopped: the task's files grew past its disk budget of {limit} MB"
         said += " (SANDBOX_MAX_DISK_MB)"
         if removed:
-            said += f"; the {len(removed)} largest files it wrote were deleted ({', '.join(removed[:3])}"
+            many = f"{len(removed)} files it wrote, largest first, were"
+            count = "1 file it wrote was" if len(removed) == 1 else many
+            said += f"; {count} deleted ({', '.join(removed[:3])}"
             said += ", ...)" if len(removed) > 3 else ")"
         return said + "."
 
