@@ -284,10 +284,14 @@ async def _run_argv(
             await on_start(pgid)
         except BaseException as err:
             _signal_group(pgid, signal.SIGKILL)
+            said = b""
             with contextlib.suppress(Exception):
-                await process.wait()
+                async with asyncio.timeout(KILL_WAIT_SECONDS):
+                    said = await process.stdout.read(2000) if process.stdout else b""
+                    await process.wait()
             if isinstance(err, Exception):
-                raise ToolError(f"cannot start {command!r}: {err}") from None
+                detail = said.decode(errors="replace").strip()
+                raise ToolError(f"cannot start {command!r}: {err}" + (f" ({detail})" if detail else "")) from None
             raise
     collected = _BoundedOutput(max_output)
 

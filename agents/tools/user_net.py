@@ -29,6 +29,7 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 ATTACH_TIMEOUT_SECONDS = 10.0
+LOOPBACK_WAIT_POLLS = 2000  # of about a millisecond each
 PASTA_OPTIONS = ("--config-net", "--no-map-gw", "-t", "none", "-u", "none", "-T", "none", "-U", "none", "-q")
 
 
@@ -61,6 +62,7 @@ class UserNet:
             self._close_fd(fd)
         async with asyncio.timeout(ATTACH_TIMEOUT_SECONDS):
             pid = await asyncio.to_thread(_read_child_pid, self.info_read)
+            await _loopback_configured(pid)
             pid_file = self.folder / "pasta.pid"
             runas = ["--runas", "0"] if os.geteuid() == 0 else []  # as root pasta would drop to nobody and fail
             process = await asyncio.create_subprocess_exec(
@@ -98,6 +100,19 @@ class UserNet:
             self._open.discard(fd)
             with contextlib.suppress(OSError):
                 os.close(fd)
+
+
+async def _loopback_configured(pid: int) -> None:
+    """Wait until bwrap gave the namespace its loopback address: pasta brings `lo` up, which makes the kernel add
+    127.0.0.1 itself, and bwrap's own attempt would then fail ("loopback: Failed RTM_NEWADDR")."""
+    trie = Path(f"/proc/{pid}/net/fib_trie")
+    for _ in range(LOOPBACK_WAIT_POLLS):
+        try:
+            if "127.0.0.1" in trie.read_text():
+                return
+        except OSError:
+            return  # the sandbox is gone already: attaching will say so
+        await asyncio.sleep(0.001)
 
 
 def _read_child_pid(fd: int) -> int:
