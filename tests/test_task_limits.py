@@ -210,3 +210,25 @@ async def test_an_allowed_network_does_not_reach_the_hosts_own_ports(
     finally:
         for x in listeners:
             x.close()
+
+
+async def test_growth_spread_over_several_commands_counts(tmp_path: Path) -> None:
+    """Two commands each under the budget, together over it: the second is stopped (the count is the task's)."""
+    import dataclasses
+
+    from agents.tools.sandbox import spec_for
+    from agents.tools.shell import run_command
+    from agents.tools.task_limits import DiskBudget, TaskBounds
+
+    root = tmp_path.resolve()
+    bounds = TaskBounds("spread", 1 << 30, 512, DiskBudget(root, 300 << 20))
+    spec = dataclasses.replace(spec_for(root), task=bounds)
+    try:
+        first = await run_command("fallocate -l 200M one.bin && echo first-done", root, 60, sandbox=spec)
+        second = await run_command("fallocate -l 200M two.bin && sleep 3 && echo second''-done", root, 60, sandbox=spec)
+    finally:
+        await bounds.close()
+    assert first.ok and first.stopped is None, first.output
+    assert not second.ok and "disk budget of 300 MB" in (second.stopped or ""), second.format_for_model()
+    assert "second-done" not in second.output
+    assert (root / "one.bin").exists() and not (root / "two.bin").exists()  # the newest, largest file went first

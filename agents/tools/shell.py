@@ -22,7 +22,6 @@ from agents.tools.sandbox import (
     sandbox_env,
     unavailable_reason,
 )
-from agents.tools.task_limits import fs_used
 from agents.tools.toolbox import ToolError
 from agents.tools.user_net import UserNet
 from agents.tools.user_net import available as user_net_available
@@ -213,14 +212,13 @@ async def _run_sandboxed(
     watcher: asyncio.Task[str] | None = None
     if budget is not None:
         await budget.start()
-    fs_before = fs_used(sandbox.worktree)
 
     async def on_start(pgid: int) -> None:
         nonlocal watcher
         if net is not None:
             await net.attach()
         if budget is not None:
-            watcher = asyncio.create_task(budget.watch(fs_before, lambda: _signal_group(pgid, signal.SIGKILL)))
+            watcher = asyncio.create_task(budget.watch(lambda: _signal_group(pgid, signal.SIGKILL)))
 
     try:
         result = await _run_argv(
@@ -242,7 +240,7 @@ async def _run_sandboxed(
             cap.close_later()
     if watcher is not None and watcher.done() and not watcher.cancelled():
         result.stopped = watcher.result()
-    elif budget is not None and await budget.over(fs_before):
+    elif budget is not None and await budget.over():
         result.stopped = await budget.exceeded()
     if group is not None and group.oom_kills() > oom_before and bounds is not None:
         result.output += (

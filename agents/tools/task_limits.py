@@ -2,10 +2,11 @@
 
 The disk budget (`SANDBOX_MAX_DISK_MB`) is how much the task's worktree may grow beyond what it held when the task's
 first command ran, counted in allocated blocks (a `fallocate`d or sparse file counts for what it really takes; hard
-links once). While a command runs, a cheap `statvfs` of the worktree's file system is polled; only when that file
-system grew by more than the budget has left is the worktree walked to count exactly (and once every
-`FULL_WALK_SECONDS` anyway, so a deletion elsewhere cannot hide growth for long). Past the budget the command is killed
-and the files it wrote are deleted, largest first, until the task is back within its budget, so it can go on.
+links once). While a command runs, and after it, a cheap `statvfs` of the worktree's file system is polled; only
+when that file system grew, since the last count, by more than the budget has left is the worktree walked to count
+exactly (and every `FULL_WALK_SECONDS` while a command runs, so a deletion elsewhere cannot hide growth for long).
+Past the budget the command is killed and the files it wrote are deleted, largest first, until the task is back
+within its budget, so it can go on.
 The private `/tmp` and home are not on disk: they are size-bounded tmpfs mounts (SANDBOX_TMP_MB) that end with each
 command, and their pages count against the task's memory cgroup.
 """
@@ -79,23 +80,27 @@ class DiskBudget:
     budget_bytes: int
     baseline: int | None = None
     last_usage: int = 0
+    fs_mark: int = 0  # bytes in use on the worktree's file system at the last walk
 
     async def start(self) -> None:
         if self.baseline is None:
+            self.fs_mark = fs_used(self.root)
             self.baseline = self.last_usage = await asyncio.to_thread(allocated_bytes, self.root)
 
     @property
     def grown(self) -> int:
         return self.last_usage - (self.baseline or 0)
 
-    async def over(self, fs_before: int, force: bool = False) -> bool:
-        """Whether the task is past its budget; the worktree is walked only when the file system grew enough."""
-        if not force and fs_used(self.root) - fs_before <= self.budget_bytes - self.grown:
+    async def over(self, force: bool = False) -> bool:
+        """Whether the task is past its budget. The worktree is walked only when its file system grew, since the
+        last walk, by more than the budget has left (so growth spread over several commands is seen too)."""
+        if not force and fs_used(self.root) - self.fs_mark <= self.budget_bytes - self.grown:
             return False
+        self.fs_mark = fs_used(self.root)
         self.last_usage = await asyncio.to_thread(allocated_bytes, self.root)
         return self.grown > self.budget_bytes
 
-    async def watch(self, fs_before: int, kill: Callable[[], None]) -> str:
+    async def watch(self, kill: Callable[[], None]) -> str:
         """Poll until the budget is exceeded, then `kill` the command and return the sentence for the model."""
         last_walk = time.monotonic()
         while True:
@@ -103,7 +108,7 @@ class DiskBudget:
             force = time.monotonic() - last_walk > FULL_WALK_SECONDS
             if force:
                 last_walk = time.monotonic()
-            if await self.over(fs_before, force):
+            if await self.over(force):
                 kill()
                 return await self.exceeded()
 
@@ -125,14 +130,14 @@ class DiskBudget:
         recent = time.time() - since_seconds
         candidates = sorted(
             (
-                (info.st_blocks, path)
+                (info.st_blocks, info.st_ctime, path)  # largest first; of equal ones the newest
                 for path, info in _entries(self.root)
                 if stat.S_ISREG(info.st_mode) and info.st_ctime >= recent and "/.git/" not in path
             ),
             reverse=True,
         )
         removed: list[str] = []
-        for blocks, path in candidates:
+        for blocks, _, path in candidates:
             if self.grown <= self.budget_bytes:
                 break
             with contextlib.suppress(OSError):
@@ -140,6 +145,7 @@ class DiskBudget:
                 self.last_usage -= blocks * 512
                 removed.append(os.path.relpath(path, self.root))
         self.last_usage = allocated_bytes(self.root)
+        self.fs_mark = fs_used(self.root)
         return removed
 
 
