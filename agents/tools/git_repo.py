@@ -758,7 +758,7 @@ async def _stage_all_but(path: Path, left_out: set[str]) -> None:
 
     The paths go to git on its standard input, never as pathspecs: one exclude pathspec per file put 100,000 files
     on the command line (E2BIG) and makes matching quadratic."""
-    pending = [p for p, _ in await pending_changes(path) if p not in left_out]
+    pending = [p.rstrip("/") for p, _ in await pending_changes(path) if p not in left_out]  # "sub/": a nested repo
     if pending:
         await _git("update-index", "--add", "--remove", "-z", "--stdin", cwd=path, stdin=_nul_joined(pending))
     in_head = {}
