@@ -232,3 +232,25 @@ async def test_growth_spread_over_several_commands_counts(tmp_path: Path) -> Non
     assert not second.ok and "disk budget of 300 MB" in (second.stopped or ""), second.format_for_model()
     assert "second-done" not in second.output
     assert (root / "one.bin").exists() and not (root / "two.bin").exists()  # the newest, largest file went first
+
+
+@pytest.mark.skipif(memory_cgroup_reason() is not None, reason=f"no per-task memory cgroup: {memory_cgroup_reason()}")
+def test_task_cgroups_a_dead_bot_left_behind_are_removed_at_start_up() -> None:
+    from agents.tools import task_cgroup
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    found = task_cgroup.support()
+    parents = [p for p in (found.memory_parent, found.pids_parent) if p is not None]
+    stale = [parent / f"task-{gone.pid}-9" for parent in parents]
+    for folder in stale:
+        folder.mkdir()
+    task_cgroup.support.cache_clear()
+    try:
+        assert task_cgroup.support().available
+    finally:
+        task_cgroup.support.cache_clear()
+        leftovers = [folder for folder in stale if folder.exists()]
+        for folder in leftovers:
+            folder.rmdir()
+    assert not leftovers
