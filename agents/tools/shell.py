@@ -210,6 +210,7 @@ async def _run_sandboxed(
         argv = cap.wrap(argv)
     oom_before = group.oom_kills() if group is not None else 0
     watcher: asyncio.Task[str] | None = None
+    tripped: list[int] = []  # the budget watcher killed the command and is cleaning up after it
     if budget is not None:
         await budget.start()
 
@@ -218,7 +219,11 @@ async def _run_sandboxed(
         if net is not None:
             await net.attach()
         if budget is not None:
-            watcher = asyncio.create_task(budget.watch(lambda: _signal_group(pgid, signal.SIGKILL)))
+            watcher = asyncio.create_task(budget.watch(lambda: stop(pgid)))
+
+    def stop(pgid: int) -> None:
+        tripped.append(pgid)
+        _signal_group(pgid, signal.SIGKILL)
 
     try:
         result = await _run_argv(
@@ -233,12 +238,15 @@ async def _run_sandboxed(
         )
     finally:
         if watcher is not None and not watcher.done():
-            watcher.cancel()
+            if tripped:
+                await asyncio.wait({watcher})
+            else:
+                watcher.cancel()
         if net is not None:
             net.close()
         if cap is not None:  # removed in the background: its last processes may take a moment to leave it
             cap.close_later()
-    if watcher is not None and watcher.done() and not watcher.cancelled():
+    if watcher is not None and watcher.done() and not watcher.cancelled() and watcher.exception() is None:
         result.stopped = watcher.result()
     elif budget is not None and await budget.over():
         result.stopped = await budget.exceeded()

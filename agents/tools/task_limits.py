@@ -2,9 +2,10 @@
 
 The disk budget (`SANDBOX_MAX_DISK_MB`) is how much the task's worktree may grow beyond what it held when the task's
 first command ran, counted in allocated blocks (a `fallocate`d or sparse file counts for what it really takes; hard
-links once). While a command runs, and after it, a cheap `statvfs` of the worktree's file system is polled; only
-when that file system grew, since the last count, by more than the budget has left is the worktree walked to count
-exactly (and every `FULL_WALK_SECONDS` while a command runs, so a deletion elsewhere cannot hide growth for long).
+links once). A small worktree (counted in under `CHEAP_WALK_SECONDS`) is counted every `POLL_SECONDS` while a command
+runs and after it. A larger one is counted when a cheap `statvfs` of its file system shows growth, since the last
+count, beyond what the budget has left, and at least every `FULL_WALK_SECONDS` while a command runs (so deletions
+elsewhere on the file system cannot hide growth for long), never taking more than ~4% of the time in counting.
 Past the budget the command is killed and the files it wrote are deleted, largest first, until the task is back
 within its budget, so it can go on.
 The private `/tmp` and home are not on disk: they are size-bounded tmpfs mounts (SANDBOX_TMP_MB) that end with each
@@ -31,6 +32,8 @@ log = logging.getLogger(__name__)
 
 POLL_SECONDS = 0.2
 FULL_WALK_SECONDS = 5.0
+CHEAP_WALK_SECONDS = 0.02  # a worktree counted this fast is counted after every command
+RECENT_SECONDS = 600.0  # files changed this recently may be deleted to get a task back within its disk budget
 
 
 def allocated_bytes(root: Path) -> int:
@@ -81,23 +84,31 @@ class DiskBudget:
     baseline: int | None = None
     last_usage: int = 0
     fs_mark: int = 0  # bytes in use on the worktree's file system at the last walk
+    walk_seconds: float = 0.0  # how long the last walk took
 
     async def start(self) -> None:
         if self.baseline is None:
-            self.fs_mark = fs_used(self.root)
-            self.baseline = self.last_usage = await asyncio.to_thread(allocated_bytes, self.root)
+            self.baseline = await self._walk()
 
     @property
     def grown(self) -> int:
         return self.last_usage - (self.baseline or 0)
 
-    async def over(self, force: bool = False) -> bool:
-        """Whether the task is past its budget. The worktree is walked only when its file system grew, since the
-        last walk, by more than the budget has left (so growth spread over several commands is seen too)."""
-        if not force and fs_used(self.root) - self.fs_mark <= self.budget_bytes - self.grown:
-            return False
+    async def _walk(self) -> int:
         self.fs_mark = fs_used(self.root)
+        started = time.monotonic()
         self.last_usage = await asyncio.to_thread(allocated_bytes, self.root)
+        self.walk_seconds = time.monotonic() - started
+        return self.last_usage
+
+    async def over(self, force: bool = False) -> bool:
+        """Whether the task is past its budget. A small worktree (a walk under CHEAP_WALK_SECONDS) is counted every
+        time; a large one only when its file system grew, since the last count, by more than the budget has left
+        (so growth spread over several commands is seen too, unless deletions elsewhere hide it)."""
+        cheap = self.walk_seconds <= CHEAP_WALK_SECONDS
+        if not (force or cheap) and fs_used(self.root) - self.fs_mark <= self.budget_bytes - self.grown:
+            return False
+        await self._walk()
         return self.grown > self.budget_bytes
 
     async def watch(self, kill: Callable[[], None]) -> str:
@@ -105,7 +116,8 @@ class DiskBudget:
         last_walk = time.monotonic()
         while True:
             await asyncio.sleep(POLL_SECONDS)
-            force = time.monotonic() - last_walk > FULL_WALK_SECONDS
+            # a full count at most every ~4% of the time it takes (at least every FULL_WALK_SECONDS)
+            force = time.monotonic() - last_walk > min(FULL_WALK_SECONDS, max(POLL_SECONDS, 25 * self.walk_seconds))
             if force:
                 last_walk = time.monotonic()
             if await self.over(force):
@@ -118,14 +130,14 @@ class DiskBudget:
         said = f"The command was stopped: the task's files grew past its disk budget of {limit} MB"
         said += " (SANDBOX_MAX_DISK_MB)"
         if removed:
-            many = f"{len(removed)} files it wrote, largest first, were"
-            count = "1 file it wrote was" if len(removed) == 1 else many
-            said += f"; {count} deleted ({', '.join(removed[:3])}"
+            count = "1 recent file was" if len(removed) == 1 else f"{len(removed)} recent files, largest first, were"
+            said += f"; {count} deleted to get back within it ({', '.join(removed[:3])}"
             said += ", ...)" if len(removed) > 3 else ")"
         return said + "."
 
-    def _clean(self, since_seconds: float = 600.0) -> list[str]:
-        """Delete the newest large files (changed in the last minutes), largest first, until back within budget."""
+    def _clean(self, since_seconds: float = RECENT_SECONDS) -> list[str]:
+        """Delete recent files (changed in the last `since_seconds`), largest first, until back within budget: the
+        command that was stopped wrote them, or one shortly before it (growth can add up over several commands)."""
         self.last_usage = allocated_bytes(self.root)
         recent = time.time() - since_seconds
         candidates = sorted(
@@ -144,8 +156,8 @@ class DiskBudget:
                 os.unlink(path)
                 self.last_usage -= blocks * 512
                 removed.append(os.path.relpath(path, self.root))
-        self.last_usage = allocated_bytes(self.root)
         self.fs_mark = fs_used(self.root)
+        self.last_usage = allocated_bytes(self.root)
         return removed
 
 
