@@ -128,4 +128,3 @@ async def test_attachments_are_never_written_through_a_committed_symlink(
     assert any(b["type"] == "image" for b in first), "the picture still reaches the worker"
     note = first[-1]["text"]
     assert ".agentlab/attachments/1-photo.jpg" in note or "symbolic link" in note, note
-

@@ -28,6 +28,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agents.tools.safe_paths import checkout_venv
+
 log = logging.getLogger(__name__)
 
 HOME = "/home/agent"  # the sandbox's empty home (its own tmpfs)
@@ -155,28 +157,12 @@ def python_prefixes() -> list[Path]:
     return _unique(Path(p) for p in (sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix))
 
 
-def virtualenv_paths(venv: Path) -> list[Path]:
-    """A virtualenv (resolved through symlinks) and the Python installation it was made from (`home` in pyvenv.cfg)."""
-    try:
-        venv = venv.resolve(strict=True)
-    except OSError:
-        return []
-    paths = [venv]
-    try:
-        config = (venv / "pyvenv.cfg").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return paths
-    for line in config.splitlines():
-        key, _, value = line.partition("=")
-        if key.strip() == "home" and value.strip():
-            home = Path(value.strip())
-            with_links = [home.parent]
-            try:
-                with_links.append(home.resolve().parent)
-            except OSError:
-                pass
-            paths += with_links
-    return _unique(paths)
+def virtualenv_paths(checkout: Path, name: str = ".venv") -> list[Path]:
+    """The checkout's virtualenv `name` and the host installation of Python it was made from, when the checkout has
+    a real one (`safe_paths.checkout_venv`: no symlink, base matched among the host's interpreters by version, never
+    from `pyvenv.cfg`'s `home`); else nothing: a repository never chooses what the sandbox binds."""
+    venv, base, _why_not = checkout_venv(checkout, name)
+    return [] if venv is None or base is None else [venv, base]
 
 
 def git_metadata(worktree: Path) -> Path | None:
@@ -253,8 +239,7 @@ def spec_for(
             masks.append((masked, metadata / "config"))
     elif not (worktree / ".git").is_symlink() and (masked := masked_git_config(worktree / ".git")) is not None:
         masks.append((masked, worktree / ".git" / "config"))
-    own_venv = trusted / ".venv"
-    venv_paths = virtualenv_paths(own_venv) if own_venv.exists() else []
+    venv_paths = virtualenv_paths(trusted)
     read_only += venv_paths
     read_only += python_prefixes()
     read_only += [Path(p) for p in extra_read_only]
