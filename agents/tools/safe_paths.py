@@ -108,6 +108,7 @@ def write_file(root: Path, relative: str | Path, data: bytes, *, replace: bool =
             temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=folder
         )
         try:
+            os.fchmod(fd, mode)  # exactly `mode`, whatever the umask
             with os.fdopen(fd, "wb") as out:
                 out.write(data)
             os.rename(temporary, name, src_dir_fd=folder, dst_dir_fd=folder)

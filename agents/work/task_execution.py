@@ -392,7 +392,9 @@ class TaskExecutor:
             return [], ""
         blocks = await self.attachments.blocks_of([a for a, _ in rows])
         to_save = [a for a, save in rows if save]
-        paths = await self.attachments.copy_into(to_save, worktree) if to_save and worktree is not None else []
+        paths, problem = (
+            await self.attachments.copy_into(to_save, worktree) if to_save and worktree is not None else ([], None)
+        )
         note = (
             (
                 "\n\nThe user's files are saved in the worktree (ignored by git; "
@@ -402,6 +404,8 @@ class TaskExecutor:
             if paths
             else ""
         )
+        if problem:  # the files are still in this message; only the copies in the worktree are missing
+            note += f"\n\nThe user's files could not all be saved in the worktree: {problem}. They are shown above."
         return blocks, note
 
     # ---- research → proposal -------------------------------------------------------------
