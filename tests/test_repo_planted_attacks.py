@@ -8,6 +8,7 @@ the fake Anthropic server received, what the fake Telegram chat shows, and the h
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 
 import pytest
@@ -128,3 +129,42 @@ async def test_attachments_are_never_written_through_a_committed_symlink(
     assert any(b["type"] == "image" for b in first), "the picture still reaches the worker"
     note = first[-1]["text"]
     assert ".agentlab/attachments/1-photo.jpg" in note or "symbolic link" in note, note
+
+
+NPMRC_SECRET = "Zq7-NPMRC-SECRET-4471"
+PRODUCTION_SECRET = "PRODSECRET-99xq-a1"
+HEADER_SECRET = "EXTRAHDR-SECRET-5512"
+HELPER_SECRET = "HELPERPW-SECRET-6613"
+
+
+async def test_committed_credential_files_and_git_config_tokens_never_reach_the_model_or_the_chat(
+    bot: BotHarness, model: ScriptedModel, workspace_root: Path
+) -> None:
+    calc = workspace_root / "calc"
+    (calc / ".npmrc").write_text(f"//registry.example.com/:_authToken={NPMRC_SECRET}\nalways-auth=true\n")
+    (calc / ".env.production").write_text(f"NODE_ENV=production\nAPI_KEY={PRODUCTION_SECRET}\n")
+    commit_all(calc, "credentials, committed by mistake")
+    git(calc, "config", "http.https://example.com/.extraheader", f"AUTHORIZATION: basic {HEADER_SECRET}")
+    git(calc, "config", "credential.helper", f"!f() {{ echo username=u; echo password={HELPER_SECRET}; }}; f")
+    attacks = [
+        "cat .npmrc .env.production; echo done-cat",
+        "git show HEAD:.npmrc; git show HEAD:.env.production; git log -p -1 | head -40",
+        "git config -l; cat $(git rev-parse --git-common-dir)/config",
+    ]
+    model.add("orchestrator", start_task("calc", "Look around."), claude_says.text("Started."))
+    model.add(
+        "code",
+        *[claude_says.tool_use("run_command", {"command": c}) for c in attacks],
+        claude_says.tool_use("grep", {"pattern": "extraheader|helper", "path": "."}),
+        claude_says.text("Done."),
+    )
+    bot.say("look around calc")
+    task = await task_end(bot, 1, timeout=120)
+    assert task.status is not TaskStatus.FAILED, task.error
+    results = tool_results(model)
+    assert any("done-cat" in r for r in results) and any("always-auth" in r for r in results), results
+    said = everything_said(bot, model) + json.dumps(model.requests)
+    for secret in (NPMRC_SECRET, PRODUCTION_SECRET, HEADER_SECRET, HELPER_SECRET):
+        assert secret not in said, f"{secret} reached the model or the chat"
+    assert "masked" in said, "the command ran and its secrets were shown masked"
+

@@ -20,7 +20,6 @@ import enum
 import functools
 import logging
 import os
-import re
 import shutil
 import sys
 import tempfile
@@ -28,6 +27,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agents.core.secrets_filter import without_url_credentials
 from agents.tools.safe_paths import checkout_venv
 
 log = logging.getLogger(__name__)
@@ -184,11 +184,9 @@ def git_metadata(worktree: Path) -> Path | None:
     return common if common.is_dir() else None
 
 
-_URL_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]+@")
-
-
 def masked_git_config(common: Path) -> Path | None:
-    """A copy of the repository's `.git/config` with credentials in URLs removed, when it has any (else None).
+    """A copy of the repository's `.git/config` with its secrets masked (credentials in URLs, `http.extraHeader`,
+    an inline credential helper: agents/core/secrets_filter.py), when it has any (else None).
 
     The copy is shown read-only in place of the original, so `git remote -v` inside works without the token."""
     config = common / "config"
@@ -196,7 +194,7 @@ def masked_git_config(common: Path) -> Path | None:
         text = config.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return None
-    masked = _URL_CREDENTIALS.sub(lambda m: m.group("scheme"), text)
+    masked = without_url_credentials(text)
     if masked == text:
         return None
     folder = _private_folder()

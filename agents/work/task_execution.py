@@ -28,6 +28,7 @@ from agents.store.delivery import Deliveries
 from agents.store.shown import PROPOSAL, TASK, remember_shown, shown_as
 from agents.tools import git_repo
 from agents.tools.attachments import Attachments
+from agents.tools.credential_files import remember_credential_files
 from agents.tools.network_gate import NetworkDecision, NetworkGate
 from agents.tools.repo_guard import RepositoryGuard
 from agents.tools.sandbox import NetworkPolicy, ResourceLimits, SandboxMode, SandboxSpec, spec_for
@@ -462,6 +463,7 @@ class TaskExecutor:
             worktree=str(tree.path),
         )
         await git_repo.clear_stale_index_locks(tree)  # a SIGKILL during the bot's own `git add` leaves one behind
+        await remember_credential_files(tree.path)  # `cat .npmrc` in a command then prints «masked» (issue 22)
         checks = await TaskTests.start(
             workspace.path,
             tree.path,
