@@ -132,7 +132,7 @@ class Toolbox:
             error = f"{type(err).__name__}: {err}"
             result = ToolResult(f"Error: {name} failed: {error}", is_error=True)
         # the one output filter: nothing a tool returns reaches a model with a known secret in it (issue 22)
-        if result.size > 16_384:  # CPU work (about 1 ms per 64 KB, bench/secret_filter.py): off the loop
+        if result.size > 16_384:  # CPU work (5-9 ms per 64 KB, bench/secret_filter.py): off the loop
             result = dataclasses.replace(result, content=await asyncio.to_thread(mask_json, result.content))
         else:
             result = dataclasses.replace(result, content=mask_json(result.content))
