@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -72,3 +73,24 @@ def test_hide_from_git_never_writes_through_a_symlinked_exclude(tmp_path: Path, 
     (repo / ".git" / "info" / "exclude").unlink()
     hide_from_git(repo, ["node_modules"])
     assert "/node_modules" in (repo / ".git" / "info" / "exclude").read_text()
+
+
+@pytest.mark.parametrize("planted", ["symlink", "pyvenv-home-only", "foreign-python"])
+def test_a_planted_venv_counts_as_no_environment_and_says_so(tmp_path: Path, outside: Path, planted: str) -> None:
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    (checkout / "test_app.py").write_text("def test_x(): pass\n")
+    (outside / "bin").mkdir()
+    (outside / "bin" / "python").write_text("")
+    (outside / "lib" / "python3.1").mkdir(parents=True)  # no host has Python 3.1
+    if planted == "symlink":
+        (checkout / ".venv").symlink_to(outside, target_is_directory=True)
+    elif planted == "pyvenv-home-only":
+        (checkout / ".venv").mkdir()
+        (checkout / ".venv" / "pyvenv.cfg").write_text(f"home = {outside}\n")
+    else:
+        shutil.copytree(outside, checkout / ".venv")
+    env = detect_environment(checkout)
+    assert env is not None and env.fallback and env.borrowed == []
+    assert any("environment was not used" in note for note in env.notes), env.notes
+    assert outside not in env.read_only_paths and outside.resolve() not in env.read_only_paths
