@@ -135,12 +135,20 @@ NPMRC_SECRET = "Zq7-NPMRC-SECRET-4471"
 PRODUCTION_SECRET = "PRODSECRET-99xq-a1"
 HEADER_SECRET = "EXTRAHDR-SECRET-5512"
 HELPER_SECRET = "HELPERPW-SECRET-6613"
+HISTORY_SECRET = "STAGING-SECRET-77x1"
 
 
 async def test_committed_credential_files_and_git_config_tokens_never_reach_the_model_or_the_chat(
     bot: BotHarness, model: ScriptedModel, workspace_root: Path
 ) -> None:
     calc = workspace_root / "calc"
+    main = git(calc, "rev-parse", "--abbrev-ref", "HEAD").strip()
+    git(calc, "checkout", "-q", "-b", "old-staging")
+    (calc / ".env.staging").write_text(f"TOKEN={HISTORY_SECRET}\n")
+    commit_all(calc, "staging credentials on another branch")
+    git(calc, "rm", "-q", ".env.staging")
+    commit_all(calc, "removed again")
+    git(calc, "checkout", "-q", main)
     (calc / ".npmrc").write_text(f"//registry.example.com/:_authToken={NPMRC_SECRET}\nalways-auth=true\n")
     (calc / ".env.production").write_text(f"NODE_ENV=production\nAPI_KEY={PRODUCTION_SECRET}\n")
     commit_all(calc, "credentials, committed by mistake")
@@ -150,6 +158,7 @@ async def test_committed_credential_files_and_git_config_tokens_never_reach_the_
         "cat .npmrc .env.production; echo done-cat",
         "git show HEAD:.npmrc; git show HEAD:.env.production; git log -p -1 | head -40",
         "git config -l; cat $(git rev-parse --git-common-dir)/config",
+        "git log -p --all | grep -a -i -e staging -e token; echo done-history",
     ]
     model.add("orchestrator", start_task("calc", "Look around."), claude_says.text("Started."))
     model.add(
@@ -164,7 +173,7 @@ async def test_committed_credential_files_and_git_config_tokens_never_reach_the_
     results = tool_results(model)
     assert any("done-cat" in r for r in results) and any("always-auth" in r for r in results), results
     said = everything_said(bot, model) + json.dumps(model.requests)
-    for secret in (NPMRC_SECRET, PRODUCTION_SECRET, HEADER_SECRET, HELPER_SECRET):
+    assert any("done-history" in r and "env.staging" in r for r in results), results
+    for secret in (NPMRC_SECRET, PRODUCTION_SECRET, HEADER_SECRET, HELPER_SECRET, HISTORY_SECRET):
         assert secret not in said, f"{secret} reached the model or the chat"
     assert "masked" in said, "the command ran and its secrets were shown masked"
-

@@ -3,9 +3,10 @@
 `read_file` refuses `.npmrc`, `.envrc`, `.env.production` (workspaces.is_secret_file), but a shell prints them
 (`cat .npmrc`, `git show HEAD:.npmrc`). So the bot reads them first, itself: the deny-listed files committed at HEAD
 and those in the checkout's working tree, and hands the secret-looking values they assign to
-`secrets_filter.remember`; whatever a command prints afterwards shows them as `«masked»`.
+`secrets_filter.remember`; whatever a command prints afterwards shows them as `«masked»`. The history of every ref
+is searched too (`git log -p --all` limited to those names), for HISTORY_SECONDS at most.
 
-Not covered: other commits and branches (`git log -p --all`), and a value re-encoded by the command.
+Not covered: history beyond that time on a very large repository, and a value re-encoded by the command.
 """
 
 from __future__ import annotations
@@ -24,6 +25,26 @@ log = logging.getLogger(__name__)
 
 MAX_FILES = 200
 MAX_BYTES = 256 * 1024  # per file: a credential file is small; a larger one is read only this far
+HISTORY_SECONDS = 10.0
+# workspaces.is_secret_file as git pathspecs (for the history search)
+SECRET_PATHSPECS = tuple(
+    f":(glob,icase)**/{name}"
+    for name in (
+        ".env",
+        ".env.*",
+        ".envrc",
+        ".netrc",
+        "_netrc",
+        ".npmrc",
+        ".pypirc",
+        ".git-credentials",
+        ".pgpass",
+        "*.pem",
+        "*.key",
+        "id_*",
+        "credentials*.json",
+    )
+)
 
 
 async def remember_credential_files(checkout: Path) -> int:
@@ -34,6 +55,10 @@ async def remember_credential_files(checkout: Path) -> int:
         values += await _at_head(Path(checkout))
     except (git_repo.GitError, OSError) as err:
         log.info("credential files at HEAD of %s not read: %s", checkout, err)
+    try:
+        values += await _in_history(Path(checkout))
+    except (git_repo.GitError, OSError) as err:  # a timeout on a huge history: HEAD and the disk still count
+        log.info("credential files in the history of %s not read: %s", checkout, err)
     values += await asyncio.to_thread(_on_disk, Path(checkout))
     remember(values)
     return len(set(values))
@@ -50,6 +75,17 @@ async def _at_head(checkout: Path) -> list[str]:
         if shown.exit_code == 0:
             values += credential_values(shown.stdout[:MAX_BYTES])
     return values
+
+
+async def _in_history(checkout: Path) -> list[str]:
+    """Values ever added to a credential file on any ref (what `git log -p --all` would print)."""
+    shown = await git_repo.run_git(
+        "log", "--all", "-p", "--no-color", "--format=", "--", *SECRET_PATHSPECS, cwd=checkout, timeout=HISTORY_SECONDS
+    )
+    if shown.exit_code != 0:
+        return []
+    added = [line[1:] for line in shown.stdout.splitlines() if line.startswith("+") and not line.startswith("+++")]
+    return credential_values("\n".join(added))
 
 
 def _on_disk(checkout: Path) -> list[str]:
