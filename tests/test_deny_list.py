@@ -61,9 +61,10 @@ def test_url_credentials_are_masked() -> None:
         == "url = https://«masked»@github.com/a/b.git"
     )
     assert (
-        mask_url_credentials("https://ghp_x@host/r and http://a:b@h:8080/p")
+        mask_url_credentials("https://x0TokenValue123@host/r and http://a:b@h:8080/p")
         == "https://«masked»@host/r and http://«masked»@h:8080/p"
     )
+    assert mask_url_credentials("ssh://git@github.com/o/r.git") == "ssh://git@github.com/o/r.git", "a user, no token"
     assert (
         mask_url_credentials("see https://github.com/a/b and mail me@host")
         == "see https://github.com/a/b and mail me@host"

@@ -36,6 +36,7 @@ def test_ordinary_text_and_code_are_left_alone() -> None:
     text = (
         "def add(a, b):\n    return a + b  # password = get_password()\n"
         "see https://github.com/a/b and mail me@host; tests/test_calc.py::test_add PASSED\n"
+        "repository: git+ssh://git@github.com/o/r.git\n"
     )
     assert mask(text) == text
 

@@ -55,7 +55,6 @@ _OWN_SHAPES = (
     (r"(?im)\bextraheader\s*[=:]\s*(?P<secret>[^\r\n]+)", "extraheader"),  # git's http.extraHeader
     (r"(?im)\bhelper\s*=\s*(?P<secret>[\"']?!.*)$", "helper"),  # inline credential.helper: a shell snippet
     (r"(?i)aws_secret_access_key\s*[=:]\s*(?P<secret>\S+)", "aws_secret_access_key"),
-    (r"://(?P<secret>[^\s/@'\"<>]+)@", None),  # URL credentials (user:pw@ or token@)
     (
         r"(?s)-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\Z)",
         None,
@@ -134,6 +133,7 @@ def mask(text: str) -> str:
     if not text:
         return text
     text = _verbatim.sub(text)
+    text = _URL_CREDENTIALS.sub(_mask_url_credentials, text)
     lowered = text.lower()
     for regex, grouped, needle in _shapes():
         if needle is not None and needle not in lowered:
@@ -143,6 +143,17 @@ def mask(text: str) -> str:
         else:
             text = regex.sub(MASK, text)
     return text
+
+
+_URL_CREDENTIALS = re.compile(r"://(?P<secret>[^\s/@'\"<>]+)@")
+
+
+def _mask_url_credentials(match: re.Match[str]) -> str:
+    """`user:password@` always; a bare `token@` only when it looks like a token (not `ssh://git@github.com`)."""
+    userinfo = match.group("secret")
+    if ":" in userinfo or (len(userinfo) >= 12 and _looks_secret(userinfo)):
+        return f"://{MASK}@"
+    return match.group(0)
 
 
 _URL_USERINFO = re.compile(r"://[^\s/@'\"<>]+@")
