@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from agents.repo_map.gc_pause import gc_paused
 from agents.repo_map.python_outline import python_outline
 from agents.repo_map.script_outline import TS_LANGUAGES, script_outline
 from agents.repo_map.symbols import Symbol, one_line
@@ -163,9 +164,10 @@ def parse_files(
     root: Path, paths: Sequence[str], states: dict[str, tuple[int, int]], known_hashes: dict[str, str] | None = None
 ) -> list[FileOutline | SameContent | None]:
     """Outline each path (None for a file that vanished or became unreadable since the scan; `SameContent` when its
-    bytes hash to `known_hashes[path]`)."""
+    bytes hash to `known_hashes[path]`). The cyclic garbage collector is paused meanwhile (see gc_pause.py)."""
     known_hashes = known_hashes or {}
-    return [_parse_file(root, path, *states[path], known_hashes.get(path)) for path in paths]
+    with gc_paused():
+        return [_parse_file(root, path, *states[path], known_hashes.get(path)) for path in paths]
 
 
 def _parse_file(
