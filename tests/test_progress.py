@@ -54,7 +54,6 @@ def held_until(go: threading.Event, reply: dict):
     return answer
 
 
-@pytest.mark.e2e
 async def test_a_step_right_after_an_edit_shows_within_the_interval(bot: BotHarness) -> None:
     model = ScriptedModel()
     bot.claude.handler = model
