@@ -31,6 +31,9 @@ from agents.tools import git_repo, sandbox
 from agents.tools.process_cap import pids_parent
 from agents.tools.ripgrep import ripgrep_path
 from agents.tools.screenshot import find_chromium
+from agents.tools.task_cgroup import support as task_cgroup_support
+from agents.tools.task_limits import sandbox_limit_warnings
+from agents.tools.user_net import available as user_net_available
 from agents.tools.workspaces import Workspaces
 
 NETWORK_TIMEOUT_SECONDS = 5.0
@@ -420,7 +423,19 @@ async def check_sandbox(settings: Settings) -> Check:
     if reason:
         return Check(Level.fail, "sandbox", reason.removesuffix("."), sandbox.UNAVAILABLE_FIX)
     as_root = hasattr(os, "geteuid") and os.geteuid() == 0
-    if pids_parent() is not None:
+    limits = sandbox_limit_warnings(settings.sandbox_network != "off")
+    if limits:  # issue 22: what this machine cannot bound
+        return Check(
+            Level.warn,
+            "sandbox",
+            "bubblewrap confines commands, but " + "; ".join(limits),
+            "run the bot where it may make cgroups (root, or a delegated cgroup) and install passt",
+        )
+    cgroup = task_cgroup_support()
+    net = "user-mode via pasta" if user_net_available() else "the host's"
+    if cgroup.available:
+        root_note = f" ({cgroup.description}; an allowed network is {net})"
+    elif pids_parent() is not None:
         root_note = " (processes bounded by a pids cgroup per command)"
     elif as_root:
         root_note = (

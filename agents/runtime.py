@@ -19,6 +19,7 @@ from agents.llm.client import make_client
 from agents.repo_map.maps import RepoMap
 from agents.store.database import Store
 from agents.store.delivery import Deliveries
+from agents.tools.task_limits import sandbox_limit_warnings
 from agents.tools.workspaces import Workspaces
 from agents.work.crew import Crew, task_line
 from agents.work.orphans import instance_token, kill_orphans
@@ -58,6 +59,9 @@ class Runtime:
                 "SANDBOX=off: workers' commands and test runs are NOT confined (they can read the bot's keys, "
                 "your files and use the network); set SANDBOX=bwrap once bubblewrap works here"
             )
+        if settings.sandbox != "off":
+            for warning in sandbox_limit_warnings(settings.sandbox_network != "off"):
+                log.warning("%s", warning)
         store = await Store.open(settings.database_path)
         client = client or make_client(settings)
         workspaces = Workspaces(settings.workspace_path, settings.bot_repository)

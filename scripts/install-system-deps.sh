@@ -1,9 +1,10 @@
 #!/bin/sh
 # Install the Debian packages agentlab uses: bubblewrap (the sandbox every task command runs in; without it
-# commands are refused), ripgrep (grep tool), chromium (frontend worker screenshots) and espeak-ng (spoken
-# test fixtures). Skips quietly when they are present or when we cannot install.
+# commands are refused), passt (pasta: the user-mode network of a command allowed the network, without the host's
+# loopback), ripgrep (grep tool), chromium (frontend worker screenshots) and espeak-ng (spoken test fixtures). Skips quietly when they are present or when we cannot install.
 need=""
 command -v bwrap >/dev/null 2>&1 || need="$need bubblewrap"
+command -v pasta >/dev/null 2>&1 || need="$need passt"
 command -v rg >/dev/null 2>&1 || need="$need ripgrep"
 command -v chromium >/dev/null 2>&1 || need="$need chromium"
 command -v espeak-ng >/dev/null 2>&1 || need="$need espeak-ng"

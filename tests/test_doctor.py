@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import socket
 import sqlite3
 import stat
@@ -356,3 +357,25 @@ def test_non_git_workspace_alone_keeps_exit_zero(ready_env: Path, workspace_root
     out = capsys.readouterr().out
     assert "! workspace scratch: not a git repository" in out
     assert "1 optional warning" in out
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
+async def test_sandbox_check_says_what_the_machine_cannot_bound(
+    settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 22: no cgroup hierarchy to make a task cgroup in, no pasta on PATH: doctor warns about both."""
+    from agents.tools import task_cgroup
+
+    bin_dir = tmp_path / "only-bwrap"
+    bin_dir.mkdir()
+    (bin_dir / "bwrap").symlink_to(shutil.which("bwrap"))
+    monkeypatch.setenv("PATH", f"{bin_dir}:/nonexistent")
+    monkeypatch.setattr(task_cgroup, "CGROUP_ROOT", tmp_path / "no-cgroups")
+    task_cgroup.support.cache_clear()
+    try:
+        check = await dr.check_sandbox(settings)
+    finally:
+        task_cgroup.support.cache_clear()
+    assert check.level is Level.warn, check
+    assert "no per-task cgroup" in check.detail and "RLIMIT_AS" in check.detail
+    assert "pasta" in check.detail and "loopback" in check.detail

@@ -378,3 +378,21 @@ async def test_debris_is_never_committed(repo: Path, worktrees_dir: Path, tmp_pa
     commit = await git_repo.commit_all(wt, "work", GitIdentity())
 
     assert commit is not None and commit.files == ["pkg/real.py"]
+
+
+async def test_commit_excludes_any_number_of_files(repo: Path, worktrees_dir: Path) -> None:
+    """Issue 22 item 6: 100,000 small files left out by the task limit once pushed one exclude pathspec each onto git's
+    command line (OSError E2BIG: "internal error", the fix lost); the exclusions now go through a pathspec file."""
+    wt = await new_task(repo, worktrees_dir)
+    (wt.path / "app.py").write_text("VALUE = 2\n")  # the real fix: the smallest change, admitted first
+    junk = wt.path / "junk"
+    junk.mkdir()
+    payload = b"x" * 100
+    for i in range(100_000):
+        with open(junk / f"file-with-a-longish-name-{i:06d}.txt", "wb") as out:
+            out.write(payload)
+    result = await git_repo.commit_all(wt, "fix", limits=git_repo.CommitLimits(max_task_bytes=50_000))
+    assert result is not None and result.committed
+    assert "app.py" in result.files
+    assert len(result.left_out) > 99_000
+    assert git("show", f"{result.sha}:app.py", cwd=wt.path) == "VALUE = 2"

@@ -118,7 +118,8 @@ async def test_tests_are_judged_when_the_lint_step_is_red_at_the_base(
     (repo / "package.json").write_text(json.dumps(package))
     git(repo, "commit", "-qam", "build script")
     give_node_modules(repo, tools)
-    await broken_test_named(bot, model, repo)
+    _, summary = await broken_test_named(bot, model, repo)
+    assert "Steps: node lint.js (lint) failing before too (pre-existing)" in summary.text, summary.text
 
 
 async def test_pnpm_workspace_pinning_another_pnpm_runs_offline_in_the_sandbox(

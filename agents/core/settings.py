@@ -99,7 +99,8 @@ class Settings(BaseSettings):
     sandbox_network_answer_seconds: float = Field(300.0, gt=0)  # no answer to a network request = deny
     sandbox_max_processes: int = Field(512, ge=16)
     sandbox_max_file_mb: int = Field(1024, ge=1)
-    sandbox_max_memory_mb: int = Field(8192, ge=256)  # address space per process
+    sandbox_max_memory_mb: int = Field(8192, ge=256)  # per task (its cgroup, swap off) and address space per process
+    sandbox_max_disk_mb: int = Field(10240, ge=16)  # how much a task's worktree may grow (issue 22)
     sandbox_tmp_mb: int = Field(1024, ge=16)  # the private /tmp and home (memory-backed)
     sandbox_read_paths: Annotated[tuple[Path, ...], NoDecode] = ()  # extra read-only folders (e.g. /opt/node)
 

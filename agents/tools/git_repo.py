@@ -168,14 +168,16 @@ def _git_env(identity: GitIdentity | None, extra: Mapping[str, str] | None = Non
     return env
 
 
-async def _exec_git(argv: list[str], cwd: Path, env: Mapping[str, str], timeout: float) -> GitOutput:
+async def _exec_git(
+    argv: list[str], cwd: Path, env: Mapping[str, str], timeout: float, stdin: bytes | None = None
+) -> GitOutput:
     try:
         proc = await asyncio.create_subprocess_exec(
             "git",
             *argv,
             cwd=str(cwd),
             env=dict(env),
-            stdin=asyncio.subprocess.DEVNULL,
+            stdin=asyncio.subprocess.DEVNULL if stdin is None else asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
         )
@@ -183,7 +185,7 @@ async def _exec_git(argv: list[str], cwd: Path, env: Mapping[str, str], timeout:
         raise GitError(f"cannot run git in {cwd}: {err.strerror or err}") from None
     try:
         async with asyncio.timeout(timeout):  # not wait_for: on 3.11 it can swallow a cancellation racing git's exit
-            stdout, stderr = await proc.communicate()
+            stdout, stderr = await proc.communicate(stdin)
     except (TimeoutError, asyncio.CancelledError) as err:
         await _reap(proc)
         if isinstance(err, asyncio.CancelledError):
@@ -239,13 +241,14 @@ async def run_git(
     identity: GitIdentity | None = None,
     timeout: float = GIT_TIMEOUT_SECONDS,
     extra_env: Mapping[str, str] | None = None,
+    stdin: bytes | None = None,
 ) -> GitOutput:
     """Run `git <args>` in `cwd`, hardened as described above; its exit code and output, whatever the exit code.
 
-    The one git runner of the product: repo_map and doctor use it too.
+    The one git runner of the product: repo_map and doctor use it too. `stdin` is fed to git's standard input.
     """
     argv, env = await _prepared(args, Path(cwd), identity, extra_env)
-    return await _exec_git(argv, Path(cwd), env, timeout)
+    return await _exec_git(argv, Path(cwd), env, timeout, stdin)
 
 
 async def stream_git(
@@ -318,9 +321,10 @@ async def _git(
     identity: GitIdentity | None = None,
     timeout: float = GIT_TIMEOUT_SECONDS,
     extra_env: Mapping[str, str] | None = None,
+    stdin: bytes | None = None,
 ) -> str:
     """Run `git <args>` in `cwd`; return stdout, or raise GitError with git's stderr on a non-zero exit."""
-    result = await _run_git(*args, cwd=cwd, identity=identity, timeout=timeout, extra_env=extra_env)
+    result = await _run_git(*args, cwd=cwd, identity=identity, timeout=timeout, extra_env=extra_env, stdin=stdin)
     if result.exit_code != 0:
         detail = result.stderr.strip() or result.stdout.strip() or f"exit code {result.exit_code}"
         raise GitError(f"git {' '.join(args)}: {detail}")
@@ -723,10 +727,10 @@ async def commit_all(
     async with _bot_writes(worktree.repo):
         await check_worktree_link(worktree)
         left_out = await _over_limits(worktree, limits)
-        skipped = [f":(exclude,literal){item.path}" for item in left_out]
-        await _git("add", "-A", "--", ".", *NEVER_COMMIT, *skipped, cwd=worktree.path)
-        if left_out:  # anything the worker staged itself is taken out of the index again
-            await _run_git("reset", "-q", "HEAD", "--", *(f":(literal){i.path}" for i in left_out), cwd=worktree.path)
+        if left_out:
+            await _stage_all_but(worktree.path, {item.path for item in left_out})
+        else:
+            await _git("add", "-A", "--", ".", *NEVER_COMMIT, cwd=worktree.path)
         if await _succeeds("diff", "--cached", "--quiet", cwd=worktree.path):
             return CommitResult("", "", message, left_out=left_out) if left_out else None
         await _git("commit", "-q", "--no-verify", "-m", message, cwd=worktree.path, identity=identity)
@@ -747,6 +751,29 @@ async def commit_all(
         large=large,
         binary=binary,
     )
+
+
+async def _stage_all_but(path: Path, left_out: set[str]) -> None:
+    """Stage every pending change except `left_out`, which is set back to HEAD (what the worker staged of it too).
+
+    The paths go to git on its standard input, never as pathspecs: one exclude pathspec per file put 100,000 files
+    on the command line (E2BIG) and makes matching quadratic."""
+    pending = [p.rstrip("/") for p, _ in await pending_changes(path) if p not in left_out]  # "sub/": a nested repo
+    if pending:
+        await _git("update-index", "--add", "--remove", "-z", "--stdin", cwd=path, stdin=_nul_joined(pending))
+    in_head = {}
+    for entry in _split_nul(await _git("ls-tree", "-r", "-z", "--full-tree", "HEAD", cwd=path)):
+        meta, _, name = entry.partition("\t")
+        if name in left_out:
+            mode, _, sha = meta.split(" ", 2)
+            in_head[name] = f"{mode} {sha}"
+    removed = f"0 {'0' * 40}"  # mode 0: drop the path from the index
+    lines = [f"{in_head.get(p, removed)}\t{p}" for p in sorted(left_out)]
+    await _git("update-index", "-z", "--index-info", cwd=path, stdin=_nul_joined(lines))
+
+
+def _nul_joined(items: list[str]) -> bytes:
+    return b"".join(item.encode("utf-8", "surrogateescape") + b"\0" for item in items)
 
 
 def _file_size(path: Path) -> int:

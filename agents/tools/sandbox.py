@@ -1,6 +1,7 @@
 """Bubblewrap confinement of a task's processes (issue 11): what a sandboxed command sees, and the argv that builds it.
 
-A sandboxed command runs in fresh user, PID, mount, IPC, UTS and (unless allowed) network namespaces. It sees the
+A sandboxed command runs in fresh user, PID, mount, IPC, UTS and network namespaces (an allowed network is wired out
+by pasta, agents/tools/user_net.py; only where pasta is missing does it share the host's). It sees the
 task's worktree read-write; the system's programs and libraries, a short list of harmless `/etc` files, the Python
 environments its tests need and the worktree's git metadata read-only; a private size-bounded `/tmp` and an empty
 home. The root of the sandbox is read-only, every capability is dropped, and resource limits (processes, file size,
@@ -27,6 +28,8 @@ import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from agents.tools.task_limits import TaskBounds
 
 log = logging.getLogger(__name__)
 
@@ -173,6 +176,7 @@ class SandboxSpec:
     path_prefix: tuple[str, ...] = ()  # bin folders put before the system PATH (a virtualenv's)
     masks: tuple[tuple[Path, Path], ...] = ()  # (replacement, target): read-only file shown in place of target
     writable: tuple[Path, ...] = ()  # folders of the bot's own (e.g. a test report's) bound read-write, same place
+    task: TaskBounds | None = field(default=None, compare=False)  # the task's cgroup and disk budget (task_limits.py)
 
     def with_network(self, network: bool) -> SandboxSpec:
         return dataclasses.replace(self, network=network)
@@ -323,10 +327,22 @@ def sandbox_env(env: Mapping[str, str], spec: SandboxSpec) -> dict[str, str]:
     return kept
 
 
-def bwrap_argv(spec: SandboxSpec, command: str, *, bwrap: str = "bwrap", shell: str = "/bin/bash") -> list[str]:
-    """The argv that runs `command` with `shell -c` inside the sandbox described by `spec`, cwd = the worktree."""
+def bwrap_argv(
+    spec: SandboxSpec,
+    command: str,
+    *,
+    bwrap: str = "bwrap",
+    shell: str = "/bin/bash",
+    user_net: tuple[int, int] | None = None,
+) -> list[str]:
+    """The argv that runs `command` with `shell -c` inside the sandbox described by `spec`, cwd = the worktree.
+
+    With `user_net` (info fd, block fd; agents/tools/user_net.py) an allowed network stays a namespace of its own that
+    pasta attaches to before the command runs; without it an allowed network is the host's."""
     argv = [bwrap, "--unshare-all"]
-    if spec.network:
+    if user_net is not None:
+        argv += ["--info-fd", str(user_net[0]), "--block-fd", str(user_net[1])]
+    elif spec.network:
         argv.append("--share-net")
     argv += ["--die-with-parent", "--new-session", "--cap-drop", "ALL", "--hostname", "sandbox"]
     for system in SYSTEM_DIRS:

@@ -10,7 +10,7 @@ import os
 import shutil
 import signal
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +23,8 @@ from agents.tools.sandbox import (
     unavailable_reason,
 )
 from agents.tools.toolbox import ToolError
+from agents.tools.user_net import UserNet
+from agents.tools.user_net import available as user_net_available
 
 log = logging.getLogger(__name__)
 
@@ -68,10 +70,11 @@ class CommandResult:
     timed_out: bool
     cancelled: bool
     duration: float
+    stopped: str | None = None  # why the bot stopped it (e.g. the task's disk budget), one sentence for the model
 
     @property
     def ok(self) -> bool:
-        return self.exit_code == 0 and not self.timed_out and not self.cancelled
+        return self.exit_code == 0 and not self.timed_out and not self.cancelled and self.stopped is None
 
     def format_for_model(self) -> str:
         if self.timed_out:
@@ -87,6 +90,8 @@ class CommandResult:
         else:
             status = f"exit code {self.exit_code} after {self.duration:.1f}s"
         body = self.output if self.output.strip() else "(no output)"
+        if self.stopped:
+            status = f"{self.stopped}\n{status}"
         return f"$ {self.command}\n{status}\n{body}"
 
 
@@ -174,26 +179,97 @@ async def run_command(
     if not cwd.is_dir():
         raise ToolError(f"cannot run {command!r}: working folder {str(cwd)!r} does not exist")
     environment = dict(child_env() if env is None else env)
-    argv = [_SHELL, "-c", command]
-    if sandbox is not None:
-        if reason := await unavailable_reason():
-            raise ToolError(reason)
-        argv = bwrap_argv(sandbox, command, bwrap=bwrap_path() or "bwrap", shell=_SANDBOX_SHELL)
-        environment = sandbox_env(environment, sandbox)
-    cap = PidsCap.create(sandbox.limits.max_processes) if sandbox is not None else None
+    if sandbox is None:
+        return await _run_argv([_SHELL, "-c", command], command, cwd, environment, timeout, max_output)
+    if reason := await unavailable_reason():
+        raise ToolError(reason)
+    return await _run_sandboxed(command, cwd, environment, timeout, max_output, sandbox)
+
+
+async def _run_sandboxed(
+    command: str, cwd: Path, environment: dict[str, str], timeout: float, max_output: int, sandbox: SandboxSpec
+) -> CommandResult:
+    """A command in bwrap, inside the task's cgroup (or a pids cgroup of its own), its network user-mode via pasta
+    when allowed and installed, the task's disk budget watched while it runs (agents/tools/task_limits.py)."""
+    bounds = sandbox.task
+    group = bounds.cgroup() if bounds is not None else None
+    budget = bounds.disk_for(sandbox.worktree) if bounds is not None else None
+    net = UserNet() if sandbox.network and user_net_available() else None
+    argv = bwrap_argv(
+        sandbox,
+        command,
+        bwrap=bwrap_path() or "bwrap",
+        shell=_SANDBOX_SHELL,
+        user_net=net.child_fds if net is not None else None,
+    )
+    environment = sandbox_env(environment, sandbox)
+    if group is not None:  # memory (and processes) of the whole task (agents/tools/task_cgroup.py)
+        argv = group.wrap(argv)
+    cap = None if group is not None and group.bounds_processes else PidsCap.create(sandbox.limits.max_processes)
     if cap is not None:  # the process limit that holds for root too (agents/tools/process_cap.py)
         argv = cap.wrap(argv)
+    oom_before = group.oom_kills() if group is not None else 0
+    watcher: asyncio.Task[str] | None = None
+    tripped: list[int] = []  # the budget watcher killed the command and is cleaning up after it
+    if budget is not None:
+        await budget.start()
+
+    async def on_start(pgid: int) -> None:
+        nonlocal watcher
+        if net is not None:
+            await net.attach()
+        if budget is not None:
+            watcher = asyncio.create_task(budget.watch(lambda: stop(pgid)))
+
+    def stop(pgid: int) -> None:
+        tripped.append(pgid)
+        _signal_group(pgid, signal.SIGKILL)
+
     try:
-        return await _run_argv(argv, command, cwd, environment, timeout, max_output)
+        result = await _run_argv(
+            argv,
+            command,
+            cwd,
+            environment,
+            timeout,
+            max_output,
+            pass_fds=net.child_fds if net is not None else (),
+            on_start=on_start,
+        )
     finally:
+        if watcher is not None and not watcher.done():
+            if tripped:
+                await asyncio.wait({watcher})
+            else:
+                watcher.cancel()
+        if net is not None:
+            net.close()
         if cap is not None:  # removed in the background: its last processes may take a moment to leave it
             cap.close_later()
+    if watcher is not None and watcher.done() and not watcher.cancelled() and watcher.exception() is None:
+        result.stopped = watcher.result()
+    elif budget is not None and await budget.over():
+        result.stopped = await budget.exceeded()
+    if group is not None and group.oom_kills() > oom_before and bounds is not None:
+        result.output += (
+            f"\n[the task's memory limit of {bounds.memory_bytes >> 20} MB (SANDBOX_MAX_MEMORY_MB) was reached: "
+            "the kernel killed a process of this command]"
+        )
+    return result
 
 
 async def _run_argv(
-    argv: list[str], command: str, cwd: Path, environment: dict[str, str], timeout: float, max_output: int
+    argv: list[str],
+    command: str,
+    cwd: Path,
+    environment: dict[str, str],
+    timeout: float,
+    max_output: int,
+    pass_fds: tuple[int, ...] = (),
+    on_start: Callable[[int], Awaitable[None]] | None = None,
 ) -> CommandResult:
-    """Start `argv` in its own session and collect its output; the group is killed on timeout or cancellation."""
+    """Start `argv` in its own session and collect its output; the group is killed on timeout or cancellation.
+    `on_start(pgid)` runs once the process exists (a failure there kills it and becomes a ToolError)."""
     started = time.monotonic()
     try:
         process = await asyncio.create_subprocess_exec(
@@ -204,10 +280,25 @@ async def _run_argv(
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
             start_new_session=True,
+            pass_fds=pass_fds,
         )
     except OSError as err:
         raise ToolError(f"cannot start {command!r}: {err}") from None
     pgid = process.pid  # leader of its own session and process group
+    if on_start is not None:
+        try:
+            await on_start(pgid)
+        except BaseException as err:
+            _signal_group(pgid, signal.SIGKILL)
+            said = b""
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(KILL_WAIT_SECONDS):
+                    said = await process.stdout.read(2000) if process.stdout else b""
+                    await process.wait()
+            if isinstance(err, Exception):
+                detail = said.decode(errors="replace").strip()
+                raise ToolError(f"cannot start {command!r}: {err}" + (f" ({detail})" if detail else "")) from None
+            raise
     collected = _BoundedOutput(max_output)
 
     async def pump() -> None:

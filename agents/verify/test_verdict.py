@@ -10,6 +10,7 @@ import enum
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from agents.core.text import fenced
 from agents.verify.test_runner import SUITE_ID, RunState, StepOutcome, TestOutcome, TestStatus
 from agents.verify.test_targets import named_in, target_reason
 
@@ -152,7 +153,7 @@ class Verdict:
         lines += [f"ℹ {note}" for note in self.notes]
         lines += [f"⚠ {warning}" for warning in self.warnings]
         if self.needs_correction:
-            lines += ["Failures:", f"```\n{_tail(self.failure_output(), 1200)}\n```"]
+            lines += ["Failures:", fenced(_tail(self.failure_output(), 1200))]
         return lines
 
     def detail(self) -> str:
@@ -225,7 +226,7 @@ class Verdict:
             lines.append("Steps of the test script passing at the base, failing now:\n" + _bullets(steps))
         if mine or self.steps_broken or self.introduced_error:
             title = "What the run printed" if self.introduced_error else "Each failure (its message and traceback)"
-            lines.append(f"{title}:\n```\n{self.failure_output()}\n```")
+            lines.append(f"{title}:\n{fenced(self.failure_output())}")
         if self.pre_existing:
             lines.append(
                 "Failing before your change too (not yours, leave them unless the task is about them):\n"
@@ -233,7 +234,7 @@ class Verdict:
             )
         if (mine or self.steps_broken) and self.after.output.strip():
             tail = _tail(self.after.output, OUTPUT_TAIL_CHARS)
-            lines.append(f"End of the run's output (every failure, yours or not):\n```\n{tail}\n```")
+            lines.append(f"End of the run's output (every failure, yours or not):\n{fenced(tail)}")
         lines.append(
             "Fix the code so these tests pass. Do not weaken, skip or delete tests to get green. "
             "Then reply with a short report."

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 from collections import deque
@@ -20,6 +21,7 @@ from agents.core.actions import Action, Button, button
 from agents.core.models import Criterion, Proposal, ProposalStatus, Task, TaskEvent, TaskStatus, WorkerKind, utcnow
 from agents.core.protocols import Notifier
 from agents.core.settings import Settings
+from agents.core.text import fenced
 from agents.llm import prompts
 from agents.llm.client import explain_api_error, usage_record
 from agents.repo_map.maps import RepoMap, repo_map_tools
@@ -32,6 +34,7 @@ from agents.tools.network_gate import NetworkDecision, NetworkGate
 from agents.tools.repo_guard import RepositoryGuard
 from agents.tools.sandbox import NetworkPolicy, ResourceLimits, SandboxMode, SandboxSpec, spec_for
 from agents.tools.screenshot import find_chromium, screenshot_tool_result
+from agents.tools.task_limits import DiskBudget, TaskBounds
 from agents.tools.tool_sets import worker_tools
 from agents.tools.toolbox import Audit, Toolbox, ToolError, ToolResult
 from agents.tools.workspaces import Workspace, Workspaces
@@ -241,6 +244,7 @@ class TaskExecutor:
         self.worktrees_dir = settings.worktrees_dir
         self.commit_limits = git_repo.CommitLimits(settings.max_commit_file_bytes, settings.max_commit_task_bytes)
         self.guards: dict[int, RepositoryGuard] = {}  # task id → the guard of the owner's repository while it runs
+        self.bounds: dict[int, TaskBounds] = {}  # task id → its cgroup and disk budget while it runs (issue 22)
         self.baselines = BaselineRuns(self.worktrees_dir / "test-baselines")  # issue 13: base-commit test runs
         self.chromium = find_chromium(settings.chromium_path)
         self.inboxes = Inboxes()  # notes for running workers (agents/work/steering.py)
@@ -250,9 +254,12 @@ class TaskExecutor:
             NetworkPolicy(settings.sandbox_network), store, notifier, settings.sandbox_network_answer_seconds
         )
 
-    def sandbox_for(self, root: Path, repository: Path, read_only: Iterable[Path] = ()) -> SandboxSpec | None:
+    def sandbox_for(
+        self, root: Path, repository: Path, read_only: Iterable[Path] = (), task_id: int | None = None
+    ) -> SandboxSpec | None:
         """The sandbox a task's processes run in (issue 11); None only when SANDBOX=off was set explicitly.
-        What it binds besides `root` is read from `repository` (the owner's checkout), never from the worktree."""
+        What it binds besides `root` is read from `repository` (the owner's checkout), never from the worktree.
+        With `task_id`, the command joins the task's cgroup and counts against its disk budget (issue 22)."""
         s = self.settings
         if SandboxMode(s.sandbox) is SandboxMode.OFF:
             return None
@@ -262,7 +269,16 @@ class TaskExecutor:
             max_memory_bytes=s.sandbox_max_memory_mb << 20,
             tmp_bytes=s.sandbox_tmp_mb << 20,
         )
-        return spec_for(root, repository=repository, limits=limits, extra_read_only=[*s.sandbox_read_paths, *read_only])
+        spec = spec_for(root, repository=repository, limits=limits, extra_read_only=[*s.sandbox_read_paths, *read_only])
+        bounds = self.bounds.get(task_id) if task_id is not None else None
+        return dataclasses.replace(spec, task=bounds) if bounds is not None else spec
+
+    def open_bounds(self, task: Task) -> TaskBounds:
+        """The task's shared limits: memory and processes (a cgroup, made at its first command), disk (its worktree)."""
+        s = self.settings
+        bounds = TaskBounds(f"{task.id}", s.sandbox_max_memory_mb << 20, s.sandbox_max_processes)
+        self.bounds[task.id] = bounds
+        return bounds
 
     def limits(self) -> Limits:
         s = self.settings
@@ -276,8 +292,12 @@ class TaskExecutor:
         await self.store.add_event(TaskEvent(task_id=task.id, kind="status", detail=status.value))
 
     def make_worker(self, task: Task, root: Path, progress: Progress, read_only: Iterable[Path] = ()) -> Worker:
+        bounds = self.bounds.get(task.id)
+        if bounds is not None and bounds.disk is None:  # the worktree the task's disk budget watches
+            bounds.disk = DiskBudget(root.resolve(), self.settings.sandbox_max_disk_mb << 20)
+
         async def screenshot(ws_root: Path, target: str) -> ToolResult:
-            confined = self.sandbox_for(ws_root, self.workspaces.resolve(task.workspace).path, read_only)
+            confined = self.sandbox_for(ws_root, self.workspaces.resolve(task.workspace).path, read_only, task.id)
             if confined is not None and self.network.policy is NetworkPolicy.ON:
                 confined = confined.with_network(True)
             result, pictures = await screenshot_tool_result(self.chromium, ws_root, target, confined)
@@ -308,7 +328,7 @@ class TaskExecutor:
             screenshot,
             verify if task.worker is not WorkerKind.RESEARCH else None,
             task_tag(instance_token(self.settings.database_path), task.id),
-            sandbox=self.sandbox_for(root, self.workspaces.resolve(task.workspace).path, read_only),
+            sandbox=self.sandbox_for(root, self.workspaces.resolve(task.workspace).path, read_only, task.id),
             ask_network=ask_network,
         )
         if self.repo_map is not None and task.worker is not WorkerKind.RESEARCH:  # research: read_file/glob/grep only
@@ -352,11 +372,14 @@ class TaskExecutor:
         s = self.settings
         progress = Progress(self.notifier, self.store, task, s.progress_interval_seconds, s.progress_refresh_seconds)
         self.inboxes.open(task.id, lambda note: progress.update(NOTE_RECEIVED, force=True))
+        bounds = self.open_bounds(task)
         try:
             await progress.open()
             await self._execute(task, progress)
         finally:
             progress.stop()
+            self.bounds.pop(task.id, None)
+            await bounds.close()  # the task's cgroup: what is left in it is killed, the folder removed
             unread = self.inboxes.close(task.id)
             if unread and not self.stopping:
                 with contextlib.suppress(Exception):
@@ -404,7 +427,7 @@ class TaskExecutor:
         except Exception as err:  # the map helps; its absence must not fail the task
             log.warning("task %s: no repository map: %s", task.id, err)
             return ""
-        return f"\n\nRepository map (most relevant files first, with signatures):\n```\n{text}\n```" if text else ""
+        return f"\n\nRepository map (most relevant files first, with signatures):\n{fenced(text)}" if text else ""
 
     def first_turn(self, task: Task, criteria: list[Criterion], repo_map: str = "") -> str:
         text = task.instructions
@@ -497,7 +520,7 @@ class TaskExecutor:
             task.instructions,
             self.baselines,
             self.settings.test_timeout_seconds,  # the baseline runs while the worker works
-            sandbox_for=lambda root, read_only: self.sandbox_for(root, workspace.path, read_only),
+            sandbox_for=lambda root, read_only: self.sandbox_for(root, workspace.path, read_only, task.id),
         )
         # after TaskTests.start: it hides the borrowed links in the repository's info/exclude, which the guard watches
         self.guards[task.id] = await RepositoryGuard.start(tree)

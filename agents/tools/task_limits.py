@@ -1,0 +1,203 @@
+"""What bounds a task as a whole, across all its commands: its cgroup (memory, processes) and its disk budget.
+
+The disk budget (`SANDBOX_MAX_DISK_MB`) is how much the task's worktree may grow beyond what it held when the task's
+first command ran, counted in allocated blocks (a `fallocate`d or sparse file counts for what it really takes; hard
+links once). A small worktree (counted in under `CHEAP_WALK_SECONDS`) is counted every `POLL_SECONDS` while a command
+runs and after it. A larger one is counted when a cheap `statvfs` of its file system shows growth, since the last
+count, beyond what the budget has left, and at least every `FULL_WALK_SECONDS` while a command runs (so deletions
+elsewhere on the file system cannot hide growth for long), never taking more than ~4% of the time in counting.
+Past the budget the command is killed and the files it wrote are deleted, largest first, until the task is back
+within its budget, so it can go on.
+The private `/tmp` and home are not on disk: they are size-bounded tmpfs mounts (SANDBOX_TMP_MB) that end with each
+command, and their pages count against the task's memory cgroup.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import stat
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from agents.tools.task_cgroup import TaskCgroup
+from agents.tools.task_cgroup import support as task_cgroup_support
+from agents.tools.user_net import available as user_net_available
+
+log = logging.getLogger(__name__)
+
+POLL_SECONDS = 0.2
+FULL_WALK_SECONDS = 5.0
+CHEAP_WALK_SECONDS = 0.02  # a worktree counted this fast is counted after every command
+RECENT_SECONDS = 600.0  # files changed this recently may be deleted to get a task back within its disk budget
+
+
+def allocated_bytes(root: Path) -> int:
+    """Bytes allocated on disk to everything under `root` (not following symlinks, hard links counted once)."""
+    total, seen = 0, set()
+    for _, info in _entries(root):
+        if info.st_nlink > 1:
+            if (info.st_dev, info.st_ino) in seen:
+                continue
+            seen.add((info.st_dev, info.st_ino))
+        total += info.st_blocks * 512
+    return total
+
+
+def _entries(root: Path):  # noqa: ANN202 - a generator of (path, lstat) pairs
+    stack = [str(root)]
+    while stack:
+        folder = stack.pop()
+        try:
+            with os.scandir(folder) as listing:
+                for entry in listing:
+                    try:
+                        info = entry.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    if stat.S_ISDIR(info.st_mode):
+                        stack.append(entry.path)
+                    yield entry.path, info
+        except OSError:
+            continue
+
+
+def fs_used(root: Path) -> int:
+    """Bytes in use on the file system holding `root` (one statvfs: cheap enough to poll)."""
+    try:
+        fs = os.statvfs(root)
+    except OSError:
+        return 0
+    return (fs.f_blocks - fs.f_bfree) * fs.f_frsize
+
+
+@dataclass
+class DiskBudget:
+    """How much the worktree `root` may grow during the task; `watch` while a command runs, `check` after it."""
+
+    root: Path
+    budget_bytes: int
+    baseline: int | None = None
+    last_usage: int = 0
+    fs_mark: int = 0  # bytes in use on the worktree's file system at the last walk
+    walk_seconds: float = 0.0  # how long the last walk took
+
+    async def start(self) -> None:
+        if self.baseline is None:
+            self.baseline = await self._walk()
+
+    @property
+    def grown(self) -> int:
+        return self.last_usage - (self.baseline or 0)
+
+    async def _walk(self) -> int:
+        self.fs_mark = fs_used(self.root)
+        started = time.monotonic()
+        self.last_usage = await asyncio.to_thread(allocated_bytes, self.root)
+        self.walk_seconds = time.monotonic() - started
+        return self.last_usage
+
+    async def over(self, force: bool = False) -> bool:
+        """Whether the task is past its budget. A small worktree (a walk under CHEAP_WALK_SECONDS) is counted every
+        time; a large one only when its file system grew, since the last count, by more than the budget has left
+        (so growth spread over several commands is seen too, unless deletions elsewhere hide it)."""
+        cheap = self.walk_seconds <= CHEAP_WALK_SECONDS
+        if not (force or cheap) and fs_used(self.root) - self.fs_mark <= self.budget_bytes - self.grown:
+            return False
+        await self._walk()
+        return self.grown > self.budget_bytes
+
+    async def watch(self, kill: Callable[[], None]) -> str:
+        """Poll until the budget is exceeded, then `kill` the command and return the sentence for the model."""
+        last_walk = time.monotonic()
+        while True:
+            await asyncio.sleep(POLL_SECONDS)
+            # a full count at most every ~4% of the time it takes (at least every FULL_WALK_SECONDS)
+            force = time.monotonic() - last_walk > min(FULL_WALK_SECONDS, max(POLL_SECONDS, 25 * self.walk_seconds))
+            if force:
+                last_walk = time.monotonic()
+            if await self.over(force):
+                kill()
+                return await self.exceeded()
+
+    async def exceeded(self) -> str:
+        removed = await asyncio.to_thread(self._clean)
+        limit = self.budget_bytes >> 20
+        said = f"The command was stopped: the task's files grew past its disk budget of {limit} MB"
+        said += " (SANDBOX_MAX_DISK_MB)"
+        if removed:
+            count = "1 recent file was" if len(removed) == 1 else f"{len(removed)} recent files, largest first, were"
+            said += f"; {count} deleted to get back within it ({', '.join(removed[:3])}"
+            said += ", ...)" if len(removed) > 3 else ")"
+        return said + "."
+
+    def _clean(self, since_seconds: float = RECENT_SECONDS) -> list[str]:
+        """Delete recent files (changed in the last `since_seconds`), largest first, until back within budget: the
+        command that was stopped wrote them, or one shortly before it (growth can add up over several commands)."""
+        self.last_usage = allocated_bytes(self.root)
+        recent = time.time() - since_seconds
+        candidates = sorted(
+            (
+                (info.st_blocks, info.st_ctime, path)  # largest first; of equal ones the newest
+                for path, info in _entries(self.root)
+                if stat.S_ISREG(info.st_mode) and info.st_ctime >= recent and "/.git/" not in path
+            ),
+            reverse=True,
+        )
+        removed: list[str] = []
+        for blocks, _, path in candidates:
+            if self.grown <= self.budget_bytes:
+                break
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+                self.last_usage -= blocks * 512
+                removed.append(os.path.relpath(path, self.root))
+        self.fs_mark = fs_used(self.root)
+        self.last_usage = allocated_bytes(self.root)
+        return removed
+
+
+@dataclass
+class TaskBounds:
+    """One task's shared limits, made when the task starts and closed when it ends (TaskExecutor)."""
+
+    name: str
+    memory_bytes: int
+    max_processes: int
+    disk: DiskBudget | None = None
+    _cgroup: TaskCgroup | None = None
+    _made: bool = False
+
+    def cgroup(self) -> TaskCgroup | None:
+        """The task's cgroup, made at its first command (None where the machine allows none)."""
+        if not self._made:
+            self._made = True
+            self._cgroup = TaskCgroup.create(self.name, self.memory_bytes, self.max_processes)
+        return self._cgroup
+
+    def disk_for(self, worktree: Path) -> DiskBudget | None:
+        return self.disk if self.disk is not None and self.disk.root == worktree else None
+
+    async def close(self) -> None:
+        if self._cgroup is not None:
+            await self._cgroup.close()
+            self._cgroup = None
+
+
+def sandbox_limit_warnings(network_possible: bool) -> list[str]:
+    """What the machine cannot bound here (said at start-up and by `agentlab doctor`); empty when everything holds."""
+    warnings = []
+    found = task_cgroup_support()
+    if not found.available:
+        warnings.append(f"no per-task cgroup: {found.description}")
+    if network_possible and not user_net_available():
+        warnings.append(
+            "pasta (Debian package passt) is not installed: a command allowed the network shares the host's "
+            "network, its loopback (the bot's own ports, local databases) included; install it "
+            "(scripts/install-system-deps.sh)"
+        )
+    return warnings
