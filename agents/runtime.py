@@ -14,6 +14,7 @@ from agents.chat.symbol_hints import SymbolHints
 from agents.core.actions import Action, button
 from agents.core.models import TaskStatus
 from agents.core.protocols import Notifier, SpeechToText
+from agents.core.secrets_filter import remember
 from agents.core.settings import Settings
 from agents.llm.client import make_client
 from agents.repo_map.maps import RepoMap
@@ -62,6 +63,8 @@ class Runtime:
         if settings.sandbox != "off":
             for warning in sandbox_limit_warnings(settings.sandbox_network != "off"):
                 log.warning("%s", warning)
+        # the bot's own secrets are masked verbatim in everything a model or the chat sees (issue 22)
+        remember([settings.telegram_bot_token.get_secret_value(), settings.anthropic_api_key.get_secret_value()])
         store = await Store.open(settings.database_path)
         client = client or make_client(settings)
         workspaces = Workspaces(settings.workspace_path, settings.bot_repository)

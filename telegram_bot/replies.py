@@ -10,6 +10,7 @@ from telegram.constants import ParseMode
 from telegram.error import BadRequest
 
 from agents.core.actions import Buttons
+from agents.core.secrets_filter import mask
 from telegram_bot.render.chunks import html_to_text, render_chunks, split_plain, summarize_for_document
 
 log = logging.getLogger(__name__)
@@ -67,7 +68,9 @@ async def send_html_or_plain(
 async def send_markdown(
     bot: Bot, chat_id: int, markdown: str, *, reply_to: int | None = None, buttons: Buttons | None = None
 ) -> Message | None:
-    """Send an answer of any length; returns the last message (the one carrying the buttons)."""
+    """Send an answer of any length; returns the last message (the one carrying the buttons). Known secrets are
+    masked (agents/core/secrets_filter.py): the chat sees no token a tool or command printed."""
+    markdown = mask(markdown)
     markup = keyboard(buttons)
     if len(markdown) > DOCUMENT_THRESHOLD:
         summary = summarize_for_document(markdown)
@@ -90,6 +93,7 @@ async def send_markdown(
 
 async def edit_markdown(bot: Bot, chat_id: int, message_id: int, markdown: str, buttons: Buttons | None = None) -> None:
     """Edit a progress message in place (first chunk only); 'not modified' is not an error."""
+    markdown = mask(markdown)
     chunk = render_chunks(markdown.strip() or "(empty)", TELEGRAM_LIMIT)[0]
     markup = keyboard(buttons)
     try:
@@ -127,7 +131,13 @@ class TelegramNotifier:
         await edit_markdown(self.bot, chat_id, message_id, markdown, buttons)
 
     async def send_document(self, chat_id: int, filename: str, data: bytes, caption: str = "") -> None:
-        await self.bot.send_document(chat_id, InputFile(data, filename=filename), caption=caption[:1000] or None)
+        try:  # a text document (a log, a diff, the history) is masked like every message
+            data = mask(data.decode("utf-8")).encode("utf-8")
+        except UnicodeDecodeError:
+            pass
+        await self.bot.send_document(chat_id, InputFile(data, filename=filename), caption=mask(caption)[:1000] or None)
 
     async def send_photo(self, chat_id: int, data: bytes, caption: str = "") -> None:
-        await self.bot.send_photo(chat_id, InputFile(data, filename="screenshot.png"), caption=caption[:1000] or None)
+        await self.bot.send_photo(
+            chat_id, InputFile(data, filename="screenshot.png"), caption=mask(caption)[:1000] or None
+        )

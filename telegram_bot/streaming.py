@@ -18,6 +18,7 @@ from telegram import Bot
 from telegram.constants import ParseMode
 from telegram.error import BadRequest, NetworkError, RetryAfter, TelegramError, TimedOut
 
+from agents.core.secrets_filter import mask
 from telegram_bot.render.chunks import render_chunks
 from telegram_bot.replies import (
     TELEGRAM_LIMIT,
@@ -128,6 +129,7 @@ class ChatDraft:
     async def _show(self, frame: str) -> None:
         if not frame or frame == self._shown:
             return
+        frame = mask(frame)  # the one output filter (agents/core/secrets_filter.py)
         try:
             if self.use_drafts:
                 await self._send_draft(frame)

@@ -84,7 +84,7 @@ async def test_blocks_and_worktree_copies(tmp_path) -> None:
     assert base64.b64decode(block["source"]["data"]) == keeper.path_of(image).read_bytes()
     worktree = tmp_path / "tree"
     worktree.mkdir()
-    assert await keeper.copy_into([image], worktree) == [f"{WORKTREE_FOLDER}/4-logo.png"]
+    assert await keeper.copy_into([image], worktree) == ([f"{WORKTREE_FOLDER}/4-logo.png"], None)
     assert (worktree / WORKTREE_FOLDER / ".gitignore").read_text() == "*\n"
     keeper.path_of(image).unlink()
     [gone] = await keeper.blocks(image)

@@ -56,11 +56,15 @@ async def test_no_file_tool_shows_or_writes_a_credential_file(root: Path) -> Non
 
 
 def test_url_credentials_are_masked() -> None:
-    assert mask_url_credentials("url = https://user:tok3n@github.com/a/b.git") == "url = https://***@github.com/a/b.git"
     assert (
-        mask_url_credentials("https://ghp_x@host/r and http://a:b@h:8080/p")
-        == "https://***@host/r and http://***@h:8080/p"
+        mask_url_credentials("url = https://user:tok3n@github.com/a/b.git")
+        == "url = https://«masked»@github.com/a/b.git"
     )
+    assert (
+        mask_url_credentials("https://x0TokenValue123@host/r and http://a:b@h:8080/p")
+        == "https://«masked»@host/r and http://«masked»@h:8080/p"
+    )
+    assert mask_url_credentials("ssh://git@github.com/o/r.git") == "ssh://git@github.com/o/r.git", "a user, no token"
     assert (
         mask_url_credentials("see https://github.com/a/b and mail me@host")
         == "see https://github.com/a/b and mail me@host"
@@ -71,9 +75,9 @@ async def test_git_metadata_is_masked_on_read_and_refused_on_write(tmp_path: Pat
     (tmp_path / ".git").mkdir()
     (tmp_path / ".git" / "config").write_text('[remote "origin"]\n\turl = https://me:s3cret@example.com/r.git\n')
     shown = await file_tools.read_file(tmp_path, ".git/config")
-    assert "s3cret" not in shown and "https://***@example.com/r.git" in shown
+    assert "s3cret" not in shown and "https://«masked»@example.com/r.git" in shown
     grepped = await file_tools.grep(tmp_path, "url", path=".git")
-    assert "s3cret" not in grepped and "***@example.com" in grepped
+    assert "s3cret" not in grepped and "«masked»@example.com" in grepped
     for path in (".git/config", ".git/hooks/pre-commit", ".GIT/hooks/x", "sub/.git"):
         with pytest.raises(ToolError, match="git metadata"):
             await file_tools.write_file(tmp_path, path, "x")

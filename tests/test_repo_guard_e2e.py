@@ -155,8 +155,8 @@ async def test_credential_files_are_refused_and_remote_tokens_masked(
     seen = tool_results(model, "research")
     assert not any("ghp_SECRETTOKEN123" in text for text in seen), "a credential reached the model"
     assert sum("holds secrets" in text for text in seen) == 9
-    assert any("url = https://***@github.com/dev/calc.git" in text for text in seen)
-    assert any(".git/config" in text and "https://***@github.com" in text for text in seen)  # the grep of .git
+    assert any("url = https://«masked»@github.com/dev/calc.git" in text for text in seen)
+    assert any(".git/config" in text and "https://«masked»@github.com" in text for text in seen)  # the grep of .git
 
 
 async def test_the_worker_cannot_write_into_git_metadata(bot: BotHarness, model: ScriptedModel) -> None:

@@ -75,19 +75,45 @@ def commit_and_add_worktree(repo: Path, tree: Path) -> Path:
     return tree
 
 
-def test_spec_binds_git_metadata_and_the_worktree_venv(tmp_path: Path) -> None:
+def test_spec_binds_git_metadata_and_the_checkouts_venv_with_a_host_python(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
     tree = commit_and_add_worktree(repo, tmp_path / "trees" / "task-1")
     venv = repo / ".venv"
-    venv.mkdir()
-    (venv / "pyvenv.cfg").write_text(f"home = {tmp_path / 'python' / 'bin'}\n")
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(sys.executable)
+    (venv / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}").mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text(f"home = {tmp_path / 'python' / 'bin'}\n")  # the text is never believed
     (tree / ".venv").symlink_to(venv)
-    spec = spec_for(tree)
+    spec = spec_for(tree, repository=repo)
     assert (repo / ".git").resolve() in spec.read_only
-    assert venv.resolve() in spec.read_only and (tmp_path / "python").resolve() in spec.read_only
+    assert venv.resolve() in spec.read_only and (tmp_path / "python").resolve() not in spec.read_only
+    assert Path(sys.base_prefix).resolve() in spec.read_only
     assert spec.path_prefix[0] == str(tree.resolve() / ".venv" / "bin")
     assert repo.resolve() not in spec.read_only, "the repository's own files (untracked .env, ...) stay hidden"
+
+
+@pytest.mark.parametrize("planted", ["home", "symlink", "no-host-python"])
+def test_a_venv_the_repository_planted_binds_nothing(tmp_path: Path, planted: str) -> None:
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
+    tree = commit_and_add_worktree(repo, tmp_path / "trees" / "task-1")
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "bin").mkdir(parents=True)
+    (elsewhere / "bin" / "python").symlink_to(sys.executable)
+    version = "3.1" if planted == "no-host-python" else f"{sys.version_info.major}.{sys.version_info.minor}"
+    (elsewhere / "lib" / f"python{version}").mkdir(parents=True)
+    (elsewhere / "pyvenv.cfg").write_text("home = /\n")
+    if planted == "symlink":
+        (repo / ".venv").symlink_to(elsewhere, target_is_directory=True)
+    else:
+        shutil.copytree(elsewhere, repo / ".venv", symlinks=True)
+    spec = spec_for(tree, repository=repo)
+    assert Path("/") not in spec.read_only and elsewhere.resolve() not in spec.read_only
+    assert set(spec.read_only) <= {repo.resolve() / ".git", repo.resolve() / ".venv", *sandbox.python_prefixes()}
+    if planted != "home":  # a real folder made from a host Python is used, with that Python; `home` is ignored
+        assert repo.resolve() / ".venv" not in spec.read_only
+        assert str(tree.resolve() / ".venv" / "bin") not in spec.path_prefix
 
 
 def test_environment_is_explicit_and_secret_free(tmp_path: Path) -> None:

@@ -64,6 +64,7 @@ def test_test_files_in_hidden_or_vendored_dirs_do_not_count(tmp_path: Path) -> N
 
 def test_workspace_venv_interpreter_is_preferred(tmp_path: Path) -> None:
     python = write(tmp_path / ".venv" / "bin" / "python", "")
+    (tmp_path / ".venv" / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}").mkdir(parents=True)
     write(tmp_path / "test_app.py", "def test_x(): pass\n")
     assert detect_test_command(tmp_path) == f"{python} {test_runner.PYTEST_ARGS}"
 

@@ -92,9 +92,10 @@ def test_workspace_venv_beats_package_json_and_the_bots_python_is_the_fallback(t
     write(tmp_path / "package.json", NPM_PROJECT)
     assert detect_environment(tmp_path).command == "npm test --silent", "package.json comes before the fallback"
     write(tmp_path / ".venv" / "bin" / "python")
+    (tmp_path / ".venv" / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}").mkdir(parents=True)
     env = detect_environment(tmp_path)
     assert env.kind == "workspace .venv" and env.rerunnable and not env.fallback
-    assert env.read_only_paths == [(tmp_path / ".venv").resolve()]
+    assert env.read_only_paths == [tmp_path / ".venv", env.python_base] and env.python_base is not None
 
 
 def test_agentlab_toml_names_command_junit_timeout(tmp_path: Path) -> None:

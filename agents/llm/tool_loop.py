@@ -22,6 +22,7 @@ import anthropic
 
 from agents.core.models import Usage
 from agents.core.protocols import AnswerStream, MessageModel
+from agents.core.secrets_filter import mask, mask_json
 from agents.llm.client import usage_of
 from agents.llm.context_budget import create_within_window
 from agents.tools.toolbox import Toolbox
@@ -121,7 +122,9 @@ class ToolLoop:
         self.add_user_turn([{"type": "text", "text": text}])
 
     def add_user_turn(self, blocks: list[dict[str, Any]]) -> None:
-        """A new user turn of content blocks (text, images, documents)."""
+        """A new user turn of content blocks (text, images, documents). Text is masked by the one output filter:
+        a test run's output or a note quoting a command reaches the model without known secrets."""
+        blocks = [mask_json(b) for b in blocks]  # type: ignore[misc]
         if self.messages and self.messages[-1]["role"] == "user":
             self.messages[-1]["content"].extend(blocks)
         else:
@@ -189,7 +192,7 @@ class ToolLoop:
     async def step(self, without_tools: bool = False) -> tuple[Ending, str] | None:
         """One model call and its tool calls; returns (ending, text) when the loop is over."""
         for note in self.inbox() if self.inbox else []:  # the last message is the user's: a turn or tool results
-            self.messages[-1]["content"].append({"type": "text", "text": note})
+            self.messages[-1]["content"].append({"type": "text", "text": mask(note)})
         if self.context_window:
             response = await create_within_window(self, lambda: self._call(self._request(without_tools)))
         else:

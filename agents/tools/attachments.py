@@ -15,7 +15,6 @@ import hashlib
 import io
 import math
 import re
-import shutil
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import Any
 
 from agents.core.models import Attachment, AttachmentKind
 from agents.core.settings import Settings
+from agents.tools.safe_paths import UnsafePath, write_file
 
 API_IMAGE_MAX_BYTES = 3_750_000  # 5 MB after base64 encoding: the Messages API's per-image limit
 API_IMAGE_MAX_EDGE = 8000  # the API refuses images larger than this on either side
@@ -280,21 +280,33 @@ class Attachments:
             blocks += await self.blocks(attachment)
         return blocks
 
-    async def copy_into(self, attachments: list[Attachment], worktree: Path) -> list[str]:
-        """Put the files under WORKTREE_FOLDER of a task's worktree (git ignores that folder); returns their paths."""
-        folder = worktree / WORKTREE_FOLDER
+    async def copy_into(self, attachments: list[Attachment], worktree: Path) -> tuple[list[str], str | None]:
+        """Put the files under WORKTREE_FOLDER of a task's worktree (git ignores that folder): (their paths, why some
+        or all could not be saved). Nothing is written through a symlink the repository or a worker placed on the
+        way (`safe_paths`): such a path is refused and the reason names it."""
+        base = Path(worktree)
 
-        def copy() -> list[str]:
-            folder.mkdir(parents=True, exist_ok=True)
-            (folder / ".gitignore").write_text("*\n")
+        def copy() -> tuple[list[str], str | None]:
+            try:
+                write_file(base, f"{WORKTREE_FOLDER}/.gitignore", b"*\n")
+            except OSError as err:
+                return [], _why_not_saved(err)
             placed: list[str] = []
+            problems: list[str] = []
             for attachment in attachments:
-                target = folder / f"{attachment.id}-{attachment.name}"
+                relative = f"{WORKTREE_FOLDER}/{attachment.id}-{attachment.name}"
                 try:
-                    shutil.copyfile(self.path_of(attachment), target)
-                except OSError:
+                    write_file(base, relative, self.path_of(attachment).read_bytes())
+                except OSError as err:
+                    problems.append(_why_not_saved(err))
                     continue
-                placed.append(f"{WORKTREE_FOLDER}/{target.name}")
-            return placed
+                placed.append(relative)
+            return placed, "; ".join(problems) or None
 
         return await asyncio.to_thread(copy)
+
+
+def _why_not_saved(err: OSError) -> str:
+    if isinstance(err, UnsafePath):
+        return f"{err} in the repository, and I never write through links"
+    return f"it could not be written ({err.strerror or err})"

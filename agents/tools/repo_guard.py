@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agents.tools import git_repo
+from agents.tools.safe_paths import write_file
 
 log = logging.getLogger(__name__)
 
@@ -172,7 +173,7 @@ class RepositoryGuard:
             return
         try:
             _remove(dot_git)
-            dot_git.write_text(self.link_text, encoding="utf-8")
+            write_file(self.tree.path, ".git", self.link_text.encode("utf-8"))  # never through a link
             self.warnings.append("the worker replaced the worktree's `.git` file; it was restored")
         except OSError as err:
             self.warnings.append(f"the worker replaced the worktree's `.git` file and it could not be restored: {err}")
@@ -189,7 +190,7 @@ class RepositoryGuard:
         if current == expected:
             return
         try:
-            head.write_text(expected, encoding="utf-8")
+            write_file(self.admin_dir, "HEAD", expected.encode("utf-8"))  # never through a link
             self.warnings.append(f"the worker switched its worktree off `{self.tree.branch}`; it was switched back")
         except OSError as err:
             self.warnings.append(f"the worker switched its worktree off its branch and it could not be undone: {err}")
@@ -230,7 +231,4 @@ def _write(path: Path, state: _FileState) -> None:
     if path.is_dir() or path.is_symlink():
         _remove(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    temp = path.with_name(f".{path.name}.agentlab-restore")
-    temp.write_bytes(state.data)
-    os.chmod(temp, stat.S_IMODE(state.mode))
-    os.replace(temp, path)
+    write_file(path.parent, path.name, state.data, mode=stat.S_IMODE(state.mode))  # a fresh file, never via a link

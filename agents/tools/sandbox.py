@@ -21,7 +21,6 @@ import enum
 import functools
 import logging
 import os
-import re
 import shutil
 import sys
 import tempfile
@@ -29,6 +28,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agents.core.secrets_filter import without_url_credentials
+from agents.tools.safe_paths import checkout_venv
 from agents.tools.task_limits import TaskBounds
 
 log = logging.getLogger(__name__)
@@ -187,28 +188,12 @@ def python_prefixes() -> list[Path]:
     return _unique(Path(p) for p in (sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix))
 
 
-def virtualenv_paths(venv: Path) -> list[Path]:
-    """A virtualenv (resolved through symlinks) and the Python installation it was made from (`home` in pyvenv.cfg)."""
-    try:
-        venv = venv.resolve(strict=True)
-    except OSError:
-        return []
-    paths = [venv]
-    try:
-        config = (venv / "pyvenv.cfg").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return paths
-    for line in config.splitlines():
-        key, _, value = line.partition("=")
-        if key.strip() == "home" and value.strip():
-            home = Path(value.strip())
-            with_links = [home.parent]
-            try:
-                with_links.append(home.resolve().parent)
-            except OSError:
-                pass
-            paths += with_links
-    return _unique(paths)
+def virtualenv_paths(checkout: Path, name: str = ".venv") -> list[Path]:
+    """The checkout's virtualenv `name` and the host installation of Python it was made from, when the checkout has
+    a real one (`safe_paths.checkout_venv`: no symlink, base matched among the host's interpreters by version, never
+    from `pyvenv.cfg`'s `home`); else nothing: a repository never chooses what the sandbox binds."""
+    venv, base, _why_not = checkout_venv(checkout, name)
+    return [] if venv is None or base is None else [venv, base]
 
 
 def git_metadata(worktree: Path) -> Path | None:
@@ -230,11 +215,9 @@ def git_metadata(worktree: Path) -> Path | None:
     return common if common.is_dir() else None
 
 
-_URL_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]+@")
-
-
 def masked_git_config(common: Path) -> Path | None:
-    """A copy of the repository's `.git/config` with credentials in URLs removed, when it has any (else None).
+    """A copy of the repository's `.git/config` with its secrets masked (credentials in URLs, `http.extraHeader`,
+    an inline credential helper: agents/core/secrets_filter.py), when it has any (else None).
 
     The copy is shown read-only in place of the original, so `git remote -v` inside works without the token."""
     config = common / "config"
@@ -242,7 +225,7 @@ def masked_git_config(common: Path) -> Path | None:
         text = config.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return None
-    masked = _URL_CREDENTIALS.sub(lambda m: m.group("scheme"), text)
+    masked = without_url_credentials(text)
     if masked == text:
         return None
     folder = _private_folder()
@@ -285,8 +268,7 @@ def spec_for(
             masks.append((masked, metadata / "config"))
     elif not (worktree / ".git").is_symlink() and (masked := masked_git_config(worktree / ".git")) is not None:
         masks.append((masked, worktree / ".git" / "config"))
-    own_venv = trusted / ".venv"
-    venv_paths = virtualenv_paths(own_venv) if own_venv.exists() else []
+    venv_paths = virtualenv_paths(trusted)
     read_only += venv_paths
     read_only += python_prefixes()
     read_only += [Path(p) for p in extra_read_only]

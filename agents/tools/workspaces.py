@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from agents.core.secrets_filter import mask
 from agents.tools.toolbox import ToolError
 
 SELF_NAME = "self"
@@ -218,8 +219,6 @@ _SECRET_PATTERNS = re.compile(
     """,
     re.IGNORECASE,
 )
-# `scheme://user:password@` or `scheme://token@` in a URL (a remote with a token in `.git/config`, say).
-_URL_CREDENTIALS = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]*://)[^\s/@'\"<>]+@")
 
 
 def is_secret_file(name: str) -> bool:
@@ -233,8 +232,9 @@ def is_secret_file(name: str) -> bool:
 
 
 def mask_url_credentials(text: str) -> str:
-    """`https://user:token@host/…` → `https://***@host/…`, wherever a URL with credentials appears in `text`."""
-    return _URL_CREDENTIALS.sub(r"\1***@", text)
+    """`https://user:token@host/…` → `https://«masked»@host/…`, and every other known secret (`http.extraHeader`,
+    an inline credential helper, token shapes): the one filter of agents/core/secrets_filter.py."""
+    return mask(text)
 
 
 def is_git_metadata(relative: str | Path) -> bool:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agents.tools.file_walk import SKIP_DIRS, walk_tree
+from agents.tools.safe_paths import UnsafePath, append_lines, checkout_venv, make_symlink, real_folder
 from agents.verify.js_runners import JS_TEST_ENV, ScriptStep, plan_script
 
 CONFIG_FILE = ".agentlab.toml"
@@ -111,6 +112,7 @@ class TestEnvironment:
     timeout: float | None = None
     workspace: Path | None = None  # the main checkout things are borrowed from
     python_env: Path | None = None  # the virtual environment used (borrowed or the bot's)
+    python_base: Path | None = None  # the host's Python installation a borrowed environment was made from
     borrowed: list[str] = field(default_factory=list)  # checkout-relative folders linked from the main checkout
     notes: list[str] = field(default_factory=list)
     fallback: bool = False  # the bot's interpreter stands in for a missing environment
@@ -121,10 +123,12 @@ class TestEnvironment:
         """What the tests read outside the checkout: borrowed folders and the interpreter's environment (for a
         sandbox to mount read-only)."""
         paths: list[Path] = []
-        if self.workspace is not None:
-            paths += [(self.workspace / rel).resolve() for rel in self.borrowed]
+        if self.workspace is not None:  # real folders of the main checkout (checked by detect_environment)
+            paths += [found for rel in self.borrowed if (found := real_folder(self.workspace, rel)) is not None]
         if self.python_env is not None:
-            paths.append(self.python_env.resolve())
+            paths.append(self.python_env if not self.fallback else self.python_env.resolve())
+            if self.python_base is not None:
+                paths.append(self.python_base)
             if self.fallback:
                 paths.append(Path(sys.base_prefix).resolve())
         return list(dict.fromkeys(paths))
@@ -184,13 +188,17 @@ def detect_environment(
     if config is True:
         config = read_config_file(checkout)
     config = config or None
-    venv = _own_venv(workspace)
+    venv, base, refused = _own_venv(workspace)
     borrowed = [venv.name] if venv is not None and venv.parent == workspace else []
     borrowed += _node_modules(checkout, workspace)
     common = {"workspace": workspace, "borrowed": borrowed}
     env = _choose(checkout, workspace, config, venv, common)
     if env is None:
         return None
+    if env.python_env is not None and env.python_env == venv:
+        env.python_base = base
+    if refused:
+        env.notes.append(f"the workspace's environment was not used: {refused}")
     if config is not None:
         env.junit = config.junit
         env.timeout = config.timeout
@@ -276,11 +284,18 @@ def _choose(
     return None
 
 
-def _own_venv(workspace: Path) -> Path | None:
+def _own_venv(workspace: Path) -> tuple[Path | None, Path | None, str | None]:
+    """(venv, its base installation, why a venv present was not used): only a real folder of the checkout made
+    from a Python the host provides counts (`safe_paths.checkout_venv`); a committed `pyvenv.cfg` or a symlink
+    never decides what the sandbox binds."""
+    refused = []
     for name in _VENV_NAMES:
-        if (workspace / name / "bin" / "python").exists():
-            return workspace / name
-    return None
+        venv, base, why_not = checkout_venv(workspace, name)
+        if venv is not None:
+            return venv, base, None
+        if why_not:
+            refused.append(why_not)
+    return None, None, "; ".join(refused) or None
 
 
 def _node_modules(checkout: Path, workspace: Path) -> list[str]:
@@ -290,8 +305,9 @@ def _node_modules(checkout: Path, workspace: Path) -> list[str]:
     found = []
     for package in _package_dirs(checkout):
         rel = package.relative_to(checkout)
-        source, own = workspace / rel / "node_modules", package / "node_modules"
-        if source.is_dir() and not source.is_symlink() and (own.is_symlink() or not own.exists()):
+        source = real_folder(workspace, rel / "node_modules")  # never through a symlink the repository chose
+        own = package / "node_modules"
+        if source is not None and (own.is_symlink() or not os.path.lexists(own)):
             found.append(str(rel / "node_modules") if str(rel) != "." else "node_modules")
     return found
 
@@ -457,29 +473,33 @@ def link_borrowed(env: TestEnvironment, checkout: Path) -> list[str]:
         return []
     linked = []
     for rel in env.borrowed:
-        link, source = Path(checkout) / rel, env.workspace / rel
-        if link.is_symlink() and link.resolve() != source.resolve():
+        link, source = Path(checkout) / rel, real_folder(env.workspace, rel)
+        parent = Path(rel).parent
+        if source is None or (str(parent) != "." and real_folder(Path(checkout), parent) is None):
+            continue  # nothing real to borrow, or a link's folder is itself a link: never followed
+        if link.is_symlink() and os.readlink(link) != str(source):
             link.unlink()  # a link the worker re-pointed: borrowed again from the main checkout
-        if link.exists() or link.is_symlink() or not link.parent.is_dir():
+        if os.path.lexists(link):
             continue
-        try:
-            link.symlink_to(source.resolve(), target_is_directory=True)
-        except OSError:
+        try:  # the link's folders are walked without following symlinks: it lands inside the checkout or nowhere
+            make_symlink(Path(checkout), rel, source)
+        except (UnsafePath, OSError):
             continue
         linked.append(rel)
-    if linked:
-        hide_from_git(Path(checkout), linked)
+    if linked:  # the main checkout's repository (shared by its worktrees), never the one a worker's `.git` names
+        hide_from_git(env.workspace, linked)
     return linked
 
 
 def hide_from_git(checkout: Path, paths: list[str]) -> None:
-    """Add `/path` lines to the `info/exclude` of the checkout's repository (shared by its worktrees)."""
+    """Add `/path` lines to the `info/exclude` of the checkout's repository (shared by its worktrees), written
+    without following a symlink anywhere under the git folder."""
     common = _git_common_dir(checkout)
     if common is None:
         return
     exclude = common / "info" / "exclude"
     try:
-        existing = exclude.read_text(encoding="utf-8") if exclude.is_file() else ""
+        existing = exclude.read_text(encoding="utf-8") if exclude.is_file() and not exclude.is_symlink() else ""
     except OSError:
         return
     lines = set(existing.splitlines())
@@ -487,9 +507,11 @@ def hide_from_git(checkout: Path, paths: list[str]) -> None:
     if not wanted:
         return
     block = ([EXCLUDE_MARKER] if EXCLUDE_MARKER not in lines else []) + wanted
-    exclude.parent.mkdir(parents=True, exist_ok=True)
-    with exclude.open("a", encoding="utf-8") as out:
-        out.write(("" if not existing or existing.endswith("\n") else "\n") + "\n".join(block) + "\n")
+    text = ("" if not existing or existing.endswith("\n") else "\n") + "\n".join(block) + "\n"
+    try:
+        append_lines(common, "info/exclude", text)
+    except OSError:  # a symlinked info folder or exclude file: the links stay visible to git rather than follow it
+        return
 
 
 def _git_common_dir(checkout: Path) -> Path | None:

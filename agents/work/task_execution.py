@@ -30,6 +30,7 @@ from agents.store.delivery import Deliveries
 from agents.store.shown import PROPOSAL, TASK, remember_shown, shown_as
 from agents.tools import git_repo
 from agents.tools.attachments import Attachments
+from agents.tools.credential_files import remember_credential_files
 from agents.tools.network_gate import NetworkDecision, NetworkGate
 from agents.tools.repo_guard import RepositoryGuard
 from agents.tools.sandbox import NetworkPolicy, ResourceLimits, SandboxMode, SandboxSpec, spec_for
@@ -447,7 +448,9 @@ class TaskExecutor:
             return [], ""
         blocks = await self.attachments.blocks_of([a for a, _ in rows])
         to_save = [a for a, save in rows if save]
-        paths = await self.attachments.copy_into(to_save, worktree) if to_save and worktree is not None else []
+        paths, problem = (
+            await self.attachments.copy_into(to_save, worktree) if to_save and worktree is not None else ([], None)
+        )
         note = (
             (
                 "\n\nThe user's files are saved in the worktree (ignored by git; "
@@ -457,6 +460,8 @@ class TaskExecutor:
             if paths
             else ""
         )
+        if problem:  # the files are still in this message; only the copies in the worktree are missing
+            note += f"\n\nThe user's files could not all be saved in the worktree: {problem}. They are shown above."
         return blocks, note
 
     # ---- research → proposal -------------------------------------------------------------
@@ -513,6 +518,7 @@ class TaskExecutor:
             worktree=str(tree.path),
         )
         await git_repo.clear_stale_index_locks(tree)  # a SIGKILL during the bot's own `git add` leaves one behind
+        await remember_credential_files(tree.path)  # `cat .npmrc` in a command then prints «masked» (issue 22)
         checks = await TaskTests.start(
             workspace.path,
             tree.path,

@@ -1,0 +1,106 @@
+"""The values of a workspace's credential files join the output filter before a task starts (issue 22, item 9).
+
+`read_file` refuses `.npmrc`, `.envrc`, `.env.production` (workspaces.is_secret_file), but a shell prints them
+(`cat .npmrc`, `git show HEAD:.npmrc`). So the bot reads them first, itself: the deny-listed files committed at HEAD
+and those in the checkout's working tree, and hands the secret-looking values they assign to
+`secrets_filter.remember`; whatever a command prints afterwards shows them as `«masked»`. The history of every ref
+is searched too (`git log -p --all` limited to those names), for HISTORY_SECONDS at most.
+
+Not covered: history beyond that time on a very large repository, and a value re-encoded by the command.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from pathlib import Path
+
+from agents.core.secrets_filter import credential_values, remember
+from agents.tools import git_repo
+from agents.tools.file_walk import walk_tree
+from agents.tools.workspaces import is_secret_file
+
+log = logging.getLogger(__name__)
+
+MAX_FILES = 200
+MAX_BYTES = 256 * 1024  # per file: a credential file is small; a larger one is read only this far
+HISTORY_SECONDS = 10.0
+# workspaces.is_secret_file as git pathspecs (for the history search)
+SECRET_PATHSPECS = tuple(
+    f":(glob,icase)**/{name}"
+    for name in (
+        ".env",
+        ".env.*",
+        ".envrc",
+        ".netrc",
+        "_netrc",
+        ".npmrc",
+        ".pypirc",
+        ".git-credentials",
+        ".pgpass",
+        "*.pem",
+        "*.key",
+        "id_*",
+        "credentials*.json",
+    )
+)
+
+
+async def remember_credential_files(checkout: Path) -> int:
+    """Read the checkout's deny-listed files (at HEAD and on disk) and mask their values from now on; how many
+    values were found. Failures are logged, never raised: the filter's token shapes still apply."""
+    values: list[str] = []
+    try:
+        values += await _at_head(Path(checkout))
+    except (git_repo.GitError, OSError) as err:
+        log.info("credential files at HEAD of %s not read: %s", checkout, err)
+    try:
+        values += await _in_history(Path(checkout))
+    except (git_repo.GitError, OSError) as err:  # a timeout on a huge history: HEAD and the disk still count
+        log.info("credential files in the history of %s not read: %s", checkout, err)
+    values += await asyncio.to_thread(_on_disk, Path(checkout))
+    remember(values)
+    return len(set(values))
+
+
+async def _at_head(checkout: Path) -> list[str]:
+    listing = await git_repo.run_git("ls-tree", "-r", "-z", "--name-only", "HEAD", cwd=checkout)
+    if listing.exit_code != 0:
+        return []
+    names = [n for n in listing.stdout.split("\0") if n and is_secret_file(n.rsplit("/", 1)[-1])][:MAX_FILES]
+    values: list[str] = []
+    for name in names:
+        shown = await git_repo.run_git("cat-file", "blob", f"HEAD:{name}", cwd=checkout)
+        if shown.exit_code == 0:
+            values += credential_values(shown.stdout[:MAX_BYTES])
+    return values
+
+
+async def _in_history(checkout: Path) -> list[str]:
+    """Values ever added to a credential file on any ref (what `git log -p --all` would print)."""
+    shown = await git_repo.run_git(
+        "log", "--all", "-p", "--no-color", "--format=", "--", *SECRET_PATHSPECS, cwd=checkout, timeout=HISTORY_SECONDS
+    )
+    if shown.exit_code != 0:
+        return []
+    added = [line[1:] for line in shown.stdout.splitlines() if line.startswith("+") and not line.startswith("+++")]
+    return credential_values("\n".join(added))
+
+
+def _on_disk(checkout: Path) -> list[str]:
+    values: list[str] = []
+    seen = 0
+    for folder, _dirs, files in walk_tree(checkout):
+        for name in files:
+            if not is_secret_file(name) or seen >= MAX_FILES:
+                continue
+            seen += 1
+            try:  # never through a link: O_NOFOLLOW
+                fd = os.open(folder / name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+                with os.fdopen(fd, "rb") as handle:
+                    data = handle.read(MAX_BYTES)
+            except OSError:
+                continue
+            values += credential_values(data.decode("utf-8", errors="replace"))
+    return values

@@ -1,0 +1,203 @@
+"""Paths a repository cannot redirect (issue 22): real folders inside a checkout, the host's own Python
+installations, and files the bot writes into a worktree without following any symlink.
+
+A repository (or a worker) controls every name inside its checkout, symlinks included. So the bot trusts only the
+checkout root it resolved itself; below it, every component is opened relative to its parent's directory fd with
+`O_NOFOLLOW` (`openat`), and a symlink anywhere on the way is refused with `UnsafePath`, never followed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_LIB_PYTHON = re.compile(r"python(\d+\.\d+)t?")
+
+
+class UnsafePath(OSError):
+    """A path inside a checkout goes through a symlink (or a non-folder): the bot will not use or write it."""
+
+
+def _parts(relative: str | Path) -> list[str]:
+    parts = [p for p in Path(relative).parts if p not in ("", ".")]
+    if Path(relative).is_absolute() or ".." in parts or not parts:
+        raise UnsafePath(f"{relative!s} is not a path inside the checkout")
+    return parts
+
+
+def real_folder(root: Path, relative: str | Path) -> Path | None:
+    """`root/relative` when every component below `root` is a real folder (no symlink), else None."""
+    try:
+        parts = _parts(relative)
+    except UnsafePath:
+        return None
+    current = Path(root)
+    for part in parts:
+        current = current / part
+        try:
+            info = os.lstat(current)
+        except OSError:
+            return None
+        if not stat.S_ISDIR(info.st_mode):
+            return None
+    return current
+
+
+@contextmanager
+def open_folder(root: Path, relative: str | Path = ".", *, create: bool = False) -> Iterator[int]:
+    """A directory fd of `root/relative`, walked component by component with O_NOFOLLOW (made with mode 0o755 when
+    missing and `create`). Raises UnsafePath naming the first symlink or non-folder on the way."""
+    fd = os.open(root, _DIR_FLAGS)
+    try:
+        walked = Path()
+        for part in [p for p in Path(relative).parts if p not in ("", ".")]:
+            if part == ".." or Path(part).is_absolute():
+                raise UnsafePath(f"{relative!s} is not a path inside {root}")
+            walked = walked / part
+            if create:
+                try:
+                    os.mkdir(part, 0o755, dir_fd=fd)
+                except FileExistsError:
+                    pass
+            try:
+                child = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            except OSError as err:
+                if _is_link(fd, part):
+                    raise UnsafePath(f"{walked.as_posix()} is a symbolic link") from None
+                if err.errno == 20:  # ENOTDIR
+                    raise UnsafePath(f"{walked.as_posix()} is not a folder") from None
+                raise
+            os.close(fd)
+            fd = child
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _is_link(dir_fd: int, name: str) -> bool:
+    try:
+        return stat.S_ISLNK(os.lstat(name, dir_fd=dir_fd).st_mode)
+    except OSError:
+        return False
+
+
+def write_file(root: Path, relative: str | Path, data: bytes, *, replace: bool = True, mode: int = 0o644) -> None:
+    """Write `data` to `root/relative` without following any symlink: the folders are walked with O_NOFOLLOW (made
+    when missing), the bytes go to a fresh temporary file (O_EXCL) renamed over the name. An existing symlink or
+    non-file at the name raises UnsafePath; with `replace=False` an existing regular file is left as it is."""
+    parts = _parts(relative)
+    with open_folder(root, Path(*parts[:-1]) if len(parts) > 1 else ".", create=True) as folder:
+        name = parts[-1]
+        try:
+            info = os.lstat(name, dir_fd=folder)
+        except FileNotFoundError:
+            info = None
+        if info is not None and not stat.S_ISREG(info.st_mode):
+            kind = "a symbolic link" if stat.S_ISLNK(info.st_mode) else "not a regular file"
+            raise UnsafePath(f"{Path(relative).as_posix()} is {kind}")
+        if info is not None and not replace:
+            return
+        temporary = f".{name}.{os.getpid()}.agentlab-part"
+        fd = os.open(
+            temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=folder
+        )
+        try:
+            os.fchmod(fd, mode)  # exactly `mode`, whatever the umask
+            with os.fdopen(fd, "wb") as out:
+                out.write(data)
+            os.rename(temporary, name, src_dir_fd=folder, dst_dir_fd=folder)
+        except BaseException:
+            try:
+                os.unlink(temporary, dir_fd=folder)
+            except OSError:
+                pass
+            raise
+
+
+def append_lines(root: Path, relative: str | Path, text: str) -> None:
+    """Append `text` to `root/relative` (created when missing) without following any symlink on the way."""
+    parts = _parts(relative)
+    with open_folder(root, Path(*parts[:-1]) if len(parts) > 1 else ".", create=True) as folder:
+        try:
+            fd = os.open(
+                parts[-1], os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=folder
+            )
+        except OSError as err:
+            if _is_link(folder, parts[-1]):
+                raise UnsafePath(f"{Path(relative).as_posix()} is a symbolic link") from None
+            raise err
+        with os.fdopen(fd, "a", encoding="utf-8") as out:
+            if not stat.S_ISREG(os.fstat(out.fileno()).st_mode):
+                raise UnsafePath(f"{Path(relative).as_posix()} is not a regular file")
+            out.write(text)
+
+
+def make_symlink(root: Path, relative: str | Path, target: Path) -> None:
+    """Create the symlink `root/relative` -> `target`; the folders on the way are walked with O_NOFOLLOW."""
+    parts = _parts(relative)
+    with open_folder(root, Path(*parts[:-1]) if len(parts) > 1 else ".") as folder:
+        os.symlink(target, parts[-1], target_is_directory=True, dir_fd=folder)
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# the host's Python installations
+
+
+def venv_version(venv: Path) -> str | None:
+    """The `X.Y` of a virtualenv, from its real `lib/pythonX.Y` folder (never from `pyvenv.cfg`'s `home`)."""
+    lib = real_folder(venv, "lib")
+    if lib is None:
+        return None
+    try:
+        names = sorted(entry.name for entry in os.scandir(lib) if entry.is_dir(follow_symlinks=False))
+    except OSError:
+        return None
+    versions = [m.group(1) for name in names if (m := _LIB_PYTHON.fullmatch(name))]
+    return versions[0] if len(versions) == 1 else None
+
+
+def trusted_python_prefixes() -> list[Path]:
+    """Installations of Python the host itself provides: the bot's own base interpreter, the system's (/usr,
+    /usr/local), and the other versions beside the bot's own when it runs from a pyenv/uv-style `versions` root."""
+    own = [Path(sys.base_prefix), Path(sys.base_exec_prefix)]
+    found = [*own, Path("/usr"), Path("/usr/local")]
+    for prefix in own:
+        if prefix.parent.name in ("versions", "python"):  # ~/.pyenv/versions/3.12.4, ~/.local/share/uv/python/...
+            try:
+                found += sorted(p for p in prefix.parent.iterdir() if p.is_dir() and not p.is_symlink())
+            except OSError:
+                pass
+    return list(dict.fromkeys(p.resolve() for p in found if p.is_dir()))
+
+
+def trusted_base(version: str) -> Path | None:
+    """The first host installation of Python `version` (X.Y): its `lib/pythonX.Y` and `bin/pythonX.Y` both exist."""
+    for prefix in trusted_python_prefixes():
+        if (prefix / "lib" / f"python{version}").is_dir() and (prefix / "bin" / f"python{version}").exists():
+            return prefix
+    return None
+
+
+def checkout_venv(checkout: Path, name: str) -> tuple[Path | None, Path | None, str | None]:
+    """(venv, base installation, why not) of the virtualenv folder `name` of a checkout. The venv is used only when
+    it is a real folder of the checkout (no symlink) with a `bin/python`, made from a Python the host provides
+    (matched by version, see `trusted_base`). When it is not used, `why not` says so in one phrase."""
+    checkout = Path(checkout)
+    if not os.path.lexists(checkout / name):
+        return None, None, None
+    venv = real_folder(checkout, name)
+    if venv is None:
+        return None, None, f"{name} is a symbolic link or not a folder"
+    if not (venv / "bin" / "python").exists() and not (venv / "bin" / "python").is_symlink():
+        return None, None, f"{name} has no bin/python"
+    version = venv_version(venv)
+    base = trusted_base(version) if version else None
+    if base is None:
+        return None, None, f"{name} was not made from a Python installed on this machine"
+    return venv, base, None

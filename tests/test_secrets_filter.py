@@ -1,0 +1,60 @@
+"""The one output filter: token shapes, git's header and helper, URL credentials, key blocks, values verbatim."""
+
+from __future__ import annotations
+
+import pytest
+
+from agents.core.secrets_filter import MASK, credential_values, mask, remember, without_url_credentials
+
+
+@pytest.mark.parametrize(
+    "secret, line",
+    [
+        ("sk-ant-api03-AbCdEfGhIjKl", "key={}"),
+        ("sk-proj-" + "A1b2" * 10, "OPENAI_API_KEY={}"),
+        ("ghp_" + "a" * 36, "token {} here"),
+        ("github_pat_" + "B" * 30, "{}"),
+        ("glpat-" + "x" * 20, "{}"),
+        ("xoxb-123456-abcdefghij", "slack {}"),
+        ("AKIAABCDEFGHIJKLMNOP", "aws {}"),
+        ("npm_" + "c" * 36, "//registry.npmjs.org/:_authToken={}"),
+        ("pypi-" + "d" * 60, "password = {}"),
+        ("dXNlcjpwYXNz", "\textraHeader = AUTHORIZATION: basic {}"),
+        ("eHh4eHh4eHg=", "http.https://github.com/.extraheader=AUTHORIZATION: basic {}"),
+        ("hunter2secret", 'helper = "!f() {{ echo password={}; }}; f"'),
+        ("abc.def.ghi123", "Authorization: Bearer {}"),
+        ("tok3n:pw", "url = https://{}@github.com/o/r.git"),
+        ("MIIEvQIBADANBg", "-----BEGIN PRIVATE KEY-----\n{}\n-----END PRIVATE KEY-----"),
+    ],
+)
+def test_known_shapes_are_masked(secret: str, line: str) -> None:
+    masked = mask(line.format(secret))
+    assert secret not in masked and MASK in masked, masked
+
+
+def test_ordinary_text_and_code_are_left_alone() -> None:
+    text = (
+        "def add(a, b):\n    return a + b  # password = get_password()\n"
+        "see https://github.com/a/b and mail me@host; tests/test_calc.py::test_add PASSED\n"
+        "repository: git+ssh://git@github.com/o/r.git\n"
+    )
+    assert mask(text) == text
+
+
+def test_remembered_values_are_masked_verbatim_and_short_ones_ignored() -> None:
+    remember(["Zq7-VERBATIM-991", "short"])
+    assert mask("a Zq7-VERBATIM-991 b short") == f"a {MASK} b short"
+
+
+def test_credential_values_keep_what_looks_secret() -> None:
+    text = (
+        "NODE_ENV=production\n//registry.example.com/:_authToken=Zq7-NPMRC-1\n# comment=Zz9-NOT-READ\n"
+        "export API_KEY='Abc123xyz!'\nmachine h login bob password S3cretPass\n"
+    )
+    values = credential_values(text)
+    assert "production" not in values and "Zz9-NOT-READ" not in values
+    assert {"Zq7-NPMRC-1", "Abc123xyz!", "S3cretPass"} <= set(values)
+
+
+def test_a_config_copy_loses_url_credentials_entirely() -> None:
+    assert without_url_credentials("url = https://u:p@h/r.git") == "url = https://h/r.git"
