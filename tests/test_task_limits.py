@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -98,7 +99,8 @@ async def test_a_tasks_processes_together_stay_within_its_memory(limited_bot: Bo
 
     parent = support().memory_parent
     assert parent is not None
-    await limited_bot.tg.await_for(lambda: not list(parent.glob("task-*-1")), timeout=5)  # removed at the task's end
+    mine = f"task-{os.getpid()}-1"  # this process's task 1: other test processes (pytest -n) have their own
+    await limited_bot.tg.await_for(lambda: not (parent / mine).exists(), timeout=5)  # removed at the task's end
 
 
 async def test_a_task_past_its_disk_budget_is_stopped_told_and_can_go_on(
