@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -9,6 +10,7 @@ import textwrap
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -166,6 +168,28 @@ async def start_bot(
         app.bot_data.transcriber = transcriber
     await start_polling(app, poll_timeout=1)
     return BotHarness(app=app, tg=tg, claude=claude, settings=settings)
+
+
+@contextlib.asynccontextmanager
+async def running_bot(
+    fake_telegram: FakeTelegram,
+    fake_anthropic: FakeAnthropic,
+    tmp_path: Path,
+    workspace_root: Path,
+    bot_repo: Path,
+    **overrides: Any,
+) -> AsyncIterator[BotHarness]:
+    """The bot with `overrides` on the test settings, polling the fake Telegram until the block ends."""
+    from telegram_bot.app import stop_polling
+
+    settings = make_settings(
+        fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repository=bot_repo, **overrides
+    )
+    harness = await start_bot(settings, fake_telegram, fake_anthropic)
+    try:
+        yield harness
+    finally:
+        await stop_polling(harness.app)
 
 
 @pytest.fixture

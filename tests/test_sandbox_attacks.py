@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from agents.core.models import TaskStatus
-from tests.conftest import USER_ID, BotHarness, make_settings, start_bot
+from tests.conftest import USER_ID, BotHarness, running_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import ScriptedModel
 from tests.test_sandbox import host_pids
@@ -39,14 +39,14 @@ SECRETS = (FAKE_KEY, FAKE_TOKEN, "NEIGHBOUR-SECRET-5e1", "OWNER-HOME-SECRET-9a2"
 
 
 class Listener:
-    """A TCP listener on the host's loopback that counts the connections it sees."""
+    """A TCP listener on one host address (the loopback by default) that counts the connections it sees."""
 
-    def __init__(self) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        self.sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+        self.sock.bind((host, 0))
         self.sock.listen(16)
         self.sock.settimeout(0.2)
-        self.port = self.sock.getsockname()[1]
+        self.host, self.port = host, self.sock.getsockname()[1]
         self.connections = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._serve, daemon=True)
@@ -246,20 +246,16 @@ async def test_a_planted_test_in_the_bots_own_test_run_reads_no_secret(
 @pytest.fixture
 async def asking_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo) -> AsyncIterator[BotHarness]:
     """The bot with SANDBOX_NETWORK=ask and a short answer time."""
-    from telegram_bot.app import stop_polling
-
-    settings = make_settings(
+    async with running_bot(
         fake_telegram,
         fake_anthropic,
         tmp_path,
         workspace_root,
-        bot_repository=bot_repo,
+        bot_repo,
         sandbox_network="ask",
         sandbox_network_answer_seconds=1.5,
-    )
-    harness = await start_bot(settings, fake_telegram, fake_anthropic)
-    yield harness
-    await stop_polling(harness.app)
+    ) as harness:
+        yield harness
 
 
 async def network_request(bot: BotHarness):

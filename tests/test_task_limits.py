@@ -11,20 +11,18 @@ import ipaddress
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
-import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from agents.core.models import TaskStatus
-from tests.conftest import BotHarness, make_settings, start_bot
+from tests.conftest import BotHarness, running_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import ScriptedModel
-from tests.test_sandbox_attacks import start_task, task_end, tool_results
+from tests.test_sandbox_attacks import Listener, start_task, task_end, tool_results
 
 pytestmark = pytest.mark.skipif(
     shutil.which("bwrap") is None or not sys.platform.startswith("linux"),
@@ -49,23 +47,17 @@ def memory_cgroup_reason() -> str | None:
 @pytest.fixture
 async def limited_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo) -> AsyncIterator[BotHarness]:
     """The bot with a 256 MB task memory, a 300 MB task disk budget and the network on (no question asked)."""
-    from telegram_bot.app import stop_polling
-
-    settings = make_settings(
+    async with running_bot(
         fake_telegram,
         fake_anthropic,
         tmp_path,
         workspace_root,
-        bot_repository=bot_repo,
+        bot_repo,
         sandbox_max_memory_mb=256,
         sandbox_max_disk_mb=300,
         sandbox_network="on",
-    )
-    harness = await start_bot(settings, fake_telegram, fake_anthropic)
-    try:
+    ) as harness:
         yield harness
-    finally:
-        await stop_polling(harness.app)
 
 
 @pytest.fixture
@@ -128,36 +120,6 @@ async def test_a_task_past_its_disk_budget_is_stopped_told_and_can_go_on(
     used_mb = int(json.loads(after).split("\n")[2].strip())
     assert used_mb <= 300, after  # the leftovers were deleted: the task is back within its budget
     assert task.status is not TaskStatus.FAILED
-
-
-class Listener:
-    """A TCP listener on one host address that counts the connections it sees."""
-
-    def __init__(self, host: str) -> None:
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        self.sock = socket.socket(family)
-        self.sock.bind((host, 0))
-        self.sock.listen(16)
-        self.sock.settimeout(0.2)
-        self.host, self.port = host, self.sock.getsockname()[1]
-        self.connections = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
-
-    def _serve(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except (TimeoutError, OSError):
-                continue
-            self.connections += 1
-            conn.close()
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.sock.close()
 
 
 def host_addresses() -> list[str]:

@@ -12,6 +12,7 @@ Not covered: history beyond that time on a very large repository, and a value re
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import os
 from pathlib import Path
@@ -56,7 +57,7 @@ async def remember_credential_files(checkout: Path) -> int:
     except (git_repo.GitError, OSError) as err:
         log.info("credential files at HEAD of %s not read: %s", checkout, err)
     try:
-        values += await _in_history(Path(checkout))
+        values += await _history_once(Path(checkout))
     except (git_repo.GitError, OSError) as err:  # a timeout on a huge history: HEAD and the disk still count
         log.info("credential files in the history of %s not read: %s", checkout, err)
     values += await asyncio.to_thread(_on_disk, Path(checkout))
@@ -75,6 +76,21 @@ async def _at_head(checkout: Path) -> list[str]:
         if shown.exit_code == 0:
             values += credential_values(shown.stdout[:MAX_BYTES])
     return values
+
+
+_history_seen: dict[str, list[str]] = {}  # the refs' tips -> the values their history holds (one search per state)
+
+
+async def _history_once(checkout: Path) -> list[str]:
+    """`_in_history`, searched once per state of the repository's refs: the next task on the same repository with no
+    new commits pays for `git for-each-ref` only, not for a walk of the whole history."""
+    refs = await git_repo.run_git("for-each-ref", "--format=%(objectname)", cwd=checkout)
+    if refs.exit_code != 0:
+        return await _in_history(checkout)
+    key = hashlib.sha256(refs.stdout.encode()).hexdigest()
+    if key not in _history_seen:
+        _history_seen[key] = await _in_history(checkout)
+    return _history_seen[key]
 
 
 async def _in_history(checkout: Path) -> list[str]:
