@@ -1,6 +1,8 @@
 """Real JavaScript test runners for tests: mocha, jest and pnpm at pinned versions, installed from the npm registry
 once into `~/.cache/agentlab-tests/npm-<hash>` and reused across runs; a test that needs them skips with a reason
-when npm or the registry cannot be reached. A project gets them as a real `node_modules` folder (hard links)."""
+when npm or the registry cannot be reached. Parallel test workers (pytest-xdist) install under a file lock, so one
+installs and the others wait; a failed install is tried once per test run, not once per worker. A project gets them
+as a real `node_modules` folder (hard links)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import pytest
 
 PINNED = ("jest@30.5.2", "mocha@11.8.0", "pnpm@10.34.8")
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "agentlab-tests"
+TEST_RUN = os.environ.get("PYTEST_XDIST_TESTRUNUID", str(os.getpid()))  # one id shared by a run's xdist workers
 
 
 def npm_tools() -> Path:
@@ -24,7 +27,7 @@ def npm_tools() -> Path:
     if npm is None or node is None:
         pytest.skip("node and npm are not installed")
     folder = CACHE / f"npm-{hashlib.sha256(' '.join(PINNED).encode()).hexdigest()[:12]}"
-    done = folder / ".installed"
+    done, failed = folder / ".installed", folder / ".failed"
     if done.is_file():
         return folder
     folder.mkdir(parents=True, exist_ok=True)
@@ -32,6 +35,9 @@ def npm_tools() -> Path:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if done.is_file():
             return folder
+        run, _, reason = failed.read_text().partition("\n") if failed.is_file() else ("", "", "")
+        if run == TEST_RUN:  # another worker of this run tried just now
+            pytest.skip(reason)
         (folder / "package.json").write_text(json.dumps({"private": True}))
         try:
             subprocess.run(
@@ -43,7 +49,9 @@ def npm_tools() -> Path:
             )
         except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as err:
             said = getattr(err, "stderr", b"") or b""
-            pytest.skip(f"could not install {' '.join(PINNED)} from the npm registry: {said.decode()[-300:] or err}")
+            reason = f"could not install {' '.join(PINNED)} from the npm registry: {said.decode()[-300:] or err}"
+            failed.write_text(f"{TEST_RUN}\n{reason}")
+            pytest.skip(reason)
         done.write_text("ok\n")
     return folder
 

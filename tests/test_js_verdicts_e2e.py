@@ -170,7 +170,9 @@ async def test_a_resumed_js_task_runs_its_tests(
     give_node_modules(repo, tools)
     model = ScriptedModel()
     fake_anthropic.handler = model
-    settings = make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repository=bot_repo)
+    settings = make_settings(  # the step "running: sleep 60" follows an edit at once: shown after a short interval
+        fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repository=bot_repo, progress_interval_seconds=0.2
+    )
     model.add("orchestrator", start_task("resumeapp", "Make add() subtract, slowly."), claude_says.text("started"))
     model.add(
         "code",

@@ -206,7 +206,9 @@ async def test_a_stale_index_lock_does_not_fail_the_resumed_task(
 
     model = ScriptedModel()
     fake_anthropic.handler = model
-    settings = make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repository=bot_repo)
+    settings = make_settings(  # the step "running: sleep 60" follows an edit at once: shown after a short interval
+        fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repository=bot_repo, progress_interval_seconds=0.2
+    )
     model.add("orchestrator", start_task("calc", "Fix add(), slowly."), claude_says.text("started"))
     model.add(
         "code",

@@ -193,7 +193,7 @@ async def test_sandboxed_command_sees_only_its_worktree(tmp_path: Path) -> None:
 
 @needs_bwrap
 async def test_background_processes_die_with_the_command(tmp_path: Path) -> None:
-    marker = "1000.31337"
+    marker = f"1000.{os.getpid()}1"  # unique to this process: found in /proc by host_pids
     result = await run_command(
         f"setsid nohup sleep {marker} >/dev/null 2>&1 & env -u AGENTLAB_TASK sleep {marker} & echo started",
         cwd=tmp_path,
@@ -207,7 +207,7 @@ async def test_background_processes_die_with_the_command(tmp_path: Path) -> None
 
 @needs_bwrap
 async def test_cancel_kills_every_process_of_the_command(tmp_path: Path) -> None:
-    marker = "1000.4711"
+    marker = f"1000.{os.getpid()}2"  # unique to this process: found in /proc by host_pids
     job = asyncio.create_task(
         run_command(
             f"setsid nohup sleep {marker} & sleep {marker}", cwd=tmp_path, timeout=60, sandbox=spec_for(tmp_path)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -78,6 +79,12 @@ async def test_a_tasks_processes_together_stay_within_its_memory(limited_bot: Bo
     command = f"for i in 1 2 3 4 5; do {hog} & done; wait; echo all-ended"
     model.add("orchestrator", start_task("calc", "Use memory."), claude_says.text("Started."))
     model.add("code", run(command), run("echo after-the-hogs"), claude_says.text("Done."))
+    from agents.tools.task_cgroup import support
+
+    parent = support().memory_parent
+    assert parent is not None
+    mine = f"task-{os.getpid()}-1-*"  # this process's task 1: other test processes (pytest -n) have their own
+    before = set(parent.glob(mine))  # what an earlier test of this process may have left
     limited_bot.say("use memory in calc")
     task = await task_end(limited_bot, 1, timeout=120)
     assert task.status is not TaskStatus.FAILED, task.error
@@ -86,11 +93,7 @@ async def test_a_tasks_processes_together_stay_within_its_memory(limited_bot: Bo
     assert hogs.count("HELD") <= 2, hogs  # 2 × 100 MB fit in 256 MB; 5 never do
     assert "memory limit of 256 MB" in hogs
     assert any("after-the-hogs" in r for r in results), "the task could not go on after the limit was hit"
-    from agents.tools.task_cgroup import support
-
-    parent = support().memory_parent
-    assert parent is not None
-    await limited_bot.tg.await_for(lambda: not list(parent.glob("task-*-1")), timeout=5)  # removed at the task's end
+    await limited_bot.tg.await_for(lambda: set(parent.glob(mine)) <= before, timeout=5)  # removed at the task's end
 
 
 async def test_a_task_past_its_disk_budget_is_stopped_told_and_can_go_on(

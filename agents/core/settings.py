@@ -48,6 +48,8 @@ class Settings(BaseSettings):
     command_timeout_seconds: float = Field(300.0, gt=0)
     test_timeout_seconds: float = Field(900.0, gt=0)
     max_concurrent_tasks: int = Field(3, ge=1)
+    progress_interval_seconds: float = Field(5.0, gt=0)  # a new step shows in the progress message within this
+    progress_refresh_seconds: float = Field(15.0, gt=0)  # the elapsed time is refreshed at least this often
     git_author_name: str = "agentlab"
     git_author_email: str = "agentlab@localhost"
     chromium_path: str | None = None

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import itertools
 import logging
 import os
 import signal
@@ -30,6 +31,7 @@ log = logging.getLogger(__name__)
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 PARENT_NAME = "agentlab-tasks"
+_serial = itertools.count(1)  # the last part of a task cgroup's folder name
 JOIN_SCRIPT = 'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; n=$((n-1)); done; exec "$@"'
 
 
@@ -159,7 +161,8 @@ class TaskCgroup:
         found = support()
         if found.memory_parent is None:
             return None
-        folder_name = f"task-{os.getpid()}-{name}"
+        # unique in this process: a folder an earlier run left (its close cancelled, or still busy) is never reused
+        folder_name = f"task-{os.getpid()}-{name}-{next(_serial)}"
         folders: list[Path] = []
         try:
             if found.version == 2:

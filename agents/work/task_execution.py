@@ -55,8 +55,8 @@ ROLE_PROMPTS = {
     WorkerKind.TEST: prompts.TEST,
 }
 REPORT_LIMIT = 1500
-PROGRESS_INTERVAL = 5.0  # at most one edit of a progress message per this many seconds
-PROGRESS_TICK = 15.0  # refresh the elapsed time at least this often during a long step
+PROGRESS_INTERVAL = 5.0  # default of PROGRESS_INTERVAL_SECONDS: a new step shows within this, at most one edit per
+PROGRESS_REFRESH = 15.0  # default of PROGRESS_REFRESH_SECONDS: the elapsed time is refreshed at least this often
 PROGRESS_STEPS = 3  # the progress message shows this many of the latest steps
 NOTE_RECEIVED = "📝 note received"
 
@@ -116,11 +116,20 @@ def branch_buttons(task_id: int, status: TaskStatus = TaskStatus.COMPLETED) -> l
 
 
 class Progress:
-    """One progress message per task, edited in place at most every PROGRESS_INTERVAL seconds: elapsed time, criteria
-    verified, the latest steps."""
+    """One progress message per task: elapsed time, criteria verified, the latest steps. Edited at most once per
+    `interval` (Telegram limits edits); a step that arrives sooner is shown by the ticker when the interval is up, so
+    every step shows within `interval`. With no step, the ticker refreshes the elapsed time every `refresh` seconds."""
 
-    def __init__(self, notifier: Notifier, store: Store, task: Task) -> None:
+    def __init__(
+        self,
+        notifier: Notifier,
+        store: Store,
+        task: Task,
+        interval: float = PROGRESS_INTERVAL,
+        refresh: float = PROGRESS_REFRESH,
+    ) -> None:
         self.notifier, self.store, self.task = notifier, store, task
+        self.interval, self.refresh = interval, refresh
         self.started = time.monotonic()
         self.steps: deque[str] = deque(["starting"], maxlen=PROGRESS_STEPS)
         self._started_steps = False
@@ -128,6 +137,7 @@ class Progress:
         self.message_id = task.progress_message_id
         self.criteria = ""  # e.g. "2/5 criteria verified"
         self._ticker: asyncio.Task[None] | None = None
+        self._unshown = asyncio.Event()  # set while a step waits for the interval to be up
 
     def text(self) -> str:
         t = self.task
@@ -151,18 +161,32 @@ class Progress:
             except Exception as err:  # no progress message is no reason to lose the task (issue 12)
                 log.warning("task %s: progress message not sent: %s", self.task.id, err)
             await self.store.update_task(self.task.id, progress_message_id=self.message_id)
-        self._ticker = asyncio.create_task(self._tick())
+        if self.message_id is not None:
+            self._ticker = asyncio.create_task(self._tick())
 
     async def _tick(self) -> None:
+        """Edits when a held-back step's interval is up, or when nothing edited the message for `refresh` seconds;
+        the next due time is counted from the last edit, whoever made it, and a new step wakes it up early."""
         while True:
-            await asyncio.sleep(PROGRESS_TICK)
-            if time.monotonic() - self.last_edit >= PROGRESS_TICK:
+            if self._unshown.is_set():
+                due = self.last_edit + self.interval
+            else:
+                due = max(self.last_edit, self.started) + self.refresh
+            wait = due - time.monotonic()
+            if wait <= 0:
                 await self._edit()
+            elif self._unshown.is_set():
+                await asyncio.sleep(wait)
+            else:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(wait):
+                        await self._unshown.wait()
 
     async def _edit(self) -> None:
+        self.last_edit = time.monotonic()
+        self._unshown.clear()  # the text is built now: it shows every step so far
         if self.message_id is None:
             return
-        self.last_edit = time.monotonic()
         try:
             await self.notifier.edit(
                 self.task.chat_id, self.message_id, self.text(), buttons=cancel_button(self.task.id)
@@ -176,8 +200,10 @@ class Progress:
             self._started_steps = True
         self.steps.append(step)
         await self.store.add_event(TaskEvent(task_id=self.task.id, kind="step", detail=step[:300]))
-        if force or time.monotonic() - self.last_edit >= PROGRESS_INTERVAL:
+        if force or time.monotonic() - self.last_edit >= self.interval:
             await self._edit()
+        else:
+            self._unshown.set()  # the ticker shows it when the interval is up
 
     def stop(self) -> None:
         if self._ticker is not None:
@@ -344,7 +370,8 @@ class TaskExecutor:
         return list(guard.warnings)
 
     async def execute(self, task: Task) -> None:
-        progress = Progress(self.notifier, self.store, task)
+        s = self.settings
+        progress = Progress(self.notifier, self.store, task, s.progress_interval_seconds, s.progress_refresh_seconds)
         self.inboxes.open(task.id, lambda note: progress.update(NOTE_RECEIVED, force=True))
         bounds = self.open_bounds(task)
         try:

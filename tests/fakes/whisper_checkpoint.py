@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import os
 import shutil
 import struct
 import subprocess
@@ -86,7 +87,7 @@ def sized_checkpoint(path: str | Path, size: str = "tiny", *, seed: int = 0) -> 
     if path.is_file():
         return path
     n_layer, n_state, n_head = REAL_DIMS[size]
-    partial = path.with_name(path.name + ".partial")
+    partial = path.with_name(f"{path.name}.{os.getpid()}.partial")  # two processes building at once never mix
     build_tiny_checkpoint(partial, n_layer=n_layer, n_state=n_state, n_head=n_head, seed=seed)
     partial.replace(path)
     return path
