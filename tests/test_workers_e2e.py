@@ -83,7 +83,8 @@ async def test_code_fix_committed_on_a_task_branch(bot: BotHarness, model: Scrip
 
     bot.tg.press_button(USER_ID, summary.message_id, "task:merge:1")
     await bot.tg.await_for(lambda: "a + b" in text_now(repo / "calc.py"))
-    assert git(repo, "status", "--porcelain").strip() == ""
+    # git writes the file before it refreshes the index: the checkout is clean once the merge has finished
+    await bot.tg.await_for(lambda: git(repo, "--no-optional-locks", "status", "--porcelain").strip() == "")
 
 
 async def test_sloppy_worker_is_corrected_with_the_failing_output(
