@@ -170,6 +170,7 @@ def answer_preview(update: Update, context: Context) -> ChatDraft | None:
         reply_to=update.effective_message.message_id,
         draft_interval=settings.stream_draft_interval_seconds,
         edit_interval=settings.stream_edit_interval_seconds if private else settings.stream_group_edit_interval_seconds,
+        first_frame_after=settings.stream_first_frame_seconds,
     )
 
 

@@ -2,6 +2,10 @@
 edited in place (groups, or where drafts are refused), throttled; the finished answer is then sent as a
 normal message by `replies.send_markdown`.
 
+No frame before `first_frame_after` seconds from the turn's start: an answer that arrives whole within it goes out as
+the final message alone (a draft right before it would only cost a Bot API call). A real model's first token comes
+later than that, so a streamed answer's first words still show as soon as they exist.
+
 `ChatDraft` is the Telegram side of `agents.llm.tool_loop.AnswerStream`. Every frame is rendered from the whole
 Markdown written so far by the same renderer as the final answer, so a half-written code fence, link or
 `<`/`&` still makes valid HTML; a frame longer than a message shows the part being written.
@@ -58,11 +62,13 @@ class ChatDraft:
         reply_to: int | None = None,
         draft_interval: float = 0.4,
         edit_interval: float = 1.5,
+        first_frame_after: float = 0.3,
     ) -> None:
         self.bot, self.chat_id, self.reply_to = bot, chat_id, reply_to
         self.use_drafts = private  # Telegram shows drafts in private chats only
         self.draft_id = draft_id or 1
         self.draft_interval, self.edit_interval = draft_interval, edit_interval
+        self._first_frame_at = asyncio.get_running_loop().time() + first_frame_after
         self.markdown = ""
         self.status = ""
         self.preview_id: int | None = None  # the edited preview message (edit mode)
@@ -112,6 +118,10 @@ class ChatDraft:
             self.preview_id = None
 
     async def _run(self) -> None:
+        wait = self._first_frame_at - asyncio.get_running_loop().time()
+        if wait > 0:  # an answer finished by then is sent whole, with no frame before it
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._closing.wait(), wait)
         while not self._closing.is_set():
             await self._dirty.wait()
             if self._closing.is_set():

@@ -142,6 +142,24 @@ async def test_in_a_group_one_message_is_edited_then_the_answer_is_sent(fast_bot
     assert parse_telegram_html(answer.html).startswith("Here is the fix")
 
 
+async def test_an_answer_that_arrives_whole_is_sent_without_a_draft_before_it(fast_bot: BotHarness) -> None:
+    fast_bot.claude.script(claude_says.text(ANSWER))  # the whole answer at once, well within the first-frame time
+    fast_bot.say("what was wrong with add?")
+    [reply] = await fast_bot.replies(1)
+    assert parse_telegram_html(reply.html).startswith("Here is the fix for add in calc.py")
+    assert fast_bot.tg.drafts == [], "no sendMessageDraft right before the final message"
+    assert fast_bot.tg.refused == []
+
+
+async def test_in_a_group_an_answer_that_arrives_whole_has_no_preview_message(fast_bot: BotHarness) -> None:
+    fast_bot.claude.script(claude_says.text(ANSWER))
+    fast_bot.tg.send_text(USER_ID, "what was wrong with add?", chat_id=GROUP_ID)
+    [answer] = await fast_bot.tg.wait_for_message(GROUP_ID, count=1)
+    assert parse_telegram_html(answer.html).startswith("Here is the fix")
+    assert [m.deleted for m in fast_bot.tg.messages(GROUP_ID)] == [False], "one message: the answer, no preview"
+    assert fast_bot.tg.drafts == [] and fast_bot.tg.refused == []
+
+
 # ---- every frame is valid ---------------------------------------------------------------------------
 
 PIECES = st.sampled_from(

@@ -127,6 +127,7 @@ class Settings(BaseSettings):
 
     # --- streamed answers (issue 15) ------------------------------------------------------
     stream_answers: bool = True  # the answer grows in the chat while Claude writes it
+    stream_first_frame_seconds: float = Field(0.3, ge=0.0)  # no preview frame before this (a quick answer has none)
     stream_draft_interval_seconds: float = Field(0.4, ge=0.05)  # between sendMessageDraft frames (private chats)
     stream_edit_interval_seconds: float = Field(1.5, ge=0.2)  # between edits of the preview (drafts refused)
     stream_group_edit_interval_seconds: float = Field(3.5, ge=1.0)  # groups: Telegram allows ~20 messages a minute
