@@ -1,5 +1,6 @@
 """agentlab's core: the orchestrator, workers, tools and store (no Telegram imports).
 
-Layers, bottom first (a folder is a layer; imports only point down, checked by tests/test_layers.py):
-core → store → tools → llm · verify · repo_map → work · chat → the top (runtime, doctor, voice, routing_eval).
+Layers, bottom first (a folder is a layer; imports only point down and never round a circle, checked by
+tests/test_layers.py): core → store → sandbox → git · inputs → tools → llm · verify · repo_map → work · chat → the top
+(runtime, doctor, evals).
 """

@@ -25,15 +25,16 @@ import anthropic
 import httpx2
 
 from agents.core.settings import Settings, SettingsError, load_settings
+from agents.git.runner import GitError, run_git
+from agents.sandbox import bwrap
+from agents.sandbox.process_cap import pids_parent
+from agents.sandbox.task_cgroup import support as task_cgroup_support
+from agents.sandbox.task_limits import sandbox_limit_warnings
+from agents.sandbox.user_net import available as user_net_available
 from agents.store.database import Store
 from agents.store.migrations import LATEST_VERSION
-from agents.tools import git_repo, sandbox
-from agents.tools.process_cap import pids_parent
 from agents.tools.ripgrep import ripgrep_path
 from agents.tools.screenshot import find_chromium
-from agents.tools.task_cgroup import support as task_cgroup_support
-from agents.tools.task_limits import sandbox_limit_warnings
-from agents.tools.user_net import available as user_net_available
 from agents.tools.workspaces import Workspaces
 
 NETWORK_TIMEOUT_SECONDS = 5.0
@@ -226,8 +227,8 @@ async def _git(*args: str, cwd: Path | None = None) -> tuple[int, str]:
     """(exit code, stdout or stderr) of `git <args>` through the bot's one hardened git runner; (127, reason) when git
     cannot run, (124, …) on a timeout."""
     try:
-        result = await git_repo.run_git(*args, cwd=cwd or Path.cwd(), timeout=GIT_TIMEOUT_SECONDS)
-    except git_repo.GitError as err:
+        result = await run_git(*args, cwd=cwd or Path.cwd(), timeout=GIT_TIMEOUT_SECONDS)
+    except GitError as err:
         return (124 if "timed out" in str(err) else 127), str(err)
     text = result.stdout if result.exit_code == 0 else result.stderr
     return result.exit_code, text.strip()
@@ -410,7 +411,7 @@ def check_chromium(settings: Settings) -> Check:
 
 async def check_sandbox(settings: Settings) -> Check:
     """bubblewrap confines every process of a task (issue 11); without it commands are refused unless SANDBOX=off."""
-    if sandbox.SandboxMode(settings.sandbox) is sandbox.SandboxMode.OFF:
+    if bwrap.SandboxMode(settings.sandbox) is bwrap.SandboxMode.OFF:
         return Check(
             Level.warn,
             "sandbox",
@@ -418,10 +419,10 @@ async def check_sandbox(settings: Settings) -> Check:
             "worker can read the bot's keys and your files and use the network",
             "set SANDBOX=bwrap (the default) once bubblewrap works here",
         )
-    sandbox.reset_probe()
-    reason = await sandbox.unavailable_reason()
+    bwrap.reset_probe()
+    reason = await bwrap.unavailable_reason()
     if reason:
-        return Check(Level.fail, "sandbox", reason.removesuffix("."), sandbox.UNAVAILABLE_FIX)
+        return Check(Level.fail, "sandbox", reason.removesuffix("."), bwrap.UNAVAILABLE_FIX)
     as_root = hasattr(os, "geteuid") and os.geteuid() == 0
     limits = sandbox_limit_warnings(settings.sandbox_network != "off")
     if limits:  # issue 22: what this machine cannot bound

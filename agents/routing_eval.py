@@ -37,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from agents.chat.orchestrator import Orchestrator
 from agents.chat.replying import ReplyTo
+from agents.core.errors import ToolError
 from agents.core.models import (
     ChatMessage,
     InputMethod,
@@ -54,7 +55,6 @@ from agents.llm.client import cost_usd, make_client
 from agents.store.database import Store
 from agents.store.shown import PROPOSAL, remember_shown, shown_as
 from agents.tools.new_workspace import workspace_name
-from agents.tools.toolbox import ToolError
 from agents.tools.workspaces import Workspaces
 from agents.work import crew_texts
 from agents.work.crew import task_line

@@ -18,9 +18,9 @@ from agents.core.secrets_filter import remember
 from agents.core.settings import Settings
 from agents.llm.client import make_client
 from agents.repo_map.maps import RepoMap
+from agents.sandbox.task_limits import sandbox_limit_warnings
 from agents.store.database import Store
 from agents.store.delivery import Deliveries
-from agents.tools.task_limits import sandbox_limit_warnings
 from agents.tools.workspaces import Workspaces
 from agents.work.crew import Crew, task_line
 from agents.work.orphans import instance_token, kill_orphans
@@ -165,7 +165,7 @@ class Runtime:
 
 def _make_transcriber(settings: Settings) -> SpeechToText | None:
     try:
-        from agents.voice import Transcriber
+        from agents.inputs.voice import Transcriber
     except ImportError as err:  # whisper missing: text still works
         log.warning("voice notes disabled: %s", err)
         return None

@@ -1,7 +1,7 @@
 """Peak memory of normalising a large picture the bot accepts (issue 22, item 7).
 
 Each picture is written to a temp file; a fresh `python` child reads it, imports Pillow and
-`agents.tools.attachments`, notes its peak RSS (VmHWM of /proc/self/status), runs `normalise_image` on the bytes
+`agents.inputs.attachments`, notes its peak RSS (VmHWM of /proc/self/status), runs `normalise_image` on the bytes
 and notes the peak again. The difference is what normalising added to the bot's memory at its peak; it is compared
 with the size of the decoded picture (width × height × 4 bytes: Pillow keeps RGB as 4 bytes a pixel). Pillow
 allocates image memory outside Python's allocator, so tracemalloc cannot see it: RSS it is. One run per picture
@@ -32,7 +32,7 @@ def peak_kb():  # VmHWM: this process's own peak RSS (ru_maxrss would carry the 
     return int(re.search(r"VmHWM:\s+(\d+)", open("/proc/self/status").read()).group(1))
 data = open(sys.argv[1], "rb").read()
 from PIL import Image
-from agents.tools.attachments import normalise_image
+from agents.inputs.attachments import normalise_image
 before = peak_kb()
 started = time.perf_counter()
 out, media_type, width, height = normalise_image(data, 1568)

@@ -1,6 +1,6 @@
 """The cost of the sandbox (issues 11, 22): a trivial command and a small real test-suite run, with and without it.
 
-All go through `agents.tools.shell.run_command`, the way worker commands and the bot's test runs do; the variants
+All go through `agents.sandbox.shell.run_command`, the way worker commands and the bot's test runs do; the variants
 alternate in the same run so load drift hits all alike. Figures: p50/p95 of `true` over 200 runs each, and the
 median of 5 runs of a 20-test pytest suite each. Target: ≤ 15 ms added per command without network.
 
@@ -26,11 +26,11 @@ sys.path.insert(0, str(ROOT))
 
 import dataclasses
 
-from agents.tools.sandbox import SandboxSpec, spec_for, unavailable_reason
-from agents.tools.shell import run_command
-from agents.tools.task_cgroup import support
-from agents.tools.task_limits import DiskBudget, TaskBounds
-from agents.tools.user_net import available as pasta_available
+from agents.sandbox.bwrap import SandboxSpec, spec_for, unavailable_reason
+from agents.sandbox.shell import run_command
+from agents.sandbox.task_cgroup import support
+from agents.sandbox.task_limits import DiskBudget, TaskBounds
+from agents.sandbox.user_net import available as pasta_available
 
 RUNS = 200
 SUITE_RUNS = 5

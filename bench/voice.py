@@ -1,6 +1,6 @@
 """Voice-note latency: this pipeline vs the naive whisper recipe, download (bytes in hand) to transcript.
 
-(a) this pipeline: `agents.voice.Transcriber` with the model resident (loaded before timing), PyAV decoding in process.
+(a) this pipeline: `agents.inputs.voice.Transcriber`, model resident (loaded before timing), PyAV decoding in process.
 (b) the naive recipe: load the model for every note, write the note to a file, `whisper.transcribe(model, path)`,
     which spawns the `ffmpeg` binary. When `ffmpeg` is not on PATH nothing is installed: a `python -c` subprocess
     that decodes the file with PyAV and writes raw float32 to stdout stands in for it (the output says so).
@@ -37,7 +37,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from agents.voice import Transcriber, transcribe_options
+from agents.inputs.voice import Transcriber, transcribe_options
 from tests.fakes.whisper_checkpoint import make_ogg_opus, sized_checkpoint, speech, tone_mix  # noqa: E402
 
 CACHE = REPO / "bench" / ".cache"
@@ -223,7 +223,7 @@ def render(report: dict[str, Any]) -> str:
         f"  audio:    {report['audio']}",
         f"  weights:  {report['weights']}",
         f"  decoding: {report['decoding']}",
-        "  (a) resident model + in-process PyAV decoding (agents.voice.Transcriber)",
+        "  (a) resident model + in-process PyAV decoding (agents.inputs.voice.Transcriber)",
         f"  (b) model loaded per note + file + {report['b_decoder']}",
         "",
         f"{'model':<6} {'note':>6} {'tokens':>6} {'(a) s':>8} {'(b) s':>8} {'b/a':>6} {'RTF (a)':>8} {'RTF (b)':>8}",

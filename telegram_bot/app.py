@@ -127,7 +127,8 @@ async def stop_polling(app: Application) -> None:
 
 
 def run_polling(settings: Settings) -> None:
-    """Long polling until SIGINT/SIGTERM (PTB installs the signal handlers and shuts down cleanly)."""
+    """Long polling until SIGINT/SIGTERM: our own handlers (`stop_signals=None` keeps PTB from installing its own)
+    interrupt workers first, then stop PTB, which shuts down cleanly."""
     app = build_application(settings)
     app.bot_data.handle_signals = True  # our handler interrupts workers before PTB stops
     app.run_polling(allowed_updates=Update.ALL_TYPES, close_loop=False, stop_signals=None)

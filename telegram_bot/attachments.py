@@ -10,7 +10,7 @@ from telegram import Message, PhotoSize, Update
 from telegram.error import TelegramError
 
 from agents.core.models import Attachment, InputMethod
-from agents.tools.attachments import API_IMAGE_MAX_EDGE, AttachmentRefused, Attachments
+from agents.inputs.attachments import API_IMAGE_MAX_EDGE, AttachmentRefused, Attachments
 from telegram_bot.handlers import STOPPING, chat_lock, converse, message_arrived, runtime
 from telegram_bot.state import Context
 

@@ -11,10 +11,10 @@ from telegram import Update
 from telegram.error import BadRequest
 
 from agents.core.actions import Action, parse_action
+from agents.core.errors import ToolError
 from agents.core.models import ChatMessage, Role
-from agents.tools.git_repo import GitError
-from agents.tools.network_gate import CHOICES
-from agents.tools.toolbox import ToolError
+from agents.git.runner import GitError
+from agents.sandbox.network_gate import CHOICES
 from telegram_bot.handlers import runtime
 from telegram_bot.replies import send_markdown
 from telegram_bot.state import Context
@@ -49,7 +49,7 @@ async def on_button(update: Update, context: Context) -> None:
         return
     action, item_id = parsed
     await query.answer()
-    if action in CHOICES:  # a worker's request for network access (agents/tools/network_gate.py)
+    if action in CHOICES:  # a worker's request for network access (agents/sandbox/network_gate.py)
         text = rt.executor.network.decide(chat_id, item_id, CHOICES[action])
         with contextlib.suppress(BadRequest):
             await query.edit_message_reply_markup(None)

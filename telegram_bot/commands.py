@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from telegram import Update
 
+from agents.core.errors import ToolError
 from agents.core.ids import parse_id
 from agents.core.models import Task, TaskStatus
 from agents.llm.client import cost_usd
 from agents.llm.usage import total, usage_report
-from agents.tools.toolbox import ToolError
 from agents.work.crew import task_line
 from telegram_bot.handlers import runtime
 from telegram_bot.replies import send_markdown

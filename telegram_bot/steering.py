@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from telegram import Update
 
+from agents.core.errors import ToolError
 from agents.core.models import InputMethod
-from agents.tools.toolbox import ToolError
 from telegram_bot.handlers import chat_lock, converse, message_arrived, on_text, runtime
 from telegram_bot.state import Context
 

@@ -40,7 +40,7 @@ async def on_voice(update: Update, context: Context) -> None:
             )
             return
         from agents.core.protocols import ModelState
-        from agents.voice import VoiceError
+        from agents.inputs.voice import VoiceError
 
         if transcriber.state is ModelState.not_loaded:
             transcriber.start_loading()

@@ -10,7 +10,7 @@ import pytest
 from PIL import Image
 
 from agents.core.models import AttachmentKind
-from agents.tools.attachments import (
+from agents.inputs.attachments import (
     API_IMAGE_MAX_BYTES,
     WORKTREE_FOLDER,
     AttachmentRefused,

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from agents.core.errors import ToolError
 from agents.tools import file_tools
-from agents.tools.toolbox import ToolError
 from agents.tools.workspaces import is_secret_file, mask_url_credentials
 
 SECRETS = (

@@ -364,7 +364,7 @@ async def test_sandbox_check_says_what_the_machine_cannot_bound(
     settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Issue 22: no cgroup hierarchy to make a task cgroup in, no pasta on PATH: doctor warns about both."""
-    from agents.tools import task_cgroup
+    from agents.sandbox import task_cgroup
 
     bin_dir = tmp_path / "only-bwrap"
     bin_dir.mkdir()

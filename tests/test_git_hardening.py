@@ -1,6 +1,6 @@
 """The bot's git calls against a repository a hostile worker prepared: nothing it planted runs; guard, limits, diff cap.
 
-Direct calls into git_repo / repo_guard / git_diff on real repositories (the end-to-end attacks through the bot are
+Direct calls into agents.git (runner, worktrees, commits, merge, guard, diff) on real repositories (the end-to-end attacks through the bot are
 in test_repo_guard_e2e.py).
 """
 
@@ -12,9 +12,23 @@ from pathlib import Path
 
 import pytest
 
-from agents.tools import git_diff, git_repo
-from agents.tools.git_repo import CommitLimits, GitIdentity, TaskWorktree
-from agents.tools.repo_guard import RepositoryGuard
+from agents.git import diff as git_diff
+from agents.git.commits import CommitLimits, commit_all
+from agents.git.diff import diff_text
+from agents.git.guard import RepositoryGuard
+from agents.git.merge import merge_task_branch
+from agents.git.repository import git_common_dir
+from agents.git.runner import GitIdentity
+from agents.git.worktrees import (
+    TaskWorktree,
+    WorktreeLinkBroken,
+    check_worktree_link,
+    clear_stale_index_locks,
+    create_task_worktree,
+    discard_task_worktree,
+    remove_worktree_keep_branch,
+    worktree_admin_dir,
+)
 from tests.test_git_repo import git, make_user_repo, no_git_identity  # noqa: F401  (autouse fixture)
 
 HOOKS = (
@@ -45,7 +59,7 @@ def marks(tmp_path: Path) -> Path:
 
 
 async def new_task(repo: Path, tmp_path: Path, task_id: int = 7) -> TaskWorktree:
-    return await git_repo.create_task_worktree(repo, task_id, "hostile", GitIdentity(), tmp_path / "worktrees")
+    return await create_task_worktree(repo, task_id, "hostile", GitIdentity(), tmp_path / "worktrees")
 
 
 def plant_everything(repo: Path, worktree: Path, marks: Path) -> None:
@@ -82,11 +96,11 @@ async def test_nothing_planted_runs_in_the_bots_commit_diff_or_merge(repo: Path,
     tree = await new_task(repo, tmp_path)
     plant_everything(repo, tree.path, marks)
     (tree.path / "app.py").write_text("VALUE = 2\n")
-    commit = await git_repo.commit_all(tree, "hostile change", GitIdentity())
+    commit = await commit_all(tree, "hostile change", GitIdentity())
     assert commit is not None and commit.committed
-    await git_repo.diff(tree)
-    await git_repo.remove_worktree_keep_branch(tree)
-    merged = await git_repo.merge_task_branch(tree, GitIdentity())
+    await diff_text(tree)
+    await remove_worktree_keep_branch(tree)
+    merged = await merge_task_branch(tree, GitIdentity())
     assert merged.ok, merged.message
     assert "VALUE = 2" in (repo / "app.py").read_text()
     assert sorted(p.name for p in marks.iterdir()) == [], "a planted hook, driver or command ran inside the bot's git"
@@ -132,7 +146,7 @@ async def test_the_guard_undoes_moved_refs_deleted_branches_and_planted_hooks(
     assert (repo / ".git" / "config").read_bytes() == config_before
     assert not any((repo / ".git" / "hooks" / hook).exists() for hook in HOOKS)
     assert (tree.path / ".git").is_file()
-    await git_repo.check_worktree_link(tree)  # the link is back
+    await check_worktree_link(tree)  # the link is back
     text = "\n".join(warnings)
     for expected in (
         "refs/heads/main",
@@ -152,9 +166,9 @@ async def test_the_bots_own_writes_are_not_undone_by_another_tasks_guard(repo: P
     try:
         second = await new_task(repo, tmp_path, 2)  # new branch + config keys written by the bot
         (second.path / "b.txt").write_text("b\n")
-        commit = await git_repo.commit_all(second, "second task", GitIdentity())
-        await git_repo.remove_worktree_keep_branch(second)
-        assert (await git_repo.merge_task_branch(second, GitIdentity())).ok
+        commit = await commit_all(second, "second task", GitIdentity())
+        await remove_worktree_keep_branch(second)
+        assert (await merge_task_branch(second, GitIdentity())).ok
         assert await guard.check() == []
     finally:
         guard.close()
@@ -164,8 +178,8 @@ async def test_the_bots_own_writes_are_not_undone_by_another_tasks_guard(repo: P
 async def test_a_replaced_git_file_stops_the_bots_git_calls(repo: Path, tmp_path: Path) -> None:
     tree = await new_task(repo, tmp_path)
     (tree.path / ".git").write_text(f"gitdir: {tmp_path / 'elsewhere'}\n")
-    with pytest.raises(git_repo.WorktreeLinkBroken):
-        await git_repo.commit_all(tree, "x", GitIdentity())
+    with pytest.raises(WorktreeLinkBroken):
+        await commit_all(tree, "x", GitIdentity())
 
 
 async def test_files_over_the_limits_are_never_staged_and_are_named(repo: Path, tmp_path: Path) -> None:
@@ -176,7 +190,7 @@ async def test_files_over_the_limits_are_never_staged_and_are_named(repo: Path, 
     (tree.path / "b.txt").write_bytes(b"b" * 3000)
     (tree.path / "small.py").write_text("OK = 1\n")
     git("add", "huge.bin", cwd=tree.path)  # a worker that staged it itself
-    commit = await git_repo.commit_all(
+    commit = await commit_all(
         tree, "limits", GitIdentity(), CommitLimits(max_file_bytes=4000, max_task_bytes=5000, large_file_bytes=2000)
     )
     assert commit is not None and commit.committed
@@ -191,7 +205,7 @@ async def test_the_bots_commit_never_writes_a_huge_file_into_the_object_store(re
     tree = await new_task(repo, tmp_path)
     (tree.path / "big.bin").write_bytes(os.urandom(6 * 1024 * 1024))
     before = _loose_object_bytes(repo)
-    commit = await git_repo.commit_all(tree, "big", GitIdentity())
+    commit = await commit_all(tree, "big", GitIdentity())
     assert commit is not None and not commit.committed and commit.left_out[0].path == "big.bin"
     assert _loose_object_bytes(repo) - before < 100_000
 
@@ -201,10 +215,10 @@ async def test_discard_deletes_the_large_objects_only_its_branch_used(repo: Path
     (tree.path / "data.bin").write_bytes(os.urandom(3 * 1024 * 1024))
     (tree.path / "app.py").write_text("VALUE = 1\n# keep\n")
     before = _loose_object_bytes(repo)
-    commit = await git_repo.commit_all(tree, "data", GitIdentity())
+    commit = await commit_all(tree, "data", GitIdentity())
     assert commit.binary == ["data.bin"] and commit.large == [("data.bin", 3 * 1024 * 1024)]
     assert _loose_object_bytes(repo) - before > 3_000_000
-    freed = await git_repo.discard_task_worktree(tree)
+    freed = await discard_task_worktree(tree)
     assert freed == 3 * 1024 * 1024
     assert _loose_object_bytes(repo) - before < 100_000
     assert subprocess.run(["git", "fsck", "--connectivity-only"], cwd=repo, capture_output=True).returncode == 0
@@ -216,7 +230,7 @@ async def test_a_big_diff_is_capped_streamed_and_says_what_it_left_out(repo: Pat
     (tree.path / "logo.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00" + os.urandom(2000))
     for i in range(30):  # 30 × 60 KB of text: more than the cap
         (tree.path / f"part{i:02}.txt").write_text(f"part {i} " * 7_500 + "\n")
-    commit = await git_repo.commit_all(tree, "much", GitIdentity(), CommitLimits(50_000_000, 50_000_000))
+    commit = await commit_all(tree, "much", GitIdentity(), CommitLimits(50_000_000, 50_000_000))
     assert commit.committed
     with open(tmp_path / "out.diff", "w+b") as out:
         report = await git_diff.write_diff(tree, out, max_bytes=400_000)
@@ -233,18 +247,18 @@ async def test_a_big_diff_is_capped_streamed_and_says_what_it_left_out(repo: Pat
 
 async def test_a_stale_index_lock_is_cleared_but_a_held_one_is_kept(repo: Path, tmp_path: Path) -> None:
     tree = await new_task(repo, tmp_path)
-    admin = git_repo.worktree_admin_dir(await git_repo.git_common_dir(repo), tree.path)
+    admin = worktree_admin_dir(await git_common_dir(repo), tree.path)
     lock = admin / "index.lock"
     lock.write_bytes(b"")
     holder = subprocess.Popen(["sleep", "30"], stdin=open(lock, "rb"))  # a live process with the lock open
     try:
-        assert await git_repo.clear_stale_index_locks(tree) == [] and lock.exists()
+        assert await clear_stale_index_locks(tree) == [] and lock.exists()
     finally:
         holder.kill()
         holder.wait()
-    assert await git_repo.clear_stale_index_locks(tree) == [lock] and not lock.exists()
+    assert await clear_stale_index_locks(tree) == [lock] and not lock.exists()
     (tree.path / "app.py").write_text("VALUE = 9\n")
-    assert (await git_repo.commit_all(tree, "after the lock", GitIdentity())).committed
+    assert (await commit_all(tree, "after the lock", GitIdentity())).committed
 
 
 def _loose_object_bytes(repo: Path) -> int:

@@ -8,8 +8,18 @@ from pathlib import Path
 
 import pytest
 
-from agents.tools import git_repo
-from agents.tools.git_repo import GitError, GitIdentity, TaskWorktree
+from agents.git.commits import CommitLimits, commit_all
+from agents.git.diff import diff_text
+from agents.git.merge import merge_task_branch
+from agents.git.repository import current_branch, ensure_repository
+from agents.git.runner import GitError, GitIdentity
+from agents.git.worktrees import (
+    TaskWorktree,
+    create_task_worktree,
+    discard_task_worktree,
+    remove_worktree_keep_branch,
+    slugify,
+)
 
 USER = ("-c", "user.name=Some User", "-c", "user.email=user@example.com")
 
@@ -73,7 +83,7 @@ def worktrees_dir(tmp_path: Path) -> Path:
 async def new_task(
     repo: Path, worktrees_dir: Path, task_id: int = 7, title: str = "Fix the Login page!", branch: str | None = None
 ) -> TaskWorktree:
-    return await git_repo.create_task_worktree(repo, task_id, title, GitIdentity(), worktrees_dir, branch)
+    return await create_task_worktree(repo, task_id, title, GitIdentity(), worktrees_dir, branch)
 
 
 def test_commit_without_identity_fails_for_plain_git(repo: Path) -> None:
@@ -91,14 +101,14 @@ async def test_non_git_folder_is_initialised_with_a_commit_of_its_files(tmp_path
     (folder / ".gitignore").write_text("secret.txt\n")
     (folder / "secret.txt").write_text("do not commit\n")
 
-    assert await git_repo.ensure_repository(folder, GitIdentity()) is True
+    assert await ensure_repository(folder, GitIdentity()) is True
 
     assert git("rev-parse", "--abbrev-ref", "HEAD", cwd=folder) == "main"
     assert git("log", "--format=%an <%ae>", cwd=folder) == "agentlab <agentlab@localhost>"
     assert set(git("ls-files", cwd=folder).splitlines()) == {".gitignore", "main.py"}
     head = git("rev-parse", "HEAD", cwd=folder)
 
-    assert await git_repo.ensure_repository(folder, GitIdentity()) is False
+    assert await ensure_repository(folder, GitIdentity()) is False
     assert git("rev-parse", "HEAD", cwd=folder) == head
 
 
@@ -107,25 +117,25 @@ async def test_repository_without_commits_gets_an_initial_commit(tmp_path: Path)
     empty.mkdir()
     git("init", "-q", "-b", "trunk", cwd=empty)
 
-    assert await git_repo.ensure_repository(empty, GitIdentity()) is False
+    assert await ensure_repository(empty, GitIdentity()) is False
 
     assert git("rev-list", "--count", "HEAD", cwd=empty) == "1"
-    assert await git_repo.current_branch(empty) == "trunk"
+    assert await current_branch(empty) == "trunk"
 
 
 async def test_existing_repository_is_left_alone(repo: Path) -> None:
     head = git("rev-parse", "HEAD", cwd=repo)
     (repo / "app.py").write_text("VALUE = 2\n")  # the user's uncommitted work
-    assert await git_repo.ensure_repository(repo, GitIdentity()) is False
+    assert await ensure_repository(repo, GitIdentity()) is False
     assert git("rev-parse", "HEAD", cwd=repo) == head
     assert git("status", "--porcelain", cwd=repo) == "M app.py"
 
 
 async def test_current_branch_and_detached_head(repo: Path) -> None:
-    assert await git_repo.current_branch(repo) == "main"
+    assert await current_branch(repo) == "main"
     sha = git("rev-parse", "HEAD", cwd=repo)
     git("checkout", "-q", "--detach", cwd=repo)
-    assert await git_repo.current_branch(repo) == sha
+    assert await current_branch(repo) == sha
 
 
 async def test_task_worktree_is_a_branch_and_the_users_checkout_is_untouched(repo: Path, worktrees_dir: Path) -> None:
@@ -154,11 +164,11 @@ async def test_commit_all_then_a_correction_commits_the_newly_changed_file(repo:
     wt = await new_task(repo, worktrees_dir)
     main_head = git("rev-parse", "HEAD", cwd=repo)
 
-    assert await git_repo.commit_all(wt, "nothing yet", GitIdentity()) is None
+    assert await commit_all(wt, "nothing yet", GitIdentity()) is None
 
     (wt.path / "app.py").write_text("VALUE = 42\n")
     (wt.path / "new.py").write_text("NEW = True\n")
-    first = await git_repo.commit_all(wt, "Task 7: fix login", GitIdentity())
+    first = await commit_all(wt, "Task 7: fix login", GitIdentity())
 
     assert first is not None
     assert first.files == ["app.py", "new.py"]
@@ -170,10 +180,10 @@ async def test_commit_all_then_a_correction_commits_the_newly_changed_file(repo:
         "agentlab <agentlab@localhost>|agentlab <agentlab@localhost>|Task 7: fix login"
     )
     assert git("status", "--porcelain", cwd=wt.path) == ""
-    assert await git_repo.commit_all(wt, "again", GitIdentity()) is None
+    assert await commit_all(wt, "again", GitIdentity()) is None
 
     (wt.path / "README.md").write_text("# demo, corrected\n")
-    second = await git_repo.commit_all(wt, "Task 7: correction 1", GitIdentity())
+    second = await commit_all(wt, "Task 7: correction 1", GitIdentity())
 
     assert second is not None and second.sha != first.sha
     assert second.files == ["README.md", "app.py", "new.py"]
@@ -186,7 +196,7 @@ async def test_commit_all_then_a_correction_commits_the_newly_changed_file(repo:
 async def test_commit_uses_the_configured_identity(repo: Path, worktrees_dir: Path) -> None:
     wt = await new_task(repo, worktrees_dir)
     (wt.path / "app.py").write_text("VALUE = 3\n")
-    await git_repo.commit_all(wt, "custom", GitIdentity("Crew Bot", "crew@bots.example"))
+    await commit_all(wt, "custom", GitIdentity("Crew Bot", "crew@bots.example"))
     assert git("log", "-1", "--format=%an <%ae>", cwd=wt.path) == "Crew Bot <crew@bots.example>"
 
 
@@ -195,10 +205,10 @@ async def test_diff_has_commits_and_uncommitted_changes_without_touching_the_ind
 ) -> None:
     wt = await new_task(repo, worktrees_dir)
     (wt.path / "app.py").write_text("VALUE = 42\n")
-    await git_repo.commit_all(wt, "committed", GitIdentity())
+    await commit_all(wt, "committed", GitIdentity())
     (wt.path / "draft.py").write_text("DRAFT = 'not yet committed'\n")
 
-    text = await git_repo.diff(wt)
+    text = await diff_text(wt)
 
     assert "+VALUE = 42" in text and "-VALUE = 1" in text
     assert "# uncommitted changes" in text
@@ -211,9 +221,9 @@ async def test_merge_into_the_base_branch(repo: Path, worktrees_dir: Path) -> No
     wt = await new_task(repo, worktrees_dir)
     (wt.path / "app.py").write_text("VALUE = 42\n")
     (wt.path / "new.py").write_text("NEW = True\n")
-    await git_repo.commit_all(wt, "Task 7", GitIdentity())
+    await commit_all(wt, "Task 7", GitIdentity())
 
-    result = await git_repo.merge_task_branch(wt)
+    result = await merge_task_branch(wt)
 
     assert result.ok, result.message
     assert result.conflicts == []
@@ -223,19 +233,19 @@ async def test_merge_into_the_base_branch(repo: Path, worktrees_dir: Path) -> No
     assert git("log", "-1", "--format=%cn <%ce>", cwd=repo) == "agentlab <agentlab@localhost>"
     assert git("status", "--porcelain", cwd=repo) == ""
 
-    again = await git_repo.merge_task_branch(wt)
+    again = await merge_task_branch(wt)
     assert again.ok and "nothing to merge" in again.message and again.sha == result.sha
 
 
 async def test_merge_conflict_is_reported_and_aborted(repo: Path, worktrees_dir: Path) -> None:
     wt = await new_task(repo, worktrees_dir)
     (wt.path / "app.py").write_text("VALUE = 'task'\n")
-    await git_repo.commit_all(wt, "Task 7", GitIdentity())
+    await commit_all(wt, "Task 7", GitIdentity())
     (repo / "app.py").write_text("VALUE = 'user'\n")
     git("commit", "-q", "-am", "user's change", cwd=repo)
     user_head = git("rev-parse", "HEAD", cwd=repo)
 
-    result = await git_repo.merge_task_branch(wt)
+    result = await merge_task_branch(wt)
 
     assert not result.ok
     assert result.conflicts == ["app.py"]
@@ -250,11 +260,11 @@ async def test_merge_conflict_is_reported_and_aborted(repo: Path, worktrees_dir:
 async def test_merge_refused_when_checkout_has_uncommitted_changes(repo: Path, worktrees_dir: Path) -> None:
     wt = await new_task(repo, worktrees_dir)
     (wt.path / "new.py").write_text("NEW = True\n")
-    await git_repo.commit_all(wt, "Task 7", GitIdentity())
+    await commit_all(wt, "Task 7", GitIdentity())
     (repo / "app.py").write_text("VALUE = 'work in progress'\n")
     head = git("rev-parse", "HEAD", cwd=repo)
 
-    result = await git_repo.merge_task_branch(wt)
+    result = await merge_task_branch(wt)
 
     assert not result.ok
     assert "uncommitted" in result.message and "app.py" in result.message
@@ -266,10 +276,10 @@ async def test_merge_refused_when_checkout_has_uncommitted_changes(repo: Path, w
 async def test_untracked_files_do_not_block_a_merge(repo: Path, worktrees_dir: Path) -> None:
     wt = await new_task(repo, worktrees_dir)
     (wt.path / "new.py").write_text("NEW = True\n")
-    await git_repo.commit_all(wt, "Task 7", GitIdentity())
+    await commit_all(wt, "Task 7", GitIdentity())
     (repo / "notes.txt").write_text("the user's scratch file\n")
 
-    result = await git_repo.merge_task_branch(wt)
+    result = await merge_task_branch(wt)
 
     assert result.ok, result.message
     assert (repo / "notes.txt").read_text() == "the user's scratch file\n"
@@ -278,10 +288,10 @@ async def test_untracked_files_do_not_block_a_merge(repo: Path, worktrees_dir: P
 async def test_merge_refused_when_checkout_is_on_another_branch(repo: Path, worktrees_dir: Path) -> None:
     wt = await new_task(repo, worktrees_dir)
     (wt.path / "new.py").write_text("NEW = True\n")
-    await git_repo.commit_all(wt, "Task 7", GitIdentity())
+    await commit_all(wt, "Task 7", GitIdentity())
     git("checkout", "-q", "-b", "feature", cwd=repo)
 
-    result = await git_repo.merge_task_branch(wt)
+    result = await merge_task_branch(wt)
 
     assert not result.ok
     assert "feature" in result.message and "main" in result.message
@@ -293,29 +303,29 @@ async def test_discard_removes_worktree_and_branch(repo: Path, worktrees_dir: Pa
     wt = await new_task(repo, worktrees_dir)
     (wt.path / "junk.py").write_text("uncommitted junk\n")
 
-    await git_repo.discard_task_worktree(wt)
+    await discard_task_worktree(wt)
 
     assert not wt.path.exists()
     assert git("branch", "--list", wt.branch, cwd=repo) == ""
     assert git("worktree", "list", "--porcelain", cwd=repo).count("worktree ") == 1
     assert git("config", "--local", "--list", cwd=repo).count("agentlab") == 0
-    await git_repo.discard_task_worktree(wt)  # a second discard is harmless
+    await discard_task_worktree(wt)  # a second discard is harmless
 
 
 async def test_resume_reuses_the_existing_branch_and_worktree(repo: Path, worktrees_dir: Path) -> None:
     wt = await new_task(repo, worktrees_dir)
     (wt.path / "new.py").write_text("NEW = True\n")
-    await git_repo.commit_all(wt, "Task 7", GitIdentity())
+    await commit_all(wt, "Task 7", GitIdentity())
     (repo / "README.md").write_text("# moved on\n")
     git("commit", "-q", "-am", "user keeps working", cwd=repo)
 
     same_dir = await new_task(repo, worktrees_dir, title="a different title after restart", branch=wt.branch)
     assert same_dir == wt
 
-    await git_repo.remove_worktree_keep_branch(wt)
+    await remove_worktree_keep_branch(wt)
     assert not wt.path.exists()
     assert git("branch", "--list", wt.branch, cwd=repo).strip() == wt.branch
-    assert "+NEW = True" in await git_repo.diff(wt)  # Diff button still works from the branch
+    assert "+NEW = True" in await diff_text(wt)  # Diff button still works from the branch
     assert changed(wt) == ["new.py"]
 
     resumed = await new_task(repo, worktrees_dir, branch=wt.branch)
@@ -336,7 +346,7 @@ async def test_worktree_directory_deleted_by_hand_is_recreated(repo: Path, workt
 async def test_a_leftover_branch_of_the_same_task_number_is_never_reused(repo: Path, worktrees_dir: Path) -> None:
     old = await new_task(repo, worktrees_dir)  # e.g. from a database that was since deleted
     (old.path / "old.py").write_text("OLD = 1\n")
-    await git_repo.commit_all(old, "old task 7", GitIdentity())
+    await commit_all(old, "old task 7", GitIdentity())
 
     fresh = await new_task(repo, worktrees_dir)
 
@@ -351,13 +361,13 @@ async def test_parallel_tasks_get_separate_worktrees(repo: Path, worktrees_dir: 
 
 
 async def test_slug_and_errors(tmp_path: Path) -> None:
-    assert git_repo.slugify("  Ünïcode?? only!! ") == "n-code-only"
-    assert git_repo.slugify("!!!") == "task"
-    assert len(git_repo.slugify("x" * 200)) == 40
+    assert slugify("  Ünïcode?? only!! ") == "n-code-only"
+    assert slugify("!!!") == "task"
+    assert len(slugify("x" * 200)) == 40
     plain = tmp_path / "plain"
     plain.mkdir()
     with pytest.raises(GitError, match="not a git repository"):
-        await git_repo.create_task_worktree(plain, 1, "t", GitIdentity(), tmp_path / "wt")
+        await create_task_worktree(plain, 1, "t", GitIdentity(), tmp_path / "wt")
 
 
 async def test_debris_is_never_committed(repo: Path, worktrees_dir: Path, tmp_path: Path) -> None:
@@ -375,7 +385,7 @@ async def test_debris_is_never_committed(repo: Path, worktrees_dir: Path, tmp_pa
         (wt.path / debris).write_text("x")
     (wt.path / "pkg" / "real.py").write_text("REAL = 1\n")
 
-    commit = await git_repo.commit_all(wt, "work", GitIdentity())
+    commit = await commit_all(wt, "work", GitIdentity())
 
     assert commit is not None and commit.files == ["pkg/real.py"]
 
@@ -391,7 +401,7 @@ async def test_commit_excludes_any_number_of_files(repo: Path, worktrees_dir: Pa
     for i in range(100_000):
         with open(junk / f"file-with-a-longish-name-{i:06d}.txt", "wb") as out:
             out.write(payload)
-    result = await git_repo.commit_all(wt, "fix", limits=git_repo.CommitLimits(max_task_bytes=50_000))
+    result = await commit_all(wt, "fix", limits=CommitLimits(max_task_bytes=50_000))
     assert result is not None and result.committed
     assert "app.py" in result.files
     assert len(result.left_out) > 99_000

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from agents.core.errors import ToolError
 from agents.core.models import TaskStatus
 from agents.tools import file_tools
-from agents.tools.toolbox import ToolError
 from tests.conftest import USER_ID, make_settings, start_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import ScriptedModel

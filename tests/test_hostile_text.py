@@ -12,7 +12,7 @@ import pytest
 from agents.chat.refusals import invalid_request_message, reason_of, refused_attachments
 from agents.core.models import Attachment, AttachmentKind
 from agents.core.text import fenced
-from agents.tools.network_gate import command_shown
+from agents.sandbox.network_gate import command_shown
 from telegram_bot.render.markdown import markdown_to_html
 
 

@@ -13,7 +13,7 @@ import sys
 import pytest
 from PIL import Image
 
-from agents.tools.attachments import AttachmentRefused, normalise_image
+from agents.inputs.attachments import AttachmentRefused, normalise_image
 from bench.attachments import decoded_megabytes, encoded, measure
 from tests.test_hostile_inputs_e2e import decompression_bomb
 

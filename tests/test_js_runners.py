@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from agents.tools.sandbox import node_modules_caches, sandbox_env, spec_for
-from agents.tools.shell import child_env, run_command
+from agents.sandbox.bwrap import node_modules_caches, sandbox_env, spec_for
+from agents.sandbox.shell import child_env, run_command
 from agents.verify.js_runners import ScriptStep, classify, plan_script, reporter_command, split_and, test_steps
 from agents.verify.test_env import detect_environment, link_borrowed
 from agents.verify.test_reports import read_jest_json, read_junit, read_records, read_tap

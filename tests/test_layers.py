@@ -1,7 +1,7 @@
 """The package's layers, checked from the source: a module imports only from its own layer or the layers below it.
 
-The order (bottom first) is the one AGENT_ARCHITECTURE.md draws. Same-rank layers (llm, verify, repo_map; work,
-chat) do not import each other either. `agents/` never imports `telegram_bot`.
+The order (bottom first) is the one AGENT_ARCHITECTURE.md draws. Same-rank layers (git, inputs; llm, verify,
+repo_map; work, chat) do not import each other either. No two modules import each other, directly or round a circle. `agents/` never imports `telegram_bot`.
 """
 
 from __future__ import annotations
@@ -15,15 +15,18 @@ ROOT = Path(__file__).resolve().parents[1]
 RANKS = {
     "agents.core": 0,
     "agents.store": 1,
-    "agents.tools": 2,
-    "agents.llm": 3,
-    "agents.verify": 3,
-    "agents.repo_map": 3,
-    "agents.work": 4,
-    "agents.chat": 4,
-    "agents": 5,  # the top: runtime, doctor, voice, routing_eval
-    "telegram_bot.render": 6,
-    "telegram_bot": 7,
+    "agents.sandbox": 2,
+    "agents.git": 3,
+    "agents.inputs": 3,
+    "agents.tools": 4,
+    "agents.llm": 5,
+    "agents.verify": 5,
+    "agents.repo_map": 5,
+    "agents.work": 6,
+    "agents.chat": 6,
+    "agents": 7,  # the top: runtime, doctor, routing_eval
+    "telegram_bot.render": 8,
+    "telegram_bot": 9,
 }
 
 
@@ -90,3 +93,50 @@ def test_the_check_sees_an_upward_import(tmp_path: Path) -> None:
     ]
     assert layer_of("agents.runtime") == "agents"
     assert layer_of("telegram_bot.handlers") == "telegram_bot"
+
+
+def import_graph() -> dict[str, set[str]]:
+    """module -> the agentlab modules it imports (anywhere in its body), resolved to modules that exist."""
+    found = dict(modules())
+    graph: dict[str, set[str]] = {}
+    for module, path in found.items():
+        targets = set()
+        for target in imports(path, module):
+            while target and target not in found:
+                target = target.rpartition(".")[0]
+            if target and target != module and not found[target].name == "__init__.py":
+                targets.add(target)
+        graph[module] = targets
+    return graph
+
+
+def circle(graph: dict[str, set[str]]) -> list[str]:
+    """One import circle in `graph` (as a path that ends where it starts), or [] when there is none."""
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str]:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return stack[stack.index(nxt) :] + [nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        stack.pop()
+        state[node] = 2
+        return []
+
+    for node in sorted(graph):
+        if node not in state and (found := visit(node)):
+            return found
+    return []
+
+
+def test_no_import_circle_anywhere() -> None:
+    assert circle(import_graph()) == []
+
+
+def test_the_circle_check_finds_a_circle() -> None:
+    assert circle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
+    assert circle({"a": {"b"}, "b": set()}) == []

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from agents.core.models import TaskStatus
-from agents.tools import git_repo
+from agents.git.repository import git_common_dir
+from agents.git.worktrees import TaskWorktree, worktree_admin_dir
 from tests.conftest import USER_ID, BotHarness, git, start_bot, text_now
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import ScriptedModel
@@ -225,8 +226,8 @@ async def test_a_stale_index_lock_does_not_fail_the_resumed_task(
         await stop_polling(first.app)
     task = await _task(settings, 1)
     assert task.status is TaskStatus.INTERRUPTED and task.worktree
-    tree = git_repo.TaskWorktree(workspace_root / "calc", Path(task.worktree), task.branch, "main", task.base_commit)
-    admin = git_repo.worktree_admin_dir(await git_repo.git_common_dir(tree.repo), tree.path)
+    tree = TaskWorktree(workspace_root / "calc", Path(task.worktree), task.branch, "main", task.base_commit)
+    admin = worktree_admin_dir(await git_common_dir(tree.repo), tree.path)
     (admin / "index.lock").write_bytes(b"")  # what a SIGKILL during the bot's own `git add` leaves
     assert not settings.worktrees_dir.is_relative_to(settings.database_path.parent.resolve())
     assert Path(task.worktree).is_relative_to(settings.worktrees_dir)

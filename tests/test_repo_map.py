@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from agents.core.errors import ToolError
 from agents.core.text import estimate_tokens
 from agents.repo_map.maps import RepoMap, repo_map_tools
 from agents.repo_map.outline import SYMBOL_LANGUAGES
 from agents.repo_map.ranking import module_keys
 from agents.store.database import Store
-from agents.tools.toolbox import Audit, Toolbox, ToolError
+from agents.tools.toolbox import Audit, Toolbox
 from tests.conftest import git, make_repo
 
 CALC = '''\

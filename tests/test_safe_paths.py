@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agents.tools.safe_paths import UnsafePath, append_lines, real_folder, write_file
+from agents.sandbox.safe_paths import UnsafePath, append_lines, real_folder, write_file
 from agents.verify.test_env import detect_environment, hide_from_git, link_borrowed
 
 

@@ -12,19 +12,19 @@ from pathlib import Path
 import pytest
 
 from agents import doctor as dr
+from agents.core.errors import ToolError
 from agents.core.settings import Settings
 from agents.doctor import Level
-from agents.tools import sandbox
-from agents.tools.process_cap import pids_parent
-from agents.tools.sandbox import (
+from agents.sandbox import bwrap
+from agents.sandbox.bwrap import (
     ResourceLimits,
     SandboxSpec,
     bwrap_argv,
     sandbox_env,
     spec_for,
 )
-from agents.tools.shell import run_command
-from agents.tools.toolbox import ToolError
+from agents.sandbox.process_cap import pids_parent
+from agents.sandbox.shell import run_command
 
 needs_bwrap = pytest.mark.skipif(
     shutil.which("bwrap") is None or not sys.platform.startswith("linux"),
@@ -110,7 +110,7 @@ def test_a_venv_the_repository_planted_binds_nothing(tmp_path: Path, planted: st
         shutil.copytree(elsewhere, repo / ".venv", symlinks=True)
     spec = spec_for(tree, repository=repo)
     assert Path("/") not in spec.read_only and elsewhere.resolve() not in spec.read_only
-    assert set(spec.read_only) <= {repo.resolve() / ".git", repo.resolve() / ".venv", *sandbox.python_prefixes()}
+    assert set(spec.read_only) <= {repo.resolve() / ".git", repo.resolve() / ".venv", *bwrap.python_prefixes()}
     if planted != "home":  # a real folder made from a host Python is used, with that Python; `home` is ignored
         assert repo.resolve() / ".venv" not in spec.read_only
         assert str(tree.resolve() / ".venv" / "bin") not in spec.path_prefix
@@ -129,13 +129,13 @@ def test_environment_is_explicit_and_secret_free(tmp_path: Path) -> None:
         },
         spec_for(tmp_path),
     )
-    assert env["HOME"] == sandbox.HOME and env["LANG"] == "C.UTF-8" and env["AGENTLAB_TASK"] == "t:1"
+    assert env["HOME"] == bwrap.HOME and env["LANG"] == "C.UTF-8" and env["AGENTLAB_TASK"] == "t:1"
     assert not {"ANTHROPIC_API_KEY", "AWS_SECRET", "SSH_AUTH_SOCK", "VIRTUAL_ENV"} & env.keys()
 
 
 async def test_missing_bwrap_refuses_commands_with_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sandbox, "bwrap_path", lambda: None)
-    sandbox.reset_probe()
+    monkeypatch.setattr(bwrap, "bwrap_path", lambda: None)
+    bwrap.reset_probe()
     try:
         with pytest.raises(ToolError, match="bubblewrap .* not installed.*apt-get install bubblewrap"):
             await run_command("echo hi", cwd=tmp_path, timeout=10, sandbox=spec_for(tmp_path))
@@ -150,7 +150,7 @@ async def test_missing_bwrap_refuses_commands_with_the_fix(tmp_path: Path, monke
         assert check.level is Level.fail and "apt-get install bubblewrap" in check.fix
     finally:
         monkeypatch.undo()
-        sandbox.reset_probe()
+        bwrap.reset_probe()
 
 
 async def test_doctor_warns_when_the_sandbox_is_off(tmp_path: Path) -> None:
@@ -231,7 +231,7 @@ async def test_cancel_kills_every_process_of_the_command(tmp_path: Path) -> None
 @needs_bwrap
 async def test_file_size_limit_ends_a_disk_filler(tmp_path: Path) -> None:
     spec = SandboxSpec(
-        tmp_path.resolve(), tuple(sandbox.python_prefixes()), limits=ResourceLimits(max_file_bytes=1 << 20)
+        tmp_path.resolve(), tuple(bwrap.python_prefixes()), limits=ResourceLimits(max_file_bytes=1 << 20)
     )
     result = await run_command(
         "head -c 5000000 /dev/zero > big.bin; echo exit=$?", cwd=tmp_path, timeout=30, sandbox=spec
@@ -310,7 +310,7 @@ async def test_the_shared_git_metadata_is_read_only_inside(tmp_path: Path) -> No
 
 
 def test_the_sandbox_etc_has_no_secret_files() -> None:
-    etc = sandbox.etc_copy()
+    etc = bwrap.etc_copy()
     names = {p.relative_to(etc).as_posix() for p in etc.rglob("*")}
     assert not {"shadow", "gshadow", "sudoers", "ssl/private", "pip.conf", "npmrc", "environment"} & names
     assert not any(n.startswith(("ssh/", "ssl/private/")) or n.endswith(".key") for n in names)

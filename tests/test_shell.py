@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from agents.sandbox.shell import DEFAULT_SECRETS, CommandResult, child_env, run_command
 from agents.tools.file_tools import ToolError
-from agents.tools.shell import DEFAULT_SECRETS, CommandResult, child_env, run_command
 
 pytestmark = pytest.mark.slow  # spawns processes (still only a few seconds)
 
@@ -118,7 +118,7 @@ async def test_timeout_kills_children_of_nested_shell(tmp_path: Path) -> None:
 async def test_timeout_escalates_to_sigkill_when_term_is_ignored(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from agents.tools import shell
+    from agents.sandbox import shell
 
     monkeypatch.setattr(shell, "TERM_GRACE_SECONDS", 0.3)
     result = await run_command("trap '' TERM; echo pgid=$$; sleep 1000 & wait", tmp_path, timeout=0.5)

@@ -33,7 +33,7 @@ pytestmark = pytest.mark.skipif(
 def memory_cgroup_reason() -> str | None:
     """None where the bot can make a per-task memory cgroup here, else why not."""
     try:
-        from agents.tools.task_cgroup import support
+        from agents.sandbox.task_cgroup import support
     except ImportError:  # the code before issue 22: try the v1 memory hierarchy by hand
         own = [
             line.split(":", 2)[2] for line in Path("/proc/self/cgroup").read_text().splitlines() if ":memory:" in line
@@ -79,7 +79,7 @@ async def test_a_tasks_processes_together_stay_within_its_memory(limited_bot: Bo
     command = f"for i in 1 2 3 4 5; do {hog} & done; wait; echo all-ended"
     model.add("orchestrator", start_task("calc", "Use memory."), claude_says.text("Started."))
     model.add("code", run(command), run("echo after-the-hogs"), claude_says.text("Done."))
-    from agents.tools.task_cgroup import support
+    from agents.sandbox.task_cgroup import support
 
     parent = support().memory_parent
     assert parent is not None
@@ -181,9 +181,9 @@ async def test_growth_spread_over_several_commands_counts(tmp_path: Path) -> Non
     """Two commands each under the budget, together over it: the second is stopped (the count is the task's)."""
     import dataclasses
 
-    from agents.tools.sandbox import spec_for
-    from agents.tools.shell import run_command
-    from agents.tools.task_limits import DiskBudget, TaskBounds
+    from agents.sandbox.bwrap import spec_for
+    from agents.sandbox.shell import run_command
+    from agents.sandbox.task_limits import DiskBudget, TaskBounds
 
     root = tmp_path.resolve()
     bounds = TaskBounds("spread", 1 << 30, 512, DiskBudget(root, 300 << 20))
@@ -201,7 +201,7 @@ async def test_growth_spread_over_several_commands_counts(tmp_path: Path) -> Non
 
 @pytest.mark.skipif(memory_cgroup_reason() is not None, reason=f"no per-task memory cgroup: {memory_cgroup_reason()}")
 def test_task_cgroups_a_dead_bot_left_behind_are_removed_at_start_up() -> None:
-    from agents.tools import task_cgroup
+    from agents.sandbox import task_cgroup
 
     gone = subprocess.Popen(["true"])
     gone.wait()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agents.tools.shell import child_env
+from agents.sandbox.shell import child_env
 from agents.verify import test_runner
 from agents.verify.test_runner import detect_test_command, run_tests
 

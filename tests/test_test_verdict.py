@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agents.tools.shell import child_env
+from agents.sandbox.shell import child_env
 from agents.verify import test_runner
 from agents.verify.test_baseline import BaselineRuns
 from agents.verify.test_env import (
@@ -235,7 +235,7 @@ def test_named_targets(instructions: str, named: bool) -> None:
 async def test_every_test_run_goes_through_run_tests_to_run_command_with_run_options(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Baseline, after and the re-run of failing ids all reach `agents.tools.shell.run_command` through `run_tests`,
+    """Baseline, after and the re-run of failing ids all reach `agents.sandbox.shell.run_command` through `run_tests`,
     with the caller's `**run_options` (the sandbox's way in)."""
     from agents.verify.task_tests import TaskTests
 

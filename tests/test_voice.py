@@ -17,9 +17,9 @@ import av
 import numpy as np
 import pytest
 
-from agents import voice
 from agents.core.protocols import ModelState, SpeechToText, Transcript
-from agents.voice import (
+from agents.inputs import voice
+from agents.inputs.voice import (
     DAMAGED_MESSAGE,
     EMPTY_MESSAGE,
     NO_AUDIO_MESSAGE,

@@ -8,7 +8,7 @@ import pytest
 
 from agents.core.models import InputMethod, Proposal, ProposalStatus
 from agents.core.protocols import ModelState
-from agents.voice import AudioError, Transcriber
+from agents.inputs.voice import AudioError, Transcriber
 from tests.conftest import USER_ID, make_settings, start_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.fakes.whisper_checkpoint import FakeTranscriber, build_tiny_checkpoint, make_ogg_opus, speech, tone_mix

@@ -343,8 +343,8 @@ async def test_a_tool_call_cut_off_at_max_tokens_is_not_run(
 
 
 async def test_double_tap_on_approve_starts_one_task(bot: BotHarness, model: ScriptedModel) -> None:
+    from agents.core.errors import ToolError
     from agents.core.models import Proposal
-    from agents.tools.toolbox import ToolError
 
     crew = bot.runtime.crew
     await bot.runtime.store.add_proposal(Proposal(chat_id=USER_ID, workspace="group-therapy", request="r", body="b"))

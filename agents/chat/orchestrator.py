@@ -28,12 +28,12 @@ from agents.core.models import (
 from agents.core.protocols import AnswerStream, WorkDesk
 from agents.core.settings import Settings
 from agents.core.text import estimate_tokens
+from agents.inputs.attachments import Attachments
 from agents.llm import prompts
 from agents.llm.client import explain_api_error, usage_record
 from agents.llm.tool_loop import Ending, Limits, LoopResult, ToolLoop, as_model
 from agents.store.database import Store
 from agents.store.shown import PROPOSAL, TASK
-from agents.tools.attachments import Attachments
 from agents.tools.tool_sets import orchestrator_tools
 from agents.tools.toolbox import Audit, Toolbox
 from agents.tools.workspaces import Workspaces

@@ -89,7 +89,7 @@ class Attachment(BaseModel):
     kind: AttachmentKind
     name: str
     media_type: str
-    path: str  # relative to the attachments folder (agents/tools/attachments.py)
+    path: str  # relative to the attachments folder (agents/inputs/attachments.py)
     size: int
     tokens: int = 0  # what it costs in a request, roughly
     refused: str | None = None  # why the Messages API refused it; then only its name is shown to a model

@@ -81,7 +81,7 @@ class Settings(BaseSettings):
     whisper_language: str | None = None
     voice_max_seconds: float = Field(600.0, gt=0)
 
-    # --- photos and files sent to the bot (issue 15; agents/tools/attachments.py) -------------------
+    # --- photos and files sent to the bot (issue 15; agents/inputs/attachments.py) -------------------
     attachment_image_max_edge: int = Field(1568, ge=200, le=8000)
     attachment_pdf_max_bytes: int = Field(10_000_000, ge=10_000, le=20_000_000)
     attachment_text_max_bytes: int = Field(200_000, ge=1_000, le=2_000_000)
@@ -93,7 +93,7 @@ class Settings(BaseSettings):
     price_cache_read_per_mtok: float = 0.30
     daily_budget_usd: float | None = None
 
-    # --- sandbox (issue 11): how a task's processes are confined; see agents/tools/sandbox.py -------
+    # --- sandbox (issue 11): how a task's processes are confined; see agents/sandbox/bwrap.py -------
     sandbox: Literal["bwrap", "off"] = "bwrap"
     sandbox_network: Literal["ask", "on", "off"] = "ask"
     sandbox_network_answer_seconds: float = Field(300.0, gt=0)  # no answer to a network request = deny

@@ -30,3 +30,14 @@ def fenced(text: str) -> str:
     longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
     fence = "`" * max(3, longest + 1)
     return f"{fence}\n{text}\n{fence}"
+
+
+def human_size(size: int) -> str:
+    """`5 MB`, `812 KB`, `37 B` (binary units)."""
+    if size < 1024:
+        return f"{size} B"
+    for unit, scale in (("GB", 1024**3), ("MB", 1024**2), ("KB", 1024)):
+        if size >= scale:
+            value = size / scale
+            return f"{value:.0f} {unit}" if value >= 10 or value == int(value) else f"{value:.1f} {unit}"
+    return f"{size} B"

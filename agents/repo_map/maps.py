@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from agents.core.errors import ToolError
 from agents.core.text import estimate_tokens
 from agents.repo_map.outline import (
     BINARY_EXTENSIONS,
@@ -32,7 +33,7 @@ from agents.repo_map.ranking import FileTerms, rank_files
 from agents.repo_map.symbols import Symbol
 from agents.store.database import Store
 from agents.tools.file_walk import list_files, read_only_git
-from agents.tools.toolbox import Tool, ToolError, prop
+from agents.tools.toolbox import Tool, prop
 
 log = logging.getLogger(__name__)
 

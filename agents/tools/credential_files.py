@@ -18,7 +18,7 @@ import os
 from pathlib import Path
 
 from agents.core.secrets_filter import credential_values, remember
-from agents.tools import git_repo
+from agents.git.runner import GitError, run_git
 from agents.tools.file_walk import walk_tree
 from agents.tools.workspaces import is_secret_file
 
@@ -54,11 +54,11 @@ async def remember_credential_files(checkout: Path) -> int:
     values: list[str] = []
     try:
         values += await _at_head(Path(checkout))
-    except (git_repo.GitError, OSError) as err:
+    except (GitError, OSError) as err:
         log.info("credential files at HEAD of %s not read: %s", checkout, err)
     try:
         values += await _history_once(Path(checkout))
-    except (git_repo.GitError, OSError) as err:  # a timeout on a huge history: HEAD and the disk still count
+    except (GitError, OSError) as err:  # a timeout on a huge history: HEAD and the disk still count
         log.info("credential files in the history of %s not read: %s", checkout, err)
     values += await asyncio.to_thread(_on_disk, Path(checkout))
     remember(values)
@@ -66,13 +66,13 @@ async def remember_credential_files(checkout: Path) -> int:
 
 
 async def _at_head(checkout: Path) -> list[str]:
-    listing = await git_repo.run_git("ls-tree", "-r", "-z", "--name-only", "HEAD", cwd=checkout)
+    listing = await run_git("ls-tree", "-r", "-z", "--name-only", "HEAD", cwd=checkout)
     if listing.exit_code != 0:
         return []
     names = [n for n in listing.stdout.split("\0") if n and is_secret_file(n.rsplit("/", 1)[-1])][:MAX_FILES]
     values: list[str] = []
     for name in names:
-        shown = await git_repo.run_git("cat-file", "blob", f"HEAD:{name}", cwd=checkout)
+        shown = await run_git("cat-file", "blob", f"HEAD:{name}", cwd=checkout)
         if shown.exit_code == 0:
             values += credential_values(shown.stdout[:MAX_BYTES])
     return values
@@ -84,7 +84,7 @@ _history_seen: dict[str, list[str]] = {}  # the refs' tips -> the values their h
 async def _history_once(checkout: Path) -> list[str]:
     """`_in_history`, searched once per state of the repository's refs: the next task on the same repository with no
     new commits pays for `git for-each-ref` only, not for a walk of the whole history."""
-    refs = await git_repo.run_git("for-each-ref", "--format=%(objectname)", cwd=checkout)
+    refs = await run_git("for-each-ref", "--format=%(objectname)", cwd=checkout)
     if refs.exit_code != 0:
         return await _in_history(checkout)
     key = hashlib.sha256(refs.stdout.encode()).hexdigest()
@@ -95,7 +95,7 @@ async def _history_once(checkout: Path) -> list[str]:
 
 async def _in_history(checkout: Path) -> list[str]:
     """Values ever added to a credential file on any ref (what `git log -p --all` would print)."""
-    shown = await git_repo.run_git(
+    shown = await run_git(
         "log", "--all", "-p", "--no-color", "--format=", "--", *SECRET_PATHSPECS, cwd=checkout, timeout=HISTORY_SECONDS
     )
     if shown.exit_code != 0:

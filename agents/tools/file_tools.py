@@ -18,9 +18,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+from agents.core.errors import ToolError
 from agents.tools import ripgrep
 from agents.tools.file_walk import SKIP_DIRS, walk_tree  # one walker, one skip-list for the product
-from agents.tools.toolbox import ToolError
 from agents.tools.workspaces import (
     PathOutsideWorkspace,
     WorkspaceNotFound,

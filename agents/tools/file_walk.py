@@ -6,7 +6,7 @@ are left out, so a copied `venv/` nobody ignored does not flood the list. A fold
 with the same skips. Symlinks are never followed. Paths are relative, with `/` separators, sorted.
 
 `read_only_git` runs the read-only git calls of the index (ls-files, rev-parse, diff, log) through
-`git_repo.run_git`, the product's one hardened runner (no hooks, fsmonitor or drivers; timeout, group kill).
+`run_git`, the product's one hardened runner (no hooks, fsmonitor or drivers; timeout, group kill).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from agents.tools import git_repo
+from agents.git.runner import GitError, run_git
 
 SKIP_DIRS = frozenset(
     {".git", "node_modules", ".venv", "__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".tox"}
@@ -31,7 +31,7 @@ async def read_only_git(root: Path, *args: str, timeout: float = GIT_TIMEOUT_S) 
     """stdout of `git <args>` run in `root` through the product's one hardened git runner, or None (not a
     repository, git missing, an error, a timeout). Optional locks are off: a listing never takes index.lock."""
     try:
-        result = await git_repo.run_git(
+        result = await run_git(
             "-c",
             "core.quotepath=off",
             *args,
@@ -39,7 +39,7 @@ async def read_only_git(root: Path, *args: str, timeout: float = GIT_TIMEOUT_S) 
             timeout=timeout,
             extra_env={"GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C"},
         )
-    except (git_repo.GitError, OSError):
+    except (GitError, OSError):
         return None
     return result.stdout if result.exit_code == 0 else None
 

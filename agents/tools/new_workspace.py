@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import re
 
-from agents.tools import git_repo
-from agents.tools.toolbox import ToolError
+from agents.core.errors import ToolError
+from agents.git.repository import ensure_repository
+from agents.git.runner import GitIdentity
 from agents.tools.workspaces import SELF_NAME, Workspace, Workspaces
 
 _NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
@@ -23,7 +24,7 @@ def workspace_name(name: str) -> str:
     return cleaned
 
 
-async def create_workspace(workspaces: Workspaces, name: str, identity: git_repo.GitIdentity) -> Workspace:
+async def create_workspace(workspaces: Workspaces, name: str, identity: GitIdentity) -> Workspace:
     folder = workspace_name(name)
     root = workspaces.root.resolve()
     target = root / folder
@@ -41,5 +42,5 @@ async def create_workspace(workspaces: Workspaces, name: str, identity: git_repo
         _, err = await git.communicate()
     if git.returncode != 0:
         raise ToolError(f"git init failed in {folder}: {err.decode(errors='replace').strip()[:300]}")
-    await git_repo.ensure_repository(target, identity)
+    await ensure_repository(target, identity)
     return Workspace(folder, target)

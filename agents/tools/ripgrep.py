@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from agents.tools.toolbox import ToolError
+from agents.core.errors import ToolError
 
 MAX_PATTERN_CHARS = 1000
 MAX_COLUMNS = 10_000  # longer lines are printed cut to this many bytes (the match is still found)

@@ -9,9 +9,10 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from agents.tools.sandbox import SandboxSpec
-from agents.tools.shell import child_env, run_command
-from agents.tools.toolbox import ToolError, ToolResult
+from agents.core.errors import ToolError
+from agents.sandbox.bwrap import SandboxSpec
+from agents.sandbox.shell import child_env, run_command
+from agents.tools.toolbox import ToolResult
 from agents.tools.workspaces import confine
 
 VIEWPORTS = {"desktop": (1280, 800), "phone": (390, 844)}

@@ -10,10 +10,10 @@ from pathlib import Path
 
 from agents.core.models import WorkerKind
 from agents.core.protocols import WorkDesk
+from agents.sandbox.bwrap import SandboxSpec
+from agents.sandbox.network_gate import NetworkDecision
+from agents.sandbox.shell import child_env, run_command
 from agents.tools import file_tools
-from agents.tools.network_gate import NetworkDecision
-from agents.tools.sandbox import SandboxSpec
-from agents.tools.shell import child_env, run_command
 from agents.tools.toolbox import Tool, ToolResult, prop
 from agents.tools.workspaces import Workspaces
 

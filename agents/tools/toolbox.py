@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from agents.core.errors import ToolError
 from agents.core.models import ToolCallRecord
 from agents.core.secrets_filter import mask, mask_json
 from agents.core.text import keep_head_and_tail
@@ -20,17 +21,6 @@ from agents.store.database import Store
 log = logging.getLogger(__name__)
 
 Handler = Callable[..., Awaitable[Any]]
-
-
-class ToolError(Exception):
-    """A tool call failed; `message` is meant for the model (what went wrong and what to do instead)."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-    def __str__(self) -> str:
-        return self.message
 
 
 MAX_RESULT_CHARS = 60_000  # a longer tool result keeps its head and tail (issue 14: bounded worker context)

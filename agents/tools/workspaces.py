@@ -12,8 +12,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from agents.core.errors import ToolError
 from agents.core.secrets_filter import mask
-from agents.tools.toolbox import ToolError
 
 SELF_NAME = "self"
 

@@ -10,7 +10,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from agents.tools import git_repo
+from agents.git.repository import changes_since, file_at, is_tracked
+from agents.git.runner import GitError
 from agents.verify.test_baseline import BaselineRuns
 from agents.verify.test_env import (
     CONFIG_FILE,
@@ -53,10 +54,10 @@ TEST_CONFIG_FILES = frozenset(
 
 async def base_config(repo: Path, commit: str) -> TestConfig | None:
     """`.agentlab.toml` as of the base commit; the workspace's own copy only when it is untracked there."""
-    text = await git_repo.file_at(repo, commit, CONFIG_FILE)
+    text = await file_at(repo, commit, CONFIG_FILE)
     if text is not None:
         return parse_config(text, "base commit")
-    if (repo / CONFIG_FILE).is_file() and not await git_repo.is_tracked(repo, CONFIG_FILE):
+    if (repo / CONFIG_FILE).is_file() and not await is_tracked(repo, CONFIG_FILE):
         return await asyncio.to_thread(read_config_file, repo, "workspace (untracked there)")
     return None
 
@@ -96,7 +97,7 @@ class TaskTests:
         try:
             config = await base_config(repo, base_commit)
             environment = await asyncio.to_thread(detect_environment, checkout, repo, config)
-        except (TestConfigError, git_repo.GitError, OSError) as err:  # said in the summary; the task goes on
+        except (TestConfigError, GitError, OSError) as err:  # said in the summary; the task goes on
             return cls(repo, base_commit, instructions, timeout, None, str(err), None, run_options)
         baseline = None
         if environment is not None:
@@ -149,8 +150,8 @@ class TaskTests:
     async def _changes(self, checkout: Path) -> list[tuple[str, str]]:
         """(status, path) of what the task changed since the base commit; none when git cannot say."""
         try:
-            return await git_repo.changes_since(checkout, self.base_commit)
-        except git_repo.GitError:
+            return await changes_since(checkout, self.base_commit)
+        except GitError:
             return []
 
     async def _base(self) -> TestOutcome | None:
@@ -206,8 +207,8 @@ class TaskTests:
         return warnings
 
     async def _test_section_changed(self, checkout: Path, path: str, name: str) -> bool:
-        before = await git_repo.file_at(checkout, self.base_commit, path)
-        after = await git_repo.file_at(checkout, "HEAD", path)
+        before = await file_at(checkout, self.base_commit, path)
+        after = await file_at(checkout, "HEAD", path)
         read = (lambda t: pyproject_table(t, "pytest")) if name == "pyproject.toml" else npm_test_script
         return (read(before) if before else None) != (read(after) if after else None)
 

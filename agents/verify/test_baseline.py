@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from agents.tools import git_repo
+from agents.git.repository import export_tree
 from agents.verify.test_env import TestEnvironment, link_borrowed
 from agents.verify.test_runner import TestOutcome, TestStatus, run_tests
 
@@ -75,7 +75,7 @@ class BaselineRuns:
         self.directory.mkdir(parents=True, exist_ok=True)
         tree = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix=f"base-{commit[:8]}-", dir=self.directory))
         try:
-            await git_repo.export_tree(repo, commit, tree)
+            await export_tree(repo, commit, tree)
             await asyncio.to_thread(link_borrowed, env, tree)
             outcome = await run_tests(tree, timeout, environment=env, **run_options)
         finally:

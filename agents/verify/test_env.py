@@ -23,8 +23,8 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agents.sandbox.safe_paths import UnsafePath, append_lines, checkout_venv, make_symlink, real_folder
 from agents.tools.file_walk import SKIP_DIRS, walk_tree
-from agents.tools.safe_paths import UnsafePath, append_lines, checkout_venv, make_symlink, real_folder
 from agents.verify.js_runners import JS_TEST_ENV, ScriptStep, plan_script
 
 CONFIG_FILE = ".agentlab.toml"

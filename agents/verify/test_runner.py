@@ -5,7 +5,7 @@ script is run step by step (agents/verify/js_runners.py): lint/build steps are r
 when one of them fails. No command means "no tests", never "passed".
 
 `run_tests` is the one place a workspace's tests are started (baseline, after the worker, re-runs of failing ids):
-`**run_options` go to `agents.tools.shell.run_command` unchanged (e.g. a sandbox).
+`**run_options` go to `agents.sandbox.shell.run_command` unchanged (e.g. a sandbox).
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, Field
 
-from agents.tools.sandbox import SandboxSpec
-from agents.tools.shell import CommandResult, child_env, run_command
-from agents.tools.toolbox import ToolError
+from agents.core.errors import ToolError
+from agents.sandbox.bwrap import SandboxSpec
+from agents.sandbox.shell import CommandResult, child_env, run_command
 from agents.verify.js_runners import ScriptStep, describe_step, reporter_command, test_steps
 from agents.verify.test_env import (  # noqa: F401  (re-exported: the runner's public names)
     CONFIG_FILE,
@@ -147,7 +147,7 @@ async def run_tests(
     """Run the tests of the checkout `workspace` (with `environment`, detected from it when None) in `timeout`
     seconds; `ids`: only those tests where the command allows it. `env=None` means `child_env()`.
 
-    Confined (agents/tools/sandbox.py) with `sandbox`, or with `sandbox_for(checkout, read_only_paths)`: the sandbox of
+    Confined (agents/sandbox/bwrap.py) with `sandbox`, or with `sandbox_for(checkout, read_only_paths)`: the sandbox of
     whichever checkout runs (a task's worktree, a baseline copy) with what its environment borrows mounted read-only.
     """
     workspace = Path(workspace)

@@ -9,14 +9,18 @@ from contextvars import ContextVar
 from datetime import datetime
 from pathlib import Path
 
+from agents.core.errors import ToolError
 from agents.core.models import Proposal, ProposalStatus, Task, TaskEvent, TaskStatus, WorkerKind, utcnow
 from agents.core.protocols import Notifier
 from agents.core.settings import Settings
+from agents.core.text import human_size
+from agents.git import diff as git_diff
+from agents.git.merge import merge_task_branch
+from agents.git.runner import GitIdentity
+from agents.git.worktrees import TaskWorktree, discard_task_worktree
 from agents.llm.usage import budget_exceeded
 from agents.store.database import Store
-from agents.tools import git_diff, git_repo
 from agents.tools.new_workspace import create_workspace
-from agents.tools.toolbox import ToolError
 from agents.tools.workspaces import Workspaces
 from agents.work import crew_texts
 from agents.work.steering import Inboxes
@@ -28,8 +32,8 @@ REQUEST_MESSAGE: ContextVar[int | None] = ContextVar("request_message", default=
 FOREGROUND_PRIORITY = 10
 
 
-def git_identity(settings: Settings) -> git_repo.GitIdentity:
-    return git_repo.GitIdentity(settings.git_author_name, settings.git_author_email)
+def git_identity(settings: Settings) -> GitIdentity:
+    return GitIdentity(settings.git_author_name, settings.git_author_email)
 
 
 def title_of(text: str, limit: int = 80) -> str:
@@ -339,12 +343,12 @@ class Crew:
         )
 
     # ---- buttons -----------------------------------------------------------------------------
-    async def _branch_task(self, chat_id: int, task_id: int) -> tuple[Task, git_repo.TaskWorktree]:
+    async def _branch_task(self, chat_id: int, task_id: int) -> tuple[Task, TaskWorktree]:
         task = await self._own_task(chat_id, task_id)
         if not task.branch or not task.base_commit:
             raise ToolError(f"task #{task_id} has no branch")
         repo = self.workspaces.resolve(task.workspace).path
-        tree = git_repo.TaskWorktree(
+        tree = TaskWorktree(
             repo=repo,
             path=Path(task.worktree or repo),
             branch=task.branch,
@@ -355,7 +359,7 @@ class Crew:
 
     async def merge(self, chat_id: int, task_id: int) -> str:
         _, tree = await self._branch_task(chat_id, task_id)
-        result = await git_repo.merge_task_branch(tree, git_identity(self.settings))
+        result = await merge_task_branch(tree, git_identity(self.settings))
         return result.message
 
     async def diff(self, chat_id: int, task_id: int) -> tuple[bytes, str]:
@@ -377,8 +381,8 @@ class Crew:
         if not task.branch or not task.base_commit:
             return f"Task #{task_id} was discarded; it had no branch."
         _, tree = await self._branch_task(chat_id, task_id)
-        freed = await git_repo.discard_task_worktree(tree)
-        cleaned = f" ({git_repo.human_size(freed)} of its files removed from `.git`)" if freed else ""
+        freed = await discard_task_worktree(tree)
+        cleaned = f" ({human_size(freed)} of its files removed from `.git`)" if freed else ""
         return f"Task #{task_id} was discarded; its branch `{tree.branch}` was deleted{cleaned}."
 
     async def resume(self, chat_id: int, task_id: int) -> str:

@@ -18,26 +18,35 @@ from pathlib import Path
 import anthropic
 
 from agents.core.actions import Action, Button, button
+from agents.core.errors import ToolError
 from agents.core.models import Criterion, Proposal, ProposalStatus, Task, TaskEvent, TaskStatus, WorkerKind, utcnow
 from agents.core.protocols import Notifier
 from agents.core.settings import Settings
-from agents.core.text import fenced
+from agents.core.text import fenced, human_size
+from agents.git.commits import CommitLimits, CommitResult, LeftOut, commit_all
+from agents.git.guard import RepositoryGuard
+from agents.git.repository import ensure_repository
+from agents.git.runner import GitError, GitIdentity
+from agents.git.worktrees import (
+    TaskWorktree,
+    clear_stale_index_locks,
+    create_task_worktree,
+    remove_worktree_keep_branch,
+)
+from agents.inputs.attachments import Attachments
 from agents.llm import prompts
 from agents.llm.client import explain_api_error, usage_record
 from agents.repo_map.maps import RepoMap, repo_map_tools
+from agents.sandbox.bwrap import NetworkPolicy, ResourceLimits, SandboxMode, SandboxSpec, spec_for
+from agents.sandbox.network_gate import NetworkDecision, NetworkGate
+from agents.sandbox.task_limits import DiskBudget, TaskBounds
 from agents.store.database import Store
 from agents.store.delivery import Deliveries
 from agents.store.shown import PROPOSAL, TASK, remember_shown, shown_as
-from agents.tools import git_repo
-from agents.tools.attachments import Attachments
 from agents.tools.credential_files import remember_credential_files
-from agents.tools.network_gate import NetworkDecision, NetworkGate
-from agents.tools.repo_guard import RepositoryGuard
-from agents.tools.sandbox import NetworkPolicy, ResourceLimits, SandboxMode, SandboxSpec, spec_for
 from agents.tools.screenshot import find_chromium, screenshot_tool_result
-from agents.tools.task_limits import DiskBudget, TaskBounds
 from agents.tools.tool_sets import worker_tools
-from agents.tools.toolbox import Audit, Toolbox, ToolError, ToolResult
+from agents.tools.toolbox import Audit, Toolbox, ToolResult
 from agents.tools.workspaces import Workspace, Workspaces
 from agents.verify.task_tests import TaskTests
 from agents.verify.test_baseline import BaselineRuns
@@ -71,9 +80,9 @@ def tail(text: str, limit: int) -> str:
     return text if len(text) <= limit else "…" + text[-(limit - 1) :]
 
 
-def size_lines(last: git_repo.CommitResult | None, left_out: list[git_repo.LeftOut]) -> list[str]:
+def size_lines(last: CommitResult | None, left_out: list[LeftOut]) -> list[str]:
     """Summary lines naming files left out by the size limits, and large or binary files that were committed."""
-    size = git_repo.human_size
+    size = human_size
     lines = []
     if left_out:
         lines.append(
@@ -241,9 +250,9 @@ class TaskExecutor:
         self.deliveries = deliveries or Deliveries(store, notifier)  # summaries and proposals: retried, never lost
         self.repo_map = repo_map
         self.workspaces, self.notifier = workspaces, notifier
-        self.identity = git_repo.GitIdentity(settings.git_author_name, settings.git_author_email)  # noqa
+        self.identity = GitIdentity(settings.git_author_name, settings.git_author_email)  # noqa
         self.worktrees_dir = settings.worktrees_dir
-        self.commit_limits = git_repo.CommitLimits(settings.max_commit_file_bytes, settings.max_commit_task_bytes)
+        self.commit_limits = CommitLimits(settings.max_commit_file_bytes, settings.max_commit_task_bytes)
         self.guards: dict[int, RepositoryGuard] = {}  # task id → the guard of the owner's repository while it runs
         self.bounds: dict[int, TaskBounds] = {}  # task id → its cgroup and disk budget while it runs (issue 22)
         self.baselines = BaselineRuns(self.worktrees_dir / "test-baselines")  # issue 13: base-commit test runs
@@ -406,7 +415,7 @@ class TaskExecutor:
             raise
         except anthropic.APIError as err:
             await self._fail(task, progress, explain_api_error(err))
-        except (ToolError, git_repo.GitError) as err:
+        except (ToolError, GitError) as err:
             await self._fail(task, progress, trim(str(err), 800))
         except Exception as err:  # never leave a task looking alive after a bug
             log.exception("task %s crashed", task.id)
@@ -504,10 +513,10 @@ class TaskExecutor:
     # ---- code / frontend / test ------------------------------------------------------------
     async def _change(self, task: Task, progress: Progress) -> None:
         workspace = self.workspaces.resolve(task.workspace)
-        initialised = await git_repo.ensure_repository(workspace.path, self.identity)
+        initialised = await ensure_repository(workspace.path, self.identity)
         if initialised:
             await self.notifier.send(task.chat_id, f"`{workspace.name}` was not a git repository; I initialised one.")
-        tree = await git_repo.create_task_worktree(
+        tree = await create_task_worktree(
             workspace.path, task.id, task.title, self.identity, self.worktrees_dir, branch=task.branch
         )  # set when an interrupted task resumes
         await self.store.update_task(
@@ -517,7 +526,7 @@ class TaskExecutor:
             base_commit=tree.base_commit,
             worktree=str(tree.path),
         )
-        await git_repo.clear_stale_index_locks(tree)  # a SIGKILL during the bot's own `git add` leaves one behind
+        await clear_stale_index_locks(tree)  # a SIGKILL during the bot's own `git add` leaves one behind
         await remember_credential_files(tree.path)  # `cat .npmrc` in a command then prints «masked» (issue 22)
         checks = await TaskTests.start(
             workspace.path,
@@ -536,14 +545,14 @@ class TaskExecutor:
             if not (self.stopping and isinstance(err, asyncio.CancelledError)):  # interrupted tasks keep their checkout
                 # cancelled or failed: keep the branch (and its commits), drop the checkout
                 with contextlib.suppress(Exception):
-                    await git_repo.commit_all(
+                    await commit_all(
                         tree,
                         f"{task.title} (partial, task ended early)\n\nagentlab task #{task.id}",
                         self.identity,
                         self.commit_limits,
                     )
                     self.end_guard(task)
-                    await git_repo.remove_worktree_keep_branch(tree)
+                    await remove_worktree_keep_branch(tree)
             raise
         finally:
             checks.close()
@@ -558,7 +567,7 @@ class TaskExecutor:
         return guard.warnings
 
     async def _work_on(
-        self, task: Task, progress: Progress, workspace: Workspace, tree: git_repo.TaskWorktree, checks: TaskTests
+        self, task: Task, progress: Progress, workspace: Workspace, tree: TaskWorktree, checks: TaskTests
     ) -> None:
         worker = self.make_worker(task, tree.path, progress, checks.read_only_paths)  # borrowed node_modules etc.
         criteria = await self.store.criteria(task.id)
@@ -575,9 +584,7 @@ class TaskExecutor:
                 f"{task.result}. Check the current state of the files before continuing.)"
             )
         result = await worker.run(first, attachments=blocks)
-        commit = await git_repo.commit_all(
-            tree, f"{task.title}\n\nagentlab task #{task.id}", self.identity, self.commit_limits
-        )
+        commit = await commit_all(tree, f"{task.title}\n\nagentlab task #{task.id}", self.identity, self.commit_limits)
         commits = [commit] if commit else []
         verdict: Verdict | None = None
         corrections = 0
@@ -592,7 +599,7 @@ class TaskExecutor:
                 f"correcting failed tests ({corrections}/{self.settings.max_corrections})", force=True
             )
             result = await worker.run(verdict.correction(corrections, self.settings.max_corrections))
-            commit = await git_repo.commit_all(
+            commit = await commit_all(
                 tree,
                 f"{task.title} (correction {corrections})\n\nagentlab task #{task.id}",
                 self.identity,
@@ -606,11 +613,11 @@ class TaskExecutor:
         self,
         task: Task,
         progress: Progress,
-        tree: git_repo.TaskWorktree,
+        tree: TaskWorktree,
         result: WorkerResult,
         verdict: Verdict | None,
         corrections: int,
-        commits: list[git_repo.CommitResult],
+        commits: list[CommitResult],
     ) -> None:
         left_out = commits[-1].left_out if commits else []  # the last commit's word on what is still left out
         commits = [commit for commit in commits if commit.committed]
@@ -680,7 +687,7 @@ class TaskExecutor:
             task, status, result=trim(result.report, 4000) or None, error=error, commit_sha=last.sha if last else None
         )
         self.end_guard(task)
-        await git_repo.remove_worktree_keep_branch(tree)
+        await remove_worktree_keep_branch(tree)
         await progress.close(headline)
         await self._show(
             task, summary, buttons=branch_buttons(task.id, status) if last else None, reply_to=task.reply_to_message_id

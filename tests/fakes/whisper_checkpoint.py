@@ -21,7 +21,7 @@ import av
 import numpy as np
 
 from agents.core.protocols import ModelState, Transcript
-from agents.voice import SAMPLE_RATE, ModelUnavailable, decode_audio
+from agents.inputs.voice import SAMPLE_RATE, ModelUnavailable, decode_audio
 
 # (layers, width, heads) of the real checkpoints; both use the 51865-token multilingual vocabulary.
 REAL_DIMS = {"tiny": (4, 384, 6), "base": (6, 512, 8)}
@@ -214,7 +214,7 @@ def make_wav_with_unknown_codec(seconds: float = 1.0, rate: int = SAMPLE_RATE) -
 
 
 class FakeTranscriber:
-    """Same public surface as `agents.voice.Transcriber` (the `SpeechToText` protocol), with scripted results.
+    """Same public surface as `agents.inputs.voice.Transcriber` (the `SpeechToText` protocol), with scripted results.
 
     `script`: one text returned for every note, or a sequence consumed in order whose items are texts or
     exceptions to raise (e.g. `AudioError(...)`); running out of a sequence is an AssertionError.

@@ -22,7 +22,7 @@ from typing import Any
 
 from agents.core.models import Attachment, AttachmentKind
 from agents.core.settings import Settings
-from agents.tools.safe_paths import UnsafePath, write_file
+from agents.sandbox.safe_paths import UnsafePath, write_file
 
 API_IMAGE_MAX_BYTES = 3_750_000  # 5 MB after base64 encoding: the Messages API's per-image limit
 API_IMAGE_MAX_EDGE = 8000  # the API refuses images larger than this on either side

@@ -11,8 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from agents.tools import git_repo
-from agents.tools.git_repo import TaskWorktree, human_size
+from agents.core.text import human_size
+from agents.git.commits import NEVER_COMMIT, blob_sizes, file_size, pending_changes
+from agents.git.runner import git_text, run_git, split_nul, stream_git
+from agents.git.worktrees import TaskWorktree, check_worktree_link, worktree_present
 
 DIFF_MAX_BYTES = 1_000_000  # the whole document; Telegram takes up to 50 MB from a bot, a phone much less
 HUGE_FILE_BYTES = 512 * 1024  # a file with a side this big is named, not inlined
@@ -48,20 +50,20 @@ async def write_diff(worktree: TaskWorktree, out: BinaryIO, max_bytes: int = DIF
     While the worktree exists its uncommitted changes (untracked files too) follow the committed ones; afterwards the
     branch's diff.
     """
-    present = git_repo.worktree_present(worktree)
+    present = worktree_present(worktree)
     if present:
-        await git_repo.check_worktree_link(worktree)
+        await check_worktree_link(worktree)
     cwd = worktree.path if present else worktree.repo
     span = f"{worktree.base_commit}..{'HEAD' if present else worktree.branch}"
     report = DiffReport()
     await _classify(cwd, [span], report)
     excluded = _excludes(report)
-    stat = await git_repo._git(
+    stat = await git_text(
         "diff", "--stat=120,90", f"--stat-count={STAT_MAX_FILES}", "--no-renames", span, "--", ".", *excluded, cwd=cwd
     )
     body_limit = max_bytes - HEADER_MAX_BYTES  # the header goes in front, written once the body is known
     with tempfile.TemporaryFile() as body:
-        used, cut = await git_repo.stream_git(
+        used, cut = await stream_git(
             "diff", "--no-renames", span, "--", ".", *excluded, cwd=cwd, out=body, limit=body_limit
         )
         if present and not cut:
@@ -80,12 +82,10 @@ async def write_diff(worktree: TaskWorktree, out: BinaryIO, max_bytes: int = DIF
 
 async def _classify(cwd: Path, span: list[str], report: DiffReport, extra_env: dict[str, str] | None = None) -> None:
     """Add the binary files (numstat `-`) and the huge files (either side over HUGE_FILE_BYTES) of `span`."""
-    numstat = git_repo._split_nul(
-        await git_repo._git("diff", "--numstat", "-z", "--no-renames", *span, cwd=cwd, extra_env=extra_env)
-    )
+    numstat = split_nul(await git_text("diff", "--numstat", "-z", "--no-renames", *span, cwd=cwd, extra_env=extra_env))
     binary = {item.split("\t", 2)[2] for item in numstat if item.startswith("-\t-\t")}
-    fields = git_repo._split_nul(
-        await git_repo._git("diff", "--raw", "-z", "--no-renames", "--no-abbrev", *span, cwd=cwd, extra_env=extra_env)
+    fields = split_nul(
+        await git_text("diff", "--raw", "-z", "--no-renames", "--no-abbrev", *span, cwd=cwd, extra_env=extra_env)
     )
     sides: dict[str, tuple[str, str]] = {}
     for i in range(0, len(fields) - 1, 2):
@@ -93,7 +93,7 @@ async def _classify(cwd: Path, span: list[str], report: DiffReport, extra_env: d
         if len(meta) >= 4:
             sides[fields[i + 1]] = (meta[2], meta[3])
     blobs = sorted({blob for pair in sides.values() for blob in pair if set(blob) != {"0"}})
-    sizes = await git_repo._blob_sizes(cwd, blobs)
+    sizes = await blob_sizes(cwd, blobs)
     for path, (old, new) in sorted(sides.items()):
         size = max(sizes.get(old, 0), sizes.get(new, 0))
         if size > HUGE_FILE_BYTES:
@@ -112,21 +112,21 @@ async def _uncommitted(path: Path, body: BinaryIO, used: int, limit: int, report
     before `git add`, so a huge file never reaches the object store through a Diff."""
     with tempfile.TemporaryDirectory(prefix="agentlab-index-") as tmp:
         env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
-        await git_repo._git("read-tree", "HEAD", cwd=path, extra_env=env)
+        await git_text("read-tree", "HEAD", cwd=path, extra_env=env)
         big = []
-        for name, code in await git_repo.pending_changes(path, env):
-            size = git_repo._file_size(path / name)
+        for name, code in await pending_changes(path, env):
+            size = file_size(path / name)
             if "D" not in code and size > HUGE_FILE_BYTES:
                 big.append(name)
                 report.huge.append((name, size))
         skipped = [f":(exclude,literal){name}" for name in big]
-        await git_repo._git("add", "-A", "--", ".", *git_repo.NEVER_COMMIT, *skipped, cwd=path, extra_env=env)
+        await git_text("add", "-A", "--", ".", *NEVER_COMMIT, *skipped, cwd=path, extra_env=env)
         await _classify(path, ["--cached", "HEAD"], report, env)
         if await _nothing_staged(path, env):
             return used, False
         marker = b"# uncommitted changes (not in a commit yet)\n"
         body.write(marker)
-        written, cut = await git_repo.stream_git(
+        written, cut = await stream_git(
             "diff",
             "--cached",
             "--no-renames",
@@ -143,7 +143,7 @@ async def _uncommitted(path: Path, body: BinaryIO, used: int, limit: int, report
 
 
 async def _nothing_staged(path: Path, env: dict[str, str]) -> bool:
-    return (await git_repo.run_git("diff", "--cached", "--quiet", "HEAD", cwd=path, extra_env=env)).exit_code == 0
+    return (await run_git("diff", "--cached", "--quiet", "HEAD", cwd=path, extra_env=env)).exit_code == 0
 
 
 def _header(worktree: TaskWorktree, report: DiffReport, stat: str, body_bytes: int) -> str:
@@ -158,3 +158,12 @@ def _header(worktree: TaskWorktree, report: DiffReport, stat: str, body_bytes: i
         lines.append(f"# The patch below is cut after {human_size(body_bytes)}; the stat lists every file.")
     lines += [f"# {line}" if line else "#" for line in stat.rstrip().splitlines()]
     return "\n".join(lines) + "\n\n"
+
+
+async def diff_text(worktree: TaskWorktree) -> str:
+    """The task's diff as text, capped (see write_diff)."""
+
+    with tempfile.TemporaryFile() as out:
+        await write_diff(worktree, out)
+        out.seek(0)
+        return out.read().decode("utf-8", errors="replace")

@@ -14,17 +14,17 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from agents.tools.process_cap import PidsCap
-from agents.tools.sandbox import (
+from agents.core.errors import ToolError
+from agents.sandbox.bwrap import (
     SandboxSpec,
     bwrap_argv,
     bwrap_path,
     sandbox_env,
     unavailable_reason,
 )
-from agents.tools.toolbox import ToolError
-from agents.tools.user_net import UserNet
-from agents.tools.user_net import available as user_net_available
+from agents.sandbox.process_cap import PidsCap
+from agents.sandbox.user_net import UserNet
+from agents.sandbox.user_net import available as user_net_available
 
 log = logging.getLogger(__name__)
 
@@ -172,7 +172,7 @@ async def run_command(
     (head and tail kept). `env=None` means `child_env()`. On timeout or cancellation the whole process group is
     killed; background processes still running after the command itself exits are killed too.
 
-    With `sandbox`, the command runs inside bubblewrap (agents/tools/sandbox.py) with only the harmless keys of `env`;
+    With `sandbox`, the command runs inside bubblewrap (agents/sandbox/bwrap.py) with only the harmless keys of `env`;
     killing bwrap ends its PID namespace, so every process of the command dies, detached or not. Where bwrap
     cannot run, ToolError says so and how to fix it."""
     cwd = Path(cwd)
@@ -190,7 +190,7 @@ async def _run_sandboxed(
     command: str, cwd: Path, environment: dict[str, str], timeout: float, max_output: int, sandbox: SandboxSpec
 ) -> CommandResult:
     """A command in bwrap, inside the task's cgroup (or a pids cgroup of its own), its network user-mode via pasta
-    when allowed and installed, the task's disk budget watched while it runs (agents/tools/task_limits.py)."""
+    when allowed and installed, the task's disk budget watched while it runs (agents/sandbox/task_limits.py)."""
     bounds = sandbox.task
     group = bounds.cgroup() if bounds is not None else None
     budget = bounds.disk_for(sandbox.worktree) if bounds is not None else None
@@ -203,10 +203,10 @@ async def _run_sandboxed(
         user_net=net.child_fds if net is not None else None,
     )
     environment = sandbox_env(environment, sandbox)
-    if group is not None:  # memory (and processes) of the whole task (agents/tools/task_cgroup.py)
+    if group is not None:  # memory (and processes) of the whole task (agents/sandbox/task_cgroup.py)
         argv = group.wrap(argv)
     cap = None if group is not None and group.bounds_processes else PidsCap.create(sandbox.limits.max_processes)
-    if cap is not None:  # the process limit that holds for root too (agents/tools/process_cap.py)
+    if cap is not None:  # the process limit that holds for root too (agents/sandbox/process_cap.py)
         argv = cap.wrap(argv)
     oom_before = group.oom_kills() if group is not None else 0
     watcher: asyncio.Task[str] | None = None

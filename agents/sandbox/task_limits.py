@@ -24,9 +24,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from agents.tools.task_cgroup import TaskCgroup
-from agents.tools.task_cgroup import support as task_cgroup_support
-from agents.tools.user_net import available as user_net_available
+from agents.sandbox.task_cgroup import TaskCgroup
+from agents.sandbox.task_cgroup import support as task_cgroup_support
+from agents.sandbox.user_net import available as user_net_available
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ owner's `main` (`git update-ref`), delete branches, plant hooks or rewrite `.git
 snapshot when the task starts (every ref but the task branch; the config, hooks, `info/`, alternates and per-worktree
 config files of the shared git directory; the worktree's own HEAD and `.git` file) and, after every worker step and
 at the end, puts back whatever moved, recording a warning for the task's summary. The bot's own changes (its
-commits, other tasks' branches, merges) happen through `git_repo`, which re-takes every guard's snapshot after them.
+commits, other tasks' branches, merges) happen under `locks.bot_writes`, which takes every guard's snapshot again.
 """
 
 from __future__ import annotations
@@ -18,8 +18,11 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agents.tools import git_repo
-from agents.tools.safe_paths import write_file
+from agents.git.locks import repo_lock, unwatch, watch
+from agents.git.repository import git_common_dir
+from agents.git.runner import GitOutput, git_text, run_git
+from agents.git.worktrees import TaskWorktree, check_worktree_link
+from agents.sandbox.safe_paths import write_file
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +47,7 @@ class _Snapshot:
 class RepositoryGuard:
     """Watches one task's repository; `check()` restores and returns the warnings of that check."""
 
-    def __init__(self, tree: git_repo.TaskWorktree, common_dir: Path, admin_dir: Path, link_text: str) -> None:
+    def __init__(self, tree: TaskWorktree, common_dir: Path, admin_dir: Path, link_text: str) -> None:
         self.tree, self.common_dir, self.admin_dir = tree, common_dir, admin_dir
         self.task_ref = f"refs/heads/{tree.branch}"
         self.link_text = link_text  # the worktree's `.git` file as git wrote it
@@ -53,13 +56,13 @@ class RepositoryGuard:
         self._reported = 0
 
     @classmethod
-    async def start(cls, tree: git_repo.TaskWorktree) -> RepositoryGuard:
-        common = await git_repo.git_common_dir(tree.repo)
-        admin = await git_repo.check_worktree_link(tree)
+    async def start(cls, tree: TaskWorktree) -> RepositoryGuard:
+        common = await git_common_dir(tree.repo)
+        admin = await check_worktree_link(tree)
         guard = cls(tree, common, admin, (tree.path / ".git").read_text("utf-8"))
-        async with git_repo.repo_lock(tree.repo):
+        async with repo_lock(tree.repo):
             await guard.resnapshot()
-            git_repo.watch(tree.repo, guard)
+            watch(tree.repo, guard)
         return guard
 
     def unreported(self) -> list[str]:
@@ -68,16 +71,16 @@ class RepositoryGuard:
         return new
 
     def close(self) -> None:
-        git_repo.unwatch(self.tree.repo, self)
+        unwatch(self.tree.repo, self)
 
     async def check(self) -> list[str]:
         """Compare with the snapshot, restore what moved; the new warnings (also kept in `warnings`)."""
         before = len(self.warnings)
-        async with git_repo.repo_lock(self.tree.repo):
+        async with repo_lock(self.tree.repo):
             await self.verify()
         return self.warnings[before:]
 
-    # ---- the watcher protocol of git_repo (called with the repository lock held) -----------------------------------
+    # ---- the watcher protocol of agents.git.locks (called with the repository lock held) ---------------------
     async def resnapshot(self) -> None:
         self.snapshot = _Snapshot(refs=await self._refs(), files=self._files())
 
@@ -89,9 +92,7 @@ class RepositoryGuard:
 
     # ---- refs --------------------------------------------------------------------------------------------------------
     async def _refs(self) -> dict[str, tuple[str, str]]:
-        text = await git_repo._git(
-            "for-each-ref", "--format=%(refname)%00%(objectname)%00%(symref)", cwd=self.tree.repo
-        )
+        text = await git_text("for-each-ref", "--format=%(refname)%00%(objectname)%00%(symref)", cwd=self.tree.repo)
         refs: dict[str, tuple[str, str]] = {}
         for line in text.splitlines():
             name, _, rest = line.partition("\0")
@@ -107,14 +108,14 @@ class RepositoryGuard:
             if now.get(name) == before.get(name):
                 continue
             if name not in before:
-                result = await git_repo.run_git("update-ref", "--no-deref", "-d", name, cwd=self.tree.repo)
+                result = await run_git("update-ref", "--no-deref", "-d", name, cwd=self.tree.repo)
                 self._warn(f"the worker created `{name}`; it was deleted again", result)
                 continue
             sha, symref = before[name]
             if symref:
-                result = await git_repo.run_git("symbolic-ref", name, symref, cwd=self.tree.repo)
+                result = await run_git("symbolic-ref", name, symref, cwd=self.tree.repo)
             else:
-                result = await git_repo.run_git("update-ref", "--no-deref", name, sha, cwd=self.tree.repo)
+                result = await run_git("update-ref", "--no-deref", name, sha, cwd=self.tree.repo)
             if name not in now:
                 self._warn(f"the worker deleted `{name}`; it was restored at {sha[:10]}", result)
             else:
@@ -195,7 +196,7 @@ class RepositoryGuard:
         except OSError as err:
             self.warnings.append(f"the worker switched its worktree off its branch and it could not be undone: {err}")
 
-    def _warn(self, text: str, result: git_repo.GitOutput) -> None:
+    def _warn(self, text: str, result: GitOutput) -> None:
         if result.exit_code != 0:
             text += f" (failed: {result.stderr.strip()[:200]})"
         log.warning("task branch %s: %s", self.tree.branch, text)

@@ -24,8 +24,8 @@ from agents.core.actions import Action, Buttons, button
 from agents.core.models import Task, TaskEvent
 from agents.core.protocols import Notifier
 from agents.core.text import fenced, keep_head_and_tail
+from agents.sandbox.bwrap import NetworkPolicy
 from agents.store.database import Store
-from agents.tools.sandbox import NetworkPolicy
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Bubblewrap confinement of a task's processes (issue 11): what a sandboxed command sees, and the argv that builds it.
 
 A sandboxed command runs in fresh user, PID, mount, IPC, UTS and network namespaces (an allowed network is wired out
-by pasta, agents/tools/user_net.py; only where pasta is missing does it share the host's). It sees the
+by pasta, agents/sandbox/user_net.py; only where pasta is missing does it share the host's). It sees the
 task's worktree read-write; the system's programs and libraries, a short list of harmless `/etc` files, the Python
 environments its tests need and the worktree's git metadata read-only; a private size-bounded `/tmp` and an empty
 home. The root of the sandbox is read-only, every capability is dropped, and resource limits (processes, file size,
@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agents.core.secrets_filter import without_url_credentials
-from agents.tools.safe_paths import checkout_venv
-from agents.tools.task_limits import TaskBounds
+from agents.sandbox.safe_paths import checkout_venv
+from agents.sandbox.task_limits import TaskBounds
 
 log = logging.getLogger(__name__)
 
@@ -319,7 +319,7 @@ def bwrap_argv(
 ) -> list[str]:
     """The argv that runs `command` with `shell -c` inside the sandbox described by `spec`, cwd = the worktree.
 
-    With `user_net` (info fd, block fd; agents/tools/user_net.py) an allowed network stays a namespace of its own that
+    With `user_net` (info fd, block fd; agents/sandbox/user_net.py) an allowed network stays a namespace of its own that
     pasta attaches to before the command runs; without it an allowed network is the host's."""
     argv = [bwrap, "--unshare-all"]
     if user_net is not None:

@@ -1,0 +1,194 @@
+"""A task's changes become commits: every change within the size limits, never build debris; what was left out."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agents.core.text import human_size
+from agents.git.locks import bot_writes
+from agents.git.repository import rev_parse
+from agents.git.runner import GitIdentity, git_succeeds, git_text, nul_joined, object_sizes, split_nul
+from agents.git.worktrees import TaskWorktree, check_worktree_link
+
+# Build and environment debris a task run leaves behind, never committed even where .gitignore misses it.
+NEVER_COMMIT = tuple(
+    f":(exclude,glob)**/{name}"
+    for name in (".venv", ".venv/**", "__pycache__/**", "*.pyc", "node_modules/**", ".pytest_cache/**", ".agentlab-*")
+)
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    sha: str
+    short_sha: str
+    message: str
+    files: list[str] = field(default_factory=list)  # every path changed on the branch vs base_commit
+    diffstat: str = ""  # `git diff --stat base_commit..HEAD`
+    left_out: list[LeftOut] = field(default_factory=list)  # not committed: over a size limit
+    large: list[tuple[str, int]] = field(
+        default_factory=list
+    )  # committed files of CommitLimits.large_file_bytes or more
+    binary: list[str] = field(default_factory=list)  # committed binary files (added or changed)
+
+    @property
+    def committed(self) -> bool:
+        return bool(self.sha)
+
+
+@dataclass(frozen=True)
+class CommitLimits:
+    """What one task may commit: each file at most `max_file_bytes`, all changed files together `max_task_bytes`."""
+
+    max_file_bytes: int = 5 * 1024 * 1024
+    max_task_bytes: int = 20 * 1024 * 1024
+    large_file_bytes: int = 1024 * 1024  # committed files from this size on are named in the summary
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """A file the bot did not commit because of a size limit (it stays in the worktree until the task ends)."""
+
+    path: str
+    size: int
+    reason: str  # e.g. "over the 5 MB per-file limit"
+
+
+async def commit_all(
+    worktree: TaskWorktree, message: str, identity: GitIdentity | None = None, limits: CommitLimits | None = None
+) -> CommitResult | None:
+    """Stage every change in the worktree within the size limits and commit it; None when nothing changed.
+
+    Files over the per-file limit, and those that would take the task past its total, are never staged (so their
+    content is never written into the owner's object store) and come back in `left_out`; when they were the only
+    change, the result has no commit (`committed` is False). Call it again after a correction round to commit the new
+    changes as a further commit.
+    """
+    limits = limits or CommitLimits()
+    async with bot_writes(worktree.repo):
+        await check_worktree_link(worktree)
+        left_out = await _over_limits(worktree, limits)
+        if left_out:
+            await _stage_all_but(worktree.path, {item.path for item in left_out})
+        else:
+            await git_text("add", "-A", "--", ".", *NEVER_COMMIT, cwd=worktree.path)
+        if await git_succeeds("diff", "--cached", "--quiet", cwd=worktree.path):
+            return CommitResult("", "", message, left_out=left_out) if left_out else None
+        await git_text("commit", "-q", "--no-verify", "-m", message, cwd=worktree.path, identity=identity)
+        sha = await rev_parse(worktree.path, "HEAD")
+    short_sha = (await git_text("rev-parse", "--short", sha, cwd=worktree.path)).strip()
+    files = split_nul(
+        await git_text("diff", "--name-only", "--no-renames", "-z", f"{worktree.base_commit}..{sha}", cwd=worktree.path)
+    )
+    diffstat = (await git_text("diff", "--stat", f"{worktree.base_commit}..{sha}", cwd=worktree.path)).rstrip()
+    large, binary = await _large_and_binary(worktree, sha, limits)
+    return CommitResult(
+        sha=sha,
+        short_sha=short_sha,
+        message=message,
+        files=sorted(files),
+        diffstat=diffstat,
+        left_out=left_out,
+        large=large,
+        binary=binary,
+    )
+
+
+async def _stage_all_but(path: Path, left_out: set[str]) -> None:
+    """Stage every pending change except `left_out`, which is set back to HEAD (what the worker staged of it too).
+
+    The paths go to git on its standard input, never as pathspecs: one exclude pathspec per file put 100,000 files
+    on the command line (E2BIG) and makes matching quadratic."""
+    pending = [p.rstrip("/") for p, _ in await pending_changes(path) if p not in left_out]  # "sub/": a nested repo
+    if pending:
+        await git_text("update-index", "--add", "--remove", "-z", "--stdin", cwd=path, stdin=nul_joined(pending))
+    in_head = {}
+    for entry in split_nul(await git_text("ls-tree", "-r", "-z", "--full-tree", "HEAD", cwd=path)):
+        meta, _, name = entry.partition("\t")
+        if name in left_out:
+            mode, _, sha = meta.split(" ", 2)
+            in_head[name] = f"{mode} {sha}"
+    removed = f"0 {'0' * 40}"  # mode 0: drop the path from the index
+    lines = [f"{in_head.get(p, removed)}\t{p}" for p in sorted(left_out)]
+    await git_text("update-index", "-z", "--index-info", cwd=path, stdin=nul_joined(lines))
+
+
+def file_size(path: Path) -> int:
+    try:
+        info = path.lstat()
+    except OSError:
+        return 0
+    return info.st_size if not path.is_symlink() else 0
+
+
+async def _over_limits(worktree: TaskWorktree, limits: CommitLimits) -> list[LeftOut]:
+    """The pending files (changed or new, not deleted) that the size limits keep out of the next commit.
+
+    The task's total counts what the branch already changed vs its base plus what is pending; the smallest pending
+    files are admitted first, so one huge file does not crowd out the real work.
+    """
+    pending = {path for path, code in await pending_changes(worktree.path) if "D" not in code}
+    committed = set(
+        split_nul(
+            await git_text(
+                "diff", "--name-only", "--no-renames", "-z", f"{worktree.base_commit}..HEAD", cwd=worktree.path
+            )
+        )
+    )
+    used = sum(file_size(worktree.path / p) for p in committed - pending)
+    left_out: list[LeftOut] = []
+    for size, path in sorted((file_size(worktree.path / p), p) for p in pending):
+        if size > limits.max_file_bytes:
+            left_out.append(LeftOut(path, size, f"over the {human_size(limits.max_file_bytes)} per-file limit"))
+        elif used + size > limits.max_task_bytes:
+            left_out.append(LeftOut(path, size, f"over the {human_size(limits.max_task_bytes)} per-task limit"))
+        else:
+            used += size
+    return sorted(left_out, key=lambda item: item.path)
+
+
+def _status_entries(text: str) -> list[tuple[str, str]]:
+    """(path, two-letter code) from `git status --porcelain -z --no-renames`."""
+    return [(item[3:], item[:2]) for item in text.split("\0") if len(item) > 3]
+
+
+async def pending_changes(path: Path, extra_env: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
+    """(path, two-letter status code) of every change not committed yet in the checkout at `path`, untracked files
+    included, the never-committed paths left out."""
+    status = await git_text(
+        "status",
+        "--porcelain",
+        "-z",
+        "--untracked-files=all",
+        "--no-renames",
+        "--",
+        ".",
+        *NEVER_COMMIT,
+        cwd=path,
+        extra_env=extra_env,
+    )
+    return _status_entries(status)
+
+
+async def _large_and_binary(
+    worktree: TaskWorktree, sha: str, limits: CommitLimits
+) -> tuple[list[tuple[str, int]], list[str]]:
+    """Files added or changed on the branch that are large (with their size) or binary, for the summary."""
+    span = f"{worktree.base_commit}..{sha}"
+    numstat = split_nul(await git_text("diff", "--numstat", "-z", "--no-renames", span, cwd=worktree.path))
+    binary = [item.split("\t", 2)[2] for item in numstat if item.startswith("-\t-\t")]
+    raw = await git_text(
+        "diff", "--raw", "-z", "--no-abbrev", "--no-renames", "--diff-filter=AM", span, cwd=worktree.path
+    )
+    fields = split_nul(raw)
+    blobs = {fields[i + 1]: fields[i].split()[3] for i in range(0, len(fields) - 1, 2)}
+    sizes = await blob_sizes(worktree.path, list(blobs.values()))
+    large = sorted(
+        (path, sizes.get(blob, 0)) for path, blob in blobs.items() if sizes.get(blob, 0) >= limits.large_file_bytes
+    )
+    return large, sorted(binary)
+
+
+async def blob_sizes(cwd: Path, blobs: list[str]) -> dict[str, int]:
+    return {name: size for name, (_, size) in (await object_sizes(cwd, blobs)).items()}

@@ -1,0 +1,59 @@
+"""One lock per repository, and the watchers (repo_guard) kept exact around every change the bot makes itself."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Protocol
+
+_repo_locks: dict[Path, asyncio.Lock] = {}
+
+
+def repo_lock(repo: Path) -> asyncio.Lock:
+    """One lock per repository for operations on its shared state (worktree list, branches, config, merges)."""
+    key = repo.resolve()
+    lock = _repo_locks.get(key)
+    if lock is None:
+        lock = _repo_locks[key] = asyncio.Lock()
+    return lock
+
+
+class RepositoryWatcher(Protocol):
+    """Something that keeps a snapshot of a repository's shared state (see repo_guard.RepositoryGuard)."""
+
+    async def verify(self) -> None:
+        """Compare with the snapshot and undo what moved (the caller holds the repository lock)."""
+
+    async def resnapshot(self) -> None:
+        """Take the snapshot again (after the bot itself changed the repository)."""
+
+
+_watchers: dict[Path, set[RepositoryWatcher]] = {}
+
+
+def watch(repo: Path, watcher: RepositoryWatcher) -> None:
+    _watchers.setdefault(Path(repo).resolve(), set()).add(watcher)
+
+
+def unwatch(repo: Path, watcher: RepositoryWatcher) -> None:
+    _watchers.get(Path(repo).resolve(), set()).discard(watcher)
+
+
+@contextlib.asynccontextmanager
+async def bot_writes(repo: Path) -> AsyncIterator[None]:
+    """Hold the repository lock around a change the bot makes to its refs or config, keeping the watchers exact.
+
+    Before: every watcher undoes what a worker moved (so it is not mistaken for the bot's). After: every watcher takes
+    its snapshot again, so the bot's own change is not undone.
+    """
+    async with repo_lock(repo):
+        watchers = list(_watchers.get(Path(repo).resolve(), ()))
+        for watcher in watchers:
+            await watcher.verify()
+        try:
+            yield
+        finally:
+            for watcher in watchers:
+                await watcher.resnapshot()

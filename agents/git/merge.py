@@ -1,0 +1,98 @@
+"""Merging a task branch into its base in the owner's checkout: refused rather than forced when that is unsafe."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from agents.git.locks import bot_writes
+from agents.git.repository import branch_exists, current_branch, rev_parse
+from agents.git.runner import GitIdentity, git_succeeds, git_text, run_git, split_nul
+from agents.git.worktrees import TaskWorktree
+
+
+@dataclass(frozen=True)
+class MergeResult:
+    ok: bool
+    message: str
+    conflicts: list[str] = field(default_factory=list)
+    sha: str | None = None  # the merge commit (or the base branch head when there was nothing to merge)
+
+
+async def merge_task_branch(worktree: TaskWorktree, identity: GitIdentity | None = None) -> MergeResult:
+    """Merge the task branch into its base branch in the main checkout (`--no-ff`), or refuse and say why.
+
+    Refuses without touching anything when the main checkout is not on the base branch, has uncommitted changes to
+    tracked files, or is in the middle of a merge. On a conflict the merge is aborted and the conflicting files are
+    reported; nothing is ever forced.
+    """
+    repo, branch, base = worktree.repo, worktree.branch, worktree.base_branch
+    async with bot_writes(repo):
+        if not await branch_exists(repo, branch):
+            return MergeResult(False, f"branch {branch} no longer exists: nothing to merge")
+        if not await branch_exists(repo, base):
+            return MergeResult(False, f"the task started from a detached HEAD ({base[:12]}): merge {branch} by hand")
+        checked_out = await current_branch(repo)
+        if checked_out != base:
+            return MergeResult(
+                False, f"not merged: {repo} is on {checked_out}, not {base}; switch it to {base} and try again"
+            )
+        if await git_succeeds("rev-parse", "--verify", "--quiet", "MERGE_HEAD", cwd=repo):
+            return MergeResult(False, f"not merged: {repo} is in the middle of another merge; finish or abort it first")
+        dirty = _porcelain_paths(await git_text("status", "--porcelain", "-z", "--untracked-files=no", cwd=repo))
+        if dirty:
+            return MergeResult(
+                False,
+                f"not merged: {repo} has uncommitted changes to tracked files ({_short_list(dirty)}); "
+                "commit or stash them first",
+            )
+        if await git_succeeds("merge-base", "--is-ancestor", branch, "HEAD", cwd=repo):
+            head = await rev_parse(repo, "HEAD")
+            return MergeResult(True, f"nothing to merge: {base} already contains {branch}", sha=head)
+
+        result = await run_git(
+            "merge",
+            "--no-ff",
+            "--no-edit",
+            "--no-verify",
+            "-m",
+            f"Merge {branch} into {base}",
+            branch,
+            cwd=repo,
+            identity=identity,
+        )
+        if result.exit_code == 0:
+            sha = await rev_parse(repo, "HEAD")
+            return MergeResult(True, f"merged {branch} into {base} ({sha[:8]})", sha=sha)
+
+        if not await git_succeeds("rev-parse", "--verify", "--quiet", "MERGE_HEAD", cwd=repo):
+            # git refused before starting (e.g. untracked files would be overwritten): nothing to undo.
+            detail = (result.stderr.strip() or result.stdout.strip()).splitlines()
+            return MergeResult(False, "not merged: " + (" ".join(detail[:6]) or f"git merge exit {result.exit_code}"))
+        conflicts = split_nul(await git_text("diff", "--name-only", "--diff-filter=U", "-z", cwd=repo))
+        await git_text("merge", "--abort", cwd=repo)
+        return MergeResult(
+            False,
+            f"merge conflict in {len(conflicts)} file(s): {_short_list(conflicts)}; "
+            f"the merge was aborted and {base} is unchanged",
+            conflicts=sorted(conflicts),
+        )
+
+
+def _porcelain_paths(text: str) -> list[str]:
+    """Paths from `git status --porcelain -z` (a rename's second entry, the old path, is skipped)."""
+    paths: list[str] = []
+    items = text.split("\0")
+    i = 0
+    while i < len(items):
+        item = items[i]
+        if len(item) > 3:
+            paths.append(item[3:])
+            if item[0] in "RC":
+                i += 1
+        i += 1
+    return paths
+
+
+def _short_list(paths: list[str], limit: int = 8) -> str:
+    shown = ", ".join(paths[:limit])
+    return shown + (f" and {len(paths) - limit} more" if len(paths) > limit else "")

@@ -1,0 +1,124 @@
+"""Questions about a repository and its commits: is it one, its branch, a rev, a file at a commit, an export."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from agents.git.runner import GitError, GitIdentity, git_succeeds, git_text, run_git, split_nul
+
+_NOT_A_REPOSITORY = "not a git repository"
+
+
+async def git_common_dir(repo: Path) -> Path:
+    """The repository's shared git directory (`.git` of the main checkout), absolute."""
+    out = (await git_text("rev-parse", "--git-common-dir", cwd=repo)).strip()
+    return (Path(repo) / out).resolve()
+
+
+async def toplevel(path: Path) -> Path | None:
+    """The work tree containing `path`, or None when `path` is not inside one (other failures raise)."""
+    result = await run_git("rev-parse", "--show-toplevel", cwd=path)
+    if result.exit_code == 0:
+        return Path(result.stdout.strip())
+    if _NOT_A_REPOSITORY in result.stderr:
+        return None
+    raise GitError(f"git rev-parse in {path}: {result.stderr.strip()}")
+
+
+async def has_commits(repo: Path) -> bool:
+    return await git_succeeds("rev-parse", "--verify", "--quiet", "HEAD^{commit}", cwd=repo)
+
+
+async def ensure_repository(path: Path, identity: GitIdentity | None = None) -> bool:
+    """Make sure `path` is in a git work tree with at least one commit; True when this initialised a new repository.
+
+    A folder outside any repository gets `git init -b main` and an initial commit of what is there (respecting any
+    .gitignore). A repository without commits gets an initial commit of its files (empty if there are none), so that
+    task branches can be made from it.
+    """
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    top = await toplevel(path)
+    initialised = top is None
+    if top is None:
+        await git_text("init", "-q", "-b", "main", cwd=path)
+        top = path
+    if not await has_commits(top):
+        await git_text("add", "-A", cwd=top)
+        await git_text(
+            "commit",
+            "-q",
+            "--allow-empty",
+            "--no-verify",
+            "-m",
+            "Initial commit (agentlab)",
+            cwd=top,
+            identity=identity,
+        )
+    return initialised
+
+
+async def current_branch(repo: Path) -> str:
+    """The checked-out branch name, or the commit sha when HEAD is detached."""
+    result = await run_git("symbolic-ref", "--short", "-q", "HEAD", cwd=repo)
+    if result.exit_code == 0 and result.stdout.strip():
+        return result.stdout.strip()
+    return (await git_text("rev-parse", "HEAD", cwd=repo)).strip()
+
+
+async def branch_exists(repo: Path, branch: str) -> bool:
+    return await git_succeeds("show-ref", "--verify", "--quiet", f"refs/heads/{branch}", cwd=repo)
+
+
+async def rev_parse(repo: Path, rev: str) -> str:
+    return (await git_text("rev-parse", "--verify", f"{rev}^{{commit}}", cwd=repo)).strip()
+
+
+def same_path(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve()
+    except OSError:
+        return False
+
+
+async def config_get(repo: Path, key: str) -> str | None:
+    result = await run_git("config", "--local", "--get", key, cwd=repo)
+    if result.exit_code != 0:
+        return None
+    return result.stdout.strip() or None
+
+
+async def file_at(repo: Path, commit: str, path: str) -> str | None:
+    """The text of `path` at `commit`, or None when it is not there."""
+    result = await run_git("show", f"{commit}:{path}", cwd=repo)
+    return result.stdout if result.exit_code == 0 else None
+
+
+async def is_tracked(repo: Path, path: str) -> bool:
+    return await git_succeeds("ls-files", "--error-unmatch", "--", path, cwd=repo)
+
+
+async def changes_since(path: Path, base_commit: str) -> list[tuple[str, str]]:
+    """(status letter, path) of every file changed between `base_commit` and HEAD in the checkout at `path`."""
+    text = await git_text("diff", "--name-status", "--no-renames", "-z", f"{base_commit}..HEAD", cwd=path)
+    fields = split_nul(text)
+    return [(fields[i][:1], fields[i + 1]) for i in range(0, len(fields) - 1, 2)]
+
+
+async def export_tree(repo: Path, commit: str, target: Path) -> None:
+    """Write the files of `commit` into the empty folder `target` (no git metadata: a throw-away copy)."""
+    target.mkdir(parents=True, exist_ok=True)
+    archive = target.parent / f"{target.name}.tar"
+    try:
+        await git_text("archive", "--format=tar", "-o", str(archive), commit, cwd=repo)
+        await asyncio.to_thread(_untar, archive, target)
+    finally:
+        archive.unlink(missing_ok=True)
+
+
+def _untar(archive: Path, target: Path) -> None:
+    import tarfile
+
+    with tarfile.open(archive) as tar:
+        tar.extractall(target, filter="data")

@@ -1,0 +1,314 @@
+"""The one git runner of the product: every git call goes through `run_git` (or `git_text`, `stream_git`).
+
+No terminal prompt, the bot's identity in the environment (so it works on a machine with no git identity configured),
+no system or global configuration, and every repository setting that could run a program (hooks, fsmonitor,
+filter/textconv/merge drivers, signing, pagers, editors, credential helpers) overridden on the command line, so nothing
+a worker planted in the shared `.git` runs inside the bot's own git calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from agents.sandbox.shell import child_env
+
+log = logging.getLogger(__name__)
+
+GIT_TIMEOUT_SECONDS = 120.0
+
+
+class GitError(RuntimeError):
+    """A git command failed; the message carries git's own error text."""
+
+
+@dataclass(frozen=True)
+class GitIdentity:
+    """Author and committer of everything the bot commits."""
+
+    name: str = "agentlab"
+    email: str = "agentlab@localhost"
+
+
+@dataclass(frozen=True)
+class GitOutput:
+    exit_code: int
+    stdout: str
+    stderr: str
+
+
+# Settings that would run a program, each set to a value that runs nothing (or nothing but git itself).
+_SAFE_OPTIONS: tuple[tuple[str, str], ...] = (
+    ("core.hooksPath", "/dev/null"),
+    ("core.fsmonitor", ""),
+    ("core.sshCommand", "false"),
+    ("core.gitProxy", ""),
+    ("core.askPass", ""),
+    ("core.pager", "cat"),
+    ("core.editor", "true"),
+    ("core.attributesFile", "/dev/null"),
+    ("sequence.editor", "true"),
+    ("credential.helper", ""),
+    ("commit.gpgSign", "false"),
+    ("tag.gpgSign", "false"),
+    ("log.showSignature", "false"),
+    ("gpg.program", "false"),
+    ("gpg.ssh.program", "false"),
+    ("gpg.x509.program", "false"),
+    ("gpg.ssh.defaultKeyCommand", ""),
+    ("gc.auto", "0"),  # no background `gc --auto` outliving the call
+    ("maintenance.auto", "false"),
+    ("core.quotePath", "off"),  # readable non-ASCII paths
+)
+
+
+GIT_OPTIONS: tuple[str, ...] = tuple(arg for key, value in _SAFE_OPTIONS for arg in ("-c", f"{key}={value}"))
+
+
+# Per-name drivers a repository (or an attribute file) can name: <section>.<name>.<key> → the harmless value.
+_DRIVER_OVERRIDES: dict[str, dict[str, str]] = {
+    "filter": {"clean": "", "smudge": "", "process": "", "required": "false"},
+    "diff": {"textconv": ""},  # diff.<name>.command is ignored through --no-ext-diff
+    "merge": {"driver": "git merge-file --marker-size=%L %A %O %B"},  # the built-in three-way merge, as a driver
+}
+
+
+_DIFF_COMMANDS = frozenset({"diff", "log", "show"})
+
+
+_NO_EXTERNAL_DIFF = ("--no-ext-diff", "--no-textconv")
+
+
+def git_env(identity: GitIdentity | None, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """No secrets, no inherited GIT_* variables, no system or global config, no prompts or editors, the bot's
+    identity."""
+    env = {key: value for key, value in child_env().items() if not key.startswith("GIT_")}
+    env.pop("SSH_ASKPASS", None)
+    identity = identity or GitIdentity()
+    env.update(
+        GIT_CONFIG_NOSYSTEM="1",
+        GIT_CONFIG_GLOBAL="/dev/null",
+        GIT_ATTR_NOSYSTEM="1",
+        GIT_TERMINAL_PROMPT="0",
+        GIT_EDITOR="true",
+        GIT_SEQUENCE_EDITOR="true",
+        GIT_PAGER="cat",
+        GIT_AUTHOR_NAME=identity.name,
+        GIT_AUTHOR_EMAIL=identity.email,
+        GIT_COMMITTER_NAME=identity.name,
+        GIT_COMMITTER_EMAIL=identity.email,
+        LC_ALL="C",
+        LANGUAGE="C",
+    )
+    if extra:
+        env.update(extra)
+    return env
+
+
+async def _exec_git(
+    argv: list[str], cwd: Path, env: Mapping[str, str], timeout: float, stdin: bytes | None = None
+) -> GitOutput:
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            "git",
+            *argv,
+            cwd=str(cwd),
+            env=dict(env),
+            stdin=asyncio.subprocess.DEVNULL if stdin is None else asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+    except (FileNotFoundError, NotADirectoryError, PermissionError) as err:
+        raise GitError(f"cannot run git in {cwd}: {err.strerror or err}") from None
+    try:
+        async with asyncio.timeout(timeout):  # not wait_for: on 3.11 it can swallow a cancellation racing git's exit
+            stdout, stderr = await proc.communicate(stdin)
+    except (TimeoutError, asyncio.CancelledError) as err:
+        await reap(proc)
+        if isinstance(err, asyncio.CancelledError):
+            raise
+        raise GitError(f"git {_subcommand(argv)} timed out after {timeout:g} s") from None
+    assert proc.returncode is not None
+    return GitOutput(
+        proc.returncode, stdout.decode("utf-8", errors="replace"), stderr.decode("utf-8", errors="replace")
+    )
+
+
+def _subcommand(argv: list[str]) -> str:
+    i = 0
+    while i < len(argv) and argv[i].startswith("-"):
+        i += 2 if argv[i] in ("-c", "-C") else 1
+    return argv[i] if i < len(argv) else ""
+
+
+async def _driver_options(cwd: Path, env: Mapping[str, str]) -> list[str]:
+    """`-c` overrides for every filter, diff and merge driver the effective configuration (includes too) names."""
+    listed = await _exec_git(
+        [*GIT_OPTIONS, "config", "--includes", "-z", "--name-only", "--get-regexp", r"^(filter|diff|merge)\."],
+        cwd,
+        env,
+        GIT_TIMEOUT_SECONDS,
+    )
+    options: list[str] = []
+    names: set[tuple[str, str]] = set()
+    for key in split_nul(listed.stdout):
+        section, _, rest = key.partition(".")
+        name, dot, _ = rest.rpartition(".")
+        if dot and name:
+            names.add((section, name))
+    for section, name in sorted(names):
+        for key, value in _DRIVER_OVERRIDES.get(section.lower(), {}).items():
+            options += ["-c", f"{section}.{name}.{key}={value}"]
+    return options
+
+
+async def _prepared(
+    args: tuple[str, ...], cwd: Path, identity: GitIdentity | None, extra_env: Mapping[str, str] | None
+) -> tuple[list[str], dict[str, str]]:
+    env = git_env(identity, extra_env)
+    argv = [*GIT_OPTIONS, *await _driver_options(Path(cwd), env), *args]
+    if args and args[0] in _DIFF_COMMANDS:
+        argv[len(argv) - len(args) + 1 : len(argv) - len(args) + 1] = _NO_EXTERNAL_DIFF
+    return argv, env
+
+
+async def run_git(
+    *args: str,
+    cwd: Path,
+    identity: GitIdentity | None = None,
+    timeout: float = GIT_TIMEOUT_SECONDS,
+    extra_env: Mapping[str, str] | None = None,
+    stdin: bytes | None = None,
+) -> GitOutput:
+    """Run `git <args>` in `cwd`, hardened as described above; its exit code and output, whatever the exit code.
+
+    The one git runner of the product: repo_map and doctor use it too. `stdin` is fed to git's standard input.
+    """
+    argv, env = await _prepared(args, Path(cwd), identity, extra_env)
+    return await _exec_git(argv, Path(cwd), env, timeout, stdin)
+
+
+async def stream_git(
+    *args: str,
+    cwd: Path,
+    out: BinaryIO,
+    limit: int,
+    timeout: float = GIT_TIMEOUT_SECONDS,
+    extra_env: Mapping[str, str] | None = None,
+) -> tuple[int, bool]:
+    """Copy the stdout of `git <args>` (hardened like run_git) into `out` in chunks, at most `limit` bytes.
+
+    Returns (bytes written, cut short); git is stopped as soon as the limit is reached, so nothing bigger than one
+    chunk is ever held in memory.
+    """
+    argv, env = await _prepared(args, Path(cwd), None, extra_env)
+    proc = await asyncio.create_subprocess_exec(
+        "git",
+        *argv,
+        cwd=str(cwd),
+        env=env,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    assert proc.stdout is not None
+    written, cut = 0, False
+
+    async def copy() -> None:
+        nonlocal written, cut
+        while chunk := await proc.stdout.read(65_536):
+            room = limit - written
+            if len(chunk) > room:
+                chunk, cut = chunk[:room], True
+            out.write(chunk)
+            written += len(chunk)
+            if cut:
+                return
+
+    try:
+        async with asyncio.timeout(timeout):
+            await copy()
+    except TimeoutError:
+        cut = True
+    finally:
+        await reap(proc)
+    return written, cut
+
+
+async def reap(proc: asyncio.subprocess.Process) -> None:
+    """Kill git if it still runs and wait for it. On 3.11 wait() returns only once its pipes are closed, and a
+    reader stopped early may have paused one (full buffer): read them to EOF, never for longer than a moment."""
+    if proc.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+    with contextlib.suppress(TimeoutError, OSError):
+        async with asyncio.timeout(5):
+            for pipe in (proc.stdout, proc.stderr):
+                if pipe is not None:
+                    await pipe.read()
+            await proc.wait()
+
+
+async def git_text(
+    *args: str,
+    cwd: Path,
+    identity: GitIdentity | None = None,
+    timeout: float = GIT_TIMEOUT_SECONDS,
+    extra_env: Mapping[str, str] | None = None,
+    stdin: bytes | None = None,
+) -> str:
+    """Run `git <args>` in `cwd`; return stdout, or raise GitError with git's stderr on a non-zero exit."""
+    result = await run_git(*args, cwd=cwd, identity=identity, timeout=timeout, extra_env=extra_env, stdin=stdin)
+    if result.exit_code != 0:
+        detail = result.stderr.strip() or result.stdout.strip() or f"exit code {result.exit_code}"
+        raise GitError(f"git {' '.join(args)}: {detail}")
+    return result.stdout
+
+
+async def git_succeeds(*args: str, cwd: Path) -> bool:
+    return (await run_git(*args, cwd=cwd)).exit_code == 0
+
+
+def split_nul(text: str) -> list[str]:
+    return [p for p in text.split("\0") if p]
+
+
+def nul_joined(items: list[str]) -> bytes:
+    return b"".join(item.encode("utf-8", "surrogateescape") + b"\0" for item in items)
+
+
+async def object_sizes(
+    cwd: Path, names: list[str], fmt: str = "%(objectname) %(objecttype) %(objectsize)"
+) -> dict[str, tuple[str, int]]:
+    """name → (type, size) through one `git cat-file --batch-check` (missing objects are left out)."""
+    if not names:
+        return {}
+    env = git_env(None)
+    proc = await asyncio.create_subprocess_exec(
+        "git",
+        *GIT_OPTIONS,
+        "cat-file",
+        f"--batch-check={fmt}",
+        cwd=str(cwd),
+        env=env,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    try:
+        async with asyncio.timeout(GIT_TIMEOUT_SECONDS):
+            out, _ = await proc.communicate("\n".join(names).encode() + b"\n")
+    except (TimeoutError, asyncio.CancelledError):
+        await reap(proc)
+        raise
+    found: dict[str, tuple[str, int]] = {}
+    for line in out.decode().splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[2].isdigit():
+            found[parts[0]] = (parts[1], int(parts[2]))
+    return found

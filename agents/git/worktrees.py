@@ -1,0 +1,320 @@
+"""A task's branch and worktree: created (or reused on resume), checked, cleaned of stale locks, removed, discarded.
+
+The user's checkout is never touched while a task runs: a task gets a branch `agentlab/task-<id>-<slug>` and a
+worktree outside the repository; only `merge.merge_task_branch` (an explicit user action) writes to the main checkout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from agents.git.locks import bot_writes, repo_lock
+from agents.git.repository import (
+    branch_exists,
+    config_get,
+    current_branch,
+    git_common_dir,
+    has_commits,
+    rev_parse,
+    same_path,
+    toplevel,
+)
+from agents.git.runner import GIT_TIMEOUT_SECONDS, GitError, GitIdentity, git_text, object_sizes
+
+log = logging.getLogger(__name__)
+
+BRANCH_PREFIX = "agentlab/task-"
+
+
+_BASE_BRANCH_KEY = "agentlab-base"
+
+
+_BASE_COMMIT_KEY = "agentlab-base-commit"
+
+
+@dataclass(frozen=True)
+class TaskWorktree:
+    """A task's branch and the worktree where it is checked out."""
+
+    repo: Path  # top level of the main checkout
+    path: Path  # the task's worktree directory
+    branch: str  # e.g. agentlab/task-7-fix-login
+    base_branch: str  # what the branch was made from (a branch name, or a sha for a detached HEAD)
+    base_commit: str  # the commit the branch was made from
+
+
+def worktree_admin_dir(common_dir: Path, worktree_path: Path) -> Path | None:
+    """The folder under `<common dir>/worktrees/` that belongs to the worktree at `worktree_path`, or None.
+
+    Found from the common dir's side (each admin folder's `gitdir` file names its worktree's `.git`), so nothing the
+    worktree itself holds can redirect it.
+    """
+    link = (Path(worktree_path) / ".git").absolute()
+    try:
+        admins = sorted((Path(common_dir) / "worktrees").iterdir())
+    except OSError:
+        return None
+    for admin in admins:
+        try:
+            named = Path((admin / "gitdir").read_text(encoding="utf-8").strip())
+        except OSError:
+            continue
+        if same_path(named, link) or named == link:
+            return admin
+    return None
+
+
+class WorktreeLinkBroken(GitError):
+    """The worktree's `.git` file no longer points at its own metadata in the owner's repository."""
+
+
+async def check_worktree_link(worktree: TaskWorktree) -> Path:
+    """Before a bot git call in a task's worktree: its `.git` must be a plain file naming its admin folder; the folder.
+
+    A worker that replaced `.git` (a folder of its own, a symlink, another gitdir) would otherwise have the bot commit
+    into, and run the settings of, a repository of the worker's making.
+    """
+    common = await git_common_dir(worktree.repo)
+    admin = worktree_admin_dir(common, worktree.path)
+    dot_git = worktree.path / ".git"
+    if admin is None:
+        raise WorktreeLinkBroken(f"{worktree.path} is no longer a worktree of {worktree.repo}")
+    try:
+        text = dot_git.read_text(encoding="utf-8") if dot_git.is_file() and not dot_git.is_symlink() else ""
+    except OSError:
+        text = ""
+    target = text.strip().removeprefix("gitdir:").strip() if text.startswith("gitdir:") else ""
+    if not target or not same_path(worktree.path / target, admin):
+        raise WorktreeLinkBroken(f"the .git file of {worktree.path} was replaced: it no longer points at {admin}")
+    return admin
+
+
+def _open_by_any_process(path: Path) -> bool | None:
+    """Whether some process has `path` open (Linux `/proc/*/fd`); None where that cannot be told."""
+    proc = Path("/proc")
+    if not (proc / "self" / "fd").is_dir():
+        return None
+    target = str(path)
+    for pid in proc.iterdir():
+        if not pid.name.isdigit():
+            continue
+        try:
+            fds = list((pid / "fd").iterdir())
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(fd) == target:
+                    return True
+            except OSError:
+                continue
+    return False
+
+
+def _clear_stale_locks(paths: list[Path], min_age_seconds: float) -> list[Path]:
+    removed = []
+    for lock in paths:
+        try:
+            age = time.time() - lock.lstat().st_mtime
+        except OSError:
+            continue
+        held = _open_by_any_process(lock)
+        if held or (held is None and age < min_age_seconds):
+            continue
+        with contextlib.suppress(FileNotFoundError):
+            lock.unlink()
+            removed.append(lock)
+    return removed
+
+
+async def clear_stale_index_locks(worktree: TaskWorktree) -> list[Path]:
+    """Remove the lock files a killed git left in the task's worktree metadata (and the main checkout's index lock).
+
+    A lock is stale when no process has it open (git keeps its lock file open until it commits or rolls it back);
+    where that cannot be told (no `/proc`), when it is older than a git call may take. Call it before the worker
+    starts: a resumed task otherwise fails at its first commit, after a whole worker run. The removed locks.
+    """
+    common = await git_common_dir(worktree.repo)
+    admin = worktree_admin_dir(common, worktree.path)
+    candidates = [common / "index.lock", common / "refs" / "heads" / f"{worktree.branch}.lock"]
+    if admin is not None:
+        candidates += [admin / "index.lock", admin / "HEAD.lock"]
+    async with repo_lock(worktree.repo):
+        removed = await asyncio.to_thread(_clear_stale_locks, candidates, GIT_TIMEOUT_SECONDS)
+    for lock in removed:
+        log.warning("removed the stale git lock %s (no process held it)", lock)
+    return removed
+
+
+def slugify(title: str, max_length: int = 40) -> str:
+    """A branch-safe slug: lower-case ASCII letters, digits and single dashes; `task` when nothing is left."""
+    slug = re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
+    slug = slug[:max_length].rstrip("-")
+    return slug or "task"
+
+
+def task_branch_name(task_id: int, title: str) -> str:
+    return f"{BRANCH_PREFIX}{task_id}-{slugify(title)}"
+
+
+@dataclass(frozen=True)
+class _WorktreeEntry:
+    path: Path
+    branch: str | None  # None when detached
+    prunable: bool
+
+
+async def _list_worktrees(repo: Path) -> list[_WorktreeEntry]:
+    text = await git_text("worktree", "list", "--porcelain", "-z", cwd=repo)
+    entries: list[_WorktreeEntry] = []
+    path: Path | None = None
+    branch: str | None = None
+    prunable = False
+    for item in text.split("\0") + [""]:
+        if item == "":
+            if path is not None:
+                entries.append(_WorktreeEntry(path, branch, prunable))
+            path, branch, prunable = None, None, False
+        elif item.startswith("worktree "):
+            path = Path(item.removeprefix("worktree "))
+        elif item.startswith("branch "):
+            branch = item.removeprefix("branch ").removeprefix("refs/heads/")
+        elif item.startswith("prunable"):
+            prunable = True
+    return entries
+
+
+async def create_task_worktree(
+    repo: Path,
+    task_id: int,
+    title: str,
+    identity: GitIdentity | None = None,
+    worktrees_dir: Path | None = None,
+    branch: str | None = None,
+) -> TaskWorktree:
+    """Create the task's branch and worktree, or (resume: `branch` names the task's existing branch) reuse them.
+
+    New: branch `agentlab/task-<id>-<slug>` from the current HEAD (with a `-2`, `-3`… suffix when a branch of that
+    name is left over from an earlier database), checked out at `worktrees_dir/<repo>-task-<id>-<slug>`.
+    Resumed: the branch is reused; its worktree directory is reused when it is checked out, added otherwise.
+    The base branch and base commit are remembered in the repository config so a resumed task diffs against the
+    same base.
+    """
+    top = await toplevel(Path(repo))
+    if top is None:
+        raise GitError(f"{repo} is not a git repository")
+    if not await has_commits(top):
+        raise GitError(f"{top} has no commits yet: call ensure_repository first")
+    if worktrees_dir is None:
+        worktrees_dir = top.parent / f"{top.name}-agentlab-worktrees"
+    worktrees_dir = Path(worktrees_dir)
+
+    async with bot_writes(top):
+        if branch and await branch_exists(top, branch):
+            base_branch = await config_get(top, f"branch.{branch}.{_BASE_BRANCH_KEY}") or await current_branch(top)
+            base_commit = (
+                await config_get(top, f"branch.{branch}.{_BASE_COMMIT_KEY}")
+                or (await git_text("merge-base", branch, base_branch, cwd=top)).strip()
+            )
+        else:
+            branch = candidate = task_branch_name(task_id, title)
+            suffix = 2
+            while await branch_exists(top, branch):
+                branch = f"{candidate}-{suffix}"
+                suffix += 1
+            base_branch = await current_branch(top)
+            base_commit = await rev_parse(top, "HEAD")
+            await git_text("branch", branch, base_commit, cwd=top)
+            await git_text("config", "--local", f"branch.{branch}.{_BASE_BRANCH_KEY}", base_branch, cwd=top)
+            await git_text("config", "--local", f"branch.{branch}.{_BASE_COMMIT_KEY}", base_commit, cwd=top)
+
+        target = worktrees_dir / f"{top.name}-{branch.split('/', 1)[-1]}"
+        path = await _checkout_worktree(top, branch, target)
+    return TaskWorktree(repo=top, path=path, branch=branch, base_branch=base_branch, base_commit=base_commit)
+
+
+async def _checkout_worktree(repo: Path, branch: str, target: Path) -> Path:
+    """The worktree where `branch` is checked out: an existing one if it is still there, else a new one at `target`."""
+    entries = await _list_worktrees(repo)
+    stale = False
+    for entry in entries:
+        if entry.branch == branch:
+            if same_path(entry.path, repo):
+                raise GitError(f"{branch} is checked out in the main checkout {repo}: switch that to another branch")
+            if entry.path.is_dir() and not entry.prunable:
+                return entry.path
+            stale = True
+    if stale or any(same_path(e.path, target) and not e.path.is_dir() for e in entries):
+        await git_text("worktree", "prune", cwd=repo)
+    if target.exists() and any(target.iterdir()):
+        raise GitError(f"cannot create the worktree: {target} already exists and is not the worktree of {branch}")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    await git_text("worktree", "add", "-q", str(target), branch, cwd=repo)
+    return target
+
+
+def worktree_present(worktree: TaskWorktree) -> bool:
+    return worktree.path.is_dir() and (worktree.path / ".git").exists()
+
+
+async def remove_worktree_keep_branch(worktree: TaskWorktree) -> None:
+    """Remove the task's worktree directory but keep its branch (for Merge/Diff later).
+
+    Uncommitted changes in the worktree are lost: call `commit_all` first.
+    """
+    async with bot_writes(worktree.repo):
+        await _remove_worktree(worktree)
+
+
+DISCARD_PRUNE_MIN_BYTES = 64 * 1024
+
+
+async def discard_task_worktree(worktree: TaskWorktree) -> int:
+    """Remove the task's worktree, delete its branch, and delete the large objects only that branch used.
+
+    Objects of 64 KiB or more reachable from the discarded branch and from nothing else (no ref, reflog or index of
+    any worktree) are deleted at once when they are loose (the bot's commits write loose objects); smaller ones are
+    left to git's own gc. No `git gc --prune=now`: that would also prune objects the owner's own git processes are
+    writing at that moment. Returns the number of bytes freed.
+    """
+    async with bot_writes(worktree.repo):
+        await _remove_worktree(worktree)
+        if not await branch_exists(worktree.repo, worktree.branch):
+            return 0
+        tip = await rev_parse(worktree.repo, f"refs/heads/{worktree.branch}")
+        await git_text("branch", "-D", worktree.branch, cwd=worktree.repo)
+        return await _delete_unreachable_large_objects(worktree.repo, tip)
+
+
+async def _delete_unreachable_large_objects(repo: Path, tip: str) -> int:
+    listed = await git_text(
+        "rev-list", "--objects", "--no-object-names", tip, "--not", "--all", "--reflog", "--indexed-objects", cwd=repo
+    )
+    objects = [line.strip() for line in listed.splitlines() if line.strip()]
+    if not objects:
+        return 0
+    sizes = await object_sizes(repo, objects, "%(objectname) %(objecttype) %(objectsize)")
+    common = await git_common_dir(repo)
+    freed = 0
+    for name, (kind, size) in sizes.items():
+        if kind != "blob" or size < DISCARD_PRUNE_MIN_BYTES:
+            continue
+        loose = common / "objects" / name[:2] / name[2:]
+        with contextlib.suppress(FileNotFoundError):
+            loose.unlink()
+            freed += size
+    return freed
+
+
+async def _remove_worktree(worktree: TaskWorktree) -> None:
+    registered = any(same_path(e.path, worktree.path) for e in await _list_worktrees(worktree.repo))
+    if registered and worktree.path.is_dir():
+        await git_text("worktree", "remove", "--force", str(worktree.path), cwd=worktree.repo)
+    await git_text("worktree", "prune", cwd=worktree.repo)

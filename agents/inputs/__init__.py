@@ -1,0 +1,1 @@
+"""What users send besides text: attachments (photos, files, PDFs) and voice notes (whisper)."""
