@@ -22,8 +22,8 @@ from agents.core.errors import ToolError
 from agents.core.models import Criterion, Proposal, ProposalStatus, Task, TaskEvent, TaskStatus, WorkerKind, utcnow
 from agents.core.protocols import Notifier
 from agents.core.settings import Settings
-from agents.core.text import fenced, human_size
-from agents.git.commits import CommitLimits, CommitResult, LeftOut, commit_all
+from agents.core.text import fenced
+from agents.git.commits import CommitLimits, CommitResult, commit_all
 from agents.git.guard import RepositoryGuard
 from agents.git.repository import ensure_repository
 from agents.git.runner import GitError, GitIdentity
@@ -50,9 +50,10 @@ from agents.tools.toolbox import Audit, Toolbox, ToolResult
 from agents.tools.workspaces import Workspace, Workspaces
 from agents.verify.task_tests import TaskTests
 from agents.verify.test_baseline import BaselineRuns
-from agents.verify.test_verdict import Mark, Verdict, why_not_run
+from agents.verify.test_verdict import Verdict
 from agents.work.orphans import instance_token, task_tag
 from agents.work.steering import Inboxes
+from agents.work.task_outcome import RunFacts, decide, render, trim
 from agents.work.worker import Limits, Worker, WorkerResult
 
 log = logging.getLogger(__name__)
@@ -63,42 +64,15 @@ ROLE_PROMPTS = {
     WorkerKind.FRONTEND: prompts.FRONTEND,
     WorkerKind.TEST: prompts.TEST,
 }
-REPORT_LIMIT = 1500
 PROGRESS_INTERVAL = 5.0  # default of PROGRESS_INTERVAL_SECONDS: a new step shows within this, at most one edit per
 PROGRESS_REFRESH = 15.0  # default of PROGRESS_REFRESH_SECONDS: the elapsed time is refreshed at least this often
 PROGRESS_STEPS = 3  # the progress message shows this many of the latest steps
 NOTE_RECEIVED = "📝 note received"
 
 
-def trim(text: str, limit: int) -> str:
-    text = text.strip()
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
-
-
 def tail(text: str, limit: int) -> str:
     text = text.strip()
     return text if len(text) <= limit else "…" + text[-(limit - 1) :]
-
-
-def size_lines(last: CommitResult | None, left_out: list[LeftOut]) -> list[str]:
-    """Summary lines naming files left out by the size limits, and large or binary files that were committed."""
-    size = human_size
-    lines = []
-    if left_out:
-        lines.append(
-            "⚠ **Not committed** (size limits): "
-            + ", ".join(f"`{item.path}` ({size(item.size)}, {item.reason})" for item in left_out[:10])
-            + (f" and {len(left_out) - 10} more" if len(left_out) > 10 else "")
-        )
-    if last and last.large:
-        lines.append("**Large files committed:** " + ", ".join(f"`{p}` ({size(n)})" for p, n in last.large[:10]))
-    if last and last.binary:
-        lines.append(
-            "**Binary files committed:** "
-            + ", ".join(f"`{p}`" for p in last.binary[:10])
-            + (" …" if len(last.binary) > 10 else "")
-        )
-    return lines
 
 
 def cancel_button(task_id: int) -> list[list[Button]]:
@@ -619,79 +593,34 @@ class TaskExecutor:
         corrections: int,
         commits: list[CommitResult],
     ) -> None:
-        left_out = commits[-1].left_out if commits else []  # the last commit's word on what is still left out
-        commits = [commit for commit in commits if commit.committed]
-        last = commits[-1] if commits else None
-        guard_warnings = await self.check_repository(task)  # the tests ran the worker's code too
-        criteria = await self.store.criteria(task.id)
-        unverified = [c for c in criteria if not c.verified]
-        if result.blocked:  # asked a question, refused, ran out of context or was cut off: never "done"
-            status, headline = TaskStatus.BLOCKED, f"⛔ Task #{task.id} blocked: {result.reason(self.limits())}"
-        elif not result.finished:
-            status, headline = TaskStatus.FAILED, f"✖ Task #{task.id} stopped: {result.reason(self.limits())}"
-        elif verdict is not None and verdict.introduced_error:
-            status, headline = (
-                TaskStatus.BLOCKED,
-                f"{Mark.failed.value} Task #{task.id} blocked: the tests no longer run ({why_not_run(verdict.after)})",
-            )
-        elif verdict is not None and verdict.needs_correction:
-            status, headline = (
-                TaskStatus.BLOCKED,
-                (
-                    f"{Mark.failed.value} Task #{task.id} blocked: tests still fail after {corrections} correction"
-                    f"{'s' if corrections != 1 else ''}"
-                ),
-            )
-        elif unverified:
-            status, headline = (
-                TaskStatus.BLOCKED,
-                (f"⚠ Task #{task.id} not done: {len(unverified)} of {len(criteria)} acceptance criteria unverified"),
-            )
-        elif verdict is not None and verdict.mark is Mark.unverified:  # not "done": the bot cannot tell
-            status = TaskStatus.UNVERIFIED
-            headline = f"{Mark.unverified.value} Task #{task.id} needs a look · unverified: {verdict.unverified}"
-        else:
-            status, headline = TaskStatus.COMPLETED, f"{Mark.done.value} Task #{task.id} done"
-        if status is not TaskStatus.BLOCKED and verdict is not None and verdict.warnings:
-            headline += " ⚠ with changes to its own tests (see below)"  # never plainly "done" then
-        lines = [f"**{headline}** · `{task.workspace}`", ""]
-        if result.report:
-            lines += ["**Worker's report:**", trim(result.report, REPORT_LIMIT), ""]
-        if criteria:
-            lines.append(f"**Criteria:** {len(criteria) - len(unverified)}/{len(criteria)} verified")
-            lines += [f"{'✔' if c.verified else '✖'} {c.idx}. {trim(c.text, 150)}" for c in criteria]
-        if verdict is None:
-            lines.append("**Tests:** not run (the worker did not finish)")
-        else:
-            lines += verdict.summary_lines()
-        if last:
-            stat = (last.diffstat.splitlines() or [""])[-1].strip()
-            files = ", ".join(f"`{f}`" for f in last.files[:12]) + (" …" if len(last.files) > 12 else "")
-            if not last.files:  # its commits cancel out
-                files, stat = "no net change: the branch's files are as at the base commit", ""
-            lines += [
-                f"**Files:** {files}" + (f" ({stat})" if stat else ""),
-                f"**Commit:** `{last.short_sha}` on branch `{tree.branch}` (base `{tree.base_branch}`)",
-            ]
-        else:
-            lines.append("**Files:** nothing changed, no commit")
-        lines += size_lines(last, left_out)
-        if guard_warnings:
-            lines.append("⚠ **The worker changed the owner's repository; the bot undid it:**")
-            lines += [f"• {w}" for w in guard_warnings[:10]] + (
-                [f"• … and {len(guard_warnings) - 10} more (see /log)"] if len(guard_warnings) > 10 else []
-            )
-        summary = "\n".join(lines)
-        error = None if status is TaskStatus.COMPLETED else headline
+        """Gather the run's facts, decide its outcome (task_outcome.py, no I/O), then store, clean up and show it."""
+        facts = RunFacts(
+            task_id=task.id,
+            workspace=task.workspace,
+            result=result,
+            limits=self.limits(),
+            verdict=verdict,
+            corrections=corrections,
+            criteria=await self.store.criteria(task.id),
+            commits=commits,
+            branch=tree.branch,
+            base_branch=tree.base_branch,
+            guard_warnings=await self.check_repository(task),  # the tests ran the worker's code too
+        )
+        outcome = decide(facts)
+        last = outcome.last_commit
         await self.set_status(
-            task, status, result=trim(result.report, 4000) or None, error=error, commit_sha=last.sha if last else None
+            task,
+            outcome.status,
+            result=trim(result.report, 4000) or None,
+            error=outcome.error,
+            commit_sha=last.sha if last else None,
         )
         self.end_guard(task)
         await remove_worktree_keep_branch(tree)
-        await progress.close(headline)
-        await self._show(
-            task, summary, buttons=branch_buttons(task.id, status) if last else None, reply_to=task.reply_to_message_id
-        )
+        await progress.close(outcome.headline)
+        buttons = branch_buttons(task.id, outcome.status) if last else None
+        await self._show(task, render(outcome), buttons=buttons, reply_to=task.reply_to_message_id)
 
     async def _show(self, task: Task, markdown: str, **how: object) -> None:
         """Send a task's outcome to its chat, and keep it in the chat's history as the bot's turn."""
