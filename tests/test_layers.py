@@ -134,9 +134,7 @@ def circle(graph: dict[str, set[str]]) -> list[str]:
 
 
 def test_no_import_circle_anywhere() -> None:
-    graph = import_graph()
-    graph["agents.store.repo_index"].discard("agents.store.database")  # the last circle: being broken (t23-core)
-    assert circle(graph) == []
+    assert circle(import_graph()) == []
 
 
 def test_the_circle_check_finds_a_circle() -> None:

@@ -6,8 +6,6 @@ Why one module over 400 lines: every table's reads and writes go through one con
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,6 +30,7 @@ from agents.core.models import (
     UsageRecord,
     utcnow,
 )
+from agents.store.connection import Connection
 from agents.store.migrations import MIGRATIONS
 from agents.store.repo_index import RepoIndex
 
@@ -48,40 +47,13 @@ def _to_db(value: Any) -> Any:
     return value
 
 
-class Store:
+class Store(Connection):
     """The one place state lives. Use `await Store.open(path)`; every method is a short transaction."""
 
     def __init__(self, db: aiosqlite.Connection, path: Path) -> None:
-        self._db = db
+        super().__init__(db)
         self.path = path
-        # Autocommit connection: each statement is one round trip to aiosqlite's thread and commits itself; the lock
-        # keeps other statements out of the few explicit multi-statement transactions (BEGIN … COMMIT).
-        self._lock = asyncio.Lock()
         self._conversation_starts: dict[int, str] = {}  # chat id → start of its current conversation ('' = always)
-
-    async def _rows(self, sql: str, params: Iterable[Any] = ()) -> list[aiosqlite.Row]:
-        async with self._lock:
-            return list(await self._db.execute_fetchall(sql, tuple(params)))
-
-    async def _write(self, sql: str, params: Iterable[Any] = ()) -> list[aiosqlite.Row]:
-        """Run one modifying statement (committed on completion); returns any RETURNING rows."""
-        async with self._lock:
-            return list(await self._db.execute_fetchall(sql, tuple(params)))
-
-    @contextlib.asynccontextmanager
-    async def _transaction(self):
-        """Several statements as one transaction, rolled back on any error."""
-        async with self._lock:
-            try:
-                await self._db.execute_fetchall("BEGIN")
-                yield self._db
-                await self._db.execute_fetchall("COMMIT")
-            except BaseException:
-                # Also when cancelled mid-way: the connection's thread runs requests in order, so this ROLLBACK comes
-                # after a BEGIN/COMMIT whose await was cancelled; "no transaction is active" is fine.
-                with contextlib.suppress(Exception):
-                    await asyncio.shield(self._db.execute_fetchall("ROLLBACK"))
-                raise
 
     # ---- lifecycle -----------------------------------------------------------------------
     @classmethod
@@ -103,7 +75,7 @@ class Store:
         await self._db.close()
 
     async def schema_version(self) -> int:
-        return int((await self._rows("PRAGMA user_version"))[0][0])
+        return int((await self.rows("PRAGMA user_version"))[0][0])
 
     async def _migrate(self) -> None:
         version = await self.schema_version()
@@ -120,7 +92,7 @@ class Store:
         return int(row[0])
 
     async def _fetch(self, model: type[M], sql: str, params: Iterable[Any] = ()) -> list[M]:
-        return [model.model_validate(dict(row)) for row in await self._rows(sql, params)]
+        return [model.model_validate(dict(row)) for row in await self.rows(sql, params)]
 
     async def _fetch_one(self, model: type[M], sql: str, params: Iterable[Any] = ()) -> M | None:
         rows = await self._fetch(model, sql, params)
@@ -130,18 +102,18 @@ class Store:
         if not fields:
             return
         sets = ", ".join(f"{k} = ?" for k in fields)
-        await self._write(f"UPDATE {table} SET {sets} WHERE id = ?", (*(_to_db(v) for v in fields.values()), row_id))
+        await self.write(f"UPDATE {table} SET {sets} WHERE id = ?", (*(_to_db(v) for v in fields.values()), row_id))
 
     # ---- conversation --------------------------------------------------------------------
     async def _conversation_start(self, chat_id: int) -> str:
         if chat_id not in self._conversation_starts:
-            rows = await self._rows("SELECT conversation_started_at FROM chats WHERE id = ?", (chat_id,))
+            rows = await self.rows("SELECT conversation_started_at FROM chats WHERE id = ?", (chat_id,))
             self._conversation_starts[chat_id] = rows[0][0] if rows and rows[0][0] else ""
         return self._conversation_starts[chat_id]
 
     async def add_message(self, message: ChatMessage) -> ChatMessage:
         if message.chat_id not in self._conversation_starts:
-            await self._write(
+            await self.write(
                 "INSERT OR IGNORE INTO chats (id, created_at) VALUES (?, ?)", (message.chat_id, _to_db(utcnow()))
             )
             await self._conversation_start(message.chat_id)
@@ -193,7 +165,7 @@ class Store:
 
     async def task_attachments(self, task_id: int) -> list[tuple[Attachment, bool]]:
         """(attachment, save_as_file) of what was handed to the task."""
-        rows = await self._rows(
+        rows = await self.rows(
             "SELECT a.*, t.save_as_file FROM task_attachments t JOIN attachments a ON a.id = t.attachment_id "
             "WHERE t.task_id = ? ORDER BY a.id",
             (task_id,),
@@ -259,7 +231,7 @@ class Store:
 
     async def start_new_conversation(self, chat_id: int) -> None:
         now = _to_db(utcnow())
-        await self._write(
+        await self.write(
             "INSERT INTO chats (id, created_at, conversation_started_at) VALUES (?, ?, ?) "
             "ON CONFLICT(id) DO UPDATE SET conversation_started_at = excluded.conversation_started_at",
             (chat_id, now, now),
@@ -281,7 +253,7 @@ class Store:
 
     async def decide_proposal(self, proposal_id: int, status: ProposalStatus) -> bool:
         """Atomically take a pending proposal to `status`; False when it was no longer pending (a double tap)."""
-        rows = await self._write(
+        rows = await self.write(
             "UPDATE proposals SET status = ?, decided_at = ? WHERE id = ? AND status = ? RETURNING id",
             (status.value, _to_db(utcnow()), proposal_id, ProposalStatus.PENDING.value),
         )
@@ -317,7 +289,7 @@ class Store:
         save_attachments: bool = False,
     ) -> Task:
         """Insert a task, its acceptance criteria and attachments in one transaction (a runner sees all or none)."""
-        async with self._transaction() as db:
+        async with self.transaction() as db:
             await self._insert_task(db, task, criteria, attachments, save_attachments)
         return task
 
@@ -348,7 +320,7 @@ class Store:
 
         None when the proposal was no longer pending (a double tap); then no task is created.
         """
-        async with self._transaction() as db:
+        async with self.transaction() as db:
             decided = await db.execute_fetchall(
                 "UPDATE proposals SET status = ?, decided_at = ? WHERE id = ? AND status = ? RETURNING id",
                 (ProposalStatus.APPROVED.value, _to_db(utcnow()), proposal_id, ProposalStatus.PENDING.value),
@@ -361,7 +333,7 @@ class Store:
 
     async def repair_approvals_without_task(self) -> list[int]:
         """At start-up: proposals an older bot approved but was killed before creating their task go back to pending."""
-        rows = await self._write(
+        rows = await self.write(
             "UPDATE proposals SET status = ?, decided_at = NULL WHERE status = ? AND task_id IS NULL "
             "AND NOT EXISTS (SELECT 1 FROM tasks WHERE tasks.proposal_id = proposals.id) RETURNING id",
             (ProposalStatus.PENDING.value, ProposalStatus.APPROVED.value),
@@ -371,7 +343,7 @@ class Store:
     async def transition_task(self, task_id: int, from_statuses: Iterable[TaskStatus], to: TaskStatus) -> bool:
         """Atomically move a task from one of `from_statuses` to `to`; False when it was in none of them."""
         values = [s.value for s in from_statuses]
-        rows = await self._write(
+        rows = await self.write(
             f"UPDATE tasks SET status = ? WHERE id = ? AND status IN ({', '.join('?' for _ in values)}) RETURNING id",
             (to.value, task_id, *values),
         )
@@ -407,7 +379,7 @@ class Store:
     async def claim_next_task(self) -> Task | None:
         """Atomically move the best pending task (priority, then age) to in_progress and return it."""
         now = _to_db(utcnow())
-        rows = await self._write(
+        rows = await self.write(
             "UPDATE tasks SET status = ?, started_at = ? WHERE id = ("
             " SELECT id FROM tasks WHERE status = ? ORDER BY priority DESC, id ASC LIMIT 1"
             ") AND status = ? RETURNING *",
@@ -434,7 +406,7 @@ class Store:
         return await self._fetch(Criterion, "SELECT * FROM task_criteria WHERE task_id = ? ORDER BY idx", (task_id,))
 
     async def verify_criterion(self, task_id: int, idx: int, evidence: str) -> bool:
-        rows = await self._write(
+        rows = await self.write(
             "UPDATE task_criteria SET verified = 1, evidence = ? WHERE task_id = ? AND idx = ? RETURNING idx",
             (evidence, task_id, idx),
         )
@@ -467,13 +439,13 @@ class Store:
         return delivery
 
     async def delivery_done(self, delivery_id: int) -> None:
-        await self._write(
+        await self.write(
             "UPDATE deliveries SET delivered_at = ?, attempts = attempts + 1 WHERE id = ?",
             (_to_db(utcnow()), delivery_id),
         )
 
     async def delivery_failed(self, delivery_id: int, error: str) -> None:
-        await self._write(
+        await self.write(
             "UPDATE deliveries SET attempts = attempts + 1, last_error = ? WHERE id = ?", (error[:500], delivery_id)
         )
 

@@ -14,18 +14,18 @@ import aiosqlite
 from agents.core.models import utcnow
 
 if TYPE_CHECKING:
-    from agents.store.database import Store
+    from agents.store.connection import Connection
 
 
 class RepoIndex:
     """Reads and writes of one store's repo-map tables; `Store.repo_index` hands one out."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Connection) -> None:
         self._store = store
 
     async def _write_batch(self, statements: list[tuple[str, list[tuple[Any, ...]]]]) -> None:
         """Run several executemany statements as one transaction (one index refresh)."""
-        async with self._store._transaction() as db:
+        async with self._store.transaction() as db:
             for sql, rows in statements:
                 if rows:
                     await db.executemany(sql, rows)
@@ -36,12 +36,12 @@ class RepoIndex:
         rows: list[aiosqlite.Row] = []
         for begin in range(0, len(values), chunk):
             part = values[begin : begin + chunk]
-            rows += await self._store._rows(sql.format(marks=", ".join("?" for _ in part)), (workspace, *part))
+            rows += await self._store.rows(sql.format(marks=", ".join("?" for _ in part)), (workspace, *part))
         return rows
 
     async def file_states(self, workspace: str) -> dict[str, tuple[int, int]]:
         """path → (mtime_ns, size) of every indexed file of the workspace."""
-        rows = await self._store._rows("SELECT path, mtime_ns, size FROM repo_files WHERE workspace = ?", (workspace,))
+        rows = await self._store.rows("SELECT path, mtime_ns, size FROM repo_files WHERE workspace = ?", (workspace,))
         return {row[0]: (row[1], row[2]) for row in rows}
 
     async def save(
@@ -97,7 +97,7 @@ class RepoIndex:
 
     async def file_hashes(self, workspace: str) -> dict[str, str]:
         """path → content hash of every indexed file of the workspace."""
-        rows = await self._store._rows("SELECT path, content_hash FROM repo_files WHERE workspace = ?", (workspace,))
+        rows = await self._store.rows("SELECT path, content_hash FROM repo_files WHERE workspace = ?", (workspace,))
         return {row[0]: row[1] for row in rows}
 
     async def copy(self, source: str, target: str) -> None:
@@ -130,14 +130,14 @@ class RepoIndex:
 
     async def file_terms(self, workspace: str) -> list[tuple[str, str, str]]:
         """(path, refs JSON, words JSON) of every indexed text file."""
-        rows = await self._store._rows(
+        rows = await self._store.rows(
             "SELECT path, refs, words FROM repo_files WHERE workspace = ? AND language IS NOT 'binary'", (workspace,)
         )
         return [(row[0], row[1], row[2]) for row in rows]
 
     async def all_symbols(self, workspace: str) -> list[dict[str, Any]]:
         """Every symbol of the workspace: path, name, kind, line, signature, parent (by path and line)."""
-        rows = await self._store._rows(
+        rows = await self._store.rows(
             "SELECT path, name, kind, line, signature, parent FROM repo_symbols "
             "WHERE workspace = ? ORDER BY path, line",
             (workspace,),
@@ -146,17 +146,17 @@ class RepoIndex:
 
     async def all_imports(self, workspace: str) -> list[tuple[str, str]]:
         """(path, target) of every import of the workspace."""
-        rows = await self._store._rows("SELECT path, target FROM repo_imports WHERE workspace = ?", (workspace,))
+        rows = await self._store.rows("SELECT path, target FROM repo_imports WHERE workspace = ?", (workspace,))
         return [(row[0], row[1]) for row in rows]
 
     async def info(self, workspace: str) -> dict[str, Any] | None:
         """root, git_head and refreshed_at of the workspace's last refresh, or None if never indexed."""
-        rows = await self._store._rows("SELECT * FROM repo_indexes WHERE workspace = ?", (workspace,))
+        rows = await self._store.rows("SELECT * FROM repo_indexes WHERE workspace = ?", (workspace,))
         return dict(rows[0]) if rows else None
 
     async def file_list(self, workspace: str) -> list[dict[str, Any]]:
         """The indexed text files: path, size, language, summary, mtime_ns."""
-        rows = await self._store._rows(
+        rows = await self._store.rows(
             "SELECT path, size, language, summary, mtime_ns FROM repo_files "
             "WHERE workspace = ? AND language IS NOT 'binary'",
             (workspace,),
@@ -164,7 +164,7 @@ class RepoIndex:
         return [dict(row) for row in rows]
 
     async def file_count(self, workspace: str) -> int:
-        rows = await self._store._rows(
+        rows = await self._store.rows(
             "SELECT count(*) FROM repo_files WHERE workspace = ? AND language IS NOT 'binary'", (workspace,)
         )
         return int(rows[0][0])
@@ -178,7 +178,7 @@ class RepoIndex:
         if parent:
             where.append("(parent = ? COLLATE NOCASE OR parent LIKE ? ESCAPE '\\')")
             params += [parent, "%." + parent.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")]
-        rows = await self._store._rows(
+        rows = await self._store.rows(
             "SELECT path, name, kind, line, signature, parent, "
             "CASE WHEN name = ? COLLATE BINARY THEN 0 WHEN name = ? THEN 1 WHEN name LIKE ? ESCAPE '\\' THEN 2 "
             "ELSE 3 END AS rank "
