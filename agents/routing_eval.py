@@ -383,6 +383,12 @@ class RecordingDesk:
         self._record("message_task", task_id=task_id, text=text)
         raise ToolError(crew_texts.no_such_task(task_id))
 
+    def turn_started(self, chat_id: int) -> None:
+        """No foreground task ever runs here: nothing to wait on."""
+
+    def stop_waiting(self, chat_id: int) -> None:
+        """No foreground task ever runs here: nothing to stop."""
+
 
 # ------------------------------------------------------------------------------------------- the eval workspaces
 

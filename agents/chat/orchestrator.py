@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import math
 import sys
-from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -125,7 +123,6 @@ class Orchestrator:
         self.desk = desk
         self.hints = hints
         self.attachments = Attachments.from_settings(settings)
-        self._locks: defaultdict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
 
     async def context_block(
         self, chat_id: int, input_method: InputMethod, text: str = "", reply_to: ReplyTo | None = None
@@ -317,10 +314,9 @@ class Orchestrator:
 
     def message_arrived(self, chat_id: int) -> None:
         """Called by the adapter as a message comes in, before it queues for the chat: a turn that is waiting on a
-        foreground task stops waiting (the task goes on in the background), so the new message is answered soon."""
-        stop_waiting = getattr(self.desk, "stop_waiting", None)
-        if stop_waiting is not None and self._locks[chat_id].locked():
-            stop_waiting(chat_id)
+        foreground task stops waiting (the task goes on in the background), so the new message is answered soon.
+        Harmless when no turn waits: the next turn's start clears it."""
+        self.desk.stop_waiting(chat_id)
 
     async def handle(
         self,
@@ -331,12 +327,14 @@ class Orchestrator:
         attachments: list[Attachment] | None = None,
         answer: AnswerStream | None = None,
     ) -> Reply:
-        """One turn; with `answer`, the reply streams into it while it is written (tool activity too)."""
-        async with self._locks[chat_id]:
-            turn_started = getattr(self.desk, "turn_started", None)
-            if turn_started is not None:
-                turn_started(chat_id)
-            return await self._turn(chat_id, text, input_method, reply_to, attachments or [], answer)
+        """One turn; with `answer`, the reply streams into it while it is written (tool activity too).
+
+        Turns of one chat must not overlap: the caller runs them one at a time, in arrival order (the adapter's
+        per-chat lock, taken as a message arrives, before its download or transcription; the routing eval runs its
+        cases one by one). There is no second lock here.
+        """
+        self.desk.turn_started(chat_id)
+        return await self._turn(chat_id, text, input_method, reply_to, attachments or [], answer)
 
     async def _turn(
         self,

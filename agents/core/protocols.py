@@ -72,6 +72,13 @@ class WorkDesk(Protocol):
     async def discard_task(self, chat_id: int, task_id: int) -> str: ...
     async def create_workspace(self, name: str) -> str: ...
 
+    # the turn's hooks: not tools; the orchestrator calls them around a chat's turns
+    def turn_started(self, chat_id: int) -> None:
+        """A turn of the chat begins (it may wait on a foreground task until `stop_waiting`)."""
+
+    def stop_waiting(self, chat_id: int) -> None:
+        """A new message arrived in the chat: a turn waiting on a foreground task stops waiting and answers."""
+
 
 class MessageModel(Protocol):
     """'Create a message' (and stream one): what `anthropic.AsyncAnthropic().messages` offers."""
