@@ -320,7 +320,7 @@ class RecordingDesk:
         ws = self._resolve(workspace)
         return f"Task #{self._next_task()} ({kind} worker, workspace {ws.name}) started in the background."
 
-    async def approve_proposal(self, chat_id: int, proposal_id: int | None, notes: str | None = None) -> str:
+    async def approve_proposal(self, chat_id: int, proposal_id: int | None = None, notes: str | None = None) -> str:
         self._record("approve_proposal", proposal_id=proposal_id, notes=notes)
         proposal = await self._pick(chat_id, proposal_id)
         self.calls[-1].input["picked"] = proposal.id
@@ -330,7 +330,7 @@ class RecordingDesk:
             "in the background."
         )
 
-    async def reject_proposal(self, chat_id: int, proposal_id: int | None, reason: str | None) -> str:
+    async def reject_proposal(self, chat_id: int, proposal_id: int | None = None, reason: str | None = None) -> str:
         self._record("reject_proposal", proposal_id=proposal_id, reason=reason)
         proposal = await self._pick(chat_id, proposal_id)
         self.calls[-1].input["picked"] = proposal.id
@@ -375,7 +375,7 @@ class RecordingDesk:
         task = await self._task(chat_id, task_id)
         return f"Task #{task.id} was discarded."
 
-    async def create_workspace(self, name: str) -> str:
+    async def create_workspace(self, chat_id: int, name: str) -> str:
         self._record("create_workspace", name=name)
         return f"Created workspace {workspace_name(name)} (a new git repository); start work in it by that name."
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import enum
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol, runtime_checkable
 
 from agents.core.actions import Buttons
 
@@ -39,38 +39,129 @@ class Notifier(Protocol):
     async def send_photo(self, chat_id: int, data: bytes, caption: str = "") -> None: ...
 
 
+@dataclass(frozen=True)
+class Arg:
+    """A work tool argument's description for the model (in `Annotated[...]`); the type comes from the annotation."""
+
+    description: str
+
+
+Workspace = Annotated[
+    str, Arg("workspace name as listed in the context (loose spelling is resolved); 'self' is the bot's own code")
+]
+Attachments = Annotated[
+    list[int] | None,
+    Arg(
+        "ids of photos/files the user sent (shown as [attachment #N: …]) that the worker should see, e.g. a "
+        "screenshot to match (optional)"
+    ),
+]
+TaskId = Annotated[int, Arg("task number")]
+ProposalId = Annotated[int | None, Arg("proposal id (optional)")]
+WorkerName = Literal["code", "frontend", "test"]
+
+
 class WorkDesk(Protocol):
-    """What the orchestrator's work tools do; every method returns text for the model."""
+    """What the orchestrator's work tools do; every method returns text for the model.
+
+    The one source of the work tools: `agents/tools/desk_tools.py` makes each tool's schema from these signatures
+    (argument types and `Arg` descriptions; a parameter without a default is required) and each description from the
+    method's docstring. `chat_id` is the caller's chat, never the model's to set. The crew (agents/work/crew.py) and
+    the routing eval's desk implement it with the same signatures (tests/test_desk_tools.py checks).
+    """
 
     async def start_research(
         self,
         chat_id: int,
-        workspace: str,
-        request: str,
-        refines: int | None = None,
-        attachments: list[int] | None = None,
-    ) -> str: ...
+        workspace: Workspace,
+        request: Annotated[str, Arg("what to study and propose, self-contained")],
+        refines: Annotated[int | None, Arg("id of the proposal being changed (optional)")] = None,
+        attachments: Attachments = None,
+    ) -> str:
+        """Start the read-only research worker on a workspace; it writes a proposal that is shown to the user with
+        Approve/Reject buttons. Use for improvement/refactor/review requests, and to rework a proposal (pass its id
+        as refines: the worker then sees that proposal whole and the new one replaces it)."""
+        ...
+
     async def start_task(
         self,
         chat_id: int,
-        workspace: str,
-        worker: str,
-        instructions: str,
-        background: bool,
-        acceptance_criteria: list[str] | None = None,
-        attachments: list[int] | None = None,
-        save_attachments: bool = False,
-    ) -> str: ...
-    async def approve_proposal(self, chat_id: int, proposal_id: int | None, notes: str | None = None) -> str: ...
-    async def reject_proposal(self, chat_id: int, proposal_id: int | None, reason: str | None) -> str: ...
-    async def list_tasks(self, chat_id: int) -> str: ...
-    async def cancel_task(self, chat_id: int, task_id: int) -> str: ...
-    async def message_task(self, chat_id: int, task_id: int, text: str) -> str: ...
-    async def get_proposal(self, chat_id: int, proposal_id: int | None) -> str: ...
-    async def get_task(self, chat_id: int, task_id: int) -> str: ...
-    async def merge_task(self, chat_id: int, task_id: int) -> str: ...
-    async def discard_task(self, chat_id: int, task_id: int) -> str: ...
-    async def create_workspace(self, name: str) -> str: ...
+        workspace: Workspace,
+        worker: Annotated[WorkerName, Arg("code, frontend or test")],
+        instructions: Annotated[str, Arg("complete, self-contained instructions for the worker")],
+        background: Annotated[bool, Arg("true: run in the background and notify when done; false: wait for it")],
+        acceptance_criteria: Annotated[
+            list[str] | None,
+            Arg("2-5 checkable statements that define done (written from the request); the worker verifies each"),
+        ] = None,
+        attachments: Attachments = None,
+        save_attachments: Annotated[
+            bool,
+            Arg(
+                "also save those files in the worker's checkout (under .agentlab/attachments/, ignored by git), for "
+                "work that needs the file itself, e.g. an image to put on a page (default false)"
+            ),
+        ] = False,
+    ) -> str:
+        """Start a worker that changes code in a workspace (on its own git branch) and reports back."""
+        ...
+
+    async def approve_proposal(
+        self,
+        chat_id: int,
+        proposal_id: ProposalId = None,
+        notes: Annotated[
+            str | None, Arg("small changes to the proposal the user asked for, e.g. 'call it parse_all' (optional)")
+        ] = None,
+    ) -> str:
+        """Approve a pending proposal and start a code worker on it. No id: the chat's only pending proposal (with
+        several pending, the tool lists them instead: ask the user which). Small changes the user asked for with the
+        approval go in notes; they reach the code worker with the proposal."""
+        ...
+
+    async def reject_proposal(
+        self, chat_id: int, proposal_id: ProposalId = None, reason: Annotated[str | None, Arg("why (optional)")] = None
+    ) -> str:
+        """Reject a pending proposal. No id: the chat's only pending one."""
+        ...
+
+    async def list_tasks(self, chat_id: int) -> str:
+        """List this chat's recent tasks with their status."""
+        ...
+
+    async def cancel_task(self, chat_id: int, task_id: TaskId) -> str:
+        """Cancel a running or pending task and kill every process it started."""
+        ...
+
+    async def message_task(
+        self, chat_id: int, task_id: TaskId, text: Annotated[str, Arg("the note, in the user's words")]
+    ) -> str:
+        """Pass a note to a running task's worker (it reads it before its next step), e.g. 'also update the
+        README'. Only running tasks take notes."""
+        ...
+
+    async def get_proposal(self, chat_id: int, proposal_id: ProposalId = None) -> str:
+        """Show a proposal whole (no id: the chat's pending one, or the newest)."""
+        ...
+
+    async def get_task(self, chat_id: int, task_id: TaskId) -> str:
+        """Show one task: status, the worker's report, tests, files changed, branch and commit."""
+        ...
+
+    async def merge_task(self, chat_id: int, task_id: TaskId) -> str:
+        """Merge a finished task's branch into the branch it started from."""
+        ...
+
+    async def discard_task(self, chat_id: int, task_id: TaskId) -> str:
+        """Throw a task's work away: stop it if it runs, delete its branch."""
+        ...
+
+    async def create_workspace(
+        self, chat_id: int, name: Annotated[str, Arg("folder name: letters, digits, - and _ (e.g. portfolio-site)")]
+    ) -> str:
+        """Create a new, empty project: a git repository under the workspaces folder (for a new project that has no
+        folder yet, e.g. 'build me a portfolio site'); then start work in it."""
+        ...
 
     # the turn's hooks: not tools; the orchestrator calls them around a chat's turns
     def turn_started(self, chat_id: int) -> None:
@@ -78,6 +169,22 @@ class WorkDesk(Protocol):
 
     def stop_waiting(self, chat_id: int) -> None:
         """A new message arrived in the chat: a turn waiting on a foreground task stops waiting and answers."""
+
+
+WORK_TOOLS = (
+    "start_research",
+    "start_task",
+    "approve_proposal",
+    "reject_proposal",
+    "list_tasks",
+    "cancel_task",
+    "message_task",
+    "get_proposal",
+    "get_task",
+    "merge_task",
+    "discard_task",
+    "create_workspace",
+)  # the WorkDesk methods the orchestrator offers as tools, in this order
 
 
 class MessageModel(Protocol):

@@ -14,6 +14,7 @@ from agents.sandbox.bwrap import SandboxSpec
 from agents.sandbox.network_gate import NetworkDecision
 from agents.sandbox.shell import child_env, run_command
 from agents.tools import file_tools
+from agents.tools.desk_tools import desk_tools
 from agents.tools.toolbox import Tool, ToolResult, prop
 from agents.tools.workspaces import Workspaces
 
@@ -28,12 +29,6 @@ _PATTERN_RE = prop("string", "regular expression to search for (ripgrep/Rust syn
 _GREP_PATH = prop("string", "file or folder to search in, relative to the workspace (default: all)")
 _GREP_GLOB = prop("string", "only search files matching this glob, e.g. '*.py' (optional)")
 _ICASE = prop("boolean", "case-insensitive search (default false)")
-_ATTACHMENTS = prop(
-    "array",
-    "ids of photos/files the user sent (shown as [attachment #N: …]) that the worker should "
-    "see, e.g. a screenshot to match (optional)",
-    items={"type": "integer"},
-)
 
 _READ_DESC = (
     "Read a text file (numbered lines). Returns at most 2000 lines (or ~100 KB) per call, with a note "
@@ -67,55 +62,6 @@ def orchestrator_tools(workspaces: Workspaces, desk: WorkDesk, chat_id: int) -> 
     ) -> str:
         return await file_tools.grep(root(workspace), pattern, path=path, glob=glob, ignore_case=ignore_case)
 
-    async def start_research(
-        workspace: str, request: str, refines: int | None = None, attachments: list[int] | None = None
-    ) -> str:
-        return await desk.start_research(chat_id, workspace, request, refines, attachments)
-
-    async def start_task(
-        workspace: str,
-        worker: str,
-        instructions: str,
-        background: bool = True,
-        acceptance_criteria: list[str] | None = None,
-        attachments: list[int] | None = None,
-        save_attachments: bool = False,
-    ) -> str:
-        return await desk.start_task(
-            chat_id, workspace, worker, instructions, background, acceptance_criteria, attachments, save_attachments
-        )
-
-    async def approve_proposal(proposal_id: int | None = None, notes: str | None = None) -> str:
-        return await desk.approve_proposal(chat_id, proposal_id, notes)
-
-    async def reject_proposal(proposal_id: int | None = None, reason: str | None = None) -> str:
-        return await desk.reject_proposal(chat_id, proposal_id, reason)
-
-    async def list_tasks() -> str:
-        return await desk.list_tasks(chat_id)
-
-    async def cancel_task(task_id: int) -> str:
-        return await desk.cancel_task(chat_id, task_id)
-
-    async def message_task(task_id: int, text: str) -> str:
-        return await desk.message_task(chat_id, task_id, text)
-
-    async def get_proposal(proposal_id: int | None = None) -> str:
-        return await desk.get_proposal(chat_id, proposal_id)
-
-    async def get_task(task_id: int) -> str:
-        return await desk.get_task(chat_id, task_id)
-
-    async def merge_task(task_id: int) -> str:
-        return await desk.merge_task(chat_id, task_id)
-
-    async def discard_task(task_id: int) -> str:
-        return await desk.discard_task(chat_id, task_id)
-
-    async def create_workspace(name: str) -> str:
-        return await desk.create_workspace(name)
-
-    workers = [w.value for w in WorkerKind if w is not WorkerKind.RESEARCH]
     return [
         Tool(
             "read_file",
@@ -138,114 +84,7 @@ def orchestrator_tools(workspaces: Workspaces, desk: WorkDesk, chat_id: int) -> 
             grep,
             ["workspace", "pattern"],
         ),
-        Tool(
-            "start_research",
-            "Start the read-only research worker on a workspace; it writes a proposal that is shown to the user with "
-            "Approve/Reject buttons. Use for improvement/refactor/review requests, and to rework a proposal "
-            "(pass its id as refines: the worker then sees that proposal whole and the new one replaces it).",
-            {
-                "workspace": _WORKSPACE,
-                "request": prop("string", "what to study and propose, self-contained"),
-                "refines": prop("integer", "id of the proposal being changed (optional)"),
-                "attachments": _ATTACHMENTS,
-            },
-            start_research,
-            ["workspace", "request"],
-        ),
-        Tool(
-            "start_task",
-            "Start a worker that changes code in a workspace (on its own git branch) and reports back.",
-            {
-                "workspace": _WORKSPACE,
-                "worker": prop("string", "code, frontend or test", enum=workers),
-                "instructions": prop("string", "complete, self-contained instructions for the worker"),
-                "background": prop("boolean", "true: run in the background and notify when done; false: wait for it"),
-                "acceptance_criteria": prop(
-                    "array",
-                    "2-5 checkable statements that define done (written from the request); the worker verifies each",
-                    items={"type": "string"},
-                ),
-                "attachments": _ATTACHMENTS,
-                "save_attachments": prop(
-                    "boolean",
-                    "also save those files in the worker's checkout (under "
-                    ".agentlab/attachments/, ignored by git), for work that needs the file itself, "
-                    "e.g. an image to put on a page (default false)",
-                ),
-            },
-            start_task,
-            ["workspace", "worker", "instructions", "background"],
-        ),
-        Tool(
-            "approve_proposal",
-            "Approve a pending proposal and start a code worker on it. No id: the chat's only pending proposal (with "
-            "several pending, the tool lists them instead: ask the user which). Small changes the user asked for "
-            "with the approval go in notes; they reach the code worker with the proposal.",
-            {
-                "proposal_id": prop("integer", "proposal id (optional)"),
-                "notes": prop(
-                    "string", "small changes to the proposal the user asked for, e.g. 'call it parse_all' (optional)"
-                ),
-            },
-            approve_proposal,
-        ),
-        Tool(
-            "reject_proposal",
-            "Reject a pending proposal. No id: the chat's only pending one.",
-            {"proposal_id": prop("integer", "proposal id (optional)"), "reason": prop("string", "why (optional)")},
-            reject_proposal,
-        ),
-        Tool("list_tasks", "List this chat's recent tasks with their status.", {}, list_tasks),
-        Tool(
-            "cancel_task",
-            "Cancel a running or pending task and kill every process it started.",
-            {"task_id": prop("integer", "task number")},
-            cancel_task,
-            ["task_id"],
-        ),
-        Tool(
-            "message_task",
-            "Pass a note to a running task's worker (it reads it before its next step), e.g. 'also "
-            "update the README'. Only running tasks take notes.",
-            {"task_id": prop("integer", "task number"), "text": prop("string", "the note, in the user's words")},
-            message_task,
-            ["task_id", "text"],
-        ),
-        Tool(
-            "get_proposal",
-            "Show a proposal whole (no id: the chat's pending one, or the newest).",
-            {"proposal_id": prop("integer", "proposal id (optional)")},
-            get_proposal,
-        ),
-        Tool(
-            "get_task",
-            "Show one task: status, the worker's report, tests, files changed, branch and commit.",
-            {"task_id": prop("integer", "task number")},
-            get_task,
-            ["task_id"],
-        ),
-        Tool(
-            "merge_task",
-            "Merge a finished task's branch into the branch it started from.",
-            {"task_id": prop("integer", "task number")},
-            merge_task,
-            ["task_id"],
-        ),
-        Tool(
-            "discard_task",
-            "Throw a task's work away: stop it if it runs, delete its branch.",
-            {"task_id": prop("integer", "task number")},
-            discard_task,
-            ["task_id"],
-        ),
-        Tool(
-            "create_workspace",
-            "Create a new, empty project: a git repository under the workspaces folder (for a new project that has "
-            "no folder yet, e.g. 'build me a portfolio site'); then start work in it.",
-            {"name": prop("string", "folder name: letters, digits, - and _ (e.g. portfolio-site)")},
-            create_workspace,
-            ["name"],
-        ),
+        *desk_tools(desk, chat_id),
     ]
 
 

@@ -161,7 +161,7 @@ class Crew:
         workspace: str,
         worker: str,
         instructions: str,
-        background: bool = True,
+        background: bool,
         acceptance_criteria: list[str] | None = None,
         attachments: list[int] | None = None,
         save_attachments: bool = False,
@@ -336,7 +336,7 @@ class Crew:
     async def discard_task(self, chat_id: int, task_id: int) -> str:
         return await self.discard(chat_id, int(task_id))
 
-    async def create_workspace(self, name: str) -> str:
+    async def create_workspace(self, chat_id: int, name: str) -> str:
         ws = await create_workspace(self.workspaces, name, git_identity(self.settings))
         return (
             f"Created workspace {ws.name} (a new git repository with an initial commit); start work in it by that name."
