@@ -194,14 +194,23 @@ async def running_bot(
 
 @pytest.fixture
 async def bot(
-    fake_telegram: FakeTelegram, fake_anthropic: FakeAnthropic, tmp_path: Path, workspace_root: Path, bot_repo: Path
+    request: pytest.FixtureRequest,
+    fake_telegram: FakeTelegram,
+    fake_anthropic: FakeAnthropic,
+    tmp_path: Path,
+    workspace_root: Path,
+    bot_repo: Path,
 ) -> AsyncIterator[BotHarness]:
+    """The bot on the test settings; `@pytest.mark.settings(max_corrections=0, …)` overrides some for one test."""
     from telegram_bot.app import stop_polling
     from tests.fakes.whisper_checkpoint import FakeTranscriber
 
     transcriber = FakeTranscriber()
-
-    settings = make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repository=bot_repo)
+    marker = request.node.get_closest_marker("settings")
+    overrides = marker.kwargs if marker else {}
+    settings = make_settings(
+        fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repository=bot_repo, **overrides
+    )
     harness = await start_bot(settings, fake_telegram, fake_anthropic, transcriber=transcriber)
     try:
         yield harness

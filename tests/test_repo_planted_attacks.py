@@ -38,6 +38,7 @@ def commit_all(repo: Path, message: str) -> None:
     git(repo, "commit", "-q", "-m", message)
 
 
+@pytest.mark.settings(max_corrections=0)  # what the tests can reach is the point, not the corrections
 @pytest.mark.parametrize("venv", ["home-is-the-bot-folder", "home-is-root", "symlink"])
 async def test_a_committed_venv_does_not_open_the_host(
     bot: BotHarness, model: ScriptedModel, planted: Path, workspace_root: Path, tmp_path: Path, venv: str
@@ -85,6 +86,7 @@ def jpeg() -> bytes:
     return out.getvalue()
 
 
+@pytest.mark.settings(max_corrections=0)  # the writes are the point, not the corrections
 @pytest.mark.parametrize("link", ["folder", "gitignore", "file"])
 async def test_attachments_are_never_written_through_a_committed_symlink(
     bot: BotHarness, model: ScriptedModel, workspace_root: Path, tmp_path: Path, link: str

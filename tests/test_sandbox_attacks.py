@@ -203,6 +203,7 @@ async def test_cancel_ends_detached_and_untagged_processes(bot: BotHarness, mode
     await bot.tg.await_for(lambda: not host_pids("1000.7071"), timeout=5)
 
 
+@pytest.mark.settings(max_corrections=1)  # one correction carries the planted test's output back
 async def test_a_planted_test_in_the_bots_own_test_run_reads_no_secret(
     bot: BotHarness, model: ScriptedModel, planted: Path, workspace_root: Path
 ) -> None:
@@ -393,6 +394,7 @@ async def test_the_bot_process_environment_stays_out_of_reach(
     assert FAKE_KEY not in said and fake_telegram.token not in said
 
 
+@pytest.mark.settings(max_corrections=1)  # one correction carries the probe's output back
 async def test_a_worker_cannot_choose_what_the_next_sandbox_binds(bot: BotHarness, model: ScriptedModel) -> None:
     """Re-pointing the worktree's `.venv` link at the bot's data folder must not make the bot's test run bind it."""
     data = bot.settings.database_path.resolve().parent

@@ -88,6 +88,7 @@ PASSED_ENV = frozenset(
         "AGENTLAB_TASK",
         "GIT_TERMINAL_PROMPT",
         "PAGER",
+        "PYTEST_DISABLE_PLUGIN_AUTOLOAD",  # the bot's Python standing in for a workspace: its plugins stay out
         "GIT_PAGER",
         "CI",
         "NO_COLOR",

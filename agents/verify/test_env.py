@@ -148,6 +148,8 @@ class TestEnvironment:
         env["PATH"] = os.pathsep.join([*path, env.get("PATH", os.defpath)])
         if self.kind in ("npm", "pnpm", "yarn", "bun"):  # offline, the installed package manager, no prompts
             env.update(JS_TEST_ENV)
+        if self.fallback:  # the bot's own pytest plugins (hypothesis, xdist, …) are not the workspace's: not loaded
+            env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
         return env
 
     def with_ids(self, ids: list[str]) -> str:
@@ -278,7 +280,7 @@ def _choose(
             rerunnable=True,
             python_env=bot_env,
             fallback=True,
-            notes=["the workspace has no environment of its own: ran with the bot's Python"],
+            notes=["the workspace has no environment of its own: ran with the bot's Python (pytest without plugins)"],
             **common,
         )
     return None
