@@ -45,7 +45,7 @@ from bench._harness import (  # noqa: E402
 from telegram_bot.app import stop_polling  # noqa: E402
 from tests.conftest import BotHarness, start_bot  # noqa: E402
 from tests.fakes import anthropic_server as claude_says  # noqa: E402
-from tests.scripted import ScriptedModel  # noqa: E402
+from tests.scripted import RoleScript  # noqa: E402
 
 WARMUP = 5
 MESSAGES = 30
@@ -77,8 +77,8 @@ class WorkerPace:
         return answer
 
 
-def scripted_model(pace: WorkerPace, runs: int) -> ScriptedModel:
-    model = ScriptedModel()
+def scripted_model(pace: WorkerPace, runs: int) -> RoleScript:
+    model = RoleScript()
     model.add("orchestrator", *[claude_says.text(ANSWER) for _ in range(WARMUP + (runs + 1) * MESSAGES + 10)])
     for _ in range(runs * TASKS):  # one shared queue for the "code" role: the tasks take turns popping it
         model.add("code", *[pace.reply(step) for step in range(STEPS_PER_TASK)])
@@ -118,7 +118,7 @@ async def measure_phase(bot: BotHarness, label: str, first: int) -> tuple[Phase,
     return Phase(label, LatencySummary.of(latencies), probe.summary()), window
 
 
-async def start_background_tasks(bot: BotHarness, model: ScriptedModel) -> list[int]:
+async def start_background_tasks(bot: BotHarness, model: RoleScript) -> list[int]:
     """Start the tasks the way the orchestrator's start_task tool does; wait until all run and have taken steps."""
     steps_before = len(model.requests["code"])
     for n in range(TASKS):
@@ -139,7 +139,7 @@ async def statuses(bot: BotHarness, ids: list[int]) -> list[str]:
     return [(await bot.runtime.store.get_task(task_id)).status.value for task_id in ids]
 
 
-async def busy_phase(bot: BotHarness, model: ScriptedModel, label: str, first: int) -> Phase:
+async def busy_phase(bot: BotHarness, model: RoleScript, label: str, first: int) -> Phase:
     ids = await start_background_tasks(bot, model)
     steps_before = len(model.requests["code"])
     phase, window = await measure_phase(bot, label, first)

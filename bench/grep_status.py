@@ -26,7 +26,7 @@ from tests.conftest import USER_ID, make_repo, make_settings, start_bot  # noqa:
 from tests.fakes import anthropic_server as claude_says  # noqa: E402
 from tests.fakes.anthropic_server import FakeAnthropic  # noqa: E402
 from tests.fakes.telegram_server import FakeTelegram  # noqa: E402
-from tests.scripted import ScriptedModel  # noqa: E402
+from tests.scripted import RoleScript  # noqa: E402
 
 PATTERNS = [r"(a+)+$", r"(a|aa)+$", r"(\w+\s?)*!x$", r"(.*a){25}x", r"^(([a-z])+.)+[A-Z]([a-z])+$"]
 ROUNDS = 8  # each pattern this many times
@@ -43,7 +43,7 @@ async def main() -> None:
             root / "evil",
             {"evil.txt": ("a" * 31 + "!\n") * 50 + "a" * 100_000 + "!\n", "big.txt": ("a" * 79 + "\n") * 50_000},
         )
-        model = ScriptedModel()
+        model = RoleScript()
         claude.handler = model
         model.add(
             "code",

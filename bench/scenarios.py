@@ -24,7 +24,7 @@ from agents.store.database import start_of_day
 from bench._harness import agentlab_settings, emit_json, machine, parse_args, quiet_logging, running_fakes  # noqa: E402
 from tests.conftest import CALC_BUGGY, USER_ID, make_repo, start_bot  # noqa: E402
 from tests.fakes import anthropic_server as says  # noqa: E402
-from tests.scripted import ScriptedModel  # noqa: E402
+from tests.scripted import RoleScript  # noqa: E402
 
 
 def tokens(records) -> dict[str, int]:
@@ -39,7 +39,7 @@ async def run_scenario(name: str, script, drive) -> dict:
         (root / "workspaces").mkdir()
         make_repo(root / "workspaces" / "calc", CALC_BUGGY)
         make_repo(root / "workspaces" / "notes", {"notes.py": "def shout(text):\n    return text\n"})
-        model = ScriptedModel()
+        model = RoleScript()
         claude.handler = model
         script(model)
         bot = await start_bot(agentlab_settings(tg, claude, root), tg, claude)
@@ -61,7 +61,7 @@ async def task_done(bot, task_id: int, timeout: float = 120.0) -> None:
     await asyncio.wait_for(bot.runtime.runner.wait(task_id), timeout)
 
 
-def direct_script(model: ScriptedModel) -> None:
+def direct_script(model: RoleScript) -> None:
     model.add(
         "orchestrator", says.text("`async def` makes a coroutine; `await` suspends it until the result is ready.")
     )
@@ -72,7 +72,7 @@ async def direct_drive(bot) -> None:
     await bot.replies(1)
 
 
-def research_script(model: ScriptedModel) -> None:
+def research_script(model: RoleScript) -> None:
     model.add(
         "orchestrator",
         says.tool_use("start_research", {"workspace": "notes", "request": "make shout() shout"}),
@@ -106,7 +106,7 @@ async def research_drive(bot) -> None:
     await task_done(bot, 2)
 
 
-def correction_script(model: ScriptedModel) -> None:
+def correction_script(model: RoleScript) -> None:
     model.add(
         "orchestrator",
         says.tool_use(
@@ -141,7 +141,7 @@ async def cache_share(messages: int = 10) -> dict:
         root = Path(tmp)
         (root / "workspaces").mkdir()
         make_repo(root / "workspaces" / "calc", CALC_BUGGY)
-        model = ScriptedModel()
+        model = RoleScript()
         claude.handler = model
         for i in range(messages):
             model.add("orchestrator", says.text(f"Answer {i}: " + "a reasonably detailed explanation. " * 8))

@@ -1,4 +1,5 @@
-"""A scripted model for the fake Anthropic server: each request is answered from the script of its role."""
+"""RoleScript: the fake Anthropic server's script, one queue of replies per role (agents.llm.scripted_model.ScriptedModel
+is the other scripted model: a MessageModel for unit tests of the loop, no server)."""
 
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ def last_user_text(body: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
-class ScriptedModel:
+class RoleScript:
     """Install with `fake.handler = model`; add replies per role; unscripted calls answer 'done'."""
 
     def __init__(self) -> None:
@@ -45,7 +46,7 @@ class ScriptedModel:
         self.requests: dict[str, list[dict[str, Any]]] = defaultdict(list)
         self._lock = threading.Lock()
 
-    def add(self, role: str, *replies: dict[str, Any] | Callable[[dict[str, Any]], Any]) -> ScriptedModel:
+    def add(self, role: str, *replies: dict[str, Any] | Callable[[dict[str, Any]], Any]) -> RoleScript:
         with self._lock:
             self._queues[role].extend(replies)
         return self

@@ -12,7 +12,7 @@ from agents.core.models import Proposal, ProposalStatus, Task, WorkerKind
 from agents.store.database import Store
 from tests.conftest import USER_ID, make_settings, start_bot
 from tests.fakes import anthropic_server as claude_says
-from tests.scripted import ScriptedModel
+from tests.scripted import RoleScript
 
 
 async def test_approval_and_its_task_are_one_transaction(tmp_path) -> None:
@@ -47,7 +47,7 @@ async def test_restart_after_a_kill_mid_approval_lets_the_user_approve_again(
     assert await store.decide_proposal(proposal.id, ProposalStatus.APPROVED)
     await store.close()
 
-    model = ScriptedModel()
+    model = RoleScript()
     fake_anthropic.handler = model
     model.add("code", claude_says.text("Implemented."))
     bot = await start_bot(settings, fake_telegram, fake_anthropic)

@@ -15,12 +15,12 @@ from PIL import Image
 from agents.core.models import TaskStatus
 from tests.conftest import USER_ID, BotHarness, make_settings, start_bot
 from tests.fakes import anthropic_server as claude_says
-from tests.scripted import ScriptedModel, last_user_text
+from tests.scripted import RoleScript, last_user_text
 
 
 @pytest.fixture
-def model(bot: BotHarness) -> ScriptedModel:
-    scripted = ScriptedModel()
+def model(bot: BotHarness) -> RoleScript:
+    scripted = RoleScript()
     bot.claude.handler = scripted
     return scripted
 
@@ -54,7 +54,7 @@ async def answered(bot: BotHarness, text: str):
 
 
 async def test_photo_reaches_the_orchestrator_as_an_image_beside_its_caption(
-    bot: BotHarness, model: ScriptedModel, tmp_path
+    bot: BotHarness, model: RoleScript, tmp_path
 ) -> None:
     model.add("orchestrator", claude_says.text("A red rectangle."))
     thumb = jpeg(90, 68)
@@ -90,7 +90,7 @@ async def test_photo_reaches_the_orchestrator_as_an_image_beside_its_caption(
     assert content[1]["source"]["data"][:200].encode() not in everything, "no base64 in SQLite"
 
 
-async def test_an_album_is_one_turn_with_every_picture_and_the_caption(bot: BotHarness, model: ScriptedModel) -> None:
+async def test_an_album_is_one_turn_with_every_picture_and_the_caption(bot: BotHarness, model: RoleScript) -> None:
     model.add("orchestrator", claude_says.text("Two screens."))
     bot.tg.send_photo(USER_ID, jpeg(400, 300), width=400, height=300, caption="compare these", media_group_id="a1")
     bot.tg.send_photo(USER_ID, jpeg(300, 400, (0, 0, 200)), width=300, height=400, media_group_id="a1")
@@ -102,7 +102,7 @@ async def test_an_album_is_one_turn_with_every_picture_and_the_caption(bot: BotH
     assert any(b.get("text") == "compare these" for b in content)
 
 
-async def test_pdf_and_log_file_arrive_as_document_and_text(bot: BotHarness, model: ScriptedModel) -> None:
+async def test_pdf_and_log_file_arrive_as_document_and_text(bot: BotHarness, model: RoleScript) -> None:
     model.add("orchestrator", claude_says.text("It is a one-page spec."), claude_says.text("The log shows a crash."))
     bot.tg.send_document(USER_ID, minimal_pdf(), "spec.pdf", "application/pdf", caption="summarise this")
     await answered(bot, "It is a one-page spec.")
@@ -123,7 +123,7 @@ async def test_pdf_and_log_file_arrive_as_document_and_text(bot: BotHarness, mod
     assert any(b["type"] == "document" for b in history), "the PDF stays in the conversation"
 
 
-async def test_an_image_sent_as_a_file_arrives_as_an_image(bot: BotHarness, model: ScriptedModel) -> None:
+async def test_an_image_sent_as_a_file_arrives_as_an_image(bot: BotHarness, model: RoleScript) -> None:
     model.add("orchestrator", claude_says.text("A screenshot."))
     out = io.BytesIO()
     Image.new("RGBA", (3000, 1500), (0, 0, 255, 100)).save(out, "PNG")
@@ -136,7 +136,7 @@ async def test_an_image_sent_as_a_file_arrives_as_an_image(bot: BotHarness, mode
 
 
 async def test_wrong_type_and_oversized_files_get_one_sentence_and_the_caption_goes_through(
-    bot: BotHarness, model: ScriptedModel
+    bot: BotHarness, model: RoleScript
 ) -> None:
     model.add(
         "orchestrator",
@@ -182,7 +182,7 @@ async def test_an_image_stays_in_the_history_across_a_restart(
     from telegram_bot.app import stop_polling
 
     settings = make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root)
-    model = ScriptedModel()
+    model = RoleScript()
     fake_anthropic.handler = model
     model.add("orchestrator", claude_says.text("Nice sketch."), claude_says.text("Still the same sketch."))
     bot = await start_bot(settings, fake_telegram, fake_anthropic)
@@ -207,7 +207,7 @@ async def test_an_image_stays_in_the_history_across_a_restart(
 
 
 async def test_start_task_hands_the_picture_to_the_frontend_worker_and_saves_it_when_asked(
-    bot: BotHarness, model: ScriptedModel
+    bot: BotHarness, model: RoleScript
 ) -> None:
     model.add(
         "orchestrator",
@@ -244,7 +244,7 @@ async def test_start_task_hands_the_picture_to_the_frontend_worker_and_saves_it_
     assert (await bot.runtime.store.get_task(1)).status is TaskStatus.UNVERIFIED  # ended; no tests in group-therapy
 
 
-async def test_start_task_refuses_an_attachment_of_another_chat(bot: BotHarness, model: ScriptedModel) -> None:
+async def test_start_task_refuses_an_attachment_of_another_chat(bot: BotHarness, model: RoleScript) -> None:
     model.add(
         "orchestrator",
         claude_says.tool_use(

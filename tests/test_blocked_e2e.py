@@ -9,12 +9,12 @@ import pytest
 from agents.core.models import TaskStatus
 from tests.conftest import USER_ID, BotHarness
 from tests.fakes import anthropic_server as claude_says
-from tests.scripted import ScriptedModel
+from tests.scripted import RoleScript
 
 
 @pytest.fixture
-def model(bot: BotHarness) -> ScriptedModel:
-    scripted = ScriptedModel()
+def model(bot: BotHarness) -> RoleScript:
+    scripted = RoleScript()
     bot.claude.handler = scripted
     return scripted
 
@@ -38,7 +38,7 @@ async def ended(bot: BotHarness, task_id: int, timeout: float = 30.0):
     ],
 )
 async def test_a_worker_that_cannot_go_on_ends_the_task_blocked_without_a_test_run(
-    bot: BotHarness, model: ScriptedModel, ending: dict, why: str | None
+    bot: BotHarness, model: RoleScript, ending: dict, why: str | None
 ) -> None:
     model.add(
         "orchestrator",
@@ -64,7 +64,7 @@ async def test_a_worker_that_cannot_go_on_ends_the_task_blocked_without_a_test_r
     assert "done" not in summary.text.split("\n")[0]
 
 
-async def test_research_that_is_blocked_writes_no_proposal(bot: BotHarness, model: ScriptedModel) -> None:
+async def test_research_that_is_blocked_writes_no_proposal(bot: BotHarness, model: RoleScript) -> None:
     model.add(
         "orchestrator",
         claude_says.tool_use("start_research", {"workspace": "calc", "request": "make it fast"}),
@@ -77,7 +77,7 @@ async def test_research_that_is_blocked_writes_no_proposal(bot: BotHarness, mode
     assert await bot.runtime.store.pending_proposals(USER_ID) == []
 
 
-async def test_orchestrator_retries_a_tool_call_cut_off_at_max_tokens(bot: BotHarness, model: ScriptedModel) -> None:
+async def test_orchestrator_retries_a_tool_call_cut_off_at_max_tokens(bot: BotHarness, model: RoleScript) -> None:
     cut = claude_says.tool_use("read_file", {"workspace": "calc", "path": "calc.py"}, text="Let me read")
     cut["stop_reason"] = "max_tokens"
     model.add(
@@ -93,7 +93,7 @@ async def test_orchestrator_retries_a_tool_call_cut_off_at_max_tokens(bot: BotHa
     assert retried["is_error"] and "cut off" in retried["content"]
 
 
-async def test_orchestrator_never_says_done_when_nothing_started(bot: BotHarness, model: ScriptedModel) -> None:
+async def test_orchestrator_never_says_done_when_nothing_started(bot: BotHarness, model: RoleScript) -> None:
     empty = claude_says.text("")
     empty["content"] = []
     model.add("orchestrator", claude_says.tool_use("list_tasks", {}), empty)

@@ -19,7 +19,7 @@ from agents.tools import file_tools
 from agents.tools.toolbox import Audit, Tool, Toolbox
 from tests.conftest import USER_ID, BotHarness, git, make_settings, start_bot
 from tests.fakes import anthropic_server as claude_says
-from tests.scripted import ScriptedModel
+from tests.scripted import RoleScript
 from tests.test_workers_e2e import start_task
 
 TOO_LONG = "prompt is too long: 215000 tokens > 200000 maximum"
@@ -151,7 +151,7 @@ async def test_a_long_worker_run_stays_in_its_window_and_retries_once_when_too_l
     (workspace_root / "calc" / "big.txt").write_text("".join(f"{i:05d} " + "z" * 60 + "\n" for i in range(3000)))
     git(workspace_root / "calc", "add", "big.txt")
     git(workspace_root / "calc", "commit", "-qm", "big file")
-    model = ScriptedModel()
+    model = RoleScript()
     bot.claude.handler = model
     model.add("orchestrator", start_task("calc", "Study big.txt."), claude_says.text("started"))
     model.add(
@@ -182,7 +182,7 @@ async def test_a_long_worker_run_stays_in_its_window_and_retries_once_when_too_l
 
 async def test_prompt_too_long_twice_fails_the_task_with_the_true_reason(small_window_bot: BotHarness) -> None:
     bot = small_window_bot
-    model = ScriptedModel()
+    model = RoleScript()
     bot.claude.handler = model
     model.add("orchestrator", start_task("calc", "Do it."), claude_says.text("started"))
     model.add(

@@ -13,13 +13,13 @@ import pytest
 from agents.core.models import Proposal, ProposalStatus, TaskStatus
 from tests.conftest import USER_ID, BotHarness, git, make_settings, start_bot
 from tests.fakes import anthropic_server as claude_says
-from tests.scripted import ScriptedModel, last_user_text
+from tests.scripted import RoleScript, last_user_text
 from tests.test_workers_e2e import branches, final_summary, start_task
 
 
 @pytest.fixture
-def model(bot: BotHarness) -> ScriptedModel:
-    scripted = ScriptedModel()
+def model(bot: BotHarness) -> RoleScript:
+    scripted = RoleScript()
     bot.claude.handler = scripted
     return scripted
 
@@ -61,7 +61,7 @@ LONG_PROPOSAL = (
 
 
 async def test_a_reply_to_a_long_proposal_is_answered_from_the_proposal_whole(
-    bot: BotHarness, model: ScriptedModel
+    bot: BotHarness, model: RoleScript
 ) -> None:
     model.add(
         "orchestrator",
@@ -86,7 +86,7 @@ async def test_a_reply_to_a_long_proposal_is_answered_from_the_proposal_whole(
     assert [m["role"] for m in body["messages"]] == ["user", "assistant", "user"]
 
 
-async def test_a_task_summary_is_remembered_and_get_task_tells_it_whole(bot: BotHarness, model: ScriptedModel) -> None:
+async def test_a_task_summary_is_remembered_and_get_task_tells_it_whole(bot: BotHarness, model: RoleScript) -> None:
     model.add("orchestrator", start_task("calc", "Fix add() in calc.py."), claude_says.text("Started task #1."))
     model.add(
         "code",
@@ -120,7 +120,7 @@ async def add_pending(bot: BotHarness, workspace: str, body: str) -> Proposal:
 
 
 async def test_approve_without_id_with_several_pending_lists_them_and_starts_nothing(
-    bot: BotHarness, model: ScriptedModel
+    bot: BotHarness, model: RoleScript
 ) -> None:
     await add_pending(bot, "calc", "## Summary\nA.")
     await add_pending(bot, "group-therapy", "## Summary\nB.")
@@ -160,7 +160,7 @@ async def test_approve_without_id_with_several_pending_lists_them_and_starts_not
 
 
 async def test_go_ahead_while_research_runs_says_the_proposal_is_still_being_written(
-    bot: BotHarness, model: ScriptedModel
+    bot: BotHarness, model: RoleScript
 ) -> None:
     await add_pending(bot, "group-therapy", "## Summary\nAn older, unrelated proposal.")
     release = asyncio.Event()
@@ -195,7 +195,7 @@ async def test_go_ahead_while_research_runs_says_the_proposal_is_still_being_wri
 
 
 async def test_refines_hands_the_old_proposal_whole_and_notes_reach_the_code_worker(
-    bot: BotHarness, model: ScriptedModel
+    bot: BotHarness, model: RoleScript
 ) -> None:
     old = await add_pending(bot, "calc", LONG_PROPOSAL)
     model.add(
@@ -233,7 +233,7 @@ async def test_refines_hands_the_old_proposal_whole_and_notes_reach_the_code_wor
     assert first.rstrip().endswith("call it parse_all") or "call it parse_all" in first
 
 
-async def test_merge_and_discard_in_words(bot: BotHarness, model: ScriptedModel, workspace_root) -> None:
+async def test_merge_and_discard_in_words(bot: BotHarness, model: RoleScript, workspace_root) -> None:
     repo = workspace_root / "calc"
     model.add(
         "orchestrator",
@@ -275,7 +275,7 @@ async def test_merge_and_discard_in_words(bot: BotHarness, model: ScriptedModel,
 
 
 async def test_create_workspace_makes_a_git_repository_and_refuses_bad_names(
-    bot: BotHarness, model: ScriptedModel, workspace_root
+    bot: BotHarness, model: RoleScript, workspace_root
 ) -> None:
     model.add(
         "orchestrator",
@@ -325,7 +325,7 @@ def gated_worker(loop: asyncio.AbstractEventLoop, release: asyncio.Event) -> lis
 
 async def test_a_foreground_task_past_the_cap_goes_on_in_the_background(quick_bot: BotHarness) -> None:
     bot = quick_bot
-    model = ScriptedModel()
+    model = RoleScript()
     bot.claude.handler = model
     release = asyncio.Event()
     model.add(
@@ -351,7 +351,7 @@ async def test_a_foreground_task_past_the_cap_goes_on_in_the_background(quick_bo
     assert "Finished the slow job." in summary.text
 
 
-async def test_a_typed_message_stops_the_foreground_wait_at_once(bot: BotHarness, model: ScriptedModel) -> None:
+async def test_a_typed_message_stops_the_foreground_wait_at_once(bot: BotHarness, model: RoleScript) -> None:
     assert bot.settings.foreground_wait_seconds == 90
     release = asyncio.Event()
     model.add(
@@ -387,7 +387,7 @@ async def short_memory_bot(fake_telegram, fake_anthropic, tmp_path, workspace_ro
 
 async def test_a_pending_proposal_outlives_compaction_and_a_decided_one_does_not(short_memory_bot: BotHarness) -> None:
     bot = short_memory_bot
-    model = ScriptedModel()
+    model = RoleScript()
     bot.claude.handler = model
     for workspace, marker in (("calc", "KEEP-ME-PENDING"), ("group-therapy", "DROP-ME-REJECTED")):
         model.add(

@@ -10,7 +10,7 @@ from agents.core.models import TaskStatus
 from agents.store import delivery
 from tests.conftest import USER_ID, BotHarness, make_settings, start_bot, text_now
 from tests.fakes import anthropic_server as claude_says
-from tests.scripted import ScriptedModel
+from tests.scripted import RoleScript
 
 
 @pytest.fixture(autouse=True)
@@ -23,7 +23,7 @@ def text_has(*words: str):
     return lambda params: all(w in str(params.get("text", "")) for w in words)
 
 
-def fix_calc(model: ScriptedModel) -> None:
+def fix_calc(model: RoleScript) -> None:
     model.add(
         "code",
         claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"}),
@@ -44,7 +44,7 @@ def summaries(bot: BotHarness, task_id: int) -> list:
 
 
 async def test_a_502_on_the_summary_keeps_the_task_completed_and_delivers_it(bot: BotHarness) -> None:
-    model = ScriptedModel()
+    model = RoleScript()
     bot.claude.handler = model
     fix_calc(model)
     bot.tg.fail_next("sendMessage", error_code=502, when=text_has("Task #1 done", "Files:"))
@@ -61,7 +61,7 @@ async def test_an_undelivered_summary_goes_out_after_a_restart_and_task_n_resend
     from telegram_bot.app import stop_polling
 
     settings = make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root)
-    model = ScriptedModel()
+    model = RoleScript()
     fake_anthropic.handler = model
     fix_calc(model)
     fake_telegram.fail_next("sendMessage", error_code=502, times=1000, when=text_has("Task #1 done", "Files:"))
@@ -94,7 +94,7 @@ async def test_an_undelivered_summary_goes_out_after_a_restart_and_task_n_resend
 
 
 async def test_a_502_on_a_proposal_keeps_it_and_delivers_it_with_buttons(bot: BotHarness) -> None:
-    model = ScriptedModel()
+    model = RoleScript()
     bot.claude.handler = model
     model.add("research", claude_says.text("## Summary\nAdd logging.\n## Plan\n1. import logging"))
     bot.tg.fail_next("sendMessage", error_code=502, times=2, when=text_has("Proposal #1"))

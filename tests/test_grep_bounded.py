@@ -14,7 +14,7 @@ from agents.core.models import TaskStatus
 from agents.tools import file_tools
 from tests.conftest import USER_ID, make_settings, start_bot
 from tests.fakes import anthropic_server as claude_says
-from tests.scripted import ScriptedModel
+from tests.scripted import RoleScript
 
 pytestmark = pytest.mark.skipif(
     shutil.which("rg") is None, reason="ripgrep (`rg`) is not installed (apt-get install ripgrep)"
@@ -89,7 +89,7 @@ async def test_other_chats_and_status_are_answered_while_a_worker_greps(
 
     gate = gated_rg(tmp_path, monkeypatch)
     (workspace_root / "group-therapy" / "evil.txt").write_text("a" * 31 + "!\n" + "a" * 100_000 + "!\n")
-    model = ScriptedModel()
+    model = RoleScript()
     fake_anthropic.handler = model
     model.add("code", claude_says.tool_use("grep", {"pattern": EVIL}), claude_says.text("Searched."))
     settings = make_settings(

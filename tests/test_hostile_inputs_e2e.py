@@ -16,7 +16,7 @@ import pytest
 
 from tests.conftest import USER_ID, BotHarness
 from tests.fakes import anthropic_server as claude_says
-from tests.scripted import ScriptedModel, role_of
+from tests.scripted import RoleScript, role_of
 from tests.test_attachments_e2e import answered, blocks_of, minimal_pdf
 
 
@@ -34,15 +34,15 @@ def decompression_bomb(width: int = 20_000, height: int = 20_000) -> bytes:
 
 
 @pytest.fixture
-def model(bot: BotHarness) -> ScriptedModel:
-    scripted = ScriptedModel()
+def model(bot: BotHarness) -> RoleScript:
+    scripted = RoleScript()
     bot.claude.handler = scripted
     return scripted
 
 
 @pytest.mark.parametrize("sent_as", ["document", "photo"])
 async def test_a_decompression_bomb_gets_one_sentence_and_the_caption_reaches_claude(
-    bot: BotHarness, model: ScriptedModel, sent_as: str
+    bot: BotHarness, model: RoleScript, sent_as: str
 ) -> None:
     bomb = decompression_bomb()
     assert len(bomb) < 60_000
@@ -78,7 +78,7 @@ def carries_the_bad_pdf(body: dict[str, Any]) -> tuple[int, int] | None:
 
 @pytest.mark.parametrize("says_where", [True, False], ids=["error-names-the-block", "bare-could-not-process"])
 async def test_a_refused_pdf_is_named_dropped_and_the_chat_goes_on(bot: BotHarness, says_where: bool) -> None:
-    scripted = ScriptedModel()
+    scripted = RoleScript()
     refused: list[dict[str, Any]] = []
 
     def api(body: dict[str, Any]) -> Any:

@@ -16,7 +16,7 @@ from agents.core.models import TaskStatus
 from tests.conftest import USER_ID, BotHarness, git, make_repo, start_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.js_tools import give_node_modules, npm_tools
-from tests.scripted import ScriptedModel, last_user_text
+from tests.scripted import RoleScript, last_user_text
 from tests.test_test_verdicts_e2e import breaks_then_fixes
 from tests.test_workers_e2e import final_summary, start_task
 
@@ -33,8 +33,8 @@ def tools() -> Path:
 
 
 @pytest.fixture
-def model(bot: BotHarness) -> ScriptedModel:
-    scripted = ScriptedModel()
+def model(bot: BotHarness) -> RoleScript:
+    scripted = RoleScript()
     bot.claude.handler = scripted
     return scripted
 
@@ -60,12 +60,12 @@ def js_repo(root: Path, name: str, test_script: str, test_file: str, extra: dict
     return make_repo(root / name, files)
 
 
-def requests_naming(model: ScriptedModel, text: str) -> list[str]:
+def requests_naming(model: RoleScript, text: str) -> list[str]:
     """The code worker's later turns (corrections) whose text names `text`."""
     return [t for t in (last_user_text(r) for r in model.requests["code"][1:]) if text in t]
 
 
-async def broken_test_named(bot: BotHarness, model: ScriptedModel, repo: Path, test_file: str = "test/calc.test.js"):
+async def broken_test_named(bot: BotHarness, model: RoleScript, repo: Path, test_file: str = "test/calc.test.js"):
     model.add("orchestrator", start_task(repo.name, "Tidy calc.js."), claude_says.text("started"))
     model.add("code", *breaks_then_fixes("calc.js", "a + b", "a - b", "a + b"))
     bot.say(f"tidy calc in {repo.name}")
@@ -79,7 +79,7 @@ async def broken_test_named(bot: BotHarness, model: ScriptedModel, repo: Path, t
     return correction, summary
 
 
-async def test_node_test_runner_names_the_broken_test(bot: BotHarness, model: ScriptedModel, workspace_root: Path):
+async def test_node_test_runner_names_the_broken_test(bot: BotHarness, model: RoleScript, workspace_root: Path):
     repo = js_repo(
         workspace_root, "nodeapp", "node --test", describe_calc("const { describe, it } = require('node:test');\n")
     )
@@ -87,7 +87,7 @@ async def test_node_test_runner_names_the_broken_test(bot: BotHarness, model: Sc
 
 
 async def test_mocha_names_the_broken_test(
-    bot: BotHarness, model: ScriptedModel, workspace_root: Path, tools: Path
+    bot: BotHarness, model: RoleScript, workspace_root: Path, tools: Path
 ) -> None:
     repo = js_repo(workspace_root, "mochaapp", "mocha", describe_calc(""))
     give_node_modules(repo, tools)  # a real folder in the owner's checkout, untracked
@@ -95,7 +95,7 @@ async def test_mocha_names_the_broken_test(
 
 
 async def test_jest_names_the_broken_test(
-    bot: BotHarness, model: ScriptedModel, workspace_root: Path, tools: Path
+    bot: BotHarness, model: RoleScript, workspace_root: Path, tools: Path
 ) -> None:
     repo = js_repo(workspace_root, "jestapp", "jest", describe_calc("", it="test"))
     give_node_modules(repo, tools)
@@ -103,7 +103,7 @@ async def test_jest_names_the_broken_test(
 
 
 async def test_tests_are_judged_when_the_lint_step_is_red_at_the_base(
-    bot: BotHarness, model: ScriptedModel, workspace_root: Path, tools: Path
+    bot: BotHarness, model: RoleScript, workspace_root: Path, tools: Path
 ) -> None:
     """`node lint.js && mocha`, lint red at the base and after: mocha still runs and names the broken test."""
     repo = js_repo(
@@ -123,7 +123,7 @@ async def test_tests_are_judged_when_the_lint_step_is_red_at_the_base(
 
 
 async def test_pnpm_workspace_pinning_another_pnpm_runs_offline_in_the_sandbox(
-    bot: BotHarness, model: ScriptedModel, workspace_root: Path, tools: Path
+    bot: BotHarness, model: RoleScript, workspace_root: Path, tools: Path
 ) -> None:
     """`packageManager` pins pnpm 9.8.0, pnpm 10 is installed, the sandbox has no network: the tests run."""
     repo = make_repo(
@@ -168,7 +168,7 @@ async def test_a_resumed_js_task_runs_its_tests(
 
     repo = js_repo(workspace_root, "resumeapp", "mocha", describe_calc(""))
     give_node_modules(repo, tools)
-    model = ScriptedModel()
+    model = RoleScript()
     fake_anthropic.handler = model
     settings = make_settings(  # the step "running: sleep 60" follows an edit at once: shown after a short interval
         fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repository=bot_repo, progress_interval_seconds=0.2

@@ -8,7 +8,7 @@ from agents.core.models import ChatMessage, Proposal, Role, TaskStatus
 from agents.core.text import estimate_tokens
 from tests.conftest import USER_ID, make_settings, start_bot
 from tests.fakes import anthropic_server as claude_says
-from tests.scripted import ScriptedModel
+from tests.scripted import RoleScript
 from tests.test_workers_e2e import final_summary
 
 
@@ -29,7 +29,7 @@ async def test_500_turns_are_compacted_and_the_pending_proposal_stays_visible(
         await store.add_proposal(
             Proposal(chat_id=USER_ID, workspace="calc", request="make add correct", body="## Summary\nFix add.")
         )
-        model = ScriptedModel()
+        model = RoleScript()
         bot.claude.handler = model
         model.add("compactor", claude_says.text("Earlier: we talked at length about calc.add."))
         model.add(
@@ -75,7 +75,7 @@ async def test_500_turns_are_compacted_and_the_pending_proposal_stays_visible(
 
 
 async def test_unverified_criteria_are_reported_not_done(bot) -> None:
-    model = ScriptedModel()
+    model = RoleScript()
     bot.claude.handler = model
     model.add(
         "orchestrator",

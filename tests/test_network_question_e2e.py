@@ -17,7 +17,7 @@ import pytest
 
 from tests.conftest import USER_ID, BotHarness, running_bot
 from tests.fakes import anthropic_server as claude_says
-from tests.scripted import ScriptedModel
+from tests.scripted import RoleScript
 
 pytestmark = pytest.mark.skipif(
     shutil.which("bwrap") is None or not sys.platform.startswith("linux"),
@@ -60,7 +60,7 @@ def outside_entities(text: str, entities: list[dict], kinds: tuple[str, ...]) ->
 
 async def ask_with(bot: BotHarness, command: str):
     """A worker asks to run `command` with the network; returns the question (the message with the buttons)."""
-    model = ScriptedModel()
+    model = RoleScript()
     bot.claude.handler = model
     model.add(
         "orchestrator",

@@ -18,7 +18,7 @@ from tests.conftest import USER_ID, BotHarness, make_settings, start_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.telegram_server import FakeTelegram
-from tests.scripted import ScriptedModel
+from tests.scripted import RoleScript
 
 INTERVAL = 1.0  # PROGRESS_INTERVAL_SECONDS here: short, so the test is quick
 HANG_GUARD = 30.0  # far above INTERVAL: only a step that is never shown fails the test
@@ -55,7 +55,7 @@ def held_until(go: threading.Event, reply: dict):
 
 
 async def test_a_step_right_after_an_edit_shows_within_the_interval(bot: BotHarness) -> None:
-    model = ScriptedModel()
+    model = RoleScript()
     bot.claude.handler = model
     go = threading.Event()
     model.add(

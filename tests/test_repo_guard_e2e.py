@@ -15,18 +15,18 @@ from agents.git.repository import git_common_dir
 from agents.git.worktrees import TaskWorktree, worktree_admin_dir
 from tests.conftest import USER_ID, BotHarness, git, start_bot, text_now
 from tests.fakes import anthropic_server as claude_says
-from tests.scripted import ScriptedModel
+from tests.scripted import RoleScript
 from tests.test_workers_e2e import branches, final_summary, start_task
 
 
 @pytest.fixture
-def model(bot: BotHarness) -> ScriptedModel:
-    scripted = ScriptedModel()
+def model(bot: BotHarness) -> RoleScript:
+    scripted = RoleScript()
     bot.claude.handler = scripted
     return scripted
 
 
-def tool_results(model: ScriptedModel, role: str) -> list[str]:
+def tool_results(model: RoleScript, role: str) -> list[str]:
     """Every tool result the model of `role` was shown, in order."""
     seen = []
     for body in model.requests[role]:
@@ -37,7 +37,7 @@ def tool_results(model: ScriptedModel, role: str) -> list[str]:
 
 
 async def test_a_worker_moving_main_deleting_branches_and_planting_hooks_is_undone(
-    bot: BotHarness, model: ScriptedModel, workspace_root: Path, tmp_path: Path
+    bot: BotHarness, model: RoleScript, workspace_root: Path, tmp_path: Path
 ) -> None:
     repo = workspace_root / "calc"
     git(repo, "branch", "feature")
@@ -84,7 +84,7 @@ async def test_a_worker_moving_main_deleting_branches_and_planting_hooks_is_undo
 
 
 async def test_a_100_mb_file_is_not_committed_and_is_named(
-    bot: BotHarness, model: ScriptedModel, workspace_root: Path
+    bot: BotHarness, model: RoleScript, workspace_root: Path
 ) -> None:
     repo = workspace_root / "calc"
     objects = repo / ".git" / "objects"
@@ -107,7 +107,7 @@ async def test_a_100_mb_file_is_not_committed_and_is_named(
 
 
 async def test_credential_files_are_refused_and_remote_tokens_masked(
-    bot: BotHarness, model: ScriptedModel, workspace_root: Path
+    bot: BotHarness, model: RoleScript, workspace_root: Path
 ) -> None:
     repo = workspace_root / "calc"
     git(repo, "remote", "add", "origin", "https://dev:ghp_SECRETTOKEN123@github.com/dev/calc.git")
@@ -160,7 +160,7 @@ async def test_credential_files_are_refused_and_remote_tokens_masked(
     assert any(".git/config" in text and "https://«masked»@github.com" in text for text in seen)  # the grep of .git
 
 
-async def test_the_worker_cannot_write_into_git_metadata(bot: BotHarness, model: ScriptedModel) -> None:
+async def test_the_worker_cannot_write_into_git_metadata(bot: BotHarness, model: RoleScript) -> None:
     model.add("orchestrator", start_task("calc", "Fix add()."), claude_says.text("started"))
     model.add(
         "code",
@@ -177,7 +177,7 @@ async def test_the_worker_cannot_write_into_git_metadata(bot: BotHarness, model:
     assert len(refused) == 3
 
 
-async def test_diff_of_a_big_change_is_capped_and_says_what_it_left_out(bot: BotHarness, model: ScriptedModel) -> None:
+async def test_diff_of_a_big_change_is_capped_and_says_what_it_left_out(bot: BotHarness, model: RoleScript) -> None:
     make = (
         "python3 -c \"import os\nopen('big.txt','w').write('x = 1\\n' * 400000)\n"
         "[open(f'part{i}.txt','w').write(('line %d\\n' % i) * 40000) for i in range(8)]\n"
@@ -205,7 +205,7 @@ async def test_a_stale_index_lock_does_not_fail_the_resumed_task(
     from telegram_bot.app import stop_polling
     from tests.conftest import make_settings
 
-    model = ScriptedModel()
+    model = RoleScript()
     fake_anthropic.handler = model
     settings = make_settings(  # the step "running: sleep 60" follows an edit at once: shown after a short interval
         fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repository=bot_repo, progress_interval_seconds=0.2

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from tests.conftest import BotHarness
 from tests.fakes import anthropic_server as claude_says
-from tests.scripted import ScriptedModel, last_user_text
+from tests.scripted import RoleScript, last_user_text
 from tests.test_workers_e2e import final_summary, start_task
 
 
 async def test_worker_first_turn_carries_the_map_of_the_named_file(bot: BotHarness, workspace_root) -> None:
-    model = ScriptedModel()
+    model = RoleScript()
     bot.claude.handler = model
     model.add("orchestrator", start_task("calc", "Fix add() in calc.py: it subtracts."), claude_says.text("Started."))
     model.add(
@@ -35,7 +35,7 @@ async def test_worker_first_turn_carries_the_map_of_the_named_file(bot: BotHarne
 
 async def test_orchestrator_knows_where_a_name_is_defined_without_a_tool_call(bot: BotHarness, workspace_root) -> None:
     await bot.runtime.repo_map.refresh("calc", workspace_root / "calc")
-    model = ScriptedModel()
+    model = RoleScript()
     bot.claude.handler = model
     model.add("orchestrator", claude_says.text("`add` is defined in calc.py, line 1."))
     bot.say("where is add defined?")

@@ -17,7 +17,7 @@ from PIL import Image
 from agents.core.models import TaskStatus
 from tests.conftest import USER_ID, BotHarness, git
 from tests.fakes import anthropic_server as claude_says
-from tests.scripted import ScriptedModel
+from tests.scripted import RoleScript
 from tests.test_sandbox_attacks import (  # noqa: F401 (fixtures)
     FAKE_KEY,
     FAKE_TOKEN,
@@ -41,7 +41,7 @@ def commit_all(repo: Path, message: str) -> None:
 @pytest.mark.settings(max_corrections=0)  # what the tests can reach is the point, not the corrections
 @pytest.mark.parametrize("venv", ["home-is-the-bot-folder", "home-is-root", "symlink"])
 async def test_a_committed_venv_does_not_open_the_host(
-    bot: BotHarness, model: ScriptedModel, planted: Path, workspace_root: Path, tmp_path: Path, venv: str
+    bot: BotHarness, model: RoleScript, planted: Path, workspace_root: Path, tmp_path: Path, venv: str
 ) -> None:
     calc = workspace_root / "calc"
     bot_folder = tmp_path  # holds the bot's cwd (its .env) and its data folder (the database)
@@ -89,7 +89,7 @@ def jpeg() -> bytes:
 @pytest.mark.settings(max_corrections=0)  # the writes are the point, not the corrections
 @pytest.mark.parametrize("link", ["folder", "gitignore", "file"])
 async def test_attachments_are_never_written_through_a_committed_symlink(
-    bot: BotHarness, model: ScriptedModel, workspace_root: Path, tmp_path: Path, link: str
+    bot: BotHarness, model: RoleScript, workspace_root: Path, tmp_path: Path, link: str
 ) -> None:
     calc = workspace_root / "calc"
     victim = tmp_path / "victim"
@@ -141,7 +141,7 @@ HISTORY_SECRET = "STAGING-SECRET-77x1"
 
 
 async def test_committed_credential_files_and_git_config_tokens_never_reach_the_model_or_the_chat(
-    bot: BotHarness, model: ScriptedModel, workspace_root: Path
+    bot: BotHarness, model: RoleScript, workspace_root: Path
 ) -> None:
     calc = workspace_root / "calc"
     main = git(calc, "rev-parse", "--abbrev-ref", "HEAD").strip()

@@ -18,7 +18,7 @@ from agents.core.models import TaskStatus
 from agents.store.database import Store
 from tests.conftest import USER_ID
 from tests.fakes import anthropic_server as claude_says
-from tests.scripted import ScriptedModel
+from tests.scripted import RoleScript
 from tests.test_sandbox import host_pids
 
 REPO = Path(__file__).resolve().parents[1]
@@ -73,7 +73,7 @@ async def test_sigterm_stops_cleanly_within_ten_seconds(
 async def test_sigkill_mid_task_then_restart_reports_and_resumes(
     fake_telegram, fake_anthropic, tmp_path, workspace_root
 ) -> None:
-    model = ScriptedModel()
+    model = RoleScript()
     fake_anthropic.handler = model
     model.add(
         "orchestrator",
@@ -150,7 +150,7 @@ async def test_sigkill_mid_task_then_restart_reports_and_resumes(
 async def test_sigterm_during_a_foreground_task_stops_within_ten_seconds(
     fake_telegram, fake_anthropic, tmp_path, workspace_root
 ) -> None:
-    model = ScriptedModel()
+    model = RoleScript()
     fake_anthropic.handler = model
     model.add(
         "orchestrator",

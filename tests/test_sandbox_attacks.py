@@ -25,7 +25,7 @@ import pytest
 from agents.core.models import TaskStatus
 from tests.conftest import USER_ID, BotHarness, running_bot
 from tests.fakes import anthropic_server as claude_says
-from tests.scripted import ScriptedModel
+from tests.scripted import RoleScript
 from tests.test_sandbox import host_pids
 
 pytestmark = pytest.mark.skipif(
@@ -98,8 +98,8 @@ def planted(tmp_path: Path, workspace_root: Path, monkeypatch: pytest.MonkeyPatc
 
 
 @pytest.fixture
-def model(bot: BotHarness) -> ScriptedModel:
-    scripted = ScriptedModel()
+def model(bot: BotHarness) -> RoleScript:
+    scripted = RoleScript()
     bot.claude.handler = scripted
     return scripted
 
@@ -110,7 +110,7 @@ def start_task(workspace: str, instructions: str) -> dict:
     )
 
 
-def tool_results(model: ScriptedModel, role: str = "code") -> list[str]:
+def tool_results(model: RoleScript, role: str = "code") -> list[str]:
     """Every tool result the bot sent back to the model of `role`."""
     texts = []
     for body in model.requests[role]:
@@ -122,7 +122,7 @@ def tool_results(model: ScriptedModel, role: str = "code") -> list[str]:
     return list(dict.fromkeys(texts))
 
 
-def everything_said(bot: BotHarness, model: ScriptedModel, role: str = "code") -> str:
+def everything_said(bot: BotHarness, model: RoleScript, role: str = "code") -> str:
     chat = "\n".join(v.text or "" for m in bot.tg.messages(USER_ID) for v in m.history)
     return json.dumps(model.requests[role]) + chat
 
@@ -138,7 +138,7 @@ async def task_end(bot: BotHarness, task_id: int, timeout: float = 60.0):
 
 
 async def test_hostile_commands_reach_nothing_outside_the_worktree(
-    bot: BotHarness, model: ScriptedModel, planted: Path, workspace_root: Path, listener: Listener
+    bot: BotHarness, model: RoleScript, planted: Path, workspace_root: Path, listener: Listener
 ) -> None:
     settings = bot.settings
     site = Path(sysconfig.get_paths()["purelib"])
@@ -184,7 +184,7 @@ async def test_hostile_commands_reach_nothing_outside_the_worktree(
     await bot.tg.await_for(lambda: not host_pids("1000.6061"), timeout=5)
 
 
-async def test_cancel_ends_detached_and_untagged_processes(bot: BotHarness, model: ScriptedModel) -> None:
+async def test_cancel_ends_detached_and_untagged_processes(bot: BotHarness, model: RoleScript) -> None:
     model.add("orchestrator", start_task("calc", "Run forever."), claude_says.text("Started."))
     model.add(
         "code",
@@ -205,7 +205,7 @@ async def test_cancel_ends_detached_and_untagged_processes(bot: BotHarness, mode
 
 @pytest.mark.settings(max_corrections=1)  # one correction carries the planted test's output back
 async def test_a_planted_test_in_the_bots_own_test_run_reads_no_secret(
-    bot: BotHarness, model: ScriptedModel, planted: Path, workspace_root: Path
+    bot: BotHarness, model: RoleScript, planted: Path, workspace_root: Path
 ) -> None:
     leak = (
         "import glob, os, pathlib\n\n\n"
@@ -272,7 +272,7 @@ async def network_request(bot: BotHarness):
 @pytest.mark.parametrize("answer", ["once", "task", "deny", None])
 async def test_network_on_request(asking_bot: BotHarness, listener: Listener, answer: str | None) -> None:
     bot = asking_bot
-    model = ScriptedModel()
+    model = RoleScript()
     bot.claude.handler = model
     command = connect_command(listener.port)
     model.add("orchestrator", start_task("calc", "Fetch it."), claude_says.text("Started."))
@@ -334,7 +334,7 @@ async def test_a_stranger_cannot_answer_a_network_request(asking_bot: BotHarness
     from tests.conftest import STRANGER_ID
 
     bot = asking_bot
-    model = ScriptedModel()
+    model = RoleScript()
     bot.claude.handler = model
     model.add("orchestrator", start_task("calc", "Fetch it."), claude_says.text("Started."))
     model.add(
@@ -356,7 +356,7 @@ async def test_the_bot_process_environment_stays_out_of_reach(
     """The bot as its own process, its keys in its real environment and its `.env`: /proc finds neither."""
     from tests.test_restart import bot_env, launch
 
-    model = ScriptedModel()
+    model = RoleScript()
     fake_anthropic.handler = model
     env = bot_env(fake_telegram, fake_anthropic, tmp_path, workspace_root)
     env.update(ANTHROPIC_API_KEY=FAKE_KEY, TELEGRAM_BOT_TOKEN=fake_telegram.token)
@@ -395,7 +395,7 @@ async def test_the_bot_process_environment_stays_out_of_reach(
 
 
 @pytest.mark.settings(max_corrections=1)  # one correction carries the probe's output back
-async def test_a_worker_cannot_choose_what_the_next_sandbox_binds(bot: BotHarness, model: ScriptedModel) -> None:
+async def test_a_worker_cannot_choose_what_the_next_sandbox_binds(bot: BotHarness, model: RoleScript) -> None:
     """Re-pointing the worktree's `.venv` link at the bot's data folder must not make the bot's test run bind it."""
     data = bot.settings.database_path.resolve().parent
     probe = (
@@ -428,7 +428,7 @@ async def test_a_worker_cannot_choose_what_the_next_sandbox_binds(bot: BotHarnes
 
 
 @pytest.mark.skipif(not shutil.which("chromium"), reason="chromium is not installed (apt-get install chromium)")
-async def test_a_screenshot_page_cannot_call_home(bot: BotHarness, model: ScriptedModel, listener: Listener) -> None:
+async def test_a_screenshot_page_cannot_call_home(bot: BotHarness, model: RoleScript, listener: Listener) -> None:
     """The frontend worker's Chromium runs in the task's sandbox: a page's script reaches no network, and a URL
     target is refused rather than loaded outside the sandbox."""
     page = (

@@ -14,14 +14,14 @@ from agents.store.database import Store
 from agents.work.task_execution import Progress
 from tests.conftest import USER_ID, BotHarness
 from tests.fakes import anthropic_server as claude_says
-from tests.scripted import ScriptedModel, last_user_text
+from tests.scripted import RoleScript, last_user_text
 
 NOTE = "also update the README"
 
 
 @pytest.fixture
-def model(bot: BotHarness) -> ScriptedModel:
-    scripted = ScriptedModel()
+def model(bot: BotHarness) -> RoleScript:
+    scripted = RoleScript()
     bot.claude.handler = scripted
     return scripted
 
@@ -53,7 +53,7 @@ async def progress_message(bot: BotHarness, task_id: int):
 
 
 async def test_a_reply_to_the_progress_message_reaches_the_workers_next_request(
-    bot: BotHarness, model: ScriptedModel
+    bot: BotHarness, model: RoleScript
 ) -> None:
     go = threading.Event()
     model.add(
@@ -105,7 +105,7 @@ async def test_a_reply_to_the_progress_message_reaches_the_workers_next_request(
 
 
 async def test_message_task_reaches_the_running_worker_and_a_finished_task_says_no(
-    bot: BotHarness, model: ScriptedModel
+    bot: BotHarness, model: RoleScript
 ) -> None:
     go = threading.Event()
     model.add(
@@ -139,7 +139,7 @@ async def test_message_task_reaches_the_running_worker_and_a_finished_task_says_
     )
 
 
-async def test_a_note_the_worker_never_read_is_reported(bot: BotHarness, model: ScriptedModel) -> None:
+async def test_a_note_the_worker_never_read_is_reported(bot: BotHarness, model: RoleScript) -> None:
     go = threading.Event()
     model.add("code", held_until(go, claude_says.text("Finished without another step.")))
     await bot.runtime.crew.start_task(USER_ID, "group-therapy", "code", "Tidy app.py.", background=True)

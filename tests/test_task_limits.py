@@ -21,7 +21,7 @@ import pytest
 from agents.core.models import TaskStatus
 from tests.conftest import BotHarness, running_bot
 from tests.fakes import anthropic_server as claude_says
-from tests.scripted import ScriptedModel
+from tests.scripted import RoleScript
 from tests.test_sandbox_attacks import Listener, start_task, task_end, tool_results
 
 pytestmark = pytest.mark.skipif(
@@ -61,8 +61,8 @@ async def limited_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, b
 
 
 @pytest.fixture
-def model(limited_bot: BotHarness) -> ScriptedModel:
-    scripted = ScriptedModel()
+def model(limited_bot: BotHarness) -> RoleScript:
+    scripted = RoleScript()
     limited_bot.claude.handler = scripted
     return scripted
 
@@ -72,7 +72,7 @@ def run(command: str, network: bool = False) -> dict:
 
 
 @pytest.mark.skipif(memory_cgroup_reason() is not None, reason=f"no per-task memory cgroup: {memory_cgroup_reason()}")
-async def test_a_tasks_processes_together_stay_within_its_memory(limited_bot: BotHarness, model: ScriptedModel) -> None:
+async def test_a_tasks_processes_together_stay_within_its_memory(limited_bot: BotHarness, model: RoleScript) -> None:
     """Five processes each touching 100 MB (each well under the 256 MB address-space limit) together need 500 MB:
     before issue 22 every one of them held its memory (one command held 803 MB); now the task's cgroup stops them."""
     hog = 'python -c \'import time; b = bytearray(100 << 20); time.sleep(3); print("HE" "LD")\''
@@ -97,7 +97,7 @@ async def test_a_tasks_processes_together_stay_within_its_memory(limited_bot: Bo
 
 
 async def test_a_task_past_its_disk_budget_is_stopped_told_and_can_go_on(
-    limited_bot: BotHarness, model: ScriptedModel, workspace_root: Path
+    limited_bot: BotHarness, model: RoleScript, workspace_root: Path
 ) -> None:
     """Files each under the per-file limit (1 GB), together 1 GB of reserved blocks against a 300 MB budget."""
     fill = "for i in 1 2 3 4 5; do fallocate -l 200M reserved-$i.bin || exit 1; done; sleep 5; echo FILLED''-UP"
@@ -143,7 +143,7 @@ def pasta_reason() -> str | None:
 
 @pytest.mark.skipif(pasta_reason() is not None, reason=str(pasta_reason()))
 async def test_an_allowed_network_does_not_reach_the_hosts_own_ports(
-    limited_bot: BotHarness, model: ScriptedModel
+    limited_bot: BotHarness, model: RoleScript
 ) -> None:
     """With the network allowed, a worker once reached the bot's own endpoints on 127.0.0.1; now its namespace has
     its own loopback, the host's addresses stay inside it, and pasta gives it an interface and a default route."""

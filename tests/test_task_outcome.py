@@ -11,7 +11,7 @@ from agents.git.commits import CommitResult, LeftOut
 from agents.verify.test_runner import RunState, TestOutcome, TestStatus
 from agents.verify.test_verdict import judge
 from agents.work.task_outcome import RunFacts, decide, render
-from agents.work.worker import Limits, StopReason, WorkerResult
+from agents.work.worker import Ending, Limits, WorkerResult
 
 
 def run(cases: dict[str, str], **fields: object) -> TestOutcome:
@@ -27,7 +27,7 @@ def run(cases: dict[str, str], **fields: object) -> TestOutcome:
     )
 
 
-def facts(stop: StopReason = StopReason.FINISHED, report: str = "Fixed it.", **fields: object) -> RunFacts:
+def facts(stop: Ending = Ending.FINISHED, report: str = "Fixed it.", **fields: object) -> RunFacts:
     values: dict = dict(
         task_id=7,
         workspace="calc",
@@ -83,14 +83,14 @@ def test_a_pre_existing_failure_does_not_stop_done() -> None:
 
 
 def test_a_blocked_worker_is_blocked_whatever_the_tests_say() -> None:
-    outcome = decide(facts(stop=StopReason.BLOCKED, report="BLOCKED: which database?", verdict=None))
+    outcome = decide(facts(stop=Ending.BLOCKED, report="BLOCKED: which database?", verdict=None))
     assert outcome.status is TaskStatus.BLOCKED
     assert outcome.headline == "⛔ Task #7 blocked: the worker is blocked: which database?"
     assert "**Tests:** not run (the worker did not finish)" in render(outcome)
 
 
 def test_a_limit_stop_is_failed_and_says_which_limit() -> None:
-    outcome = decide(facts(stop=StopReason.STEP_LIMIT, verdict=None))
+    outcome = decide(facts(stop=Ending.STEP_LIMIT, verdict=None))
     assert outcome.status is TaskStatus.FAILED
     assert outcome.headline == "✖ Task #7 stopped: stopped after 60 steps (step limit)"
 

@@ -11,7 +11,7 @@ from agents.store.database import Store
 from agents.work.task_runner import TaskRunner
 from tests.conftest import USER_ID, BotHarness, make_settings, start_bot
 from tests.fakes import anthropic_server as claude_says
-from tests.scripted import ScriptedModel
+from tests.scripted import RoleScript
 
 
 async def test_runner_claims_by_priority_then_age_at_most_n_at_once(tmp_path) -> None:
@@ -78,7 +78,7 @@ async def bot2(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo
 
 
 async def test_five_tasks_two_at_a_time_while_a_question_is_answered(bot2: BotHarness) -> None:
-    model = ScriptedModel()
+    model = RoleScript()
     bot2.claude.handler = model
     crew = bot2.runtime.crew
     for i in range(5):
@@ -131,7 +131,7 @@ async def test_five_tasks_two_at_a_time_while_a_question_is_answered(bot2: BotHa
 
 
 async def test_cancel_asks_which_when_several_and_orchestrator_can_cancel(bot2: BotHarness) -> None:
-    model = ScriptedModel()
+    model = RoleScript()
     bot2.claude.handler = model
     for i in range(2):
         model.add("code", *slow_worker_script(100))
@@ -160,7 +160,7 @@ async def test_daily_budget_refuses_new_tasks(fake_telegram, fake_anthropic, tmp
     settings = make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root, daily_budget_usd=0.000001)
     bot = await start_bot(settings, fake_telegram, fake_anthropic)
     try:
-        model = ScriptedModel()
+        model = RoleScript()
         bot.claude.handler = model
         model.add("orchestrator", claude_says.text("hello"))
         bot.say("hi")  # spends a little

@@ -17,13 +17,13 @@ import pytest
 from agents.core.models import TaskStatus
 from tests.conftest import USER_ID, BotHarness, git, make_repo
 from tests.fakes import anthropic_server as claude_says
-from tests.scripted import ScriptedModel, last_user_text
+from tests.scripted import RoleScript, last_user_text
 from tests.test_workers_e2e import final_summary, start_task
 
 
 @pytest.fixture
-def model(bot: BotHarness) -> ScriptedModel:
-    scripted = ScriptedModel()
+def model(bot: BotHarness) -> RoleScript:
+    scripted = RoleScript()
     bot.claude.handler = scripted
     return scripted
 
@@ -33,12 +33,12 @@ def write(path: Path, text: str) -> None:
     path.write_text(textwrap.dedent(text))
 
 
-def sent_to_worker(model: ScriptedModel, turn: int) -> str:
+def sent_to_worker(model: RoleScript, turn: int) -> str:
     """The user text of the code worker's `turn`-th request (0: the task itself)."""
     return last_user_text(model.requests["code"][turn])
 
 
-def corrections(model: ScriptedModel) -> list[str]:
+def corrections(model: RoleScript) -> list[str]:
     return [t for t in (last_user_text(r) for r in model.requests["code"]) if "correction " in t and "FAILED" in t]
 
 
@@ -68,7 +68,7 @@ def branch_files(repo: Path, branch: str) -> list[str]:
 # red at the base
 
 
-async def test_pre_existing_failure_is_reported_not_sent_back(bot: BotHarness, model: ScriptedModel) -> None:
+async def test_pre_existing_failure_is_reported_not_sent_back(bot: BotHarness, model: RoleScript) -> None:
     """calc's test_add fails at the base; an unrelated change completes with no correction turn about it."""
     model.add(
         "orchestrator",
@@ -97,7 +97,7 @@ async def test_pre_existing_failure_is_reported_not_sent_back(bot: BotHarness, m
 
 
 async def test_broken_test_is_corrected_alone_with_old_failures_listed_as_not_yours(
-    bot: BotHarness, model: ScriptedModel, workspace_root: Path
+    bot: BotHarness, model: RoleScript, workspace_root: Path
 ) -> None:
     make_repo(
         workspace_root / "shop",
@@ -131,7 +131,7 @@ async def test_broken_test_is_corrected_alone_with_old_failures_listed_as_not_yo
     assert "1 fixed" not in summary.text and "0 broken" in summary.text and "1 failing before" in summary.text
 
 
-async def test_stubborn_breakage_ends_blocked(bot: BotHarness, model: ScriptedModel, workspace_root: Path) -> None:
+async def test_stubborn_breakage_ends_blocked(bot: BotHarness, model: RoleScript, workspace_root: Path) -> None:
     make_repo(
         workspace_root / "shop",
         {
@@ -154,7 +154,7 @@ async def test_stubborn_breakage_ends_blocked(bot: BotHarness, model: ScriptedMo
 
 
 async def test_flaky_test_is_reported_flaky_not_broken(
-    bot: BotHarness, model: ScriptedModel, workspace_root: Path
+    bot: BotHarness, model: RoleScript, workspace_root: Path
 ) -> None:
     """It passes at the base, fails on the first run in the task's worktree, passes on the re-run of its id."""
     make_repo(
@@ -188,7 +188,7 @@ async def test_flaky_test_is_reported_flaky_not_broken(
 
 
 async def test_slow_suite_timing_out_at_the_base_too_is_unverified_not_blocked(
-    bot: BotHarness, model: ScriptedModel, workspace_root: Path
+    bot: BotHarness, model: RoleScript, workspace_root: Path
 ) -> None:
     make_repo(
         workspace_root / "slow",
@@ -207,7 +207,7 @@ async def test_slow_suite_timing_out_at_the_base_too_is_unverified_not_blocked(
     assert "also at the base commit" in summary.text
 
 
-async def test_workspace_without_tests_says_so(bot: BotHarness, model: ScriptedModel) -> None:
+async def test_workspace_without_tests_says_so(bot: BotHarness, model: RoleScript) -> None:
     model.add("orchestrator", start_task("group-therapy", "Print hello instead of hi."), claude_says.text("started"))
     model.add("code", edit("app.py", "'hi'", "'hello'"), claude_says.text("Done."))
     bot.say("say hello in group therapy")
@@ -218,7 +218,7 @@ async def test_workspace_without_tests_says_so(bot: BotHarness, model: ScriptedM
 
 
 async def test_the_checks_are_the_bots_not_the_workers(
-    bot: BotHarness, model: ScriptedModel, workspace_root: Path
+    bot: BotHarness, model: RoleScript, workspace_root: Path
 ) -> None:
     """A worker that breaks the code, rewrites .agentlab.toml to `echo '1 passed'` and deletes a test file gets
     corrected all the same, and the summary names what it did to the checks."""
@@ -264,7 +264,7 @@ def fake_node_project(repo: Path) -> None:
 
 
 async def test_js_project_uses_the_main_checkouts_node_modules_and_never_commits_them(
-    bot: BotHarness, model: ScriptedModel, workspace_root: Path
+    bot: BotHarness, model: RoleScript, workspace_root: Path
 ) -> None:
     repo = make_repo(
         workspace_root / "jsapp",
@@ -312,7 +312,7 @@ def make_venv_with_editable_install(repo: Path, package_src: Path) -> Path:
 
 
 async def test_src_layout_editable_install_tests_the_worktree(
-    bot: BotHarness, model: ScriptedModel, workspace_root: Path
+    bot: BotHarness, model: RoleScript, workspace_root: Path
 ) -> None:
     repo = make_repo(
         workspace_root / "lib",
@@ -339,7 +339,7 @@ async def test_src_layout_editable_install_tests_the_worktree(
     assert "agentlab" in (repo / ".git" / "info" / "exclude").read_text()
 
 
-async def test_bots_interpreter_fallback_is_said(bot: BotHarness, model: ScriptedModel) -> None:
+async def test_bots_interpreter_fallback_is_said(bot: BotHarness, model: RoleScript) -> None:
     model.add("orchestrator", start_task("calc", "Fix add()."), claude_says.text("started"))
     model.add("code", edit("calc.py", "a - b", "a + b"), claude_says.text("Fixed."))
     bot.say("fix calc")
@@ -366,7 +366,7 @@ def fake_uv(bin_dir: Path, calls: Path) -> None:
 
 
 async def test_uv_project_runs_through_uv_run(
-    bot: BotHarness, model: ScriptedModel, workspace_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    bot: BotHarness, model: RoleScript, workspace_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Detection picks `uv run` for a project with uv.lock. Here `uv` is a stand-in on PATH (`uv` syncing a real
     environment needs the network); `test_real_uv_project` uses the real one where it is installed."""
@@ -395,7 +395,7 @@ async def test_uv_project_runs_through_uv_run(
 
 
 @pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed on this machine")
-async def test_real_uv_project(bot: BotHarness, model: ScriptedModel, workspace_root: Path) -> None:
+async def test_real_uv_project(bot: BotHarness, model: RoleScript, workspace_root: Path) -> None:
     """With the real uv: a project whose `.venv` uv made; the workspace .venv is found first and tests the worktree."""
     repo = make_repo(
         workspace_root / "uvreal",
@@ -422,7 +422,7 @@ async def test_real_uv_project(bot: BotHarness, model: ScriptedModel, workspace_
 
 
 async def test_untracked_agentlab_toml_in_the_workspace_is_used_and_said(
-    bot: BotHarness, model: ScriptedModel, workspace_root: Path
+    bot: BotHarness, model: RoleScript, workspace_root: Path
 ) -> None:
     repo = make_repo(workspace_root / "custom", {"check.sh": 'test "$(cat value)" = 1\n', "value": "1\n"})
     (repo / ".agentlab.toml").write_text('[tests]\ncommand = "sh check.sh"\n')  # untracked

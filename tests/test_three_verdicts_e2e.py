@@ -10,20 +10,20 @@ import pytest
 from agents.core.models import TaskStatus
 from tests.conftest import USER_ID, BotHarness, make_repo
 from tests.fakes import anthropic_server as claude_says
-from tests.scripted import ScriptedModel
+from tests.scripted import RoleScript
 from tests.test_test_verdicts_e2e import corrections, edit, write_file
 from tests.test_workers_e2e import final_summary, start_task
 
 
 @pytest.fixture
-def model(bot: BotHarness) -> ScriptedModel:
-    scripted = ScriptedModel()
+def model(bot: BotHarness) -> RoleScript:
+    scripted = RoleScript()
     bot.claude.handler = scripted
     return scripted
 
 
 async def run_task(
-    bot: BotHarness, model: ScriptedModel, workspace: str, instructions: str, *worker_turns: dict, timeout: float = 90
+    bot: BotHarness, model: RoleScript, workspace: str, instructions: str, *worker_turns: dict, timeout: float = 90
 ):
     """Ask for a code task on `workspace`, the worker playing `worker_turns`; the ended task and its summary."""
     model.add("orchestrator", start_task(workspace, instructions), claude_says.text("started"))
@@ -44,7 +44,7 @@ def merge_label(summary) -> str:
 
 
 async def test_collection_error_at_the_base_is_never_done(
-    bot: BotHarness, model: ScriptedModel, workspace_root: Path
+    bot: BotHarness, model: RoleScript, workspace_root: Path
 ) -> None:
     """pytest exit 2 (a collection error, 0 tests run) at the base and after: a change that breaks url_for is
     ⚠ unverified, saying why, never ✔."""
@@ -82,7 +82,7 @@ async def test_collection_error_at_the_base_is_never_done(
 
 
 async def test_whole_suite_red_before_and_after_is_unverified(
-    bot: BotHarness, model: ScriptedModel, workspace_root: Path
+    bot: BotHarness, model: RoleScript, workspace_root: Path
 ) -> None:
     """A script that only fails or passes as a whole, red at the base and after: the bot cannot tell → ⚠."""
     make_repo(
@@ -109,7 +109,7 @@ async def test_whole_suite_red_before_and_after_is_unverified(
     assert "[unverified]" in shown and "as a whole" in shown
 
 
-async def test_fix_task_with_a_non_fix_is_sent_back_naming_its_target(bot: BotHarness, model: ScriptedModel) -> None:
+async def test_fix_task_with_a_non_fix_is_sent_back_naming_its_target(bot: BotHarness, model: RoleScript) -> None:
     """calc's test_add fails at the base; "fix the bug in calc.py" with a change that does not fix it is corrected
     naming test_add (the task's target), and only the real fix is ✔."""
     task, summary = await run_task(
@@ -131,7 +131,7 @@ async def test_fix_task_with_a_non_fix_is_sent_back_naming_its_target(bot: BotHa
 
 
 async def test_unrelated_change_on_a_red_base_is_done_with_the_old_failure_listed(
-    bot: BotHarness, model: ScriptedModel
+    bot: BotHarness, model: RoleScript
 ) -> None:
     task, summary = await run_task(
         bot,
@@ -148,7 +148,7 @@ async def test_unrelated_change_on_a_red_base_is_done_with_the_old_failure_liste
 
 
 async def test_task_whose_net_change_is_nothing_says_so(
-    bot: BotHarness, model: ScriptedModel, workspace_root: Path
+    bot: BotHarness, model: RoleScript, workspace_root: Path
 ) -> None:
     make_repo(
         workspace_root / "shop",

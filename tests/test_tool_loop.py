@@ -11,7 +11,7 @@ import pytest
 from agents.llm.scripted_model import ScriptedModel, call, calls, say
 from agents.llm.tool_loop import TRUNCATED, Ending, Limits, ToolLoop
 from agents.tools.toolbox import Audit, Tool, Toolbox, prop
-from agents.work.worker import StopReason, Worker
+from agents.work.worker import Ending, Worker
 
 
 def toolbox(log: list[str]) -> Toolbox:
@@ -40,7 +40,7 @@ async def test_tool_calls_run_and_the_final_text_is_the_report() -> None:
     ran: list[str] = []
     model = ScriptedModel([call("read_file", {"path": "a.py"}), say("all good")])
     result = await worker(model, ran).run("do it")
-    assert result.stop is StopReason.FINISHED and result.report == "all good"
+    assert result.stop is Ending.FINISHED and result.report == "all good"
     assert ran == ["a.py"]
     second = model.requests[1]["messages"]
     assert second[-1]["content"][0]["type"] == "tool_result"
@@ -51,7 +51,7 @@ async def test_step_limit() -> None:
     ran: list[str] = []
     model = ScriptedModel([call("read_file", {"path": f"{i}.py"}) for i in range(5)])
     result = await worker(model, ran, max_steps=3).run("loop forever")
-    assert result.stop is StopReason.STEP_LIMIT and not result.finished and not result.blocked
+    assert result.stop is Ending.STEP_LIMIT and not result.finished and not result.blocked
     assert len(model.requests) == 3 and ran == ["0.py", "1.py", "2.py"]
 
 
@@ -59,7 +59,7 @@ async def test_time_limit_stops_a_slow_tool_and_leaves_a_valid_conversation() ->
     model = ScriptedModel([call("slow", {"seconds": 30}, text="waiting"), say("fixed")])
     w = worker(model, [], max_seconds=0.2)
     result = await w.run("go")
-    assert result.stop is StopReason.TIME_LIMIT and result.report == "waiting"
+    assert result.stop is Ending.TIME_LIMIT and result.report == "waiting"
     # the cut tool call is answered, so a correction turn is a valid request
     assert w.messages[-1]["content"][0]["type"] == "tool_result" and w.messages[-1]["content"][0]["is_error"]
     w.limits = Limits()
@@ -70,7 +70,7 @@ async def test_time_limit_stops_a_slow_tool_and_leaves_a_valid_conversation() ->
 async def test_token_limit_counts_every_request() -> None:
     model = ScriptedModel([call("read_file", {"path": "a"}, input_tokens=600, output_tokens=0)] * 4)
     result = await worker(model, [], max_tokens=1000).run("go")
-    assert result.stop is StopReason.TOKEN_LIMIT
+    assert result.stop is Ending.TOKEN_LIMIT
     assert len(model.requests) == 2
 
 
@@ -79,7 +79,7 @@ async def test_a_tool_call_cut_off_at_max_tokens_is_not_run_nor_the_answer() -> 
     model = ScriptedModel([call("read_file", {"path": "huge.py"}, stop_reason="max_tokens"), say("done in pieces")])
     result = await worker(model, ran).run("write a big file")
     assert ran == []
-    assert result.stop is StopReason.FINISHED and result.report == "done in pieces"
+    assert result.stop is Ending.FINISHED and result.report == "done in pieces"
     answer = model.requests[1]["messages"][-1]["content"][0]
     assert answer["is_error"] and answer["content"] == TRUNCATED
 
@@ -87,13 +87,13 @@ async def test_a_tool_call_cut_off_at_max_tokens_is_not_run_nor_the_answer() -> 
 @pytest.mark.parametrize(
     ("reply", "stop"),
     [
-        (say("I can't help with that.", stop_reason="refusal"), StopReason.REFUSED),
-        (say("", stop_reason="model_context_window_exceeded"), StopReason.CONTEXT_FULL),
-        (say("Half a report", stop_reason="max_tokens"), StopReason.CUT_OFF),
-        (say("BLOCKED: which database should I use?"), StopReason.BLOCKED),
+        (say("I can't help with that.", stop_reason="refusal"), Ending.REFUSED),
+        (say("", stop_reason="model_context_window_exceeded"), Ending.CONTEXT_FULL),
+        (say("Half a report", stop_reason="max_tokens"), Ending.CUT_OFF),
+        (say("BLOCKED: which database should I use?"), Ending.BLOCKED),
     ],
 )
-async def test_endings_that_block_the_task(reply: Any, stop: StopReason) -> None:
+async def test_endings_that_block_the_task(reply: Any, stop: Ending) -> None:
     result = await worker(ScriptedModel([reply]), []).run("go")
     assert result.stop is stop and result.blocked and not result.finished
 

@@ -12,7 +12,7 @@ from agents.inputs.voice import AudioError, Transcriber
 from tests.conftest import USER_ID, make_settings, start_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.fakes.whisper_checkpoint import FakeTranscriber, build_tiny_checkpoint, make_ogg_opus, speech, tone_mix
-from tests.scripted import ScriptedModel
+from tests.scripted import RoleScript
 
 pytestmark = pytest.mark.slow
 
@@ -33,7 +33,7 @@ async def test_voice_note_through_the_real_whisper_pipeline(
     transcriber = Transcriber(tiny_checkpoint, "en", 60.0)
     bot = await start_bot(settings, fake_telegram, fake_anthropic, transcriber=transcriber)
     try:
-        model = ScriptedModel()
+        model = RoleScript()
         bot.claude.handler = model
         model.add("orchestrator", claude_says.text("Got your voice note."), claude_says.text("And your text."))
         samples = speech("add logging to the group therapy project")
@@ -86,7 +86,7 @@ async def test_spoken_go_ahead_approves_the_pending_proposal(
         await bot.runtime.store.add_proposal(
             Proposal(chat_id=USER_ID, workspace="group-therapy", request="logging", body="## Summary\nAdd logging.")
         )
-        model = ScriptedModel()
+        model = RoleScript()
         bot.claude.handler = model
         model.add("orchestrator", claude_says.tool_use("approve_proposal", {}), claude_says.text("Approved."))
         bot.tg.send_voice(USER_ID, b"fake-ogg", duration=1)
@@ -161,7 +161,7 @@ async def test_first_note_while_the_model_loads_says_so_and_text_stays_responsiv
         transcriber=transcriber,
     )
     try:
-        model = ScriptedModel()
+        model = RoleScript()
         bot.claude.handler = model
         model.add("orchestrator", claude_says.text("Typed answer."), claude_says.text("Voice answer."))
         bot.tg.send_voice(USER_ID, b"ogg", duration=1, chat_id=USER_ID + 1)

@@ -11,12 +11,12 @@ import pytest
 from agents.core.models import ProposalStatus, TaskStatus
 from tests.conftest import USER_ID, BotHarness, git, text_now
 from tests.fakes import anthropic_server as claude_says
-from tests.scripted import ScriptedModel, last_user_text
+from tests.scripted import RoleScript, last_user_text
 
 
 @pytest.fixture
-def model(bot: BotHarness) -> ScriptedModel:
-    scripted = ScriptedModel()
+def model(bot: BotHarness) -> RoleScript:
+    scripted = RoleScript()
     bot.claude.handler = scripted
     return scripted
 
@@ -55,7 +55,7 @@ def branches(repo) -> list[str]:
     return git(repo, "branch", "--format=%(refname:short)").split()
 
 
-async def test_code_fix_committed_on_a_task_branch(bot: BotHarness, model: ScriptedModel, workspace_root) -> None:
+async def test_code_fix_committed_on_a_task_branch(bot: BotHarness, model: RoleScript, workspace_root) -> None:
     repo = workspace_root / "calc"
     model.add(
         "orchestrator",
@@ -88,7 +88,7 @@ async def test_code_fix_committed_on_a_task_branch(bot: BotHarness, model: Scrip
 
 
 async def test_sloppy_worker_is_corrected_with_the_failing_output(
-    bot: BotHarness, model: ScriptedModel, workspace_root
+    bot: BotHarness, model: RoleScript, workspace_root
 ) -> None:
     model.add("orchestrator", start_task("calc", "Fix add()."), claude_says.text("started"))
     model.add(
@@ -109,7 +109,7 @@ async def test_sloppy_worker_is_corrected_with_the_failing_output(
     assert len(log) == 3 and "correction 1" in log[0], "the correction's changes are committed too"
 
 
-async def test_stubborn_worker_is_blocked_after_three_corrections(bot: BotHarness, model: ScriptedModel) -> None:
+async def test_stubborn_worker_is_blocked_after_three_corrections(bot: BotHarness, model: RoleScript) -> None:
     model.add("orchestrator", start_task("calc", "Fix add()."), claude_says.text("started"))
     model.add("code", *[claude_says.text("I think it's fine.") for _ in range(4)])
     bot.say("fix calc")
@@ -121,7 +121,7 @@ async def test_stubborn_worker_is_blocked_after_three_corrections(bot: BotHarnes
 
 
 async def test_research_proposal_waits_then_button_approval_starts_code_worker(
-    bot: BotHarness, model: ScriptedModel, workspace_root
+    bot: BotHarness, model: RoleScript, workspace_root
 ) -> None:
     repo = workspace_root / "group-therapy"
     proposal_md = (
@@ -160,7 +160,7 @@ async def test_research_proposal_waits_then_button_approval_starts_code_worker(
     assert "1/1 verified" in summary.text and "import logging" in summary.text, "the plan became the criteria"
 
 
-async def test_go_ahead_approves_and_refinement_supersedes(bot: BotHarness, model: ScriptedModel) -> None:
+async def test_go_ahead_approves_and_refinement_supersedes(bot: BotHarness, model: RoleScript) -> None:
     model.add(
         "orchestrator",
         claude_says.tool_use("start_research", {"workspace": "group-therapy", "request": "better API"}),
@@ -205,7 +205,7 @@ async def test_go_ahead_approves_and_refinement_supersedes(bot: BotHarness, mode
     assert "proposal #2" in pending_context
 
 
-async def test_own_repo_change_lands_in_self(bot: BotHarness, model: ScriptedModel, bot_repo) -> None:
+async def test_own_repo_change_lands_in_self(bot: BotHarness, model: RoleScript, bot_repo) -> None:
     model.add(
         "orchestrator",
         start_task("self", "Add a /restart command handler to telegram_bot/handlers.py"),
@@ -230,7 +230,7 @@ async def test_own_repo_change_lands_in_self(bot: BotHarness, model: ScriptedMod
 
 
 @pytest.mark.skipif(not shutil.which("chromium"), reason="chromium is not installed (apt-get install chromium)")
-async def test_frontend_worker_screenshot_is_sent_as_photo(bot: BotHarness, model: ScriptedModel) -> None:
+async def test_frontend_worker_screenshot_is_sent_as_photo(bot: BotHarness, model: RoleScript) -> None:
     model.add(
         "orchestrator",
         start_task("group-therapy", "Build index.html portfolio page", worker="frontend"),
@@ -267,7 +267,7 @@ def host_pids(argument: str) -> list[int]:
     return found
 
 
-async def test_cancel_kills_the_running_command(bot: BotHarness, model: ScriptedModel, tmp_path) -> None:
+async def test_cancel_kills_the_running_command(bot: BotHarness, model: RoleScript, tmp_path) -> None:
     model.add("orchestrator", start_task("calc", "Run the long job."), claude_says.text("Started."))
     model.add("code", claude_says.tool_use("run_command", {"command": "sleep 1000.4242"}))
     bot.say("run the long job in calc")
@@ -280,7 +280,7 @@ async def test_cancel_kills_the_running_command(bot: BotHarness, model: Scripted
 
 
 async def test_quick_test_worker_waits_then_diff_and_discard(
-    bot: BotHarness, model: ScriptedModel, workspace_root
+    bot: BotHarness, model: RoleScript, workspace_root
 ) -> None:
     repo = workspace_root / "group-therapy"
     (repo / "util.py").write_text("def double(x):\n    return 2 * x\n")
@@ -321,9 +321,7 @@ async def test_quick_test_worker_waits_then_diff_and_discard(
     assert branches(repo) == ["main"]
 
 
-async def test_a_tool_call_cut_off_at_max_tokens_is_not_run(
-    bot: BotHarness, model: ScriptedModel, workspace_root
-) -> None:
+async def test_a_tool_call_cut_off_at_max_tokens_is_not_run(bot: BotHarness, model: RoleScript, workspace_root) -> None:
     cut = claude_says.tool_use("write_file", {"path": "big.py", "content": "x = 1  # the rest was cut"})
     cut["stop_reason"] = "max_tokens"
     model.add("orchestrator", start_task("group-therapy", "Write big.py"), claude_says.text("Started."))
@@ -342,7 +340,7 @@ async def test_a_tool_call_cut_off_at_max_tokens_is_not_run(
     assert task.status is TaskStatus.UNVERIFIED  # ended; no tests in the workspace
 
 
-async def test_double_tap_on_approve_starts_one_task(bot: BotHarness, model: ScriptedModel) -> None:
+async def test_double_tap_on_approve_starts_one_task(bot: BotHarness, model: RoleScript) -> None:
     from agents.core.errors import ToolError
     from agents.core.models import Proposal
 

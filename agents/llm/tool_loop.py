@@ -50,6 +50,7 @@ class Ending(StrEnum):
     REFUSED = "refusal"
     CONTEXT_FULL = "context window exceeded"
     CUT_OFF = "max_tokens"  # a text-only answer cut off at the output limit
+    BLOCKED = "blocked"  # set by a worker, not the loop: it finished with a report starting BLOCKED:
 
 
 @dataclass

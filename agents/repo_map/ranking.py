@@ -497,7 +497,11 @@ def rank_files(
     request_text: str,
     recent: Sequence[str] = (),
 ) -> Ranking:
-    """Every file and definition, most relevant to `request_text` first (see the module docstring)."""
+    """Every file and definition, most relevant to `request_text` first (see the module docstring).
+
+    Why one long function: the signals (named paths, dotted names, terms, imports, recent files) feed one
+    personalisation vector and one PageRank; split apart, each part would need all of its locals.
+    """
     if not paths:
         return Ranking([], [])
     request = Request.parse(request_text)

@@ -269,7 +269,10 @@ async def _run_argv(
     on_start: Callable[[int], Awaitable[None]] | None = None,
 ) -> CommandResult:
     """Start `argv` in its own session and collect its output; the group is killed on timeout or cancellation.
-    `on_start(pgid)` runs once the process exists (a failure there kills it and becomes a ToolError)."""
+    `on_start(pgid)` runs once the process exists (a failure there kills it and becomes a ToolError).
+
+    Why long: start, read, time out, cancel and kill share the process and its group; every exit path must reap
+    both, which one try/finally keeps visible in one place."""
     started = time.monotonic()
     try:
         process = await asyncio.create_subprocess_exec(

@@ -110,7 +110,10 @@ def worker_tools(
     """The tools of one worker role, all confined to `root` (the task's worktree); commands carry `env_tag`.
 
     With `sandbox`, commands run inside it (no network); `network=true` runs one with the network once
-    `ask_network` allows it. Without a sandbox (SANDBOX=off) nothing confines a command, network included."""
+    `ask_network` allows it. Without a sandbox (SANDBOX=off) nothing confines a command, network included.
+
+    Why long: each tool's handler is a closure over the role's root, sandbox and callbacks, written beside its
+    schema so that the two are read together."""
 
     async def read_file(
         path: str,

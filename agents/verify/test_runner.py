@@ -219,6 +219,8 @@ def _mtime(path: Path) -> float | None:
 def _outcome(
     environment: TestEnvironment, command: str, result, cases: dict[str, str], failures: dict[str, str], timeout: float
 ) -> TestOutcome:
+    """What one finished test command showed, as a TestOutcome: timed out, not started, interrupted, no tests, or
+    passed/failed with per-test cases. Why long: one ordered list of exit-code and output rules, first match wins."""
     output = _ANSI.sub("", result.output)
     base = {
         "command": command,

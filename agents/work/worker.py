@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
 
 import anthropic
@@ -19,7 +18,7 @@ from agents.core.protocols import MessageModel
 from agents.llm.tool_loop import Ending, Limits, ToolLoop, as_model, describe_step, total_tokens
 from agents.tools.toolbox import Toolbox
 
-__all__ = ["BLOCKED_MARK", "Limits", "StopReason", "Worker", "WorkerResult", "describe_step"]
+__all__ = ["BLOCKED_MARK", "Ending", "Limits", "Worker", "WorkerResult", "describe_step"]
 
 BLOCKED_MARK = "BLOCKED:"  # a report starting so means the worker could not go on without an answer
 
@@ -28,53 +27,31 @@ UsageCallback = Callable[[anthropic.types.Message], Awaitable[None]]
 Inbox = Callable[[], list[str]]  # notes the user sent while the worker runs (agents/work/steering.py), read once each
 
 
-class StopReason(StrEnum):
-    FINISHED = "finished"
-    STEP_LIMIT = "step limit"
-    TIME_LIMIT = "time limit"
-    TOKEN_LIMIT = "token limit"
-    BLOCKED = "blocked"  # report starts with BLOCKED:
-    REFUSED = "refusal"
-    CONTEXT_FULL = "context window exceeded"
-    CUT_OFF = "max_tokens"
-
-
-_FROM_ENDING = {
-    Ending.FINISHED: StopReason.FINISHED,
-    Ending.STEP_LIMIT: StopReason.STEP_LIMIT,
-    Ending.TIME_LIMIT: StopReason.TIME_LIMIT,
-    Ending.TOKEN_LIMIT: StopReason.TOKEN_LIMIT,
-    Ending.REFUSED: StopReason.REFUSED,
-    Ending.CONTEXT_FULL: StopReason.CONTEXT_FULL,
-    Ending.CUT_OFF: StopReason.CUT_OFF,
-}
-
-
 @dataclass
 class WorkerResult:
-    stop: StopReason
+    stop: Ending
     report: str
     usage: Usage
 
     @property
     def finished(self) -> bool:
-        return self.stop is StopReason.FINISHED
+        return self.stop is Ending.FINISHED
 
     @property
     def blocked(self) -> bool:
         """The worker could not do the task (asked, refused, ran out of room); a limit stop is not this."""
-        return self.stop in (StopReason.BLOCKED, StopReason.REFUSED, StopReason.CONTEXT_FULL, StopReason.CUT_OFF)
+        return self.stop in (Ending.BLOCKED, Ending.REFUSED, Ending.CONTEXT_FULL, Ending.CUT_OFF)
 
     def reason(self, limits: Limits) -> str:
         return {
-            StopReason.FINISHED: "finished",
-            StopReason.STEP_LIMIT: f"stopped after {limits.max_steps} steps (step limit)",
-            StopReason.TIME_LIMIT: f"stopped after {int(limits.max_seconds)} s (time limit)",
-            StopReason.TOKEN_LIMIT: f"stopped after using {self.usage_total:,} tokens (token limit)",
-            StopReason.BLOCKED: "the worker is blocked: " + self.report[len(BLOCKED_MARK) :].strip()[:300],
-            StopReason.REFUSED: "the model refused to continue this task",
-            StopReason.CONTEXT_FULL: "the worker's conversation outgrew the model's context window",
-            StopReason.CUT_OFF: "the worker's final answer was cut off at the output token limit",
+            Ending.FINISHED: "finished",
+            Ending.STEP_LIMIT: f"stopped after {limits.max_steps} steps (step limit)",
+            Ending.TIME_LIMIT: f"stopped after {int(limits.max_seconds)} s (time limit)",
+            Ending.TOKEN_LIMIT: f"stopped after using {self.usage_total:,} tokens (token limit)",
+            Ending.BLOCKED: "the worker is blocked: " + self.report[len(BLOCKED_MARK) :].strip()[:300],
+            Ending.REFUSED: "the model refused to continue this task",
+            Ending.CONTEXT_FULL: "the worker's conversation outgrew the model's context window",
+            Ending.CUT_OFF: "the worker's final answer was cut off at the output token limit",
         }[self.stop]
 
     @property
@@ -129,7 +106,7 @@ class Worker:
         `attachments`: content blocks (images, documents) shown before the instruction."""
         self.loop.add_user_turn([*(attachments or []), {"type": "text", "text": instruction}])
         result = await self.loop.run(self.limits)
-        stop = _FROM_ENDING[result.ending]
-        if stop is StopReason.FINISHED and result.text.startswith(BLOCKED_MARK):
-            stop = StopReason.BLOCKED
+        stop = result.ending
+        if stop is Ending.FINISHED and result.text.startswith(BLOCKED_MARK):
+            stop = Ending.BLOCKED
         return WorkerResult(stop=stop, report=result.text, usage=self.loop.usage)

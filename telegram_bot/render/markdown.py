@@ -64,7 +64,10 @@ def _is_table_start(lines: list[str], i: int) -> bool:
 
 
 def _render_blocks(lines: list[str], *, in_quote: bool) -> str:
-    """Block structure line by line; `in_quote` renders no pre blocks and no nested quotes (Telegram forbids them)."""
+    """Block structure line by line; `in_quote` renders no pre blocks and no nested quotes (Telegram forbids them).
+
+    Why long: one pass over the lines with a little state (paragraph, list, fence, quote) reads as the grammar it
+    implements; helpers are the nested functions."""
     items: list[str] = []
     paragraph: list[str] = []
 
@@ -311,6 +314,9 @@ class _InlineRenderer:
         return None
 
     def render(self, start: int, end: int, depth: int, *, in_link: bool) -> str:
+        """HTML of the inline Markdown in `s[start:end]` (`depth`: nesting so far, bounded; `in_link`: no nested
+        links). Why long: one scanner loop over the inline grammar (code, links, emphasis pairs), each branch a few
+        lines; split, the branches would share the cursor and output through more state."""
         s = self.s
         out: list[str] = []
         text: list[str] = []
