@@ -261,21 +261,21 @@ def _positive_int(value: str) -> int:
 
 def cmd_eval_routing(args: argparse.Namespace) -> int:
     """Send the labelled routing cases to the real orchestrator (costs API tokens) and print the confusion table."""
-    from agents import routing_eval
+    from agents.evals import cases, routing
 
     settings = load_settings()
     _configure_logging("WARNING", settings.log_format)  # progress lines, not every tool call
     try:
         return asyncio.run(
-            routing_eval.main(
+            routing.main(
                 settings,
-                args.file or routing_eval.DEFAULT_CASES,
+                args.file or cases.DEFAULT_CASES,
                 limit=args.limit,
                 concurrency=args.concurrency,
                 repeats=args.repeats,
             )
         )
-    except routing_eval.CaseFileError as err:
+    except cases.CaseFileError as err:
         print(f"agentlab: {err}", file=sys.stderr)
         return 2
 

@@ -8,7 +8,7 @@ import inspect
 import pytest
 
 from agents.core.protocols import WORK_TOOLS, WorkDesk
-from agents.routing_eval import RecordingDesk
+from agents.evals.desk import RecordingDesk
 from agents.tools.desk_tools import desk_tools, json_schema_of, work_tool_specs
 from agents.work.crew import Crew
 

@@ -24,7 +24,8 @@ RANKS = {
     "agents.repo_map": 5,
     "agents.work": 6,
     "agents.chat": 6,
-    "agents": 7,  # the top: runtime, doctor, routing_eval
+    "agents": 7,  # the top: runtime, doctor
+    "agents.evals": 7,  # `agentlab eval …`: not part of the bot
     "telegram_bot.render": 8,
     "telegram_bot": 9,
 }

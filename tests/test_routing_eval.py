@@ -13,20 +13,12 @@ from typing import Any
 
 import pytest
 
-from agents import routing_eval
 from agents.core.models import InputMethod
 from agents.core.settings import Settings
-from agents.routing_eval import (
-    DEFAULT_CASES,
-    LABELS,
-    Case,
-    CaseFileError,
-    classify,
-    confusion_table,
-    load_cases,
-    run_eval,
-    score,
-)
+from agents.evals import routing as routing_eval
+from agents.evals.cases import DEFAULT_CASES, LABELS, Case, CaseFileError, classify, load_cases
+from agents.evals.routing import confusion_table, run_eval, score
+from agents.evals.workspaces import CANNED_PROPOSALS
 from telegram_bot.cli import main
 from tests.fakes import anthropic_server as claude_says
 from tests.fakes.anthropic_server import FakeAnthropic
@@ -409,7 +401,7 @@ def expected_snippets(case: Case) -> list[str]:
     if case.input is InputMethod.VOICE:
         snippets.append("input_method: voice")
     for workspace in case.pending_workspaces:  # shown whole in the chat, as the bot shows proposals
-        snippets.append(json.dumps(routing_eval.CANNED_PROPOSALS[workspace][1])[1:60])
+        snippets.append(json.dumps(CANNED_PROPOSALS[workspace][1])[1:60])
     return snippets
 
 

@@ -1,0 +1,1 @@
+"""Evaluations of the product's behaviour against the real model (`agentlab eval …`); not part of the bot."""

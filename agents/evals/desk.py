@@ -1,0 +1,197 @@
+"""RecordingDesk: a WorkDesk for the routing eval that records every call and answers like the crew would, starting
+no worker and writing to no repository."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from agents.core.errors import ToolError
+from agents.core.models import (
+    Proposal,
+    ProposalStatus,
+    Task,
+    TaskStatus,
+    WorkerKind,
+    utcnow,
+)
+from agents.evals.cases import WORKERS
+from agents.store.database import Store
+from agents.tools.new_workspace import workspace_name
+from agents.tools.workspaces import Workspaces
+from agents.work import crew_texts
+from agents.work.crew import task_line
+
+
+@dataclass
+class ToolCall:
+    """A work tool call as the orchestrator made it."""
+
+    name: str
+    input: dict[str, Any]
+    ok: bool = True  # False when the desk refused it (a wrong name, an id it could not take)
+
+
+class RecordingDesk:
+    """A WorkDesk that records every call and answers like the real crew would, without starting any worker.
+
+    Workspace names and proposals are checked as the real desk checks them (a wrong name gets the same
+    ToolError), so the model's follow-up behaves as it would in the bot.
+    """
+
+    def __init__(self, store: Store, workspaces: Workspaces) -> None:
+        self.store = store
+        self.workspaces = workspaces
+        self.calls: list[ToolCall] = []
+        self._task_ids = 0
+
+    def _record(self, name: str, **arguments: Any) -> None:
+        self.calls.append(ToolCall(name, {k: v for k, v in arguments.items() if v is not None}))
+
+    def _refused(self) -> None:
+        self.calls[-1].ok = False
+
+    def _next_task(self) -> int:
+        self._task_ids += 1
+        return self._task_ids
+
+    async def _pick(self, chat_id: int, proposal_id: int | None) -> Proposal:
+        """As the crew picks: an id, or the only pending proposal; never a guess."""
+        try:
+            pending = await self.store.pending_proposals(chat_id)
+            if proposal_id is None:
+                running = [
+                    t
+                    for t in await self.store.list_tasks(chat_id, statuses=[TaskStatus.IN_PROGRESS])
+                    if t.worker is WorkerKind.RESEARCH
+                ]
+                if running:
+                    raise ToolError(crew_texts.still_writing(running, pending))
+                if not pending:
+                    raise ToolError("there is no pending proposal in this chat")
+                if len(pending) > 1:
+                    raise ToolError(crew_texts.which_proposal(pending))
+                return pending[0]
+            for proposal in pending:
+                if proposal.id == int(proposal_id):
+                    return proposal
+            raise ToolError(f"there is no pending proposal #{proposal_id} in this chat")
+        except (ToolError, ValueError):
+            self._refused()
+            raise
+
+    def _resolve(self, workspace: str) -> Any:
+        try:
+            return self.workspaces.resolve(workspace)
+        except ToolError:
+            self._refused()
+            raise
+
+    async def start_research(
+        self,
+        chat_id: int,
+        workspace: str,
+        request: str,
+        refines: int | None = None,
+        attachments: list[int] | None = None,
+    ) -> str:
+        self._record("start_research", workspace=workspace, request=request, refines=refines)
+        ws = self._resolve(workspace)
+        return crew_texts.research_started(self._next_task(), ws.name)
+
+    async def start_task(
+        self,
+        chat_id: int,
+        workspace: str,
+        worker: str,
+        instructions: str,
+        background: bool,
+        acceptance_criteria: list[str] | None = None,
+        attachments: list[int] | None = None,
+        save_attachments: bool = False,
+    ) -> str:
+        self._record(
+            "start_task",
+            workspace=workspace,
+            worker=worker,
+            instructions=instructions,
+            background=background,
+            acceptance_criteria=acceptance_criteria,
+        )
+        kind = str(worker).strip().lower()
+        if kind not in WORKERS:
+            self._refused()
+            raise ToolError(
+                f"worker must be one of code, frontend, test (got {worker!r}); use start_research for research"
+            )
+        ws = self._resolve(workspace)
+        return f"Task #{self._next_task()} ({kind} worker, workspace {ws.name}) started in the background."
+
+    async def approve_proposal(self, chat_id: int, proposal_id: int | None = None, notes: str | None = None) -> str:
+        self._record("approve_proposal", proposal_id=proposal_id, notes=notes)
+        proposal = await self._pick(chat_id, proposal_id)
+        self.calls[-1].input["picked"] = proposal.id
+        await self.store.update_proposal(proposal.id, status=ProposalStatus.APPROVED, decided_at=utcnow())
+        return (
+            f"Proposal #{proposal.id} approved; code task #{self._next_task()} started on {proposal.workspace} "
+            "in the background."
+        )
+
+    async def reject_proposal(self, chat_id: int, proposal_id: int | None = None, reason: str | None = None) -> str:
+        self._record("reject_proposal", proposal_id=proposal_id, reason=reason)
+        proposal = await self._pick(chat_id, proposal_id)
+        self.calls[-1].input["picked"] = proposal.id
+        await self.store.update_proposal(proposal.id, status=ProposalStatus.REJECTED, decided_at=utcnow())
+        return f"Proposal #{proposal.id} rejected."
+
+    async def list_tasks(self, chat_id: int) -> str:
+        self._record("list_tasks")
+        tasks = await self.store.list_tasks(chat_id)
+        return "\n".join(task_line(t) for t in tasks) if tasks else "No tasks yet."
+
+    async def _task(self, chat_id: int, task_id: int) -> Task:
+        task = await self.store.get_task(int(task_id))
+        if task is None or task.chat_id != chat_id:
+            self._refused()
+            raise ToolError(crew_texts.no_such_task(task_id))
+        return task
+
+    async def cancel_task(self, chat_id: int, task_id: int) -> str:
+        self._record("cancel_task", task_id=task_id)
+        task = await self._task(chat_id, task_id)
+        return f"Task #{task.id} cancelled; every process it started was stopped."
+
+    async def get_proposal(self, chat_id: int, proposal_id: int | None = None) -> str:
+        self._record("get_proposal", proposal_id=proposal_id)
+        pending = await self.store.pending_proposals(chat_id)
+        chosen = [p for p in pending if proposal_id is None or p.id == int(proposal_id)]
+        if not chosen:
+            raise ToolError(f"there is no proposal #{proposal_id} in this chat")
+        return "\n\n".join(crew_texts.proposal_text(p) for p in chosen)
+
+    async def get_task(self, chat_id: int, task_id: int) -> str:
+        self._record("get_task", task_id=task_id)
+        return crew_texts.task_text(await self._task(chat_id, task_id), [], [], None)
+
+    async def merge_task(self, chat_id: int, task_id: int) -> str:
+        self._record("merge_task", task_id=task_id)
+        raise ToolError(f"task #{task_id} is still running; merge it when it has ended")
+
+    async def discard_task(self, chat_id: int, task_id: int) -> str:
+        self._record("discard_task", task_id=task_id)
+        task = await self._task(chat_id, task_id)
+        return f"Task #{task.id} was discarded."
+
+    async def create_workspace(self, chat_id: int, name: str) -> str:
+        self._record("create_workspace", name=name)
+        return f"Created workspace {workspace_name(name)} (a new git repository); start work in it by that name."
+
+    async def message_task(self, chat_id: int, task_id: int, text: str) -> str:
+        self._record("message_task", task_id=task_id, text=text)
+        raise ToolError(crew_texts.no_such_task(task_id))
+
+    def turn_started(self, chat_id: int) -> None:
+        """No foreground task ever runs here: nothing to wait on."""
+
+    def stop_waiting(self, chat_id: int) -> None:
+        """No foreground task ever runs here: nothing to stop."""
