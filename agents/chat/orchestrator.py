@@ -23,7 +23,7 @@ from agents.core.models import (
     Usage,
     WorkerKind,
 )
-from agents.core.protocols import AnswerStream, WorkDesk
+from agents.core.protocols import AnswerStream, MessageModel, WorkDesk
 from agents.core.settings import Settings
 from agents.core.text import estimate_tokens
 from agents.inputs.attachments import Attachments
@@ -105,13 +105,13 @@ def _mark_cache(message: dict[str, Any]) -> None:
 
 
 class Orchestrator:
-    """Answers one message at a time per chat (a per-chat lock keeps order); other chats run concurrently."""
+    """Answers a chat's messages, one turn at a time (the caller keeps them in order); chats run concurrently."""
 
     def __init__(
         self,
         settings: Settings,
         store: Store,
-        client: anthropic.AsyncAnthropic,
+        client: anthropic.AsyncAnthropic | MessageModel,  # the model seam: a ScriptedModel in unit tests
         workspaces: Workspaces,
         desk: WorkDesk,
         hints: SymbolHints | None = None,
@@ -218,7 +218,7 @@ class Orchestrator:
         if previous:
             transcript = f"(summary so far)\n{previous}\n\n(later turns)\n{transcript}"
         try:
-            response = await self.client.messages.create(
+            response = await as_model(self.client).create(
                 model=self.settings.orchestrator_model,
                 max_tokens=1024,
                 system=prompts.COMPACTOR,
