@@ -13,7 +13,7 @@ import pytest
 
 from agents.core.models import Task, TaskStatus, WorkerKind
 from agents.store.database import Store
-from agents.work.task_execution import Progress
+from agents.work.progress import Progress
 from tests.conftest import USER_ID, BotHarness, make_settings, start_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.fakes.anthropic_server import FakeAnthropic

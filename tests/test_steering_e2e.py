@@ -11,7 +11,7 @@ import pytest
 
 from agents.core.models import Task, TaskStatus, WorkerKind
 from agents.store.database import Store
-from agents.work.task_execution import Progress
+from agents.work.progress import Progress
 from tests.conftest import USER_ID, BotHarness
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript, last_user_text

@@ -1,7 +1,7 @@
 """Running one task end to end: worktree, worker loop, commit, the bot's own test run, corrections, summary.
 
-Why one module over 400 lines: the progress message, the worker wiring and the summary are the stages of one task's
-life, in order.
+The progress message (progress.py), the tools' callbacks (role_tools.py) and the outcome with its summary
+(task_outcome.py) are modules of their own; this one runs the stages in order and does their I/O.
 """
 
 from __future__ import annotations
@@ -10,8 +10,6 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-import time
-from collections import deque
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -35,25 +33,27 @@ from agents.git.worktrees import (
 )
 from agents.inputs.attachments import Attachments
 from agents.llm import prompts
-from agents.llm.client import explain_api_error, usage_record
+from agents.llm.client import explain_api_error
 from agents.repo_map.maps import RepoMap, repo_map_tools
 from agents.sandbox.bwrap import NetworkPolicy, ResourceLimits, SandboxMode, SandboxSpec, spec_for
-from agents.sandbox.network_gate import NetworkDecision, NetworkGate
+from agents.sandbox.network_gate import NetworkGate
 from agents.sandbox.task_limits import DiskBudget, TaskBounds
 from agents.store.database import Store
 from agents.store.delivery import Deliveries
 from agents.store.shown import PROPOSAL, TASK, remember_shown, shown_as
 from agents.tools.credential_files import remember_credential_files
-from agents.tools.screenshot import find_chromium, screenshot_tool_result
+from agents.tools.screenshot import find_chromium
 from agents.tools.tool_sets import worker_tools
-from agents.tools.toolbox import Audit, Toolbox, ToolResult
+from agents.tools.toolbox import Audit, Toolbox
 from agents.tools.workspaces import Workspace, Workspaces
 from agents.verify.task_tests import TaskTests
 from agents.verify.test_baseline import BaselineRuns
 from agents.verify.test_verdict import Verdict
 from agents.work.orphans import instance_token, task_tag
+from agents.work.progress import Progress
+from agents.work.role_tools import RoleCallbacks
 from agents.work.steering import Inboxes
-from agents.work.task_outcome import RunFacts, decide, render, trim
+from agents.work.task_outcome import RunFacts, branch_buttons, decide, render, trim
 from agents.work.worker import Limits, Worker, WorkerResult
 
 log = logging.getLogger(__name__)
@@ -64,147 +64,11 @@ ROLE_PROMPTS = {
     WorkerKind.FRONTEND: prompts.FRONTEND,
     WorkerKind.TEST: prompts.TEST,
 }
-PROGRESS_INTERVAL = 5.0  # default of PROGRESS_INTERVAL_SECONDS: a new step shows within this, at most one edit per
-PROGRESS_REFRESH = 15.0  # default of PROGRESS_REFRESH_SECONDS: the elapsed time is refreshed at least this often
-PROGRESS_STEPS = 3  # the progress message shows this many of the latest steps
 NOTE_RECEIVED = "📝 note received"
-
-
-def tail(text: str, limit: int) -> str:
-    text = text.strip()
-    return text if len(text) <= limit else "…" + text[-(limit - 1) :]
-
-
-def cancel_button(task_id: int) -> list[list[Button]]:
-    return [[button("✖ Cancel", Action.CANCEL, task_id)]]
 
 
 def proposal_buttons(proposal_id: int) -> list[list[Button]]:
     return [[button("✅ Approve", Action.APPROVE, proposal_id), button("✖ Reject", Action.REJECT, proposal_id)]]
-
-
-MERGE_LABELS = {TaskStatus.COMPLETED: "Merge", TaskStatus.UNVERIFIED: "⚠ Merge unverified"}
-
-
-def branch_buttons(task_id: int, status: TaskStatus = TaskStatus.COMPLETED) -> list[list[Button]]:
-    """Merge / Diff / Discard; Merge says what a merge would take: a verified change, an unverified one, or one the
-    bot did not finish (blocked, failed)."""
-    return [
-        [
-            button(MERGE_LABELS.get(status, "Merge anyway"), Action.MERGE, task_id),
-            button("Diff", Action.DIFF, task_id),
-            button("Discard", Action.DISCARD, task_id),
-        ]
-    ]
-
-
-class Progress:
-    """One progress message per task: elapsed time, criteria verified, the latest steps. Edited at most once per
-    `interval` (Telegram limits edits); a step that arrives sooner is shown by the ticker when the interval is up, so
-    every step shows within `interval`. With no step, the ticker refreshes the elapsed time every `refresh` seconds."""
-
-    def __init__(
-        self,
-        notifier: Notifier,
-        store: Store,
-        task: Task,
-        interval: float = PROGRESS_INTERVAL,
-        refresh: float = PROGRESS_REFRESH,
-    ) -> None:
-        self.notifier, self.store, self.task = notifier, store, task
-        self.interval, self.refresh = interval, refresh
-        self.started = time.monotonic()
-        self.steps: deque[str] = deque(["starting"], maxlen=PROGRESS_STEPS)
-        self._started_steps = False
-        self.last_edit = 0.0
-        self.message_id = task.progress_message_id
-        self.criteria = ""  # e.g. "2/5 criteria verified"
-        self._ticker: asyncio.Task[None] | None = None
-        self._unshown = asyncio.Event()  # set while a step waits for the interval to be up
-
-    def text(self) -> str:
-        t = self.task
-        elapsed = int(time.monotonic() - self.started)
-        return (
-            f"⏳ **Task #{t.id}** · {t.worker.value} worker · `{t.workspace}`\n{trim(t.title, 120)}\n"
-            f"⏱ {elapsed // 60}m{elapsed % 60:02d}s"
-            + (f" · {self.criteria}" if self.criteria else "")
-            + "".join(f"\n• {trim(step, 90)}" for step in self.steps)
-        )
-
-    async def open(self) -> None:
-        if self.message_id is None:
-            try:
-                self.message_id = await self.notifier.send(
-                    self.task.chat_id,
-                    self.text(),
-                    buttons=cancel_button(self.task.id),
-                    reply_to=self.task.reply_to_message_id,
-                )
-            except Exception as err:  # no progress message is no reason to lose the task (issue 12)
-                log.warning("task %s: progress message not sent: %s", self.task.id, err)
-            await self.store.update_task(self.task.id, progress_message_id=self.message_id)
-        if self.message_id is not None:
-            self._ticker = asyncio.create_task(self._tick())
-
-    async def _tick(self) -> None:
-        """Edits when a held-back step's interval is up, or when nothing edited the message for `refresh` seconds;
-        the next due time is counted from the last edit, whoever made it, and a new step wakes it up early."""
-        while True:
-            if self._unshown.is_set():
-                due = self.last_edit + self.interval
-            else:
-                due = max(self.last_edit, self.started) + self.refresh
-            wait = due - time.monotonic()
-            if wait <= 0:
-                await self._edit()
-            elif self._unshown.is_set():
-                await asyncio.sleep(wait)
-            else:
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(wait):
-                        await self._unshown.wait()
-
-    async def _edit(self) -> None:
-        self.last_edit = time.monotonic()
-        self._unshown.clear()  # the text is built now: it shows every step so far
-        if self.message_id is None:
-            return
-        try:
-            await self.notifier.edit(
-                self.task.chat_id, self.message_id, self.text(), buttons=cancel_button(self.task.id)
-            )
-        except Exception as err:  # a progress edit must never break the task
-            log.debug("task %s: progress edit failed: %s", self.task.id, err)
-
-    async def update(self, step: str, force: bool = False) -> None:
-        if not self._started_steps:  # the first real step replaces "starting"
-            self.steps.clear()
-            self._started_steps = True
-        self.steps.append(step)
-        await self.store.add_event(TaskEvent(task_id=self.task.id, kind="step", detail=step[:300]))
-        if force or time.monotonic() - self.last_edit >= self.interval:
-            await self._edit()
-        else:
-            self._unshown.set()  # the ticker shows it when the interval is up
-
-    def stop(self) -> None:
-        if self._ticker is not None:
-            self._ticker.cancel()
-
-    async def close(self, final_line: str) -> None:
-        self.stop()
-        if self.message_id is None:
-            return
-        t = self.task
-        try:
-            await self.notifier.edit(
-                t.chat_id,
-                self.message_id,
-                f"**Task #{t.id}** · {t.worker.value} · `{t.workspace}`\n{trim(t.title, 120)}\n{final_line}",
-            )
-        except Exception as err:
-            log.debug("progress close failed: %s", err)
 
 
 class TaskExecutor:
@@ -280,40 +144,24 @@ class TaskExecutor:
         if bounds is not None and bounds.disk is None:  # the worktree the task's disk budget watches
             bounds.disk = DiskBudget(root.resolve(), self.settings.sandbox_max_disk_mb << 20)
 
-        async def screenshot(ws_root: Path, target: str) -> ToolResult:
-            confined = self.sandbox_for(ws_root, self.workspaces.resolve(task.workspace).path, read_only, task.id)
-            if confined is not None and self.network.policy is NetworkPolicy.ON:
-                confined = confined.with_network(True)
-            result, pictures = await screenshot_tool_result(self.chromium, ws_root, target, confined)
-            for caption, png in pictures:
-                await self.notifier.send_photo(task.chat_id, png, caption=f"Task #{task.id}: {caption}")
-            return result
-
-        async def verify(index: int, evidence: str) -> str:
-            if not await self.store.verify_criterion(task.id, int(index), str(evidence)[:2000]):
-                count = len(await self.store.criteria(task.id))
-                raise ToolError(f"there is no criterion {index}; the criteria are numbered 1..{count}")
-            criteria = await self.store.criteria(task.id)
-            done = sum(c.verified for c in criteria)
-            progress.criteria = f"{done}/{len(criteria)} criteria verified"
-            await progress.update(f"verified criterion {index}")
-            return f"criterion {index} verified ({done}/{len(criteria)})"
-
-        async def on_usage(response: anthropic.types.Message) -> None:
-            await self.store.record_usage(usage_record(response, f"{task.worker.value}-worker", task.chat_id, task.id))
-
-        async def ask_network(command: str) -> NetworkDecision:
-            return await self.network.request(task, command, lambda step: progress.update(step, force=True))
-
+        callbacks = RoleCallbacks(
+            task,
+            self.store,
+            self.notifier,
+            progress,
+            self.network,
+            self.chromium,
+            lambda ws_root: self.sandbox_for(ws_root, self.workspaces.resolve(task.workspace).path, read_only, task.id),
+        )
         tools = worker_tools(
             task.worker,
             root,
             self.settings.command_timeout_seconds,
-            screenshot,
-            verify if task.worker is not WorkerKind.RESEARCH else None,
+            callbacks.screenshot,
+            callbacks.verify if task.worker is not WorkerKind.RESEARCH else None,
             task_tag(instance_token(self.settings.database_path), task.id),
             sandbox=self.sandbox_for(root, self.workspaces.resolve(task.workspace).path, read_only, task.id),
-            ask_network=ask_network,
+            ask_network=callbacks.ask_network,
         )
         if self.repo_map is not None and task.worker is not WorkerKind.RESEARCH:  # research: read_file/glob/grep only
             tools += repo_map_tools(self.repo_map, f"{task.workspace}@task-{task.id}", root)
@@ -332,7 +180,7 @@ class TaskExecutor:
             # a non-streaming answer arrives whole: allow ~30 output tokens a second at the least
             request_timeout=max(self.settings.anthropic_timeout_seconds, self.settings.worker_max_output_tokens / 30),
             on_step=lambda step: self.on_step(task, progress, step),
-            on_usage=on_usage,
+            on_usage=callbacks.on_usage,
             inbox=self.inboxes.reader(task.id),
             context_window=self.settings.worker_context_tokens,
         )

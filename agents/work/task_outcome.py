@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from agents.core.actions import Action, Button, button
 from agents.core.models import Criterion, TaskStatus
 from agents.core.text import human_size
 from agents.git.commits import CommitResult, LeftOut
@@ -160,3 +161,18 @@ def size_lines(last: CommitResult | None, left_out: list[LeftOut]) -> list[str]:
             + (" …" if len(last.binary) > 10 else "")
         )
     return lines
+
+
+MERGE_LABELS = {TaskStatus.COMPLETED: "Merge", TaskStatus.UNVERIFIED: "⚠ Merge unverified"}
+
+
+def branch_buttons(task_id: int, status: TaskStatus = TaskStatus.COMPLETED) -> list[list[Button]]:
+    """Merge / Diff / Discard; Merge says what a merge would take: a verified change, an unverified one, or one the
+    bot did not finish (blocked, failed)."""
+    return [
+        [
+            button(MERGE_LABELS.get(status, "Merge anyway"), Action.MERGE, task_id),
+            button("Diff", Action.DIFF, task_id),
+            button("Discard", Action.DISCARD, task_id),
+        ]
+    ]

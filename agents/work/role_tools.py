@@ -1,0 +1,65 @@
+"""What a worker's tools call back into the bot: pictures to the chat, criteria verified, usage, the network question.
+
+One `RoleCallbacks` per task, made by `TaskExecutor.make_worker` and handed to `tools.tool_sets.worker_tools`; each
+method is what one tool of the role needs from the bot's side (the store, the chat, the progress message, the gate).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import anthropic
+
+from agents.core.errors import ToolError
+from agents.core.models import Task
+from agents.core.protocols import Notifier
+from agents.llm.client import usage_record
+from agents.sandbox.bwrap import NetworkPolicy, SandboxSpec
+from agents.sandbox.network_gate import NetworkDecision, NetworkGate
+from agents.store.database import Store
+from agents.tools.screenshot import screenshot_tool_result
+from agents.tools.toolbox import ToolResult
+from agents.work.progress import Progress
+
+
+@dataclass
+class RoleCallbacks:
+    task: Task
+    store: Store
+    notifier: Notifier
+    progress: Progress
+    network: NetworkGate
+    chromium: Path | None
+    sandbox_of: Callable[[Path], SandboxSpec | None]  # the task's sandbox for a root (its worktree)
+
+    async def screenshot(self, root: Path, target: str) -> ToolResult:
+        """The frontend worker's screenshot: taken in the task's sandbox; each picture also goes to the chat."""
+        confined = self.sandbox_of(root)
+        if confined is not None and self.network.policy is NetworkPolicy.ON:
+            confined = confined.with_network(True)
+        result, pictures = await screenshot_tool_result(self.chromium, root, target, confined)
+        for caption, png in pictures:
+            await self.notifier.send_photo(self.task.chat_id, png, caption=f"Task #{self.task.id}: {caption}")
+        return result
+
+    async def verify(self, index: int, evidence: str) -> str:
+        """An acceptance criterion verified with evidence; the progress message counts them."""
+        task_id = self.task.id
+        if not await self.store.verify_criterion(task_id, int(index), str(evidence)[:2000]):
+            count = len(await self.store.criteria(task_id))
+            raise ToolError(f"there is no criterion {index}; the criteria are numbered 1..{count}")
+        criteria = await self.store.criteria(task_id)
+        done = sum(c.verified for c in criteria)
+        self.progress.criteria = f"{done}/{len(criteria)} criteria verified"
+        await self.progress.update(f"verified criterion {index}")
+        return f"criterion {index} verified ({done}/{len(criteria)})"
+
+    async def on_usage(self, response: anthropic.types.Message) -> None:
+        task = self.task
+        await self.store.record_usage(usage_record(response, f"{task.worker.value}-worker", task.chat_id, task.id))
+
+    async def ask_network(self, command: str) -> NetworkDecision:
+        """run_command(network=true): the owner is asked (the progress message says so while it waits)."""
+        return await self.network.request(self.task, command, lambda step: self.progress.update(step, force=True))
