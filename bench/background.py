@@ -24,7 +24,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from agents.core.models import TaskStatus  # noqa: E402
+from agents.core.models import Caller, TaskStatus  # noqa: E402
 from bench._harness import (  # noqa: E402
     ANSWER,
     LatencySummary,
@@ -122,7 +122,9 @@ async def start_background_tasks(bot: BotHarness, model: RoleScript) -> list[int
     """Start the tasks the way the orchestrator's start_task tool does; wait until all run and have taken steps."""
     steps_before = len(model.requests["code"])
     for n in range(TASKS):
-        await bot.runtime.crew.start_task(bot.chat_id, "calc", "code", f"Long job {n}: keep checking calc.py.", True)
+        await bot.runtime.crew.start_task(
+            Caller(chat_id=bot.chat_id), "calc", "code", f"Long job {n}: keep checking calc.py.", True
+        )
     ids = sorted(t.id for t in await bot.runtime.store.list_tasks(bot.chat_id, limit=TASKS))
     deadline = time.perf_counter() + 60
     while len(bot.runtime.runner.running) < TASKS or len(model.requests["code"]) - steps_before < 3 * TASKS:

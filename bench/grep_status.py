@@ -17,6 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from agents.core.models import Caller
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -52,7 +54,9 @@ async def main() -> None:
         )
         bot = await start_bot(make_settings(tg, claude, tmp_path, root), tg, claude)
         try:
-            await bot.runtime.crew.start_task(USER_ID, "evil", "code", "grep with evil patterns", background=True)
+            await bot.runtime.crew.start_task(
+                Caller(chat_id=USER_ID), "evil", "code", "grep with evil patterns", background=True
+            )
             while not await bot.runtime.store.tool_calls(task_id=1):
                 await asyncio.sleep(0.01)
             samples: list[float] = []

@@ -12,7 +12,7 @@ from telegram.error import BadRequest
 
 from agents.core.actions import Action, parse_action
 from agents.core.errors import ToolError
-from agents.core.models import ChatMessage, Role
+from agents.core.models import Caller, ChatMessage, Role
 from agents.git.runner import GitError
 from agents.sandbox.network_gate import CHOICES
 from telegram_bot.handlers import runtime
@@ -29,9 +29,11 @@ Handler = Callable[["Crew", int, int], Awaitable[str]]
 
 # What each task/proposal button does (the network buttons answer a waiting worker instead: see on_button).
 DISPATCH: dict[Action, Handler] = {
-    Action.APPROVE: lambda crew, chat, item: crew.approve_proposal(chat, item),
-    Action.REJECT: lambda crew, chat, item: crew.reject_proposal(chat, item, "rejected with the button"),
-    Action.CANCEL: lambda crew, chat, item: crew.cancel_task(chat, item),
+    Action.APPROVE: lambda crew, chat, item: crew.approve_proposal(Caller(chat_id=chat), item),
+    Action.REJECT: lambda crew, chat, item: crew.reject_proposal(
+        Caller(chat_id=chat), item, "rejected with the button"
+    ),
+    Action.CANCEL: lambda crew, chat, item: crew.cancel_task(Caller(chat_id=chat), item),
     Action.RESUME: lambda crew, chat, item: crew.resume(chat, item),
     Action.MERGE: lambda crew, chat, item: crew.merge(chat, item),
     Action.DISCARD: lambda crew, chat, item: crew.discard(chat, item),

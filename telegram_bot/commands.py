@@ -6,7 +6,7 @@ from telegram import Update
 
 from agents.core.errors import ToolError
 from agents.core.ids import parse_id
-from agents.core.models import Task, TaskStatus
+from agents.core.models import Caller, Task, TaskStatus
 from agents.llm.client import cost_usd
 from agents.llm.usage import total, usage_report
 from agents.work.crew import task_line
@@ -102,7 +102,7 @@ async def cancel(update: Update, context: Context) -> None:
             return
         number = active[0].id
     try:
-        await _say(update, context, await rt.crew.cancel_task(chat_id, number))
+        await _say(update, context, await rt.crew.cancel_task(Caller(chat_id=chat_id), number))
     except ToolError as err:
         await _say(update, context, str(err).capitalize())
 

@@ -13,7 +13,6 @@ from telegram.ext import ApplicationHandlerStop
 
 from agents.chat.replying import ReplyTo
 from agents.core.models import Attachment, InputMethod
-from agents.work.crew import REQUEST_MESSAGE
 from telegram_bot.replies import send_markdown
 from telegram_bot.state import Context
 from telegram_bot.strangers import REFUSAL_LANE
@@ -114,7 +113,6 @@ async def converse(
     if context.bot_data.stopping:
         await update.effective_message.reply_text(STOPPING)
         return
-    REQUEST_MESSAGE.set(update.effective_message.message_id)
     turns = context.bot_data.turns
     turn = asyncio.current_task()
     turns.add(turn)  # cancelled on SIGTERM so shutdown never waits on a long turn
@@ -122,7 +120,14 @@ async def converse(
     try:
         async with typing(context, chat_id):
             reply = await runtime(context).orchestrator.handle(
-                chat_id, text, method, reply_to_of(update, context), attachments, answer=draft
+                chat_id,
+                text,
+                method,
+                reply_to_of(update, context),
+                attachments,
+                answer=draft,
+                message_id=update.effective_message.message_id,
+                user_id=update.effective_user.id if update.effective_user else None,
             )
     finally:
         turns.discard(turn)

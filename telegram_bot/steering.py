@@ -5,7 +5,7 @@ from __future__ import annotations
 from telegram import Update
 
 from agents.core.errors import ToolError
-from agents.core.models import InputMethod
+from agents.core.models import Caller, InputMethod
 from telegram_bot.handlers import chat_lock, converse, message_arrived, on_text, runtime
 from telegram_bot.state import Context
 
@@ -20,7 +20,9 @@ async def on_reply(update: Update, context: Context) -> None:
         await on_text(update, context)
         return
     try:
-        answer = await rt.crew.message_task(chat_id, task.id, message.text)
+        answer = await rt.crew.message_task(
+            Caller(chat_id=chat_id, message_id=message.message_id), task.id, message.text
+        )
     except ToolError as err:  # not running: say so, and lose nothing: the orchestrator gets the message
         reason = str(err).split(";")[0]
         await message.reply_text(

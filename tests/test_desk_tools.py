@@ -7,6 +7,7 @@ import inspect
 
 import pytest
 
+from agents.core.models import Caller
 from agents.core.protocols import WORK_TOOLS, WorkDesk
 from agents.evals.desk import RecordingDesk
 from agents.tools.desk_tools import desk_tools, json_schema_of, work_tool_specs
@@ -41,7 +42,7 @@ def test_the_schema_the_model_sees_matches_the_contract() -> None:
     assert specs["approve_proposal"][2] == () and set(specs["approve_proposal"][1]) == {"proposal_id", "notes"}
     assert specs["message_task"][2] == ("task_id", "text")
     assert specs["create_workspace"][1]["name"]["type"] == "string"
-    assert "chat_id" not in {p for _, props, _ in specs.values() for p in props}  # never the model's to set
+    assert not {"caller", "chat_id"} & {p for _, props, _ in specs.values() for p in props}  # never the model's
 
 
 async def test_a_tool_call_reaches_the_desk_with_the_chat_and_the_arguments() -> None:
@@ -49,13 +50,13 @@ async def test_a_tool_call_reaches_the_desk_with_the_chat_and_the_arguments() ->
 
     class Desk:
         def __getattr__(self, name: str):  # every desk method: record the call
-            async def method(chat_id: int, **arguments: object) -> str:
-                calls.append((name, chat_id, arguments))
+            async def method(caller: Caller, **arguments: object) -> str:
+                calls.append((name, caller.chat_id, arguments))
                 return f"{name} done"
 
             return method
 
-    tools = {t.name: t for t in desk_tools(Desk(), chat_id=42)}  # type: ignore[arg-type]
+    tools = {t.name: t for t in desk_tools(Desk(), Caller(chat_id=42))}  # type: ignore[arg-type]
     assert await tools["merge_task"].handler(task_id=7) == "merge_task done"
     assert await tools["list_tasks"].handler() == "list_tasks done"
     assert calls == [("merge_task", 42, {"task_id": 7}), ("list_tasks", 42, {})]

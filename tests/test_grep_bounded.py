@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from agents.core.errors import ToolError
-from agents.core.models import TaskStatus
+from agents.core.models import Caller, TaskStatus
 from agents.tools import file_tools
 from tests.conftest import USER_ID, make_settings, start_bot
 from tests.fakes import anthropic_server as claude_says
@@ -98,7 +98,7 @@ async def test_other_chats_and_status_are_answered_while_a_worker_greps(
     bot = await start_bot(settings, fake_telegram, fake_anthropic)
     try:
         await bot.runtime.crew.start_task(
-            USER_ID, "group-therapy", "code", "search for the evil pattern", background=True
+            Caller(chat_id=USER_ID), "group-therapy", "code", "search for the evil pattern", background=True
         )
         await fake_telegram.await_for(lambda: (gate / "started").exists(), timeout=20)
         fake_telegram.send_command(USER_ID, "/status")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agents.core.models import Task, TaskStatus, WorkerKind
+from agents.core.models import Caller, Task, TaskStatus, WorkerKind
 from agents.store.database import Store
 from agents.work.progress import Progress
 from tests.conftest import USER_ID, BotHarness, make_settings, start_bot
@@ -66,7 +66,9 @@ async def test_a_step_right_after_an_edit_shows_within_the_interval(bot: BotHarn
     )
     store = bot.runtime.store
     try:
-        await bot.runtime.crew.start_task(USER_ID, "group-therapy", "code", "Read things.", background=True)
+        await bot.runtime.crew.start_task(
+            Caller(chat_id=USER_ID), "group-therapy", "code", "Read things.", background=True
+        )
         await bot.tg.await_for(lambda: len(model.requests["code"]) == 2, timeout=HANG_GUARD)
         progress = bot.tg.message(USER_ID, (await store.get_task(1)).progress_message_id)
         shown = await bot.tg.await_for(

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agents.core.models import TaskStatus
+from agents.core.models import Caller, TaskStatus
 from tests.conftest import USER_ID, BotHarness, make_repo
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript
@@ -105,7 +105,7 @@ async def test_whole_suite_red_before_and_after_is_unverified(
         lambda: next((m for m in bot.tg.messages(USER_ID) if "Recent tasks" in (m.text or "")), None)
     )
     assert "[unverified]" in listing.text
-    shown = await bot.runtime.crew.get_task(USER_ID, 1)
+    shown = await bot.runtime.crew.get_task(Caller(chat_id=USER_ID), 1)
     assert "[unverified]" in shown and "as a whole" in shown
 
 

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from agents.core.models import ProposalStatus, TaskStatus
+from agents.core.models import Caller, ProposalStatus, TaskStatus
 from tests.conftest import USER_ID, BotHarness, git, text_now
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript, last_user_text
@@ -347,7 +347,9 @@ async def test_double_tap_on_approve_starts_one_task(bot: BotHarness, model: Rol
     crew = bot.runtime.crew
     await bot.runtime.store.add_proposal(Proposal(chat_id=USER_ID, workspace="group-therapy", request="r", body="b"))
     results = await asyncio.gather(
-        crew.approve_proposal(USER_ID, 1), crew.approve_proposal(USER_ID, 1), return_exceptions=True
+        crew.approve_proposal(Caller(chat_id=USER_ID), 1),
+        crew.approve_proposal(Caller(chat_id=USER_ID), 1),
+        return_exceptions=True,
     )
     assert sum(isinstance(r, str) for r in results) == 1
     assert sum(isinstance(r, ToolError) for r in results) == 1

@@ -15,6 +15,7 @@ from agents.chat.replying import ReplyTo, describe_reply
 from agents.chat.symbol_hints import SymbolHints
 from agents.core.models import (
     Attachment,
+    Caller,
     ChatMessage,
     ConversationNote,
     InputMethod,
@@ -273,9 +274,10 @@ class Orchestrator:
         messages.append(current)
         return messages
 
-    def _loop(self, chat_id: int, messages: list[dict[str, Any]], answer: AnswerStream | None) -> ToolLoop:
+    def _loop(self, caller: Caller, messages: list[dict[str, Any]], answer: AnswerStream | None) -> ToolLoop:
+        chat_id = caller.chat_id
         toolbox = Toolbox(
-            orchestrator_tools(self.workspaces, self.desk, chat_id),
+            orchestrator_tools(self.workspaces, self.desk, caller),
             Audit(self.store, agent="orchestrator", chat_id=chat_id),
         )
 
@@ -326,25 +328,32 @@ class Orchestrator:
         reply_to: ReplyTo | None = None,
         attachments: list[Attachment] | None = None,
         answer: AnswerStream | None = None,
+        *,
+        message_id: int | None = None,
+        user_id: int | None = None,
     ) -> Reply:
         """One turn; with `answer`, the reply streams into it while it is written (tool activity too).
+        `message_id` (the request message: a task started now replies under it) and `user_id` (who asked) reach the
+        work tools as the turn's `Caller`.
 
         Turns of one chat must not overlap: the caller runs them one at a time, in arrival order (the adapter's
         per-chat lock, taken as a message arrives, before its download or transcription; the routing eval runs its
         cases one by one). There is no second lock here.
         """
         self.desk.turn_started(chat_id)
-        return await self._turn(chat_id, text, input_method, reply_to, attachments or [], answer)
+        caller = Caller(chat_id=chat_id, message_id=message_id, user_id=user_id)
+        return await self._turn(caller, text, input_method, reply_to, attachments or [], answer)
 
     async def _turn(
         self,
-        chat_id: int,
+        caller: Caller,
         text: str,
         input_method: InputMethod,
         reply_to: ReplyTo | None = None,
         attachments: list[Attachment] | None = None,
         answer: AnswerStream | None = None,
     ) -> Reply:
+        chat_id = caller.chat_id
         attachments = attachments or []
         # The user's words (and photos/files, kept by agents/attachments) are stored first: nothing is lost.
         asked = await self.store.add_message(
@@ -361,7 +370,7 @@ class Orchestrator:
         while True:
             owners: BlockOwners = {}
             messages = await self._request_messages(chat_id, asked, text, input_method, reply_to, attachments, owners)
-            loop = self._loop(chat_id, messages, answer)
+            loop = self._loop(caller, messages, answer)
             rounds = self.settings.orchestrator_max_tool_rounds + 1  # the last one answers without tools
             try:
                 result = await loop.run(Limits(max_steps=rounds, max_seconds=math.inf, max_tokens=sys.maxsize))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from enum import StrEnum
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 
 def utcnow() -> datetime:
@@ -125,6 +125,17 @@ class Proposal(BaseModel):
     task_id: int | None = None
     created_at: datetime = Field(default_factory=utcnow)
     decided_at: datetime | None = None
+
+
+class Caller(BaseModel):
+    """Who asks, and where the answer goes: the conversation (a private chat, a group, or one topic of a group, as
+    the adapter keys it), the request message (a task's messages reply under it) and the user who sent it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    chat_id: int
+    message_id: int | None = None
+    user_id: int | None = None
 
 
 class Task(BaseModel):

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol, runtime_checkable
 
 from agents.core.actions import Buttons
+from agents.core.models import Caller
 
 if TYPE_CHECKING:
     import anthropic
@@ -66,13 +67,14 @@ class WorkDesk(Protocol):
 
     The one source of the work tools: `agents/tools/desk_tools.py` makes each tool's schema from these signatures
     (argument types and `Arg` descriptions; a parameter without a default is required) and each description from the
-    method's docstring. `chat_id` is the caller's chat, never the model's to set. The crew (agents/work/crew.py) and
-    the routing eval's desk implement it with the same signatures (tests/test_desk_tools.py checks).
+    method's docstring. `caller` (the conversation, the request message, the user) is the bot's to set, never the
+    model's. The crew (agents/work/crew.py) and the routing eval's desk implement it with the same signatures
+    (tests/test_desk_tools.py checks).
     """
 
     async def start_research(
         self,
-        chat_id: int,
+        caller: Caller,
         workspace: Workspace,
         request: Annotated[str, Arg("what to study and propose, self-contained")],
         refines: Annotated[int | None, Arg("id of the proposal being changed (optional)")] = None,
@@ -85,7 +87,7 @@ class WorkDesk(Protocol):
 
     async def start_task(
         self,
-        chat_id: int,
+        caller: Caller,
         workspace: Workspace,
         worker: Annotated[WorkerName, Arg("code, frontend or test")],
         instructions: Annotated[str, Arg("complete, self-contained instructions for the worker")],
@@ -108,7 +110,7 @@ class WorkDesk(Protocol):
 
     async def approve_proposal(
         self,
-        chat_id: int,
+        caller: Caller,
         proposal_id: ProposalId = None,
         notes: Annotated[
             str | None, Arg("small changes to the proposal the user asked for, e.g. 'call it parse_all' (optional)")
@@ -120,44 +122,47 @@ class WorkDesk(Protocol):
         ...
 
     async def reject_proposal(
-        self, chat_id: int, proposal_id: ProposalId = None, reason: Annotated[str | None, Arg("why (optional)")] = None
+        self,
+        caller: Caller,
+        proposal_id: ProposalId = None,
+        reason: Annotated[str | None, Arg("why (optional)")] = None,
     ) -> str:
         """Reject a pending proposal. No id: the chat's only pending one."""
         ...
 
-    async def list_tasks(self, chat_id: int) -> str:
+    async def list_tasks(self, caller: Caller) -> str:
         """List this chat's recent tasks with their status."""
         ...
 
-    async def cancel_task(self, chat_id: int, task_id: TaskId) -> str:
+    async def cancel_task(self, caller: Caller, task_id: TaskId) -> str:
         """Cancel a running or pending task and kill every process it started."""
         ...
 
     async def message_task(
-        self, chat_id: int, task_id: TaskId, text: Annotated[str, Arg("the note, in the user's words")]
+        self, caller: Caller, task_id: TaskId, text: Annotated[str, Arg("the note, in the user's words")]
     ) -> str:
         """Pass a note to a running task's worker (it reads it before its next step), e.g. 'also update the
         README'. Only running tasks take notes."""
         ...
 
-    async def get_proposal(self, chat_id: int, proposal_id: ProposalId = None) -> str:
+    async def get_proposal(self, caller: Caller, proposal_id: ProposalId = None) -> str:
         """Show a proposal whole (no id: the chat's pending one, or the newest)."""
         ...
 
-    async def get_task(self, chat_id: int, task_id: TaskId) -> str:
+    async def get_task(self, caller: Caller, task_id: TaskId) -> str:
         """Show one task: status, the worker's report, tests, files changed, branch and commit."""
         ...
 
-    async def merge_task(self, chat_id: int, task_id: TaskId) -> str:
+    async def merge_task(self, caller: Caller, task_id: TaskId) -> str:
         """Merge a finished task's branch into the branch it started from."""
         ...
 
-    async def discard_task(self, chat_id: int, task_id: TaskId) -> str:
+    async def discard_task(self, caller: Caller, task_id: TaskId) -> str:
         """Throw a task's work away: stop it if it runs, delete its branch."""
         ...
 
     async def create_workspace(
-        self, chat_id: int, name: Annotated[str, Arg("folder name: letters, digits, - and _ (e.g. portfolio-site)")]
+        self, caller: Caller, name: Annotated[str, Arg("folder name: letters, digits, - and _ (e.g. portfolio-site)")]
     ) -> str:
         """Create a new, empty project: a git repository under the workspaces folder (for a new project that has no
         folder yet, e.g. 'build me a portfolio site'); then start work in it."""

@@ -8,6 +8,7 @@ from typing import Any
 
 from agents.core.errors import ToolError
 from agents.core.models import (
+    Caller,
     Proposal,
     ProposalStatus,
     Task,
@@ -89,7 +90,7 @@ class RecordingDesk:
 
     async def start_research(
         self,
-        chat_id: int,
+        caller: Caller,
         workspace: str,
         request: str,
         refines: int | None = None,
@@ -101,7 +102,7 @@ class RecordingDesk:
 
     async def start_task(
         self,
-        chat_id: int,
+        caller: Caller,
         workspace: str,
         worker: str,
         instructions: str,
@@ -127,9 +128,9 @@ class RecordingDesk:
         ws = self._resolve(workspace)
         return f"Task #{self._next_task()} ({kind} worker, workspace {ws.name}) started in the background."
 
-    async def approve_proposal(self, chat_id: int, proposal_id: int | None = None, notes: str | None = None) -> str:
+    async def approve_proposal(self, caller: Caller, proposal_id: int | None = None, notes: str | None = None) -> str:
         self._record("approve_proposal", proposal_id=proposal_id, notes=notes)
-        proposal = await self._pick(chat_id, proposal_id)
+        proposal = await self._pick(caller.chat_id, proposal_id)
         self.calls[-1].input["picked"] = proposal.id
         await self.store.update_proposal(proposal.id, status=ProposalStatus.APPROVED, decided_at=utcnow())
         return (
@@ -137,16 +138,16 @@ class RecordingDesk:
             "in the background."
         )
 
-    async def reject_proposal(self, chat_id: int, proposal_id: int | None = None, reason: str | None = None) -> str:
+    async def reject_proposal(self, caller: Caller, proposal_id: int | None = None, reason: str | None = None) -> str:
         self._record("reject_proposal", proposal_id=proposal_id, reason=reason)
-        proposal = await self._pick(chat_id, proposal_id)
+        proposal = await self._pick(caller.chat_id, proposal_id)
         self.calls[-1].input["picked"] = proposal.id
         await self.store.update_proposal(proposal.id, status=ProposalStatus.REJECTED, decided_at=utcnow())
         return f"Proposal #{proposal.id} rejected."
 
-    async def list_tasks(self, chat_id: int) -> str:
+    async def list_tasks(self, caller: Caller) -> str:
         self._record("list_tasks")
-        tasks = await self.store.list_tasks(chat_id)
+        tasks = await self.store.list_tasks(caller.chat_id)
         return "\n".join(task_line(t) for t in tasks) if tasks else "No tasks yet."
 
     async def _task(self, chat_id: int, task_id: int) -> Task:
@@ -156,37 +157,37 @@ class RecordingDesk:
             raise ToolError(crew_texts.no_such_task(task_id))
         return task
 
-    async def cancel_task(self, chat_id: int, task_id: int) -> str:
+    async def cancel_task(self, caller: Caller, task_id: int) -> str:
         self._record("cancel_task", task_id=task_id)
-        task = await self._task(chat_id, task_id)
+        task = await self._task(caller.chat_id, task_id)
         return f"Task #{task.id} cancelled; every process it started was stopped."
 
-    async def get_proposal(self, chat_id: int, proposal_id: int | None = None) -> str:
+    async def get_proposal(self, caller: Caller, proposal_id: int | None = None) -> str:
         self._record("get_proposal", proposal_id=proposal_id)
-        pending = await self.store.pending_proposals(chat_id)
+        pending = await self.store.pending_proposals(caller.chat_id)
         chosen = [p for p in pending if proposal_id is None or p.id == int(proposal_id)]
         if not chosen:
             raise ToolError(f"there is no proposal #{proposal_id} in this chat")
         return "\n\n".join(crew_texts.proposal_text(p) for p in chosen)
 
-    async def get_task(self, chat_id: int, task_id: int) -> str:
+    async def get_task(self, caller: Caller, task_id: int) -> str:
         self._record("get_task", task_id=task_id)
-        return crew_texts.task_text(await self._task(chat_id, task_id), [], [], None)
+        return crew_texts.task_text(await self._task(caller.chat_id, task_id), [], [], None)
 
-    async def merge_task(self, chat_id: int, task_id: int) -> str:
+    async def merge_task(self, caller: Caller, task_id: int) -> str:
         self._record("merge_task", task_id=task_id)
         raise ToolError(f"task #{task_id} is still running; merge it when it has ended")
 
-    async def discard_task(self, chat_id: int, task_id: int) -> str:
+    async def discard_task(self, caller: Caller, task_id: int) -> str:
         self._record("discard_task", task_id=task_id)
-        task = await self._task(chat_id, task_id)
+        task = await self._task(caller.chat_id, task_id)
         return f"Task #{task.id} was discarded."
 
-    async def create_workspace(self, chat_id: int, name: str) -> str:
+    async def create_workspace(self, caller: Caller, name: str) -> str:
         self._record("create_workspace", name=name)
         return f"Created workspace {workspace_name(name)} (a new git repository); start work in it by that name."
 
-    async def message_task(self, chat_id: int, task_id: int, text: str) -> str:
+    async def message_task(self, caller: Caller, task_id: int, text: str) -> str:
         self._record("message_task", task_id=task_id, text=text)
         raise ToolError(crew_texts.no_such_task(task_id))
 

@@ -1,7 +1,7 @@
 """The orchestrator's work tools, made from the `WorkDesk` protocol: one source for each tool's schema.
 
-Each tool's input schema comes from the protocol method's typed signature (`chat_id` left out: it is the caller's
-chat), its argument descriptions from the `Arg` in each `Annotated[...]`, and its description from the docstring,
+Each tool's input schema comes from the protocol method's typed signature (`caller` left out: the bot sets it), its
+argument descriptions from the `Arg` in each `Annotated[...]`, and its description from the docstring,
 the way the anthropic SDK's tool helpers derive schemas from functions. A parameter without a default is required.
 """
 
@@ -13,6 +13,7 @@ import typing
 from functools import cache
 from typing import Any, Literal
 
+from agents.core.models import Caller
 from agents.core.protocols import WORK_TOOLS, Arg, WorkDesk
 from agents.tools.toolbox import Tool
 
@@ -52,7 +53,7 @@ def work_tool_specs() -> dict[str, tuple[str, dict[str, Any], tuple[str, ...]]]:
         hints = typing.get_type_hints(method, include_extras=True)
         properties: dict[str, Any] = {}
         required: list[str] = []
-        for parameter in list(inspect.signature(method).parameters.values())[2:]:  # self, chat_id
+        for parameter in list(inspect.signature(method).parameters.values())[2:]:  # self, caller
             hint = hints[parameter.name]
             args = typing.get_args(hint) if typing.get_origin(hint) is typing.Annotated else (hint,)
             described = [a for a in args[1:] if isinstance(a, Arg)]
@@ -66,16 +67,16 @@ def work_tool_specs() -> dict[str, tuple[str, dict[str, Any], tuple[str, ...]]]:
     return specs
 
 
-def desk_tools(desk: WorkDesk, chat_id: int) -> list[Tool]:
-    """The work tools of the chat `chat_id`, each calling the desk's method of the same name."""
+def desk_tools(desk: WorkDesk, caller: Caller) -> list[Tool]:
+    """The work tools of one turn, each calling the desk's method of the same name with `caller` first."""
     return [
-        Tool(name, " ".join(description.split()), properties, _caller(getattr(desk, name), chat_id), list(required))
+        Tool(name, " ".join(description.split()), properties, _caller(getattr(desk, name), caller), list(required))
         for name, (description, properties, required) in work_tool_specs().items()
     ]
 
 
-def _caller(method: Any, chat_id: int) -> Any:
+def _caller(method: Any, caller: Caller) -> Any:
     async def call(**arguments: Any) -> str:
-        return await method(chat_id, **arguments)
+        return await method(caller, **arguments)
 
     return call

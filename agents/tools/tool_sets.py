@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from agents.core.models import WorkerKind
+from agents.core.models import Caller, WorkerKind
 from agents.core.protocols import WorkDesk
 from agents.sandbox.bwrap import SandboxSpec
 from agents.sandbox.network_gate import NetworkDecision
@@ -38,7 +38,7 @@ _GLOB_DESC = "List files matching a glob pattern."
 _GREP_DESC = "Search file contents with a regular expression; returns path:line: text matches."
 
 
-def orchestrator_tools(workspaces: Workspaces, desk: WorkDesk, chat_id: int) -> list[Tool]:
+def orchestrator_tools(workspaces: Workspaces, desk: WorkDesk, caller: Caller) -> list[Tool]:
     """Read-only look-ups across workspaces plus the work tools that hand off to workers."""
 
     def root(workspace: str) -> Path:
@@ -84,7 +84,7 @@ def orchestrator_tools(workspaces: Workspaces, desk: WorkDesk, chat_id: int) -> 
             grep,
             ["workspace", "pattern"],
         ),
-        *desk_tools(desk, chat_id),
+        *desk_tools(desk, caller),
     ]
 
 

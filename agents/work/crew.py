@@ -5,12 +5,11 @@ from __future__ import annotations
 import asyncio
 import re
 import tempfile
-from contextvars import ContextVar
 from datetime import datetime
 from pathlib import Path
 
 from agents.core.errors import ToolError
-from agents.core.models import Proposal, ProposalStatus, Task, TaskEvent, TaskStatus, WorkerKind, utcnow
+from agents.core.models import Caller, Proposal, ProposalStatus, Task, TaskEvent, TaskStatus, WorkerKind, utcnow
 from agents.core.protocols import Notifier
 from agents.core.settings import Settings
 from agents.core.text import human_size
@@ -27,7 +26,6 @@ from agents.work.steering import Inboxes
 from agents.work.task_runner import TaskRunner
 
 # The chat message that asked for the work; progress and summaries reply to it.
-REQUEST_MESSAGE: ContextVar[int | None] = ContextVar("request_message", default=None)
 
 FOREGROUND_PRIORITY = 10
 
@@ -108,7 +106,6 @@ class Crew:
         proposal_id: int | None = None,
     ) -> Task | None:
         """Store a new task and wake the runner; with `proposal_id`, approve that proposal in the same transaction."""
-        task.reply_to_message_id = task.reply_to_message_id or REQUEST_MESSAGE.get()
         cleaned = [" ".join(str(c).split()) for c in (criteria or []) if str(c).strip()][:10]
         handed = await self._attachment_ids(task.chat_id, attachments)
         if proposal_id is None:
@@ -129,12 +126,13 @@ class Crew:
     # ---- orchestrator tools ------------------------------------------------------------------
     async def start_research(
         self,
-        chat_id: int,
+        caller: Caller,
         workspace: str,
         request: str,
         refines: int | None = None,
         attachments: list[int] | None = None,
     ) -> str:
+        chat_id = caller.chat_id
         await self._check_budget()
         instructions = request
         if refines is not None:  # the worker sees the proposal being changed, whole
@@ -145,6 +143,7 @@ class Crew:
         task = await self._submit(
             Task(
                 chat_id=chat_id,
+                reply_to_message_id=caller.message_id,
                 workspace=ws.name,
                 worker=WorkerKind.RESEARCH,
                 title=f"research: {title_of(request, 70)}",
@@ -157,7 +156,7 @@ class Crew:
 
     async def start_task(
         self,
-        chat_id: int,
+        caller: Caller,
         workspace: str,
         worker: str,
         instructions: str,
@@ -166,6 +165,7 @@ class Crew:
         attachments: list[int] | None = None,
         save_attachments: bool = False,
     ) -> str:
+        chat_id = caller.chat_id
         await self._check_budget()
         try:
             kind = WorkerKind(str(worker).strip().lower())
@@ -179,6 +179,7 @@ class Crew:
         task = await self._submit(
             Task(
                 chat_id=chat_id,
+                reply_to_message_id=caller.message_id,
                 workspace=ws.name,
                 worker=kind,
                 title=title_of(instructions),
@@ -249,7 +250,8 @@ class Crew:
             raise ToolError(crew_texts.which_proposal(pending))
         return pending[0]
 
-    async def approve_proposal(self, chat_id: int, proposal_id: int | None = None, notes: str | None = None) -> str:
+    async def approve_proposal(self, caller: Caller, proposal_id: int | None = None, notes: str | None = None) -> str:
+        chat_id = caller.chat_id
         proposal = await self._pick_proposal(chat_id, proposal_id)
         await self._check_budget()
         instructions = (
@@ -260,6 +262,7 @@ class Crew:
         task = await self._submit(
             Task(
                 chat_id=chat_id,
+                reply_to_message_id=caller.message_id,
                 workspace=proposal.workspace,
                 worker=WorkerKind.CODE,
                 title=f"proposal #{proposal.id}: {title_of(proposal.request, 60)}",
@@ -275,17 +278,20 @@ class Crew:
             f"Proposal #{proposal.id} approved; code task #{task.id} started on {proposal.workspace} in the background."
         )
 
-    async def reject_proposal(self, chat_id: int, proposal_id: int | None = None, reason: str | None = None) -> str:
+    async def reject_proposal(self, caller: Caller, proposal_id: int | None = None, reason: str | None = None) -> str:
+        chat_id = caller.chat_id
         proposal = await self._pick_proposal(chat_id, proposal_id)
         if not await self.store.decide_proposal(proposal.id, ProposalStatus.REJECTED):
             raise ToolError(f"proposal #{proposal.id} was already decided")
         return f"Proposal #{proposal.id} rejected" + (f" ({reason})." if reason else ".")
 
-    async def list_tasks(self, chat_id: int) -> str:
+    async def list_tasks(self, caller: Caller) -> str:
+        chat_id = caller.chat_id
         tasks = await self.store.list_tasks(chat_id, limit=15)
         return "\n".join(task_line(t) for t in tasks) if tasks else "No tasks yet."
 
-    async def cancel_task(self, chat_id: int, task_id: int) -> str:
+    async def cancel_task(self, caller: Caller, task_id: int) -> str:
+        chat_id = caller.chat_id
         task = await self._own_task(chat_id, task_id)
         if not task.status.is_cancellable:
             return f"Task #{task.id} is already {task.status.value}; nothing to cancel."
@@ -296,8 +302,9 @@ class Crew:
         kept = " What it did is kept on its branch (Discard deletes it)." if task.branch else ""
         return f"Task #{task.id} cancelled; every process it started was stopped.{kept}"
 
-    async def message_task(self, chat_id: int, task_id: int, text: str) -> str:
+    async def message_task(self, caller: Caller, task_id: int, text: str) -> str:
         """A note for a running worker, read before its next step; a task that is not running gets a clear no."""
+        chat_id = caller.chat_id
         task = await self._own_task(chat_id, task_id)
         text = str(text).strip()
         if not text:
@@ -310,7 +317,8 @@ class Crew:
         await self.store.add_event(TaskEvent(task_id=task.id, kind="note", detail=text[:300]))
         return f"Note passed to task #{task.id}; its worker reads it before its next step."
 
-    async def get_proposal(self, chat_id: int, proposal_id: int | None = None) -> str:
+    async def get_proposal(self, caller: Caller, proposal_id: int | None = None) -> str:
+        chat_id = caller.chat_id
         if proposal_id is not None:
             return crew_texts.proposal_text(await self._chat_proposal(chat_id, proposal_id))
         pending = await self.store.pending_proposals(chat_id)
@@ -321,22 +329,25 @@ class Crew:
             raise ToolError("there is no proposal in this chat")
         return crew_texts.proposal_text(proposal)
 
-    async def get_task(self, chat_id: int, task_id: int) -> str:
+    async def get_task(self, caller: Caller, task_id: int) -> str:
+        chat_id = caller.chat_id
         task = await self._own_task(chat_id, task_id)
         events = await self.store.task_events(task.id)
         shown = await self.store.bot_message_about(chat_id, "task", task.id)
         return crew_texts.task_text(task, await self.store.criteria(task.id), events, shown.content if shown else None)
 
-    async def merge_task(self, chat_id: int, task_id: int) -> str:
+    async def merge_task(self, caller: Caller, task_id: int) -> str:
+        chat_id = caller.chat_id
         task = await self.store.get_task(int(task_id))
         if task is not None and task.chat_id == chat_id and task.status.is_active:
             raise ToolError(f"task #{task_id} is still {task.status.value}; merge it when it has ended")
         return await self.merge(chat_id, int(task_id))
 
-    async def discard_task(self, chat_id: int, task_id: int) -> str:
+    async def discard_task(self, caller: Caller, task_id: int) -> str:
+        chat_id = caller.chat_id
         return await self.discard(chat_id, int(task_id))
 
-    async def create_workspace(self, chat_id: int, name: str) -> str:
+    async def create_workspace(self, caller: Caller, name: str) -> str:
         ws = await create_workspace(self.workspaces, name, git_identity(self.settings))
         return (
             f"Created workspace {ws.name} (a new git repository with an initial commit); start work in it by that name."
