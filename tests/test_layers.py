@@ -16,6 +16,7 @@ RANKS = {
     "agents.core": 0,
     "agents.store": 1,
     "agents.tools": 2,
+    "agents.inputs": 2,  # speech engines: import agents.core only
     "agents.llm": 3,
     "agents.verify": 3,
     "agents.repo_map": 3,

@@ -19,6 +19,7 @@ import pytest
 
 from agents import voice
 from agents.core.protocols import ModelState, SpeechToText, Transcript
+from agents.inputs import audio
 from agents.voice import (
     DAMAGED_MESSAGE,
     EMPTY_MESSAGE,
@@ -164,7 +165,7 @@ def test_too_long_without_a_container_duration_stops_decoding_early(monkeypatch:
                 fed.append(frame.samples / frame.sample_rate)
             return self._inner.resample(frame)
 
-    monkeypatch.setattr(voice, "_declared_seconds", lambda container, stream: None)
+    monkeypatch.setattr(audio, "_declared_seconds", lambda container, stream: None)
     monkeypatch.setattr(av, "AudioResampler", CountingResampler)
 
     assert error_of(data, max_seconds=2.0) == "That voice note is longer than 2 seconds, the most I can transcribe."
