@@ -189,7 +189,7 @@ def _as_text(token: bytes, table: dict[int, str]) -> str:
 def vocabulary(encoding: Any, n_vocab: int) -> list[str]:
     """Every token id's string, in id order: byte-level BPE pieces, then whisper's special tokens."""
     table = _byte_encoder()
-    tokens = [""] * n_vocab
+    tokens: list[str | None] = [None] * n_vocab
     for piece, rank in encoding._mergeable_ranks.items():
         # multilingual.tiktoken holds one empty piece (id 50256); CTranslate2 wants it empty too (with any other
         # name it takes the model for an English-only one)
@@ -197,10 +197,10 @@ def vocabulary(encoding: Any, n_vocab: int) -> list[str]:
     for special, rank in encoding._special_tokens.items():
         if rank < n_vocab:
             tokens[rank] = special
-    missing = [i for i, token in enumerate(tokens) if not token and i not in encoding._mergeable_ranks.values()]
+    missing = [i for i, token in enumerate(tokens) if token is None]
     if missing:
         raise ValueError(f"the checkpoint's vocabulary has {len(missing)} ids whisper's tokenizer does not know")
-    return tokens
+    return [token or "" for token in tokens]
 
 
 def build_tokenizer(encoding: Any) -> Any:
@@ -210,6 +210,7 @@ def build_tokenizer(encoding: Any) -> Any:
     table = _byte_encoder()
     ranks: dict[bytes, int] = encoding._mergeable_ranks
     vocab = {_as_text(piece, table): rank for piece, rank in ranks.items() if piece}
+    vocab.update(encoding._special_tokens)
     merges: list[tuple[int, str, str]] = []
     for piece, rank in ranks.items():
         if len(piece) < 2:
@@ -225,8 +226,13 @@ def build_tokenizer(encoding: Any) -> Any:
     tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=[(a, b) for _, a, b in merges], fuse_unk=False))
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
+    # special tokens already in the vocabulary keep their ids when added (`tokenizers` would otherwise number them
+    # after the vocabulary, which has a hole: the empty piece, id 50256)
     specials = sorted(encoding._special_tokens.items(), key=lambda item: item[1])
     tokenizer.add_special_tokens([AddedToken(name, special=True, normalized=False) for name, _ in specials])
+    wrong = [name for name, rank in specials if tokenizer.token_to_id(name) != rank]
+    if wrong:
+        raise ValueError(f"tokenizer.json gives {len(wrong)} special tokens ids other than whisper's")
     return tokenizer
 
 

@@ -26,8 +26,17 @@ from agents.inputs.resident import ResidentTranscriber, first_line, looks_like_p
 DEFAULT_CONVERT_ROOT = Path("~/.cache/agentlab/whisper-ct2")
 
 
-def transcribe_options(language: str | None, max_tokens_per_window: int) -> dict[str, Any]:
-    """The keyword arguments for `WhisperModel.transcribe` that bound decoding (shared with bench/voice.py)."""
+def transcribe_options(
+    language: str | None, max_tokens_per_window: int, *, multilingual: bool = True
+) -> dict[str, Any]:
+    """The keyword arguments for `WhisperModel.transcribe` that bound decoding (shared with bench/voice.py).
+
+    CTranslate2 stops at (prompt + max_new_tokens) / 2 generated tokens (CTranslate2 issue #1856; measured here:
+    max_new_tokens 24 gives 14 tokens after the 4-token prompt), so `max_new_tokens` is chosen to make the cap
+    exactly `max_tokens_per_window`, as openai-whisper's `sample_len` does. The prompt is <|startoftranscript|>,
+    the language, the task and <|notimestamps|> (multilingual), or the first and last of these (English-only).
+    """
+    prompt = 4 if multilingual else 2
     return {
         "language": language,
         "task": "transcribe",
@@ -36,7 +45,7 @@ def transcribe_options(language: str | None, max_tokens_per_window: int) -> dict
         "temperature": 0.0,  # a single temperature: no fallback loop
         "condition_on_previous_text": False,
         "without_timestamps": True,
-        "max_new_tokens": max_tokens_per_window,
+        "max_new_tokens": 2 * max_tokens_per_window - prompt,
         "vad_filter": False,
         "log_progress": False,
     }
@@ -152,8 +161,9 @@ class FasterWhisperTranscriber(ResidentTranscriber):
         return code
 
     def _run(self, model: Any, samples: np.ndarray) -> tuple[str, str | None]:
-        segments, info = model.transcribe(
-            samples, **transcribe_options(self._language_code, self.max_tokens_per_window)
+        options = transcribe_options(
+            self._language_code, self.max_tokens_per_window, multilingual=model.model.is_multilingual
         )
+        segments, info = model.transcribe(samples, **options)
         text = "".join(segment.text for segment in segments)  # the generator decodes here, on this thread
         return text, info.language
