@@ -8,7 +8,13 @@ import pytest
 
 from agents.core.models import InputMethod, Proposal, ProposalStatus
 from agents.core.protocols import ModelState
-from agents.voice import AudioError, Transcriber
+from agents.voice import (
+    AudioError,
+    FasterWhisperTranscriber,
+    OpenAIWhisperTranscriber,
+    ResidentTranscriber,
+    make_transcriber,
+)
 from tests.conftest import USER_ID, make_settings, start_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.fakes.whisper_checkpoint import FakeTranscriber, build_tiny_checkpoint, make_ogg_opus, speech, tone_mix
@@ -17,20 +23,46 @@ from tests.scripted import ScriptedModel
 pytestmark = pytest.mark.slow
 
 
+def faster_whisper_missing() -> str | None:
+    try:
+        import faster_whisper  # noqa: F401
+    except Exception as exc:  # an optional extra: absent where it does not install
+        return f"faster-whisper is not importable ({type(exc).__name__}: {exc})"
+    return None
+
+
 @pytest.fixture(scope="module")
 def tiny_checkpoint(tmp_path_factory) -> str:
     return str(build_tiny_checkpoint(tmp_path_factory.mktemp("whisper") / "tiny-random.pt"))
 
 
+@pytest.mark.parametrize(
+    "engine",
+    [
+        pytest.param(OpenAIWhisperTranscriber, id="openai-whisper"),
+        pytest.param(
+            FasterWhisperTranscriber,
+            id="faster-whisper",
+            marks=pytest.mark.skipif(faster_whisper_missing() is not None, reason=str(faster_whisper_missing())),
+        ),
+    ],
+)
 async def test_voice_note_through_the_real_whisper_pipeline(
-    fake_telegram, fake_anthropic, tmp_path, workspace_root, tiny_checkpoint
+    fake_telegram, fake_anthropic, tmp_path, workspace_root, tiny_checkpoint, engine: type[ResidentTranscriber]
 ) -> None:
     from telegram_bot.app import stop_polling
 
     settings = make_settings(
-        fake_telegram, fake_anthropic, tmp_path, workspace_root, whisper_model=tiny_checkpoint, whisper_language="en"
+        fake_telegram,
+        fake_anthropic,
+        tmp_path,
+        workspace_root,
+        whisper_model=tiny_checkpoint,
+        whisper_language="en",
+        voice_engine=engine.engine,
     )
-    transcriber = Transcriber(tiny_checkpoint, "en", 60.0)
+    transcriber = make_transcriber(settings)
+    assert type(transcriber) is engine
     bot = await start_bot(settings, fake_telegram, fake_anthropic, transcriber=transcriber)
     try:
         model = ScriptedModel()
@@ -49,6 +81,7 @@ async def test_voice_note_through_the_real_whisper_pipeline(
         assert echo.reply_to_message_id is not None and answer is not None
         request = model.requests["orchestrator"][0]["messages"][-1]["content"]
         heard = echo.text.split("I heard:", 1)[1].strip()
+        assert heard, "the test weights always decode to text"
         assert request[0]["text"].strip() == heard, (
             "the transcript (garbage from random weights) reaches the orchestrator"
         )
