@@ -287,7 +287,7 @@ async def measure_engines(
         for name, transcriber in engines.items():
             started = time.perf_counter()
             await transcriber.wait_ready()
-            progress(f"  {name} loaded in {time.perf_counter() - started:.1f} s (faster-whisper: converted once)")
+            progress(f"  {name} loaded in {time.perf_counter() - started:.1f} s")
             texts[name] = (await transcriber.transcribe(data)).text  # warm-up, untimed
         runs: dict[str, list[float]] = {name: [] for name in engines}
         for _ in range(repeats):
@@ -382,7 +382,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print the figures as JSON (progress on stderr)")
     parser.add_argument("--sizes", nargs="+", default=["tiny", "base"], choices=["tiny", "base"])
-    parser.add_argument("--lengths", nargs="+", type=int, default=[10, 30], help="note lengths in seconds")
+    parser.add_argument("--lengths", nargs="+", type=int, default=None, help="note lengths in seconds (10 30)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--tokens-per-second", type=float, default=3.5, help="token cap per second of audio")
     parser.add_argument("--tokens", type=int, default=None, help="a fixed token cap per window (1-224) instead")
@@ -391,11 +391,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.tokens is not None and not 1 <= args.tokens <= 224:
         parser.error("--tokens must be between 1 and 224")
     if args.engines:
-        length = args.lengths[0] if argv and "--lengths" in argv else TARGET_NOTE_SECONDS
+        length = args.lengths[0] if args.lengths else TARGET_NOTE_SECONDS
         report = run_engines(args.sizes, length, args.tokens or 35, max(args.repeats, 5))
         print(json.dumps(report, indent=2) if args.json else render_engines(report))
         return 0
-    report = run(args.sizes, args.lengths, args.repeats, args.tokens_per_second, args.tokens)
+    report = run(args.sizes, args.lengths or [10, 30], args.repeats, args.tokens_per_second, args.tokens)
     print(json.dumps(report, indent=2) if args.json else render(report))
     return 0
 
