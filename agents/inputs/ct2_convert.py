@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import json
 import os
 import shutil
 from pathlib import Path
@@ -246,8 +245,3 @@ def _set_config(config: Any, encoding: Any, dims: dict[str, int]) -> None:
     config.lang_ids.sort()
     layers, heads = dims["n_text_layer"], dims["n_text_head"]
     config.alignment_heads = [list(pair) for pair in itertools.product(range(layers // 2, layers), range(heads))]
-
-
-def tokenizer_json_text(n_vocab: int) -> str:
-    """The tokenizer.json text for a model with `n_vocab` tokens (tests compare ids with whisper's)."""
-    return json.dumps(json.loads(build_tokenizer(whisper_encoding(n_vocab)).to_str()))
