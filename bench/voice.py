@@ -274,8 +274,8 @@ ENGINE_TARGET_RTF = 0.1
 
 async def measure_engines(
     checkpoint: Path, data: bytes, tokens: int, repeats: int
-) -> tuple[dict[str, list[float]], dict[str, str]]:
-    """Both engines resident and warmed up, then interleaved runs; seconds of model time per run, and the texts."""
+) -> tuple[dict[str, list[float]], dict[str, list[int | None]]]:
+    """Both engines resident and warmed up, then interleaved runs: model seconds per run, tokens decoded seen."""
     engines = {
         "openai-whisper": OpenAIWhisperTranscriber(str(checkpoint), "en", 600.0, "cpu", max_tokens_per_window=tokens),
         "faster-whisper": FasterWhisperTranscriber(
@@ -283,17 +283,18 @@ async def measure_engines(
         ),
     }
     try:
-        texts = {}
         for name, transcriber in engines.items():
             started = time.perf_counter()
             await transcriber.wait_ready()
             progress(f"  {name} loaded in {time.perf_counter() - started:.1f} s")
-            texts[name] = (await transcriber.transcribe(data)).text  # warm-up, untimed
+            await transcriber.transcribe(data)  # warm-up, untimed
         runs: dict[str, list[float]] = {name: [] for name in engines}
+        tokens_seen: dict[str, set[int | None]] = {name: set() for name in engines}
         for _ in range(repeats):
             for name, transcriber in engines.items():
                 runs[name].append((await transcriber.transcribe(data)).transcribe_seconds)
-        return runs, texts
+                tokens_seen[name].add(transcriber.recent[-1].tokens)
+        return runs, {name: sorted(seen) for name, seen in tokens_seen.items()}
     finally:
         for transcriber in engines.values():
             transcriber.close()
@@ -308,7 +309,7 @@ def run_engines(sizes: list[str], seconds: int, tokens: int, repeats: int) -> di
         progress(f"checkpoint: random weights, real whisper {size} dims ...")
         checkpoint = sized_checkpoint(CACHE / f"whisper-random-{size}-v{CHECKPOINT_VERSION}.pt", size)
         progress(f"{size}, {seconds} s note, {tokens} tokens: openai-whisper and faster-whisper, interleaved ...")
-        runs, texts = asyncio.run(measure_engines(checkpoint, data, tokens, repeats))
+        runs, decoded = asyncio.run(measure_engines(checkpoint, data, tokens, repeats))
         openai = statistics.median(runs["openai-whisper"])
         faster = statistics.median(runs["faster-whisper"])
         results.append(
@@ -321,7 +322,7 @@ def run_engines(sizes: list[str], seconds: int, tokens: int, repeats: int) -> di
                 "speedup": round(openai / faster, 2),
                 "rtf_openai": round(openai / seconds, 3),
                 "rtf_faster": round(faster / seconds, 3),
-                "words": {name: len(text.split()) for name, text in texts.items()},
+                "tokens_decoded": decoded,  # per engine, every run: the same fixed number is the point
                 "runs": {name: [round(x, 3) for x in values] for name, values in runs.items()},
             }
         )
@@ -362,6 +363,11 @@ def render_engines(report: dict[str, Any]) -> str:
         f"{'RTF faster':>11}",
     ]
     for r in report["results"]:
+        decoded = {tuple(seen) for seen in r["tokens_decoded"].values()}
+        if decoded != {(r["tokens"],)}:
+            lines.append(
+                f"warning: the engines did not both decode exactly {r['tokens']} tokens: {r['tokens_decoded']}"
+            )
         lines.append(
             f"{r['model']:<6} {r['tokens']:>6} {r['openai_seconds']:>9.3f} {r['faster_seconds']:>9.3f} "
             f"{r['speedup']:>7.2f}x {r['rtf_openai']:>11.3f} {r['rtf_faster']:>11.3f}"

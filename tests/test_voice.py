@@ -312,6 +312,7 @@ async def test_loads_in_background_then_transcribes(
     assert abs(transcript.audio_seconds - 3.0) < 0.1
     assert transcript.decode_seconds >= 0 and transcript.transcribe_seconds > 0
     assert [s.engine for s in transcriber.recent] == [engine.engine]  # the speed of the note is kept
+    assert transcriber.recent[0].tokens == 24  # decoded to the cap, exactly, in either engine
 
 
 @pytest.mark.slow

@@ -218,8 +218,9 @@ class ResidentTranscriber:
         """Load and return the model (worker thread); raise ModelUnavailable with one sentence for the user."""
         raise NotImplementedError
 
-    def _run(self, model: Any, samples: np.ndarray) -> tuple[str, str | None]:
-        """Transcribe `samples` with `model` (worker thread); returns the text and the language code."""
+    def _run(self, model: Any, samples: np.ndarray) -> tuple[str, str | None, int]:
+        """Transcribe `samples` with `model` (worker thread); returns the text, the language code and the number
+        of tokens decoded."""
         raise NotImplementedError
 
     def _transcribe_blocking(self, samples: np.ndarray) -> tuple[str, str | None, float]:
@@ -228,22 +229,23 @@ class ResidentTranscriber:
             raise ModelUnavailable("The speech model has been shut down.")
         started = time.perf_counter()
         try:
-            text, language = self._run(model, samples)
+            text, language, tokens = self._run(model, samples)
         except Exception as exc:
             log.exception("transcription failed")
             raise TranscriptionFailed(
                 f"The speech model failed on that voice note ({type(exc).__name__}); please try again."
             ) from exc
         seconds = time.perf_counter() - started
-        self._record(samples.size / SAMPLE_RATE, seconds)
+        self._record(samples.size / SAMPLE_RATE, seconds, tokens)
         return text.strip(), language or self._language_code, seconds
 
-    def _record(self, audio_seconds: float, transcribe_seconds: float) -> None:
+    def _record(self, audio_seconds: float, transcribe_seconds: float, tokens: int) -> None:
         speed = NoteSpeed(
             engine=self.engine,
             model=self.model_name,
             audio_seconds=audio_seconds,
             transcribe_seconds=transcribe_seconds,
+            tokens=tokens,
         )
         self.recent.append(speed)
         if self.speed_log is not None:

@@ -27,6 +27,7 @@ class NoteSpeed(BaseModel):
     model: str
     audio_seconds: float = Field(ge=0)
     transcribe_seconds: float = Field(ge=0)
+    tokens: int | None = Field(default=None, ge=0)  # text tokens decoded (bench/voice.py checks both engines agree)
     at: float = Field(default_factory=time.time)
 
     @property

@@ -160,10 +160,10 @@ class FasterWhisperTranscriber(ResidentTranscriber):
             )
         return code
 
-    def _run(self, model: Any, samples: np.ndarray) -> tuple[str, str | None]:
+    def _run(self, model: Any, samples: np.ndarray) -> tuple[str, str | None, int]:
         options = transcribe_options(
             self._language_code, self.max_tokens_per_window, multilingual=model.model.is_multilingual
         )
         segments, info = model.transcribe(samples, **options)
-        text = "".join(segment.text for segment in segments)  # the generator decodes here, on this thread
-        return text, info.language
+        decoded = list(segments)  # the generator decodes here, on this thread
+        return "".join(segment.text for segment in decoded), info.language, sum(len(s.tokens) for s in decoded)

@@ -102,9 +102,10 @@ class OpenAIWhisperTranscriber(ResidentTranscriber):
             f"model name ({', '.join(WHISPER_MODEL_NAMES)})."
         )
 
-    def _run(self, model: Any, samples: np.ndarray) -> tuple[str, str | None]:
+    def _run(self, model: Any, samples: np.ndarray) -> tuple[str, str | None, int]:
         import whisper
 
         options = transcribe_options(self._language_code, self.max_tokens_per_window, fp16=self._device != "cpu")
         result = whisper.transcribe(model, samples, **options)
-        return str(result.get("text", "")), result.get("language")
+        tokens = sum(len(segment.get("tokens", ())) for segment in result.get("segments", ()))
+        return str(result.get("text", "")), result.get("language"), tokens
