@@ -143,6 +143,11 @@ class Runtime:
             lines.append(
                 f"**Speech model:** {self.settings.whisper_model} on {self.settings.voice_engine} ({state.value})"
             )
+            recent = list(getattr(self.transcriber, "recent", ()))  # a fake transcriber keeps none
+            if recent:
+                from agents.inputs.speed_log import summary
+
+                lines.append(f"**Voice speed:** {summary(recent)}")
         return "\n".join(lines)
 
     async def stop_workers(self) -> None:

@@ -8,12 +8,14 @@ import pytest
 
 from agents.core.models import InputMethod, Proposal, ProposalStatus
 from agents.core.protocols import ModelState
+from agents.inputs.speed_log import read_speeds
 from agents.voice import (
     AudioError,
     FasterWhisperTranscriber,
     OpenAIWhisperTranscriber,
     ResidentTranscriber,
     make_transcriber,
+    speed_log_path,
 )
 from tests.conftest import USER_ID, make_settings, start_bot
 from tests.fakes import anthropic_server as claude_says
@@ -104,6 +106,15 @@ async def test_voice_note_through_the_real_whisper_pipeline(
         assert "Traceback" not in refusal.text and len(refusal.text) < 200
         bot.say("typed after the corrupt note")
         await bot.tg.await_for(lambda: any(m.text == "And your text." for m in bot.tg.messages(USER_ID)), timeout=30)
+
+        bot.tg.send_command(USER_ID, "/status")
+        status = await bot.tg.await_for(
+            lambda: next((m for m in bot.tg.messages(USER_ID) if "Speech model" in (m.text or "")), None), timeout=30
+        )
+        assert f"on {engine.engine} (ready)" in status.text
+        assert "last note: real-time factor" in status.text and f"(latest, {engine.engine})" in status.text
+        kept = read_speeds(speed_log_path(settings))  # for `agentlab doctor`, another process
+        assert [(s.engine, s.tokens) for s in kept] == [(engine.engine, 224)]  # decoded to the cap
     finally:
         await stop_polling(bot.app)
 
