@@ -721,3 +721,19 @@ async def test_fake_transcriber_failing_model_and_real_audio_checks() -> None:
     assert caught.value.user_message == EMPTY_MESSAGE
     transcript = await strict.transcribe(make_ogg_opus(tone(1.0)))
     assert transcript.text == "hello" and abs(transcript.audio_seconds - 1.0) < 0.1
+
+
+async def test_faster_engine_without_faster_whisper_says_so_in_one_sentence(
+    tmp_path: Path, note_3s: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the optional extra did not install, VOICE_ENGINE=faster-whisper refuses notes with one clear sentence."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "faster_whisper", None)  # as if it were not installed
+    transcriber = voice.FasterWhisperTranscriber("base", None, 60.0, "cpu", convert_root=tmp_path)
+    try:
+        message = await expect_unavailable(transcriber, note_3s)
+    finally:
+        transcriber.close()
+    assert message.startswith("The speech model 'base' could not be loaded: faster-whisper is not usable (")
+    assert message.endswith("or set VOICE_ENGINE=openai-whisper.") and "Traceback" not in message
