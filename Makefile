@@ -5,6 +5,9 @@
 # the pip path (as on our CI machines); the pin is also passed as a constraint so whisper can never pull
 # a newer multi-gigabyte CUDA build. With a GPU, choose your own build: `make run TORCH='torch==2.13.0'`
 # from the CUDA index, or `make run TORCH=torch`.
+#
+# faster-whisper (VOICE_ENGINE=faster-whisper) is the optional extra `.[faster]`: installed in a second pip call
+# whose failure only prints a line (no wheel for this platform, no network), so the set-up never fails on it.
 PY      ?= python3
 VENV    := .venv
 BIN     := $(VENV)/bin
@@ -20,6 +23,8 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	printf '%s\n' '$(TORCH)' > $(VENV)/constraints.txt
 	$(BIN)/pip install --disable-pip-version-check -q '$(TORCH)'
 	$(BIN)/pip install --disable-pip-version-check -q -c $(VENV)/constraints.txt -e '.[test]'
+	$(BIN)/pip install --disable-pip-version-check -q -c $(VENV)/constraints.txt -e '.[faster]' \
+		|| echo 'faster-whisper did not install here: VOICE_ENGINE=faster-whisper is unavailable and its tests skip'
 	touch $@
 
 setup: $(STAMP) system-deps

@@ -10,6 +10,8 @@ Why one module over 400 lines: one small function per check, in the order doctor
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
+import importlib.util
 import os
 import re
 import shutil
@@ -362,6 +364,15 @@ def check_whisper(settings: Settings, cache_dir: Path | None = None) -> Check:
     path = Path(name).expanduser()
     if path.is_file():
         return Check(Level.ok, "whisper", f"checkpoint {path} ({_size(path.stat().st_size)})")
+    if settings.voice_engine == "faster-whisper" and path.is_dir():
+        if (path / "model.bin").is_file() and (path / "config.json").is_file():
+            return Check(Level.ok, "whisper", f"CTranslate2 model folder {path}")
+        return Check(
+            Level.fail,
+            "whisper",
+            f"WHISPER_MODEL {path} is a folder without a CTranslate2 model (model.bin, config.json)",
+            "point WHISPER_MODEL at a CTranslate2 folder, a .pt checkpoint or a model name",
+        )
     if path.exists():
         return Check(
             Level.fail, "whisper", f"WHISPER_MODEL {path} is not a file", "point WHISPER_MODEL at a .pt checkpoint"
@@ -379,6 +390,35 @@ def check_whisper(settings: Settings, cache_dir: Path | None = None) -> Check:
         f"WHISPER_MODEL {name!r} is neither a model name nor a file",
         f"use one of {', '.join(n for n in WHISPER_DOWNLOADS if '.' not in n)}, or a checkpoint path",
     )
+
+
+def check_voice_engine(settings: Settings) -> Check:
+    """VOICE_ENGINE: which engine transcribes, whether it is installed, and how fast the last notes were."""
+    from agents.inputs.speed_log import read_speeds, summary
+
+    engine = settings.voice_engine
+    package = "faster_whisper" if engine == "faster-whisper" else "whisper"
+    recent = [s for s in read_speeds(settings.voice_data_dir / "recent-notes.json") if s.engine == engine]
+    if importlib.util.find_spec(package) is None:
+        return Check(
+            Level.fail,
+            "voice engine",
+            f"VOICE_ENGINE={engine} but {engine} is not installed (voice notes would be refused)",
+            "pip install -e '.[faster]' in the venv, or set VOICE_ENGINE=openai-whisper"
+            if engine == "faster-whisper"
+            else "reinstall the project (pip install -e .)",
+        )
+    detail = f"{engine} {_version(engine)}"
+    if engine == "faster-whisper":
+        detail += f" (CTranslate2 {_version('ctranslate2')}, int8 on the CPU)"
+    return Check(Level.ok, "voice engine", f"{detail}; {summary(recent)}")
+
+
+def _version(distribution: str) -> str:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return "(version unknown)"
 
 
 def check_ripgrep(settings: Settings) -> Check:
@@ -551,6 +591,7 @@ async def run_checks(settings: Settings) -> list[Check]:
         _guarded("BOT_REPOSITORY", lambda: check_bot_repository(settings)),
         _guarded("git", lambda: check_git(settings)),
         _guarded("whisper", lambda: check_whisper(settings)),
+        _guarded("voice engine", lambda: check_voice_engine(settings)),
         _guarded("ripgrep", lambda: check_ripgrep(settings)),
         _guarded("chromium", lambda: check_chromium(settings)),
         _guarded("database", lambda: check_database(settings)),

@@ -140,7 +140,14 @@ class Runtime:
         lines += [f"• #{p.id} for `{p.workspace}`: {p.request[:80]}" for p in pending]
         if self.transcriber is not None:
             state = self.transcriber.state
-            lines.append(f"**Speech model:** {self.settings.whisper_model} ({state.value})")
+            lines.append(
+                f"**Speech model:** {self.settings.whisper_model} on {self.settings.voice_engine} ({state.value})"
+            )
+            recent = list(getattr(self.transcriber, "recent", ()))  # a fake transcriber keeps none
+            if recent:
+                from agents.inputs.speed_log import summary
+
+                lines.append(f"**Voice speed:** {summary(recent)}")
         return "\n".join(lines)
 
     async def stop_workers(self) -> None:
@@ -165,10 +172,10 @@ class Runtime:
 
 def _make_transcriber(settings: Settings) -> SpeechToText | None:
     try:
-        from agents.inputs.voice import Transcriber
+        from agents.inputs.voice import make_transcriber
     except ImportError as err:  # whisper missing: text still works
         log.warning("voice notes disabled: %s", err)
         return None
-    transcriber = Transcriber(settings.whisper_model, settings.whisper_language, settings.voice_max_seconds)
+    transcriber = make_transcriber(settings)
     transcriber.start_loading()
     return transcriber

@@ -12,6 +12,12 @@ the same `transcribe_options`: temperature 0, no conditioning on previous text, 
 
     python bench/voice.py                # table
     python bench/voice.py --json         # figures for bench/run_all.py (progress goes to stderr)
+    python bench/voice.py --engines      # openai-whisper vs faster-whisper (issue 28), table; add --json for figures
+
+`--engines` compares the two engines in one run: the same 10 s note, the same random weights (faster-whisper's
+CTranslate2 folder is converted from the very checkpoint openai-whisper loads), at tiny and base dims, each engine
+a resident transcriber (`agents.inputs.voice`) loaded and warmed up before the clock, runs interleaved, English given,
+and a fixed number of decoded tokens (the test weights never emit end-of-text, so every window runs to the cap).
 """
 
 from __future__ import annotations
@@ -37,10 +43,11 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from agents.inputs.voice import Transcriber, transcribe_options
+from agents.inputs.voice import FasterWhisperTranscriber, OpenAIWhisperTranscriber, Transcriber, transcribe_options
 from tests.fakes.whisper_checkpoint import make_ogg_opus, sized_checkpoint, speech, tone_mix  # noqa: E402
 
 CACHE = REPO / "bench" / ".cache"
+CHECKPOINT_VERSION = 2  # 2: every parameter seeded, end-of-text never wins (issue 28); older cached files are stale
 NOTE_RATE = 48_000  # Telegram voice notes are 48 kHz Opus
 TARGET_RATIO = 3.0
 TARGET_NOTE_SECONDS = 10
@@ -167,7 +174,7 @@ def run(
         workdir = Path(tmp)
         for size in sizes:
             progress(f"checkpoint: random weights, real whisper {size} dims ...")
-            checkpoint = sized_checkpoint(CACHE / f"whisper-random-{size}.pt", size)
+            checkpoint = sized_checkpoint(CACHE / f"whisper-random-{size}-v{CHECKPOINT_VERSION}.pt", size)
             for seconds in lengths:
                 data = notes[seconds][0]
                 tokens = tokens_for(seconds, tokens_per_second, fixed_tokens)
@@ -258,18 +265,143 @@ def render(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+# --------------------------------------------------------------------------------------------------------------
+# openai-whisper vs faster-whisper (issue 28)
+
+ENGINE_TARGET_RATIO = 1.7
+ENGINE_TARGET_RTF = 0.1
+
+
+async def measure_engines(
+    checkpoint: Path, data: bytes, tokens: int, repeats: int
+) -> tuple[dict[str, list[float]], dict[str, list[int | None]]]:
+    """Both engines resident and warmed up, then interleaved runs: model seconds per run, tokens decoded seen."""
+    engines = {
+        "openai-whisper": OpenAIWhisperTranscriber(str(checkpoint), "en", 600.0, "cpu", max_tokens_per_window=tokens),
+        "faster-whisper": FasterWhisperTranscriber(
+            str(checkpoint), "en", 600.0, "cpu", max_tokens_per_window=tokens, convert_root=CACHE / "ct2"
+        ),
+    }
+    try:
+        for name, transcriber in engines.items():
+            started = time.perf_counter()
+            await transcriber.wait_ready()
+            progress(f"  {name} loaded in {time.perf_counter() - started:.1f} s")
+            await transcriber.transcribe(data)  # warm-up, untimed
+        runs: dict[str, list[float]] = {name: [] for name in engines}
+        tokens_seen: dict[str, set[int | None]] = {name: set() for name in engines}
+        for _ in range(repeats):
+            for name, transcriber in engines.items():
+                runs[name].append((await transcriber.transcribe(data)).transcribe_seconds)
+                tokens_seen[name].add(transcriber.recent[-1].tokens)
+        return runs, {name: sorted(seen) for name, seen in tokens_seen.items()}
+    finally:
+        for transcriber in engines.values():
+            transcriber.close()
+
+
+def run_engines(sizes: list[str], seconds: int, tokens: int, repeats: int) -> dict[str, Any]:
+    load_before = os.getloadavg()[0]
+    CACHE.mkdir(parents=True, exist_ok=True)
+    data, audio_kind = make_note(seconds)
+    results = []
+    for size in sizes:
+        progress(f"checkpoint: random weights, real whisper {size} dims ...")
+        checkpoint = sized_checkpoint(CACHE / f"whisper-random-{size}-v{CHECKPOINT_VERSION}.pt", size)
+        progress(f"{size}, {seconds} s note, {tokens} tokens: openai-whisper and faster-whisper, interleaved ...")
+        runs, decoded = asyncio.run(measure_engines(checkpoint, data, tokens, repeats))
+        openai = statistics.median(runs["openai-whisper"])
+        faster = statistics.median(runs["faster-whisper"])
+        results.append(
+            {
+                "model": size,
+                "note_seconds": seconds,
+                "tokens": tokens,
+                "openai_seconds": round(openai, 3),
+                "faster_seconds": round(faster, 3),
+                "speedup": round(openai / faster, 2),
+                "rtf_openai": round(openai / seconds, 3),
+                "rtf_faster": round(faster / seconds, 3),
+                "tokens_decoded": decoded,  # per engine, every run: the same fixed number is the point
+                "runs": {name: [round(x, 3) for x in values] for name, values in runs.items()},
+            }
+        )
+    base = [r for r in results if r["model"] == "base"]
+    return {
+        "benchmark": "voice engines",
+        "repeats": repeats,
+        "statistic": "median",
+        "audio": f"{audio_kind}, OGG/Opus {NOTE_RATE // 1000} kHz mono, {seconds} s",
+        "weights": "random, real whisper dims, the same checkpoint for both (CTranslate2 folder converted from it)",
+        "decoding": f"greedy, temperature 0, English given, no timestamps, exactly {tokens} tokens decoded",
+        "engines": "openai-whisper fp32 (torch) | faster-whisper int8 (CTranslate2)",
+        "machine": {
+            "cpus": os.cpu_count(),
+            "load_average_before": round(load_before, 2),
+            "load_average_after": round(os.getloadavg()[0], 2),
+        },
+        "results": results,
+        "target": {
+            "description": f"faster-whisper >= {ENGINE_TARGET_RATIO:g}x faster than openai-whisper at base dims, "
+            f"RTF <= {ENGINE_TARGET_RTF:g}",
+            "checked": bool(base),
+            "met": bool(base)
+            and all(r["speedup"] >= ENGINE_TARGET_RATIO and r["rtf_faster"] <= ENGINE_TARGET_RTF for r in base),
+        },
+    }
+
+
+def render_engines(report: dict[str, Any]) -> str:
+    lines = [
+        f"voice engines, model time per note ({report['statistic']} of {report['repeats']} interleaved runs)",
+        f"  audio:    {report['audio']}",
+        f"  weights:  {report['weights']}",
+        f"  decoding: {report['decoding']}",
+        f"  engines:  {report['engines']}",
+        "",
+        f"{'model':<6} {'tokens':>6} {'openai s':>9} {'faster s':>9} {'speedup':>8} {'RTF openai':>11} "
+        f"{'RTF faster':>11}",
+    ]
+    for r in report["results"]:
+        decoded = {tuple(seen) for seen in r["tokens_decoded"].values()}
+        if decoded != {(r["tokens"],)}:
+            lines.append(
+                f"warning: the engines did not both decode exactly {r['tokens']} tokens: {r['tokens_decoded']}"
+            )
+        lines.append(
+            f"{r['model']:<6} {r['tokens']:>6} {r['openai_seconds']:>9.3f} {r['faster_seconds']:>9.3f} "
+            f"{r['speedup']:>7.2f}x {r['rtf_openai']:>11.3f} {r['rtf_faster']:>11.3f}"
+        )
+    machine = report["machine"]
+    lines += [
+        "",
+        f"machine: {machine['cpus']} CPUs, load average {machine['load_average_before']:.1f} before, "
+        f"{machine['load_average_after']:.1f} after",
+    ]
+    target = report["target"]
+    verdict = ("met" if target["met"] else "not met") if target["checked"] else "not measured (no base run)"
+    lines.append(f"target: {target['description']}: {verdict}")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print the figures as JSON (progress on stderr)")
     parser.add_argument("--sizes", nargs="+", default=["tiny", "base"], choices=["tiny", "base"])
-    parser.add_argument("--lengths", nargs="+", type=int, default=[10, 30], help="note lengths in seconds")
+    parser.add_argument("--lengths", nargs="+", type=int, default=None, help="note lengths in seconds (10 30)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--tokens-per-second", type=float, default=3.5, help="token cap per second of audio")
     parser.add_argument("--tokens", type=int, default=None, help="a fixed token cap per window (1-224) instead")
+    parser.add_argument("--engines", action="store_true", help="compare openai-whisper and faster-whisper instead")
     args = parser.parse_args(argv)
     if args.tokens is not None and not 1 <= args.tokens <= 224:
         parser.error("--tokens must be between 1 and 224")
-    report = run(args.sizes, args.lengths, args.repeats, args.tokens_per_second, args.tokens)
+    if args.engines:
+        length = args.lengths[0] if args.lengths else TARGET_NOTE_SECONDS
+        report = run_engines(args.sizes, length, args.tokens or 35, max(args.repeats, 5))
+        print(json.dumps(report, indent=2) if args.json else render_engines(report))
+        return 0
+    report = run(args.sizes, args.lengths or [10, 30], args.repeats, args.tokens_per_second, args.tokens)
     print(json.dumps(report, indent=2) if args.json else render(report))
     return 0
 

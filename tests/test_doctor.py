@@ -379,3 +379,47 @@ async def test_sandbox_check_says_what_the_machine_cannot_bound(
     assert check.level is Level.warn, check
     assert "no per-task cgroup" in check.detail and "RLIMIT_AS" in check.detail
     assert "pasta" in check.detail and "loopback" in check.detail
+
+
+def test_voice_engine_says_which_is_active_and_how_fast_the_last_notes_were(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agents.inputs.speed_log import NoteSpeed, append_speed
+    from agents.inputs.voice import speed_log_path
+
+    check = dr.check_voice_engine(settings)
+    assert check.level is Level.ok and check.detail.startswith("openai-whisper ")
+    assert check.detail.endswith("; no voice notes transcribed yet")
+
+    log = speed_log_path(settings)
+    for seconds in (1.0, 0.9, 3.0):  # written by the transcriber's thread after each note
+        append_speed(
+            log, NoteSpeed(engine="openai-whisper", model="base", audio_seconds=10, transcribe_seconds=seconds)
+        )
+    append_speed(log, NoteSpeed(engine="faster-whisper", model="base", audio_seconds=10, transcribe_seconds=0.5))
+    check = dr.check_voice_engine(settings)
+    assert "last 3 notes: real-time factor 0.10 (median), 3.0 s for 10 s of audio (latest, openai-whisper)" in (
+        check.detail
+    )
+
+    faster = settings.model_copy(update={"voice_engine": "faster-whisper"})
+    real_find_spec = dr.importlib.util.find_spec
+    if real_find_spec("faster_whisper") is not None:
+        check = dr.check_voice_engine(faster)
+        assert check.level is Level.ok and check.detail.startswith("faster-whisper ")
+        assert "CTranslate2" in check.detail and "last note: real-time factor 0.05" in check.detail
+    monkeypatch.setattr(dr.importlib.util, "find_spec", lambda name: None if name == "faster_whisper" else 1)
+    check = dr.check_voice_engine(faster)
+    assert check.level is Level.fail and "not installed" in check.detail and ".[faster]" in check.fix
+
+
+def test_whisper_ct2_folder_with_faster_whisper(settings: Settings, tmp_path: Path) -> None:
+    folder = tmp_path / "base-ct2"
+    folder.mkdir()
+    faster = settings.model_copy(update={"voice_engine": "faster-whisper", "whisper_model": str(folder)})
+    assert dr.check_whisper(faster).level is Level.fail  # no model in it
+    (folder / "model.bin").write_bytes(b"\0")
+    (folder / "config.json").write_text("{}")
+    assert dr.check_whisper(faster).level is Level.ok
+    openai = faster.model_copy(update={"voice_engine": "openai-whisper"})
+    assert dr.check_whisper(openai).level is Level.fail  # openai-whisper wants a checkpoint file

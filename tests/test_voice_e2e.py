@@ -8,7 +8,15 @@ import pytest
 
 from agents.core.models import InputMethod, Proposal, ProposalStatus
 from agents.core.protocols import ModelState
-from agents.inputs.voice import AudioError, Transcriber
+from agents.inputs.speed_log import read_speeds
+from agents.inputs.voice import (
+    AudioError,
+    FasterWhisperTranscriber,
+    OpenAIWhisperTranscriber,
+    ResidentTranscriber,
+    make_transcriber,
+    speed_log_path,
+)
 from tests.conftest import USER_ID, make_settings, start_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.fakes.whisper_checkpoint import FakeTranscriber, build_tiny_checkpoint, make_ogg_opus, speech, tone_mix
@@ -17,20 +25,46 @@ from tests.scripted import RoleScript
 pytestmark = pytest.mark.slow
 
 
+def faster_whisper_missing() -> str | None:
+    try:
+        import faster_whisper  # noqa: F401
+    except Exception as exc:  # an optional extra: absent where it does not install
+        return f"faster-whisper is not importable ({type(exc).__name__}: {exc})"
+    return None
+
+
 @pytest.fixture(scope="module")
 def tiny_checkpoint(tmp_path_factory) -> str:
     return str(build_tiny_checkpoint(tmp_path_factory.mktemp("whisper") / "tiny-random.pt"))
 
 
+@pytest.mark.parametrize(
+    "engine",
+    [
+        pytest.param(OpenAIWhisperTranscriber, id="openai-whisper"),
+        pytest.param(
+            FasterWhisperTranscriber,
+            id="faster-whisper",
+            marks=pytest.mark.skipif(faster_whisper_missing() is not None, reason=str(faster_whisper_missing())),
+        ),
+    ],
+)
 async def test_voice_note_through_the_real_whisper_pipeline(
-    fake_telegram, fake_anthropic, tmp_path, workspace_root, tiny_checkpoint
+    fake_telegram, fake_anthropic, tmp_path, workspace_root, tiny_checkpoint, engine: type[ResidentTranscriber]
 ) -> None:
     from telegram_bot.app import stop_polling
 
     settings = make_settings(
-        fake_telegram, fake_anthropic, tmp_path, workspace_root, whisper_model=tiny_checkpoint, whisper_language="en"
+        fake_telegram,
+        fake_anthropic,
+        tmp_path,
+        workspace_root,
+        whisper_model=tiny_checkpoint,
+        whisper_language="en",
+        voice_engine=engine.engine,
     )
-    transcriber = Transcriber(tiny_checkpoint, "en", 60.0)
+    transcriber = make_transcriber(settings)
+    assert type(transcriber) is engine
     bot = await start_bot(settings, fake_telegram, fake_anthropic, transcriber=transcriber)
     try:
         model = RoleScript()
@@ -49,6 +83,7 @@ async def test_voice_note_through_the_real_whisper_pipeline(
         assert echo.reply_to_message_id is not None and answer is not None
         request = model.requests["orchestrator"][0]["messages"][-1]["content"]
         heard = echo.text.split("I heard:", 1)[1].strip()
+        assert heard, "the test weights always decode to text"
         assert request[0]["text"].strip() == heard, (
             "the transcript (garbage from random weights) reaches the orchestrator"
         )
@@ -71,6 +106,15 @@ async def test_voice_note_through_the_real_whisper_pipeline(
         assert "Traceback" not in refusal.text and len(refusal.text) < 200
         bot.say("typed after the corrupt note")
         await bot.tg.await_for(lambda: any(m.text == "And your text." for m in bot.tg.messages(USER_ID)), timeout=30)
+
+        bot.tg.send_command(USER_ID, "/status")
+        status = await bot.tg.await_for(
+            lambda: next((m for m in bot.tg.messages(USER_ID) if "Speech model" in (m.text or "")), None), timeout=30
+        )
+        assert f"on {engine.engine} (ready)" in status.text
+        assert "last note: real-time factor" in status.text and f"(latest, {engine.engine})" in status.text
+        kept = read_speeds(speed_log_path(settings))  # for `agentlab doctor`, another process
+        assert [(s.engine, s.tokens) for s in kept] == [(engine.engine, 224)]  # decoded to the cap
     finally:
         await stop_polling(bot.app)
 

@@ -5,7 +5,7 @@
 - `MessageModel`: "create a message" (and stream one), as `anthropic.AsyncAnthropic().messages` offers it and
   `agents.llm.scripted_model.ScriptedModel` imitates it.
 - `AnswerStream`: where a streamed answer goes while it is written (the chat's draft).
-- `SpeechToText`: what the voice handler needs from a transcriber (`agents.inputs.voice.Transcriber`, or a fake).
+- `SpeechToText`: what the voice handler needs from a transcriber (an engine of `agents.inputs`, or a fake).
 """
 
 from __future__ import annotations

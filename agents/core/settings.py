@@ -77,9 +77,15 @@ class Settings(BaseSettings):
         return data.parent / f"{data.name}-worktrees"
 
     # --- voice ----------------------------------------------------------------------------
+    voice_engine: Literal["openai-whisper", "faster-whisper"] = "openai-whisper"
     whisper_model: str = "base"
     whisper_language: str | None = None
     voice_max_seconds: float = Field(600.0, gt=0)
+
+    @property
+    def voice_data_dir(self) -> Path:
+        """The data folder's `voice/`: converted models (faster-whisper) and the timing of the last notes."""
+        return Path(self.database_path).expanduser().resolve().parent / "voice"
 
     # --- photos and files sent to the bot (issue 15; agents/inputs/attachments.py) -------------------
     attachment_image_max_edge: int = Field(1568, ge=200, le=8000)

@@ -43,10 +43,16 @@ def build_tiny_checkpoint(
     n_audio_ctx: int = 1500,
     n_text_ctx: int = 448,
     seed: int = 0,
+    never_ends: bool = True,
 ) -> Path:
     """Save a seeded random-weight whisper checkpoint that `whisper.load_model(path)` accepts; returns the path.
 
-    Stored in fp16 like the published checkpoints ({"dims": ..., "model_state_dict": ...}).
+    Stored in fp16 like the published checkpoints ({"dims": ..., "model_state_dict": ...}). Every parameter is
+    drawn under `seed`, so the same arguments give the same weights and the same transcript of the same audio.
+    `never_ends`: the embedding rows (tied to the output) of end-of-text, no-speech and no-timestamps are zero, so
+    their logits are 0 while the best of 51k random logits is well above: the model decodes every window to the
+    token cap, never has its text dropped as "no speech" and does not echo the prompt's last token (a small random
+    model repeats its input), in both engines; a note costs a known number of tokens and gives non-empty text.
     """
     import torch
     from whisper.model import ModelDimensions, Whisper
@@ -67,13 +73,32 @@ def build_tiny_checkpoint(
     torch.manual_seed(seed)
     try:
         model = Whisper(dims)
+        # whisper makes the decoder's positional embedding with torch.empty (the real weights overwrite it): left
+        # alone it holds whatever memory held (seen: 1.6e37, inf, 1.9e-40), so fill it under the seed too
+        with torch.no_grad():
+            model.decoder.positional_embedding.normal_(0.0, 0.02)
+            if never_ends:
+                for token in _unwanted_tokens(n_vocab):
+                    model.decoder.token_embedding.weight[token].zero_()
     finally:
         torch.random.set_rng_state(generator_state)
     state = {name: t.half() if t.is_floating_point() else t for name, t in model.state_dict().items()}
+    bad = [name for name, t in state.items() if t.is_floating_point() and not bool(torch.isfinite(t).all())]
+    if bad:
+        raise AssertionError(f"non-finite values in the test checkpoint: {bad}")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     torch.save({"dims": asdict(dims), "model_state_dict": state}, path)
     return path
+
+
+def _unwanted_tokens(n_vocab: int) -> tuple[int, int, int]:
+    """The ids of end-of-text, no-speech and no-timestamps in whisper's tokenizer for `n_vocab` tokens."""
+    from whisper.tokenizer import get_tokenizer
+
+    multilingual = n_vocab >= N_VOCAB_MULTILINGUAL
+    tokenizer = get_tokenizer(multilingual, num_languages=n_vocab - 51765 - int(multilingual))
+    return tokenizer.eot, tokenizer.no_speech, tokenizer.no_timestamps
 
 
 def sized_checkpoint(path: str | Path, size: str = "tiny", *, seed: int = 0) -> Path:
