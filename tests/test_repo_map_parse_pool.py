@@ -23,17 +23,18 @@ def _write_repo(root: Path, count: int) -> dict[str, tuple[int, int]]:
 
 
 @pytest.mark.skipif(parse_pool.process_count() < 2, reason="one core: big batches are parsed in one thread")
-def test_big_batch_in_processes_matches_one_thread(tmp_path: Path) -> None:
+def test_big_batch_in_processes_matches_one_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     states = _write_repo(tmp_path, parse_pool.PROCESS_MIN_FILES + 50)
     paths = sorted(states) + ["pkg/vanished.py"]
     states["pkg/vanished.py"] = (0, 0)
     same = paths[7]
     hashes = {same: content_hash((tmp_path / same).read_bytes())}
-    try:
-        in_processes = asyncio.run(parse_pool.parse_many(tmp_path, paths, states, hashes))
-        assert parse_pool._pool is not None  # the process path was taken
-    finally:
-        parse_pool.shutdown_pool()
+
+    async def no_thread(*args: object) -> list[object]:
+        raise AssertionError("a big batch must be parsed in child processes")
+
+    monkeypatch.setattr(parse_pool, "_in_thread", no_thread)
+    in_processes = asyncio.run(parse_pool.parse_many(tmp_path, paths, states, hashes))
     in_thread = parse_files(tmp_path, paths, states, hashes)
     assert in_processes == in_thread
     assert in_processes[7] == SameContent(same, *states[same])
@@ -42,9 +43,19 @@ def test_big_batch_in_processes_matches_one_thread(tmp_path: Path) -> None:
     assert isinstance(first, FileOutline) and [s.name for s in first.symbols] == ["Thing0", "size"]
 
 
-def test_small_batch_stays_in_this_process(tmp_path: Path) -> None:
+def test_small_batch_stays_in_this_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    async def no_child(*args: object) -> list[object]:
+        raise AssertionError("a small batch must be parsed in this process")
+
+    monkeypatch.setattr(parse_pool, "_in_child", no_child)
     states = _write_repo(tmp_path, 3)
-    parse_pool.shutdown_pool()
     parsed = asyncio.run(parse_pool.parse_many(tmp_path, sorted(states), states, {}))
-    assert parse_pool._pool is None
+    assert [o.path for o in parsed if isinstance(o, FileOutline)] == sorted(states)
+
+
+@pytest.mark.skipif(parse_pool.process_count() < 2, reason="one core: big batches are parsed in one thread")
+def test_a_failing_child_falls_back_to_a_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    states = _write_repo(tmp_path, parse_pool.PROCESS_MIN_FILES)
+    monkeypatch.setattr(parse_pool.sys, "executable", "/bin/false")  # every child exits 1 without answering
+    parsed = asyncio.run(parse_pool.parse_many(tmp_path, sorted(states), states, {}))
     assert [o.path for o in parsed if isinstance(o, FileOutline)] == sorted(states)
