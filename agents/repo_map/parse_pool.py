@@ -21,7 +21,6 @@ import signal
 import sys
 from pathlib import Path
 
-import agents
 from agents.repo_map.outline import FileOutline, SameContent, parse_files
 
 log = logging.getLogger(__name__)
@@ -77,7 +76,7 @@ async def _in_child(
         (str(root), paths, {p: states[p] for p in paths}, {p: hashes[p] for p in paths if p in hashes}),
         protocol=pickle.HIGHEST_PROTOCOL,
     )
-    package_parent = str(Path(agents.__file__).resolve().parents[1])
+    package_parent = str(Path(__file__).resolve().parents[2])  # the folder holding `agents/`
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_parent, os.environ.get("PYTHONPATH")]))}
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
