@@ -34,7 +34,9 @@ Parsed = FileOutline | SameContent | None
 
 
 def process_count() -> int:
-    return max(1, min(MAX_PROCESSES, os.cpu_count() or 1))
+    """Cores this process may run on (its CPU affinity where the OS tells), at most `MAX_PROCESSES`."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, min(MAX_PROCESSES, cores))
 
 
 async def parse_many(
