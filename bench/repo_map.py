@@ -5,8 +5,9 @@ request (index already fresh) and with its own refresh, the map's size in tokens
 
 For each real checkout given with `--checkout PATH` (any git work tree or folder; it is only read): full build,
 no-change refresh, a task-style refresh of a copy of the index against a fresh `git worktree` of the checkout
-(new mtimes, same bytes: nothing should be parsed), the growth of peak memory (RSS) during the build, and the map
-for each `--request` (printed whole, with the rank of every file named in `--expect`).
+(new mtimes, same bytes: nothing should be parsed), the growth of peak memory (RSS) during the build, the peak RSS
+of the largest child process (a big build parses in one child process per core), and the map for each `--request`
+(printed whole, with the rank of every file named in `--expect`).
 
     .venv/bin/python bench/repo_map.py [--sizes 2000 20000] [--budget 2000] [--json]
     .venv/bin/python bench/repo_map.py --sizes --checkout /tmp/flask --request "add a config option to disable the
@@ -130,6 +131,11 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def child_peak_rss_mb() -> float:
+    """The largest peak RSS of any finished child process (parse processes of a big build, git)."""
+    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+
+
 def fresh_worktree(checkout: Path, target: Path) -> Path | None:
     """A detached `git worktree` of the checkout's HEAD in `target` (every file with a new mtime), or None."""
     done = subprocess.run(
@@ -158,6 +164,7 @@ async def bench_checkout(checkout: Path, requests: list[str], expect: list[str],
             before = peak_rss_mb()
             build = await timed("full_build_s", figures, repo_map.refresh("real", checkout))
             figures["build_peak_rss_growth_mb"] = round(peak_rss_mb() - before, 1)
+            figures["child_peak_rss_mb"] = round(child_peak_rss_mb(), 1)
             figures["indexed_files"] = build.files_seen
             await timed("refresh_no_change_s", figures, repo_map.refresh("real", checkout))
             worktree = await asyncio.to_thread(fresh_worktree, checkout, Path(tmp) / "task-worktree")
@@ -212,7 +219,8 @@ def main() -> None:
         real[str(checkout)] = figures
         print(
             f"{checkout}: {figures['indexed_files']} files · full build {figures['full_build_s']:.2f}s"
-            f" (peak RSS +{figures['build_peak_rss_growth_mb']} MB, {figures['peak_rss_mb']} MB in all)"
+            f" (peak RSS +{figures['build_peak_rss_growth_mb']} MB, {figures['peak_rss_mb']} MB in all;"
+            f" largest child process {figures['child_peak_rss_mb']} MB)"
             f" · no-change refresh {figures['refresh_no_change_s']:.3f}s"
             f" · task worktree refresh from the workspace index {figures.get('task_refresh_seeded_s', '-')}s"
             f" ({figures.get('task_refresh_parsed', '-')} parsed)",

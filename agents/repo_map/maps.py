@@ -26,8 +26,8 @@ from agents.repo_map.outline import (
     FileOutline,
     SameContent,
     file_extension,
-    parse_files,
 )
+from agents.repo_map.parse_pool import parse_many
 from agents.repo_map.ranking import FileTerms, rank_files
 from agents.repo_map.symbols import Symbol
 from agents.store.database import Store
@@ -36,7 +36,6 @@ from agents.tools.toolbox import Tool, ToolError, prop
 
 log = logging.getLogger(__name__)
 
-PARSE_CHUNK = 400  # files parsed per worker-thread hop
 RECENT_FILES = 20
 
 
@@ -232,16 +231,13 @@ class RepoMap:
             head = await git_head(base)
             outlines: list[FileOutline] = []
             touched: list[SameContent] = []
-            for begin in range(0, len(changed), PARSE_CHUNK):
-                chunk = changed[begin : begin + PARSE_CHUNK]
-                parsed = await asyncio.to_thread(parse_files, base, chunk, seen, hashes)
-                for path, outline in zip(chunk, parsed):
-                    if isinstance(outline, SameContent):
-                        touched.append(outline)
-                    elif outline is not None:
-                        outlines.append(outline)
-                    elif path in known:
-                        removed.append(path)  # vanished since the scan
+            for path, outline in zip(changed, await parse_many(base, changed, seen, hashes)):
+                if isinstance(outline, SameContent):
+                    touched.append(outline)
+                elif outline is not None:
+                    outlines.append(outline)
+                elif path in known:
+                    removed.append(path)  # vanished since the scan
             await self.store.repo_index.save(
                 name,
                 str(base),
