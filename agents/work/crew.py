@@ -13,6 +13,7 @@ from agents.core.models import Proposal, ProposalStatus, Task, TaskEvent, TaskSt
 from agents.core.protocols import Notifier
 from agents.core.settings import Settings
 from agents.llm.usage import budget_exceeded
+from agents.repo_map.maps import RepoMap
 from agents.store.database import Store
 from agents.tools import git_diff, git_repo
 from agents.tools.new_workspace import create_workspace
@@ -76,8 +77,10 @@ class Crew:
         runner: TaskRunner,
         notifier: Notifier,
         inboxes: Inboxes | None = None,
+        repo_map: RepoMap | None = None,
     ) -> None:
         self.settings, self.store, self.workspaces = settings, store, workspaces
+        self.repo_map = repo_map  # a new workspace is indexed in the background at once
         self.runner, self.notifier = runner, notifier
         self.inboxes = inboxes or Inboxes()  # the executor's: notes for running workers
         self._interrupts: dict[int, asyncio.Event] = {}  # per chat: stop waiting on a foreground task
@@ -334,6 +337,8 @@ class Crew:
 
     async def create_workspace(self, name: str) -> str:
         ws = await create_workspace(self.workspaces, name, git_identity(self.settings))
+        if self.repo_map is not None:
+            self.repo_map.index_in_background(ws.name, ws.path)
         return (
             f"Created workspace {ws.name} (a new git repository with an initial commit); start work in it by that name."
         )
