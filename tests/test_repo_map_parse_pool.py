@@ -59,3 +59,16 @@ def test_a_failing_child_falls_back_to_a_thread(tmp_path: Path, monkeypatch: pyt
     monkeypatch.setattr(parse_pool.sys, "executable", "/bin/false")  # every child exits 1 without answering
     parsed = asyncio.run(parse_pool.parse_many(tmp_path, sorted(states), states, {}))
     assert [o.path for o in parsed if isinstance(o, FileOutline)] == sorted(states)
+
+
+@pytest.mark.skipif(parse_pool.process_count() < 2, reason="one core: big batches are parsed in one thread")
+def test_children_answer_in_frames_so_each_can_be_stored_as_it_comes(tmp_path: Path) -> None:
+    states = _write_repo(tmp_path, parse_pool.PROCESS_MIN_FILES + 50)
+
+    async def frames() -> list[list[tuple[str, object]]]:
+        return [batch async for batch in parse_pool.parse_batches(tmp_path, sorted(states), states, {})]
+
+    got = asyncio.run(frames())
+    assert len(got) > parse_pool.process_count(), "more than one frame per child"
+    assert all(len(batch) <= parse_pool.CHILD_FRAME_FILES for batch in got)
+    assert sorted(path for batch in got for path, _ in batch) == sorted(states)

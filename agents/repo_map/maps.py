@@ -219,6 +219,10 @@ class RepoMap:
             self._building[name] = task
         return task
 
+    def building(self, name: str) -> asyncio.Task[bool] | None:
+        """The latest background refresh of `name` (running or finished), or None if there was none."""
+        return self._building.get(name)
+
     async def _build(self, name: str, root: Path | str) -> bool:
         try:
             await self.refresh(name, root)
