@@ -108,22 +108,3 @@ async def test_unverified_criteria_are_reported_not_done(bot) -> None:
     assert "not done: 1 of 2 acceptance criteria unverified" in summary.text
     assert "1/2 verified" in summary.text and "✖ 2." in summary.text
 
-
-async def test_history_rows_read_without_validation_equal_validated_ones(tmp_path) -> None:
-    """The history is read on every turn without re-validating each row (issue 25): the same records all the same."""
-    from agents.core.models import ChatMessage, InputMethod, Role
-    from agents.store.database import Store
-
-    store = await Store.open(tmp_path / "db.sqlite")
-    try:
-        await store.add_message(ChatMessage(chat_id=5, role=Role.USER, content="hi", input_method=InputMethod.VOICE))
-        await store.add_message(
-            ChatMessage(chat_id=5, role=Role.ASSISTANT, content="shown", tokens=7, kind="task", ref_id=3)
-        )
-        fast = await store.messages_after(5, 0)
-        rows = await store._rows("SELECT * FROM messages WHERE chat_id = 5 ORDER BY id")
-        assert fast == [ChatMessage.model_validate(dict(row)) for row in rows]
-        assert [type(m.role) for m in fast] == [Role, Role] and fast[0].input_method is InputMethod.VOICE
-        assert fast[1].created_at.tzinfo is not None
-    finally:
-        await store.close()

@@ -23,10 +23,8 @@ from agents.core.models import (
     ConversationNote,
     Criterion,
     Delivery,
-    InputMethod,
     Proposal,
     ProposalStatus,
-    Role,
     Task,
     TaskEvent,
     TaskStatus,
@@ -48,19 +46,6 @@ def _to_db(value: Any) -> Any:
     if hasattr(value, "value"):  # enums
         return value.value
     return value
-
-
-_MESSAGE_FIELDS = frozenset(ChatMessage.model_fields) - {"attachments"}
-
-
-def _chat_message(row: aiosqlite.Row) -> ChatMessage:
-    """A stored turn, built without re-validating what the store wrote itself: every turn's history is read on every
-    turn, and validating each row made reading it a few milliseconds of each direct answer (issue 25)."""
-    fields = {key: row[key] for key in row.keys() if key in _MESSAGE_FIELDS}
-    fields["role"] = Role(fields["role"])
-    fields["input_method"] = InputMethod(fields["input_method"])
-    fields["created_at"] = datetime.fromisoformat(fields["created_at"])
-    return ChatMessage.model_construct(attachments=[], **fields)
 
 
 class Store:
@@ -169,13 +154,11 @@ class Store:
     async def messages_after(self, chat_id: int, after_id: int) -> list[ChatMessage]:
         """Messages of the current conversation with id > after_id, oldest first, with their attachments."""
         since = await self._conversation_start(chat_id)
-        messages = [
-            _chat_message(row)
-            for row in await self._rows(
-                "SELECT * FROM messages WHERE chat_id = ? AND id > ? AND created_at >= ? ORDER BY id",
-                (chat_id, after_id, since),
-            )
-        ]
+        messages = await self._fetch(
+            ChatMessage,
+            "SELECT * FROM messages WHERE chat_id = ? AND id > ? AND created_at >= ? ORDER BY id",
+            (chat_id, after_id, since),
+        )
         if messages:
             by_id = {m.id: m for m in messages}
             for attachment in await self._fetch(
