@@ -107,4 +107,3 @@ async def test_unverified_criteria_are_reported_not_done(bot) -> None:
     assert task.status is TaskStatus.BLOCKED
     assert "not done: 1 of 2 acceptance criteria unverified" in summary.text
     assert "1/2 verified" in summary.text and "✖ 2." in summary.text
-
