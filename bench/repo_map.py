@@ -172,7 +172,7 @@ async def first_task_wait(checkout: Path, request: str, budget: int, wait_second
             await build
             return {
                 "first_turn_wait_s": round(waited, 3),
-                "first_map_partial": "still being built" in text,
+                "first_map": "partial" if "still being built" in text else "whole" if text else "none yet",
                 "first_map_tokens": estimate_tokens(text),
                 "cold_build_in_background_s": round(time.perf_counter() - started, 3),
             }
@@ -285,7 +285,7 @@ def main() -> None:
             f" · task worktree refresh from the workspace index {figures.get('task_refresh_seeded_s', '-')}s"
             f" ({figures.get('task_refresh_parsed', '-')} parsed)"
             f" · first task on the cold workspace: map after {figures['first_turn_wait_s']:.2f}s"
-            f" ({'partial' if figures['first_map_partial'] else 'whole'}, {figures['first_map_tokens']} tokens;"
+            f" ({figures['first_map']}, {figures['first_map_tokens']} tokens;"
             f" wait budget {args.wait:g}s), build done in the background after"
             f" {figures['cold_build_in_background_s']}s",
             flush=True,

@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 
 PROCESS_MIN_FILES = 300  # below this a batch is parsed in one thread: starting processes would cost more
 THREAD_CHUNK = 200  # files per worker-thread hop when parsing in this process
-CHILD_FRAME_FILES = 100  # files per frame a child writes back
+CHILD_FRAME_FILES = 25  # files per frame a child writes back (the first ones are stored soon)
 MAX_PROCESSES = 4
 CHILD_TIMEOUT_S = 600.0
 _LENGTH = struct.Struct(">Q")
