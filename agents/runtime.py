@@ -73,7 +73,7 @@ class Runtime:
         deliveries = Deliveries(store, notifier)
         executor = TaskExecutor(settings, store, client, workspaces, notifier, repo_map, deliveries)
         runner = TaskRunner(store, executor.execute, settings.max_concurrent_tasks)
-        crew = Crew(settings, store, workspaces, runner, notifier, executor.inboxes)
+        crew = Crew(settings, store, workspaces, runner, notifier, executor.inboxes, repo_map)
         orchestrator = Orchestrator(settings, store, client, workspaces, crew, hints)
         if transcriber is None:  # PyAV/numpy imports take a while: not on the event loop
             transcriber = await asyncio.to_thread(_make_transcriber, settings)
@@ -164,6 +164,7 @@ class Runtime:
         if self.deliveries is not None:
             await self.deliveries.close()
         await self.hints.close()
+        await self.repo_map.close()
         if self.transcriber is not None:
             self.transcriber.close()
         await self.client.close()

@@ -5,10 +5,18 @@ request (index already fresh) and with its own refresh, the map's size in tokens
 
 For each real checkout given with `--checkout PATH` (any git work tree or folder; it is only read): full build,
 no-change refresh, a task-style refresh of a copy of the index against a fresh `git worktree` of the checkout
-(new mtimes, same bytes: nothing should be parsed), the growth of peak memory (RSS) during the build, and the map
-for each `--request` (printed whole, with the rank of every file named in `--expect`).
+(new mtimes, same bytes: nothing should be parsed), the growth of peak memory (RSS) during the build, the peak RSS
+of the largest child process (a big build parses in one child process per core), and the map for each `--request`
+(printed whole, with the rank of every file named in `--expect`).
+
+`--sympy` indexes a sympy-sized tree: a git repository made from the `sympy` package installed in this Python
+(about 1,560 files, 26 MB of Python: the size of a sympy checkout's package), skipped with a note when sympy is not
+installed. For it and for each checkout, also the wait of a task's first turn on a cold workspace: a fresh index,
+a background build started as the bot does on first seeing a workspace, then `RepoMap.task_map` with the wait budget
+of REPO_MAP_WAIT_SECONDS (default 1 s): the time until the first turn has its map, and whether that map was partial.
 
     .venv/bin/python bench/repo_map.py [--sizes 2000 20000] [--budget 2000] [--json]
+    .venv/bin/python bench/repo_map.py --sizes --sympy
     .venv/bin/python bench/repo_map.py --sizes --checkout /tmp/flask --request "add a config option to disable the
         debug reloader" --expect src/flask/cli.py
 
@@ -19,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import json
 import os
 import resource
@@ -130,6 +139,48 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def child_peak_rss_mb() -> float:
+    """The largest peak RSS of any finished child process (parse processes of a big build, git)."""
+    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+
+
+def sympy_tree(target: Path) -> Path | None:
+    """A git repository holding a copy of the installed sympy package (no caches), or None when it is not installed."""
+    spec = importlib.util.find_spec("sympy")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    shutil.copytree(
+        next(iter(spec.submodule_search_locations)), target / "sympy", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    for command in (["init", "-q"], ["add", "-A"], ["-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qm", "s"]):
+        subprocess.run(["git", "-C", str(target), *command], check=True, capture_output=True)
+    return target
+
+
+async def first_task_wait(checkout: Path, request: str, budget: int, wait_seconds: float) -> dict[str, object]:
+    """A task arriving as the bot first sees the workspace: how long its first turn waits for the map."""
+    with tempfile.TemporaryDirectory(prefix="repo_map_first_") as tmp:
+        store = await Store.open(Path(tmp) / "state.sqlite")
+        repo_map = RepoMap(store)
+        try:
+            repo_map.index_in_background("ws", checkout)  # start-up / create_workspace
+            started = time.perf_counter()
+            text = await repo_map.task_map("ws", checkout, request, budget, wait_seconds)
+            waited = time.perf_counter() - started
+            build = repo_map.building("ws")
+            assert build is not None
+            await build
+            return {
+                "first_turn_wait_s": round(waited, 3),
+                "first_map": "partial" if "still being built" in text else "whole" if text else "none yet",
+                "first_map_tokens": estimate_tokens(text),
+                "cold_build_in_background_s": round(time.perf_counter() - started, 3),
+            }
+        finally:
+            await repo_map.close()
+            await store.close()
+
+
 def fresh_worktree(checkout: Path, target: Path) -> Path | None:
     """A detached `git worktree` of the checkout's HEAD in `target` (every file with a new mtime), or None."""
     done = subprocess.run(
@@ -158,6 +209,7 @@ async def bench_checkout(checkout: Path, requests: list[str], expect: list[str],
             before = peak_rss_mb()
             build = await timed("full_build_s", figures, repo_map.refresh("real", checkout))
             figures["build_peak_rss_growth_mb"] = round(peak_rss_mb() - before, 1)
+            figures["child_peak_rss_mb"] = round(child_peak_rss_mb(), 1)
             figures["indexed_files"] = build.files_seen
             await timed("refresh_no_change_s", figures, repo_map.refresh("real", checkout))
             worktree = await asyncio.to_thread(fresh_worktree, checkout, Path(tmp) / "task-worktree")
@@ -204,18 +256,38 @@ def main() -> None:
     parser.add_argument("--checkout", type=Path, action="append", default=[], help="a real checkout to index")
     parser.add_argument("--request", action="append", default=[], help="a request to draw the map of a checkout for")
     parser.add_argument("--expect", action="append", default=[], help="a file whose rank in each map is printed")
+    parser.add_argument("--sympy", action="store_true", help="also index a copy of the installed sympy package")
+    parser.add_argument("--wait", type=float, default=1.0, help="a task's wait budget on a cold build (seconds)")
     args = parser.parse_args()
+    sympy_dir = None
+    if args.sympy:
+        sympy_dir = sympy_tree(Path(tempfile.mkdtemp(prefix="repo_map_sympy_")))
+        if sympy_dir is None:
+            print("sympy is not installed here: no sympy-sized tree", flush=True)
+        else:
+            args.checkout.append(sympy_dir)
+            args.request = args.request or ["fix the bug in solveset for trigonometric equations"]
+            args.expect = args.expect or ["sympy/solvers/solveset.py"]
     results: dict[str, dict[str, float | int]] = {}
     real: dict[str, dict[str, object]] = {}
     for checkout in args.checkout:
         figures = asyncio.run(bench_checkout(checkout.resolve(), args.request, args.expect, args.budget))
+        first = asyncio.run(
+            first_task_wait(checkout.resolve(), (args.request or ["a task"])[0], args.budget, args.wait)
+        )
+        figures.update(first)
         real[str(checkout)] = figures
         print(
             f"{checkout}: {figures['indexed_files']} files · full build {figures['full_build_s']:.2f}s"
-            f" (peak RSS +{figures['build_peak_rss_growth_mb']} MB, {figures['peak_rss_mb']} MB in all)"
+            f" (peak RSS +{figures['build_peak_rss_growth_mb']} MB, {figures['peak_rss_mb']} MB in all;"
+            f" largest child process {figures['child_peak_rss_mb']} MB)"
             f" · no-change refresh {figures['refresh_no_change_s']:.3f}s"
             f" · task worktree refresh from the workspace index {figures.get('task_refresh_seeded_s', '-')}s"
-            f" ({figures.get('task_refresh_parsed', '-')} parsed)",
+            f" ({figures.get('task_refresh_parsed', '-')} parsed)"
+            f" · first task on the cold workspace: map after {figures['first_turn_wait_s']:.2f}s"
+            f" ({figures['first_map']}, {figures['first_map_tokens']} tokens;"
+            f" wait budget {args.wait:g}s), build done in the background after"
+            f" {figures['cold_build_in_background_s']}s",
             flush=True,
         )
         for request, drawn in figures["maps"].items():  # type: ignore[union-attr]
@@ -237,6 +309,8 @@ def main() -> None:
             f" · find_symbols {figures['find_symbols_s']:.3f}s",
             flush=True,
         )
+    if sympy_dir is not None:
+        shutil.rmtree(sympy_dir.parent if sympy_dir.parent.name.startswith("repo_map_sympy_") else sympy_dir, True)
     if args.json:
         print(json.dumps({"repo_map": results, **({"repo_map_real": real} if real else {})}))
 

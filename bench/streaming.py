@@ -1,8 +1,8 @@
 """Streamed answers: time to the first visible words and to the persisted answer, against the model's own tokens.
 
 The real bot polls the fake Telegram server; the fake Anthropic server plays a model that takes 0.5 s to its first
-token and 20 ms per word, for answers of 50, 200 and 1,000 words (Markdown with a code block and a link). For each
-answer, from the fake's own clocks (time.monotonic() in one process):
+token and 50 ms per word (`--per-word`), for answers of 50, 200 and 1,000 words (Markdown with a code block and a
+link). For each answer, from the fake's own clocks (time.monotonic() in one process):
 - first words: the first draft frame with text (private chat) or the first preview message (group), minus the
   moment the fake wrote the answer's first token; target ≤ 0.3 s;
 - persisted: the final answer message stored by the fake, minus the moment it wrote the last token; target ≤ 1 s;
@@ -41,7 +41,7 @@ from tests.fakes.telegram_html import parse_telegram_html  # noqa: E402
 from tests.fakes.telegram_server import FakeTelegram  # noqa: E402
 
 FIRST_TOKEN = 0.5
-PER_WORD = 0.02
+PER_WORD = 0.05  # issue 25's case: a 200-word answer is a 10 s stream
 SIZES = (50, 200, 1000)
 GROUP_ID = -100777
 TARGET_FIRST = 0.3
@@ -148,7 +148,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--per-word", type=float, default=0.05, help="seconds between the model's words")
     args = parser.parse_args()
+    global PER_WORD
+    PER_WORD = args.per_word
     quiet_logging()
     figures = asyncio.run(run(args.repeats))
     print(

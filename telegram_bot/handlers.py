@@ -137,8 +137,8 @@ async def converse(
     await runtime(context).deliveries.deliver(
         chat_id, reply.text, reply_to=update.effective_message.message_id, kind="answer"
     )
-    if draft is not None:
-        await draft.discard()
+    if draft is not None and draft.preview_id is not None:  # the chat's next turn need not wait for this
+        context.application.create_task(draft.discard(), update=update, name="discard-preview")
 
 
 def reply_to_of(update: Update, context: Context) -> ReplyTo | None:

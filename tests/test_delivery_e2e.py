@@ -145,3 +145,34 @@ async def test_a_chat_that_cannot_be_reached_does_not_hold_back_the_others(tmp_p
         "later, same chat",
     ]
     await store.close()
+
+
+async def test_marking_a_sent_message_delivered_is_off_the_senders_path_and_never_sends_it_twice(tmp_path) -> None:
+    from agents.store.database import Store
+
+    class SlowToMarkStore(Store):  # the real store, its "delivered" write held until the test lets it go
+        gate = asyncio.Event()
+
+        async def delivery_done(self, delivery_id: int) -> None:
+            await self.gate.wait()
+            await super().delivery_done(delivery_id)
+
+    class Notifier:
+        def __init__(self) -> None:
+            self.sent: list[str] = []
+
+        async def send(self, chat_id, markdown, *, buttons=None, reply_to=None):
+            self.sent.append(markdown)
+            return len(self.sent)
+
+    store = await SlowToMarkStore.open(tmp_path / "db.sqlite")
+    notifier = Notifier()
+    outbox = delivery.Deliveries(store, notifier, retry_delays=())
+    assert await asyncio.wait_for(outbox.deliver(7, "the answer", kind="answer"), timeout=5) == 1
+    assert [d.text for d in await store.undelivered(delivery.MAX_ATTEMPTS)] == ["the answer"]  # not marked yet
+    assert await outbox.flush() == 0 and notifier.sent == ["the answer"], "a send in progress is not sent again"
+    SlowToMarkStore.gate.set()
+    await outbox.close()  # waits for the write
+    assert await store.undelivered(delivery.MAX_ATTEMPTS) == []
+    assert notifier.sent == ["the answer"]
+    await store.close()

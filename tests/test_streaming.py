@@ -209,3 +209,28 @@ def test_a_long_answer_shows_its_newest_part_within_the_limit() -> None:
     frame = draft_html(answer, "writing")
     plain = parse_telegram_html(frame)
     assert plain_length(plain) <= 4096 and "line_599" in plain and plain.startswith("…")
+
+
+async def test_the_first_frame_goes_out_with_the_first_words_without_waiting_for_the_draft_interval(
+    fake_telegram: FakeTelegram, fake_anthropic: FakeAnthropic, tmp_path: Path, workspace_root: Path
+) -> None:
+    settings = make_settings(
+        fake_telegram,
+        fake_anthropic,
+        tmp_path,
+        workspace_root,
+        stream_first_frame_seconds=0.05,
+        stream_draft_interval_seconds=30.0,  # a first frame that waited for an interval would never come in time
+    )
+    bot = await start_bot(settings, fake_telegram, fake_anthropic)
+    try:
+        seen: dict[str, bool] = {}
+        # the model writes "Hello", then waits (up to 10 s) until the chat shows it before writing the rest
+        bot.claude.script(streamed("Hello world", bot.tg, seen))
+        bot.say("hi")
+        [reply] = await bot.replies(1)
+        assert seen == {"before_last_token": True}, "the first words showed while the model was still writing"
+        assert [d.text for d in bot.tg.drafts if d.text][0] == "Hello"
+        assert reply.text == "Hello world"
+    finally:
+        await stop_polling(bot.app)

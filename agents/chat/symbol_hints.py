@@ -122,9 +122,7 @@ class SymbolHints:
 
     async def _refresh(self, name: str, path) -> None:
         try:
-            await self.repo_map.refresh(name, path)
-        except Exception as err:  # an index is a convenience; never let it break anything
-            log.warning("could not index workspace %s: %s", name, err)
+            await self.repo_map.index_in_background(name, path)  # shared with a task waiting on the same index
         finally:
             self._refreshed[name] = time.monotonic()
             self._running.pop(name, None)

@@ -27,8 +27,8 @@ from agents.repo_map.outline import (
     FileOutline,
     SameContent,
     file_extension,
-    parse_files,
 )
+from agents.repo_map.parse_pool import parse_batches
 from agents.repo_map.ranking import FileTerms, rank_files
 from agents.repo_map.symbols import Symbol
 from agents.store.database import Store
@@ -37,7 +37,6 @@ from agents.tools.toolbox import Tool, prop
 
 log = logging.getLogger(__name__)
 
-PARSE_CHUNK = 400  # files parsed per worker-thread hop
 RECENT_FILES = 20
 
 
@@ -206,9 +205,80 @@ class RepoMap:
     def __init__(self, store: Store) -> None:
         self.store = store
         self._locks: dict[str, asyncio.Lock] = {}
+        self._building: dict[str, asyncio.Task[bool]] = {}  # background refreshes, by index name
 
     def _lock(self, name: str) -> asyncio.Lock:
         return self._locks.setdefault(name, asyncio.Lock())
+
+    # ---- background builds ------------------------------------------------------------------------------------------
+    def index_in_background(self, name: str, root: Path | str) -> asyncio.Task[bool]:
+        """Refresh the index of `name` in the background (joining a refresh of it already running); the task says
+        whether it completed. A cold build stores files as they are parsed, so a map can be drawn meanwhile."""
+        task = self._building.get(name)
+        if task is None or task.done():
+            task = asyncio.create_task(self._build(name, root), name=f"index-{name}")
+            self._building[name] = task
+        return task
+
+    def building(self, name: str) -> asyncio.Task[bool] | None:
+        """The latest background refresh of `name` (running or finished), or None if there was none."""
+        return self._building.get(name)
+
+    async def _build(self, name: str, root: Path | str) -> bool:
+        try:
+            await self.refresh(name, root)
+            return True
+        except Exception as err:  # an index is a convenience; never let it break anything
+            log.warning("could not index workspace %s: %s", name, err)
+            return False
+
+    async def indexed_within(self, name: str, root: Path | str, seconds: float) -> bool:
+        """Wait at most `seconds` for the index of `name` to be up to date (refreshed in the background, which goes
+        on past the wait); whether it is."""
+        task = self.index_in_background(name, root)
+        done, _ = await asyncio.wait({task}, timeout=max(0.0, seconds))
+        return bool(done) and not task.cancelled() and task.result()
+
+    async def close(self) -> None:
+        """Stop the background builds (what they stored so far stays: the next refresh goes on from there)."""
+        for task in self._building.values():
+            task.cancel()
+        await asyncio.gather(*self._building.values(), return_exceptions=True)
+        self._building.clear()
+
+    async def task_map(
+        self,
+        workspace: str,
+        workspace_root: Path | str,
+        request_text: str,
+        budget_tokens: int,
+        wait_seconds: float,
+        *,
+        task_index: str | None = None,
+        task_root: Path | str | None = None,
+    ) -> str:
+        """The map for a task's first turn, waiting at most `wait_seconds` on the workspace's index.
+
+        Complete in time: the map of the task's own index (`task_index`, a copy of the workspace's refreshed on the
+        task's worktree `task_root`), or of the workspace's. Still being built: a map of the files the workspace's
+        index holds so far, with a line saying so ('' when it holds none yet); the build goes on in the background
+        and the worker's look-ups (`find_symbols_by_name` refreshes first) see the rest.
+        """
+        if await self.indexed_within(workspace, workspace_root, wait_seconds):
+            if task_index is not None and task_root is not None:
+                return await self.render(task_index, task_root, request_text, budget_tokens, seed_from=workspace)
+            return await self.render(workspace, workspace_root, request_text, budget_tokens, refresh=False)
+        indexed = await self.store.repo_index.file_count(workspace)
+        if not indexed:
+            return ""
+        note = (
+            f"(The index of this repository is still being built: this map shows the {indexed} files indexed so "
+            "far; find_symbols_by_name sees the rest once it is done.)"
+        )
+        text = await self.render(
+            workspace, workspace_root, request_text, budget_tokens - estimate_tokens(note) - 1, refresh=False
+        )
+        return f"{text}\n{note}" if text else ""
 
     async def refresh(self, name: str, root: Path | str, *, seed_from: str | None = None) -> RefreshStats:
         """Bring the index of workspace `name` (folder `root`) up to date: parse new and changed files only.
@@ -231,40 +301,59 @@ class RepoMap:
             changed = sorted(p for p, state in seen.items() if known.get(p) != state or not hashes.get(p))
             removed = [p for p in known if p not in seen]
             head = await git_head(base)
-            outlines: list[FileOutline] = []
-            touched: list[SameContent] = []
-            for begin in range(0, len(changed), PARSE_CHUNK):
-                chunk = changed[begin : begin + PARSE_CHUNK]
-                parsed = await asyncio.to_thread(parse_files, base, chunk, seen, hashes)
-                for path, outline in zip(chunk, parsed):
+            parsed = unchanged = 0
+            first = True
+            async for batch in parse_batches(base, changed, seen, hashes):  # stored frame by frame as parsed
+                outlines: list[FileOutline] = []
+                touched: list[SameContent] = []
+                vanished: list[str] = []
+                for path, outline in batch:
                     if isinstance(outline, SameContent):
                         touched.append(outline)
                     elif outline is not None:
                         outlines.append(outline)
                     elif path in known:
-                        removed.append(path)  # vanished since the scan
-            await self.store.repo_index.save(
-                name,
-                str(base),
-                head,
-                files=_file_rows(outlines, head),
-                symbols=[(o.path, s.name, s.kind, s.line, s.signature, s.parent) for o in outlines for s in o.symbols],
-                imports=[(o.path, target) for o in outlines for target in o.imports],
-                drop=list(dict.fromkeys(removed + [o.path for o in outlines if o.path in known])),
-                touched=[(t.path, t.mtime_ns, t.size) for t in touched],
-            )
-        stats = RefreshStats(len(seen), len(outlines), len(removed), time.monotonic() - started)
+                        vanished.append(path)  # vanished since the scan
+                await self._save(name, base, head, outlines, touched, (removed if first else []) + vanished, known)
+                first = False
+                parsed += len(outlines)
+                unchanged += len(touched)
+                removed += vanished
+            if first:  # nothing to parse: the removals (and the refresh time) still go in
+                await self._save(name, base, head, [], [], removed, known)
+        stats = RefreshStats(len(seen), parsed, len(removed), time.monotonic() - started)
         log.log(
             logging.INFO if stats.parsed or stats.removed else logging.DEBUG,
             "repo map %s: %d files, %d parsed, %d unchanged content, %d removed in %.2fs",
             name,
             stats.files_seen,
             stats.parsed,
-            len(touched),
+            unchanged,
             stats.removed,
             stats.seconds,
         )
         return stats
+
+    async def _save(
+        self,
+        name: str,
+        base: Path,
+        head: str | None,
+        outlines: list[FileOutline],
+        touched: list[SameContent],
+        drop: list[str],
+        known: dict[str, tuple[int, int]],
+    ) -> None:
+        await self.store.repo_index.save(
+            name,
+            str(base),
+            head,
+            files=_file_rows(outlines, head),
+            symbols=[(o.path, s.name, s.kind, s.line, s.signature, s.parent) for o in outlines for s in o.symbols],
+            imports=[(o.path, target) for o in outlines for target in o.imports],
+            drop=list(dict.fromkeys(drop + [o.path for o in outlines if o.path in known])),
+            touched=[(t.path, t.mtime_ns, t.size) for t in touched],
+        )
 
     async def render(
         self,

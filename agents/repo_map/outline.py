@@ -212,7 +212,7 @@ def _parse_file(
 
 # --- references and words --------------------------------------------------------------------------------------------
 
-_IDENTIFIER = re.compile(rb"[A-Za-z_$][A-Za-z0-9_$]{2,}")
+_IDENTIFIER = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]{2,}")
 _WORD_PARTS = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 _NOT_REFERENCES = frozenset(
     [
@@ -319,27 +319,32 @@ def word_stem(word: str) -> str:
     return word[:-1] if len(word) > 3 and word.endswith("e") else word
 
 
-def stemmed_words(name: str) -> list[str]:
-    """The stems of the words of a name, plus the whole name lower-cased when it has several words (sendfile)."""
+@functools.lru_cache(maxsize=1 << 17)
+def stemmed_words(name: str) -> tuple[str, ...]:
+    """The stems of the words of a name, plus the whole name lower-cased when it has several words (sendfile).
+
+    Cached: the same identifiers recur in file after file of a repository."""
     parts = split_words(name)
     stems = [word_stem(part) for part in parts if len(part) >= 3]
     if len(parts) > 1:
         stems.append(name.lower().replace("_", "").replace("-", ""))
-    return stems
+    return tuple(stems)
 
 
 def _references(data: bytes, path: str, symbols: list[Symbol]) -> tuple[dict[str, int], dict[str, int]]:
     """The identifiers a file uses besides defining them (most used first, capped), and the words in its identifiers."""
-    counts = Counter(m.decode("ascii") for m in _IDENTIFIER.findall(data))
+    counts = Counter(
+        _IDENTIFIER.findall(data.decode("latin-1"))
+    )  # identifiers are ASCII: any 8-bit decoding finds them
     for name in _NOT_REFERENCES:
         counts.pop(name, None)
     uses = Counter(counts)
     uses.subtract(symbol.name for symbol in symbols)
     references = {name: n for name, n in uses.most_common(MAX_REFERENCES_PER_FILE) if n > 0}
     words: Counter[str] = Counter()
-    for name, uses in counts.items():
+    for name, n in counts.items():
         for word in stemmed_words(name):
-            words[word] += uses
+            words[word] += n
     return references, dict(words.most_common(MAX_REFERENCES_PER_FILE))
 
 

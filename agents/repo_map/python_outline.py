@@ -1,4 +1,7 @@
-"""Python outlines with `ast`: classes, functions and methods with signatures, the module docstring, imports."""
+"""Python outlines with `ast`: classes, functions and methods with signatures, the module docstring, imports.
+
+The tree is parsed from the file's skeleton (function bodies blanked but for their imports, python_skeleton.py):
+the same outline for a fraction of the parsing; a skeleton that does not parse falls back to the whole file."""
 
 from __future__ import annotations
 
@@ -6,6 +9,7 @@ import ast
 import posixpath
 from collections.abc import Iterator
 
+from agents.repo_map.python_skeleton import skeleton
 from agents.repo_map.symbols import Symbol, one_line
 
 _SHOWN_DECORATORS = frozenset(
@@ -45,6 +49,14 @@ def _python_class_signature(node: ast.ClassDef) -> str:
     return one_line(f"{_decorators(node)}class {node.name}" + (f"({', '.join(bases)})" if bases else ""))
 
 
+# statements holding other statements in the same scope (the rest hold none: their nodes are not visited)
+_COMPOUND = tuple(
+    getattr(ast, name)
+    for name in ("If", "For", "AsyncFor", "While", "Try", "TryStar", "With", "AsyncWith", "Match")
+    if hasattr(ast, name)
+)
+
+
 def _nested_bodies(node: ast.stmt) -> Iterator[list[ast.stmt]]:
     """The statement lists under a compound statement that still belong to the enclosing scope (if/try/with/…)."""
     for name in ("body", "orelse", "finalbody"):
@@ -57,10 +69,21 @@ def _nested_bodies(node: ast.stmt) -> Iterator[list[ast.stmt]]:
         yield case.body
 
 
-def python_outline(data: bytes, path: str) -> tuple[str, list[Symbol], list[str]]:
+def _parse(data: bytes, path: str) -> ast.Module | None:
+    """The file's syntax tree, from its skeleton (python_skeleton.py) when that parses, else from the whole file."""
     try:
-        tree = ast.parse(data, filename=path)
-    except (SyntaxError, ValueError):  # not valid for this Python: file-level only
+        return ast.parse(skeleton(data.decode("utf-8-sig")), filename=path)
+    except (SyntaxError, ValueError, UnicodeDecodeError):
+        pass
+    try:
+        return ast.parse(data, filename=path)
+    except (SyntaxError, ValueError):
+        return None
+
+
+def python_outline(data: bytes, path: str) -> tuple[str, list[Symbol], list[str]]:
+    tree = _parse(data, path)
+    if tree is None:  # not valid for this Python: file-level only
         return "", [], []
     doc = ast.get_docstring(tree, clean=True) or ""
     summary = one_line(doc.strip().split("\n", 1)[0], 160) if doc.strip() else ""
@@ -83,7 +106,7 @@ def python_outline(data: bytes, path: str) -> tuple[str, list[Symbol], list[str]
                     visit(node.body, f"{parent}.{node.name}" if parent else node.name, False)
                 else:
                     visit(node.body, parent, True)
-            else:
+            elif isinstance(node, _COMPOUND):
                 for nested in _nested_bodies(node):
                     visit(nested, parent, in_function)
 

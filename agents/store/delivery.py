@@ -3,6 +3,9 @@
 A summary, a proposal or an answer goes into the store's `deliveries` outbox before the first try; a failed send
 (a 5xx, a timeout) is retried with backoff, and what is still undelivered stays in the outbox and is sent again by
 a background flusher and after a restart. The task's status never depends on it.
+
+Once Telegram has taken a message, marking it delivered is a background write: the chat's next turn does not wait
+for it (a crash before that write means the message is sent again after the restart, never that it is lost).
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ class Deliveries:
         self.flush_interval = FLUSH_INTERVAL if flush_interval is None else flush_interval
         self._flusher: asyncio.Task[None] | None = None
         self._sending: set[int] = set()  # outbox ids being sent right now (never twice at once)
+        self._settling: set[asyncio.Task[None]] = set()  # "delivered" writes still running
 
     async def deliver(
         self,
@@ -79,6 +83,7 @@ class Deliveries:
         if entry.id in self._sending:
             return None
         self._sending.add(entry.id)
+        settling = False
         try:
             for attempt, delay in enumerate((*delays, None)):
                 try:
@@ -99,15 +104,34 @@ class Deliveries:
                         return None
                     await asyncio.sleep(delay)
                 else:
-                    await self.store.delivery_done(entry.id)
+                    task = asyncio.create_task(self._mark_delivered(entry.id))  # off the caller's path
+                    self._settling.add(task)
+                    task.add_done_callback(self._settling.discard)
+                    settling = True
                     return sent or 0
             return None
         finally:
-            self._sending.discard(entry.id)
+            if not settling:
+                self._sending.discard(entry.id)
+
+    async def _mark_delivered(self, delivery_id: int) -> None:
+        """The outbox row is done; the id stays in `_sending` until then, so the flusher never sends it again."""
+        try:
+            await self.store.delivery_done(delivery_id)
+        except Exception:  # the row stays undelivered: sent once more later, never lost
+            log.exception("outbox #%s: could not mark it delivered", delivery_id)
+        finally:
+            self._sending.discard(delivery_id)
+
+    async def settled(self) -> None:
+        """Wait for the "delivered" writes still running."""
+        while self._settling:
+            await asyncio.gather(*self._settling, return_exceptions=True)
 
     async def flush(self) -> int:
         """One pass over the outbox (oldest first); returns how many were delivered."""
         delivered, stuck = 0, set()
+        earlier = set(self._settling)
         for entry in await self.store.undelivered(MAX_ATTEMPTS):
             if entry.chat_id in stuck:
                 continue  # keep each chat's order: its later messages wait for the stuck one
@@ -115,6 +139,9 @@ class Deliveries:
                 delivered += 1
             else:
                 stuck.add(entry.chat_id)  # this chat (or Telegram) is still unwell: next pass
+        mine = self._settling - earlier  # no chat waits on a flush: its own "delivered" marks are in before it returns
+        if mine:
+            await asyncio.gather(*mine, return_exceptions=True)
         return delivered
 
     async def resend(self, task_id: int, chat_id: int) -> bool:
@@ -139,6 +166,7 @@ class Deliveries:
             await asyncio.sleep(self.flush_interval)
 
     async def close(self) -> None:
+        await self.settled()
         if self._flusher is not None:
             self._flusher.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -18,6 +18,7 @@ from agents.git.merge import merge_task_branch
 from agents.git.runner import GitIdentity
 from agents.git.worktrees import TaskWorktree, discard_task_worktree
 from agents.llm.usage import budget_exceeded
+from agents.repo_map.maps import RepoMap
 from agents.store.database import Store
 from agents.tools.new_workspace import create_workspace
 from agents.tools.workspaces import Workspaces
@@ -78,8 +79,10 @@ class Crew:
         runner: TaskRunner,
         notifier: Notifier,
         inboxes: Inboxes | None = None,
+        repo_map: RepoMap | None = None,
     ) -> None:
         self.settings, self.store, self.workspaces = settings, store, workspaces
+        self.repo_map = repo_map  # a new workspace is indexed in the background at once
         self.runner, self.notifier = runner, notifier
         self.inboxes = inboxes or Inboxes()  # the executor's: notes for running workers
         self._interrupts: dict[int, asyncio.Event] = {}  # per chat: stop waiting on a foreground task
@@ -349,6 +352,8 @@ class Crew:
 
     async def create_workspace(self, caller: Caller, name: str) -> str:
         ws = await create_workspace(self.workspaces, name, git_identity(self.settings))
+        if self.repo_map is not None:
+            self.repo_map.index_in_background(ws.name, ws.path)
         return (
             f"Created workspace {ws.name} (a new git repository with an initial commit); start work in it by that name."
         )

@@ -248,13 +248,21 @@ class TaskExecutor:
         await progress.close(f"✖ failed: {trim(reason, 200)}")
         await self._show(task, f"✖ **Task #{task.id} failed**: {reason}")
 
-    async def repository_map(self, task: Task, name: str, root: Path, seed_from: str | None = None) -> str:
-        """The token-bounded map of the workspace for this request ('' when there is none)."""
+    async def repository_map(self, task: Task, workspace: Workspace, worktree: Path | None = None) -> str:
+        """The token-bounded map for this request ('' when there is none): of the task's worktree (its own index,
+        seeded from the workspace's), or of the workspace for research. A workspace index still being built is
+        waited for at most REPO_MAP_WAIT_SECONDS; then the map shows what is indexed so far."""
         if self.repo_map is None or self.settings.repo_map_tokens <= 0:
             return ""
         try:
-            text = await self.repo_map.render(
-                name, root, task.instructions, self.settings.repo_map_tokens, seed_from=seed_from
+            text = await self.repo_map.task_map(
+                workspace.name,
+                workspace.path,
+                task.instructions,
+                self.settings.repo_map_tokens,
+                self.settings.repo_map_wait_seconds,
+                task_index=f"{task.workspace}@task-{task.id}" if worktree is not None else None,
+                task_root=worktree,
             )
         except Exception as err:  # the map helps; its absence must not fail the task
             log.warning("task %s: no repository map: %s", task.id, err)
@@ -299,7 +307,7 @@ class TaskExecutor:
     async def _research(self, task: Task, progress: Progress) -> None:
         workspace = self.workspaces.resolve(task.workspace)
         worker = self.make_worker(task, workspace.path, progress)
-        repo_map = await self.repository_map(task, workspace.name, workspace.path)
+        repo_map = await self.repository_map(task, workspace)
         blocks, _ = await self.handed_over(task)
         result = await worker.run(
             f"Workspace: {workspace.name}\n\nResearch request:\n{task.instructions}{repo_map}", attachments=blocks
@@ -397,7 +405,7 @@ class TaskExecutor:
             progress.criteria = f"{sum(c.verified for c in criteria)}/{len(criteria)} criteria verified"
         resumed = bool(task.result)  # an interrupted task carries what was done before
         # the worktree's own map (what the worker sees), its index seeded from the workspace's
-        repo_map = await self.repository_map(task, f"{task.workspace}@task-{task.id}", tree.path, workspace.name)
+        repo_map = await self.repository_map(task, workspace, tree.path)
         blocks, saved = await self.handed_over(task, tree.path)
         first = self.first_turn(task, criteria, repo_map) + saved
         if resumed:

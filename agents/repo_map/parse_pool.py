@@ -1,0 +1,184 @@
+"""Bulk parsing spread over worker processes: a cold build of a big repository parses on every core.
+
+`ast` parsing is CPU-bound Python that threads cannot run in parallel (the GIL), so a batch of at least
+`PROCESS_MIN_FILES` files is dealt round-robin to one short-lived child process per core (up to `MAX_PROCESSES`):
+`python -m agents.repo_map.parse_pool` reads its share (pickled) on stdin and writes the outlines back on stdout
+in frames of `CHILD_FRAME_FILES` files (a length, then a pickle), so the caller can store each frame as it comes
+(a map can be drawn from what is indexed so far) and neither side holds every outline at once. Plain asyncio
+subprocesses rather than `multiprocessing`: no fork of a process with threads, and no re-import of the bot's
+`__main__` in the children; each child runs in its own process group, killed on timeout or cancellation, and exits
+(returning its memory) when its share is done. Smaller batches (the usual incremental refresh), a machine with one
+core, or the files a failed child did not answer for fall back to a worker thread of this process.
+
+`parse_batches` yields (path, outline) pairs in frames as they are parsed, in no fixed order; `parse_many` collects
+them in the order of `paths`, as `parse_files` returns them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import pickle
+import signal
+import struct
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from agents.repo_map.outline import FileOutline, SameContent, parse_files
+
+log = logging.getLogger(__name__)
+
+PROCESS_MIN_FILES = 300  # below this a batch is parsed in one thread: starting processes would cost more
+THREAD_CHUNK = 200  # files per worker-thread hop when parsing in this process
+CHILD_FRAME_FILES = 25  # files per frame a child writes back (the first ones are stored soon)
+MAX_PROCESSES = 4
+CHILD_TIMEOUT_S = 600.0
+_LENGTH = struct.Struct(">Q")
+
+Parsed = FileOutline | SameContent | None
+Batch = list[tuple[str, Parsed]]
+
+
+def process_count() -> int:
+    """Cores this process may run on (its CPU affinity where the OS tells), at most `MAX_PROCESSES`."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, min(MAX_PROCESSES, cores))
+
+
+async def parse_many(
+    root: Path, paths: list[str], states: dict[str, tuple[int, int]], hashes: dict[str, str]
+) -> list[Parsed]:
+    """`parse_files` over `paths`, in child processes for a big batch, else in a worker thread."""
+    by_path: dict[str, Parsed] = {}
+    async for batch in parse_batches(root, paths, states, hashes):
+        by_path.update(batch)
+    return [by_path[path] for path in paths]
+
+
+async def parse_batches(
+    root: Path, paths: list[str], states: dict[str, tuple[int, int]], hashes: dict[str, str]
+) -> AsyncIterator[Batch]:
+    """Every path with its outline, in frames as they are parsed (child processes for a big batch, else a thread)."""
+    processes = process_count() if len(paths) >= PROCESS_MIN_FILES else 1
+    if processes == 1:
+        async for batch in _in_thread(root, paths, states, hashes):
+            yield batch
+        return
+    frames: asyncio.Queue[Batch | None] = asyncio.Queue()
+
+    async def run(share: list[str]) -> None:
+        try:
+            await _in_child_or_thread(root, share, states, hashes, frames)
+        finally:
+            await frames.put(None)
+
+    shares = [paths[i::processes] for i in range(processes)]
+    workers = [asyncio.create_task(run(share)) for share in shares]
+    try:
+        running = len(workers)
+        while running:
+            batch = await frames.get()
+            if batch is None:
+                running -= 1
+            else:
+                yield batch
+        for worker in workers:
+            worker.result()  # a bug in a worker is raised here, not lost
+    finally:
+        for worker in workers:
+            worker.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
+
+
+async def _in_thread(
+    root: Path, paths: list[str], states: dict[str, tuple[int, int]], hashes: dict[str, str]
+) -> AsyncIterator[Batch]:
+    for begin in range(0, len(paths), THREAD_CHUNK):
+        chunk = paths[begin : begin + THREAD_CHUNK]
+        yield list(zip(chunk, await asyncio.to_thread(parse_files, root, chunk, states, hashes)))
+
+
+async def _in_child_or_thread(
+    root: Path,
+    paths: list[str],
+    states: dict[str, tuple[int, int]],
+    hashes: dict[str, str],
+    frames: asyncio.Queue[Batch | None],
+) -> None:
+    answered: set[str] = set()
+    try:
+        async for batch in _in_child(root, paths, states, hashes):
+            answered.update(path for path, _ in batch)
+            await frames.put(batch)
+        if len(answered) == len(paths):
+            return
+        raise RuntimeError(f"parse process answered for {len(answered)} of {len(paths)} files")
+    except (OSError, RuntimeError, pickle.UnpicklingError, EOFError, TimeoutError, asyncio.IncompleteReadError):
+        rest = [path for path in paths if path not in answered]
+        log.warning("repo map: a parse process failed; parsing its %d files left in a thread", len(rest), exc_info=True)
+        async for batch in _in_thread(root, rest, states, hashes):
+            await frames.put(batch)
+
+
+async def _in_child(
+    root: Path, paths: list[str], states: dict[str, tuple[int, int]], hashes: dict[str, str]
+) -> AsyncIterator[Batch]:
+    payload = pickle.dumps(
+        (str(root), paths, {p: states[p] for p in paths}, {p: hashes[p] for p in paths if p in hashes}),
+        protocol=pickle.HIGHEST_PROTOCOL,
+    )
+    package_parent = str(Path(__file__).resolve().parents[2])  # the folder holding `agents/`
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_parent, os.environ.get("PYTHONPATH")]))}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "agents.repo_map.parse_pool",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        env=env,
+        start_new_session=True,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + CHILD_TIMEOUT_S
+    try:
+        proc.stdin.write(payload)
+        await asyncio.wait_for(proc.stdin.drain(), CHILD_TIMEOUT_S)
+        proc.stdin.close()
+        while True:
+            header = await asyncio.wait_for(proc.stdout.read(_LENGTH.size), deadline - loop.time())
+            if not header:
+                break  # the child closed its output: all frames are in
+            if len(header) < _LENGTH.size:
+                header += await proc.stdout.readexactly(_LENGTH.size - len(header))
+            (length,) = _LENGTH.unpack(header)
+            frame = await asyncio.wait_for(proc.stdout.readexactly(length), deadline - loop.time())
+            batch = pickle.loads(frame)
+            if not isinstance(batch, list):
+                raise RuntimeError("parse process returned a malformed frame")
+            yield batch
+        await asyncio.wait_for(proc.wait(), max(0.0, deadline - loop.time()))
+    finally:
+        if proc.returncode is None:  # timed out, failed or cancelled: the whole group goes
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            await proc.wait()
+    if proc.returncode != 0:
+        raise RuntimeError(f"parse process exited with {proc.returncode}")
+
+
+def _child_main() -> None:
+    root, paths, states, hashes = pickle.load(sys.stdin.buffer)
+    out = sys.stdout.buffer
+    for begin in range(0, len(paths), CHILD_FRAME_FILES):
+        chunk = paths[begin : begin + CHILD_FRAME_FILES]
+        frame = pickle.dumps(list(zip(chunk, parse_files(Path(root), chunk, states, hashes))), pickle.HIGHEST_PROTOCOL)
+        out.write(_LENGTH.pack(len(frame)) + frame)
+        out.flush()
+
+
+if __name__ == "__main__":
+    _child_main()

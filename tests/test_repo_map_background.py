@@ -1,0 +1,112 @@
+"""A workspace's index is built in the background when the workspace is first seen; a task waits on a cold build
+only for its budget, then gets a map of what is indexed so far, and the whole map once the build is done."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from agents.core.models import Caller
+from agents.repo_map import parse_pool
+from agents.repo_map.maps import RepoMap
+from agents.store.database import Store
+from tests.conftest import BotHarness, make_repo
+
+FILES = parse_pool.THREAD_CHUNK + 50  # two thread hops (below the child-process threshold)
+LATE = f"pkg/mod_{FILES - 1:04d}.py"  # in the second hop
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[Store]:
+    db = await Store.open(tmp_path / "state" / "agentlab.db")
+    yield db
+    await db.close()
+
+
+def big_repo(root: Path) -> Path:
+    files = {
+        f"pkg/mod_{n:04d}.py": f'"""Module {n}."""\n\n\ndef compute_{n}(values: list[int]) -> int:\n    return sum(values)\n'
+        for n in range(FILES)
+    }
+    make_repo(root, files)
+    return root
+
+
+async def test_a_cold_build_past_the_budget_gives_what_is_indexed_so_far_then_the_whole_map(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = big_repo(tmp_path / "big")
+    held = threading.Event()  # the second hop of the cold build waits for this
+    real_parse = parse_pool.parse_files
+
+    def parse_files(base, paths, states, hashes):  # type: ignore[no-untyped-def]
+        if LATE in paths:
+            assert held.wait(30), "the test never released the build"
+        return real_parse(base, paths, states, hashes)
+
+    monkeypatch.setattr(parse_pool, "parse_files", parse_files)
+    repo_map = RepoMap(store)
+    request = f"fix compute_{FILES - 1} in {LATE}"
+    try:
+        partial = await repo_map.task_map("big", root, request, 2000, wait_seconds=0.5)
+        assert "still being built" in partial
+        assert f"the {parse_pool.THREAD_CHUNK} files indexed so far" in partial
+        assert LATE not in partial, "not parsed yet: not in the map"
+        assert "pkg/mod_0000.py" in partial or "def compute_" in partial
+        build = repo_map.building("big")
+        assert build is not None and not build.done(), "the build goes on after the task stopped waiting"
+    finally:
+        held.set()
+    assert await asyncio.wait_for(build, 30) is True
+    whole = await repo_map.task_map("big", root, request, 2000, wait_seconds=5)
+    assert "still being built" not in whole
+    assert whole.split("\n")[1].startswith(LATE), "the named file comes first once it is indexed"
+    assert f"Repository map of big: {FILES} files" in whole
+
+
+async def test_a_task_map_with_a_ready_index_is_of_the_tasks_own_worktree_index(store: Store, tmp_path: Path) -> None:
+    root = big_repo(tmp_path / "big")
+    repo_map = RepoMap(store)
+    await repo_map.refresh("big", root)
+    text = await repo_map.task_map(
+        "big", root, f"fix compute_3 in {LATE}", 2000, wait_seconds=5, task_index="big@task-1", task_root=root
+    )
+    assert "still being built" not in text and LATE in text
+    assert await store.repo_index.file_count("big@task-1") == FILES, "the task's index is a copy, refreshed"
+
+
+async def test_no_map_while_nothing_is_indexed_yet(store: Store, tmp_path: Path, monkeypatch) -> None:
+    root = big_repo(tmp_path / "big")
+    held = threading.Event()
+    real_parse = parse_pool.parse_files
+
+    def parse_files(base, paths, states, hashes):  # type: ignore[no-untyped-def]
+        assert held.wait(30), "the test never released the build"
+        return real_parse(base, paths, states, hashes)
+
+    monkeypatch.setattr(parse_pool, "parse_files", parse_files)
+    repo_map = RepoMap(store)
+    try:
+        assert await repo_map.task_map("big", root, "anything", 2000, wait_seconds=0.2) == ""
+    finally:
+        held.set()
+        await repo_map.close()
+
+
+async def test_a_new_workspace_is_indexed_in_the_background_at_once(bot: BotHarness) -> None:
+    await bot.runtime.crew.create_workspace(Caller(chat_id=bot.chat_id), "fresh")
+    build = bot.runtime.repo_map.building("fresh")
+    assert build is not None, "create_workspace starts indexing the new workspace"
+    assert await asyncio.wait_for(build, 30) is True
+    assert await bot.runtime.store.repo_index.info("fresh") is not None
+
+
+async def test_the_bot_indexes_its_workspaces_at_start_up(bot: BotHarness) -> None:
+    build = bot.runtime.repo_map.building("calc")
+    assert build is not None, "no message needed: start-up starts the index"
+    assert await asyncio.wait_for(build, 30) is True
+    assert await bot.runtime.store.repo_index.file_count("calc") > 0

@@ -1,0 +1,74 @@
+"""A big batch is parsed in worker processes with the same outlines, in the same order, as in one thread."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from agents.repo_map import parse_pool
+from agents.repo_map.outline import FileOutline, SameContent, content_hash, parse_files
+
+
+def _write_repo(root: Path, count: int) -> dict[str, tuple[int, int]]:
+    states = {}
+    for n in range(count):
+        path = f"pkg/mod_{n:04d}.py"
+        (root / "pkg").mkdir(exist_ok=True)
+        text = f'"""Module {n}."""\n\nimport os\n\n\nclass Thing{n}:\n    def size(self, k: int = {n}) -> int:\n        return k\n'
+        (root / path).write_text(text)
+        states[path] = (n, len(text))
+    return states
+
+
+@pytest.mark.skipif(parse_pool.process_count() < 2, reason="one core: big batches are parsed in one thread")
+def test_big_batch_in_processes_matches_one_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    states = _write_repo(tmp_path, parse_pool.PROCESS_MIN_FILES + 50)
+    paths = sorted(states) + ["pkg/vanished.py"]
+    states["pkg/vanished.py"] = (0, 0)
+    same = paths[7]
+    hashes = {same: content_hash((tmp_path / same).read_bytes())}
+
+    async def no_thread(*args: object) -> list[object]:
+        raise AssertionError("a big batch must be parsed in child processes")
+
+    monkeypatch.setattr(parse_pool, "_in_thread", no_thread)
+    in_processes = asyncio.run(parse_pool.parse_many(tmp_path, paths, states, hashes))
+    in_thread = parse_files(tmp_path, paths, states, hashes)
+    assert in_processes == in_thread
+    assert in_processes[7] == SameContent(same, *states[same])
+    assert in_processes[-1] is None
+    first = in_processes[0]
+    assert isinstance(first, FileOutline) and [s.name for s in first.symbols] == ["Thing0", "size"]
+
+
+def test_small_batch_stays_in_this_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    async def no_child(*args: object) -> list[object]:
+        raise AssertionError("a small batch must be parsed in this process")
+
+    monkeypatch.setattr(parse_pool, "_in_child", no_child)
+    states = _write_repo(tmp_path, 3)
+    parsed = asyncio.run(parse_pool.parse_many(tmp_path, sorted(states), states, {}))
+    assert [o.path for o in parsed if isinstance(o, FileOutline)] == sorted(states)
+
+
+@pytest.mark.skipif(parse_pool.process_count() < 2, reason="one core: big batches are parsed in one thread")
+def test_a_failing_child_falls_back_to_a_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    states = _write_repo(tmp_path, parse_pool.PROCESS_MIN_FILES)
+    monkeypatch.setattr(parse_pool.sys, "executable", "/bin/false")  # every child exits 1 without answering
+    parsed = asyncio.run(parse_pool.parse_many(tmp_path, sorted(states), states, {}))
+    assert [o.path for o in parsed if isinstance(o, FileOutline)] == sorted(states)
+
+
+@pytest.mark.skipif(parse_pool.process_count() < 2, reason="one core: big batches are parsed in one thread")
+def test_children_answer_in_frames_so_each_can_be_stored_as_it_comes(tmp_path: Path) -> None:
+    states = _write_repo(tmp_path, parse_pool.PROCESS_MIN_FILES + 50)
+
+    async def frames() -> list[list[tuple[str, object]]]:
+        return [batch async for batch in parse_pool.parse_batches(tmp_path, sorted(states), states, {})]
+
+    got = asyncio.run(frames())
+    assert len(got) > parse_pool.process_count(), "more than one frame per child"
+    assert all(len(batch) <= parse_pool.CHILD_FRAME_FILES for batch in got)
+    assert sorted(path for batch in got for path, _ in batch) == sorted(states)
