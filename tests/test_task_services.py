@@ -5,12 +5,17 @@ and a service without the network reaches nothing outside."""
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import shutil
 import sys
 
 import pytest
 
 from agents.core.models import TaskStatus
+from agents.sandbox.bwrap import spec_for
+from agents.sandbox.services import start_sandboxed_stdio
+from agents.sandbox.task_limits import TaskBounds
 from tests.conftest import USER_ID, BotHarness
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript
@@ -92,3 +97,40 @@ async def test_cancel_ends_a_service(bot: BotHarness, model: RoleScript) -> None
     await bot.tg.await_for(lambda: not host_pids("8124") and not host_pids("1000.7172"), timeout=10)
     results = tool_results(model)
     assert any("service 1 started" in r and "Serving HTTP" in r for r in results), results
+
+
+ECHO_SERVER = (
+    "import sys, os, pathlib\n"
+    "print('ready', flush=True)\n"
+    "for line in sys.stdin:\n"
+    "    extra = pathlib.Path(os.environ['EXTRA'], 'note.txt').read_text().strip()\n"
+    "    print('to the log', file=sys.stderr, flush=True)\n"
+    "    print(line.strip().upper(), extra, os.environ.get('SERVER_KEY'), flush=True)\n"
+)
+
+
+async def test_the_stdio_seam_runs_a_program_in_the_task_sandbox_and_ends_it_with_the_task(tmp_path) -> None:
+    worktree, extra = tmp_path / "work", tmp_path / "server-folder"
+    worktree.mkdir()
+    extra.mkdir()
+    (extra / "note.txt").write_text("extra-readable\n")
+    (extra / "server.py").write_text(ECHO_SERVER)
+    bounds = TaskBounds("seam", 1 << 30, 256)
+    spec = dataclasses.replace(spec_for(worktree), task=bounds)
+    process = await start_sandboxed_stdio(
+        spec, ["python3", str(extra / "server.py")], {"EXTRA": str(extra), "SERVER_KEY": "k1"}, read_paths=[extra]
+    )
+    try:
+        assert (await process.stdout.readline()).strip() == b"ready"
+        process.stdin.write(b"hello\n")
+        await process.stdin.drain()
+        assert (await process.stdout.readline()).strip() == b"HELLO extra-readable k1"
+        logs = list(bounds.service_logs.glob("stdio-*.log"))
+        assert logs and "to the log" in logs[0].read_text()
+        pid = process.pid
+    finally:
+        await bounds.close()
+    assert process.returncode is not None
+    assert not host_pids(str(extra / "server.py")), "the stdio program outlived its task"
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
