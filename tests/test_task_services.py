@@ -12,9 +12,10 @@ import sys
 
 import pytest
 
+from agents.core.errors import ToolError
 from agents.core.models import TaskStatus
 from agents.sandbox.bwrap import spec_for
-from agents.sandbox.services import start_sandboxed_stdio
+from agents.sandbox.services import TaskServices, start_sandboxed_stdio
 from agents.sandbox.task_limits import TaskBounds
 from tests.conftest import USER_ID, BotHarness
 from tests.fakes import anthropic_server as claude_says
@@ -134,3 +135,17 @@ async def test_the_stdio_seam_runs_a_program_in_the_task_sandbox_and_ends_it_wit
     assert not host_pids(str(extra / "server.py")), "the stdio program outlived its task"
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+async def test_a_task_runs_at_most_its_number_of_services(tmp_path) -> None:
+    bounds = TaskBounds("cap", 1 << 30, 256, max_services=1)
+    spec = dataclasses.replace(spec_for(tmp_path), task=bounds)
+    services = TaskServices.of(bounds)
+    try:
+        said = await services.start(spec, "echo first; exec sleep 1000.9191", {})
+        assert "service 1 started" in said and "first" in said, said
+        with pytest.raises(ToolError, match="SANDBOX_MAX_SERVICES"):
+            await services.start(spec, "exec sleep 1000.9191", {})
+    finally:
+        await bounds.close()
+    assert not host_pids("1000.9191")
