@@ -91,14 +91,14 @@ async def test_sigkill_mid_task_then_restart_reports_and_resumes(
     model.add(
         "code",
         claude_says.tool_use("write_file", {"path": "notes.md", "content": "step one\n"}),
-        claude_says.tool_use("run_command", {"command": f"setsid sleep {SERVICE} & echo up", "background": True}),
+        claude_says.tool_use("run_command", {"command": f"setsid sleep {SERVICE} & exec sleep {SERVICE}", "background": True}),
         claude_says.tool_use("run_command", {"command": f"sleep {ORPHAN} & exec sleep {ORPHAN}"}),
     )
     env = bot_env(fake_telegram, fake_anthropic, tmp_path, workspace_root)
     first = launch(env, tmp_path, "first")
     try:
         fake_telegram.send_text(USER_ID, "write the notes in group therapy")
-        await fake_telegram.await_for(lambda: len(host_pids(ORPHAN)) == 2 and host_pids(SERVICE), timeout=60)
+        await fake_telegram.await_for(lambda: len(host_pids(ORPHAN)) == 2 and len(host_pids(SERVICE)) == 2, timeout=60)
         first.send_signal(signal.SIGKILL)
         await asyncio.to_thread(first.wait, 10)
     finally:

@@ -19,7 +19,9 @@ in a bot-side folder shown read-only at SERVICES_MOUNT in every later command of
 later output); the call returns once the service printed something or opened a listening port (at most
 `START_WAIT_SECONDS`), with its first output and id; a service that exits is reported once (`exit_notes`), and at
 most `TaskBounds.max_services` run at a time. Each service is one bwrap: its processes live in their own PID namespace,
-so a double fork or setsid inside still dies when the bot kills it; the bwrap carries the task's tag (orphans.py).
+so a double fork or setsid inside still dies when the bot kills it (and when the command's own process ends: a service
+is its command, kept in the foreground); the bwrap carries the task's tag (orphans.py) and dies with the bot
+(`--die-with-parent`).
 """
 
 from __future__ import annotations

@@ -195,7 +195,8 @@ def worker_tools(
             "It runs in a sandbox: only the workspace is writable, and there is no network unless you set "
             "network=true, which asks the owner first (they may say no; then do without). background=true starts "
             "a service (e.g. a dev server) that runs until the task ends: the call returns once it printed something "
-            "or opened a port, later commands reach it on localhost, its later output is in the log file named.",
+            "or opened a port, later commands reach it on localhost, its later output is in the log file named. "
+            "Keep the server in the foreground of that command (no trailing &): it ends with the command.",
             {
                 "command": prop("string", "the command line"),
                 "network": prop(
