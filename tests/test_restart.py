@@ -24,7 +24,7 @@ from tests.test_sandbox import host_pids
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
 # sleep arguments found again in /proc: unique to this process, so parallel test processes never see each other's
-ORPHAN, FOREGROUND = f"1000.{os.getpid()}1", f"1000.{os.getpid()}2"
+ORPHAN, FOREGROUND, SERVICE = f"1000.{os.getpid()}1", f"1000.{os.getpid()}2", f"1000.{os.getpid()}3"
 
 
 def bot_env(tg, claude, tmp_path: Path, workspace_root: Path) -> dict[str, str]:
@@ -91,20 +91,24 @@ async def test_sigkill_mid_task_then_restart_reports_and_resumes(
     model.add(
         "code",
         claude_says.tool_use("write_file", {"path": "notes.md", "content": "step one\n"}),
+        claude_says.tool_use(
+            "run_command", {"command": f"setsid sleep {SERVICE} & exec sleep {SERVICE}", "background": True}
+        ),
         claude_says.tool_use("run_command", {"command": f"sleep {ORPHAN} & exec sleep {ORPHAN}"}),
     )
     env = bot_env(fake_telegram, fake_anthropic, tmp_path, workspace_root)
     first = launch(env, tmp_path, "first")
     try:
         fake_telegram.send_text(USER_ID, "write the notes in group therapy")
-        await fake_telegram.await_for(lambda: len(host_pids(ORPHAN)) == 2, timeout=60)
+        await fake_telegram.await_for(lambda: len(host_pids(ORPHAN)) == 2 and len(host_pids(SERVICE)) == 2, timeout=60)
         first.send_signal(signal.SIGKILL)
         await asyncio.to_thread(first.wait, 10)
     finally:
         if first.poll() is None:
             first.kill()
-    # the sandbox dies with its parent (--die-with-parent), and its PID namespace with it: no orphan is left
-    await fake_telegram.await_for(lambda: not host_pids(ORPHAN), timeout=5)
+    # the sandbox dies with its parent (--die-with-parent), and its PID namespace with it: no orphan is left,
+    # a task service's (issue 24) included
+    await fake_telegram.await_for(lambda: not host_pids(ORPHAN) and not host_pids(SERVICE), timeout=5)
 
     model.add("code", claude_says.text("Resumed: notes.md is complete."))
     second = launch(env, tmp_path, "second")
@@ -130,7 +134,7 @@ async def test_sigkill_mid_task_then_restart_reports_and_resumes(
         resumed_turn = model.requests["code"][-1]["messages"][0]["content"][0]["text"]
         assert "interrupted and is being resumed" in resumed_turn and "writing notes.md" in resumed_turn
     finally:
-        for orphan in host_pids(ORPHAN):  # in case the assertion above failed
+        for orphan in host_pids(ORPHAN) + host_pids(SERVICE):  # in case the assertion above failed
             with contextlib.suppress(ProcessLookupError):
                 os.kill(orphan, signal.SIGKILL)
         second.send_signal(signal.SIGTERM)

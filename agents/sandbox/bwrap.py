@@ -34,6 +34,7 @@ from agents.sandbox.task_limits import TaskBounds
 
 log = logging.getLogger(__name__)
 
+SERVICES_MOUNT = "/run/services"  # where a command sees the task's service logs (agents/sandbox/services.py)
 HOME = "/home/agent"  # the sandbox's empty home (its own tmpfs)
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
@@ -179,6 +180,7 @@ class SandboxSpec:
     masks: tuple[tuple[Path, Path], ...] = ()  # (replacement, target): read-only file shown in place of target
     writable: tuple[Path, ...] = ()  # folders of the bot's own (e.g. a test report's) bound read-write, same place
     task: TaskBounds | None = field(default=None, compare=False)  # the task's cgroup and disk budget (task_limits.py)
+    mounts: tuple[tuple[Path, str], ...] = ()  # (host folder, place in the sandbox) bound read-only, e.g. service logs
 
     def with_network(self, network: bool) -> SandboxSpec:
         return dataclasses.replace(self, network=network)
@@ -317,15 +319,17 @@ def bwrap_argv(
     bwrap: str = "bwrap",
     shell: str = "/bin/bash",
     user_net: tuple[int, int] | None = None,
+    joined: bool = False,
 ) -> list[str]:
     """The argv that runs `command` with `shell -c` inside the sandbox described by `spec`, cwd = the worktree.
 
     With `user_net` (info fd, block fd; agents/sandbox/user_net.py) an allowed network stays a namespace of its own that
-    pasta attaches to before the command runs; without it an allowed network is the host's."""
+    pasta attaches to before the command runs; without it an allowed network is the host's. `joined`: bwrap is
+    started inside the task's network namespace already (agents/sandbox/task_net.py) and keeps it."""
     argv = [bwrap, "--unshare-all"]
     if user_net is not None:
         argv += ["--info-fd", str(user_net[0]), "--block-fd", str(user_net[1])]
-    elif spec.network:
+    elif spec.network or joined:
         argv.append("--share-net")
     argv += ["--die-with-parent", "--new-session", "--cap-drop", "ALL", "--hostname", "sandbox"]
     for system in SYSTEM_DIRS:
@@ -363,6 +367,8 @@ def bwrap_argv(
         argv += ["--ro-bind", str(replacement), str(target)]
     for path in spec.writable:  # after the private /tmp: a bot folder under /tmp stays reachable
         argv += ["--bind", str(path), str(path)]
+    for host, place in spec.mounts:
+        argv += ["--ro-bind", str(host), place]
     argv += [
         "--remount-ro",
         "/",

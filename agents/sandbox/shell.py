@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import shutil
@@ -16,6 +17,7 @@ from pathlib import Path
 
 from agents.core.errors import ToolError
 from agents.sandbox.bwrap import (
+    SERVICES_MOUNT,
     SandboxSpec,
     bwrap_argv,
     bwrap_path,
@@ -23,6 +25,7 @@ from agents.sandbox.bwrap import (
     unavailable_reason,
 )
 from agents.sandbox.process_cap import PidsCap
+from agents.sandbox.task_cgroup import TaskCgroup
 from agents.sandbox.user_net import UserNet
 from agents.sandbox.user_net import available as user_net_available
 
@@ -192,19 +195,15 @@ async def _run_sandboxed(
     """A command in bwrap, inside the task's cgroup (or a pids cgroup of its own), its network user-mode via pasta
     when allowed and installed, the task's disk budget watched while it runs (agents/sandbox/task_limits.py)."""
     bounds = sandbox.task
-    group = bounds.cgroup() if bounds is not None else None
     budget = bounds.disk_for(sandbox.worktree) if bounds is not None else None
     net = UserNet() if sandbox.network and user_net_available() else None
-    argv = bwrap_argv(
-        sandbox,
-        command,
-        bwrap=bwrap_path() or "bwrap",
-        shell=_SANDBOX_SHELL,
-        user_net=net.child_fds if net is not None else None,
-    )
+    try:
+        argv, pass_fds, group = await confined_argv(sandbox, command, net)
+    except BaseException:
+        if net is not None:
+            net.close()
+        raise
     environment = sandbox_env(environment, sandbox)
-    if group is not None:  # memory (and processes) of the whole task (agents/sandbox/task_cgroup.py)
-        argv = group.wrap(argv)
     cap = None if group is not None and group.bounds_processes else PidsCap.create(sandbox.limits.max_processes)
     if cap is not None:  # the process limit that holds for root too (agents/sandbox/process_cap.py)
         argv = cap.wrap(argv)
@@ -233,7 +232,7 @@ async def _run_sandboxed(
             environment,
             timeout,
             max_output,
-            pass_fds=net.child_fds if net is not None else (),
+            pass_fds=pass_fds,
             on_start=on_start,
         )
     finally:
@@ -256,6 +255,40 @@ async def _run_sandboxed(
             "the kernel killed a process of this command]"
         )
     return result
+
+
+async def confined_argv(
+    sandbox: SandboxSpec, command: str, net: UserNet | None = None
+) -> tuple[list[str], tuple[int, ...], TaskCgroup | None]:
+    """The argv that runs the shell `command` in bwrap: in the task's cgroup and network namespace
+    (agents/sandbox/task_net.py) unless it has the network (then `net`, pasta, or the host's where pasta is missing);
+    the service logs shown read-only at SERVICES_MOUNT. Returns it, the descriptors to pass and the task's cgroup."""
+    bounds = sandbox.task
+    group = bounds.cgroup() if bounds is not None else None
+    join = bounds is not None and not sandbox.network
+    if bounds is not None and bounds.service_logs is not None:
+        sandbox = dataclasses.replace(sandbox, mounts=(*sandbox.mounts, (bounds.service_logs, SERVICES_MOUNT)))
+    bwrap = bwrap_path() or "bwrap"
+    if join:
+        try:
+            await bounds.net.ensure(bwrap)
+        except OSError as err:
+            raise ToolError(str(err)) from None
+    wrapped = bwrap_argv(
+        sandbox,
+        command,
+        bwrap=bwrap,
+        shell=_SANDBOX_SHELL,
+        user_net=net.child_fds if net is not None else None,
+        joined=join,
+    )
+    pass_fds = net.child_fds if net is not None else ()
+    if join:
+        wrapped = bounds.net.join(wrapped)
+        pass_fds += bounds.net.pass_fds
+    if group is not None:  # memory (and processes) of the whole task (agents/sandbox/task_cgroup.py)
+        wrapped = group.wrap(wrapped)
+    return wrapped, pass_fds, group
 
 
 async def _run_argv(

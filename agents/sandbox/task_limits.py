@@ -20,12 +20,13 @@ import logging
 import os
 import stat
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from agents.sandbox.task_cgroup import TaskCgroup
 from agents.sandbox.task_cgroup import support as task_cgroup_support
+from agents.sandbox.task_net import TaskNet
 from agents.sandbox.user_net import available as user_net_available
 
 log = logging.getLogger(__name__)
@@ -163,12 +164,19 @@ class DiskBudget:
 
 @dataclass
 class TaskBounds:
-    """One task's shared limits, made when the task starts and closed when it ends (TaskExecutor)."""
+    """One task's shared limits, made when the task starts and closed when it ends (TaskExecutor): its cgroup, disk
+    budget, network namespace (agents/sandbox/task_net.py) and services (agents/sandbox/services.py keeps them in
+    `services`; `closers` run first at close, so nothing the task started outlives it)."""
 
     name: str
     memory_bytes: int
     max_processes: int
     disk: DiskBudget | None = None
+    max_services: int = 4
+    net: TaskNet = field(default_factory=TaskNet)
+    services: object | None = None  # the task's TaskServices, made at its first service
+    service_logs: Path | None = None  # the bot-side folder of the services' logs, shown read-only in every command
+    closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     _cgroup: TaskCgroup | None = None
     _made: bool = False
 
@@ -183,6 +191,10 @@ class TaskBounds:
         return self.disk if self.disk is not None and self.disk.root == worktree else None
 
     async def close(self) -> None:
+        while self.closers:
+            with contextlib.suppress(Exception):
+                await self.closers.pop()()
+        self.net.close()
         if self._cgroup is not None:
             await self._cgroup.close()
             self._cgroup = None

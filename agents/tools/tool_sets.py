@@ -5,14 +5,18 @@ Why one module over 400 lines: every tool's schema sits beside its handler, and 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 from agents.core.models import Caller, WorkerKind
 from agents.core.protocols import WorkDesk
 from agents.sandbox.bwrap import SandboxSpec
 from agents.sandbox.network_gate import NetworkDecision
+from agents.sandbox.services import TaskServices
 from agents.sandbox.shell import child_env, run_command
+from agents.sandbox.task_limits import TaskBounds
 from agents.tools import file_tools
 from agents.tools.desk_tools import desk_tools
 from agents.tools.toolbox import Tool, ToolResult, prop
@@ -136,7 +140,7 @@ def worker_tools(
     async def edit_file(path: str, old: str, new: str) -> str:
         return await file_tools.edit_file(root, path, old, new)
 
-    async def run(command: str, network: bool = False) -> ToolResult:
+    async def run(command: str, network: bool = False, background: bool = False) -> ToolResult:
         confined = sandbox
         if network and sandbox is not None:
             decision = (
@@ -147,6 +151,11 @@ def worker_tools(
             if not decision.allowed:
                 return ToolResult(decision.explanation, is_error=True)
             confined = sandbox.with_network(True)
+        if background:
+            if confined is None or confined.task is None:
+                return ToolResult("background=true needs the task's sandbox (SANDBOX=off has none)", is_error=True)
+            said = await TaskServices.of(confined.task).start(confined, command, {**child_env(), **(env_tag or {})})
+            return ToolResult(said)
         result = await run_command(
             command, cwd=root, timeout=command_timeout, env={**child_env(), **(env_tag or {})}, sandbox=confined
         )
@@ -184,11 +193,17 @@ def worker_tools(
             "run_command",
             f"Run a shell command in the workspace root (bash; timeout {int(command_timeout)} s; output trimmed). "
             "It runs in a sandbox: only the workspace is writable, and there is no network unless you set "
-            "network=true, which asks the owner first (they may say no; then do without).",
+            "network=true, which asks the owner first (they may say no; then do without). background=true starts "
+            "a service (e.g. a dev server) that runs until the task ends: the call returns once it printed something "
+            "or opened a port, later commands reach it on localhost, its later output is in the log file named. "
+            "Keep the server in the foreground of that command (no trailing &): it ends with the command.",
             {
                 "command": prop("string", "the command line"),
                 "network": prop(
                     "boolean", "true if the command needs the network (e.g. installing a package); default false"
+                ),
+                "background": prop(
+                    "boolean", "true to start a long-running service (dev server) that lives until the task ends"
                 ),
             },
             run,
@@ -224,4 +239,26 @@ def worker_tools(
                 ["target"],
             )
         )
+    if sandbox is not None and sandbox.task is not None:
+        return [with_service_notes(tool, sandbox.task) for tool in tools]
     return tools
+
+
+def with_service_notes(tool: Tool, bounds: TaskBounds) -> Tool:
+    """`tool` whose results also say which of the task's services exited since the last tool result."""
+    handler = tool.handler
+
+    async def noted(**kwargs: Any) -> object:
+        result = await handler(**kwargs)
+        services = bounds.services
+        notes = services.exit_notes() if isinstance(services, TaskServices) else []
+        if not notes:
+            return result
+        text = "\n".join(notes)
+        if isinstance(result, ToolResult):
+            if isinstance(result.content, str):
+                return ToolResult(f"{result.content}\n{text}", result.is_error)
+            return ToolResult([*result.content, {"type": "text", "text": text}], result.is_error)
+        return f"{result}\n{text}" if isinstance(result, str) else result
+
+    return dataclasses.replace(tool, handler=noted)

@@ -124,7 +124,9 @@ class TaskExecutor:
     def open_bounds(self, task: Task) -> TaskBounds:
         """The task's shared limits: memory and processes (a cgroup, made at its first command), disk (its worktree)."""
         s = self.settings
-        bounds = TaskBounds(f"{task.id}", s.sandbox_max_memory_mb << 20, s.sandbox_max_processes)
+        bounds = TaskBounds(
+            f"{task.id}", s.sandbox_max_memory_mb << 20, s.sandbox_max_processes, max_services=s.sandbox_max_services
+        )
         self.bounds[task.id] = bounds
         return bounds
 

@@ -1,0 +1,235 @@
+"""A task's services (issue 24): long-lived processes in the task's sandbox and network namespace, ended with the task.
+
+The seam for MCP stdio servers and the browser (the MCP side calls this; nothing else is needed):
+
+    async def start_sandboxed_stdio(
+        task_sandbox: SandboxSpec, argv: Sequence[str], env: Mapping[str, str], read_paths: Iterable[Path] = ()
+    ) -> asyncio.subprocess.Process
+
+runs `argv` inside `task_sandbox` (the spec a task's commands get, `task` set: TaskExecutor.sandbox_for(..., task_id))
+with `read_paths` bound read-only besides the spec's own (SANDBOX_READ_PATHS is in the spec already), stdin and stdout
+as pipes, stderr to a log file of the task (`<SERVICES_MOUNT>/<name>.log` inside later commands), in the task's
+network namespace (its services on `localhost`; no network unless `task_sandbox.network`, then pasta, for its whole
+life). The process is killed (its whole PID namespace) when the task ends, is cancelled or the bot stops; the caller
+may end it sooner with `process.kill()`. `env` keeps only the sandbox's harmless keys (bwrap.sandbox_env) plus
+those named in it that the caller passes: an MCP server's own `env` block is passed whole.
+
+`run_command(command, background=true)` uses `TaskServices.start`: the service's stdout and stderr go to a log file
+in a bot-side folder shown read-only at SERVICES_MOUNT in every later command of the task (so `cat` / `tail` read its
+later output); the call returns once the service printed something or opened a listening port (at most
+`START_WAIT_SECONDS`), with its first output and id; a service that exits is reported once (`exit_notes`), and at
+most `TaskBounds.max_services` run at a time. Each service is one bwrap: its processes live in their own PID namespace,
+so a double fork or setsid inside still dies when the bot kills it (and when the command's own process ends: a service
+is its command, kept in the foreground); the bwrap carries the task's tag (orphans.py) and dies with the bot
+(`--die-with-parent`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shlex
+import shutil
+import signal
+import tempfile
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from agents.core.errors import ToolError
+from agents.sandbox.bwrap import SERVICES_MOUNT, SandboxSpec, sandbox_env, unavailable_reason
+from agents.sandbox.shell import confined_argv
+from agents.sandbox.task_limits import TaskBounds
+from agents.sandbox.user_net import UserNet
+from agents.sandbox.user_net import available as user_net_available
+
+START_WAIT_SECONDS = 10.0
+FIRST_OUTPUT_BYTES = 4000
+_POLL_SECONDS = 0.05
+_LISTEN = "0A"  # TCP state LISTEN in /proc/net/tcp
+
+
+@dataclass
+class Service:
+    """One running service of a task."""
+
+    id: int
+    command: str
+    log: Path
+    process: asyncio.subprocess.Process
+    net: UserNet | None = None
+    started: float = field(default_factory=time.monotonic)
+    reported: bool = False
+
+    @property
+    def log_in_sandbox(self) -> str:
+        return f"{SERVICES_MOUNT}/{self.log.name}"
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signal.SIGKILL)  # bwrap and its sandbox: the PID namespace goes with it
+        if self.net is not None:
+            self.net.close()
+            self.net = None
+
+
+class TaskServices:
+    """The services of one task; made at its first service, closed by `TaskBounds.close` (task end, /cancel, stop)."""
+
+    def __init__(self, bounds: TaskBounds) -> None:
+        self.bounds = bounds
+        self.folder = Path(tempfile.mkdtemp(prefix=f"agentlab-services-{bounds.name}-"))
+        self.services: list[Service] = []
+        self._next = 1
+        bounds.service_logs = self.folder
+        bounds.closers.append(self.close)
+
+    @classmethod
+    def of(cls, bounds: TaskBounds) -> TaskServices:
+        if not isinstance(bounds.services, TaskServices):
+            bounds.services = cls(bounds)
+        return bounds.services
+
+    def running(self) -> list[Service]:
+        return [s for s in self.services if s.process.returncode is None]
+
+    async def spawn(
+        self, sandbox: SandboxSpec, command: str, env: Mapping[str, str], name: str, stdio: bool
+    ) -> Service:
+        """Start `command` (a shell line) in the task's sandbox; stdio: stdin/stdout pipes, stderr to the log."""
+        if reason := await unavailable_reason():
+            raise ToolError(reason)
+        if len(self.running()) >= self.bounds.max_services:
+            raise ToolError(
+                f"the task already runs {self.bounds.max_services} services (SANDBOX_MAX_SERVICES); "
+                "stop one (kill its process) or reuse it"
+            )
+        net = UserNet() if sandbox.network and user_net_available() else None
+        log = self.folder / f"{name}.log"
+        try:
+            argv, pass_fds, _group = await confined_argv(sandbox, command, net)
+            with open(log, "ab") as sink:
+                process = await asyncio.create_subprocess_exec(
+                    *argv,
+                    cwd=sandbox.worktree,
+                    env=sandbox_env(env, sandbox) | {k: v for k, v in env.items() if stdio},
+                    stdin=asyncio.subprocess.PIPE if stdio else asyncio.subprocess.DEVNULL,
+                    stdout=asyncio.subprocess.PIPE if stdio else sink,
+                    stderr=sink,
+                    start_new_session=True,
+                    pass_fds=pass_fds,
+                )
+            if net is not None:
+                await net.attach()
+        except BaseException as err:
+            if net is not None:
+                net.close()
+            if "process" in locals():
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+            if isinstance(err, OSError):
+                raise ToolError(f"cannot start {command!r}: {err}") from None
+            raise
+        service = Service(self._next, command, log, process, net)
+        self._next += 1
+        self.services.append(service)
+        return service
+
+    async def start(self, sandbox: SandboxSpec, command: str, env: Mapping[str, str]) -> str:
+        """`run_command(background=true)`: start, wait for first output or a listening port, say what happened."""
+        others = [s.process.pid for s in self.running()]
+        before = self._listening(others[0]) if others else set()
+        service = await self.spawn(sandbox, command, env, f"service-{self._next}", stdio=False)
+        deadline = time.monotonic() + START_WAIT_SECONDS
+        ports: set[int] = set()
+        while time.monotonic() < deadline and service.process.returncode is None:
+            ports = self._listening(service.process.pid) - before
+            if ports or service.log.stat().st_size:
+                await asyncio.sleep(0.2)  # let the first lines arrive together
+                break
+            await asyncio.sleep(_POLL_SECONDS)
+        first = _head(service.log)
+        where = f"Its output so far (more in {service.log_in_sandbox}: read it with cat or tail)"
+        if service.process.returncode is not None:
+            service.reported = True
+            return f"$ {command}\nservice {service.id} exited at once (exit code {service.process.returncode})\n{first}"
+        listening = f"; listening on port {', '.join(map(str, sorted(ports)))}" if ports else ""
+        waited = "" if ports or first else f" (no output or port within {START_WAIT_SECONDS:.0f} s)"
+        return (
+            f"$ {command}\nservice {service.id} started{listening}{waited}; it runs until the task ends. "
+            f"Later commands reach it on localhost. {where}:\n{first or '(no output yet)'}"
+        )
+
+    def exit_notes(self) -> list[str]:
+        """One sentence per service that exited since the last call."""
+        notes = []
+        for service in self.services:
+            if service.process.returncode is not None and not service.reported:
+                service.reported = True
+                notes.append(
+                    f"[service {service.id} ({service.command!r}) exited with code {service.process.returncode}; "
+                    f"its output is in {service.log_in_sandbox}]"
+                )
+        return notes
+
+    def _listening(self, pid: int) -> set[int]:
+        """TCP ports listening in the task's network namespace, read through `pid` once it has joined it."""
+        fd = self.bounds.net.net_fd
+        try:
+            joined = fd is not None and os.readlink(f"/proc/{pid}/ns/net") == f"net:[{os.fstat(fd).st_ino}]"
+        except OSError:
+            joined = False
+        return _listening(pid) if joined else set()
+
+    async def close(self) -> None:
+        for service in self.services:
+            service.kill()
+        for service in self.services:
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(5):
+                    await service.process.wait()
+        self.services.clear()
+        self.bounds.service_logs = None
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+async def start_sandboxed_stdio(
+    task_sandbox: SandboxSpec, argv: Sequence[str], env: Mapping[str, str], read_paths: Iterable[Path] = ()
+) -> asyncio.subprocess.Process:
+    """A long-lived program (an MCP stdio server, the browser) in the task's sandbox and network namespace, with
+    stdin/stdout pipes and stderr to a log of the task; killed when the task ends (see the module docstring)."""
+    if task_sandbox.task is None:
+        raise ToolError("a sandboxed stdio program needs the task's sandbox (a spec with its task bounds)")
+    spec = replace(task_sandbox, read_only=(*task_sandbox.read_only, *(Path(p) for p in read_paths)))
+    services = TaskServices.of(task_sandbox.task)
+    name = Path(argv[0]).name.replace("/", "_") or "stdio"
+    service = await services.spawn(spec, f"exec {shlex.join(argv)}", env, f"stdio-{services._next}-{name}", stdio=True)
+    service.reported = True  # its own client notices when it ends
+    return service.process
+
+
+def _listening(pid: int) -> set[int]:
+    """TCP ports in LISTEN state in the network namespace of `pid`."""
+    ports: set[int] = set()
+    for name in ("tcp", "tcp6"):
+        try:
+            lines = Path(f"/proc/{pid}/net/{name}").read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 3 and fields[3] == _LISTEN:
+                ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
+def _head(log: Path) -> str:
+    try:
+        with open(log, "rb") as f:
+            data = f.read(FIRST_OUTPUT_BYTES + 1)
+    except OSError:
+        return ""
+    text = data[:FIRST_OUTPUT_BYTES].decode("utf-8", errors="replace")
+    return text + ("\n[... more in the log ...]" if len(data) > FIRST_OUTPUT_BYTES else "")

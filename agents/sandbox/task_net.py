@@ -1,0 +1,131 @@
+"""One network namespace per task (issue 24): every command of the task, its services and its browser share it.
+
+The namespace is made at the task's first command by a short-lived bwrap (`--unshare-user --unshare-net`: bwrap
+brings its loopback up) whose sandbox's namespaces the bot opens (`/proc/<pid>/ns/net` and `ns/user`) before the
+bwrap exits. The open descriptors keep the namespace alive: no process holds it, so it costs no memory beyond the
+kernel's namespace itself. A later command joins it with `nsenter --net=/proc/self/fd/N` (non-root: the namespace's
+user namespace too, `--user=... --preserve-credentials`, since only there does the bot hold CAP_SYS_ADMIN over it;
+tested as root and as `nobody`) and then runs bwrap with `--share-net`, so everything else stays per command
+(user, PID, mount, IPC, UTS namespaces; no other process is visible).
+
+There is no route out of it: only loopback. A command allowed the network does not join it: it keeps a namespace of
+its own wired out by pasta (agents/sandbox/user_net.py), so the task's services never get the network through
+another command's Allow (and the allowed command does not reach the services on `localhost`).
+`close()` (task end) drops the descriptors: once the task's processes are gone the namespace is gone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+
+NSENTER = shutil.which("nsenter") or "nsenter"
+MAKE_TIMEOUT_SECONDS = 10.0
+
+
+class TaskNet:
+    """The task's network namespace, held as open descriptors; `join(argv)` runs `argv` inside it."""
+
+    def __init__(self) -> None:
+        self.net_fd: int | None = None
+        self.user_fd: int | None = None
+        self._lock = asyncio.Lock()
+
+    @property
+    def ready(self) -> bool:
+        return self.net_fd is not None
+
+    async def ensure(self, bwrap: str = "bwrap") -> None:
+        """Make the namespace if the task has none yet (its first command)."""
+        async with self._lock:
+            if self.net_fd is None:
+                async with asyncio.timeout(MAKE_TIMEOUT_SECONDS):
+                    self.net_fd, self.user_fd = await _make_namespace(bwrap)
+
+    @property
+    def pass_fds(self) -> tuple[int, ...]:
+        return tuple(fd for fd in (self.net_fd, self.user_fd) if fd is not None)
+
+    def join(self, argv: list[str]) -> list[str]:
+        """`argv` started inside the task's namespace (pass `pass_fds` to the subprocess)."""
+        if self.net_fd is None:
+            raise RuntimeError("the task's network namespace is not made yet (call ensure first)")
+        prefix = [NSENTER]
+        if os.geteuid() != 0 and self.user_fd is not None:
+            prefix += [f"--user=/proc/self/fd/{self.user_fd}", "--preserve-credentials"]
+        prefix += [f"--net=/proc/self/fd/{self.net_fd}", "--"]
+        return [*prefix, *argv]
+
+    def path(self) -> str | None:
+        """A path of the namespace for tools that attach to it (e.g. pasta), valid while the task runs."""
+        return None if self.net_fd is None else f"/proc/{os.getpid()}/fd/{self.net_fd}"
+
+    def close(self) -> None:
+        for fd in self.pass_fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.net_fd = self.user_fd = None
+
+
+async def _make_namespace(bwrap: str) -> tuple[int, int]:
+    """Start a bwrap that only makes a user and a network namespace (loopback up), open both, let it exit."""
+    info_read, info_write = os.pipe()
+    block_read, block_write = os.pipe()
+    try:
+        process = await asyncio.create_subprocess_exec(
+            bwrap,
+            "--unshare-user",
+            "--unshare-net",
+            "--die-with-parent",
+            "--ro-bind",
+            "/",
+            "/",
+            "--info-fd",
+            str(info_write),
+            "--block-fd",
+            str(block_read),
+            "--",
+            "/bin/true",
+            pass_fds=(info_write, block_read),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE,
+        )
+    except BaseException:
+        for fd in (info_read, info_write, block_read, block_write):
+            os.close(fd)
+        raise
+    os.close(info_write)
+    os.close(block_read)
+    fds: list[int] = []
+    try:
+        pid = await asyncio.to_thread(_read_child_pid, info_read)
+        fds.append(os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC))
+        fds.append(os.open(f"/proc/{pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC))
+    except BaseException as err:
+        for fd in fds:
+            os.close(fd)
+        process.kill()
+        _, said = await process.communicate()
+        if isinstance(err, Exception):
+            raise OSError(f"cannot make the task's network namespace: {said.decode(errors='replace')[-300:]}") from err
+        raise
+    finally:
+        os.close(info_read)
+        with contextlib.suppress(OSError):
+            os.write(block_write, b"1")
+        os.close(block_write)
+    await process.communicate()
+    return fds[0], fds[1]
+
+
+def _read_child_pid(fd: int) -> int:
+    data = b""
+    while chunk := os.read(fd, 4096):
+        data += chunk
+        with contextlib.suppress(ValueError, KeyError):
+            return int(json.loads(data)["child-pid"])
+    raise OSError("bwrap ended before its namespace was made")

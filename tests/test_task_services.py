@@ -1,0 +1,151 @@
+"""Task services (issue 24), played through the real bot by the scripted model: `run_command(background=true)`
+starts a server in the task's sandbox and network namespace, later commands reach it on localhost, its later output
+is readable, an exit is reported, nothing (not even a double-forked, setsid'd escapee) outlives the task or /cancel,
+and a service without the network reaches nothing outside."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import sys
+
+import pytest
+
+from agents.core.errors import ToolError
+from agents.core.models import TaskStatus
+from agents.sandbox.bwrap import spec_for
+from agents.sandbox.services import TaskServices, start_sandboxed_stdio
+from agents.sandbox.task_limits import TaskBounds
+from tests.conftest import USER_ID, BotHarness
+from tests.fakes import anthropic_server as claude_says
+from tests.scripted import RoleScript
+from tests.test_sandbox import host_pids
+from tests.test_sandbox_attacks import Listener, everything_said, listener, model, start_task, task_end, tool_results
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("bwrap") is None or shutil.which("nsenter") is None or not sys.platform.startswith("linux"),
+    reason="bubblewrap (bwrap) or nsenter is not installed: scripts/install-system-deps.sh",
+)
+__all__ = ["listener", "model"]  # fixtures shared with the attack tests
+
+FETCH = "python3 -c \"import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:8123/calc.py').read())\""
+
+
+def run(command: str, background: bool = False) -> dict:
+    args: dict = {"command": command}
+    if background:
+        args["background"] = True
+    return claude_says.tool_use("run_command", args)
+
+
+async def test_a_service_serves_later_commands_and_ends_with_the_task(
+    bot: BotHarness, model: RoleScript, listener: Listener
+) -> None:
+    escapee = (
+        "setsid sh -c 'sleep 1000.8081 & echo forked' & env -u AGENTLAB_TASK nohup sleep 1000.8081 >/dev/null 2>&1 & "
+        "echo escaped; exec sleep 1000.8081"
+    )
+    outside = (
+        f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {listener.port}), timeout=3); "
+        "print('CONN' 'ECTED')\"; echo tried; exec sleep 1000.8082"
+    )
+    model.add("orchestrator", start_task("calc", "Serve and fetch."), claude_says.text("Started."))
+    model.add(
+        "code",
+        run("python3 -m http.server 8123 --bind 127.0.0.1", background=True),  # no output (buffered): the port
+        run(FETCH),
+        run("cat /run/services/service-1.log"),
+        run(escapee, background=True),
+        run("echo starting; sleep 1; exit 4", background=True),
+        run("sleep 2; echo slept"),
+        run(outside, background=True),
+        claude_says.text("Done."),
+    )
+    bot.say("serve calc")
+    await bot.tg.await_for(lambda: len(host_pids("1000.8081")) >= 3, timeout=60)
+    task = await task_end(bot, 1, timeout=120)
+    assert task.status is not TaskStatus.FAILED, task.error
+    results = tool_results(model)
+    started = next(r for r in results if "http.server" in r)
+    assert "service 1 started; listening on port 8123" in started, started
+    fetched = next(r for r in results if "urlopen" in r)
+    assert "def add" in fetched or "a - b" in fetched, fetched  # calc.py, served by the service
+    log = next(r for r in results if "cat /run/services" in r)
+    assert "GET /calc.py" in log, log
+    assert any("service 3 started" in r and "starting" in r for r in results), results
+    slept = next(r for r in results if "slept" in r and "sleep 2" in r)
+    assert "service 3" in slept and "exited with code 4" in slept, slept
+    tried = next(r for r in results if "socket.create_connection" in r)
+    assert "tried" in tried, tried
+    said = everything_said(bot, model)
+    assert listener.connections == 0 and "CONNECTED" not in said
+    await bot.tg.await_for(lambda: not host_pids("1000.8081") and not host_pids("1000.8082"), timeout=10)
+    assert not host_pids("8123"), "the http.server outlived its task"
+
+
+async def test_cancel_ends_a_service(bot: BotHarness, model: RoleScript) -> None:
+    model.add("orchestrator", start_task("calc", "Serve."), claude_says.text("Started."))
+    model.add(
+        "code",
+        run("python3 -u -m http.server 8124 --bind 127.0.0.1", background=True),
+        run("sleep 1000.7172"),
+    )
+    bot.say("serve calc")
+    await bot.tg.await_for(lambda: host_pids("8124") and host_pids("1000.7172"), timeout=60)
+    bot.tg.send_command(USER_ID, "/cancel")
+    await bot.tg.await_for(lambda: any("Task #1 cancelled" in (m.text or "") for m in bot.tg.messages(USER_ID)))
+    await bot.tg.await_for(lambda: not host_pids("8124") and not host_pids("1000.7172"), timeout=10)
+    results = tool_results(model)
+    assert any("service 1 started" in r and "Serving HTTP" in r for r in results), results
+
+
+ECHO_SERVER = (
+    "import sys, os, pathlib\n"
+    "print('ready', flush=True)\n"
+    "for line in sys.stdin:\n"
+    "    extra = pathlib.Path(os.environ['EXTRA'], 'note.txt').read_text().strip()\n"
+    "    print('to the log', file=sys.stderr, flush=True)\n"
+    "    print(line.strip().upper(), extra, os.environ.get('SERVER_KEY'), flush=True)\n"
+)
+
+
+async def test_the_stdio_seam_runs_a_program_in_the_task_sandbox_and_ends_it_with_the_task(tmp_path) -> None:
+    worktree, extra = tmp_path / "work", tmp_path / "server-folder"
+    worktree.mkdir()
+    extra.mkdir()
+    (extra / "note.txt").write_text("extra-readable\n")
+    (extra / "server.py").write_text(ECHO_SERVER)
+    bounds = TaskBounds("seam", 1 << 30, 256)
+    spec = dataclasses.replace(spec_for(worktree), task=bounds)
+    process = await start_sandboxed_stdio(
+        spec, ["python3", str(extra / "server.py")], {"EXTRA": str(extra), "SERVER_KEY": "k1"}, read_paths=[extra]
+    )
+    try:
+        assert (await process.stdout.readline()).strip() == b"ready"
+        process.stdin.write(b"hello\n")
+        await process.stdin.drain()
+        assert (await process.stdout.readline()).strip() == b"HELLO extra-readable k1"
+        logs = list(bounds.service_logs.glob("stdio-*.log"))
+        assert logs and "to the log" in logs[0].read_text()
+        pid = process.pid
+    finally:
+        await bounds.close()
+    assert process.returncode is not None
+    assert not host_pids(str(extra / "server.py")), "the stdio program outlived its task"
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+async def test_a_task_runs_at_most_its_number_of_services(tmp_path) -> None:
+    bounds = TaskBounds("cap", 1 << 30, 256, max_services=1)
+    spec = dataclasses.replace(spec_for(tmp_path), task=bounds)
+    services = TaskServices.of(bounds)
+    try:
+        said = await services.start(spec, "echo first; exec sleep 1000.9191", {})
+        assert "service 1 started" in said and "first" in said, said
+        with pytest.raises(ToolError, match="SANDBOX_MAX_SERVICES"):
+            await services.start(spec, "exec sleep 1000.9191", {})
+    finally:
+        await bounds.close()
+    assert not host_pids("1000.9191")
