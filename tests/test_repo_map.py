@@ -15,7 +15,7 @@ from agents.core.errors import ToolError
 from agents.core.text import estimate_tokens
 from agents.repo_map.maps import RepoMap, repo_map_tools
 from agents.repo_map.outline import SYMBOL_LANGUAGES
-from agents.repo_map.ranking import module_keys
+from agents.repo_map.ranking import FileTerms, module_keys, rank_files
 from agents.store.database import Store
 from agents.tools.toolbox import Audit, Toolbox
 from tests.conftest import git, make_repo
@@ -408,3 +408,19 @@ async def test_two_thousand_file_repository_map_stays_in_budget(repo_map: RepoMa
     assert "pkg12/mod1233.py" in shown[:3]  # what it imports
     assert rendered.endswith(f"… {2000 - len(shown)} more files not shown (map truncated at 2000 tokens)")
     assert (await repo_map.refresh("big", root)).parsed == 0
+
+
+def test_a_partial_index_read_mid_build_still_ranks() -> None:
+    """A map rendered while a background build stores (the first task on a cold workspace) reads the file list and the
+    references at two moments: a reference from or to a file not in the list is left out, never a KeyError (found by
+    bench/repo_map.py --sympy)."""
+    symbols = {"a.py": [], "b.py": []}
+    terms = [
+        FileTerms("a.py", '{"helper": 2}', "{}"),
+        FileTerms("late.py", '{"helper": 1}', "{}"),  # stored after the file list was read
+    ]
+    from agents.repo_map.symbols import Symbol
+
+    symbols["b.py"] = [Symbol("helper", "function", 1, "def helper()", None)]
+    ranking = rank_files(["a.py", "b.py"], symbols, terms, [("late.py", "b")], "fix helper")
+    assert ranking.files[0] == "b.py" and set(ranking.files) == {"a.py", "b.py"}

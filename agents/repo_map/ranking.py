@@ -15,6 +15,9 @@ to the code it depends on and the code that uses it; a definition's rank is the 
 Why one module over 500 lines: reading the request, weighting the files and ranking the graph are one computation
 whose weights only make sense side by side.
 
+Why one module over 500 lines: reading the request, weighting the files and ranking the graph are one computation
+whose weights only make sense side by side.
+
 PageRank is our own power iteration over numpy arrays (numpy already comes with whisper) rather than networkx: it is
 the only graph algorithm we need, a sparse product per step keeps a dense 2,000-file graph under a second, and it keeps
 another large dependency out of the worker's path.
@@ -468,8 +471,10 @@ def pagerank(
     position = {node: i for i, node in enumerate(nodes)}
     sources, targets, weights = [], [], []
     for source, outgoing in edges.items():
+        if source not in position:  # a partial index read while a build stores: rows and symbols from two moments
+            continue
         for target, weight in outgoing.items():
-            if weight > 0:
+            if weight > 0 and target in position:
                 sources.append(position[source])
                 targets.append(position[target])
                 weights.append(weight)
