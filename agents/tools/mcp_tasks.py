@@ -1,0 +1,150 @@
+"""A task's MCP servers (issue 24): the servers of MCP_CONFIG (and the frontend worker's browser) for one worker.
+
+`open_task_servers` starts, at once, every server configured for the worker's kind: a stdio server inside the task's
+sandbox and network namespace (its command and SANDBOX_READ_PATHS readable; `network: true` gives it a network of its
+own instead), a `url` server from the bot. It returns their tools (`mcp__<server>__<tool>`; a server that did not
+start is one stand-in tool saying why) and closes every session when the task's bounds close.
+A research worker (only when a server lists it in `roles`) gets an empty folder as the server's worktree, the
+workspace read-only: research changes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from agents.core.errors import ToolError
+from agents.core.models import WorkerKind
+from agents.core.settings import Settings
+from agents.sandbox.bwrap import SYSTEM_DIRS, SandboxSpec
+from agents.sandbox.services import start_sandboxed_stdio
+from agents.sandbox.shell import child_env
+from agents.sandbox.task_limits import TaskBounds
+from agents.tools.mcp_client import Connector, Gate, McpSession, PictureSink, ServerTools, process_transport
+from agents.tools.mcp_client import unavailable_tool as stand_in
+from agents.tools.mcp_config import McpServerConfig, load
+from agents.tools.toolbox import Tool
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class McpTimeouts:
+    start: float = 30.0
+    call: float = 120.0
+
+
+def connector(config: McpServerConfig, sandbox: SandboxSpec | None) -> Connector:
+    """How one session reaches its server: a stdio server started in `sandbox` (unconfined only with SANDBOX=off),
+    or the server's URL."""
+
+    async def connect():  # noqa: ANN202 - (transport, process)
+        if config.url is not None:
+            client = create_mcp_http_client(headers=config.headers or None)
+            return streamable_http_client(config.url, http_client=client), None
+        if sandbox is None:
+            process = await asyncio.create_subprocess_exec(
+                *config.argv(),
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.DEVNULL,
+                env={**child_env(), **config.env},
+                start_new_session=True,
+            )
+        else:
+            spec = sandbox.with_network(config.network)
+            if config.address_space is not None:
+                spec = dataclasses.replace(
+                    spec, limits=dataclasses.replace(spec.limits, max_memory_bytes=config.address_space)
+                )
+            try:
+                process = await start_sandboxed_stdio(spec, config.argv(), config.env, readable(config, spec))
+            except OSError as err:
+                raise ToolError(f"cannot start {config.command!r}: {err}") from None
+        return process_transport(process), process
+
+    return connect
+
+
+def readable(config: McpServerConfig, spec: SandboxSpec) -> list[Path]:
+    """What the server's sandbox must show besides the task's: its command's file (where the sandbox does not show
+    it already: a bind inside a bound folder would fail) and the bot's own folders for it."""
+    shown = (spec.worktree, *spec.read_only, *(Path(d) for d in SYSTEM_DIRS))
+    extra = [p for p in config.command_paths() if not any(p == s or s in p.parents for s in shown)]
+    return list(dict.fromkeys([*extra, *config.read_paths]))
+
+
+async def open_task_servers(
+    configs: Iterable[McpServerConfig],
+    kind: WorkerKind,
+    sandbox: SandboxSpec | None,
+    bounds: TaskBounds,
+    gate_for: Callable[[McpServerConfig], Gate],
+    pictures: PictureSink,
+    timeouts: McpTimeouts,
+) -> list[Tool]:
+    """Start the servers of `kind` for one task (all at once); their tools, closed with `bounds`."""
+    chosen = [c for c in configs if kind in c.roles]
+    if not chosen:
+        return []
+    if kind is WorkerKind.RESEARCH and sandbox is not None:
+        empty = Path(tempfile.mkdtemp(prefix=f"agentlab-mcp-{bounds.name}-"))
+        sandbox = dataclasses.replace(sandbox, worktree=empty, read_only=(*sandbox.read_only, sandbox.worktree))
+
+        async def remove() -> None:
+            shutil.rmtree(empty, ignore_errors=True)
+
+        bounds.closers.append(remove)
+    sessions = [McpSession(c.name, connector(c, sandbox), timeouts.start, timeouts.call) for c in chosen]
+
+    async def close() -> None:
+        await asyncio.gather(*(s.close() for s in sessions), return_exceptions=True)
+
+    bounds.closers.append(close)
+    started = await asyncio.gather(*(s.start() for s in sessions), return_exceptions=True)
+    tools: list[Tool] = []
+    for config, session, outcome in zip(chosen, sessions, started, strict=True):
+        if isinstance(outcome, ToolError):
+            tools.append(stand_in(config, str(outcome)))
+        elif isinstance(outcome, BaseException):
+            if isinstance(outcome, asyncio.CancelledError):
+                raise outcome
+            tools.append(stand_in(config, f"the MCP server {config.name} could not start ({type(outcome).__name__})"))
+        else:
+            tools += ServerTools(config, session, gate_for(config), pictures).tools()
+    return tools
+
+
+@dataclasses.dataclass
+class TaskMcp:
+    """The MCP servers workers may get (MCP_CONFIG's, plus the frontend worker's browser where it is installed)."""
+
+    servers: list[McpServerConfig]
+    timeouts: McpTimeouts
+    problems: list[str] = dataclasses.field(default_factory=list)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> TaskMcp:
+        servers, problems = load(settings.mcp_config)
+        for problem in problems:
+            log.warning("%s", problem)
+        timeouts = McpTimeouts(settings.mcp_start_timeout_seconds, settings.mcp_call_timeout_seconds)
+        return cls(servers, timeouts, problems)
+
+    async def open(
+        self,
+        kind: WorkerKind,
+        sandbox: SandboxSpec | None,
+        bounds: TaskBounds,
+        gate_for: Callable[[McpServerConfig], Gate],
+        pictures: PictureSink,
+    ) -> list[Tool]:
+        return await open_task_servers(self.servers, kind, sandbox, bounds, gate_for, pictures, self.timeouts)
