@@ -116,7 +116,7 @@ class Settings(BaseSettings):
     mcp_config: Path | None = None  # the owner's .mcp.json-shaped file (never read from a repository)
     mcp_start_timeout_seconds: float = Field(30.0, gt=0)  # a server that lists no tools by then is unavailable
     mcp_call_timeout_seconds: float = Field(120.0, gt=0)  # one tool call
-    browser_tools_dir: Path = Path(".tools")  # where `make setup` installs chrome-devtools-mcp (relative: the cwd)
+    browser_tools_dir: Path | None = None  # where `make setup` installs chrome-devtools-mcp (default: the bot's .tools)
 
     @field_validator("sandbox", "sandbox_network", mode="before")
     @classmethod

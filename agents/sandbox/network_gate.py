@@ -272,6 +272,11 @@ class NetworkGate:
             DENY: f"{what} denied for task #{pending.task_id}.",
         }[choice]
 
+    def covers(self, task_id: int) -> bool:
+        """Whether every network request of the task is allowed without asking (SANDBOX_NETWORK=on, or the owner
+        chose Allow for this task)."""
+        return self.policy is NetworkPolicy.ON or task_id in self._allowed_tasks
+
     def forget(self, task_id: int) -> None:
         """The task ended: its 'allow for this task' ends with it."""
         self._allowed_tasks.discard(task_id)

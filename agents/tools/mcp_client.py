@@ -258,7 +258,7 @@ def input_schema(tool: mcp_types.Tool) -> dict[str, Any]:
     schema = tool.input_schema
     if not isinstance(schema, dict):
         schema = schema.model_dump(by_alias=True, exclude_none=True)
-    return {**schema, "type": "object"}
+    return {**{k: v for k, v in schema.items() if k != "$schema"}, "type": "object"}
 
 
 @dataclass

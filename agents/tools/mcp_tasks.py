@@ -15,7 +15,7 @@ import dataclasses
 import logging
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 
 from mcp.client.streamable_http import streamable_http_client
@@ -28,6 +28,8 @@ from agents.sandbox.bwrap import SYSTEM_DIRS, SandboxSpec
 from agents.sandbox.services import start_sandboxed_stdio
 from agents.sandbox.shell import child_env
 from agents.sandbox.task_limits import TaskBounds
+from agents.tools import browser
+from agents.tools.browser import BrowserInstall
 from agents.tools.mcp_client import Connector, Gate, McpSession, PictureSink, ServerTools, process_transport
 from agents.tools.mcp_client import unavailable_tool as stand_in
 from agents.tools.mcp_config import McpServerConfig, load
@@ -82,28 +84,33 @@ def readable(config: McpServerConfig, spec: SandboxSpec) -> list[Path]:
     return list(dict.fromkeys([*extra, *config.read_paths]))
 
 
+@dataclasses.dataclass(frozen=True)
+class Planned:
+    """A server to start for one task: its config, how to reach it, what runs before each call."""
+
+    config: McpServerConfig
+    connect: Connector
+    gate: Gate
+
+
+def research_sandbox(sandbox: SandboxSpec, bounds: TaskBounds) -> SandboxSpec:
+    """A research worker's servers: an empty folder as their worktree, the workspace read-only."""
+    empty = Path(tempfile.mkdtemp(prefix=f"agentlab-mcp-{bounds.name}-"))
+
+    async def remove() -> None:
+        shutil.rmtree(empty, ignore_errors=True)
+
+    bounds.closers.append(remove)
+    return dataclasses.replace(sandbox, worktree=empty, read_only=(*sandbox.read_only, sandbox.worktree))
+
+
 async def open_task_servers(
-    configs: Iterable[McpServerConfig],
-    kind: WorkerKind,
-    sandbox: SandboxSpec | None,
-    bounds: TaskBounds,
-    gate_for: Callable[[McpServerConfig], Gate],
-    pictures: PictureSink,
-    timeouts: McpTimeouts,
+    planned: list[Planned], bounds: TaskBounds, pictures: PictureSink, timeouts: McpTimeouts
 ) -> list[Tool]:
-    """Start the servers of `kind` for one task (all at once); their tools, closed with `bounds`."""
-    chosen = [c for c in configs if kind in c.roles]
-    if not chosen:
+    """Start the planned servers of one task (all at once); their tools, every session closed with `bounds`."""
+    if not planned:
         return []
-    if kind is WorkerKind.RESEARCH and sandbox is not None:
-        empty = Path(tempfile.mkdtemp(prefix=f"agentlab-mcp-{bounds.name}-"))
-        sandbox = dataclasses.replace(sandbox, worktree=empty, read_only=(*sandbox.read_only, sandbox.worktree))
-
-        async def remove() -> None:
-            shutil.rmtree(empty, ignore_errors=True)
-
-        bounds.closers.append(remove)
-    sessions = [McpSession(c.name, connector(c, sandbox), timeouts.start, timeouts.call) for c in chosen]
+    sessions = [McpSession(p.config.name, p.connect, timeouts.start, timeouts.call) for p in planned]
 
     async def close() -> None:
         await asyncio.gather(*(s.close() for s in sessions), return_exceptions=True)
@@ -111,15 +118,16 @@ async def open_task_servers(
     bounds.closers.append(close)
     started = await asyncio.gather(*(s.start() for s in sessions), return_exceptions=True)
     tools: list[Tool] = []
-    for config, session, outcome in zip(chosen, sessions, started, strict=True):
+    for plan, session, outcome in zip(planned, sessions, started, strict=True):
+        if isinstance(outcome, asyncio.CancelledError):
+            raise outcome
         if isinstance(outcome, ToolError):
-            tools.append(stand_in(config, str(outcome)))
+            tools.append(stand_in(plan.config, str(outcome)))
         elif isinstance(outcome, BaseException):
-            if isinstance(outcome, asyncio.CancelledError):
-                raise outcome
-            tools.append(stand_in(config, f"the MCP server {config.name} could not start ({type(outcome).__name__})"))
+            name = plan.config.name
+            tools.append(stand_in(plan.config, f"the MCP server {name} could not start ({type(outcome).__name__})"))
         else:
-            tools += ServerTools(config, session, gate_for(config), pictures).tools()
+            tools += ServerTools(plan.config, session, plan.gate, pictures).tools()
     return tools
 
 
@@ -129,22 +137,47 @@ class TaskMcp:
 
     servers: list[McpServerConfig]
     timeouts: McpTimeouts
+    browser: BrowserInstall | None = None
+    browser_note: str = ""  # what the browser is, or why there is none
+    may_go_out: bool = True  # SANDBOX_NETWORK is not off: an outside page may be allowed
     problems: list[str] = dataclasses.field(default_factory=list)
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> TaskMcp:
+    def from_settings(cls, settings: Settings, chromium: str | None) -> TaskMcp:
         servers, problems = load(settings.mcp_config)
         for problem in problems:
             log.warning("%s", problem)
         timeouts = McpTimeouts(settings.mcp_start_timeout_seconds, settings.mcp_call_timeout_seconds)
-        return cls(servers, timeouts, problems)
+        install, note = browser.find(settings.browser_tools_dir, chromium)
+        if install is None:
+            log.info("the frontend worker has no browser, only screenshot: %s", note)
+        may_go_out = settings.sandbox_network != "off"
+        return cls(servers, timeouts, install, note, may_go_out, problems)
 
     async def open(
         self,
         kind: WorkerKind,
         sandbox: SandboxSpec | None,
         bounds: TaskBounds,
-        gate_for: Callable[[McpServerConfig], Gate],
+        gates: Gates,
         pictures: PictureSink,
     ) -> list[Tool]:
-        return await open_task_servers(self.servers, kind, sandbox, bounds, gate_for, pictures, self.timeouts)
+        """Start the servers of `kind` for one task; their tools (closed with `bounds`)."""
+        if kind is WorkerKind.RESEARCH and sandbox is not None and any(kind in c.roles for c in self.servers):
+            sandbox = research_sandbox(sandbox, bounds)
+        planned = [Planned(c, connector(c, sandbox), gates.approval(c)) for c in self.servers if kind in c.roles]
+        if kind is WorkerKind.FRONTEND and self.browser is not None:
+            run = browser.BrowserRun(self.browser, self.may_go_out)
+            planned.append(
+                Planned(run.config, run.connector(sandbox, bounds, connector), run.gate(gates.ask, gates.whole_task))
+            )
+        return await open_task_servers(planned, bounds, pictures, self.timeouts)
+
+
+@dataclasses.dataclass(frozen=True)
+class Gates:
+    """What the bot decides before MCP calls: approvals (per server) and the browser's outside URLs."""
+
+    approval: Callable[[McpServerConfig], Gate]
+    ask: browser.NetworkAsker  # the network question, for an outside URL
+    whole_task: Callable[[], bool]  # the network is allowed for the rest of the task (Allow for this task, on)

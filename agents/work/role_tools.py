@@ -23,6 +23,7 @@ from agents.sandbox.network_gate import NetworkDecision, NetworkGate
 from agents.store.database import Store
 from agents.tools.mcp_client import Gate
 from agents.tools.mcp_config import McpServerConfig, tool_name
+from agents.tools.mcp_tasks import Gates
 from agents.tools.screenshot import screenshot_tool_result
 from agents.tools.toolbox import ToolResult
 from agents.work.progress import Progress
@@ -88,3 +89,7 @@ class RoleCallbacks:
                 raise ToolError(decision.explanation)
 
         return gate
+
+    def mcp_gates(self) -> Gates:
+        """Approvals of MCP_CONFIG's tools, and the browser's outside URLs asked like a network command."""
+        return Gates(self.mcp_gate, self.ask_network, lambda: self.network.covers(self.task.id))

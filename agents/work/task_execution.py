@@ -102,7 +102,7 @@ class TaskExecutor:
         self.network = NetworkGate(
             NetworkPolicy(settings.sandbox_network), store, notifier, settings.sandbox_network_answer_seconds
         )
-        self.mcp = TaskMcp.from_settings(settings)  # the owner's MCP servers and the browser (issue 24)
+        self.mcp = TaskMcp.from_settings(settings, self.chromium)  # the owner's MCP servers and the browser (issue 24)
 
     def sandbox_for(
         self, root: Path, repository: Path, read_only: Iterable[Path] = (), task_id: int | None = None
@@ -171,7 +171,7 @@ class TaskExecutor:
             tools += repo_map_tools(self.repo_map, f"{task.workspace}@task-{task.id}", root)
         if bounds is not None:  # MCP servers of this kind (MCP_CONFIG, the browser): started now, ended with the task
             sandbox = self.sandbox_for(root, self.workspaces.resolve(task.workspace).path, read_only, task.id)
-            tools += await self.mcp.open(task.worker, sandbox, bounds, callbacks.mcp_gate, callbacks.pictures)
+            tools += await self.mcp.open(task.worker, sandbox, bounds, callbacks.mcp_gates(), callbacks.pictures)
         toolbox = Toolbox(
             tools,
             Audit(self.store, agent=f"{task.worker.value}-worker", chat_id=task.chat_id, task_id=task.id),
