@@ -5,6 +5,7 @@ owner first (denied here: no network in tests); nothing of the browser or the se
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import shutil
@@ -16,6 +17,7 @@ from typing import Any
 import pytest
 
 from agents.core.models import TaskStatus
+from agents.sandbox.egress_proxy import EgressProxy
 from agents.tools import browser
 from agents.tools.screenshot import find_chromium
 from tests.conftest import USER_ID, BotHarness, running_bot
@@ -143,3 +145,75 @@ def _chromium_of_the_task() -> list[int]:
             if b"chrome-devtools-mcp" in args and b"chromium" in args:
                 found.append(int(entry.name))
     return found
+
+
+async def _origin(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """A stand-in for an outside site (tests have no network): one page, whatever is asked."""
+    await reader.readuntil(b"\r\n\r\n")
+    body = b"<!doctype html><title>Reference shop</title><h1>The reference</h1>"
+    writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+    await writer.drain()
+    writer.close()
+
+
+async def test_an_outside_page_opens_only_after_the_owner_allows_it(
+    asking_bot: BotHarness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Allow once: that host is reached through the task's egress proxy (its name resolved, here, to a local
+    stand-in); another outside host asks again, and denied it is not opened."""
+    origin = await asyncio.start_server(_origin, "127.0.0.1", 0)
+    port = origin.sockets[0].getsockname()[1]
+
+    async def connect(self: EgressProxy, host: str, _port: int):  # noqa: ANN202
+        return await asyncio.open_connection("127.0.0.1", port) if host == "reference.example.com" else None
+
+    monkeypatch.setattr(EgressProxy, "_connect", connect)
+    bot = asking_bot
+    model = RoleScript()
+    bot.claude.handler = model
+    model.add(
+        "orchestrator",
+        use(
+            "start_task",
+            workspace="group-therapy",
+            worker="frontend",
+            instructions="Match the reference.",
+            background=True,
+        ),
+        claude_says.text("Started."),
+    )
+    model.add(
+        "frontend",
+        use("mcp__browser__new_page", url="http://reference.example.com/shop"),
+        use("mcp__browser__new_page", url="http://second.example.org/"),
+        claude_says.text("Compared."),
+    )
+    bot.say("match the reference in group-therapy")
+    try:
+        first = await _network_question(bot)
+        assert "http://reference.example.com/shop" in first.text
+        bot.tg.press_button(USER_ID, first.message_id, f"net:once:{first.callback_data[0].rsplit(':', 1)[1]}")
+        second = await _network_question(bot, after=first.message_id)
+        assert "second.example.org" in second.text
+        bot.tg.press_button(USER_ID, second.message_id, f"net:deny:{second.callback_data[0].rsplit(':', 1)[1]}")
+        task = await task_end(bot, 1, timeout=120)
+    finally:
+        origin.close()
+    assert task.status is not TaskStatus.FAILED, task.error
+    results = tool_results(model, "frontend")
+    assert "Reference shop (http://reference.example.com/shop)" in results[0], results[0]
+    assert "was not opened" in results[1] and "second.example.org" not in json.dumps(results[0])
+
+
+async def _network_question(bot: BotHarness, after: int = 0):
+    return await bot.tg.await_for(
+        lambda: next(
+            (
+                m
+                for m in bot.tg.messages(USER_ID)
+                if "asks for network access" in (m.text or "") and m.callback_data and m.message_id > after
+            ),
+            None,
+        ),
+        timeout=120,
+    )

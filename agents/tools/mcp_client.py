@@ -199,12 +199,15 @@ class McpSession:
                 self._holder.cancel()
                 with contextlib.suppress(BaseException):
                     await self._holder
-        if self.process is not None and self.process.returncode is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.process.pid, signal.SIGKILL)  # started in a session of its own: its group
-            with contextlib.suppress(BaseException):
-                async with asyncio.timeout(5):
-                    await self.process.wait()
+        if self.process is not None:
+            if self.process.returncode is None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(self.process.pid, signal.SIGKILL)  # started in a session of its own: its group
+                with contextlib.suppress(BaseException):
+                    async with asyncio.timeout(5):
+                        await self.process.wait()
+            if self.process.stdin is not None:
+                self.process.stdin.close()  # the pipe's transport is released now, not by the garbage collector
         self.client, self._holder = None, None
 
 

@@ -24,7 +24,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from agents.core.errors import ToolError
 from agents.core.models import WorkerKind
 from agents.core.settings import Settings
-from agents.sandbox.bwrap import SYSTEM_DIRS, SandboxSpec
+from agents.sandbox.bwrap import SYSTEM_DIRS, SandboxSpec, spec_for
 from agents.sandbox.services import start_sandboxed_stdio
 from agents.sandbox.shell import child_env
 from agents.sandbox.task_limits import TaskBounds
@@ -181,3 +181,21 @@ class Gates:
     approval: Callable[[McpServerConfig], Gate]
     ask: browser.NetworkAsker  # the network question, for an outside URL
     whole_task: Callable[[], bool]  # the network is allowed for the rest of the task (Allow for this task, on)
+
+
+async def probe(config: McpServerConfig, settings: Settings) -> int:
+    """Start `config` as a task would (a sandbox of an empty folder), count its tools, end it (`agentlab doctor`);
+    raises ToolError saying why it does not start."""
+    with tempfile.TemporaryDirectory(prefix="agentlab-doctor-") as folder:
+        bounds = TaskBounds("doctor", settings.sandbox_max_memory_mb << 20, settings.sandbox_max_processes)
+        sandbox = None
+        if settings.sandbox != "off":
+            spec = spec_for(Path(folder), extra_read_only=settings.sandbox_read_paths)
+            sandbox = dataclasses.replace(spec, task=bounds)
+        timeouts = McpTimeouts(settings.mcp_start_timeout_seconds, settings.mcp_call_timeout_seconds)
+        session = McpSession(config.name, connector(config, sandbox), timeouts.start, timeouts.call)
+        try:
+            return len(await session.start())
+        finally:
+            await session.close()
+            await bounds.close()
