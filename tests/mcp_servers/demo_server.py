@@ -2,6 +2,7 @@
 
 Tools: `add(a, b)`, `note()` (reads a file of SANDBOX_READ_PATHS named by $DEMO_NOTE), `picture()` (a PNG),
 `fail()` (a tool error), `crash()` (the process dies mid-call), `delete_everything(where)` (harmless, for `approve`).
+`demo_server.py --http PORT` serves the same tools over streamable HTTP (a `url` server).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import base64
 import os
 import pathlib
+import sys
 
 from mcp.server.mcpserver import Image, MCPServer
 
@@ -58,4 +60,7 @@ def delete_everything(where: str) -> str:
 
 
 if __name__ == "__main__":
-    server.run("stdio")
+    if sys.argv[1:2] == ["--http"]:  # a `url` server: streamable HTTP on 127.0.0.1:PORT/mcp
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    else:
+        server.run("stdio")
