@@ -12,7 +12,6 @@ Without the package, node or Chromium the frontend worker keeps `screenshot` (it
 from __future__ import annotations
 
 import dataclasses
-import ipaddress
 import json
 import shlex
 import shutil
@@ -30,6 +29,7 @@ from agents.sandbox.network_gate import NetworkDecision
 from agents.sandbox.task_limits import TaskBounds
 from agents.tools.mcp_client import Connector, Gate
 from agents.tools.mcp_config import McpServerConfig
+from agents.tools.screenshot import on_loopback
 
 TOOLS_DIR = Path(__file__).resolve().parents[2] / ".tools"  # the bot's own folder for it (gitignored)
 PACKAGE = "chrome-devtools-mcp"
@@ -37,7 +37,6 @@ VERSION = "1.11.0"
 ENTRY = Path("node_modules") / PACKAGE / "build" / "src" / "bin" / f"{PACKAGE}.js"
 BROWSER_ADDRESS_SPACE = 1 << 40  # V8 and Chromium reserve far more address space than they use
 NAVIGATING = ("new_page", "navigate_page")
-LOCAL_HOSTS = ("localhost", "localhost.")
 FLAGS = (
     "--headless",
     "--isolated",
@@ -106,14 +105,7 @@ def outside_url(url: str) -> str | None:
     host = (parts.hostname or "").lower()
     if not host and parts.scheme not in ("http", "https", "ws", "wss"):
         return None
-    if host in LOCAL_HOSTS or host.endswith(".localhost"):
-        return None
-    try:
-        if ipaddress.ip_address(host).is_loopback:
-            return None
-    except ValueError:
-        pass
-    return host or url
+    return None if on_loopback(url) else host or url
 
 
 class BrowserRun:

@@ -24,7 +24,7 @@ from agents.store.database import Store
 from agents.tools.mcp_client import Gate
 from agents.tools.mcp_config import McpServerConfig, tool_name
 from agents.tools.mcp_tasks import Gates
-from agents.tools.screenshot import screenshot_tool_result
+from agents.tools.screenshot import on_loopback, screenshot_tool_result
 from agents.tools.toolbox import ToolResult
 from agents.work.progress import Progress
 
@@ -42,8 +42,8 @@ class RoleCallbacks:
     async def screenshot(self, root: Path, target: str) -> ToolResult:
         """The frontend worker's screenshot: taken in the task's sandbox; each picture also goes to the chat."""
         confined = self.sandbox_of(root)
-        if confined is not None and self.network.policy is NetworkPolicy.ON:
-            confined = confined.with_network(True)
+        if confined is not None and self.network.policy is NetworkPolicy.ON and not on_loopback(target):
+            confined = confined.with_network(True)  # a page of the task's own services: its network namespace
         result, pictures = await screenshot_tool_result(self.chromium, root, target, confined)
         for caption, png in pictures:
             await self.notifier.send_photo(self.task.chat_id, png, caption=f"Task #{self.task.id}: {caption}")
