@@ -150,7 +150,8 @@ def _chromium_of_the_task() -> list[int]:
 async def _origin(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     """A stand-in for an outside site (tests have no network): one page, whatever is asked."""
     await reader.readuntil(b"\r\n\r\n")
-    body = b"<!doctype html><title>Reference shop</title><h1>The reference</h1>"
+    body = b'<!doctype html><title>Reference shop</title><h1>The reference</h1><img src="http://cdn.elsewhere.example/a.png">'
+
     writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
     await writer.drain()
     writer.close()
@@ -160,7 +161,8 @@ async def test_an_outside_page_opens_only_after_the_owner_allows_it(
     asking_bot: BotHarness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Allow once: that host is reached through the task's egress proxy (its name resolved, here, to a local
-    stand-in); another outside host asks again, and denied it is not opened."""
+    stand-in), an image of another host on it is refused (and the model told); another outside host asks again,
+    and denied it is not opened."""
     origin = await asyncio.start_server(_origin, "127.0.0.1", 0)
     port = origin.sockets[0].getsockname()[1]
 
@@ -202,6 +204,7 @@ async def test_an_outside_page_opens_only_after_the_owner_allows_it(
     assert task.status is not TaskStatus.FAILED, task.error
     results = tool_results(model, "frontend")
     assert "Reference shop (http://reference.example.com/shop)" in results[0], results[0]
+    assert "refused these hosts" in results[0] and "cdn.elsewhere.example" in results[0], "the model is told"
     assert "was not opened" in results[1] and "second.example.org" not in json.dumps(results[0])
 
 

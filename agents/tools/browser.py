@@ -149,6 +149,17 @@ class BrowserRun:
 
         return connect
 
+    def refused_note(self) -> str:
+        """After a browser call: the outside hosts its pages asked for and the proxy refused (not allowed), once."""
+        if self.proxy is None or not self.proxy.refused:
+            return ""
+        hosts = ", ".join(dict.fromkeys(self.proxy.refused))
+        self.proxy.refused.clear()
+        return (
+            f"[The browser was refused these hosts, not allowed by the owner: {hosts}. Resources from them did not "
+            "load; to ask for one, open a URL there with new_page or navigate_page.]"
+        )
+
     def gate(self, ask: NetworkAsker, whole_task: Callable[[], bool]) -> Gate:
         """Before new_page / navigate_page: an outside URL is asked of the owner (like a network command)."""
 

@@ -272,9 +272,20 @@ class ServerTools:
     session: McpSession
     gate: Gate  # approvals, the browser's outside URLs
     pictures: PictureSink
+    notes: Callable[[], str] | None = None  # after each call: what the model should also know ('' for nothing)
 
     def tools(self) -> list[Tool]:
-        return [self._tool(t) for t in self.session.tools]
+        """The server's tools; two whose names become the same `mcp__` name keep only the first (said in the log)."""
+        tools: dict[str, Tool] = {}
+        for tool in self.session.tools:
+            made = self._tool(tool)
+            if made.name in tools:
+                log.warning(
+                    "MCP server %s: tool %r left out (its name clashes as %s)", self.config.name, tool.name, made.name
+                )
+                continue
+            tools[made.name] = made
+        return list(tools.values())
 
     def _tool(self, tool: mcp_types.Tool) -> Tool:
         name = tool_name(self.config.name, tool.name)
@@ -286,7 +297,12 @@ class ServerTools:
             answer, pictures = tool_result(result, name)
             if pictures:
                 await self.pictures(pictures)
-            return answer
+            note = self.notes() if self.notes is not None else ""
+            if not note:
+                return answer
+            if isinstance(answer.content, str):
+                return ToolResult(f"{answer.content}\n{note}", answer.is_error)
+            return ToolResult([*answer.content, {"type": "text", "text": note}], answer.is_error)
 
         description = tool.description or tool.title or f"{tool.name} of the MCP server {self.config.name}"
         if self.config.needs_approval(tool.name):

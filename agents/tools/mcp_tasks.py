@@ -91,6 +91,7 @@ class Planned:
     config: McpServerConfig
     connect: Connector
     gate: Gate
+    notes: Callable[[], str] | None = None
 
 
 def research_sandbox(sandbox: SandboxSpec, bounds: TaskBounds) -> SandboxSpec:
@@ -127,7 +128,7 @@ async def open_task_servers(
             name = plan.config.name
             tools.append(stand_in(plan.config, f"the MCP server {name} could not start ({type(outcome).__name__})"))
         else:
-            tools += ServerTools(plan.config, session, plan.gate, pictures).tools()
+            tools += ServerTools(plan.config, session, plan.gate, pictures, plan.notes).tools()
     return tools
 
 
@@ -168,9 +169,8 @@ class TaskMcp:
         planned = [Planned(c, connector(c, sandbox), gates.approval(c)) for c in self.servers if kind in c.roles]
         if kind is WorkerKind.FRONTEND and self.browser is not None:
             run = browser.BrowserRun(self.browser, self.may_go_out)
-            planned.append(
-                Planned(run.config, run.connector(sandbox, bounds, connector), run.gate(gates.ask, gates.whole_task))
-            )
+            gate = run.gate(gates.ask, gates.whole_task)
+            planned.append(Planned(run.config, run.connector(sandbox, bounds, connector), gate, run.refused_note))
         return await open_task_servers(planned, bounds, pictures, self.timeouts)
 
 
