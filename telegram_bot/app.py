@@ -30,7 +30,9 @@ log = logging.getLogger(__name__)
 
 async def _post_init(app: Application) -> None:
     settings: Settings = app.bot_data.settings
-    runtime = await Runtime.start(settings, TelegramNotifier(app.bot), transcriber=app.bot_data.transcriber)
+    notifier = TelegramNotifier(app.bot, settings.owners)
+    runtime = await Runtime.start(settings, notifier, transcriber=app.bot_data.transcriber)
+    notifier.conversations = runtime.store.conversations  # forum topics: a conversation key → its chat and thread
     app.bot_data.runtime = runtime
     await app.bot.set_my_commands([BotCommand(name, about) for name, about in handlers.COMMANDS + commands.MENU])
     await runtime.announce_interrupted()
@@ -98,6 +100,7 @@ def build_application(settings: Settings) -> Application:
     for name, callback in commands.COMMANDS.items():
         app.add_handler(CommandHandler(name, callback))
     app.add_handler(CallbackQueryHandler(buttons.on_button))
+    app.add_handler(MessageHandler(filters.StatusUpdate.FORUM_TOPIC_CREATED, handlers.on_topic_created))
     new = filters.UpdateType.MESSAGE  # edits of old messages are not new requests
     app.add_handler(MessageHandler(new & (filters.VOICE | filters.AUDIO | filters.Document.AUDIO), voice.on_voice))
     app.add_handler(MessageHandler(new & (filters.PHOTO | filters.Document.ALL), attachments.on_attachment))

@@ -11,6 +11,7 @@ from telegram.error import TelegramError
 
 from agents.core.models import Attachment, InputMethod
 from agents.inputs.attachments import API_IMAGE_MAX_EDGE, AttachmentRefused, Attachments
+from telegram_bot.conversation import conversation_of
 from telegram_bot.handlers import STOPPING, chat_lock, converse, message_arrived, runtime
 from telegram_bot.state import Context
 
@@ -29,7 +30,7 @@ def pick_photo(sizes: tuple[PhotoSize, ...]) -> PhotoSize:
     return max(fitting or [min(sizes, key=lambda p: p.width * p.height)], key=lambda p: p.width * p.height)
 
 
-async def _keep(context: Context, message: Message) -> Attachment:
+async def _keep(context: Context, message: Message, conversation: int) -> Attachment:
     """Download one photo or document and keep it; raises AttachmentRefused with one sentence."""
     media = pick_photo(message.photo) if message.photo else message.document
     name = (getattr(media, "file_name", None) or ("photo.jpg" if message.photo else "file"))[:120]
@@ -44,7 +45,7 @@ async def _keep(context: Context, message: Message) -> Attachment:
         raise AttachmentRefused(f"I couldn't download {name} from Telegram (please send it again)") from err
     keeper = Attachments.from_settings(runtime(context).settings)
     try:
-        return await keeper.accept(message.chat_id, data, name, image_only=bool(message.photo))
+        return await keeper.accept(conversation, data, name, image_only=bool(message.photo))
     except AttachmentRefused as err:
         raise AttachmentRefused(str(err).rstrip(".")) from None
 
@@ -53,7 +54,6 @@ async def on_attachment(update: Update, context: Context) -> None:
     """A photo, or a file sent as a document (or an album of them): shown to the orchestrator beside the caption and
     kept with the message."""
     message = update.effective_message
-    chat_id = update.effective_chat.id
     album: list[Message] = [message]
     if message.media_group_id:  # Telegram sends an album as one message per item; the first handler takes them all
         albums: dict[str, list[Message]] = context.bot_data.albums
@@ -62,7 +62,8 @@ async def on_attachment(update: Update, context: Context) -> None:
         if len(album) > 1:
             return
     message_arrived(update, context)
-    async with chat_lock(context, chat_id):
+    async with chat_lock(update, context):
+        conversation = await conversation_of(update, context)
         if message.media_group_id:
             await asyncio.sleep(ALBUM_WAIT)
             album = context.bot_data.albums.pop(message.media_group_id)
@@ -74,7 +75,7 @@ async def on_attachment(update: Update, context: Context) -> None:
         problems: list[str] = []
         for item in album:
             try:
-                attachments.append(await _keep(context, item))
+                attachments.append(await _keep(context, item, conversation))
             except AttachmentRefused as err:
                 problems.append(str(err))
                 going_on = caption or len(problems) < len(album)

@@ -15,8 +15,8 @@ from agents.core.errors import ToolError
 from agents.core.models import Caller, ChatMessage, Role
 from agents.git.runner import GitError
 from agents.sandbox.network_gate import CHOICES
-from telegram_bot.handlers import runtime
-from telegram_bot.replies import send_markdown
+from telegram_bot.conversation import caller_of
+from telegram_bot.handlers import runtime, say
 from telegram_bot.state import Context
 
 log = logging.getLogger(__name__)
@@ -25,48 +25,53 @@ if TYPE_CHECKING:
     from agents.work.crew import Crew
 
 
-Handler = Callable[["Crew", int, int], Awaitable[str]]
+Handler = Callable[["Crew", Caller, int], Awaitable[str]]
 
-# What each task/proposal button does (the network buttons answer a waiting worker instead: see on_button).
+# What each task/proposal button does (the network buttons answer a waiting worker instead: see on_button). Merge,
+# Discard and Diff reach a task of another conversation when an owner presses them on a request handed to them.
 DISPATCH: dict[Action, Handler] = {
-    Action.APPROVE: lambda crew, chat, item: crew.approve_proposal(Caller(chat_id=chat), item),
-    Action.REJECT: lambda crew, chat, item: crew.reject_proposal(
-        Caller(chat_id=chat), item, "rejected with the button"
-    ),
-    Action.CANCEL: lambda crew, chat, item: crew.cancel_task(Caller(chat_id=chat), item),
-    Action.RESUME: lambda crew, chat, item: crew.resume(chat, item),
-    Action.MERGE: lambda crew, chat, item: crew.merge(chat, item),
-    Action.DISCARD: lambda crew, chat, item: crew.discard(chat, item),
+    Action.APPROVE: lambda crew, caller, item: crew.approve_proposal(caller, item),
+    Action.REJECT: lambda crew, caller, item: crew.reject_proposal(caller, item, "rejected with the button"),
+    Action.CANCEL: lambda crew, caller, item: crew.cancel_task(caller, item),
+    Action.RESUME: lambda crew, caller, item: crew.resume(caller, item),
+    Action.MERGE: lambda crew, caller, item: crew.merge(caller, item, anywhere=True),
+    Action.DISCARD: lambda crew, caller, item: crew.discard(caller, item, anywhere=True),
 }
 
 
 async def on_button(update: Update, context: Context) -> None:
     """Route a button's callback data (`agents.core.actions.Action`) to the crew and say what happened."""
     query = update.callback_query
-    chat_id = update.effective_chat.id
     rt = runtime(context)
     parsed = parse_action(query.data)
     if parsed is None:
         await query.answer("This button is no longer valid.")
         return
     action, item_id = parsed
-    await query.answer()
+    caller = await caller_of(update, context)
     if action in CHOICES:  # a worker's request for network access (agents/sandbox/network_gate.py)
-        text = rt.executor.network.decide(chat_id, item_id, CHOICES[action])
+        if not rt.crew.is_owner(caller):
+            await query.answer("Only an owner can answer this; the question is with them.", show_alert=True)
+            return
+        await query.answer()
+        text = rt.executor.network.decide(caller.chat_id, item_id, CHOICES[action])
         with contextlib.suppress(BadRequest):
             await query.edit_message_reply_markup(None)
-        await send_markdown(context.bot, chat_id, text)
+        await say(update, context, text)
         return
+    await query.answer()
     try:
         if action is Action.DIFF:
-            data, caption = await rt.crew.diff(chat_id, item_id)
-            await rt.notifier.send_document(chat_id, f"task-{item_id}.diff", data or b"(empty diff)\n", caption=caption)
+            data, caption = await rt.crew.diff(caller, item_id, anywhere=True)
+            await rt.notifier.send_document(
+                caller.chat_id, f"task-{item_id}.diff", data or b"(empty diff)\n", caption=caption
+            )
             return
-        text = await DISPATCH[action](rt.crew, chat_id, item_id)
+        text = await DISPATCH[action](rt.crew, caller, item_id)
     except (ToolError, GitError) as err:
         text = str(err)[:1].upper() + str(err)[1:]
     if action.about_proposal:  # the decision is part of the conversation the orchestrator reads
-        await rt.store.add_message(ChatMessage(chat_id=chat_id, role=Role.ASSISTANT, content=f"[button] {text}"))
+        await rt.store.add_message(ChatMessage(chat_id=caller.chat_id, role=Role.ASSISTANT, content=f"[button] {text}"))
         with contextlib.suppress(BadRequest):
             await query.edit_message_reply_markup(None)
-    await send_markdown(context.bot, chat_id, text)
+    await say(update, context, text)

@@ -1,4 +1,6 @@
-"""Task and account commands: /tasks, /task N, /cancel [N], /usage, /log N, /new, /history."""
+"""Task and account commands: /tasks, /task N, /cancel [N], /usage, /log N, /new, /history, /workspace NAME.
+
+Each acts on the conversation it was sent in: a private chat, a group, or one topic of a forum group."""
 
 from __future__ import annotations
 
@@ -6,12 +8,12 @@ from telegram import Update
 
 from agents.core.errors import ToolError
 from agents.core.ids import parse_id
-from agents.core.models import Caller, Task, TaskStatus
+from agents.core.models import Task, TaskStatus
 from agents.llm.client import cost_usd
 from agents.llm.usage import total, usage_report
 from agents.work.crew import task_line
-from telegram_bot.handlers import runtime
-from telegram_bot.replies import send_markdown
+from telegram_bot.conversation import caller_of, conversation_of
+from telegram_bot.handlers import runtime, say
 from telegram_bot.state import Context
 
 
@@ -29,8 +31,7 @@ def _task_number(context: Context) -> int | None:
     return number
 
 
-async def _say(update: Update, context: Context, markdown: str) -> None:
-    await send_markdown(context.bot, update.effective_chat.id, markdown)
+_say = say
 
 
 async def _named_task(update: Update, context: Context, command: str) -> Task | None:
@@ -41,7 +42,7 @@ async def _named_task(update: Update, context: Context, command: str) -> Task | 
         await _say(update, context, str(err))
         return None
     found = await runtime(context).store.get_task(number) if number is not None else None
-    if found is None or found.chat_id != update.effective_chat.id:
+    if found is None or found.chat_id != await conversation_of(update, context):
         hint = f"There is no task #{number} in this chat. " if number is not None else ""
         await _say(update, context, f"{hint}Usage: /{command} N (see /tasks for the numbers).")
         return None
@@ -51,7 +52,7 @@ async def _named_task(update: Update, context: Context, command: str) -> Task | 
 async def tasks(update: Update, context: Context) -> None:
     """/tasks: recent tasks with status, age and title."""
     rt = runtime(context)
-    listed = await rt.store.list_tasks(update.effective_chat.id, limit=15)
+    listed = await rt.store.list_tasks(await conversation_of(update, context), limit=15)
     text = "\n".join(f"• {task_line(t)}" for t in listed) if listed else "No tasks yet."
     await _say(update, context, "**Recent tasks**\n" + text if listed else text)
 
@@ -82,7 +83,8 @@ async def task(update: Update, context: Context) -> None:
 async def cancel(update: Update, context: Context) -> None:
     """/cancel [N]: cancel the only running task, or task N."""
     rt = runtime(context)
-    chat_id = update.effective_chat.id
+    caller = await caller_of(update, context)
+    chat_id = caller.chat_id
     try:
         number = _task_number(context)
     except BadArgument as err:  # never fall back to "the only running task" on a mistyped number
@@ -102,15 +104,15 @@ async def cancel(update: Update, context: Context) -> None:
             return
         number = active[0].id
     try:
-        await _say(update, context, await rt.crew.cancel_task(Caller(chat_id=chat_id), number))
+        await _say(update, context, await rt.crew.cancel_task(caller, number))
     except ToolError as err:
         await _say(update, context, str(err).capitalize())
 
 
 async def usage(update: Update, context: Context) -> None:
-    """/usage: tokens and estimated cost."""
+    """/usage: tokens and estimated cost: everything, this conversation's tasks, and per user."""
     rt = runtime(context)
-    await _say(update, context, await usage_report(rt.store, rt.settings, update.effective_chat.id))
+    await _say(update, context, await usage_report(rt.store, rt.settings, await conversation_of(update, context)))
 
 
 async def log(update: Update, context: Context) -> None:
@@ -129,12 +131,12 @@ async def log(update: Update, context: Context) -> None:
     if decisions:  # the owner's network answers (issue 11)
         lines += ["", "Network requests:"]
         lines += [f"{e.created_at:%Y-%m-%d %H:%M:%S} {e.detail}" for e in decisions]
-    await rt.notifier.send_document(update.effective_chat.id, f"task-{found.id}-log.txt", "\n".join(lines).encode())
+    await rt.notifier.send_document(found.chat_id, f"task-{found.id}-log.txt", "\n".join(lines).encode())
 
 
 async def new(update: Update, context: Context) -> None:
     """/new: start a fresh conversation (history stays stored)."""
-    await runtime(context).store.start_new_conversation(update.effective_chat.id)
+    await runtime(context).store.start_new_conversation(await conversation_of(update, context))
     await _say(
         update, context, "Fresh start: I won't use the earlier conversation as context. Tasks and proposals are kept."
     )
@@ -143,17 +145,43 @@ async def new(update: Update, context: Context) -> None:
 async def history(update: Update, context: Context) -> None:
     """/history: the whole stored conversation as a document."""
     rt = runtime(context)
-    messages = await rt.store.all_messages(update.effective_chat.id)
+    conversation = await conversation_of(update, context)
+    messages = await rt.store.all_messages(conversation)
     text = (
         "\n\n".join(
             f"[{m.created_at:%Y-%m-%d %H:%M}] {m.role.value} ({m.input_method.value}):\n{m.content}" for m in messages
         )
         or "(empty)"
     )
-    await rt.notifier.send_document(update.effective_chat.id, "history.md", text.encode("utf-8"))
+    await rt.notifier.send_document(conversation, "history.md", text.encode("utf-8"))
 
 
-COMMANDS = {"tasks": tasks, "task": task, "cancel": cancel, "usage": usage, "log": log, "new": new, "history": history}
+async def workspace(update: Update, context: Context) -> None:
+    """/workspace NAME: this conversation's workspace (in a topic: the topic's project); alone: which one it is."""
+    rt = runtime(context)
+    caller = await caller_of(update, context)
+    if not context.args:
+        bound = await rt.store.conversations.bound_workspace(caller.chat_id)
+        names = ", ".join(w.name for w in rt.workspaces.all()) or "none yet"
+        now = f"This conversation works in **{bound}**." if bound else "This conversation has no workspace of its own."
+        await _say(update, context, f"{now} Set one with /workspace NAME (workspaces: {names}).")
+        return
+    try:
+        await _say(update, context, await rt.crew.bind_workspace(caller, " ".join(context.args)))
+    except ToolError as err:
+        await _say(update, context, str(err)[:1].upper() + str(err)[1:])
+
+
+COMMANDS = {
+    "tasks": tasks,
+    "task": task,
+    "cancel": cancel,
+    "usage": usage,
+    "log": log,
+    "new": new,
+    "history": history,
+    "workspace": workspace,
+}
 MENU = [
     ("tasks", "recent tasks"),
     ("task", "one task in detail: /task N"),
@@ -162,4 +190,5 @@ MENU = [
     ("log", "a task's tool calls: /log N"),
     ("new", "start a fresh conversation"),
     ("history", "the conversation as a file"),
+    ("workspace", "this chat's or topic's workspace: /workspace NAME"),
 ]

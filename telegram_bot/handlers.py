@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 from typing import TYPE_CHECKING
 
 from telegram import Update
@@ -13,6 +14,7 @@ from telegram.ext import ApplicationHandlerStop
 
 from agents.chat.replying import ReplyTo
 from agents.core.models import Attachment, InputMethod
+from telegram_bot.conversation import caller_of, conversation_of, known_conversation, topic_thread
 from telegram_bot.replies import send_markdown
 from telegram_bot.state import Context
 from telegram_bot.strangers import REFUSAL_LANE
@@ -53,12 +55,36 @@ def runtime(context: Context) -> Runtime:
     return app_runtime
 
 
+def addressed_to_bot(update: Update, context: Context) -> bool:
+    """In a group the bot answers messages that mention it, reply to it, or are commands (as Telegram's privacy
+    mode delivers them); buttons and service messages always pass."""
+    message = update.message
+    if message is None or update.effective_chat.type == ChatType.PRIVATE:
+        return True
+    if message.forum_topic_created is not None:
+        return True
+    replied = message.reply_to_message
+    if replied is not None and replied.from_user is not None and replied.from_user.id == context.bot.id:
+        return True
+    text = message.text or message.caption or ""
+    if text.startswith("/"):
+        return True
+    username = context.bot.username
+    return bool(username) and f"@{username.lower()}" in text.lower()
+
+
 async def guard(update: Update, context: Context) -> None:
-    """Runs before every other handler: strangers never reach Claude or a tool, and get one refusal per period."""
+    """Runs before every other handler: strangers never reach Claude or a tool, and get one refusal per period (in
+    a private chat; in a group they are ignored). In groups, only what is addressed to the bot goes on."""
     user = update.effective_user
     allowed = runtime(context).settings.allowed_user_ids
     if user is not None and user.id in allowed:
+        if not addressed_to_bot(update, context):
+            raise ApplicationHandlerStop  # group chatter among the team: not for the bot
         return
+    if update.effective_chat is not None and update.effective_chat.type != ChatType.PRIVATE:
+        log.info("ignored a group message from user %s, who is not allowed", user.id if user else "unknown")
+        raise ApplicationHandlerStop  # a stranger in a group: no answer at all (the group is not theirs to page us)
     if not await context.bot_data.strangers.should_refuse(user.id if user else None):
         raise ApplicationHandlerStop  # refused already this period, or a flood: silence, and no queue
     who = f"{user.id} (@{user.username})" if user else "unknown"
@@ -77,14 +103,14 @@ async def guard(update: Update, context: Context) -> None:
 
 
 @contextlib.asynccontextmanager
-async def typing(context: Context, chat_id: int):
+async def typing(context: Context, chat_id: int, thread_id: int | None = None):
     """Keep the 'typing…' indicator up (Telegram drops it after ~5 s) while the body runs."""
 
     async def keep_typing() -> None:
         await asyncio.sleep(TYPING_DELAY)  # an instant answer needs no indicator (and no extra Bot API call)
         while True:
             with contextlib.suppress(Exception):
-                await context.bot.send_chat_action(chat_id, ChatAction.TYPING)
+                await context.bot.send_chat_action(chat_id, ChatAction.TYPING, message_thread_id=thread_id)
             await asyncio.sleep(4.5)
 
     task = asyncio.create_task(keep_typing())
@@ -96,9 +122,11 @@ async def typing(context: Context, chat_id: int):
             await task
 
 
-def chat_lock(context: Context, chat_id: int) -> asyncio.Lock:
-    """One turn at a time per chat, taken before the first await so messages are answered in arrival order."""
-    return context.bot_data.chat_locks.setdefault(chat_id, asyncio.Lock())
+def chat_lock(update: Update, context: Context) -> asyncio.Lock:
+    """One turn at a time per conversation (a chat, or a topic of a forum group), taken before the first await so
+    messages are answered in arrival order."""
+    key = (update.effective_chat.id, topic_thread(update.effective_message) or 0)
+    return context.bot_data.chat_locks.setdefault(key, asyncio.Lock())
 
 
 async def converse(
@@ -109,25 +137,28 @@ async def converse(
     attachments: list[Attachment] | None = None,
 ) -> None:
     """Route text (typed or transcribed, with any photos/files) through the orchestrator and send its reply."""
-    chat_id = update.effective_chat.id
     if context.bot_data.stopping:
         await update.effective_message.reply_text(STOPPING)
         return
+    caller = await caller_of(update, context)
+    if context.bot.username and update.effective_chat.type != ChatType.PRIVATE:  # "@bot fix it" → "fix it"
+        text = re.sub(rf"@{re.escape(context.bot.username)}\b", "", text, flags=re.IGNORECASE).strip() or text
     turns = context.bot_data.turns
     turn = asyncio.current_task()
     turns.add(turn)  # cancelled on SIGTERM so shutdown never waits on a long turn
     draft = answer_preview(update, context)
     try:
-        async with typing(context, chat_id):
+        async with typing(context, update.effective_chat.id, topic_thread(update.effective_message)):
             reply = await runtime(context).orchestrator.handle(
-                chat_id,
+                caller.chat_id,
                 text,
                 method,
                 reply_to_of(update, context),
                 attachments,
                 answer=draft,
-                message_id=update.effective_message.message_id,
-                user_id=update.effective_user.id if update.effective_user else None,
+                message_id=caller.message_id,
+                user_id=caller.user_id,
+                user_name=caller.user_name,
             )
     finally:
         turns.discard(turn)
@@ -135,7 +166,7 @@ async def converse(
             await draft.stop()  # no preview frame may follow the final message
     # the answer is stored already; a Telegram 5xx now means "retry, then the outbox", never "lost"
     await runtime(context).deliveries.deliver(
-        chat_id, reply.text, reply_to=update.effective_message.message_id, kind="answer"
+        caller.chat_id, reply.text, reply_to=update.effective_message.message_id, kind="answer"
     )
     if draft is not None and draft.preview_id is not None:  # the chat's next turn need not wait for this
         context.application.create_task(draft.discard(), update=update, name="discard-preview")
@@ -144,7 +175,7 @@ async def converse(
 def reply_to_of(update: Update, context: Context) -> ReplyTo | None:
     """The message this one replies to, in the core's terms (no Telegram types past this point)."""
     replied = update.effective_message.reply_to_message
-    if replied is None:
+    if replied is None or replied.forum_topic_created is not None:  # a topic's messages all point at its root
         return None
     sender = replied.from_user
     return ReplyTo(
@@ -158,7 +189,7 @@ def message_arrived(update: Update, context: Context) -> None:
     """Before queueing behind the chat's lock: a turn waiting on a foreground task stops waiting."""
     app_runtime = context.bot_data.runtime
     if app_runtime is not None and update.effective_chat is not None:
-        app_runtime.orchestrator.message_arrived(update.effective_chat.id)
+        app_runtime.orchestrator.message_arrived(known_conversation(update, context))
 
 
 def answer_preview(update: Update, context: Context) -> ChatDraft | None:
@@ -182,25 +213,35 @@ def answer_preview(update: Update, context: Context) -> ChatDraft | None:
 async def on_text(update: Update, context: Context) -> None:
     """A typed message."""
     message_arrived(update, context)
-    async with chat_lock(context, update.effective_chat.id):
+    async with chat_lock(update, context):
         await converse(update, context, update.effective_message.text, InputMethod.TEXT)
+
+
+async def on_topic_created(update: Update, context: Context) -> None:
+    """A new forum topic: recorded as a conversation of its own; named like a workspace, it binds itself."""
+    await conversation_of(update, context)
 
 
 async def start(update: Update, context: Context) -> None:
     """/start: greet."""
     name = update.effective_user.first_name or "there"  # the renderer escapes it
-    await send_markdown(context.bot, update.effective_chat.id, f"Hi {name}! " + HELP)
+    await say(update, context, f"Hi {name}! " + HELP)
 
 
 async def help_command(update: Update, context: Context) -> None:
     """/help: what I can do."""
-    await send_markdown(context.bot, update.effective_chat.id, HELP)
+    await say(update, context, HELP)
 
 
 async def status(update: Update, context: Context) -> None:
     """/status: workspaces, active tasks, pending proposals."""
+    await say(update, context, await runtime(context).status_text(await conversation_of(update, context)))
+
+
+async def say(update: Update, context: Context, markdown: str) -> None:
+    """Answer a command or button where it was used: the chat, and in a forum group the topic."""
     await send_markdown(
-        context.bot, update.effective_chat.id, await runtime(context).status_text(update.effective_chat.id)
+        context.bot, update.effective_chat.id, markdown, thread_id=topic_thread(update.effective_message)
     )
 
 

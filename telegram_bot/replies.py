@@ -4,16 +4,20 @@ documents."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, InputFile, Message, ReplyParameters
 from telegram.constants import ParseMode
-from telegram.error import BadRequest
+from telegram.error import BadRequest, Forbidden
 
 from agents.core.actions import Buttons
 from agents.core.secrets_filter import mask
+from agents.store.conversations import Conversations, Place, is_topic
 from telegram_bot.render.chunks import html_to_text, render_chunks, split_plain, summarize_for_document
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 TELEGRAM_LIMIT = 4096
 DOCUMENT_THRESHOLD = 3 * TELEGRAM_LIMIT  # longer answers go as a .md document with a short summary
@@ -40,7 +44,13 @@ def is_entity_error(err: BadRequest) -> bool:
 
 
 async def send_html_or_plain(
-    bot: Bot, chat_id: int, chunk: str, *, reply_to: int | None = None, markup: InlineKeyboardMarkup | None = None
+    bot: Bot,
+    chat_id: int,
+    chunk: str,
+    *,
+    reply_to: int | None = None,
+    markup: InlineKeyboardMarkup | None = None,
+    thread_id: int | None = None,
 ) -> Message:
     """One HTML chunk; if Telegram still refuses the entities, the same text as plain text."""
     try:
@@ -51,6 +61,7 @@ async def send_html_or_plain(
             reply_markup=markup,
             reply_parameters=reply_parameters(reply_to),
             disable_web_page_preview=True,
+            message_thread_id=thread_id,
         )
     except BadRequest as err:
         if not is_entity_error(err):
@@ -60,13 +71,23 @@ async def send_html_or_plain(
         last = None
         for part in split_plain(plain, TELEGRAM_LIMIT):
             last = await bot.send_message(
-                chat_id, part, reply_markup=markup, reply_parameters=reply_parameters(reply_to)
+                chat_id,
+                part,
+                reply_markup=markup,
+                reply_parameters=reply_parameters(reply_to),
+                message_thread_id=thread_id,
             )
         return last
 
 
 async def send_markdown(
-    bot: Bot, chat_id: int, markdown: str, *, reply_to: int | None = None, buttons: Buttons | None = None
+    bot: Bot,
+    chat_id: int,
+    markdown: str,
+    *,
+    reply_to: int | None = None,
+    buttons: Buttons | None = None,
+    thread_id: int | None = None,
 ) -> Message | None:
     """Send an answer of any length; returns the last message (the one carrying the buttons). Known secrets are
     masked (agents/core/secrets_filter.py): the chat sees no token a tool or command printed."""
@@ -79,6 +100,7 @@ async def send_markdown(
             InputFile(markdown.encode("utf-8"), filename="answer.md"),
             caption=f"The full answer ({len(markdown):,} characters) is in the file.",
             reply_parameters=reply_parameters(reply_to),
+            message_thread_id=thread_id,
         )
         markdown = summary
     chunks = render_chunks(markdown.strip() or "(empty)", TELEGRAM_LIMIT)
@@ -86,7 +108,12 @@ async def send_markdown(
     for i, chunk in enumerate(chunks):
         is_last = i == len(chunks) - 1
         last = await send_html_or_plain(
-            bot, chat_id, chunk, reply_to=reply_to if i == 0 else None, markup=markup if is_last else None
+            bot,
+            chat_id,
+            chunk,
+            reply_to=reply_to if i == 0 else None,
+            markup=markup if is_last else None,
+            thread_id=thread_id,
         )
     return last
 
@@ -115,29 +142,107 @@ async def edit_markdown(bot: Bot, chat_id: int, message_id: int, markdown: str, 
         )
 
 
-class TelegramNotifier:
-    """agents.core.actions.Notifier over a PTB Bot."""
+TOPIC_GONE = ("message thread not found", "topic_closed", "topic_deleted", "topic_id_invalid")
 
-    def __init__(self, bot: Bot) -> None:
+
+def is_topic_gone(err: BadRequest) -> bool:
+    """Telegram's answer for a message to a topic that was closed or deleted."""
+    return any(marker in str(err).lower() for marker in TOPIC_GONE)
+
+
+class TelegramNotifier:
+    """agents.core.protocols.Notifier over a PTB Bot: a conversation key (a chat, or a forum topic: see
+    agents/store/conversations.py) is sent to its chat and thread; a topic that was closed or deleted falls back to
+    the group's general topic with a note."""
+
+    def __init__(self, bot: Bot, owners: frozenset[int] = frozenset()) -> None:
         self.bot = bot
+        self.owners = owners
+        self.conversations: Conversations | None = None  # set once the store is open (app._post_init)
+
+    async def place(self, chat_id: int) -> Place:
+        if not is_topic(chat_id):
+            return Place(chat_id)
+        if self.conversations is None:
+            raise LookupError("topics are not known before the store is open")
+        return await self.conversations.place(chat_id)
+
+    async def _in_place(self, chat_id: int, send: Callable[[int, int | None], Awaitable[T]]) -> T:
+        """`send(chat, thread)` in the conversation's place; in a topic that is gone, in the general topic instead."""
+        place = await self.place(chat_id)
+        try:
+            return await send(place.chat_id, place.thread_id)
+        except BadRequest as err:
+            if place.thread_id is None or not is_topic_gone(err):
+                raise
+        log.warning("topic %s of chat %s is gone: posting in the general topic", place.thread_id, place.chat_id)
+        name = f" «{place.topic_name}»" if place.topic_name else ""
+        await send_markdown(
+            self.bot, place.chat_id, f"(The topic{name} is closed or was deleted, so this message goes here.)"
+        )
+        return await send(place.chat_id, None)
 
     async def send(
         self, chat_id: int, markdown: str, *, buttons: Buttons | None = None, reply_to: int | None = None
     ) -> int | None:
-        message = await send_markdown(self.bot, chat_id, markdown, reply_to=reply_to, buttons=buttons)
+        message = await self._in_place(
+            chat_id,
+            lambda chat, thread: send_markdown(
+                self.bot, chat, markdown, reply_to=reply_to, buttons=buttons, thread_id=thread
+            ),
+        )
         return message.message_id if message else None
 
     async def edit(self, chat_id: int, message_id: int, markdown: str, *, buttons: Buttons | None = None) -> None:
-        await edit_markdown(self.bot, chat_id, message_id, markdown, buttons)
+        place = await self.place(chat_id)
+        await edit_markdown(self.bot, place.chat_id, message_id, markdown, buttons)
 
     async def send_document(self, chat_id: int, filename: str, data: bytes, caption: str = "") -> None:
         try:  # a text document (a log, a diff, the history) is masked like every message
             data = mask(data.decode("utf-8")).encode("utf-8")
         except UnicodeDecodeError:
             pass
-        await self.bot.send_document(chat_id, InputFile(data, filename=filename), caption=mask(caption)[:1000] or None)
+        await self._in_place(
+            chat_id,
+            lambda chat, thread: self.bot.send_document(
+                chat,
+                InputFile(data, filename=filename),
+                caption=mask(caption)[:1000] or None,
+                message_thread_id=thread,
+            ),
+        )
 
     async def send_photo(self, chat_id: int, data: bytes, caption: str = "") -> None:
-        await self.bot.send_photo(
-            chat_id, InputFile(data, filename="screenshot.png"), caption=mask(caption)[:1000] or None
+        await self._in_place(
+            chat_id,
+            lambda chat, thread: self.bot.send_photo(
+                chat,
+                InputFile(data, filename="screenshot.png"),
+                caption=mask(caption)[:1000] or None,
+                message_thread_id=thread,
+            ),
         )
+
+    async def ask_owners(self, chat_id: int, markdown: str, *, buttons: Buttons | None = None) -> list[tuple[int, int]]:
+        """In a group the owners are there: the request goes to the conversation, naming them. From a private chat
+        (a member's) it goes to each owner's private chat; an owner who never started the bot cannot be written to,
+        and if none can, the request stays in the conversation so it is not lost."""
+        place = await self.place(chat_id)
+        owners = sorted(self.owners)
+        if place.chat_id < 0 or not owners:  # Telegram's group ids are negative
+            named = ", ".join(f"[owner](tg://user?id={owner})" for owner in owners)
+            sent = await self.send(chat_id, f"{markdown}\n{named}" if named else markdown, buttons=buttons)
+            return [(chat_id, sent)] if sent else []
+        copies: list[tuple[int, int]] = []
+        for owner in owners:
+            try:
+                message = await send_markdown(self.bot, owner, markdown, buttons=buttons)
+            except (BadRequest, Forbidden) as err:
+                log.warning("owner %s could not be written to (%s): have them send /start to the bot", owner, err)
+                continue
+            if message is not None:
+                copies.append((owner, message.message_id))
+        if not copies:
+            sent = await self.send(chat_id, markdown + "\n(I could not reach an owner: ask them to /start me.)")
+            copies = [(chat_id, sent)] if sent else []
+        return copies

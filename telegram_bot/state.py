@@ -33,7 +33,8 @@ class BotState:
     strangers: Strangers = field(default_factory=Strangers)  # who was refused, and when
     albums: dict[str, list[Message]] = field(default_factory=dict)  # photos of one album, gathered by group id
     turns: set[asyncio.Task[None]] = field(default_factory=set)  # conversation turns running now
-    chat_locks: dict[int, asyncio.Lock] = field(default_factory=dict)  # one turn at a time per chat
+    chat_locks: dict[tuple[int, int], asyncio.Lock] = field(default_factory=dict)  # one turn at a time per chat/topic
+    topic_keys: dict[tuple[int, int], int] = field(default_factory=dict)  # (chat, thread) → conversation key
 
 
 Context = CallbackContext[ExtBot[None], dict, dict, BotState]

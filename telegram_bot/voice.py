@@ -20,9 +20,8 @@ ECHO_LIMIT = 3500  # a long note's echo is trimmed (Telegram's limit is 4096); t
 async def on_voice(update: Update, context: Context) -> None:
     """A voice note, audio file, or audio sent as a document."""
     message = update.effective_message
-    chat_id = update.effective_chat.id
     message_arrived(update, context)
-    async with chat_lock(context, chat_id):
+    async with chat_lock(update, context):
         if context.bot_data.stopping:
             await message.reply_text(STOPPING)
             return

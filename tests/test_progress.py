@@ -67,7 +67,11 @@ async def test_a_step_right_after_an_edit_shows_within_the_interval(bot: BotHarn
     store = bot.runtime.store
     try:
         await bot.runtime.crew.start_task(
-            Caller(chat_id=USER_ID), "group-therapy", "code", "Read things.", background=True
+            Caller(chat_id=USER_ID),
+            workspace="group-therapy",
+            worker="code",
+            instructions="Read things.",
+            background=True,
         )
         await bot.tg.await_for(lambda: len(model.requests["code"]) == 2, timeout=HANG_GUARD)
         progress = bot.tg.message(USER_ID, (await store.get_task(1)).progress_message_id)

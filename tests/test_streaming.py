@@ -133,7 +133,7 @@ async def test_refused_drafts_fall_back_to_edits_without_losing_a_word(fast_bot:
 async def test_in_a_group_one_message_is_edited_then_the_answer_is_sent(fast_bot: BotHarness) -> None:
     seen: dict[str, bool] = {}
     fast_bot.claude.script(streamed(ANSWER, fast_bot.tg, seen, chat_id=GROUP_ID))
-    fast_bot.tg.send_text(USER_ID, "what was wrong with add?", chat_id=GROUP_ID)
+    fast_bot.tg.send_text(USER_ID, "@test_bot what was wrong with add?", chat_id=GROUP_ID)
     await fast_bot.tg.await_for(lambda: [m.deleted for m in fast_bot.tg.messages(GROUP_ID)] == [True, False])
     assert seen == {"before_last_token": True}
     assert fast_bot.tg.drafts == [] and fast_bot.tg.refused == []
@@ -153,7 +153,7 @@ async def test_an_answer_that_arrives_whole_is_sent_without_a_draft_before_it(fa
 
 async def test_in_a_group_an_answer_that_arrives_whole_has_no_preview_message(fast_bot: BotHarness) -> None:
     fast_bot.claude.script(claude_says.text(ANSWER))
-    fast_bot.tg.send_text(USER_ID, "what was wrong with add?", chat_id=GROUP_ID)
+    fast_bot.tg.send_text(USER_ID, "@test_bot what was wrong with add?", chat_id=GROUP_ID)
     [answer] = await fast_bot.tg.wait_for_message(GROUP_ID, count=1)
     assert parse_telegram_html(answer.html).startswith("Here is the fix")
     assert [m.deleted for m in fast_bot.tg.messages(GROUP_ID)] == [False], "one message: the answer, no preview"

@@ -138,6 +138,9 @@ class Orchestrator:
         lines.append("workspaces:")
         for ws in self.workspaces.all():
             lines.append(f"- {ws.name}" + (" (this bot's own code)" if ws.name == "self" else ""))
+        own = await self.store.conversations.bound_workspace(chat_id)
+        if own:  # a topic bound with /workspace (or named like a workspace): its requests need not name it
+            lines.append(f"workspace of this conversation: {own} (meant when a request names none)")
         active = await self.store.list_tasks(chat_id, statuses=TaskStatus.cancellable(), limit=20)
         lines.append("active tasks:" if active else "active tasks: none")
         for t in active:
@@ -282,7 +285,7 @@ class Orchestrator:
         )
 
         async def record(response: anthropic.types.Message) -> None:
-            await self.store.record_usage(usage_record(response, "orchestrator", chat_id, None))
+            await self.store.record_usage(usage_record(response, "orchestrator", chat_id, None, caller.user_id))
 
         return ToolLoop(
             model=as_model(self.client),
@@ -331,6 +334,7 @@ class Orchestrator:
         *,
         message_id: int | None = None,
         user_id: int | None = None,
+        user_name: str | None = None,
     ) -> Reply:
         """One turn; with `answer`, the reply streams into it while it is written (tool activity too).
         `message_id` (the request message: a task started now replies under it) and `user_id` (who asked) reach the
@@ -341,7 +345,7 @@ class Orchestrator:
         cases one by one). There is no second lock here.
         """
         self.desk.turn_started(chat_id)
-        caller = Caller(chat_id=chat_id, message_id=message_id, user_id=user_id)
+        caller = Caller(chat_id=chat_id, message_id=message_id, user_id=user_id, user_name=user_name)
         return await self._turn(caller, text, input_method, reply_to, attachments or [], answer)
 
     async def _turn(

@@ -136,6 +136,7 @@ class Caller(BaseModel):
     chat_id: int
     message_id: int | None = None
     user_id: int | None = None
+    user_name: str | None = None  # how /tasks names who started a task
 
 
 class Task(BaseModel):
@@ -160,6 +161,8 @@ class Task(BaseModel):
     error: str | None = None
     reply_to_message_id: int | None = None
     progress_message_id: int | None = None
+    user_id: int | None = None  # who started it (None: from before issue 26); members act on their own tasks only
+    user_name: str | None = None
     created_at: datetime = Field(default_factory=utcnow)
     started_at: datetime | None = None
     finished_at: datetime | None = None
@@ -213,6 +216,7 @@ class UsageRecord(Usage):
     id: int | None = None
     chat_id: int | None = None
     task_id: int | None = None
+    user_id: int | None = None  # who asked: the turn's user, or the task's starter
     agent: str
     model: str
     created_at: datetime = Field(default_factory=utcnow)

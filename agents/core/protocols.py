@@ -39,6 +39,12 @@ class Notifier(Protocol):
 
     async def send_photo(self, chat_id: int, data: bytes, caption: str = "") -> None: ...
 
+    async def ask_owners(self, chat_id: int, markdown: str, *, buttons: Buttons | None = None) -> list[tuple[int, int]]:
+        """A request only an owner may answer, raised in conversation `chat_id`, sent where the owners see it (a group:
+        there, naming them; a member's private chat: each owner's private chat); returns (chat, message id) of
+        each copy, so an answer from any of them is accepted and every copy can be closed."""
+        ...
+
 
 @dataclass(frozen=True)
 class Arg:
@@ -49,6 +55,13 @@ class Arg:
 
 Workspace = Annotated[
     str, Arg("workspace name as listed in the context (loose spelling is resolved); 'self' is the bot's own code")
+]
+DefaultWorkspace = Annotated[
+    str,
+    Arg(
+        "workspace name as listed in the context (loose spelling is resolved); 'self' is the bot's own code; when "
+        "the request names none, the context's 'workspace of this conversation' (an empty string means it too)"
+    ),
 ]
 Attachments = Annotated[
     list[int] | None,
@@ -75,7 +88,7 @@ class WorkDesk(Protocol):
     async def start_research(
         self,
         caller: Caller,
-        workspace: Workspace,
+        workspace: DefaultWorkspace,
         request: Annotated[str, Arg("what to study and propose, self-contained")],
         refines: Annotated[int | None, Arg("id of the proposal being changed (optional)")] = None,
         attachments: Attachments = None,
@@ -88,7 +101,7 @@ class WorkDesk(Protocol):
     async def start_task(
         self,
         caller: Caller,
-        workspace: Workspace,
+        workspace: DefaultWorkspace,
         worker: Annotated[WorkerName, Arg("code, frontend or test")],
         instructions: Annotated[str, Arg("complete, self-contained instructions for the worker")],
         background: Annotated[bool, Arg("true: run in the background and notify when done; false: wait for it")],

@@ -21,6 +21,20 @@ class Settings(BaseSettings):
     allowed_user_ids: Annotated[frozenset[int], NoDecode]
     workspace_path: Path
 
+    # --- roles ----------------------------------------------------------------------------
+    # OWNER_USER_IDS: the allowed users who may merge, discard, allow network, create workspaces and work on `self`;
+    # empty or unset = every allowed user (a one-person set-up is unchanged); the others are members
+    owner_user_ids: Annotated[frozenset[int], NoDecode] = frozenset()
+
+    @property
+    def owners(self) -> frozenset[int]:
+        """Who may do what only owners may: OWNER_USER_IDS, or every allowed user when it is empty."""
+        return self.owner_user_ids or self.allowed_user_ids
+
+    def is_owner(self, user_id: int | None) -> bool:
+        """None is the bot itself acting (a restart, a script): only real members are ever refused."""
+        return user_id is None or user_id in self.owners
+
     # --- endpoints ------------------------------------------------------------------------
     telegram_api_base_url: str = "https://api.telegram.org"
     anthropic_base_url: str | None = None
@@ -151,7 +165,7 @@ class Settings(BaseSettings):
         "text", validation_alias=AliasChoices("agentlab_log_format", "log_format")
     )
 
-    @field_validator("allowed_user_ids", mode="before")
+    @field_validator("allowed_user_ids", "owner_user_ids", mode="before")
     @classmethod
     def _split_ids(cls, value: object) -> object:
         if isinstance(value, str):

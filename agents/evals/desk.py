@@ -81,9 +81,9 @@ class RecordingDesk:
             self._refused()
             raise
 
-    def _resolve(self, workspace: str) -> Any:
+    def _resolve(self, workspace: str | None) -> Any:
         try:
-            return self.workspaces.resolve(workspace)
+            return self.workspaces.resolve(workspace or "")
         except ToolError:
             self._refused()
             raise

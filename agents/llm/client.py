@@ -41,10 +41,19 @@ def cost_usd(usage: Usage, settings: Settings) -> float:
 
 
 def usage_record(
-    response: anthropic.types.Message, agent: str, chat_id: int | None, task_id: int | None
+    response: anthropic.types.Message,
+    agent: str,
+    chat_id: int | None,
+    task_id: int | None,
+    user_id: int | None = None,
 ) -> UsageRecord:
     return UsageRecord(
-        agent=agent, model=response.model, chat_id=chat_id, task_id=task_id, **usage_of(response).model_dump()
+        agent=agent,
+        model=response.model,
+        chat_id=chat_id,
+        task_id=task_id,
+        user_id=user_id,
+        **usage_of(response).model_dump(),
     )
 
 

@@ -34,6 +34,31 @@ async def budget_exceeded(store: Store, settings: Settings) -> str | None:
     )
 
 
+async def user_names(store: Store) -> dict[int, str]:
+    """user id → the name their newest task was started under (users are known by their tasks)."""
+    rows = await store.rows(
+        "SELECT user_id, user_name FROM tasks WHERE user_id IS NOT NULL AND user_name IS NOT NULL ORDER BY id"
+    )
+    return {int(row[0]): row[1] for row in rows}
+
+
+def per_user_lines(
+    today: list[UsageRecord], month: list[UsageRecord], settings: Settings, names: dict[int, str]
+) -> list[str]:
+    """Each user's cost today and this month (a team shares one bot; the daily budget is shared too)."""
+    users = sorted({r.user_id for r in month if r.user_id is not None})
+    if not users:
+        return []
+    lines = ["**By user** (today · this month):"]
+    for user in users:
+        spent_today = cost_usd(total([r for r in today if r.user_id == user]), settings)
+        spent_month = cost_usd(total([r for r in month if r.user_id == user]), settings)
+        lines.append(f"• {names.get(user, f'user {user}')}: ${spent_today:.4f} · ${spent_month:.4f}")
+    if settings.daily_budget_usd is not None:
+        lines.append(f"_The daily budget of ${settings.daily_budget_usd:.2f} is shared by every user._")
+    return lines
+
+
 def _line(label: str, usage: Usage, settings: Settings, calls: int) -> str:
     return (
         f"**{label}**: ${cost_usd(usage, settings):.4f} · {calls} calls · in {usage.input_tokens:,} · "
@@ -49,6 +74,12 @@ async def usage_report(store: Store, settings: Settings, chat_id: int | None = N
         _line("Today", total(today), settings, len(today)),
         _line("This month", total(month), settings, len(month)),
     ]
+    if chat_id is not None:
+        here_today = [r for r in today if r.chat_id == chat_id]
+        here_month = [r for r in month if r.chat_id == chat_id]
+        lines.append(_line("This chat today", total(here_today), settings, len(here_today)))
+        lines.append(_line("This chat this month", total(here_month), settings, len(here_month)))
+    lines += per_user_lines(today, month, settings, await user_names(store))
     by_task: dict[int, list[UsageRecord]] = defaultdict(list)
     for r in month:
         if r.task_id is not None and (chat_id is None or r.chat_id == chat_id):

@@ -12,6 +12,9 @@ names and for names defined in more than five files), plus edges for resolved im
 (a file's users are relevant to changing it). Personalized PageRank over that graph spreads the request's weight
 to the code it depends on and the code that uses it; a definition's rank is the share of rank flowing to it.
 
+Why one module over 500 lines: reading the request, weighting the files and ranking the graph are one computation
+whose weights only make sense side by side.
+
 PageRank is our own power iteration over numpy arrays (numpy already comes with whisper) rather than networkx: it is
 the only graph algorithm we need, a sparse product per step keeps a dense 2,000-file graph under a second, and it keeps
 another large dependency out of the worker's path.

@@ -21,7 +21,7 @@ import logging
 import time
 import unicodedata
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from agents.core.actions import Action, Buttons, button
 from agents.core.models import Task, TaskEvent
@@ -90,6 +90,10 @@ class Subject:
         return "asks for network access to run" if self.tool is None else f"asks to call `{self.tool}` with"
 
     @property
+    def short(self) -> str:
+        return "asks for network access" if self.tool is None else f"asks to call `{self.tool}`"
+
+    @property
     def closed(self) -> str:
         return "network request" if self.tool is None else f"call of `{self.tool}`"
 
@@ -124,6 +128,10 @@ class _Pending:
     message_id: int | None
     answer: asyncio.Future[str]
     subject: Subject
+    copies: list[tuple[int, int]] = field(default_factory=list)  # (chat, message) of a question handed to owners
+
+    def asked_in(self, chat_id: int) -> bool:
+        return chat_id == self.chat_id or any(chat == chat_id for chat, _ in self.copies)
 
 
 def request_buttons(request_id: int) -> Buttons:
@@ -139,8 +147,16 @@ def request_buttons(request_id: int) -> Buttons:
 class NetworkGate:
     """Decides whether a task's command may use the network; asks the owner when the policy says so."""
 
-    def __init__(self, policy: NetworkPolicy, store: Store, notifier: Notifier, answer_seconds: float) -> None:
+    def __init__(
+        self,
+        policy: NetworkPolicy,
+        store: Store,
+        notifier: Notifier,
+        answer_seconds: float,
+        is_owner: Callable[[int | None], bool] = lambda _user: True,
+    ) -> None:
         self.policy, self.store, self.notifier, self.answer_seconds = policy, store, notifier, answer_seconds
+        self.is_owner = is_owner  # a member's task: the question goes to the owners (they alone answer it)
         self._pending: dict[int, _Pending] = {}
         self._allowed_tasks: set[int] = set()
         self._allowed_calls: set[tuple[int, str]] = set()  # (task id, MCP tool) allowed for the rest of the task
@@ -222,21 +238,7 @@ class NetworkGate:
             )
         )
         try:
-            if not fits_in_message(text):  # the file first, so the whole command is there before any button
-                await self.notifier.send_document(
-                    task.chat_id,
-                    pending.file_name,
-                    text.encode("utf-8", "replace"),
-                    caption=f"The whole {subject.noun} task #{task.id} asks {subject.verb}.",
-                )
-            pending.message_id = await self.notifier.send(
-                task.chat_id,
-                f"{subject.icon} **Task #{task.id}** {subject.question}:\n"
-                f"{command_shown(text, pending.file_name, subject.noun)}\n"
-                f"No answer in {self.answer_seconds:g} s means no.",
-                buttons=request_buttons(request_id),
-                reply_to=task.progress_message_id,
-            )
+            await self._post(task, pending, request_id)
             if waiting is not None:
                 await waiting(subject.waiting)
             try:
@@ -257,10 +259,40 @@ class NetworkGate:
         await self._close_question(pending, how)
         return choice, how
 
+    async def _post(self, task: Task, pending: _Pending, request_id: int) -> None:
+        """Post the question: in the task's conversation, or, for a member's task, where the owners see it."""
+        subject = pending.subject
+        question = (
+            f"{subject.icon} **Task #{task.id}** {subject.question}:\n"
+            f"{command_shown(pending.command, pending.file_name, subject.noun)}\n"
+            f"No answer in {self.answer_seconds:g} s means no."
+        )
+        if not fits_in_message(pending.command):  # the file first, so the whole command is there before any button
+            await self.notifier.send_document(
+                task.chat_id,
+                pending.file_name,
+                pending.command.encode("utf-8", "replace"),
+                caption=f"The whole {subject.noun} task #{task.id} asks {subject.verb}.",
+            )
+        if self.is_owner(task.user_id):
+            pending.message_id = await self.notifier.send(
+                task.chat_id, question, buttons=request_buttons(request_id), reply_to=task.progress_message_id
+            )
+            return
+        who = task.user_name or "a member"
+        handed = f"{question}\n(The task is {who}'s; only an owner can answer.)"
+        pending.copies = await self.notifier.ask_owners(task.chat_id, handed, buttons=request_buttons(request_id))
+        if all(chat != task.chat_id for chat, _ in pending.copies):
+            await self.notifier.send(
+                task.chat_id,
+                f"{subject.icon} Task #{task.id} {subject.short}; I've asked an owner.",
+                reply_to=task.progress_message_id,
+            )
+
     def decide(self, chat_id: int, request_id: int, choice: str) -> str:
-        """A button press: answer a waiting request of this chat; returns the text for the chat."""
+        """A button press: answer a waiting request asked in this chat; returns the text for the chat."""
         pending = self._pending.get(request_id)
-        if pending is None or pending.chat_id != chat_id or pending.answer.done():
+        if pending is None or not pending.asked_in(chat_id) or pending.answer.done():
             return "That network request is no longer waiting for an answer."
         if choice not in (ONCE, FOR_TASK, DENY):
             return "This button is no longer valid."
@@ -283,15 +315,15 @@ class NetworkGate:
         self._allowed_calls = {(t, tool) for t, tool in self._allowed_calls if t != task_id}
 
     async def _close_question(self, pending: _Pending, how: str) -> None:
-        if pending.message_id is None:
-            return
-        with contextlib.suppress(Exception):  # the question's buttons go; a failed edit must not hold up the task
-            await self.notifier.edit(
-                pending.chat_id,
-                pending.message_id,
-                f"{pending.subject.icon} **Task #{pending.task_id}** {pending.subject.closed}:\n"
-                f"{command_shown(pending.command, pending.file_name, pending.subject.noun)}\n{how}",
-            )
+        asked = [(pending.chat_id, pending.message_id)] if pending.message_id is not None else []
+        for chat_id, message_id in asked + pending.copies:
+            with contextlib.suppress(Exception):  # the question's buttons go; a failed edit must not hold up the task
+                await self.notifier.edit(
+                    chat_id,
+                    message_id,
+                    f"{pending.subject.icon} **Task #{pending.task_id}** {pending.subject.closed}:\n"
+                    f"{command_shown(pending.command, pending.file_name, pending.subject.noun)}\n{how}",
+                )
 
     async def _record(self, task: Task, allowed: bool, how: str, command: str) -> NetworkDecision:
         shown = command if len(command) <= 200 else command[:200] + "…"

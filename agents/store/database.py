@@ -31,6 +31,7 @@ from agents.core.models import (
     utcnow,
 )
 from agents.store.connection import Connection
+from agents.store.conversations import Conversations, Place
 from agents.store.migrations import MIGRATIONS
 from agents.store.repo_index import RepoIndex
 
@@ -54,6 +55,7 @@ class Store(Connection):
         super().__init__(db)
         self.path = path
         self._conversation_starts: dict[int, str] = {}  # chat id → start of its current conversation ('' = always)
+        self._places: dict[int, Place] = {}  # topic conversation → its chat and thread (Store.conversations)
 
     # ---- lifecycle -----------------------------------------------------------------------
     @classmethod
@@ -461,6 +463,11 @@ class Store(Connection):
         return await self._fetch_one(
             Delivery, "SELECT * FROM deliveries WHERE task_id = ? ORDER BY id DESC LIMIT 1", (task_id,)
         )
+
+    @property
+    def conversations(self) -> Conversations:
+        """Forum topics as conversations of their own, and the workspace a conversation is bound to."""
+        return Conversations(self, self._places)
 
     @property
     def repo_index(self) -> RepoIndex:

@@ -210,6 +210,25 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE attachments ADD COLUMN refused TEXT;
     """,
+    # 9 (issue 26): a team in one group: who started a task and whose API calls cost what (owners and members), the
+    # topics of forum groups (each its own conversation), and the workspace a conversation is bound to
+    """
+    ALTER TABLE tasks ADD COLUMN user_id INTEGER;
+    ALTER TABLE tasks ADD COLUMN user_name TEXT;
+    ALTER TABLE usage ADD COLUMN user_id INTEGER;
+    CREATE TABLE topics (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        chat_id INTEGER NOT NULL,
+        thread_id INTEGER NOT NULL,
+        name TEXT NOT NULL DEFAULT '',
+        UNIQUE (chat_id, thread_id)
+    );
+    CREATE TABLE conversation_workspaces (
+        conversation INTEGER PRIMARY KEY,
+        workspace TEXT NOT NULL,
+        bound_at TEXT NOT NULL
+    );
+    """,
 ]
 
 LATEST_VERSION = len(MIGRATIONS)

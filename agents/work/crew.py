@@ -1,13 +1,20 @@
-"""The crew desk: what the orchestrator's work tools and the chat's buttons do to tasks and proposals."""
+"""The crew desk: what the orchestrator's work tools and the chat's buttons do to tasks and proposals.
+
+Why one module over 500 lines: it is the one implementation of the `WorkDesk` protocol plus the buttons, and the
+roles (owners and members, issue 26) are checked inside each of those methods, next to what they guard; the texts
+the crew answers with live in crew_texts.py.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import tempfile
 from datetime import datetime
 from pathlib import Path
 
+from agents.core.actions import Buttons
 from agents.core.errors import ToolError
 from agents.core.models import Caller, Proposal, ProposalStatus, Task, TaskEvent, TaskStatus, WorkerKind, utcnow
 from agents.core.protocols import Notifier
@@ -21,9 +28,10 @@ from agents.llm.usage import budget_exceeded
 from agents.repo_map.maps import RepoMap
 from agents.store.database import Store
 from agents.tools.new_workspace import create_workspace
-from agents.tools.workspaces import Workspaces
+from agents.tools.workspaces import Workspace, Workspaces
 from agents.work import crew_texts
 from agents.work.steering import Inboxes
+from agents.work.task_outcome import branch_buttons
 from agents.work.task_runner import TaskRunner
 
 # The chat message that asked for the work; progress and summaries reply to it.
@@ -65,7 +73,8 @@ def age(when: datetime | None) -> str:
 
 
 def task_line(t: Task) -> str:
-    return f"#{t.id} [{t.status.value}] {t.worker.value} · {t.workspace} · {age(t.created_at)} ago · {t.title}"
+    by = f" · by {t.user_name}" if t.user_name else ""
+    return f"#{t.id} [{t.status.value}] {t.worker.value} · {t.workspace}{by} · {age(t.created_at)} ago · {t.title}"
 
 
 class Crew:
@@ -126,6 +135,68 @@ class Crew:
             raise ToolError(crew_texts.no_such_task(task_id))
         return task
 
+    # ---- roles (OWNER_USER_IDS): enforced here, whoever asks (a tool call or a button) -------------------------
+    def is_owner(self, caller: Caller) -> bool:
+        return self.settings.is_owner(caller.user_id)
+
+    async def _task_for(self, caller: Caller, task_id: int, *, anywhere: bool = False) -> Task:
+        """The caller's conversation's task; with `anywhere` (a button an owner pressed on a request handed to them,
+        possibly in their own chat) an owner reaches a task of any conversation."""
+        if anywhere and self.is_owner(caller):
+            task = await self.store.get_task(int(task_id))
+            if task is None:
+                raise ToolError(crew_texts.no_such_task(task_id))
+            return task
+        return await self._own_task(caller.chat_id, task_id)
+
+    async def _owners_only(self, caller: Caller, doing: str, request: str, buttons: Buttons | None = None) -> None:
+        """A member asking for what only owners may do: refused in one sentence, and the owners get the request
+        (with its button), where they see it."""
+        if self.is_owner(caller):
+            return
+        who = caller.user_name or f"user {caller.user_id}"
+        with contextlib.suppress(Exception):  # a failed hand-over must not turn the refusal into an error
+            await self.notifier.ask_owners(caller.chat_id, f"🙋 {who} asks {request}", buttons=buttons)
+        raise ToolError(f"only an owner can {doing}; I've asked them")
+
+    def _starter_or_owner(self, caller: Caller, task: Task, doing: str) -> None:
+        """Members act on the tasks they started; owners on every task."""
+        if self.is_owner(caller) or (task.user_id is not None and task.user_id == caller.user_id):
+            return
+        whose = f"{task.user_name}'s" if task.user_name else "not yours"
+        raise ToolError(f"task #{task.id} is {whose}: only the member who started it or an owner can {doing} it")
+
+    async def _workspace_for(self, caller: Caller, workspace: str | None, request: str) -> Workspace:
+        """The named workspace, or the conversation's own (a topic bound with /workspace); `self` is owners' only."""
+        if not (workspace or "").strip():
+            workspace = await self.store.conversations.bound_workspace(caller.chat_id)
+            if workspace is None:
+                raise ToolError(
+                    "no workspace named, and this conversation has none of its own (/workspace NAME sets one): "
+                    "ask the user which workspace"
+                )
+        ws = self.workspaces.resolve(workspace)
+        if ws.is_self:
+            await self._owners_only(caller, "work on the bot's own code", f"for work on the bot's own code: {request}")
+        return ws
+
+    async def bind_workspace(self, caller: Caller, name: str) -> str:
+        """/workspace NAME: the conversation's messages and tasks default to that workspace."""
+        ws = await self._workspace_for(caller, name, f"to bind this conversation to {name}")
+        await self.store.conversations.bind(caller.chat_id, ws.name)
+        return f"This conversation now works in **{ws.name}**: tasks started here use it unless another is named."
+
+    async def auto_bind(self, conversation: int, topic_name: str) -> None:
+        """A topic named like a workspace binds itself (once, and never over a binding someone made)."""
+        if not topic_name or await self.store.conversations.bound_workspace(conversation) is not None:
+            return
+        try:
+            ws = self.workspaces.resolve(topic_name)
+        except ToolError:
+            return
+        if not ws.is_self:
+            await self.store.conversations.bind(conversation, ws.name)
+
     # ---- orchestrator tools ------------------------------------------------------------------
     async def start_research(
         self,
@@ -142,11 +213,13 @@ class Crew:
             old = await self._chat_proposal(chat_id, refines)
             workspace = old.workspace
             instructions = crew_texts.refine_request(request, old)
-        ws = self.workspaces.resolve(workspace)
+        ws = await self._workspace_for(caller, workspace, f"for research on the bot's own code: {request}")
         task = await self._submit(
             Task(
                 chat_id=chat_id,
                 reply_to_message_id=caller.message_id,
+                user_id=caller.user_id,
+                user_name=caller.user_name,
                 workspace=ws.name,
                 worker=WorkerKind.RESEARCH,
                 title=f"research: {title_of(request, 70)}",
@@ -178,11 +251,13 @@ class Crew:
             raise ToolError(
                 f"worker must be one of code, frontend, test (got {worker!r}); use start_research for research"
             )
-        ws = self.workspaces.resolve(workspace)
+        ws = await self._workspace_for(caller, workspace, instructions)
         task = await self._submit(
             Task(
                 chat_id=chat_id,
                 reply_to_message_id=caller.message_id,
+                user_id=caller.user_id,
+                user_name=caller.user_name,
                 workspace=ws.name,
                 worker=kind,
                 title=title_of(instructions),
@@ -256,6 +331,7 @@ class Crew:
     async def approve_proposal(self, caller: Caller, proposal_id: int | None = None, notes: str | None = None) -> str:
         chat_id = caller.chat_id
         proposal = await self._pick_proposal(chat_id, proposal_id)
+        await self._workspace_for(caller, proposal.workspace, f"to approve proposal #{proposal.id}")
         await self._check_budget()
         instructions = (
             f"Implement this approved proposal in the workspace, exactly as written (the user approved "
@@ -266,6 +342,8 @@ class Crew:
             Task(
                 chat_id=chat_id,
                 reply_to_message_id=caller.message_id,
+                user_id=caller.user_id,
+                user_name=caller.user_name,
                 workspace=proposal.workspace,
                 worker=WorkerKind.CODE,
                 title=f"proposal #{proposal.id}: {title_of(proposal.request, 60)}",
@@ -294,8 +372,8 @@ class Crew:
         return "\n".join(task_line(t) for t in tasks) if tasks else "No tasks yet."
 
     async def cancel_task(self, caller: Caller, task_id: int) -> str:
-        chat_id = caller.chat_id
-        task = await self._own_task(chat_id, task_id)
+        task = await self._task_for(caller, task_id)
+        self._starter_or_owner(caller, task, "cancel")
         if not task.status.is_cancellable:
             return f"Task #{task.id} is already {task.status.value}; nothing to cancel."
         if not await self.runner.cancel(task.id):
@@ -307,8 +385,8 @@ class Crew:
 
     async def message_task(self, caller: Caller, task_id: int, text: str) -> str:
         """A note for a running worker, read before its next step; a task that is not running gets a clear no."""
-        chat_id = caller.chat_id
-        task = await self._own_task(chat_id, task_id)
+        task = await self._task_for(caller, task_id)
+        self._starter_or_owner(caller, task, "steer")
         text = str(text).strip()
         if not text:
             raise ToolError("the note is empty")
@@ -340,17 +418,16 @@ class Crew:
         return crew_texts.task_text(task, await self.store.criteria(task.id), events, shown.content if shown else None)
 
     async def merge_task(self, caller: Caller, task_id: int) -> str:
-        chat_id = caller.chat_id
-        task = await self.store.get_task(int(task_id))
-        if task is not None and task.chat_id == chat_id and task.status.is_active:
+        task = await self._task_for(caller, task_id)
+        if task.status.is_active:
             raise ToolError(f"task #{task_id} is still {task.status.value}; merge it when it has ended")
-        return await self.merge(chat_id, int(task_id))
+        return await self.merge(caller, int(task_id))
 
     async def discard_task(self, caller: Caller, task_id: int) -> str:
-        chat_id = caller.chat_id
-        return await self.discard(chat_id, int(task_id))
+        return await self.discard(caller, int(task_id))
 
     async def create_workspace(self, caller: Caller, name: str) -> str:
+        await self._owners_only(caller, "create a workspace", f"to create the workspace {name!r}")
         ws = await create_workspace(self.workspaces, name, git_identity(self.settings))
         if self.repo_map is not None:
             self.repo_map.index_in_background(ws.name, ws.path)
@@ -358,9 +435,9 @@ class Crew:
             f"Created workspace {ws.name} (a new git repository with an initial commit); start work in it by that name."
         )
 
-    # ---- buttons -----------------------------------------------------------------------------
-    async def _branch_task(self, chat_id: int, task_id: int) -> tuple[Task, TaskWorktree]:
-        task = await self._own_task(chat_id, task_id)
+    # ---- buttons (and the tools above) -----------------------------------------------------------
+    async def _branch_task(self, caller: Caller, task_id: int, anywhere: bool) -> tuple[Task, TaskWorktree]:
+        task = await self._task_for(caller, task_id, anywhere=anywhere)
         if not task.branch or not task.base_commit:
             raise ToolError(f"task #{task_id} has no branch")
         repo = self.workspaces.resolve(task.workspace).path
@@ -373,14 +450,31 @@ class Crew:
         )
         return task, tree
 
-    async def merge(self, chat_id: int, task_id: int) -> str:
-        _, tree = await self._branch_task(chat_id, task_id)
+    async def _owner_decision(self, caller: Caller, task_id: int, doing: str, anywhere: bool) -> Task:
+        """Merge and Discard are owners' decisions: a member's request goes to the owners with the task's buttons."""
+        task = await self._task_for(caller, task_id, anywhere=anywhere)
+        await self._owners_only(
+            caller, doing, f"to {doing} **task #{task.id}**: {task.title}", branch_buttons(task.id, task.status)
+        )
+        return task
+
+    async def _tell_task_chat(self, caller: Caller, task: Task, text: str) -> None:
+        """An owner decided from another chat (a request handed to them): the task's conversation hears it too."""
+        if task.chat_id != caller.chat_id:
+            with contextlib.suppress(Exception):
+                await self.notifier.send(task.chat_id, f"{text} (decided by an owner)")
+
+    async def merge(self, caller: Caller, task_id: int, *, anywhere: bool = False) -> str:
+        task = await self._owner_decision(caller, task_id, "merge", anywhere)
+        _, tree = await self._branch_task(caller, task_id, anywhere)
         result = await merge_task_branch(tree, git_identity(self.settings))
+        await self._tell_task_chat(caller, task, result.message)
         return result.message
 
-    async def diff(self, chat_id: int, task_id: int) -> tuple[bytes, str]:
+    async def diff(self, caller: Caller, task_id: int, *, anywhere: bool = False) -> tuple[bytes, str]:
         """The task's capped diff (git_diff) and a caption saying what it leaves out."""
-        _, tree = await self._branch_task(chat_id, task_id)
+        task, tree = await self._branch_task(caller, task_id, anywhere)
+        self._starter_or_owner(caller, task, "see the diff of")
         with tempfile.TemporaryFile() as out:  # git streams into the file; only the capped result is read back
             report = await git_diff.write_diff(tree, out)
             out.seek(0)
@@ -388,21 +482,25 @@ class Crew:
         note = report.note()
         return data, f"Diff of task #{task_id}" + (f" ({note})" if note else "")
 
-    async def discard(self, chat_id: int, task_id: int) -> str:
+    async def discard(self, caller: Caller, task_id: int, *, anywhere: bool = False) -> str:
         """Throw a task's work away: stop it if it is still active or interrupted, then delete its branch."""
-        task = await self._own_task(chat_id, task_id)
+        task = await self._owner_decision(caller, task_id, "discard", anywhere)
         if task.status.is_cancellable:
             await self.runner.cancel(task_id)
             task = await self.store.get_task(task_id)  # a worker may have made its branch meanwhile
         if not task.branch or not task.base_commit:
-            return f"Task #{task_id} was discarded; it had no branch."
-        _, tree = await self._branch_task(chat_id, task_id)
-        freed = await discard_task_worktree(tree)
-        cleaned = f" ({human_size(freed)} of its files removed from `.git`)" if freed else ""
-        return f"Task #{task_id} was discarded; its branch `{tree.branch}` was deleted{cleaned}."
+            text = f"Task #{task_id} was discarded; it had no branch."
+        else:
+            _, tree = await self._branch_task(caller, task_id, anywhere)
+            freed = await discard_task_worktree(tree)
+            cleaned = f" ({human_size(freed)} of its files removed from `.git`)" if freed else ""
+            text = f"Task #{task_id} was discarded; its branch `{tree.branch}` was deleted{cleaned}."
+        await self._tell_task_chat(caller, task, text)
+        return text
 
-    async def resume(self, chat_id: int, task_id: int) -> str:
-        task = await self._own_task(chat_id, task_id)
+    async def resume(self, caller: Caller, task_id: int) -> str:
+        task = await self._task_for(caller, task_id)
+        self._starter_or_owner(caller, task, "resume")
         if task.status is not TaskStatus.INTERRUPTED:
             return f"Task #{task_id} is {task.status.value}; only interrupted tasks can be resumed."
         steps = [e.detail for e in await self.store.task_events(task_id) if e.kind == "step"][-15:]

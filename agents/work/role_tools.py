@@ -63,7 +63,8 @@ class RoleCallbacks:
 
     async def on_usage(self, response: anthropic.types.Message) -> None:
         task = self.task
-        await self.store.record_usage(usage_record(response, f"{task.worker.value}-worker", task.chat_id, task.id))
+        agent = f"{task.worker.value}-worker"
+        await self.store.record_usage(usage_record(response, agent, task.chat_id, task.id, task.user_id))
 
     async def ask_network(self, command: str) -> NetworkDecision:
         """run_command(network=true): the owner is asked (the progress message says so while it waits)."""

@@ -100,7 +100,11 @@ class TaskExecutor:
         self.attachments = Attachments.from_settings(settings)
         self.stopping = False  # set when the bot shuts down: running tasks become interrupted, not cancelled
         self.network = NetworkGate(
-            NetworkPolicy(settings.sandbox_network), store, notifier, settings.sandbox_network_answer_seconds
+            NetworkPolicy(settings.sandbox_network),
+            store,
+            notifier,
+            settings.sandbox_network_answer_seconds,
+            settings.is_owner,
         )
         self.mcp = TaskMcp.from_settings(settings, self.chromium)  # the owner's MCP servers and the browser (issue 24)
 

@@ -237,6 +237,7 @@ class BotMessage:
     edit_date: int | None = None
     deleted: bool = False
     history: list[MessageVersion] = field(default_factory=list)
+    thread_id: int | None = None  # the forum topic it was sent in (message_thread_id)
 
     @property
     def html(self) -> str | None:
@@ -390,6 +391,17 @@ def _utf16_length(text: str) -> int:
     return len(text.encode("utf-16-le")) // 2
 
 
+@dataclass
+class Topic:
+    """A forum topic: its thread id is the id of its creation message, as in Telegram."""
+
+    chat_id: int
+    thread_id: int
+    name: str
+    closed: bool = False
+    deleted: bool = False
+
+
 class FakeTelegram:
     """A loopback Bot API server with an injection, fault and inspection API for tests."""
 
@@ -417,6 +429,7 @@ class FakeTelegram:
         self._user_messages: dict[tuple[int | str, int], dict[str, Any]] = {}
         self._next_message_id: dict[int | str, int] = {}
         self._chats: dict[int | str, dict[str, Any]] = {}
+        self.topics: dict[tuple[int, int], Topic] = {}  # (chat, thread) → a forum topic (create_topic)
         self._files: dict[str, StoredFile] = {}
         self._files_by_path: dict[str, StoredFile] = {}
         self._file_numbers = itertools.count(1)
@@ -654,6 +667,7 @@ class FakeTelegram:
         first_name: str,
         content: dict[str, Any],
         reply_to_message_id: int | None = None,
+        thread_id: int | None = None,
     ) -> dict[str, Any]:
         with self._cond:
             user = self._user_dict(user_id, username, first_name)
@@ -665,6 +679,11 @@ class FakeTelegram:
                 "from": user,
                 **content,
             }
+            if thread_id is not None:  # as Telegram: in a topic, a message that replies to nothing points at its root
+                self._open_topic(chat_key, thread_id)
+                message["message_thread_id"] = thread_id
+                message["is_topic_message"] = True
+                reply_to_message_id = reply_to_message_id or thread_id
             if reply_to_message_id is not None:
                 message["reply_to_message"] = self._message_payload(chat_key, reply_to_message_id)
             self._user_messages[(chat_key, message["message_id"])] = message
@@ -702,8 +721,76 @@ class FakeTelegram:
         username: str | None = None,
         first_name: str = "Tester",
         reply_to_message_id: int | None = None,
+        thread_id: int | None = None,
     ) -> dict[str, Any]:
-        return self._inject_message(user_id, chat_id, username, first_name, {"text": text}, reply_to_message_id)
+        return self._inject_message(
+            user_id, chat_id, username, first_name, {"text": text}, reply_to_message_id, thread_id
+        )
+
+    # ------------------------------------------------------------------ forum topics
+    def make_forum(self, chat_id: int, title: str = "Team") -> None:
+        """Make a supergroup a forum (a group with topics)."""
+        with self._cond:
+            self._chats[chat_id] = {"id": chat_id, "type": "supergroup", "title": title, "is_forum": True}
+
+    def create_topic(self, chat_id: int, name: str, user_id: int, announce: bool = True) -> int:
+        """A user creates a topic: its creation message (a service message the bot receives when `announce`);
+        returns the topic's thread id."""
+        with self._cond:
+            user = self._user_dict(user_id, None, "Tester")
+            message_id = self._new_message_id(chat_id)
+            message = {
+                "message_id": message_id,
+                "date": int(time.time()),
+                "chat": self._chat_for(chat_id, user),
+                "from": user,
+                "message_thread_id": message_id,
+                "is_topic_message": True,
+                "forum_topic_created": {"name": name, "icon_color": 7322096},
+            }
+            self._user_messages[(chat_id, message_id)] = message
+            self.topics[(chat_id, message_id)] = Topic(chat_id, message_id, name)
+            if announce:
+                self._queue_update("message", message)
+            return message_id
+
+    def close_topic(self, chat_id: int, thread_id: int) -> None:
+        with self._cond:
+            self.topics[(chat_id, thread_id)].closed = True
+
+    def delete_topic(self, chat_id: int, thread_id: int) -> None:
+        """The topic and its messages are gone (sending to it: "message thread not found")."""
+        with self._cond:
+            self.topics[(chat_id, thread_id)].deleted = True
+            for message in self._bot_messages.get(chat_id, []):
+                if message.thread_id == thread_id:
+                    message.deleted = True
+            for key, message in list(self._user_messages.items()):
+                if key[0] == chat_id and message.get("message_thread_id") == thread_id:
+                    del self._user_messages[key]
+
+    def messages_in_topic(self, chat_id: int, thread_id: int | None) -> list[BotMessage]:
+        """The bot's messages in one topic (None: outside every topic: the general topic)."""
+        with self._lock:
+            return [m for m in self._bot_messages.get(chat_id, []) if m.thread_id == thread_id]
+
+    def _open_topic(self, chat_id: int | str, thread_id: int) -> Topic:
+        topic = self.topics.get((chat_id, thread_id))  # type: ignore[arg-type]
+        if topic is None or topic.deleted:
+            raise _bad_request("message thread not found")
+        if topic.closed:
+            raise _bad_request("TOPIC_CLOSED")
+        return topic
+
+    def _thread_of(self, chat_id: int | str, params: dict[str, Any]) -> int | None:
+        """A send's message_thread_id, checked as Telegram does (only forum groups have topics)."""
+        thread_id = params.get("message_thread_id")
+        if thread_id in (None, ""):
+            return None
+        if not self._chats.get(chat_id, {}).get("is_forum"):
+            raise _bad_request("message thread not found")
+        self._open_topic(chat_id, int(thread_id))
+        return int(thread_id)
 
     def send_command(
         self,
@@ -712,13 +799,15 @@ class FakeTelegram:
         chat_id: int | None = None,
         username: str | None = None,
         first_name: str = "Tester",
+        thread_id: int | None = None,
     ) -> dict[str, Any]:
         """Inject "/cmd args" (or "/cmd@botname args") with its bot_command entity."""
         if not command.startswith("/"):
             raise ValueError("a command starts with '/'")
         head = command.split(maxsplit=1)[0] if command.strip() else command
         entity = {"type": "bot_command", "offset": 0, "length": _utf16_length(head)}
-        return self._inject_message(user_id, chat_id, username, first_name, {"text": command, "entities": [entity]})
+        content = {"text": command, "entities": [entity]}
+        return self._inject_message(user_id, chat_id, username, first_name, content, thread_id=thread_id)
 
     def send_voice(
         self,
@@ -978,6 +1067,18 @@ class FakeTelegram:
             return None
         raise _bad_request("message to be replied not found")
 
+    def _reply_thread(self, chat_id: int | str, reply_to: int | None) -> int | None:
+        """A reply lands in the topic of the message it replies to (Telegram needs no message_thread_id then)."""
+        if reply_to is None:
+            return None
+        user_message = self._user_messages.get((chat_id, reply_to))
+        if user_message is not None:
+            return user_message.get("message_thread_id") if user_message.get("is_topic_message") else None
+        for message in self._bot_messages.get(chat_id, []):
+            if message.message_id == reply_to:
+                return message.thread_id
+        return None
+
     def _message_exists(self, chat_id: int | str, message_id: int) -> bool:
         if (chat_id, message_id) in self._user_messages:
             return True
@@ -1016,6 +1117,9 @@ class FakeTelegram:
             stored = self._files[message.file_id]
             width, height = _image_size(stored.data) or (0, 0)
             payload["photo"] = [{**self._file_fields(stored), "width": width, "height": height}]
+        if message.thread_id is not None:
+            payload["message_thread_id"] = message.thread_id
+            payload["is_topic_message"] = True
         if message.reply_markup is not None:
             payload["reply_markup"] = copy.deepcopy(message.reply_markup)
         if message.edit_date is not None:
@@ -1197,6 +1301,7 @@ class FakeTelegram:
         markup = params.get("reply_markup")
         _validate_reply_markup(markup)
         with self._cond:
+            thread_id = self._thread_of(chat_id, params)
             reply_to = self._check_reply(chat_id, params)
             message = BotMessage(
                 chat_id=chat_id,
@@ -1209,6 +1314,7 @@ class FakeTelegram:
                 reply_to_message_id=reply_to,
                 date=int(time.time()),
                 entities=entities,
+                thread_id=thread_id if thread_id is not None else self._reply_thread(chat_id, reply_to),
             )
             return self._store_bot_message(message)
 
@@ -1232,6 +1338,7 @@ class FakeTelegram:
             if width and height and (width + height > 10000 or max(width, height) / min(width, height) > 20):
                 raise _bad_request("PHOTO_INVALID_DIMENSIONS")
         with self._cond:
+            thread_id = self._thread_of(chat_id, params)
             reply_to = self._check_reply(chat_id, params)
             if existing is None:
                 assert upload is not None
@@ -1254,6 +1361,7 @@ class FakeTelegram:
                 filename=existing.filename,
                 mime_type=existing.mime_type,
                 file_id=existing.file_id,
+                thread_id=thread_id if thread_id is not None else self._reply_thread(chat_id, reply_to),
             )
             return self._store_bot_message(message)
 
@@ -1342,6 +1450,7 @@ class FakeTelegram:
         if action not in _CHAT_ACTIONS:
             raise _bad_request("wrong parameter action in request")
         with self._cond:
+            self._thread_of(chat_id, params)
             self.chat_actions.append((chat_id, action))
             self._cond.notify_all()
         return True

@@ -1,0 +1,172 @@
+"""Owners and members (issue 26) at the crew, where roles are enforced: an in-memory store, real git workspaces, a
+recording notifier; no PTB, no SDK. The end-to-end runs through the fake Bot API are in test_team_e2e.py."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agents.core.errors import ToolError
+from agents.core.models import Caller, Task, TaskStatus, WorkerKind
+from agents.core.settings import Settings
+from agents.store.conversations import TOPIC_BASE, Place
+from agents.store.database import Store
+from agents.tools.workspaces import Workspaces
+from agents.work.crew import Crew
+from agents.work.task_runner import TaskRunner
+from tests.conftest import CALC_BUGGY, make_repo
+
+OWNER, MEMBER, OTHER_MEMBER = 1, 2, 3
+CHAT = -100700
+
+
+class RecordingNotifier:
+    """A Notifier that keeps what the crew sent and handed to the owners."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[int, str]] = []
+        self.asked: list[tuple[int, str, Any]] = []
+
+    async def send(self, chat_id: int, markdown: str, *, buttons: Any = None, reply_to: int | None = None) -> int:
+        self.sent.append((chat_id, markdown))
+        return len(self.sent)
+
+    async def edit(self, chat_id: int, message_id: int, markdown: str, *, buttons: Any = None) -> None: ...
+
+    async def send_document(self, chat_id: int, filename: str, data: bytes, caption: str = "") -> None: ...
+
+    async def send_photo(self, chat_id: int, data: bytes, caption: str = "") -> None: ...
+
+    async def ask_owners(self, chat_id: int, markdown: str, *, buttons: Any = None) -> list[tuple[int, int]]:
+        self.asked.append((chat_id, markdown, buttons))
+        return [(chat_id, 99)]
+
+
+@pytest.fixture
+async def store() -> AsyncIterator[Store]:
+    store = await Store.open(":memory:")
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
+@pytest.fixture
+def crew(tmp_path: Path, store: Store) -> Crew:
+    root = tmp_path / "workspaces"
+    make_repo(root / "calc", CALC_BUGGY)
+    make_repo(root / "site", {"index.html": "<h1>hi</h1>\n"})
+    bot_repo = make_repo(tmp_path / "self", {"README.md": "# me\n"})
+    settings = Settings(
+        _env_file=None,  # type: ignore[call-arg]
+        telegram_bot_token="1:x",
+        anthropic_api_key="sk-unit",
+        allowed_user_ids=f"{OWNER},{MEMBER},{OTHER_MEMBER}",
+        owner_user_ids=str(OWNER),
+        workspace_path=root,
+        bot_repository=bot_repo,
+        database_path=tmp_path / "unused.db",
+    )
+
+    async def never_runs(task: Task) -> None:
+        raise AssertionError("no task runs in these tests")
+
+    runner = TaskRunner(store, never_runs, 1)
+    runner.wake = lambda: None  # type: ignore[method-assign]
+    return Crew(settings, store, Workspaces(root, bot_repo), runner, RecordingNotifier())
+
+
+def member(chat: int = CHAT, user: int = MEMBER) -> Caller:
+    return Caller(chat_id=chat, user_id=user, user_name=f"@user{user}")
+
+
+def owner(chat: int = CHAT) -> Caller:
+    return Caller(chat_id=chat, user_id=OWNER, user_name="@boss")
+
+
+async def ended_task(store: Store, by: int, chat: int = CHAT) -> Task:
+    task = await store.add_task(
+        Task(chat_id=chat, workspace="calc", worker=WorkerKind.CODE, title="fix add", instructions="x", user_id=by)
+    )
+    await store.update_task(task.id, status=TaskStatus.COMPLETED)
+    return await store.get_task(task.id)
+
+
+def test_owners_default_to_every_allowed_user(tmp_path: Path) -> None:
+    alone = Settings(
+        _env_file=None,  # type: ignore[call-arg]
+        telegram_bot_token="1:x",
+        anthropic_api_key="k",
+        allowed_user_ids="5,6",
+        workspace_path=tmp_path,
+    )
+    assert alone.owners == {5, 6} and alone.is_owner(6)
+
+
+async def test_a_members_merge_is_refused_and_handed_to_the_owners(crew: Crew, store: Store) -> None:
+    task = await ended_task(store, by=MEMBER)
+    with pytest.raises(ToolError, match=r"^only an owner can merge; I've asked them$"):
+        await crew.merge_task(member(), task.id)
+    ((where, request, buttons),) = crew.notifier.asked
+    assert where == CHAT and request.startswith("🙋 @user2 asks to merge **task #1**")
+    assert [b.data for b in buttons[0]] == ["task:merge:1", "task:diff:1", "task:discard:1"]
+    with pytest.raises(ToolError, match="only an owner can discard"):
+        await crew.discard(member(), task.id, anywhere=True)  # a button: the same rule
+
+
+async def test_members_act_on_their_own_tasks_only(crew: Crew, store: Store) -> None:
+    mine = await store.add_task(
+        Task(chat_id=CHAT, workspace="calc", worker=WorkerKind.CODE, title="t", instructions="x", user_id=MEMBER)
+    )
+    with pytest.raises(ToolError, match=r"task #1 is not yours: only the member who started it or an owner"):
+        await crew.cancel_task(member(user=OTHER_MEMBER), mine.id)
+    with pytest.raises(ToolError, match="only the member who started it"):
+        await crew.message_task(member(user=OTHER_MEMBER), mine.id, "stop")
+    assert (await crew.cancel_task(owner(), mine.id)).startswith("Task #1"), "an owner may (no ToolError)"
+    assert (await crew.cancel_task(member(), mine.id)).startswith("Task #1"), "and so may its starter"
+
+
+async def test_owner_only_work_is_refused_to_members(crew: Crew, store: Store) -> None:
+    with pytest.raises(ToolError, match="only an owner can create a workspace"):
+        await crew.create_workspace(member(), "blog")
+    with pytest.raises(ToolError, match="only an owner can work on the bot's own code"):
+        await crew.start_task(member(), "self", "code", "add /restart", True)
+    with pytest.raises(ToolError, match="only an owner can work on the bot's own code"):
+        await crew.start_research(member(), "self", "how are handlers wired?")
+    assert await store.list_tasks(CHAT) == []
+    assert "Task #1" in await crew.start_task(owner(), "self", "code", "add /restart", True)
+
+
+async def test_an_owner_acts_on_a_handed_request_from_their_own_chat(crew: Crew, store: Store) -> None:
+    task = await ended_task(store, by=MEMBER)
+    with pytest.raises(ToolError, match="no task #1"):  # a tool call is confined to its conversation
+        await crew.discard_task(owner(chat=OWNER), task.id)
+    text = await crew.discard(owner(chat=OWNER), task.id, anywhere=True)  # the request's button, in the owner's chat
+    assert text.startswith("Task #1 was discarded")
+    assert crew.notifier.sent == [(CHAT, f"{text} (decided by an owner)")], "the task's conversation is told"
+    with pytest.raises(ToolError, match="no task #1"):
+        await crew.discard(member(chat=MEMBER), task.id, anywhere=True)  # a member's press never reaches across
+
+
+async def test_a_topic_is_a_conversation_with_its_own_workspace(crew: Crew, store: Store) -> None:
+    conversations = store.conversations
+    first = await conversations.topic(CHAT, 12, "calc")
+    assert first >= TOPIC_BASE and await conversations.topic(CHAT, 12) == first
+    assert await conversations.topic(CHAT, 13, "") != first
+    assert await conversations.place(first) == Place(CHAT, 12, "calc")
+    await crew.auto_bind(first, "calc")
+    assert await conversations.bound_workspace(first) == "calc"
+    await crew.auto_bind(await conversations.topic(CHAT, 14, "lunch plans"), "lunch plans")
+    assert await conversations.bound_workspace(TOPIC_BASE + 3) is None, "a name that is no workspace binds nothing"
+
+    started = await crew.start_task(member(chat=first), "", "code", "fix the failing test", True)
+    assert "workspace calc" in started and (await store.get_task(1)).workspace == "calc"
+    with pytest.raises(ToolError, match="no workspace named"):
+        await crew.start_task(member(), "", "code", "fix it", True)
+    assert "now works in **site**" in await crew.bind_workspace(member(chat=first), "site")
+    assert await conversations.bound_workspace(first) == "site"
+    await crew.auto_bind(first, "calc")  # a binding someone made is never replaced by the topic's name
+    assert await conversations.bound_workspace(first) == "site"

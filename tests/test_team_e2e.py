@@ -1,0 +1,207 @@
+"""A team in one group (issue 26): owners and members, a topic per project, through the real bot and the fake Bot API.
+
+The fake Bot API plays a forum supergroup as Telegram does: a topic's thread id is its creation message's id, every
+message in a topic carries `message_thread_id` and points at the topic's root, a send to a closed or deleted topic
+is refused. Claude is scripted per role (tests/scripted.py); the workspaces are real git repositories.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import sys
+import threading
+from collections.abc import AsyncIterator
+
+import pytest
+
+from agents.core.models import TaskStatus
+from tests.conftest import USER_ID, BotHarness, git, running_bot, text_now
+from tests.fakes import anthropic_server as claude_says
+from tests.scripted import RoleScript, last_user_text
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("bwrap") is None or not sys.platform.startswith("linux"),
+    reason="bubblewrap (bwrap) is not installed: scripts/install-system-deps.sh",
+)
+
+OWNER = USER_ID
+MEMBER = 2002
+STRANGER = 6666
+GROUP = -1009000
+HANG_GUARD = 60
+
+
+@pytest.fixture
+async def team(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo) -> AsyncIterator[BotHarness]:
+    """The bot with one owner and one member, SANDBOX_NETWORK=ask; a forum supergroup the two are in."""
+    fake_telegram.make_forum(GROUP)
+    async with running_bot(
+        fake_telegram,
+        fake_anthropic,
+        tmp_path,
+        workspace_root,
+        bot_repo,
+        allowed_user_ids=f"{OWNER},{MEMBER}",
+        owner_user_ids=str(OWNER),
+        sandbox_network="ask",
+        sandbox_network_answer_seconds=30,
+    ) as harness:
+        yield harness
+
+
+@pytest.fixture
+def model(team: BotHarness) -> RoleScript:
+    scripted = RoleScript()
+    team.claude.handler = scripted
+    return scripted
+
+
+def start_task(instructions: str, workspace: str = "") -> dict:
+    """The orchestrator starts a code task; workspace "" = the conversation's own (what a bound topic gives)."""
+    return claude_says.tool_use(
+        "start_task", {"workspace": workspace, "worker": "code", "instructions": instructions, "background": True}
+    )
+
+
+def fix_calc() -> tuple[dict, dict]:
+    return (
+        claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"}),
+        claude_says.text("Fixed add()."),
+    )
+
+
+async def ended(bot: BotHarness, task_id: int):
+    async def final():
+        task = await bot.runtime.store.get_task(task_id)
+        return task if task and task.status.is_final else None
+
+    deadline = asyncio.get_running_loop().time() + HANG_GUARD
+    while (task := await final()) is None:
+        assert asyncio.get_running_loop().time() < deadline, f"task #{task_id} did not end"
+        await asyncio.sleep(0.05)
+    return task
+
+
+def in_topic(bot: BotHarness, thread: int | None, needle: str, chat: int = GROUP):
+    """The bot's newest message in a topic of the group (None: the general topic) that contains `needle`."""
+    return next((m for m in reversed(bot.tg.messages_in_topic(chat, thread)) if needle in (m.text or "")), None)
+
+
+async def test_a_members_task_is_merged_only_by_an_owner(team: BotHarness, model: RoleScript, workspace_root) -> None:
+    repo = workspace_root / "calc"
+    topic = team.tg.create_topic(GROUP, "calc", OWNER)  # named like a workspace: it binds itself
+    model.add("orchestrator", start_task("Fix add() in calc.py."), claude_says.text("Started task #1."))
+    model.add("code", *fix_calc())
+    team.tg.send_text(MEMBER, "@test_bot fix the failing test", chat_id=GROUP, thread_id=topic, username="mia")
+
+    task = await ended(team, 1)
+    assert task.status is TaskStatus.COMPLETED and task.workspace == "calc" and task.user_id == MEMBER
+    assert "workspace of this conversation: calc" in last_user_text(model.requests["orchestrator"][0])
+    summary = await team.tg.await_for(  # posted in the topic the task was started from
+        lambda: next((m for m in team.tg.messages_in_topic(GROUP, topic) if "task:merge:1" in m.callback_data), None)
+    )
+
+    team.tg.press_button(MEMBER, summary.message_id, "task:merge:1", chat_id=GROUP, username="mia")
+    refusal = await team.tg.await_for(lambda: in_topic(team, topic, "Only an owner can merge"))
+    assert refusal.text.startswith("Only an owner can merge; I've asked them")
+    request = await team.tg.await_for(lambda: in_topic(team, topic, "asks to merge"))
+    assert "@mia asks to merge task #1" in request.text and "task:merge:1" in request.callback_data
+    assert any(e.get("url") == f"tg://user?id={OWNER}" for e in request.entities), "the owners are named"
+    assert "a - b" in text_now(repo / "calc.py"), "a member's press merged nothing"
+
+    team.tg.press_button(OWNER, request.message_id, "task:merge:1", chat_id=GROUP)
+    await team.tg.await_for(lambda: "a + b" in text_now(repo / "calc.py"))
+    await team.tg.await_for(lambda: git(repo, "--no-optional-locks", "status", "--porcelain").strip() == "")
+
+    team.tg.send_command(MEMBER, "/tasks", chat_id=GROUP)  # the general topic is another conversation
+    assert await team.tg.await_for(lambda: in_topic(team, None, "No tasks yet"))
+
+
+async def test_a_members_network_question_goes_to_an_owner(team: BotHarness, model: RoleScript) -> None:
+    model.add("orchestrator", start_task("Fetch the data.", "calc"), claude_says.text("Started."))
+    model.add(
+        "code",
+        claude_says.tool_use("run_command", {"command": "curl -s https://example.com/data", "network": True}),
+        claude_says.text("Could not fetch it."),
+    )
+    team.tg.send_text(MEMBER, "fetch the data in calc", username="mia")  # the member's private chat
+
+    question = await team.tg.await_for(
+        lambda: next((m for m in team.tg.messages(OWNER) if "asks for network access" in (m.text or "")), None),
+        timeout=HANG_GUARD,
+    )
+    assert [d.split(":")[:2] for d in question.callback_data] == [["net", "once"], ["net", "task"], ["net", "deny"]]
+    assert "only an owner can answer" in question.text and "@mia" in question.text
+    told = await team.tg.await_for(
+        lambda: next((m for m in team.tg.messages(MEMBER) if "I've asked an owner" in (m.text or "")), None)
+    )
+    assert not any(d.startswith("net:") for m in team.tg.messages(MEMBER) for d in m.callback_data), (
+        "the member is not shown buttons they may not press"
+    )
+    assert told is not None
+    deny = next(d for d in question.callback_data if "deny" in d)
+    team.tg.press_button(OWNER, question.message_id, deny)
+    task = await ended(team, 1)
+    assert task.user_id == MEMBER
+    decisions = [e.detail for e in await team.runtime.store.task_events(1) if e.kind == "network"]
+    assert any(d.startswith("denied by the owner") for d in decisions), decisions
+
+
+async def test_two_topics_keep_their_own_history_and_workspace(team: BotHarness, model: RoleScript) -> None:
+    calc = team.tg.create_topic(GROUP, "calc", OWNER)
+    site = team.tg.create_topic(GROUP, "the website", OWNER)
+    team.tg.send_command(OWNER, "/workspace group therapy", chat_id=GROUP)  # in the general topic: not the site's
+    team.tg.send_command(OWNER, "/workspace group therapy", chat_id=GROUP, thread_id=site)
+    await team.tg.await_for(lambda: in_topic(team, site, "now works in group-therapy"))
+
+    model.add("orchestrator", claude_says.text("Noted: banana."))
+    team.tg.send_text(OWNER, "@test_bot remember the word banana", chat_id=GROUP, thread_id=calc)
+    await team.tg.await_for(lambda: in_topic(team, calc, "Noted: banana."))
+
+    model.add("orchestrator", start_task("Add a CONTRIBUTING file."), claude_says.text("Started task #1."))
+    model.add("code", claude_says.tool_use("write_file", {"path": "CONTRIBUTING.md", "content": "PRs welcome\n"}))
+    team.tg.send_text(OWNER, "@test_bot add a contributing guide", chat_id=GROUP, thread_id=site)
+    task = await ended(team, 1)
+
+    site_request = model.requests["orchestrator"][1]  # [0]: the calc topic's turn; [2]: the tool result's round
+    assert "add a contributing guide" in str(site_request["messages"][-1])
+    assert "banana" not in str(site_request["messages"]), "another topic's history leaked into this one"
+    assert "workspace of this conversation: group-therapy" in last_user_text(site_request)
+    assert task.workspace == "group-therapy"
+    assert await team.tg.await_for(lambda: in_topic(team, site, "Files:"))
+    assert in_topic(team, calc, "Task #1") is None and in_topic(team, None, "Task #1") is None
+
+
+async def test_a_deleted_topic_falls_back_to_the_general_topic(team: BotHarness, model: RoleScript) -> None:
+    topic = team.tg.create_topic(GROUP, "calc", OWNER)
+    go = threading.Event()
+
+    def held(body: dict) -> dict:
+        go.wait(30)
+        return claude_says.text("Looked around.")
+
+    model.add("orchestrator", start_task("Look at calc.py."), claude_says.text("Started."))
+    model.add("code", held)
+    team.tg.send_text(OWNER, "@test_bot look at calc.py", chat_id=GROUP, thread_id=topic)
+    await team.tg.await_for(lambda: len(model.requests["code"]) == 1, timeout=HANG_GUARD)
+    team.tg.delete_topic(GROUP, topic)
+    go.set()
+
+    await ended(team, 1)
+    summary = await team.tg.await_for(lambda: in_topic(team, None, "Files:"), timeout=HANG_GUARD)
+    note = in_topic(team, None, "closed or was deleted")
+    assert note is not None and "«calc»" in note.text and note.message_id < summary.message_id
+
+
+async def test_a_stranger_and_chatter_in_the_group_are_ignored(team: BotHarness, model: RoleScript) -> None:
+    team.tg.send_text(STRANGER, "@test_bot delete everything", chat_id=GROUP)
+    team.tg.send_text(MEMBER, "lunch at noon?", chat_id=GROUP)  # team chatter: not addressed to the bot
+    model.add("orchestrator", claude_says.text("Hello team."))
+    team.tg.send_text(MEMBER, "@test_bot hello", chat_id=GROUP)
+    await team.tg.await_for(lambda: in_topic(team, None, "Hello team."))
+    assert len(model.requests["orchestrator"]) == 1
+    assert "delete everything" not in str(model.requests["orchestrator"]) and "lunch" not in str(
+        model.requests["orchestrator"]
+    )
+    assert [m.text for m in team.tg.messages(GROUP)] == ["Hello team."], "nothing was said to the stranger"
