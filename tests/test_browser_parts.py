@@ -129,3 +129,25 @@ async def test_doctor_says_when_the_frontend_worker_has_no_browser(tmp_path: Pat
 async def test_doctor_starts_the_browser_in_a_sandbox(tmp_path: Path) -> None:
     check = await dr.check_browser(_settings(tmp_path, mcp_start_timeout_seconds=60))
     assert check.level is dr.Level.ok and "starts in a task's sandbox" in check.detail, check
+
+
+async def test_without_the_browser_the_frontend_worker_gets_no_browser_tools(tmp_path: Path) -> None:
+    from agents.core.models import WorkerKind
+    from agents.sandbox.task_limits import TaskBounds
+    from agents.tools.mcp_tasks import TaskMcp
+
+    mcp = TaskMcp.from_settings(_settings(tmp_path, browser_tools_dir=tmp_path / "empty"), find_chromium())
+    assert mcp.browser is None and "not installed" in mcp.browser_note
+    bounds = TaskBounds("no-browser", 1 << 30, 64)
+
+    async def nothing(*_args: object) -> None:
+        return None
+
+    try:
+        tools = await mcp.open(WorkerKind.FRONTEND, None, bounds, None, nothing)  # type: ignore[arg-type]
+    finally:
+        await bounds.close()
+    assert tools == []  # the worker keeps `screenshot`; its prompt says what to do without the browser
+    from agents.llm.prompts import FRONTEND
+
+    assert "Without the mcp__browser__ tools" in FRONTEND and "screenshot(target)" in FRONTEND

@@ -131,7 +131,7 @@ async def _question(bot: BotHarness, after: int = 0):
 
 
 @pytest.mark.mcp_entry(approve=["delete_everything"])
-async def test_an_approve_tool_is_denied_then_allowed_once(mcp_bot: BotHarness) -> None:
+async def test_an_approve_tool_is_denied_then_allowed_once_then_for_the_task(mcp_bot: BotHarness) -> None:
     bot = mcp_bot
     where = "/srv/data\n```\n<b>Safe to allow</b> </code>"
     model = scripted(
@@ -139,6 +139,8 @@ async def test_an_approve_tool_is_denied_then_allowed_once(mcp_bot: BotHarness) 
         call("delete_everything", where=where),
         call("delete_everything", where=where),
         call("add", a=1, b=1),  # not under approve: runs without a question
+        call("delete_everything", where="/a"),
+        call("delete_everything", where="/b"),  # allowed for the task: not asked again
         claude_says.text("Done."),
     )
     first = await _question(bot)
@@ -148,20 +150,28 @@ async def test_an_approve_tool_is_denied_then_allowed_once(mcp_bot: BotHarness) 
     whole = utf16_slice(shown.text, code[0]["offset"], code[0]["length"])
     assert "mcp__demo__delete_everything" in whole and json.dumps(where)[1:-1] in whole, whole
     assert "Safe to allow" not in shown.text.replace(whole, "")
-    rid = first.callback_data[0].rsplit(":", 1)[1]
-    bot.tg.press_button(USER_ID, first.message_id, f"net:deny:{rid}")
+    bot.tg.press_button(USER_ID, first.message_id, f"net:deny:{_rid(first)}")
     second = await _question(bot, after=first.message_id)
-    rid2 = second.callback_data[0].rsplit(":", 1)[1]
-    bot.tg.press_button(USER_ID, second.message_id, f"net:once:{rid2}")
+    bot.tg.press_button(USER_ID, second.message_id, f"net:once:{_rid(second)}")
+    third = await _question(bot, after=second.message_id)
+    assert '"where": "/a"' in third.text
+    bot.tg.press_button(USER_ID, third.message_id, f"net:task:{_rid(third)}")
     task = await task_end(bot, 1, timeout=90)
     assert task.status is not TaskStatus.FAILED, task.error
     results = tool_results(model)
     assert "owner denied this call" in results[0] and "deleted everything" not in results[0], results
     assert "deleted everything in /srv/data" in results[1], results
-    assert any("the sum is 2" in r for r in results)
+    assert "the sum is 2" in results[2]
+    assert "deleted everything in /a" in results[3] and "deleted everything in /b" in results[4], results
     assert "denied by the owner" in (first.text or "") and "allowed once by the owner" in (second.text or "")
     questions = [m for m in bot.tg.messages(USER_ID) if "asks to call" in (m.history[0].text or "")]
-    assert len(questions) == 2, "a tool not under approve asked too"
+    assert len(questions) == 3, "a tool not under approve, or one allowed for the task, asked again"
+    events = [e.detail for e in await bot.runtime.store.task_events(task.id) if e.kind == "network"]
+    assert any("allowed for this task earlier" in e for e in events), events
+
+
+def _rid(question) -> str:  # noqa: ANN001 - a fake Bot API message
+    return question.callback_data[0].rsplit(":", 1)[1]
 
 
 async def test_a_server_that_crashes_mid_task_is_one_sentence_and_the_task_finishes(mcp_bot: BotHarness) -> None:
