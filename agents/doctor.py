@@ -464,11 +464,11 @@ async def check_browser(settings: Settings) -> Check:
             "make setup (scripts/install-browser.sh) where node, npm and chromium are installed",
         )
     try:
-        count = await probe_mcp(browser.config(install, proxy=False), settings)
+        count = await probe_mcp(browser.config(install, proxy=False), settings, call="list_pages")
     except ToolError as err:
         return Check(Level.warn, "browser", f"{what} does not start: {err}", "run it by hand to see why")
     pinned = "" if install.version == browser.VERSION else f" (the set-up pins {browser.VERSION})"
-    return Check(Level.ok, "browser", f"{what}{pinned} starts in a task's sandbox ({count} tools)")
+    return Check(Level.ok, "browser", f"{what}{pinned} starts in a task's sandbox, Chromium too ({count} tools)")
 
 
 async def check_mcp_servers(settings: Settings) -> list[Check]:

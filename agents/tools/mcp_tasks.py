@@ -183,9 +183,10 @@ class Gates:
     whole_task: Callable[[], bool]  # the network is allowed for the rest of the task (Allow for this task, on)
 
 
-async def probe(config: McpServerConfig, settings: Settings) -> int:
+async def probe(config: McpServerConfig, settings: Settings, call: str | None = None) -> int:
     """Start `config` as a task would (a sandbox of an empty folder), count its tools, end it (`agentlab doctor`);
-    raises ToolError saying why it does not start."""
+    with `call`, that tool (no arguments) must answer without an error too (the browser's `list_pages` starts
+    Chromium). Raises ToolError saying why it does not start."""
     with tempfile.TemporaryDirectory(prefix="agentlab-doctor-") as folder:
         bounds = TaskBounds("doctor", settings.sandbox_max_memory_mb << 20, settings.sandbox_max_processes)
         sandbox = None
@@ -195,7 +196,13 @@ async def probe(config: McpServerConfig, settings: Settings) -> int:
         timeouts = McpTimeouts(settings.mcp_start_timeout_seconds, settings.mcp_call_timeout_seconds)
         session = McpSession(config.name, connector(config, sandbox), timeouts.start, timeouts.call)
         try:
-            return len(await session.start())
+            count = len(await session.start())
+            if call is not None:
+                answer = await session.call(call, {})
+                if answer.is_error:
+                    said = " ".join(getattr(c, "text", "") for c in answer.content)[:300]
+                    raise ToolError(f"its {call} failed: {said}")
+            return count
         finally:
             await session.close()
             await bounds.close()
