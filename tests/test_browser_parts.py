@@ -151,3 +151,35 @@ async def test_without_the_browser_the_frontend_worker_gets_no_browser_tools(tmp
     from agents.llm.prompts import FRONTEND
 
     assert "Without the mcp__browser__ tools" in FRONTEND and "screenshot(target)" in FRONTEND
+
+
+@needs_bwrap
+async def test_a_research_workers_server_gets_an_empty_folder_and_the_workspace_read_only(tmp_path: Path) -> None:
+    import dataclasses
+
+    from agents.core.models import WorkerKind
+    from agents.sandbox.bwrap import spec_for
+    from agents.sandbox.task_limits import TaskBounds
+    from agents.tools.mcp_config import parse_entry
+    from agents.tools.mcp_tasks import Gates, McpTimeouts, TaskMcp
+
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    (workspace / "README.md").write_text("the workspace\n")
+    entry = {"command": sys.executable, "args": [str(DEMO)], "env": {"DEMO_NOTE": str(workspace / "README.md")}}
+    config = parse_entry("demo", {**entry, "roles": ["research"]})
+    mcp = TaskMcp([config], McpTimeouts(20, 20))
+    bounds = TaskBounds("research", 1 << 30, 64)
+    sandbox = dataclasses.replace(spec_for(workspace, extra_read_only=[DEMO.parent]), task=bounds)
+
+    async def nothing(*_args: object) -> None:
+        return None
+
+    gates = Gates(lambda _config: nothing, nothing, lambda: False)  # type: ignore[arg-type]
+    try:
+        assert await mcp.open(WorkerKind.CODE, sandbox, bounds, gates, nothing) == []  # roles: research only
+        tools = {t.name: t for t in await mcp.open(WorkerKind.RESEARCH, sandbox, bounds, gates, nothing)}
+        said = (await tools["mcp__demo__note"].handler()).content
+    finally:
+        await bounds.close()
+    assert "note: the workspace" in said and f"cwd: {workspace}" not in said and "agentlab-mcp-research" in said
