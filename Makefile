@@ -29,10 +29,12 @@ $(STAMP): pyproject.toml | $(BIN)/python
 
 setup: $(STAMP) system-deps
 
-# Chromium (frontend screenshots) and espeak-ng (speech fixtures) from Debian, where we are allowed to.
+# Chromium (frontend screenshots) and espeak-ng (speech fixtures) from Debian, where we are allowed to; then the
+# frontend worker's browser (chrome-devtools-mcp, pinned, into .tools/) where node/npm and Chromium exist.
 # Never fatal: the features and tests that need them say so and skip.
 system-deps:
 	@sh scripts/install-system-deps.sh || true
+	@sh scripts/install-browser.sh || true
 
 run: setup
 	$(BIN)/python -m telegram_bot

@@ -26,6 +26,7 @@ from typing import TextIO
 import anthropic
 import httpx2
 
+from agents.core.errors import ToolError
 from agents.core.settings import Settings, SettingsError, load_settings
 from agents.git.runner import GitError, run_git
 from agents.sandbox import bwrap
@@ -35,6 +36,9 @@ from agents.sandbox.task_limits import sandbox_limit_warnings
 from agents.sandbox.user_net import available as user_net_available
 from agents.store.database import Store
 from agents.store.migrations import LATEST_VERSION
+from agents.tools import browser
+from agents.tools.mcp_config import load as load_mcp_config
+from agents.tools.mcp_tasks import probe as probe_mcp
 from agents.tools.ripgrep import ripgrep_path
 from agents.tools.screenshot import find_chromium
 from agents.tools.workspaces import Workspaces
@@ -449,6 +453,47 @@ def check_chromium(settings: Settings) -> Check:
     )
 
 
+async def check_browser(settings: Settings) -> Check:
+    """The frontend worker's browser (chrome-devtools-mcp): installed, and whether it starts in a task's sandbox."""
+    install, what = browser.find(settings.browser_tools_dir, find_chromium(settings.chromium_path))
+    if install is None:
+        return Check(
+            Level.warn,
+            "browser",
+            f"{what}: the frontend worker keeps only `screenshot`",
+            "make setup (scripts/install-browser.sh) where node, npm and chromium are installed",
+        )
+    try:
+        count = await probe_mcp(browser.config(install, proxy=False), settings, call="list_pages")
+    except ToolError as err:
+        return Check(Level.warn, "browser", f"{what} does not start: {err}", "run it by hand to see why")
+    pinned = "" if install.version == browser.VERSION else f" (the set-up pins {browser.VERSION})"
+    return Check(Level.ok, "browser", f"{what}{pinned} starts in a task's sandbox, Chromium too ({count} tools)")
+
+
+async def check_mcp_servers(settings: Settings) -> list[Check]:
+    """Each server of MCP_CONFIG: whether it starts (stdio: in a task's sandbox) and how many tools it offers."""
+    servers, problems = load_mcp_config(settings.mcp_config)
+    checks = [Check(Level.warn, "MCP_CONFIG", p, "fix the file (its shape is in .env.example)") for p in problems]
+
+    async def one(config) -> Check:  # noqa: ANN001 - an McpServerConfig
+        how = "stdio in a task's sandbox" if config.stdio else f"{config.url} from the bot"
+        roles = ", ".join(sorted(r.value for r in config.roles))
+        approve = f"; approve: {', '.join(sorted(config.approve))}" if config.approve else ""
+        try:
+            count = await probe_mcp(config, settings)
+        except ToolError as err:
+            return Check(
+                Level.warn,
+                f"MCP {config.name}",
+                f"does not start ({how}): {err}",
+                "check its command, args and env; its folder must be in SANDBOX_READ_PATHS",
+            )
+        return Check(Level.ok, f"MCP {config.name}", f"starts ({how}), {count} tools; roles {roles}{approve}")
+
+    return checks + list(await asyncio.gather(*(one(c) for c in servers)))
+
+
 async def check_sandbox(settings: Settings) -> Check:
     """bubblewrap confines every process of a task (issue 11); without it commands are refused unless SANDBOX=off."""
     if bwrap.SandboxMode(settings.sandbox) is bwrap.SandboxMode.OFF:
@@ -594,6 +639,8 @@ async def run_checks(settings: Settings) -> list[Check]:
         _guarded("voice engine", lambda: check_voice_engine(settings)),
         _guarded("ripgrep", lambda: check_ripgrep(settings)),
         _guarded("chromium", lambda: check_chromium(settings)),
+        _guarded("browser", lambda: check_browser(settings)),
+        _guarded("MCP", lambda: check_mcp_servers(settings)),
         _guarded("database", lambda: check_database(settings)),
         _guarded("sandbox", lambda: check_sandbox(settings)),
     )

@@ -195,6 +195,21 @@ def streaming_rows(f: dict[str, Any]) -> list[Row]:
     return rows
 
 
+def browser_rows(f: dict[str, Any]) -> list[Row]:
+    rows = [
+        (
+            "frontend task start → browser's first page (dev server + chrome-devtools-mcp in the task sandbox)",
+            f"{f['first_page_s']['median']:.2f} s (max {f['first_page_s']['max']:.2f} s)",
+            "",
+            "",
+        ),
+        ("memory of browser + dev server per task (PSS)", f"{f['pss_mib']['median']:.0f} MiB", "", ""),
+    ]
+    if f.get("cgroup_mib"):
+        rows.append(("memory of the browser task's cgroup", f"{f['cgroup_mib']['median']:.0f} MiB", "", ""))
+    return rows
+
+
 BENCHES: list[tuple[str, Callable[[bool], list[str]], Callable[[dict[str, Any]], list[Row]]]] = [
     ("overhead.py", lambda quick: [], overhead_rows),
     ("background.py", lambda quick: [], background_rows),
@@ -202,6 +217,7 @@ BENCHES: list[tuple[str, Callable[[bool], list[str]], Callable[[dict[str, Any]],
     ("streaming.py", lambda quick: ["--repeats", "1"] if quick else [], streaming_rows),
     ("repo_map.py", lambda quick: ["--sizes", "2000"] if quick else [], repo_map_rows),
     ("voice.py", lambda quick: ["--sizes", "tiny", "--repeats", "1"] if quick else [], voice_rows),
+    ("browser.py", lambda quick: ["--runs", "2"] if quick else [], browser_rows),
 ]
 
 

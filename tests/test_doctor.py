@@ -84,6 +84,8 @@ def ready_env(
     }
     for key, value in values.items():
         monkeypatch.setenv(key, value)
+    # the fake chromium above cannot run a real browser: its own lines are tested in tests/test_browser_parts.py
+    monkeypatch.setattr(dr, "check_browser", lambda _settings: dr.Check(dr.Level.ok, "browser", "tested elsewhere"))
     return cwd
 
 

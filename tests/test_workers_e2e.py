@@ -253,6 +253,34 @@ async def test_frontend_worker_screenshot_is_sent_as_photo(bot: BotHarness, mode
     assert len(image_blocks) == 2
 
 
+@pytest.mark.skipif(
+    not shutil.which("chromium") or not shutil.which("bwrap"), reason="chromium or bubblewrap is not installed"
+)
+async def test_a_screenshot_shows_the_tasks_own_service_on_localhost(bot: BotHarness, model: RoleScript) -> None:
+    """Issue 24: the screenshot's Chromium runs in the task's network namespace, so a task service is reachable."""
+    model.add(
+        "orchestrator",
+        start_task("group-therapy", "Serve and look", worker="frontend"),
+        claude_says.text("Started."),
+    )
+    model.add(
+        "frontend",
+        claude_says.tool_use("write_file", {"path": "index.html", "content": "<h1>Served</h1>"}),
+        claude_says.tool_use(
+            "run_command", {"command": "python3 -m http.server 8141 --bind 127.0.0.1", "background": True}
+        ),
+        claude_says.tool_use("screenshot", {"target": "http://localhost:8141/index.html"}),
+        claude_says.text("Looked at it."),
+    )
+    bot.say("serve and look in group therapy")
+    await final_summary(bot, 1, timeout=90)
+    shot = model.requests["frontend"][3]["messages"][-1]["content"][0]
+    assert not shot.get("is_error") and any(b.get("type") == "image" for b in shot["content"]), shot
+    photos = [m for m in bot.tg.messages(USER_ID) if m.kind == "photo" and "8141" in (m.caption or "")]
+    assert len(photos) == 2
+    await bot.tg.await_for(lambda: not host_pids("8141"), timeout=10)
+
+
 def host_pids(argument: str) -> list[int]:
     """Pids (on the host, seen from outside any sandbox) of processes with `argument` among their arguments."""
     found = []

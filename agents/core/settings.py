@@ -126,6 +126,12 @@ class Settings(BaseSettings):
     sandbox_max_services: int = Field(4, ge=0)  # run_command(background=true) services running at once per task
     sandbox_read_paths: Annotated[tuple[Path, ...], NoDecode] = ()  # extra read-only folders (e.g. /opt/node)
 
+    # --- MCP servers and the browser (issue 24): agents/tools/mcp_config.py, mcp_client.py, browser.py ------------
+    mcp_config: Path | None = None  # the owner's .mcp.json-shaped file (never read from a repository)
+    mcp_start_timeout_seconds: float = Field(30.0, gt=0)  # a server that lists no tools by then is unavailable
+    mcp_call_timeout_seconds: float = Field(120.0, gt=0)  # one tool call
+    browser_tools_dir: Path | None = None  # where `make setup` installs chrome-devtools-mcp (default: the bot's .tools)
+
     @field_validator("sandbox", "sandbox_network", mode="before")
     @classmethod
     def _lower_mode(cls, value: object) -> object:

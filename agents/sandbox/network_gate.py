@@ -7,6 +7,9 @@ is a task event (`network`), so `/task N` and `/log N` show it.
 The owner sees the whole command before any button (issue 22): in the question as a code block the command cannot
 close (`agents.core.text.fenced`), or, when it is too long for one message, as a file sent just before the question,
 which then shows none of it (a partial preview is what an attacker would hide the dangerous part behind).
+
+The same question, with the same buttons, asks about one call of an MCP tool under its server's `approve` (issue 24,
+`approve_call`): the whole call is shown the same way; SANDBOX_NETWORK never answers it for the owner.
 """
 
 from __future__ import annotations
@@ -41,8 +44,8 @@ def fits_in_message(command: str) -> bool:
     return len(command) + 4 * sum(command.count(c) for c in "<>&") <= MESSAGE_COMMAND_CHARS
 
 
-def command_file_name(task_id: int, request_id: int) -> str:
-    return f"task-{task_id}-network-request-{request_id}.txt"
+def command_file_name(task_id: int, request_id: int, word: str = "network") -> str:
+    return f"task-{task_id}-{word}-request-{request_id}.txt"
 
 
 def visible(command: str) -> str:
@@ -54,14 +57,60 @@ def visible(command: str) -> str:
     )
 
 
-def command_shown(command: str, file_name: str) -> str:
+def command_shown(command: str, file_name: str, noun: str = "command") -> str:
     """The command as the question shows it: whole, in a code block nothing in it can close, or the file's name."""
     if fits_in_message(command):
         return fenced(visible(command))
     return (
-        f"The command is {len(command):,} characters long, too long for a message: it is whole in the file "
+        f"The {noun} is {len(command):,} characters long, too long for a message: it is whole in the file "
         f"**{file_name}** sent just above. Read it there before you allow it."
     )
+
+
+@dataclass(frozen=True)
+class Subject:
+    """What a question asks the owner about: network for a command (NETWORK), or one call of an MCP tool."""
+
+    tool: str | None = None  # the MCP tool (mcp__server__tool) a call asks to run
+
+    @property
+    def icon(self) -> str:
+        return "🌐" if self.tool is None else "🔧"
+
+    @property
+    def noun(self) -> str:
+        return "command" if self.tool is None else "call"
+
+    @property
+    def verb(self) -> str:
+        return "to run with network access" if self.tool is None else "to make"
+
+    @property
+    def question(self) -> str:
+        return "asks for network access to run" if self.tool is None else f"asks to call `{self.tool}` with"
+
+    @property
+    def short(self) -> str:
+        return "asks for network access" if self.tool is None else f"asks to call `{self.tool}`"
+
+    @property
+    def closed(self) -> str:
+        return "network request" if self.tool is None else f"call of `{self.tool}`"
+
+    @property
+    def waiting(self) -> str:
+        return f"waiting for you to allow {'network access' if self.tool is None else self.tool}"
+
+    @property
+    def allowed(self) -> str:
+        return "Network" if self.tool is None else f"{self.tool}"
+
+    @property
+    def file_word(self) -> str:
+        return "network" if self.tool is None else "tool-call"
+
+
+NETWORK = Subject()
 
 
 @dataclass(frozen=True)
@@ -78,6 +127,7 @@ class _Pending:
     file_name: str
     message_id: int | None
     answer: asyncio.Future[str]
+    subject: Subject
     copies: list[tuple[int, int]] = field(default_factory=list)  # (chat, message) of a question handed to owners
 
     def asked_in(self, chat_id: int) -> bool:
@@ -109,6 +159,7 @@ class NetworkGate:
         self.is_owner = is_owner  # a member's task: the question goes to the owners (they alone answer it)
         self._pending: dict[int, _Pending] = {}
         self._allowed_tasks: set[int] = set()
+        self._allowed_calls: set[tuple[int, str]] = set()  # (task id, MCP tool) allowed for the rest of the task
         # ids unique across restarts, so a stale button from an earlier run never answers a new question
         self._ids = itertools.count(int(time.time() * 1000) % 10**12)
 
@@ -127,42 +178,11 @@ class NetworkGate:
             )
         if task.id in self._allowed_tasks:
             return await self._record(task, True, "allowed (allowed for this task earlier)", command)
-        request_id = next(self._ids)
-        answer: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-        pending = _Pending(task.chat_id, task.id, command, command_file_name(task.id, request_id), None, answer)
-        self._pending[request_id] = pending
-        await self.store.add_event(
-            TaskEvent(
-                task_id=task.id,
-                kind="network",
-                detail=f"asked the owner: {keep_head_and_tail(command, _EVENT_COMMAND_CHARS, 'command')}",
-            )
-        )
-        try:
-            await self._ask(task, pending, request_id)
-            if waiting is not None:
-                await waiting("waiting for you to allow network access")
-            try:
-                async with asyncio.timeout(self.answer_seconds):  # not wait_for: it can swallow a /cancel on 3.11
-                    choice = await asyncio.shield(answer)
-            except TimeoutError:
-                choice = None
-        finally:
-            self._pending.pop(request_id, None)
-            if not answer.done():
-                answer.cancel()
+        choice, how = await self._ask(task, command, NETWORK, waiting)
         if choice == FOR_TASK:
             self._allowed_tasks.add(task.id)
-        allowed = choice in (ONCE, FOR_TASK)
-        how = {
-            ONCE: "allowed once by the owner",
-            FOR_TASK: "allowed for this task by the owner",
-            DENY: "denied by the owner",
-            None: f"no answer in {self.answer_seconds:g} s: denied",
-        }[choice]
-        await self._close_question(pending, how)
-        await self._record(task, allowed, how, command)
-        if allowed:
+        await self._record(task, choice in (ONCE, FOR_TASK), how, command)
+        if choice in (ONCE, FOR_TASK):
             return NetworkDecision(True, how)
         if choice is None:
             return NetworkDecision(
@@ -177,22 +197,84 @@ class NetworkGate:
             "without the network, or say in your report what needs it.",
         )
 
-    async def _ask(self, task: Task, pending: _Pending, request_id: int) -> None:
+    async def approve_call(
+        self, task: Task, tool: str, call: str, waiting: Callable[[str], Awaitable[None]] | None = None
+    ) -> NetworkDecision:
+        """An MCP tool under its server's `approve`: the owner sees the whole `call` and allows it (once, for this
+        task) or not. SANDBOX_NETWORK does not answer for the owner here: every such call is asked."""
+        if (task.id, tool) in self._allowed_calls:
+            return await self._record(task, True, f"{tool} allowed (allowed for this task earlier)", call)
+        choice, how = await self._ask(task, call, Subject(tool), waiting)
+        if choice == FOR_TASK:
+            self._allowed_calls.add((task.id, tool))
+        await self._record(task, choice in (ONCE, FOR_TASK), f"{tool} {how}", call)
+        if choice in (ONCE, FOR_TASK):
+            return NetworkDecision(True, how)
+        if choice is None:
+            return NetworkDecision(
+                False,
+                f"The owner did not answer within {self.answer_seconds:g} seconds, so {tool} was not called. "
+                "Do without it, or say in your report what needs it.",
+            )
+        return NetworkDecision(
+            False, f"The owner denied this call of {tool}, so it was not run. Do without it, or say in your report why."
+        )
+
+    async def _ask(
+        self, task: Task, text: str, subject: Subject, waiting: Callable[[str], Awaitable[None]] | None
+    ) -> tuple[str | None, str]:
+        """Post the question (the whole `text` first as a file when it is too long), wait for a button; returns
+        the choice (None: no answer in time) and how it was decided, after the question lost its buttons."""
+        request_id = next(self._ids)
+        answer: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        file_name = command_file_name(task.id, request_id, subject.file_word)
+        pending = _Pending(task.chat_id, task.id, text, file_name, None, answer, subject)
+        self._pending[request_id] = pending
+        await self.store.add_event(
+            TaskEvent(
+                task_id=task.id,
+                kind="network",
+                detail=f"asked the owner: {keep_head_and_tail(text, _EVENT_COMMAND_CHARS, 'command')}",
+            )
+        )
+        try:
+            await self._post(task, pending, request_id)
+            if waiting is not None:
+                await waiting(subject.waiting)
+            try:
+                async with asyncio.timeout(self.answer_seconds):  # not wait_for: it can swallow a /cancel on 3.11
+                    choice = await asyncio.shield(answer)
+            except TimeoutError:
+                choice = None
+        finally:
+            self._pending.pop(request_id, None)
+            if not answer.done():
+                answer.cancel()
+        how = {
+            ONCE: "allowed once by the owner",
+            FOR_TASK: "allowed for this task by the owner",
+            DENY: "denied by the owner",
+            None: f"no answer in {self.answer_seconds:g} s: denied",
+        }[choice]
+        await self._close_question(pending, how)
+        return choice, how
+
+    async def _post(self, task: Task, pending: _Pending, request_id: int) -> None:
         """Post the question: in the task's conversation, or, for a member's task, where the owners see it."""
-        shown = command_shown(pending.command, pending.file_name)
+        subject = pending.subject
         question = (
-            f"🌐 **Task #{task.id}** asks for network access to run:\n{shown}\n"
+            f"{subject.icon} **Task #{task.id}** {subject.question}:\n"
+            f"{command_shown(pending.command, pending.file_name, subject.noun)}\n"
             f"No answer in {self.answer_seconds:g} s means no."
         )
-        owners_task = self.is_owner(task.user_id)
         if not fits_in_message(pending.command):  # the file first, so the whole command is there before any button
             await self.notifier.send_document(
                 task.chat_id,
                 pending.file_name,
                 pending.command.encode("utf-8", "replace"),
-                caption=f"The whole command task #{task.id} asks to run with network access.",
+                caption=f"The whole {subject.noun} task #{task.id} asks {subject.verb}.",
             )
-        if owners_task:
+        if self.is_owner(task.user_id):
             pending.message_id = await self.notifier.send(
                 task.chat_id, question, buttons=request_buttons(request_id), reply_to=task.progress_message_id
             )
@@ -203,7 +285,7 @@ class NetworkGate:
         if all(chat != task.chat_id for chat, _ in pending.copies):
             await self.notifier.send(
                 task.chat_id,
-                f"🌐 Task #{task.id} asks for network access; I've asked an owner.",
+                f"{subject.icon} Task #{task.id} {subject.short}; I've asked an owner.",
                 reply_to=task.progress_message_id,
             )
 
@@ -215,15 +297,22 @@ class NetworkGate:
         if choice not in (ONCE, FOR_TASK, DENY):
             return "This button is no longer valid."
         pending.answer.set_result(choice)
+        what = pending.subject.allowed
         return {
-            ONCE: f"Network allowed once for task #{pending.task_id}.",
-            FOR_TASK: f"Network allowed for the rest of task #{pending.task_id}.",
-            DENY: f"Network denied for task #{pending.task_id}.",
+            ONCE: f"{what} allowed once for task #{pending.task_id}.",
+            FOR_TASK: f"{what} allowed for the rest of task #{pending.task_id}.",
+            DENY: f"{what} denied for task #{pending.task_id}.",
         }[choice]
+
+    def covers(self, task_id: int) -> bool:
+        """Whether every network request of the task is allowed without asking (SANDBOX_NETWORK=on, or the owner
+        chose Allow for this task)."""
+        return self.policy is NetworkPolicy.ON or task_id in self._allowed_tasks
 
     def forget(self, task_id: int) -> None:
         """The task ended: its 'allow for this task' ends with it."""
         self._allowed_tasks.discard(task_id)
+        self._allowed_calls = {(t, tool) for t, tool in self._allowed_calls if t != task_id}
 
     async def _close_question(self, pending: _Pending, how: str) -> None:
         asked = [(pending.chat_id, pending.message_id)] if pending.message_id is not None else []
@@ -232,8 +321,8 @@ class NetworkGate:
                 await self.notifier.edit(
                     chat_id,
                     message_id,
-                    f"🌐 **Task #{pending.task_id}** network request:\n"
-                    f"{command_shown(pending.command, pending.file_name)}\n{how}",
+                    f"{pending.subject.icon} **Task #{pending.task_id}** {pending.subject.closed}:\n"
+                    f"{command_shown(pending.command, pending.file_name, pending.subject.noun)}\n{how}",
                 )
 
     async def _record(self, task: Task, allowed: bool, how: str, command: str) -> NetworkDecision:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import ipaddress
 import shlex
 import shutil
 import tempfile
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from agents.core.errors import ToolError
 from agents.sandbox.bwrap import SandboxSpec
@@ -32,14 +34,25 @@ def find_chromium(configured: str | None = None) -> str | None:
     return None
 
 
+def on_loopback(url: str) -> bool:
+    """Whether an http(s) URL names this machine's loopback (in a task: its own services, its network namespace)."""
+    host = (urlsplit(url).hostname or "").lower()
+    if host in ("localhost", "localhost.") or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def target_url(root: Path, target: str, sandbox: SandboxSpec | None = None) -> str:
     if target.startswith(("http://", "https://", "file://")):
         if target.startswith("file://"):
             raise ToolError("give a path relative to the workspace instead of a file:// URL")
-        if sandbox is not None and not sandbox.network:
+        if sandbox is not None and not sandbox.network and not on_loopback(target):
             raise ToolError(
-                "screenshots run in the task's sandbox without network, so only files of the workspace can be shown "
-                "(a server started by run_command ends with its command): screenshot the HTML file instead"
+                "screenshots run in the task's sandbox without network, so only the workspace's files and the "
+                "task's own services (run_command background=true, on localhost) can be shown"
             )
         return target
     path = confine(root, target)

@@ -51,12 +51,13 @@ class Tool:
     properties: dict[str, Any]
     handler: Handler
     required: list[str] = field(default_factory=list)
+    schema: dict[str, Any] | None = None  # a whole input schema given from outside (an MCP server's tool)
 
     def spec(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "description": self.description,
-            "input_schema": {"type": "object", "properties": self.properties, "required": self.required},
+            "input_schema": self.schema or {"type": "object", "properties": self.properties, "required": self.required},
         }
 
 

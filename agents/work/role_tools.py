@@ -6,9 +6,11 @@ method is what one tool of the role needs from the bot's side (the store, the ch
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import anthropic
 
@@ -19,7 +21,10 @@ from agents.llm.client import usage_record
 from agents.sandbox.bwrap import NetworkPolicy, SandboxSpec
 from agents.sandbox.network_gate import NetworkDecision, NetworkGate
 from agents.store.database import Store
-from agents.tools.screenshot import screenshot_tool_result
+from agents.tools.mcp_client import Gate
+from agents.tools.mcp_config import McpServerConfig, tool_name
+from agents.tools.mcp_tasks import Gates
+from agents.tools.screenshot import on_loopback, screenshot_tool_result
 from agents.tools.toolbox import ToolResult
 from agents.work.progress import Progress
 
@@ -37,8 +42,8 @@ class RoleCallbacks:
     async def screenshot(self, root: Path, target: str) -> ToolResult:
         """The frontend worker's screenshot: taken in the task's sandbox; each picture also goes to the chat."""
         confined = self.sandbox_of(root)
-        if confined is not None and self.network.policy is NetworkPolicy.ON:
-            confined = confined.with_network(True)
+        if confined is not None and self.network.policy is NetworkPolicy.ON and not on_loopback(target):
+            confined = confined.with_network(True)  # a page of the task's own services: its network namespace
         result, pictures = await screenshot_tool_result(self.chromium, root, target, confined)
         for caption, png in pictures:
             await self.notifier.send_photo(self.task.chat_id, png, caption=f"Task #{self.task.id}: {caption}")
@@ -64,3 +69,28 @@ class RoleCallbacks:
     async def ask_network(self, command: str) -> NetworkDecision:
         """run_command(network=true): the owner is asked (the progress message says so while it waits)."""
         return await self.network.request(self.task, command, lambda step: self.progress.update(step, force=True))
+
+    async def pictures(self, pictures: list[tuple[str, bytes]]) -> None:
+        """Images an MCP tool returned (the browser's screenshots): each also goes to the chat."""
+        for caption, png in pictures:
+            await self.notifier.send_photo(self.task.chat_id, png, caption=f"Task #{self.task.id}: {caption}")
+
+    def mcp_gate(self, config: McpServerConfig) -> Gate:
+        """Before each call of `config`'s tools: a tool under its `approve` waits for the owner's Allow."""
+
+        async def gate(tool: str, arguments: dict[str, Any]) -> None:
+            if not config.needs_approval(tool):
+                return
+            name = tool_name(config.name, tool)
+            call = f"{name} {json.dumps(arguments, indent=2, ensure_ascii=False)}"
+            decision = await self.network.approve_call(
+                self.task, name, call, lambda step: self.progress.update(step, force=True)
+            )
+            if not decision.allowed:
+                raise ToolError(decision.explanation)
+
+        return gate
+
+    def mcp_gates(self) -> Gates:
+        """Approvals of MCP_CONFIG's tools, and the browser's outside URLs asked like a network command."""
+        return Gates(self.mcp_gate, self.ask_network, lambda: self.network.covers(self.task.id))

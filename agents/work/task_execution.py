@@ -42,6 +42,7 @@ from agents.store.database import Store
 from agents.store.delivery import Deliveries
 from agents.store.shown import PROPOSAL, TASK, remember_shown, shown_as
 from agents.tools.credential_files import remember_credential_files
+from agents.tools.mcp_tasks import TaskMcp
 from agents.tools.screenshot import find_chromium
 from agents.tools.tool_sets import worker_tools
 from agents.tools.toolbox import Audit, Toolbox
@@ -105,6 +106,7 @@ class TaskExecutor:
             settings.sandbox_network_answer_seconds,
             settings.is_owner,
         )
+        self.mcp = TaskMcp.from_settings(settings, self.chromium)  # the owner's MCP servers and the browser (issue 24)
 
     def sandbox_for(
         self, root: Path, repository: Path, read_only: Iterable[Path] = (), task_id: int | None = None
@@ -145,7 +147,7 @@ class TaskExecutor:
         await self.store.update_task(task.id, status=status, **fields)
         await self.store.add_event(TaskEvent(task_id=task.id, kind="status", detail=status.value))
 
-    def make_worker(self, task: Task, root: Path, progress: Progress, read_only: Iterable[Path] = ()) -> Worker:
+    async def make_worker(self, task: Task, root: Path, progress: Progress, read_only: Iterable[Path] = ()) -> Worker:
         bounds = self.bounds.get(task.id)
         if bounds is not None and bounds.disk is None:  # the worktree the task's disk budget watches
             bounds.disk = DiskBudget(root.resolve(), self.settings.sandbox_max_disk_mb << 20)
@@ -171,6 +173,9 @@ class TaskExecutor:
         )
         if self.repo_map is not None and task.worker is not WorkerKind.RESEARCH:  # research: read_file/glob/grep only
             tools += repo_map_tools(self.repo_map, f"{task.workspace}@task-{task.id}", root)
+        if bounds is not None:  # MCP servers of this kind (MCP_CONFIG, the browser): started now, ended with the task
+            sandbox = self.sandbox_for(root, self.workspaces.resolve(task.workspace).path, read_only, task.id)
+            tools += await self.mcp.open(task.worker, sandbox, bounds, callbacks.mcp_gates(), callbacks.pictures)
         toolbox = Toolbox(
             tools,
             Audit(self.store, agent=f"{task.worker.value}-worker", chat_id=task.chat_id, task_id=task.id),
@@ -312,7 +317,7 @@ class TaskExecutor:
     # ---- research → proposal -------------------------------------------------------------
     async def _research(self, task: Task, progress: Progress) -> None:
         workspace = self.workspaces.resolve(task.workspace)
-        worker = self.make_worker(task, workspace.path, progress)
+        worker = await self.make_worker(task, workspace.path, progress)
         repo_map = await self.repository_map(task, workspace)
         blocks, _ = await self.handed_over(task)
         result = await worker.run(
@@ -405,7 +410,7 @@ class TaskExecutor:
     async def _work_on(
         self, task: Task, progress: Progress, workspace: Workspace, tree: TaskWorktree, checks: TaskTests
     ) -> None:
-        worker = self.make_worker(task, tree.path, progress, checks.read_only_paths)  # borrowed node_modules etc.
+        worker = await self.make_worker(task, tree.path, progress, checks.read_only_paths)  # borrowed node_modules etc.
         criteria = await self.store.criteria(task.id)
         if criteria:
             progress.criteria = f"{sum(c.verified for c in criteria)}/{len(criteria)} criteria verified"

@@ -1,0 +1,158 @@
+"""The browser's only way out of its task (issue 24): an HTTP proxy the bot runs, reached through a unix socket.
+
+The frontend worker's browser lives in the task's network namespace: loopback only, so it reaches the task's services
+on `localhost` and nothing else. A page outside the task (a reference site) is reached only through this proxy, and
+only for hosts the owner allowed (`allow(host)`: "Allow once" for that URL's host, "Allow for this task" or
+SANDBOX_NETWORK=on: `allow_all()`). Everything else is refused with a 403 before any connection is made.
+Inside the sandbox `proxy_forward.py` (plain Python, no agentlab import) listens on loopback and carries each
+connection to the socket: Chromium is started with `--proxy-server=http://127.0.0.1:PORT` and, as Chromium does
+by default, sends loopback addresses directly, never to the proxy.
+
+The proxy connects from the bot's network, so it never connects to an address of the bot's machine or its private
+networks (loopback, private, link-local, reserved, multicast), whatever name resolved to it. Plain-HTTP requests are
+sent with `Connection: close`, so one proxied connection never carries a second request to another host.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import logging
+import socket
+from pathlib import Path
+from urllib.parse import urlsplit
+
+log = logging.getLogger(__name__)
+
+FORWARDER = Path(__file__).with_name("proxy_forward.py")
+PROXY_PORT = 39123  # where the forwarder listens inside the task's network namespace
+HEAD_LIMIT = 64 * 1024
+HEAD_SECONDS = 30.0
+CONNECT_SECONDS = 15.0
+_HOP_HEADERS = (b"proxy-connection", b"connection", b"keep-alive", b"proxy-authorization")
+
+
+def public(address: str) -> bool:
+    """Whether the proxy may connect to `address`: not the bot's machine, nor a private or special network."""
+    ip = ipaddress.ip_address(address.split("%", 1)[0])
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_global and not (ip.is_multicast or ip.is_reserved)
+
+
+class EgressProxy:
+    """One task's proxy: `start()` listens on `socket_path`, `allow`/`allow_all` open hosts, `close()` ends it."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.socket_path = folder / "proxy.sock"
+        self.hosts: set[str] = set()
+        self.everything = False
+        self.refused: list[str] = []  # hosts asked for and refused (the browser's tools say so)
+        self._server: asyncio.AbstractServer | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+        self.address_ok = public  # tests point a host at a local listener through this
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_unix_server(self._serve, path=str(self.socket_path), limit=HEAD_LIMIT)
+        self.socket_path.chmod(0o666)  # the sandbox's user may differ from the bot's (a user namespace)
+
+    def allow(self, host: str) -> None:
+        self.hosts.add(host.lower().strip("[]"))
+
+    def allow_all(self) -> None:
+        self.everything = True
+
+    def allowed(self, host: str) -> bool:
+        return self.everything or host.lower().strip("[]") in self.hosts
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+        for task in list(self._connections):
+            task.cancel()
+        with contextlib.suppress(OSError):
+            self.socket_path.unlink()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        try:
+            await self._handle(reader, writer)
+        except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ValueError) as err:
+            log.debug("egress proxy: %s", err)
+        finally:
+            self._connections.discard(task)
+            writer.close()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        async with asyncio.timeout(HEAD_SECONDS):
+            head = await reader.readuntil(b"\r\n\r\n")
+        method, target, version = head.split(b"\r\n", 1)[0].decode("latin-1").split(" ", 2)
+        if method == "CONNECT":
+            host, _, port_text = target.rpartition(":")
+            port = int(port_text)
+        else:
+            parts = urlsplit(target)
+            if parts.scheme != "http" or not parts.hostname:
+                return await _refuse(writer, 400, "only http:// requests and CONNECT go through this proxy")
+            host, port = parts.hostname, parts.port or 80
+        host = host.strip("[]")
+        if not self.allowed(host):
+            self.refused.append(host)
+            return await _refuse(writer, 403, f"{host} was not allowed by the owner")
+        upstream = await self._connect(host, port)
+        if upstream is None:
+            return await _refuse(writer, 403, f"{host} resolves to no public address")
+        up_reader, up_writer = upstream
+        if method == "CONNECT":
+            writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        else:
+            up_writer.write(_origin_form(head, method, target, version))
+        await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+
+    async def _connect(self, host: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+        loop = asyncio.get_running_loop()
+        async with asyncio.timeout(CONNECT_SECONDS):
+            found = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+            for _family, _type, _proto, _name, address in found:
+                if self.address_ok(str(address[0])):
+                    return await asyncio.open_connection(str(address[0]), port)
+        return None
+
+
+def _origin_form(head: bytes, method: str, target: str, version: str) -> bytes:
+    """The request as the origin server expects it: its path, no proxy headers, `Connection: close`."""
+    parts = urlsplit(target)
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    lines = head.split(b"\r\n")[1:]
+    kept = [line for line in lines if line and line.split(b":", 1)[0].strip().lower() not in _HOP_HEADERS]
+    return b"\r\n".join([f"{method} {path} {version}".encode("latin-1"), *kept, b"Connection: close", b"", b""])
+
+
+async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        while data := await reader.read(65536):
+            writer.write(data)
+            await writer.drain()
+    except OSError:
+        pass
+    finally:
+        with contextlib.suppress(OSError):
+            if writer.can_write_eof():
+                writer.write_eof()
+
+
+async def _refuse(writer: asyncio.StreamWriter, status: int, why: str) -> None:
+    body = f"agentlab: {why}\n".encode()
+    reason = {400: "Bad Request", 403: "Forbidden"}[status]
+    writer.write(
+        f"HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain\r\nContent-Length: {len(body)}\r\n"
+        "Connection: close\r\n\r\n".encode()
+        + body
+    )
+    with contextlib.suppress(OSError):
+        await writer.drain()

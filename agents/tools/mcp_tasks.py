@@ -1,0 +1,209 @@
+"""A task's MCP servers (issue 24): the servers of MCP_CONFIG (and the frontend worker's browser) for one worker.
+
+`TaskMcp.open` plans the servers of the worker's kind (`Planned`: config, how to reach it, what runs before each
+call) and `open_task_servers` starts them all at once: a stdio server inside the task's sandbox and network namespace
+(its command and SANDBOX_READ_PATHS readable; `network: true` gives it a network of its own instead), a `url` server
+from the bot. It returns their tools (`mcp__<server>__<tool>`; a server that did not start is one stand-in tool
+saying why) and closes every session when the task's bounds close. A research worker (only when a server lists it in
+`roles`) gets an empty folder as the servers' worktree, the workspace read-only: research changes nothing.
+`probe` starts one server as a task would, for `agentlab doctor`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from agents.core.errors import ToolError
+from agents.core.models import WorkerKind
+from agents.core.settings import Settings
+from agents.sandbox.bwrap import SYSTEM_DIRS, SandboxSpec, spec_for
+from agents.sandbox.services import start_sandboxed_stdio
+from agents.sandbox.shell import child_env
+from agents.sandbox.task_limits import TaskBounds
+from agents.tools import browser
+from agents.tools.browser import BrowserInstall
+from agents.tools.mcp_client import Connector, Gate, McpSession, PictureSink, ServerTools, process_transport
+from agents.tools.mcp_client import unavailable_tool as stand_in
+from agents.tools.mcp_config import McpServerConfig, load
+from agents.tools.toolbox import Tool
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class McpTimeouts:
+    start: float = 30.0
+    call: float = 120.0
+
+
+def connector(config: McpServerConfig, sandbox: SandboxSpec | None) -> Connector:
+    """How one session reaches its server: a stdio server started in `sandbox` (unconfined only with SANDBOX=off),
+    or the server's URL."""
+
+    async def connect():  # noqa: ANN202 - (transport, process)
+        if config.url is not None:
+            client = create_mcp_http_client(headers=config.headers or None)
+            return streamable_http_client(config.url, http_client=client), None
+        if sandbox is None:
+            process = await asyncio.create_subprocess_exec(
+                *config.argv(),
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.DEVNULL,
+                env={**child_env(), **config.env},
+                start_new_session=True,
+            )
+        else:
+            spec = sandbox.with_network(config.network)
+            if config.address_space is not None:
+                spec = dataclasses.replace(
+                    spec, limits=dataclasses.replace(spec.limits, max_memory_bytes=config.address_space)
+                )
+            try:
+                process = await start_sandboxed_stdio(spec, config.argv(), config.env, readable(config, spec))
+            except OSError as err:
+                raise ToolError(f"cannot start {config.command!r}: {err}") from None
+        return process_transport(process), process
+
+    return connect
+
+
+def readable(config: McpServerConfig, spec: SandboxSpec) -> list[Path]:
+    """What the server's sandbox must show besides the task's: its command's file (where the sandbox does not show
+    it already: a bind inside a bound folder would fail) and the bot's own folders for it."""
+    shown = (spec.worktree, *spec.read_only, *(Path(d) for d in SYSTEM_DIRS))
+    extra = [p for p in config.command_paths() if not any(p == s or s in p.parents for s in shown)]
+    return list(dict.fromkeys([*extra, *config.read_paths]))
+
+
+@dataclasses.dataclass(frozen=True)
+class Planned:
+    """A server to start for one task: its config, how to reach it, what runs before each call."""
+
+    config: McpServerConfig
+    connect: Connector
+    gate: Gate
+    notes: Callable[[], str] | None = None
+
+
+def research_sandbox(sandbox: SandboxSpec, bounds: TaskBounds) -> SandboxSpec:
+    """A research worker's servers: an empty folder as their worktree, the workspace read-only."""
+    empty = Path(tempfile.mkdtemp(prefix=f"agentlab-mcp-{bounds.name}-"))
+
+    async def remove() -> None:
+        shutil.rmtree(empty, ignore_errors=True)
+
+    bounds.closers.append(remove)
+    return dataclasses.replace(sandbox, worktree=empty, read_only=(*sandbox.read_only, sandbox.worktree))
+
+
+async def open_task_servers(
+    planned: list[Planned], bounds: TaskBounds, pictures: PictureSink, timeouts: McpTimeouts
+) -> list[Tool]:
+    """Start the planned servers of one task (all at once); their tools, every session closed with `bounds`."""
+    if not planned:
+        return []
+    sessions = [McpSession(p.config.name, p.connect, timeouts.start, timeouts.call) for p in planned]
+
+    async def close() -> None:
+        await asyncio.gather(*(s.close() for s in sessions), return_exceptions=True)
+
+    bounds.closers.append(close)
+    started = await asyncio.gather(*(s.start() for s in sessions), return_exceptions=True)
+    tools: list[Tool] = []
+    for plan, session, outcome in zip(planned, sessions, started, strict=True):
+        if isinstance(outcome, asyncio.CancelledError):
+            raise outcome
+        if isinstance(outcome, ToolError):
+            tools.append(stand_in(plan.config, str(outcome)))
+        elif isinstance(outcome, BaseException):
+            name = plan.config.name
+            tools.append(stand_in(plan.config, f"the MCP server {name} could not start ({type(outcome).__name__})"))
+        else:
+            tools += ServerTools(plan.config, session, plan.gate, pictures, plan.notes).tools()
+    return tools
+
+
+@dataclasses.dataclass
+class TaskMcp:
+    """The MCP servers workers may get (MCP_CONFIG's, plus the frontend worker's browser where it is installed)."""
+
+    servers: list[McpServerConfig]
+    timeouts: McpTimeouts
+    browser: BrowserInstall | None = None
+    browser_note: str = ""  # what the browser is, or why there is none
+    may_go_out: bool = True  # SANDBOX_NETWORK is not off: an outside page may be allowed
+    problems: list[str] = dataclasses.field(default_factory=list)
+
+    @classmethod
+    def from_settings(cls, settings: Settings, chromium: str | None) -> TaskMcp:
+        servers, problems = load(settings.mcp_config)
+        for problem in problems:
+            log.warning("%s", problem)
+        timeouts = McpTimeouts(settings.mcp_start_timeout_seconds, settings.mcp_call_timeout_seconds)
+        install, note = browser.find(settings.browser_tools_dir, chromium)
+        if install is None:
+            log.info("the frontend worker has no browser, only screenshot: %s", note)
+        may_go_out = settings.sandbox_network != "off"
+        return cls(servers, timeouts, install, note, may_go_out, problems)
+
+    async def open(
+        self,
+        kind: WorkerKind,
+        sandbox: SandboxSpec | None,
+        bounds: TaskBounds,
+        gates: Gates,
+        pictures: PictureSink,
+    ) -> list[Tool]:
+        """Start the servers of `kind` for one task; their tools (closed with `bounds`)."""
+        if kind is WorkerKind.RESEARCH and sandbox is not None and any(kind in c.roles for c in self.servers):
+            sandbox = research_sandbox(sandbox, bounds)
+        planned = [Planned(c, connector(c, sandbox), gates.approval(c)) for c in self.servers if kind in c.roles]
+        if kind is WorkerKind.FRONTEND and self.browser is not None:
+            run = browser.BrowserRun(self.browser, self.may_go_out)
+            gate = run.gate(gates.ask, gates.whole_task)
+            planned.append(Planned(run.config, run.connector(sandbox, bounds, connector), gate, run.refused_note))
+        return await open_task_servers(planned, bounds, pictures, self.timeouts)
+
+
+@dataclasses.dataclass(frozen=True)
+class Gates:
+    """What the bot decides before MCP calls: approvals (per server) and the browser's outside URLs."""
+
+    approval: Callable[[McpServerConfig], Gate]
+    ask: browser.NetworkAsker  # the network question, for an outside URL
+    whole_task: Callable[[], bool]  # the network is allowed for the rest of the task (Allow for this task, on)
+
+
+async def probe(config: McpServerConfig, settings: Settings, call: str | None = None) -> int:
+    """Start `config` as a task would (a sandbox of an empty folder), count its tools, end it (`agentlab doctor`);
+    with `call`, that tool (no arguments) must answer without an error too (the browser's `list_pages` starts
+    Chromium). Raises ToolError saying why it does not start."""
+    with tempfile.TemporaryDirectory(prefix="agentlab-doctor-") as folder:
+        bounds = TaskBounds("doctor", settings.sandbox_max_memory_mb << 20, settings.sandbox_max_processes)
+        sandbox = None
+        if settings.sandbox != "off":
+            spec = spec_for(Path(folder), extra_read_only=settings.sandbox_read_paths)
+            sandbox = dataclasses.replace(spec, task=bounds)
+        timeouts = McpTimeouts(settings.mcp_start_timeout_seconds, settings.mcp_call_timeout_seconds)
+        session = McpSession(config.name, connector(config, sandbox), timeouts.start, timeouts.call)
+        try:
+            count = len(await session.start())
+            if call is not None:
+                answer = await session.call(call, {})
+                if answer.is_error:
+                    said = " ".join(getattr(c, "text", "") for c in answer.content)[:300]
+                    raise ToolError(f"its {call} failed: {said}")
+            return count
+        finally:
+            await session.close()
+            await bounds.close()
