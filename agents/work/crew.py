@@ -10,7 +10,7 @@ from pathlib import Path
 
 from agents.core.errors import ToolError
 from agents.core.models import Caller, Proposal, ProposalStatus, Task, TaskEvent, TaskStatus, WorkerKind, utcnow
-from agents.core.protocols import Notifier
+from agents.core.protocols import Notifier, TaskEngine
 from agents.core.settings import Settings
 from agents.core.text import human_size
 from agents.git import diff as git_diff
@@ -24,7 +24,6 @@ from agents.tools.new_workspace import create_workspace
 from agents.tools.workspaces import Workspaces
 from agents.work import crew_texts
 from agents.work.steering import Inboxes
-from agents.work.task_runner import TaskRunner
 
 # The chat message that asked for the work; progress and summaries reply to it.
 
@@ -76,7 +75,7 @@ class Crew:
         settings: Settings,
         store: Store,
         workspaces: Workspaces,
-        runner: TaskRunner,
+        runner: TaskEngine,
         notifier: Notifier,
         inboxes: Inboxes | None = None,
         repo_map: RepoMap | None = None,
