@@ -240,19 +240,39 @@ async def test_a_runner_runs_the_task_asks_for_network_and_the_bot_merges_its_br
     await tbot.tg.await_for(lambda: "a + b" in text_now(workspace_root / "calc" / "calc.py"))
 
 
-async def test_cancel_reaches_the_task_on_its_runner(tbot: BotHarness, model: RoleScript, runners: Runners) -> None:
+async def test_a_note_and_cancel_reach_the_task_on_its_runner(
+    tbot: BotHarness, model: RoleScript, runners: Runners
+) -> None:
     runners.start("a")
     model.add("orchestrator", start_task("Run the long job."), claude_says.text("Started."))
     model.add("code", claude_says.tool_use("run_command", {"command": f"sleep {SLEEP}"}))
     tbot.say("run the long job in calc")
     await tbot.tg.await_for(lambda: host_pids(SLEEP), timeout=60)
     progress = await tbot.tg.await_for(lambda: message_with(tbot, "Task #1", "code worker"))
+    tbot.tg.send_text(USER_ID, "use the fast path instead", reply_to_message_id=progress.message_id)
+    await tbot.tg.await_for(lambda: message_with(tbot, "Note passed to task #1"))
+    await tbot.tg.await_for(lambda: "note received" in (progress.text or ""), timeout=5)  # the runner's edit
     tbot.tg.send_command(USER_ID, "/cancel")
     await tbot.tg.await_for(lambda: message_with(tbot, "Task #1 cancelled"), timeout=30)
     await tbot.tg.await_for(lambda: not host_pids(SLEEP), timeout=15)
     task = await tbot.runtime.store.get_task(1)
     assert task.status is TaskStatus.CANCELLED
-    assert progress.message_id == task.progress_message_id, "replies to the progress message steer the task"
+    # the note was never read (the worker was in its command): the user is told, through the workflow
+    await tbot.tg.await_for(lambda: message_with(tbot, "ended before its worker read your note", "fast path"))
+
+
+async def test_an_unreachable_cluster_is_one_sentence_and_the_task_waits_for_resume(
+    fake_telegram, fake_anthropic, tmp_path, workspace_root, queue, model: RoleScript
+) -> None:
+    model.add("orchestrator", start_task("Fix add()."), claude_says.text("Started."))
+    closed = f"127.0.0.1:{free_port()}"
+    async with temporal_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, closed, queue) as bot:
+        bot.say("fix add in calc")
+        told = await bot.tg.await_for(lambda: message_with(bot, "Task #1", "could not start", "unreachable"))
+        assert told.callback_data == ["task:resume:1", "task:discard:1"]
+        task = await bot.runtime.store.get_task(1)
+        assert task.status is TaskStatus.INTERRUPTED
+        assert sum("could not start" in (m.text or "") for m in bot.tg.messages(USER_ID)) == 1
 
 
 async def test_a_runner_killed_mid_task_hands_it_to_the_other(

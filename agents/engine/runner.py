@@ -223,6 +223,7 @@ class RunnerNode:
     @activity.defn(name=POKE)
     async def poke(self, poke: Poke) -> bool:
         """A note, a network answer or a cancel for a task running here."""
+        ROUTE.set(Route(activity.info().workflow_id, poke.task_id))  # "note received" is shown from here
         if poke.kind == "note":
             return await self.executor.inboxes.post(poke.task_id, poke.text)
         if poke.kind == "network":
