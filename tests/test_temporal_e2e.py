@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from agents.core.models import TaskStatus
+from agents.doctor import Level, check_task_engine
 from tests.conftest import CALC_BUGGY, MODEL, USER_ID, BotHarness, git, make_repo, make_settings, start_bot, text_now
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript
@@ -238,6 +239,8 @@ async def test_a_runner_runs_the_task_asks_for_network_and_the_bot_merges_its_br
     assert "a - b" in (workspace_root / "calc" / "calc.py").read_text()
     tbot.tg.press_button(USER_ID, summary.message_id, "task:merge:1")
     await tbot.tg.await_for(lambda: "a + b" in text_now(workspace_root / "calc" / "calc.py"))
+    doctor = await check_task_engine(tbot.settings)
+    assert doctor.level is Level.ok and doctor.detail.endswith("live runners: a"), doctor
 
 
 async def test_a_note_and_cancel_reach_the_task_on_its_runner(
@@ -273,6 +276,8 @@ async def test_an_unreachable_cluster_is_one_sentence_and_the_task_waits_for_res
         task = await bot.runtime.store.get_task(1)
         assert task.status is TaskStatus.INTERRUPTED
         assert sum("could not start" in (m.text or "") for m in bot.tg.messages(USER_ID)) == 1
+        doctor = await check_task_engine(bot.settings)
+        assert doctor.level is Level.fail and "unreachable" in doctor.detail
 
 
 async def test_a_runner_killed_mid_task_hands_it_to_the_other(
