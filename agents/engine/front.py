@@ -66,7 +66,7 @@ class TemporalEngine:
         self.runner = TaskRunner(store, self._dispatch, REMOTE_SLOTS)
         self.client: Client | None = None
         self.questions: dict[int, tuple[int, int]] = {}  # network request id → (chat id, task id), asked by runners
-        self.remote: set[int] = set()  # tasks whose workflow this bot is following
+        self.remote: dict[int, int] = {}  # task id → chat id: the tasks whose workflow this bot is following
         self.stopping = False
         self._serving: asyncio.Task[None] | None = None
         self._connecting = asyncio.Lock()
@@ -173,11 +173,11 @@ class TemporalEngine:
         if client is None:
             await self._unreachable(task)
             return
-        self.remote.add(task.id)
+        self.remote[task.id] = task.chat_id
         try:
             await self._follow(client, task)
         finally:
-            self.remote.discard(task.id)
+            self.remote.pop(task.id, None)
 
     async def _follow(self, client: Client, task: Task) -> None:
         try:
@@ -192,6 +192,12 @@ class TemporalEngine:
             await self._unreachable(task, err)
             return
         await self.store.add_event(TaskEvent(task_id=task.id, kind="engine", detail=f"workflow {handle.id}"))
+        if await self.store.task_attachments(task.id):  # files stay on the bot's machine (not in payloads)
+            await self.notifier.send(
+                task.chat_id,
+                f"Task #{task.id} runs on a runner, which does not get the files "
+                "you handed it: describe what they show in a note if the worker needs it.",
+            )
         try:
             report = await self._result(handle)
         except asyncio.CancelledError:
@@ -348,11 +354,17 @@ class RoutedNetworkGate(NetworkGate):
         self.engine = engine
 
     def decide(self, chat_id: int, request_id: int, choice: str) -> str:
-        asked = self.engine.questions.get(request_id)
-        if asked is None or asked[0] != chat_id:
+        if request_id in self._pending or choice not in ANSWERED:  # a question of a task running here
             return super().decide(chat_id, request_id, choice)
-        if choice not in ANSWERED:
-            return "This button is no longer valid."
-        task_id = self.engine.questions.pop(request_id)[1]
-        self.engine.poke_soon(Poke(task_id, "network", chat_id=chat_id, request_id=request_id, choice=choice))
-        return ANSWERED[choice].format(task_id=task_id)
+        asked = self.engine.questions.get(request_id)
+        if asked is not None and asked[0] != chat_id:
+            return super().decide(chat_id, request_id, choice)  # "no longer waiting": not this chat's question
+        # asked through this bot, or (a restarted bot does not know the question) by one of the chat's remote tasks,
+        # each of whose runners ignores a request id it is not waiting on
+        tasks = [asked[1]] if asked else [t for t, chat in self.engine.remote.items() if chat == chat_id]
+        if not tasks:
+            return super().decide(chat_id, request_id, choice)
+        self.engine.questions.pop(request_id, None)
+        for task_id in tasks:
+            self.engine.poke_soon(Poke(task_id, "network", chat_id=chat_id, request_id=request_id, choice=choice))
+        return ANSWERED[choice].format(task_id=", #".join(map(str, tasks)))

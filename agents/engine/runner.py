@@ -44,6 +44,7 @@ from agents.git.remote import catch_up, fetch_branch, has_remote, push_branch
 from agents.git.runner import GitError
 from agents.llm.client import make_client
 from agents.repo_map.maps import RepoMap
+from agents.sandbox.task_limits import sandbox_limit_warnings
 from agents.store.database import Store
 from agents.tools.workspaces import Workspaces
 from agents.work.orphans import instance_token, kill_orphans
@@ -138,6 +139,10 @@ class RunnerNode:
     @classmethod
     async def open(cls, settings: Settings) -> RunnerNode:
         remember([settings.anthropic_api_key.get_secret_value()])  # masked in everything the chat sees
+        if settings.sandbox == "off":
+            log.warning("SANDBOX=off: this runner's task commands are NOT confined; set SANDBOX=bwrap")
+        for warning in sandbox_limit_warnings(settings.sandbox_network != "off") if settings.sandbox != "off" else []:
+            log.warning("%s", warning)
         client = await cluster.connect(settings, identity=cluster.runner_name(settings))
         store = await Store.open(settings.database_path)
         killed_mid_task = await store.interrupt_running_tasks()  # this runner was killed: their commands go too
