@@ -280,18 +280,21 @@ async def test_an_unreachable_cluster_is_one_sentence_and_the_task_waits_for_res
         assert doctor.level is Level.fail and "unreachable" in doctor.detail
 
 
-async def test_a_runner_killed_mid_task_hands_it_to_the_other(
-    tbot: BotHarness, model: RoleScript, runners: Runners, workspace_root: Path
+async def test_a_runner_killed_mid_task_hands_it_over_from_its_last_push(
+    tbot: BotHarness, model: RoleScript, runners: Runners, workspace_root: Path, remote: Path
 ) -> None:
     runners.start("a"), runners.start("b")
-    model.add("orchestrator", start_task("Fix add() in calc.py, after the long job."), claude_says.text("Started."))
+    model.add("orchestrator", start_task("Fix add() in calc.py."), claude_says.text("Started."))
     model.add(
         "code",
-        claude_says.tool_use("run_command", {"command": f"sleep {SLEEP}"}),  # the first runner is killed in here
-        claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"}),
+        claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a * b"}),
+        claude_says.text("Fixed add()."),  # committed and pushed; the tests fail: a correction starts
+        claude_says.tool_use("run_command", {"command": f"sleep {SLEEP}"}),  # its runner is killed in here
+        # the other runner resumes on the pushed branch: the file holds the first runner's change
+        claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a * b", "new": "a + b"}),
         claude_says.text("Fixed add() after a takeover."),
     )
-    tbot.say("fix add in calc after the long job")
+    tbot.say("fix add in calc")
     await tbot.tg.await_for(lambda: host_pids(SLEEP), timeout=60)
     from agents.engine.workflow import AgentTask
 
@@ -306,10 +309,12 @@ async def test_a_runner_killed_mid_task_hands_it_to_the_other(
     events = [e.detail for e in await tbot.runtime.store.task_events(1)]
     other = "b" if first == "a" else "a"
     assert f"running on {other}" in events
+    log = git(workspace_root / "calc", "log", "--format=%an %s", f"main..{task.branch}").splitlines()
+    assert len(log) == 2 and all(line.startswith("agentlab ") for line in log), log  # nothing lost
     assert "a + b" in git(workspace_root / "calc", "show", f"{task.branch}:calc.py")
     await tbot.tg.await_for(lambda: message_with(tbot, "Task #1", "Fixed add() after a takeover."))
-    resumed = model.requests["code"][-2]
-    assert "runner running this task was lost" in str(resumed["messages"][0])
+    resumed = str(model.requests["code"][-2]["messages"][0])
+    assert "resumed on the same branch" in resumed and "runner running this task was lost" in resumed
 
 
 async def test_the_bot_restarted_mid_task_reattaches(

@@ -264,8 +264,12 @@ class TemporalEngine:
         status = TaskStatus(report.status)
         fields: dict[str, object] = {"status": status, "result": report.result, "error": report.error}
         if report.branch:
-            fields.update(branch=report.branch, base_branch=report.base_branch, base_commit=report.base_commit)
-            fields.update(commit_sha=report.commit_sha, worktree=None)
+            known = {
+                "base_branch": report.base_branch,
+                "base_commit": report.base_commit,
+                "commit_sha": report.commit_sha,
+            }
+            fields.update(branch=report.branch, worktree=None, **{k: v for k, v in known.items() if v})
         if status.is_final:
             fields["finished_at"] = utcnow()
         await self.store.update_task(task.id, **fields)

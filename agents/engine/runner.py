@@ -41,6 +41,7 @@ from agents.engine.payloads import (
 )
 from agents.engine.workflow import AgentTask
 from agents.git.remote import catch_up, fetch_branch, has_remote, push_branch
+from agents.git.repository import rev_parse
 from agents.git.runner import GitError
 from agents.llm.client import make_client
 from agents.repo_map.maps import RepoMap
@@ -205,10 +206,12 @@ class RunnerNode:
         ROUTE.set(Route(wf_id, task.id))  # the job (created below) inherits it: its chat calls find the workflow
         job = asyncio.create_task(self.executor.execute(task), name=f"task-{task.id}")
         self.jobs[task.id] = job
+        pushed: str | None = None
         try:
             while not job.done():
                 activity.heartbeat()
                 await asyncio.wait({job}, timeout=max(0.5, start.heartbeat_seconds / 4))
+                pushed = await self._push_progress(task.id, wf_id, pushed)
             await job
         except asyncio.CancelledError:
             if not job.done():  # Temporal cancelled this activity: stop the task like /cancel does
@@ -303,6 +306,24 @@ class RunnerNode:
         if row.branch:
             report.pushed, report.push_error = await self._push(row)
         return report
+
+    async def _push_progress(self, task_id: int, wf_id: str, pushed: str | None) -> str | None:
+        """While the task runs: a new commit on its branch is pushed, and the workflow told, so a runner taking over
+        after this one is lost starts from it. Returns the commit pushed last."""
+        row = await self.store.get_task(task_id)
+        if row is None or not row.branch or not row.status.is_active:
+            return pushed
+        workspace = self.executor.workspaces.resolve(row.workspace)
+        try:
+            head = await rev_parse(workspace.path, f"refs/heads/{row.branch}")
+            if head in (pushed, row.base_commit) or not await has_remote(workspace.path, self.settings.runner_remote):
+                return pushed
+            await push_branch(workspace.path, row.branch, self.settings.runner_remote)
+            await self.client.get_workflow_handle(wf_id).signal(AgentTask.pushed, row.branch)
+        except Exception as err:  # the next heartbeat tries again; the task goes on either way
+            log.warning("task %s: progress not pushed: %s", task_id, err)
+            return pushed
+        return head
 
     async def _push(self, task: Task) -> tuple[bool, str | None]:
         workspace = self.executor.workspaces.resolve(task.workspace)

@@ -5,6 +5,7 @@ chat's messages both ways while it runs.
   stops heartbeating is lost: the task is offered again (TEMPORAL_TAKEOVERS times; the next runner starts from the
   task branch as last pushed), then ends `interrupted`. No runner within TEMPORAL_CLAIM_SECONDS: `interrupted`.
 - claimed (signal, from the runner): the runner's own queue, where pokes for this task go from then on.
+- pushed (signal, from the runner): the task branch reached the shared remote; a takeover resumes on it.
 - note / answer / cancel (signals, from the bot): a `POKE` activity on that runner's queue, which hands it to the
   running task in the runner's process (its inbox, its network question, its asyncio task).
 - notify (update, from the runner): a `NOTIFY` activity on the bot's queue shows it in the chat; returns the id.
@@ -14,6 +15,7 @@ Temporal re-imports this module in its workflow sandbox: it has no side effects,
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 
 from temporalio import workflow
@@ -34,6 +36,7 @@ class AgentTask:
         self.claim: Claim | None = None
         self.cancelled = False
         self.ended = False
+        self.branch: str | None = None  # the task branch as last pushed by a runner: where a takeover starts
 
     @workflow.run
     async def run(self, start: TaskStart) -> TaskReport:
@@ -67,12 +70,13 @@ class AgentTask:
                     return self._end("interrupted", f"no runner took the task within {start.claim_seconds:g} s")
                 lost.append(f"{runner}: {err.cause or err}")
                 if len(lost) > start.takeovers:
-                    return self._end("interrupted", f"its runner was lost ({lost[-1]})")
+                    return self._end("interrupted", f"its runner was lost ({lost[-1]})", self.branch)
+                start = dataclasses.replace(start, branch=self.branch or start.branch)
 
-    def _end(self, status: str, error: str | None = None) -> TaskReport:
+    def _end(self, status: str, error: str | None = None, branch: str | None = None) -> TaskReport:
         self.ended = True
         assert self.start is not None
-        return TaskReport(task_id=self.start.task_id, status=status, error=error)
+        return TaskReport(task_id=self.start.task_id, status=status, error=error, branch=branch, pushed=bool(branch))
 
     @workflow.query
     def runner(self) -> str:
@@ -81,6 +85,11 @@ class AgentTask:
     @workflow.signal
     def claimed(self, claim: Claim) -> None:
         self.claim = claim
+
+    @workflow.signal
+    def pushed(self, branch: str) -> None:
+        """The runner pushed the task branch (after a commit): a takeover resumes from it."""
+        self.branch = branch
 
     @workflow.signal(unfinished_policy=ABANDON)
     async def poke(self, poke: Poke) -> None:

@@ -25,17 +25,20 @@ async def has_remote(repo: Path, remote: str) -> bool:
 
 
 async def push_branch(repo: Path, branch: str, remote: str) -> None:
-    """Push `branch` to `remote` under the same name (forced: the task's branch is the runner's to move)."""
-    await git_text(
-        "push",
-        "--no-verify",
-        "--force",
-        remote,
-        f"refs/heads/{branch}:refs/heads/{branch}",
-        cwd=repo,
-        timeout=REMOTE_TIMEOUT_SECONDS,
-        extra_env=_remote_env(),
-    )
+    """Push `branch` to `remote` under the same name (forced: the task's branch is the runner's to move). Under the
+    repository lock: the push moves the remote-tracking ref, which a running task's guard must not take for the
+    worker's doing."""
+    async with bot_writes(repo):
+        await git_text(
+            "push",
+            "--no-verify",
+            "--force",
+            remote,
+            f"refs/heads/{branch}:refs/heads/{branch}",
+            cwd=repo,
+            timeout=REMOTE_TIMEOUT_SECONDS,
+            extra_env=_remote_env(),
+        )
 
 
 async def fetch_branch(repo: Path, branch: str, remote: str, identity: GitIdentity | None = None) -> bool:
