@@ -21,7 +21,7 @@ from agents.core.models import TaskStatus
 from agents.doctor import Level, check_task_engine
 from tests.conftest import CALC_BUGGY, MODEL, USER_ID, BotHarness, git, make_repo, make_settings, start_bot, text_now
 from tests.fakes import anthropic_server as claude_says
-from tests.scripted import RoleScript
+from tests.scripted import RoleScript, role_of
 from tests.test_sandbox import host_pids
 
 temporalio = pytest.importorskip("temporalio", reason="the Temporal SDK (the optional extra .[temporal]) is missing")
@@ -317,26 +317,58 @@ async def test_a_runner_killed_mid_task_hands_it_over_from_its_last_push(
     assert "resumed on the same branch" in resumed and "runner running this task was lost" in resumed
 
 
-async def test_the_bot_restarted_mid_task_reattaches(
-    fake_telegram, fake_anthropic, tmp_path, workspace_root, temporal, queue, model: RoleScript, runners: Runners
+async def test_the_bot_restarted_mid_task_reattaches_and_learns_what_ended_meanwhile(
+    fake_telegram, fake_anthropic, tmp_path, workspace_root, temporal, queue, runners: Runners
 ) -> None:
-    runners.start("a")
-    gate = threading.Event()
+    """Two tasks on two runners; the bot stops; one task ends while it is away, the other after it is back."""
+    runners.start("a"), runners.start("b")
+    from temporalio.client import Client
 
-    def slow_edit(_body: dict) -> dict:
-        gate.wait(60)  # the worker's model call is held while the bot restarts
-        return claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"})
+    from agents.engine.cluster import workflow_id
 
-    model.add("orchestrator", start_task("Fix add() in calc.py."), claude_says.text("Started."))
-    model.add("code", slow_edit, claude_says.text("Fixed add() while the bot restarted."))
+    gates = {"alpha": threading.Event(), "beta": threading.Event()}
+    reached: set[str] = set()
+    orchestrator = RoleScript().add(
+        "orchestrator",
+        claude_says.tool_uses(
+            [
+                (
+                    "start_task",
+                    {"workspace": "calc", "worker": "code", "instructions": f"{tag} notes", "background": True},
+                )
+                for tag in gates
+            ]
+        ),
+        claude_says.text("Started both."),
+    )
+
+    def claude(body: dict) -> dict:
+        if role_of(body) != "code":
+            return orchestrator(body)
+        tag = "alpha" if "alpha" in str(body["messages"][0]["content"]) else "beta"
+        if len(body["messages"]) == 1:
+            reached.add(tag)
+            gates[tag].wait(60)  # the worker's model call is held while the bot is away
+            return claude_says.tool_use("write_file", {"path": f"{tag}.md", "content": f"{tag}\n"})
+        return claude_says.text(f"Wrote {tag}.md.")
+
+    fake_anthropic.handler = claude
     async with temporal_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, temporal, queue) as first:
-        first.say("fix add in calc")
-        await first.tg.await_for(lambda: model.requests["code"], timeout=60)
+        first.say("write the alpha and beta notes in calc")
+        await first.tg.await_for(lambda: len(reached) == 2, timeout=60)  # both runners are in their tasks
+        instance = first.runtime.runner.instance
+    gates["beta"].set()  # task 2 ends while no bot is running
+    client = await Client.connect(temporal)
+    beta = client.get_workflow_handle(workflow_id(instance, 2))
+    await asyncio.wait_for(beta.result(), 60)
     async with temporal_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, temporal, queue) as second:
-        task = await second.runtime.store.get_task(1)
-        assert task.status is TaskStatus.IN_PROGRESS, "re-attached, not interrupted"
+        assert (await second.runtime.store.get_task(1)).status is TaskStatus.IN_PROGRESS, "re-attached"
+        done = await second.runtime.store.get_task(2)
+        assert done.status is TaskStatus.COMPLETED, "its report was applied at start-up"
+        await second.tg.await_for(lambda: message_with(second, "Task #2", "Wrote beta.md."))
         assert not message_with(second, "Resume it on its branch")
-        gate.set()
+        gates["alpha"].set()
         task = await ended(second, 1)
         assert task.status is TaskStatus.COMPLETED, task.error
-        await second.tg.await_for(lambda: message_with(second, "Task #1", "Fixed add() while the bot restarted."))
+        await second.tg.await_for(lambda: message_with(second, "Task #1", "Wrote alpha.md."))
+        assert "alpha" in git(workspace_root / "calc", "show", f"{task.branch}:alpha.md")

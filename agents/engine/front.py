@@ -67,6 +67,7 @@ class TemporalEngine:
         self.client: Client | None = None
         self.questions: dict[int, tuple[int, int]] = {}  # network request id → (chat id, task id), asked by runners
         self.remote: dict[int, int] = {}  # task id → chat id: the tasks whose workflow this bot is following
+        self.attaching: set[int] = set()  # re-attached tasks: their running workflow is followed, not started
         self.stopping = False
         self._serving: asyncio.Task[None] | None = None
         self._connecting = asyncio.Lock()
@@ -103,17 +104,22 @@ class TemporalEngine:
             return set()
         adopted: set[int] = set()
         for task in candidates:
+            handle = self._handle(task.id)
             try:
-                described = await self._handle(task.id).describe()
+                described = await handle.describe()
             except RPCError:
                 continue  # never started as a workflow (or long gone)
-            if described.status is not WorkflowExecutionStatus.RUNNING:
-                continue
-            if await self.store.transition_task(task.id, [TaskStatus.INTERRUPTED], TaskStatus.IN_PROGRESS):
+            if described.status is WorkflowExecutionStatus.COMPLETED:  # it ended while the bot was away
+                await self._apply(task, await handle.result())
+                adopted.add(task.id)
+            elif described.status is WorkflowExecutionStatus.RUNNING and await self.store.transition_task(
+                task.id, [TaskStatus.INTERRUPTED], TaskStatus.IN_PROGRESS
+            ):
                 await self.store.add_event(
                     TaskEvent(task_id=task.id, kind="status", detail="in_progress (re-attached)")
                 )
                 task.status = TaskStatus.IN_PROGRESS
+                self.attaching.add(task.id)  # follow that run: never start a second one
                 self.runner.adopt(task)
                 adopted.add(task.id)
         return adopted
@@ -145,7 +151,7 @@ class TemporalEngine:
 
     def _handle(self, task_id: int) -> WorkflowHandle:
         assert self.client is not None
-        return self.client.get_workflow_handle(cluster.workflow_id(self.instance, task_id))
+        return self.client.get_workflow_handle_for(AgentTask.run, cluster.workflow_id(self.instance, task_id))
 
     async def poke(self, poke: Poke) -> bool:
         """A note, an answer or a cancel for a task running on a runner; False when its workflow is not reachable."""
@@ -180,18 +186,22 @@ class TemporalEngine:
             self.remote.pop(task.id, None)
 
     async def _follow(self, client: Client, task: Task) -> None:
-        try:
-            handle = await client.start_workflow(
-                AgentTask.run,
-                await self._start_of(task),
-                id=cluster.workflow_id(self.instance, task.id),
-                task_queue=self.settings.temporal_task_queue,
-                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,  # a restarted bot attaches: never twice
-            )
-        except RPCError as err:
-            await self._unreachable(task, err)
-            return
-        await self.store.add_event(TaskEvent(task_id=task.id, kind="engine", detail=f"workflow {handle.id}"))
+        if task.id in self.attaching:  # re-attached after a restart: that run, never a second one
+            self.attaching.discard(task.id)
+            handle = self._handle(task.id)
+        else:
+            try:
+                handle = await client.start_workflow(
+                    AgentTask.run,
+                    await self._start_of(task),
+                    id=cluster.workflow_id(self.instance, task.id),
+                    task_queue=self.settings.temporal_task_queue,
+                    id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,  # running already: attach, not twice
+                )
+            except RPCError as err:
+                await self._unreachable(task, err)
+                return
+            await self.store.add_event(TaskEvent(task_id=task.id, kind="engine", detail=f"workflow {handle.id}"))
         if await self.store.task_attachments(task.id):  # files stay on the bot's machine (not in payloads)
             await self.notifier.send(
                 task.chat_id,
@@ -320,7 +330,10 @@ class ChatDesk:
         buttons = decode_buttons(call.buttons)
         data = base64.b64decode(call.data_b64) if call.data_b64 else b""
         if call.method == "edit" and call.message_id is not None:
-            await engine.notifier.edit(call.chat_id, call.message_id, call.text, buttons=buttons)
+            try:  # an edit is best effort (the local engine's progress swallows a failed one too): never retried
+                await engine.notifier.edit(call.chat_id, call.message_id, call.text, buttons=buttons)
+            except Exception as err:
+                log.debug("task %s: edit failed: %s", call.task_id, err)
             return None
         if call.method == "send_document":
             await engine.notifier.send_document(call.chat_id, call.filename, data, caption=call.text)

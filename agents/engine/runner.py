@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from temporalio import activity
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowUpdateStage
 from temporalio.worker import Worker
 
 from agents.core.actions import Buttons
@@ -54,7 +54,7 @@ from agents.work.task_execution import TaskExecutor
 log = logging.getLogger(__name__)
 
 SEND_SECONDS = 120.0  # a chat message through the workflow and the bot (which may be restarting)
-EDIT_SECONDS = 20.0  # a progress edit is best effort: the worker never waits long on it
+ACCEPT_SECONDS = 20.0  # a progress edit is handed to the workflow within this, or dropped
 
 
 @dataclass(frozen=True)
@@ -92,8 +92,15 @@ class ChatThroughWorkflow:
         return await self._call(call, SEND_SECONDS)
 
     async def edit(self, chat_id: int, message_id: int, markdown: str, *, buttons: Buttons | None = None) -> None:
-        call = NotifyCall(self._task_id(), chat_id, "edit", markdown, encode_buttons(buttons), message_id=message_id)
-        await self._call(call, EDIT_SECONDS)
+        """Handed to the workflow, not waited for: the worker never waits on a bot that is away (the workflow drops
+        an edit the bot has not taken within its EDIT_SECONDS; the next one shows the whole progress anyway)."""
+        route = ROUTE.get(None)
+        if route is None:
+            return
+        call = NotifyCall(route.task_id, chat_id, "edit", markdown, encode_buttons(buttons), message_id=message_id)
+        handle = self.client.get_workflow_handle(route.workflow_id)
+        async with asyncio.timeout(ACCEPT_SECONDS):
+            await handle.start_update(AgentTask.notify, call, wait_for_stage=WorkflowUpdateStage.ACCEPTED)
 
     async def send_document(self, chat_id: int, filename: str, data: bytes, caption: str = "") -> None:
         b64 = base64.b64encode(data).decode()

@@ -26,6 +26,7 @@ with workflow.unsafe.imports_passed_through():
     from agents.engine.payloads import EXECUTE, NOTIFY, POKE, WORKFLOW, Claim, NotifyCall, Poke, TaskReport, TaskStart
 
 ONCE = RetryPolicy(maximum_attempts=1)
+EDIT_SECONDS = 30  # a progress edit not shown within this is dropped (the bot is away; the next edit shows all)
 ABANDON = workflow.HandlerUnfinishedPolicy.ABANDON
 
 
@@ -112,11 +113,22 @@ class AgentTask:
     async def notify(self, call: NotifyCall) -> int | None:
         """Show something in the task's chat (through the bot); the message id, for later edits."""
         assert self.start is not None
+        if call.method == "edit":
+            try:
+                return await self._notify(call)
+            except ActivityError:  # dropped: see EDIT_SECONDS
+                return None
+        return await self._notify(call)
+
+    async def _notify(self, call: NotifyCall) -> int | None:
+        assert self.start is not None
+        edit = call.method == "edit"  # a progress edit is dropped when the bot is away: the next shows it all
         return await workflow.execute_activity(
             NOTIFY,
             call,
             task_queue=self.start.bot_queue,
             start_to_close_timeout=timedelta(seconds=60),
-            schedule_to_close_timeout=timedelta(hours=2),  # the bot restarting: delivered when it is back
-            retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=5)),
+            schedule_to_close_timeout=timedelta(seconds=EDIT_SECONDS) if edit else timedelta(hours=2),
+            # a bot that is down picks it up when it is back (attempts count only once it runs); a refusal is final
+            retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=5), maximum_attempts=5),
         )
