@@ -110,7 +110,11 @@ class TemporalEngine:
             except RPCError:
                 continue  # never started as a workflow (or long gone)
             if described.status is WorkflowExecutionStatus.COMPLETED:  # it ended while the bot was away
-                await self._apply(task, await handle.result())
+                try:
+                    await self._apply(task, await handle.result())
+                except Exception:  # the bot starts anyway; the task stays interrupted, with Resume
+                    log.exception("task %s: the report of its finished workflow could not be applied", task.id)
+                    continue
                 adopted.add(task.id)
             elif described.status is WorkflowExecutionStatus.RUNNING and await self.store.transition_task(
                 task.id, [TaskStatus.INTERRUPTED], TaskStatus.IN_PROGRESS
