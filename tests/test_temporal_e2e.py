@@ -230,6 +230,9 @@ async def test_a_runner_runs_the_task_asks_for_network_and_the_bot_merges_its_br
     assert summary.callback_data == ["task:merge:1", "task:diff:1", "task:discard:1"]
     events = [e.detail for e in await tbot.runtime.store.task_events(1)]
     assert "running on a" in events and any("allowed once by the owner" in d for d in events)
+    audit = [c.tool for c in await tbot.runtime.store.tool_calls(task_id=1)]
+    assert audit == ["run_command", "edit_file"], audit  # the runner's audit rows came home (/log 1)
+    assert sum(u.agent == "code-worker" for u in await tbot.runtime.store.usage_since(task.created_at, task_id=1)) == 3
     assert any("fetched-deps" in (m.text or "") for m in tbot.tg.messages(USER_ID)) or "fetched-deps" in str(
         model.requests["code"][-1]
     )

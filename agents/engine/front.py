@@ -26,7 +26,7 @@ from temporalio.service import RPCError
 from temporalio.worker import Worker
 
 from agents.core.actions import Action, button, parse_action
-from agents.core.models import Task, TaskEvent, TaskStatus, UsageRecord, WorkerKind, utcnow
+from agents.core.models import Task, TaskEvent, TaskStatus, ToolCallRecord, UsageRecord, WorkerKind, utcnow
 from agents.core.protocols import Notifier
 from agents.core.settings import Settings
 from agents.engine import cluster
@@ -275,6 +275,8 @@ class TemporalEngine:
             await self.store.verify_criterion(task.id, int(idx), evidence)
         for row in report.usage:
             await self.store.record_usage(UsageRecord.model_validate_json(row).model_copy(update={"id": None}))
+        for row in report.tool_calls:
+            await self.store.record_tool_call(ToolCallRecord.model_validate_json(row).model_copy(update={"id": None}))
         status = TaskStatus(report.status)
         fields: dict[str, object] = {"status": status, "result": report.result, "error": report.error}
         if report.branch:

@@ -8,7 +8,7 @@ Temporal stores every payload in the workflow's history, so nothing secret is in
   command, screenshots and files the worker sends), already passed through the output filter of secrets.
 - Poke: a steering note, a network answer (allow once / for the task / deny), or a cancel.
 - TaskReport: the outcome (status, the worker's report, error, commit, branch names), the task's events, criteria,
-  token usage and the summary to show.
+  token usage, its tool calls (name, summarised arguments, sizes, errors: the audit) and the summary to show.
 """
 
 from __future__ import annotations
@@ -100,6 +100,7 @@ class TaskReport:
     events: list[list[str]] = field(default_factory=list)  # [kind, detail]
     verified: list[list[str]] = field(default_factory=list)  # [criterion number, evidence]
     usage: list[str] = field(default_factory=list)  # UsageRecord JSON
+    tool_calls: list[str] = field(default_factory=list)  # ToolCallRecord JSON (the audit; arguments summarised)
     shown: list[ShownMessage] = field(default_factory=list)
 
 

@@ -54,6 +54,7 @@ from agents.work.task_execution import TaskExecutor
 log = logging.getLogger(__name__)
 
 SEND_SECONDS = 120.0  # a chat message through the workflow and the bot (which may be restarting)
+MAX_AUDIT_ROWS = 500  # the newest tool calls go back in the report (arguments are summarised: ≤ 300 characters)
 ACCEPT_SECONDS = 20.0  # a progress edit is handed to the workflow within this, or dropped
 
 
@@ -308,6 +309,11 @@ class RunnerNode:
             events=[[e.kind, e.detail] for e in await self.store.task_events(task.id) if e.created_at >= since],
             verified=[[str(c.idx), c.evidence or ""] for c in await self.store.criteria(task.id) if c.verified],
             usage=[u.model_dump_json() for u in await self.store.usage_since(since, task_id=task.id)],
+            tool_calls=[
+                c.model_dump_json()
+                for c in (await self.store.tool_calls(task.id))[-MAX_AUDIT_ROWS:]
+                if c.created_at >= since
+            ],
             shown=self.summaries.kept.pop(task.id, []),
         )
         if row.branch:
