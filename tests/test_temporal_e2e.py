@@ -42,11 +42,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def temporal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A Temporal dev server (its own SQLite file, no UI), shared by this module's tests: its address."""
-    folder = tmp_path_factory.mktemp("temporal")
-    port = free_port()
+@contextlib.contextmanager
+def dev_server(folder: Path, port: int) -> Iterator[str]:
+    """A Temporal dev server on `port` (its own SQLite file, no UI): its address."""
     log = open(folder / "server.log", "w")
     proc = subprocess.Popen(
         [TEMPORAL, "server", "start-dev", "--headless", "--port", str(port), "--db-filename", str(folder / "t.db")],
@@ -64,6 +62,13 @@ def temporal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+
+
+@pytest.fixture(scope="module")
+def temporal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One dev server shared by this module's tests (each test has its own task queue)."""
+    with dev_server(tmp_path_factory.mktemp("temporal"), free_port()) as address:
+        yield address
 
 
 @pytest.fixture
@@ -140,12 +145,11 @@ def queue(request: pytest.FixtureRequest) -> str:
     return f"agentlab-{os.getpid()}-{request.node.name[-40:]}"
 
 
-@pytest.fixture
-def runners(tmp_path, remote, temporal, queue, fake_anthropic) -> Iterator[Runners]:
+def runner_env(temporal: str, queue: str, claude_url: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TELEGRAM_", "ANTHROPIC_", "TEMPORAL_"))}
     env.update(
         ANTHROPIC_API_KEY="sk-runner",
-        ANTHROPIC_BASE_URL=fake_anthropic.url,
+        ANTHROPIC_BASE_URL=claude_url,
         ANTHROPIC_MAX_RETRIES="0",
         WORKER_MODEL=MODEL,
         TEMPORAL_ADDRESS=temporal,
@@ -155,7 +159,12 @@ def runners(tmp_path, remote, temporal, queue, fake_anthropic) -> Iterator[Runne
         MAX_CONCURRENT_TASKS="1",
         PYTHONPATH=str(REPO),
     )
-    group = Runners(tmp_path, remote, env)
+    return env
+
+
+@pytest.fixture
+def runners(tmp_path, remote, temporal, queue, fake_anthropic) -> Iterator[Runners]:
+    group = Runners(tmp_path, remote, runner_env(temporal, queue, fake_anthropic.url))
     yield group
     group.stop()
 
@@ -268,7 +277,7 @@ async def test_a_note_and_cancel_reach_the_task_on_its_runner(
 
 
 async def test_an_unreachable_cluster_is_one_sentence_and_the_task_waits_for_resume(
-    fake_telegram, fake_anthropic, tmp_path, workspace_root, queue, model: RoleScript
+    fake_telegram, fake_anthropic, tmp_path, workspace_root, remote, queue, model: RoleScript
 ) -> None:
     model.add("orchestrator", start_task("Fix add()."), claude_says.text("Started."))
     closed = f"127.0.0.1:{free_port()}"
@@ -281,6 +290,26 @@ async def test_an_unreachable_cluster_is_one_sentence_and_the_task_waits_for_res
         assert sum("could not start" in (m.text or "") for m in bot.tg.messages(USER_ID)) == 1
         doctor = await check_task_engine(bot.settings)
         assert doctor.level is Level.fail and "unreachable" in doctor.detail
+        # the cluster comes up, a runner too: Resume runs the task, once
+        model.add(
+            "code",
+            claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"}),
+            claude_says.text("Fixed add()."),
+        )
+        port = int(closed.rsplit(":", 1)[1])
+        (tmp_path / "late-server").mkdir()
+        runners = Runners(tmp_path, remote, runner_env(closed, queue, fake_anthropic.url))
+        try:
+            with dev_server(tmp_path / "late-server", port):
+                runners.start("late")
+                bot.tg.press_button(USER_ID, told.message_id, "task:resume:1")
+                task = await ended(bot, 1)
+                assert task.status is TaskStatus.COMPLETED, task.error
+                assert "running on late" in [e.detail for e in await bot.runtime.store.task_events(1)]
+                runs = [r for r in model.requests["code"] if len(r["messages"]) == 1]  # a run's first request
+                assert len(runs) == 1, "the task ran once"
+        finally:
+            runners.stop()
 
 
 async def test_a_runner_killed_mid_task_hands_it_over_from_its_last_push(
