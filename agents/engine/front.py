@@ -373,7 +373,8 @@ class RoutedNetworkGate(NetworkGate):
     """The bot's network gate (research asks nothing; kept whole), whose buttons also answer runners' questions."""
 
     def __init__(self, engine: TemporalEngine, gate: NetworkGate) -> None:
-        super().__init__(gate.policy, gate.store, gate.notifier, gate.answer_seconds)
+        # the executor's gate exactly as it was configured (policy, store, notifier, whatever else it was given)
+        self.__dict__.update(gate.__dict__)
         self.engine = engine
 
     def decide(self, chat_id: int, request_id: int, choice: str) -> str:
