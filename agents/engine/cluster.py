@@ -10,13 +10,15 @@ from datetime import timedelta
 from temporalio.client import Client
 
 from agents.core.settings import Settings
+from agents.work.orphans import instance_token
 
 CONNECT_SECONDS = 5.0
 
 
 def bot_queue(settings: Settings) -> str:
-    """The bot's own queue: the chat side of every task (NOTIFY)."""
-    return f"{settings.temporal_task_queue}.bot"
+    """The bot's own queue: the chat side of its tasks (NOTIFY). Named after its database, so two bots sharing a
+    cluster and a task queue never take each other's chat messages."""
+    return f"{settings.temporal_task_queue}.bot.{instance_token(settings.database_path)}"
 
 
 def runner_queue(settings: Settings, name: str) -> str:
