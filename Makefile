@@ -8,6 +8,7 @@
 #
 # faster-whisper (VOICE_ENGINE=faster-whisper) is the optional extra `.[faster]`: installed in a second pip call
 # whose failure only prints a line (no wheel for this platform, no network), so the set-up never fails on it.
+# The Temporal SDK (TASK_ENGINE=temporal) is the optional extra `.[temporal]`, installed the same way.
 PY      ?= python3
 VENV    := .venv
 BIN     := $(VENV)/bin
@@ -25,6 +26,8 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --disable-pip-version-check -q -c $(VENV)/constraints.txt -e '.[test]'
 	$(BIN)/pip install --disable-pip-version-check -q -c $(VENV)/constraints.txt -e '.[faster]' \
 		|| echo 'faster-whisper did not install here: VOICE_ENGINE=faster-whisper is unavailable and its tests skip'
+	$(BIN)/pip install --disable-pip-version-check -q -c $(VENV)/constraints.txt -e '.[temporal]' \
+		|| echo 'temporalio did not install here: TASK_ENGINE=temporal is unavailable and its tests skip'
 	touch $@
 
 setup: $(STAMP) system-deps

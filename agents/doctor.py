@@ -603,6 +603,36 @@ def check_updates_mode(settings: Settings) -> Check:
     )
 
 
+async def check_task_engine(settings: Settings) -> Check:
+    """TASK_ENGINE=temporal (issue 27): the cluster answers, and which runners are polling for tasks."""
+    if settings.task_engine != "temporal":
+        return Check(Level.ok, "task engine", "local: tasks run in the bot's process")
+    try:
+        from agents.engine import cluster
+    except ImportError as err:
+        return Check(
+            Level.fail,
+            "task engine",
+            f"TASK_ENGINE=temporal but the Temporal SDK is missing ({err})",
+            "pip install -e '.[temporal]'",
+        )
+    try:
+        client = await cluster.connect(settings, identity="agentlab-doctor")
+        runners = await cluster.live_runners(client, settings)
+    except ConnectionError as err:
+        return Check(Level.fail, "task engine", str(err), "start the Temporal server, or fix TEMPORAL_ADDRESS")
+    s = settings
+    where = f"Temporal at {s.temporal_address} (namespace {s.temporal_namespace}, queue {s.temporal_task_queue})"
+    if not runners:
+        return Check(
+            Level.warn,
+            "task engine",
+            f"{where}: no runner is polling; tasks wait for one",
+            "start `agentlab runner` on a machine with the workspaces (see `agentlab runner --help`)",
+        )
+    return Check(Level.ok, "task engine", f"{where}; live runners: {', '.join(runners)}")
+
+
 # ------------------------------------------------------------------------------------------------------- the report
 
 
@@ -643,6 +673,7 @@ async def run_checks(settings: Settings) -> list[Check]:
         _guarded("MCP", lambda: check_mcp_servers(settings)),
         _guarded("database", lambda: check_database(settings)),
         _guarded("sandbox", lambda: check_sandbox(settings)),
+        _guarded("task engine", lambda: check_task_engine(settings)),
     )
     return [check for group in groups for check in group]
 

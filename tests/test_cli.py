@@ -230,3 +230,38 @@ def test_json_log_lines_include_the_traceback() -> None:
     assert "\n" not in line
     entry = json.loads(line)
     assert entry["task"] == 3 and "ValueError: boom" in entry["exception"]
+
+
+# ------------------------------------------------------------------------------------------------------ runner
+
+
+def test_runner_help_explains_a_two_machine_set_up(capsys) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["runner", "--help"])
+    assert exited.value.code == 0
+    out = capsys.readouterr().out
+    for needed in ("Two machines", "TASK_ENGINE=temporal", "RUNNER_REMOTE", "bare repository", "agentlab runner"):
+        assert needed in out
+
+
+def test_runner_needs_no_telegram_keys(clean_env: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    pytest.importorskip("temporalio", reason="the Temporal SDK (the optional extra .[temporal]) is missing")
+    import agents.engine.runner as runner
+
+    seen = []
+    monkeypatch.setattr(runner, "run_forever", lambda settings: seen.append(settings) or 0)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-runner-key")
+    monkeypatch.setenv("WORKSPACE_PATH", str(tmp_path))
+    monkeypatch.setenv("TEMPORAL_ADDRESS", "buildbox:7233")
+    assert main(["runner"]) == 0
+    assert seen[0].temporal_address == "buildbox:7233" and seen[0].allowed_user_ids == frozenset()
+
+
+def test_task_engine_is_local_unless_set(clean_env: Path) -> None:
+    from agents.core.settings import Settings, SettingsError, load_settings
+
+    base = dict(telegram_bot_token="1:x", anthropic_api_key="k", allowed_user_ids="1", workspace_path=".")
+    assert Settings(_env_file=None, **base).task_engine == "local"
+    assert Settings(_env_file=None, task_engine=" Temporal ", **base).task_engine == "temporal"
+    with pytest.raises(SettingsError, match="TASK_ENGINE"):
+        load_settings(_env_file=None, task_engine="celery", **base)

@@ -6,6 +6,8 @@
   `agents.llm.scripted_model.ScriptedModel` imitates it.
 - `AnswerStream`: where a streamed answer goes while it is written (the chat's draft).
 - `SpeechToText`: what the voice handler needs from a transcriber (an engine of `agents.inputs`, or a fake).
+- `TaskEngine`: where stored tasks run: `agents.work.task_runner.TaskRunner` in the bot's process (TASK_ENGINE=local)
+  or `agents.engine.front.TemporalEngine` (TASK_ENGINE=temporal: workflows executed by `agentlab runner`s).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol, runtime_checkable
 
 from agents.core.actions import Buttons
-from agents.core.models import Caller
+from agents.core.models import Caller, Task
 
 if TYPE_CHECKING:
     import anthropic
@@ -203,6 +205,38 @@ WORK_TOOLS = (
     "discard_task",
     "create_workspace",
 )  # the WorkDesk methods the orchestrator offers as tools, in this order
+
+
+class TaskEngine(Protocol):
+    """What the crew needs from whatever runs its tasks: run the stored pending tasks, wait for one, cancel one.
+
+    Steering notes and network answers reach a running task through the executor's `Inboxes.post` and
+    `NetworkGate.decide`; the Temporal engine replaces both with versions that forward to the task's workflow.
+    """
+
+    def start(self) -> None:
+        """Begin claiming pending tasks from the store."""
+        ...
+
+    def wake(self) -> None:
+        """A pending task was added (or resumed): claim it now."""
+        ...
+
+    async def wait(self, task_id: int) -> None:
+        """Return once the task has ended (any final status)."""
+        ...
+
+    async def cancel(self, task_id: int) -> bool:
+        """Cancel a pending or running task, with every process it started; False when it was neither."""
+        ...
+
+    async def shutdown(self, timeout: float = 5.0) -> None:
+        """The bot stops: claim nothing more; what runs here becomes `interrupted` (resumable)."""
+        ...
+
+    async def reattach(self, tasks: list[Task]) -> set[int]:
+        """At start-up, of the tasks a stopped bot left `interrupted`: those still running elsewhere, followed again."""
+        ...
 
 
 class MessageModel(Protocol):

@@ -132,7 +132,7 @@ class Settings(BaseSettings):
     mcp_call_timeout_seconds: float = Field(120.0, gt=0)  # one tool call
     browser_tools_dir: Path | None = None  # where `make setup` installs chrome-devtools-mcp (default: the bot's .tools)
 
-    @field_validator("sandbox", "sandbox_network", mode="before")
+    @field_validator("sandbox", "sandbox_network", "task_engine", mode="before")
     @classmethod
     def _lower_mode(cls, value: object) -> object:
         return value.strip().lower() if isinstance(value, str) else value
@@ -143,6 +143,17 @@ class Settings(BaseSettings):
         if isinstance(value, str):
             return tuple(Path(p.strip()).expanduser() for p in value.replace(";", ",").split(",") if p.strip())
         return value
+
+    # --- where tasks run (issue 27): in the bot's process, or as Temporal workflows on `agentlab runner`s ---------
+    task_engine: Literal["local", "temporal"] = "local"
+    temporal_address: str = "localhost:7233"
+    temporal_namespace: str = "default"
+    temporal_task_queue: str = "agentlab"  # the shared queue runners claim tasks from (each also has its own)
+    temporal_heartbeat_seconds: float = Field(30.0, ge=1.0)  # a runner silent this long is lost: another takes over
+    temporal_claim_seconds: float = Field(600.0, ge=1.0)  # no runner takes the task within this: it is `interrupted`
+    temporal_takeovers: int = Field(1, ge=0)  # how often a task lost with its runner moves to another one
+    runner_name: str | None = None  # `agentlab runner`: its name in the cluster (default: host name and process id)
+    runner_remote: str = "origin"  # the workspaces' shared remote: runners push task branches, the bot fetches them
 
     log_level: str = "INFO"
 
@@ -186,6 +197,7 @@ class Settings(BaseSettings):
         "daily_budget_usd",
         "webhook_secret_token",
         "worktrees_path",
+        "runner_name",
         mode="before",
     )
     @classmethod

@@ -389,6 +389,21 @@ class Store(Connection):
         )
         return Task.model_validate(dict(rows[0])) if rows else None
 
+    async def mirror_task(self, task: Task, criteria: list[str] | None = None) -> None:
+        """A runner's copy of a task the bot stored (issue 27): inserted, or replaced whole, under the bot's number,
+        with its acceptance criteria afresh."""
+        data = {k: _to_db(v) for k, v in task.model_dump().items()}
+        async with self.transaction() as db:
+            await db.execute("DELETE FROM task_criteria WHERE task_id = ?", (task.id,))
+            await db.execute(
+                f"INSERT OR REPLACE INTO tasks ({', '.join(data)}) VALUES ({', '.join('?' for _ in data)})",
+                tuple(data.values()),
+            )
+            await db.executemany(
+                "INSERT INTO task_criteria (task_id, idx, text) VALUES (?, ?, ?)",
+                [(task.id, idx, text) for idx, text in enumerate(criteria or [], start=1)],
+            )
+
     async def interrupt_running_tasks(self) -> list[Task]:
         """At start-up: tasks left in_progress by a killed bot become interrupted."""
         stuck = await self.list_tasks(statuses=[TaskStatus.IN_PROGRESS], limit=1000)

@@ -17,7 +17,7 @@ from pathlib import Path
 from agents.core.actions import Buttons
 from agents.core.errors import ToolError
 from agents.core.models import Caller, Proposal, ProposalStatus, Task, TaskEvent, TaskStatus, WorkerKind, utcnow
-from agents.core.protocols import Notifier
+from agents.core.protocols import Notifier, TaskEngine
 from agents.core.settings import Settings
 from agents.core.text import human_size
 from agents.git import diff as git_diff
@@ -32,7 +32,6 @@ from agents.tools.workspaces import Workspace, Workspaces
 from agents.work import crew_texts
 from agents.work.steering import Inboxes
 from agents.work.task_outcome import branch_buttons
-from agents.work.task_runner import TaskRunner
 
 # The chat message that asked for the work; progress and summaries reply to it.
 
@@ -85,7 +84,7 @@ class Crew:
         settings: Settings,
         store: Store,
         workspaces: Workspaces,
-        runner: TaskRunner,
+        runner: TaskEngine,
         notifier: Notifier,
         inboxes: Inboxes | None = None,
         repo_map: RepoMap | None = None,

