@@ -78,7 +78,7 @@ async def one_answer(tg: FakeTelegram, claude, words: int, chat_id: int, asked: 
     if chat_id == USER_ID:
         tg.send_text(USER_ID, f"question {asked}")
     else:
-        tg.send_text(USER_ID, f"question {asked}", chat_id=chat_id)
+        tg.send_text(USER_ID, f"@test_bot question {asked}", chat_id=chat_id)
 
     def first_visible() -> bool:
         if chat_id == USER_ID and any(d.text for d in tg.drafts[before_drafts:]):

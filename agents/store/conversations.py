@@ -35,9 +35,10 @@ def is_topic(conversation: int) -> bool:
 class Conversations:
     """Reads and writes of the topics and bindings tables; `Store.conversations` hands one out (places cached)."""
 
-    def __init__(self, store: Connection, cache: dict[int, Place]) -> None:
+    def __init__(self, store: Connection, cache: dict[int, Place], bindings: dict[int, str | None]) -> None:
         self._store = store
         self._places = cache  # a topic's place never changes; its name may, which only labels
+        self._bindings = bindings  # conversation → its workspace (None: none), read once: every turn asks
 
     async def topic(self, chat_id: int, thread_id: int, name: str = "") -> int:
         """The conversation key of a topic, made on first sight; a name learnt later fills an empty one."""
@@ -75,9 +76,13 @@ class Conversations:
             "ON CONFLICT (conversation) DO UPDATE SET workspace = excluded.workspace, bound_at = excluded.bound_at",
             (conversation, workspace, utcnow().isoformat()),
         )
+        self._bindings[conversation] = workspace
 
     async def bound_workspace(self, conversation: int) -> str | None:
+        if conversation in self._bindings:  # the store's one process writes every binding (bind), so this stays true
+            return self._bindings[conversation]
         rows = await self._store.rows(
             "SELECT workspace FROM conversation_workspaces WHERE conversation = ?", (conversation,)
         )
-        return rows[0][0] if rows else None
+        workspace = self._bindings[conversation] = rows[0][0] if rows else None
+        return workspace

@@ -56,6 +56,7 @@ class Store(Connection):
         self.path = path
         self._conversation_starts: dict[int, str] = {}  # chat id → start of its current conversation ('' = always)
         self._places: dict[int, Place] = {}  # topic conversation → its chat and thread (Store.conversations)
+        self._bindings: dict[int, str | None] = {}  # conversation → its workspace, as read or bound
 
     # ---- lifecycle -----------------------------------------------------------------------
     @classmethod
@@ -482,7 +483,7 @@ class Store(Connection):
     @property
     def conversations(self) -> Conversations:
         """Forum topics as conversations of their own, and the workspace a conversation is bound to."""
-        return Conversations(self, self._places)
+        return Conversations(self, self._places, self._bindings)
 
     @property
     def repo_index(self) -> RepoIndex:
