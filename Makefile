@@ -8,6 +8,9 @@
 #
 # faster-whisper (VOICE_ENGINE=faster-whisper) is the optional extra `.[faster]`: installed in a second pip call
 # whose failure only prints a line (no wheel for this platform, no network), so the set-up never fails on it.
+# Tests: bytecode is written even where the environment says PYTHONDONTWRITEBYTECODE (each xdist worker and each bot
+# or runner process a test starts would compile every module again, and pytest would rewrite every test's asserts
+# again), and idle xdist workers steal queued tests (the long ones otherwise leave one worker busy at the end).
 # The Temporal SDK (TASK_ENGINE=temporal) is the optional extra `.[temporal]`, installed the same way.
 PY      ?= python3
 VENV    := .venv
@@ -45,7 +48,7 @@ run: setup
 test: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/python -m pytest -q -n auto
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n auto --dist worksteal
 
 bench: $(STAMP)
 	$(BIN)/python bench/run_all.py

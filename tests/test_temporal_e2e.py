@@ -330,7 +330,12 @@ async def test_a_runner_killed_mid_task_hands_it_over_from_its_last_push(
     await tbot.tg.await_for(lambda: host_pids(SLEEP), timeout=60)
     from agents.engine.workflow import AgentTask
 
-    first = await tbot.runtime.runner._handle(1).query(AgentTask.runner)
+    handle = tbot.runtime.runner._handle(1)
+    for _ in range(100):  # the push of the first commit is polled: the kill waits until the workflow knows of it
+        if await handle.query(AgentTask.last_push):
+            break
+        await asyncio.sleep(0.1)
+    first = await handle.query(AgentTask.runner)
     orphans = host_pids(SLEEP)
     runners.procs[first].kill()
     for pid in orphans:  # a killed runner's commands are killed when it starts again; here, now

@@ -83,6 +83,11 @@ class AgentTask:
     def runner(self) -> str:
         return self.claim.runner if self.claim else ""
 
+    @workflow.query
+    def last_push(self) -> str:
+        """The task branch as a takeover would resume it ("" before the first push)."""
+        return self.branch or ""
+
     @workflow.signal
     def claimed(self, claim: Claim) -> None:
         self.claim = claim
