@@ -1,5 +1,6 @@
 """Real JavaScript test runners for tests: mocha, jest and pnpm at pinned versions, installed from the npm registry
-once into `~/.cache/agentlab-tests/npm-<hash>` and reused across runs; a test that needs them skips with a reason
+once into `~/.cache/agentlab-tests/npm-<hash>` (by `make test` before pytest starts, else on first use) and reused
+across runs; a test that needs them skips with a reason
 when npm or the registry cannot be reached. Parallel test workers (pytest-xdist) install under a file lock, so one
 installs and the others wait; a failed install is tried once per test run, not once per worker. A project gets them
 as a real `node_modules` folder (hard links)."""
@@ -65,3 +66,10 @@ def give_node_modules(project: Path, tools: Path) -> Path:
         shutil.rmtree(target, ignore_errors=True)
         shutil.copytree(tools / "node_modules", target, symlinks=True)
     return target
+
+
+if __name__ == "__main__":  # `make test` installs them before pytest starts: the install is set-up, not test time
+    try:
+        print(f"JavaScript test runners ready in {npm_tools()}")
+    except BaseException as skipped:  # pytest.skip raises; the tests that need them skip with this reason
+        print(f"JavaScript test runners not installed: {skipped}")

@@ -91,8 +91,8 @@ async def test_sigkill_mid_task_then_restart_reports_and_resumes(
     model.add(
         "code",
         claude_says.tool_use("write_file", {"path": "notes.md", "content": "step one\n"}),
-        claude_says.tool_use(
-            "run_command", {"command": f"setsid sleep {SERVICE} & exec sleep {SERVICE}", "background": True}
+        claude_says.tool_use(  # it prints a line: its start is not waited out (services.START_WAIT_SECONDS)
+            "run_command", {"command": f"setsid sleep {SERVICE} & echo up; exec sleep {SERVICE}", "background": True}
         ),
         claude_says.tool_use("run_command", {"command": f"sleep {ORPHAN} & exec sleep {ORPHAN}"}),
     )
