@@ -1,9 +1,8 @@
 """Real JavaScript test runners for tests: mocha, jest and pnpm at pinned versions, installed from the npm registry
 once into `~/.cache/agentlab-tests/npm-<hash>` (by `make test` before pytest starts, else on first use) and reused
-across runs; a test that needs them skips with a reason
-when npm or the registry cannot be reached. Parallel test workers (pytest-xdist) install under a file lock, so one
-installs and the others wait; a failed install is tried once per test run, not once per worker. A project gets them
-as a real `node_modules` folder (hard links)."""
+across runs; a test that needs them skips with a reason when npm or the registry cannot be reached. Parallel test
+workers (pytest-xdist) install under a file lock, so one installs and the others wait; a failed install is tried once
+per test run, not once per worker. A project gets them as a real `node_modules` folder (hard links)."""
 
 from __future__ import annotations
 
