@@ -22,12 +22,14 @@ import os
 import signal
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
-import mcp_types
-from mcp import Client
-from mcp.shared.message import SessionMessage
+
+if TYPE_CHECKING:  # the mcp SDK costs ~0.5 s to import: only a task with MCP servers (or the browser) loads it
+    import mcp_types
+    from mcp import Client
+    from mcp.shared.message import SessionMessage
 
 from agents.core.errors import ToolError
 from agents.core.text import keep_head_and_tail
@@ -51,6 +53,9 @@ PictureSink = Callable[[list[tuple[str, bytes]]], Awaitable[None]]
 @contextlib.asynccontextmanager
 async def process_transport(process: asyncio.subprocess.Process) -> AsyncIterator[tuple[Any, Any]]:
     """The MCP stdio framing (one JSON-RPC message a line) over a process the bot started itself (in its sandbox)."""
+    import mcp_types
+    from mcp.shared.message import SessionMessage
+
     to_session, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, from_session = anyio.create_memory_object_stream[SessionMessage](0)
 
@@ -127,6 +132,8 @@ class McpSession:
         """The session lives in this task (the SDK's task groups are entered and left in one task)."""
         try:
             target, self.process = await self._connect()
+            from mcp import Client
+
             async with Client(target, mode="legacy", cache=None, read_timeout_seconds=self.call_timeout) as client:
                 tools: list[mcp_types.Tool] = []
                 cursor: str | None = None

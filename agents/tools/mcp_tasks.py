@@ -19,9 +19,6 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
-
 from agents.core.errors import ToolError
 from agents.core.models import WorkerKind
 from agents.core.settings import Settings
@@ -51,6 +48,9 @@ def connector(config: McpServerConfig, sandbox: SandboxSpec | None) -> Connector
 
     async def connect():  # noqa: ANN202 - (transport, process)
         if config.url is not None:
+            from mcp.client.streamable_http import streamable_http_client  # mcp_client.py: imported when used
+            from mcp.shared._httpx_utils import create_mcp_http_client
+
             client = create_mcp_http_client(headers=config.headers or None)
             return streamable_http_client(config.url, http_client=client), None
         if sandbox is None:
