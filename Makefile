@@ -10,13 +10,16 @@
 # whose failure only prints a line (no wheel for this platform, no network), so the set-up never fails on it.
 # Tests: bytecode is written even where the environment says PYTHONDONTWRITEBYTECODE (each xdist worker and each bot
 # or runner process a test starts would compile every module again, and pytest would rewrite every test's asserts
-# again), and idle xdist workers steal queued tests (the long ones otherwise leave one worker busy at the end).
+# again); two xdist workers per core, and idle workers steal queued tests (the long ones otherwise leave one worker
+# busy at the end).
 # The Temporal SDK (TASK_ENGINE=temporal) is the optional extra `.[temporal]`, installed the same way.
 PY      ?= python3
 VENV    := .venv
 BIN     := $(VENV)/bin
 TORCH   ?= torch==2.13.0
 STAMP   := $(VENV)/.installed
+# xdist workers: two per core (about half of a test's time is waiting on processes, git and the fakes)
+TEST_JOBS ?= $(shell echo $$(( $$(nproc) * 2 )))
 
 .PHONY: run test setup system-deps bench clean
 
@@ -49,7 +52,7 @@ test: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m tests.js_tools
-	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n auto --dist worksteal
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist worksteal
 
 bench: $(STAMP)
 	$(BIN)/python bench/run_all.py
