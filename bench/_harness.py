@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import platform
+import subprocess
 import sys
 import tempfile
 import threading
@@ -152,6 +153,36 @@ def running_fakes(tcp_nodelay: bool = True) -> Iterator[tuple[FakeTelegram, Fake
         yield tg, claude
 
 
+class FakeAnthropicProcess:
+    """The fake Anthropic server in a child process (bench/_fake_anthropic_process.py), answering `answer` to every
+    request: its `url`, and once closed its own mean time per call (`own_ms`)."""
+
+    def __init__(self, answer: str) -> None:
+        script = Path(__file__).with_name("_fake_anthropic_process.py")
+        self.proc = subprocess.Popen(
+            [sys.executable, str(script), answer], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        assert self.proc.stdout is not None
+        self.url = self.proc.stdout.readline().strip()
+        self.own_ms: float | None = None
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.close()
+        line = self.proc.stdout.readline()
+        self.proc.wait(10)
+        self.own_ms = json.loads(line)["mean_ms"] if line.strip() else None
+
+
+@contextlib.contextmanager
+def fake_anthropic_process(answer: str) -> Iterator[FakeAnthropicProcess]:
+    fake = FakeAnthropicProcess(answer)
+    try:
+        yield fake
+    finally:
+        fake.close()
+
+
 @contextlib.contextmanager
 def temp_workspace() -> Iterator[Path]:
     """A temp folder holding `workspaces/calc` (one small git repository) and room for the bot's database."""
@@ -207,14 +238,14 @@ class ServerClock:
     """
 
     tg: FakeTelegram
-    claude: FakeAnthropic
+    claude: FakeAnthropic | FakeAnthropicProcess
     first_get_updates: float | None = None
     seconds: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def install(self) -> ServerClock:
         handle_call = self.tg.handle_call
-        answer = self.claude._answer
+        answer = getattr(self.claude, "_answer", None)  # a fake in its own process times itself
 
         def timed_call(method: str, params: dict[str, Any], files: dict[str, Any]) -> Any:
             if method.lower() == "getupdates":
@@ -236,7 +267,8 @@ class ServerClock:
                 self._record(f"anthropic.{path}", time.perf_counter() - started)
 
         self.tg.handle_call = timed_call  # type: ignore[method-assign]
-        self.claude._answer = timed_answer  # type: ignore[method-assign]
+        if answer is not None:
+            self.claude._answer = timed_answer  # type: ignore[method-assign,union-attr]
         return self
 
     def _record(self, name: str, seconds: float) -> None:
@@ -343,11 +375,14 @@ def questions(count: int, first: int = 0) -> list[str]:
 # ---------------------------------------------------------------------------------------------------- output
 
 
-def parse_args(description: str) -> argparse.Namespace:
+def parse_args(description: str, *flags: tuple[str, str]) -> argparse.Namespace:
+    """--json, and each (flag, help) of the bench's own switches."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument(
         "--json", action="store_true", help="also print the figures as one JSON object on the last line"
     )
+    for flag, text in flags:
+        parser.add_argument(flag, action="store_true", help=text)
     return parser.parse_args()
 
 

@@ -7,12 +7,19 @@ after a reply is in the way of the next one); latency = from injecting the updat
 stored by the fake. The bare bot is the floor; the target is agentlab's p50 ≤ floor + 10 ms in both modes. Also
 the start-up time: from building the application to the first getUpdates.
 
-Run: .venv/bin/python bench/overhead.py [--json]
+The fake Anthropic server runs in a process of its own (bench/_fake_anthropic_process.py), as the real API does not
+share the bot's interpreter: in-process, its parsing, validation, cache simulation and SSE framing of agentlab's
+17 KB requests competed with the bot for the GIL inside every measured latency (up to a 5 ms switch interval
+each time). `--fakes-in-process` measures the old way (both fakes as threads of this process), for comparison.
+The fake Telegram server stays in-process either way (the driver injects updates and reads replies through it).
+
+Run: .venv/bin/python bench/overhead.py [--json] [--fakes-in-process]
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 import time
 from dataclasses import dataclass, field
@@ -31,6 +38,7 @@ from bench._harness import (  # noqa: E402
     ServerClock,
     agentlab_settings,
     emit_json,
+    fake_anthropic_process,
     machine,
     main_thread_cpu,
     measure_replies,
@@ -181,19 +189,24 @@ def print_server_times(name: str, server_ms: dict[str, float]) -> None:
     print(f"  {name:9s} fakes' own time per call (inside the latency): {parts}")
 
 
-async def main() -> dict:
+async def main(fakes_in_process: bool = False) -> dict:
     quiet_logging()
-    with running_fakes() as (tg, claude), temp_workspace() as tmp:
-        claude.handler = lambda _body: claude_says.text(ANSWER)
-        agentlab, bare, speech_settle = await run_contenders(tg, claude, tmp)
+    with contextlib.ExitStack() as stack:
+        tg, local = stack.enter_context(running_fakes())
+        tmp = stack.enter_context(temp_workspace())
+        local.handler = lambda _body: claude_says.text(ANSWER)
+        claude = local if fakes_in_process else stack.enter_context(fake_anthropic_process(ANSWER))
+        agentlab, bare, speech_settle = await run_contenders(tg, claude, tmp)  # type: ignore[arg-type]
+    own_process_ms = None if fakes_in_process else claude.own_ms  # type: ignore[union-attr]
 
     a, b = LatencySummary.of(agentlab.samples), LatencySummary.of(bare.samples)
     a2, b2 = LatencySummary.of(agentlab.back_to_back), LatencySummary.of(bare.back_to_back)
     ratio_p50, ratio_p95, ratio_mean = a.p50 / b.p50, a.p95 / b.p95, a.mean / b.mean
     info = machine()
+    where = "threads of this process" if fakes_in_process else "fake Anthropic in its own process"
     print(
         f"Direct-answer overhead: {MESSAGES} sequential messages per bot ({ROUNDS} alternating blocks, after "
-        f"{WARMUP} warm-up), {GAP_SECONDS * 1000:.0f} ms idle between messages; {info['date']}, "
+        f"{WARMUP} warm-up), {GAP_SECONDS * 1000:.0f} ms idle between messages, fakes: {where}; {info['date']}, "
         f"{info['nproc']} CPUs, {info['cpu']}, Python {info['python']}"
     )
     print(f"  agentlab  {a.line()}")
@@ -212,8 +225,11 @@ async def main() -> dict:
     fakes_extra = agentlab.fakes_ms_per_answer - bare.fakes_ms_per_answer
     print(
         f"  agentlab's extra time per answer: p50 +{a.p50 - b.p50:.2f} ms, p95 +{a.p95 - b.p95:.2f} ms; of which "
-        f"+{fakes_extra:.2f} ms is the fakes' own work on agentlab's bigger requests (validation, cache simulation)"
+        f"+{fakes_extra:.2f} ms is the in-process fakes' own work on agentlab's bigger requests (validation, cache "
+        "simulation)"
     )
+    if own_process_ms is not None:
+        print(f"  the fake Anthropic (own process) spent {own_process_ms:.2f} ms per call, both bots' calls together")
     cpu_a, cpu_b = agentlab.loop_cpu_ms_per_answer, bare.loop_cpu_ms_per_answer
     print(
         f"  event-loop CPU per answer (main thread; not disturbed by other processes): agentlab {cpu_a:.2f} ms, "
@@ -237,6 +253,8 @@ async def main() -> dict:
         "warmup": WARMUP,
         "rounds": ROUNDS,
         "gap_ms": GAP_SECONDS * 1000,
+        "fakes_in_process": fakes_in_process,
+        "anthropic_fake_own_process_ms": None if own_process_ms is None else round(own_process_ms, 3),
         "agentlab": a.as_dict(),
         "bare": b.as_dict(),
         "back_to_back": {"agentlab": a2.as_dict(), "bare": b2.as_dict(), "extra_p50_ms": round(a2.p50 - b2.p50, 3)},
@@ -261,7 +279,10 @@ async def main() -> dict:
 
 
 if __name__ == "__main__":
-    args = parse_args(__doc__.splitlines()[0])
-    figures = asyncio.run(main())
+    args = parse_args(
+        __doc__.splitlines()[0],
+        ("--fakes-in-process", "both fakes as threads of this process (the method before 2026-11-24)"),
+    )
+    figures = asyncio.run(main(args.fakes_in_process))
     if args.json:
         emit_json(figures)

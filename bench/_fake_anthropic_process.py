@@ -1,0 +1,42 @@
+"""The fake Anthropic server in a process of its own, as the real API is: its work (JSON parsing, validation, the
+prompt-cache simulation, the SSE framing of a streamed answer) does not share the measured bot's GIL, so a bench
+measures the bot, not the bot plus its stand-in server competing for one interpreter.
+
+    python bench/_fake_anthropic_process.py ANSWER   → prints its URL; serves until stdin closes; then prints the
+                                                        server's own time per /v1/messages call as one JSON line
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.fakes import anthropic_server as claude_says  # noqa: E402
+from tests.fakes.anthropic_server import FakeAnthropic  # noqa: E402
+
+
+def main(answer: str) -> None:
+    seconds: list[float] = []
+    with FakeAnthropic() as claude:
+        claude.handler = lambda _body: claude_says.text(answer)
+        answer_call = claude._answer
+
+        def timed(path: str, raw: bytes, headers: dict[str, str]):  # noqa: ANN202 - the fake's own answer tuple
+            started = time.perf_counter()
+            try:
+                return answer_call(path, raw, headers)
+            finally:
+                seconds.append(time.perf_counter() - started)
+
+        claude._answer = timed  # type: ignore[method-assign]
+        print(claude.url, flush=True)
+        sys.stdin.read()  # the bench closes it when done
+    print(json.dumps({"calls": len(seconds), "mean_ms": 1000 * sum(seconds) / max(1, len(seconds))}), flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
