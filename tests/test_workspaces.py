@@ -37,6 +37,22 @@ def test_all_rescans_each_call(spaces: Workspaces) -> None:
     assert spaces.resolve("fresh").name == "fresh"
 
 
+def test_a_settled_root_is_scanned_once_and_again_when_a_project_comes_or_goes(
+    spaces: Workspaces, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    scans = []
+    real_scandir = os.scandir
+    monkeypatch.setattr("agents.tools.workspaces.os.scandir", lambda path: scans.append(path) or real_scandir(path))
+    long_ago = spaces.root.stat().st_mtime - 60
+    os.utime(spaces.root, (long_ago, long_ago))  # settled: a scan of it is kept
+    first = spaces.all()
+    assert spaces.all() == first and spaces.resolve("notes").name == "Notes" and len(scans) == 1
+    (spaces.root / "fresh").mkdir()  # the root's mtime moves
+    assert "fresh" in [w.name for w in spaces.all()] and len(scans) == 2
+    (spaces.root / "fresh").rmdir()
+    assert "fresh" not in [w.name for w in spaces.all()]
+
+
 def test_without_bot_repository_there_is_no_self(tmp_path: Path) -> None:
     (tmp_path / "alpha").mkdir()
     spaces = Workspaces(tmp_path, None)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -88,15 +89,38 @@ class Workspaces:
     """The workspaces available to agents: sub-folders of `root` (hidden ones skipped) plus `self` (the bot's
     repository).
 
-    The folder list is rescanned on every call, so new projects show up without a restart.
+    The folder list is current on every call, so new projects show up without a restart: it is rescanned whenever
+    the root folder's modification time moved (a folder or link added, removed or renamed in it), else the last scan
+    is reused (one stat instead of a scan and a path resolution per project on every turn of every chat).
     A folder literally named `self` is hidden when a bot repository is configured (the name is reserved).
     """
 
     def __init__(self, root: Path, bot_repository: Path | None = None) -> None:
         self.root = Path(root).expanduser()
         self.bot_repository = Path(bot_repository).expanduser() if bot_repository is not None else None
+        self._scanned: tuple[int, list[Workspace]] | None = None  # (root's mtime_ns, its projects) from the last scan
 
     def all(self) -> list[Workspace]:
+        found = list(self._projects())
+        if self.bot_repository is not None and self.bot_repository.is_dir():
+            found.append(Workspace(SELF_NAME, self.bot_repository.resolve()))
+        return sorted(found, key=lambda w: (w.name.casefold(), w.name))
+
+    def _projects(self) -> list[Workspace]:
+        try:
+            mtime = os.stat(self.root).st_mtime_ns
+        except OSError:
+            self._scanned = None
+            return []
+        if self._scanned is not None and self._scanned[0] == mtime:
+            return self._scanned[1]
+        projects = self._scan()
+        # a change within the file system's timestamp granularity of this scan could leave the mtime unmoved: such a
+        # scan is not kept, the next call scans again
+        self._scanned = (mtime, projects) if time.time_ns() - mtime > 100_000_000 else None
+        return projects
+
+    def _scan(self) -> list[Workspace]:
         found: list[Workspace] = []
         try:
             entries = list(os.scandir(self.root))
@@ -113,9 +137,7 @@ class Workspaces:
             except OSError:
                 continue
             found.append(Workspace(entry.name, Path(entry.path).resolve()))
-        if self.bot_repository is not None and self.bot_repository.is_dir():
-            found.append(Workspace(SELF_NAME, self.bot_repository.resolve()))
-        return sorted(found, key=lambda w: (w.name.casefold(), w.name))
+        return found
 
     def resolve(self, name: str) -> Workspace:
         """Find the workspace a (possibly spoken, misspelled) name means, or raise WorkspaceNotFound."""
