@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import socket
 import subprocess
 import textwrap
@@ -33,6 +34,27 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.name.endswith("_e2e.py") or BOTH_FAKES <= set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.e2e)
+    items[:] = longest_first(items, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+
+
+def longest_first(items: list[pytest.Item], workers: int) -> list[pytest.Item]:
+    """The run order for `workers` xdist workers: modules dealt into one share per worker (xdist's work stealing
+    first hands each worker a contiguous, equal share of this list), each share starting with its modules of `slow`
+    tests, then e2e ones, then the rest. The long tests start first on every worker, and what is stolen from a busy
+    worker's tail at the end is short. Whole modules move (a module-scoped fixture is set up once per worker); the
+    order within a module stays. Every worker computes the same order."""
+    modules: dict[Path, list[pytest.Item]] = {}
+    for item in items:
+        modules.setdefault(item.path, []).append(item)
+
+    def rank(path: Path) -> int:
+        tests = modules[path]
+        return 0 if any(t.get_closest_marker("slow") for t in tests) else 1 if tests[0].get_closest_marker("e2e") else 2
+
+    shares: list[list[pytest.Item]] = [[] for _ in range(max(1, workers))]
+    for path in sorted(modules, key=rank):
+        min(shares, key=len).extend(modules[path])
+    return [item for share in shares for item in share]
 
 
 @pytest.fixture(autouse=True)
@@ -102,17 +124,37 @@ CALC_BUGGY = {
 
 
 @pytest.fixture
-def workspace_root(tmp_path: Path) -> Path:
+def workspace_root(tmp_path: Path, repo_templates: Path) -> Path:
     root = tmp_path / "workspaces"
     root.mkdir()
-    make_repo(root / "calc", CALC_BUGGY)
-    make_repo(root / "group-therapy", {"README.md": "# Group therapy\n", "app.py": "print('hi')\n"})
+    copy_repo(repo_templates, "calc", root / "calc")
+    copy_repo(repo_templates, "group-therapy", root / "group-therapy")
     return root
 
 
 @pytest.fixture
-def bot_repo(tmp_path: Path) -> Path:
-    return make_repo(tmp_path / "agentlab-self", {"telegram_bot/handlers.py": "# handlers\n", "README.md": "# me\n"})
+def bot_repo(tmp_path: Path, repo_templates: Path) -> Path:
+    return copy_repo(repo_templates, "agentlab-self", tmp_path / "agentlab-self")
+
+
+TEMPLATE_REPOS = {
+    "calc": CALC_BUGGY,
+    "group-therapy": {"README.md": "# Group therapy\n", "app.py": "print('hi')\n"},
+    "agentlab-self": {"telegram_bot/handlers.py": "# handlers\n", "README.md": "# me\n"},
+}
+
+
+@pytest.fixture(scope="session")
+def repo_templates(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The repositories most tests start from, made once per test process (nine git runs) and copied per test."""
+    folder = tmp_path_factory.mktemp("repo-templates")
+    for name, files in TEMPLATE_REPOS.items():
+        make_repo(folder / name, files)
+    return folder
+
+
+def copy_repo(templates: Path, name: str, target: Path) -> Path:
+    return Path(shutil.copytree(templates / name, target, symlinks=True))
 
 
 def make_settings(

@@ -40,7 +40,7 @@ def group_members(pgid: int) -> list[int]:
     return members
 
 
-async def group_empty(pgid: int, within: float = 3.0) -> bool:
+async def group_empty(pgid: int, within: float = 10.0) -> bool:
     """The group has no live member left (a SIGKILLed process takes a moment to finish exiting)."""
     deadline = time.monotonic() + within
     while group_members(pgid):
@@ -50,7 +50,7 @@ async def group_empty(pgid: int, within: float = 3.0) -> bool:
     return True
 
 
-async def wait_gone(pids: list[int], within: float = 2.0) -> bool:
+async def wait_gone(pids: list[int], within: float = 10.0) -> bool:  # generous: a loaded machine is slow to reap
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
         if not any(alive(pid) for pid in pids):
