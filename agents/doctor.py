@@ -29,6 +29,7 @@ import httpx2
 from agents.core.errors import ToolError
 from agents.core.settings import Settings, SettingsError, load_settings
 from agents.git.runner import GitError, run_git
+from agents.llm.client import client_tls
 from agents.sandbox import bwrap
 from agents.sandbox.process_cap import pids_parent
 from agents.sandbox.task_cgroup import support as task_cgroup_support
@@ -110,7 +111,7 @@ async def check_telegram(settings: Settings, timeout: float = NETWORK_TIMEOUT_SE
         return text.replace(token, "<token>") if token else text
 
     try:
-        async with httpx2.AsyncClient(timeout=timeout) as client:
+        async with httpx2.AsyncClient(timeout=timeout, verify=client_tls()) as client:
             response = await asyncio.wait_for(client.get(f"{root}/bot{token}/getMe"), timeout + 1)
     except (TimeoutError, httpx2.TimeoutException):
         return Check(
@@ -160,6 +161,7 @@ async def check_anthropic(settings: Settings, timeout: float = NETWORK_TIMEOUT_S
         base_url=settings.anthropic_base_url,
         max_retries=0,
         timeout=timeout,
+        http_client=anthropic.DefaultAsyncHttpxClient(verify=client_tls()),
     )
     models = list(dict.fromkeys([settings.orchestrator_model, settings.worker_model]))
     model = models[0]
