@@ -265,5 +265,7 @@ async def on_error(update: object, context: Context) -> None:
     if isinstance(update, Update) and update.effective_chat:
         with contextlib.suppress(Exception):
             await context.bot.send_message(
-                update.effective_chat.id, "Sorry, something went wrong on my side; it is logged. Please try again."
+                update.effective_chat.id,
+                "Sorry, something went wrong on my side; it is logged. Please try again.",
+                message_thread_id=topic_thread(update.effective_message),  # in the topic it came from
             )

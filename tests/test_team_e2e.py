@@ -205,3 +205,17 @@ async def test_a_stranger_and_chatter_in_the_group_are_ignored(team: BotHarness,
         model.requests["orchestrator"]
     )
     assert [m.text for m in team.tg.messages(GROUP)] == ["Hello team."], "nothing was said to the stranger"
+
+
+async def test_an_unexpected_error_in_a_topic_is_apologised_for_in_that_topic(
+    team: BotHarness, model: RoleScript, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calc = team.tg.create_topic(GROUP, "calc", OWNER)
+
+    async def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("a bug of ours")
+
+    monkeypatch.setattr(team.runtime.orchestrator, "handle", broken)
+    team.tg.send_text(OWNER, "@test_bot hello", chat_id=GROUP, thread_id=calc)
+    assert await team.tg.await_for(lambda: in_topic(team, calc, "something went wrong"))
+    assert in_topic(team, None, "something went wrong") is None
