@@ -170,3 +170,15 @@ async def test_a_topic_is_a_conversation_with_its_own_workspace(crew: Crew, stor
     assert await conversations.bound_workspace(first) == "site"
     await crew.auto_bind(first, "calc")  # a binding someone made is never replaced by the topic's name
     assert await conversations.bound_workspace(first) == "site"
+
+
+async def test_a_members_name_is_shown_as_written_in_the_owners_request(crew: Crew, store: Store) -> None:
+    from telegram_bot.render.markdown import markdown_to_html
+
+    task = await ended_task(store, by=MEMBER)
+    named = Caller(chat_id=CHAT, user_id=MEMBER, user_name="mia_*dev* [x](y)")
+    with pytest.raises(ToolError):
+        await crew.merge_task(named, task.id)
+    ((_, request, _),) = crew.notifier.asked
+    shown = markdown_to_html(request).split(" asks ")[0]
+    assert shown == "🙋 mia_*dev* [x](y)", shown  # no italics, bold or link made of the name

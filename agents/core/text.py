@@ -41,3 +41,12 @@ def human_size(size: int) -> str:
             value = size / scale
             return f"{value:.0f} {unit}" if value >= 10 or value == int(value) else f"{value:.1f} {unit}"
     return f"{size} B"
+
+
+_MARKDOWN_SPECIALS = re.compile(r"([\\`*_~\[\]()<>|#])")
+
+
+def markdown_literal(text: str) -> str:
+    """`text` (a person's display name, a topic's name) shown as written inside the bot's Markdown: each character
+    that could start formatting or a link is backslash-escaped."""
+    return _MARKDOWN_SPECIALS.sub(r"\\\1", text)

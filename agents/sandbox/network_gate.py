@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from agents.core.actions import Action, Buttons, button
 from agents.core.models import Task, TaskEvent
 from agents.core.protocols import Notifier
-from agents.core.text import fenced, keep_head_and_tail
+from agents.core.text import fenced, keep_head_and_tail, markdown_literal
 from agents.sandbox.bwrap import NetworkPolicy
 from agents.store.database import Store
 
@@ -279,7 +279,7 @@ class NetworkGate:
                 task.chat_id, question, buttons=request_buttons(request_id), reply_to=task.progress_message_id
             )
             return
-        who = task.user_name or "a member"
+        who = markdown_literal(task.user_name) if task.user_name else "a member"
         handed = f"{question}\n(The task is {who}'s; only an owner can answer.)"
         pending.copies = await self.notifier.ask_owners(task.chat_id, handed, buttons=request_buttons(request_id))
         if all(chat != task.chat_id for chat, _ in pending.copies):

@@ -19,7 +19,7 @@ from agents.core.errors import ToolError
 from agents.core.models import Caller, Proposal, ProposalStatus, Task, TaskEvent, TaskStatus, WorkerKind, utcnow
 from agents.core.protocols import Notifier, TaskEngine
 from agents.core.settings import Settings
-from agents.core.text import human_size
+from agents.core.text import human_size, markdown_literal
 from agents.git import diff as git_diff
 from agents.git.merge import merge_task_branch
 from agents.git.runner import GitIdentity
@@ -72,7 +72,7 @@ def age(when: datetime | None) -> str:
 
 
 def task_line(t: Task) -> str:
-    by = f" · by {t.user_name}" if t.user_name else ""
+    by = f" · by {markdown_literal(t.user_name)}" if t.user_name else ""
     return f"#{t.id} [{t.status.value}] {t.worker.value} · {t.workspace}{by} · {age(t.created_at)} ago · {t.title}"
 
 
@@ -153,7 +153,7 @@ class Crew:
         (with its button), where they see it."""
         if self.is_owner(caller):
             return
-        who = caller.user_name or f"user {caller.user_id}"
+        who = markdown_literal(caller.user_name) if caller.user_name else f"user {caller.user_id}"
         with contextlib.suppress(Exception):  # a failed hand-over must not turn the refusal into an error
             await self.notifier.ask_owners(caller.chat_id, f"🙋 {who} asks {request}", buttons=buttons)
         raise ToolError(f"only an owner can {doing}; I've asked them")
