@@ -18,6 +18,7 @@ import functools
 import hashlib
 import json
 import logging
+import operator
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -332,20 +333,32 @@ def stemmed_words(name: str) -> tuple[str, ...]:
 
 
 def _references(data: bytes, path: str, symbols: list[Symbol]) -> tuple[dict[str, int], dict[str, int]]:
-    """The identifiers a file uses besides defining them (most used first, capped), and the words in its identifiers."""
-    counts = Counter(
-        _IDENTIFIER.findall(data.decode("latin-1"))
-    )  # identifiers are ASCII: any 8-bit decoding finds them
+    """The identifiers a file uses besides defining them (most used first, capped), and the words in its identifiers.
+
+    Plain dicts and one sort each rather than Counter arithmetic: this runs over every identifier of a repository."""
+    counts = Counter(_IDENTIFIER.findall(data.decode("latin-1")))  # identifiers are ASCII: any 8-bit decoding works
     for name in _NOT_REFERENCES:
         counts.pop(name, None)
-    uses = Counter(counts)
-    uses.subtract(symbol.name for symbol in symbols)
-    references = {name: n for name, n in uses.most_common(MAX_REFERENCES_PER_FILE) if n > 0}
-    words: Counter[str] = Counter()
+    words: dict[str, int] = {}
+    get = words.get
     for name, n in counts.items():
         for word in stemmed_words(name):
-            words[word] += n
-    return references, dict(words.most_common(MAX_REFERENCES_PER_FILE))
+            words[word] = get(word, 0) + n
+    uses = dict(counts)
+    for symbol in symbols:
+        if symbol.name in uses:
+            uses[symbol.name] -= 1
+    return _most_used(uses), _most_used(words)
+
+
+def _most_used(counts: dict[str, int]) -> dict[str, int]:
+    """The MAX_REFERENCES_PER_FILE most used names with a positive count, most used first (ties in first-seen order,
+    as Counter.most_common)."""
+    ranked = sorted(counts.items(), key=_by_count, reverse=True)[:MAX_REFERENCES_PER_FILE]
+    return {name: n for name, n in ranked if n > 0}
+
+
+_by_count = operator.itemgetter(1)
 
 
 def _markdown_summary(data: bytes) -> str:
