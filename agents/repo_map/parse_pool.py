@@ -2,8 +2,8 @@
 
 `ast` parsing is CPU-bound Python that threads cannot run in parallel (the GIL), so a batch of at least
 `PROCESS_MIN_FILES` files is dealt round-robin to one short-lived child process per core (up to `MAX_PROCESSES`):
-`python -m agents.repo_map.parse_pool` reads its share (pickled) on stdin and writes the outlines back on stdout
-in frames of `CHILD_FRAME_FILES` files (a length, then a pickle), so the caller can store each frame as it comes
+`python -m agents.repo_map.parse_child` reads its share (pickled) on stdin and writes the outlines back on stdout
+in frames (a length, then a pickle; parse_child.py), so the caller can store each frame as it comes
 (a map can be drawn from what is indexed so far) and neither side holds every outline at once. Plain asyncio
 subprocesses rather than `multiprocessing`: no fork of a process with threads, and no re-import of the bot's
 `__main__` in the children; each child runs in its own process group, killed on timeout or cancellation, and exits
@@ -22,21 +22,19 @@ import logging
 import os
 import pickle
 import signal
-import struct
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 from agents.repo_map.outline import FileOutline, SameContent, parse_files
+from agents.repo_map.parse_child import LENGTH as _LENGTH
 
 log = logging.getLogger(__name__)
 
 PROCESS_MIN_FILES = 300  # below this a batch is parsed in one thread: starting processes would cost more
 THREAD_CHUNK = 200  # files per worker-thread hop when parsing in this process
-CHILD_FRAME_FILES = 25  # files per frame a child writes back (the first ones are stored soon)
 MAX_PROCESSES = 4
 CHILD_TIMEOUT_S = 600.0
-_LENGTH = struct.Struct(">Q")
 
 Parsed = FileOutline | SameContent | None
 Batch = list[tuple[str, Parsed]]
@@ -135,7 +133,7 @@ async def _in_child(
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "agents.repo_map.parse_pool",
+        "agents.repo_map.parse_child",
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         env=env,
@@ -168,17 +166,3 @@ async def _in_child(
             await proc.wait()
     if proc.returncode != 0:
         raise RuntimeError(f"parse process exited with {proc.returncode}")
-
-
-def _child_main() -> None:
-    root, paths, states, hashes = pickle.load(sys.stdin.buffer)
-    out = sys.stdout.buffer
-    for begin in range(0, len(paths), CHILD_FRAME_FILES):
-        chunk = paths[begin : begin + CHILD_FRAME_FILES]
-        frame = pickle.dumps(list(zip(chunk, parse_files(Path(root), chunk, states, hashes))), pickle.HIGHEST_PROTOCOL)
-        out.write(_LENGTH.pack(len(frame)) + frame)
-        out.flush()
-
-
-if __name__ == "__main__":
-    _child_main()
