@@ -29,7 +29,7 @@ from agents.repo_map.outline import (
     file_extension,
 )
 from agents.repo_map.parse_pool import parse_batches
-from agents.repo_map.ranking import FileTerms, rank_files
+from agents.repo_map.ranking import FileTerms, Ranking, rank_files
 from agents.repo_map.symbols import Symbol
 from agents.store.database import Store
 from agents.tools.file_walk import list_files, read_only_git
@@ -41,6 +41,8 @@ RECENT_FILES = 20
 # A first guess of a map's drawing time per indexed file (reading the index, ranking, layout), until renders here
 # have measured it: ~0.5 ms on sympy's 1,557 files on a 2-core machine while a build runs beside it.
 RENDER_SECONDS_PER_FILE = 0.0005
+RENDER_FIXED_SECONDS = 0.1  # and what a map costs whatever its size (git's recent changes, thread hops, a wait on
+# the build's writes to the store)
 WAIT_POLL_S = 0.05  # how often a task waiting on a build re-checks how much is indexed
 
 
@@ -94,15 +96,35 @@ async def git_head(root: Path) -> str | None:
     return (out or "").strip() or None
 
 
-async def _recently_changed(root: Path, rows: dict[str, _FileRow]) -> list[str]:
-    """Uncommitted changes, then files of the last commits; without git, the newest files by mtime."""
-    diff = await read_only_git(root, "diff", "--name-only", "--relative", "HEAD")
-    log_out = await read_only_git(root, "log", f"-n{RECENT_FILES}", "--name-only", "--relative", "--pretty=format:")
+async def _recently_changed(root: Path, rows: dict[str, _FileRow]) -> list[str] | None:
+    """Uncommitted changes, then files of the last commits (those among `rows` when any are given, at most
+    RECENT_FILES then); None without git."""
+    diff, log_out = await asyncio.gather(
+        read_only_git(root, "diff", "--name-only", "--relative", "HEAD"),
+        read_only_git(root, "log", f"-n{RECENT_FILES}", "--name-only", "--relative", "--pretty=format:"),
+    )
     if diff is None and log_out is None:
-        newest = sorted(rows.values(), key=lambda r: (-r.mtime_ns, r.path))[:RECENT_FILES]
-        return [r.path for r in newest]
-    names = [line.strip() for line in f"{diff or ''}\n{log_out or ''}".splitlines()]
-    return list(dict.fromkeys(n for n in names if n in rows))[:RECENT_FILES]
+        return None
+    names = list(dict.fromkeys(line.strip() for line in f"{diff or ''}\n{log_out or ''}".splitlines()))
+    names = [n for n in names if n and (not rows or n in rows)]
+    return names[:RECENT_FILES] if rows else names
+
+
+def _rank(
+    rows: dict[str, _FileRow],
+    symbol_rows: list[tuple[str, str, str, int, str, str | None]],
+    terms: list[tuple[str, str, str]],
+    imports: list[tuple[str, str]],
+    request_text: str,
+    recent: list[str],
+) -> tuple[dict[str, list[Symbol]], Ranking]:
+    """The index's symbols by file, and the ranking for the request (in a worker thread: all CPU)."""
+    symbols: dict[str, list[Symbol]] = {}
+    for path, *fields in symbol_rows:
+        if path in rows:
+            symbols.setdefault(path, []).append(Symbol(*fields))
+    file_terms = [FileTerms(path, refs, words) for path, refs, words in terms]
+    return symbols, rank_files(sorted(rows), symbols, file_terms, imports, request_text, recent[:RECENT_FILES])
 
 
 # --- the map ---------------------------------------------------------------------------------------------------------
@@ -254,7 +276,7 @@ class RepoMap:
 
     def render_estimate(self, name: str) -> float:
         """Seconds a map of `name` should take to draw now, from the files its index holds."""
-        return self._indexed.get(name, 0) * self.render_seconds_per_file
+        return RENDER_FIXED_SECONDS + self._indexed.get(name, 0) * self.render_seconds_per_file
 
     async def _wait_leaving_time_to_render(self, name: str, root: Path | str, seconds: float) -> bool:
         """Wait on the refresh of `name` until it is done or until only the time to draw a map of what it holds so
@@ -397,23 +419,25 @@ class RepoMap:
         if refresh:
             await self.refresh(name, root, seed_from=seed_from)
         started = time.monotonic()
-        rows = {r["path"]: _FileRow(**r) for r in await self.store.repo_index.file_list(name)}
-        symbols: dict[str, list[Symbol]] = {}
-        for row in await self.store.repo_index.all_symbols(name):
-            if row["path"] in rows:
-                symbols.setdefault(row["path"], []).append(
-                    Symbol(row["name"], row["kind"], row["line"], row["signature"], row["parent"])
-                )
-        terms = [FileTerms(path, refs, words) for path, refs, words in await self.store.repo_index.file_terms(name)]
-        imports = await self.store.repo_index.all_imports(name)
-        recent = await _recently_changed(Path(root).resolve(), rows)
-        ranking = await asyncio.to_thread(rank_files, sorted(rows), symbols, terms, imports, request_text, recent)
+        # git's recent changes run while the index is read (both wait on other processes or threads)
+        recent_task = asyncio.create_task(_recently_changed(Path(root).resolve(), {}))
+        try:
+            rows = {r["path"]: _FileRow(**r) for r in await self.store.repo_index.file_list(name)}
+            symbol_rows = await self.store.repo_index.all_symbols(name)
+            terms = await self.store.repo_index.file_terms(name)
+            imports = await self.store.repo_index.all_imports(name)
+        finally:
+            recent_names = await recent_task
+        recent = [path for path in recent_names if path in rows] if recent_names is not None else None
+        if recent is None:  # not a git repository: the newest files
+            recent = [r.path for r in sorted(rows.values(), key=lambda r: (-r.mtime_ns, r.path))[:RECENT_FILES]]
+        symbols, ranking = await asyncio.to_thread(_rank, rows, symbol_rows, terms, imports, request_text, recent)
         counts = {path: len(file_symbols) for path, file_symbols in symbols.items()}
         text = await asyncio.to_thread(
             _layout, name, rows, ranking.files, ranking.entries, counts, max(0, budget_tokens)
         )
         if len(rows) >= 100:  # big enough to say how long a file takes
-            rate = (time.monotonic() - started) / len(rows)
+            rate = max(0.0, time.monotonic() - started - RENDER_FIXED_SECONDS) / len(rows)
             self.render_seconds_per_file = (self.render_seconds_per_file + rate) / 2
         return text
 

@@ -563,8 +563,11 @@ def rank_files(
                 personal[path] += 6.0 * len(hits) + 1.5 * len(hits_folder)
         frequencies: dict[str, dict[str, int]] = {}
         document_frequency: dict[str, int] = defaultdict(int)
+        keys = [f'"{term}":' for term in query]  # a JSON object holds a word as `"word":`: decode only those
         for row in terms:
-            words = json.loads(row.words) if row.words else {}
+            if not row.words or not any(key in row.words for key in keys):
+                continue
+            words = json.loads(row.words)
             found = {t: words[t] for t in query if t in words}
             if found:
                 frequencies[row.path] = found
