@@ -601,7 +601,7 @@ def rank_files(
         if len(definers) > 5:
             multiplier *= 0.1
         name_weight[name] = multiplier
-    sqrt, weight_of_name = math.sqrt, name_weight.get
+    sqrt, defined_here = math.sqrt, name_weight.__contains__
     for row in terms:
         user = row.path
         if kind.get(user) not in _CODE_CLASSES:  # prose and data mention names; they do not use them
@@ -609,11 +609,8 @@ def rank_files(
         references = json.loads(row.references) if row.references else {}
         targets = edges[user]
         used = uses_of[user]
-        for name, uses in references.items():
-            multiplier = weight_of_name(name)
-            if multiplier is None:
-                continue
-            weight = multiplier * sqrt(uses)
+        for name in filter(defined_here, references):  # most names are defined elsewhere: skipped in C
+            weight = name_weight[name] * sqrt(references[name])
             definers = defined_in[name]
             for definer in definers:
                 if definer != user:
