@@ -41,7 +41,7 @@ RECENT_FILES = 20
 # A first guess of a map's drawing time per indexed file (reading the index, ranking, layout), until renders here
 # have measured it: ~0.5 ms on sympy's 1,557 files on a 2-core machine while a build runs beside it.
 RENDER_SECONDS_PER_FILE = 0.0005
-RENDER_FIXED_SECONDS = 0.1  # and what a map costs whatever its size (git's recent changes, thread hops, a wait on
+RENDER_FIXED_SECONDS = 0.15  # and what a map costs whatever its size (git's recent changes, thread hops, a wait on
 # the build's writes to the store)
 WAIT_POLL_S = 0.05  # how often a task waiting on a build re-checks how much is indexed
 
@@ -234,6 +234,9 @@ class RepoMap:
         self._building: dict[str, asyncio.Task[bool]] = {}  # background refreshes, by index name
         self._indexed: dict[str, int] = {}  # files in each index as its refresh stores them (for wait budgets)
         self.render_seconds_per_file = RENDER_SECONDS_PER_FILE  # learnt from each render (a moving average)
+        self._renders = 0  # maps being drawn: a build stores nothing meanwhile (the map is what a user waits on)
+        self._no_render = asyncio.Event()
+        self._no_render.set()
 
     def _lock(self, name: str) -> asyncio.Lock:
         return self._locks.setdefault(name, asyncio.Lock())
@@ -362,6 +365,7 @@ class RepoMap:
                         outlines.append(outline)
                     elif path in known:
                         vanished.append(path)  # vanished since the scan
+                await self._no_render.wait()  # a map being drawn has the process first (its reads, its GIL share)
                 await self._save(name, base, head, outlines, touched, (removed if first else []) + vanished, known)
                 first = False
                 parsed += len(outlines)
@@ -418,6 +422,16 @@ class RepoMap:
         """The map of workspace `name` for `request_text`, most relevant definitions first, within `budget_tokens`."""
         if refresh:
             await self.refresh(name, root, seed_from=seed_from)
+        self._renders += 1
+        self._no_render.clear()
+        try:
+            return await self._draw(name, root, request_text, budget_tokens)
+        finally:
+            self._renders -= 1
+            if not self._renders:
+                self._no_render.set()
+
+    async def _draw(self, name: str, root: Path | str, request_text: str, budget_tokens: int) -> str:
         started = time.monotonic()
         # git's recent changes run while the index is read (both wait on other processes or threads)
         recent_task = asyncio.create_task(_recently_changed(Path(root).resolve(), {}))
