@@ -12,6 +12,7 @@ until the map fills the token budget (tokens estimated as characters / 4), and w
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import stat
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from agents.core.errors import ToolError
 from agents.core.text import estimate_tokens
+from agents.repo_map.gc_pause import gc_paused
 from agents.repo_map.outline import (
     BINARY_EXTENSIONS,
     MAX_FILE_BYTES,
@@ -44,6 +46,7 @@ RENDER_SECONDS_PER_FILE = 0.0005
 RENDER_FIXED_SECONDS = 0.15  # and what a map costs whatever its size (git's recent changes, thread hops, a wait on
 # the build's writes to the store)
 WAIT_POLL_S = 0.05  # how often a task waiting on a build re-checks how much is indexed
+GC_PAUSE_MIN_FILES = 300  # a refresh parsing this many files stores them with the cyclic collector paused
 
 
 @dataclass(frozen=True)
@@ -354,24 +357,27 @@ class RepoMap:
             parsed = unchanged = 0
             first = True
             self._indexed[name] = len(known)
-            async for batch in parse_batches(base, changed, seen, hashes):  # stored frame by frame as parsed
-                outlines: list[FileOutline] = []
-                touched: list[SameContent] = []
-                vanished: list[str] = []
-                for path, outline in batch:
-                    if isinstance(outline, SameContent):
-                        touched.append(outline)
-                    elif outline is not None:
-                        outlines.append(outline)
-                    elif path in known:
-                        vanished.append(path)  # vanished since the scan
-                await self._no_render.wait()  # a map being drawn has the process first (its reads, its GIL share)
-                await self._save(name, base, head, outlines, touched, (removed if first else []) + vanished, known)
-                first = False
-                parsed += len(outlines)
-                unchanged += len(touched)
-                removed += vanished
-                self._indexed[name] += sum(o.path not in known for o in outlines) - len(vanished)
+            pause = gc_paused() if len(changed) >= GC_PAUSE_MIN_FILES else contextlib.nullcontext()
+            with pause:  # a cold build unpickles and stores ~100k objects: no collector walks over them meanwhile
+                async for batch in parse_batches(base, changed, seen, hashes):  # stored frame by frame as parsed
+                    outlines: list[FileOutline] = []
+                    touched: list[SameContent] = []
+                    vanished: list[str] = []
+                    for path, outline in batch:
+                        if isinstance(outline, SameContent):
+                            touched.append(outline)
+                        elif outline is not None:
+                            outlines.append(outline)
+                        elif path in known:
+                            vanished.append(path)  # vanished since the scan
+                    await self._no_render.wait()  # a map being drawn has the process first (reads, GIL)
+                    drop = (removed if first else []) + vanished
+                    await self._save(name, base, head, outlines, touched, drop, known)
+                    first = False
+                    parsed += len(outlines)
+                    unchanged += len(touched)
+                    removed += vanished
+                    self._indexed[name] += sum(o.path not in known for o in outlines) - len(vanished)
             if first:  # nothing to parse: the removals (and the refresh time) still go in
                 await self._save(name, base, head, [], [], removed, known)
             self._indexed[name] = len(seen)
