@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 PROCESS_MIN_FILES = 300  # below this a batch is parsed in one thread: starting processes would cost more
 THREAD_CHUNK = 200  # files per worker-thread hop when parsing in this process
 MAX_PROCESSES = 4
+FRAMES_AHEAD = 2  # frames per child read ahead of the caller
 CHILD_TIMEOUT_S = 600.0
 
 Parsed = FileOutline | SameContent | None
@@ -66,12 +67,15 @@ async def parse_batches(
             yield batch
         return
     frames: asyncio.Queue[Batch | None] = asyncio.Queue()
+    # Frames read but not yet taken by the caller are bounded: a child whose frames wait blocks on its pipe, so the
+    # outlines of a big build do not pile up in this process while the caller stores (or a map is drawn).
+    slots = asyncio.Semaphore(FRAMES_AHEAD * processes)
 
     async def run(share: list[str]) -> None:
         try:
-            await _in_child_or_thread(root, share, states, hashes, frames)
+            await _in_child_or_thread(root, share, states, hashes, frames, slots)
         finally:
-            await frames.put(None)
+            frames.put_nowait(None)
 
     shares = [paths[i::processes] for i in range(processes)]
     workers = [asyncio.create_task(run(share)) for share in shares]
@@ -82,6 +86,7 @@ async def parse_batches(
             if batch is None:
                 running -= 1
             else:
+                slots.release()
                 yield batch
         for worker in workers:
             worker.result()  # a bug in a worker is raised here, not lost
@@ -105,12 +110,14 @@ async def _in_child_or_thread(
     states: dict[str, tuple[int, int]],
     hashes: dict[str, str],
     frames: asyncio.Queue[Batch | None],
+    slots: asyncio.Semaphore,
 ) -> None:
     answered: set[str] = set()
     try:
         async for batch in _in_child(root, paths, states, hashes):
             answered.update(path for path, _ in batch)
-            await frames.put(batch)
+            await slots.acquire()
+            frames.put_nowait(batch)
         if len(answered) == len(paths):
             return
         raise RuntimeError(f"parse process answered for {len(answered)} of {len(paths)} files")
@@ -118,7 +125,8 @@ async def _in_child_or_thread(
         rest = [path for path in paths if path not in answered]
         log.warning("repo map: a parse process failed; parsing its %d files left in a thread", len(rest), exc_info=True)
         async for batch in _in_thread(root, rest, states, hashes):
-            await frames.put(batch)
+            await slots.acquire()
+            frames.put_nowait(batch)
 
 
 async def _in_child(
