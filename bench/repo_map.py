@@ -11,8 +11,10 @@ no-change refresh, a task-style refresh of a copy of the index against a fresh `
 Memory of a build (Linux): the bench process's RSS before the build and its peak during it (the kernel's high-water
 mark, reset just before the build through /proc/self/clear_refs), and the peak of the bench process and its child
 processes together (a big build parses in one child process per core), sampled every 10 ms from /proc: the figure to
-hold against a memory target, as the parse processes run at the same time as the bot's own storing. The largest
-child's own peak (getrusage) is printed beside it.
+hold against a memory target, as the parse processes run at the same time as the bot's own storing. That peak is
+given as RSS summed (the interpreter's and libraries' pages each process shares with the others are counted in
+each: an upper bound) and as PSS summed (shared pages divided among their sharers: the memory the build really
+holds). The largest child's own peak (getrusage; git's processes count too) is printed beside it.
 
 `--sympy` indexes a sympy-sized tree: a git repository made from the `sympy` package installed in this Python
 (about 1,560 files, 26 MB of Python: the size of a sympy checkout's package), skipped with a note when sympy is not
@@ -145,8 +147,8 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def _status_mb(pid: int | str, field: str) -> float:
-    with open(f"/proc/{pid}/status") as status:
+def _status_mb(pid: int | str, field: str, source: str = "status") -> float:
+    with open(f"/proc/{pid}/{source}") as status:
         for line in status:
             if line.startswith(field + ":"):
                 return int(line.split()[1]) / 1024
@@ -173,22 +175,29 @@ class MemoryWatch:
     descendants together (sampled every 10 ms). Linux only: elsewhere every figure is None."""
 
     def __init__(self) -> None:
-        self.available = os.path.exists("/proc/self/clear_refs") and os.path.exists("/proc/self/status")
-        self.before_mb = self.peak_mb = self.tree_peak_mb = None
+        self.available = os.path.exists("/proc/self/clear_refs") and os.path.exists("/proc/self/smaps_rollup")
+        self.before_mb = self.peak_mb = self.tree_peak_mb = self.tree_peak_pss_mb = None
         self._stop = threading.Event()
 
-    def _tree_mb(self) -> float:
-        total = 0.0
+    def _tree_mb(self) -> tuple[float, float]:
+        """RSS and PSS (shared pages divided among the processes sharing them) of this process and its descendants."""
+        rss = pss = 0.0
         for pid in [os.getpid(), *_descendants(os.getpid())]:
             try:
-                total += _status_mb(pid, "VmRSS")
+                rss += _status_mb(pid, "Rss", "smaps_rollup")
+                pss += _status_mb(pid, "Pss", "smaps_rollup")
             except OSError:  # ended meanwhile
                 continue
-        return total
+        return rss, pss
+
+    def _note(self) -> None:
+        rss, pss = self._tree_mb()
+        self.tree_peak_mb = max(self.tree_peak_mb or 0.0, rss)
+        self.tree_peak_pss_mb = max(self.tree_peak_pss_mb or 0.0, pss)
 
     def _sample(self) -> None:
         while not self._stop.is_set():
-            self.tree_peak_mb = max(self.tree_peak_mb or 0.0, self._tree_mb())
+            self._note()
             self._stop.wait(0.01)
 
     def __enter__(self) -> MemoryWatch:
@@ -205,7 +214,7 @@ class MemoryWatch:
             self._stop.set()
             self._sampler.join()
             self.peak_mb = _status_mb("self", "VmHWM")
-            self.tree_peak_mb = max(self.tree_peak_mb or 0.0, self._tree_mb())
+            self._note()
 
 
 def child_peak_rss_mb() -> float:
@@ -281,6 +290,7 @@ async def bench_checkout(checkout: Path, requests: list[str], expect: list[str],
                 figures["build_rss_before_mb"] = round(memory.before_mb, 1)
                 figures["build_peak_rss_mb"] = round(memory.peak_mb, 1)
                 figures["build_peak_rss_with_children_mb"] = round(memory.tree_peak_mb, 1)
+                figures["build_peak_pss_with_children_mb"] = round(memory.tree_peak_pss_mb, 1)
             figures["child_peak_rss_mb"] = round(child_peak_rss_mb(), 1)
             figures["indexed_files"] = build.files_seen
             await timed("refresh_no_change_s", figures, repo_map.refresh("real", checkout))
@@ -353,7 +363,9 @@ def main() -> None:
             f"{checkout}: {figures['indexed_files']} files · full build {figures['full_build_s']:.2f}s"
             f" (memory: bench process {figures.get('build_rss_before_mb', '-')} MB before the build, peak"
             f" {figures.get('build_peak_rss_mb', '-')} MB during it; with its parse processes, peak"
-            f" {figures.get('build_peak_rss_with_children_mb', '-')} MB together, sampled every 10 ms;"
+            f" {figures.get('build_peak_rss_with_children_mb', '-')} MB RSS together"
+            f" ({figures.get('build_peak_pss_with_children_mb', '-')} MB PSS: shared pages counted once), sampled"
+            " every 10 ms;"
             f" largest child process {figures['child_peak_rss_mb']} MB; {figures['peak_rss_mb']} MB peak of the"
             " bench process over the whole run)"
             f" · no-change refresh {figures['refresh_no_change_s']:.3f}s"
