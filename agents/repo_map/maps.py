@@ -43,7 +43,7 @@ RECENT_FILES = 20
 # A first guess of a map's drawing time per indexed file (reading the index, ranking, layout), until renders here
 # have measured it: ~0.5 ms on sympy's 1,557 files on a 2-core machine while a build runs beside it.
 RENDER_SECONDS_PER_FILE = 0.0005
-RENDER_FIXED_SECONDS = 0.15  # and what a map costs whatever its size (git's recent changes, thread hops, a wait on
+RENDER_FIXED_SECONDS = 0.2  # and what a map costs whatever its size (git's recent changes, thread hops, a wait on
 # the build's writes to the store)
 WAIT_POLL_S = 0.05  # how often a task waiting on a build re-checks how much is indexed
 GC_PAUSE_MIN_FILES = 300  # a refresh parsing this many files stores them with the cyclic collector paused

@@ -77,7 +77,7 @@ async def parse_batches(
         finally:
             frames.put_nowait(None)
 
-    shares = [paths[i::processes] for i in range(processes)]
+    shares = _shares(paths, states, processes)
     workers = [asyncio.create_task(run(share)) for share in shares]
     try:
         running = len(workers)
@@ -94,6 +94,21 @@ async def parse_batches(
         for worker in workers:
             worker.cancel()
         await asyncio.gather(*workers, return_exceptions=True)
+
+
+def _shares(paths: list[str], states: dict[str, tuple[int, int]], count: int) -> list[list[str]]:
+    """`paths` dealt into `count` shares of about the same bytes (largest file first to the lightest share), each in
+    the order of `paths`: the children finish together rather than one waiting on a share of big files."""
+    loads = [0] * count
+    share_of: dict[str, int] = {}
+    for path in sorted(paths, key=lambda p: -states[p][1]):
+        lightest = loads.index(min(loads))
+        share_of[path] = lightest
+        loads[lightest] += states[path][1] + 1
+    shares: list[list[str]] = [[] for _ in range(count)]
+    for path in paths:
+        shares[share_of[path]].append(path)
+    return shares
 
 
 async def _in_thread(
