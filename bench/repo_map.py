@@ -174,8 +174,8 @@ class MemoryWatch:
     """This process's RSS before a block and its peak during it, and the peak RSS of this process and all its
     descendants together (sampled every 10 ms). Linux only: elsewhere every figure is None."""
 
-    def __init__(self) -> None:
-        self.available = os.path.exists("/proc/self/clear_refs") and os.path.exists("/proc/self/smaps_rollup")
+    def __init__(self, wanted: bool = True) -> None:
+        self.available = wanted and all(os.path.exists(f"/proc/self/{name}") for name in ("clear_refs", "smaps_rollup"))
         self.before_mb = self.peak_mb = self.tree_peak_mb = self.tree_peak_pss_mb = None
         self._stop = threading.Event()
 
@@ -277,14 +277,16 @@ def remove_worktree(checkout: Path, target: Path) -> None:
     shutil.rmtree(target, ignore_errors=True)
 
 
-async def bench_checkout(checkout: Path, requests: list[str], expect: list[str], budget: int) -> dict[str, object]:
+async def bench_checkout(
+    checkout: Path, requests: list[str], expect: list[str], budget: int, memory_watch: bool = True
+) -> dict[str, object]:
     figures: dict[str, object] = {"checkout": str(checkout)}
     with tempfile.TemporaryDirectory(prefix="repo_map_real_") as tmp:
         store = await Store.open(Path(tmp) / "state.sqlite")
         worktree = None
         try:
             repo_map = RepoMap(store)
-            with MemoryWatch() as memory:
+            with MemoryWatch(memory_watch) as memory:
                 build = await timed("full_build_s", figures, repo_map.refresh("real", checkout))
             if memory.available:
                 figures["build_rss_before_mb"] = round(memory.before_mb, 1)
@@ -340,6 +342,9 @@ def main() -> None:
     parser.add_argument("--expect", action="append", default=[], help="a file whose rank in each map is printed")
     parser.add_argument("--sympy", action="store_true", help="also index a copy of the installed sympy package")
     parser.add_argument("--wait", type=float, default=1.0, help="a task's wait budget on a cold build (seconds)")
+    parser.add_argument(
+        "--no-memory", action="store_true", help="no memory sampling during the build (its thread costs the build time)"
+    )
     args = parser.parse_args()
     sympy_dir = None
     if args.sympy:
@@ -353,7 +358,9 @@ def main() -> None:
     results: dict[str, dict[str, float | int]] = {}
     real: dict[str, dict[str, object]] = {}
     for checkout in args.checkout:
-        figures = asyncio.run(bench_checkout(checkout.resolve(), args.request, args.expect, args.budget))
+        figures = asyncio.run(
+            bench_checkout(checkout.resolve(), args.request, args.expect, args.budget, not args.no_memory)
+        )
         first = asyncio.run(
             first_task_wait(checkout.resolve(), (args.request or ["a task"])[0], args.budget, args.wait)
         )
