@@ -5,9 +5,16 @@ request (index already fresh) and with its own refresh, the map's size in tokens
 
 For each real checkout given with `--checkout PATH` (any git work tree or folder; it is only read): full build,
 no-change refresh, a task-style refresh of a copy of the index against a fresh `git worktree` of the checkout
-(new mtimes, same bytes: nothing should be parsed), the growth of peak memory (RSS) during the build, the peak RSS
-of the largest child process (a big build parses in one child process per core), and the map for each `--request`
+(new mtimes, same bytes: nothing should be parsed), memory during the build, and the map for each `--request`
 (printed whole, with the rank of every file named in `--expect`).
+
+Memory of a build (Linux): the bench process's RSS before the build and its peak during it (the kernel's high-water
+mark, reset just before the build through /proc/self/clear_refs), and the peak of the bench process and its child
+processes together (a big build parses in one child process per core), sampled every 10 ms from /proc: the figure to
+hold against a memory target, as the parse processes run at the same time as the bot's own storing. That peak is
+given as RSS summed (the interpreter's and libraries' pages each process shares with the others are counted in
+each: an upper bound) and as PSS summed (shared pages divided among their sharers: the memory the build really
+holds). The largest child's own peak (getrusage; git's processes count too) is printed beside it.
 
 `--sympy` indexes a sympy-sized tree: a git repository made from the `sympy` package installed in this Python
 (about 1,560 files, 26 MB of Python: the size of a sympy checkout's package), skipped with a note when sympy is not
@@ -35,6 +42,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -139,6 +147,76 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def _status_mb(pid: int | str, field: str, source: str = "status") -> float:
+    with open(f"/proc/{pid}/{source}") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _descendants(pid: int) -> list[int]:
+    found: list[int] = []
+    try:
+        threads = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return found
+    for thread in threads:
+        try:
+            with open(f"/proc/{pid}/task/{thread}/children") as children:
+                found += [int(child) for child in children.read().split()]
+        except OSError:
+            continue
+    return found + [grandchild for child in found for grandchild in _descendants(child)]
+
+
+class MemoryWatch:
+    """This process's RSS before a block and its peak during it, and the peak RSS of this process and all its
+    descendants together (sampled every 10 ms). Linux only: elsewhere every figure is None."""
+
+    def __init__(self, wanted: bool = True) -> None:
+        self.available = wanted and all(os.path.exists(f"/proc/self/{name}") for name in ("clear_refs", "smaps_rollup"))
+        self.before_mb = self.peak_mb = self.tree_peak_mb = self.tree_peak_pss_mb = None
+        self._stop = threading.Event()
+
+    def _tree_mb(self) -> tuple[float, float]:
+        """RSS and PSS (shared pages divided among the processes sharing them) of this process and its descendants."""
+        rss = pss = 0.0
+        for pid in [os.getpid(), *_descendants(os.getpid())]:
+            try:
+                rss += _status_mb(pid, "Rss", "smaps_rollup")
+                pss += _status_mb(pid, "Pss", "smaps_rollup")
+            except OSError:  # ended meanwhile
+                continue
+        return rss, pss
+
+    def _note(self) -> None:
+        rss, pss = self._tree_mb()
+        self.tree_peak_mb = max(self.tree_peak_mb or 0.0, rss)
+        self.tree_peak_pss_mb = max(self.tree_peak_pss_mb or 0.0, pss)
+
+    def _sample(self) -> None:
+        while not self._stop.is_set():
+            self._note()
+            self._stop.wait(0.01)
+
+    def __enter__(self) -> MemoryWatch:
+        if self.available:
+            with open("/proc/self/clear_refs", "w") as clear:
+                clear.write("5")  # resets the high-water mark (VmHWM) to the current RSS
+            self.before_mb = _status_mb("self", "VmRSS")
+            self._sampler = threading.Thread(target=self._sample, daemon=True)
+            self._sampler.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.available:
+            self._stop.set()
+            self._sampler.join()
+            self.peak_mb = _status_mb("self", "VmHWM")
+            self._note()
+
+
 def child_peak_rss_mb() -> float:
     """The largest peak RSS of any finished child process (parse processes of a big build, git)."""
     return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
@@ -199,16 +277,22 @@ def remove_worktree(checkout: Path, target: Path) -> None:
     shutil.rmtree(target, ignore_errors=True)
 
 
-async def bench_checkout(checkout: Path, requests: list[str], expect: list[str], budget: int) -> dict[str, object]:
+async def bench_checkout(
+    checkout: Path, requests: list[str], expect: list[str], budget: int, memory_watch: bool = True
+) -> dict[str, object]:
     figures: dict[str, object] = {"checkout": str(checkout)}
     with tempfile.TemporaryDirectory(prefix="repo_map_real_") as tmp:
         store = await Store.open(Path(tmp) / "state.sqlite")
         worktree = None
         try:
             repo_map = RepoMap(store)
-            before = peak_rss_mb()
-            build = await timed("full_build_s", figures, repo_map.refresh("real", checkout))
-            figures["build_peak_rss_growth_mb"] = round(peak_rss_mb() - before, 1)
+            with MemoryWatch(memory_watch) as memory:
+                build = await timed("full_build_s", figures, repo_map.refresh("real", checkout))
+            if memory.available:
+                figures["build_rss_before_mb"] = round(memory.before_mb, 1)
+                figures["build_peak_rss_mb"] = round(memory.peak_mb, 1)
+                figures["build_peak_rss_with_children_mb"] = round(memory.tree_peak_mb, 1)
+                figures["build_peak_pss_with_children_mb"] = round(memory.tree_peak_pss_mb, 1)
             figures["child_peak_rss_mb"] = round(child_peak_rss_mb(), 1)
             figures["indexed_files"] = build.files_seen
             await timed("refresh_no_change_s", figures, repo_map.refresh("real", checkout))
@@ -258,6 +342,9 @@ def main() -> None:
     parser.add_argument("--expect", action="append", default=[], help="a file whose rank in each map is printed")
     parser.add_argument("--sympy", action="store_true", help="also index a copy of the installed sympy package")
     parser.add_argument("--wait", type=float, default=1.0, help="a task's wait budget on a cold build (seconds)")
+    parser.add_argument(
+        "--no-memory", action="store_true", help="no memory sampling during the build (its thread costs the build time)"
+    )
     args = parser.parse_args()
     sympy_dir = None
     if args.sympy:
@@ -271,7 +358,9 @@ def main() -> None:
     results: dict[str, dict[str, float | int]] = {}
     real: dict[str, dict[str, object]] = {}
     for checkout in args.checkout:
-        figures = asyncio.run(bench_checkout(checkout.resolve(), args.request, args.expect, args.budget))
+        figures = asyncio.run(
+            bench_checkout(checkout.resolve(), args.request, args.expect, args.budget, not args.no_memory)
+        )
         first = asyncio.run(
             first_task_wait(checkout.resolve(), (args.request or ["a task"])[0], args.budget, args.wait)
         )
@@ -279,8 +368,13 @@ def main() -> None:
         real[str(checkout)] = figures
         print(
             f"{checkout}: {figures['indexed_files']} files · full build {figures['full_build_s']:.2f}s"
-            f" (peak RSS +{figures['build_peak_rss_growth_mb']} MB, {figures['peak_rss_mb']} MB in all;"
-            f" largest child process {figures['child_peak_rss_mb']} MB)"
+            f" (memory: bench process {figures.get('build_rss_before_mb', '-')} MB before the build, peak"
+            f" {figures.get('build_peak_rss_mb', '-')} MB during it; with its parse processes, peak"
+            f" {figures.get('build_peak_rss_with_children_mb', '-')} MB RSS together"
+            f" ({figures.get('build_peak_pss_with_children_mb', '-')} MB PSS: shared pages counted once), sampled"
+            " every 10 ms;"
+            f" largest child process {figures['child_peak_rss_mb']} MB; {figures['peak_rss_mb']} MB peak of the"
+            " bench process over the whole run)"
             f" · no-change refresh {figures['refresh_no_change_s']:.3f}s"
             f" · task worktree refresh from the workspace index {figures.get('task_refresh_seeded_s', '-')}s"
             f" ({figures.get('task_refresh_parsed', '-')} parsed)"

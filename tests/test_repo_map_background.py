@@ -68,6 +68,33 @@ async def test_a_cold_build_past_the_budget_gives_what_is_indexed_so_far_then_th
     assert f"Repository map of big: {FILES} files" in whole
 
 
+async def test_the_wait_budget_leaves_the_time_to_draw_what_is_indexed(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The budget covers waiting and drawing: once drawing what is indexed would take the rest of it, the wait ends."""
+    root = big_repo(tmp_path / "big")
+    held = threading.Event()
+    real_parse = parse_pool.parse_files
+
+    def parse_files(base, paths, states, hashes):  # type: ignore[no-untyped-def]
+        if LATE in paths:
+            assert held.wait(60), "the test never released the build"
+        return real_parse(base, paths, states, hashes)
+
+    monkeypatch.setattr(parse_pool, "parse_files", parse_files)
+    repo_map = RepoMap(store)
+    repo_map.render_seconds_per_file = 0.2  # drawing the first hop's files would take 40 s: more than the 30
+    loop = asyncio.get_running_loop()
+    try:
+        started = loop.time()
+        partial = await repo_map.task_map("big", root, "fix compute_3", 2000, wait_seconds=30)
+        assert loop.time() - started < 10, "the task did not wait out the budget"
+        assert f"the {parse_pool.THREAD_CHUNK} files indexed so far" in partial
+    finally:
+        held.set()
+        await repo_map.close()
+
+
 async def test_a_task_map_with_a_ready_index_is_of_the_tasks_own_worktree_index(store: Store, tmp_path: Path) -> None:
     root = big_repo(tmp_path / "big")
     repo_map = RepoMap(store)

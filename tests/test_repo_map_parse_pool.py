@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agents.repo_map import parse_pool
+from agents.repo_map import parse_child, parse_pool
 from agents.repo_map.outline import FileOutline, SameContent, content_hash, parse_files
 
 
@@ -70,5 +70,5 @@ def test_children_answer_in_frames_so_each_can_be_stored_as_it_comes(tmp_path: P
 
     got = asyncio.run(frames())
     assert len(got) > parse_pool.process_count(), "more than one frame per child"
-    assert all(len(batch) <= parse_pool.CHILD_FRAME_FILES for batch in got)
+    assert all(len(batch) <= parse_child.FRAME_FILES for batch in got)
     assert sorted(path for batch in got for path, _ in batch) == sorted(states)

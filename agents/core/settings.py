@@ -68,7 +68,7 @@ class Settings(BaseSettings):
     git_author_email: str = "agentlab@localhost"
     chromium_path: str | None = None
     repo_map_tokens: int = Field(2000, ge=0)
-    repo_map_wait_seconds: float = Field(1.0, ge=0.0)  # a task's first turn waits at most this on a cold index
+    repo_map_wait_seconds: float = Field(1.0, ge=0.0)  # a first turn's wait on a cold index + drawing its map
 
     # --- issue 14: what the orchestrator remembers, foreground waits, bounded worker context ---------------
     foreground_wait_seconds: float = Field(90.0, gt=0)  # a foreground task is waited for at most this long

@@ -12,6 +12,7 @@ until the map fills the token budget (tokens estimated as characters / 4), and w
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import stat
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from agents.core.errors import ToolError
 from agents.core.text import estimate_tokens
+from agents.repo_map.gc_pause import gc_paused
 from agents.repo_map.outline import (
     BINARY_EXTENSIONS,
     MAX_FILE_BYTES,
@@ -29,7 +31,7 @@ from agents.repo_map.outline import (
     file_extension,
 )
 from agents.repo_map.parse_pool import parse_batches
-from agents.repo_map.ranking import FileTerms, rank_files
+from agents.repo_map.ranking import FileTerms, Ranking, rank_files
 from agents.repo_map.symbols import Symbol
 from agents.store.database import Store
 from agents.tools.file_walk import list_files, read_only_git
@@ -38,6 +40,13 @@ from agents.tools.toolbox import Tool, prop
 log = logging.getLogger(__name__)
 
 RECENT_FILES = 20
+# A first guess of a map's drawing time per indexed file (reading the index, ranking, layout), until renders here
+# have measured it: ~0.5 ms on sympy's 1,557 files on a 2-core machine while a build runs beside it.
+RENDER_SECONDS_PER_FILE = 0.0005
+RENDER_FIXED_SECONDS = 0.2  # and what a map costs whatever its size (git's recent changes, thread hops, a wait on
+# the build's writes to the store)
+WAIT_POLL_S = 0.05  # how often a task waiting on a build re-checks how much is indexed
+GC_PAUSE_MIN_FILES = 300  # a refresh parsing this many files stores them with the cyclic collector paused
 
 
 @dataclass(frozen=True)
@@ -90,15 +99,35 @@ async def git_head(root: Path) -> str | None:
     return (out or "").strip() or None
 
 
-async def _recently_changed(root: Path, rows: dict[str, _FileRow]) -> list[str]:
-    """Uncommitted changes, then files of the last commits; without git, the newest files by mtime."""
-    diff = await read_only_git(root, "diff", "--name-only", "--relative", "HEAD")
-    log_out = await read_only_git(root, "log", f"-n{RECENT_FILES}", "--name-only", "--relative", "--pretty=format:")
+async def _recently_changed(root: Path, rows: dict[str, _FileRow]) -> list[str] | None:
+    """Uncommitted changes, then files of the last commits (those among `rows` when any are given, at most
+    RECENT_FILES then); None without git."""
+    diff, log_out = await asyncio.gather(
+        read_only_git(root, "diff", "--name-only", "--relative", "HEAD"),
+        read_only_git(root, "log", f"-n{RECENT_FILES}", "--name-only", "--relative", "--pretty=format:"),
+    )
     if diff is None and log_out is None:
-        newest = sorted(rows.values(), key=lambda r: (-r.mtime_ns, r.path))[:RECENT_FILES]
-        return [r.path for r in newest]
-    names = [line.strip() for line in f"{diff or ''}\n{log_out or ''}".splitlines()]
-    return list(dict.fromkeys(n for n in names if n in rows))[:RECENT_FILES]
+        return None
+    names = list(dict.fromkeys(line.strip() for line in f"{diff or ''}\n{log_out or ''}".splitlines()))
+    names = [n for n in names if n and (not rows or n in rows)]
+    return names[:RECENT_FILES] if rows else names
+
+
+def _rank(
+    rows: dict[str, _FileRow],
+    symbol_rows: list[tuple[str, str, str, int, str, str | None]],
+    terms: list[tuple[str, str, str]],
+    imports: list[tuple[str, str]],
+    request_text: str,
+    recent: list[str],
+) -> tuple[dict[str, list[Symbol]], Ranking]:
+    """The index's symbols by file, and the ranking for the request (in a worker thread: all CPU)."""
+    symbols: dict[str, list[Symbol]] = {}
+    for path, *fields in symbol_rows:
+        if path in rows:
+            symbols.setdefault(path, []).append(Symbol(*fields))
+    file_terms = [FileTerms(path, refs, words) for path, refs, words in terms]
+    return symbols, rank_files(sorted(rows), symbols, file_terms, imports, request_text, recent[:RECENT_FILES])
 
 
 # --- the map ---------------------------------------------------------------------------------------------------------
@@ -206,6 +235,11 @@ class RepoMap:
         self.store = store
         self._locks: dict[str, asyncio.Lock] = {}
         self._building: dict[str, asyncio.Task[bool]] = {}  # background refreshes, by index name
+        self._indexed: dict[str, int] = {}  # files in each index as its refresh stores them (for wait budgets)
+        self.render_seconds_per_file = RENDER_SECONDS_PER_FILE  # learnt from each render (a moving average)
+        self._renders = 0  # maps being drawn: a build stores nothing meanwhile (the map is what a user waits on)
+        self._no_render = asyncio.Event()
+        self._no_render.set()
 
     def _lock(self, name: str) -> asyncio.Lock:
         return self._locks.setdefault(name, asyncio.Lock())
@@ -246,6 +280,23 @@ class RepoMap:
         await asyncio.gather(*self._building.values(), return_exceptions=True)
         self._building.clear()
 
+    def render_estimate(self, name: str) -> float:
+        """Seconds a map of `name` should take to draw now, from the files its index holds."""
+        return RENDER_FIXED_SECONDS + self._indexed.get(name, 0) * self.render_seconds_per_file
+
+    async def _wait_leaving_time_to_render(self, name: str, root: Path | str, seconds: float) -> bool:
+        """Wait on the refresh of `name` until it is done or until only the time to draw a map of what it holds so
+        far is left of `seconds` (the estimate grows as the build stores files); whether it completed."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(0.0, seconds)
+        task = self.index_in_background(name, root)
+        while not task.done():
+            left = deadline - loop.time() - self.render_estimate(name)
+            if left <= 0:
+                break
+            await asyncio.wait({task}, timeout=min(left, WAIT_POLL_S))
+        return task.done() and not task.cancelled() and task.result()
+
     async def task_map(
         self,
         workspace: str,
@@ -257,14 +308,16 @@ class RepoMap:
         task_index: str | None = None,
         task_root: Path | str | None = None,
     ) -> str:
-        """The map for a task's first turn, waiting at most `wait_seconds` on the workspace's index.
+        """The map for a task's first turn, within about `wait_seconds` on a workspace whose index is being built.
 
-        Complete in time: the map of the task's own index (`task_index`, a copy of the workspace's refreshed on the
-        task's worktree `task_root`), or of the workspace's. Still being built: a map of the files the workspace's
-        index holds so far, with a line saying so ('' when it holds none yet); the build goes on in the background
-        and the worker's look-ups (`find_symbols_by_name` refreshes first) see the rest.
+        The budget covers the wait and the drawing: the wait ends when the index is complete or when only the
+        estimated time to draw a map of what it holds is left (`render_estimate`). Complete in time: the map of the
+        task's own index (`task_index`, a copy of the workspace's refreshed on the task's worktree `task_root`), or
+        of the workspace's. Still being built: a map of the files the workspace's index holds so far, with a line
+        saying so ('' when it holds none yet); the build goes on in the background and the worker's look-ups
+        (`find_symbols_by_name` refreshes first) see the rest.
         """
-        if await self.indexed_within(workspace, workspace_root, wait_seconds):
+        if await self._wait_leaving_time_to_render(workspace, workspace_root, wait_seconds):
             if task_index is not None and task_root is not None:
                 return await self.render(task_index, task_root, request_text, budget_tokens, seed_from=workspace)
             return await self.render(workspace, workspace_root, request_text, budget_tokens, refresh=False)
@@ -303,24 +356,31 @@ class RepoMap:
             head = await git_head(base)
             parsed = unchanged = 0
             first = True
-            async for batch in parse_batches(base, changed, seen, hashes):  # stored frame by frame as parsed
-                outlines: list[FileOutline] = []
-                touched: list[SameContent] = []
-                vanished: list[str] = []
-                for path, outline in batch:
-                    if isinstance(outline, SameContent):
-                        touched.append(outline)
-                    elif outline is not None:
-                        outlines.append(outline)
-                    elif path in known:
-                        vanished.append(path)  # vanished since the scan
-                await self._save(name, base, head, outlines, touched, (removed if first else []) + vanished, known)
-                first = False
-                parsed += len(outlines)
-                unchanged += len(touched)
-                removed += vanished
+            self._indexed[name] = len(known)
+            pause = gc_paused() if len(changed) >= GC_PAUSE_MIN_FILES else contextlib.nullcontext()
+            with pause:  # a cold build unpickles and stores ~100k objects: no collector walks over them meanwhile
+                async for batch in parse_batches(base, changed, seen, hashes):  # stored frame by frame as parsed
+                    outlines: list[FileOutline] = []
+                    touched: list[SameContent] = []
+                    vanished: list[str] = []
+                    for path, outline in batch:
+                        if isinstance(outline, SameContent):
+                            touched.append(outline)
+                        elif outline is not None:
+                            outlines.append(outline)
+                        elif path in known:
+                            vanished.append(path)  # vanished since the scan
+                    await self._no_render.wait()  # a map being drawn has the process first (reads, GIL)
+                    drop = (removed if first else []) + vanished
+                    await self._save(name, base, head, outlines, touched, drop, known)
+                    first = False
+                    parsed += len(outlines)
+                    unchanged += len(touched)
+                    removed += vanished
+                    self._indexed[name] += sum(o.path not in known for o in outlines) - len(vanished)
             if first:  # nothing to parse: the removals (and the refresh time) still go in
                 await self._save(name, base, head, [], [], removed, known)
+            self._indexed[name] = len(seen)
         stats = RefreshStats(len(seen), parsed, len(removed), time.monotonic() - started)
         log.log(
             logging.INFO if stats.parsed or stats.removed else logging.DEBUG,
@@ -368,21 +428,38 @@ class RepoMap:
         """The map of workspace `name` for `request_text`, most relevant definitions first, within `budget_tokens`."""
         if refresh:
             await self.refresh(name, root, seed_from=seed_from)
-        rows = {r["path"]: _FileRow(**r) for r in await self.store.repo_index.file_list(name)}
-        symbols: dict[str, list[Symbol]] = {}
-        for row in await self.store.repo_index.all_symbols(name):
-            if row["path"] in rows:
-                symbols.setdefault(row["path"], []).append(
-                    Symbol(row["name"], row["kind"], row["line"], row["signature"], row["parent"])
-                )
-        terms = [FileTerms(path, refs, words) for path, refs, words in await self.store.repo_index.file_terms(name)]
-        imports = await self.store.repo_index.all_imports(name)
-        recent = await _recently_changed(Path(root).resolve(), rows)
-        ranking = await asyncio.to_thread(rank_files, sorted(rows), symbols, terms, imports, request_text, recent)
+        self._renders += 1
+        self._no_render.clear()
+        try:
+            return await self._draw(name, root, request_text, budget_tokens)
+        finally:
+            self._renders -= 1
+            if not self._renders:
+                self._no_render.set()
+
+    async def _draw(self, name: str, root: Path | str, request_text: str, budget_tokens: int) -> str:
+        started = time.monotonic()
+        # git's recent changes run while the index is read (both wait on other processes or threads)
+        recent_task = asyncio.create_task(_recently_changed(Path(root).resolve(), {}))
+        try:
+            rows = {r["path"]: _FileRow(**r) for r in await self.store.repo_index.file_list(name)}
+            symbol_rows = await self.store.repo_index.all_symbols(name)
+            terms = await self.store.repo_index.file_terms(name)
+            imports = await self.store.repo_index.all_imports(name)
+        finally:
+            recent_names = await recent_task
+        recent = [path for path in recent_names if path in rows] if recent_names is not None else None
+        if recent is None:  # not a git repository: the newest files
+            recent = [r.path for r in sorted(rows.values(), key=lambda r: (-r.mtime_ns, r.path))[:RECENT_FILES]]
+        symbols, ranking = await asyncio.to_thread(_rank, rows, symbol_rows, terms, imports, request_text, recent)
         counts = {path: len(file_symbols) for path, file_symbols in symbols.items()}
-        return await asyncio.to_thread(
+        text = await asyncio.to_thread(
             _layout, name, rows, ranking.files, ranking.entries, counts, max(0, budget_tokens)
         )
+        if len(rows) >= 100:  # big enough to say how long a file takes
+            rate = max(0.0, time.monotonic() - started - RENDER_FIXED_SECONDS) / len(rows)
+            self.render_seconds_per_file = (self.render_seconds_per_file + rate) / 2
+        return text
 
     async def find_symbols_by_name(self, name: str, query: str, limit: int = 50) -> str:
         """Symbols whose name equals (first), starts with, then contains `query`, case-insensitive.

@@ -2,8 +2,8 @@
 
 `ast` parsing is CPU-bound Python that threads cannot run in parallel (the GIL), so a batch of at least
 `PROCESS_MIN_FILES` files is dealt round-robin to one short-lived child process per core (up to `MAX_PROCESSES`):
-`python -m agents.repo_map.parse_pool` reads its share (pickled) on stdin and writes the outlines back on stdout
-in frames of `CHILD_FRAME_FILES` files (a length, then a pickle), so the caller can store each frame as it comes
+`python -m agents.repo_map.parse_child` reads its share (pickled) on stdin and writes the outlines back on stdout
+in frames (a length, then a pickle; parse_child.py), so the caller can store each frame as it comes
 (a map can be drawn from what is indexed so far) and neither side holds every outline at once. Plain asyncio
 subprocesses rather than `multiprocessing`: no fork of a process with threads, and no re-import of the bot's
 `__main__` in the children; each child runs in its own process group, killed on timeout or cancellation, and exits
@@ -22,21 +22,20 @@ import logging
 import os
 import pickle
 import signal
-import struct
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 from agents.repo_map.outline import FileOutline, SameContent, parse_files
+from agents.repo_map.parse_child import LENGTH as _LENGTH
 
 log = logging.getLogger(__name__)
 
 PROCESS_MIN_FILES = 300  # below this a batch is parsed in one thread: starting processes would cost more
 THREAD_CHUNK = 200  # files per worker-thread hop when parsing in this process
-CHILD_FRAME_FILES = 25  # files per frame a child writes back (the first ones are stored soon)
 MAX_PROCESSES = 4
+FRAMES_AHEAD = 2  # frames per child read ahead of the caller
 CHILD_TIMEOUT_S = 600.0
-_LENGTH = struct.Struct(">Q")
 
 Parsed = FileOutline | SameContent | None
 Batch = list[tuple[str, Parsed]]
@@ -68,14 +67,17 @@ async def parse_batches(
             yield batch
         return
     frames: asyncio.Queue[Batch | None] = asyncio.Queue()
+    # Frames read but not yet taken by the caller are bounded: a child whose frames wait blocks on its pipe, so the
+    # outlines of a big build do not pile up in this process while the caller stores (or a map is drawn).
+    slots = asyncio.Semaphore(FRAMES_AHEAD * processes)
 
     async def run(share: list[str]) -> None:
         try:
-            await _in_child_or_thread(root, share, states, hashes, frames)
+            await _in_child_or_thread(root, share, states, hashes, frames, slots)
         finally:
-            await frames.put(None)
+            frames.put_nowait(None)
 
-    shares = [paths[i::processes] for i in range(processes)]
+    shares = _shares(paths, states, processes)
     workers = [asyncio.create_task(run(share)) for share in shares]
     try:
         running = len(workers)
@@ -84,6 +86,7 @@ async def parse_batches(
             if batch is None:
                 running -= 1
             else:
+                slots.release()
                 yield batch
         for worker in workers:
             worker.result()  # a bug in a worker is raised here, not lost
@@ -91,6 +94,21 @@ async def parse_batches(
         for worker in workers:
             worker.cancel()
         await asyncio.gather(*workers, return_exceptions=True)
+
+
+def _shares(paths: list[str], states: dict[str, tuple[int, int]], count: int) -> list[list[str]]:
+    """`paths` dealt into `count` shares of about the same bytes (largest file first to the lightest share), each in
+    the order of `paths`: the children finish together rather than one waiting on a share of big files."""
+    loads = [0] * count
+    share_of: dict[str, int] = {}
+    for path in sorted(paths, key=lambda p: -states[p][1]):
+        lightest = loads.index(min(loads))
+        share_of[path] = lightest
+        loads[lightest] += states[path][1] + 1
+    shares: list[list[str]] = [[] for _ in range(count)]
+    for path in paths:
+        shares[share_of[path]].append(path)
+    return shares
 
 
 async def _in_thread(
@@ -107,12 +125,14 @@ async def _in_child_or_thread(
     states: dict[str, tuple[int, int]],
     hashes: dict[str, str],
     frames: asyncio.Queue[Batch | None],
+    slots: asyncio.Semaphore,
 ) -> None:
     answered: set[str] = set()
     try:
         async for batch in _in_child(root, paths, states, hashes):
             answered.update(path for path, _ in batch)
-            await frames.put(batch)
+            await slots.acquire()
+            frames.put_nowait(batch)
         if len(answered) == len(paths):
             return
         raise RuntimeError(f"parse process answered for {len(answered)} of {len(paths)} files")
@@ -120,7 +140,8 @@ async def _in_child_or_thread(
         rest = [path for path in paths if path not in answered]
         log.warning("repo map: a parse process failed; parsing its %d files left in a thread", len(rest), exc_info=True)
         async for batch in _in_thread(root, rest, states, hashes):
-            await frames.put(batch)
+            await slots.acquire()
+            frames.put_nowait(batch)
 
 
 async def _in_child(
@@ -135,7 +156,7 @@ async def _in_child(
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "agents.repo_map.parse_pool",
+        "agents.repo_map.parse_child",
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         env=env,
@@ -168,17 +189,3 @@ async def _in_child(
             await proc.wait()
     if proc.returncode != 0:
         raise RuntimeError(f"parse process exited with {proc.returncode}")
-
-
-def _child_main() -> None:
-    root, paths, states, hashes = pickle.load(sys.stdin.buffer)
-    out = sys.stdout.buffer
-    for begin in range(0, len(paths), CHILD_FRAME_FILES):
-        chunk = paths[begin : begin + CHILD_FRAME_FILES]
-        frame = pickle.dumps(list(zip(chunk, parse_files(Path(root), chunk, states, hashes))), pickle.HIGHEST_PROTOCOL)
-        out.write(_LENGTH.pack(len(frame)) + frame)
-        out.flush()
-
-
-if __name__ == "__main__":
-    _child_main()

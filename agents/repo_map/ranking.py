@@ -563,8 +563,11 @@ def rank_files(
                 personal[path] += 6.0 * len(hits) + 1.5 * len(hits_folder)
         frequencies: dict[str, dict[str, int]] = {}
         document_frequency: dict[str, int] = defaultdict(int)
+        keys = [f'"{term}":' for term in query]  # a JSON object holds a word as `"word":`: decode only those
         for row in terms:
-            words = json.loads(row.words) if row.words else {}
+            if not row.words or not any(key in row.words for key in keys):
+                continue
+            words = json.loads(row.words)
             found = {t: words[t] for t in query if t in words}
             if found:
                 frequencies[row.path] = found
@@ -584,30 +587,35 @@ def rank_files(
     # The graph: who uses whose definitions, and imports (users → definers; pagerank adds the weaker edges back).
     edges: dict[str, dict[str, float]] = defaultdict(dict)
     uses_of: dict[str, list[tuple[str, float, set[str]]]] = defaultdict(list)  # user → (name, weight, definers)
+    name_weight: dict[str, float] = {}  # per defined name, once (a repository references them ~10x as often)
+    for name, definers in defined_in.items():
+        if len(definers) > UBIQUITOUS_NAME_FILES:
+            continue
+        multiplier = 1.0
+        if name in wanted:
+            multiplier *= 10
+        if len(name) >= 8 and ("_" in name or any(c.isupper() for c in name[1:])):
+            multiplier *= 10
+        if name.startswith("_"):
+            multiplier *= 0.1
+        if len(definers) > 5:
+            multiplier *= 0.1
+        name_weight[name] = multiplier
+    sqrt, defined_here = math.sqrt, name_weight.__contains__
     for row in terms:
         user = row.path
         if kind.get(user) not in _CODE_CLASSES:  # prose and data mention names; they do not use them
             continue
         references = json.loads(row.references) if row.references else {}
         targets = edges[user]
-        for name, uses in references.items():
-            definers = defined_in.get(name)
-            if not definers or len(definers) > UBIQUITOUS_NAME_FILES:
-                continue
-            multiplier = 1.0
-            if name in wanted:
-                multiplier *= 10
-            if len(name) >= 8 and ("_" in name or any(c.isupper() for c in name[1:])):
-                multiplier *= 10
-            if name.startswith("_"):
-                multiplier *= 0.1
-            if len(definers) > 5:
-                multiplier *= 0.1
-            weight = multiplier * math.sqrt(uses)
+        used = uses_of[user]
+        for name in filter(defined_here, references):  # most names are defined elsewhere: skipped in C
+            weight = name_weight[name] * sqrt(references[name])
+            definers = defined_in[name]
             for definer in definers:
                 if definer != user:
                     targets[definer] = targets.get(definer, 0.0) + weight
-            uses_of[user].append((name, weight, definers))
+            used.append((name, weight, definers))
     for path, target in imports:
         for definer in index.resolve(target):
             if definer != path:

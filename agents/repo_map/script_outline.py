@@ -4,25 +4,55 @@ really defines besides them (member assignments, `module.exports = {…}`, proto
 
 from __future__ import annotations
 
+import importlib.util
+import logging
 import posixpath
 import re
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agents.repo_map.symbols import Symbol, one_line
 
-try:  # optional: symbol outlines for JavaScript / TypeScript
+if TYPE_CHECKING:
     import tree_sitter
-    import tree_sitter_javascript
-    import tree_sitter_typescript
+else:
+    tree_sitter = None  # imported with the grammars (_grammar)
 
-    TS_LANGUAGES: dict[str, Any] = {
-        "javascript": tree_sitter.Language(tree_sitter_javascript.language()),
-        "typescript": tree_sitter.Language(tree_sitter_typescript.language_typescript()),
-        "tsx": tree_sitter.Language(tree_sitter_typescript.language_tsx()),
-    }
-except Exception:  # noqa: BLE001 - not installed or an incompatible build: file-level only
-    TS_LANGUAGES = {}
+log = logging.getLogger(__name__)
+
+# Optional: symbol outlines for JavaScript / TypeScript. The grammars load on first use (a parse process of a
+# Python-only repository never loads them: less memory per process); an incompatible build leaves files file-level.
+TS_LANGUAGES: frozenset[str] = (
+    frozenset({"javascript", "typescript", "tsx"})
+    if all(
+        importlib.util.find_spec(name) for name in ("tree_sitter", "tree_sitter_javascript", "tree_sitter_typescript")
+    )
+    else frozenset()
+)
+_grammars: dict[str, Any] | None = None
+_grammars_lock = threading.Lock()
+
+
+def _grammar(language: str) -> Any:
+    """The tree-sitter Language of `language`, loading the grammars once; None when they cannot load."""
+    global _grammars, tree_sitter
+    with _grammars_lock:
+        if _grammars is None:
+            try:
+                import tree_sitter as ts
+                import tree_sitter_javascript
+                import tree_sitter_typescript
+
+                tree_sitter = ts
+                _grammars = {
+                    "javascript": tree_sitter.Language(tree_sitter_javascript.language()),
+                    "typescript": tree_sitter.Language(tree_sitter_typescript.language_typescript()),
+                    "tsx": tree_sitter.Language(tree_sitter_typescript.language_tsx()),
+                }
+            except Exception:  # noqa: BLE001 - an incompatible build: file-level only
+                log.warning("repo map: tree-sitter grammars do not load; JS/TS files indexed at file level")
+                _grammars = {}
+    return _grammars.get(language)
 
 
 _TS_LOCAL = threading.local()
@@ -45,7 +75,8 @@ def _ts_parser(language: str) -> Any:
     if parsers is None:
         parsers = _TS_LOCAL.parsers = {}
     if language not in parsers:
-        parsers[language] = tree_sitter.Parser(TS_LANGUAGES[language])
+        grammar = _grammar(language)
+        parsers[language] = tree_sitter.Parser(grammar) if grammar is not None else None
     return parsers[language]
 
 
@@ -247,7 +278,10 @@ class _ScriptOutliner:
 
 
 def script_outline(data: bytes, path: str, language: str) -> tuple[str, list[Symbol], list[str]]:
-    tree = _ts_parser(language).parse(data)
+    parser = _ts_parser(language)
+    if parser is None:
+        return "", [], []
+    tree = parser.parse(data)
     outliner = _ScriptOutliner(data, path)
     summary = ""
     children = tree.root_node.named_children

@@ -229,6 +229,12 @@ MIGRATIONS: list[str] = [
         bound_at TEXT NOT NULL
     );
     """,
+    # 10 (issue 25): repo-map indexes no query uses (imports are read by workspace; a symbol search is `LIKE '%…%'`,
+    # which no index serves): a cold build of sympy wrote 82k index entries for nothing
+    """
+    DROP INDEX IF EXISTS repo_imports_target;
+    DROP INDEX IF EXISTS repo_symbols_name;
+    """,
 ]
 
 LATEST_VERSION = len(MIGRATIONS)

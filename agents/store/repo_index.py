@@ -135,14 +135,14 @@ class RepoIndex:
         )
         return [(row[0], row[1], row[2]) for row in rows]
 
-    async def all_symbols(self, workspace: str) -> list[dict[str, Any]]:
-        """Every symbol of the workspace: path, name, kind, line, signature, parent (by path and line)."""
+    async def all_symbols(self, workspace: str) -> list[tuple[str, str, str, int, str, str | None]]:
+        """Every symbol of the workspace: (path, name, kind, line, signature, parent), by path and line."""
         rows = await self._store.rows(
             "SELECT path, name, kind, line, signature, parent FROM repo_symbols "
             "WHERE workspace = ? ORDER BY path, line",
             (workspace,),
         )
-        return [dict(row) for row in rows]
+        return [tuple(row) for row in rows]  # type: ignore[misc]
 
     async def all_imports(self, workspace: str) -> list[tuple[str, str]]:
         """(path, target) of every import of the workspace."""

@@ -262,7 +262,7 @@ class TaskExecutor:
     async def repository_map(self, task: Task, workspace: Workspace, worktree: Path | None = None) -> str:
         """The token-bounded map for this request ('' when there is none): of the task's worktree (its own index,
         seeded from the workspace's), or of the workspace for research. A workspace index still being built is
-        waited for at most REPO_MAP_WAIT_SECONDS; then the map shows what is indexed so far."""
+        waited for within REPO_MAP_WAIT_SECONDS, drawing included; then the map shows what is indexed so far."""
         if self.repo_map is None or self.settings.repo_map_tokens <= 0:
             return ""
         try:
