@@ -16,13 +16,34 @@ from agents.tools.file_tools import ToolError
 pytestmark = pytest.mark.slow  # spawns processes (still only a few seconds)
 
 
-def alive(pid: int) -> bool:
-    """True while `pid` exists and is not a zombie waiting to be reaped."""
+def alive(pid: int, started: int | None = None) -> bool:
+    """True while `pid` exists and is not a zombie waiting to be reaped (and, given `started`, is still the process
+    that started then: a PID freed and taken by another test's process is not the one we killed)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except (FileNotFoundError, ProcessLookupError):
         return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    fields = stat.rsplit(")", 1)[1].split()
+    return fields[0] != "Z" and (started is None or int(fields[19]) == started)
+
+
+def start_time(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+
+
+def described(pids: list[int]) -> str:
+    """What each still-running pid is, for a failure message."""
+    said = []
+    for pid in pids:
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            said.append(f"{pid}: {Path(f'/proc/{pid}/stat').read_text()[:80]!r} {cmdline[:80]!r}")
+        except OSError as err:
+            said.append(f"{pid}: {err}")
+    return "; ".join(said)
 
 
 def group_members(pgid: int) -> list[int]:
@@ -50,10 +71,11 @@ async def group_empty(pgid: int, within: float = 10.0) -> bool:
     return True
 
 
-async def wait_gone(pids: list[int], within: float = 10.0) -> bool:  # generous: a loaded machine is slow to reap
+async def wait_gone(pids: list[int], within: float = 10.0, started: dict[int, int | None] | None = None) -> bool:
+    """Every pid gone within `within` (generous: a loaded machine is slow to reap)."""
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
-        if not any(alive(pid) for pid in pids):
+        if not any(alive(pid, (started or {}).get(pid)) for pid in pids):
             return True
         await asyncio.sleep(0.02)
     return False
@@ -145,10 +167,11 @@ async def test_cancellation_kills_the_group_and_reraises(tmp_path: Path) -> None
         await asyncio.sleep(0.02)
     pgid, child = (int(p) for p in marker.read_text().split())
     assert alive(pgid) and alive(child)
+    started = {pid: start_time(pid) for pid in (pgid, child)}
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert await wait_gone([pgid, child])
+    assert await wait_gone([pgid, child], started=started), described([pgid, child])
     assert await group_empty(pgid)
 
 
