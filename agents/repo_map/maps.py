@@ -7,6 +7,10 @@ The index lives in the store. `RepoMap.refresh` re-parses only files that are ne
 whose mtime changed but whose bytes hash the same is only touched) and drops the rows of deleted files; a task's
 worktree index starts as a copy of its workspace's (`seed_from`). `RepoMap.render` picks definitions, best first,
 until the map fills the token budget (tokens estimated as characters / 4), and writes them grouped by file.
+
+Why one module of ~500 lines: the index's refresh, the background build a first task waits on (with a budget that
+keeps time to draw), and the render share one lock per workspace and the store's rows; split apart, each part would
+need the others' internals.
 """
 
 from __future__ import annotations
