@@ -36,19 +36,25 @@ def big_repo(root: Path) -> Path:
     return root
 
 
-async def test_a_cold_build_past_the_budget_gives_what_is_indexed_so_far_then_the_whole_map(
-    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    root = big_repo(tmp_path / "big")
-    held = threading.Event()  # the second hop of the cold build waits for this
+def hold_late_files(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
+    """The cold build's hop holding LATE waits until the returned event is set (the test's pause in the build)."""
+    held = threading.Event()
     real_parse = parse_pool.parse_files
 
     def parse_files(base, paths, states, hashes):  # type: ignore[no-untyped-def]
         if LATE in paths:
-            assert held.wait(30), "the test never released the build"
+            assert held.wait(60), "the test never released the build"
         return real_parse(base, paths, states, hashes)
 
     monkeypatch.setattr(parse_pool, "parse_files", parse_files)
+    return held
+
+
+async def test_a_cold_build_past_the_budget_gives_what_is_indexed_so_far_then_the_whole_map(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = big_repo(tmp_path / "big")
+    held = hold_late_files(monkeypatch)
     repo_map = RepoMap(store)
     request = f"fix compute_{FILES - 1} in {LATE}"
     try:
@@ -73,15 +79,7 @@ async def test_the_wait_budget_leaves_the_time_to_draw_what_is_indexed(
 ) -> None:
     """The budget covers waiting and drawing: once drawing what is indexed would take the rest of it, the wait ends."""
     root = big_repo(tmp_path / "big")
-    held = threading.Event()
-    real_parse = parse_pool.parse_files
-
-    def parse_files(base, paths, states, hashes):  # type: ignore[no-untyped-def]
-        if LATE in paths:
-            assert held.wait(60), "the test never released the build"
-        return real_parse(base, paths, states, hashes)
-
-    monkeypatch.setattr(parse_pool, "parse_files", parse_files)
+    held = hold_late_files(monkeypatch)
     repo_map = RepoMap(store)
     repo_map.render_seconds_per_file = 0.2  # drawing the first hop's files would take 40 s: more than the 30
     loop = asyncio.get_running_loop()
