@@ -8,11 +8,11 @@
 #
 # faster-whisper (VOICE_ENGINE=faster-whisper) is the optional extra `.[faster]`: installed in a second pip call
 # whose failure only prints a line (no wheel for this platform, no network), so the set-up never fails on it.
-# Tests: the bot's own modules are compiled once before pytest (an editable install is not compiled by pip, and
-# three workers would each compile them at once); bytecode is written even where the environment says PYTHONDONTWRITEBYTECODE (each xdist worker and each bot
-# or runner process a test starts would compile every module again, and pytest would rewrite every test's asserts
-# again); one and a half xdist workers per core, and idle workers steal queued tests (the long ones otherwise leave one worker
-# busy at the end).
+# Tests: the bot's own modules are compiled once before pytest (pip does not compile an editable install, and three
+# workers would each compile them at once); bytecode is written even where the environment says
+# PYTHONDONTWRITEBYTECODE (each xdist worker and each bot or runner process a test starts would compile every module
+# again, and pytest would rewrite every test's asserts again); one and a half xdist workers per core, and idle workers
+# steal queued tests (the long ones otherwise leave one worker busy at the end).
 # The Temporal SDK (TASK_ENGINE=temporal) is the optional extra `.[temporal]`, installed the same way.
 PY      ?= python3
 VENV    := .venv
