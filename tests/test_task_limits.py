@@ -177,8 +177,10 @@ async def test_an_allowed_network_does_not_reach_the_hosts_own_ports(
             x.close()
 
 
-async def test_growth_spread_over_several_commands_counts(tmp_path: Path) -> None:
-    """Two commands each under the budget, together over it: the second is stopped (the count is the task's)."""
+@pytest.mark.parametrize(("first_mb", "second_mb"), [(200, 200), (250, 100)])
+async def test_growth_spread_over_several_commands_counts(tmp_path: Path, first_mb: int, second_mb: int) -> None:
+    """Two commands each under the budget, together over it: the second is stopped (the count is the task's), and
+    its file is deleted, not the earlier command's, even when the earlier file is the larger."""
     import dataclasses
 
     from agents.sandbox.bwrap import spec_for
@@ -189,14 +191,17 @@ async def test_growth_spread_over_several_commands_counts(tmp_path: Path) -> Non
     bounds = TaskBounds("spread", 1 << 30, 512, DiskBudget(root, 300 << 20))
     spec = dataclasses.replace(spec_for(root), task=bounds)
     try:
-        first = await run_command("fallocate -l 200M one.bin && echo first-done", root, 60, sandbox=spec)
-        second = await run_command("fallocate -l 200M two.bin && sleep 3 && echo second''-done", root, 60, sandbox=spec)
+        first = await run_command(f"fallocate -l {first_mb}M one.bin && echo first-done", root, 60, sandbox=spec)
+        second = await run_command(
+            f"fallocate -l {second_mb}M two.bin && sleep 3 && echo second''-done", root, 60, sandbox=spec
+        )
     finally:
         await bounds.close()
     assert first.ok and first.stopped is None, first.output
     assert not second.ok and "disk budget of 300 MB" in (second.stopped or ""), second.format_for_model()
     assert "second-done" not in second.output
-    assert (root / "one.bin").exists() and not (root / "two.bin").exists()  # the newest, largest file went first
+    # the stopped command's file went first, even if it was killed mid-allocation and is smaller than one.bin
+    assert (root / "one.bin").exists() and not (root / "two.bin").exists()
 
 
 @pytest.mark.skipif(memory_cgroup_reason() is not None, reason=f"no per-task memory cgroup: {memory_cgroup_reason()}")

@@ -6,8 +6,8 @@ links once). A small worktree (counted in under `CHEAP_WALK_SECONDS`) is counted
 runs and after it. A larger one is counted when a cheap `statvfs` of its file system shows growth, since the last
 count, beyond what the budget has left, and at least every `FULL_WALK_SECONDS` while a command runs (so deletions
 elsewhere on the file system cannot hide growth for long), never taking more than ~4% of the time in counting.
-Past the budget the command is killed and the files it wrote are deleted, largest first, until the task is back
-within its budget, so it can go on.
+Past the budget the command is killed and the files it wrote are deleted, largest first (then files written
+recently by the commands before it, largest first), until the task is back within its budget, so it can go on.
 The private `/tmp` and home are not on disk: they are size-bounded tmpfs mounts (SANDBOX_TMP_MB) that end with each
 command, and their pages count against the task's memory cgroup.
 """
@@ -86,8 +86,11 @@ class DiskBudget:
     last_usage: int = 0
     fs_mark: int = 0  # bytes in use on the worktree's file system at the last walk
     walk_seconds: float = 0.0  # how long the last walk took
+    command_started: float = 0.0  # wall-clock time the current command started (its files are deleted first)
 
     async def start(self) -> None:
+        """Called before each command: the first call counts the baseline."""
+        self.command_started = time.time()
         if self.baseline is None:
             self.baseline = await self._walk()
 
@@ -137,20 +140,22 @@ class DiskBudget:
         return said + "."
 
     def _clean(self, since_seconds: float = RECENT_SECONDS) -> list[str]:
-        """Delete recent files (changed in the last `since_seconds`), largest first, until back within budget: the
-        command that was stopped wrote them, or one shortly before it (growth can add up over several commands)."""
+        """Delete recent files (changed in the last `since_seconds`) until back within budget: first those the stopped
+        command wrote, largest first, then those of the commands shortly before it (growth can add up over several
+        commands). The stopped command's files go first even when smaller: it may have been killed mid-write."""
         self.last_usage = allocated_bytes(self.root)
         recent = time.time() - since_seconds
         candidates = sorted(
             (
-                (info.st_blocks, info.st_ctime, path)  # largest first; of equal ones the newest
+                # this command's first, largest first; of equal ones the newest
+                (info.st_ctime >= self.command_started, info.st_blocks, info.st_ctime, path)
                 for path, info in _entries(self.root)
                 if stat.S_ISREG(info.st_mode) and info.st_ctime >= recent and "/.git/" not in path
             ),
             reverse=True,
         )
         removed: list[str] = []
-        for blocks, _, path in candidates:
+        for _, blocks, _, path in candidates:
             if self.grown <= self.budget_bytes:
                 break
             with contextlib.suppress(OSError):
