@@ -19,6 +19,7 @@ from agents.core.settings import Settings
 from agents.runtime import Runtime
 from tests.fakes.anthropic_server import FakeAnthropic, fake_anthropic  # noqa: F401  (fixture)
 from tests.fakes.telegram_server import FakeTelegram, fake_telegram  # noqa: F401  (fixture)
+from tests.run_order import SecondsRecorder, add_option, run_order
 
 USER_ID = 1001
 STRANGER_ID = 6666
@@ -34,27 +35,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.name.endswith("_e2e.py") or BOTH_FAKES <= set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.e2e)
-    items[:] = longest_first(items, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+    items[:] = run_order(items, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
 
 
-def longest_first(items: list[pytest.Item], workers: int) -> list[pytest.Item]:
-    """The run order for `workers` xdist workers: modules dealt into one share per worker (xdist's work stealing
-    first hands each worker a contiguous, equal share of this list), each share starting with its modules of `slow`
-    tests, then e2e ones, then the rest. The long tests start first on every worker, and what is stolen from a busy
-    worker's tail at the end is short. Whole modules move (a module-scoped fixture is set up once per worker); the
-    order within a module stays. Every worker computes the same order."""
-    modules: dict[Path, list[pytest.Item]] = {}
-    for item in items:
-        modules.setdefault(item.path, []).append(item)
+def pytest_addoption(parser: pytest.Parser) -> None:
+    add_option(parser)
 
-    def rank(path: Path) -> int:
-        tests = modules[path]
-        return 0 if any(t.get_closest_marker("slow") for t in tests) else 1 if tests[0].get_closest_marker("e2e") else 2
 
-    shares: list[list[pytest.Item]] = [[] for _ in range(max(1, workers))]
-    for path in sorted(modules, key=rank):
-        min(shares, key=len).extend(modules[path])
-    return [item for share in shares for item in share]
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("--store-module-seconds") and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(SecondsRecorder(), "module-seconds")
 
 
 @pytest.fixture(autouse=True)

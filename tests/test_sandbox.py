@@ -248,10 +248,17 @@ async def test_file_size_limit_ends_a_disk_filler(tmp_path: Path) -> None:
 )
 async def test_process_limit_bounds_a_fork_loop(tmp_path: Path) -> None:
     spec = SandboxSpec(tmp_path.resolve(), limits=ResourceLimits(max_processes=20))
-    result = await run_command(
-        "for i in $(seq 60); do sleep 5 & done 2>&1; echo spawned", cwd=tmp_path, timeout=30, sandbox=spec
+    # a fork loop whose children hold no pipe (bash's own loop would retry each refused fork with a back-off)
+    fork_loop = (
+        "for i in range(60):\n"
+        "    try:\n"
+        "        if os.fork() == 0:\n"
+        "            os.close(1); os.close(2); time.sleep(5); os._exit(0)\n"
+        "    except OSError as error:\n"
+        "        print('refused at', i, error); break\n"
     )
-    assert "Resource temporarily unavailable" in result.output
+    result = await run_command(f'python3 -c "import os, time\n{fork_loop}"', cwd=tmp_path, timeout=30, sandbox=spec)
+    assert "Resource temporarily unavailable" in result.output and "refused at" in result.output, result.output
 
 
 def host_pids(argument: str) -> list[int]:
