@@ -175,6 +175,30 @@ async def test_the_bots_own_writes_are_not_undone_by_another_tasks_guard(repo: P
     assert git("rev-parse", second.branch, cwd=repo) == commit.sha
 
 
+@pytest.mark.parametrize("where", ["config", "config.worktree"])
+async def test_a_driver_planted_after_the_bots_git_ran_is_still_overridden(
+    repo: Path, tmp_path: Path, marks: Path, where: str
+) -> None:
+    """The driver overrides are kept per configuration (agents/git/runner.py): a driver planted after the bot's git
+    already ran in the worktree, with no include to stop the keeping, is seen all the same."""
+    tree = await new_task(repo, tmp_path)
+    (tree.path / "app.py").write_text("VALUE = 2\n")
+    assert (await commit_all(tree, "first", GitIdentity())).committed  # the overrides of a clean config are kept
+    common = repo / ".git"
+    if where == "config.worktree":
+        git("config", "extensions.worktreeConfig", "true", cwd=repo)
+        config = ["config", "--worktree"]
+    else:
+        config = ["config"]
+    git(*config, "filter.evil.clean", f"touch {marks}/filter-clean; cat", cwd=tree.path)
+    git(*config, "filter.evil.process", f"touch {marks}/filter-process", cwd=tree.path)
+    (common / "info").mkdir(exist_ok=True)
+    (common / "info" / "attributes").write_text("* filter=evil\n")
+    (tree.path / "app.py").write_text("VALUE = 3\n")
+    assert (await commit_all(tree, "second", GitIdentity())).committed
+    assert sorted(p.name for p in marks.iterdir()) == [], "a driver planted after a kept answer ran"
+
+
 async def test_a_replaced_git_file_stops_the_bots_git_calls(repo: Path, tmp_path: Path) -> None:
     tree = await new_task(repo, tmp_path)
     (tree.path / ".git").write_text(f"gitdir: {tmp_path / 'elsewhere'}\n")

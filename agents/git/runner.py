@@ -146,8 +146,48 @@ def _subcommand(argv: list[str]) -> str:
     return argv[i] if i < len(argv) else ""
 
 
+_DRIVER_CACHE_SIZE = 256
+_driver_cache: dict[bytes, list[str]] = {}  # the local configuration's bytes -> its driver overrides
+
+
+def _local_config(cwd: Path) -> bytes | None:
+    """The bytes of every configuration file git reads in `cwd` (`git_env` leaves out the system and global ones),
+    with the git directories they were found in; None when that cannot be told without git: `cwd` is not the top of
+    a checkout or a linked worktree, or the configuration includes other files."""
+    dotgit = cwd / ".git"
+    try:
+        if dotgit.is_dir():
+            gitdir = common = dotgit
+        else:
+            pointer = dotgit.read_text()
+            if not pointer.startswith("gitdir: "):
+                return None
+            gitdir = cwd / pointer[len("gitdir: ") :].strip()
+            try:
+                common = gitdir / (gitdir / "commondir").read_text().strip()
+            except FileNotFoundError:
+                common = gitdir
+        parts = [str(gitdir).encode(), str(common).encode()]
+        for path in (common / "config", gitdir / "config.worktree"):
+            try:
+                parts.append(path.read_bytes())
+            except FileNotFoundError:
+                parts.append(b"")
+    except OSError:
+        return None
+    blob = b"\0".join(parts)
+    return None if b"include" in blob.lower() else blob
+
+
 async def _driver_options(cwd: Path, env: Mapping[str, str]) -> list[str]:
-    """`-c` overrides for every filter, diff and merge driver the effective configuration (includes too) names."""
+    """`-c` overrides for every filter, diff and merge driver the effective configuration (includes too) names.
+
+    Asking git costs a process per git call, so the answer is kept per configuration: keyed by the bytes of the
+    configuration files themselves (a few hundred bytes, read on every call), it is asked again whenever a byte
+    changes. A configuration with includes is asked every time."""
+    config = _local_config(cwd)
+    if config is not None and (known := _driver_cache.get(config)) is not None:
+        return list(known)
     listed = await _exec_git(
         [*GIT_OPTIONS, "config", "--includes", "-z", "--name-only", "--get-regexp", r"^(filter|diff|merge)\."],
         cwd,
@@ -164,6 +204,10 @@ async def _driver_options(cwd: Path, env: Mapping[str, str]) -> list[str]:
     for section, name in sorted(names):
         for key, value in _DRIVER_OVERRIDES.get(section.lower(), {}).items():
             options += ["-c", f"{section}.{name}.{key}={value}"]
+    if config is not None and listed.exit_code in (0, 1):  # 1: no such key, nothing to override
+        if len(_driver_cache) >= _DRIVER_CACHE_SIZE:
+            _driver_cache.clear()
+        _driver_cache[config] = list(options)
     return options
 
 
