@@ -43,6 +43,9 @@ class OpenAIWhisperTranscriber(ResidentTranscriber):
 
     def _load_model(self) -> Any:
         label = self.model_name
+        name = self.model_name.strip()
+        if looks_like_path(name) and not Path(name).expanduser().is_file():  # said before torch is imported (~0.4 s)
+            raise ModelUnavailable(f"The speech model '{label}' could not be loaded: there is no such file.")
         try:
             import torch
             import whisper
