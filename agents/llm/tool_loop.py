@@ -19,12 +19,14 @@ from enum import StrEnum
 from typing import Any
 
 import anthropic
+from anthropic.resources.messages import AsyncMessages
 
 from agents.core.models import Usage
 from agents.core.protocols import AnswerStream, MessageModel
 from agents.core.secrets_filter import mask, mask_json
 from agents.llm.client import usage_of
 from agents.llm.context_budget import create_within_window
+from agents.llm.raw_stream import stream_message
 from agents.tools.toolbox import Toolbox
 
 EPHEMERAL = {"type": "ephemeral"}
@@ -184,6 +186,8 @@ class ToolLoop:
     async def _call(self, params: dict[str, Any]) -> anthropic.types.Message:
         if self.answer is None:
             return await self.model.create(**params)
+        if isinstance(self.model, AsyncMessages):  # the real SDK: read raw (agents/llm/raw_stream.py says why)
+            return await stream_message(self.model, params, self.answer.text)
         async with self.model.stream(**params) as stream:
             async for event in stream:
                 if event.type == "text" and event.text:

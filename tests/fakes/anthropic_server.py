@@ -17,6 +17,9 @@ delta per word with ``token_delay`` seconds between words (``fake.token_delay`` 
 reply's own). Each record keeps when its first and last text token went out, and a
 reply's ``before_last_token`` callable runs (in the server thread) just before the last
 word is written, so tests can assert what the client did while it was still streaming.
+A tool call's input is streamed in pieces of JSON, as the API sends it, and a reply with
+``stream_error`` (an error object) sends that ``error`` event after its first word, and
+nothing more, as the API does when it is overloaded mid-answer.
 """
 
 from __future__ import annotations
@@ -816,6 +819,9 @@ class FakeAnthropic:
             if delta and delta.get("type") == "text_delta":
                 if written and token_delay and self._stopping.wait(token_delay):
                     return
+                if written and reply.get("stream_error"):
+                    yield _sse_event("error", error=reply["stream_error"]).encode()
+                    return
                 written += 1
                 if written == words and callable(before_last):
                     before_last()
@@ -870,8 +876,9 @@ def _block_deltas(block: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str,
     if block["type"] == "text":
         return {**block, "text": ""}, [{"type": "text_delta", "text": word} for word in _words(block["text"])]
     if block["type"] == "tool_use":
-        json_delta = {"type": "input_json_delta", "partial_json": _canonical(block["input"])}
-        return {**block, "input": {}}, [json_delta]
+        whole = _canonical(block["input"])  # in pieces, as the API streams it
+        pieces = [whole[i : i + 16] for i in range(0, len(whole), 16)] or [""]
+        return {**block, "input": {}}, [{"type": "input_json_delta", "partial_json": piece} for piece in pieces]
     return block, []
 
 
