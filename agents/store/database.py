@@ -57,6 +57,11 @@ class Store(Connection):
         self._conversation_starts: dict[int, str] = {}  # chat id → start of its current conversation ('' = always)
         self._places: dict[int, Place] = {}  # topic conversation → its chat and thread (Store.conversations)
         self._bindings: dict[int, str | None] = {}  # conversation → its workspace, as read or bound
+        # conversation → (after id, conversation start, its messages after that id): the newest `messages_after`
+        # answer, kept up to date by this store's writes (the bot is the only writer of its database); a read that
+        # raced a write is not kept (`_message_writes` counts the writes begun)
+        self._kept: dict[int, tuple[int, str, list[ChatMessage]]] = {}
+        self._message_writes: dict[int, int] = {}
 
     # ---- lifecycle -----------------------------------------------------------------------
     @classmethod
@@ -120,15 +125,37 @@ class Store(Connection):
                 "INSERT OR IGNORE INTO chats (id, created_at) VALUES (?, ?)", (message.chat_id, _to_db(utcnow()))
             )
             await self._conversation_start(message.chat_id)
+        self._message_writes[message.chat_id] = self._message_writes.get(message.chat_id, 0) + 1
         message.id = await self._insert("messages", message)
         for attachment in message.attachments:
             attachment.message_id = message.id
             attachment.id = await self._insert("attachments", attachment)
+        self._keep(message)
         return message
+
+    def _keep(self, message: ChatMessage) -> None:
+        """Add a stored message to its conversation's kept messages (in id order, once)."""
+        kept = self._kept.get(message.chat_id)
+        if kept is None or _to_db(message.created_at) < kept[1] or message.id is None:
+            return
+        messages = kept[2]
+        if any(m.id == message.id for m in messages[-8:]):
+            return
+        copy = message.model_copy(update={"attachments": [a.model_copy() for a in message.attachments]})
+        messages.append(copy)
+        if len(messages) > 1 and (messages[-2].id or 0) > message.id:  # two writes finished out of order
+            messages.sort(key=lambda m: m.id or 0)
 
     async def messages_after(self, chat_id: int, after_id: int) -> list[ChatMessage]:
         """Messages of the current conversation with id > after_id, oldest first, with their attachments."""
         since = await self._conversation_start(chat_id)
+        kept = self._kept.get(chat_id)
+        if kept is not None and kept[1] == since and kept[0] <= after_id:
+            messages = [m for m in kept[2] if (m.id or 0) > after_id]
+            if after_id > kept[0]:
+                self._kept[chat_id] = (after_id, since, messages)
+            return list(messages)
+        writes = self._message_writes.get(chat_id, 0)
         messages = await self._fetch(
             ChatMessage,
             "SELECT * FROM messages WHERE chat_id = ? AND id > ? AND created_at >= ? ORDER BY id",
@@ -143,7 +170,11 @@ class Store(Connection):
             ):
                 if attachment.message_id in by_id:
                     by_id[attachment.message_id].attachments.append(attachment)
-        return messages
+        if self._message_writes.get(chat_id, 0) == writes:  # no write began meanwhile: the answer is whole
+            self._kept[chat_id] = (after_id, since, messages)
+        else:
+            self._kept.pop(chat_id, None)
+        return list(messages)
 
     async def chat_attachments(self, chat_id: int, ids: Iterable[int]) -> list[Attachment]:
         """The attachments of this chat among `ids`, in the order asked (unknown ids are left out)."""
@@ -165,6 +196,9 @@ class Store(Connection):
     async def refuse_attachment(self, attachment_id: int, reason: str) -> None:
         """The Messages API refused this attachment: it is left out of every later request (issue 22)."""
         await self._update("attachments", attachment_id, {"refused": reason})
+        for _, _, messages in self._kept.values():
+            for attachment in (a for m in messages for a in m.attachments if a.id == attachment_id):
+                attachment.refused = reason
 
     async def task_attachments(self, task_id: int) -> list[tuple[Attachment, bool]]:
         """(attachment, save_as_file) of what was handed to the task."""
@@ -202,6 +236,8 @@ class Store(Connection):
 
     async def set_platform_message_id(self, message_id: int, platform_message_id: int) -> None:
         await self._update("messages", message_id, {"platform_message_id": platform_message_id})
+        for message in (m for _, _, messages in self._kept.values() for m in messages if m.id == message_id):
+            message.platform_message_id = platform_message_id
 
     async def shown_record_from(self, chat_id: int, platform_message_id: int) -> ChatMessage | None:
         """The first proposal or task summary sent at or after this chat message."""
@@ -240,6 +276,7 @@ class Store(Connection):
             (chat_id, now, now),
         )
         self._conversation_starts[chat_id] = now
+        self._kept.pop(chat_id, None)
 
     # ---- proposals -----------------------------------------------------------------------
     async def add_proposal(self, proposal: Proposal) -> Proposal:
