@@ -291,6 +291,10 @@ def _decode_value(name: str, value: Any) -> Any:
         return value
 
 
+class _ClientGone(Exception):
+    """The client closed its connection before its request's body was whole."""
+
+
 def _parse_multipart(content_type: str, body: bytes) -> tuple[dict[str, str], dict[str, UploadedFile]]:
     header = _MimeHeader()
     header["content-type"] = content_type
@@ -1500,18 +1504,29 @@ class _Handler(BaseHTTPRequestHandler):
         return self.server.fake  # type: ignore[attr-defined]
 
     def _read_body(self) -> bytes:
+        """The request's body; `_ClientGone` when the client went away before sending all of it (a request cancelled
+        mid-send, e.g. a typing indicator at the end of a turn), which Telegram would never have received."""
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
             body = bytearray()
             while True:
-                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                line = self.rfile.readline()
+                if not line:
+                    raise _ClientGone
+                size = int(line.split(b";")[0].strip() or b"0", 16)
                 if size == 0:
                     while self.rfile.readline() not in (b"\r\n", b"\n", b""):
                         pass
                     return bytes(body)
-                body += self.rfile.read(size)
+                chunk = self.rfile.read(size)
+                if len(chunk) < size:
+                    raise _ClientGone
+                body += chunk
                 self.rfile.readline()
         length = int(self.headers.get("Content-Length") or 0)
-        return self.rfile.read(length) if length else b""
+        body = self.rfile.read(length) if length else b""
+        if len(body) < length:
+            raise _ClientGone
+        return body
 
     def _send(self, status: int, body: bytes, content_type: str) -> None:
         try:
@@ -1550,7 +1565,11 @@ class _Handler(BaseHTTPRequestHandler):
     def _dispatch(self) -> None:
         parts = urlsplit(self.path)
         path = unquote(parts.path)  # PTB percent-encodes file paths (and the ':' of the token)
-        body = self._read_body()
+        try:
+            body = self._read_body()
+        except _ClientGone:
+            self.close_connection = True
+            return
         fake = self.fake
         if path.startswith("/file/bot"):
             token, _, file_path = path[len("/file/bot") :].partition("/")
