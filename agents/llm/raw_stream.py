@@ -48,7 +48,7 @@ async def stream_message(
             raise anthropic.APIConnectionError(
                 message="the answer's stream ended before it started", request=response.http_response.request
             )
-        return anthropic.types.Message.construct(**gathered.message)
+        return anthropic.types.Message.construct(**gathered.finished())
 
 
 class _Gathered:
@@ -57,6 +57,7 @@ class _Gathered:
     def __init__(self) -> None:
         self.message: dict[str, Any] | None = None
         self.tool_json: dict[int, list[str]] = {}
+        self.text: dict[int, list[str]] = {}  # a text block's pieces, joined at its end (not one copy per piece)
 
     def apply(self, event: dict[str, Any]) -> str:
         """Apply one event; the text it adds to a text block ("" if none)."""
@@ -73,9 +74,7 @@ class _Gathered:
         elif kind == "content_block_delta":
             return self._delta(message["content"][event["index"]], event["index"], event["delta"])
         elif kind == "content_block_stop":
-            parts = self.tool_json.pop(event["index"], None)
-            if parts is not None:
-                message["content"][event["index"]]["input"] = json.loads("".join(parts) or "{}")
+            self._close(event["index"])
         elif kind == "message_delta":
             delta = event.get("delta") or {}
             for key in ("stop_reason", "stop_sequence", "stop_details"):
@@ -89,10 +88,25 @@ class _Gathered:
                     usage[key] = value
         return ""
 
+    def _close(self, index: int) -> None:
+        assert self.message is not None
+        block = self.message["content"][index]
+        if (pieces := self.text.pop(index, None)) is not None:
+            block["text"] = block.get("text", "") + "".join(pieces)
+        if (parts := self.tool_json.pop(index, None)) is not None:
+            block["input"] = json.loads("".join(parts) or "{}")
+
+    def finished(self) -> dict[str, Any]:
+        """The message, with any block the stream left open closed."""
+        assert self.message is not None
+        for index in [*self.text, *self.tool_json]:
+            self._close(index)
+        return self.message
+
     def _delta(self, block: dict[str, Any], index: int, delta: dict[str, Any]) -> str:
         kind = delta.get("type")
         if kind == "text_delta" and block.get("type") == "text":
-            block["text"] = block.get("text", "") + delta["text"]
+            self.text.setdefault(index, []).append(delta["text"])
             return delta["text"]
         if kind == "input_json_delta":
             self.tool_json.setdefault(index, []).append(delta.get("partial_json", ""))
