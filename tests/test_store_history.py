@@ -63,6 +63,13 @@ async def test_a_read_racing_a_write_is_not_kept(store: Store) -> None:
     write = asyncio.create_task(store.add_message(said("two")))
     await asyncio.gather(read, write)
     assert [m.content for m in await store.messages_after(CHAT, 0)] == ["one", "two"]
+    picture = Attachment(chat_id=CHAT, kind="image", name="p.png", media_type="image/png", path="p.png", size=3)
+    write = asyncio.create_task(store.add_message(said("with a picture", attachments=[picture])))
+    await asyncio.sleep(0)  # the write has begun (its message row is on its way, its attachment row not yet)
+    await store.messages_after(CHAT, 0)
+    await write
+    kept = await store.messages_after(CHAT, 0)
+    assert [m.model_dump() for m in kept] == [m.model_dump() for m in await from_disk(store)]
     writes = [store.add_message(said(f"w{i}")) for i in range(5)]  # writes finishing in any order
     await asyncio.gather(*writes)
     kept = await store.messages_after(CHAT, 0)

@@ -59,9 +59,9 @@ class Store(Connection):
         self._bindings: dict[int, str | None] = {}  # conversation → its workspace, as read or bound
         # conversation → (after id, conversation start, its messages after that id): the newest `messages_after`
         # answer, kept up to date by this store's writes (the bot is the only writer of its database); a read that
-        # raced a write is not kept (`_message_writes` counts the writes begun)
+        # overlapped a write is not kept (`_message_writes`: the writes begun, and those not yet finished)
         self._kept: dict[int, tuple[int, str, list[ChatMessage]]] = {}
-        self._message_writes: dict[int, int] = {}
+        self._message_writes: dict[int, tuple[int, int]] = {}
 
     # ---- lifecycle -----------------------------------------------------------------------
     @classmethod
@@ -125,12 +125,18 @@ class Store(Connection):
                 "INSERT OR IGNORE INTO chats (id, created_at) VALUES (?, ?)", (message.chat_id, _to_db(utcnow()))
             )
             await self._conversation_start(message.chat_id)
-        self._message_writes[message.chat_id] = self._message_writes.get(message.chat_id, 0) + 1
-        message.id = await self._insert("messages", message)
-        for attachment in message.attachments:
-            attachment.message_id = message.id
-            attachment.id = await self._insert("attachments", attachment)
-        self._keep(message)
+        chat = message.chat_id
+        begun, unfinished = self._message_writes.get(chat, (0, 0))
+        self._message_writes[chat] = (begun + 1, unfinished + 1)
+        try:
+            message.id = await self._insert("messages", message)
+            for attachment in message.attachments:
+                attachment.message_id = message.id
+                attachment.id = await self._insert("attachments", attachment)
+            self._keep(message)
+        finally:
+            begun, unfinished = self._message_writes[chat]
+            self._message_writes[chat] = (begun, unfinished - 1)
         return message
 
     def _keep(self, message: ChatMessage) -> None:
@@ -147,7 +153,8 @@ class Store(Connection):
             messages.sort(key=lambda m: m.id or 0)
 
     async def messages_after(self, chat_id: int, after_id: int) -> list[ChatMessage]:
-        """Messages of the current conversation with id > after_id, oldest first, with their attachments."""
+        """Messages of the current conversation with id > after_id, oldest first, with their attachments (the
+        store's own records: read them, do not change them)."""
         since = await self._conversation_start(chat_id)
         kept = self._kept.get(chat_id)
         if kept is not None and kept[1] == since and kept[0] <= after_id:
@@ -155,7 +162,7 @@ class Store(Connection):
             if after_id > kept[0]:
                 self._kept[chat_id] = (after_id, since, messages)
             return list(messages)
-        writes = self._message_writes.get(chat_id, 0)
+        writes = self._message_writes.get(chat_id, (0, 0))
         messages = await self._fetch(
             ChatMessage,
             "SELECT * FROM messages WHERE chat_id = ? AND id > ? AND created_at >= ? ORDER BY id",
@@ -170,7 +177,7 @@ class Store(Connection):
             ):
                 if attachment.message_id in by_id:
                     by_id[attachment.message_id].attachments.append(attachment)
-        if self._message_writes.get(chat_id, 0) == writes:  # no write began meanwhile: the answer is whole
+        if writes[1] == 0 and self._message_writes.get(chat_id, (0, 0)) == writes:  # no write overlapped the read
             self._kept[chat_id] = (after_id, since, messages)
         else:
             self._kept.pop(chat_id, None)
