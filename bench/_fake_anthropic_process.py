@@ -3,7 +3,9 @@ prompt-cache simulation, the SSE framing of a streamed answer) does not share th
 measures the bot, not the bot plus its stand-in server competing for one interpreter.
 
     python bench/_fake_anthropic_process.py ANSWER   → prints its URL; serves until stdin closes; then prints the
-                                                        server's own time per /v1/messages call as one JSON line
+                                                        server's own time per /v1/messages call as one JSON line,
+                                                        overall and by request kind (streamed or not: agentlab's
+                                                        requests stream, the bare bot's do not)
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from tests.fakes.anthropic_server import FakeAnthropic  # noqa: E402
 
 def main(answer: str) -> None:
     seconds: list[float] = []
+    by_kind: dict[str, list[float]] = {"streamed": [], "not_streamed": []}
     with FakeAnthropic() as claude:
         claude.handler = lambda _body: claude_says.text(answer)
         answer_call = claude._answer
@@ -30,12 +33,18 @@ def main(answer: str) -> None:
             try:
                 return answer_call(path, raw, headers)
             finally:
-                seconds.append(time.perf_counter() - started)
+                took = time.perf_counter() - started
+                seconds.append(took)
+                by_kind["streamed" if b'"stream":true' in raw.replace(b" ", b"") else "not_streamed"].append(took)
 
         claude._answer = timed  # type: ignore[method-assign]
         print(claude.url, flush=True)
         sys.stdin.read()  # the bench closes it when done
-    print(json.dumps({"calls": len(seconds), "mean_ms": 1000 * sum(seconds) / max(1, len(seconds))}), flush=True)
+    figures = {"calls": len(seconds), "mean_ms": 1000 * sum(seconds) / max(1, len(seconds))}
+    for kind, took in by_kind.items():
+        figures[f"{kind}_mean_ms"] = 1000 * sum(took) / len(took) if took else None
+        figures[f"{kind}_p50_ms"] = 1000 * sorted(took)[len(took) // 2] if took else None
+    print(json.dumps(figures), flush=True)
 
 
 if __name__ == "__main__":

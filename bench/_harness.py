@@ -155,7 +155,8 @@ def running_fakes(tcp_nodelay: bool = True) -> Iterator[tuple[FakeTelegram, Fake
 
 class FakeAnthropicProcess:
     """The fake Anthropic server in a child process (bench/_fake_anthropic_process.py), answering `answer` to every
-    request: its `url`, and once closed its own mean time per call (`own_ms`)."""
+    request: its `url`, and once closed its own mean time per call (`own_ms`; `own_ms_by_kind`: of streamed and of
+    not streamed requests)."""
 
     def __init__(self, answer: str) -> None:
         script = Path(__file__).with_name("_fake_anthropic_process.py")
@@ -165,13 +166,20 @@ class FakeAnthropicProcess:
         assert self.proc.stdout is not None
         self.url = self.proc.stdout.readline().strip()
         self.own_ms: float | None = None
+        self.own_ms_by_kind: dict[str, float | None] = {}
 
     def close(self) -> None:
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.proc.stdin.close()
         line = self.proc.stdout.readline()
         self.proc.wait(10)
-        self.own_ms = json.loads(line)["mean_ms"] if line.strip() else None
+        figures = json.loads(line) if line.strip() else {}
+        self.own_ms = figures.get("mean_ms")
+        self.own_ms_by_kind = {
+            f"{kind}_{figure}": figures.get(f"{kind}_{figure}_ms")
+            for kind in ("streamed", "not_streamed")
+            for figure in ("mean", "p50")
+        }
 
 
 @contextlib.contextmanager

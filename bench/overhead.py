@@ -228,8 +228,17 @@ async def main(fakes_in_process: bool = False) -> dict:
         f"+{fakes_extra:.2f} ms is the in-process fakes' own work on agentlab's bigger requests (validation, cache "
         "simulation)"
     )
+    by_kind = {} if fakes_in_process else claude.own_ms_by_kind  # type: ignore[union-attr]
     if own_process_ms is not None:
-        print(f"  the fake Anthropic (own process) spent {own_process_ms:.2f} ms per call, both bots' calls together")
+        print(
+            f"  the fake Anthropic (own process) spent {own_process_ms:.2f} ms per call, both bots' calls together; "
+            + ", ".join(
+                f"{who}'s calls: mean {by_kind.get(f'{kind}_mean') or 0:.2f} ms, "
+                f"p50 {by_kind.get(f'{kind}_p50') or 0:.2f} ms"
+                for who, kind in (("agentlab", "streamed"), ("the bare bot", "not_streamed"))
+            )
+            + " (inside each latency, not subtracted: the real API's own time is not the bot's overhead)"
+        )
     cpu_a, cpu_b = agentlab.loop_cpu_ms_per_answer, bare.loop_cpu_ms_per_answer
     print(
         f"  event-loop CPU per answer (main thread; not disturbed by other processes): agentlab {cpu_a:.2f} ms, "
@@ -255,6 +264,9 @@ async def main(fakes_in_process: bool = False) -> dict:
         "gap_ms": GAP_SECONDS * 1000,
         "fakes_in_process": fakes_in_process,
         "anthropic_fake_own_process_ms": None if own_process_ms is None else round(own_process_ms, 3),
+        "anthropic_fake_own_process_ms_by_kind": {
+            kind: None if ms is None else round(ms, 3) for kind, ms in by_kind.items()
+        },
         "agentlab": a.as_dict(),
         "bare": b.as_dict(),
         "back_to_back": {"agentlab": a2.as_dict(), "bare": b2.as_dict(), "extra_p50_ms": round(a2.p50 - b2.p50, 3)},

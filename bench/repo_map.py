@@ -155,6 +155,16 @@ def _status_mb(pid: int | str, field: str, source: str = "status") -> float:
     return 0.0
 
 
+def _rollup_mb(pid: int) -> dict[str, float]:
+    """The Rss and Pss lines of a process's smaps_rollup, in MB."""
+    with open(f"/proc/{pid}/smaps_rollup") as rollup:
+        return {
+            name.rstrip(":"): int(value) / 1024
+            for name, value, *_ in (line.split() for line in rollup)
+            if name in ("Rss:", "Pss:")
+        }
+
+
 def _descendants(pid: int) -> list[int]:
     found: list[int] = []
     try:
@@ -177,22 +187,29 @@ class MemoryWatch:
     def __init__(self, wanted: bool = True) -> None:
         self.available = wanted and all(os.path.exists(f"/proc/self/{name}") for name in ("clear_refs", "smaps_rollup"))
         self.before_mb = self.peak_mb = self.tree_peak_mb = self.tree_peak_pss_mb = None
+        self.tree_peak_each_mb: list[float] = []  # each process's RSS in the sample of the summed peak
         self._stop = threading.Event()
 
-    def _tree_mb(self) -> tuple[float, float]:
-        """RSS and PSS (shared pages divided among the processes sharing them) of this process and its descendants."""
+    def _tree_mb(self) -> tuple[float, float, list[float]]:
+        """RSS and PSS (shared pages divided among the processes sharing them) of this process and its descendants,
+        and each one's RSS (this process first). One read of smaps_rollup per process: the kernel walks the page
+        tables for it, and the sampler shares the 2 cores with the build it measures."""
         rss = pss = 0.0
+        each: list[float] = []
         for pid in [os.getpid(), *_descendants(os.getpid())]:
             try:
-                rss += _status_mb(pid, "Rss", "smaps_rollup")
-                pss += _status_mb(pid, "Pss", "smaps_rollup")
+                fields = _rollup_mb(pid)
             except OSError:  # ended meanwhile
                 continue
-        return rss, pss
+            rss += fields.get("Rss", 0.0)
+            pss += fields.get("Pss", 0.0)
+            each.append(round(fields.get("Rss", 0.0), 1))
+        return rss, pss, each
 
     def _note(self) -> None:
-        rss, pss = self._tree_mb()
-        self.tree_peak_mb = max(self.tree_peak_mb or 0.0, rss)
+        rss, pss, each = self._tree_mb()
+        if rss > (self.tree_peak_mb or 0.0):
+            self.tree_peak_mb, self.tree_peak_each_mb = rss, each
         self.tree_peak_pss_mb = max(self.tree_peak_pss_mb or 0.0, pss)
 
     def _sample(self) -> None:
@@ -293,6 +310,7 @@ async def bench_checkout(
                 figures["build_peak_rss_mb"] = round(memory.peak_mb, 1)
                 figures["build_peak_rss_with_children_mb"] = round(memory.tree_peak_mb, 1)
                 figures["build_peak_pss_with_children_mb"] = round(memory.tree_peak_pss_mb, 1)
+                figures["build_peak_rss_each_mb"] = memory.tree_peak_each_mb
             figures["child_peak_rss_mb"] = round(child_peak_rss_mb(), 1)
             figures["indexed_files"] = build.files_seen
             await timed("refresh_no_change_s", figures, repo_map.refresh("real", checkout))
@@ -371,6 +389,7 @@ def main() -> None:
             f" (memory: bench process {figures.get('build_rss_before_mb', '-')} MB before the build, peak"
             f" {figures.get('build_peak_rss_mb', '-')} MB during it; with its parse processes, peak"
             f" {figures.get('build_peak_rss_with_children_mb', '-')} MB RSS together"
+            f" (each: {figures.get('build_peak_rss_each_mb', '-')})"
             f" ({figures.get('build_peak_pss_with_children_mb', '-')} MB PSS: shared pages counted once), sampled"
             " every 10 ms;"
             f" largest child process {figures['child_peak_rss_mb']} MB; {figures['peak_rss_mb']} MB peak of the"

@@ -50,7 +50,7 @@ async def test_the_final_message_is_the_sdk_helpers(fake_anthropic: FakeAnthropi
         async with client.messages.stream(**params()) as stream:
             helper_pieces = [event.text async for event in stream if event.type == "text"]
             expected = await stream.get_final_message()
-        ours = await stream_message(client.messages, params(), on_text)
+        ours = await stream_message(client, params(), on_text)
     assert isinstance(ours, anthropic.types.Message)
     assert ours.model_dump(exclude={"id"}) == expected.model_dump(exclude={"id"})
     assert pieces == helper_pieces and len(pieces) > 1 or reply == 2  # word by word
@@ -70,7 +70,7 @@ async def test_an_error_event_mid_answer_raises_the_sdks_error(fake_anthropic: F
 
     async with fake_anthropic.async_client() as client:
         with pytest.raises(anthropic.APIStatusError) as raised:
-            await stream_message(client.messages, params(), on_text)
+            await stream_message(client, params(), on_text)
     assert "overloaded_error" in str(raised.value) and raised.value.body["error"]["type"] == "overloaded_error"
     assert pieces == ["one"]  # what came before the error was handed on
 
@@ -82,9 +82,58 @@ async def test_an_http_error_is_the_sdks_after_its_retries(fake_anthropic: FakeA
         pass
 
     async with fake_anthropic.async_client(max_retries=1) as client:
-        message = await stream_message(client.messages, params(), on_text)
+        message = await stream_message(client, params(), on_text)
     assert message.content[0].text == "after a retry"
     fake_anthropic.script(overloaded())
     async with fake_anthropic.async_client(max_retries=0) as client:
         with pytest.raises(anthropic.InternalServerError):
-            await stream_message(client.messages, params(), on_text)
+            await stream_message(client, params(), on_text)
+
+
+async def test_the_body_sent_is_the_one_the_sdks_create_sends(fake_anthropic: FakeAnthropic) -> None:
+    """The body is serialized here (not by the SDK's generic walk): the same JSON arrives as through `create`, a
+    block kept as an SDK model is dumped as the SDK dumps it, `timeout` is the request's option, not a body field,
+    and a retry sends the same bytes again."""
+    tool_call = anthropic.types.ToolUseBlock(id="toolu_9", name="start_task", input={"goal": "ünï"}, type="tool_use")
+    sent = dict(
+        model=MODEL,
+        max_tokens=200,
+        system=[{"type": "text", "text": "be brief", "cache_control": {"type": "ephemeral"}}],
+        messages=[
+            {"role": "user", "content": [{"type": "text", "text": "go"}]},
+            {"role": "assistant", "content": [tool_call]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_9", "content": "started"}]},
+        ],
+        tools=[TOOL],
+    )
+    fake_anthropic.script(text("one"), overloaded(), text("two"))
+
+    async def on_text(piece: str) -> None:
+        pass
+
+    async with fake_anthropic.async_client(max_retries=1) as client:
+        async with client.messages.stream(**sent) as stream:
+            await stream.get_final_message()
+        await stream_message(client, {**sent, "timeout": 7.0}, on_text)
+    by_sdk, ours, retried = (request.body for request in fake_anthropic.requests)
+    assert ours == retried == by_sdk and ours["stream"] is True
+    assert ours["messages"][1]["content"][0] == {
+        "id": "toolu_9",
+        "name": "start_task",
+        "input": {"goal": "ünï"},
+        "type": "tool_use",
+    }
+    assert "timeout" not in ours
+
+
+async def test_the_timeout_given_is_the_requests(fake_anthropic: FakeAnthropic) -> None:
+    late = text("late")
+    late["delay"] = 3.0
+    fake_anthropic.script(late)
+
+    async def on_text(piece: str) -> None:
+        pass
+
+    async with fake_anthropic.async_client(max_retries=0) as client:
+        with pytest.raises(anthropic.APITimeoutError):
+            await stream_message(client, {**params(), "timeout": 0.3}, on_text)

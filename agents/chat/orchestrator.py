@@ -55,6 +55,7 @@ class Reply:
 
 
 UNANSWERED = "(no answer: this turn failed before I could reply)"
+USER, ASSISTANT = str(Role.USER), str(Role.ASSISTANT)
 PINNED_PER_KIND = 3  # proposals / task summaries kept whole past compaction
 MAX_REFUSED_PER_TURN = 8  # attachments dropped (one retry each at most) before the turn gives up
 
@@ -68,20 +69,26 @@ def history_messages(
     `attached`: message id → the content blocks of its photos and files, shown before the message's text.
     """
     messages: list[dict[str, Any]] = []
+    attached = attached or {}
+    last_role = ""  # the role of messages[-1], as a plain str (a Role's `.value` is an enum look-up each time)
     for turn in history:
-        if not messages and turn.role is not Role.USER:
+        role = str(turn.role)
+        if not messages and role != USER:
             continue
-        blocks = [*(attached or {}).get(turn.id, []), {"type": "text", "text": turn.content}]
-        if messages and messages[-1]["role"] == turn.role.value == Role.USER.value:
-            messages.append({"role": Role.ASSISTANT.value, "content": [{"type": "text", "text": UNANSWERED}]})
-        if messages and messages[-1]["role"] == turn.role.value:
+        pictures = attached.get(turn.id) if attached else None
+        text_block = {"type": "text", "text": turn.content}
+        if role == last_role == USER:
+            messages.append({"role": ASSISTANT, "content": [{"type": "text", "text": UNANSWERED}]})
+            last_role = ASSISTANT
+        if role == last_role:
             last = messages[-1]["content"][-1]
-            if len(blocks) == 1 and last.get("type") == "text":
+            if not pictures and last.get("type") == "text":
                 last["text"] += "\n\n" + turn.content
             else:
-                messages[-1]["content"].extend(blocks)
+                messages[-1]["content"] += [*(pictures or []), text_block]
         else:
-            messages.append({"role": turn.role.value, "content": blocks})
+            messages.append({"role": role, "content": [*pictures, text_block] if pictures else [text_block]})
+            last_role = role
     return messages
 
 

@@ -2,12 +2,18 @@
 
 Why not the SDK's `messages.stream()` helper: it builds a validated pydantic event (a union) for every server-sent
 event and applies each to a pydantic snapshot, about 1.5 ms of event-loop CPU per call on top of the request itself
-(3.4 vs 2.0 ms per call against the bench's fake in its own process, measured), paid by every streamed answer. What
-stays the SDK's: the request, its retries and timeouts, HTTP errors (`with_streaming_response.create(stream=True)`),
-the `APIStatusError` an `error` event raises (as the helper raises it), and the final `Message`, built by the SDK's
-own lenient `construct` as for a call that is not streamed. The gathering follows the SDK's `accumulate_event`
-(anthropic/lib/streaming/_messages.py): text, tool input JSON, citations, thinking and its signature, and the
-`message_delta` usage, whose counts are totals that overwrite.
+(3.4 vs 2.0 ms per call against the bench's fake in its own process, measured), paid by every streamed answer.
+Why not `messages.create` either: before sending, it copies every container of the request in Python (the SDK's
+`copy_tree`: about 600 dicts and lists in an orchestrator turn of tools and history, the largest part of the
+bot's own time per answer after the helper was gone); the body is serialized here once, by the C JSON encoder, and
+posted through the client's documented `post` with `content=` (bytes are sent as they are, again on a retry).
+
+What stays the SDK's: the request, its headers, retries and timeouts, HTTP errors, the `APIStatusError` an `error`
+event raises (as the helper raises it), and the final `Message`, built by the SDK's own lenient `construct` as for
+a call that is not streamed. A timeout or a broken connection while the answer is being read is raised as the
+SDK's `APITimeoutError` / `APIConnectionError`, as before the answer starts. The gathering follows the SDK's
+`accumulate_event` (anthropic/lib/streaming/_messages.py): text, tool input JSON, citations, thinking and its
+signature, and the `message_delta` usage, whose counts are totals that overwrite.
 """
 
 from __future__ import annotations
@@ -17,38 +23,69 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anthropic
-from anthropic.resources.messages import AsyncMessages
+import httpx2 as httpx
+import pydantic
 
 
 async def stream_message(
-    messages: AsyncMessages, params: dict[str, Any], on_text: Callable[[str], Awaitable[None]]
+    client: anthropic.AsyncAnthropic, params: dict[str, Any], on_text: Callable[[str], Awaitable[None]]
 ) -> anthropic.types.Message:
-    """Send `params` as a streamed request; `on_text` gets each piece of answer text as it arrives."""
-    async with messages.with_streaming_response.create(stream=True, **params) as response:
-        gathered = _Gathered()
+    """Send `params` (the keyword arguments of `messages.create`) as a streamed request; `on_text` gets each piece
+    of answer text as it arrives."""
+    params = dict(params)
+    timeout = params.pop("timeout", None)
+    options: dict[str, Any] = {"timeout": timeout} if timeout is not None else {}
+    response: httpx.Response = await client.post(
+        "/v1/messages", cast_to=httpx.Response, content=request_body(params), options=options, stream=True
+    )
+    try:
+        return await _read(response, on_text)
+    except httpx.TimeoutException as err:  # mid-answer: raised as the SDK raises it before the answer starts
+        raise anthropic.APITimeoutError(request=response.request) from err
+    except httpx.TransportError as err:
+        raise anthropic.APIConnectionError(message=str(err) or type(err).__name__, request=response.request) from err
+    finally:
+        await response.aclose()
+
+
+def request_body(params: dict[str, Any]) -> bytes:
+    """The JSON body of a streamed Messages request. Serialized here, once, by the C encoder: the SDK's `create`
+    first copies every container of a request (about 600 in an orchestrator turn's ~17 KB of tools and history) in
+    Python. A block kept as an SDK model is dumped as the SDK sends it (`to_dict`)."""
+    return json.dumps({**params, "stream": True}, ensure_ascii=False, separators=(",", ":"), default=_plain).encode()
+
+
+def _plain(value: object) -> object:
+    if isinstance(value, pydantic.BaseModel) and hasattr(value, "to_dict"):
+        return value.to_dict()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+async def _read(response: httpx.Response, on_text: Callable[[str], Awaitable[None]]) -> anthropic.types.Message:
+    gathered = _Gathered()
+    event, data = "", []
+    async for line in response.aiter_lines():
+        if line:
+            field, _, value = line.partition(":")
+            value = value[1:] if value.startswith(" ") else value
+            if field == "event":
+                event = value
+            elif field == "data":
+                data.append(value)
+            continue
+        if data and event not in ("ping", ""):  # a blank line ends an event
+            body = "\n".join(data)
+            if event == "error":
+                raise anthropic.APIStatusError(_error_text(body), response=response, body=_json(body))
+            text = gathered.apply(json.loads(body))
+            if text:
+                await on_text(text)
         event, data = "", []
-        async for line in response.iter_lines():
-            if line:
-                field, _, value = line.partition(":")
-                value = value[1:] if value.startswith(" ") else value
-                if field == "event":
-                    event = value
-                elif field == "data":
-                    data.append(value)
-                continue
-            if data and event not in ("ping", ""):  # a blank line ends an event
-                body = "\n".join(data)
-                if event == "error":
-                    raise anthropic.APIStatusError(_error_text(body), response=response.http_response, body=_json(body))
-                text = gathered.apply(json.loads(body))
-                if text:
-                    await on_text(text)
-            event, data = "", []
-        if gathered.message is None:
-            raise anthropic.APIConnectionError(
-                message="the answer's stream ended before it started", request=response.http_response.request
-            )
-        return anthropic.types.Message.construct(**gathered.finished())
+    if gathered.message is None:
+        raise anthropic.APIConnectionError(
+            message="the answer's stream ended before it started", request=response.request
+        )
+    return anthropic.types.Message.construct(**gathered.finished())
 
 
 class _Gathered:

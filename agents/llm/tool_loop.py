@@ -187,7 +187,7 @@ class ToolLoop:
         if self.answer is None:
             return await self.model.create(**params)
         if isinstance(self.model, AsyncMessages):  # the real SDK: read raw (agents/llm/raw_stream.py says why)
-            return await stream_message(self.model, params, self.answer.text)
+            return await stream_message(self.model._client, params, self.answer.text)  # the resource's own client
         async with self.model.stream(**params) as stream:
             async for event in stream:
                 if event.type == "text" and event.text:

@@ -412,8 +412,10 @@ def validate_messages_request(body: Any) -> None:
 # --------------------------------------------------------------------------- token estimation and caching
 
 
-def _canonical(obj: Any) -> str:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+# one encoder for every call: `json.dumps` with options builds a new one each time (the cache simulation encodes
+# every block of every request)
+_canonical = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
+_json_string = json.encoder.encode_basestring  # a str as _canonical writes it (ensure_ascii=False)
 
 
 def estimate_tokens(obj: Any) -> int:
@@ -437,8 +439,12 @@ def prompt_segments(body: dict[str, Any]) -> list[PromptSegment]:
 
     def add(kind: str, item: dict[str, Any]) -> None:
         cache_control = item.get("cache_control") or None
-        stripped = {k: v for k, v in item.items() if k != "cache_control"}
-        serialized = _canonical([kind, stripped])
+        text = item.get("text")
+        if item.get("type") == "text" and isinstance(text, str) and len(item) == 2 + (cache_control is not None):
+            # the usual block, written as _canonical writes it (the same string) without its generic walk
+            serialized = f'["{kind}",{{"text":{_json_string(text)},"type":"text"}}]'
+        else:
+            serialized = _canonical([kind, {k: v for k, v in item.items() if k != "cache_control"}])
         segments.append(PromptSegment(serialized, estimate_tokens(serialized), cache_control))
 
     for tool in body.get("tools") or []:
