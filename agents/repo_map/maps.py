@@ -35,7 +35,7 @@ from agents.repo_map.outline import (
     file_extension,
 )
 from agents.repo_map.parse_pool import parse_batches
-from agents.repo_map.ranking import FileTerms, Ranking, rank_files
+from agents.repo_map.ranking import FileTerms, Ranking, rank_files, word_keys
 from agents.repo_map.symbols import Symbol
 from agents.store.database import Store
 from agents.tools.file_walk import list_files, read_only_git
@@ -125,12 +125,17 @@ def _rank(
     request_text: str,
     recent: list[str],
 ) -> tuple[dict[str, list[Symbol]], Ranking]:
-    """The index's symbols by file, and the ranking for the request (in a worker thread: all CPU)."""
+    """The index's symbols by file, and the ranking for the request (in a worker thread: all CPU).
+
+    `symbol_rows` and `terms` are consumed (emptied once turned into symbols and FileTerms, which rank_files
+    empties in turn as it reads them): on a big repository they are tens of megabytes a drawing need not hold."""
     symbols: dict[str, list[Symbol]] = {}
     for path, *fields in symbol_rows:
         if path in rows:
             symbols.setdefault(path, []).append(Symbol(*fields))
+    symbol_rows.clear()
     file_terms = [FileTerms(path, refs, words) for path, refs, words in terms]
+    terms.clear()
     return symbols, rank_files(sorted(rows), symbols, file_terms, imports, request_text, recent[:RECENT_FILES])
 
 
@@ -448,7 +453,7 @@ class RepoMap:
         try:
             rows = {r["path"]: _FileRow(**r) for r in await self.store.repo_index.file_list(name)}
             symbol_rows = await self.store.repo_index.all_symbols(name)
-            terms = await self.store.repo_index.file_terms(name)
+            terms = await self.store.repo_index.file_terms(name, word_keys(request_text))
             imports = await self.store.repo_index.all_imports(name)
         finally:
             recent_names = await recent_task

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 import math
+from array import array
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -448,7 +449,8 @@ class Request:
 
 @dataclass
 class FileTerms:
-    """What ranking needs of one indexed file besides its symbols (references and words, as stored: JSON)."""
+    """What ranking needs of one indexed file besides its symbols (references and words, as stored: JSON).
+    `rank_files` empties `references` once it has read them."""
 
     path: str
     references: str = "{}"
@@ -497,6 +499,11 @@ def pagerank(
     return dict(zip(nodes, rank.tolist(), strict=True))
 
 
+def word_keys(request_text: str) -> list[str]:
+    """The strings a file's words (as stored: a JSON object) contain when they hold a word of the request."""
+    return [f'"{term}":' for term in Request.parse(request_text).terms]
+
+
 def rank_files(
     paths: list[str],
     symbols: dict[str, list[Symbol]],
@@ -526,11 +533,15 @@ def rank_files(
         if strength <= 1 or not bare_source:
             weight_of[path] = 1.0
 
-    # Definitions: name → files defining it.
-    defined_in: dict[str, set[str]] = defaultdict(set)
+    # Definitions: name → files defining it (a tuple: most names have one file, and a set of one is 4× the size).
+    defining: dict[str, list[str]] = defaultdict(list)
     for path, file_symbols in symbols.items():
         for symbol in file_symbols:
-            defined_in[symbol.name].add(path)
+            files = defining[symbol.name]
+            if not files or files[-1] != path:  # a file's symbols come together
+                files.append(path)
+    defined_in = {name: tuple(files) for name, files in defining.items()}
+    del defining
     wanted = set(request.identifiers)
     wanted_lower = {w.lower() for w in wanted}
 
@@ -563,7 +574,7 @@ def rank_files(
                 personal[path] += 6.0 * len(hits) + 1.5 * len(hits_folder)
         frequencies: dict[str, dict[str, int]] = {}
         document_frequency: dict[str, int] = defaultdict(int)
-        keys = [f'"{term}":' for term in query]  # a JSON object holds a word as `"word":`: decode only those
+        keys = word_keys(request_text)  # decode only the files whose words hold one
         for row in terms:
             if not row.words or not any(key in row.words for key in keys):
                 continue
@@ -586,7 +597,8 @@ def rank_files(
 
     # The graph: who uses whose definitions, and imports (users → definers; pagerank adds the weaker edges back).
     edges: dict[str, dict[str, float]] = defaultdict(dict)
-    uses_of: dict[str, list[tuple[str, float, set[str]]]] = defaultdict(list)  # user → (name, weight, definers)
+    # user → (names used, their weights): two flat lists per user rather than a tuple per use (sympy: ~90k uses)
+    uses_of: dict[str, tuple[list[str], array[float]]] = {}
     name_weight: dict[str, float] = {}  # per defined name, once (a repository references them ~10x as often)
     for name, definers in defined_in.items():
         if len(definers) > UBIQUITOUS_NAME_FILES:
@@ -607,15 +619,16 @@ def rank_files(
         if kind.get(user) not in _CODE_CLASSES:  # prose and data mention names; they do not use them
             continue
         references = json.loads(row.references) if row.references else {}
+        row.references = ""  # read once: its text is not held for the rest of the ranking
         targets = edges[user]
-        used = uses_of[user]
+        names, weights = uses_of[user] = ([], array("d"))
         for name in filter(defined_here, references):  # most names are defined elsewhere: skipped in C
             weight = name_weight[name] * sqrt(references[name])
-            definers = defined_in[name]
-            for definer in definers:
+            for definer in defined_in[name]:
                 if definer != user:
                     targets[definer] = targets.get(definer, 0.0) + weight
-            used.append((name, weight, definers))
+            names.append(name)
+            weights.append(weight)
     for path, target in imports:
         for definer in index.resolve(target):
             if definer != path:
@@ -624,10 +637,10 @@ def rank_files(
 
     # Definition ranks: the share of each user's rank that flows to a definition.
     definition_rank: dict[tuple[str, str], float] = defaultdict(float)
-    for user, used in uses_of.items():
+    for user, (names, weights) in uses_of.items():
         out = sum(edges[user].values()) or 1.0
-        for name, weight, definers in used:
-            for definer in definers:
+        for name, weight in zip(names, weights):
+            for definer in defined_in[name]:
                 if definer != user:
                     definition_rank[(definer, name)] += rank[user] * weight / out
 

@@ -128,10 +128,19 @@ class RepoIndex:
             ]
         )
 
-    async def file_terms(self, workspace: str) -> list[tuple[str, str, str]]:
-        """(path, refs JSON, words JSON) of every indexed text file."""
+    async def file_terms(self, workspace: str, word_keys: list[str] | None = None) -> list[tuple[str, str, str]]:
+        """(path, refs JSON, words JSON) of every indexed text file. With `word_keys`, a file's words only when they
+        contain one of those strings ('' otherwise): on a big repository most files' words are not wanted, and
+        reading them all would hold megabytes of text (sympy: 12 MB) for the length of a map's drawing."""
+        if word_keys is None:
+            words, params = "words", [workspace]
+        elif not word_keys:
+            words, params = "''", [workspace]
+        else:
+            wanted = " OR ".join("instr(words, ?) > 0" for _ in word_keys)
+            words, params = f"CASE WHEN {wanted} THEN words ELSE '' END", [*word_keys, workspace]
         rows = await self._store.rows(
-            "SELECT path, refs, words FROM repo_files WHERE workspace = ? AND language IS NOT 'binary'", (workspace,)
+            f"SELECT path, refs, {words} FROM repo_files WHERE workspace = ? AND language IS NOT 'binary'", params
         )
         return [(row[0], row[1], row[2]) for row in rows]
 
@@ -142,12 +151,14 @@ class RepoIndex:
             "WHERE workspace = ? ORDER BY path, line",
             (workspace,),
         )
-        return [tuple(row) for row in rows]  # type: ignore[misc]
+        one = _Shared()  # SQLite makes a string per row: a path, kind or class shared by many symbols is kept once
+        return [(one(row[0]), row[1], one(row[2]), row[3], row[4], one(row[5])) for row in rows]
 
     async def all_imports(self, workspace: str) -> list[tuple[str, str]]:
         """(path, target) of every import of the workspace."""
         rows = await self._store.rows("SELECT path, target FROM repo_imports WHERE workspace = ?", (workspace,))
-        return [(row[0], row[1]) for row in rows]
+        one = _Shared()
+        return [(one(row[0]), row[1]) for row in rows]
 
     async def info(self, workspace: str) -> dict[str, Any] | None:
         """root, git_head and refreshed_at of the workspace's last refresh, or None if never indexed."""
@@ -195,3 +206,10 @@ class RepoIndex:
                 for table in ("repo_files", "repo_symbols", "repo_imports", "repo_indexes")
             ]
         )
+
+
+class _Shared(dict[Any, Any]):
+    """Equal values read back as one object (a big repository's index has ~40k symbol rows naming ~2k paths)."""
+
+    def __call__(self, value: Any) -> Any:
+        return self.setdefault(value, value)
