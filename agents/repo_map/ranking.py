@@ -34,8 +34,8 @@ from __future__ import annotations
 
 import json
 import math
-from array import array
 import re
+from array import array
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from collections.abc import Set as AbstractSet
