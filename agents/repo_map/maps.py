@@ -50,6 +50,9 @@ RENDER_SECONDS_PER_FILE = 0.0005
 RENDER_FIXED_SECONDS = 0.2  # and what a map costs whatever its size (git's recent changes, thread hops, a wait on
 # the build's writes to the store)
 WAIT_POLL_S = 0.05  # how often a task waiting on a build re-checks how much is indexed
+# The drawing time is an estimate: a partial map is planned to be done this share of the wait budget early, so a
+# drawing a little slower than estimated (a busy machine) still ends within the budget.
+WAIT_MARGIN_SHARE = 0.1
 GC_PAUSE_MIN_FILES = 300  # a refresh parsing this many files stores them with the cyclic collector paused
 
 
@@ -295,9 +298,10 @@ class RepoMap:
 
     async def _wait_leaving_time_to_render(self, name: str, root: Path | str, seconds: float) -> bool:
         """Wait on the refresh of `name` until it is done or until only the time to draw a map of what it holds so
-        far is left of `seconds` (the estimate grows as the build stores files); whether it completed."""
+        far (and a margin) is left of `seconds` (the estimate grows as the build stores files); whether it
+        completed."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + max(0.0, seconds)
+        deadline = loop.time() + max(0.0, seconds) * (1 - WAIT_MARGIN_SHARE)
         task = self.index_in_background(name, root)
         while not task.done():
             left = deadline - loop.time() - self.render_estimate(name)
