@@ -14,7 +14,9 @@ processes together (a big build parses in one child process per core), sampled e
 hold against a memory target, as the parse processes run at the same time as the bot's own storing. That peak is
 given as RSS summed (the interpreter's and libraries' pages each process shares with the others are counted in
 each: an upper bound) and as PSS summed (shared pages divided among their sharers: the memory the build really
-holds). The largest child's own peak (getrusage; git's processes count too) is printed beside it.
+holds), and each process's RSS in the sample of that peak. (Not getrusage's largest child: a child forked from
+this process counts the parent's pages it shared until it exec'd, so that figure is this process's size, not a
+parse process's.)
 
 `--sympy` indexes a sympy-sized tree: a git repository made from the `sympy` package installed in this Python
 (about 1,560 files, 26 MB of Python: the size of a sympy checkout's package), skipped with a note when sympy is not
@@ -235,11 +237,6 @@ class MemoryWatch:
             self._note()
 
 
-def child_peak_rss_mb() -> float:
-    """The largest peak RSS of any finished child process (parse processes of a big build, git)."""
-    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-
-
 def sympy_tree(target: Path) -> Path | None:
     """A git repository holding a copy of the installed sympy package (no caches), or None when it is not installed."""
     spec = importlib.util.find_spec("sympy")
@@ -330,7 +327,6 @@ async def bench_checkout(
                 figures["build_peak_rss_with_children_mb"] = round(memory.tree_peak_mb, 1)
                 figures["build_peak_pss_with_children_mb"] = round(memory.tree_peak_pss_mb, 1)
                 figures["build_peak_rss_each_mb"] = memory.tree_peak_each_mb
-            figures["child_peak_rss_mb"] = round(child_peak_rss_mb(), 1)
             figures["indexed_files"] = build.files_seen
             await timed("refresh_no_change_s", figures, repo_map.refresh("real", checkout))
             worktree = await asyncio.to_thread(fresh_worktree, checkout, Path(tmp) / "task-worktree")
@@ -437,7 +433,7 @@ def main() -> None:
             f" (each: {figures.get('build_peak_rss_each_mb', '-')})"
             f" ({figures.get('build_peak_pss_with_children_mb', '-')} MB PSS: shared pages counted once), sampled"
             " every 10 ms;"
-            f" largest child process {figures['child_peak_rss_mb']} MB; {figures['peak_rss_mb']} MB peak of the"
+            f" {figures['peak_rss_mb']} MB peak of the"
             " bench process over the whole run)"
             f" · no-change refresh {figures['refresh_no_change_s']:.3f}s"
             f" · task worktree refresh from the workspace index {figures.get('task_refresh_seeded_s', '-')}s"
