@@ -423,6 +423,12 @@ def main() -> None:
         )
         figures.update(first)
         real[str(checkout)] = figures
+        for request, drawn in figures["maps"].items():  # type: ignore[union-attr]
+            print(
+                f"\n--- map for {request!r}: {drawn['tokens']} tokens, render {drawn['render_s']:.3f}s,"
+                f" ranks {drawn['ranks']}\n{drawn['map']}\n",
+                flush=True,
+            )
         print(
             f"{checkout}: {figures['indexed_files']} files · full build {figures['full_build_s']:.2f}s"
             f" (median of {len(figures['full_build_runs_s'])} cold builds: {figures['full_build_runs_s']} s;"
@@ -444,12 +450,6 @@ def main() -> None:
             f" {figures['cold_build_in_background_s']}s",
             flush=True,
         )
-        for request, drawn in figures["maps"].items():  # type: ignore[union-attr]
-            print(
-                f"\n--- map for {request!r}: {drawn['tokens']} tokens, render {drawn['render_s']:.3f}s,"
-                f" ranks {drawn['ranks']}\n{drawn['map']}\n",
-                flush=True,
-            )
     for count in args.sizes:
         figures = asyncio.run(bench_size(count, args.budget))
         results[str(count)] = figures

@@ -48,6 +48,9 @@ def run(script: str, *args: str, timeout: float = 1800) -> tuple[dict[str, Any] 
                 figures = json.loads(lines[-1]) if lines else None
             except json.JSONDecodeError:
                 figures = None
+            if figures is not None:  # its last line: the figures, already in the table (a map's text can be in it)
+                shown = proc.stdout.rstrip()[: -len(lines[-1])]
+                output = (shown + ("\n" + proc.stderr if proc.stderr.strip() else "")).strip()
     return figures, output, seconds
 
 
