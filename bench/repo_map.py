@@ -119,9 +119,9 @@ async def bench_size(count: int, budget: int) -> dict[str, float | int]:
         store = await Store.open(Path(tmp) / "state.sqlite")
         try:
             repo_map = RepoMap(store)
-            before = peak_rss_mb()
+            before = reset_peak_rss_mb()
             build = await timed("full_build_s", figures, repo_map.refresh("bench", root))
-            figures["build_peak_rss_growth_mb"] = round(peak_rss_mb() - before, 1)
+            figures["build_peak_rss_growth_mb"] = round(process_peak_rss_mb() - before, 1)
             figures["indexed_files"] = build.files_seen
             unchanged = await timed("refresh_no_change_s", figures, repo_map.refresh("bench", root))
             figures["no_change_parsed"] = unchanged.parsed
@@ -148,6 +148,25 @@ async def bench_size(count: int, budget: int) -> dict[str, float | int]:
 
 def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def reset_peak_rss_mb() -> float:
+    """This process's RSS now, its high-water mark reset to it where Linux allows (else the peak so far): a build's
+    growth is then measured from here, not hidden under an earlier, bigger peak (a map of sympy drawn before)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as clear:
+            clear.write("5")
+        return _status_mb("self", "VmRSS")
+    except OSError:
+        return peak_rss_mb()
+
+
+def process_peak_rss_mb() -> float:
+    """This process's peak RSS since the last reset (reset_peak_rss_mb), or since it started."""
+    try:
+        return _status_mb("self", "VmHWM")
+    except OSError:
+        return peak_rss_mb()
 
 
 def _status_mb(pid: int | str, field: str, source: str = "status") -> float:
@@ -455,7 +474,7 @@ def main() -> None:
         results[str(count)] = figures
         print(
             f"{count:>6} files: generate {figures['generate_s']:.2f}s · full build {figures['full_build_s']:.2f}s"
-            f" (peak RSS +{figures['build_peak_rss_growth_mb']} MB)"
+            f" (bench process peak RSS +{figures['build_peak_rss_growth_mb']} MB; its parse processes not counted)"
             f" · no-change refresh {figures['refresh_no_change_s']:.3f}s"
             f" · one-file refresh {figures['refresh_one_changed_s']:.3f}s ({figures['one_changed_parsed']} parsed)"
             f" · render {figures['render_s']:.3f}s (with refresh {figures['render_with_refresh_s']:.3f}s)"
