@@ -501,7 +501,11 @@ def pagerank(
 
 def word_keys(request_text: str) -> list[str]:
     """The strings a file's words (as stored: a JSON object) contain when they hold a word of the request."""
-    return [f'"{term}":' for term in Request.parse(request_text).terms]
+    return _word_keys(Request.parse(request_text).terms)
+
+
+def _word_keys(terms: Iterable[str]) -> list[str]:
+    return [f'"{term}":' for term in terms]  # a JSON object holds a word as `"word":`
 
 
 def rank_files(
@@ -574,7 +578,7 @@ def rank_files(
                 personal[path] += 6.0 * len(hits) + 1.5 * len(hits_folder)
         frequencies: dict[str, dict[str, int]] = {}
         document_frequency: dict[str, int] = defaultdict(int)
-        keys = word_keys(request_text)  # decode only the files whose words hold one
+        keys = _word_keys(query)  # decode only the files whose words hold one
         for row in terms:
             if not row.words or not any(key in row.words for key in keys):
                 continue
