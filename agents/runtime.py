@@ -24,6 +24,7 @@ from agents.store.delivery import Deliveries
 from agents.tools.workspaces import Workspaces
 from agents.work.crew import Crew, task_line
 from agents.work.orphans import instance_token, kill_orphans
+from agents.work.schedules import ScheduleBook
 from agents.work.task_execution import TaskExecutor
 from agents.work.task_runner import TaskRunner
 
@@ -46,6 +47,7 @@ class Runtime:
     transcriber: SpeechToText | None = None
     interrupted: list = field(default_factory=list)
     deliveries: Deliveries | None = None
+    schedules: ScheduleBook | None = None
 
     @classmethod
     async def start(
@@ -106,6 +108,9 @@ class Runtime:
         followed = await runner.reattach(interrupted)  # TASK_ENGINE=temporal: their workflows may still run
         runtime.interrupted = [t for t in interrupted if t.id not in followed]
         runner.start()  # pending tasks start again
+        # schedules fire from now on; a slot missed while the bot was down runs once, now
+        runtime.schedules = crew.schedules = ScheduleBook(settings, store, workspaces, crew, notifier)
+        await runtime.schedules.start()
         deliveries.start()  # what an earlier run could not deliver goes out now
         hints.refresh_in_background()  # index the workspaces without delaying start-up
         return runtime
@@ -155,6 +160,8 @@ class Runtime:
     async def stop_workers(self) -> None:
         """First step of a shutdown: running tasks become `interrupted` (resumable), their processes are killed."""
         self.executor.stopping = True
+        if self.schedules is not None:  # no run starts while the workers stop
+            self.schedules.close()
         try:
             await asyncio.wait_for(self.runner.shutdown(timeout=4.0), timeout=6.0)
         except (TimeoutError, Exception) as err:  # never hang the shutdown

@@ -36,6 +36,7 @@ DISPATCH: dict[Action, Handler] = {
     Action.RESUME: lambda crew, caller, item: crew.resume(caller, item),
     Action.MERGE: lambda crew, caller, item: crew.merge(caller, item, anywhere=True),
     Action.DISCARD: lambda crew, caller, item: crew.discard(caller, item, anywhere=True),
+    Action.CANCEL_SCHEDULE: lambda crew, caller, item: crew.cancel_schedule(caller, item),
 }
 
 

@@ -1,4 +1,5 @@
-"""Task and account commands: /tasks, /task N, /cancel [N], /usage, /log N, /new, /history, /workspace NAME.
+"""Task and account commands: /tasks, /task N, /cancel [N], /usage, /log N, /new, /history, /workspace NAME,
+/schedules.
 
 Each acts on the conversation it was sent in: a private chat, a group, or one topic of a forum group."""
 
@@ -6,6 +7,7 @@ from __future__ import annotations
 
 from telegram import Update
 
+from agents.core.actions import Action, button
 from agents.core.errors import ToolError
 from agents.core.ids import parse_id
 from agents.core.models import Task, TaskStatus
@@ -172,6 +174,22 @@ async def workspace(update: Update, context: Context) -> None:
         await _say(update, context, str(err)[:1].upper() + str(err)[1:])
 
 
+async def schedules(update: Update, context: Context) -> None:
+    """/schedules: this conversation's schedules, each with its next run, last result and a Cancel button."""
+    rt = runtime(context)
+    caller = await caller_of(update, context)
+    if rt.schedules is None:
+        await _say(update, context, "Schedules are not available.")
+        return
+    listed = await rt.schedules.listing(caller)
+    if not listed:
+        await _say(update, context, "No schedules here. Ask in words, e.g. “every weekday at 9 run the tests in calc”.")
+        return
+    text = "**Schedules**\n" + "\n".join(f"• {line}" for _, line in listed)
+    buttons = [[button(f"✖ Cancel #{s.id}", Action.CANCEL_SCHEDULE, s.id)] for s, _ in listed]
+    await rt.notifier.send(caller.chat_id, text, buttons=buttons)
+
+
 COMMANDS = {
     "tasks": tasks,
     "task": task,
@@ -181,6 +199,7 @@ COMMANDS = {
     "new": new,
     "history": history,
     "workspace": workspace,
+    "schedules": schedules,
 }
 MENU = [
     ("tasks", "recent tasks"),
@@ -191,4 +210,5 @@ MENU = [
     ("new", "start a fresh conversation"),
     ("history", "the conversation as a file"),
     ("workspace", "this chat's or topic's workspace: /workspace NAME"),
+    ("schedules", "scheduled runs, with Cancel"),
 ]

@@ -41,7 +41,9 @@ Talk to me in plain words, typed or as a voice note:
 • send a photo, screenshot, PDF or log file with a caption: "make the page look like this", "why does this crash?"
 • reply to a task's progress message to tell its worker something while it works
 
-Commands: /status /tasks /task N /cancel /usage /log N /new /history"""
+• schedule work: "every weekday at 9 run the tests in calc", "tomorrow at 7 update the dependencies"; /schedules lists them
+
+Commands: /status /tasks /task N /cancel /usage /log N /new /history /schedules"""
 
 
 STOPPING = "I'm restarting right now; please send that again in a minute."

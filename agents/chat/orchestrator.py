@@ -23,6 +23,7 @@ from agents.core.models import (
     TaskStatus,
     Usage,
     WorkerKind,
+    utcnow,
 )
 from agents.core.protocols import AnswerStream, MessageModel, WorkDesk
 from agents.core.settings import Settings
@@ -161,6 +162,8 @@ class Orchestrator:
             lines.append(
                 "proposals still being written: " + ", ".join(f"research #{t.id} in {t.workspace}" for t in researching)
             )
+        zone = self.settings.zone  # "tomorrow at 7" needs today's date; schedules are read in this zone
+        lines.append(f"now: {utcnow().astimezone(zone).strftime('%a %Y-%m-%d %H:%M %Z')} (time zone {zone})")
         definitions = await self.hints.hints(text) if self.hints else []
         if definitions:
             lines.append("definitions of code names in this message (from the repository index):")

@@ -32,6 +32,7 @@ class Action(StrEnum):
     NET_ONCE = "net:once"
     NET_TASK = "net:task"
     NET_DENY = "net:deny"
+    CANCEL_SCHEDULE = "schedule:cancel"
 
     @property
     def about_proposal(self) -> bool:

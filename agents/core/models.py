@@ -163,6 +163,7 @@ class Task(BaseModel):
     progress_message_id: int | None = None
     user_id: int | None = None  # who started it (None: from before issue 26); members act on their own tasks only
     user_name: str | None = None
+    schedule_id: int | None = None  # the schedule whose run started it (its summary says so)
     created_at: datetime = Field(default_factory=utcnow)
     started_at: datetime | None = None
     finished_at: datetime | None = None
@@ -256,3 +257,38 @@ class Delivery(BaseModel):
     last_error: str | None = None
     created_at: datetime = Field(default_factory=utcnow)
     delivered_at: datetime | None = None
+
+
+class ScheduleStatus(StrEnum):
+    ACTIVE = "active"
+    PAUSED = "paused"  # by its maker or an owner, or by the bot (its workspace is gone, its maker no longer allowed)
+    DONE = "done"  # a one-off (`at`) that ran
+    CANCELLED = "cancelled"
+
+    @property
+    def is_live(self) -> bool:
+        """Counted against SCHEDULES_MAX and listed by /schedules."""
+        return self in (ScheduleStatus.ACTIVE, ScheduleStatus.PAUSED)
+
+
+class Schedule(BaseModel):
+    """Work that starts by itself: a task or research of one conversation, run as the user who made it.
+
+    Exactly one of `cron` (5 fields, in TIMEZONE), `at` (one run) and `every_minutes` says when."""
+
+    id: int | None = None
+    chat_id: int  # the conversation it belongs to: runs report there
+    user_id: int | None = None  # its maker: each run acts as them (their role)
+    user_name: str | None = None
+    workspace: str
+    worker: WorkerKind
+    instructions: str
+    cron: str | None = None
+    at: datetime | None = None
+    every_minutes: int | None = None
+    status: ScheduleStatus = ScheduleStatus.ACTIVE
+    note: str | None = None  # why it is paused, or what its last run did when it started no task
+    next_run_at: datetime | None = None  # the slot it waits for (a slot missed while the bot was down runs at start)
+    last_run_at: datetime | None = None
+    last_task_id: int | None = None
+    created_at: datetime = Field(default_factory=utcnow)

@@ -75,6 +75,7 @@ Attachments = Annotated[
 TaskId = Annotated[int, Arg("task number")]
 ProposalId = Annotated[int | None, Arg("proposal id (optional)")]
 WorkerName = Literal["code", "frontend", "test"]
+ScheduleId = Annotated[int, Arg("schedule number (list_schedules shows them)")]
 
 
 class WorkDesk(Protocol):
@@ -183,6 +184,49 @@ class WorkDesk(Protocol):
         folder yet, e.g. 'build me a portfolio site'); then start work in it."""
         ...
 
+    async def schedule_task(
+        self,
+        caller: Caller,
+        workspace: DefaultWorkspace,
+        worker: Annotated[Literal["code", "frontend", "test", "research"], Arg("code, frontend, test or research")],
+        instructions: Annotated[
+            str, Arg("complete, self-contained instructions for each run (research: what to study and propose)")
+        ],
+        cron: Annotated[
+            str | None,
+            Arg(
+                "5-field cron expression in the owner's time zone: minute hour day-of-month month weekday "
+                "(0 = Sunday), e.g. '0 9 * * 1-5' for weekdays at 09:00"
+            ),
+        ] = None,
+        at: Annotated[
+            str | None,
+            Arg("ISO 8601 time of a single run, e.g. '2026-03-02T07:00' (without an offset: the owner's time zone)"),
+        ] = None,
+        every_minutes: Annotated[int | None, Arg("run every this many minutes (at least 1)")] = None,
+    ) -> str:
+        """Make a schedule: the task (or research) starts by itself at the times given, as if this user had just
+        asked, and reports in this conversation ("every weekday at 9 run the tests in calc", "tomorrow at 7", "in 2
+        hours"). Give exactly one of cron, at and every_minutes. Confirm in one sentence with the next run the tool
+        returns."""
+        ...
+
+    async def list_schedules(self, caller: Caller) -> str:
+        """List this conversation's schedules: when, what, the next run and the last result."""
+        ...
+
+    async def cancel_schedule(self, caller: Caller, schedule_id: ScheduleId) -> str:
+        """Cancel a schedule for good ("stop the nightly run"); a task it started goes on."""
+        ...
+
+    async def pause_schedule(self, caller: Caller, schedule_id: ScheduleId) -> str:
+        """Pause a schedule: it does not run until resumed."""
+        ...
+
+    async def resume_schedule(self, caller: Caller, schedule_id: ScheduleId) -> str:
+        """Resume a paused schedule from its next slot (missed slots are not made up)."""
+        ...
+
     # the turn's hooks: not tools; the orchestrator calls them around a chat's turns
     def turn_started(self, chat_id: int) -> None:
         """A turn of the chat begins (it may wait on a foreground task until `stop_waiting`)."""
@@ -204,6 +248,11 @@ WORK_TOOLS = (
     "merge_task",
     "discard_task",
     "create_workspace",
+    "schedule_task",
+    "list_schedules",
+    "cancel_schedule",
+    "pause_schedule",
+    "resume_schedule",
 )  # the WorkDesk methods the orchestrator offers as tools, in this order
 
 

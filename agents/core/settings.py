@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import re
+from datetime import tzinfo
 from pathlib import Path
 from typing import Annotated, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -154,6 +156,30 @@ class Settings(BaseSettings):
     temporal_takeovers: int = Field(1, ge=0)  # how often a task lost with its runner moves to another one
     runner_name: str | None = None  # `agentlab runner`: its name in the cluster (default: host name and process id)
     runner_remote: str = "origin"  # the workspaces' shared remote: runners push task branches, the bot fetches them
+
+    # --- schedules: tasks and research that start by themselves (agents/work/schedules.py) ---------------------
+    timezone: str | None = None  # TIMEZONE: an IANA name (Europe/Berlin) schedules are read and shown in
+    schedules_max: int = Field(20, ge=1)  # SCHEDULES_MAX: live (active or paused) schedules per conversation
+
+    @field_validator("timezone", mode="before")
+    @classmethod
+    def _known_zone(cls, value: object) -> object:
+        if value is None or (isinstance(value, str) and not value.strip()):
+            return None
+        try:
+            ZoneInfo(str(value).strip())
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError("must be an IANA time zone name such as Europe/Berlin or UTC") from None
+        return str(value).strip()
+
+    @property
+    def zone(self) -> tzinfo:
+        """The time zone schedules use: TIMEZONE, else the machine's own (tzlocal: /etc/localtime, TZ)."""
+        if self.timezone:
+            return ZoneInfo(self.timezone)
+        from tzlocal import get_localzone  # APScheduler's own dependency
+
+        return get_localzone()
 
     log_level: str = "INFO"
 

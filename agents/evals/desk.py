@@ -191,6 +191,47 @@ class RecordingDesk:
         self._record("message_task", task_id=task_id, text=text)
         raise ToolError(crew_texts.no_such_task(task_id))
 
+    async def schedule_task(
+        self,
+        caller: Caller,
+        workspace: str,
+        worker: str,
+        instructions: str,
+        cron: str | None = None,
+        at: str | None = None,
+        every_minutes: int | None = None,
+    ) -> str:
+        self._record(
+            "schedule_task",
+            workspace=workspace,
+            worker=worker,
+            instructions=instructions,
+            cron=cron,
+            at=at,
+            every_minutes=every_minutes,
+        )
+        ws = self._resolve(workspace)
+        return f"Schedule #1 made: {worker} in {ws.name}. Next run: soon."
+
+    async def list_schedules(self, caller: Caller) -> str:
+        self._record("list_schedules")
+        return "No schedules in this conversation."
+
+    async def cancel_schedule(self, caller: Caller, schedule_id: int) -> str:
+        self._record("cancel_schedule", schedule_id=schedule_id)
+        self._refused()
+        raise ToolError(f"there is no schedule #{schedule_id} in this conversation")
+
+    async def pause_schedule(self, caller: Caller, schedule_id: int) -> str:
+        self._record("pause_schedule", schedule_id=schedule_id)
+        self._refused()
+        raise ToolError(f"there is no schedule #{schedule_id} in this conversation")
+
+    async def resume_schedule(self, caller: Caller, schedule_id: int) -> str:
+        self._record("resume_schedule", schedule_id=schedule_id)
+        self._refused()
+        raise ToolError(f"there is no schedule #{schedule_id} in this conversation")
+
     def turn_started(self, chat_id: int) -> None:
         """No foreground task ever runs here: nothing to wait on."""
 

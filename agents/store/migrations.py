@@ -235,6 +235,29 @@ MIGRATIONS: list[str] = [
     DROP INDEX IF EXISTS repo_imports_target;
     DROP INDEX IF EXISTS repo_symbols_name;
     """,
+    # schedules: work that starts by itself (agents/work/schedules.py), each run a task that names its schedule
+    """
+    CREATE TABLE schedules (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        chat_id INTEGER NOT NULL,
+        user_id INTEGER,
+        user_name TEXT,
+        workspace TEXT NOT NULL,
+        worker TEXT NOT NULL,
+        instructions TEXT NOT NULL,
+        cron TEXT,
+        at TEXT,
+        every_minutes INTEGER,
+        status TEXT NOT NULL,
+        note TEXT,
+        next_run_at TEXT,
+        last_run_at TEXT,
+        last_task_id INTEGER,
+        created_at TEXT NOT NULL
+    );
+    CREATE INDEX schedules_chat ON schedules(chat_id, status);
+    ALTER TABLE tasks ADD COLUMN schedule_id INTEGER;
+    """,
 ]
 
 LATEST_VERSION = len(MIGRATIONS)

@@ -16,7 +16,17 @@ from pathlib import Path
 
 from agents.core.actions import Buttons
 from agents.core.errors import ToolError
-from agents.core.models import Caller, Proposal, ProposalStatus, Task, TaskEvent, TaskStatus, WorkerKind, utcnow
+from agents.core.models import (
+    Caller,
+    Proposal,
+    ProposalStatus,
+    Schedule,
+    Task,
+    TaskEvent,
+    TaskStatus,
+    WorkerKind,
+    utcnow,
+)
 from agents.core.protocols import Notifier, TaskEngine
 from agents.core.settings import Settings
 from agents.core.text import human_size, markdown_literal
@@ -30,6 +40,7 @@ from agents.store.database import Store
 from agents.tools.new_workspace import create_workspace
 from agents.tools.workspaces import Workspace, Workspaces
 from agents.work import crew_texts
+from agents.work.schedules import ScheduleBook
 from agents.work.steering import Inboxes
 from agents.work.task_outcome import branch_buttons
 
@@ -94,6 +105,7 @@ class Crew:
         self.runner, self.notifier = runner, notifier
         self.inboxes = inboxes or Inboxes()  # the executor's: notes for running workers
         self._interrupts: dict[int, asyncio.Event] = {}  # per chat: stop waiting on a foreground task
+        self.schedules: ScheduleBook | None = None  # set by the runtime (the book starts runs through this crew)
 
     async def _check_budget(self) -> None:
         refusal = await budget_exceeded(self.store, self.settings)
@@ -433,6 +445,63 @@ class Crew:
         return (
             f"Created workspace {ws.name} (a new git repository with an initial commit); start work in it by that name."
         )
+
+    # ---- schedules (agents/work/schedules.py keeps and fires them; a run starts here, as its maker) --------------
+    def _book(self) -> ScheduleBook:
+        if self.schedules is None:
+            raise ToolError("schedules are not available in this bot")
+        return self.schedules
+
+    async def schedule_task(
+        self,
+        caller: Caller,
+        workspace: str,
+        worker: str,
+        instructions: str,
+        cron: str | None = None,
+        at: str | None = None,
+        every_minutes: int | None = None,
+    ) -> str:
+        return await self._book().make(caller, workspace, worker, instructions, cron, at, every_minutes)
+
+    async def list_schedules(self, caller: Caller) -> str:
+        return await self._book().list_text(caller)
+
+    async def cancel_schedule(self, caller: Caller, schedule_id: int) -> str:
+        return await self._book().cancel(caller, schedule_id)
+
+    async def pause_schedule(self, caller: Caller, schedule_id: int) -> str:
+        return await self._book().pause(caller, schedule_id)
+
+    async def resume_schedule(self, caller: Caller, schedule_id: int) -> str:
+        return await self._book().resume(caller, schedule_id)
+
+    async def schedule_workspace(self, caller: Caller, workspace: str, request: str) -> Workspace:
+        """The workspace a new schedule of the caller's works in, checked as a request of theirs would be."""
+        return await self._workspace_for(caller, workspace, request)
+
+    async def start_scheduled(self, caller: Caller, schedule: Schedule) -> Task:
+        """A schedule's run: the task or research its maker (`caller`) would start, checked as theirs at this run."""
+        await self._check_budget()
+        ws = await self._workspace_for(
+            caller, schedule.workspace, f"for schedule #{schedule.id}: {schedule.instructions}"
+        )
+        research = schedule.worker is WorkerKind.RESEARCH
+        title = f"schedule #{schedule.id}: {title_of(schedule.instructions, 60)}"
+        task = await self._submit(
+            Task(
+                chat_id=caller.chat_id,
+                user_id=caller.user_id,
+                user_name=caller.user_name,
+                workspace=ws.name,
+                worker=schedule.worker,
+                title=f"research ({title})" if research else title,
+                instructions=schedule.instructions,
+                background=True,
+                schedule_id=schedule.id,
+            )
+        )
+        return task
 
     # ---- buttons (and the tools above) -----------------------------------------------------------
     async def _branch_task(self, caller: Caller, task_id: int, anywhere: bool) -> tuple[Task, TaskWorktree]:

@@ -72,6 +72,11 @@ def proposal_buttons(proposal_id: int) -> list[list[Button]]:
     return [[button("✅ Approve", Action.APPROVE, proposal_id), button("✖ Reject", Action.REJECT, proposal_id)]]
 
 
+def scheduled_note(task: Task, before: str = "") -> str:
+    """'⏰ Run of schedule #3' for a task a schedule started (its summary says so), else nothing."""
+    return f"{before}⏰ Run of schedule #{task.schedule_id}." if task.schedule_id is not None else ""
+
+
 class TaskExecutor:
     """Executes a claimed task; everything it learns goes to the store and the chat."""
 
@@ -328,7 +333,9 @@ class TaskExecutor:
             status = TaskStatus.BLOCKED if result.blocked else TaskStatus.FAILED
             await self.set_status(task, status, error=reason, result=result.report or None)
             await progress.close(f"✖ {reason}")
-            await self._show(task, f"✖ **Research #{task.id}** ended without a proposal: {reason}.")
+            await self._show(
+                task, f"✖ **Research #{task.id}** ended without a proposal: {reason}.{scheduled_note(task, ' ')}"
+            )
             return
         for old in await self.store.pending_proposals(task.chat_id):
             if old.workspace == workspace.name:
@@ -338,7 +345,10 @@ class TaskExecutor:
         )
         await self.set_status(task, TaskStatus.COMPLETED, result=f"proposal #{proposal.id}")
         await progress.close(f"✔ proposal #{proposal.id} ready")
-        header = f"📋 **Proposal #{proposal.id}** for `{workspace.name}`. Approve to start a code worker on it.\n\n"
+        header = (
+            f"📋 **Proposal #{proposal.id}** for `{workspace.name}`. Approve to start a code worker on it."
+            f"{scheduled_note(task, ' ')}\n\n"
+        )
         record = await remember_shown(
             self.store, task.chat_id, PROPOSAL, proposal.id, header + result.report, self.settings.shown_turn_chars
         )
@@ -487,7 +497,11 @@ class TaskExecutor:
         await remove_worktree_keep_branch(tree)
         await progress.close(outcome.headline)
         buttons = branch_buttons(task.id, outcome.status) if last else None
-        await self._show(task, render(outcome), buttons=buttons, reply_to=task.reply_to_message_id)
+        summary = render(outcome)
+        if task.schedule_id is not None:  # under the headline: the first line still starts with the verdict's mark
+            headline, _, rest = summary.partition("\n")
+            summary = f"{headline}\n{scheduled_note(task)}\n{rest}"
+        await self._show(task, summary, buttons=buttons, reply_to=task.reply_to_message_id)
 
     async def _show(self, task: Task, markdown: str, **how: object) -> None:
         """Send a task's outcome to its chat, and keep it in the chat's history as the bot's turn."""

@@ -1,0 +1,140 @@
+"""When a schedule runs, without I/O: its three forms checked (one sentence per mistake), turned into an APScheduler
+trigger, and said in words in the owner's time zone.
+
+A schedule says when by exactly one of: `cron`, a 5-field crontab expression read in TIMEZONE; `at`, an ISO 8601 time
+for one run (no offset: TIMEZONE's); `every_minutes`, an interval of at least one minute counted from its making.
+APScheduler 3 numbers weekdays from Monday = 0, crontab from Sunday = 0: the weekday field is translated to names
+first, so `0 9 * * 1-5` means weekdays as in every crontab.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta, tzinfo
+
+from apscheduler.triggers.base import BaseTrigger
+from apscheduler.triggers.cron import CronTrigger
+from apscheduler.triggers.date import DateTrigger
+from apscheduler.triggers.interval import IntervalTrigger
+
+from agents.core.errors import ToolError
+from agents.core.models import Schedule
+
+MAX_EVERY_MINUTES = 366 * 24 * 60  # a year: longer intervals are a mistake, not a schedule
+_WEEKDAY_NAMES = ("sun", "mon", "tue", "wed", "thu", "fri", "sat", "sun")  # crontab: 0 and 7 are Sunday
+_CRON_EXAMPLE = "5 fields, minute hour day-of-month month weekday, e.g. '0 9 * * 1-5' for weekdays at 09:00"
+
+
+@dataclass(frozen=True)
+class When:
+    """One schedule's timing, checked: exactly one field is set."""
+
+    cron: str | None = None
+    at: datetime | None = None  # aware
+    every_minutes: int | None = None
+
+
+def crontab_weekdays(field: str) -> str:
+    """A crontab weekday field (0/7 = Sunday) as APScheduler 3 reads it: names, so no number is misread."""
+    names: list[str] = []
+    for part in field.lower().split(","):
+        numeric = re.fullmatch(r"(\*|\d+)(?:-(\d+))?(?:/(\d+))?", part)
+        if numeric is None or (numeric[1] == "*" and numeric[2]):
+            names.append(part)  # names (mon-fri), or something the trigger itself refuses
+            continue
+        if numeric[1] == "*" and numeric[3] is None:
+            names.append("*")
+            continue
+        first = 0 if numeric[1] == "*" else int(numeric[1])
+        last = int(numeric[2]) if numeric[2] else (6 if numeric[3] else first)
+        step = int(numeric[3]) if numeric[3] else 1
+        if not (0 <= first <= 7 and 0 <= last <= 7) or step < 1 or first > last:
+            raise ValueError(f"the weekday field {field!r} is not within 0-7 (0 and 7 are Sunday)")
+        names.extend(_WEEKDAY_NAMES[n] for n in range(first, last + 1, step))
+    return ",".join(dict.fromkeys(names))
+
+
+def cron_trigger(expression: str, zone: tzinfo) -> CronTrigger:
+    fields = expression.split()
+    if len(fields) != 5:
+        raise ValueError(f"it has {len(fields)} field{'s' if len(fields) != 1 else ''}")
+    fields[4] = crontab_weekdays(fields[4])
+    return CronTrigger.from_crontab(" ".join(fields), timezone=zone)
+
+
+def parse_when(
+    cron: str | None, at: str | None, every_minutes: int | float | str | None, zone: tzinfo, now: datetime
+) -> When:
+    """The timing the tool was given, checked; ToolError (one sentence) for a mistake."""
+    given = [name for name, value in (("cron", cron), ("at", at), ("every_minutes", every_minutes)) if _given(value)]
+    if len(given) != 1:
+        named = ", ".join(given) if given else "none"
+        raise ToolError(f"give exactly one of cron, at and every_minutes (got {named})")
+    if _given(cron):
+        expression = " ".join(str(cron).split())
+        try:
+            trigger = cron_trigger(expression, zone)
+        except ValueError as err:
+            raise ToolError(f"invalid cron expression {expression!r} ({err}): it takes {_CRON_EXAMPLE}") from None
+        if trigger.get_next_fire_time(None, now) is None:
+            raise ToolError(f"the cron expression {expression!r} never matches a time")
+        return When(cron=expression)
+    if _given(at):
+        try:
+            moment = datetime.fromisoformat(str(at).strip())
+        except ValueError:
+            raise ToolError(f"{at!r} is not an ISO 8601 time such as 2026-03-02T07:00") from None
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=zone)
+        if moment <= now:
+            raise ToolError(f"{when_text(moment, zone)} is in the past (it is now {when_text(now, zone)})")
+        return When(at=moment)
+    try:
+        minutes = float(str(every_minutes).strip())
+    except ValueError:
+        raise ToolError(f"every_minutes must be a number of minutes (got {every_minutes!r})") from None
+    if minutes < 1 or minutes != int(minutes):
+        raise ToolError(f"an interval must be a whole number of minutes, at least 1 (got {every_minutes})")
+    if minutes > MAX_EVERY_MINUTES:
+        raise ToolError("an interval can be at most a year; use cron for rarer runs")
+    return When(every_minutes=int(minutes))
+
+
+def _given(value: object) -> bool:
+    return value is not None and not (isinstance(value, str) and not value.strip())
+
+
+def trigger_of(schedule: Schedule, zone: tzinfo) -> BaseTrigger:
+    """The APScheduler trigger of a stored schedule."""
+    if schedule.cron:
+        return cron_trigger(schedule.cron, zone)
+    if schedule.at is not None:
+        return DateTrigger(run_date=schedule.at, timezone=zone)
+    minutes = schedule.every_minutes or 1  # the first run one interval after its making
+    return IntervalTrigger(minutes=minutes, start_date=schedule.created_at + timedelta(minutes=minutes), timezone=zone)
+
+
+def first_run(schedule: Schedule, zone: tzinfo, now: datetime) -> datetime | None:
+    return trigger_of(schedule, zone).get_next_fire_time(None, now)
+
+
+def when_text(moment: datetime | None, zone: tzinfo) -> str:
+    """'Mon 02 Mar 09:00 CET': a time as the owner reads it."""
+    if moment is None:
+        return "never"
+    return moment.astimezone(zone).strftime("%a %d %b %H:%M %Z").strip()
+
+
+def cadence(schedule: Schedule, zone: tzinfo) -> str:
+    """How often, in words: 'cron `0 9 * * 1-5`', 'once', 'every 2 hours'."""
+    if schedule.cron:
+        return f"cron `{schedule.cron}`"
+    if schedule.at is not None:
+        return "once"
+    minutes = schedule.every_minutes or 1
+    for unit, size in (("day", 1440), ("hour", 60)):
+        if minutes % size == 0:
+            count = minutes // size
+            return f"every {unit}" if count == 1 else f"every {count} {unit}s"
+    return "every minute" if minutes == 1 else f"every {minutes} minutes"

@@ -1,0 +1,322 @@
+"""Schedules: work that starts by itself. The records are in the store (`Store.schedules`); APScheduler fires them.
+
+A schedule belongs to the conversation it was made in and acts as its maker: each run starts the task (or research)
+through the crew exactly as if that user had just asked, so the maker's role bounds it at every run, and the run
+reports in that conversation. The scheduler (APScheduler's AsyncIOScheduler, on the bot's event loop, in TIMEZONE)
+holds one job per active schedule; the store keeps each schedule's next slot, so after a restart a slot missed while
+the bot was down fires once at start (APScheduler coalesces the missed slots into one run) and the next ones follow.
+
+What a run does not do, and says so in the conversation in one message:
+- the previous run's task is still active: this run is skipped;
+- the workspace is gone, or the maker is no longer an allowed user: the schedule is paused;
+- the crew refuses (a budget spent, a member's request for `self`): nothing starts, the reason is the last result.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import Protocol
+
+from apscheduler.jobstores.base import JobLookupError
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+from agents.core.errors import ToolError
+from agents.core.models import Caller, Schedule, ScheduleStatus, Task, TaskStatus, WorkerKind, utcnow
+from agents.core.protocols import Notifier
+from agents.core.settings import Settings
+from agents.core.text import markdown_literal
+from agents.store.database import Store
+from agents.tools.workspaces import Workspace, Workspaces
+from agents.work.schedule_timing import cadence, first_run, parse_when, trigger_of, when_text
+
+log = logging.getLogger(__name__)
+
+_MARKS = {
+    TaskStatus.COMPLETED: "✔",
+    TaskStatus.UNVERIFIED: "⚠",
+    TaskStatus.BLOCKED: "✗",
+    TaskStatus.FAILED: "✗",
+    TaskStatus.CANCELLED: "✖ cancelled",
+    TaskStatus.INTERRUPTED: "⚠ interrupted",
+    TaskStatus.PENDING: "⏳ waiting",
+    TaskStatus.IN_PROGRESS: "⏳ running",
+}
+
+
+class Starter(Protocol):
+    """What a schedule needs from the crew: roles, the maker's workspace, and a run started as the maker."""
+
+    def is_owner(self, caller: Caller) -> bool: ...
+
+    async def schedule_workspace(self, caller: Caller, workspace: str, request: str) -> Workspace: ...
+
+    async def start_scheduled(self, caller: Caller, schedule: Schedule) -> Task: ...
+
+
+def job_id(schedule_id: int) -> str:
+    return f"schedule-{schedule_id}"
+
+
+def maker_of(schedule: Schedule) -> Caller:
+    """The user a schedule acts as, in its conversation (no request message: a run replies to nothing)."""
+    return Caller(chat_id=schedule.chat_id, user_id=schedule.user_id, user_name=schedule.user_name)
+
+
+def short(text: str, limit: int = 60) -> str:
+    first = " ".join(text.split())
+    return first if len(first) <= limit else first[: limit - 1].rstrip() + "…"
+
+
+class ScheduleBook:
+    """The schedules of every conversation: made, listed, paused, resumed and cancelled here; fired by APScheduler."""
+
+    def __init__(
+        self, settings: Settings, store: Store, workspaces: Workspaces, crew: Starter, notifier: Notifier
+    ) -> None:
+        self.settings, self.store, self.workspaces, self.crew, self.notifier = (
+            settings,
+            store,
+            workspaces,
+            crew,
+            notifier,
+        )
+        self.zone = settings.zone
+        # coalesce + no grace time: however many slots were missed (the bot was down), one run, however late
+        self.scheduler = AsyncIOScheduler(
+            timezone=self.zone, job_defaults={"coalesce": True, "misfire_grace_time": None, "max_instances": 1}
+        )
+
+    # ---- life ---------------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Start firing (on the running loop) and arm every active schedule at its stored next slot."""
+        self.scheduler.start()
+        for schedule in await self.store.schedules.active():
+            try:
+                self._arm(schedule)
+            except Exception as err:  # one broken record never stops the others
+                log.warning("schedule #%s could not be restored: %s", schedule.id, err)
+
+    def close(self) -> None:
+        if self.scheduler.running:
+            self.scheduler.shutdown(wait=False)
+
+    def _arm(self, schedule: Schedule) -> None:
+        """One job for the schedule; at its stored slot when it has one (a past slot fires once, now)."""
+        when = {"next_run_time": schedule.next_run_at} if schedule.next_run_at is not None else {}
+        self.scheduler.add_job(
+            self._fire,
+            trigger_of(schedule, self.zone),
+            args=[schedule.id],
+            id=job_id(schedule.id),
+            replace_existing=True,
+            **when,
+        )
+
+    def _disarm(self, schedule_id: int) -> None:
+        with contextlib.suppress(JobLookupError):
+            self.scheduler.remove_job(job_id(schedule_id))
+
+    def next_run(self, schedule_id: int):  # noqa: ANN201 (a datetime or None)
+        job = self.scheduler.get_job(job_id(schedule_id))
+        return job.next_run_time if job is not None else None
+
+    # ---- the tools ----------------------------------------------------------------------------
+    async def make(
+        self,
+        caller: Caller,
+        workspace: str,
+        worker: str,
+        instructions: str,
+        cron: str | None = None,
+        at: str | None = None,
+        every_minutes: int | None = None,
+    ) -> str:
+        try:
+            kind = WorkerKind(str(worker).strip().lower())
+        except ValueError:
+            raise ToolError(f"worker must be one of code, frontend, test, research (got {worker!r})") from None
+        instructions = str(instructions or "").strip()
+        if not instructions:
+            raise ToolError("the instructions are empty: say what each run should do")
+        now = utcnow()
+        when = parse_when(cron, at, every_minutes, self.zone, now)
+        ws = await self.crew.schedule_workspace(caller, workspace, f"a schedule: {instructions}")
+        live = await self.store.schedules.live(caller.chat_id)
+        if len(live) >= self.settings.schedules_max:
+            raise ToolError(
+                f"this conversation already has {len(live)} schedules, the most allowed (SCHEDULES_MAX); "
+                "cancel one first"
+            )
+        schedule = Schedule(
+            chat_id=caller.chat_id,
+            user_id=caller.user_id,
+            user_name=caller.user_name,
+            workspace=ws.name,
+            worker=kind,
+            instructions=instructions,
+            cron=when.cron,
+            at=when.at,
+            every_minutes=when.every_minutes,
+            created_at=now,
+        )
+        schedule.next_run_at = first_run(schedule, self.zone, now)
+        if schedule.next_run_at is None:
+            raise ToolError("that schedule would never run")
+        await self.store.schedules.add(schedule)
+        self._arm(schedule)
+        return (
+            f"Schedule #{schedule.id} made ({cadence(schedule, self.zone)}): {kind.value} in {ws.name}, "
+            f"«{short(instructions)}». Next run: {when_text(schedule.next_run_at, self.zone)}. Tell the user in one "
+            "sentence, with that next run."
+        )
+
+    async def listing(self, caller: Caller) -> list[tuple[Schedule, str]]:
+        """This conversation's live schedules, each with its line for the chat."""
+        return [(s, await self.line(s)) for s in await self.store.schedules.live(caller.chat_id)]
+
+    async def list_text(self, caller: Caller) -> str:
+        lines = [line for _, line in await self.listing(caller)]
+        return "\n".join(lines) if lines else "No schedules in this conversation."
+
+    async def line(self, schedule: Schedule) -> str:
+        """'#3 [active] cron `0 9 * * 1-5` · code in calc · by mia · next Mon 02 Mar 09:00 CET · last ✔ task #12: …'"""
+        by = f" · by {markdown_literal(schedule.user_name)}" if schedule.user_name else ""
+        if schedule.status is ScheduleStatus.ACTIVE:
+            upcoming = f"next {when_text(self.next_run(schedule.id) or schedule.next_run_at, self.zone)}"
+        else:
+            upcoming = "paused" + (f" ({schedule.note})" if schedule.note else "")
+        return (
+            f"#{schedule.id} [{schedule.status.value}] {cadence(schedule, self.zone)} · {schedule.worker.value} in "
+            f"{schedule.workspace}{by} · {upcoming} · last {await self.last_result(schedule)} · "
+            f"{short(schedule.instructions)}"
+        )
+
+    async def last_result(self, schedule: Schedule) -> str:
+        """The last run's mark (✔ ✗ ⚠) and task number, or what the last run did instead of starting one."""
+        if schedule.note and schedule.status is ScheduleStatus.ACTIVE:
+            return schedule.note
+        if schedule.last_task_id is None:
+            return "none yet"
+        task = await self.store.get_task(schedule.last_task_id)
+        if task is None:
+            return f"task #{schedule.last_task_id}"
+        return f"{_MARKS.get(task.status, task.status.value)} task #{task.id}"
+
+    async def _mine(self, caller: Caller, schedule_id: int, doing: str) -> Schedule:
+        """A live schedule of this conversation that the caller may change: members their own, owners every one."""
+        schedule = await self.store.schedules.get(schedule_id)
+        if schedule is None or schedule.chat_id != caller.chat_id or not schedule.status.is_live:
+            raise ToolError(f"there is no schedule #{schedule_id} in this conversation (list_schedules shows them)")
+        if not self.crew.is_owner(caller) and schedule.user_id != caller.user_id:
+            whose = f"{schedule.user_name}'s" if schedule.user_name else "not yours"
+            raise ToolError(
+                f"schedule #{schedule.id} is {whose}: only the member who made it or an owner can {doing} it"
+            )
+        return schedule
+
+    async def cancel(self, caller: Caller, schedule_id: int) -> str:
+        schedule = await self._mine(caller, schedule_id, "cancel")
+        live = [s for s in ScheduleStatus if s.is_live]
+        if not await self.store.schedules.move(schedule.id, live, ScheduleStatus.CANCELLED, next_run_at=None):
+            raise ToolError(f"schedule #{schedule.id} was already cancelled")
+        self._disarm(schedule.id)
+        running = await self._active_task(schedule)
+        goes_on = f" Task #{running.id} of its last run goes on." if running else ""
+        return f"Schedule #{schedule.id} cancelled: it will not run again.{goes_on}"
+
+    async def pause(self, caller: Caller, schedule_id: int) -> str:
+        schedule = await self._mine(caller, schedule_id, "pause")
+        if schedule.status is ScheduleStatus.PAUSED:
+            return f"Schedule #{schedule.id} is already paused."
+        await self._pause(schedule, None)
+        return f"Schedule #{schedule.id} paused; resume_schedule starts it again."
+
+    async def resume(self, caller: Caller, schedule_id: int) -> str:
+        schedule = await self._mine(caller, schedule_id, "resume")
+        if schedule.status is ScheduleStatus.ACTIVE:
+            return (
+                f"Schedule #{schedule.id} is not paused; next run: {when_text(self.next_run(schedule.id), self.zone)}."
+            )
+        if schedule.workspace not in {w.name for w in self.workspaces.all()}:
+            raise ToolError(f"the workspace {schedule.workspace} of schedule #{schedule.id} still does not exist")
+        now = utcnow()
+        upcoming = first_run(schedule, self.zone, now)  # the slots missed while paused are not made up
+        if upcoming is None:
+            raise ToolError(f"schedule #{schedule.id} has no run left (its time has passed): make a new one")
+        if not await self.store.schedules.move(
+            schedule.id, [ScheduleStatus.PAUSED], ScheduleStatus.ACTIVE, next_run_at=upcoming, note=None
+        ):
+            raise ToolError(f"schedule #{schedule.id} is no longer paused")
+        schedule.next_run_at = upcoming
+        self._arm(schedule)
+        return f"Schedule #{schedule.id} resumed; next run: {when_text(upcoming, self.zone)}."
+
+    async def _pause(self, schedule: Schedule, why: str | None) -> bool:
+        moved = await self.store.schedules.move(
+            schedule.id, [ScheduleStatus.ACTIVE], ScheduleStatus.PAUSED, note=why, next_run_at=None
+        )
+        self._disarm(schedule.id)
+        return moved
+
+    async def _active_task(self, schedule: Schedule) -> Task | None:
+        if schedule.last_task_id is None:
+            return None
+        task = await self.store.get_task(schedule.last_task_id)
+        return task if task is not None and task.status.is_active else None
+
+    # ---- a run --------------------------------------------------------------------------------
+    async def _fire(self, schedule_id: int) -> None:
+        """APScheduler's job: one run of the schedule; nothing it raises stops the scheduler."""
+        try:
+            await self.run(schedule_id)
+        except Exception:
+            log.exception("schedule #%s: the run failed", schedule_id)
+
+    async def run(self, schedule_id: int) -> Task | None:
+        """One run, as the maker would start it; the task it started, or None (skipped, paused, refused)."""
+        schedule = await self.store.schedules.get(schedule_id)
+        if schedule is None or schedule.status is not ScheduleStatus.ACTIVE:
+            self._disarm(schedule_id)
+            return None
+        now = utcnow()
+        upcoming = self.next_run(schedule.id)  # APScheduler moved the job past this slot before running it
+        once = schedule.at is not None
+        record = {"next_run_at": upcoming, "last_run_at": now}
+        if schedule.user_id is not None and schedule.user_id not in self.settings.allowed_user_ids:
+            await self._pause_and_say(schedule, f"{schedule.user_name or 'its maker'} is no longer an allowed user")
+            return None
+        if schedule.workspace not in {w.name for w in self.workspaces.all()}:
+            await self._pause_and_say(schedule, f"its workspace `{schedule.workspace}` no longer exists")
+            return None
+        if (running := await self._active_task(schedule)) is not None:
+            note = f"⏭ skipped {when_text(now, self.zone)}: task #{running.id} still running"
+            await self.store.schedules.update(schedule.id, note=note, **record)
+            await self._say(
+                schedule,
+                f"⏭ Schedule #{schedule.id} skipped this run: task #{running.id} of its previous run is still "
+                f"{running.status.value.replace('_', ' ')}. Next run: {when_text(upcoming, self.zone)}.",
+            )
+            return None
+        done = {"status": ScheduleStatus.DONE} if once else {}
+        try:
+            task = await self.crew.start_scheduled(maker_of(schedule), schedule)
+        except ToolError as err:
+            await self.store.schedules.update(schedule.id, note=f"✗ not started: {err}", **record, **done)
+            await self._say(schedule, f"✗ Schedule #{schedule.id} could not start its run: {err}.")
+            return None
+        await self.store.schedules.update(schedule.id, note=None, last_task_id=task.id, **record, **done)
+        return task
+
+    async def _pause_and_say(self, schedule: Schedule, why: str) -> None:
+        if await self._pause(schedule, why):  # one message, however often it would have fired
+            await self._say(
+                schedule,
+                f"⏸ Schedule #{schedule.id} is paused: {why}. Resume it when that is fixed, or cancel it (/schedules).",
+            )
+
+    async def _say(self, schedule: Schedule, markdown: str) -> None:
+        try:
+            await self.notifier.send(schedule.chat_id, markdown)
+        except Exception as err:  # the chat may be gone; the schedule's record still says what happened
+            log.warning("schedule #%s: could not tell its chat: %s", schedule.id, err)

@@ -1,0 +1,89 @@
+"""When a schedule runs: crontab weekdays as crontab means them, one sentence per mistake, times in the owner's zone."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from agents.core.errors import ToolError
+from agents.core.models import Schedule, WorkerKind
+from agents.core.settings import Settings
+from agents.work.schedule_timing import cadence, crontab_weekdays, first_run, parse_when, trigger_of, when_text
+
+BERLIN = ZoneInfo("Europe/Berlin")
+NOW = datetime(2026, 11, 26, 18, 0, tzinfo=UTC)  # a Thursday; 19:00 in Berlin (CET)
+
+
+def schedule(**when: object) -> Schedule:
+    return Schedule(chat_id=1, workspace="calc", worker=WorkerKind.TEST, instructions="run", created_at=NOW, **when)
+
+
+@pytest.mark.parametrize(
+    ("field", "names"),
+    [
+        ("1-5", "mon,tue,wed,thu,fri"),
+        ("0", "sun"),
+        ("7", "sun"),
+        ("0,6", "sun,sat"),
+        ("5-7", "fri,sat,sun"),
+        ("*/2", "sun,tue,thu,sat"),
+        ("*", "*"),
+        ("mon-fri", "mon-fri"),
+    ],
+)
+def test_crontab_weekdays_are_read_from_sunday(field: str, names: str) -> None:
+    assert crontab_weekdays(field) == names
+
+
+def test_weekdays_at_nine_next_runs_on_friday_in_the_owners_zone() -> None:
+    when = parse_when("0 9 * * 1-5", None, None, BERLIN, NOW)
+    upcoming = first_run(schedule(cron=when.cron), BERLIN, NOW)
+    assert when_text(upcoming, BERLIN) == "Fri 27 Nov 09:00 CET"
+    after_friday = trigger_of(schedule(cron=when.cron), BERLIN).get_next_fire_time(upcoming, upcoming)
+    assert when_text(after_friday, BERLIN) == "Mon 30 Nov 09:00 CET", "weekends are skipped, as crontab means 1-5"
+
+
+@pytest.mark.parametrize(
+    ("cron", "at", "every", "says"),
+    [
+        ("61 9 * * *", None, None, "invalid cron expression '61 9 * * *'"),
+        ("0 9 * *", None, None, "invalid cron expression '0 9 * *' (it has 4 fields)"),
+        ("0 9 * * 8", None, None, "not within 0-7"),
+        (None, "2026-11-26T18:59", None, "Thu 26 Nov 18:59 CET is in the past (it is now Thu 26 Nov 19:00 CET)"),
+        (None, "tomorrow at 7", None, "is not an ISO 8601 time"),
+        (None, None, 0, "at least 1"),
+        (None, None, 0.5, "at least 1"),
+        (None, None, "soon", "must be a number of minutes"),
+        (None, None, None, "give exactly one of cron, at and every_minutes (got none)"),
+        ("0 9 * * *", None, 5, "give exactly one of cron, at and every_minutes (got cron, every_minutes)"),
+        ("0 0 31 2 *", None, None, "never matches"),
+    ],
+)
+def test_bad_timing_gets_one_sentence(cron: str | None, at: str | None, every: object, says: str) -> None:
+    with pytest.raises(ToolError) as refused:
+        parse_when(cron, at, every, BERLIN, NOW)
+    assert says in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_at_without_an_offset_is_the_owners_time_and_with_one_is_kept() -> None:
+    assert parse_when(None, "2026-11-27T07:00", None, BERLIN, NOW).at == datetime(2026, 11, 27, 6, 0, tzinfo=UTC)
+    assert parse_when(None, "2026-11-27T07:00Z", None, BERLIN, NOW).at == datetime(2026, 11, 27, 7, 0, tzinfo=UTC)
+
+
+def test_an_interval_counts_from_its_making_and_says_itself_in_words() -> None:
+    every = schedule(every_minutes=120)
+    assert first_run(every, BERLIN, NOW) == NOW + timedelta(hours=2)
+    assert cadence(every, BERLIN) == "every 2 hours"
+    assert cadence(schedule(every_minutes=1), BERLIN) == "every minute"
+    assert cadence(schedule(every_minutes=1440), BERLIN) == "every day"
+    assert cadence(schedule(every_minutes=90), BERLIN) == "every 90 minutes"
+
+
+def test_timezone_must_be_an_iana_name_and_defaults_to_the_machines(tmp_path) -> None:
+    base = dict(telegram_bot_token="t", anthropic_api_key="k", allowed_user_ids="1", workspace_path=tmp_path)
+    assert str(Settings(_env_file=None, timezone="Europe/Berlin", **base).zone) == "Europe/Berlin"
+    assert Settings(_env_file=None, **base).zone is not None
+    with pytest.raises(ValueError, match="IANA time zone"):
+        Settings(_env_file=None, timezone="Mars/Olympus", **base)
