@@ -24,7 +24,7 @@ from agents.store.delivery import Deliveries
 from agents.tools.workspaces import Workspaces
 from agents.work.crew import Crew, task_line
 from agents.work.orphans import instance_token, kill_orphans
-from agents.work.schedules import ScheduleBook
+from agents.work.schedules import Firing, ScheduleBook
 from agents.work.task_execution import TaskExecutor
 from agents.work.task_runner import TaskRunner
 
@@ -109,7 +109,9 @@ class Runtime:
         runtime.interrupted = [t for t in interrupted if t.id not in followed]
         runner.start()  # pending tasks start again
         # schedules fire from now on; a slot missed while the bot was down runs once, now
-        runtime.schedules = crew.schedules = ScheduleBook(settings, store, workspaces, crew, notifier)
+        runtime.schedules = crew.schedules = ScheduleBook(
+            settings, store, workspaces, crew, notifier, _firing(settings)
+        )
         await runtime.schedules.start()
         deliveries.start()  # what an earlier run could not deliver goes out now
         hints.refresh_in_background()  # index the workspaces without delaying start-up
@@ -189,6 +191,15 @@ def _engine(
 
         return TemporalEngine(settings, store, executor, notifier, deliveries)
     return TaskRunner(store, executor.execute, settings.max_concurrent_tasks)
+
+
+def _firing(settings: Settings) -> Firing | None:
+    """TASK_ENGINE=temporal: schedules are Temporal Schedules (they fire while the bot is down); else APScheduler."""
+    if settings.task_engine == "temporal":
+        from agents.engine.schedules import TemporalFiring
+
+        return TemporalFiring(settings)
+    return None
 
 
 def _make_transcriber(settings: Settings) -> SpeechToText | None:

@@ -73,7 +73,7 @@ def report(text: str = "Ran the tests; nothing changed.") -> dict:
 
 def fire_now(bot: BotHarness, schedule_id: int) -> None:
     """The schedule's next slot is now: its APScheduler job fires as it would when the time comes."""
-    bot.runtime.schedules.scheduler.modify_job(job_id(schedule_id), next_run_time=datetime.now(UTC))
+    bot.runtime.schedules.firing.scheduler.modify_job(job_id(schedule_id), next_run_time=datetime.now(UTC))
 
 
 async def ended(bot: BotHarness, task_id: int):
@@ -136,7 +136,7 @@ async def test_made_in_words_listed_run_and_cancelled_from_schedules(bot: BotHar
     summary = await bot.tg.await_for(lambda: said(bot, OWNER, "Run of schedule #1"))
     first, second = summary.text.splitlines()[:2]
     assert first[0] in "✔✗⚠" and "Task #1" in first and second == "⏰ Run of schedule #1."
-    assert bot.runtime.schedules.next_run(1) > datetime.now(UTC) + timedelta(minutes=59), "the next slot follows"
+    assert await bot.runtime.schedules.next_run(1) > datetime.now(UTC) + timedelta(minutes=59), "the next slot follows"
 
     user_says(bot, "/schedules", sent)
     mark = {TaskStatus.COMPLETED: "✔", TaskStatus.UNVERIFIED: "⚠", TaskStatus.BLOCKED: "✗"}[task.status]
@@ -145,7 +145,7 @@ async def test_made_in_words_listed_run_and_cancelled_from_schedules(bot: BotHar
     sent.append((listing.message_id + 0.5, "[taps ✖ Cancel #1]"))
     await bot.tg.await_for(lambda: said(bot, OWNER, "Schedule #1 cancelled"))
     assert (await bot.runtime.store.schedules.get(1)).status is ScheduleStatus.CANCELLED
-    assert bot.runtime.schedules.scheduler.get_job(job_id(1)) is None, "no job is left to fire"
+    assert bot.runtime.schedules.firing.scheduler.get_job(job_id(1)) is None, "no job is left to fire"
     user_says(bot, "/schedules", sent)
     await bot.tg.await_for(lambda: said(bot, OWNER, "No schedules here"))
     print("\n--- transcript ---\n" + transcript(bot, OWNER, sent))
@@ -162,7 +162,7 @@ async def test_a_one_off_at_runs_once_by_itself_then_is_done(bot: BotHarness, mo
     done = await bot.runtime.store.schedules.get(1)
     assert done.status is ScheduleStatus.DONE and done.last_task_id == 1
     assert (await bot.runtime.store.get_task(1)).schedule_id == 1
-    assert bot.runtime.schedules.scheduler.get_job(job_id(1)) is None
+    assert bot.runtime.schedules.firing.scheduler.get_job(job_id(1)) is None
 
 
 async def test_bad_input_gets_one_sentence_and_nothing_is_stored(bot: BotHarness, model: RoleScript) -> None:
@@ -217,7 +217,7 @@ async def test_a_run_missed_while_the_bot_was_down_runs_once_at_start(
         await asyncio.sleep(1.0)  # a second catch-up run would have started by now
         runs = [t.id for t in await tasks_of(bot, OWNER)]
         assert runs == [2, 1], "the missed slots ran once, not once each"
-        upcoming = bot.runtime.schedules.next_run(1)
+        upcoming = await bot.runtime.schedules.next_run(1)
         assert datetime.now(UTC) < upcoming <= datetime.now(UTC) + timedelta(minutes=1), "then the next slot"
         stored = await bot.runtime.store.schedules.get(1)
         assert stored.last_task_id == 2 and stored.next_run_at == upcoming
@@ -256,7 +256,7 @@ async def test_a_missing_workspace_pauses_the_schedule_with_one_message(
     paused = await bot.tg.await_for(lambda: said(bot, OWNER, "is paused"))
     assert "its workspace group-therapy no longer exists" in paused.text
     stored = await bot.runtime.store.schedules.get(1)
-    assert stored.status is ScheduleStatus.PAUSED and bot.runtime.schedules.scheduler.get_job(job_id(1)) is None
+    assert stored.status is ScheduleStatus.PAUSED and bot.runtime.schedules.firing.scheduler.get_job(job_id(1)) is None
     assert await tasks_of(bot, OWNER) == []
     assert await bot.runtime.schedules.run(1) is None, "a paused schedule does not run"
     assert len([m for m in bot.tg.messages(OWNER) if "is paused" in m.text]) == 1, "one message"

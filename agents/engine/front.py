@@ -247,6 +247,7 @@ class TemporalEngine:
             branch=task.branch,
             notes=task.result,
             reply_to_message_id=task.reply_to_message_id,
+            schedule_id=task.schedule_id,
             shared_queue=s.temporal_task_queue,
             bot_queue=cluster.bot_queue(s),
             heartbeat_seconds=s.temporal_heartbeat_seconds,

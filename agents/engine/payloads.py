@@ -35,6 +35,7 @@ class TaskStart:
     branch: str | None = None  # a resumed task's branch (fetched from the shared remote when the runner lacks it)
     notes: str | None = None  # what was done before an interruption
     reply_to_message_id: int | None = None
+    schedule_id: int | None = None  # a schedule's run: its summary names the schedule
     shared_queue: str = "agentlab"
     bot_queue: str = "agentlab.bot"
     heartbeat_seconds: float = 30.0

@@ -266,6 +266,7 @@ class RunnerNode:
             instructions=start.instructions,
             branch=start.branch,
             result=notes,
+            schedule_id=start.schedule_id,
             status=TaskStatus.IN_PROGRESS,
             started_at=utcnow(),
         )

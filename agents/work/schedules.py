@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
+from datetime import datetime, tzinfo
 from typing import Protocol
 
 from apscheduler.jobstores.base import JobLookupError
@@ -68,41 +70,55 @@ def short(text: str, limit: int = 60) -> str:
     return first if len(first) <= limit else first[: limit - 1].rstrip() + "…"
 
 
-class ScheduleBook:
-    """The schedules of every conversation: made, listed, paused, resumed and cancelled here; fired by APScheduler."""
+class Firing(Protocol):
+    """What fires the schedules' runs: APScheduler in the bot's process (`LocalFiring`), or Temporal Schedules
+    (agents/engine/schedules.py, TASK_ENGINE=temporal). `fire(schedule_id)` is the run."""
 
-    def __init__(
-        self, settings: Settings, store: Store, workspaces: Workspaces, crew: Starter, notifier: Notifier
-    ) -> None:
-        self.settings, self.store, self.workspaces, self.crew, self.notifier = (
-            settings,
-            store,
-            workspaces,
-            crew,
-            notifier,
-        )
-        self.zone = settings.zone
-        # coalesce + no grace time: however many slots were missed (the bot was down), one run, however late
+    async def start(self, schedules: list[Schedule], fire: Fire) -> None:
+        """Begin firing; `schedules` are the live ones the store has (made before this start): the active ones fire,
+        the paused ones do not."""
+        ...
+
+    async def arm(self, schedule: Schedule) -> None:
+        """Fire this schedule from now on: a new one, or one resumed (from its next slot)."""
+        ...
+
+    async def pause(self, schedule_id: int) -> None: ...
+
+    async def remove(self, schedule_id: int) -> None: ...
+
+    async def next_run(self, schedule_id: int) -> datetime | None:
+        """The next slot it fires at (None: none, or not known)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+Fire = Callable[[int], Awaitable[None]]
+
+
+class LocalFiring:
+    """APScheduler's AsyncIOScheduler on the bot's loop, in TIMEZONE: one job per active schedule, armed at the slot
+    the store keeps, so a slot missed while the bot was down fires once at start (missed slots coalesce into one
+    run, however late) and the trigger's next slot follows."""
+
+    def __init__(self, zone: tzinfo) -> None:
+        self.zone = zone
         self.scheduler = AsyncIOScheduler(
-            timezone=self.zone, job_defaults={"coalesce": True, "misfire_grace_time": None, "max_instances": 1}
+            timezone=zone, job_defaults={"coalesce": True, "misfire_grace_time": None, "max_instances": 1}
         )
+        self._fire: Fire | None = None
 
-    # ---- life ---------------------------------------------------------------------------------
-    async def start(self) -> None:
-        """Start firing (on the running loop) and arm every active schedule at its stored next slot."""
+    async def start(self, schedules: list[Schedule], fire: Fire) -> None:
+        self._fire = fire
         self.scheduler.start()
-        for schedule in await self.store.schedules.active():
+        for schedule in (s for s in schedules if s.status is ScheduleStatus.ACTIVE):
             try:
-                self._arm(schedule)
+                await self.arm(schedule)
             except Exception as err:  # one broken record never stops the others
                 log.warning("schedule #%s could not be restored: %s", schedule.id, err)
 
-    def close(self) -> None:
-        if self.scheduler.running:
-            self.scheduler.shutdown(wait=False)
-
-    def _arm(self, schedule: Schedule) -> None:
-        """One job for the schedule; at its stored slot when it has one (a past slot fires once, now)."""
+    async def arm(self, schedule: Schedule) -> None:
         when = {"next_run_time": schedule.next_run_at} if schedule.next_run_at is not None else {}
         self.scheduler.add_job(
             self._fire,
@@ -113,13 +129,54 @@ class ScheduleBook:
             **when,
         )
 
-    def _disarm(self, schedule_id: int) -> None:
+    async def pause(self, schedule_id: int) -> None:
+        await self.remove(schedule_id)  # resuming arms it again from its next slot
+
+    async def remove(self, schedule_id: int) -> None:
         with contextlib.suppress(JobLookupError):
             self.scheduler.remove_job(job_id(schedule_id))
 
-    def next_run(self, schedule_id: int):  # noqa: ANN201 (a datetime or None)
-        job = self.scheduler.get_job(job_id(schedule_id))
+    async def next_run(self, schedule_id: int) -> datetime | None:
+        job = self.scheduler.get_job(job_id(schedule_id))  # moved past a slot before that slot's run starts
         return job.next_run_time if job is not None else None
+
+    def close(self) -> None:
+        if self.scheduler.running:
+            self.scheduler.shutdown(wait=False)
+
+
+class ScheduleBook:
+    """The schedules of every conversation: made, listed, paused, resumed and cancelled here; fired by `firing`."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store,
+        workspaces: Workspaces,
+        crew: Starter,
+        notifier: Notifier,
+        firing: Firing | None = None,
+    ) -> None:
+        self.settings, self.store, self.workspaces, self.crew, self.notifier = (
+            settings,
+            store,
+            workspaces,
+            crew,
+            notifier,
+        )
+        self.zone = settings.zone
+        self.firing = firing or LocalFiring(self.zone)
+
+    # ---- life ---------------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Start firing every active schedule."""
+        await self.firing.start(await self.store.schedules.live(), self._fire)
+
+    def close(self) -> None:
+        self.firing.close()
+
+    async def next_run(self, schedule_id: int) -> datetime | None:
+        return await self.firing.next_run(schedule_id)
 
     # ---- the tools ----------------------------------------------------------------------------
     async def make(
@@ -164,7 +221,11 @@ class ScheduleBook:
         if schedule.next_run_at is None:
             raise ToolError("that schedule would never run")
         await self.store.schedules.add(schedule)
-        self._arm(schedule)
+        try:
+            await self.firing.arm(schedule)
+        except Exception:  # not firing: not kept either
+            await self.store.schedules.update(schedule.id, status=ScheduleStatus.CANCELLED, next_run_at=None)
+            raise
         return (
             f"Schedule #{schedule.id} made ({cadence(schedule, self.zone)}): {kind.value} in {ws.name}, "
             f"«{short(instructions)}». Next run: {when_text(schedule.next_run_at, self.zone)}. Tell the user in one "
@@ -183,7 +244,7 @@ class ScheduleBook:
         """'#3 [active] cron `0 9 * * 1-5` · code in calc · by mia · next Mon 02 Mar 09:00 CET · last ✔ task #12: …'"""
         by = f" · by {markdown_literal(schedule.user_name)}" if schedule.user_name else ""
         if schedule.status is ScheduleStatus.ACTIVE:
-            upcoming = f"next {when_text(self.next_run(schedule.id) or schedule.next_run_at, self.zone)}"
+            upcoming = f"next {when_text(await self.next_run(schedule.id) or schedule.next_run_at, self.zone)}"
         else:
             upcoming = "paused" + (f" ({schedule.note})" if schedule.note else "")
         return (
@@ -220,7 +281,7 @@ class ScheduleBook:
         live = [s for s in ScheduleStatus if s.is_live]
         if not await self.store.schedules.move(schedule.id, live, ScheduleStatus.CANCELLED, next_run_at=None):
             raise ToolError(f"schedule #{schedule.id} was already cancelled")
-        self._disarm(schedule.id)
+        await self.firing.remove(schedule.id)
         running = await self._active_task(schedule)
         goes_on = f" Task #{running.id} of its last run goes on." if running else ""
         return f"Schedule #{schedule.id} cancelled: it will not run again.{goes_on}"
@@ -235,9 +296,8 @@ class ScheduleBook:
     async def resume(self, caller: Caller, schedule_id: int) -> str:
         schedule = await self._mine(caller, schedule_id, "resume")
         if schedule.status is ScheduleStatus.ACTIVE:
-            return (
-                f"Schedule #{schedule.id} is not paused; next run: {when_text(self.next_run(schedule.id), self.zone)}."
-            )
+            upcoming = when_text(await self.next_run(schedule.id), self.zone)
+            return f"Schedule #{schedule.id} is not paused; next run: {upcoming}."
         if schedule.workspace not in {w.name for w in self.workspaces.all()}:
             raise ToolError(f"the workspace {schedule.workspace} of schedule #{schedule.id} still does not exist")
         now = utcnow()
@@ -249,14 +309,18 @@ class ScheduleBook:
         ):
             raise ToolError(f"schedule #{schedule.id} is no longer paused")
         schedule.next_run_at = upcoming
-        self._arm(schedule)
+        try:
+            await self.firing.arm(schedule)
+        except Exception:  # not firing: still paused
+            await self.store.schedules.update(schedule.id, status=ScheduleStatus.PAUSED)
+            raise
         return f"Schedule #{schedule.id} resumed; next run: {when_text(upcoming, self.zone)}."
 
     async def _pause(self, schedule: Schedule, why: str | None) -> bool:
         moved = await self.store.schedules.move(
             schedule.id, [ScheduleStatus.ACTIVE], ScheduleStatus.PAUSED, note=why, next_run_at=None
         )
-        self._disarm(schedule.id)
+        await self.firing.pause(schedule.id)
         return moved
 
     async def _active_task(self, schedule: Schedule) -> Task | None:
@@ -277,10 +341,10 @@ class ScheduleBook:
         """One run, as the maker would start it; the task it started, or None (skipped, paused, refused)."""
         schedule = await self.store.schedules.get(schedule_id)
         if schedule is None or schedule.status is not ScheduleStatus.ACTIVE:
-            self._disarm(schedule_id)
+            await self.firing.remove(schedule_id)
             return None
         now = utcnow()
-        upcoming = self.next_run(schedule.id)  # APScheduler moved the job past this slot before running it
+        upcoming = await self.next_run(schedule.id)  # the firing has moved past this slot before running it
         once = schedule.at is not None
         record = {"next_run_at": upcoming, "last_run_at": now}
         if schedule.user_id is not None and schedule.user_id not in self.settings.allowed_user_ids:
