@@ -178,7 +178,6 @@ async def test_bad_input_gets_one_sentence_and_nothing_is_stored(bot: BotHarness
     assert await bot.runtime.store.schedules.live(OWNER) == []
 
 
-@pytest.mark.usefixtures("model")
 async def test_the_per_chat_limit_is_one_sentence(
     fake_telegram, fake_anthropic, model: RoleScript, tmp_path, workspace_root, bot_repo
 ) -> None:
@@ -217,6 +216,7 @@ async def test_a_run_missed_while_the_bot_was_down_runs_once_at_start(
         await asyncio.sleep(1.0)  # a second catch-up run would have started by now
         runs = [t.id for t in await tasks_of(bot, OWNER)]
         assert runs == [2, 1], "the missed slots ran once, not once each"
+        assert said(bot, OWNER, "skipped") is None, "no second run even tried"
         upcoming = await bot.runtime.schedules.next_run(1)
         assert datetime.now(UTC) < upcoming <= datetime.now(UTC) + timedelta(minutes=1), "then the next slot"
         stored = await bot.runtime.store.schedules.get(1)
@@ -284,6 +284,8 @@ async def test_a_members_schedule_is_bounded_by_the_members_role(bot: BotHarness
     model.add("orchestrator", schedule(workspace="calc", every_minutes=30), confirm)
     bot.tg.send_text(OWNER, "@test_bot every half hour run the tests in calc", chat_id=GROUP)
     await bot.tg.await_for(lambda: said(bot, GROUP, "Schedule #2 set"))
+    context = last_user_text(model.requests["orchestrator"][4])  # the turn that made #2 knew of #1
+    assert "- schedule #1 [active] every 60 min, code in calc: Run the tests" in context
     bot.tg.send_command(MEMBER, "/schedules", chat_id=GROUP)
     listing = await bot.tg.await_for(lambda: said(bot, GROUP, "Schedules"))
     assert listing.callback_data == ["schedule:cancel:1", "schedule:cancel:2"]

@@ -162,6 +162,19 @@ class Orchestrator:
             lines.append(
                 "proposals still being written: " + ", ".join(f"research #{t.id} in {t.workspace}" for t in researching)
             )
+        schedules = await self.store.schedules.live(chat_id)
+        if schedules:  # "stop the nightly run" names one of these
+            lines.append("schedules of this conversation:")
+            for s in schedules:
+                when = (
+                    f"cron {s.cron}"
+                    if s.cron
+                    else f"at {s.at:%Y-%m-%d %H:%M} UTC"
+                    if s.at
+                    else f"every {s.every_minutes} min"
+                )
+                what = " ".join(s.instructions.split())[:120]
+                lines.append(f"- schedule #{s.id} [{s.status.value}] {when}, {s.worker.value} in {s.workspace}: {what}")
         zone = self.settings.zone  # "tomorrow at 7" needs today's date; schedules are read in this zone
         lines.append(f"now: {utcnow().astimezone(zone).strftime('%a %Y-%m-%d %H:%M %Z')} (time zone {zone})")
         definitions = await self.hints.hints(text) if self.hints else []

@@ -370,6 +370,8 @@ class ScheduleBook:
             await self._say(schedule, f"✗ Schedule #{schedule.id} could not start its run: {err}.")
             return None
         await self.store.schedules.update(schedule.id, note=None, last_task_id=task.id, **record, **done)
+        if once:  # its one run: nothing is left to fire (a Temporal Schedule with no action left is deleted)
+            await self.firing.remove(schedule.id)
         return task
 
     async def _pause_and_say(self, schedule: Schedule, why: str) -> None:
