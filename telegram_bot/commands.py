@@ -1,4 +1,4 @@
-"""Task and account commands: /tasks, /task N, /cancel [N], /usage, /log N, /new, /history, /workspace NAME.
+"""Task and account commands: /tasks, /task N, /cancel [N], /usage, /log N, /new, /history, /workspace NAME, /notes.
 
 Each acts on the conversation it was sent in: a private chat, a group, or one topic of a forum group."""
 
@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from telegram import Update
 
+from agents.core.actions import Action, button
 from agents.core.errors import ToolError
 from agents.core.ids import parse_id
 from agents.core.models import Task, TaskStatus
 from agents.llm.client import cost_usd
 from agents.llm.usage import total, usage_report
 from agents.work.crew import task_line
+from agents.work.standing import notes_markdown
 from telegram_bot.conversation import caller_of, conversation_of
 from telegram_bot.handlers import runtime, say
 from telegram_bot.state import Context
@@ -172,6 +174,15 @@ async def workspace(update: Update, context: Context) -> None:
         await _say(update, context, str(err)[:1].upper() + str(err)[1:])
 
 
+async def notes(update: Update, context: Context) -> None:
+    """/notes: the standing notes that apply, in the order they apply, each with a Forget button."""
+    rt = runtime(context)
+    caller = await caller_of(update, context)
+    listed = await rt.crew.notes.listed(caller)
+    buttons = [[button(f"✖ Forget #{n.id}", Action.NOTE_FORGET, n.id or 0)] for n in listed] or None
+    await rt.notifier.send(caller.chat_id, notes_markdown(listed, caller.user_id), buttons=buttons)
+
+
 COMMANDS = {
     "tasks": tasks,
     "task": task,
@@ -181,6 +192,7 @@ COMMANDS = {
     "new": new,
     "history": history,
     "workspace": workspace,
+    "notes": notes,
 }
 MENU = [
     ("tasks", "recent tasks"),
@@ -191,4 +203,5 @@ MENU = [
     ("new", "start a fresh conversation"),
     ("history", "the conversation as a file"),
     ("workspace", "this chat's or topic's workspace: /workspace NAME"),
+    ("notes", "your standing notes, each with Forget"),
 ]

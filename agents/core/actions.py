@@ -32,6 +32,8 @@ class Action(StrEnum):
     NET_ONCE = "net:once"
     NET_TASK = "net:task"
     NET_DENY = "net:deny"
+    NOTE_FORGET = "note:forget"  # /notes: forget a standing note
+    ASK_OPTION = "ask:option"  # an option of a worker's question (id: question id × 10 + option index)
 
     @property
     def about_proposal(self) -> bool:

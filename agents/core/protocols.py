@@ -183,6 +183,22 @@ class WorkDesk(Protocol):
         folder yet, e.g. 'build me a portfolio site'); then start work in it."""
         ...
 
+    async def remember(
+        self,
+        caller: Caller,
+        text: Annotated[str, Arg("the note, in the user's words, self-contained (e.g. 'in site we use pnpm')")],
+        workspace: Annotated[
+            str | None, Arg("the workspace it is about (optional; leave it out for a note that holds everywhere)")
+        ] = None,
+    ) -> str:
+        """Keep a standing note of the user's that applies to their later requests (and to every worker started
+        for them), for one workspace or all: when the user says 'remember that…', 'from now on…', 'always…'."""
+        ...
+
+    async def forget(self, caller: Caller, note_id: Annotated[int, Arg("the note's number (note #N)")]) -> str:
+        """Delete a standing note (e.g. 'forget the pnpm note'): its number is in the context's standing notes."""
+        ...
+
     # the turn's hooks: not tools; the orchestrator calls them around a chat's turns
     def turn_started(self, chat_id: int) -> None:
         """A turn of the chat begins (it may wait on a foreground task until `stop_waiting`)."""
@@ -204,6 +220,8 @@ WORK_TOOLS = (
     "merge_task",
     "discard_task",
     "create_workspace",
+    "remember",
+    "forget",
 )  # the WorkDesk methods the orchestrator offers as tools, in this order
 
 
