@@ -179,7 +179,8 @@ async def notes(update: Update, context: Context) -> None:
     rt = runtime(context)
     caller = await caller_of(update, context)
     listed = await rt.crew.notes.listed(caller)
-    buttons = [[button(f"✖ Forget #{n.id}", Action.NOTE_FORGET, n.id or 0)] for n in listed] or None
+    mine = [n for n in listed if rt.crew.is_owner(caller) or n.user_id == caller.user_id]  # what they may forget
+    buttons = [[button(f"✖ Forget #{n.id}", Action.NOTE_FORGET, n.id or 0)] for n in mine] or None
     await rt.notifier.send(caller.chat_id, notes_markdown(listed, caller.user_id), buttons=buttons)
 
 

@@ -45,9 +45,9 @@ _CACHE_SIZE = 16
 
 @dataclass(frozen=True)
 class TreeListing:
-    """The regular files of a commit (path → (blob id, size)) and its folders."""
+    """The regular files of a commit (path → blob id) and its folders."""
 
-    files: dict[str, tuple[str, int]]
+    files: dict[str, str]
     folders: frozenset[str]
 
     def rule_folders(self, name: str) -> list[str]:
@@ -57,18 +57,17 @@ class TreeListing:
 
 
 async def list_tree(repo: Path, commit: str) -> TreeListing:
-    out = await run_git("ls-tree", "-r", "-l", "-z", "--full-tree", commit, cwd=repo)
-    files: dict[str, tuple[str, int]] = {}
+    out = await run_git("ls-tree", "-r", "-z", "--full-tree", commit, cwd=repo)  # no -l: sizes only of what is read
+    files: dict[str, str] = {}
     folders: set[str] = set()
     if out.exit_code != 0:
         return TreeListing({}, frozenset())
     for entry in split_nul(out.stdout):
         meta, _, path = entry.partition("\t")
         parts = meta.split()
-        if len(parts) != 4 or parts[1] != "blob" or parts[0] not in _REGULAR:
+        if len(parts) != 3 or parts[1] != "blob" or parts[0] not in _REGULAR:
             continue
-        size = int(parts[3]) if parts[3].isdigit() else 0
-        files[path] = (parts[2], size)
+        files[path] = parts[2]
         folder = posixpath.dirname(path)
         while folder and folder not in folders:
             folders.add(folder)
@@ -141,9 +140,13 @@ class RepoRules:
         self._trees.move_to_end(key)
         return self._trees[key]
 
-    async def _read(self, repo: Path, blob: str) -> str:
+    async def _read(self, repo: Path, blob: str) -> str | None:
+        """The blob's text; None when it is bigger than MAX_FILE_BYTES (not read)."""
         key = (str(repo), blob)
         if key not in self._blobs:
+            size = await run_git("cat-file", "-s", blob, cwd=repo)
+            if size.exit_code != 0 or not size.stdout.strip().isdigit() or int(size.stdout) > MAX_FILE_BYTES:
+                return None
             out = await run_git("cat-file", "blob", blob, cwd=repo)
             self._blobs[key] = out.stdout if out.exit_code == 0 else ""
             while len(self._blobs) > _CACHE_SIZE * 8:
@@ -175,10 +178,9 @@ class RepoRules:
         return RepoInstructions(self._render(commit, sections), shown_agents, agents)
 
     async def _section(self, repo: Path, tree: TreeListing, path: str) -> _Section:
-        blob, size = tree.files[path]
-        if size > MAX_FILE_BYTES:
-            return _Section(path, "", [f"{path} is {size:,} bytes, too big to show here: read it with read_file."])
-        text = await self._read(repo, blob)
+        text = await self._read(repo, tree.files[path])
+        if text is None:
+            return _Section(path, "", [f"{path} is too big to show here: read it with read_file."])
         section = _Section(path, text)
         if posixpath.basename(path) == CLAUDE:
             section.text = await self._imports(repo, tree, path, text, section.notes, 1, {path})
@@ -203,11 +205,10 @@ class RepoRules:
                 notes.append(f"@{target} (in {path}) is imported too deeply: not read.")
                 continue
             seen.add(resolved)
-            blob, size = tree.files[resolved]
-            if size > MAX_FILE_BYTES:
-                notes.append(f"@{target} (in {path}) is {size:,} bytes, too big to show here: read it with read_file.")
+            imported = await self._read(repo, tree.files[resolved])
+            if imported is None:
+                notes.append(f"@{target} (in {path}) is too big to show here: read it with read_file.")
                 continue
-            imported = await self._read(repo, blob)
             if posixpath.basename(resolved).endswith(".md"):
                 imported = await self._imports(repo, tree, resolved, imported, notes, depth + 1, seen)
             parts.append(f"(imported from {resolved})\n{imported}")
@@ -226,7 +227,7 @@ class RepoRules:
                 cut.append(f"{section.path} ({len(text) - len(kept):,} of {len(text):,} characters)")
                 text = kept + "\n[… cut here: read the rest of the file with read_file]" if kept else ""
             room -= len(text)
-            body = fenced(text) if text else "(not shown: the space for the repository's instructions is used up)"
+            body = fenced(text) if text else "(not shown here)"
             notes = "".join(f"\n{n}" for n in section.notes)
             blocks.append(f"### {section.path}\n{body}{notes}")
         head = (
