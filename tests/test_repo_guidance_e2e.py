@@ -194,6 +194,17 @@ async def test_remember_then_a_task_sees_it_then_forget_then_it_does_not_and_not
         assert "note #1 (in calc): in calc we use pnpm" in last_user_text(model.requests["orchestrator"][2])
         assert "in calc we use pnpm" in first_turn(model.requests["code"][0]), "the worker's first turn has it"
 
+        model.add(
+            "orchestrator", claude_says.tool_use("remember", {"text": "answer me in German"}), claude_says.text("Ja.")
+        )
+        bot.say("from now on answer me in German")
+        await fake_telegram.await_for(lambda: len(model.requests["orchestrator"]) == 6)
+        model.add("orchestrator", claude_says.tool_use("forget", {"note_id": 2}), claude_says.text("Vergessen."))
+        bot.say("forget the German note")
+        await fake_telegram.await_for(lambda: len(model.requests["orchestrator"]) == 8)
+        assert "note #2 (everywhere): answer me in German" in last_user_text(model.requests["orchestrator"][6])
+        assert last_user_text(model.requests["orchestrator"][7]).startswith("Note #2 is forgotten")
+
     async with running_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo) as bot:  # a restart
         bot.claude.handler = model
         fake_telegram.send_command(USER_ID, "/notes")
