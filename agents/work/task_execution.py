@@ -114,6 +114,7 @@ class TaskExecutor:
         # in the bot's chat does not reach a runner's waiting worker
         self.questions = Questions(store, notifier, settings.ask_timeout_seconds, settings.is_owner)
         self.rules = RepoRules(settings.repo_instructions_max_chars)  # AGENTS.md & co., cached per commit
+        self.carried_notes: dict[int, list[str]] = {}  # task id → standing notes sent along (a runner's tasks)
 
     def sandbox_for(
         self, root: Path, repository: Path, read_only: Iterable[Path] = (), task_id: int | None = None
@@ -326,12 +327,15 @@ class TaskExecutor:
             else:
                 text = "\n\n" + found.text if found.text else ""
                 rules = FolderRules(found.agents_folders, set(found.shown_agents))
-        notes = await StandingNotes(self.store).applying(task.user_id, self.settings.is_owner, task.workspace)
-        if notes:
-            listed = "\n".join(f"- {n.text}" for n in notes)
+        carried = self.carried_notes.pop(task.id, None)
+        if carried is None:
+            kept = await StandingNotes(self.store).applying(task.user_id, self.settings.is_owner, task.workspace)
+            carried = [n.text for n in kept]
+        if carried:
+            listed = "\n".join(f"- {n}" for n in carried)
             text += (
-                "\n\n## Standing notes of the user (they apply to every task of theirs here; a later note wins over "
-                f"an earlier one)\n{listed}"
+                "\n\n## Standing notes (the user's wishes for their tasks here; a later note wins over an earlier one)"
+                f"\n{listed}"
             )
         return text, rules
 
