@@ -42,6 +42,25 @@ async def test_read_at_the_base_commit_capped_with_the_cut_named_and_cached(tmp_
     assert again.text == found.text, "cached per commit: git was not asked again"
 
 
+async def test_an_import_of_a_credential_file_is_never_shown_and_dotted_paths_are_found(tmp_path: Path) -> None:
+    repo = make_repo(
+        tmp_path / "r",
+        {
+            "CLAUDE.md": "Read @.env and @config/.env.production first.\n",
+            ".env": "API_TOKEN=committed-secret-4711\n",
+            "config/.env.production": "DB=prod-secret-4712\n",
+            ".github/workflows/AGENTS.md": "CI-RULE\n",
+            ".github/workflows/ci.yml": "on: push\n",
+        },
+    )
+    found = await RepoRules(10_000).for_task(
+        repo, git(repo, "rev-parse", "HEAD").strip(), "fix .github/workflows/ci.yml."
+    )
+    assert "committed-secret-4711" not in found.text and "prod-secret-4712" not in found.text
+    assert "@.env (in CLAUDE.md) is a credential file: never shown." in found.text
+    assert "CI-RULE" in found.text, "a path starting with a dot, ending a sentence"
+
+
 def test_a_folder_with_its_own_agents_md_is_named_once() -> None:
     rules = FolderRules(["", "web", "web/admin"], {""})
     assert rules.note_for("README.md") is None

@@ -8,7 +8,7 @@ task's base commit (never from the worktree a worker may already have changed):
   folders and files its instructions name that exist at that commit);
 - `CLAUDE.md` imports (`@docs/style.md`) resolved relative to the importing file, inside the repository only: an
   absolute path, `~`, or a path that climbs out of the repository is named as not read; symbolic links are never
-  followed (a link is not a file of the repository);
+  followed (a link is not a file of the repository); a credential file (`.env`, keys) is never shown;
 - `.github/copilot-instructions.md`.
 
 The whole is capped (REPO_INSTRUCTIONS_MAX_CHARS) and says what was cut; it is labelled as the repository's
@@ -32,6 +32,7 @@ from typing import Any
 from agents.core.text import fenced
 from agents.git.runner import run_git, split_nul
 from agents.tools.toolbox import Tool, ToolResult
+from agents.tools.workspaces import is_secret_file
 
 AGENTS, CLAUDE = "AGENTS.md", "CLAUDE.md"
 COPILOT = ".github/copilot-instructions.md"
@@ -84,7 +85,7 @@ def folders_named(text: str, tree: TreeListing) -> list[str]:
         by_name.setdefault(posixpath.basename(folder), []).append(folder)
     found: list[str] = []
     for word in _WORD.findall(text):
-        word = word.strip("./-") if not word.startswith("./") else word[2:].strip("/.")
+        word = (word[2:] if word.startswith("./") else word).rstrip(".-/")
         if not word:
             continue
         if word in tree.files:
@@ -197,6 +198,9 @@ class RepoRules:
                 notes.append(f"@{target} (in {path}) is outside the repository: not read.")
                 continue
             if resolved in seen:
+                continue
+            if is_secret_file(posixpath.basename(resolved)):
+                notes.append(f"@{target} (in {path}) is a credential file: never shown.")
                 continue
             if resolved not in tree.files:
                 notes.append(f"@{target} (in {path}) is not a file of the repository at this commit: not read.")
