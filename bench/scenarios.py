@@ -21,10 +21,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import tempfile  # noqa: E402
 
 from agents.store.database import start_of_day
+from agents.store.standing import StandingNote, StandingNotes
 from bench._harness import agentlab_settings, emit_json, machine, parse_args, quiet_logging, running_fakes  # noqa: E402
 from tests.conftest import CALC_BUGGY, USER_ID, make_repo, start_bot  # noqa: E402
 from tests.fakes import anthropic_server as says  # noqa: E402
 from tests.scripted import RoleScript  # noqa: E402
+
+NOTE_TEXT = ("in calc we use pnpm for the web part", "never edit the migrations", "answer me in German")
 
 
 def tokens(records) -> dict[str, int]:
@@ -135,8 +138,11 @@ async def correction_drive(bot) -> None:
     await task_done(bot, 1)
 
 
-async def cache_share(messages: int = 10) -> dict:
-    """Orchestrator input tokens served from the cache for messages 2..N of one chat (direct answers)."""
+async def cache_share(messages: int = 10, notes: int = 0) -> dict:
+    """Orchestrator input tokens served from the cache for messages 2..N of one chat (direct answers).
+
+    `notes`: standing notes of the user kept before the first message, and one more remembered half-way (they sit in
+    each turn's context, after the cached prefix)."""
     with running_fakes() as (tg, claude), tempfile.TemporaryDirectory(prefix="agentlab-cache-") as tmp:
         root = Path(tmp)
         (root / "workspaces").mkdir()
@@ -146,8 +152,13 @@ async def cache_share(messages: int = 10) -> dict:
         for i in range(messages):
             model.add("orchestrator", says.text(f"Answer {i}: " + "a reasonably detailed explanation. " * 8))
         bot = await start_bot(agentlab_settings(tg, claude, root), tg, claude)
+        kept = StandingNotes(bot.runtime.store)
+        for n in range(notes):
+            await kept.add(StandingNote(user_id=USER_ID, workspace="calc" if n % 2 else None, text=NOTE_TEXT[n % 3]))
         try:
             for i in range(messages):
+                if notes and i == messages // 2:
+                    await kept.add(StandingNote(user_id=USER_ID, text="from now on answer in short sentences"))
                 bot.say(f"question number {i} about python")
                 await bot.replies(i + 1)
             records = [r for r in await bot.runtime.store.usage_since(start_of_day()) if r.agent == "orchestrator"]
@@ -161,6 +172,7 @@ async def cache_share(messages: int = 10) -> dict:
     first = records[0]
     return {
         "messages": messages,
+        "notes": notes,
         "share": read / total_input if total_input else 0.0,
         "first_message_input": first.input_tokens + first.cache_creation_input_tokens + first.cache_read_input_tokens,
         "later_cache_read": read,
@@ -177,6 +189,7 @@ async def main() -> None:
         await run_scenario("code fix with one correction", correction_script, correction_drive),
     ]
     cache = await cache_share()
+    cache_notes = await cache_share(notes=6)
     print(f"machine: {machine()}")
     print("tokens as estimated by the fake server (≈4 chars/token); caching simulated like the real API\n")
     print(f"{'scenario':32} {'calls':>5} {'input':>8} {'cache read':>10} {'cache write':>11} {'output':>7}")
@@ -195,8 +208,13 @@ async def main() -> None:
         f"\norchestrator input served from the prompt cache, messages 2..{cache['messages']} of one chat: "
         f"{cache['share']:.1%} (target ≥ 80%: {met}); first message: {cache['first_message_input']:,} input tokens"
     )
+    met = "met" if cache_notes["share"] >= 0.8 else "NOT met"
+    print(
+        f"the same with {cache_notes['notes']} standing notes (and one more remembered half-way): "
+        f"{cache_notes['share']:.1%} (target ≥ 80%: {met})"
+    )
     if args.json:
-        emit_json({"scenarios": results, "cache": cache})
+        emit_json({"scenarios": results, "cache": cache, "cache_with_notes": cache_notes})
 
 
 if __name__ == "__main__":

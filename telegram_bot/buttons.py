@@ -15,6 +15,7 @@ from agents.core.errors import ToolError
 from agents.core.models import Caller, ChatMessage, Role
 from agents.git.runner import GitError
 from agents.sandbox.network_gate import CHOICES
+from agents.work.questions import split_button_id
 from telegram_bot.conversation import caller_of
 from telegram_bot.handlers import runtime, say
 from telegram_bot.state import Context
@@ -37,6 +38,7 @@ DISPATCH: dict[Action, Handler] = {
     Action.MERGE: lambda crew, caller, item: crew.merge(caller, item, anywhere=True),
     Action.DISCARD: lambda crew, caller, item: crew.discard(caller, item, anywhere=True),
     Action.CANCEL_SCHEDULE: lambda crew, caller, item: crew.cancel_schedule(caller, item),
+    Action.NOTE_FORGET: lambda crew, caller, item: crew.forget(caller, item),
 }
 
 
@@ -58,6 +60,14 @@ async def on_button(update: Update, context: Context) -> None:
         text = rt.executor.network.decide(caller.chat_id, item_id, CHOICES[action])
         with contextlib.suppress(BadRequest):
             await query.edit_message_reply_markup(None)
+        await say(update, context, text)
+        return
+    if action is Action.ASK_OPTION:  # an option of a worker's question (agents/work/questions.py)
+        await query.answer()
+        question_id, option = split_button_id(item_id)
+        text, to_resume = await rt.executor.questions.answer(caller.chat_id, caller.user_id, question_id, option=option)
+        if to_resume is not None:  # answered after a restart: the interrupted task goes on with the answer
+            await rt.crew.resume(caller, to_resume.id)
         await say(update, context, text)
         return
     await query.answer()

@@ -1,5 +1,5 @@
 """Task and account commands: /tasks, /task N, /cancel [N], /usage, /log N, /new, /history, /workspace NAME,
-/schedules.
+/schedules, /notes.
 
 Each acts on the conversation it was sent in: a private chat, a group, or one topic of a forum group."""
 
@@ -14,6 +14,7 @@ from agents.core.models import Task, TaskStatus
 from agents.llm.client import cost_usd
 from agents.llm.usage import total, usage_report
 from agents.work.crew import task_line
+from agents.work.standing import notes_markdown
 from telegram_bot.conversation import caller_of, conversation_of
 from telegram_bot.handlers import runtime, say
 from telegram_bot.state import Context
@@ -190,6 +191,16 @@ async def schedules(update: Update, context: Context) -> None:
     await rt.notifier.send(caller.chat_id, text, buttons=buttons)
 
 
+async def notes(update: Update, context: Context) -> None:
+    """/notes: the standing notes that apply, in the order they apply, each with a Forget button."""
+    rt = runtime(context)
+    caller = await caller_of(update, context)
+    listed = await rt.crew.notes.listed(caller)
+    mine = [n for n in listed if rt.crew.is_owner(caller) or n.user_id == caller.user_id]  # what they may forget
+    buttons = [[button(f"✖ Forget #{n.id}", Action.NOTE_FORGET, n.id or 0)] for n in mine] or None
+    await rt.notifier.send(caller.chat_id, notes_markdown(listed, caller.user_id), buttons=buttons)
+
+
 COMMANDS = {
     "tasks": tasks,
     "task": task,
@@ -200,6 +211,7 @@ COMMANDS = {
     "history": history,
     "workspace": workspace,
     "schedules": schedules,
+    "notes": notes,
 }
 MENU = [
     ("tasks", "recent tasks"),
@@ -211,4 +223,5 @@ MENU = [
     ("history", "the conversation as a file"),
     ("workspace", "this chat's or topic's workspace: /workspace NAME"),
     ("schedules", "scheduled runs, with Cancel"),
+    ("notes", "your standing notes, each with Forget"),
 ]

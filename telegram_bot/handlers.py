@@ -40,10 +40,11 @@ Talk to me in plain words, typed or as a voice note:
 • ask for work: "fix the failing test in calc", "add a /restart command to your code", "build a portfolio page": a worker does it on its own git branch, runs the tests and reports back
 • send a photo, screenshot, PDF or log file with a caption: "make the page look like this", "why does this crash?"
 • reply to a task's progress message to tell its worker something while it works
+• "remember that in site we use pnpm": a standing note for later requests and their workers (/notes lists them)
 
 • schedule work: "every weekday at 9 run the tests in calc", "tomorrow at 7 update the dependencies"; /schedules lists them
 
-Commands: /status /tasks /task N /cancel /usage /log N /new /history /schedules"""
+Commands: /status /tasks /task N /cancel /usage /log N /new /history /schedules /notes"""
 
 
 STOPPING = "I'm restarting right now; please send that again in a minute."

@@ -1,4 +1,5 @@
-"""Replies to a task's progress message: a note for the task's running worker (agents/work/steering.py)."""
+"""Replies to a task's progress message: a note for the task's running worker (agents/work/steering.py); replies to a
+worker's question (ask_user): its answer in words (agents/work/questions.py)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,13 @@ async def on_reply(update: Update, context: Context) -> None:
     message = update.effective_message
     rt = runtime(context)
     caller = await caller_of(update, context)
+    question = await rt.executor.questions.question_of_message(caller.chat_id, message.reply_to_message.message_id)
+    if question is not None and question.id is not None:  # an answer in words to a worker's question
+        text, to_resume = await rt.executor.questions.answer(caller.chat_id, caller.user_id, question.id, message.text)
+        if to_resume is not None:  # answered after a restart: the interrupted task goes on with the answer
+            await rt.crew.resume(caller, to_resume.id)
+        await message.reply_text(text, do_quote=True)
+        return
     task = await rt.store.task_by_progress_message(caller.chat_id, message.reply_to_message.message_id)
     if task is None:
         await on_text(update, context)

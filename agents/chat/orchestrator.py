@@ -34,6 +34,7 @@ from agents.llm.client import explain_api_error, usage_record
 from agents.llm.tool_loop import Ending, Limits, LoopResult, ToolLoop, as_model
 from agents.store.database import Store
 from agents.store.shown import PROPOSAL, TASK
+from agents.store.standing import StandingNotes, note_line
 from agents.tools.tool_sets import orchestrator_tools
 from agents.tools.toolbox import Audit, Toolbox
 from agents.tools.workspaces import Workspaces
@@ -134,7 +135,12 @@ class Orchestrator:
         self.attachments = Attachments.from_settings(settings)
 
     async def context_block(
-        self, chat_id: int, input_method: InputMethod, text: str = "", reply_to: ReplyTo | None = None
+        self,
+        chat_id: int,
+        input_method: InputMethod,
+        text: str = "",
+        reply_to: ReplyTo | None = None,
+        user_id: int | None = None,
     ) -> str:
         """The per-turn facts the seed design gives the orchestrator: input method, workspaces, tasks, proposals."""
         lines = [f"input_method: {input_method.value}"]
@@ -177,11 +183,24 @@ class Orchestrator:
                 lines.append(f"- schedule #{s.id} [{s.status.value}] {when}, {s.worker.value} in {s.workspace}: {what}")
         zone = self.settings.zone  # "tomorrow at 7" needs today's date; schedules are read in this zone
         lines.append(f"now: {utcnow().astimezone(zone).strftime('%a %Y-%m-%d %H:%M %Z')} (time zone {zone})")
+        lines += await self._standing_notes(user_id)
         definitions = await self.hints.hints(text) if self.hints else []
         if definitions:
             lines.append("definitions of code names in this message (from the repository index):")
             lines += [f"- {d}" for d in definitions]
         return "<context>\n" + "\n".join(lines) + "\n</context>"
+
+    async def _standing_notes(self, user_id: int | None) -> list[str]:
+        """The user's standing notes that apply to this request. They sit in the per-turn context, after the cached
+        prefix, so adding or forgetting one never changes what the cache holds."""
+        notes = await StandingNotes(self.store).applying(user_id, self.settings.is_owner, every=True)
+        if not notes:
+            return []
+        return [
+            "standing notes that apply to this user's requests (follow them; a later note wins over an earlier one; "
+            "workers get the notes of their workspace themselves; forget(note_id) deletes one):",
+            *(f"- {note_line(n, user_id)}" for n in notes),
+        ]
 
     def _fit_for_model(self, text: str) -> str:
         limit = self.settings.max_message_chars
@@ -266,6 +285,7 @@ class Orchestrator:
         reply_to: ReplyTo | None,
         attachments: list[Attachment],
         owners: BlockOwners,
+        user_id: int | None = None,
     ) -> list[dict[str, Any]]:
         """The turn's messages: history (with its photos and files), then the new message with its context.
         `owners` is filled with which attachment each image/document block shows (to find one the API refuses)."""
@@ -292,7 +312,10 @@ class Orchestrator:
             "content": [
                 *await blocks_of(attachments),
                 {"type": "text", "text": self._fit_for_model(text), "cache_control": EPHEMERAL},
-                {"type": "text", "text": await self.context_block(chat_id, input_method, text[:2000], reply_to)},
+                {
+                    "type": "text",
+                    "text": await self.context_block(chat_id, input_method, text[:2000], reply_to, user_id),
+                },
             ],
         }
         if messages and messages[-1]["role"] == "user":
@@ -396,7 +419,9 @@ class Orchestrator:
         dropped: list[Attachment] = []
         while True:
             owners: BlockOwners = {}
-            messages = await self._request_messages(chat_id, asked, text, input_method, reply_to, attachments, owners)
+            messages = await self._request_messages(
+                chat_id, asked, text, input_method, reply_to, attachments, owners, caller.user_id
+            )
             loop = self._loop(caller, messages, answer)
             rounds = self.settings.orchestrator_max_tool_rounds + 1  # the last one answers without tools
             try:

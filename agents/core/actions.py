@@ -33,6 +33,8 @@ class Action(StrEnum):
     NET_TASK = "net:task"
     NET_DENY = "net:deny"
     CANCEL_SCHEDULE = "schedule:cancel"
+    NOTE_FORGET = "note:forget"  # /notes: forget a standing note
+    ASK_OPTION = "ask:option"  # an option of a worker's question (id: question id × 10 + option index)
 
     @property
     def about_proposal(self) -> bool:

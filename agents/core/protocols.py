@@ -225,6 +225,21 @@ class WorkDesk(Protocol):
 
     async def resume_schedule(self, caller: Caller, schedule_id: ScheduleId) -> str:
         """Resume a paused schedule from its next slot (missed slots are not made up)."""
+
+    async def remember(
+        self,
+        caller: Caller,
+        text: Annotated[str, Arg("the note, in the user's words, self-contained (e.g. 'in site we use pnpm')")],
+        workspace: Annotated[
+            str | None, Arg("the workspace it is about (optional; leave it out for a note that holds everywhere)")
+        ] = None,
+    ) -> str:
+        """Keep a standing note of the user's that applies to their later requests (and to every worker started
+        for them), for one workspace or all: when the user says 'remember that…', 'from now on…', 'always…'."""
+        ...
+
+    async def forget(self, caller: Caller, note_id: Annotated[int, Arg("the note's number (note #N)")]) -> str:
+        """Delete a standing note (e.g. 'forget the pnpm note'): its number is in the context's standing notes."""
         ...
 
     # the turn's hooks: not tools; the orchestrator calls them around a chat's turns
@@ -253,6 +268,8 @@ WORK_TOOLS = (
     "cancel_schedule",
     "pause_schedule",
     "resume_schedule",
+    "remember",
+    "forget",
 )  # the WorkDesk methods the orchestrator offers as tools, in this order
 
 

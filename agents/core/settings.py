@@ -183,6 +183,12 @@ class Settings(BaseSettings):
 
     log_level: str = "INFO"
 
+    # --- repository instructions, standing notes, questions to the user (agents/work/repo_rules.py, standing.py) ----
+    repo_instructions_max_chars: int = Field(12_000, ge=1_000)  # AGENTS.md & co. in a worker's first turn, at most
+    notes_max_per_user: int = Field(20, ge=1)  # standing notes a user may keep
+    note_max_chars: int = Field(500, ge=20)  # the length of one standing note
+    ask_timeout_seconds: float = Field(600.0, gt=0)  # ask_user: no answer by then and the worker decides itself
+
     # --- webhook (empty WEBHOOK_URL = long polling) ---------------------------------------
     webhook_url: str | None = None  # public https base URL; Telegram posts to <webhook_url>/<webhook_path>
     webhook_listen: str = "127.0.0.1"

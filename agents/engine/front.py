@@ -38,6 +38,7 @@ from agents.sandbox.network_gate import CHOICES, DENY, FOR_TASK, ONCE, NetworkGa
 from agents.store.database import Store
 from agents.store.delivery import Deliveries
 from agents.store.shown import TASK, remember_shown, shown_as
+from agents.store.standing import StandingNotes
 from agents.work.orphans import instance_token
 from agents.work.steering import Inboxes
 from agents.work.task_execution import TaskExecutor
@@ -246,6 +247,9 @@ class TemporalEngine:
             criteria=[c.text for c in await self.store.criteria(task.id)],
             branch=task.branch,
             notes=task.result,
+            standing_notes=[
+                n.text for n in await StandingNotes(self.store).applying(task.user_id, s.is_owner, task.workspace)
+            ],
             reply_to_message_id=task.reply_to_message_id,
             schedule_id=task.schedule_id,
             shared_queue=s.temporal_task_queue,

@@ -34,6 +34,7 @@ class TaskStart:
     criteria: list[str] = field(default_factory=list)
     branch: str | None = None  # a resumed task's branch (fetched from the shared remote when the runner lacks it)
     notes: str | None = None  # what was done before an interruption
+    standing_notes: list[str] = field(default_factory=list)  # the user's standing notes for the workspace (bot's store)
     reply_to_message_id: int | None = None
     schedule_id: int | None = None  # a schedule's run: its summary names the schedule
     shared_queue: str = "agentlab"

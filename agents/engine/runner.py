@@ -211,6 +211,7 @@ class RunnerNode:
         problem = await self._prepare(task)
         if problem:
             return TaskReport(task.id, TaskStatus.FAILED.value, self.name, error=problem)
+        self.executor.carried_notes[task.id] = start.standing_notes  # the bot's notes: this store has none
         ROUTE.set(Route(wf_id, task.id))  # the job (created below) inherits it: its chat calls find the workflow
         job = asyncio.create_task(self.executor.execute(task), name=f"task-{task.id}")
         self.jobs[task.id] = job

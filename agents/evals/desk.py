@@ -232,6 +232,14 @@ class RecordingDesk:
         self._refused()
         raise ToolError(f"there is no schedule #{schedule_id} in this conversation")
 
+    async def remember(self, caller: Caller, text: str, workspace: str | None = None) -> str:
+        self._record("remember", text=text, workspace=workspace)
+        return f"Noted (note #1, {'in ' + workspace if workspace else 'everywhere'}): {text}"
+
+    async def forget(self, caller: Caller, note_id: int) -> str:
+        self._record("forget", note_id=note_id)
+        return f"Note #{note_id} is forgotten."
+
     def turn_started(self, chat_id: int) -> None:
         """No foreground task ever runs here: nothing to wait on."""
 

@@ -11,9 +11,10 @@ The model is reached through `MessageModel`, the seam that `AsyncAnthropic.messa
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -119,6 +120,25 @@ class ToolLoop:
     usage: Usage = field(default_factory=Usage)
     api_calls: int = 0
     tools_used: list[str] = field(default_factory=list)
+    _deadline: asyncio.Timeout | None = field(default=None, init=False, repr=False)  # the running run's time limit
+    _paused: float = field(default=0.0, init=False, repr=False)  # seconds spent with the clock stopped
+
+    @contextlib.asynccontextmanager
+    async def clock_stopped(self) -> AsyncIterator[None]:
+        """A wait that counts against no time limit of the run (a question to the user): the deadline moves on by
+        as long as the block lasted, and nothing times the run out meanwhile."""
+        deadline = self._deadline
+        when = deadline.when() if deadline is not None else None
+        if deadline is not None and when is not None:
+            deadline.reschedule(None)
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            waited = time.monotonic() - started
+            self._paused += waited
+            if deadline is not None and when is not None and deadline is self._deadline:
+                deadline.reschedule(when + waited)
 
     def add_user_text(self, text: str) -> None:
         """A new user turn (kept alternating after a turn that ended on tool results)."""
@@ -137,9 +157,10 @@ class ToolLoop:
         """Step until the model ends its turn or a limit is hit; each run gets the full limits."""
         steps = 0
         started = time.monotonic()
+        paused_before = self._paused
         timeout = None if math.isinf(limits.max_seconds) else limits.max_seconds
         try:
-            async with asyncio.timeout(timeout):
+            async with asyncio.timeout(timeout) as self._deadline:
                 while True:
                     if steps >= limits.max_steps:
                         raise _LimitReached(Ending.STEP_LIMIT)
@@ -153,9 +174,11 @@ class ToolLoop:
         except _LimitReached as limit:
             return self._stopped(limit.ending, steps)
         except TimeoutError:
-            if time.monotonic() - started < limits.max_seconds * 0.99:
+            if time.monotonic() - started - (self._paused - paused_before) < limits.max_seconds * 0.99:
                 raise  # not our deadline: a timeout from inside (an SDK or tool timeout)
             return self._stopped(Ending.TIME_LIMIT, steps)
+        finally:
+            self._deadline = None
 
     def request_messages(self) -> list[dict[str, Any]]:
         """The messages of the next request. The one place they are assembled (a steering note goes in here)."""

@@ -258,6 +258,36 @@ MIGRATIONS: list[str] = [
     CREATE INDEX schedules_chat ON schedules(chat_id, status);
     ALTER TABLE tasks ADD COLUMN schedule_id INTEGER;
     """,
+    # standing notes (a user's "remember that …", for one workspace or all) and the questions workers ask the user
+    # (ask_user): both outlive a restart; an open question of a task interrupted meanwhile stays answerable
+    """
+    CREATE TABLE standing_notes (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        user_id INTEGER,
+        user_name TEXT,
+        workspace TEXT,
+        text TEXT NOT NULL,
+        created_at TEXT NOT NULL
+    );
+    CREATE INDEX standing_notes_user ON standing_notes(user_id);
+    CREATE TABLE asked_questions (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        task_id INTEGER NOT NULL,
+        chat_id INTEGER NOT NULL,
+        user_id INTEGER,
+        user_name TEXT,
+        question TEXT NOT NULL,
+        options TEXT NOT NULL DEFAULT '[]',
+        message_id INTEGER,
+        status TEXT NOT NULL,
+        answer TEXT,
+        answered_by INTEGER,
+        asked_at TEXT NOT NULL,
+        answered_at TEXT
+    );
+    CREATE INDEX asked_questions_task ON asked_questions(task_id, status);
+    CREATE INDEX asked_questions_message ON asked_questions(chat_id, message_id);
+    """,
 ]
 
 LATEST_VERSION = len(MIGRATIONS)

@@ -101,6 +101,9 @@ Verifier = Callable[[int, str], Awaitable[str]]
 NetworkAsker = Callable[[str], Awaitable[NetworkDecision]]
 
 
+UserAsker = Callable[[str, list[str] | None], Awaitable[str]]  # ask_user: question, options → the answer's text
+
+
 def worker_tools(
     kind: WorkerKind,
     root: Path,
@@ -110,6 +113,7 @@ def worker_tools(
     env_tag: dict[str, str] | None = None,
     sandbox: SandboxSpec | None = None,
     ask_network: NetworkAsker | None = None,
+    ask_user: UserAsker | None = None,
 ) -> list[Tool]:
     """The tools of one worker role, all confined to `root` (the task's worktree); commands carry `env_tag`.
 
@@ -222,6 +226,30 @@ def worker_tools(
                 },
                 verify,
                 ["index", "evidence"],
+            )
+        )
+    if ask_user is not None:
+
+        async def ask(question: str, options: list[str] | None = None) -> str:
+            return await ask_user(question, options)
+
+        tools.append(
+            Tool(
+                "ask_user",
+                "Ask the user who started the task a question and wait for the answer (it is the result). Only when "
+                "a wrong guess would waste the task: a real choice the instructions leave open. Give options when "
+                "there are a few clear answers (each becomes a button; the user may also answer in words). With no "
+                "answer in time the result says so: then decide yourself and say so in your report.",
+                {
+                    "question": prop("string", "the question, short and self-contained"),
+                    "options": {
+                        "type": "array",
+                        "items": {"type": "string"},
+                        "description": "the possible answers, a few words each (optional; at most 8)",
+                    },
+                },
+                ask,
+                ["question"],
             )
         )
     if kind is WorkerKind.FRONTEND and screenshot is not None:

@@ -41,6 +41,7 @@ from agents.tools.new_workspace import create_workspace
 from agents.tools.workspaces import Workspace, Workspaces
 from agents.work import crew_texts
 from agents.work.schedules import ScheduleBook
+from agents.work.standing import Notes
 from agents.work.steering import Inboxes
 from agents.work.task_outcome import branch_buttons
 
@@ -106,6 +107,7 @@ class Crew:
         self.inboxes = inboxes or Inboxes()  # the executor's: notes for running workers
         self._interrupts: dict[int, asyncio.Event] = {}  # per chat: stop waiting on a foreground task
         self.schedules: ScheduleBook | None = None  # set by the runtime (the book starts runs through this crew)
+        self.notes = Notes(settings, store, workspaces)  # standing notes (agents/work/standing.py)
 
     async def _check_budget(self) -> None:
         refusal = await budget_exceeded(self.store, self.settings)
@@ -577,3 +579,10 @@ class Crew:
         await self.store.add_event(TaskEvent(task_id=task_id, kind="status", detail="pending (resumed)"))
         self.runner.wake()
         return f"Task #{task_id} resumed on its branch."
+
+    # ---- standing notes (agents/work/standing.py) ---------------------------------------------------------------
+    async def remember(self, caller: Caller, text: str, workspace: str | None = None) -> str:
+        return await self.notes.remember(caller, text, workspace)
+
+    async def forget(self, caller: Caller, note_id: int) -> str:
+        return await self.notes.forget(caller, note_id)

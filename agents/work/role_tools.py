@@ -6,6 +6,7 @@ method is what one tool of the role needs from the bot's side (the store, the ch
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from agents.core.errors import ToolError
 from agents.core.models import Task
 from agents.core.protocols import Notifier
 from agents.llm.client import usage_record
+from agents.llm.tool_loop import ToolLoop
 from agents.sandbox.bwrap import NetworkPolicy, SandboxSpec
 from agents.sandbox.network_gate import NetworkDecision, NetworkGate
 from agents.store.database import Store
@@ -27,6 +29,7 @@ from agents.tools.mcp_tasks import Gates
 from agents.tools.screenshot import on_loopback, screenshot_tool_result
 from agents.tools.toolbox import ToolResult
 from agents.work.progress import Progress
+from agents.work.questions import Questions
 
 
 @dataclass
@@ -38,6 +41,19 @@ class RoleCallbacks:
     network: NetworkGate
     chromium: Path | None
     sandbox_of: Callable[[Path], SandboxSpec | None]  # the task's sandbox for a root (its worktree)
+    questions: Questions | None = None  # ask_user's questions to the task's starter
+    clock: ToolLoop | None = None  # the worker's loop: its time limit stops while a question waits
+
+    async def ask_user(self, question: str, options: list[str] | None = None) -> str:
+        """ask_user: the question to whoever started the task; the progress message says it waits; the task's time
+        limit does not run meanwhile (ASK_TIMEOUT_SECONDS bounds the wait)."""
+        if self.questions is None:
+            raise ToolError("nobody can be asked here: decide yourself and say so in your report")
+        waiting = self.clock.clock_stopped() if self.clock is not None else contextlib.nullcontext()
+        async with waiting:
+            return await self.questions.ask(
+                self.task, question, options, lambda step: self.progress.update(step, force=True)
+            )
 
     async def screenshot(self, root: Path, target: str) -> ToolResult:
         """The frontend worker's screenshot: taken in the task's sandbox; each picture also goes to the chat."""

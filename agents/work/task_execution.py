@@ -23,7 +23,7 @@ from agents.core.settings import Settings
 from agents.core.text import fenced
 from agents.git.commits import CommitLimits, CommitResult, commit_all
 from agents.git.guard import RepositoryGuard
-from agents.git.repository import ensure_repository
+from agents.git.repository import ensure_repository, has_commits, rev_parse
 from agents.git.runner import GitError, GitIdentity
 from agents.git.worktrees import (
     TaskWorktree,
@@ -41,6 +41,7 @@ from agents.sandbox.task_limits import DiskBudget, TaskBounds
 from agents.store.database import Store
 from agents.store.delivery import Deliveries
 from agents.store.shown import PROPOSAL, TASK, remember_shown, shown_as
+from agents.store.standing import StandingNotes
 from agents.tools.credential_files import remember_credential_files
 from agents.tools.mcp_tasks import TaskMcp
 from agents.tools.screenshot import find_chromium
@@ -52,6 +53,8 @@ from agents.verify.test_baseline import BaselineRuns
 from agents.verify.test_verdict import Verdict
 from agents.work.orphans import instance_token, task_tag
 from agents.work.progress import Progress
+from agents.work.questions import Questions
+from agents.work.repo_rules import FOLDER_TOOLS, FolderRules, RepoRules, with_folder_rules
 from agents.work.role_tools import RoleCallbacks
 from agents.work.steering import Inboxes
 from agents.work.task_outcome import RunFacts, branch_buttons, decide, render, trim
@@ -112,6 +115,11 @@ class TaskExecutor:
             settings.is_owner,
         )
         self.mcp = TaskMcp.from_settings(settings, self.chromium)  # the owner's MCP servers and the browser (issue 24)
+        # ask_user: questions to the task's starter. Tasks on Temporal runners do not get the tool: an answer given
+        # in the bot's chat does not reach a runner's waiting worker
+        self.questions = Questions(store, notifier, settings.ask_timeout_seconds, settings.is_owner)
+        self.rules = RepoRules(settings.repo_instructions_max_chars)  # AGENTS.md & co., cached per commit
+        self.carried_notes: dict[int, list[str]] = {}  # task id → standing notes sent along (a runner's tasks)
 
     def sandbox_for(
         self, root: Path, repository: Path, read_only: Iterable[Path] = (), task_id: int | None = None
@@ -152,7 +160,14 @@ class TaskExecutor:
         await self.store.update_task(task.id, status=status, **fields)
         await self.store.add_event(TaskEvent(task_id=task.id, kind="status", detail=status.value))
 
-    async def make_worker(self, task: Task, root: Path, progress: Progress, read_only: Iterable[Path] = ()) -> Worker:
+    async def make_worker(
+        self,
+        task: Task,
+        root: Path,
+        progress: Progress,
+        read_only: Iterable[Path] = (),
+        folder_rules: FolderRules | None = None,
+    ) -> Worker:
         bounds = self.bounds.get(task.id)
         if bounds is not None and bounds.disk is None:  # the worktree the task's disk budget watches
             bounds.disk = DiskBudget(root.resolve(), self.settings.sandbox_max_disk_mb << 20)
@@ -165,7 +180,9 @@ class TaskExecutor:
             self.network,
             self.chromium,
             lambda ws_root: self.sandbox_for(ws_root, self.workspaces.resolve(task.workspace).path, read_only, task.id),
+            questions=self.questions,
         )
+        asks = task.worker is not WorkerKind.RESEARCH and self.settings.task_engine == "local"
         tools = worker_tools(
             task.worker,
             root,
@@ -175,7 +192,10 @@ class TaskExecutor:
             task_tag(instance_token(self.settings.database_path), task.id),
             sandbox=self.sandbox_for(root, self.workspaces.resolve(task.workspace).path, read_only, task.id),
             ask_network=callbacks.ask_network,
+            ask_user=callbacks.ask_user if asks else None,
         )
+        if folder_rules is not None:  # a folder with its own AGENTS.md gets one line in the result that first meets it
+            tools = [with_folder_rules(t, folder_rules) if t.name in FOLDER_TOOLS else t for t in tools]
         if self.repo_map is not None and task.worker is not WorkerKind.RESEARCH:  # research: read_file/glob/grep only
             tools += repo_map_tools(self.repo_map, f"{task.workspace}@task-{task.id}", root)
         if bounds is not None:  # MCP servers of this kind (MCP_CONFIG, the browser): started now, ended with the task
@@ -186,7 +206,7 @@ class TaskExecutor:
             Audit(self.store, agent=f"{task.worker.value}-worker", chat_id=task.chat_id, task_id=task.id),
             max_result_chars=self.settings.tool_result_max_chars,
         )
-        return Worker(
+        worker = Worker(
             client=self.client,
             model=self.settings.worker_model,
             system=ROLE_PROMPTS[task.worker],
@@ -200,6 +220,8 @@ class TaskExecutor:
             inbox=self.inboxes.reader(task.id),
             context_window=self.settings.worker_context_tokens,
         )
+        callbacks.clock = worker.loop  # ask_user stops the worker's clock while it waits
+        return worker
 
     async def on_step(self, task: Task, progress: Progress, step: str) -> None:
         """Before each worker step: progress, and the owner's repository checked (what the last step moved undone)."""
@@ -237,6 +259,9 @@ class TaskExecutor:
                         f"“{trim(unread[0], 200)}”" + (f" (and {len(unread) - 1} more)" if len(unread) > 1 else ""),
                     )
             self.network.forget(task.id)
+            if not self.stopping:  # interrupted by a restart: its open question stays answerable
+                with contextlib.suppress(Exception):
+                    await self.questions.close_open(task.id)
             if self.repo_map is not None:  # the worker's own look-up index is not needed after the task
                 await self.store.repo_index.delete(f"{task.workspace}@task-{task.id}")
 
@@ -295,6 +320,30 @@ class TaskExecutor:
             )
         return text + repo_map
 
+    async def guidance(self, task: Task, repository: Path, commit: str | None) -> tuple[str, FolderRules | None]:
+        """The repository's instructions for agents at `commit` and the user's standing notes for the task's
+        workspace, for the worker's first turn; and the folders with an AGENTS.md the first turn did not show."""
+        text, rules = "", None
+        if commit:
+            try:
+                found = await self.rules.for_task(repository, commit, task.instructions)
+            except Exception as err:  # the guidance helps; its absence must not fail the task
+                log.warning("task %s: the repository's instructions could not be read: %s", task.id, err)
+            else:
+                text = "\n\n" + found.text if found.text else ""
+                rules = FolderRules(found.agents_folders, set(found.shown_agents))
+        carried = self.carried_notes.pop(task.id, None)
+        if carried is None:
+            kept = await StandingNotes(self.store).applying(task.user_id, self.settings.is_owner, task.workspace)
+            carried = [n.text for n in kept]
+        if carried:
+            listed = "\n".join(f"- {n}" for n in carried)
+            text += (
+                "\n\n## Standing notes (the user's wishes for their tasks here; a later note wins over an earlier one)"
+                f"\n{listed}"
+            )
+        return text, rules
+
     async def handed_over(self, task: Task, worktree: Path | None = None) -> tuple[list[dict], str]:
         """The photos and files handed to the task: content blocks for the worker's first turn, and a line naming
         the copies saved under the worktree's ignored attachments folder (when start_task asked for that)."""
@@ -322,11 +371,14 @@ class TaskExecutor:
     # ---- research → proposal -------------------------------------------------------------
     async def _research(self, task: Task, progress: Progress) -> None:
         workspace = self.workspaces.resolve(task.workspace)
-        worker = await self.make_worker(task, workspace.path, progress)
+        head = await rev_parse(workspace.path, "HEAD") if await has_commits(workspace.path) else None
+        guidance, folder_rules = await self.guidance(task, workspace.path, head)
+        worker = await self.make_worker(task, workspace.path, progress, folder_rules=folder_rules)
         repo_map = await self.repository_map(task, workspace)
         blocks, _ = await self.handed_over(task)
         result = await worker.run(
-            f"Workspace: {workspace.name}\n\nResearch request:\n{task.instructions}{repo_map}", attachments=blocks
+            f"Workspace: {workspace.name}\n\nResearch request:\n{task.instructions}{guidance}{repo_map}",
+            attachments=blocks,
         )
         if not result.finished or not result.report:
             reason = result.reason(self.limits()) if not result.finished else "the research worker wrote no proposal"
@@ -420,7 +472,11 @@ class TaskExecutor:
     async def _work_on(
         self, task: Task, progress: Progress, workspace: Workspace, tree: TaskWorktree, checks: TaskTests
     ) -> None:
-        worker = await self.make_worker(task, tree.path, progress, checks.read_only_paths)  # borrowed node_modules etc.
+        # the repository's instructions are read from the owner's checkout at the base commit, never the worktree
+        guidance, folder_rules = await self.guidance(task, workspace.path, tree.base_commit)
+        worker = await self.make_worker(
+            task, tree.path, progress, checks.read_only_paths, folder_rules
+        )  # borrowed node_modules etc.
         criteria = await self.store.criteria(task.id)
         if criteria:
             progress.criteria = f"{sum(c.verified for c in criteria)}/{len(criteria)} criteria verified"
@@ -428,12 +484,12 @@ class TaskExecutor:
         # the worktree's own map (what the worker sees), its index seeded from the workspace's
         repo_map = await self.repository_map(task, workspace, tree.path)
         blocks, saved = await self.handed_over(task, tree.path)
-        first = self.first_turn(task, criteria, repo_map) + saved
+        first = self.first_turn(task, criteria, guidance + repo_map) + saved
         if resumed:
             first += (
                 f"\n\n(This task was interrupted and is being resumed on the same branch. Notes from before: "
                 f"{task.result}. Check the current state of the files before continuing.)"
-            )
+            ) + await self.questions.carried_over(task.id)
         result = await worker.run(first, attachments=blocks)
         commit = await commit_all(tree, f"{task.title}\n\nagentlab task #{task.id}", self.identity, self.commit_limits)
         commits = [commit] if commit else []

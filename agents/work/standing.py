@@ -1,0 +1,102 @@
+"""Standing notes: what a user wants every time ("in site we use pnpm"), kept and applied to their later requests.
+
+A note belongs to the user who made it, for one workspace or for all. It applies to its author's requests; an
+owner's note applies to everyone's (the owner keeps the repositories' conventions). Owners may forget anyone's note,
+members only their own. Bounded: NOTES_MAX_PER_USER notes of NOTE_MAX_CHARS each, said when reached. They apply in
+the order they were made (a later note wins over an earlier one), and are listed in that order.
+
+The orchestrator sees the notes that apply to the person asking in each turn's context (after the cached prefix,
+so they never change it); a worker's first turn carries the notes of its task's user for its workspace.
+"""
+
+from __future__ import annotations
+
+from agents.core.errors import ToolError
+from agents.core.ids import valid_id
+from agents.core.models import Caller
+from agents.core.settings import Settings
+from agents.core.text import markdown_literal
+from agents.store.connection import Connection
+from agents.store.standing import StandingNote, StandingNotes
+from agents.tools.workspaces import Workspaces
+
+
+class Notes:
+    """Remember, forget and look up standing notes, with the roles checked here, whoever asks (tool or button)."""
+
+    def __init__(self, settings: Settings, store: Connection, workspaces: Workspaces) -> None:
+        self.settings, self.workspaces = settings, workspaces
+        self.table = StandingNotes(store)
+
+    def applies_to(self, note: StandingNote, user_id: int | None) -> bool:
+        return note.user_id == user_id or self.settings.is_owner(note.user_id)
+
+    async def applying(self, user_id: int | None, workspace: str | None = None, *, every: bool = False) -> list:
+        return await self.table.applying(user_id, self.settings.is_owner, workspace, every=every)
+
+    async def listed(self, caller: Caller) -> list[StandingNote]:
+        """What /notes shows: every note to an owner; to a member, the notes that apply to them."""
+        if self.settings.is_owner(caller.user_id):
+            return await self.table.all()
+        return await self.applying(caller.user_id, every=True)
+
+    async def remember(self, caller: Caller, text: str, workspace: str | None = None) -> str:
+        cleaned = " ".join(str(text or "").split())
+        if not cleaned:
+            raise ToolError("the note is empty: say what to remember")
+        limit = self.settings.note_max_chars
+        if len(cleaned) > limit:
+            raise ToolError(
+                f"a standing note holds at most {limit} characters and this one has {len(cleaned)}: "
+                "ask the user for a shorter one"
+            )
+        name = self.workspaces.resolve(workspace).name if workspace and str(workspace).strip() else None
+        mine = await self.table.of_user(caller.user_id)
+        if len(mine) >= self.settings.notes_max_per_user:
+            raise ToolError(
+                f"the user already keeps {len(mine)} standing notes, the most one may keep: nothing was stored; "
+                "tell them to forget one first (/notes lists them, each with a Forget button)"
+            )
+        note = await self.table.add(
+            StandingNote(user_id=caller.user_id, user_name=caller.user_name, workspace=name, text=cleaned)
+        )
+        return (
+            f"Noted as note #{note.id} ({note.scope}): {cleaned}. It applies to the user's later requests and "
+            "workers; /notes lists the notes."
+        )
+
+    async def forget(self, caller: Caller, note_id: int) -> str:
+        note = await self.table.get(int(note_id)) if valid_id(note_id) else None
+        if note is None or not (self.settings.is_owner(caller.user_id) or self.applies_to(note, caller.user_id)):
+            raise ToolError(f"there is no note #{note_id}")
+        if note.user_id != caller.user_id and not self.settings.is_owner(caller.user_id):
+            raise ToolError(
+                f"note #{note.id} is {note.user_name or 'an owner'}'s: only its author or an owner can forget it"
+            )
+        if not await self.table.delete(note.id or 0):
+            return f"Note #{note.id} was already forgotten."
+        return f"Note #{note.id} is forgotten: {note.text}"
+
+    async def for_worker(self, user_id: int | None, workspace: str) -> str:
+        """The notes for a worker's first turn ('' when none apply)."""
+        notes = await self.applying(user_id, workspace)
+        if not notes:
+            return ""
+        listed = "\n".join(f"- {n.text}" for n in notes)
+        return (
+            "\n\n## Standing notes of the user who asked (they apply to every task of theirs here; a later note wins "
+            f"over an earlier one)\n{listed}"
+        )
+
+
+def notes_markdown(notes: list[StandingNote], caller_id: int | None) -> str:
+    """/notes: the notes in the order they apply."""
+    if not notes:
+        return "No standing notes. Say “remember that …” (for example “remember that in site we use pnpm”) to add one."
+    lines = [
+        f"• #{n.id} ({n.scope}"
+        + (f" · {markdown_literal(n.user_name)}" if n.user_name and n.user_id != caller_id else "")
+        + f"): {markdown_literal(n.text)}"
+        for n in notes
+    ]
+    return "**Standing notes** (in the order they apply; a later one wins)\n" + "\n".join(lines)

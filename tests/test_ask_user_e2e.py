@@ -1,0 +1,179 @@
+"""ask_user through the real bot and the fakes: a worker's question reaches whoever started the task, with a button
+per option; it is answered by a button, by a reply in words, by nobody (ASK_TIMEOUT_SECONDS), refused for a member
+who did not start the task, and answered after a restart (the answer resumes the interrupted task)."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from agents.core.models import TaskStatus
+from agents.work.questions import NO_ANSWER
+from tests.conftest import USER_ID, BotHarness, running_bot
+from tests.fakes import anthropic_server as claude_says
+from tests.scripted import RoleScript, last_user_text
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("bwrap") is None or not sys.platform.startswith("linux"),
+    reason="bubblewrap (bwrap) is not installed: scripts/install-system-deps.sh",
+)
+
+HANG_GUARD = 60
+MEMBER = 2002
+GROUP = -1009000
+QUESTION = "Keep the old add() API or break it?"
+
+
+def script(model: RoleScript, *after: dict) -> None:
+    model.add(
+        "orchestrator",
+        claude_says.tool_use(
+            "start_task",
+            {
+                "workspace": "group-therapy",
+                "worker": "code",
+                "instructions": "Rename the greeting.",
+                "background": True,
+            },
+        ),
+        claude_says.text("Started."),
+    )
+    model.add(
+        "code",
+        claude_says.tool_use("ask_user", {"question": QUESTION, "options": ["keep it", "break it"]}),
+        *(after or (claude_says.text("Done."),)),
+    )
+
+
+async def the_question(bot: BotHarness, chat: int = USER_ID):
+    return await bot.tg.await_for(
+        lambda: next(
+            (m for m in bot.tg.messages(chat) if QUESTION in (m.text or "") and m.callback_data),
+            None,
+        ),
+        timeout=HANG_GUARD,
+    )
+
+
+async def ended(bot: BotHarness, task_id: int = 1):
+    deadline = asyncio.get_running_loop().time() + HANG_GUARD
+    while not ((task := await bot.runtime.store.get_task(task_id)) and task.status.is_final):
+        assert asyncio.get_running_loop().time() < deadline, f"task #{task_id} did not end"
+        await asyncio.sleep(0.05)
+    return task
+
+
+def said(bot: BotHarness, needle: str, chat: int = USER_ID):
+    return next((m for m in bot.tg.messages(chat) if needle in (m.text or "")), None)
+
+
+async def test_a_question_answered_by_a_button(bot: BotHarness) -> None:
+    model = RoleScript()
+    bot.claude.handler = model
+    script(model)
+    bot.say("rename add in calc")
+    question = await the_question(bot)
+    assert [d.rsplit(":", 1)[0] for d in question.callback_data] == ["ask:option", "ask:option"]
+    assert [b["text"] for b in question.buttons] == ["keep it", "break it"]
+    progress = await bot.tg.await_for(
+        lambda: next(
+            (
+                m
+                for m in bot.tg.messages(USER_ID)
+                if any("waiting for your answer" in (v.text or "") for v in m.history)
+            ),
+            None,
+        )
+    )
+    assert "Task #1" in progress.history[0].text
+
+    bot.tg.press_button(USER_ID, question.message_id, question.callback_data[1])
+    task = await ended(bot)
+    assert task.status is TaskStatus.COMPLETED or task.status.is_final
+    assert "The user answered: break it" in last_user_text(model.requests["code"][1])
+    assert not question.callback_data and "Answered: break it" in question.text, "the buttons go"
+
+
+async def test_a_question_answered_by_a_reply_in_words(bot: BotHarness) -> None:
+    model = RoleScript()
+    bot.claude.handler = model
+    script(model)
+    bot.say("rename add in calc")
+    question = await the_question(bot)
+    bot.tg.send_text(USER_ID, "keep it, and add plus() beside it", reply_to_message_id=question.message_id)
+    await ended(bot)
+    assert "The user answered: keep it, and add plus() beside it" in last_user_text(model.requests["code"][1])
+    assert await bot.tg.await_for(lambda: said(bot, "task #1 has your answer"))
+
+
+@pytest.mark.settings(ask_timeout_seconds=3, worker_max_seconds=2)
+async def test_no_answer_in_time_and_the_wait_counts_against_no_time_limit(bot: BotHarness) -> None:
+    model = RoleScript()
+    bot.claude.handler = model
+    script(model, claude_says.text("I kept the old API (no answer)."))
+    bot.say("rename add in calc")
+    question = await the_question(bot)
+    task = await ended(bot)
+    assert NO_ANSWER in last_user_text(model.requests["code"][1])
+    assert "time limit" not in (task.error or "") and "I kept the old API" in (task.result or ""), (
+        "the 3 s wait did not count against the 2 s limit of the worker"
+    )
+    assert "No answer in 3 s" in question.text and not question.callback_data
+
+
+async def test_a_member_who_did_not_start_the_task_cannot_answer(
+    fake_telegram, fake_anthropic, tmp_path: Path, workspace_root: Path, bot_repo: Path
+) -> None:
+    fake_telegram.make_forum(GROUP)
+    async with running_bot(
+        fake_telegram,
+        fake_anthropic,
+        tmp_path,
+        workspace_root,
+        bot_repo,
+        allowed_user_ids=f"{USER_ID},{MEMBER}",
+        owner_user_ids=str(USER_ID),
+    ) as bot:
+        model = RoleScript()
+        bot.claude.handler = model
+        script(model)
+        fake_telegram.send_text(USER_ID, "@test_bot rename add in calc", chat_id=GROUP, username="olga")
+        question = await the_question(bot, GROUP)
+        fake_telegram.press_button(MEMBER, question.message_id, question.callback_data[0], chat_id=GROUP)
+        refusal = await fake_telegram.await_for(lambda: said(bot, "or an owner can answer", GROUP))
+        assert "who started task #1" in refusal.text
+        fake_telegram.send_text(
+            MEMBER, "break it", chat_id=GROUP, reply_to_message_id=question.message_id, username="mia"
+        )
+        await fake_telegram.await_for(
+            lambda: len([m for m in fake_telegram.messages(GROUP) if "or an owner can answer" in (m.text or "")]) == 2
+        )
+        assert question.callback_data, "still waiting for the starter"
+        assert len(model.requests["code"]) == 1, "the worker got no answer"
+        fake_telegram.press_button(USER_ID, question.message_id, question.callback_data[0], chat_id=GROUP)
+        await ended(bot)
+        assert "The user answered: keep it" in last_user_text(model.requests["code"][1])
+
+
+async def test_a_question_asked_before_a_restart_is_answered_after_it_and_the_task_goes_on(
+    fake_telegram, fake_anthropic, tmp_path: Path, workspace_root: Path, bot_repo: Path
+) -> None:
+    model = RoleScript()
+    async with running_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo) as bot:
+        bot.claude.handler = model
+        script(model, claude_says.text("Broke it as asked."))
+        bot.say("rename add in calc")
+        question = await the_question(bot)
+    async with running_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo) as bot:
+        bot.claude.handler = model
+        assert (await bot.runtime.store.get_task(1)).status is TaskStatus.INTERRUPTED
+        fake_telegram.press_button(USER_ID, question.message_id, question.callback_data[1])
+        assert await fake_telegram.await_for(lambda: said(bot, "task #1 goes on with your answer"))
+        task = await ended(bot)
+        resumed = last_user_text(model.requests["code"][1])
+        assert "You asked the user: “" + QUESTION + "”; they answered: “break it”" in resumed
+        assert "Broke it as asked." in (task.result or "")

@@ -1,0 +1,106 @@
+"""The repository's instructions for agents (agents/work/repo_rules.py) and standing notes' bounds
+(agents/work/standing.py), on real git repositories and a real store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agents.core.errors import ToolError
+from agents.core.models import Caller
+from agents.core.settings import Settings
+from agents.store.database import Store
+from agents.tools.workspaces import Workspaces
+from agents.work.repo_rules import FolderRules, RepoRules, resolve_import
+from agents.work.standing import Notes
+from tests.conftest import git, make_repo
+
+
+def test_an_import_resolves_inside_the_repository_only() -> None:
+    assert resolve_import("CLAUDE.md", "docs/style.md") == "docs/style.md"
+    assert resolve_import("pkg/CLAUDE.md", "../docs/a.md") == "docs/a.md"
+    assert resolve_import("pkg/CLAUDE.md", "../../x.md") is None
+    assert resolve_import("CLAUDE.md", "/etc/passwd") is None
+    assert resolve_import("CLAUDE.md", "~/.claude/notes.md") is None
+    assert resolve_import("CLAUDE.md", "docs/../../x.md") is None
+
+
+async def test_read_at_the_base_commit_capped_with_the_cut_named_and_cached(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "r", {"AGENTS.md": "A" * 3000 + "\n", "pkg/AGENTS.md": "PKG\n", "pkg/m.py": "x\n"})
+    base = git(repo, "rev-parse", "HEAD").strip()
+    (repo / "AGENTS.md").write_text("CHANGED AFTER THE BASE\n")
+    git(repo, "commit", "-qam", "later")
+    rules = RepoRules(max_chars=1000)
+    found = await rules.for_task(repo, base, "fix pkg/m.py")
+    assert "CHANGED AFTER" not in found.text and "A" * 900 in found.text
+    assert "Cut to fit (read them with read_file): AGENTS.md (2,000 of 3,000 characters)" in found.text
+    assert "pkg/AGENTS.md" in found.text and found.shown_agents == {"", "pkg"}
+    git(repo, "update-ref", "-d", "refs/heads/main")  # the commit is still in the object store; the cache answers
+    (repo / ".git" / "objects").rename(repo / ".git" / "objects-gone")
+    again = await rules.for_task(repo, base, "fix pkg/m.py")
+    assert again.text == found.text, "cached per commit: git was not asked again"
+
+
+async def test_an_import_of_a_credential_file_is_never_shown_and_dotted_paths_are_found(tmp_path: Path) -> None:
+    repo = make_repo(
+        tmp_path / "r",
+        {
+            "CLAUDE.md": "Read @.env and @config/.env.production first.\n",
+            ".env": "API_TOKEN=committed-secret-4711\n",
+            "config/.env.production": "DB=prod-secret-4712\n",
+            ".github/workflows/AGENTS.md": "CI-RULE\n",
+            ".github/workflows/ci.yml": "on: push\n",
+        },
+    )
+    found = await RepoRules(10_000).for_task(
+        repo, git(repo, "rev-parse", "HEAD").strip(), "fix .github/workflows/ci.yml."
+    )
+    assert "committed-secret-4711" not in found.text and "prod-secret-4712" not in found.text
+    assert "@.env (in CLAUDE.md) is a credential file: never shown." in found.text
+    assert "CI-RULE" in found.text, "a path starting with a dot, ending a sentence"
+
+
+def test_a_folder_with_its_own_agents_md_is_named_once() -> None:
+    rules = FolderRules(["", "web", "web/admin"], {""})
+    assert rules.note_for("README.md") is None
+    assert "web/admin/AGENTS.md" in (rules.note_for("web/admin/page.html") or "")
+    assert rules.note_for("web/admin/other.html") is None
+    assert "web/AGENTS.md" in (rules.note_for("web") or "")
+    assert rules.note_for("web/x.css") is None
+
+
+@pytest.fixture
+async def notes(tmp_path: Path):
+    (tmp_path / "ws" / "site").mkdir(parents=True)
+    settings = Settings(
+        _env_file=None,
+        telegram_bot_token="1:x",
+        anthropic_api_key="k",
+        allowed_user_ids="1,2",
+        owner_user_ids="1",
+        workspace_path=tmp_path / "ws",
+        notes_max_per_user=2,
+        note_max_chars=40,
+    )
+    store = await Store.open(tmp_path / "db.sqlite")
+    yield Notes(settings, store, Workspaces(settings.workspace_path))
+    await store.close()
+
+
+async def test_notes_are_bounded_and_members_forget_only_their_own(notes: Notes) -> None:
+    owner, member = Caller(chat_id=1, user_id=1, user_name="olga"), Caller(chat_id=2, user_id=2, user_name="mia")
+    assert "note #1 (in site)" in await notes.remember(owner, "in site we use pnpm", "Site")
+    with pytest.raises(ToolError, match="at most 40 characters"):
+        await notes.remember(member, "x" * 41)
+    await notes.remember(member, "answer me in German")
+    await notes.remember(member, "never edit migrations")
+    with pytest.raises(ToolError, match="already keeps 2 standing notes"):
+        await notes.remember(member, "one more")
+    assert [n.id for n in await notes.applying(2, "site")] == [1, 2, 3], "an owner's note applies to a member too"
+    assert [n.id for n in await notes.applying(1, "site")] == [1], "a member's note applies to their own requests"
+    with pytest.raises(ToolError, match="only its author or an owner"):
+        await notes.forget(member, 1)
+    assert (await notes.forget(owner, 2)).startswith("Note #2 is forgotten")
+    with pytest.raises(ToolError, match="no note #2"):
+        await notes.forget(member, 2)
