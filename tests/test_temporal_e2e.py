@@ -301,7 +301,8 @@ async def test_a_runner_killed_mid_task_hands_it_over_from_its_last_push(
     await tbot.tg.await_for(lambda: host_pids(SLEEP), timeout=60)
     from agents.engine.workflow import AgentTask
 
-    handle = tbot.runtime.runner._handle(1)
+    lines = tbot.runtime.runner.lines
+    handle = lines.handle(lines.followed[1].workflow_id)
     for _ in range(100):  # the push of the first commit is polled: the kill waits until the workflow knows of it
         if await handle.query(AgentTask.last_push):
             break

@@ -449,6 +449,22 @@ class Store(Connection):
                 [(task.id, idx, text) for idx, text in enumerate(criteria or [], start=1)],
             )
 
+    async def mirror_task_attachments(self, task_id: int, handed: list[tuple[Attachment, bool]]) -> None:
+        """A runner's copy of the files handed to a task (their bytes already under its attachments folder), replacing
+        what an earlier run of the task mirrored; each gets an id of this store."""
+        async with self.transaction() as db:
+            await db.execute("DELETE FROM task_attachments WHERE task_id = ?", (task_id,))
+            for attachment, save in handed:
+                data = {k: _to_db(v) for k, v in attachment.model_dump().items() if k not in ("id", "message_id")}
+                cursor = await db.execute(
+                    f"INSERT INTO attachments ({', '.join(data)}) VALUES ({', '.join('?' for _ in data)})",
+                    tuple(data.values()),
+                )
+                await db.execute(
+                    "INSERT INTO task_attachments (task_id, attachment_id, save_as_file) VALUES (?, ?, ?)",
+                    (task_id, cursor.lastrowid, int(save)),
+                )
+
     async def interrupt_running_tasks(self) -> list[Task]:
         """At start-up: tasks left in_progress by a killed bot become interrupted."""
         stuck = await self.list_tasks(statuses=[TaskStatus.IN_PROGRESS], limit=1000)
