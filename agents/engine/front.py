@@ -312,7 +312,7 @@ class TemporalEngine:
                 (started.append(run) if verb == "started" else ended.add(run))
         return started[-1] if started and started[-1] not in ended else None
 
-    async def _next_run(self, task: Task) -> str:
+    async def next_run(self, task: Task) -> str:
         """The id this run starts under: the open run's (its start may have reached the cluster), else a new one,
         written down before the start is sent."""
         open_run = await self._open_run(task.id)
@@ -342,7 +342,7 @@ class TemporalEngine:
         if client is None:
             await self._unreachable(task)
             return
-        run = self.attaching.pop(task.id, None) or await self._next_run(task)
+        run = self.attaching.pop(task.id, None) or await self.next_run(task)
         self.lines.followed[task.id] = Followed(task.chat_id, run)
         try:
             await self._follow(client, task, run)
@@ -352,7 +352,7 @@ class TemporalEngine:
     async def _follow(self, client: Client, task: Task, run: str) -> None:
         handle = self.lines.handle(run)
         try:
-            await self.start_run(client, run, await self._start_of(task))
+            await self.start_run(client, run, await self.start_of(task))
             await self.store.add_event(TaskEvent(task_id=task.id, kind="engine", detail=f"workflow {run}"))
         except WorkflowAlreadyStartedError:  # this run reached the cluster before (a re-attach, or a lost answer)
             log.info("task %s: following workflow %s, which already started", task.id, run)
@@ -380,7 +380,7 @@ class TemporalEngine:
                 log.warning("workflow %s: %s; retrying in 5 s", handle.id, err)
                 await asyncio.sleep(5)
 
-    async def _start_of(self, task: Task) -> TaskStart:
+    async def start_of(self, task: Task) -> TaskStart:
         s = self.settings
         runs = s.max_corrections + 1
         files = [

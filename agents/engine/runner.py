@@ -346,6 +346,7 @@ class RunnerNode:
             handed.append(
                 (
                     Attachment(
+                        id=file.id,
                         chat_id=start.chat_id,
                         kind=AttachmentKind(file.kind),
                         name=file.name,
