@@ -150,3 +150,27 @@ async def test_notify_speaks_only_into_the_tasks_chat(tmp_path: Path) -> None:
     with pytest.raises(ApplicationError):  # a file never handed to the task is not read for a runner
         await desk.file_part(FilePart(task.id, 1, 0))
     await store.close()
+
+
+@pytest.mark.parametrize(
+    "protocol, stand_in",
+    [("Notifier", "ChatThroughWorkflow"), ("Outbox", "SummariesToReport")],
+)
+def test_a_runners_stand_ins_implement_their_protocols(protocol: str, stand_in: str) -> None:
+    """No type checker runs here: each method of the protocol, with its parameters, is checked on the stand-in the
+    runner gives its executors (a missing `ask_owners` once sent a member's question nowhere)."""
+    import inspect
+
+    from agents.core import protocols
+    from agents.engine import runner
+
+    def parameters(method: object) -> list[tuple[str, object, object]]:
+        return [(p.name, p.kind, p.default) for p in list(inspect.signature(method).parameters.values())[1:]]
+
+    wanted = getattr(protocols, protocol)
+    made = getattr(runner, stand_in)
+    methods = [n for n, v in vars(wanted).items() if inspect.isfunction(v) and not n.startswith("_")]
+    assert methods, protocol
+    for name in methods:
+        assert hasattr(made, name), f"{stand_in} lacks {protocol}.{name}"
+        assert parameters(getattr(made, name)) == parameters(getattr(wanted, name)), f"{stand_in}.{name}"
