@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from temporalio import activity
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError
@@ -71,6 +71,12 @@ log = logging.getLogger(__name__)
 CANCEL_WAIT_SECONDS = 8.0  # /cancel waits this long for the runner's report (under TaskRunner's re-cancel period)
 REMOTE_SLOTS = 64  # tasks in flight from the bot's side; each runner's MAX_CONCURRENT_TASKS is the real limit
 RUN_EVENT = "workflow"  # a task event: "started <workflow id>" before its start is sent, "ended <id>" once applied
+ENDED_WITHOUT_REPORT = {
+    WorkflowExecutionStatus.FAILED,
+    WorkflowExecutionStatus.TERMINATED,
+    WorkflowExecutionStatus.TIMED_OUT,
+    WorkflowExecutionStatus.CANCELED,
+}
 ANSWERED = {
     ONCE: "Network allowed once for task #{task_id}.",
     FOR_TASK: "Network allowed for the rest of task #{task_id}.",
@@ -258,9 +264,9 @@ class TemporalEngine:
                     log.exception("task %s: the report of its finished workflow could not be applied", task.id)
                     continue
                 adopted.add(task.id)
-            elif described.status is WorkflowExecutionStatus.RUNNING and await self.store.transition_task(
-                task.id, [TaskStatus.INTERRUPTED], TaskStatus.IN_PROGRESS
-            ):
+            elif described.status in ENDED_WITHOUT_REPORT:  # Resume starts a new run
+                await self.store.add_event(TaskEvent(task_id=task.id, kind=RUN_EVENT, detail=f"ended {run}"))
+            elif await self.store.transition_task(task.id, [TaskStatus.INTERRUPTED], TaskStatus.IN_PROGRESS):
                 await self.store.add_event(
                     TaskEvent(task_id=task.id, kind="status", detail="in_progress (re-attached)")
                 )
@@ -372,10 +378,14 @@ class TemporalEngine:
         await self._apply(task, run, report)
 
     async def _result(self, handle: WorkflowHandle) -> TaskReport:
-        """The workflow's report; waits through a cluster that is briefly unreachable."""
+        """The workflow's report; waits through a cluster that is briefly unreachable. A workflow that ended without
+        one (terminated or timed out on the cluster) reports the task `interrupted`: Resume then starts a new run."""
         while True:
             try:
                 return await handle.result(rpc_timeout=None)
+            except WorkflowFailureError as err:
+                why = f"its workflow {handle.id} ended without a report ({err.cause or err})"
+                return TaskReport(task_id=0, status=TaskStatus.INTERRUPTED.value, error=why)
             except RPCError as err:
                 log.warning("workflow %s: %s; retrying in 5 s", handle.id, err)
                 await asyncio.sleep(5)
