@@ -174,3 +174,59 @@ def test_a_runners_stand_ins_implement_their_protocols(protocol: str, stand_in: 
     for name in methods:
         assert hasattr(made, name), f"{stand_in} lacks {protocol}.{name}"
         assert parameters(getattr(made, name)) == parameters(getattr(wanted, name)), f"{stand_in}.{name}"
+
+
+async def test_a_run_that_ended_without_a_report_is_closed_and_resume_starts_the_next(
+    tmp_path: Path,
+    temporal: str,  # noqa: F811
+) -> None:
+    """A task's workflow terminated on the cluster (no runner needed): the task is `interrupted` with one sentence and
+    Resume, and Resume starts a run under the next id (the dead one is not followed again)."""
+    from agents.core.models import TaskStatus
+    from agents.core.settings import Settings
+    from agents.engine.cluster import workflow_id
+    from agents.engine.front import TemporalEngine, WorkflowLines
+    from agents.inputs.attachments import Attachments
+    from agents.store.delivery import Deliveries
+    from agents.tools.workspaces import Workspaces
+
+    settings = Settings(
+        _env_file=None,
+        telegram_bot_token="t",
+        anthropic_api_key="k",
+        allowed_user_ids="1",
+        workspace_path=tmp_path,
+        database_path=tmp_path / "data" / "bot.db",
+        task_engine="temporal",
+        temporal_address=temporal,
+        temporal_task_queue=f"ended-{uuid.uuid4().hex[:8]}",
+    )
+    store = await Store.open(settings.database_path)
+    notifier = SentOnly()
+    lines = WorkflowLines(settings)
+    engine = TemporalEngine(
+        settings, store, lines, notifier, Deliveries(store, notifier), Workspaces(tmp_path), Attachments(tmp_path)
+    )
+    task = await store.add_task(Task(chat_id=1, workspace="calc", worker=WorkerKind.CODE, title="t", instructions="i"))
+    engine.start()
+    try:
+
+        async def followed(run: str) -> None:
+            """The engine started `run` (its event follows the start) and follows it."""
+            while f"workflow {run}" not in [e.detail for e in await store.task_events(task.id)]:
+                await asyncio.sleep(0.05)
+            assert lines.followed[task.id].workflow_id == run
+
+        first = workflow_id(engine.instance, task.id)
+        await asyncio.wait_for(followed(first), 30)
+        await lines.handle(first).terminate("an operator ended it")
+        await asyncio.wait_for(engine.wait(task.id), 30)
+        stopped = await store.get_task(task.id)
+        assert stopped.status is TaskStatus.INTERRUPTED and "ended without a report" in stopped.error, stopped.error
+        assert any("Resume it" in text for _, text in notifier.sent), notifier.sent
+        await store.update_task(task.id, status=TaskStatus.PENDING)  # what Resume does
+        engine.wake()
+        await asyncio.wait_for(followed(workflow_id(engine.instance, task.id, 2)), 30)
+    finally:
+        await engine.shutdown()
+        await store.close()
