@@ -189,7 +189,9 @@ async def ended(bot: BotHarness, task_id: int, timeout: float = 60.0):
 
     deadline = asyncio.get_running_loop().time() + timeout
     while (task := await final()) is None:
-        assert asyncio.get_running_loop().time() < deadline, "task did not end in time"
+        if asyncio.get_running_loop().time() >= deadline:
+            events = [e.detail for e in await bot.runtime.store.task_events(task_id)]
+            raise AssertionError(f"task did not end in time: {await bot.runtime.store.get_task(task_id)} {events}")
         await asyncio.sleep(0.1)
     return task
 
@@ -420,6 +422,10 @@ async def test_a_task_on_a_runner_is_handled_as_a_local_one(
     photo reaches the worker and its worktree, Diff shows the fetched branch, /log lists the runner's tool calls,
     Discard deletes the branch here and on the shared remote, and research runs on a runner too."""
     runners.start("a"), runners.start("b")
+    spec = b"%PDF-1.4\n/Type /Page\n" + bytes(range(256)) * 5_000  # 1.3 MB: two parts over the workflow
+    model.add("orchestrator", claude_says.text("Got the spec."))
+    tbot.tg.send_document(USER_ID, spec, "spec.pdf", "application/pdf", caption="the spec")
+    await tbot.tg.await_for(lambda: message_with(tbot, "Got the spec."))
     model.add(
         "orchestrator",
         claude_says.tool_use(
@@ -429,7 +435,7 @@ async def test_a_task_on_a_runner_is_handled_as_a_local_one(
                 "worker": "code",
                 "instructions": "Fix add() in calc.py, as the picture shows.",
                 "background": True,
-                "attachments": [1],
+                "attachments": [1, 2],
                 "save_attachments": True,
             },
         ),
@@ -441,16 +447,19 @@ async def test_a_task_on_a_runner_is_handled_as_a_local_one(
         claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"}),
         claude_says.text("Fixed add() as pictured."),
     )
-    tbot.tg.send_photo(USER_ID, jpeg(640, 480), width=640, height=480, caption="fix add in calc like this")
+    tbot.tg.send_photo(USER_ID, jpeg(640, 480), width=640, height=480, caption="fix add in calc like this as specified")
     task = await ended(tbot, 1)
     assert task.status is TaskStatus.COMPLETED, (task.error, runners.log("a"), runners.log("b"))
     first = model.requests["code"][0]["messages"][0]["content"]
     image = next(b for b in first if b["type"] == "image")
-    shown = base64.b64decode(image["source"]["data"])
-    assert shown == next((tmp_path / "data" / "attachments" / str(USER_ID)).iterdir()).read_bytes()
-    assert ".agentlab/attachments/1-photo.jpg" in first[-1]["text"]
+    kept = {p.suffix: p.read_bytes() for p in (tmp_path / "data" / "attachments" / str(USER_ID)).iterdir()}
+    assert base64.b64decode(image["source"]["data"]) == kept[".jpg"]
+    document = next(b for b in first if b["type"] == "document")
+    assert base64.b64decode(document["source"]["data"]) == spec == kept[".pdf"]
+    assert ".agentlab/attachments/2-photo.jpg" in first[-1]["text"]
     listing = last_user_text(model.requests["code"][1])
-    assert "1-photo.jpg" in listing and "??" not in listing, "the file is in the runner's worktree, ignored by git"
+    assert "2-photo.jpg" in listing and "1-spec.pdf" in listing, listing
+    assert "??" not in listing, "the files are in the runner's worktree, ignored by git"
     assert not (tmp_path / "data-worktrees").exists(), "the bot made no worktree of its own"
     summary = await tbot.tg.await_for(lambda: message_with(tbot, "Task #1", "Fixed add() as pictured."))
 

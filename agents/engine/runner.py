@@ -230,7 +230,15 @@ class RunnerNode:
     # ---- activities ----------------------------------------------------------------------------
     @activity.defn(name=EXECUTE)
     async def execute(self, start: TaskStart, lost: list[str]) -> TaskReport:
-        """Run the task here, heartbeating; a cancel (poke or Temporal's) stops it and every process it started."""
+        """Run the task here, heartbeating throughout (the files' fetch and the final push included); a cancel (poke
+        or Temporal's) stops it and every process it started."""
+        beating = asyncio.create_task(heartbeats(max(0.5, start.heartbeat_seconds / 4)), name="heartbeats")
+        try:
+            return await self._execute(start, lost)
+        finally:
+            beating.cancel()
+
+    async def _execute(self, start: TaskStart, lost: list[str]) -> TaskReport:
         wf_id = activity.info().workflow_id
         await self.client.get_workflow_handle(wf_id).signal(AgentTask.claimed, Claim(self.name, self.queue))
         since = utcnow()
@@ -245,7 +253,6 @@ class RunnerNode:
         pushed: str | None = None
         try:
             while not job.done():
-                activity.heartbeat()
                 await asyncio.wait({job}, timeout=max(0.5, start.heartbeat_seconds / 4))
                 pushed = await self._push_progress(task.id, wf_id, pushed)
             await job
@@ -423,6 +430,14 @@ class RunnerNode:
         except GitError as err:
             return False, str(err)[:300]
         return True, None
+
+
+async def heartbeats(every: float) -> None:
+    """The running activity's heartbeat, every `every` seconds until cancelled (started inside the activity: its
+    context is inherited)."""
+    while True:
+        activity.heartbeat()
+        await asyncio.sleep(every)
 
 
 async def serve(settings: Settings, stop: asyncio.Event) -> None:
