@@ -12,7 +12,7 @@ Temporal stores every payload in the workflow's history, so nothing secret is in
 - FilePart: one part (at most PART_BYTES) of a file the user handed to the task, fetched by its runner from the bot
   (Temporal refuses payloads over 2 MB; a PDF may be 10 MB). The parts stay in the workflow's history, as every
   payload does: a task's files count towards its history (Temporal warns at 10 MB, refuses at 50 MB); a runner
-  fetches them once per run, and not again when its clone already holds the same path at the same size.
+  fetches them once per run, and not again when its attachments folder already holds the same path at the same size.
 - TaskReport: the outcome (status, the worker's report, error, commit, branch names), the task's events, criteria,
   token usage, its tool calls (name, summarised arguments, sizes, errors: the audit), the summary to show, and a
   research task's proposal (the bot stores it under a number of its own).
