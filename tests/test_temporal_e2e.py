@@ -462,6 +462,7 @@ async def test_a_task_on_a_runner_is_handled_as_a_local_one(
     assert "??" not in listing, "the files are in the runner's worktree, ignored by git"
     assert not (tmp_path / "data-worktrees").exists(), "the bot made no worktree of its own"
     summary = await tbot.tg.await_for(lambda: message_with(tbot, "Task #1", "Fixed add() as pictured."))
+    assert "Files: calc.py" in summary.text and "1 fixed" in summary.text, summary.text  # the runner's verdict
 
     tbot.tg.press_button(USER_ID, summary.message_id, "task:diff:1")  # from the fetched branch, not a worktree
     diff = await tbot.tg.await_for(lambda: next((m for m in tbot.tg.messages(USER_ID) if m.kind == "document"), None))
@@ -471,6 +472,9 @@ async def test_a_task_on_a_runner_is_handled_as_a_local_one(
         lambda: next((m for m in tbot.tg.messages(USER_ID) if m.filename == "task-1-log.txt"), None)
     )
     assert b"run_command" in log.data and b"edit_file" in log.data
+    tbot.tg.send_command(USER_ID, "/task 1")
+    detail = await tbot.tg.await_for(lambda: message_with(tbot, "Task #1 · completed", "Tool calls: 2"))
+    assert "running on" in detail.text and "Branch: agentlab/" in detail.text, detail.text
 
     tbot.tg.press_button(USER_ID, summary.message_id, "task:discard:1")
     await tbot.tg.await_for(lambda: message_with(tbot, "Task #1 was discarded", "was deleted"))
