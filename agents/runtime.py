@@ -73,8 +73,7 @@ class Runtime:
         repo_map = RepoMap(store)
         hints = SymbolHints(repo_map, store, workspaces)
         deliveries = Deliveries(store, notifier)
-        executor = TaskExecutor(settings, store, client, workspaces, notifier, repo_map, deliveries)
-        runner = _engine(settings, store, executor, notifier, deliveries)
+        executor, runner = _executor_and_engine(settings, store, client, workspaces, notifier, repo_map, deliveries)
         crew = Crew(settings, store, workspaces, runner, notifier, executor.inboxes, repo_map)
         orchestrator = Orchestrator(settings, store, client, workspaces, crew, hints)
         if transcriber is None:  # PyAV/numpy imports take a while: not on the event loop
@@ -182,15 +181,54 @@ class Runtime:
         await self.store.close()
 
 
-def _engine(
-    settings: Settings, store: Store, executor: TaskExecutor, notifier: Notifier, deliveries: Deliveries
-) -> TaskEngine:
-    """TASK_ENGINE: tasks in this process (TaskRunner), or as Temporal workflows run by `agentlab runner`s."""
-    if settings.task_engine == "temporal":
-        from agents.engine.front import TemporalEngine  # temporalio is the optional extra `.[temporal]`
+def _executor_and_engine(
+    settings: Settings,
+    store: Store,
+    client: anthropic.AsyncAnthropic,
+    workspaces: Workspaces,
+    notifier: Notifier,
+    repo_map: RepoMap,
+    deliveries: Deliveries,
+) -> tuple[TaskExecutor, TaskEngine]:
+    """TASK_ENGINE: tasks in this process (TaskRunner over the executor), or as Temporal workflows run by `agentlab
+    runner`s. Under Temporal the bot's executor runs no task; it is built with the inbox and the network gate that
+    forward notes and answers to the tasks' workflows (the crew and the buttons reach tasks through it)."""
+    if settings.task_engine != "temporal":
+        executor = TaskExecutor(settings, store, client, workspaces, notifier, repo_map, deliveries)
+        return executor, TaskRunner(store, executor.execute, settings.max_concurrent_tasks)
+    from agents.engine.front import (  # temporalio is the optional extra `.[temporal]`
+        ForwardedInboxes,
+        ForwardedNetworkGate,
+        TemporalEngine,
+        WorkflowLines,
+    )
+    from agents.inputs.attachments import Attachments
+    from agents.sandbox.bwrap import NetworkPolicy
 
-        return TemporalEngine(settings, store, executor, notifier, deliveries)
-    return TaskRunner(store, executor.execute, settings.max_concurrent_tasks)
+    lines = WorkflowLines(settings)
+    gate = ForwardedNetworkGate(
+        lines,
+        NetworkPolicy(settings.sandbox_network),
+        store,
+        notifier,
+        settings.sandbox_network_answer_seconds,
+        settings.is_owner,
+    )
+    executor = TaskExecutor(
+        settings,
+        store,
+        client,
+        workspaces,
+        notifier,
+        repo_map,
+        deliveries,
+        inboxes=ForwardedInboxes(lines),
+        network=gate,
+    )
+    engine = TemporalEngine(
+        settings, store, lines, notifier, deliveries, workspaces, Attachments.from_settings(settings)
+    )
+    return executor, engine
 
 
 def _firing(settings: Settings) -> Firing | None:

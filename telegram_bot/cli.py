@@ -90,7 +90,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------------------------------------------- runner
 
 RUNNER_HELP = """\
-Execute the bot's code, frontend and test tasks on this machine (TASK_ENGINE=temporal).
+Execute the bot's tasks (code, frontend, test and research) on this machine (TASK_ENGINE=temporal).
 
 A runner takes tasks from the Temporal cluster (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_TASK_QUEUE), runs
 each as the bot would (a worktree, the worker loop, commands in the bwrap sandbox, the tests at the base commit and

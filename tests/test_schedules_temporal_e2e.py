@@ -1,14 +1,17 @@
 """TASK_ENGINE=temporal: schedules are Temporal Schedules on a real `temporal server start-dev`, made, run, paused and
 cancelled through the real bot (fake Telegram and Anthropic); slots that come while the bot is down run once when it
-is back. The runs are research (it runs in the bot), so no `agentlab runner` is needed."""
+is back. The runs are research, which with TASK_ENGINE=temporal runs on an `agentlab runner` (one process here, its
+workspaces cloned from the same bare repository as the bot's)."""
 
 from __future__ import annotations
 
 import asyncio
 import os
 import shutil
+import subprocess
 from collections.abc import Iterator
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +21,7 @@ from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript
 from tests.temporal_dev import TEMPORAL, dev_server, free_port
 from tests.test_schedules_e2e import OWNER, SETTINGS, confirm, ended, said, schedule, tasks_of
+from tests.test_temporal_e2e import Runners, clone_workspaces, runner_env
 
 temporalio = pytest.importorskip("temporalio", reason="the Temporal SDK (the optional extra .[temporal]) is missing")
 pytestmark = [
@@ -44,15 +48,29 @@ async def until(check, timeout: float = HANG_GUARD):  # noqa: ANN001, ANN201
     return found
 
 
+@pytest.fixture
+def runner(tmp_path, workspace_root, temporal, fake_anthropic) -> Iterator[tuple[Path, str]]:
+    """One `agentlab runner` on the test's queue; the bot's workspaces become clones of a shared bare calc."""
+    bare = tmp_path / "remote" / "calc.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(workspace_root / "calc"), str(bare)], check=True)
+    shared = clone_workspaces(bare, tmp_path / "bot-workspaces")
+    queue = f"q-{os.getpid()}"
+    group = Runners(tmp_path, bare, runner_env(temporal, queue, fake_anthropic.url))
+    group.start("a")
+    yield shared, queue
+    group.stop()
+
+
 async def test_temporal_schedules_fire_pause_and_go_with_the_bots(
-    fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo, temporal
+    fake_telegram, fake_anthropic, tmp_path, bot_repo, temporal, runner
 ) -> None:
     from temporalio.client import Client
     from temporalio.service import RPCError
 
     model = RoleScript()
     fake_anthropic.handler = model
-    engine = dict(SETTINGS, task_engine="temporal", temporal_address=temporal, temporal_task_queue=f"q-{os.getpid()}")
+    workspace_root, queue = runner
+    engine = dict(SETTINGS, task_engine="temporal", temporal_address=temporal, temporal_task_queue=queue)
     client = await Client.connect(temporal)
 
     model.add("orchestrator", schedule(worker="research", every_minutes=60), confirm)

@@ -4,7 +4,9 @@ workspace folders cloned from a bare repository, the real bot against the fake T
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import io
 import os
 import shutil
 import signal
@@ -20,7 +22,7 @@ from agents.core.models import TaskStatus
 from agents.doctor import Level, check_task_engine
 from tests.conftest import CALC_BUGGY, MODEL, USER_ID, BotHarness, git, make_repo, make_settings, start_bot, text_now
 from tests.fakes import anthropic_server as claude_says
-from tests.scripted import RoleScript, role_of
+from tests.scripted import RoleScript, last_user_text, role_of
 from tests.temporal_dev import TEMPORAL, dev_server, free_port
 from tests.test_sandbox import host_pids
 
@@ -32,6 +34,7 @@ pytestmark = [
     pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed"),
 ]
 HEARTBEAT = 2.0  # a SIGKILLed runner is noticed after this long
+MEMBER = 2002  # an allowed user who is not an owner
 SLEEP = f"1000.{os.getpid()}7"  # a command's argument found again in /proc, unique to this test process
 
 
@@ -145,7 +148,13 @@ async def temporal_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, 
     from telegram_bot.app import stop_polling
 
     settings = make_settings(
-        fake_telegram, fake_anthropic, tmp_path, workspace_root, **engine_settings(temporal, queue)
+        fake_telegram,
+        fake_anthropic,
+        tmp_path,
+        workspace_root,
+        allowed_user_ids=f"{USER_ID},{MEMBER}",  # USER_ID is the owner
+        owner_user_ids=str(USER_ID),
+        **engine_settings(temporal, queue),
     )
     harness = await start_bot(settings, fake_telegram, fake_anthropic)
     try:
@@ -180,7 +189,9 @@ async def ended(bot: BotHarness, task_id: int, timeout: float = 60.0):
 
     deadline = asyncio.get_running_loop().time() + timeout
     while (task := await final()) is None:
-        assert asyncio.get_running_loop().time() < deadline, "task did not end in time"
+        if asyncio.get_running_loop().time() >= deadline:
+            events = [e.detail for e in await bot.runtime.store.task_events(task_id)]
+            raise AssertionError(f"task did not end in time: {await bot.runtime.store.get_task(task_id)} {events}")
         await asyncio.sleep(0.1)
     return task
 
@@ -272,13 +283,26 @@ async def test_an_unreachable_cluster_is_one_sentence_and_the_task_waits_for_res
         runners = Runners(tmp_path, remote, runner_env(closed, queue, fake_anthropic.url))
         try:
             with dev_server(tmp_path / "late-server", port):
+                from temporalio.exceptions import WorkflowAlreadyStartedError
+
+                # a start that reached the cluster while its answer was lost (the bot saw an error): the run's id
+                # was written down before the start was sent, as the bot does before every start
+                engine = bot.runtime.runner
+                client = await engine.lines.connect()
+                start = await engine.start_of(task)
+                run = await engine.next_run(task)
+                await engine.start_run(client, run, start)
                 runners.start("late")
                 bot.tg.press_button(USER_ID, told.message_id, "task:resume:1")
                 task = await ended(bot, 1)
                 assert task.status is TaskStatus.COMPLETED, task.error
-                assert "running on late" in [e.detail for e in await bot.runtime.store.task_events(1)]
+                events = await bot.runtime.store.task_events(1)
+                assert "running on late" in [e.detail for e in events]
                 runs = [r for r in model.requests["code"] if len(r["messages"]) == 1]  # a run's first request
                 assert len(runs) == 1, "the task ran once"
+                assert [e.detail for e in events if e.kind == "workflow"] == [f"started {run}", f"ended {run}"]
+                with pytest.raises(WorkflowAlreadyStartedError):  # that run's id never starts again
+                    await engine.start_run(client, run, start)
         finally:
             runners.stop()
 
@@ -301,7 +325,8 @@ async def test_a_runner_killed_mid_task_hands_it_over_from_its_last_push(
     await tbot.tg.await_for(lambda: host_pids(SLEEP), timeout=60)
     from agents.engine.workflow import AgentTask
 
-    handle = tbot.runtime.runner._handle(1)
+    lines = tbot.runtime.runner.lines
+    handle = lines.handle(lines.followed[1].workflow_id)
     for _ in range(100):  # the push of the first commit is polled: the kill waits until the workflow knows of it
         if await handle.query(AgentTask.last_push):
             break
@@ -380,3 +405,118 @@ async def test_the_bot_restarted_mid_task_reattaches_and_learns_what_ended_meanw
         assert task.status is TaskStatus.COMPLETED, task.error
         await second.tg.await_for(lambda: message_with(second, "Task #1", "Wrote alpha.md."))
         assert "alpha" in git(workspace_root / "calc", "show", f"{task.branch}:alpha.md")
+
+
+def jpeg(width: int, height: int) -> bytes:
+    from PIL import Image
+
+    out = io.BytesIO()
+    Image.new("RGB", (width, height), (200, 40, 40)).save(out, "JPEG", quality=90)
+    return out.getvalue()
+
+
+async def test_a_task_on_a_runner_is_handled_as_a_local_one(
+    tbot: BotHarness, model: RoleScript, runners: Runners, workspace_root: Path, remote: Path, tmp_path: Path
+) -> None:
+    """The bot (its workspaces and data under tmp_path), runners a and b (each under runner-NAME) share no path: a
+    photo reaches the worker and its worktree, Diff shows the fetched branch, /log lists the runner's tool calls,
+    Discard deletes the branch here and on the shared remote, and research runs on a runner too."""
+    runners.start("a"), runners.start("b")
+    spec = b"%PDF-1.4\n/Type /Page\n" + bytes(range(256)) * 5_000  # 1.3 MB: two parts over the workflow
+    model.add("orchestrator", claude_says.text("Got the spec."))
+    tbot.tg.send_document(USER_ID, spec, "spec.pdf", "application/pdf", caption="the spec")
+    await tbot.tg.await_for(lambda: message_with(tbot, "Got the spec."))
+    model.add(
+        "orchestrator",
+        claude_says.tool_use(
+            "start_task",
+            {
+                "workspace": "calc",
+                "worker": "code",
+                "instructions": "Fix add() in calc.py, as the picture shows.",
+                "background": True,
+                "attachments": [1, 2],
+                "save_attachments": True,
+            },
+        ),
+        claude_says.text("Task #1 started."),
+    )
+    model.add(
+        "code",
+        claude_says.tool_use("run_command", {"command": "ls .agentlab/attachments; git status --short"}),
+        claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"}),
+        claude_says.text("Fixed add() as pictured."),
+    )
+    tbot.tg.send_photo(USER_ID, jpeg(640, 480), width=640, height=480, caption="fix add in calc like this as specified")
+    task = await ended(tbot, 1)
+    assert task.status is TaskStatus.COMPLETED, (task.error, runners.log("a"), runners.log("b"))
+    first = model.requests["code"][0]["messages"][0]["content"]
+    image = next(b for b in first if b["type"] == "image")
+    kept = {p.suffix: p.read_bytes() for p in (tmp_path / "data" / "attachments" / str(USER_ID)).iterdir()}
+    assert base64.b64decode(image["source"]["data"]) == kept[".jpg"]
+    document = next(b for b in first if b["type"] == "document")
+    assert base64.b64decode(document["source"]["data"]) == spec == kept[".pdf"]
+    assert ".agentlab/attachments/2-photo.jpg" in first[-1]["text"]
+    listing = last_user_text(model.requests["code"][1])
+    assert "2-photo.jpg" in listing and "1-spec.pdf" in listing, listing
+    assert "??" not in listing, "the files are in the runner's worktree, ignored by git"
+    assert not (tmp_path / "data-worktrees").exists(), "the bot made no worktree of its own"
+    summary = await tbot.tg.await_for(lambda: message_with(tbot, "Task #1", "Fixed add() as pictured."))
+    assert "Files: calc.py" in summary.text and "1 fixed" in summary.text, summary.text  # the runner's verdict
+
+    tbot.tg.press_button(USER_ID, summary.message_id, "task:diff:1")  # from the fetched branch, not a worktree
+    diff = await tbot.tg.await_for(lambda: next((m for m in tbot.tg.messages(USER_ID) if m.kind == "document"), None))
+    assert diff.filename == "task-1.diff" and b"+    return a + b" in diff.data, diff.data[:500]
+    tbot.tg.send_command(USER_ID, "/log 1")
+    log = await tbot.tg.await_for(
+        lambda: next((m for m in tbot.tg.messages(USER_ID) if m.filename == "task-1-log.txt"), None)
+    )
+    assert b"run_command" in log.data and b"edit_file" in log.data
+    tbot.tg.send_command(USER_ID, "/task 1")
+    detail = await tbot.tg.await_for(lambda: message_with(tbot, "Task #1 · completed", "Tool calls: 2"))
+    assert "running on" in detail.text and "Branch: agentlab/" in detail.text, detail.text
+
+    tbot.tg.press_button(USER_ID, summary.message_id, "task:discard:1")
+    await tbot.tg.await_for(lambda: message_with(tbot, "Task #1 was discarded", "was deleted"))
+    assert not message_with(tbot, "could not be deleted"), runners.log("a")
+    assert task.branch not in git(remote, "branch", "--format=%(refname:short)").split(), "gone from the remote"
+    assert task.branch not in git(workspace_root / "calc", "branch", "--format=%(refname:short)").split()
+
+    model.add(
+        "orchestrator",
+        claude_says.tool_use("start_research", {"workspace": "calc", "request": "How could calc be better?"}),
+        claude_says.text("Research started."),
+    )
+    model.add(
+        "research",
+        claude_says.tool_use("read_file", {"path": "calc.py"}),
+        claude_says.text("## Plan\n1. Add a docstring to add()."),
+    )
+    tbot.say("how could calc be better?")
+    proposal = await tbot.tg.await_for(lambda: message_with(tbot, "Proposal #1", "Add a docstring"), timeout=60)
+    assert proposal.callback_data == ["proposal:approve:1", "proposal:reject:1"]
+    research = await ended(tbot, 2)
+    assert research.status is TaskStatus.COMPLETED and research.result == "proposal #1"
+    events = [e.detail for e in await tbot.runtime.store.task_events(2)]
+    assert "running on a" in events or "running on b" in events, events
+    assert (await tbot.runtime.store.get_proposal(1)).body.startswith("## Plan")
+
+    # a member's task on a runner: its network question goes to the owner, as the bot's roles say
+    model.add("orchestrator", start_task("Fetch the data."), claude_says.text("Started."))
+    model.add(
+        "code",
+        claude_says.tool_use("run_command", {"command": "echo from-the-network", "network": True}),
+        claude_says.text("Could not fetch it."),
+    )
+    tbot.tg.send_text(MEMBER, "fetch the data in calc", username="mia")
+    question = await tbot.tg.await_for(lambda: message_with(tbot, "asks for network access", "from-the-network"))
+    assert "only an owner can answer" in question.text and "@mia" in question.text
+    await tbot.tg.await_for(
+        lambda: next((m for m in tbot.tg.messages(MEMBER) if "I've asked an owner" in (m.text or "")), None)
+    )
+    assert not any(d.startswith("net:") for m in tbot.tg.messages(MEMBER) for d in m.callback_data)
+    tbot.tg.press_button(USER_ID, question.message_id, next(d for d in question.callback_data if "deny" in d))
+    member_task = await ended(tbot, 3)
+    assert member_task.user_id == MEMBER
+    decisions = [e.detail for e in await tbot.runtime.store.task_events(3) if e.kind == "network"]
+    assert any(d.startswith("denied by the owner") for d in decisions), decisions

@@ -22,7 +22,7 @@ from temporalio.exceptions import ApplicationError  # noqa: E402
 from temporalio.worker import Worker  # noqa: E402
 
 from agents.engine.front import ChatDesk  # noqa: E402
-from agents.engine.payloads import EXECUTE, NotifyCall, Poke, TaskReport, TaskStart  # noqa: E402
+from agents.engine.payloads import EXECUTE, FilePart, NotifyCall, Poke, TaskReport, TaskStart  # noqa: E402
 from agents.engine.workflow import AgentTask  # noqa: E402
 
 pytestmark = [
@@ -101,31 +101,132 @@ async def test_the_second_runner_finishes_what_the_first_lost(temporal: str) -> 
     assert "runner one died" in attempts[1][0]
 
 
-class _Engine:
-    def __init__(self, store: Store) -> None:
-        self.store, self.questions = store, {}
+class SentOnly:
+    """A Notifier that only sends (strict: any other call fails the test and says which)."""
+
+    def __init__(self) -> None:
         self.sent: list[tuple[int, str]] = []
-        engine = self
 
-        class Notifier:
-            async def send(self, chat_id, markdown, *, buttons=None, reply_to=None):
-                engine.sent.append((chat_id, markdown))
-                return 99
+    async def send(self, chat_id, markdown, *, buttons=None, reply_to=None) -> int | None:
+        self.sent.append((chat_id, markdown))
+        return 99
 
-        self.notifier = Notifier()
+    async def edit(self, chat_id, message_id, markdown, *, buttons=None) -> None:
+        raise AssertionError(f"unexpected edit of {message_id}")
+
+    async def send_document(self, chat_id, filename, data, caption="") -> None:
+        raise AssertionError(f"unexpected document {filename}")
+
+    async def send_photo(self, chat_id, data, caption="") -> None:
+        raise AssertionError("unexpected photo")
+
+    async def ask_owners(self, chat_id, markdown, *, buttons=None) -> list[tuple[int, int]]:
+        raise AssertionError(f"unexpected question to the owners: {markdown}")
 
 
 async def test_notify_speaks_only_into_the_tasks_chat(tmp_path: Path) -> None:
+    from agents.core.protocols import Notifier
+    from agents.core.settings import Settings
+    from agents.engine.front import Question, WorkflowLines
+    from agents.inputs.attachments import Attachments
+
     store = await Store.open(tmp_path / "db.sqlite")
     task = await store.add_task(Task(chat_id=1, workspace="calc", worker=WorkerKind.CODE, title="t", instructions="i"))
-    engine = _Engine(store)
-    desk = ChatDesk(engine)  # type: ignore[arg-type]
+    notifier = SentOnly()
+    chat: Notifier = notifier  # the stand-in implements the protocol
+    settings = Settings(
+        _env_file=None, telegram_bot_token="t", anthropic_api_key="k", allowed_user_ids="1", workspace_path=tmp_path
+    )
+    lines = WorkflowLines(settings)
+    desk = ChatDesk(store, chat, lines, Attachments(tmp_path / "attachments"))
     with pytest.raises(ApplicationError):
         await desk.notify(NotifyCall(task.id, 2, "send", "into another chat"))
     progress = NotifyCall(task.id, 1, "send", "⏳ Task", buttons=[[["✖ Cancel", f"task:cancel:{task.id}"]]])
-    assert await desk.notify(progress) == 99
-    assert engine.sent == [(1, "⏳ Task")]
+    assert (await desk.notify(progress)).message_id == 99
+    assert notifier.sent == [(1, "⏳ Task")]
     assert (await store.get_task(task.id)).progress_message_id == 99  # replies to it steer the task
     await desk.notify(NotifyCall(task.id, 1, "send", "🌐 network?", buttons=[[["Allow", "net:once:123"]]]))
-    assert engine.questions == {123: (1, task.id)}
+    assert lines.questions == {123: Question(task.id, {1})}
+    with pytest.raises(ApplicationError):  # a file never handed to the task is not read for a runner
+        await desk.file_part(FilePart(task.id, 1, 0))
     await store.close()
+
+
+@pytest.mark.parametrize(
+    "protocol, stand_in",
+    [("Notifier", "ChatThroughWorkflow"), ("Outbox", "SummariesToReport")],
+)
+def test_a_runners_stand_ins_implement_their_protocols(protocol: str, stand_in: str) -> None:
+    """No type checker runs here: each method of the protocol, with its parameters, is checked on the stand-in the
+    runner gives its executors (a missing `ask_owners` once sent a member's question nowhere)."""
+    import inspect
+
+    from agents.core import protocols
+    from agents.engine import runner
+
+    def parameters(method: object) -> list[tuple[str, object, object]]:
+        return [(p.name, p.kind, p.default) for p in list(inspect.signature(method).parameters.values())[1:]]
+
+    wanted = getattr(protocols, protocol)
+    made = getattr(runner, stand_in)
+    methods = [n for n, v in vars(wanted).items() if inspect.isfunction(v) and not n.startswith("_")]
+    assert methods, protocol
+    for name in methods:
+        assert hasattr(made, name), f"{stand_in} lacks {protocol}.{name}"
+        assert parameters(getattr(made, name)) == parameters(getattr(wanted, name)), f"{stand_in}.{name}"
+
+
+async def test_a_run_that_ended_without_a_report_is_closed_and_resume_starts_the_next(
+    tmp_path: Path,
+    temporal: str,  # noqa: F811
+) -> None:
+    """A task's workflow terminated on the cluster (no runner needed): the task is `interrupted` with one sentence and
+    Resume, and Resume starts a run under the next id (the dead one is not followed again)."""
+    from agents.core.models import TaskStatus
+    from agents.core.settings import Settings
+    from agents.engine.cluster import workflow_id
+    from agents.engine.front import TemporalEngine, WorkflowLines
+    from agents.inputs.attachments import Attachments
+    from agents.store.delivery import Deliveries
+    from agents.tools.workspaces import Workspaces
+
+    settings = Settings(
+        _env_file=None,
+        telegram_bot_token="t",
+        anthropic_api_key="k",
+        allowed_user_ids="1",
+        workspace_path=tmp_path,
+        database_path=tmp_path / "data" / "bot.db",
+        task_engine="temporal",
+        temporal_address=temporal,
+        temporal_task_queue=f"ended-{uuid.uuid4().hex[:8]}",
+    )
+    store = await Store.open(settings.database_path)
+    notifier = SentOnly()
+    lines = WorkflowLines(settings)
+    engine = TemporalEngine(
+        settings, store, lines, notifier, Deliveries(store, notifier), Workspaces(tmp_path), Attachments(tmp_path)
+    )
+    task = await store.add_task(Task(chat_id=1, workspace="calc", worker=WorkerKind.CODE, title="t", instructions="i"))
+    engine.start()
+    try:
+
+        async def followed(run: str) -> None:
+            """The engine started `run` (its event follows the start) and follows it."""
+            while f"workflow {run}" not in [e.detail for e in await store.task_events(task.id)]:
+                await asyncio.sleep(0.05)
+            assert lines.followed[task.id].workflow_id == run
+
+        first = workflow_id(engine.instance, task.id)
+        await asyncio.wait_for(followed(first), 30)
+        await lines.handle(first).terminate("an operator ended it")
+        await asyncio.wait_for(engine.wait(task.id), 30)
+        stopped = await store.get_task(task.id)
+        assert stopped.status is TaskStatus.INTERRUPTED and "ended without a report" in stopped.error, stopped.error
+        assert any("Resume it" in text for _, text in notifier.sent), notifier.sent
+        await store.update_task(task.id, status=TaskStatus.PENDING)  # what Resume does
+        engine.wake()
+        await asyncio.wait_for(followed(workflow_id(engine.instance, task.id, 2)), 30)
+    finally:
+        await engine.shutdown()
+        await store.close()

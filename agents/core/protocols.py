@@ -6,6 +6,7 @@
   `agents.llm.scripted_model.ScriptedModel` imitates it.
 - `AnswerStream`: where a streamed answer goes while it is written (the chat's draft).
 - `SpeechToText`: what the voice handler needs from a transcriber (an engine of `agents.inputs`, or a fake).
+- `Outbox`: where a task's summary or proposal goes to be shown (the bot's outbox, or a runner's report).
 - `TaskEngine`: where stored tasks run: `agents.work.task_runner.TaskRunner` in the bot's process (TASK_ENGINE=local)
   or `agents.engine.front.TemporalEngine` (TASK_ENGINE=temporal: workflows executed by `agentlab runner`s).
 """
@@ -273,11 +274,30 @@ WORK_TOOLS = (
 )  # the WorkDesk methods the orchestrator offers as tools, in this order
 
 
+class Outbox(Protocol):
+    """Where a task's summary or proposal goes to be shown: `agents.store.delivery.Deliveries` (stored, retried), or on
+    a runner (`agents.engine.runner`) the task's report, which the bot then delivers through its own outbox."""
+
+    async def deliver(
+        self,
+        chat_id: int,
+        markdown: str,
+        *,
+        buttons: Buttons | None = None,
+        reply_to: int | None = None,
+        kind: str = "notice",
+        task_id: int | None = None,
+    ) -> int | None:
+        """Show `markdown` in the chat (now or later); the id of the message sent, None when it is not sent yet."""
+        ...
+
+
 class TaskEngine(Protocol):
     """What the crew needs from whatever runs its tasks: run the stored pending tasks, wait for one, cancel one.
 
     Steering notes and network answers reach a running task through the executor's `Inboxes.post` and
-    `NetworkGate.decide`; the Temporal engine replaces both with versions that forward to the task's workflow.
+    `NetworkGate.decide`; under the Temporal engine the executor is built with versions of both that forward to the
+    task's workflow (agents/engine/front.py).
     """
 
     def start(self) -> None:
@@ -302,6 +322,11 @@ class TaskEngine(Protocol):
 
     async def reattach(self, tasks: list[Task]) -> set[int]:
         """At start-up, of the tasks a stopped bot left `interrupted`: those still running elsewhere, followed again."""
+        ...
+
+    async def drop_branch(self, task: Task) -> str | None:
+        """Discard: the task's branch wherever it lives beyond this machine (a shared remote) is deleted too; what
+        went wrong, if anything (None: nothing to do, or done)."""
         ...
 
 

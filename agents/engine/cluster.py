@@ -30,9 +30,10 @@ def runner_name(settings: Settings) -> str:
     return settings.runner_name or f"{socket.gethostname()}-{os.getpid()}"
 
 
-def workflow_id(instance: str, task_id: int) -> str:
-    """One id per task of one bot (its database): starting it again while it runs attaches instead (never twice)."""
-    return f"agentlab-{instance}-task-{task_id}"
+def workflow_id(instance: str, task_id: int, run: int = 1) -> str:
+    """One id per run of a task of one bot (its database): the first run, and one more for each Resume after a run
+    that ended. The cluster refuses a second start under an id (agents/engine/front.py)."""
+    return f"agentlab-{instance}-task-{task_id}" + (f"-run-{run}" if run > 1 else "")
 
 
 async def connect(settings: Settings, timeout: float = CONNECT_SECONDS, identity: str | None = None) -> Client:

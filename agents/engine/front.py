@@ -1,14 +1,21 @@
 """The bot's side of TASK_ENGINE=temporal: tasks claimed from the store become workflows; the chat follows them.
 
+- WorkflowLines: the bot's connection to the cluster and to the workflows of the tasks it follows (which run, in
+  which chat); pokes (a note, a network answer, a cancel) go through it. Built first, and given to the three below.
+- ForwardedInboxes, ForwardedNetworkGate: the executor is built with these (runtime.py): steering notes and network
+  answers for a task running on a runner go to its workflow as pokes.
 - TemporalEngine (the crew's TaskEngine): the same claim loop as the local engine (TaskRunner), whose `execute`
-  starts the task's workflow (one id per task: a second start attaches to the running one) and waits for its
-  report. Research stays in the bot's process (it only reads the owner's checkout). /cancel pokes the workflow;
-  the bot stopping leaves workflows running, and a restarted bot re-attaches to them (`reattach`).
-- ChatDesk: the `NOTIFY` activity on the bot's queue: what a runner's task shows in the chat.
-- RoutedInboxes, RoutedNetworkGate: steering notes and network answers for a task running on a runner go to its
-  workflow as pokes; for a task running here, as before.
-- The report: the task branch fetched from the shared remote, the row, events, criteria and usage stored, the
-  summary delivered through the outbox and kept in the chat history, as the local engine does.
+  starts the task's workflow and waits for its report. Every task runs on a runner, research too (read-only there,
+  under the same sandbox). One workflow id per run of a task (`cluster.workflow_id`), written in the task's events
+  before the start is sent: a start that may have reached the cluster is never sent under a new id (Resume after an
+  unreachable cluster sends the same id again, and the cluster refuses a duplicate; the bot then follows that run).
+  /cancel pokes the workflow; the bot stopping leaves workflows running, and a restarted bot re-attaches to them.
+- ChatDesk: the activities on the bot's queue: what a runner's task shows in the chat (`NOTIFY`), and the parts of
+  the files handed to it (`FETCH`).
+- The report: the task branch fetched from the shared remote, the row, events, criteria and usage stored, a
+  research proposal stored under the bot's own number, the summary delivered through the outbox and kept in the chat
+  history, as the local engine does. Diff, Merge and Discard then work on the fetched branch in the owner's checkout
+  (the bot never needs a runner's paths); Discard deletes the branch on the shared remote too (`drop_branch`).
 """
 
 from __future__ import annotations
@@ -17,37 +24,60 @@ import asyncio
 import base64
 import contextlib
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from temporalio import activity
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
-from temporalio.common import WorkflowIDConflictPolicy
-from temporalio.exceptions import ApplicationError
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
+from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 from temporalio.worker import Worker
 
 from agents.core.actions import Action, button, parse_action
 from agents.core.models import Task, TaskEvent, TaskStatus, ToolCallRecord, UsageRecord, WorkerKind, utcnow
-from agents.core.protocols import Notifier
+from agents.core.protocols import Notifier, Outbox
 from agents.core.settings import Settings
 from agents.engine import cluster
-from agents.engine.payloads import NOTIFY, NotifyCall, Poke, TaskReport, TaskStart, decode_buttons
+from agents.engine.payloads import (
+    FETCH,
+    NOTIFY,
+    PART_BYTES,
+    FilePart,
+    HandedFile,
+    NotifyCall,
+    Poke,
+    Shown,
+    TaskReport,
+    TaskStart,
+    decode_buttons,
+)
 from agents.engine.workflow import AgentTask
-from agents.git.remote import fetch_branch
-from agents.git.runner import GitError
+from agents.git.remote import delete_remote_branch, fetch_branch
+from agents.git.runner import GitError, GitIdentity
+from agents.inputs.attachments import Attachments
+from agents.sandbox.bwrap import NetworkPolicy
 from agents.sandbox.network_gate import CHOICES, DENY, FOR_TASK, ONCE, NetworkGate
 from agents.store.database import Store
-from agents.store.delivery import Deliveries
 from agents.store.shown import TASK, remember_shown, shown_as
 from agents.store.standing import StandingNotes
+from agents.tools.workspaces import Workspaces
 from agents.work.orphans import instance_token
 from agents.work.steering import Inboxes
-from agents.work.task_execution import TaskExecutor
+from agents.work.task_execution import show_proposal, store_proposal
 from agents.work.task_runner import TaskRunner
 
 log = logging.getLogger(__name__)
 
 CANCEL_WAIT_SECONDS = 8.0  # /cancel waits this long for the runner's report (under TaskRunner's re-cancel period)
 REMOTE_SLOTS = 64  # tasks in flight from the bot's side; each runner's MAX_CONCURRENT_TASKS is the real limit
+RUN_EVENT = "workflow"  # a task event: "started <workflow id>" before its start is sent, "ended <id>" once applied
+ENDED_WITHOUT_REPORT = {
+    WorkflowExecutionStatus.FAILED,
+    WorkflowExecutionStatus.TERMINATED,
+    WorkflowExecutionStatus.TIMED_OUT,
+    WorkflowExecutionStatus.CANCELED,
+}
 ANSWERED = {
     ONCE: "Network allowed once for task #{task_id}.",
     FOR_TASK: "Network allowed for the rest of task #{task_id}.",
@@ -55,26 +85,142 @@ ANSWERED = {
 }
 
 
-class TemporalEngine:
-    """TASK_ENGINE=temporal: the TaskEngine of the crew (start, wake, wait, cancel, shutdown, reattach)."""
+@dataclass
+class Followed:
+    """A task whose workflow this bot follows: its chat, and that run's workflow id."""
+
+    chat_id: int
+    workflow_id: str
+
+
+@dataclass
+class Question:
+    """A network question a runner's task asked through this bot: the task, and the chats it was asked in."""
+
+    task_id: int
+    chats: set[int] = field(default_factory=set)
+
+
+class WorkflowLines:
+    """The bot's line to the cluster and to the workflows of the tasks it follows; pokes travel on it."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.instance = instance_token(settings.database_path)
+        self.client: Client | None = None
+        self.followed: dict[int, Followed] = {}  # task id → its chat and run, while this bot follows its workflow
+        self.questions: dict[int, Question] = {}  # network request id → who asked where (runners' questions)
+        self._connecting = asyncio.Lock()
+        self._later: set[asyncio.Task[bool]] = set()
+
+    async def connect(self) -> Client | None:
+        """The connected client, or None when the cluster is unreachable now."""
+        async with self._connecting:
+            if self.client is None:
+                try:
+                    self.client = await cluster.connect(self.settings, identity=f"agentlab-bot-{self.instance}")
+                except ConnectionError as err:
+                    log.warning("%s", err)
+                    return None
+            return self.client
+
+    def handle(self, workflow_id: str) -> WorkflowHandle:
+        assert self.client is not None
+        return self.client.get_workflow_handle_for(AgentTask.run, workflow_id)
+
+    async def poke(self, poke: Poke) -> bool:
+        """A note, an answer or a cancel for a task running on a runner; False when its workflow is not reachable."""
+        followed = self.followed.get(poke.task_id)
+        if followed is None or self.client is None:
+            return False
+        try:
+            await self.handle(followed.workflow_id).signal(AgentTask.poke, poke)
+        except RPCError as err:
+            log.warning("task %s: poke %s not delivered: %s", poke.task_id, poke.kind, err)
+            return False
+        return True
+
+    def poke_soon(self, poke: Poke) -> None:
+        """`poke` from synchronous code (a button's answer): sent in the background, kept referenced."""
+        job = asyncio.create_task(self.poke(poke))
+        self._later.add(job)
+        job.add_done_callback(self._later.discard)
+
+
+class ForwardedInboxes(Inboxes):
+    """Notes for running workers: the inboxes of tasks running here (none, under this engine), else the workflow."""
+
+    def __init__(self, lines: WorkflowLines) -> None:
+        super().__init__()
+        self.lines = lines
+
+    async def post(self, task_id: int, text: str) -> bool:
+        if self.is_open(task_id):
+            return await super().post(task_id, text)
+        return await self.lines.poke(Poke(task_id, "note", text=text))
+
+
+class ForwardedNetworkGate(NetworkGate):
+    """The bot's network gate, whose buttons also answer the questions of tasks running on runners."""
 
     def __init__(
-        self, settings: Settings, store: Store, executor: TaskExecutor, notifier: Notifier, deliveries: Deliveries
+        self,
+        lines: WorkflowLines,
+        policy: NetworkPolicy,
+        store: Store,
+        notifier: Notifier,
+        answer_seconds: float,
+        is_owner: Callable[[int | None], bool],
     ) -> None:
-        self.settings, self.store, self.executor = settings, store, executor
-        self.notifier, self.deliveries = notifier, deliveries
-        self.instance = instance_token(settings.database_path)
+        super().__init__(policy, store, notifier, answer_seconds, is_owner)
+        self.lines = lines
+
+    def decide(self, chat_id: int, request_id: int, choice: str) -> str:
+        if request_id in self._pending or choice not in ANSWERED:  # a question of a task running here
+            return super().decide(chat_id, request_id, choice)
+        asked = self.lines.questions.get(request_id)
+        if asked is not None and chat_id not in asked.chats:
+            return super().decide(chat_id, request_id, choice)  # "no longer waiting": not asked in this chat
+        # asked through this bot, or (a restarted bot does not know the question) by one of the chat's remote tasks,
+        # each of whose runners ignores a request id it is not waiting on
+        if asked is not None:
+            tasks = [asked.task_id]
+        else:
+            tasks = [t for t, followed in self.lines.followed.items() if followed.chat_id == chat_id]
+        if not tasks:
+            return super().decide(chat_id, request_id, choice)
+        self.lines.questions.pop(request_id, None)
+        for task_id in tasks:
+            self.lines.poke_soon(Poke(task_id, "network", chat_id=chat_id, request_id=request_id, choice=choice))
+        return ANSWERED[choice].format(task_id=", #".join(map(str, tasks)))
+
+
+class TemporalEngine:
+    """TASK_ENGINE=temporal: the TaskEngine of the crew (start, wake, wait, cancel, shutdown, reattach, drop_branch)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store,
+        lines: WorkflowLines,
+        notifier: Notifier,
+        deliveries: Outbox,
+        workspaces: Workspaces,
+        attachments: Attachments,
+    ) -> None:
+        self.settings, self.store, self.lines = settings, store, lines
+        self.notifier, self.deliveries, self.workspaces, self.attachments = (
+            notifier,
+            deliveries,
+            workspaces,
+            attachments,
+        )
+        self.identity = GitIdentity(settings.git_author_name, settings.git_author_email)
+        self.instance = lines.instance
         self.runner = TaskRunner(store, self._dispatch, REMOTE_SLOTS)
-        self.client: Client | None = None
-        self.questions: dict[int, tuple[int, int]] = {}  # network request id → (chat id, task id), asked by runners
-        self.remote: dict[int, int] = {}  # task id → chat id: the tasks whose workflow this bot is following
-        self.attaching: set[int] = set()  # re-attached tasks: their running workflow is followed, not started
+        self.attaching: dict[int, str] = {}  # re-attached tasks → the run followed (never a second start)
         self.stopping = False
         self._serving: asyncio.Task[None] | None = None
-        self._connecting = asyncio.Lock()
-        self._later: set[asyncio.Task[None]] = set()
-        executor.inboxes = RoutedInboxes(self)  # before the crew is built: it posts notes there
-        executor.network = RoutedNetworkGate(self, executor.network)
 
     # ---- TaskEngine --------------------------------------------------------------------------------
     def start(self) -> None:
@@ -100,53 +246,61 @@ class TemporalEngine:
 
     async def reattach(self, tasks: list[Task]) -> set[int]:
         """At start-up: the tasks a stopped bot left whose workflows still run are followed again (in progress)."""
-        candidates = [t for t in tasks if t.worker is not WorkerKind.RESEARCH]
-        if not candidates or await self._client() is None:
+        if not tasks or await self._client() is None:
             return set()
         adopted: set[int] = set()
-        for task in candidates:
-            handle = self._handle(task.id)
+        for task in tasks:
+            run = await self._open_run(task.id)
+            if run is None:
+                continue  # never started as a workflow, or its last run's report was applied
+            handle = self.lines.handle(run)
             try:
                 described = await handle.describe()
             except RPCError:
-                continue  # never started as a workflow (or long gone)
+                continue  # never reached the cluster (or long gone)
             if described.status is WorkflowExecutionStatus.COMPLETED:  # it ended while the bot was away
                 try:
-                    await self._apply(task, await handle.result())
+                    await self._apply(task, run, await handle.result())
                 except Exception:  # the bot starts anyway; the task stays interrupted, with Resume
                     log.exception("task %s: the report of its finished workflow could not be applied", task.id)
                     continue
                 adopted.add(task.id)
-            elif described.status is WorkflowExecutionStatus.RUNNING and await self.store.transition_task(
-                task.id, [TaskStatus.INTERRUPTED], TaskStatus.IN_PROGRESS
-            ):
+            elif described.status in ENDED_WITHOUT_REPORT:  # Resume starts a new run
+                await self.store.add_event(TaskEvent(task_id=task.id, kind=RUN_EVENT, detail=f"ended {run}"))
+            elif await self.store.transition_task(task.id, [TaskStatus.INTERRUPTED], TaskStatus.IN_PROGRESS):
                 await self.store.add_event(
                     TaskEvent(task_id=task.id, kind="status", detail="in_progress (re-attached)")
                 )
                 task.status = TaskStatus.IN_PROGRESS
-                self.attaching.add(task.id)  # follow that run: never start a second one
+                self.attaching[task.id] = run  # follow that run: never start a second one
                 self.runner.adopt(task)
                 adopted.add(task.id)
         return adopted
 
+    async def drop_branch(self, task: Task) -> str | None:
+        """Discard: the task branch on the shared remote, where its runner pushed it, is deleted too."""
+        if not task.branch:
+            return None
+        repo = self.workspaces.resolve(task.workspace).path
+        try:
+            await delete_remote_branch(repo, task.branch, self.settings.runner_remote)
+        except GitError as err:
+            return f"its branch could not be deleted on `{self.settings.runner_remote}`: {str(err)[:300]}"
+        return None
+
     # ---- the cluster -------------------------------------------------------------------------------
     async def _client(self) -> Client | None:
         """The connected client (and the bot's workers running), or None when the cluster is unreachable now."""
-        async with self._connecting:
-            if self.client is None:
-                try:
-                    self.client = await cluster.connect(self.settings, identity=f"agentlab-bot-{self.instance}")
-                except ConnectionError as err:
-                    log.warning("%s", err)
-                    return None
-                self._serving = asyncio.create_task(self._serve(self.client), name="temporal-bot-workers")
-            return self.client
+        client = await self.lines.connect()
+        if client is not None and self._serving is None:
+            self._serving = asyncio.create_task(self._serve(client), name="temporal-bot-workers")
+        return client
 
     async def _serve(self, client: Client) -> None:
         """The bot's workers: the chat side of tasks (its own queue), and the tasks' workflow code (shared queue)."""
-        desk = ChatDesk(self)
+        desk = ChatDesk(self.store, self.notifier, self.lines, self.attachments)
         workers = [
-            Worker(client, task_queue=cluster.bot_queue(self.settings), activities=[desk.notify]),
+            Worker(client, task_queue=cluster.bot_queue(self.settings), activities=[desk.notify, desk.file_part]),
             Worker(client, task_queue=self.settings.temporal_task_queue, workflows=[AgentTask]),
         ]
         async with contextlib.AsyncExitStack() as stack:
@@ -154,89 +308,96 @@ class TemporalEngine:
                 await stack.enter_async_context(worker)
             await asyncio.Event().wait()
 
-    def _handle(self, task_id: int) -> WorkflowHandle:
-        assert self.client is not None
-        return self.client.get_workflow_handle_for(AgentTask.run, cluster.workflow_id(self.instance, task_id))
+    # ---- runs: one workflow id per run of a task ------------------------------------------------------
+    async def _open_run(self, task_id: int) -> str | None:
+        """The workflow id of the task's last run when its report was never applied (it may run, or have ended, on
+        the cluster), else None."""
+        started, ended = [], set()
+        for event in await self.store.task_events(task_id):
+            if event.kind == RUN_EVENT:
+                verb, _, run = event.detail.partition(" ")
+                (started.append(run) if verb == "started" else ended.add(run))
+        return started[-1] if started and started[-1] not in ended else None
 
-    async def poke(self, poke: Poke) -> bool:
-        """A note, an answer or a cancel for a task running on a runner; False when its workflow is not reachable."""
-        if poke.task_id not in self.remote or self.client is None:
-            return False
-        try:
-            await self._handle(poke.task_id).signal(AgentTask.poke, poke)
-        except RPCError as err:
-            log.warning("task %s: poke %s not delivered: %s", poke.task_id, poke.kind, err)
-            return False
-        return True
+    async def next_run(self, task: Task) -> str:
+        """The id this run starts under: the open run's (its start may have reached the cluster), else a new one,
+        written down before the start is sent."""
+        open_run = await self._open_run(task.id)
+        if open_run is not None:
+            return open_run
+        runs = sum(
+            e.kind == RUN_EVENT and e.detail.startswith("started ") for e in await self.store.task_events(task.id)
+        )
+        run = cluster.workflow_id(self.instance, task.id, runs + 1)
+        await self.store.add_event(TaskEvent(task_id=task.id, kind=RUN_EVENT, detail=f"started {run}"))
+        return run
 
-    def poke_soon(self, poke: Poke) -> None:
-        """`poke` from synchronous code (a button's answer): sent in the background, kept referenced."""
-        job = asyncio.create_task(self.poke(poke))
-        self._later.add(job)
-        job.add_done_callback(self._later.discard)
+    async def start_run(self, client: Client, run: str, start: TaskStart) -> WorkflowHandle:
+        """Start the run's workflow; refused by the cluster (WorkflowAlreadyStartedError) when that id ever ran."""
+        return await client.start_workflow(
+            AgentTask.run,
+            start,
+            id=run,
+            task_queue=self.settings.temporal_task_queue,
+            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,  # closed: never again
+            id_conflict_policy=WorkflowIDConflictPolicy.FAIL,  # running: never a second
+        )
 
     # ---- one task ----------------------------------------------------------------------------------
     async def _dispatch(self, task: Task) -> None:
-        if task.worker is WorkerKind.RESEARCH:  # read-only on the owner's checkout: it runs here
-            await self.executor.execute(task)
-            return
         client = await self._client()
         if client is None:
             await self._unreachable(task)
             return
-        self.remote[task.id] = task.chat_id
+        run = self.attaching.pop(task.id, None) or await self.next_run(task)
+        self.lines.followed[task.id] = Followed(task.chat_id, run)
         try:
-            await self._follow(client, task)
+            await self._follow(client, task, run)
         finally:
-            self.remote.pop(task.id, None)
+            self.lines.followed.pop(task.id, None)
 
-    async def _follow(self, client: Client, task: Task) -> None:
-        if task.id in self.attaching:  # re-attached after a restart: that run, never a second one
-            self.attaching.discard(task.id)
-            handle = self._handle(task.id)
-        else:
-            try:
-                handle = await client.start_workflow(
-                    AgentTask.run,
-                    await self._start_of(task),
-                    id=cluster.workflow_id(self.instance, task.id),
-                    task_queue=self.settings.temporal_task_queue,
-                    id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,  # running already: attach, not twice
-                )
-            except RPCError as err:
-                await self._unreachable(task, err)
-                return
-            await self.store.add_event(TaskEvent(task_id=task.id, kind="engine", detail=f"workflow {handle.id}"))
-        if await self.store.task_attachments(task.id):  # files stay on the bot's machine (not in payloads)
-            await self.notifier.send(
-                task.chat_id,
-                f"Task #{task.id} runs on a runner, which does not get the files "
-                "you handed it: describe what they show in a note if the worker needs it.",
-            )
+    async def _follow(self, client: Client, task: Task, run: str) -> None:
+        handle = self.lines.handle(run)
+        try:
+            await self.start_run(client, run, await self.start_of(task))
+            await self.store.add_event(TaskEvent(task_id=task.id, kind="engine", detail=f"workflow {run}"))
+        except WorkflowAlreadyStartedError:  # this run reached the cluster before (a re-attach, or a lost answer)
+            log.info("task %s: following workflow %s, which already started", task.id, run)
+        except RPCError as err:
+            await self._unreachable(task, err)
+            return
         try:
             report = await self._result(handle)
         except asyncio.CancelledError:
             if self.stopping:  # the workflow goes on; the next start of the bot re-attaches
                 raise
-            await self.poke(Poke(task.id, "cancel"))
+            await self.lines.poke(Poke(task.id, "cancel"))
             with contextlib.suppress(TimeoutError, Exception):
                 async with asyncio.timeout(CANCEL_WAIT_SECONDS):
-                    await self._apply(task, await asyncio.shield(self._result(handle)))
+                    await self._apply(task, run, await asyncio.shield(self._result(handle)))
             raise
-        await self._apply(task, report)
+        await self._apply(task, run, report)
 
     async def _result(self, handle: WorkflowHandle) -> TaskReport:
-        """The workflow's report; waits through a cluster that is briefly unreachable."""
+        """The workflow's report; waits through a cluster that is briefly unreachable. A workflow that ended without
+        one (terminated or timed out on the cluster) reports the task `interrupted`: Resume then starts a new run."""
         while True:
             try:
                 return await handle.result(rpc_timeout=None)
+            except WorkflowFailureError as err:
+                why = f"its workflow {handle.id} ended without a report ({err.cause or err})"
+                return TaskReport(task_id=0, status=TaskStatus.INTERRUPTED.value, error=why)
             except RPCError as err:
                 log.warning("workflow %s: %s; retrying in 5 s", handle.id, err)
                 await asyncio.sleep(5)
 
-    async def _start_of(self, task: Task) -> TaskStart:
+    async def start_of(self, task: Task) -> TaskStart:
         s = self.settings
         runs = s.max_corrections + 1
+        files = [
+            HandedFile(a.id or 0, a.kind.value, a.name, a.media_type, a.path, a.size, a.tokens, save)
+            for a, save in await self.store.task_attachments(task.id)
+        ]
         return TaskStart(
             task_id=task.id,
             chat_id=task.chat_id,
@@ -246,12 +407,16 @@ class TemporalEngine:
             instructions=task.instructions,
             criteria=[c.text for c in await self.store.criteria(task.id)],
             branch=task.branch,
-            notes=task.result,
+            notes=task.result if task.worker is not WorkerKind.RESEARCH else None,
             standing_notes=[
                 n.text for n in await StandingNotes(self.store).applying(task.user_id, s.is_owner, task.workspace)
             ],
             reply_to_message_id=task.reply_to_message_id,
             schedule_id=task.schedule_id,
+            user_id=task.user_id,
+            user_name=task.user_name,
+            starter_is_owner=s.is_owner(task.user_id),
+            files=files,
             shared_queue=s.temporal_task_queue,
             bot_queue=cluster.bot_queue(s),
             heartbeat_seconds=s.temporal_heartbeat_seconds,
@@ -271,7 +436,7 @@ class TemporalEngine:
         buttons = [[button("▶ Resume", Action.RESUME, task.id), button("✖ Discard", Action.DISCARD, task.id)]]
         await self.deliveries.deliver(task.chat_id, text, buttons=buttons, kind="notice", task_id=task.id)
 
-    async def _apply(self, task: Task, report: TaskReport) -> None:
+    async def _apply(self, task: Task, run: str, report: TaskReport) -> None:
         """Store what the runner reports, fetch its branch, show its summary (through the outbox)."""
         missing = await self._fetch(task, report)
         for kind, detail in report.events:
@@ -284,16 +449,23 @@ class TemporalEngine:
             await self.store.record_tool_call(ToolCallRecord.model_validate_json(row).model_copy(update={"id": None}))
         status = TaskStatus(report.status)
         fields: dict[str, object] = {"status": status, "result": report.result, "error": report.error}
+        proposal = await store_proposal(self.store, task, report.proposal) if report.proposal else None
+        if proposal is not None:
+            fields["result"] = f"proposal #{proposal.id}"  # the bot's number, not the runner's
         if report.branch:
             known = {
                 "base_branch": report.base_branch,
                 "base_commit": report.base_commit,
                 "commit_sha": report.commit_sha,
             }
+            # no worktree on this machine: Diff, Merge and Discard use the fetched branch in the owner's checkout
             fields.update(branch=report.branch, worktree=None, **{k: v for k, v in known.items() if v})
         if status.is_final:
             fields["finished_at"] = utcnow()
         await self.store.update_task(task.id, **fields)
+        await self.store.add_event(TaskEvent(task_id=task.id, kind=RUN_EVENT, detail=f"ended {run}"))
+        if proposal is not None:
+            await show_proposal(self.store, self.deliveries, self.settings.shown_turn_chars, task, proposal)
         for shown in report.shown:
             text = shown.text + (f"\n\n⚠ {missing}" if missing else "")
             record = await remember_shown(self.store, task.chat_id, TASK, task.id, text, self.settings.shown_turn_chars)
@@ -317,9 +489,9 @@ class TemporalEngine:
             return None
         if not report.pushed:
             return f"its branch `{report.branch}` did not reach `{self.settings.runner_remote}`: {report.push_error}"
-        repo = self.executor.workspaces.resolve(task.workspace).path
+        repo = self.workspaces.resolve(task.workspace).path
         try:
-            if await fetch_branch(repo, report.branch, self.settings.runner_remote, self.executor.identity):
+            if await fetch_branch(repo, report.branch, self.settings.runner_remote, self.identity):
                 return None
             return f"its branch `{report.branch}` is not on `{self.settings.runner_remote}`"
         except GitError as err:
@@ -327,73 +499,64 @@ class TemporalEngine:
 
 
 class ChatDesk:
-    """The bot's activities: what a task on a runner shows in its chat."""
+    """The bot's activities: what a task on a runner shows in its chat, and the files handed to it."""
 
-    def __init__(self, engine: TemporalEngine) -> None:
-        self.engine = engine
+    def __init__(self, store: Store, notifier: Notifier, lines: WorkflowLines, attachments: Attachments) -> None:
+        self.store, self.notifier, self.lines, self.attachments = store, notifier, lines, attachments
+
+    async def _task_in(self, task_id: int, chat_id: int) -> Task:
+        task = await self.store.get_task(task_id)
+        if task is None or task.chat_id != chat_id:  # a runner speaks only into its task's chat
+            raise ApplicationError(f"task {task_id} is not in chat {chat_id}", non_retryable=True)
+        return task
 
     @activity.defn(name=NOTIFY)
-    async def notify(self, call: NotifyCall) -> int | None:
-        engine = self.engine
-        task = await engine.store.get_task(call.task_id)
-        if task is None or task.chat_id != call.chat_id:  # a runner speaks only into its task's chat
-            raise ApplicationError(f"task {call.task_id} is not in chat {call.chat_id}", non_retryable=True)
+    async def notify(self, call: NotifyCall) -> Shown:
+        await self._task_in(call.task_id, call.chat_id)
         buttons = decode_buttons(call.buttons)
         data = base64.b64decode(call.data_b64) if call.data_b64 else b""
         if call.method == "edit" and call.message_id is not None:
             try:  # an edit is best effort (the local engine's progress swallows a failed one too): never retried
-                await engine.notifier.edit(call.chat_id, call.message_id, call.text, buttons=buttons)
+                await self.notifier.edit(call.chat_id, call.message_id, call.text, buttons=buttons)
             except Exception as err:
                 log.debug("task %s: edit failed: %s", call.task_id, err)
-            return None
+            return Shown()
         if call.method == "send_document":
-            await engine.notifier.send_document(call.chat_id, call.filename, data, caption=call.text)
-            return None
+            await self.notifier.send_document(call.chat_id, call.filename, data, caption=call.text)
+            return Shown()
         if call.method == "send_photo":
-            await engine.notifier.send_photo(call.chat_id, data, caption=call.text)
-            return None
-        sent = await engine.notifier.send(call.chat_id, call.text, buttons=buttons, reply_to=call.reply_to)
+            await self.notifier.send_photo(call.chat_id, data, caption=call.text)
+            return Shown()
+        if call.method == "ask_owners":  # a member's task: where this bot's owners see it
+            copies = await self.notifier.ask_owners(call.chat_id, call.text, buttons=buttons)
+            self._remember_question(call, {chat for chat, _ in copies})
+            return Shown(copies=[[chat, message] for chat, message in copies])
+        sent = await self.notifier.send(call.chat_id, call.text, buttons=buttons, reply_to=call.reply_to)
+        self._remember_question(call, {call.chat_id})
         for action, item in (parse_action(b.data) or (None, 0) for row in buttons or [] for b in row):
-            if action in CHOICES:  # a network question: its answer goes back to the runner
-                engine.questions[item] = (call.chat_id, call.task_id)
-            elif action is Action.CANCEL and item == call.task_id and sent is not None:  # the progress message
-                await engine.store.update_task(call.task_id, progress_message_id=sent)  # replies to it steer
-        return sent
+            if action is Action.CANCEL and item == call.task_id and sent is not None:  # the progress message
+                await self.store.update_task(call.task_id, progress_message_id=sent)  # replies to it steer
+        return Shown(message_id=sent)
 
+    def _remember_question(self, call: NotifyCall, chats: set[int]) -> None:
+        """A network question's buttons: their answer goes back to the runner (asked in `chats` only)."""
+        for action, item in (
+            parse_action(b.data) or (None, 0) for row in decode_buttons(call.buttons) or [] for b in row
+        ):
+            if action in CHOICES:
+                self.lines.questions[item] = Question(call.task_id, chats)
 
-class RoutedInboxes(Inboxes):
-    """Notes for running workers: the local ones' inboxes, else the task's workflow."""
+    @activity.defn(name=FETCH)
+    async def file_part(self, part: FilePart) -> bytes:
+        """Up to PART_BYTES of a file handed to the task (no other file: the runner names it by the bot's id)."""
+        handed = [a for a, _ in await self.store.task_attachments(part.task_id) if a.id == part.file_id]
+        if not handed:
+            raise ApplicationError(f"no file {part.file_id} was handed to task {part.task_id}", non_retryable=True)
+        path = self.attachments.path_of(handed[0])
 
-    def __init__(self, engine: TemporalEngine) -> None:
-        super().__init__()
-        self.engine = engine
+        def read() -> bytes:
+            with open(path, "rb") as f:
+                f.seek(max(0, part.offset))
+                return f.read(PART_BYTES)
 
-    async def post(self, task_id: int, text: str) -> bool:
-        if self.is_open(task_id):
-            return await super().post(task_id, text)
-        return await self.engine.poke(Poke(task_id, "note", text=text))
-
-
-class RoutedNetworkGate(NetworkGate):
-    """The bot's network gate (research asks nothing; kept whole), whose buttons also answer runners' questions."""
-
-    def __init__(self, engine: TemporalEngine, gate: NetworkGate) -> None:
-        # the executor's gate exactly as it was configured (policy, store, notifier, whatever else it was given)
-        self.__dict__.update(gate.__dict__)
-        self.engine = engine
-
-    def decide(self, chat_id: int, request_id: int, choice: str) -> str:
-        if request_id in self._pending or choice not in ANSWERED:  # a question of a task running here
-            return super().decide(chat_id, request_id, choice)
-        asked = self.engine.questions.get(request_id)
-        if asked is not None and asked[0] != chat_id:
-            return super().decide(chat_id, request_id, choice)  # "no longer waiting": not this chat's question
-        # asked through this bot, or (a restarted bot does not know the question) by one of the chat's remote tasks,
-        # each of whose runners ignores a request id it is not waiting on
-        tasks = [asked[1]] if asked else [t for t, chat in self.engine.remote.items() if chat == chat_id]
-        if not tasks:
-            return super().decide(chat_id, request_id, choice)
-        self.engine.questions.pop(request_id, None)
-        for task_id in tasks:
-            self.engine.poke_soon(Poke(task_id, "network", chat_id=chat_id, request_id=request_id, choice=choice))
-        return ANSWERED[choice].format(task_id=", #".join(map(str, tasks)))
+        return await asyncio.to_thread(read)

@@ -2,13 +2,20 @@
 
 Temporal stores every payload in the workflow's history, so nothing secret is in them: no API key, bot token,
 `.env` value or credential (each machine keeps its own). What is in them:
-- TaskStart: the task's number, chat, workspace *name*, worker kind, title, instructions, acceptance criteria, its
-  branch and notes when it resumes, and the timeouts.
+- TaskStart: the task's number, chat, who started it (their Telegram id and name, and whether they are an owner:
+  a member's network question goes to the owners, as on the bot), workspace *name*, worker kind, title, instructions,
+  acceptance criteria, its branch and notes when it resumes, the files handed to it (names and sizes: their bytes
+  are fetched in parts, `FilePart`), and the timeouts.
 - NotifyCall: what the task shows in the chat, as it would be shown (progress lines, network questions with their
   command, screenshots and files the worker sends), already passed through the output filter of secrets.
 - Poke: a steering note, a network answer (allow once / for the task / deny), or a cancel.
+- FilePart: one part (at most PART_BYTES) of a file the user handed to the task, fetched by its runner from the bot
+  (Temporal refuses payloads over 2 MB; a PDF may be 10 MB). The parts stay in the workflow's history, as every
+  payload does: a task's files count towards its history (Temporal warns at 10 MB, refuses at 50 MB); a runner
+  fetches them once per run, and not again when its attachments folder already holds the same path at the same size.
 - TaskReport: the outcome (status, the worker's report, error, commit, branch names), the task's events, criteria,
-  token usage, its tool calls (name, summarised arguments, sizes, errors: the audit) and the summary to show.
+  token usage, its tool calls (name, summarised arguments, sizes, errors: the audit), the summary to show, and a
+  research task's proposal (the bot stores it under a number of its own).
 """
 
 from __future__ import annotations
@@ -21,6 +28,22 @@ WORKFLOW = "AgentTask"
 EXECUTE = "agentlab.execute_task"  # on the shared queue: the runner that picks it up runs the task
 POKE = "agentlab.poke_task"  # on that runner's own queue: a note, an answer or a cancel for a running task
 NOTIFY = "agentlab.notify_chat"  # on the bot's queue: show something in the chat, return the message id
+FETCH = "agentlab.fetch_file_part"  # on the bot's queue: a part of a file handed to the task
+PART_BYTES = 1 << 20  # well under Temporal's 2 MB payload limit, base64 and the envelope included
+
+
+@dataclass
+class HandedFile:
+    """A file the user handed to the task: what a runner needs to fetch it and show it as the bot would."""
+
+    id: int  # the bot's attachment id
+    kind: str
+    name: str
+    media_type: str
+    path: str  # relative to the attachments folder, as on the bot
+    size: int
+    tokens: int = 0
+    save_as_file: bool = False
 
 
 @dataclass
@@ -37,6 +60,10 @@ class TaskStart:
     standing_notes: list[str] = field(default_factory=list)  # the user's standing notes for the workspace (bot's store)
     reply_to_message_id: int | None = None
     schedule_id: int | None = None  # a schedule's run: its summary names the schedule
+    user_id: int | None = None  # who started it (None: the bot itself, e.g. a restart)
+    user_name: str | None = None
+    starter_is_owner: bool = True  # as the bot's OWNER_USER_IDS says, when the task started
+    files: list[HandedFile] = field(default_factory=list)
     shared_queue: str = "agentlab"
     bot_queue: str = "agentlab.bot"
     heartbeat_seconds: float = 30.0
@@ -64,16 +91,32 @@ class Poke:
 
 
 @dataclass
+class FilePart:
+    task_id: int
+    file_id: int
+    offset: int
+
+
+@dataclass
 class NotifyCall:
     task_id: int
     chat_id: int
-    method: str  # "send" | "edit" | "send_document" | "send_photo"
+    method: str  # "send" | "edit" | "send_document" | "send_photo" | "ask_owners"
     text: str = ""
     buttons: list[list[list[str]]] | None = None  # [[label, callback data], …] rows
     reply_to: int | None = None
     message_id: int | None = None
     filename: str = ""
     data_b64: str = ""
+
+
+@dataclass
+class Shown:
+    """What the bot showed for a NotifyCall: the message id (of a send), and for `ask_owners` (chat, message) of each
+    copy it sent to the owners."""
+
+    message_id: int | None = None
+    copies: list[list[int]] = field(default_factory=list)
 
 
 @dataclass
@@ -104,6 +147,7 @@ class TaskReport:
     usage: list[str] = field(default_factory=list)  # UsageRecord JSON
     tool_calls: list[str] = field(default_factory=list)  # ToolCallRecord JSON (the audit; arguments summarised)
     shown: list[ShownMessage] = field(default_factory=list)
+    proposal: str | None = None  # a research task's proposal (its body)
 
 
 def encode_buttons(buttons: Buttons | None) -> list[list[list[str]]] | None:

@@ -13,18 +13,18 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import contextvars
 import logging
 from dataclasses import dataclass
 from datetime import datetime
 
+import anthropic
 from temporalio import activity
 from temporalio.client import Client, WorkflowUpdateStage
 from temporalio.worker import Worker
 
 from agents.core.actions import Buttons
 from agents.core.errors import ToolError
-from agents.core.models import Task, TaskEvent, TaskStatus, WorkerKind, utcnow
+from agents.core.models import Attachment, AttachmentKind, Task, TaskEvent, TaskStatus, WorkerKind, utcnow
 from agents.core.secrets_filter import remember
 from agents.core.settings import Settings
 from agents.engine import cluster
@@ -32,8 +32,10 @@ from agents.engine.payloads import (
     EXECUTE,
     POKE,
     Claim,
+    FilePart,
     NotifyCall,
     Poke,
+    Shown,
     ShownMessage,
     TaskReport,
     TaskStart,
@@ -43,11 +45,16 @@ from agents.engine.workflow import AgentTask
 from agents.git.remote import catch_up, fetch_branch, has_remote, push_branch
 from agents.git.repository import rev_parse
 from agents.git.runner import GitError
+from agents.inputs.attachments import Attachments
 from agents.llm.client import make_client
 from agents.repo_map.maps import RepoMap
+from agents.sandbox.bwrap import NetworkPolicy
+from agents.sandbox.network_gate import NetworkGate
+from agents.sandbox.safe_paths import UnsafePath, write_file
 from agents.sandbox.task_limits import sandbox_limit_warnings
 from agents.store.database import Store
 from agents.tools.workspaces import Workspaces
+from agents.verify.test_baseline import BaselineRuns
 from agents.work.orphans import instance_token, kill_orphans
 from agents.work.task_execution import TaskExecutor
 
@@ -58,61 +65,46 @@ MAX_AUDIT_ROWS = 500  # the newest tool calls go back in the report (arguments a
 ACCEPT_SECONDS = 20.0  # a progress edit is handed to the workflow within this, or dropped
 
 
-@dataclass(frozen=True)
-class Route:
-    workflow_id: str
-    task_id: int
-
-
-ROUTE: contextvars.ContextVar[Route] = contextvars.ContextVar("agentlab_task_route")  # set per task, inherited
-
-
 class ChatThroughWorkflow:
-    """The runner's Notifier: each call is an update of the task's workflow, which has the bot show it."""
+    """A task run's Notifier on a runner: each call is an update of that task's workflow, which has the bot show it.
+    One per task run (its workflow id is given here), so a message never needs to be routed by anything else."""
 
-    def __init__(self, client: Client) -> None:
-        self.client = client
+    def __init__(self, client: Client, workflow_id: str, task_id: int) -> None:
+        self.handle = client.get_workflow_handle(workflow_id)
+        self.task_id = task_id
 
-    async def _call(self, call: NotifyCall, seconds: float) -> int | None:
-        route = ROUTE.get(None)
-        if route is None:
-            log.warning("a chat message outside any task was dropped: %s", call.text[:80])
-            return None
-        handle = self.client.get_workflow_handle(route.workflow_id)
-        async with asyncio.timeout(seconds):
-            return await handle.execute_update(AgentTask.notify, call)
-
-    def _task_id(self) -> int:
-        route = ROUTE.get(None)
-        return route.task_id if route else 0
+    async def _call(self, call: NotifyCall) -> Shown:
+        async with asyncio.timeout(SEND_SECONDS):
+            return await self.handle.execute_update(AgentTask.notify, call)
 
     async def send(
         self, chat_id: int, markdown: str, *, buttons: Buttons | None = None, reply_to: int | None = None
     ) -> int | None:
-        call = NotifyCall(self._task_id(), chat_id, "send", markdown, encode_buttons(buttons), reply_to=reply_to)
-        return await self._call(call, SEND_SECONDS)
+        call = NotifyCall(self.task_id, chat_id, "send", markdown, encode_buttons(buttons), reply_to=reply_to)
+        return (await self._call(call)).message_id
 
     async def edit(self, chat_id: int, message_id: int, markdown: str, *, buttons: Buttons | None = None) -> None:
         """Handed to the workflow, not waited for: the worker never waits on a bot that is away (the workflow drops
         an edit the bot has not taken within its EDIT_SECONDS; the next one shows the whole progress anyway)."""
-        route = ROUTE.get(None)
-        if route is None:
-            return
-        call = NotifyCall(route.task_id, chat_id, "edit", markdown, encode_buttons(buttons), message_id=message_id)
-        handle = self.client.get_workflow_handle(route.workflow_id)
+        call = NotifyCall(self.task_id, chat_id, "edit", markdown, encode_buttons(buttons), message_id=message_id)
         async with asyncio.timeout(ACCEPT_SECONDS):
-            await handle.start_update(AgentTask.notify, call, wait_for_stage=WorkflowUpdateStage.ACCEPTED)
+            await self.handle.start_update(AgentTask.notify, call, wait_for_stage=WorkflowUpdateStage.ACCEPTED)
 
     async def send_document(self, chat_id: int, filename: str, data: bytes, caption: str = "") -> None:
         b64 = base64.b64encode(data).decode()
-        await self._call(
-            NotifyCall(self._task_id(), chat_id, "send_document", caption, None, None, None, filename, b64),
-            SEND_SECONDS,
-        )
+        await self._call(NotifyCall(self.task_id, chat_id, "send_document", caption, filename=filename, data_b64=b64))
 
     async def send_photo(self, chat_id: int, data: bytes, caption: str = "") -> None:
         b64 = base64.b64encode(data).decode()
-        await self._call(NotifyCall(self._task_id(), chat_id, "send_photo", caption, data_b64=b64), SEND_SECONDS)
+        await self._call(NotifyCall(self.task_id, chat_id, "send_photo", caption, data_b64=b64))
+
+    async def ask_owners(self, chat_id: int, markdown: str, *, buttons: Buttons | None = None) -> list[tuple[int, int]]:
+        """Where the bot's OWNER_USER_IDS see it (the bot knows who they are and where they read)."""
+        shown = await self._call(NotifyCall(self.task_id, chat_id, "ask_owners", markdown, encode_buttons(buttons)))
+        return [(chat, message) for chat, message in shown.copies]
+
+    async def file_part(self, file_id: int, offset: int) -> bytes:
+        return await self.handle.execute_update(AgentTask.file_part, FilePart(self.task_id, file_id, offset))
 
 
 class SummariesToReport:
@@ -135,15 +127,30 @@ class SummariesToReport:
         return None
 
 
-class RunnerNode:
-    """One runner: its store, its executor, and the two Temporal workers (the shared queue, its own)."""
+@dataclass
+class TaskRun:
+    """A task running here: the executor built for it (its chat, its network gate, its summaries) and its job."""
 
-    def __init__(self, settings: Settings, store: Store, client: Client, executor: TaskExecutor) -> None:
-        self.settings, self.store, self.client, self.executor = settings, store, client, executor
+    executor: TaskExecutor
+    chat: ChatThroughWorkflow
+    summaries: SummariesToReport
+    job: asyncio.Task[None] | None = None
+
+
+class RunnerNode:
+    """One runner: its store, the collaborators its task runs share, and the two Temporal workers (the shared queue,
+    its own). Each task run gets an executor of its own, built with the chat of that task's workflow."""
+
+    def __init__(self, settings: Settings, store: Store, client: Client, llm: anthropic.AsyncAnthropic) -> None:
+        self.settings, self.store, self.client, self.llm = settings, store, client, llm
         self.name = cluster.runner_name(settings)
         self.queue = cluster.runner_queue(settings, self.name)
-        self.summaries: SummariesToReport = executor.deliveries  # type: ignore[assignment]
-        self.jobs: dict[int, asyncio.Task[None]] = {}
+        self.workspaces = Workspaces(settings.workspace_path, settings.bot_repository)
+        self.repo_map = RepoMap(store)
+        self.baselines = BaselineRuns(settings.worktrees_dir / "test-baselines")  # shared by concurrent task runs
+        self.attachments = Attachments.from_settings(settings)
+        self.runs: dict[int, TaskRun] = {}
+        self.stopping = False
 
     @classmethod
     async def open(cls, settings: Settings) -> RunnerNode:
@@ -159,16 +166,33 @@ class RunnerNode:
             await asyncio.to_thread(
                 kill_orphans, instance_token(settings.database_path), {t.id for t in killed_mid_task}
             )
-        executor = TaskExecutor(
-            settings,
-            store,
-            make_client(settings),
-            Workspaces(settings.workspace_path, settings.bot_repository),
-            ChatThroughWorkflow(client),
-            RepoMap(store),
-            SummariesToReport(),  # type: ignore[arg-type]
+        return cls(settings, store, client, make_client(settings))
+
+    def task_run(self, start: TaskStart, workflow_id: str) -> TaskRun:
+        """The executor of one task run: its chat is the task's workflow; its network questions go to the owners when
+        the bot said its starter is a member (the bot's roles, not this machine's settings)."""
+        s = self.settings
+        chat = ChatThroughWorkflow(self.client, workflow_id, start.task_id)
+        gate = NetworkGate(
+            NetworkPolicy(s.sandbox_network),
+            self.store,
+            chat,
+            s.sandbox_network_answer_seconds,
+            lambda _starter: start.starter_is_owner,  # this gate serves this one task, whose starter the bot named
         )
-        return cls(settings, store, client, executor)
+        summaries = SummariesToReport()
+        executor = TaskExecutor(
+            s,
+            self.store,
+            self.llm,
+            self.workspaces,
+            chat,
+            self.repo_map,
+            summaries,
+            network=gate,
+            baselines=self.baselines,
+        )
+        return TaskRun(executor, chat, summaries)
 
     def workers(self) -> list[Worker]:
         return [
@@ -192,33 +216,44 @@ class RunnerNode:
             for worker in workers:
                 await stack.enter_async_context(worker)
             await stop.wait()
-            self.executor.stopping = True
-            for job in self.jobs.values():
+            self.stopping = True
+            jobs = [run.job for run in self.runs.values() if run.job is not None]
+            for run in self.runs.values():
+                run.executor.stopping = True
+            for job in jobs:
                 job.cancel()
-            if self.jobs:
-                await asyncio.wait(list(self.jobs.values()), timeout=5)
-        await self.executor.client.close()
+            if jobs:
+                await asyncio.wait(jobs, timeout=5)
+        await self.llm.close()
         await self.store.close()
 
     # ---- activities ----------------------------------------------------------------------------
     @activity.defn(name=EXECUTE)
     async def execute(self, start: TaskStart, lost: list[str]) -> TaskReport:
-        """Run the task here, heartbeating; a cancel (poke or Temporal's) stops it and every process it started."""
+        """Run the task here, heartbeating throughout (the files' fetch and the final push included); a cancel (poke
+        or Temporal's) stops it and every process it started."""
+        beating = asyncio.create_task(heartbeats(max(0.5, start.heartbeat_seconds / 4)), name="heartbeats")
+        try:
+            return await self._execute(start, lost)
+        finally:
+            beating.cancel()
+
+    async def _execute(self, start: TaskStart, lost: list[str]) -> TaskReport:
         wf_id = activity.info().workflow_id
         await self.client.get_workflow_handle(wf_id).signal(AgentTask.claimed, Claim(self.name, self.queue))
         since = utcnow()
+        run = self.task_run(start, wf_id)
         task = await self._mirror(start, lost)
-        problem = await self._prepare(task)
+        problem = await self._prepare(task) or await self._fetch_files(start, run)
         if problem:
+            await run.executor.set_status(task, TaskStatus.FAILED, error=problem)
             return TaskReport(task.id, TaskStatus.FAILED.value, self.name, error=problem)
-        self.executor.carried_notes[task.id] = start.standing_notes  # the bot's notes: this store has none
-        ROUTE.set(Route(wf_id, task.id))  # the job (created below) inherits it: its chat calls find the workflow
-        job = asyncio.create_task(self.executor.execute(task), name=f"task-{task.id}")
-        self.jobs[task.id] = job
+        run.executor.carried_notes[task.id] = start.standing_notes  # the bot's notes: this store has none
+        run.job = job = asyncio.create_task(run.executor.execute(task), name=f"task-{task.id}")
+        self.runs[task.id] = run
         pushed: str | None = None
         try:
             while not job.done():
-                activity.heartbeat()
                 await asyncio.wait({job}, timeout=max(0.5, start.heartbeat_seconds / 4))
                 pushed = await self._push_progress(task.id, wf_id, pushed)
             await job
@@ -227,29 +262,30 @@ class RunnerNode:
                 job.cancel()
                 with contextlib.suppress(BaseException):
                     await job
-            if self.executor.stopping:
+            if self.stopping:
                 raise
-            await self._cancelled(task)
+            await run.executor.set_status(task, TaskStatus.CANCELLED)
         except Exception:
             log.exception("task %s crashed", task.id)
-            await self.executor.set_status(task, TaskStatus.FAILED, error="internal error (see the runner's log)")
+            await run.executor.set_status(task, TaskStatus.FAILED, error="internal error (see the runner's log)")
         finally:
-            self.jobs.pop(task.id, None)
-        return await self._report(task, since)
+            self.runs.pop(task.id, None)
+        return await self._report(task, since, run)
 
     @activity.defn(name=POKE)
     async def poke(self, poke: Poke) -> bool:
         """A note, a network answer or a cancel for a task running here."""
-        ROUTE.set(Route(activity.info().workflow_id, poke.task_id))  # "note received" is shown from here
-        if poke.kind == "note":
-            return await self.executor.inboxes.post(poke.task_id, poke.text)
-        if poke.kind == "network":
-            self.executor.network.decide(poke.chat_id, poke.request_id, poke.choice)
-            return True
-        job = self.jobs.get(poke.task_id)
-        if job is None or job.done():
+        run = self.runs.get(poke.task_id)
+        if run is None:
             return False
-        job.cancel()  # the executor commits what was done, kills the task's processes and removes its worktree
+        if poke.kind == "note":
+            return await run.executor.inboxes.post(poke.task_id, poke.text)
+        if poke.kind == "network":
+            run.executor.network.decide(poke.chat_id, poke.request_id, poke.choice)
+            return True
+        if run.job is None or run.job.done():
+            return False
+        run.job.cancel()  # the executor commits what was done, kills the task's processes and removes its worktree
         return True
 
     # ---- steps ---------------------------------------------------------------------------------
@@ -261,6 +297,8 @@ class RunnerNode:
             id=start.task_id,
             chat_id=start.chat_id,
             reply_to_message_id=start.reply_to_message_id,
+            user_id=start.user_id,
+            user_name=start.user_name,
             workspace=start.workspace,
             worker=WorkerKind(start.worker),
             title=start.title,
@@ -278,7 +316,7 @@ class RunnerNode:
     async def _prepare(self, task: Task) -> str | None:
         """The workspace's clone caught up with the shared remote, and a resumed task's branch fetched from it."""
         try:
-            workspace = self.executor.workspaces.resolve(task.workspace)
+            workspace = self.workspaces.resolve(task.workspace)
         except ToolError as err:
             return f"runner {self.name} has no workspace {task.workspace!r}: {err}"
         remote = self.settings.runner_remote
@@ -292,12 +330,56 @@ class RunnerNode:
                 await fetch_branch(workspace.path, task.branch, remote)
         return None
 
-    async def _cancelled(self, task: Task) -> None:
-        await self.executor.set_status(task, TaskStatus.CANCELLED)
+    async def _fetch_files(self, start: TaskStart, run: TaskRun) -> str | None:
+        """The files handed to the task, fetched from the bot in parts through the workflow, kept under this runner's
+        attachments folder as the bot keeps them, and mirrored into its store: the task then sees them as it would
+        on the bot (in its first turn, and saved in its worktree when asked). Returns what went wrong, if anything."""
+        handed: list[tuple[Attachment, bool]] = []
+        for file in start.files:
+            target = self.attachments.folder / file.path
+            try:
+                if not (target.is_file() and target.stat().st_size == file.size):  # the same path is the same bytes
+                    data = bytearray()
+                    while len(data) < file.size:
+                        part = await run.chat.file_part(file.id, len(data))
+                        if not part:
+                            break
+                        data += part
+                    if len(data) != file.size:
+                        return f"the file {file.name!r} came {len(data)} bytes long, not {file.size}"
+                    self.attachments.folder.mkdir(parents=True, exist_ok=True)
+                    # walked without following links; a path naming `..` is refused (UnsafePath)
+                    await asyncio.to_thread(write_file, self.attachments.folder, file.path, bytes(data))
+            except (OSError, UnsafePath, ValueError) as err:
+                return f"the file {file.name!r} could not be kept on runner {self.name}: {err}"
+            handed.append(
+                (
+                    Attachment(
+                        id=file.id,
+                        chat_id=start.chat_id,
+                        kind=AttachmentKind(file.kind),
+                        name=file.name,
+                        media_type=file.media_type,
+                        path=file.path,
+                        size=file.size,
+                        tokens=file.tokens,
+                    ),
+                    file.save_as_file,
+                )
+            )
+        await self.store.mirror_task_attachments(start.task_id, handed)
+        return None
 
-    async def _report(self, task: Task, since: datetime) -> TaskReport:
+    async def _report(self, task: Task, since: datetime, run: TaskRun) -> TaskReport:
         row = await self.store.get_task(task.id)
         assert row is not None
+        shown = run.summaries.kept.pop(task.id, [])
+        proposal = None
+        if row.worker is WorkerKind.RESEARCH and row.status is TaskStatus.COMPLETED and row.result:
+            number = row.result.removeprefix("proposal #")  # the bot stores it under a number of its own
+            found = await self.store.get_proposal(int(number)) if number.isdigit() else None
+            proposal = found.body if found else None
+            shown = [m for m in shown if m.kind != "proposal"]
         report = TaskReport(
             task_id=task.id,
             status=row.status.value,
@@ -316,7 +398,8 @@ class RunnerNode:
                 for c in (await self.store.tool_calls(task.id))[-MAX_AUDIT_ROWS:]
                 if c.created_at >= since
             ],
-            shown=self.summaries.kept.pop(task.id, []),
+            shown=shown,
+            proposal=proposal,
         )
         if row.branch:
             report.pushed, report.push_error = await self._push(row)
@@ -328,7 +411,7 @@ class RunnerNode:
         row = await self.store.get_task(task_id)
         if row is None or not row.branch or not row.status.is_active:
             return pushed
-        workspace = self.executor.workspaces.resolve(row.workspace)
+        workspace = self.workspaces.resolve(row.workspace)
         try:
             head = await rev_parse(workspace.path, f"refs/heads/{row.branch}")
             if head in (pushed, row.base_commit) or not await has_remote(workspace.path, self.settings.runner_remote):
@@ -341,7 +424,7 @@ class RunnerNode:
         return head
 
     async def _push(self, task: Task) -> tuple[bool, str | None]:
-        workspace = self.executor.workspaces.resolve(task.workspace)
+        workspace = self.workspaces.resolve(task.workspace)
         if not await has_remote(workspace.path, self.settings.runner_remote):
             return False, f"the runner's clone of {workspace.name} has no remote {self.settings.runner_remote!r}"
         try:
@@ -349,6 +432,14 @@ class RunnerNode:
         except GitError as err:
             return False, str(err)[:300]
         return True, None
+
+
+async def heartbeats(every: float) -> None:
+    """The running activity's heartbeat, every `every` seconds until cancelled (started inside the activity: its
+    context is inherited)."""
+    while True:
+        activity.heartbeat()
+        await asyncio.sleep(every)
 
 
 async def serve(settings: Settings, stop: asyncio.Event) -> None:

@@ -8,7 +8,9 @@ chat's messages both ways while it runs.
 - pushed (signal, from the runner): the task branch reached the shared remote; a takeover resumes on it.
 - note / answer / cancel (signals, from the bot): a `POKE` activity on that runner's queue, which hands it to the
   running task in the runner's process (its inbox, its network question, its asyncio task).
-- notify (update, from the runner): a `NOTIFY` activity on the bot's queue shows it in the chat; returns the id.
+- notify (update, from the runner): a `NOTIFY` activity on the bot's queue shows it in the chat; returns what was
+  shown (the message id; the owners' copies of a question handed to them).
+- file_part (update, from the runner): a `FETCH` activity on the bot's queue reads a part of a file handed to the task.
 
 Temporal re-imports this module in its workflow sandbox: it has no side effects, and only the payloads pass through.
 """
@@ -23,7 +25,20 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, TimeoutError, TimeoutType
 
 with workflow.unsafe.imports_passed_through():
-    from agents.engine.payloads import EXECUTE, NOTIFY, POKE, WORKFLOW, Claim, NotifyCall, Poke, TaskReport, TaskStart
+    from agents.engine.payloads import (
+        EXECUTE,
+        FETCH,
+        NOTIFY,
+        POKE,
+        WORKFLOW,
+        Claim,
+        FilePart,
+        NotifyCall,
+        Poke,
+        Shown,
+        TaskReport,
+        TaskStart,
+    )
 
 ONCE = RetryPolicy(maximum_attempts=1)
 EDIT_SECONDS = 30  # a progress edit not shown within this is dropped (the bot is away; the next edit shows all)
@@ -115,23 +130,38 @@ class AgentTask:
         )
 
     @workflow.update(unfinished_policy=ABANDON)
-    async def notify(self, call: NotifyCall) -> int | None:
+    async def notify(self, call: NotifyCall) -> Shown:
         """Show something in the task's chat (through the bot); the message id, for later edits."""
         assert self.start is not None
         if call.method == "edit":
             try:
                 return await self._notify(call)
             except ActivityError:  # dropped: see EDIT_SECONDS
-                return None
+                return Shown()
         return await self._notify(call)
 
-    async def _notify(self, call: NotifyCall) -> int | None:
+    @workflow.update(unfinished_policy=ABANDON)
+    async def file_part(self, part: FilePart) -> bytes:
+        """A part of a file the user handed to the task, read by the bot (a runner has no copy of its own)."""
+        assert self.start is not None
+        return await workflow.execute_activity(
+            FETCH,
+            part,
+            task_queue=self.start.bot_queue,
+            result_type=bytes,
+            start_to_close_timeout=timedelta(seconds=60),
+            schedule_to_close_timeout=timedelta(minutes=10),
+            retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=5), maximum_attempts=5),
+        )
+
+    async def _notify(self, call: NotifyCall) -> Shown:
         assert self.start is not None
         edit = call.method == "edit"  # a progress edit is dropped when the bot is away: the next shows it all
         return await workflow.execute_activity(
             NOTIFY,
             call,
             task_queue=self.start.bot_queue,
+            result_type=Shown,
             start_to_close_timeout=timedelta(seconds=60),
             schedule_to_close_timeout=timedelta(seconds=EDIT_SECONDS) if edit else timedelta(hours=2),
             # a bot that is down picks it up when it is back (attempts count only once it runs); a refusal is final

@@ -66,6 +66,28 @@ async def fetch_branch(repo: Path, branch: str, remote: str, identity: GitIdenti
     return True
 
 
+async def delete_remote_branch(repo: Path, branch: str, remote: str) -> bool:
+    """Delete `branch` on `remote` (a discarded task's branch a runner pushed); False when the remote has no such
+    branch, or the clone no such remote."""
+    if not await has_remote(repo, remote):
+        return False
+    listed = await git_text(
+        "ls-remote", "--heads", remote, branch, cwd=repo, timeout=REMOTE_TIMEOUT_SECONDS, extra_env=_remote_env()
+    )
+    if not any(line.split("\t")[-1] == f"refs/heads/{branch}" for line in listed.splitlines()):
+        return False
+    await git_text(
+        "push",
+        "--no-verify",
+        remote,
+        f":refs/heads/{branch}",
+        cwd=repo,
+        timeout=REMOTE_TIMEOUT_SECONDS,
+        extra_env=_remote_env(),
+    )
+    return True
+
+
 async def catch_up(repo: Path, remote: str) -> str | None:
     """A runner's clone before a task: fetch `remote` and fast-forward the checked-out branch to its upstream, so the
     task starts where the owner's shared branch is. Returns why it could not (the clone is then used as it is)."""

@@ -450,6 +450,23 @@ class Store(Connection):
                 [(task.id, idx, text) for idx, text in enumerate(criteria or [], start=1)],
             )
 
+    async def mirror_task_attachments(self, task_id: int, handed: list[tuple[Attachment, bool]]) -> None:
+        """A runner's copy of the files handed to a task (their bytes already under its attachments folder), replacing
+        what an earlier run of the task mirrored; each under the bot's id (the worktree's copies are named after it,
+        as on the bot; a runner's store holds no attachments of its own)."""
+        async with self.transaction() as db:
+            await db.execute("DELETE FROM task_attachments WHERE task_id = ?", (task_id,))
+            for attachment, save in handed:
+                data = {k: _to_db(v) for k, v in attachment.model_dump().items() if k != "message_id"}
+                await db.execute(
+                    f"INSERT OR REPLACE INTO attachments ({', '.join(data)}) VALUES ({', '.join('?' for _ in data)})",
+                    tuple(data.values()),
+                )
+                await db.execute(
+                    "INSERT INTO task_attachments (task_id, attachment_id, save_as_file) VALUES (?, ?, ?)",
+                    (task_id, attachment.id, int(save)),
+                )
+
     async def interrupt_running_tasks(self) -> list[Task]:
         """At start-up: tasks left in_progress by a killed bot become interrupted."""
         stuck = await self.list_tasks(statuses=[TaskStatus.IN_PROGRESS], limit=1000)

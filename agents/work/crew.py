@@ -511,9 +511,13 @@ class Crew:
         if not task.branch or not task.base_commit:
             raise ToolError(f"task #{task_id} has no branch")
         repo = self.workspaces.resolve(task.workspace).path
+        # a task that ran on a runner (TASK_ENGINE=temporal) never had a worktree on this machine: its branch, fetched
+        # into the owner's checkout, is all there is; a path where no worktree can be stands for the missing one
+        # (the owner's checkout itself is a worktree, which Diff and Discard would take for the task's)
+        nowhere = self.settings.worktrees_dir / "ran-elsewhere" / f"task-{task.id}"
         tree = TaskWorktree(
             repo=repo,
-            path=Path(task.worktree or repo),
+            path=Path(task.worktree) if task.worktree else nowhere,
             branch=task.branch,
             base_branch=task.base_branch or "main",
             base_commit=task.base_commit,
@@ -565,6 +569,9 @@ class Crew:
             freed = await discard_task_worktree(tree)
             cleaned = f" ({human_size(freed)} of its files removed from `.git`)" if freed else ""
             text = f"Task #{task_id} was discarded; its branch `{tree.branch}` was deleted{cleaned}."
+            problem = await self.runner.drop_branch(task)  # where a runner pushed it (TASK_ENGINE=temporal)
+            if problem:
+                text += f" But {problem}."
         await self._tell_task_chat(caller, task, text)
         return text
 

@@ -18,7 +18,7 @@ import anthropic
 from agents.core.actions import Action, Button, button
 from agents.core.errors import ToolError
 from agents.core.models import Criterion, Proposal, ProposalStatus, Task, TaskEvent, TaskStatus, WorkerKind, utcnow
-from agents.core.protocols import Notifier
+from agents.core.protocols import Notifier, Outbox
 from agents.core.settings import Settings
 from agents.core.text import fenced
 from agents.git.commits import CommitLimits, CommitResult, commit_all
@@ -80,6 +80,33 @@ def scheduled_note(task: Task, before: str = "") -> str:
     return f"{before}⏰ Run of schedule #{task.schedule_id}." if task.schedule_id is not None else ""
 
 
+async def store_proposal(store: Store, task: Task, body: str) -> Proposal:
+    """A research task's proposal, stored; the chat's older pending proposals for that workspace are superseded."""
+    for old in await store.pending_proposals(task.chat_id):
+        if old.workspace == task.workspace:
+            await store.decide_proposal(old.id, ProposalStatus.SUPERSEDED)
+    return await store.add_proposal(
+        Proposal(chat_id=task.chat_id, workspace=task.workspace, request=task.instructions, body=body)
+    )
+
+
+async def show_proposal(store: Store, deliveries: Outbox, turn_chars: int, task: Task, proposal: Proposal) -> None:
+    """The proposal in the chat with Approve / Reject (through the outbox), kept in the chat's history."""
+    header = (
+        f"📋 **Proposal #{proposal.id}** for `{proposal.workspace}`. Approve to start a code worker on it."
+        f"{scheduled_note(task, ' ')}\n\n"
+    )
+    record = await remember_shown(store, task.chat_id, PROPOSAL, proposal.id or 0, header + proposal.body, turn_chars)
+    shown = await deliveries.deliver(
+        task.chat_id,
+        header + proposal.body,
+        buttons=proposal_buttons(proposal.id or 0),
+        kind="proposal",
+        task_id=task.id,
+    )
+    await shown_as(store, record, shown)
+
+
 class TaskExecutor:
     """Executes a claimed task; everything it learns goes to the store and the chat."""
 
@@ -91,10 +118,17 @@ class TaskExecutor:
         workspaces: Workspaces,
         notifier: Notifier,
         repo_map: RepoMap | None = None,
-        deliveries: Deliveries | None = None,
+        deliveries: Outbox | None = None,
+        *,
+        inboxes: Inboxes | None = None,
+        network: NetworkGate | None = None,
+        baselines: BaselineRuns | None = None,
     ) -> None:
+        """`inboxes` and `network` default to this process's own; the Temporal engine passes versions that also
+        reach tasks running on runners, and a runner one gate per task run (its questions go through that task's
+        workflow)."""
         self.settings, self.store, self.client = settings, store, client
-        self.deliveries = deliveries or Deliveries(store, notifier)  # summaries and proposals: retried, never lost
+        self.deliveries: Outbox = deliveries or Deliveries(store, notifier)  # summaries, proposals: never lost
         self.repo_map = repo_map
         self.workspaces, self.notifier = workspaces, notifier
         self.identity = GitIdentity(settings.git_author_name, settings.git_author_email)  # noqa
@@ -102,12 +136,12 @@ class TaskExecutor:
         self.commit_limits = CommitLimits(settings.max_commit_file_bytes, settings.max_commit_task_bytes)
         self.guards: dict[int, RepositoryGuard] = {}  # task id → the guard of the owner's repository while it runs
         self.bounds: dict[int, TaskBounds] = {}  # task id → its cgroup and disk budget while it runs (issue 22)
-        self.baselines = BaselineRuns(self.worktrees_dir / "test-baselines")  # issue 13: base-commit test runs
+        self.baselines = baselines or BaselineRuns(self.worktrees_dir / "test-baselines")  # base-commit test runs
         self.chromium = find_chromium(settings.chromium_path)
-        self.inboxes = Inboxes()  # notes for running workers (agents/work/steering.py)
+        self.inboxes = inboxes or Inboxes()  # notes for running workers (agents/work/steering.py)
         self.attachments = Attachments.from_settings(settings)
         self.stopping = False  # set when the bot shuts down: running tasks become interrupted, not cancelled
-        self.network = NetworkGate(
+        self.network = network or NetworkGate(
             NetworkPolicy(settings.sandbox_network),
             store,
             notifier,
@@ -389,29 +423,10 @@ class TaskExecutor:
                 task, f"✖ **Research #{task.id}** ended without a proposal: {reason}.{scheduled_note(task, ' ')}"
             )
             return
-        for old in await self.store.pending_proposals(task.chat_id):
-            if old.workspace == workspace.name:
-                await self.store.decide_proposal(old.id, ProposalStatus.SUPERSEDED)
-        proposal = await self.store.add_proposal(
-            Proposal(chat_id=task.chat_id, workspace=workspace.name, request=task.instructions, body=result.report)
-        )
+        proposal = await store_proposal(self.store, task, result.report)
         await self.set_status(task, TaskStatus.COMPLETED, result=f"proposal #{proposal.id}")
         await progress.close(f"✔ proposal #{proposal.id} ready")
-        header = (
-            f"📋 **Proposal #{proposal.id}** for `{workspace.name}`. Approve to start a code worker on it."
-            f"{scheduled_note(task, ' ')}\n\n"
-        )
-        record = await remember_shown(
-            self.store, task.chat_id, PROPOSAL, proposal.id, header + result.report, self.settings.shown_turn_chars
-        )
-        shown = await self.deliveries.deliver(
-            task.chat_id,
-            header + result.report,
-            buttons=proposal_buttons(proposal.id),
-            kind="proposal",
-            task_id=task.id,
-        )
-        await shown_as(self.store, record, shown)
+        await show_proposal(self.store, self.deliveries, self.settings.shown_turn_chars, task, proposal)
 
     # ---- code / frontend / test ------------------------------------------------------------
     async def _change(self, task: Task, progress: Progress) -> None:

@@ -50,6 +50,10 @@ class TaskRunner:
         """The local engine has nothing to re-attach to: a stopped bot's tasks stopped with it (Resume restarts)."""
         return set()
 
+    async def drop_branch(self, task: Task) -> str | None:
+        """Local tasks' branches live in the owner's checkout only (Discard deletes them there)."""
+        return None
+
     async def _claim_loop(self) -> None:
         while not self._stopping:
             self._wake.clear()
