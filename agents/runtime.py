@@ -16,6 +16,9 @@ from agents.core.models import TaskStatus
 from agents.core.protocols import Notifier, SpeechToText, TaskEngine
 from agents.core.secrets_filter import remember
 from agents.core.settings import Settings
+from agents.github.api import GitHubClient
+from agents.github.webhook import WebhookServer
+from agents.github_inbox import GitHubInbox
 from agents.llm.client import make_client
 from agents.repo_map.maps import RepoMap
 from agents.sandbox.task_limits import sandbox_limit_warnings
@@ -24,6 +27,7 @@ from agents.store.delivery import Deliveries
 from agents.tools.workspaces import Workspaces
 from agents.work.crew import Crew, task_line
 from agents.work.orphans import instance_token, kill_orphans
+from agents.work.pull_requests import PullRequests
 from agents.work.task_execution import TaskExecutor
 from agents.work.task_runner import TaskRunner
 
@@ -46,6 +50,9 @@ class Runtime:
     transcriber: SpeechToText | None = None
     interrupted: list = field(default_factory=list)
     deliveries: Deliveries | None = None
+    pull_requests: PullRequests | None = None
+    github_inbox: GitHubInbox | None = None
+    github_webhook: WebhookServer | None = None
 
     @classmethod
     async def start(
@@ -65,6 +72,7 @@ class Runtime:
                 log.warning("%s", warning)
         # the bot's own secrets are masked verbatim in everything a model or the chat sees (issue 22)
         remember([settings.telegram_bot_token.get_secret_value(), settings.anthropic_api_key.get_secret_value()])
+        remember(s.get_secret_value() for s in (settings.github_token, settings.github_webhook_secret) if s is not None)
         store = await Store.open(settings.database_path)
         client = client or make_client(settings)
         workspaces = Workspaces(settings.workspace_path, settings.bot_repository)
@@ -73,7 +81,14 @@ class Runtime:
         deliveries = Deliveries(store, notifier)
         executor = TaskExecutor(settings, store, client, workspaces, notifier, repo_map, deliveries)
         runner = _engine(settings, store, executor, notifier, deliveries)
-        crew = Crew(settings, store, workspaces, runner, notifier, executor.inboxes, repo_map)
+        github = (
+            GitHubClient(settings.github_token.get_secret_value(), settings.github_api_url)
+            if settings.github_token
+            else None
+        )
+        pull_requests = PullRequests(settings, store, workspaces, notifier, github)
+        executor.pull_requests = pull_requests if github is not None else None
+        crew = Crew(settings, store, workspaces, runner, notifier, executor.inboxes, repo_map, pull_requests)
         orchestrator = Orchestrator(settings, store, client, workspaces, crew, hints)
         if transcriber is None:  # PyAV/numpy imports take a while: not on the event loop
             transcriber = await asyncio.to_thread(_make_transcriber, settings)
@@ -91,7 +106,10 @@ class Runtime:
             executor,
             transcriber,
             deliveries=deliveries,
+            pull_requests=pull_requests,
         )
+        if github is not None:
+            runtime.github_inbox = GitHubInbox(settings, store, orchestrator, crew, pull_requests, deliveries)
         killed_mid_task = await store.interrupt_running_tasks()  # a killed bot left these in_progress
         if killed_mid_task:  # ... and their commands still running, in sessions of their own
             await asyncio.to_thread(
@@ -109,6 +127,18 @@ class Runtime:
         deliveries.start()  # what an earlier run could not deliver goes out now
         hints.refresh_in_background()  # index the workspaces without delaying start-up
         return runtime
+
+    def start_github_webhook(self) -> None:
+        """POST /github on GITHUB_WEBHOOK_LISTEN (polling mode too); deliveries a stopped bot left are handled."""
+        s = self.settings
+        if self.github_inbox is None or not s.github_webhook_listen or s.github_webhook_secret is None:
+            return
+        inbox = self.github_inbox
+        self.github_webhook = WebhookServer(
+            s.github_webhook_listen, s.github_webhook_secret.get_secret_value(), inbox.store_delivery, inbox.handle
+        )
+        self.github_webhook.start()
+        self._background = asyncio.ensure_future(inbox.handle_unhandled())
 
     async def announce_interrupted(self) -> None:
         """Tell each chat which tasks a restart interrupted, with Resume / Discard buttons."""
@@ -162,7 +192,11 @@ class Runtime:
 
     async def close(self) -> None:
         """SIGTERM path: stop workers (they become interrupted), close the client and the store; bounded in time."""
+        if self.github_webhook is not None:
+            await self.github_webhook.stop()
         await self.stop_workers()
+        if self.pull_requests is not None:
+            await self.pull_requests.close()
         if self.deliveries is not None:
             await self.deliveries.close()
         await self.hints.close()

@@ -1,4 +1,5 @@
-"""Inline buttons: approve/reject proposals; cancel, resume, merge, diff and discard tasks; allow/deny network."""
+"""Inline buttons: approve/reject proposals; cancel, resume, merge, diff, discard tasks and open their pull requests;
+allow/deny network."""
 
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ DISPATCH: dict[Action, Handler] = {
     Action.RESUME: lambda crew, caller, item: crew.resume(caller, item),
     Action.MERGE: lambda crew, caller, item: crew.merge(caller, item, anywhere=True),
     Action.DISCARD: lambda crew, caller, item: crew.discard(caller, item, anywhere=True),
+    Action.OPEN_PR: lambda crew, caller, item: crew.open_pr(caller, item, anywhere=True),
 }
 
 

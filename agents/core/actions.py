@@ -29,6 +29,7 @@ class Action(StrEnum):
     MERGE = "task:merge"
     DIFF = "task:diff"
     DISCARD = "task:discard"
+    OPEN_PR = "task:pr"
     NET_ONCE = "net:once"
     NET_TASK = "net:task"
     NET_DENY = "net:deny"

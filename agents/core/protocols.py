@@ -183,6 +183,12 @@ class WorkDesk(Protocol):
         folder yet, e.g. 'build me a portfolio site'); then start work in it."""
         ...
 
+    async def open_pull_request(self, caller: Caller, task_id: TaskId) -> str:
+        """Push a finished task's branch to the workspace's GitHub repository and open a pull request against its
+        default branch (a draft unless the bot's verdict is ✔); a task that has one gets its new commits pushed
+        there. Only for workspaces on GitHub; owners only (a member's request goes to the owners)."""
+        ...
+
     # the turn's hooks: not tools; the orchestrator calls them around a chat's turns
     def turn_started(self, chat_id: int) -> None:
         """A turn of the chat begins (it may wait on a foreground task until `stop_waiting`)."""
@@ -204,6 +210,7 @@ WORK_TOOLS = (
     "merge_task",
     "discard_task",
     "create_workspace",
+    "open_pull_request",
 )  # the WorkDesk methods the orchestrator offers as tools, in this order
 
 

@@ -32,6 +32,7 @@ from agents.core.models import (
 )
 from agents.store.connection import Connection
 from agents.store.conversations import Conversations, Place
+from agents.store.github import GitHubRecords
 from agents.store.migrations import MIGRATIONS
 from agents.store.repo_index import RepoIndex
 
@@ -528,6 +529,11 @@ class Store(Connection):
     def conversations(self) -> Conversations:
         """Forum topics as conversations of their own, and the workspace a conversation is bound to."""
         return Conversations(self, self._places, self._bindings)
+
+    @property
+    def github(self) -> GitHubRecords:
+        """Pull requests of tasks, GitHub webhook deliveries and the GitHub threads that started tasks."""
+        return GitHubRecords(self)
 
     @property
     def repo_index(self) -> RepoIndex:

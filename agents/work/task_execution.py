@@ -52,6 +52,7 @@ from agents.verify.test_baseline import BaselineRuns
 from agents.verify.test_verdict import Verdict
 from agents.work.orphans import instance_token, task_tag
 from agents.work.progress import Progress
+from agents.work.pull_requests import PullRequests
 from agents.work.role_tools import RoleCallbacks
 from agents.work.steering import Inboxes
 from agents.work.task_outcome import RunFacts, branch_buttons, decide, render, trim
@@ -107,6 +108,7 @@ class TaskExecutor:
             settings.is_owner,
         )
         self.mcp = TaskMcp.from_settings(settings, self.chromium)  # the owner's MCP servers and the browser (issue 24)
+        self.pull_requests: PullRequests | None = None  # GitHub (runtime sets it when GITHUB_TOKEN is set)
 
     def sandbox_for(
         self, root: Path, repository: Path, read_only: Iterable[Path] = (), task_id: int | None = None
@@ -486,8 +488,14 @@ class TaskExecutor:
         self.end_guard(task)
         await remove_worktree_keep_branch(tree)
         await progress.close(outcome.headline)
-        buttons = branch_buttons(task.id, outcome.status) if last else None
+        offer_pr = self.pull_requests is not None and await self.pull_requests.offered_for(task)
+        buttons = branch_buttons(task.id, outcome.status, pull_request=offer_pr) if last else None
         await self._show(task, render(outcome), buttons=buttons, reply_to=task.reply_to_message_id)
+        if self.pull_requests is not None:  # a follow-up goes to its pull request; GitHub's thread gets its answer
+            try:
+                await self.pull_requests.task_ended(task.id)
+            except Exception:  # the task is done and shown; GitHub's part must not turn it into a failure
+                log.exception("task %s: GitHub after the task", task.id)
 
     async def _show(self, task: Task, markdown: str, **how: object) -> None:
         """Send a task's outcome to its chat, and keep it in the chat's history as the bot's turn."""
