@@ -106,6 +106,10 @@ class GitHubClient:
         except (TimeoutError, httpx.HTTPError, OSError) as err:
             raise GitHubUnavailable(f"GitHub could not be reached ({type(err).__name__})") from None
 
+    async def user(self) -> str:
+        """The token's own login (a token GitHub does not accept raises GitHubUnavailable with its 401)."""
+        return str((await self._call("GET", "/user")).get("login") or "?")
+
     async def repository(self, full_name: str) -> dict[str, Any]:
         """The repository's record: `default_branch`, `permissions` (what the token may do), …"""
         return await self._call("GET", f"/repos/{full_name}")

@@ -173,6 +173,8 @@ class FakeGitHub:
             return 401, {"message": "Bad credentials"}, {}
         if fault is not None:
             return fault[1], {"message": f"scripted {fault[1]}"}, fault[2]
+        if method == "GET" and path == "/user":
+            return 200, {"login": "agentlab-bot"}, {}
         for pattern, handler in self._routes():
             if method == pattern[0] and (match := re.fullmatch(pattern[1], path)):
                 repo = self.repos.get(f"{match['owner']}/{match['name']}".lower())
