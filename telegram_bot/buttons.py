@@ -38,6 +38,7 @@ DISPATCH: dict[Action, Handler] = {
     Action.MERGE: lambda crew, caller, item: crew.merge(caller, item, anywhere=True),
     Action.DISCARD: lambda crew, caller, item: crew.discard(caller, item, anywhere=True),
     Action.OPEN_PR: lambda crew, caller, item: crew.open_pr(caller, item, anywhere=True),
+    Action.FIX_CI: lambda crew, caller, item: crew.fix_ci(caller, item),
 }
 
 

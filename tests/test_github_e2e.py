@@ -165,6 +165,21 @@ async def test_open_pr_ready_then_draft_shown_by_task_and_checks_reported(
         assert "a draft" in text
         draft = fake_github.repos["octo/group-therapy"].pulls[2]
         assert draft.draft is True and draft.body.startswith("**⚠ Task #2 needs a look")
+
+        # Fix CI: the failed check's summary goes to a follow-up on the branch, pushed to the same pull request
+        model.add(
+            "code",
+            claude_says.tool_use("write_file", {"path": "ruff.toml", "content": "line-length = 120\n"}),
+            claude_says.text("Configured the linter."),
+        )
+        assert "task:fixci:1" in line.callback_data
+        bot.tg.press_button(USER_ID, line.message_id, "task:fixci:1")
+        assert await bot.tg.await_for(lambda: newest(bot, USER_ID, "to fix CI"))
+        fixing = await ended(bot, 3)
+        assert fixing.branch == task.branch and "## lint: failure" in fixing.instructions
+        assert "lint failure" in last_user_text(model.requests["code"][-2]), "the worker reads the run's summary"
+        await fake_github.await_for(lambda: pull.edits, timeout=HANG_GUARD)
+        assert "Configured the linter." in pull.body and list(fake_github.repos["octo/calc"].pulls) == [1]
         transcript("open_pr", bot, fake_github)
 
 

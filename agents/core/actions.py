@@ -30,6 +30,7 @@ class Action(StrEnum):
     DIFF = "task:diff"
     DISCARD = "task:discard"
     OPEN_PR = "task:pr"
+    FIX_CI = "task:fixci"
     NET_ONCE = "net:once"
     NET_TASK = "net:task"
     NET_DENY = "net:deny"

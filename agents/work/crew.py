@@ -518,6 +518,15 @@ class Crew:
         await self._tell_task_chat(caller, task, text)
         return text
 
+    async def fix_ci(self, caller: Caller, task_id: int) -> str:
+        """The Fix CI button: a follow-up on the task's branch that gets the failed check runs' summaries."""
+        task = await self._task_for(caller, task_id)
+        self._starter_or_owner(caller, task, "hand CI failures of")
+        if self.pull_requests is None:
+            raise ToolError("GitHub is not set up here")
+        follow_up = await self.continue_task(caller, task.id, await self.pull_requests.failed_checks(task.id))
+        return f"Task #{follow_up.id} started on task #{task.id}'s branch to fix CI; its commits go to the same PR."
+
     async def continue_task(self, caller: Caller, task_id: int, instructions: str) -> Task:
         """A follow-up on an ended task's branch (a GitHub mention on its pull request): a new code task that
         starts where the branch is; its commits go to the same pull request when it ends."""

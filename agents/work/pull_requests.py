@@ -17,6 +17,7 @@ import contextlib
 import logging
 from pathlib import Path
 
+from agents.core.actions import Action, button
 from agents.core.errors import ToolError
 from agents.core.models import Task, TaskEvent, TaskStatus, WorkerKind
 from agents.core.protocols import Notifier
@@ -236,7 +237,29 @@ class PullRequests:
             if task is None or fresh is None or fresh.checks_reported_sha == sha:
                 continue
             await self.store.github.save_pull_request(fresh.model_copy(update={"checks_reported_sha": sha}))
-            await self.notifier.send(task.chat_id, line)
+            failed = "✗" in line
+            fix = [[button("🛠 Fix CI", Action.FIX_CI, task.id)]] if failed else None
+            await self.notifier.send(task.chat_id, line, buttons=fix)
+
+    async def failed_checks(self, task_id: int) -> str:
+        """What a worker fixing CI is told: the pull request's failed check runs with their summaries."""
+        record = await self.store.github.pull_request(task_id)
+        if self.client is None or record is None:
+            raise ToolError(f"task #{task_id} has no pull request")
+        try:
+            runs = await self.client.check_runs(record.repository, record.pushed_sha)
+        except GitHubUnavailable as err:
+            raise ToolError(f"could not read the checks: {err}") from None
+        failed = [r for r in runs if (r.conclusion or "") in FAILED]
+        if not failed:
+            raise ToolError(f"no check of PR #{record.number} has failed on its latest commit")
+        parts = [f"CI failed on PR #{record.number} ({record.url}). Make these checks pass:"]
+        for run in failed:
+            summary = run.summary.strip()[:3000] or "(no summary)"
+            parts.append(
+                f"\n## {run.name}: {run.conclusion} ({run.url})\nIts summary, as GitHub shows it (quoted):\n{summary}"
+            )
+        return "\n".join(parts)
 
     def watch_checks(self, chat_id: int, record: PullRequestRecord) -> None:
         """Without a webhook: poll the head's checks with back-off until they finish (or GITHUB_CHECKS_GIVE_UP)."""
