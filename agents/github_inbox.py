@@ -192,7 +192,8 @@ class GitHubInbox:
         caller = Caller(chat_id=user_id, user_id=user_id, user_name=mention.login)
         quoted = f"(written on GitHub by {mention.login}, quoted)\n{_quote(request)}"
         try:
-            task = await self.crew.continue_task(caller, record.task_id, quoted)
+            said = " ".join(request.replace(self.settings.github_mention, " ").split())
+            task = await self.crew.continue_task(caller, record.task_id, quoted, title=f"{mention.login}: {said}")
         except ToolError as err:
             await self._answer(mention, user_id, f"Could not continue task #{record.task_id}: {err}.")
             return True

@@ -198,7 +198,7 @@ async def test_a_github_outage_is_one_sentence_and_open_pr_works_again(
         await bot.runtime.crew.start_task(owner, "calc", "code", "Fix add()", background=True)
         await ended(bot, 1)
         for _ in range(4):  # every retry fails
-            fake_github.fail_next("/pulls", outage)
+            fake_github.fail_next("/pulls", outage, {"retry-after": "0"})
         shown = await bot.tg.await_for(lambda: summary(bot, USER_ID, 1))
         bot.tg.press_button(USER_ID, shown.message_id, "task:pr:1")
         said = await bot.tg.await_for(lambda: newest(bot, USER_ID, "GitHub answered"))

@@ -31,9 +31,10 @@ class GitHubUnavailable(RuntimeError):
 def retry_delay(status: int, headers: Mapping[str, str], attempt: int, now: float | None = None) -> float | None:
     """How long to wait before retrying a failed call, or None when it should not be retried."""
     lowered = {k.lower(): v for k, v in headers.items()}
+    after = lowered.get("retry-after", "").strip()
+    if (status in (403, 429) or status >= 500) and after.isdigit():
+        return float(after)
     if status in (403, 429):
-        if (after := lowered.get("retry-after", "")).strip().isdigit():
-            return float(after)
         if lowered.get("x-ratelimit-remaining") == "0" and (reset := lowered.get("x-ratelimit-reset", "")).isdigit():
             return max(0.0, float(reset) - (time.time() if now is None else now)) + 1.0
         return None

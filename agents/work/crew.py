@@ -527,7 +527,7 @@ class Crew:
         follow_up = await self.continue_task(caller, task.id, await self.pull_requests.failed_checks(task.id))
         return f"Task #{follow_up.id} started on task #{task.id}'s branch to fix CI; its commits go to the same PR."
 
-    async def continue_task(self, caller: Caller, task_id: int, instructions: str) -> Task:
+    async def continue_task(self, caller: Caller, task_id: int, instructions: str, title: str | None = None) -> Task:
         """A follow-up on an ended task's branch (a GitHub mention on its pull request): a new code task that
         starts where the branch is; its commits go to the same pull request when it ends."""
         task = await self.store.get_task(int(task_id))
@@ -545,7 +545,7 @@ class Crew:
                 user_name=caller.user_name,
                 workspace=ws.name,
                 worker=task.worker if task.worker is not WorkerKind.RESEARCH else WorkerKind.CODE,
-                title=f"follow-up of #{task.id}: {title_of(instructions, 60)}",
+                title=f"follow-up of #{task.id}: {title_of(title or instructions, 60)}",
                 instructions=crew_texts.follow_up(task, instructions),
                 branch=task.branch,
             )

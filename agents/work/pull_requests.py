@@ -55,9 +55,19 @@ def pull_request_body(
         head = "Worker's report" if len(reports) == 1 else f"Worker's report (task #{task_id})"
         text = report.strip() or "(none)"
         lines += [f"### {head}", text[:BODY_REPORT_CHARS] + ("…" if len(text) > BODY_REPORT_CHARS else ""), ""]
-    lines += ["### Tests", tests or "not run by the bot", "", "### Files", "```", files.strip() or "(no change)", "```"]
+    lines += [
+        "### Tests",
+        tests or "not run by the bot",
+        "",
+        "### Files",
+        "```",
+        files.strip("\n") or "(no change)",
+        "```",
+    ]
     by = f", asked by {starter}" if starter else ""
-    lines += ["", f"---\nOpened by agentlab from task #{task.id}{by} · branch `{task.branch}`."]
+    first, *later = [task_id for task_id, _ in reports] or [task.id]
+    more = f" (follow-ups: {', '.join(f'#{n}' for n in later)})" if later else ""
+    lines += ["", f"---\nOpened by agentlab from task #{first}{more}{by} · branch `{task.branch}`."]
     return "\n".join(lines)
 
 
