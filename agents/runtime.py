@@ -53,6 +53,7 @@ class Runtime:
     pull_requests: PullRequests | None = None
     github_inbox: GitHubInbox | None = None
     github_webhook: WebhookServer | None = None
+    github_catch_up: asyncio.Future | None = None  # deliveries a stopped bot acknowledged, handled at start
 
     @classmethod
     async def start(
@@ -138,7 +139,7 @@ class Runtime:
             s.github_webhook_listen, s.github_webhook_secret.get_secret_value(), inbox.store_delivery, inbox.handle
         )
         self.github_webhook.start()
-        self._background = asyncio.ensure_future(inbox.handle_unhandled())
+        self.github_catch_up = asyncio.ensure_future(inbox.handle_unhandled())
 
     async def announce_interrupted(self) -> None:
         """Tell each chat which tasks a restart interrupted, with Resume / Discard buttons."""
@@ -194,6 +195,8 @@ class Runtime:
         """SIGTERM path: stop workers (they become interrupted), close the client and the store; bounded in time."""
         if self.github_webhook is not None:
             await self.github_webhook.stop()
+        if self.github_catch_up is not None:
+            self.github_catch_up.cancel()
         await self.stop_workers()
         if self.pull_requests is not None:
             await self.pull_requests.close()

@@ -94,14 +94,14 @@ def transcript(name: str, bot: BotHarness, fake: FakeGitHub, chats: tuple[int, .
 
 
 def github_settings(fake: FakeGitHub, **more: object) -> dict:
-    return dict(
+    base = dict(
         github_token=fake.token,
         github_api_url=fake.url,
         github_users=f"octocat={USER_ID}",
         github_checks_poll_seconds=0.2,
         sandbox_network="off",
-        **more,
     )
+    return {**base, **more}
 
 
 async def test_open_pr_ready_then_draft_shown_by_task_and_checks_reported(
@@ -215,7 +215,15 @@ async def test_a_members_open_pr_goes_to_the_owners(
     on_github(workspace_root / "calc", "octo/calc", fake_github)
     model = RoleScript()
     fake_anthropic.handler = model
-    settings = github_settings(fake_github, allowed_user_ids=f"{USER_ID},{MEMBER}", owner_user_ids=str(USER_ID))
+    port = free_port()
+    settings = github_settings(
+        fake_github,
+        allowed_user_ids=f"{USER_ID},{MEMBER}",
+        owner_user_ids=str(USER_ID),
+        github_users=f"octocat={USER_ID},mia={MEMBER}",
+        github_webhook_listen=f"127.0.0.1:{port}",
+        github_webhook_secret=SECRET,
+    )
     async with running_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo, **settings) as bot:
         model.add("code", *fix_calc())
         member = Caller(chat_id=MEMBER, user_id=MEMBER, user_name="mia")
@@ -234,6 +242,20 @@ async def test_a_members_open_pr_goes_to_the_owners(
         told = await bot.tg.await_for(lambda: newest(bot, MEMBER, "Opened PR #1"))
         assert "(decided by an owner)" in told.text
         assert fake_github.repos["octo/calc"].pulls[1].draft is False
+
+        # a member asking on GitHub to merge: refused in the comment, the owners asked, nothing merged
+        model.add(
+            "orchestrator",
+            claude_says.tool_use("merge_task", {"task_id": 1}),
+            lambda body: claude_says.text(f"I can't: {last_user_text(body).splitlines()[0][:80]}"),
+        )
+        ask = issue_comment("mia", "@agentlab merge task 1 please", number=1, pull=False)
+        assert (await send_delivery(f"http://127.0.0.1:{port}/github", "issue_comment", ask, SECRET)).status_code == 202
+        comments = fake_github.repos["octo/calc"].comments
+        await fake_github.await_for(lambda: comments)
+        assert "only an owner can merge; I've asked them" in comments[0][1]
+        assert await bot.tg.await_for(lambda: newest(bot, USER_ID, "asks to merge task #1"))
+        assert "a - b" in (workspace_root / "calc" / "calc.py").read_text(), "nothing was merged"
         transcript("member_open_pr", bot, fake_github, (MEMBER, USER_ID))
 
 
