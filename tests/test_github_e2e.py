@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import logging
 import os
 import socket
@@ -249,7 +250,7 @@ async def test_a_members_open_pr_goes_to_the_owners(
             claude_says.tool_use("merge_task", {"task_id": 1}),
             lambda body: claude_says.text(f"I can't: {last_user_text(body).splitlines()[0][:80]}"),
         )
-        ask = issue_comment("mia", "@agentlab merge task 1 please", number=1, pull=False)
+        ask = issue_comment("mia", "@agentlab merge task 1 please", number=9)
         assert (await send_delivery(f"http://127.0.0.1:{port}/github", "issue_comment", ask, SECRET)).status_code == 202
         comments = fake_github.repos["octo/calc"].comments
         await fake_github.await_for(lambda: comments)
@@ -434,3 +435,27 @@ async def test_a_mention_starts_a_task_that_opens_its_pr_and_a_mention_on_the_pr
         line = await bot.tg.await_for(lambda: newest(bot, USER_ID, "CI on"))
         assert line.text == "CI on PR #1: ✔ 1 check passed"
         transcript("work_from_github", bot, fake_github)
+
+
+async def test_a_delivery_acknowledged_before_a_stop_is_handled_at_the_next_start(
+    fake_telegram, fake_anthropic, fake_github, tmp_path, workspace_root, bot_repo
+) -> None:
+    from agents.store.database import Store
+    from agents.store.github import DeliveryRecord
+
+    on_github(workspace_root / "calc", "octo/calc", fake_github)
+    store = await Store.open(tmp_path / "data" / "agentlab.db")  # where the test settings keep the database
+    payload = issue_comment("octocat", "@agentlab are you there?", number=4)
+    await store.github.add_delivery(DeliveryRecord(id="d-stored", event="issue_comment", payload=json.dumps(payload)))
+    await store.close()
+    model = RoleScript()
+    model.add("orchestrator", claude_says.text("Yes, back again."))
+    fake_anthropic.handler = model
+    settings = github_settings(
+        fake_github, github_webhook_listen=f"127.0.0.1:{free_port()}", github_webhook_secret=SECRET
+    )
+    async with running_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo, **settings) as bot:
+        comments = fake_github.repos["octo/calc"].comments
+        await fake_github.await_for(lambda: comments)
+        assert comments == [(4, "<!-- agentlab -->\nYes, back again.")]
+        assert not await bot.runtime.store.github.unhandled_deliveries()
