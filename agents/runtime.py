@@ -135,10 +135,15 @@ class Runtime:
         if self.github_inbox is None or not s.github_webhook_listen or s.github_webhook_secret is None:
             return
         inbox = self.github_inbox
-        self.github_webhook = WebhookServer(
+        server = WebhookServer(
             s.github_webhook_listen, s.github_webhook_secret.get_secret_value(), inbox.store_delivery, inbox.handle
         )
-        self.github_webhook.start()
+        try:
+            server.start()
+        except OSError as err:  # the chat still works; `agentlab doctor` says the same
+            log.error("GitHub webhook: cannot listen on %s: %s", s.github_webhook_listen, err)
+        else:
+            self.github_webhook = server
         self.github_catch_up = asyncio.ensure_future(inbox.handle_unhandled())
 
     async def announce_interrupted(self) -> None:

@@ -305,6 +305,8 @@ class TemporalEngine:
             await self._tell_interrupted(
                 task, f"⚠️ **Task #{task.id}** stopped: {report.error}. Resume it, or discard it?"
             )
+        elif status.is_final:  # GitHub (the bot's token stays here): a follow-up's push, the thread's answer
+            await self.executor.tell_github(task)
 
     async def _fetch(self, task: Task, report: TaskReport) -> str | None:
         """The task branch from the shared remote into the owner's checkout; what went wrong, if anything."""

@@ -260,6 +260,7 @@ class TaskExecutor:
         await self.set_status(task, TaskStatus.FAILED, error=reason)
         await progress.close(f"✖ failed: {trim(reason, 200)}")
         await self._show(task, f"✖ **Task #{task.id} failed**: {reason}")
+        await self.tell_github(task)
 
     async def repository_map(self, task: Task, workspace: Workspace, worktree: Path | None = None) -> str:
         """The token-bounded map for this request ('' when there is none): of the task's worktree (its own index,
@@ -491,11 +492,16 @@ class TaskExecutor:
         offer_pr = self.pull_requests is not None and await self.pull_requests.offered_for(task)
         buttons = branch_buttons(task.id, outcome.status, pull_request=offer_pr) if last else None
         await self._show(task, render(outcome), buttons=buttons, reply_to=task.reply_to_message_id)
-        if self.pull_requests is not None:  # a follow-up goes to its pull request; GitHub's thread gets its answer
-            try:
-                await self.pull_requests.task_ended(task.id)
-            except Exception:  # the task is done and shown; GitHub's part must not turn it into a failure
-                log.exception("task %s: GitHub after the task", task.id)
+        await self.tell_github(task)
+
+    async def tell_github(self, task: Task) -> None:
+        """A follow-up's commits go to its pull request; the GitHub thread that started the task gets its answer."""
+        if self.pull_requests is None:
+            return
+        try:
+            await self.pull_requests.task_ended(task.id)
+        except Exception:  # the task is done and shown; GitHub's part must not turn it into a failure
+            log.exception("task %s: GitHub after the task", task.id)
 
     async def _show(self, task: Task, markdown: str, **how: object) -> None:
         """Send a task's outcome to its chat, and keep it in the chat's history as the bot's turn."""
