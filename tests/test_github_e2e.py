@@ -149,7 +149,7 @@ async def test_open_pr_ready_then_draft_shown_by_task_and_checks_reported(
         )
         line = await bot.tg.await_for(lambda: newest(bot, USER_ID, "CI on"), timeout=10)
         assert line.text == "CI on PR #1: ✗ lint failed"
-        await asyncio.sleep(1.0)
+        await asyncio.sleep(0.6)  # three more polls' worth
         assert len([m for m in bot.tg.messages(USER_ID) if "CI on" in (m.text or "")]) == 1, "told once"
 
         # ⚠ (group-therapy has no tests: unverified) opens a draft
