@@ -320,6 +320,9 @@ async def test_webhook_signature_unknown_login_and_replay(
     settings = github_settings(fake_github, github_webhook_listen=f"127.0.0.1:{port}", github_webhook_secret=SECRET)
     url = f"http://127.0.0.1:{port}/github"
     async with running_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo, **settings) as bot:
+        from agents.core.secrets_filter import mask
+
+        assert mask(f"x {SECRET} y") == "x «masked» y", "the webhook's secret is one of the bot's masked secrets"
         payload = issue_comment("octocat", "@agentlab what does add() do?", number=3)
         assert (await send_delivery(url, "issue_comment", payload, "wrong-secret")).status_code == 401
         assert (await send_delivery(url, "issue_comment", payload, None)).status_code == 401
