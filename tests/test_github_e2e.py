@@ -437,6 +437,25 @@ async def test_a_mention_starts_a_task_that_opens_its_pr_and_a_mention_on_the_pr
         assert (await send_delivery(url, "check_suite", suite, SECRET)).status_code == 202
         line = await bot.tg.await_for(lambda: newest(bot, USER_ID, "CI on"))
         assert line.text == "CI on PR #1: ✔ 1 check passed"
+
+        # a review requesting changes by an allowed login continues from the newest task on the pull request
+        model.add(
+            "code",
+            claude_says.tool_use("write_file", {"path": "CHANGELOG.md", "content": "- add() adds numbers\n"}),
+            claude_says.text("Reworded the entry."),
+        )
+        review = {
+            "action": "submitted",
+            "review": {"state": "changes_requested", "body": "Say numbers.", "user": {"login": "octocat"}},
+            "pull_request": {"number": 1, "title": pull.title, "body": pull.body},
+            "repository": {"full_name": "octo/calc"},
+        }
+        assert (await send_delivery(url, "pull_request_review", review, SECRET)).status_code == 202
+        task3 = await ended(bot, 3)
+        assert task3.branch == task2.branch and "Say numbers." in task3.instructions
+        assert "Added a changelog entry." in task3.instructions, "it continues from the newest task (#2)"
+        await fake_github.await_for(lambda: len(pull.edits) >= 2, timeout=HANG_GUARD)
+        assert "Reworded the entry." in pull.body and list(fake_github.repos["octo/calc"].pulls) == [1]
         transcript("work_from_github", bot, fake_github)
 
 

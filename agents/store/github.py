@@ -76,8 +76,10 @@ class GitHubRecords:
         return await self._one("SELECT * FROM github_pull_requests WHERE task_id = ?", (task_id,))
 
     async def pull_request_by_number(self, repository: str, number: int) -> PullRequestRecord | None:
+        """The newest task on that pull request (a follow-up continues from the latest one)."""
         return await self._one(
-            "SELECT * FROM github_pull_requests WHERE lower(repository) = lower(?) AND number = ?",
+            "SELECT * FROM github_pull_requests WHERE lower(repository) = lower(?) AND number = ? "
+            "ORDER BY task_id DESC LIMIT 1",
             (repository, number),
         )
 
