@@ -456,6 +456,9 @@ async def test_a_mention_starts_a_task_that_opens_its_pr_and_a_mention_on_the_pr
         assert "Added a changelog entry." in task3.instructions, "it continues from the newest task (#2)"
         await fake_github.await_for(lambda: len(pull.edits) >= 2, timeout=HANG_GUARD)
         assert "Reworded the entry." in pull.body and list(fake_github.repos["octo/calc"].pulls) == [1]
+        assert pull.title == "Fix add()", "the first task names the pull request"
+        reports = [pull.body.index(r) for r in ("Fixed add().", "Added a changelog entry.", "Reworded the entry.")]
+        assert reports == sorted(reports) and "from task #1 (follow-ups: #2, #3)" in pull.body
         transcript("work_from_github", bot, fake_github)
 
 

@@ -175,10 +175,12 @@ class PullRequests:
 
     async def _texts(self, task: Task, repo: GitHubRepository, path: Path) -> tuple[str, str, bool]:
         """Title, body and draft flag, from the whole branch: every task on it (oldest first) and its diff."""
-        tasks = [task]
-        for record in await self.store.github.pull_requests_on(repo.full_name, task.branch or ""):
-            if record.task_id != task.id and (earlier := await self.store.get_task(record.task_id)) is not None:
-                tasks.insert(0, earlier)
+        records = await self.store.github.pull_requests_on(repo.full_name, task.branch or "")
+        tasks = []
+        for task_id in sorted({r.task_id for r in records} | {task.id}):  # oldest first: the first names the PR
+            found = task if task_id == task.id else await self.store.get_task(task_id)
+            if found is not None:
+                tasks.append(found)
         first = tasks[0]
         shown = await self.store.bot_message_about(task.chat_id, "task", task.id)
         verdict = verdict_line(task, shown.content if shown else None)
