@@ -167,7 +167,7 @@ class PullRequests:
         )
         await self.store.github.save_pull_request(record)
         await self.store.add_event(TaskEvent(task_id=task.id, kind="pull_request", detail=f"#{pr.number} {pr.url}"))
-        self.watch_checks(task.chat_id, record)
+        self.watch_checks(record)
         if previous is not None:
             return f"🔀 Task #{task.id}'s commits are pushed to [PR #{pr.number}]({pr.url}) (title and text updated)."
         state = "a draft (the bot's verdict is not ✔)" if draft else "ready for review"
@@ -273,7 +273,7 @@ class PullRequests:
             )
         return "\n".join(parts)
 
-    def watch_checks(self, chat_id: int, record: PullRequestRecord) -> None:
+    def watch_checks(self, record: PullRequestRecord) -> None:
         """Without a webhook: poll the head's checks with back-off until they finish (or GITHUB_CHECKS_GIVE_UP)."""
         if not self.poll_checks or not record.pushed_sha:
             return
