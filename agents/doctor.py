@@ -15,6 +15,7 @@ import importlib.util
 import os
 import re
 import shutil
+import socket
 import sqlite3
 import sys
 from collections.abc import Callable
@@ -658,6 +659,95 @@ async def _guarded(name: str, check: Callable[[], object]) -> list[Check]:
     return list(result) if isinstance(result, list) else [result]  # type: ignore[list-item]
 
 
+async def check_github(settings: Settings) -> list[Check] | None:
+    """GITHUB_TOKEN accepted, and able to push to each workspace's GitHub repository; GITHUB_USERS allowed; the
+    webhook's address free to listen on. Nothing when GITHUB_TOKEN is unset (no GitHub features)."""
+    from agents.github.api import GitHubClient, GitHubUnavailable
+    from agents.github.repository import github_repository
+    from agents.tools.workspaces import Workspaces
+
+    if settings.github_token is None:
+        return None
+    client = GitHubClient(settings.github_token.get_secret_value(), settings.github_api_url)
+    checks: list[Check] = []
+    try:
+        try:
+            login = await client.user()
+        except GitHubUnavailable as err:
+            return [Check(Level.fail, "GitHub", f"GITHUB_TOKEN: {err}", "make a new token (README: GitHub)")]
+        checks.append(Check(Level.ok, "GitHub", f"GITHUB_TOKEN accepted (acting as {login})"))
+        for ws in Workspaces(settings.workspace_path, settings.bot_repository).all():
+            repo = await github_repository(ws.path, settings.github_web_url)
+            if repo is None:
+                continue
+            try:
+                data = await client.repository(repo.full_name)
+            except GitHubUnavailable as err:
+                checks.append(
+                    Check(
+                        Level.warn,
+                        "GitHub",
+                        f"{ws.name}: {repo.full_name}: {err}",
+                        "give the token access to this repository (contents, pull requests, issues: read and write)",
+                    )
+                )
+                continue
+            if not (data.get("permissions") or {}).get("push", True):
+                checks.append(
+                    Check(
+                        Level.warn,
+                        "GitHub",
+                        f"{ws.name}: the token cannot push to {repo.full_name}",
+                        "give it contents: read and write",
+                    )
+                )
+            else:
+                checks.append(
+                    Check(
+                        Level.ok,
+                        "GitHub",
+                        f"{ws.name} → {repo.full_name} (default branch {data.get('default_branch')})",
+                    )
+                )
+    finally:
+        await client.close()
+    strangers = [login for login, uid in settings.github_users.items() if uid not in settings.allowed_user_ids]
+    if strangers:
+        checks.append(
+            Check(
+                Level.warn,
+                "GitHub",
+                f"GITHUB_USERS names users who are not in ALLOWED_USER_IDS: {', '.join(strangers)}",
+                "their mentions are ignored; add their Telegram ids to ALLOWED_USER_IDS",
+            )
+        )
+    if settings.github_webhook_listen:
+        host, _, port = settings.github_webhook_listen.rpartition(":")
+        try:
+            with socket.socket(socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET) as probe:
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                probe.bind((host.strip("[]"), int(port)))
+            checks.append(
+                Check(
+                    Level.ok,
+                    "GitHub webhook",
+                    f"POST /github on {settings.github_webhook_listen}: point the repository's webhook at "
+                    "https://<your host>/github (JSON, the secret, events: issues, issue comments, pull request "
+                    "reviews, check suites)",
+                )
+            )
+        except OSError as err:
+            checks.append(
+                Check(
+                    Level.warn,
+                    "GitHub webhook",
+                    f"cannot listen on {settings.github_webhook_listen}: {err.strerror or err}",
+                    "free the port (is the bot already running?) or change GITHUB_WEBHOOK_LISTEN",
+                )
+            )
+    return checks
+
+
 async def run_checks(settings: Settings) -> list[Check]:
     """Every check after the settings, concurrently, in a fixed order."""
     groups = await asyncio.gather(
@@ -676,6 +766,7 @@ async def run_checks(settings: Settings) -> list[Check]:
         _guarded("database", lambda: check_database(settings)),
         _guarded("sandbox", lambda: check_sandbox(settings)),
         _guarded("task engine", lambda: check_task_engine(settings)),
+        _guarded("GitHub", lambda: check_github(settings)),
     )
     return [check for group in groups for check in group]
 

@@ -16,6 +16,9 @@ from agents.core.models import TaskStatus
 from agents.core.protocols import Notifier, SpeechToText, TaskEngine
 from agents.core.secrets_filter import remember
 from agents.core.settings import Settings
+from agents.github.api import GitHubClient
+from agents.github.webhook import WebhookServer
+from agents.github_inbox import GitHubInbox
 from agents.llm.client import make_client
 from agents.repo_map.maps import RepoMap
 from agents.sandbox.task_limits import sandbox_limit_warnings
@@ -24,6 +27,7 @@ from agents.store.delivery import Deliveries
 from agents.tools.workspaces import Workspaces
 from agents.work.crew import Crew, task_line
 from agents.work.orphans import instance_token, kill_orphans
+from agents.work.pull_requests import PullRequests
 from agents.work.schedules import Firing, ScheduleBook
 from agents.work.task_execution import TaskExecutor
 from agents.work.task_runner import TaskRunner
@@ -48,6 +52,10 @@ class Runtime:
     interrupted: list = field(default_factory=list)
     deliveries: Deliveries | None = None
     schedules: ScheduleBook | None = None
+    pull_requests: PullRequests | None = None
+    github_inbox: GitHubInbox | None = None
+    github_webhook: WebhookServer | None = None
+    github_catch_up: asyncio.Future | None = None  # deliveries a stopped bot acknowledged, handled at start
 
     @classmethod
     async def start(
@@ -67,14 +75,23 @@ class Runtime:
                 log.warning("%s", warning)
         # the bot's own secrets are masked verbatim in everything a model or the chat sees (issue 22)
         remember([settings.telegram_bot_token.get_secret_value(), settings.anthropic_api_key.get_secret_value()])
+        remember(s.get_secret_value() for s in (settings.github_token, settings.github_webhook_secret) if s is not None)
         store = await Store.open(settings.database_path)
         client = client or make_client(settings)
         workspaces = Workspaces(settings.workspace_path, settings.bot_repository)
         repo_map = RepoMap(store)
         hints = SymbolHints(repo_map, store, workspaces)
         deliveries = Deliveries(store, notifier)
-        executor, runner = _executor_and_engine(settings, store, client, workspaces, notifier, repo_map, deliveries)
-        crew = Crew(settings, store, workspaces, runner, notifier, executor.inboxes, repo_map)
+        github = (
+            GitHubClient(settings.github_token.get_secret_value(), settings.github_api_url)
+            if settings.github_token
+            else None
+        )
+        pull_requests = PullRequests(settings, store, workspaces, notifier, github)
+        executor, runner = _executor_and_engine(
+            settings, store, client, workspaces, notifier, repo_map, deliveries, pull_requests if github else None
+        )
+        crew = Crew(settings, store, workspaces, runner, notifier, executor.inboxes, repo_map, pull_requests)
         orchestrator = Orchestrator(settings, store, client, workspaces, crew, hints)
         if transcriber is None:  # PyAV/numpy imports take a while: not on the event loop
             transcriber = await asyncio.to_thread(_make_transcriber, settings)
@@ -92,7 +109,10 @@ class Runtime:
             executor,
             transcriber,
             deliveries=deliveries,
+            pull_requests=pull_requests,
         )
+        if github is not None:
+            runtime.github_inbox = GitHubInbox(settings, store, orchestrator, crew, pull_requests, deliveries)
         killed_mid_task = await store.interrupt_running_tasks()  # a killed bot left these in_progress
         if killed_mid_task:  # ... and their commands still running, in sessions of their own
             await asyncio.to_thread(
@@ -115,6 +135,23 @@ class Runtime:
         deliveries.start()  # what an earlier run could not deliver goes out now
         hints.refresh_in_background()  # index the workspaces without delaying start-up
         return runtime
+
+    def start_github_webhook(self) -> None:
+        """POST /github on GITHUB_WEBHOOK_LISTEN (polling mode too); deliveries a stopped bot left are handled."""
+        s = self.settings
+        if self.github_inbox is None or not s.github_webhook_listen or s.github_webhook_secret is None:
+            return
+        inbox = self.github_inbox
+        server = WebhookServer(
+            s.github_webhook_listen, s.github_webhook_secret.get_secret_value(), inbox.store_delivery, inbox.handle
+        )
+        try:
+            server.start()
+        except OSError as err:  # the chat still works; `agentlab doctor` says the same
+            log.error("GitHub webhook: cannot listen on %s: %s", s.github_webhook_listen, err)
+        else:
+            self.github_webhook = server
+        self.github_catch_up = asyncio.ensure_future(inbox.handle_unhandled())
 
     async def announce_interrupted(self) -> None:
         """Tell each chat which tasks a restart interrupted, with Resume / Discard buttons."""
@@ -170,7 +207,13 @@ class Runtime:
 
     async def close(self) -> None:
         """SIGTERM path: stop workers (they become interrupted), close the client and the store; bounded in time."""
+        if self.github_webhook is not None:
+            await self.github_webhook.stop()
+        if self.github_catch_up is not None:
+            self.github_catch_up.cancel()
         await self.stop_workers()
+        if self.pull_requests is not None:
+            await self.pull_requests.close()
         if self.deliveries is not None:
             await self.deliveries.close()
         await self.hints.close()
@@ -189,12 +232,15 @@ def _executor_and_engine(
     notifier: Notifier,
     repo_map: RepoMap,
     deliveries: Deliveries,
+    pull_requests: PullRequests | None,
 ) -> tuple[TaskExecutor, TaskEngine]:
     """TASK_ENGINE: tasks in this process (TaskRunner over the executor), or as Temporal workflows run by `agentlab
     runner`s. Under Temporal the bot's executor runs no task; it is built with the inbox and the network gate that
     forward notes and answers to the tasks' workflows (the crew and the buttons reach tasks through it)."""
     if settings.task_engine != "temporal":
-        executor = TaskExecutor(settings, store, client, workspaces, notifier, repo_map, deliveries)
+        executor = TaskExecutor(
+            settings, store, client, workspaces, notifier, repo_map, deliveries, pull_requests=pull_requests
+        )
         return executor, TaskRunner(store, executor.execute, settings.max_concurrent_tasks)
     from agents.engine.front import (  # temporalio is the optional extra `.[temporal]`
         ForwardedInboxes,
@@ -224,9 +270,10 @@ def _executor_and_engine(
         deliveries,
         inboxes=ForwardedInboxes(lines),
         network=gate,
+        pull_requests=pull_requests,
     )
     engine = TemporalEngine(
-        settings, store, lines, notifier, deliveries, workspaces, Attachments.from_settings(settings)
+        settings, store, lines, notifier, deliveries, workspaces, Attachments.from_settings(settings), pull_requests
     )
     return executor, engine
 

@@ -47,6 +47,10 @@ async def _post_init(app: Application) -> None:
     app.bot_data.runtime = runtime
     await app.bot.set_my_commands([BotCommand(name, about) for name, about in handlers.COMMANDS + commands.MENU])
     await runtime.announce_interrupted()
+    if runtime.github_inbox is not None:  # a GitHub request takes its user's private chat's turn lock
+        locks = app.bot_data.chat_locks
+        runtime.github_inbox.chat_lock = lambda chat: locks.setdefault((chat, 0), asyncio.Lock())
+    runtime.start_github_webhook()
     if app.bot_data.handle_signals:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):

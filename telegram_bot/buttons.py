@@ -1,4 +1,5 @@
-"""Inline buttons: approve/reject proposals; cancel, resume, merge, diff and discard tasks; allow/deny network."""
+"""Inline buttons: approve/reject proposals; cancel, resume, merge, diff, discard tasks and open their pull requests;
+allow/deny network."""
 
 from __future__ import annotations
 
@@ -39,6 +40,8 @@ DISPATCH: dict[Action, Handler] = {
     Action.DISCARD: lambda crew, caller, item: crew.discard(caller, item, anywhere=True),
     Action.CANCEL_SCHEDULE: lambda crew, caller, item: crew.cancel_schedule(caller, item),
     Action.NOTE_FORGET: lambda crew, caller, item: crew.forget(caller, item),
+    Action.OPEN_PR: lambda crew, caller, item: crew.open_pr(caller, item, anywhere=True),
+    Action.FIX_CI: lambda crew, caller, item: crew.fix_ci(caller, item),
 }
 
 

@@ -77,6 +77,8 @@ async def task(update: Update, context: Context) -> None:
     ]
     if found.error:
         lines.append(f"Reason: {found.error}")
+    if (pr := await rt.store.github.pull_request(found.id)) is not None:
+        lines.append(f"Pull request: [#{pr.number}]({pr.url}) {pr.url}" + (" (draft)" if pr.draft else ""))
     lines.append("**Events:**")
     lines += [f"• {e.created_at:%H:%M:%S} {e.kind}: {e.detail}" for e in events[-15:]]
     await _say(update, context, "\n".join(lines))

@@ -19,6 +19,7 @@ RANKS = {
     "agents.git": 3,
     "agents.inputs": 3,
     "agents.tools": 4,
+    "agents.github": 4,  # GitHub's REST API, webhook deliveries, which repository a workspace is on
     "agents.llm": 5,
     "agents.verify": 5,
     "agents.repo_map": 5,

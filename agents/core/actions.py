@@ -29,6 +29,8 @@ class Action(StrEnum):
     MERGE = "task:merge"
     DIFF = "task:diff"
     DISCARD = "task:discard"
+    OPEN_PR = "task:pr"
+    FIX_CI = "task:fixci"
     NET_ONCE = "net:once"
     NET_TASK = "net:task"
     NET_DENY = "net:deny"

@@ -226,6 +226,7 @@ class WorkDesk(Protocol):
 
     async def resume_schedule(self, caller: Caller, schedule_id: ScheduleId) -> str:
         """Resume a paused schedule from its next slot (missed slots are not made up)."""
+        ...
 
     async def remember(
         self,
@@ -241,6 +242,12 @@ class WorkDesk(Protocol):
 
     async def forget(self, caller: Caller, note_id: Annotated[int, Arg("the note's number (note #N)")]) -> str:
         """Delete a standing note (e.g. 'forget the pnpm note'): its number is in the context's standing notes."""
+        ...
+
+    async def open_pull_request(self, caller: Caller, task_id: TaskId) -> str:
+        """Push a finished task's branch to the workspace's GitHub repository and open a pull request against its
+        default branch (a draft unless the bot's verdict is ✔); a task that has one gets its new commits pushed
+        there. Only for workspaces on GitHub; owners only (a member's request goes to the owners)."""
         ...
 
     # the turn's hooks: not tools; the orchestrator calls them around a chat's turns
@@ -271,6 +278,7 @@ WORK_TOOLS = (
     "resume_schedule",
     "remember",
     "forget",
+    "open_pull_request",
 )  # the WorkDesk methods the orchestrator offers as tools, in this order
 
 

@@ -181,6 +181,58 @@ class Settings(BaseSettings):
 
         return get_localzone()
 
+    # --- GitHub: pull requests from a task, work from an issue comment (agents/github/, agents/work/pull_requests.py)
+    github_token: SecretStr | None = None  # the bot's own: REST API and pushes; never reaches a task or a model
+    github_api_url: str = "https://api.github.com"
+    github_users: Annotated[dict[str, int], NoDecode] = Field(default_factory=dict)  # login (lower case) → user id
+    github_webhook_listen: str | None = None  # host:port of POST /github
+    github_webhook_secret: SecretStr | None = Field(None, validate_default=True)
+    github_mention: str = "@agentlab"
+    github_checks_poll_seconds: float = Field(30.0, gt=0)  # first wait between polls of a PR's checks (then doubled)
+    github_checks_poll_max_seconds: float = Field(600.0, gt=0)  # the longest wait between two polls
+    github_checks_give_up_seconds: float = Field(6 * 3600.0, gt=0)  # polling stops after this (no result then)
+
+    @field_validator("github_users", mode="before")
+    @classmethod
+    def _split_github_users(cls, value: object) -> object:
+        if isinstance(value, str):
+            users: dict[str, int] = {}
+            for pair in value.replace(";", ",").split(","):
+                if not pair.strip():
+                    continue
+                login, sep, user_id = pair.partition("=")
+                if not sep or not login.strip() or not user_id.strip().lstrip("-").isdigit():
+                    raise ValueError("must be login=telegram_user_id pairs, comma-separated (e.g. octocat=1001)")
+                users[login.strip().lower()] = int(user_id)
+            return users
+        return value
+
+    @field_validator("github_webhook_listen")
+    @classmethod
+    def _listen_is_host_port(cls, value: str | None) -> str | None:
+        if value is not None:
+            host, sep, port = value.strip().rpartition(":")
+            if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ValueError("must be host:port, e.g. 127.0.0.1:8088")
+            return value.strip()
+        return value
+
+    @field_validator("github_webhook_secret")
+    @classmethod
+    def _github_secret_required(cls, value: SecretStr | None, info: ValidationInfo) -> SecretStr | None:
+        if value is None and info.data.get("github_webhook_listen"):
+            raise ValueError("required when GITHUB_WEBHOOK_LISTEN is set (the webhook's secret on GitHub)")
+        return value
+
+    @property
+    def github_web_url(self) -> str:
+        """GitHub's web root for this API root: https://github.com for api.github.com, the host itself for GitHub
+        Enterprise (`https://HOST/api/v3`) and for a test server."""
+        api = self.github_api_url.rstrip("/")
+        if api == "https://api.github.com":
+            return "https://github.com"
+        return api.removesuffix("/api/v3")
+
     log_level: str = "INFO"
 
     # --- repository instructions, standing notes, questions to the user (agents/work/repo_rules.py, standing.py) ----
@@ -230,6 +282,9 @@ class Settings(BaseSettings):
         "webhook_secret_token",
         "worktrees_path",
         "runner_name",
+        "github_token",
+        "github_webhook_listen",
+        "github_webhook_secret",
         mode="before",
     )
     @classmethod
@@ -237,7 +292,7 @@ class Settings(BaseSettings):
         """An optional key left empty in .env (`KEY=`) means unset."""
         return None if isinstance(value, str) and not value.strip() else value
 
-    @field_validator("telegram_api_base_url")
+    @field_validator("telegram_api_base_url", "github_api_url")
     @classmethod
     def _strip_slash(cls, value: str) -> str:
         return value.rstrip("/")

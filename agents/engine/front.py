@@ -63,6 +63,7 @@ from agents.store.shown import TASK, remember_shown, shown_as
 from agents.store.standing import StandingNotes
 from agents.tools.workspaces import Workspaces
 from agents.work.orphans import instance_token
+from agents.work.pull_requests import PullRequests
 from agents.work.steering import Inboxes
 from agents.work.task_execution import show_proposal, store_proposal
 from agents.work.task_runner import TaskRunner
@@ -207,7 +208,9 @@ class TemporalEngine:
         deliveries: Outbox,
         workspaces: Workspaces,
         attachments: Attachments,
+        pull_requests: PullRequests | None = None,
     ) -> None:
+        self.pull_requests = pull_requests  # GitHub: the bot's token stays in the bot, so the bot does GitHub's part
         self.settings, self.store, self.lines = settings, store, lines
         self.notifier, self.deliveries, self.workspaces, self.attachments = (
             notifier,
@@ -482,6 +485,9 @@ class TemporalEngine:
             await self._tell_interrupted(
                 task, f"⚠️ **Task #{task.id}** stopped: {report.error}. Resume it, or discard it?"
             )
+        elif status.is_final:  # GitHub (the bot's token stays here): a follow-up's push, the thread's answer
+            if self.pull_requests is not None:
+                await self.pull_requests.after_task(task)
 
     async def _fetch(self, task: Task, report: TaskReport) -> str | None:
         """The task branch from the shared remote into the owner's checkout; what went wrong, if anything."""

@@ -155,6 +155,8 @@ class RunnerNode:
     @classmethod
     async def open(cls, settings: Settings) -> RunnerNode:
         remember([settings.anthropic_api_key.get_secret_value()])  # masked in everything the chat sees
+        # a runner sharing the bot's .env holds GitHub's secrets too (it never uses them): masked the same way
+        remember(s.get_secret_value() for s in (settings.github_token, settings.github_webhook_secret) if s is not None)
         if settings.sandbox == "off":
             log.warning("SANDBOX=off: this runner's task commands are NOT confined; set SANDBOX=bwrap")
         for warning in sandbox_limit_warnings(settings.sandbox_network != "off") if settings.sandbox != "off" else []:

@@ -240,6 +240,10 @@ class RecordingDesk:
         self._record("forget", note_id=note_id)
         return f"Note #{note_id} is forgotten."
 
+    async def open_pull_request(self, caller: Caller, task_id: int) -> str:
+        self._record("open_pull_request", task_id=task_id)
+        raise ToolError(crew_texts.no_such_task(task_id))
+
     def turn_started(self, chat_id: int) -> None:
         """No foreground task ever runs here: nothing to wait on."""
 

@@ -31,7 +31,9 @@ from agents.sandbox.user_net import available as user_net_available
 
 log = logging.getLogger(__name__)
 
-DEFAULT_SECRETS: frozenset[str] = frozenset({"TELEGRAM_BOT_TOKEN", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"})
+DEFAULT_SECRETS: frozenset[str] = frozenset(
+    {"TELEGRAM_BOT_TOKEN", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "GITHUB_TOKEN", "GITHUB_WEBHOOK_SECRET"}
+)
 SECRET_MARKERS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "API_KEY", "CREDENTIAL", "PRIVATE_KEY")
 CHILD_ENV_HINTS: Mapping[str, str] = {
     "GIT_TERMINAL_PROMPT": "0",

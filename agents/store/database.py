@@ -32,6 +32,7 @@ from agents.core.models import (
 )
 from agents.store.connection import Connection
 from agents.store.conversations import Conversations, Place
+from agents.store.github import GitHubRecords
 from agents.store.migrations import MIGRATIONS
 from agents.store.repo_index import RepoIndex
 from agents.store.schedules import ScheduleTable
@@ -551,6 +552,11 @@ class Store(Connection):
     def schedules(self) -> ScheduleTable:
         """Work that starts by itself (agents/work/schedules.py fires it)."""
         return ScheduleTable(self)
+
+    @property
+    def github(self) -> GitHubRecords:
+        """Pull requests of tasks, GitHub webhook deliveries and the GitHub threads that started tasks."""
+        return GitHubRecords(self)
 
     @property
     def repo_index(self) -> RepoIndex:

@@ -288,6 +288,38 @@ MIGRATIONS: list[str] = [
     CREATE INDEX asked_questions_task ON asked_questions(task_id, status);
     CREATE INDEX asked_questions_message ON asked_questions(chat_id, message_id);
     """,
+    # GitHub: a task's pull request (one per task, reused by its later commits), the webhook deliveries (stored before
+    # they are acknowledged, de-duplicated by GitHub's delivery id) and the GitHub threads that started a task (the
+    # bot answers there when it ends)
+    """
+    CREATE TABLE github_pull_requests (
+        task_id INTEGER PRIMARY KEY,
+        repository TEXT NOT NULL,
+        number INTEGER NOT NULL,
+        url TEXT NOT NULL,
+        branch TEXT NOT NULL,
+        draft INTEGER NOT NULL DEFAULT 0,
+        pushed_sha TEXT NOT NULL DEFAULT '',
+        checks_reported_sha TEXT NOT NULL DEFAULT '',
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+    );
+    CREATE INDEX github_pull_requests_number ON github_pull_requests(repository, number);
+    CREATE TABLE github_deliveries (
+        id TEXT PRIMARY KEY,
+        event TEXT NOT NULL,
+        payload TEXT NOT NULL,
+        received_at TEXT NOT NULL,
+        handled_at TEXT
+    );
+    CREATE TABLE github_threads (
+        task_id INTEGER PRIMARY KEY,
+        repository TEXT NOT NULL,
+        number INTEGER NOT NULL,
+        login TEXT NOT NULL,
+        answered_at TEXT
+    );
+    """,
 ]
 
 LATEST_VERSION = len(MIGRATIONS)

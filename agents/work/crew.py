@@ -40,10 +40,11 @@ from agents.store.database import Store
 from agents.tools.new_workspace import create_workspace
 from agents.tools.workspaces import Workspace, Workspaces
 from agents.work import crew_texts
+from agents.work.pull_requests import PullRequests
 from agents.work.schedules import ScheduleBook
 from agents.work.standing import Notes
 from agents.work.steering import Inboxes
-from agents.work.task_outcome import branch_buttons
+from agents.work.task_outcome import branch_buttons, pull_request_buttons
 
 # The chat message that asked for the work; progress and summaries reply to it.
 
@@ -100,8 +101,10 @@ class Crew:
         notifier: Notifier,
         inboxes: Inboxes | None = None,
         repo_map: RepoMap | None = None,
+        pull_requests: PullRequests | None = None,
     ) -> None:
         self.settings, self.store, self.workspaces = settings, store, workspaces
+        self.pull_requests = pull_requests  # GitHub: Open PR and follow-ups on a pull request's branch
         self.repo_map = repo_map  # a new workspace is indexed in the background at once
         self.runner, self.notifier = runner, notifier
         self.inboxes = inboxes or Inboxes()  # the executor's: notes for running workers
@@ -574,6 +577,58 @@ class Crew:
                 text += f" But {problem}."
         await self._tell_task_chat(caller, task, text)
         return text
+
+    async def open_pull_request(self, caller: Caller, task_id: int) -> str:
+        return await self.open_pr(caller, int(task_id))
+
+    async def open_pr(self, caller: Caller, task_id: int, *, anywhere: bool = False) -> str:
+        """Open PR (button or tool): owners only, like Merge; a member's request goes to the owners with the button."""
+        task = await self._task_for(caller, task_id, anywhere=anywhere)
+        if self.pull_requests is None or not self.pull_requests.enabled:
+            raise ToolError("GitHub is not set up here (GITHUB_TOKEN is empty), so no pull request can be opened")
+        await self._owners_only(
+            caller,
+            "open a pull request",
+            f"to open a pull request for **task #{task.id}**: {task.title}",
+            pull_request_buttons(task.id),
+        )
+        text = await self.pull_requests.open_for(task)
+        await self._tell_task_chat(caller, task, text)
+        return text
+
+    async def fix_ci(self, caller: Caller, task_id: int) -> str:
+        """The Fix CI button: a follow-up on the task's branch that gets the failed check runs' summaries."""
+        task = await self._task_for(caller, task_id)
+        self._starter_or_owner(caller, task, "hand CI failures of")
+        if self.pull_requests is None:
+            raise ToolError("GitHub is not set up here")
+        follow_up = await self.continue_task(caller, task.id, await self.pull_requests.failed_checks(task.id))
+        return f"Task #{follow_up.id} started on task #{task.id}'s branch to fix CI; its commits go to the same PR."
+
+    async def continue_task(self, caller: Caller, task_id: int, instructions: str, title: str | None = None) -> Task:
+        """A follow-up on an ended task's branch (a GitHub mention on its pull request): a new code task that
+        starts where the branch is; its commits go to the same pull request when it ends."""
+        task = await self.store.get_task(int(task_id))
+        if task is None or not task.branch:
+            raise ToolError(f"task #{task_id} has no branch to continue")
+        if task.status.is_active:
+            raise ToolError(f"task #{task_id} is still {task.status.value}; a note reaches it instead")
+        await self._check_budget()
+        ws = await self._workspace_for(caller, task.workspace, instructions)
+        follow_up = await self._submit(
+            Task(
+                chat_id=caller.chat_id,
+                reply_to_message_id=caller.message_id,
+                user_id=caller.user_id,
+                user_name=caller.user_name,
+                workspace=ws.name,
+                worker=task.worker if task.worker is not WorkerKind.RESEARCH else WorkerKind.CODE,
+                title=f"follow-up of #{task.id}: {title_of(title or instructions, 60)}",
+                instructions=crew_texts.follow_up(task, instructions),
+                branch=task.branch,
+            )
+        )
+        return follow_up
 
     async def resume(self, caller: Caller, task_id: int) -> str:
         task = await self._task_for(caller, task_id)

@@ -111,3 +111,12 @@ def research_started(task_id: int | None, workspace: str) -> str:
 def no_such_task(task_id: int) -> str:
     """A task id that is not one of this chat's (never says whether another chat has it)."""
     return f"there is no task #{task_id} in this chat"
+
+
+def follow_up(task: Task, request: str) -> str:
+    """A follow-up task's instructions: the earlier task's request and report, then the new request."""
+    return (
+        f"Continue the work of task #{task.id} on its branch (its commits are already there; check the files' "
+        f"current state first).\n\nThe earlier request: {_trim(task.instructions, 3000)}\n\nWhat the worker "
+        f"reported then: {_trim(task.result or '(none)', 2000)}\n\nThe follow-up request:\n{request}"
+    )

@@ -53,6 +53,7 @@ from agents.verify.test_baseline import BaselineRuns
 from agents.verify.test_verdict import Verdict
 from agents.work.orphans import instance_token, task_tag
 from agents.work.progress import Progress
+from agents.work.pull_requests import PullRequests
 from agents.work.questions import Questions
 from agents.work.repo_rules import FOLDER_TOOLS, FolderRules, RepoRules, with_folder_rules
 from agents.work.role_tools import RoleCallbacks
@@ -123,10 +124,11 @@ class TaskExecutor:
         inboxes: Inboxes | None = None,
         network: NetworkGate | None = None,
         baselines: BaselineRuns | None = None,
+        pull_requests: PullRequests | None = None,
     ) -> None:
         """`inboxes` and `network` default to this process's own; the Temporal engine passes versions that also
         reach tasks running on runners, and a runner one gate per task run (its questions go through that task's
-        workflow)."""
+        workflow). `pull_requests`: GitHub, when GITHUB_TOKEN is set (a follow-up's push, a GitHub thread's answer)."""
         self.settings, self.store, self.client = settings, store, client
         self.deliveries: Outbox = deliveries or Deliveries(store, notifier)  # summaries, proposals: never lost
         self.repo_map = repo_map
@@ -154,6 +156,7 @@ class TaskExecutor:
         self.questions = Questions(store, notifier, settings.ask_timeout_seconds, settings.is_owner)
         self.rules = RepoRules(settings.repo_instructions_max_chars)  # AGENTS.md & co., cached per commit
         self.carried_notes: dict[int, list[str]] = {}  # task id → standing notes sent along (a runner's tasks)
+        self.pull_requests = pull_requests
 
     def sandbox_for(
         self, root: Path, repository: Path, read_only: Iterable[Path] = (), task_id: int | None = None
@@ -322,6 +325,7 @@ class TaskExecutor:
         await self.set_status(task, TaskStatus.FAILED, error=reason)
         await progress.close(f"✖ failed: {trim(reason, 200)}")
         await self._show(task, f"✖ **Task #{task.id} failed**: {reason}")
+        await self.tell_github(task)
 
     async def repository_map(self, task: Task, workspace: Workspace, worktree: Path | None = None) -> str:
         """The token-bounded map for this request ('' when there is none): of the task's worktree (its own index,
@@ -567,12 +571,19 @@ class TaskExecutor:
         self.end_guard(task)
         await remove_worktree_keep_branch(tree)
         await progress.close(outcome.headline)
-        buttons = branch_buttons(task.id, outcome.status) if last else None
+        offer_pr = self.pull_requests is not None and await self.pull_requests.offered_for(task)
+        buttons = branch_buttons(task.id, outcome.status, pull_request=offer_pr) if last else None
         summary = render(outcome)
         if task.schedule_id is not None:  # under the headline: the first line still starts with the verdict's mark
             headline, _, rest = summary.partition("\n")
             summary = f"{headline}\n{scheduled_note(task)}\n{rest}"
         await self._show(task, summary, buttons=buttons, reply_to=task.reply_to_message_id)
+        await self.tell_github(task)
+
+    async def tell_github(self, task: Task) -> None:
+        """A follow-up's commits go to its pull request; the GitHub thread that started the task gets its answer."""
+        if self.pull_requests is not None:
+            await self.pull_requests.after_task(task)
 
     async def _show(self, task: Task, markdown: str, **how: object) -> None:
         """Send a task's outcome to its chat, and keep it in the chat's history as the bot's turn."""

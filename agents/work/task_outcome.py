@@ -166,13 +166,22 @@ def size_lines(last: CommitResult | None, left_out: list[LeftOut]) -> list[str]:
 MERGE_LABELS = {TaskStatus.COMPLETED: "Merge", TaskStatus.UNVERIFIED: "⚠ Merge unverified"}
 
 
-def branch_buttons(task_id: int, status: TaskStatus = TaskStatus.COMPLETED) -> list[list[Button]]:
+def branch_buttons(
+    task_id: int, status: TaskStatus = TaskStatus.COMPLETED, pull_request: bool = False
+) -> list[list[Button]]:
     """Merge / Diff / Discard; Merge says what a merge would take: a verified change, an unverified one, or one the
-    bot did not finish (blocked, failed)."""
-    return [
+    bot did not finish (blocked, failed). With `pull_request` (the workspace is on GitHub), a row with Open PR."""
+    rows = [
         [
             button(MERGE_LABELS.get(status, "Merge anyway"), Action.MERGE, task_id),
             button("Diff", Action.DIFF, task_id),
             button("Discard", Action.DISCARD, task_id),
         ]
     ]
+    if pull_request:
+        rows.append(pull_request_buttons(task_id)[0])
+    return rows
+
+
+def pull_request_buttons(task_id: int) -> list[list[Button]]:
+    return [[button("🔀 Open PR", Action.OPEN_PR, task_id)]]

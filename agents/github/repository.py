@@ -1,0 +1,89 @@
+"""Which GitHub repository a workspace is on, and where the bot pushes its task branches to.
+
+A workspace's GitHub repository is its `origin` remote when that is a GitHub URL (`https://github.com/OWNER/NAME`,
+`git@github.com:OWNER/NAME`, with or without `.git`), or else the `[github] repository = "OWNER/NAME"` of its
+`.agentlab.toml` (read from the checked-out commit; the workspace's file only when it is untracked). The bot pushes
+over HTTPS with its own token (a header in its own git call), so an SSH `origin` is pushed to through the HTTPS URL of
+the same repository; an `origin` that is not on GitHub (a local bare repository, a mirror) is pushed to as it is.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from agents.git.repository import file_at, is_tracked
+from agents.git.runner import run_git
+
+CONFIG_FILE = ".agentlab.toml"
+_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}")
+
+
+@dataclass(frozen=True)
+class GitHubRepository:
+    """A workspace's repository on GitHub: its `OWNER/NAME` and the URL the bot pushes task branches to."""
+
+    full_name: str
+    push_url: str
+
+    @property
+    def owner(self) -> str:
+        return self.full_name.split("/", 1)[0]
+
+    @property
+    def name(self) -> str:
+        return self.full_name.split("/", 1)[1]
+
+
+def name_from_url(url: str, web_url: str = "https://github.com") -> str | None:
+    """`OWNER/NAME` of a GitHub remote URL (HTTPS, `git@host:`, `ssh://git@host/`), None for any other URL."""
+    host = urlsplit(web_url).hostname or "github.com"
+    url = url.strip()
+    patterns = (
+        rf"https?://(?:[^@/]+@)?{re.escape(host)}(?::\d+)?/(?P<repo>[^/]+/[^/]+?)(?:\.git)?/?",
+        rf"(?:ssh://)?git@{re.escape(host)}[:/](?P<repo>[^/]+/[^/]+?)(?:\.git)?/?",
+    )
+    for pattern in patterns:
+        match = re.fullmatch(pattern, url)
+        if match and _NAME.fullmatch(match.group("repo")):
+            return match.group("repo")
+    return None
+
+
+def name_from_config(text: str) -> str | None:
+    """`[github] repository = "OWNER/NAME"` of an `.agentlab.toml` text; None when absent or malformed."""
+    try:
+        table = tomllib.loads(text).get("github")
+    except tomllib.TOMLDecodeError:
+        return None
+    value = table.get("repository") if isinstance(table, dict) else None
+    return value.strip() if isinstance(value, str) and _NAME.fullmatch(value.strip()) else None
+
+
+async def _origin(path: Path) -> str | None:
+    result = await run_git("remote", "get-url", "origin", cwd=path)
+    return result.stdout.strip() or None if result.exit_code == 0 else None
+
+
+async def _config_text(path: Path) -> str | None:
+    text = await file_at(path, "HEAD", CONFIG_FILE)
+    if text is None and (path / CONFIG_FILE).is_file() and not await is_tracked(path, CONFIG_FILE):
+        text = (path / CONFIG_FILE).read_text(errors="replace")
+    return text
+
+
+async def github_repository(path: Path, web_url: str = "https://github.com") -> GitHubRepository | None:
+    """The workspace's GitHub repository, or None when it is not on GitHub (see the module's docstring)."""
+    origin = await _origin(path)
+    web = web_url.rstrip("/")
+    if origin is not None and (name := name_from_url(origin, web)) is not None:
+        push = origin if origin.startswith(("https://", "http://")) else f"{web}/{name}.git"
+        return GitHubRepository(name, push)
+    text = await _config_text(path)
+    name = name_from_config(text) if text is not None else None
+    if name is None:
+        return None
+    return GitHubRepository(name, origin or f"{web}/{name}.git")

@@ -1,0 +1,97 @@
+"""GitHub's webhook deliveries: `POST /github` on GITHUB_WEBHOOK_LISTEN (a tornado server on the bot's event loop).
+
+A delivery is checked before anything else: its `X-Hub-Signature-256` must be the HMAC of the body under
+GITHUB_WEBHOOK_SECRET (gidgethub's `sansio.Event.from_http` compares in constant time); a missing or wrong one is
+answered 401 and nothing is stored. A good one is stored under its `X-GitHub-Delivery` id before it is acknowledged
+(a redelivery or a replay of the same id is acknowledged and does nothing), then handled in the background: GitHub
+waits 10 s at most for an answer, and a task takes minutes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Awaitable, Callable
+
+import gidgethub
+import gidgethub.sansio
+from tornado.httpserver import HTTPServer
+from tornado.web import Application, RequestHandler
+
+from agents.store.github import DeliveryRecord
+
+log = logging.getLogger(__name__)
+
+PATH = "/github"
+MAX_BODY_BYTES = 5 * 1024 * 1024  # an issue event with a long body is tens of KB; GitHub caps payloads at 25 MB
+MAX_HEADER_BYTES = 16 * 1024
+
+Store = Callable[[DeliveryRecord], Awaitable[bool]]  # stores a delivery; False when its id was stored before
+Handle = Callable[[DeliveryRecord], Awaitable[None]]
+
+
+def verified_delivery(headers: dict[str, str], body: bytes, secret: str) -> DeliveryRecord:
+    """The delivery, if its X-Hub-Signature-256 is good; raises gidgethub.ValidationFailure otherwise (and
+    gidgethub.BadRequest for a body that is not JSON). The older SHA-1 header alone is not accepted."""
+    lowered = {k.lower(): v for k, v in headers.items() if k.lower() != "x-hub-signature"}
+    if not lowered.get("x-hub-signature-256"):
+        raise gidgethub.ValidationFailure("no X-Hub-Signature-256 header")
+    if not lowered.get("x-github-delivery") or not lowered.get("x-github-event"):
+        raise gidgethub.BadRequest(gidgethub.sansio.http.HTTPStatus(400), "not a GitHub delivery")
+    event = gidgethub.sansio.Event.from_http(lowered, body, secret=secret)
+    return DeliveryRecord(id=event.delivery_id, event=event.event, payload=json.dumps(event.data))
+
+
+class _DeliveryHandler(RequestHandler):
+    def initialize(self, secret: str, store: Store, handle: Handle, tasks: set[asyncio.Task]) -> None:
+        self.secret, self.store_delivery, self.handle, self.tasks = secret, store, handle, tasks
+
+    async def post(self) -> None:
+        try:
+            delivery = verified_delivery(dict(self.request.headers), self.request.body, self.secret)
+        except gidgethub.ValidationFailure:
+            self.set_status(401)
+            self.finish({"error": "bad or missing X-Hub-Signature-256"})
+            return
+        except gidgethub.BadRequest:
+            self.set_status(400)
+            self.finish({"error": "not a JSON GitHub delivery"})
+            return
+        if not await self.store_delivery(delivery):  # seen before: a redelivery or a replay
+            self.set_status(200)
+            self.finish({"ok": True, "duplicate": True})
+            return
+        self.set_status(202)
+        self.finish({"ok": True})
+        task = asyncio.ensure_future(self.handle(delivery))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    def check_xsrf_cookie(self) -> None:  # a server-to-server POST
+        return None
+
+
+class WebhookServer:
+    """Serves POST /github until `stop`; deliveries handled in the background are awaited (bounded) on stop."""
+
+    def __init__(self, listen: str, secret: str, store: Store, handle: Handle) -> None:
+        host, _, port = listen.rpartition(":")
+        self.host, self.port = host.strip("[]"), int(port)
+        self.tasks: set[asyncio.Task] = set()
+        app = Application([(PATH, _DeliveryHandler, dict(secret=secret, store=store, handle=handle, tasks=self.tasks))])
+        self._server = HTTPServer(app, max_body_size=MAX_BODY_BYTES, max_header_size=MAX_HEADER_BYTES)
+
+    def start(self) -> None:
+        self._server.listen(self.port, self.host)
+        log.info("GitHub webhook: POST http://%s:%s%s", self.host, self.port, PATH)
+
+    async def stop(self, timeout: float = 5.0) -> None:
+        self._server.stop()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self._server.close_all_connections(), timeout)
+        for task in list(self.tasks):
+            task.cancel()
+        if self.tasks:
+            await asyncio.wait(list(self.tasks), timeout=timeout)

@@ -1,0 +1,146 @@
+"""The store's GitHub tables: a task's pull request, webhook deliveries (stored before acknowledged) and the GitHub
+threads (issue or pull request) whose mention started a task."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel
+
+from agents.core.models import utcnow
+
+if TYPE_CHECKING:
+    from agents.store.connection import Connection
+
+
+class PullRequestRecord(BaseModel):
+    """The pull request a task's branch was opened as (one per task; later commits are pushed to it)."""
+
+    task_id: int
+    repository: str  # OWNER/NAME
+    number: int
+    url: str
+    branch: str
+    draft: bool = False
+    pushed_sha: str = ""
+    checks_reported_sha: str = ""  # the head whose finished checks the chat was told about
+
+
+class DeliveryRecord(BaseModel):
+    """One webhook delivery as GitHub sent it (its id is X-GitHub-Delivery)."""
+
+    id: str
+    event: str
+    payload: str
+
+
+class ThreadRecord(BaseModel):
+    """The GitHub issue or pull request whose mention started a task: the bot answers there when the task ends."""
+
+    task_id: int
+    repository: str
+    number: int
+    login: str
+
+
+class GitHubRecords:
+    """Reads and writes of the GitHub tables; `Store.github` hands one out."""
+
+    def __init__(self, store: Connection) -> None:
+        self._store = store
+
+    # ---- pull requests -----------------------------------------------------------------------
+    async def save_pull_request(self, pr: PullRequestRecord) -> None:
+        now = utcnow().isoformat()
+        await self._store.write(
+            "INSERT INTO github_pull_requests (task_id, repository, number, url, branch, draft, pushed_sha, "
+            "checks_reported_sha, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (task_id) DO UPDATE SET repository = excluded.repository, number = excluded.number, "
+            "url = excluded.url, branch = excluded.branch, draft = excluded.draft, pushed_sha = excluded.pushed_sha, "
+            "checks_reported_sha = excluded.checks_reported_sha, updated_at = excluded.updated_at",
+            (
+                pr.task_id,
+                pr.repository,
+                pr.number,
+                pr.url,
+                pr.branch,
+                int(pr.draft),
+                pr.pushed_sha,
+                pr.checks_reported_sha,
+                now,
+                now,
+            ),
+        )
+
+    async def pull_request(self, task_id: int) -> PullRequestRecord | None:
+        return await self._one("SELECT * FROM github_pull_requests WHERE task_id = ?", (task_id,))
+
+    async def pull_request_by_number(self, repository: str, number: int) -> PullRequestRecord | None:
+        """The newest task on that pull request (a follow-up continues from the latest one)."""
+        return await self._one(
+            "SELECT * FROM github_pull_requests WHERE lower(repository) = lower(?) AND number = ? "
+            "ORDER BY task_id DESC LIMIT 1",
+            (repository, number),
+        )
+
+    async def pull_requests_on(self, repository: str, branch: str) -> list[PullRequestRecord]:
+        rows = await self._store.rows(
+            "SELECT * FROM github_pull_requests WHERE lower(repository) = lower(?) AND branch = ?", (repository, branch)
+        )
+        return [_pull_request(row) for row in rows]
+
+    async def pull_requests_with_head(self, repository: str, sha: str) -> list[PullRequestRecord]:
+        """The pull requests whose last push was `sha` (a check event names the head it ran on)."""
+        rows = await self._store.rows(
+            "SELECT * FROM github_pull_requests WHERE lower(repository) = lower(?) AND pushed_sha = ?",
+            (repository, sha),
+        )
+        return [_pull_request(row) for row in rows]
+
+    async def _one(self, sql: str, params: tuple) -> PullRequestRecord | None:
+        rows = await self._store.rows(sql, params)
+        return _pull_request(rows[0]) if rows else None
+
+    # ---- webhook deliveries ----------------------------------------------------------------
+    async def add_delivery(self, delivery: DeliveryRecord) -> bool:
+        """Store a delivery; False when one with this id was stored before (GitHub redelivered, or a replay)."""
+        rows = await self._store.write(
+            "INSERT INTO github_deliveries (id, event, payload, received_at) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (id) DO NOTHING RETURNING id",
+            (delivery.id, delivery.event, delivery.payload, utcnow().isoformat()),
+        )
+        return bool(rows)
+
+    async def delivery_handled(self, delivery_id: str) -> None:
+        await self._store.write(
+            "UPDATE github_deliveries SET handled_at = ? WHERE id = ?", (utcnow().isoformat(), delivery_id)
+        )
+
+    async def unhandled_deliveries(self) -> list[DeliveryRecord]:
+        """Deliveries a stopped bot acknowledged but had not handled yet (handled at the next start)."""
+        rows = await self._store.rows(
+            "SELECT id, event, payload FROM github_deliveries WHERE handled_at IS NULL ORDER BY received_at"
+        )
+        return [DeliveryRecord(id=r[0], event=r[1], payload=r[2]) for r in rows]
+
+    # ---- threads that started tasks ----------------------------------------------------------
+    async def add_thread(self, thread: ThreadRecord) -> None:
+        await self._store.write(
+            "INSERT OR IGNORE INTO github_threads (task_id, repository, number, login) VALUES (?, ?, ?, ?)",
+            (thread.task_id, thread.repository, thread.number, thread.login),
+        )
+
+    async def thread(self, task_id: int) -> ThreadRecord | None:
+        rows = await self._store.rows(
+            "SELECT task_id, repository, number, login FROM github_threads WHERE task_id = ?", (task_id,)
+        )
+        return (
+            ThreadRecord(task_id=rows[0][0], repository=rows[0][1], number=rows[0][2], login=rows[0][3])
+            if rows
+            else None
+        )
+
+
+def _pull_request(row: object) -> PullRequestRecord:
+    keys = ("task_id", "repository", "number", "url", "branch", "draft", "pushed_sha", "checks_reported_sha")
+    return PullRequestRecord(**{k: row[k] for k in keys})  # type: ignore[index]

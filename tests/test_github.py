@@ -1,0 +1,172 @@
+"""GitHub's parts one by one: which repository a workspace is on, retries, check lines, webhook signatures, the
+settings, the token in the bot's own push (seen by a loopback HTTP server, and nowhere in git's config) and doctor."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import gidgethub
+import pytest
+
+from agents.core.settings import Settings, SettingsError, load_settings
+from agents.doctor import Level, check_github
+from agents.git.remote import push_with_token
+from agents.git.runner import GitError
+from agents.github.api import CheckRun, retry_delay
+from agents.github.repository import github_repository, name_from_config, name_from_url
+from agents.github.webhook import verified_delivery
+from agents.work.pull_requests import checks_line
+from tests.conftest import git, make_repo
+from tests.fakes.github_server import FakeGitHub, fake_github, sign  # noqa: F401  (fixture)
+
+
+@pytest.mark.parametrize(
+    ("url", "name"),
+    [
+        ("https://github.com/octo/calc", "octo/calc"),
+        ("https://github.com/octo/calc.git", "octo/calc"),
+        ("git@github.com:octo/calc.git", "octo/calc"),
+        ("ssh://git@github.com/octo/calc", "octo/calc"),
+        ("https://user:secret@github.com/octo/my.repo.git", "octo/my.repo"),
+        ("https://gitlab.com/octo/calc.git", None),
+        ("/srv/git/calc.git", None),
+        ("https://github.com/octo", None),
+    ],
+)
+def test_a_github_remote_url_names_its_repository(url: str, name: str | None) -> None:
+    assert name_from_url(url) == name
+
+
+def test_the_config_names_a_repository_only_in_its_github_table() -> None:
+    assert name_from_config('[github]\nrepository = "octo/calc"\n') == "octo/calc"
+    assert name_from_config('[tests]\ncommand = "pytest"\n') is None
+    assert name_from_config('[github]\nrepository = "not a name"\n') is None
+    assert name_from_config("[github\n") is None
+
+
+async def test_a_workspace_is_on_github_by_its_origin_or_its_config(tmp_path: Path) -> None:
+    by_origin = make_repo(tmp_path / "a", {"x.py": "1\n"})
+    git(by_origin, "remote", "add", "origin", "git@github.com:octo/a.git")
+    repo = await github_repository(by_origin)
+    assert repo is not None and repo.full_name == "octo/a" and repo.push_url == "https://github.com/octo/a.git"
+    by_config = make_repo(tmp_path / "b", {".agentlab.toml": '[github]\nrepository = "octo/b"\n'})
+    git(by_config, "remote", "add", "origin", str(tmp_path / "b-origin.git"))
+    repo = await github_repository(by_config)
+    assert repo is not None and repo.full_name == "octo/b" and repo.push_url == str(tmp_path / "b-origin.git")
+    assert await github_repository(make_repo(tmp_path / "c", {"x.py": "1\n"})) is None
+
+
+def test_retries_follow_what_github_says() -> None:
+    assert retry_delay(429, {"Retry-After": "3"}, 1) == 3.0
+    assert retry_delay(403, {"x-ratelimit-remaining": "0", "x-ratelimit-reset": "1010"}, 1, now=1000.0) == 11.0
+    assert retry_delay(403, {}, 1) is None  # a permission error is not retried
+    assert retry_delay(502, {}, 1) == 1.0 and retry_delay(502, {}, 3) == 4.0
+    assert retry_delay(404, {}, 1) is None and retry_delay(422, {}, 1) is None
+
+
+def test_the_checks_line_waits_for_every_run_and_names_the_failed_ones() -> None:
+    def run(name: str, status: str = "completed", conclusion: str | None = "success") -> CheckRun:
+        return CheckRun(name, status, conclusion, "u")
+
+    url = "https://github.com/o/r/pull/12"
+    assert checks_line(12, url, []) is None
+    assert checks_line(12, url, [run("lint", "in_progress", None)]) is None
+    assert (
+        checks_line(12, url, [run("lint", conclusion="failure"), run("tests")])
+        == f"CI on [PR #12]({url}): ✗ lint failed"
+    )
+    assert (
+        checks_line(12, url, [run("tests"), run("docs", conclusion="skipped")])
+        == f"CI on [PR #12]({url}): ✔ 2 checks passed"
+    )
+
+
+def test_a_delivery_needs_a_good_sha256_signature() -> None:
+    body = json.dumps({"zen": "hi"}).encode()
+    headers = {"Content-Type": "application/json", "X-GitHub-Event": "ping", "X-GitHub-Delivery": "d1"}
+    good = verified_delivery({**headers, "X-Hub-Signature-256": sign("s3cret", body)}, body, "s3cret")
+    assert (good.id, good.event, json.loads(good.payload)) == ("d1", "ping", {"zen": "hi"})
+    for bad in ({**headers, "X-Hub-Signature-256": sign("other", body)}, headers):
+        with pytest.raises(gidgethub.ValidationFailure):
+            verified_delivery(bad, body, "s3cret")
+    import hashlib
+    import hmac
+
+    sha1 = "sha1=" + hmac.new(b"s3cret", body, hashlib.sha1).hexdigest()
+    with pytest.raises(gidgethub.ValidationFailure):  # the old SHA-1 header alone is not enough
+        verified_delivery({**headers, "X-Hub-Signature": sha1}, body, "s3cret")
+
+
+def _settings(**values: object) -> Settings:
+    base = dict(telegram_bot_token="1:x", anthropic_api_key="k", allowed_user_ids="1001", workspace_path="/tmp")
+    return load_settings(_env_file=None, **{**base, **values})
+
+
+def test_github_settings_are_checked_with_one_clear_line() -> None:
+    s = _settings(github_users="OctoCat=1001, hub-bot = 2002", github_webhook_listen="", github_token="")
+    assert s.github_users == {"octocat": 1001, "hub-bot": 2002} and s.github_token is None
+    assert s.github_web_url == "https://github.com"
+    assert _settings(github_api_url="https://ghe.example/api/v3/").github_web_url == "https://ghe.example"
+    with pytest.raises(SettingsError, match="GITHUB_USERS: must be login=telegram_user_id pairs"):
+        _settings(github_users="octocat")
+    with pytest.raises(SettingsError, match="GITHUB_WEBHOOK_SECRET: required when GITHUB_WEBHOOK_LISTEN"):
+        _settings(github_webhook_listen="127.0.0.1:8088")
+    with pytest.raises(SettingsError, match="GITHUB_WEBHOOK_LISTEN: must be host:port"):
+        _settings(github_webhook_listen="8088", github_webhook_secret="x")
+
+
+class _Recorder(BaseHTTPRequestHandler):
+    seen: list[str] = []
+
+    def do_GET(self) -> None:  # noqa: N802 - stdlib naming
+        type(self).seen.append(self.headers.get("Authorization") or "")
+        self.send_response(403)
+        self.send_header("content-length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+async def test_the_bots_push_sends_the_token_as_a_header_and_stores_it_nowhere(tmp_path: Path) -> None:
+    token = "ghp_PUSHtoken0123456789abcdefABCDEF01234"
+    repo = make_repo(tmp_path / "calc", {"calc.py": "1\n"})
+    git(repo, "branch", "agentlab/task-1-x")
+    _Recorder.seen = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/octo/calc.git"
+        with pytest.raises(GitError) as refused:  # the recorder refuses the push after reading its header
+            await push_with_token(repo, "agentlab/task-1-x", url, token)
+    finally:
+        server.shutdown()
+        server.server_close()
+    expected = "Basic " + base64.b64encode(f"x-access-token:{token}".encode()).decode()
+    assert _Recorder.seen and set(_Recorder.seen) == {expected}
+    assert token not in str(refused.value)
+    config = (repo / ".git" / "config").read_text()
+    assert token not in config and "extraheader" not in config.lower()
+
+
+async def test_doctor_checks_the_token_and_each_workspaces_repository(tmp_path: Path, fake_github: FakeGitHub) -> None:
+    root = tmp_path / "workspaces"
+    calc = make_repo(root / "calc", {".agentlab.toml": '[github]\nrepository = "octo/calc"\n'})
+    make_repo(root / "notes", {"a.md": "a\n"})
+    fake_github.add_repo("octo/calc", calc)
+    settings = _settings(workspace_path=str(root), github_token=fake_github.token, github_api_url=fake_github.url)
+    checks = await check_github(settings)
+    assert [c.level for c in checks] == [Level.ok, Level.ok]
+    assert "acting as agentlab-bot" in checks[0].detail and checks[1].detail.startswith("calc → octo/calc")
+    bad = await check_github(_settings(workspace_path=str(root), github_token="nope", github_api_url=fake_github.url))
+    assert bad[0].level is Level.fail and "401" in bad[0].detail
+    assert await check_github(_settings(workspace_path=str(root))) is None
+    out = io.StringIO()
+    for check in checks:
+        print(*check.lines(), file=out)
+    assert "GITHUB_TOKEN accepted" in out.getvalue()
