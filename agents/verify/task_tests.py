@@ -26,10 +26,13 @@ from agents.verify.test_env import (
     pyproject_table,
     read_config_file,
 )
-from agents.verify.test_runner import RunState, TestOutcome, TestStatus, no_tests_outcome, run_tests
+from agents.verify.test_runner import SUITE_ID, RunState, TestOutcome, TestStatus, no_tests_outcome, run_tests
+from agents.verify.test_targets import is_fix_task
 from agents.verify.test_verdict import Verdict, judge
 
 log = logging.getLogger(__name__)
+
+MAX_TRACED = 50  # red tests re-run under the tracer in one check (a fix task's; the rest stay pre-existing)
 
 TEST_CONFIG_FILES = frozenset(
     {
@@ -143,6 +146,8 @@ class TaskTests:
             base = await self._base()
             flaky = await self._flaky(checkout, after, base)
             verdict = judge(after, base, self.instructions, flaky, changed=changed)
+            if traced := await self._traced(checkout, verdict):  # red tests judged by what they run, too
+                verdict = judge(after, base, self.instructions, flaky, changed=changed, traced=traced)
             verdict.notes += self.environment.notes
         verdict.warnings += await self.touched_checks(checkout, verdict, changes)
         return verdict
@@ -182,6 +187,22 @@ class TaskTests:
             **self.run_options,
         )
         return {s for s in suspects if rerun.cases.get(s) == "passed"}
+
+    async def _traced(self, checkout: Path, verdict: Verdict) -> dict[str, list[str]]:
+        """For a fix task: the red tests not yet judged the task's, re-run once under the tracer (only those ids),
+        each with the `file::function` entries it ran. Empty where the runner cannot name tests to re-run."""
+        environment = self.environment
+        if environment is None or not environment.rerunnable or not is_fix_task(self.instructions):
+            return {}
+        ids = [
+            t
+            for t in verdict.pre_existing
+            if t != SUITE_ID and "::" in t and (checkout / t.split("::", 1)[0]).is_file()
+        ][:MAX_TRACED]
+        if not ids:
+            return {}
+        run = await run_tests(checkout, self.timeout, environment=environment, ids=ids, trace=True, **self.run_options)
+        return {t: run.traced.get(t, []) for t in ids if t in run.cases}
 
     async def touched_checks(
         self, checkout: Path, verdict: Verdict, changes: list[tuple[str, str]] | None = None

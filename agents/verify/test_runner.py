@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import enum
+import os
 import re
 import shlex
 import tempfile
@@ -36,6 +37,7 @@ from agents.verify.test_env import (  # noqa: F401  (re-exported: the runner's p
 )
 from agents.verify.test_reports import read_jest_json, read_records, read_tap
 from agents.verify.test_reports import read_junit as read_junit_untrimmed
+from agents.verify.test_trace import TRACE_OUT, TRACE_ROOT, install_tracer, read_traces
 
 NO_TESTS_MESSAGE = "no tests found: no pytest files, no npm test script, no .agentlab.toml [tests] command"
 SUITE_ID = "(whole suite)"  # the one "test" of a runner that names none
@@ -102,6 +104,7 @@ class TestOutcome(BaseModel):
     state: RunState = RunState.complete  # how far the run got; anything but complete means "cannot tell"
     reason: str | None = None  # one sentence, when state is not complete: why the bot cannot tell
     steps: list[StepOutcome] = Field(default_factory=list)  # the script's other steps (lint, build), in order
+    traced: dict[str, list[str]] = Field(default_factory=dict)  # test id -> `file::function` it ran (a traced run)
 
     @property
     def passed(self) -> bool:
@@ -142,6 +145,7 @@ async def run_tests(
     ids: list[str] | None = None,
     sandbox: SandboxSpec | None = None,
     sandbox_for: SandboxFor | None = None,
+    trace: bool = False,
     **run_options: Any,
 ) -> TestOutcome:
     """Run the tests of the checkout `workspace` (with `environment`, detected from it when None) in `timeout`
@@ -149,6 +153,7 @@ async def run_tests(
 
     Confined (agents/sandbox/bwrap.py) with `sandbox`, or with `sandbox_for(checkout, read_only_paths)`: the sandbox of
     whichever checkout runs (a task's worktree, a baseline copy) with what its environment borrows mounted read-only.
+    `trace`: record which of the checkout's functions each test calls (pytest only; agents/verify/test_trace.py).
     """
     workspace = Path(workspace)
     if environment is None:
@@ -171,6 +176,11 @@ async def run_tests(
         report = Path(report_dir) / "junit.xml"
         full = f"{command} --junitxml={shlex.quote(str(report))}" if environment.pytest else command
         child = environment.env_for(workspace, dict(child_env() if env is None else env))
+        traces = Path(report_dir) / "trace" if trace and environment.pytest else None
+        if traces is not None:  # the tracer's folder first on the path, inside the report folder the run can write
+            site = await asyncio.to_thread(install_tracer, Path(report_dir))
+            child["PYTHONPATH"] = os.pathsep.join([str(site), child["PYTHONPATH"]])
+            child.update({TRACE_OUT: str(traces), TRACE_ROOT: str(workspace)})
         own_report = workspace / environment.junit if environment.junit and not environment.pytest else None
         stale = _mtime(own_report) if own_report else None
         if sandbox is None and sandbox_for is not None:
@@ -206,7 +216,10 @@ async def run_tests(
         cases, failures = await asyncio.to_thread(read_junit, junit, workspace) if junit else ({}, {})
         if own_report is not None and stale is None:  # written by this run: not the task's to commit
             own_report.unlink(missing_ok=True)
-    return _outcome(environment, command, result, cases, failures, timeout)
+        traced = await asyncio.to_thread(read_traces, traces) if traces is not None else {}
+    outcome = _outcome(environment, command, result, cases, failures, timeout)
+    outcome.traced = traced
+    return outcome
 
 
 def _mtime(path: Path) -> float | None:

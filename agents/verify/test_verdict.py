@@ -7,12 +7,12 @@ counts, each failure's own text, the output's tail) and the short lines the chat
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from agents.core.text import fenced
 from agents.verify.test_runner import SUITE_ID, RunState, StepOutcome, TestOutcome, TestStatus
-from agents.verify.test_targets import named_in, target_reason
+from agents.verify.test_targets import named_in, not_ran_reason, ran_reason, target_reason
 
 __all__ = ["Mark", "Verdict", "judge", "named_in", "ran"]
 
@@ -70,6 +70,8 @@ class Verdict:
     still_failing: list[str] = field(default_factory=list)  # failing at the base and now
     targets: list[str] = field(default_factory=list)  # failing at the base, and the task was meant to fix them
     target_reasons: dict[str, str] = field(default_factory=dict)  # target -> why it is the task's
+    not_target_reasons: dict[str, str] = field(default_factory=dict)  # a traced pre-existing test -> why not the task's
+    traced_targets: set[str] = field(default_factory=set)  # targets found by what they run (a traced re-run)
     unknown: list[str] = field(default_factory=list)  # failing now; the base run cannot say whether before too
     flaky: list[str] = field(default_factory=list)  # failed once, passed on the immediate re-run
     disappeared: list[str] = field(default_factory=list)  # ran at the base, not any more
@@ -150,11 +152,18 @@ class Verdict:
         ):
             if names:
                 lines.append(f"{label}: {_names(names)}")
+        lines += self.judged_lines()
         lines += [f"ℹ {note}" for note in self.notes]
         lines += [f"⚠ {warning}" for warning in self.warnings]
         if self.needs_correction:
             lines += ["Failures:", fenced(_tail(self.failure_output(), 1200))]
         return lines
+
+    def judged_lines(self) -> list[str]:
+        """Why each red test was judged the task's or not, where what it runs decided (a traced re-run)."""
+        lines = [f"ℹ `{t}` is the task's: {self.target_reasons[t]}" for t in self.targets if t in self.traced_targets]
+        lines += [f"ℹ `{t}` judged pre-existing: {why}" for t, why in self.not_target_reasons.items()]
+        return lines[:LIST_LIMIT]
 
     def detail(self) -> str:
         """Every list in full (for the task's events, shown by /task N and get_task), bounded."""
@@ -169,7 +178,13 @@ class Verdict:
             ("failing, unknown at the base", self.unknown),
             ("fixed", self.fixed),
             ("flaky", self.flaky),
-            ("pre-existing", self.pre_existing),
+            (
+                "pre-existing",
+                [
+                    f"{t} ({self.not_target_reasons[t]})" if t in self.not_target_reasons else t
+                    for t in self.pre_existing
+                ],
+            ),
             ("disappeared", self.disappeared),
         ):
             if names:
@@ -248,9 +263,12 @@ def judge(
     instructions: str = "",
     flaky: set[str] | frozenset[str] = frozenset(),
     changed: Iterable[str] = (),
+    traced: Mapping[str, list[str]] | None = None,
 ) -> Verdict:
     """Compare the outcomes after the worker with those at the base commit. `changed`: the paths the task changed
-    (a base failure whose traceback runs through one is the task's to fix)."""
+    (a base failure whose traceback runs through one is the task's to fix). `traced`: test id -> what a traced re-run
+    of a red test ran (`file::function`): a test running a file or function the instructions name, or a file the task
+    changed, is the task's however it fails."""
     verdict = Verdict(after=after, base=base)
     before = base.cases if base is not None else {}
     # None: no baseline at all (every failure counts as the task's, as before issue 13); no tests at the base: the same
@@ -279,6 +297,13 @@ def judge(
         if name != SUITE_ID and (reason := target_reason(name, instructions, texts, changed)):
             verdict.targets.append(name)
             verdict.target_reasons[name] = reason
+        elif traced is not None and name in traced:
+            if reason := ran_reason(instructions, traced[name], changed):
+                verdict.targets.append(name)
+                verdict.target_reasons[name] = reason
+                verdict.traced_targets.add(name)
+            else:
+                verdict.not_target_reasons[name] = not_ran_reason(name, traced[name])
     _judge_steps(verdict, after, base)
     verdict.unverified = _unverified(verdict, after, base)
     return verdict
