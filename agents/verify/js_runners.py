@@ -207,8 +207,10 @@ test_steps.__test__ = False  # type: ignore[attr-defined]  (not a pytest test)
 
 
 def reporter_command(step: ScriptStep, report: Path, folder: Path) -> str:
-    """The step's command with the flag that makes its runner write per-test outcomes to `report` (ava: TAP on
-    stdout). Our own reporters (node --test, mocha) are copied into `folder`, which the run can read."""
+    """The step's command with the flag that makes its runner write per-test outcomes to `report`, a file: the
+    output the bot keeps is capped, a report is read whole (ava prints TAP on stdout only: a copy goes to `report`,
+    the step's exit status kept). Our own reporters (node --test, mocha) are copied into `folder`, which the run can
+    read."""
     quoted = shlex.quote(str(report))
     if step.runner == "node":
         reporter = _copy_reporter("node_test_reporter.mjs", folder)
@@ -231,7 +233,7 @@ def reporter_command(step: ScriptStep, report: Path, folder: Path) -> str:
         once = "" if {"run", "--run"} & set(tokens) else " --run"
         return f"{step.command}{once} --reporter=default --reporter=json --outputFile={quoted}"
     if step.runner == "ava":
-        return f"{step.command} --tap"
+        return f"set -o pipefail; {step.command} --tap | tee {quoted}"
     return step.command
 
 

@@ -406,8 +406,12 @@ class _ScriptRun:
             return read_records(report, root)
         if step.runner in ("jest", "vitest"):
             return read_jest_json(report, root)
-        if step.runner == "ava":
-            return read_tap(_ANSI.sub("", result.output), root)
+        if step.runner == "ava":  # the whole TAP from its file, never the capped output
+            try:
+                tap = report.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                return {}, {}
+            return read_tap(_ANSI.sub("", tap), root)
         return {}, {}
 
     def _timed_out(self, steps: list[StepOutcome], cancelled: bool = False) -> TestOutcome:
