@@ -20,7 +20,7 @@ from tests.conftest import BotHarness, git, make_repo
 from tests.fakes import anthropic_server as claude_says
 from tests.js_tools import give_node_modules, npm_tools
 from tests.test_js_verdicts_e2e import requests_naming
-from tests.test_test_verdicts_e2e import breaks_then_fixes, corrections, model  # noqa: F401  (model: a fixture)
+from tests.test_test_verdicts_e2e import breaks_then_fixes, corrections, model, write_file  # noqa: F401  (model: a fixture)
 from tests.test_workers_e2e import final_summary, start_task
 
 
@@ -117,3 +117,52 @@ async def test_every_ava_test_is_counted_and_the_broken_one_in_the_middle_named(
     assert "599 passed, 1 failed" in correction, "the runner's own totals"
     assert task.status is TaskStatus.COMPLETED and summary.text.startswith("✔"), summary.text
     assert "600 passed" in summary.text and "no longer run" not in summary.text, summary.text
+
+
+TSCONFIG = {  # as vite's project templates have it: the build info in node_modules/.tmp
+    "compilerOptions": {
+        "target": "ES2022",
+        "module": "ESNext",
+        "moduleResolution": "Bundler",
+        "strict": True,
+        "noEmit": True,
+        "incremental": True,
+        "tsBuildInfoFile": "./node_modules/.tmp/tsconfig.tsbuildinfo",
+        "skipLibCheck": True,
+    },
+    "include": ["src", "test"],
+}
+TYPED_TEST = """\
+import { expect, expectTypeOf, test } from 'vitest';
+import { add } from '../src/calc';
+
+test('adds', () => expect(add(2, 3)).toBe(5));
+test('returns a number', () => expectTypeOf(add).returns.toEqualTypeOf<number>());
+"""
+
+
+async def test_a_typecheck_passing_for_the_contributor_passes_for_the_bot(
+    bot: BotHarness, model, workspace_root: Path, tools: Path
+) -> None:
+    """`tsc && vitest --typecheck`: tsc writes its build info into node_modules/.tmp, which the owner has not."""
+    repo = make_repo(
+        workspace_root / "typed",
+        {
+            "package.json": json.dumps(
+                {"name": "typed", "private": True, "type": "module", "scripts": {"test": "tsc && vitest --typecheck"}}
+            ),
+            "tsconfig.json": json.dumps(TSCONFIG),
+            ".gitignore": "node_modules/\n",
+            "src/calc.ts": "export const add = (a: number, b: number): number => a + b;\n",
+            "test/calc.test.ts": TYPED_TEST,
+        },
+    )
+    give_node_modules(repo, tools)
+    model.add("orchestrator", start_task("typed", "Add a README."), claude_says.text("started"))
+    model.add("code", write_file("README.md", "# typed\n"), claude_says.text("Added a README."))
+    bot.say("add a readme to typed")
+    task, summary = await final_summary(bot, 1, timeout=120)
+    print("SUMMARY[typecheck]", [ln for ln in summary.text.splitlines() if ln.strip()][:4])
+    assert task.status is TaskStatus.COMPLETED and summary.text.startswith("✔"), summary.text
+    assert "2 passed" in summary.text and "Steps:" not in summary.text, summary.text
+    assert not (repo / "node_modules" / ".tmp").exists(), "the build info is the task's, not the owner's"

@@ -55,6 +55,8 @@ _PYTEST_NO_TESTS = re.compile(r"^=*\s*no tests ran in [\d.]+s\b")
 _JEST_SUMMARY = re.compile(r"^Tests:\s+(.+?)\s*$")
 _MOCHA_COUNT = re.compile(r"^\s*(\d+ (?:passing|failing|pending))\b")
 _BANNER = re.compile(r"^=+ (.*?) =+$")
+_READ_ONLY = re.compile(r"EROFS|read-only file system", re.IGNORECASE)
+_QUOTED_PATH = re.compile(r"""['"`](/[^'"`\n]+)['"`]""")
 
 
 class TestStatus(str, enum.Enum):
@@ -105,6 +107,7 @@ class TestOutcome(BaseModel):
     reason: str | None = None  # one sentence, when state is not complete: why the bot cannot tell
     steps: list[StepOutcome] = Field(default_factory=list)  # the script's other steps (lint, build), in order
     traced: dict[str, list[str]] = Field(default_factory=dict)  # test id -> `file::function` it ran (a traced run)
+    sandbox_problem: str | None = None  # a failure the sandbox caused (a write to a read-only folder), said apart
 
     @property
     def passed(self) -> bool:
@@ -219,7 +222,7 @@ async def run_tests(
         traced = await asyncio.to_thread(read_traces, traces) if traces is not None else {}
     outcome = _outcome(environment, command, result, cases, failures, timeout)
     outcome.traced = traced
-    return outcome
+    return _with_sandbox_problem(outcome, result.output if not result.ok else "")
 
 
 def _mtime(path: Path) -> float | None:
@@ -389,8 +392,11 @@ class _ScriptRun:
                 break
         if not per_test:  # one test step the bot cannot read per test: the whole script's tests are one suite
             cases, failures = {}, {}
-        outcome = _outcome(environment, environment.command, _merged(results), cases, failures, self.timeout)
+        merged = _merged(results)
+        outcome = _outcome(environment, environment.command, merged, cases, failures, self.timeout)
         outcome.steps = steps
+        failing = [s.output for s in steps if not s.passed] + ([merged.output] if not merged.ok else [])
+        _with_sandbox_problem(outcome, "\n".join(failing))
         if outcome.cases and SUITE_ID not in outcome.cases:
             outcome.summary = _counts(outcome.cases)
         if failed_before is not None and SUITE_ID in outcome.cases and not outcome.passed:
@@ -427,6 +433,29 @@ class _ScriptRun:
             reason=f"`{environment.display}` was {summary} before its tests ran",
             steps=steps,
         )
+
+
+def sandbox_write_failure(output: str) -> str | None:
+    """One phrase when a failing run's output shows a write refused by a read-only mount (EROFS): the sandbox's
+    doing, not the code's (a contributor's own checkout is writable)."""
+    for line in _ANSI.sub("", output).splitlines():
+        if _READ_ONLY.search(line):
+            path = _QUOTED_PATH.search(line)
+            where = f"`{path.group(1)}`" if path else "a folder"
+            return (
+                f"a write to {where} was refused: the sandbox mounts it read-only (a contributor's checkout would not)"
+            )
+    return None
+
+
+def _with_sandbox_problem(outcome: TestOutcome, failing_output: str) -> TestOutcome:
+    """Say in the outcome (and its reason, when it has one) that a failure came from the sandbox, where it did."""
+    if not failing_output or (problem := sandbox_write_failure(failing_output)) is None:
+        return outcome
+    outcome.sandbox_problem = problem
+    if outcome.reason:
+        outcome.reason = f"{outcome.reason.rstrip('.')}; {problem}"
+    return outcome
 
 
 def _merged(results: list[CommandResult]) -> CommandResult:

@@ -306,6 +306,8 @@ def judge(
                 verdict.not_target_reasons[name] = not_ran_reason(name, traced[name])
     _judge_steps(verdict, after, base)
     verdict.unverified = _unverified(verdict, after, base)
+    if after.sandbox_problem:
+        verdict.notes.append(f"a failure came from the sandbox, not from the code: {after.sandbox_problem}")
     return verdict
 
 
