@@ -1,10 +1,15 @@
 """A fix task is judged on the test it was meant to fix, whatever way that test fails: through the real bot (scripted
 model, fake Telegram), real pytest and real bwrap. The red test fails on a plain `assert` in the test, so its
-traceback shows no frame of the code the instructions name; a traced re-run shows that the test runs it."""
+traceback shows no frame of the code the instructions name; a traced re-run shows that the test runs it (pytest: the
+bot's tracer; node --test: node's own V8 coverage)."""
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
+
+import pytest
 
 from agents.core.models import TaskStatus
 from tests.conftest import BotHarness, make_repo
@@ -76,3 +81,49 @@ async def test_a_non_fix_that_never_fixes_is_never_done(bot: BotHarness, model, 
     assert all(RED in c and "it runs `src/pkg/utils.py`, which the task changed" in c for c in corrections(model))
     assert task.status is TaskStatus.BLOCKED and summary.text.startswith("✗"), summary.text
     assert RED in summary.text
+
+
+JS_RED = "test/cart.test.js::totals a cart"
+JS_OLD = "test/legacy.test.js::legacy is two"
+
+
+def js_shop(root: Path) -> Path:
+    return make_repo(
+        root / "jsshop",
+        {
+            "package.json": json.dumps({"name": "jsshop", "private": True, "scripts": {"test": "node --test"}}),
+            "lib/utils.js": "exports.addAll = (items) => items.slice(1).reduce((a, b) => a + b, 0);\n",
+            "lib/cart.js": "const { addAll } = require('./utils.js');\nexports.total = (prices) => addAll(prices);\n",
+            "lib/legacy.js": "exports.legacy = () => 1;\n",
+            "test/cart.test.js": "const { test } = require('node:test');\nconst assert = require('assert');\n"
+            "const { total } = require('../lib/cart.js');\n\n"
+            "test('totals a cart', () => assert.ok(total([1, 2]) === 3, 'the total is wrong'));\n",
+            "test/legacy.test.js": "const { test } = require('node:test');\nconst assert = require('assert');\n"
+            "const { legacy } = require('../lib/legacy.js');\n\n"
+            "test('legacy is two', () => assert.ok(legacy() === 2, 'legacy has been wrong for years'));\n",
+        },
+    )
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+async def test_a_non_fix_of_a_red_js_test_failing_on_an_assert_is_sent_back(
+    bot: BotHarness, model, workspace_root: Path
+) -> None:
+    js_shop(workspace_root)
+    model.add("orchestrator", start_task("jsshop", "Fix the bug in lib/utils.js."), claude_says.text("ok"))
+    model.add(
+        "code",
+        write_file("NOTES.md", "Looked at the totals.\n"),
+        claude_says.text("Fixed."),
+        edit("lib/utils.js", "items.slice(1)", "items"),
+        claude_says.text("Fixed for real."),
+    )
+    bot.say("fix the totals in jsshop")
+    task, summary = await final_summary(bot, 1, timeout=90)
+    print("SUMMARY[js-fix-target]", [ln for ln in summary.text.splitlines() if ln.strip()][:4])
+    [correction] = corrections(model)
+    mine, _, not_mine = correction.partition("not yours, leave them unless the task is about them")
+    assert JS_RED in mine and "it runs `lib/utils.js`, which the instructions name" in mine, correction
+    assert "the total is wrong" in mine and JS_OLD not in mine and JS_OLD in not_mine, correction
+    assert task.status is TaskStatus.COMPLETED and summary.text.startswith("✔"), summary.text
+    assert "1 fixed" in summary.text and "1 failing before (pre-existing)" in summary.text, summary.text

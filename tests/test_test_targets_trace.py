@@ -16,6 +16,7 @@ from agents.sandbox.shell import child_env
 from agents.verify.node_modules_links import MARKER, is_links_folder
 from agents.verify.test_env import detect_environment, link_borrowed, parse_config
 from agents.verify.test_runner import RunState, TestOutcome, TestStatus, run_tests, sandbox_write_failure
+from agents.verify.test_trace import read_v8_coverage
 from agents.verify.test_verdict import Mark, judge
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
@@ -179,3 +180,27 @@ async def test_a_failure_the_sandbox_causes_says_so(tmp_path: Path) -> None:
     assert outcome.sandbox_problem and "`/usr/agentlab-build-info`" in outcome.sandbox_problem
     verdict = judge(outcome, outcome)
     assert any("a failure came from the sandbox" in note for note in verdict.notes)
+
+
+def test_node_coverage_tells_per_test_file_only_where_a_process_ran_one(tmp_path: Path) -> None:
+    root = tmp_path / "app"
+
+    def script(rel: str, *functions: tuple[str, int, int]) -> dict:
+        return {
+            "url": f"file://{root}/{rel}",
+            "functions": [
+                {"functionName": name, "ranges": [{"startOffset": start, "endOffset": 99, "count": count}]}
+                for name, start, count in functions
+            ],
+        }
+
+    one = [script("test/a.test.js", ("", 0, 1)), script("lib/x.js", ("", 0, 1), ("f", 10, 2), ("g", 40, 0))]
+    one.append(script("node_modules/dep/index.js", ("h", 5, 1)))
+    both = [script("test/a.test.js", ("", 0, 1)), script("test/b.test.js", ("", 0, 1)), script("lib/y.js", ("k", 3, 1))]
+    folder = tmp_path / "v8"
+    folder.mkdir()
+    (folder / "coverage-1-1-0.json").write_text(json.dumps({"result": one}))
+    (folder / "coverage-2-1-0.json").write_text(json.dumps({"result": both}))
+    (folder / "coverage-3-1-0.json").write_text("{not json")
+    found = read_v8_coverage(folder, root, ["test/a.test.js", "test/b.test.js"])
+    assert found == {"test/a.test.js": ["lib/x.js::f"]}, "called functions only; a process of two files says nothing"

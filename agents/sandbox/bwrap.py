@@ -92,6 +92,7 @@ PASSED_ENV = frozenset(
         "PYTEST_DISABLE_PLUGIN_AUTOLOAD",  # the bot's Python standing in for a workspace: its plugins stay out
         "AGENTLAB_TRACE_OUT",  # the bot's tracer of which functions a test runs (agents/verify/test_trace.py)
         "AGENTLAB_TRACE_ROOT",
+        "NODE_V8_COVERAGE",  # node's coverage, where the bot traces which functions a red test calls
         "GIT_PAGER",
         "CI",
         "NO_COLOR",

@@ -189,19 +189,30 @@ class TaskTests:
         return {s for s in suspects if rerun.cases.get(s) == "passed"}
 
     async def _traced(self, checkout: Path, verdict: Verdict) -> dict[str, list[str]]:
-        """For a fix task: the red tests not yet judged the task's, re-run once under the tracer (only those ids),
-        each with the `file::function` entries it ran. Empty where the runner cannot name tests to re-run."""
+        """For a fix task: the red tests not yet judged the task's, run once more under the tracer, each with the
+        `file::function` entries it ran (agents/verify/test_trace.py). pytest re-runs those ids only; a JavaScript
+        script re-runs whole under node's coverage, which tells per test file. Empty where neither applies."""
         environment = self.environment
-        if environment is None or not environment.rerunnable or not is_fix_task(self.instructions):
+        if environment is None or not is_fix_task(self.instructions):
             return {}
-        ids = [
-            t
-            for t in verdict.pre_existing
-            if t != SUITE_ID and "::" in t and (checkout / t.split("::", 1)[0]).is_file()
-        ][:MAX_TRACED]
+        per_file = not environment.rerunnable and any(step.is_runner for step in environment.script)
+        if not (environment.rerunnable or per_file):
+            return {}
+        ids = [t for t in verdict.pre_existing if t != SUITE_ID and "::" in t]
+        if environment.rerunnable:
+            ids = [t for t in ids if (checkout / t.split("::", 1)[0]).is_file()][:MAX_TRACED]
         if not ids:
             return {}
-        run = await run_tests(checkout, self.timeout, environment=environment, ids=ids, trace=True, **self.run_options)
+        run = await run_tests(
+            checkout,
+            self.timeout,
+            environment=environment,
+            ids=ids if environment.rerunnable else None,
+            trace=True,
+            **self.run_options,
+        )
+        if per_file:  # only the tests whose file's process could be told apart
+            return {t: run.traced[t] for t in ids if t in run.traced}
         return {t: run.traced.get(t, []) for t in ids if t in run.cases}
 
     async def touched_checks(

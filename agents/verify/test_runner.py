@@ -37,7 +37,7 @@ from agents.verify.test_env import (  # noqa: F401  (re-exported: the runner's p
 )
 from agents.verify.test_reports import read_jest_json, read_records, read_tap
 from agents.verify.test_reports import read_junit as read_junit_untrimmed
-from agents.verify.test_trace import TRACE_OUT, TRACE_ROOT, install_tracer, read_traces
+from agents.verify.test_trace import TRACE_OUT, TRACE_ROOT, V8_COVERAGE, install_tracer, read_traces, read_v8_coverage
 
 NO_TESTS_MESSAGE = "no tests found: no pytest files, no npm test script, no .agentlab.toml [tests] command"
 SUITE_ID = "(whole suite)"  # the one "test" of a runner that names none
@@ -191,7 +191,7 @@ async def run_tests(
         if sandbox is not None:  # the report is written inside, read outside
             sandbox = dataclasses.replace(sandbox, writable=(*sandbox.writable, Path(report_dir)))
         if environment.script and not environment.pytest:
-            run = _ScriptRun(environment, workspace, child, sandbox, Path(report_dir), timeout, run_options)
+            run = _ScriptRun(environment, workspace, child, sandbox, Path(report_dir), timeout, run_options, trace)
             return await run.outcome()
         try:
             result = await run_command(
@@ -333,9 +333,13 @@ class _ScriptRun:
         folder: Path,
         timeout: float,
         run_options: dict[str, Any],
+        trace: bool = False,
     ) -> None:
         self.environment, self.workspace, self.env, self.sandbox = environment, workspace, env, sandbox
         self.folder, self.timeout, self.run_options = folder, timeout, run_options
+        self.coverage = folder / "v8" if trace else None  # node's own coverage: which functions each file's tests call
+        if self.coverage is not None:
+            self.env = {**env, V8_COVERAGE: str(self.coverage)}
 
     async def outcome(self) -> TestOutcome:
         environment = self.environment
@@ -395,6 +399,8 @@ class _ScriptRun:
         merged = _merged(results)
         outcome = _outcome(environment, environment.command, merged, cases, failures, self.timeout)
         outcome.steps = steps
+        if self.coverage is not None:
+            outcome.traced = await asyncio.to_thread(self._traced, outcome.cases)
         failing = [s.output for s in steps if not s.passed] + ([merged.output] if not merged.ok else [])
         _with_sandbox_problem(outcome, "\n".join(failing))
         if outcome.cases and SUITE_ID not in outcome.cases:
@@ -405,6 +411,13 @@ class _ScriptRun:
                 f"`{environment.display}` stops at {describe_step(failed_before)} before any test can be told apart"
             )
         return outcome
+
+    def _traced(self, cases: dict[str, str]) -> dict[str, list[str]]:
+        """Test id -> the checkout's functions its test file's process called (agents/verify/test_trace.py)."""
+        assert self.coverage is not None
+        files = {case.split("::", 1)[0]: case for case in cases if "::" in case}
+        by_file = read_v8_coverage(self.coverage, self.workspace, files)
+        return {case: by_file[case.split("::", 1)[0]] for case in cases if case.split("::", 1)[0] in by_file}
 
     def _read(self, step: ScriptStep, report: Path, result: CommandResult) -> tuple[dict[str, str], dict[str, str]]:
         root = self.workspace

@@ -6,12 +6,22 @@ Python: a `sitecustomize.py` the bot writes into a folder of its own, put first 
 (nothing is installed into the workspace's environment). It records, for each test pytest runs (pytest names the
 current test in `PYTEST_CURRENT_TEST`), the `(file, function)` of every Python function it calls from a file of the
 checkout, and writes them as JSON when the process ends (one file per process: xdist workers each write theirs).
+
+JavaScript: node's own V8 coverage (`NODE_V8_COVERAGE`, a folder each node process writes into when it ends). A
+process that loaded exactly one of the run's test files (node --test runs each file in a process of its own) tells
+which of the checkout's functions that file's tests called; a process running several test files (mocha, jest's
+workers) tells nothing about one test, and is not used.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+V8_COVERAGE = "NODE_V8_COVERAGE"
+_SKIPPED_PARTS = {"node_modules", ".venv", "venv", ".git"}
 
 TRACE_OUT = "AGENTLAB_TRACE_OUT"  # the folder the tracer writes into
 TRACE_ROOT = "AGENTLAB_TRACE_ROOT"  # the checkout whose files are recorded
@@ -124,3 +134,49 @@ def files_run(entries: list[str]) -> list[str]:
 def functions_run(entries: list[str]) -> list[tuple[str, str]]:
     """(file, function) of each entry."""
     return [(e.split(SEPARATOR, 1)[0], e.split(SEPARATOR, 1)[1]) for e in entries if SEPARATOR in e]
+
+
+def read_v8_coverage(folder: Path, root: Path, test_files: Iterable[str]) -> dict[str, list[str]]:
+    """Test file (relative to `root`) -> the `file::function` entries of the checkout's functions called in the one
+    process that loaded it (and no other test file); files loaded by several processes merge theirs."""
+    wanted = set(test_files)
+    roots = sorted({f"{Path(root)}/", f"{Path(root).resolve()}/"}, key=len, reverse=True)
+    found: dict[str, set[str]] = {}
+    for path in sorted(Path(folder).glob("coverage-*.json")):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        scripts = data.get("result") if isinstance(data, dict) else None
+        if not isinstance(scripts, list):
+            continue
+        called: set[str] = set()
+        loaded: set[str] = set()
+        for script in scripts:
+            rel = _relative_url(script.get("url") if isinstance(script, dict) else None, roots)
+            if rel is None:
+                continue
+            if rel in wanted:
+                loaded.add(rel)
+            for function in script.get("functions") or []:
+                ranges = function.get("ranges") or [] if isinstance(function, dict) else []
+                if not ranges or not ranges[0].get("count"):
+                    continue
+                name = function.get("functionName") or ""
+                if not name and ranges[0].get("startOffset") == 0:
+                    continue  # the module's own top level: loaded, not called
+                called.add(f"{rel}{SEPARATOR}{name or '(anonymous)'}")
+        if len(loaded) == 1:
+            found.setdefault(loaded.pop(), set()).update(called)
+    return {file: sorted(entries)[:MAX_PER_TEST] for file, entries in found.items()}
+
+
+def _relative_url(url: object, roots: list[str]) -> str | None:
+    if not isinstance(url, str) or not url.startswith("file://"):
+        return None
+    path = unquote(urlparse(url).path)
+    for prefix in roots:
+        if path.startswith(prefix):
+            rel = path[len(prefix) :]
+            return None if _SKIPPED_PARTS & set(rel.split("/")) else rel
+    return None
