@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from agents.core.models import TaskStatus
-from tests.conftest import BotHarness, make_repo
+from tests.conftest import BotHarness, git, make_repo
 from tests.fakes import anthropic_server as claude_says
 from tests.test_test_verdicts_e2e import corrections, model, write_file  # noqa: F401  (model: a fixture)
 from tests.test_workers_e2e import final_summary, start_task
@@ -79,3 +79,33 @@ async def test_a_colour_test_passing_for_the_contributor_passes_for_the_bot(
     print("SUMMARY[js-colour]", [ln for ln in summary.text.splitlines() if ln.strip()][:4])
     assert task.status is TaskStatus.COMPLETED and summary.text.startswith("✔"), summary.text
     assert "2 passed" in summary.text and "0 failing before" in summary.text, summary.text
+
+
+FLAKY_LINT = """\
+const fs = require('fs');
+const path = require('path');
+const marker = path.join(__dirname, '.flaky-ran');
+if (fs.existsSync(path.join(__dirname, '.git')) && !fs.existsSync(marker)) {  // the first run in a task worktree
+  fs.writeFileSync(marker, 'ran');
+  console.error('lint: worker pool timed out');
+  process.exit(1);
+}
+"""
+
+
+async def test_a_script_step_failing_once_is_flaky_not_broken(bot: BotHarness, model, workspace_root: Path) -> None:
+    repo = node_repo(
+        workspace_root, "linted", {"lint.js": FLAKY_LINT, "test/ok.test.js": "require('node:test')('ok', () => {});\n"}
+    )
+    package = json.loads((repo / "package.json").read_text())
+    package["scripts"]["test"] = "node lint.js && node --test"
+    (repo / "package.json").write_text(json.dumps(package))
+    git(repo, "commit", "-qam", "lint step")
+    model.add("orchestrator", start_task("linted", "Add a README."), claude_says.text("started"))
+    model.add("code", write_file("README.md", "# linted\n"), claude_says.text("Added a README."))
+    bot.say("add a readme to linted")
+    task, summary = await final_summary(bot, 1, timeout=90)
+    print("SUMMARY[js-flaky-step]", [ln for ln in summary.text.splitlines() if ln.strip()][:4])
+    assert corrections(model) == [], "a step passing on its re-run is not sent back"
+    assert task.status is TaskStatus.COMPLETED and summary.text.startswith("✔"), summary.text
+    assert "1 flaky" in summary.text and "step node lint.js" in summary.text, summary.text

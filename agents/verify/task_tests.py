@@ -28,7 +28,7 @@ from agents.verify.test_env import (
 )
 from agents.verify.test_runner import SUITE_ID, RunState, TestOutcome, TestStatus, no_tests_outcome, run_tests
 from agents.verify.test_targets import is_fix_task
-from agents.verify.test_verdict import Verdict, judge
+from agents.verify.test_verdict import Verdict, judge, step_key
 
 log = logging.getLogger(__name__)
 
@@ -170,23 +170,28 @@ class TaskTests:
             return None
 
     async def _flaky(self, checkout: Path, after: TestOutcome, base: TestOutcome | None) -> set[str]:
-        """Tests failing now but not at the base that pass on one immediate re-run (of those ids only)."""
+        """What fails now but not at the base and passes on one immediate re-run: tests (pytest re-runs those ids
+        only; any other runner, or ids pytest cannot be given, re-run whole) and script steps (`step_key`)."""
         before = base.cases if base is not None else {}
         suspects = [name for name, state in after.cases.items() if state == "failed" and before.get(name) != "failed"]
-        if not suspects or after.status is not TestStatus.failed or after.state is not RunState.complete:
+        at_base = {step.command: step for step in base.steps} if base is not None else {}
+        steps = [
+            s.command
+            for s in after.steps
+            if not s.passed and (base is None or (s.command in at_base and at_base[s.command].passed))
+        ]
+        if not (suspects or steps) or after.state is not RunState.complete:
             return set()
         assert self.environment is not None
         ids = [s for s in suspects if "::" in s and (checkout / s.split("::", 1)[0]).is_file()]
-        if self.environment.rerunnable and len(ids) < len(suspects):
-            return set()  # some ids cannot be named to pytest: no re-run rather than a whole second run
+        by_ids = self.environment.rerunnable and len(ids) == len(suspects) and not steps
         rerun = await run_tests(
-            checkout,
-            self.timeout,
-            environment=self.environment,
-            ids=ids if self.environment.rerunnable else None,
-            **self.run_options,
+            checkout, self.timeout, environment=self.environment, ids=ids if by_ids else None, **self.run_options
         )
-        return {s for s in suspects if rerun.cases.get(s) == "passed"}
+        passed_steps = {s.command for s in rerun.steps if s.passed}
+        return {s for s in suspects if rerun.cases.get(s) == "passed"} | {
+            step_key(c) for c in steps if c in passed_steps
+        }
 
     async def _traced(self, checkout: Path, verdict: Verdict) -> dict[str, list[str]]:
         """For a fix task: the red tests not yet judged the task's, run once more under the tracer, each with the

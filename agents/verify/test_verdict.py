@@ -14,7 +14,7 @@ from agents.core.text import fenced
 from agents.verify.test_runner import SUITE_ID, RunState, StepOutcome, TestOutcome, TestStatus
 from agents.verify.test_targets import named_in, not_ran_reason, ran_reason, target_reason
 
-__all__ = ["Mark", "Verdict", "judge", "named_in", "ran"]
+__all__ = ["Mark", "Verdict", "judge", "named_in", "ran", "step_key"]
 
 LIST_LIMIT = 8  # names listed in the chat summary; /task N has them all
 DETAIL_CHARS = 3_000
@@ -55,6 +55,11 @@ def why_not_run(outcome: TestOutcome) -> str:
     if outcome.state is RunState.stopped_before_tests:
         return f"{shown_command(outcome)} stops before any test runs"
     return f"{shown_command(outcome)} did not run the tests ({outcome.summary})"
+
+
+def step_key(command: str) -> str:
+    """How a script step that failed once and passed on its re-run is named among the flaky."""
+    return f"step `{command}`"
 
 
 def _step_name(step: StepOutcome) -> str:
@@ -304,17 +309,21 @@ def judge(
                 verdict.traced_targets.add(name)
             else:
                 verdict.not_target_reasons[name] = not_ran_reason(name, traced[name])
-    _judge_steps(verdict, after, base)
+    _judge_steps(verdict, after, base, flaky)
     verdict.unverified = _unverified(verdict, after, base)
     if after.sandbox_problem:
         verdict.notes.append(f"a failure came from the sandbox, not from the code: {after.sandbox_problem}")
     return verdict
 
 
-def _judge_steps(verdict: Verdict, after: TestOutcome, base: TestOutcome | None) -> None:
+def _judge_steps(verdict: Verdict, after: TestOutcome, base: TestOutcome | None, flaky: Iterable[str] = ()) -> None:
     at_base = {s.command: s for s in base.steps} if base is not None else {}
+    flaky = set(flaky)
     for step in after.steps:
         if step.passed:
+            continue
+        if step_key(step.command) in flaky:  # failed once, passed on the re-run
+            verdict.flaky.append(step_key(step.command))
             continue
         was = at_base.get(step.command)
         if was is None and base is not None:
