@@ -247,7 +247,9 @@ def test_a_resumed_worktree_borrows_its_node_modules_again(tmp_path: Path) -> No
     (worktree / "node_modules").symlink_to(tmp_path, target_is_directory=True)  # re-pointed by a worker
     link_borrowed(again, worktree)
     assert not (worktree / "node_modules").is_symlink(), "a folder of the checkout's own, one link per entry"
-    assert (worktree / "node_modules" / ".bin").resolve() == (owner / "node_modules" / ".bin").resolve()
+    (owner / "node_modules" / "dep").mkdir()
+    link_borrowed(again, worktree)  # the owner installed something since
+    assert (worktree / "node_modules" / "dep").resolve() == (owner / "node_modules" / "dep").resolve()
 
 
 async def test_caches_in_borrowed_node_modules_are_made_on_demand_private_and_writable(tmp_path: Path) -> None:

@@ -111,6 +111,7 @@ def monorepo(root: Path) -> Path:
         },
     )
     (owner / "node_modules" / "@scope" / "calc").symlink_to("../../packages/calc")
+    (owner / "node_modules" / ".bin" / "calc").symlink_to("../@scope/calc/index.js")  # npm's program link
     (owner / "packages" / "app" / "node_modules").mkdir()
     (owner / "packages" / "app" / "node_modules" / "calc").symlink_to("../../calc")
     return owner
@@ -130,6 +131,8 @@ def test_workspace_packages_resolve_to_the_checkouts_own(tmp_path: Path) -> None
     assert os.readlink(nm / "@scope" / "calc") == str(checkout / "packages" / "calc")
     assert os.readlink(nm / "@scope" / "lib") == str(owner / "node_modules" / "@scope" / "lib")
     assert os.readlink(nm / "dep") == str(owner / "node_modules" / "dep")
+    assert os.readlink(nm / ".bin" / "calc") == str(checkout / "packages" / "calc" / "index.js")
+    assert os.readlink(nm / ".bin" / ".keep") == str(owner / "node_modules" / ".bin" / ".keep")
     assert not (nm / ".cache").exists(), "the owner's caches are not shared: each checkout makes its own"
     (nm / ".cache").mkdir()
     (nm / "dep").unlink()
