@@ -21,6 +21,8 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 V8_COVERAGE = "NODE_V8_COVERAGE"
+MAX_COVERAGE_FILES = 400  # node processes read (one per test file under node --test)
+MAX_COVERAGE_BYTES = 32 << 20  # a process's coverage larger than this (a whole bundler loaded) is not read
 _SKIPPED_PARTS = {"node_modules", ".venv", "venv", ".git"}
 
 TRACE_OUT = "AGENTLAB_TRACE_OUT"  # the folder the tracer writes into
@@ -142,8 +144,10 @@ def read_v8_coverage(folder: Path, root: Path, test_files: Iterable[str]) -> dic
     wanted = set(test_files)
     roots = sorted({f"{Path(root)}/", f"{Path(root).resolve()}/"}, key=len, reverse=True)
     found: dict[str, set[str]] = {}
-    for path in sorted(Path(folder).glob("coverage-*.json")):
+    for path in sorted(Path(folder).glob("coverage-*.json"))[:MAX_COVERAGE_FILES]:
         try:
+            if path.stat().st_size > MAX_COVERAGE_BYTES:
+                continue
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
