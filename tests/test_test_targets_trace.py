@@ -13,6 +13,7 @@ import pytest
 
 from agents.sandbox.bwrap import spec_for
 from agents.sandbox.shell import child_env
+from agents.verify.js_runners import ScriptStep, with_files
 from agents.verify.node_modules_links import MARKER, is_links_folder
 from agents.verify.test_env import detect_environment, link_borrowed, parse_config
 from agents.verify.test_runner import RunState, TestOutcome, TestStatus, run_tests, sandbox_write_failure
@@ -207,3 +208,37 @@ def test_node_coverage_tells_per_test_file_only_where_a_process_ran_one(tmp_path
     (folder / "coverage-3-1-0.json").write_text("{not json")
     found = read_v8_coverage(folder, root, ["test/a.test.js", "test/b.test.js"])
     assert found == {"test/a.test.js": ["lib/x.js::f"]}, "called functions only; a process of two files says nothing"
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# re-runs of failing tests: only their files, where the runner takes files
+
+
+def test_a_rerun_names_the_failing_files_to_runners_that_take_them() -> None:
+    node = with_files(ScriptStep("node --test", runner="node"), ["test/a b.test.js"])
+    assert node is not None and node.command == "node --test 'test/a b.test.js'"
+    jest = with_files(ScriptStep("jest --silent", runner="jest"), ["a.test.js"])
+    assert jest is not None and jest.command == "jest --silent --runTestsByPath a.test.js"
+    vitest = with_files(ScriptStep("vitest run", runner="vitest"), ["a.test.ts"])
+    assert vitest is not None and vitest.command == "vitest run a.test.ts"
+    assert with_files(ScriptStep("node --test test/unit/", runner="node"), ["x.js"]) is None, "its own files"
+    assert with_files(ScriptStep("mocha", runner="mocha"), ["x.js"]) is None, "mocha's config may name specs"
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+async def test_a_js_rerun_runs_only_the_failing_tests_files(tmp_path: Path) -> None:
+    test = "const {{ test }} = require('node:test');\ntest('{name}', () => {{ {body} }});\n"
+    project = write(
+        tmp_path / "app",
+        {
+            "package.json": json.dumps({"name": "app", "scripts": {"test": "node --test"}}),
+            "test/a.test.js": test.format(name="a", body="throw new Error('red')"),
+            "test/b.test.js": test.format(name="b", body=""),
+        },
+    )
+    env = detect_environment(project)
+    assert env is not None and not env.rerunnable
+    whole = await run_tests(project, 60, environment=env)
+    assert whole.cases == {"test/a.test.js::a": "failed", "test/b.test.js::b": "passed"}
+    again = await run_tests(project, 60, environment=env, ids=["test/a.test.js::a"])
+    assert again.cases == {"test/a.test.js::a": "failed"}, "only the failing test's file"

@@ -171,7 +171,8 @@ class TaskTests:
 
     async def _flaky(self, checkout: Path, after: TestOutcome, base: TestOutcome | None) -> set[str]:
         """What fails now but not at the base and passes on one immediate re-run: tests (pytest re-runs those ids
-        only; any other runner, or ids pytest cannot be given, re-run whole) and script steps (`step_key`)."""
+        only, node --test, jest, vitest and ava their files; anything else re-runs whole) and script steps
+        (`step_key`, with the whole script)."""
         before = base.cases if base is not None else {}
         suspects = [name for name, state in after.cases.items() if state == "failed" and before.get(name) != "failed"]
         at_base = {step.command: step for step in base.steps} if base is not None else {}
@@ -184,7 +185,8 @@ class TaskTests:
             return set()
         assert self.environment is not None
         ids = [s for s in suspects if "::" in s and (checkout / s.split("::", 1)[0]).is_file()]
-        by_ids = self.environment.rerunnable and len(ids) == len(suspects) and not steps
+        # pytest gets the ids; a JavaScript runner taking files gets theirs (run_tests); anything else runs whole
+        by_ids = len(ids) == len(suspects) and not steps and (self.environment.rerunnable or self.environment.script)
         rerun = await run_tests(
             checkout, self.timeout, environment=self.environment, ids=ids if by_ids else None, **self.run_options
         )

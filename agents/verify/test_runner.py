@@ -26,7 +26,7 @@ from pydantic import BaseModel, Field
 from agents.core.errors import ToolError
 from agents.sandbox.bwrap import SandboxSpec
 from agents.sandbox.shell import CommandResult, child_env, run_command
-from agents.verify.js_runners import ScriptStep, describe_step, reporter_command, test_steps
+from agents.verify.js_runners import ScriptStep, describe_step, reporter_command, test_steps, with_files
 from agents.verify.test_env import (  # noqa: F401  (re-exported: the runner's public names)
     CONFIG_FILE,
     PYTEST_ARGS,
@@ -192,7 +192,7 @@ async def run_tests(
             sandbox = dataclasses.replace(sandbox, writable=(*sandbox.writable, Path(report_dir)))
         if environment.script and not environment.pytest:
             run = _ScriptRun(environment, workspace, child, sandbox, Path(report_dir), timeout, run_options, trace)
-            return await run.outcome()
+            return await run.outcome(ids or [])
         try:
             result = await run_command(
                 full,
@@ -341,9 +341,11 @@ class _ScriptRun:
         if self.coverage is not None:
             self.env = {**env, V8_COVERAGE: str(self.coverage)}
 
-    async def outcome(self) -> TestOutcome:
+    async def outcome(self, ids: list[str] | None = None) -> TestOutcome:
+        """`ids`: re-run only their test files where the script has one test step whose runner takes files."""
         environment = self.environment
         tests = test_steps(environment.script)
+        files = self._files(ids or []) if len(tests) == 1 else []
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.timeout
         steps: list[StepOutcome] = []
@@ -357,7 +359,8 @@ class _ScriptRun:
             if remaining <= 0:
                 return self._timed_out(steps)
             report = self.folder / f"report-{index}.json"
-            command = reporter_command(step, report, self.folder) if step in tests else step.command
+            selected = (with_files(step, files) or step) if step in tests and files else step
+            command = reporter_command(selected, report, self.folder) if step in tests else step.command
             try:
                 result = await run_command(
                     command,
@@ -411,6 +414,13 @@ class _ScriptRun:
                 f"`{environment.display}` stops at {describe_step(failed_before)} before any test can be told apart"
             )
         return outcome
+
+    def _files(self, ids: list[str]) -> list[str]:
+        """The test files of `ids` when every id names a file of the checkout (else none: the step runs whole)."""
+        files = [i.split("::", 1)[0] for i in ids if "::" in i]
+        if not ids or len(files) < len(ids) or not all((self.workspace / f).is_file() for f in files):
+            return []
+        return list(dict.fromkeys(files))
 
     def _traced(self, cases: dict[str, str]) -> dict[str, list[str]]:
         """Test id -> the checkout's functions its test file's process called (agents/verify/test_trace.py)."""
