@@ -198,7 +198,8 @@ class TaskTests:
     async def _traced(self, checkout: Path, verdict: Verdict) -> dict[str, list[str]]:
         """For a fix task: the red tests not yet judged the task's, run once more under the tracer, each with the
         `file::function` entries it ran (agents/verify/test_trace.py). pytest re-runs those ids only; a JavaScript
-        script re-runs whole under node's coverage, which tells per test file. Empty where neither applies."""
+        script re-runs (their files, where its runner takes files) under node's coverage, which tells per test file.
+        Empty where neither applies."""
         environment = self.environment
         if environment is None or not is_fix_task(self.instructions):
             return {}
@@ -214,7 +215,7 @@ class TaskTests:
             checkout,
             self.timeout,
             environment=environment,
-            ids=ids if environment.rerunnable else None,
+            ids=ids,  # pytest: those ids; a JavaScript runner taking files: their files (else the script whole)
             trace=True,
             **self.run_options,
         )

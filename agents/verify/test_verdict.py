@@ -76,7 +76,6 @@ class Verdict:
     targets: list[str] = field(default_factory=list)  # failing at the base, and the task was meant to fix them
     target_reasons: dict[str, str] = field(default_factory=dict)  # target -> why it is the task's
     not_target_reasons: dict[str, str] = field(default_factory=dict)  # a traced pre-existing test -> why not the task's
-    traced_targets: set[str] = field(default_factory=set)  # targets found by what they run (a traced re-run)
     unknown: list[str] = field(default_factory=list)  # failing now; the base run cannot say whether before too
     flaky: list[str] = field(default_factory=list)  # failed once, passed on the immediate re-run
     disappeared: list[str] = field(default_factory=list)  # ran at the base, not any more
@@ -165,8 +164,8 @@ class Verdict:
         return lines
 
     def judged_lines(self) -> list[str]:
-        """Why each red test was judged the task's or not, where what it runs decided (a traced re-run)."""
-        lines = [f"ℹ `{t}` is the task's: {self.target_reasons[t]}" for t in self.targets if t in self.traced_targets]
+        """Why each red test was judged the task's, and why not where a traced re-run showed what it runs."""
+        lines = [f"ℹ `{t}` is the task's: {self.target_reasons[t]}" for t in self.targets if t in self.target_reasons]
         lines += [f"ℹ `{t}` judged pre-existing: {why}" for t, why in self.not_target_reasons.items()]
         return lines[:LIST_LIMIT]
 
@@ -306,7 +305,6 @@ def judge(
             if reason := ran_reason(instructions, traced[name], changed):
                 verdict.targets.append(name)
                 verdict.target_reasons[name] = reason
-                verdict.traced_targets.add(name)
             else:
                 verdict.not_target_reasons[name] = not_ran_reason(name, traced[name])
     _judge_steps(verdict, after, base, flaky)
