@@ -1,6 +1,7 @@
-"""JavaScript runs as a contributor has them, through the real bot (scripted model, fake Telegram), real node and
-real bwrap: a failure is re-run once before it counts as broken (a test passing on the re-run is flaky, not the
-task's), and the bot's own environment (NO_COLOR) does not fail tests that pass for the contributor."""
+"""Test runs as a contributor has them, through the real bot (scripted model, fake Telegram), real node or pytest
+and real bwrap: a failure is re-run once before it counts as broken (a JS test or a script step passing on the
+re-run is flaky, not the task's; a run killed once is run again), and the bot's own environment (NO_COLOR) does not
+fail tests that pass for the contributor."""
 
 from __future__ import annotations
 
@@ -109,3 +110,33 @@ async def test_a_script_step_failing_once_is_flaky_not_broken(bot: BotHarness, m
     assert corrections(model) == [], "a step passing on its re-run is not sent back"
     assert task.status is TaskStatus.COMPLETED and summary.text.startswith("✔"), summary.text
     assert "1 flaky" in summary.text and "step node lint.js" in summary.text, summary.text
+
+
+CRASHING_ONCE = """\
+import os
+import pathlib
+import signal
+
+HERE = pathlib.Path(__file__).parent
+
+
+def test_steady():
+    marker = HERE / ".crashed"
+    if (HERE / ".git").exists() and not marker.exists():  # the first run in a task worktree
+        marker.write_text("crashed")
+        os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+async def test_a_run_killed_once_is_run_again_before_the_task_is_blamed(
+    bot: BotHarness, model, workspace_root: Path
+) -> None:
+    make_repo(workspace_root / "crashy", {".gitignore": ".crashed\n", "test_steady.py": CRASHING_ONCE})
+    model.add("orchestrator", start_task("crashy", "Add a README."), claude_says.text("started"))
+    model.add("code", write_file("README.md", "# crashy\n"), claude_says.text("Added a README."))
+    bot.say("add a readme to crashy")
+    task, summary = await final_summary(bot, 1, timeout=90)
+    print("SUMMARY[killed-once]", [ln for ln in summary.text.splitlines() if ln.strip()][:4])
+    assert corrections(model) == [], "a crash its re-run does not repeat is not sent back"
+    assert task.status is TaskStatus.COMPLETED and summary.text.startswith("✔"), summary.text
+    assert "killed part-way" in summary.text and "re-run completed" in summary.text, summary.text

@@ -26,7 +26,15 @@ from agents.verify.test_env import (
     pyproject_table,
     read_config_file,
 )
-from agents.verify.test_runner import SUITE_ID, RunState, TestOutcome, TestStatus, no_tests_outcome, run_tests
+from agents.verify.test_runner import (
+    SUITE_ID,
+    RunState,
+    TestOutcome,
+    TestStatus,
+    no_tests_outcome,
+    run_tests,
+    was_killed,
+)
 from agents.verify.test_targets import is_fix_task
 from agents.verify.test_verdict import Verdict, judge, step_key
 
@@ -144,11 +152,12 @@ class TaskTests:
         else:
             after = await run_tests(checkout, self.timeout, environment=self.environment, **self.run_options)
             base = await self._base()
+            after, killed = await self._after_a_kill(checkout, after, base)
             flaky = await self._flaky(checkout, after, base)
             verdict = judge(after, base, self.instructions, flaky, changed=changed)
             if traced := await self._traced(checkout, verdict):  # red tests judged by what they run, too
                 verdict = judge(after, base, self.instructions, flaky, changed=changed, traced=traced)
-            verdict.notes += self.environment.notes
+            verdict.notes += self.environment.notes + killed
         verdict.warnings += await self.touched_checks(checkout, verdict, changes)
         return verdict
 
@@ -168,6 +177,18 @@ class TaskTests:
         except Exception as err:  # noqa: BLE001  (no baseline: every failure counts as the task's, as before issue 13)
             log.warning("baseline run at %s failed: %s", self.base_commit[:8], err)
             return None
+
+    async def _after_a_kill(
+        self, checkout: Path, after: TestOutcome, base: TestOutcome | None
+    ) -> tuple[TestOutcome, list[str]]:
+        """A run killed part-way (a crash, a signal) where the base run completed is run once more before the task
+        is blamed for it: a re-run that completes stands in for it, said in a note."""
+        if not was_killed(after) or base is None or base.state is not RunState.complete:
+            return after, []
+        again = await run_tests(checkout, self.timeout, environment=self.environment, **self.run_options)
+        if again.state is not RunState.complete:
+            return after, []
+        return again, [f"the first run after the change was killed part-way ({after.summary}); its re-run completed"]
 
     async def _flaky(self, checkout: Path, after: TestOutcome, base: TestOutcome | None) -> set[str]:
         """What fails now but not at the base and passes on one immediate re-run: tests (pytest re-runs those ids

@@ -458,6 +458,17 @@ class _ScriptRun:
         )
 
 
+def was_killed(outcome: TestOutcome) -> bool:
+    """The run was stopped part-way by a signal (a crash, a kill), not by its own exit or the bot's timeout."""
+    code = outcome.exit_code
+    return (
+        outcome.state is RunState.interrupted
+        and not outcome.timed_out
+        and code is not None
+        and (code < 0 or code in _KILLED_EXITS)
+    )
+
+
 def sandbox_write_failure(output: str) -> str | None:
     """One phrase when a failing run's output shows a write refused by a read-only mount (EROFS): the sandbox's
     doing, not the code's (a contributor's own checkout is writable)."""
