@@ -240,7 +240,7 @@ class TaskTests:
             trace=True,
             **self.run_options,
         )
-        if per_file:  # only the tests whose file's process could be told apart
+        if per_file or not run.traced:  # only tests whose file's process could be told apart; no trace: no judgement
             return {t: run.traced[t] for t in ids if t in run.traced}
         return {t: run.traced.get(t, []) for t in ids if t in run.cases}
 
