@@ -1,5 +1,5 @@
-"""Real JavaScript test runners for tests: mocha, jest and pnpm at pinned versions, installed from the npm registry
-once into `~/.cache/agentlab-tests/npm-<hash>` (by `make test` before pytest starts, else on first use) and reused
+"""Real JavaScript test runners for tests: mocha, jest, pnpm, ava, vitest (and typescript) at pinned versions,
+installed from the npm registry once into `~/.cache/agentlab-tests/npm-<hash>` (by `make test` before pytest starts, else on first use) and reused
 across runs; a test that needs them skips with a reason when npm or the registry cannot be reached. Parallel test
 workers (pytest-xdist) install under a file lock, so one installs and the others wait; a failed install is tried once
 per test run, not once per worker. A project gets them as a real `node_modules` folder (hard links)."""
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-PINNED = ("jest@30.5.2", "mocha@11.8.0", "pnpm@10.34.8")
+PINNED = ("jest@30.5.2", "mocha@11.8.0", "pnpm@10.34.8", "ava@6.4.1", "vitest@3.2.4", "typescript@5.9.3")
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "agentlab-tests"
 TEST_RUN = os.environ.get("PYTEST_XDIST_TESTRUNUID", str(os.getpid()))  # one id shared by a run's xdist workers
 

@@ -89,7 +89,8 @@ def test_reporter_flags_per_runner(tmp_path: Path) -> None:
     assert reporter_command(ScriptStep("vitest", runner="vitest"), report, tmp_path).startswith("vitest --run ")
     assert "--run" not in reporter_command(ScriptStep("vitest run", runner="vitest"), report, tmp_path)[11:]
     assert reporter_command(ScriptStep("jest", runner="jest"), report, tmp_path).endswith(f"--outputFile={report}")
-    assert reporter_command(ScriptStep("ava", runner="ava"), report, tmp_path) == "ava --tap"
+    ava = reporter_command(ScriptStep("ava", runner="ava"), report, tmp_path)
+    assert ava == f"set -o pipefail; ava --tap | tee {report}", "the TAP read from a file, whole"
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -242,13 +243,18 @@ def test_a_resumed_worktree_borrows_its_node_modules_again(tmp_path: Path) -> No
     again = detect_environment(worktree, owner)  # the resumed task: the link is there already
     assert again is not None and again.borrowed == ["node_modules"]
     assert (owner / "node_modules").resolve() in again.read_only_paths
-    (worktree / "node_modules").unlink()
+    shutil.rmtree(worktree / "node_modules")
     (worktree / "node_modules").symlink_to(tmp_path, target_is_directory=True)  # re-pointed by a worker
     link_borrowed(again, worktree)
-    assert (worktree / "node_modules").resolve() == (owner / "node_modules").resolve()
+    assert not (worktree / "node_modules").is_symlink(), "a folder of the checkout's own, one link per entry"
+    (owner / "node_modules" / "dep").mkdir()
+    link_borrowed(again, worktree)  # the owner installed something since
+    assert (worktree / "node_modules" / "dep").resolve() == (owner / "node_modules" / "dep").resolve()
 
 
-async def test_caches_in_borrowed_node_modules_are_private_and_writable(tmp_path: Path) -> None:
+async def test_caches_in_borrowed_node_modules_are_made_on_demand_private_and_writable(tmp_path: Path) -> None:
+    """ava's `.cache/ava`, a `.tmp/*.tsbuildinfo`: written in the checkout's own node_modules, whether or not the
+    owner has the folder; the owner's packages stay read-only and nothing is written to the owner's checkout."""
     if shutil.which("bwrap") is None:
         pytest.skip("bubblewrap is not installed")
     owner, worktree = package(tmp_path / "owner", {"test": "x"}), package(tmp_path / "wt", {"test": "x"})
@@ -260,17 +266,21 @@ async def test_caches_in_borrowed_node_modules_are_private_and_writable(tmp_path
     link_borrowed(env, worktree)
     spec = spec_for(worktree, extra_read_only=env.read_only_paths)
     assert node_modules_caches(spec) == [(owner / "node_modules" / ".cache").resolve()]
+    (owner / "node_modules" / "dep").mkdir()
     result = await run_command(
-        "ls node_modules/.cache; echo new > node_modules/.cache/x && cat node_modules/.cache/x; "
-        "touch node_modules/y 2>/dev/null || echo read-only",
+        "ls node_modules/.cache 2>/dev/null; mkdir -p node_modules/.cache/ava node_modules/.tmp && "
+        "echo new > node_modules/.cache/ava/x && echo info > node_modules/.tmp/app.tsbuildinfo && "
+        "cat node_modules/.cache/ava/x node_modules/.tmp/app.tsbuildinfo; "
+        "touch node_modules/dep/y 2>/dev/null || echo read-only",
         cwd=worktree,
         timeout=30,
         env=child_env(),
         sandbox=spec,
     )
     assert result.exit_code == 0, result.output
-    assert result.output.split() == ["new", "read-only"], "an empty private cache, writable; the rest read-only"
+    assert result.output.split() == ["new", "info", "read-only"], "caches made on demand; the packages read-only"
     assert sorted(os.listdir(owner / "node_modules" / ".cache")) == ["eslint"], "nothing written to the owner's"
+    assert sorted(os.listdir(owner / "node_modules")) == [".cache", "dep"]
 
 
 async def test_node_webassembly_works_under_the_sandboxs_address_space_limit(tmp_path: Path) -> None:

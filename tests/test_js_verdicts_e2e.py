@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from agents.core.models import TaskStatus
+from agents.verify.node_modules_links import is_links_folder
 from tests.conftest import USER_ID, BotHarness, git, make_repo, start_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.js_tools import give_node_modules, npm_tools
@@ -196,7 +197,7 @@ async def test_a_resumed_js_task_runs_its_tests(
             timeout=60,
         )
         task = await _task(settings, 1)
-        assert (Path(task.worktree) / "node_modules").is_symlink(), "the worktree holds the link from the first run"
+        assert is_links_folder(Path(task.worktree) / "node_modules"), "the worktree holds the links from the first run"
         fake_telegram.press_button(USER_ID, notice.message_id, "task:resume:1")
         summary = await fake_telegram.await_for(
             lambda: next(

@@ -90,6 +90,9 @@ PASSED_ENV = frozenset(
         "GIT_TERMINAL_PROMPT",
         "PAGER",
         "PYTEST_DISABLE_PLUGIN_AUTOLOAD",  # the bot's Python standing in for a workspace: its plugins stay out
+        "AGENTLAB_TRACE_OUT",  # the bot's tracer of which functions a test runs (agents/verify/test_trace.py)
+        "AGENTLAB_TRACE_ROOT",
+        "NODE_V8_COVERAGE",  # node's coverage, where the bot traces which functions a red test calls
         "GIT_PAGER",
         "CI",
         "NO_COLOR",
@@ -293,7 +296,7 @@ def sandbox_env(env: Mapping[str, str], spec: SandboxSpec) -> dict[str, str]:
     if _node_options:
         kept["NODE_OPTIONS"] = _node_options
     kept.update({k: v for k, v in env.items() if k in PASSED_ENV or k.startswith("LC_")})
-    visible = (spec.worktree, *spec.read_only)
+    visible = (spec.worktree, *spec.read_only, *spec.writable)
     # PYTHONPATH / VIRTUAL_ENV / PATH entries the bot set for the tests (the worktree's sources first, a borrowed
     # environment's bin) are kept when they point at something the sandbox shows
     for key in ("PYTHONPATH", "VIRTUAL_ENV"):

@@ -7,6 +7,7 @@ outcomes (`reporter_command`). A step with other shell syntax (pipes, `||`, `;`)
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shlex
@@ -207,8 +208,10 @@ test_steps.__test__ = False  # type: ignore[attr-defined]  (not a pytest test)
 
 
 def reporter_command(step: ScriptStep, report: Path, folder: Path) -> str:
-    """The step's command with the flag that makes its runner write per-test outcomes to `report` (ava: TAP on
-    stdout). Our own reporters (node --test, mocha) are copied into `folder`, which the run can read."""
+    """The step's command with the flag that makes its runner write per-test outcomes to `report`, a file: the
+    output the bot keeps is capped, a report is read whole (ava prints TAP on stdout only: a copy goes to `report`,
+    the step's exit status kept). Our own reporters (node --test, mocha) are copied into `folder`, which the run can
+    read."""
     quoted = shlex.quote(str(report))
     if step.runner == "node":
         reporter = _copy_reporter("node_test_reporter.mjs", folder)
@@ -231,8 +234,26 @@ def reporter_command(step: ScriptStep, report: Path, folder: Path) -> str:
         once = "" if {"run", "--run"} & set(tokens) else " --run"
         return f"{step.command}{once} --reporter=default --reporter=json --outputFile={quoted}"
     if step.runner == "ava":
-        return f"{step.command} --tap"
+        return f"set -o pipefail; {step.command} --tap | tee {quoted}"
     return step.command
+
+
+FILE_SELECTING = ("node", "jest", "vitest", "ava")  # runners told which test files to run by arguments
+
+
+def with_files(step: ScriptStep, files: list[str]) -> ScriptStep | None:
+    """The step running only `files`, for a runner that takes them as arguments and a step naming no files of its
+    own (else None: the step runs whole). Its reporter is added after (`reporter_command`)."""
+    tokens = _tokens(step.command)
+    if step.runner not in FILE_SELECTING or not files or tokens is None or _SHELL_SYNTAX.search(step.command):
+        return None
+    _program_name, args = _program(tokens)
+    own = [a for a in args if not a.startswith("-") and not (step.runner == "vitest" and a in ("run", "watch"))]
+    if own:
+        return None
+    quoted = " ".join(shlex.quote(f) for f in files)
+    flag = " --runTestsByPath" if step.runner == "jest" else ""
+    return dataclasses.replace(step, command=f"{step.command}{flag} {quoted}")
 
 
 def _copy_reporter(name: str, folder: Path) -> Path:

@@ -26,10 +26,21 @@ from agents.verify.test_env import (
     pyproject_table,
     read_config_file,
 )
-from agents.verify.test_runner import RunState, TestOutcome, TestStatus, no_tests_outcome, run_tests
-from agents.verify.test_verdict import Verdict, judge
+from agents.verify.test_runner import (
+    SUITE_ID,
+    RunState,
+    TestOutcome,
+    TestStatus,
+    no_tests_outcome,
+    run_tests,
+    was_killed,
+)
+from agents.verify.test_targets import is_fix_task
+from agents.verify.test_verdict import Verdict, judge, step_key
 
 log = logging.getLogger(__name__)
+
+MAX_TRACED = 50  # red tests re-run under the tracer in one check (a fix task's; the rest stay pre-existing)
 
 TEST_CONFIG_FILES = frozenset(
     {
@@ -141,9 +152,12 @@ class TaskTests:
         else:
             after = await run_tests(checkout, self.timeout, environment=self.environment, **self.run_options)
             base = await self._base()
+            after, killed = await self._after_a_kill(checkout, after, base)
             flaky = await self._flaky(checkout, after, base)
             verdict = judge(after, base, self.instructions, flaky, changed=changed)
-            verdict.notes += self.environment.notes
+            if traced := await self._traced(checkout, verdict):  # red tests judged by what they run, too
+                verdict = judge(after, base, self.instructions, flaky, changed=changed, traced=traced)
+            verdict.notes += self.environment.notes + killed
         verdict.warnings += await self.touched_checks(checkout, verdict, changes)
         return verdict
 
@@ -164,24 +178,71 @@ class TaskTests:
             log.warning("baseline run at %s failed: %s", self.base_commit[:8], err)
             return None
 
+    async def _after_a_kill(
+        self, checkout: Path, after: TestOutcome, base: TestOutcome | None
+    ) -> tuple[TestOutcome, list[str]]:
+        """A run killed part-way (a crash, a signal) where the base run completed is run once more before the task
+        is blamed for it: a re-run that completes stands in for it, said in a note."""
+        if not was_killed(after) or base is None or base.state is not RunState.complete:
+            return after, []
+        again = await run_tests(checkout, self.timeout, environment=self.environment, **self.run_options)
+        if again.state is not RunState.complete:
+            return after, []
+        return again, [f"the first run after the change was killed part-way ({after.summary}); its re-run completed"]
+
     async def _flaky(self, checkout: Path, after: TestOutcome, base: TestOutcome | None) -> set[str]:
-        """Tests failing now but not at the base that pass on one immediate re-run (of those ids only)."""
+        """What fails now but not at the base and passes on one immediate re-run: tests (pytest re-runs those ids
+        only, node --test, jest, vitest and ava their files; anything else re-runs whole) and script steps
+        (`step_key`, with the whole script)."""
         before = base.cases if base is not None else {}
         suspects = [name for name, state in after.cases.items() if state == "failed" and before.get(name) != "failed"]
-        if not suspects or after.status is not TestStatus.failed or after.state is not RunState.complete:
+        at_base = {step.command: step for step in base.steps} if base is not None else {}
+        steps = [
+            s.command
+            for s in after.steps
+            if not s.passed and (base is None or (s.command in at_base and at_base[s.command].passed))
+        ]
+        if not (suspects or steps) or after.state is not RunState.complete:
             return set()
         assert self.environment is not None
         ids = [s for s in suspects if "::" in s and (checkout / s.split("::", 1)[0]).is_file()]
-        if self.environment.rerunnable and len(ids) < len(suspects):
-            return set()  # some ids cannot be named to pytest: no re-run rather than a whole second run
+        # pytest gets the ids; a JavaScript runner taking files gets theirs (run_tests); anything else runs whole
+        by_ids = len(ids) == len(suspects) and not steps and (self.environment.rerunnable or self.environment.script)
         rerun = await run_tests(
+            checkout, self.timeout, environment=self.environment, ids=ids if by_ids else None, **self.run_options
+        )
+        passed_steps = {s.command for s in rerun.steps if s.passed}
+        return {s for s in suspects if rerun.cases.get(s) == "passed"} | {
+            step_key(c) for c in steps if c in passed_steps
+        }
+
+    async def _traced(self, checkout: Path, verdict: Verdict) -> dict[str, list[str]]:
+        """For a fix task: the red tests not yet judged the task's, run once more under the tracer, each with the
+        `file::function` entries it ran (agents/verify/test_trace.py). pytest re-runs those ids only; a JavaScript
+        script re-runs (their files, where its runner takes files) under node's coverage, which tells per test file.
+        Empty where neither applies."""
+        environment = self.environment
+        if environment is None or not is_fix_task(self.instructions):
+            return {}
+        per_file = not environment.rerunnable and any(step.is_runner for step in environment.script)
+        if not (environment.rerunnable or per_file):
+            return {}
+        ids = [t for t in verdict.pre_existing if t != SUITE_ID and "::" in t]
+        if environment.rerunnable:
+            ids = [t for t in ids if (checkout / t.split("::", 1)[0]).is_file()][:MAX_TRACED]
+        if not ids:
+            return {}
+        run = await run_tests(
             checkout,
             self.timeout,
-            environment=self.environment,
-            ids=ids if self.environment.rerunnable else None,
+            environment=environment,
+            ids=ids,  # pytest: those ids; a JavaScript runner taking files: their files (else the script whole)
+            trace=True,
             **self.run_options,
         )
-        return {s for s in suspects if rerun.cases.get(s) == "passed"}
+        if per_file or not run.traced:  # only tests whose file's process could be told apart; no trace: no judgement
+            return {t: run.traced[t] for t in ids if t in run.traced}
+        return {t: run.traced.get(t, []) for t in ids if t in run.cases}
 
     async def touched_checks(
         self, checkout: Path, verdict: Verdict, changes: list[tuple[str, str]] | None = None

@@ -19,7 +19,9 @@ from agents.verify.test_runner import TestOutcome, TestStatus, run_tests
 
 log = logging.getLogger(__name__)
 
-RESULTS_FORMAT = "2"  # bumped when a kept outcome would mean something else now
+RESULTS_FORMAT = (
+    "3"  # bumped when a kept outcome would mean something else now (3: runs without NO_COLOR, ava read whole)
+)
 
 
 class BaselineRuns:

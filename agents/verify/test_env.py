@@ -26,6 +26,7 @@ from pathlib import Path
 from agents.sandbox.safe_paths import UnsafePath, append_lines, checkout_venv, make_symlink, real_folder
 from agents.tools.file_walk import SKIP_DIRS, walk_tree
 from agents.verify.js_runners import JS_TEST_ENV, ScriptStep, plan_script
+from agents.verify.node_modules_links import is_links_folder, plant
 
 CONFIG_FILE = ".agentlab.toml"
 PYTEST_ARGS = "-m pytest -q --no-header -p no:cacheprovider -rfE"
@@ -33,6 +34,9 @@ NPM_DEFAULT_TEST = "no test specified"
 EXCLUDE_MARKER = "# agentlab: environment links borrowed by task worktrees"
 _MAX_FILES_SCANNED = 20_000
 _VENV_NAMES = (".venv", "venv")
+# Variables the bot sets for its own commands (agents/sandbox/shell.py CHILD_ENV_HINTS) that change what tests see:
+# never in a test run. (CI stays: it is what keeps jest and vitest from watching.)
+NOT_A_CONTRIBUTORS = frozenset({"NO_COLOR", "FORCE_COLOR", "NODE_DISABLE_COLORS"})
 _LOCKFILES = (
     ("pnpm-lock.yaml", "pnpm"),
     ("yarn.lock", "yarn"),
@@ -135,8 +139,9 @@ class TestEnvironment:
 
     def env_for(self, checkout: Path, base: dict[str, str]) -> dict[str, str]:
         """`base` plus what puts the checkout's code first: PYTHONPATH with its source roots, the environment's
-        `bin` and the checkout's `node_modules/.bin` on PATH."""
-        env = dict(base)
+        `bin` and the checkout's `node_modules/.bin` on PATH. Without the hints the bot gives its own commands that a
+        contributor's shell does not have (NO_COLOR: colour tests that pass for the contributor must pass here)."""
+        env = {k: v for k, v in base.items() if k not in NOT_A_CONTRIBUTORS}
         roots = [str(p) for p in source_roots(checkout)]
         if env.get("PYTHONPATH"):
             roots.append(env["PYTHONPATH"])
@@ -302,14 +307,14 @@ def _own_venv(workspace: Path) -> tuple[Path | None, Path | None, str | None]:
 
 def _node_modules(checkout: Path, workspace: Path) -> list[str]:
     """Checkout-relative folders whose `node_modules` the main checkout has (a real folder) and the checkout lacks
-    or holds as a link (a resumed task's worktree: borrowed again), monorepos included: every folder with a
+    or holds as the bot's links (a resumed task's worktree: borrowed again), monorepos included: every folder with a
     package.json, three levels deep."""
     found = []
     for package in _package_dirs(checkout):
         rel = package.relative_to(checkout)
         source = real_folder(workspace, rel / "node_modules")  # never through a symlink the repository chose
         own = package / "node_modules"
-        if source is not None and (own.is_symlink() or not os.path.lexists(own)):
+        if source is not None and (own.is_symlink() or not os.path.lexists(own) or is_links_folder(own)):
             found.append(str(rel / "node_modules") if str(rel) != "." else "node_modules")
     return found
 
@@ -469,8 +474,10 @@ def _makefile_has_test(checkout: Path) -> bool:
 
 
 def link_borrowed(env: TestEnvironment, checkout: Path) -> list[str]:
-    """Link the borrowed folders of the main checkout into `checkout`, hidden from git (the repository's
-    `info/exclude` names each link, anchored, so `git add -A` never commits it and Diff never shows it)."""
+    """Borrow the main checkout's folders into `checkout`, hidden from git (the repository's `info/exclude` names
+    each, anchored, so `git add -A` never commits it and Diff never shows it): a `node_modules` as a folder of links
+    of the checkout's own (agents/verify/node_modules_links.py: writable for caches, workspace packages resolved to
+    the checkout's), anything else (`.venv`) as one link."""
     if env.workspace is None or Path(checkout).resolve() == env.workspace.resolve():
         return []
     linked = []
@@ -479,6 +486,15 @@ def link_borrowed(env: TestEnvironment, checkout: Path) -> list[str]:
         parent = Path(rel).parent
         if source is None or (str(parent) != "." and real_folder(Path(checkout), parent) is None):
             continue  # nothing real to borrow, or a link's folder is itself a link: never followed
+        if Path(rel).name == "node_modules":
+            if link.is_symlink():
+                link.unlink()  # one link to the whole folder (a worker's, or an older bot's): links per entry now
+            if (os.path.lexists(link) and not is_links_folder(link)) or not plant(
+                Path(checkout), rel, source, env.workspace
+            ):
+                continue  # the checkout's own real node_modules is never touched
+            linked.append(rel)
+            continue
         if link.is_symlink() and os.readlink(link) != str(source):
             link.unlink()  # a link the worker re-pointed: borrowed again from the main checkout
         if os.path.lexists(link):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import enum
+import os
 import re
 import shlex
 import tempfile
@@ -25,7 +26,7 @@ from pydantic import BaseModel, Field
 from agents.core.errors import ToolError
 from agents.sandbox.bwrap import SandboxSpec
 from agents.sandbox.shell import CommandResult, child_env, run_command
-from agents.verify.js_runners import ScriptStep, describe_step, reporter_command, test_steps
+from agents.verify.js_runners import ScriptStep, describe_step, reporter_command, test_steps, with_files
 from agents.verify.test_env import (  # noqa: F401  (re-exported: the runner's public names)
     CONFIG_FILE,
     PYTEST_ARGS,
@@ -36,6 +37,7 @@ from agents.verify.test_env import (  # noqa: F401  (re-exported: the runner's p
 )
 from agents.verify.test_reports import read_jest_json, read_records, read_tap
 from agents.verify.test_reports import read_junit as read_junit_untrimmed
+from agents.verify.test_trace import TRACE_OUT, TRACE_ROOT, V8_COVERAGE, install_tracer, read_traces, read_v8_coverage
 
 NO_TESTS_MESSAGE = "no tests found: no pytest files, no npm test script, no .agentlab.toml [tests] command"
 SUITE_ID = "(whole suite)"  # the one "test" of a runner that names none
@@ -53,6 +55,8 @@ _PYTEST_NO_TESTS = re.compile(r"^=*\s*no tests ran in [\d.]+s\b")
 _JEST_SUMMARY = re.compile(r"^Tests:\s+(.+?)\s*$")
 _MOCHA_COUNT = re.compile(r"^\s*(\d+ (?:passing|failing|pending))\b")
 _BANNER = re.compile(r"^=+ (.*?) =+$")
+_READ_ONLY = re.compile(r"EROFS|read-only file system", re.IGNORECASE)
+_QUOTED_PATH = re.compile(r"""['"`](/[^'"`\n]+)['"`]""")
 
 
 class TestStatus(str, enum.Enum):
@@ -102,6 +106,8 @@ class TestOutcome(BaseModel):
     state: RunState = RunState.complete  # how far the run got; anything but complete means "cannot tell"
     reason: str | None = None  # one sentence, when state is not complete: why the bot cannot tell
     steps: list[StepOutcome] = Field(default_factory=list)  # the script's other steps (lint, build), in order
+    traced: dict[str, list[str]] = Field(default_factory=dict)  # test id -> `file::function` it ran (a traced run)
+    sandbox_problem: str | None = None  # a failure the sandbox caused (a write to a read-only folder), said apart
 
     @property
     def passed(self) -> bool:
@@ -142,6 +148,7 @@ async def run_tests(
     ids: list[str] | None = None,
     sandbox: SandboxSpec | None = None,
     sandbox_for: SandboxFor | None = None,
+    trace: bool = False,
     **run_options: Any,
 ) -> TestOutcome:
     """Run the tests of the checkout `workspace` (with `environment`, detected from it when None) in `timeout`
@@ -149,6 +156,7 @@ async def run_tests(
 
     Confined (agents/sandbox/bwrap.py) with `sandbox`, or with `sandbox_for(checkout, read_only_paths)`: the sandbox of
     whichever checkout runs (a task's worktree, a baseline copy) with what its environment borrows mounted read-only.
+    `trace`: record which of the checkout's functions each test calls (pytest only; agents/verify/test_trace.py).
     """
     workspace = Path(workspace)
     if environment is None:
@@ -171,6 +179,11 @@ async def run_tests(
         report = Path(report_dir) / "junit.xml"
         full = f"{command} --junitxml={shlex.quote(str(report))}" if environment.pytest else command
         child = environment.env_for(workspace, dict(child_env() if env is None else env))
+        traces = Path(report_dir) / "trace" if trace and environment.pytest else None
+        if traces is not None:  # the tracer's folder first on the path, inside the report folder the run can write
+            site = await asyncio.to_thread(install_tracer, Path(report_dir))
+            child["PYTHONPATH"] = os.pathsep.join([str(site), child["PYTHONPATH"]])
+            child.update({TRACE_OUT: str(traces), TRACE_ROOT: str(workspace)})
         own_report = workspace / environment.junit if environment.junit and not environment.pytest else None
         stale = _mtime(own_report) if own_report else None
         if sandbox is None and sandbox_for is not None:
@@ -178,8 +191,8 @@ async def run_tests(
         if sandbox is not None:  # the report is written inside, read outside
             sandbox = dataclasses.replace(sandbox, writable=(*sandbox.writable, Path(report_dir)))
         if environment.script and not environment.pytest:
-            run = _ScriptRun(environment, workspace, child, sandbox, Path(report_dir), timeout, run_options)
-            return await run.outcome()
+            run = _ScriptRun(environment, workspace, child, sandbox, Path(report_dir), timeout, run_options, trace)
+            return await run.outcome(ids or [])
         try:
             result = await run_command(
                 full,
@@ -206,7 +219,10 @@ async def run_tests(
         cases, failures = await asyncio.to_thread(read_junit, junit, workspace) if junit else ({}, {})
         if own_report is not None and stale is None:  # written by this run: not the task's to commit
             own_report.unlink(missing_ok=True)
-    return _outcome(environment, command, result, cases, failures, timeout)
+        traced = await asyncio.to_thread(read_traces, traces) if traces is not None else {}
+    outcome = _outcome(environment, command, result, cases, failures, timeout)
+    outcome.traced = traced
+    return _with_sandbox_problem(outcome, result.output if not result.ok else "")
 
 
 def _mtime(path: Path) -> float | None:
@@ -317,13 +333,19 @@ class _ScriptRun:
         folder: Path,
         timeout: float,
         run_options: dict[str, Any],
+        trace: bool = False,
     ) -> None:
         self.environment, self.workspace, self.env, self.sandbox = environment, workspace, env, sandbox
         self.folder, self.timeout, self.run_options = folder, timeout, run_options
+        self.coverage = folder / "v8" if trace else None  # node's own coverage: which functions each file's tests call
+        if self.coverage is not None:
+            self.env = {**env, V8_COVERAGE: str(self.coverage)}
 
-    async def outcome(self) -> TestOutcome:
+    async def outcome(self, ids: list[str] | None = None) -> TestOutcome:
+        """`ids`: re-run only their test files where the script has one test step whose runner takes files."""
         environment = self.environment
         tests = test_steps(environment.script)
+        files = self._files(ids or []) if len(tests) == 1 else []
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.timeout
         steps: list[StepOutcome] = []
@@ -337,7 +359,8 @@ class _ScriptRun:
             if remaining <= 0:
                 return self._timed_out(steps)
             report = self.folder / f"report-{index}.json"
-            command = reporter_command(step, report, self.folder) if step in tests else step.command
+            selected = (with_files(step, files) or step) if step in tests and files else step
+            command = reporter_command(selected, report, self.folder) if step in tests else step.command
             try:
                 result = await run_command(
                     command,
@@ -376,8 +399,13 @@ class _ScriptRun:
                 break
         if not per_test:  # one test step the bot cannot read per test: the whole script's tests are one suite
             cases, failures = {}, {}
-        outcome = _outcome(environment, environment.command, _merged(results), cases, failures, self.timeout)
+        merged = _merged(results)
+        outcome = _outcome(environment, environment.command, merged, cases, failures, self.timeout)
         outcome.steps = steps
+        if self.coverage is not None:
+            outcome.traced = await asyncio.to_thread(self._traced, outcome.cases)
+        failing = [s.output for s in steps if not s.passed] + ([merged.output] if not merged.ok else [])
+        _with_sandbox_problem(outcome, "\n".join(failing))
         if outcome.cases and SUITE_ID not in outcome.cases:
             outcome.summary = _counts(outcome.cases)
         if failed_before is not None and SUITE_ID in outcome.cases and not outcome.passed:
@@ -387,14 +415,32 @@ class _ScriptRun:
             )
         return outcome
 
+    def _files(self, ids: list[str]) -> list[str]:
+        """The test files of `ids` when every id names a file of the checkout (else none: the step runs whole)."""
+        files = [i.split("::", 1)[0] for i in ids if "::" in i]
+        if not ids or len(files) < len(ids) or not all((self.workspace / f).is_file() for f in files):
+            return []
+        return list(dict.fromkeys(files))
+
+    def _traced(self, cases: dict[str, str]) -> dict[str, list[str]]:
+        """Test id -> the checkout's functions its test file's process called (agents/verify/test_trace.py)."""
+        assert self.coverage is not None
+        files = {case.split("::", 1)[0]: case for case in cases if "::" in case}
+        by_file = read_v8_coverage(self.coverage, self.workspace, files)
+        return {case: by_file[case.split("::", 1)[0]] for case in cases if case.split("::", 1)[0] in by_file}
+
     def _read(self, step: ScriptStep, report: Path, result: CommandResult) -> tuple[dict[str, str], dict[str, str]]:
         root = self.workspace
         if step.runner in ("node", "mocha"):
             return read_records(report, root)
         if step.runner in ("jest", "vitest"):
             return read_jest_json(report, root)
-        if step.runner == "ava":
-            return read_tap(_ANSI.sub("", result.output), root)
+        if step.runner == "ava":  # the whole TAP from its file, never the capped output
+            try:
+                tap = report.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                return {}, {}
+            return read_tap(_ANSI.sub("", tap), root)
         return {}, {}
 
     def _timed_out(self, steps: list[StepOutcome], cancelled: bool = False) -> TestOutcome:
@@ -410,6 +456,40 @@ class _ScriptRun:
             reason=f"`{environment.display}` was {summary} before its tests ran",
             steps=steps,
         )
+
+
+def was_killed(outcome: TestOutcome) -> bool:
+    """The run was stopped part-way by a signal (a crash, a kill), not by its own exit or the bot's timeout."""
+    code = outcome.exit_code
+    return (
+        outcome.state is RunState.interrupted
+        and not outcome.timed_out
+        and code is not None
+        and (code < 0 or code in _KILLED_EXITS)
+    )
+
+
+def sandbox_write_failure(output: str) -> str | None:
+    """One phrase when a failing run's output shows a write refused by a read-only mount (EROFS): the sandbox's
+    doing, not the code's (a contributor's own checkout is writable)."""
+    for line in _ANSI.sub("", output).splitlines():
+        if _READ_ONLY.search(line):
+            path = _QUOTED_PATH.search(line)
+            where = f"`{path.group(1)}`" if path else "a folder"
+            return (
+                f"a write to {where} was refused: the sandbox mounts it read-only (a contributor's checkout would not)"
+            )
+    return None
+
+
+def _with_sandbox_problem(outcome: TestOutcome, failing_output: str) -> TestOutcome:
+    """Say in the outcome (and its reason, when it has one) that a failure came from the sandbox, where it did."""
+    if not failing_output or (problem := sandbox_write_failure(failing_output)) is None:
+        return outcome
+    outcome.sandbox_problem = problem
+    if outcome.reason:
+        outcome.reason = f"{outcome.reason.rstrip('.')}; {problem}"
+    return outcome
 
 
 def _merged(results: list[CommandResult]) -> CommandResult:

@@ -1,12 +1,18 @@
 """A task's target tests: which tests already failing at the base commit the task was meant to fix (INTERFACE.md:
 the instructions name the test, its file or the code it fails in, or the worker changed a file its failure runs
-through). A target still failing is the worker's, like a test it broke; any other base failure is pre-existing."""
+through). A target still failing is the worker's, like a test it broke; any other base failure is pre-existing.
+
+For a fix task, what a red test runs counts too, not only how it fails (a plain `assert` in the test shows no frame
+of the code it runs): `ran_reason` reads a traced re-run (agents/verify/test_trace.py) and says why the test is the
+task's ("it runs `utils.py`, which the instructions name"); `not_ran_reason` says why it is not."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
 from pathlib import PurePosixPath
+
+from agents.verify.test_trace import files_run, functions_run
 
 _SOURCE = r"[\w@+-][\w./@+-]*\.[A-Za-z]\w{0,4}"  # a file path with an extension: calc.py, src/lib/x.test.ts
 _FRAMES = (
@@ -112,3 +118,38 @@ def target_reason(test_id: str, instructions: str, failure_texts: Iterable[str],
 
 def _stem(path: str) -> str:
     return PurePosixPath(path).stem
+
+
+def is_fix_task(instructions: str) -> bool:
+    """Whether the instructions ask to fix something (then what a red test runs decides whether it is the task's)."""
+    return bool(instructions) and _FIX_WORDS.search(instructions) is not None
+
+
+def ran_reason(instructions: str, entries: list[str], changed: Iterable[str]) -> str | None:
+    """Why a red test whose traced run called `entries` (`file::function`) is the task's, or None: it runs a file or
+    a function the instructions name, or a file the task changed."""
+    files = files_run(entries)
+    for file in files:
+        if mentions_file(instructions, file):
+            return f"it runs `{file}`, which the instructions name"
+    for file, func in functions_run(entries):
+        if mentions_code(instructions, func):
+            return f"it runs `{func}()` of `{file}`, which the instructions name"
+    changed = [c.removeprefix("./") for c in changed]
+    for file in files:
+        if file in changed:
+            return f"it runs `{file}`, which the task changed"
+    return None
+
+
+def not_ran_reason(test_id: str, entries: list[str]) -> str:
+    """Why a traced red test is not the task's: the code it runs (past its own file), none of it named by the
+    instructions or changed by the task."""
+    own = test_file_of(test_id)
+    files = [f for f in files_run(entries) if f != own]
+    if not files:
+        return "it runs no code of the checkout beyond its own file, none named by the instructions or changed"
+    shown = ", ".join(f"`{f}`" for f in files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
+    if len(files) == 1:
+        return f"it runs {shown}, which the instructions do not name and the task did not change"
+    return f"it runs {shown}, none of them named by the instructions or changed by the task"

@@ -7,14 +7,14 @@ counts, each failure's own text, the output's tail) and the short lines the chat
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from agents.core.text import fenced
 from agents.verify.test_runner import SUITE_ID, RunState, StepOutcome, TestOutcome, TestStatus
-from agents.verify.test_targets import named_in, target_reason
+from agents.verify.test_targets import named_in, not_ran_reason, ran_reason, target_reason
 
-__all__ = ["Mark", "Verdict", "judge", "named_in", "ran"]
+__all__ = ["Mark", "Verdict", "judge", "named_in", "ran", "step_key"]
 
 LIST_LIMIT = 8  # names listed in the chat summary; /task N has them all
 DETAIL_CHARS = 3_000
@@ -57,6 +57,11 @@ def why_not_run(outcome: TestOutcome) -> str:
     return f"{shown_command(outcome)} did not run the tests ({outcome.summary})"
 
 
+def step_key(command: str) -> str:
+    """How a script step that failed once and passed on its re-run is named among the flaky."""
+    return f"step `{command}`"
+
+
 def _step_name(step: StepOutcome) -> str:
     return f"`{step.command}` ({step.kind})"
 
@@ -70,6 +75,7 @@ class Verdict:
     still_failing: list[str] = field(default_factory=list)  # failing at the base and now
     targets: list[str] = field(default_factory=list)  # failing at the base, and the task was meant to fix them
     target_reasons: dict[str, str] = field(default_factory=dict)  # target -> why it is the task's
+    not_target_reasons: dict[str, str] = field(default_factory=dict)  # a traced pre-existing test -> why not the task's
     unknown: list[str] = field(default_factory=list)  # failing now; the base run cannot say whether before too
     flaky: list[str] = field(default_factory=list)  # failed once, passed on the immediate re-run
     disappeared: list[str] = field(default_factory=list)  # ran at the base, not any more
@@ -150,11 +156,18 @@ class Verdict:
         ):
             if names:
                 lines.append(f"{label}: {_names(names)}")
+        lines += self.judged_lines()
         lines += [f"ℹ {note}" for note in self.notes]
         lines += [f"⚠ {warning}" for warning in self.warnings]
         if self.needs_correction:
             lines += ["Failures:", fenced(_tail(self.failure_output(), 1200))]
         return lines
+
+    def judged_lines(self) -> list[str]:
+        """Why each red test was judged the task's, and why not where a traced re-run showed what it runs."""
+        lines = [f"ℹ `{t}` is the task's: {self.target_reasons[t]}" for t in self.targets if t in self.target_reasons]
+        lines += [f"ℹ `{t}` judged pre-existing: {why}" for t, why in self.not_target_reasons.items()]
+        return lines[:LIST_LIMIT]
 
     def detail(self) -> str:
         """Every list in full (for the task's events, shown by /task N and get_task), bounded."""
@@ -169,7 +182,13 @@ class Verdict:
             ("failing, unknown at the base", self.unknown),
             ("fixed", self.fixed),
             ("flaky", self.flaky),
-            ("pre-existing", self.pre_existing),
+            (
+                "pre-existing",
+                [
+                    f"{t} ({self.not_target_reasons[t]})" if t in self.not_target_reasons else t
+                    for t in self.pre_existing
+                ],
+            ),
             ("disappeared", self.disappeared),
         ):
             if names:
@@ -248,9 +267,12 @@ def judge(
     instructions: str = "",
     flaky: set[str] | frozenset[str] = frozenset(),
     changed: Iterable[str] = (),
+    traced: Mapping[str, list[str]] | None = None,
 ) -> Verdict:
     """Compare the outcomes after the worker with those at the base commit. `changed`: the paths the task changed
-    (a base failure whose traceback runs through one is the task's to fix)."""
+    (a base failure whose traceback runs through one is the task's to fix). `traced`: test id -> what a traced re-run
+    of a red test ran (`file::function`): a test running a file or function the instructions name, or a file the task
+    changed, is the task's however it fails."""
     verdict = Verdict(after=after, base=base)
     before = base.cases if base is not None else {}
     # None: no baseline at all (every failure counts as the task's, as before issue 13); no tests at the base: the same
@@ -279,15 +301,27 @@ def judge(
         if name != SUITE_ID and (reason := target_reason(name, instructions, texts, changed)):
             verdict.targets.append(name)
             verdict.target_reasons[name] = reason
-    _judge_steps(verdict, after, base)
+        elif traced is not None and name in traced:
+            if reason := ran_reason(instructions, traced[name], changed):
+                verdict.targets.append(name)
+                verdict.target_reasons[name] = reason
+            else:
+                verdict.not_target_reasons[name] = not_ran_reason(name, traced[name])
+    _judge_steps(verdict, after, base, flaky)
     verdict.unverified = _unverified(verdict, after, base)
+    if after.sandbox_problem:
+        verdict.notes.append(f"a failure came from the sandbox, not from the code: {after.sandbox_problem}")
     return verdict
 
 
-def _judge_steps(verdict: Verdict, after: TestOutcome, base: TestOutcome | None) -> None:
+def _judge_steps(verdict: Verdict, after: TestOutcome, base: TestOutcome | None, flaky: Iterable[str] = ()) -> None:
     at_base = {s.command: s for s in base.steps} if base is not None else {}
+    flaky = set(flaky)
     for step in after.steps:
         if step.passed:
+            continue
+        if step_key(step.command) in flaky:  # failed once, passed on the re-run
+            verdict.flaky.append(step_key(step.command))
             continue
         was = at_base.get(step.command)
         if was is None and base is not None:
