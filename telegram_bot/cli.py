@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import getpass
 import json
 import logging
 import os
@@ -245,8 +246,17 @@ def _template_text(env_path: Path) -> str:
     return ""
 
 
-def run_init(env_path: Path, ask: Callable[[str], str] | None = None, out: TextIO | None = None) -> int:
-    """Ask the required settings (Enter keeps the value in brackets) and write `env_path` with mode 600."""
+def run_init(
+    env_path: Path,
+    ask: Callable[[str], str] | None = None,
+    out: TextIO | None = None,
+    ask_secret: Callable[[str], str] | None = None,
+) -> int:
+    """Ask the required settings (Enter keeps the value in brackets) and write `env_path` with mode 600. Secrets are
+    asked without echo (getpass: nothing of a token lands in the terminal's scroll-back or a screen recording), and
+    what was written is shown with the secrets masked."""
+    if ask_secret is None:
+        ask_secret = ask or getpass.getpass
     ask = ask or input
     out = out or sys.stdout
     existing = read_env_file(env_path)
@@ -257,7 +267,8 @@ def run_init(env_path: Path, ask: Callable[[str], str] | None = None, out: TextI
             default = existing.get(question.key) or question.default()
             shown = (_mask(default) if question.secret else default) if default else ""
             while True:
-                answer = ask(f"{question.prompt}{f' [{shown}]' if shown else ''}: ").strip() or default
+                prompt = f"{question.prompt}{f' [{shown}]' if shown else ''}: "
+                answer = (ask_secret if question.secret else ask)(prompt).strip() or default
                 problem = question.problem(answer) if answer else "required"
                 if problem is None:
                     break
@@ -275,9 +286,11 @@ def run_init(env_path: Path, ask: Callable[[str], str] | None = None, out: TextI
 
     base = env_path.read_text(encoding="utf-8") if env_path.is_file() else _template_text(env_path)
     write_private(env_path, render_env(base, answers))
-    print(
-        f"Wrote {env_path} (mode 600). Models, limits and webhook mode are set there too (see .env.example).", file=out
-    )
+    print(f"Wrote {env_path} (mode 600):", file=out)
+    for question in INIT_QUESTIONS:
+        value = answers[question.key]
+        print(f"  {question.key}={_mask(value) if question.secret else value}", file=out)
+    print("Models, limits and webhook mode are set there too (see .env.example).", file=out)
     return 0
 
 

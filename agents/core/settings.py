@@ -189,21 +189,25 @@ class Settings(BaseSettings):
             return frozenset({value})
         return value
 
-    @field_validator(
-        "anthropic_base_url",
-        "whisper_language",
-        "chromium_path",
-        "bot_repository",
-        "daily_budget_usd",
-        "webhook_secret_token",
-        "worktrees_path",
-        "runner_name",
-        mode="before",
-    )
+    @field_validator("*", mode="before")
     @classmethod
-    def _empty_is_none(cls, value: object) -> object:
-        """An optional key left empty in .env (`KEY=`) means unset."""
-        return None if isinstance(value, str) and not value.strip() else value
+    def _empty_is_default(cls, value: object, info: ValidationInfo) -> object:
+        """A key left empty in .env (`KEY=`, as `.env.example` ships most of them) means unset: its default, None for
+        an optional path or file. Without this an empty path became `Path('.')`, the current folder, and a feature
+        looked for its parts there. A required key left empty stays empty and is refused by its own check."""
+        if not (isinstance(value, str) and not value.strip()):
+            return value
+        field = cls.model_fields[info.field_name] if info.field_name else None
+        if field is None or field.is_required():
+            return value
+        return field.get_default(call_default_factory=True)
+
+    @field_validator("telegram_bot_token", "anthropic_api_key", "workspace_path", mode="before")
+    @classmethod
+    def _required_given(cls, value: object) -> object:
+        if isinstance(value, str) and not value.strip():
+            raise ValueError("empty (required): run `agentlab init`, or fill it in .env")
+        return value
 
     @field_validator("telegram_api_base_url")
     @classmethod
