@@ -55,8 +55,8 @@ class JsonLogFormatter(logging.Formatter):
                     entry[key] = int(value)
                 except (TypeError, ValueError):
                     entry[key] = str(value)
-        if record.exc_info:
-            entry["exception"] = self.formatException(record.exc_info)
+        if record.exc_info or record.exc_text:  # exc_text: a traceback already formatted (and redacted)
+            entry["exception"] = record.exc_text or self.formatException(record.exc_info)
         if record.stack_info:
             entry["stack"] = self.formatStack(record.stack_info)
         return json.dumps(entry, ensure_ascii=False, default=str)
@@ -74,9 +74,18 @@ def _configure_logging(level: str, log_format: str = "text") -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    """Start the bot: long polling, or a webhook when WEBHOOK_URL is set."""
+    """Start the bot: long polling, or a webhook when WEBHOOK_URL is set; first both keys are proven (a refused key
+    exits with status 2 and one line; an unreachable service is tried again until it answers)."""
+    from telegram_bot.startup import KeyRejected, both_reachable, install_redaction
+
     settings = load_settings()
     _configure_logging(settings.log_level, settings.log_format)
+    install_redaction(settings)
+    try:
+        asyncio.run(both_reachable(settings))
+    except KeyRejected as err:
+        print(f"agentlab: {err}", file=sys.stderr)
+        return 2
     if settings.webhook_url:
         from telegram_bot.webhook import run_webhook
 

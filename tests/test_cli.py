@@ -172,7 +172,12 @@ def test_render_env_replaces_in_place_and_appends() -> None:
 
 @pytest.mark.parametrize("webhook", [False, True])
 def test_run_chooses_polling_or_webhook(
-    clean_env: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, webhook: bool
+    clean_env: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    webhook: bool,
+    fake_telegram: FakeTelegram,
+    fake_anthropic: FakeAnthropic,
 ) -> None:
     import telegram_bot.app
     import telegram_bot.webhook
@@ -181,8 +186,10 @@ def test_run_chooses_polling_or_webhook(
     monkeypatch.setattr(telegram_bot.app, "run_polling", lambda s: started.append(("polling", s.webhook_url)))
     monkeypatch.setattr(telegram_bot.webhook, "run_webhook", lambda s: started.append(("webhook", s.webhook_url)))
     for key, value in {
-        "TELEGRAM_BOT_TOKEN": "1:a",
+        "TELEGRAM_BOT_TOKEN": fake_telegram.token,
+        "TELEGRAM_API_BASE_URL": fake_telegram.url,
         "ANTHROPIC_API_KEY": "k",
+        "ANTHROPIC_BASE_URL": fake_anthropic.url,
         "ALLOWED_USER_IDS": "1",
         "WORKSPACE_PATH": str(tmp_path),
     }.items():
