@@ -428,7 +428,7 @@ def _version(distribution: str) -> str:
 
 
 def check_ripgrep(settings: Settings) -> Check:
-    """ripgrep, the engine of the agents' grep tool (issue 12: never Python's backtracking re)."""
+    """ripgrep, the engine of the agents' grep tool (never Python's backtracking re)."""
     found = ripgrep_path()
     if found:
         return Check(Level.ok, "ripgrep", f"{found} (the agents' grep)")
@@ -497,7 +497,7 @@ async def check_mcp_servers(settings: Settings) -> list[Check]:
 
 
 async def check_sandbox(settings: Settings) -> Check:
-    """bubblewrap confines every process of a task (issue 11); without it commands are refused unless SANDBOX=off."""
+    """bubblewrap confines every process of a task; without it commands are refused unless SANDBOX=off."""
     if bwrap.SandboxMode(settings.sandbox) is bwrap.SandboxMode.OFF:
         return Check(
             Level.warn,
@@ -512,7 +512,7 @@ async def check_sandbox(settings: Settings) -> Check:
         return Check(Level.fail, "sandbox", reason.removesuffix("."), bwrap.UNAVAILABLE_FIX)
     as_root = hasattr(os, "geteuid") and os.geteuid() == 0
     limits = sandbox_limit_warnings(settings.sandbox_network != "off")
-    if limits:  # issue 22: what this machine cannot bound
+    if limits:  # what this machine cannot bound
         return Check(
             Level.warn,
             "sandbox",
@@ -606,7 +606,7 @@ def check_updates_mode(settings: Settings) -> Check:
 
 
 async def check_task_engine(settings: Settings) -> Check:
-    """TASK_ENGINE=temporal (issue 27): the cluster answers, and which runners are polling for tasks."""
+    """TASK_ENGINE=temporal: the cluster answers, and which runners are polling for tasks."""
     if settings.task_engine != "temporal":
         return Check(Level.ok, "task engine", "local: tasks run in the bot's process")
     try:

@@ -128,7 +128,7 @@ async def log(update: Update, context: Context) -> None:
     if not calls:
         lines.append("(no tool calls recorded)")
     decisions = [e for e in await rt.store.task_events(found.id) if e.kind == "network"]
-    if decisions:  # the owner's network answers (issue 11)
+    if decisions:  # the owner's network answers
         lines += ["", "Network requests:"]
         lines += [f"{e.created_at:%Y-%m-%d %H:%M:%S} {e.detail}" for e in decisions]
     await rt.notifier.send_document(found.chat_id, f"task-{found.id}-log.txt", "\n".join(lines).encode())

@@ -365,7 +365,7 @@ def test_non_git_workspace_alone_keeps_exit_zero(ready_env: Path, workspace_root
 async def test_sandbox_check_says_what_the_machine_cannot_bound(
     settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 22: no cgroup hierarchy to make a task cgroup in, no pasta on PATH: doctor warns about both."""
+    """No cgroup hierarchy to make a task cgroup in, no pasta on PATH: doctor warns about both."""
     from agents.sandbox import task_cgroup
 
     bin_dir = tmp_path / "only-bwrap"

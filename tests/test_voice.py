@@ -548,7 +548,7 @@ async def test_closed_transcriber_refuses_work(tiny_checkpoint: Path, note_3s: b
 async def test_same_checkpoint_and_transcript_on_every_run(
     tmp_path: Path, note_3s: bytes, transcribers, engine
 ) -> None:
-    """Issue 28: the checkpoint built twice under one seed is the same, every parameter finite, and so is the text.
+    """The test checkpoint is reproducible: the checkpoint built twice under one seed is the same, every parameter finite, and so is the text.
 
     (Before the fix the decoder's positional embedding was torch.empty memory: 1.6e37, inf, 1.9e-40 across runs.)
     """

@@ -93,8 +93,8 @@ class TaskExecutor:
         self.worktrees_dir = settings.worktrees_dir
         self.commit_limits = CommitLimits(settings.max_commit_file_bytes, settings.max_commit_task_bytes)
         self.guards: dict[int, RepositoryGuard] = {}  # task id → the guard of the owner's repository while it runs
-        self.bounds: dict[int, TaskBounds] = {}  # task id → its cgroup and disk budget while it runs (issue 22)
-        self.baselines = BaselineRuns(self.worktrees_dir / "test-baselines")  # issue 13: base-commit test runs
+        self.bounds: dict[int, TaskBounds] = {}  # task id → its cgroup and disk budget while it runs
+        self.baselines = BaselineRuns(self.worktrees_dir / "test-baselines")  # base-commit test runs
         self.chromium = find_chromium(settings.chromium_path)
         self.inboxes = Inboxes()  # notes for running workers (agents/work/steering.py)
         self.attachments = Attachments.from_settings(settings)
@@ -106,14 +106,14 @@ class TaskExecutor:
             settings.sandbox_network_answer_seconds,
             settings.is_owner,
         )
-        self.mcp = TaskMcp.from_settings(settings, self.chromium)  # the owner's MCP servers and the browser (issue 24)
+        self.mcp = TaskMcp.from_settings(settings, self.chromium)  # the owner's MCP servers and the browser
 
     def sandbox_for(
         self, root: Path, repository: Path, read_only: Iterable[Path] = (), task_id: int | None = None
     ) -> SandboxSpec | None:
-        """The sandbox a task's processes run in (issue 11); None only when SANDBOX=off was set explicitly.
+        """The sandbox a task's processes run in; None only when SANDBOX=off was set explicitly.
         What it binds besides `root` is read from `repository` (the owner's checkout), never from the worktree.
-        With `task_id`, the command joins the task's cgroup and counts against its disk budget (issue 22)."""
+        With `task_id`, the command joins the task's cgroup and counts against its disk budget."""
         s = self.settings
         if SandboxMode(s.sandbox) is SandboxMode.OFF:
             return None
@@ -368,7 +368,7 @@ class TaskExecutor:
             worktree=str(tree.path),
         )
         await clear_stale_index_locks(tree)  # a SIGKILL during the bot's own `git add` leaves one behind
-        await remember_credential_files(tree.path)  # `cat .npmrc` in a command then prints «masked» (issue 22)
+        await remember_credential_files(tree.path)  # `cat .npmrc` in a command then prints «masked»
         checks = await TaskTests.start(
             workspace.path,
             tree.path,
