@@ -12,6 +12,7 @@ from agents.core.models import Task, TaskStatus
 from agents.llm.client import cost_usd
 from agents.llm.usage import total, usage_report
 from agents.work.crew import task_line
+from telegram_bot import handlers
 from telegram_bot.conversation import caller_of, conversation_of
 from telegram_bot.handlers import runtime, say
 from telegram_bot.state import Context
@@ -192,3 +193,26 @@ MENU = [
     ("history", "the conversation as a file"),
     ("workspace", "this chat's or topic's workspace: /workspace NAME"),
 ]
+
+
+def menu() -> list[tuple[str, str]]:
+    """Every command with its one-line description, from this one place: the menu Telegram shows (setMyCommands) and
+    /help's list, so a command added to MENU appears in both."""
+    return handlers.COMMANDS + MENU
+
+
+def help_text() -> str:
+    """/help and /start: what to say to the bot, then every command of the menu."""
+    listed = "\n".join(f"/{name}: {about}" for name, about in menu() if name not in ("start", "help"))
+    return f"{handlers.HELP}\n\nCommands:\n{listed}"
+
+
+async def start(update: Update, context: Context) -> None:
+    """/start: greet."""
+    name = update.effective_user.first_name or "there"  # the renderer escapes it
+    await say(update, context, f"Hi {name}! " + help_text())
+
+
+async def help_command(update: Update, context: Context) -> None:
+    """/help: what I can do."""
+    await say(update, context, help_text())

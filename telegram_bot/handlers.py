@@ -39,9 +39,7 @@ Talk to me in plain words, typed or as a voice note:
 • ask for an improvement: "improve the error handling in the API": I research it and show a **proposal**; approve with the button or "go ahead"
 • ask for work: "fix the failing test in calc", "add a /restart command to your code", "build a portfolio page": a worker does it on its own git branch, runs the tests and reports back
 • send a photo, screenshot, PDF or log file with a caption: "make the page look like this", "why does this crash?"
-• reply to a task's progress message to tell its worker something while it works
-
-Commands: /status /tasks /task N /cancel /usage /log N /new /history"""
+• reply to a task's progress message to tell its worker something while it works"""  # the commands follow it
 
 
 STOPPING = "I'm restarting right now; please send that again in a minute."
@@ -220,17 +218,6 @@ async def on_text(update: Update, context: Context) -> None:
 async def on_topic_created(update: Update, context: Context) -> None:
     """A new forum topic: recorded as a conversation of its own; named like a workspace, it binds itself."""
     await conversation_of(update, context)
-
-
-async def start(update: Update, context: Context) -> None:
-    """/start: greet."""
-    name = update.effective_user.first_name or "there"  # the renderer escapes it
-    await say(update, context, f"Hi {name}! " + HELP)
-
-
-async def help_command(update: Update, context: Context) -> None:
-    """/help: what I can do."""
-    await say(update, context, HELP)
 
 
 async def status(update: Update, context: Context) -> None:
