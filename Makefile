@@ -26,7 +26,9 @@ TORCH_INDEX ?=
 WHISPER ?= openai-whisper>=20240930
 STAMP   := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
-PIP     := $(BIN)/pip install --disable-pip-version-check -q
+# --no-compile: Python compiles a module when it is first imported (and keeps the .pyc); most of what is installed (torch's
+# tests, most of sympy) never is, and compiling all of it at set-up costs CPU time and about 170 MB
+PIP     := $(BIN)/pip install --disable-pip-version-check -q --no-compile
 # xdist workers: one and a half per core (much of an e2e test's time is waiting on processes, git and the fakes;
 # measured on 2 cores: 130 s with 3 workers, 142 s with 4, 161-167 s with 2)
 TEST_JOBS ?= $(shell echo $$(( $$(nproc) * 3 / 2 )))
@@ -49,6 +51,7 @@ $(STAMP): pyproject.toml | $(BIN)/python
 
 $(TEST_STAMP): $(STAMP)
 	$(PIP) -c $(VENV)/constraints.txt -e '.[test]'
+	$(BIN)/python -m compileall -q -j 0 $(VENV)/lib  # once here, not in each xdist worker at once
 	touch $@
 
 setup: $(STAMP) system-deps
