@@ -132,6 +132,9 @@ def cmd_runner(args: argparse.Namespace) -> int:
     defaults = {"telegram_bot_token": "unused-by-a-runner", "allowed_user_ids": ""}
     settings = load_settings(**{k: v for k, v in defaults.items() if not known.get(k.upper())})
     _configure_logging(settings.log_level, settings.log_format)
+    from telegram_bot.startup import install_redaction
+
+    install_redaction(settings)
     try:
         from agents.engine.runner import run_forever
     except ImportError as err:
