@@ -157,8 +157,9 @@ async def anthropic_reachable(settings: Settings, sleep: Callable[[float], Await
             )
         except (anthropic.AuthenticationError, anthropic.PermissionDeniedError) as err:
             raise KeyRejected(ANTHROPIC_REJECTED.format(code=err.status_code)) from None
-        except anthropic.APIConnectionError as err:  # APITimeoutError too
-            return f"{type(err).__name__}: {err}"
+        except anthropic.APIConnectionError as err:  # APITimeoutError too; the cause says more than "Connection error."
+            cause = err.__cause__
+            return f"{type(err).__name__}: {err}" + (f" {type(cause).__name__}: {cause}" if cause else "")
         except anthropic.APIStatusError as err:
             if err.status_code == 429 or err.status_code >= 500:
                 return f"HTTP {err.status_code}"
