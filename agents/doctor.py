@@ -442,11 +442,11 @@ def _faster_device(settings: Settings) -> str:
     return "int8 on the CPU (no CUDA device)"
 
 
-# The bot's resident memory in MB, measured by bench/memory.py (whisper base dims, after one note): without a speech
-# model, and with each engine. Other sizes scale by their weights: openai-whisper holds fp32 (4 bytes a parameter),
-# faster-whisper int8 (1 byte).
-BOT_MEMORY_MB = 121
-VOICE_MEMORY_MB = {"openai-whisper": 906, "faster-whisper": 329}
+# The bot's peak resident memory in MB, measured by bench/memory.py (whisper base dims, start-up and one note; 2-core
+# x86-64 machine): without a speech model, and with each engine. Other sizes scale by their weights: openai-whisper
+# holds fp32 (4 bytes a parameter), faster-whisper int8 (1 byte).
+BOT_MEMORY_MB = 123
+VOICE_MEMORY_MB = {"openai-whisper": 817, "faster-whisper": 468}
 BYTES_PER_PARAMETER = {"openai-whisper": 4, "faster-whisper": 1}
 WHISPER_PARAMETERS_M = {"tiny": 39, "base": 74, "small": 244, "medium": 769, "large": 1550, "turbo": 809}
 TASK_HEADROOM_MB = 768  # what a task's git, commands and tests need beside the bot, at the least
@@ -492,7 +492,7 @@ def check_memory(settings: Settings, total_mb: int | None = None) -> Check | Non
     need = voice_memory_mb(engine, model)
     if total_mb is None or need is None:
         return None
-    holds = f"the bot with {engine} {model} holds about {need} MB (bench/memory.py)"
+    holds = f"the bot with {engine} {model} holds about {need} MB at its peak (bench/memory.py)"
     if total_mb >= need + TASK_HEADROOM_MB:
         return Check(Level.ok, "memory", f"{total_mb} MB on this machine; {holds}")
     lighter = []
