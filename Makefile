@@ -51,7 +51,9 @@ $(STAMP): pyproject.toml | $(BIN)/python
 
 $(TEST_STAMP): $(STAMP)
 	$(PIP) -c $(VENV)/constraints.txt -e '.[test]'
-	$(BIN)/python -m compileall -q -j 0 $(VENV)/lib  # once here, not in each xdist worker at once
+	@# compiled once here, not in each xdist worker at once; a module written for a newer Python (torch ships one)
+	@# fails to compile and is never imported: ignored, as pip ignores it
+	$(BIN)/python -m compileall -q -j 0 $(VENV)/lib > /dev/null || true
 	touch $@
 
 setup: $(STAMP) system-deps
