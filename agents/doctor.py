@@ -417,8 +417,99 @@ def check_voice_engine(settings: Settings) -> Check:
         )
     detail = f"{engine} {_version(engine)}"
     if engine == "faster-whisper":
-        detail += f" (CTranslate2 {_version('ctranslate2')}, int8 on the CPU)"
+        detail += f" (CTranslate2 {_version('ctranslate2')}); {_faster_device(settings)}"
     return Check(Level.ok, "voice engine", f"{detail}; {summary(recent)}")
+
+
+def _faster_device(settings: Settings) -> str:
+    """Which device faster-whisper uses and why: as the bot found it at its last start, else what it will try."""
+    from agents.inputs.voice_faster import read_device_record
+
+    record = read_device_record(settings.voice_data_dir / "recent-notes.json")
+    if record and record.get("engine") == "faster-whisper":
+        device = "int8 on the CPU" if record.get("device") == "cpu" else f"on {record.get('device')}"
+        return f"{device} at the bot's last start: {record.get('reason', '?')}"
+    try:
+        import ctranslate2
+
+        count = ctranslate2.get_cuda_device_count()
+    except Exception as err:  # noqa: BLE001 - a broken install is reported by the line itself
+        return f"no device known ({type(err).__name__})"
+    if count:
+        return (
+            f"CTranslate2 counts {count} CUDA device{'' if count == 1 else 's'}: the bot proves it with a warm-up "
+            "transcription at start and falls back to int8 on the CPU if it fails"
+        )
+    return "int8 on the CPU (no CUDA device)"
+
+
+# The bot's peak resident memory in MB, measured by bench/memory.py (whisper base dims, start-up and one note; 2-core
+# x86-64 machine): without a speech model, and with each engine. Other sizes scale by their weights: openai-whisper
+# holds fp32 (4 bytes a parameter), faster-whisper int8 (1 byte).
+BOT_MEMORY_MB = 123
+VOICE_MEMORY_MB = {"openai-whisper": 817, "faster-whisper": 468}
+BYTES_PER_PARAMETER = {"openai-whisper": 4, "faster-whisper": 1}
+WHISPER_PARAMETERS_M = {"tiny": 39, "base": 74, "small": 244, "medium": 769, "large": 1550, "turbo": 809}
+TASK_HEADROOM_MB = 768  # what a task's git, commands and tests need beside the bot, at the least
+
+
+def whisper_parameters_m(model: str) -> float | None:
+    """Millions of parameters of WHISPER_MODEL: from its name, or from the size of its file (fp16: 2 bytes each)."""
+    name = model.strip()
+    if name in WHISPER_DOWNLOADS or name.startswith(("large", "turbo")):
+        family = "turbo" if "turbo" in name else name.split(".")[0].split("-")[0]
+        return WHISPER_PARAMETERS_M.get(family)
+    path = Path(name).expanduser()
+    weights = path / "model.bin" if path.is_dir() else path
+    return weights.stat().st_size / 2 / 1e6 if weights.is_file() else None
+
+
+def voice_memory_mb(engine: str, model: str) -> int | None:
+    """About how much the bot holds with `engine` and `model` loaded (None: the model's size is unknown)."""
+    parameters = whisper_parameters_m(model)
+    if parameters is None:
+        return None
+    per = BYTES_PER_PARAMETER[engine]
+    base = WHISPER_PARAMETERS_M["base"]
+    return round(VOICE_MEMORY_MB[engine] + (parameters - base) * per)
+
+
+def machine_memory_mb() -> int | None:
+    """MemTotal of /proc/meminfo, in MB (None where there is none)."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) // 1024
+    except OSError:
+        return None
+    return None
+
+
+def check_memory(settings: Settings, total_mb: int | None = None) -> Check | None:
+    """Whether this machine's memory holds the bot with its speech model and a task beside it; names a lighter
+    choice when it does not."""
+    total_mb = total_mb if total_mb is not None else machine_memory_mb()
+    engine, model = settings.voice_engine, settings.whisper_model.strip()
+    need = voice_memory_mb(engine, model)
+    if total_mb is None or need is None:
+        return None
+    holds = f"the bot with {engine} {model} holds about {need} MB at its peak (bench/memory.py)"
+    if total_mb >= need + TASK_HEADROOM_MB:
+        return Check(Level.ok, "memory", f"{total_mb} MB on this machine; {holds}")
+    lighter = []
+    other = "faster-whisper" if engine == "openai-whisper" else None
+    if other and (other_need := voice_memory_mb(other, model)) is not None and other_need < need:
+        lighter.append(f"VOICE_ENGINE={other} (about {other_need} MB)")
+    family = whisper_parameters_m(model)
+    if family is not None and family > WHISPER_PARAMETERS_M["tiny"]:
+        smaller = voice_memory_mb("faster-whisper" if other else engine, "tiny")
+        lighter.append(f"WHISPER_MODEL=tiny (about {smaller} MB{' with faster-whisper' if other else ''})")
+    return Check(
+        Level.warn,
+        "memory",
+        f"{total_mb} MB on this machine; {holds}, leaving less than {TASK_HEADROOM_MB} MB for a task",
+        f"a lighter choice: {' or '.join(lighter)}" if lighter else "run the bot on a machine with more memory",
+    )
 
 
 def _version(distribution: str) -> str:
@@ -429,7 +520,7 @@ def _version(distribution: str) -> str:
 
 
 def check_ripgrep(settings: Settings) -> Check:
-    """ripgrep, the engine of the agents' grep tool (issue 12: never Python's backtracking re)."""
+    """ripgrep, the engine of the agents' grep tool (never Python's backtracking re)."""
     found = ripgrep_path()
     if found:
         return Check(Level.ok, "ripgrep", f"{found} (the agents' grep)")
@@ -498,7 +589,7 @@ async def check_mcp_servers(settings: Settings) -> list[Check]:
 
 
 async def check_sandbox(settings: Settings) -> Check:
-    """bubblewrap confines every process of a task (issue 11); without it commands are refused unless SANDBOX=off."""
+    """bubblewrap confines every process of a task; without it commands are refused unless SANDBOX=off."""
     if bwrap.SandboxMode(settings.sandbox) is bwrap.SandboxMode.OFF:
         return Check(
             Level.warn,
@@ -513,7 +604,7 @@ async def check_sandbox(settings: Settings) -> Check:
         return Check(Level.fail, "sandbox", reason.removesuffix("."), bwrap.UNAVAILABLE_FIX)
     as_root = hasattr(os, "geteuid") and os.geteuid() == 0
     limits = sandbox_limit_warnings(settings.sandbox_network != "off")
-    if limits:  # issue 22: what this machine cannot bound
+    if limits:  # what this machine cannot bound
         return Check(
             Level.warn,
             "sandbox",
@@ -607,7 +698,7 @@ def check_updates_mode(settings: Settings) -> Check:
 
 
 async def check_task_engine(settings: Settings) -> Check:
-    """TASK_ENGINE=temporal (issue 27): the cluster answers, and which runners are polling for tasks."""
+    """TASK_ENGINE=temporal: the cluster answers, and which runners are polling for tasks."""
     if settings.task_engine != "temporal":
         return Check(Level.ok, "task engine", "local: tasks run in the bot's process")
     try:
@@ -759,6 +850,7 @@ async def run_checks(settings: Settings) -> list[Check]:
         _guarded("git", lambda: check_git(settings)),
         _guarded("whisper", lambda: check_whisper(settings)),
         _guarded("voice engine", lambda: check_voice_engine(settings)),
+        _guarded("memory", lambda: check_memory(settings)),
         _guarded("ripgrep", lambda: check_ripgrep(settings)),
         _guarded("chromium", lambda: check_chromium(settings)),
         _guarded("browser", lambda: check_browser(settings)),

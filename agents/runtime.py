@@ -65,7 +65,7 @@ class Runtime:
         client: anthropic.AsyncAnthropic | None = None,
         transcriber: SpeechToText | None = None,
     ) -> Runtime:
-        if settings.sandbox == "off":  # issue 11: only ever set explicitly
+        if settings.sandbox == "off":  # only ever set explicitly
             log.warning(
                 "SANDBOX=off: workers' commands and test runs are NOT confined (they can read the bot's keys, "
                 "your files and use the network); set SANDBOX=bwrap once bubblewrap works here"
@@ -73,7 +73,7 @@ class Runtime:
         if settings.sandbox != "off":
             for warning in sandbox_limit_warnings(settings.sandbox_network != "off"):
                 log.warning("%s", warning)
-        # the bot's own secrets are masked verbatim in everything a model or the chat sees (issue 22)
+        # the bot's own secrets are masked verbatim in everything a model or the chat sees
         remember([settings.telegram_bot_token.get_secret_value(), settings.anthropic_api_key.get_secret_value()])
         remember(s.get_secret_value() for s in (settings.github_token, settings.github_webhook_secret) if s is not None)
         store = await Store.open(settings.database_path)

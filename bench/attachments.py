@@ -1,4 +1,4 @@
-"""Peak memory of normalising a large picture the bot accepts (issue 22, item 7).
+"""Peak memory of normalising a large picture the bot accepts.
 
 Each picture is written to a temp file; a fresh `python` child reads it, imports Pillow and
 `agents.inputs.attachments`, notes its peak RSS (VmHWM of /proc/self/status), runs `normalise_image` on the bytes

@@ -1,9 +1,9 @@
-"""Time the base-commit test run (issue 13) adds to a task, cached and not.
+"""Time the base-commit test run adds to a task, cached and not.
 
 A task's test phase is timed with the real machinery (`TaskTests`: environment detection, the baseline run in a
 throw-away copy of the base commit started when the task starts, the run after the worker, the comparison) while a
 stand-in worker works for W seconds (an asyncio sleep: the baseline runs in parallel with it). Three ways:
-- without a baseline: the worker, then the tests (what a task cost before issue 13);
+- without a baseline: the worker, then the tests (what a task cost without the base-commit run);
 - baseline not cached: a fresh base commit every time (the cache directory is emptied);
 - baseline cached: a consecutive task on the same commit.
 Workspace: the small calc repository of the worker end-to-end benches, and a 300-test suite. The machine is shared,

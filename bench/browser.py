@@ -1,4 +1,4 @@
-"""The frontend worker's browser (issue 24): time from a task's start to the browser's first page, and the memory of
+"""The frontend worker's browser: time from a task's start to the browser's first page, and the memory of
 browser + dev server per task.
 
 Each run is one task as TaskExecutor runs it: fresh TaskBounds (cgroup, network namespace), the page's server started

@@ -378,11 +378,11 @@ async def bench_checkout(
     return figures
 
 
-TARGET_BUILD_S, TARGET_MEMORY_MB, TARGET_WAIT_S = 2.0, 100.0, 1.0  # issue 25, on a sympy-sized tree, 2 cores
+TARGET_BUILD_S, TARGET_MEMORY_MB, TARGET_WAIT_S = 2.0, 100.0, 1.0  # targets: a sympy-sized tree, 2 cores
 
 
 def print_sympy_targets(figures: dict[str, object]) -> None:
-    """The sympy-sized tree against issue 25's targets (memory: the build's peak, bench process and parse processes
+    """The sympy-sized tree against the repo map's targets (memory: the build's peak, bench process and parse processes
     together, as PSS, the pages they hold; their RSS summed counts the interpreter's shared pages once per process)."""
 
     def verdict(value: object, target: float) -> str:
@@ -391,7 +391,7 @@ def print_sympy_targets(figures: dict[str, object]) -> None:
     build, wait = figures["full_build_s"], figures["first_turn_wait_s"]
     pss, rss = figures.get("build_peak_pss_with_children_mb"), figures.get("build_peak_rss_with_children_mb")
     print(
-        f"sympy-sized tree, issue 25's targets on {os.cpu_count()} cores: cold build {build}s (≤ {TARGET_BUILD_S:g}s:"
+        f"sympy-sized tree, the targets on {os.cpu_count()} cores: cold build {build}s (≤ {TARGET_BUILD_S:g}s:"
         f" {verdict(build, TARGET_BUILD_S)}) · its memory peak {pss} MB PSS (≤ {TARGET_MEMORY_MB:g} MB:"
         f" {verdict(pss, TARGET_MEMORY_MB)}; {rss} MB as RSS summed: {verdict(rss, TARGET_MEMORY_MB)})"
         f" · first task's wait {wait}s (≤ {TARGET_WAIT_S:g}s: {verdict(wait, TARGET_WAIT_S)})",

@@ -166,7 +166,7 @@ def repo_map_rows(f: dict[str, Any]) -> list[Row]:
 
 
 def sympy_rows(f: dict[str, Any]) -> list[Row]:
-    """The sympy-sized tree (`--sympy`), against issue 25's targets."""
+    """The sympy-sized tree (`--sympy`), against the repo map's targets."""
     rows: list[Row] = []
     for g in (f.get("repo_map_real") or {}).values():
         wait = g["first_turn_wait_s"]

@@ -1,13 +1,13 @@
-"""The cost of the sandbox (issues 11, 22): a trivial command and a small real test-suite run, with and without it.
+"""The cost of the sandbox: a trivial command and a small real test-suite run, with and without it.
 
 All go through `agents.sandbox.shell.run_command`, the way worker commands and the bot's test runs do; the variants
 alternate in the same run so load drift hits all alike. Figures: p50/p95 of `true` over 200 runs each, and the
 median of 5 runs of a 20-test pytest suite each. Target: ≤ 15 ms added per command without network.
 
 Variants of `true`: plain; sandboxed as a command outside a task (a pids cgroup of its own); sandboxed as a task's
-command (issue 22: joins the task's memory+pids cgroup, the task's disk budget watched); and that with the network
-allowed (its own namespace, pasta attached; only where pasta is installed). Since issue 24 a task's command joins the
-task's network namespace (`nsenter` + bwrap `--share-net`) where a command outside a task makes its own: "task" vs
+command (joins the task's memory+pids cgroup, the task's disk budget watched); and that with the network
+allowed (its own namespace, pasta attached; only where pasta is installed). A task's command joins the task's
+network namespace (`nsenter` + bwrap `--share-net`) where a command outside a task makes its own: "task" vs
 "sandbox" is that cost, beside the cgroup; run the script of the commit before for today's "task" figure. Also: the
 time to make a task's namespace (once per task, median of 20) and what holds it (no process: two open descriptors).
 
@@ -36,7 +36,7 @@ from agents.sandbox.task_limits import DiskBudget, TaskBounds
 
 try:
     from agents.sandbox.task_net import TaskNet
-except ImportError:  # before issue 24
+except ImportError:  # before tasks had their own network namespace
     TaskNet = None
 from agents.sandbox.user_net import available as pasta_available
 

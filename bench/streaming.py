@@ -41,7 +41,7 @@ from tests.fakes.telegram_html import parse_telegram_html  # noqa: E402
 from tests.fakes.telegram_server import FakeTelegram  # noqa: E402
 
 FIRST_TOKEN = 0.5
-PER_WORD = 0.05  # issue 25's case: a 200-word answer is a 10 s stream
+PER_WORD = 0.05  # the case the streaming targets were set on: a 200-word answer is a 10 s stream
 SIZES = (50, 200, 1000)
 GROUP_ID = -100777
 TARGET_FIRST = 0.3

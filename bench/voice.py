@@ -12,7 +12,7 @@ the same `transcribe_options`: temperature 0, no conditioning on previous text, 
 
     python bench/voice.py                # table
     python bench/voice.py --json         # figures for bench/run_all.py (progress goes to stderr)
-    python bench/voice.py --engines      # openai-whisper vs faster-whisper (issue 28), table; add --json for figures
+    python bench/voice.py --engines      # openai-whisper vs faster-whisper, table; add --json for figures
 
 `--engines` compares the two engines in one run: the same 10 s note, the same random weights (faster-whisper's
 CTranslate2 folder is converted from the very checkpoint openai-whisper loads), at tiny and base dims, each engine
@@ -47,7 +47,7 @@ from agents.inputs.voice import FasterWhisperTranscriber, OpenAIWhisperTranscrib
 from tests.fakes.whisper_checkpoint import make_ogg_opus, sized_checkpoint, speech, tone_mix  # noqa: E402
 
 CACHE = REPO / "bench" / ".cache"
-CHECKPOINT_VERSION = 2  # 2: every parameter seeded, end-of-text never wins (issue 28); older cached files are stale
+CHECKPOINT_VERSION = 2  # 2: every parameter seeded, end-of-text never wins; older cached files are stale
 NOTE_RATE = 48_000  # Telegram voice notes are 48 kHz Opus
 TARGET_RATIO = 3.0
 TARGET_NOTE_SECONDS = 10
@@ -266,7 +266,7 @@ def render(report: dict[str, Any]) -> str:
 
 
 # --------------------------------------------------------------------------------------------------------------
-# openai-whisper vs faster-whisper (issue 28)
+# openai-whisper vs faster-whisper
 
 ENGINE_TARGET_RATIO = 1.7
 ENGINE_TARGET_RTF = 0.1

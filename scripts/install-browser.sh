@@ -1,5 +1,5 @@
 #!/bin/sh
-# The frontend worker's browser (issue 24): chrome-devtools-mcp, pinned, into the bot's own .tools/ folder (never
+# The frontend worker's browser: chrome-devtools-mcp, pinned, into the bot's own .tools/ folder (never
 # global; gitignored), where node, npm and Chromium exist. Never fatal: without it the frontend worker keeps
 # `screenshot`, `agentlab doctor` says so, and the browser's tests skip. The version is agents/tools/browser.py's.
 VERSION=1.11.0

@@ -1,7 +1,8 @@
 #!/bin/sh
-# Install the Debian packages agentlab uses: bubblewrap (the sandbox every task command runs in; without it
-# commands are refused), passt (pasta: the user-mode network of a command allowed the network, without the host's
-# loopback), ripgrep (grep tool), chromium (frontend worker screenshots) and espeak-ng (spoken test fixtures). Skips quietly when they are present or when we cannot install.
+# Install the Debian packages agentlab uses. Required: bubblewrap (the sandbox every task command runs in; without it
+# commands are refused). Recommended: passt (pasta: the user-mode network of a command allowed the network, without the
+# host's loopback), ripgrep (the agents' grep tool). Optional: chromium (frontend worker screenshots and browser),
+# espeak-ng (spoken test fixtures). Skips quietly when they are present or when we cannot install.
 need=""
 command -v bwrap >/dev/null 2>&1 || need="$need bubblewrap"
 command -v pasta >/dev/null 2>&1 || need="$need passt"

@@ -45,7 +45,7 @@ async def _post_init(app: Application) -> None:
     runtime = await Runtime.start(settings, notifier, transcriber=app.bot_data.transcriber)
     notifier.conversations = runtime.store.conversations  # forum topics: a conversation key → its chat and thread
     app.bot_data.runtime = runtime
-    await app.bot.set_my_commands([BotCommand(name, about) for name, about in handlers.COMMANDS + commands.MENU])
+    await app.bot.set_my_commands([BotCommand(name, about) for name, about in commands.menu()])
     await runtime.announce_interrupted()
     if runtime.github_inbox is not None:  # a GitHub request takes its user's private chat's turn lock
         locks = app.bot_data.chat_locks
@@ -112,8 +112,8 @@ def build_application(settings: Settings) -> Application:
     app.bot_data.settings = settings
 
     app.add_handler(TypeHandler(Update, handlers.guard), group=-1)
-    app.add_handler(CommandHandler("start", handlers.start))
-    app.add_handler(CommandHandler("help", handlers.help_command))
+    app.add_handler(CommandHandler("start", commands.start))
+    app.add_handler(CommandHandler("help", commands.help_command))
     app.add_handler(CommandHandler("status", handlers.status))
     for name, callback in commands.COMMANDS.items():
         app.add_handler(CommandHandler(name, callback))

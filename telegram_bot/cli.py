@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import getpass
 import json
 import logging
 import os
@@ -54,8 +55,8 @@ class JsonLogFormatter(logging.Formatter):
                     entry[key] = int(value)
                 except (TypeError, ValueError):
                     entry[key] = str(value)
-        if record.exc_info:
-            entry["exception"] = self.formatException(record.exc_info)
+        if record.exc_info or record.exc_text:  # exc_text: a traceback already formatted (and redacted)
+            entry["exception"] = record.exc_text or self.formatException(record.exc_info)
         if record.stack_info:
             entry["stack"] = self.formatStack(record.stack_info)
         return json.dumps(entry, ensure_ascii=False, default=str)
@@ -73,9 +74,18 @@ def _configure_logging(level: str, log_format: str = "text") -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    """Start the bot: long polling, or a webhook when WEBHOOK_URL is set."""
+    """Start the bot: long polling, or a webhook when WEBHOOK_URL is set; first both keys are proven (a refused key
+    exits with status 2 and one line; an unreachable service is tried again until it answers)."""
+    from telegram_bot.startup import KeyRejected, both_reachable, install_redaction
+
     settings = load_settings()
     _configure_logging(settings.log_level, settings.log_format)
+    install_redaction(settings)
+    try:
+        asyncio.run(both_reachable(settings))
+    except KeyRejected as err:
+        print(f"agentlab: {err}", file=sys.stderr)
+        return 2
     if settings.webhook_url:
         from telegram_bot.webhook import run_webhook
 
@@ -122,6 +132,9 @@ def cmd_runner(args: argparse.Namespace) -> int:
     defaults = {"telegram_bot_token": "unused-by-a-runner", "allowed_user_ids": ""}
     settings = load_settings(**{k: v for k, v in defaults.items() if not known.get(k.upper())})
     _configure_logging(settings.log_level, settings.log_format)
+    from telegram_bot.startup import install_redaction
+
+    install_redaction(settings)
     try:
         from agents.engine.runner import run_forever
     except ImportError as err:
@@ -245,8 +258,17 @@ def _template_text(env_path: Path) -> str:
     return ""
 
 
-def run_init(env_path: Path, ask: Callable[[str], str] | None = None, out: TextIO | None = None) -> int:
-    """Ask the required settings (Enter keeps the value in brackets) and write `env_path` with mode 600."""
+def run_init(
+    env_path: Path,
+    ask: Callable[[str], str] | None = None,
+    out: TextIO | None = None,
+    ask_secret: Callable[[str], str] | None = None,
+) -> int:
+    """Ask the required settings (Enter keeps the value in brackets) and write `env_path` with mode 600. Secrets are
+    asked without echo (getpass: nothing of a token lands in the terminal's scroll-back or a screen recording), and
+    what was written is shown with the secrets masked."""
+    if ask_secret is None:
+        ask_secret = ask or getpass.getpass
     ask = ask or input
     out = out or sys.stdout
     existing = read_env_file(env_path)
@@ -257,7 +279,8 @@ def run_init(env_path: Path, ask: Callable[[str], str] | None = None, out: TextI
             default = existing.get(question.key) or question.default()
             shown = (_mask(default) if question.secret else default) if default else ""
             while True:
-                answer = ask(f"{question.prompt}{f' [{shown}]' if shown else ''}: ").strip() or default
+                prompt = f"{question.prompt}{f' [{shown}]' if shown else ''}: "
+                answer = (ask_secret if question.secret else ask)(prompt).strip() or default
                 problem = question.problem(answer) if answer else "required"
                 if problem is None:
                     break
@@ -275,9 +298,11 @@ def run_init(env_path: Path, ask: Callable[[str], str] | None = None, out: TextI
 
     base = env_path.read_text(encoding="utf-8") if env_path.is_file() else _template_text(env_path)
     write_private(env_path, render_env(base, answers))
-    print(
-        f"Wrote {env_path} (mode 600). Models, limits and webhook mode are set there too (see .env.example).", file=out
-    )
+    print(f"Wrote {env_path} (mode 600):", file=out)
+    for question in INIT_QUESTIONS:
+        value = answers[question.key]
+        print(f"  {question.key}={_mask(value) if question.secret else value}", file=out)
+    print("Models, limits and webhook mode are set there too (see .env.example).", file=out)
     return 0
 
 

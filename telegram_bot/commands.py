@@ -15,6 +15,7 @@ from agents.llm.client import cost_usd
 from agents.llm.usage import total, usage_report
 from agents.work.crew import task_line
 from agents.work.standing import notes_markdown
+from telegram_bot import handlers
 from telegram_bot.conversation import caller_of, conversation_of
 from telegram_bot.handlers import runtime, say
 from telegram_bot.state import Context
@@ -133,7 +134,7 @@ async def log(update: Update, context: Context) -> None:
     if not calls:
         lines.append("(no tool calls recorded)")
     decisions = [e for e in await rt.store.task_events(found.id) if e.kind == "network"]
-    if decisions:  # the owner's network answers (issue 11)
+    if decisions:  # the owner's network answers
         lines += ["", "Network requests:"]
         lines += [f"{e.created_at:%Y-%m-%d %H:%M:%S} {e.detail}" for e in decisions]
     await rt.notifier.send_document(found.chat_id, f"task-{found.id}-log.txt", "\n".join(lines).encode())
@@ -227,3 +228,26 @@ MENU = [
     ("schedules", "scheduled runs, with Cancel"),
     ("notes", "your standing notes, each with Forget"),
 ]
+
+
+def menu() -> list[tuple[str, str]]:
+    """Every command with its one-line description, from this one place: the menu Telegram shows (setMyCommands) and
+    /help's list, so a command added to MENU appears in both."""
+    return handlers.COMMANDS + MENU
+
+
+def help_text() -> str:
+    """/help and /start: what to say to the bot, then every command of the menu."""
+    listed = "\n".join(f"/{name}: {about}" for name, about in menu() if name not in ("start", "help"))
+    return f"{handlers.HELP}\n\nCommands:\n{listed}"
+
+
+async def start(update: Update, context: Context) -> None:
+    """/start: greet."""
+    name = update.effective_user.first_name or "there"  # the renderer escapes it
+    await say(update, context, f"Hi {name}! " + help_text())
+
+
+async def help_command(update: Update, context: Context) -> None:
+    """/help: what I can do."""
+    await say(update, context, help_text())

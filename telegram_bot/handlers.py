@@ -41,10 +41,7 @@ Talk to me in plain words, typed or as a voice note:
 • send a photo, screenshot, PDF or log file with a caption: "make the page look like this", "why does this crash?"
 • reply to a task's progress message to tell its worker something while it works
 • "remember that in site we use pnpm": a standing note for later requests and their workers (/notes lists them)
-
-• schedule work: "every weekday at 9 run the tests in calc", "tomorrow at 7 update the dependencies"; /schedules lists them
-
-Commands: /status /tasks /task N /cancel /usage /log N /new /history /schedules /notes"""
+• schedule work: "every weekday at 9 run the tests in calc", "tomorrow at 7 update the dependencies"; /schedules lists them"""  # the commands follow it
 
 
 STOPPING = "I'm restarting right now; please send that again in a minute."
@@ -223,17 +220,6 @@ async def on_text(update: Update, context: Context) -> None:
 async def on_topic_created(update: Update, context: Context) -> None:
     """A new forum topic: recorded as a conversation of its own; named like a workspace, it binds itself."""
     await conversation_of(update, context)
-
-
-async def start(update: Update, context: Context) -> None:
-    """/start: greet."""
-    name = update.effective_user.first_name or "there"  # the renderer escapes it
-    await say(update, context, f"Hi {name}! " + HELP)
-
-
-async def help_command(update: Update, context: Context) -> None:
-    """/help: what I can do."""
-    await say(update, context, HELP)
 
 
 async def status(update: Update, context: Context) -> None:

@@ -50,9 +50,16 @@ async def test_start_help_status_and_command_menu(bot: BotHarness) -> None:
     assert {"start", "help", "status", "tasks", "cancel", "usage"} <= names
     bot.tg.send_command(USER_ID, "/start")
     bot.tg.send_command(USER_ID, "/status")
-    replies = await bot.replies(2)
-    assert "agentlab" in replies[0].text
-    assert "calc" in replies[1].text and "group-therapy" in replies[1].text and "Pending proposals" in replies[1].text
+    bot.tg.send_command(USER_ID, "/help")
+    replies = await bot.replies(3)
+    assert any(r.text.startswith("Hi ") and "agentlab" in r.text for r in replies)
+    help_reply = next(
+        r for r in replies if "Commands:" in r.text and not r.text.startswith("Hi ")
+    )  # commands are answered concurrently
+    listed = {line.split(":")[0] for line in help_reply.text.splitlines() if line.startswith("/")}
+    assert listed == {f"/{name}" for name in names - {"start", "help"}}, "/help lists the menu, /workspace included"
+    status_reply = next(r for r in replies if "Pending proposals" in r.text)
+    assert "calc" in status_reply.text and "group-therapy" in status_reply.text
     assert bot.claude.calls == 0
 
 

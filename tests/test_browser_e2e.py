@@ -1,4 +1,4 @@
-"""The frontend worker's browser (issue 24), played through the real bot: a frontend task starts `python3 -m
+"""The frontend worker's browser, played through the real bot: a frontend task starts `python3 -m
 http.server` as a service, opens it in chrome-devtools-mcp's Chromium (inside the task's sandbox and network
 namespace), takes a screenshot that reaches the chat, reads a console error the page logs; an outside URL asks the
 owner first (denied here: no network in tests); nothing of the browser or the server is left after the task."""

@@ -1,4 +1,4 @@
-"""The parts of issue 24 below the bot: which URLs are outside a task, the egress proxy (only allowed hosts, never the
+"""The parts of the frontend worker's browser below the bot: which URLs are outside a task, the egress proxy (only allowed hosts, never the
 bot's machine), the set-up's pinned version, and `agentlab doctor`'s lines for the browser and each MCP server."""
 
 from __future__ import annotations

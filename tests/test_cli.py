@@ -94,20 +94,25 @@ def test_init_writes_env_with_mode_600_then_doctor_passes(
     monkeypatch.setenv("TELEGRAM_API_BASE_URL", fake_telegram.url)
     monkeypatch.setenv("ANTHROPIC_BASE_URL", fake_anthropic.url)
     monkeypatch.setenv("WHISPER_MODEL", str(checkpoint))
-    answers = Answers(fake_telegram.token, "sk-ant-test-key", f"{USER_ID}, 2002", str(workspace_root))
+    answers = Answers(f"{USER_ID}, 2002", str(workspace_root))
+    secrets = Answers(fake_telegram.token, "sk-ant-test-key-123456")
     monkeypatch.setattr("builtins.input", answers)
+    monkeypatch.setattr("getpass.getpass", secrets)  # the token and the key are asked without echo
 
     assert main(["init"]) == 0
     env_file = clean_env / ".env"
     assert stat.S_IMODE(env_file.stat().st_mode) == 0o600
     values = dotenv_values(env_file)
     assert values["TELEGRAM_BOT_TOKEN"] == fake_telegram.token
-    assert values["ANTHROPIC_API_KEY"] == "sk-ant-test-key"
+    assert values["ANTHROPIC_API_KEY"] == "sk-ant-test-key-123456"
     assert values["ALLOWED_USER_IDS"] == f"{USER_ID}, 2002"
     assert values["WORKSPACE_PATH"] == str(workspace_root.resolve())
     assert "ORCHESTRATOR_MODEL" in values, "a new .env starts from .env.example, every key documented"
-    assert len(answers.prompts) == 4 and "@BotFather" in answers.prompts[0]
+    assert len(secrets.prompts) == 2 and "@BotFather" in secrets.prompts[0] and "Anthropic" in secrets.prompts[1]
+    assert len(answers.prompts) == 2 and "user id" in answers.prompts[0]
     out = capsys.readouterr().out
+    assert "ANTHROPIC_API_KEY=sk-a…3456" in out and f"ALLOWED_USER_IDS={USER_ID}, 2002" in out, "what was written"
+    assert fake_telegram.token not in out and "sk-ant-test-key-123456" not in out, "secrets are shown masked"
     assert "✓ Telegram: token accepted, the bot is @test_bot" in out
     assert "✓ settings: valid, from the environment and" in out and "Ready" in out
     assert (clean_env / "data" / "agentlab.db").is_file(), "doctor ran on the new .env (default DATABASE_PATH)"
@@ -167,7 +172,12 @@ def test_render_env_replaces_in_place_and_appends() -> None:
 
 @pytest.mark.parametrize("webhook", [False, True])
 def test_run_chooses_polling_or_webhook(
-    clean_env: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, webhook: bool
+    clean_env: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    webhook: bool,
+    fake_telegram: FakeTelegram,
+    fake_anthropic: FakeAnthropic,
 ) -> None:
     import telegram_bot.app
     import telegram_bot.webhook
@@ -176,8 +186,10 @@ def test_run_chooses_polling_or_webhook(
     monkeypatch.setattr(telegram_bot.app, "run_polling", lambda s: started.append(("polling", s.webhook_url)))
     monkeypatch.setattr(telegram_bot.webhook, "run_webhook", lambda s: started.append(("webhook", s.webhook_url)))
     for key, value in {
-        "TELEGRAM_BOT_TOKEN": "1:a",
+        "TELEGRAM_BOT_TOKEN": fake_telegram.token,
+        "TELEGRAM_API_BASE_URL": fake_telegram.url,
         "ANTHROPIC_API_KEY": "k",
+        "ANTHROPIC_BASE_URL": fake_anthropic.url,
         "ALLOWED_USER_IDS": "1",
         "WORKSPACE_PATH": str(tmp_path),
     }.items():

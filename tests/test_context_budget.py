@@ -1,4 +1,4 @@
-"""Bounded worker context (issue 14): read_file windows, head-and-tail trimming of big tool results, stubs for old
+"""Bounded worker context: read_file windows, head-and-tail trimming of big tool results, stubs for old
 tool results near the window (a pure function), and 'prompt is too long' handled by stubbing and one retry, then
 explained truthfully."""
 

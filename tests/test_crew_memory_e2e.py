@@ -1,4 +1,4 @@
-"""Issue 14 end to end through the real bot and the scripted model: the orchestrator sees what the crew showed
+"""What the orchestrator remembers, end to end through the real bot and the scripted model: the orchestrator sees what the crew showed
 (proposals and task summaries, whole, and which one a reply points at), never guesses on approval, refines with the
 old proposal in hand, carries approval notes, manages branches and new workspaces in words, and a foreground task
 never holds the chat."""

@@ -1,4 +1,4 @@
-"""One source for the work tools' schemas (issue 23): the WorkDesk protocol's signatures make what the model sees, and
+"""One source for the work tools' schemas: the WorkDesk protocol's signatures make what the model sees, and
 every desk (the crew, the routing eval's) accepts exactly those arguments."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def test_the_schema_the_model_sees_matches_the_contract() -> None:
     specs = work_tool_specs()
     assert list(specs) == list(WORK_TOOLS)
     description, properties, required = specs["start_task"]
-    assert required == ("workspace", "worker", "instructions", "background")  # INTERFACE.md: background is given
+    assert required == ("workspace", "worker", "instructions", "background")  # the model always says whether to wait
     assert properties["worker"] == {
         "type": "string",
         "enum": ["code", "frontend", "test"],

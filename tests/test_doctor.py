@@ -365,7 +365,7 @@ def test_non_git_workspace_alone_keeps_exit_zero(ready_env: Path, workspace_root
 async def test_sandbox_check_says_what_the_machine_cannot_bound(
     settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 22: no cgroup hierarchy to make a task cgroup in, no pasta on PATH: doctor warns about both."""
+    """No cgroup hierarchy to make a task cgroup in, no pasta on PATH: doctor warns about both."""
     from agents.sandbox import task_cgroup
 
     bin_dir = tmp_path / "only-bwrap"
@@ -425,3 +425,37 @@ def test_whisper_ct2_folder_with_faster_whisper(settings: Settings, tmp_path: Pa
     assert dr.check_whisper(faster).level is Level.ok
     openai = faster.model_copy(update={"voice_engine": "openai-whisper"})
     assert dr.check_whisper(openai).level is Level.fail  # openai-whisper wants a checkpoint file
+
+
+def test_faster_whisper_s_device_and_why(settings: Settings) -> None:
+    pytest.importorskip("faster_whisper", reason="faster-whisper (the optional extra .[faster]) is missing")
+    import ctranslate2
+
+    from agents.inputs.voice import speed_log_path
+    from agents.inputs.voice_faster import device_record_path
+
+    faster = settings.model_copy(update={"voice_engine": "faster-whisper"})
+    detail = dr.check_voice_engine(faster).detail
+    if ctranslate2.get_cuda_device_count() == 0:
+        assert "int8 on the CPU (no CUDA device)" in detail, detail
+    else:
+        assert "warm-up transcription" in detail, detail
+    record = device_record_path(speed_log_path(settings))  # what the bot writes when it loads the model
+    record.parent.mkdir(parents=True, exist_ok=True)
+    reason = "cuda failed its warm-up transcription (RuntimeError: Library libcublas.so.12 is not found)"
+    record.write_text(json.dumps({"engine": "faster-whisper", "device": "cpu", "reason": reason, "at": 0}))
+    detail = dr.check_voice_engine(faster).detail
+    assert f"int8 on the CPU at the bot's last start: {reason}" in detail, detail
+
+
+def test_memory_short_for_the_engine_names_the_lighter_choice(settings: Settings) -> None:
+    base = settings.model_copy(update={"voice_engine": "openai-whisper", "whisper_model": "base"})
+    roomy = dr.check_memory(base, total_mb=4096)
+    assert roomy.level is Level.ok and f"holds about {dr.VOICE_MEMORY_MB['openai-whisper']} MB" in roomy.detail
+    short = dr.check_memory(base, total_mb=1024)
+    assert short.level is Level.warn and "1024 MB on this machine" in short.detail
+    assert "VOICE_ENGINE=faster-whisper" in short.fix and "WHISPER_MODEL=tiny" in short.fix
+    large = settings.model_copy(update={"voice_engine": "faster-whisper", "whisper_model": "large-v3"})
+    assert dr.check_memory(large, total_mb=2048).level is Level.warn
+    assert dr.check_memory(large, total_mb=8192).level is Level.ok
+    assert dr.voice_memory_mb("openai-whisper", "large-v3") > dr.voice_memory_mb("faster-whisper", "large-v3")

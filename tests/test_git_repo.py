@@ -391,7 +391,7 @@ async def test_debris_is_never_committed(repo: Path, worktrees_dir: Path, tmp_pa
 
 
 async def test_commit_excludes_any_number_of_files(repo: Path, worktrees_dir: Path) -> None:
-    """Issue 22 item 6: 100,000 small files left out by the task limit once pushed one exclude pathspec each onto git's
+    """100,000 small files left out by the task limit once pushed one exclude pathspec each onto git's
     command line (OSError E2BIG: "internal error", the fix lost); the exclusions now go through git's standard input.
     Fewer files with long names make the same command line too long, faster."""
     wt = await new_task(repo, worktrees_dir)

@@ -1,4 +1,4 @@
-"""Hostile files sent to the chat (issue 22, items 7 and 8), end to end through the fake Bot API and Messages API.
+"""Hostile files sent to the chat, end to end through the fake Bot API and Messages API.
 
 - A 48 KB PNG declaring 400 megapixels (a decompression bomb) gets one sentence, and its caption still reaches Claude.
 - A document the API refuses (400 invalid_request_error about the PDF) is named to the user, dropped from the

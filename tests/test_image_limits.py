@@ -1,4 +1,4 @@
-"""Pictures within the limit (issue 22, item 7): scaling a large one keeps the bot's peak memory under 2× the decoded
+"""Pictures within the limit: scaling a large one keeps the bot's peak memory under 2× the decoded
 picture, and scaling while decoding (JPEG draft) keeps the EXIF rotation right.
 
 Memory is measured as the peak RSS a fresh child process adds while `normalise_image` runs (bench/attachments.py, which also

@@ -1,4 +1,4 @@
-"""Issue 21, runner half: a JS test script read as steps, the reporter flags added to each runner, the reports read
+"""Per-test verdicts, the JavaScript runners' half: a JS test script read as steps, the reporter flags added to each runner, the reports read
 into root-relative ids that keep suite names, and what a sandbox gives a JS run (offline env, private caches,
 re-borrowed node_modules)."""
 

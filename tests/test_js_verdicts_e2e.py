@@ -1,4 +1,4 @@
-"""Issue 21 end to end, runner half: JavaScript projects judged per test through the real bot (scripted model, fake
+"""Per-test verdicts end to end, the JavaScript runners' half: JavaScript projects judged per test through the real bot (scripted model, fake
 Telegram), real runners (node --test; mocha, jest and pnpm from the npm registry, cached) and real bwrap.
 
 Each project has one test red at the base commit; the worker breaks another: the correction names the broken test

@@ -7,6 +7,7 @@ repo_map; work, chat) do not import each other either. No two modules import eac
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -143,3 +144,20 @@ def test_no_import_circle_anywhere() -> None:
 def test_the_circle_check_finds_a_circle() -> None:
     assert circle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
     assert circle({"a": {"b"}, "b": set()}) == []
+
+
+def test_the_layer_numbers_are_said_in_one_place() -> None:
+    """RANKS above is the one source: AGENT_ARCHITECTURE.md's package tree shows the same ranks, and no package
+    docstring gives a number of its own."""
+    drawn = {}
+    for line in (ROOT / "AGENT_ARCHITECTURE.md").read_text().splitlines():
+        found = re.match(r"[│├└─\s]*(\w+)/\s+layer (\d+)(½?)", line)
+        if found:
+            drawn[found.group(1)] = int(found.group(2)) + (0.5 if found.group(3) else 0)
+    for name, rank in drawn.items():
+        layer = f"telegram_bot.{name}" if f"telegram_bot.{name}" in RANKS else f"agents.{name}"
+        assert RANKS[layer] == rank, f"AGENT_ARCHITECTURE.md draws {name}/ as layer {rank}, RANKS says {RANKS[layer]}"
+    assert len(drawn) >= 10, drawn
+    for init in sorted(ROOT.glob("*/*/__init__.py")):
+        head = init.read_text()[:200]
+        assert not re.search(r"\b[Ll]ayer \d", head), f"{init.relative_to(ROOT)} numbers its layer: say it in RANKS"

@@ -1,4 +1,4 @@
-"""MCP_CONFIG (issue 24): the `.mcp.json` shape plus roles / approve / network, checked entry by entry."""
+"""MCP_CONFIG: the `.mcp.json` shape plus roles / approve / network, checked entry by entry."""
 
 from __future__ import annotations
 

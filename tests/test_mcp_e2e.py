@@ -1,4 +1,4 @@
-"""The owner's MCP servers (issue 24), played through the real bot: a stdio server the tests ship
+"""The owner's MCP servers, played through the real bot: a stdio server the tests ship
 (tests/mcp_servers/demo_server.py, the `mcp` SDK's server side) configured in MCP_CONFIG is started inside the task's
 sandbox and called by a code worker; its text and picture go back to the model and the picture to the chat; a tool
 under `approve` is denied, then allowed once, with the whole call shown; a server that crashes mid-task is one

@@ -1,4 +1,4 @@
-"""A `url` MCP server (streamable HTTP, issue 24) is reached by the bot itself: its tools become mcp__<name>__<tool>,
+"""A `url` MCP server (streamable HTTP) is reached by the bot itself: its tools become mcp__<name>__<tool>,
 calls go through, and a server that goes away mid-task is one sentence to the model."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The network question shows the owner the whole command, literally (issue 22, item 3).
+"""The network question shows the owner the whole command, literally.
 
 A hostile worker asks `run_command(network=true)` with a command built to mislead: a long harmless head with the
 dangerous part past what a preview would show, or a code fence and HTML that would close the question's code block

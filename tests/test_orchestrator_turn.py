@@ -1,4 +1,4 @@
-"""The orchestrator's turn as a unit (issue 23): the package's ScriptedModel, an in-memory store and the eval's
+"""The orchestrator's turn as a unit: the package's ScriptedModel, an in-memory store and the eval's
 recording desk; no PTB, no SDK, no HTTP, milliseconds each.
 
 The end-to-end tests keep one run per behaviour through the real PTB/SDK/fakes (test_bot_e2e: a direct answer is one

@@ -1,4 +1,4 @@
-"""The cyclic garbage collector is paused while files are parsed in bulk, and restored after (issue 25)."""
+"""The cyclic garbage collector is paused while files are parsed in bulk, and restored after."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A hostile repository (issue 22): what it commits must not choose what the sandbox mounts, where the bot writes,
+"""A hostile repository: what it commits must not choose what the sandbox mounts, where the bot writes,
 or which credentials the shell prints back to the model.
 
 Each attack goes through the real bot with the scripted model playing a hostile worker; the assertions are on what

@@ -107,7 +107,7 @@ async def test_sigkill_mid_task_then_restart_reports_and_resumes(
         if first.poll() is None:
             first.kill()
     # the sandbox dies with its parent (--die-with-parent), and its PID namespace with it: no orphan is left,
-    # a task service's (issue 24) included
+    # a task service's included
     await fake_telegram.await_for(lambda: not host_pids(ORPHAN) and not host_pids(SERVICE), timeout=5)
 
     model.add("code", claude_says.text("Resumed: notes.md is complete."))

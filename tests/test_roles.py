@@ -1,4 +1,4 @@
-"""Owners and members (issue 26) at the crew, where roles are enforced: an in-memory store, real git workspaces, a
+"""Owners and members at the crew, where roles are enforced: an in-memory store, real git workspaces, a
 recording notifier; no PTB, no SDK. The end-to-end runs through the fake Bot API are in test_team_e2e.py."""
 
 from __future__ import annotations

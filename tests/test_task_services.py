@@ -1,4 +1,4 @@
-"""Task services (issue 24), played through the real bot by the scripted model: `run_command(background=true)`
+"""Task services, played through the real bot by the scripted model: `run_command(background=true)`
 starts a server in the task's sandbox and network namespace, later commands reach it on localhost, its later output
 is readable, an exit is reported, nothing (not even a double-forked, setsid'd escapee) outlives the task or /cancel,
 and a service without the network reaches nothing outside."""

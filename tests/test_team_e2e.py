@@ -1,4 +1,4 @@
-"""A team in one group (issue 26): owners and members, a topic per project, through the real bot and the fake Bot API.
+"""A team in one group: owners and members, a topic per project, through the real bot and the fake Bot API.
 
 The fake Bot API plays a forum supergroup as Telegram does: a topic's thread id is its creation message's id, every
 message in a topic carries `message_thread_id` and points at the topic's root, a send to a closed or deleted topic

@@ -1,4 +1,4 @@
-"""Issue 13 in small: the workspace's environment detected in order, JUnit outcomes, base-vs-after verdicts, the
+"""Tests judged against the base commit, in small: the workspace's environment detected in order, JUnit outcomes, base-vs-after verdicts, the
 baseline cache, borrowed links hidden from git, and the one seam every test run goes through."""
 
 from __future__ import annotations

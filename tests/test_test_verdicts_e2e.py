@@ -1,4 +1,4 @@
-"""Issue 13 end to end: tasks judged by their tests against the base commit, in the workspace's own environment,
+"""Tests judged against the base commit, end to end: tasks judged by their tests against the base commit, in the workspace's own environment,
 through the real bot with a scripted model and workspaces built here (no network)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 21 end to end: the three verdicts (✔ seen passing, ✗ broken or not fixed, ⚠ unverified) through the real
+"""Per-test verdicts end to end: the three verdicts (✔ seen passing, ✗ broken or not fixed, ⚠ unverified) through the real
 bot: scripted model, fake Telegram, real pytest, real bwrap, workspaces built here."""
 
 from __future__ import annotations

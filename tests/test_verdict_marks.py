@@ -1,4 +1,4 @@
-"""Issue 21 in small: every branch of the three verdicts (✔ / ✗ / ⚠), the task's target tests, what a correction
+"""Per-test verdicts in small: every branch of the three verdicts (✔ / ✗ / ⚠), the task's target tests, what a correction
 carries, and how far a real pytest run got (RunState) for the cases the verdict leans on."""
 
 from __future__ import annotations

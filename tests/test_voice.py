@@ -9,6 +9,8 @@ behaviour (states, types, bounds, threads) and sameness (run to run, engine to e
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 import threading
 import time
 import urllib.error
@@ -548,7 +550,7 @@ async def test_closed_transcriber_refuses_work(tiny_checkpoint: Path, note_3s: b
 async def test_same_checkpoint_and_transcript_on_every_run(
     tmp_path: Path, note_3s: bytes, transcribers, engine
 ) -> None:
-    """Issue 28: the checkpoint built twice under one seed is the same, every parameter finite, and so is the text.
+    """The test checkpoint is reproducible: the checkpoint built twice under one seed is the same, every parameter finite, and so is the text.
 
     (Before the fix the decoder's positional embedding was torch.empty memory: 1.6e37, inf, 1.9e-40 across runs.)
     """
@@ -736,3 +738,58 @@ async def test_faster_engine_without_faster_whisper_says_so_in_one_sentence(
         transcriber.close()
     assert message.startswith("The speech model 'base' could not be loaded: faster-whisper is not usable (")
     assert message.endswith("or set VOICE_ENGINE=openai-whisper.") and "Traceback" not in message
+
+
+# --------------------------------------------------------------------------------------------------------------
+# large-v3's feature size, and the device faster-whisper proves at load
+
+
+@pytest.fixture(scope="session")
+def mel128_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random checkpoint shaped like large-v3 and turbo where it matters: 128 mel bins, 100 languages."""
+    return build_tiny_checkpoint(tmp_path_factory.mktemp("whisper128") / "tiny-128mel.pt", n_mels=128, n_vocab=51866)
+
+
+@pytest.mark.slow
+async def test_a_128_mel_checkpoint_transcribes_in_each_engine(
+    mel128_checkpoint: Path, note_3s: bytes, transcribers, engine
+) -> None:
+    transcriber = transcribers(mel128_checkpoint)
+    transcript = await asyncio.wait_for(transcriber.transcribe(note_3s), GENEROUS_SECONDS)
+    assert transcriber.state is ModelState.ready, transcriber.load_error
+    assert transcript.text and transcriber.recent[0].tokens == 24
+    if engine is voice.FasterWhisperTranscriber:
+        config = json.loads((transcriber.model_folder / "preprocessor_config.json").read_text())
+        assert config["feature_size"] == 128, "the converted folder keeps the checkpoint's mel size"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(faster_whisper_missing() is not None, reason=str(faster_whisper_missing()))
+async def test_a_gpu_that_fails_at_load_falls_back_to_the_cpu(
+    tiny_checkpoint: Path, note_3s: bytes, convert_root: Path, tmp_path: Path, caplog
+) -> None:
+    import ctranslate2
+
+    if ctranslate2.get_cuda_device_count() > 0:
+        pytest.skip("this machine has a CUDA device: the fallback is not what would happen here")
+    speed_log = tmp_path / "voice" / "recent-notes.json"
+    transcriber = voice.FasterWhisperTranscriber(
+        str(tiny_checkpoint),
+        None,
+        60.0,
+        "cuda",
+        convert_root=convert_root,
+        speed_log=speed_log,
+        max_tokens_per_window=24,
+    )
+    try:
+        with caplog.at_level(logging.WARNING, logger="agents.inputs.voice_faster"):
+            transcript = await asyncio.wait_for(transcriber.transcribe(note_3s), GENEROUS_SECONDS)
+    finally:
+        transcriber.close()
+    assert transcript.text and transcriber.device == "cpu"
+    fallbacks = [r for r in caplog.records if "falling back to the CPU" in r.getMessage()]
+    assert len(fallbacks) == 1 and "\n" not in fallbacks[0].getMessage(), [r.getMessage() for r in caplog.records]
+    assert "cuda failed its warm-up transcription" in transcriber.device_reason
+    record = json.loads((speed_log.parent / "device.json").read_text())
+    assert record["device"] == "cpu" and record["reason"] == transcriber.device_reason

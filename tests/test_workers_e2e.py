@@ -257,7 +257,7 @@ async def test_frontend_worker_screenshot_is_sent_as_photo(bot: BotHarness, mode
     not shutil.which("chromium") or not shutil.which("bwrap"), reason="chromium or bubblewrap is not installed"
 )
 async def test_a_screenshot_shows_the_tasks_own_service_on_localhost(bot: BotHarness, model: RoleScript) -> None:
-    """Issue 24: the screenshot's Chromium runs in the task's network namespace, so a task service is reachable."""
+    """The screenshot's Chromium runs in the task's network namespace, so a task service is reachable."""
     model.add(
         "orchestrator",
         start_task("group-therapy", "Serve and look", worker="frontend"),

@@ -1,4 +1,4 @@
-"""Which photo or file the Messages API refused (issue 22): found from its 400 error, so the orchestrator can drop it
+"""Which photo or file the Messages API refused: found from its 400 error, so the orchestrator can drop it
 from this turn and every later one, instead of failing each request of the chat until /new.
 
 The API usually names the block it refused (`messages.2.content.0.pdf.source.base64.data: The PDF specified was not

@@ -33,7 +33,7 @@ class TaskStatus(StrEnum):
     PENDING = "pending"
     IN_PROGRESS = "in_progress"
     COMPLETED = "completed"
-    UNVERIFIED = "unverified"  # ended, but the bot could not tell whether the change is good: needs a look (issue 21)
+    UNVERIFIED = "unverified"  # ended, but the bot could not tell whether the change is good: needs a look
     FAILED = "failed"
     BLOCKED = "blocked"
     CANCELLED = "cancelled"
@@ -105,7 +105,7 @@ class ChatMessage(BaseModel):
     content: str
     input_method: InputMethod = InputMethod.TEXT
     tokens: int = 0
-    kind: str = "chat"  # issue 14: "proposal" / "task" for what the bot showed about one (ref_id names it)
+    kind: str = "chat"  # "proposal" / "task" for what the bot showed about one (ref_id names it)
     ref_id: int | None = None
     platform_message_id: int | None = None  # the chat message the user saw (for replies to it)
     created_at: datetime = Field(default_factory=utcnow)
@@ -161,7 +161,7 @@ class Task(BaseModel):
     error: str | None = None
     reply_to_message_id: int | None = None
     progress_message_id: int | None = None
-    user_id: int | None = None  # who started it (None: from before issue 26); members act on their own tasks only
+    user_id: int | None = None  # who started it (None: an older task); members act on their own tasks only
     user_name: str | None = None
     schedule_id: int | None = None  # the schedule whose run started it (its summary says so)
     created_at: datetime = Field(default_factory=utcnow)
@@ -244,7 +244,7 @@ class ConversationNote(BaseModel):
 
 
 class Delivery(BaseModel):
-    """A message the bot owes a chat (summary, proposal, answer), kept until Telegram accepted it (issue 12)."""
+    """A message the bot owes a chat (summary, proposal, answer), kept until Telegram accepted it."""
 
     id: int | None = None
     chat_id: int

@@ -1,4 +1,4 @@
-"""The one output filter (issue 22): every text a model or the chat sees from tools and commands passes `mask`.
+"""The one output filter: every text a model or the chat sees from tools and commands passes `mask`.
 
 Known token shapes become `«masked»`: the regexes of the maintained `detect-secrets` plugins (AWS, GitHub, GitLab,
 Slack, npm, PyPI, OpenAI, Stripe, SendGrid, Discord, Azure, JWT, Telegram, Twilio, URL passwords), plus shapes it

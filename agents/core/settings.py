@@ -72,7 +72,7 @@ class Settings(BaseSettings):
     repo_map_tokens: int = Field(2000, ge=0)
     repo_map_wait_seconds: float = Field(1.0, ge=0.0)  # a first turn's wait on a cold index + drawing its map
 
-    # --- issue 14: what the orchestrator remembers, foreground waits, bounded worker context ---------------
+    # --- what the orchestrator remembers, foreground waits, bounded worker context ---------------
     foreground_wait_seconds: float = Field(90.0, gt=0)  # a foreground task is waited for at most this long
     shown_turn_chars: int = Field(16_000, ge=1_000)  # a proposal or task summary as a turn of the chat history
     tool_result_max_chars: int = Field(60_000, ge=2_000)  # a longer tool result keeps its head and tail
@@ -80,7 +80,7 @@ class Settings(BaseSettings):
         200_000, ge=10_000
     )  # the worker model's window; older results are stubbed near it
 
-    # --- the owner's repository (issue 11: what a task may leave behind, where worktrees live) -----------------------
+    # --- the owner's repository (what a task may leave behind, where worktrees live) -----------------------
     worktrees_path: Path | None = None  # default: a folder next to the database's, e.g. data-worktrees/ beside data/
     max_commit_file_bytes: int = Field(5 * 1024 * 1024, ge=1)
     max_commit_task_bytes: int = Field(20 * 1024 * 1024, ge=1)
@@ -104,7 +104,7 @@ class Settings(BaseSettings):
         """The data folder's `voice/`: converted models (faster-whisper) and the timing of the last notes."""
         return Path(self.database_path).expanduser().resolve().parent / "voice"
 
-    # --- photos and files sent to the bot (issue 15; agents/inputs/attachments.py) -------------------
+    # --- photos and files sent to the bot (agents/inputs/attachments.py) -------------------
     attachment_image_max_edge: int = Field(1568, ge=200, le=8000)
     attachment_pdf_max_bytes: int = Field(10_000_000, ge=10_000, le=20_000_000)
     attachment_text_max_bytes: int = Field(200_000, ge=1_000, le=2_000_000)
@@ -116,19 +116,19 @@ class Settings(BaseSettings):
     price_cache_read_per_mtok: float = 0.30
     daily_budget_usd: float | None = None
 
-    # --- sandbox (issue 11): how a task's processes are confined; see agents/sandbox/bwrap.py -------
+    # --- sandbox: how a task's processes are confined; see agents/sandbox/bwrap.py -------
     sandbox: Literal["bwrap", "off"] = "bwrap"
     sandbox_network: Literal["ask", "on", "off"] = "ask"
     sandbox_network_answer_seconds: float = Field(300.0, gt=0)  # no answer to a network request = deny
     sandbox_max_processes: int = Field(512, ge=16)
     sandbox_max_file_mb: int = Field(1024, ge=1)
     sandbox_max_memory_mb: int = Field(8192, ge=256)  # per task (its cgroup, swap off) and address space per process
-    sandbox_max_disk_mb: int = Field(10240, ge=16)  # how much a task's worktree may grow (issue 22)
+    sandbox_max_disk_mb: int = Field(10240, ge=16)  # how much a task's worktree may grow
     sandbox_tmp_mb: int = Field(1024, ge=16)  # the private /tmp and home (memory-backed)
     sandbox_max_services: int = Field(4, ge=0)  # run_command(background=true) services running at once per task
     sandbox_read_paths: Annotated[tuple[Path, ...], NoDecode] = ()  # extra read-only folders (e.g. /opt/node)
 
-    # --- MCP servers and the browser (issue 24): agents/tools/mcp_config.py, mcp_client.py, browser.py ------------
+    # --- MCP servers and the browser: agents/tools/mcp_config.py, mcp_client.py, browser.py ------------
     mcp_config: Path | None = None  # the owner's .mcp.json-shaped file (never read from a repository)
     mcp_start_timeout_seconds: float = Field(30.0, gt=0)  # a server that lists no tools by then is unavailable
     mcp_call_timeout_seconds: float = Field(120.0, gt=0)  # one tool call
@@ -146,7 +146,7 @@ class Settings(BaseSettings):
             return tuple(Path(p.strip()).expanduser() for p in value.replace(";", ",").split(",") if p.strip())
         return value
 
-    # --- where tasks run (issue 27): in the bot's process, or as Temporal workflows on `agentlab runner`s ---------
+    # --- where tasks run: in the bot's process, or as Temporal workflows on `agentlab runner`s ---------
     task_engine: Literal["local", "temporal"] = "local"
     temporal_address: str = "localhost:7233"
     temporal_namespace: str = "default"
@@ -248,7 +248,7 @@ class Settings(BaseSettings):
     webhook_path: str = "telegram"
     webhook_secret_token: SecretStr | None = Field(None, validate_default=True)
 
-    # --- streamed answers (issue 15) ------------------------------------------------------
+    # --- streamed answers ------------------------------------------------------
     stream_answers: bool = True  # the answer grows in the chat while Claude writes it
     stream_first_frame_seconds: float = Field(0.3, ge=0.0)  # no preview frame before this (a quick answer has none)
     stream_draft_interval_seconds: float = Field(0.4, ge=0.05)  # between sendMessageDraft frames (private chats)
@@ -273,24 +273,25 @@ class Settings(BaseSettings):
             return frozenset({value})
         return value
 
-    @field_validator(
-        "anthropic_base_url",
-        "whisper_language",
-        "chromium_path",
-        "bot_repository",
-        "daily_budget_usd",
-        "webhook_secret_token",
-        "worktrees_path",
-        "runner_name",
-        "github_token",
-        "github_webhook_listen",
-        "github_webhook_secret",
-        mode="before",
-    )
+    @field_validator("*", mode="before")
     @classmethod
-    def _empty_is_none(cls, value: object) -> object:
-        """An optional key left empty in .env (`KEY=`) means unset."""
-        return None if isinstance(value, str) and not value.strip() else value
+    def _empty_is_default(cls, value: object, info: ValidationInfo) -> object:
+        """A key left empty in .env (`KEY=`, as `.env.example` ships most of them) means unset: its default, None for
+        an optional path or file. Without this an empty path became `Path('.')`, the current folder, and a feature
+        looked for its parts there. A required key left empty stays empty and is refused by its own check."""
+        if not (isinstance(value, str) and not value.strip()):
+            return value
+        field = cls.model_fields[info.field_name] if info.field_name else None
+        if field is None or field.is_required():
+            return value
+        return field.get_default(call_default_factory=True)
+
+    @field_validator("telegram_bot_token", "anthropic_api_key", "workspace_path", mode="before")
+    @classmethod
+    def _required_given(cls, value: object) -> object:
+        if isinstance(value, str) and not value.strip():
+            raise ValueError("empty (required): run `agentlab init`, or fill it in .env")
+        return value
 
     @field_validator("telegram_api_base_url", "github_api_url")
     @classmethod

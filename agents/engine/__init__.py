@@ -1,4 +1,4 @@
-"""TASK_ENGINE=temporal (issue 27): tasks as Temporal workflows, executed by `agentlab runner` processes anywhere.
+"""TASK_ENGINE=temporal: tasks as Temporal workflows, executed by `agentlab runner` processes anywhere.
 
 payloads.py (what travels, and is stored by Temporal) · workflow.py (the task's workflow) · cluster.py (connecting,
 queue names, live runners) · front.py (the bot's side: start, cancel, steer, progress into the chat) ·

@@ -1,4 +1,4 @@
-"""A task branch between machines (issue 27): a runner pushes it to the workspace's shared remote, the bot fetches it.
+"""A task branch between machines: a runner pushes it to the workspace's shared remote, the bot fetches it.
 
 Through the one hardened git runner, so nothing a worker planted in `.git` runs here either; the remote is reached
 with the machine's own SSH set-up (`ssh`, or `GIT_SSH_COMMAND` from the environment) or a local path / `file://` URL

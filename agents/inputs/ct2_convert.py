@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import json
 import os
 import shutil
 from pathlib import Path
@@ -21,8 +22,9 @@ from typing import Any
 
 import numpy as np
 
-# Files faster-whisper needs in a CTranslate2 whisper folder.
-MODEL_FILES = ("model.bin", "config.json", "tokenizer.json")
+# Files faster-whisper needs in a CTranslate2 whisper folder. preprocessor_config.json carries the number of mel bins
+# (faster-whisper assumes 80 without it; large-v3 and turbo take 128).
+MODEL_FILES = ("model.bin", "config.json", "tokenizer.json", "preprocessor_config.json")
 
 
 def is_ct2_folder(path: Path) -> bool:
@@ -47,8 +49,9 @@ def converted_folder(checkpoint: Path, cache_root: Path) -> Path:
 def convert_checkpoint(checkpoint: Path, cache_root: Path) -> Path:
     """Convert `checkpoint` once into `cache_root`; returns the CTranslate2 folder (reused when already there)."""
     target = converted_folder(checkpoint, cache_root)
-    if is_ct2_folder(target) and (target / "tokenizer.json").is_file():
+    if is_ct2_folder(target) and all((target / name).is_file() for name in MODEL_FILES):
         return target
+    shutil.rmtree(target, ignore_errors=True)  # converted by an older agentlab, without the mel size: again
     cache_root.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(f"{target.name}.{os.getpid()}.partial")
     shutil.rmtree(partial, ignore_errors=True)
@@ -83,6 +86,14 @@ def write_ct2_folder(checkpoint: Path, out_dir: Path) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     spec.save(str(out_dir))
     build_tokenizer(encoding).save(str(out_dir / "tokenizer.json"))
+    write_preprocessor_config(out_dir, dims["n_mels"])
+
+
+def write_preprocessor_config(out_dir: Path, n_mels: int) -> None:
+    """The feature size faster-whisper computes its log-mel input with: the checkpoint's own n_mels (80, or 128 for
+    large-v3 and turbo). Without the file it feeds 80 bins to a 128-bin model and every note fails."""
+    config = {"feature_size": n_mels, "sampling_rate": 16000, "hop_length": 160, "chunk_length": 30, "n_fft": 400}
+    (out_dir / "preprocessor_config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -13,7 +13,11 @@ extra; it is imported lazily in the worker thread, and its absence is a ModelUna
 
 from __future__ import annotations
 
+import contextlib
+import json
+import logging
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +28,7 @@ from agents.inputs.ct2_convert import convert_checkpoint, is_ct2_folder
 from agents.inputs.resident import ResidentTranscriber, first_line, looks_like_path
 
 DEFAULT_CONVERT_ROOT = Path("~/.cache/agentlab/whisper-ct2")
+log = logging.getLogger(__name__)
 
 
 def transcribe_options(
@@ -51,6 +56,26 @@ def transcribe_options(
     }
 
 
+def device_record_path(speed_log: Path) -> Path:
+    """Where the bot notes the device faster-whisper uses and why (beside the speed log; doctor reads it)."""
+    return speed_log.with_name("device.json")
+
+
+def read_device_record(speed_log: Path) -> dict[str, Any] | None:
+    """The last device record, or None when there is none (or it cannot be read)."""
+    try:
+        record = json.loads(device_record_path(speed_log).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def warm_up(model: Any) -> None:
+    """One short transcription (a second of silence, a few tokens): proves the device runs the model."""
+    segments, _ = model.transcribe(np.zeros(16_000, dtype=np.float32), **transcribe_options("en", 4))
+    list(segments)
+
+
 class FasterWhisperTranscriber(ResidentTranscriber):
     """faster-whisper behind the shared resident transcriber; `device` is "cpu" or "cuda" (default: cuda if any).
 
@@ -73,6 +98,7 @@ class FasterWhisperTranscriber(ResidentTranscriber):
         self.compute_type = compute_type
         self.cpu_threads = cpu_threads if cpu_threads is not None else min(4, os.cpu_count() or 1)
         self.model_folder: Path | None = None  # the CTranslate2 folder in use, once known
+        self.device_reason = ""  # why the device in use was chosen (or fallen back to), once loaded
 
     def _load_model(self) -> Any:
         label = self.model_name
@@ -87,20 +113,52 @@ class FasterWhisperTranscriber(ResidentTranscriber):
 
         self._language_code = self._resolve_language()
         if self._device is None:
-            self._device = "cuda" if ctranslate2.get_cuda_device_count() > 0 else "cpu"
-        compute_type = self.compute_type or ("int8" if self._device == "cpu" else "float16")
+            count = ctranslate2.get_cuda_device_count()
+            self._device = "cuda" if count > 0 else "cpu"
+            why = f"CTranslate2 counts {count} CUDA device{'' if count == 1 else 's'}" if count else "no CUDA device"
+        else:
+            why = f"the device {self._device} was asked for"
         name = self.model_name.strip()
         source = name if name in available_models() else self._resolve_path()
+        if self._device != "cpu":
+            # a GPU is proven with a warm-up transcription: CTranslate2 counts a device, and a missing CUDA library
+            # (libcublas of another CUDA version) only shows at the first transcription, which would fail every note
+            try:
+                model = self._build(WhisperModel, source, self._device, self.compute_type or "float16")
+                warm_up(model)
+            except ModelUnavailable:
+                raise
+            except Exception as exc:  # noqa: BLE001 - any CUDA failure: the CPU still transcribes
+                failure = f"{type(exc).__name__}: {first_line(exc)}"
+                log.warning(
+                    "faster-whisper: %s failed at load (%s); falling back to the CPU (int8)", self._device, failure
+                )
+                self._record_device("cpu", f"{self._device} failed its warm-up transcription ({failure})")
+                self._device = "cpu"
+            else:
+                self._record_device(self._device, f"{why}; a warm-up transcription ran on it")
+                return model
+        else:
+            self._record_device("cpu", why)
+            return self._build(WhisperModel, source, "cpu", self.compute_type or "int8")
+        return self._build(WhisperModel, source, "cpu", "int8")  # a GPU's compute type may not run on the CPU
+
+    def _build(self, model_class: Any, source: str, device: str, compute_type: str) -> Any:
+        """The WhisperModel on `device`; a failure that is no device's is a ModelUnavailable sentence."""
+        label = self.model_name
+        name = self.model_name.strip()
         try:
-            return WhisperModel(
+            return model_class(
                 source,
-                device=self._device,
+                device=device,
                 compute_type=compute_type,
                 cpu_threads=self.cpu_threads,
                 download_root=self.download_root,
             )
         except Exception as exc:
-            if source == name and name in available_models():
+            if device != "cpu":
+                raise  # the caller falls back to the CPU
+            if source == name and not looks_like_path(name):
                 raise ModelUnavailable(
                     f"The speech model '{label}' could not be loaded: it is not downloaded yet and downloading it "
                     f"failed ({type(exc).__name__}: {first_line(exc)})."
@@ -109,6 +167,17 @@ class FasterWhisperTranscriber(ResidentTranscriber):
                 f"The speech model '{label}' could not be loaded: the folder is not a valid CTranslate2 whisper model "
                 f"({type(exc).__name__}: {first_line(exc)})."
             ) from exc
+
+    def _record_device(self, device: str, reason: str) -> None:
+        """Which device transcribes and why: kept on the transcriber and, beside the speed log, for doctor."""
+        self.device_reason = reason
+        if self.speed_log is None:
+            return
+        record = {"engine": self.engine, "device": device, "reason": reason, "at": time.time()}
+        with contextlib.suppress(OSError):
+            path = device_record_path(self.speed_log)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(record) + "\n", encoding="utf-8")
 
     def _resolve_path(self) -> str:
         """The CTranslate2 folder for a path: as is, or converted from an openai checkpoint file (once)."""

@@ -1,2 +1,2 @@
-"""Layer 3, talking to Claude: the client and its error wording, the one tool loop (orchestrator and workers), the
+"""Talking to Claude: the client and its error wording, the one tool loop (orchestrator and workers), the
 context window budget, the prompts, token usage and the scripted model for unit tests."""

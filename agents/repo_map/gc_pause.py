@@ -2,7 +2,7 @@
 
 Parsing thousands of files with `ast` allocates millions of short-lived node objects; each allocation burst
 triggers collections that walk every object still alive (the outlines kept so far included), which made
-collection about half of a cold build (issue 25). AST trees hold no reference cycles, so reference counting
+collection about half of a cold build. AST trees hold no reference cycles, so reference counting
 frees them without the collector. `gc_paused()` turns the collector off for the duration and back on after,
 counting nested and concurrent users (several threads may parse at once): the collector is re-enabled when the
 last one leaves, and only if it was enabled when the first one came in.

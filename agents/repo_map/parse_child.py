@@ -3,7 +3,7 @@ pickled on stdin and writes the outlines back on stdout in frames (a length, the
 
 It runs at a lower priority (nice 10). A module of its own so the child imports only what parsing needs (no asyncio,
 no tree-sitter grammars until a JavaScript file comes): each process of a big build starts sooner and holds less
-memory (issue 25).
+memory.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ never a wrong outline of a valid file.
 The scan jumps between the lines that matter, found by regular expressions over the masked text (function headers,
 the first line indented no deeper than a header, import statements), rather than deciding line by line in Python:
 a line is a statement's start when the brackets before it (counted from the body's first statement) balance and
-the line before it does not end with a backslash. (Line by line it was two thirds of parsing sympy, issue 25.)
+the line before it does not end with a backslash. (Line by line it was two thirds of parsing sympy.)
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Bubblewrap confinement of a task's processes (issue 11): what a sandboxed command sees, and the argv that builds it.
+"""Bubblewrap confinement of a task's processes: what a sandboxed command sees, and the argv that builds it.
 
 A sandboxed command runs in fresh user, PID, mount, IPC, UTS and network namespaces (an allowed network is wired out
 by pasta, agents/sandbox/user_net.py; only where pasta is missing does it share the host's). It sees the

@@ -1,4 +1,4 @@
-"""The browser's only way out of its task (issue 24): an HTTP proxy the bot runs, reached through a unix socket.
+"""The browser's only way out of its task: an HTTP proxy the bot runs, reached through a unix socket.
 
 The frontend worker's browser lives in the task's network namespace: loopback only, so it reaches the task's services
 on `localhost` and nothing else. A page outside the task (a reference site) is reached only through this proxy, and

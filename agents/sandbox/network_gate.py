@@ -1,14 +1,14 @@
-"""Network on request (issue 11): a worker's `run_command(network=true)` waits for the owner's answer in the chat.
+"""Network on request: a worker's `run_command(network=true)` waits for the owner's answer in the chat.
 
 With SANDBOX_NETWORK=ask the command is posted with inline buttons (Allow once · Allow for this task · Deny);
 no answer within SANDBOX_NETWORK_ANSWER_SECONDS is a deny. `on` and `off` decide without asking. Every decision
 is a task event (`network`), so `/task N` and `/log N` show it.
 
-The owner sees the whole command before any button (issue 22): in the question as a code block the command cannot
+The owner sees the whole command before any button: in the question as a code block the command cannot
 close (`agents.core.text.fenced`), or, when it is too long for one message, as a file sent just before the question,
 which then shows none of it (a partial preview is what an attacker would hide the dangerous part behind).
 
-The same question, with the same buttons, asks about one call of an MCP tool under its server's `approve` (issue 24,
+The same question, with the same buttons, asks about one call of an MCP tool under its server's `approve` (
 `approve_call`): the whole call is shown the same way; SANDBOX_NETWORK never answers it for the owner.
 """
 

@@ -1,4 +1,4 @@
-"""Paths a repository cannot redirect (issue 22): real folders inside a checkout, the host's own Python
+"""Paths a repository cannot redirect: real folders inside a checkout, the host's own Python
 installations, and files the bot writes into a worktree without following any symlink.
 
 A repository (or a worker) controls every name inside its checkout, symlinks included. So the bot trusts only the

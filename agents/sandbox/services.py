@@ -1,4 +1,4 @@
-"""A task's services (issue 24): long-lived processes in the task's sandbox and network namespace, ended with the task.
+"""A task's services: long-lived processes in the task's sandbox and network namespace, ended with the task.
 
 The seam for MCP stdio servers and the browser (the MCP side calls this; nothing else is needed):
 

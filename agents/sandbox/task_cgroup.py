@@ -1,6 +1,6 @@
 """A cgroup per task: memory (swap off) and processes bounded for all of a task's sandboxed commands together.
 
-RLIMIT_AS bounds one process's address space; a command that starts several processes adds them up (issue 22: one
+RLIMIT_AS bounds one process's address space; a command that starts several processes adds them up (one
 command held 803 MB under a 256 MB setting). Where the machine lets the bot make cgroups, each task gets one:
 
 - cgroup v1 (the `memory` hierarchy, and `pids` when writable): `memory.limit_in_bytes` and, where swap accounting is

@@ -1,4 +1,4 @@
-"""One network namespace per task (issue 24): every command of the task, its services and its browser share it.
+"""One network namespace per task: every command of the task, its services and its browser share it.
 
 The namespace is made at the task's first command by a short-lived bwrap (`--unshare-user --unshare-net`: bwrap
 brings its loopback up) whose sandbox's namespaces the bot opens (`/proc/<pid>/ns/net` and `ns/user`) before the

@@ -203,7 +203,7 @@ class Store(Connection):
         return [found[i] for i in dict.fromkeys(wanted) if i in found]
 
     async def refuse_attachment(self, attachment_id: int, reason: str) -> None:
-        """The Messages API refused this attachment: it is left out of every later request (issue 22)."""
+        """The Messages API refused this attachment: it is left out of every later request."""
         await self._update("attachments", attachment_id, {"refused": reason})
         for _, _, messages in self._kept.values():
             for attachment in (a for m in messages for a in m.attachments if a.id == attachment_id):
@@ -437,7 +437,7 @@ class Store(Connection):
         return Task.model_validate(dict(rows[0])) if rows else None
 
     async def mirror_task(self, task: Task, criteria: list[str] | None = None) -> None:
-        """A runner's copy of a task the bot stored (issue 27): inserted, or replaced whole, under the bot's number,
+        """A runner's copy of a task the bot stored: inserted, or replaced whole, under the bot's number,
         with its acceptance criteria afresh."""
         data = {k: _to_db(v) for k, v in task.model_dump().items()}
         async with self.transaction() as db:

@@ -172,14 +172,14 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (task_id, attachment_id)
     );
     """,
-    # 5 (issue 14): proposals and task summaries the bot showed are turns of the chat; replies can point at them
+    # 5: proposals and task summaries the bot showed are turns of the chat; replies can point at them
     """
     ALTER TABLE messages ADD COLUMN kind TEXT NOT NULL DEFAULT 'chat';
     ALTER TABLE messages ADD COLUMN ref_id INTEGER;
     ALTER TABLE messages ADD COLUMN platform_message_id INTEGER;
     CREATE INDEX messages_platform ON messages(chat_id, platform_message_id);
     """,
-    # 6: deliveries (store/delivery.py, issue 12): every summary, proposal and answer the bot must show, kept until
+    # 6: deliveries (store/delivery.py): every summary, proposal and answer the bot must show, kept until
     # Telegram took it (delivered_at) so a 5xx or a restart never loses it; /task N re-sends the last one of a task
     """
     CREATE TABLE deliveries (
@@ -198,19 +198,19 @@ MIGRATIONS: list[str] = [
     CREATE INDEX deliveries_undelivered ON deliveries(delivered_at, id);
     CREATE INDEX deliveries_task ON deliveries(task_id, id);
     """,
-    # 7: repo map ranking (issue 17): content hashes (a fresh worktree re-parses nothing unchanged), and each
+    # 7: repo map ranking: content hashes (a fresh worktree re-parses nothing unchanged), and each
     # file's referenced identifiers and words as JSON objects (name → uses) for the definition/reference graph
     """
     ALTER TABLE repo_files ADD COLUMN content_hash TEXT NOT NULL DEFAULT '';
     ALTER TABLE repo_files ADD COLUMN refs TEXT NOT NULL DEFAULT '{}';
     ALTER TABLE repo_files ADD COLUMN words TEXT NOT NULL DEFAULT '{}';
     """,
-    # 8 (issue 22): a photo or file the Messages API refused (why, in its words): left out of every later request,
+    # 8: a photo or file the Messages API refused (why, in its words): left out of every later request,
     # so one unreadable PDF no longer fails each turn of the chat until /new
     """
     ALTER TABLE attachments ADD COLUMN refused TEXT;
     """,
-    # 9 (issue 26): a team in one group: who started a task and whose API calls cost what (owners and members), the
+    # 9: a team in one group: who started a task and whose API calls cost what (owners and members), the
     # topics of forum groups (each its own conversation), and the workspace a conversation is bound to
     """
     ALTER TABLE tasks ADD COLUMN user_id INTEGER;
@@ -229,7 +229,7 @@ MIGRATIONS: list[str] = [
         bound_at TEXT NOT NULL
     );
     """,
-    # 10 (issue 25): repo-map indexes no query uses (imports are read by workspace; a symbol search is `LIKE '%…%'`,
+    # 10: repo-map indexes no query uses (imports are read by workspace; a symbol search is `LIKE '%…%'`,
     # which no index serves): a cold build of sympy wrote 82k index entries for nothing
     """
     DROP INDEX IF EXISTS repo_imports_target;

@@ -1,4 +1,4 @@
-"""The frontend worker's browser (issue 24): chrome-devtools-mcp (pinned) with Debian's Chromium, one per task.
+"""The frontend worker's browser: chrome-devtools-mcp (pinned) with Debian's Chromium, one per task.
 
 `make setup` installs the package into BROWSER_TOOLS_DIR (`.tools/`, never globally) where node/npm and Chromium exist
 (scripts/install-browser.sh). A frontend task then gets it as the MCP server `browser` (tools `mcp__browser__*`),

@@ -1,4 +1,4 @@
-"""The values of a workspace's credential files join the output filter before a task starts (issue 22, item 9).
+"""The values of a workspace's credential files join the output filter before a task starts.
 
 `read_file` refuses `.npmrc`, `.envrc`, `.env.production` (workspaces.is_secret_file), but a shell prints them
 (`cat .npmrc`, `git show HEAD:.npmrc`). So the bot reads them first, itself: the deny-listed files committed at HEAD

@@ -224,7 +224,7 @@ async def read_file(
     return await asyncio.to_thread(_read_sync, _base(root), path, start_line, end_line, max_bytes)
 
 
-# Issue 14: one read returns at most this much, with a note on how to read further (keeps a worker's context bounded).
+# One read returns at most this much, with a note on how to read further (keeps a worker's context bounded).
 READ_MAX_LINES = 2000
 READ_MAX_BYTES = 100_000  # ~25k tokens
 

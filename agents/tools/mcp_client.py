@@ -1,4 +1,4 @@
-"""MCP servers in the tool loop (issue 24): a worker's tools can come from MCP servers, through the official `mcp` SDK.
+"""MCP servers in the tool loop: a worker's tools can come from MCP servers, through the official `mcp` SDK.
 
 One `McpSession` is one server for one task. A stdio server is started inside the task's sandbox and network namespace
 (`agents.sandbox.services.start_sandboxed_stdio`) and spoken to over its pipes (`process_transport`); a `url` server

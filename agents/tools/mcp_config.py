@@ -1,4 +1,4 @@
-"""The owner's MCP servers (MCP_CONFIG, issue 24): Claude Code's `.mcp.json` shape plus agentlab's own keys.
+"""The owner's MCP servers (MCP_CONFIG): Claude Code's `.mcp.json` shape plus agentlab's own keys.
 
     {"mcpServers": {
         "notes": {"command": "python3", "args": ["/opt/notes/server.py"], "env": {"NOTES": "/opt/notes/db"},

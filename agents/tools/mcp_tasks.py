@@ -1,4 +1,4 @@
-"""A task's MCP servers (issue 24): the servers of MCP_CONFIG (and the frontend worker's browser) for one worker.
+"""A task's MCP servers: the servers of MCP_CONFIG (and the frontend worker's browser) for one worker.
 
 `TaskMcp.open` plans the servers of the worker's kind (`Planned`: config, how to reach it, what runs before each
 call) and `open_task_servers` starts them all at once: a stdio server inside the task's sandbox and network namespace

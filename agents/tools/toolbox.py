@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 Handler = Callable[..., Awaitable[Any]]
 
 
-MAX_RESULT_CHARS = 60_000  # a longer tool result keeps its head and tail (issue 14: bounded worker context)
+MAX_RESULT_CHARS = 60_000  # a longer tool result keeps its head and tail (bounded worker context)
 
 
 @dataclass
@@ -122,7 +122,7 @@ class Toolbox:
             log.exception("tool %s failed", name)
             error = f"{type(err).__name__}: {err}"
             result = ToolResult(f"Error: {name} failed: {error}", is_error=True)
-        # the one output filter: nothing a tool returns reaches a model with a known secret in it (issue 22)
+        # the one output filter: nothing a tool returns reaches a model with a known secret in it
         if result.size > 16_384:  # CPU work (5-9 ms per 64 KB, bench/secret_filter.py): off the loop
             result = dataclasses.replace(result, content=await asyncio.to_thread(mask_json, result.content))
         else:

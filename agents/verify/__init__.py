@@ -1,2 +1,2 @@
-"""Layer 3, whether a task's change is good: finding a workspace's test command and environment, running it
+"""Whether a task's change is good: finding a workspace's test command and environment, running it
 (sandboxed), reading the verdict, and comparing with the base commit."""

@@ -174,7 +174,7 @@ class TaskTests:
             return await asyncio.shield(self.baseline)
         except asyncio.CancelledError:
             raise
-        except Exception as err:  # noqa: BLE001  (no baseline: every failure counts as the task's, as before issue 13)
+        except Exception as err:  # noqa: BLE001  (no baseline: every failure counts as the task's, as without a base-commit run)
             log.warning("baseline run at %s failed: %s", self.base_commit[:8], err)
             return None
 

@@ -1,7 +1,7 @@
 """The workspace's own test environment: which command runs its tests, with which interpreter or package manager,
 and what a checkout (a task worktree or a base-commit copy) borrows from the main checkout to run them.
 
-Detection order (issue 13): `.agentlab.toml` `[tests]`, a workspace `.venv`/`venv`, uv (`uv.lock`), Poetry, tox/nox,
+Detection order: `.agentlab.toml` `[tests]`, a workspace `.venv`/`venv`, uv (`uv.lock`), Poetry, tox/nox,
 `package.json` scripts run by the package manager its lock file names (the test script read as steps by
 agents/verify/js_runners.py), a Makefile `test` target, Go, Cargo, and only then the bot's own interpreter (said so
 in `notes`). The code under test is always the checkout's: its source roots come first on `PYTHONPATH`, and

@@ -69,7 +69,7 @@ class TestStatus(str, enum.Enum):
 
 
 class RunState(str, enum.Enum):
-    """How far a test run got. Only a `complete` run can back a ✔ (INTERFACE.md: the three verdicts)."""
+    """How far a test run got. Only a `complete` run can back a ✔ (✔ only for what the bot saw pass)."""
 
     __test__ = False
 

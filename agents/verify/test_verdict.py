@@ -1,4 +1,4 @@
-"""A task judged by its tests against its base commit, and the verdict the user merges on (INTERFACE.md):
+"""A task judged by its tests against its base commit, and the verdict the user merges on:
 ✔ only for what the bot saw pass, ✗ for tests (or script steps) the task broke or failed to fix, ⚠ unverified
 whenever the bot cannot tell (a run that did not start, was interrupted, stopped before the tests, or failed as a
 whole before and after). Also what goes back to the worker (what it broke and the tests it was meant to fix: names,
@@ -275,7 +275,7 @@ def judge(
     changed, is the task's however it fails."""
     verdict = Verdict(after=after, base=base)
     before = base.cases if base is not None else {}
-    # None: no baseline at all (every failure counts as the task's, as before issue 13); no tests at the base: the same
+    # None: no baseline (every failure counts as the task's); no tests at the base: the same
     base_known = base is None or ran(base) or base.status is TestStatus.no_tests
     if ran(after):
         for name, state in after.cases.items():

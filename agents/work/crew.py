@@ -1,7 +1,7 @@
 """The crew desk: what the orchestrator's work tools and the chat's buttons do to tasks and proposals.
 
 Why one module over 500 lines: it is the one implementation of the `WorkDesk` protocol plus the buttons, and the
-roles (owners and members, issue 26) are checked inside each of those methods, next to what they guard; the texts
+roles (owners and members) are checked inside each of those methods, next to what they guard; the texts
 the crew answers with live in crew_texts.py.
 """
 

@@ -69,7 +69,7 @@ class Progress:
                     buttons=cancel_button(self.task.id),
                     reply_to=self.task.reply_to_message_id,
                 )
-            except Exception as err:  # no progress message is no reason to lose the task (issue 12)
+            except Exception as err:  # no progress message is no reason to lose the task
                 log.warning("task %s: progress message not sent: %s", self.task.id, err)
             await self.store.update_task(self.task.id, progress_message_id=self.message_id)
         if self.message_id is not None:

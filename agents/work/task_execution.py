@@ -137,7 +137,7 @@ class TaskExecutor:
         self.worktrees_dir = settings.worktrees_dir
         self.commit_limits = CommitLimits(settings.max_commit_file_bytes, settings.max_commit_task_bytes)
         self.guards: dict[int, RepositoryGuard] = {}  # task id → the guard of the owner's repository while it runs
-        self.bounds: dict[int, TaskBounds] = {}  # task id → its cgroup and disk budget while it runs (issue 22)
+        self.bounds: dict[int, TaskBounds] = {}  # task id → its cgroup and disk budget while it runs
         self.baselines = baselines or BaselineRuns(self.worktrees_dir / "test-baselines")  # base-commit test runs
         self.chromium = find_chromium(settings.chromium_path)
         self.inboxes = inboxes or Inboxes()  # notes for running workers (agents/work/steering.py)
@@ -150,7 +150,7 @@ class TaskExecutor:
             settings.sandbox_network_answer_seconds,
             settings.is_owner,
         )
-        self.mcp = TaskMcp.from_settings(settings, self.chromium)  # the owner's MCP servers and the browser (issue 24)
+        self.mcp = TaskMcp.from_settings(settings, self.chromium)  # the owner's MCP servers and the browser
         # ask_user: questions to the task's starter. Tasks on Temporal runners do not get the tool: an answer given
         # in the bot's chat does not reach a runner's waiting worker
         self.questions = Questions(store, notifier, settings.ask_timeout_seconds, settings.is_owner)
@@ -161,9 +161,9 @@ class TaskExecutor:
     def sandbox_for(
         self, root: Path, repository: Path, read_only: Iterable[Path] = (), task_id: int | None = None
     ) -> SandboxSpec | None:
-        """The sandbox a task's processes run in (issue 11); None only when SANDBOX=off was set explicitly.
+        """The sandbox a task's processes run in; None only when SANDBOX=off was set explicitly.
         What it binds besides `root` is read from `repository` (the owner's checkout), never from the worktree.
-        With `task_id`, the command joins the task's cgroup and counts against its disk budget (issue 22)."""
+        With `task_id`, the command joins the task's cgroup and counts against its disk budget."""
         s = self.settings
         if SandboxMode(s.sandbox) is SandboxMode.OFF:
             return None
@@ -449,7 +449,7 @@ class TaskExecutor:
             worktree=str(tree.path),
         )
         await clear_stale_index_locks(tree)  # a SIGKILL during the bot's own `git add` leaves one behind
-        await remember_credential_files(tree.path)  # `cat .npmrc` in a command then prints «masked» (issue 22)
+        await remember_credential_files(tree.path)  # `cat .npmrc` in a command then prints «masked»
         checks = await TaskTests.start(
             workspace.path,
             tree.path,

@@ -628,6 +628,7 @@ class FakeAnthropic:
         self.count_token_requests: list[RecordedRequest] = []
         self.handler_errors: list[BaseException] = []
         self.cache = PromptCacheSimulator(min_cacheable_tokens)
+        self.api_keys: set[str] | None = None  # when set, any other x-api-key is refused (401), as the real API does
         self._queue: deque[Reply | ReplyFn] = deque()
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
@@ -737,6 +738,8 @@ class FakeAnthropic:
             (self.requests if path == MESSAGES_PATH else self.count_token_requests).append(record)
         try:
             self._check_headers(record.headers)
+            if self.api_keys is not None and record.headers.get("x-api-key") not in self.api_keys:
+                raise ApiError(401, "authentication_error", "invalid x-api-key")
             if not isinstance(body, dict):
                 raise _invalid("Request body must be a JSON object")
             if path == COUNT_TOKENS_PATH:

@@ -1,4 +1,4 @@
-"""A small MCP stdio server the tests ship (issue 24): an owner's server as MCP_CONFIG would name it.
+"""A small MCP stdio server the tests ship: an owner's server as MCP_CONFIG would name it.
 
 Tools: `add(a, b)`, `note()` (reads a file of SANDBOX_READ_PATHS named by $DEMO_NOTE), `picture()` (a PNG),
 `fail()` (a tool error), `crash()` (the process dies mid-call), `delete_everything(where)` (harmless, for `approve`).
