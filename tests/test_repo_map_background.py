@@ -58,7 +58,8 @@ async def test_a_cold_build_past_the_budget_gives_what_is_indexed_so_far_then_th
     repo_map = RepoMap(store)
     request = f"fix compute_{FILES - 1} in {LATE}"
     try:
-        partial = await repo_map.task_map("big", root, request, 2000, wait_seconds=0.5)
+        # a budget long enough for the first chunk to be indexed on a loaded machine, too short for the held files
+        partial = await repo_map.task_map("big", root, request, 2000, wait_seconds=3.0)
         assert "still being built" in partial
         assert f"the {parse_pool.THREAD_CHUNK} files indexed so far" in partial
         assert LATE not in partial, "not parsed yet: not in the map"
