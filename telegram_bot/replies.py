@@ -88,10 +88,14 @@ async def send_markdown(
     reply_to: int | None = None,
     buttons: Buttons | None = None,
     thread_id: int | None = None,
+    literal: bool = False,
 ) -> Message | None:
     """Send an answer of any length; returns the last message (the one carrying the buttons). Known secrets are
-    masked (agents/core/secrets_filter.py): the chat sees no token a tool or command printed."""
-    markdown = mask(markdown)
+    masked (agents/core/secrets_filter.py): the chat sees no token a tool or command printed. `literal`: a question
+    to the owner, which shows what will run exactly as it will run (its builder fences it and says when it carries
+    what looks like a secret), so the filter is not applied: a mask there would hide part of the command."""
+    if not literal:
+        markdown = mask(markdown)
     markup = keyboard(buttons)
     if len(markdown) > DOCUMENT_THRESHOLD:
         summary = summarize_for_document(markdown)
@@ -118,9 +122,13 @@ async def send_markdown(
     return last
 
 
-async def edit_markdown(bot: Bot, chat_id: int, message_id: int, markdown: str, buttons: Buttons | None = None) -> None:
-    """Edit a progress message in place (first chunk only); 'not modified' is not an error."""
-    markdown = mask(markdown)
+async def edit_markdown(
+    bot: Bot, chat_id: int, message_id: int, markdown: str, buttons: Buttons | None = None, *, literal: bool = False
+) -> None:
+    """Edit a progress message in place (first chunk only); 'not modified' is not an error. `literal` as for
+    `send_markdown` (an owner's question closed with its answer)."""
+    if not literal:
+        markdown = mask(markdown)
     chunk = render_chunks(markdown.strip() or "(empty)", TELEGRAM_LIMIT)[0]
     markup = keyboard(buttons)
     try:
@@ -183,23 +191,33 @@ class TelegramNotifier:
         return await send(place.chat_id, None)
 
     async def send(
-        self, chat_id: int, markdown: str, *, buttons: Buttons | None = None, reply_to: int | None = None
+        self,
+        chat_id: int,
+        markdown: str,
+        *,
+        buttons: Buttons | None = None,
+        reply_to: int | None = None,
+        literal: bool = False,
     ) -> int | None:
         message = await self._in_place(
             chat_id,
             lambda chat, thread: send_markdown(
-                self.bot, chat, markdown, reply_to=reply_to, buttons=buttons, thread_id=thread
+                self.bot, chat, markdown, reply_to=reply_to, buttons=buttons, thread_id=thread, literal=literal
             ),
         )
         return message.message_id if message else None
 
-    async def edit(self, chat_id: int, message_id: int, markdown: str, *, buttons: Buttons | None = None) -> None:
+    async def edit(
+        self, chat_id: int, message_id: int, markdown: str, *, buttons: Buttons | None = None, literal: bool = False
+    ) -> None:
         place = await self.place(chat_id)
-        await edit_markdown(self.bot, place.chat_id, message_id, markdown, buttons)
+        await edit_markdown(self.bot, place.chat_id, message_id, markdown, buttons, literal=literal)
 
-    async def send_document(self, chat_id: int, filename: str, data: bytes, caption: str = "") -> None:
-        try:  # a text document (a log, a diff, the history) is masked like every message
-            data = mask(data.decode("utf-8")).encode("utf-8")
+    async def send_document(
+        self, chat_id: int, filename: str, data: bytes, caption: str = "", *, literal: bool = False
+    ) -> None:
+        try:  # a text document (a log, a diff, the history) is masked like every message, but for a literal one
+            data = data if literal else mask(data.decode("utf-8")).encode("utf-8")
         except UnicodeDecodeError:
             pass
         await self._in_place(
@@ -223,26 +241,33 @@ class TelegramNotifier:
             ),
         )
 
-    async def ask_owners(self, chat_id: int, markdown: str, *, buttons: Buttons | None = None) -> list[tuple[int, int]]:
+    async def ask_owners(
+        self, chat_id: int, markdown: str, *, buttons: Buttons | None = None, literal: bool = False
+    ) -> list[tuple[int, int]]:
         """In a group the owners are there: the request goes to the conversation, naming them. From a private chat
         (a member's) it goes to each owner's private chat; an owner who never started the bot cannot be written to,
-        and if none can, the request stays in the conversation so it is not lost."""
+        and if none can, the request stays in the conversation so it is not lost. `literal`: a request built literal
+        by its sender (the quoted text fenced) goes without the output filter, as `send_markdown` says."""
         place = await self.place(chat_id)
         owners = sorted(self.owners)
         if place.chat_id < 0 or not owners:  # Telegram's group ids are negative
             named = ", ".join(f"[owner](tg://user?id={owner})" for owner in owners)
-            sent = await self.send(chat_id, f"{markdown}\n{named}" if named else markdown, buttons=buttons)
+            sent = await self.send(
+                chat_id, f"{markdown}\n{named}" if named else markdown, buttons=buttons, literal=literal
+            )
             return [(chat_id, sent)] if sent else []
         copies: list[tuple[int, int]] = []
         for owner in owners:
             try:
-                message = await send_markdown(self.bot, owner, markdown, buttons=buttons)
+                message = await send_markdown(self.bot, owner, markdown, buttons=buttons, literal=literal)
             except (BadRequest, Forbidden) as err:
                 log.warning("owner %s could not be written to (%s): have them send /start to the bot", owner, err)
                 continue
             if message is not None:
                 copies.append((owner, message.message_id))
         if not copies:
-            sent = await self.send(chat_id, markdown + "\n(I could not reach an owner: ask them to /start me.)")
+            sent = await self.send(
+                chat_id, markdown + "\n(I could not reach an owner: ask them to /start me.)", literal=literal
+            )
             copies = [(chat_id, sent)] if sent else []
         return copies

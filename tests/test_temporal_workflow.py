@@ -108,7 +108,7 @@ class _Engine:
         engine = self
 
         class Notifier:
-            async def send(self, chat_id, markdown, *, buttons=None, reply_to=None):
+            async def send(self, chat_id, markdown, *, buttons=None, reply_to=None, literal=False):
                 engine.sent.append((chat_id, markdown))
                 return 99
 

@@ -145,6 +145,11 @@ def mask(text: str) -> str:
     return text
 
 
+def looks_like_it_holds_a_secret(text: str) -> bool:
+    """Whether `mask` would change `text`: a question to the owner says so beside the text it shows unmasked."""
+    return bool(text) and mask(text) != text
+
+
 _URL_CREDENTIALS = re.compile(r"://(?P<secret>[^\s/@'\"<>]+)@")
 
 

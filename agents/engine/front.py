@@ -337,17 +337,23 @@ class ChatDesk:
         data = base64.b64decode(call.data_b64) if call.data_b64 else b""
         if call.method == "edit" and call.message_id is not None:
             try:  # an edit is best effort (the local engine's progress swallows a failed one too): never retried
-                await engine.notifier.edit(call.chat_id, call.message_id, call.text, buttons=buttons)
+                await engine.notifier.edit(
+                    call.chat_id, call.message_id, call.text, buttons=buttons, literal=call.literal
+                )
             except Exception as err:
                 log.debug("task %s: edit failed: %s", call.task_id, err)
             return None
         if call.method == "send_document":
-            await engine.notifier.send_document(call.chat_id, call.filename, data, caption=call.text)
+            await engine.notifier.send_document(
+                call.chat_id, call.filename, data, caption=call.text, literal=call.literal
+            )
             return None
         if call.method == "send_photo":
             await engine.notifier.send_photo(call.chat_id, data, caption=call.text)
             return None
-        sent = await engine.notifier.send(call.chat_id, call.text, buttons=buttons, reply_to=call.reply_to)
+        sent = await engine.notifier.send(
+            call.chat_id, call.text, buttons=buttons, reply_to=call.reply_to, literal=call.literal
+        )
         for action, item in (parse_action(b.data) or (None, 0) for row in buttons or [] for b in row):
             if action in CHOICES:  # a network question: its answer goes back to the runner
                 engine.questions[item] = (call.chat_id, call.task_id)

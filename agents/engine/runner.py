@@ -87,26 +87,40 @@ class ChatThroughWorkflow:
         return route.task_id if route else 0
 
     async def send(
-        self, chat_id: int, markdown: str, *, buttons: Buttons | None = None, reply_to: int | None = None
+        self,
+        chat_id: int,
+        markdown: str,
+        *,
+        buttons: Buttons | None = None,
+        reply_to: int | None = None,
+        literal: bool = False,
     ) -> int | None:
-        call = NotifyCall(self._task_id(), chat_id, "send", markdown, encode_buttons(buttons), reply_to=reply_to)
+        call = NotifyCall(
+            self._task_id(), chat_id, "send", markdown, encode_buttons(buttons), reply_to=reply_to, literal=literal
+        )
         return await self._call(call, SEND_SECONDS)
 
-    async def edit(self, chat_id: int, message_id: int, markdown: str, *, buttons: Buttons | None = None) -> None:
+    async def edit(
+        self, chat_id: int, message_id: int, markdown: str, *, buttons: Buttons | None = None, literal: bool = False
+    ) -> None:
         """Handed to the workflow, not waited for: the worker never waits on a bot that is away (the workflow drops
         an edit the bot has not taken within its EDIT_SECONDS; the next one shows the whole progress anyway)."""
         route = ROUTE.get(None)
         if route is None:
             return
-        call = NotifyCall(route.task_id, chat_id, "edit", markdown, encode_buttons(buttons), message_id=message_id)
+        call = NotifyCall(
+            route.task_id, chat_id, "edit", markdown, encode_buttons(buttons), message_id=message_id, literal=literal
+        )
         handle = self.client.get_workflow_handle(route.workflow_id)
         async with asyncio.timeout(ACCEPT_SECONDS):
             await handle.start_update(AgentTask.notify, call, wait_for_stage=WorkflowUpdateStage.ACCEPTED)
 
-    async def send_document(self, chat_id: int, filename: str, data: bytes, caption: str = "") -> None:
+    async def send_document(
+        self, chat_id: int, filename: str, data: bytes, caption: str = "", *, literal: bool = False
+    ) -> None:
         b64 = base64.b64encode(data).decode()
         await self._call(
-            NotifyCall(self._task_id(), chat_id, "send_document", caption, None, None, None, filename, b64),
+            NotifyCall(self._task_id(), chat_id, "send_document", caption, None, None, None, filename, b64, literal),
             SEND_SECONDS,
         )
 
