@@ -63,7 +63,7 @@ def test_without_bot_repository_there_is_no_self(tmp_path: Path) -> None:
 
 def test_missing_root_yields_only_self(tmp_path: Path) -> None:
     spaces = Workspaces(tmp_path / "nope", tmp_path)
-    assert spaces.all() == [Workspace("self", tmp_path.resolve())]
+    assert spaces.all() == [Workspace("self", tmp_path.resolve(), is_self=True)]
 
 
 @pytest.mark.parametrize(

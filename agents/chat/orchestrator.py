@@ -133,9 +133,16 @@ class Orchestrator:
         self.attachments = Attachments.from_settings(settings)
 
     async def context_block(
-        self, chat_id: int, input_method: InputMethod, text: str = "", reply_to: ReplyTo | None = None
+        self,
+        chat_id: int,
+        input_method: InputMethod,
+        text: str = "",
+        reply_to: ReplyTo | None = None,
+        *,
+        owner: bool = False,
     ) -> str:
-        """The per-turn facts the seed design gives the orchestrator: input method, workspaces, tasks, proposals."""
+        """The per-turn facts the seed design gives the orchestrator: input method, workspaces, tasks, proposals.
+        `owner`: the user is an owner (a member's hints leave out the bot's own code)."""
         lines = [f"input_method: {input_method.value}"]
         if input_method is InputMethod.VOICE:
             lines.append("(this message is a speech transcript: be lenient with misheard words and names)")
@@ -144,7 +151,7 @@ class Orchestrator:
             lines.append(replying)
         lines.append("workspaces:")
         for ws in self.workspaces.all():
-            lines.append(f"- {ws.name}" + (" (this bot's own code)" if ws.name == "self" else ""))
+            lines.append(f"- {ws.name}" + (" (this bot's own code)" if ws.is_self else ""))
         own = await self.store.conversations.bound_workspace(chat_id)
         if own:  # a topic bound with /workspace (or named like a workspace): its requests need not name it
             lines.append(f"workspace of this conversation: {own} (meant when a request names none)")
@@ -161,7 +168,7 @@ class Orchestrator:
             lines.append(
                 "proposals still being written: " + ", ".join(f"research #{t.id} in {t.workspace}" for t in researching)
             )
-        definitions = await self.hints.hints(text) if self.hints else []
+        definitions = await self.hints.hints(text, owner=owner) if self.hints else []
         if definitions:
             lines.append("definitions of code names in this message (from the repository index):")
             lines += [f"- {d}" for d in definitions]
@@ -250,6 +257,7 @@ class Orchestrator:
         reply_to: ReplyTo | None,
         attachments: list[Attachment],
         owners: BlockOwners,
+        owner: bool = False,
     ) -> list[dict[str, Any]]:
         """The turn's messages: history (with its photos and files), then the new message with its context.
         `owners` is filled with which attachment each image/document block shows (to find one the API refuses)."""
@@ -276,7 +284,10 @@ class Orchestrator:
             "content": [
                 *await blocks_of(attachments),
                 {"type": "text", "text": self._fit_for_model(text), "cache_control": EPHEMERAL},
-                {"type": "text", "text": await self.context_block(chat_id, input_method, text[:2000], reply_to)},
+                {
+                    "type": "text",
+                    "text": await self.context_block(chat_id, input_method, text[:2000], reply_to, owner=owner),
+                },
             ],
         }
         if messages and messages[-1]["role"] == "user":
@@ -287,7 +298,7 @@ class Orchestrator:
     def _loop(self, caller: Caller, messages: list[dict[str, Any]], answer: AnswerStream | None) -> ToolLoop:
         chat_id = caller.chat_id
         toolbox = Toolbox(
-            orchestrator_tools(self.workspaces, self.desk, caller),
+            orchestrator_tools(self.workspaces, self.desk, caller, owner=self.settings.is_owner(caller.user_id)),
             Audit(self.store, agent="orchestrator", chat_id=chat_id),
         )
 
@@ -380,7 +391,16 @@ class Orchestrator:
         dropped: list[Attachment] = []
         while True:
             owners: BlockOwners = {}
-            messages = await self._request_messages(chat_id, asked, text, input_method, reply_to, attachments, owners)
+            messages = await self._request_messages(
+                chat_id,
+                asked,
+                text,
+                input_method,
+                reply_to,
+                attachments,
+                owners,
+                owner=self.settings.is_owner(caller.user_id),
+            )
             loop = self._loop(caller, messages, answer)
             rounds = self.settings.orchestrator_max_tool_rounds + 1  # the last one answers without tools
             try:

@@ -46,7 +46,7 @@ from agents.tools.mcp_tasks import TaskMcp
 from agents.tools.screenshot import find_chromium
 from agents.tools.tool_sets import worker_tools
 from agents.tools.toolbox import Audit, Toolbox
-from agents.tools.workspaces import Workspace, Workspaces
+from agents.tools.workspaces import Workspace, Workspaces, check_reach
 from agents.verify.task_tests import TaskTests
 from agents.verify.test_baseline import BaselineRuns
 from agents.verify.test_verdict import Verdict
@@ -237,6 +237,9 @@ class TaskExecutor:
 
     async def _execute(self, task: Task, progress: Progress) -> None:
         try:
+            # the last start path: whatever stored the task (a tool, a button, a schedule, a resume), a member's
+            # task never runs on the bot's own checkout, by whatever name it was stored
+            check_reach(self.workspaces.resolve(task.workspace), self.settings.is_owner(task.user_id))
             if task.worker is WorkerKind.RESEARCH:
                 await self._research(task, progress)
             else:
