@@ -205,9 +205,37 @@ async def start_sandboxed_stdio(
     spec = replace(task_sandbox, read_only=(*task_sandbox.read_only, *(Path(p) for p in read_paths)))
     services = TaskServices.of(task_sandbox.task)
     name = Path(argv[0]).name.replace("/", "_") or "stdio"
-    service = await services.spawn(spec, f"exec {shlex.join(argv)}", env, f"stdio-{services._next}-{name}", stdio=True)
+    # nothing the worker wrote may be on the program's import path: it starts in its own private home (a tmpfs of
+    # this sandbox alone), not the worktree, so `python -m server` or a relative require finds no worker's module
+    # there; Python leaves its working directory off sys.path (PYTHONSAFEPATH), and search-path entries that point
+    # into the worktree are dropped
+    command = f'cd "$HOME" && exec {shlex.join(argv)}'
+    service = await services.spawn(
+        spec, command, stdio_env(env, spec.worktree), f"stdio-{services._next}-{name}", stdio=True
+    )
     service.reported = True  # its own client notices when it ends
     return service.process
+
+
+def stdio_env(env: Mapping[str, str], worktree: Path) -> dict[str, str]:
+    """`env` for a long-lived stdio program: PYTHONSAFEPATH=1, and PYTHONPATH/NODE_PATH without an entry that is
+    relative or inside the worktree (where the worker writes)."""
+    kept = dict(env)
+    for key in ("PYTHONPATH", "NODE_PATH"):
+        entries = [
+            e for e in kept.pop(key, "").split(os.pathsep) if e and Path(e).is_absolute() and not _within(e, worktree)
+        ]
+        if entries:
+            kept[key] = os.pathsep.join(entries)
+    kept["PYTHONSAFEPATH"] = "1"
+    return kept
+
+
+def _within(entry: str, worktree: Path) -> bool:
+    try:
+        return Path(os.path.realpath(entry)).is_relative_to(worktree.resolve())
+    except (OSError, ValueError):
+        return True
 
 
 def _listening(pid: int) -> set[int]:
