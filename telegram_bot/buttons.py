@@ -25,17 +25,18 @@ if TYPE_CHECKING:
     from agents.work.crew import Crew
 
 
-Handler = Callable[["Crew", Caller, int], Awaitable[str]]
+Handler = Callable[["Crew", Caller, int, bool], Awaitable[str]]
 
 # What each task/proposal button does (the network buttons answer a waiting worker instead: see on_button). Merge,
-# Discard and Diff reach a task of another conversation when an owner presses them on a request handed to them.
+# Discard and Diff reach a task of another conversation only when an owner presses them on a request handed to them
+# (`handed`: the pressed message is one, as the bot recorded when it sent it).
 DISPATCH: dict[Action, Handler] = {
-    Action.APPROVE: lambda crew, caller, item: crew.approve_proposal(caller, item),
-    Action.REJECT: lambda crew, caller, item: crew.reject_proposal(caller, item, "rejected with the button"),
-    Action.CANCEL: lambda crew, caller, item: crew.cancel_task(caller, item),
-    Action.RESUME: lambda crew, caller, item: crew.resume(caller, item),
-    Action.MERGE: lambda crew, caller, item: crew.merge(caller, item, anywhere=True),
-    Action.DISCARD: lambda crew, caller, item: crew.discard(caller, item, anywhere=True),
+    Action.APPROVE: lambda crew, caller, item, _handed: crew.approve_proposal(caller, item),
+    Action.REJECT: lambda crew, caller, item, _handed: crew.reject_proposal(caller, item, "rejected with the button"),
+    Action.CANCEL: lambda crew, caller, item, _handed: crew.cancel_task(caller, item),
+    Action.RESUME: lambda crew, caller, item, _handed: crew.resume(caller, item),
+    Action.MERGE: lambda crew, caller, item, handed: crew.merge(caller, item, anywhere=handed),
+    Action.DISCARD: lambda crew, caller, item, handed: crew.discard(caller, item, anywhere=handed),
 }
 
 
@@ -48,6 +49,16 @@ async def on_button(update: Update, context: Context) -> None:
         await query.answer("This button is no longer valid.")
         return
     action, item_id = parsed
+    message = query.message
+    # honoured only as shown: the very message pressed carried this very button (a client can send any data)
+    handed = (
+        await rt.store.shown_buttons.shown(message.chat.id, message.message_id, query.data)
+        if message is not None
+        else None
+    )
+    if handed is None:
+        await query.answer("This button is no longer valid.")
+        return
     caller = await caller_of(update, context)
     if action in CHOICES:  # a worker's request for network access (agents/sandbox/network_gate.py)
         if not rt.crew.is_owner(caller):
@@ -62,12 +73,12 @@ async def on_button(update: Update, context: Context) -> None:
     await query.answer()
     try:
         if action is Action.DIFF:
-            data, caption = await rt.crew.diff(caller, item_id, anywhere=True)
+            data, caption = await rt.crew.diff(caller, item_id, anywhere=handed)
             await rt.notifier.send_document(
                 caller.chat_id, f"task-{item_id}.diff", data or b"(empty diff)\n", caption=caption
             )
             return
-        text = await DISPATCH[action](rt.crew, caller, item_id)
+        text = await DISPATCH[action](rt.crew, caller, item_id, handed)
     except (ToolError, GitError) as err:
         text = str(err)[:1].upper() + str(err)[1:]
     if action.about_proposal:  # the decision is part of the conversation the orchestrator reads

@@ -14,6 +14,8 @@ from telegram.error import BadRequest, Forbidden
 from agents.core.actions import Buttons
 from agents.core.secrets_filter import mask
 from agents.store.conversations import Conversations, Place, is_topic
+from agents.store.database import Store
+from agents.store.shown_buttons import ShownButtons
 from telegram_bot.render.chunks import html_to_text, render_chunks, split_plain, summarize_for_document
 
 log = logging.getLogger(__name__)
@@ -166,7 +168,27 @@ class TelegramNotifier:
     def __init__(self, bot: Bot, owners: frozenset[int] = frozenset()) -> None:
         self.bot = bot
         self.owners = owners
-        self.conversations: Conversations | None = None  # set once the store is open (app._post_init)
+        self.conversations: Conversations | None = None  # set once the store is open (use_store)
+        self.buttons: ShownButtons | None = None  # what each message's buttons are (a press is checked against it)
+        self._unrecorded: list[tuple[int, int, list[str], bool]] = []  # buttons shown before the store was open
+
+    async def use_store(self, store: Store) -> None:
+        """The store is open: topics become places, and the buttons shown so far (and from now on) are recorded."""
+        self.conversations = store.conversations
+        self.buttons = store.shown_buttons
+        waiting, self._unrecorded = self._unrecorded, []
+        for chat, message_id, data, handed in waiting:
+            await self.buttons.record(chat, message_id, data, handed)
+
+    async def _record(self, message: Message | None, buttons: Buttons | None, handed: bool = False) -> None:
+        """Remember which buttons `message` carries: a press of anything else on it is refused."""
+        if message is None or not buttons:
+            return
+        data = [b.data for row in buttons for b in row]
+        if self.buttons is None:
+            self._unrecorded.append((message.chat_id, message.message_id, data, handed))
+        else:
+            await self.buttons.record(message.chat_id, message.message_id, data, handed)
 
     async def place(self, chat_id: int) -> Place:
         if not is_topic(chat_id):
@@ -198,6 +220,7 @@ class TelegramNotifier:
         buttons: Buttons | None = None,
         reply_to: int | None = None,
         literal: bool = False,
+        handed: bool = False,
     ) -> int | None:
         message = await self._in_place(
             chat_id,
@@ -205,6 +228,7 @@ class TelegramNotifier:
                 self.bot, chat, markdown, reply_to=reply_to, buttons=buttons, thread_id=thread, literal=literal
             ),
         )
+        await self._record(message, buttons, handed)
         return message.message_id if message else None
 
     async def edit(
@@ -212,6 +236,12 @@ class TelegramNotifier:
     ) -> None:
         place = await self.place(chat_id)
         await edit_markdown(self.bot, place.chat_id, message_id, markdown, buttons, literal=literal)
+        if buttons:
+            data = [b.data for row in buttons for b in row]
+            if self.buttons is not None:
+                await self.buttons.record(place.chat_id, message_id, data)
+        elif self.buttons is not None:
+            await self.buttons.forget(place.chat_id, message_id)
 
     async def send_document(
         self, chat_id: int, filename: str, data: bytes, caption: str = "", *, literal: bool = False
@@ -253,13 +283,14 @@ class TelegramNotifier:
         if place.chat_id < 0 or not owners:  # Telegram's group ids are negative
             named = ", ".join(f"[owner](tg://user?id={owner})" for owner in owners)
             sent = await self.send(
-                chat_id, f"{markdown}\n{named}" if named else markdown, buttons=buttons, literal=literal
+                chat_id, f"{markdown}\n{named}" if named else markdown, buttons=buttons, literal=literal, handed=True
             )
             return [(chat_id, sent)] if sent else []
         copies: list[tuple[int, int]] = []
         for owner in owners:
             try:
                 message = await send_markdown(self.bot, owner, markdown, buttons=buttons, literal=literal)
+                await self._record(message, buttons, handed=True)
             except (BadRequest, Forbidden) as err:
                 log.warning("owner %s could not be written to (%s): have them send /start to the bot", owner, err)
                 continue
@@ -267,7 +298,9 @@ class TelegramNotifier:
                 copies.append((owner, message.message_id))
         if not copies:
             sent = await self.send(
-                chat_id, markdown + "\n(I could not reach an owner: ask them to /start me.)", literal=literal
+                chat_id,
+                markdown + "\n(I could not reach an owner: ask them to /start me.)",
+                literal=literal,
             )
             copies = [(chat_id, sent)] if sent else []
         return copies

@@ -34,6 +34,7 @@ from agents.store.connection import Connection
 from agents.store.conversations import Conversations, Place
 from agents.store.migrations import MIGRATIONS
 from agents.store.repo_index import RepoIndex
+from agents.store.shown_buttons import ShownButtons
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -528,6 +529,11 @@ class Store(Connection):
     def conversations(self) -> Conversations:
         """Forum topics as conversations of their own, and the workspace a conversation is bound to."""
         return Conversations(self, self._places, self._bindings)
+
+    @property
+    def shown_buttons(self) -> ShownButtons:
+        """The inline buttons the bot showed, per message: what a press may be."""
+        return ShownButtons(self)
 
     @property
     def repo_index(self) -> RepoIndex:
