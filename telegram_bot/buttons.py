@@ -17,6 +17,7 @@ from agents.git.runner import GitError
 from agents.sandbox.network_gate import CHOICES
 from telegram_bot.conversation import caller_of
 from telegram_bot.handlers import runtime, say
+from telegram_bot.replies import TelegramNotifier
 from telegram_bot.state import Context
 
 log = logging.getLogger(__name__)
@@ -51,6 +52,8 @@ async def on_button(update: Update, context: Context) -> None:
     action, item_id = parsed
     message = query.message
     # honoured only as shown: the very message pressed carried this very button (a client can send any data)
+    if isinstance(rt.notifier, TelegramNotifier):  # a press may come before its message's send has returned
+        await rt.notifier.buttons_settled()
     handed = (
         await rt.store.shown_buttons.shown(message.chat.id, message.message_id, query.data)
         if message is not None

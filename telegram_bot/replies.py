@@ -3,8 +3,10 @@ documents."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeVar
 
 from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, InputFile, Message, ReplyParameters
@@ -171,6 +173,9 @@ class TelegramNotifier:
         self.conversations: Conversations | None = None  # set once the store is open (use_store)
         self.buttons: ShownButtons | None = None  # what each message's buttons are (a press is checked against it)
         self._unrecorded: list[tuple[int, int, list[str], bool]] = []  # buttons shown before the store was open
+        # sends and edits with buttons not yet recorded: a press that arrives meanwhile (Telegram delivers it as soon
+        # as the message is there, before the send's answer reaches the bot) waits for them (buttons_settled)
+        self._recording: set[asyncio.Future[None]] = set()
 
     async def use_store(self, store: Store) -> None:
         """The store is open: topics become places, and the buttons shown so far (and from now on) are recorded."""
@@ -179,6 +184,25 @@ class TelegramNotifier:
         waiting, self._unrecorded = self._unrecorded, []
         for chat, message_id, data, handed in waiting:
             await self.buttons.record(chat, message_id, data, handed)
+
+    @contextlib.asynccontextmanager
+    async def _showing(self, buttons: Buttons | None) -> AsyncIterator[None]:
+        """Around a send or edit that shows `buttons`: until they are recorded, buttons_settled waits for it."""
+        if not buttons:
+            yield
+            return
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._recording.add(done)
+        try:
+            yield
+        finally:
+            self._recording.discard(done)
+            done.set_result(None)
+
+    async def buttons_settled(self, timeout: float = 10.0) -> None:
+        """Wait until the buttons being shown now are recorded (at most `timeout` seconds)."""
+        if self._recording:
+            await asyncio.wait(list(self._recording), timeout=timeout)
 
     async def _record(self, message: Message | None, buttons: Buttons | None, handed: bool = False) -> None:
         """Remember which buttons `message` carries: a press of anything else on it is refused."""
@@ -222,26 +246,28 @@ class TelegramNotifier:
         literal: bool = False,
         handed: bool = False,
     ) -> int | None:
-        message = await self._in_place(
-            chat_id,
-            lambda chat, thread: send_markdown(
-                self.bot, chat, markdown, reply_to=reply_to, buttons=buttons, thread_id=thread, literal=literal
-            ),
-        )
-        await self._record(message, buttons, handed)
+        async with self._showing(buttons):
+            message = await self._in_place(
+                chat_id,
+                lambda chat, thread: send_markdown(
+                    self.bot, chat, markdown, reply_to=reply_to, buttons=buttons, thread_id=thread, literal=literal
+                ),
+            )
+            await self._record(message, buttons, handed)
         return message.message_id if message else None
 
     async def edit(
         self, chat_id: int, message_id: int, markdown: str, *, buttons: Buttons | None = None, literal: bool = False
     ) -> None:
         place = await self.place(chat_id)
-        await edit_markdown(self.bot, place.chat_id, message_id, markdown, buttons, literal=literal)
-        if buttons:
-            data = [b.data for row in buttons for b in row]
-            if self.buttons is not None:
-                await self.buttons.record(place.chat_id, message_id, data)
-        elif self.buttons is not None:
-            await self.buttons.forget(place.chat_id, message_id)
+        async with self._showing(buttons):
+            await edit_markdown(self.bot, place.chat_id, message_id, markdown, buttons, literal=literal)
+            if buttons:
+                data = [b.data for row in buttons for b in row]
+                if self.buttons is not None:
+                    await self.buttons.record(place.chat_id, message_id, data)
+            elif self.buttons is not None:
+                await self.buttons.forget(place.chat_id, message_id)
 
     async def send_document(
         self, chat_id: int, filename: str, data: bytes, caption: str = "", *, literal: bool = False
@@ -289,8 +315,9 @@ class TelegramNotifier:
         copies: list[tuple[int, int]] = []
         for owner in owners:
             try:
-                message = await send_markdown(self.bot, owner, markdown, buttons=buttons, literal=literal)
-                await self._record(message, buttons, handed=True)
+                async with self._showing(buttons):
+                    message = await send_markdown(self.bot, owner, markdown, buttons=buttons, literal=literal)
+                    await self._record(message, buttons, handed=True)
             except (BadRequest, Forbidden) as err:
                 log.warning("owner %s could not be written to (%s): have them send /start to the bot", owner, err)
                 continue
