@@ -18,6 +18,7 @@ from agents.core.secrets_filter import remember
 from agents.core.settings import Settings
 from agents.llm.client import make_client
 from agents.repo_map.maps import RepoMap
+from agents.sandbox.services import sweep_leftovers
 from agents.sandbox.task_limits import sandbox_limit_warnings
 from agents.store.database import Store
 from agents.store.delivery import Deliveries
@@ -63,6 +64,8 @@ class Runtime:
         if settings.sandbox != "off":
             for warning in sandbox_limit_warnings(settings.sandbox_network != "off"):
                 log.warning("%s", warning)
+        if swept := await asyncio.to_thread(sweep_leftovers):  # the services' logs of a bot that was killed
+            log.info("removed %d services folders a killed bot left behind", len(swept))
         # the bot's own secrets are masked verbatim in everything a model or the chat sees (issue 22)
         remember([settings.telegram_bot_token.get_secret_value(), settings.anthropic_api_key.get_secret_value()])
         store = await Store.open(settings.database_path)

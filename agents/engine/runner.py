@@ -45,6 +45,7 @@ from agents.git.repository import rev_parse
 from agents.git.runner import GitError
 from agents.llm.client import make_client
 from agents.repo_map.maps import RepoMap
+from agents.sandbox.services import sweep_leftovers
 from agents.sandbox.task_limits import sandbox_limit_warnings
 from agents.store.database import Store
 from agents.tools.workspaces import Workspaces
@@ -166,6 +167,7 @@ class RunnerNode:
             log.warning("SANDBOX=off: this runner's task commands are NOT confined; set SANDBOX=bwrap")
         for warning in sandbox_limit_warnings(settings.sandbox_network != "off") if settings.sandbox != "off" else []:
             log.warning("%s", warning)
+        await asyncio.to_thread(sweep_leftovers)  # the services' logs a killed bot or runner left behind
         client = await cluster.connect(settings, identity=cluster.runner_name(settings))
         store = await Store.open(settings.database_path)
         killed_mid_task = await store.interrupt_running_tasks()  # this runner was killed: their commands go too

@@ -37,7 +37,7 @@ from agents.llm.client import explain_api_error
 from agents.repo_map.maps import RepoMap, repo_map_tools
 from agents.sandbox.bwrap import NetworkPolicy, ResourceLimits, SandboxMode, SandboxSpec, spec_for
 from agents.sandbox.network_gate import NetworkGate
-from agents.sandbox.task_limits import DiskBudget, TaskBounds
+from agents.sandbox.task_limits import DiskBudget, TaskBounds, disk_budget
 from agents.store.database import Store
 from agents.store.delivery import Deliveries
 from agents.store.shown import PROPOSAL, TASK, remember_shown, shown_as
@@ -150,7 +150,7 @@ class TaskExecutor:
     async def make_worker(self, task: Task, root: Path, progress: Progress, read_only: Iterable[Path] = ()) -> Worker:
         bounds = self.bounds.get(task.id)
         if bounds is not None and bounds.disk is None:  # the worktree the task's disk budget watches
-            bounds.disk = DiskBudget(root.resolve(), self.settings.sandbox_max_disk_mb << 20)
+            bounds.disk = DiskBudget(root.resolve(), disk_budget(self.settings.sandbox_max_disk_mb, self.worktrees_dir))
 
         callbacks = RoleCallbacks(
             task,
