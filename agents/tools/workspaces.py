@@ -57,8 +57,8 @@ class OwnersOnly(ToolError):
 @dataclass(frozen=True)
 class Workspace:
     """A named folder an agent may work in; `path` is resolved (absolute, symlinks followed). `is_self`: the folder
-    is the bot's own checkout (BOT_REPOSITORY), holds it or lies inside it, whatever its name: `self`, or a folder
-    `agentlab` under WORKSPACE_PATH, or a link to it; only owners reach it (`Workspaces.check_reach`)."""
+    is the bot's own checkout (BOT_REPOSITORY) or holds it, whatever its name: `self`, or a folder
+    `agentlab` under WORKSPACE_PATH, or a link to it; only owners reach it (`check_reach`)."""
 
     name: str
     path: Path
@@ -110,15 +110,15 @@ class Workspaces:
         return sorted(found, key=lambda w: (w.name.casefold(), w.name))
 
     def reaches_bot(self, path: Path) -> bool:
-        """Whether the folder `path` (resolved) shares files with the bot's checkout: it is the checkout, holds it
-        or lies inside it."""
+        """Whether the folder `path` (resolved) shows the bot's checkout: it is the checkout or holds it. (A folder
+        inside the checkout shows only itself: WORKSPACE_PATH may live in the bot's folder.)"""
         if self.bot_repository is None:
             return False
         try:
             bot = self.bot_repository.resolve()
         except (OSError, RuntimeError):
             return False
-        return path == bot or bot.is_relative_to(path) or path.is_relative_to(bot)
+        return path == bot or bot.is_relative_to(path)
 
     def reach(self, name: str, owner: bool) -> Workspace:
         """The workspace `name` means, for a user who is (`owner`) or is not an owner: the one role check for `self`
