@@ -34,7 +34,7 @@ from agents.llm.client import client_tls
 from agents.sandbox import bwrap
 from agents.sandbox.process_cap import pids_parent
 from agents.sandbox.task_cgroup import support as task_cgroup_support
-from agents.sandbox.task_limits import sandbox_limit_warnings
+from agents.sandbox.task_limits import disk_budget, sandbox_limit_warnings
 from agents.sandbox.user_net import available as user_net_available
 from agents.store.database import Store
 from agents.store.migrations import LATEST_VERSION
@@ -627,6 +627,19 @@ async def check_sandbox(settings: Settings) -> Check:
     return Check(Level.ok, "sandbox", f"bubblewrap confines commands (network: {settings.sandbox_network}){root_note}")
 
 
+def check_disk_budget(settings: Settings) -> Check:
+    """What bounds a task's disk use here, and how: the budget, and that it is watched by polling."""
+    budget = disk_budget(settings.sandbox_max_disk_mb, settings.worktrees_dir) >> 20
+    source = "SANDBOX_MAX_DISK_MB" if settings.sandbox_max_disk_mb is not None else "a quarter of the free space"
+    return Check(
+        Level.ok,
+        "disk budget",
+        f"{budget:,} MB per task ({source}; the services' logs count in it), watched by polling while a command "
+        "runs: a burst written and removed between two looks (fallocate, then rm) can pass it for that moment; "
+        "a file system of its own per task would bound it hard, which this bot does not make",
+    )
+
+
 def _stored_version(path: Path) -> int | None:
     """PRAGMA user_version of an existing database file, read-only; None if there is no file."""
     if not path.is_file():
@@ -857,6 +870,7 @@ async def run_checks(settings: Settings) -> list[Check]:
         _guarded("MCP", lambda: check_mcp_servers(settings)),
         _guarded("database", lambda: check_database(settings)),
         _guarded("sandbox", lambda: check_sandbox(settings)),
+        _guarded("disk budget", lambda: check_disk_budget(settings)),
         _guarded("task engine", lambda: check_task_engine(settings)),
         _guarded("GitHub", lambda: check_github(settings)),
     )

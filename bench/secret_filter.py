@@ -30,7 +30,7 @@ def _fill(line: str) -> str:
 
 def inputs() -> dict[str, str]:
     log = _fill("tests/test_calc.py::test_add PASSED [ 12%] compiled src/module_0042.c -> build/obj/module_0042.o\n")
-    code = (ROOT / "agents" / "tools" / "sandbox.py").read_text()
+    code = (ROOT / "agents" / "sandbox" / "bwrap.py").read_text()  # source code (the module moved from agents/tools)
     secrets = (
         "token sk-ant-api03-AbCdEfGhIjKlMnOpQrStUvWx and ghp_" + "a" * 36 + "\n"
         "\textraHeader = AUTHORIZATION: basic dXNlcjpwYXNzd29yZA==\n"

@@ -43,7 +43,7 @@ async def _post_init(app: Application) -> None:
     settings: Settings = app.bot_data.settings
     notifier = TelegramNotifier(app.bot, settings.owners)
     runtime = await Runtime.start(settings, notifier, transcriber=app.bot_data.transcriber)
-    notifier.conversations = runtime.store.conversations  # forum topics: a conversation key → its chat and thread
+    await notifier.use_store(runtime.store)  # forum topics as places; the buttons shown recorded
     app.bot_data.runtime = runtime
     await app.bot.set_my_commands([BotCommand(name, about) for name, about in commands.menu()])
     await runtime.announce_interrupted()

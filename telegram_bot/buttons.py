@@ -19,6 +19,7 @@ from agents.sandbox.network_gate import CHOICES
 from agents.work.questions import split_button_id
 from telegram_bot.conversation import caller_of
 from telegram_bot.handlers import runtime, say
+from telegram_bot.replies import TelegramNotifier
 from telegram_bot.state import Context
 
 log = logging.getLogger(__name__)
@@ -27,21 +28,22 @@ if TYPE_CHECKING:
     from agents.work.crew import Crew
 
 
-Handler = Callable[["Crew", Caller, int], Awaitable[str]]
+Handler = Callable[["Crew", Caller, int, bool], Awaitable[str]]
 
 # What each task/proposal button does (the network buttons answer a waiting worker instead: see on_button). Merge,
-# Discard and Diff reach a task of another conversation when an owner presses them on a request handed to them.
+# Discard and Diff reach a task of another conversation only when an owner presses them on a request handed to them
+# (`handed`: the pressed message is one, as the bot recorded when it sent it).
 DISPATCH: dict[Action, Handler] = {
-    Action.APPROVE: lambda crew, caller, item: crew.approve_proposal(caller, item),
-    Action.REJECT: lambda crew, caller, item: crew.reject_proposal(caller, item, "rejected with the button"),
-    Action.CANCEL: lambda crew, caller, item: crew.cancel_task(caller, item),
-    Action.RESUME: lambda crew, caller, item: crew.resume(caller, item),
-    Action.MERGE: lambda crew, caller, item: crew.merge(caller, item, anywhere=True),
-    Action.DISCARD: lambda crew, caller, item: crew.discard(caller, item, anywhere=True),
-    Action.CANCEL_SCHEDULE: lambda crew, caller, item: crew.cancel_schedule(caller, item),
-    Action.NOTE_FORGET: lambda crew, caller, item: crew.forget(caller, item),
-    Action.OPEN_PR: lambda crew, caller, item: crew.open_pr(caller, item, anywhere=True),
-    Action.FIX_CI: lambda crew, caller, item: crew.fix_ci(caller, item),
+    Action.APPROVE: lambda crew, caller, item, _handed: crew.approve_proposal(caller, item),
+    Action.REJECT: lambda crew, caller, item, _handed: crew.reject_proposal(caller, item, "rejected with the button"),
+    Action.CANCEL: lambda crew, caller, item, _handed: crew.cancel_task(caller, item),
+    Action.RESUME: lambda crew, caller, item, _handed: crew.resume(caller, item),
+    Action.MERGE: lambda crew, caller, item, handed: crew.merge(caller, item, anywhere=handed),
+    Action.DISCARD: lambda crew, caller, item, handed: crew.discard(caller, item, anywhere=handed),
+    Action.CANCEL_SCHEDULE: lambda crew, caller, item, _handed: crew.cancel_schedule(caller, item),
+    Action.NOTE_FORGET: lambda crew, caller, item, _handed: crew.forget(caller, item),
+    Action.OPEN_PR: lambda crew, caller, item, handed: crew.open_pr(caller, item, anywhere=handed),
+    Action.FIX_CI: lambda crew, caller, item, _handed: crew.fix_ci(caller, item),
 }
 
 
@@ -54,6 +56,18 @@ async def on_button(update: Update, context: Context) -> None:
         await query.answer("This button is no longer valid.")
         return
     action, item_id = parsed
+    message = query.message
+    # honoured only as shown: the very message pressed carried this very button (a client can send any data)
+    if isinstance(rt.notifier, TelegramNotifier):  # a press may come before its message's send has returned
+        await rt.notifier.buttons_settled()
+    handed = (
+        await rt.store.shown_buttons.shown(message.chat.id, message.message_id, query.data)
+        if message is not None
+        else None
+    )
+    if handed is None:
+        await query.answer("This button is no longer valid.")
+        return
     caller = await caller_of(update, context)
     if action in CHOICES:  # a worker's request for network access (agents/sandbox/network_gate.py)
         if not rt.crew.is_owner(caller):
@@ -76,12 +90,12 @@ async def on_button(update: Update, context: Context) -> None:
     await query.answer()
     try:
         if action is Action.DIFF:
-            data, caption = await rt.crew.diff(caller, item_id, anywhere=True)
+            data, caption = await rt.crew.diff(caller, item_id, anywhere=handed)
             await rt.notifier.send_document(
                 caller.chat_id, f"task-{item_id}.diff", data or b"(empty diff)\n", caption=caption
             )
             return
-        text = await DISPATCH[action](rt.crew, caller, item_id)
+        text = await DISPATCH[action](rt.crew, caller, item_id, handed)
     except (ToolError, GitError) as err:
         text = str(err)[:1].upper() + str(err)[1:]
     if action.about_proposal:  # the decision is part of the conversation the orchestrator reads

@@ -3,8 +3,10 @@ documents."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeVar
 
 from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, InputFile, Message, ReplyParameters
@@ -14,6 +16,8 @@ from telegram.error import BadRequest, Forbidden
 from agents.core.actions import Buttons
 from agents.core.secrets_filter import mask
 from agents.store.conversations import Conversations, Place, is_topic
+from agents.store.database import Store
+from agents.store.shown_buttons import ShownButtons
 from telegram_bot.render.chunks import html_to_text, render_chunks, split_plain, summarize_for_document
 
 log = logging.getLogger(__name__)
@@ -88,10 +92,14 @@ async def send_markdown(
     reply_to: int | None = None,
     buttons: Buttons | None = None,
     thread_id: int | None = None,
+    literal: bool = False,
 ) -> Message | None:
     """Send an answer of any length; returns the last message (the one carrying the buttons). Known secrets are
-    masked (agents/core/secrets_filter.py): the chat sees no token a tool or command printed."""
-    markdown = mask(markdown)
+    masked (agents/core/secrets_filter.py): the chat sees no token a tool or command printed. `literal`: a question
+    to the owner, which shows what will run exactly as it will run (its builder fences it and says when it carries
+    what looks like a secret), so the filter is not applied: a mask there would hide part of the command."""
+    if not literal:
+        markdown = mask(markdown)
     markup = keyboard(buttons)
     if len(markdown) > DOCUMENT_THRESHOLD:
         summary = summarize_for_document(markdown)
@@ -118,9 +126,13 @@ async def send_markdown(
     return last
 
 
-async def edit_markdown(bot: Bot, chat_id: int, message_id: int, markdown: str, buttons: Buttons | None = None) -> None:
-    """Edit a progress message in place (first chunk only); 'not modified' is not an error."""
-    markdown = mask(markdown)
+async def edit_markdown(
+    bot: Bot, chat_id: int, message_id: int, markdown: str, buttons: Buttons | None = None, *, literal: bool = False
+) -> None:
+    """Edit a progress message in place (first chunk only); 'not modified' is not an error. `literal` as for
+    `send_markdown` (an owner's question closed with its answer)."""
+    if not literal:
+        markdown = mask(markdown)
     chunk = render_chunks(markdown.strip() or "(empty)", TELEGRAM_LIMIT)[0]
     markup = keyboard(buttons)
     try:
@@ -158,7 +170,49 @@ class TelegramNotifier:
     def __init__(self, bot: Bot, owners: frozenset[int] = frozenset()) -> None:
         self.bot = bot
         self.owners = owners
-        self.conversations: Conversations | None = None  # set once the store is open (app._post_init)
+        self.conversations: Conversations | None = None  # set once the store is open (use_store)
+        self.buttons: ShownButtons | None = None  # what each message's buttons are (a press is checked against it)
+        self._unrecorded: list[tuple[int, int, list[str], bool]] = []  # buttons shown before the store was open
+        # sends and edits with buttons not yet recorded: a press that arrives meanwhile (Telegram delivers it as soon
+        # as the message is there, before the send's answer reaches the bot) waits for them (buttons_settled)
+        self._recording: set[asyncio.Future[None]] = set()
+
+    async def use_store(self, store: Store) -> None:
+        """The store is open: topics become places, and the buttons shown so far (and from now on) are recorded."""
+        self.conversations = store.conversations
+        self.buttons = store.shown_buttons
+        waiting, self._unrecorded = self._unrecorded, []
+        for chat, message_id, data, handed in waiting:
+            await self.buttons.record(chat, message_id, data, handed)
+
+    @contextlib.asynccontextmanager
+    async def _showing(self, buttons: Buttons | None) -> AsyncIterator[None]:
+        """Around a send or edit that shows `buttons`: until they are recorded, buttons_settled waits for it."""
+        if not buttons:
+            yield
+            return
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._recording.add(done)
+        try:
+            yield
+        finally:
+            self._recording.discard(done)
+            done.set_result(None)
+
+    async def buttons_settled(self, timeout: float = 10.0) -> None:
+        """Wait until the buttons being shown now are recorded (at most `timeout` seconds)."""
+        if self._recording:
+            await asyncio.wait(list(self._recording), timeout=timeout)
+
+    async def _record(self, message: Message | None, buttons: Buttons | None, handed: bool = False) -> None:
+        """Remember which buttons `message` carries: a press of anything else on it is refused."""
+        if message is None or not buttons:
+            return
+        data = [b.data for row in buttons for b in row]
+        if self.buttons is None:
+            self._unrecorded.append((message.chat_id, message.message_id, data, handed))
+        else:
+            await self.buttons.record(message.chat_id, message.message_id, data, handed)
 
     async def place(self, chat_id: int) -> Place:
         if not is_topic(chat_id):
@@ -183,23 +237,43 @@ class TelegramNotifier:
         return await send(place.chat_id, None)
 
     async def send(
-        self, chat_id: int, markdown: str, *, buttons: Buttons | None = None, reply_to: int | None = None
+        self,
+        chat_id: int,
+        markdown: str,
+        *,
+        buttons: Buttons | None = None,
+        reply_to: int | None = None,
+        literal: bool = False,
+        handed: bool = False,
     ) -> int | None:
-        message = await self._in_place(
-            chat_id,
-            lambda chat, thread: send_markdown(
-                self.bot, chat, markdown, reply_to=reply_to, buttons=buttons, thread_id=thread
-            ),
-        )
+        async with self._showing(buttons):
+            message = await self._in_place(
+                chat_id,
+                lambda chat, thread: send_markdown(
+                    self.bot, chat, markdown, reply_to=reply_to, buttons=buttons, thread_id=thread, literal=literal
+                ),
+            )
+            await self._record(message, buttons, handed)
         return message.message_id if message else None
 
-    async def edit(self, chat_id: int, message_id: int, markdown: str, *, buttons: Buttons | None = None) -> None:
+    async def edit(
+        self, chat_id: int, message_id: int, markdown: str, *, buttons: Buttons | None = None, literal: bool = False
+    ) -> None:
         place = await self.place(chat_id)
-        await edit_markdown(self.bot, place.chat_id, message_id, markdown, buttons)
+        async with self._showing(buttons):
+            await edit_markdown(self.bot, place.chat_id, message_id, markdown, buttons, literal=literal)
+            if buttons:
+                data = [b.data for row in buttons for b in row]
+                if self.buttons is not None:
+                    await self.buttons.record(place.chat_id, message_id, data)
+            elif self.buttons is not None:
+                await self.buttons.forget(place.chat_id, message_id)
 
-    async def send_document(self, chat_id: int, filename: str, data: bytes, caption: str = "") -> None:
-        try:  # a text document (a log, a diff, the history) is masked like every message
-            data = mask(data.decode("utf-8")).encode("utf-8")
+    async def send_document(
+        self, chat_id: int, filename: str, data: bytes, caption: str = "", *, literal: bool = False
+    ) -> None:
+        try:  # a text document (a log, a diff, the history) is masked like every message, but for a literal one
+            data = data if literal else mask(data.decode("utf-8")).encode("utf-8")
         except UnicodeDecodeError:
             pass
         await self._in_place(
@@ -223,26 +297,37 @@ class TelegramNotifier:
             ),
         )
 
-    async def ask_owners(self, chat_id: int, markdown: str, *, buttons: Buttons | None = None) -> list[tuple[int, int]]:
+    async def ask_owners(
+        self, chat_id: int, markdown: str, *, buttons: Buttons | None = None, literal: bool = False
+    ) -> list[tuple[int, int]]:
         """In a group the owners are there: the request goes to the conversation, naming them. From a private chat
         (a member's) it goes to each owner's private chat; an owner who never started the bot cannot be written to,
-        and if none can, the request stays in the conversation so it is not lost."""
+        and if none can, the request stays in the conversation so it is not lost. `literal`: a request built literal
+        by its sender (the quoted text fenced) goes without the output filter, as `send_markdown` says."""
         place = await self.place(chat_id)
         owners = sorted(self.owners)
         if place.chat_id < 0 or not owners:  # Telegram's group ids are negative
             named = ", ".join(f"[owner](tg://user?id={owner})" for owner in owners)
-            sent = await self.send(chat_id, f"{markdown}\n{named}" if named else markdown, buttons=buttons)
+            sent = await self.send(
+                chat_id, f"{markdown}\n{named}" if named else markdown, buttons=buttons, literal=literal, handed=True
+            )
             return [(chat_id, sent)] if sent else []
         copies: list[tuple[int, int]] = []
         for owner in owners:
             try:
-                message = await send_markdown(self.bot, owner, markdown, buttons=buttons)
+                async with self._showing(buttons):
+                    message = await send_markdown(self.bot, owner, markdown, buttons=buttons, literal=literal)
+                    await self._record(message, buttons, handed=True)
             except (BadRequest, Forbidden) as err:
                 log.warning("owner %s could not be written to (%s): have them send /start to the bot", owner, err)
                 continue
             if message is not None:
                 copies.append((owner, message.message_id))
         if not copies:
-            sent = await self.send(chat_id, markdown + "\n(I could not reach an owner: ask them to /start me.)")
+            sent = await self.send(
+                chat_id,
+                markdown + "\n(I could not reach an owner: ask them to /start me.)",
+                literal=literal,
+            )
             copies = [(chat_id, sent)] if sent else []
         return copies

@@ -10,6 +10,7 @@ import pytest
 
 from agents.core.models import Proposal, ProposalStatus, Task, WorkerKind
 from agents.store.database import Store
+from agents.work.task_execution import proposal_buttons
 from tests.conftest import USER_ID, make_settings, start_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript
@@ -52,8 +53,9 @@ async def test_restart_after_a_kill_mid_approval_lets_the_user_approve_again(
     model.add("code", claude_says.text("Implemented."))
     bot = await start_bot(settings, fake_telegram, fake_anthropic)
     try:
-        shown = await bot.runtime.notifier.send(USER_ID, "Proposal #1", buttons=None)
-        fake_telegram.press_button(USER_ID, shown, "proposal:approve:1", strict=False)
+        # the proposal as the earlier run showed it (its buttons recorded with it); the user taps Approve again
+        shown = await bot.runtime.notifier.send(USER_ID, "Proposal #1", buttons=proposal_buttons(1))
+        fake_telegram.press_button(USER_ID, shown, "proposal:approve:1")
         reply = await fake_telegram.await_for(
             lambda: next(
                 (

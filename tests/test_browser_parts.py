@@ -114,7 +114,7 @@ async def test_doctor_lists_each_mcp_server_and_whether_it_starts(tmp_path: Path
     checks = await dr.check_mcp_servers(_settings(tmp_path, mcp_config=config, sandbox_read_paths=(DEMO.parent,)))
     by_name = {c.name: c for c in checks}
     assert by_name["MCP demo"].level is dr.Level.ok, by_name["MCP demo"]
-    assert "6 tools" in by_name["MCP demo"].detail and "approve: delete_everything" in by_name["MCP demo"].detail
+    assert "8 tools" in by_name["MCP demo"].detail and "approve: delete_everything" in by_name["MCP demo"].detail
     assert by_name["MCP broken"].level is dr.Level.warn and "does not start" in by_name["MCP broken"].detail
     assert by_name["MCP_CONFIG"].level is dr.Level.warn and "'odd'" in by_name["MCP_CONFIG"].detail
 
@@ -182,4 +182,5 @@ async def test_a_research_workers_server_gets_an_empty_folder_and_the_workspace_
         said = (await tools["mcp__demo__note"].handler()).content
     finally:
         await bounds.close()
-    assert "note: the workspace" in said and f"cwd: {workspace}" not in said and "agentlab-mcp-research" in said
+    # the server starts in its own home (never the worktree, where a worker could plant a module it would import)
+    assert "note: the workspace" in said and f"cwd: {workspace}" not in said and "cwd: /home/agent" in said

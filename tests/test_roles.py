@@ -40,7 +40,10 @@ class RecordingNotifier:
 
     async def send_photo(self, chat_id: int, data: bytes, caption: str = "") -> None: ...
 
-    async def ask_owners(self, chat_id: int, markdown: str, *, buttons: Any = None) -> list[tuple[int, int]]:
+    async def ask_owners(
+        self, chat_id: int, markdown: str, *, buttons: Any = None, literal: bool = False
+    ) -> list[tuple[int, int]]:
+        assert literal, "a request handed to the owners is built literal and goes without the output filter"
         self.asked.append((chat_id, markdown, buttons))
         return [(chat_id, 99)]
 

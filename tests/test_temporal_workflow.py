@@ -107,20 +107,20 @@ class SentOnly:
     def __init__(self) -> None:
         self.sent: list[tuple[int, str]] = []
 
-    async def send(self, chat_id, markdown, *, buttons=None, reply_to=None) -> int | None:
+    async def send(self, chat_id, markdown, *, buttons=None, reply_to=None, literal=False) -> int | None:
         self.sent.append((chat_id, markdown))
         return 99
 
-    async def edit(self, chat_id, message_id, markdown, *, buttons=None) -> None:
+    async def edit(self, chat_id, message_id, markdown, *, buttons=None, literal=False) -> None:
         raise AssertionError(f"unexpected edit of {message_id}")
 
-    async def send_document(self, chat_id, filename, data, caption="") -> None:
+    async def send_document(self, chat_id, filename, data, caption="", *, literal=False) -> None:
         raise AssertionError(f"unexpected document {filename}")
 
     async def send_photo(self, chat_id, data, caption="") -> None:
         raise AssertionError("unexpected photo")
 
-    async def ask_owners(self, chat_id, markdown, *, buttons=None) -> list[tuple[int, int]]:
+    async def ask_owners(self, chat_id, markdown, *, buttons=None, literal=False) -> list[tuple[int, int]]:
         raise AssertionError(f"unexpected question to the owners: {markdown}")
 
 

@@ -63,7 +63,7 @@ def test_without_bot_repository_there_is_no_self(tmp_path: Path) -> None:
 
 def test_missing_root_yields_only_self(tmp_path: Path) -> None:
     spaces = Workspaces(tmp_path / "nope", tmp_path)
-    assert spaces.all() == [Workspace("self", tmp_path.resolve())]
+    assert spaces.all() == [Workspace("self", tmp_path.resolve(), is_self=True)]
 
 
 @pytest.mark.parametrize(
@@ -297,3 +297,14 @@ def test_confine_never_returns_a_path_outside(maze: Path, segments: list[str], a
     base = maze.resolve()
     assert target == base or target.is_relative_to(base)
     assert target == target.resolve() or not target.exists()
+
+
+def test_self_is_decided_by_folder_not_by_name(tmp_path: Path) -> None:
+    bot = tmp_path / "bot"
+    (bot / "workspaces" / "calc").mkdir(parents=True)  # WORKSPACE_PATH may live inside the bot's folder
+    inside = Workspaces(bot / "workspaces", bot)
+    assert [(w.name, w.is_self) for w in inside.all()] == [("calc", False), ("self", True)]
+    root = tmp_path / "root"
+    (root / "holder" / "agentlab").mkdir(parents=True)
+    holder = Workspaces(root, root / "holder" / "agentlab")
+    assert {w.name: w.is_self for w in holder.all()} == {"holder": True, "self": True}

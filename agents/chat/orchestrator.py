@@ -141,8 +141,11 @@ class Orchestrator:
         text: str = "",
         reply_to: ReplyTo | None = None,
         user_id: int | None = None,
+        *,
+        owner: bool = False,
     ) -> str:
-        """The per-turn facts the seed design gives the orchestrator: input method, workspaces, tasks, proposals."""
+        """The per-turn facts the seed design gives the orchestrator: input method, workspaces, tasks, proposals.
+        `owner`: the user is an owner (a member's hints leave out the bot's own code)."""
         lines = [f"input_method: {input_method.value}"]
         if input_method is InputMethod.VOICE:
             lines.append("(this message is a speech transcript: be lenient with misheard words and names)")
@@ -151,7 +154,7 @@ class Orchestrator:
             lines.append(replying)
         lines.append("workspaces:")
         for ws in self.workspaces.all():
-            lines.append(f"- {ws.name}" + (" (this bot's own code)" if ws.name == "self" else ""))
+            lines.append(f"- {ws.name}" + (" (this bot's own code)" if ws.is_self else ""))
         own = await self.store.conversations.bound_workspace(chat_id)
         if own:  # a topic bound with /workspace (or named like a workspace): its requests need not name it
             lines.append(f"workspace of this conversation: {own} (meant when a request names none)")
@@ -184,7 +187,7 @@ class Orchestrator:
         zone = self.settings.zone  # "tomorrow at 7" needs today's date; schedules are read in this zone
         lines.append(f"now: {utcnow().astimezone(zone).strftime('%a %Y-%m-%d %H:%M %Z')} (time zone {zone})")
         lines += await self._standing_notes(user_id)
-        definitions = await self.hints.hints(text) if self.hints else []
+        definitions = await self.hints.hints(text, owner=owner) if self.hints else []
         if definitions:
             lines.append("definitions of code names in this message (from the repository index):")
             lines += [f"- {d}" for d in definitions]
@@ -286,6 +289,7 @@ class Orchestrator:
         attachments: list[Attachment],
         owners: BlockOwners,
         user_id: int | None = None,
+        owner: bool = False,
     ) -> list[dict[str, Any]]:
         """The turn's messages: history (with its photos and files), then the new message with its context.
         `owners` is filled with which attachment each image/document block shows (to find one the API refuses)."""
@@ -314,7 +318,9 @@ class Orchestrator:
                 {"type": "text", "text": self._fit_for_model(text), "cache_control": EPHEMERAL},
                 {
                     "type": "text",
-                    "text": await self.context_block(chat_id, input_method, text[:2000], reply_to, user_id),
+                    "text": await self.context_block(
+                        chat_id, input_method, text[:2000], reply_to, user_id, owner=owner
+                    ),
                 },
             ],
         }
@@ -326,7 +332,7 @@ class Orchestrator:
     def _loop(self, caller: Caller, messages: list[dict[str, Any]], answer: AnswerStream | None) -> ToolLoop:
         chat_id = caller.chat_id
         toolbox = Toolbox(
-            orchestrator_tools(self.workspaces, self.desk, caller),
+            orchestrator_tools(self.workspaces, self.desk, caller, owner=self.settings.is_owner(caller.user_id)),
             Audit(self.store, agent="orchestrator", chat_id=chat_id),
         )
 
@@ -420,7 +426,15 @@ class Orchestrator:
         while True:
             owners: BlockOwners = {}
             messages = await self._request_messages(
-                chat_id, asked, text, input_method, reply_to, attachments, owners, caller.user_id
+                chat_id,
+                asked,
+                text,
+                input_method,
+                reply_to,
+                attachments,
+                owners,
+                caller.user_id,
+                owner=self.settings.is_owner(caller.user_id),
             )
             loop = self._loop(caller, messages, answer)
             rounds = self.settings.orchestrator_max_tool_rounds + 1  # the last one answers without tools

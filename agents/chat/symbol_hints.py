@@ -136,12 +136,15 @@ class SymbolHints:
             task.cancel()
         await self.wait_idle()
 
-    async def hints(self, text: str) -> list[str]:
-        """`workspace: path:line kind signature` for each exact definition of a code word in the message."""
+    async def hints(self, text: str, *, owner: bool = True) -> list[str]:
+        """`workspace: path:line kind signature` for each exact definition of a code word in the message; for a
+        member (`owner` false), none from the bot's own code, which only owners reach."""
         self.refresh_in_background()
         words = code_words(text)
         lines: list[str] = []
         for ws in self.workspaces.all() if words else []:
+            if ws.is_self and not owner:
+                continue
             for word in words:
                 owner, _, name = word.rpartition(".")
                 rows = await self.store.repo_index.search_symbols(ws.name, name, owner or None, 8) if owner else []

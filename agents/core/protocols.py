@@ -26,23 +26,40 @@ if TYPE_CHECKING:
 
 
 class Notifier(Protocol):
-    """How the crew talks back to a chat without knowing Telegram (telegram_bot/replies.TelegramNotifier)."""
+    """How the crew talks back to a chat without knowing Telegram (telegram_bot/replies.TelegramNotifier).
+
+    Everything sent passes the output filter of secrets, except what is sent with `literal=True`: a question to the
+    owner (network, an approval-gated call, a member's request handed to them), which must show what will run
+    exactly as it will run. Its builder puts every quoted text in a code block the text cannot close
+    (`agents.core.text.literal_block`) and says beside it when it carries what looks like a secret."""
 
     async def send(
-        self, chat_id: int, markdown: str, *, buttons: Buttons | None = None, reply_to: int | None = None
+        self,
+        chat_id: int,
+        markdown: str,
+        *,
+        buttons: Buttons | None = None,
+        reply_to: int | None = None,
+        literal: bool = False,
     ) -> int | None:
         """Send Markdown (rendered by the adapter); returns the id of the last message sent, if any."""
         ...
 
-    async def edit(self, chat_id: int, message_id: int, markdown: str, *, buttons: Buttons | None = None) -> None:
+    async def edit(
+        self, chat_id: int, message_id: int, markdown: str, *, buttons: Buttons | None = None, literal: bool = False
+    ) -> None:
         """Replace the text of a message sent earlier (progress messages)."""
         ...
 
-    async def send_document(self, chat_id: int, filename: str, data: bytes, caption: str = "") -> None: ...
+    async def send_document(
+        self, chat_id: int, filename: str, data: bytes, caption: str = "", *, literal: bool = False
+    ) -> None: ...
 
     async def send_photo(self, chat_id: int, data: bytes, caption: str = "") -> None: ...
 
-    async def ask_owners(self, chat_id: int, markdown: str, *, buttons: Buttons | None = None) -> list[tuple[int, int]]:
+    async def ask_owners(
+        self, chat_id: int, markdown: str, *, buttons: Buttons | None = None, literal: bool = False
+    ) -> list[tuple[int, int]]:
         """A request only an owner may answer, raised in conversation `chat_id`, sent where the owners see it (a group:
         there, naming them; a member's private chat: each owner's private chat); returns (chat, message id) of
         each copy, so an answer from any of them is accepted and every copy can be closed."""

@@ -7,15 +7,24 @@ inline `credential.helper`, URL credentials without a password, whole private-ke
 verbatim: the bot's own secrets (registered at start-up) and the values found in a workspace's credential files
 (`.npmrc`, `.env.production`, ...: `remember`), so `cat .npmrc` shows neither.
 
-What it cannot do: a command that re-encodes a secret (base64, reversed, split) prints something no filter knows.
+Folded spellings: a token with zero-width characters inside it, percent-escaped (`%3A`) or JSON-escaped (`\u003a`,
+`\/`) is found in a folded view of the text and masked where it stands; a remembered value is also known in its
+common encodings (base64 at every alignment, JSON string escapes, URL encoding). The folded view is built only for a
+text that holds such a character or escape, so ordinary output costs one extra scan.
+
+What it cannot do: a command that re-encodes a secret some other way (reversed, split over lines, encrypted) prints
+something no filter knows.
 """
 
 from __future__ import annotations
 
+import base64
 import functools
+import json
 import re
 import threading
 from collections.abc import Iterable
+from urllib.parse import quote, quote_plus
 
 MASK = "«masked»"
 _MIN_VERBATIM = 8  # shorter values ("true", "1234") would mask ordinary text
@@ -106,7 +115,8 @@ class _Verbatim:
         self._regex: re.Pattern[str] | None = None
 
     def add(self, values: Iterable[str]) -> None:
-        new = {v.strip() for v in values if v and len(v.strip()) >= _MIN_VERBATIM}
+        plain = {v.strip() for v in values if v and len(v.strip()) >= _MIN_VERBATIM}
+        new = plain | {e for v in plain for e in encodings(v) if len(e) >= _MIN_VERBATIM}
         with self._lock:
             if new <= self._values:
                 return
@@ -117,6 +127,33 @@ class _Verbatim:
     def sub(self, text: str) -> str:
         regex = self._regex
         return regex.sub(MASK, text) if regex is not None else text
+
+    @property
+    def regex(self) -> re.Pattern[str] | None:
+        return self._regex
+
+
+def encodings(value: str) -> set[str]:
+    """How `value` is commonly re-encoded on the way out: JSON string escapes (both `ensure_ascii` forms), URL
+    encoding, and base64 (standard and URL-safe) at each of the three byte alignments it can have inside a longer
+    encoded text (the characters that depend only on the value's own bytes)."""
+    found = {
+        json.dumps(value)[1:-1],
+        json.dumps(value, ensure_ascii=False)[1:-1],
+        quote(value, safe=""),
+        quote_plus(value),
+    }
+    raw = value.encode("utf-8")
+    for offset in range(3):
+        padded = bytes(offset) + raw
+        whole = (len(padded) // 3) * 4  # the groups made of the value's bytes alone end here
+        for encode in (base64.b64encode, base64.urlsafe_b64encode):
+            text = encode(padded).decode("ascii")
+            core = text[(4 if offset else 0) : whole]
+            if len(core) >= 16:
+                found.add(core)
+    found.discard(value)
+    return found
 
 
 _verbatim = _Verbatim()
@@ -129,7 +166,7 @@ def remember(values: Iterable[str]) -> None:
 
 
 def mask(text: str) -> str:
-    """`text` with every known secret replaced by `«masked»`."""
+    """`text` with every known secret replaced by `«masked»`, in plain or folded spellings."""
     if not text:
         return text
     text = _verbatim.sub(text)
@@ -142,7 +179,77 @@ def mask(text: str) -> str:
             text = regex.sub(_mask_group, text)
         else:
             text = regex.sub(MASK, text)
+    return _mask_folded(text)
+
+
+# What a folded view undoes: a percent escape, a JSON `\uXXXX` or `\/` escape, an invisible formatting character
+# (zero-width space, joiners, word joiner, byte-order mark, soft hyphen, Mongolian vowel separator).
+_INVISIBLE = "\u200b\u200c\u200d\u2060\ufeff\u00ad\u180e"
+_FOLDS = re.compile(r"%([0-9A-Fa-f]{2})|\\u([0-9A-Fa-f]{4})|\\(/)|([" + _INVISIBLE + r"])")
+_PERCENT_ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}")  # each of these starts with a literal: a fast scan
+_JSON_ESCAPE = re.compile(r"\\(?:u[0-9A-Fa-f]{4}|/)")
+
+
+def _folded(text: str) -> tuple[str, list[int]] | None:
+    """The text with escapes decoded and invisible characters removed, and for each of its characters the index in
+    `text` where it starts; None when there is nothing to fold (the common case, found by cheap scans)."""
+    if not (
+        any(c in text for c in _INVISIBLE)  # instant for an ASCII text
+        or ("%" in text and _PERCENT_ESCAPE.search(text))
+        or ("\\" in text and _JSON_ESCAPE.search(text))
+    ):
+        return None
+    parts: list[str] = []
+    origin: list[int] = []
+    position = 0
+    for match in _FOLDS.finditer(text):
+        start = match.start()
+        parts.append(text[position:start])
+        origin.extend(range(position, start))
+        percent, unicode_escape, slash, _invisible = match.groups()
+        decoded = chr(int(percent or unicode_escape, 16)) if (percent or unicode_escape) else (slash or "")
+        if decoded:
+            parts.append(decoded)
+            origin.append(start)
+        position = match.end()
+    if position == 0:
+        return None
+    parts.append(text[position:])
+    origin.extend(range(position, len(text)))
+    return "".join(parts), origin
+
+
+def _mask_folded(text: str) -> str:
+    """Mask, in `text`, what is a secret only once its escapes and invisible characters are folded away."""
+    folded = _folded(text)
+    if folded is None:
+        return text
+    view, origin = folded
+    spans: list[tuple[int, int]] = []
+    regexes = [(r, g) for r, g, needle in _shapes() if needle is None or needle in view.lower()]
+    if _verbatim.regex is not None:
+        regexes.append((_verbatim.regex, False))
+    for regex, grouped in regexes:
+        for match in regex.finditer(view):
+            start, end = match.span("secret") if grouped and match.start("secret") >= 0 else match.span()
+            if end > start:
+                spans.append((origin[start], origin[end] if end < len(origin) else len(text)))
+    if not spans:
+        return text
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((start, end))
+    for start, end in reversed(merged):
+        text = text[:start] + MASK + text[end:]
     return text
+
+
+def looks_like_it_holds_a_secret(text: str) -> bool:
+    """Whether `mask` would change `text`: a question to the owner says so beside the text it shows unmasked."""
+    return bool(text) and mask(text) != text
 
 
 _URL_CREDENTIALS = re.compile(r"://(?P<secret>[^\s/@'\"<>]+)@")

@@ -123,7 +123,9 @@ class Settings(BaseSettings):
     sandbox_max_processes: int = Field(512, ge=16)
     sandbox_max_file_mb: int = Field(1024, ge=1)
     sandbox_max_memory_mb: int = Field(8192, ge=256)  # per task (its cgroup, swap off) and address space per process
-    sandbox_max_disk_mb: int = Field(10240, ge=16)  # how much a task's worktree may grow
+    # how much a task's worktree (and its services' logs) may grow; unset: a quarter of the free space where the
+    # worktrees are, at most 10 GB (agents/sandbox/task_limits.default_disk_budget)
+    sandbox_max_disk_mb: int | None = Field(None, ge=16)
     sandbox_tmp_mb: int = Field(1024, ge=16)  # the private /tmp and home (memory-backed)
     sandbox_max_services: int = Field(4, ge=0)  # run_command(background=true) services running at once per task
     sandbox_read_paths: Annotated[tuple[Path, ...], NoDecode] = ()  # extra read-only folders (e.g. /opt/node)

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import re
+import unicodedata
+
+from agents.core.secrets_filter import looks_like_it_holds_a_secret
 
 
 def estimate_tokens(text: str) -> int:
@@ -30,6 +33,29 @@ def fenced(text: str) -> str:
     longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
     fence = "`" * max(3, longest + 1)
     return f"{fence}\n{text}\n{fence}"
+
+
+def visible(text: str) -> str:
+    """Control and invisible formatting characters (a right-to-left override that reverses what the owner reads, a
+    zero-width space, a carriage return) shown as `\\u202e` marks; newlines and tabs stay as they are."""
+    return "".join(
+        f"\\u{ord(c):04x}" if c not in "\n\t" and unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") else c
+        for c in text
+    )
+
+
+def literal_block(text: str) -> str:
+    """`text` shown exactly as written inside the bot's Markdown, whatever it holds: invisible characters made
+    visible, in a code block it cannot close. How a question to the owner quotes what will run."""
+    return fenced(visible(text))
+
+
+def secret_warning(text: str, noun: str = "command") -> str:
+    """A line for beside a quoted `text` that holds what looks like a token or password (empty otherwise): a
+    question to the owner shows it as it will run rather than masking it, which would hide what the owner allows."""
+    if not looks_like_it_holds_a_secret(text):
+        return ""
+    return f"\n⚠️ This {noun} contains what looks like a token or password (shown as it will run, unmasked)."
 
 
 def human_size(size: int) -> str:

@@ -523,21 +523,27 @@ class ChatDesk:
         data = base64.b64decode(call.data_b64) if call.data_b64 else b""
         if call.method == "edit" and call.message_id is not None:
             try:  # an edit is best effort (the local engine's progress swallows a failed one too): never retried
-                await self.notifier.edit(call.chat_id, call.message_id, call.text, buttons=buttons)
+                await self.notifier.edit(
+                    call.chat_id, call.message_id, call.text, buttons=buttons, literal=call.literal
+                )
             except Exception as err:
                 log.debug("task %s: edit failed: %s", call.task_id, err)
             return Shown()
         if call.method == "send_document":
-            await self.notifier.send_document(call.chat_id, call.filename, data, caption=call.text)
+            await self.notifier.send_document(
+                call.chat_id, call.filename, data, caption=call.text, literal=call.literal
+            )
             return Shown()
         if call.method == "send_photo":
             await self.notifier.send_photo(call.chat_id, data, caption=call.text)
             return Shown()
         if call.method == "ask_owners":  # a member's task: where this bot's owners see it
-            copies = await self.notifier.ask_owners(call.chat_id, call.text, buttons=buttons)
+            copies = await self.notifier.ask_owners(call.chat_id, call.text, buttons=buttons, literal=call.literal)
             self._remember_question(call, {chat for chat, _ in copies})
             return Shown(copies=[[chat, message] for chat, message in copies])
-        sent = await self.notifier.send(call.chat_id, call.text, buttons=buttons, reply_to=call.reply_to)
+        sent = await self.notifier.send(
+            call.chat_id, call.text, buttons=buttons, reply_to=call.reply_to, literal=call.literal
+        )
         self._remember_question(call, {call.chat_id})
         for action, item in (parse_action(b.data) or (None, 0) for row in buttons or [] for b in row):
             if action is Action.CANCEL and item == call.task_id and sent is not None:  # the progress message

@@ -108,6 +108,7 @@ class NotifyCall:
     message_id: int | None = None
     filename: str = ""
     data_b64: str = ""
+    literal: bool = False  # a question to the owner: shown without the output filter (Notifier's `literal`)
 
 
 @dataclass

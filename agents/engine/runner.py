@@ -51,6 +51,7 @@ from agents.repo_map.maps import RepoMap
 from agents.sandbox.bwrap import NetworkPolicy
 from agents.sandbox.network_gate import NetworkGate
 from agents.sandbox.safe_paths import UnsafePath, write_file
+from agents.sandbox.services import sweep_leftovers
 from agents.sandbox.task_limits import sandbox_limit_warnings
 from agents.store.database import Store
 from agents.tools.workspaces import Workspaces
@@ -78,29 +79,50 @@ class ChatThroughWorkflow:
             return await self.handle.execute_update(AgentTask.notify, call)
 
     async def send(
-        self, chat_id: int, markdown: str, *, buttons: Buttons | None = None, reply_to: int | None = None
+        self,
+        chat_id: int,
+        markdown: str,
+        *,
+        buttons: Buttons | None = None,
+        reply_to: int | None = None,
+        literal: bool = False,
     ) -> int | None:
-        call = NotifyCall(self.task_id, chat_id, "send", markdown, encode_buttons(buttons), reply_to=reply_to)
+        call = NotifyCall(
+            self.task_id, chat_id, "send", markdown, encode_buttons(buttons), reply_to=reply_to, literal=literal
+        )
         return (await self._call(call)).message_id
 
-    async def edit(self, chat_id: int, message_id: int, markdown: str, *, buttons: Buttons | None = None) -> None:
+    async def edit(
+        self, chat_id: int, message_id: int, markdown: str, *, buttons: Buttons | None = None, literal: bool = False
+    ) -> None:
         """Handed to the workflow, not waited for: the worker never waits on a bot that is away (the workflow drops
         an edit the bot has not taken within its EDIT_SECONDS; the next one shows the whole progress anyway)."""
-        call = NotifyCall(self.task_id, chat_id, "edit", markdown, encode_buttons(buttons), message_id=message_id)
+        call = NotifyCall(
+            self.task_id, chat_id, "edit", markdown, encode_buttons(buttons), message_id=message_id, literal=literal
+        )
         async with asyncio.timeout(ACCEPT_SECONDS):
             await self.handle.start_update(AgentTask.notify, call, wait_for_stage=WorkflowUpdateStage.ACCEPTED)
 
-    async def send_document(self, chat_id: int, filename: str, data: bytes, caption: str = "") -> None:
+    async def send_document(
+        self, chat_id: int, filename: str, data: bytes, caption: str = "", *, literal: bool = False
+    ) -> None:
         b64 = base64.b64encode(data).decode()
-        await self._call(NotifyCall(self.task_id, chat_id, "send_document", caption, filename=filename, data_b64=b64))
+        await self._call(
+            NotifyCall(
+                self.task_id, chat_id, "send_document", caption, filename=filename, data_b64=b64, literal=literal
+            )
+        )
 
     async def send_photo(self, chat_id: int, data: bytes, caption: str = "") -> None:
         b64 = base64.b64encode(data).decode()
         await self._call(NotifyCall(self.task_id, chat_id, "send_photo", caption, data_b64=b64))
 
-    async def ask_owners(self, chat_id: int, markdown: str, *, buttons: Buttons | None = None) -> list[tuple[int, int]]:
+    async def ask_owners(
+        self, chat_id: int, markdown: str, *, buttons: Buttons | None = None, literal: bool = False
+    ) -> list[tuple[int, int]]:
         """Where the bot's OWNER_USER_IDS see it (the bot knows who they are and where they read)."""
-        shown = await self._call(NotifyCall(self.task_id, chat_id, "ask_owners", markdown, encode_buttons(buttons)))
+        call = NotifyCall(self.task_id, chat_id, "ask_owners", markdown, encode_buttons(buttons), literal=literal)
+        shown = await self._call(call)
         return [(chat, message) for chat, message in shown.copies]
 
     async def file_part(self, file_id: int, offset: int) -> bytes:
@@ -161,6 +183,7 @@ class RunnerNode:
             log.warning("SANDBOX=off: this runner's task commands are NOT confined; set SANDBOX=bwrap")
         for warning in sandbox_limit_warnings(settings.sandbox_network != "off") if settings.sandbox != "off" else []:
             log.warning("%s", warning)
+        await asyncio.to_thread(sweep_leftovers)  # the services' logs a killed bot or runner left behind
         client = await cluster.connect(settings, identity=cluster.runner_name(settings))
         store = await Store.open(settings.database_path)
         killed_mid_task = await store.interrupt_running_tasks()  # this runner was killed: their commands go too

@@ -34,10 +34,20 @@ _HOP_HEADERS = (b"proxy-connection", b"connection", b"keep-alive", b"proxy-autho
 
 
 def public(address: str) -> bool:
-    """Whether the proxy may connect to `address`: not the bot's machine, nor a private or special network."""
+    """Whether the proxy may connect to `address`: not the bot's machine, nor a private or special network, in any
+    spelling: an IPv6 address that carries an IPv4 one (mapped `::ffff:a.b.c.d`, 6to4 `2002:AABB:CCDD::`, Teredo
+    `2001:0::/32`) is judged by what it carries, and site-local `fec0::/10` (deprecated, still routed inside some
+    networks) is private."""
     ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.is_site_local:
+            return False
+        if ip.ipv4_mapped is not None:
+            ip = ip.ipv4_mapped
+        elif ip.sixtofour is not None:
+            return public(str(ip.sixtofour))
+        elif ip.teredo is not None:
+            return False  # a tunnel through a relay to the client address it carries: never a plain public host
     return ip.is_global and not (ip.is_multicast or ip.is_reserved)
 
 

@@ -7,6 +7,9 @@ is a task event (`network`), so `/task N` and `/log N` show it.
 The owner sees the whole command before any button: in the question as a code block the command cannot
 close (`agents.core.text.fenced`), or, when it is too long for one message, as a file sent just before the question,
 which then shows none of it (a partial preview is what an attacker would hide the dangerous part behind).
+Nothing of it is masked either: the question and its file go out without the output filter (a mask such as
+`authorization: «masked»` once swallowed the rest of a line, an upload included), and a line beside the command
+says when it holds what looks like a token or password.
 
 The same question, with the same buttons, asks about one call of an MCP tool under its server's `approve` (
 `approve_call`): the whole call is shown the same way; SANDBOX_NETWORK never answers it for the owner.
@@ -19,14 +22,13 @@ import contextlib
 import itertools
 import logging
 import time
-import unicodedata
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from agents.core.actions import Action, Buttons, button
 from agents.core.models import Task, TaskEvent
 from agents.core.protocols import Notifier
-from agents.core.text import fenced, keep_head_and_tail, markdown_literal
+from agents.core.text import keep_head_and_tail, literal_block, markdown_literal, secret_warning
 from agents.sandbox.bwrap import NetworkPolicy
 from agents.store.database import Store
 
@@ -48,22 +50,15 @@ def command_file_name(task_id: int, request_id: int, word: str = "network") -> s
     return f"task-{task_id}-{word}-request-{request_id}.txt"
 
 
-def visible(command: str) -> str:
-    """Control and invisible formatting characters (a right-to-left override that reverses what the owner reads, a
-    zero-width space, a carriage return) shown as `\\u202e` marks; newlines and tabs stay as they are."""
-    return "".join(
-        f"\\u{ord(c):04x}" if c not in "\n\t" and unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") else c
-        for c in command
-    )
-
-
 def command_shown(command: str, file_name: str, noun: str = "command") -> str:
-    """The command as the question shows it: whole, in a code block nothing in it can close, or the file's name."""
+    """The command as the question shows it: whole, in a code block nothing in it can close, or the file's name;
+    never masked, with a warning beside it when it carries what looks like a secret."""
+    warning = secret_warning(command, noun)
     if fits_in_message(command):
-        return fenced(visible(command))
+        return literal_block(command) + warning
     return (
         f"The {noun} is {len(command):,} characters long, too long for a message: it is whole in the file "
-        f"**{file_name}** sent just above. Read it there before you allow it."
+        f"**{file_name}** sent just above. Read it there before you allow it.{warning}"
     )
 
 
@@ -273,15 +268,22 @@ class NetworkGate:
                 pending.file_name,
                 pending.command.encode("utf-8", "replace"),
                 caption=f"The whole {subject.noun} task #{task.id} asks {subject.verb}.",
+                literal=True,
             )
         if self.is_owner(task.user_id):
             pending.message_id = await self.notifier.send(
-                task.chat_id, question, buttons=request_buttons(request_id), reply_to=task.progress_message_id
+                task.chat_id,
+                question,
+                buttons=request_buttons(request_id),
+                reply_to=task.progress_message_id,
+                literal=True,
             )
             return
         who = markdown_literal(task.user_name) if task.user_name else "a member"
         handed = f"{question}\n(The task is {who}'s; only an owner can answer.)"
-        pending.copies = await self.notifier.ask_owners(task.chat_id, handed, buttons=request_buttons(request_id))
+        pending.copies = await self.notifier.ask_owners(
+            task.chat_id, handed, buttons=request_buttons(request_id), literal=True
+        )
         if all(chat != task.chat_id for chat, _ in pending.copies):
             await self.notifier.send(
                 task.chat_id,
@@ -323,6 +325,7 @@ class NetworkGate:
                     message_id,
                     f"{pending.subject.icon} **Task #{pending.task_id}** {pending.subject.closed}:\n"
                     f"{command_shown(pending.command, pending.file_name, pending.subject.noun)}\n{how}",
+                    literal=True,
                 )
 
     async def _record(self, task: Task, allowed: bool, how: str, command: str) -> NetworkDecision:

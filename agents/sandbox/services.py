@@ -14,14 +14,16 @@ life). The process is killed (its whole PID namespace) when the task ends, is ca
 may end it sooner with `process.kill()`. `env` keeps only the sandbox's harmless keys (bwrap.sandbox_env) plus
 those named in it that the caller passes: an MCP server's own `env` block is passed whole.
 
-`run_command(command, background=true)` uses `TaskServices.start`: the service's stdout and stderr go to a log file
-in a bot-side folder shown read-only at SERVICES_MOUNT in every later command of the task (so `cat` / `tail` read its
-later output); the call returns once the service printed something or opened a listening port (at most
-`START_WAIT_SECONDS`), with its first output and id; a service that exits is reported once (`exit_notes`), and at
-most `TaskBounds.max_services` run at a time. Each service is one bwrap: its processes live in their own PID namespace,
-so a double fork or setsid inside still dies when the bot kills it (and when the command's own process ends: a service
-is its command, kept in the foreground); the bwrap carries the task's tag (orphans.py) and dies with the bot
-(`--die-with-parent`).
+`run_command(command, background=true)` uses `TaskServices.start`: the service's stdout and stderr go to a log file in a
+bot-side folder shown read-only at SERVICES_MOUNT in every later command of the task (so `cat` / `tail` read its later
+output); the call returns once the service printed something or opened a listening port (at most `START_WAIT_SECONDS`),
+with its first output and id; a service that exits is reported once (`exit_notes`), and at most
+`TaskBounds.max_services` run at a time. The bot writes the logs (a pump per service): they count in the task's disk
+budget, and what passes it is left out with a line saying so. The folder is named after the bot's pid, removed with the
+task, and by `sweep_leftovers` at the next start when a killed bot left it. Each service is one bwrap: its processes
+live in their own PID namespace, so a double fork or setsid inside still dies when the bot kills it (and when the
+command's own process ends: a service is its command, kept in the foreground); the bwrap carries the task's tag
+(orphans.py) and dies with the bot (`--die-with-parent`).
 """
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ from agents.sandbox.task_limits import TaskBounds
 from agents.sandbox.user_net import UserNet
 from agents.sandbox.user_net import available as user_net_available
 
+LEFTOVER_PREFIX = "agentlab-services-"
+LOG_CAP_BYTES = 64 << 20  # the services' logs of a task without a disk budget (SANDBOX=off has no services anyway)
 START_WAIT_SECONDS = 10.0
 FIRST_OUTPUT_BYTES = 4000
 _POLL_SECONDS = 0.05
@@ -62,6 +66,7 @@ class Service:
     net: UserNet | None = None
     started: float = field(default_factory=time.monotonic)
     reported: bool = False
+    pump: asyncio.Task[None] | None = None  # copies its output into the log, within the task's disk budget
 
     @property
     def log_in_sandbox(self) -> str:
@@ -80,11 +85,41 @@ class TaskServices:
 
     def __init__(self, bounds: TaskBounds) -> None:
         self.bounds = bounds
-        self.folder = Path(tempfile.mkdtemp(prefix=f"agentlab-services-{bounds.name}-"))
+        # the bot's pid in the name: a start-up sweep (sweep_leftovers) removes the folders of a bot that was killed
+        self.folder = Path(tempfile.mkdtemp(prefix=f"{LEFTOVER_PREFIX}{os.getpid()}-{bounds.name}-"))
         self.services: list[Service] = []
         self._next = 1
+        self.logged = 0  # bytes written to the logs so far
         bounds.service_logs = self.folder
         bounds.closers.append(self.close)
+
+    def log_room(self) -> int:
+        """How many more bytes the logs may take: what the task's disk budget has left (the logs count in it), or
+        LOG_CAP_BYTES in all without one."""
+        disk = self.bounds.disk
+        if disk is None:
+            return LOG_CAP_BYTES - self.logged
+        return disk.budget_bytes - max(disk.grown, 0)
+
+    async def _pump(self, source: asyncio.StreamReader, log: Path) -> None:
+        """Copy a service's output into its log until the task's disk budget is spent; then say so once and drop the
+        rest (still read, so the service never blocks on a full pipe)."""
+        full = False
+        with open(log, "ab", buffering=0) as sink:
+            while chunk := await source.read(65536):
+                if full:
+                    continue
+                room = self.log_room()
+                if len(chunk) > room:
+                    sink.write(chunk[: max(room, 0)])
+                    sink.write(b"\n[agentlab: the rest of this log is left out: the task's disk budget is spent]\n")
+                    full = True
+                    chunk = chunk[: max(room, 0)]
+                else:
+                    sink.write(chunk)
+                self.logged += len(chunk)
+                if self.bounds.disk is not None:
+                    self.bounds.disk.logged_bytes += len(chunk)
 
     @classmethod
     def of(cls, bounds: TaskBounds) -> TaskServices:
@@ -110,17 +145,18 @@ class TaskServices:
         log = self.folder / f"{name}.log"
         try:
             argv, pass_fds, _group = await confined_argv(sandbox, command, net)
-            with open(log, "ab") as sink:
-                process = await asyncio.create_subprocess_exec(
-                    *argv,
-                    cwd=sandbox.worktree,
-                    env=sandbox_env(env, sandbox) | {k: v for k, v in env.items() if stdio},
-                    stdin=asyncio.subprocess.PIPE if stdio else asyncio.subprocess.DEVNULL,
-                    stdout=asyncio.subprocess.PIPE if stdio else sink,
-                    stderr=sink,
-                    start_new_session=True,
-                    pass_fds=pass_fds,
-                )
+            log.touch()
+            process = await asyncio.create_subprocess_exec(
+                *argv,
+                cwd=sandbox.worktree,
+                env=sandbox_env(env, sandbox) | {k: v for k, v in env.items() if stdio},
+                stdin=asyncio.subprocess.PIPE if stdio else asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE if stdio else asyncio.subprocess.STDOUT,
+                start_new_session=True,
+                pass_fds=pass_fds,
+                limit=65536,
+            )
             if net is not None:
                 await net.attach()
         except BaseException as err:
@@ -133,6 +169,9 @@ class TaskServices:
                 raise ToolError(f"cannot start {command!r}: {err}") from None
             raise
         service = Service(self._next, command, log, process, net)
+        output = process.stderr if stdio else process.stdout
+        if output is not None:
+            service.pump = asyncio.create_task(self._pump(output, log), name=f"log-{name}")
         self._next += 1
         self.services.append(service)
         return service
@@ -190,6 +229,10 @@ class TaskServices:
             with contextlib.suppress(Exception):
                 async with asyncio.timeout(5):
                     await service.process.wait()
+            if service.pump is not None:
+                service.pump.cancel()
+                with contextlib.suppress(BaseException):
+                    await service.pump
         self.services.clear()
         self.bounds.service_logs = None
         shutil.rmtree(self.folder, ignore_errors=True)
@@ -205,9 +248,61 @@ async def start_sandboxed_stdio(
     spec = replace(task_sandbox, read_only=(*task_sandbox.read_only, *(Path(p) for p in read_paths)))
     services = TaskServices.of(task_sandbox.task)
     name = Path(argv[0]).name.replace("/", "_") or "stdio"
-    service = await services.spawn(spec, f"exec {shlex.join(argv)}", env, f"stdio-{services._next}-{name}", stdio=True)
+    # nothing the worker wrote may be on the program's import path: it starts in its own private home (a tmpfs of
+    # this sandbox alone), not the worktree, so `python -m server` or a relative require finds no worker's module
+    # there; Python leaves its working directory off sys.path (PYTHONSAFEPATH), and search-path entries that point
+    # into the worktree are dropped
+    command = f'cd "$HOME" && exec {shlex.join(argv)}'
+    service = await services.spawn(
+        spec, command, stdio_env(env, spec.worktree), f"stdio-{services._next}-{name}", stdio=True
+    )
     service.reported = True  # its own client notices when it ends
     return service.process
+
+
+def sweep_leftovers(folder: Path | None = None) -> list[Path]:
+    """Remove the services folders (logs) that a bot killed without its clean-up left in the temporary folder: each
+    is named after its bot's pid, and only those of a process that is gone are removed (several bots, or a bot and
+    its runners, may share the machine). Returns what was removed."""
+    removed = []
+    for path in Path(folder or tempfile.gettempdir()).glob(f"{LEFTOVER_PREFIX}*"):
+        pid = path.name.removeprefix(LEFTOVER_PREFIX).split("-", 1)[0]
+        if not pid.isdigit() or _alive(int(pid)):
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def stdio_env(env: Mapping[str, str], worktree: Path) -> dict[str, str]:
+    """`env` for a long-lived stdio program: PYTHONSAFEPATH=1, and PYTHONPATH/NODE_PATH without an entry that is
+    relative or inside the worktree (where the worker writes)."""
+    kept = dict(env)
+    for key in ("PYTHONPATH", "NODE_PATH"):
+        entries = [
+            e for e in kept.pop(key, "").split(os.pathsep) if e and Path(e).is_absolute() and not _within(e, worktree)
+        ]
+        if entries:
+            kept[key] = os.pathsep.join(entries)
+    kept["PYTHONSAFEPATH"] = "1"
+    return kept
+
+
+def _within(entry: str, worktree: Path) -> bool:
+    try:
+        return Path(os.path.realpath(entry)).is_relative_to(worktree.resolve())
+    except (OSError, ValueError):
+        return True
 
 
 def _listening(pid: int) -> set[int]:

@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import shutil
 import stat
 import time
 from collections.abc import Awaitable, Callable
@@ -35,6 +36,27 @@ POLL_SECONDS = 0.2
 FULL_WALK_SECONDS = 5.0
 CHEAP_WALK_SECONDS = 0.02  # a worktree counted this fast is counted after every command
 RECENT_SECONDS = 600.0  # files changed this recently may be deleted to get a task back within its disk budget
+
+
+DEFAULT_DISK_CAP = 10 << 30  # the default budget follows the free space, up to this
+
+
+def default_disk_budget(where: Path) -> int:
+    """A task's disk budget when SANDBOX_MAX_DISK_MB is unset: a quarter of the space free where the worktrees are
+    (so one task cannot fill the disk a small machine has), at most 10 GB, at least 16 MB."""
+    place = Path(where)
+    while not place.exists() and place != place.parent:
+        place = place.parent
+    try:
+        free = shutil.disk_usage(place).free
+    except OSError:
+        return DEFAULT_DISK_CAP
+    return max(16 << 20, min(DEFAULT_DISK_CAP, free // 4))
+
+
+def disk_budget(configured_mb: int | None, where: Path) -> int:
+    """The budget in bytes: SANDBOX_MAX_DISK_MB when set, else `default_disk_budget`."""
+    return configured_mb << 20 if configured_mb is not None else default_disk_budget(where)
 
 
 def allocated_bytes(root: Path) -> int:
@@ -87,6 +109,7 @@ class DiskBudget:
     fs_mark: int = 0  # bytes in use on the worktree's file system at the last walk
     walk_seconds: float = 0.0  # how long the last walk took
     command_started: float = 0.0  # wall-clock time the current command started (its files are deleted first)
+    logged_bytes: int = 0  # what the task's services wrote to their logs (outside the worktree, counted here too)
 
     async def start(self) -> None:
         """Called before each command: the first call counts the baseline."""
@@ -96,7 +119,7 @@ class DiskBudget:
 
     @property
     def grown(self) -> int:
-        return self.last_usage - (self.baseline or 0)
+        return self.last_usage - (self.baseline or 0) + self.logged_bytes
 
     async def _walk(self) -> int:
         self.fs_mark = fs_used(self.root)

@@ -36,6 +36,7 @@ from agents.store.github import GitHubRecords
 from agents.store.migrations import MIGRATIONS
 from agents.store.repo_index import RepoIndex
 from agents.store.schedules import ScheduleTable
+from agents.store.shown_buttons import ShownButtons
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -557,6 +558,11 @@ class Store(Connection):
     def github(self) -> GitHubRecords:
         """Pull requests of tasks, GitHub webhook deliveries and the GitHub threads that started tasks."""
         return GitHubRecords(self)
+
+    @property
+    def shown_buttons(self) -> ShownButtons:
+        """The inline buttons the bot showed, per message: what a press may be."""
+        return ShownButtons(self)
 
     @property
     def repo_index(self) -> RepoIndex:

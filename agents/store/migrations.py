@@ -320,6 +320,17 @@ MIGRATIONS: list[str] = [
         answered_at TEXT
     );
     """,
+    # the inline buttons the bot showed, per message (agents/store/shown_buttons.py): a press is honoured only for
+    # data the pressed message carried, so a forged callback acts on nothing the bot did not show there
+    """
+    CREATE TABLE shown_buttons (
+        chat_id INTEGER NOT NULL,
+        message_id INTEGER NOT NULL,
+        data TEXT NOT NULL,
+        handed INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (chat_id, message_id, data)
+    ) WITHOUT ROWID;
+    """,
 ]
 
 LATEST_VERSION = len(MIGRATIONS)

@@ -55,6 +55,15 @@ class McpServerConfig:
     def argv(self) -> list[str]:
         return [self.command or "", *self.args]
 
+    def secret_values(self) -> list[str]:
+        """What of its `env` and `headers` the output filter must know (added at start-up, so that a server that
+        prints its own token shows it masked): every header value and the credential after its scheme word
+        (`Bearer …`), and every env value but a path, which is the folder a server is told of, not a secret."""
+        found = [v for v in self.headers.values() if v]
+        found += [v.split(None, 1)[1] for v in self.headers.values() if len(v.split(None, 1)) == 2]
+        found += [v for v in self.env.values() if v and not v.startswith(("/", "~", "./"))]
+        return found
+
     def command_paths(self) -> list[Path]:
         """The command's own file (resolved on the bot's PATH), so the sandbox can run it."""
         if not self.command:

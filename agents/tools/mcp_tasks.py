@@ -21,6 +21,7 @@ from pathlib import Path
 
 from agents.core.errors import ToolError
 from agents.core.models import WorkerKind
+from agents.core.secrets_filter import remember
 from agents.core.settings import Settings
 from agents.sandbox.bwrap import SYSTEM_DIRS, SandboxSpec, spec_for
 from agents.sandbox.services import start_sandboxed_stdio
@@ -149,6 +150,7 @@ class TaskMcp:
         servers, problems = load(settings.mcp_config)
         for problem in problems:
             log.warning("%s", problem)
+        remember(v for c in servers for v in c.secret_values())  # a server's own secrets: masked like the bot's
         timeouts = McpTimeouts(settings.mcp_start_timeout_seconds, settings.mcp_call_timeout_seconds)
         install, note = browser.find(settings.browser_tools_dir, chromium)
         if install is None:

@@ -42,11 +42,12 @@ _GLOB_DESC = "List files matching a glob pattern."
 _GREP_DESC = "Search file contents with a regular expression; returns path:line: text matches."
 
 
-def orchestrator_tools(workspaces: Workspaces, desk: WorkDesk, caller: Caller) -> list[Tool]:
-    """Read-only look-ups across workspaces plus the work tools that hand off to workers."""
+def orchestrator_tools(workspaces: Workspaces, desk: WorkDesk, caller: Caller, *, owner: bool) -> list[Tool]:
+    """Read-only look-ups across workspaces plus the work tools that hand off to workers. `owner`: whether the
+    caller is an owner; a member's look-up in the bot's own checkout is refused (`Workspaces.reach`)."""
 
     def root(workspace: str) -> Path:
-        return workspaces.resolve(workspace).path
+        return workspaces.reach(workspace, owner).path
 
     async def read_file(
         workspace: str,

@@ -24,6 +24,11 @@ Handler = Callable[..., Awaitable[Any]]
 
 
 MAX_RESULT_CHARS = 60_000  # a longer tool result keeps its head and tail (bounded worker context)
+# A result of content blocks (an MCP tool's text beside pictures) is capped as a whole: its text together within the
+# same limit as a plain result, and at most this many pictures of at most this much base64 together (a screenshot
+# tool returns two; the API refuses a request over 32 MB).
+MAX_RESULT_PICTURES = 4
+MAX_RESULT_PICTURE_BASE64 = 12 * 1024 * 1024
 
 
 @dataclass
@@ -42,6 +47,48 @@ class ToolResult:
     @property
     def size(self) -> int:
         return len(self.content) if isinstance(self.content, str) else len(json.dumps(self.content))
+
+
+def cap_blocks(blocks: list[dict[str, Any]], max_chars: int, name: str) -> list[dict[str, Any]]:
+    """Content blocks capped as a whole: their text (text blocks and any other non-picture block, measured as
+    JSON) within `max_chars` together, the block that crosses it keeping its head and tail and later ones left out;
+    pictures and documents within MAX_RESULT_PICTURES and MAX_RESULT_PICTURE_BASE64 together. What is left out is
+    said in a text block."""
+    kept: list[dict[str, Any]] = []
+    chars_left, pictures, picture_bytes, dropped_text, dropped_pictures = max_chars, 0, 0, 0, 0
+    for block in blocks:
+        if block.get("type") in ("image", "document"):
+            size = len(json.dumps(block.get("source", {})))
+            if pictures < MAX_RESULT_PICTURES and picture_bytes + size <= MAX_RESULT_PICTURE_BASE64:
+                pictures, picture_bytes = pictures + 1, picture_bytes + size
+                kept.append(block)
+            else:
+                dropped_pictures += 1
+            continue
+        text = block.get("text") if block.get("type") == "text" else None
+        size = len(text) if isinstance(text, str) else len(json.dumps(block))
+        if size <= chars_left:
+            chars_left -= size
+            kept.append(block)
+        elif isinstance(text, str) and chars_left >= 1_000:
+            kept.append({**block, "text": keep_head_and_tail(text, chars_left, f"{name} result")})
+            chars_left = 0
+        else:
+            dropped_text += size
+    if dropped_text or dropped_pictures:
+        left_out = []
+        if dropped_text:
+            left_out.append(f"{dropped_text:,} characters of text")
+        if dropped_pictures:
+            left_out.append(f"{dropped_pictures} picture(s)")
+        kept.append(
+            {
+                "type": "text",
+                "text": f"[{' and '.join(left_out)} of this {name} result left out: a result is capped as a whole "
+                f"at {max_chars:,} characters of text and {MAX_RESULT_PICTURES} pictures]",
+            }
+        )
+    return kept
 
 
 @dataclass
@@ -131,6 +178,8 @@ class Toolbox:
             result = ToolResult(
                 keep_head_and_tail(result.content, self.max_result_chars, f"{name} result"), result.is_error
             )
+        elif isinstance(result.content, list):
+            result = ToolResult(cap_blocks(result.content, self.max_result_chars, name), result.is_error)
         duration_ms = int((time.monotonic() - started) * 1000)
         if result.is_error and error is None:
             error = result.content if isinstance(result.content, str) else "error"

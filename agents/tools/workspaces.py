@@ -50,16 +50,19 @@ class PathOutsideWorkspace(ToolError):
     """A path would leave the task's workspace (absolute, `..`, or a symlink pointing out)."""
 
 
+class OwnersOnly(ToolError):
+    """A member reached for the bot's own checkout (`self`, by whatever name or path)."""
+
+
 @dataclass(frozen=True)
 class Workspace:
-    """A named folder an agent may work in; `path` is resolved (absolute, symlinks followed)."""
+    """A named folder an agent may work in; `path` is resolved (absolute, symlinks followed). `is_self`: the folder
+    is the bot's own checkout (BOT_REPOSITORY) or holds it, whatever its name: `self`, or a folder
+    `agentlab` under WORKSPACE_PATH, or a link to it; only owners reach it (`check_reach`)."""
 
     name: str
     path: Path
-
-    @property
-    def is_self(self) -> bool:
-        return self.name == SELF_NAME
+    is_self: bool = False
 
 
 def _full_key(name: str) -> str:
@@ -103,8 +106,24 @@ class Workspaces:
     def all(self) -> list[Workspace]:
         found = list(self._projects())
         if self.bot_repository is not None and self.bot_repository.is_dir():
-            found.append(Workspace(SELF_NAME, self.bot_repository.resolve()))
+            found.append(Workspace(SELF_NAME, self.bot_repository.resolve(), is_self=True))
         return sorted(found, key=lambda w: (w.name.casefold(), w.name))
+
+    def reaches_bot(self, path: Path) -> bool:
+        """Whether the folder `path` (resolved) shows the bot's checkout: it is the checkout or holds it. (A folder
+        inside the checkout shows only itself: WORKSPACE_PATH may live in the bot's folder.)"""
+        if self.bot_repository is None:
+            return False
+        try:
+            bot = self.bot_repository.resolve()
+        except (OSError, RuntimeError):
+            return False
+        return path == bot or bot.is_relative_to(path)
+
+    def reach(self, name: str, owner: bool) -> Workspace:
+        """The workspace `name` means, for a user who is (`owner`) or is not an owner: the one role check for `self`
+        of every read-only look-up (a member's `read_file` of the bot's `mcp.json` is refused like a task on it)."""
+        return check_reach(self.resolve(name), owner)
 
     def _projects(self) -> list[Workspace]:
         try:
@@ -136,7 +155,8 @@ class Workspaces:
                     continue
             except OSError:
                 continue
-            found.append(Workspace(entry.name, Path(entry.path).resolve()))
+            path = Path(entry.path).resolve()
+            found.append(Workspace(entry.name, path, is_self=self.reaches_bot(path)))
         return found
 
     def resolve(self, name: str) -> Workspace:
@@ -229,6 +249,13 @@ class Workspaces:
         return WorkspaceNotFound(
             f"{name!r} is ambiguous: it matches {matches}. Use the exact name. Available workspaces: {names}."
         )
+
+
+def check_reach(workspace: Workspace, owner: bool) -> Workspace:
+    """`workspace`, unless it is the bot's own checkout and the user is not an owner: then `OwnersOnly`."""
+    if workspace.is_self and not owner:
+        raise OwnersOnly(f"{workspace.name!r} is the bot's own code: only an owner can read or change it")
+    return workspace
 
 
 _SECRET_NAMES = frozenset({".env", ".envrc", ".netrc", "_netrc", ".npmrc", ".pypirc", ".git-credentials", ".pgpass"})

@@ -29,7 +29,7 @@ from agents.core.models import (
 )
 from agents.core.protocols import Notifier, TaskEngine
 from agents.core.settings import Settings
-from agents.core.text import human_size, markdown_literal
+from agents.core.text import human_size, literal_block, markdown_literal, secret_warning
 from agents.git import diff as git_diff
 from agents.git.merge import merge_task_branch
 from agents.git.runner import GitIdentity
@@ -165,14 +165,21 @@ class Crew:
             return task
         return await self._own_task(caller.chat_id, task_id)
 
-    async def _owners_only(self, caller: Caller, doing: str, request: str, buttons: Buttons | None = None) -> None:
+    async def _owners_only(
+        self, caller: Caller, doing: str, asks: str, quoted: str = "", buttons: Buttons | None = None
+    ) -> None:
         """A member asking for what only owners may do: refused in one sentence, and the owners get the request
-        (with its button), where they see it."""
+        (with its button), where they see it. `asks` is the bot's own words; `quoted` (the member's request, a task's
+        title, a name: text the member or the model chose) is shown literally in a block it cannot close, never as
+        formatting or a link, and unmasked (with a warning when it looks like it holds a secret)."""
         if self.is_owner(caller):
             return
         who = markdown_literal(caller.user_name) if caller.user_name else f"user {caller.user_id}"
+        text = f"🙋 {who} asks {asks}"
+        if quoted:
+            text += f"\n{literal_block(quoted)}{secret_warning(quoted, 'request')}"
         with contextlib.suppress(Exception):  # a failed hand-over must not turn the refusal into an error
-            await self.notifier.ask_owners(caller.chat_id, f"🙋 {who} asks {request}", buttons=buttons)
+            await self.notifier.ask_owners(caller.chat_id, text, buttons=buttons, literal=True)
         raise ToolError(f"only an owner can {doing}; I've asked them")
 
     def _starter_or_owner(self, caller: Caller, task: Task, doing: str) -> None:
@@ -193,12 +200,12 @@ class Crew:
                 )
         ws = self.workspaces.resolve(workspace)
         if ws.is_self:
-            await self._owners_only(caller, "work on the bot's own code", f"for work on the bot's own code: {request}")
+            await self._owners_only(caller, "work on the bot's own code", "for work on the bot's own code:", request)
         return ws
 
     async def bind_workspace(self, caller: Caller, name: str) -> str:
         """/workspace NAME: the conversation's messages and tasks default to that workspace."""
-        ws = await self._workspace_for(caller, name, f"to bind this conversation to {name}")
+        ws = await self._workspace_for(caller, name, f"to bind a conversation to the workspace named {name}")
         await self.store.conversations.bind(caller.chat_id, ws.name)
         return f"This conversation now works in **{ws.name}**: tasks started here use it unless another is named."
 
@@ -229,7 +236,7 @@ class Crew:
             old = await self._chat_proposal(chat_id, refines)
             workspace = old.workspace
             instructions = crew_texts.refine_request(request, old)
-        ws = await self._workspace_for(caller, workspace, f"for research on the bot's own code: {request}")
+        ws = await self._workspace_for(caller, workspace, f"research: {request}")
         task = await self._submit(
             Task(
                 chat_id=chat_id,
@@ -347,7 +354,7 @@ class Crew:
     async def approve_proposal(self, caller: Caller, proposal_id: int | None = None, notes: str | None = None) -> str:
         chat_id = caller.chat_id
         proposal = await self._pick_proposal(chat_id, proposal_id)
-        await self._workspace_for(caller, proposal.workspace, f"to approve proposal #{proposal.id}")
+        await self._workspace_for(caller, proposal.workspace, f"approve proposal #{proposal.id}: {proposal.request}")
         await self._check_budget()
         instructions = (
             f"Implement this approved proposal in the workspace, exactly as written (the user approved "
@@ -443,7 +450,7 @@ class Crew:
         return await self.discard(caller, int(task_id))
 
     async def create_workspace(self, caller: Caller, name: str) -> str:
-        await self._owners_only(caller, "create a workspace", f"to create the workspace {name!r}")
+        await self._owners_only(caller, "create a workspace", "to create a workspace named:", name)
         ws = await create_workspace(self.workspaces, name, git_identity(self.settings))
         if self.repo_map is not None:
             self.repo_map.index_in_background(ws.name, ws.path)
@@ -531,7 +538,7 @@ class Crew:
         """Merge and Discard are owners' decisions: a member's request goes to the owners with the task's buttons."""
         task = await self._task_for(caller, task_id, anywhere=anywhere)
         await self._owners_only(
-            caller, doing, f"to {doing} **task #{task.id}**: {task.title}", branch_buttons(task.id, task.status)
+            caller, doing, f"to {doing} **task #{task.id}**:", task.title, branch_buttons(task.id, task.status)
         )
         return task
 

@@ -37,7 +37,7 @@ from agents.llm.client import explain_api_error
 from agents.repo_map.maps import RepoMap, repo_map_tools
 from agents.sandbox.bwrap import NetworkPolicy, ResourceLimits, SandboxMode, SandboxSpec, spec_for
 from agents.sandbox.network_gate import NetworkGate
-from agents.sandbox.task_limits import DiskBudget, TaskBounds
+from agents.sandbox.task_limits import DiskBudget, TaskBounds, disk_budget
 from agents.store.database import Store
 from agents.store.delivery import Deliveries
 from agents.store.shown import PROPOSAL, TASK, remember_shown, shown_as
@@ -47,7 +47,7 @@ from agents.tools.mcp_tasks import TaskMcp
 from agents.tools.screenshot import find_chromium
 from agents.tools.tool_sets import worker_tools
 from agents.tools.toolbox import Audit, Toolbox
-from agents.tools.workspaces import Workspace, Workspaces
+from agents.tools.workspaces import Workspace, Workspaces, check_reach
 from agents.verify.task_tests import TaskTests
 from agents.verify.test_baseline import BaselineRuns
 from agents.verify.test_verdict import Verdict
@@ -207,7 +207,7 @@ class TaskExecutor:
     ) -> Worker:
         bounds = self.bounds.get(task.id)
         if bounds is not None and bounds.disk is None:  # the worktree the task's disk budget watches
-            bounds.disk = DiskBudget(root.resolve(), self.settings.sandbox_max_disk_mb << 20)
+            bounds.disk = DiskBudget(root.resolve(), disk_budget(self.settings.sandbox_max_disk_mb, self.worktrees_dir))
 
         callbacks = RoleCallbacks(
             task,
@@ -304,6 +304,9 @@ class TaskExecutor:
 
     async def _execute(self, task: Task, progress: Progress) -> None:
         try:
+            # the last start path: whatever stored the task (a tool, a button, a schedule, a resume), a member's
+            # task never runs on the bot's own checkout, by whatever name it was stored
+            check_reach(self.workspaces.resolve(task.workspace), self.settings.is_owner(task.user_id))
             if task.worker is WorkerKind.RESEARCH:
                 await self._research(task, progress)
             else:

@@ -1,7 +1,9 @@
 """A small MCP stdio server the tests ship: an owner's server as MCP_CONFIG would name it.
 
 Tools: `add(a, b)`, `note()` (reads a file of SANDBOX_READ_PATHS named by $DEMO_NOTE), `picture()` (a PNG),
-`fail()` (a tool error), `crash()` (the process dies mid-call), `delete_everything(where)` (harmless, for `approve`).
+`fail()` (a tool error), `crash()` (the process dies mid-call), `delete_everything(where)` (harmless, for `approve`),
+`env_value(name)` (a variable of its environment, as a server that prints its own token would), `big(size)` (a text
+of `size` characters beside a picture).
 `demo_server.py --http PORT` serves the same tools over streamable HTTP (a `url` server).
 """
 
@@ -57,6 +59,18 @@ def crash() -> str:
 def delete_everything(where: str) -> str:
     """A tool an owner puts under `approve` (it only says what it would do)."""
     return f"deleted everything in {where} (not really)"
+
+
+@server.tool()
+def env_value(name: str) -> str:
+    """The value of one variable of the server's environment."""
+    return f"{name}={os.environ.get(name, '')}"
+
+
+@server.tool()
+def big(size: int) -> list:
+    """A long text beside a picture, in one result."""
+    return ["x" * size, Image(data=PNG, format="png")]
 
 
 if __name__ == "__main__":

@@ -1,0 +1,97 @@
+"""Secrets in folded spellings, and private hosts in IPv6 spellings: attacks through the real bot and the real proxy.
+
+A hostile worker (the scripted model) prints the bot's own API key base64-encoded (alone and inside an encoded line)
+and JSON-escaped, and a Telegram token with a zero-width space in it, percent-escaped and JSON-escaped; nothing of them may reach the model.
+The browser's egress proxy, told to allow every host, must still refuse a 6to4 address that carries a private IPv4
+address, and a site-local one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import shlex
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from agents.sandbox.egress_proxy import EgressProxy
+from tests.conftest import BotHarness
+from tests.fakes import anthropic_server as claude_says
+from tests.scripted import RoleScript
+from tests.test_sandbox_attacks import start_task, task_end
+
+KEY = "sk-ant-api03-Own-Key-Of-The-Bot-7781-abcdefghijkl"
+TELEGRAM_SHAPED = "987654321:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsawX"
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None or not sys.platform.startswith("linux"), reason="needs bwrap")
+@pytest.mark.settings(anthropic_api_key=KEY)
+async def test_the_bots_key_and_a_token_in_folded_spellings_are_masked(bot: BotHarness) -> None:
+    spellings = {
+        "base64": base64.b64encode(KEY.encode()).decode(),
+        "base64 of a line": base64.b64encode(f"ANTHROPIC_API_KEY={KEY}\n".encode()).decode(),
+        "json": json.dumps({"key": KEY}, ensure_ascii=True).replace("-", "\\u002d"),
+        "zero-width": TELEGRAM_SHAPED[:14] + "\u200b" + TELEGRAM_SHAPED[14:],
+        "percent": TELEGRAM_SHAPED.replace(":", "%3A"),
+        "json token": TELEGRAM_SHAPED.replace(":", "\\u003a"),
+    }
+    model = RoleScript()
+    bot.claude.handler = model
+    model.add("orchestrator", start_task("calc", "Print the values."), claude_says.text("Started."))
+    model.add(
+        "code",
+        *[
+            claude_says.tool_use("run_command", {"command": f"printf '%s\\n' {shlex.quote(value)}"})
+            for value in spellings.values()
+        ],
+        claude_says.text("Done."),
+    )
+    bot.say("print them in calc")
+    await task_end(bot, 1, timeout=90)
+    last = model.requests["code"][-1]["messages"]
+    results = [
+        json.dumps(b["content"])
+        for m in last
+        if m["role"] == "user" and isinstance(m["content"], list)
+        for b in m["content"]
+        if b.get("type") == "tool_result"
+    ]
+    assert len(results) == len(spellings), results
+    for (name, value), result in zip(spellings.items(), results, strict=True):
+        shown = json.loads(result)
+        assert value not in shown, f"{name}: {value!r} reached the model: {shown!r}"
+        assert "«masked»" in shown, f"{name}: {shown!r}"
+
+
+async def _connect_through(proxy: EgressProxy, target: str) -> bytes:
+    reader, writer = await asyncio.open_unix_connection(str(proxy.socket_path))
+    writer.write(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
+    await writer.drain()
+    async with asyncio.timeout(20):
+        answer = await reader.read(4096)
+    writer.close()
+    return answer
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "[2002:7f00:1::]:8080",  # 6to4 of 127.0.0.1
+        "[2002:a9fe:a9fe::]:80",  # 6to4 of 169.254.169.254 (cloud metadata)
+        "[2002:c0a8:104::]:443",  # 6to4 of 192.168.1.4
+        "[fec0::1]:80",  # site-local
+    ],
+)
+async def test_the_proxy_refuses_ipv6_spellings_of_private_space(tmp_path: Path, target: str) -> None:
+    proxy = EgressProxy(tmp_path)
+    proxy.allow_all()
+    await proxy.start()
+    try:
+        answer = await _connect_through(proxy, target)
+    finally:
+        await proxy.close()
+    assert answer.startswith(b"HTTP/1.1 403") and b"no public address" in answer, answer
