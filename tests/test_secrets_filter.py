@@ -58,3 +58,12 @@ def test_credential_values_keep_what_looks_secret() -> None:
 
 def test_a_config_copy_loses_url_credentials_entirely() -> None:
     assert without_url_credentials("url = https://u:p@h/r.git") == "url = https://h/r.git"
+
+
+def test_a_key_shape_inside_a_longer_word_is_no_key() -> None:
+    """A task branch is `agentlab/task-N-<words>`: its `sk-` plus 32 characters once read as an OpenAI key."""
+    branch = "agentlab/task-12-fix-add-so-that-it-returns-the-sum-of-both-numbers"
+    assert mask(f"Branch: {branch}") == f"Branch: {branch}"
+    assert mask("key=sk-proj-abcdefghijklmnopqrstuvwxyz0123456789ABCD") == f"key={MASK}"
+    assert mask("x sk-ant-api03-abcdefghijklmnop") == f"x {MASK}"
+    assert mask("%22sk-ant-api03-abcdefghijklmnop%22") == f"%22{MASK}%22", "the folded view still finds it"

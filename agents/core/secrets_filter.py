@@ -72,6 +72,22 @@ _OWN_SHAPES = (
 )
 
 
+# Shapes that name a key only at the start of a word: `sk-…` inside `agentlab/task-1-fix-…` (a branch name) is no key.
+# Checked on the match, not with a look-behind in the regex, which would cost the regex its fast literal scan.
+_AT_WORD_START = re.compile(r"sk-")
+_WORD_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
+
+
+def _inside_a_word(match: re.Match[str]) -> bool:
+    """The match is a word-start shape that begins inside a longer word (so it is no secret)."""
+    start = match.start()
+    return start > 0 and match.string[start - 1] in _WORD_CHARS and _AT_WORD_START.match(match.group(0)) is not None
+
+
+def _mask_whole(match: re.Match[str]) -> str:
+    return match.group(0) if _inside_a_word(match) else MASK
+
+
 @functools.cache
 def _shapes() -> tuple[tuple[re.Pattern[str], bool, str | None], ...]:
     """(regex, mask the `secret` group only, needle) for every shape: detect-secrets' plugins, then our own."""
@@ -98,6 +114,8 @@ def _named_first_group(regex: re.Pattern[str]) -> re.Pattern[str]:
 
 
 def _mask_group(match: re.Match[str]) -> str:
+    if _inside_a_word(match):
+        return match.group(0)
     start, end = match.span("secret")
     if start < 0:
         return MASK
@@ -178,7 +196,7 @@ def mask(text: str) -> str:
         if grouped:
             text = regex.sub(_mask_group, text)
         else:
-            text = regex.sub(MASK, text)
+            text = regex.sub(_mask_whole if regex.pattern.startswith("sk-") else MASK, text)
     return _mask_folded(text)
 
 
@@ -231,6 +249,8 @@ def _mask_folded(text: str) -> str:
         regexes.append((_verbatim.regex, False))
     for regex, grouped in regexes:
         for match in regex.finditer(view):
+            if _inside_a_word(match):
+                continue
             start, end = match.span("secret") if grouped and match.start("secret") >= 0 else match.span()
             if end > start:
                 spans.append((origin[start], origin[end] if end < len(origin) else len(text)))

@@ -596,7 +596,8 @@ class Crew:
         await self._owners_only(
             caller,
             "open a pull request",
-            f"to open a pull request for **task #{task.id}**: {task.title}",
+            f"to open a pull request for **task #{task.id}**:",
+            task.title,
             pull_request_buttons(task.id),
         )
         text = await self.pull_requests.open_for(task)
