@@ -12,6 +12,7 @@ from typing import Any
 
 from agents.git.repository import changes_since, file_at, is_tracked
 from agents.git.runner import GitError
+from agents.verify.base_run_cache import KeptOutcome, confirm_fixed
 from agents.verify.test_baseline import BaselineRuns
 from agents.verify.test_env import (
     CONFIG_FILE,
@@ -80,6 +81,7 @@ class TaskTests:
         self.environment, self.problem, self.baseline = environment, problem, baseline
         self.timeout = environment.timeout if environment and environment.timeout else timeout
         self.run_options = run_options
+        self.baselines: BaselineRuns | None = None  # set by start(): re-runs at the base (base_run_cache)
 
     @classmethod
     async def start(
@@ -107,7 +109,9 @@ class TaskTests:
                 baselines.outcome(repo, base_commit, environment, effective, **run_options),
                 name=f"baseline-{base_commit[:8]}",
             )
-        return cls(repo, base_commit, instructions, timeout, environment, None, baseline, run_options)
+        tests = cls(repo, base_commit, instructions, timeout, environment, None, baseline, run_options)
+        tests.baselines = baselines
+        return tests
 
     @property
     def read_only_paths(self) -> list[Path]:
@@ -144,6 +148,7 @@ class TaskTests:
             flaky = await self._flaky(checkout, after, base)
             verdict = judge(after, base, self.instructions, flaky, changed=changed)
             verdict.notes += self.environment.notes
+            await self._base_reused(verdict, base)
         verdict.warnings += await self.touched_checks(checkout, verdict, changes)
         return verdict
 
@@ -163,6 +168,21 @@ class TaskTests:
         except Exception as err:  # noqa: BLE001  (no baseline: every failure counts as the task's, as before issue 13)
             log.warning("baseline run at %s failed: %s", self.base_commit[:8], err)
             return None
+
+    async def _base_reused(self, verdict: Verdict, base: TestOutcome | None) -> None:
+        """Say when the base outcome was kept from an earlier task; re-run what it counts as fixed once at the base."""
+        if isinstance(base, KeptOutcome):
+            verdict.notes.append(
+                f"the base commit's test results were reused from an earlier run ({base.kept_at} UTC: same commit, "
+                "command and environment)"
+            )
+        baselines, env = self.baselines, self.environment
+        if base is not None and baselines is not None and env is not None:
+            await confirm_fixed(
+                verdict,
+                env,
+                lambda ids: baselines.rerun(self.repo, self.base_commit, env, self.timeout, ids, **self.run_options),
+            )
 
     async def _flaky(self, checkout: Path, after: TestOutcome, base: TestOutcome | None) -> set[str]:
         """Tests failing now but not at the base that pass on one immediate re-run (of those ids only)."""
