@@ -241,6 +241,24 @@ def streaming_rows(f: dict[str, Any]) -> list[Row]:
     return rows
 
 
+def baseline_rows(f: dict[str, Any]) -> list[Row]:
+    rows = []
+    for name in ("flask-sized", "express-sized"):
+        if not isinstance(r := f.get(name), dict):
+            continue
+        rows.append(
+            (
+                f"{name} suite, worker done → verdict: first task vs second task on the same base (kept base run)",
+                f"{r['first_wait_s']:.2f} s vs {r['second_wait_s']:.2f} s (base runs {r['first_base_runs']} vs "
+                f"{r['second_base_runs']} of {r['rounds']}; test CPU {r['first_cpu_s']:.1f} s vs "
+                f"{r['second_cpu_s']:.1f} s)",
+                "second: no base run",
+                f"{r['first_wait_s'] / r['second_wait_s']:.2f}× faster" if r["second_wait_s"] else "",
+            )
+        )
+    return rows
+
+
 def browser_rows(f: dict[str, Any]) -> list[Row]:
     rows = [
         (
@@ -264,6 +282,7 @@ BENCHES: list[tuple[str, Callable[[bool], list[str]], Callable[[dict[str, Any]],
     ("repo_map.py", lambda quick: ["--sizes", "2000"] if quick else ["--sympy"], repo_map_rows),
     ("voice.py", lambda quick: ["--sizes", "tiny", "--repeats", "1"] if quick else [], voice_rows),
     ("browser.py", lambda quick: ["--runs", "2"] if quick else [], browser_rows),
+    ("baseline.py", lambda quick: ["--rounds", "1"] if quick else [], baseline_rows),
 ]
 
 
