@@ -1,10 +1,20 @@
 """Wiring: build the store, client, workspaces, runner, crew, orchestrator and transcriber from settings; shut them
-down."""
+down.
+
+Start-up work nobody waits on yet (loading the speech model, indexing every workspace for symbol hints) is not done
+while the bot starts, nor while a user's turn is in flight: it begins once the first turn has its answer (or
+START_UP_GRACE_SECONDS passed without a message) and no turn has been in flight for a second, one job after the
+other. A message sent the moment the bot polls is answered at warm speed; a voice note sent before the model is
+loaded starts the load itself (and says so).
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import sys
+import time
 from dataclasses import dataclass, field
 
 import anthropic
@@ -13,9 +23,10 @@ from agents.chat.orchestrator import Orchestrator
 from agents.chat.symbol_hints import SymbolHints
 from agents.core.actions import Action, button
 from agents.core.models import TaskStatus
-from agents.core.protocols import Notifier, SpeechToText, TaskEngine
-from agents.core.secrets_filter import remember
+from agents.core.protocols import ModelState, Notifier, SpeechToText, TaskEngine
+from agents.core.secrets_filter import load_shapes, remember
 from agents.core.settings import Settings
+from agents.core.user_turns import UserTurns
 from agents.llm.client import make_client
 from agents.repo_map.maps import RepoMap
 from agents.sandbox.task_limits import sandbox_limit_warnings
@@ -28,6 +39,11 @@ from agents.work.task_execution import TaskExecutor
 from agents.work.task_runner import TaskRunner
 
 log = logging.getLogger(__name__)
+
+START_UP_GRACE_SECONDS = 3.0  # with no message by then, start-up work begins anyway (voice notes: model ready)
+# While the speech model loads (imports and unpickling that hold the GIL), the interpreter hands the GIL over every
+# LOAD_SWITCH_INTERVAL seconds instead of every 5 ms, so the event loop never waits long for it at each wake-up.
+LOAD_SWITCH_INTERVAL = 0.0005
 
 
 @dataclass
@@ -46,6 +62,9 @@ class Runtime:
     transcriber: SpeechToText | None = None
     interrupted: list = field(default_factory=list)
     deliveries: Deliveries | None = None
+    turns: UserTurns = field(default_factory=UserTurns)
+    start_up: asyncio.Task[None] | None = None  # the deferred start-up work (see the module's docstring)
+    start_up_seconds: dict[str, float] = field(default_factory=dict)  # what each part of it took
 
     @classmethod
     async def start(
@@ -65,16 +84,21 @@ class Runtime:
                 log.warning("%s", warning)
         # the bot's own secrets are masked verbatim in everything a model or the chat sees (issue 22)
         remember([settings.telegram_bot_token.get_secret_value(), settings.anthropic_api_key.get_secret_value()])
+        # what the first answer would otherwise pay on the event loop (detect-secrets' import) is paid before polling
+        started = time.perf_counter()
+        await asyncio.to_thread(load_shapes)
+        before_polling = {"secret shapes": time.perf_counter() - started}
         store = await Store.open(settings.database_path)
         client = client or make_client(settings)
         workspaces = Workspaces(settings.workspace_path, settings.bot_repository)
-        repo_map = RepoMap(store)
-        hints = SymbolHints(repo_map, store, workspaces)
+        turns = UserTurns()
+        repo_map = RepoMap(store, turns)
+        hints = SymbolHints(repo_map, store, workspaces, turns)
         deliveries = Deliveries(store, notifier)
         executor = TaskExecutor(settings, store, client, workspaces, notifier, repo_map, deliveries)
         runner = _engine(settings, store, executor, notifier, deliveries)
         crew = Crew(settings, store, workspaces, runner, notifier, executor.inboxes, repo_map)
-        orchestrator = Orchestrator(settings, store, client, workspaces, crew, hints)
+        orchestrator = Orchestrator(settings, store, client, workspaces, crew, hints, turns)
         if transcriber is None:  # PyAV/numpy imports take a while: not on the event loop
             transcriber = await asyncio.to_thread(_make_transcriber, settings)
         runtime = cls(
@@ -91,6 +115,7 @@ class Runtime:
             executor,
             transcriber,
             deliveries=deliveries,
+            turns=turns,
         )
         killed_mid_task = await store.interrupt_running_tasks()  # a killed bot left these in_progress
         if killed_mid_task:  # ... and their commands still running, in sessions of their own
@@ -107,8 +132,41 @@ class Runtime:
         runtime.interrupted = [t for t in interrupted if t.id not in followed]
         runner.start()  # pending tasks start again
         deliveries.start()  # what an earlier run could not deliver goes out now
-        hints.refresh_in_background()  # index the workspaces without delaying start-up
+        runtime.start_up_seconds.update(before_polling)
+        runtime.start_up = asyncio.create_task(runtime._start_up_work(), name="start-up-work")
         return runtime
+
+    async def _start_up_work(self) -> None:
+        """Load the speech model, then index the workspaces: once the first turn has its answer and none is in
+        flight (the module's docstring)."""
+        await self.turns.settled(START_UP_GRACE_SECONDS)
+        if self.transcriber is not None and self.transcriber.state is ModelState.not_loaded:
+            started = time.perf_counter()
+            previous = sys.getswitchinterval()
+            sys.setswitchinterval(min(previous, LOAD_SWITCH_INTERVAL))
+            try:
+                self.transcriber.start_loading()
+                with contextlib.suppress(Exception):  # its state and message say why; voice notes tell the user
+                    await self.transcriber.wait_ready()
+            finally:
+                sys.setswitchinterval(previous)
+            self.start_up_seconds["speech model"] = time.perf_counter() - started
+            await self.turns.settled(0)
+        started = time.perf_counter()
+        self.hints.refresh_in_background()
+        await self.hints.wait_idle()
+        self.start_up_seconds["workspace indexes"] = time.perf_counter() - started
+        log.info(
+            "start-up work done: %s",
+            ", ".join(f"{name} {seconds:.1f} s" for name, seconds in self.start_up_seconds.items()),
+        )
+
+    async def start_up_done(self) -> None:
+        """Let the deferred start-up work begin now and wait for it (benches and tests that time answers)."""
+        self.turns.hurry()
+        if self.start_up is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(self.start_up)
 
     async def announce_interrupted(self) -> None:
         """Tell each chat which tasks a restart interrupted, with Resume / Discard buttons."""
@@ -162,6 +220,10 @@ class Runtime:
 
     async def close(self) -> None:
         """SIGTERM path: stop workers (they become interrupted), close the client and the store; bounded in time."""
+        if self.start_up is not None and not self.start_up.done():
+            self.start_up.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self.start_up
         await self.stop_workers()
         if self.deliveries is not None:
             await self.deliveries.close()
@@ -190,6 +252,4 @@ def _make_transcriber(settings: Settings) -> SpeechToText | None:
     except ImportError as err:  # whisper missing: text still works
         log.warning("voice notes disabled: %s", err)
         return None
-    transcriber = make_transcriber(settings)
-    transcriber.start_loading()
-    return transcriber
+    return make_transcriber(settings)  # loaded by the start-up work, or by the first voice note
