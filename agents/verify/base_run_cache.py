@@ -178,7 +178,11 @@ class KeptBaseRuns:
         return full_key(command_key, identity), identity
 
     async def find(self, repo: Path, key: str) -> KeptOutcome | None:
-        text = await self.rows.find(self.workspace_of(repo), key)
+        try:
+            text = await self.rows.find(self.workspace_of(repo), key)
+        except Exception as err:  # noqa: BLE001  (the store cannot say: the suite runs, as with no kept outcome)
+            log.warning("kept base runs unreadable: %s", err)
+            return None
         if text is None:
             return None
         try:
@@ -192,26 +196,33 @@ class KeptBaseRuns:
         self, repo: Path, key: str, commit: str, env: TestEnvironment, identity: dict[str, str], outcome: TestOutcome
     ) -> None:
         text = json.dumps({"at": utcnow().strftime("%Y-%m-%d %H:%M"), "outcome": outcome.model_dump(mode="json")})
-        await self.rows.keep(
-            self.workspace_of(repo), key, commit, env.command, json.dumps(identity, sort_keys=True), text, self.limit
-        )
+        try:
+            shown = json.dumps(identity, sort_keys=True)
+            await self.rows.keep(self.workspace_of(repo), key, commit, env.command, shown, text, self.limit)
+        except Exception as err:  # noqa: BLE001  (not kept: the next task runs the base again, nothing worse)
+            log.warning("base run at %s not kept: %s", commit[:8], err)
 
 
 async def confirm_fixed(
-    verdict: Verdict, env: TestEnvironment, rerun_at_base: Callable[[list[str] | None], Awaitable[TestOutcome]]
+    verdict: Verdict,
+    env: TestEnvironment,
+    rerun_at_base: Callable[[list[str] | None], Awaitable[TestOutcome]],
+    seen: dict[str, bool],
 ) -> None:
     """Re-run the tests the verdict counts as fixed (failing at the base, passing now) once at the base commit
     (`rerun_at_base(ids)`: only those ids where the runner can name them, else the whole suite); those passing there
-    too were flaky at the base, not fixed by the task: taken out of `fixed` and said in a note."""
-    if not verdict.fixed:
-        return
-    ids = [name for name in verdict.fixed if name != SUITE_ID]
-    try:
-        again = await rerun_at_base(ids if env.rerunnable and len(ids) == len(verdict.fixed) else None)
-    except Exception as err:  # noqa: BLE001  (no second look: the first run's word stands, as before)
-        log.warning("re-run at the base commit failed: %s", err)
-        return
-    flaky = [name for name in verdict.fixed if again.cases.get(name) == "passed"]
+    too were flaky at the base, not fixed by the task: taken out of `fixed` and said in a note. `seen`: test id →
+    passed on its re-run at the base, for the task's later checks (each test is re-run there once per task)."""
+    new = [name for name in verdict.fixed if name not in seen]
+    if new:
+        ids = [name for name in new if name != SUITE_ID]
+        try:
+            again = await rerun_at_base(ids if env.rerunnable and len(ids) == len(new) else None)
+        except Exception as err:  # noqa: BLE001  (no second look: the first run's word stands, as before)
+            log.warning("re-run at the base commit failed: %s", err)
+            return
+        seen.update({name: again.cases.get(name) == "passed" for name in new})
+    flaky = [name for name in verdict.fixed if seen.get(name)]
     if not flaky:
         return
     verdict.fixed = [name for name in verdict.fixed if name not in flaky]

@@ -82,6 +82,7 @@ class TaskTests:
         self.timeout = environment.timeout if environment and environment.timeout else timeout
         self.run_options = run_options
         self.baselines: BaselineRuns | None = None  # set by start(): re-runs at the base (base_run_cache)
+        self.rerun_at_base: dict[str, bool] = {}  # test id → passed when re-run at the base (confirm_fixed)
 
     @classmethod
     async def start(
@@ -182,6 +183,7 @@ class TaskTests:
                 verdict,
                 env,
                 lambda ids: baselines.rerun(self.repo, self.base_commit, env, self.timeout, ids, **self.run_options),
+                self.rerun_at_base,
             )
 
     async def _flaky(self, checkout: Path, after: TestOutcome, base: TestOutcome | None) -> set[str]:
