@@ -13,6 +13,7 @@ import pytest
 from agents import runtime as runtime_module
 from agents.core.models import Caller
 from agents.core.protocols import ModelState
+from agents.core.user_turns import UserTurns
 from agents.repo_map import parse_pool
 from agents.repo_map.maps import RepoMap
 from agents.store.database import Store
@@ -171,3 +172,19 @@ async def test_start_up_work_waits_until_the_first_turn_has_its_answer(short_gra
     await asyncio.wait_for(asyncio.shield(bot.runtime.start_up), 30)
     assert bot.runtime.repo_map.building("calc") is not None
     assert bot.runtime.transcriber.state is ModelState.ready
+
+
+async def test_an_index_build_stores_nothing_while_a_turn_is_in_flight(store: Store, tmp_path: Path) -> None:
+    root = make_repo(tmp_path / "small", {"a.py": "def f():\n    pass\n", "b.py": "def g():\n    pass\n"})
+    turns = UserTurns()
+    repo_map = RepoMap(store, turns)
+    try:
+        with turns.turn():
+            build = repo_map.index_in_background("small", root)
+            await asyncio.sleep(0.5)
+            assert not build.done(), "the build waits for the turn's answer"
+            assert await store.repo_index.file_count("small") == 0
+        assert await asyncio.wait_for(build, 30) is True
+        assert await store.repo_index.file_count("small") == 2
+    finally:
+        await repo_map.close()
