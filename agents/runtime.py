@@ -1,10 +1,20 @@
 """Wiring: build the store, client, workspaces, runner, crew, orchestrator and transcriber from settings; shut them
-down."""
+down.
+
+Start-up work nobody waits on yet (loading the speech model, indexing every workspace for symbol hints) is not done
+while the bot starts, nor while a user's turn is in flight: it begins once the first turn has its answer (or
+START_UP_GRACE_SECONDS passed without a message) and no turn has been in flight for a second, one job after the
+other. A message sent the moment the bot polls is answered at warm speed; a voice note sent before the model is
+loaded starts the load itself (and says so).
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import sys
+import time
 from dataclasses import dataclass, field
 
 import anthropic
@@ -13,9 +23,10 @@ from agents.chat.orchestrator import Orchestrator
 from agents.chat.symbol_hints import SymbolHints
 from agents.core.actions import Action, button
 from agents.core.models import TaskStatus
-from agents.core.protocols import Notifier, SpeechToText, TaskEngine
-from agents.core.secrets_filter import remember
+from agents.core.protocols import ModelState, Notifier, SpeechToText, TaskEngine
+from agents.core.secrets_filter import load_shapes, remember
 from agents.core.settings import Settings
+from agents.core.user_turns import UserTurns
 from agents.github.api import GitHubClient
 from agents.github.webhook import WebhookServer
 from agents.github_inbox import GitHubInbox
@@ -34,6 +45,11 @@ from agents.work.task_execution import TaskExecutor
 from agents.work.task_runner import TaskRunner
 
 log = logging.getLogger(__name__)
+
+START_UP_GRACE_SECONDS = 3.0  # with no message by then, start-up work begins anyway (voice notes: model ready)
+# While the speech model loads (imports and unpickling that hold the GIL), the interpreter hands the GIL over every
+# LOAD_SWITCH_INTERVAL seconds instead of every 5 ms, so the event loop never waits long for it at each wake-up.
+LOAD_SWITCH_INTERVAL = 0.0005
 
 
 @dataclass
@@ -57,6 +73,9 @@ class Runtime:
     github_inbox: GitHubInbox | None = None
     github_webhook: WebhookServer | None = None
     github_catch_up: asyncio.Future | None = None  # deliveries a stopped bot acknowledged, handled at start
+    turns: UserTurns = field(default_factory=UserTurns)
+    start_up: asyncio.Task[None] | None = None  # the deferred start-up work (see the module's docstring)
+    start_up_seconds: dict[str, float] = field(default_factory=dict)  # what each part of it took
 
     @classmethod
     async def start(
@@ -79,11 +98,16 @@ class Runtime:
         # the bot's own secrets are masked verbatim in everything a model or the chat sees
         remember([settings.telegram_bot_token.get_secret_value(), settings.anthropic_api_key.get_secret_value()])
         remember(s.get_secret_value() for s in (settings.github_token, settings.github_webhook_secret) if s is not None)
+        # what the first answer would otherwise pay on the event loop (detect-secrets' import) is paid before polling
+        started = time.perf_counter()
+        await asyncio.to_thread(load_shapes)
+        before_polling = {"secret shapes": time.perf_counter() - started}
         store = await Store.open(settings.database_path)
         client = client or make_client(settings)
         workspaces = Workspaces(settings.workspace_path, settings.bot_repository)
-        repo_map = RepoMap(store)
-        hints = SymbolHints(repo_map, store, workspaces)
+        turns = UserTurns()
+        repo_map = RepoMap(store, turns)
+        hints = SymbolHints(repo_map, store, workspaces, turns)
         deliveries = Deliveries(store, notifier)
         github = (
             GitHubClient(settings.github_token.get_secret_value(), settings.github_api_url)
@@ -95,7 +119,7 @@ class Runtime:
             settings, store, client, workspaces, notifier, repo_map, deliveries, pull_requests if github else None
         )
         crew = Crew(settings, store, workspaces, runner, notifier, executor.inboxes, repo_map, pull_requests)
-        orchestrator = Orchestrator(settings, store, client, workspaces, crew, hints)
+        orchestrator = Orchestrator(settings, store, client, workspaces, crew, hints, turns)
         if transcriber is None:  # PyAV/numpy imports take a while: not on the event loop
             transcriber = await asyncio.to_thread(_make_transcriber, settings)
         runtime = cls(
@@ -113,6 +137,7 @@ class Runtime:
             transcriber,
             deliveries=deliveries,
             pull_requests=pull_requests,
+            turns=turns,
         )
         if github is not None:
             runtime.github_inbox = GitHubInbox(settings, store, orchestrator, crew, pull_requests, deliveries)
@@ -136,7 +161,8 @@ class Runtime:
         )
         await runtime.schedules.start()
         deliveries.start()  # what an earlier run could not deliver goes out now
-        hints.refresh_in_background()  # index the workspaces without delaying start-up
+        runtime.start_up_seconds.update(before_polling)
+        runtime.start_up = asyncio.create_task(runtime._start_up_work(), name="start-up-work")
         return runtime
 
     def start_github_webhook(self) -> None:
@@ -155,6 +181,38 @@ class Runtime:
         else:
             self.github_webhook = server
         self.github_catch_up = asyncio.ensure_future(inbox.handle_unhandled())
+
+    async def _start_up_work(self) -> None:
+        """Load the speech model, then index the workspaces: once the first turn has its answer and none is in
+        flight (the module's docstring)."""
+        await self.turns.settled(START_UP_GRACE_SECONDS)
+        if self.transcriber is not None and self.transcriber.state is ModelState.not_loaded:
+            started = time.perf_counter()
+            previous = sys.getswitchinterval()
+            sys.setswitchinterval(min(previous, LOAD_SWITCH_INTERVAL))
+            try:
+                self.transcriber.start_loading()
+                with contextlib.suppress(Exception):  # its state and message say why; voice notes tell the user
+                    await self.transcriber.wait_ready()
+            finally:
+                sys.setswitchinterval(previous)
+            self.start_up_seconds["speech model"] = time.perf_counter() - started
+            await self.turns.settled(0)
+        started = time.perf_counter()
+        self.hints.refresh_in_background()
+        await self.hints.wait_idle()
+        self.start_up_seconds["workspace indexes"] = time.perf_counter() - started
+        log.info(
+            "start-up work done: %s",
+            ", ".join(f"{name} {seconds:.1f} s" for name, seconds in self.start_up_seconds.items()),
+        )
+
+    async def start_up_done(self) -> None:
+        """Let the deferred start-up work begin now and wait for it (benches and tests that time answers)."""
+        self.turns.hurry()
+        if self.start_up is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(self.start_up)
 
     async def announce_interrupted(self) -> None:
         """Tell each chat which tasks a restart interrupted, with Resume / Discard buttons."""
@@ -214,6 +272,10 @@ class Runtime:
             await self.github_webhook.stop()
         if self.github_catch_up is not None:
             self.github_catch_up.cancel()
+        if self.start_up is not None and not self.start_up.done():
+            self.start_up.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self.start_up
         await self.stop_workers()
         if self.pull_requests is not None:
             await self.pull_requests.close()
@@ -296,6 +358,4 @@ def _make_transcriber(settings: Settings) -> SpeechToText | None:
     except ImportError as err:  # whisper missing: text still works
         log.warning("voice notes disabled: %s", err)
         return None
-    transcriber = make_transcriber(settings)
-    transcriber.start_loading()
-    return transcriber
+    return make_transcriber(settings)  # loaded by the start-up work, or by the first voice note

@@ -214,12 +214,16 @@ def quiet_logging() -> None:
 
 
 async def wait_transcriber_settled(runtime: object, timeout: float = 120.0) -> float:
-    """agentlab starts loading whisper (torch import) in a thread at start-up; wait until loaded or failed (seconds).
+    """agentlab loads whisper (torch import) in a thread once its first turn has its answer; start it now and wait
+    until loaded or failed (seconds).
 
     Measuring while that import holds the GIL would charge it to the direct answers.
     """
     transcriber = getattr(runtime, "transcriber", None)
     started = time.perf_counter()
+    start_up_done = getattr(runtime, "start_up_done", None)
+    if start_up_done is not None:  # the load waits for the first turn: begin it now, and let it finish
+        await start_up_done()
     while transcriber is not None and str(getattr(getattr(transcriber, "state", None), "value", "")) == "loading":
         if time.perf_counter() - started > timeout:
             break
@@ -229,6 +233,9 @@ async def wait_transcriber_settled(runtime: object, timeout: float = 120.0) -> f
 
 async def wait_indexing_idle(runtime: object) -> None:
     """The first turn starts indexing the workspaces in the background (symbol hints); let it finish before timing."""
+    start_up_done = getattr(runtime, "start_up_done", None)
+    if start_up_done is not None:  # start-up work (speech model, indexes) waits for a first turn: run it now
+        await start_up_done()
     wait_idle = getattr(getattr(runtime, "hints", None), "wait_idle", None)
     if wait_idle is not None:
         await wait_idle()

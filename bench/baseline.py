@@ -1,21 +1,25 @@
-"""Time the base-commit test run adds to a task, cached and not.
+"""What the kept base run saves: the time from "worker done" to the verdict, first task vs second task on one base.
 
-A task's test phase is timed with the real machinery (`TaskTests`: environment detection, the baseline run in a
-throw-away copy of the base commit started when the task starts, the run after the worker, the comparison) while a
-stand-in worker works for W seconds (an asyncio sleep: the baseline runs in parallel with it). Three ways:
-- without a baseline: the worker, then the tests (what a task cost without the base-commit run);
-- baseline not cached: a fresh base commit every time (the cache directory is emptied);
-- baseline cached: a consecutive task on the same commit.
-Workspace: the small calc repository of the worker end-to-end benches, and a 300-test suite. The machine is shared,
-so the test runs themselves are noisy: "time outside the after-run" (wall time minus the worker and minus the
-after-run's own duration) isolates what the baseline machinery adds around it.
+Every task compares its tests with the same tests at its base commit. The first task on a commit runs the suite
+there (in a throw-away copy, started with the task, beside the worker); its outcome is kept in the store, keyed by
+commit, command, `.agentlab.toml` and the environment's identity, and a second task on the same base reuses it.
+Measured with the real machinery (`TaskTests` with `BaselineRuns` and `KeptBaseRuns` on a real store): a stand-in
+worker adds a file and works for WORKER_SECONDS (an asyncio sleep; the base run goes on beside it), then the task's
+checks run (the suite after the worker, the comparison, the verdict). "Worker done → verdict" is what the user waits
+on after the worker's last word. Each round starts from an empty store, so its first task runs the base.
 
-Run: .venv/bin/python bench/baseline.py [--json]
+Fixtures, sized like two real projects' suites:
+- flask-sized: 480 pytest tests in 24 files (the bot's own Python: the workspace has no environment);
+- express-sized: 1,200 `node --test` tests in 12 files (an npm test script).
+
+Run: .venv/bin/python bench/baseline.py [--json] [--rounds N]
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import resource
 import shutil
 import statistics
 import sys
@@ -26,97 +30,155 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from agents.store.database import Store  # noqa: E402
+from agents.verify.base_run_cache import KeptBaseRuns, KeptOutcome  # noqa: E402
 from agents.verify.task_tests import TaskTests  # noqa: E402
 from agents.verify.test_baseline import BaselineRuns  # noqa: E402
-from agents.verify.test_env import detect_environment  # noqa: E402
-from agents.verify.test_runner import run_tests  # noqa: E402
-from bench._harness import SMALL_REPO, emit_json, machine, parse_args  # noqa: E402
+from bench._harness import emit_json, machine  # noqa: E402
 from tests.conftest import git, make_repo  # noqa: E402
 
-REPEATS = 5
-WORKER_SECONDS = (0.0, 5.0)
-BIG_SUITE = {
-    "calc.py": "def add(a, b):\n    return a + b\n",
-    **{
-        f"tests/test_mod{i}.py": "from calc import add\n\n"
-        + "".join(f"def test_{j}():\n    assert add({j}, 1) == {j + 1}\n\n" for j in range(30))
-        for i in range(10)
-    },
-}
+WORKER_SECONDS = 0.5
+ROUNDS = 3
 
 
-async def without_baseline(repo: Path, worker: float) -> tuple[float, float]:
+def flask_sized() -> dict[str, str]:
+    files = {
+        "app/__init__.py": "",
+        "app/routing.py": (
+            "def match(rule, path):\n"
+            "    parts, given = rule.strip('/').split('/'), path.strip('/').split('/')\n"
+            "    if len(parts) != len(given):\n        return None\n"
+            "    found = {}\n"
+            "    for p, g in zip(parts, given):\n"
+            "        if p.startswith('<'):\n            found[p[1:-1]] = g\n"
+            "        elif p != g:\n            return None\n"
+            "    return found\n"
+        ),
+        "tests/conftest.py": "",
+    }
+    for i in range(24):
+        body = "from app.routing import match\n\n"
+        for j in range(20):
+            body += (
+                f"def test_rule_{j}():\n"
+                f"    for n in range(20):\n"
+                f"        assert match('/a/<x>/b{j}', f'/a/{{n}}/b{j}') == {{'x': str(n)}}\n"
+                f"    assert match('/a/b', '/a/c') is None\n\n"
+            )
+        files[f"tests/test_routing_{i}.py"] = body
+    return files
+
+
+def express_sized() -> dict[str, str]:
+    files = {
+        "package.json": '{"name": "web", "private": true, "scripts": {"test": "node --test"}}\n',
+        "lib/route.js": (
+            "exports.match = (rule, path) => {\n"
+            "  const parts = rule.split('/'), given = path.split('/');\n"
+            "  if (parts.length !== given.length) return null;\n"
+            "  const found = {};\n"
+            "  for (let i = 0; i < parts.length; i++) {\n"
+            "    if (parts[i].startsWith(':')) found[parts[i].slice(1)] = given[i];\n"
+            "    else if (parts[i] !== given[i]) return null;\n"
+            "  }\n  return found;\n};\n"
+        ),
+    }
+    for i in range(12):
+        body = "const test = require('node:test');\nconst assert = require('node:assert');\n"
+        body += "const { match } = require('../lib/route');\n\n"
+        for j in range(100):
+            body += (
+                f"test('route {j}', () => {{\n"
+                f"  for (let n = 0; n < 20; n++) assert.deepStrictEqual(match('/a/:x/b{j}', `/a/${{n}}/b{j}`), "
+                f"{{ x: String(n) }});\n}});\n"
+            )
+        files[f"test/route{i}.test.js"] = body
+    return files
+
+
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+async def one_task(
+    repo: Path, commit: str, baselines: BaselineRuns, tree: Path
+) -> tuple[float, float, float, bool, str]:
+    """(worker done → verdict, whole task, CPU seconds of its test runs, base reused, the verdict's line) of one
+    harmless task."""
+    git(repo, "worktree", "add", "-q", "--detach", str(tree), commit)
+    cpu = children_cpu()
     started = time.perf_counter()
-    await asyncio.sleep(worker)
-    env = detect_environment(repo)
-    after = await run_tests(repo, 600, environment=env)
-    return time.perf_counter() - started, after.duration
-
-
-async def with_baseline(repo: Path, cache: BaselineRuns, worker: float) -> tuple[float, float]:
-    commit = git(repo, "rev-parse", "HEAD").strip()
-    started = time.perf_counter()
-    checks = await TaskTests.start(repo, repo, commit, "bench", cache, 600)
-    await asyncio.sleep(worker)
-    verdict = await checks.check(repo)
+    checks = await TaskTests.start(repo, tree, commit, "Add a note.", baselines, 600)
+    (tree / "NOTE.md").write_text("a note\n")
+    await asyncio.sleep(WORKER_SECONDS)
+    done = time.perf_counter()
+    verdict = await checks.check(tree)
+    ended = time.perf_counter()
+    cpu = children_cpu() - cpu
     checks.close()
+    git(repo, "worktree", "remove", "--force", str(tree))
     assert verdict.after.status.value == "passed", verdict.after.summary
-    return time.perf_counter() - started, verdict.after.duration
+    return ended - done, ended - started, cpu, isinstance(verdict.base, KeptOutcome), verdict.line()
 
 
-async def bench(name: str, files: dict[str, str], figures: dict) -> None:
+async def bench(name: str, files: dict[str, str], rounds: int, figures: dict) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         repo = make_repo(Path(tmp) / name, files)
-        cache_dir = Path(tmp) / "baselines"
-        cache = BaselineRuns(cache_dir)
-        for worker in WORKER_SECONDS:
-            plain, cold, warm = [], [], []
-            outside = {"plain": [], "uncached": [], "cached": []}  # wall time minus worker minus the after-run
-            for _ in range(REPEATS):
-                for label, runs, measure in (
-                    ("plain", plain, lambda w=worker: without_baseline(repo, w)),
-                    ("uncached", cold, lambda w=worker: with_baseline(repo, cache, w)),
-                    ("cached", warm, lambda w=worker: with_baseline(repo, cache, w)),
-                ):
-                    if label == "uncached":
-                        shutil.rmtree(cache_dir, ignore_errors=True)
-                    total, after = await measure()
-                    runs.append(total)
-                    outside[label].append(total - worker - after)
-            row = {
-                "plain_s": statistics.median(plain),
-                "uncached_s": statistics.median(cold),
-                "cached_s": statistics.median(warm),
-                "outside_run_plain_s": statistics.median(outside["plain"]),
-                "outside_run_uncached_s": statistics.median(outside["uncached"]),
-                "outside_run_cached_s": statistics.median(outside["cached"]),
-            }
-            row["added_uncached_s"] = row["uncached_s"] - row["plain_s"]
-            row["added_cached_s"] = row["cached_s"] - row["plain_s"]
-            figures[f"{name} worker={worker:g}s"] = row
-            print(
-                f"{name:<10} worker {worker:>4.1f} s | no baseline {row['plain_s']:6.2f} s | "
-                f"uncached {row['uncached_s']:6.2f} s (+{row['added_uncached_s']:5.2f} s, "
-                f"{100 * row['added_uncached_s'] / row['plain_s']:+5.1f}%) | cached {row['cached_s']:6.2f} s "
-                f"(+{row['added_cached_s']:5.2f} s, {100 * row['added_cached_s'] / row['plain_s']:+5.1f}%)",
-                flush=True,
-            )
-            print(
-                f"{'':<10} {'':>13} | time outside the after-run (worker excluded): no baseline "
-                f"{row['outside_run_plain_s']:5.2f} s · uncached {row['outside_run_uncached_s']:5.2f} s · cached "
-                f"{row['outside_run_cached_s']:5.2f} s",
-                flush=True,
-            )
+        commit = git(repo, "rev-parse", "HEAD").strip()
+        waits: dict[str, list[float]] = {"first": [], "second": []}
+        totals: dict[str, list[float]] = {"first": [], "second": []}
+        cpus: dict[str, list[float]] = {"first": [], "second": []}
+        reused = {"first": 0, "second": 0}
+        line = ""
+        for round_ in range(rounds):
+            store = await Store.open(Path(tmp) / f"state-{round_}.db")  # empty: the round's first task runs the base
+            baselines = BaselineRuns(Path(tmp) / "runs", KeptBaseRuns(store))
+            for label in ("first", "second"):
+                wait, total, cpu, was_reused, line = await one_task(repo, commit, baselines, Path(tmp) / f"t-{label}")
+                waits[label].append(wait)
+                cpus[label].append(cpu)
+                totals[label].append(total)
+                reused[label] += was_reused
+            await store.close()
+            shutil.rmtree(Path(tmp) / "runs", ignore_errors=True)
+        row = {
+            "first_wait_s": statistics.median(waits["first"]),
+            "second_wait_s": statistics.median(waits["second"]),
+            "first_total_s": statistics.median(totals["first"]),
+            "second_total_s": statistics.median(totals["second"]),
+            "first_cpu_s": statistics.median(cpus["first"]),
+            "second_cpu_s": statistics.median(cpus["second"]),
+            "first_base_runs": rounds - reused["first"],
+            "second_base_runs": rounds - reused["second"],
+            "rounds": rounds,
+        }
+        figures[name] = row
+        print(
+            f"{name:<14} worker done → verdict: first task {row['first_wait_s']:5.2f} s · second task "
+            f"{row['second_wait_s']:5.2f} s | whole task (worker {WORKER_SECONDS:g} s): {row['first_total_s']:5.2f} s "
+            f"→ {row['second_total_s']:5.2f} s | CPU of the test runs {row['first_cpu_s']:5.2f} s → "
+            f"{row['second_cpu_s']:5.2f} s | base runs: first tasks {row['first_base_runs']}/{rounds}, "
+            f"second tasks {row['second_base_runs']}/{rounds}",
+            flush=True,
+        )
+        print(f"{'':<14} {line}", flush=True)
 
 
 async def main() -> None:
-    args = parse_args(__doc__)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print the figures as one JSON line at the end")
+    parser.add_argument("--rounds", type=int, default=ROUNDS)
+    args = parser.parse_args()
     figures: dict = {}
-    print(f"median of {REPEATS} runs each; {machine()}")
-    await bench("calc", SMALL_REPO, figures)
-    await bench("300 tests", BIG_SUITE, figures)
+    print(f"median of {args.rounds} rounds (each: a first and a second task on one base); {machine()}")
+    await bench("flask-sized", flask_sized(), args.rounds, figures)
+    if shutil.which("node"):
+        await bench("express-sized", express_sized(), args.rounds, figures)
+    else:
+        print("express-sized: skipped (node is not installed)")
     if args.json:
-        emit_json({"bench": "baseline", "machine": machine(), **figures})
+        emit_json({"bench": "baseline", "machine": machine(), "worker_s": WORKER_SECONDS, **figures})
 
 
 if __name__ == "__main__":

@@ -218,7 +218,7 @@ def scenario_rows(f: dict[str, Any]) -> list[Row]:
 def streaming_rows(f: dict[str, Any]) -> list[Row]:
     rows = []
     for key, r in f.items():
-        if not isinstance(r, dict):
+        if not isinstance(r, dict) or key == "cold_start":
             continue
         mode, words = key.rsplit("_", 1)
         rows.append(
@@ -238,6 +238,52 @@ def streaming_rows(f: dict[str, Any]) -> list[Row]:
             )
         )
     rows.append(("streamed answers: refused Telegram calls", str(len(f["refused_telegram_calls"])), "0", ""))
+    if isinstance(cold := f.get("cold_start"), dict):
+        n = cold["starts"]
+        for i, when in ((1, "sent as soon as the bot polls"), (2, "sent right after the first answer")):
+            asked, frame = cold[f"asked_{i}"], cold[f"frame_{i}"]
+            rows.append(
+                (
+                    f"cold start (bot as its own process), message {i} {when}: Claude asked after the message",
+                    f"{asked['median']:+.3f} s (max {asked['max']:+.3f} s, {n} starts)",
+                    "≤ +0.03 s",
+                    "",
+                )
+            )
+            rows.append(
+                (
+                    f"cold start, message {i}: first frame after the model's first token",
+                    f"{frame['median']:+.3f} s (max {frame['max']:+.3f} s)",
+                    "≤ +0.05 s",
+                    "",
+                )
+            )
+        rows.append(
+            (
+                "cold start: process start to first getUpdates (speech model and indexes deferred)",
+                f"{cold['startup']['median']:.2f} s (max {cold['startup']['max']:.2f} s)",
+                "",
+                "",
+            )
+        )
+    return rows
+
+
+def baseline_rows(f: dict[str, Any]) -> list[Row]:
+    rows = []
+    for name in ("flask-sized", "express-sized"):
+        if not isinstance(r := f.get(name), dict):
+            continue
+        rows.append(
+            (
+                f"{name} suite, worker done → verdict: first task vs second task on the same base (kept base run)",
+                f"{r['first_wait_s']:.2f} s vs {r['second_wait_s']:.2f} s (base runs {r['first_base_runs']} vs "
+                f"{r['second_base_runs']} of {r['rounds']}; test CPU {r['first_cpu_s']:.1f} s vs "
+                f"{r['second_cpu_s']:.1f} s)",
+                "second: no base run",
+                f"{r['first_wait_s'] / r['second_wait_s']:.2f}× faster" if r["second_wait_s"] else "",
+            )
+        )
     return rows
 
 
@@ -260,10 +306,11 @@ BENCHES: list[tuple[str, Callable[[bool], list[str]], Callable[[dict[str, Any]],
     ("overhead.py", lambda quick: [], overhead_rows),
     ("background.py", lambda quick: [], background_rows),
     ("scenarios.py", lambda quick: [], scenario_rows),
-    ("streaming.py", lambda quick: ["--repeats", "1"] if quick else [], streaming_rows),
+    ("streaming.py", lambda quick: ["--repeats", "1", "--starts", "3"] if quick else [], streaming_rows),
     ("repo_map.py", lambda quick: ["--sizes", "2000"] if quick else ["--sympy"], repo_map_rows),
     ("voice.py", lambda quick: ["--sizes", "tiny", "--repeats", "1"] if quick else [], voice_rows),
     ("browser.py", lambda quick: ["--runs", "2"] if quick else [], browser_rows),
+    ("baseline.py", lambda quick: ["--rounds", "1"] if quick else [], baseline_rows),
 ]
 
 

@@ -10,11 +10,15 @@ from pathlib import Path
 
 import pytest
 
+from agents import runtime as runtime_module
 from agents.core.models import Caller
+from agents.core.protocols import ModelState
+from agents.core.user_turns import UserTurns
 from agents.repo_map import parse_pool
 from agents.repo_map.maps import RepoMap
 from agents.store.database import Store
 from tests.conftest import BotHarness, make_repo
+from tests.fakes import anthropic_server as claude_says
 
 FILES = parse_pool.THREAD_CHUNK + 50  # two thread hops (below the child-process threshold)
 LATE = f"pkg/mod_{FILES - 1:04d}.py"  # in the second hop
@@ -131,8 +135,57 @@ async def test_a_new_workspace_is_indexed_in_the_background_at_once(bot: BotHarn
     assert await bot.runtime.store.repo_index.info("fresh") is not None
 
 
-async def test_the_bot_indexes_its_workspaces_at_start_up(bot: BotHarness) -> None:
+async def test_the_bot_indexes_its_workspaces_after_start_up_without_a_message(bot: BotHarness) -> None:
+    assert bot.runtime.start_up is not None
+    await asyncio.wait_for(asyncio.shield(bot.runtime.start_up), 30)  # the grace period, then the work
     build = bot.runtime.repo_map.building("calc")
-    assert build is not None, "no message needed: start-up starts the index"
-    assert await asyncio.wait_for(build, 30) is True
+    assert build is not None, "no message needed: start-up work indexes every workspace"
+    assert build.done() and build.result() is True
     assert await bot.runtime.store.repo_index.file_count("calc") > 0
+    assert bot.runtime.transcriber is not None and bot.runtime.transcriber.state is ModelState.ready
+
+
+@pytest.fixture
+def short_grace(monkeypatch: pytest.MonkeyPatch) -> float:
+    """Start-up work begins 0.3 s after the start when no message comes (set before the bot starts)."""
+    monkeypatch.setattr(runtime_module, "START_UP_GRACE_SECONDS", 0.3)
+    return 0.3
+
+
+async def test_start_up_work_waits_until_the_first_turn_has_its_answer(short_grace: float, bot: BotHarness) -> None:
+    """A message sent right after the start is answered before the speech model loads and the indexes build."""
+    asked = threading.Event()
+    answer = threading.Event()
+
+    def slow_model(_body: dict) -> dict:
+        asked.set()
+        answer.wait(10)
+        return claude_says.text("hello")
+
+    bot.claude.handler = slow_model
+    bot.say("hi")
+    assert await asyncio.to_thread(asked.wait, 10)
+    await asyncio.sleep(3 * short_grace)  # past the grace period: a turn in flight holds the start-up work still
+    assert bot.runtime.repo_map.building("calc") is None, "no index is built while the first turn waits"
+    assert bot.runtime.transcriber is not None and bot.runtime.transcriber.state is ModelState.not_loaded
+    answer.set()
+    await bot.replies(1)
+    await asyncio.wait_for(asyncio.shield(bot.runtime.start_up), 30)
+    assert bot.runtime.repo_map.building("calc") is not None
+    assert bot.runtime.transcriber.state is ModelState.ready
+
+
+async def test_an_index_build_stores_nothing_while_a_turn_is_in_flight(store: Store, tmp_path: Path) -> None:
+    root = make_repo(tmp_path / "small", {"a.py": "def f():\n    pass\n", "b.py": "def g():\n    pass\n"})
+    turns = UserTurns()
+    repo_map = RepoMap(store, turns)
+    try:
+        with turns.turn():
+            build = repo_map.index_in_background("small", root)
+            await asyncio.sleep(0.5)
+            assert not build.done(), "the build waits for the turn's answer"
+            assert await store.repo_index.file_count("small") == 0
+        assert await asyncio.wait_for(build, 30) is True
+        assert await store.repo_index.file_count("small") == 2
+    finally:
+        await repo_map.close()

@@ -28,6 +28,7 @@ from agents.core.models import (
 from agents.core.protocols import AnswerStream, MessageModel, WorkDesk
 from agents.core.settings import Settings
 from agents.core.text import estimate_tokens
+from agents.core.user_turns import UserTurns
 from agents.inputs.attachments import Attachments
 from agents.llm import prompts
 from agents.llm.client import explain_api_error, usage_record
@@ -125,8 +126,10 @@ class Orchestrator:
         workspaces: Workspaces,
         desk: WorkDesk,
         hints: SymbolHints | None = None,
+        turns: UserTurns | None = None,
     ) -> None:
         self.settings = settings
+        self.turns = turns or UserTurns()  # start-up and background work waits for the turns in flight
         self.store = store
         self.client = client
         self.workspaces = workspaces
@@ -398,7 +401,8 @@ class Orchestrator:
         """
         self.desk.turn_started(chat_id)
         caller = Caller(chat_id=chat_id, message_id=message_id, user_id=user_id, user_name=user_name)
-        return await self._turn(caller, text, input_method, reply_to, attachments or [], answer)
+        with self.turns.turn():
+            return await self._turn(caller, text, input_method, reply_to, attachments or [], answer)
 
     async def _turn(
         self,

@@ -15,6 +15,7 @@ import logging
 import re
 import time
 
+from agents.core.user_turns import UserTurns
 from agents.repo_map.maps import RepoMap
 from agents.store.database import Store
 from agents.tools.workspaces import Workspaces
@@ -107,8 +108,9 @@ def exact_first(rows: list[dict], name: str) -> list[dict]:
 
 
 class SymbolHints:
-    def __init__(self, repo_map: RepoMap, store: Store, workspaces: Workspaces) -> None:
+    def __init__(self, repo_map: RepoMap, store: Store, workspaces: Workspaces, turns: UserTurns | None = None) -> None:
         self.repo_map, self.store, self.workspaces = repo_map, store, workspaces
+        self.turns = turns  # a refresh asked for by a turn starts once no turn is in flight
         self._refreshed: dict[str, float] = {}
         self._running: dict[str, asyncio.Task[None]] = {}
 
@@ -122,6 +124,8 @@ class SymbolHints:
 
     async def _refresh(self, name: str, path) -> None:
         try:
+            if self.turns is not None:  # the turn that asked for it has its answer first, and a quiet moment
+                await self.turns.settled(0)
             await self.repo_map.index_in_background(name, path)  # shared with a task waiting on the same index
         finally:
             self._refreshed[name] = time.monotonic()

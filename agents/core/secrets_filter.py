@@ -107,6 +107,12 @@ def _shapes() -> tuple[tuple[re.Pattern[str], bool, str | None], ...]:
     return tuple(found)
 
 
+def load_shapes() -> int:
+    """Import detect-secrets and compile every shape now (blocking, about half a second on a slow machine), so the
+    first text masked (the first frame of the first answer) does not pay for it; how many shapes there are."""
+    return len(_shapes())
+
+
 def _named_first_group(regex: re.Pattern[str]) -> re.Pattern[str]:
     """The same regex with its first capturing group named `secret` (detect-secrets' groups are unnamed)."""
     pattern = re.sub(r"(?<!\\)\((?!\?)", "(?P<secret>", regex.pattern, count=1)

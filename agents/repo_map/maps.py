@@ -26,6 +26,7 @@ from pathlib import Path
 
 from agents.core.errors import ToolError
 from agents.core.text import estimate_tokens
+from agents.core.user_turns import UserTurns
 from agents.repo_map.gc_pause import gc_paused
 from agents.repo_map.outline import (
     BINARY_EXTENSIONS,
@@ -243,8 +244,9 @@ def _file_rows(
 class RepoMap:
     """The code index of every workspace, kept in the store, and the maps written from it."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, turns: UserTurns | None = None) -> None:
         self.store = store
+        self.turns = turns  # a build stores nothing while a user's turn is in flight (the answer comes first)
         self._locks: dict[str, asyncio.Lock] = {}
         self._building: dict[str, asyncio.Task[bool]] = {}  # background refreshes, by index name
         self._indexed: dict[str, int] = {}  # files in each index as its refresh stores them (for wait budgets)
@@ -384,6 +386,8 @@ class RepoMap:
                         elif path in known:
                             vanished.append(path)  # vanished since the scan
                     await self._no_render.wait()  # a map being drawn has the process first (reads, GIL)
+                    if self.turns is not None:
+                        await self.turns.quiet()
                     drop = (removed if first else []) + vanished
                     await self._save(name, base, head, outlines, touched, drop, known)
                     first = False

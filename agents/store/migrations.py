@@ -331,6 +331,23 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (chat_id, message_id, data)
     ) WITHOUT ROWID;
     """,
+    # base-commit test runs kept for later tasks: a task whose key (commit, test command and `.agentlab.toml`,
+    # interpreter, lock files, installed packages) matches a kept outcome reuses it instead of running the suite
+    # again; a bounded number per workspace, the least recently used dropped first
+    """
+    CREATE TABLE base_runs (
+        workspace TEXT NOT NULL,
+        key TEXT NOT NULL,
+        base_commit TEXT NOT NULL,
+        command TEXT NOT NULL,
+        identity TEXT NOT NULL DEFAULT '{}',
+        outcome TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        used_at TEXT NOT NULL,
+        PRIMARY KEY (workspace, key)
+    );
+    CREATE INDEX base_runs_commit ON base_runs(workspace, base_commit);
+    """,
 ]
 
 LATEST_VERSION = len(MIGRATIONS)

@@ -12,6 +12,7 @@ from typing import Any
 
 from agents.git.repository import changes_since, file_at, is_tracked
 from agents.git.runner import GitError
+from agents.verify.base_run_cache import KeptOutcome, confirm_fixed
 from agents.verify.test_baseline import BaselineRuns
 from agents.verify.test_env import (
     CONFIG_FILE,
@@ -91,6 +92,8 @@ class TaskTests:
         self.environment, self.problem, self.baseline = environment, problem, baseline
         self.timeout = environment.timeout if environment and environment.timeout else timeout
         self.run_options = run_options
+        self.baselines: BaselineRuns | None = None  # set by start(): re-runs at the base (base_run_cache)
+        self.rerun_at_base: dict[str, bool] = {}  # test id → passed when re-run at the base (confirm_fixed)
 
     @classmethod
     async def start(
@@ -118,7 +121,9 @@ class TaskTests:
                 baselines.outcome(repo, base_commit, environment, effective, **run_options),
                 name=f"baseline-{base_commit[:8]}",
             )
-        return cls(repo, base_commit, instructions, timeout, environment, None, baseline, run_options)
+        tests = cls(repo, base_commit, instructions, timeout, environment, None, baseline, run_options)
+        tests.baselines = baselines
+        return tests
 
     @property
     def read_only_paths(self) -> list[Path]:
@@ -158,6 +163,7 @@ class TaskTests:
             if traced := await self._traced(checkout, verdict):  # red tests judged by what they run, too
                 verdict = judge(after, base, self.instructions, flaky, changed=changed, traced=traced)
             verdict.notes += self.environment.notes + killed
+            await self._base_reused(verdict, base)
         verdict.warnings += await self.touched_checks(checkout, verdict, changes)
         return verdict
 
@@ -189,6 +195,22 @@ class TaskTests:
         if again.state is not RunState.complete:
             return after, []
         return again, [f"the first run after the change was killed part-way ({after.summary}); its re-run completed"]
+
+    async def _base_reused(self, verdict: Verdict, base: TestOutcome | None) -> None:
+        """Say when the base outcome was kept from an earlier task; re-run what it counts as fixed once at the base."""
+        if isinstance(base, KeptOutcome):
+            verdict.notes.append(
+                f"the base commit's test results were reused from an earlier run ({base.kept_at} UTC: same commit, "
+                "command and environment)"
+            )
+        baselines, env = self.baselines, self.environment
+        if base is not None and baselines is not None and env is not None:
+            await confirm_fixed(
+                verdict,
+                env,
+                lambda ids: baselines.rerun(self.repo, self.base_commit, env, self.timeout, ids, **self.run_options),
+                self.rerun_at_base,
+            )
 
     async def _flaky(self, checkout: Path, after: TestOutcome, base: TestOutcome | None) -> set[str]:
         """What fails now but not at the base and passes on one immediate re-run: tests (pytest re-runs those ids

@@ -11,11 +11,14 @@ import logging
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agents.git.repository import export_tree
 from agents.verify.test_env import TestEnvironment, link_borrowed
 from agents.verify.test_runner import TestOutcome, TestStatus, run_tests
+
+if TYPE_CHECKING:
+    from agents.verify.base_run_cache import KeptBaseRuns
 
 log = logging.getLogger(__name__)
 
@@ -25,10 +28,12 @@ RESULTS_FORMAT = (
 
 
 class BaselineRuns:
-    """Base-commit test outcomes, cached under `directory` as one JSON file per (workspace, commit, command)."""
+    """Base-commit test outcomes, cached under `directory` as one JSON file per (workspace, commit, command), or
+    with `kept` in the store, keyed by the environment's identity too (agents/verify/base_run_cache.py)."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, kept: KeptBaseRuns | None = None) -> None:
         self.directory = Path(directory)
+        self.kept = kept
         self._running: dict[str, asyncio.Task[TestOutcome]] = {}
         self._waiters: dict[str, int] = {}
 
@@ -51,13 +56,19 @@ class BaselineRuns:
         self, repo: Path, commit: str, env: TestEnvironment, timeout: float, **run_options: Any
     ) -> TestOutcome:
         """The outcome at `commit`: from the cache, from a run under way for another task, or from a new run."""
-        if (found := await asyncio.to_thread(self.cached, repo, commit, env)) is not None:
+        identity: dict[str, str] | None = None
+        if self.kept is not None:
+            key, identity = await self.kept.key(self.key(repo, commit, env), repo, env)
+            if (kept := await self.kept.find(repo, key)) is not None:
+                return kept
+        elif (found := await asyncio.to_thread(self.cached, repo, commit, env)) is not None:
             return found
-        key = self.key(repo, commit, env)
+        else:
+            key = self.key(repo, commit, env)
         running = self._running.get(key)
         if running is None:
             running = asyncio.create_task(
-                self._run(key, repo, commit, env, timeout, **run_options), name=f"baseline-{commit[:8]}"
+                self._run(key, repo, commit, env, timeout, identity, **run_options), name=f"baseline-{commit[:8]}"
             )
             self._running[key] = running
             running.add_done_callback(lambda _t: self._running.pop(key, None))
@@ -72,17 +83,33 @@ class BaselineRuns:
                     running.cancel()
 
     async def _run(
-        self, key: str, repo: Path, commit: str, env: TestEnvironment, timeout: float, **run_options: Any
+        self,
+        key: str,
+        repo: Path,
+        commit: str,
+        env: TestEnvironment,
+        timeout: float,
+        identity: dict[str, str] | None,
+        **run_options: Any,
     ) -> TestOutcome:
+        outcome = await self.rerun(repo, commit, env, timeout, None, **run_options)
+        if outcome.status is not TestStatus.error or outcome.timed_out:  # a hiccup is not kept; a slow suite is
+            if self.kept is not None and identity is not None:
+                await self.kept.keep(repo, key, commit, env, identity, outcome)
+            else:
+                with contextlib.suppress(OSError):
+                    (self.directory / f"{key}.json").write_text(outcome.model_dump_json(), encoding="utf-8")
+        return outcome
+
+    async def rerun(
+        self, repo: Path, commit: str, env: TestEnvironment, timeout: float, ids: list[str] | None, **run_options: Any
+    ) -> TestOutcome:
+        """One run at `commit` (only `ids` when given) in a throw-away copy of it; nothing kept."""
         self.directory.mkdir(parents=True, exist_ok=True)
         tree = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix=f"base-{commit[:8]}-", dir=self.directory))
         try:
             await export_tree(repo, commit, tree)
             await asyncio.to_thread(link_borrowed, env, tree)
-            outcome = await run_tests(tree, timeout, environment=env, **run_options)
+            return await run_tests(tree, timeout, environment=env, ids=ids, **run_options)
         finally:
             await asyncio.to_thread(shutil.rmtree, tree, True)
-        if outcome.status is not TestStatus.error or outcome.timed_out:  # a hiccup is not kept; a slow suite is
-            with contextlib.suppress(OSError):
-                (self.directory / f"{key}.json").write_text(outcome.model_dump_json(), encoding="utf-8")
-        return outcome

@@ -48,6 +48,7 @@ from agents.tools.screenshot import find_chromium
 from agents.tools.tool_sets import worker_tools
 from agents.tools.toolbox import Audit, Toolbox
 from agents.tools.workspaces import Workspace, Workspaces, check_reach
+from agents.verify.base_run_cache import KeptBaseRuns
 from agents.verify.task_tests import TaskTests
 from agents.verify.test_baseline import BaselineRuns
 from agents.verify.test_verdict import Verdict
@@ -138,7 +139,8 @@ class TaskExecutor:
         self.commit_limits = CommitLimits(settings.max_commit_file_bytes, settings.max_commit_task_bytes)
         self.guards: dict[int, RepositoryGuard] = {}  # task id → the guard of the owner's repository while it runs
         self.bounds: dict[int, TaskBounds] = {}  # task id → its cgroup and disk budget while it runs
-        self.baselines = baselines or BaselineRuns(self.worktrees_dir / "test-baselines")  # base-commit test runs
+        # base-commit test runs, their outcomes kept in the store for later tasks on the same base
+        self.baselines = baselines or BaselineRuns(self.worktrees_dir / "test-baselines", KeptBaseRuns(store))
         self.chromium = find_chromium(settings.chromium_path)
         self.inboxes = inboxes or Inboxes()  # notes for running workers (agents/work/steering.py)
         self.attachments = Attachments.from_settings(settings)

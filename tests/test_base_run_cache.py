@@ -1,0 +1,135 @@
+"""Base-commit test runs kept in the store: reused while the key holds, run again when any part of it changes,
+bounded per workspace; a base failure that passes after the worker is re-run at the base before it counts as fixed."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from agents.store.base_runs import BaseRunRows
+from agents.store.database import Store
+from agents.verify.base_run_cache import KeptBaseRuns, KeptOutcome, environment_identity
+from agents.verify.task_tests import TaskTests
+from agents.verify.test_baseline import BaselineRuns
+from agents.verify.test_env import detect_environment
+from agents.verify.test_runner import TestStatus
+from tests.conftest import git, make_repo
+
+
+def write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[Store]:
+    opened = await Store.open(tmp_path / "state.db")
+    yield opened
+    await opened.close()
+
+
+def counting_repo(tmp_path: Path) -> tuple[Path, Path]:
+    """A workspace whose test command counts its runs in a file outside the repository."""
+    counter = tmp_path / "runs"
+    repo = make_repo(tmp_path / "w", {"app.py": "x = 1\n", "run.sh": f"echo x >> {counter}\n"})
+    write(repo / ".agentlab.toml", '[tests]\ncommand = "bash run.sh"\n')  # untracked: the workspace's own copy
+    return repo, counter
+
+
+def runs(counter: Path) -> int:
+    return counter.read_text().count("x") if counter.exists() else 0
+
+
+async def test_a_kept_outcome_is_reused_until_its_key_changes(tmp_path: Path, store: Store) -> None:
+    repo, counter = counting_repo(tmp_path)
+    commit = git(repo, "rev-parse", "HEAD").strip()
+    baselines = BaselineRuns(tmp_path / "cache", KeptBaseRuns(store))
+    env = detect_environment(repo)
+    first = await baselines.outcome(repo, commit, env, 30)
+    assert first.status is TestStatus.passed and not isinstance(first, KeptOutcome)
+    again = await BaselineRuns(tmp_path / "other", KeptBaseRuns(store)).outcome(repo, commit, env, 30)
+    assert isinstance(again, KeptOutcome) and again.status is TestStatus.passed
+    assert runs(counter) == 1, "a second task on the same base (even after a restart) ran nothing"
+
+    write(repo / "uv.lock", "version = 1\n")  # a lock file appears in the workspace
+    await baselines.outcome(repo, commit, env, 30)
+    assert runs(counter) == 2, "a changed lock file runs the base again"
+    write(repo / ".agentlab.toml", '[tests]\ncommand = "bash run.sh"\ntimeout = 60\n')
+    await baselines.outcome(repo, commit, env, 30)
+    assert runs(counter) == 3, "a changed .agentlab.toml runs the base again"
+    await baselines.outcome(repo, commit, env, 30)
+    assert runs(counter) == 3
+    rows = BaseRunRows(store)
+    assert await rows.count(str(repo.resolve())) == 1, "what the commit had under the old keys is gone"
+
+
+async def test_installed_packages_and_node_modules_are_part_of_the_identity(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "w", {"package.json": '{"scripts": {"test": "node --test"}}\n'})
+    write(repo / "node_modules" / ".package-lock.json", '{"packages": {}}\n')
+    env = detect_environment(repo)
+    assert env is not None
+    before = environment_identity(env, repo)
+    write(repo / "node_modules" / ".package-lock.json", '{"packages": {"node_modules/left-pad": {}}}\n')
+    assert environment_identity(env, repo) != before, "an npm install changes the identity"
+
+    venv = tmp_path / "venv"
+    site = venv / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+    site.mkdir(parents=True)
+    env.python_env = venv
+    with_venv = environment_identity(env, repo)
+    (site / "requests-2.32.0.dist-info").mkdir()
+    assert environment_identity(env, repo) != with_venv, "a package installed in the environment changes it"
+    assert environment_identity(env, repo) == environment_identity(env, repo), "and nothing else does"
+
+
+async def test_each_workspace_keeps_a_bounded_number(tmp_path: Path, store: Store) -> None:
+    repo, counter = counting_repo(tmp_path)
+    baselines = BaselineRuns(tmp_path / "cache", KeptBaseRuns(store, limit=2))
+    env = detect_environment(repo)
+    commits = []
+    for n in range(3):
+        write(repo / "app.py", f"x = {n + 2}\n")
+        git(repo, "commit", "-qam", f"change {n}")
+        commits.append(git(repo, "rev-parse", "HEAD").strip())
+        await baselines.outcome(repo, commits[-1], env, 30)
+    assert await BaseRunRows(store).count(str(repo.resolve())) == 2
+    await baselines.outcome(repo, commits[-1], env, 30)
+    assert runs(counter) == 3, "the newest is still kept"
+    await baselines.outcome(repo, commits[0], env, 30)
+    assert runs(counter) == 4, "the oldest was dropped"
+
+
+FLAKY_AT_BASE = """\
+import pathlib
+
+def test_flaky():
+    marker = pathlib.Path({marker!r})
+    if not marker.exists():
+        marker.write_text("ran")
+        assert False, "fails on its first run only"
+
+def test_broken():
+    from app import value
+    assert value() == 2
+"""
+
+
+async def test_a_base_failure_that_passes_on_a_rerun_at_the_base_is_not_fixed_by_the_task(tmp_path: Path) -> None:
+    marker = tmp_path / "first-run"
+    repo = make_repo(
+        tmp_path / "w",
+        {"app.py": "def value():\n    return 1\n", "test_app.py": FLAKY_AT_BASE.format(marker=str(marker))},
+    )
+    commit = git(repo, "rev-parse", "HEAD").strip()
+    tree = tmp_path / "tree"
+    git(repo, "worktree", "add", "-q", "--detach", str(tree))
+    checks = await TaskTests.start(repo, tree, commit, "make value() return 2", BaselineRuns(tmp_path / "c"), 60)
+    await checks.baseline
+    write(tree / "app.py", "def value():\n    return 2\n")
+    verdict = await checks.check(tree)
+    checks.close()
+    assert verdict.fixed == ["test_app.py::test_broken"], "the real fix counts; the flaky one does not"
+    assert any("flaky at the base" in note and "test_app.py::test_flaky" in note for note in verdict.notes)
