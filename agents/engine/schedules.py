@@ -23,6 +23,7 @@ from temporalio.client import (
     Schedule,
     ScheduleActionStartWorkflow,
     ScheduleCalendarSpec,
+    ScheduleDescription,
     ScheduleHandle,
     ScheduleIntervalSpec,
     ScheduleOverlapPolicy,
@@ -112,16 +113,9 @@ class TemporalFiring:
     async def arm(self, schedule: ScheduleRecord) -> None:
         """Create the schedule on the cluster, or unpause it there (a resumed one keeps its spec)."""
         await self._require()
-        handle = self.handle(schedule.id)
-        try:
-            described = await handle.describe()
-        except RPCError as err:
-            if err.status is not RPCStatusCode.NOT_FOUND:
-                raise
-            await self._create(schedule)
-            return
-        if described.schedule.state.paused:
-            await handle.unpause(note="resumed in the chat")
+        described = await self._described_or_created(schedule)
+        if described is not None and described.schedule.state.paused:
+            await self.handle(schedule.id).unpause(note="resumed in the chat")
 
     async def pause(self, schedule_id: int) -> None:
         """Best effort: a run the cluster still starts finds the schedule paused in the store, and pauses it again."""
@@ -191,16 +185,19 @@ class TemporalFiring:
             await asyncio.Event().wait()
 
     async def _match(self, schedule: ScheduleRecord) -> None:
-        handle = self.handle(schedule.id)
+        described = await self._described_or_created(schedule)
+        if described is not None and schedule.status is ScheduleStatus.PAUSED and not described.schedule.state.paused:
+            await self.handle(schedule.id).pause(note="paused by the bot")
+
+    async def _described_or_created(self, schedule: ScheduleRecord) -> ScheduleDescription | None:
+        """The schedule as the cluster has it, or None after creating it there (it was missing)."""
         try:
-            described = await handle.describe()
+            return await self.handle(schedule.id).describe()
         except RPCError as err:
             if err.status is not RPCStatusCode.NOT_FOUND:
                 raise
-            await self._create(schedule)
-            return
-        if schedule.status is ScheduleStatus.PAUSED and not described.schedule.state.paused:
-            await handle.pause(note="paused by the bot")
+        await self._create(schedule)
+        return None
 
     async def _create(self, schedule: ScheduleRecord) -> None:
         assert self.client is not None
