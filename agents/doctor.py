@@ -29,7 +29,7 @@ import httpx2
 
 from agents.core.errors import ToolError
 from agents.core.settings import Settings, SettingsError, load_settings
-from agents.git.runner import GitError, run_git
+from agents.git.command import GitError, run_git
 from agents.llm.client import client_tls
 from agents.sandbox import bwrap
 from agents.sandbox.process_cap import pids_parent
@@ -43,7 +43,7 @@ from agents.tools.mcp_config import load as load_mcp_config
 from agents.tools.mcp_tasks import probe as probe_mcp
 from agents.tools.ripgrep import ripgrep_path
 from agents.tools.screenshot import find_chromium
-from agents.tools.workspaces import Workspaces
+from agents.workspaces.folders import Workspaces
 
 NETWORK_TIMEOUT_SECONDS = 5.0
 GIT_TIMEOUT_SECONDS = 5.0
@@ -233,7 +233,7 @@ def _api_message(err: anthropic.APIStatusError) -> str:
 
 
 async def _git(*args: str, cwd: Path | None = None) -> tuple[int, str]:
-    """(exit code, stdout or stderr) of `git <args>` through the bot's one hardened git runner; (127, reason) when git
+    """(exit code, stdout or stderr) of `git <args>` through the bot's one hardened git command; (127, reason) when git
     cannot run, (124, …) on a timeout."""
     try:
         result = await run_git(*args, cwd=cwd or Path.cwd(), timeout=GIT_TIMEOUT_SECONDS)
@@ -768,7 +768,7 @@ async def check_github(settings: Settings) -> list[Check] | None:
     webhook's address free to listen on. Nothing when GITHUB_TOKEN is unset (no GitHub features)."""
     from agents.github.api import GitHubClient, GitHubUnavailable
     from agents.github.repository import github_repository
-    from agents.tools.workspaces import Workspaces
+    from agents.workspaces.folders import Workspaces
 
     if settings.github_token is None:
         return None

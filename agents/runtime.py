@@ -1,4 +1,4 @@
-"""Wiring: build the store, client, workspaces, runner, crew, orchestrator and transcriber from settings; shut them
+"""Wiring: build the store, client, workspaces, task engine, crew, orchestrator and transcriber from settings; shut them
 down.
 
 Start-up work nobody waits on yet (loading the speech model, indexing every workspace for symbol hints) is not done
@@ -36,13 +36,13 @@ from agents.sandbox.services import sweep_leftovers
 from agents.sandbox.task_limits import sandbox_limit_warnings
 from agents.store.database import Store
 from agents.store.delivery import Deliveries
-from agents.tools.workspaces import Workspaces
 from agents.work.crew import Crew, task_line
 from agents.work.orphans import instance_token, kill_orphans
 from agents.work.pull_requests import PullRequests
 from agents.work.schedules import Firing, ScheduleBook
 from agents.work.task_execution import TaskExecutor
-from agents.work.task_runner import TaskRunner
+from agents.work.task_queue import TaskQueue
+from agents.workspaces.folders import Workspaces
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ class Runtime:
     client: anthropic.AsyncAnthropic
     workspaces: Workspaces
     notifier: Notifier
-    runner: TaskEngine
+    engine: TaskEngine
     crew: Crew
     orchestrator: Orchestrator
     repo_map: RepoMap
@@ -115,10 +115,10 @@ class Runtime:
             else None
         )
         pull_requests = PullRequests(settings, store, workspaces, notifier, github)
-        executor, runner = _executor_and_engine(
+        executor, engine = _executor_and_engine(
             settings, store, client, workspaces, notifier, repo_map, deliveries, pull_requests if github else None
         )
-        crew = Crew(settings, store, workspaces, runner, notifier, executor.inboxes, repo_map, pull_requests)
+        crew = Crew(settings, store, workspaces, engine, notifier, executor.inboxes, repo_map, pull_requests)
         orchestrator = Orchestrator(settings, store, client, workspaces, crew, hints, turns)
         if transcriber is None:  # PyAV/numpy imports take a while: not on the event loop
             transcriber = await asyncio.to_thread(_make_transcriber, settings)
@@ -128,7 +128,7 @@ class Runtime:
             client,
             workspaces,
             notifier,
-            runner,
+            engine,
             crew,
             orchestrator,
             repo_map,
@@ -152,9 +152,9 @@ class Runtime:
                 ", ".join(f"#{n}" for n in repaired),
             )
         interrupted = await store.list_tasks(statuses=[TaskStatus.INTERRUPTED], limit=20)
-        followed = await runner.reattach(interrupted)  # TASK_ENGINE=temporal: their workflows may still run
+        followed = await engine.reattach(interrupted)  # TASK_ENGINE=temporal: their workflows may still run
         runtime.interrupted = [t for t in interrupted if t.id not in followed]
-        runner.start()  # pending tasks start again
+        engine.start()  # pending tasks start again
         # schedules fire from now on; a slot missed while the bot was down runs once, now
         runtime.schedules = crew.schedules = ScheduleBook(
             settings, store, workspaces, crew, notifier, _firing(settings)
@@ -262,9 +262,9 @@ class Runtime:
         if self.schedules is not None:  # no run starts while the workers stop
             self.schedules.close()
         try:
-            await asyncio.wait_for(self.runner.shutdown(timeout=4.0), timeout=6.0)
+            await asyncio.wait_for(self.engine.shutdown(timeout=4.0), timeout=6.0)
         except (TimeoutError, Exception) as err:  # never hang the shutdown
-            log.warning("runner shutdown: %s", err)
+            log.warning("task engine shutdown: %s", err)
 
     async def close(self) -> None:
         """SIGTERM path: stop workers (they become interrupted), close the client and the store; bounded in time."""
@@ -299,14 +299,14 @@ def _executor_and_engine(
     deliveries: Deliveries,
     pull_requests: PullRequests | None,
 ) -> tuple[TaskExecutor, TaskEngine]:
-    """TASK_ENGINE: tasks in this process (TaskRunner over the executor), or as Temporal workflows run by `agentlab
+    """TASK_ENGINE: tasks in this process (TaskQueue over the executor), or as Temporal workflows run by `agentlab
     runner`s. Under Temporal the bot's executor runs no task; it is built with the inbox and the network gate that
     forward notes and answers to the tasks' workflows (the crew and the buttons reach tasks through it)."""
     if settings.task_engine != "temporal":
         executor = TaskExecutor(
             settings, store, client, workspaces, notifier, repo_map, deliveries, pull_requests=pull_requests
         )
-        return executor, TaskRunner(store, executor.execute, settings.max_concurrent_tasks)
+        return executor, TaskQueue(store, executor.execute, settings.max_concurrent_tasks)
     from agents.engine.front import (  # temporalio is the optional extra `.[temporal]`
         ForwardedInboxes,
         ForwardedNetworkGate,

@@ -127,10 +127,10 @@ async def start_background_tasks(bot: BotHarness, model: RoleScript) -> list[int
         )
     ids = sorted(t.id for t in await bot.runtime.store.list_tasks(bot.chat_id, limit=TASKS))
     deadline = time.perf_counter() + 60
-    while len(bot.runtime.runner.running) < TASKS or len(model.requests["code"]) - steps_before < 3 * TASKS:
+    while len(bot.runtime.engine.running) < TASKS or len(model.requests["code"]) - steps_before < 3 * TASKS:
         if time.perf_counter() > deadline:
             raise TimeoutError(
-                f"background tasks did not get going: running {list(bot.runtime.runner.running)}, "
+                f"background tasks did not get going: running {list(bot.runtime.engine.running)}, "
                 f"{len(model.requests['code']) - steps_before} worker requests"
             )
         await asyncio.sleep(0.05)
@@ -148,7 +148,7 @@ async def busy_phase(bot: BotHarness, model: RoleScript, label: str, first: int)
     phase.steps_per_s = (len(model.requests["code"]) - steps_before) / window
     phase.statuses_at_end = await statuses(bot, ids)
     for task_id in ids:
-        await bot.runtime.runner.cancel(task_id)
+        await bot.runtime.engine.cancel(task_id)
     phase.statuses_after_cancel = await statuses(bot, ids)
     return phase
 

@@ -61,7 +61,7 @@ async def run_scenario(name: str, script, drive) -> dict:
 
 
 async def task_done(bot, task_id: int, timeout: float = 120.0) -> None:
-    await asyncio.wait_for(bot.runtime.runner.wait(task_id), timeout)
+    await asyncio.wait_for(bot.runtime.engine.wait(task_id), timeout)
 
 
 def direct_script(model: RoleScript) -> None:

@@ -14,7 +14,7 @@ from telegram.error import BadRequest
 from agents.core.actions import Action, parse_action
 from agents.core.errors import ToolError
 from agents.core.models import Caller, ChatMessage, Role
-from agents.git.runner import GitError
+from agents.git.command import GitError
 from agents.sandbox.network_gate import CHOICES
 from agents.work.questions import split_button_id
 from telegram_bot.conversation import caller_of

@@ -136,7 +136,7 @@ def cmd_runner(args: argparse.Namespace) -> int:
 
     install_redaction(settings)
     try:
-        from agents.engine.runner import run_forever
+        from agents.engine.runner_node import run_forever
     except ImportError as err:
         print(f"agentlab runner: the Temporal SDK is missing ({err}); pip install -e '.[temporal]'", file=sys.stderr)
         return 2

@@ -15,7 +15,7 @@ from agents.verify.base_run_cache import KeptBaseRuns, KeptOutcome, environment_
 from agents.verify.task_tests import TaskTests
 from agents.verify.test_baseline import BaselineRuns
 from agents.verify.test_env import detect_environment
-from agents.verify.test_runner import TestStatus
+from agents.verify.test_run import TestStatus
 from tests.conftest import git, make_repo
 
 

@@ -212,7 +212,7 @@ def test_run_with_bad_settings_says_one_line(clean_env: Path, capsys) -> None:
 
 
 def _record(message: str, *args: object, **extra: object) -> logging.LogRecord:
-    record = logging.LogRecord("agents.work.task_runner", logging.WARNING, __file__, 1, message, args, None)
+    record = logging.LogRecord("agents.work.task_queue", logging.WARNING, __file__, 1, message, args, None)
     for key, value in extra.items():
         setattr(record, key, value)
     return record
@@ -222,7 +222,7 @@ def test_json_log_lines_carry_chat_and_task() -> None:
     formatter = JsonLogFormatter()
     entry = json.loads(formatter.format(_record("chat %s: Telegram refused HTML (%s)", -1001, "bad")))
     assert entry["chat"] == -1001 and "task" not in entry
-    assert entry["level"] == "WARNING" and entry["logger"] == "agents.work.task_runner"
+    assert entry["level"] == "WARNING" and entry["logger"] == "agents.work.task_queue"
     assert entry["message"] == "chat -1001: Telegram refused HTML (bad)"
     assert entry["time"].endswith("+00:00")
     entry = json.loads(formatter.format(_record("tool %s by %s (task %s) %dms", "grep", "code", 17, 5)))
@@ -258,7 +258,7 @@ def test_runner_help_explains_a_two_machine_set_up(capsys) -> None:
 
 def test_runner_needs_no_telegram_keys(clean_env: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     pytest.importorskip("temporalio", reason="the Temporal SDK (the optional extra .[temporal]) is missing")
-    import agents.engine.runner as runner
+    import agents.engine.runner_node as runner
 
     seen = []
     monkeypatch.setattr(runner, "run_forever", lambda settings: seen.append(settings) or 0)

@@ -8,7 +8,7 @@ import pytest
 
 from agents.core.errors import ToolError
 from agents.tools import file_tools
-from agents.tools.workspaces import is_secret_file, mask_url_credentials
+from agents.workspaces.folders import is_secret_file, mask_url_credentials
 
 SECRETS = (
     ".env",

@@ -9,7 +9,7 @@ import pytest
 
 from agents.tools import file_tools as ft
 from agents.tools.file_tools import ToolError
-from agents.tools.workspaces import PathOutsideWorkspace
+from agents.workspaces.folders import PathOutsideWorkspace
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agents.tools.file_walk import list_files, walk_files
+from agents.workspaces.file_walk import list_files, walk_files
 from tests.conftest import git, make_repo
 
 

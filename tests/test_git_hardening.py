@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 from agents.git import diff as git_diff
+from agents.git.command import GitIdentity
 from agents.git.commits import CommitLimits, commit_all
 from agents.git.diff import diff_text
 from agents.git.guard import RepositoryGuard
 from agents.git.merge import merge_task_branch
 from agents.git.repository import git_common_dir
-from agents.git.runner import GitIdentity
 from agents.git.worktrees import (
     TaskWorktree,
     WorktreeLinkBroken,
@@ -179,7 +179,7 @@ async def test_the_bots_own_writes_are_not_undone_by_another_tasks_guard(repo: P
 async def test_a_driver_planted_after_the_bots_git_ran_is_still_overridden(
     repo: Path, tmp_path: Path, marks: Path, where: str
 ) -> None:
-    """The driver overrides are kept per configuration (agents/git/runner.py): a driver planted after the bot's git
+    """The driver overrides are kept per configuration (agents/git/command.py): a driver planted after the bot's git
     already ran in the worktree, with no include to stop the keeping, is seen all the same."""
     tree = await new_task(repo, tmp_path)
     (tree.path / "app.py").write_text("VALUE = 2\n")

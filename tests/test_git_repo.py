@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from agents.git.command import GitError, GitIdentity
 from agents.git.commits import CommitLimits, commit_all
 from agents.git.diff import diff_text
 from agents.git.merge import merge_task_branch
 from agents.git.repository import current_branch, ensure_repository
-from agents.git.runner import GitError, GitIdentity
 from agents.git.worktrees import (
     TaskWorktree,
     create_task_worktree,

@@ -15,8 +15,8 @@ import pytest
 
 from agents.core.settings import Settings, SettingsError, load_settings
 from agents.doctor import Level, check_github
+from agents.git.command import GitError
 from agents.git.remote import push_with_token
-from agents.git.runner import GitError
 from agents.github.api import CheckRun, retry_delay
 from agents.github.repository import github_repository, name_from_config, name_from_url
 from agents.github.webhook import verified_delivery

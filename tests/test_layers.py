@@ -19,6 +19,7 @@ RANKS = {
     "agents.sandbox": 2,
     "agents.git": 3,
     "agents.inputs": 3,
+    "agents.workspaces": 3.5,  # the project folders: discovery, confinement, creation, credential files, file walk
     "agents.tools": 4,
     "agents.github": 4,  # GitHub's REST API, webhook deliveries, which repository a workspace is on
     "agents.llm": 5,

@@ -17,7 +17,7 @@ from agents.repo_map.outline import SYMBOL_LANGUAGES
 from agents.repo_map.ranking import Request, file_class
 from agents.repo_map.script_outline import script_outline
 from agents.store.database import Store
-from agents.tools.workspaces import Workspaces
+from agents.workspaces.folders import Workspaces
 from tests.conftest import git, make_repo
 
 

@@ -27,7 +27,7 @@ async def test_worker_first_turn_carries_the_map_of_the_named_file(bot: BotHarne
     assert "def add(a, b)" in map_part
     lookup = model.requests["code"][1]["messages"][-1]["content"][0]["content"]
     assert lookup.startswith("calc.py:1 function def add(a, b)")
-    await bot.runtime.runner.wait(1)
+    await bot.runtime.engine.wait(1)
     assert await bot.runtime.store.repo_index.file_count("calc@task-1") == 0, (
         "the task's own index is dropped at the end"
     )

@@ -19,7 +19,7 @@ from agents.core.text import estimate_tokens
 from agents.repo_map.maps import RepoMap
 from agents.repo_map.outline import SYMBOL_LANGUAGES
 from agents.store.database import Store
-from agents.tools.workspaces import Workspaces
+from agents.workspaces.folders import Workspaces
 from tests.conftest import make_repo
 
 FLASK_LIKE = {

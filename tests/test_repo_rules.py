@@ -11,9 +11,9 @@ from agents.core.errors import ToolError
 from agents.core.models import Caller
 from agents.core.settings import Settings
 from agents.store.database import Store
-from agents.tools.workspaces import Workspaces
 from agents.work.repo_rules import FolderRules, RepoRules, resolve_import
 from agents.work.standing import Notes
+from agents.workspaces.folders import Workspaces
 from tests.conftest import git, make_repo
 
 

@@ -14,9 +14,9 @@ from agents.core.models import Caller, Task, TaskStatus, WorkerKind
 from agents.core.settings import Settings
 from agents.store.conversations import TOPIC_BASE, Place
 from agents.store.database import Store
-from agents.tools.workspaces import Workspaces
 from agents.work.crew import Crew
-from agents.work.task_runner import TaskRunner
+from agents.work.task_queue import TaskQueue
+from agents.workspaces.folders import Workspaces
 from tests.conftest import CALC_BUGGY, make_repo
 
 OWNER, MEMBER, OTHER_MEMBER = 1, 2, 3
@@ -77,7 +77,7 @@ def crew(tmp_path: Path, store: Store) -> Crew:
     async def never_runs(task: Task) -> None:
         raise AssertionError("no task runs in these tests")
 
-    runner = TaskRunner(store, never_runs, 1)
+    runner = TaskQueue(store, never_runs, 1)
     runner.wake = lambda: None  # type: ignore[method-assign]
     return Crew(settings, store, Workspaces(root, bot_repo), runner, RecordingNotifier())
 

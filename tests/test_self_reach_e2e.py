@@ -151,7 +151,7 @@ async def test_a_members_task_stored_on_the_bots_folder_never_runs(team_inside: 
             instructions="Add a /pwn.",
         )
     )
-    bot.runtime.crew.runner.wake()
+    bot.runtime.crew.engine.wake()
     deadline = asyncio.get_running_loop().time() + 30
     while not (now := await bot.runtime.store.get_task(task.id)).status.is_final:
         assert asyncio.get_running_loop().time() < deadline, "the task did not end"

@@ -8,7 +8,7 @@ import pytest
 
 from agents.core.models import Caller, Task, TaskStatus, WorkerKind
 from agents.store.database import Store
-from agents.work.task_runner import TaskRunner
+from agents.work.task_queue import TaskQueue
 from tests.conftest import USER_ID, BotHarness, make_settings, start_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript
@@ -34,7 +34,7 @@ async def test_runner_claims_by_priority_then_age_at_most_n_at_once(tmp_path) ->
         await store.add_task(
             Task(chat_id=1, workspace="w", worker=WorkerKind.CODE, title="t", instructions="i", priority=priority)
         )
-    runner = TaskRunner(store, execute, max_concurrent=2)
+    runner = TaskQueue(store, execute, max_concurrent=2)
     runner.start()
     while len(started) < 2:
         await asyncio.sleep(0.01)

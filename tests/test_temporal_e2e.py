@@ -287,7 +287,7 @@ async def test_an_unreachable_cluster_is_one_sentence_and_the_task_waits_for_res
 
                 # a start that reached the cluster while its answer was lost (the bot saw an error): the run's id
                 # was written down before the start was sent, as the bot does before every start
-                engine = bot.runtime.runner
+                engine = bot.runtime.engine
                 client = await engine.lines.connect()
                 start = await engine.start_of(task)
                 run = await engine.next_run(task)
@@ -325,7 +325,7 @@ async def test_a_runner_killed_mid_task_hands_it_over_from_its_last_push(
     await tbot.tg.await_for(lambda: host_pids(SLEEP), timeout=60)
     from agents.engine.workflow import AgentTask
 
-    lines = tbot.runtime.runner.lines
+    lines = tbot.runtime.engine.lines
     handle = lines.handle(lines.followed[1].workflow_id)
     for _ in range(100):  # the push of the first commit is polled: the kill waits until the workflow knows of it
         if await handle.query(AgentTask.last_push):
@@ -389,7 +389,7 @@ async def test_the_bot_restarted_mid_task_reattaches_and_learns_what_ended_meanw
     async with temporal_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, temporal, queue) as first:
         first.say("write the alpha and beta notes in calc")
         await first.tg.await_for(lambda: len(reached) == 2, timeout=60)  # both runners are in their tasks
-        instance = first.runtime.runner.instance
+        instance = first.runtime.engine.instance
     gates["beta"].set()  # task 2 ends while no bot is running
     client = await Client.connect(temporal)
     beta = client.get_workflow_handle(workflow_id(instance, 2))

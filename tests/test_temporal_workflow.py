@@ -162,7 +162,7 @@ def test_a_runners_stand_ins_implement_their_protocols(protocol: str, stand_in: 
     import inspect
 
     from agents.core import protocols
-    from agents.engine import runner
+    from agents.engine import runner_node as runner
 
     def parameters(method: object) -> list[tuple[str, object, object]]:
         return [(p.name, p.kind, p.default) for p in list(inspect.signature(method).parameters.values())[1:]]
@@ -188,7 +188,7 @@ async def test_a_run_that_ended_without_a_report_is_closed_and_resume_starts_the
     from agents.engine.front import TemporalEngine, WorkflowLines
     from agents.inputs.attachments import Attachments
     from agents.store.delivery import Deliveries
-    from agents.tools.workspaces import Workspaces
+    from agents.workspaces.folders import Workspaces
 
     settings = Settings(
         _env_file=None,

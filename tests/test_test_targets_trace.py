@@ -13,10 +13,10 @@ import pytest
 
 from agents.sandbox.bwrap import spec_for
 from agents.sandbox.shell import child_env
-from agents.verify.js_runners import ScriptStep, with_files
+from agents.verify.js_test_runners import ScriptStep, with_files
 from agents.verify.node_modules_links import MARKER, is_links_folder
 from agents.verify.test_env import detect_environment, link_borrowed, parse_config
-from agents.verify.test_runner import RunState, TestOutcome, TestStatus, run_tests, sandbox_write_failure
+from agents.verify.test_run import RunState, TestOutcome, TestStatus, run_tests, sandbox_write_failure
 from agents.verify.test_trace import read_v8_coverage
 from agents.verify.test_verdict import Mark, judge
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from agents.sandbox.shell import child_env
-from agents.verify import test_runner
+from agents.verify import test_run
 from agents.verify.test_baseline import BaselineRuns
 from agents.verify.test_env import (
     detect_environment,
@@ -18,7 +18,7 @@ from agents.verify.test_env import (
     parse_config,
     short_command,
 )
-from agents.verify.test_runner import (
+from agents.verify.test_run import (
     SUITE_ID,
     TestOutcome,
     TestStatus,
@@ -240,14 +240,14 @@ async def test_every_test_run_goes_through_run_tests_to_run_command_with_run_opt
     from agents.verify.task_tests import TaskTests
 
     seen: list[tuple[str, dict]] = []
-    real = test_runner.run_command
+    real = test_run.run_command
 
     async def recording(command: str, **kwargs):
         seen.append((command, {k: v for k, v in kwargs.items() if k == "marker"}))
         kwargs.pop("marker")
         return await real(command, **kwargs)
 
-    monkeypatch.setattr(test_runner, "run_command", recording)
+    monkeypatch.setattr(test_run, "run_command", recording)
     repo = make_repo(
         tmp_path / "w",
         {

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agents.sandbox.shell import child_env
-from agents.verify.test_runner import SUITE_ID, RunState, StepOutcome, TestOutcome, TestStatus, run_tests
+from agents.verify.test_run import SUITE_ID, RunState, StepOutcome, TestOutcome, TestStatus, run_tests
 from agents.verify.test_targets import frames, subject_of
 from agents.verify.test_verdict import Mark, judge
 

@@ -38,7 +38,7 @@ from agents.store.shown import PROPOSAL, TASK
 from agents.store.standing import StandingNotes, note_line
 from agents.tools.tool_sets import orchestrator_tools
 from agents.tools.toolbox import Audit, Toolbox
-from agents.tools.workspaces import Workspaces
+from agents.workspaces.folders import Workspaces
 
 log = logging.getLogger(__name__)
 

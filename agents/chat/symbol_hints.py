@@ -18,7 +18,7 @@ import time
 from agents.core.user_turns import UserTurns
 from agents.repo_map.maps import RepoMap
 from agents.store.database import Store
-from agents.tools.workspaces import Workspaces
+from agents.workspaces.folders import Workspaces
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@
 - `AnswerStream`: where a streamed answer goes while it is written (the chat's draft).
 - `SpeechToText`: what the voice handler needs from a transcriber (an engine of `agents.inputs`, or a fake).
 - `Outbox`: where a task's summary or proposal goes to be shown (the bot's outbox, or a runner's report).
-- `TaskEngine`: where stored tasks run: `agents.work.task_runner.TaskRunner` in the bot's process (TASK_ENGINE=local)
+- `TaskEngine`: where stored tasks run: `agents.work.task_queue.TaskQueue` in the bot's process (TASK_ENGINE=local)
   or `agents.engine.front.TemporalEngine` (TASK_ENGINE=temporal: workflows executed by `agentlab runner`s).
 """
 
@@ -301,7 +301,7 @@ WORK_TOOLS = (
 
 class Outbox(Protocol):
     """Where a task's summary or proposal goes to be shown: `agents.store.delivery.Deliveries` (stored, retried), or on
-    a runner (`agents.engine.runner`) the task's report, which the bot then delivers through its own outbox."""
+    a runner (`agents.engine.runner_node`) the task's report, which the bot then delivers through its own outbox."""
 
     async def deliver(
         self,

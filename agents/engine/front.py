@@ -4,7 +4,7 @@
   which chat); pokes (a note, a network answer, a cancel) go through it. Built first, and given to the three below.
 - ForwardedInboxes, ForwardedNetworkGate: the executor is built with these (runtime.py): steering notes and network
   answers for a task running on a runner go to its workflow as pokes.
-- TemporalEngine (the crew's TaskEngine): the same claim loop as the local engine (TaskRunner), whose `execute`
+- TemporalEngine (the crew's TaskEngine): the same claim loop as the local engine (TaskQueue), whose `execute`
   starts the task's workflow and waits for its report. Every task runs on a runner, research too (read-only there,
   under the same sandbox). One workflow id per run of a task (`cluster.workflow_id`), written in the task's events
   before the start is sent: a start that may have reached the cluster is never sent under a new id (Resume after an
@@ -53,24 +53,24 @@ from agents.engine.payloads import (
     decode_buttons,
 )
 from agents.engine.workflow import AgentTask
+from agents.git.command import GitError, GitIdentity
 from agents.git.remote import delete_remote_branch, fetch_branch
-from agents.git.runner import GitError, GitIdentity
 from agents.inputs.attachments import Attachments
 from agents.sandbox.bwrap import NetworkPolicy
 from agents.sandbox.network_gate import CHOICES, DENY, FOR_TASK, ONCE, NetworkGate
 from agents.store.database import Store
 from agents.store.shown import TASK, remember_shown, shown_as
 from agents.store.standing import StandingNotes
-from agents.tools.workspaces import Workspaces
 from agents.work.orphans import instance_token
 from agents.work.pull_requests import PullRequests
 from agents.work.steering import Inboxes
 from agents.work.task_execution import show_proposal, store_proposal
-from agents.work.task_runner import TaskRunner
+from agents.work.task_queue import TaskQueue
+from agents.workspaces.folders import Workspaces
 
 log = logging.getLogger(__name__)
 
-CANCEL_WAIT_SECONDS = 8.0  # /cancel waits this long for the runner's report (under TaskRunner's re-cancel period)
+CANCEL_WAIT_SECONDS = 8.0  # /cancel waits this long for the runner's report (under TaskQueue's re-cancel period)
 REMOTE_SLOTS = 64  # tasks in flight from the bot's side; each runner's MAX_CONCURRENT_TASKS is the real limit
 RUN_EVENT = "workflow"  # a task event: "started <workflow id>" before its start is sent, "ended <id>" once applied
 ENDED_WITHOUT_REPORT = {
@@ -220,28 +220,28 @@ class TemporalEngine:
         )
         self.identity = GitIdentity(settings.git_author_name, settings.git_author_email)
         self.instance = lines.instance
-        self.runner = TaskRunner(store, self._dispatch, REMOTE_SLOTS)
+        self.queue = TaskQueue(store, self._dispatch, REMOTE_SLOTS)
         self.attaching: dict[int, str] = {}  # re-attached tasks → the run followed (never a second start)
         self.stopping = False
         self._serving: asyncio.Task[None] | None = None
 
     # ---- TaskEngine --------------------------------------------------------------------------------
     def start(self) -> None:
-        self.runner.start()
+        self.queue.start()
 
     def wake(self) -> None:
-        self.runner.wake()
+        self.queue.wake()
 
     async def wait(self, task_id: int) -> None:
-        await self.runner.wait(task_id)
+        await self.queue.wait(task_id)
 
     async def cancel(self, task_id: int) -> bool:
-        return await self.runner.cancel(task_id)
+        return await self.queue.cancel(task_id)
 
     async def shutdown(self, timeout: float = 5.0) -> None:
         """The bot stops: the workflows go on (a restarted bot re-attaches); nothing here is left running."""
         self.stopping = True
-        await self.runner.shutdown(timeout)
+        await self.queue.shutdown(timeout)
         if self._serving is not None:
             self._serving.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -276,7 +276,7 @@ class TemporalEngine:
                 )
                 task.status = TaskStatus.IN_PROGRESS
                 self.attaching[task.id] = run  # follow that run: never start a second one
-                self.runner.adopt(task)
+                self.queue.adopt(task)
                 adopted.add(task.id)
         return adopted
 

@@ -18,10 +18,10 @@ from agents.core.models import (
 )
 from agents.evals.cases import WORKERS
 from agents.store.database import Store
-from agents.tools.new_workspace import workspace_name
-from agents.tools.workspaces import Workspaces
 from agents.work import crew_texts
 from agents.work.crew import task_line
+from agents.workspaces.creation import workspace_name
+from agents.workspaces.folders import Workspaces
 
 
 @dataclass

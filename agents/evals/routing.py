@@ -53,7 +53,7 @@ from agents.evals.workspaces import CANNED_PROPOSALS, make_eval_workspaces
 from agents.llm.client import cost_usd, make_client
 from agents.store.database import Store
 from agents.store.shown import PROPOSAL, remember_shown, shown_as
-from agents.tools.workspaces import Workspaces
+from agents.workspaces.folders import Workspaces
 
 
 @dataclass

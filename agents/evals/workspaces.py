@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agents.tools.workspaces import Workspaces
+from agents.workspaces.folders import Workspaces
 
 SELF_FOLDER = "agentlab-self"
 

@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agents.core.text import human_size
+from agents.git.command import GitIdentity, git_succeeds, git_text, nul_joined, object_sizes, split_nul
 from agents.git.locks import bot_writes
 from agents.git.repository import rev_parse
-from agents.git.runner import GitIdentity, git_succeeds, git_text, nul_joined, object_sizes, split_nul
 from agents.git.worktrees import TaskWorktree, check_worktree_link
 
 # Build and environment debris a task run leaves behind, never committed even where .gitignore misses it.

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import BinaryIO
 
 from agents.core.text import human_size
+from agents.git.command import git_text, run_git, split_nul, stream_git
 from agents.git.commits import NEVER_COMMIT, blob_sizes, file_size, pending_changes
-from agents.git.runner import git_text, run_git, split_nul, stream_git
 from agents.git.worktrees import TaskWorktree, check_worktree_link, worktree_present
 
 DIFF_MAX_BYTES = 1_000_000  # the whole document; Telegram takes up to 50 MB from a bot, a phone much less

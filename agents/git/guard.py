@@ -18,9 +18,9 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agents.git.command import GitOutput, git_text, run_git
 from agents.git.locks import repo_lock, unwatch, watch
 from agents.git.repository import git_common_dir
-from agents.git.runner import GitOutput, git_text, run_git
 from agents.git.worktrees import TaskWorktree, check_worktree_link
 from agents.sandbox.safe_paths import write_file
 

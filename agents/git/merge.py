@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from agents.git.command import GitIdentity, git_succeeds, git_text, run_git, split_nul
 from agents.git.locks import bot_writes
 from agents.git.repository import branch_exists, current_branch, rev_parse
-from agents.git.runner import GitIdentity, git_succeeds, git_text, run_git, split_nul
 from agents.git.worktrees import TaskWorktree
 
 

@@ -1,6 +1,6 @@
 """A task branch between machines: a runner pushes it to the workspace's shared remote, the bot fetches it.
 
-Through the one hardened git runner, so nothing a worker planted in `.git` runs here either; the remote is reached
+Through the one hardened git command, so nothing a worker planted in `.git` runs here either; the remote is reached
 with the machine's own SSH set-up (`ssh`, or `GIT_SSH_COMMAND` from the environment) or a local path / `file://` URL
 (a bare repository both machines reach). HTTPS credential helpers stay off, as in every git call of the bot.
 """
@@ -11,8 +11,8 @@ import base64
 import os
 from pathlib import Path
 
+from agents.git.command import GitError, GitIdentity, git_text, run_git
 from agents.git.locks import bot_writes
-from agents.git.runner import GitError, GitIdentity, git_text, run_git
 
 REMOTE_TIMEOUT_SECONDS = 300.0
 

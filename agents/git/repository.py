@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from agents.git.runner import GitError, GitIdentity, git_succeeds, git_text, run_git, split_nul
+from agents.git.command import GitError, GitIdentity, git_succeeds, git_text, run_git, split_nul
 
 _NOT_A_REPOSITORY = "not a git repository"
 

@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from agents.git.command import GIT_TIMEOUT_SECONDS, GitError, GitIdentity, git_text, object_sizes
 from agents.git.locks import bot_writes, repo_lock
 from agents.git.repository import (
     branch_exists,
@@ -26,7 +27,6 @@ from agents.git.repository import (
     same_path,
     toplevel,
 )
-from agents.git.runner import GIT_TIMEOUT_SECONDS, GitError, GitIdentity, git_text, object_sizes
 
 log = logging.getLogger(__name__)
 

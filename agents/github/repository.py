@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from agents.git.command import run_git
 from agents.git.repository import file_at, is_tracked
-from agents.git.runner import run_git
 
 CONFIG_FILE = ".agentlab.toml"
 _NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}")

@@ -1,6 +1,6 @@
 """Repository map: an incremental per-workspace index of files and symbols, and a token-bounded map of it for workers.
 
-Files come from the one walker (agents/tools/file_walk.py: git's view of the work tree), outlines from outline.py,
+Files come from the one walker (agents/workspaces/file_walk.py: git's view of the work tree), outlines from outline.py,
 the order from ranking.py (personalized PageRank over definitions and references).
 
 The index lives in the store. `RepoMap.refresh` re-parses only files that are new or whose content changed (a file
@@ -39,8 +39,8 @@ from agents.repo_map.parse_pool import parse_batches
 from agents.repo_map.ranking import FileTerms, Ranking, rank_files, word_keys
 from agents.repo_map.symbols import Symbol
 from agents.store.database import Store
-from agents.tools.file_walk import list_files, read_only_git
 from agents.tools.toolbox import Tool, prop
+from agents.workspaces.file_walk import list_files, read_only_git
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +93,7 @@ def stat_files(root: Path, paths: list[str]) -> dict[str, tuple[int, int]]:
 
 
 async def scan_files(root: Path) -> dict[str, tuple[int, int]]:
-    """The candidate files of `root` (git's view, see agents/tools/file_walk.py) with their (mtime_ns, size)."""
+    """The candidate files of `root` (git's view, see agents/workspaces/file_walk.py) with their (mtime_ns, size)."""
     paths = await list_files(root)
     return await asyncio.to_thread(stat_files, root, paths)
 

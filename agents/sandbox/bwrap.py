@@ -100,7 +100,7 @@ PASSED_ENV = frozenset(
         "PYTHONHASHSEED",
         "PYTHONIOENCODING",
         "SOURCE_DATE_EPOCH",
-        # JavaScript package managers: offline, the installed version (agents/verify/js_runners.py JS_TEST_ENV)
+        # JavaScript package managers: offline, the installed version (agents/verify/js_test_runners.py JS_TEST_ENV)
         "npm_config_manage_package_manager_versions",
         "npm_config_package_manager_strict",
         "npm_config_package_manager_strict_version",

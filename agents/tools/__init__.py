@@ -1,2 +1,2 @@
-"""What a model's tool call does: the toolbox and the tool sets, workspaces and path confinement, file tools
-and the one walker, the sandbox and shell, the one git runner, screenshots, attachments, the network gate."""
+"""What a model's tool call does: the toolbox and the tool sets, file tools, screenshots, the browser, MCP servers,
+the desk tools. Workspace folders, confinement and the file walk live in `agents.workspaces`."""

@@ -20,8 +20,8 @@ from typing import BinaryIO
 
 from agents.core.errors import ToolError
 from agents.tools import ripgrep
-from agents.tools.file_walk import SKIP_DIRS, walk_tree  # one walker, one skip-list for the product
-from agents.tools.workspaces import (
+from agents.workspaces.file_walk import SKIP_DIRS, walk_tree  # one walker, one skip-list for the product
+from agents.workspaces.folders import (
     PathOutsideWorkspace,
     WorkspaceNotFound,
     confine,

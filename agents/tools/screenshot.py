@@ -15,7 +15,7 @@ from agents.core.errors import ToolError
 from agents.sandbox.bwrap import SandboxSpec
 from agents.sandbox.shell import child_env, run_command
 from agents.tools.toolbox import ToolResult
-from agents.tools.workspaces import confine
+from agents.workspaces.folders import confine
 
 VIEWPORTS = {"desktop": (1280, 800), "phone": (390, 844)}
 CHROMIUM_FLAGS = (

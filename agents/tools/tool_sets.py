@@ -20,7 +20,7 @@ from agents.sandbox.task_limits import TaskBounds
 from agents.tools import file_tools
 from agents.tools.desk_tools import desk_tools
 from agents.tools.toolbox import Tool, ToolResult, prop
-from agents.tools.workspaces import Workspaces
+from agents.workspaces.folders import Workspaces
 
 _PATH = prop("string", "path relative to the workspace root")
 _WORKSPACE = prop(

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 from agents.core.models import utcnow
 from agents.store.base_runs import BaseRunRows
 from agents.verify.test_env import CONFIG_FILE, TestEnvironment
-from agents.verify.test_runner import SUITE_ID, TestOutcome
+from agents.verify.test_run import SUITE_ID, TestOutcome
 
 if TYPE_CHECKING:
     from agents.store.connection import Connection

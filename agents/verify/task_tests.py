@@ -10,8 +10,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from agents.git.command import GitError
 from agents.git.repository import changes_since, file_at, is_tracked
-from agents.git.runner import GitError
 from agents.verify.base_run_cache import KeptOutcome, confirm_fixed
 from agents.verify.test_baseline import BaselineRuns
 from agents.verify.test_env import (
@@ -27,7 +27,7 @@ from agents.verify.test_env import (
     pyproject_table,
     read_config_file,
 )
-from agents.verify.test_runner import (
+from agents.verify.test_run import (
     SUITE_ID,
     RunState,
     TestOutcome,

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from agents.git.repository import export_tree
 from agents.verify.test_env import TestEnvironment, link_borrowed
-from agents.verify.test_runner import TestOutcome, TestStatus, run_tests
+from agents.verify.test_run import TestOutcome, TestStatus, run_tests
 
 if TYPE_CHECKING:
     from agents.verify.base_run_cache import KeptBaseRuns

@@ -3,7 +3,7 @@ and what a checkout (a task worktree or a base-commit copy) borrows from the mai
 
 Detection order: `.agentlab.toml` `[tests]`, a workspace `.venv`/`venv`, uv (`uv.lock`), Poetry, tox/nox,
 `package.json` scripts run by the package manager its lock file names (the test script read as steps by
-agents/verify/js_runners.py), a Makefile `test` target, Go, Cargo, and only then the bot's own interpreter (said so
+agents/verify/js_test_runners.py), a Makefile `test` target, Go, Cargo, and only then the bot's own interpreter (said so
 in `notes`). The code under test is always the checkout's: its source roots come first on `PYTHONPATH`, and
 borrowed folders (`.venv`, `node_modules`) are links hidden from git.
 
@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agents.sandbox.safe_paths import UnsafePath, append_lines, checkout_venv, make_symlink, real_folder
-from agents.tools.file_walk import SKIP_DIRS, walk_tree
-from agents.verify.js_runners import JS_TEST_ENV, ScriptStep, plan_script
+from agents.verify.js_test_runners import JS_TEST_ENV, ScriptStep, plan_script
 from agents.verify.node_modules_links import is_links_folder, plant
+from agents.workspaces.file_walk import SKIP_DIRS, walk_tree
 
 CONFIG_FILE = ".agentlab.toml"
 PYTEST_ARGS = "-m pytest -q --no-header -p no:cacheprovider -rfE"

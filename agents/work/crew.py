@@ -31,20 +31,20 @@ from agents.core.protocols import Notifier, TaskEngine
 from agents.core.settings import Settings
 from agents.core.text import human_size, literal_block, markdown_literal, secret_warning
 from agents.git import diff as git_diff
+from agents.git.command import GitIdentity
 from agents.git.merge import merge_task_branch
-from agents.git.runner import GitIdentity
 from agents.git.worktrees import TaskWorktree, discard_task_worktree
 from agents.llm.usage import budget_exceeded
 from agents.repo_map.maps import RepoMap
 from agents.store.database import Store
-from agents.tools.new_workspace import create_workspace
-from agents.tools.workspaces import Workspace, Workspaces
 from agents.work import crew_texts
 from agents.work.pull_requests import PullRequests
 from agents.work.schedules import ScheduleBook
 from agents.work.standing import Notes
 from agents.work.steering import Inboxes
 from agents.work.task_outcome import branch_buttons, pull_request_buttons
+from agents.workspaces.creation import create_workspace
+from agents.workspaces.folders import Workspace, Workspaces
 
 # The chat message that asked for the work; progress and summaries reply to it.
 
@@ -97,7 +97,7 @@ class Crew:
         settings: Settings,
         store: Store,
         workspaces: Workspaces,
-        runner: TaskEngine,
+        engine: TaskEngine,
         notifier: Notifier,
         inboxes: Inboxes | None = None,
         repo_map: RepoMap | None = None,
@@ -106,7 +106,7 @@ class Crew:
         self.settings, self.store, self.workspaces = settings, store, workspaces
         self.pull_requests = pull_requests  # GitHub: Open PR and follow-ups on a pull request's branch
         self.repo_map = repo_map  # a new workspace is indexed in the background at once
-        self.runner, self.notifier = runner, notifier
+        self.engine, self.notifier = engine, notifier
         self.inboxes = inboxes or Inboxes()  # the executor's: notes for running workers
         self._interrupts: dict[int, asyncio.Event] = {}  # per chat: stop waiting on a foreground task
         self.schedules: ScheduleBook | None = None  # set by the runtime (the book starts runs through this crew)
@@ -133,7 +133,7 @@ class Crew:
         save_attachments: bool = False,
         proposal_id: int | None = None,
     ) -> Task | None:
-        """Store a new task and wake the runner; with `proposal_id`, approve that proposal in the same transaction."""
+        """Store a new task and wake the engine; with `proposal_id`, approve that proposal in the same transaction."""
         cleaned = [" ".join(str(c).split()) for c in (criteria or []) if str(c).strip()][:10]
         handed = await self._attachment_ids(task.chat_id, attachments)
         if proposal_id is None:
@@ -141,7 +141,7 @@ class Crew:
         elif (task := await self.store.approve_proposal(proposal_id, task, cleaned)) is None:
             return None  # no longer pending: a double tap
         await self.store.add_event(TaskEvent(task_id=task.id, kind="status", detail=TaskStatus.PENDING.value))
-        self.runner.wake()
+        self.engine.wake()
         return task
 
     async def _own_task(self, chat_id: int, task_id: int) -> Task:
@@ -310,7 +310,7 @@ class Crew:
     async def _wait_briefly(self, chat_id: int, task_id: int) -> bool:
         """Wait for a foreground task at most FOREGROUND_WAIT_SECONDS, and not past a new message in the chat."""
         interrupt = self._interrupts.setdefault(chat_id, asyncio.Event())
-        done, interrupted = asyncio.ensure_future(self.runner.wait(task_id)), asyncio.ensure_future(interrupt.wait())
+        done, interrupted = asyncio.ensure_future(self.engine.wait(task_id)), asyncio.ensure_future(interrupt.wait())
         try:
             await asyncio.wait(
                 {done, interrupted}, timeout=self.settings.foreground_wait_seconds, return_when=asyncio.FIRST_COMPLETED
@@ -399,7 +399,7 @@ class Crew:
         self._starter_or_owner(caller, task, "cancel")
         if not task.status.is_cancellable:
             return f"Task #{task.id} is already {task.status.value}; nothing to cancel."
-        if not await self.runner.cancel(task.id):
+        if not await self.engine.cancel(task.id):
             now = await self.store.get_task(task.id)
             return f"Task #{task.id} is {now.status.value}; it could not be cancelled."
         task = await self.store.get_task(task.id)
@@ -570,7 +570,7 @@ class Crew:
         """Throw a task's work away: stop it if it is still active or interrupted, then delete its branch."""
         task = await self._owner_decision(caller, task_id, "discard", anywhere)
         if task.status.is_cancellable:
-            await self.runner.cancel(task_id)
+            await self.engine.cancel(task_id)
             task = await self.store.get_task(task_id)  # a worker may have made its branch meanwhile
         if not task.branch or not task.base_commit:
             text = f"Task #{task_id} was discarded; it had no branch."
@@ -579,7 +579,7 @@ class Crew:
             freed = await discard_task_worktree(tree)
             cleaned = f" ({human_size(freed)} of its files removed from `.git`)" if freed else ""
             text = f"Task #{task_id} was discarded; its branch `{tree.branch}` was deleted{cleaned}."
-            problem = await self.runner.drop_branch(task)  # where a runner pushed it (TASK_ENGINE=temporal)
+            problem = await self.engine.drop_branch(task)  # where a runner pushed it (TASK_ENGINE=temporal)
             if problem:
                 text += f" But {problem}."
         await self._tell_task_chat(caller, task, text)
@@ -647,7 +647,7 @@ class Crew:
         notes = "steps done before the interruption: " + "; ".join(steps) if steps else "no steps recorded"
         await self.store.update_task(task_id, status=TaskStatus.PENDING, result=notes, progress_message_id=None)
         await self.store.add_event(TaskEvent(task_id=task_id, kind="status", detail="pending (resumed)"))
-        self.runner.wake()
+        self.engine.wake()
         return f"Task #{task_id} resumed on its branch."
 
     # ---- standing notes (agents/work/standing.py) ---------------------------------------------------------------

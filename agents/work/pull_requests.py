@@ -22,13 +22,13 @@ from agents.core.errors import ToolError
 from agents.core.models import Task, TaskEvent, TaskStatus, WorkerKind
 from agents.core.protocols import Notifier
 from agents.core.settings import Settings
+from agents.git.command import GitError, git_text, run_git
 from agents.git.remote import push_with_token
-from agents.git.runner import GitError, git_text, run_git
 from agents.github.api import CheckRun, GitHubClient, GitHubUnavailable
 from agents.github.repository import GitHubRepository, github_repository
 from agents.store.database import Store
 from agents.store.github import PullRequestRecord
-from agents.tools.workspaces import Workspaces
+from agents.workspaces.folders import Workspaces
 
 log = logging.getLogger(__name__)
 

@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from agents.core.text import fenced
-from agents.git.runner import run_git, split_nul
+from agents.git.command import run_git, split_nul
 from agents.tools.toolbox import Tool, ToolResult
-from agents.tools.workspaces import is_secret_file
+from agents.workspaces.folders import is_secret_file
 
 AGENTS, CLAUDE = "AGENTS.md", "CLAUDE.md"
 COPILOT = ".github/copilot-instructions.md"

@@ -29,8 +29,8 @@ from agents.core.protocols import Notifier
 from agents.core.settings import Settings
 from agents.core.text import markdown_literal
 from agents.store.database import Store
-from agents.tools.workspaces import Workspace, Workspaces
 from agents.work.schedule_timing import cadence, first_run, parse_when, trigger_of, when_text
+from agents.workspaces.folders import Workspace, Workspaces
 
 log = logging.getLogger(__name__)
 

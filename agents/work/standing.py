@@ -18,7 +18,7 @@ from agents.core.settings import Settings
 from agents.core.text import markdown_literal
 from agents.store.connection import Connection
 from agents.store.standing import StandingNote, StandingNotes
-from agents.tools.workspaces import Workspaces
+from agents.workspaces.folders import Workspaces
 
 
 class Notes:

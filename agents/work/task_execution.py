@@ -21,10 +21,10 @@ from agents.core.models import Criterion, Proposal, ProposalStatus, Task, TaskEv
 from agents.core.protocols import Notifier, Outbox
 from agents.core.settings import Settings
 from agents.core.text import fenced
+from agents.git.command import GitError, GitIdentity
 from agents.git.commits import CommitLimits, CommitResult, commit_all
 from agents.git.guard import RepositoryGuard
 from agents.git.repository import ensure_repository, has_commits, rev_parse
-from agents.git.runner import GitError, GitIdentity
 from agents.git.worktrees import (
     TaskWorktree,
     clear_stale_index_locks,
@@ -42,12 +42,10 @@ from agents.store.database import Store
 from agents.store.delivery import Deliveries
 from agents.store.shown import PROPOSAL, TASK, remember_shown, shown_as
 from agents.store.standing import StandingNotes
-from agents.tools.credential_files import remember_credential_files
 from agents.tools.mcp_tasks import TaskMcp
 from agents.tools.screenshot import find_chromium
 from agents.tools.tool_sets import worker_tools
 from agents.tools.toolbox import Audit, Toolbox
-from agents.tools.workspaces import Workspace, Workspaces, check_reach
 from agents.verify.base_run_cache import KeptBaseRuns
 from agents.verify.task_tests import TaskTests
 from agents.verify.test_baseline import BaselineRuns
@@ -61,6 +59,8 @@ from agents.work.role_tools import RoleCallbacks
 from agents.work.steering import Inboxes
 from agents.work.task_outcome import RunFacts, branch_buttons, decide, render, trim
 from agents.work.worker import Limits, Worker, WorkerResult
+from agents.workspaces.credential_files import remember_credential_files
+from agents.workspaces.folders import Workspace, Workspaces, check_reach
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agents.tools.file_tools import ToolError
-from agents.tools.workspaces import PathOutsideWorkspace, Workspace, WorkspaceNotFound, Workspaces, confine
+from agents.workspaces.folders import PathOutsideWorkspace, Workspace, WorkspaceNotFound, Workspaces, confine
 
 
 @pytest.fixture
@@ -42,7 +42,7 @@ def test_a_settled_root_is_scanned_once_and_again_when_a_project_comes_or_goes(
 ) -> None:
     scans = []
     real_scandir = os.scandir
-    monkeypatch.setattr("agents.tools.workspaces.os.scandir", lambda path: scans.append(path) or real_scandir(path))
+    monkeypatch.setattr("agents.workspaces.folders.os.scandir", lambda path: scans.append(path) or real_scandir(path))
     long_ago = spaces.root.stat().st_mtime - 60
     os.utime(spaces.root, (long_ago, long_ago))  # settled: a scan of it is kept
     first = spaces.all()

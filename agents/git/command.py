@@ -1,4 +1,4 @@
-"""The one git runner of the product: every git call goes through `run_git` (or `git_text`, `stream_git`).
+"""The one git command of the product: every git call goes through `run_git` (or `git_text`, `stream_git`).
 
 No terminal prompt, the bot's identity in the environment (so it works on a machine with no git identity configured),
 no system or global configuration, and every repository setting that could run a program (hooks, fsmonitor,
@@ -231,7 +231,7 @@ async def run_git(
 ) -> GitOutput:
     """Run `git <args>` in `cwd`, hardened as described above; its exit code and output, whatever the exit code.
 
-    The one git runner of the product: repo_map and doctor use it too. `stdin` is fed to git's standard input.
+    The one git command of the product: repo_map and doctor use it too. `stdin` is fed to git's standard input.
     """
     argv, env = await _prepared(args, Path(cwd), identity, extra_env)
     return await _exec_git(argv, Path(cwd), env, timeout, stdin)

@@ -16,7 +16,7 @@ import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from agents.git.runner import GitError, run_git
+from agents.git.command import GitError, run_git
 
 SKIP_DIRS = frozenset(
     {".git", "node_modules", ".venv", "__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".tox"}
@@ -28,7 +28,7 @@ _GIT_OPTIONS = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=", "-c",
 
 
 async def read_only_git(root: Path, *args: str, timeout: float = GIT_TIMEOUT_S) -> str | None:
-    """stdout of `git <args>` run in `root` through the product's one hardened git runner, or None (not a
+    """stdout of `git <args>` run in `root` through the product's one hardened git command, or None (not a
     repository, git missing, an error, a timeout). Optional locks are off: a listing never takes index.lock."""
     try:
         result = await run_git(

@@ -1,4 +1,4 @@
-"""Background task runner: claims pending tasks from the store (priority, then age), at most N at once."""
+"""The local task queue: claims pending tasks from the store (priority, then age), at most N at once."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ log = logging.getLogger(__name__)
 Execute = Callable[[Task], Awaitable[None]]
 
 
-class TaskRunner:
+class TaskQueue:
     """Each claimed task runs in its own asyncio task, kept referenced and awaited on shutdown."""
 
     def __init__(self, store: Store, execute: Execute, max_concurrent: int) -> None:
@@ -29,7 +29,7 @@ class TaskRunner:
         self._stopping = False
 
     def start(self) -> None:
-        self._loop_task = asyncio.create_task(self._claim_loop(), name="task-runner")
+        self._loop_task = asyncio.create_task(self._claim_loop(), name="task-queue")
 
     def wake(self) -> None:
         """Call after adding a pending task."""
@@ -64,7 +64,7 @@ class TaskRunner:
                         break
                     self.running[task.id] = asyncio.create_task(self._run(task), name=f"task-{task.id}")
                     await self.store.add_event(TaskEvent(task_id=task.id, kind="status", detail=TaskStatus.IN_PROGRESS))
-            except Exception:  # a store hiccup must not stop the runner for good
+            except Exception:  # a store hiccup must not stop the queue for good
                 log.exception("claiming tasks failed; retrying in 5 s")
                 await asyncio.sleep(5)
                 continue

@@ -42,9 +42,9 @@ from agents.engine.payloads import (
     encode_buttons,
 )
 from agents.engine.workflow import AgentTask
+from agents.git.command import GitError
 from agents.git.remote import catch_up, fetch_branch, has_remote, push_branch
 from agents.git.repository import rev_parse
-from agents.git.runner import GitError
 from agents.inputs.attachments import Attachments
 from agents.llm.client import make_client
 from agents.repo_map.maps import RepoMap
@@ -54,10 +54,10 @@ from agents.sandbox.safe_paths import UnsafePath, write_file
 from agents.sandbox.services import sweep_leftovers
 from agents.sandbox.task_limits import sandbox_limit_warnings
 from agents.store.database import Store
-from agents.tools.workspaces import Workspaces
 from agents.verify.test_baseline import BaselineRuns
 from agents.work.orphans import instance_token, kill_orphans
 from agents.work.task_execution import TaskExecutor
+from agents.workspaces.folders import Workspaces
 
 log = logging.getLogger(__name__)
 

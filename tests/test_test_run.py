@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from agents.sandbox.shell import child_env
-from agents.verify import test_runner
-from agents.verify.test_runner import detect_test_command, run_tests
+from agents.verify import test_run
+from agents.verify.test_run import detect_test_command, run_tests
 
-Status = test_runner.TestStatus
-PYTEST = f"{shlex.quote(sys.executable)} {test_runner.PYTEST_ARGS}"
+Status = test_run.TestStatus
+PYTEST = f"{shlex.quote(sys.executable)} {test_run.PYTEST_ARGS}"
 
 
 def fast_env() -> dict[str, str]:
@@ -66,7 +66,7 @@ def test_workspace_venv_interpreter_is_preferred(tmp_path: Path) -> None:
     python = write(tmp_path / ".venv" / "bin" / "python", "")
     (tmp_path / ".venv" / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}").mkdir(parents=True)
     write(tmp_path / "test_app.py", "def test_x(): pass\n")
-    assert detect_test_command(tmp_path) == f"{python} {test_runner.PYTEST_ARGS}"
+    assert detect_test_command(tmp_path) == f"{python} {test_run.PYTEST_ARGS}"
 
 
 def test_npm_test_script_detected_but_not_the_npm_default(tmp_path: Path) -> None:
@@ -129,7 +129,7 @@ async def test_failing_pytest_suite_shows_the_assertion(tmp_path: Path) -> None:
     assert "addition is broken" in outcome.output
     assert "assert -1 == 5" in outcome.output
     assert "1 failed" in outcome.summary and "1 passed" in outcome.summary
-    assert len(outcome.output) <= test_runner.OUTPUT_TAIL_CHARS + 100
+    assert len(outcome.output) <= test_run.OUTPUT_TAIL_CHARS + 100
 
 
 async def test_workspace_without_tests_is_no_tests_not_passed(tmp_path: Path) -> None:
@@ -207,13 +207,13 @@ async def test_secrets_are_not_passed_to_the_tests(tmp_path: Path, monkeypatch: 
     ],
 )
 def test_summary_line(closing: str, summary: str) -> None:
-    assert test_runner._summary_line(f"collected stuff\nFAILED t.py::x - boom\n{closing}\n") == summary
+    assert test_run._summary_line(f"collected stuff\nFAILED t.py::x - boom\n{closing}\n") == summary
 
 
 def test_output_keeps_the_tail() -> None:
     text = "\n".join(f"line {i}" for i in range(5_000)) + "\nFINAL SUMMARY"
-    tail = test_runner._tail(text)
+    tail = test_run._tail(text)
     assert tail.endswith("FINAL SUMMARY")
     assert "earlier characters trimmed" in tail
     assert "line 0\n" not in tail
-    assert len(tail) <= test_runner.OUTPUT_TAIL_CHARS + 100
+    assert len(tail) <= test_run.OUTPUT_TAIL_CHARS + 100

@@ -1,7 +1,7 @@
 """The bot runs a workspace's tests itself: one bounded run in a checkout, with per-test outcomes where the runner
 names tests (pytest through its JUnit XML report, a JUnit file `.agentlab.toml` names, or the reporter the bot adds
 to a JavaScript runner: node --test, mocha, jest, vitest, ava), whole-suite status otherwise. A JavaScript test
-script is run step by step (agents/verify/js_runners.py): lint/build steps are reported apart and the tests run even
+script is run step by step (`js_test_runners`): lint/build steps are reported apart and the tests run even
 when one of them fails. No command means "no tests", never "passed".
 
 `run_tests` is the one place a workspace's tests are started (baseline, after the worker, re-runs of failing ids):
@@ -26,7 +26,7 @@ from pydantic import BaseModel, Field
 from agents.core.errors import ToolError
 from agents.sandbox.bwrap import SandboxSpec
 from agents.sandbox.shell import CommandResult, child_env, run_command
-from agents.verify.js_runners import ScriptStep, describe_step, reporter_command, test_steps, with_files
+from agents.verify.js_test_runners import ScriptStep, describe_step, reporter_command, test_steps, with_files
 from agents.verify.test_env import (  # noqa: F401  (re-exported: the runner's public names)
     CONFIG_FILE,
     PYTEST_ARGS,

@@ -13,10 +13,10 @@ import pytest
 
 from agents.sandbox.bwrap import node_modules_caches, sandbox_env, spec_for
 from agents.sandbox.shell import child_env, run_command
-from agents.verify.js_runners import ScriptStep, classify, plan_script, reporter_command, split_and, test_steps
+from agents.verify.js_test_runners import ScriptStep, classify, plan_script, reporter_command, split_and, test_steps
 from agents.verify.test_env import detect_environment, link_borrowed
 from agents.verify.test_reports import read_jest_json, read_junit, read_records, read_tap
-from agents.verify.test_runner import RunState, run_tests
+from agents.verify.test_run import RunState, run_tests
 
 
 def package(root: Path, scripts: dict[str, str], **extra: object) -> Path:

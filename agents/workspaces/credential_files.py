@@ -18,9 +18,9 @@ import os
 from pathlib import Path
 
 from agents.core.secrets_filter import credential_values, remember
-from agents.git.runner import GitError, run_git
-from agents.tools.file_walk import walk_tree
-from agents.tools.workspaces import is_secret_file
+from agents.git.command import GitError, run_git
+from agents.workspaces.file_walk import walk_tree
+from agents.workspaces.folders import is_secret_file
 
 log = logging.getLogger(__name__)
 

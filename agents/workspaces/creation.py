@@ -6,9 +6,9 @@ import asyncio
 import re
 
 from agents.core.errors import ToolError
+from agents.git.command import GitIdentity
 from agents.git.repository import ensure_repository
-from agents.git.runner import GitIdentity
-from agents.tools.workspaces import SELF_NAME, Workspace, Workspaces
+from agents.workspaces.folders import SELF_NAME, Workspace, Workspaces
 
 _NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
 
