@@ -80,9 +80,12 @@ class Deliveries:
 
     async def _send(self, entry: Delivery, delays: tuple[float, ...]) -> int | None:
         """The message id when Telegram took it (0 if it gave none), else None."""
-        if entry.id in self._sending:
+        if entry.id is None:
+            raise ValueError("an outbox entry is stored before it is sent")
+        delivery_id = entry.id
+        if delivery_id in self._sending:
             return None
-        self._sending.add(entry.id)
+        self._sending.add(delivery_id)
         settling = False
         try:
             for attempt, delay in enumerate((*delays, None)):
@@ -91,12 +94,12 @@ class Deliveries:
                         entry.chat_id, entry.text, buttons=decode_buttons(entry.buttons), reply_to=entry.reply_to
                     )
                 except Exception as err:  # Telegram-agnostic: a 5xx, a timeout, a network error …
-                    await self.store.delivery_failed(entry.id, f"{type(err).__name__}: {err}")
+                    await self.store.delivery_failed(delivery_id, f"{type(err).__name__}: {err}")
                     log.warning(
                         "chat %s: %s #%s not delivered (try %d): %s",
                         entry.chat_id,
                         entry.kind,
-                        entry.id,
+                        delivery_id,
                         attempt + 1,
                         err,
                     )
@@ -104,7 +107,7 @@ class Deliveries:
                         return None
                     await asyncio.sleep(delay)
                 else:
-                    task = asyncio.create_task(self._mark_delivered(entry.id))  # off the caller's path
+                    task = asyncio.create_task(self._mark_delivered(delivery_id))  # off the caller's path
                     self._settling.add(task)
                     task.add_done_callback(self._settling.discard)
                     settling = True
@@ -112,7 +115,7 @@ class Deliveries:
             return None
         finally:
             if not settling:
-                self._sending.discard(entry.id)
+                self._sending.discard(delivery_id)
 
     async def _mark_delivered(self, delivery_id: int) -> None:
         """The outbox row is done; the id stays in `_sending` until then, so the flusher never sends it again."""

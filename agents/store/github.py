@@ -3,13 +3,15 @@ threads (issue or pull request) whose mention started a task."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
 from agents.core.models import utcnow
 
 if TYPE_CHECKING:
+    import aiosqlite
+
     from agents.store.connection import Connection
 
 
@@ -97,7 +99,7 @@ class GitHubRecords:
         )
         return [_pull_request(row) for row in rows]
 
-    async def _one(self, sql: str, params: tuple) -> PullRequestRecord | None:
+    async def _one(self, sql: str, params: tuple[Any, ...]) -> PullRequestRecord | None:
         rows = await self._store.rows(sql, params)
         return _pull_request(rows[0]) if rows else None
 
@@ -141,6 +143,6 @@ class GitHubRecords:
         )
 
 
-def _pull_request(row: object) -> PullRequestRecord:
+def _pull_request(row: aiosqlite.Row) -> PullRequestRecord:
     keys = ("task_id", "repository", "number", "url", "branch", "draft", "pushed_sha", "checks_reported_sha")
-    return PullRequestRecord(**{k: row[k] for k in keys})  # type: ignore[index]
+    return PullRequestRecord.model_validate({k: row[k] for k in keys})

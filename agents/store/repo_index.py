@@ -5,11 +5,9 @@ Rows are plain tuples and dicts, so the store need not import agents/repo_map.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Sequence
 from datetime import UTC
 from typing import TYPE_CHECKING, Any
-
-import aiosqlite
 
 from agents.core.models import utcnow
 
@@ -30,15 +28,6 @@ class RepoIndex:
                 if rows:
                     await db.executemany(sql, rows)
 
-    async def _rows_in(self, sql: str, workspace: str, values: Iterable[Any], chunk: int = 500) -> list[aiosqlite.Row]:
-        """`sql` has `workspace = ?` and one `IN ({marks})`; run it over `values` in chunks."""
-        values = list(dict.fromkeys(values))
-        rows: list[aiosqlite.Row] = []
-        for begin in range(0, len(values), chunk):
-            part = values[begin : begin + chunk]
-            rows += await self._store.rows(sql.format(marks=", ".join("?" for _ in part)), (workspace, *part))
-        return rows
-
     async def file_states(self, workspace: str) -> dict[str, tuple[int, int]]:
         """path → (mtime_ns, size) of every indexed file of the workspace."""
         rows = await self._store.rows("SELECT path, mtime_ns, size FROM repo_files WHERE workspace = ?", (workspace,))
@@ -54,7 +43,7 @@ class RepoIndex:
         symbols: list[tuple[str, str, str, int, str, str | None]],
         imports: list[tuple[str, str]],
         drop: list[str],
-        touched: list[tuple[str, int, int]] = (),  # type: ignore[assignment]
+        touched: Sequence[tuple[str, int, int]] = (),
     ) -> None:
         """One refresh in one transaction: forget the `drop` paths, then store the (re)parsed files.
 

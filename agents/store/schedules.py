@@ -3,24 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agents.core.ids import valid_id
 from agents.core.models import Schedule, ScheduleStatus
-
-if TYPE_CHECKING:
-    from agents.store.connection import Connection
+from agents.store.connection import Connection, to_db
 
 _LIVE = tuple(s.value for s in ScheduleStatus if s.is_live)
-
-
-def _db(value: Any) -> Any:
-    if isinstance(value, datetime):
-        return value.astimezone(UTC).isoformat()
-    if hasattr(value, "value"):  # enums
-        return value.value
-    return value
 
 
 class ScheduleTable:
@@ -30,12 +19,7 @@ class ScheduleTable:
         self._store = store
 
     async def add(self, schedule: Schedule) -> Schedule:
-        data = {k: _db(v) for k, v in schedule.model_dump().items() if k != "id"}
-        rows = await self._store.write(
-            f"INSERT INTO schedules ({', '.join(data)}) VALUES ({', '.join('?' for _ in data)}) RETURNING id",
-            tuple(data.values()),
-        )
-        schedule.id = int(rows[0][0])
+        schedule.id = await self._store.insert("schedules", schedule)
         return schedule
 
     async def get(self, schedule_id: int) -> Schedule | None:
@@ -58,7 +42,7 @@ class ScheduleTable:
         if fields:
             sets = ", ".join(f"{k} = ?" for k in fields)
             await self._store.write(
-                f"UPDATE schedules SET {sets} WHERE id = ?", (*(_db(v) for v in fields.values()), schedule_id)
+                f"UPDATE schedules SET {sets} WHERE id = ?", (*(to_db(v) for v in fields.values()), schedule_id)
             )
 
     async def move(
@@ -70,10 +54,9 @@ class ScheduleTable:
         rows = await self._store.write(
             f"UPDATE schedules SET status = ?{sets} WHERE id = ? AND status IN ({', '.join('?' for _ in values)}) "
             "RETURNING id",
-            (to.value, *(_db(v) for v in fields.values()), schedule_id, *values),
+            (to.value, *(to_db(v) for v in fields.values()), schedule_id, *values),
         )
         return bool(rows)
 
     async def _select(self, where: str, params: Iterable[Any]) -> list[Schedule]:
-        rows = await self._store.rows(f"SELECT * FROM schedules {where} ORDER BY id", params)
-        return [Schedule.model_validate(dict(row)) for row in rows]
+        return await self._store.fetch(Schedule, f"SELECT * FROM schedules {where} ORDER BY id", params)

@@ -16,6 +16,8 @@ from pydantic import BaseModel, Field
 from agents.core.models import utcnow
 
 if TYPE_CHECKING:
+    import aiosqlite
+
     from agents.store.connection import Connection
 
 
@@ -61,7 +63,12 @@ class StandingNotes:
         return StandingNote.model_validate(dict(rows[0])) if rows else None
 
     async def applying(
-        self, user_id: int | None, is_owner: Callable[[int | None], bool], workspace: str | None = None, *, every=False
+        self,
+        user_id: int | None,
+        is_owner: Callable[[int | None], bool],
+        workspace: str | None = None,
+        *,
+        every: bool = False,
     ) -> list[StandingNote]:
         """The notes that apply to `user_id`'s requests, oldest first: their own and the owners' (`is_owner`), those
         for `workspace` and for all (`every`: for any workspace)."""
@@ -100,8 +107,8 @@ class AskedQuestion(BaseModel):
     answered_at: datetime | None = None
 
 
-def _question(row: object) -> AskedQuestion:
-    data = dict(row)  # type: ignore[call-overload]
+def _question(row: aiosqlite.Row) -> AskedQuestion:
+    data = dict(row)
     data["options"] = json.loads(data.get("options") or "[]")
     return AskedQuestion.model_validate(data)
 
