@@ -1,4 +1,4 @@
-"""The store keeps each conversation's newest messages in memory (agents/store/database.py): what it answers from them
+"""The store keeps each conversation's newest messages in memory (agents/store/kept_messages.py): what it answers from them
 is always what the database holds, through writes, refusals, /new and reads racing writes."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The audit of tool calls: every call a model made, with its input and outcome, per task or per chat turn."""
+"""The audit of tool calls: every call a model made (its arguments, result size, time and error), per task or chat."""
 
 from __future__ import annotations
 

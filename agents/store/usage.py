@@ -1,4 +1,5 @@
-"""Model usage: the tokens and cost of every Messages API call, summed over a day or a month for the budgets."""
+"""Model usage: the tokens of every Messages API call, per chat, task and user, read back since the start of a day
+or a month (the budgets)."""
 
 from __future__ import annotations
 
