@@ -140,12 +140,9 @@ class ToolLoop:
             if deadline is not None and when is not None and deadline is self._deadline:
                 deadline.reschedule(when + waited)
 
-    def add_user_text(self, text: str) -> None:
-        """A new user turn (kept alternating after a turn that ended on tool results)."""
-        self.add_user_turn([{"type": "text", "text": text}])
-
     def add_user_turn(self, blocks: list[dict[str, Any]]) -> None:
-        """A new user turn of content blocks (text, images, documents). Text is masked by the one output filter:
+        """A new user turn of content blocks (text, images, documents), kept alternating after a turn that ended on
+        tool results (the blocks join that user turn). Text is masked by the one output filter:
         a test run's output or a note quoting a command reaches the model without known secrets."""
         blocks = [mask_json(b) for b in blocks]  # type: ignore[misc]
         if self.messages and self.messages[-1]["role"] == "user":
