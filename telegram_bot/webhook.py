@@ -76,4 +76,6 @@ async def start_webhook(app: Application, settings: Settings) -> None:
     await app.initialize()
     await _post_init(app)
     await app.start()
+    if app.updater is None:
+        raise RuntimeError("the application was built without an updater: nothing can serve the webhook")
     await app.updater.start_webhook(**_webhook_options(settings))
