@@ -16,7 +16,7 @@ from telegram.ext import Application
 from tornado.httpserver import HTTPServer
 
 from agents.core.settings import Settings
-from telegram_bot.app import _post_init, _post_stop, build_application
+from telegram_bot.app import _post_init, build_application
 
 log = logging.getLogger(__name__)
 
@@ -76,14 +76,6 @@ async def start_webhook(app: Application, settings: Settings) -> None:
     await app.initialize()
     await _post_init(app)
     await app.start()
+    if app.updater is None:
+        raise RuntimeError("the application was built without an updater: nothing can serve the webhook")
     await app.updater.start_webhook(**_webhook_options(settings))
-
-
-async def stop_webhook(app: Application) -> None:
-    """Stop serving, then the app, the runtime and PTB; the webhook stays registered so Telegram keeps the updates."""
-    if app.updater is not None and app.updater.running:
-        await app.updater.stop()
-    if app.running:
-        await app.stop()
-    await _post_stop(app)
-    await app.shutdown()

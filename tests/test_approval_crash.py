@@ -10,7 +10,7 @@ import pytest
 
 from agents.core.models import Proposal, ProposalStatus, Task, WorkerKind
 from agents.store.database import Store
-from agents.work.task_execution import proposal_buttons
+from agents.work.task_proposals import proposal_buttons
 from tests.conftest import USER_ID, make_settings, start_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript

@@ -6,6 +6,7 @@ in test_repo_guard_e2e.py).
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 from pathlib import Path
@@ -15,7 +16,6 @@ import pytest
 from agents.git import diff as git_diff
 from agents.git.command import GitIdentity
 from agents.git.commits import CommitLimits, commit_all
-from agents.git.diff import diff_text
 from agents.git.guard import RepositoryGuard
 from agents.git.merge import merge_task_branch
 from agents.git.repository import git_common_dir
@@ -98,7 +98,7 @@ async def test_nothing_planted_runs_in_the_bots_commit_diff_or_merge(repo: Path,
     (tree.path / "app.py").write_text("VALUE = 2\n")
     commit = await commit_all(tree, "hostile change", GitIdentity())
     assert commit is not None and commit.committed
-    await diff_text(tree)
+    await git_diff.write_diff(tree, io.BytesIO())
     await remove_worktree_keep_branch(tree)
     merged = await merge_task_branch(tree, GitIdentity())
     assert merged.ok, merged.message

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import subprocess
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import pytest
 
 from agents.git.command import GitError, GitIdentity
 from agents.git.commits import CommitLimits, commit_all
-from agents.git.diff import diff_text
+from agents.git.diff import write_diff
 from agents.git.merge import merge_task_branch
 from agents.git.repository import current_branch, ensure_repository
 from agents.git.worktrees import (
@@ -208,7 +209,9 @@ async def test_diff_has_commits_and_uncommitted_changes_without_touching_the_ind
     await commit_all(wt, "committed", GitIdentity())
     (wt.path / "draft.py").write_text("DRAFT = 'not yet committed'\n")
 
-    text = await diff_text(wt)
+    out = io.BytesIO()
+    await write_diff(wt, out)  # what the Diff button sends, as a file
+    text = out.getvalue().decode()
 
     assert "+VALUE = 42" in text and "-VALUE = 1" in text
     assert "# uncommitted changes" in text
@@ -325,7 +328,9 @@ async def test_resume_reuses_the_existing_branch_and_worktree(repo: Path, worktr
     await remove_worktree_keep_branch(wt)
     assert not wt.path.exists()
     assert git("branch", "--list", wt.branch, cwd=repo).strip() == wt.branch
-    assert "+NEW = True" in await diff_text(wt)  # Diff button still works from the branch
+    out = io.BytesIO()
+    await write_diff(wt, out)
+    assert b"+NEW = True" in out.getvalue()  # Diff button still works from the branch
     assert changed(wt) == ["new.py"]
 
     resumed = await new_task(repo, worktrees_dir, branch=wt.branch)

@@ -11,7 +11,8 @@ import pytest
 
 from agents.sandbox.shell import child_env
 from agents.verify import test_run
-from agents.verify.test_run import detect_test_command, run_tests
+from agents.verify.test_env import detect_environment
+from agents.verify.test_run import run_tests
 
 Status = test_run.TestStatus
 PYTEST = f"{shlex.quote(sys.executable)} {test_run.PYTEST_ARGS}"
@@ -20,6 +21,12 @@ PYTEST = f"{shlex.quote(sys.executable)} {test_run.PYTEST_ARGS}"
 def fast_env() -> dict[str, str]:
     """The runner's default environment, minus the seconds the venv's pytest plugins take to load."""
     return child_env() | {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+
+
+def found_command(workspace: Path) -> str | None:
+    """The command `detect_environment` (what the bot's test run uses) found for `workspace`; None: no tests."""
+    env = detect_environment(workspace)
+    return env.command if env is not None else None
 
 
 def write(path: Path, text: str) -> Path:
@@ -35,7 +42,7 @@ def write(path: Path, text: str) -> Path:
 def test_empty_workspace_has_no_test_command(tmp_path: Path) -> None:
     write(tmp_path / "main.py", "print('hi')\n")
     write(tmp_path / "tests" / "README.md", "no python here\n")
-    assert detect_test_command(tmp_path) is None
+    assert found_command(tmp_path) is None
 
 
 @pytest.mark.parametrize(
@@ -52,44 +59,44 @@ def test_empty_workspace_has_no_test_command(tmp_path: Path) -> None:
 )
 def test_pytest_detected_with_the_bots_interpreter(tmp_path: Path, path: str, text: str) -> None:
     write(tmp_path / path, text)
-    assert detect_test_command(tmp_path) == PYTEST
+    assert found_command(tmp_path) == PYTEST
 
 
 def test_test_files_in_hidden_or_vendored_dirs_do_not_count(tmp_path: Path) -> None:
     write(tmp_path / ".venv" / "lib" / "test_thing.py", "")
     write(tmp_path / "node_modules" / "x" / "test_y.py", "")
     write(tmp_path / "pyproject.toml", "[project]\nname = 'x'\n")
-    assert detect_test_command(tmp_path) is None
+    assert found_command(tmp_path) is None
 
 
 def test_workspace_venv_interpreter_is_preferred(tmp_path: Path) -> None:
     python = write(tmp_path / ".venv" / "bin" / "python", "")
     (tmp_path / ".venv" / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}").mkdir(parents=True)
     write(tmp_path / "test_app.py", "def test_x(): pass\n")
-    assert detect_test_command(tmp_path) == f"{python} {test_run.PYTEST_ARGS}"
+    assert found_command(tmp_path) == f"{python} {test_run.PYTEST_ARGS}"
 
 
 def test_npm_test_script_detected_but_not_the_npm_default(tmp_path: Path) -> None:
     package = tmp_path / "package.json"
     write(package, json.dumps({"scripts": {"test": 'echo "Error: no test specified" && exit 1'}}))
-    assert detect_test_command(tmp_path) is None
+    assert found_command(tmp_path) is None
     write(package, json.dumps({"name": "x", "scripts": {"test": "jest"}}))
-    assert detect_test_command(tmp_path) == "npm test --silent"
+    assert found_command(tmp_path) == "npm test --silent"
     write(package, "{not json")
-    assert detect_test_command(tmp_path) is None
+    assert found_command(tmp_path) is None
 
 
 def test_agentlab_toml_wins(tmp_path: Path) -> None:
     write(tmp_path / "test_app.py", "def test_x(): pass\n")
     write(tmp_path / "package.json", json.dumps({"scripts": {"test": "jest"}}))
     write(tmp_path / ".agentlab.toml", '[tests]\ncommand = "make check"\n')
-    assert detect_test_command(tmp_path) == "make check"
+    assert found_command(tmp_path) == "make check"
 
 
 def test_agentlab_toml_without_tests_section_falls_through(tmp_path: Path) -> None:
     write(tmp_path / ".agentlab.toml", "[other]\nx = 1\n")
     write(tmp_path / "test_app.py", "def test_x(): pass\n")
-    assert detect_test_command(tmp_path) == PYTEST
+    assert found_command(tmp_path) == PYTEST
 
 
 # ---------------------------------------------------------------------------------------------------------------------

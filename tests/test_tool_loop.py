@@ -119,7 +119,7 @@ async def test_moving_cache_breakpoint_is_on_the_newest_block_only() -> None:
 async def test_last_round_without_tools_for_the_orchestrator() -> None:
     model = ScriptedModel([call("read_file", {"path": "a"}), call("read_file", {"path": "b"}), say("answer")])
     loop = ToolLoop(model=model, model_name="m", system="s", toolbox=toolbox([]), tools_on_last_step=False)
-    loop.add_user_text("q")
+    loop.add_user_turn([{"type": "text", "text": "q"}])
     result = await loop.run(Limits(max_steps=3, max_seconds=math.inf))
     assert result.ending is Ending.FINISHED and result.text == "answer"
     assert [r["tool_choice"]["type"] for r in model.requests] == ["auto", "auto", "none"]
@@ -141,7 +141,7 @@ async def test_streamed_turn_sends_text_then_activity_then_more_text() -> None:
     sink = Sink()
     model = ScriptedModel([calls(("read_file", {"path": "calc.py"}), text="Let me look."), say("It adds two numbers.")])
     loop = ToolLoop(model=model, model_name="m", system="s", toolbox=toolbox([]), answer=sink)
-    loop.add_user_text("what does calc.py do?")
+    loop.add_user_turn([{"type": "text", "text": "what does calc.py do?"}])
     result = await loop.run(Limits())
     assert result.text == "It adds two numbers."
     kinds = [k for k, _ in sink.events]

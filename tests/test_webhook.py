@@ -41,8 +41,8 @@ def webhook_settings(tg: FakeTelegram, claude: FakeAnthropic, tmp_path: Path, wo
 
 @pytest.fixture
 async def webhook_bot(fake_telegram: FakeTelegram, fake_anthropic: FakeAnthropic, tmp_path: Path, workspace_root: Path):
-    from telegram_bot.app import build_application
-    from telegram_bot.webhook import start_webhook, stop_webhook
+    from telegram_bot.app import build_application, stop_polling
+    from telegram_bot.webhook import start_webhook
 
     settings = webhook_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root)
     app = build_application(settings)
@@ -50,7 +50,7 @@ async def webhook_bot(fake_telegram: FakeTelegram, fake_anthropic: FakeAnthropic
     try:
         yield app, settings
     finally:
-        await stop_webhook(app)
+        await stop_polling(app)  # it stops whichever updater serves: long polling or this webhook
 
 
 async def test_webhook_registered_with_telegram_and_secret_enforced(

@@ -64,7 +64,7 @@ from agents.store.standing import StandingNotes
 from agents.work.orphans import instance_token
 from agents.work.pull_requests import PullRequests
 from agents.work.steering import Inboxes
-from agents.work.task_execution import show_proposal, store_proposal
+from agents.work.task_proposals import show_proposal, store_proposal
 from agents.work.task_queue import TaskQueue
 from agents.workspaces.folders import Workspaces
 

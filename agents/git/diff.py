@@ -158,12 +158,3 @@ def _header(worktree: TaskWorktree, report: DiffReport, stat: str, body_bytes: i
         lines.append(f"# The patch below is cut after {human_size(body_bytes)}; the stat lists every file.")
     lines += [f"# {line}" if line else "#" for line in stat.rstrip().splitlines()]
     return "\n".join(lines) + "\n\n"
-
-
-async def diff_text(worktree: TaskWorktree) -> str:
-    """The task's diff as text, capped (see write_diff)."""
-
-    with tempfile.TemporaryFile() as out:
-        await write_diff(worktree, out)
-        out.seek(0)
-        return out.read().decode("utf-8", errors="replace")

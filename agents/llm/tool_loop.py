@@ -17,7 +17,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, cast
 
 import anthropic
 from anthropic.resources.messages import AsyncMessages
@@ -40,7 +40,11 @@ STOPPED = "not run: the agent was stopped"
 
 def as_model(client: MessageModel | anthropic.AsyncAnthropic) -> MessageModel:
     """The seam from a client (its `.messages`) or a model given as is (a ScriptedModel)."""
-    return client.messages if isinstance(client, anthropic.AsyncAnthropic) else client
+    if isinstance(client, anthropic.AsyncAnthropic):
+        # the SDK's create() names each parameter (typed overloads); the seam takes them as **params, which the
+        # SDK accepts at run time but mypy cannot match structurally
+        return cast(MessageModel, client.messages)
+    return client
 
 
 class Ending(StrEnum):
@@ -140,14 +144,11 @@ class ToolLoop:
             if deadline is not None and when is not None and deadline is self._deadline:
                 deadline.reschedule(when + waited)
 
-    def add_user_text(self, text: str) -> None:
-        """A new user turn (kept alternating after a turn that ended on tool results)."""
-        self.add_user_turn([{"type": "text", "text": text}])
-
     def add_user_turn(self, blocks: list[dict[str, Any]]) -> None:
-        """A new user turn of content blocks (text, images, documents). Text is masked by the one output filter:
+        """A new user turn of content blocks (text, images, documents), kept alternating after a turn that ended on
+        tool results (the blocks join that user turn). Text is masked by the one output filter:
         a test run's output or a note quoting a command reaches the model without known secrets."""
-        blocks = [mask_json(b) for b in blocks]  # type: ignore[misc]
+        blocks = [cast(dict[str, Any], mask_json(b)) for b in blocks]  # mask_json gives a dict back for a dict
         if self.messages and self.messages[-1]["role"] == "user":
             self.messages[-1]["content"].extend(blocks)
         else:
@@ -222,7 +223,9 @@ class ToolLoop:
         for note in self.inbox() if self.inbox else []:  # the last message is the user's: a turn or tool results
             self.messages[-1]["content"].append({"type": "text", "text": mask(note)})
         if self.context_window:
-            response = await create_within_window(self, lambda: self._call(self._request(without_tools)))
+            response = await create_within_window(
+                self, self.context_window, lambda: self._call(self._request(without_tools))
+            )
         else:
             response = await self._call(self._request(without_tools))
         self.api_calls += 1

@@ -280,13 +280,6 @@ class RepoMap:
             log.warning("could not index workspace %s: %s", name, err)
             return False
 
-    async def indexed_within(self, name: str, root: Path | str, seconds: float) -> bool:
-        """Wait at most `seconds` for the index of `name` to be up to date (refreshed in the background, which goes
-        on past the wait); whether it is."""
-        task = self.index_in_background(name, root)
-        done, _ = await asyncio.wait({task}, timeout=max(0.0, seconds))
-        return bool(done) and not task.cancelled() and task.result()
-
     async def close(self) -> None:
         """Stop the background builds (what they stored so far stays: the next refresh goes on from there)."""
         for task in self._building.values():

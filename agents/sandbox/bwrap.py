@@ -149,10 +149,6 @@ class NetworkPolicy(str, enum.Enum):
     OFF = "off"
 
 
-class SandboxUnavailable(RuntimeError):
-    """bubblewrap cannot confine commands on this machine; the message is one sentence naming the fix."""
-
-
 @dataclass(frozen=True)
 class ResourceLimits:
     """Per-command limits, set with `ulimit` inside the sandbox (hard and soft) before the command runs.

@@ -24,6 +24,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from agents.sandbox.task_cgroup import TaskCgroup
 from agents.sandbox.task_cgroup import support as task_cgroup_support
@@ -190,6 +191,15 @@ class DiskBudget:
         return removed
 
 
+class ServiceSet(Protocol):
+    """What the task's services (agents/sandbox/services.py's TaskServices) offer through its bounds; a Protocol
+    because that module builds on this one."""
+
+    def exit_notes(self) -> list[str]:
+        """One sentence per service that exited since the last call."""
+        ...
+
+
 @dataclass
 class TaskBounds:
     """One task's shared limits, made when the task starts and closed when it ends (TaskExecutor): its cgroup, disk
@@ -202,7 +212,7 @@ class TaskBounds:
     disk: DiskBudget | None = None
     max_services: int = 4
     net: TaskNet = field(default_factory=TaskNet)
-    services: object | None = None  # the task's TaskServices, made at its first service
+    services: ServiceSet | None = None  # the task's TaskServices, made at its first service
     service_logs: Path | None = None  # the bot-side folder of the services' logs, shown read-only in every command
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     _cgroup: TaskCgroup | None = None

@@ -49,47 +49,51 @@ def orchestrator_tools(workspaces: Workspaces, desk: WorkDesk, caller: Caller, *
     def root(workspace: str) -> Path:
         return workspaces.reach(workspace, owner).path
 
+    return [*read_only_tools(root, {"workspace": _WORKSPACE}), *desk_tools(desk, caller)]
+
+
+RootOf = Callable[..., Path]  # the root a look-up reads, from the arguments `read_only_tools` was given names for
+
+
+def read_only_tools(root_of: RootOf, where: dict[str, Any]) -> list[Tool]:
+    """read_file, glob and grep under `root_of(**where_arguments)`. `where`: the schema properties that name the
+    root (the orchestrator's `workspace`), passed to `root_of`; none for a worker, whose root is its worktree."""
+
     async def read_file(
-        workspace: str,
         path: str,
         offset: int | None = None,
         limit: int | None = None,
         start_line: int | None = None,
         end_line: int | None = None,
+        **place: str,
     ) -> str:
-        return await file_tools.read_window(root(workspace), path, offset, limit, start_line, end_line)
+        return await file_tools.read_window(root_of(**place), path, offset, limit, start_line, end_line)
 
-    async def glob(workspace: str, pattern: str) -> str:
-        return await file_tools.glob(root(workspace), pattern)
+    async def glob(pattern: str, **place: str) -> str:
+        return await file_tools.glob(root_of(**place), pattern)
 
     async def grep(
-        workspace: str, pattern: str, path: str = ".", glob: str | None = None, ignore_case: bool = False
+        pattern: str, path: str = ".", glob: str | None = None, ignore_case: bool = False, **place: str
     ) -> str:
-        return await file_tools.grep(root(workspace), pattern, path=path, glob=glob, ignore_case=ignore_case)
+        return await file_tools.grep(root_of(**place), pattern, path=path, glob=glob, ignore_case=ignore_case)
 
+    named = list(where)
     return [
         Tool(
             "read_file",
             _READ_DESC,
-            {"workspace": _WORKSPACE, "path": _PATH, "offset": _OFFSET, "limit": _LIMIT},
+            {**where, "path": _PATH, "offset": _OFFSET, "limit": _LIMIT},
             read_file,
-            ["workspace", "path"],
+            [*named, "path"],
         ),
-        Tool("glob", _GLOB_DESC, {"workspace": _WORKSPACE, "pattern": _PATTERN_GLOB}, glob, ["workspace", "pattern"]),
+        Tool("glob", _GLOB_DESC, {**where, "pattern": _PATTERN_GLOB}, glob, [*named, "pattern"]),
         Tool(
             "grep",
             _GREP_DESC,
-            {
-                "workspace": _WORKSPACE,
-                "pattern": _PATTERN_RE,
-                "path": _GREP_PATH,
-                "glob": _GREP_GLOB,
-                "ignore_case": _ICASE,
-            },
+            {**where, "pattern": _PATTERN_RE, "path": _GREP_PATH, "glob": _GREP_GLOB, "ignore_case": _ICASE},
             grep,
-            ["workspace", "pattern"],
+            [*named, "pattern"],
         ),
-        *desk_tools(desk, caller),
     ]
 
 
@@ -124,21 +128,6 @@ def worker_tools(
     Why long: each tool's handler is a closure over the role's root, sandbox and callbacks, written beside its
     schema so that the two are read together."""
 
-    async def read_file(
-        path: str,
-        offset: int | None = None,
-        limit: int | None = None,
-        start_line: int | None = None,
-        end_line: int | None = None,
-    ) -> str:
-        return await file_tools.read_window(root, path, offset, limit, start_line, end_line)
-
-    async def glob(pattern: str) -> str:
-        return await file_tools.glob(root, pattern)
-
-    async def grep(pattern: str, path: str = ".", glob: str | None = None, ignore_case: bool = False) -> str:
-        return await file_tools.grep(root, pattern, path=path, glob=glob, ignore_case=ignore_case)
-
     async def write_file(path: str, content: str) -> str:
         return await file_tools.write_file(root, path, content)
 
@@ -166,17 +155,7 @@ def worker_tools(
         )
         return ToolResult(result.format_for_model(), is_error=not result.ok)
 
-    tools = [
-        Tool("read_file", _READ_DESC, {"path": _PATH, "offset": _OFFSET, "limit": _LIMIT}, read_file, ["path"]),
-        Tool("glob", _GLOB_DESC, {"pattern": _PATTERN_GLOB}, glob, ["pattern"]),
-        Tool(
-            "grep",
-            _GREP_DESC,
-            {"pattern": _PATTERN_RE, "path": _GREP_PATH, "glob": _GREP_GLOB, "ignore_case": _ICASE},
-            grep,
-            ["pattern"],
-        ),
-    ]
+    tools = read_only_tools(lambda: root, {})
     if kind is WorkerKind.RESEARCH:
         return tools
     tools += [
@@ -279,8 +258,7 @@ def with_service_notes(tool: Tool, bounds: TaskBounds) -> Tool:
 
     async def noted(**kwargs: Any) -> object:
         result = await handler(**kwargs)
-        services = bounds.services
-        notes = services.exit_notes() if isinstance(services, TaskServices) else []
+        notes = bounds.services.exit_notes() if bounds.services is not None else []
         if not notes:
             return result
         text = "\n".join(notes)

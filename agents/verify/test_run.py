@@ -130,12 +130,6 @@ def no_tests_outcome() -> TestOutcome:
     )
 
 
-def detect_test_command(workspace: Path) -> str | None:
-    """The shell command that runs this workspace's tests, or None (TestConfigError when `.agentlab.toml` is bad)."""
-    env = detect_environment(Path(workspace))
-    return env.command if env is not None else None
-
-
 SandboxFor = Callable[[Path, list[Path]], "SandboxSpec | None"]
 
 

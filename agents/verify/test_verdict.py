@@ -87,10 +87,6 @@ class Verdict:
     warnings: list[str] = field(default_factory=list)  # the task touched its own checks
 
     @property
-    def runnable(self) -> bool:
-        return ran(self.after)
-
-    @property
     def introduced_error(self) -> bool:
         """The tests do not run to their end any more, and they did at the base (or there is no baseline)."""
         return not ran(self.after) and (self.base is None or ran(self.base))

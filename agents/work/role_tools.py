@@ -1,7 +1,8 @@
 """What a worker's tools call back into the bot: pictures to the chat, criteria verified, usage, the network question.
 
-One `RoleCallbacks` per task, made by `TaskExecutor.make_worker` and handed to `tools.tool_sets.worker_tools`; each
-method is what one tool of the role needs from the bot's side (the store, the chat, the progress message, the gate).
+One `RoleCallbacks` per task, made by `WorkerMaker.make` (task_workers.py) and handed to
+`tools.tool_sets.worker_tools`; each method is what one tool of the role needs from the bot's side (the store, the
+chat, the progress message, the gate).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from agents.tools.screenshot import on_loopback, screenshot_tool_result
 from agents.tools.toolbox import ToolResult
 from agents.work.progress import Progress
 from agents.work.questions import Questions
+from agents.work.task_ids import stored_id
 
 
 @dataclass
@@ -39,7 +41,7 @@ class RoleCallbacks:
     notifier: Notifier
     progress: Progress
     network: NetworkGate
-    chromium: Path | None
+    chromium: str | None  # the browser's executable (find_chromium), None where there is none
     sandbox_of: Callable[[Path], SandboxSpec | None]  # the task's sandbox for a root (its worktree)
     questions: Questions | None = None  # ask_user's questions to the task's starter
     clock: ToolLoop | None = None  # the worker's loop: its time limit stops while a question waits
@@ -67,7 +69,7 @@ class RoleCallbacks:
 
     async def verify(self, index: int, evidence: str) -> str:
         """An acceptance criterion verified with evidence; the progress message counts them."""
-        task_id = self.task.id
+        task_id = stored_id(self.task)
         if not await self.store.verify_criterion(task_id, int(index), str(evidence)[:2000]):
             count = len(await self.store.criteria(task_id))
             raise ToolError(f"there is no criterion {index}; the criteria are numbered 1..{count}")
@@ -109,4 +111,4 @@ class RoleCallbacks:
 
     def mcp_gates(self) -> Gates:
         """Approvals of MCP_CONFIG's tools, and the browser's outside URLs asked like a network command."""
-        return Gates(self.mcp_gate, self.ask_network, lambda: self.network.covers(self.task.id))
+        return Gates(self.mcp_gate, self.ask_network, lambda: self.network.covers(stored_id(self.task)))

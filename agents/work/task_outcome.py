@@ -2,7 +2,7 @@
 
 `decide` takes what the task's run produced (the worker's result, the bot's test verdict, the acceptance criteria,
 the commits, the guard's warnings) and returns an `Outcome`; `render` turns that record into the summary's Markdown.
-`TaskExecutor._finish` (task_execution.py) gathers the facts, calls both, and does the side effects (status, worktree,
+`TaskEnding.change_done` (task_finish.py) gathers the facts, calls both, and does the side effects (status, worktree,
 progress message, delivery). Unit tests call these two directly (tests/test_task_outcome.py).
 """
 

@@ -1,0 +1,106 @@
+"""A change task's checkout, start to end: its worktree made (or reused on resume) with the bot's test run started
+at the base commit, the owner's repository guarded while the worker runs, its commits, and the checkout dropped.
+
+The branch always stays: on an early end (cancelled, failed) what was done is committed on it first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from agents.core.models import Task, TaskEvent
+from agents.git.command import GitIdentity
+from agents.git.commits import CommitLimits, CommitResult, commit_all
+from agents.git.guard import RepositoryGuard
+from agents.git.repository import ensure_repository
+from agents.git.worktrees import (
+    TaskWorktree,
+    clear_stale_index_locks,
+    create_task_worktree,
+    remove_worktree_keep_branch,
+)
+from agents.verify.task_tests import TaskTests
+from agents.verify.test_baseline import BaselineRuns
+from agents.work.task_collaborators import Collaborators
+from agents.work.task_ids import stored_id
+from agents.work.task_sandbox import TaskSandboxes
+from agents.workspaces.credential_files import remember_credential_files
+from agents.workspaces.folders import Workspace
+
+
+class TaskCheckouts:
+    """The worktrees of the change tasks running, and the guards on their owners' repositories."""
+
+    def __init__(self, base: Collaborators, sandboxes: TaskSandboxes, baselines: BaselineRuns) -> None:
+        s = base.settings
+        self.base, self.sandboxes, self.baselines = base, sandboxes, baselines
+        self.identity = GitIdentity(s.git_author_name, s.git_author_email)
+        self.commit_limits = CommitLimits(s.max_commit_file_bytes, s.max_commit_task_bytes)
+        self.guards: dict[int, RepositoryGuard] = {}  # task id → the guard of the owner's repository while it runs
+
+    async def open(self, task: Task, workspace: Workspace) -> tuple[TaskWorktree, TaskTests]:
+        """The task's worktree (its branch reused when an interrupted task resumes), recorded on the task; the
+        bot's own test run started at its base commit; the owner's repository guarded from now on."""
+        task_id = stored_id(task)
+        if await ensure_repository(workspace.path, self.identity):
+            await self.base.notifier.send(
+                task.chat_id, f"`{workspace.name}` was not a git repository; I initialised one."
+            )
+        tree = await create_task_worktree(
+            workspace.path, task_id, task.title, self.identity, self.base.settings.worktrees_dir, branch=task.branch
+        )
+        await self.base.store.update_task(
+            task_id,
+            branch=tree.branch,
+            base_branch=tree.base_branch,
+            base_commit=tree.base_commit,
+            worktree=str(tree.path),
+        )
+        await clear_stale_index_locks(tree)  # a SIGKILL during the bot's own `git add` leaves one behind
+        await remember_credential_files(tree.path)  # `cat .npmrc` in a command then prints «masked»
+        checks = await TaskTests.start(
+            workspace.path,
+            tree.path,
+            tree.base_commit,
+            task.instructions,
+            self.baselines,
+            self.base.settings.test_timeout_seconds,  # the baseline runs while the worker works
+            sandbox_for=lambda root, read_only: self.sandboxes.spec(root, workspace.path, read_only, task),
+        )
+        # after TaskTests.start: it hides the borrowed links in the repository's info/exclude, which the guard watches
+        self.guards[task_id] = await RepositoryGuard.start(tree)
+        return tree, checks
+
+    async def commit(self, task: Task, tree: TaskWorktree, note: str = "") -> CommitResult | None:
+        """Commit what the worker changed (within the commit limits); `note` goes after the title in brackets."""
+        title = f"{task.title} ({note})" if note else task.title
+        return await commit_all(tree, f"{title}\n\nagentlab task #{task.id}", self.identity, self.commit_limits)
+
+    async def check(self, task: Task) -> list[str]:
+        """Undo what the worker moved in the owner's repository; every warning so far (new ones become task events)."""
+        guard = self.guards.get(stored_id(task))
+        if guard is None:
+            return []
+        await guard.check()
+        for warning in guard.unreported():
+            await self.base.store.add_event(TaskEvent(task_id=stored_id(task), kind="guard", detail=warning[:300]))
+        return list(guard.warnings)
+
+    def end_guard(self, task: Task) -> list[str]:
+        """Stop guarding the task's repository (before its worktree goes); every warning the guard gave."""
+        guard = self.guards.pop(stored_id(task), None)
+        if guard is None:
+            return []
+        guard.close()
+        return guard.warnings
+
+    async def drop(self, task: Task, tree: TaskWorktree) -> None:
+        """The task is over: its guard ends, its checkout goes, its branch (and commits) stay."""
+        self.end_guard(task)
+        await remove_worktree_keep_branch(tree)
+
+    async def drop_early(self, task: Task, tree: TaskWorktree) -> None:
+        """Cancelled or failed: what was done is committed on the branch, then the checkout goes (best effort)."""
+        with contextlib.suppress(Exception):
+            await self.commit(task, tree, "partial, task ended early")
+            await self.drop(task, tree)

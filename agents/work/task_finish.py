@@ -1,0 +1,112 @@
+"""How a task ends: its status stored, its checkout dropped, its progress message closed, its summary (or proposal,
+or failure) shown in the chat through the outbox, and GitHub told.
+
+The outcome itself is decided without I/O in task_outcome.py; this module gathers its facts and does the rest.
+"""
+
+from __future__ import annotations
+
+from agents.core.actions import Buttons
+from agents.core.models import Task, TaskEvent, TaskStatus, utcnow
+from agents.git.worktrees import TaskWorktree
+from agents.store.shown import TASK, remember_shown, shown_as
+from agents.work.progress import Progress
+from agents.work.pull_requests import PullRequests
+from agents.work.task_checkout import TaskCheckouts
+from agents.work.task_collaborators import Collaborators
+from agents.work.task_corrections import ChangeRun
+from agents.work.task_ids import stored_id
+from agents.work.task_outcome import RunFacts, branch_buttons, decide, render, trim
+from agents.work.task_proposals import scheduled_note, show_proposal, store_proposal
+from agents.work.task_workers import worker_limits
+from agents.work.worker import WorkerResult
+
+
+class TaskEnding:
+    """Stores, cleans up and shows the end of each task (one per executor)."""
+
+    def __init__(self, base: Collaborators, checkouts: TaskCheckouts, pull_requests: PullRequests | None) -> None:
+        self.base, self.checkouts, self.pull_requests = base, checkouts, pull_requests
+
+    async def set_status(self, task: Task, status: TaskStatus, **fields: object) -> None:
+        """The task's status (a final one with its finish time), stored with a status event."""
+        task.status = status
+        if status.is_final:
+            fields.setdefault("finished_at", utcnow())
+        await self.base.store.update_task(stored_id(task), status=status, **fields)
+        await self.base.store.add_event(TaskEvent(task_id=stored_id(task), kind="status", detail=status.value))
+
+    async def fail(self, task: Task, progress: Progress, reason: str) -> None:
+        await self.set_status(task, TaskStatus.FAILED, error=reason)
+        await progress.close(f"✖ failed: {trim(reason, 200)}")
+        await self.show(task, f"✖ **Task #{task.id} failed**: {reason}")
+        await self.tell_github(task)
+
+    async def research_done(self, task: Task, progress: Progress, result: WorkerResult) -> None:
+        """A research task's end: its proposal stored and shown, or why there is none."""
+        s = self.base.settings
+        if not result.finished or not result.report:
+            reason = result.reason(worker_limits(s)) if not result.finished else "the research worker wrote no proposal"
+            status = TaskStatus.BLOCKED if result.blocked else TaskStatus.FAILED
+            await self.set_status(task, status, error=reason, result=result.report or None)
+            await progress.close(f"✖ {reason}")
+            await self.show(
+                task, f"✖ **Research #{task.id}** ended without a proposal: {reason}.{scheduled_note(task, ' ')}"
+            )
+            return
+        proposal = await store_proposal(self.base.store, task, result.report)
+        await self.set_status(task, TaskStatus.COMPLETED, result=f"proposal #{proposal.id}")
+        await progress.close(f"✔ proposal #{proposal.id} ready")
+        await show_proposal(self.base.store, self.base.deliveries, s.shown_turn_chars, task, proposal)
+
+    async def change_done(self, task: Task, progress: Progress, tree: TaskWorktree, run: ChangeRun) -> None:
+        """Gather the run's facts, decide its outcome (task_outcome.py, no I/O), then store, clean up and show it."""
+        facts = RunFacts(
+            task_id=stored_id(task),
+            workspace=task.workspace,
+            result=run.result,
+            limits=worker_limits(self.base.settings),
+            verdict=run.verdict,
+            corrections=run.corrections,
+            criteria=await self.base.store.criteria(stored_id(task)),
+            commits=run.commits,
+            branch=tree.branch,
+            base_branch=tree.base_branch,
+            guard_warnings=await self.checkouts.check(task),  # the tests ran the worker's code too
+        )
+        outcome = decide(facts)
+        last = outcome.last_commit
+        await self.set_status(
+            task,
+            outcome.status,
+            result=trim(run.result.report, 4000) or None,
+            error=outcome.error,
+            commit_sha=last.sha if last else None,
+        )
+        await self.checkouts.drop(task, tree)
+        await progress.close(outcome.headline)
+        offer_pr = self.pull_requests is not None and await self.pull_requests.offered_for(task)
+        buttons = branch_buttons(stored_id(task), outcome.status, pull_request=offer_pr) if last else None
+        summary = render(outcome)
+        if task.schedule_id is not None:  # under the headline: the first line still starts with the verdict's mark
+            headline, _, rest = summary.partition("\n")
+            summary = f"{headline}\n{scheduled_note(task)}\n{rest}"
+        await self.show(task, summary, buttons=buttons, reply_to=task.reply_to_message_id)
+        await self.tell_github(task)
+
+    async def tell_github(self, task: Task) -> None:
+        """A follow-up's commits go to its pull request; the GitHub thread that started the task gets its answer."""
+        if self.pull_requests is not None:
+            await self.pull_requests.after_task(task)
+
+    async def show(
+        self, task: Task, markdown: str, buttons: Buttons | None = None, reply_to: int | None = None
+    ) -> None:
+        """Send a task's outcome to its chat, and keep it in the chat's history as the bot's turn."""
+        s, store = self.base.settings, self.base.store
+        record = await remember_shown(store, task.chat_id, TASK, stored_id(task), markdown, s.shown_turn_chars)
+        # through the outbox: a Telegram 5xx is retried and never turns the finished task into a failure
+        shown = await self.base.deliveries.deliver(
+            task.chat_id, markdown, buttons=buttons, reply_to=reply_to, kind="summary", task_id=task.id
+        )
+        await shown_as(store, record, shown)

@@ -1,0 +1,46 @@
+"""A research task's proposal: stored (superseding the chat's older pending ones for that workspace) and shown with
+Approve / Reject; the Temporal engine's front shows a runner's proposals the same way."""
+
+from __future__ import annotations
+
+from agents.core.actions import Action, Button, button
+from agents.core.models import Proposal, ProposalStatus, Task
+from agents.core.protocols import Outbox
+from agents.store.database import Store
+from agents.store.shown import PROPOSAL, remember_shown, shown_as
+
+
+def proposal_buttons(proposal_id: int) -> list[list[Button]]:
+    return [[button("✅ Approve", Action.APPROVE, proposal_id), button("✖ Reject", Action.REJECT, proposal_id)]]
+
+
+def scheduled_note(task: Task, before: str = "") -> str:
+    """'⏰ Run of schedule #3' for a task a schedule started (its summary says so), else nothing."""
+    return f"{before}⏰ Run of schedule #{task.schedule_id}." if task.schedule_id is not None else ""
+
+
+async def store_proposal(store: Store, task: Task, body: str) -> Proposal:
+    """A research task's proposal, stored; the chat's older pending proposals for that workspace are superseded."""
+    for old in await store.pending_proposals(task.chat_id):
+        if old.workspace == task.workspace and old.id is not None:
+            await store.decide_proposal(old.id, ProposalStatus.SUPERSEDED)
+    return await store.add_proposal(
+        Proposal(chat_id=task.chat_id, workspace=task.workspace, request=task.instructions, body=body)
+    )
+
+
+async def show_proposal(store: Store, deliveries: Outbox, turn_chars: int, task: Task, proposal: Proposal) -> None:
+    """The proposal in the chat with Approve / Reject (through the outbox), kept in the chat's history."""
+    header = (
+        f"📋 **Proposal #{proposal.id}** for `{proposal.workspace}`. Approve to start a code worker on it."
+        f"{scheduled_note(task, ' ')}\n\n"
+    )
+    record = await remember_shown(store, task.chat_id, PROPOSAL, proposal.id or 0, header + proposal.body, turn_chars)
+    shown = await deliveries.deliver(
+        task.chat_id,
+        header + proposal.body,
+        buttons=proposal_buttons(proposal.id or 0),
+        kind="proposal",
+        task_id=task.id,
+    )
+    await shown_as(store, record, shown)

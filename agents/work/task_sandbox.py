@@ -1,0 +1,67 @@
+"""The sandbox a task's processes run in, and the task's shared limits (cgroup, disk budget) while it runs.
+
+One `TaskSandboxes` per executor: `open` when a task starts, `close` when it ends; `spec` is the one place that
+builds the sandbox a task's commands, screenshots and MCP servers share.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from pathlib import Path
+
+from agents.core.models import Task
+from agents.core.settings import Settings
+from agents.sandbox.bwrap import ResourceLimits, SandboxMode, SandboxSpec, spec_for
+from agents.sandbox.task_limits import DiskBudget, TaskBounds, disk_budget
+from agents.work.task_ids import stored_id
+
+
+class TaskSandboxes:
+    """Each running task's `TaskBounds`, and the sandbox spec its processes get."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.bounds: dict[int, TaskBounds] = {}  # task id → its cgroup and disk budget while it runs
+
+    def open(self, task: Task) -> TaskBounds:
+        """The task's shared limits: memory and processes (a cgroup, made at its first command), disk (its worktree)."""
+        s = self.settings
+        bounds = TaskBounds(
+            f"{task.id}", s.sandbox_max_memory_mb << 20, s.sandbox_max_processes, max_services=s.sandbox_max_services
+        )
+        self.bounds[stored_id(task)] = bounds
+        return bounds
+
+    async def close(self, task: Task) -> None:
+        """The task's cgroup: what is left in it is killed, the folder removed."""
+        bounds = self.bounds.pop(stored_id(task), None)
+        if bounds is not None:
+            await bounds.close()
+
+    def watch_disk(self, task: Task, root: Path) -> TaskBounds | None:
+        """The task's bounds, their disk budget watching `root` (the task's worktree) from now on if none did."""
+        bounds = self.bounds.get(stored_id(task))
+        if bounds is not None and bounds.disk is None:
+            s = self.settings
+            bounds.disk = DiskBudget(root.resolve(), disk_budget(s.sandbox_max_disk_mb, s.worktrees_dir))
+        return bounds
+
+    def spec(
+        self, root: Path, repository: Path, read_only: Iterable[Path] = (), task: Task | None = None
+    ) -> SandboxSpec | None:
+        """The sandbox a task's processes run in; None only when SANDBOX=off was set explicitly.
+        What it binds besides `root` is read from `repository` (the owner's checkout), never from the worktree.
+        With `task`, the command joins the task's cgroup and counts against its disk budget."""
+        s = self.settings
+        if SandboxMode(s.sandbox) is SandboxMode.OFF:
+            return None
+        limits = ResourceLimits(
+            max_processes=s.sandbox_max_processes,
+            max_file_bytes=s.sandbox_max_file_mb << 20,
+            max_memory_bytes=s.sandbox_max_memory_mb << 20,
+            tmp_bytes=s.sandbox_tmp_mb << 20,
+        )
+        spec = spec_for(root, repository=repository, limits=limits, extra_read_only=[*s.sandbox_read_paths, *read_only])
+        bounds = self.bounds.get(stored_id(task)) if task is not None else None
+        return dataclasses.replace(spec, task=bounds) if bounds is not None else spec

@@ -1,0 +1,140 @@
+"""Building a task's worker: its role prompt, its tools (confined to the task's root and sandbox), its callbacks.
+
+The sandbox is computed once per worker and shared by its commands, its screenshots and its MCP servers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable
+from pathlib import Path
+
+from agents.core.models import Task, WorkerKind
+from agents.core.settings import Settings
+from agents.llm import prompts
+from agents.repo_map.maps import RepoMap, repo_map_tools
+from agents.sandbox.bwrap import SandboxSpec
+from agents.tools.mcp_tasks import TaskMcp
+from agents.tools.screenshot import find_chromium
+from agents.tools.tool_sets import worker_tools
+from agents.tools.toolbox import Audit, Tool, Toolbox
+from agents.work.orphans import instance_token, task_tag
+from agents.work.progress import Progress
+from agents.work.repo_rules import FOLDER_TOOLS, FolderRules, with_folder_rules
+from agents.work.role_tools import RoleCallbacks
+from agents.work.task_briefing import task_index
+from agents.work.task_collaborators import Collaborators, TaskLines
+from agents.work.task_ids import stored_id
+from agents.work.task_sandbox import TaskSandboxes
+from agents.work.worker import Limits, Worker
+
+ROLE_PROMPTS = {
+    WorkerKind.RESEARCH: prompts.RESEARCH,
+    WorkerKind.CODE: prompts.CODE,
+    WorkerKind.FRONTEND: prompts.FRONTEND,
+    WorkerKind.TEST: prompts.TEST,
+}
+
+RepositoryCheck = Callable[[Task], Awaitable[list[str]]]  # before each step: the owner's repository checked
+
+
+def worker_limits(settings: Settings) -> Limits:
+    s = settings
+    return Limits(max_steps=s.worker_max_steps, max_seconds=s.worker_max_seconds, max_tokens=s.worker_max_tokens)
+
+
+class WorkerMaker:
+    """Makes the worker of each task run (one per run; correction turns continue its conversation)."""
+
+    def __init__(
+        self,
+        base: Collaborators,
+        lines: TaskLines,
+        sandboxes: TaskSandboxes,
+        repo_map: RepoMap | None,
+        check_repository: RepositoryCheck,
+    ) -> None:
+        self.base, self.lines, self.sandboxes, self.repo_map = base, lines, sandboxes, repo_map
+        self.check_repository = check_repository
+        self.chromium = find_chromium(base.settings.chromium_path)
+        self.mcp = TaskMcp.from_settings(base.settings, self.chromium)  # the owner's MCP servers and the browser
+
+    async def make(
+        self,
+        task: Task,
+        root: Path,
+        progress: Progress,
+        read_only: Iterable[Path] = (),
+        folder_rules: FolderRules | None = None,
+    ) -> Worker:
+        """The worker of `task` in `root` (its worktree, or the workspace for research); `read_only`: paths its
+        commands may read besides the root (the borrowed node_modules and the like)."""
+        s, store = self.base.settings, self.base.store
+        bounds = self.sandboxes.watch_disk(task, root)  # the worktree is what the task's disk budget watches
+        sandbox = self.sandboxes.spec(root, self.base.workspaces.resolve(task.workspace).path, read_only, task)
+        callbacks = RoleCallbacks(
+            task,
+            store,
+            self.base.notifier,
+            progress,
+            self.lines.network,
+            self.chromium,
+            lambda _root: sandbox,  # the worker's screenshots are taken in its own root, in its sandbox
+            questions=self.lines.questions,
+        )
+        tools = self.tools(task, root, sandbox, callbacks, folder_rules)
+        if bounds is not None:  # MCP servers of this kind (MCP_CONFIG, the browser): started now, ended with the task
+            tools += await self.mcp.open(task.worker, sandbox, bounds, callbacks.mcp_gates(), callbacks.pictures)
+        toolbox = Toolbox(
+            tools,
+            Audit(store, agent=f"{task.worker.value}-worker", chat_id=task.chat_id, task_id=task.id),
+            max_result_chars=s.tool_result_max_chars,
+        )
+        worker = Worker(
+            client=self.base.client,
+            model=s.worker_model,
+            system=ROLE_PROMPTS[task.worker],
+            toolbox=toolbox,
+            limits=worker_limits(s),
+            max_output_tokens=s.worker_max_output_tokens,
+            # a non-streaming answer arrives whole: allow ~30 output tokens a second at the least
+            request_timeout=max(s.anthropic_timeout_seconds, s.worker_max_output_tokens / 30),
+            on_step=lambda step: self.on_step(task, progress, step),
+            on_usage=callbacks.on_usage,
+            inbox=self.lines.inboxes.reader(stored_id(task)),
+            context_window=s.worker_context_tokens,
+        )
+        callbacks.clock = worker.loop  # ask_user stops the worker's clock while it waits
+        return worker
+
+    def tools(
+        self,
+        task: Task,
+        root: Path,
+        sandbox: SandboxSpec | None,
+        callbacks: RoleCallbacks,
+        folder_rules: FolderRules | None,
+    ) -> list[Tool]:
+        """The role's tools in `root`, then the repository map's look-ups (not for research: read_file/glob/grep)."""
+        s = self.base.settings
+        asks = task.worker is not WorkerKind.RESEARCH and s.task_engine == "local"  # a runner's chat cannot answer
+        tools = worker_tools(
+            task.worker,
+            root,
+            s.command_timeout_seconds,
+            callbacks.screenshot,
+            callbacks.verify if task.worker is not WorkerKind.RESEARCH else None,
+            task_tag(instance_token(s.database_path), stored_id(task)),
+            sandbox=sandbox,
+            ask_network=callbacks.ask_network,
+            ask_user=callbacks.ask_user if asks else None,
+        )
+        if folder_rules is not None:  # a folder with its own AGENTS.md gets one line in the result that first meets it
+            tools = [with_folder_rules(t, folder_rules) if t.name in FOLDER_TOOLS else t for t in tools]
+        if self.repo_map is not None and task.worker is not WorkerKind.RESEARCH:
+            tools += repo_map_tools(self.repo_map, task_index(task), root)
+        return tools
+
+    async def on_step(self, task: Task, progress: Progress, step: str) -> None:
+        """Before each worker step: progress, and the owner's repository checked (what the last step moved undone)."""
+        await progress.update(step)
+        await self.check_repository(task)
