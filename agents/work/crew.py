@@ -441,9 +441,6 @@ class Crew:
         return crew_texts.task_text(task, await self.store.criteria(task.id), events, shown.content if shown else None)
 
     async def merge_task(self, caller: Caller, task_id: int) -> str:
-        task = await self._task_for(caller, task_id)
-        if task.status.is_active:
-            raise ToolError(f"task #{task_id} is still {task.status.value}; merge it when it has ended")
         return await self.merge(caller, int(task_id))
 
     async def discard_task(self, caller: Caller, task_id: int) -> str:
@@ -549,6 +546,9 @@ class Crew:
                 await self.notifier.send(task.chat_id, f"{text} (decided by an owner)")
 
     async def merge(self, caller: Caller, task_id: int, *, anywhere: bool = False) -> str:
+        task = await self._task_for(caller, task_id, anywhere=anywhere)
+        if task.status.is_active:  # the worker still writes on the branch: the tool and the button alike wait
+            raise ToolError(f"task #{task_id} is still {task.status.value}; merge it when it has ended")
         task = await self._owner_decision(caller, task_id, "merge", anywhere)
         _, tree = await self._branch_task(caller, task_id, anywhere)
         result = await merge_task_branch(tree, git_identity(self.settings))
