@@ -36,7 +36,8 @@ from agents.sandbox.services import sweep_leftovers
 from agents.sandbox.task_limits import sandbox_limit_warnings
 from agents.store.database import Store
 from agents.store.delivery import Deliveries
-from agents.work.crew import Crew, task_line
+from agents.work.crew import Crew
+from agents.work.lookups import task_line
 from agents.work.orphans import instance_token, kill_orphans
 from agents.work.pull_requests import PullRequests
 from agents.work.schedules import Firing, ScheduleBook
@@ -118,10 +119,27 @@ class Runtime:
         executor, engine = _executor_and_engine(
             settings, store, client, workspaces, notifier, repo_map, deliveries, pull_requests if github else None
         )
-        crew = Crew(settings, store, workspaces, engine, notifier, executor.inboxes, repo_map, pull_requests)
+        crew = Crew(
+            settings, store, workspaces, engine, notifier, executor.inboxes, repo_map, pull_requests, _firing(settings)
+        )
         orchestrator = Orchestrator(settings, store, client, workspaces, crew, hints, turns)
         if transcriber is None:  # PyAV/numpy imports take a while: not on the event loop
             transcriber = await asyncio.to_thread(_make_transcriber, settings)
+        github_inbox = (
+            GitHubInbox(settings, store, orchestrator, crew, pull_requests, deliveries) if github is not None else None
+        )
+        killed_mid_task = await store.interrupt_running_tasks()  # a killed bot left these in_progress
+        if killed_mid_task:  # ... and their commands still running, in sessions of their own
+            await asyncio.to_thread(
+                kill_orphans, instance_token(settings.database_path), {t.id for t in killed_mid_task if t.id}
+            )
+        if repaired := await store.repair_approvals_without_task():  # approved, then killed before its task existed
+            log.warning(
+                "proposals approved without a task (the bot was killed in between) are pending again: %s",
+                ", ".join(f"#{n}" for n in repaired),
+            )
+        interrupted = await store.list_tasks(statuses=[TaskStatus.INTERRUPTED], limit=20)
+        followed = await engine.reattach(interrupted)  # TASK_ENGINE=temporal: their workflows may still run
         runtime = cls(
             settings,
             store,
@@ -135,31 +153,15 @@ class Runtime:
             hints,
             executor,
             transcriber,
+            interrupted=[t for t in interrupted if t.id not in followed],
             deliveries=deliveries,
+            schedules=crew.schedules,
             pull_requests=pull_requests,
+            github_inbox=github_inbox,
             turns=turns,
         )
-        if github is not None:
-            runtime.github_inbox = GitHubInbox(settings, store, orchestrator, crew, pull_requests, deliveries)
-        killed_mid_task = await store.interrupt_running_tasks()  # a killed bot left these in_progress
-        if killed_mid_task:  # ... and their commands still running, in sessions of their own
-            await asyncio.to_thread(
-                kill_orphans, instance_token(settings.database_path), {t.id for t in killed_mid_task}
-            )
-        if repaired := await store.repair_approvals_without_task():  # approved, then killed before its task existed
-            log.warning(
-                "proposals approved without a task (the bot was killed in between) are pending again: %s",
-                ", ".join(f"#{n}" for n in repaired),
-            )
-        interrupted = await store.list_tasks(statuses=[TaskStatus.INTERRUPTED], limit=20)
-        followed = await engine.reattach(interrupted)  # TASK_ENGINE=temporal: their workflows may still run
-        runtime.interrupted = [t for t in interrupted if t.id not in followed]
         engine.start()  # pending tasks start again
-        # schedules fire from now on; a slot missed while the bot was down runs once, now
-        runtime.schedules = crew.schedules = ScheduleBook(
-            settings, store, workspaces, crew, notifier, _firing(settings)
-        )
-        await runtime.schedules.start()
+        await crew.schedules.start()  # schedules fire from now on; a slot missed while the bot was down runs once, now
         deliveries.start()  # what an earlier run could not deliver goes out now
         runtime.start_up_seconds.update(before_polling)
         runtime.start_up = asyncio.create_task(runtime._start_up_work(), name="start-up-work")
