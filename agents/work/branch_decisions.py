@@ -29,12 +29,12 @@ class BranchDecisions:
 
     def __init__(
         self,
+        access: Access,
+        starts: WorkStarts,
         settings: Settings,
         store: Store,
         workspaces: Workspaces,
         engine: TaskEngine,
-        access: Access,
-        starts: WorkStarts,
         pull_requests: PullRequests | None,
     ) -> None:
         self.settings, self.store, self.workspaces, self.engine = settings, store, workspaces, engine

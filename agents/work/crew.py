@@ -59,7 +59,7 @@ class Crew:
         self.access = Access(settings, store, workspaces, notifier)
         self.starts = WorkStarts(settings, store, engine, self.access)
         self.proposals = ProposalDecisions(store, self.access, self.starts)
-        self.branches = BranchDecisions(settings, store, workspaces, engine, self.access, self.starts, pull_requests)
+        self.branches = BranchDecisions(self.access, self.starts, settings, store, workspaces, engine, pull_requests)
         self.running = RunningTasks(store, engine, inboxes or Inboxes(), self.access)
         self.lookups = Lookups(store, self.access)
         self.binding = WorkspaceBinding(settings, store, workspaces, self.access, repo_map)

@@ -110,13 +110,14 @@ class WorkStarts:
         caller: Caller,
         workspace: str,
         request: str,
-        refines: int | None = None,
+        reworks: int | None = None,
         attachments: list[int] | None = None,
     ) -> str:
+        """A research task; `reworks`: the proposal it rewrites (the worker sees that proposal whole)."""
         await self.access.check_budget()
         instructions = request
-        if refines is not None:  # the worker sees the proposal being changed, whole
-            old = await self.access.chat_proposal(caller.chat_id, refines)
+        if reworks is not None:
+            old = await self.access.chat_proposal(caller.chat_id, reworks)
             workspace = old.workspace
             instructions = crew_texts.refine_request(request, old)
         ws = await self.access.workspace_for(caller, workspace, f"research: {request}")
@@ -135,21 +136,22 @@ class WorkStarts:
         self,
         caller: Caller,
         workspace: str,
-        worker: str,
+        worker_kind: str,
         instructions: str,
         background: bool,
-        acceptance_criteria: list[str] | None = None,
+        criteria: list[str] | None = None,
         attachments: list[int] | None = None,
         save_attachments: bool = False,
     ) -> str:
+        """A code, frontend or test task; in the foreground the answer waits briefly for its end."""
         await self.access.check_budget()
         try:
-            kind: WorkerKind | None = WorkerKind(str(worker).strip().lower())
+            kind: WorkerKind | None = WorkerKind(str(worker_kind).strip().lower())
         except ValueError:
             kind = None
         if kind is None or kind is WorkerKind.RESEARCH:
             raise ToolError(
-                f"worker must be one of code, frontend, test (got {worker!r}); use start_research for research"
+                f"worker must be one of code, frontend, test (got {worker_kind!r}); use start_research for research"
             )
         ws = await self.access.workspace_for(caller, workspace, instructions)
         background = bool(background)
@@ -163,9 +165,7 @@ class WorkStarts:
             priority=0 if background else FOREGROUND_PRIORITY,
         )
         task_id = number(
-            await self.submit(
-                code, criteria=acceptance_criteria, attachments=attachments, save_attachments=save_attachments
-            )
+            await self.submit(code, criteria=criteria, attachments=attachments, save_attachments=save_attachments)
         )
         if background:
             return (
