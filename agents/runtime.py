@@ -37,7 +37,7 @@ from agents.sandbox.services import sweep_leftovers
 from agents.sandbox.task_limits import sandbox_limit_warnings
 from agents.store.database import Store
 from agents.store.delivery import Deliveries
-from agents.work.access import number
+from agents.work.access import task_number
 from agents.work.crew import Crew
 from agents.work.lookups import task_line
 from agents.work.orphans import instance_token, kill_orphans
@@ -231,7 +231,7 @@ class Runtime:
     async def announce_interrupted(self) -> None:
         """Tell each chat which tasks a restart interrupted, with Resume / Discard buttons."""
         for task in self.interrupted:
-            n = number(task)
+            n = task_number(task)
             try:
                 await self.notifier.send(
                     task.chat_id,

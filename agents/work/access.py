@@ -24,7 +24,7 @@ def git_identity(settings: Settings) -> GitIdentity:
     return GitIdentity(settings.git_author_name, settings.git_author_email)
 
 
-def number(task: Task) -> int:
+def task_number(task: Task) -> int:
     """A stored task's number; the store gives every task one, so a task without is a bug, said loudly."""
     if task.id is None:
         raise ValueError(f"task {task.title!r} was never stored")

@@ -16,7 +16,7 @@ from agents.git import diff as git_diff
 from agents.git.merge import merge_task_branch
 from agents.git.worktrees import TaskWorktree, discard_task_worktree
 from agents.store.database import Store
-from agents.work.access import Access, git_identity, number
+from agents.work.access import Access, git_identity, task_number
 from agents.work.pull_requests import PullRequests
 from agents.work.task_outcome import branch_buttons, pull_request_buttons
 from agents.work.work_starts import WorkStarts
@@ -60,9 +60,8 @@ class BranchDecisions:
 
     async def _owner_decision(self, caller: Caller, task: Task, doing: str) -> None:
         """Merge and Discard are owners' decisions: a member's request goes to the owners with the task's buttons."""
-        await self.access.owners_only(
-            caller, doing, f"to {doing} **task #{task.id}**:", task.title, branch_buttons(number(task), task.status)
-        )
+        buttons = branch_buttons(task_number(task), task.status)
+        await self.access.owners_only(caller, doing, f"to {doing} **task #{task.id}**:", task.title, buttons)
 
     async def merge(self, caller: Caller, task_id: int, *, anywhere: bool = False) -> str:
         """Merge the task's branch into its base: the one merge of the tool and the button, so both refuse a task
@@ -91,7 +90,7 @@ class BranchDecisions:
         """Throw a task's work away: stop it if it is still active or interrupted, then delete its branch."""
         task = await self.access.task_for(caller, task_id, anywhere=anywhere)
         await self._owner_decision(caller, task, "discard")
-        task_id = number(task)
+        task_id = task_number(task)
         if task.status.is_cancellable:
             await self.engine.cancel(task_id)
             task = await self.access.task(task_id)  # a worker may have made its branch meanwhile
@@ -118,7 +117,7 @@ class BranchDecisions:
             "open a pull request",
             f"to open a pull request for **task #{task.id}**:",
             task.title,
-            pull_request_buttons(number(task)),
+            pull_request_buttons(task_number(task)),
         )
         text = await self.pull_requests.open_for(task)
         await self.access.tell_task_chat(caller, task, text)
@@ -130,7 +129,7 @@ class BranchDecisions:
         self.access.starter_or_owner(caller, task, "hand CI failures of")
         if self.pull_requests is None:
             raise ToolError("GitHub is not set up here")
-        task_id = number(task)
+        task_id = task_number(task)
         failures = await self.pull_requests.failed_checks(task_id)
         follow_up = await self.starts.continue_task(caller, task_id, failures)
         return f"Task #{follow_up.id} started on task #{task_id}'s branch to fix CI; its commits go to the same PR."
@@ -139,7 +138,7 @@ class BranchDecisions:
         """Resume an interrupted task on its branch, with the steps it had done before the interruption."""
         task = await self.access.task_for(caller, task_id)
         self.access.starter_or_owner(caller, task, "resume")
-        task_id = number(task)
+        task_id = task_number(task)
         if task.status is not TaskStatus.INTERRUPTED:
             return f"Task #{task_id} is {task.status.value}; only interrupted tasks can be resumed."
         steps = [e.detail for e in await self.store.task_events(task_id) if e.kind == "step"][-15:]

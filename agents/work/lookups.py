@@ -10,7 +10,7 @@ from agents.core.models import Caller, Task, utcnow
 from agents.core.text import markdown_literal
 from agents.store.database import Store
 from agents.work import crew_texts
-from agents.work.access import Access, number
+from agents.work.access import Access, task_number
 
 
 def age(when: datetime | None) -> str:
@@ -40,7 +40,7 @@ class Lookups:
 
     async def get_task(self, caller: Caller, task_id: int) -> str:
         task = await self.access.own_task(caller.chat_id, task_id)
-        task_id = number(task)
+        task_id = task_number(task)
         events = await self.store.task_events(task_id)
         shown = await self.store.bot_message_about(caller.chat_id, "task", task_id)
         criteria = await self.store.criteria(task_id)

@@ -54,7 +54,7 @@ class ProposalDecisions:
 
     async def approve(self, caller: Caller, proposal_id: int | None = None, notes: str | None = None) -> str:
         proposal = await self._pick(caller.chat_id, proposal_id)
-        number = decided(proposal)
+        number = proposal_number(proposal)
         await self.access.workspace_for(caller, proposal.workspace, f"approve proposal #{number}: {proposal.request}")
         await self.access.check_budget()
         instructions = (
@@ -76,13 +76,13 @@ class ProposalDecisions:
 
     async def reject(self, caller: Caller, proposal_id: int | None = None, reason: str | None = None) -> str:
         proposal = await self._pick(caller.chat_id, proposal_id)
-        number = decided(proposal)
+        number = proposal_number(proposal)
         if not await self.store.decide_proposal(number, ProposalStatus.REJECTED):
             raise ToolError(f"proposal #{number} was already decided")
         return f"Proposal #{number} rejected" + (f" ({reason})." if reason else ".")
 
 
-def decided(proposal: Proposal) -> int:
+def proposal_number(proposal: Proposal) -> int:
     """A stored proposal's number; the store gives every proposal one, so one without is a bug, said loudly."""
     if proposal.id is None:
         raise ValueError("a proposal that was never stored cannot be decided")

@@ -7,7 +7,7 @@ from agents.core.errors import ToolError
 from agents.core.models import Caller, TaskEvent, TaskStatus
 from agents.core.protocols import TaskEngine
 from agents.store.database import Store
-from agents.work.access import Access, number
+from agents.work.access import Access, task_number
 from agents.work.steering import Inboxes
 
 
@@ -20,7 +20,7 @@ class RunningTasks:
     async def cancel(self, caller: Caller, task_id: int) -> str:
         task = await self.access.task_for(caller, task_id)
         self.access.starter_or_owner(caller, task, "cancel")
-        task_id = number(task)
+        task_id = task_number(task)
         if not task.status.is_cancellable:
             return f"Task #{task_id} is already {task.status.value}; nothing to cancel."
         if not await self.engine.cancel(task_id):
@@ -34,7 +34,7 @@ class RunningTasks:
         """A note for a running worker, read before its next step; a task that is not running gets a clear no."""
         task = await self.access.task_for(caller, task_id)
         self.access.starter_or_owner(caller, task, "steer")
-        task_id = number(task)
+        task_id = task_number(task)
         text = str(text).strip()
         if not text:
             raise ToolError("the note is empty")

@@ -12,7 +12,7 @@ from agents.core.protocols import TaskEngine
 from agents.core.settings import Settings
 from agents.store.database import Store
 from agents.work import crew_texts
-from agents.work.access import Access, number
+from agents.work.access import Access, task_number
 from agents.workspaces.folders import Workspace
 
 FOREGROUND_PRIORITY = 10  # a task the user waits on goes before background work
@@ -164,7 +164,7 @@ class WorkStarts:
             background=background,
             priority=0 if background else FOREGROUND_PRIORITY,
         )
-        task_id = number(
+        task_id = task_number(
             await self.submit(code, criteria=criteria, attachments=attachments, save_attachments=save_attachments)
         )
         if background:
