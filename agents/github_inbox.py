@@ -84,11 +84,12 @@ class GitHubInbox:
         crew: Crew,
         pull_requests: PullRequests,
         deliveries: Deliveries,
+        chat_lock: Callable[[int], asyncio.Lock] | None = None,
     ) -> None:
         self.settings, self.store, self.orchestrator, self.crew = settings, store, orchestrator, crew
         self.pull_requests, self.deliveries = pull_requests, deliveries
-        self._locks: dict[int, asyncio.Lock] = {}
-        self.chat_lock: Callable[[int], asyncio.Lock] = lambda chat: self._locks.setdefault(chat, asyncio.Lock())
+        self._locks: dict[int, asyncio.Lock] = {}  # without the adapter's lock: one of its own per chat
+        self.chat_lock = chat_lock or (lambda chat: self._locks.setdefault(chat, asyncio.Lock()))
 
     async def store_delivery(self, delivery: DeliveryRecord) -> bool:
         return await self.store.github.add_delivery(delivery)

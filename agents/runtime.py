@@ -15,6 +15,7 @@ import contextlib
 import logging
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import anthropic
@@ -22,7 +23,7 @@ import anthropic
 from agents.chat.orchestrator import Orchestrator
 from agents.chat.symbol_hints import SymbolHints
 from agents.core.actions import Action, button
-from agents.core.models import TaskStatus
+from agents.core.models import Task, TaskStatus
 from agents.core.protocols import ModelState, Notifier, SpeechToText, TaskEngine
 from agents.core.secrets_filter import load_shapes, remember
 from agents.core.settings import Settings
@@ -36,7 +37,9 @@ from agents.sandbox.services import sweep_leftovers
 from agents.sandbox.task_limits import sandbox_limit_warnings
 from agents.store.database import Store
 from agents.store.delivery import Deliveries
-from agents.work.crew import Crew, task_line
+from agents.work.access import task_number
+from agents.work.crew import Crew
+from agents.work.lookups import task_line
 from agents.work.orphans import instance_token, kill_orphans
 from agents.work.pull_requests import PullRequests
 from agents.work.schedules import Firing, ScheduleBook
@@ -66,7 +69,7 @@ class Runtime:
     hints: SymbolHints
     executor: TaskExecutor
     transcriber: SpeechToText | None = None
-    interrupted: list = field(default_factory=list)
+    interrupted: list[Task] = field(default_factory=list)
     deliveries: Deliveries | None = None
     schedules: ScheduleBook | None = None
     pull_requests: PullRequests | None = None
@@ -84,7 +87,15 @@ class Runtime:
         notifier: Notifier,
         client: anthropic.AsyncAnthropic | None = None,
         transcriber: SpeechToText | None = None,
+        store: Store | None = None,
+        chat_lock: Callable[[int], asyncio.Lock] | None = None,
     ) -> Runtime:
+        """Everything built from `settings` and started. `store`: the store the adapter opened first (its notifier
+        records there which buttons each message carries), else opened here; either way the runtime closes it.
+        `chat_lock`: the adapter's one-turn-per-chat lock, which a GitHub request takes for its user's chat.
+
+        One long function because it is the start-up order, read top to bottom: each part is given what it needs in
+        its constructor, so a part is built only after those it needs."""
         if settings.sandbox == "off":  # only ever set explicitly
             log.warning(
                 "SANDBOX=off: workers' commands and test runs are NOT confined (they can read the bot's keys, "
@@ -102,7 +113,7 @@ class Runtime:
         started = time.perf_counter()
         await asyncio.to_thread(load_shapes)
         before_polling = {"secret shapes": time.perf_counter() - started}
-        store = await Store.open(settings.database_path)
+        store = store or await Store.open(settings.database_path)
         client = client or make_client(settings)
         workspaces = Workspaces(settings.workspace_path, settings.bot_repository)
         turns = UserTurns()
@@ -118,10 +129,29 @@ class Runtime:
         executor, engine = _executor_and_engine(
             settings, store, client, workspaces, notifier, repo_map, deliveries, pull_requests if github else None
         )
-        crew = Crew(settings, store, workspaces, engine, notifier, executor.inboxes, repo_map, pull_requests)
+        crew = Crew(
+            settings, store, workspaces, engine, notifier, executor.inboxes, repo_map, pull_requests, _firing(settings)
+        )
         orchestrator = Orchestrator(settings, store, client, workspaces, crew, hints, turns)
         if transcriber is None:  # PyAV/numpy imports take a while: not on the event loop
             transcriber = await asyncio.to_thread(_make_transcriber, settings)
+        github_inbox = (
+            GitHubInbox(settings, store, orchestrator, crew, pull_requests, deliveries, chat_lock)
+            if github is not None
+            else None
+        )
+        killed_mid_task = await store.interrupt_running_tasks()  # a killed bot left these in_progress
+        if killed_mid_task:  # ... and their commands still running, in sessions of their own
+            await asyncio.to_thread(
+                kill_orphans, instance_token(settings.database_path), {t.id for t in killed_mid_task if t.id}
+            )
+        if repaired := await store.repair_approvals_without_task():  # approved, then killed before its task existed
+            log.warning(
+                "proposals approved without a task (the bot was killed in between) are pending again: %s",
+                ", ".join(f"#{n}" for n in repaired),
+            )
+        interrupted = await store.list_tasks(statuses=[TaskStatus.INTERRUPTED], limit=20)
+        followed = await engine.reattach(interrupted)  # TASK_ENGINE=temporal: their workflows may still run
         runtime = cls(
             settings,
             store,
@@ -135,31 +165,15 @@ class Runtime:
             hints,
             executor,
             transcriber,
+            interrupted=[t for t in interrupted if t.id not in followed],
             deliveries=deliveries,
+            schedules=crew.schedules,
             pull_requests=pull_requests,
+            github_inbox=github_inbox,
             turns=turns,
         )
-        if github is not None:
-            runtime.github_inbox = GitHubInbox(settings, store, orchestrator, crew, pull_requests, deliveries)
-        killed_mid_task = await store.interrupt_running_tasks()  # a killed bot left these in_progress
-        if killed_mid_task:  # ... and their commands still running, in sessions of their own
-            await asyncio.to_thread(
-                kill_orphans, instance_token(settings.database_path), {t.id for t in killed_mid_task}
-            )
-        if repaired := await store.repair_approvals_without_task():  # approved, then killed before its task existed
-            log.warning(
-                "proposals approved without a task (the bot was killed in between) are pending again: %s",
-                ", ".join(f"#{n}" for n in repaired),
-            )
-        interrupted = await store.list_tasks(statuses=[TaskStatus.INTERRUPTED], limit=20)
-        followed = await engine.reattach(interrupted)  # TASK_ENGINE=temporal: their workflows may still run
-        runtime.interrupted = [t for t in interrupted if t.id not in followed]
         engine.start()  # pending tasks start again
-        # schedules fire from now on; a slot missed while the bot was down runs once, now
-        runtime.schedules = crew.schedules = ScheduleBook(
-            settings, store, workspaces, crew, notifier, _firing(settings)
-        )
-        await runtime.schedules.start()
+        await crew.schedules.start()  # schedules fire from now on; a slot missed while the bot was down runs once, now
         deliveries.start()  # what an earlier run could not deliver goes out now
         runtime.start_up_seconds.update(before_polling)
         runtime.start_up = asyncio.create_task(runtime._start_up_work(), name="start-up-work")
@@ -217,14 +231,13 @@ class Runtime:
     async def announce_interrupted(self) -> None:
         """Tell each chat which tasks a restart interrupted, with Resume / Discard buttons."""
         for task in self.interrupted:
+            n = task_number(task)
             try:
                 await self.notifier.send(
                     task.chat_id,
-                    f"⚠️ The bot stopped while **task #{task.id}** was running ({task.worker.value} · "
+                    f"⚠️ The bot stopped while **task #{n}** was running ({task.worker.value} · "
                     f"`{task.workspace}`: {task.title}). Resume it on its branch, or discard it?",
-                    buttons=[
-                        [button("▶ Resume", Action.RESUME, task.id), button("✖ Discard", Action.DISCARD, task.id)]
-                    ],
+                    buttons=[[button("▶ Resume", Action.RESUME, n), button("✖ Discard", Action.DISCARD, n)]],
                 )
             except Exception as err:
                 log.warning("could not announce interrupted task %s: %s", task.id, err)

@@ -24,6 +24,7 @@ from telegram.request import HTTPXRequest
 
 from agents.core.settings import Settings
 from agents.runtime import Runtime
+from agents.store.database import Store
 from telegram_bot import attachments, buttons, commands, handlers, steering, voice
 from telegram_bot.replies import TelegramNotifier
 from telegram_bot.state import CONTEXT_TYPES
@@ -41,15 +42,19 @@ def telegram_tls() -> ssl.SSLContext:
 
 async def _post_init(app: Application) -> None:
     settings: Settings = app.bot_data.settings
-    notifier = TelegramNotifier(app.bot, settings.owners)
-    runtime = await Runtime.start(settings, notifier, transcriber=app.bot_data.transcriber)
-    await notifier.use_store(runtime.store)  # forum topics as places; the buttons shown recorded
+    store = await Store.open(settings.database_path)  # the notifier's places and shown buttons, from its first send
+    notifier = TelegramNotifier(app.bot, store.conversations, store.shown_buttons, settings.owners)
+    locks = app.bot_data.chat_locks  # a GitHub request takes its user's private chat's turn lock
+    runtime = await Runtime.start(
+        settings,
+        notifier,
+        store=store,
+        transcriber=app.bot_data.transcriber,
+        chat_lock=lambda chat: locks.setdefault((chat, 0), asyncio.Lock()),
+    )
     app.bot_data.runtime = runtime
     await app.bot.set_my_commands([BotCommand(name, about) for name, about in commands.menu()])
     await runtime.announce_interrupted()
-    if runtime.github_inbox is not None:  # a GitHub request takes its user's private chat's turn lock
-        locks = app.bot_data.chat_locks
-        runtime.github_inbox.chat_lock = lambda chat: locks.setdefault((chat, 0), asyncio.Lock())
     runtime.start_github_webhook()
     if app.bot_data.handle_signals:
         loop = asyncio.get_running_loop()

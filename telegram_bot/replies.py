@@ -16,7 +16,6 @@ from telegram.error import BadRequest, Forbidden
 from agents.core.actions import Buttons
 from agents.core.secrets_filter import mask
 from agents.store.conversations import Conversations, Place, is_topic
-from agents.store.database import Store
 from agents.store.shown_buttons import ShownButtons
 from telegram_bot.render.chunks import html_to_text, render_chunks, split_plain, summarize_for_document
 
@@ -167,23 +166,16 @@ class TelegramNotifier:
     agents/store/conversations.py) is sent to its chat and thread; a topic that was closed or deleted falls back to
     the group's general topic with a note."""
 
-    def __init__(self, bot: Bot, owners: frozenset[int] = frozenset()) -> None:
+    def __init__(
+        self, bot: Bot, conversations: Conversations, buttons: ShownButtons, owners: frozenset[int] = frozenset()
+    ) -> None:
         self.bot = bot
         self.owners = owners
-        self.conversations: Conversations | None = None  # set once the store is open (use_store)
-        self.buttons: ShownButtons | None = None  # what each message's buttons are (a press is checked against it)
-        self._unrecorded: list[tuple[int, int, list[str], bool]] = []  # buttons shown before the store was open
+        self.conversations = conversations  # a forum topic is a place of its own
+        self.buttons = buttons  # what each message's buttons are (a press is checked against it)
         # sends and edits with buttons not yet recorded: a press that arrives meanwhile (Telegram delivers it as soon
         # as the message is there, before the send's answer reaches the bot) waits for them (buttons_settled)
         self._recording: set[asyncio.Future[None]] = set()
-
-    async def use_store(self, store: Store) -> None:
-        """The store is open: topics become places, and the buttons shown so far (and from now on) are recorded."""
-        self.conversations = store.conversations
-        self.buttons = store.shown_buttons
-        waiting, self._unrecorded = self._unrecorded, []
-        for chat, message_id, data, handed in waiting:
-            await self.buttons.record(chat, message_id, data, handed)
 
     @contextlib.asynccontextmanager
     async def _showing(self, buttons: Buttons | None) -> AsyncIterator[None]:
@@ -209,16 +201,11 @@ class TelegramNotifier:
         if message is None or not buttons:
             return
         data = [b.data for row in buttons for b in row]
-        if self.buttons is None:
-            self._unrecorded.append((message.chat_id, message.message_id, data, handed))
-        else:
-            await self.buttons.record(message.chat_id, message.message_id, data, handed)
+        await self.buttons.record(message.chat_id, message.message_id, data, handed)
 
     async def place(self, chat_id: int) -> Place:
         if not is_topic(chat_id):
             return Place(chat_id)
-        if self.conversations is None:
-            raise LookupError("topics are not known before the store is open")
         return await self.conversations.place(chat_id)
 
     async def _in_place(self, chat_id: int, send: Callable[[int, int | None], Awaitable[T]]) -> T:

@@ -1,0 +1,120 @@
+"""Who may do what to which work: owners and members (OWNER_USER_IDS), a conversation's own tasks, proposals and
+workspaces, and the spending budget. Every part of the crew asks here before it acts, whoever asks (a tool call or a
+button), so a role is checked next to what it guards and in one way."""
+
+from __future__ import annotations
+
+import contextlib
+
+from agents.core.actions import Buttons
+from agents.core.errors import ToolError
+from agents.core.models import Caller, Proposal, Task
+from agents.core.protocols import Notifier
+from agents.core.settings import Settings
+from agents.core.text import literal_block, markdown_literal, secret_warning
+from agents.git.command import GitIdentity
+from agents.llm.usage import budget_exceeded
+from agents.store.database import Store
+from agents.work import crew_texts
+from agents.workspaces.folders import Workspace, Workspaces
+
+
+def git_identity(settings: Settings) -> GitIdentity:
+    """The author of the bot's own commits (a merge, a new workspace's first commit)."""
+    return GitIdentity(settings.git_author_name, settings.git_author_email)
+
+
+def task_number(task: Task) -> int:
+    """A stored task's number; the store gives every task one, so a task without is a bug, said loudly."""
+    if task.id is None:
+        raise ValueError(f"task {task.title!r} was never stored")
+    return task.id
+
+
+class Access:
+    """The roles and the conversation's bounds, checked for the crew's parts; a refusal is a ToolError that says why."""
+
+    def __init__(self, settings: Settings, store: Store, workspaces: Workspaces, notifier: Notifier) -> None:
+        self.settings, self.store, self.workspaces, self.notifier = settings, store, workspaces, notifier
+
+    def is_owner(self, caller: Caller) -> bool:
+        return self.settings.is_owner(caller.user_id)
+
+    async def check_budget(self) -> None:
+        """New work is refused once the spending budget is used up."""
+        refusal = await budget_exceeded(self.store, self.settings)
+        if refusal:
+            raise ToolError(refusal)
+
+    async def task(self, task_id: int) -> Task:
+        """Task #task_id as stored now, wherever it belongs (callers check whose it is)."""
+        task = await self.store.get_task(int(task_id))
+        if task is None:
+            raise ToolError(crew_texts.no_such_task(task_id))
+        return task
+
+    async def own_task(self, chat_id: int, task_id: int) -> Task:
+        """Task #task_id if it belongs to this chat (another chat's task is as good as absent)."""
+        task = await self.store.get_task(int(task_id))
+        if task is None or task.chat_id != chat_id:
+            raise ToolError(crew_texts.no_such_task(task_id))
+        return task
+
+    async def task_for(self, caller: Caller, task_id: int, *, anywhere: bool = False) -> Task:
+        """The caller's conversation's task; with `anywhere` (a button an owner pressed on a request handed to them,
+        possibly in their own chat) an owner reaches a task of any conversation."""
+        if anywhere and self.is_owner(caller):
+            return await self.task(task_id)
+        return await self.own_task(caller.chat_id, task_id)
+
+    async def chat_proposal(self, chat_id: int, proposal_id: int) -> Proposal:
+        """Proposal #proposal_id if it belongs to this chat."""
+        proposal = await self.store.get_proposal(int(proposal_id))
+        if proposal is None or proposal.chat_id != chat_id:
+            raise ToolError(f"there is no proposal #{proposal_id} in this chat")
+        return proposal
+
+    async def owners_only(
+        self, caller: Caller, doing: str, asks: str, quoted: str = "", buttons: Buttons | None = None
+    ) -> None:
+        """A member asking for what only owners may do: refused in one sentence, and the owners get the request
+        (with its button), where they see it. `asks` is the bot's own words; `quoted` (the member's request, a task's
+        title, a name: text the member or the model chose) is shown literally in a block it cannot close, never as
+        formatting or a link, and unmasked (with a warning when it looks like it holds a secret)."""
+        if self.is_owner(caller):
+            return
+        who = markdown_literal(caller.user_name) if caller.user_name else f"user {caller.user_id}"
+        text = f"🙋 {who} asks {asks}"
+        if quoted:
+            text += f"\n{literal_block(quoted)}{secret_warning(quoted, 'request')}"
+        with contextlib.suppress(Exception):  # a failed hand-over must not turn the refusal into an error
+            await self.notifier.ask_owners(caller.chat_id, text, buttons=buttons, literal=True)
+        raise ToolError(f"only an owner can {doing}; I've asked them")
+
+    def starter_or_owner(self, caller: Caller, task: Task, doing: str) -> None:
+        """Members act on the tasks they started; owners on every task."""
+        if self.is_owner(caller) or (task.user_id is not None and task.user_id == caller.user_id):
+            return
+        whose = f"{task.user_name}'s" if task.user_name else "not yours"
+        raise ToolError(f"task #{task.id} is {whose}: only the member who started it or an owner can {doing} it")
+
+    async def workspace_for(self, caller: Caller, workspace: str | None, request: str) -> Workspace:
+        """The named workspace, or the conversation's own (a topic bound with /workspace); `self` is owners' only."""
+        name = workspace if workspace and workspace.strip() else None
+        if name is None:
+            name = await self.store.conversations.bound_workspace(caller.chat_id)
+            if name is None:
+                raise ToolError(
+                    "no workspace named, and this conversation has none of its own (/workspace NAME sets one): "
+                    "ask the user which workspace"
+                )
+        ws = self.workspaces.resolve(name)
+        if ws.is_self:
+            await self.owners_only(caller, "work on the bot's own code", "for work on the bot's own code:", request)
+        return ws
+
+    async def tell_task_chat(self, caller: Caller, task: Task, text: str) -> None:
+        """An owner decided from another chat (a request handed to them): the task's conversation hears it too."""
+        if task.chat_id != caller.chat_id:
+            with contextlib.suppress(Exception):
+                await self.notifier.send(task.chat_id, f"{text} (decided by an owner)")

@@ -1,0 +1,149 @@
+"""What becomes of a task's branch, by its buttons or the tools: Merge, Diff, Discard, Open PR, Fix CI and Resume.
+Merge, Discard and Open PR are owners' decisions (a member's request goes to the owners with the task's buttons); a
+task still running is never merged, whichever way the merge is asked for."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from agents.core.errors import ToolError
+from agents.core.models import Caller, Task, TaskEvent, TaskStatus
+from agents.core.protocols import TaskEngine
+from agents.core.settings import Settings
+from agents.core.text import human_size
+from agents.git import diff as git_diff
+from agents.git.merge import merge_task_branch
+from agents.git.worktrees import TaskWorktree, discard_task_worktree
+from agents.store.database import Store
+from agents.work.access import Access, git_identity, task_number
+from agents.work.pull_requests import PullRequests
+from agents.work.task_outcome import branch_buttons, pull_request_buttons
+from agents.work.work_starts import WorkStarts
+from agents.workspaces.folders import Workspaces
+
+
+class BranchDecisions:
+    """The decisions about a task's work; `anywhere`: an owner pressed the button on a request handed to them, so
+    the task may be another conversation's (that conversation hears the decision too)."""
+
+    def __init__(
+        self,
+        access: Access,
+        starts: WorkStarts,
+        settings: Settings,
+        store: Store,
+        workspaces: Workspaces,
+        engine: TaskEngine,
+        pull_requests: PullRequests | None,
+    ) -> None:
+        self.settings, self.store, self.workspaces, self.engine = settings, store, workspaces, engine
+        self.access, self.starts = access, starts
+        self.pull_requests = pull_requests  # GitHub: Open PR and follow-ups on a pull request's branch
+
+    def _worktree(self, task: Task) -> TaskWorktree:
+        """The task's branch as a worktree; a task without a branch has nothing to decide on."""
+        if not task.branch or not task.base_commit:
+            raise ToolError(f"task #{task.id} has no branch")
+        repo = self.workspaces.resolve(task.workspace).path
+        # a task that ran on a runner (TASK_ENGINE=temporal) never had a worktree on this machine: its branch, fetched
+        # into the owner's checkout, is all there is; a path where no worktree can be stands for the missing one
+        # (the owner's checkout itself is a worktree, which Diff and Discard would take for the task's)
+        nowhere = self.settings.worktrees_dir / "ran-elsewhere" / f"task-{task.id}"
+        return TaskWorktree(
+            repo=repo,
+            path=Path(task.worktree) if task.worktree else nowhere,
+            branch=task.branch,
+            base_branch=task.base_branch or "main",
+            base_commit=task.base_commit,
+        )
+
+    async def _owner_decision(self, caller: Caller, task: Task, doing: str) -> None:
+        """Merge and Discard are owners' decisions: a member's request goes to the owners with the task's buttons."""
+        buttons = branch_buttons(task_number(task), task.status)
+        await self.access.owners_only(caller, doing, f"to {doing} **task #{task.id}**:", task.title, buttons)
+
+    async def merge(self, caller: Caller, task_id: int, *, anywhere: bool = False) -> str:
+        """Merge the task's branch into its base: the one merge of the tool and the button, so both refuse a task
+        that is still running (its worker still writes on the branch)."""
+        task = await self.access.task_for(caller, task_id, anywhere=anywhere)
+        if task.status.is_active:
+            raise ToolError(f"task #{task.id} is still {task.status.value}; merge it when it has ended")
+        await self._owner_decision(caller, task, "merge")
+        result = await merge_task_branch(self._worktree(task), git_identity(self.settings))
+        await self.access.tell_task_chat(caller, task, result.message)
+        return result.message
+
+    async def diff(self, caller: Caller, task_id: int, *, anywhere: bool = False) -> tuple[bytes, str]:
+        """The task's capped diff (git_diff) and a caption saying what it leaves out."""
+        task = await self.access.task_for(caller, task_id, anywhere=anywhere)
+        tree = self._worktree(task)
+        self.access.starter_or_owner(caller, task, "see the diff of")
+        with tempfile.TemporaryFile() as out:  # git streams into the file; only the capped result is read back
+            report = await git_diff.write_diff(tree, out)
+            out.seek(0)
+            data = out.read()
+        note = report.note()
+        return data, f"Diff of task #{task.id}" + (f" ({note})" if note else "")
+
+    async def discard(self, caller: Caller, task_id: int, *, anywhere: bool = False) -> str:
+        """Throw a task's work away: stop it if it is still active or interrupted, then delete its branch."""
+        task = await self.access.task_for(caller, task_id, anywhere=anywhere)
+        await self._owner_decision(caller, task, "discard")
+        task_id = task_number(task)
+        if task.status.is_cancellable:
+            await self.engine.cancel(task_id)
+            task = await self.access.task(task_id)  # a worker may have made its branch meanwhile
+        if not task.branch or not task.base_commit:
+            text = f"Task #{task_id} was discarded; it had no branch."
+        else:
+            tree = self._worktree(task)
+            freed = await discard_task_worktree(tree)
+            cleaned = f" ({human_size(freed)} of its files removed from `.git`)" if freed else ""
+            text = f"Task #{task_id} was discarded; its branch `{tree.branch}` was deleted{cleaned}."
+            problem = await self.engine.drop_branch(task)  # where a runner pushed it (TASK_ENGINE=temporal)
+            if problem:
+                text += f" But {problem}."
+        await self.access.tell_task_chat(caller, task, text)
+        return text
+
+    async def open_pr(self, caller: Caller, task_id: int, *, anywhere: bool = False) -> str:
+        """Open PR (button or tool): owners only, like Merge; a member's request goes to the owners with the button."""
+        task = await self.access.task_for(caller, task_id, anywhere=anywhere)
+        if self.pull_requests is None or not self.pull_requests.enabled:
+            raise ToolError("GitHub is not set up here (GITHUB_TOKEN is empty), so no pull request can be opened")
+        await self.access.owners_only(
+            caller,
+            "open a pull request",
+            f"to open a pull request for **task #{task.id}**:",
+            task.title,
+            pull_request_buttons(task_number(task)),
+        )
+        text = await self.pull_requests.open_for(task)
+        await self.access.tell_task_chat(caller, task, text)
+        return text
+
+    async def fix_ci(self, caller: Caller, task_id: int) -> str:
+        """The Fix CI button: a follow-up on the task's branch that gets the failed check runs' summaries."""
+        task = await self.access.task_for(caller, task_id)
+        self.access.starter_or_owner(caller, task, "hand CI failures of")
+        if self.pull_requests is None:
+            raise ToolError("GitHub is not set up here")
+        task_id = task_number(task)
+        failures = await self.pull_requests.failed_checks(task_id)
+        follow_up = await self.starts.continue_task(caller, task_id, failures)
+        return f"Task #{follow_up.id} started on task #{task_id}'s branch to fix CI; its commits go to the same PR."
+
+    async def resume(self, caller: Caller, task_id: int) -> str:
+        """Resume an interrupted task on its branch, with the steps it had done before the interruption."""
+        task = await self.access.task_for(caller, task_id)
+        self.access.starter_or_owner(caller, task, "resume")
+        task_id = task_number(task)
+        if task.status is not TaskStatus.INTERRUPTED:
+            return f"Task #{task_id} is {task.status.value}; only interrupted tasks can be resumed."
+        steps = [e.detail for e in await self.store.task_events(task_id) if e.kind == "step"][-15:]
+        notes = "steps done before the interruption: " + "; ".join(steps) if steps else "no steps recorded"
+        await self.store.update_task(task_id, status=TaskStatus.PENDING, result=notes, progress_message_id=None)
+        await self.store.add_event(TaskEvent(task_id=task_id, kind="status", detail="pending (resumed)"))
+        self.engine.wake()
+        return f"Task #{task_id} resumed on its branch."

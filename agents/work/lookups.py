@@ -1,0 +1,59 @@
+"""What the orchestrator looks up about the conversation's work: its recent tasks, one task whole, a proposal whole.
+The texts are in crew_texts.py; `task_line` is also the /status and eval desks' line for a task."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from agents.core.errors import ToolError
+from agents.core.models import Caller, Task, utcnow
+from agents.core.text import markdown_literal
+from agents.store.database import Store
+from agents.work import crew_texts
+from agents.work.access import Access, task_number
+
+
+def age(when: datetime | None) -> str:
+    if when is None:
+        return "?"
+    seconds = int((utcnow() - when).total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def task_line(t: Task) -> str:
+    by = f" · by {markdown_literal(t.user_name)}" if t.user_name else ""
+    return f"#{t.id} [{t.status.value}] {t.worker.value} · {t.workspace}{by} · {age(t.created_at)} ago · {t.title}"
+
+
+class Lookups:
+    """list_tasks, get_task and get_proposal: the conversation's own work only."""
+
+    def __init__(self, store: Store, access: Access) -> None:
+        self.store, self.access = store, access
+
+    async def list_tasks(self, caller: Caller) -> str:
+        tasks = await self.store.list_tasks(caller.chat_id, limit=15)
+        return "\n".join(task_line(t) for t in tasks) if tasks else "No tasks yet."
+
+    async def get_task(self, caller: Caller, task_id: int) -> str:
+        task = await self.access.own_task(caller.chat_id, task_id)
+        task_id = task_number(task)
+        events = await self.store.task_events(task_id)
+        shown = await self.store.bot_message_about(caller.chat_id, "task", task_id)
+        criteria = await self.store.criteria(task_id)
+        return crew_texts.task_text(task, criteria, events, shown.content if shown else None)
+
+    async def get_proposal(self, caller: Caller, proposal_id: int | None = None) -> str:
+        chat_id = caller.chat_id
+        if proposal_id is not None:
+            return crew_texts.proposal_text(await self.access.chat_proposal(chat_id, proposal_id))
+        pending = await self.store.pending_proposals(chat_id)
+        if len(pending) > 1:
+            raise ToolError(crew_texts.which_proposal(pending))
+        proposal = pending[0] if pending else await self.store.latest_proposal(chat_id)
+        if proposal is None:
+            raise ToolError("there is no proposal in this chat")
+        return crew_texts.proposal_text(proposal)

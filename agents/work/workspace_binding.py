@@ -1,0 +1,49 @@
+"""A conversation's workspace: /workspace NAME binds one, a topic named like a workspace binds itself, and an owner
+creates a new one (a git repository with a first commit, indexed for symbol hints at once)."""
+
+from __future__ import annotations
+
+from agents.core.errors import ToolError
+from agents.core.models import Caller
+from agents.core.settings import Settings
+from agents.repo_map.maps import RepoMap
+from agents.store.database import Store
+from agents.work.access import Access, git_identity
+from agents.workspaces.creation import create_workspace
+from agents.workspaces.folders import Workspaces
+
+
+class WorkspaceBinding:
+    """Binds conversations to workspaces and creates workspaces (owners only)."""
+
+    def __init__(
+        self, settings: Settings, store: Store, workspaces: Workspaces, access: Access, repo_map: RepoMap | None
+    ) -> None:
+        self.settings, self.store, self.workspaces, self.access = settings, store, workspaces, access
+        self.repo_map = repo_map  # a new workspace is indexed in the background at once
+
+    async def bind(self, caller: Caller, name: str) -> str:
+        """/workspace NAME: the conversation's messages and tasks default to that workspace."""
+        ws = await self.access.workspace_for(caller, name, f"to bind a conversation to the workspace named {name}")
+        await self.store.conversations.bind(caller.chat_id, ws.name)
+        return f"This conversation now works in **{ws.name}**: tasks started here use it unless another is named."
+
+    async def auto_bind(self, conversation: int, topic_name: str) -> None:
+        """A topic named like a workspace binds itself (once, and never over a binding someone made)."""
+        if not topic_name or await self.store.conversations.bound_workspace(conversation) is not None:
+            return
+        try:
+            ws = self.workspaces.resolve(topic_name)
+        except ToolError:
+            return
+        if not ws.is_self:
+            await self.store.conversations.bind(conversation, ws.name)
+
+    async def create(self, caller: Caller, name: str) -> str:
+        await self.access.owners_only(caller, "create a workspace", "to create a workspace named:", name)
+        ws = await create_workspace(self.workspaces, name, git_identity(self.settings))
+        if self.repo_map is not None:
+            self.repo_map.index_in_background(ws.name, ws.path)
+        return (
+            f"Created workspace {ws.name} (a new git repository with an initial commit); start work in it by that name."
+        )
