@@ -65,9 +65,9 @@ class Runtime:
     repo_map: RepoMap
     hints: SymbolHints
     executor: TaskExecutor
+    deliveries: Deliveries
     transcriber: SpeechToText | None = None
     interrupted: list = field(default_factory=list)
-    deliveries: Deliveries | None = None
     schedules: ScheduleBook | None = None
     pull_requests: PullRequests | None = None
     github_inbox: GitHubInbox | None = None
@@ -134,8 +134,8 @@ class Runtime:
             repo_map,
             hints,
             executor,
+            deliveries,
             transcriber,
-            deliveries=deliveries,
             pull_requests=pull_requests,
             turns=turns,
         )
@@ -144,7 +144,7 @@ class Runtime:
         killed_mid_task = await store.interrupt_running_tasks()  # a killed bot left these in_progress
         if killed_mid_task:  # ... and their commands still running, in sessions of their own
             await asyncio.to_thread(
-                kill_orphans, instance_token(settings.database_path), {t.id for t in killed_mid_task}
+                kill_orphans, instance_token(settings.database_path), {t.stored_id for t in killed_mid_task}
             )
         if repaired := await store.repair_approvals_without_task():  # approved, then killed before its task existed
             log.warning(
@@ -249,11 +249,8 @@ class Runtime:
             lines.append(
                 f"**Speech model:** {self.settings.whisper_model} on {self.settings.voice_engine} ({state.value})"
             )
-            recent = list(getattr(self.transcriber, "recent", ()))  # a fake transcriber keeps none
-            if recent:
-                from agents.inputs.speed_log import summary
-
-                lines.append(f"**Voice speed:** {summary(recent)}")
+            if (speeds := self.transcriber.speed_summary()) is not None:
+                lines.append(f"**Voice speed:** {speeds}")
         return "\n".join(lines)
 
     async def stop_workers(self) -> None:

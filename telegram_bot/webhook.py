@@ -16,7 +16,7 @@ from telegram.ext import Application
 from tornado.httpserver import HTTPServer
 
 from agents.core.settings import Settings
-from telegram_bot.app import _post_init, _post_stop, build_application
+from telegram_bot.app import _post_init, _post_stop, build_application, updater_of
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +76,7 @@ async def start_webhook(app: Application, settings: Settings) -> None:
     await app.initialize()
     await _post_init(app)
     await app.start()
-    await app.updater.start_webhook(**_webhook_options(settings))
+    await updater_of(app).start_webhook(**_webhook_options(settings))
 
 
 async def stop_webhook(app: Application) -> None:

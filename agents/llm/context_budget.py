@@ -99,19 +99,18 @@ def is_prompt_too_long(err: BaseException) -> bool:
 
 class HasConversation(Protocol):
     messages: list[dict[str, Any]]
-    context_window: int
 
 
 async def create_within_window(
-    worker: HasConversation, request: Callable[[], Awaitable[anthropic.types.Message]]
+    worker: HasConversation, window: int, request: Callable[[], Awaitable[anthropic.types.Message]]
 ) -> anthropic.types.Message:
-    """Fit the worker's conversation to its window, send `request()`; on 'prompt is too long', stub harder, retry
-    once."""
-    worker.messages = fit_messages(worker.messages, worker.context_window)
+    """Fit the worker's conversation to its `window` (tokens), send `request()`; on 'prompt is too long', stub
+    harder, retry once."""
+    worker.messages = fit_messages(worker.messages, window)
     try:
         return await request()
     except anthropic.BadRequestError as err:
         if not is_prompt_too_long(err):
             raise
-        worker.messages = fit_messages(worker.messages, worker.context_window, force=True)
+        worker.messages = fit_messages(worker.messages, window, force=True)
         return await request()

@@ -39,7 +39,7 @@ class RoleCallbacks:
     notifier: Notifier
     progress: Progress
     network: NetworkGate
-    chromium: Path | None
+    chromium: str | None  # the browser to run (find_chromium), None where none is installed
     sandbox_of: Callable[[Path], SandboxSpec | None]  # the task's sandbox for a root (its worktree)
     questions: Questions | None = None  # ask_user's questions to the task's starter
     clock: ToolLoop | None = None  # the worker's loop: its time limit stops while a question waits
@@ -67,7 +67,7 @@ class RoleCallbacks:
 
     async def verify(self, index: int, evidence: str) -> str:
         """An acceptance criterion verified with evidence; the progress message counts them."""
-        task_id = self.task.id
+        task_id = self.task.stored_id
         if not await self.store.verify_criterion(task_id, int(index), str(evidence)[:2000]):
             count = len(await self.store.criteria(task_id))
             raise ToolError(f"there is no criterion {index}; the criteria are numbered 1..{count}")
@@ -109,4 +109,4 @@ class RoleCallbacks:
 
     def mcp_gates(self) -> Gates:
         """Approvals of MCP_CONFIG's tools, and the browser's outside URLs asked like a network command."""
-        return Gates(self.mcp_gate, self.ask_network, lambda: self.network.covers(self.task.id))
+        return Gates(self.mcp_gate, self.ask_network, lambda: self.network.covers(self.task.stored_id))
