@@ -143,4 +143,4 @@ class GitHubRecords:
 
 def _pull_request(row: object) -> PullRequestRecord:
     keys = ("task_id", "repository", "number", "url", "branch", "draft", "pushed_sha", "checks_reported_sha")
-    return PullRequestRecord(**{k: row[k] for k in keys})  # type: ignore[index]
+    return PullRequestRecord(**{k: row[k] for k in keys})  # type: ignore[index]  # an aiosqlite.Row

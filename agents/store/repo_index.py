@@ -54,7 +54,7 @@ class RepoIndex:
         symbols: list[tuple[str, str, str, int, str, str | None]],
         imports: list[tuple[str, str]],
         drop: list[str],
-        touched: list[tuple[str, int, int]] = (),  # type: ignore[assignment]
+        touched: list[tuple[str, int, int]] = (),  # type: ignore[assignment]  # read only
     ) -> None:
         """One refresh in one transaction: forget the `drop` paths, then store the (re)parsed files.
 

@@ -101,7 +101,7 @@ class AskedQuestion(BaseModel):
 
 
 def _question(row: object) -> AskedQuestion:
-    data = dict(row)  # type: ignore[call-overload]
+    data = dict(row)  # type: ignore[call-overload]  # an aiosqlite.Row
     data["options"] = json.loads(data.get("options") or "[]")
     return AskedQuestion.model_validate(data)
 

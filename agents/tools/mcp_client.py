@@ -228,6 +228,8 @@ def _why(err: BaseException) -> str:
 
 def tool_result(result: mcp_types.CallToolResult, shown_as: str) -> tuple[ToolResult, list[tuple[str, bytes]]]:
     """An MCP tool result as a tool_result for the model (text and images) and the pictures for the chat."""
+    import mcp_types  # loaded already: a result comes from a running server
+
     blocks: list[dict[str, Any]] = []
     pictures: list[tuple[str, bytes]] = []
     for item in result.content:
