@@ -18,6 +18,7 @@
 # again, and pytest would rewrite every test's asserts again); one and a half xdist workers per core, and idle workers
 # steal queued tests (the long ones otherwise leave one worker busy at the end).
 # The Temporal SDK (TASK_ENGINE=temporal) is the optional extra `.[temporal]`, installed the same way.
+# Types: mypy (configured in pyproject.toml) after ruff; about 35 s of CPU on a fresh clone, ~2 s with its .mypy_cache.
 PY      ?= python3
 VENV    := .venv
 BIN     := $(VENV)/bin
@@ -71,6 +72,7 @@ run: setup
 test: setup $(TEST_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 	$(BIN)/python -m tests.js_tools
 	$(BIN)/python -m compileall -q -j 0 agents telegram_bot bench
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist worksteal

@@ -18,7 +18,7 @@ import shutil
 import socket
 import sqlite3
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -743,12 +743,14 @@ async def check_task_engine(settings: Settings) -> Check:
 # ------------------------------------------------------------------------------------------------------- the report
 
 
-async def _guarded(name: str, check: Callable[[], object]) -> list[Check]:
-    """Run one check; a crash becomes a ✗ line instead of a traceback."""
+CheckResult = Check | list[Check] | None  # one line, several, or none (the check does not apply here)
+
+
+async def _guarded(name: str, check: Callable[[], CheckResult | Awaitable[CheckResult]]) -> list[Check]:
+    """Run one check (plain or async); a crash becomes a ✗ line instead of a traceback."""
     try:
-        result = check()
-        if asyncio.iscoroutine(result):
-            result = await result
+        called = check()
+        result: CheckResult = await called if isinstance(called, Awaitable) else called
     except Exception as err:  # noqa: BLE001 - every failure is reported, none is fatal to the report
         return [
             Check(
@@ -760,7 +762,7 @@ async def _guarded(name: str, check: Callable[[], object]) -> list[Check]:
         ]
     if result is None:
         return []
-    return list(result) if isinstance(result, list) else [result]  # type: ignore[list-item]
+    return result if isinstance(result, list) else [result]
 
 
 async def check_github(settings: Settings) -> list[Check] | None:

@@ -68,9 +68,9 @@ class Runtime:
     repo_map: RepoMap
     hints: SymbolHints
     executor: TaskExecutor
+    deliveries: Deliveries
     transcriber: SpeechToText | None = None
     interrupted: list[Task] = field(default_factory=list)
-    deliveries: Deliveries | None = None
     schedules: ScheduleBook | None = None
     pull_requests: PullRequests | None = None
     github_inbox: GitHubInbox | None = None
@@ -164,9 +164,9 @@ class Runtime:
             repo_map,
             hints,
             executor,
+            deliveries,
             transcriber,
             interrupted=[t for t in interrupted if t.id not in followed],
-            deliveries=deliveries,
             schedules=crew.schedules,
             pull_requests=pull_requests,
             github_inbox=github_inbox,
@@ -262,11 +262,8 @@ class Runtime:
             lines.append(
                 f"**Speech model:** {self.settings.whisper_model} on {self.settings.voice_engine} ({state.value})"
             )
-            recent = list(getattr(self.transcriber, "recent", ()))  # a fake transcriber keeps none
-            if recent:
-                from agents.inputs.speed_log import summary
-
-                lines.append(f"**Voice speed:** {summary(recent)}")
+            if (speeds := self.transcriber.speed_summary()) is not None:
+                lines.append(f"**Voice speed:** {speeds}")
         return "\n".join(lines)
 
     async def stop_workers(self) -> None:

@@ -37,7 +37,7 @@ def main(answer: str) -> None:
                 seconds.append(took)
                 by_kind["streamed" if b'"stream":true' in raw.replace(b" ", b"") else "not_streamed"].append(took)
 
-        claude._answer = timed  # type: ignore[method-assign]
+        claude._answer = timed
         print(claude.url, flush=True)
         sys.stdin.read()  # the bench closes it when done
     figures = {"calls": len(seconds), "mean_ms": 1000 * sum(seconds) / max(1, len(seconds))}

@@ -134,13 +134,13 @@ def set_fakes_tcp_nodelay(enabled: bool) -> None:
 
 def _quiet_disconnects(server: object) -> None:
     """A client that hung up (a cancelled worker's request) is not an error worth a traceback on the bench's output."""
-    report = server.handle_error  # type: ignore[attr-defined]
+    report = server.handle_error
 
     def handle_error(request: object, client_address: object) -> None:
         if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
             report(request, client_address)
 
-    server.handle_error = handle_error  # type: ignore[attr-defined]
+    server.handle_error = handle_error
 
 
 @contextlib.contextmanager
@@ -281,9 +281,9 @@ class ServerClock:
             finally:
                 self._record(f"anthropic.{path}", time.perf_counter() - started)
 
-        self.tg.handle_call = timed_call  # type: ignore[method-assign]
+        self.tg.handle_call = timed_call
         if answer is not None:
-            self.claude._answer = timed_answer  # type: ignore[method-assign,union-attr]
+            self.claude._answer = timed_answer
         return self
 
     def _record(self, name: str, seconds: float) -> None:

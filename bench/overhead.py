@@ -196,8 +196,8 @@ async def main(fakes_in_process: bool = False) -> dict:
         tmp = stack.enter_context(temp_workspace())
         local.handler = lambda _body: claude_says.text(ANSWER)
         claude = local if fakes_in_process else stack.enter_context(fake_anthropic_process(ANSWER))
-        agentlab, bare, speech_settle = await run_contenders(tg, claude, tmp)  # type: ignore[arg-type]
-    own_process_ms = None if fakes_in_process else claude.own_ms  # type: ignore[union-attr]
+        agentlab, bare, speech_settle = await run_contenders(tg, claude, tmp)
+    own_process_ms = None if fakes_in_process else claude.own_ms
 
     a, b = LatencySummary.of(agentlab.samples), LatencySummary.of(bare.samples)
     a2, b2 = LatencySummary.of(agentlab.back_to_back), LatencySummary.of(bare.back_to_back)
@@ -228,7 +228,7 @@ async def main(fakes_in_process: bool = False) -> dict:
         f"+{fakes_extra:.2f} ms is the in-process fakes' own work on agentlab's bigger requests (validation, cache "
         "simulation)"
     )
-    by_kind = {} if fakes_in_process else claude.own_ms_by_kind  # type: ignore[union-attr]
+    by_kind = {} if fakes_in_process else claude.own_ms_by_kind
     if own_process_ms is not None:
         print(
             f"  the fake Anthropic (own process) spent {own_process_ms:.2f} ms per call, both bots' calls together; "

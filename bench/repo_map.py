@@ -102,7 +102,7 @@ def generate(root: Path, count: int) -> None:
         (root / module_path(n)).write_text(MODULE.format(n=n, dep=dep, dep_folder=dep // FILES_PER_FOLDER))
 
 
-async def timed(label: str, figures: dict[str, float], awaitable):  # type: ignore[no-untyped-def]
+async def timed(label: str, figures: dict[str, float], awaitable):
     started = time.perf_counter()
     result = await awaitable
     figures[label] = round(time.perf_counter() - started, 3)
@@ -442,7 +442,7 @@ def main() -> None:
         )
         figures.update(first)
         real[str(checkout)] = figures
-        for request, drawn in figures["maps"].items():  # type: ignore[union-attr]
+        for request, drawn in figures["maps"].items():
             print(
                 f"\n--- map for {request!r}: {drawn['tokens']} tokens, render {drawn['render_s']:.3f}s,"
                 f" ranks {drawn['ranks']}\n{drawn['map']}\n",

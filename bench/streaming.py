@@ -230,7 +230,7 @@ def one_cold_start(tg: FakeTelegram, claude: Any, tmp: Path, checkpoint: Path | 
         asked.append(time.monotonic())
         return {**claude_says.text(text, delay=FIRST_TOKEN), "token_delay": PER_WORD}
 
-    tg.handle_call = on_call  # type: ignore[method-assign]
+    tg.handle_call = on_call
     claude.handler = answer
     log = (tmp / "bot.log").open("w")
     started = time.monotonic()
@@ -265,7 +265,7 @@ def one_cold_start(tg: FakeTelegram, claude: Any, tmp: Path, checkpoint: Path | 
             proc.kill()
             proc.wait()
         log.close()
-        tg.handle_call = handle_call  # type: ignore[method-assign]
+        tg.handle_call = handle_call
     return figures
 
 

@@ -18,6 +18,7 @@ from telegram.ext import (
     CommandHandler,
     MessageHandler,
     TypeHandler,
+    Updater,
     filters,
 )
 from telegram.request import HTTPXRequest
@@ -140,11 +141,18 @@ async def start_polling(app: Application, poll_timeout: int = 10) -> None:
     await app.initialize()
     await _post_init(app)
     await app.start()
-    await app.updater.start_polling(poll_interval=0.0, timeout=poll_timeout, allowed_updates=Update.ALL_TYPES)
+    await updater_of(app).start_polling(poll_interval=0.0, timeout=poll_timeout, allowed_updates=Update.ALL_TYPES)
+
+
+def updater_of(app: Application) -> Updater:
+    """The application's updater: `build_application` always makes one (the builder does unless told not to)."""
+    if app.updater is None:
+        raise RuntimeError("this application was built without an updater")
+    return app.updater
 
 
 async def stop_polling(app: Application) -> None:
-    if app.updater.running:
+    if app.updater is not None and app.updater.running:
         await app.updater.stop()
     if app.running:
         await app.stop()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from telegram import Message, PhotoSize, Update
+from telegram import Document, Message, PhotoSize, Update
 from telegram.error import TelegramError
 
 from agents.core.models import Attachment, InputMethod
@@ -14,6 +14,7 @@ from agents.inputs.attachments import API_IMAGE_MAX_EDGE, AttachmentRefused, Att
 from telegram_bot.conversation import conversation_of
 from telegram_bot.handlers import STOPPING, chat_lock, converse, message_arrived, runtime
 from telegram_bot.state import Context
+from telegram_bot.updates import message_of
 
 log = logging.getLogger(__name__)
 
@@ -32,8 +33,10 @@ def pick_photo(sizes: tuple[PhotoSize, ...]) -> PhotoSize:
 
 async def _keep(context: Context, message: Message, conversation: int) -> Attachment:
     """Download one photo or document and keep it; raises AttachmentRefused with one sentence."""
-    media = pick_photo(message.photo) if message.photo else message.document
-    name = (getattr(media, "file_name", None) or ("photo.jpg" if message.photo else "file"))[:120]
+    media: PhotoSize | Document | None = pick_photo(message.photo) if message.photo else message.document
+    if media is None:  # the handler's filter lets photos and documents through only
+        raise AttachmentRefused("that message holds no photo or file")
+    name = "photo.jpg" if isinstance(media, PhotoSize) else (media.file_name or "file")[:120]
     if media.file_size and media.file_size > MAX_DOWNLOAD_BYTES:
         raise AttachmentRefused(
             f"{name} is {media.file_size / 1e6:.0f} MB, and Telegram lets bots download files of at most 20 MB"
@@ -53,7 +56,7 @@ async def _keep(context: Context, message: Message, conversation: int) -> Attach
 async def on_attachment(update: Update, context: Context) -> None:
     """A photo, or a file sent as a document (or an album of them): shown to the orchestrator beside the caption and
     kept with the message."""
-    message = update.effective_message
+    message = message_of(update)
     album: list[Message] = [message]
     if message.media_group_id:  # Telegram sends an album as one message per item; the first handler takes them all
         albums: dict[str, list[Message]] = context.bot_data.albums
@@ -70,7 +73,7 @@ async def on_attachment(update: Update, context: Context) -> None:
         if context.bot_data.stopping:
             await message.reply_text(STOPPING)
             return
-        caption = next((m.caption.strip() for m in album if (m.caption or "").strip()), "")
+        caption = next((m.caption.strip() for m in album if m.caption and m.caption.strip()), "")
         attachments: list[Attachment] = []
         problems: list[str] = []
         for item in album:

@@ -21,6 +21,7 @@ from telegram_bot.conversation import caller_of
 from telegram_bot.handlers import runtime, say
 from telegram_bot.replies import TelegramNotifier
 from telegram_bot.state import Context
+from telegram_bot.updates import query_of
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +50,7 @@ DISPATCH: dict[Action, Handler] = {
 
 async def on_button(update: Update, context: Context) -> None:
     """Route a button's callback data (`agents.core.actions.Action`) to the crew and say what happened."""
-    query = update.callback_query
+    query = query_of(update)
     rt = runtime(context)
     parsed = parse_action(query.data)
     if parsed is None:
@@ -62,7 +63,7 @@ async def on_button(update: Update, context: Context) -> None:
         await rt.notifier.buttons_settled()
     handed = (
         await rt.store.shown_buttons.shown(message.chat.id, message.message_id, query.data)
-        if message is not None
+        if message is not None and query.data is not None
         else None
     )
     if handed is None:
@@ -84,7 +85,7 @@ async def on_button(update: Update, context: Context) -> None:
         question_id, option = split_button_id(item_id)
         text, to_resume = await rt.executor.questions.answer(caller.chat_id, caller.user_id, question_id, option=option)
         if to_resume is not None:  # answered after a restart: the interrupted task goes on with the answer
-            await rt.crew.resume(caller, to_resume.id)
+            await rt.crew.resume(caller, to_resume.stored_id)
         await say(update, context, text)
         return
     await query.answer()

@@ -56,7 +56,7 @@ class JsonLogFormatter(logging.Formatter):
                 except (TypeError, ValueError):
                     entry[key] = str(value)
         if record.exc_info or record.exc_text:  # exc_text: a traceback already formatted (and redacted)
-            entry["exception"] = record.exc_text or self.formatException(record.exc_info)
+            entry["exception"] = record.exc_text or (self.formatException(record.exc_info) if record.exc_info else "")
         if record.stack_info:
             entry["stack"] = self.formatStack(record.stack_info)
         return json.dumps(entry, ensure_ascii=False, default=str)

@@ -68,7 +68,7 @@ async def task(update: Update, context: Context) -> None:
         return
     usage = total(await rt.store.usage_since(found.created_at, task_id=found.id))
     calls = await rt.store.tool_calls(task_id=found.id)
-    events = await rt.store.task_events(found.id)
+    events = await rt.store.task_events(found.stored_id)
     lines = [
         f"**Task #{found.id}** · {found.status.value} · {found.worker.value} · `{found.workspace}`",
         found.title,
@@ -78,12 +78,12 @@ async def task(update: Update, context: Context) -> None:
     ]
     if found.error:
         lines.append(f"Reason: {found.error}")
-    if (pr := await rt.store.github.pull_request(found.id)) is not None:
+    if (pr := await rt.store.github.pull_request(found.stored_id)) is not None:
         lines.append(f"Pull request: [#{pr.number}]({pr.url}) {pr.url}" + (" (draft)" if pr.draft else ""))
     lines.append("**Events:**")
     lines += [f"• {e.created_at:%H:%M:%S} {e.kind}: {e.detail}" for e in events[-15:]]
     await _say(update, context, "\n".join(lines))
-    await rt.deliveries.resend(found.id, found.chat_id)  # its summary or proposal again, with the buttons
+    await rt.deliveries.resend(found.stored_id, found.chat_id)  # its summary or proposal again, with the buttons
 
 
 async def cancel(update: Update, context: Context) -> None:
@@ -108,7 +108,7 @@ async def cancel(update: Update, context: Context) -> None:
                 "Several tasks are active; which one?\n" + "\n".join(f"• /cancel {t.id}: {t.title}" for t in active),
             )
             return
-        number = active[0].id
+        number = active[0].stored_id
     try:
         await _say(update, context, await rt.crew.cancel_task(caller, number))
     except ToolError as err:
@@ -133,7 +133,7 @@ async def log(update: Update, context: Context) -> None:
         lines.append(f"{c.created_at:%Y-%m-%d %H:%M:%S} {c.agent} {c.tool}({c.arguments}) {c.duration_ms} ms: {status}")
     if not calls:
         lines.append("(no tool calls recorded)")
-    decisions = [e for e in await rt.store.task_events(found.id) if e.kind == "network"]
+    decisions = [e for e in await rt.store.task_events(found.stored_id) if e.kind == "network"]
     if decisions:  # the owner's network answers
         lines += ["", "Network requests:"]
         lines += [f"{e.created_at:%Y-%m-%d %H:%M:%S} {e.detail}" for e in decisions]
@@ -190,7 +190,7 @@ async def schedules(update: Update, context: Context) -> None:
         await _say(update, context, "No schedules here. Ask in words, e.g. “every weekday at 9 run the tests in calc”.")
         return
     text = "**Schedules**\n" + "\n".join(f"• {line}" for _, line in listed)
-    buttons = [[button(f"✖ Cancel #{s.id}", Action.CANCEL_SCHEDULE, s.id)] for s, _ in listed]
+    buttons = [[button(f"✖ Cancel #{s.stored_id}", Action.CANCEL_SCHEDULE, s.stored_id)] for s, _ in listed]
     await rt.notifier.send(caller.chat_id, text, buttons=buttons)
 
 
@@ -244,7 +244,8 @@ def help_text() -> str:
 
 async def start(update: Update, context: Context) -> None:
     """/start: greet."""
-    name = update.effective_user.first_name or "there"  # the renderer escapes it
+    user = update.effective_user
+    name = (user.first_name if user else None) or "there"  # the renderer escapes it
     await say(update, context, f"Hi {name}! " + help_text())
 
 

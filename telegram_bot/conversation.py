@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from agents.core.models import Caller
+from telegram_bot.updates import chat_of, message_of, runtime
 
 if TYPE_CHECKING:
     from telegram import Message, Update, User
@@ -43,7 +44,7 @@ def display_name(user: User | None) -> str | None:
 def known_conversation(update: Update, context: Context) -> int:
     """The conversation key without a database read (for ordering before the first await): a topic seen before, or
     the chat. A topic never seen has no turn running yet, so its chat's key stands in harmlessly."""
-    chat_id = update.effective_chat.id
+    chat_id = chat_of(update).id
     thread = topic_thread(update.effective_message)
     if thread is None:
         return chat_id
@@ -53,19 +54,19 @@ def known_conversation(update: Update, context: Context) -> int:
 async def conversation_of(update: Update, context: Context) -> int:
     """The conversation key of an update; a topic seen for the first time is recorded (and binds itself to a
     workspace of its name)."""
-    chat_id = update.effective_chat.id
-    message = update.effective_message
+    chat_id = chat_of(update).id
+    message = message_of(update)
     thread = topic_thread(message)
     if thread is None:
         return chat_id
     known = context.bot_data.topic_keys.get((chat_id, thread))
     if known is not None and not message.forum_topic_created:
         return known
-    runtime = context.bot_data.runtime
-    key = await runtime.store.conversations.topic(chat_id, thread, topic_name(message))
+    rt = runtime(context)
+    key = await rt.store.conversations.topic(chat_id, thread, topic_name(message))
     context.bot_data.topic_keys[(chat_id, thread)] = key
-    place = await runtime.store.conversations.place(key)
-    await runtime.crew.auto_bind(key, place.topic_name)
+    place = await rt.store.conversations.place(key)
+    await rt.crew.auto_bind(key, place.topic_name)
     return key
 
 

@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import logging
 import re
-from typing import TYPE_CHECKING
 
 from telegram import Update
 from telegram.constants import ChatAction, ChatType
@@ -19,9 +18,7 @@ from telegram_bot.replies import send_markdown
 from telegram_bot.state import Context
 from telegram_bot.strangers import REFUSAL_LANE
 from telegram_bot.streaming import ChatDraft
-
-if TYPE_CHECKING:
-    from agents.runtime import Runtime
+from telegram_bot.updates import chat_of, message_of, runtime, text_of
 
 log = logging.getLogger(__name__)
 
@@ -48,18 +45,11 @@ STOPPING = "I'm restarting right now; please send that again in a minute."
 TYPING_DELAY = 0.3  # seconds before "typing…" shows; Claude's answers take longer, so it appears for them
 
 
-def runtime(context: Context) -> Runtime:
-    app_runtime = context.bot_data.runtime
-    if app_runtime is None:  # PTB runs post_init (which sets it) before the first update
-        raise RuntimeError("the runtime is not started yet")
-    return app_runtime
-
-
 def addressed_to_bot(update: Update, context: Context) -> bool:
     """In a group the bot answers messages that mention it, reply to it, or are commands (as Telegram's privacy
     mode delivers them); buttons and service messages always pass."""
     message = update.message
-    if message is None or update.effective_chat.type == ChatType.PRIVATE:
+    if message is None or chat_of(update).type == ChatType.PRIVATE:
         return True
     if message.forum_topic_created is not None:
         return True
@@ -82,7 +72,7 @@ async def guard(update: Update, context: Context) -> None:
         if not addressed_to_bot(update, context):
             raise ApplicationHandlerStop  # group chatter among the team: not for the bot
         return
-    if update.effective_chat is not None and update.effective_chat.type != ChatType.PRIVATE:
+    if update.effective_chat is not None and chat_of(update).type != ChatType.PRIVATE:
         log.info("ignored a group message from user %s, who is not allowed", user.id if user else "unknown")
         raise ApplicationHandlerStop  # a stranger in a group: no answer at all (the group is not theirs to page us)
     if not await context.bot_data.strangers.should_refuse(user.id if user else None):
@@ -97,7 +87,7 @@ async def guard(update: Update, context: Context) -> None:
     elif update.effective_chat and update.effective_message:
         with contextlib.suppress(Exception):
             await context.bot.send_message(
-                update.effective_chat.id, "Sorry, this is a private bot.", rate_limit_args=REFUSAL_LANE
+                chat_of(update).id, "Sorry, this is a private bot.", rate_limit_args=REFUSAL_LANE
             )
     raise ApplicationHandlerStop
 
@@ -125,7 +115,7 @@ async def typing(context: Context, chat_id: int, thread_id: int | None = None):
 def chat_lock(update: Update, context: Context) -> asyncio.Lock:
     """One turn at a time per conversation (a chat, or a topic of a forum group), taken before the first await so
     messages are answered in arrival order."""
-    key = (update.effective_chat.id, topic_thread(update.effective_message) or 0)
+    key = (chat_of(update).id, topic_thread(update.effective_message) or 0)
     return context.bot_data.chat_locks.setdefault(key, asyncio.Lock())
 
 
@@ -138,17 +128,18 @@ async def converse(
 ) -> None:
     """Route text (typed or transcribed, with any photos/files) through the orchestrator and send its reply."""
     if context.bot_data.stopping:
-        await update.effective_message.reply_text(STOPPING)
+        await message_of(update).reply_text(STOPPING)
         return
     caller = await caller_of(update, context)
-    if context.bot.username and update.effective_chat.type != ChatType.PRIVATE:  # "@bot fix it" → "fix it"
+    if context.bot.username and chat_of(update).type != ChatType.PRIVATE:  # "@bot fix it" → "fix it"
         text = re.sub(rf"@{re.escape(context.bot.username)}\b", "", text, flags=re.IGNORECASE).strip() or text
     turns = context.bot_data.turns
     turn = asyncio.current_task()
-    turns.add(turn)  # cancelled on SIGTERM so shutdown never waits on a long turn
+    if turn is not None:  # PTB runs each handler in a task of its own
+        turns.add(turn)  # cancelled on SIGTERM so shutdown never waits on a long turn
     draft = answer_preview(update, context)
     try:
-        async with typing(context, update.effective_chat.id, topic_thread(update.effective_message)):
+        async with typing(context, chat_of(update).id, topic_thread(update.effective_message)):
             reply = await runtime(context).orchestrator.handle(
                 caller.chat_id,
                 text,
@@ -166,7 +157,7 @@ async def converse(
             await draft.stop()  # no preview frame may follow the final message
     # the answer is stored already; a Telegram 5xx now means "retry, then the outbox", never "lost"
     await runtime(context).deliveries.deliver(
-        caller.chat_id, reply.text, reply_to=update.effective_message.message_id, kind="answer"
+        caller.chat_id, reply.text, reply_to=message_of(update).message_id, kind="answer"
     )
     if draft is not None and draft.preview_id is not None:  # the chat's next turn need not wait for this
         context.application.create_task(draft.discard(), update=update, name="discard-preview")
@@ -174,7 +165,7 @@ async def converse(
 
 def reply_to_of(update: Update, context: Context) -> ReplyTo | None:
     """The message this one replies to, in the core's terms (no Telegram types past this point)."""
-    replied = update.effective_message.reply_to_message
+    replied = message_of(update).reply_to_message
     if replied is None or replied.forum_topic_created is not None:  # a topic's messages all point at its root
         return None
     sender = replied.from_user
@@ -197,13 +188,13 @@ def answer_preview(update: Update, context: Context) -> ChatDraft | None:
     settings = runtime(context).settings
     if not settings.stream_answers:
         return None
-    private = update.effective_chat.type == ChatType.PRIVATE
+    private = chat_of(update).type == ChatType.PRIVATE
     return ChatDraft(
         context.bot,
-        update.effective_chat.id,
+        chat_of(update).id,
         private=private,
-        draft_id=update.effective_message.message_id,
-        reply_to=update.effective_message.message_id,
+        draft_id=message_of(update).message_id,
+        reply_to=message_of(update).message_id,
         draft_interval=settings.stream_draft_interval_seconds,
         edit_interval=settings.stream_edit_interval_seconds if private else settings.stream_group_edit_interval_seconds,
         first_frame_after=settings.stream_first_frame_seconds,
@@ -214,7 +205,7 @@ async def on_text(update: Update, context: Context) -> None:
     """A typed message."""
     message_arrived(update, context)
     async with chat_lock(update, context):
-        await converse(update, context, update.effective_message.text, InputMethod.TEXT)
+        await converse(update, context, text_of(update), InputMethod.TEXT)
 
 
 async def on_topic_created(update: Update, context: Context) -> None:
@@ -229,20 +220,18 @@ async def status(update: Update, context: Context) -> None:
 
 async def say(update: Update, context: Context, markdown: str) -> None:
     """Answer a command or button where it was used: the chat, and in a forum group the topic."""
-    await send_markdown(
-        context.bot, update.effective_chat.id, markdown, thread_id=topic_thread(update.effective_message)
-    )
+    await send_markdown(context.bot, chat_of(update).id, markdown, thread_id=topic_thread(update.effective_message))
 
 
 async def unknown_command(update: Update, context: Context) -> None:
     """A command I don't have."""
-    command = (update.effective_message.text or "").split()[0]
-    await update.effective_message.reply_text(f"I don't know {command}. /help lists what I understand.")
+    command = (message_of(update).text or "").split()[0]
+    await message_of(update).reply_text(f"I don't know {command}. /help lists what I understand.")
 
 
 async def unsupported(update: Update, context: Context) -> None:
     """Stickers, locations, contacts…: one line, nothing else."""
-    await update.effective_message.reply_text(
+    await message_of(update).reply_text(
         "I work with text and voice notes, photos and files (PDFs, code, logs, "
         "JSON, CSV, Markdown); please type or say what you need."
     )
@@ -254,7 +243,7 @@ async def on_error(update: object, context: Context) -> None:
     if isinstance(update, Update) and update.effective_chat:
         with contextlib.suppress(Exception):
             await context.bot.send_message(
-                update.effective_chat.id,
+                chat_of(update).id,
                 "Sorry, something went wrong on my side; it is logged. Please try again.",
                 message_thread_id=topic_thread(update.effective_message),  # in the topic it came from
             )

@@ -70,17 +70,20 @@ async def send_html_or_plain(
         if not is_entity_error(err):
             raise
         log.warning("chat %s: Telegram refused HTML (%s); resending as plain text", chat_id, err)
-        plain = html_to_plain(chunk)
-        last = None
-        for part in split_plain(plain, TELEGRAM_LIMIT):
-            last = await bot.send_message(
+        parts = split_plain(html_to_plain(chunk), TELEGRAM_LIMIT)
+        if not parts:  # nothing shows as plain text either: Telegram's refusal stands
+            raise
+        sent = [
+            await bot.send_message(
                 chat_id,
                 part,
                 reply_markup=markup,
                 reply_parameters=reply_parameters(reply_to),
                 message_thread_id=thread_id,
             )
-        return last
+            for part in parts
+        ]
+        return sent[-1]
 
 
 async def send_markdown(

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from telegram.ext import CallbackContext, ContextTypes, ExtBot
 
-from telegram_bot.strangers import Strangers
+from telegram_bot.strangers import RateLimitArgs, Strangers
 
 if TYPE_CHECKING:
     from telegram import Message
@@ -32,10 +32,10 @@ class BotState:
     stop_task: asyncio.Future[None] | None = None
     strangers: Strangers = field(default_factory=Strangers)  # who was refused, and when
     albums: dict[str, list[Message]] = field(default_factory=dict)  # photos of one album, gathered by group id
-    turns: set[asyncio.Task[None]] = field(default_factory=set)  # conversation turns running now
+    turns: set[asyncio.Task[Any]] = field(default_factory=set)  # conversation turns running now
     chat_locks: dict[tuple[int, int], asyncio.Lock] = field(default_factory=dict)  # one turn at a time per chat/topic
     topic_keys: dict[tuple[int, int], int] = field(default_factory=dict)  # (chat, thread) → conversation key
 
 
-Context = CallbackContext[ExtBot[None], dict, dict, BotState]
+Context = CallbackContext[ExtBot[RateLimitArgs], dict, dict, BotState]
 CONTEXT_TYPES = ContextTypes(context=CallbackContext, bot_data=BotState)

@@ -10,26 +10,27 @@ from agents.core.models import InputMethod
 from telegram_bot.conversation import caller_of
 from telegram_bot.handlers import chat_lock, converse, message_arrived, on_text, runtime
 from telegram_bot.state import Context
+from telegram_bot.updates import message_of, replied_of, text_of
 
 
 async def on_reply(update: Update, context: Context) -> None:
     """A typed reply: to a progress message it steers that task; a reply to anything else is a normal message."""
-    message = update.effective_message
+    message, text, replied = message_of(update), text_of(update), replied_of(update)
     rt = runtime(context)
     caller = await caller_of(update, context)
-    question = await rt.executor.questions.question_of_message(caller.chat_id, message.reply_to_message.message_id)
+    question = await rt.executor.questions.question_of_message(caller.chat_id, replied.message_id)
     if question is not None and question.id is not None:  # an answer in words to a worker's question
-        text, to_resume = await rt.executor.questions.answer(caller.chat_id, caller.user_id, question.id, message.text)
+        said, to_resume = await rt.executor.questions.answer(caller.chat_id, caller.user_id, question.id, text)
         if to_resume is not None:  # answered after a restart: the interrupted task goes on with the answer
-            await rt.crew.resume(caller, to_resume.id)
-        await message.reply_text(text, do_quote=True)
+            await rt.crew.resume(caller, to_resume.stored_id)
+        await message.reply_text(said, do_quote=True)
         return
-    task = await rt.store.task_by_progress_message(caller.chat_id, message.reply_to_message.message_id)
+    task = await rt.store.task_by_progress_message(caller.chat_id, replied.message_id)
     if task is None:
         await on_text(update, context)
         return
     try:
-        answer = await rt.crew.message_task(caller, task.id, message.text)
+        answer = await rt.crew.message_task(caller, task.stored_id, text)
     except ToolError as err:  # not running: say so, and lose nothing: the orchestrator gets the message
         reason = str(err).split(";")[0]
         await message.reply_text(
@@ -40,7 +41,7 @@ async def on_reply(update: Update, context: Context) -> None:
             await converse(
                 update,
                 context,
-                f"[In reply to the progress message of task #{task.id}]\n{message.text}",
+                f"[In reply to the progress message of task #{task.id}]\n{text}",
                 InputMethod.TEXT,
             )
         return

@@ -26,6 +26,7 @@ class RefusalLane:
 
 
 REFUSAL_LANE = RefusalLane()
+RateLimitArgs = int | RefusalLane  # what the bot's limiter takes: AIORateLimiter's retries, or the refusal lane
 
 
 class OwnerFirstRateLimiter(AIORateLimiter):

@@ -10,6 +10,7 @@ from telegram import Update
 from agents.core.models import InputMethod
 from telegram_bot.handlers import STOPPING, chat_lock, converse, message_arrived, runtime
 from telegram_bot.state import Context
+from telegram_bot.updates import UnexpectedUpdate, message_of
 
 log = logging.getLogger(__name__)
 
@@ -19,13 +20,15 @@ ECHO_LIMIT = 3500  # a long note's echo is trimmed (Telegram's limit is 4096); t
 
 async def on_voice(update: Update, context: Context) -> None:
     """A voice note, audio file, or audio sent as a document."""
-    message = update.effective_message
+    message = message_of(update)
     message_arrived(update, context)
     async with chat_lock(update, context):
         if context.bot_data.stopping:
             await message.reply_text(STOPPING)
             return
         media = message.voice or message.audio or message.document
+        if media is None:  # the handler's filter lets voice notes, audio and audio documents through only
+            raise UnexpectedUpdate(f"update {update.update_id} carries no audio")
         if media.file_size and media.file_size > MAX_DOWNLOAD_BYTES:
             await message.reply_text(
                 f"That file is {media.file_size / 1e6:.0f} MB; Telegram lets bots download at most "

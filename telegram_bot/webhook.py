@@ -16,7 +16,7 @@ from telegram.ext import Application
 from tornado.httpserver import HTTPServer
 
 from agents.core.settings import Settings
-from telegram_bot.app import _post_init, build_application
+from telegram_bot.app import _post_init, build_application, updater_of
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +76,4 @@ async def start_webhook(app: Application, settings: Settings) -> None:
     await app.initialize()
     await _post_init(app)
     await app.start()
-    if app.updater is None:
-        raise RuntimeError("the application was built without an updater: nothing can serve the webhook")
-    await app.updater.start_webhook(**_webhook_options(settings))
+    await updater_of(app).start_webhook(**_webhook_options(settings))

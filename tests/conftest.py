@@ -165,7 +165,7 @@ def make_settings(
         test_timeout_seconds=120,
     )
     values.update(overrides)
-    return Settings(_env_file=None, **values)  # type: ignore[arg-type]
+    return Settings(_env_file=None, **values)
 
 
 @dataclass
@@ -181,7 +181,7 @@ class BotHarness:
 
     @property
     def runtime(self) -> Runtime:
-        return self.app.bot_data.runtime  # type: ignore[attr-defined]
+        return self.app.bot_data.runtime
 
     def say(self, text: str, user_id: int | None = None) -> dict:
         return self.tg.send_text(user_id or self.user_id, text)

@@ -99,7 +99,7 @@ def _settings(tmp_path: Path, **values: object) -> Settings:
         workspace_path=tmp_path,
         database_path=tmp_path / "db.sqlite",
         **values,
-    )  # type: ignore[arg-type]
+    )
 
 
 @needs_bwrap
@@ -144,7 +144,7 @@ async def test_without_the_browser_the_frontend_worker_gets_no_browser_tools(tmp
         return None
 
     try:
-        tools = await mcp.open(WorkerKind.FRONTEND, None, bounds, None, nothing)  # type: ignore[arg-type]
+        tools = await mcp.open(WorkerKind.FRONTEND, None, bounds, None, nothing)
     finally:
         await bounds.close()
     assert tools == []  # the worker keeps `screenshot`; its prompt says what to do without the browser
@@ -175,7 +175,7 @@ async def test_a_research_workers_server_gets_an_empty_folder_and_the_workspace_
     async def nothing(*_args: object) -> None:
         return None
 
-    gates = Gates(lambda _config: nothing, nothing, lambda: False)  # type: ignore[arg-type]
+    gates = Gates(lambda _config: nothing, nothing, lambda: False)
     try:
         assert await mcp.open(WorkerKind.CODE, sandbox, bounds, gates, nothing) == []  # roles: research only
         tools = {t.name: t for t in await mcp.open(WorkerKind.RESEARCH, sandbox, bounds, gates, nothing)}

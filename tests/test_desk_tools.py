@@ -56,7 +56,7 @@ async def test_a_tool_call_reaches_the_desk_with_the_chat_and_the_arguments() ->
 
             return method
 
-    tools = {t.name: t for t in desk_tools(Desk(), Caller(chat_id=42))}  # type: ignore[arg-type]
+    tools = {t.name: t for t in desk_tools(Desk(), Caller(chat_id=42))}
     assert await tools["merge_task"].handler(task_id=7) == "merge_task done"
     assert await tools["list_tasks"].handler() == "list_tasks done"
     assert calls == [("merge_task", 42, {"task_id": 7}), ("list_tasks", 42, {})]

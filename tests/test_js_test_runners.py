@@ -13,7 +13,8 @@ import pytest
 
 from agents.sandbox.bwrap import node_modules_caches, sandbox_env, spec_for
 from agents.sandbox.shell import child_env, run_command
-from agents.verify.js_test_runners import ScriptStep, classify, plan_script, reporter_command, split_and, test_steps
+from agents.verify.js_test_runners import ScriptStep, classify, plan_script, reporter_command, split_and
+from agents.verify.js_test_runners import test_steps as steps_that_test  # a test_ name pytest would collect
 from agents.verify.test_env import detect_environment, link_borrowed
 from agents.verify.test_reports import read_jest_json, read_junit, read_records, read_tap
 from agents.verify.test_run import RunState, run_tests
@@ -38,7 +39,7 @@ def test_a_chain_is_followed_through_npm_run_and_split_into_kinds(tmp_path: Path
         ("rollup -c", "build", None),
         ("ava", "other", "ava"),
     ]
-    assert [s.command for s in test_steps(steps)] == ["ava"]
+    assert [s.command for s in steps_that_test(steps)] == ["ava"]
 
 
 def test_pnpm_and_yarn_script_calls_and_npm_pre_scripts(tmp_path: Path) -> None:

@@ -46,7 +46,7 @@ def settings(tmp_path: Path, **overrides: Any) -> Settings:
         database_path=tmp_path / "unused.db",
     )
     values.update(overrides)
-    return Settings(_env_file=None, **values)  # type: ignore[arg-type]
+    return Settings(_env_file=None, **values)
 
 
 def orchestrator(tmp_path: Path, store: Store, model: ScriptedModel) -> tuple[Orchestrator, RecordingDesk]:

@@ -268,7 +268,7 @@ async def test_git_head_is_recorded(repo_map: RepoMap, store: Store, tmp_path: P
     assert info is not None and info["git_head"] == head and info["root"] == str(repo.resolve())
     plain = write_tree(tmp_path / "nogit", {"a.py": "A = 1\n"})
     await repo_map.refresh("nogit", plain)
-    assert (await store.repo_index.info("nogit"))["git_head"] is None  # type: ignore[index]
+    assert (await store.repo_index.info("nogit"))["git_head"] is None
 
 
 async def test_workspaces_are_kept_apart(repo_map: RepoMap, small: Path, tmp_path: Path) -> None:

@@ -45,7 +45,7 @@ def hold_late_files(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
     held = threading.Event()
     real_parse = parse_pool.parse_files
 
-    def parse_files(base, paths, states, hashes):  # type: ignore[no-untyped-def]
+    def parse_files(base, paths, states, hashes):
         if LATE in paths:
             assert held.wait(60), "the test never released the build"
         return real_parse(base, paths, states, hashes)
@@ -114,7 +114,7 @@ async def test_no_map_while_nothing_is_indexed_yet(store: Store, tmp_path: Path,
     held = threading.Event()
     real_parse = parse_pool.parse_files
 
-    def parse_files(base, paths, states, hashes):  # type: ignore[no-untyped-def]
+    def parse_files(base, paths, states, hashes):
         assert held.wait(30), "the test never released the build"
         return real_parse(base, paths, states, hashes)
 

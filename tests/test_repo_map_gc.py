@@ -13,7 +13,7 @@ from agents.repo_map.gc_pause import gc_paused
 
 
 @pytest.fixture(autouse=True)
-def _gc_enabled_around():  # type: ignore[no-untyped-def]
+def _gc_enabled_around():
     was = gc.isenabled()
     gc.enable()
     yield
@@ -66,7 +66,7 @@ def test_parse_files_parses_with_the_collector_paused(tmp_path: Path, monkeypatc
     states: list[bool] = []
     real = outline.python_outline
 
-    def recording(data: bytes, path: str):  # type: ignore[no-untyped-def]
+    def recording(data: bytes, path: str):
         states.append(gc.isenabled())
         return real(data, path)
 

@@ -44,9 +44,9 @@ async def callbacks(tmp_path: Path) -> tuple[RoleCallbacks, Store, Chat]:
         criteria=["add adds", "tests pass"],
     )
     chat = Chat()
-    progress = Progress(chat, store, task, interval=0.0)  # type: ignore[arg-type]
-    gate = NetworkGate(NetworkPolicy.OFF, store, chat, 1.0)  # type: ignore[arg-type]
-    return RoleCallbacks(task, store, chat, progress, gate, None, lambda root: None), store, chat  # type: ignore[arg-type]
+    progress = Progress(chat, store, task, interval=0.0)
+    gate = NetworkGate(NetworkPolicy.OFF, store, chat, 1.0)
+    return RoleCallbacks(task, store, chat, progress, gate, None, lambda root: None), store, chat
 
 
 async def test_verifying_criteria_counts_them_and_a_wrong_number_is_the_models_error(tmp_path: Path) -> None:

@@ -64,7 +64,7 @@ def crew(tmp_path: Path, store: Store) -> Crew:
     make_repo(root / "site", {"index.html": "<h1>hi</h1>\n"})
     bot_repo = make_repo(tmp_path / "self", {"README.md": "# me\n"})
     settings = Settings(
-        _env_file=None,  # type: ignore[call-arg]
+        _env_file=None,
         telegram_bot_token="1:x",
         anthropic_api_key="sk-unit",
         allowed_user_ids=f"{OWNER},{MEMBER},{OTHER_MEMBER}",
@@ -78,7 +78,7 @@ def crew(tmp_path: Path, store: Store) -> Crew:
         raise AssertionError("no task runs in these tests")
 
     runner = TaskQueue(store, never_runs, 1)
-    runner.wake = lambda: None  # type: ignore[method-assign]
+    runner.wake = lambda: None
     return Crew(settings, store, Workspaces(root, bot_repo), runner, RecordingNotifier())
 
 
@@ -100,7 +100,7 @@ async def ended_task(store: Store, by: int, chat: int = CHAT) -> Task:
 
 def test_owners_default_to_every_allowed_user(tmp_path: Path) -> None:
     alone = Settings(
-        _env_file=None,  # type: ignore[call-arg]
+        _env_file=None,
         telegram_bot_token="1:x",
         anthropic_api_key="k",
         allowed_user_ids="5,6",

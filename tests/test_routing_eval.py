@@ -32,7 +32,7 @@ def eval_settings(claude: FakeAnthropic, tmp_path: Path) -> Settings:
     return Settings(
         _env_file=None,
         telegram_bot_token="123:abc",
-        anthropic_api_key="sk-test",  # type: ignore[call-arg]
+        anthropic_api_key="sk-test",
         anthropic_base_url=claude.url,
         anthropic_max_retries=0,
         allowed_user_ids="1",

@@ -269,7 +269,7 @@ def transcribers(engine: type[ResidentTranscriber], convert_root: Path):
         kwargs.setdefault("max_tokens_per_window", 24)
         if engine is voice.FasterWhisperTranscriber:
             kwargs.setdefault("convert_root", convert_root)
-        transcriber = engine(str(model), language, 60.0, "cpu", **kwargs)  # type: ignore[arg-type]
+        transcriber = engine(str(model), language, 60.0, "cpu", **kwargs)
         made.append(transcriber)
         return transcriber
 
@@ -667,7 +667,7 @@ def test_the_setting_picks_the_engine(tmp_path: Path) -> None:
 
     for name, cls in voice.ENGINES.items():
         settings = Settings(
-            _env_file=None,  # type: ignore[call-arg]
+            _env_file=None,
             telegram_bot_token="1:x",
             anthropic_api_key="sk-test",
             allowed_user_ids="1",

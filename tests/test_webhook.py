@@ -116,7 +116,7 @@ REQUIRED = dict(telegram_bot_token="1:x", anthropic_api_key="k", allowed_user_id
 
 
 def test_webhook_defaults() -> None:
-    settings = Settings(_env_file=None, **REQUIRED)  # type: ignore[arg-type]
+    settings = Settings(_env_file=None, **REQUIRED)
     assert (settings.webhook_url, settings.webhook_listen, settings.webhook_port, settings.webhook_path) == (
         None,
         "127.0.0.1",

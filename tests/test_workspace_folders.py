@@ -97,7 +97,7 @@ def test_resolution_table(spaces: Workspaces, spoken: str, expected: str) -> Non
     workspace = spaces.resolve(spoken)
     assert workspace.name == expected
     if expected == "self":
-        assert workspace.path == spaces.bot_repository.resolve()  # type: ignore[union-attr]
+        assert workspace.path == spaces.bot_repository.resolve()
     else:
         assert workspace.path == (spaces.root / expected).resolve()
 

@@ -78,7 +78,7 @@ def history_messages(
         role = str(turn.role)
         if not messages and role != USER:
             continue
-        pictures = attached.get(turn.id) if attached else None
+        pictures = attached.get(turn.id) if attached and turn.id is not None else None
         text_block = {"type": "text", "text": turn.content}
         if role == last_role == USER:
             messages.append({"role": ASSISTANT, "content": [{"type": "text", "text": UNANSWERED}]})
@@ -307,7 +307,7 @@ class Orchestrator:
 
         history = await self._history(chat_id)
         earlier = [t for t in history if t.id is None or t.id < (asked.id or 0)]
-        attached = {t.id: await blocks_of(t.attachments) for t in earlier if t.attachments}
+        attached = {t.id: await blocks_of(t.attachments) for t in earlier if t.attachments and t.id is not None}
         messages = history_messages(earlier, attached)
         if len(messages) >= 2:  # cache breakpoint at the end of the previous turn's user message
             for m in reversed(messages):

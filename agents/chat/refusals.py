@@ -28,7 +28,8 @@ def invalid_request_message(err: anthropic.APIError) -> str | None:
     if not isinstance(err, anthropic.BadRequestError):
         return None
     body = err.body if isinstance(err.body, dict) else {}
-    error = body.get("error") if isinstance(body.get("error"), dict) else body
+    inner = body.get("error")
+    error = inner if isinstance(inner, dict) else body
     if error.get("type", "invalid_request_error") != "invalid_request_error":
         return None
     return str(error.get("message") or err.message)

@@ -150,8 +150,8 @@ class SymbolHints:
             if ws.is_self and not owner:
                 continue
             for word in words:
-                owner, _, name = word.rpartition(".")
-                rows = await self.store.repo_index.search_symbols(ws.name, name, owner or None, 8) if owner else []
+                scope, _, name = word.rpartition(".")
+                rows = await self.store.repo_index.search_symbols(ws.name, name, scope, 8) if scope else []
                 if not rows:  # no definition under that owner (`res` is a variable): the name alone
                     rows = await self.store.repo_index.search_symbols(ws.name, name, None, 8)
                 for row in exact_first(rows, name):

@@ -12,6 +12,20 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+class StoredRecord(BaseModel):
+    """A record the store keeps: `id` is None until the store inserts it, and set ever after."""
+
+    id: int | None = None
+
+    @property
+    def stored_id(self) -> int:
+        """The row's id, for code that handles a record read from or added to the store (asking an unsaved one is a
+        bug, said at once rather than passed on as None)."""
+        if self.id is None:
+            raise LookupError(f"this {type(self).__name__} was never stored: it has no id yet")
+        return self.id
+
+
 class InputMethod(StrEnum):
     TEXT = "text"
     VOICE = "voice"
@@ -80,10 +94,9 @@ class AttachmentKind(StrEnum):
     TEXT = "text"
 
 
-class Attachment(BaseModel):
+class Attachment(StoredRecord):
     """A photo or file the user sent with a message; its bytes live in a file under the data folder (`path`)."""
 
-    id: int | None = None
     chat_id: int
     message_id: int | None = None
     kind: AttachmentKind
@@ -96,10 +109,9 @@ class Attachment(BaseModel):
     created_at: datetime = Field(default_factory=utcnow)
 
 
-class ChatMessage(BaseModel):
+class ChatMessage(StoredRecord):
     """One turn of a chat's conversation with the orchestrator."""
 
-    id: int | None = None
     chat_id: int
     role: Role
     content: str
@@ -112,10 +124,9 @@ class ChatMessage(BaseModel):
     attachments: list[Attachment] = Field(default_factory=list, exclude=True)  # rows of their own table
 
 
-class Proposal(BaseModel):
+class Proposal(StoredRecord):
     """A research worker's Markdown proposal waiting for the user's decision."""
 
-    id: int | None = None
     chat_id: int
     workspace: str
     request: str
@@ -139,10 +150,9 @@ class Caller(BaseModel):
     user_name: str | None = None  # how /tasks names who started a task
 
 
-class Task(BaseModel):
+class Task(StoredRecord):
     """A unit of worker execution (code, frontend, test or research)."""
 
-    id: int | None = None
     chat_id: int
     workspace: str
     worker: WorkerKind
@@ -271,12 +281,11 @@ class ScheduleStatus(StrEnum):
         return self in (ScheduleStatus.ACTIVE, ScheduleStatus.PAUSED)
 
 
-class Schedule(BaseModel):
+class Schedule(StoredRecord):
     """Work that starts by itself: a task or research of one conversation, run as the user who made it.
 
     Exactly one of `cron` (5 fields, in TIMEZONE), `at` (one run) and `every_minutes` says when."""
 
-    id: int | None = None
     chat_id: int  # the conversation it belongs to: runs report there
     user_id: int | None = None  # its maker: each run acts as them (their role)
     user_name: str | None = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from datetime import tzinfo
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, ValidationInfo, field_validator
@@ -358,9 +358,9 @@ def describe_validation_error(err: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def load_settings(**overrides: object) -> Settings:
+def load_settings(**overrides: Any) -> Settings:
     """Load settings, raising SettingsError with one clear line on a missing or malformed key."""
     try:
-        return Settings(**overrides)  # type: ignore[arg-type]
+        return Settings(**overrides)
     except ValidationError as err:
         raise SettingsError(f"configuration error: {describe_validation_error(err)}") from None

@@ -125,7 +125,7 @@ class WorkflowLines:
                     return None
             return self.client
 
-    def handle(self, workflow_id: str) -> WorkflowHandle:
+    def handle(self, workflow_id: str) -> WorkflowHandle[AgentTask, TaskReport]:
         assert self.client is not None
         return self.client.get_workflow_handle_for(AgentTask.run, workflow_id)
 
@@ -253,7 +253,7 @@ class TemporalEngine:
             return set()
         adopted: set[int] = set()
         for task in tasks:
-            run = await self._open_run(task.id)
+            run = await self._open_run(task.stored_id)
             if run is None:
                 continue  # never started as a workflow, or its last run's report was applied
             handle = self.lines.handle(run)
@@ -267,17 +267,17 @@ class TemporalEngine:
                 except Exception:  # the bot starts anyway; the task stays interrupted, with Resume
                     log.exception("task %s: the report of its finished workflow could not be applied", task.id)
                     continue
-                adopted.add(task.id)
+                adopted.add(task.stored_id)
             elif described.status in ENDED_WITHOUT_REPORT:  # Resume starts a new run
                 await self.store.add_event(TaskEvent(task_id=task.id, kind=RUN_EVENT, detail=f"ended {run}"))
-            elif await self.store.transition_task(task.id, [TaskStatus.INTERRUPTED], TaskStatus.IN_PROGRESS):
+            elif await self.store.transition_task(task.stored_id, [TaskStatus.INTERRUPTED], TaskStatus.IN_PROGRESS):
                 await self.store.add_event(
                     TaskEvent(task_id=task.id, kind="status", detail="in_progress (re-attached)")
                 )
                 task.status = TaskStatus.IN_PROGRESS
-                self.attaching[task.id] = run  # follow that run: never start a second one
+                self.attaching[task.stored_id] = run  # follow that run: never start a second one
                 self.queue.adopt(task)
-                adopted.add(task.id)
+                adopted.add(task.stored_id)
         return adopted
 
     async def drop_branch(self, task: Task) -> str | None:
@@ -325,17 +325,18 @@ class TemporalEngine:
     async def next_run(self, task: Task) -> str:
         """The id this run starts under: the open run's (its start may have reached the cluster), else a new one,
         written down before the start is sent."""
-        open_run = await self._open_run(task.id)
+        open_run = await self._open_run(task.stored_id)
         if open_run is not None:
             return open_run
         runs = sum(
-            e.kind == RUN_EVENT and e.detail.startswith("started ") for e in await self.store.task_events(task.id)
+            e.kind == RUN_EVENT and e.detail.startswith("started ")
+            for e in await self.store.task_events(task.stored_id)
         )
-        run = cluster.workflow_id(self.instance, task.id, runs + 1)
+        run = cluster.workflow_id(self.instance, task.stored_id, runs + 1)
         await self.store.add_event(TaskEvent(task_id=task.id, kind=RUN_EVENT, detail=f"started {run}"))
         return run
 
-    async def start_run(self, client: Client, run: str, start: TaskStart) -> WorkflowHandle:
+    async def start_run(self, client: Client, run: str, start: TaskStart) -> WorkflowHandle[AgentTask, TaskReport]:
         """Start the run's workflow; refused by the cluster (WorkflowAlreadyStartedError) when that id ever ran."""
         return await client.start_workflow(
             AgentTask.run,
@@ -352,12 +353,12 @@ class TemporalEngine:
         if client is None:
             await self._unreachable(task)
             return
-        run = self.attaching.pop(task.id, None) or await self.next_run(task)
-        self.lines.followed[task.id] = Followed(task.chat_id, run)
+        run = self.attaching.pop(task.stored_id, None) or await self.next_run(task)
+        self.lines.followed[task.stored_id] = Followed(task.chat_id, run)
         try:
             await self._follow(client, task, run)
         finally:
-            self.lines.followed.pop(task.id, None)
+            self.lines.followed.pop(task.stored_id, None)
 
     async def _follow(self, client: Client, task: Task, run: str) -> None:
         handle = self.lines.handle(run)
@@ -374,21 +375,21 @@ class TemporalEngine:
         except asyncio.CancelledError:
             if self.stopping:  # the workflow goes on; the next start of the bot re-attaches
                 raise
-            await self.lines.poke(Poke(task.id, "cancel"))
+            await self.lines.poke(Poke(task.stored_id, "cancel"))
             with contextlib.suppress(TimeoutError, Exception):
                 async with asyncio.timeout(CANCEL_WAIT_SECONDS):
                     await self._apply(task, run, await asyncio.shield(self._result(handle)))
             raise
         await self._apply(task, run, report)
 
-    async def _result(self, handle: WorkflowHandle) -> TaskReport:
+    async def _result(self, handle: WorkflowHandle[AgentTask, TaskReport]) -> TaskReport:
         """The workflow's report; waits through a cluster that is briefly unreachable. A workflow that ended without
         one (terminated or timed out on the cluster) reports the task `interrupted`: Resume then starts a new run."""
         while True:
             try:
                 return await handle.result(rpc_timeout=None)
             except WorkflowFailureError as err:
-                why = f"its workflow {handle.id} ended without a report ({err.cause or err})"
+                why = f"its workflow {handle.id} ended without a report ({err.cause})"
                 return TaskReport(task_id=0, status=TaskStatus.INTERRUPTED.value, error=why)
             except RPCError as err:
                 log.warning("workflow %s: %s; retrying in 5 s", handle.id, err)
@@ -399,16 +400,16 @@ class TemporalEngine:
         runs = s.max_corrections + 1
         files = [
             HandedFile(a.id or 0, a.kind.value, a.name, a.media_type, a.path, a.size, a.tokens, save)
-            for a, save in await self.store.task_attachments(task.id)
+            for a, save in await self.store.task_attachments(task.stored_id)
         ]
         return TaskStart(
-            task_id=task.id,
+            task_id=task.stored_id,
             chat_id=task.chat_id,
             workspace=task.workspace,
             worker=task.worker.value,
             title=task.title,
             instructions=task.instructions,
-            criteria=[c.text for c in await self.store.criteria(task.id)],
+            criteria=[c.text for c in await self.store.criteria(task.stored_id)],
             branch=task.branch,
             notes=task.result if task.worker is not WorkerKind.RESEARCH else None,
             standing_notes=[
@@ -431,12 +432,14 @@ class TemporalEngine:
     async def _unreachable(self, task: Task, err: BaseException | None = None) -> None:
         """One sentence, the task `interrupted` (Resume starts it, once, when the cluster is back)."""
         why = cluster.unreachable(self.settings, err)
-        await self.store.update_task(task.id, status=TaskStatus.INTERRUPTED, error=why)
+        await self.store.update_task(task.stored_id, status=TaskStatus.INTERRUPTED, error=why)
         await self.store.add_event(TaskEvent(task_id=task.id, kind="status", detail=f"interrupted: {why}"))
         await self._tell_interrupted(task, f"⚠️ **Task #{task.id}** could not start: {why}. Resume it when it is back.")
 
     async def _tell_interrupted(self, task: Task, text: str) -> None:
-        buttons = [[button("▶ Resume", Action.RESUME, task.id), button("✖ Discard", Action.DISCARD, task.id)]]
+        buttons = [
+            [button("▶ Resume", Action.RESUME, task.stored_id), button("✖ Discard", Action.DISCARD, task.stored_id)]
+        ]
         await self.deliveries.deliver(task.chat_id, text, buttons=buttons, kind="notice", task_id=task.id)
 
     async def _apply(self, task: Task, run: str, report: TaskReport) -> None:
@@ -445,7 +448,7 @@ class TemporalEngine:
         for kind, detail in report.events:
             await self.store.add_event(TaskEvent(task_id=task.id, kind=kind, detail=detail))
         for idx, evidence in report.verified:
-            await self.store.verify_criterion(task.id, int(idx), evidence)
+            await self.store.verify_criterion(task.stored_id, int(idx), evidence)
         for row in report.usage:
             await self.store.record_usage(UsageRecord.model_validate_json(row).model_copy(update={"id": None}))
         for row in report.tool_calls:
@@ -465,13 +468,15 @@ class TemporalEngine:
             fields.update(branch=report.branch, worktree=None, **{k: v for k, v in known.items() if v})
         if status.is_final:
             fields["finished_at"] = utcnow()
-        await self.store.update_task(task.id, **fields)
+        await self.store.update_task(task.stored_id, **fields)
         await self.store.add_event(TaskEvent(task_id=task.id, kind=RUN_EVENT, detail=f"ended {run}"))
         if proposal is not None:
             await show_proposal(self.store, self.deliveries, self.settings.shown_turn_chars, task, proposal)
         for shown in report.shown:
             text = shown.text + (f"\n\n⚠ {missing}" if missing else "")
-            record = await remember_shown(self.store, task.chat_id, TASK, task.id, text, self.settings.shown_turn_chars)
+            record = await remember_shown(
+                self.store, task.chat_id, TASK, task.stored_id, text, self.settings.shown_turn_chars
+            )
             sent = await self.deliveries.deliver(
                 task.chat_id,
                 text,

@@ -76,7 +76,7 @@ class ChatThroughWorkflow:
 
     async def _call(self, call: NotifyCall) -> Shown:
         async with asyncio.timeout(SEND_SECONDS):
-            return await self.handle.execute_update(AgentTask.notify, call)
+            return await self.handle.execute_update(AgentTask.notify, call)  # type: ignore[arg-type]  # temporalio's update(unfinished_policy=...) overload keeps the coroutine in its type
 
     async def send(
         self,
@@ -126,7 +126,8 @@ class ChatThroughWorkflow:
         return [(chat, message) for chat, message in shown.copies]
 
     async def file_part(self, file_id: int, offset: int) -> bytes:
-        return await self.handle.execute_update(AgentTask.file_part, FilePart(self.task_id, file_id, offset))
+        part = FilePart(self.task_id, file_id, offset)
+        return await self.handle.execute_update(AgentTask.file_part, part)  # type: ignore[arg-type]  # temporalio's update(unfinished_policy=...) overload keeps the coroutine in its type
 
 
 class SummariesToReport:
@@ -189,7 +190,7 @@ class RunnerNode:
         killed_mid_task = await store.interrupt_running_tasks()  # this runner was killed: their commands go too
         if killed_mid_task:
             await asyncio.to_thread(
-                kill_orphans, instance_token(settings.database_path), {t.id for t in killed_mid_task}
+                kill_orphans, instance_token(settings.database_path), {t.stored_id for t in killed_mid_task}
             )
         return cls(settings, store, client, make_client(settings))
 
@@ -265,6 +266,8 @@ class RunnerNode:
 
     async def _execute(self, start: TaskStart, lost: list[str]) -> TaskReport:
         wf_id = activity.info().workflow_id
+        if wf_id is None:  # a standalone activity: never started so here (the task's workflow starts it)
+            raise RuntimeError("the execute activity runs only in a task's workflow")
         await self.client.get_workflow_handle(wf_id).signal(AgentTask.claimed, Claim(self.name, self.queue))
         since = utcnow()
         run = self.task_run(start, wf_id)
@@ -272,15 +275,15 @@ class RunnerNode:
         problem = await self._prepare(task) or await self._fetch_files(start, run)
         if problem:
             await run.executor.set_status(task, TaskStatus.FAILED, error=problem)
-            return TaskReport(task.id, TaskStatus.FAILED.value, self.name, error=problem)
-        run.executor.carried_notes[task.id] = start.standing_notes  # the bot's notes: this store has none
+            return TaskReport(task.stored_id, TaskStatus.FAILED.value, self.name, error=problem)
+        run.executor.carried_notes[task.stored_id] = start.standing_notes  # the bot's notes: this store has none
         run.job = job = asyncio.create_task(run.executor.execute(task), name=f"task-{task.id}")
-        self.runs[task.id] = run
+        self.runs[task.stored_id] = run
         pushed: str | None = None
         try:
             while not job.done():
                 await asyncio.wait({job}, timeout=max(0.5, start.heartbeat_seconds / 4))
-                pushed = await self._push_progress(task.id, wf_id, pushed)
+                pushed = await self._push_progress(task.stored_id, wf_id, pushed)
             await job
         except asyncio.CancelledError:
             if not job.done():  # Temporal cancelled this activity: stop the task like /cancel does
@@ -294,7 +297,7 @@ class RunnerNode:
             log.exception("task %s crashed", task.id)
             await run.executor.set_status(task, TaskStatus.FAILED, error="internal error (see the runner's log)")
         finally:
-            self.runs.pop(task.id, None)
+            self.runs.pop(task.stored_id, None)
         return await self._report(task, since, run)
 
     @activity.defn(name=POKE)
@@ -396,9 +399,9 @@ class RunnerNode:
         return None
 
     async def _report(self, task: Task, since: datetime, run: TaskRun) -> TaskReport:
-        row = await self.store.get_task(task.id)
+        row = await self.store.get_task(task.stored_id)
         assert row is not None
-        shown = run.summaries.kept.pop(task.id, [])
+        shown = run.summaries.kept.pop(task.stored_id, [])
         proposal = None
         if row.worker is WorkerKind.RESEARCH and row.status is TaskStatus.COMPLETED and row.result:
             number = row.result.removeprefix("proposal #")  # the bot stores it under a number of its own
@@ -406,7 +409,7 @@ class RunnerNode:
             proposal = found.body if found else None
             shown = [m for m in shown if m.kind != "proposal"]
         report = TaskReport(
-            task_id=task.id,
+            task_id=task.stored_id,
             status=row.status.value,
             runner=self.name,
             result=row.result,
@@ -415,8 +418,8 @@ class RunnerNode:
             branch=row.branch,
             base_branch=row.base_branch,
             base_commit=row.base_commit,
-            events=[[e.kind, e.detail] for e in await self.store.task_events(task.id) if e.created_at >= since],
-            verified=[[str(c.idx), c.evidence or ""] for c in await self.store.criteria(task.id) if c.verified],
+            events=[[e.kind, e.detail] for e in await self.store.task_events(task.stored_id) if e.created_at >= since],
+            verified=[[str(c.idx), c.evidence or ""] for c in await self.store.criteria(task.stored_id) if c.verified],
             usage=[u.model_dump_json() for u in await self.store.usage_since(since, task_id=task.id)],
             tool_calls=[
                 c.model_dump_json()

@@ -115,7 +115,7 @@ class TemporalFiring:
         await self._require()
         described = await self._described_or_created(schedule)
         if described is not None and described.schedule.state.paused:
-            await self.handle(schedule.id).unpause(note="resumed in the chat")
+            await self.handle(schedule.stored_id).unpause(note="resumed in the chat")
 
     async def pause(self, schedule_id: int) -> None:
         """Best effort: a run the cluster still starts finds the schedule paused in the store, and pauses it again."""
@@ -187,12 +187,12 @@ class TemporalFiring:
     async def _match(self, schedule: ScheduleRecord) -> None:
         described = await self._described_or_created(schedule)
         if described is not None and schedule.status is ScheduleStatus.PAUSED and not described.schedule.state.paused:
-            await self.handle(schedule.id).pause(note="paused by the bot")
+            await self.handle(schedule.stored_id).pause(note="paused by the bot")
 
     async def _described_or_created(self, schedule: ScheduleRecord) -> ScheduleDescription | None:
         """The schedule as the cluster has it, or None after creating it there (it was missing)."""
         try:
-            return await self.handle(schedule.id).describe()
+            return await self.handle(schedule.stored_id).describe()
         except RPCError as err:
             if err.status is not RPCStatusCode.NOT_FOUND:
                 raise
@@ -203,12 +203,12 @@ class TemporalFiring:
         assert self.client is not None
         spec, state = spec_of(schedule, self.zone)
         await self.client.create_schedule(
-            self.schedule_id(schedule.id),
+            self.schedule_id(schedule.stored_id),
             Schedule(
                 action=ScheduleActionStartWorkflow(
                     ScheduledRun.run,
-                    schedule.id,
-                    id=f"{self.schedule_id(schedule.id)}-run",
+                    schedule.stored_id,
+                    id=f"{self.schedule_id(schedule.stored_id)}-run",
                     task_queue=schedule_queue(self.settings),
                 ),
                 spec=spec,

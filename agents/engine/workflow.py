@@ -18,6 +18,7 @@ Temporal re-imports this module in its workflow sandbox: it has no side effects,
 from __future__ import annotations
 
 import dataclasses
+import functools
 from datetime import timedelta
 
 from temporalio import workflow
@@ -59,7 +60,8 @@ class AgentTask:
         self.start = start
         lost: list[str] = []
         while True:
-            execution = workflow.start_activity(
+            # started by name (the runner's activity is not imported here): the handle's type says what it returns
+            execution: workflow.ActivityHandle[TaskReport] = workflow.start_activity(
                 EXECUTE,
                 args=[start, lost],
                 task_queue=start.shared_queue,
@@ -70,11 +72,11 @@ class AgentTask:
                 retry_policy=ONCE,
                 cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
             )
-            await workflow.wait_condition(lambda e=execution: e.done() or (self.cancelled and self.claim is None))
+            await workflow.wait_condition(functools.partial(self._settled, execution))
             if not execution.done():  # cancelled before any runner took it
                 execution.cancel()
             try:
-                report = await execution
+                report: TaskReport = await execution
                 self.ended = True
                 return report
             except ActivityError as err:
@@ -88,6 +90,10 @@ class AgentTask:
                 if len(lost) > start.takeovers:
                     return self._end("interrupted", f"its runner was lost ({lost[-1]})", self.branch)
                 start = dataclasses.replace(start, branch=self.branch or start.branch)
+
+    def _settled(self, execution: workflow.ActivityHandle[TaskReport]) -> bool:
+        """The run's activity is over, or the task was cancelled before any runner took it."""
+        return execution.done() or (self.cancelled and self.claim is None)
 
     def _end(self, status: str, error: str | None = None, branch: str | None = None) -> TaskReport:
         self.ended = True
@@ -144,7 +150,7 @@ class AgentTask:
     async def file_part(self, part: FilePart) -> bytes:
         """A part of a file the user handed to the task, read by the bot (a runner has no copy of its own)."""
         assert self.start is not None
-        return await workflow.execute_activity(
+        data: bytes = await workflow.execute_activity(
             FETCH,
             part,
             task_queue=self.start.bot_queue,
@@ -153,11 +159,12 @@ class AgentTask:
             schedule_to_close_timeout=timedelta(minutes=10),
             retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=5), maximum_attempts=5),
         )
+        return data
 
     async def _notify(self, call: NotifyCall) -> Shown:
         assert self.start is not None
         edit = call.method == "edit"  # a progress edit is dropped when the bot is away: the next shows it all
-        return await workflow.execute_activity(
+        shown: Shown = await workflow.execute_activity(
             NOTIFY,
             call,
             task_queue=self.start.bot_queue,
@@ -167,3 +174,4 @@ class AgentTask:
             # a bot that is down picks it up when it is back (attempts count only once it runs); a refusal is final
             retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=5), maximum_attempts=5),
         )
+        return shown

@@ -46,8 +46,9 @@ class RecordingDesk:
         self.calls: list[ToolCall] = []
         self._task_ids = 0
 
-    def _record(self, name: str, **arguments: Any) -> None:
-        self.calls.append(ToolCall(name, {k: v for k, v in arguments.items() if v is not None}))
+    def _record(self, tool: str, /, **arguments: Any) -> None:
+        """One call of `tool` (positional only: a tool's own argument may be called `name`)."""
+        self.calls.append(ToolCall(tool, {k: v for k, v in arguments.items() if v is not None}))
 
     def _refused(self) -> None:
         self.calls[-1].ok = False
@@ -132,7 +133,7 @@ class RecordingDesk:
         self._record("approve_proposal", proposal_id=proposal_id, notes=notes)
         proposal = await self._pick(caller.chat_id, proposal_id)
         self.calls[-1].input["picked"] = proposal.id
-        await self.store.update_proposal(proposal.id, status=ProposalStatus.APPROVED, decided_at=utcnow())
+        await self.store.update_proposal(proposal.stored_id, status=ProposalStatus.APPROVED, decided_at=utcnow())
         return (
             f"Proposal #{proposal.id} approved; code task #{self._next_task()} started on {proposal.workspace} "
             "in the background."
@@ -142,7 +143,7 @@ class RecordingDesk:
         self._record("reject_proposal", proposal_id=proposal_id, reason=reason)
         proposal = await self._pick(caller.chat_id, proposal_id)
         self.calls[-1].input["picked"] = proposal.id
-        await self.store.update_proposal(proposal.id, status=ProposalStatus.REJECTED, decided_at=utcnow())
+        await self.store.update_proposal(proposal.stored_id, status=ProposalStatus.REJECTED, decided_at=utcnow())
         return f"Proposal #{proposal.id} rejected."
 
     async def list_tasks(self, caller: Caller) -> str:

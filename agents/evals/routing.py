@@ -121,17 +121,17 @@ def check_details(case: Case, calls: list[ToolCall], workspaces: Workspaces) -> 
         if got != case.workspace:
             wrong.append(f"workspace {got} (expected {case.workspace})")
     if case.proposal_id is not None:
-        got = work.input.get("picked", work.input.get("proposal_id", work.input.get("refines")))
-        if got is None or int(got) != case.proposal_id:
-            wrong.append(f"proposal {got} (expected #{case.proposal_id})")
+        proposal = work.input.get("picked", work.input.get("proposal_id", work.input.get("refines")))
+        if proposal is None or int(proposal) != case.proposal_id:
+            wrong.append(f"proposal {proposal} (expected #{case.proposal_id})")
     if case.background is not None and work.name == "start_task":
-        got = work.input.get("background")
-        if got is not case.background:
-            wrong.append(f"background={got} (expected {case.background})")
+        background = work.input.get("background")
+        if background is not case.background:
+            wrong.append(f"background={background} (expected {case.background})")
     if case.task_id is not None and work.name == "cancel_task":
-        got = work.input.get("task_id")
-        if got is None or int(got) != case.task_id:
-            wrong.append(f"task {got} (expected #{case.task_id})")
+        task = work.input.get("task_id")
+        if task is None or int(task) != case.task_id:
+            wrong.append(f"task {task} (expected #{case.task_id})")
     return wrong
 
 
@@ -149,8 +149,8 @@ async def set_up(store: Store, case: Case) -> ReplyTo | None:
             Proposal(chat_id=EVAL_CHAT_ID, workspace=workspace, request=request, body=body)
         )
         text = f"📋 **Proposal #{proposal.id}** for `{workspace}`.\n\n{body}"
-        record = await remember_shown(store, EVAL_CHAT_ID, PROPOSAL, proposal.id, text, 20_000)
-        await shown_as(store, record, 900 + proposal.id)
+        record = await remember_shown(store, EVAL_CHAT_ID, PROPOSAL, proposal.stored_id, text, 20_000)
+        await shown_as(store, record, 900 + proposal.stored_id)
     for active in case.tasks:
         task = await store.add_task(
             Task(
@@ -162,7 +162,7 @@ async def set_up(store: Store, case: Case) -> ReplyTo | None:
                 status=TaskStatus.IN_PROGRESS,
             )
         )
-        await store.update_task(task.id, progress_message_id=800 + task.id)
+        await store.update_task(task.stored_id, progress_message_id=800 + task.stored_id)
     if case.researching:
         await store.add_task(
             Task(

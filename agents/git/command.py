@@ -261,11 +261,12 @@ async def stream_git(
         stderr=asyncio.subprocess.DEVNULL,
     )
     assert proc.stdout is not None
+    stdout = proc.stdout
     written, cut = 0, False
 
     async def copy() -> None:
         nonlocal written, cut
-        while chunk := await proc.stdout.read(65_536):
+        while chunk := await stdout.read(65_536):
             room = limit - written
             if len(chunk) > room:
                 chunk, cut = chunk[:room], True

@@ -25,7 +25,7 @@ import numpy as np
 
 from agents.core.protocols import ModelState, Transcript
 from agents.inputs.audio import SAMPLE_RATE, ModelUnavailable, TranscriptionFailed, decode_audio
-from agents.inputs.speed_log import KEEP, NoteSpeed, append_speed
+from agents.inputs.speed_log import KEEP, NoteSpeed, append_speed, summary
 
 log = logging.getLogger(__name__)
 
@@ -135,6 +135,10 @@ class ResidentTranscriber:
     def device(self) -> str | None:
         """The torch device in use (known once loading has begun, if it wasn't given)."""
         return self._device
+
+    def speed_summary(self) -> str | None:
+        """How fast the last notes went (`summary` of the ones kept in memory); None before the first one."""
+        return summary(list(self.recent)) if self.recent else None
 
     def start_loading(self) -> None:
         """Begin loading the model in the worker thread; returns at once. Does nothing if already begun."""

@@ -35,7 +35,8 @@ async def stream_message(
     params = dict(params)
     timeout = params.pop("timeout", None)
     options: dict[str, Any] = {"timeout": timeout} if timeout is not None else {}
-    response: httpx.Response = await client.post(
+    # the SDK hands back the raw response for cast_to=httpx.Response; its overloads want a stream_cls with stream=True
+    response: httpx.Response = await client.post(  # type: ignore[call-overload]  # the overloads miss this use
         "/v1/messages", cast_to=httpx.Response, content=request_body(params), options=options, stream=True
     )
     try:

@@ -4,7 +4,7 @@ The orchestrator and every worker run this loop; they differ only in configurati
 whether the last round may call tools, whether the answer streams). All stop-reason handling lives here:
 a tool call cut off at `max_tokens` is answered with an error and retried, never taken as the answer;
 `refusal`, `model_context_window_exceeded` and a text-only `max_tokens` end the loop with their own ending.
-The model is reached through `MessageModel`, the seam that `AsyncAnthropic.messages` satisfies and
+The model is reached through `MessageModel`, the seam that `SdkModel` (the SDK's client) fills and
 `agents.llm.scripted_model.ScriptedModel` plays in unit tests.
 """
 
@@ -15,20 +15,20 @@ import contextlib
 import math
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, cast
+from typing import Any
 
 import anthropic
-from anthropic.resources.messages import AsyncMessages
 
 from agents.core.models import Usage
 from agents.core.protocols import AnswerStream, MessageModel
-from agents.core.secrets_filter import mask, mask_json
+from agents.core.secrets_filter import mask
 from agents.llm.client import usage_of
 from agents.llm.context_budget import create_within_window
 from agents.llm.raw_stream import stream_message
-from agents.tools.toolbox import Toolbox
+from agents.tools.toolbox import Toolbox, masked
 
 EPHEMERAL = {"type": "ephemeral"}
 TRUNCATED = (
@@ -38,13 +38,24 @@ TRUNCATED = (
 STOPPED = "not run: the agent was stopped"
 
 
+class SdkModel:
+    """`MessageModel` over the SDK's client: its `messages.create` and `messages.stream` (whose overloads name each
+    parameter, where the seam passes them on as keywords)."""
+
+    def __init__(self, client: anthropic.AsyncAnthropic) -> None:
+        self.client = client
+
+    async def create(self, **params: Any) -> anthropic.types.Message:
+        message: anthropic.types.Message = await self.client.messages.create(**params)
+        return message
+
+    def stream(self, **params: Any) -> AbstractAsyncContextManager[Any]:
+        return self.client.messages.stream(**params)
+
+
 def as_model(client: MessageModel | anthropic.AsyncAnthropic) -> MessageModel:
-    """The seam from a client (its `.messages`) or a model given as is (a ScriptedModel)."""
-    if isinstance(client, anthropic.AsyncAnthropic):
-        # the SDK's create() names each parameter (typed overloads); the seam takes them as **params, which the
-        # SDK accepts at run time but mypy cannot match structurally
-        return cast(MessageModel, client.messages)
-    return client
+    """The seam from a client (`SdkModel`) or a model given as is (a ScriptedModel)."""
+    return SdkModel(client) if isinstance(client, anthropic.AsyncAnthropic) else client
 
 
 class Ending(StrEnum):
@@ -148,7 +159,7 @@ class ToolLoop:
         """A new user turn of content blocks (text, images, documents), kept alternating after a turn that ended on
         tool results (the blocks join that user turn). Text is masked by the one output filter:
         a test run's output or a note quoting a command reaches the model without known secrets."""
-        blocks = [cast(dict[str, Any], mask_json(b)) for b in blocks]  # mask_json gives a dict back for a dict
+        blocks = masked(blocks)
         if self.messages and self.messages[-1]["role"] == "user":
             self.messages[-1]["content"].extend(blocks)
         else:
@@ -210,8 +221,8 @@ class ToolLoop:
     async def _call(self, params: dict[str, Any]) -> anthropic.types.Message:
         if self.answer is None:
             return await self.model.create(**params)
-        if isinstance(self.model, AsyncMessages):  # the real SDK: read raw (agents/llm/raw_stream.py says why)
-            return await stream_message(self.model._client, params, self.answer.text)  # the resource's own client
+        if isinstance(self.model, SdkModel):  # the real SDK: read raw (agents/llm/raw_stream.py says why)
+            return await stream_message(self.model.client, params, self.answer.text)
         async with self.model.stream(**params) as stream:
             async for event in stream:
                 if event.type == "text" and event.text:

@@ -134,9 +134,9 @@ def _rank(
     `symbol_rows` and `terms` are consumed (emptied once turned into symbols and FileTerms, which rank_files
     empties in turn as it reads them): on a big repository they are tens of megabytes a drawing need not hold."""
     symbols: dict[str, list[Symbol]] = {}
-    for path, *fields in symbol_rows:
+    for path, name, kind, line, signature, parent in symbol_rows:
         if path in rows:
-            symbols.setdefault(path, []).append(Symbol(*fields))
+            symbols.setdefault(path, []).append(Symbol(name, kind, line, signature, parent))
     symbol_rows.clear()
     file_terms = [FileTerms(path, refs, words) for path, refs, words in terms]
     terms.clear()
@@ -149,8 +149,9 @@ def _rank(
 def _symbol_lines(symbols: list[Symbol]) -> list[str]:
     lines = []
     for symbol in sorted(symbols, key=lambda s: s.line):
-        nested = symbol.parent and not symbol.signature.startswith(f"{symbol.parent}.")  # not `res.send = …`
-        depth = 1 + (symbol.parent.count(".") + 1 if nested else 0)
+        depth = 1
+        if symbol.parent and not symbol.signature.startswith(f"{symbol.parent}."):  # nested, not `res.send = …`
+            depth += symbol.parent.count(".") + 1
         lines.append(f"{'  ' * depth}{symbol.line}: {symbol.signature}")
     return lines
 

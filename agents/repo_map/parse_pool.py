@@ -82,12 +82,12 @@ async def parse_batches(
     try:
         running = len(workers)
         while running:
-            batch = await frames.get()
-            if batch is None:
+            frame = await frames.get()
+            if frame is None:
                 running -= 1
             else:
                 slots.release()
-                yield batch
+                yield frame
         for worker in workers:
             worker.result()  # a bug in a worker is raised here, not lost
     finally:

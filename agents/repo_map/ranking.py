@@ -562,8 +562,10 @@ def rank_files(
                     continue
                 exact = name in wanted
                 owner_match = any(name == n and (symbol.parent or "").split(".")[-1] == o for o, n in request.dotted)
-                score = (40.0 if owner_match else 0.0) + (20.0 if exact else 6.0) * min(1.0, len(name) / 8) / spread
-                personal[path] += score
+                name_score = (40.0 if owner_match else 0.0) + (20.0 if exact else 6.0) * min(
+                    1.0, len(name) / 8
+                ) / spread
+                personal[path] += name_score
                 exact_match[path].add(name)
 
     # Words: file-name words, then BM25-style over the words of each file's identifiers.
@@ -572,10 +574,10 @@ def rank_files(
     if query:
         for path in paths:
             folder, _, name = path.rpartition("/")
-            hits = query.intersection(stemmed_words(name.rsplit(".", 1)[0] if "." in name[1:] else name))
+            hits_name = query.intersection(stemmed_words(name.rsplit(".", 1)[0] if "." in name[1:] else name))
             hits_folder = query.intersection(w for part in folder.split("/") for w in stemmed_words(part))
-            if hits or hits_folder:
-                personal[path] += 6.0 * len(hits) + 1.5 * len(hits_folder)
+            if hits_name or hits_folder:
+                personal[path] += 6.0 * len(hits_name) + 1.5 * len(hits_folder)
         frequencies: dict[str, dict[str, int]] = {}
         document_frequency: dict[str, int] = defaultdict(int)
         keys = _word_keys(query)  # decode only the files whose words hold one
@@ -591,10 +593,10 @@ def rank_files(
         total = len(paths)
         idf = {term: math.log(1 + total / count) for term, count in document_frequency.items()}
         for path, found in frequencies.items():
-            score = 0.0
+            word_score = 0.0
             for term, uses in found.items():
-                score += idf[term] * uses / (uses + 2.0)
-            personal[path] += 2.0 * score
+                word_score += idf[term] * uses / (uses + 2.0)
+            personal[path] += 2.0 * word_score
     for position, path in enumerate(recent):
         personal[path] += 1.0 / (1 + position)
     personal = {p: w * weight_of[p] for p, w in personal.items() if p in weight_of and w > 0}

@@ -228,13 +228,14 @@ def _why(err: BaseException) -> str:
 
 def tool_result(result: mcp_types.CallToolResult, shown_as: str) -> tuple[ToolResult, list[tuple[str, bytes]]]:
     """An MCP tool result as a tool_result for the model (text and images) and the pictures for the chat."""
+    import mcp_types  # loaded already: a result comes from a running server
+
     blocks: list[dict[str, Any]] = []
     pictures: list[tuple[str, bytes]] = []
     for item in result.content:
-        kind = getattr(item, "type", "")
-        if kind == "text":
+        if isinstance(item, mcp_types.TextContent):
             blocks.append({"type": "text", "text": item.text})
-        elif kind == "image":
+        elif isinstance(item, mcp_types.ImageContent):
             if item.mime_type in IMAGE_TYPES and len(item.data) <= MAX_IMAGE_BASE64:
                 source = {"type": "base64", "media_type": item.mime_type, "data": item.data}
                 blocks.append({"type": "image", "source": source})
@@ -247,15 +248,17 @@ def tool_result(result: mcp_types.CallToolResult, shown_as: str) -> tuple[ToolRe
                         "characters) that cannot be shown: too large or of an unsupported type]",
                     }
                 )
-        elif kind == "resource":
+        elif isinstance(item, mcp_types.EmbeddedResource):
             resource = item.resource
-            text = getattr(resource, "text", None)
-            shown = text if text is not None else f"[binary resource {resource.uri} ({resource.mime_type})]"
+            if isinstance(resource, mcp_types.TextResourceContents):
+                shown = resource.text
+            else:
+                shown = f"[binary resource {resource.uri} ({resource.mime_type})]"
             blocks.append({"type": "text", "text": shown})
-        elif kind == "resource_link":
+        elif isinstance(item, mcp_types.ResourceLink):
             blocks.append({"type": "text", "text": f"[resource: {item.uri} {item.name}]"})
-        else:
-            blocks.append({"type": "text", "text": f"[{kind or 'unknown'} content, not shown]"})
+        else:  # audio, or a kind newer than this client
+            blocks.append({"type": "text", "text": f"[{getattr(item, 'type', None) or 'unknown'} content, not shown]"})
     if not blocks and result.structured_content is not None:
         blocks.append({"type": "text", "text": json.dumps(result.structured_content, ensure_ascii=False)})
     if all(b["type"] == "text" for b in blocks):

@@ -12,7 +12,7 @@ import contextlib
 import os
 import shutil
 import signal
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -100,7 +100,7 @@ def _kill(process: asyncio.subprocess.Process) -> None:
         os.killpg(process.pid, signal.SIGKILL)  # its own session: the group id is its pid
 
 
-async def _run_one(rg: str, pattern: str, ignore_case: bool, files: Sequence[Path]) -> AsyncIterator[LineMatch]:
+async def _run_one(rg: str, pattern: str, ignore_case: bool, files: Sequence[Path]) -> AsyncGenerator[LineMatch, None]:
     process = await asyncio.create_subprocess_exec(
         *_command(rg, pattern, ignore_case, files),
         stdin=asyncio.subprocess.DEVNULL,
@@ -127,7 +127,7 @@ async def _run_one(rg: str, pattern: str, ignore_case: bool, files: Sequence[Pat
                     await process.wait()  # SIGKILLed: reaped at once
 
 
-async def search(pattern: str, files: Sequence[Path], *, ignore_case: bool = False) -> AsyncIterator[LineMatch]:
+async def search(pattern: str, files: Sequence[Path], *, ignore_case: bool = False) -> AsyncGenerator[LineMatch, None]:
     """Matching lines of `files` in the given order. The caller's loop may stop early: rg is then killed."""
     rg = ripgrep_path()
     if rg is None:

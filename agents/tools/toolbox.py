@@ -10,7 +10,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 from agents.core.errors import ToolError
 from agents.core.models import ToolCallRecord
@@ -19,6 +19,20 @@ from agents.core.text import keep_head_and_tail
 from agents.store.database import Store
 
 log = logging.getLogger(__name__)
+
+
+@overload
+def masked(content: str) -> str: ...
+@overload
+def masked(content: list[dict[str, Any]]) -> list[dict[str, Any]]: ...
+def masked(content: str | list[dict[str, Any]]) -> str | list[dict[str, Any]]:
+    """`mask_json` of a tool result's or a user turn's content, typed as what it is: the filter keeps the shape it is
+    given (a string stays a string, a list of content blocks a list of blocks)."""
+    out = mask_json(content)
+    if not isinstance(out, str | list):
+        raise TypeError(f"mask_json changed a {type(content).__name__} into a {type(out).__name__}")
+    return out
+
 
 Handler = Callable[..., Awaitable[Any]]
 
@@ -171,9 +185,9 @@ class Toolbox:
             result = ToolResult(f"Error: {name} failed: {error}", is_error=True)
         # the one output filter: nothing a tool returns reaches a model with a known secret in it
         if result.size > 16_384:  # CPU work (5-9 ms per 64 KB, bench/secret_filter.py): off the loop
-            result = dataclasses.replace(result, content=await asyncio.to_thread(mask_json, result.content))
+            result = dataclasses.replace(result, content=await asyncio.to_thread(masked, result.content))
         else:
-            result = dataclasses.replace(result, content=mask_json(result.content))
+            result = dataclasses.replace(result, content=masked(result.content))
         if isinstance(result.content, str) and len(result.content) > self.max_result_chars:
             result = ToolResult(
                 keep_head_and_tail(result.content, self.max_result_chars, f"{name} result"), result.is_error

@@ -204,9 +204,6 @@ def test_steps(steps: list[ScriptStep]) -> list[ScriptStep]:
     return others or list(steps)
 
 
-test_steps.__test__ = False  # type: ignore[attr-defined]  (not a pytest test)
-
-
 def reporter_command(step: ScriptStep, report: Path, folder: Path) -> str:
     """The step's command with the flag that makes its runner write per-test outcomes to `report`, a file: the
     output the bot keeps is capped, a report is read whole (ava prints TAP on stdout only: a copy goes to `report`,

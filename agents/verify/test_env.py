@@ -454,7 +454,7 @@ def has_npm_test_script(checkout: Path) -> bool:
         test = npm_test_script(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError):
         return False
-    return bool(test and test.strip()) and NPM_DEFAULT_TEST not in test
+    return test is not None and bool(test.strip()) and NPM_DEFAULT_TEST not in test
 
 
 def _makefile_has_test(checkout: Path) -> bool:

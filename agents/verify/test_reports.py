@@ -145,7 +145,7 @@ def read_records(path: Path, root: Path) -> tuple[Cases, Failures]:
         if file and titles == [file]:  # a file that failed as a whole (node --test: it would not load)
             titles = []
         test_id = found.relative(file) + "::" + SEPARATOR.join(titles) if file else SEPARATOR.join(titles)
-        state = record.get("state") if record.get("state") in ("passed", "failed", "skipped") else "failed"
+        state = str(record["state"]) if record.get("state") in ("passed", "failed", "skipped") else "failed"
         found.add(test_id.rstrip(":"), state, failure_text(record.get("message", ""), record.get("stack", "")))
     return found.cases, found.failures
 

@@ -48,9 +48,6 @@ def test_file_of(test_id: str) -> str | None:
     return head if re.fullmatch(_SOURCE, head) else None
 
 
-test_file_of.__test__ = False  # type: ignore[attr-defined]  (not a pytest test)
-
-
 def subject_of(path: str) -> str:
     """The module a test file tests, by the usual names: `calc` for test_calc.py, calc_test.go, calc.test.js."""
     name = PurePosixPath(path).name

@@ -66,12 +66,12 @@ class Progress:
                 self.message_id = await self.notifier.send(
                     self.task.chat_id,
                     self.text(),
-                    buttons=cancel_button(self.task.id),
+                    buttons=cancel_button(self.task.stored_id),
                     reply_to=self.task.reply_to_message_id,
                 )
             except Exception as err:  # no progress message is no reason to lose the task
                 log.warning("task %s: progress message not sent: %s", self.task.id, err)
-            await self.store.update_task(self.task.id, progress_message_id=self.message_id)
+            await self.store.update_task(self.task.stored_id, progress_message_id=self.message_id)
         if self.message_id is not None:
             self._ticker = asyncio.create_task(self._tick())
 
@@ -100,7 +100,7 @@ class Progress:
             return
         try:
             await self.notifier.edit(
-                self.task.chat_id, self.message_id, self.text(), buttons=cancel_button(self.task.id)
+                self.task.chat_id, self.message_id, self.text(), buttons=cancel_button(self.task.stored_id)
             )
         except Exception as err:  # a progress edit must never break the task
             log.debug("task %s: progress edit failed: %s", self.task.id, err)

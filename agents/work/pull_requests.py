@@ -138,7 +138,7 @@ class PullRequests:
         if not task.branch or not task.commit_sha:
             raise ToolError(f"task #{task.id} made no commit, so there is nothing to open a pull request for")
         path = self.workspaces.resolve(task.workspace).path
-        token = self.settings.github_token.get_secret_value()  # type: ignore[union-attr]
+        token = self.settings.github_token.get_secret_value()  # type: ignore[union-attr]  # set: checked at start
         try:
             await push_with_token(path, task.branch, repo.push_url, token)
         except GitError as err:

@@ -31,7 +31,6 @@ from agents.tools.screenshot import on_loopback, screenshot_tool_result
 from agents.tools.toolbox import ToolResult
 from agents.work.progress import Progress
 from agents.work.questions import Questions
-from agents.work.task_ids import stored_id
 
 
 @dataclass
@@ -69,7 +68,7 @@ class RoleCallbacks:
 
     async def verify(self, index: int, evidence: str) -> str:
         """An acceptance criterion verified with evidence; the progress message counts them."""
-        task_id = stored_id(self.task)
+        task_id = self.task.stored_id
         if not await self.store.verify_criterion(task_id, int(index), str(evidence)[:2000]):
             count = len(await self.store.criteria(task_id))
             raise ToolError(f"there is no criterion {index}; the criteria are numbered 1..{count}")
@@ -111,4 +110,4 @@ class RoleCallbacks:
 
     def mcp_gates(self) -> Gates:
         """Approvals of MCP_CONFIG's tools, and the browser's outside URLs asked like a network command."""
-        return Gates(self.mcp_gate, self.ask_network, lambda: self.network.covers(stored_id(self.task)))
+        return Gates(self.mcp_gate, self.ask_network, lambda: self.network.covers(self.task.stored_id))

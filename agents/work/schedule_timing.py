@@ -116,7 +116,8 @@ def trigger_of(schedule: Schedule, zone: tzinfo) -> BaseTrigger:
 
 
 def first_run(schedule: Schedule, zone: tzinfo, now: datetime) -> datetime | None:
-    return trigger_of(schedule, zone).get_next_fire_time(None, now)
+    upcoming: datetime | None = trigger_of(schedule, zone).get_next_fire_time(None, now)  # APScheduler is untyped
+    return upcoming
 
 
 def when_text(moment: datetime | None, zone: tzinfo) -> str:

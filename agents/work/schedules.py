@@ -124,7 +124,7 @@ class LocalFiring:
             self._fire,
             trigger_of(schedule, self.zone),
             args=[schedule.id],
-            id=job_id(schedule.id),
+            id=job_id(schedule.stored_id),
             replace_existing=True,
             **when,
         )
@@ -224,7 +224,7 @@ class ScheduleBook:
         try:
             await self.firing.arm(schedule)
         except Exception:  # not firing: not kept either
-            await self.store.schedules.update(schedule.id, status=ScheduleStatus.CANCELLED, next_run_at=None)
+            await self.store.schedules.update(schedule.stored_id, status=ScheduleStatus.CANCELLED, next_run_at=None)
             raise
         return (
             f"Schedule #{schedule.id} made ({cadence(schedule, self.zone)}): {kind.value} in {ws.name}, "
@@ -244,7 +244,7 @@ class ScheduleBook:
         """'#3 [active] cron `0 9 * * 1-5` · code in calc · by mia · next Mon 02 Mar 09:00 CET · last ✔ task #12: …'"""
         by = f" · by {markdown_literal(schedule.user_name)}" if schedule.user_name else ""
         if schedule.status is ScheduleStatus.ACTIVE:
-            upcoming = f"next {when_text(await self.next_run(schedule.id) or schedule.next_run_at, self.zone)}"
+            upcoming = f"next {when_text(await self.next_run(schedule.stored_id) or schedule.next_run_at, self.zone)}"
         else:
             upcoming = "paused" + (f" ({schedule.note})" if schedule.note else "")
         return (
@@ -279,9 +279,9 @@ class ScheduleBook:
     async def cancel(self, caller: Caller, schedule_id: int) -> str:
         schedule = await self._mine(caller, schedule_id, "cancel")
         live = [s for s in ScheduleStatus if s.is_live]
-        if not await self.store.schedules.move(schedule.id, live, ScheduleStatus.CANCELLED, next_run_at=None):
+        if not await self.store.schedules.move(schedule.stored_id, live, ScheduleStatus.CANCELLED, next_run_at=None):
             raise ToolError(f"schedule #{schedule.id} was already cancelled")
-        await self.firing.remove(schedule.id)
+        await self.firing.remove(schedule.stored_id)
         running = await self._active_task(schedule)
         goes_on = f" Task #{running.id} of its last run goes on." if running else ""
         return f"Schedule #{schedule.id} cancelled: it will not run again.{goes_on}"
@@ -296,31 +296,31 @@ class ScheduleBook:
     async def resume(self, caller: Caller, schedule_id: int) -> str:
         schedule = await self._mine(caller, schedule_id, "resume")
         if schedule.status is ScheduleStatus.ACTIVE:
-            upcoming = when_text(await self.next_run(schedule.id), self.zone)
+            upcoming = when_text(await self.next_run(schedule.stored_id), self.zone)
             return f"Schedule #{schedule.id} is not paused; next run: {upcoming}."
         if schedule.workspace not in {w.name for w in self.workspaces.all()}:
             raise ToolError(f"the workspace {schedule.workspace} of schedule #{schedule.id} still does not exist")
         now = utcnow()
-        upcoming = first_run(schedule, self.zone, now)  # the slots missed while paused are not made up
-        if upcoming is None:
+        next_slot = first_run(schedule, self.zone, now)  # the slots missed while paused are not made up
+        if next_slot is None:
             raise ToolError(f"schedule #{schedule.id} has no run left (its time has passed): make a new one")
         if not await self.store.schedules.move(
-            schedule.id, [ScheduleStatus.PAUSED], ScheduleStatus.ACTIVE, next_run_at=upcoming, note=None
+            schedule.stored_id, [ScheduleStatus.PAUSED], ScheduleStatus.ACTIVE, next_run_at=next_slot, note=None
         ):
             raise ToolError(f"schedule #{schedule.id} is no longer paused")
-        schedule.next_run_at = upcoming
+        schedule.next_run_at = next_slot
         try:
             await self.firing.arm(schedule)
         except Exception:  # not firing: still paused
-            await self.store.schedules.update(schedule.id, status=ScheduleStatus.PAUSED)
+            await self.store.schedules.update(schedule.stored_id, status=ScheduleStatus.PAUSED)
             raise
-        return f"Schedule #{schedule.id} resumed; next run: {when_text(upcoming, self.zone)}."
+        return f"Schedule #{schedule.id} resumed; next run: {when_text(next_slot, self.zone)}."
 
     async def _pause(self, schedule: Schedule, why: str | None) -> bool:
         moved = await self.store.schedules.move(
-            schedule.id, [ScheduleStatus.ACTIVE], ScheduleStatus.PAUSED, note=why, next_run_at=None
+            schedule.stored_id, [ScheduleStatus.ACTIVE], ScheduleStatus.PAUSED, note=why, next_run_at=None
         )
-        await self.firing.pause(schedule.id)
+        await self.firing.pause(schedule.stored_id)
         return moved
 
     async def _active_task(self, schedule: Schedule) -> Task | None:
@@ -344,7 +344,7 @@ class ScheduleBook:
             await self.firing.remove(schedule_id)
             return None
         now = utcnow()
-        upcoming = await self.next_run(schedule.id)  # the firing has moved past this slot before running it
+        upcoming = await self.next_run(schedule.stored_id)  # the firing has moved past this slot before running it
         once = schedule.at is not None
         record = {"next_run_at": upcoming, "last_run_at": now}
         if schedule.user_id is not None and schedule.user_id not in self.settings.allowed_user_ids:
@@ -355,7 +355,7 @@ class ScheduleBook:
             return None
         if (running := await self._active_task(schedule)) is not None:
             note = f"⏭ skipped {when_text(now, self.zone)}: task #{running.id} still running"
-            await self.store.schedules.update(schedule.id, note=note, **record)
+            await self.store.schedules.update(schedule.stored_id, note=note, **record)
             await self._say(
                 schedule,
                 f"⏭ Schedule #{schedule.id} skipped this run: task #{running.id} of its previous run is still "
@@ -366,12 +366,12 @@ class ScheduleBook:
         try:
             task = await self.crew.start_scheduled(maker_of(schedule), schedule)
         except ToolError as err:
-            await self.store.schedules.update(schedule.id, note=f"✗ not started: {err}", **record, **done)
+            await self.store.schedules.update(schedule.stored_id, note=f"✗ not started: {err}", **record, **done)
             await self._say(schedule, f"✗ Schedule #{schedule.id} could not start its run: {err}.")
             return None
-        await self.store.schedules.update(schedule.id, note=None, last_task_id=task.id, **record, **done)
+        await self.store.schedules.update(schedule.stored_id, note=None, last_task_id=task.stored_id, **record, **done)
         if once:  # its one run: nothing is left to fire (a Temporal Schedule with no action left is deleted)
-            await self.firing.remove(schedule.id)
+            await self.firing.remove(schedule.stored_id)
         return task
 
     async def _pause_and_say(self, schedule: Schedule, why: str) -> None:

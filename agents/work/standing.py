@@ -31,7 +31,9 @@ class Notes:
     def applies_to(self, note: StandingNote, user_id: int | None) -> bool:
         return note.user_id == user_id or self.settings.is_owner(note.user_id)
 
-    async def applying(self, user_id: int | None, workspace: str | None = None, *, every: bool = False) -> list:
+    async def applying(
+        self, user_id: int | None, workspace: str | None = None, *, every: bool = False
+    ) -> list[StandingNote]:
         return await self.table.applying(user_id, self.settings.is_owner, workspace, every=every)
 
     async def listed(self, caller: Caller) -> list[StandingNote]:

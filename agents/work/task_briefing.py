@@ -18,7 +18,6 @@ from agents.repo_map.maps import RepoMap
 from agents.store.database import Store
 from agents.store.standing import StandingNotes
 from agents.work.repo_rules import FolderRules, RepoRules
-from agents.work.task_ids import stored_id
 from agents.workspaces.folders import Workspace
 
 log = logging.getLogger(__name__)
@@ -78,7 +77,7 @@ class Briefing:
             else:
                 text = "\n\n" + found.text if found.text else ""
                 rules = FolderRules(found.agents_folders, set(found.shown_agents))
-        carried = self.carried_notes.pop(stored_id(task), None)
+        carried = self.carried_notes.pop(task.stored_id, None)
         if carried is None:
             kept = await StandingNotes(self.store).applying(task.user_id, self.settings.is_owner, task.workspace)
             carried = [n.text for n in kept]
@@ -93,7 +92,7 @@ class Briefing:
     async def handed_over(self, task: Task, worktree: Path | None = None) -> tuple[list[dict[str, Any]], str]:
         """The photos and files handed to the task: content blocks for the worker's first turn, and a line naming
         the copies saved under the worktree's ignored attachments folder (when start_task asked for that)."""
-        rows = await self.store.task_attachments(stored_id(task))
+        rows = await self.store.task_attachments(task.stored_id)
         if not rows:
             return [], ""
         blocks = await self.attachments.blocks_of([a for a, _ in rows])

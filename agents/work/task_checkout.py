@@ -22,7 +22,6 @@ from agents.git.worktrees import (
 from agents.verify.task_tests import TaskTests
 from agents.verify.test_baseline import BaselineRuns
 from agents.work.task_collaborators import Collaborators
-from agents.work.task_ids import stored_id
 from agents.work.task_sandbox import TaskSandboxes
 from agents.workspaces.credential_files import remember_credential_files
 from agents.workspaces.folders import Workspace
@@ -41,7 +40,7 @@ class TaskCheckouts:
     async def open(self, task: Task, workspace: Workspace) -> tuple[TaskWorktree, TaskTests]:
         """The task's worktree (its branch reused when an interrupted task resumes), recorded on the task; the
         bot's own test run started at its base commit; the owner's repository guarded from now on."""
-        task_id = stored_id(task)
+        task_id = task.stored_id
         if await ensure_repository(workspace.path, self.identity):
             await self.base.notifier.send(
                 task.chat_id, f"`{workspace.name}` was not a git repository; I initialised one."
@@ -78,17 +77,17 @@ class TaskCheckouts:
 
     async def check(self, task: Task) -> list[str]:
         """Undo what the worker moved in the owner's repository; every warning so far (new ones become task events)."""
-        guard = self.guards.get(stored_id(task))
+        guard = self.guards.get(task.stored_id)
         if guard is None:
             return []
         await guard.check()
         for warning in guard.unreported():
-            await self.base.store.add_event(TaskEvent(task_id=stored_id(task), kind="guard", detail=warning[:300]))
+            await self.base.store.add_event(TaskEvent(task_id=task.stored_id, kind="guard", detail=warning[:300]))
         return list(guard.warnings)
 
     def end_guard(self, task: Task) -> list[str]:
         """Stop guarding the task's repository (before its worktree goes); every warning the guard gave."""
-        guard = self.guards.pop(stored_id(task), None)
+        guard = self.guards.pop(task.stored_id, None)
         if guard is None:
             return []
         guard.close()

@@ -15,7 +15,6 @@ from agents.verify.task_tests import TaskTests
 from agents.verify.test_verdict import Verdict
 from agents.work.progress import Progress
 from agents.work.task_checkout import TaskCheckouts
-from agents.work.task_ids import stored_id
 from agents.work.worker import Worker, WorkerResult
 
 
@@ -54,7 +53,7 @@ class Corrections:
         while run.result.finished:
             await progress.update("running tests", force=True)
             run.verdict = await checks.check(tree.path)
-            await self.store.add_event(TaskEvent(task_id=stored_id(task), kind="tests", detail=run.verdict.detail()))
+            await self.store.add_event(TaskEvent(task_id=task.stored_id, kind="tests", detail=run.verdict.detail()))
             if not run.verdict.needs_correction or run.corrections >= most:
                 break
             run.corrections += 1

@@ -39,7 +39,6 @@ from agents.work.task_checkout import TaskCheckouts
 from agents.work.task_collaborators import Collaborators, TaskLines
 from agents.work.task_corrections import Corrections
 from agents.work.task_finish import TaskEnding
-from agents.work.task_ids import stored_id
 from agents.work.task_outcome import trim
 from agents.work.task_sandbox import TaskSandboxes
 from agents.work.task_workers import WorkerMaker
@@ -119,7 +118,7 @@ class TaskExecutor:
         progress = Progress(
             self.base.notifier, self.base.store, task, s.progress_interval_seconds, s.progress_refresh_seconds
         )
-        self.inboxes.open(stored_id(task), lambda note: progress.update(NOTE_RECEIVED, force=True))
+        self.inboxes.open(task.stored_id, lambda note: progress.update(NOTE_RECEIVED, force=True))
         self.sandboxes.open(task)
         try:
             await progress.open()
@@ -132,7 +131,7 @@ class TaskExecutor:
     async def _close_lines(self, task: Task) -> None:
         """After the task: notes the worker never read are named in the chat, the network gate forgets the task,
         its open question closes (unless the bot is stopping: it stays answerable), its look-up index goes."""
-        unread = self.inboxes.close(stored_id(task))
+        unread = self.inboxes.close(task.stored_id)
         if unread and not self.stopping:
             with contextlib.suppress(Exception):
                 await self.base.notifier.send(
@@ -140,10 +139,10 @@ class TaskExecutor:
                     f"Task #{task.id} ended before its worker read your note: "
                     f"“{trim(unread[0], 200)}”" + (f" (and {len(unread) - 1} more)" if len(unread) > 1 else ""),
                 )
-        self.network.forget(stored_id(task))
+        self.network.forget(task.stored_id)
         if not self.stopping:  # interrupted by a restart: its open question stays answerable
             with contextlib.suppress(Exception):
-                await self.questions.close_open(stored_id(task))
+                await self.questions.close_open(task.stored_id)
         if self.repo_map is not None:  # the worker's own look-up index is not needed after the task
             await self.base.store.repo_index.delete(task_index(task))
 
@@ -203,7 +202,7 @@ class TaskExecutor:
         # the repository's instructions are read from the owner's checkout at the base commit, never the worktree
         guidance, folder_rules = await self.briefing.guidance(task, workspace.path, tree.base_commit)
         worker = await self.workers.make(task, tree.path, progress, checks.read_only_paths, folder_rules)
-        criteria = await self.base.store.criteria(stored_id(task))
+        criteria = await self.base.store.criteria(task.stored_id)
         if criteria:
             progress.criteria = f"{sum(c.verified for c in criteria)}/{len(criteria)} criteria verified"
         # the worktree's own map (what the worker sees), its index seeded from the workspace's
@@ -214,6 +213,6 @@ class TaskExecutor:
             first += (
                 f"\n\n(This task was interrupted and is being resumed on the same branch. Notes from before: "
                 f"{task.result}. Check the current state of the files before continuing.)"
-            ) + await self.questions.carried_over(stored_id(task))
+            ) + await self.questions.carried_over(task.stored_id)
         run = await self.corrections.run(task, progress, worker, (first, blocks), tree, checks)
         await self.ending.change_done(task, progress, tree, run)

@@ -15,7 +15,6 @@ from agents.work.pull_requests import PullRequests
 from agents.work.task_checkout import TaskCheckouts
 from agents.work.task_collaborators import Collaborators
 from agents.work.task_corrections import ChangeRun
-from agents.work.task_ids import stored_id
 from agents.work.task_outcome import RunFacts, branch_buttons, decide, render, trim
 from agents.work.task_proposals import scheduled_note, show_proposal, store_proposal
 from agents.work.task_workers import worker_limits
@@ -33,8 +32,8 @@ class TaskEnding:
         task.status = status
         if status.is_final:
             fields.setdefault("finished_at", utcnow())
-        await self.base.store.update_task(stored_id(task), status=status, **fields)
-        await self.base.store.add_event(TaskEvent(task_id=stored_id(task), kind="status", detail=status.value))
+        await self.base.store.update_task(task.stored_id, status=status, **fields)
+        await self.base.store.add_event(TaskEvent(task_id=task.stored_id, kind="status", detail=status.value))
 
     async def fail(self, task: Task, progress: Progress, reason: str) -> None:
         await self.set_status(task, TaskStatus.FAILED, error=reason)
@@ -62,13 +61,13 @@ class TaskEnding:
     async def change_done(self, task: Task, progress: Progress, tree: TaskWorktree, run: ChangeRun) -> None:
         """Gather the run's facts, decide its outcome (task_outcome.py, no I/O), then store, clean up and show it."""
         facts = RunFacts(
-            task_id=stored_id(task),
+            task_id=task.stored_id,
             workspace=task.workspace,
             result=run.result,
             limits=worker_limits(self.base.settings),
             verdict=run.verdict,
             corrections=run.corrections,
-            criteria=await self.base.store.criteria(stored_id(task)),
+            criteria=await self.base.store.criteria(task.stored_id),
             commits=run.commits,
             branch=tree.branch,
             base_branch=tree.base_branch,
@@ -86,7 +85,7 @@ class TaskEnding:
         await self.checkouts.drop(task, tree)
         await progress.close(outcome.headline)
         offer_pr = self.pull_requests is not None and await self.pull_requests.offered_for(task)
-        buttons = branch_buttons(stored_id(task), outcome.status, pull_request=offer_pr) if last else None
+        buttons = branch_buttons(task.stored_id, outcome.status, pull_request=offer_pr) if last else None
         summary = render(outcome)
         if task.schedule_id is not None:  # under the headline: the first line still starts with the verdict's mark
             headline, _, rest = summary.partition("\n")
@@ -104,7 +103,7 @@ class TaskEnding:
     ) -> None:
         """Send a task's outcome to its chat, and keep it in the chat's history as the bot's turn."""
         s, store = self.base.settings, self.base.store
-        record = await remember_shown(store, task.chat_id, TASK, stored_id(task), markdown, s.shown_turn_chars)
+        record = await remember_shown(store, task.chat_id, TASK, task.stored_id, markdown, s.shown_turn_chars)
         # through the outbox: a Telegram 5xx is retried and never turns the finished task into a failure
         shown = await self.base.deliveries.deliver(
             task.chat_id, markdown, buttons=buttons, reply_to=reply_to, kind="summary", task_id=task.id

@@ -44,7 +44,7 @@ class TaskQueue:
 
     def adopt(self, task: Task) -> None:
         """Run a task that is already in progress (an engine re-attaching to it after a restart), as if claimed."""
-        self.running[task.id] = asyncio.create_task(self._run(task), name=f"task-{task.id}")
+        self.running[task.stored_id] = asyncio.create_task(self._run(task), name=f"task-{task.stored_id}")
 
     async def reattach(self, tasks: list[Task]) -> set[int]:
         """The local engine has nothing to re-attach to: a stopped bot's tasks stopped with it (Resume restarts)."""
@@ -62,7 +62,7 @@ class TaskQueue:
                     task = await self.store.claim_next_task()
                     if task is None:
                         break
-                    self.running[task.id] = asyncio.create_task(self._run(task), name=f"task-{task.id}")
+                    self.running[task.stored_id] = asyncio.create_task(self._run(task), name=f"task-{task.stored_id}")
                     await self.store.add_event(TaskEvent(task_id=task.id, kind="status", detail=TaskStatus.IN_PROGRESS))
             except Exception:  # a store hiccup must not stop the queue for good
                 log.exception("claiming tasks failed; retrying in 5 s")
@@ -75,17 +75,20 @@ class TaskQueue:
             await self.execute(task)
         except asyncio.CancelledError:
             if not self._stopping:
-                await self._finish_cancelled(task.id)
+                await self._finish_cancelled(task.stored_id)
             raise
         except Exception:  # the executor reports its own failures; this is the last line of defence
             log.exception("task %s crashed", task.id)
             await self.store.update_task(
-                task.id, status=TaskStatus.FAILED, error="internal error (see the bot's log)", finished_at=utcnow()
+                task.stored_id,
+                status=TaskStatus.FAILED,
+                error="internal error (see the bot's log)",
+                finished_at=utcnow(),
             )
             await self.store.add_event(TaskEvent(task_id=task.id, kind="status", detail=TaskStatus.FAILED))
         finally:
-            self.running.pop(task.id, None)
-            self.done_event(task.id).set()
+            self.running.pop(task.stored_id, None)
+            self.done_event(task.stored_id).set()
             self._wake.set()
 
     async def _finish_cancelled(self, task_id: int) -> None:

@@ -14,7 +14,6 @@ from agents.core.models import Task
 from agents.core.settings import Settings
 from agents.sandbox.bwrap import ResourceLimits, SandboxMode, SandboxSpec, spec_for
 from agents.sandbox.task_limits import DiskBudget, TaskBounds, disk_budget
-from agents.work.task_ids import stored_id
 
 
 class TaskSandboxes:
@@ -30,18 +29,18 @@ class TaskSandboxes:
         bounds = TaskBounds(
             f"{task.id}", s.sandbox_max_memory_mb << 20, s.sandbox_max_processes, max_services=s.sandbox_max_services
         )
-        self.bounds[stored_id(task)] = bounds
+        self.bounds[task.stored_id] = bounds
         return bounds
 
     async def close(self, task: Task) -> None:
         """The task's cgroup: what is left in it is killed, the folder removed."""
-        bounds = self.bounds.pop(stored_id(task), None)
+        bounds = self.bounds.pop(task.stored_id, None)
         if bounds is not None:
             await bounds.close()
 
     def watch_disk(self, task: Task, root: Path) -> TaskBounds | None:
         """The task's bounds, their disk budget watching `root` (the task's worktree) from now on if none did."""
-        bounds = self.bounds.get(stored_id(task))
+        bounds = self.bounds.get(task.stored_id)
         if bounds is not None and bounds.disk is None:
             s = self.settings
             bounds.disk = DiskBudget(root.resolve(), disk_budget(s.sandbox_max_disk_mb, s.worktrees_dir))
@@ -63,5 +62,5 @@ class TaskSandboxes:
             tmp_bytes=s.sandbox_tmp_mb << 20,
         )
         spec = spec_for(root, repository=repository, limits=limits, extra_read_only=[*s.sandbox_read_paths, *read_only])
-        bounds = self.bounds.get(stored_id(task)) if task is not None else None
+        bounds = self.bounds.get(task.stored_id) if task is not None else None
         return dataclasses.replace(spec, task=bounds) if bounds is not None else spec

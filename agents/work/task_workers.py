@@ -23,7 +23,6 @@ from agents.work.repo_rules import FOLDER_TOOLS, FolderRules, with_folder_rules
 from agents.work.role_tools import RoleCallbacks
 from agents.work.task_briefing import task_index
 from agents.work.task_collaborators import Collaborators, TaskLines
-from agents.work.task_ids import stored_id
 from agents.work.task_sandbox import TaskSandboxes
 from agents.work.worker import Limits, Worker
 
@@ -100,7 +99,7 @@ class WorkerMaker:
             request_timeout=max(s.anthropic_timeout_seconds, s.worker_max_output_tokens / 30),
             on_step=lambda step: self.on_step(task, progress, step),
             on_usage=callbacks.on_usage,
-            inbox=self.lines.inboxes.reader(stored_id(task)),
+            inbox=self.lines.inboxes.reader(task.stored_id),
             context_window=s.worker_context_tokens,
         )
         callbacks.clock = worker.loop  # ask_user stops the worker's clock while it waits
@@ -123,7 +122,7 @@ class WorkerMaker:
             s.command_timeout_seconds,
             callbacks.screenshot,
             callbacks.verify if task.worker is not WorkerKind.RESEARCH else None,
-            task_tag(instance_token(s.database_path), stored_id(task)),
+            task_tag(instance_token(s.database_path), task.stored_id),
             sandbox=sandbox,
             ask_network=callbacks.ask_network,
             ask_user=callbacks.ask_user if asks else None,

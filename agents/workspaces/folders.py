@@ -291,7 +291,7 @@ def is_git_metadata(relative: str | Path) -> bool:
     return any(part.lower() == ".git" for part in PurePosixPath(str(relative).replace("\\", "/")).parts)
 
 
-def confine(root: Path, relative: str) -> Path:
+def confine(root: Path, relative: str | None) -> Path:
     """Resolve `relative` inside `root` (following symlinks) or raise PathOutsideWorkspace.
 
     Returns an absolute, resolved path that is `root` itself or lies below it.

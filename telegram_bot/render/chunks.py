@@ -198,7 +198,7 @@ def _tokenize_html(source: str, limit: int) -> list[_Token]:
         elif c == "&":
             match = _ENTITY.match(source, i)
             decoded = _decode_entity(match.group(1)) if match else None
-            if decoded is None:
+            if match is None or decoded is None:
                 tokens.append(_Token.text("&"))
                 i += 1
             else:

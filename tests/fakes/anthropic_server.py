@@ -791,7 +791,7 @@ class FakeAnthropic:
         if body.get("stream") and "error" not in reply:
             message = self._build_message(body, reply)
             sse_type = "text/event-stream; charset=utf-8"
-            return 200, self._paced_stream(message, reply, record, delay), sse_type, {"cache-control": "no-cache"}  # type: ignore[return-value]
+            return 200, self._paced_stream(message, reply, record, delay), sse_type, {"cache-control": "no-cache"}
         if delay and self._stopping.wait(delay):
             raise ApiError(503, "api_error", "fake server shutting down")
         if "error" in reply:

@@ -465,7 +465,7 @@ class FakeTelegram:
     def start(self) -> FakeTelegram:
         server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
         server.daemon_threads = True
-        server.fake = self  # type: ignore[attr-defined]
+        server.fake = self
         self._server = server
         self._stopping = False
         self._thread = threading.Thread(
@@ -779,7 +779,7 @@ class FakeTelegram:
             return [m for m in self._bot_messages.get(chat_id, []) if m.thread_id == thread_id]
 
     def _open_topic(self, chat_id: int | str, thread_id: int) -> Topic:
-        topic = self.topics.get((chat_id, thread_id))  # type: ignore[arg-type]
+        topic = self.topics.get((chat_id, thread_id))
         if topic is None or topic.deleted:
             raise _bad_request("message thread not found")
         if topic.closed:
@@ -1333,7 +1333,7 @@ class FakeTelegram:
                 raise _bad_request("file must be non-empty")
             if len(upload.data) > MAX_UPLOAD_BYTES:
                 raise ApiError(413, "Request Entity Too Large")
-        data = existing.data if existing is not None else upload.data  # type: ignore[union-attr]
+        data = existing.data if existing is not None else upload.data
         if kind == "photo":
             size = _image_size(data)
             if size is None:
@@ -1501,7 +1501,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     @property
     def fake(self) -> FakeTelegram:
-        return self.server.fake  # type: ignore[attr-defined]
+        return self.server.fake
 
     def _read_body(self) -> bytes:
         """The request's body; `_ClientGone` when the client went away before sending all of it (a request cancelled

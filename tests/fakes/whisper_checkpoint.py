@@ -278,6 +278,9 @@ class FakeTranscriber:
     def load_error(self) -> str | None:
         return self._load_error
 
+    def speed_summary(self) -> str | None:
+        return None  # it times nothing
+
     def start_loading(self) -> None:
         if self._state is not ModelState.not_loaded:
             return
