@@ -15,24 +15,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 from pathlib import Path
 
-from agents.core.actions import Action, button
+from agents.core.actions import Action, Buttons, button
 from agents.core.errors import ToolError
 from agents.core.models import Task, TaskEvent, TaskStatus, WorkerKind
 from agents.core.protocols import Notifier
 from agents.core.settings import Settings
 from agents.git.command import GitError, git_text, run_git
 from agents.git.remote import push_with_token
-from agents.github.api import CheckRun, GitHubClient, GitHubUnavailable
+from agents.github.api import CheckRun, GitHubClient, GitHubUnavailable, PullRequest
 from agents.github.repository import GitHubRepository, github_repository
 from agents.store.database import Store
-from agents.store.github import PullRequestRecord
+from agents.store.github import PullRequestRecord, ThreadRecord
+from agents.work.task_outcome import pull_request_buttons
 from agents.workspaces.folders import Workspaces
 
 log = logging.getLogger(__name__)
 
 BODY_REPORT_CHARS = 6000
+GIST_CHARS = 1500
 FAILED = {"failure", "timed_out", "cancelled", "action_required", "startup_failure", "stale"}
 
 
@@ -69,6 +72,23 @@ def pull_request_body(
     more = f" (follow-ups: {', '.join(f'#{n}' for n in later)})" if later else ""
     lines += ["", f"---\nOpened by agentlab from task #{first}{more}{by} · branch `{task.branch}`."]
     return "\n".join(lines)
+
+
+def proposal_number(result: str | None) -> int | None:
+    """The proposal a research task wrote: its result is `proposal #N` (set where the research ran)."""
+    match = re.fullmatch(r"proposal #(\d+)", (result or "").strip())
+    return int(match.group(1)) if match else None
+
+
+def gist(body: str, limit: int = GIST_CHARS) -> str:
+    """A proposal's opening, whole paragraphs up to `limit` characters (at least the first, cut)."""
+    kept: list[str] = []
+    for paragraph in (p.strip() for p in body.strip().split("\n\n")):
+        if paragraph and sum(len(k) + 2 for k in kept) + len(paragraph) > limit:
+            break
+        kept.append(paragraph)
+    text = "\n\n".join(k for k in kept if k) or body.strip()[:limit]
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def checks_line(number: int, url: str, runs: list[CheckRun]) -> str | None:
@@ -115,6 +135,18 @@ class PullRequests:
         """Whether the task's summary offers Open PR: GitHub is set up and the workspace is on it."""
         return task.worker is not WorkerKind.RESEARCH and await self.repository_of(task.workspace) is not None
 
+    async def with_open_pr(self, task: Task, buttons: Buttons | None) -> Buttons | None:
+        """A summary made where the bot's token is not (a task on a Temporal runner) gets the Open PR row a local
+        summary has, under the same conditions: the summary has its branch buttons (the task committed) and
+        `offered_for` says yes."""
+        merge = f"{Action.MERGE.value}:{task.id}"
+        if not buttons or not any(b.data == merge for row in buttons for b in row):
+            return buttons
+        opening = pull_request_buttons(task.id)
+        if any(b.data == opening[0][0].data for row in buttons for b in row) or not await self.offered_for(task):
+            return buttons
+        return [*buttons, *opening]
+
     async def existing(self, task: Task, repo: GitHubRepository) -> PullRequestRecord | None:
         """The pull request of this task, or of an earlier task on the same branch (a follow-up)."""
         own = await self.store.github.pull_request(task.id)
@@ -146,10 +178,11 @@ class PullRequests:
         sha = await _head(path, task.branch)
         title, body, draft = await self._texts(task, repo, path)
         previous = await self.existing(task, repo)
+        readied = ""
         try:
             if previous is not None:
                 pr = await self.client.update_pull_request(repo.full_name, previous.number, title, body)
-                draft = previous.draft
+                draft, readied = await self._ready_if_verified(pr, previous.draft, draft)
             else:
                 base = await self.client.default_branch(repo.full_name)
                 pr = await self.client.open_pull_request(repo.full_name, task.branch, base, title, body, draft)
@@ -169,9 +202,24 @@ class PullRequests:
         await self.store.add_event(TaskEvent(task_id=task.id, kind="pull_request", detail=f"#{pr.number} {pr.url}"))
         self.watch_checks(record)
         if previous is not None:
-            return f"🔀 Task #{task.id}'s commits are pushed to [PR #{pr.number}]({pr.url}) (title and text updated)."
+            return (
+                f"🔀 Task #{task.id}'s commits are pushed to [PR #{pr.number}]({pr.url}) (title and text updated)."
+                + readied
+            )
         state = "a draft (the bot's verdict is not ✔)" if draft else "ready for review"
         return f"🔀 Opened [PR #{pr.number}]({pr.url}) for task #{task.id}, {state}: {pr.url}"
+
+    async def _ready_if_verified(self, pr: PullRequest, was_draft: bool, draft_now: bool) -> tuple[bool, str]:
+        """A draft (opened for a ✗ or ⚠ verdict) whose later run ends ✔ is turned ready for review; a ready one
+        stays ready whatever a later run says (people decide that). Whether it is a draft now, and the chat's extra
+        sentence ('' when nothing changed)."""
+        if not was_draft or draft_now or self.client is None:
+            return was_draft, ""
+        try:
+            still_draft = await self.client.mark_ready_for_review(pr.node_id)
+        except GitHubUnavailable as err:
+            return True, f" It stays a draft: {err} (Open PR tries again)."
+        return still_draft, " It stays a draft." if still_draft else " It is now ready for review (the verdict is ✔)."
 
     async def _texts(self, task: Task, repo: GitHubRepository, path: Path) -> tuple[str, str, bool]:
         """Title, body and draft flag, from the whole branch: every task on it (oldest first) and its diff."""
@@ -204,7 +252,11 @@ class PullRequests:
         request and answers its thread with the verdict and the link."""
         if self.client is None or (task := await self.store.get_task(task_id)) is None:
             return
-        thread = await self.store.github.thread(task.id)
+        thread = await self.thread_of(task)
+        if task.worker is WorkerKind.RESEARCH:
+            if thread is not None:
+                await self.comment(thread.repository, thread.number, await self._research_answer(task), task.chat_id)
+            return
         repo = await self.repository_of(task.workspace)
         pr_text = None
         if repo is not None and task.commit_sha and (thread is not None or await self.existing(task, repo)):
@@ -225,6 +277,36 @@ class PullRequests:
             elif pr_text:
                 lines += ["", pr_text]
             await self.comment(thread.repository, thread.number, "\n".join(lines), task.chat_id)
+
+    async def thread_of(self, task: Task) -> ThreadRecord | None:
+        """The GitHub thread a task answers: the one whose mention started it, or, for the code task an approval
+        started, the thread of the research that wrote the proposal (remembered for the task from then on)."""
+        thread = await self.store.github.thread(task.id or 0)
+        if thread is None and task.proposal_id is not None and task.id is not None:
+            found = await self.store.github.thread_of_proposal(task.proposal_id)
+            if found is not None:
+                thread = found.model_copy(update={"task_id": task.id})
+                await self.store.github.add_thread(thread)
+        return thread
+
+    async def _research_answer(self, task: Task) -> str:
+        """What a research task started from GitHub answers there: its proposal's gist and that the owner decides in
+        the chat, or why it wrote none."""
+        proposal_id = proposal_number(task.result)
+        proposal = await self.store.get_proposal(proposal_id) if proposal_id is not None else None
+        if proposal is None:
+            why = task.error or "it wrote no proposal"
+            return f"**✖ Research #{task.id} ended without a proposal**: {why}."
+        return "\n".join(
+            [
+                f"**📋 Proposal #{proposal.id} for `{proposal.workspace}`** (research #{task.id})",
+                "",
+                gist(proposal.body),
+                "",
+                "It waits for the owner's go-ahead in the chat (Approve or Reject there); once approved, the task "
+                "that implements it answers here with its verdict and pull request.",
+            ]
+        )
 
     async def comment(self, repository: str, number: int, body: str, chat_id: int | None = None) -> None:
         """A comment on GitHub; an outage is one sentence in the chat (the work itself is kept)."""

@@ -431,11 +431,13 @@ class TaskExecutor:
             await self._show(
                 task, f"✖ **Research #{task.id}** ended without a proposal: {reason}.{scheduled_note(task, ' ')}"
             )
+            await self.tell_github(task)
             return
         proposal = await store_proposal(self.store, task, result.report)
         await self.set_status(task, TaskStatus.COMPLETED, result=f"proposal #{proposal.id}")
         await progress.close(f"✔ proposal #{proposal.id} ready")
         await show_proposal(self.store, self.deliveries, self.settings.shown_turn_chars, task, proposal)
+        await self.tell_github(task)  # a research started from GitHub answers there with its proposal's gist
 
     # ---- code / frontend / test ------------------------------------------------------------
     async def _change(self, task: Task, progress: Progress) -> None:
