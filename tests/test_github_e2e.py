@@ -60,6 +60,14 @@ def fix_calc(report: str = "Fixed add().") -> tuple[dict, dict]:
     )
 
 
+def add_notes(report: str = "Added notes.") -> tuple[dict, dict]:
+    """A change in group-therapy: it has no tests, so the bot runs none (⚠ unverified) and the task takes no time."""
+    return (
+        claude_says.tool_use("write_file", {"path": "NOTES.md", "content": "notes\n"}),
+        claude_says.text(report),
+    )
+
+
 def newest(bot: BotHarness, chat: int, needle: str):
     return next((m for m in reversed(bot.tg.messages(chat)) if needle in (m.text or "")), None)
 
@@ -199,11 +207,7 @@ async def test_open_pr_ready_then_draft_shown_by_task_and_checks_reported(github
         assert line.text == "CI on PR #1: ✗ lint failed"
 
         # ⚠ (group-therapy has no tests: unverified) opens a draft
-        world.model.add(
-            "code",
-            claude_says.tool_use("write_file", {"path": "NOTES.md", "content": "notes\n"}),
-            claude_says.text("Added notes."),
-        )
+        world.model.add("code", *add_notes())
         await world.start_task("group-therapy", "Add notes")
         assert (await world.ended(2)).status is TaskStatus.UNVERIFIED
         text = await bot.runtime.crew.open_pull_request(world.owner, 2)
@@ -233,10 +237,10 @@ async def test_open_pr_ready_then_draft_shown_by_task_and_checks_reported(github
 
 @pytest.mark.parametrize("outage", [502])
 async def test_a_github_outage_is_one_sentence_and_open_pr_works_again(github_world, outage) -> None:
-    async with github_world(webhook=False) as world:
+    async with github_world(repos=("group-therapy",), webhook=False) as world:
         bot = world.bot
-        world.model.add("code", *fix_calc())
-        await world.start_task("calc", "Fix add()")
+        world.model.add("code", *add_notes())
+        await world.start_task("group-therapy", "Add notes")
         await world.ended(1)
         for _ in range(4):  # every retry fails
             world.fake.fail_next("/pulls", outage, {"retry-after": "0"})
@@ -244,7 +248,7 @@ async def test_a_github_outage_is_one_sentence_and_open_pr_works_again(github_wo
         bot.tg.press_button(USER_ID, shown.message_id, "task:pr:1")
         said = await world.told("GitHub answered")
         assert said.text.startswith(f"The branch is pushed, but GitHub answered {outage}")
-        assert not world.pulls()
+        assert not world.pulls("octo/group-therapy")
         world.fake.fail_next("/pulls", 429, {"retry-after": "0"})  # a rate limit: waited out and retried
         bot.tg.press_button(USER_ID, shown.message_id, "task:pr:1")
         assert await world.told("Opened PR #1")
@@ -256,10 +260,10 @@ async def test_a_members_open_pr_goes_to_the_owners(github_world, workspace_root
         owner_user_ids=str(USER_ID),
         github_users=f"octocat={USER_ID},mia={MEMBER}",
     )
-    async with github_world(**settings) as world:
+    async with github_world(repos=("group-therapy",), **settings) as world:
         bot = world.bot
-        world.model.add("code", *fix_calc())
-        await world.start_task("calc", "Fix add()", Caller(chat_id=MEMBER, user_id=MEMBER, user_name="mia"))
+        world.model.add("code", *add_notes())
+        await world.start_task("group-therapy", "Add notes", Caller(chat_id=MEMBER, user_id=MEMBER, user_name="mia"))
         await world.ended(1)
         shown = await bot.tg.await_for(lambda: summary(bot, MEMBER, 1))
         bot.tg.press_button(MEMBER, shown.message_id, "task:pr:1", username="mia")
@@ -267,13 +271,13 @@ async def test_a_members_open_pr_goes_to_the_owners(github_world, workspace_root
         assert refusal.text.startswith("Only an owner can open a pull request; I've asked them")
         request = await world.told("asks to open a pull request")
         assert "task:pr:1" in request.callback_data
-        assert not world.pulls(), "a member's press opened nothing"
+        assert not world.pulls("octo/group-therapy"), "a member's press opened nothing"
 
         bot.tg.press_button(USER_ID, request.message_id, "task:pr:1")
         assert await world.told("Opened PR #1")
         told = await world.told("Opened PR #1", chat=MEMBER)
         assert "(decided by an owner)" in told.text
-        assert world.pulls()[1].draft is False
+        assert world.pulls("octo/group-therapy")[1].draft is True  # ⚠: a draft
 
         # a member asking on GitHub to merge: refused in the comment, the owners asked, nothing merged
         world.model.add(
@@ -281,13 +285,13 @@ async def test_a_members_open_pr_goes_to_the_owners(github_world, workspace_root
             claude_says.tool_use("merge_task", {"task_id": 1}),
             lambda body: claude_says.text(f"I can't: {last_user_text(body).splitlines()[0][:80]}"),
         )
-        ask = issue_comment("mia", "@agentlab merge task 1 please", number=9)
+        ask = issue_comment("mia", "@agentlab merge task 1 please", number=9, repository="octo/group-therapy")
         assert (await world.deliver("issue_comment", ask)).status_code == 202
-        comments = world.comments()
+        comments = world.comments("octo/group-therapy")
         await world.fake.await_for(lambda: comments)
         assert "only an owner can merge; I've asked them" in comments[0][1]
         assert await world.told("asks to merge task #1")
-        assert "a - b" in (workspace_root / "calc" / "calc.py").read_text(), "nothing was merged"
+        assert not (workspace_root / "group-therapy" / "NOTES.md").exists(), "nothing was merged"
         transcript("member_open_pr", bot, world.fake, (MEMBER, USER_ID))
 
 
@@ -304,10 +308,10 @@ async def test_a_hostile_worker_finds_the_token_nowhere(
 ) -> None:
     monkeypatch.setenv("GITHUB_TOKEN", fake_github.token)  # the bot's own environment holds it, as in production
     caplog.set_level(logging.DEBUG)
-    async with github_world(webhook=False) as world:
+    async with github_world(repos=("group-therapy",), webhook=False) as world:
         bot, model = world.bot, world.model
-        model.add("code", *fix_calc())
-        await world.start_task("calc", "Fix add()")
+        model.add("code", *add_notes())
+        await world.start_task("group-therapy", "Add notes")
         await world.ended(1)
         await bot.runtime.crew.open_pull_request(world.owner, 1)  # the token has been used for a push
 
@@ -317,7 +321,7 @@ async def test_a_hostile_worker_finds_the_token_nowhere(
             claude_says.tool_use("run_command", {"command": "git push origin HEAD 2>&1; echo pushed=$?"}),
             claude_says.text("Looked around."),
         )
-        await world.start_task("calc", "Look around")
+        await world.start_task("group-therapy", "Look around")
         await world.ended(2)
     results = "\n".join(last_user_text(body) for body in model.requests["code"])
     assert "HOSTILE-DONE" in results, "the hostile commands ran"
@@ -325,8 +329,8 @@ async def test_a_hostile_worker_finds_the_token_nowhere(
     every_request = "\n".join(str(r.body) for r in fake_anthropic.requests)
     chat = "\n".join((m.text or "") for m in bot.tg.messages(USER_ID))
     logs = "\n".join(record.getMessage() for record in caplog.records)
-    origin = workspace_root.parent / "calc-origin.git"
-    configs = (workspace_root / "calc" / ".git" / "config").read_text() + (origin / "config").read_text()
+    origin = workspace_root.parent / "group-therapy-origin.git"
+    configs = (workspace_root / "group-therapy" / ".git" / "config").read_text() + (origin / "config").read_text()
     for secret in (fake_github.token, encoded):
         for where, text in (("a model request", every_request), ("the chat", chat), ("a log line", logs)):
             assert secret not in text, f"the token reached {where}"
@@ -391,17 +395,17 @@ def issue_comment(login: str, body: str, number: int, repository: str = "octo/ca
     }
 
 
-def issue_opened(body: str, number: int = 7) -> dict:
+def issue_opened(body: str, number: int = 7, repository: str = "octo/calc") -> dict:
     return {
         "action": "opened",
         "issue": {
             "number": number,
             "title": "add() is wrong",
             "body": body,
-            "html_url": f"https://github.example/octo/calc/issues/{number}",
+            "html_url": f"https://github.example/{repository}/issues/{number}",
             "user": {"login": "octocat"},
         },
-        "repository": {"full_name": "octo/calc"},
+        "repository": {"full_name": repository},
         "sender": {"login": "octocat"},
     }
 
@@ -488,34 +492,34 @@ async def test_a_mention_starts_a_task_whose_draft_pr_a_mention_on_it_continues_
 
 
 async def test_research_from_github_comments_its_proposal_then_the_approved_task_its_pr(github_world) -> None:
-    async with github_world() as world:
+    async with github_world(repos=("group-therapy",)) as world:
         bot, model, fake = world.bot, world.model, world.fake
-        research = claude_says.tool_use(
-            "start_research", {"workspace": "calc", "request": "How should add() be fixed?"}
-        )
-        model.add("orchestrator", research, claude_says.text("I started research #1 on add()."))
-        plan = "Fix add() in calc.py: it subtracts.\n\nReplace `a - b` by `a + b`; the existing test then passes."
+        research = claude_says.tool_use("start_research", {"workspace": "group-therapy", "request": "What notes?"})
+        model.add("orchestrator", research, claude_says.text("I started research #1 on the notes."))
+        plan = "Add NOTES.md with the session notes.\n\nOne file, `NOTES.md`, one line: `notes`."
         model.add("research", claude_says.text(plan))
-        assert (await world.deliver("issues", issue_opened("@agentlab how would you fix add()?"))).status_code == 202
-        comments = world.comments()
+        asked = issue_opened("@agentlab what notes would you add?", repository="octo/group-therapy")
+        assert (await world.deliver("issues", asked)).status_code == 202
+        comments = world.comments("octo/group-therapy")
         await fake.await_for(lambda: len(comments) >= 2, timeout=HANG_GUARD)
-        assert comments[0] == (7, "<!-- agentlab -->\nI started research #1 on add().")
+        assert comments[0] == (7, "<!-- agentlab -->\nI started research #1 on the notes.")
         number, answer = comments[1]
-        assert number == 7 and "Proposal #1 for `calc`" in answer and "Replace `a - b` by `a + b`" in answer
+        assert number == 7 and "Proposal #1 for `group-therapy`" in answer and "Add NOTES.md" in answer
         assert "waits for the owner's go-ahead in the chat" in answer
         proposal = await world.told("Proposal #1")
         assert "proposal:approve:1" in proposal.callback_data
-        assert not world.pulls()
+        assert not world.pulls("octo/group-therapy")
 
         # approved in the chat: the code task answers the same issue with its verdict and pull request
-        model.add("code", *fix_calc())
+        model.add("code", *add_notes())
         bot.tg.press_button(USER_ID, proposal.message_id, "proposal:approve:1")
         task = await world.ended(2)
-        assert task.status is TaskStatus.COMPLETED and task.proposal_id == 1
+        assert task.status is TaskStatus.UNVERIFIED and task.proposal_id == 1  # group-therapy has no tests: ⚠
         await fake.await_for(lambda: len(comments) >= 3, timeout=HANG_GUARD)
         number, closing = comments[2]
-        assert number == 7 and "✔ Task #2 done" in closing and "https://github.example/octo/calc/pull/1" in closing
-        assert world.pulls()[1].draft is False
+        assert number == 7 and "⚠ Task #2 needs a look" in closing and "Added notes." in closing
+        assert "https://github.example/octo/group-therapy/pull/1" in closing
+        assert world.pulls("octo/group-therapy")[1].draft is True
         transcript("research_from_github", bot, fake)
 
 
