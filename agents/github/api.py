@@ -118,7 +118,7 @@ class GitHubClient:
             if method == "GET":
                 return await self._api.getitem(url, url_vars or {})
             call = {"POST": self._api.post, "PATCH": self._api.patch}[method]
-            return await call(url, url_vars or {}, data=data)  # type: ignore[operator]
+            return await call(url, url_vars or {}, data=data)
         except gidgethub.HTTPException as err:
             status = int(err.status_code)
             detail = str(err.args[1]) if len(err.args) > 1 else err.status_code.phrase

@@ -39,6 +39,13 @@ GIST_CHARS = 1500
 FAILED = {"failure", "timed_out", "cancelled", "action_required", "startup_failure", "stale"}
 
 
+def stored_id(task: Task) -> int:
+    """The id of a task read from the store (every task this module sees was)."""
+    if task.id is None:
+        raise ValueError("a task that was never stored has no pull request")
+    return task.id
+
+
 def verdict_line(task: Task, shown: str | None) -> str:
     """The summary's first line (it starts with the verdict's mark), without its Markdown emphasis."""
     first = (shown or "").strip().splitlines()[0] if (shown or "").strip() else ""
@@ -68,7 +75,7 @@ def pull_request_body(
         "```",
     ]
     by = f", asked by {starter}" if starter else ""
-    first, *later = [task_id for task_id, _ in reports] or [task.id]
+    first, *later = [task_id for task_id, _ in reports] or [stored_id(task)]
     more = f" (follow-ups: {', '.join(f'#{n}' for n in later)})" if later else ""
     lines += ["", f"---\nOpened by agentlab from task #{first}{more}{by} · branch `{task.branch}`."]
     return "\n".join(lines)
@@ -116,7 +123,7 @@ class PullRequests:
         self.settings, self.store, self.workspaces, self.notifier = settings, store, workspaces, notifier
         self.client = client
         self.poll_checks = not settings.github_webhook_listen  # no webhook: the checks are polled
-        self._pollers: dict[tuple[str, int], asyncio.Task] = {}
+        self._pollers: dict[tuple[str, int], asyncio.Task[None]] = {}
 
     @property
     def enabled(self) -> bool:
@@ -142,14 +149,14 @@ class PullRequests:
         merge = f"{Action.MERGE.value}:{task.id}"
         if not buttons or not any(b.data == merge for row in buttons for b in row):
             return buttons
-        opening = pull_request_buttons(task.id)
+        opening = pull_request_buttons(stored_id(task))
         if any(b.data == opening[0][0].data for row in buttons for b in row) or not await self.offered_for(task):
             return buttons
         return [*buttons, *opening]
 
     async def existing(self, task: Task, repo: GitHubRepository) -> PullRequestRecord | None:
         """The pull request of this task, or of an earlier task on the same branch (a follow-up)."""
-        own = await self.store.github.pull_request(task.id)
+        own = await self.store.github.pull_request(stored_id(task))
         if own is not None or not task.branch:
             return own
         earlier = await self.store.github.pull_requests_on(repo.full_name, task.branch)
@@ -225,16 +232,16 @@ class PullRequests:
         """Title, body and draft flag, from the whole branch: every task on it (oldest first) and its diff."""
         records = await self.store.github.pull_requests_on(repo.full_name, task.branch or "")
         tasks = []
-        for task_id in sorted({r.task_id for r in records} | {task.id}):  # oldest first: the first names the PR
+        for task_id in sorted({r.task_id for r in records} | {stored_id(task)}):  # oldest first: the first names the PR
             found = task if task_id == task.id else await self.store.get_task(task_id)
             if found is not None:
                 tasks.append(found)
         first = tasks[0]
-        shown = await self.store.bot_message_about(task.chat_id, "task", task.id)
+        shown = await self.store.bot_message_about(task.chat_id, "task", stored_id(task))
         verdict = verdict_line(task, shown.content if shown else None)
-        tests = [e.detail for e in await self.store.task_events(task.id) if e.kind == "tests"]
+        tests = [e.detail for e in await self.store.task_events(stored_id(task)) if e.kind == "tests"]
         files = await _diffstat(path, task.base_commit or "", task.branch or "")
-        reports = [(t.id, t.result or "") for t in tasks]
+        reports = [(stored_id(t), t.result or "") for t in tasks]
         body = pull_request_body(task, verdict, tests[-1] if tests else None, files, reports, first.user_name)
         return first.title, body, task.status is not TaskStatus.COMPLETED
 
@@ -243,7 +250,7 @@ class PullRequests:
         """`task_ended`, for the code that just showed a task's end (the executor, the Temporal engine): the task is
         done and shown, so GitHub's part failing is logged and must not turn it into a failure."""
         try:
-            await self.task_ended(task.id)
+            await self.task_ended(stored_id(task))
         except Exception:
             log.exception("task %s: GitHub after the task", task.id)
 
@@ -267,8 +274,8 @@ class PullRequests:
             with contextlib.suppress(Exception):
                 await self.notifier.send(task.chat_id, pr_text)
         if thread is not None:
-            shown = await self.store.bot_message_about(task.chat_id, "task", task.id)
-            pr = await self.store.github.pull_request(task.id)
+            shown = await self.store.bot_message_about(task.chat_id, "task", stored_id(task))
+            pr = await self.store.github.pull_request(stored_id(task))
             lines = [f"**{verdict_line(task, shown.content if shown else None)}**"]
             if task.result:
                 lines += ["", task.result[:BODY_REPORT_CHARS]]
@@ -340,7 +347,7 @@ class PullRequests:
                 continue
             await self.store.github.save_pull_request(fresh.model_copy(update={"checks_reported_sha": sha}))
             failed = "✗" in line
-            fix = [[button("🛠 Fix CI", Action.FIX_CI, task.id)]] if failed else None
+            fix = [[button("🛠 Fix CI", Action.FIX_CI, stored_id(task))]] if failed else None
             await self.notifier.send(task.chat_id, line, buttons=fix)
 
     async def failed_checks(self, task_id: int) -> str:
