@@ -197,15 +197,6 @@ async def test_open_pr_ready_then_draft_shown_by_task_and_checks_reported(github
         detail = await world.told("Pull request:")
         assert "https://github.example/octo/calc/pull/1" in detail.text
 
-        # the checks, polled (no webhook here): one line when they have all finished
-        fake.set_checks("octo/calc", pull.head_sha, ("lint", "completed", "failure"), ("tests", "in_progress", None))
-        polls = len(fake.calls_to("GET", "/check-runs"))
-        await fake.await_for(lambda: len(fake.calls_to("GET", "/check-runs")) >= polls + 2)
-        assert newest(bot, USER_ID, "CI on") is None, "no line while a check still runs"
-        fake.set_checks("octo/calc", pull.head_sha, ("lint", "completed", "failure"), ("tests", "completed", "success"))
-        line = await world.told("CI on", timeout=10)
-        assert line.text == "CI on PR #1: ✗ lint failed"
-
         # ⚠ (group-therapy has no tests: unverified) opens a draft
         world.model.add("code", *add_notes())
         await world.start_task("group-therapy", "Add notes")
@@ -215,23 +206,35 @@ async def test_open_pr_ready_then_draft_shown_by_task_and_checks_reported(github
         draft = world.pulls("octo/group-therapy")[2]
         assert draft.draft is True and draft.body.startswith("**⚠ Task #2 needs a look")
 
+        # the checks, polled (no webhook here): one line when they have all finished
+        runs = ("lint", "completed", "failure"), ("tests", "in_progress", None)
+        fake.set_checks("octo/group-therapy", draft.head_sha, *runs)
+        polls = len(fake.calls_to("GET", "/check-runs"))
+        await fake.await_for(lambda: len(fake.calls_to("GET", "/check-runs")) >= polls + 2)
+        assert newest(bot, USER_ID, "CI on") is None, "no line while a check still runs"
+        runs = ("lint", "completed", "failure"), ("tests", "completed", "success")
+        fake.set_checks("octo/group-therapy", draft.head_sha, *runs)
+        line = await world.told("CI on", timeout=10)
+        assert line.text == "CI on PR #2: ✗ lint failed"
+
         # Fix CI: the failed check's summary goes to a follow-up on the branch, pushed to the same pull request
         world.model.add(
             "code",
             claude_says.tool_use("write_file", {"path": "ruff.toml", "content": "line-length = 120\n"}),
             claude_says.text("Configured the linter."),
         )
-        assert "task:fixci:1" in line.callback_data
-        bot.tg.press_button(USER_ID, line.message_id, "task:fixci:1")
+        assert "task:fixci:2" in line.callback_data
+        bot.tg.press_button(USER_ID, line.message_id, "task:fixci:2")
         assert await world.told("to fix CI")
         fixing = await world.ended(3)
-        assert fixing.branch == task.branch and "## lint: failure" in fixing.instructions
+        assert fixing.branch == (await world.ended(2)).branch and "## lint: failure" in fixing.instructions
         assert "lint failure" in last_user_text(world.model.requests["code"][-2]), "the worker reads the run's summary"
-        await fake.await_for(lambda: pull.edits, timeout=HANG_GUARD)
-        assert "Configured the linter." in pull.body and list(world.pulls()) == [1]
+        await fake.await_for(lambda: draft.edits, timeout=HANG_GUARD)
+        assert "Configured the linter." in draft.body and list(world.pulls("octo/group-therapy")) == [2]
         lines = [m for m in bot.tg.messages(USER_ID) if "CI on" in (m.text or "")]
         assert len(lines) == 1, "the first head's checks were told once"
-        assert pull.readied == 0, "a ready pull request is left as it is"
+        assert draft.draft is True and draft.readied == 0, "still ⚠: it stays a draft"
+        assert pull.readied == 0
         transcript("open_pr", bot, fake)
 
 
