@@ -16,6 +16,7 @@ from tests.fakes import anthropic_server as claude_says
 from tests.fakes.github_server import FakeGitHub, fake_github  # noqa: F401  (fixture)
 from tests.scripted import RoleScript
 from tests.temporal_dev import TEMPORAL
+from tests.test_github_e2e import transcript
 
 pytest.importorskip("temporalio", reason="the Temporal SDK (the optional extra .[temporal]) is missing")
 from tests.test_temporal_e2e import (  # noqa: E402, F401  (fixtures)
@@ -105,3 +106,4 @@ async def test_a_runners_summary_has_open_pr_and_the_press_opens_it(
     pull = fake_github.repos["octo/calc"].pulls[1]
     assert pull.head == task.branch and pull.draft is False and "Fixed add() on the runner." in pull.body
     assert git(remote, "rev-parse", f"refs/heads/{task.branch}").strip() == pull.head_sha
+    transcript("temporal_open_pr", bot, fake_github)
