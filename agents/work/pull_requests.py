@@ -88,13 +88,15 @@ def proposal_number(result: str | None) -> int | None:
 
 
 def gist(body: str, limit: int = GIST_CHARS) -> str:
-    """A proposal's opening, whole paragraphs up to `limit` characters (at least the first, cut)."""
+    """A proposal's opening: whole paragraphs up to `limit` characters (the first one cut when it alone is longer)."""
     kept: list[str] = []
     for paragraph in (p.strip() for p in body.strip().split("\n\n")):
-        if paragraph and sum(len(k) + 2 for k in kept) + len(paragraph) > limit:
+        if not paragraph:
+            continue
+        if kept and sum(len(k) + 2 for k in kept) + len(paragraph) > limit:
             break
         kept.append(paragraph)
-    text = "\n\n".join(k for k in kept if k) or body.strip()[:limit]
+    text = "\n\n".join(kept)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
