@@ -17,12 +17,12 @@ from agents.core.settings import Settings, SettingsError, load_settings
 from agents.doctor import Level, check_github
 from agents.git.command import GitError
 from agents.git.remote import push_with_token
-from agents.github.api import CheckRun, retry_delay
+from agents.github.api import CheckRun, GitHubClient, GitHubUnavailable, graphql_url, retry_delay
 from agents.github.repository import github_repository, name_from_config, name_from_url
 from agents.github.webhook import verified_delivery
-from agents.work.pull_requests import checks_line
+from agents.work.pull_requests import checks_line, gist, proposal_number
 from tests.conftest import git, make_repo
-from tests.fakes.github_server import FakeGitHub, fake_github, sign  # noqa: F401  (fixture)
+from tests.fakes.github_server import FakeGitHub, FakePull, fake_github, sign  # noqa: F401  (fixture)
 
 
 @pytest.mark.parametrize(
@@ -170,3 +170,39 @@ async def test_doctor_checks_the_token_and_each_workspaces_repository(tmp_path: 
     for check in checks:
         print(*check.lines(), file=out)
     assert "GITHUB_TOKEN accepted" in out.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("api", "endpoint"),
+    [
+        ("https://api.github.com", "https://api.github.com/graphql"),
+        ("https://ghe.example.com/api/v3/", "https://ghe.example.com/api/graphql"),
+        ("http://127.0.0.1:8080", "http://127.0.0.1:8080/graphql"),
+    ],
+)
+def test_the_graphql_endpoint_follows_the_rest_root(api: str, endpoint: str) -> None:
+    assert graphql_url(api) == endpoint
+
+
+async def test_a_draft_is_marked_ready_by_graphql_and_any_other_query_is_unexpected(tmp_path: Path) -> None:
+    fake = FakeGitHub().start()
+    client = GitHubClient(fake.token, fake.url)
+    try:
+        repo = fake.add_repo("octo/calc", tmp_path)
+        repo.pulls[5] = FakePull(5, "t", "b", "agentlab/x", "main", True, "0" * 40)
+        node = fake._pull_json(repo, repo.pulls[5])["node_id"]
+        assert await client.mark_ready_for_review(node) is False
+        assert repo.pulls[5].draft is False and repo.pulls[5].readied == 1 and not fake.unexpected
+        with pytest.raises(GitHubUnavailable, match="GraphQL"):
+            await client._graphql("query { viewer { login } }")
+        assert fake.unexpected and "viewer" in fake.unexpected[0], "the strict fake names the unexpected query"
+    finally:
+        await client.close()
+        fake.close()
+
+
+def test_a_proposals_gist_is_its_opening_paragraphs_and_its_number_comes_from_the_result() -> None:
+    body = "First paragraph.\n\n" + "x" * 2000 + "\n\nLast."
+    assert gist(body) == "First paragraph."
+    assert gist("y" * 3000).endswith("…") and len(gist("y" * 3000)) == 1500
+    assert proposal_number("proposal #12") == 12 and proposal_number("done") is None and proposal_number(None) is None

@@ -12,18 +12,22 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import logging
 import os
 import socket
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 
-from agents.core.models import Caller, TaskStatus
+from agents.core.models import Caller, Task, TaskStatus
 from tests.conftest import USER_ID, BotHarness, git, running_bot
 from tests.fakes import anthropic_server as claude_says
-from tests.fakes.github_server import FakeGitHub, fake_github, send_delivery  # noqa: F401  (fixture)
+from tests.fakes.github_server import FakeGitHub, FakePull, fake_github, send_delivery  # noqa: F401  (fixture)
 from tests.scripted import RoleScript, last_user_text
 
 SECRET = "whsec-test-0123456789"
@@ -56,14 +60,12 @@ def fix_calc(report: str = "Fixed add().") -> tuple[dict, dict]:
     )
 
 
-async def ended(bot: BotHarness, task_id: int):
-    deadline = asyncio.get_running_loop().time() + HANG_GUARD
-    while True:
-        task = await bot.runtime.store.get_task(task_id)
-        if task is not None and task.status.is_final:
-            return task
-        assert asyncio.get_running_loop().time() < deadline, f"task #{task_id} did not end"
-        await asyncio.sleep(0.05)
+def add_notes(report: str = "Added notes.") -> tuple[dict, dict]:
+    """A change in group-therapy: it has no tests, so the bot runs none (⚠ unverified) and the task takes no time."""
+    return (
+        claude_says.tool_use("write_file", {"path": "NOTES.md", "content": "notes\n"}),
+        claude_says.text(report),
+    )
 
 
 def newest(bot: BotHarness, chat: int, needle: str):
@@ -87,7 +89,10 @@ def transcript(name: str, bot: BotHarness, fake: FakeGitHub, chats: tuple[int, .
             lines.append(f"bot → chat {chat}: {(m.text or m.caption or '').strip()} {buttons}".rstrip())
     for repo in fake.repos.values():
         for number, pull in repo.pulls.items():
-            lines.append(f"GitHub {repo.full_name} PR #{number} draft={pull.draft} title={pull.title!r}\n{pull.body}")
+            lines.append(
+                f"GitHub {repo.full_name} PR #{number} draft={pull.draft} readied={pull.readied} "
+                f"title={pull.title!r}\n{pull.body}"
+            )
         for number, body in repo.comments:
             lines.append(f"GitHub {repo.full_name} #{number} comment:\n{body}")
     Path(folder).mkdir(parents=True, exist_ok=True)
@@ -99,165 +104,198 @@ def github_settings(fake: FakeGitHub, **more: object) -> dict:
         github_token=fake.token,
         github_api_url=fake.url,
         github_users=f"octocat={USER_ID}",
-        github_checks_poll_seconds=0.2,
+        github_checks_poll_seconds=0.1,  # polled checks: a short first wait, and no back-off past it
+        github_checks_poll_max_seconds=0.1,
         sandbox_network="off",
     )
     return {**base, **more}
 
 
-async def test_open_pr_ready_then_draft_shown_by_task_and_checks_reported(
-    fake_telegram, fake_anthropic, fake_github, tmp_path, workspace_root, bot_repo
-) -> None:
-    calc_origin = on_github(workspace_root / "calc", "octo/calc", fake_github)
-    on_github(workspace_root / "group-therapy", "octo/group-therapy", fake_github)
-    model = RoleScript()
-    fake_anthropic.handler = model
-    async with running_bot(
-        fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo, **github_settings(fake_github)
-    ) as bot:
-        crew = bot.runtime.crew
-        model.add("code", *fix_calc())
-        await crew.start_task(Caller(chat_id=USER_ID, user_id=USER_ID), "calc", "code", "Fix add()", background=True)
-        task = await ended(bot, 1)
+@dataclass
+class World:
+    """The running bot with its workspaces on the fake GitHub, and the calls each test makes of them."""
+
+    bot: BotHarness
+    model: RoleScript
+    fake: FakeGitHub
+    webhook: str  # the bot's POST /github ("" when the webhook is off)
+    owner: Caller = field(default_factory=lambda: Caller(chat_id=USER_ID, user_id=USER_ID))
+
+    def comments(self, repository: str = "octo/calc") -> list[tuple[int, str]]:
+        return self.fake.repos[repository].comments
+
+    def pulls(self, repository: str = "octo/calc") -> dict[int, FakePull]:
+        return self.fake.repos[repository].pulls
+
+    async def deliver(self, event: str, payload: dict, **how: Any) -> httpx.Response:
+        how.setdefault("secret", SECRET)
+        return await send_delivery(self.webhook, event, payload, **how)
+
+    async def start_task(self, workspace: str, instructions: str, caller: Caller | None = None) -> None:
+        await self.bot.runtime.crew.start_task(caller or self.owner, workspace, "code", instructions, background=True)
+
+    async def ended(self, task_id: int) -> Task:
+        deadline = asyncio.get_running_loop().time() + HANG_GUARD
+        while True:
+            task = await self.bot.runtime.store.get_task(task_id)
+            if task is not None and task.status.is_final:
+                return task
+            assert asyncio.get_running_loop().time() < deadline, f"task #{task_id} did not end"
+            await asyncio.sleep(0.05)
+
+    async def told(self, needle: str, chat: int = USER_ID, timeout: float = 15.0):
+        """The newest chat message containing `needle`, waited for."""
+        return await self.bot.tg.await_for(lambda: newest(self.bot, chat, needle), timeout=timeout)
+
+
+@pytest.fixture
+def github_world(fake_telegram, fake_anthropic, fake_github, tmp_path, workspace_root, bot_repo):
+    """`async with github_world(**settings) as world`: the bot with `repos` on the fake GitHub (octo/NAME), scripted
+    by a RoleScript, its webhook on (`webhook=False`: off, so the checks are polled) and `settings` on top."""
+
+    @contextlib.asynccontextmanager
+    async def start(*, repos: tuple[str, ...] = ("calc",), webhook: bool = True, **settings: Any):
+        for name in repos:
+            on_github(workspace_root / name, f"octo/{name}", fake_github)
+        model = RoleScript()
+        fake_anthropic.handler = model
+        url = ""
+        if webhook:
+            port = free_port()
+            settings = {"github_webhook_listen": f"127.0.0.1:{port}", "github_webhook_secret": SECRET, **settings}
+            url = f"http://127.0.0.1:{port}/github"
+        values = github_settings(fake_github, **settings)
+        async with running_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo, **values) as bot:
+            yield World(bot, model, fake_github, url)
+
+    return start
+
+
+async def test_open_pr_ready_then_draft_shown_by_task_and_checks_reported(github_world, workspace_root) -> None:
+    async with github_world(repos=("calc", "group-therapy"), webhook=False) as world:
+        bot, fake = world.bot, world.fake
+        world.model.add("code", *fix_calc())
+        await world.start_task("calc", "Fix add()")
+        task = await world.ended(1)
         assert task.status is TaskStatus.COMPLETED
         shown = await bot.tg.await_for(lambda: summary(bot, USER_ID, 1))
         assert "task:pr:1" in shown.callback_data and "task:merge:1" in shown.callback_data
-        assert not fake_github.calls_to("POST", "/pulls"), "nothing is opened before the press"
+        assert not fake.calls_to("POST", "/pulls"), "nothing is opened before the press"
 
         bot.tg.press_button(USER_ID, shown.message_id, "task:pr:1")
-        opened = await bot.tg.await_for(lambda: newest(bot, USER_ID, "Opened PR #1"))
+        opened = await world.told("Opened PR #1")
         assert "ready for review" in opened.text and "https://github.example/octo/calc/pull/1" in opened.text
-        pull = fake_github.repos["octo/calc"].pulls[1]
+        pull = world.pulls()[1]
         assert pull.draft is False and pull.base == "main" and pull.head == task.branch
         assert pull.title == "Fix add()"
         for part in ("✔ Task #1 done", "Fixed add().", "### Tests", "### Files", "calc.py"):
             assert part in pull.body, part
+        calc_origin = workspace_root.parent / "calc-origin.git"
         assert git(calc_origin, "rev-parse", f"refs/heads/{task.branch}").strip() == pull.head_sha
 
         bot.tg.send_command(USER_ID, "/task 1")
-        detail = await bot.tg.await_for(lambda: newest(bot, USER_ID, "Pull request:"))
+        detail = await world.told("Pull request:")
         assert "https://github.example/octo/calc/pull/1" in detail.text
 
-        # the checks, polled (no webhook here) with back-off: one line when they have all finished
-        fake_github.set_checks(
-            "octo/calc", pull.head_sha, ("lint", "completed", "failure"), ("tests", "in_progress", None)
-        )
-        await asyncio.sleep(0.5)
-        assert newest(bot, USER_ID, "CI on") is None, "no line while a check still runs"
-        fake_github.set_checks(
-            "octo/calc", pull.head_sha, ("lint", "completed", "failure"), ("tests", "completed", "success")
-        )
-        line = await bot.tg.await_for(lambda: newest(bot, USER_ID, "CI on"), timeout=10)
-        assert line.text == "CI on PR #1: ✗ lint failed"
-        await asyncio.sleep(0.6)  # three more polls' worth
-        assert len([m for m in bot.tg.messages(USER_ID) if "CI on" in (m.text or "")]) == 1, "told once"
-
         # ⚠ (group-therapy has no tests: unverified) opens a draft
-        model.add(
-            "code",
-            claude_says.tool_use("write_file", {"path": "NOTES.md", "content": "notes\n"}),
-            claude_says.text("Added notes."),
-        )
-        await crew.start_task(
-            Caller(chat_id=USER_ID, user_id=USER_ID), "group-therapy", "code", "Add notes", background=True
-        )
-        assert (await ended(bot, 2)).status is TaskStatus.UNVERIFIED
-        text = await crew.open_pull_request(Caller(chat_id=USER_ID, user_id=USER_ID), 2)
+        world.model.add("code", *add_notes())
+        await world.start_task("group-therapy", "Add notes")
+        assert (await world.ended(2)).status is TaskStatus.UNVERIFIED
+        text = await bot.runtime.crew.open_pull_request(world.owner, 2)
         assert "a draft" in text
-        draft = fake_github.repos["octo/group-therapy"].pulls[2]
+        draft = world.pulls("octo/group-therapy")[2]
         assert draft.draft is True and draft.body.startswith("**⚠ Task #2 needs a look")
 
+        # the checks, polled (no webhook here): one line when they have all finished
+        runs = ("lint", "completed", "failure"), ("tests", "in_progress", None)
+        fake.set_checks("octo/group-therapy", draft.head_sha, *runs)
+        polls = len(fake.calls_to("GET", "/check-runs"))
+        await fake.await_for(lambda: len(fake.calls_to("GET", "/check-runs")) >= polls + 2)
+        assert newest(bot, USER_ID, "CI on") is None, "no line while a check still runs"
+        runs = ("lint", "completed", "failure"), ("tests", "completed", "success")
+        fake.set_checks("octo/group-therapy", draft.head_sha, *runs)
+        line = await world.told("CI on", timeout=10)
+        assert line.text == "CI on PR #2: ✗ lint failed"
+
         # Fix CI: the failed check's summary goes to a follow-up on the branch, pushed to the same pull request
-        model.add(
+        world.model.add(
             "code",
             claude_says.tool_use("write_file", {"path": "ruff.toml", "content": "line-length = 120\n"}),
             claude_says.text("Configured the linter."),
         )
-        assert "task:fixci:1" in line.callback_data
-        bot.tg.press_button(USER_ID, line.message_id, "task:fixci:1")
-        assert await bot.tg.await_for(lambda: newest(bot, USER_ID, "to fix CI"))
-        fixing = await ended(bot, 3)
-        assert fixing.branch == task.branch and "## lint: failure" in fixing.instructions
-        assert "lint failure" in last_user_text(model.requests["code"][-2]), "the worker reads the run's summary"
-        await fake_github.await_for(lambda: pull.edits, timeout=HANG_GUARD)
-        assert "Configured the linter." in pull.body and list(fake_github.repos["octo/calc"].pulls) == [1]
-        transcript("open_pr", bot, fake_github)
+        assert "task:fixci:2" in line.callback_data
+        bot.tg.press_button(USER_ID, line.message_id, "task:fixci:2")
+        assert await world.told("to fix CI")
+        fixing = await world.ended(3)
+        assert fixing.branch == (await world.ended(2)).branch and "## lint: failure" in fixing.instructions
+        assert "lint failure" in last_user_text(world.model.requests["code"][-2]), "the worker reads the run's summary"
+        await fake.await_for(lambda: draft.edits, timeout=HANG_GUARD)
+        assert "Configured the linter." in draft.body and list(world.pulls("octo/group-therapy")) == [2]
+        lines = [m for m in bot.tg.messages(USER_ID) if "CI on" in (m.text or "")]
+        assert len(lines) == 1, "the first head's checks were told once"
+        assert draft.draft is True and draft.readied == 0, "still ⚠: it stays a draft"
+        assert pull.readied == 0
+        transcript("open_pr", bot, fake)
 
 
 @pytest.mark.parametrize("outage", [502])
-async def test_a_github_outage_is_one_sentence_and_open_pr_works_again(
-    fake_telegram, fake_anthropic, fake_github, tmp_path, workspace_root, bot_repo, outage
-) -> None:
-    on_github(workspace_root / "calc", "octo/calc", fake_github)
-    model = RoleScript()
-    fake_anthropic.handler = model
-    async with running_bot(
-        fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo, **github_settings(fake_github)
-    ) as bot:
-        model.add("code", *fix_calc())
-        owner = Caller(chat_id=USER_ID, user_id=USER_ID)
-        await bot.runtime.crew.start_task(owner, "calc", "code", "Fix add()", background=True)
-        await ended(bot, 1)
+async def test_a_github_outage_is_one_sentence_and_open_pr_works_again(github_world, outage) -> None:
+    async with github_world(repos=("group-therapy",), webhook=False) as world:
+        bot = world.bot
+        world.model.add("code", *add_notes())
+        await world.start_task("group-therapy", "Add notes")
+        await world.ended(1)
         for _ in range(4):  # every retry fails
-            fake_github.fail_next("/pulls", outage, {"retry-after": "0"})
+            world.fake.fail_next("/pulls", outage, {"retry-after": "0"})
         shown = await bot.tg.await_for(lambda: summary(bot, USER_ID, 1))
         bot.tg.press_button(USER_ID, shown.message_id, "task:pr:1")
-        said = await bot.tg.await_for(lambda: newest(bot, USER_ID, "GitHub answered"))
+        said = await world.told("GitHub answered")
         assert said.text.startswith(f"The branch is pushed, but GitHub answered {outage}")
-        assert not fake_github.repos["octo/calc"].pulls
-        fake_github.fail_next("/pulls", 429, {"retry-after": "0"})  # a rate limit: waited out and retried
+        assert not world.pulls("octo/group-therapy")
+        world.fake.fail_next("/pulls", 429, {"retry-after": "0"})  # a rate limit: waited out and retried
         bot.tg.press_button(USER_ID, shown.message_id, "task:pr:1")
-        assert await bot.tg.await_for(lambda: newest(bot, USER_ID, "Opened PR #1"))
+        assert await world.told("Opened PR #1")
 
 
-async def test_a_members_open_pr_goes_to_the_owners(
-    fake_telegram, fake_anthropic, fake_github, tmp_path, workspace_root, bot_repo
-) -> None:
-    on_github(workspace_root / "calc", "octo/calc", fake_github)
-    model = RoleScript()
-    fake_anthropic.handler = model
-    port = free_port()
-    settings = github_settings(
-        fake_github,
+async def test_a_members_open_pr_goes_to_the_owners(github_world, workspace_root) -> None:
+    settings = dict(
         allowed_user_ids=f"{USER_ID},{MEMBER}",
         owner_user_ids=str(USER_ID),
         github_users=f"octocat={USER_ID},mia={MEMBER}",
-        github_webhook_listen=f"127.0.0.1:{port}",
-        github_webhook_secret=SECRET,
     )
-    async with running_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo, **settings) as bot:
-        model.add("code", *fix_calc())
-        member = Caller(chat_id=MEMBER, user_id=MEMBER, user_name="mia")
-        await bot.runtime.crew.start_task(member, "calc", "code", "Fix add()", background=True)
-        await ended(bot, 1)
+    async with github_world(repos=("group-therapy",), **settings) as world:
+        bot = world.bot
+        world.model.add("code", *add_notes())
+        await world.start_task("group-therapy", "Add notes", Caller(chat_id=MEMBER, user_id=MEMBER, user_name="mia"))
+        await world.ended(1)
         shown = await bot.tg.await_for(lambda: summary(bot, MEMBER, 1))
         bot.tg.press_button(MEMBER, shown.message_id, "task:pr:1", username="mia")
-        refusal = await bot.tg.await_for(lambda: newest(bot, MEMBER, "Only an owner can open a pull request"))
+        refusal = await world.told("Only an owner can open a pull request", chat=MEMBER)
         assert refusal.text.startswith("Only an owner can open a pull request; I've asked them")
-        request = await bot.tg.await_for(lambda: newest(bot, USER_ID, "asks to open a pull request"))
+        request = await world.told("asks to open a pull request")
         assert "task:pr:1" in request.callback_data
-        assert not fake_github.repos["octo/calc"].pulls, "a member's press opened nothing"
+        assert not world.pulls("octo/group-therapy"), "a member's press opened nothing"
 
         bot.tg.press_button(USER_ID, request.message_id, "task:pr:1")
-        assert await bot.tg.await_for(lambda: newest(bot, USER_ID, "Opened PR #1"))
-        told = await bot.tg.await_for(lambda: newest(bot, MEMBER, "Opened PR #1"))
+        assert await world.told("Opened PR #1")
+        told = await world.told("Opened PR #1", chat=MEMBER)
         assert "(decided by an owner)" in told.text
-        assert fake_github.repos["octo/calc"].pulls[1].draft is False
+        assert world.pulls("octo/group-therapy")[1].draft is True  # ⚠: a draft
 
         # a member asking on GitHub to merge: refused in the comment, the owners asked, nothing merged
-        model.add(
+        world.model.add(
             "orchestrator",
             claude_says.tool_use("merge_task", {"task_id": 1}),
             lambda body: claude_says.text(f"I can't: {last_user_text(body).splitlines()[0][:80]}"),
         )
-        ask = issue_comment("mia", "@agentlab merge task 1 please", number=9)
-        assert (await send_delivery(f"http://127.0.0.1:{port}/github", "issue_comment", ask, SECRET)).status_code == 202
-        comments = fake_github.repos["octo/calc"].comments
-        await fake_github.await_for(lambda: comments)
+        ask = issue_comment("mia", "@agentlab merge task 1 please", number=9, repository="octo/group-therapy")
+        assert (await world.deliver("issue_comment", ask)).status_code == 202
+        comments = world.comments("octo/group-therapy")
+        await world.fake.await_for(lambda: comments)
         assert "only an owner can merge; I've asked them" in comments[0][1]
-        assert await bot.tg.await_for(lambda: newest(bot, USER_ID, "asks to merge task #1"))
-        assert "a - b" in (workspace_root / "calc" / "calc.py").read_text(), "nothing was merged"
-        transcript("member_open_pr", bot, fake_github, (MEMBER, USER_ID))
+        assert await world.told("asks to merge task #1")
+        assert not (workspace_root / "group-therapy" / "NOTES.md").exists(), "nothing was merged"
+        transcript("member_open_pr", bot, world.fake, (MEMBER, USER_ID))
 
 
 HOSTILE = (
@@ -269,21 +307,16 @@ HOSTILE = (
 
 
 async def test_a_hostile_worker_finds_the_token_nowhere(
-    fake_telegram, fake_anthropic, fake_github, tmp_path, workspace_root, bot_repo, monkeypatch, caplog
+    github_world, fake_anthropic, fake_github, workspace_root, monkeypatch, caplog
 ) -> None:
     monkeypatch.setenv("GITHUB_TOKEN", fake_github.token)  # the bot's own environment holds it, as in production
     caplog.set_level(logging.DEBUG)
-    origin = on_github(workspace_root / "calc", "octo/calc", fake_github)
-    model = RoleScript()
-    fake_anthropic.handler = model
-    async with running_bot(
-        fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo, **github_settings(fake_github)
-    ) as bot:
-        owner = Caller(chat_id=USER_ID, user_id=USER_ID)
-        model.add("code", *fix_calc())
-        await bot.runtime.crew.start_task(owner, "calc", "code", "Fix add()", background=True)
-        await ended(bot, 1)
-        await bot.runtime.crew.open_pull_request(owner, 1)  # the token has been used for a push
+    async with github_world(repos=("group-therapy",), webhook=False) as world:
+        bot, model = world.bot, world.model
+        model.add("code", *add_notes())
+        await world.start_task("group-therapy", "Add notes")
+        await world.ended(1)
+        await bot.runtime.crew.open_pull_request(world.owner, 1)  # the token has been used for a push
 
         model.add(
             "code",
@@ -291,15 +324,16 @@ async def test_a_hostile_worker_finds_the_token_nowhere(
             claude_says.tool_use("run_command", {"command": "git push origin HEAD 2>&1; echo pushed=$?"}),
             claude_says.text("Looked around."),
         )
-        await bot.runtime.crew.start_task(owner, "calc", "code", "Look around", background=True)
-        await ended(bot, 2)
+        await world.start_task("group-therapy", "Look around")
+        await world.ended(2)
     results = "\n".join(last_user_text(body) for body in model.requests["code"])
     assert "HOSTILE-DONE" in results, "the hostile commands ran"
     encoded = base64.b64encode(f"x-access-token:{fake_github.token}".encode()).decode()
     every_request = "\n".join(str(r.body) for r in fake_anthropic.requests)
     chat = "\n".join((m.text or "") for m in bot.tg.messages(USER_ID))
     logs = "\n".join(record.getMessage() for record in caplog.records)
-    configs = (workspace_root / "calc" / ".git" / "config").read_text() + (origin / "config").read_text()
+    origin = workspace_root.parent / "group-therapy-origin.git"
+    configs = (workspace_root / "group-therapy" / ".git" / "config").read_text() + (origin / "config").read_text()
     for secret in (fake_github.token, encoded):
         for where, text in (("a model request", every_request), ("the chat", chat), ("a log line", logs)):
             assert secret not in text, f"the token reached {where}"
@@ -310,44 +344,39 @@ async def test_a_hostile_worker_finds_the_token_nowhere(
     assert "pushed=0" not in results, "the worker cannot push from its sandbox"
 
 
-async def test_webhook_signature_unknown_login_and_replay(
-    fake_telegram, fake_anthropic, fake_github, tmp_path, workspace_root, bot_repo
-) -> None:
-    on_github(workspace_root / "calc", "octo/calc", fake_github)
-    model = RoleScript()
-    fake_anthropic.handler = model
-    port = free_port()
-    settings = github_settings(fake_github, github_webhook_listen=f"127.0.0.1:{port}", github_webhook_secret=SECRET)
-    url = f"http://127.0.0.1:{port}/github"
-    async with running_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo, **settings) as bot:
+async def test_webhook_signature_unknown_login_and_replay(github_world) -> None:
+    async with github_world() as world:
         from agents.core.secrets_filter import mask
 
         assert mask(f"x {SECRET} y") == "x «masked» y", "the webhook's secret is one of the bot's masked secrets"
         payload = issue_comment("octocat", "@agentlab what does add() do?", number=3)
-        assert (await send_delivery(url, "issue_comment", payload, "wrong-secret")).status_code == 401
-        assert (await send_delivery(url, "issue_comment", payload, None)).status_code == 401
+        assert (await world.deliver("issue_comment", payload, secret="wrong-secret")).status_code == 401
+        assert (await world.deliver("issue_comment", payload, secret=None)).status_code == 401
         stranger = issue_comment("mallory", "@agentlab delete everything", number=3)
-        assert (await send_delivery(url, "issue_comment", stranger, SECRET)).status_code == 202
         other_repo = issue_comment("octocat", "@agentlab hi", number=3, repository="octo/elsewhere")
-        assert (await send_delivery(url, "issue_comment", other_repo, SECRET)).status_code == 202
         no_mention = issue_comment("octocat", "looks good to me", number=3)
-        assert (await send_delivery(url, "issue_comment", no_mention, SECRET)).status_code == 202
+        for ignored in (stranger, other_repo, no_mention):
+            assert (await world.deliver("issue_comment", ignored)).status_code == 202
 
-        model.add("orchestrator", claude_says.text("add() adds two numbers (it subtracts today: a bug)."))
-        first = await send_delivery(url, "issue_comment", payload, SECRET, delivery_id="d-1")
+        world.model.add("orchestrator", claude_says.text("add() adds two numbers (it subtracts today: a bug)."))
+        first = await world.deliver("issue_comment", payload, delivery_id="d-1")
         assert first.status_code == 202
-        comments = fake_github.repos["octo/calc"].comments
-        await fake_github.await_for(lambda: comments)
-        again = await send_delivery(url, "issue_comment", payload, SECRET, delivery_id="d-1")
+        comments = world.comments()
+        await world.fake.await_for(lambda: comments)
+        again = await world.deliver("issue_comment", payload, delivery_id="d-1")
         assert again.status_code == 200 and again.json()["duplicate"] is True
-        await asyncio.sleep(0.5)
-        assert len(model.requests["orchestrator"]) == 1, "only the good, new, allowed delivery reached the model"
+        store = world.bot.runtime.store
+        deadline = asyncio.get_running_loop().time() + HANG_GUARD  # every delivery stored has been handled
+        while await store.github.unhandled_deliveries():
+            assert asyncio.get_running_loop().time() < deadline, "a delivery was never handled"
+            await asyncio.sleep(0.05)
+        assert len(world.model.requests["orchestrator"]) == 1, "only the good, new, allowed delivery reached the model"
         assert len(comments) == 1 and comments[0][0] == 3 and "subtracts today" in comments[0][1]
-        asked = last_user_text(model.requests["orchestrator"][0])
+        asked = last_user_text(world.model.requests["orchestrator"][0])
         assert "[From GitHub] octocat mentioned you on octo/calc issue #3" in asked
         assert "> @agentlab what does add() do?" in asked, "the comment reaches the model quoted"
-        assert await bot.tg.await_for(lambda: newest(bot, USER_ID, "On GitHub (octo/calc#3)"))
-        transcript("webhook_checks", bot, fake_github)
+        assert await world.told("On GitHub (octo/calc#3)")
+        transcript("webhook_checks", world.bot, world.fake)
 
 
 def issue_comment(login: str, body: str, number: int, repository: str = "octo/calc", pull: bool = False) -> dict:
@@ -369,73 +398,75 @@ def issue_comment(login: str, body: str, number: int, repository: str = "octo/ca
     }
 
 
-async def test_a_mention_starts_a_task_that_opens_its_pr_and_a_mention_on_the_pr_continues_it(
-    fake_telegram, fake_anthropic, fake_github, tmp_path, workspace_root, bot_repo
-) -> None:
-    on_github(workspace_root / "calc", "octo/calc", fake_github)
-    model = RoleScript()
-    fake_anthropic.handler = model
-    port = free_port()
-    settings = github_settings(fake_github, github_webhook_listen=f"127.0.0.1:{port}", github_webhook_secret=SECRET)
-    url = f"http://127.0.0.1:{port}/github"
-    async with running_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo, **settings) as bot:
+def issue_opened(body: str, number: int = 7, repository: str = "octo/calc") -> dict:
+    return {
+        "action": "opened",
+        "issue": {
+            "number": number,
+            "title": "add() is wrong",
+            "body": body,
+            "html_url": f"https://github.example/{repository}/issues/{number}",
+            "user": {"login": "octocat"},
+        },
+        "repository": {"full_name": repository},
+        "sender": {"login": "octocat"},
+    }
+
+
+async def test_a_mention_starts_a_task_whose_draft_pr_a_mention_on_it_continues_and_turns_ready(github_world) -> None:
+    async with github_world(max_corrections=0) as world:
+        bot, model, fake = world.bot, world.model, world.fake
         start = claude_says.tool_use(
             "start_task", {"workspace": "calc", "worker": "code", "instructions": "Fix add()", "background": True}
         )
         model.add("orchestrator", start, claude_says.text("I started task #1 to fix add() in calc."))
-        model.add("code", *fix_calc())
-        issue = {
-            "action": "opened",
-            "issue": {
-                "number": 7,
-                "title": "add() is wrong",
-                "body": "@agentlab please fix add(): 2 + 3 gives -1",
-                "html_url": "https://github.example/octo/calc/issues/7",
-                "user": {"login": "octocat"},
-            },
-            "repository": {"full_name": "octo/calc"},
-            "sender": {"login": "octocat"},
-        }
-        assert (await send_delivery(url, "issues", issue, SECRET)).status_code == 202
-        comments = fake_github.repos["octo/calc"].comments
-        await fake_github.await_for(lambda: len(comments) >= 2, timeout=HANG_GUARD)
-        assert comments[0] == (7, "<!-- agentlab -->\nI started task #1 to fix add() in calc.")
-        assert "✔ Task #1 done" in comments[1][1] and "https://github.example/octo/calc/pull/1" in comments[1][1]
-        pull = fake_github.repos["octo/calc"].pulls[1]
-        assert pull.draft is False and "Fixed add()." in pull.body
-        shown = await bot.tg.await_for(lambda: summary(bot, USER_ID, 1))
-        assert "task:merge:1" in shown.callback_data, "the private chat gets the summary with its buttons"
-
-        # a mention on the bot's pull request continues the task on its branch, pushed to the same pull request
-        model.add(
+        model.add(  # a first run that leaves the tests red: ✗, so its pull request is a draft
             "code",
             claude_says.tool_use("write_file", {"path": "CHANGELOG.md", "content": "- add() adds\n"}),
             claude_says.text("Added a changelog entry."),
         )
+        assert (
+            await world.deliver("issues", issue_opened("@agentlab please fix add(): 2 + 3 gives -1"))
+        ).status_code == 202
+        comments = world.comments()
+        await fake.await_for(lambda: len(comments) >= 2, timeout=HANG_GUARD)
+        assert comments[0] == (7, "<!-- agentlab -->\nI started task #1 to fix add() in calc.")
+        task1 = await world.ended(1)
+        assert task1.status is not TaskStatus.COMPLETED
+        pull = world.pulls()[1]
+        assert "https://github.example/octo/calc/pull/1" in comments[1][1] and "✗" in comments[1][1]
+        assert pull.draft is True and "Added a changelog entry." in pull.body
+        shown = await bot.tg.await_for(lambda: summary(bot, USER_ID, 1))
+        assert "task:merge:1" in shown.callback_data, "the private chat gets the summary with its buttons"
+
+        # a mention on the bot's pull request continues the task on its branch; ✔ now: the draft turns ready
+        model.add("code", *fix_calc())
         first_head = pull.head_sha
-        follow = issue_comment("octocat", "@agentlab also add a changelog entry", number=1, pull=True)
-        assert (await send_delivery(url, "issue_comment", follow, SECRET)).status_code == 202
-        task2 = await ended(bot, 2)
-        assert task2.branch == (await bot.runtime.store.get_task(1)).branch
-        await fake_github.await_for(lambda: pull.edits, timeout=HANG_GUARD)
-        await fake_github.await_for(lambda: len(comments) >= 4, timeout=HANG_GUARD)
-        assert list(fake_github.repos["octo/calc"].pulls) == [1], "no second pull request"
-        assert pull.head_sha != first_head
+        follow = issue_comment("octocat", "@agentlab the tests still fail, fix add()", number=1, pull=True)
+        assert (await world.deliver("issue_comment", follow)).status_code == 202
+        task2 = await world.ended(2)
+        assert task2.status is TaskStatus.COMPLETED and task2.branch == task1.branch
+        await fake.await_for(lambda: len(comments) >= 4, timeout=HANG_GUARD)
+        assert list(world.pulls()) == [1], "no second pull request"
+        assert pull.head_sha != first_head and pull.edits
+        assert pull.draft is False and pull.readied == 1, "marked ready for review (GraphQL)"
+        assert await world.told("It is now ready for review")
         for part in ("Fixed add().", "Added a changelog entry.", "CHANGELOG.md", "calc.py"):
             assert part in pull.body, part  # rebuilt from the whole branch
+        assert pull.body.startswith("**✔ Task #2 done")
         assert "Continuing task #1 on its branch as task #2" in comments[2][1] and comments[2][0] == 1
-        assert "pull/1" in comments[3][1]
-        assert "> @agentlab also add a changelog entry" in task2.instructions
+        assert "✔ Task #2 done" in comments[3][1] and "pull/1" in comments[3][1]
+        assert "> @agentlab the tests still fail, fix add()" in task2.instructions
 
         # the checks, by webhook: one line when they have finished
-        fake_github.set_checks("octo/calc", pull.head_sha, ("tests", "completed", "success"))
+        fake.set_checks("octo/calc", pull.head_sha, ("tests", "completed", "success"))
         suite = {
             "action": "completed",
             "check_suite": {"head_sha": pull.head_sha},
             "repository": {"full_name": "octo/calc"},
         }
-        assert (await send_delivery(url, "check_suite", suite, SECRET)).status_code == 202
-        line = await bot.tg.await_for(lambda: newest(bot, USER_ID, "CI on"))
+        assert (await world.deliver("check_suite", suite)).status_code == 202
+        line = await world.told("CI on")
         assert line.text == "CI on PR #1: ✔ 1 check passed"
 
         # a review requesting changes by an allowed login continues from the newest task on the pull request
@@ -450,40 +481,65 @@ async def test_a_mention_starts_a_task_that_opens_its_pr_and_a_mention_on_the_pr
             "pull_request": {"number": 1, "title": pull.title, "body": pull.body},
             "repository": {"full_name": "octo/calc"},
         }
-        assert (await send_delivery(url, "pull_request_review", review, SECRET)).status_code == 202
-        task3 = await ended(bot, 3)
+        assert (await world.deliver("pull_request_review", review)).status_code == 202
+        task3 = await world.ended(3)
         assert task3.branch == task2.branch and "Say numbers." in task3.instructions
-        assert "Added a changelog entry." in task3.instructions, "it continues from the newest task (#2)"
-        await fake_github.await_for(lambda: len(pull.edits) >= 2, timeout=HANG_GUARD)
-        assert "Reworded the entry." in pull.body and list(fake_github.repos["octo/calc"].pulls) == [1]
+        assert "Fixed add()." in task3.instructions, "it continues from the newest task (#2)"
+        await fake.await_for(lambda: len(pull.edits) >= 2, timeout=HANG_GUARD)
+        assert "Reworded the entry." in pull.body and list(world.pulls()) == [1]
         assert pull.title == "Fix add()", "the first task names the pull request"
-        reports = [pull.body.index(r) for r in ("Fixed add().", "Added a changelog entry.", "Reworded the entry.")]
+        assert pull.readied == 1, "a pull request already ready is not marked again"
+        reports = [pull.body.index(r) for r in ("Added a changelog entry.", "Fixed add().", "Reworded the entry.")]
         assert reports == sorted(reports) and "from task #1 (follow-ups: #2, #3)" in pull.body
-        transcript("work_from_github", bot, fake_github)
+        transcript("work_from_github", bot, fake)
 
 
-async def test_a_delivery_acknowledged_before_a_stop_is_handled_at_the_next_start(
-    fake_telegram, fake_anthropic, fake_github, tmp_path, workspace_root, bot_repo
-) -> None:
+async def test_research_from_github_comments_its_proposal_then_the_approved_task_its_pr(github_world) -> None:
+    async with github_world(repos=("group-therapy",)) as world:
+        bot, model, fake = world.bot, world.model, world.fake
+        research = claude_says.tool_use("start_research", {"workspace": "group-therapy", "request": "What notes?"})
+        model.add("orchestrator", research, claude_says.text("I started research #1 on the notes."))
+        plan = "Add NOTES.md with the session notes.\n\nOne file, `NOTES.md`, one line: `notes`."
+        model.add("research", claude_says.text(plan))
+        asked = issue_opened("@agentlab what notes would you add?", repository="octo/group-therapy")
+        assert (await world.deliver("issues", asked)).status_code == 202
+        comments = world.comments("octo/group-therapy")
+        await fake.await_for(lambda: len(comments) >= 2, timeout=HANG_GUARD)
+        assert comments[0] == (7, "<!-- agentlab -->\nI started research #1 on the notes.")
+        number, answer = comments[1]
+        assert number == 7 and "Proposal #1 for `group-therapy`" in answer and "Add NOTES.md" in answer
+        assert "waits for the owner's go-ahead in the chat" in answer
+        proposal = await world.told("Proposal #1")
+        assert "proposal:approve:1" in proposal.callback_data
+        assert not world.pulls("octo/group-therapy")
+
+        # approved in the chat: the code task answers the same issue with its verdict and pull request
+        model.add("code", *add_notes())
+        bot.tg.press_button(USER_ID, proposal.message_id, "proposal:approve:1")
+        task = await world.ended(2)
+        assert task.status is TaskStatus.UNVERIFIED and task.proposal_id == 1  # group-therapy has no tests: ⚠
+        await fake.await_for(lambda: len(comments) >= 3, timeout=HANG_GUARD)
+        number, closing = comments[2]
+        assert number == 7 and "⚠ Task #2 needs a look" in closing and "Added notes." in closing
+        assert "https://github.example/octo/group-therapy/pull/1" in closing
+        assert world.pulls("octo/group-therapy")[1].draft is True
+        transcript("research_from_github", bot, fake)
+
+
+async def test_a_delivery_acknowledged_before_a_stop_is_handled_at_the_next_start(github_world, tmp_path) -> None:
     from agents.store.database import Store
     from agents.store.github import DeliveryRecord
 
-    on_github(workspace_root / "calc", "octo/calc", fake_github)
     store = await Store.open(tmp_path / "data" / "agentlab.db")  # where the test settings keep the database
     payload = issue_comment("octocat", "@agentlab are you there?", number=4)
     await store.github.add_delivery(DeliveryRecord(id="d-stored", event="issue_comment", payload=json.dumps(payload)))
     await store.close()
-    model = RoleScript()
-    model.add("orchestrator", claude_says.text("Yes, back again."))
-    fake_anthropic.handler = model
-    settings = github_settings(
-        fake_github, github_webhook_listen=f"127.0.0.1:{free_port()}", github_webhook_secret=SECRET
-    )
-    async with running_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo, **settings) as bot:
-        comments = fake_github.repos["octo/calc"].comments
-        await fake_github.await_for(lambda: comments)
+    async with github_world() as world:
+        world.model.add("orchestrator", claude_says.text("Yes, back again."))
+        comments = world.comments()
+        await world.fake.await_for(lambda: comments)
         assert comments == [(4, "<!-- agentlab -->\nYes, back again.")]
         deadline = asyncio.get_running_loop().time() + HANG_GUARD  # marked handled just after its comment is posted
-        while await bot.runtime.store.github.unhandled_deliveries():
+        while await world.bot.runtime.store.github.unhandled_deliveries():
             assert asyncio.get_running_loop().time() < deadline, "the stored delivery was never marked handled"
             await asyncio.sleep(0.05)

@@ -477,10 +477,13 @@ class TemporalEngine:
             record = await remember_shown(
                 self.store, task.chat_id, TASK, task.stored_id, text, self.settings.shown_turn_chars
             )
+            buttons = decode_buttons(shown.buttons)
+            if self.pull_requests is not None and shown.kind == "summary":  # the runner has no token: Open PR is ours
+                buttons = await self.pull_requests.with_open_pr(task, buttons)
             sent = await self.deliveries.deliver(
                 task.chat_id,
                 text,
-                buttons=decode_buttons(shown.buttons),
+                buttons=buttons,
                 reply_to=shown.reply_to,
                 kind=shown.kind,
                 task_id=task.id,

@@ -62,6 +62,7 @@ class PullRequest:
     url: str  # the page a person opens (html_url)
     draft: bool
     head_sha: str = ""
+    node_id: str = ""  # the GraphQL id (marking a draft ready for review is GraphQL-only)
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,26 @@ def _pull(data: Mapping[str, Any]) -> PullRequest:
         url=str(data["html_url"]),
         draft=bool(data.get("draft")),
         head_sha=str((data.get("head") or {}).get("sha") or ""),
+        node_id=str(data.get("node_id") or ""),
     )
+
+
+def graphql_url(api_url: str) -> str:
+    """GitHub's GraphQL endpoint for a REST root: api.github.com/graphql; a GitHub Enterprise server's /api/v3 has
+    its GraphQL at /api/graphql; any other root (a test server) serves it at <root>/graphql."""
+    root = api_url.rstrip("/")
+    if root.endswith("/api/v3"):
+        return root.removesuffix("/v3") + "/graphql"
+    return root + "/graphql"
+
+
+MARK_READY = """
+mutation MarkReady($id: ID!) {
+  markPullRequestReadyForReview(input: {pullRequestId: $id}) {
+    pullRequest { number isDraft }
+  }
+}
+""".strip()
 
 
 class GitHubClient:
@@ -88,6 +108,7 @@ class GitHubClient:
     def __init__(self, token: str, api_url: str = "https://api.github.com") -> None:
         self._http = httpx.AsyncClient(timeout=TIMEOUT_SECONDS)
         self._api = _API(self._http, USER_AGENT, oauth_token=token, base_url=api_url.rstrip("/"))
+        self._graphql_url = graphql_url(api_url)
 
     async def close(self) -> None:
         await self._http.aclose()
@@ -102,6 +123,20 @@ class GitHubClient:
             status = int(err.status_code)
             detail = str(err.args[1]) if len(err.args) > 1 else err.status_code.phrase
             raise GitHubUnavailable(f"GitHub answered {status} ({detail})") from None
+        except gidgethub.GitHubException as err:
+            raise GitHubUnavailable(f"GitHub refused the call ({err})") from None
+        except (TimeoutError, httpx.HTTPError, OSError) as err:
+            raise GitHubUnavailable(f"GitHub could not be reached ({type(err).__name__})") from None
+
+    async def _graphql(self, query: str, **variables: Any) -> Any:
+        """One GraphQL call (gidgethub's `graphql`), its errors turned into GitHubUnavailable like REST's."""
+        try:
+            return await self._api.graphql(query, endpoint=self._graphql_url, **variables)
+        except gidgethub.GraphQLException as err:
+            detail = getattr(err, "response", None) or err
+            raise GitHubUnavailable(f"GitHub's GraphQL API refused the call ({str(detail)[:200]})") from None
+        except gidgethub.HTTPException as err:
+            raise GitHubUnavailable(f"GitHub answered {int(err.status_code)}") from None
         except gidgethub.GitHubException as err:
             raise GitHubUnavailable(f"GitHub refused the call ({err})") from None
         except (TimeoutError, httpx.HTTPError, OSError) as err:
@@ -133,6 +168,12 @@ class GitHubClient:
 
     async def update_pull_request(self, full_name: str, number: int, title: str, body: str) -> PullRequest:
         return _pull(await self._call("PATCH", f"/repos/{full_name}/pulls/{number}", {"title": title, "body": body}))
+
+    async def mark_ready_for_review(self, node_id: str) -> bool:
+        """Turn a draft pull request ready for review (REST cannot: it is the GraphQL mutation
+        markPullRequestReadyForReview); whether it is a draft afterwards."""
+        data = await self._graphql(MARK_READY, id=node_id)
+        return bool((((data or {}).get("markPullRequestReadyForReview") or {}).get("pullRequest") or {}).get("isDraft"))
 
     async def pull_request(self, full_name: str, number: int) -> dict[str, Any]:
         return await self._call("GET", f"/repos/{full_name}/pulls/{number}")

@@ -132,6 +132,20 @@ class GitHubRecords:
             (thread.task_id, thread.repository, thread.number, thread.login),
         )
 
+    async def thread_of_proposal(self, proposal_id: int) -> ThreadRecord | None:
+        """The GitHub thread of the research task that wrote proposal #`proposal_id` (its result names it, as
+        `proposal #N`, wherever it ran): the code task an approval starts answers there too."""
+        rows = await self._store.rows(
+            "SELECT g.task_id, g.repository, g.number, g.login FROM github_threads g JOIN tasks t ON t.id = g.task_id "
+            "WHERE t.worker = 'research' AND t.result = ? ORDER BY g.task_id DESC LIMIT 1",
+            (f"proposal #{proposal_id}",),
+        )
+        return (
+            ThreadRecord(task_id=rows[0][0], repository=rows[0][1], number=rows[0][2], login=rows[0][3])
+            if rows
+            else None
+        )
+
     async def thread(self, task_id: int) -> ThreadRecord | None:
         rows = await self._store.rows(
             "SELECT task_id, repository, number, login FROM github_threads WHERE task_id = ?", (task_id,)

@@ -15,25 +15,35 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 from pathlib import Path
 
-from agents.core.actions import Action, button
+from agents.core.actions import Action, Buttons, button
 from agents.core.errors import ToolError
 from agents.core.models import Task, TaskEvent, TaskStatus, WorkerKind
 from agents.core.protocols import Notifier
 from agents.core.settings import Settings
 from agents.git.command import GitError, git_text, run_git
 from agents.git.remote import push_with_token
-from agents.github.api import CheckRun, GitHubClient, GitHubUnavailable
+from agents.github.api import CheckRun, GitHubClient, GitHubUnavailable, PullRequest
 from agents.github.repository import GitHubRepository, github_repository
 from agents.store.database import Store
-from agents.store.github import PullRequestRecord
+from agents.store.github import PullRequestRecord, ThreadRecord
+from agents.work.task_outcome import pull_request_buttons
 from agents.workspaces.folders import Workspaces
 
 log = logging.getLogger(__name__)
 
 BODY_REPORT_CHARS = 6000
+GIST_CHARS = 1500
 FAILED = {"failure", "timed_out", "cancelled", "action_required", "startup_failure", "stale"}
+
+
+def stored_id(task: Task) -> int:
+    """The id of a task read from the store (every task this module sees was)."""
+    if task.id is None:
+        raise ValueError("a task that was never stored has no pull request")
+    return task.id
 
 
 def verdict_line(task: Task, shown: str | None) -> str:
@@ -65,10 +75,29 @@ def pull_request_body(
         "```",
     ]
     by = f", asked by {starter}" if starter else ""
-    first, *later = [task_id for task_id, _ in reports] or [task.id]
+    first, *later = [task_id for task_id, _ in reports] or [stored_id(task)]
     more = f" (follow-ups: {', '.join(f'#{n}' for n in later)})" if later else ""
     lines += ["", f"---\nOpened by agentlab from task #{first}{more}{by} · branch `{task.branch}`."]
     return "\n".join(lines)
+
+
+def proposal_number(result: str | None) -> int | None:
+    """The proposal a research task wrote: its result is `proposal #N` (set where the research ran)."""
+    match = re.fullmatch(r"proposal #(\d+)", (result or "").strip())
+    return int(match.group(1)) if match else None
+
+
+def gist(body: str, limit: int = GIST_CHARS) -> str:
+    """A proposal's opening: whole paragraphs up to `limit` characters (the first one cut when it alone is longer)."""
+    kept: list[str] = []
+    for paragraph in (p.strip() for p in body.strip().split("\n\n")):
+        if not paragraph:
+            continue
+        if kept and sum(len(k) + 2 for k in kept) + len(paragraph) > limit:
+            break
+        kept.append(paragraph)
+    text = "\n\n".join(kept)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def checks_line(number: int, url: str, runs: list[CheckRun]) -> str | None:
@@ -96,7 +125,7 @@ class PullRequests:
         self.settings, self.store, self.workspaces, self.notifier = settings, store, workspaces, notifier
         self.client = client
         self.poll_checks = not settings.github_webhook_listen  # no webhook: the checks are polled
-        self._pollers: dict[tuple[str, int], asyncio.Task] = {}
+        self._pollers: dict[tuple[str, int], asyncio.Task[None]] = {}
 
     @property
     def enabled(self) -> bool:
@@ -115,9 +144,21 @@ class PullRequests:
         """Whether the task's summary offers Open PR: GitHub is set up and the workspace is on it."""
         return task.worker is not WorkerKind.RESEARCH and await self.repository_of(task.workspace) is not None
 
+    async def with_open_pr(self, task: Task, buttons: Buttons | None) -> Buttons | None:
+        """A summary made where the bot's token is not (a task on a Temporal runner) gets the Open PR row a local
+        summary has, under the same conditions: the summary has its branch buttons (the task committed) and
+        `offered_for` says yes."""
+        merge = f"{Action.MERGE.value}:{task.id}"
+        if not buttons or not any(b.data == merge for row in buttons for b in row):
+            return buttons
+        opening = pull_request_buttons(stored_id(task))
+        if any(b.data == opening[0][0].data for row in buttons for b in row) or not await self.offered_for(task):
+            return buttons
+        return [*buttons, *opening]
+
     async def existing(self, task: Task, repo: GitHubRepository) -> PullRequestRecord | None:
         """The pull request of this task, or of an earlier task on the same branch (a follow-up)."""
-        own = await self.store.github.pull_request(task.id)
+        own = await self.store.github.pull_request(stored_id(task))
         if own is not None or not task.branch:
             return own
         earlier = await self.store.github.pull_requests_on(repo.full_name, task.branch)
@@ -146,10 +187,11 @@ class PullRequests:
         sha = await _head(path, task.branch)
         title, body, draft = await self._texts(task, repo, path)
         previous = await self.existing(task, repo)
+        readied = ""
         try:
             if previous is not None:
                 pr = await self.client.update_pull_request(repo.full_name, previous.number, title, body)
-                draft = previous.draft
+                draft, readied = await self._ready_if_verified(pr, previous.draft, draft)
             else:
                 base = await self.client.default_branch(repo.full_name)
                 pr = await self.client.open_pull_request(repo.full_name, task.branch, base, title, body, draft)
@@ -169,24 +211,39 @@ class PullRequests:
         await self.store.add_event(TaskEvent(task_id=task.id, kind="pull_request", detail=f"#{pr.number} {pr.url}"))
         self.watch_checks(record)
         if previous is not None:
-            return f"🔀 Task #{task.id}'s commits are pushed to [PR #{pr.number}]({pr.url}) (title and text updated)."
+            return (
+                f"🔀 Task #{task.id}'s commits are pushed to [PR #{pr.number}]({pr.url}) (title and text updated)."
+                + readied
+            )
         state = "a draft (the bot's verdict is not ✔)" if draft else "ready for review"
         return f"🔀 Opened [PR #{pr.number}]({pr.url}) for task #{task.id}, {state}: {pr.url}"
+
+    async def _ready_if_verified(self, pr: PullRequest, was_draft: bool, draft_now: bool) -> tuple[bool, str]:
+        """A draft (opened for a ✗ or ⚠ verdict) whose later run ends ✔ is turned ready for review; a ready one
+        stays ready whatever a later run says (people decide that). Whether it is a draft now, and the chat's extra
+        sentence ('' when nothing changed)."""
+        if not was_draft or draft_now or self.client is None:
+            return was_draft, ""
+        try:
+            still_draft = await self.client.mark_ready_for_review(pr.node_id)
+        except GitHubUnavailable as err:
+            return True, f" It stays a draft: {err} (Open PR tries again)."
+        return still_draft, " It stays a draft." if still_draft else " It is now ready for review (the verdict is ✔)."
 
     async def _texts(self, task: Task, repo: GitHubRepository, path: Path) -> tuple[str, str, bool]:
         """Title, body and draft flag, from the whole branch: every task on it (oldest first) and its diff."""
         records = await self.store.github.pull_requests_on(repo.full_name, task.branch or "")
         tasks = []
-        for task_id in sorted({r.task_id for r in records} | {task.id}):  # oldest first: the first names the PR
+        for task_id in sorted({r.task_id for r in records} | {stored_id(task)}):  # oldest first: the first names the PR
             found = task if task_id == task.id else await self.store.get_task(task_id)
             if found is not None:
                 tasks.append(found)
         first = tasks[0]
-        shown = await self.store.bot_message_about(task.chat_id, "task", task.id)
+        shown = await self.store.bot_message_about(task.chat_id, "task", stored_id(task))
         verdict = verdict_line(task, shown.content if shown else None)
-        tests = [e.detail for e in await self.store.task_events(task.id) if e.kind == "tests"]
+        tests = [e.detail for e in await self.store.task_events(stored_id(task)) if e.kind == "tests"]
         files = await _diffstat(path, task.base_commit or "", task.branch or "")
-        reports = [(t.id, t.result or "") for t in tasks]
+        reports = [(stored_id(t), t.result or "") for t in tasks]
         body = pull_request_body(task, verdict, tests[-1] if tests else None, files, reports, first.user_name)
         return first.title, body, task.status is not TaskStatus.COMPLETED
 
@@ -195,7 +252,7 @@ class PullRequests:
         """`task_ended`, for the code that just showed a task's end (the executor, the Temporal engine): the task is
         done and shown, so GitHub's part failing is logged and must not turn it into a failure."""
         try:
-            await self.task_ended(task.id)
+            await self.task_ended(stored_id(task))
         except Exception:
             log.exception("task %s: GitHub after the task", task.id)
 
@@ -204,7 +261,11 @@ class PullRequests:
         request and answers its thread with the verdict and the link."""
         if self.client is None or (task := await self.store.get_task(task_id)) is None:
             return
-        thread = await self.store.github.thread(task.id)
+        thread = await self.thread_of(task)
+        if task.worker is WorkerKind.RESEARCH:
+            if thread is not None:
+                await self.comment(thread.repository, thread.number, await self._research_answer(task), task.chat_id)
+            return
         repo = await self.repository_of(task.workspace)
         pr_text = None
         if repo is not None and task.commit_sha and (thread is not None or await self.existing(task, repo)):
@@ -215,8 +276,8 @@ class PullRequests:
             with contextlib.suppress(Exception):
                 await self.notifier.send(task.chat_id, pr_text)
         if thread is not None:
-            shown = await self.store.bot_message_about(task.chat_id, "task", task.id)
-            pr = await self.store.github.pull_request(task.id)
+            shown = await self.store.bot_message_about(task.chat_id, "task", stored_id(task))
+            pr = await self.store.github.pull_request(stored_id(task))
             lines = [f"**{verdict_line(task, shown.content if shown else None)}**"]
             if task.result:
                 lines += ["", task.result[:BODY_REPORT_CHARS]]
@@ -225,6 +286,36 @@ class PullRequests:
             elif pr_text:
                 lines += ["", pr_text]
             await self.comment(thread.repository, thread.number, "\n".join(lines), task.chat_id)
+
+    async def thread_of(self, task: Task) -> ThreadRecord | None:
+        """The GitHub thread a task answers: the one whose mention started it, or, for the code task an approval
+        started, the thread of the research that wrote the proposal (remembered for the task from then on)."""
+        thread = await self.store.github.thread(task.id or 0)
+        if thread is None and task.proposal_id is not None and task.id is not None:
+            found = await self.store.github.thread_of_proposal(task.proposal_id)
+            if found is not None:
+                thread = found.model_copy(update={"task_id": task.id})
+                await self.store.github.add_thread(thread)
+        return thread
+
+    async def _research_answer(self, task: Task) -> str:
+        """What a research task started from GitHub answers there: its proposal's gist and that the owner decides in
+        the chat, or why it wrote none."""
+        proposal_id = proposal_number(task.result)
+        proposal = await self.store.get_proposal(proposal_id) if proposal_id is not None else None
+        if proposal is None:
+            why = task.error or "it wrote no proposal"
+            return f"**✖ Research #{task.id} ended without a proposal**: {why}."
+        return "\n".join(
+            [
+                f"**📋 Proposal #{proposal.id} for `{proposal.workspace}`** (research #{task.id})",
+                "",
+                gist(proposal.body),
+                "",
+                "It waits for the owner's go-ahead in the chat (Approve or Reject there); once approved, the task "
+                "that implements it answers here with its verdict and pull request.",
+            ]
+        )
 
     async def comment(self, repository: str, number: int, body: str, chat_id: int | None = None) -> None:
         """A comment on GitHub; an outage is one sentence in the chat (the work itself is kept)."""
@@ -258,7 +349,7 @@ class PullRequests:
                 continue
             await self.store.github.save_pull_request(fresh.model_copy(update={"checks_reported_sha": sha}))
             failed = "✗" in line
-            fix = [[button("🛠 Fix CI", Action.FIX_CI, task.id)]] if failed else None
+            fix = [[button("🛠 Fix CI", Action.FIX_CI, stored_id(task))]] if failed else None
             await self.notifier.send(task.chat_id, line, buttons=fix)
 
     async def failed_checks(self, task_id: int) -> str:

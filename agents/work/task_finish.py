@@ -52,11 +52,13 @@ class TaskEnding:
             await self.show(
                 task, f"✖ **Research #{task.id}** ended without a proposal: {reason}.{scheduled_note(task, ' ')}"
             )
+            await self.tell_github(task)
             return
         proposal = await store_proposal(self.base.store, task, result.report)
         await self.set_status(task, TaskStatus.COMPLETED, result=f"proposal #{proposal.id}")
         await progress.close(f"✔ proposal #{proposal.id} ready")
         await show_proposal(self.base.store, self.base.deliveries, s.shown_turn_chars, task, proposal)
+        await self.tell_github(task)  # a research started from GitHub answers there with its proposal's gist
 
     async def change_done(self, task: Task, progress: Progress, tree: TaskWorktree, run: ChangeRun) -> None:
         """Gather the run's facts, decide its outcome (task_outcome.py, no I/O), then store, clean up and show it."""

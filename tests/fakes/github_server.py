@@ -2,13 +2,15 @@
 check runs, kept as state the tests read back. Strict: every request must carry the expected token (401 otherwise);
 a pull request's head must be a branch that was really pushed to the repository's `origin` (a local bare repository);
 a call to anything not modelled here is recorded in `unexpected` and answered 404, and the fixture fails the test
-for it. `fail_next` scripts errors (a 5xx, a rate limit with its headers). `send_delivery` plays GitHub's side of a
+for it. GraphQL (`POST /graphql`) serves one operation, the mutation `markPullRequestReadyForReview` on a known pull
+request's node id; any other query is unexpected too (answered with GraphQL's `errors`). `fail_next` scripts errors (a 5xx, a rate limit with its headers). `send_delivery` plays GitHub's side of a
 webhook delivery: a signed POST to the bot's /github.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
 import hmac
 import itertools
@@ -40,6 +42,7 @@ class FakePull:
     draft: bool
     head_sha: str
     edits: list[dict[str, Any]] = field(default_factory=list)
+    readied: int = 0  # how many times the GraphQL mutation marked it ready for review
 
 
 @dataclass
@@ -175,6 +178,8 @@ class FakeGitHub:
             return fault[1], {"message": f"scripted {fault[1]}"}, fault[2]
         if method == "GET" and path == "/user":
             return 200, {"login": "agentlab-bot"}, {}
+        if method == "POST" and path == "/graphql":
+            return self._graphql(body)
         for pattern, handler in self._routes():
             if method == pattern[0] and (match := re.fullmatch(pattern[1], path)):
                 repo = self.repos.get(f"{match['owner']}/{match['name']}".lower())
@@ -194,6 +199,33 @@ class FakeGitHub:
         yield ("POST", repo + r"/issues/(?P<n>\d+)/comments"), self._comment
         yield ("GET", repo + r"/commits/(?P<sha>[0-9a-f]{40})/check-runs"), self._check_runs
 
+    def _graphql(self, body: Any) -> tuple[int, Any, dict]:
+        """Only `markPullRequestReadyForReview(input: {pullRequestId: $id})` with `id` a pull request's node id."""
+        query = str((body or {}).get("query") or "")
+        variables = (body or {}).get("variables") or {}
+        compact = " ".join(query.split())
+        wanted = re.fullmatch(
+            r"mutation(?: \w+)? ?\( ?\$(?P<var>\w+) ?: ?ID! ?\) ?\{ ?markPullRequestReadyForReview ?"
+            r"\( ?input ?: ?\{ ?pullRequestId ?: ?\$(?P=var) ?\} ?\) ?\{ ?pullRequest ?\{[^{}]*\} ?\} ?\}",
+            compact,
+        )
+        if wanted is None or set(variables) != {wanted["var"]}:
+            self.unexpected.append(f"POST /graphql {compact[:200]} {variables}")
+            return 200, {"errors": [{"message": "not modelled by the fake GitHub"}]}, {}
+        for repo in self.repos.values():
+            for pull in repo.pulls.values():
+                if self._node_id(repo, pull) == variables[wanted["var"]]:
+                    pull.draft = False
+                    pull.readied += 1
+                    found = {"number": pull.number, "isDraft": pull.draft}
+                    return 200, {"data": {"markPullRequestReadyForReview": {"pullRequest": found}}}, {}
+        self.unexpected.append(f"POST /graphql on an unknown node id {variables}")
+        return 200, {"data": None, "errors": [{"type": "NOT_FOUND", "message": "Could not resolve to a node"}]}, {}
+
+    @staticmethod
+    def _node_id(repo: FakeRepo, pull: FakePull) -> str:
+        return "PR_" + base64.urlsafe_b64encode(f"{repo.full_name}#{pull.number}".encode()).decode().rstrip("=")
+
     def _get_repo(self, repo: FakeRepo, match: re.Match, query: dict, body: Any) -> tuple[int, Any, dict]:
         permissions = {"admin": False, "maintain": False, "push": True, "triage": True, "pull": True}
         return 200, {"full_name": repo.full_name, "default_branch": repo.default_branch, "permissions": permissions}, {}
@@ -201,6 +233,7 @@ class FakeGitHub:
     def _pull_json(self, repo: FakeRepo, pull: FakePull) -> dict[str, Any]:
         return {
             "number": pull.number,
+            "node_id": self._node_id(repo, pull),
             "html_url": f"https://github.example/{repo.full_name}/pull/{pull.number}",
             "title": pull.title,
             "body": pull.body,
