@@ -42,6 +42,7 @@ MAX_DOWNLOAD_BYTES = 20 * 1024 * 1024  # getFile refuses bigger files
 MAX_UPLOAD_BYTES = 50 * 1024 * 1024
 POLL_FIRST_SECONDS = 0.005  # `await_for`: the first pause between two checks of a condition
 POLL_MAX_SECONDS = 0.05  # ... growing to this
+SERVE_POLL_SECONDS = 0.01  # how soon the stopped server notices (`shutdown()` waits up to this, in every teardown)
 
 # Parameters whose form value is a raw string (PTB does not JSON-encode str values).
 _RAW_STRING_PARAMS = frozenset(
@@ -472,7 +473,7 @@ class FakeTelegram:
         self._stopping = False
         self._thread = threading.Thread(
             target=server.serve_forever,
-            kwargs={"poll_interval": 0.05},
+            kwargs={"poll_interval": SERVE_POLL_SECONDS},
             name="fake-telegram",
             daemon=True,
         )
