@@ -41,8 +41,6 @@ from collections.abc import Iterable, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from agents.repo_map.outline import SOURCE_EXTENSIONS, file_extension, stemmed_words
 from agents.repo_map.symbols import Symbol
 
@@ -482,6 +480,8 @@ def pagerank(
                 weights.append(weight)
     # a file's users matter to a change of it: every edge also runs back, weaker
     sources, targets, weights = sources + targets, targets + sources, weights + [BACK_EDGE * w for w in weights]
+    import numpy as np  # imported here, not at the top: starting the bot, a runner or a CLI command draws no map yet
+
     src, dst = np.array(sources, dtype=np.int64), np.array(targets, dtype=np.int64)
     out = np.bincount(src, weights=np.array(weights, dtype=float), minlength=count)
     share = np.array(weights, dtype=float) / out[src] if len(weights) else np.zeros(0)

@@ -54,6 +54,7 @@ COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
 MAX_CACHE_BREAKPOINTS = 4
 CACHE_LOOKBACK_BLOCKS = 20
 DEFAULT_MIN_CACHEABLE_TOKENS = 1024
+SERVE_POLL_SECONDS = 0.01  # how soon the stopped server notices (`shutdown()` waits up to this, in every teardown)
 
 
 # --------------------------------------------------------------------------- reply helpers
@@ -646,7 +647,10 @@ class FakeAnthropic:
         self._server = server
         self._stopping.clear()
         self._thread = threading.Thread(
-            target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-anthropic", daemon=True
+            target=server.serve_forever,
+            kwargs={"poll_interval": SERVE_POLL_SECONDS},
+            name="fake-anthropic",
+            daemon=True,
         )
         self._thread.start()
         return self

@@ -40,6 +40,9 @@ MAX_CAPTION_LENGTH = 1024
 MAX_CALLBACK_DATA_BYTES = 64
 MAX_DOWNLOAD_BYTES = 20 * 1024 * 1024  # getFile refuses bigger files
 MAX_UPLOAD_BYTES = 50 * 1024 * 1024
+POLL_FIRST_SECONDS = 0.005  # `await_for`: the first pause between two checks of a condition
+POLL_MAX_SECONDS = 0.05  # ... growing to this
+SERVE_POLL_SECONDS = 0.01  # how soon the stopped server notices (`shutdown()` waits up to this, in every teardown)
 
 # Parameters whose form value is a raw string (PTB does not JSON-encode str values).
 _RAW_STRING_PARAMS = frozenset(
@@ -470,7 +473,7 @@ class FakeTelegram:
         self._stopping = False
         self._thread = threading.Thread(
             target=server.serve_forever,
-            kwargs={"poll_interval": 0.05},
+            kwargs={"poll_interval": SERVE_POLL_SECONDS},
             name="fake-telegram",
             daemon=True,
         )
@@ -533,9 +536,14 @@ class FakeTelegram:
         return result
 
     async def await_for(self, predicate: Callable[[], T], timeout: float = 30.0) -> T:
-        """Poll predicate() without blocking the event loop; return its first truthy value."""
+        """Poll predicate() without blocking the event loop; return its first truthy value.
+
+        The first checks come quickly (most conditions hold within milliseconds), then the pause grows to
+        POLL_MAX_SECONDS: a predicate may scan /proc or read files, and a long wait polled at 100 Hz spent CPU (and
+        held this fake's lock) that the bot under test needed."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
+        pause = POLL_FIRST_SECONDS
         while True:
             with self._lock:
                 result = predicate()
@@ -543,7 +551,8 @@ class FakeTelegram:
                 return result
             if loop.time() >= deadline:
                 raise TimeoutError(f"condition not met within {timeout}s")
-            await asyncio.sleep(0.01)
+            await asyncio.sleep(pause)
+            pause = min(POLL_MAX_SECONDS, pause * 1.5)
 
     async def wait_for_message(self, chat_id: int | str, count: int = 1, timeout: float = 10.0) -> list[BotMessage]:
         """Wait until the bot has sent at least `count` messages to chat_id; return them all."""
