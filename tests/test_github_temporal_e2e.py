@@ -1,6 +1,6 @@
-"""GitHub with TASK_ENGINE=temporal: a task run by an `agentlab runner` (which holds no GitHub token) gets the same
-Open PR button on its summary as a local task, added by the bot when it delivers the runner's summary; the press
-pushes the fetched branch and opens the pull request on the fake GitHub."""
+"""GitHub with TASK_ENGINE=temporal: a task run by a runner (which holds no GitHub token; its code served on the
+test's event loop) gets the same Open PR button on its summary as a local task, added by the bot when it delivers the
+runner's summary; the press pushes the fetched branch and opens the pull request on the fake GitHub."""
 
 from __future__ import annotations
 
@@ -28,7 +28,6 @@ from tests.test_temporal_e2e import (  # noqa: E402, F401  (fixtures)
     queue,
     runners,
     start_task,
-    temporal,
 )
 
 pytestmark = [
@@ -86,7 +85,7 @@ async def test_a_runners_summary_has_open_pr_and_the_press_opens_it(
     github_tbot: BotHarness, model: RoleScript, runners: Runners, fake_github: FakeGitHub, remote: Path
 ) -> None:
     bot = github_tbot
-    runners.start("a")
+    runners.serve("a")
     model.add("orchestrator", start_task("Fix add() in calc.py: it subtracts."), claude_says.text("Task #1 started."))
     model.add(
         "code",

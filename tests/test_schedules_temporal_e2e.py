@@ -1,7 +1,7 @@
 """TASK_ENGINE=temporal: schedules are Temporal Schedules on a real `temporal server start-dev`, made, run, paused and
 cancelled through the real bot (fake Telegram and Anthropic); slots that come while the bot is down run once when it
 is back. The runs are research, which with TASK_ENGINE=temporal runs on an `agentlab runner` (one process here, its
-workspaces cloned from the same bare repository as the bot's)."""
+workspaces cloned from the same bare repository as the bot's; its code served on the test's event loop)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import asyncio
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -19,7 +19,7 @@ from agents.core.models import ScheduleStatus
 from tests.conftest import running_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript
-from tests.temporal_dev import TEMPORAL, dev_server, free_port
+from tests.temporal_dev import TEMPORAL
 from tests.test_schedules_e2e import OWNER, SETTINGS, confirm, ended, said, schedule, tasks_of
 from tests.test_temporal_e2e import Runners, clone_workspaces, runner_env
 
@@ -33,12 +33,6 @@ HANG_GUARD = 60
 PROPOSAL = "## Summary\nAll fine.\n## Plan\n1. Nothing to do."
 
 
-@pytest.fixture(scope="module")
-def temporal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with dev_server(tmp_path_factory.mktemp("temporal"), free_port()) as address:
-        yield address
-
-
 async def until(check, timeout: float = HANG_GUARD):  # noqa: ANN001, ANN201
     """Poll an async check until it returns something truthy."""
     deadline = asyncio.get_running_loop().time() + timeout
@@ -49,16 +43,16 @@ async def until(check, timeout: float = HANG_GUARD):  # noqa: ANN001, ANN201
 
 
 @pytest.fixture
-def runner(tmp_path, workspace_root, temporal, fake_anthropic) -> Iterator[tuple[Path, str]]:
-    """One `agentlab runner` on the test's queue; the bot's workspaces become clones of a shared bare calc."""
+async def runner(tmp_path, workspace_root, temporal, fake_anthropic) -> AsyncIterator[tuple[Path, str]]:
+    """One runner on the test's queue; the bot's workspaces become clones of a shared bare calc."""
     bare = tmp_path / "remote" / "calc.git"
     subprocess.run(["git", "clone", "-q", "--bare", str(workspace_root / "calc"), str(bare)], check=True)
     shared = clone_workspaces(bare, tmp_path / "bot-workspaces")
-    queue = f"q-{os.getpid()}"
+    queue = f"q-{os.getpid()}-schedules"  # the dev server is shared by the test process's Temporal tests
     group = Runners(tmp_path, bare, runner_env(temporal, queue, fake_anthropic.url))
-    group.start("a")
+    group.serve("a")
     yield shared, queue
-    group.stop()
+    await group.close()
 
 
 async def test_temporal_schedules_fire_pause_and_go_with_the_bots(

@@ -1,5 +1,7 @@
-"""TASK_ENGINE=temporal end to end: a real `temporal server start-dev`, real `agentlab runner` processes with their own
-workspace folders cloned from a bare repository, the real bot against the fake Telegram and Anthropic servers."""
+"""TASK_ENGINE=temporal end to end: a real `temporal server start-dev` (one per test process, see conftest), runners
+with their own workspace folders cloned from a bare repository, the real bot against the fake Telegram and Anthropic
+servers. The runners are real `agentlab runner` processes where a test kills one or outlives the bot; elsewhere the
+same runner code is served on the test's event loop (`RunnerHere`), which spares a process start each."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -23,7 +25,7 @@ from agents.doctor import Level, check_task_engine
 from tests.conftest import CALC_BUGGY, MODEL, USER_ID, BotHarness, git, make_repo, make_settings, start_bot, text_now
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript, last_user_text, role_of
-from tests.temporal_dev import TEMPORAL, dev_server, free_port
+from tests.temporal_dev import TEMPORAL, RunnerHere, forwarder, free_port
 from tests.test_sandbox import host_pids
 
 temporalio = pytest.importorskip("temporalio", reason="the Temporal SDK (the optional extra .[temporal]) is missing")
@@ -36,13 +38,6 @@ pytestmark = [
 HEARTBEAT = 2.0  # a SIGKILLed runner is noticed after this long
 MEMBER = 2002  # an allowed user who is not an owner
 SLEEP = f"1000.{os.getpid()}7"  # a command's argument found again in /proc, unique to this test process
-
-
-@pytest.fixture(scope="module")
-def temporal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """One dev server shared by this module's tests (each test has its own task queue)."""
-    with dev_server(tmp_path_factory.mktemp("temporal"), free_port()) as address:
-        yield address
 
 
 @pytest.fixture
@@ -67,39 +62,56 @@ def workspace_root(tmp_path: Path, remote: Path) -> Path:
 
 
 class Runners:
-    """`agentlab runner` processes, each with its own workspaces, database and name."""
+    """Runners, each with its own workspaces, database and name: `agentlab runner` processes (`start`) or the same
+    code on the test's event loop (`serve`)."""
 
     def __init__(self, tmp_path: Path, remote: Path, env: dict[str, str]) -> None:
         self.tmp_path, self.remote, self.env = tmp_path, remote, env
         self.procs: dict[str, subprocess.Popen] = {}
+        self.here: dict[str, RunnerHere] = {}
 
-    def start(self, name: str) -> subprocess.Popen:
+    def _env(self, name: str) -> dict[str, str]:
         home = self.tmp_path / f"runner-{name}"
         if not home.exists():
             clone_workspaces(self.remote, home / "workspaces")
-        env = {
+        return {
             **self.env,
             "WORKSPACE_PATH": str(home / "workspaces"),
             "DATABASE_PATH": str(home / "data" / "runner.db"),
             "RUNNER_NAME": name,
         }
-        log = open(home / "runner.log", "a")
+
+    def start(self, name: str) -> subprocess.Popen:
+        """A real `agentlab runner` process."""
+        env = self._env(name)
+        log = open(self.tmp_path / f"runner-{name}" / "runner.log", "a")
         proc = subprocess.Popen(
-            [sys.executable, "-m", "telegram_bot", "runner"], cwd=home, env=env, stdout=log, stderr=subprocess.STDOUT
+            [sys.executable, "-m", "telegram_bot", "runner"],
+            cwd=self.tmp_path / f"runner-{name}",
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
         self.procs[name] = proc
         return proc
 
+    def serve(self, name: str) -> None:
+        """The runner's code on the test's event loop (called from the test's coroutine)."""
+        self.here[name] = RunnerHere(self._env(name), name)
+
     def log(self, name: str) -> str:
+        if name in self.here:
+            return "(served in the test's process: its log is pytest's captured log)"
         return (self.tmp_path / f"runner-{name}" / "runner.log").read_text()[-3000:]
 
-    def stop(self) -> None:
+    async def close(self) -> None:
         for proc in self.procs.values():
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
+        await asyncio.gather(*(runner.close() for runner in self.here.values()))
         for proc in self.procs.values():
             try:
-                proc.wait(10)
+                await asyncio.to_thread(proc.wait, 10)
             except subprocess.TimeoutExpired:
                 proc.kill()
 
@@ -137,10 +149,10 @@ def runner_env(temporal: str, queue: str, claude_url: str) -> dict[str, str]:
 
 
 @pytest.fixture
-def runners(tmp_path, remote, temporal, queue, fake_anthropic) -> Iterator[Runners]:
+async def runners(tmp_path, remote, temporal, queue, fake_anthropic) -> AsyncIterator[Runners]:
     group = Runners(tmp_path, remote, runner_env(temporal, queue, fake_anthropic.url))
     yield group
-    group.stop()
+    await group.close()
 
 
 @contextlib.asynccontextmanager
@@ -203,7 +215,7 @@ def message_with(bot: BotHarness, *parts: str):
 async def test_a_runner_runs_the_task_asks_for_network_and_the_bot_merges_its_branch(
     tbot: BotHarness, model: RoleScript, runners: Runners, workspace_root: Path, remote: Path
 ) -> None:
-    runners.start("a")
+    runners.serve("a")
     model.add("orchestrator", start_task("Fix add() in calc.py: it subtracts."), claude_says.text("Task #1 started."))
     model.add(
         "code",
@@ -240,7 +252,7 @@ async def test_a_runner_runs_the_task_asks_for_network_and_the_bot_merges_its_br
 async def test_a_note_and_cancel_reach_the_task_on_its_runner(
     tbot: BotHarness, model: RoleScript, runners: Runners
 ) -> None:
-    runners.start("a")
+    runners.serve("a")
     model.add("orchestrator", start_task("Run the long job."), claude_says.text("Started."))
     model.add("code", claude_says.tool_use("run_command", {"command": f"sleep {SLEEP}"}))
     tbot.say("run the long job in calc")
@@ -259,7 +271,7 @@ async def test_a_note_and_cancel_reach_the_task_on_its_runner(
 
 
 async def test_an_unreachable_cluster_is_one_sentence_and_the_task_waits_for_resume(
-    fake_telegram, fake_anthropic, tmp_path, workspace_root, remote, queue, model: RoleScript
+    fake_telegram, fake_anthropic, tmp_path, workspace_root, remote, temporal, queue, model: RoleScript
 ) -> None:
     model.add("orchestrator", start_task("Fix add()."), claude_says.text("Started."))
     closed = f"127.0.0.1:{free_port()}"
@@ -279,10 +291,9 @@ async def test_an_unreachable_cluster_is_one_sentence_and_the_task_waits_for_res
             claude_says.text("Fixed add()."),
         )
         port = int(closed.rsplit(":", 1)[1])
-        (tmp_path / "late-server").mkdir()
         runners = Runners(tmp_path, remote, runner_env(closed, queue, fake_anthropic.url))
-        try:
-            with dev_server(tmp_path / "late-server", port):
+        async with forwarder(port, temporal):  # the cluster, where nothing listened before
+            try:
                 from temporalio.exceptions import WorkflowAlreadyStartedError
 
                 # a start that reached the cluster while its answer was lost (the bot saw an error): the run's id
@@ -292,7 +303,7 @@ async def test_an_unreachable_cluster_is_one_sentence_and_the_task_waits_for_res
                 start = await engine.start_of(task)
                 run = await engine.next_run(task)
                 await engine.start_run(client, run, start)
-                runners.start("late")
+                runners.serve("late")
                 bot.tg.press_button(USER_ID, told.message_id, "task:resume:1")
                 task = await ended(bot, 1)
                 assert task.status is TaskStatus.COMPLETED, task.error
@@ -303,14 +314,14 @@ async def test_an_unreachable_cluster_is_one_sentence_and_the_task_waits_for_res
                 assert [e.detail for e in events if e.kind == "workflow"] == [f"started {run}", f"ended {run}"]
                 with pytest.raises(WorkflowAlreadyStartedError):  # that run's id never starts again
                     await engine.start_run(client, run, start)
-        finally:
-            runners.stop()
+            finally:
+                await runners.close()
 
 
 async def test_a_runner_killed_mid_task_hands_it_over_from_its_last_push(
     tbot: BotHarness, model: RoleScript, runners: Runners, workspace_root: Path, remote: Path
 ) -> None:
-    runners.start("a"), runners.start("b")
+    runners.start("a")  # a real process, SIGKILLed below; the runner that takes over, b, comes once a holds the task
     model.add("orchestrator", start_task("Fix add() in calc.py."), claude_says.text("Started."))
     model.add(
         "code",
@@ -332,6 +343,8 @@ async def test_a_runner_killed_mid_task_hands_it_over_from_its_last_push(
             break
         await asyncio.sleep(0.1)
     first = await handle.query(AgentTask.runner)
+    assert first == "a"
+    runners.serve("b")
     orphans = host_pids(SLEEP)
     runners.procs[first].kill()
     for pid in orphans:  # a killed runner's commands are killed when it starts again; here, now
@@ -421,7 +434,7 @@ async def test_a_task_on_a_runner_is_handled_as_a_local_one(
     """The bot (its workspaces and data under tmp_path), runners a and b (each under runner-NAME) share no path: a
     photo reaches the worker and its worktree, Diff shows the fetched branch, /log lists the runner's tool calls,
     Discard deletes the branch here and on the shared remote, and research runs on a runner too."""
-    runners.start("a"), runners.start("b")
+    runners.serve("a"), runners.serve("b")
     spec = b"%PDF-1.4\n/Type /Page\n" + bytes(range(256)) * 5_000  # 1.3 MB: two parts over the workflow
     model.add("orchestrator", claude_says.text("Got the spec."))
     tbot.tg.send_document(USER_ID, spec, "spec.pdf", "application/pdf", caption="the spec")
