@@ -366,8 +366,9 @@ async def test_a_runner_killed_mid_task_hands_it_over_from_its_last_push(
 async def test_the_bot_restarted_mid_task_reattaches_and_learns_what_ended_meanwhile(
     fake_telegram, fake_anthropic, tmp_path, workspace_root, temporal, queue, runners: Runners
 ) -> None:
-    """Two tasks on two runners; the bot stops; one task ends while it is away, the other after it is back."""
-    runners.start("a"), runners.start("b")
+    """Two tasks on two runners; the bot stops; one task ends while it is away, the other after it is back. Runner a
+    is a real `agentlab runner` process (the runners outlive the bot); b is served on the test's loop."""
+    runners.start("a"), runners.serve("b")
     from temporalio.client import Client
 
     from agents.engine.cluster import workflow_id
