@@ -17,7 +17,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from agents.core.settings import Settings
@@ -106,16 +106,17 @@ def runner_settings(env: Mapping[str, str]) -> Settings:
     the same stand-ins for the bot's Telegram keys, which a runner does not use."""
     from agents.core.settings import Settings
 
-    values: dict[str, object] = {"telegram_bot_token": "unused-by-a-runner", "allowed_user_ids": ""}
+    values: dict[str, Any] = {"telegram_bot_token": "unused-by-a-runner", "allowed_user_ids": ""}
     values.update({key.lower(): value for key, value in env.items() if key.lower() in Settings.model_fields})
-    return Settings(_env_file=None, **values)  # type: ignore[arg-type]  # pydantic-settings' private keyword
+    return Settings(_env_file=None, **values)
 
 
 class RunnerHere:
     """A runner on the calling test's event loop: `RunnerNode.serve`, the code of `agentlab runner` from its settings
     on, but in the test's process. It saves a process start (importing the SDKs costs a runner process 3-4 s of CPU)
-    where a test proves nothing about the process boundary; a test that kills a runner or restarts one uses a real
-    `agentlab runner` process. Made inside a running loop; `close` stops it as SIGTERM stops the command."""
+    where a test proves nothing about the process boundary; a runner that a test SIGKILLs is a real `agentlab runner`
+    process, and so is one that completes a task while the bot restarts. Made inside a running loop; `close` stops it
+    as SIGTERM stops the command."""
 
     def __init__(self, env: Mapping[str, str], name: str) -> None:
         from agents.engine.runner_node import serve
