@@ -2,29 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from agents.core.models import TaskStatus
 from tests.conftest import USER_ID, BotHarness
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript
-
-
-@pytest.fixture
-def model(bot: BotHarness) -> RoleScript:
-    scripted = RoleScript()
-    bot.claude.handler = scripted
-    return scripted
-
-
-async def ended(bot: BotHarness, task_id: int, timeout: float = 30.0):
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not ((task := await bot.runtime.store.get_task(task_id)) and task.status.is_final):
-        assert asyncio.get_running_loop().time() < deadline, "task did not end in time"
-        await asyncio.sleep(0.05)
-    return task
+from tests.support.tasks import ended
 
 
 @pytest.mark.parametrize(
