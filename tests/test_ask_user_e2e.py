@@ -15,7 +15,7 @@ from agents.work.questions import NO_ANSWER
 from tests.conftest import USER_ID, BotHarness, running_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript, last_user_text
-from tests.support.tasks import ended
+from tests.support.tasks import ended, until
 
 pytestmark = pytest.mark.skipif(
     shutil.which("bwrap") is None or not sys.platform.startswith("linux"),
@@ -96,6 +96,10 @@ async def test_a_question_answered_by_a_reply_in_words(bot: BotHarness) -> None:
     script(model)
     bot.say("rename add in calc")
     question = await the_question(bot)
+    # the bot keeps which message asked only once Telegram answered its send: a reply that comes before goes to the
+    # orchestrator as a new message (a person is never that fast; this test is)
+    questions = bot.runtime.executor.questions
+    await until(lambda: questions.question_of_message(USER_ID, question.message_id))
     bot.tg.send_text(USER_ID, "keep it, and add plus() beside it", reply_to_message_id=question.message_id)
     await ended(bot, 1)
     assert "The user answered: keep it, and add plus() beside it" in last_user_text(model.requests["code"][1])

@@ -32,6 +32,8 @@ async def test_a_worker_that_cannot_go_on_ends_the_task_blocked_without_a_test_r
         claude_says.text("Started."),
     )
     model.add("code", claude_says.tool_use("read_file", {"path": "calc.py"}), ending)
+    if why is None:  # a report: the bot runs the tests, they fail (add still subtracts), each correction is answered
+        model.add("code", *[claude_says.text("Should I change add() or its test?")] * 3)
     bot.say("fix add in calc")
     task = await ended(bot, 1)
     summary = await bot.tg.await_for(

@@ -133,6 +133,9 @@ async def test_sigterm_during_a_foreground_task_stops_within_ten_seconds(
             "start_task",
             {"workspace": "group-therapy", "worker": "code", "instructions": "Run the long job.", "background": False},
         ),
+        # SIGTERM ends the foreground wait and the orchestrator's turn goes on with the tool's answer ("ended with
+        # status in_progress"): one more call while the bot stops, if the process gets that far
+        claude_says.text("Stopping."),
     )
     model.add("code", claude_says.tool_use("run_command", {"command": f"exec sleep {FOREGROUND}"}))
     env = bot_env(fake_telegram, fake_anthropic, tmp_path, workspace_root)

@@ -129,6 +129,7 @@ async def test_a_planted_test_in_the_bots_own_test_run_reads_no_secret(
         claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"}),
         claude_says.tool_use("write_file", {"path": "test_leak.py", "content": leak}),
         claude_says.text("Added a test."),
+        claude_says.text("The test stays as it is."),  # the answer to the correction carrying its output
     )
     bot.say("add a test to calc")
     task = await ended(bot, 1, timeout=120)
@@ -310,6 +311,7 @@ async def test_a_worker_cannot_choose_what_the_next_sandbox_binds(bot: BotHarnes
         claude_says.tool_use("run_command", {"command": f"rm -rf .venv; ln -s {data} .venv; ls -la .venv"}),
         claude_says.tool_use("write_file", {"path": "test_probe.py", "content": probe}),
         claude_says.text("Added a test."),
+        claude_says.text("The test stays as it is."),  # the answer to the correction carrying its output
     )
     bot.say("add a test to calc PRIVATE-CHAT-MARKER-3c7")
     await ended(bot, 1, timeout=120)

@@ -19,22 +19,13 @@ from tests.conftest import running_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript
 from tests.support.schedules import OWNER, SETTINGS, confirm, said, schedule, tasks_of
-from tests.support.tasks import ended
+from tests.support.tasks import ended, until
 from tests.support.temporal import Runners, clone_workspaces, needs_temporal, runner_env, temporal  # noqa: F401  (temporal: a fixture)
 
 temporalio = pytest.importorskip("temporalio", reason="the Temporal SDK (the optional extra .[temporal]) is missing")
 pytestmark = needs_temporal
 HANG_GUARD = 60
 PROPOSAL = "## Summary\nAll fine.\n## Plan\n1. Nothing to do."
-
-
-async def until(check, timeout: float = HANG_GUARD):  # noqa: ANN001, ANN201
-    """Poll an async check until it returns something truthy."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not (found := await check()):
-        assert asyncio.get_running_loop().time() < deadline, "timed out"
-        await asyncio.sleep(0.1)
-    return found
 
 
 @pytest.fixture

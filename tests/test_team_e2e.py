@@ -134,7 +134,11 @@ async def test_two_topics_keep_their_own_history_and_workspace(team: BotHarness,
     await team.tg.await_for(lambda: in_topic(team, calc, "Noted: banana."))
 
     model.add("orchestrator", start_task("", "Add a CONTRIBUTING file."), claude_says.text("Started task #1."))
-    model.add("code", claude_says.tool_use("write_file", {"path": "CONTRIBUTING.md", "content": "PRs welcome\n"}))
+    model.add(
+        "code",
+        claude_says.tool_use("write_file", {"path": "CONTRIBUTING.md", "content": "PRs welcome\n"}),
+        claude_says.text("Added CONTRIBUTING.md."),
+    )
     team.tg.send_text(OWNER, "@test_bot add a contributing guide", chat_id=GROUP, thread_id=site)
     task = await ended(team, 1)
 

@@ -12,7 +12,7 @@ from tests.conftest import USER_ID, BotHarness, git, text_now
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript, last_user_text
 from tests.support.processes import host_pids
-from tests.support.tasks import branches, final_summary, start_task
+from tests.support.tasks import branches, ended, final_summary, start_task
 
 
 async def test_code_fix_committed_on_a_task_branch(bot: BotHarness, model: RoleScript, workspace_root) -> None:
@@ -320,6 +320,7 @@ async def test_double_tap_on_approve_starts_one_task(bot: BotHarness, model: Rol
 
     crew = bot.runtime.crew
     await bot.runtime.store.add_proposal(Proposal(chat_id=USER_ID, workspace="group-therapy", request="r", body="b"))
+    model.add("code", claude_says.text("Nothing to change for b."))  # the one task's worker
     results = await asyncio.gather(
         crew.approve_proposal(Caller(chat_id=USER_ID), 1),
         crew.approve_proposal(Caller(chat_id=USER_ID), 1),
@@ -327,5 +328,5 @@ async def test_double_tap_on_approve_starts_one_task(bot: BotHarness, model: Rol
     )
     assert sum(isinstance(r, str) for r in results) == 1
     assert sum(isinstance(r, ToolError) for r in results) == 1
-    await asyncio.sleep(0.2)
+    await ended(bot, 1)
     assert len(await bot.runtime.store.list_tasks(USER_ID)) == 1

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from agents.core.models import Task
 from agents.core.settings import Settings
@@ -15,12 +16,23 @@ from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript, last_user_text
 
 HANG_GUARD = 60.0  # seconds: only a hung task takes this long
+T = TypeVar("T")
 
 
 def start_task(workspace: str, instructions: str, worker: str = "code", background: bool = True) -> dict[str, Any]:
     """The orchestrator's reply that starts a task."""
     arguments = {"workspace": workspace, "worker": worker, "instructions": instructions, "background": background}
     return claude_says.tool_use("start_task", arguments)
+
+
+async def until(check: Callable[[], Awaitable[T | None]], timeout: float = HANG_GUARD) -> T:
+    """Poll an async check until it returns something truthy, and return that."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not (found := await check()):
+        assert loop.time() < deadline, f"not true within {timeout:g} s"
+        await asyncio.sleep(0.05)
+    return found
 
 
 async def ended(bot: BotHarness, task_id: int, timeout: float = HANG_GUARD) -> Task:
