@@ -3,6 +3,8 @@ behind the fake Anthropic server (through the real SDK)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import anthropic
 import pytest
 
@@ -12,14 +14,20 @@ from tests.fakes.anthropic_server import FakeAnthropic
 from tests.scripted import RoleScript, UnscriptedCall, say
 
 
-def request(system: str, text: str) -> dict:
+def request(system: str, text: str) -> dict[str, Any]:
     return {"model": "m", "max_tokens": 100, "system": system, "messages": [{"role": "user", "content": text}]}
+
+
+def first_text(message: anthropic.types.Message) -> str:
+    block = message.content[0]
+    assert isinstance(block, anthropic.types.TextBlock), block
+    return block.text
 
 
 async def test_an_unscripted_call_in_process_fails_and_names_the_call() -> None:
     model = RoleScript([say("first answer")])
     model.add("code", say("the code worker's answer"))
-    assert (await model.create(**request(prompts.ORCHESTRATOR, "hello"))).content[0].text == "first answer"
+    assert first_text(await model.create(**request(prompts.ORCHESTRATOR, "hello"))) == "first answer"
     with pytest.raises(UnscriptedCall) as caught:
         await model.create(**request(prompts.ORCHESTRATOR, "and again?"))
     said = str(caught.value)
@@ -30,7 +38,7 @@ async def test_an_unscripted_call_in_process_fails_and_names_the_call() -> None:
 async def test_a_role_takes_its_own_replies_first_then_the_shared_list() -> None:
     model = RoleScript([say("shared")]).add("code", claude_says.text("own"))
     code = request(prompts.CODE, "go")
-    assert [(await model.create(**code)).content[0].text for _ in range(2)] == ["own", "shared"]
+    assert [first_text(await model.create(**code)) for _ in range(2)] == ["own", "shared"]
     assert len(model.requests["code"]) == 2 and len(model.calls) == 2
 
 
@@ -41,7 +49,7 @@ async def test_an_unscripted_call_through_the_fake_server_is_a_500_and_fails_the
     fake_anthropic.handler = model
     client = fake_anthropic.async_client()
     first = await client.messages.create(**request(prompts.ORCHESTRATOR, "hi"))
-    assert first.content[0].text == "scripted"
+    assert first_text(first) == "scripted"
     with pytest.raises(anthropic.InternalServerError):
         await client.messages.create(**request(prompts.RESEARCH, "look around"))
     assert model.unexpected and "research call #1" in model.unexpected[0] and "'look around'" in model.unexpected[0]
