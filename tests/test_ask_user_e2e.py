@@ -15,7 +15,7 @@ from agents.work.questions import NO_ANSWER
 from tests.conftest import USER_ID, BotHarness, running_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript, last_user_text
-from tests.support.tasks import ended, until
+from tests.support.tasks import ended, start_task, until
 
 pytestmark = pytest.mark.skipif(
     shutil.which("bwrap") is None or not sys.platform.startswith("linux"),
@@ -31,15 +31,7 @@ QUESTION = "Keep the old add() API or break it?"
 def script(model: RoleScript, *after: dict) -> None:
     model.add(
         "orchestrator",
-        claude_says.tool_use(
-            "start_task",
-            {
-                "workspace": "group-therapy",
-                "worker": "code",
-                "instructions": "Rename the greeting.",
-                "background": True,
-            },
-        ),
+        start_task("group-therapy", "Rename the greeting."),
         claude_says.text("Started."),
     )
     model.add(

@@ -8,7 +8,7 @@ from agents.core.models import TaskStatus
 from tests.conftest import USER_ID, BotHarness
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript
-from tests.support.tasks import ended
+from tests.support.tasks import ended, start_task
 
 
 @pytest.mark.parametrize(
@@ -26,9 +26,7 @@ async def test_a_worker_that_cannot_go_on_ends_the_task_blocked_without_a_test_r
 ) -> None:
     model.add(
         "orchestrator",
-        claude_says.tool_use(
-            "start_task", {"workspace": "calc", "worker": "code", "instructions": "Fix add()", "background": True}
-        ),
+        start_task("calc", "Fix add()"),
         claude_says.text("Started."),
     )
     model.add("code", claude_says.tool_use("read_file", {"path": "calc.py"}), ending)

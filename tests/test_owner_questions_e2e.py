@@ -29,6 +29,7 @@ from tests.support.questions import (  # noqa: F401  (asking_bot, mcp_bot: fixtu
     mcp_task,
     utf16_slice,
 )
+from tests.support.tasks import start_task
 
 pytestmark = pytest.mark.skipif(
     shutil.which("bwrap") is None or not sys.platform.startswith("linux"),
@@ -104,9 +105,7 @@ async def test_a_members_request_reaches_the_owner_as_literal_text(team: BotHarn
     bot.claude.handler = model
     model.add(
         "orchestrator",
-        claude_says.tool_use(
-            "start_task", {"workspace": "self", "worker": "code", "instructions": request, "background": True}
-        ),
+        start_task("self", request),
         claude_says.text("I asked an owner."),
     )
     bot.tg.send_text(MEMBER, "change your own code")

@@ -18,6 +18,7 @@ from tests.conftest import USER_ID
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript
 from tests.support.processes import bot_env, host_pids, launch
+from tests.support.tasks import start_task
 
 pytestmark = pytest.mark.slow
 # sleep arguments found again in /proc: unique to this process, so parallel test processes never see each other's
@@ -48,15 +49,7 @@ async def test_sigkill_mid_task_then_restart_reports_and_resumes(
     fake_anthropic.handler = model
     model.add(
         "orchestrator",
-        claude_says.tool_use(
-            "start_task",
-            {
-                "workspace": "group-therapy",
-                "worker": "code",
-                "instructions": "Write notes.md, slowly.",
-                "background": True,
-            },
-        ),
+        start_task("group-therapy", "Write notes.md, slowly."),
         claude_says.text("Started task #1."),
     )
     model.add(
@@ -129,10 +122,7 @@ async def test_sigterm_during_a_foreground_task_stops_within_ten_seconds(
     fake_anthropic.handler = model
     model.add(
         "orchestrator",
-        claude_says.tool_use(
-            "start_task",
-            {"workspace": "group-therapy", "worker": "code", "instructions": "Run the long job.", "background": False},
-        ),
+        start_task("group-therapy", "Run the long job.", background=False),
         # SIGTERM ends the foreground wait and the orchestrator's turn goes on with the tool's answer ("ended with
         # status in_progress"): one more call while the bot stops, if the process gets that far
         claude_says.text("Stopping."),

