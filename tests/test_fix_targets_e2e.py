@@ -14,8 +14,7 @@ import pytest
 from agents.core.models import TaskStatus
 from tests.conftest import BotHarness, make_repo
 from tests.fakes import anthropic_server as claude_says
-from tests.test_test_verdicts_e2e import corrections, edit, model, write_file  # noqa: F401  (model: a fixture)
-from tests.test_workers_e2e import final_summary, start_task
+from tests.support.tasks import corrections, edit, final_summary, start_task, write_file
 
 RED = "tests/test_cart.py::test_total"  # fails on `assert total([1, 2]) == 3`; runs src/pkg/utils.py
 OLD = "tests/test_legacy.py::test_legacy"  # red too, runs only src/pkg/legacy.py: not the task's

@@ -22,7 +22,7 @@ from agents.sandbox.egress_proxy import EgressProxy
 from tests.conftest import BotHarness
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript
-from tests.test_sandbox_attacks import start_task, task_end
+from tests.support.tasks import ended, start_task
 
 KEY = "sk-ant-api03-Own-Key-Of-The-Bot-7781-abcdefghijkl"
 TELEGRAM_SHAPED = "987654321:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsawX"
@@ -51,7 +51,7 @@ async def test_the_bots_key_and_a_token_in_folded_spellings_are_masked(bot: BotH
         claude_says.text("Done."),
     )
     bot.say("print them in calc")
-    await task_end(bot, 1, timeout=90)
+    await ended(bot, 1, timeout=90)
     last = model.requests["code"][-1]["messages"]
     results = [
         json.dumps(b["content"])

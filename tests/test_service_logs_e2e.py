@@ -22,7 +22,7 @@ from agents.sandbox.bwrap import SERVICES_MOUNT
 from tests.conftest import BotHarness
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript
-from tests.test_sandbox_attacks import start_task, task_end
+from tests.support.tasks import ended, start_task
 
 pytestmark = pytest.mark.skipif(
     shutil.which("bwrap") is None or shutil.which("nsenter") is None or not sys.platform.startswith("linux"),
@@ -47,7 +47,7 @@ async def test_service_logs_count_in_the_tasks_disk_budget(bot: BotHarness) -> N
         claude_says.text("Done."),
     )
     bot.say("start the services in calc")
-    await task_end(bot, 1, timeout=90)
+    await ended(bot, 1, timeout=90)
     last = model.requests["code"][-1]["messages"]
     results = [
         b["content"] if isinstance(b["content"], str) else json.dumps(b["content"])

@@ -13,7 +13,8 @@ import pytest
 
 from agents.core.models import Task, WorkerKind
 from agents.store.database import Store
-from tests.test_temporal_e2e import TEMPORAL, temporal  # noqa: F401  (the module-scoped server fixture)
+from tests.support.temporal import temporal  # noqa: F401  (the module-scoped server fixture)
+from tests.temporal_dev import TEMPORAL
 
 pytest.importorskip("temporalio", reason="the Temporal SDK (the optional extra .[temporal]) is missing")
 from temporalio import activity  # noqa: E402

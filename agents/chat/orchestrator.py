@@ -122,7 +122,7 @@ class Orchestrator:
         self,
         settings: Settings,
         store: Store,
-        client: anthropic.AsyncAnthropic | MessageModel,  # the model seam: a ScriptedModel in unit tests
+        client: anthropic.AsyncAnthropic | MessageModel,  # the model seam: the scripted model in unit tests
         workspaces: Workspaces,
         desk: WorkDesk,
         hints: SymbolHints | None = None,
