@@ -16,7 +16,7 @@ from agents.core.models import TaskStatus
 from agents.store.database import Store
 from tests.conftest import USER_ID
 from tests.fakes import anthropic_server as claude_says
-from tests.scripted import RoleScript
+from tests.scripted import RoleScript, last_user_text
 from tests.support.processes import bot_env, host_pids, launch
 from tests.support.tasks import start_task
 
@@ -123,8 +123,8 @@ async def test_sigterm_during_a_foreground_task_stops_within_ten_seconds(
     model.add(
         "orchestrator",
         start_task("group-therapy", "Run the long job.", background=False),
-        # SIGTERM ends the foreground wait and the orchestrator's turn goes on with the tool's answer ("ended with
-        # status in_progress"): one more call while the bot stops, if the process gets that far
+        # SIGTERM ends the foreground wait and the orchestrator's turn goes on with the tool's answer (the task has
+        # not ended): one more call while the bot stops, if the process gets that far
         claude_says.text("Stopping."),
     )
     model.add("code", claude_says.tool_use("run_command", {"command": f"exec sleep {FOREGROUND}"}))
@@ -146,3 +146,6 @@ async def test_sigterm_during_a_foreground_task_stops_within_ten_seconds(
     task = await store.get_task(1)
     await store.close()
     assert task.status is TaskStatus.INTERRUPTED, "a task stopped by SIGTERM is resumable, not cancelled"
+    for after_the_wait in model.requests["orchestrator"][1:]:  # what the tool told the model, if it got that far
+        told = last_user_text(after_the_wait)
+        assert "has not ended" in told and "already sent" not in told, told
