@@ -31,6 +31,7 @@ from pathlib import Path
 from agents.core.secrets_filter import without_url_credentials
 from agents.sandbox.safe_paths import checkout_venv
 from agents.sandbox.task_limits import TaskBounds
+from agents.sandbox.temp_folders import temp_folder, temp_prefix
 
 log = logging.getLogger(__name__)
 
@@ -242,7 +243,7 @@ def masked_git_config(common: Path) -> Path | None:
 
 @functools.cache
 def _private_folder() -> Path:
-    folder = Path(tempfile.mkdtemp(prefix="agentlab-sandbox-"))
+    folder = temp_folder("sandbox", "git")
     atexit.register(shutil.rmtree, folder, ignore_errors=True)
     return folder
 
@@ -401,7 +402,7 @@ def etc_copy() -> Path:
     """A private copy of the harmless `/etc` entries (ETC_ENTRIES), made once per bot process, bound as `/etc`.
 
     Symlinks are copied as symlinks (e.g. /etc/alternatives -> /usr/...), so they resolve inside the sandbox."""
-    folder = Path(tempfile.mkdtemp(prefix="agentlab-sandbox-etc-"))
+    folder = temp_folder("sandbox", "etc")
     atexit.register(shutil.rmtree, folder, ignore_errors=True)
     for entry in ETC_ENTRIES:
         source, target = Path("/etc") / entry, folder / entry
@@ -482,7 +483,7 @@ async def _probe() -> str | None:
     bwrap = bwrap_path()
     if bwrap is None:
         return f"Commands are refused because bubblewrap (bwrap) is not installed: {UNAVAILABLE_FIX}."
-    with tempfile.TemporaryDirectory(prefix="agentlab-sandbox-probe-") as folder:
+    with tempfile.TemporaryDirectory(prefix=temp_prefix("sandbox", "probe")) as folder:
         argv = bwrap_argv(spec_for(Path(folder)), "true", bwrap=bwrap)
         try:
             process = await asyncio.create_subprocess_exec(

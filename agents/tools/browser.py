@@ -15,7 +15,6 @@ import dataclasses
 import json
 import shlex
 import shutil
-import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from agents.sandbox.bwrap import SandboxSpec
 from agents.sandbox.egress_proxy import FORWARDER, PROXY_PORT, EgressProxy
 from agents.sandbox.network_gate import NetworkDecision
 from agents.sandbox.task_limits import TaskBounds
+from agents.sandbox.temp_folders import temp_folder
 from agents.tools.mcp_client import Connector, Gate
 from agents.tools.mcp_config import McpServerConfig
 from agents.tools.screenshot import on_loopback
@@ -122,7 +122,7 @@ class BrowserRun:
         """`start(config, sandbox)` is the ordinary stdio connector; the forwarder runs before the server."""
         if sandbox is None or not self.may_go_out:
             return start(self.config, sandbox)
-        folder = Path(tempfile.mkdtemp(prefix=f"agentlab-proxy-{bounds.name}-"))
+        folder = temp_folder("proxy", bounds.name)
         folder.chmod(0o755)
         self.proxy = EgressProxy(folder)
         proxy = self.proxy

@@ -27,6 +27,7 @@ from agents.sandbox.bwrap import SYSTEM_DIRS, SandboxSpec, spec_for
 from agents.sandbox.services import start_sandboxed_stdio
 from agents.sandbox.shell import child_env
 from agents.sandbox.task_limits import TaskBounds
+from agents.sandbox.temp_folders import temp_folder, temp_prefix
 from agents.tools import browser
 from agents.tools.browser import BrowserInstall
 from agents.tools.mcp_client import Connector, Gate, McpSession, PictureSink, ServerTools, process_transport
@@ -98,7 +99,7 @@ class Planned:
 
 def research_sandbox(sandbox: SandboxSpec, bounds: TaskBounds) -> SandboxSpec:
     """A research worker's servers: an empty folder as their worktree, the workspace read-only."""
-    empty = Path(tempfile.mkdtemp(prefix=f"agentlab-mcp-{bounds.name}-"))
+    empty = temp_folder("mcp", bounds.name)
 
     async def remove() -> None:
         shutil.rmtree(empty, ignore_errors=True)
@@ -190,7 +191,7 @@ async def probe(config: McpServerConfig, settings: Settings, call: str | None = 
     """Start `config` as a task would (a sandbox of an empty folder), count its tools, end it (`agentlab doctor`);
     with `call`, that tool (no arguments) must answer without an error too (the browser's `list_pages` starts
     Chromium). Raises ToolError saying why it does not start."""
-    with tempfile.TemporaryDirectory(prefix="agentlab-doctor-") as folder:
+    with tempfile.TemporaryDirectory(prefix=temp_prefix("doctor", "probe")) as folder:
         bounds = TaskBounds("doctor", settings.sandbox_max_memory_mb << 20, settings.sandbox_max_processes)
         sandbox = None
         if settings.sandbox != "off":
