@@ -119,9 +119,9 @@ class BrowserRun:
         self.may_go_out = may_go_out
 
     def connector(self, sandbox: SandboxSpec | None, bounds: TaskBounds, start: Callable[..., Connector]) -> Connector:
-        """`start(config, sandbox)` is the ordinary stdio connector; the forwarder runs before the server."""
+        """`start(config, sandbox, bounds)` is the ordinary stdio connector; the forwarder runs before the server."""
         if sandbox is None or not self.may_go_out:
-            return start(self.config, sandbox)
+            return start(self.config, sandbox, bounds)
         folder = temp_folder("proxy", bounds.name)
         folder.chmod(0o755)
         self.proxy = EgressProxy(folder)
@@ -140,7 +140,7 @@ class BrowserRun:
             args=("-c", f"{forward} </dev/null >/dev/null 2>&1 & exec {server}"),
             read_paths=(*self.config.read_paths, FORWARDER, folder),
         )
-        inner = start(wrapped, sandbox)
+        inner = start(wrapped, sandbox, bounds)
 
         async def connect():  # noqa: ANN202 - (transport, process)
             if proxy._server is None:
