@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from agents.core.secrets_filter import MASK, credential_values, mask, remember, without_url_credentials
+from agents.core.secrets_filter import (
+    MASK,
+    SecretScope,
+    credential_values,
+    mask,
+    remember,
+    remembered_count,
+    without_url_credentials,
+)
 
 
 @pytest.mark.parametrize(
@@ -96,3 +104,20 @@ def test_paths_words_and_hashes_on_consecutive_lines_are_left_alone() -> None:
         "import asyncio\nimport atexit\n" + "\n".join(["0123456789abcdef0123456789abcdef01234567"] * 3) + "\n"
     )
     assert mask(text) == text
+
+
+def test_a_scopes_values_are_masked_until_it_closes_and_the_set_does_not_grow() -> None:
+    remember(["Bot-Own-Scope-Test-4410"])
+    before = remembered_count()
+    for n in range(5):
+        task = SecretScope(f"task {n}")
+        other = SecretScope("another task")
+        task.remember([f"Task-Value-{n}-xyz99", "Shared-Value-8812"])
+        other.remember(["Shared-Value-8812"])
+        assert mask(f"Task-Value-{n}-xyz99 Shared-Value-8812") == f"{MASK} {MASK}"
+        task.close()
+        assert mask(f"Task-Value-{n}-xyz99") == f"Task-Value-{n}-xyz99", "a closed scope's value is still masked"
+        assert mask("Shared-Value-8812") == MASK, "a value another open scope holds was forgotten"
+        other.close()
+        assert remembered_count() == before
+    assert mask("Bot-Own-Scope-Test-4410") == MASK

@@ -4,8 +4,9 @@ Known token shapes become `«masked»`: the regexes of the maintained `detect-se
 Slack, npm, PyPI, OpenAI, Stripe, SendGrid, Discord, Azure, JWT, Telegram, Twilio, URL passwords), plus shapes it
 lacks (Anthropic and current OpenAI/GitHub/npm keys, `Authorization:`/`Bearer` values, git's `http.extraHeader`, an
 inline `credential.helper`, URL credentials without a password, whole private-key blocks). Values are also masked
-verbatim: the bot's own secrets (registered at start-up) and the values found in a workspace's credential files
-(`.npmrc`, `.env.production`, ...: `remember`), so `cat .npmrc` shows neither.
+verbatim: the bot's own secrets (registered at start-up, kept for its life) and the values found in a workspace's
+credential files (`.npmrc`, `.env.production`, ...: `remember` with the task's `SecretScope`, forgotten when the
+task ends, so the set stays as small as the running tasks need), so `cat .npmrc` shows neither.
 
 Folded spellings: a token with zero-width characters inside it, percent-escaped (`%3A`) or JSON-escaped (`\\u003a`,
 `\\/`) is found in a folded view of the text and masked where it stands; a remembered value is also known in its
@@ -137,22 +138,41 @@ def _mask_group(match: re.Match[str]) -> str:
 
 
 class _Verbatim:
-    """Secret values masked wherever they appear: the bot's own and those found in credential files."""
+    """Secret values masked wherever they appear, each held by an owner: the bot's own (None: for the bot's life) and
+    those of a running task (its `SecretScope`: dropped when the task ends, so the set does not grow task by task)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        self._owned: dict[object, frozenset[str]] = {}
         self._values: frozenset[str] = frozenset()
         self._regex: re.Pattern[str] | None = None
 
-    def add(self, values: Iterable[str]) -> None:
+    def add(self, values: Iterable[str], owner: object = None) -> None:
         plain = {v.strip() for v in values if v and len(v.strip()) >= _MIN_VERBATIM}
         new = plain | {e for v in plain for e in encodings(v) if len(e) >= _MIN_VERBATIM}
         with self._lock:
-            if new <= self._values:
+            held = self._owned.get(owner, frozenset())
+            if new <= held:
                 return
-            self._values = self._values | new
-            ordered = sorted(self._values, key=len, reverse=True)  # longest first: a value containing another
-            self._regex = re.compile("|".join(re.escape(v) for v in ordered))
+            self._owned[owner] = held | new
+            self._rebuild()
+
+    def drop(self, owner: object) -> None:
+        """Forget what `owner` remembered (a value another owner holds too stays masked)."""
+        with self._lock:
+            if self._owned.pop(owner, None) is not None:
+                self._rebuild()
+
+    def _rebuild(self) -> None:
+        values = frozenset[str]().union(*self._owned.values())
+        if values == self._values:
+            return
+        self._values = values
+        ordered = sorted(values, key=len, reverse=True)  # longest first: a value containing another
+        self._regex = re.compile("|".join(re.escape(v) for v in ordered)) if ordered else None
+
+    def __len__(self) -> int:
+        return len(self._values)
 
     def sub(self, text: str) -> str:
         regex = self._regex
@@ -189,10 +209,33 @@ def encodings(value: str) -> set[str]:
 _verbatim = _Verbatim()
 
 
-def remember(values: Iterable[str]) -> None:
-    """Mask these values verbatim from now on, in every task's output (the bot's secrets, credential files' values);
-    values shorter than 8 characters are ignored."""
-    _verbatim.add(values)
+def remember(values: Iterable[str], scope: SecretScope | None = None) -> None:
+    """Mask these values verbatim from now on, in every task's output: for the bot's life (its own secrets, an MCP
+    server's), or while `scope` is open (a task's credential files' values); values shorter than 8 characters are
+    ignored."""
+    _verbatim.add(values, scope)
+
+
+class SecretScope:
+    """The values one task remembered (`remember(values, scope)`): masked in every output while the task runs, and
+    forgotten by `close` when it ends, unless the bot or another running task remembered them too."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def remember(self, values: Iterable[str]) -> None:
+        remember(values, self)
+
+    def close(self) -> None:
+        _verbatim.drop(self)
+
+    def __repr__(self) -> str:
+        return f"SecretScope({self.name!r})"
+
+
+def remembered_count() -> int:
+    """How many spellings of remembered values are masked now (the bot's own and those of running tasks)."""
+    return len(_verbatim)
 
 
 def mask(text: str) -> str:

@@ -454,7 +454,9 @@ class TaskExecutor:
             worktree=str(tree.path),
         )
         await clear_stale_index_locks(tree)  # a SIGKILL during the bot's own `git add` leaves one behind
-        await remember_credential_files(tree.path)  # `cat .npmrc` in a command then prints «masked»
+        # `cat .npmrc` in a command then prints «masked», until the task ends (its bounds close its secrets' scope)
+        bounds = self.bounds.get(task.id)
+        await remember_credential_files(tree.path, bounds.secrets if bounds is not None else None)
         checks = await TaskTests.start(
             workspace.path,
             tree.path,
