@@ -628,15 +628,19 @@ async def check_sandbox(settings: Settings) -> Check:
 
 
 def check_disk_budget(settings: Settings) -> Check:
-    """What bounds a task's disk use here, and how: the budget, and that it is watched by polling."""
+    """What bounds a task's disk use here, and how: the budget, the hard per-file bound, and the poll for the rest."""
     budget = disk_budget(settings.sandbox_max_disk_mb, settings.worktrees_dir) >> 20
     source = "SANDBOX_MAX_DISK_MB" if settings.sandbox_max_disk_mb is not None else "a quarter of the free space"
+    per_file = min(settings.sandbox_max_file_mb, budget)
     return Check(
         Level.ok,
         "disk budget",
-        f"{budget:,} MB per task ({source}; the services' logs count in it), watched by polling while a command "
-        "runs: a burst written and removed between two looks (fallocate, then rm) can pass it for that moment; "
-        "a file system of its own per task would bound it hard, which this bot does not make",
+        f"{budget:,} MB per task ({source}; the services' logs count in it). Bound in force: hard per file, "
+        f"{per_file:,} MB (RLIMIT_FSIZE: the smaller of SANDBOX_MAX_FILE_MB and the budget, refused by the kernel "
+        "at once); for the task as a whole, polling while a command runs: several files written at once and "
+        "removed between two looks (fallocate, then rm) can pass it for that moment, and a reservation that keeps "
+        "the file size (fallocate --keep-size) is not under the per-file bound; a file system of its own per task "
+        "would bound it hard, which this bot does not make",
     )
 
 

@@ -264,9 +264,16 @@ async def confined_argv(
 ) -> tuple[list[str], tuple[int, ...], TaskCgroup | None]:
     """The argv that runs the shell `command` in bwrap: in the task's cgroup and network namespace
     (agents/sandbox/task_net.py) unless it has the network (then `net`, pasta, or the host's where pasta is missing);
-    the service logs shown read-only at SERVICES_MOUNT. Returns it, the descriptors to pass and the task's cgroup."""
+    the service logs shown read-only at SERVICES_MOUNT; the largest file a command may write is at most the task's disk
+    budget. Returns it, the descriptors to pass and the task's cgroup."""
     bounds = sandbox.task
     group = bounds.cgroup() if bounds is not None else None
+    disk = bounds.disk_for(sandbox.worktree) if bounds is not None else None
+    if disk is not None and disk.budget_bytes < sandbox.limits.max_file_bytes:
+        # one file may not outgrow the task's whole disk budget: the kernel refuses it at once (RLIMIT_FSIZE), where
+        # the budget's poll would only see it at its next look
+        limits = dataclasses.replace(sandbox.limits, max_file_bytes=disk.budget_bytes)
+        sandbox = dataclasses.replace(sandbox, limits=limits)
     join = bounds is not None and not sandbox.network
     if bounds is not None and bounds.service_logs is not None:
         sandbox = dataclasses.replace(sandbox, mounts=(*sandbox.mounts, (bounds.service_logs, SERVICES_MOUNT)))
