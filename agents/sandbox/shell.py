@@ -278,7 +278,7 @@ async def confined_argv(
     if bounds is not None and bounds.service_logs is not None:
         sandbox = dataclasses.replace(sandbox, mounts=(*sandbox.mounts, (bounds.service_logs, SERVICES_MOUNT)))
     bwrap = bwrap_path() or "bwrap"
-    if join:
+    if join and bounds is not None:
         try:
             await bounds.net.ensure(bwrap)
         except OSError as err:
@@ -291,8 +291,8 @@ async def confined_argv(
         user_net=net.child_fds if net is not None else None,
         joined=join,
     )
-    pass_fds = net.child_fds if net is not None else ()
-    if join:
+    pass_fds: tuple[int, ...] = net.child_fds if net is not None else ()
+    if join and bounds is not None:
         wrapped = bounds.net.join(wrapped)
         pass_fds += bounds.net.pass_fds
     if group is not None:  # memory (and processes) of the whole task (agents/sandbox/task_cgroup.py)

@@ -455,7 +455,7 @@ class TaskExecutor:
         )
         await clear_stale_index_locks(tree)  # a SIGKILL during the bot's own `git add` leaves one behind
         # `cat .npmrc` in a command then prints «masked», until the task ends (its bounds close its secrets' scope)
-        bounds = self.bounds.get(task.id)
+        bounds = self.bounds.get(task.id) if task.id is not None else None
         await remember_credential_files(tree.path, bounds.secrets if bounds is not None else None)
         checks = await TaskTests.start(
             workspace.path,
