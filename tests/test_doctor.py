@@ -466,3 +466,4 @@ def test_the_disk_check_names_the_bound_in_force(settings: Settings) -> None:
     check = dr.check_disk_budget(small)
     assert "64 MB per task (SANDBOX_MAX_DISK_MB" in check.detail, check.detail
     assert "hard per file, 64 MB (RLIMIT_FSIZE" in check.detail and "polling" in check.detail, check.detail
+    assert "fallocate --keep-size" in check.detail, check.detail

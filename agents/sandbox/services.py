@@ -40,7 +40,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from agents.core.errors import ToolError
-from agents.sandbox.bwrap import SERVICES_MOUNT, SandboxSpec, sandbox_env, unavailable_reason
+from agents.sandbox.bwrap import SERVICES_MOUNT, SandboxSpec, keep_size_filter, sandbox_env, unavailable_reason
 from agents.sandbox.shell import confined_argv
 from agents.sandbox.task_limits import TaskBounds
 from agents.sandbox.temp_folders import temp_folder
@@ -143,19 +143,20 @@ class TaskServices:
         net = UserNet() if sandbox.network and user_net_available() else None
         log = self.folder / f"{name}.log"
         try:
-            argv, pass_fds, _group = await confined_argv(sandbox, command, net)
-            log.touch()
-            process = await asyncio.create_subprocess_exec(
-                *argv,
-                cwd=sandbox.worktree,
-                env=sandbox_env(env, sandbox) | {k: v for k, v in env.items() if stdio},
-                stdin=asyncio.subprocess.PIPE if stdio else asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE if stdio else asyncio.subprocess.STDOUT,
-                start_new_session=True,
-                pass_fds=pass_fds,
-                limit=65536,
-            )
+            with keep_size_filter() as seccomp:
+                argv, pass_fds, _group = await confined_argv(sandbox, command, net, seccomp)
+                log.touch()
+                process = await asyncio.create_subprocess_exec(
+                    *argv,
+                    cwd=sandbox.worktree,
+                    env=sandbox_env(env, sandbox) | {k: v for k, v in env.items() if stdio},
+                    stdin=asyncio.subprocess.PIPE if stdio else asyncio.subprocess.DEVNULL,
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.PIPE if stdio else asyncio.subprocess.STDOUT,
+                    start_new_session=True,
+                    pass_fds=pass_fds,
+                    limit=65536,
+                )
             if net is not None:
                 await net.attach()
         except BaseException as err:
