@@ -320,7 +320,6 @@ def _mask_folded(text: str) -> str:
 # is decided with the narrow class (no `/` or `.`: a path or a file name on each side of a break is ordinary output),
 # and what is then searched around such a break is the wide class (base64, JWTs, escapes).
 _SPLIT_REACH = 256  # characters searched on each side of a break
-_SPLIT_WIDE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-:+=/.%~\\")
 _SPLIT_WIDE_RUN = re.compile(r"[A-Za-z0-9_\-:+=/.%~\\]{1," + str(_SPLIT_REACH) + "}")
 
 
@@ -348,11 +347,9 @@ def _split_candidates(text: str) -> list[tuple[int, int, int]]:
     if "\r\n" in text:
         found = sorted(found + [match.start() for match in _SPLIT_CRLF.finditer(text)])
     candidates: list[tuple[int, int, int]] = []
-    wide = _SPLIT_WIDE
     for cut in found:
-        start = cut
-        while start > 0 and cut - start < _SPLIT_REACH and text[start - 1] in wide:
-            start -= 1
+        before = _SPLIT_WIDE_RUN.match(text[max(0, cut - _SPLIT_REACH) : cut][::-1])  # the run, read backwards
+        start = cut - (before.end() if before is not None else 0)
         candidates.append((start, cut, cut + (2 if text[cut] == "\r" else 1)))
     return candidates
 
