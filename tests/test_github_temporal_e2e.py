@@ -84,7 +84,9 @@ async def test_a_runners_summary_has_open_pr_and_the_press_opens_it(
 ) -> None:
     bot = github_tbot
     runners.start("a")
-    model.add("orchestrator", start_task("calc", "Fix add() in calc.py: it subtracts."), claude_says.text("Task #1 started."))
+    model.add(
+        "orchestrator", start_task("calc", "Fix add() in calc.py: it subtracts."), claude_says.text("Task #1 started.")
+    )
     model.add(
         "code",
         claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"}),
