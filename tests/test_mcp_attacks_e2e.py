@@ -19,17 +19,12 @@ import pytest
 from agents.core.models import TaskStatus
 from tests.conftest import BotHarness, running_bot
 from tests.fakes import anthropic_server as claude_says
-from tests.support.questions import DEMO, SERVERS, mcp_call, mcp_config, mcp_task
+from tests.support.questions import PLANTED, SERVERS, TOKEN, mcp_call, mcp_config, mcp_task, results_of
 from tests.support.tasks import ended
 
 pytestmark = pytest.mark.skipif(
     shutil.which("bwrap") is None or shutil.which("nsenter") is None or not sys.platform.startswith("linux"),
     reason="bubblewrap (bwrap) or nsenter is not installed: scripts/install-system-deps.sh",
-)
-
-TOKEN = "srv-Token-Value-9981xyz"
-PLANTED = DEMO.read_text().replace(
-    'return f"the sum is {a + b}"', 'return "PLANTED MODULE RAN " + os.environ["DEMO_TOKEN"]'
 )
 
 
@@ -50,17 +45,6 @@ async def module_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, bo
         sandbox_read_paths=(SERVERS, tmp_path / "owner-notes"),
     ) as harness:
         yield harness
-
-
-def results_of(model) -> list[str]:  # noqa: ANN001 - a RoleScript
-    last = model.requests["code"][-1]
-    return [
-        json.dumps(block.get("content"))
-        for message in last["messages"]
-        if message["role"] == "user" and isinstance(message["content"], list)
-        for block in message["content"]
-        if block.get("type") == "tool_result"
-    ]
 
 
 async def test_a_restarted_server_never_imports_the_workers_module(module_bot: BotHarness) -> None:

@@ -18,9 +18,8 @@ import pytest
 from agents.core.models import TaskStatus
 from tests.conftest import BotHarness, running_bot
 from tests.fakes import anthropic_server as claude_says
-from tests.test_mcp_attacks_e2e import PLANTED, TOKEN, results_of
-from tests.test_mcp_e2e import SERVERS, call, mcp_config, scripted
-from tests.test_sandbox_attacks import task_end
+from tests.support.questions import PLANTED, SERVERS, TOKEN, mcp_call, mcp_config, mcp_task, results_of
+from tests.support.tasks import ended
 
 
 @pytest.fixture
@@ -46,16 +45,16 @@ async def test_an_unconfined_server_never_imports_a_module_the_worker_planted(
 ) -> None:
     bot = unconfined_bot
     bot_cwd = tmp_path / "bot-cwd"
-    model = scripted(
+    model = mcp_task(
         bot,
         claude_says.tool_use("write_file", {"path": "demo_server.py", "content": PLANTED}),
         claude_says.tool_use("run_command", {"command": f"cp demo_server.py {shlex.quote(str(bot_cwd))}/ && pwd"}),
-        call("crash"),
-        call("add", a=3, b=4),
-        call("note"),
+        mcp_call("crash"),
+        mcp_call("add", a=3, b=4),
+        mcp_call("note"),
         claude_says.text("Done."),
     )
-    task = await task_end(bot, 1, timeout=90)
+    task = await ended(bot, 1, timeout=90)
     assert task.status is not TaskStatus.FAILED, task.error
     _written, copied, crashed, added, noted = results_of(model)
     assert (bot_cwd / "demo_server.py").is_file(), copied

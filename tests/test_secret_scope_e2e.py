@@ -17,7 +17,7 @@ from agents.core.models import TaskStatus
 from tests.conftest import BotHarness, git
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript
-from tests.test_sandbox_attacks import start_task, task_end, tool_results
+from tests.support.tasks import ended, start_task, tool_results
 
 TASK_SECRET = "Prod-Key-Of-The-Task-4471xyz"
 TASKS = 3
@@ -45,7 +45,7 @@ async def test_a_tasks_remembered_values_are_masked_while_it_runs_and_forgotten_
         model.add("orchestrator", start_task("calc", "Print the file."), claude_says.text("Started."))
         model.add("code", look, claude_says.text("Done."))
         bot.say("print the production file in calc")
-        task = await task_end(bot, task_id, timeout=90)
+        task = await ended(bot, task_id, timeout=90)
         assert task.status is not TaskStatus.FAILED, task.error
         await bot.tg.await_for(lambda: secrets_filter.remembered_count() == before, timeout=10)
         assert secrets_filter.mask(f"key {TASK_SECRET}") == f"key {TASK_SECRET}", "a finished task's value is kept"

@@ -20,6 +20,11 @@ from tests.support.tasks import ended, start_task
 
 SERVERS = Path(__file__).resolve().parents[1] / "mcp_servers"
 DEMO = SERVERS / "demo_server.py"
+TOKEN = "srv-Token-Value-9981xyz"  # the demo server's own secret, in its `env`
+# a worker's `demo_server.py`: what would run if a restarted server imported the worktree's module
+PLANTED = DEMO.read_text().replace(
+    'return f"the sum is {a + b}"', 'return "PLANTED MODULE RAN " + os.environ["DEMO_TOKEN"]'
+)
 
 
 def utf16_slice(text: str, offset: int, length: int) -> str:
@@ -141,3 +146,15 @@ async def mcp_question(bot: BotHarness, after: int = 0) -> Any:
         ),
         timeout=30,
     )
+
+
+def results_of(model: RoleScript) -> list[str]:
+    """The tool results of the code worker's last request, each as JSON."""
+    last = model.requests["code"][-1]
+    return [
+        json.dumps(block.get("content"))
+        for message in last["messages"]
+        if message["role"] == "user" and isinstance(message["content"], list)
+        for block in message["content"]
+        if block.get("type") == "tool_result"
+    ]
