@@ -65,9 +65,9 @@ async def test_a_non_fix_of_a_red_test_failing_on_an_assert_is_sent_back(
     assert f"{OLD} judged pre-existing: it runs src/pkg/legacy.py, which the instructions do not name" in summary.text
 
 
+@pytest.mark.settings(max_corrections=1)  # one correction shows it; more only cost time
 async def test_a_non_fix_that_never_fixes_is_never_done(bot: BotHarness, model, workspace_root: Path) -> None:
     shop(workspace_root)
-    bot.runtime.settings.max_corrections = 1  # one correction shows it; more only cost time
     model.add("orchestrator", start_task("shop", "Fix the failing test in the shop."), claude_says.text("ok"))
     model.add(
         "code",
