@@ -32,6 +32,7 @@ from agents.core.settings import Settings, SettingsError, load_settings
 from agents.git.command import GitError, run_git
 from agents.llm.client import client_tls
 from agents.sandbox import bwrap
+from agents.sandbox.bwrap import keep_size_filter_program
 from agents.sandbox.process_cap import pids_parent
 from agents.sandbox.task_cgroup import support as task_cgroup_support
 from agents.sandbox.task_limits import disk_budget, sandbox_limit_warnings
@@ -628,15 +629,23 @@ async def check_sandbox(settings: Settings) -> Check:
 
 
 def check_disk_budget(settings: Settings) -> Check:
-    """What bounds a task's disk use here, and how: the budget, and that it is watched by polling."""
+    """What bounds a task's disk use here, and how: the budget, the hard per-file bound, and the poll for the rest."""
     budget = disk_budget(settings.sandbox_max_disk_mb, settings.worktrees_dir) >> 20
     source = "SANDBOX_MAX_DISK_MB" if settings.sandbox_max_disk_mb is not None else "a quarter of the free space"
+    per_file = min(settings.sandbox_max_file_mb, budget)
+    keep_size = (
+        "a reservation that keeps the file size (fallocate --keep-size) is refused (seccomp)"
+        if keep_size_filter_program() is not None
+        else "a reservation that keeps the file size (fallocate --keep-size) is not under it: no seccomp filter here"
+    )
     return Check(
         Level.ok,
         "disk budget",
-        f"{budget:,} MB per task ({source}; the services' logs count in it), watched by polling while a command "
-        "runs: a burst written and removed between two looks (fallocate, then rm) can pass it for that moment; "
-        "a file system of its own per task would bound it hard, which this bot does not make",
+        f"{budget:,} MB per task ({source}; the services' logs count in it). Bound in force: hard per file, "
+        f"{per_file:,} MB (RLIMIT_FSIZE: the smaller of SANDBOX_MAX_FILE_MB and the budget, refused by the kernel "
+        f"at once; {keep_size}); for the task as a whole, polling while a command runs: several files written at "
+        "once and removed between two looks can pass it for that moment; a file system of its own per task would "
+        "bound it hard, which this bot does not make",
     )
 
 

@@ -33,8 +33,8 @@ from agents.github.webhook import WebhookServer
 from agents.github_inbox import GitHubInbox
 from agents.llm.client import make_client
 from agents.repo_map.maps import RepoMap
-from agents.sandbox.services import sweep_leftovers
 from agents.sandbox.task_limits import sandbox_limit_warnings
+from agents.sandbox.temp_folders import sweep_leftovers
 from agents.store.database import Store
 from agents.store.delivery import Deliveries
 from agents.work.access import task_number
@@ -104,8 +104,8 @@ class Runtime:
         if settings.sandbox != "off":
             for warning in sandbox_limit_warnings(settings.sandbox_network != "off"):
                 log.warning("%s", warning)
-        if swept := await asyncio.to_thread(sweep_leftovers):  # the services' logs of a bot that was killed
-            log.info("removed %d services folders a killed bot left behind", len(swept))
+        if swept := await asyncio.to_thread(sweep_leftovers):  # the folders of a bot that was killed
+            log.info("removed %d temporary folders a killed bot left behind", len(swept))
         # the bot's own secrets are masked verbatim in everything a model or the chat sees
         remember([settings.telegram_bot_token.get_secret_value(), settings.anthropic_api_key.get_secret_value()])
         remember(s.get_secret_value() for s in (settings.github_token, settings.github_webhook_secret) if s is not None)

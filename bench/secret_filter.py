@@ -4,11 +4,15 @@ Three inputs of 64 KB: ordinary build/test output (no secret), source code, and 
 (token shapes, an `http.extraHeader`, a private-key block, remembered values). Printed: p50/p95 milliseconds of
 `mask` over 200 runs each, and how many `«masked»` each output came back with.
 
-Run: .venv/bin/python bench/secret_filter.py [--json]
+Run: .venv/bin/python bench/secret_filter.py [--json] [--against OLD_secrets_filter.py]
+
+`--against` times another version of the module (e.g. `git show main:agents/core/secrets_filter.py > /tmp/old.py`)
+interleaved with this one, in CPU time, so load on a shared machine hits both alike: p50 of each and the change.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import statistics
 import sys
@@ -59,5 +63,31 @@ def main() -> None:
         print(json.dumps({"secret_filter": figures}))
 
 
+def against(path: str) -> None:
+    """This module against the one at `path`, interleaved, CPU time."""
+    spec = importlib.util.spec_from_file_location("old_secrets_filter", path)
+    assert spec is not None and spec.loader is not None, path
+    old = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(old)
+    versions = {"before": old, "after": secrets_filter}
+    for module in versions.values():
+        module.remember(["Zq7-NPMRC-VALUE-4471", "123456:BOT-TOKEN-VALUE-abc", "sk-ant-bot-key-value-123"])
+        module.mask("warm up")
+    for name, text in inputs().items():
+        times: dict[str, list[float]] = {label: [] for label in versions}
+        for _ in range(RUNS):
+            for label, module in versions.items():
+                started = time.process_time()
+                module.mask(text)
+                times[label].append((time.process_time() - started) * 1000)
+        before, after = (statistics.median(times[label]) for label in versions)
+        print(
+            f"{name:>13}: before {before:6.2f} ms  after {after:6.2f} ms CPU p50  ({(after / before - 1) * 100:+.1f}%)"
+        )
+
+
 if __name__ == "__main__":
-    main()
+    if "--against" in sys.argv:
+        against(sys.argv[sys.argv.index("--against") + 1])
+    else:
+        main()

@@ -260,3 +260,14 @@ async def bot(
         yield harness
     finally:
         await stop_polling(harness.app)
+
+
+@pytest.fixture
+def model(fake_anthropic: FakeAnthropic) -> Any:
+    """The scripted model (`tests.scripted.RoleScript`) playing Claude behind the fake Anthropic server: strict, so a
+    call the test did not script fails it."""
+    from tests.scripted import RoleScript
+
+    scripted = RoleScript()
+    fake_anthropic.handler = scripted
+    return scripted

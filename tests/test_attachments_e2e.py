@@ -9,20 +9,13 @@ import base64
 import io
 import sqlite3
 
-import pytest
 from PIL import Image
 
 from agents.core.models import TaskStatus
 from tests.conftest import USER_ID, BotHarness, make_settings, start_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript, last_user_text
-
-
-@pytest.fixture
-def model(bot: BotHarness) -> RoleScript:
-    scripted = RoleScript()
-    bot.claude.handler = scripted
-    return scripted
+from tests.support.attachments import answered, blocks_of, minimal_pdf
 
 
 def jpeg(width: int, height: int, color: tuple[int, int, int] = (200, 40, 40)) -> bytes:
@@ -31,26 +24,8 @@ def jpeg(width: int, height: int, color: tuple[int, int, int] = (200, 40, 40)) -
     return out.getvalue()
 
 
-def minimal_pdf() -> bytes:
-    return (
-        b"%PDF-1.4\n1 0 obj << /Type /Catalog /Pages 2 0 R >> endobj\n"
-        b"2 0 obj << /Type /Pages /Kids [3 0 R] /Count 1 >> endobj\n"
-        b"3 0 obj << /Type /Page /Parent 2 0 R /MediaBox [0 0 200 200] >> endobj\ntrailer << /Root 1 0 R >>\n%%EOF\n"
-    )
-
-
-def blocks_of(request: dict) -> list[dict]:
-    return request["messages"][-1]["content"]
-
-
 def decoded_image(block: dict) -> Image.Image:
     return Image.open(io.BytesIO(base64.b64decode(block["source"]["data"])))
-
-
-async def answered(bot: BotHarness, text: str):
-    return await bot.tg.await_for(
-        lambda: next((m for m in bot.tg.messages(USER_ID) if m.text == text), None), timeout=20
-    )
 
 
 async def test_photo_reaches_the_orchestrator_as_an_image_beside_its_caption(

@@ -5,22 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from agents.core.models import TaskStatus
 from tests.conftest import BotHarness, make_repo
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript
-from tests.test_workers_e2e import final_summary, start_task
+from tests.support.tasks import final_summary, start_task
 
 REUSED = "reused from an earlier run"
-
-
-@pytest.fixture
-def model(bot: BotHarness) -> RoleScript:
-    scripted = RoleScript()
-    bot.claude.handler = scripted
-    return scripted
 
 
 async def run_task(bot: BotHarness, model: RoleScript, number: int) -> str:

@@ -23,8 +23,8 @@ from agents.tools.screenshot import find_chromium
 from tests.conftest import USER_ID, BotHarness, running_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript
-from tests.test_sandbox import host_pids
-from tests.test_sandbox_attacks import task_end, tool_results
+from tests.support.processes import host_pids
+from tests.support.tasks import ended, tool_results
 
 INSTALL, WHY_NOT = browser.find(None, find_chromium())
 pytestmark = [
@@ -108,7 +108,7 @@ async def test_a_frontend_task_serves_looks_and_reads_the_console(asking_bot: Bo
     assert host_pids(f"{PORT}"), "the service runs while the browser is used"
     rid = question.callback_data[0].rsplit(":", 1)[1]
     bot.tg.press_button(USER_ID, question.message_id, f"net:deny:{rid}")
-    task = await task_end(bot, 1, timeout=120)
+    task = await ended(bot, 1, timeout=120)
     assert task.status is not TaskStatus.FAILED, task.error
     tools = [t["name"] for t in model.requests["frontend"][0]["tools"]]
     assert "mcp__browser__new_page" in tools and "screenshot" in tools and "mcp__browser__unavailable" not in tools
@@ -198,7 +198,7 @@ async def test_an_outside_page_opens_only_after_the_owner_allows_it(
         second = await _network_question(bot, after=first.message_id)
         assert "second.example.org" in second.text
         bot.tg.press_button(USER_ID, second.message_id, f"net:deny:{second.callback_data[0].rsplit(':', 1)[1]}")
-        task = await task_end(bot, 1, timeout=120)
+        task = await ended(bot, 1, timeout=120)
     finally:
         origin.close()
     assert task.status is not TaskStatus.FAILED, task.error

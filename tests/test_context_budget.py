@@ -20,7 +20,7 @@ from agents.tools.toolbox import Audit, Tool, Toolbox
 from tests.conftest import USER_ID, BotHarness, git, make_settings, start_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript
-from tests.test_workers_e2e import start_task
+from tests.support.tasks import start_task
 
 TOO_LONG = "prompt is too long: 215000 tokens > 200000 maximum"
 

@@ -14,14 +14,7 @@ from agents.core.models import Proposal, ProposalStatus, TaskStatus
 from tests.conftest import USER_ID, BotHarness, git, make_settings, start_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript, last_user_text
-from tests.test_workers_e2e import branches, final_summary, start_task
-
-
-@pytest.fixture
-def model(bot: BotHarness) -> RoleScript:
-    scripted = RoleScript()
-    bot.claude.handler = scripted
-    return scripted
+from tests.support.tasks import branches, final_summary, start_task
 
 
 def request_text(body: dict) -> str:

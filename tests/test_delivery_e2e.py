@@ -11,6 +11,7 @@ from agents.store import delivery
 from tests.conftest import USER_ID, BotHarness, make_settings, start_bot, text_now
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript
+from tests.support.tasks import ended
 
 
 @pytest.fixture(autouse=True)
@@ -29,12 +30,6 @@ def fix_calc(model: RoleScript) -> None:
         claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"}),
         claude_says.text("Fixed add()."),
     )
-
-
-async def ended(bot: BotHarness, task_id: int):
-    while not ((task := await bot.runtime.store.get_task(task_id)) and task.status.is_final):
-        await asyncio.sleep(0.05)
-    return task
 
 
 def summaries(bot: BotHarness, task_id: int) -> list:

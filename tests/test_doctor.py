@@ -459,3 +459,11 @@ def test_memory_short_for_the_engine_names_the_lighter_choice(settings: Settings
     assert dr.check_memory(large, total_mb=2048).level is Level.warn
     assert dr.check_memory(large, total_mb=8192).level is Level.ok
     assert dr.voice_memory_mb("openai-whisper", "large-v3") > dr.voice_memory_mb("faster-whisper", "large-v3")
+
+
+def test_the_disk_check_names_the_bound_in_force(settings: Settings) -> None:
+    small = settings.model_copy(update={"sandbox_max_disk_mb": 64, "sandbox_max_file_mb": 1024})
+    check = dr.check_disk_budget(small)
+    assert "64 MB per task (SANDBOX_MAX_DISK_MB" in check.detail, check.detail
+    assert "hard per file, 64 MB (RLIMIT_FSIZE" in check.detail and "polling" in check.detail, check.detail
+    assert "fallocate --keep-size" in check.detail, check.detail

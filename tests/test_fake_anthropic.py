@@ -56,11 +56,12 @@ async def test_default_handler_and_callable_replies(fake_anthropic: FakeAnthropi
     fake_anthropic.script(lambda body: text(f"echo {body['messages'][-1]['content']}"))
     async with fake_anthropic.async_client() as client:
         first = await client.messages.create(model=MODEL, max_tokens=50, messages=[user("one")])
-        second = await client.messages.create(model=MODEL, max_tokens=50, messages=[user("two")])
+        with pytest.raises(anthropic.InternalServerError):  # queue empty, no handler: unexpected
+            await client.messages.create(model=MODEL, max_tokens=50, messages=[user("two")])
         fake_anthropic.handler = lambda body: "from handler"
         third = await client.messages.create(model=MODEL, max_tokens=50, messages=[user("three")])
     assert first.content[0].text == "echo one"
-    assert second.content[0].text == "ok"  # queue empty -> default handler
+    assert "unscripted request" in str(fake_anthropic.handler_errors.pop()), "the fixture fails a test on it"
     assert third.content[0].text == "from handler"
     assert fake_anthropic.pending == 0
 
@@ -136,6 +137,7 @@ async def test_rate_limit_and_server_errors_map_to_sdk_classes(fake_anthropic: F
 
 async def test_prompt_cache_simulation(fake_anthropic: FakeAnthropic) -> None:
     system = [{"type": "text", "text": LONG_SYSTEM, "cache_control": {"type": "ephemeral"}}]
+    fake_anthropic.handler = lambda _body: text("ok")  # any answer: these tests read its usage
     async with fake_anthropic.async_client() as client:
         first = await client.messages.create(model=MODEL, max_tokens=10, system=system, messages=[user("Q1")])
         second = await client.messages.create(model=MODEL, max_tokens=10, system=system, messages=[user("Q2 differs")])
@@ -161,6 +163,7 @@ async def test_cache_breakpoint_moving_forward_reads_earlier_prefix(fake_anthrop
     history = [
         user([{"type": "text", "text": LONG_SYSTEM, "cache_control": {"type": "ephemeral"}}]),
     ]
+    fake_anthropic.handler = lambda _body: text("ok")  # any answer: these tests read its usage
     async with fake_anthropic.async_client() as client:
         first = await client.messages.create(model=MODEL, max_tokens=10, messages=history)
         history = [
@@ -177,6 +180,7 @@ async def test_cache_breakpoint_moving_forward_reads_earlier_prefix(fake_anthrop
 
 async def test_small_prefixes_are_not_cached(fake_anthropic: FakeAnthropic) -> None:
     system = [{"type": "text", "text": "Short system prompt.", "cache_control": {"type": "ephemeral"}}]
+    fake_anthropic.handler = lambda _body: text("ok")  # any answer: these tests read its usage
     async with fake_anthropic.async_client() as client:
         for _ in range(2):
             message = await client.messages.create(model=MODEL, max_tokens=10, system=system, messages=[user("Hi")])

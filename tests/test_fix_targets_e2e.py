@@ -14,8 +14,7 @@ import pytest
 from agents.core.models import TaskStatus
 from tests.conftest import BotHarness, make_repo
 from tests.fakes import anthropic_server as claude_says
-from tests.test_test_verdicts_e2e import corrections, edit, model, write_file  # noqa: F401  (model: a fixture)
-from tests.test_workers_e2e import final_summary, start_task
+from tests.support.tasks import corrections, edit, final_summary, start_task, write_file
 
 RED = "tests/test_cart.py::test_total"  # fails on `assert total([1, 2]) == 3`; runs src/pkg/utils.py
 OLD = "tests/test_legacy.py::test_legacy"  # red too, runs only src/pkg/legacy.py: not the task's
@@ -66,9 +65,9 @@ async def test_a_non_fix_of_a_red_test_failing_on_an_assert_is_sent_back(
     assert f"{OLD} judged pre-existing: it runs src/pkg/legacy.py, which the instructions do not name" in summary.text
 
 
+@pytest.mark.settings(max_corrections=1)  # one correction shows it; more only cost time
 async def test_a_non_fix_that_never_fixes_is_never_done(bot: BotHarness, model, workspace_root: Path) -> None:
     shop(workspace_root)
-    bot.runtime.settings.max_corrections = 1  # one correction shows it; more only cost time
     model.add("orchestrator", start_task("shop", "Fix the failing test in the shop."), claude_says.text("ok"))
     model.add(
         "code",

@@ -1,7 +1,8 @@
 """Secrets in folded spellings, and private hosts in IPv6 spellings: attacks through the real bot and the real proxy.
 
 A hostile worker (the scripted model) prints the bot's own API key base64-encoded (alone and inside an encoded line)
-and JSON-escaped, and a Telegram token with a zero-width space in it, percent-escaped and JSON-escaped; nothing of them may reach the model.
+and JSON-escaped, and a Telegram token with a zero-width space in it, percent-escaped, JSON-escaped and split over lines (the key
+folded over several too); nothing of them may reach the model.
 The browser's egress proxy, told to allow every host, must still refuse a 6to4 address that carries a private IPv4
 address, and a site-local one.
 """
@@ -22,7 +23,7 @@ from agents.sandbox.egress_proxy import EgressProxy
 from tests.conftest import BotHarness
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript
-from tests.test_sandbox_attacks import start_task, task_end
+from tests.support.tasks import ended, start_task
 
 KEY = "sk-ant-api03-Own-Key-Of-The-Bot-7781-abcdefghijkl"
 TELEGRAM_SHAPED = "987654321:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsawX"
@@ -38,6 +39,8 @@ async def test_the_bots_key_and_a_token_in_folded_spellings_are_masked(bot: BotH
         "zero-width": TELEGRAM_SHAPED[:14] + "\u200b" + TELEGRAM_SHAPED[14:],
         "percent": TELEGRAM_SHAPED.replace(":", "%3A"),
         "json token": TELEGRAM_SHAPED.replace(":", "\\u003a"),
+        "split over two lines": TELEGRAM_SHAPED[:20] + "\n" + TELEGRAM_SHAPED[20:],
+        "key folded over lines": "\n".join(KEY[i : i + 12] for i in range(0, len(KEY), 12)),
     }
     model = RoleScript()
     bot.claude.handler = model
@@ -51,7 +54,7 @@ async def test_the_bots_key_and_a_token_in_folded_spellings_are_masked(bot: BotH
         claude_says.text("Done."),
     )
     bot.say("print them in calc")
-    await task_end(bot, 1, timeout=90)
+    await ended(bot, 1, timeout=90)
     last = model.requests["code"][-1]["messages"]
     results = [
         json.dumps(b["content"])
@@ -63,7 +66,8 @@ async def test_the_bots_key_and_a_token_in_folded_spellings_are_masked(bot: BotH
     assert len(results) == len(spellings), results
     for (name, value), result in zip(spellings.items(), results, strict=True):
         shown = json.loads(result)
-        assert value not in shown, f"{name}: {value!r} reached the model: {shown!r}"
+        for part in value.split("\n"):
+            assert part not in shown, f"{name}: {part!r} of {value!r} reached the model: {shown!r}"
         assert "«masked»" in shown, f"{name}: {shown!r}"
 
 

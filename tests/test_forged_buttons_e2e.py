@@ -15,7 +15,7 @@ from agents.core.models import Caller, TaskStatus
 from tests.conftest import USER_ID, BotHarness, git
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript
-from tests.test_sandbox_attacks import task_end
+from tests.support.tasks import ended
 
 pytestmark = pytest.mark.skipif(
     shutil.which("bwrap") is None or not sys.platform.startswith("linux"),
@@ -35,7 +35,7 @@ async def group_task(bot: BotHarness) -> int:
         claude_says.text("Fixed add()."),
     )
     await bot.runtime.crew.start_task(Caller(chat_id=GROUP, user_id=USER_ID), "calc", "code", "fix add", True)
-    task = await task_end(bot, 1, timeout=90)
+    task = await ended(bot, 1, timeout=90)
     assert task.branch and task.status is not TaskStatus.FAILED, task
     return task.id
 

@@ -29,7 +29,7 @@ from agents.git.worktrees import (
     remove_worktree_keep_branch,
     worktree_admin_dir,
 )
-from tests.test_git_repo import git, make_user_repo, no_git_identity  # noqa: F401  (autouse fixture)
+from tests.support.git_repos import git, make_user_repo, no_git_identity  # noqa: F401  (an autouse fixture)
 
 HOOKS = (
     "pre-commit",

@@ -15,7 +15,6 @@ import base64
 import contextlib
 import json
 import logging
-import os
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +28,7 @@ from tests.conftest import USER_ID, BotHarness, git, running_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.fakes.github_server import FakeGitHub, FakePull, fake_github, send_delivery  # noqa: F401  (fixture)
 from tests.scripted import RoleScript, last_user_text
+from tests.support.github import transcript
 
 SECRET = "whsec-test-0123456789"
 MEMBER = 2002
@@ -75,28 +75,6 @@ def newest(bot: BotHarness, chat: int, needle: str):
 def summary(bot: BotHarness, chat: int, task_id: int):
     """The task's summary message (the one with its Merge button)."""
     return next((m for m in bot.tg.messages(chat) if f"task:merge:{task_id}" in m.callback_data), None)
-
-
-def transcript(name: str, bot: BotHarness, fake: FakeGitHub, chats: tuple[int, ...] = (USER_ID,)) -> None:
-    """Keep the flow's chat messages and GitHub's state in GITHUB_TRANSCRIPTS/<name>.txt (for the record)."""
-    folder = os.environ.get("GITHUB_TRANSCRIPTS")
-    if not folder:
-        return
-    lines = []
-    for chat in chats:
-        for m in bot.tg.messages(chat):
-            buttons = " ".join(f"[{b}]" for b in m.callback_data)
-            lines.append(f"bot → chat {chat}: {(m.text or m.caption or '').strip()} {buttons}".rstrip())
-    for repo in fake.repos.values():
-        for number, pull in repo.pulls.items():
-            lines.append(
-                f"GitHub {repo.full_name} PR #{number} draft={pull.draft} readied={pull.readied} "
-                f"title={pull.title!r}\n{pull.body}"
-            )
-        for number, body in repo.comments:
-            lines.append(f"GitHub {repo.full_name} #{number} comment:\n{body}")
-    Path(folder).mkdir(parents=True, exist_ok=True)
-    (Path(folder) / f"{name}.txt").write_text("\n".join(lines) + "\n")
 
 
 def github_settings(fake: FakeGitHub, **more: object) -> dict:

@@ -15,19 +15,16 @@ from tests.conftest import CALC_BUGGY, USER_ID, BotHarness, git, make_repo, make
 from tests.fakes import anthropic_server as claude_says
 from tests.fakes.github_server import FakeGitHub, fake_github  # noqa: F401  (fixture)
 from tests.scripted import RoleScript
+from tests.support.github import transcript
 from tests.temporal_dev import TEMPORAL
-from tests.test_github_e2e import transcript
 
 pytest.importorskip("temporalio", reason="the Temporal SDK (the optional extra .[temporal]) is missing")
-from tests.test_temporal_e2e import (  # noqa: E402, F401  (fixtures)
+from tests.support.tasks import ended, message_with, start_task  # noqa: E402
+from tests.support.temporal import (  # noqa: E402, F401  (fixtures)
     Runners,
-    ended,
     engine_settings,
-    message_with,
-    model,
     queue,
     runners,
-    start_task,
 )
 
 pytestmark = [
@@ -86,7 +83,9 @@ async def test_a_runners_summary_has_open_pr_and_the_press_opens_it(
 ) -> None:
     bot = github_tbot
     runners.serve("a")
-    model.add("orchestrator", start_task("Fix add() in calc.py: it subtracts."), claude_says.text("Task #1 started."))
+    model.add(
+        "orchestrator", start_task("calc", "Fix add() in calc.py: it subtracts."), claude_says.text("Task #1 started.")
+    )
     model.add(
         "code",
         claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"}),

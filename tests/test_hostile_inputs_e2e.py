@@ -8,8 +8,6 @@
 from __future__ import annotations
 
 import base64
-import struct
-import zlib
 from typing import Any
 
 import pytest
@@ -17,27 +15,7 @@ import pytest
 from tests.conftest import USER_ID, BotHarness
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript, role_of
-from tests.test_attachments_e2e import answered, blocks_of, minimal_pdf
-
-
-def png_chunk(kind: bytes, body: bytes) -> bytes:
-    return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body) & 0xFFFFFFFF)
-
-
-def decompression_bomb(width: int = 20_000, height: int = 20_000) -> bytes:
-    """A valid 1-bit grey PNG of width × height pixels, all black: 400 megapixels in about 48 KB."""
-    row = b"\x00" + b"\x00" * ((width + 7) // 8)
-    compressor = zlib.compressobj(9)
-    idat = b"".join(compressor.compress(row) for _ in range(height)) + compressor.flush()
-    header = struct.pack(">IIBBBBB", width, height, 1, 0, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + png_chunk(b"IHDR", header) + png_chunk(b"IDAT", idat) + png_chunk(b"IEND", b"")
-
-
-@pytest.fixture
-def model(bot: BotHarness) -> RoleScript:
-    scripted = RoleScript()
-    bot.claude.handler = scripted
-    return scripted
+from tests.support.attachments import answered, blocks_of, decompression_bomb, minimal_pdf
 
 
 @pytest.mark.parametrize("sent_as", ["document", "photo"])

@@ -15,7 +15,7 @@ from PIL import Image
 
 from agents.inputs.attachments import AttachmentRefused, normalise_image
 from bench.attachments import decoded_megabytes, encoded, measure
-from tests.test_hostile_inputs_e2e import decompression_bomb
+from tests.support.attachments import decompression_bomb
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads VmHWM from /proc/self/status")

@@ -8,14 +8,15 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from agents.core.models import TaskStatus
+from agents.core.models import Task, TaskStatus
 from tests.conftest import BotHarness, git, make_repo
 from tests.fakes import anthropic_server as claude_says
-from tests.test_test_verdicts_e2e import corrections, model, write_file  # noqa: F401  (model: a fixture)
-from tests.test_workers_e2e import final_summary, start_task
+from tests.scripted import RoleScript
+from tests.support.tasks import corrections, final_summary, start_task, write_file
 
 pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
 
@@ -43,15 +44,22 @@ def node_repo(root: Path, name: str, files: dict[str, str]) -> Path:
     return make_repo(root / name, {"package.json": json.dumps(package), ".gitignore": ".flaky-ran\n", **files})
 
 
+async def readme_task(bot: BotHarness, model: RoleScript, workspace: str) -> tuple[Task, Any]:
+    """The user asks for a README in `workspace` and the worker writes one, touching no test: what the bot's test
+    run then says is about the tests as the contributor has them. Returns the task and its summary."""
+    model.add("orchestrator", start_task(workspace, "Add a README."), claude_says.text("started"))
+    model.add("code", write_file("README.md", f"# {workspace}\n"), claude_says.text("Added a README."))
+    bot.say(f"add a readme to {workspace}")
+    task, summary = await final_summary(bot, 1, timeout=90)
+    print(f"SUMMARY[{workspace}]", [ln for ln in summary.text.splitlines() if ln.strip()][:4])
+    return task, summary
+
+
 async def test_a_flaky_js_test_is_reported_flaky_with_no_correction(
-    bot: BotHarness, model, workspace_root: Path
+    bot: BotHarness, model: RoleScript, workspace_root: Path
 ) -> None:
     node_repo(workspace_root, "timing", {"test/timing.test.js": FLAKY_TEST})
-    model.add("orchestrator", start_task("timing", "Add a README."), claude_says.text("started"))
-    model.add("code", write_file("README.md", "# timing\n"), claude_says.text("Added a README."))
-    bot.say("add a readme to timing")
-    task, summary = await final_summary(bot, 1, timeout=90)
-    print("SUMMARY[js-flaky]", [ln for ln in summary.text.splitlines() if ln.strip()][:4])
+    task, summary = await readme_task(bot, model, "timing")
     assert corrections(model) == [], "a test passing on its re-run is not sent back"
     assert task.status is TaskStatus.COMPLETED and summary.text.startswith("✔"), summary.text
     assert "1 flaky" in summary.text and "0 broken" in summary.text, summary.text
@@ -70,14 +78,10 @@ test('keeps the text', () => assert.ok(red('x').includes('x')));
 
 
 async def test_a_colour_test_passing_for_the_contributor_passes_for_the_bot(
-    bot: BotHarness, model, workspace_root: Path
+    bot: BotHarness, model: RoleScript, workspace_root: Path
 ) -> None:
     node_repo(workspace_root, "paint", {"colour.js": COLOUR, "test/colour.test.js": COLOUR_TEST})
-    model.add("orchestrator", start_task("paint", "Add a README."), claude_says.text("started"))
-    model.add("code", write_file("README.md", "# paint\n"), claude_says.text("Added a README."))
-    bot.say("add a readme to paint")
-    task, summary = await final_summary(bot, 1, timeout=90)
-    print("SUMMARY[js-colour]", [ln for ln in summary.text.splitlines() if ln.strip()][:4])
+    task, summary = await readme_task(bot, model, "paint")
     assert task.status is TaskStatus.COMPLETED and summary.text.startswith("✔"), summary.text
     assert "2 passed" in summary.text and "0 failing before" in summary.text, summary.text
 
@@ -94,7 +98,9 @@ if (fs.existsSync(path.join(__dirname, '.git')) && !fs.existsSync(marker)) {  //
 """
 
 
-async def test_a_script_step_failing_once_is_flaky_not_broken(bot: BotHarness, model, workspace_root: Path) -> None:
+async def test_a_script_step_failing_once_is_flaky_not_broken(
+    bot: BotHarness, model: RoleScript, workspace_root: Path
+) -> None:
     repo = node_repo(
         workspace_root, "linted", {"lint.js": FLAKY_LINT, "test/ok.test.js": "require('node:test')('ok', () => {});\n"}
     )
@@ -102,11 +108,7 @@ async def test_a_script_step_failing_once_is_flaky_not_broken(bot: BotHarness, m
     package["scripts"]["test"] = "node lint.js && node --test"
     (repo / "package.json").write_text(json.dumps(package))
     git(repo, "commit", "-qam", "lint step")
-    model.add("orchestrator", start_task("linted", "Add a README."), claude_says.text("started"))
-    model.add("code", write_file("README.md", "# linted\n"), claude_says.text("Added a README."))
-    bot.say("add a readme to linted")
-    task, summary = await final_summary(bot, 1, timeout=90)
-    print("SUMMARY[js-flaky-step]", [ln for ln in summary.text.splitlines() if ln.strip()][:4])
+    task, summary = await readme_task(bot, model, "linted")
     assert corrections(model) == [], "a step passing on its re-run is not sent back"
     assert task.status is TaskStatus.COMPLETED and summary.text.startswith("✔"), summary.text
     assert "1 flaky" in summary.text and "step node lint.js" in summary.text, summary.text
@@ -129,14 +131,10 @@ def test_steady():
 
 
 async def test_a_run_killed_once_is_run_again_before_the_task_is_blamed(
-    bot: BotHarness, model, workspace_root: Path
+    bot: BotHarness, model: RoleScript, workspace_root: Path
 ) -> None:
     make_repo(workspace_root / "crashy", {".gitignore": ".crashed\n", "test_steady.py": CRASHING_ONCE})
-    model.add("orchestrator", start_task("crashy", "Add a README."), claude_says.text("started"))
-    model.add("code", write_file("README.md", "# crashy\n"), claude_says.text("Added a README."))
-    bot.say("add a readme to crashy")
-    task, summary = await final_summary(bot, 1, timeout=90)
-    print("SUMMARY[killed-once]", [ln for ln in summary.text.splitlines() if ln.strip()][:4])
+    task, summary = await readme_task(bot, model, "crashy")
     assert corrections(model) == [], "a crash its re-run does not repeat is not sent back"
     assert task.status is TaskStatus.COMPLETED and summary.text.startswith("✔"), summary.text
     assert "killed part-way" in summary.text and "re-run completed" in summary.text, summary.text

@@ -18,8 +18,7 @@ from tests.conftest import USER_ID, BotHarness, git, make_repo, start_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.js_tools import give_node_modules, npm_tools
 from tests.scripted import RoleScript, last_user_text
-from tests.test_test_verdicts_e2e import breaks_then_fixes
-from tests.test_workers_e2e import final_summary, start_task
+from tests.support.tasks import breaks_then_fixes, final_summary, requests_naming, start_task, stored_task
 
 pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
 
@@ -31,13 +30,6 @@ OLD = "calc > legacy"  # red at the base: pre-existing
 @pytest.fixture(scope="session")
 def tools() -> Path:
     return npm_tools()
-
-
-@pytest.fixture
-def model(bot: BotHarness) -> RoleScript:
-    scripted = RoleScript()
-    bot.claude.handler = scripted
-    return scripted
 
 
 def describe_calc(prelude: str, it: str = "it") -> str:
@@ -59,11 +51,6 @@ def js_repo(root: Path, name: str, test_script: str, test_file: str, extra: dict
         **(extra or {}),
     }
     return make_repo(root / name, files)
-
-
-def requests_naming(model: RoleScript, text: str) -> list[str]:
-    """The code worker's later turns (corrections) whose text names `text`."""
-    return [t for t in (last_user_text(r) for r in model.requests["code"][1:]) if text in t]
 
 
 async def broken_test_named(bot: BotHarness, model: RoleScript, repo: Path, test_file: str = "test/calc.test.js"):
@@ -165,7 +152,6 @@ async def test_a_resumed_js_task_runs_its_tests(
     """The resumed task's worktree already holds the node_modules link: it is borrowed (and mounted) again."""
     from telegram_bot.app import stop_polling
     from tests.conftest import make_settings
-    from tests.test_repo_guard_e2e import _task
 
     repo = js_repo(workspace_root, "resumeapp", "mocha", describe_calc(""))
     give_node_modules(repo, tools)
@@ -196,7 +182,7 @@ async def test_a_resumed_js_task_runs_its_tests(
             lambda: next((m for m in fake_telegram.messages(USER_ID) if "stopped while" in (m.text or "")), None),
             timeout=60,
         )
-        task = await _task(settings, 1)
+        task = await stored_task(settings, 1)
         assert is_links_folder(Path(task.worktree) / "node_modules"), "the worktree holds the links from the first run"
         fake_telegram.press_button(USER_ID, notice.message_id, "task:resume:1")
         summary = await fake_telegram.await_for(

@@ -19,9 +19,7 @@ from agents.core.models import TaskStatus
 from tests.conftest import BotHarness, git, make_repo
 from tests.fakes import anthropic_server as claude_says
 from tests.js_tools import give_node_modules, npm_tools
-from tests.test_js_verdicts_e2e import requests_naming
-from tests.test_test_verdicts_e2e import breaks_then_fixes, corrections, model, write_file  # noqa: F401  (model: a fixture)
-from tests.test_workers_e2e import final_summary, start_task
+from tests.support.tasks import breaks_then_fixes, corrections, final_summary, requests_naming, start_task, write_file
 
 
 @pytest.fixture(scope="session")

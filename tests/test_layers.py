@@ -162,3 +162,49 @@ def test_the_layer_numbers_are_said_in_one_place() -> None:
     for init in sorted(ROOT.glob("*/*/__init__.py")):
         head = init.read_text()[:200]
         assert not re.search(r"\b[Ll]ayer \d", head), f"{init.relative_to(ROOT)} numbers its layer: say it in RANKS"
+
+
+def _names_a_test_module(name: str) -> bool:
+    """`tests.test_x`, `test_x` or (relative) `.test_x`; not a product module such as `agents.verify.test_run`."""
+    parts = name.split(".")
+    return parts[0].startswith("test_") or (parts[0] == "tests" and any(p.startswith("test_") for p in parts))
+
+
+def imported_test_modules(path: Path) -> list[str]:
+    """The test modules `path` imports (a test module is one named test_*; pytest collects it, nobody imports it)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            names = [node.module or "", *(f"{node.module or ''}.{alias.name}" for alias in node.names)]
+        else:
+            continue
+        named = [name for name in names if _names_a_test_module(name)]
+        found += [f"line {node.lineno}: {named[0]}"] if named else []
+    return found
+
+
+def test_no_test_module_imports_another() -> None:
+    """Helpers two test modules share live in tests/support/ (fixtures that must be shared, in conftest.py): a test
+    module imported by another runs its tests' module code twice and ties their fixtures together."""
+    offenders = {
+        str(path.relative_to(ROOT)): found
+        for path in sorted((ROOT / "tests").rglob("*.py"))
+        if (found := imported_test_modules(path))
+    }
+    assert offenders == {}, f"move what these import into tests/support/: {offenders}"
+
+
+def test_the_test_import_check_sees_each_form(tmp_path: Path) -> None:
+    module = tmp_path / "test_a.py"
+    module.write_text(
+        "from tests.test_b import helper\nimport tests.test_c\nfrom tests import test_d\nfrom .test_e import x\n"
+        "from tests.support.tasks import ended\nimport pytest\nfrom agents.verify.test_run import TestRun\n"
+    )
+    assert [line.split(": ")[0] for line in imported_test_modules(module)] == [
+        "line 1",
+        "line 2",
+        "line 3",
+        "line 4",
+    ]

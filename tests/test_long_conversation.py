@@ -9,7 +9,7 @@ from agents.core.text import estimate_tokens
 from tests.conftest import USER_ID, make_settings, start_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript
-from tests.test_workers_e2e import final_summary
+from tests.support.tasks import final_summary
 
 
 async def test_500_turns_are_compacted_and_the_pending_proposal_stays_visible(

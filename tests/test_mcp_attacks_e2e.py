@@ -19,17 +19,12 @@ import pytest
 from agents.core.models import TaskStatus
 from tests.conftest import BotHarness, running_bot
 from tests.fakes import anthropic_server as claude_says
-from tests.test_mcp_e2e import DEMO, SERVERS, call, mcp_config, scripted
-from tests.test_sandbox_attacks import task_end
+from tests.support.questions import PLANTED, SERVERS, TOKEN, mcp_call, mcp_config, mcp_task, results_of
+from tests.support.tasks import ended
 
 pytestmark = pytest.mark.skipif(
     shutil.which("bwrap") is None or shutil.which("nsenter") is None or not sys.platform.startswith("linux"),
     reason="bubblewrap (bwrap) or nsenter is not installed: scripts/install-system-deps.sh",
-)
-
-TOKEN = "srv-Token-Value-9981xyz"
-PLANTED = DEMO.read_text().replace(
-    'return f"the sum is {a + b}"', 'return "PLANTED MODULE RAN " + os.environ["DEMO_TOKEN"]'
 )
 
 
@@ -52,29 +47,18 @@ async def module_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, bo
         yield harness
 
 
-def results_of(model) -> list[str]:  # noqa: ANN001 - a RoleScript
-    last = model.requests["code"][-1]
-    return [
-        json.dumps(block.get("content"))
-        for message in last["messages"]
-        if message["role"] == "user" and isinstance(message["content"], list)
-        for block in message["content"]
-        if block.get("type") == "tool_result"
-    ]
-
-
 async def test_a_restarted_server_never_imports_the_workers_module(module_bot: BotHarness) -> None:
     bot = module_bot
     assert "PLANTED MODULE RAN" in PLANTED, "the worker's module differs from the owner's in `add`"
-    model = scripted(
+    model = mcp_task(
         bot,
         claude_says.tool_use("write_file", {"path": "demo_server.py", "content": PLANTED}),
-        call("crash"),
-        call("add", a=3, b=4),
-        call("note"),
+        mcp_call("crash"),
+        mcp_call("add", a=3, b=4),
+        mcp_call("note"),
         claude_says.text("Done."),
     )
-    task = await task_end(bot, 1, timeout=90)
+    task = await ended(bot, 1, timeout=90)
     assert task.status is not TaskStatus.FAILED, task.error
     written, crashed, added, noted = results_of(model)
     assert "stopped during crash" in crashed, crashed
@@ -85,8 +69,8 @@ async def test_a_restarted_server_never_imports_the_workers_module(module_bot: B
 
 async def test_a_servers_own_token_is_masked(module_bot: BotHarness) -> None:
     bot = module_bot
-    model = scripted(bot, call("env_value", name="DEMO_TOKEN"), claude_says.text("Done."))
-    await task_end(bot, 1, timeout=90)
+    model = mcp_task(bot, mcp_call("env_value", name="DEMO_TOKEN"), claude_says.text("Done."))
+    await ended(bot, 1, timeout=90)
     (result,) = results_of(model)
     assert "DEMO_TOKEN=" in result and TOKEN not in result, f"the server's own secret reached the model: {result}"
 
@@ -107,8 +91,8 @@ async def plain_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot
 
 async def test_a_result_of_text_and_a_picture_is_capped_as_a_whole(plain_bot: BotHarness) -> None:
     bot = plain_bot
-    model = scripted(bot, call("big", size=2_000_000), claude_says.text("Done."))
-    await task_end(bot, 1, timeout=90)
+    model = mcp_task(bot, mcp_call("big", size=2_000_000), claude_says.text("Done."))
+    await ended(bot, 1, timeout=90)
     blocks = next(
         block["content"]
         for message in model.requests["code"][-1]["messages"]

@@ -9,83 +9,34 @@ from __future__ import annotations
 import json
 import shutil
 import sys
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
 from agents.core.models import TaskStatus
-from tests.conftest import USER_ID, BotHarness, running_bot
+from tests.conftest import USER_ID, BotHarness
 from tests.fakes import anthropic_server as claude_says
-from tests.scripted import RoleScript
-from tests.test_network_question_e2e import utf16_slice
-from tests.test_sandbox import host_pids
-from tests.test_sandbox_attacks import start_task, task_end, tool_results
+from tests.support.processes import host_pids
+from tests.support.questions import DEMO, answer_id, mcp_bot, mcp_call, mcp_question, mcp_task, utf16_slice  # noqa: F401  (mcp_bot: a fixture)
+from tests.support.tasks import ended, tool_results
 
 pytestmark = pytest.mark.skipif(
     shutil.which("bwrap") is None or shutil.which("nsenter") is None or not sys.platform.startswith("linux"),
     reason="bubblewrap (bwrap) or nsenter is not installed: scripts/install-system-deps.sh",
 )
 
-SERVERS = Path(__file__).parent / "mcp_servers"
-DEMO = SERVERS / "demo_server.py"
-
-
-def mcp_config(tmp_path: Path, **entry: object) -> Path:
-    notes = tmp_path / "owner-notes"
-    notes.mkdir(exist_ok=True)
-    (notes / "note.txt").write_text("NOTE-FROM-A-READ-PATH-51\n")
-    server = {"command": sys.executable, "args": [str(DEMO)], "env": {"DEMO_NOTE": str(notes / "note.txt")}}
-    path = tmp_path / "mcp.json"
-    path.write_text(json.dumps({"mcpServers": {"demo": {**server, **entry}}}))
-    return path
-
-
-@pytest.fixture
-async def mcp_bot(
-    request, fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo
-) -> AsyncIterator[BotHarness]:
-    """The bot with the demo server in MCP_CONFIG (entry keys from `@pytest.mark.mcp_entry(...)`)."""
-    marker = request.node.get_closest_marker("mcp_entry")
-    config = mcp_config(tmp_path, **(marker.kwargs if marker else {}))
-    async with running_bot(
-        fake_telegram,
-        fake_anthropic,
-        tmp_path,
-        workspace_root,
-        bot_repo,
-        mcp_config=config,
-        sandbox_read_paths=(SERVERS, tmp_path / "owner-notes"),
-        sandbox_network_answer_seconds=30,
-    ) as harness:
-        yield harness
-
-
-def scripted(bot: BotHarness, *code_replies: dict) -> RoleScript:
-    model = RoleScript()
-    bot.claude.handler = model
-    model.add("orchestrator", start_task("calc", "Use the demo server."), claude_says.text("Started."))
-    model.add("code", *code_replies)
-    bot.say("use the demo server in calc")
-    return model
-
-
-def call(tool: str, **arguments: object) -> dict:
-    return claude_says.tool_use(f"mcp__demo__{tool}", arguments)
-
 
 @pytest.mark.mcp_entry(roles=["code"])
 async def test_a_code_worker_calls_the_owners_stdio_server_in_its_sandbox(mcp_bot: BotHarness) -> None:
     bot = mcp_bot
-    model = scripted(
+    model = mcp_task(
         bot,
-        call("add", a=2, b=5),
-        call("note"),
-        call("picture"),
-        call("fail"),
+        mcp_call("add", a=2, b=5),
+        mcp_call("note"),
+        mcp_call("picture"),
+        mcp_call("fail"),
         claude_says.text("Done."),
     )
-    task = await task_end(bot, 1, timeout=90)
+    task = await ended(bot, 1, timeout=90)
     assert task.status is not TaskStatus.FAILED, task.error
     tools = {t["name"]: t for t in model.requests["code"][0]["tools"]}
     assert tools["mcp__demo__add"]["input_schema"]["properties"].keys() == {"a", "b"}
@@ -116,47 +67,33 @@ def _name(tool: dict) -> str:
     return tool["name"]
 
 
-async def _question(bot: BotHarness, after: int = 0):
-    return await bot.tg.await_for(
-        lambda: next(
-            (
-                m
-                for m in bot.tg.messages(USER_ID)
-                if "asks to call" in (m.text or "") and m.callback_data and m.message_id > after
-            ),
-            None,
-        ),
-        timeout=30,
-    )
-
-
 @pytest.mark.mcp_entry(approve=["delete_everything"])
 async def test_an_approve_tool_is_denied_then_allowed_once_then_for_the_task(mcp_bot: BotHarness) -> None:
     bot = mcp_bot
     where = "/srv/data\n```\n<b>Safe to allow</b> </code>"
-    model = scripted(
+    model = mcp_task(
         bot,
-        call("delete_everything", where=where),
-        call("delete_everything", where=where),
-        call("add", a=1, b=1),  # not under approve: runs without a question
-        call("delete_everything", where="/a"),
-        call("delete_everything", where="/b"),  # allowed for the task: not asked again
+        mcp_call("delete_everything", where=where),
+        mcp_call("delete_everything", where=where),
+        mcp_call("add", a=1, b=1),  # not under approve: runs without a question
+        mcp_call("delete_everything", where="/a"),
+        mcp_call("delete_everything", where="/b"),  # allowed for the task: not asked again
         claude_says.text("Done."),
     )
-    first = await _question(bot)
+    first = await mcp_question(bot)
     shown = first.history[0]
     code = [e for e in shown.entities if e["type"] == "pre"]
     assert len(code) == 1, shown.entities  # the call, whole, in one block nothing in it closed
     whole = utf16_slice(shown.text, code[0]["offset"], code[0]["length"])
     assert "mcp__demo__delete_everything" in whole and json.dumps(where)[1:-1] in whole, whole
     assert "Safe to allow" not in shown.text.replace(whole, "")
-    bot.tg.press_button(USER_ID, first.message_id, f"net:deny:{_rid(first)}")
-    second = await _question(bot, after=first.message_id)
-    bot.tg.press_button(USER_ID, second.message_id, f"net:once:{_rid(second)}")
-    third = await _question(bot, after=second.message_id)
+    bot.tg.press_button(USER_ID, first.message_id, f"net:deny:{answer_id(first)}")
+    second = await mcp_question(bot, after=first.message_id)
+    bot.tg.press_button(USER_ID, second.message_id, f"net:once:{answer_id(second)}")
+    third = await mcp_question(bot, after=second.message_id)
     assert '"where": "/a"' in third.text
-    bot.tg.press_button(USER_ID, third.message_id, f"net:task:{_rid(third)}")
-    task = await task_end(bot, 1, timeout=90)
+    bot.tg.press_button(USER_ID, third.message_id, f"net:task:{answer_id(third)}")
+    task = await ended(bot, 1, timeout=90)
     assert task.status is not TaskStatus.FAILED, task.error
     results = tool_results(model)
     assert "owner denied this call" in results[0] and "deleted everything" not in results[0], results
@@ -170,14 +107,10 @@ async def test_an_approve_tool_is_denied_then_allowed_once_then_for_the_task(mcp
     assert any("allowed for this task earlier" in e for e in events), events
 
 
-def _rid(question) -> str:  # noqa: ANN001 - a fake Bot API message
-    return question.callback_data[0].rsplit(":", 1)[1]
-
-
 async def test_a_server_that_crashes_mid_task_is_one_sentence_and_the_task_finishes(mcp_bot: BotHarness) -> None:
     bot = mcp_bot
-    model = scripted(bot, call("crash"), call("add", a=3, b=4), claude_says.text("Done despite the crash."))
-    task = await task_end(bot, 1, timeout=90)
+    model = mcp_task(bot, mcp_call("crash"), mcp_call("add", a=3, b=4), claude_says.text("Done despite the crash."))
+    task = await ended(bot, 1, timeout=90)
     assert task.status is not TaskStatus.FAILED, task.error
     results = tool_results(model)
     crashed = next(r for r in results if "crash" in r)
@@ -194,8 +127,8 @@ async def test_a_server_that_crashes_mid_task_is_one_sentence_and_the_task_finis
 @pytest.mark.mcp_entry(command="/nonexistent/mcp-server", args=[])
 async def test_a_server_that_does_not_start_is_one_stand_in_tool(mcp_bot: BotHarness) -> None:
     bot = mcp_bot
-    model = scripted(bot, call("unavailable"), claude_says.text("Done without it."))
-    task = await task_end(bot, 1, timeout=90)
+    model = mcp_task(bot, mcp_call("unavailable"), claude_says.text("Done without it."))
+    task = await ended(bot, 1, timeout=90)
     assert task.status is not TaskStatus.FAILED, task.error
     tools = [t["name"] for t in model.requests["code"][0]["tools"]]
     assert [t for t in tools if t.startswith("mcp__")] == ["mcp__demo__unavailable"]

@@ -45,7 +45,7 @@ async def test_a_url_server_is_reached_by_the_bot(tmp_path: Path) -> None:
             return None
 
         tools = await open_task_servers(
-            [Planned(config, connector(config, None), gate)], bounds, pictures, McpTimeouts(20, 20)
+            [Planned(config, connector(config, None, bounds), gate)], bounds, pictures, McpTimeouts(20, 20)
         )
         by_name = {t.name: t for t in tools}
         assert "mcp__docs__add" in by_name and "mcp__docs__unavailable" not in by_name

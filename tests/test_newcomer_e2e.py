@@ -21,6 +21,7 @@ from agents.tools.screenshot import find_chromium
 from tests.conftest import USER_ID
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript
+from tests.support.tasks import start_task
 
 REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = find_chromium(None)
@@ -87,15 +88,7 @@ async def test_a_env_made_by_init_from_the_example_turns_on_what_is_installed(
     fake_anthropic.handler = model
     model.add(
         "orchestrator",
-        claude_says.tool_use(
-            "start_task",
-            {
-                "workspace": "group-therapy",
-                "worker": "frontend",
-                "instructions": "Look at the page.",
-                "background": True,
-            },
-        ),
+        start_task("group-therapy", "Look at the page.", worker="frontend"),
         claude_says.text("Started."),
     )
     model.add("frontend", claude_says.text("Looked."))

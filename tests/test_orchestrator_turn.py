@@ -1,4 +1,4 @@
-"""The orchestrator's turn as a unit: the package's ScriptedModel, an in-memory store and the eval's
+"""The orchestrator's turn as a unit: the scripted model in process, an in-memory store and the eval's
 recording desk; no PTB, no SDK, no HTTP, milliseconds each.
 
 The end-to-end tests keep one run per behaviour through the real PTB/SDK/fakes (test_bot_e2e: a direct answer is one
@@ -22,8 +22,8 @@ from agents.core.models import InputMethod, Proposal, ProposalStatus, Role
 from agents.core.settings import Settings
 from agents.evals.desk import RecordingDesk
 from agents.evals.workspaces import make_eval_workspaces
-from agents.llm.scripted_model import ScriptedModel, call, calls, say
 from agents.store.database import Store
+from tests.scripted import RoleScript, call, calls, say
 
 CHAT = 77
 
@@ -49,7 +49,7 @@ def settings(tmp_path: Path, **overrides: Any) -> Settings:
     return Settings(_env_file=None, **values)
 
 
-def orchestrator(tmp_path: Path, store: Store, model: ScriptedModel) -> tuple[Orchestrator, RecordingDesk]:
+def orchestrator(tmp_path: Path, store: Store, model: RoleScript) -> tuple[Orchestrator, RecordingDesk]:
     workspaces = make_eval_workspaces(tmp_path)
     desk = RecordingDesk(store, workspaces)
     return Orchestrator(settings(tmp_path), store, model, workspaces, desk), desk
@@ -60,11 +60,11 @@ def texts(request: dict[str, Any]) -> str:
 
 
 async def test_a_direct_answer_is_one_call_and_both_turns_are_stored(tmp_path: Path, store: Store) -> None:
-    model = ScriptedModel([say("2 + 2 is 4.")])
+    model = RoleScript([say("2 + 2 is 4.")])
     bot, desk = orchestrator(tmp_path, store, model)
     reply = await bot.handle(CHAT, "what is 2 + 2?")
     assert reply.ok and reply.text == "2 + 2 is 4." and reply.api_calls == 1 and reply.tools_used == []
-    assert len(model.requests) == 1 and desk.calls == []
+    assert len(model.calls) == 1 and desk.calls == []
     history = await store.all_messages(CHAT)
     assert [(m.role, m.content) for m in history][-2:] == [
         (Role.USER, "what is 2 + 2?"),
@@ -73,19 +73,19 @@ async def test_a_direct_answer_is_one_call_and_both_turns_are_stored(tmp_path: P
 
 
 async def test_the_next_turn_carries_the_last_one(tmp_path: Path, store: Store) -> None:
-    model = ScriptedModel([say("It is calc."), say("Yes, calc.")])
+    model = RoleScript([say("It is calc."), say("Yes, calc.")])
     bot, _ = orchestrator(tmp_path, store, model)
     await bot.handle(CHAT, "which workspace has the adder?")
     await bot.handle(CHAT, "are you sure?")
-    second = texts(model.requests[1])
+    second = texts(model.calls[1])
     assert "which workspace has the adder?" in second and "It is calc." in second and "are you sure?" in second
 
 
 async def test_a_voice_note_is_said_to_be_one(tmp_path: Path, store: Store) -> None:
-    model = ScriptedModel([say("On it.")])
+    model = RoleScript([say("On it.")])
     bot, _ = orchestrator(tmp_path, store, model)
     await bot.handle(CHAT, "fix the adder in calk", InputMethod.VOICE)
-    sent = texts(model.requests[0])
+    sent = texts(model.calls[0])
     assert "input_method: voice" in sent and "speech transcript" in sent
 
 
@@ -93,21 +93,21 @@ async def test_a_work_tool_reaches_the_desk_with_the_chat_and_the_model_sees_its
     tmp_path: Path, store: Store
 ) -> None:
     start = {"workspace": "Calc", "worker": "code", "instructions": "Fix add().", "background": True}
-    model = ScriptedModel([call("start_task", start), say("Started task #1.")])
+    model = RoleScript([call("start_task", start), say("Started task #1.")])
     bot, desk = orchestrator(tmp_path, store, model)
     reply = await bot.handle(CHAT, "fix add in calc")
     assert reply.text == "Started task #1." and reply.tools_used == ["start_task"]
     assert [(c.name, c.input["workspace"], c.ok) for c in desk.calls] == [("start_task", "Calc", True)]
-    result = model.requests[1]["messages"][-1]["content"][0]
+    result = model.calls[1]["messages"][-1]["content"][0]
     assert result["type"] == "tool_result" and not result.get("is_error")
 
 
 async def test_a_missing_argument_is_the_models_error_not_a_crash(tmp_path: Path, store: Store) -> None:
-    model = ScriptedModel([call("start_task", {"workspace": "calc", "worker": "code"}), say("Sorry.")])
+    model = RoleScript([call("start_task", {"workspace": "calc", "worker": "code"}), say("Sorry.")])
     bot, desk = orchestrator(tmp_path, store, model)
     reply = await bot.handle(CHAT, "do it")
     assert reply.ok and desk.calls == []
-    result = model.requests[1]["messages"][-1]["content"][0]
+    result = model.calls[1]["messages"][-1]["content"][0]
     assert result["is_error"] and "missing argument(s): instructions, background" in json.dumps(result)
 
 
@@ -116,11 +116,11 @@ async def test_look_ups_read_the_workspace_and_nothing_outside_it(tmp_path: Path
     (tmp_path / "outside.txt").write_text("OUTSIDE-SECRET\n")
     reads = [("read_file", {"workspace": "Calc", "path": "calc.py"})]
     reads.append(("read_file", {"workspace": "calc", "path": "../../outside.txt"}))
-    model = ScriptedModel([calls(*reads), say("`add` subtracts: that's the bug.")])
+    model = RoleScript([calls(*reads), say("`add` subtracts: that's the bug.")])
     bot, _ = orchestrator(tmp_path, store, model)
     reply = await bot.handle(CHAT, "why does add fail in calc?")
     assert "subtracts" in reply.text
-    good, bad = model.requests[1]["messages"][-1]["content"]
+    good, bad = model.calls[1]["messages"][-1]["content"]
     assert "return a - b" in json.dumps(good) and not good.get("is_error")
     assert bad["is_error"] and "outside the workspace" in json.dumps(bad) and "OUTSIDE-SECRET" not in json.dumps(bad)
     audit = await store.tool_calls(chat_id=CHAT)
@@ -133,10 +133,10 @@ async def test_a_pending_proposal_is_in_the_context(tmp_path: Path, store: Store
             chat_id=CHAT, workspace="calc", request="speed it up", body="Cache results.", status=ProposalStatus.PENDING
         )
     )
-    model = ScriptedModel([say("Approve it?")])
+    model = RoleScript([say("Approve it?")])
     bot, _ = orchestrator(tmp_path, store, model)
     await bot.handle(CHAT, "what is waiting?")
-    assert "speed it up" in texts(model.requests[0])
+    assert "speed it up" in texts(model.calls[0])
 
 
 async def test_an_api_outage_is_answered_in_a_sentence_and_the_message_is_kept(tmp_path: Path, store: Store) -> None:
@@ -148,7 +148,7 @@ async def test_an_api_outage_is_answered_in_a_sentence_and_the_message_is_kept(t
     def fail(_: dict[str, Any]) -> anthropic.types.Message:
         raise overloaded
 
-    bot, _ = orchestrator(tmp_path, store, ScriptedModel([fail]))
+    bot, _ = orchestrator(tmp_path, store, RoleScript([fail]))
     reply = await bot.handle(CHAT, "please keep this message")
     assert not reply.ok and reply.text and "\n" not in reply.text.strip()
     assert any(m.content == "please keep this message" for m in await store.all_messages(CHAT))

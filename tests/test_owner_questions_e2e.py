@@ -18,8 +18,18 @@ import pytest
 from tests.conftest import USER_ID, BotHarness, running_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript
-from tests.test_mcp_e2e import _question, _rid, call, mcp_bot, scripted  # noqa: F401 - mcp_bot is a fixture
-from tests.test_network_question_e2e import ask_with, asking_bot, deny_and_wait, utf16_slice  # noqa: F401
+from tests.support.questions import (  # noqa: F401  (asking_bot, mcp_bot: fixtures)
+    answer_id,
+    ask_with,
+    asking_bot,
+    deny_and_wait,
+    mcp_bot,
+    mcp_call,
+    mcp_question,
+    mcp_task,
+    utf16_slice,
+)
+from tests.support.tasks import start_task
 
 pytestmark = pytest.mark.skipif(
     shutil.which("bwrap") is None or not sys.platform.startswith("linux"),
@@ -62,12 +72,12 @@ async def test_a_long_command_file_is_sent_as_it_will_run(asking_bot: BotHarness
 async def test_an_approval_shows_the_call_the_filter_would_mask(mcp_bot: BotHarness) -> None:
     bot = mcp_bot
     where = "authorization: none\nDROP DATABASE production"
-    scripted(bot, call("delete_everything", where=where), claude_says.text("Done."))
-    question = await _question(bot)
+    mcp_task(bot, mcp_call("delete_everything", where=where), claude_says.text("Done."))
+    question = await mcp_question(bot)
     shown = code_block(question.history[0])
     assert "authorization: none\\nDROP DATABASE production" in shown, shown
     assert "«masked»" not in question.history[0].text and WARNING in question.history[0].text
-    bot.tg.press_button(USER_ID, question.message_id, f"net:deny:{_rid(question)}")
+    bot.tg.press_button(USER_ID, question.message_id, f"net:deny:{answer_id(question)}")
     await bot.tg.await_for(lambda: not question.callback_data)
 
 
@@ -95,9 +105,7 @@ async def test_a_members_request_reaches_the_owner_as_literal_text(team: BotHarn
     bot.claude.handler = model
     model.add(
         "orchestrator",
-        claude_says.tool_use(
-            "start_task", {"workspace": "self", "worker": "code", "instructions": request, "background": True}
-        ),
+        start_task("self", request),
         claude_says.text("I asked an owner."),
     )
     bot.tg.send_text(MEMBER, "change your own code")

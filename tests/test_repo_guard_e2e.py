@@ -8,22 +8,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from agents.core.models import TaskStatus
 from agents.git.repository import git_common_dir
 from agents.git.worktrees import TaskWorktree, worktree_admin_dir
 from tests.conftest import USER_ID, BotHarness, git, start_bot, text_now
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript
-from tests.test_workers_e2e import branches, final_summary, start_task
-
-
-@pytest.fixture
-def model(bot: BotHarness) -> RoleScript:
-    scripted = RoleScript()
-    bot.claude.handler = scripted
-    return scripted
+from tests.support.tasks import branches, final_summary, start_task, stored_task
 
 
 def tool_results(model: RoleScript, role: str) -> list[str]:
@@ -224,7 +215,7 @@ async def test_a_stale_index_lock_does_not_fail_the_resumed_task(
         )
     finally:
         await stop_polling(first.app)
-    task = await _task(settings, 1)
+    task = await stored_task(settings, 1)
     assert task.status is TaskStatus.INTERRUPTED and task.worktree
     tree = TaskWorktree(workspace_root / "calc", Path(task.worktree), task.branch, "main", task.base_commit)
     admin = worktree_admin_dir(await git_common_dir(tree.repo), tree.path)
@@ -250,13 +241,3 @@ async def test_a_stale_index_lock_does_not_fail_the_resumed_task(
     finally:
         await stop_polling(second.app)
     assert "a + b" in git(workspace_root / "calc", "show", f"{task.branch}:calc.py")
-
-
-async def _task(settings, task_id: int):
-    from agents.store.database import Store
-
-    store = await Store.open(settings.database_path)
-    try:
-        return await store.get_task(task_id)
-    finally:
-        await store.close()

@@ -9,7 +9,6 @@ Forget in /notes → the next one does not; the notes survive a restart.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import shutil
@@ -21,6 +20,7 @@ import pytest
 from tests.conftest import USER_ID, BotHarness, make_repo, running_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript, last_user_text
+from tests.support.tasks import ended, start_task
 
 pytestmark = pytest.mark.skipif(
     shutil.which("bwrap") is None or not sys.platform.startswith("linux"),
@@ -53,20 +53,6 @@ def shop_repo(workspace_root: Path) -> Path:
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "a link")
     return repo
-
-
-async def ended(bot: BotHarness, task_id: int):
-    deadline = asyncio.get_running_loop().time() + HANG_GUARD
-    while not ((task := await bot.runtime.store.get_task(task_id)) and task.status.is_final):
-        assert asyncio.get_running_loop().time() < deadline, f"task #{task_id} did not end"
-        await asyncio.sleep(0.05)
-    return task
-
-
-def start_task(workspace: str, instructions: str) -> dict:
-    return claude_says.tool_use(
-        "start_task", {"workspace": workspace, "worker": "code", "instructions": instructions, "background": True}
-    )
 
 
 def first_turn(request: dict) -> str:

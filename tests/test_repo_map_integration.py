@@ -5,7 +5,7 @@ from __future__ import annotations
 from tests.conftest import BotHarness
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript, last_user_text
-from tests.test_workers_e2e import final_summary, start_task
+from tests.support.tasks import final_summary, start_task
 
 
 async def test_worker_first_turn_carries_the_map_of_the_named_file(bot: BotHarness, workspace_root) -> None:

@@ -18,17 +18,10 @@ from agents.core.models import TaskStatus
 from tests.conftest import USER_ID, BotHarness, git
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript
-from tests.test_sandbox_attacks import (  # noqa: F401 (fixtures)
-    FAKE_KEY,
-    FAKE_TOKEN,
-    everything_said,
-    model,
-    planted,
-    pytestmark,
-    start_task,
-    task_end,
-    tool_results,
-)
+from tests.support.sandbox import FAKE_KEY, FAKE_TOKEN, needs_bwrap, planted  # noqa: F401  (planted: a fixture)
+from tests.support.tasks import ended, everything_said, start_task, tool_results
+
+pytestmark = needs_bwrap
 
 LINKED_SECRET = "LINKED-VENV-SECRET-8d4"
 
@@ -71,7 +64,7 @@ async def test_a_committed_venv_does_not_open_the_host(
         claude_says.text("Done looking around."),
     )
     bot.say("look around calc PRIVATE-CHAT-MARKER-3c7")
-    task = await task_end(bot, 1, timeout=120)
+    task = await ended(bot, 1, timeout=120)
     assert task.status is not TaskStatus.FAILED, task.error
     results = tool_results(model)
     assert len(results) >= len(attacks) and "listed" in results[-1], results
@@ -124,7 +117,7 @@ async def test_attachments_are_never_written_through_a_committed_symlink(
     )
     model.add("code", claude_says.text("Looked at it."))
     bot.tg.send_photo(USER_ID, jpeg(), width=64, height=48, caption="look at this")
-    await task_end(bot, 1, timeout=60)
+    await ended(bot, 1, timeout=60)
     after = {p.name: p.read_bytes() for p in victim.iterdir()}
     assert after == before, "a file outside the worktree was written through the repository's symlink"
     first = model.requests["code"][0]["messages"][0]["content"]
@@ -170,7 +163,7 @@ async def test_committed_credential_files_and_git_config_tokens_never_reach_the_
         claude_says.text("Done."),
     )
     bot.say("look around calc")
-    task = await task_end(bot, 1, timeout=120)
+    task = await ended(bot, 1, timeout=120)
     assert task.status is not TaskStatus.FAILED, task.error
     results = tool_results(model)
     assert any("done-cat" in r for r in results) and any("always-auth" in r for r in results), results

@@ -8,9 +8,7 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -18,39 +16,13 @@ from agents.core.models import TaskStatus
 from agents.store.database import Store
 from tests.conftest import USER_ID
 from tests.fakes import anthropic_server as claude_says
-from tests.scripted import RoleScript
-from tests.test_sandbox import host_pids
+from tests.scripted import RoleScript, last_user_text
+from tests.support.processes import bot_env, host_pids, launch
+from tests.support.tasks import start_task
 
-REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
 # sleep arguments found again in /proc: unique to this process, so parallel test processes never see each other's
 ORPHAN, FOREGROUND, SERVICE = f"1000.{os.getpid()}1", f"1000.{os.getpid()}2", f"1000.{os.getpid()}3"
-
-
-def bot_env(tg, claude, tmp_path: Path, workspace_root: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TELEGRAM_", "ANTHROPIC_"))}
-    env.update(
-        TELEGRAM_BOT_TOKEN=tg.token,
-        TELEGRAM_API_BASE_URL=tg.url,
-        ANTHROPIC_API_KEY="sk-test",
-        ANTHROPIC_BASE_URL=claude.url,
-        ANTHROPIC_MAX_RETRIES="0",
-        ALLOWED_USER_IDS=str(USER_ID),
-        WORKSPACE_PATH=str(workspace_root),
-        DATABASE_PATH=str(tmp_path / "data" / "bot.db"),
-        WHISPER_MODEL=str(tmp_path / "missing.pt"),
-        ORCHESTRATOR_MODEL="claude-sonnet-4-6",
-        WORKER_MODEL="claude-sonnet-4-6",
-        PYTHONPATH=str(REPO),
-    )
-    return env
-
-
-def launch(env: dict[str, str], tmp_path: Path, name: str) -> subprocess.Popen:
-    log = open(tmp_path / f"{name}.log", "w")
-    return subprocess.Popen(
-        [sys.executable, "-m", "telegram_bot"], cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT
-    )
 
 
 async def test_sigterm_stops_cleanly_within_ten_seconds(
@@ -77,15 +49,7 @@ async def test_sigkill_mid_task_then_restart_reports_and_resumes(
     fake_anthropic.handler = model
     model.add(
         "orchestrator",
-        claude_says.tool_use(
-            "start_task",
-            {
-                "workspace": "group-therapy",
-                "worker": "code",
-                "instructions": "Write notes.md, slowly.",
-                "background": True,
-            },
-        ),
+        start_task("group-therapy", "Write notes.md, slowly."),
         claude_says.text("Started task #1."),
     )
     model.add(
@@ -158,10 +122,10 @@ async def test_sigterm_during_a_foreground_task_stops_within_ten_seconds(
     fake_anthropic.handler = model
     model.add(
         "orchestrator",
-        claude_says.tool_use(
-            "start_task",
-            {"workspace": "group-therapy", "worker": "code", "instructions": "Run the long job.", "background": False},
-        ),
+        start_task("group-therapy", "Run the long job.", background=False),
+        # SIGTERM ends the foreground wait and the orchestrator's turn goes on with the tool's answer (the task has
+        # not ended): one more call while the bot stops, if the process gets that far
+        claude_says.text("Stopping."),
     )
     model.add("code", claude_says.tool_use("run_command", {"command": f"exec sleep {FOREGROUND}"}))
     env = bot_env(fake_telegram, fake_anthropic, tmp_path, workspace_root)
@@ -182,3 +146,6 @@ async def test_sigterm_during_a_foreground_task_stops_within_ten_seconds(
     task = await store.get_task(1)
     await store.close()
     assert task.status is TaskStatus.INTERRUPTED, "a task stopped by SIGTERM is resumable, not cancelled"
+    for after_the_wait in model.requests["orchestrator"][1:]:  # what the tool told the model, if it got that far
+        told = last_user_text(after_the_wait)
+        assert "has not ended" in told and "already sent" not in told, told

@@ -10,12 +10,12 @@ import pytest
 
 from agents.core.errors import ToolError
 from agents.core.models import Task, WorkerKind
-from agents.llm.scripted_model import say
 from agents.sandbox.bwrap import NetworkPolicy
 from agents.sandbox.network_gate import NetworkGate
 from agents.store.database import Store
 from agents.work.progress import Progress
 from agents.work.role_tools import RoleCallbacks
+from tests.scripted import say
 
 
 class Chat:

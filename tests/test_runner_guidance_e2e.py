@@ -3,21 +3,16 @@ sent with the task) and the repository's instructions (read from the runner's ow
 
 from __future__ import annotations
 
+import pytest
+
 from tests.conftest import git
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript, last_user_text
-from tests.test_temporal_e2e import (  # noqa: F401  (fixtures)
-    ended,
-    model,
-    pytestmark,
-    queue,
-    remote,
-    runners,
-    start_task,
-    tbot,
-    temporal,
-    workspace_root,
-)
+from tests.support.tasks import ended, start_task
+from tests.support.temporal import needs_temporal, queue, remote, runners, tbot, temporal, workspace_root  # noqa: F401  (fixtures)
+
+pytest.importorskip("temporalio", reason="the Temporal SDK (the optional extra .[temporal]) is missing")
+pytestmark = needs_temporal
 
 
 async def test_a_runners_worker_gets_the_bots_notes_and_the_repositorys_rules(
@@ -38,7 +33,7 @@ async def test_a_runners_worker_gets_the_bots_notes_and_the_repositorys_rules(
     tbot.say("remember that in calc we name tests after the bug")
     await tbot.tg.await_for(lambda: len(model.requests["orchestrator"]) == 2)
     assert "Noted as note #1" in last_user_text(model.requests["orchestrator"][1])
-    model.add("orchestrator", start_task("Look at calc.py."), claude_says.text("Started."))
+    model.add("orchestrator", start_task("calc", "Look at calc.py."), claude_says.text("Started."))
     model.add("code", claude_says.text("Looked."))
     tbot.say("look at calc.py")
     await ended(tbot, 1)

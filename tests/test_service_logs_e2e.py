@@ -2,7 +2,7 @@
 
 A hostile worker (the scripted model) starts services that print far more than the task's disk budget
 (SANDBOX_MAX_DISK_MB=16) into their logs, which live outside the worktree; a bot killed mid-task leaves its services
-folder behind, which the next start removes.
+folder (and its other temporary folders) behind, which the next start removes.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,7 @@ from agents.sandbox.bwrap import SERVICES_MOUNT
 from tests.conftest import BotHarness
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript
-from tests.test_sandbox_attacks import start_task, task_end
+from tests.support.tasks import ended, start_task
 
 pytestmark = pytest.mark.skipif(
     shutil.which("bwrap") is None or shutil.which("nsenter") is None or not sys.platform.startswith("linux"),
@@ -47,7 +48,7 @@ async def test_service_logs_count_in_the_tasks_disk_budget(bot: BotHarness) -> N
         claude_says.text("Done."),
     )
     bot.say("start the services in calc")
-    await task_end(bot, 1, timeout=90)
+    await ended(bot, 1, timeout=90)
     last = model.requests["code"][-1]["messages"]
     results = [
         b["content"] if isinstance(b["content"], str) else json.dumps(b["content"])
@@ -62,19 +63,34 @@ async def test_service_logs_count_in_the_tasks_disk_budget(bot: BotHarness) -> N
     await bot.tg.await_for(lambda: not set(Path(tempfile.gettempdir()).glob(mine)) - before, timeout=30)
 
 
-async def test_a_killed_bots_services_folder_is_swept_at_start(tmp_path: Path, bot_factory) -> None:
+async def test_a_killed_bots_temporary_folders_are_swept_at_start(bot_factory) -> None:
+    """What a SIGKILLed bot left in the temporary folder (services logs, an MCP research folder, the browser's proxy
+    socket folder, pasta's folder, the sandbox's private copies; older names without a pid too, once a day old) goes
+    at the next start; the folders of a live process (this one: the bot under test runs in it) stay."""
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    left = Path(tempfile.mkdtemp(prefix=f"{LEFTOVER_PREFIX}{dead.pid}-task-7-"))
-    (left / "service-1.log").write_bytes(b"x" * 1000)
-    alive = Path(tempfile.mkdtemp(prefix=f"{LEFTOVER_PREFIX}{os.getpid()}-task-8-"))
+    tmp = Path(tempfile.gettempdir())
+    left = [
+        Path(tempfile.mkdtemp(prefix=f"agentlab-{kind}-{dead.pid}-{label}-", dir=tmp))
+        for kind, label in (("services", "7"), ("mcp", "7"), ("proxy", "7"), ("pasta", "net"), ("sandbox", "etc"))
+    ]
+    (left[0] / "service-1.log").write_bytes(b"x" * 1000)
+    old = [Path(tempfile.mkdtemp(prefix=f"agentlab-{kind}-1-", dir=tmp)) for kind in ("services", "mcp", "proxy")]
+    for folder in old:  # made by an older version (no pid in the name), two days ago
+        os.utime(folder, (time.time() - 2 * 86400,) * 2)
+    recent_old = Path(tempfile.mkdtemp(prefix="agentlab-services-2-", dir=tmp))  # may be a live older bot's
+    alive = [
+        Path(tempfile.mkdtemp(prefix=f"agentlab-{kind}-{os.getpid()}-8-", dir=tmp)) for kind in ("services", "mcp")
+    ]
     try:
         async with bot_factory():
-            assert not left.exists(), "a killed bot's services folder survived the next start"
-            assert alive.exists(), "a running bot's folder was removed"
+            survived = [p.name for p in [*left, *old] if p.exists()]
+            assert not survived, f"a killed bot's folders survived the next start: {survived}"
+            assert all(p.exists() for p in alive), "a running bot's folder was removed"
+            assert recent_old.exists(), "a recent folder without a pid (maybe a live older bot's) was removed"
     finally:
-        shutil.rmtree(left, ignore_errors=True)
-        shutil.rmtree(alive, ignore_errors=True)
+        for folder in [*left, *old, *alive, recent_old]:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture

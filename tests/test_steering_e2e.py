@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
-
-import pytest
 
 from agents.core.models import Caller, Task, TaskStatus, WorkerKind
 from agents.store.database import Store
@@ -15,15 +12,9 @@ from agents.work.progress import Progress
 from tests.conftest import USER_ID, BotHarness
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript, last_user_text
+from tests.support.tasks import ended
 
 NOTE = "also update the README"
-
-
-@pytest.fixture
-def model(bot: BotHarness) -> RoleScript:
-    scripted = RoleScript()
-    bot.claude.handler = scripted
-    return scripted
 
 
 def held_until(go: threading.Event, reply: dict):
@@ -34,14 +25,6 @@ def held_until(go: threading.Event, reply: dict):
         return reply
 
     return answer
-
-
-async def ended(bot: BotHarness, task_id: int) -> Task:
-    deadline = time.monotonic() + 60
-    while not (task := await bot.runtime.store.get_task(task_id)).status.is_final:
-        assert time.monotonic() < deadline, "the task did not end"
-        await asyncio.sleep(0.05)
-    return task
 
 
 async def progress_message(bot: BotHarness, task_id: int):

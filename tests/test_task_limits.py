@@ -22,7 +22,8 @@ from agents.core.models import TaskStatus
 from tests.conftest import BotHarness, running_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript
-from tests.test_sandbox_attacks import Listener, start_task, task_end, tool_results
+from tests.support.processes import Listener
+from tests.support.tasks import ended, start_task, tool_results
 
 pytestmark = pytest.mark.skipif(
     shutil.which("bwrap") is None or not sys.platform.startswith("linux"),
@@ -60,13 +61,6 @@ async def limited_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, b
         yield harness
 
 
-@pytest.fixture
-def model(limited_bot: BotHarness) -> RoleScript:
-    scripted = RoleScript()
-    limited_bot.claude.handler = scripted
-    return scripted
-
-
 def run(command: str, network: bool = False) -> dict:
     return claude_says.tool_use("run_command", {"command": command, **({"network": True} if network else {})})
 
@@ -86,7 +80,7 @@ async def test_a_tasks_processes_together_stay_within_its_memory(limited_bot: Bo
     mine = f"task-{os.getpid()}-1-*"  # this process's task 1: other test processes (pytest -n) have their own
     before = set(parent.glob(mine))  # what an earlier test of this process may have left
     limited_bot.say("use memory in calc")
-    task = await task_end(limited_bot, 1, timeout=120)
+    task = await ended(limited_bot, 1, timeout=120)
     assert task.status is not TaskStatus.FAILED, task.error
     results = tool_results(model)
     hogs = next(r for r in results if "all-ended" in r)
@@ -110,7 +104,7 @@ async def test_a_task_past_its_disk_budget_is_stopped_told_and_can_go_on(
         claude_says.text("Done."),
     )
     limited_bot.say("fill the disk in calc")
-    task = await task_end(limited_bot, 1, timeout=120)
+    task = await ended(limited_bot, 1, timeout=120)
     assert task.status is not TaskStatus.FAILED, task.error
     results = tool_results(model)
     assert "FILLED-UP" not in json.dumps(results), "the command ran to its end past the budget"
@@ -162,7 +156,7 @@ async def test_an_allowed_network_does_not_reach_the_hosts_own_ports(
             claude_says.text("Done."),
         )
         limited_bot.say("call home from calc")
-        task = await task_end(limited_bot, 1, timeout=120)
+        task = await ended(limited_bot, 1, timeout=120)
         assert task.status is not TaskStatus.FAILED, task.error
         results = tool_results(model)
         said = json.dumps(results)

@@ -20,14 +20,14 @@ from agents.sandbox.task_limits import TaskBounds
 from tests.conftest import USER_ID, BotHarness
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript
-from tests.test_sandbox import host_pids
-from tests.test_sandbox_attacks import Listener, everything_said, listener, model, start_task, task_end, tool_results
+from tests.support.processes import Listener, host_pids
+from tests.support.sandbox import listener  # noqa: F401  (a fixture)
+from tests.support.tasks import ended, everything_said, start_task, tool_results
 
 pytestmark = pytest.mark.skipif(
     shutil.which("bwrap") is None or shutil.which("nsenter") is None or not sys.platform.startswith("linux"),
     reason="bubblewrap (bwrap) or nsenter is not installed: scripts/install-system-deps.sh",
 )
-__all__ = ["listener", "model"]  # fixtures shared with the attack tests
 
 FETCH = "python3 -c \"import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:8123/calc.py').read())\""
 
@@ -64,7 +64,7 @@ async def test_a_service_serves_later_commands_and_ends_with_the_task(
     )
     bot.say("serve calc")
     await bot.tg.await_for(lambda: len(host_pids("1000.8081")) >= 3, timeout=60)
-    task = await task_end(bot, 1, timeout=120)
+    task = await ended(bot, 1, timeout=120)
     assert task.status is not TaskStatus.FAILED, task.error
     results = tool_results(model)
     started = next(r for r in results if "http.server" in r)

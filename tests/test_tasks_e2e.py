@@ -12,6 +12,7 @@ from agents.work.task_queue import TaskQueue
 from tests.conftest import USER_ID, BotHarness, make_settings, start_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript
+from tests.support.tasks import start_task
 
 
 async def test_runner_claims_by_priority_then_age_at_most_n_at_once(tmp_path) -> None:
@@ -167,9 +168,7 @@ async def test_daily_budget_refuses_new_tasks(fake_telegram, fake_anthropic, tmp
         await bot.replies(1)
         model.add(
             "orchestrator",
-            claude_says.tool_use(
-                "start_task", {"workspace": "calc", "worker": "code", "instructions": "x", "background": True}
-            ),
+            start_task("calc", "x"),
             claude_says.text("Could not start it: budget."),
         )
         bot.say("fix calc")

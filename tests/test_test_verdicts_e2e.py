@@ -18,14 +18,7 @@ from agents.core.models import TaskStatus
 from tests.conftest import USER_ID, BotHarness, git, make_repo
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript, last_user_text
-from tests.test_workers_e2e import final_summary, start_task
-
-
-@pytest.fixture
-def model(bot: BotHarness) -> RoleScript:
-    scripted = RoleScript()
-    bot.claude.handler = scripted
-    return scripted
+from tests.support.tasks import breaks_then_fixes, corrections, edit, final_summary, start_task, write_file
 
 
 def write(path: Path, text: str) -> None:
@@ -36,28 +29,6 @@ def write(path: Path, text: str) -> None:
 def sent_to_worker(model: RoleScript, turn: int) -> str:
     """The user text of the code worker's `turn`-th request (0: the task itself)."""
     return last_user_text(model.requests["code"][turn])
-
-
-def corrections(model: RoleScript) -> list[str]:
-    return [t for t in (last_user_text(r) for r in model.requests["code"]) if "correction " in t and "FAILED" in t]
-
-
-def edit(path: str, old: str, new: str) -> dict:
-    return claude_says.tool_use("edit_file", {"path": path, "old": old, "new": new})
-
-
-def write_file(path: str, content: str) -> dict:
-    return claude_says.tool_use("write_file", {"path": path, "content": content})
-
-
-def breaks_then_fixes(path: str, before: str, broken: str, fixed: str) -> list[dict]:
-    """A code worker's script: an edit that breaks a test, "done", then (told the tests failed) the fix, "done"."""
-    return [
-        edit(path, before, broken),
-        claude_says.text("Changed."),
-        edit(path, broken, fixed),
-        claude_says.text("Fixed."),
-    ]
 
 
 def branch_files(repo: Path, branch: str) -> list[str]:

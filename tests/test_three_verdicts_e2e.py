@@ -5,21 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from agents.core.models import Caller, TaskStatus
 from tests.conftest import USER_ID, BotHarness, make_repo
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript
-from tests.test_test_verdicts_e2e import corrections, edit, write_file
-from tests.test_workers_e2e import final_summary, start_task
-
-
-@pytest.fixture
-def model(bot: BotHarness) -> RoleScript:
-    scripted = RoleScript()
-    bot.claude.handler = scripted
-    return scripted
+from tests.support.tasks import corrections, edit, final_summary, start_task, write_file
 
 
 async def run_task(

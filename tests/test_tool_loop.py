@@ -1,4 +1,4 @@
-"""The shared tool loop and the worker on it, through the in-package scripted model (no HTTP)."""
+"""The shared tool loop and the worker on it, through the scripted model in process (no HTTP)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from agents.llm.scripted_model import ScriptedModel, call, calls, say
 from agents.llm.tool_loop import TRUNCATED, Ending, Limits, ToolLoop
 from agents.tools.toolbox import Audit, Tool, Toolbox, prop
 from agents.work.worker import Ending, Worker
+from tests.scripted import RoleScript, call, calls, say
 
 
 def toolbox(log: list[str]) -> Toolbox:
@@ -32,31 +32,31 @@ def toolbox(log: list[str]) -> Toolbox:
     )
 
 
-def worker(model: ScriptedModel, log: list[str], **limits: Any) -> Worker:
+def worker(model: RoleScript, log: list[str], **limits: Any) -> Worker:
     return Worker(client=model, model="m", system="sys", toolbox=toolbox(log), limits=Limits(**limits))
 
 
 async def test_tool_calls_run_and_the_final_text_is_the_report() -> None:
     ran: list[str] = []
-    model = ScriptedModel([call("read_file", {"path": "a.py"}), say("all good")])
+    model = RoleScript([call("read_file", {"path": "a.py"}), say("all good")])
     result = await worker(model, ran).run("do it")
     assert result.stop is Ending.FINISHED and result.report == "all good"
     assert ran == ["a.py"]
-    second = model.requests[1]["messages"]
+    second = model.calls[1]["messages"]
     assert second[-1]["content"][0]["type"] == "tool_result"
     assert second[-1]["content"][0]["content"] == "contents of a.py"
 
 
 async def test_step_limit() -> None:
     ran: list[str] = []
-    model = ScriptedModel([call("read_file", {"path": f"{i}.py"}) for i in range(5)])
+    model = RoleScript([call("read_file", {"path": f"{i}.py"}) for i in range(5)])
     result = await worker(model, ran, max_steps=3).run("loop forever")
     assert result.stop is Ending.STEP_LIMIT and not result.finished and not result.blocked
-    assert len(model.requests) == 3 and ran == ["0.py", "1.py", "2.py"]
+    assert len(model.calls) == 3 and ran == ["0.py", "1.py", "2.py"]
 
 
 async def test_time_limit_stops_a_slow_tool_and_leaves_a_valid_conversation() -> None:
-    model = ScriptedModel([call("slow", {"seconds": 30}, text="waiting"), say("fixed")])
+    model = RoleScript([call("slow", {"seconds": 30}, text="waiting"), say("fixed")])
     w = worker(model, [], max_seconds=0.2)
     result = await w.run("go")
     assert result.stop is Ending.TIME_LIMIT and result.report == "waiting"
@@ -64,23 +64,23 @@ async def test_time_limit_stops_a_slow_tool_and_leaves_a_valid_conversation() ->
     assert w.messages[-1]["content"][0]["type"] == "tool_result" and w.messages[-1]["content"][0]["is_error"]
     w.limits = Limits()
     assert (await w.run("try again")).report == "fixed"
-    assert model.requests[-1]["messages"][-1]["content"][-1]["text"] == "try again"
+    assert model.calls[-1]["messages"][-1]["content"][-1]["text"] == "try again"
 
 
 async def test_token_limit_counts_every_request() -> None:
-    model = ScriptedModel([call("read_file", {"path": "a"}, input_tokens=600, output_tokens=0)] * 4)
+    model = RoleScript([call("read_file", {"path": "a"}, input_tokens=600, output_tokens=0)] * 4)
     result = await worker(model, [], max_tokens=1000).run("go")
     assert result.stop is Ending.TOKEN_LIMIT
-    assert len(model.requests) == 2
+    assert len(model.calls) == 2
 
 
 async def test_a_tool_call_cut_off_at_max_tokens_is_not_run_nor_the_answer() -> None:
     ran: list[str] = []
-    model = ScriptedModel([call("read_file", {"path": "huge.py"}, stop_reason="max_tokens"), say("done in pieces")])
+    model = RoleScript([call("read_file", {"path": "huge.py"}, stop_reason="max_tokens"), say("done in pieces")])
     result = await worker(model, ran).run("write a big file")
     assert ran == []
     assert result.stop is Ending.FINISHED and result.report == "done in pieces"
-    answer = model.requests[1]["messages"][-1]["content"][0]
+    answer = model.calls[1]["messages"][-1]["content"][0]
     assert answer["is_error"] and answer["content"] == TRUNCATED
 
 
@@ -94,35 +94,35 @@ async def test_a_tool_call_cut_off_at_max_tokens_is_not_run_nor_the_answer() -> 
     ],
 )
 async def test_endings_that_block_the_task(reply: Any, stop: Ending) -> None:
-    result = await worker(ScriptedModel([reply]), []).run("go")
+    result = await worker(RoleScript([reply]), []).run("go")
     assert result.stop is stop and result.blocked and not result.finished
 
 
 async def test_a_question_without_the_mark_is_a_report() -> None:
-    result = await worker(ScriptedModel([say("Done. Should I also update the docs?")]), []).run("go")
+    result = await worker(RoleScript([say("Done. Should I also update the docs?")]), []).run("go")
     assert result.finished
 
 
 async def test_moving_cache_breakpoint_is_on_the_newest_block_only() -> None:
-    model = ScriptedModel([call("read_file", {"path": "a"}), say("ok")])
+    model = RoleScript([call("read_file", {"path": "a"}), say("ok")])
     await worker(model, []).run("go")
     marks = [
         (i, j)
-        for i, m in enumerate(model.requests[1]["messages"])
+        for i, m in enumerate(model.calls[1]["messages"])
         for j, b in enumerate(m["content"])
         if "cache_control" in b
     ]
-    last = len(model.requests[1]["messages"]) - 1
-    assert marks == [(last, len(model.requests[1]["messages"][last]["content"]) - 1)]
+    last = len(model.calls[1]["messages"]) - 1
+    assert marks == [(last, len(model.calls[1]["messages"][last]["content"]) - 1)]
 
 
 async def test_last_round_without_tools_for_the_orchestrator() -> None:
-    model = ScriptedModel([call("read_file", {"path": "a"}), call("read_file", {"path": "b"}), say("answer")])
+    model = RoleScript([call("read_file", {"path": "a"}), call("read_file", {"path": "b"}), say("answer")])
     loop = ToolLoop(model=model, model_name="m", system="s", toolbox=toolbox([]), tools_on_last_step=False)
     loop.add_user_turn([{"type": "text", "text": "q"}])
     result = await loop.run(Limits(max_steps=3, max_seconds=math.inf))
     assert result.ending is Ending.FINISHED and result.text == "answer"
-    assert [r["tool_choice"]["type"] for r in model.requests] == ["auto", "auto", "none"]
+    assert [r["tool_choice"]["type"] for r in model.calls] == ["auto", "auto", "none"]
     assert loop.tools_used == ["read_file", "read_file"]
 
 
@@ -139,7 +139,7 @@ class Sink:
 
 async def test_streamed_turn_sends_text_then_activity_then_more_text() -> None:
     sink = Sink()
-    model = ScriptedModel([calls(("read_file", {"path": "calc.py"}), text="Let me look."), say("It adds two numbers.")])
+    model = RoleScript([calls(("read_file", {"path": "calc.py"}), text="Let me look."), say("It adds two numbers.")])
     loop = ToolLoop(model=model, model_name="m", system="s", toolbox=toolbox([]), answer=sink)
     loop.add_user_turn([{"type": "text", "text": "what does calc.py do?"}])
     result = await loop.run(Limits())

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import shutil
 
 import pytest
@@ -12,47 +11,8 @@ from agents.core.models import Caller, ProposalStatus, TaskStatus
 from tests.conftest import USER_ID, BotHarness, git, text_now
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript, last_user_text
-
-
-@pytest.fixture
-def model(bot: BotHarness) -> RoleScript:
-    scripted = RoleScript()
-    bot.claude.handler = scripted
-    return scripted
-
-
-def start_task(workspace: str, instructions: str, worker: str = "code", background: bool = True) -> dict:
-    return claude_says.tool_use(
-        "start_task", {"workspace": workspace, "worker": worker, "instructions": instructions, "background": background}
-    )
-
-
-async def final_summary(bot: BotHarness, task_id: int, timeout: float = 30.0):
-    """Wait for the task to end, then return its summary message."""
-
-    async def ended():
-        task = await bot.runtime.store.get_task(task_id)
-        return task if task and task.status.is_final else None
-
-    deadline = asyncio.get_running_loop().time() + timeout
-    while (task := await ended()) is None:
-        assert asyncio.get_running_loop().time() < deadline, "task did not end in time"
-        await asyncio.sleep(0.05)
-    message = await bot.tg.await_for(
-        lambda: next(
-            (
-                m
-                for m in bot.tg.messages(USER_ID)
-                if f"Task #{task_id}" in (m.text or "") and "Files:" in (m.text or "")
-            ),
-            None,
-        )
-    )
-    return task, message
-
-
-def branches(repo) -> list[str]:
-    return git(repo, "branch", "--format=%(refname:short)").split()
+from tests.support.processes import host_pids
+from tests.support.tasks import branches, ended, final_summary, start_task
 
 
 async def test_code_fix_committed_on_a_task_branch(bot: BotHarness, model: RoleScript, workspace_root) -> None:
@@ -281,20 +241,6 @@ async def test_a_screenshot_shows_the_tasks_own_service_on_localhost(bot: BotHar
     await bot.tg.await_for(lambda: not host_pids("8141"), timeout=10)
 
 
-def host_pids(argument: str) -> list[int]:
-    """Pids (on the host, seen from outside any sandbox) of processes with `argument` among their arguments."""
-    found = []
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            try:
-                args = open(f"/proc/{entry.name}/cmdline", "rb").read().split(b"\0")
-            except OSError:
-                continue
-            if argument.encode() in args:
-                found.append(int(entry.name))
-    return found
-
-
 async def test_cancel_kills_the_running_command(bot: BotHarness, model: RoleScript, tmp_path) -> None:
     model.add("orchestrator", start_task("calc", "Run the long job."), claude_says.text("Started."))
     model.add("code", claude_says.tool_use("run_command", {"command": "sleep 1000.4242"}))
@@ -374,6 +320,7 @@ async def test_double_tap_on_approve_starts_one_task(bot: BotHarness, model: Rol
 
     crew = bot.runtime.crew
     await bot.runtime.store.add_proposal(Proposal(chat_id=USER_ID, workspace="group-therapy", request="r", body="b"))
+    model.add("code", claude_says.text("Nothing to change for b."))  # the one task's worker
     results = await asyncio.gather(
         crew.approve_proposal(Caller(chat_id=USER_ID), 1),
         crew.approve_proposal(Caller(chat_id=USER_ID), 1),
@@ -381,5 +328,5 @@ async def test_double_tap_on_approve_starts_one_task(bot: BotHarness, model: Rol
     )
     assert sum(isinstance(r, str) for r in results) == 1
     assert sum(isinstance(r, ToolError) for r in results) == 1
-    await asyncio.sleep(0.2)
+    await ended(bot, 1)
     assert len(await bot.runtime.store.list_tasks(USER_ID)) == 1

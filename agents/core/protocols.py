@@ -3,7 +3,7 @@
 - `Notifier`: how the crew talks back to a chat (the Telegram adapter implements it).
 - `WorkDesk`: what the orchestrator's work tools do (the crew implements it).
 - `MessageModel`: "create a message" (and stream one), as `anthropic.AsyncAnthropic().messages` offers it and
-  `agents.llm.scripted_model.ScriptedModel` imitates it.
+  `tests.scripted.RoleScript` imitates it.
 - `AnswerStream`: where a streamed answer goes while it is written (the chat's draft).
 - `SpeechToText`: what the voice handler needs from a transcriber (an engine of `agents.inputs`, or a fake).
 - `Outbox`: where a task's summary or proposal goes to be shown (the bot's outbox, or a runner's report).

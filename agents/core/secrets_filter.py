@@ -4,21 +4,28 @@ Known token shapes become `«masked»`: the regexes of the maintained `detect-se
 Slack, npm, PyPI, OpenAI, Stripe, SendGrid, Discord, Azure, JWT, Telegram, Twilio, URL passwords), plus shapes it
 lacks (Anthropic and current OpenAI/GitHub/npm keys, `Authorization:`/`Bearer` values, git's `http.extraHeader`, an
 inline `credential.helper`, URL credentials without a password, whole private-key blocks). Values are also masked
-verbatim: the bot's own secrets (registered at start-up) and the values found in a workspace's credential files
-(`.npmrc`, `.env.production`, ...: `remember`), so `cat .npmrc` shows neither.
+verbatim: the bot's own secrets (registered at start-up, kept for its life) and the values found in a workspace's
+credential files (`.npmrc`, `.env.production`, ...: `remember` with the task's `SecretScope`, forgotten when the
+task ends, so the set stays as small as the running tasks need), so `cat .npmrc` shows neither.
 
-Folded spellings: a token with zero-width characters inside it, percent-escaped (`%3A`) or JSON-escaped (`\u003a`,
-`\/`) is found in a folded view of the text and masked where it stands; a remembered value is also known in its
+Folded spellings: a token with zero-width characters inside it, percent-escaped (`%3A`) or JSON-escaped (`\\u003a`,
+`\\/`) is found in a folded view of the text and masked where it stands; a remembered value is also known in its
 common encodings (base64 at every alignment, JSON string escapes, URL encoding). The folded view is built only for a
 text that holds such a character or escape, so ordinary output costs one extra scan.
 
-What it cannot do: a command that re-encodes a secret some other way (reversed, split over lines, encrypted) prints
-something no filter knows.
+A token split over lines (`fold`, a line-wrapping program, two `echo`s of its halves) is found by joining the token
+runs on both sides of each line break that has token characters right before and after it (at least 8 of them
+together, not counting `/` and `.`, so paths and file names on consecutive lines are not looked at): the joined runs
+are searched for every token shape and remembered value, and a match across the break masks both halves.
+
+What it cannot do: a command that re-encodes a secret some other way (reversed, split with spaces or indentation
+between its parts, encrypted) prints something no filter knows.
 """
 
 from __future__ import annotations
 
 import base64
+import bisect
 import functools
 import json
 import re
@@ -131,22 +138,41 @@ def _mask_group(match: re.Match[str]) -> str:
 
 
 class _Verbatim:
-    """Secret values masked wherever they appear: the bot's own and those found in credential files."""
+    """Secret values masked wherever they appear, each held by an owner: the bot's own (None: for the bot's life) and
+    those of a running task (its `SecretScope`: dropped when the task ends, so the set does not grow task by task)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        self._owned: dict[object, frozenset[str]] = {}
         self._values: frozenset[str] = frozenset()
         self._regex: re.Pattern[str] | None = None
 
-    def add(self, values: Iterable[str]) -> None:
+    def add(self, values: Iterable[str], owner: object = None) -> None:
         plain = {v.strip() for v in values if v and len(v.strip()) >= _MIN_VERBATIM}
         new = plain | {e for v in plain for e in encodings(v) if len(e) >= _MIN_VERBATIM}
         with self._lock:
-            if new <= self._values:
+            held = self._owned.get(owner, frozenset())
+            if new <= held:
                 return
-            self._values = self._values | new
-            ordered = sorted(self._values, key=len, reverse=True)  # longest first: a value containing another
-            self._regex = re.compile("|".join(re.escape(v) for v in ordered))
+            self._owned[owner] = held | new
+            self._rebuild()
+
+    def drop(self, owner: object) -> None:
+        """Forget what `owner` remembered (a value another owner holds too stays masked)."""
+        with self._lock:
+            if self._owned.pop(owner, None) is not None:
+                self._rebuild()
+
+    def _rebuild(self) -> None:
+        values = frozenset[str]().union(*self._owned.values())
+        if values == self._values:
+            return
+        self._values = values
+        ordered = sorted(values, key=len, reverse=True)  # longest first: a value containing another
+        self._regex = re.compile("|".join(re.escape(v) for v in ordered)) if ordered else None
+
+    def __len__(self) -> int:
+        return len(self._values)
 
     def sub(self, text: str) -> str:
         regex = self._regex
@@ -183,10 +209,33 @@ def encodings(value: str) -> set[str]:
 _verbatim = _Verbatim()
 
 
-def remember(values: Iterable[str]) -> None:
-    """Mask these values verbatim from now on, in every task's output (the bot's secrets, credential files' values);
-    values shorter than 8 characters are ignored."""
-    _verbatim.add(values)
+def remember(values: Iterable[str], scope: SecretScope | None = None) -> None:
+    """Mask these values verbatim from now on, in every task's output: for the bot's life (its own secrets, an MCP
+    server's), or while `scope` is open (a task's credential files' values); values shorter than 8 characters are
+    ignored."""
+    _verbatim.add(values, scope)
+
+
+class SecretScope:
+    """The values one task remembered (`remember(values, scope)`): masked in every output while the task runs, and
+    forgotten by `close` when it ends, unless the bot or another running task remembered them too."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def remember(self, values: Iterable[str]) -> None:
+        remember(values, self)
+
+    def close(self) -> None:
+        _verbatim.drop(self)
+
+    def __repr__(self) -> str:
+        return f"SecretScope({self.name!r})"
+
+
+def remembered_count() -> int:
+    """How many spellings of remembered values are masked now (the bot's own and those of running tasks)."""
+    return len(_verbatim)
 
 
 def mask(text: str) -> str:
@@ -203,7 +252,7 @@ def mask(text: str) -> str:
             text = regex.sub(_mask_group, text)
         else:
             text = regex.sub(_mask_whole if regex.pattern.startswith("sk-") else MASK, text)
-    return _mask_folded(text)
+    return _mask_split(_mask_folded(text))
 
 
 # What a folded view undoes: a percent escape, a JSON `\uXXXX` or `\/` escape, an invisible formatting character
@@ -262,15 +311,111 @@ def _mask_folded(text: str) -> str:
                 spans.append((origin[start], origin[end] if end < len(origin) else len(text)))
     if not spans:
         return text
+    for start, end in reversed(_merged(spans)):
+        text = text[:start] + MASK + text[end:]
+    return text
+
+
+# A token split over lines: a line break with token characters right before and after it. Which breaks are looked at
+# is decided with the narrow class (no `/` or `.`: a path or a file name on each side of a break is ordinary output),
+# and what is then searched around such a break is the wide class (base64, JWTs, escapes).
+_SPLIT_REACH = 256  # characters searched on each side of a break
+_SPLIT_WIDE_RUN = re.compile(r"[A-Za-z0-9_\-:+=/.%~\\]{1," + str(_SPLIT_REACH) + "}")
+
+
+def _split_breaks(breaking: str) -> re.Pattern[str]:
+    """A line break (`breaking`) with narrow token characters right before and after it, at least `_MIN_VERBATIM`
+    together: one alternative per length on the left (fixed-width look-behinds), so the search stays in C and starts
+    with a literal."""
+    narrow = "[A-Za-z0-9_:+=-]"
+    sides = [f"(?<={narrow}{{{tail}}}{breaking}){narrow}{{{_MIN_VERBATIM - tail}}}" for tail in range(1, _MIN_VERBATIM)]
+    sides.append(f"(?<={narrow}{{{_MIN_VERBATIM}}}{breaking}){narrow}")
+    # the cheap test first: a token character on both sides (most lines start with a space, or end in a bracket)
+    return re.compile(f"{breaking}(?={narrow})(?<={narrow}{breaking})(?:{'|'.join(sides)})")
+
+
+_SPLIT_LF = _split_breaks("\n")
+_SPLIT_CRLF = _split_breaks("\r\n")
+
+
+def _split_candidates(text: str) -> list[tuple[int, int, int]]:
+    """(start of the token run before, the break, the first character after it) for each line break that may cut a
+    token in two (`_split_breaks`), in the order they stand."""
+    if "\n" not in text:
+        return []
+    found = [match.start() for match in _SPLIT_LF.finditer(text)]
+    if "\r\n" in text:
+        found = sorted(found + [match.start() for match in _SPLIT_CRLF.finditer(text)])
+    candidates: list[tuple[int, int, int]] = []
+    for cut in found:
+        before = _SPLIT_WIDE_RUN.match(text[max(0, cut - _SPLIT_REACH) : cut][::-1])  # the run, read backwards
+        start = cut - (before.end() if before is not None else 0)
+        candidates.append((start, cut, cut + (2 if text[cut] == "\r" else 1)))
+    return candidates
+
+
+def _mask_split(text: str) -> str:
+    """Mask a token shape or a remembered value that is whole only once the line breaks inside it are taken out (a
+    token folded over several lines too); each of its parts becomes `«masked»` (the breaks stay)."""
+    candidates = _split_candidates(text)
+    if not candidates:
+        return text
+    # one text of all the joined pieces, a line apart, so each regex runs once; `segments` maps its spans back:
+    # (offset in the view, start in `text`, end in `text`, piece) for each line's part of a piece
+    segments: list[tuple[int, int, int, int]] = []
+    pieces: list[str] = []
+    by_cut = {cut: (cut, after) for _start, cut, after in candidates}
+    offset = 0
+    chained = -1
+    for start, cut, after in candidates:
+        if cut <= chained:
+            continue  # a later break of a piece already joined
+        parts = [(start, cut)]
+        while True:
+            run = _SPLIT_WIDE_RUN.match(text, after)
+            end = run.end() if run is not None else after
+            parts.append((after, end))
+            if end not in by_cut or len(parts) > _SPLIT_REACH:
+                break
+            cut, after = by_cut[end]  # the token goes on over the next line break
+            chained = cut
+        for low, high in parts:
+            segments.append((offset, low, high, len(pieces)))
+            offset += high - low
+        pieces.append("".join(text[low:high] for low, high in parts))
+        offset += 1
+    view = "\n".join(pieces)
+    regexes = [(r, g) for r, g, needle in _shapes() if needle is None]
+    if _verbatim.regex is not None:
+        regexes.append((_verbatim.regex, False))
+    spans: list[tuple[int, int]] = []
+    for regex, grouped in regexes:
+        for match in regex.finditer(view):
+            low, high = match.span("secret") if grouped and match.start("secret") >= 0 else match.span()
+            first = bisect.bisect_right(segments, (low, len(text) + 1)) - 1
+            last = bisect.bisect_right(segments, (high - 1, len(text) + 1)) - 1
+            # a match within one line was masked by the ordinary pass already; none reaches into the next piece
+            if first == last or segments[first][3] != segments[last][3]:
+                continue
+            if _inside_a_word(match) and match.start() != segments[first][0]:  # a line's start is a word's start
+                continue
+            for at, start, end, _piece in segments[first : last + 1]:
+                spans.append((start + max(low - at, 0), start + min(high - at, end - start)))
+    if not spans:
+        return text
+    for start, end in reversed(_merged(spans)):
+        text = text[:start] + MASK + text[end:]
+    return text
+
+
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
     merged: list[tuple[int, int]] = []
     for start, end in sorted(spans):
         if merged and start <= merged[-1][1]:
             merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
         else:
             merged.append((start, end))
-    for start, end in reversed(merged):
-        text = text[:start] + MASK + text[end:]
-    return text
+    return merged
 
 
 def looks_like_it_holds_a_secret(text: str) -> bool:

@@ -12,10 +12,11 @@
   /cancel pokes the workflow; the bot stopping leaves workflows running, and a restarted bot re-attaches to them.
 - ChatDesk: the activities on the bot's queue: what a runner's task shows in the chat (`NOTIFY`), and the parts of
   the files handed to it (`FETCH`).
-- The report: the task branch fetched from the shared remote, the row, events, criteria and usage stored, a
-  research proposal stored under the bot's own number, the summary delivered through the outbox and kept in the chat
-  history, as the local engine does. Diff, Merge and Discard then work on the fetched branch in the owner's checkout
-  (the bot never needs a runner's paths); Discard deletes the branch on the shared remote too (`drop_branch`).
+- The report, applied by TaskReports (agents/engine/task_reports.py): the task branch fetched from the shared
+  remote, the row, events, criteria and usage stored, a research proposal stored under the bot's own number, the
+  summary delivered through the outbox and kept in the chat history, as the local engine does. Diff, Merge and
+  Discard then work on the fetched branch in the owner's checkout (the bot never needs a runner's paths); Discard
+  deletes the branch on the shared remote too (`drop_branch`).
 """
 
 from __future__ import annotations
@@ -34,8 +35,8 @@ from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 from temporalio.worker import Worker
 
-from agents.core.actions import Action, button, parse_action
-from agents.core.models import Task, TaskEvent, TaskStatus, ToolCallRecord, UsageRecord, WorkerKind, utcnow
+from agents.core.actions import Action, parse_action
+from agents.core.models import Task, TaskEvent, TaskStatus, WorkerKind
 from agents.core.protocols import Notifier, Outbox
 from agents.core.settings import Settings
 from agents.engine import cluster
@@ -52,19 +53,18 @@ from agents.engine.payloads import (
     TaskStart,
     decode_buttons,
 )
+from agents.engine.task_reports import RUN_EVENT, TaskReports
 from agents.engine.workflow import AgentTask
-from agents.git.command import GitError, GitIdentity
-from agents.git.remote import delete_remote_branch, fetch_branch
+from agents.git.command import GitError
+from agents.git.remote import delete_remote_branch
 from agents.inputs.attachments import Attachments
 from agents.sandbox.bwrap import NetworkPolicy
 from agents.sandbox.network_gate import CHOICES, DENY, FOR_TASK, ONCE, NetworkGate
 from agents.store.database import Store
-from agents.store.shown import TASK, remember_shown, shown_as
 from agents.store.standing import StandingNotes
 from agents.work.orphans import instance_token
 from agents.work.pull_requests import PullRequests
 from agents.work.steering import Inboxes
-from agents.work.task_proposals import show_proposal, store_proposal
 from agents.work.task_queue import TaskQueue
 from agents.workspaces.folders import Workspaces
 
@@ -72,7 +72,6 @@ log = logging.getLogger(__name__)
 
 CANCEL_WAIT_SECONDS = 8.0  # /cancel waits this long for the runner's report (under TaskQueue's re-cancel period)
 REMOTE_SLOTS = 64  # tasks in flight from the bot's side; each runner's MAX_CONCURRENT_TASKS is the real limit
-RUN_EVENT = "workflow"  # a task event: "started <workflow id>" before its start is sent, "ended <id>" once applied
 ENDED_WITHOUT_REPORT = {
     WorkflowExecutionStatus.FAILED,
     WorkflowExecutionStatus.TERMINATED,
@@ -210,7 +209,6 @@ class TemporalEngine:
         attachments: Attachments,
         pull_requests: PullRequests | None = None,
     ) -> None:
-        self.pull_requests = pull_requests  # GitHub: the bot's token stays in the bot, so the bot does GitHub's part
         self.settings, self.store, self.lines = settings, store, lines
         self.notifier, self.deliveries, self.workspaces, self.attachments = (
             notifier,
@@ -218,7 +216,7 @@ class TemporalEngine:
             workspaces,
             attachments,
         )
-        self.identity = GitIdentity(settings.git_author_name, settings.git_author_email)
+        self.reports = TaskReports(settings, store, deliveries, workspaces, pull_requests)  # a run's report applied
         self.instance = lines.instance
         self.queue = TaskQueue(store, self._dispatch, REMOTE_SLOTS)
         self.attaching: dict[int, str] = {}  # re-attached tasks → the run followed (never a second start)
@@ -263,7 +261,7 @@ class TemporalEngine:
                 continue  # never reached the cluster (or long gone)
             if described.status is WorkflowExecutionStatus.COMPLETED:  # it ended while the bot was away
                 try:
-                    await self._apply(task, run, await handle.result())
+                    await self.reports.apply(task, run, await handle.result())
                 except Exception:  # the bot starts anyway; the task stays interrupted, with Resume
                     log.exception("task %s: the report of its finished workflow could not be applied", task.id)
                     continue
@@ -378,9 +376,9 @@ class TemporalEngine:
             await self.lines.poke(Poke(task.stored_id, "cancel"))
             with contextlib.suppress(TimeoutError, Exception):
                 async with asyncio.timeout(CANCEL_WAIT_SECONDS):
-                    await self._apply(task, run, await asyncio.shield(self._result(handle)))
+                    await self.reports.apply(task, run, await asyncio.shield(self._result(handle)))
             raise
-        await self._apply(task, run, report)
+        await self.reports.apply(task, run, report)
 
     async def _result(self, handle: WorkflowHandle[AgentTask, TaskReport]) -> TaskReport:
         """The workflow's report; waits through a cluster that is briefly unreachable. A workflow that ended without
@@ -434,82 +432,9 @@ class TemporalEngine:
         why = cluster.unreachable(self.settings, err)
         await self.store.update_task(task.stored_id, status=TaskStatus.INTERRUPTED, error=why)
         await self.store.add_event(TaskEvent(task_id=task.id, kind="status", detail=f"interrupted: {why}"))
-        await self._tell_interrupted(task, f"⚠️ **Task #{task.id}** could not start: {why}. Resume it when it is back.")
-
-    async def _tell_interrupted(self, task: Task, text: str) -> None:
-        buttons = [
-            [button("▶ Resume", Action.RESUME, task.stored_id), button("✖ Discard", Action.DISCARD, task.stored_id)]
-        ]
-        await self.deliveries.deliver(task.chat_id, text, buttons=buttons, kind="notice", task_id=task.id)
-
-    async def _apply(self, task: Task, run: str, report: TaskReport) -> None:
-        """Store what the runner reports, fetch its branch, show its summary (through the outbox)."""
-        missing = await self._fetch(task, report)
-        for kind, detail in report.events:
-            await self.store.add_event(TaskEvent(task_id=task.id, kind=kind, detail=detail))
-        for idx, evidence in report.verified:
-            await self.store.verify_criterion(task.stored_id, int(idx), evidence)
-        for row in report.usage:
-            await self.store.record_usage(UsageRecord.model_validate_json(row).model_copy(update={"id": None}))
-        for row in report.tool_calls:
-            await self.store.record_tool_call(ToolCallRecord.model_validate_json(row).model_copy(update={"id": None}))
-        status = TaskStatus(report.status)
-        fields: dict[str, object] = {"status": status, "result": report.result, "error": report.error}
-        proposal = await store_proposal(self.store, task, report.proposal) if report.proposal else None
-        if proposal is not None:
-            fields["result"] = f"proposal #{proposal.id}"  # the bot's number, not the runner's
-        if report.branch:
-            known = {
-                "base_branch": report.base_branch,
-                "base_commit": report.base_commit,
-                "commit_sha": report.commit_sha,
-            }
-            # no worktree on this machine: Diff, Merge and Discard use the fetched branch in the owner's checkout
-            fields.update(branch=report.branch, worktree=None, **{k: v for k, v in known.items() if v})
-        if status.is_final:
-            fields["finished_at"] = utcnow()
-        await self.store.update_task(task.stored_id, **fields)
-        await self.store.add_event(TaskEvent(task_id=task.id, kind=RUN_EVENT, detail=f"ended {run}"))
-        if proposal is not None:
-            await show_proposal(self.store, self.deliveries, self.settings.shown_turn_chars, task, proposal)
-        for shown in report.shown:
-            text = shown.text + (f"\n\n⚠ {missing}" if missing else "")
-            record = await remember_shown(
-                self.store, task.chat_id, TASK, task.stored_id, text, self.settings.shown_turn_chars
-            )
-            buttons = decode_buttons(shown.buttons)
-            if self.pull_requests is not None and shown.kind == "summary":  # the runner has no token: Open PR is ours
-                buttons = await self.pull_requests.with_open_pr(task, buttons)
-            sent = await self.deliveries.deliver(
-                task.chat_id,
-                text,
-                buttons=buttons,
-                reply_to=shown.reply_to,
-                kind=shown.kind,
-                task_id=task.id,
-            )
-            await shown_as(self.store, record, sent)
-        if status is TaskStatus.INTERRUPTED:
-            await self._tell_interrupted(
-                task, f"⚠️ **Task #{task.id}** stopped: {report.error}. Resume it, or discard it?"
-            )
-        elif status.is_final:  # GitHub (the bot's token stays here): a follow-up's push, the thread's answer
-            if self.pull_requests is not None:
-                await self.pull_requests.after_task(task)
-
-    async def _fetch(self, task: Task, report: TaskReport) -> str | None:
-        """The task branch from the shared remote into the owner's checkout; what went wrong, if anything."""
-        if not report.branch:
-            return None
-        if not report.pushed:
-            return f"its branch `{report.branch}` did not reach `{self.settings.runner_remote}`: {report.push_error}"
-        repo = self.workspaces.resolve(task.workspace).path
-        try:
-            if await fetch_branch(repo, report.branch, self.settings.runner_remote, self.identity):
-                return None
-            return f"its branch `{report.branch}` is not on `{self.settings.runner_remote}`"
-        except GitError as err:
-            return f"its branch `{report.branch}` could not be fetched: {str(err)[:300]}"
+        await self.reports.tell_interrupted(
+            task, f"⚠️ **Task #{task.id}** could not start: {why}. Resume it when it is back."
+        )
 
 
 class ChatDesk:

@@ -51,8 +51,8 @@ from agents.repo_map.maps import RepoMap
 from agents.sandbox.bwrap import NetworkPolicy
 from agents.sandbox.network_gate import NetworkGate
 from agents.sandbox.safe_paths import UnsafePath, write_file
-from agents.sandbox.services import sweep_leftovers
 from agents.sandbox.task_limits import sandbox_limit_warnings
+from agents.sandbox.temp_folders import sweep_leftovers
 from agents.store.database import Store
 from agents.verify.test_baseline import BaselineRuns
 from agents.work.orphans import instance_token, kill_orphans
@@ -184,7 +184,7 @@ class RunnerNode:
             log.warning("SANDBOX=off: this runner's task commands are NOT confined; set SANDBOX=bwrap")
         for warning in sandbox_limit_warnings(settings.sandbox_network != "off") if settings.sandbox != "off" else []:
             log.warning("%s", warning)
-        await asyncio.to_thread(sweep_leftovers)  # the services' logs a killed bot or runner left behind
+        await asyncio.to_thread(sweep_leftovers)  # the temporary folders a killed bot or runner left behind
         client = await cluster.connect(settings, identity=cluster.runner_name(settings))
         store = await Store.open(settings.database_path)
         killed_mid_task = await store.interrupt_running_tasks()  # this runner was killed: their commands go too

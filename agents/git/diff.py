@@ -15,6 +15,7 @@ from agents.core.text import human_size
 from agents.git.command import git_text, run_git, split_nul, stream_git
 from agents.git.commits import NEVER_COMMIT, blob_sizes, file_size, pending_changes
 from agents.git.worktrees import TaskWorktree, check_worktree_link, worktree_present
+from agents.sandbox.temp_folders import temp_prefix
 
 DIFF_MAX_BYTES = 1_000_000  # the whole document; Telegram takes up to 50 MB from a bot, a phone much less
 HUGE_FILE_BYTES = 512 * 1024  # a file with a side this big is named, not inlined
@@ -110,7 +111,7 @@ def _excludes(report: DiffReport) -> list[str]:
 async def _uncommitted(path: Path, body: BinaryIO, used: int, limit: int, report: DiffReport) -> tuple[int, bool]:
     """HEAD vs the working tree (untracked files too) in a throwaway index; files over the commit limit are skipped
     before `git add`, so a huge file never reaches the object store through a Diff."""
-    with tempfile.TemporaryDirectory(prefix="agentlab-index-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=temp_prefix("index", "diff")) as tmp:
         env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
         await git_text("read-tree", "HEAD", cwd=path, extra_env=env)
         big = []

@@ -5,7 +5,7 @@ whether the last round may call tools, whether the answer streams). All stop-rea
 a tool call cut off at `max_tokens` is answered with an error and retried, never taken as the answer;
 `refusal`, `model_context_window_exceeded` and a text-only `max_tokens` end the loop with their own ending.
 The model is reached through `MessageModel`, the seam that `SdkModel` (the SDK's client) fills and
-`agents.llm.scripted_model.ScriptedModel` plays in unit tests.
+`tests.scripted.RoleScript` plays in unit tests.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ class SdkModel:
 
 
 def as_model(client: MessageModel | anthropic.AsyncAnthropic) -> MessageModel:
-    """The seam from a client (`SdkModel`) or a model given as is (a ScriptedModel)."""
+    """The seam from a client (`SdkModel`) or a model given as is (the tests' scripted model)."""
     return SdkModel(client) if isinstance(client, anthropic.AsyncAnthropic) else client
 
 

@@ -16,21 +16,24 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import dataclasses
 import enum
 import functools
 import logging
 import os
 import shutil
+import struct
 import sys
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from agents.core.secrets_filter import without_url_credentials
 from agents.sandbox.safe_paths import checkout_venv
 from agents.sandbox.task_limits import TaskBounds
+from agents.sandbox.temp_folders import temp_folder, temp_prefix
 
 log = logging.getLogger(__name__)
 
@@ -238,7 +241,7 @@ def masked_git_config(common: Path) -> Path | None:
 
 @functools.cache
 def _private_folder() -> Path:
-    folder = Path(tempfile.mkdtemp(prefix="agentlab-sandbox-"))
+    folder = temp_folder("sandbox", "git")
     atexit.register(shutil.rmtree, folder, ignore_errors=True)
     return folder
 
@@ -311,6 +314,61 @@ def sandbox_env(env: Mapping[str, str], spec: SandboxSpec) -> dict[str, str]:
     return kept
 
 
+# A seccomp filter for every sandboxed command: fallocate with FALLOC_FL_KEEP_SIZE (a reservation that leaves the
+# file's size as it is, so the per-file limit RLIMIT_FSIZE never sees it) fails with EOPNOTSUPP, as on a file system
+# without it; plain fallocate stays (bounded per file), and so does everything else. (audit arch, fallocate's number)
+_SECCOMP_ARCH = {"x86_64": (0xC000003E, 285), "aarch64": (0xC00000B7, 47)}
+_EOPNOTSUPP = 95
+
+
+def keep_size_filter_program() -> bytes | None:
+    """The classic BPF program of that filter for this machine (None where its numbers are not known)."""
+    known = _SECCOMP_ARCH.get(os.uname().machine)
+    if known is None or not _seccomp_filters():
+        return None
+    arch, number = known
+    load, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
+    allow, deny = 0x7FFF0000, 0x00050000 | _EOPNOTSUPP
+    program = [
+        (load, 0, 0, 4),  # the architecture
+        (jeq, 0, 5, arch),  # another one: allow (its numbers differ)
+        (load, 0, 0, 0),  # the system call's number
+        (jge, 4, 0, 0x40000000),  # the x32 numbering of x86_64: refused
+        (jeq, 0, 2, number),  # not fallocate: allow
+        (load, 0, 0, 24),  # fallocate's mode (the low half of its second argument)
+        (jset, 1, 0, 0x01),  # FALLOC_FL_KEEP_SIZE: refused
+        (ret, 0, 0, allow),
+        (ret, 0, 0, deny),
+    ]
+    return b"".join(struct.pack("=HBBI", *instruction) for instruction in program)
+
+
+@functools.cache
+def _seccomp_filters() -> bool:
+    """Whether the kernel has seccomp filters (its status names a Seccomp_filters line)."""
+    try:
+        return "Seccomp_filters:" in Path("/proc/self/status").read_text()
+    except OSError:
+        return False
+
+
+@contextlib.contextmanager
+def keep_size_filter() -> Iterator[int | None]:
+    """A descriptor holding the filter for one bwrap (`--seccomp` reads it whole), closed after; None where no
+    program is known."""
+    program = keep_size_filter_program()
+    if program is None:
+        yield None
+        return
+    fd = os.memfd_create("agentlab-seccomp")
+    try:
+        os.write(fd, program)
+        os.lseek(fd, 0, os.SEEK_SET)
+        yield fd
+    finally:
+        os.close(fd)
+
+
 def bwrap_argv(
     spec: SandboxSpec,
     command: str,
@@ -319,13 +377,17 @@ def bwrap_argv(
     shell: str = "/bin/bash",
     user_net: tuple[int, int] | None = None,
     joined: bool = False,
+    seccomp: int | None = None,
 ) -> list[str]:
     """The argv that runs `command` with `shell -c` inside the sandbox described by `spec`, cwd = the worktree.
 
     With `user_net` (info fd, block fd; agents/sandbox/user_net.py) an allowed network stays a namespace of its own that
     pasta attaches to before the command runs; without it an allowed network is the host's. `joined`: bwrap is
-    started inside the task's network namespace already (agents/sandbox/task_net.py) and keeps it."""
+    started inside the task's network namespace already (agents/sandbox/task_net.py) and keeps it. `seccomp`: a
+    descriptor of `keep_size_filter`, passed to bwrap."""
     argv = [bwrap, "--unshare-all"]
+    if seccomp is not None:
+        argv += ["--seccomp", str(seccomp)]
     if user_net is not None:
         argv += ["--info-fd", str(user_net[0]), "--block-fd", str(user_net[1])]
     elif spec.network or joined:
@@ -397,7 +459,7 @@ def etc_copy() -> Path:
     """A private copy of the harmless `/etc` entries (ETC_ENTRIES), made once per bot process, bound as `/etc`.
 
     Symlinks are copied as symlinks (e.g. /etc/alternatives -> /usr/...), so they resolve inside the sandbox."""
-    folder = Path(tempfile.mkdtemp(prefix="agentlab-sandbox-etc-"))
+    folder = temp_folder("sandbox", "etc")
     atexit.register(shutil.rmtree, folder, ignore_errors=True)
     for entry in ETC_ENTRIES:
         source, target = Path("/etc") / entry, folder / entry
@@ -439,7 +501,7 @@ async def unavailable_reason() -> str | None:
     global _probe_result, _probe_done
     if not _probe_done:  # two first callers may both probe: harmless, and no lock tied to one event loop
         result = await _probe()
-        if not _probe_done and result:
+        if result:
             log.warning("sandbox unavailable: %s", result)
         await _probe_node()
         _probe_result, _probe_done = result, True
@@ -478,7 +540,7 @@ async def _probe() -> str | None:
     bwrap = bwrap_path()
     if bwrap is None:
         return f"Commands are refused because bubblewrap (bwrap) is not installed: {UNAVAILABLE_FIX}."
-    with tempfile.TemporaryDirectory(prefix="agentlab-sandbox-probe-") as folder:
+    with tempfile.TemporaryDirectory(prefix=temp_prefix("sandbox", "probe")) as folder:
         argv = bwrap_argv(spec_for(Path(folder)), "true", bwrap=bwrap)
         try:
             process = await asyncio.create_subprocess_exec(

@@ -175,7 +175,7 @@ class NetworkGate:
             return await self._record(task, True, "allowed (allowed for this task earlier)", command)
         choice, how = await self._ask(task, command, NETWORK, waiting)
         if choice == FOR_TASK:
-            self._allowed_tasks.add(task.id)
+            self._allowed_tasks.add(task.stored_id)
         await self._record(task, choice in (ONCE, FOR_TASK), how, command)
         if choice in (ONCE, FOR_TASK):
             return NetworkDecision(True, how)
@@ -201,7 +201,7 @@ class NetworkGate:
             return await self._record(task, True, f"{tool} allowed (allowed for this task earlier)", call)
         choice, how = await self._ask(task, call, Subject(tool), waiting)
         if choice == FOR_TASK:
-            self._allowed_calls.add((task.id, tool))
+            self._allowed_calls.add((task.stored_id, tool))
         await self._record(task, choice in (ONCE, FOR_TASK), f"{tool} {how}", call)
         if choice in (ONCE, FOR_TASK):
             return NetworkDecision(True, how)
@@ -222,8 +222,8 @@ class NetworkGate:
         the choice (None: no answer in time) and how it was decided, after the question lost its buttons."""
         request_id = next(self._ids)
         answer: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-        file_name = command_file_name(task.id, request_id, subject.file_word)
-        pending = _Pending(task.chat_id, task.id, text, file_name, None, answer, subject)
+        file_name = command_file_name(task.stored_id, request_id, subject.file_word)
+        pending = _Pending(task.chat_id, task.stored_id, text, file_name, None, answer, subject)
         self._pending[request_id] = pending
         await self.store.add_event(
             TaskEvent(

@@ -20,7 +20,7 @@ output); the call returns once the service printed something or opened a listeni
 with its first output and id; a service that exits is reported once (`exit_notes`), and at most
 `TaskBounds.max_services` run at a time. The bot writes the logs (a pump per service): they count in the task's disk
 budget, and what passes it is left out with a line saying so. The folder is named after the bot's pid, removed with the
-task, and by `sweep_leftovers` at the next start when a killed bot left it. Each service is one bwrap: its processes
+task, and by the start-up sweep (temp_folders.py) when a killed bot left it. Each service is one bwrap: its processes
 live in their own PID namespace, so a double fork or setsid inside still dies when the bot kills it (and when the
 command's own process ends: a service is its command, kept in the foreground); the bwrap carries the task's tag
 (orphans.py) and dies with the bot (`--die-with-parent`).
@@ -34,20 +34,19 @@ import os
 import shlex
 import shutil
 import signal
-import tempfile
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from agents.core.errors import ToolError
-from agents.sandbox.bwrap import SERVICES_MOUNT, SandboxSpec, sandbox_env, unavailable_reason
+from agents.sandbox.bwrap import SERVICES_MOUNT, SandboxSpec, keep_size_filter, sandbox_env, unavailable_reason
 from agents.sandbox.shell import confined_argv
 from agents.sandbox.task_limits import TaskBounds
+from agents.sandbox.temp_folders import temp_folder
 from agents.sandbox.user_net import UserNet
 from agents.sandbox.user_net import available as user_net_available
 
-LEFTOVER_PREFIX = "agentlab-services-"
 LOG_CAP_BYTES = 64 << 20  # the services' logs of a task without a disk budget (SANDBOX=off has no services anyway)
 START_WAIT_SECONDS = 10.0
 FIRST_OUTPUT_BYTES = 4000
@@ -85,8 +84,8 @@ class TaskServices:
 
     def __init__(self, bounds: TaskBounds) -> None:
         self.bounds = bounds
-        # the bot's pid in the name: a start-up sweep (sweep_leftovers) removes the folders of a bot that was killed
-        self.folder = Path(tempfile.mkdtemp(prefix=f"{LEFTOVER_PREFIX}{os.getpid()}-{bounds.name}-"))
+        # the bot's pid in the name: the start-up sweep (temp_folders.py) removes the folders of a bot that was killed
+        self.folder = temp_folder("services", bounds.name)
         self.services: list[Service] = []
         self._next = 1
         self.logged = 0  # bytes written to the logs so far
@@ -144,19 +143,20 @@ class TaskServices:
         net = UserNet() if sandbox.network and user_net_available() else None
         log = self.folder / f"{name}.log"
         try:
-            argv, pass_fds, _group = await confined_argv(sandbox, command, net)
-            log.touch()
-            process = await asyncio.create_subprocess_exec(
-                *argv,
-                cwd=sandbox.worktree,
-                env=sandbox_env(env, sandbox) | {k: v for k, v in env.items() if stdio},
-                stdin=asyncio.subprocess.PIPE if stdio else asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE if stdio else asyncio.subprocess.STDOUT,
-                start_new_session=True,
-                pass_fds=pass_fds,
-                limit=65536,
-            )
+            with keep_size_filter() as seccomp:
+                argv, pass_fds, _group = await confined_argv(sandbox, command, net, seccomp)
+                log.touch()
+                process = await asyncio.create_subprocess_exec(
+                    *argv,
+                    cwd=sandbox.worktree,
+                    env=sandbox_env(env, sandbox) | {k: v for k, v in env.items() if stdio},
+                    stdin=asyncio.subprocess.PIPE if stdio else asyncio.subprocess.DEVNULL,
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.PIPE if stdio else asyncio.subprocess.STDOUT,
+                    start_new_session=True,
+                    pass_fds=pass_fds,
+                    limit=65536,
+                )
             if net is not None:
                 await net.attach()
         except BaseException as err:
@@ -258,30 +258,6 @@ async def start_sandboxed_stdio(
     )
     service.reported = True  # its own client notices when it ends
     return service.process
-
-
-def sweep_leftovers(folder: Path | None = None) -> list[Path]:
-    """Remove the services folders (logs) that a bot killed without its clean-up left in the temporary folder: each
-    is named after its bot's pid, and only those of a process that is gone are removed (several bots, or a bot and
-    its runners, may share the machine). Returns what was removed."""
-    removed = []
-    for path in Path(folder or tempfile.gettempdir()).glob(f"{LEFTOVER_PREFIX}*"):
-        pid = path.name.removeprefix(LEFTOVER_PREFIX).split("-", 1)[0]
-        if not pid.isdigit() or _alive(int(pid)):
-            continue
-        shutil.rmtree(path, ignore_errors=True)
-        removed.append(path)
-    return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def stdio_env(env: Mapping[str, str], worktree: Path) -> dict[str, str]:

@@ -21,6 +21,7 @@ from agents.sandbox.bwrap import (
     SandboxSpec,
     bwrap_argv,
     bwrap_path,
+    keep_size_filter,
     sandbox_env,
     unavailable_reason,
 )
@@ -196,11 +197,24 @@ async def _run_sandboxed(
 ) -> CommandResult:
     """A command in bwrap, inside the task's cgroup (or a pids cgroup of its own), its network user-mode via pasta
     when allowed and installed, the task's disk budget watched while it runs (agents/sandbox/task_limits.py)."""
+    with keep_size_filter() as seccomp:
+        return await _run_filtered(command, cwd, environment, timeout, max_output, sandbox, seccomp)
+
+
+async def _run_filtered(
+    command: str,
+    cwd: Path,
+    environment: dict[str, str],
+    timeout: float,
+    max_output: int,
+    sandbox: SandboxSpec,
+    seccomp: int | None,
+) -> CommandResult:
     bounds = sandbox.task
     budget = bounds.disk_for(sandbox.worktree) if bounds is not None else None
     net = UserNet() if sandbox.network and user_net_available() else None
     try:
-        argv, pass_fds, group = await confined_argv(sandbox, command, net)
+        argv, pass_fds, group = await confined_argv(sandbox, command, net, seccomp)
     except BaseException:
         if net is not None:
             net.close()
@@ -260,18 +274,26 @@ async def _run_sandboxed(
 
 
 async def confined_argv(
-    sandbox: SandboxSpec, command: str, net: UserNet | None = None
+    sandbox: SandboxSpec, command: str, net: UserNet | None = None, seccomp: int | None = None
 ) -> tuple[list[str], tuple[int, ...], TaskCgroup | None]:
     """The argv that runs the shell `command` in bwrap: in the task's cgroup and network namespace
     (agents/sandbox/task_net.py) unless it has the network (then `net`, pasta, or the host's where pasta is missing);
-    the service logs shown read-only at SERVICES_MOUNT. Returns it, the descriptors to pass and the task's cgroup."""
+    the service logs shown read-only at SERVICES_MOUNT; the largest file a command may write is at most the task's disk
+    budget, and a reservation that keeps the file size is refused (`seccomp`: bwrap.keep_size_filter's descriptor).
+    Returns it, the descriptors to pass and the task's cgroup."""
     bounds = sandbox.task
     group = bounds.cgroup() if bounds is not None else None
+    disk = bounds.disk_for(sandbox.worktree) if bounds is not None else None
+    if disk is not None and disk.budget_bytes < sandbox.limits.max_file_bytes:
+        # one file may not outgrow the task's whole disk budget: the kernel refuses it at once (RLIMIT_FSIZE), where
+        # the budget's poll would only see it at its next look
+        limits = dataclasses.replace(sandbox.limits, max_file_bytes=disk.budget_bytes)
+        sandbox = dataclasses.replace(sandbox, limits=limits)
     join = bounds is not None and not sandbox.network
     if bounds is not None and bounds.service_logs is not None:
         sandbox = dataclasses.replace(sandbox, mounts=(*sandbox.mounts, (bounds.service_logs, SERVICES_MOUNT)))
     bwrap = bwrap_path() or "bwrap"
-    if join:
+    if join and bounds is not None:
         try:
             await bounds.net.ensure(bwrap)
         except OSError as err:
@@ -283,9 +305,12 @@ async def confined_argv(
         shell=_SANDBOX_SHELL,
         user_net=net.child_fds if net is not None else None,
         joined=join,
+        seccomp=seccomp,
     )
-    pass_fds = net.child_fds if net is not None else ()
-    if join:
+    pass_fds: tuple[int, ...] = net.child_fds if net is not None else ()
+    if seccomp is not None:
+        pass_fds += (seccomp,)
+    if join and bounds is not None:
         wrapped = bounds.net.join(wrapped)
         pass_fds += bounds.net.pass_fds
     if group is not None:  # memory (and processes) of the whole task (agents/sandbox/task_cgroup.py)

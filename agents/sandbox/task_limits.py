@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from agents.core.secrets_filter import SecretScope
 from agents.sandbox.task_cgroup import TaskCgroup
 from agents.sandbox.task_cgroup import support as task_cgroup_support
 from agents.sandbox.task_net import TaskNet
@@ -203,8 +204,9 @@ class ServiceSet(Protocol):
 @dataclass
 class TaskBounds:
     """One task's shared limits, made when the task starts and closed when it ends (TaskExecutor): its cgroup, disk
-    budget, network namespace (agents/sandbox/task_net.py) and services (agents/sandbox/services.py keeps them in
-    `services`; `closers` run first at close, so nothing the task started outlives it)."""
+    budget, network namespace (agents/sandbox/task_net.py), services (agents/sandbox/services.py keeps them in
+    `services`; `closers` run first at close, so nothing the task started outlives it) and the secret values it
+    remembered (`secrets`: forgotten at close)."""
 
     name: str
     memory_bytes: int
@@ -215,8 +217,12 @@ class TaskBounds:
     services: ServiceSet | None = None  # the task's TaskServices, made at its first service
     service_logs: Path | None = None  # the bot-side folder of the services' logs, shown read-only in every command
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    secrets: SecretScope = field(init=False)  # the values the task remembered: masked until it ends
     _cgroup: TaskCgroup | None = None
     _made: bool = False
+
+    def __post_init__(self) -> None:
+        self.secrets = SecretScope(f"task {self.name}")
 
     def cgroup(self) -> TaskCgroup | None:
         """The task's cgroup, made at its first command (None where the machine allows none)."""
@@ -236,6 +242,7 @@ class TaskBounds:
         if self._cgroup is not None:
             await self._cgroup.close()
             self._cgroup = None
+        self.secrets.close()
 
 
 def sandbox_limit_warnings(network_possible: bool) -> list[str]:

@@ -23,8 +23,9 @@ import logging
 import os
 import shutil
 import signal
-import tempfile
 from pathlib import Path
+
+from agents.sandbox.temp_folders import temp_folder
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +50,7 @@ class UserNet:
         self.block_read, self.block_write = os.pipe()
         self._open = {self.info_read, self.info_write, self.block_read, self.block_write}
         self.pasta_pid: int | None = None
-        self.folder = Path(tempfile.mkdtemp(prefix="agentlab-pasta-"))
+        self.folder = temp_folder("pasta", "net")
 
     @property
     def child_fds(self) -> tuple[int, int]:

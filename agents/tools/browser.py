@@ -15,7 +15,6 @@ import dataclasses
 import json
 import shlex
 import shutil
-import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from agents.sandbox.bwrap import SandboxSpec
 from agents.sandbox.egress_proxy import FORWARDER, PROXY_PORT, EgressProxy
 from agents.sandbox.network_gate import NetworkDecision
 from agents.sandbox.task_limits import TaskBounds
+from agents.sandbox.temp_folders import temp_folder
 from agents.tools.mcp_client import Connector, Gate
 from agents.tools.mcp_config import McpServerConfig
 from agents.tools.screenshot import on_loopback
@@ -119,10 +119,10 @@ class BrowserRun:
         self.may_go_out = may_go_out
 
     def connector(self, sandbox: SandboxSpec | None, bounds: TaskBounds, start: Callable[..., Connector]) -> Connector:
-        """`start(config, sandbox)` is the ordinary stdio connector; the forwarder runs before the server."""
+        """`start(config, sandbox, bounds)` is the ordinary stdio connector; the forwarder runs before the server."""
         if sandbox is None or not self.may_go_out:
-            return start(self.config, sandbox)
-        folder = Path(tempfile.mkdtemp(prefix=f"agentlab-proxy-{bounds.name}-"))
+            return start(self.config, sandbox, bounds)
+        folder = temp_folder("proxy", bounds.name)
         folder.chmod(0o755)
         self.proxy = EgressProxy(folder)
         proxy = self.proxy
@@ -140,7 +140,7 @@ class BrowserRun:
             args=("-c", f"{forward} </dev/null >/dev/null 2>&1 & exec {server}"),
             read_paths=(*self.config.read_paths, FORWARDER, folder),
         )
-        inner = start(wrapped, sandbox)
+        inner = start(wrapped, sandbox, bounds)
 
         async def connect():  # noqa: ANN202 - (transport, process)
             if proxy._server is None:

@@ -16,7 +16,7 @@ import dataclasses
 import logging
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from agents.core.errors import ToolError
@@ -24,9 +24,10 @@ from agents.core.models import WorkerKind
 from agents.core.secrets_filter import remember
 from agents.core.settings import Settings
 from agents.sandbox.bwrap import SYSTEM_DIRS, SandboxSpec, spec_for
-from agents.sandbox.services import start_sandboxed_stdio
+from agents.sandbox.services import start_sandboxed_stdio, stdio_env
 from agents.sandbox.shell import child_env
 from agents.sandbox.task_limits import TaskBounds
+from agents.sandbox.temp_folders import temp_folder, temp_prefix
 from agents.tools import browser
 from agents.tools.browser import BrowserInstall
 from agents.tools.mcp_client import Connector, Gate, McpSession, PictureSink, ServerTools, process_transport
@@ -43,9 +44,10 @@ class McpTimeouts:
     call: float = 120.0
 
 
-def connector(config: McpServerConfig, sandbox: SandboxSpec | None) -> Connector:
+def connector(config: McpServerConfig, sandbox: SandboxSpec | None, bounds: TaskBounds) -> Connector:
     """How one session reaches its server: a stdio server started in `sandbox` (unconfined only with SANDBOX=off),
     or the server's URL."""
+    home: list[Path] = []  # SANDBOX=off: the server's own working directory, made at its first start
 
     async def connect():  # noqa: ANN202 - (transport, process)
         if config.url is not None:
@@ -55,12 +57,15 @@ def connector(config: McpServerConfig, sandbox: SandboxSpec | None) -> Connector
             client = create_mcp_http_client(headers=config.headers or None)
             return streamable_http_client(config.url, http_client=client), None
         if sandbox is None:
+            if not home:
+                home.append(unconfined_home(config, bounds))
             process = await asyncio.create_subprocess_exec(
                 *config.argv(),
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.DEVNULL,
-                env={**child_env(), **config.env},
+                cwd=home[0],
+                env=unconfined_env(config.env, home[0]),
                 start_new_session=True,
             )
         else:
@@ -76,6 +81,28 @@ def connector(config: McpServerConfig, sandbox: SandboxSpec | None) -> Connector
         return process_transport(process), process
 
     return connect
+
+
+def unconfined_home(config: McpServerConfig, bounds: TaskBounds) -> Path:
+    """With SANDBOX=off a stdio server still starts in a folder of its own (empty, removed with the task), not in the
+    bot's working directory or the worktree: `python -m server` or a relative `require` finds no module a worker
+    wrote there."""
+    folder = temp_folder("mcp", f"{bounds.name}_{config.name}")
+
+    async def remove() -> None:
+        shutil.rmtree(folder, ignore_errors=True)
+
+    bounds.closers.append(remove)
+    return folder
+
+
+def unconfined_env(own: Mapping[str, str], home: Path) -> dict[str, str]:
+    """The environment of a stdio server with SANDBOX=off: the bot's (without its secrets) and the server's own
+    `env`, with the search paths a worker could have planted in cleared: the bot's PYTHONPATH and NODE_PATH are not
+    inherited (the server's own `env` may name them), Python leaves the working directory off sys.path
+    (PYTHONSAFEPATH), and HOME is the server's own folder."""
+    inherited = {k: v for k, v in child_env().items() if k not in ("PYTHONPATH", "NODE_PATH")}
+    return stdio_env({**inherited, "HOME": str(home), **own}, home)
 
 
 def readable(config: McpServerConfig, spec: SandboxSpec) -> list[Path]:
@@ -98,7 +125,7 @@ class Planned:
 
 def research_sandbox(sandbox: SandboxSpec, bounds: TaskBounds) -> SandboxSpec:
     """A research worker's servers: an empty folder as their worktree, the workspace read-only."""
-    empty = Path(tempfile.mkdtemp(prefix=f"agentlab-mcp-{bounds.name}-"))
+    empty = temp_folder("mcp", bounds.name)
 
     async def remove() -> None:
         shutil.rmtree(empty, ignore_errors=True)
@@ -169,7 +196,8 @@ class TaskMcp:
         """Start the servers of `kind` for one task; their tools (closed with `bounds`)."""
         if kind is WorkerKind.RESEARCH and sandbox is not None and any(kind in c.roles for c in self.servers):
             sandbox = research_sandbox(sandbox, bounds)
-        planned = [Planned(c, connector(c, sandbox), gates.approval(c)) for c in self.servers if kind in c.roles]
+        mine = [c for c in self.servers if kind in c.roles]
+        planned = [Planned(c, connector(c, sandbox, bounds), gates.approval(c)) for c in mine]
         if kind is WorkerKind.FRONTEND and self.browser is not None:
             run = browser.BrowserRun(self.browser, self.may_go_out)
             gate = run.gate(gates.ask, gates.whole_task)
@@ -190,14 +218,14 @@ async def probe(config: McpServerConfig, settings: Settings, call: str | None = 
     """Start `config` as a task would (a sandbox of an empty folder), count its tools, end it (`agentlab doctor`);
     with `call`, that tool (no arguments) must answer without an error too (the browser's `list_pages` starts
     Chromium). Raises ToolError saying why it does not start."""
-    with tempfile.TemporaryDirectory(prefix="agentlab-doctor-") as folder:
+    with tempfile.TemporaryDirectory(prefix=temp_prefix("doctor", "probe")) as folder:
         bounds = TaskBounds("doctor", settings.sandbox_max_memory_mb << 20, settings.sandbox_max_processes)
         sandbox = None
         if settings.sandbox != "off":
             spec = spec_for(Path(folder), extra_read_only=settings.sandbox_read_paths)
             sandbox = dataclasses.replace(spec, task=bounds)
         timeouts = McpTimeouts(settings.mcp_start_timeout_seconds, settings.mcp_call_timeout_seconds)
-        session = McpSession(config.name, connector(config, sandbox), timeouts.start, timeouts.call)
+        session = McpSession(config.name, connector(config, sandbox, bounds), timeouts.start, timeouts.call)
         try:
             count = len(await session.start())
             if call is not None:

@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 from agents.core.errors import ToolError
 from agents.sandbox.bwrap import SandboxSpec
 from agents.sandbox.shell import child_env, run_command
+from agents.sandbox.temp_folders import temp_prefix
 from agents.tools.toolbox import ToolResult
 from agents.workspaces.folders import confine
 
@@ -68,7 +69,7 @@ async def capture(
 
     With `sandbox`, Chromium runs inside it like every process of a task: the page's scripts reach no network and no
     file outside the worktree (only the folder the picture is written to is added)."""
-    with tempfile.TemporaryDirectory(prefix="agentlab-shot-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=temp_prefix("shot", "page")) as tmp:
         out = Path(tmp) / "shot.png"
         command = (
             f"{shlex.quote(chromium)} {CHROMIUM_FLAGS} --user-data-dir={shlex.quote(tmp + '/profile')} "

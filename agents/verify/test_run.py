@@ -26,6 +26,7 @@ from pydantic import BaseModel, Field
 from agents.core.errors import ToolError
 from agents.sandbox.bwrap import SandboxSpec
 from agents.sandbox.shell import CommandResult, child_env, run_command
+from agents.sandbox.temp_folders import temp_prefix
 from agents.verify.js_test_runners import ScriptStep, describe_step, reporter_command, test_steps, with_files
 from agents.verify.test_env import (  # noqa: F401  (re-exported: the runner's public names)
     CONFIG_FILE,
@@ -169,7 +170,7 @@ async def run_tests(
             return no_tests_outcome()
     command = environment.with_ids(ids or [])
     # The JUnit report goes outside the checkout (never in a diff); a sandboxed run must be able to write report_dir.
-    with tempfile.TemporaryDirectory(prefix="agentlab-junit-") as report_dir:
+    with tempfile.TemporaryDirectory(prefix=temp_prefix("junit", "run")) as report_dir:
         report = Path(report_dir) / "junit.xml"
         full = f"{command} --junitxml={shlex.quote(str(report))}" if environment.pytest else command
         child = environment.env_for(workspace, dict(child_env() if env is None else env))

@@ -67,6 +67,14 @@ def still_running(task_id: int) -> str:
     )
 
 
+def not_ended(task_id: int, status: str) -> str:
+    """What the foreground wait answers when it ended but the task did not (the bot is stopping under it)."""
+    return (
+        f"Task #{task_id} has not ended (status {status}): the bot is stopping, so no summary was sent. After the "
+        f"restart it shows as interrupted, and Resume continues it. Do not say it is done."
+    )
+
+
 def _trim(text: str, limit: int) -> str:
     text = text.strip()
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"

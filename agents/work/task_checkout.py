@@ -56,7 +56,9 @@ class TaskCheckouts:
             worktree=str(tree.path),
         )
         await clear_stale_index_locks(tree)  # a SIGKILL during the bot's own `git add` leaves one behind
-        await remember_credential_files(tree.path)  # `cat .npmrc` in a command then prints «masked»
+        # `cat .npmrc` in a command then prints «masked», until the task ends (its bounds close its secrets' scope)
+        bounds = self.sandboxes.bounds.get(task_id)
+        await remember_credential_files(tree.path, bounds.secrets if bounds is not None else None)
         checks = await TaskTests.start(
             workspace.path,
             tree.path,

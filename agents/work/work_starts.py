@@ -176,6 +176,8 @@ class WorkStarts:
             await self.store.update_task(task_id, background=True)
             return crew_texts.still_running(task_id)
         done = await self.access.task(task_id)
+        if not done.status.is_final:  # the wait ended without the task (the bot is stopping): no summary was sent
+            return crew_texts.not_ended(task_id, done.status.value)
         return (
             f"Task #{task_id} ended with status {done.status.value}. "
             f"{done.error or ''} Worker's report: {(done.result or '(none)')[:1500]} "

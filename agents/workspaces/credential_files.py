@@ -17,7 +17,7 @@ import logging
 import os
 from pathlib import Path
 
-from agents.core.secrets_filter import credential_values, remember
+from agents.core.secrets_filter import SecretScope, credential_values, remember
 from agents.git.command import GitError, run_git
 from agents.workspaces.file_walk import walk_tree
 from agents.workspaces.folders import is_secret_file
@@ -48,9 +48,10 @@ SECRET_PATHSPECS = tuple(
 )
 
 
-async def remember_credential_files(checkout: Path) -> int:
-    """Read the checkout's deny-listed files (at HEAD and on disk) and mask their values from now on; how many
-    values were found. Failures are logged, never raised: the filter's token shapes still apply."""
+async def remember_credential_files(checkout: Path, scope: SecretScope | None = None) -> int:
+    """Read the checkout's deny-listed files (at HEAD and on disk) and mask their values from now on (while `scope`,
+    the task's, is open); how many values were found. Failures are logged, never raised: the filter's token shapes
+    still apply."""
     values: list[str] = []
     try:
         values += await _at_head(Path(checkout))
@@ -61,7 +62,7 @@ async def remember_credential_files(checkout: Path) -> int:
     except (GitError, OSError) as err:  # a timeout on a huge history: HEAD and the disk still count
         log.info("credential files in the history of %s not read: %s", checkout, err)
     values += await asyncio.to_thread(_on_disk, Path(checkout))
-    remember(values)
+    remember(values, scope)
     return len(set(values))
 
 
@@ -79,6 +80,7 @@ async def _at_head(checkout: Path) -> list[str]:
 
 
 _history_seen: dict[str, list[str]] = {}  # the refs' tips -> the values their history holds (one search per state)
+HISTORY_STATES = 64  # the latest states of refs remembered, so the cache does not grow with every commit
 
 
 async def _history_once(checkout: Path) -> list[str]:
@@ -90,6 +92,8 @@ async def _history_once(checkout: Path) -> list[str]:
     key = hashlib.sha256(refs.stdout.encode()).hexdigest()
     if key not in _history_seen:
         _history_seen[key] = await _in_history(checkout)
+        while len(_history_seen) > HISTORY_STATES:
+            del _history_seen[next(iter(_history_seen))]  # the oldest state
     return _history_seen[key]
 
 

@@ -4,7 +4,8 @@ The real ``anthropic`` SDK talks to it (``base_url=fake.url``), so retries, erro
 classes and response parsing are exercised for real. Tests queue replies with
 ``fake.script(...)`` (built by :func:`text`, :func:`tool_use`, :func:`tool_uses`,
 :func:`error`, or callables taking the request body), inspect ``fake.requests``,
-and read realistic ``usage`` numbers, including a simulation of prompt caching.
+and read realistic ``usage`` numbers, including a simulation of prompt caching. A request with nothing queued
+and no ``handler`` set is unexpected: it fails the test.
 
 Requests are validated like the real API where that is cheap (required fields,
 user/assistant alternation, tool_use/tool_result pairing, non-empty content, at
@@ -153,6 +154,16 @@ def rate_limited(**kwargs: Any) -> Reply:
 def server_error(**kwargs: Any) -> Reply:
     """A 500 ``api_error`` reply."""
     return error(500, "api_error", "Internal server error", **kwargs)
+
+
+def unscripted(body: dict[str, Any]) -> Reply:
+    """The default handler: nothing was queued and no handler set, so the request was not expected. It fails the test
+    (recorded in ``handler_errors``, which the ``fake_anthropic`` fixture checks) and the client gets a 500."""
+    messages = body.get("messages") or [{}]
+    raise AssertionError(
+        f"unscripted request to the fake Anthropic API (nothing queued, no handler set); "
+        f"last message: {str(messages[-1])[:300]}"
+    )
 
 
 # --------------------------------------------------------------------------- records
@@ -623,7 +634,7 @@ class FakeAnthropic:
     """The fake API server. Use as a context manager or via the ``fake_anthropic`` fixture."""
 
     def __init__(self, *, min_cacheable_tokens: int = DEFAULT_MIN_CACHEABLE_TOKENS) -> None:
-        self.handler: ReplyFn = lambda _body: text("ok")
+        self.handler: ReplyFn = unscripted  # set it (e.g. to a tests.scripted.RoleScript) or queue replies
         self.token_delay = 0.0  # seconds between the words of a streamed reply (a reply's own value wins)
         self.requests: list[RecordedRequest] = []
         self.count_token_requests: list[RecordedRequest] = []

@@ -1,0 +1,291 @@
+"""What a chat turn sends the model: the history (compacted past its budget), the new message and its context."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import anthropic
+
+from agents.chat.refusals import BlockOwners
+from agents.chat.replying import ReplyTo, describe_reply
+from agents.chat.symbol_hints import SymbolHints
+from agents.core.models import (
+    Attachment,
+    ChatMessage,
+    ConversationNote,
+    InputMethod,
+    Role,
+    TaskStatus,
+    WorkerKind,
+    utcnow,
+)
+from agents.core.protocols import MessageModel
+from agents.core.settings import Settings
+from agents.inputs.attachments import Attachments
+from agents.llm import prompts
+from agents.llm.client import usage_record
+from agents.llm.tool_loop import as_model
+from agents.store.database import Store
+from agents.store.shown import PROPOSAL, TASK
+from agents.store.standing import StandingNotes, note_line
+from agents.workspaces.folders import Workspaces
+
+log = logging.getLogger(__name__)
+
+EPHEMERAL = {"type": "ephemeral"}
+COMPACT_INPUT_CHARS = 200_000  # the newest part of the turns to summarise, if they are longer
+UNANSWERED = "(no answer: this turn failed before I could reply)"
+USER, ASSISTANT = str(Role.USER), str(Role.ASSISTANT)
+PINNED_PER_KIND = 3  # proposals / task summaries kept whole past compaction
+
+
+def history_messages(
+    history: list[ChatMessage], attached: dict[int, list[dict[str, Any]]] | None = None
+) -> list[dict[str, Any]]:
+    """Stored turns as API messages: starts with the user; a user turn left unanswered (a failed turn) is marked so,
+    never merged into the next one; the bot's neighbouring turns (an answer, then a proposal shown) are joined.
+
+    `attached`: message id → the content blocks of its photos and files, shown before the message's text.
+    """
+    messages: list[dict[str, Any]] = []
+    attached = attached or {}
+    last_role = ""  # the role of messages[-1], as a plain str (a Role's `.value` is an enum look-up each time)
+    for turn in history:
+        role = str(turn.role)
+        if not messages and role != USER:
+            continue
+        pictures = attached.get(turn.id) if attached and turn.id is not None else None
+        text_block = {"type": "text", "text": turn.content}
+        if role == last_role == USER:
+            messages.append({"role": ASSISTANT, "content": [{"type": "text", "text": UNANSWERED}]})
+            last_role = ASSISTANT
+        if role == last_role:
+            last = messages[-1]["content"][-1]
+            if not pictures and last.get("type") == "text":
+                last["text"] += "\n\n" + turn.content
+            else:
+                messages[-1]["content"] += [*(pictures or []), text_block]
+        else:
+            messages.append({"role": role, "content": [*pictures, text_block] if pictures else [text_block]})
+            last_role = role
+    return messages
+
+
+def _mark_cache(message: dict[str, Any]) -> None:
+    message["content"][-1]["cache_control"] = EPHEMERAL
+
+
+class TurnContext:
+    """Builds one turn's request messages for a chat: its history (a compact note of older turns, the newest turns in
+    HISTORY_TOKEN_BUDGET), their photos and files, the new message and the per-turn <context> block."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store,
+        client: anthropic.AsyncAnthropic | MessageModel,  # the model that summarises older turns
+        workspaces: Workspaces,
+        hints: SymbolHints | None = None,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.client = client
+        self.workspaces = workspaces
+        self.hints = hints
+        self.attachments = Attachments.from_settings(settings)
+
+    async def context_block(
+        self,
+        chat_id: int,
+        input_method: InputMethod,
+        text: str = "",
+        reply_to: ReplyTo | None = None,
+        user_id: int | None = None,
+        *,
+        owner: bool = False,
+    ) -> str:
+        """The per-turn facts the seed design gives the orchestrator: input method, workspaces, tasks, proposals.
+        `owner`: the user is an owner (a member's hints leave out the bot's own code)."""
+        lines = [f"input_method: {input_method.value}"]
+        if input_method is InputMethod.VOICE:
+            lines.append("(this message is a speech transcript: be lenient with misheard words and names)")
+        replying = await describe_reply(self.store, chat_id, reply_to)
+        if replying:
+            lines.append(replying)
+        lines.append("workspaces:")
+        for ws in self.workspaces.all():
+            lines.append(f"- {ws.name}" + (" (this bot's own code)" if ws.is_self else ""))
+        own = await self.store.conversations.bound_workspace(chat_id)
+        if own:  # a topic bound with /workspace (or named like a workspace): its requests need not name it
+            lines.append(f"workspace of this conversation: {own} (meant when a request names none)")
+        active = await self.store.list_tasks(chat_id, statuses=TaskStatus.cancellable(), limit=20)
+        lines.append("active tasks:" if active else "active tasks: none")
+        for t in active:
+            lines.append(f"- #{t.id} [{t.status.value}] {t.worker.value} in {t.workspace}: {t.title}")
+        pending = await self.store.pending_proposals(chat_id)
+        lines.append("pending proposals:" if pending else "pending proposals: none")
+        for p in pending:  # shown whole in the conversation above; get_proposal(id) gives it again
+            lines.append(f"- proposal #{p.id} for {p.workspace} (request: {' '.join(p.request.split())[:200]})")
+        researching = [t for t in active if t.worker is WorkerKind.RESEARCH and t.status.is_active]
+        if researching:
+            lines.append(
+                "proposals still being written: " + ", ".join(f"research #{t.id} in {t.workspace}" for t in researching)
+            )
+        schedules = await self.store.schedules.live(chat_id)
+        if schedules:  # "stop the nightly run" names one of these
+            lines.append("schedules of this conversation:")
+            for s in schedules:
+                when = (
+                    f"cron {s.cron}"
+                    if s.cron
+                    else f"at {s.at:%Y-%m-%d %H:%M} UTC"
+                    if s.at
+                    else f"every {s.every_minutes} min"
+                )
+                what = " ".join(s.instructions.split())[:120]
+                lines.append(f"- schedule #{s.id} [{s.status.value}] {when}, {s.worker.value} in {s.workspace}: {what}")
+        zone = self.settings.zone  # "tomorrow at 7" needs today's date; schedules are read in this zone
+        lines.append(f"now: {utcnow().astimezone(zone).strftime('%a %Y-%m-%d %H:%M %Z')} (time zone {zone})")
+        lines += await self._standing_notes(user_id)
+        definitions = await self.hints.hints(text, owner=owner) if self.hints else []
+        if definitions:
+            lines.append("definitions of code names in this message (from the repository index):")
+            lines += [f"- {d}" for d in definitions]
+        return "<context>\n" + "\n".join(lines) + "\n</context>"
+
+    async def _standing_notes(self, user_id: int | None) -> list[str]:
+        """The user's standing notes that apply to this request. They sit in the per-turn context, after the cached
+        prefix, so adding or forgetting one never changes what the cache holds."""
+        notes = await StandingNotes(self.store).applying(user_id, self.settings.is_owner, every=True)
+        if not notes:
+            return []
+        return [
+            "standing notes that apply to this user's requests (follow them; a later note wins over an earlier one; "
+            "workers get the notes of their workspace themselves; forget(note_id) deletes one):",
+            *(f"- {note_line(n, user_id)}" for n in notes),
+        ]
+
+    def _fit_for_model(self, text: str) -> str:
+        limit = self.settings.max_message_chars
+        if len(text) <= limit:
+            return text
+        return (
+            f"{text[:limit]}\n\n[The user's message was {len(text):,} characters long; only the first {limit:,} "
+            "are shown here. Say so briefly in your reply.]"
+        )
+
+    async def _history(self, chat_id: int) -> list[ChatMessage]:
+        """The conversation as the model sees it: a compact note of older turns, then the newest turns in the budget.
+
+        When the unsummarised turns pass the budget, the older ones (all but the newest half-budget) are
+        summarised by the model into a note kept in the store; the turns themselves stay stored (/history).
+        """
+        budget = self.settings.history_token_budget
+        note = await self.store.latest_note(chat_id)
+        turns = await self.store.messages_after(chat_id, note.up_to_message_id if note else 0)
+        if sum(t.tokens for t in turns) > budget:
+            keep: list[ChatMessage] = []
+            used = 0
+            for turn in reversed(turns):
+                if keep and used + turn.tokens > budget // 2:
+                    break
+                keep.append(turn)
+                used += turn.tokens
+            keep.reverse()
+            older = turns[: len(turns) - len(keep)]
+            summary = await self._summarise(chat_id, note.summary if note else None, older) if older else None
+            if summary:
+                note = await self.store.add_note(
+                    ConversationNote(chat_id=chat_id, up_to_message_id=older[-1].id, summary=summary)
+                )
+            turns = keep
+        if note is None:
+            return turns
+        pinned = await self._still_relevant(chat_id, note.up_to_message_id)
+        return (
+            [
+                ChatMessage(
+                    chat_id=chat_id, role=Role.USER, content=f"[Summary of our earlier conversation]\n{note.summary}"
+                )
+            ]
+            + pinned
+            + turns
+        )
+
+    async def _still_relevant(self, chat_id: int, up_to_id: int) -> list[ChatMessage]:
+        """Proposals still pending and the newest task summaries, kept whole although older turns were summarised."""
+        shown = await self.store.shown_records_up_to(chat_id, up_to_id)
+        pending = {p.id for p in await self.store.pending_proposals(chat_id)}
+        proposals = [m for m in shown if m.kind == PROPOSAL and m.ref_id in pending][-PINNED_PER_KIND:]
+        tasks = [m for m in shown if m.kind == TASK][-PINNED_PER_KIND:]
+        return sorted(proposals + tasks, key=lambda m: m.id or 0)
+
+    async def _summarise(self, chat_id: int, previous: str | None, turns: list[ChatMessage]) -> str | None:
+        transcript = "\n\n".join(
+            f"{t.role.value}: {t.content}" + "".join(f" [sent {a.name}]" for a in t.attachments) for t in turns
+        )[-COMPACT_INPUT_CHARS:]
+        if previous:
+            transcript = f"(summary so far)\n{previous}\n\n(later turns)\n{transcript}"
+        try:
+            response = await as_model(self.client).create(
+                model=self.settings.orchestrator_model,
+                max_tokens=1024,
+                system=prompts.COMPACTOR,
+                messages=[{"role": "user", "content": transcript}],
+            )
+        except anthropic.APIError as err:  # the turn goes on with the newest turns only
+            log.warning("chat %s: could not compact the history: %s", chat_id, err)
+            return None
+        await self.store.record_usage(usage_record(response, "compactor", chat_id, None))
+        return "".join(b.text for b in response.content if b.type == "text").strip() or None
+
+    async def request_messages(
+        self,
+        chat_id: int,
+        asked: ChatMessage,
+        text: str,
+        input_method: InputMethod,
+        reply_to: ReplyTo | None,
+        attachments: list[Attachment],
+        owners: BlockOwners,
+        user_id: int | None = None,
+        owner: bool = False,
+    ) -> list[dict[str, Any]]:
+        """The turn's messages: history (with its photos and files), then the new message with its context.
+        `owners` is filled with which attachment each image/document block shows (to find one the API refuses)."""
+
+        async def blocks_of(items: list[Attachment]) -> list[dict[str, Any]]:
+            blocks: list[dict[str, Any]] = []
+            for attachment in items:
+                for block in await self.attachments.blocks(attachment):
+                    owners[id(block)] = attachment
+                    blocks.append(block)
+            return blocks
+
+        history = await self._history(chat_id)
+        earlier = [t for t in history if t.id is None or t.id < (asked.id or 0)]
+        attached = {t.id: await blocks_of(t.attachments) for t in earlier if t.attachments and t.id is not None}
+        messages = history_messages(earlier, attached)
+        if len(messages) >= 2:  # cache breakpoint at the end of the previous turn's user message
+            for m in reversed(messages):
+                if m["role"] == "user":
+                    _mark_cache(m)
+                    break
+        current = {
+            "role": "user",
+            "content": [
+                *await blocks_of(attachments),
+                {"type": "text", "text": self._fit_for_model(text), "cache_control": EPHEMERAL},
+                {
+                    "type": "text",
+                    "text": await self.context_block(
+                        chat_id, input_method, text[:2000], reply_to, user_id, owner=owner
+                    ),
+                },
+            ],
+        }
+        if messages and messages[-1]["role"] == "user":
+            messages.append({"role": "assistant", "content": [{"type": "text", "text": UNANSWERED}]})
+        messages.append(current)
+        return messages

@@ -1,0 +1,115 @@
+"""A runner's report applied on the bot's side (TASK_ENGINE=temporal), as the local engine ends a task.
+
+The task branch is fetched from the shared remote into the owner's checkout; the row, events, criteria, usage and
+tool calls are stored; a research proposal is stored under the bot's own number; the summary is delivered through the
+outbox and kept in the chat history; GitHub's part (Open PR, a follow-up's push) is done here, where the bot's token is.
+"""
+
+from __future__ import annotations
+
+from agents.core.actions import Action, button
+from agents.core.models import Task, TaskEvent, TaskStatus, ToolCallRecord, UsageRecord, utcnow
+from agents.core.protocols import Outbox
+from agents.core.settings import Settings
+from agents.engine.payloads import TaskReport, decode_buttons
+from agents.git.command import GitError, GitIdentity
+from agents.git.remote import fetch_branch
+from agents.store.database import Store
+from agents.store.shown import TASK, remember_shown, shown_as
+from agents.work.pull_requests import PullRequests
+from agents.work.task_proposals import show_proposal, store_proposal
+from agents.workspaces.folders import Workspaces
+
+RUN_EVENT = "workflow"  # a task event: "started <workflow id>" before its start is sent, "ended <id>" once applied
+
+
+class TaskReports:
+    """Applies the report of a task's workflow run: stored, its branch fetched, its summary shown."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store,
+        deliveries: Outbox,
+        workspaces: Workspaces,
+        pull_requests: PullRequests | None = None,
+    ) -> None:
+        self.settings, self.store, self.deliveries, self.workspaces = settings, store, deliveries, workspaces
+        self.pull_requests = pull_requests  # GitHub: the bot's token stays in the bot, so the bot does GitHub's part
+        self.identity = GitIdentity(settings.git_author_name, settings.git_author_email)
+
+    async def tell_interrupted(self, task: Task, text: str) -> None:
+        """A notice that the task stopped, with Resume and Discard."""
+        buttons = [
+            [button("▶ Resume", Action.RESUME, task.stored_id), button("✖ Discard", Action.DISCARD, task.stored_id)]
+        ]
+        await self.deliveries.deliver(task.chat_id, text, buttons=buttons, kind="notice", task_id=task.id)
+
+    async def apply(self, task: Task, run: str, report: TaskReport) -> None:
+        """Store what the runner reports, fetch its branch, show its summary (through the outbox)."""
+        missing = await self._fetch(task, report)
+        for kind, detail in report.events:
+            await self.store.add_event(TaskEvent(task_id=task.id, kind=kind, detail=detail))
+        for idx, evidence in report.verified:
+            await self.store.verify_criterion(task.stored_id, int(idx), evidence)
+        for row in report.usage:
+            await self.store.record_usage(UsageRecord.model_validate_json(row).model_copy(update={"id": None}))
+        for row in report.tool_calls:
+            await self.store.record_tool_call(ToolCallRecord.model_validate_json(row).model_copy(update={"id": None}))
+        status = TaskStatus(report.status)
+        fields: dict[str, object] = {"status": status, "result": report.result, "error": report.error}
+        proposal = await store_proposal(self.store, task, report.proposal) if report.proposal else None
+        if proposal is not None:
+            fields["result"] = f"proposal #{proposal.id}"  # the bot's number, not the runner's
+        if report.branch:
+            known = {
+                "base_branch": report.base_branch,
+                "base_commit": report.base_commit,
+                "commit_sha": report.commit_sha,
+            }
+            # no worktree on this machine: Diff, Merge and Discard use the fetched branch in the owner's checkout
+            fields.update(branch=report.branch, worktree=None, **{k: v for k, v in known.items() if v})
+        if status.is_final:
+            fields["finished_at"] = utcnow()
+        await self.store.update_task(task.stored_id, **fields)
+        await self.store.add_event(TaskEvent(task_id=task.id, kind=RUN_EVENT, detail=f"ended {run}"))
+        if proposal is not None:
+            await show_proposal(self.store, self.deliveries, self.settings.shown_turn_chars, task, proposal)
+        for shown in report.shown:
+            text = shown.text + (f"\n\n⚠ {missing}" if missing else "")
+            record = await remember_shown(
+                self.store, task.chat_id, TASK, task.stored_id, text, self.settings.shown_turn_chars
+            )
+            buttons = decode_buttons(shown.buttons)
+            if self.pull_requests is not None and shown.kind == "summary":  # the runner has no token: Open PR is ours
+                buttons = await self.pull_requests.with_open_pr(task, buttons)
+            sent = await self.deliveries.deliver(
+                task.chat_id,
+                text,
+                buttons=buttons,
+                reply_to=shown.reply_to,
+                kind=shown.kind,
+                task_id=task.id,
+            )
+            await shown_as(self.store, record, sent)
+        if status is TaskStatus.INTERRUPTED:
+            await self.tell_interrupted(
+                task, f"⚠️ **Task #{task.id}** stopped: {report.error}. Resume it, or discard it?"
+            )
+        elif status.is_final:  # GitHub (the bot's token stays here): a follow-up's push, the thread's answer
+            if self.pull_requests is not None:
+                await self.pull_requests.after_task(task)
+
+    async def _fetch(self, task: Task, report: TaskReport) -> str | None:
+        """The task branch from the shared remote into the owner's checkout; what went wrong, if anything."""
+        if not report.branch:
+            return None
+        if not report.pushed:
+            return f"its branch `{report.branch}` did not reach `{self.settings.runner_remote}`: {report.push_error}"
+        repo = self.workspaces.resolve(task.workspace).path
+        try:
+            if await fetch_branch(repo, report.branch, self.settings.runner_remote, self.identity):
+                return None
+            return f"its branch `{report.branch}` is not on `{self.settings.runner_remote}`"
+        except GitError as err:
+            return f"its branch `{report.branch}` could not be fetched: {str(err)[:300]}"
