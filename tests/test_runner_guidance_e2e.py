@@ -9,7 +9,7 @@ from tests.conftest import git
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript, last_user_text
 from tests.support.tasks import ended, start_task
-from tests.support.temporal import needs_temporal, queue, remote, runners, tbot, temporal, workspace_root  # noqa: F401  (fixtures)
+from tests.support.temporal import needs_temporal, queue, remote, runners, tbot, workspace_root  # noqa: F401  (fixtures)
 
 pytest.importorskip("temporalio", reason="the Temporal SDK (the optional extra .[temporal]) is missing")
 pytestmark = needs_temporal
@@ -24,7 +24,7 @@ async def test_a_runners_worker_gets_the_bots_notes_and_the_repositorys_rules(
     git(seed, "add", "-A")
     git(seed, "commit", "-qm", "agents")
     git(seed, "push", "-q", "origin", "HEAD")
-    runners.start("a")
+    runners.serve("a")  # its own store and workspaces; served on the test's loop (no process boundary proved here)
     model.add(
         "orchestrator",
         claude_says.tool_use("remember", {"text": "in calc name tests after the bug", "workspace": "calc"}),
