@@ -4,6 +4,7 @@ who did not start the task, and answered after a restart (the answer resumes the
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import sys
 from pathlib import Path
@@ -15,7 +16,7 @@ from agents.work.questions import NO_ANSWER
 from tests.conftest import USER_ID, BotHarness, running_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript, last_user_text
-from tests.support.tasks import ended, start_task, until
+from tests.support.tasks import ended, start_task
 
 pytestmark = pytest.mark.skipif(
     shutil.which("bwrap") is None or not sys.platform.startswith("linux"),
@@ -88,14 +89,28 @@ async def test_a_question_answered_by_a_reply_in_words(bot: BotHarness) -> None:
     script(model)
     bot.say("rename add in calc")
     question = await the_question(bot)
-    # the bot keeps which message asked only once Telegram answered its send: a reply that comes before goes to the
-    # orchestrator as a new message (a person is never that fast; this test is)
-    questions = bot.runtime.executor.questions
-    await until(lambda: questions.question_of_message(USER_ID, question.message_id))
     bot.tg.send_text(USER_ID, "keep it, and add plus() beside it", reply_to_message_id=question.message_id)
     await ended(bot, 1)
     assert "The user answered: keep it, and add plus() beside it" in last_user_text(model.requests["code"][1])
     assert await bot.tg.await_for(lambda: said(bot, "task #1 has your answer"))
+
+
+async def test_a_reply_before_telegram_answered_the_questions_send_still_answers_it(bot: BotHarness) -> None:
+    """Telegram shows the question before its answer to the bot's send arrives (a slow answer, a retried send): a
+    reply in that moment is the question's answer, not a new message for the orchestrator."""
+    model = RoleScript()
+    bot.claude.handler = model
+    script(model)
+    release = bot.tg.hold_answer("sendMessage", lambda params: QUESTION in str(params.get("text", "")))
+    bot.say("rename add in calc")
+    question = await the_question(bot)  # shown; the bot still waits for Telegram's answer to its send
+    bot.tg.send_text(USER_ID, "keep it, and add plus() beside it", reply_to_message_id=question.message_id)
+    await bot.tg.await_for(lambda: not bot.tg.pending_updates)  # the reply has reached the bot
+    await asyncio.sleep(0.5)  # time for a reply taken as a new message to reach the orchestrator (the old way)
+    release.set()
+    await ended(bot, 1)
+    assert "The user answered: keep it, and add plus() beside it" in last_user_text(model.requests["code"][1])
+    assert len(model.requests["orchestrator"]) == 2, "the reply never went to the orchestrator"
 
 
 @pytest.mark.settings(ask_timeout_seconds=3, worker_max_seconds=2)

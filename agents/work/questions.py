@@ -31,6 +31,7 @@ WAITING = "waiting for your answer"
 MAX_OPTIONS = 8  # a button's id carries the question and the option: question id × 10 + option index
 MAX_QUESTION_CHARS = 1500
 MAX_OPTION_CHARS = 60
+POSTING_WAIT_SECONDS = 10.0  # how long a reply waits for the send of a question in its chat to be answered
 
 
 def option_button_id(question_id: int, index: int) -> int:
@@ -61,6 +62,9 @@ class Questions:
         self.store, self.notifier, self.timeout_seconds, self.is_owner = store, notifier, timeout_seconds, is_owner
         self.table = AskedQuestions(store)
         self._waiting: dict[int, asyncio.Future[str]] = {}
+        # chat id → the questions whose message is being sent there: Telegram shows a message before the bot has
+        # its answer (the message's id), so a quick reply to it can arrive before the bot knows what it replies to
+        self._posting: dict[int, list[asyncio.Event]] = {}
 
     async def ask(
         self, task: Task, question: str, options: list[str] | None, waiting: Callable[[str], Awaitable[None]]
@@ -89,14 +93,7 @@ class Questions:
         self._waiting[qid] = answer
         await self.store.add_event(TaskEvent(task_id=task.id, kind="question", detail=f"asked: {text[:300]}"))
         try:
-            message_id = await self.notifier.send(
-                task.chat_id,
-                self._shown(asked, f"No answer in {self.timeout_seconds:g} s and the worker decides itself."),
-                buttons=question_buttons(asked) or None,
-                reply_to=task.progress_message_id,
-            )
-            await self.table.set_message(qid, message_id)
-            asked.message_id = message_id
+            asked.message_id = await self._post(task, asked, qid)
             await waiting(WAITING)
             try:
                 async with asyncio.timeout(self.timeout_seconds):
@@ -130,8 +127,40 @@ class Questions:
         with contextlib.suppress(Exception):  # the buttons go; a failed edit must not hold up the task
             await self.notifier.edit(q.chat_id, q.message_id, self._shown(q, outcome))
 
+    async def _post(self, task: Task, asked: AskedQuestion, qid: int) -> int:
+        """Send the question and keep its message id; a reply in its chat meanwhile waits for this (see
+        `question_of_message`)."""
+        posted = asyncio.Event()
+        self._posting.setdefault(task.chat_id, []).append(posted)
+        try:
+            message_id = await self.notifier.send(
+                task.chat_id,
+                self._shown(asked, f"No answer in {self.timeout_seconds:g} s and the worker decides itself."),
+                buttons=question_buttons(asked) or None,
+                reply_to=task.progress_message_id,
+            )
+            await self.table.set_message(qid, message_id)
+            return message_id
+        finally:
+            posted.set()
+            in_chat = self._posting.get(task.chat_id, [])
+            if posted in in_chat:
+                in_chat.remove(posted)
+            if not in_chat:
+                self._posting.pop(task.chat_id, None)
+
     async def question_of_message(self, chat_id: int, message_id: int) -> AskedQuestion | None:
-        return await self.table.by_message(chat_id, message_id)
+        """The question a message of the chat showed; a question still being sent there is waited for first
+        (POSTING_WAIT_SECONDS at most), so a reply that beat Telegram's answer to the bot still answers it."""
+        found = await self.table.by_message(chat_id, message_id)
+        sending = list(self._posting.get(chat_id, ()))
+        if found is None and sending:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(POSTING_WAIT_SECONDS):
+                    for posted in sending:
+                        await posted.wait()
+            found = await self.table.by_message(chat_id, message_id)
+        return found
 
     async def answer(
         self, chat_id: int, user_id: int | None, question_id: int, text: str | None = None, option: int | None = None

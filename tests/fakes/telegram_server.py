@@ -432,6 +432,7 @@ class FakeTelegram:
         self._allowed_updates: list[str] | None = None
         self._poll_generation = 0
         self._faults: dict[str, deque[_Fault]] = {}
+        self._holds: list[tuple[str, Callable[[dict[str, Any]], bool], threading.Event]] = []
         self._bot_messages: dict[int | str, list[BotMessage]] = {}
         self._user_messages: dict[tuple[int | str, int], dict[str, Any]] = {}
         self._next_message_id: dict[int | str, int] = {}
@@ -484,6 +485,8 @@ class FakeTelegram:
         with self._cond:
             self._stopping = True
             self._cond.notify_all()
+            for _, _, release in self._holds:  # a held answer never keeps the server from stopping
+                release.set()
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
@@ -602,6 +605,23 @@ class FakeTelegram:
             self._faults.setdefault(method.lower(), deque()).append(
                 _Fault(error_code, description, retry_after, times, when)
             )
+
+    def hold_answer(self, method: str, when: Callable[[dict[str, Any]], bool] = lambda params: True) -> threading.Event:
+        """The next `method` call whose params satisfy `when` is carried out (its message is there to see and to
+        reply to at once) but its HTTP answer waits until the returned event is set (30 s at most): Telegram's
+        answer reaching the bot late."""
+        release = threading.Event()
+        with self._lock:
+            self._holds.append((method.lower(), when, release))
+        return release
+
+    def _take_hold(self, method: str, params: dict[str, Any]) -> threading.Event | None:
+        with self._lock:
+            for i, (held, when, release) in enumerate(self._holds):
+                if held == method.lower() and when(params):
+                    del self._holds[i]
+                    return release
+        return None
 
     def clear_faults(self) -> None:
         """Forget every scripted fault that has not fired yet (Telegram is well again)."""
@@ -1601,6 +1621,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(error.error_code, error.payload())
             return
         status, payload = fake.handle_call(method, params, files)
+        release = fake._take_hold(method, params)
+        if release is not None:
+            release.wait(30)
         self._send_json(status, payload)
 
 
