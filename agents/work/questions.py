@@ -127,9 +127,9 @@ class Questions:
         with contextlib.suppress(Exception):  # the buttons go; a failed edit must not hold up the task
             await self.notifier.edit(q.chat_id, q.message_id, self._shown(q, outcome))
 
-    async def _post(self, task: Task, asked: AskedQuestion, qid: int) -> int:
-        """Send the question and keep its message id; a reply in its chat meanwhile waits for this (see
-        `question_of_message`)."""
+    async def _post(self, task: Task, asked: AskedQuestion, qid: int) -> int | None:
+        """Send the question and keep its message id (None: not delivered); a reply in its chat meanwhile waits
+        for this (see `question_of_message`)."""
         posted = asyncio.Event()
         self._posting.setdefault(task.chat_id, []).append(posted)
         try:
