@@ -19,7 +19,16 @@ import pytest
 from agents.core.models import TaskStatus
 from tests.conftest import BotHarness, running_bot
 from tests.fakes import anthropic_server as claude_says
-from tests.support.questions import PLANTED, SERVERS, TOKEN, mcp_call, mcp_config, mcp_task, results_of
+from tests.support.questions import (
+    PLANTED,
+    SERVERS,
+    TOKEN,
+    mcp_call,
+    mcp_config,
+    mcp_task,
+    module_server_config,
+    results_of,
+)
 from tests.support.tasks import ended
 
 pytestmark = pytest.mark.skipif(
@@ -30,11 +39,7 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture
 async def module_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo) -> AsyncIterator[BotHarness]:
-    config = mcp_config(tmp_path)
-    entry = json.loads(config.read_text())["mcpServers"]["demo"]
-    entry["args"] = ["-m", "demo_server"]
-    entry["env"] |= {"PYTHONPATH": str(SERVERS), "DEMO_TOKEN": TOKEN}
-    config.write_text(json.dumps({"mcpServers": {"demo": entry}}))
+    config = module_server_config(tmp_path)
     async with running_bot(
         fake_telegram,
         fake_anthropic,

@@ -8,7 +8,6 @@ again: the restart must run the owner's module, from a working directory of its 
 
 from __future__ import annotations
 
-import json
 import shlex
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -18,7 +17,13 @@ import pytest
 from agents.core.models import TaskStatus
 from tests.conftest import BotHarness, running_bot
 from tests.fakes import anthropic_server as claude_says
-from tests.support.questions import PLANTED, SERVERS, TOKEN, mcp_call, mcp_config, mcp_task, results_of
+from tests.support.questions import (
+    PLANTED,
+    mcp_call,
+    mcp_task,
+    module_server_config,
+    results_of,
+)
 from tests.support.tasks import ended
 
 
@@ -29,11 +34,7 @@ async def unconfined_bot(
     bot_cwd = tmp_path / "bot-cwd"
     bot_cwd.mkdir()
     monkeypatch.chdir(bot_cwd)  # the bot's working directory, where an unconfined server used to start
-    config = mcp_config(tmp_path)
-    entry = json.loads(config.read_text())["mcpServers"]["demo"]
-    entry["args"] = ["-m", "demo_server"]
-    entry["env"] |= {"PYTHONPATH": str(SERVERS), "DEMO_TOKEN": TOKEN}
-    config.write_text(json.dumps({"mcpServers": {"demo": entry}}))
+    config = module_server_config(tmp_path)
     async with running_bot(
         fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo, mcp_config=config, sandbox="off"
     ) as harness:

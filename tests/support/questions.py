@@ -158,3 +158,14 @@ def results_of(model: RoleScript) -> list[str]:
         for block in message["content"]
         if block.get("type") == "tool_result"
     ]
+
+
+def module_server_config(tmp_path: Path) -> Path:
+    """MCP_CONFIG with the demo server set up the way reference servers are: `python -m demo_server`, found on the
+    PYTHONPATH its `env` names, with a token of its own (TOKEN) in `env`."""
+    config = mcp_config(tmp_path)
+    entry = json.loads(config.read_text())["mcpServers"]["demo"]
+    entry["args"] = ["-m", "demo_server"]
+    entry["env"] |= {"PYTHONPATH": str(SERVERS), "DEMO_TOKEN": TOKEN}
+    config.write_text(json.dumps({"mcpServers": {"demo": entry}}))
+    return config
