@@ -33,6 +33,7 @@ from agents.github.webhook import WebhookServer
 from agents.github_inbox import GitHubInbox
 from agents.llm.client import make_client
 from agents.repo_map.maps import RepoMap
+from agents.sandbox import task_disk
 from agents.sandbox.task_limits import sandbox_limit_warnings
 from agents.sandbox.temp_folders import sweep_leftovers
 from agents.store.database import Store
@@ -106,6 +107,8 @@ class Runtime:
                 log.warning("%s", warning)
         if swept := await asyncio.to_thread(sweep_leftovers):  # the folders of a bot that was killed
             log.info("removed %d temporary folders a killed bot left behind", len(swept))
+        for done in await task_disk.recover(settings.worktrees_dir):  # kept worktrees' file systems after a restart
+            log.info("task worktree file system: %s", done)
         # the bot's own secrets are masked verbatim in everything a model or the chat sees
         remember([settings.telegram_bot_token.get_secret_value(), settings.anthropic_api_key.get_secret_value()])
         remember(s.get_secret_value() for s in (settings.github_token, settings.github_webhook_secret) if s is not None)

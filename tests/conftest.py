@@ -21,6 +21,10 @@ from tests.fakes.anthropic_server import FakeAnthropic, fake_anthropic  # noqa: 
 from tests.fakes.telegram_server import FakeTelegram, fake_telegram  # noqa: F401  (fixture)
 from tests.run_order import SecondsRecorder, add_option, run_order
 
+# a task's worktree as a file system of its own (SANDBOX_DISK_FS=auto, a loop-mounted image) costs about 0.1 s and a
+# loop device per task: the tests that are about it turn it on themselves; every other bot, in process or not, is off
+os.environ.setdefault("SANDBOX_DISK_FS", "off")
+
 USER_ID = 1001
 STRANGER_ID = 6666
 MODEL = "claude-sonnet-4-6"

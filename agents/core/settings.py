@@ -126,6 +126,9 @@ class Settings(BaseSettings):
     # how much a task's worktree (and its services' logs) may grow; unset: a quarter of the free space where the
     # worktrees are, at most 10 GB (agents/sandbox/task_limits.default_disk_budget)
     sandbox_max_disk_mb: int | None = Field(None, ge=16)
+    # auto: a task's worktree is a file system of its own (a sparse ext4 image) where the machine allows one, so a
+    # burst of writes meets a hard ceiling; off: a plain folder, its budget polled (agents/sandbox/task_disk.py)
+    sandbox_disk_fs: Literal["auto", "off"] = "auto"
     sandbox_tmp_mb: int = Field(1024, ge=16)  # the private /tmp and home (memory-backed)
     sandbox_max_services: int = Field(4, ge=0)  # run_command(background=true) services running at once per task
     sandbox_read_paths: Annotated[tuple[Path, ...], NoDecode] = ()  # extra read-only folders (e.g. /opt/node)
@@ -136,7 +139,7 @@ class Settings(BaseSettings):
     mcp_call_timeout_seconds: float = Field(120.0, gt=0)  # one tool call
     browser_tools_dir: Path | None = None  # where `make setup` installs chrome-devtools-mcp (default: the bot's .tools)
 
-    @field_validator("sandbox", "sandbox_network", "task_engine", mode="before")
+    @field_validator("sandbox", "sandbox_network", "sandbox_disk_fs", "task_engine", mode="before")
     @classmethod
     def _lower_mode(cls, value: object) -> object:
         return value.strip().lower() if isinstance(value, str) else value

@@ -48,6 +48,7 @@ from agents.git.repository import rev_parse
 from agents.inputs.attachments import Attachments
 from agents.llm.client import make_client
 from agents.repo_map.maps import RepoMap
+from agents.sandbox import task_disk
 from agents.sandbox.bwrap import NetworkPolicy
 from agents.sandbox.network_gate import NetworkGate
 from agents.sandbox.safe_paths import UnsafePath, write_file
@@ -185,6 +186,8 @@ class RunnerNode:
         for warning in sandbox_limit_warnings(settings.sandbox_network != "off") if settings.sandbox != "off" else []:
             log.warning("%s", warning)
         await asyncio.to_thread(sweep_leftovers)  # the temporary folders a killed bot or runner left behind
+        for done in await task_disk.recover(settings.worktrees_dir):  # kept worktrees' file systems after a restart
+            log.info("task worktree file system: %s", done)
         client = await cluster.connect(settings, identity=cluster.runner_name(settings))
         store = await Store.open(settings.database_path)
         killed_mid_task = await store.interrupt_running_tasks()  # this runner was killed: their commands go too

@@ -2,6 +2,8 @@
 
 The user's checkout is never touched while a task runs: a task gets a branch `agentlab/task-<id>-<slug>` and a
 worktree outside the repository; only `merge.merge_task_branch` (an explicit user action) writes to the main checkout.
+Given a disk budget, a new worktree is a file system of its own where the machine allows one
+(agents/sandbox/task_disk.py): mounted before `git worktree add`, unmounted and deleted when the worktree is removed.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from agents.git.repository import (
     same_path,
     toplevel,
 )
+from agents.sandbox import task_disk
 
 log = logging.getLogger(__name__)
 
@@ -198,6 +201,7 @@ async def create_task_worktree(
     identity: GitIdentity | None = None,
     worktrees_dir: Path | None = None,
     branch: str | None = None,
+    disk_budget: int | None = None,
 ) -> TaskWorktree:
     """Create the task's branch and worktree, or (resume: `branch` names the task's existing branch) reuse them.
 
@@ -205,7 +209,9 @@ async def create_task_worktree(
     name is left over from an earlier database), checked out at `worktrees_dir/<repo>-task-<id>-<slug>`.
     Resumed: the branch is reused; its worktree directory is reused when it is checked out, added otherwise.
     The base branch and base commit are remembered in the repository config so a resumed task diffs against the
-    same base.
+    same base. With `disk_budget` (bytes), a new worktree is a file system of its own with room for its checkout
+    plus that budget, where the machine allows one; a kept one whose file system is not mounted (the machine
+    restarted) is mounted again before anything looks at it.
     """
     top = await toplevel(Path(repo))
     if top is None:
@@ -236,12 +242,17 @@ async def create_task_worktree(
             await git_text("config", "--local", f"branch.{branch}.{_BASE_COMMIT_KEY}", base_commit, cwd=top)
 
         target = worktrees_dir / f"{top.name}-{branch.split('/', 1)[-1]}"
-        path = await _checkout_worktree(top, branch, target)
+        path = await _checkout_worktree(top, branch, target, disk_budget)
     return TaskWorktree(repo=top, path=path, branch=branch, base_branch=base_branch, base_commit=base_commit)
 
 
-async def _checkout_worktree(repo: Path, branch: str, target: Path) -> Path:
-    """The worktree where `branch` is checked out: an existing one if it is still there, else a new one at `target`."""
+async def _checkout_worktree(repo: Path, branch: str, target: Path, disk_budget: int | None = None) -> Path:
+    """The worktree where `branch` is checked out: an existing one if it is still there, else a new one at `target`
+    (a file system of its own with `disk_budget`, where the machine allows one)."""
+    try:  # a kept worktree's files are back before git decides whether it is there
+        await task_disk.remount(target)
+    except OSError as err:
+        raise GitError(f"the file system of the worktree {target} cannot be mounted again: {err}") from err
     entries = await _list_worktrees(repo)
     stale = False
     for entry in entries:
@@ -256,8 +267,29 @@ async def _checkout_worktree(repo: Path, branch: str, target: Path) -> Path:
     if target.exists() and any(target.iterdir()):
         raise GitError(f"cannot create the worktree: {target} already exists and is not the worktree of {branch}")
     target.parent.mkdir(parents=True, exist_ok=True)
-    await git_text("worktree", "add", "-q", str(target), branch, cwd=repo)
+    if disk_budget is not None:
+        size, entries_count = await _checkout_size(repo, branch)
+        await task_disk.make(target, size, entries_count, disk_budget)
+    try:
+        await git_text("worktree", "add", "-q", str(target), branch, cwd=repo)
+    except BaseException:
+        await task_disk.release(target)
+        raise
     return target
+
+
+async def _checkout_size(repo: Path, branch: str) -> tuple[int, int]:
+    """What checking out `branch` takes: bytes in whole blocks (a folder takes one), and how many files and folders."""
+    listed = await git_text("ls-tree", "-r", "-t", "-l", "-z", branch, cwd=repo)
+    total, count = task_disk.BLOCK, 1
+    for entry in listed.split("\0"):
+        fields = entry.split("\t", 1)[0].split()
+        if len(fields) < 4:
+            continue
+        count += 1
+        size = int(fields[3]) if fields[3].isdigit() else task_disk.BLOCK
+        total += -(-size // task_disk.BLOCK) * task_disk.BLOCK
+    return total, count
 
 
 def worktree_present(worktree: TaskWorktree) -> bool:
@@ -315,6 +347,8 @@ async def _delete_unreachable_large_objects(repo: Path, tip: str) -> int:
 
 async def _remove_worktree(worktree: TaskWorktree) -> None:
     registered = any(same_path(e.path, worktree.path) for e in await _list_worktrees(worktree.repo))
-    if registered and worktree.path.is_dir():
+    # a worktree with a file system of its own goes with it (git could not delete the mount point): unmounted, its
+    # image deleted, the folder removed; `prune` then drops git's record of it
+    if not await task_disk.release(worktree.path) and registered and worktree.path.is_dir():
         await git_text("worktree", "remove", "--force", str(worktree.path), cwd=worktree.repo)
     await git_text("worktree", "prune", cwd=worktree.repo)

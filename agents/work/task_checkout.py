@@ -46,7 +46,13 @@ class TaskCheckouts:
                 task.chat_id, f"`{workspace.name}` was not a git repository; I initialised one."
             )
         tree = await create_task_worktree(
-            workspace.path, task_id, task.title, self.identity, self.base.settings.worktrees_dir, branch=task.branch
+            workspace.path,
+            task_id,
+            task.title,
+            self.identity,
+            self.base.settings.worktrees_dir,
+            branch=task.branch,
+            disk_budget=self.sandboxes.own_disk_budget(),  # a file system of its own, where the machine allows one
         )
         await self.base.store.update_task(
             task_id,

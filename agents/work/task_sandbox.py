@@ -1,7 +1,9 @@
 """The sandbox a task's processes run in, and the task's shared limits (cgroup, disk budget) while it runs.
 
 One `TaskSandboxes` per executor: `open` when a task starts, `close` when it ends; `spec` is the one place that
-builds the sandbox a task's commands, screenshots and MCP servers share.
+builds the sandbox a task's commands, screenshots and MCP servers share. Its disk budget is polled while commands run
+(agents/sandbox/task_limits.py); `own_disk_budget` sizes the worktree's file system of its own, the hard ceiling
+(agents/sandbox/task_disk.py).
 """
 
 from __future__ import annotations
@@ -37,6 +39,12 @@ class TaskSandboxes:
         bounds = self.bounds.pop(task.stored_id, None)
         if bounds is not None:
             await bounds.close()
+
+    def own_disk_budget(self) -> int | None:
+        """The disk budget a new worktree's file system of its own makes room for (bytes); None with
+        SANDBOX_DISK_FS=off (a plain folder, its budget only polled)."""
+        s = self.settings
+        return disk_budget(s.sandbox_max_disk_mb, s.worktrees_dir) if s.sandbox_disk_fs == "auto" else None
 
     def watch_disk(self, task: Task, root: Path) -> TaskBounds | None:
         """The task's bounds, their disk budget watching `root` (the task's worktree) from now on if none did."""

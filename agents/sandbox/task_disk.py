@@ -1,0 +1,280 @@
+"""A task's worktree as a file system of its own: a hard ceiling on its disk use that no burst of writes can pass.
+
+The disk budget's poll (task_limits.DiskBudget) is precise but looks only every 0.2 s: one command can reserve
+several large files and delete them between two looks, and the host's disk holds them meanwhile. Where the machine
+allows it, the worktree folder is therefore the mount point of a sparse ext4 image (a loop mount) sized for the
+checkout plus the task's budget plus a little room for ext4's own records: a write past that fails with "No space
+left on device" at once, whatever its speed. The poll stays the precise bound (it stops the command that went past and
+deletes its files, so the task goes on); the file system is the ceiling a burst meets.
+
+Where the image lives: the worktree `<worktrees>/<name>` has its image at `<worktrees>/.task-disks/<name>.img`,
+beside the worktrees and outside every sandbox (a command sees its own worktree only). It is found from the
+worktree's path alone, so removing a worktree (agents/git/worktrees.py) and the start-up sweep need nothing else.
+The image is sparse: it takes on the host only what has been written in it (about 4 MB when new), at most its size;
+space freed inside it is not given back to the host until the worktree goes.
+
+When: SANDBOX_DISK_FS=auto (the default) where the bot may mount (CAP_SYS_ADMIN, as root), the kernel has loop
+devices (/dev/loop-control) and `mkfs.ext4`, `mount`, `umount` are installed. Elsewhere, or when a mount fails, the
+worktree is a plain folder bounded by the poll alone, said once per process in the log and by `agentlab doctor`.
+
+Lifecycle: made and mounted before `git worktree add`; unmounted and deleted when the worktree is removed. A worktree
+kept after its task (an interrupted task) keeps its file system, and mounts survive a killed bot. `recover` runs at
+start-up: an image whose worktree folder is not a mount point (the machine restarted) is mounted again so no
+uncommitted work is lost; an image whose worktree is gone is unmounted and deleted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import os
+import shutil
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+IMAGES_FOLDER = ".task-disks"
+BLOCK = 4096
+INODE_BYTES = 256
+COMMAND_SECONDS = 30.0  # mkfs, mount, umount: each takes well under a second
+TOOLS = ("mkfs.ext4", "mount", "umount")
+_CAP_SYS_ADMIN = 21
+
+
+@dataclass(frozen=True)
+class Support:
+    """Whether this machine can give a worktree a file system of its own, and if not, why."""
+
+    available: bool
+    reason: str = ""
+
+
+@functools.cache
+def support() -> Support:
+    """Checked once per process: the right to mount, loop devices, the tools."""
+    if not Path("/dev/loop-control").exists():
+        return Support(False, "the kernel offers no loop devices (/dev/loop-control)")
+    if not _may_mount():
+        return Support(False, "the bot may not mount file systems (it needs CAP_SYS_ADMIN: run it as root)")
+    missing = [tool for tool in TOOLS if shutil.which(tool) is None]
+    if missing:
+        return Support(False, f"{', '.join(missing)} not installed (e2fsprogs, util-linux)")
+    return Support(True)
+
+
+def _may_mount() -> bool:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("CapEff:"):
+                return bool(int(line.split()[1], 16) >> _CAP_SYS_ADMIN & 1)
+    except (OSError, ValueError):
+        pass
+    return os.geteuid() == 0
+
+
+_warned = False
+
+
+def _warn_once(why: str) -> None:
+    global _warned
+    if not _warned:
+        _warned = True
+        log.warning(
+            "task worktrees are plain folders: %s; a task's disk budget is polled every 0.2 s, and a burst of writes "
+            "between two looks is not bounded",
+            why,
+        )
+
+
+def image_for(worktree: Path) -> Path:
+    """Where the image of the worktree at `worktree` is (whether or not there is one)."""
+    worktree = Path(worktree)
+    return worktree.parent / IMAGES_FOLDER / f"{worktree.name}.img"
+
+
+def worktree_of(image: Path) -> Path:
+    return image.parent.parent / image.name.removesuffix(".img")
+
+
+def is_own_file_system(worktree: Path) -> bool:
+    """Whether `worktree` is mounted from its image now."""
+    return image_for(worktree).is_file() and os.path.ismount(worktree)
+
+
+def image_size(checkout_bytes: int, entries: int, budget_bytes: int) -> tuple[int, int]:
+    """The image's size and inode count for a checkout of `checkout_bytes` (in whole blocks) and `entries` files and
+    folders, with room for `budget_bytes` more: the checkout, the budget and an eighth of it again (so the poll,
+    which stops the command and cleans up, is what a steady writer meets first), plus ext4's inode tables, journal and
+    bitmaps."""
+    room = checkout_bytes + budget_bytes + budget_bytes // 8 + (4 << 20)
+    inodes = 2 * entries + budget_bytes // 8192 + 4096
+    journal = _journal_bytes(room)
+    size = room + inodes * INODE_BYTES + journal + room // 64 + (4 << 20)
+    return -(-size // BLOCK) * BLOCK, inodes
+
+
+def _journal_bytes(room: int) -> int:
+    return min(128 << 20, max(4 << 20, (room // 64) >> 20 << 20))
+
+
+async def _run(*args: str) -> tuple[int, str]:
+    """Run a tool (its own process group, killed past COMMAND_SECONDS); its exit status and output."""
+    try:
+        process = await asyncio.create_subprocess_exec(
+            *args,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+        )
+    except OSError as err:
+        return 127, str(err)
+    try:
+        out, _ = await asyncio.wait_for(process.communicate(), COMMAND_SECONDS)
+    except (TimeoutError, asyncio.CancelledError):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        await process.wait()
+        raise
+    return process.returncode or 0, out.decode(errors="replace").strip()
+
+
+async def make(worktree: Path, checkout_bytes: int, entries: int, budget_bytes: int) -> bool:
+    """Give the (new, empty or absent) folder `worktree` a file system of its own, sized by `image_size`. True when
+    it has one; False where the machine allows none or a step failed (said in the log): the folder is then plain."""
+    found = support()
+    if not found.available:
+        _warn_once(found.reason)
+        return False
+    worktree = Path(worktree)
+    image = image_for(worktree)
+    size, inodes = image_size(checkout_bytes, entries, budget_bytes)
+    try:
+        await asyncio.to_thread(_new_image, worktree, image, size)
+    except OSError as err:  # an image left there is never overwritten: it may hold a kept worktree's files
+        log.warning("%s stays a plain folder (its disk budget is only polled): %s", worktree, err)
+        return False
+    try:
+        journal_mb = str(_journal_bytes(size) >> 20)
+        code, out = await _run(
+            "mkfs.ext4", "-q", "-F", "-b", str(BLOCK), "-m", "0", "-N", str(inodes), "-J", f"size={journal_mb}",
+            "-E", f"lazy_itable_init=1,lazy_journal_init=1,root_owner={os.geteuid()}:{os.getegid()}", str(image),
+        )  # fmt: skip
+        if code != 0:
+            raise OSError(f"mkfs.ext4 failed: {out}")
+        await _mount(image, worktree)
+    except (OSError, asyncio.CancelledError) as err:
+        with contextlib.suppress(OSError):
+            image.unlink()
+        if isinstance(err, asyncio.CancelledError):
+            raise
+        log.warning("%s stays a plain folder (its disk budget is only polled): %s", worktree, err)
+        return False
+    # mkfs made lost+found: the folder must be empty for `git worktree add` (e2fsck makes another if it needs one)
+    with contextlib.suppress(OSError):
+        (worktree / "lost+found").rmdir()
+    return True
+
+
+def _new_image(worktree: Path, image: Path, size: int) -> None:
+    image.parent.mkdir(mode=0o700, exist_ok=True)
+    worktree.mkdir(parents=True, exist_ok=True)
+    with open(image, "xb") as file:
+        file.truncate(size)  # sparse: nothing is written yet
+
+
+async def _mount(image: Path, worktree: Path) -> None:
+    code, out = await _run("mount", "-t", "ext4", "-o", "loop,nodev,nosuid", str(image), str(worktree))
+    if code != 0:
+        raise OSError(f"mount failed: {out}")
+
+
+async def unmount(worktree: Path) -> None:
+    """Unmount the worktree's file system: lazily (it goes when the last process using it ends) when it is busy."""
+    worktree = Path(worktree)
+    if not os.path.ismount(worktree):
+        return
+    code, out = await _run("umount", str(worktree))
+    if code != 0 and os.path.ismount(worktree):
+        log.warning("%s is busy (%s): unmounted lazily", worktree, out)
+        code, out = await _run("umount", "-l", str(worktree))
+        if code != 0:
+            raise OSError(f"cannot unmount {worktree}: {out}")
+
+
+async def release(worktree: Path) -> bool:
+    """The worktree goes with its file system: unmounted, its image deleted, the empty folder removed. Whether it had
+    an image (False: a plain folder, left as it is)."""
+    worktree = Path(worktree)
+    image = image_for(worktree)
+    if not image.is_file():
+        return False
+    if os.path.ismount(worktree):
+        await unmount(worktree)
+    with contextlib.suppress(FileNotFoundError):
+        image.unlink()
+    with contextlib.suppress(OSError):
+        worktree.rmdir()
+    return True
+
+
+async def remount(worktree: Path) -> bool:
+    """Mount the worktree's image again when its folder is no longer a mount point (the machine restarted); whether
+    the folder is now mounted from it. A folder with files of its own is left alone."""
+    worktree = Path(worktree)
+    image = image_for(worktree)
+    if not image.is_file() or os.path.ismount(worktree):
+        return os.path.ismount(worktree) and image.is_file()
+    found = support()
+    if not found.available:
+        log.warning("cannot mount %s on %s again: %s", image, worktree, found.reason)
+        return False
+    worktree.mkdir(parents=True, exist_ok=True)
+    if any(worktree.iterdir()):
+        log.warning("%s holds files of its own: its image %s is not mounted over them", worktree, image)
+        return False
+    await _mount(image, worktree)  # OSError when it fails: the caller must not take the empty folder for the worktree
+    return True
+
+
+def _worktree_gone(worktree: Path) -> bool:
+    """A worktree whose `.git` no longer names an existing admin folder of its repository is gone (removed, pruned)."""
+    dot_git = worktree / ".git"
+    try:
+        text = dot_git.read_text(encoding="utf-8") if dot_git.is_file() else ""
+    except OSError:
+        text = ""
+    target = text.strip().removeprefix("gitdir:").strip()
+    return not target or not (worktree / target).is_dir()
+
+
+async def recover(worktrees_dir: Path) -> list[str]:
+    """Start-up: mount again the images whose worktree folder is not a mount point, and unmount and delete those whose
+    worktree is gone. What was done, one line each."""
+    folder = Path(worktrees_dir) / IMAGES_FOLDER
+    try:
+        images = sorted(folder.glob("*.img"))
+    except OSError:
+        return []
+    done = []
+    for image in images:
+        worktree = worktree_of(image)
+        try:
+            if not worktree.is_dir() and not os.path.ismount(worktree):
+                image.unlink()
+                done.append(f"deleted {image.name}: its worktree is gone")
+                continue
+            if not os.path.ismount(worktree):
+                if not await remount(worktree):
+                    continue
+                done.append(f"mounted {image.name} again on {worktree}")
+            if _worktree_gone(worktree):
+                await release(worktree)
+                done.append(f"deleted {image.name}: its worktree was removed from its repository")
+        except OSError as err:
+            log.warning("task disk %s: %s", image, err)
+    return done

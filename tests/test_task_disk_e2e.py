@@ -1,0 +1,207 @@
+"""A task's worktree is a file system of its own (SANDBOX_DISK_FS=auto): a burst of writes meets a hard ceiling.
+
+Attacks through the real bot and bwrap, the worker played by the scripted model: one command reserves five files of
+nearly the whole budget each and deletes them before the budget's poll looks again (the poll alone lets the host's
+disk take them all); a bot SIGKILLed mid-task, a machine restart (the worktree's mount gone) and an image left with no
+worktree. Every test here checks that no loop mount is left under its folder (a leftover one would make pytest's
+clean-up delete through it) and unmounts what it finds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agents.sandbox import task_disk
+from tests.conftest import USER_ID, BotHarness, git
+from tests.fakes import anthropic_server as claude_says
+from tests.scripted import RoleScript
+from tests.support.processes import bot_env, host_pids, launch
+from tests.support.tasks import ended, start_task, tool_results
+
+pytestmark = [
+    pytest.mark.skipif(
+        shutil.which("bwrap") is None or not sys.platform.startswith("linux"),
+        reason="bubblewrap (bwrap) is not installed: scripts/install-system-deps.sh",
+    ),
+    pytest.mark.skipif(
+        not task_disk.support().available,
+        reason=f"no file system of its own per task here: {task_disk.support().reason}",
+    ),
+]
+
+BUDGET_MB = 16
+# five reservations of nearly the whole budget each (under the per-file bound, which is the budget), then deleted:
+# together five times the budget, gone before the poll's next look
+BURST = (
+    "for i in 1 2 3 4 5; do fallocate -l 15M burst$i.bin && echo reserved-$i; done; "
+    "sleep 0.3; rm -f burst*.bin; echo burst-over"
+)
+SLEEPER = f"1000.{os.getpid()}7"  # a sleep argument found again in /proc: unique to this test process
+
+
+def mounts_under(folder: Path) -> list[str]:
+    """Mount points under `folder` (from /proc/self/mounts)."""
+    prefix = str(folder.resolve()) + "/"
+    points = [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()]
+    return [p for p in points if p.startswith(prefix)]
+
+
+@pytest.fixture(autouse=True)
+def no_leftover_mounts(tmp_path: Path) -> Iterator[None]:
+    """After each test: no mount is left under its folder (what is left is unmounted lazily, and the test fails)."""
+    yield
+    left = mounts_under(tmp_path)
+    for point in reversed(left):
+        subprocess.run(["umount", "-l", point], check=False)
+    assert not left, f"mounts left behind: {left}"
+
+
+def worktree_of_task(worktrees: Path, task_id: int) -> Path:
+    found = [p for p in worktrees.glob(f"*-task-{task_id}-*") if p.is_dir()]
+    assert len(found) == 1, f"expected one worktree of task #{task_id} in {worktrees}: {found}"
+    return found[0]
+
+
+class HostUse:
+    """Samples the bytes in use on a file system (statvfs) from a thread, every 2 ms, and keeps the largest."""
+
+    def __init__(self, where: Path) -> None:
+        self.where = where
+        self.start = self.used()
+        self.most = self.start
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+
+    def used(self) -> int:
+        fs = os.statvfs(self.where)
+        return (fs.f_blocks - fs.f_bfree) * fs.f_frsize
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.002):
+            self.most = max(self.most, self.used())
+
+    def stop(self) -> int:
+        """How much more was in use, at most, than when sampling started."""
+        self._stop.set()
+        self._thread.join()
+        return self.most - self.start
+
+
+@pytest.mark.settings(sandbox_max_disk_mb=BUDGET_MB, sandbox_max_file_mb=4096, sandbox_disk_fs="auto")
+async def test_a_burst_of_reservations_meets_the_worktrees_own_file_system(bot: BotHarness) -> None:
+    worktrees = bot.settings.worktrees_dir
+    model = RoleScript()
+    bot.claude.handler = model
+    seen: dict[str, object] = {}
+
+    def look_then_go_on(body: dict) -> dict:
+        """Between the burst and the next command: the worktree is mounted from its image, which took little."""
+        worktree = worktree_of_task(worktrees, 1)
+        image = task_disk.image_for(worktree)
+        seen["mounted"] = os.path.ismount(worktree)
+        if image.exists():
+            seen.update(image_size=image.stat().st_size, image_on_disk=image.stat().st_blocks * 512)
+        return claude_says.tool_use("run_command", {"command": "echo after > after.txt && echo still-working"})
+
+    model.add("orchestrator", start_task("calc", "Fill the disk."), claude_says.text("Started."))
+    model.add(
+        "code",
+        claude_says.tool_use("run_command", {"command": BURST}),
+        look_then_go_on,
+        claude_says.text("Done: after.txt written."),
+    )
+    worktrees.mkdir(parents=True, exist_ok=True)
+    host = HostUse(worktrees)
+    try:
+        bot.say("fill the disk in calc")
+        task = await ended(bot, 1, timeout=90)
+    finally:
+        grew = host.stop()
+    burst, after, *_ = [*tool_results(model), ""]
+    assert "No space left on device" in burst, f"the burst was not refused: {burst}"
+    assert "reserved-2" not in burst, f"two reservations of 15 MB passed a 16 MB budget: {burst}"
+    assert seen["mounted"], "the worktree was not a file system of its own"
+    room = (BUDGET_MB + BUDGET_MB // 8 + 16) << 20  # the budget, an eighth of it, ext4's records and the checkout
+    assert seen["image_size"] <= room + (16 << 20) and seen["image_on_disk"] <= room, seen
+    assert grew < 50 << 20, f"the host's disk took {grew:,} bytes more during a burst of 75 MB"
+    # the task went on after the refused burst, and ended as usual: its work committed, its file system gone
+    assert "still-working" in after, after
+    assert task.status.is_final and task.branch
+    repo = bot.settings.workspace_path / "calc"
+    assert git(repo, "show", f"{task.branch}:after.txt").strip() == "after"
+    worktree = Path(task.worktree)
+    await bot.tg.await_for(lambda: not worktree.exists(), timeout=30)  # its status is stored first, then it goes
+    assert not os.path.ismount(worktree)
+    assert not task_disk.image_for(worktree).exists(), "the ended task's image was not deleted"
+
+
+@pytest.mark.slow
+async def test_a_killed_bots_worktree_keeps_its_file_system_across_restarts_and_discard_deletes_it(
+    fake_telegram, fake_anthropic, tmp_path, workspace_root
+) -> None:
+    """SIGKILL mid-task: the mount survives. The machine restarts (the mount is gone): the next start mounts the image
+    again, so the uncommitted draft is still there; an image whose worktree is gone is deleted. Discard deletes the
+    task's image with its worktree."""
+    model = RoleScript()
+    fake_anthropic.handler = model
+    model.add("orchestrator", start_task("calc", "Write a draft."), claude_says.text("Started."))
+    model.add("code", claude_says.tool_use("run_command", {"command": f"echo draft > draft.txt; exec sleep {SLEEPER}"}))
+    env = bot_env(fake_telegram, fake_anthropic, tmp_path, workspace_root) | {
+        "SANDBOX_DISK_FS": "auto",
+        "SANDBOX_MAX_DISK_MB": "64",
+    }
+    worktrees = tmp_path / "data-worktrees"
+    first = launch(env, tmp_path, "first")
+    try:
+        fake_telegram.send_text(USER_ID, "write a draft in calc")
+        await fake_telegram.await_for(lambda: host_pids(SLEEPER), timeout=60)
+        first.send_signal(signal.SIGKILL)
+        await asyncio.to_thread(first.wait, 10)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    await fake_telegram.await_for(lambda: not host_pids(SLEEPER), timeout=10)
+    worktree = worktree_of_task(worktrees, 1)
+    assert os.path.ismount(worktree), "the worktree's mount did not survive the bot"
+    assert (worktree / "draft.txt").read_text() == "draft\n"
+    # the machine restarts: the mount is gone, the image stays; and an image whose worktree is gone
+    subprocess.run(["umount", str(worktree)], check=True)
+    assert not any(worktree.iterdir())
+    ghost = worktrees / task_disk.IMAGES_FOLDER / "calc-task-99-gone.img"
+    ghost.write_bytes(b"")
+    second = launch(env, tmp_path, "second")
+    try:
+        notice = await fake_telegram.await_for(
+            lambda: next((m for m in fake_telegram.messages(USER_ID) if "stopped while" in (m.text or "")), None),
+            timeout=60,
+        )
+        assert os.path.ismount(worktree), (tmp_path / "second.log").read_text()[-3000:]
+        assert (worktree / "draft.txt").read_text() == "draft\n", "the uncommitted draft was lost"
+        assert not ghost.exists(), "an image with no worktree was not deleted"
+        fake_telegram.press_button(USER_ID, notice.message_id, "task:discard:1")
+        await fake_telegram.await_for(
+            lambda: any("discarded" in (m.text or "") for m in fake_telegram.messages(USER_ID)), timeout=60
+        )
+        assert not os.path.ismount(worktree) and not worktree.exists()
+        assert not task_disk.image_for(worktree).exists(), "Discard left the task's image behind"
+    finally:
+        for orphan in host_pids(SLEEPER):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(orphan, signal.SIGKILL)
+        second.send_signal(signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            await asyncio.to_thread(second.wait, 15)
+        if second.poll() is None:
+            second.kill()
