@@ -31,7 +31,7 @@ from agents.core.errors import ToolError
 from agents.core.settings import Settings, SettingsError, load_settings
 from agents.git.command import GitError, run_git
 from agents.llm.client import client_tls
-from agents.sandbox import bwrap
+from agents.sandbox import bwrap, task_disk
 from agents.sandbox.bwrap import keep_size_filter_program
 from agents.sandbox.process_cap import pids_parent
 from agents.sandbox.task_cgroup import support as task_cgroup_support
@@ -629,7 +629,8 @@ async def check_sandbox(settings: Settings) -> Check:
 
 
 def check_disk_budget(settings: Settings) -> Check:
-    """What bounds a task's disk use here, and how: the budget, the hard per-file bound, and the poll for the rest."""
+    """What bounds a task's disk use here, and how: the budget, the hard per-file bound, and for the task as a whole
+    either a file system of its own per task (agents/sandbox/task_disk.py) or the poll alone."""
     budget = disk_budget(settings.sandbox_max_disk_mb, settings.worktrees_dir) >> 20
     source = "SANDBOX_MAX_DISK_MB" if settings.sandbox_max_disk_mb is not None else "a quarter of the free space"
     per_file = min(settings.sandbox_max_file_mb, budget)
@@ -638,14 +639,28 @@ def check_disk_budget(settings: Settings) -> Check:
         if keep_size_filter_program() is not None
         else "a reservation that keeps the file size (fallocate --keep-size) is not under it: no seccomp filter here"
     )
-    return Check(
-        Level.ok,
-        "disk budget",
+    said = (
         f"{budget:,} MB per task ({source}; the services' logs count in it). Bound in force: hard per file, "
         f"{per_file:,} MB (RLIMIT_FSIZE: the smaller of SANDBOX_MAX_FILE_MB and the budget, refused by the kernel "
-        f"at once; {keep_size}); for the task as a whole, polling while a command runs: several files written at "
-        "once and removed between two looks can pass it for that moment; a file system of its own per task would "
-        "bound it hard, which this bot does not make",
+        f"at once; {keep_size}); "
+    )
+    found = task_disk.support()
+    if settings.sandbox_disk_fs == "auto" and found.available:
+        return Check(
+            Level.ok,
+            "disk budget",
+            said + f"for the task as a whole, a file system of its own per task, {budget:,} MB beyond its checkout "
+            '(a sparse ext4 image mounted on its worktree: a burst of writes meets "No space left on device"), '
+            "with polling every 0.2 s still stopping the command that goes past the budget and deleting its files",
+        )
+    why = "SANDBOX_DISK_FS=off" if settings.sandbox_disk_fs == "off" else found.reason
+    return Check(
+        Level.ok if settings.sandbox_disk_fs == "off" else Level.warn,
+        "disk budget",
+        said + f"for the task as a whole, polling every 0.2 s ({why}): a burst between two looks is not bounded "
+        "(several files written at once and removed before the next look take the host's disk for that moment)",
+        "run the bot as root with loop devices (/dev/loop-control) and mkfs.ext4 for a hard bound: each task's "
+        "worktree a file system of its own (SANDBOX_DISK_FS=auto)",
     )
 
 

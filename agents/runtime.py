@@ -107,7 +107,8 @@ class Runtime:
                 log.warning("%s", warning)
         if swept := await asyncio.to_thread(sweep_leftovers):  # the folders of a bot that was killed
             log.info("removed %d temporary folders a killed bot left behind", len(swept))
-        for done in await task_disk.recover(settings.worktrees_dir):  # kept worktrees' file systems after a restart
+        # kept worktrees' own file systems after a restart (agents/sandbox/task_disk.py)
+        for done in await task_disk.recover(settings.worktrees_dir, settings.sandbox_disk_fs == "auto"):
             log.info("task worktree file system: %s", done)
         # the bot's own secrets are masked verbatim in everything a model or the chat sees
         remember([settings.telegram_bot_token.get_secret_value(), settings.anthropic_api_key.get_secret_value()])

@@ -22,23 +22,23 @@ from pathlib import Path
 
 import pytest
 
+from agents import doctor as dr
+from agents.doctor import Level
+from agents.git.worktrees import create_task_worktree, remove_worktree_keep_branch
 from agents.sandbox import task_disk
-from tests.conftest import USER_ID, BotHarness, git
+from tests.conftest import USER_ID, BotHarness, git, make_settings
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript
 from tests.support.processes import bot_env, host_pids, launch
 from tests.support.tasks import ended, start_task, tool_results
 
-pytestmark = [
-    pytest.mark.skipif(
-        shutil.which("bwrap") is None or not sys.platform.startswith("linux"),
-        reason="bubblewrap (bwrap) is not installed: scripts/install-system-deps.sh",
-    ),
-    pytest.mark.skipif(
-        not task_disk.support().available,
-        reason=f"no file system of its own per task here: {task_disk.support().reason}",
-    ),
-]
+needs_bwrap = pytest.mark.skipif(
+    shutil.which("bwrap") is None or not sys.platform.startswith("linux"),
+    reason="bubblewrap (bwrap) is not installed: scripts/install-system-deps.sh",
+)
+needs_own_fs = pytest.mark.skipif(
+    not task_disk.support().available, reason=f"no file system of its own per task here: {task_disk.support().reason}"
+)
 
 BUDGET_MB = 16
 # five reservations of nearly the whole budget each (under the per-file bound, which is the budget), then deleted:
@@ -99,6 +99,8 @@ class HostUse:
         return self.most - self.start
 
 
+@needs_bwrap
+@needs_own_fs
 @pytest.mark.settings(sandbox_max_disk_mb=BUDGET_MB, sandbox_max_file_mb=4096, sandbox_disk_fs="auto")
 async def test_a_burst_of_reservations_meets_the_worktrees_own_file_system(bot: BotHarness) -> None:
     worktrees = bot.settings.worktrees_dir
@@ -145,8 +147,15 @@ async def test_a_burst_of_reservations_meets_the_worktrees_own_file_system(bot: 
     await bot.tg.await_for(lambda: not worktree.exists(), timeout=30)  # its status is stored first, then it goes
     assert not os.path.ismount(worktree)
     assert not task_disk.image_for(worktree).exists(), "the ended task's image was not deleted"
+    summary = await bot.tg.await_for(
+        lambda: next((m for m in bot.tg.messages(USER_ID) if "task:merge:1" in (m.callback_data or [])), None)
+    )
+    bot.tg.press_button(USER_ID, summary.message_id, "task:merge:1")  # its branch merges as it always did
+    await bot.tg.await_for(lambda: (repo / "after.txt").exists(), timeout=30)
 
 
+@needs_bwrap
+@needs_own_fs
 @pytest.mark.slow
 async def test_a_killed_bots_worktree_keeps_its_file_system_across_restarts_and_discard_deletes_it(
     fake_telegram, fake_anthropic, tmp_path, workspace_root
@@ -205,3 +214,25 @@ async def test_a_killed_bots_worktree_keeps_its_file_system_across_restarts_and_
             await asyncio.to_thread(second.wait, 15)
         if second.poll() is None:
             second.kill()
+
+
+@needs_own_fs
+async def test_a_worktree_whose_file_system_cannot_be_made_is_a_plain_folder_and_doctor_says_which_bound_holds(
+    tmp_path: Path, workspace_root: Path, fake_telegram, fake_anthropic
+) -> None:
+    """A step that fails (here the images' folder cannot be made: a file has its name) leaves a plain worktree that
+    works and goes as before; doctor names the bound in force for each setting."""
+    repo, worktrees = workspace_root / "calc", tmp_path / "worktrees"
+    worktrees.mkdir()
+    (worktrees / task_disk.IMAGES_FOLDER).write_text("not a folder")
+    tree = await create_task_worktree(repo, 5, "plain", worktrees_dir=worktrees, disk_budget=16 << 20)
+    assert (tree.path / "calc.py").is_file() and not os.path.ismount(tree.path)
+    await remove_worktree_keep_branch(tree)
+    assert not tree.path.exists()
+
+    settings = make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root, sandbox_max_disk_mb=64)
+    own = dr.check_disk_budget(settings.model_copy(update={"sandbox_disk_fs": "auto"}))
+    assert own.level is Level.ok and "a file system of its own per task, 64 MB beyond its checkout" in own.detail
+    polled = dr.check_disk_budget(settings.model_copy(update={"sandbox_disk_fs": "off"}))
+    assert "polling every 0.2 s (SANDBOX_DISK_FS=off)" in polled.detail, polled.detail
+    assert "a burst between two looks is not bounded" in polled.detail and "file system of its own" in polled.fix

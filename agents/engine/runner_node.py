@@ -186,7 +186,8 @@ class RunnerNode:
         for warning in sandbox_limit_warnings(settings.sandbox_network != "off") if settings.sandbox != "off" else []:
             log.warning("%s", warning)
         await asyncio.to_thread(sweep_leftovers)  # the temporary folders a killed bot or runner left behind
-        for done in await task_disk.recover(settings.worktrees_dir):  # kept worktrees' file systems after a restart
+        # kept worktrees' own file systems after a restart (agents/sandbox/task_disk.py)
+        for done in await task_disk.recover(settings.worktrees_dir, settings.sandbox_disk_fs == "auto"):
             log.info("task worktree file system: %s", done)
         client = await cluster.connect(settings, identity=cluster.runner_name(settings))
         store = await Store.open(settings.database_path)

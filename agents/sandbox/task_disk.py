@@ -252,9 +252,12 @@ def _worktree_gone(worktree: Path) -> bool:
     return not target or not (worktree / target).is_dir()
 
 
-async def recover(worktrees_dir: Path) -> list[str]:
+async def recover(worktrees_dir: Path, wanted: bool = True) -> list[str]:
     """Start-up: mount again the images whose worktree folder is not a mount point, and unmount and delete those whose
-    worktree is gone. What was done, one line each."""
+    worktree is gone (whether or not new worktrees get one: `wanted`, SANDBOX_DISK_FS=auto, says so, and a machine
+    that allows none is said in the log). What was done, one line each."""
+    if wanted and not support().available:
+        _warn_once(support().reason)
     folder = Path(worktrees_dir) / IMAGES_FOLDER
     try:
         images = sorted(folder.glob("*.img"))
