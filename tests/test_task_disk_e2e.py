@@ -73,30 +73,26 @@ def worktree_of_task(worktrees: Path, task_id: int) -> Path:
     return found[0]
 
 
-class HostUse:
-    """Samples the bytes in use on a file system (statvfs) from a thread, every 2 ms, and keeps the largest."""
+class ImageUse:
+    """Samples, from a thread every 2 ms, the bytes the host's disk gives the task images in `worktrees` (all that a
+    task's worktree can take there), and keeps the largest."""
 
-    def __init__(self, where: Path) -> None:
-        self.where = where
-        self.start = self.used()
-        self.most = self.start
+    def __init__(self, worktrees: Path) -> None:
+        self.images = worktrees / task_disk.IMAGES_FOLDER
+        self.most = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
         self._thread.start()
 
-    def used(self) -> int:
-        fs = os.statvfs(self.where)
-        return (fs.f_blocks - fs.f_bfree) * fs.f_frsize
-
     def _sample(self) -> None:
         while not self._stop.wait(0.002):
-            self.most = max(self.most, self.used())
+            with contextlib.suppress(OSError):
+                self.most = max([self.most, *(image.stat().st_blocks * 512 for image in self.images.glob("*.img"))])
 
     def stop(self) -> int:
-        """How much more was in use, at most, than when sampling started."""
         self._stop.set()
         self._thread.join()
-        return self.most - self.start
+        return self.most
 
 
 @needs_bwrap
@@ -125,19 +121,19 @@ async def test_a_burst_of_reservations_meets_the_worktrees_own_file_system(bot: 
         claude_says.text("Done: after.txt written."),
     )
     worktrees.mkdir(parents=True, exist_ok=True)
-    host = HostUse(worktrees)
+    images = ImageUse(worktrees)
     try:
         bot.say("fill the disk in calc")
         task = await ended(bot, 1, timeout=90)
     finally:
-        grew = host.stop()
+        took = images.stop()
     burst, after, *_ = [*tool_results(model), ""]
     assert "No space left on device" in burst, f"the burst was not refused: {burst}"
     assert "reserved-2" not in burst, f"two reservations of 15 MB passed a 16 MB budget: {burst}"
     assert seen["mounted"], "the worktree was not a file system of its own"
     room = (BUDGET_MB + BUDGET_MB // 8 + 16) << 20  # the budget, an eighth of it, ext4's records and the checkout
     assert seen["image_size"] <= room + (16 << 20) and seen["image_on_disk"] <= room, seen
-    assert grew < 50 << 20, f"the host's disk took {grew:,} bytes more during a burst of 75 MB"
+    assert 0 < took <= room, f"the worktree took {took:,} bytes of the host's disk during a burst of 75 MB"
     # the task went on after the refused burst, and ended as usual: its work committed, its file system gone
     assert "still-working" in after, after
     assert task.status.is_final and task.branch
@@ -236,3 +232,34 @@ async def test_a_worktree_whose_file_system_cannot_be_made_is_a_plain_folder_and
     polled = dr.check_disk_budget(settings.model_copy(update={"sandbox_disk_fs": "off"}))
     assert "polling every 0.2 s (SANDBOX_DISK_FS=off)" in polled.detail, polled.detail
     assert "a burst between two looks is not bounded" in polled.detail and "file system of its own" in polled.fix
+
+
+def loop_devices_of(folder: Path) -> list[str]:
+    """Loop devices whose backing file is under `folder` (/sys/block/loop*/loop/backing_file)."""
+    found = []
+    for backing in Path("/sys/block").glob("loop*/loop/backing_file"):
+        with contextlib.suppress(OSError):
+            if backing.read_text().strip().startswith(str(folder.resolve())):
+                found.append(backing.parent.parent.name)
+    return found
+
+
+@needs_own_fs
+async def test_a_busy_worktree_is_unmounted_lazily_and_its_loop_device_goes_with_the_last_user(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A process still holding a file of the worktree (a service not yet gone) makes `umount` fail: the worktree is
+    unmounted lazily, its image deleted, and its loop device is released once that process lets go."""
+    worktree = tmp_path / "worktrees" / "calc-task-3-busy"
+    assert await task_disk.make(worktree, 1 << 20, 10, 16 << 20)
+    assert os.path.ismount(worktree) and not any(worktree.iterdir()), "a new worktree's file system is empty"
+    held = open(worktree / "held.txt", "w")  # noqa: SIM115 - held open across the release on purpose
+    try:
+        assert await task_disk.release(worktree)
+        assert "unmounted lazily" in caplog.text, caplog.text
+        assert not os.path.ismount(worktree) and not worktree.exists()
+        assert not task_disk.image_for(worktree).exists()
+    finally:
+        held.close()
+    await asyncio.sleep(0.1)  # the last user gone, the kernel detaches the loop device (autoclear)
+    assert not loop_devices_of(tmp_path), "the loop device outlived the worktree"

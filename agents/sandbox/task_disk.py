@@ -181,7 +181,7 @@ async def make(worktree: Path, checkout_bytes: int, entries: int, budget_bytes: 
 
 
 def _new_image(worktree: Path, image: Path, size: int) -> None:
-    image.parent.mkdir(mode=0o700, exist_ok=True)
+    image.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     worktree.mkdir(parents=True, exist_ok=True)
     with open(image, "xb") as file:
         file.truncate(size)  # sparse: nothing is written yet
@@ -214,7 +214,11 @@ async def release(worktree: Path) -> bool:
     if not image.is_file():
         return False
     if os.path.ismount(worktree):
-        await unmount(worktree)
+        try:
+            await unmount(worktree)
+        except OSError as err:  # the worktree stays as it is, mounted; the next start's `recover` tries again
+            log.warning("%s stays: %s", worktree, err)
+            return True
     with contextlib.suppress(FileNotFoundError):
         image.unlink()
     with contextlib.suppress(OSError):
