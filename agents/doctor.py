@@ -628,9 +628,16 @@ async def check_sandbox(settings: Settings) -> Check:
     return Check(Level.ok, "sandbox", f"bubblewrap confines commands (network: {settings.sandbox_network}){root_note}")
 
 
-def check_disk_budget(settings: Settings) -> Check:
+async def check_disk_bound(settings: Settings) -> Check:
+    """`check_disk_budget` after a real try at a worktree's own file system (where SANDBOX_DISK_FS=auto)."""
+    found = await task_disk.probe() if settings.sandbox_disk_fs == "auto" else task_disk.support()
+    return check_disk_budget(settings, found)
+
+
+def check_disk_budget(settings: Settings, found: task_disk.Support | None = None) -> Check:
     """What bounds a task's disk use here, and how: the budget, the hard per-file bound, and for the task as a whole
-    either a file system of its own per task (agents/sandbox/task_disk.py) or the poll alone."""
+    either a file system of its own per task (agents/sandbox/task_disk.py; `found`: what a real try found, else what
+    the machine offers) or the poll alone."""
     budget = disk_budget(settings.sandbox_max_disk_mb, settings.worktrees_dir) >> 20
     source = "SANDBOX_MAX_DISK_MB" if settings.sandbox_max_disk_mb is not None else "a quarter of the free space"
     per_file = min(settings.sandbox_max_file_mb, budget)
@@ -644,7 +651,7 @@ def check_disk_budget(settings: Settings) -> Check:
         f"{per_file:,} MB (RLIMIT_FSIZE: the smaller of SANDBOX_MAX_FILE_MB and the budget, refused by the kernel "
         f"at once; {keep_size}); "
     )
-    found = task_disk.support()
+    found = found or task_disk.support()
     if settings.sandbox_disk_fs == "auto" and found.available:
         return Check(
             Level.ok,
@@ -896,7 +903,7 @@ async def run_checks(settings: Settings) -> list[Check]:
         _guarded("MCP", lambda: check_mcp_servers(settings)),
         _guarded("database", lambda: check_database(settings)),
         _guarded("sandbox", lambda: check_sandbox(settings)),
-        _guarded("disk budget", lambda: check_disk_budget(settings)),
+        _guarded("disk budget", lambda: check_disk_bound(settings)),
         _guarded("task engine", lambda: check_task_engine(settings)),
         _guarded("GitHub", lambda: check_github(settings)),
     )

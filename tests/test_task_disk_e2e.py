@@ -227,7 +227,7 @@ async def test_a_worktree_whose_file_system_cannot_be_made_is_a_plain_folder_and
     assert not tree.path.exists()
 
     settings = make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root, sandbox_max_disk_mb=64)
-    own = dr.check_disk_budget(settings.model_copy(update={"sandbox_disk_fs": "auto"}))
+    own = await dr.check_disk_bound(settings.model_copy(update={"sandbox_disk_fs": "auto"}))  # a real try
     assert own.level is Level.ok and "a file system of its own per task, 64 MB beyond its checkout" in own.detail
     polled = dr.check_disk_budget(settings.model_copy(update={"sandbox_disk_fs": "off"}))
     assert "polling every 0.2 s (SANDBOX_DISK_FS=off)" in polled.detail, polled.detail

@@ -32,6 +32,7 @@ import logging
 import os
 import shutil
 import signal
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,6 +65,24 @@ def support() -> Support:
     if missing:
         return Support(False, f"{', '.join(missing)} not installed (e2fsprogs, util-linux)")
     return Support(True)
+
+
+async def probe() -> Support:
+    """`support`, then a real try (`agentlab doctor`): a small image made, mounted and removed in a temporary folder,
+    so a machine that forbids the mount itself (a container's seccomp or AppArmor profile) is told too."""
+    found = support()
+    if not found.available:
+        return found
+    folder = Path(tempfile.mkdtemp(prefix=f"agentlab-diskprobe-{os.getpid()}-"))
+    try:
+        worktree = folder / "probe"
+        if not await make(worktree, 0, 1, 16 << 20, quiet=True):
+            return Support(False, "making and mounting a small image failed here (see the log)")
+        await release(worktree)
+        return Support(True)
+    finally:
+        with contextlib.suppress(OSError):
+            shutil.rmtree(folder)
 
 
 def _may_mount() -> bool:
@@ -143,12 +162,13 @@ async def _run(*args: str) -> tuple[int, str]:
     return process.returncode or 0, out.decode(errors="replace").strip()
 
 
-async def make(worktree: Path, checkout_bytes: int, entries: int, budget_bytes: int) -> bool:
+async def make(worktree: Path, checkout_bytes: int, entries: int, budget_bytes: int, *, quiet: bool = False) -> bool:
     """Give the (new, empty or absent) folder `worktree` a file system of its own, sized by `image_size`. True when
     it has one; False where the machine allows none or a step failed (said in the log): the folder is then plain."""
     found = support()
     if not found.available:
-        _warn_once(found.reason)
+        if not quiet:
+            _warn_once(found.reason)
         return False
     worktree = Path(worktree)
     image = image_for(worktree)
