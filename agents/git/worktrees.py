@@ -267,7 +267,7 @@ async def _checkout_worktree(repo: Path, branch: str, target: Path, disk_budget:
     if target.exists() and any(target.iterdir()):
         raise GitError(f"cannot create the worktree: {target} already exists and is not the worktree of {branch}")
     target.parent.mkdir(parents=True, exist_ok=True)
-    if disk_budget is not None:
+    if disk_budget is not None and task_disk.can_make():
         size, entries_count = await _checkout_size(repo, branch)
         await task_disk.make(target, size, entries_count, disk_budget)
     try:

@@ -109,6 +109,14 @@ def _warn_once(why: str) -> None:
         )
 
 
+def can_make() -> bool:
+    """Whether a worktree can get a file system of its own here; said once in the log when not."""
+    found = support()
+    if not found.available:
+        _warn_once(found.reason)
+    return found.available
+
+
 def image_for(worktree: Path) -> Path:
     """Where the image of the worktree at `worktree` is (whether or not there is one)."""
     worktree = Path(worktree)
@@ -124,20 +132,16 @@ def is_own_file_system(worktree: Path) -> bool:
     return image_for(worktree).is_file() and os.path.ismount(worktree)
 
 
-def image_size(checkout_bytes: int, entries: int, budget_bytes: int) -> tuple[int, int]:
+def image_size(checkout_bytes: int, entries: int, budget_bytes: int) -> tuple[int, int, int]:
     """The image's size and inode count for a checkout of `checkout_bytes` (in whole blocks) and `entries` files and
     folders, with room for `budget_bytes` more: the checkout, the budget and an eighth of it again (so the poll,
     which stops the command and cleans up, is what a steady writer meets first), plus ext4's inode tables, journal and
-    bitmaps."""
+    bitmaps. Returns the size, the inode count and the journal's size (a 64th of the room, 4 to 128 MB)."""
     room = checkout_bytes + budget_bytes + budget_bytes // 8 + (4 << 20)
     inodes = 2 * entries + budget_bytes // 8192 + 4096
-    journal = _journal_bytes(room)
+    journal = min(128 << 20, max(4 << 20, (room // 64) >> 20 << 20))
     size = room + inodes * INODE_BYTES + journal + room // 64 + (4 << 20)
-    return -(-size // BLOCK) * BLOCK, inodes
-
-
-def _journal_bytes(room: int) -> int:
-    return min(128 << 20, max(4 << 20, (room // 64) >> 20 << 20))
+    return -(-size // BLOCK) * BLOCK, inodes, journal
 
 
 async def _run(*args: str) -> tuple[int, str]:
@@ -172,16 +176,15 @@ async def make(worktree: Path, checkout_bytes: int, entries: int, budget_bytes: 
         return False
     worktree = Path(worktree)
     image = image_for(worktree)
-    size, inodes = image_size(checkout_bytes, entries, budget_bytes)
+    size, inodes, journal = image_size(checkout_bytes, entries, budget_bytes)
     try:
         await asyncio.to_thread(_new_image, worktree, image, size)
     except OSError as err:  # an image left there is never overwritten: it may hold a kept worktree's files
         log.warning("%s stays a plain folder (its disk budget is only polled): %s", worktree, err)
         return False
     try:
-        journal_mb = str(_journal_bytes(size) >> 20)
         code, out = await _run(
-            "mkfs.ext4", "-q", "-F", "-b", str(BLOCK), "-m", "0", "-N", str(inodes), "-J", f"size={journal_mb}",
+            "mkfs.ext4", "-q", "-F", "-b", str(BLOCK), "-m", "0", "-N", str(inodes), "-J", f"size={journal >> 20}",
             "-E", f"lazy_itable_init=1,lazy_journal_init=1,root_owner={os.geteuid()}:{os.getegid()}", str(image),
         )  # fmt: skip
         if code != 0:
@@ -208,7 +211,9 @@ def _new_image(worktree: Path, image: Path, size: int) -> None:
 
 
 async def _mount(image: Path, worktree: Path) -> None:
-    code, out = await _run("mount", "-t", "ext4", "-o", "loop,nodev,nosuid", str(image), str(worktree))
+    # noinit_itable: the inode tables are not zeroed in the background, which would write them all to the host's disk
+    options = "loop,nodev,nosuid,noinit_itable"
+    code, out = await _run("mount", "-t", "ext4", "-o", options, str(image), str(worktree))
     if code != 0:
         raise OSError(f"mount failed: {out}")
 
