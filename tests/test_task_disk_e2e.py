@@ -182,7 +182,9 @@ async def test_a_killed_bots_worktree_keeps_its_file_system_across_restarts_and_
     assert os.path.ismount(worktree), "the worktree's mount did not survive the bot"
     assert (worktree / "draft.txt").read_text() == "draft\n"
     # the machine restarts: the mount is gone, the image stays; and an image whose worktree is gone
-    subprocess.run(["umount", str(worktree)], check=True)
+    await fake_telegram.await_for(  # the killed sandbox's last holds on it may take a moment to go
+        lambda: subprocess.run(["umount", str(worktree)], capture_output=True).returncode == 0, timeout=10
+    )
     assert not any(worktree.iterdir())
     ghost = worktrees / task_disk.IMAGES_FOLDER / "calc-task-99-gone.img"
     ghost.write_bytes(b"")
