@@ -265,3 +265,24 @@ async def test_a_busy_worktree_is_unmounted_lazily_and_its_loop_device_goes_with
         held.close()
     await asyncio.sleep(0.1)  # the last user gone, the kernel detaches the loop device (autoclear)
     assert not loop_devices_of(tmp_path), "the loop device outlived the worktree"
+
+
+@needs_own_fs
+async def test_the_start_up_recovery_keeps_live_worktrees_and_deletes_those_git_no_longer_knows(tmp_path: Path) -> None:
+    """A mounted worktree whose `.git` names its (existing) admin folder stays; one whose admin folder is gone goes;
+    a `.git` the worker made a FIFO neither hangs the start nor keeps the image."""
+    worktrees, admin = tmp_path / "worktrees", tmp_path / "repo.git" / "worktrees" / "live"
+    admin.mkdir(parents=True)
+    trees = {name: worktrees / f"calc-task-{n}-{name}" for n, name in enumerate(("live", "gone", "fifo"), 1)}
+    for tree in trees.values():
+        assert await task_disk.make(tree, 1 << 20, 10, 16 << 20)
+    (trees["live"] / ".git").write_text(f"gitdir: {admin}\n")
+    (trees["gone"] / ".git").write_text(f"gitdir: {tmp_path / 'repo.git' / 'worktrees' / 'gone'}\n")
+    os.mkfifo(trees["fifo"] / ".git")
+    try:
+        done = await asyncio.wait_for(task_disk.recover(worktrees), 10)
+        assert os.path.ismount(trees["live"]) and task_disk.image_for(trees["live"]).exists(), done
+        for name in ("gone", "fifo"):
+            assert not trees[name].exists() and not task_disk.image_for(trees[name]).exists(), done
+    finally:
+        await task_disk.release(trees["live"])

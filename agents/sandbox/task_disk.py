@@ -32,6 +32,7 @@ import logging
 import os
 import shutil
 import signal
+import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -272,9 +273,12 @@ async def remount(worktree: Path) -> bool:
 
 def _worktree_gone(worktree: Path) -> bool:
     """A worktree whose `.git` no longer names an existing admin folder of its repository is gone (removed, pruned)."""
-    dot_git = worktree / ".git"
+    dot_git = worktree / ".git"  # written by git, but the task's worker could replace it: a plain file, 4 KB read
     try:
-        text = dot_git.read_text(encoding="utf-8") if dot_git.is_file() else ""
+        with open(
+            dot_git, "rb", buffering=0, opener=lambda path, flags: os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK)
+        ) as f:
+            text = f.read(4096).decode(errors="replace") if stat.S_ISREG(os.fstat(f.fileno()).st_mode) else ""
     except OSError:
         text = ""
     target = text.strip().removeprefix("gitdir:").strip()
