@@ -642,12 +642,13 @@ async def test_checkpoint_is_converted_once_and_a_ct2_folder_is_used_as_is(
 @pytest.mark.skipif(faster_whisper_missing() is not None, reason=str(faster_whisper_missing()))
 def test_tokenizer_json_gives_whisper_ids() -> None:
     """faster-whisper tokenizes with the tokenizer.json we write: its ids must be openai-whisper's own."""
+    from tokenizers import Tokenizer
     from whisper.tokenizer import get_tokenizer
 
-    from agents.inputs.ct2_convert import build_tokenizer, whisper_encoding
+    from agents.inputs.ct2_convert import tokenizer_json
 
     ours = get_tokenizer(True, num_languages=99)
-    built = build_tokenizer(whisper_encoding(51865))
+    built = Tokenizer.from_str(tokenizer_json(51865))  # the text written as tokenizer.json
     text = "Please run the tests, then fix   what fails: ÜBER-größe 123 日本語 👍"
     assert built.encode(text).ids == ours.encode(text)
     assert built.decode(ours.encode(text)) == text
