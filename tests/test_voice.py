@@ -599,12 +599,12 @@ async def test_both_engines_read_the_same_weights_the_same_way(
 @pytest.mark.slow
 @pytest.mark.skipif(faster_whisper_missing() is not None, reason=str(faster_whisper_missing()))
 async def test_checkpoint_is_converted_once_and_a_ct2_folder_is_used_as_is(
-    tmp_path: Path, note_3s: bytes, monkeypatch
+    tmp_path: Path, tiny_checkpoint: Path, note_3s: bytes, monkeypatch
 ) -> None:
     from agents.inputs import ct2_convert
 
-    checkpoint = build_tiny_checkpoint(tmp_path / "tiny.pt")
-    root = tmp_path / "data" / "voice" / "models"
+    checkpoint = tiny_checkpoint
+    root = tmp_path / "data" / "voice" / "models"  # a conversion root of this test's own: nothing converted yet
     conversions: list[Path] = []
     real_write = ct2_convert.write_ct2_folder
 
