@@ -17,7 +17,7 @@ from tests.fakes.telegram_html import (
     plain_length,
 )
 
-PROPERTY = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROPERTY = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def alnum(text: str) -> str:

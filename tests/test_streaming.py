@@ -206,7 +206,7 @@ PIECES = st.sampled_from(
 )
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(PIECES, min_size=1, max_size=40), st.sampled_from(["", "reading calc.py", "running: a < b && c"]))
 def test_every_frame_of_a_streamed_answer_is_accepted_by_telegram(pieces: list[str], status: str) -> None:
     answer = "".join(pieces)

@@ -599,12 +599,12 @@ async def test_both_engines_read_the_same_weights_the_same_way(
 @pytest.mark.slow
 @pytest.mark.skipif(faster_whisper_missing() is not None, reason=str(faster_whisper_missing()))
 async def test_checkpoint_is_converted_once_and_a_ct2_folder_is_used_as_is(
-    tmp_path: Path, note_3s: bytes, monkeypatch
+    tmp_path: Path, tiny_checkpoint: Path, note_3s: bytes, monkeypatch
 ) -> None:
     from agents.inputs import ct2_convert
 
-    checkpoint = build_tiny_checkpoint(tmp_path / "tiny.pt")
-    root = tmp_path / "data" / "voice" / "models"
+    checkpoint = tiny_checkpoint
+    root = tmp_path / "data" / "voice" / "models"  # a conversion root of this test's own: nothing converted yet
     conversions: list[Path] = []
     real_write = ct2_convert.write_ct2_folder
 
@@ -642,12 +642,13 @@ async def test_checkpoint_is_converted_once_and_a_ct2_folder_is_used_as_is(
 @pytest.mark.skipif(faster_whisper_missing() is not None, reason=str(faster_whisper_missing()))
 def test_tokenizer_json_gives_whisper_ids() -> None:
     """faster-whisper tokenizes with the tokenizer.json we write: its ids must be openai-whisper's own."""
+    from tokenizers import Tokenizer
     from whisper.tokenizer import get_tokenizer
 
-    from agents.inputs.ct2_convert import build_tokenizer, whisper_encoding
+    from agents.inputs.ct2_convert import tokenizer_json
 
     ours = get_tokenizer(True, num_languages=99)
-    built = build_tokenizer(whisper_encoding(51865))
+    built = Tokenizer.from_str(tokenizer_json(51865))  # the text written as tokenizer.json
     text = "Please run the tests, then fix   what fails: ÜBER-größe 123 日本語 👍"
     assert built.encode(text).ids == ours.encode(text)
     assert built.decode(ours.encode(text)) == text

@@ -284,7 +284,7 @@ def maze(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(segments=st.lists(_SEGMENTS, min_size=1, max_size=6), absolute=st.booleans())
 def test_confine_never_returns_a_path_outside(maze: Path, segments: list[str], absolute: bool) -> None:
     relative = ("/" if absolute else "") + "/".join(segments)

@@ -12,6 +12,7 @@ run it off the event loop (the transcriber's worker thread).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import json
@@ -85,7 +86,7 @@ def write_ct2_folder(checkpoint: Path, out_dir: Path) -> None:
     spec.optimize(quantization="float16")  # the checkpoints are fp16: nothing is lost
     out_dir.mkdir(parents=True, exist_ok=True)
     spec.save(str(out_dir))
-    build_tokenizer(encoding).save(str(out_dir / "tokenizer.json"))
+    (out_dir / "tokenizer.json").write_text(tokenizer_json(dims["n_vocab"]), encoding="utf-8")
     write_preprocessor_config(out_dir, dims["n_mels"])
 
 
@@ -211,6 +212,13 @@ def vocabulary(encoding: Any, n_vocab: int) -> list[str]:
     if missing:
         raise ValueError(f"the checkpoint's vocabulary has {len(missing)} ids whisper's tokenizer does not know")
     return [token or "" for token in tokens]
+
+
+@functools.lru_cache(maxsize=2)
+def tokenizer_json(n_vocab: int) -> str:
+    """tokenizer.json for every checkpoint with `n_vocab` tokens: it depends on the vocabulary alone, and working out
+    its merges costs a good part of a second, so a process that converts several checkpoints does it once."""
+    return str(build_tokenizer(whisper_encoding(n_vocab)).to_str(pretty=True))
 
 
 def build_tokenizer(encoding: Any) -> Any:

@@ -30,6 +30,16 @@ from agents.store.usage import UsageTable, start_of_day, start_of_month
 __all__ = ["Store", "start_of_day", "start_of_month"]
 
 
+async def _connect(path: Path) -> aiosqlite.Connection:
+    db = await aiosqlite.connect(str(path), isolation_level=None)
+    db.row_factory = aiosqlite.Row
+    await db.execute("PRAGMA journal_mode=WAL")
+    await db.execute("PRAGMA synchronous=NORMAL")
+    await db.execute("PRAGMA foreign_keys=ON")
+    await db.execute("PRAGMA busy_timeout=5000")
+    return db
+
+
 class Store(ChatHistory, AttachmentTable, ProposalTable, TaskTable, ToolCallTable, UsageTable, OutboxTable):
     """The one place state lives. Use `await Store.open(path)`; every method is a short transaction."""
 
@@ -47,14 +57,25 @@ class Store(ChatHistory, AttachmentTable, ProposalTable, TaskTable, ToolCallTabl
         path = Path(path)
         if str(path) != ":memory:":
             path.parent.mkdir(parents=True, exist_ok=True)
-        db = await aiosqlite.connect(str(path), isolation_level=None)
-        db.row_factory = aiosqlite.Row
-        await db.execute("PRAGMA journal_mode=WAL")
-        await db.execute("PRAGMA synchronous=NORMAL")
-        await db.execute("PRAGMA foreign_keys=ON")
-        await db.execute("PRAGMA busy_timeout=5000")
-        store = cls(db, path)
+        store = cls(await _connect(path), path)
         await store._migrate()
+        return store
+
+    @classmethod
+    async def open_copy(cls, source: Store) -> Store:
+        """A new in-memory store holding a copy of everything `source` holds, schema version included: a fresh
+        store made by copying an empty migrated one costs a fifteenth of running every migration again (the
+        routing eval opens one per case it runs)."""
+        path = Path(":memory:")
+        db = await _connect(path)
+        try:
+            async with source._lock:
+                await source._db.backup(db)
+            store = cls(db, path)
+            await store._migrate()  # nothing to do unless `source` was older than this code
+        except BaseException:
+            await db.close()
+            raise
         return store
 
     async def close(self) -> None:

@@ -43,6 +43,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from .serve_loop import serve_in_thread, stop_serving
+
 if TYPE_CHECKING:
     import anthropic
 
@@ -55,7 +57,6 @@ COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
 MAX_CACHE_BREAKPOINTS = 4
 CACHE_LOOKBACK_BLOCKS = 20
 DEFAULT_MIN_CACHEABLE_TOKENS = 1024
-SERVE_POLL_SECONDS = 0.01  # how soon the stopped server notices (`shutdown()` waits up to this, in every teardown)
 
 
 # --------------------------------------------------------------------------- reply helpers
@@ -657,13 +658,7 @@ class FakeAnthropic:
         server.fake = self
         self._server = server
         self._stopping.clear()
-        self._thread = threading.Thread(
-            target=server.serve_forever,
-            kwargs={"poll_interval": SERVE_POLL_SECONDS},
-            name="fake-anthropic",
-            daemon=True,
-        )
-        self._thread.start()
+        self._thread = serve_in_thread(server, "fake-anthropic")
         return self
 
     def close(self) -> None:
@@ -671,8 +666,7 @@ class FakeAnthropic:
         if server is None:
             return
         self._stopping.set()  # wakes replies sleeping on `delay`
-        server.shutdown()
-        server.server_close()
+        stop_serving(server)
         if self._thread is not None:
             self._thread.join(timeout=5)
 

@@ -29,6 +29,8 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 
+from .serve_loop import serve_in_thread, stop_serving
+
 T = TypeVar("T")
 
 
@@ -108,13 +110,12 @@ class FakeGitHub:
         server = _Server(("127.0.0.1", 0), _Handler)
         server.fake = self
         self._server = server
-        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        serve_in_thread(server, "fake-github")
         return self
 
     def close(self) -> None:
         if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+            stop_serving(self._server)
             self._server = None
 
     @property

@@ -31,6 +31,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import pytest
 
+from .serve_loop import serve_in_thread, stop_serving
 from .telegram_html import EntityParseError, parse_telegram_html_entities, plain_length
 
 T = TypeVar("T")
@@ -42,7 +43,6 @@ MAX_DOWNLOAD_BYTES = 20 * 1024 * 1024  # getFile refuses bigger files
 MAX_UPLOAD_BYTES = 50 * 1024 * 1024
 POLL_FIRST_SECONDS = 0.005  # `await_for`: the first pause between two checks of a condition
 POLL_MAX_SECONDS = 0.05  # ... growing to this
-SERVE_POLL_SECONDS = 0.01  # how soon the stopped server notices (`shutdown()` waits up to this, in every teardown)
 
 # Parameters whose form value is a raw string (PTB does not JSON-encode str values).
 _RAW_STRING_PARAMS = frozenset(
@@ -472,13 +472,7 @@ class FakeTelegram:
         server.fake = self
         self._server = server
         self._stopping = False
-        self._thread = threading.Thread(
-            target=server.serve_forever,
-            kwargs={"poll_interval": SERVE_POLL_SECONDS},
-            name="fake-telegram",
-            daemon=True,
-        )
-        self._thread.start()
+        self._thread = serve_in_thread(server, "fake-telegram")
         return self
 
     def stop(self) -> None:
@@ -488,8 +482,7 @@ class FakeTelegram:
             for _, _, release in self._holds:  # a held answer never keeps the server from stopping
                 release.set()
         if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+            stop_serving(self._server)
         if self._thread is not None:
             self._thread.join(timeout=5)
 
