@@ -156,7 +156,7 @@ def temporal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """One Temporal dev server per test run, started by the first test that asks for it and shared by all the
     Temporal tests after it, in every xdist worker: each test keeps to task queues named after itself (and its
     process), and the bot's workflow and schedule ids carry its own database's token, so no test sees another's
-    work. A server costs about a second of CPU in its first seconds (measured): one per worker was three of those.
+    work. A server costs CPU to start and a few percent of a core while it idles: one per worker was three of each.
     The workers find it through their shared temporary folder; it stops with the last of them, or with the run."""
     from tests.temporal_dev import shared_dev_server
 

@@ -98,8 +98,7 @@ def _start(folder: Path, address: str, watched: int | None = None) -> subprocess
 def shared_dev_server(folder: Path, watched: int) -> Iterator[str]:
     """One dev server for every test process that passes the same `folder` (the xdist workers of one pytest run):
     the first to ask starts it, the others find its address in `folder`, and the last one done stops it. A dev
-    server costs about a second of CPU in its first seconds (then little while it idles), so one per run, not one
-    per worker.
+    server costs CPU to start and a steady few percent of a core while it idles, so one per run, not one per worker.
     It also stops within seconds of the process `watched` (the run's controller) ending, so that a worker that died
     without its teardown leaves nothing running."""
     state, me = folder / "temporal.json", os.getpid()
