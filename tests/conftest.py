@@ -153,18 +153,13 @@ def copy_repo(templates: Path, name: str, target: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def temporal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """One Temporal dev server per test run, started by the first test that asks for it and shared by all the
-    Temporal tests after it, in every xdist worker: each test keeps to task queues named after itself (and its
-    process), and the bot's workflow and schedule ids carry its own database's token, so no test sees another's
-    work. A server costs CPU to start and a few percent of a core while it idles: one per worker was three of each.
-    The workers find it through their shared temporary folder; it stops with the last of them, or with the run."""
-    from tests.temporal_dev import shared_dev_server
+    """One Temporal dev server per test process (each xdist worker), started by the first test that asks for it and
+    shared by all the Temporal tests after it: each test keeps to task queues named after itself, and the bot's
+    workflow and schedule ids carry its own database's token, so no test sees another's work. A server costs about
+    3 s to start; one per module was a good part of these modules' time."""
+    from tests.temporal_dev import dev_server, free_port
 
-    if os.environ.get("PYTEST_XDIST_WORKER"):  # the workers' temporary folders share the run's own folder
-        folder, run = tmp_path_factory.getbasetemp().parent, os.getppid()
-    else:
-        folder, run = tmp_path_factory.getbasetemp(), os.getpid()
-    with shared_dev_server(folder, run) as address:
+    with dev_server(tmp_path_factory.mktemp("temporal"), free_port()) as address:
         yield address
 
 

