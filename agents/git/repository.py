@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import stat
 from pathlib import Path
 
 from agents.git.command import GitError, GitIdentity, git_succeeds, git_text, run_git, split_nul
@@ -10,10 +11,38 @@ from agents.git.command import GitError, GitIdentity, git_succeeds, git_text, ru
 _NOT_A_REPOSITORY = "not a git repository"
 
 
+_COMMON_DIRS_KEPT = 256
+_common_dirs: dict[Path, tuple[tuple[int, int, int], Path]] = {}  # checkout → (its `.git` folder's identity, answer)
+
+
+def _git_folder_identity(repo: Path) -> tuple[int, int, int] | None:
+    """(device, inode, owner) of `repo/.git` when it is a real folder (a main checkout's top); None otherwise."""
+    try:
+        info = (repo / ".git").lstat()
+    except OSError:
+        return None
+    return (info.st_dev, info.st_ino, info.st_uid) if stat.S_ISDIR(info.st_mode) else None
+
+
 async def git_common_dir(repo: Path) -> Path:
-    """The repository's shared git directory (`.git` of the main checkout), absolute."""
+    """The repository's shared git directory (`.git` of the main checkout), absolute.
+
+    A task asks this several times of the same checkout; where git answered `repo/.git` (a main checkout's top) the
+    answer is kept for as long as that `.git` is the very same folder (device, inode and owner unchanged), so git is
+    asked again only for another checkout, a linked worktree, a folder below the top, or a `.git` put in its place."""
+    repo = Path(repo)
+    key = repo.resolve()
+    identity = _git_folder_identity(key)
+    known = _common_dirs.get(key)
+    if identity is not None and known is not None and known[0] == identity:
+        return known[1]
     out = (await git_text("rev-parse", "--git-common-dir", cwd=repo)).strip()
-    return (Path(repo) / out).resolve()
+    common = (repo / out).resolve()
+    if identity is not None and common == key / ".git" and identity == _git_folder_identity(key):
+        if len(_common_dirs) >= _COMMON_DIRS_KEPT:
+            _common_dirs.clear()
+        _common_dirs[key] = (identity, common)
+    return common
 
 
 async def toplevel(path: Path) -> Path | None:
