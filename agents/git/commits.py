@@ -9,7 +9,6 @@ from pathlib import Path
 from agents.core.text import human_size
 from agents.git.command import GitIdentity, git_succeeds, git_text, nul_joined, object_sizes, split_nul
 from agents.git.locks import bot_writes
-from agents.git.repository import rev_parse
 from agents.git.worktrees import TaskWorktree, check_worktree_link
 
 # Build and environment debris a task run leaves behind, never committed even where .gitignore misses it.
@@ -76,13 +75,13 @@ async def commit_all(
         if await git_succeeds("diff", "--cached", "--quiet", cwd=worktree.path):
             return CommitResult("", "", message, left_out=left_out) if left_out else None
         await git_text("commit", "-q", "--no-verify", "-m", message, cwd=worktree.path, identity=identity)
-        sha = await rev_parse(worktree.path, "HEAD")
-    short_sha = (await git_text("rev-parse", "--short", sha, cwd=worktree.path)).strip()
-    files = split_nul(
-        await git_text("diff", "--name-only", "--no-renames", "-z", f"{worktree.base_commit}..{sha}", cwd=worktree.path)
+        sha, short_sha = await _head_and_short(worktree.path)
+    span = f"{worktree.base_commit}..{sha}"
+    files, blobs, binary = _changed_files(
+        await git_text("diff", "--raw", "--numstat", "-z", "--no-abbrev", "--no-renames", span, cwd=worktree.path)
     )
-    diffstat = (await git_text("diff", "--stat", f"{worktree.base_commit}..{sha}", cwd=worktree.path)).rstrip()
-    large, binary = await _large_and_binary(worktree, sha, limits)
+    diffstat = (await git_text("diff", "--stat", span, cwd=worktree.path)).rstrip()
+    large = await _large(worktree.path, blobs, limits)
     return CommitResult(
         sha=sha,
         short_sha=short_sha,
@@ -91,7 +90,7 @@ async def commit_all(
         diffstat=diffstat,
         left_out=left_out,
         large=large,
-        binary=binary,
+        binary=sorted(binary),
     )
 
 
@@ -171,23 +170,46 @@ async def pending_changes(path: Path, extra_env: Mapping[str, str] | None = None
     return _status_entries(status)
 
 
-async def _large_and_binary(
-    worktree: TaskWorktree, sha: str, limits: CommitLimits
-) -> tuple[list[tuple[str, int]], list[str]]:
-    """Files added or changed on the branch that are large (with their size) or binary, for the summary."""
-    span = f"{worktree.base_commit}..{sha}"
-    numstat = split_nul(await git_text("diff", "--numstat", "-z", "--no-renames", span, cwd=worktree.path))
-    binary = [item.split("\t", 2)[2] for item in numstat if item.startswith("-\t-\t")]
-    raw = await git_text(
-        "diff", "--raw", "-z", "--no-abbrev", "--no-renames", "--diff-filter=AM", span, cwd=worktree.path
+async def _head_and_short(path: Path) -> tuple[str, str]:
+    """The commit HEAD names and its short form (`rev-parse --short`), asked of git in one call."""
+    full, _, short = (await git_text("rev-parse", "HEAD^{commit}", "--short", "HEAD^{commit}", cwd=path)).partition(
+        "\n"
     )
-    fields = split_nul(raw)
-    blobs = {fields[i + 1]: fields[i].split()[3] for i in range(0, len(fields) - 1, 2)}
-    sizes = await blob_sizes(worktree.path, list(blobs.values()))
-    large = sorted(
+    full, short = full.strip(), short.strip()
+    if not short or not full.startswith(short):  # HEAD moved between the two: the short form of the first
+        short = (await git_text("rev-parse", "--short", full, cwd=path)).strip()
+    return full, short
+
+
+def _changed_files(text: str) -> tuple[list[str], dict[str, str], list[str]]:
+    """From `git diff --raw --numstat -z --no-abbrev --no-renames`: every changed path; path → new blob of those
+    added or changed (status A or M); the binary ones (numstat `-` `-`)."""
+    fields = text.split("\0")
+    files: list[str] = []
+    blobs: dict[str, str] = {}
+    binary: list[str] = []
+    i = 0
+    while i < len(fields):
+        item = fields[i]
+        if item.startswith(":") and i + 1 < len(fields):  # `:mode mode sha sha status`, then the path
+            meta, path = item.split(), fields[i + 1]
+            files.append(path)
+            if len(meta) >= 5 and meta[4] in ("A", "M"):
+                blobs[path] = meta[3]
+            i += 2
+            continue
+        if item.startswith("-\t-\t"):  # `added<TAB>deleted<TAB>path`: `-` counts for a binary file
+            binary.append(item.split("\t", 2)[2])
+        i += 1
+    return files, blobs, binary
+
+
+async def _large(cwd: Path, blobs: dict[str, str], limits: CommitLimits) -> list[tuple[str, int]]:
+    """The files among `blobs` (path → blob) of `limits.large_file_bytes` or more, with their size."""
+    sizes = await blob_sizes(cwd, list(blobs.values()))
+    return sorted(
         (path, sizes.get(blob, 0)) for path, blob in blobs.items() if sizes.get(blob, 0) >= limits.large_file_bytes
     )
-    return large, sorted(binary)
 
 
 async def blob_sizes(cwd: Path, blobs: list[str]) -> dict[str, int]:

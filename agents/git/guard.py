@@ -84,6 +84,10 @@ class RepositoryGuard:
     # ---- the watcher protocol of agents.git.locks (called with the repository lock held) ---------------------
     async def resnapshot(self) -> None:
         before = ref_sources(self.common_dir, self.tree.repo)
+        if before is not None and before == self._ref_sources:
+            # the bot's change moved no ref (a worktree removed, nothing to commit): the refs read last time stand
+            self.snapshot = _Snapshot(refs=self.snapshot.refs, files=self._files())
+            return
         refs = await self._refs()
         self.snapshot = _Snapshot(refs=refs, files=self._files())
         # kept only when nothing moved while git read the refs: then these sources are exactly what it read

@@ -59,6 +59,19 @@ async def has_commits(repo: Path) -> bool:
     return await git_succeeds("rev-parse", "--verify", "--quiet", "HEAD^{commit}", cwd=repo)
 
 
+async def _toplevel_and_commits(path: Path) -> tuple[Path | None, bool]:
+    """`toplevel(path)` and, when there is one, `has_commits` of it, asked of git in one call."""
+    result = await run_git("rev-parse", "--show-toplevel", "--verify", "--quiet", "HEAD^{commit}", cwd=path)
+    if result.exit_code == 0:  # the top, then the commit
+        return Path(result.stdout.rstrip("\n").rpartition("\n")[0].strip()), True
+    if result.exit_code == 1 and result.stdout.strip():  # the top printed; `--verify --quiet` found no commit
+        return Path(result.stdout.strip()), False
+    if _NOT_A_REPOSITORY in result.stderr:
+        return None, False
+    top = await toplevel(path)  # any other failure: asked on its own, which raises git's own error
+    return top, top is not None and await has_commits(top)
+
+
 async def ensure_repository(path: Path, identity: GitIdentity | None = None) -> bool:
     """Make sure `path` is in a git work tree with at least one commit; True when this initialised a new repository.
 
@@ -68,12 +81,12 @@ async def ensure_repository(path: Path, identity: GitIdentity | None = None) -> 
     """
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
-    top = await toplevel(path)
+    top, committed = await _toplevel_and_commits(path)
     initialised = top is None
     if top is None:
         await git_text("init", "-q", "-b", "main", cwd=path)
         top = path
-    if not await has_commits(top):
+    if not committed:
         await git_text("add", "-A", cwd=top)
         await git_text(
             "commit",
