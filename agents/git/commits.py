@@ -127,14 +127,17 @@ async def _over_limits(worktree: TaskWorktree, limits: CommitLimits) -> list[Lef
     The task's total counts what the branch already changed vs its base plus what is pending; the smallest pending
     files are admitted first, so one huge file does not crowd out the real work.
     """
-    pending = {path for path, code in await pending_changes(worktree.path) if "D" not in code}
-    committed = set(
-        split_nul(
-            await git_text(
-                "diff", "--name-only", "--no-renames", "-z", f"{worktree.base_commit}..HEAD", cwd=worktree.path
+    head, changes = await _pending_and_head(worktree.path)
+    pending = {path for path, code in changes if "D" not in code}
+    committed: set[str] = set()
+    if head != worktree.base_commit:  # the branch's first commit has nothing before it to count
+        committed = set(
+            split_nul(
+                await git_text(
+                    "diff", "--name-only", "--no-renames", "-z", f"{worktree.base_commit}..HEAD", cwd=worktree.path
+                )
             )
         )
-    )
     used = sum(file_size(worktree.path / p) for p in committed - pending)
     left_out: list[LeftOut] = []
     for size, path in sorted((file_size(worktree.path / p), p) for p in pending):
@@ -150,6 +153,55 @@ async def _over_limits(worktree: TaskWorktree, limits: CommitLimits) -> list[Lef
 def _status_entries(text: str) -> list[tuple[str, str]]:
     """(path, two-letter code) from `git status --porcelain -z --no-renames`."""
     return [(item[3:], item[:2]) for item in text.split("\0") if len(item) > 3]
+
+
+async def _pending_and_head(path: Path) -> tuple[str | None, list[tuple[str, str]]]:
+    """`pending_changes(path)` and the commit HEAD names (None before the first), from one `git status`."""
+    status = await git_text(
+        "status",
+        "--porcelain=v2",
+        "--branch",
+        "-z",
+        "--untracked-files=all",
+        "--no-renames",
+        "--",
+        ".",
+        *NEVER_COMMIT,
+        cwd=path,
+    )
+    return _status_v2_entries(status)
+
+
+# `git status --porcelain=v2` entries: the kind, then how many space-separated fields come before the path
+_V2_FIELDS_BEFORE_PATH = {"1": 8, "2": 9, "u": 10, "?": 1, "!": 1}
+
+
+def _status_v2_entries(text: str) -> tuple[str | None, list[tuple[str, str]]]:
+    """(HEAD's commit or None, [(path, two-letter code as `--porcelain` v1 writes it)]) from `git status
+    --porcelain=v2 --branch -z`."""
+    head: str | None = None
+    entries: list[tuple[str, str]] = []
+    fields = text.split("\0")
+    i = 0
+    while i < len(fields):
+        item = fields[i]
+        i += 1
+        if item.startswith("# branch.oid "):
+            oid = item.removeprefix("# branch.oid ").strip()
+            head = None if oid == "(initial)" else oid
+            continue
+        kind = item[:1]
+        before = _V2_FIELDS_BEFORE_PATH.get(kind)
+        if before is None or item[1:2] != " ":
+            continue
+        parts = item.split(" ", before)
+        if len(parts) <= before:
+            continue
+        if kind == "2":
+            i += 1  # a rename's original path follows in its own field
+        code = {"?": "??", "!": "!!"}.get(kind) or parts[1].replace(".", " ")
+        entries.append((parts[before], code))
+    return head, entries
 
 
 async def pending_changes(path: Path, extra_env: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
