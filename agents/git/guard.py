@@ -20,6 +20,7 @@ from pathlib import Path
 
 from agents.git.command import GitOutput, git_text, run_git
 from agents.git.locks import repo_lock, unwatch, watch
+from agents.git.ref_files import RefSources, ref_sources
 from agents.git.repository import git_common_dir
 from agents.git.worktrees import TaskWorktree, check_worktree_link
 from agents.sandbox.safe_paths import write_file
@@ -215,71 +216,6 @@ class RepositoryGuard:
             text += f" (failed: {result.stderr.strip()[:200]})"
         log.warning("task branch %s: %s", self.tree.branch, text)
         self.warnings.append(text)
-
-
-# ---- the refs' sources, read without git ---------------------------------------------------------------------------
-RefSources = tuple[tuple[str, bytes], ...]
-_REF_SOURCE_FILES = ("packed-refs", "config", "config.worktree", "commondir")  # besides refs/, what for-each-ref reads
-_MAX_REF_ENTRIES = 4000  # more loose refs and folders than this: git is asked every time
-_MAX_REF_SOURCE_BYTES = 1024 * 1024  # a bigger packed-refs or config: git is asked every time
-
-
-def ref_sources(common_dir: Path, repo: Path) -> RefSources | None:
-    """The bytes of every file `git for-each-ref` in `repo` reads the refs from: each loose ref under `refs/` (its
-    path and content), `packed-refs`, the configuration and `commondir` (absent ones as empty), with the identity of
-    `repo/.git`; None where that cannot be told cheaply and exactly (a link anywhere among them, a reftable
-    repository, anything but plain files and folders, too many or too big), and then the guard asks git.
-
-    The guard compares this with what it read when it took its snapshot, and asks git for the refs only when it
-    differs: the same bytes in the same files are the same refs, whatever the file times say. (Git also leaves out a
-    ref whose commit is no longer in the object store; such a ref could not be put back anyway.)"""
-    try:
-        info = (repo / ".git").lstat()
-        if os.path.lexists(common_dir / "reftable"):
-            return None
-        found: list[tuple[str, bytes]] = [(".git", f"{info.st_mode} {info.st_dev} {info.st_ino}".encode())]
-        for name in _REF_SOURCE_FILES:
-            path = common_dir / name
-            data = _plain_bytes(path) if os.path.lexists(path) else b""
-            if data is None:
-                return None
-            found.append((name, data))
-        folders = [common_dir / "refs"]
-        if not stat.S_ISDIR(folders[0].lstat().st_mode):
-            return None
-        while folders:
-            folder = folders.pop()
-            with os.scandir(folder) as entries:
-                for entry in entries:
-                    if len(found) > _MAX_REF_ENTRIES or entry.is_symlink():
-                        return None
-                    name = Path(entry.path).relative_to(common_dir).as_posix()
-                    if entry.is_dir(follow_symlinks=False):
-                        folders.append(Path(entry.path))
-                        found.append((name + "/", b""))
-                        continue
-                    data = _plain_bytes(Path(entry.path))
-                    if data is None:
-                        return None
-                    found.append((name, data))
-    except OSError:
-        return None
-    return tuple(sorted(found))
-
-
-def _plain_bytes(path: Path) -> bytes | None:
-    """The content of the plain file `path` (never through a link, never blocking on a pipe); None for anything else
-    or a file over `_MAX_REF_SOURCE_BYTES`."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > _MAX_REF_SOURCE_BYTES:
-            return None
-        data = handle.read(_MAX_REF_SOURCE_BYTES + 1)
-    return data if len(data) <= _MAX_REF_SOURCE_BYTES else None
 
 
 def _read(path: Path) -> _FileState | None:

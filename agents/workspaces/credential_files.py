@@ -19,6 +19,7 @@ from pathlib import Path
 
 from agents.core.secrets_filter import SecretScope, credential_values, remember
 from agents.git.command import GitError, run_git
+from agents.git.ref_files import checkout_ref_sources
 from agents.workspaces.file_walk import walk_tree
 from agents.workspaces.folders import is_secret_file
 
@@ -85,11 +86,17 @@ HISTORY_STATES = 64  # the latest states of refs remembered, so the cache does n
 
 async def _history_once(checkout: Path) -> list[str]:
     """`_in_history`, searched once per state of the repository's refs: the next task on the same repository with no
-    new commits pays for `git for-each-ref` only, not for a walk of the whole history."""
-    refs = await run_git("for-each-ref", "--format=%(objectname)", cwd=checkout)
-    if refs.exit_code != 0:
-        return await _in_history(checkout)
-    key = hashlib.sha256(refs.stdout.encode()).hexdigest()
+    new commits pays for reading the ref files (or, where they are not plain, `git for-each-ref`), not for a walk of
+    the whole history. Equal ref files hold the same tips, whatever repository they are in."""
+    sources = checkout_ref_sources(checkout)
+    if sources is not None:  # the refs only: not which checkout (its `.git`) nor where its HEAD is
+        refs = [(name, data) for name, data in sources if name not in (".git", "own:HEAD")]
+        key = "files:" + hashlib.sha256(repr(refs).encode()).hexdigest()
+    else:
+        listed = await run_git("for-each-ref", "--format=%(objectname)", cwd=checkout)
+        if listed.exit_code != 0:
+            return await _in_history(checkout)
+        key = hashlib.sha256(listed.stdout.encode()).hexdigest()
     if key not in _history_seen:
         _history_seen[key] = await _in_history(checkout)
         while len(_history_seen) > HISTORY_STATES:
