@@ -225,6 +225,20 @@ async def test_files_over_the_limits_are_never_staged_and_are_named(repo: Path, 
     assert "huge.bin" not in git("ls-files", cwd=tree.path)
 
 
+async def test_the_task_limit_counts_what_the_branchs_earlier_commits_changed(repo: Path, tmp_path: Path) -> None:
+    tree = await new_task(repo, tmp_path)
+    limits = CommitLimits(max_file_bytes=4000, max_task_bytes=5000, large_file_bytes=4000)
+    (tree.path / "a.txt").write_bytes(b"a" * 3000)
+    first = await commit_all(tree, "first", GitIdentity(), limits)
+    assert first is not None and first.files == ["a.txt"] and not first.left_out
+    (tree.path / "b.txt").write_bytes(b"b" * 3000)  # fits alone, not with a.txt already on the branch
+    (tree.path / "c.py").write_text("OK = 1\n")
+    second = await commit_all(tree, "second", GitIdentity(), limits)
+    assert second is not None and second.committed
+    assert [(item.path, "per-task" in item.reason) for item in second.left_out] == [("b.txt", True)]
+    assert second.files == ["a.txt", "c.py"]
+
+
 async def test_the_bots_commit_never_writes_a_huge_file_into_the_object_store(repo: Path, tmp_path: Path) -> None:
     tree = await new_task(repo, tmp_path)
     (tree.path / "big.bin").write_bytes(os.urandom(6 * 1024 * 1024))
