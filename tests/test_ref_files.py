@@ -96,6 +96,10 @@ async def test_the_guard_still_undoes_a_quiet_in_place_move_after_checks_that_di
     guard = await RepositoryGuard.start(tree)
     try:
         assert await guard.check() == [] and await guard.check() == []  # nothing moved: the ref files say so
+        (tree.path / "x.txt").write_text("x\n")
+        git("add", "x.txt", cwd=tree.path)
+        git("commit", "-qm", "the worker's own commit", cwd=tree.path)
+        assert await guard.check() == []  # the task's own branch is the worker's to move
         evil = git("commit-tree", "-m", "evil", "HEAD^{tree}", cwd=tree.path)
         main = repo / ".git" / "refs" / "heads" / "main"
         info = main.stat()
