@@ -119,3 +119,23 @@ async def test_the_guard_still_undoes_a_quiet_in_place_move_after_checks_that_di
         assert git("rev-parse", "feature", cwd=repo) == main_before
     finally:
         guard.close()
+
+
+async def test_the_credential_history_is_searched_again_when_a_new_tip_appears(repo: Path) -> None:
+    from agents.workspaces.credential_files import remember_credential_files
+
+    def add_and_remove_env(value: str) -> None:
+        (repo / ".env").write_text(f"TOKEN={value}\n")
+        git("add", ".env", cwd=repo)
+        git("commit", "-qm", "oops", cwd=repo)
+        git("rm", "-q", ".env", cwd=repo)
+        git("commit", "-qm", "removed", cwd=repo)
+
+    add_and_remove_env("Hist0ryValue4ref1les")
+    assert await remember_credential_files(repo) == 1  # only in the history
+    git("branch", "other", "main", cwd=repo)  # a new name for a commit already there: the same history
+    assert await remember_credential_files(repo) == 1
+    git("checkout", "-q", "-b", "side", cwd=repo)
+    add_and_remove_env("An0therValue4ref1les")
+    git("checkout", "-q", "main", cwd=repo)
+    assert await remember_credential_files(repo) == 2  # a new tip: its history is searched

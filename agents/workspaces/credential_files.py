@@ -19,7 +19,7 @@ from pathlib import Path
 
 from agents.core.secrets_filter import SecretScope, credential_values, remember
 from agents.git.command import GitError, run_git
-from agents.git.ref_files import checkout_ref_sources
+from agents.git.ref_files import RefSources, checkout_ref_sources
 from agents.workspaces.file_walk import walk_tree
 from agents.workspaces.folders import is_secret_file
 
@@ -87,11 +87,11 @@ HISTORY_STATES = 64  # the latest states of refs remembered, so the cache does n
 async def _history_once(checkout: Path) -> list[str]:
     """`_in_history`, searched once per state of the repository's refs: the next task on the same repository with no
     new commits pays for reading the ref files (or, where they are not plain, `git for-each-ref`), not for a walk of
-    the whole history. Equal ref files hold the same tips, whatever repository they are in."""
+    the whole history. The same set of tips has the same history, whatever the refs are named (a new task branch at
+    an existing commit adds nothing), whatever repository they are in."""
     sources = checkout_ref_sources(checkout)
-    if sources is not None:  # the refs only: not which checkout (its `.git`) nor where its HEAD is
-        refs = [(name, data) for name, data in sources if name not in (".git", "own:HEAD")]
-        key = "files:" + hashlib.sha256(repr(refs).encode()).hexdigest()
+    if sources is not None:  # the set of tips (what a walk of every ref starts from), not the names
+        key = "tips:" + hashlib.sha256(b"\n".join(_tips(sources))).hexdigest()
     else:
         listed = await run_git("for-each-ref", "--format=%(objectname)", cwd=checkout)
         if listed.exit_code != 0:
@@ -102,6 +102,18 @@ async def _history_once(checkout: Path) -> list[str]:
         while len(_history_seen) > HISTORY_STATES:
             del _history_seen[next(iter(_history_seen))]  # the oldest state
     return _history_seen[key]
+
+
+def _tips(sources: RefSources) -> list[bytes]:
+    """Every value a loose ref or a line of `packed-refs` holds (a commit id, or a symbolic ref's target, which is
+    among them anyway), sorted, each once: equal sets, equal histories."""
+    tips: set[bytes] = set()
+    for name, data in sources:
+        if name.startswith(("refs/", "own:refs/")) and not name.endswith("/"):
+            tips.add(data.strip())
+        elif name == "packed-refs":
+            tips.update(line.split(b" ", 1)[0].lstrip(b"^") for line in data.splitlines() if not line.startswith(b"#"))
+    return sorted(tips)
 
 
 async def _in_history(checkout: Path) -> list[str]:
