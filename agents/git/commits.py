@@ -9,6 +9,7 @@ from pathlib import Path
 from agents.core.text import human_size
 from agents.git.command import GitIdentity, git_succeeds, git_text, nul_joined, object_sizes, split_nul
 from agents.git.locks import bot_writes
+from agents.git.repository import remember_changes
 from agents.git.worktrees import TaskWorktree, check_worktree_link
 
 # Build and environment debris a task run leaves behind, never committed even where .gitignore misses it.
@@ -77,9 +78,11 @@ async def commit_all(
         await git_text("commit", "-q", "--no-verify", "-m", message, cwd=worktree.path, identity=identity)
         sha, short_sha = await _head_and_short(worktree.path)
     span = f"{worktree.base_commit}..{sha}"
-    files, blobs, binary = _changed_files(
+    changes, blobs, binary = _changed_files(
         await git_text("diff", "--raw", "--numstat", "-z", "--no-abbrev", "--no-renames", span, cwd=worktree.path)
     )
+    remember_changes(worktree.path, worktree.base_commit, sha, changes)  # what the tests ask next
+    files = [path for _, path in changes]
     diffstat = (await git_text("diff", "--stat", span, cwd=worktree.path)).rstrip()
     large = await _large(worktree.path, blobs, limits)
     return CommitResult(
@@ -233,11 +236,12 @@ async def _head_and_short(path: Path) -> tuple[str, str]:
     return full, short
 
 
-def _changed_files(text: str) -> tuple[list[str], dict[str, str], list[str]]:
-    """From `git diff --raw --numstat -z --no-abbrev --no-renames`: every changed path; path → new blob of those
-    added or changed (status A or M); the binary ones (numstat `-` `-`)."""
+def _changed_files(text: str) -> tuple[list[tuple[str, str]], dict[str, str], list[str]]:
+    """From `git diff --raw --numstat -z --no-abbrev --no-renames`: (status letter, path) of every changed path, as
+    `--name-status` says it; path → new blob of those added or changed (status A or M); the binary ones (numstat
+    `-` `-`)."""
     fields = text.split("\0")
-    files: list[str] = []
+    changes: list[tuple[str, str]] = []
     blobs: dict[str, str] = {}
     binary: list[str] = []
     i = 0
@@ -245,7 +249,7 @@ def _changed_files(text: str) -> tuple[list[str], dict[str, str], list[str]]:
         item = fields[i]
         if item.startswith(":") and i + 1 < len(fields):  # `:mode mode sha sha status`, then the path
             meta, path = item.split(), fields[i + 1]
-            files.append(path)
+            changes.append((meta[4][:1] if len(meta) >= 5 else "", path))
             if len(meta) >= 5 and meta[4] in ("A", "M"):
                 blobs[path] = meta[3]
             i += 2
@@ -253,7 +257,7 @@ def _changed_files(text: str) -> tuple[list[str], dict[str, str], list[str]]:
         if item.startswith("-\t-\t"):  # `added<TAB>deleted<TAB>path`: `-` counts for a binary file
             binary.append(item.split("\t", 2)[2])
         i += 1
-    return files, blobs, binary
+    return changes, blobs, binary
 
 
 async def _large(cwd: Path, blobs: dict[str, str], limits: CommitLimits) -> list[tuple[str, int]]:

@@ -7,6 +7,7 @@ import stat
 from pathlib import Path
 
 from agents.git.command import GitError, GitIdentity, git_succeeds, git_text, run_git, split_nul
+from agents.git.ref_files import head_from_files
 
 _NOT_A_REPOSITORY = "not a git repository"
 
@@ -141,8 +142,26 @@ async def is_tracked(repo: Path, path: str) -> bool:
     return await git_succeeds("ls-files", "--error-unmatch", "--", path, cwd=repo)
 
 
+_CHANGES_KEPT = 64
+_known_changes: dict[tuple[str, str, str], list[tuple[str, str]]] = {}  # (checkout, base, head) → its changes
+
+
+def remember_changes(path: Path, base_commit: str, head: str, changes: list[tuple[str, str]]) -> None:
+    """Keep what git said changed between two commits in a checkout (`commit_all` has just asked), for
+    `changes_since`: commits do not change, so neither does their diff."""
+    if len(_known_changes) >= _CHANGES_KEPT:
+        del _known_changes[next(iter(_known_changes))]  # the oldest
+    _known_changes[(str(Path(path).resolve()), base_commit, head)] = list(changes)
+
+
 async def changes_since(path: Path, base_commit: str) -> list[tuple[str, str]]:
-    """(status letter, path) of every file changed between `base_commit` and HEAD in the checkout at `path`."""
+    """(status letter, path) of every file changed between `base_commit` and HEAD in the checkout at `path`.
+
+    Where HEAD can be read from the git files (`ref_files.head_from_files`) and this diff was remembered
+    (`remember_changes`), git is not asked again."""
+    head = head_from_files(Path(path))
+    if head is not None and (known := _known_changes.get((str(Path(path).resolve()), base_commit, head))) is not None:
+        return list(known)
     text = await git_text("diff", "--name-status", "--no-renames", "-z", f"{base_commit}..HEAD", cwd=path)
     fields = split_nul(text)
     return [(fields[i][:1], fields[i + 1]) for i in range(0, len(fields) - 1, 2)]
