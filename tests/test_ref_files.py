@@ -139,3 +139,23 @@ async def test_the_credential_history_is_searched_again_when_a_new_tip_appears(r
     add_and_remove_env("An0therValue4ref1les")
     git("checkout", "-q", "main", cwd=repo)
     assert await remember_credential_files(repo) == 2  # a new tip: its history is searched
+
+
+async def test_the_credential_files_at_head_are_read_again_when_head_moves(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agents.workspaces import credential_files
+
+    monkeypatch.setattr(credential_files, "HISTORY_SECONDS", 0.0)  # no history search: HEAD's files only
+    (repo / ".env").write_text("TOKEN=AtHeadValue1ref5\n")
+    git("add", ".env", cwd=repo)
+    git("commit", "-qm", "env", cwd=repo)
+    tree = tmp_path / "tree"
+    git("worktree", "add", "-q", "-b", "side", str(tree), cwd=repo)
+    (tree / ".env").unlink()  # not on disk either: what HEAD holds is all that counts
+    assert await credential_files.remember_credential_files(tree) == 1
+    git("checkout", "-q", ".env", cwd=tree)
+    (tree / ".env").write_text("TOKEN=AtHeadValue1ref5\nOTHER=AtHeadValue2ref5\n")
+    git("commit", "-qam", "a second value", cwd=tree)
+    (tree / ".env").unlink()
+    assert await credential_files.remember_credential_files(tree) == 2  # the new HEAD's files are read

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from agents.core.secrets_filter import SecretScope, credential_values, remember
 from agents.git.command import GitError, run_git
-from agents.git.ref_files import RefSources, checkout_ref_sources
+from agents.git.ref_files import RefSources, checkout_ref_sources, head_from_files
 from agents.workspaces.file_walk import walk_tree
 from agents.workspaces.folders import is_secret_file
 
@@ -67,16 +67,32 @@ async def remember_credential_files(checkout: Path, scope: SecretScope | None = 
     return len(set(values))
 
 
+_commit_values: dict[str, list[str]] = {}  # a commit → the values its credential files hold (commits do not change)
+COMMITS_KEPT = 64
+
+
 async def _at_head(checkout: Path) -> list[str]:
-    listing = await run_git("ls-tree", "-r", "-z", "--name-only", "HEAD", cwd=checkout)
+    """The values the credential files committed at HEAD assign; read once per commit where HEAD can be read from
+    the git files (the next task from the same commit reads none)."""
+    head = head_from_files(checkout)
+    if head is not None and (known := _commit_values.get(head)) is not None:
+        return list(known)
+    rev = head or "HEAD"
+    listing = await run_git("ls-tree", "-r", "-z", "--name-only", rev, cwd=checkout)
     if listing.exit_code != 0:
         return []
     names = [n for n in listing.stdout.split("\0") if n and is_secret_file(n.rsplit("/", 1)[-1])][:MAX_FILES]
     values: list[str] = []
+    complete = True
     for name in names:
-        shown = await run_git("cat-file", "blob", f"HEAD:{name}", cwd=checkout)
+        shown = await run_git("cat-file", "blob", f"{rev}:{name}", cwd=checkout)
         if shown.exit_code == 0:
             values += credential_values(shown.stdout[:MAX_BYTES])
+        complete = complete and shown.exit_code == 0
+    if head is not None and complete:
+        while len(_commit_values) >= COMMITS_KEPT:
+            del _commit_values[next(iter(_commit_values))]  # the oldest
+        _commit_values[head] = list(values)
     return values
 
 
