@@ -8,13 +8,21 @@ from __future__ import annotations
 
 import os
 import subprocess
+import zlib
 from pathlib import Path
 
 import pytest
 
 from agents.git.command import GitIdentity
 from agents.git.guard import RepositoryGuard
-from agents.git.ref_files import checkout_ref_sources, head_from_files, ref_sources
+from agents.git.ref_files import (
+    checkout_ref_sources,
+    head_commit_from_files,
+    head_from_files,
+    is_loose_commit,
+    ref_sources,
+)
+from agents.git.repository import has_commits, rev_parse, toplevel
 from agents.git.worktrees import create_task_worktree
 from agents.repo_map.maps import git_head
 from tests.support.git_repos import git, make_user_repo, no_git_identity  # noqa: F401  (an autouse fixture)
@@ -159,3 +167,34 @@ async def test_the_credential_files_at_head_are_read_again_when_head_moves(
     git("commit", "-qam", "a second value", cwd=tree)
     (tree / ".env").unlink()
     assert await credential_files.remember_credential_files(tree) == 2  # the new HEAD's files are read
+
+
+def git_succeeds(*args: str, cwd: Path) -> bool:
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True).returncode == 0
+
+
+async def test_a_commit_read_from_the_files_is_one_git_would_read_and_the_rest_is_asked_of_git(repo: Path) -> None:
+    head = git("rev-parse", "HEAD^{commit}", cwd=repo)
+    assert head_commit_from_files(repo) == head == await rev_parse(repo, "HEAD")
+    tree = git("rev-parse", "HEAD^{tree}", cwd=repo)
+    assert not is_loose_commit(repo / ".git", tree)  # a tree is not a commit
+    loose = repo / ".git" / "objects" / head[:2] / head[2:]
+    stored = loose.read_bytes()
+    loose.chmod(0o644)
+    loose.write_bytes(zlib.compress(zlib.decompress(stored).replace(b"user's first commit", b"user's other commit")))
+    assert not is_loose_commit(repo / ".git", head)  # the content no longer matches its id: git would refuse it
+    assert await has_commits(repo) is git_succeeds("rev-parse", "--verify", "-q", "HEAD^{commit}", cwd=repo)
+    loose.write_bytes(stored)
+    git("gc", "-q", cwd=repo)  # packed: only git reads a pack
+    assert not loose.exists() and head_commit_from_files(repo) is None
+    assert await has_commits(repo) and await rev_parse(repo, "HEAD") == head
+    (repo / ".git" / "HEAD").write_text(tree + "\n")  # HEAD naming a tree: no commit, as git says
+    assert await has_commits(repo) is False is git_succeeds("rev-parse", "--verify", "-q", "HEAD^{commit}", cwd=repo)
+
+
+async def test_the_toplevel_kept_for_a_checkout_follows_its_configuration(repo: Path, tmp_path: Path) -> None:
+    assert await toplevel(repo) == repo.resolve() == await toplevel(repo)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    git("config", "core.worktree", str(elsewhere), cwd=repo)
+    assert await toplevel(repo) == Path(git("rev-parse", "--show-toplevel", cwd=repo)) == elsewhere.resolve()

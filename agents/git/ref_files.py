@@ -11,9 +11,11 @@ git as before.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import stat
+import zlib
 from pathlib import Path
 
 RefSources = tuple[tuple[str, bytes], ...]
@@ -174,3 +176,39 @@ def head_from_files(checkout: Path) -> str | None:
         if name == refname and _COMMIT_ID.fullmatch(sha):
             return sha.decode()
     return None
+
+
+def is_loose_commit(common_dir: Path, object_id: str) -> bool:
+    """Whether `object_id` is a commit stored loose in the repository, whole and matching its id (what git checks
+    when it reads one); False where that cannot be told here (packed, in an alternate, replaced, missing, too big:
+    then git must be asked)."""
+    if not _COMMIT_ID.fullmatch(object_id.encode()) or os.path.lexists(common_dir / "info" / "grafts"):
+        return False
+    packed = _file_or_empty(common_dir / "packed-refs")
+    if packed is None or b"refs/replace/" in packed or os.path.lexists(common_dir / "refs" / "replace"):
+        return False  # an object may be replaced by another: git reads it
+    stored = plain_bytes(common_dir / "objects" / object_id[:2] / object_id[2:])
+    if stored is None:
+        return False
+    try:
+        inflate = zlib.decompressobj()
+        data = inflate.decompress(stored, _MAX_REF_SOURCE_BYTES)
+    except zlib.error:
+        return False
+    if not inflate.eof:
+        return False
+    header, nul, body = data.partition(b"\0")
+    if not nul or header != b"commit " + str(len(body)).encode():
+        return False
+    digest = hashlib.sha1 if len(object_id) == 40 else hashlib.sha256
+    return digest(data).hexdigest() == object_id
+
+
+def head_commit_from_files(checkout: Path) -> str | None:
+    """`head_from_files` where that id is a commit stored loose in the repository (what `git rev-parse --verify
+    HEAD^{commit}` answers); None where git must be asked (a packed commit included)."""
+    dirs = git_dirs(checkout)
+    head = head_from_files(checkout) if dirs is not None else None
+    if dirs is None or head is None:
+        return None
+    return head if is_loose_commit(dirs[1], head) else None

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import os
 import stat
 from pathlib import Path
 
 from agents.git.command import GitError, GitIdentity, git_succeeds, git_text, run_git, split_nul
-from agents.git.ref_files import head_from_files
+from agents.git.ref_files import head_commit_from_files, head_from_files, plain_bytes
 
 _NOT_A_REPOSITORY = "not a git repository"
 
@@ -46,27 +48,80 @@ async def git_common_dir(repo: Path) -> Path:
     return common
 
 
+_TOPLEVELS_KEPT = 256
+_toplevels: dict[str, tuple[tuple[object, ...], Path]] = {}  # a path → (what git's answer rested on, the answer)
+
+
+def _checkout_identity(path: Path) -> tuple[object, ...] | None:
+    """What `git rev-parse --show-toplevel` in `path` rests on, where `path` is a main checkout's top: the real path,
+    the `.git` folder (device, inode, owner), the owner of `path`, the configuration's bytes (core.worktree, say);
+    None otherwise (then git is asked every time)."""
+    try:
+        real = Path(path).resolve()
+        dot_git = (real / ".git").lstat()
+        if not stat.S_ISDIR(dot_git.st_mode) or os.path.lexists(real / ".git" / "commondir"):
+            return None
+        config = plain_bytes(real / ".git" / "config")
+        if config is None or b"include" in config.lower():
+            return None
+        owner = real.lstat().st_uid
+    except OSError:
+        return None
+    return (str(real), dot_git.st_dev, dot_git.st_ino, dot_git.st_uid, owner, hashlib.sha256(config).digest())
+
+
+def _known_toplevel(path: Path) -> Path | None:
+    known = _toplevels.get(str(path))
+    return known[1] if known is not None and known[0] == _checkout_identity(path) else None
+
+
+def _remember_toplevel(path: Path, identity: tuple[object, ...] | None, top: Path) -> None:
+    if identity is not None and identity == _checkout_identity(path):  # nothing moved while git answered
+        if len(_toplevels) >= _TOPLEVELS_KEPT:
+            _toplevels.clear()
+        _toplevels[str(path)] = (identity, top)
+
+
 async def toplevel(path: Path) -> Path | None:
-    """The work tree containing `path`, or None when `path` is not inside one (other failures raise)."""
+    """The work tree containing `path`, or None when `path` is not inside one (other failures raise).
+
+    Git's answer for a main checkout's top is kept while what it rests on stays the same (`_checkout_identity`):
+    a task asks it more than once."""
+    if (known := _known_toplevel(path)) is not None:
+        return known
+    identity = _checkout_identity(path)
     result = await run_git("rev-parse", "--show-toplevel", cwd=path)
     if result.exit_code == 0:
-        return Path(result.stdout.strip())
+        top = Path(result.stdout.strip())
+        _remember_toplevel(path, identity, top)
+        return top
     if _NOT_A_REPOSITORY in result.stderr:
         return None
     raise GitError(f"git rev-parse in {path}: {result.stderr.strip()}")
 
 
 async def has_commits(repo: Path) -> bool:
+    """Whether HEAD names a commit; read from the git files where that commit is stored loose, asked of git
+    otherwise."""
+    if head_commit_from_files(Path(repo)) is not None:
+        return True
     return await git_succeeds("rev-parse", "--verify", "--quiet", "HEAD^{commit}", cwd=repo)
 
 
 async def _toplevel_and_commits(path: Path) -> tuple[Path | None, bool]:
-    """`toplevel(path)` and, when there is one, `has_commits` of it, asked of git in one call."""
+    """`toplevel(path)` and, when there is one, `has_commits` of it, asked of git in one call (none where both
+    are known without git)."""
+    if (known := _known_toplevel(path)) is not None and head_commit_from_files(known) is not None:
+        return known, True
+    identity = _checkout_identity(path)
     result = await run_git("rev-parse", "--show-toplevel", "--verify", "--quiet", "HEAD^{commit}", cwd=path)
-    if result.exit_code == 0:  # the top, then the commit
-        return Path(result.stdout.rstrip("\n").rpartition("\n")[0].strip()), True
-    if result.exit_code == 1 and result.stdout.strip():  # the top printed; `--verify --quiet` found no commit
-        return Path(result.stdout.strip()), False
+    if result.exit_code in (0, 1) and result.stdout.strip():
+        if result.exit_code == 0:  # the top, then the commit
+            top, committed = Path(result.stdout.rstrip("\n").rpartition("\n")[0].strip()), True
+        else:  # the top printed; `--verify --quiet` found no commit
+            top, committed = Path(result.stdout.strip()), False
+        _remember_toplevel(path, identity, top)
+        return top, committed
     if _NOT_A_REPOSITORY in result.stderr:
         return None, False
     top = await toplevel(path)  # any other failure: asked on its own, which raises git's own error
@@ -115,6 +170,8 @@ async def branch_exists(repo: Path, branch: str) -> bool:
 
 
 async def rev_parse(repo: Path, rev: str) -> str:
+    if rev == "HEAD" and (head := head_commit_from_files(Path(repo))) is not None:
+        return head  # a loose commit HEAD names, read from the git files
     return (await git_text("rev-parse", "--verify", f"{rev}^{{commit}}", cwd=repo)).strip()
 
 
