@@ -199,6 +199,25 @@ async def test_a_driver_planted_after_the_bots_git_ran_is_still_overridden(
     assert sorted(p.name for p in marks.iterdir()) == [], "a driver planted after a kept answer ran"
 
 
+@pytest.mark.parametrize("section", ['[FILTER "evil"]', "[Filter.evil]", '[filter "evil"]'])
+async def test_a_driver_section_written_by_hand_in_any_case_is_overridden(
+    repo: Path, tmp_path: Path, marks: Path, section: str
+) -> None:
+    """The bot asks git for the drivers only where the configuration holds the word filter, diff or merge: in
+    whatever case and syntax git accepts it."""
+    tree = await new_task(repo, tmp_path)
+    config = repo / ".git" / "config"
+    config.write_text(config.read_text() + f"{section}\n\tclean = touch {marks}/clean-ran; cat\n")
+    (repo / ".git" / "info").mkdir(exist_ok=True)
+    (repo / ".git" / "info" / "attributes").write_text("* filter=evil\n")
+    (tree.path / "app.py").write_text("VALUE = 3\n")
+    assert (await commit_all(tree, "x", GitIdentity())).committed
+    assert [p.name for p in marks.iterdir()] == [], "the bot's git ran a planted filter"
+    (tree.path / "app.py").write_text("VALUE = 4\n")
+    git("add", "-A", cwd=tree.path)  # the user's git does run it: the planted driver is real
+    assert [p.name for p in marks.iterdir()] == ["clean-ran"]
+
+
 async def test_a_replaced_git_file_stops_the_bots_git_calls(repo: Path, tmp_path: Path) -> None:
     tree = await new_task(repo, tmp_path)
     (tree.path / ".git").write_text(f"gitdir: {tmp_path / 'elsewhere'}\n")
