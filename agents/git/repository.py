@@ -124,8 +124,8 @@ async def _toplevel_and_commits(path: Path) -> tuple[Path | None, bool]:
         return top, committed
     if _NOT_A_REPOSITORY in result.stderr:
         return None, False
-    top = await toplevel(path)  # any other failure: asked on its own, which raises git's own error
-    return top, top is not None and await has_commits(top)
+    asked = await toplevel(path)  # any other failure: asked on its own, which raises git's own error
+    return asked, asked is not None and await has_commits(asked)
 
 
 async def ensure_repository(path: Path, identity: GitIdentity | None = None) -> bool:
