@@ -198,3 +198,11 @@ async def test_the_toplevel_kept_for_a_checkout_follows_its_configuration(repo: 
     elsewhere.mkdir()
     git("config", "core.worktree", str(elsewhere), cwd=repo)
     assert await toplevel(repo) == Path(git("rev-parse", "--show-toplevel", cwd=repo)) == elsewhere.resolve()
+
+
+def test_too_many_loose_refs_are_left_to_git(repo: Path) -> None:
+    head = git("rev-parse", "HEAD", cwd=repo)
+    assert ref_sources(repo / ".git", repo) is not None
+    commands = "".join(f"create refs/tags/t{i:04d} {head}\n" for i in range(1001))
+    subprocess.run(["git", "update-ref", "--stdin"], cwd=repo, input=commands, text=True, check=True)
+    assert ref_sources(repo / ".git", repo) is None  # reading them all would hold the event loop: git lists them

@@ -20,7 +20,7 @@ from pathlib import Path
 
 RefSources = tuple[tuple[str, bytes], ...]
 _REF_SOURCE_FILES = ("packed-refs", "config", "config.worktree", "commondir")  # besides refs/, what for-each-ref reads
-_MAX_REF_ENTRIES = 4000  # more loose refs and folders than this: git is asked every time
+_MAX_REF_ENTRIES = 1000  # more loose refs and folders than this: git is asked (reading them would hold the loop)
 _MAX_REF_SOURCE_BYTES = 1024 * 1024  # a bigger packed-refs or config: git is asked every time
 _COMMIT_ID = re.compile(rb"[0-9a-f]{40}([0-9a-f]{24})?")  # SHA-1 or SHA-256
 
