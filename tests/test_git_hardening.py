@@ -199,6 +199,25 @@ async def test_a_driver_planted_after_the_bots_git_ran_is_still_overridden(
     assert sorted(p.name for p in marks.iterdir()) == [], "a driver planted after a kept answer ran"
 
 
+@pytest.mark.parametrize("section", ['[FILTER "evil"]', "[Filter.evil]", '[filter "evil"]'])
+async def test_a_driver_section_written_by_hand_in_any_case_is_overridden(
+    repo: Path, tmp_path: Path, marks: Path, section: str
+) -> None:
+    """The bot asks git for the drivers only where the configuration holds the word filter, diff or merge: in
+    whatever case and syntax git accepts it."""
+    tree = await new_task(repo, tmp_path)
+    config = repo / ".git" / "config"
+    config.write_text(config.read_text() + f"{section}\n\tclean = touch {marks}/clean-ran; cat\n")
+    (repo / ".git" / "info").mkdir(exist_ok=True)
+    (repo / ".git" / "info" / "attributes").write_text("* filter=evil\n")
+    (tree.path / "app.py").write_text("VALUE = 3\n")
+    assert (await commit_all(tree, "x", GitIdentity())).committed
+    assert [p.name for p in marks.iterdir()] == [], "the bot's git ran a planted filter"
+    (tree.path / "app.py").write_text("VALUE = 4\n")
+    git("add", "-A", cwd=tree.path)  # the user's git does run it: the planted driver is real
+    assert [p.name for p in marks.iterdir()] == ["clean-ran"]
+
+
 async def test_a_replaced_git_file_stops_the_bots_git_calls(repo: Path, tmp_path: Path) -> None:
     tree = await new_task(repo, tmp_path)
     (tree.path / ".git").write_text(f"gitdir: {tmp_path / 'elsewhere'}\n")
@@ -223,6 +242,20 @@ async def test_files_over_the_limits_are_never_staged_and_are_named(repo: Path, 
     assert sorted(commit.files) == ["a.txt", "small.py"]
     assert commit.large == [("a.txt", 3000)]
     assert "huge.bin" not in git("ls-files", cwd=tree.path)
+
+
+async def test_the_task_limit_counts_what_the_branchs_earlier_commits_changed(repo: Path, tmp_path: Path) -> None:
+    tree = await new_task(repo, tmp_path)
+    limits = CommitLimits(max_file_bytes=4000, max_task_bytes=5000, large_file_bytes=4000)
+    (tree.path / "a.txt").write_bytes(b"a" * 3000)
+    first = await commit_all(tree, "first", GitIdentity(), limits)
+    assert first is not None and first.files == ["a.txt"] and not first.left_out
+    (tree.path / "b.txt").write_bytes(b"b" * 3000)  # fits alone, not with a.txt already on the branch
+    (tree.path / "c.py").write_text("OK = 1\n")
+    second = await commit_all(tree, "second", GitIdentity(), limits)
+    assert second is not None and second.committed
+    assert [(item.path, "per-task" in item.reason) for item in second.left_out] == [("b.txt", True)]
+    assert second.files == ["a.txt", "c.py"]
 
 
 async def test_the_bots_commit_never_writes_a_huge_file_into_the_object_store(repo: Path, tmp_path: Path) -> None:

@@ -179,13 +179,29 @@ def _local_config(cwd: Path) -> bytes | None:
     return None if b"include" in blob.lower() else blob
 
 
+# A key of a filter, diff or merge section spells the section's name out in the file: `[filter "x"]`, `[Diff.x]`
+# (section names are letters, digits, `-` and `.`, case-insensitive, never escaped). Configuration files holding none
+# of these words name no driver at all.
+_DRIVER_SECTIONS = (b"filter", b"diff", b"merge")
+
+
+def _names_no_driver(config: bytes) -> bool:
+    """True when the configuration files in `config` (as `_local_config` reads them) cannot name a driver."""
+    files = config.split(b"\0", 2)[2:]  # the two git directories' paths first: they are not configuration
+    lowered = b"".join(files).lower()
+    return not any(word in lowered for word in _DRIVER_SECTIONS)
+
+
 async def _driver_options(cwd: Path, env: Mapping[str, str]) -> list[str]:
     """`-c` overrides for every filter, diff and merge driver the effective configuration (includes too) names.
 
-    Asking git costs a process per git call, so the answer is kept per configuration: keyed by the bytes of the
-    configuration files themselves (a few hundred bytes, read on every call), it is asked again whenever a byte
+    Asking git costs a process per git call, so git is not asked where the configuration files (a few hundred bytes,
+    read on every call) do not even hold the word `filter`, `diff` or `merge`, and otherwise the answer is kept per
+    configuration: keyed by the bytes of the configuration files themselves, it is asked again whenever a byte
     changes. A configuration with includes is asked every time."""
     config = _local_config(cwd)
+    if config is not None and _names_no_driver(config):
+        return []
     if config is not None and (known := _driver_cache.get(config)) is not None:
         return list(known)
     listed = await _exec_git(

@@ -9,7 +9,7 @@ from pathlib import Path
 from agents.core.text import human_size
 from agents.git.command import GitIdentity, git_succeeds, git_text, nul_joined, object_sizes, split_nul
 from agents.git.locks import bot_writes
-from agents.git.repository import rev_parse
+from agents.git.repository import remember_changes
 from agents.git.worktrees import TaskWorktree, check_worktree_link
 
 # Build and environment debris a task run leaves behind, never committed even where .gitignore misses it.
@@ -76,13 +76,15 @@ async def commit_all(
         if await git_succeeds("diff", "--cached", "--quiet", cwd=worktree.path):
             return CommitResult("", "", message, left_out=left_out) if left_out else None
         await git_text("commit", "-q", "--no-verify", "-m", message, cwd=worktree.path, identity=identity)
-        sha = await rev_parse(worktree.path, "HEAD")
-    short_sha = (await git_text("rev-parse", "--short", sha, cwd=worktree.path)).strip()
-    files = split_nul(
-        await git_text("diff", "--name-only", "--no-renames", "-z", f"{worktree.base_commit}..{sha}", cwd=worktree.path)
+        sha, short_sha = await _head_and_short(worktree.path)
+    span = f"{worktree.base_commit}..{sha}"
+    changes, blobs, binary = _changed_files(
+        await git_text("diff", "--raw", "--numstat", "-z", "--no-abbrev", "--no-renames", span, cwd=worktree.path)
     )
-    diffstat = (await git_text("diff", "--stat", f"{worktree.base_commit}..{sha}", cwd=worktree.path)).rstrip()
-    large, binary = await _large_and_binary(worktree, sha, limits)
+    remember_changes(worktree.path, worktree.base_commit, sha, changes)  # what the tests ask next
+    files = [path for _, path in changes]
+    diffstat = (await git_text("diff", "--stat", span, cwd=worktree.path)).rstrip()
+    large = await _large(worktree.path, blobs, limits)
     return CommitResult(
         sha=sha,
         short_sha=short_sha,
@@ -91,7 +93,7 @@ async def commit_all(
         diffstat=diffstat,
         left_out=left_out,
         large=large,
-        binary=binary,
+        binary=sorted(binary),
     )
 
 
@@ -128,14 +130,17 @@ async def _over_limits(worktree: TaskWorktree, limits: CommitLimits) -> list[Lef
     The task's total counts what the branch already changed vs its base plus what is pending; the smallest pending
     files are admitted first, so one huge file does not crowd out the real work.
     """
-    pending = {path for path, code in await pending_changes(worktree.path) if "D" not in code}
-    committed = set(
-        split_nul(
-            await git_text(
-                "diff", "--name-only", "--no-renames", "-z", f"{worktree.base_commit}..HEAD", cwd=worktree.path
+    head, changes = await _pending_and_head(worktree.path)
+    pending = {path for path, code in changes if "D" not in code}
+    committed: set[str] = set()
+    if head != worktree.base_commit:  # the branch's first commit has nothing before it to count
+        committed = set(
+            split_nul(
+                await git_text(
+                    "diff", "--name-only", "--no-renames", "-z", f"{worktree.base_commit}..HEAD", cwd=worktree.path
+                )
             )
         )
-    )
     used = sum(file_size(worktree.path / p) for p in committed - pending)
     left_out: list[LeftOut] = []
     for size, path in sorted((file_size(worktree.path / p), p) for p in pending):
@@ -151,6 +156,55 @@ async def _over_limits(worktree: TaskWorktree, limits: CommitLimits) -> list[Lef
 def _status_entries(text: str) -> list[tuple[str, str]]:
     """(path, two-letter code) from `git status --porcelain -z --no-renames`."""
     return [(item[3:], item[:2]) for item in text.split("\0") if len(item) > 3]
+
+
+async def _pending_and_head(path: Path) -> tuple[str | None, list[tuple[str, str]]]:
+    """`pending_changes(path)` and the commit HEAD names (None before the first), from one `git status`."""
+    status = await git_text(
+        "status",
+        "--porcelain=v2",
+        "--branch",
+        "-z",
+        "--untracked-files=all",
+        "--no-renames",
+        "--",
+        ".",
+        *NEVER_COMMIT,
+        cwd=path,
+    )
+    return _status_v2_entries(status)
+
+
+# `git status --porcelain=v2` entries: the kind, then how many space-separated fields come before the path
+_V2_FIELDS_BEFORE_PATH = {"1": 8, "2": 9, "u": 10, "?": 1, "!": 1}
+
+
+def _status_v2_entries(text: str) -> tuple[str | None, list[tuple[str, str]]]:
+    """(HEAD's commit or None, [(path, two-letter code as `--porcelain` v1 writes it)]) from `git status
+    --porcelain=v2 --branch -z`."""
+    head: str | None = None
+    entries: list[tuple[str, str]] = []
+    fields = text.split("\0")
+    i = 0
+    while i < len(fields):
+        item = fields[i]
+        i += 1
+        if item.startswith("# branch.oid "):
+            oid = item.removeprefix("# branch.oid ").strip()
+            head = None if oid == "(initial)" else oid
+            continue
+        kind = item[:1]
+        before = _V2_FIELDS_BEFORE_PATH.get(kind)
+        if before is None or item[1:2] != " ":
+            continue
+        parts = item.split(" ", before)
+        if len(parts) <= before:
+            continue
+        if kind == "2":
+            i += 1  # a rename's original path follows in its own field
+        code = {"?": "??", "!": "!!"}.get(kind) or parts[1].replace(".", " ")
+        entries.append((parts[before], code))
+    return head, entries
 
 
 async def pending_changes(path: Path, extra_env: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
@@ -171,23 +225,47 @@ async def pending_changes(path: Path, extra_env: Mapping[str, str] | None = None
     return _status_entries(status)
 
 
-async def _large_and_binary(
-    worktree: TaskWorktree, sha: str, limits: CommitLimits
-) -> tuple[list[tuple[str, int]], list[str]]:
-    """Files added or changed on the branch that are large (with their size) or binary, for the summary."""
-    span = f"{worktree.base_commit}..{sha}"
-    numstat = split_nul(await git_text("diff", "--numstat", "-z", "--no-renames", span, cwd=worktree.path))
-    binary = [item.split("\t", 2)[2] for item in numstat if item.startswith("-\t-\t")]
-    raw = await git_text(
-        "diff", "--raw", "-z", "--no-abbrev", "--no-renames", "--diff-filter=AM", span, cwd=worktree.path
+async def _head_and_short(path: Path) -> tuple[str, str]:
+    """The commit HEAD names and its short form (`rev-parse --short`), asked of git in one call."""
+    full, _, short = (await git_text("rev-parse", "HEAD^{commit}", "--short", "HEAD^{commit}", cwd=path)).partition(
+        "\n"
     )
-    fields = split_nul(raw)
-    blobs = {fields[i + 1]: fields[i].split()[3] for i in range(0, len(fields) - 1, 2)}
-    sizes = await blob_sizes(worktree.path, list(blobs.values()))
-    large = sorted(
+    full, short = full.strip(), short.strip()
+    if not short or not full.startswith(short):  # HEAD moved between the two: the short form of the first
+        short = (await git_text("rev-parse", "--short", full, cwd=path)).strip()
+    return full, short
+
+
+def _changed_files(text: str) -> tuple[list[tuple[str, str]], dict[str, str], list[str]]:
+    """From `git diff --raw --numstat -z --no-abbrev --no-renames`: (status letter, path) of every changed path, as
+    `--name-status` says it; path → new blob of those added or changed (status A or M); the binary ones (numstat
+    `-` `-`)."""
+    fields = text.split("\0")
+    changes: list[tuple[str, str]] = []
+    blobs: dict[str, str] = {}
+    binary: list[str] = []
+    i = 0
+    while i < len(fields):
+        item = fields[i]
+        if item.startswith(":") and i + 1 < len(fields):  # `:mode mode sha sha status`, then the path
+            meta, path = item.split(), fields[i + 1]
+            changes.append((meta[4][:1] if len(meta) >= 5 else "", path))
+            if len(meta) >= 5 and meta[4] in ("A", "M"):
+                blobs[path] = meta[3]
+            i += 2
+            continue
+        if item.startswith("-\t-\t"):  # `added<TAB>deleted<TAB>path`: `-` counts for a binary file
+            binary.append(item.split("\t", 2)[2])
+        i += 1
+    return changes, blobs, binary
+
+
+async def _large(cwd: Path, blobs: dict[str, str], limits: CommitLimits) -> list[tuple[str, int]]:
+    """The files among `blobs` (path → blob) of `limits.large_file_bytes` or more, with their size."""
+    sizes = await blob_sizes(cwd, list(blobs.values()))
+    return sorted(
         (path, sizes.get(blob, 0)) for path, blob in blobs.items() if sizes.get(blob, 0) >= limits.large_file_bytes
     )
-    return large, sorted(binary)
 
 
 async def blob_sizes(cwd: Path, blobs: list[str]) -> dict[str, int]:

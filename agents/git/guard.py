@@ -20,6 +20,7 @@ from pathlib import Path
 
 from agents.git.command import GitOutput, git_text, run_git
 from agents.git.locks import repo_lock, unwatch, watch
+from agents.git.ref_files import RefSources, ref_sources
 from agents.git.repository import git_common_dir
 from agents.git.worktrees import TaskWorktree, check_worktree_link
 from agents.sandbox.safe_paths import write_file
@@ -53,6 +54,7 @@ class RepositoryGuard:
         self.link_text = link_text  # the worktree's `.git` file as git wrote it
         self.snapshot = _Snapshot()
         self.warnings: list[str] = []  # every warning so far, for the summary
+        self._ref_sources: RefSources | None = None  # what `ref_sources` read when the snapshot's refs were read
         self._reported = 0
 
     @classmethod
@@ -82,7 +84,19 @@ class RepositoryGuard:
 
     # ---- the watcher protocol of agents.git.locks (called with the repository lock held) ---------------------
     async def resnapshot(self) -> None:
-        self.snapshot = _Snapshot(refs=await self._refs(), files=self._files())
+        before = ref_sources(self.common_dir, self.tree.repo)
+        if self._same_refs_as_snapshot(before):
+            # the bot's change moved no ref but the task's own (its commit; a worktree removed; nothing to commit):
+            # the refs read last time stand
+            self.snapshot = _Snapshot(refs=self.snapshot.refs, files=self._files())
+            self._ref_sources = before
+            return
+        refs = await self._refs()
+        self.snapshot = _Snapshot(refs=refs, files=self._files())
+        # kept only when nothing moved while git read the refs: then these sources are exactly what it read
+        self._ref_sources = (
+            before if before is not None and before == ref_sources(self.common_dir, self.tree.repo) else None
+        )
 
     async def verify(self) -> None:
         self._restore_link()
@@ -101,7 +115,30 @@ class RepositoryGuard:
                 refs[name] = (sha, symref)
         return refs
 
+    def _same_refs_as_snapshot(self, sources: RefSources | None) -> bool:
+        """Whether `sources` (what `ref_sources` reads now) hold the snapshot's refs, told without git: every file git
+        reads the refs from holds the bytes it held when the snapshot's refs were read, but for the task's own
+        branch (a loose ref the snapshot leaves out, and the folders above it) where no loose ref is symbolic (one
+        could name the task's branch)."""
+        if sources is None or self._ref_sources is None:
+            return False
+        if sources == self._ref_sources:
+            return True
+        then, now = dict(self._ref_sources), dict(sources)
+        moved = {name for name in then.keys() | now.keys() if then.get(name) != now.get(name)}
+        parts = self.task_ref.split("/")
+        own = {self.task_ref} | {"/".join(parts[:i]) + "/" for i in range(2, len(parts))}
+        if not moved <= own:
+            return False
+        return not any(
+            name.startswith("refs/") and data.startswith(b"ref:") for name, data in [*then.items(), *now.items()]
+        )
+
     async def _restore_refs(self) -> None:
+        sources = ref_sources(self.common_dir, self.tree.repo)
+        if self._same_refs_as_snapshot(sources):
+            self._ref_sources = sources
+            return
         now = await self._refs()
         before = self.snapshot.refs
         for name in sorted(set(now) | set(before)):

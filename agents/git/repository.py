@@ -3,31 +3,129 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import os
+import stat
 from pathlib import Path
 
 from agents.git.command import GitError, GitIdentity, git_succeeds, git_text, run_git, split_nul
+from agents.git.ref_files import head_commit_from_files, head_from_files, plain_bytes
 
 _NOT_A_REPOSITORY = "not a git repository"
 
 
+_COMMON_DIRS_KEPT = 256
+_common_dirs: dict[Path, tuple[tuple[int, int, int], Path]] = {}  # checkout → (its `.git` folder's identity, answer)
+
+
+def _git_folder_identity(repo: Path) -> tuple[int, int, int] | None:
+    """(device, inode, owner) of `repo/.git` when it is a real folder (a main checkout's top); None otherwise."""
+    try:
+        info = (repo / ".git").lstat()
+    except OSError:
+        return None
+    return (info.st_dev, info.st_ino, info.st_uid) if stat.S_ISDIR(info.st_mode) else None
+
+
 async def git_common_dir(repo: Path) -> Path:
-    """The repository's shared git directory (`.git` of the main checkout), absolute."""
+    """The repository's shared git directory (`.git` of the main checkout), absolute.
+
+    A task asks this several times of the same checkout; where git answered `repo/.git` (a main checkout's top) the
+    answer is kept for as long as that `.git` is the very same folder (device, inode and owner unchanged), so git is
+    asked again only for another checkout, a linked worktree, a folder below the top, or a `.git` put in its place."""
+    repo = Path(repo)
+    key = repo.resolve()
+    identity = _git_folder_identity(key)
+    known = _common_dirs.get(key)
+    if identity is not None and known is not None and known[0] == identity:
+        return known[1]
     out = (await git_text("rev-parse", "--git-common-dir", cwd=repo)).strip()
-    return (Path(repo) / out).resolve()
+    common = (repo / out).resolve()
+    if identity is not None and common == key / ".git" and identity == _git_folder_identity(key):
+        if len(_common_dirs) >= _COMMON_DIRS_KEPT:
+            _common_dirs.clear()
+        _common_dirs[key] = (identity, common)
+    return common
+
+
+_TOPLEVELS_KEPT = 256
+_toplevels: dict[str, tuple[tuple[object, ...], Path]] = {}  # a path → (what git's answer rested on, the answer)
+
+
+def _checkout_identity(path: Path) -> tuple[object, ...] | None:
+    """What `git rev-parse --show-toplevel` in `path` rests on, where `path` is a main checkout's top: the real path,
+    the `.git` folder (device, inode, owner), the owner of `path`, the configuration's bytes (core.worktree, say);
+    None otherwise (then git is asked every time)."""
+    try:
+        real = Path(path).resolve()
+        dot_git = (real / ".git").lstat()
+        if not stat.S_ISDIR(dot_git.st_mode) or os.path.lexists(real / ".git" / "commondir"):
+            return None
+        config = plain_bytes(real / ".git" / "config")
+        if config is None or b"include" in config.lower():
+            return None
+        owner = real.lstat().st_uid
+    except OSError:
+        return None
+    return (str(real), dot_git.st_dev, dot_git.st_ino, dot_git.st_uid, owner, hashlib.sha256(config).digest())
+
+
+def _known_toplevel(path: Path) -> Path | None:
+    known = _toplevels.get(str(path))
+    return known[1] if known is not None and known[0] == _checkout_identity(path) else None
+
+
+def _remember_toplevel(path: Path, identity: tuple[object, ...] | None, top: Path) -> None:
+    if identity is not None and identity == _checkout_identity(path):  # nothing moved while git answered
+        if len(_toplevels) >= _TOPLEVELS_KEPT:
+            _toplevels.clear()
+        _toplevels[str(path)] = (identity, top)
 
 
 async def toplevel(path: Path) -> Path | None:
-    """The work tree containing `path`, or None when `path` is not inside one (other failures raise)."""
+    """The work tree containing `path`, or None when `path` is not inside one (other failures raise).
+
+    Git's answer for a main checkout's top is kept while what it rests on stays the same (`_checkout_identity`):
+    a task asks it more than once."""
+    if (known := _known_toplevel(path)) is not None:
+        return known
+    identity = _checkout_identity(path)
     result = await run_git("rev-parse", "--show-toplevel", cwd=path)
     if result.exit_code == 0:
-        return Path(result.stdout.strip())
+        top = Path(result.stdout.strip())
+        _remember_toplevel(path, identity, top)
+        return top
     if _NOT_A_REPOSITORY in result.stderr:
         return None
     raise GitError(f"git rev-parse in {path}: {result.stderr.strip()}")
 
 
 async def has_commits(repo: Path) -> bool:
+    """Whether HEAD names a commit; read from the git files where that commit is stored loose, asked of git
+    otherwise."""
+    if head_commit_from_files(Path(repo)) is not None:
+        return True
     return await git_succeeds("rev-parse", "--verify", "--quiet", "HEAD^{commit}", cwd=repo)
+
+
+async def _toplevel_and_commits(path: Path) -> tuple[Path | None, bool]:
+    """`toplevel(path)` and, when there is one, `has_commits` of it, asked of git in one call (none where both
+    are known without git)."""
+    if (known := _known_toplevel(path)) is not None and head_commit_from_files(known) is not None:
+        return known, True
+    identity = _checkout_identity(path)
+    result = await run_git("rev-parse", "--show-toplevel", "--verify", "--quiet", "HEAD^{commit}", cwd=path)
+    if result.exit_code in (0, 1) and result.stdout.strip():
+        if result.exit_code == 0:  # the top, then the commit
+            top, committed = Path(result.stdout.rstrip("\n").rpartition("\n")[0].strip()), True
+        else:  # the top printed; `--verify --quiet` found no commit
+            top, committed = Path(result.stdout.strip()), False
+        _remember_toplevel(path, identity, top)
+        return top, committed
+    if _NOT_A_REPOSITORY in result.stderr:
+        return None, False
+    asked = await toplevel(path)  # any other failure: asked on its own, which raises git's own error
+    return asked, asked is not None and await has_commits(asked)
 
 
 async def ensure_repository(path: Path, identity: GitIdentity | None = None) -> bool:
@@ -39,12 +137,12 @@ async def ensure_repository(path: Path, identity: GitIdentity | None = None) -> 
     """
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
-    top = await toplevel(path)
+    top, committed = await _toplevel_and_commits(path)
     initialised = top is None
     if top is None:
         await git_text("init", "-q", "-b", "main", cwd=path)
         top = path
-    if not await has_commits(top):
+    if not committed:
         await git_text("add", "-A", cwd=top)
         await git_text(
             "commit",
@@ -72,6 +170,8 @@ async def branch_exists(repo: Path, branch: str) -> bool:
 
 
 async def rev_parse(repo: Path, rev: str) -> str:
+    if rev == "HEAD" and (head := head_commit_from_files(Path(repo))) is not None:
+        return head  # a loose commit HEAD names, read from the git files
     return (await git_text("rev-parse", "--verify", f"{rev}^{{commit}}", cwd=repo)).strip()
 
 
@@ -99,8 +199,26 @@ async def is_tracked(repo: Path, path: str) -> bool:
     return await git_succeeds("ls-files", "--error-unmatch", "--", path, cwd=repo)
 
 
+_CHANGES_KEPT = 64
+_known_changes: dict[tuple[str, str, str], list[tuple[str, str]]] = {}  # (checkout, base, head) → its changes
+
+
+def remember_changes(path: Path, base_commit: str, head: str, changes: list[tuple[str, str]]) -> None:
+    """Keep what git said changed between two commits in a checkout (`commit_all` has just asked), for
+    `changes_since`: commits do not change, so neither does their diff."""
+    if len(_known_changes) >= _CHANGES_KEPT:
+        del _known_changes[next(iter(_known_changes))]  # the oldest
+    _known_changes[(str(Path(path).resolve()), base_commit, head)] = list(changes)
+
+
 async def changes_since(path: Path, base_commit: str) -> list[tuple[str, str]]:
-    """(status letter, path) of every file changed between `base_commit` and HEAD in the checkout at `path`."""
+    """(status letter, path) of every file changed between `base_commit` and HEAD in the checkout at `path`.
+
+    Where HEAD can be read from the git files (`ref_files.head_from_files`) and this diff was remembered
+    (`remember_changes`), git is not asked again."""
+    head = head_from_files(Path(path))
+    if head is not None and (known := _known_changes.get((str(Path(path).resolve()), base_commit, head))) is not None:
+        return list(known)
     text = await git_text("diff", "--name-status", "--no-renames", "-z", f"{base_commit}..HEAD", cwd=path)
     fields = split_nul(text)
     return [(fields[i][:1], fields[i + 1]) for i in range(0, len(fields) - 1, 2)]

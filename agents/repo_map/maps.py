@@ -27,6 +27,7 @@ from pathlib import Path
 from agents.core.errors import ToolError
 from agents.core.text import estimate_tokens
 from agents.core.user_turns import UserTurns
+from agents.git.ref_files import head_from_files
 from agents.repo_map.gc_pause import gc_paused
 from agents.repo_map.outline import (
     BINARY_EXTENSIONS,
@@ -102,7 +103,10 @@ async def scan_files(root: Path) -> dict[str, tuple[int, int]]:
 
 
 async def git_head(root: Path) -> str | None:
-    """The commit checked out in `root`, or None (not a git repository, or no commit yet)."""
+    """The commit checked out in `root`, or None (not a git repository, or no commit yet). Read from the git files
+    where HEAD is plainly a branch or a commit (no git process), asked of git otherwise."""
+    if (head := head_from_files(Path(root))) is not None:  # a few small files: no thread needed
+        return head
     out = await read_only_git(root, "rev-parse", "--verify", "-q", "HEAD")
     return (out or "").strip() or None
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from agents.core.secrets_filter import SecretScope, credential_values, remember
 from agents.git.command import GitError, run_git
+from agents.git.ref_files import RefSources, checkout_ref_sources, head_from_files
 from agents.workspaces.file_walk import walk_tree
 from agents.workspaces.folders import is_secret_file
 
@@ -66,16 +67,32 @@ async def remember_credential_files(checkout: Path, scope: SecretScope | None = 
     return len(set(values))
 
 
+_commit_values: dict[str, list[str]] = {}  # a commit → the values its credential files hold (commits do not change)
+COMMITS_KEPT = 64
+
+
 async def _at_head(checkout: Path) -> list[str]:
-    listing = await run_git("ls-tree", "-r", "-z", "--name-only", "HEAD", cwd=checkout)
+    """The values the credential files committed at HEAD assign; read once per commit where HEAD can be read from
+    the git files (the next task from the same commit reads none)."""
+    head = head_from_files(checkout)
+    if head is not None and (known := _commit_values.get(head)) is not None:
+        return list(known)
+    rev = head or "HEAD"
+    listing = await run_git("ls-tree", "-r", "-z", "--name-only", rev, cwd=checkout)
     if listing.exit_code != 0:
         return []
     names = [n for n in listing.stdout.split("\0") if n and is_secret_file(n.rsplit("/", 1)[-1])][:MAX_FILES]
     values: list[str] = []
+    complete = True
     for name in names:
-        shown = await run_git("cat-file", "blob", f"HEAD:{name}", cwd=checkout)
+        shown = await run_git("cat-file", "blob", f"{rev}:{name}", cwd=checkout)
         if shown.exit_code == 0:
             values += credential_values(shown.stdout[:MAX_BYTES])
+        complete = complete and shown.exit_code == 0
+    if head is not None and complete:
+        while len(_commit_values) >= COMMITS_KEPT:
+            del _commit_values[next(iter(_commit_values))]  # the oldest
+        _commit_values[head] = list(values)
     return values
 
 
@@ -85,16 +102,34 @@ HISTORY_STATES = 64  # the latest states of refs remembered, so the cache does n
 
 async def _history_once(checkout: Path) -> list[str]:
     """`_in_history`, searched once per state of the repository's refs: the next task on the same repository with no
-    new commits pays for `git for-each-ref` only, not for a walk of the whole history."""
-    refs = await run_git("for-each-ref", "--format=%(objectname)", cwd=checkout)
-    if refs.exit_code != 0:
-        return await _in_history(checkout)
-    key = hashlib.sha256(refs.stdout.encode()).hexdigest()
+    new commits pays for reading the ref files (or, where they are not plain, `git for-each-ref`), not for a walk of
+    the whole history. The same set of tips has the same history, whatever the refs are named (a new task branch at
+    an existing commit adds nothing), whatever repository they are in."""
+    sources = checkout_ref_sources(checkout)
+    if sources is not None:  # the set of tips (what a walk of every ref starts from), not the names
+        key = "tips:" + hashlib.sha256(b"\n".join(_tips(sources))).hexdigest()
+    else:
+        listed = await run_git("for-each-ref", "--format=%(objectname)", cwd=checkout)
+        if listed.exit_code != 0:
+            return await _in_history(checkout)
+        key = hashlib.sha256(listed.stdout.encode()).hexdigest()
     if key not in _history_seen:
         _history_seen[key] = await _in_history(checkout)
         while len(_history_seen) > HISTORY_STATES:
             del _history_seen[next(iter(_history_seen))]  # the oldest state
     return _history_seen[key]
+
+
+def _tips(sources: RefSources) -> list[bytes]:
+    """Every value a loose ref or a line of `packed-refs` holds (a commit id, or a symbolic ref's target, which is
+    among them anyway), sorted, each once: equal sets, equal histories."""
+    tips: set[bytes] = set()
+    for name, data in sources:
+        if name.startswith(("refs/", "own:refs/")) and not name.endswith("/"):
+            tips.add(data.strip())
+        elif name == "packed-refs":
+            tips.update(line.split(b" ", 1)[0].lstrip(b"^") for line in data.splitlines() if not line.startswith(b"#"))
+    return sorted(tips)
 
 
 async def _in_history(checkout: Path) -> list[str]:

@@ -1,6 +1,6 @@
 """The one file walker of the product: which files of a folder count, as git sees them.
 
-In a git work tree that is `git ls-files -co --exclude-standard` (tracked files plus untracked ones `.gitignore`
+In a git work tree that is `git ls-files -cot --exclude-standard` (tracked files plus untracked ones `.gitignore`
 does not exclude); untracked files inside a virtualenv (a folder holding `pyvenv.cfg`) or inside one of `SKIP_DIRS`
 are left out, so a copied `venv/` nobody ignored does not flood the list. A folder that is not in git is walked
 with the same skips. Symlinks are never followed. Paths are relative, with `/` separators, sorted.
@@ -47,17 +47,22 @@ async def read_only_git(root: Path, *args: str, timeout: float = GIT_TIMEOUT_S) 
 async def list_files(root: Path) -> list[str]:
     """The files of `root` that count (see the module docstring): relative `/` paths, sorted."""
     root = Path(root)
-    inside = await read_only_git(root, "rev-parse", "--is-inside-work-tree")
-    if (inside or "").strip() != "true":
+    # One listing, tracked and untracked together, each path tagged ("? " untracked, "H "/"S "/"M " tracked); it
+    # fails outside a work tree (no repository, a bare one, inside `.git`), where the folder is walked instead.
+    listed = await read_only_git(root, "ls-files", "-c", "-o", "--exclude-standard", "-t", "-z", "--", ".")
+    if listed is None:
         return await asyncio.to_thread(walk_files, root)
-    tracked, untracked = await asyncio.gather(
-        read_only_git(root, "ls-files", "-c", "-z", "--", "."),
-        read_only_git(root, "ls-files", "-o", "--exclude-standard", "-z", "--", "."),
-    )
-    if tracked is None or untracked is None:
-        return await asyncio.to_thread(walk_files, root)
-    files = {p for p in tracked.split("\0") if p}  # relative to `root`, like the untracked ones
-    files.update(_keep_untracked([p for p in untracked.split("\0") if p]))
+    files: set[str] = set()  # relative to `root`, tracked and untracked alike
+    untracked: list[str] = []
+    for entry in listed.split("\0"):
+        tag, path = entry[:2], entry[2:]
+        if not path:
+            continue
+        if tag == "? ":
+            untracked.append(path)
+        else:
+            files.add(path)
+    files.update(_keep_untracked(untracked))
     return sorted(files)
 
 
