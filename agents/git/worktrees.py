@@ -348,7 +348,9 @@ async def _delete_unreachable_large_objects(repo: Path, tip: str) -> int:
 async def _remove_worktree(worktree: TaskWorktree) -> None:
     registered = any(same_path(e.path, worktree.path) for e in await _list_worktrees(worktree.repo))
     # a worktree with a file system of its own goes with it (git could not delete the mount point): unmounted, its
-    # image deleted, the folder removed; `prune` then drops git's record of it
+    # image deleted, the folder removed; `prune` then drops git's record of it (as it does for a folder already gone;
+    # `worktree remove` drops the record itself)
     if not await task_disk.release(worktree.path) and registered and worktree.path.is_dir():
         await git_text("worktree", "remove", "--force", str(worktree.path), cwd=worktree.repo)
+        return
     await git_text("worktree", "prune", cwd=worktree.repo)
