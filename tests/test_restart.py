@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -19,7 +20,8 @@ from tests.conftest import USER_ID
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript, last_user_text
 from tests.support.processes import bot_env, host_pids, launch
-from tests.support.tasks import start_task
+from tests.support.sandbox import FAKE_KEY
+from tests.support.tasks import start_task, tool_results
 
 pytestmark = pytest.mark.slow
 # sleep arguments found again in /proc: unique to this process, so parallel test processes never see each other's
@@ -122,9 +124,12 @@ async def test_sigkill_mid_task_then_restart_reports_and_resumes_then_sigterm_st
 
 
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed: commands are refused")
-async def test_sigterm_during_a_foreground_task_stops_within_ten_seconds(
+async def test_sigterm_during_a_foreground_task_stops_within_ten_seconds_and_the_bot_s_keys_stay_out_of_reach(
     fake_telegram, fake_anthropic, tmp_path, workspace_root
 ) -> None:
+    """One bot process for two checks: the task's first command looks for the bot's keys (in the bot's real
+    environment and in its `.env`, as a real bot keeps them) through /proc and finds neither; its second runs until
+    SIGTERM, which stops the bot within ten seconds and leaves the task resumable."""
     model = RoleScript()
     fake_anthropic.handler = model
     model.add(
@@ -134,12 +139,27 @@ async def test_sigterm_during_a_foreground_task_stops_within_ten_seconds(
         # not ended): one more call while the bot stops, if the process gets that far
         claude_says.text("Stopping."),
     )
-    model.add("code", claude_says.tool_use("run_command", {"command": f"exec sleep {FOREGROUND}"}))
+    model.add(
+        "code",
+        claude_says.tool_use(
+            "run_command",
+            {
+                "command": (
+                    "cat /proc/*/environ /proc/$PPID/environ /proc/1/environ | tr '\\0' '\\n'; "
+                    "cat /proc/$PPID/cwd/.env /proc/1/cwd/.env; ls /proc | grep -c '^[0-9]'"
+                )
+            },
+        ),
+        claude_says.tool_use("run_command", {"command": f"exec sleep {FOREGROUND}"}),
+    )
     env = bot_env(fake_telegram, fake_anthropic, tmp_path, workspace_root)
+    env.update(ANTHROPIC_API_KEY=FAKE_KEY)
+    (tmp_path / ".env").write_text(f"ANTHROPIC_API_KEY={FAKE_KEY}\n")  # the bot's cwd is tmp_path
     proc = launch(env, tmp_path, "busy")
     try:
         fake_telegram.send_text(USER_ID, "run the long job, I'll wait")
         await fake_telegram.await_for(lambda: host_pids(FOREGROUND), timeout=60)
+        assert Path(f"/proc/{proc.pid}/environ").read_bytes().count(FAKE_KEY.encode()) == 1, "the key is really there"
         started = time.monotonic()
         proc.send_signal(signal.SIGTERM)
         code = await asyncio.to_thread(proc.wait, 15)
@@ -156,3 +176,7 @@ async def test_sigterm_during_a_foreground_task_stops_within_ten_seconds(
     for after_the_wait in model.requests["orchestrator"][1:]:  # what the tool told the model, if it got that far
         told = last_user_text(after_the_wait)
         assert "has not ended" in told and "already sent" not in told, told
+    results = tool_results(model)
+    assert results and "AGENTLAB_TASK" in results[0], results  # the probe ran and printed its own environment
+    said = json.dumps(model.requests["code"]) + "".join(m.text or "" for m in fake_telegram.messages(USER_ID))
+    assert FAKE_KEY not in said and fake_telegram.token not in said
