@@ -137,7 +137,7 @@ class Runtime:
             settings, store, workspaces, engine, notifier, executor.inboxes, repo_map, pull_requests, _firing(settings)
         )
         orchestrator = Orchestrator(settings, store, client, workspaces, crew, hints, turns)
-        if transcriber is None:  # PyAV/numpy imports take a while: not on the event loop
+        if transcriber is None:  # importing the voice modules takes a while: not on the event loop
             transcriber = await asyncio.to_thread(_make_transcriber, settings)
         github_inbox = (
             GitHubInbox(settings, store, orchestrator, crew, pull_requests, deliveries, chat_lock)

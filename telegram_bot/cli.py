@@ -76,9 +76,9 @@ def _configure_logging(level: str, log_format: str = "text") -> None:
 def cmd_run(args: argparse.Namespace) -> int:
     """Start the bot: long polling, or a webhook when WEBHOOK_URL is set; first both keys are proven (a refused key
     exits with status 2 and one line; an unreachable service is tried again until it answers)."""
+    settings = load_settings()  # a bad .env is said in one line before the slow imports (the SDK's ~2 s of CPU)
     from telegram_bot.startup import KeyRejected, both_reachable, install_redaction
 
-    settings = load_settings()
     _configure_logging(settings.log_level, settings.log_format)
     install_redaction(settings)
     try:

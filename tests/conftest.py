@@ -140,10 +140,19 @@ TEMPLATE_REPOS = {
 
 @pytest.fixture(scope="session")
 def repo_templates(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The repositories most tests start from, made once per test process (nine git runs) and copied per test."""
+    """The repositories most tests start from, made once per test process and copied per test (three per `bot`).
+
+    Each is made lean, since every file and folder is paid again at each copy: no sample hooks (git's inert
+    `*.sample` scripts) nor description, and the objects in one pack instead of a folder per loose object. The
+    `hooks/` and `info/` folders stay, as in any repository `git init` makes."""
     folder = tmp_path_factory.mktemp("repo-templates")
     for name, files in TEMPLATE_REPOS.items():
-        make_repo(folder / name, files)
+        repo = make_repo(folder / name, files)
+        git(repo, "repack", "-a", "-d", "-n", "-q")  # -d: the loose objects go; -n: no dumb-HTTP index files
+        for sample in (repo / ".git" / "hooks").glob("*.sample"):
+            sample.unlink()
+        for leftover in ("description", "COMMIT_EDITMSG"):
+            (repo / ".git" / leftover).unlink(missing_ok=True)
     return folder
 
 
@@ -214,7 +223,7 @@ async def start_bot(
     app = build_application(settings)
     if transcriber is not None:
         app.bot_data.transcriber = transcriber
-    await start_polling(app, poll_timeout=1)
+    await start_polling(app)
     return BotHarness(app=app, tg=tg, claude=claude, settings=settings)
 
 

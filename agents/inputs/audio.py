@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import io
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import av
-import numpy as np
+if TYPE_CHECKING:  # PyAV and numpy are imported by the first note decoded, not by the bot's start (~0.1 s of CPU)
+    import numpy as np
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +83,8 @@ def decode_audio(data: bytes, max_seconds: float) -> np.ndarray:
 
 
 def _decode(data: bytes, max_seconds: float) -> np.ndarray:
+    import av
+
     try:
         container = av.open(io.BytesIO(data), mode="r", metadata_errors="ignore")
     except av.error.EOFError as exc:  # the headers end early: cut off
@@ -105,6 +107,9 @@ def _decode(data: bytes, max_seconds: float) -> np.ndarray:
 
 def _decode_stream(container: Any, stream: Any, *, max_samples: int, max_seconds: float) -> np.ndarray:
     """Decode and resample `stream`, stopping as soon as it runs past `max_samples`."""
+    import av
+    import numpy as np
+
     resampler = av.AudioResampler(format="flt", layout="mono", rate=SAMPLE_RATE)
     chunks: list[np.ndarray] = []
     total = 0
@@ -132,6 +137,8 @@ def _decode_stream(container: Any, stream: Any, *, max_samples: int, max_seconds
 
 def _declared_seconds(container: Any, stream: Any) -> float | None:
     """The duration the container states (or estimates), in seconds; None when it states none."""
+    import av
+
     if stream.duration is not None and stream.time_base is not None and stream.duration > 0:
         return float(stream.duration * stream.time_base)
     if container.duration is not None and container.duration > 0:
@@ -166,6 +173,8 @@ def _ogg_is_truncated(data: bytes) -> bool:
 
 def _is_silent(samples: np.ndarray) -> bool:
     """True when no 100 ms stretch of `samples` is louder than SILENCE_RMS (also for no samples at all)."""
+    import numpy as np
+
     if samples.size == 0:
         return True
     usable = samples.size - samples.size % SILENCE_FRAME_SAMPLES

@@ -19,9 +19,10 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:  # numpy comes with the model, not with the bot's start
+    import numpy as np
 
 # Files faster-whisper needs in a CTranslate2 whisper folder. preprocessor_config.json carries the number of mel bins
 # (faster-whisper assumes 80 without it; large-v3 and turbo take 128).

@@ -19,9 +19,10 @@ import threading
 import time
 from collections import deque
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-import numpy as np
+if TYPE_CHECKING:  # numpy comes with the model, not with the bot's start
+    import numpy as np
 
 from agents.core.protocols import ModelState, Transcript
 from agents.inputs.audio import SAMPLE_RATE, ModelUnavailable, TranscriptionFailed, decode_audio

@@ -19,9 +19,10 @@ import logging
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:  # numpy comes with the model, not with the bot's start
+    import numpy as np
 
 from agents.inputs.audio import ModelUnavailable
 from agents.inputs.ct2_convert import convert_checkpoint, is_ct2_folder
@@ -72,6 +73,8 @@ def read_device_record(speed_log: Path) -> dict[str, Any] | None:
 
 def warm_up(model: Any) -> None:
     """One short transcription (a second of silence, a few tokens): proves the device runs the model."""
+    import numpy as np
+
     segments, _ = model.transcribe(np.zeros(16_000, dtype=np.float32), **transcribe_options("en", 4))
     list(segments)
 

@@ -13,9 +13,10 @@ from __future__ import annotations
 import os
 import urllib.error
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:  # numpy comes with the model, not with the bot's start
+    import numpy as np
 
 from agents.inputs.audio import ModelUnavailable
 from agents.inputs.resident import ResidentTranscriber, first_line, looks_like_path

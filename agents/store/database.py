@@ -85,9 +85,12 @@ class Store(ChatHistory, AttachmentTable, ProposalTable, TaskTable, ToolCallTabl
         return int((await self.rows("PRAGMA user_version"))[0][0])
 
     async def _migrate(self) -> None:
+        """The scripts this database lacks, all in one transaction: a new database (a bot's first start, every
+        test's) is made with one commit instead of one per script."""
         version = await self.schema_version()
-        for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
-            await self._db.executescript(f"BEGIN;\n{script}\nPRAGMA user_version={number};\nCOMMIT;")
+        if version < len(MIGRATIONS):
+            scripts = "\n".join(MIGRATIONS[version:])
+            await self._db.executescript(f"BEGIN;\n{scripts}\nPRAGMA user_version={len(MIGRATIONS)};\nCOMMIT;")
 
     # ---- the other tables, each a class of its own on this connection --------------------
     @property
