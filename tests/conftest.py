@@ -20,6 +20,7 @@ from agents.runtime import Runtime
 from tests.fakes.anthropic_server import FakeAnthropic, fake_anthropic  # noqa: F401  (fixture)
 from tests.fakes.telegram_server import FakeTelegram, fake_telegram  # noqa: F401  (fixture)
 from tests.run_order import SecondsRecorder, add_option, run_order
+from tests.support.mounts import unmount_under
 
 # a task's worktree as a file system of its own (SANDBOX_DISK_FS=auto, a loop-mounted image) costs about 0.1 s and a
 # loop device per task: the tests that are about it turn it on themselves; every other bot, in process or not, is off
@@ -69,6 +70,16 @@ def _no_network(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(socket.socket, "connect", guarded)
     for key in ("ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY", "TELEGRAM_BOT_TOKEN"):
         monkeypatch.delenv(key, raising=False)
+
+
+@pytest.fixture(autouse=True)
+def _no_mount_left(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After a test with a folder of its own: whatever it left mounted there is unmounted (tests.support.mounts says
+    why: a bot stopped mid-task keeps its task's worktree mounted, as it should; the test's folder must not)."""
+    folder = request.getfixturevalue("tmp_path") if "tmp_path" in request.fixturenames else None
+    yield
+    if folder is not None:
+        unmount_under(folder)
 
 
 def git(cwd: Path, *args: str) -> str:

@@ -29,6 +29,7 @@ from agents.sandbox import task_disk
 from tests.conftest import USER_ID, BotHarness, git, make_settings
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript
+from tests.support.mounts import unmount_under
 from tests.support.processes import bot_env, host_pids, launch
 from tests.support.tasks import ended, start_task, tool_results
 
@@ -50,20 +51,11 @@ BURST = (
 SLEEPER = f"1000.{os.getpid()}7"  # a sleep argument found again in /proc: unique to this test process
 
 
-def mounts_under(folder: Path) -> list[str]:
-    """Mount points under `folder` (from /proc/self/mounts)."""
-    prefix = str(folder.resolve()) + "/"
-    points = [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()]
-    return [p for p in points if p.startswith(prefix)]
-
-
 @pytest.fixture(autouse=True)
 def no_leftover_mounts(tmp_path: Path) -> Iterator[None]:
     """After each test: no mount is left under its folder (what is left is unmounted lazily, and the test fails)."""
     yield
-    left = mounts_under(tmp_path)
-    for point in reversed(left):
-        subprocess.run(["umount", "-l", point], check=False)
+    left = unmount_under(tmp_path)
     assert not left, f"mounts left behind: {left}"
 
 
