@@ -128,11 +128,27 @@ CALC_BUGGY = {
 }
 
 
+# The calc workspace of a test marked `quick_tests`: the same buggy calc and its pytest file, plus a committed
+# `.agentlab.toml` whose [tests] command is one check run by the system's python3. A task there gets a real verdict
+# through the same path (the run at the base commit, the run after each turn, the re-run at the base of what it
+# fixed), at a small part of the CPU of a pytest run (about 0.05 s instead of 0.33 s in the sandbox). For the many
+# tests about something other than the verdict; tests about test runs keep pytest.
+CALC_QUICK = {
+    **CALC_BUGGY,
+    ".agentlab.toml": """\
+        [tests]
+        command = "python3 -c 'from calc import add; assert add(2, 3) == 5'"
+        """,
+}
+
+
 @pytest.fixture
-def workspace_root(tmp_path: Path, repo_templates: Path) -> Path:
+def workspace_root(request: pytest.FixtureRequest, tmp_path: Path, repo_templates: Path) -> Path:
+    """The workspaces folder: `calc` (its tests one quick check under `@pytest.mark.quick_tests`) and `group-therapy`."""
     root = tmp_path / "workspaces"
     root.mkdir()
-    copy_repo(repo_templates, "calc", root / "calc")
+    calc = "calc-quick" if request.node.get_closest_marker("quick_tests") else "calc"
+    copy_repo(repo_templates, calc, root / "calc")
     copy_repo(repo_templates, "group-therapy", root / "group-therapy")
     return root
 
@@ -144,6 +160,7 @@ def bot_repo(tmp_path: Path, repo_templates: Path) -> Path:
 
 TEMPLATE_REPOS = {
     "calc": CALC_BUGGY,
+    "calc-quick": CALC_QUICK,
     "group-therapy": {"README.md": "# Group therapy\n", "app.py": "print('hi')\n"},
     "agentlab-self": {"telegram_bot/handlers.py": "# handlers\n", "README.md": "# me\n"},
 }

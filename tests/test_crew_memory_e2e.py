@@ -79,6 +79,7 @@ async def test_a_reply_to_a_long_proposal_is_answered_from_the_proposal_whole(
     assert [m["role"] for m in body["messages"]] == ["user", "assistant", "user"]
 
 
+@pytest.mark.quick_tests  # the verdict is not what this test is about
 async def test_a_task_summary_is_remembered_and_get_task_tells_it_whole(bot: BotHarness, model: RoleScript) -> None:
     model.add("orchestrator", start_task("calc", "Fix add() in calc.py."), claude_says.text("Started task #1."))
     model.add(
@@ -226,6 +227,7 @@ async def test_refines_hands_the_old_proposal_whole_and_notes_reach_the_code_wor
     assert first.rstrip().endswith("call it parse_all") or "call it parse_all" in first
 
 
+@pytest.mark.quick_tests  # the verdict is not what this test is about
 async def test_merge_and_discard_in_words(bot: BotHarness, model: RoleScript, workspace_root) -> None:
     repo = workspace_root / "calc"
     model.add(
@@ -316,6 +318,7 @@ def gated_worker(loop: asyncio.AbstractEventLoop, release: asyncio.Event) -> lis
     return [reply, claude_says.text("Finished the slow job.")]
 
 
+@pytest.mark.quick_tests  # the verdict is not what this test is about
 async def test_a_foreground_task_past_the_cap_goes_on_in_the_background(quick_bot: BotHarness) -> None:
     bot = quick_bot
     model = RoleScript()
@@ -344,6 +347,7 @@ async def test_a_foreground_task_past_the_cap_goes_on_in_the_background(quick_bo
     assert "Finished the slow job." in summary.text
 
 
+@pytest.mark.quick_tests  # the verdict is not what this test is about
 async def test_a_typed_message_stops_the_foreground_wait_at_once(bot: BotHarness, model: RoleScript) -> None:
     assert bot.settings.foreground_wait_seconds == 90
     release = asyncio.Event()

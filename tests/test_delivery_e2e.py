@@ -13,6 +13,9 @@ from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript
 from tests.support.tasks import ended
 
+# quick_tests: what these tests check is not the verdict, so calc's tests are one quick check (tests/conftest.py)
+pytestmark = pytest.mark.quick_tests
+
 
 @pytest.fixture(autouse=True)
 def quick_retries(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -31,10 +31,14 @@ from tests.support.questions import (
 )
 from tests.support.tasks import ended
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("bwrap") is None or shutil.which("nsenter") is None or not sys.platform.startswith("linux"),
-    reason="bubblewrap (bwrap) or nsenter is not installed: scripts/install-system-deps.sh",
-)
+# quick_tests: what these tests check is not the verdict, so calc's tests are one quick check (tests/conftest.py)
+pytestmark = [
+    pytest.mark.skipif(
+        shutil.which("bwrap") is None or shutil.which("nsenter") is None or not sys.platform.startswith("linux"),
+        reason="bubblewrap (bwrap) or nsenter is not installed: scripts/install-system-deps.sh",
+    ),
+    pytest.mark.quick_tests,
+]
 
 
 @pytest.fixture

@@ -26,10 +26,14 @@ from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.telegram_server import FakeTelegram
 from tests.scripted import RoleScript
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("bwrap") is None or not sys.platform.startswith("linux"),
-    reason="bubblewrap (bwrap) is not installed: scripts/install-system-deps.sh",
-)
+# quick_tests: what these tests check is not the verdict, so calc's tests are one quick check (tests/conftest.py)
+pytestmark = [
+    pytest.mark.skipif(
+        shutil.which("bwrap") is None or not sys.platform.startswith("linux"),
+        reason="bubblewrap (bwrap) is not installed: scripts/install-system-deps.sh",
+    ),
+    pytest.mark.quick_tests,
+]
 
 GROUP = -1009200
 MEMBER = 2002

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from agents.core.models import TaskStatus
 from agents.git.repository import git_common_dir
 from agents.git.worktrees import TaskWorktree, worktree_admin_dir
@@ -15,6 +17,9 @@ from tests.conftest import USER_ID, BotHarness, git, start_bot, text_now
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript
 from tests.support.tasks import branches, final_summary, start_task, stored_task
+
+# quick_tests: what these tests check is not the verdict, so calc's tests are one quick check (tests/conftest.py)
+pytestmark = pytest.mark.quick_tests
 
 
 def tool_results(model: RoleScript, role: str) -> list[str]:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.conftest import BotHarness
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript, last_user_text
 from tests.support.tasks import final_summary, start_task
 
 
+@pytest.mark.quick_tests  # the verdict is not what this test is about
 async def test_worker_first_turn_carries_the_map_of_the_named_file(bot: BotHarness, workspace_root) -> None:
     model = RoleScript()
     bot.claude.handler = model

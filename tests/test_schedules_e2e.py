@@ -27,10 +27,14 @@ from tests.scripted import RoleScript, last_user_text
 from tests.support.schedules import MEMBER, OWNER, SETTINGS, ZONE, confirm, said, schedule, tasks_of
 from tests.support.tasks import HANG_GUARD, ended
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("bwrap") is None or not sys.platform.startswith("linux"),
-    reason="bubblewrap (bwrap) is not installed: scripts/install-system-deps.sh",
-)
+# quick_tests: what these tests check is not the verdict, so calc's tests are one quick check (tests/conftest.py)
+pytestmark = [
+    pytest.mark.skipif(
+        shutil.which("bwrap") is None or not sys.platform.startswith("linux"),
+        reason="bubblewrap (bwrap) is not installed: scripts/install-system-deps.sh",
+    ),
+    pytest.mark.quick_tests,
+]
 
 GROUP = -1009100
 

@@ -20,10 +20,14 @@ from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript, last_user_text
 from tests.support.tasks import ended, start_task
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("bwrap") is None or not sys.platform.startswith("linux"),
-    reason="bubblewrap (bwrap) is not installed: scripts/install-system-deps.sh",
-)
+# quick_tests: what these tests check is not the verdict, so calc's tests are one quick check (tests/conftest.py)
+pytestmark = [
+    pytest.mark.skipif(
+        shutil.which("bwrap") is None or not sys.platform.startswith("linux"),
+        reason="bubblewrap (bwrap) is not installed: scripts/install-system-deps.sh",
+    ),
+    pytest.mark.quick_tests,
+]
 
 OWNER = USER_ID
 MEMBER = 2002
