@@ -15,7 +15,9 @@ from tests.support.tasks import ended, start_task
     ("ending", "why"),
     [
         (claude_says.text("BLOCKED: should add() round floats or keep them exact? Nobody said."), "round floats"),
-        (claude_says.text("Should I change add() or its test?"), None),  # a question without the mark is a report
+        pytest.param(  # a question without the mark is a report; no correction: one test run shows it was tested
+            claude_says.text("Should I change add() or its test?"), None, marks=pytest.mark.settings(max_corrections=0)
+        ),
         (claude_says.text("I won't do this.", stop_reason="refusal"), "refused"),
         (claude_says.text("Half of a rep", stop_reason="max_tokens"), "cut off"),
         (claude_says.text("x", stop_reason="model_context_window_exceeded"), "context window"),
@@ -30,8 +32,6 @@ async def test_a_worker_that_cannot_go_on_ends_the_task_blocked_without_a_test_r
         claude_says.text("Started."),
     )
     model.add("code", claude_says.tool_use("read_file", {"path": "calc.py"}), ending)
-    if why is None:  # a report: the bot runs the tests, they fail (add still subtracts), each correction is answered
-        model.add("code", *[claude_says.text("Should I change add() or its test?")] * 3)
     bot.say("fix add in calc")
     task = await ended(bot, 1)
     summary = await bot.tg.await_for(

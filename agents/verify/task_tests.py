@@ -6,6 +6,7 @@ configuration changes nothing here, and is named in the summary."""
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 from agents.git.command import GitError
 from agents.git.repository import changes_since, file_at, is_tracked
 from agents.verify.base_run_cache import KeptOutcome, confirm_fixed
+from agents.verify.checkout_state import CheckoutState, checkout_state
 from agents.verify.test_baseline import BaselineRuns
 from agents.verify.test_env import (
     CONFIG_FILE,
@@ -42,6 +44,7 @@ from agents.verify.test_verdict import Verdict, judge, step_key
 log = logging.getLogger(__name__)
 
 MAX_TRACED = 50  # red tests re-run under the tracer in one check (a fix task's; the rest stay pre-existing)
+UNCHANGED_NOTE = "nothing in the checkout changed since the last test run: its results stand (not run again)"
 
 TEST_CONFIG_FILES = frozenset(
     {
@@ -94,6 +97,8 @@ class TaskTests:
         self.run_options = run_options
         self.baselines: BaselineRuns | None = None  # set by start(): re-runs at the base (base_run_cache)
         self.rerun_at_base: dict[str, bool] = {}  # test id → passed when re-run at the base (confirm_fixed)
+        # the checkout's state after a check that asked for a correction, and that check's verdict (see check())
+        self.last_checked: tuple[CheckoutState, Verdict] | None = None
 
     @classmethod
     async def start(
@@ -130,7 +135,24 @@ class TaskTests:
         return self.environment.read_only_paths if self.environment else []
 
     async def check(self, checkout: Path) -> Verdict:
-        """Run the tests in `checkout`, compare with the base commit, re-run newly failing tests once."""
+        """Run the tests in `checkout`, compare with the base commit, re-run newly failing tests once.
+
+        A checkout that has not changed at all since the last check (a correction turn in which the worker changed
+        no file) is not tested again: the same code on the same files gives the same verdict, said in a note. A
+        suite of minutes would otherwise run once more for each such turn. Only a check that asked for a correction
+        records the state: the next check is then a correction's."""
+        if self.last_checked is not None:
+            last_state, last_verdict = self.last_checked
+            if await checkout_state(checkout) == last_state:
+                same = copy.deepcopy(last_verdict)
+                same.notes.append(UNCHANGED_NOTE)
+                return same
+        verdict = await self._run_and_judge(checkout)
+        state = await checkout_state(checkout) if verdict.needs_correction else None
+        self.last_checked = (state, verdict) if state is not None else None
+        return verdict
+
+    async def _run_and_judge(self, checkout: Path) -> Verdict:
         if self.problem is not None:
             failed = TestOutcome(
                 status=TestStatus.error,
