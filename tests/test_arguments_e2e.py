@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from agents.core.models import Caller, TaskStatus
 from tests.conftest import USER_ID, BotHarness
 from tests.fakes import anthropic_server as claude_says
@@ -33,7 +31,6 @@ async def test_twenty_digit_ids_get_a_clear_answer(bot: BotHarness) -> None:
     assert not any("went wrong" in t for t in texts(bot))
 
 
-@pytest.mark.quick_tests  # the verdict is not what this test is about
 async def test_cancel_with_a_mistyped_number_cancels_nothing(bot: BotHarness) -> None:
     model = RoleScript()
     bot.claude.handler = model

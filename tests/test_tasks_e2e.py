@@ -131,7 +131,6 @@ async def test_five_tasks_two_at_a_time_while_a_question_is_answered(bot2: BotHa
     assert "Most expensive tasks" in usage.text
 
 
-@pytest.mark.quick_tests  # the verdict is not what this test is about
 async def test_cancel_asks_which_when_several_and_orchestrator_can_cancel(bot2: BotHarness) -> None:
     model = RoleScript()
     bot2.claude.handler = model
