@@ -21,8 +21,15 @@ async def checkout_state(checkout: Path) -> CheckoutState | None:
     """The state of `checkout` (HEAD and each file outside it with size and mtime); None when git cannot say."""
     try:
         head = (await git_text("rev-parse", "--verify", "-q", "HEAD", cwd=checkout)).strip()
-        listing = await git_text(
-            "status", "--porcelain=v1", "-z", "--no-renames", "--ignored", "--untracked-files=all", cwd=checkout
+        listing = await git_text(  # no index refresh written: nothing here takes the checkout's index.lock
+            "status",
+            "--porcelain=v1",
+            "-z",
+            "--no-renames",
+            "--ignored",
+            "--untracked-files=all",
+            cwd=checkout,
+            extra_env={"GIT_OPTIONAL_LOCKS": "0"},
         )
     except GitError:
         return None
