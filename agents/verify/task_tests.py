@@ -149,7 +149,8 @@ class TaskTests:
                 return same
         verdict = await self._run_and_judge(checkout)
         state = await checkout_state(checkout) if verdict.needs_correction else None
-        self.last_checked = (state, verdict) if state is not None else None
+        # a copy: what the caller adds to the verdict it is given never reaches a later one
+        self.last_checked = (state, copy.deepcopy(verdict)) if state is not None else None
         return verdict
 
     async def _run_and_judge(self, checkout: Path) -> Verdict:
