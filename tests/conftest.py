@@ -143,12 +143,23 @@ CALC_QUICK = {
 }
 
 
+# The calc workspace of a test marked `untested_calc`: calc.py alone, no tests at all. A task there runs none (its
+# verdict is ⚠ unverified: "no tests found"), so it starts no sandboxed process for them. For tests whose tasks are
+# incidental (buttons, questions, limits, MCP) and that look at neither the verdict nor the task's final status.
+CALC_UNTESTED = {"calc.py": CALC_BUGGY["calc.py"]}
+
+
 @pytest.fixture
 def workspace_root(request: pytest.FixtureRequest, tmp_path: Path, repo_templates: Path) -> Path:
-    """The workspaces folder: `calc` (its tests one quick check under `@pytest.mark.quick_tests`) and `group-therapy`."""
+    """The workspaces folder: `calc` and `group-therapy`. Under `@pytest.mark.quick_tests` calc's tests are one quick
+    check; under `@pytest.mark.untested_calc` calc has no tests."""
     root = tmp_path / "workspaces"
     root.mkdir()
-    calc = "calc-quick" if request.node.get_closest_marker("quick_tests") else "calc"
+    calc = "calc"
+    if request.node.get_closest_marker("untested_calc"):
+        calc = "calc-untested"
+    elif request.node.get_closest_marker("quick_tests"):
+        calc = "calc-quick"
     copy_repo(repo_templates, calc, root / "calc")
     copy_repo(repo_templates, "group-therapy", root / "group-therapy")
     return root
@@ -162,6 +173,7 @@ def bot_repo(tmp_path: Path, repo_templates: Path) -> Path:
 TEMPLATE_REPOS = {
     "calc": CALC_BUGGY,
     "calc-quick": CALC_QUICK,
+    "calc-untested": CALC_UNTESTED,
     "group-therapy": {"README.md": "# Group therapy\n", "app.py": "print('hi')\n"},
     "agentlab-self": {"telegram_bot/handlers.py": "# handlers\n", "README.md": "# me\n"},
 }

@@ -26,13 +26,13 @@ from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.telegram_server import FakeTelegram
 from tests.scripted import RoleScript
 
-# quick_tests: what these tests check is not the verdict, so calc's tests are one quick check (tests/conftest.py)
+# untested_calc: these tests look at neither the verdict nor the task's end, so calc has no tests (tests/conftest.py)
 pytestmark = [
     pytest.mark.skipif(
         shutil.which("bwrap") is None or not sys.platform.startswith("linux"),
         reason="bubblewrap (bwrap) is not installed: scripts/install-system-deps.sh",
     ),
-    pytest.mark.quick_tests,
+    pytest.mark.untested_calc,
 ]
 
 GROUP = -1009200

@@ -22,13 +22,13 @@ from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript, last_user_text
 from tests.support.tasks import ended, start_task
 
-# quick_tests: what these tests check is not the verdict, so calc's tests are one quick check (tests/conftest.py)
+# untested_calc: these tests look at neither the verdict nor the task's end, so calc has no tests (tests/conftest.py)
 pytestmark = [
     pytest.mark.skipif(
         shutil.which("bwrap") is None or not sys.platform.startswith("linux"),
         reason="bubblewrap (bwrap) is not installed: scripts/install-system-deps.sh",
     ),
-    pytest.mark.quick_tests,
+    pytest.mark.untested_calc,
 ]
 
 HANG_GUARD = 60

@@ -34,7 +34,7 @@ LEFTOVER_PREFIX = "agentlab-services-"  # then the pid of the bot that made it
 NOISY = "head -c 12000000 /dev/zero | tr '\\0' x; sleep 60"  # 12 MB of output, then it keeps running
 
 
-@pytest.mark.quick_tests  # the verdict is not what this test is about
+@pytest.mark.untested_calc  # neither the verdict nor the task's end is what this test is about
 @pytest.mark.settings(sandbox_max_disk_mb=16)
 async def test_service_logs_count_in_the_tasks_disk_budget(bot: BotHarness) -> None:
     mine = f"{LEFTOVER_PREFIX}{os.getpid()}-1-*"  # this process's folders of a task #1 (earlier tests' included)

@@ -25,13 +25,13 @@ from tests.scripted import RoleScript
 from tests.support.processes import Listener
 from tests.support.tasks import ended, start_task, tool_results
 
-# quick_tests: what these tests check is not the verdict, so calc's tests are one quick check (tests/conftest.py)
+# untested_calc: these tests look at neither the verdict nor the task's end, so calc has no tests (tests/conftest.py)
 pytestmark = [
     pytest.mark.skipif(
         shutil.which("bwrap") is None or not sys.platform.startswith("linux"),
         reason="bubblewrap (bwrap) is not installed: scripts/install-system-deps.sh",
     ),
-    pytest.mark.quick_tests,
+    pytest.mark.untested_calc,
 ]
 
 
