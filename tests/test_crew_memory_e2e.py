@@ -318,7 +318,7 @@ def gated_worker(loop: asyncio.AbstractEventLoop, release: asyncio.Event) -> lis
     return [reply, claude_says.text("Finished the slow job.")]
 
 
-@pytest.mark.quick_tests  # the verdict is not what this test is about
+@pytest.mark.untested_calc  # neither the verdict nor the task's end is what this test is about
 async def test_a_foreground_task_past_the_cap_goes_on_in_the_background(quick_bot: BotHarness) -> None:
     bot = quick_bot
     model = RoleScript()
@@ -347,7 +347,7 @@ async def test_a_foreground_task_past_the_cap_goes_on_in_the_background(quick_bo
     assert "Finished the slow job." in summary.text
 
 
-@pytest.mark.quick_tests  # the verdict is not what this test is about
+@pytest.mark.untested_calc  # neither the verdict nor the task's end is what this test is about
 async def test_a_typed_message_stops_the_foreground_wait_at_once(bot: BotHarness, model: RoleScript) -> None:
     assert bot.settings.foreground_wait_seconds == 90
     release = asyncio.Event()

@@ -31,13 +31,13 @@ from tests.support.questions import (
 )
 from tests.support.tasks import ended
 
-# quick_tests: what these tests check is not the verdict, so calc's tests are one quick check (tests/conftest.py)
+# untested_calc: these tests look at neither the verdict nor the task's end, so calc has no tests (tests/conftest.py)
 pytestmark = [
     pytest.mark.skipif(
         shutil.which("bwrap") is None or shutil.which("nsenter") is None or not sys.platform.startswith("linux"),
         reason="bubblewrap (bwrap) or nsenter is not installed: scripts/install-system-deps.sh",
     ),
-    pytest.mark.quick_tests,
+    pytest.mark.untested_calc,
 ]
 
 

@@ -79,7 +79,7 @@ def jpeg() -> bytes:
     return out.getvalue()
 
 
-@pytest.mark.quick_tests  # the verdict is not what this test is about
+@pytest.mark.untested_calc  # neither the verdict nor the task's end is what this test is about
 @pytest.mark.settings(max_corrections=0)  # the writes are the point, not the corrections
 @pytest.mark.parametrize("link", ["folder", "gitignore", "file"])
 async def test_attachments_are_never_written_through_a_committed_symlink(
@@ -134,7 +134,7 @@ HELPER_SECRET = "HELPERPW-SECRET-6613"
 HISTORY_SECRET = "STAGING-SECRET-77x1"
 
 
-@pytest.mark.quick_tests  # the verdict is not what this test is about
+@pytest.mark.untested_calc  # neither the verdict nor the task's end is what this test is about
 async def test_committed_credential_files_and_git_config_tokens_never_reach_the_model_or_the_chat(
     bot: BotHarness, model: RoleScript, workspace_root: Path
 ) -> None:

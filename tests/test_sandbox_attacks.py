@@ -33,7 +33,7 @@ def connect_command(port: int) -> str:
     return f"python -c \"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=3); print('CONN' 'ECTED')\""
 
 
-@pytest.mark.quick_tests  # the verdict is not what this test is about
+@pytest.mark.untested_calc  # neither the verdict nor the task's end is what this test is about
 async def test_hostile_commands_reach_nothing_outside_the_worktree(
     bot: BotHarness, model: RoleScript, planted: Path, workspace_root: Path, listener: Listener
 ) -> None:
@@ -81,7 +81,7 @@ async def test_hostile_commands_reach_nothing_outside_the_worktree(
     await bot.tg.await_for(lambda: not host_pids("1000.6061"), timeout=5)
 
 
-@pytest.mark.quick_tests  # the verdict is not what this test is about
+@pytest.mark.untested_calc  # neither the verdict nor the task's end is what this test is about
 async def test_cancel_ends_detached_and_untagged_processes(bot: BotHarness, model: RoleScript) -> None:
     model.add("orchestrator", start_task("calc", "Run forever."), claude_says.text("Started."))
     model.add(
@@ -168,7 +168,7 @@ async def network_request(bot: BotHarness):
     )
 
 
-@pytest.mark.quick_tests  # the verdict is not what this test is about
+@pytest.mark.untested_calc  # neither the verdict nor the task's end is what this test is about
 @pytest.mark.parametrize("answer", ["once", "task", "deny", None])
 async def test_network_on_request(asking_bot: BotHarness, listener: Listener, answer: str | None) -> None:
     bot = asking_bot
@@ -230,7 +230,7 @@ async def test_network_on_request(asking_bot: BotHarness, listener: Listener, an
     assert "Network requests:" in log.data.decode() and ("asked the owner" in log.data.decode())
 
 
-@pytest.mark.quick_tests  # the verdict is not what this test is about
+@pytest.mark.untested_calc  # neither the verdict nor the task's end is what this test is about
 async def test_a_stranger_cannot_answer_a_network_request(asking_bot: BotHarness, listener: Listener) -> None:
     from tests.conftest import STRANGER_ID
 
