@@ -181,7 +181,7 @@ async def test_a_long_worker_run_stays_in_its_window_and_retries_once_when_too_l
     assert task.status is TaskStatus.COMPLETED
 
 
-@pytest.mark.quick_tests  # the verdict is not what this test is about
+@pytest.mark.untested_calc  # neither the verdict nor the task's end is what this test is about
 async def test_prompt_too_long_twice_fails_the_task_with_the_true_reason(small_window_bot: BotHarness) -> None:
     bot = small_window_bot
     model = RoleScript()

@@ -30,7 +30,7 @@ TELEGRAM_SHAPED = "987654321:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsawX"
 
 
 @pytest.mark.skipif(shutil.which("bwrap") is None or not sys.platform.startswith("linux"), reason="needs bwrap")
-@pytest.mark.quick_tests  # the verdict is not what this test is about
+@pytest.mark.untested_calc  # neither the verdict nor the task's end is what this test is about
 @pytest.mark.settings(anthropic_api_key=KEY)
 async def test_the_bots_key_and_a_token_in_folded_spellings_are_masked(bot: BotHarness) -> None:
     spellings = {

@@ -24,7 +24,7 @@ TASKS = 3
 OWN_KEY = "Own-Bot-Key-Not-A-Known-Shape-991"  # masked only because the bot remembers it
 
 
-@pytest.mark.quick_tests  # the verdict is not what this test is about
+@pytest.mark.untested_calc  # neither the verdict nor the task's end is what this test is about
 @pytest.mark.settings(anthropic_api_key=OWN_KEY)
 async def test_a_tasks_remembered_values_are_masked_while_it_runs_and_forgotten_after(
     bot: BotHarness, workspace_root: Path
