@@ -30,7 +30,7 @@ import httpx2
 from agents.core.errors import ToolError
 from agents.core.settings import Settings, SettingsError, load_settings
 from agents.git.command import GitError, run_git
-from agents.llm.client import client_tls
+from agents.llm.tls import client_tls
 from agents.sandbox import bwrap, task_disk
 from agents.sandbox.bwrap import keep_size_filter_program
 from agents.sandbox.process_cap import pids_parent

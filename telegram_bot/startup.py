@@ -6,6 +6,9 @@ keys work, each outcome one line.
   owner instead of restarting every few seconds.
 - A service that cannot be reached (no network yet, DNS down, an outage) is tried again with back-off, one log line per
   attempt, as a long-running service should: the bot starts once both answer.
+- Telegram is asked first, and the Anthropic SDK is imported only once it has taken the token: the import alone costs
+  about a second of CPU, which a refused token or a Telegram still out of reach does not need to pay (the key is then
+  proven the moment Telegram answers).
 - PTB and httpx log request URLs, and Telegram's URLs carry the token; exception messages may too. `RedactSecrets`, a
   filter on every log handler, replaces the bot's own secrets in each record (message, arguments, traceback).
 """
@@ -16,13 +19,12 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 
-import anthropic
 from telegram import Bot
 from telegram.error import InvalidToken, TelegramError
 from telegram.request import HTTPXRequest
 
 from agents.core.settings import Settings
-from agents.llm.client import client_tls
+from agents.llm.tls import client_tls
 
 log = logging.getLogger(__name__)
 
@@ -142,6 +144,8 @@ async def telegram_reachable(settings: Settings, sleep: Callable[[float], Awaita
 async def anthropic_reachable(settings: Settings, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
     """A free `count_tokens` until the API answers. Raises KeyRejected when the key is refused; any other answer
     (a model name the key cannot use, a 400) is left to the first real request and doctor."""
+    import anthropic  # here, not at the top: see the module's docstring
+
     client = anthropic.AsyncAnthropic(
         api_key=settings.anthropic_api_key.get_secret_value(),
         base_url=settings.anthropic_base_url,
@@ -173,6 +177,7 @@ async def anthropic_reachable(settings: Settings, sleep: Callable[[float], Await
 
 
 async def both_reachable(settings: Settings) -> str:
-    """Both keys proven (each service tried until it answers); the bot's @username."""
-    username, _ = await asyncio.gather(telegram_reachable(settings), anthropic_reachable(settings))
+    """Both keys proven, the token first (each service tried until it answers); the bot's @username."""
+    username = await telegram_reachable(settings)
+    await anthropic_reachable(settings)
     return username

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from dotenv import dotenv_values
 
+from agents import doctor as dr
 from telegram_bot.cli import JsonLogFormatter, main, render_env, run_init
 from tests.conftest import USER_ID
 from tests.fakes.anthropic_server import FakeAnthropic
@@ -98,6 +99,9 @@ def test_init_writes_env_with_mode_600_then_doctor_passes(
     secrets = Answers(fake_telegram.token, "sk-ant-test-key-123456")
     monkeypatch.setattr("builtins.input", answers)
     monkeypatch.setattr("getpass.getpass", secrets)  # the token and the key are asked without echo
+    # the browser check starts chrome-devtools-mcp and Chromium (~2 s of CPU): tests/test_newcomer_e2e.py runs it
+    # after a real `agentlab init`, tests/test_browser_parts.py tests its outcomes
+    monkeypatch.setattr(dr, "check_browser", lambda _settings: dr.Check(dr.Level.ok, "browser", "tested elsewhere"))
 
     assert main(["init"]) == 0
     env_file = clean_env / ".env"

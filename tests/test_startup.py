@@ -67,12 +67,18 @@ def test_a_refused_token_is_one_line_and_exit_2(tmp_path: Path, fake_telegram, f
         TELEGRAM_API_BASE_URL=fake_telegram.url,
         ANTHROPIC_API_KEY="sk-ant-good-key",
         ANTHROPIC_BASE_URL=fake_anthropic.url,
+        PYTHONPROFILEIMPORTTIME="1",  # each module the process imports, one stderr line each
     )
     result = run_bot(tmp_path, env)
-    output = result.stdout + result.stderr
+    lines = result.stderr.splitlines(keepends=True)
+    imported = [line.rsplit("|", 1)[-1].strip() for line in lines if line.startswith("import time:")]
+    output = result.stdout + "".join(line for line in lines if not line.startswith("import time:"))
     assert result.returncode == 2, output
     assert output == "agentlab: Telegram rejected TELEGRAM_BOT_TOKEN (401): copy it again from @BotFather\n", output
-    assert "wrong-secret" not in output
+    assert "wrong-secret" not in result.stdout + result.stderr
+    # Telegram is asked first: a refused token costs neither a request to Anthropic nor the SDK's import (~1 s CPU)
+    assert "telegram" in imported and "anthropic" not in imported, "the Anthropic SDK was imported"
+    assert not fake_anthropic.count_token_requests
 
 
 def test_a_refused_api_key_is_one_line_and_exit_2(tmp_path: Path, fake_telegram, fake_anthropic) -> None:

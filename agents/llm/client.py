@@ -2,24 +2,13 @@
 
 from __future__ import annotations
 
-import functools
-import ssl
-
 import anthropic
-import httpx2
 
 from agents.core.models import Usage, UsageRecord
 from agents.core.settings import Settings
+from agents.llm.tls import client_tls
 
 OVERLOADED_REPLY = "Claude is overloaded, try again in a minute."
-
-
-@functools.cache
-def client_tls() -> ssl.SSLContext:
-    """The TLS context the SDK's HTTP client would make itself (httpx2's defaults: certifi, or SSL_CERT_FILE /
-    SSL_CERT_DIR), made once per process: loading the CA bundle costs ~40 ms of CPU per client, and one SSLContext
-    serves any number of clients."""
-    return httpx2.create_ssl_context()
 
 
 def make_client(settings: Settings) -> anthropic.AsyncAnthropic:
