@@ -569,23 +569,31 @@ async def test_closed_transcriber_refuses_work(tiny_checkpoint: Path, note_3s: b
     assert caught.value.user_message == "The speech model has been shut down."
 
 
-@pytest.mark.slow
-async def test_same_checkpoint_and_transcript_on_every_run(
-    tmp_path: Path, note_3s: bytes, transcribers, engine
-) -> None:
-    """The test checkpoint is reproducible: the checkpoint built twice under one seed is the same, every parameter finite, and so is the text.
+@pytest.fixture(scope="session")
+def twice_built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The tiny checkpoint built twice under one seed, in two folders (both engines' tests read the same pair)."""
+    root = tmp_path_factory.mktemp("twice")
+    return build_tiny_checkpoint(root / "one" / "tiny.pt"), build_tiny_checkpoint(root / "two" / "tiny.pt")
 
-    (Before the fix the decoder's positional embedding was torch.empty memory: 1.6e37, inf, 1.9e-40 across runs.)
-    """
+
+@pytest.mark.slow
+def test_same_checkpoint_on_every_build(twice_built: tuple[Path, Path]) -> None:
+    """The test checkpoint is reproducible: the checkpoint built twice under one seed is the same, every parameter
+    finite. (Before the fix the decoder's positional embedding was torch.empty memory: 1.6e37, inf, 1.9e-40 across
+    runs.)"""
     import torch
 
-    first, second = (build_tiny_checkpoint(tmp_path / name / "tiny.pt") for name in ("one", "two"))
-    states = [torch.load(path, map_location="cpu", weights_only=True)["model_state_dict"] for path in (first, second)]
+    states = [torch.load(path, map_location="cpu", weights_only=True)["model_state_dict"] for path in twice_built]
     assert states[0].keys() == states[1].keys()
     for name, tensor in states[0].items():
         assert torch.equal(tensor, states[1][name]), f"{name} differs between two builds with the same seed"
         assert bool(torch.isfinite(tensor.float()).all()), f"{name} holds non-finite values"
 
+
+@pytest.mark.slow
+async def test_same_transcript_on_every_run(twice_built: tuple[Path, Path], note_3s: bytes, transcribers) -> None:
+    """Each engine gives the same text for the same note from either build of the test checkpoint, and again."""
+    first, second = twice_built
     texts = []
     for path in (first, second, first):
         transcript = await asyncio.wait_for(transcribers(path, language="en").transcribe(note_3s), GENEROUS_SECONDS)
@@ -670,13 +678,18 @@ def test_tokenizer_json_gives_whisper_ids() -> None:
 
     from agents.inputs.ct2_convert import tokenizer_json
 
-    ours = get_tokenizer(True, num_languages=99)
-    built = Tokenizer.from_str(tokenizer_json(51865))  # the text written as tokenizer.json
     text = "Please run the tests, then fix   what fails: ÜBER-größe 123 日本語 👍"
-    assert built.encode(text).ids == ours.encode(text)
-    assert built.decode(ours.encode(text)) == text
-    for name in ("<|endoftext|>", "<|startoftranscript|>", "<|en|>", "<|transcribe|>", "<|notimestamps|>"):
-        assert built.token_to_id(name) == ours.encoding.encode_single_token(name)
+    # 99 languages (tiny to large-v2), then 100 (large-v3, turbo): one vocabulary file, so the merges worked out for
+    # the first are reused for the second, whose special tokens (one language more) must still be its own
+    for n_vocab, languages in ((51865, 99), (51866, 100)):
+        ours = get_tokenizer(True, num_languages=languages)
+        built = Tokenizer.from_str(tokenizer_json(n_vocab))  # the text written as tokenizer.json
+        assert built.encode(text).ids == ours.encode(text)
+        assert built.decode(ours.encode(text)) == text
+        names = ["<|endoftext|>", "<|startoftranscript|>", "<|en|>", "<|transcribe|>", "<|notimestamps|>"]
+        names += ["<|yue|>"] if languages == 100 else []
+        for name in names:
+            assert built.token_to_id(name) == ours.encoding.encode_single_token(name), (n_vocab, name)
 
 
 def test_rejects_nonsense_limits() -> None:
