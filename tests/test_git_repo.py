@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import os
 import subprocess
 from pathlib import Path
 
@@ -385,19 +386,22 @@ async def test_debris_is_never_committed(repo: Path, worktrees_dir: Path, tmp_pa
 async def test_commit_excludes_any_number_of_files(repo: Path, worktrees_dir: Path) -> None:
     """100,000 small files left out by the task limit once pushed one exclude pathspec each onto git's
     command line (OSError E2BIG: "internal error", the fix lost); the exclusions now go through git's standard input.
-    Fewer files with long names make the same command line too long, faster."""
+    Fewer files with long paths make the same command line too long, faster: what counts is the bytes of the paths."""
     wt = await new_task(repo, worktrees_dir)
     (wt.path / "app.py").write_text("VALUE = 2\n")  # the real fix: the smallest change, admitted first
-    junk = wt.path / "junk"
-    junk.mkdir()
-    payload = b"x" * 100
-    # 12,000 names of 230 characters: one exclude pathspec each is ~2.9 MB, past ARG_MAX (2 MB here) like 100,000 was
-    stem = "file-with-a-long-name-" + "n" * 200
-    for i in range(12_000):
+    # 1,700 files, each at a path of about 1,800 characters (eight nested folders of 200-character names): one
+    # exclude pathspec each is ~3 MB, past ARG_MAX (2 MB here) like 100,000 short names was
+    junk = wt.path.joinpath("junk", *(f"folder-{level}-" + "d" * 191 for level in range(8)))
+    junk.mkdir(parents=True)
+    payload = b"x" * 1000
+    stem = "file-with-a-long-name-" + "n" * 170
+    for i in range(1_700):
         with open(junk / f"{stem}-{i:05d}.txt", "wb") as out:
             out.write(payload)
     result = await commit_all(wt, "fix", limits=CommitLimits(max_task_bytes=50_000))
     assert result is not None and result.committed
     assert "app.py" in result.files
-    assert len(result.left_out) > 11_000
+    assert len(result.left_out) > 1_600
+    excludes = sum(len(f":(exclude){item.path}") + 1 for item in result.left_out)
+    assert excludes > os.sysconf("SC_ARG_MAX"), "one pathspec per left-out file must not fit on a command line"
     assert git("show", f"{result.sha}:app.py", cwd=wt.path) == "VALUE = 2"

@@ -7,7 +7,9 @@ repo_map; work, chat) do not import each other either. No two modules import eac
 from __future__ import annotations
 
 import ast
+import functools
 import re
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,9 +46,32 @@ def layer_of(module: str) -> str:
     raise AssertionError(f"{module} is in no layer")
 
 
+def _statements_importing(body: Iterable[ast.AST]) -> Iterator[ast.Import | ast.ImportFrom]:
+    """The import statements in `body` and in every statement list nested in it (functions, classes, if/try/with/
+    match bodies, handlers): an import is a statement, so it is never inside an expression, which is not walked."""
+    for node in body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
+        for field in node._fields:
+            value = getattr(node, field, None)
+            if (
+                isinstance(value, list)
+                and value
+                and isinstance(value[0], (ast.stmt, ast.excepthandler, ast.match_case))
+            ):
+                yield from _statements_importing(value)
+
+
+@functools.cache
+def import_statements(source: str) -> tuple[ast.Import | ast.ImportFrom, ...]:
+    """Every import statement of a module's source, anywhere in its body. Cached by source: two tests read the
+    product's modules, and parsing them is most of these tests' time."""
+    return tuple(_statements_importing(ast.parse(source).body))
+
+
 def imports(path: Path, module: str) -> set[str]:
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in import_statements(path.read_text()):
         if isinstance(node, ast.ImportFrom) and node.module and not node.level:
             if node.module in ("agents", "telegram_bot"):
                 found |= {f"{node.module}.{a.name}" for a in node.names}
@@ -173,7 +198,7 @@ def _names_a_test_module(name: str) -> bool:
 def imported_test_modules(path: Path) -> list[str]:
     """The test modules `path` imports (a test module is one named test_*; pytest collects it, nobody imports it)."""
     found = []
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in import_statements(path.read_text()):
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -201,10 +226,16 @@ def test_the_test_import_check_sees_each_form(tmp_path: Path) -> None:
     module.write_text(
         "from tests.test_b import helper\nimport tests.test_c\nfrom tests import test_d\nfrom .test_e import x\n"
         "from tests.support.tasks import ended\nimport pytest\nfrom agents.verify.test_run import TestRun\n"
+        "class Nested:\n    def method(self):\n        try:\n            import tests.test_f\n"  # lines 8-11
+        "        except ImportError:\n            if True:\n                from tests import test_g\n"  # 12-14
+        "        with open('x'):\n            match 1:\n                case 1:\n                    import test_h\n"
     )
     assert [line.split(": ")[0] for line in imported_test_modules(module)] == [
         "line 1",
         "line 2",
         "line 3",
         "line 4",
+        "line 11",
+        "line 14",
+        "line 18",
     ]

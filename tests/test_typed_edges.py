@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import mcp_types
 import pytest
 
 from agents.core.models import Caller, Task, WorkerKind
@@ -34,6 +33,8 @@ async def test_a_tool_argument_called_name_is_recorded(tmp_path: Path) -> None:
 
 
 def test_mcp_content_kinds_become_blocks_the_model_reads() -> None:
+    import mcp_types  # here, not at the top: its models take a third of a second to build, and only this test needs them
+
     png = "iVBORw0KGgo="
     result = mcp_types.CallToolResult(
         content=[

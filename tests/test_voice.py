@@ -9,16 +9,17 @@ behaviour (states, types, bounds, threads) and sameness (run to run, engine to e
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
+import random
 import threading
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import av
-import numpy as np
 import pytest
 
 from agents.core.protocols import ModelState, SpeechToText, Transcript
@@ -53,10 +54,15 @@ from tests.fakes.whisper_checkpoint import (
     tone_mix,
 )
 
+if TYPE_CHECKING:  # numpy and PyAV are imported by the tests that use them: every xdist worker collects this module
+    import numpy as np
+
 GENEROUS_SECONDS = 120.0  # an upper bound for "it finishes", not a speed target
 
 
 def dominant_frequency(samples: np.ndarray, rate: int = SAMPLE_RATE) -> float:
+    import numpy as np
+
     spectrum = np.abs(np.fft.rfft(samples * np.hanning(samples.size)))
     return float(np.fft.rfftfreq(samples.size, 1 / rate)[int(np.argmax(spectrum))])
 
@@ -85,6 +91,8 @@ def error_of(data: bytes, max_seconds: float = 60.0) -> str:
     ids=["ogg-opus-16k", "ogg-opus-48k", "wav-16k", "wav-44k", "mp3-16k", "mp3-44k", "m4a-16k"],
 )
 def test_decodes_common_formats_to_16k_mono_float32(make, rate: int) -> None:
+    import numpy as np
+
     data = make(tone(3.0, 440.0, rate=rate), rate)
 
     samples = decode_audio(data, max_seconds=60)
@@ -96,6 +104,8 @@ def test_decodes_common_formats_to_16k_mono_float32(make, rate: int) -> None:
 
 
 def test_stereo_is_mixed_down_to_mono() -> None:
+    import numpy as np
+
     stereo = np.stack([tone(2.0, 440.0, rate=44_100), tone(2.0, 440.0, rate=44_100)])
     samples = decode_audio(make_wav(stereo, 44_100), max_seconds=60)
     assert samples.ndim == 1 and abs(samples.size - 2 * SAMPLE_RATE) < 10
@@ -123,7 +133,7 @@ def test_empty_input() -> None:
 
 @pytest.mark.parametrize(
     "data",
-    [np.random.default_rng(7).bytes(4000), b"Hello, this is a text file renamed to note.ogg.\n" * 40, b"\x00" * 500],
+    [random.Random(7).randbytes(4000), b"Hello, this is a text file renamed to note.ogg.\n" * 40, b"\x00" * 500],
     ids=["random-bytes", "text-file-renamed-ogg", "zeros"],
 )
 def test_data_that_is_not_audio(data: bytes) -> None:
@@ -156,6 +166,8 @@ def test_slightly_over_the_limit_is_accepted() -> None:
 
 
 def test_too_long_without_a_container_duration_stops_decoding_early(monkeypatch: pytest.MonkeyPatch) -> None:
+    import av
+
     data = make_ogg_opus(tone(30.0))
     fed: list[int] = []
     real_resampler = av.AudioResampler
@@ -182,6 +194,8 @@ def test_silence(make) -> None:
 
 
 def test_quiet_but_audible_speech_is_not_silence() -> None:
+    import numpy as np
+
     quiet = np.concatenate([silence(1.0), tone(0.5, 300.0, amplitude=0.02), silence(1.0)])
     assert decode_audio(make_wav(quiet), max_seconds=60).size == 2.5 * SAMPLE_RATE
 
@@ -218,6 +232,7 @@ def test_format_duration(seconds: float, text: str) -> None:
 # Transcriber (real engine code, seeded random tiny weights), for each engine
 
 
+@functools.cache
 def faster_whisper_missing() -> str | None:
     """Why the faster-whisper engine cannot be tested here, or None when it can."""
     try:
@@ -227,13 +242,17 @@ def faster_whisper_missing() -> str | None:
     return None
 
 
+def require_faster_whisper() -> None:
+    """Skip the running test where faster-whisper is not importable. Asked when a test runs, not in a skipif mark:
+    a mark is evaluated at collection, and importing faster-whisper (CTranslate2, tokenizers, huggingface_hub) there
+    would cost every xdist worker, most of which never run a faster-whisper test."""
+    if (why := faster_whisper_missing()) is not None:
+        pytest.skip(why)
+
+
 ENGINES = [
     pytest.param(voice.OpenAIWhisperTranscriber, id="openai-whisper"),
-    pytest.param(
-        voice.FasterWhisperTranscriber,
-        id="faster-whisper",
-        marks=pytest.mark.skipif(faster_whisper_missing() is not None, reason=str(faster_whisper_missing())),
-    ),
+    pytest.param(voice.FasterWhisperTranscriber, id="faster-whisper"),
 ]
 
 
@@ -251,6 +270,8 @@ def convert_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def note_3s() -> bytes:
     """Three seconds of espeak-ng speech when it is installed, else a speech-like tone mix."""
+    import numpy as np
+
     spoken = speech("Please run the tests and tell me what fails.")
     samples = tone_mix(3.0) if spoken is None else np.pad(spoken, (0, max(0, 3 * SAMPLE_RATE - spoken.size)))
     return make_ogg_opus(samples[: 3 * SAMPLE_RATE])
@@ -258,6 +279,8 @@ def note_3s() -> bytes:
 
 @pytest.fixture(params=ENGINES)
 def engine(request: pytest.FixtureRequest) -> type[ResidentTranscriber]:
+    if request.param is voice.FasterWhisperTranscriber:
+        require_faster_whisper()
     return request.param
 
 
@@ -351,9 +374,9 @@ async def test_decoding_is_bounded_the_same_way_every_time(tiny_checkpoint: Path
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(faster_whisper_missing() is not None, reason=str(faster_whisper_missing()))
 async def test_faster_decoding_is_bounded(tiny_checkpoint: Path, convert_root: Path, monkeypatch) -> None:
     """The same bounds as openai-whisper's: greedy, one temperature, 16 tokens per window (CTranslate2 halves)."""
+    require_faster_whisper()
     import faster_whisper
 
     from agents.inputs import voice_faster
@@ -546,23 +569,31 @@ async def test_closed_transcriber_refuses_work(tiny_checkpoint: Path, note_3s: b
     assert caught.value.user_message == "The speech model has been shut down."
 
 
-@pytest.mark.slow
-async def test_same_checkpoint_and_transcript_on_every_run(
-    tmp_path: Path, note_3s: bytes, transcribers, engine
-) -> None:
-    """The test checkpoint is reproducible: the checkpoint built twice under one seed is the same, every parameter finite, and so is the text.
+@pytest.fixture(scope="session")
+def twice_built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The tiny checkpoint built twice under one seed, in two folders (both engines' tests read the same pair)."""
+    root = tmp_path_factory.mktemp("twice")
+    return build_tiny_checkpoint(root / "one" / "tiny.pt"), build_tiny_checkpoint(root / "two" / "tiny.pt")
 
-    (Before the fix the decoder's positional embedding was torch.empty memory: 1.6e37, inf, 1.9e-40 across runs.)
-    """
+
+@pytest.mark.slow
+def test_same_checkpoint_on_every_build(twice_built: tuple[Path, Path]) -> None:
+    """The test checkpoint is reproducible: the checkpoint built twice under one seed is the same, every parameter
+    finite. (Before the fix the decoder's positional embedding was torch.empty memory: 1.6e37, inf, 1.9e-40 across
+    runs.)"""
     import torch
 
-    first, second = (build_tiny_checkpoint(tmp_path / name / "tiny.pt") for name in ("one", "two"))
-    states = [torch.load(path, map_location="cpu", weights_only=True)["model_state_dict"] for path in (first, second)]
+    states = [torch.load(path, map_location="cpu", weights_only=True)["model_state_dict"] for path in twice_built]
     assert states[0].keys() == states[1].keys()
     for name, tensor in states[0].items():
         assert torch.equal(tensor, states[1][name]), f"{name} differs between two builds with the same seed"
         assert bool(torch.isfinite(tensor.float()).all()), f"{name} holds non-finite values"
 
+
+@pytest.mark.slow
+async def test_same_transcript_on_every_run(twice_built: tuple[Path, Path], note_3s: bytes, transcribers) -> None:
+    """Each engine gives the same text for the same note from either build of the test checkpoint, and again."""
+    first, second = twice_built
     texts = []
     for path in (first, second, first):
         transcript = await asyncio.wait_for(transcribers(path, language="en").transcribe(note_3s), GENEROUS_SECONDS)
@@ -571,12 +602,12 @@ async def test_same_checkpoint_and_transcript_on_every_run(
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(faster_whisper_missing() is not None, reason=str(faster_whisper_missing()))
 async def test_both_engines_read_the_same_weights_the_same_way(
     tiny_checkpoint: Path, convert_root: Path, note_3s: bytes
 ) -> None:
     """The converted CTranslate2 model (float32) decodes the very tokens openai-whisper does: the conversion,
     the tokenizer.json ids and the token cap all agree with the original."""
+    require_faster_whisper()
     openai = voice.OpenAIWhisperTranscriber(str(tiny_checkpoint), "en", 60.0, "cpu", max_tokens_per_window=24)
     faster = voice.FasterWhisperTranscriber(
         str(tiny_checkpoint),
@@ -597,10 +628,10 @@ async def test_both_engines_read_the_same_weights_the_same_way(
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(faster_whisper_missing() is not None, reason=str(faster_whisper_missing()))
 async def test_checkpoint_is_converted_once_and_a_ct2_folder_is_used_as_is(
     tmp_path: Path, tiny_checkpoint: Path, note_3s: bytes, monkeypatch
 ) -> None:
+    require_faster_whisper()
     from agents.inputs import ct2_convert
 
     checkpoint = tiny_checkpoint
@@ -639,21 +670,26 @@ async def test_checkpoint_is_converted_once_and_a_ct2_folder_is_used_as_is(
     assert message.endswith("the folder holds no CTranslate2 model (model.bin and config.json).")
 
 
-@pytest.mark.skipif(faster_whisper_missing() is not None, reason=str(faster_whisper_missing()))
 def test_tokenizer_json_gives_whisper_ids() -> None:
     """faster-whisper tokenizes with the tokenizer.json we write: its ids must be openai-whisper's own."""
+    require_faster_whisper()
     from tokenizers import Tokenizer
     from whisper.tokenizer import get_tokenizer
 
     from agents.inputs.ct2_convert import tokenizer_json
 
-    ours = get_tokenizer(True, num_languages=99)
-    built = Tokenizer.from_str(tokenizer_json(51865))  # the text written as tokenizer.json
     text = "Please run the tests, then fix   what fails: ÜBER-größe 123 日本語 👍"
-    assert built.encode(text).ids == ours.encode(text)
-    assert built.decode(ours.encode(text)) == text
-    for name in ("<|endoftext|>", "<|startoftranscript|>", "<|en|>", "<|transcribe|>", "<|notimestamps|>"):
-        assert built.token_to_id(name) == ours.encoding.encode_single_token(name)
+    # 99 languages (tiny to large-v2), then 100 (large-v3, turbo): one vocabulary file, so the merges worked out for
+    # the first are reused for the second, whose special tokens (one language more) must still be its own
+    for n_vocab, languages in ((51865, 99), (51866, 100)):
+        ours = get_tokenizer(True, num_languages=languages)
+        built = Tokenizer.from_str(tokenizer_json(n_vocab))  # the text written as tokenizer.json
+        assert built.encode(text).ids == ours.encode(text)
+        assert built.decode(ours.encode(text)) == text
+        names = ["<|endoftext|>", "<|startoftranscript|>", "<|en|>", "<|transcribe|>", "<|notimestamps|>"]
+        names += ["<|yue|>"] if languages == 100 else []
+        for name in names:
+            assert built.token_to_id(name) == ours.encoding.encode_single_token(name), (n_vocab, name)
 
 
 def test_rejects_nonsense_limits() -> None:
@@ -765,10 +801,10 @@ async def test_a_128_mel_checkpoint_transcribes_in_each_engine(
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(faster_whisper_missing() is not None, reason=str(faster_whisper_missing()))
 async def test_a_gpu_that_fails_at_load_falls_back_to_the_cpu(
     tiny_checkpoint: Path, note_3s: bytes, convert_root: Path, tmp_path: Path, caplog
 ) -> None:
+    require_faster_whisper()
     import ctranslate2
 
     if ctranslate2.get_cuda_device_count() > 0:

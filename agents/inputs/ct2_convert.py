@@ -195,7 +195,9 @@ def _byte_encoder() -> dict[int, str]:
 
 
 def _as_text(token: bytes, table: dict[int, str]) -> str:
-    return "".join(table[b] for b in token)
+    # latin-1 turns each byte into the character of the same number, which `translate` maps through the table in C
+    # (a join over the bytes took most of the half second that building the tokenizer costs)
+    return token.decode("latin-1").translate(table)
 
 
 def vocabulary(encoding: Any, n_vocab: int) -> list[str]:
@@ -222,14 +224,20 @@ def tokenizer_json(n_vocab: int) -> str:
     return str(build_tokenizer(whisper_encoding(n_vocab)).to_str(pretty=True))
 
 
-def build_tokenizer(encoding: Any) -> Any:
-    """A `tokenizers.Tokenizer` equal to whisper's tiktoken encoding (same pieces, same ids, same merges)."""
-    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+# merges by (vocabulary file, number of pieces): checkpoints for 99 and 100 languages share multilingual.tiktoken
+_MERGES: dict[tuple[str, int], list[tuple[str, str]]] = {}
 
-    table = _byte_encoder()
+
+def bpe_merges(encoding: Any) -> list[tuple[str, str]]:
+    """The BPE merges that rebuild every piece of `encoding` in rank order, as `tokenizers` writes them.
+
+    They depend on the byte-pair ranks alone (not on the special tokens), and working them out is most of the cost of
+    a tokenizer, so they are worked out once per vocabulary file in a process (a race only does it twice)."""
     ranks: dict[bytes, int] = encoding._mergeable_ranks
-    vocab = {_as_text(piece, table): rank for piece, rank in ranks.items() if piece}
-    vocab.update(encoding._special_tokens)
+    key = (str(encoding.name), len(ranks))
+    if key in _MERGES:
+        return _MERGES[key]
+    table = _byte_encoder()
     merges: list[tuple[int, str, str]] = []
     for piece, rank in ranks.items():
         if len(piece) < 2:
@@ -242,7 +250,19 @@ def build_tokenizer(encoding: Any) -> Any:
         for _, _, left, right in sorted(splits):
             merges.append((rank, _as_text(left, table), _as_text(right, table)))
     merges.sort(key=lambda item: item[0])
-    tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=[(a, b) for _, a, b in merges], fuse_unk=False))
+    _MERGES[key] = [(left, right) for _, left, right in merges]
+    return _MERGES[key]
+
+
+def build_tokenizer(encoding: Any) -> Any:
+    """A `tokenizers.Tokenizer` equal to whisper's tiktoken encoding (same pieces, same ids, same merges)."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+
+    table = _byte_encoder()
+    ranks: dict[bytes, int] = encoding._mergeable_ranks
+    vocab = {_as_text(piece, table): rank for piece, rank in ranks.items() if piece}
+    vocab.update(encoding._special_tokens)
+    tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=bpe_merges(encoding), fuse_unk=False))
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
     # special tokens already in the vocabulary keep their ids when added (`tokenizers` would otherwise number them

@@ -1,7 +1,8 @@
 """Test and bench material for voice notes: random-weight whisper checkpoints, audio made in memory, a fake transcriber.
 
-Nothing here touches the network. torch and whisper are imported only by the checkpoint builders, so handler tests
-that just need `FakeTranscriber` or an OGG/Opus file stay light.
+Nothing here touches the network. torch and whisper are imported only by the checkpoint builders, numpy and PyAV
+only by the functions that make or read audio, so handler tests (the `bot` fixture) that just need `FakeTranscriber`
+stay light.
 """
 
 from __future__ import annotations
@@ -16,12 +17,13 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import asdict
 from pathlib import Path
-
-import av
-import numpy as np
+from typing import TYPE_CHECKING
 
 from agents.core.protocols import ModelState, Transcript
 from agents.inputs.voice import SAMPLE_RATE, ModelUnavailable, decode_audio
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # (layers, width, heads) of the real checkpoints; both use the 51865-token multilingual vocabulary.
 REAL_DIMS = {"tiny": (4, 384, 6), "base": (6, 512, 8)}
@@ -124,12 +126,16 @@ def sized_checkpoint(path: str | Path, size: str = "tiny", *, seed: int = 0) -> 
 
 def tone(seconds: float, freq: float = 440.0, *, rate: int = SAMPLE_RATE, amplitude: float = 0.3) -> np.ndarray:
     """A sine tone."""
+    import numpy as np
+
     t = np.arange(int(round(seconds * rate))) / rate
     return (amplitude * np.sin(2 * np.pi * freq * t)).astype(np.float32)
 
 
 def tone_mix(seconds: float, *, rate: int = SAMPLE_RATE, seed: int = 0) -> np.ndarray:
     """Speech-like stand-in: a few harmonics, switched on and off in syllable-sized bursts, over faint noise."""
+    import numpy as np
+
     rng = np.random.default_rng(seed)
     n = int(round(seconds * rate))
     t = np.arange(n) / rate
@@ -142,6 +148,8 @@ def tone_mix(seconds: float, *, rate: int = SAMPLE_RATE, seed: int = 0) -> np.nd
 
 
 def silence(seconds: float, *, rate: int = SAMPLE_RATE) -> np.ndarray:
+    import numpy as np
+
     return np.zeros(int(round(seconds * rate)), dtype=np.float32)
 
 
@@ -155,6 +163,9 @@ def speech(text: str, *, rate: int = SAMPLE_RATE, timeout: float = 30.0) -> np.n
 
 
 def _decode_to_rate(data: bytes, rate: int) -> np.ndarray:
+    import av
+    import numpy as np
+
     resampler = av.AudioResampler(format="flt", layout="mono", rate=rate)
     chunks = []
     with av.open(io.BytesIO(data)) as container:
@@ -173,6 +184,9 @@ def encode_audio(samples: np.ndarray, rate: int, container_format: str, codec: s
 
     `samples` is 1-D for mono or (2, n) for stereo.
     """
+    import av
+    import numpy as np
+
     pcm = (np.clip(np.asarray(samples, dtype=np.float32), -1, 1) * 32767).astype(np.int16)
     planar = pcm[None, :] if pcm.ndim == 1 else pcm
     layout = {1: "mono", 2: "stereo"}[planar.shape[0]]
@@ -213,6 +227,9 @@ def make_m4a(samples: np.ndarray, rate: int = SAMPLE_RATE) -> bytes:
 
 def make_video_without_audio(frames: int = 5) -> bytes:
     """A small Matroska file holding only a video stream."""
+    import av
+    import numpy as np
+
     buffer = io.BytesIO()
     with av.open(buffer, mode="w", format="matroska") as container:
         stream = container.add_stream("mpeg4", rate=10)
