@@ -48,6 +48,19 @@ def test_the_set_up_installs_the_pinned_version() -> None:
     assert ".tools" in script and "-g" not in script.split()
 
 
+@pytest.mark.skipif(browser.find(None, find_chromium())[0] is None, reason="chrome-devtools-mcp is not installed")
+def test_the_browser_never_checks_npm_for_a_newer_version_of_itself() -> None:
+    """At each start chrome-devtools-mcp would run a detached `npm config get registry` and ask the registry (half a
+    second of CPU, no network in the sandbox, a cache in a home that is new for every task): the variable the
+    installed version reads to skip it is set."""
+    install, _ = browser.find(None, find_chromium())
+    checker = install.entry.parents[1] / "utils" / "check-for-updates.js"  # beside build/src/bin/
+    [variable] = browser.ENV
+    assert f"process.env['{variable}']" in checker.read_text(), "the installed version reads another variable"
+    for proxy in (False, True):
+        assert browser.config(install, proxy=proxy).env == {variable: "1"}
+
+
 async def _request(proxy: EgressProxy, head: bytes) -> bytes:
     reader, writer = await asyncio.open_unix_connection(str(proxy.socket_path))
     writer.write(head)

@@ -46,6 +46,10 @@ FLAGS = (
     "--chromeArg=--no-sandbox",  # the task's bwrap is the sandbox; Chromium's own needs namespaces it cannot make
     "--chromeArg=--disable-dev-shm-usage",
 )
+# chrome-devtools-mcp checks npm for a newer version of itself at each start (a detached node process that runs
+# `npm config get registry`, about half a second of CPU): pointless where the version is pinned, the sandbox has
+# no network and its home, where the check's cache would live, is new for every task.
+ENV = {"CHROME_DEVTOOLS_MCP_NO_UPDATE_CHECKS": "1"}
 
 NetworkAsker = Callable[[str], Awaitable[NetworkDecision]]
 
@@ -91,6 +95,7 @@ def config(install: BrowserInstall, proxy: bool) -> McpServerConfig:
         name="browser",
         command=install.node,
         args=tuple(args),
+        env=dict(ENV),
         roles=frozenset({WorkerKind.FRONTEND}),
         read_paths=(install.folder.resolve(),),
         address_space=BROWSER_ADDRESS_SPACE,
