@@ -7,6 +7,8 @@ started inside the task's sandbox and network namespace, Chromium included: it r
 network command (Allow once: that host; Allow for this task or SANDBOX_NETWORK=on: every public host; off: never),
 and only then reached, through the task's egress proxy (agents/sandbox/egress_proxy.py).
 Without the package, node or Chromium the frontend worker keeps `screenshot` (its prompt says what to do then).
+Once a start listed its tools (kept in BROWSER_TOOLS_DIR/.browser-tools.json for that version and our flags), a
+frontend task offers them without starting anything, and the browser starts at the worker's first call of one.
 """
 
 from __future__ import annotations

@@ -3,7 +3,9 @@
 One `McpSession` is one server for one task. A stdio server is started inside the task's sandbox and network namespace
 (`agents.sandbox.services.start_sandboxed_stdio`) and spoken to over its pipes (`process_transport`); a `url` server
 (streamable HTTP) is reached by the bot itself. Its tools are offered as `mcp__<server>__<tool>` with their own input
-schemas (`session_tools`); a call's text and images go back to the model, and the images also to the chat.
+schemas (`session_tools`); a call's text and images go back to the model, and the images also to the chat. A
+session whose tools are known beforehand (`defer`: the browser's, as an earlier start listed them) starts its server
+at the first call instead.
 
 Nothing an MCP server does ends a task by itself: a server that does not start becomes one stand-in tool whose every
 call answers why (one sentence); a tool's own error, a timeout or a server that dies mid-call is one sentence to the

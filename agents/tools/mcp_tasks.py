@@ -1,11 +1,12 @@
 """A task's MCP servers: the servers of MCP_CONFIG (and the frontend worker's browser) for one worker.
 
 `TaskMcp.open` plans the servers of the worker's kind (`Planned`: config, how to reach it, what runs before each
-call) and `open_task_servers` starts them all at once: a stdio server inside the task's sandbox and network namespace
-(its command and SANDBOX_READ_PATHS readable; `network: true` gives it a network of its own instead), a `url` server
-from the bot. It returns their tools (`mcp__<server>__<tool>`; a server that did not start is one stand-in tool
-saying why) and closes every session when the task's bounds close. A research worker (only when a server lists it in
-`roles`) gets an empty folder as the servers' worktree, the workspace read-only: research changes nothing.
+call) and `open_task_servers` starts them all at once (the browser, once its tools are known, at its first call): a
+stdio server inside the task's sandbox and network namespace (its command and SANDBOX_READ_PATHS readable;
+`network: true` gives it a network of its own instead), a `url` server from the bot. It returns their tools
+(`mcp__<server>__<tool>`; a server that did not start is one stand-in tool saying why) and closes every session when
+the task's bounds close. A research worker (only when a server lists it in `roles`) gets an empty folder as the
+servers' worktree, the workspace read-only: research changes nothing.
 `probe` starts one server as a task would, for `agentlab doctor`.
 """
 
