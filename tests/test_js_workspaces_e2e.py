@@ -105,7 +105,7 @@ async def test_every_ava_test_is_counted_and_the_broken_one_in_the_middle_named(
             "test/calc.test.js": ava_suite(150, 75),
         },
     )
-    give_node_modules(repo, tools)
+    give_node_modules(repo, tools, "ava")
     model.add("orchestrator", start_task("big", "Tidy calc.js."), claude_says.text("started"))
     model.add("code", *breaks_then_fixes("calc.js", "a * b", "a * b + 1", "a * b"))
     bot.say("tidy calc in big")
@@ -158,7 +158,7 @@ async def test_a_typecheck_passing_for_the_contributor_passes_for_the_bot(
             "test/calc.test.ts": TYPED_TEST,
         },
     )
-    give_node_modules(repo, tools)
+    give_node_modules(repo, tools, "typescript", "vitest")
     model.add("orchestrator", start_task("typed", "Add a README."), claude_says.text("started"))
     model.add("code", write_file("README.md", "# typed\n"), claude_says.text("Added a README."))
     bot.say("add a readme to typed")
