@@ -56,15 +56,76 @@ def npm_tools() -> Path:
     return folder
 
 
-def give_node_modules(project: Path, tools: Path) -> Path:
-    """A real `node_modules` folder in `project` with the pinned tools (hard links; a copy across file systems)."""
+def give_node_modules(project: Path, tools: Path, *packages: str) -> Path:
+    """A real `node_modules` folder in `project` with the pinned tools (hard links; a copy across file systems):
+    `packages` and what they need (from npm's lock file), or all of them. Each package is one folder of hard links,
+    and the whole set is thirteen thousand files: a test links only what its runner needs."""
     target = project / "node_modules"
-    try:
-        subprocess.run(["cp", "-al", str(tools / "node_modules"), str(target)], check=True, capture_output=True)
-    except subprocess.CalledProcessError:
-        shutil.rmtree(target, ignore_errors=True)
-        shutil.copytree(tools / "node_modules", target, symlinks=True)
+    source = tools / "node_modules"
+    if not packages:
+        _link_tree([source], target)
+        return target
+    names = needed(tools, packages)
+    target.mkdir()
+    by_parent: dict[Path, list[Path]] = {}
+    for name in sorted(names):
+        by_parent.setdefault((target / name).parent, []).append(source / name)
+    for parent, folders in by_parent.items():
+        parent.mkdir(parents=True, exist_ok=True)
+        _link_tree(folders, parent, into=True)
+    (target / ".bin").mkdir()
+    for entry in (source / ".bin").iterdir():  # `../mocha/bin/mocha.js`: kept where its package is
+        link = os.readlink(entry)
+        if any(Path(link).parts[1 : 1 + len(Path(n).parts)] == Path(n).parts for n in names):
+            (target / ".bin" / entry.name).symlink_to(link)
     return target
+
+
+def needed(tools: Path, packages: tuple[str, ...]) -> set[str]:
+    """The top-level packages `packages` need, themselves included (npm's lock file: dependencies, optional and peer
+    dependencies that are installed, each resolved as node does, from the nearest `node_modules` up)."""
+    lock = json.loads((tools / "package-lock.json").read_text())["packages"]
+    found: set[str] = set()
+    todo = [f"node_modules/{p}" for p in packages]
+    seen: set[str] = set()
+    while todo:
+        path = todo.pop()
+        if path in seen or path not in lock:
+            continue
+        seen.add(path)
+        if path.count("node_modules/") == 1:
+            found.add(path.removeprefix("node_modules/"))
+        else:
+            todo.append("node_modules/" + path.split("/node_modules/")[0].removeprefix("node_modules/"))
+        entry = lock[path]
+        for dep in {
+            **entry.get("dependencies", {}),
+            **entry.get("optionalDependencies", {}),
+            **entry.get("peerDependencies", {}),
+        }:
+            base = path
+            while True:
+                candidate = f"{base}/node_modules/{dep}"
+                if candidate in lock:
+                    todo.append(candidate)
+                    break
+                if "/node_modules/" not in base:
+                    if f"node_modules/{dep}" in lock:
+                        todo.append(f"node_modules/{dep}")
+                    break
+                base = base.rsplit("/node_modules/", 1)[0]
+    return {n for n in found if (tools / "node_modules" / n).is_dir()}
+
+
+def _link_tree(folders: list[Path], target: Path, into: bool = False) -> None:
+    """`cp -al` of `folders` to `target` (into it when `into`); a plain copy where hard links cannot be made."""
+    try:
+        subprocess.run(["cp", "-al", *map(str, folders), str(target)], check=True, capture_output=True)
+    except subprocess.CalledProcessError:
+        for folder in folders:
+            copy = target / folder.name if into else target
+            shutil.rmtree(copy, ignore_errors=True)
+            shutil.copytree(folder, copy, symlinks=True)
 
 
 if __name__ == "__main__":  # `make test` installs them before pytest starts: the install is set-up, not test time

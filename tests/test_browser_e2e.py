@@ -1,7 +1,8 @@
 """The frontend worker's browser, played through the real bot: a frontend task starts `python3 -m
 http.server` as a service, opens it in chrome-devtools-mcp's Chromium (inside the task's sandbox and network
 namespace), takes a screenshot that reaches the chat, reads a console error the page logs; an outside URL asks the
-owner first (denied here: no network in tests); nothing of the browser or the server is left after the task."""
+owner first (allowed once: reached through the task's egress proxy, a local stand-in for the site; another
+denied); nothing of the browser or the server is left after the task."""
 
 from __future__ import annotations
 
@@ -71,7 +72,20 @@ def on_the_page(name: str, **arguments: Any):
     return reply
 
 
-async def test_a_frontend_task_serves_looks_and_reads_the_console(asking_bot: BotHarness) -> None:
+async def test_a_frontend_task_serves_looks_reads_the_console_and_goes_out_only_when_allowed(
+    asking_bot: BotHarness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One frontend task (one browser: each start costs a node and a Chromium) serves its page, looks at it and
+    reads its console; then an outside page: Allow once reaches that host through the task's egress proxy (its name
+    resolved, here, to a local stand-in) and an image of another host on it is refused (the model told); another
+    outside host asks again, and denied it is not opened."""
+    origin = await asyncio.start_server(_origin, "127.0.0.1", 0)
+    origin_port = origin.sockets[0].getsockname()[1]
+
+    async def connect(self: EgressProxy, host: str, _port: int):  # noqa: ANN202
+        return await asyncio.open_connection("127.0.0.1", origin_port) if host == "reference.example.com" else None
+
+    monkeypatch.setattr(EgressProxy, "_connect", connect)
     bot = asking_bot
     model = RoleScript()
     bot.claude.handler = model
@@ -81,7 +95,7 @@ async def test_a_frontend_task_serves_looks_and_reads_the_console(asking_bot: Bo
             "start_task",
             workspace="group-therapy",
             worker="frontend",
-            instructions="Build the shop page.",
+            instructions="Build the shop page like the reference.",
             background=True,
         ),
         claude_says.text("Started."),
@@ -93,22 +107,22 @@ async def test_a_frontend_task_serves_looks_and_reads_the_console(asking_bot: Bo
         use("mcp__browser__new_page", url=f"http://localhost:{PORT}/index.html"),
         on_the_page("mcp__browser__take_screenshot"),
         on_the_page("mcp__browser__list_console_messages"),
-        use("mcp__browser__new_page", url="https://reference.example.com/shop"),
-        claude_says.text("The page is served and checked."),
+        use("mcp__browser__new_page", url="http://reference.example.com/shop"),
+        use("mcp__browser__new_page", url="https://second.example.org/shop"),
+        claude_says.text("The page is served, checked and compared."),
     )
-    bot.say("build the shop page in group-therapy")
-    question = await bot.tg.await_for(
-        lambda: next(
-            (m for m in bot.tg.messages(USER_ID) if "asks for network access" in (m.text or "") and m.callback_data),
-            None,
-        ),
-        timeout=120,
-    )
-    assert "https://reference.example.com/shop" in question.text
-    assert host_pids(f"{PORT}"), "the service runs while the browser is used"
-    rid = question.callback_data[0].rsplit(":", 1)[1]
-    bot.tg.press_button(USER_ID, question.message_id, f"net:deny:{rid}")
-    task = await ended(bot, 1, timeout=120)
+    bot.say("build the shop page in group-therapy like the reference")
+    try:
+        first = await _network_question(bot)
+        assert "http://reference.example.com/shop" in first.text
+        assert host_pids(f"{PORT}"), "the service runs while the browser is used"
+        bot.tg.press_button(USER_ID, first.message_id, f"net:once:{first.callback_data[0].rsplit(':', 1)[1]}")
+        second = await _network_question(bot, after=first.message_id)
+        assert "https://second.example.org/shop" in second.text
+        bot.tg.press_button(USER_ID, second.message_id, f"net:deny:{second.callback_data[0].rsplit(':', 1)[1]}")
+        task = await ended(bot, 1, timeout=120)
+    finally:
+        origin.close()
     assert task.status is not TaskStatus.FAILED, task.error
     tools = [t["name"] for t in model.requests["frontend"][0]["tools"]]
     assert "mcp__browser__new_page" in tools and "screenshot" in tools and "mcp__browser__unavailable" not in tools
@@ -118,8 +132,11 @@ async def test_a_frontend_task_serves_looks_and_reads_the_console(asking_bot: Bo
     assert any('"image"' in r and "image/png" in r for r in results), "the screenshot went back to the model"
     console = next(r for r in results if "console-error-77" in r)
     assert "cart is undefined" in console and "[error]" in console, console
-    refused = next(r for r in results if "reference.example.com" in r)
-    assert "was not opened" in refused and "denied" in refused, refused
+    allowed, refused = results[-2:]
+    assert "Reference shop (http://reference.example.com/shop)" in allowed, allowed
+    assert "refused these hosts" in allowed and "cdn.elsewhere.example" in allowed, "the model is told"
+    assert "was not opened" in refused and "denied" in refused and "second.example.org" in refused, refused
+    assert "second.example.org" not in allowed
     photos = [m for m in bot.tg.messages(USER_ID) if m.kind == "photo"]
     assert any("mcp__browser__take_screenshot" in (p.caption or "") for p in photos), [p.caption for p in photos]
     shot = next(p for p in photos if "take_screenshot" in (p.caption or ""))
@@ -129,7 +146,7 @@ async def test_a_frontend_task_serves_looks_and_reads_the_console(asking_bot: Bo
         lambda: not host_pids(entry) and not host_pids(str(PORT)) and not _chromium_of_the_task(), timeout=15
     )
     events = [e.detail for e in await bot.runtime.store.task_events(task.id) if e.kind == "network"]
-    assert any("reference.example.com" in e and "denied by the owner" in e for e in events), events
+    assert any("second.example.org" in e and "denied by the owner" in e for e in events), events
     assert json.dumps(results).count("asks for network") == 0
 
 
@@ -155,57 +172,6 @@ async def _origin(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) ->
     writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
     await writer.drain()
     writer.close()
-
-
-async def test_an_outside_page_opens_only_after_the_owner_allows_it(
-    asking_bot: BotHarness, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Allow once: that host is reached through the task's egress proxy (its name resolved, here, to a local
-    stand-in), an image of another host on it is refused (and the model told); another outside host asks again,
-    and denied it is not opened."""
-    origin = await asyncio.start_server(_origin, "127.0.0.1", 0)
-    port = origin.sockets[0].getsockname()[1]
-
-    async def connect(self: EgressProxy, host: str, _port: int):  # noqa: ANN202
-        return await asyncio.open_connection("127.0.0.1", port) if host == "reference.example.com" else None
-
-    monkeypatch.setattr(EgressProxy, "_connect", connect)
-    bot = asking_bot
-    model = RoleScript()
-    bot.claude.handler = model
-    model.add(
-        "orchestrator",
-        use(
-            "start_task",
-            workspace="group-therapy",
-            worker="frontend",
-            instructions="Match the reference.",
-            background=True,
-        ),
-        claude_says.text("Started."),
-    )
-    model.add(
-        "frontend",
-        use("mcp__browser__new_page", url="http://reference.example.com/shop"),
-        use("mcp__browser__new_page", url="http://second.example.org/"),
-        claude_says.text("Compared."),
-    )
-    bot.say("match the reference in group-therapy")
-    try:
-        first = await _network_question(bot)
-        assert "http://reference.example.com/shop" in first.text
-        bot.tg.press_button(USER_ID, first.message_id, f"net:once:{first.callback_data[0].rsplit(':', 1)[1]}")
-        second = await _network_question(bot, after=first.message_id)
-        assert "second.example.org" in second.text
-        bot.tg.press_button(USER_ID, second.message_id, f"net:deny:{second.callback_data[0].rsplit(':', 1)[1]}")
-        task = await ended(bot, 1, timeout=120)
-    finally:
-        origin.close()
-    assert task.status is not TaskStatus.FAILED, task.error
-    results = tool_results(model, "frontend")
-    assert "Reference shop (http://reference.example.com/shop)" in results[0], results[0]
-    assert "refused these hosts" in results[0] and "cdn.elsewhere.example" in results[0], "the model is told"
-    assert "was not opened" in results[1] and "second.example.org" not in json.dumps(results[0])
 
 
 async def _network_question(bot: BotHarness, after: int = 0):

@@ -4,7 +4,9 @@ bot's machine), the set-up's pinned version, and `agentlab doctor`'s lines for t
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
+import os
 import re
 import shutil
 import sys
@@ -46,6 +48,19 @@ def test_the_set_up_installs_the_pinned_version() -> None:
     script = (ROOT / "scripts" / "install-browser.sh").read_text()
     assert re.search(r"^VERSION=(\S+)$", script, re.M).group(1) == browser.VERSION == "1.11.0"
     assert ".tools" in script and "-g" not in script.split()
+
+
+@pytest.mark.skipif(browser.find(None, find_chromium())[0] is None, reason="chrome-devtools-mcp is not installed")
+def test_the_browser_never_checks_npm_for_a_newer_version_of_itself() -> None:
+    """At each start chrome-devtools-mcp would run a detached `npm config get registry` and ask the registry (half a
+    second of CPU, no network in the sandbox, a cache in a home that is new for every task): the variable the
+    installed version reads to skip it is set."""
+    install, _ = browser.find(None, find_chromium())
+    checker = install.entry.parents[1] / "utils" / "check-for-updates.js"  # beside build/src/bin/
+    [variable] = browser.ENV
+    assert f"process.env['{variable}']" in checker.read_text(), "the installed version reads another variable"
+    for proxy in (False, True):
+        assert browser.config(install, proxy=proxy).env == {variable: "1"}
 
 
 async def _request(proxy: EgressProxy, head: bytes) -> bytes:
@@ -184,3 +199,54 @@ async def test_a_research_workers_server_gets_an_empty_folder_and_the_workspace_
         await bounds.close()
     # the server starts in its own home (never the worktree, where a worker could plant a module it would import)
     assert "note: the workspace" in said and f"cwd: {workspace}" not in said and "cwd: /home/agent" in said
+
+
+@pytest.mark.skipif(browser.find(None, find_chromium())[0] is None, reason="chrome-devtools-mcp is not installed")
+async def test_once_its_tools_are_known_the_browser_starts_at_the_workers_first_call(tmp_path: Path) -> None:
+    """The first frontend task starts the browser and remembers its tools beside the install; a later one offers the
+    same tools without starting anything (a task that never opens a page pays for no node nor Chromium), and its
+    first call starts the browser and is answered."""
+    from agents.core.models import WorkerKind
+    from agents.sandbox.task_limits import TaskBounds
+    from agents.tools.mcp_tasks import Gates, McpTimeouts, TaskMcp
+
+    installed, _ = browser.find(None, find_chromium())
+    (tmp_path / "tools").mkdir()
+    (tmp_path / "tools" / "node_modules").symlink_to(installed.folder)  # the listing is written here, not in .tools
+    install = dataclasses.replace(
+        installed, entry=tmp_path / "tools" / installed.entry.relative_to(installed.folder.parent)
+    )
+    mcp = TaskMcp([], McpTimeouts(60, 60), install, may_go_out=False)
+
+    async def nothing(*_args: object) -> None:
+        return None
+
+    gates = Gates(lambda _config: nothing, nothing, lambda: False)
+    first = TaskBounds("first", 1 << 34, 256)
+    try:
+        started = {t.name for t in await mcp.open(WorkerKind.FRONTEND, None, first, gates, nothing)}
+        assert _browsers_of(first), "nothing known yet: the browser starts with the task"
+    finally:
+        await first.close()
+    assert "mcp__browser__list_pages" in started and (tmp_path / "tools" / browser.LISTING).is_file()
+    later = TaskBounds("later", 1 << 34, 256)
+    try:
+        tools = {t.name: t for t in await mcp.open(WorkerKind.FRONTEND, None, later, gates, nothing)}
+        assert set(tools) == started and not _browsers_of(later), "the same tools, nothing started"
+        pages = await tools["mcp__browser__list_pages"].handler()
+        assert _browsers_of(later) and "about:blank" in str(pages.content), pages
+    finally:
+        await later.close()
+
+
+def _browsers_of(bounds: object) -> list[int]:
+    """The browser's processes of one task with SANDBOX=off: they run in a folder named after the task's bounds
+    (chrome-devtools-mcp sets its process title, so its arguments cannot be read)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and f"-{bounds.name}_browser-" in os.readlink(entry / "cwd"):
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found

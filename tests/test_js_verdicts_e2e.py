@@ -74,26 +74,19 @@ async def test_node_test_runner_names_the_broken_test(bot: BotHarness, model: Ro
     await broken_test_named(bot, model, repo)
 
 
-async def test_mocha_names_the_broken_test(
-    bot: BotHarness, model: RoleScript, workspace_root: Path, tools: Path
-) -> None:
-    repo = js_repo(workspace_root, "mochaapp", "mocha", describe_calc(""))
-    give_node_modules(repo, tools)  # a real folder in the owner's checkout, untracked
-    await broken_test_named(bot, model, repo)
-
-
 async def test_jest_names_the_broken_test(
     bot: BotHarness, model: RoleScript, workspace_root: Path, tools: Path
 ) -> None:
     repo = js_repo(workspace_root, "jestapp", "jest", describe_calc("", it="test"))
-    give_node_modules(repo, tools)
+    give_node_modules(repo, tools, "jest")
     await broken_test_named(bot, model, repo)
 
 
 async def test_tests_are_judged_when_the_lint_step_is_red_at_the_base(
     bot: BotHarness, model: RoleScript, workspace_root: Path, tools: Path
 ) -> None:
-    """`node lint.js && mocha`, lint red at the base and after: mocha still runs and names the broken test."""
+    """mocha names the broken test; in `node lint.js && npm run build && mocha`, with lint red at the base and
+    after, mocha still runs."""
     repo = js_repo(
         workspace_root,
         "lintapp",
@@ -105,7 +98,7 @@ async def test_tests_are_judged_when_the_lint_step_is_red_at_the_base(
     package["scripts"]["build"] = "node build.js"
     (repo / "package.json").write_text(json.dumps(package))
     git(repo, "commit", "-qam", "build script")
-    give_node_modules(repo, tools)
+    give_node_modules(repo, tools, "mocha")  # a real folder in the owner's checkout, untracked
     _, summary = await broken_test_named(bot, model, repo)
     assert "Steps: node lint.js (lint) failing before too (pre-existing)" in summary.text, summary.text
 
@@ -135,7 +128,7 @@ async def test_pnpm_workspace_pinning_another_pnpm_runs_offline_in_the_sandbox(
             "packages/calc/test/calc.test.js": describe_calc("const { describe, it } = require('node:test');\n"),
         },
     )
-    give_node_modules(repo, tools)  # pnpm 10 is in the owner's node_modules/.bin
+    give_node_modules(repo, tools, "pnpm")  # pnpm 10 is in the owner's node_modules/.bin
     model.add("orchestrator", start_task("monorepo", "Tidy calc.js."), claude_says.text("started"))
     model.add("code", *breaks_then_fixes("packages/calc/calc.js", "a + b", "a - b", "a + b"))
     bot.say("tidy calc in monorepo")
@@ -154,7 +147,7 @@ async def test_a_resumed_js_task_runs_its_tests(
     from tests.conftest import make_settings
 
     repo = js_repo(workspace_root, "resumeapp", "mocha", describe_calc(""))
-    give_node_modules(repo, tools)
+    give_node_modules(repo, tools, "mocha")
     model = RoleScript()
     fake_anthropic.handler = model
     settings = make_settings(  # the step "running: sleep 60" follows an edit at once: shown after a short interval
@@ -174,8 +167,12 @@ async def test_a_resumed_js_task_runs_its_tests(
         )
     finally:
         await stop_polling(first.app)
-    model.add("code", claude_says.text("Resumed: add() subtracts."), claude_says.text("Still subtracts."))
-    model.add("code", *[claude_says.text("Still subtracts.")] * 3)
+    model.add(  # told of the broken test, the worker fixes it (the summary then lists the file it changed)
+        "code",
+        claude_says.text("Resumed: add() subtracts."),
+        claude_says.tool_use("edit_file", {"path": "calc.js", "old": "a - b", "new": "b + a"}),
+        claude_says.text("Fixed: add() adds."),
+    )
     second = await start_bot(settings, fake_telegram, fake_anthropic)
     try:
         notice = await fake_telegram.await_for(

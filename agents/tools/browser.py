@@ -7,14 +7,19 @@ started inside the task's sandbox and network namespace, Chromium included: it r
 network command (Allow once: that host; Allow for this task or SANDBOX_NETWORK=on: every public host; off: never),
 and only then reached, through the task's egress proxy (agents/sandbox/egress_proxy.py).
 Without the package, node or Chromium the frontend worker keeps `screenshot` (its prompt says what to do then).
+Once a start listed its tools (kept in BROWSER_TOOLS_DIR/.browser-tools.json for that version and our flags), a
+frontend task offers them without starting anything, and the browser starts at the worker's first call of one.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import logging
+import os
 import shlex
 import shutil
+import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -27,7 +32,7 @@ from agents.sandbox.egress_proxy import FORWARDER, PROXY_PORT, EgressProxy
 from agents.sandbox.network_gate import NetworkDecision
 from agents.sandbox.task_limits import TaskBounds
 from agents.sandbox.temp_folders import temp_folder
-from agents.tools.mcp_client import Connector, Gate
+from agents.tools.mcp_client import Connector, Gate, KnownTool, input_schema
 from agents.tools.mcp_config import McpServerConfig
 from agents.tools.screenshot import on_loopback
 
@@ -46,8 +51,13 @@ FLAGS = (
     "--chromeArg=--no-sandbox",  # the task's bwrap is the sandbox; Chromium's own needs namespaces it cannot make
     "--chromeArg=--disable-dev-shm-usage",
 )
+# chrome-devtools-mcp checks npm for a newer version of itself at each start (a detached node process that runs
+# `npm config get registry`, about half a second of CPU): pointless where the version is pinned, the sandbox has
+# no network and its home, where the check's cache would live, is new for every task.
+ENV = {"CHROME_DEVTOOLS_MCP_NO_UPDATE_CHECKS": "1"}
 
 NetworkAsker = Callable[[str], Awaitable[NetworkDecision]]
+log = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,10 +101,49 @@ def config(install: BrowserInstall, proxy: bool) -> McpServerConfig:
         name="browser",
         command=install.node,
         args=tuple(args),
+        env=dict(ENV),
         roles=frozenset({WorkerKind.FRONTEND}),
         read_paths=(install.folder.resolve(),),
         address_space=BROWSER_ADDRESS_SPACE,
     )
+
+
+LISTING = ".browser-tools.json"  # in BROWSER_TOOLS_DIR: the tools the installed version listed at a start
+
+
+def _listing_key(install: BrowserInstall) -> str:
+    """What the listing depends on: the installed package (its version and entry file) and our flags."""
+    return json.dumps([install.version, str(install.entry), install.entry.stat().st_mtime_ns, FLAGS])
+
+
+def known_tools(install: BrowserInstall) -> list[KnownTool] | None:
+    """The browser's tools as the installed version listed them at an earlier start (None when none matches): a
+    frontend task offers them at once and starts the browser at the worker's first call of one of them, so a task
+    that never looks at a page never starts node (about a second of CPU) or Chromium."""
+    try:
+        saved = json.loads((install.folder.parent / LISTING).read_text())
+        if saved.get("key") != _listing_key(install):
+            return None
+        return [
+            KnownTool(t["name"], dict(t["inputSchema"]), t.get("description"), t.get("title")) for t in saved["tools"]
+        ]
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return None
+
+
+def keep_tools(install: BrowserInstall, tools: list[Any]) -> None:
+    """Remember the tools (mcp Tool) a started browser listed, for the next frontend task (`known_tools`)."""
+    try:
+        listing = [
+            {"name": t.name, "inputSchema": input_schema(t), "description": t.description, "title": t.title}
+            for t in tools
+        ]
+        target = install.folder.parent / LISTING
+        with tempfile.NamedTemporaryFile("w", dir=target.parent, prefix=LISTING, delete=False) as file:
+            json.dump({"key": _listing_key(install), "tools": listing}, file)
+        os.replace(file.name, target)  # whole or not at all, whoever reads it meanwhile
+    except (OSError, ValueError, TypeError, AttributeError) as err:
+        log.info("the browser's tools are not remembered (%s): each frontend task starts it", err)
 
 
 def outside_url(url: str) -> str | None:

@@ -3,7 +3,9 @@
 One `McpSession` is one server for one task. A stdio server is started inside the task's sandbox and network namespace
 (`agents.sandbox.services.start_sandboxed_stdio`) and spoken to over its pipes (`process_transport`); a `url` server
 (streamable HTTP) is reached by the bot itself. Its tools are offered as `mcp__<server>__<tool>` with their own input
-schemas (`session_tools`); a call's text and images go back to the model, and the images also to the chat.
+schemas (`session_tools`); a call's text and images go back to the model, and the images also to the chat. A
+session whose tools are known beforehand (`defer`: the browser's, as an earlier start listed them) starts its server
+at the first call instead.
 
 Nothing an MCP server does ends a task by itself: a server that does not start becomes one stand-in tool whose every
 call answers why (one sentence); a tool's own error, a timeout or a server that dies mid-call is one sentence to the
@@ -48,6 +50,17 @@ Target = Any  # what mcp.Client connects to: a transport (an async context manag
 Connector = Callable[[], Awaitable[tuple[Target, asyncio.subprocess.Process | None]]]
 Gate = Callable[[str, dict[str, Any]], Awaitable[None]]  # before a call: raises ToolError to refuse it
 PictureSink = Callable[[list[tuple[str, bytes]]], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class KnownTool:
+    """A server's tool as an earlier start listed it (what a worker's toolbox needs of an mcp Tool): offered before
+    the server runs, without loading the SDK."""
+
+    name: str
+    input_schema: dict[str, Any]
+    description: str | None = None
+    title: str | None = None
 
 
 @contextlib.asynccontextmanager
@@ -104,10 +117,16 @@ class McpSession:
         self.start_timeout, self.call_timeout = start_timeout, call_timeout
         self.client: Client | None = None
         self.process: asyncio.subprocess.Process | None = None
-        self.tools: list[mcp_types.Tool] = []
+        self.tools: list[mcp_types.Tool] | list[KnownTool] = []
         self.restarts = 0
+        self.deferred = False  # its tools were known beforehand (`defer`): the server starts at the first call
         self._holder: asyncio.Task[None] | None = None
         self._closing = asyncio.Event()
+        self._starting = asyncio.Lock()
+
+    def defer(self, tools: list[KnownTool]) -> None:
+        """Offer `tools` (a listing the server gave before) without starting it: the first call starts it."""
+        self.tools, self.deferred = tools, True
 
     async def start(self) -> list[mcp_types.Tool]:
         """Start the server and list its tools; raises ToolError (one sentence) when it cannot."""
@@ -116,7 +135,7 @@ class McpSession:
         self._holder = asyncio.create_task(self._hold(ready), name=f"mcp-{self.name}")
         try:
             async with asyncio.timeout(self.start_timeout):
-                self.tools = await asyncio.shield(ready)
+                self.tools = listed = await asyncio.shield(ready)
         except TimeoutError:
             await self.close()
             raise ToolError(
@@ -126,7 +145,7 @@ class McpSession:
         except BaseException:
             await self.close()
             raise
-        return self.tools
+        return listed
 
     async def _hold(self, ready: asyncio.Future[list[mcp_types.Tool]]) -> None:
         """The session lives in this task (the SDK's task groups are entered and left in one task)."""
@@ -156,12 +175,16 @@ class McpSession:
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> mcp_types.CallToolResult:
         """One tool call; every failure is a ToolError of one sentence (a dead server is restarted next time)."""
-        if self.client is None:
-            if self.restarts >= MAX_RESTARTS:
-                raise ToolError(f"the MCP server {self.name} stopped and is not started again in this task")
-            self.restarts += 1
-            await self.close()
-            await self.start()
+        async with self._starting:  # two calls at once start one server
+            if self.client is None and self.deferred:
+                self.deferred = False
+                await self.start()
+            elif self.client is None:
+                if self.restarts >= MAX_RESTARTS:
+                    raise ToolError(f"the MCP server {self.name} stopped and is not started again in this task")
+                self.restarts += 1
+                await self.close()
+                await self.start()
         client = self.client
         assert client is not None
         try:
@@ -267,7 +290,7 @@ def tool_result(result: mcp_types.CallToolResult, shown_as: str) -> tuple[ToolRe
     return ToolResult(blocks, is_error=bool(result.is_error)), pictures
 
 
-def input_schema(tool: mcp_types.Tool) -> dict[str, Any]:
+def input_schema(tool: mcp_types.Tool | KnownTool) -> dict[str, Any]:
     schema = tool.input_schema
     if not isinstance(schema, dict):
         schema = schema.model_dump(by_alias=True, exclude_none=True)
@@ -297,7 +320,7 @@ class ServerTools:
             tools[made.name] = made
         return list(tools.values())
 
-    def _tool(self, tool: mcp_types.Tool) -> Tool:
+    def _tool(self, tool: mcp_types.Tool | KnownTool) -> Tool:
         name = tool_name(self.config.name, tool.name)
         schema = input_schema(tool)
 

@@ -1,11 +1,12 @@
 """A task's MCP servers: the servers of MCP_CONFIG (and the frontend worker's browser) for one worker.
 
 `TaskMcp.open` plans the servers of the worker's kind (`Planned`: config, how to reach it, what runs before each
-call) and `open_task_servers` starts them all at once: a stdio server inside the task's sandbox and network namespace
-(its command and SANDBOX_READ_PATHS readable; `network: true` gives it a network of its own instead), a `url` server
-from the bot. It returns their tools (`mcp__<server>__<tool>`; a server that did not start is one stand-in tool
-saying why) and closes every session when the task's bounds close. A research worker (only when a server lists it in
-`roles`) gets an empty folder as the servers' worktree, the workspace read-only: research changes nothing.
+call) and `open_task_servers` starts them all at once (the browser, once its tools are known, at its first call): a
+stdio server inside the task's sandbox and network namespace (its command and SANDBOX_READ_PATHS readable;
+`network: true` gives it a network of its own instead), a `url` server from the bot. It returns their tools
+(`mcp__<server>__<tool>`; a server that did not start is one stand-in tool saying why) and closes every session when
+the task's bounds close. A research worker (only when a server lists it in `roles`) gets an empty folder as the
+servers' worktree, the workspace read-only: research changes nothing.
 `probe` starts one server as a task would, for `agentlab doctor`.
 """
 
@@ -18,6 +19,7 @@ import shutil
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from agents.core.errors import ToolError
 from agents.core.models import WorkerKind
@@ -30,7 +32,15 @@ from agents.sandbox.task_limits import TaskBounds
 from agents.sandbox.temp_folders import temp_folder, temp_prefix
 from agents.tools import browser
 from agents.tools.browser import BrowserInstall
-from agents.tools.mcp_client import Connector, Gate, McpSession, PictureSink, ServerTools, process_transport
+from agents.tools.mcp_client import (
+    Connector,
+    Gate,
+    KnownTool,
+    McpSession,
+    PictureSink,
+    ServerTools,
+    process_transport,
+)
 from agents.tools.mcp_client import unavailable_tool as stand_in
 from agents.tools.mcp_config import McpServerConfig, load
 from agents.tools.toolbox import Tool
@@ -121,6 +131,8 @@ class Planned:
     connect: Connector
     gate: Gate
     notes: Callable[[], str] | None = None
+    listing: list[KnownTool] | None = None  # its tools known beforehand: started at its first call, not now
+    listed: Callable[[list[Any]], None] | None = None  # told the tools (mcp Tool) of a server started now
 
 
 def research_sandbox(sandbox: SandboxSpec, bounds: TaskBounds) -> SandboxSpec:
@@ -146,11 +158,16 @@ async def open_task_servers(
         await asyncio.gather(*(s.close() for s in sessions), return_exceptions=True)
 
     bounds.closers.append(close)
-    started = await asyncio.gather(*(s.start() for s in sessions), return_exceptions=True)
+    for plan, session in zip(planned, sessions, strict=True):
+        if plan.listing is not None:
+            session.defer(plan.listing)
+    started = await asyncio.gather(*(_start(s) for s in sessions), return_exceptions=True)
     tools: list[Tool] = []
     for plan, session, outcome in zip(planned, sessions, started, strict=True):
         if isinstance(outcome, asyncio.CancelledError):
             raise outcome
+        if plan.listed is not None and plan.listing is None and isinstance(outcome, list):
+            plan.listed(outcome)
         if isinstance(outcome, ToolError):
             tools.append(stand_in(plan.config, str(outcome)))
         elif isinstance(outcome, BaseException):
@@ -159,6 +176,11 @@ async def open_task_servers(
         else:
             tools += ServerTools(plan.config, session, plan.gate, pictures, plan.notes).tools()
     return tools
+
+
+async def _start(session: McpSession) -> list[Any]:
+    """The session's tools: a deferred one's as known, else those of the server it starts now."""
+    return session.tools if session.deferred else await session.start()
 
 
 @dataclasses.dataclass
@@ -201,7 +223,17 @@ class TaskMcp:
         if kind is WorkerKind.FRONTEND and self.browser is not None:
             run = browser.BrowserRun(self.browser, self.may_go_out)
             gate = run.gate(gates.ask, gates.whole_task)
-            planned.append(Planned(run.config, run.connector(sandbox, bounds, connector), gate, run.refused_note))
+            install = self.browser
+            planned.append(
+                Planned(
+                    run.config,
+                    run.connector(sandbox, bounds, connector),
+                    gate,
+                    run.refused_note,
+                    listing=browser.known_tools(install),
+                    listed=lambda tools: browser.keep_tools(install, tools),
+                )
+            )
         return await open_task_servers(planned, bounds, pictures, self.timeouts)
 
 
