@@ -26,6 +26,7 @@ from tests.support.tasks import ended, message_with, start_task
 from tests.support.temporal import (  # noqa: F401  (fixtures)
     MEMBER,
     Runners,
+    cheap_check,
     cheap_tests,
     needs_temporal,
     queue,
@@ -155,6 +156,7 @@ async def test_an_unreachable_cluster_is_one_sentence_and_the_task_waits_for_res
                 await runners.close()
 
 
+@cheap_check
 async def test_a_runner_killed_mid_task_hands_it_over_from_its_last_push(
     tbot: BotHarness, model: RoleScript, runners: Runners, workspace_root: Path, remote: Path
 ) -> None:
@@ -163,7 +165,7 @@ async def test_a_runner_killed_mid_task_hands_it_over_from_its_last_push(
     model.add(
         "code",
         claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a * b"}),
-        claude_says.text("Fixed add()."),  # committed and pushed; the tests fail: a correction starts
+        claude_says.text("Fixed add()."),  # committed and pushed; calc's check fails: a correction starts
         claude_says.tool_use("run_command", {"command": f"sleep {SLEEP}"}),  # its runner is killed in here
         # the other runner resumes on the pushed branch: the file holds the first runner's change
         claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a * b", "new": "a + b"}),
