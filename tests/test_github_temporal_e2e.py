@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from agents.core.models import TaskStatus
-from tests.conftest import CALC_BUGGY, USER_ID, BotHarness, git, make_repo, make_settings, start_bot
+from tests.conftest import USER_ID, BotHarness, git, make_repo, make_settings, start_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.fakes.github_server import FakeGitHub, fake_github  # noqa: F401  (fixture)
 from tests.scripted import RoleScript
@@ -21,6 +21,7 @@ from tests.temporal_dev import TEMPORAL
 pytest.importorskip("temporalio", reason="the Temporal SDK (the optional extra .[temporal]) is missing")
 from tests.support.tasks import ended, message_with, start_task  # noqa: E402
 from tests.support.temporal import (  # noqa: E402, F401  (fixtures)
+    CALC_CHEAP_TESTS,
     Runners,
     engine_settings,
     queue,
@@ -37,10 +38,10 @@ pytestmark = [
 @pytest.fixture
 def remote(tmp_path: Path) -> Path:
     """The shared remote, with `[github] repository` in its `.agentlab.toml`: the bot's checkout and the runners'
-    clones are all of octo/calc."""
-    source = make_repo(
-        tmp_path / "calc-source", {**CALC_BUGGY, ".agentlab.toml": '[github]\nrepository = "octo/calc"\n'}
-    )
+    clones are all of octo/calc. Its test command is `true` (CALC_CHEAP_TESTS): the task is verified and passes, so its
+    pull request opens ready for review, without a sandboxed pytest run."""
+    config = CALC_CHEAP_TESTS[".agentlab.toml"] + '\n[github]\nrepository = "octo/calc"\n'
+    source = make_repo(tmp_path / "calc-source", {**CALC_CHEAP_TESTS, ".agentlab.toml": config})
     bare = tmp_path / "remote" / "calc.git"
     git(tmp_path, "clone", "-q", "--bare", str(source), str(bare))
     return bare

@@ -26,6 +26,8 @@ from tests.support.tasks import ended, message_with, start_task
 from tests.support.temporal import (  # noqa: F401  (fixtures)
     MEMBER,
     Runners,
+    cheap_check,
+    cheap_tests,
     needs_temporal,
     queue,
     remote,
@@ -43,6 +45,7 @@ temporalio = pytest.importorskip("temporalio", reason="the Temporal SDK (the opt
 SLEEP = f"1000.{os.getpid()}7"  # a command's argument found again in /proc, unique to this test process
 
 
+@cheap_tests
 async def test_a_runner_runs_the_task_asks_for_network_and_the_bot_merges_its_branch(
     tbot: BotHarness, model: RoleScript, runners: Runners, workspace_root: Path, remote: Path
 ) -> None:
@@ -82,6 +85,7 @@ async def test_a_runner_runs_the_task_asks_for_network_and_the_bot_merges_its_br
     assert doctor.level is Level.ok and doctor.detail.endswith("live runners: a"), doctor
 
 
+@cheap_tests
 async def test_a_note_and_cancel_reach_the_task_on_its_runner(
     tbot: BotHarness, model: RoleScript, runners: Runners
 ) -> None:
@@ -103,6 +107,7 @@ async def test_a_note_and_cancel_reach_the_task_on_its_runner(
     await tbot.tg.await_for(lambda: message_with(tbot, "ended before its worker read your note", "fast path"))
 
 
+@cheap_tests
 async def test_an_unreachable_cluster_is_one_sentence_and_the_task_waits_for_resume(
     fake_telegram, fake_anthropic, tmp_path, workspace_root, remote, temporal, queue, model: RoleScript
 ) -> None:
@@ -151,6 +156,7 @@ async def test_an_unreachable_cluster_is_one_sentence_and_the_task_waits_for_res
                 await runners.close()
 
 
+@cheap_check
 async def test_a_runner_killed_mid_task_hands_it_over_from_its_last_push(
     tbot: BotHarness, model: RoleScript, runners: Runners, workspace_root: Path, remote: Path
 ) -> None:
@@ -159,7 +165,7 @@ async def test_a_runner_killed_mid_task_hands_it_over_from_its_last_push(
     model.add(
         "code",
         claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a * b"}),
-        claude_says.text("Fixed add()."),  # committed and pushed; the tests fail: a correction starts
+        claude_says.text("Fixed add()."),  # committed and pushed; calc's check fails: a correction starts
         claude_says.tool_use("run_command", {"command": f"sleep {SLEEP}"}),  # its runner is killed in here
         # the other runner resumes on the pushed branch: the file holds the first runner's change
         claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a * b", "new": "a + b"}),
@@ -196,6 +202,7 @@ async def test_a_runner_killed_mid_task_hands_it_over_from_its_last_push(
     assert "resumed on the same branch" in resumed and "runner running this task was lost" in resumed
 
 
+@cheap_tests
 async def test_the_bot_restarted_mid_task_reattaches_and_learns_what_ended_meanwhile(
     fake_telegram, fake_anthropic, tmp_path, workspace_root, temporal, queue, runners: Runners
 ) -> None:

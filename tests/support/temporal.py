@@ -34,10 +34,25 @@ needs_temporal = [
 ]
 
 
+# calc whose test command is `true`: a task on it is verified (and passes) without a sandboxed pytest run (one at the
+# base commit, one after the work, one more for each test it fixed: each about a third of a CPU second)
+CALC_CHEAP_TESTS = {"calc.py": CALC_BUGGY["calc.py"], ".agentlab.toml": '[tests]\ncommand = "true"\n'}
+# calc whose test command is a check as cheap, which passes at the base and fails while add() multiplies: a worker's
+# `a * b` gets a correction turn, as a failing test gives one
+CALC_NO_PRODUCT = {
+    "calc.py": CALC_BUGGY["calc.py"],
+    ".agentlab.toml": "[tests]\ncommand = '! grep -q \"a [*] b\" calc.py'\n",
+}
+# for tests that prove nothing about verification (what the task's tests say): calc is one of the two above
+cheap_tests = pytest.mark.parametrize("remote", [CALC_CHEAP_TESTS], indirect=True, ids=["cheap-tests"])
+cheap_check = pytest.mark.parametrize("remote", [CALC_NO_PRODUCT], indirect=True, ids=["cheap-check"])
+
+
 @pytest.fixture
-def remote(tmp_path: Path) -> Path:
-    """The shared remote: a bare repository of the calc workspace."""
-    source = make_repo(tmp_path / "calc-source", CALC_BUGGY)
+def remote(tmp_path: Path, request: pytest.FixtureRequest) -> Path:
+    """The shared remote: a bare repository of the calc workspace, with its tests (CALC_BUGGY) unless the test is
+    marked `cheap_tests` or `cheap_check`."""
+    source = make_repo(tmp_path / "calc-source", getattr(request, "param", CALC_BUGGY))
     bare = tmp_path / "remote" / "calc.git"
     git(tmp_path, "clone", "-q", "--bare", str(source), str(bare))
     return bare
