@@ -18,7 +18,7 @@ import pytest
 
 from agents.git.commits import commit_all
 from agents.git.ref_files import branch_exists_from_files, head_branch_from_files
-from agents.git.repository import branch_exists, current_branch, file_at, git_common_dir
+from agents.git.repository import branch_exists, current_branch, ensure_repository, file_at, git_common_dir, toplevel
 from agents.git.worktrees import create_task_worktree, remove_worktree_keep_branch
 from agents.workspaces.credential_files import remember_credential_files
 from tests.support.git_repos import git, make_user_repo, no_git_identity  # noqa: F401  (an autouse fixture)
@@ -192,3 +192,22 @@ async def test_the_base_commit_is_listed_once_for_all_who_ask(
     calls.clear()
     assert await file_at(repo, tree.base_commit, ".agentlab.toml") is None
     assert sum(n for call, n in calls.items() if call.startswith("show ")) == 1, calls
+
+
+async def test_the_top_of_a_plain_checkout_is_git_s_answer_without_git(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    git("repack", "-a", "-d", "-q", cwd=repo)  # a committed repository as cloned: its commits packed
+    link = tmp_path / "link"
+    link.symlink_to(repo)
+    said = Path(git("rev-parse", "--show-toplevel", cwd=link))
+    (repo / "sub").mkdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    with monkeypatch.context() as patched:
+        no_process_allowed(patched)
+        assert await toplevel(link) == said == repo.resolve()  # git answers the real path
+        assert await ensure_repository(repo) is False  # a repository with a commit: nothing to do, nothing asked
+    assert await toplevel(repo / "sub") == said  # below the top: git is asked
+    git("config", "core.worktree", str(elsewhere), cwd=repo)  # the work tree is elsewhere: git is asked
+    assert await toplevel(repo) == Path(git("rev-parse", "--show-toplevel", cwd=repo)) == elsewhere.resolve()

@@ -76,6 +76,27 @@ def _main_git_folder(checkout: Path) -> Path | None:
 _COMMIT_HEX = re.compile(rb"[0-9a-f]{40}([0-9a-f]{24})?")
 
 
+def _toplevel_from_files(path: Path) -> Path | None:
+    """What `git rev-parse --show-toplevel` answers in `path` where `path` is plainly the top of a main checkout: a
+    `.git` folder git takes as the repository (`_main_git_folder`) whose configuration names no other work tree, is
+    not bare and includes no other file. Git answers the real path, and so does this; None where git must be asked
+    (a folder below the top included)."""
+    try:
+        real = Path(path).resolve()
+    except OSError:
+        return None
+    config = plain_bytes(real / ".git" / "config") if _main_git_folder(real) is not None else None
+    if config is None:
+        return None
+    lowered = config.lower()
+    if b"include" in lowered or b"worktree" in lowered:
+        return None
+    for line in lowered.splitlines():
+        if b"bare" in line and line.replace(b" ", b"").replace(b"\t", b"").strip() != b"bare=false":
+            return None
+    return real
+
+
 _TOPLEVELS_KEPT = 256
 _toplevels: dict[str, tuple[tuple[object, ...], Path]] = {}  # a path → (what git's answer rested on, the answer)
 
@@ -113,9 +134,10 @@ def _remember_toplevel(path: Path, identity: tuple[object, ...] | None, top: Pat
 async def toplevel(path: Path) -> Path | None:
     """The work tree containing `path`, or None when `path` is not inside one (other failures raise).
 
-    Git's answer for a main checkout's top is kept while what it rests on stays the same (`_checkout_identity`):
-    a task asks it more than once."""
-    if (known := _known_toplevel(path)) is not None:
+    A plain main checkout's top is told from its files (`_toplevel_from_files`); git's answer for any other main
+    checkout's top is kept while what it rests on stays the same (`_checkout_identity`): a task asks it more than
+    once."""
+    if (known := _known_toplevel(path) or _toplevel_from_files(path)) is not None:
         return known
     identity = _checkout_identity(path)
     result = await run_git("rev-parse", "--show-toplevel", cwd=path)
@@ -139,7 +161,8 @@ async def has_commits(repo: Path) -> bool:
 async def _toplevel_and_commits(path: Path) -> tuple[Path | None, bool]:
     """`toplevel(path)` and, when there is one, `has_commits` of it, asked of git in one call (none where both
     are known without git)."""
-    if (known := _known_toplevel(path)) is not None and head_commit_from_files(known) is not None:
+    known = _known_toplevel(path) or _toplevel_from_files(path)
+    if known is not None and head_commit_from_files(known) is not None:
         return known, True
     identity = _checkout_identity(path)
     result = await run_git("rev-parse", "--show-toplevel", "--verify", "--quiet", "HEAD^{commit}", cwd=path)
