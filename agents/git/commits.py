@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from agents.core.text import human_size
-from agents.git.command import GitIdentity, git_succeeds, git_text, nul_joined, object_sizes, split_nul
+from agents.git.command import (
+    GitError,
+    GitIdentity,
+    git_succeeds,
+    git_text,
+    nul_joined,
+    object_sizes,
+    run_git,
+    split_nul,
+)
 from agents.git.locks import bot_writes
+from agents.git.ref_files import head_commit_from_files
 from agents.git.repository import remember_changes
 from agents.git.worktrees import TaskWorktree, check_worktree_link
 
@@ -68,22 +79,30 @@ async def commit_all(
     limits = limits or CommitLimits()
     async with bot_writes(worktree.repo):
         await check_worktree_link(worktree)
-        left_out = await _over_limits(worktree, limits)
+        left_out, changing = await _over_limits(worktree, limits)
         if left_out:
             await _stage_all_but(worktree.path, {item.path for item in left_out})
         else:
             await git_text("add", "-A", "--", ".", *NEVER_COMMIT, cwd=worktree.path)
-        if await git_succeeds("diff", "--cached", "--quiet", cwd=worktree.path):
+        # git is asked whether anything is staged only where the status did not already show a change that staging
+        # commits (or where the commit then found nothing after all: a service of the task undid it meanwhile)
+        if not changing and await git_succeeds("diff", "--cached", "--quiet", cwd=worktree.path):
             return CommitResult("", "", message, left_out=left_out) if left_out else None
-        await git_text("commit", "-q", "--no-verify", "-m", message, cwd=worktree.path, identity=identity)
-        sha, short_sha = await _head_and_short(worktree.path)
+        said = await run_git("commit", "--no-verify", "-m", message, cwd=worktree.path, identity=identity)
+        if said.exit_code != 0:
+            if changing and await git_succeeds("diff", "--cached", "--quiet", cwd=worktree.path):
+                return CommitResult("", "", message, left_out=left_out) if left_out else None
+            detail = said.stderr.strip() or said.stdout.strip() or f"exit code {said.exit_code}"
+            raise GitError(f"git commit --no-verify -m {message}: {detail}")
+        sha, short_sha = await _head_and_short(worktree.path, worktree.branch, said.stdout)
     span = f"{worktree.base_commit}..{sha}"
-    changes, blobs, binary = _changed_files(
-        await git_text("diff", "--raw", "--numstat", "-z", "--no-abbrev", "--no-renames", span, cwd=worktree.path)
+    changes, blobs, binary, diffstat = _changed_files(
+        await git_text(
+            "diff", "--raw", "--numstat", "--stat", "-z", "--no-abbrev", "--no-renames", span, cwd=worktree.path
+        )
     )
     remember_changes(worktree.path, worktree.base_commit, sha, changes)  # what the tests ask next
     files = [path for _, path in changes]
-    diffstat = (await git_text("diff", "--stat", span, cwd=worktree.path)).rstrip()
     large = await _large(worktree.path, blobs, limits)
     return CommitResult(
         sha=sha,
@@ -124,13 +143,14 @@ def file_size(path: Path) -> int:
     return info.st_size if not path.is_symlink() else 0
 
 
-async def _over_limits(worktree: TaskWorktree, limits: CommitLimits) -> list[LeftOut]:
-    """The pending files (changed or new, not deleted) that the size limits keep out of the next commit.
+async def _over_limits(worktree: TaskWorktree, limits: CommitLimits) -> tuple[list[LeftOut], bool]:
+    """The pending files (changed or new, not deleted) that the size limits keep out of the next commit, and whether
+    staging the others surely changes what HEAD has (`_status_v2_entries`).
 
     The task's total counts what the branch already changed vs its base plus what is pending; the smallest pending
     files are admitted first, so one huge file does not crowd out the real work.
     """
-    head, changes = await _pending_and_head(worktree.path)
+    head, changes, changing = await _pending_and_head(worktree.path)
     pending = {path for path, code in changes if "D" not in code}
     committed: set[str] = set()
     if head != worktree.base_commit:  # the branch's first commit has nothing before it to count
@@ -150,7 +170,8 @@ async def _over_limits(worktree: TaskWorktree, limits: CommitLimits) -> list[Lef
             left_out.append(LeftOut(path, size, f"over the {human_size(limits.max_task_bytes)} per-task limit"))
         else:
             used += size
-    return sorted(left_out, key=lambda item: item.path)
+    kept_out = {item.path for item in left_out}
+    return sorted(left_out, key=lambda item: item.path), any(path not in kept_out for path in changing)
 
 
 def _status_entries(text: str) -> list[tuple[str, str]]:
@@ -158,8 +179,9 @@ def _status_entries(text: str) -> list[tuple[str, str]]:
     return [(item[3:], item[:2]) for item in text.split("\0") if len(item) > 3]
 
 
-async def _pending_and_head(path: Path) -> tuple[str | None, list[tuple[str, str]]]:
-    """`pending_changes(path)` and the commit HEAD names (None before the first), from one `git status`."""
+async def _pending_and_head(path: Path) -> tuple[str | None, list[tuple[str, str]], set[str]]:
+    """`pending_changes(path)`, the commit HEAD names (None before the first) and the paths whose staging surely
+    changes what HEAD has, from one `git status`."""
     status = await git_text(
         "status",
         "--porcelain=v2",
@@ -179,11 +201,18 @@ async def _pending_and_head(path: Path) -> tuple[str | None, list[tuple[str, str
 _V2_FIELDS_BEFORE_PATH = {"1": 8, "2": 9, "u": 10, "?": 1, "!": 1}
 
 
-def _status_v2_entries(text: str) -> tuple[str | None, list[tuple[str, str]]]:
-    """(HEAD's commit or None, [(path, two-letter code as `--porcelain` v1 writes it)]) from `git status
-    --porcelain=v2 --branch -z`."""
+def _status_v2_entries(text: str) -> tuple[str | None, list[tuple[str, str]], set[str]]:
+    """(HEAD's commit or None, [(path, two-letter code as `--porcelain` v1 writes it)], the paths whose staging
+    surely changes what HEAD has) from `git status --porcelain=v2 --branch -z`.
+
+    Surely: a file (not a submodule) whose index entry is HEAD's while the working tree differs from it (modified,
+    type changed or deleted), or an untracked file with no other entry (one in HEAD but not in the index would have
+    one: deleted from the index). Git compares contents for the status as `git add` will stage them; anything else
+    (changes staged already, which the working tree may undo) is left to `git diff --cached`."""
     head: str | None = None
     entries: list[tuple[str, str]] = []
+    plain_changes: set[str] = set()
+    untracked: set[str] = set()
     fields = text.split("\0")
     i = 0
     while i < len(fields):
@@ -204,7 +233,12 @@ def _status_v2_entries(text: str) -> tuple[str | None, list[tuple[str, str]]]:
             i += 1  # a rename's original path follows in its own field
         code = {"?": "??", "!": "!!"}.get(kind) or parts[1].replace(".", " ")
         entries.append((parts[before], code))
-    return head, entries
+        if kind == "1" and parts[1][:1] == "." and parts[1][1:] in ("M", "T", "D") and parts[2] == "N...":
+            plain_changes.add(parts[before])
+        elif kind == "?":
+            untracked.add(parts[before])
+    others = {path for path, code in entries if code != "??"}
+    return head, entries, plain_changes | (untracked - others)
 
 
 async def pending_changes(path: Path, extra_env: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
@@ -225,8 +259,16 @@ async def pending_changes(path: Path, extra_env: Mapping[str, str] | None = None
     return _status_entries(status)
 
 
-async def _head_and_short(path: Path) -> tuple[str, str]:
-    """The commit HEAD names and its short form (`rev-parse --short`), asked of git in one call."""
+async def _head_and_short(path: Path, branch: str = "", said: str = "") -> tuple[str, str]:
+    """The commit HEAD names and its short form (`rev-parse --short`). Just after a commit on `branch` that `git
+    commit` reported as `said` ("[<branch> <short>] <title>"), read from that and the git files; else asked of git
+    in one call."""
+    head = head_commit_from_files(path) if branch else None
+    first = said.partition("\n")[0]
+    for opening in (f"[{branch} ", f"[{branch} (root-commit) "):
+        short = first.removeprefix(opening).partition("] ")[0] if first.startswith(opening) else ""
+        if head is not None and _SHORT_ID.fullmatch(short) and head.startswith(short):
+            return head, short
     full, _, short = (await git_text("rev-parse", "HEAD^{commit}", "--short", "HEAD^{commit}", cwd=path)).partition(
         "\n"
     )
@@ -236,11 +278,15 @@ async def _head_and_short(path: Path) -> tuple[str, str]:
     return full, short
 
 
-def _changed_files(text: str) -> tuple[list[tuple[str, str]], dict[str, str], list[str]]:
-    """From `git diff --raw --numstat -z --no-abbrev --no-renames`: (status letter, path) of every changed path, as
-    `--name-status` says it; path → new blob of those added or changed (status A or M); the binary ones (numstat
-    `-` `-`)."""
+_SHORT_ID = re.compile(r"[0-9a-f]{4,64}")
+
+
+def _changed_files(text: str) -> tuple[list[tuple[str, str]], dict[str, str], list[str], str]:
+    """From `git diff --raw --numstat --stat -z --no-abbrev --no-renames`: (status letter, path) of every changed
+    path, as `--name-status` says it; path → new blob of those added or changed (status A or M); the binary ones
+    (numstat `-` `-`); the `--stat` text (what follows the last NUL: git writes it last, with its own newlines)."""
     fields = text.split("\0")
+    diffstat = fields.pop().rstrip() if len(fields) > 1 else ""
     changes: list[tuple[str, str]] = []
     blobs: dict[str, str] = {}
     binary: list[str] = []
@@ -257,7 +303,7 @@ def _changed_files(text: str) -> tuple[list[tuple[str, str]], dict[str, str], li
         if item.startswith("-\t-\t"):  # `added<TAB>deleted<TAB>path`: `-` counts for a binary file
             binary.append(item.split("\t", 2)[2])
         i += 1
-    return changes, blobs, binary
+    return changes, blobs, binary, diffstat
 
 
 async def _large(cwd: Path, blobs: dict[str, str], limits: CommitLimits) -> list[tuple[str, int]]:

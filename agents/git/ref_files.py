@@ -18,6 +18,8 @@ import stat
 import zlib
 from pathlib import Path
 
+from agents.git.pack_index import is_packed_commit
+
 RefSources = tuple[tuple[str, bytes], ...]
 _REF_SOURCE_FILES = ("packed-refs", "config", "config.worktree", "commondir")  # besides refs/, what for-each-ref reads
 _MAX_REF_ENTRIES = 1000  # more loose refs and folders than this: git is asked (reading them would hold the loop)
@@ -182,11 +184,8 @@ def is_loose_commit(common_dir: Path, object_id: str) -> bool:
     """Whether `object_id` is a commit stored loose in the repository, whole and matching its id (what git checks
     when it reads one); False where that cannot be told here (packed, in an alternate, replaced, missing, too big:
     then git must be asked)."""
-    if not _COMMIT_ID.fullmatch(object_id.encode()) or os.path.lexists(common_dir / "info" / "grafts"):
+    if not _COMMIT_ID.fullmatch(object_id.encode()) or not nothing_replaced(common_dir):
         return False
-    packed = _file_or_empty(common_dir / "packed-refs")
-    if packed is None or b"refs/replace/" in packed or os.path.lexists(common_dir / "refs" / "replace"):
-        return False  # an object may be replaced by another: git reads it
     stored = plain_bytes(common_dir / "objects" / object_id[:2] / object_id[2:])
     if stored is None:
         return False
@@ -204,11 +203,91 @@ def is_loose_commit(common_dir: Path, object_id: str) -> bool:
     return digest(data).hexdigest() == object_id
 
 
+def nothing_replaced(common_dir: Path) -> bool:
+    """No grafts and no `refs/replace/`: an object id names what is stored under it (else git reads it)."""
+    if os.path.lexists(common_dir / "info" / "grafts") or os.path.lexists(common_dir / "refs" / "replace"):
+        return False
+    packed = _file_or_empty(common_dir / "packed-refs")
+    return packed is not None and b"refs/replace/" not in packed
+
+
 def head_commit_from_files(checkout: Path) -> str | None:
-    """`head_from_files` where that id is a commit stored loose in the repository (what `git rev-parse --verify
-    HEAD^{commit}` answers); None where git must be asked (a packed commit included)."""
+    """`head_from_files` where that id is a commit stored loose or whole in a pack of the repository (what `git
+    rev-parse --verify HEAD^{commit}` answers); None where git must be asked."""
     dirs = git_dirs(checkout)
     head = head_from_files(checkout) if dirs is not None else None
     if dirs is None or head is None:
         return None
-    return head if is_loose_commit(dirs[1], head) else None
+    if is_loose_commit(dirs[1], head):
+        return head
+    return head if nothing_replaced(dirs[1]) and is_packed_commit(dirs[1], head) else None
+
+
+_BRANCH_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+\-]*(/[A-Za-z0-9_][A-Za-z0-9_.+\-]*)*")
+
+
+def _plain_branch_name(name: str) -> bool:
+    """A branch name git takes as it is (no `..`, no `.lock` part, nothing to quote or expand): only those are
+    looked up in the files."""
+    return (
+        bool(_BRANCH_NAME.fullmatch(name))
+        and ".." not in name
+        and not any(part.endswith((".lock", ".")) for part in name.split("/"))
+    )
+
+
+def _plain_ref_storage(common: Path) -> bool:
+    config = _file_or_empty(common / "config")
+    return config is not None and b"refstorage" not in config.lower() and not os.path.lexists(common / "reftable")
+
+
+def _packed_names(common: Path) -> set[bytes] | None:
+    packed = _file_or_empty(common / "packed-refs")
+    if packed is None:
+        return None
+    lines = (line.split(b" ", 1) for line in packed.splitlines() if not line.startswith((b"#", b"^")))
+    return {parts[1] for parts in lines if len(parts) == 2}
+
+
+def branch_exists_from_files(checkout: Path, branch: str) -> bool | None:
+    """Whether the branch `branch` exists (what `git show-ref --verify refs/heads/<branch>` answers), read from the
+    files of the work tree at `checkout`: its loose ref holding a commit id, or a line of `packed-refs`; None where
+    git must be asked (a symbolic or odd loose ref, an unusual name, reftable, anything not plain)."""
+    dirs = git_dirs(checkout)
+    if dirs is None or not _plain_branch_name(branch) or not _plain_ref_storage(dirs[1]):
+        return None
+    refname = f"refs/heads/{branch}"
+    loose = dirs[1] / refname
+    if os.path.lexists(loose):
+        value = plain_bytes(loose)
+        return True if value is not None and _COMMIT_ID.fullmatch(value.rstrip(b"\n")) else None
+    names = _packed_names(dirs[1])
+    return None if names is None else refname.encode() in names
+
+
+def head_branch_from_files(checkout: Path) -> str | None:
+    """What `git symbolic-ref --short HEAD` answers in the work tree at `checkout`, where HEAD names a plain branch
+    whose short name is not also that of another ref (a tag, say: git would then answer `heads/<name>`); else, where
+    HEAD is detached at a commit id, that id (what `git rev-parse HEAD` answers); None where git must be asked."""
+    dirs = git_dirs(checkout)
+    if dirs is None or not _plain_ref_storage(dirs[1]):
+        return None
+    gitdir, common = dirs
+    head = plain_bytes(gitdir / "HEAD")
+    if head is None or head.count(b"\n") > 1:
+        return None
+    head = head.rstrip(b"\n")
+    if _COMMIT_ID.fullmatch(head):
+        return head.decode()
+    if not head.startswith(b"ref: refs/heads/"):
+        return None
+    name = head[len(b"ref: refs/heads/") :].decode(errors="replace")
+    packed = _packed_names(common)
+    if not _plain_branch_name(name) or packed is None:
+        return None
+    # the names `git rev-parse` tries for `name`, besides refs/heads/: any of them there makes the short form longer
+    others = [name, f"refs/{name}", f"refs/tags/{name}", f"refs/remotes/{name}", f"refs/remotes/{name}/HEAD"]
+    for other in others:
+        if other.encode() in packed or any(os.path.lexists(folder / other) for folder in {gitdir, common}):
+            return None
+    return name

@@ -5,11 +5,20 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import re
 import stat
 from pathlib import Path
 
 from agents.git.command import GitError, GitIdentity, git_succeeds, git_text, run_git, split_nul
-from agents.git.ref_files import head_commit_from_files, head_from_files, plain_bytes
+from agents.git.ref_files import (
+    branch_exists_from_files,
+    git_dirs,
+    head_branch_from_files,
+    head_commit_from_files,
+    head_from_files,
+    plain_bytes,
+)
+from agents.git.trees import known_absent
 
 _NOT_A_REPOSITORY = "not a git repository"
 
@@ -39,6 +48,8 @@ async def git_common_dir(repo: Path) -> Path:
     known = _common_dirs.get(key)
     if identity is not None and known is not None and known[0] == identity:
         return known[1]
+    if identity is not None and (found := _main_git_folder(key)) is not None:
+        return found
     out = (await git_text("rev-parse", "--git-common-dir", cwd=repo)).strip()
     common = (repo / out).resolve()
     if identity is not None and common == key / ".git" and identity == _git_folder_identity(key):
@@ -46,6 +57,44 @@ async def git_common_dir(repo: Path) -> Path:
             _common_dirs.clear()
         _common_dirs[key] = (identity, common)
     return common
+
+
+def _main_git_folder(checkout: Path) -> Path | None:
+    """`checkout/.git` where it is a plain git folder of the bot's user (`ref_files.git_dirs`) that git takes as the
+    repository of `checkout` (a HEAD, `refs/`, and no `commondir` pointing elsewhere): what `git rev-parse
+    --git-common-dir` answers there; None where git must be asked."""
+    dot_git = checkout / ".git"
+    dirs = git_dirs(checkout)
+    if dirs is None or dirs != (dot_git, dot_git) or os.path.lexists(dot_git / "commondir"):
+        return None
+    head = plain_bytes(dot_git / "HEAD")
+    if head is None or not (head.startswith(b"ref: refs/") or _COMMIT_HEX.fullmatch(head.strip())):
+        return None
+    return dot_git if (dot_git / "refs").is_dir() and not (dot_git / "refs").is_symlink() else None
+
+
+_COMMIT_HEX = re.compile(rb"[0-9a-f]{40}([0-9a-f]{24})?")
+
+
+def _toplevel_from_files(path: Path) -> Path | None:
+    """What `git rev-parse --show-toplevel` answers in `path` where `path` is plainly the top of a main checkout: a
+    `.git` folder git takes as the repository (`_main_git_folder`) whose configuration names no other work tree, is
+    not bare and includes no other file. Git answers the real path, and so does this; None where git must be asked
+    (a folder below the top included)."""
+    try:
+        real = Path(path).resolve()
+    except OSError:
+        return None
+    config = plain_bytes(real / ".git" / "config") if _main_git_folder(real) is not None else None
+    if config is None:
+        return None
+    lowered = config.lower()
+    if b"include" in lowered or b"worktree" in lowered:
+        return None
+    for line in lowered.splitlines():
+        if b"bare" in line and line.replace(b" ", b"").replace(b"\t", b"").strip() != b"bare=false":
+            return None
+    return real
 
 
 _TOPLEVELS_KEPT = 256
@@ -85,9 +134,10 @@ def _remember_toplevel(path: Path, identity: tuple[object, ...] | None, top: Pat
 async def toplevel(path: Path) -> Path | None:
     """The work tree containing `path`, or None when `path` is not inside one (other failures raise).
 
-    Git's answer for a main checkout's top is kept while what it rests on stays the same (`_checkout_identity`):
-    a task asks it more than once."""
-    if (known := _known_toplevel(path)) is not None:
+    A plain main checkout's top is told from its files (`_toplevel_from_files`); git's answer for any other main
+    checkout's top is kept while what it rests on stays the same (`_checkout_identity`): a task asks it more than
+    once."""
+    if (known := _known_toplevel(path) or _toplevel_from_files(path)) is not None:
         return known
     identity = _checkout_identity(path)
     result = await run_git("rev-parse", "--show-toplevel", cwd=path)
@@ -111,7 +161,8 @@ async def has_commits(repo: Path) -> bool:
 async def _toplevel_and_commits(path: Path) -> tuple[Path | None, bool]:
     """`toplevel(path)` and, when there is one, `has_commits` of it, asked of git in one call (none where both
     are known without git)."""
-    if (known := _known_toplevel(path)) is not None and head_commit_from_files(known) is not None:
+    known = _known_toplevel(path) or _toplevel_from_files(path)
+    if known is not None and head_commit_from_files(known) is not None:
         return known, True
     identity = _checkout_identity(path)
     result = await run_git("rev-parse", "--show-toplevel", "--verify", "--quiet", "HEAD^{commit}", cwd=path)
@@ -158,7 +209,10 @@ async def ensure_repository(path: Path, identity: GitIdentity | None = None) -> 
 
 
 async def current_branch(repo: Path) -> str:
-    """The checked-out branch name, or the commit sha when HEAD is detached."""
+    """The checked-out branch name, or the commit sha when HEAD is detached; read from the git files where they are
+    plain (`ref_files.head_branch_from_files`), asked of git otherwise."""
+    if (known := head_branch_from_files(Path(repo))) is not None:
+        return known
     result = await run_git("symbolic-ref", "--short", "-q", "HEAD", cwd=repo)
     if result.exit_code == 0 and result.stdout.strip():
         return result.stdout.strip()
@@ -166,6 +220,10 @@ async def current_branch(repo: Path) -> str:
 
 
 async def branch_exists(repo: Path, branch: str) -> bool:
+    """Whether `repo` has the branch `branch`; read from the ref files where they are plain, asked of git
+    otherwise."""
+    if (known := branch_exists_from_files(Path(repo), branch)) is not None:
+        return known
     return await git_succeeds("show-ref", "--verify", "--quiet", f"refs/heads/{branch}", cwd=repo)
 
 
@@ -190,7 +248,10 @@ async def config_get(repo: Path, key: str) -> str | None:
 
 
 async def file_at(repo: Path, commit: str, path: str) -> str | None:
-    """The text of `path` at `commit`, or None when it is not there."""
+    """The text of `path` at `commit`, or None when it is not there (known without git where the commit's files
+    were listed already: `trees.known_absent`)."""
+    if known_absent(Path(repo), commit, path):
+        return None
     result = await run_git("show", f"{commit}:{path}", cwd=repo)
     return result.stdout if result.exit_code == 0 else None
 

@@ -223,6 +223,7 @@ async def create_task_worktree(
     worktrees_dir = Path(worktrees_dir)
 
     async with bot_writes(top):
+        created = False
         if branch and await branch_exists(top, branch):
             base_branch = await config_get(top, f"branch.{branch}.{_BASE_BRANCH_KEY}") or await current_branch(top)
             base_commit = (
@@ -238,21 +239,30 @@ async def create_task_worktree(
             base_branch = await current_branch(top)
             base_commit = await rev_parse(top, "HEAD")
             await git_text("branch", branch, base_commit, cwd=top)
+            created = True
             await git_text("config", "--local", f"branch.{branch}.{_BASE_BRANCH_KEY}", base_branch, cwd=top)
             await git_text("config", "--local", f"branch.{branch}.{_BASE_COMMIT_KEY}", base_commit, cwd=top)
 
         target = worktrees_dir / f"{top.name}-{branch.split('/', 1)[-1]}"
-        path = await _checkout_worktree(top, branch, target, disk_budget)
+        path = await _checkout_worktree(top, branch, target, disk_budget, new_branch=created)
     return TaskWorktree(repo=top, path=path, branch=branch, base_branch=base_branch, base_commit=base_commit)
 
 
-async def _checkout_worktree(repo: Path, branch: str, target: Path, disk_budget: int | None = None) -> Path:
+async def _checkout_worktree(
+    repo: Path, branch: str, target: Path, disk_budget: int | None = None, new_branch: bool = False
+) -> Path:
     """The worktree where `branch` is checked out: an existing one if it is still there, else a new one at `target`
-    (a file system of its own with `disk_budget`, where the machine allows one)."""
+    (a file system of its own with `disk_budget`, where the machine allows one).
+
+    A branch made a moment ago (`new_branch`) is checked out nowhere: its worktree is added at once, and git's list
+    of worktrees is read only where that fails (a stale record of a worktree at `target`, say)."""
     try:  # a kept worktree's files are back before git decides whether it is there
         await task_disk.remount(target)
     except OSError as err:
         raise GitError(f"the file system of the worktree {target} cannot be mounted again: {err}") from err
+    if new_branch and not target.exists():
+        with contextlib.suppress(GitError):
+            return await _add_worktree(repo, branch, target, disk_budget)
     entries = await _list_worktrees(repo)
     stale = False
     for entry in entries:
@@ -266,6 +276,12 @@ async def _checkout_worktree(repo: Path, branch: str, target: Path, disk_budget:
         await git_text("worktree", "prune", cwd=repo)
     if target.exists() and any(target.iterdir()):
         raise GitError(f"cannot create the worktree: {target} already exists and is not the worktree of {branch}")
+    return await _add_worktree(repo, branch, target, disk_budget)
+
+
+async def _add_worktree(repo: Path, branch: str, target: Path, disk_budget: int | None) -> Path:
+    """`git worktree add` of `branch` at `target` (a file system of its own first, with `disk_budget`, where the
+    machine allows one; released again if git fails)."""
     target.parent.mkdir(parents=True, exist_ok=True)
     if disk_budget is not None and task_disk.can_make():
         size, entries_count = await _checkout_size(repo, branch)
@@ -345,8 +361,16 @@ async def _delete_unreachable_large_objects(repo: Path, tip: str) -> int:
     return freed
 
 
+async def _registered(worktree: TaskWorktree) -> bool:
+    """Whether git has a record of the worktree at `worktree.path`: found from its admin folder's files where they
+    name it, asked of git (`worktree list`) otherwise."""
+    if worktree_admin_dir(await git_common_dir(worktree.repo), worktree.path) is not None:
+        return True
+    return any(same_path(e.path, worktree.path) for e in await _list_worktrees(worktree.repo))
+
+
 async def _remove_worktree(worktree: TaskWorktree) -> None:
-    registered = any(same_path(e.path, worktree.path) for e in await _list_worktrees(worktree.repo))
+    registered = await _registered(worktree)
     # a worktree with a file system of its own goes with it (git could not delete the mount point): unmounted, its
     # image deleted, the folder removed; `prune` then drops git's record of it (as it does for a folder already gone;
     # `worktree remove` drops the record itself)

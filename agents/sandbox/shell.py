@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import logging
 import os
 import shutil
@@ -53,15 +54,22 @@ _SHELL = shutil.which("bash") or "/bin/sh"
 _SANDBOX_SHELL = "/bin/bash" if os.path.exists("/bin/bash") else "/bin/sh"  # a system path, visible in the sandbox
 
 
+@functools.lru_cache(maxsize=4096)
+def _named_like_a_secret(key: str) -> bool:
+    """Whether a variable's name holds one of SECRET_MARKERS. Kept per name: every git call and every command builds
+    an environment, and the same few dozen names come back each time."""
+    upper = key.upper()
+    return any(marker in upper for marker in SECRET_MARKERS)
+
+
+_DEFAULT_SECRETS_UPPER = frozenset(key.upper() for key in DEFAULT_SECRETS)
+
+
 def child_env(base: Mapping[str, str] | None = None, secret_keys: Iterable[str] = DEFAULT_SECRETS) -> dict[str, str]:
     """A copy of `base` (default os.environ) without secrets, plus non-interactive hints (no pagers or prompts)."""
-    secrets = {k.upper() for k in secret_keys}
+    secrets = _DEFAULT_SECRETS_UPPER if secret_keys is DEFAULT_SECRETS else {k.upper() for k in secret_keys}
     source = os.environ if base is None else base
-    env = {
-        key: value
-        for key, value in source.items()
-        if key.upper() not in secrets and not any(marker in key.upper() for marker in SECRET_MARKERS)
-    }
+    env = {key: value for key, value in source.items() if not _named_like_a_secret(key) and key.upper() not in secrets}
     env.update(CHILD_ENV_HINTS)
     return env
 

@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from agents.core.text import fenced
-from agents.git.command import run_git, split_nul
+from agents.git.command import run_git
+from agents.git.trees import tree_entries
 from agents.tools.toolbox import Tool, ToolResult
 from agents.workspaces.folders import is_secret_file
 
@@ -58,17 +59,16 @@ class TreeListing:
 
 
 async def list_tree(repo: Path, commit: str) -> TreeListing:
-    out = await run_git("ls-tree", "-r", "-z", "--full-tree", commit, cwd=repo)  # no -l: sizes only of what is read
+    entries = await tree_entries(repo, commit)  # no sizes: only of what is read
     files: dict[str, str] = {}
     folders: set[str] = set()
-    if out.exit_code != 0:
+    if entries is None:
         return TreeListing({}, frozenset())
-    for entry in split_nul(out.stdout):
-        meta, _, path = entry.partition("\t")
-        parts = meta.split()
-        if len(parts) != 3 or parts[1] != "blob" or parts[0] not in _REGULAR:
+    for entry in entries:
+        if entry.kind != "blob" or entry.mode not in _REGULAR:
             continue
-        files[path] = parts[2]
+        path = entry.path
+        files[path] = entry.object_id
         folder = posixpath.dirname(path)
         while folder and folder not in folders:
             folders.add(folder)

@@ -20,6 +20,7 @@ from pathlib import Path
 from agents.core.secrets_filter import SecretScope, credential_values, remember
 from agents.git.command import GitError, run_git
 from agents.git.ref_files import RefSources, checkout_ref_sources, head_from_files
+from agents.git.trees import tree_entries
 from agents.workspaces.file_walk import walk_tree
 from agents.workspaces.folders import is_secret_file
 
@@ -78,10 +79,10 @@ async def _at_head(checkout: Path) -> list[str]:
     if head is not None and (known := _commit_values.get(head)) is not None:
         return list(known)
     rev = head or "HEAD"
-    listing = await run_git("ls-tree", "-r", "-z", "--name-only", rev, cwd=checkout)
-    if listing.exit_code != 0:
+    listing = await tree_entries(checkout, rev)  # the commit's listing, kept for what the task asks of it next
+    if listing is None:
         return []
-    names = [n for n in listing.stdout.split("\0") if n and is_secret_file(n.rsplit("/", 1)[-1])][:MAX_FILES]
+    names = [e.path for e in listing if is_secret_file(e.path.rsplit("/", 1)[-1])][:MAX_FILES]
     values: list[str] = []
     complete = True
     for name in names:
