@@ -5,12 +5,17 @@ model, indexing the workspaces) competes with it for the one interpreter (the GI
 the gaps instead. `quiet()` returns once no turn is in flight; `settled()` once the bot's first turn has its answer
 (or a grace period after the start passed without any) and no turn has been in flight for `quiet_seconds`, which
 is when start-up work begins.
+
+A turn that waits on a foreground task (`waiting_on_work()` around the wait) does not count as in flight meanwhile:
+the task it waits on may itself wait for a quiet moment (a task's first repository map is drawn from an index brought
+up to date in the gaps), and would otherwise sit still until the turn gave up waiting on it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import time
 from collections.abc import Iterator
 
@@ -32,16 +37,24 @@ class UserTurns:
 
     @contextlib.contextmanager
     def turn(self) -> Iterator[None]:
-        self._active += 1
-        self._idle.clear()
+        self._begin()
+        current = _CURRENT.set(self)
         try:
             yield
         finally:
-            self._active -= 1
-            self._last_end = time.monotonic()
-            if not self._active:
-                self._idle.set()
+            _CURRENT.reset(current)
+            self._end()
             self._answered.set()
+
+    def _begin(self) -> None:
+        self._active += 1
+        self._idle.clear()
+
+    def _end(self) -> None:
+        self._active -= 1
+        self._last_end = time.monotonic()
+        if not self._active:
+            self._idle.set()
 
     async def quiet(self) -> None:
         """Return once no turn is in flight (at once when none is)."""
@@ -67,3 +80,21 @@ class UserTurns:
         answers let it finish first)."""
         self.quiet_seconds = 0.0
         self._answered.set()
+
+
+_CURRENT: contextvars.ContextVar[UserTurns | None] = contextvars.ContextVar("user_turns", default=None)
+
+
+@contextlib.contextmanager
+def waiting_on_work() -> Iterator[None]:
+    """Around a turn's wait on work of the bot's (a foreground task): the turn in flight here, if any, does not count
+    while it waits (see the module's docstring)."""
+    turns = _CURRENT.get()
+    if turns is None:
+        yield
+        return
+    turns._end()
+    try:
+        yield
+    finally:
+        turns._begin()

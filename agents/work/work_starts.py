@@ -10,6 +10,7 @@ from agents.core.errors import ToolError
 from agents.core.models import Caller, Schedule, Task, TaskEvent, TaskStatus, WorkerKind
 from agents.core.protocols import TaskEngine
 from agents.core.settings import Settings
+from agents.core.user_turns import waiting_on_work
 from agents.store.database import Store
 from agents.work import crew_texts
 from agents.work.access import Access, task_number
@@ -189,9 +190,12 @@ class WorkStarts:
         interrupt = self._interrupts.setdefault(chat_id, asyncio.Event())
         done, interrupted = asyncio.ensure_future(self.engine.wait(task_id)), asyncio.ensure_future(interrupt.wait())
         try:
-            await asyncio.wait(
-                {done, interrupted}, timeout=self.settings.foreground_wait_seconds, return_when=asyncio.FIRST_COMPLETED
-            )
+            with waiting_on_work():  # the task's own steps that yield to users' turns must not yield to this one
+                await asyncio.wait(
+                    {done, interrupted},
+                    timeout=self.settings.foreground_wait_seconds,
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
         finally:
             for waiter in (done, interrupted):
                 waiter.cancel()
