@@ -340,11 +340,19 @@ async def test_loads_in_background_then_transcribes(
 
 
 @pytest.mark.slow
-async def test_transcribe_loads_the_model_on_demand(tiny_checkpoint: Path, note_3s: bytes, transcribers) -> None:
+async def test_transcribe_loads_the_model_on_demand_and_a_closed_one_refuses_work(
+    tiny_checkpoint: Path, note_3s: bytes, transcribers
+) -> None:
+    """(One test: a loaded model is what a closed transcriber must refuse to use, and loading it is the cost.)"""
     transcriber = transcribers(tiny_checkpoint, language="English")
     transcript = await asyncio.wait_for(transcriber.transcribe(note_3s), GENEROUS_SECONDS)
     assert transcriber.state is ModelState.ready
     assert transcript.language == "en"  # a language name is mapped to whisper's code and used as given
+
+    transcriber.close()
+    with pytest.raises(ModelUnavailable) as caught:
+        await transcriber.transcribe(note_3s)
+    assert caught.value.user_message == "The speech model has been shut down."
 
 
 @pytest.mark.slow
@@ -475,26 +483,23 @@ async def test_one_transcription_at_a_time(
 
 
 @pytest.mark.slow
-async def test_cancelled_waiter_does_not_cancel_the_load(
+async def test_cancelled_waiter_does_not_cancel_the_load_and_bad_audio_is_refused_before_the_model_is_ready(
     tiny_checkpoint: Path, transcribers, engine, monkeypatch
 ) -> None:
+    """(One test: both need a load held back, and the load is the cost.)"""
     release = gate_model_loading(monkeypatch, engine)
     transcriber = transcribers(tiny_checkpoint)
     with pytest.raises(TimeoutError):
         await asyncio.wait_for(transcriber.wait_ready(), 0.05)
     assert transcriber.state is ModelState.loading
-    release.set()
-    await asyncio.wait_for(transcriber.wait_ready(), GENEROUS_SECONDS)
-    assert transcriber.state is ModelState.ready
 
-
-@pytest.mark.slow
-async def test_bad_audio_is_an_audio_error_even_before_the_model_is_ready(tiny_checkpoint: Path, transcribers) -> None:
-    transcriber = transcribers(tiny_checkpoint)
-    with pytest.raises(AudioError) as caught:
+    with pytest.raises(AudioError) as caught:  # while the model is still held back: the note is not waited on
         await asyncio.wait_for(transcriber.transcribe(make_ogg_opus(silence(2.0))), GENEROUS_SECONDS)
     assert caught.value.user_message == SILENCE_MESSAGE
-    await asyncio.wait_for(transcriber.wait_ready(), GENEROUS_SECONDS)  # the worker is unharmed
+    assert transcriber.state is ModelState.loading
+
+    release.set()
+    await asyncio.wait_for(transcriber.wait_ready(), GENEROUS_SECONDS)  # the load goes on, the worker is unharmed
     assert transcriber.state is ModelState.ready
 
 
@@ -557,16 +562,6 @@ async def test_known_model_name_without_weights_or_network(
 async def test_unknown_language(tiny_checkpoint: Path, note_3s: bytes, transcribers) -> None:
     message = await expect_unavailable(transcribers(tiny_checkpoint, language="klingon"), note_3s)
     assert "'klingon' is not a language whisper knows" in message
-
-
-@pytest.mark.slow
-async def test_closed_transcriber_refuses_work(tiny_checkpoint: Path, note_3s: bytes, transcribers) -> None:
-    transcriber = transcribers(tiny_checkpoint)
-    await asyncio.wait_for(transcriber.wait_ready(), GENEROUS_SECONDS)
-    transcriber.close()
-    with pytest.raises(ModelUnavailable) as caught:
-        await transcriber.transcribe(note_3s)
-    assert caught.value.user_message == "The speech model has been shut down."
 
 
 @pytest.fixture(scope="session")
