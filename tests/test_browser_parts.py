@@ -203,16 +203,17 @@ async def test_a_research_workers_server_gets_an_empty_folder_and_the_workspace_
 
 @pytest.mark.skipif(browser.find(None, find_chromium())[0] is None, reason="chrome-devtools-mcp is not installed")
 async def test_once_its_tools_are_known_the_browser_starts_at_the_workers_first_call(tmp_path: Path) -> None:
-    """The first frontend task starts the browser and remembers its tools beside the install; a later one offers the
-    same tools without starting anything (a task that never opens a page pays for no node nor Chromium), and its
-    first call starts the browser and is answered."""
+    """Tools a start of the installed version listed (kept beside the install; tests/test_browser_e2e.py sees a real
+    task keep them) are offered without starting anything (a task that never opens a page pays for no node nor
+    Chromium); the first call starts the browser and is answered."""
     from agents.core.models import WorkerKind
     from agents.sandbox.task_limits import TaskBounds
+    from agents.tools.mcp_client import KnownTool
     from agents.tools.mcp_tasks import Gates, McpTimeouts, TaskMcp
 
     installed, _ = browser.find(None, find_chromium())
     (tmp_path / "tools").mkdir()
-    (tmp_path / "tools" / "node_modules").symlink_to(installed.folder)  # the listing is written here, not in .tools
+    (tmp_path / "tools" / "node_modules").symlink_to(installed.folder)  # the listing is kept here, not in .tools
     install = dataclasses.replace(
         installed, entry=tmp_path / "tools" / installed.entry.relative_to(installed.folder.parent)
     )
@@ -222,17 +223,16 @@ async def test_once_its_tools_are_known_the_browser_starts_at_the_workers_first_
         return None
 
     gates = Gates(lambda _config: nothing, nothing, lambda: False)
-    first = TaskBounds("first", 1 << 34, 256)
-    try:
-        started = {t.name for t in await mcp.open(WorkerKind.FRONTEND, None, first, gates, nothing)}
-        assert _browsers_of(first), "nothing known yet: the browser starts with the task"
-    finally:
-        await first.close()
-    assert "mcp__browser__list_pages" in started and (tmp_path / "tools" / browser.LISTING).is_file()
+    assert browser.known_tools(install) is None
+    listing = [KnownTool("list_pages", {"type": "object", "properties": {}}, "Lists the open pages.")]
+    browser.keep_tools(dataclasses.replace(install, version="1.10.0"), listing)
+    assert browser.known_tools(install) is None, "another version's tools"
+    browser.keep_tools(install, listing)
+    assert browser.known_tools(install) == listing
     later = TaskBounds("later", 1 << 34, 256)
     try:
         tools = {t.name: t for t in await mcp.open(WorkerKind.FRONTEND, None, later, gates, nothing)}
-        assert set(tools) == started and not _browsers_of(later), "the same tools, nothing started"
+        assert list(tools) == ["mcp__browser__list_pages"] and not _browsers_of(later), "offered, nothing started"
         pages = await tools["mcp__browser__list_pages"].handler()
         assert _browsers_of(later) and "about:blank" in str(pages.content), pages
     finally:
