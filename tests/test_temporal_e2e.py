@@ -1,7 +1,10 @@
 """TASK_ENGINE=temporal end to end: a real `temporal server start-dev` (one per test process, see conftest), runners
 with their own workspace folders cloned from a bare repository, the real bot against the fake Telegram and Anthropic
 servers. The runners are real `agentlab runner` processes where a test kills one or outlives the bot; elsewhere the
-same runner code is served on the test's event loop (`RunnerHere`), which spares a process start each."""
+same runner code is served on the test's event loop (`RunnerHere`), which spares a process start each. One test has
+the bot restart and then a runner killed, so their real runner process starts once. A test that proves nothing about
+verification runs calc with a test command as cheap as `true` (`cheap_tests`, `cheap_check`): a sandboxed pytest run
+is spared at each check; the handled-as-local test keeps calc's pytest, whose verdict comes home from the runner."""
 
 from __future__ import annotations
 
