@@ -1,7 +1,10 @@
 """TASK_ENGINE=temporal end to end: a real `temporal server start-dev` (one per test process, see conftest), runners
 with their own workspace folders cloned from a bare repository, the real bot against the fake Telegram and Anthropic
 servers. The runners are real `agentlab runner` processes where a test kills one or outlives the bot; elsewhere the
-same runner code is served on the test's event loop (`RunnerHere`), which spares a process start each."""
+same runner code is served on the test's event loop (`RunnerHere`), which spares a process start each. One test has
+the bot restart and then a runner killed, so their real runner process starts once. A test that proves nothing about
+verification runs calc with a test command as cheap as `true` (`cheap_tests`, `cheap_check`): a sandboxed pytest run
+is spared at each check; the handled-as-local test keeps calc's pytest, whose verdict comes home from the runner."""
 
 from __future__ import annotations
 
@@ -157,65 +160,23 @@ async def test_an_unreachable_cluster_is_one_sentence_and_the_task_waits_for_res
 
 
 @cheap_check
-async def test_a_runner_killed_mid_task_hands_it_over_from_its_last_push(
-    tbot: BotHarness, model: RoleScript, runners: Runners, workspace_root: Path, remote: Path
+async def test_the_bot_restarted_mid_task_reattaches_then_a_runner_killed_mid_task_hands_it_over(
+    fake_telegram, fake_anthropic, tmp_path, workspace_root, temporal, queue, runners: Runners, model: RoleScript
 ) -> None:
-    runners.start("a")  # a real process, SIGKILLed below; the runner that takes over, b, comes once a holds the task
-    model.add("orchestrator", start_task("calc", "Fix add() in calc.py."), claude_says.text("Started."))
-    model.add(
-        "code",
-        claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a * b"}),
-        claude_says.text("Fixed add()."),  # committed and pushed; calc's check fails: a correction starts
-        claude_says.tool_use("run_command", {"command": f"sleep {SLEEP}"}),  # its runner is killed in here
-        # the other runner resumes on the pushed branch: the file holds the first runner's change
-        claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a * b", "new": "a + b"}),
-        claude_says.text("Fixed add() after a takeover."),
-    )
-    tbot.say("fix add in calc")
-    await tbot.tg.await_for(lambda: host_pids(SLEEP), timeout=60)
-    from agents.engine.workflow import AgentTask
-
-    lines = tbot.runtime.engine.lines
-    handle = lines.handle(lines.followed[1].workflow_id)
-    for _ in range(100):  # the push of the first commit is polled: the kill waits until the workflow knows of it
-        if await handle.query(AgentTask.last_push):
-            break
-        await asyncio.sleep(0.1)
-    first = await handle.query(AgentTask.runner)
-    assert first == "a"
-    runners.serve("b")
-    orphans = host_pids(SLEEP)
-    runners.procs[first].kill()
-    for pid in orphans:  # a killed runner's commands are killed when it starts again; here, now
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    task = await ended(tbot, 1, timeout=90)
-    assert task.status is TaskStatus.COMPLETED, task.error
-    events = [e.detail for e in await tbot.runtime.store.task_events(1)]
-    other = "b" if first == "a" else "a"
-    assert f"running on {other}" in events
-    log = git(workspace_root / "calc", "log", "--format=%an %s", f"main..{task.branch}").splitlines()
-    assert len(log) == 2 and all(line.startswith("agentlab ") for line in log), log  # nothing lost
-    assert "a + b" in git(workspace_root / "calc", "show", f"{task.branch}:calc.py")
-    await tbot.tg.await_for(lambda: message_with(tbot, "Task #1", "Fixed add() after a takeover."))
-    resumed = str(model.requests["code"][-2]["messages"][0])
-    assert "resumed on the same branch" in resumed and "runner running this task was lost" in resumed
-
-
-@cheap_tests
-async def test_the_bot_restarted_mid_task_reattaches_and_learns_what_ended_meanwhile(
-    fake_telegram, fake_anthropic, tmp_path, workspace_root, temporal, queue, runners: Runners
-) -> None:
-    """Two tasks on two runners; the bot stops; one task ends while it is away, the other after it is back. Runner a
-    is a real `agentlab runner` process (the runners outlive the bot); b is served on the test's loop."""
+    """Runner a is a real `agentlab runner` process, its start paid once for both halves:
+    1. Two tasks on two runners (b is served on the test's loop); the bot stops; one task ends while it is away, the
+       other after it is back: the runners outlive the bot, and a completes a task end to end.
+    2. Then b stops; a, the one runner left, takes a third task and is SIGKILLed in it: runner c, which comes once a
+       holds the task, takes it over from its last push."""
     runners.start("a"), runners.serve("b")
     from temporalio.client import Client
 
     from agents.engine.cluster import workflow_id
+    from agents.engine.workflow import AgentTask
 
     gates = {"alpha": threading.Event(), "beta": threading.Event()}
     reached: set[str] = set()
-    orchestrator = RoleScript().add(
+    model.add(
         "orchestrator",
         claude_says.tool_uses(
             [
@@ -230,9 +191,10 @@ async def test_the_bot_restarted_mid_task_reattaches_and_learns_what_ended_meanw
     )
 
     def claude(body: dict) -> dict:
-        if role_of(body) != "code":
-            return orchestrator(body)
-        tag = "alpha" if "alpha" in str(body["messages"][0]["content"]) else "beta"
+        first_turn = str(body["messages"][0]["content"])
+        if role_of(body) != "code" or "Fix add()" in first_turn:
+            return model(body)  # the orchestrator, and the third task's worker: scripted
+        tag = "alpha" if "alpha" in first_turn else "beta"
         if len(body["messages"]) == 1:
             reached.add(tag)
             gates[tag].wait(60)  # the worker's model call is held while the bot is away
@@ -259,6 +221,45 @@ async def test_the_bot_restarted_mid_task_reattaches_and_learns_what_ended_meanw
         assert task.status is TaskStatus.COMPLETED, task.error
         await second.tg.await_for(lambda: message_with(second, "Task #1", "Wrote alpha.md."))
         assert "alpha" in git(workspace_root / "calc", "show", f"{task.branch}:alpha.md")
+
+        # 2. a runner killed mid-task: b stops first, so the task goes to a
+        await runners.here.pop("b").close()
+        model.add("orchestrator", start_task("calc", "Fix add() in calc.py."), claude_says.text("Started."))
+        model.add(
+            "code",
+            claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a * b"}),
+            claude_says.text("Fixed add()."),  # committed and pushed; calc's check fails: a correction starts
+            claude_says.tool_use("run_command", {"command": f"sleep {SLEEP}"}),  # its runner is killed in here
+            # the other runner resumes on the pushed branch: the file holds the first runner's change
+            claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a * b", "new": "a + b"}),
+            claude_says.text("Fixed add() after a takeover."),
+        )
+        second.say("fix add in calc")
+        await second.tg.await_for(lambda: host_pids(SLEEP), timeout=60)
+        lines = second.runtime.engine.lines
+        handle = lines.handle(lines.followed[3].workflow_id)
+        for _ in range(100):  # the push of the first commit is polled: the kill waits until the workflow knows of it
+            if await handle.query(AgentTask.last_push):
+                break
+            await asyncio.sleep(0.1)
+        holder = await handle.query(AgentTask.runner)
+        assert holder == "a"
+        runners.serve("c")
+        orphans = host_pids(SLEEP)
+        runners.procs[holder].kill()
+        for pid in orphans:  # a killed runner's commands are killed when it starts again; here, now
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        task = await ended(second, 3, timeout=90)
+        assert task.status is TaskStatus.COMPLETED, task.error
+        events = [e.detail for e in await second.runtime.store.task_events(3)]
+        assert "running on c" in events
+        log = git(workspace_root / "calc", "log", "--format=%an %s", f"main..{task.branch}").splitlines()
+        assert len(log) == 2 and all(line.startswith("agentlab ") for line in log), log  # nothing lost
+        assert "a + b" in git(workspace_root / "calc", "show", f"{task.branch}:calc.py")
+        await second.tg.await_for(lambda: message_with(second, "Task #3", "Fixed add() after a takeover."))
+        resumed = str(model.requests["code"][-2]["messages"][0])
+        assert "resumed on the same branch" in resumed and "runner running this task was lost" in resumed
 
 
 def jpeg(width: int, height: int) -> bytes:

@@ -14,8 +14,11 @@ import asyncio
 import base64
 import contextlib
 import logging
+import os
+import stat
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 
 import anthropic
 from temporalio import activity
@@ -43,6 +46,7 @@ from agents.engine.payloads import (
 )
 from agents.engine.workflow import AgentTask
 from agents.git.command import GitError
+from agents.git.ref_files import git_dirs
 from agents.git.remote import catch_up, fetch_branch, has_remote, push_branch
 from agents.git.repository import rev_parse
 from agents.inputs.attachments import Attachments
@@ -174,6 +178,7 @@ class RunnerNode:
         self.baselines = BaselineRuns(settings.worktrees_dir / "test-baselines")  # shared by concurrent task runs
         self.attachments = Attachments.from_settings(settings)
         self.runs: dict[int, TaskRun] = {}
+        self.branch_stamps: dict[int, BranchStamp] = {}  # task id → its branch's ref file when last looked at
         self.stopping = False
 
     @classmethod
@@ -302,6 +307,7 @@ class RunnerNode:
             await run.executor.set_status(task, TaskStatus.FAILED, error="internal error (see the runner's log)")
         finally:
             self.runs.pop(task.stored_id, None)
+            self.branch_stamps.pop(task.stored_id, None)
         return await self._report(task, since, run)
 
     @activity.defn(name=POKE)
@@ -444,15 +450,22 @@ class RunnerNode:
         if row is None or not row.branch or not row.status.is_active:
             return pushed
         workspace = self.workspaces.resolve(row.workspace)
+        stamp = branch_stamp(workspace.path, row.branch)  # looked at before git: a commit after it shows next time
+        if stamp is not None and stamp == self.branch_stamps.get(task_id):
+            return pushed  # the branch has not moved since it was last looked at: no git process
         try:
             head = await rev_parse(workspace.path, f"refs/heads/{row.branch}")
             if head in (pushed, row.base_commit) or not await has_remote(workspace.path, self.settings.runner_remote):
+                if stamp is not None:
+                    self.branch_stamps[task_id] = stamp
                 return pushed
             await push_branch(workspace.path, row.branch, self.settings.runner_remote)
             await self.client.get_workflow_handle(wf_id).signal(AgentTask.pushed, row.branch)
         except Exception as err:  # the next heartbeat tries again; the task goes on either way
             log.warning("task %s: progress not pushed: %s", task_id, err)
             return pushed
+        if stamp is not None:
+            self.branch_stamps[task_id] = stamp
         return head
 
     async def _push(self, task: Task) -> tuple[bool, str | None]:
@@ -464,6 +477,26 @@ class RunnerNode:
         except GitError as err:
             return False, str(err)[:300]
         return True, None
+
+
+BranchStamp = tuple[int, int, int]
+
+
+def branch_stamp(repo: Path, branch: str) -> BranchStamp | None:
+    """The loose ref file of `branch` in `repo`'s shared git folder as (inode, mtime in ns, size), read without a git
+    process; None where git keeps the ref otherwise (packed, a reftable) or the folders are not plain: then only git
+    can say.
+
+    Git moves a ref by renaming a new file over the old one, so a moved branch has another stamp: the progress push
+    polls the stamp and asks git (a process) only when it changed."""
+    dirs = git_dirs(repo)
+    if dirs is None or os.path.lexists(dirs[1] / "reftable"):
+        return None
+    try:
+        info = (dirs[1] / "refs" / "heads" / branch).lstat()
+    except (OSError, ValueError):
+        return None
+    return (info.st_ino, info.st_mtime_ns, info.st_size) if stat.S_ISREG(info.st_mode) else None
 
 
 async def heartbeats(every: float) -> None:
