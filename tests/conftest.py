@@ -11,16 +11,18 @@ import textwrap
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from agents.core.settings import Settings
-from agents.runtime import Runtime
 from tests.fakes.anthropic_server import FakeAnthropic, fake_anthropic  # noqa: F401  (fixture)
 from tests.fakes.telegram_server import FakeTelegram, fake_telegram  # noqa: F401  (fixture)
 from tests.run_order import SecondsRecorder, add_option, run_order
 from tests.support.mounts import unmount_under
+
+if TYPE_CHECKING:  # the xdist controller runs no test: importing the runtime (the Anthropic SDK) costs it ~2 s of CPU
+    from agents.runtime import Runtime
 
 # a task's worktree as a file system of its own (SANDBOX_DISK_FS=auto, a loop-mounted image) costs about 0.1 s and a
 # loop device per task: the tests that are about it turn it on themselves; every other bot, in process or not, is off

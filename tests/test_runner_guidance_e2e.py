@@ -9,12 +9,13 @@ from tests.conftest import git
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript, last_user_text
 from tests.support.tasks import ended, start_task
-from tests.support.temporal import needs_temporal, queue, remote, runners, tbot, workspace_root  # noqa: F401  (fixtures)
+from tests.support.temporal import cheap_tests, needs_temporal, queue, remote, runners, tbot, workspace_root  # noqa: F401  (fixtures)
 
 pytest.importorskip("temporalio", reason="the Temporal SDK (the optional extra .[temporal]) is missing")
 pytestmark = needs_temporal
 
 
+@cheap_tests  # about what the worker is sent, not the verdict: a test command that costs nothing
 async def test_a_runners_worker_gets_the_bots_notes_and_the_repositorys_rules(
     tbot, model: RoleScript, runners, remote, tmp_path
 ) -> None:
