@@ -203,6 +203,36 @@ def is_loose_commit(common_dir: Path, object_id: str) -> bool:
     return digest(data).hexdigest() == object_id
 
 
+_HEADER_READ = 256  # compressed bytes read for a loose object's header ("<type> <size>\0")
+
+
+def loose_object_header(common_dir: Path, object_id: str) -> tuple[str, int] | None:
+    """(type, size) of `object_id` where it is stored loose in the repository, read from its header as `git cat-file
+    --batch-check` reads it; None where git must be asked (packed, replaced, missing, not a plain file, not a
+    header)."""
+    if not _COMMIT_ID.fullmatch(object_id.encode()) or not nothing_replaced(common_dir):
+        return None
+    try:
+        fd = os.open(
+            common_dir / "objects" / object_id[:2] / object_id[2:],
+            os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+        )
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        start = handle.read(_HEADER_READ)
+    try:
+        header, nul, _ = zlib.decompressobj().decompress(start, 64).partition(b"\0")
+    except zlib.error:
+        return None
+    kind, _, size = header.partition(b" ")
+    if not nul or kind not in (b"blob", b"tree", b"commit", b"tag") or not size.isdigit():
+        return None
+    return kind.decode(), int(size)
+
+
 def nothing_replaced(common_dir: Path) -> bool:
     """No grafts and no `refs/replace/`: an object id names what is stored under it (else git reads it)."""
     if os.path.lexists(common_dir / "info" / "grafts") or os.path.lexists(common_dir / "refs" / "replace"):
