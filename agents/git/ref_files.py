@@ -1,14 +1,13 @@
 """The files git keeps a repository's refs in, read without running git: where that is plain and exact.
 
-A git process costs milliseconds of CPU; the repository guard and the credential scan ask "did any ref move?" many
-times a task, and the repo map asks which commit a checkout is at. Those answers rest on a handful of small files:
-the loose refs under `refs/`, `packed-refs`, `HEAD`, the configuration. `ref_sources` reads their bytes (equal
-bytes in the same files are the same refs, whatever the file times say); `head_from_files` resolves HEAD where it
-is a plain branch or commit; `branch_exists_from_files` and `head_branch_from_files` answer whether a branch exists
-and which one is checked out (by git's short name); `loose_object_header` gives a loose object's type and size; a
-commit is recognised loose here and packed in `pack_index`. Whatever is not plain (a link, a reftable repository, a symbolic ref chain, a `.git`
-that is neither a folder nor a `gitdir:` file, another owner, anything too big) gives None, and the caller asks
-git as before.
+A git process costs milliseconds of CPU; the repository guard and the credential scan ask "did any ref move?" many times
+a task, and the repo map asks which commit a checkout is at. Those answers rest on a handful of small files: the loose
+refs under `refs/`, `packed-refs`, `HEAD`, the configuration. `ref_sources` reads their bytes (equal bytes in the same
+files are the same refs, whatever the file times say); `head_from_files` resolves HEAD where it is a plain branch or
+commit; `branch_exists_from_files` and `head_branch_from_files` answer whether a branch exists and which one is checked
+out (by git's short name); `loose_object_header` gives a loose object's type and size; a commit is recognised loose here
+and packed in `pack_index`. Whatever is not plain (a link, a reftable repository, a symbolic ref chain, a `.git` that is
+neither a folder nor a `gitdir:` file, another owner, anything too big) gives None, and the caller asks git as before.
 """
 
 from __future__ import annotations
