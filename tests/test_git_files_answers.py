@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from agents.git.commits import commit_all
+from agents.git.commits import blob_sizes, commit_all
 from agents.git.ref_files import branch_exists_from_files, head_branch_from_files
 from agents.git.repository import branch_exists, current_branch, ensure_repository, file_at, git_common_dir, toplevel
 from agents.git.worktrees import create_task_worktree, remove_worktree_keep_branch
@@ -211,3 +211,21 @@ async def test_the_top_of_a_plain_checkout_is_git_s_answer_without_git(
     assert await toplevel(repo / "sub") == said  # below the top: git is asked
     git("config", "core.worktree", str(elsewhere), cwd=repo)  # the work tree is elsewhere: git is asked
     assert await toplevel(repo) == Path(git("rev-parse", "--show-toplevel", cwd=repo)) == elsewhere.resolve()
+
+
+async def test_sizes_of_loose_blobs_are_read_from_their_headers_and_packed_ones_asked(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    git("repack", "-a", "-d", "-q", cwd=repo)
+    packed = git("rev-parse", "HEAD:app.py", cwd=repo)
+    (repo / "big.txt").write_text("x" * 70_000)
+    (repo / "small.txt").write_text("small\n")
+    git("add", "-A", cwd=repo)  # what `git add` writes is loose
+    loose = [git("rev-parse", f":{name}", cwd=repo) for name in ("big.txt", "small.txt")]
+    said = {name: int(git("cat-file", "-s", name, cwd=repo)) for name in (*loose, packed)}
+    with monkeypatch.context() as patched:
+        no_process_allowed(patched)
+        assert await blob_sizes(repo, loose) == {name: said[name] for name in loose}
+    calls = count_git(monkeypatch)
+    assert await blob_sizes(repo, [*loose, packed]) == said
+    assert sum(calls.values()) == 1 and next(iter(calls)).startswith("cat-file --batch-check"), calls

@@ -19,7 +19,7 @@ from agents.git.command import (
     split_nul,
 )
 from agents.git.locks import bot_writes
-from agents.git.ref_files import head_commit_from_files
+from agents.git.ref_files import git_dirs, head_commit_from_files, loose_object_header
 from agents.git.repository import remember_changes
 from agents.git.worktrees import TaskWorktree, check_worktree_link
 
@@ -315,4 +315,15 @@ async def _large(cwd: Path, blobs: dict[str, str], limits: CommitLimits) -> list
 
 
 async def blob_sizes(cwd: Path, blobs: list[str]) -> dict[str, int]:
-    return {name: size for name, (_, size) in (await object_sizes(cwd, blobs)).items()}
+    """blob → size; read from the headers of loose objects (what the bot's own commits and `git add` write), asked
+    of git (`cat-file --batch-check`) for the rest."""
+    dirs = git_dirs(Path(cwd))
+    known: dict[str, int] = {}
+    for blob in blobs if dirs is not None else ():
+        found = loose_object_header(dirs[1], blob) if dirs is not None else None
+        if found is not None:
+            known[blob] = found[1]
+    rest = [blob for blob in blobs if blob not in known]
+    if rest:
+        known.update({name: size for name, (_, size) in (await object_sizes(cwd, rest)).items()})
+    return known

@@ -1,12 +1,13 @@
 """The files git keeps a repository's refs in, read without running git: where that is plain and exact.
 
-A git process costs milliseconds of CPU; the repository guard and the credential scan ask "did any ref move?" many
-times a task, and the repo map asks which commit a checkout is at. Those answers rest on a handful of small files:
-the loose refs under `refs/`, `packed-refs`, `HEAD`, the configuration. `ref_sources` reads their bytes (equal
-bytes in the same files are the same refs, whatever the file times say); `head_from_files` resolves HEAD where it
-is a plain branch or commit. Whatever is not plain (a link, a reftable repository, a symbolic ref chain, a `.git`
-that is neither a folder nor a `gitdir:` file, another owner, anything too big) gives None, and the caller asks
-git as before.
+A git process costs milliseconds of CPU; the repository guard and the credential scan ask "did any ref move?" many times
+a task, and the repo map asks which commit a checkout is at. Those answers rest on a handful of small files: the loose
+refs under `refs/`, `packed-refs`, `HEAD`, the configuration. `ref_sources` reads their bytes (equal bytes in the same
+files are the same refs, whatever the file times say); `head_from_files` resolves HEAD where it is a plain branch or
+commit; `branch_exists_from_files` and `head_branch_from_files` answer whether a branch exists and which one is checked
+out (by git's short name); `loose_object_header` gives a loose object's type and size; a commit is recognised loose here
+and packed in `pack_index`. Whatever is not plain (a link, a reftable repository, a symbolic ref chain, a `.git` that is
+neither a folder nor a `gitdir:` file, another owner, anything too big) gives None, and the caller asks git as before.
 """
 
 from __future__ import annotations
@@ -201,6 +202,36 @@ def is_loose_commit(common_dir: Path, object_id: str) -> bool:
         return False
     digest = hashlib.sha1 if len(object_id) == 40 else hashlib.sha256
     return digest(data).hexdigest() == object_id
+
+
+_HEADER_READ = 256  # compressed bytes read for a loose object's header ("<type> <size>\0")
+
+
+def loose_object_header(common_dir: Path, object_id: str) -> tuple[str, int] | None:
+    """(type, size) of `object_id` where it is stored loose in the repository, read from its header as `git cat-file
+    --batch-check` reads it; None where git must be asked (packed, replaced, missing, not a plain file, not a
+    header)."""
+    if not _COMMIT_ID.fullmatch(object_id.encode()) or not nothing_replaced(common_dir):
+        return None
+    try:
+        fd = os.open(
+            common_dir / "objects" / object_id[:2] / object_id[2:],
+            os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+        )
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        start = handle.read(_HEADER_READ)
+    try:
+        header, nul, _ = zlib.decompressobj().decompress(start, 64).partition(b"\0")
+    except zlib.error:
+        return None
+    kind, _, size = header.partition(b" ")
+    if not nul or kind not in (b"blob", b"tree", b"commit", b"tag") or not size.isdigit():
+        return None
+    return kind.decode(), int(size)
 
 
 def nothing_replaced(common_dir: Path) -> bool:
