@@ -6,6 +6,10 @@ is built as one share per chunk, each exactly the chunk's length: the heavy modu
 `HEAVY_SECONDS_PER_TEST`) dealt longest first to the share with the least seconds so far, then light tests filling each
 share to its length (a light module may be split between two shares). What is stolen at the end is light.
 
+Modules that pay the same expensive start in each worker that runs them travel together (`TOGETHER`): the whisper
+modules (torch and whisper imported, ~2.5 s of CPU in each worker) and the Temporal modules (a dev server per
+worker, the SDK's worker machinery). One worker then pays once what three would each pay.
+
 A module's seconds come from `module_seconds.json` (written by `pytest --store-module-seconds`, the summed
 setup + call + teardown of its tests) or, for a module not in it, an estimate from its markers. Whole heavy modules
 move (a module-scoped fixture is set up once per worker); the order within a module stays. Every worker computes the
@@ -23,6 +27,16 @@ import pytest
 SECONDS_FILE = Path(__file__).with_name("module_seconds.json")
 HEAVY_SECONDS_PER_TEST = 0.1
 ESTIMATE = {"slow": 1.5, "e2e": 1.5, "unit": 0.05}  # seconds per test of a module not in SECONDS_FILE
+TOGETHER = (
+    ("test_voice.py", "test_voice_e2e.py"),
+    (
+        "test_temporal_e2e.py",
+        "test_schedules_temporal_e2e.py",
+        "test_github_temporal_e2e.py",
+        "test_temporal_workflow.py",
+        "test_runner_guidance_e2e.py",
+    ),
+)
 
 
 def recorded_seconds() -> dict[str, float]:
@@ -50,10 +64,16 @@ def chunk_sizes(total: int, workers: int) -> list[int]:
 
 def run_order(items: list[pytest.Item], workers: int, recorded: dict[str, float] | None = None) -> list[pytest.Item]:
     recorded = recorded_seconds() if recorded is None else recorded
-    modules: dict[Path, list[pytest.Item]] = defaultdict(list)
+    by_path: dict[Path, list[pytest.Item]] = defaultdict(list)
     for item in items:
-        modules[item.path].append(item)
-    seconds = {path: module_seconds(path, tests, recorded) for path, tests in modules.items()}
+        by_path[item.path].append(item)
+    group_of = {name: group[0] for group in TOGETHER for name in group}
+    modules: dict[Path, list[pytest.Item]] = defaultdict(list)  # a module, or the modules that travel together
+    seconds: dict[Path, float] = defaultdict(float)
+    for path, tests in by_path.items():
+        unit = path.with_name(group_of.get(path.name, path.name))
+        modules[unit].extend(tests)
+        seconds[unit] += module_seconds(path, tests, recorded)
     by_weight = sorted(modules, key=lambda path: -seconds[path])
     heavy = [p for p in by_weight if seconds[p] / len(modules[p]) >= HEAVY_SECONDS_PER_TEST]
     light = [item for p in by_weight if p not in heavy for item in modules[p]]
