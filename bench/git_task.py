@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import resource
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -31,23 +29,9 @@ from agents.git.repository import ensure_repository, file_at
 from agents.git.worktrees import create_task_worktree, remove_worktree_keep_branch
 from agents.work.repo_rules import list_tree
 from agents.workspaces.credential_files import remember_credential_files
+from bench._git_repo import cpu_seconds, make_repo  # noqa: E402
 
 WARM, RUNS = 3, 30
-
-
-def cpu_seconds() -> float:
-    mine, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return mine.ru_utime + mine.ru_stime + children.ru_utime + children.ru_stime
-
-
-def make_repo(path: Path) -> Path:
-    path.mkdir()
-    for i in range(200):
-        (path / f"file{i}.txt").write_text(f"line {i}\n" * 20)
-    ident = ["-c", "user.name=bench", "-c", "user.email=bench@example.com"]
-    for args in (["init", "-q", "-b", "main"], ["add", "-A"], [*ident, "commit", "-qm", "files"], ["gc", "-q"]):
-        subprocess.run(["git", *args], cwd=path, check=True)
-    return path
 
 
 async def one_task(repo: Path, worktrees: Path, task_id: int) -> None:
@@ -73,7 +57,7 @@ async def main(as_json: bool) -> None:
 
     asyncio.create_subprocess_exec = counted  # type: ignore[assignment]  # counts every process the tasks start
     with tempfile.TemporaryDirectory(prefix="bench-git-task-") as folder:
-        repo = make_repo(Path(folder) / "repo")
+        repo = make_repo(Path(folder) / "repo", packed=True)
         worktrees = Path(folder) / "worktrees"
         for i in range(WARM):
             await one_task(repo, worktrees, 1 + i)

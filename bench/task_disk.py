@@ -14,9 +14,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
-import resource
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -30,25 +28,11 @@ from agents.sandbox import task_disk
 from agents.sandbox.bwrap import spec_for, unavailable_reason
 from agents.sandbox.shell import run_command
 from agents.sandbox.task_limits import DiskBudget, TaskBounds
+from bench._git_repo import cpu_seconds, make_repo  # noqa: E402
 
 RUNS, COMMAND_RUNS = 20, 10
 BUDGET = 1 << 30
 WRITE_FILES = "for i in $(seq 500); do echo $i > f$i.txt; done; rm -f f*.txt"
-
-
-def cpu_seconds() -> float:
-    mine, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return mine.ru_utime + mine.ru_stime + children.ru_utime + children.ru_stime
-
-
-def make_repo(path: Path) -> Path:
-    path.mkdir()
-    for i in range(200):
-        (path / f"file{i}.txt").write_text(f"line {i}\n" * 20)
-    ident = ["-c", "user.name=bench", "-c", "user.email=bench@example.com"]
-    for args in (["init", "-q"], ["add", "-A"], [*ident, "commit", "-qm", "files"]):
-        subprocess.run(["git", *args], cwd=path, check=True)
-    return path
 
 
 async def per_task(repo: Path, worktrees: Path) -> dict[str, list[tuple[float, float]]]:

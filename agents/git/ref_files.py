@@ -154,19 +154,13 @@ def head_from_files(checkout: Path) -> str | None:
     if dirs is None:
         return None
     gitdir, common = dirs
-    config = _file_or_empty(common / "config")
-    if config is None or b"refstorage" in config.lower() or os.path.lexists(common / "reftable"):
+    if not _plain_ref_storage(common):
         return None
-    head = plain_bytes(gitdir / "HEAD")
-    if head is None:
-        return None
-    head = head.rstrip(b"\n")
-    if _COMMIT_ID.fullmatch(head):
-        return head.decode()
-    if not head.startswith(b"ref: refs/heads/"):
-        return None
+    head = _head_target(gitdir)
+    if head is None or _COMMIT_ID.fullmatch(head):
+        return head.decode() if head is not None else None
     refname = head[len(b"ref: ") :]
-    if b"\n" in refname or b".." in refname:
+    if b".." in refname:
         return None
     loose = common / os.fsdecode(refname)
     if os.path.lexists(loose):
@@ -267,6 +261,18 @@ def _plain_branch_name(name: str) -> bool:
     )
 
 
+def _head_target(gitdir: Path) -> bytes | None:
+    """The work tree's HEAD file as a commit id or a `ref: refs/heads/…` line (one line, its newline stripped);
+    None for anything else (a link, another kind of symbolic ref, more lines): git must be asked then."""
+    head = plain_bytes(gitdir / "HEAD")
+    if head is None or head.count(b"\n") > 1:
+        return None
+    head = head.rstrip(b"\n")
+    if _COMMIT_ID.fullmatch(head) or (head.startswith(b"ref: refs/heads/") and b"\n" not in head):
+        return head
+    return None
+
+
 def _plain_ref_storage(common: Path) -> bool:
     config = _file_or_empty(common / "config")
     return config is not None and b"refstorage" not in config.lower() and not os.path.lexists(common / "reftable")
@@ -304,14 +310,9 @@ def head_branch_from_files(checkout: Path) -> str | None:
     if dirs is None or not _plain_ref_storage(dirs[1]):
         return None
     gitdir, common = dirs
-    head = plain_bytes(gitdir / "HEAD")
-    if head is None or head.count(b"\n") > 1:
-        return None
-    head = head.rstrip(b"\n")
-    if _COMMIT_ID.fullmatch(head):
-        return head.decode()
-    if not head.startswith(b"ref: refs/heads/"):
-        return None
+    head = _head_target(gitdir)
+    if head is None or _COMMIT_ID.fullmatch(head):
+        return head.decode() if head is not None else None
     name = head[len(b"ref: refs/heads/") :].decode(errors="replace")
     packed = _packed_names(common)
     if not _plain_branch_name(name) or packed is None:
