@@ -179,6 +179,9 @@ async def test_open_pr_ready_then_draft_shown_by_task_and_checks_reported(github
         world.model.add("code", *add_notes())
         await world.start_task("group-therapy", "Add notes")
         assert (await world.ended(2)).status is TaskStatus.UNVERIFIED
+        # the summary is written just after the task's final status: asked for before it exists, the PR's first line
+        # could only say "unverified"; an owner asks from the summary, so the test waits for it too
+        await world.told("Task #2 needs a look")
         text = await bot.runtime.crew.open_pull_request(world.owner, 2)
         assert "a draft" in text
         draft = world.pulls("octo/group-therapy")[2]
