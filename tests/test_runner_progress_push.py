@@ -62,23 +62,23 @@ async def test_the_progress_push_runs_git_only_when_the_branch_moved(
         log = git_logged(tmp_path / "bin")
         monkeypatch.setenv("PATH", f"{log.parent}{os.pathsep}{os.environ['PATH']}")
 
-        assert await node._push_progress(1, "wf", None) is None  # at its base commit: nothing to push
+        assert await node.pushes.progress(1, "wf", None) is None  # at its base commit: nothing to push
         assert rev_parses(log) == 1
         for _ in range(3):  # the branch has not moved: no git process at all
-            await node._push_progress(1, "wf", None)
+            await node.pushes.progress(1, "wf", None)
         assert rev_parses(log) == 1, log.read_text()
 
         (repo / "calc.py").write_text("def add(a, b):\n    return a + b\n")
         git(repo, "commit", "-q", "-am", "fix")  # the branch moved: git is asked again, once
-        await node._push_progress(1, "wf", None)
+        await node.pushes.progress(1, "wf", None)
         assert rev_parses(log) == 2
         assert "remote get-url origin" in log.read_text(), "a new commit: the push is tried (this clone has no remote)"
-        await node._push_progress(1, "wf", None)
+        await node.pushes.progress(1, "wf", None)
         assert rev_parses(log) == 2
 
         git(repo, "pack-refs", "--all")  # the ref is no longer a loose file: git is asked at every poll
-        await node._push_progress(1, "wf", None)
-        await node._push_progress(1, "wf", None)
+        await node.pushes.progress(1, "wf", None)
+        await node.pushes.progress(1, "wf", None)
         assert rev_parses(log) == 4
     finally:
         await store.close()

@@ -14,11 +14,8 @@ import asyncio
 import base64
 import contextlib
 import logging
-import os
-import stat
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 
 import anthropic
 from temporalio import activity
@@ -31,6 +28,7 @@ from agents.core.models import Attachment, AttachmentKind, Task, TaskEvent, Task
 from agents.core.secrets_filter import remember
 from agents.core.settings import Settings
 from agents.engine import cluster
+from agents.engine.branch_pushes import BranchPushes
 from agents.engine.payloads import (
     EXECUTE,
     POKE,
@@ -46,9 +44,7 @@ from agents.engine.payloads import (
 )
 from agents.engine.workflow import AgentTask
 from agents.git.command import GitError
-from agents.git.ref_files import git_dirs
-from agents.git.remote import catch_up, fetch_branch, has_remote, push_branch
-from agents.git.repository import rev_parse
+from agents.git.remote import catch_up, fetch_branch, has_remote
 from agents.inputs.attachments import Attachments
 from agents.llm.client import make_client
 from agents.repo_map.maps import RepoMap
@@ -178,7 +174,7 @@ class RunnerNode:
         self.baselines = BaselineRuns(settings.worktrees_dir / "test-baselines")  # shared by concurrent task runs
         self.attachments = Attachments.from_settings(settings)
         self.runs: dict[int, TaskRun] = {}
-        self.branch_stamps: dict[int, BranchStamp] = {}  # task id → its branch's ref file when last looked at
+        self.pushes = BranchPushes(settings.runner_remote, store, self.workspaces, client)
         self.stopping = False
 
     @classmethod
@@ -292,7 +288,7 @@ class RunnerNode:
         try:
             while not job.done():
                 await asyncio.wait({job}, timeout=max(0.5, start.heartbeat_seconds / 4))
-                pushed = await self._push_progress(task.stored_id, wf_id, pushed)
+                pushed = await self.pushes.progress(task.stored_id, wf_id, pushed)
             await job
         except asyncio.CancelledError:
             if not job.done():  # Temporal cancelled this activity: stop the task like /cancel does
@@ -307,7 +303,7 @@ class RunnerNode:
             await run.executor.set_status(task, TaskStatus.FAILED, error="internal error (see the runner's log)")
         finally:
             self.runs.pop(task.stored_id, None)
-            self.branch_stamps.pop(task.stored_id, None)
+            self.pushes.forget(task.stored_id)
         return await self._report(task, since, run)
 
     @activity.defn(name=POKE)
@@ -440,63 +436,8 @@ class RunnerNode:
             proposal=proposal,
         )
         if row.branch:
-            report.pushed, report.push_error = await self._push(row)
+            report.pushed, report.push_error = await self.pushes.final(row)
         return report
-
-    async def _push_progress(self, task_id: int, wf_id: str, pushed: str | None) -> str | None:
-        """While the task runs: a new commit on its branch is pushed, and the workflow told, so a runner taking over
-        after this one is lost starts from it. Returns the commit pushed last."""
-        row = await self.store.get_task(task_id)
-        if row is None or not row.branch or not row.status.is_active:
-            return pushed
-        workspace = self.workspaces.resolve(row.workspace)
-        stamp = branch_stamp(workspace.path, row.branch)  # looked at before git: a commit after it shows next time
-        if stamp is not None and stamp == self.branch_stamps.get(task_id):
-            return pushed  # the branch has not moved since it was last looked at: no git process
-        try:
-            head = await rev_parse(workspace.path, f"refs/heads/{row.branch}")
-            if head in (pushed, row.base_commit) or not await has_remote(workspace.path, self.settings.runner_remote):
-                if stamp is not None:
-                    self.branch_stamps[task_id] = stamp
-                return pushed
-            await push_branch(workspace.path, row.branch, self.settings.runner_remote)
-            await self.client.get_workflow_handle(wf_id).signal(AgentTask.pushed, row.branch)
-        except Exception as err:  # the next heartbeat tries again; the task goes on either way
-            log.warning("task %s: progress not pushed: %s", task_id, err)
-            return pushed
-        if stamp is not None:
-            self.branch_stamps[task_id] = stamp
-        return head
-
-    async def _push(self, task: Task) -> tuple[bool, str | None]:
-        workspace = self.workspaces.resolve(task.workspace)
-        if not await has_remote(workspace.path, self.settings.runner_remote):
-            return False, f"the runner's clone of {workspace.name} has no remote {self.settings.runner_remote!r}"
-        try:
-            await push_branch(workspace.path, task.branch or "", self.settings.runner_remote)
-        except GitError as err:
-            return False, str(err)[:300]
-        return True, None
-
-
-BranchStamp = tuple[int, int, int]
-
-
-def branch_stamp(repo: Path, branch: str) -> BranchStamp | None:
-    """The loose ref file of `branch` in `repo`'s shared git folder as (inode, mtime in ns, size), read without a git
-    process; None where git keeps the ref otherwise (packed, a reftable) or the folders are not plain: then only git
-    can say.
-
-    Git moves a ref by renaming a new file over the old one, so a moved branch has another stamp: the progress push
-    polls the stamp and asks git (a process) only when it changed."""
-    dirs = git_dirs(repo)
-    if dirs is None or os.path.lexists(dirs[1] / "reftable"):
-        return None
-    try:
-        info = (dirs[1] / "refs" / "heads" / branch).lstat()
-    except (OSError, ValueError):
-        return None
-    return (info.st_ino, info.st_mtime_ns, info.st_size) if stat.S_ISREG(info.st_mode) else None
 
 
 async def heartbeats(every: float) -> None:
