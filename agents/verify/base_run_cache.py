@@ -13,7 +13,13 @@ Any change gives a new key, so the suite runs again; keeping the new outcome dro
 old key, and each workspace keeps at most `KEPT_PER_WORKSPACE` outcomes (the least recently used go first).
 
 A base failure that passes after the worker is re-run once at the base (`confirm_fixed`) before it counts as fixed
-by the task: a flaky failure kept from an earlier run must not be credited to every later task.
+by the task: a flaky failure kept from an earlier run must not be credited to every later task. The other way round
+too (`confirm_failing`): a kept base failure that fails after the worker is re-run once at the base before it excuses
+the failure as pre-existing; passing there, the kept result is contradicted: "flaky at the base", and the bot cannot
+tell whether the task broke it (⚠, never ✔ with it listed as pre-existing).
+
+Only runs in a clean room (agents/verify/clean_room.py: a fresh checkout of the commit, a network namespace of its
+own, no task service in it) are kept: the format number in the baseline code's key changed when they became so.
 """
 
 from __future__ import annotations
@@ -230,4 +236,36 @@ async def confirm_fixed(
     verdict.notes.append(
         f"{len(flaky)} test(s) failing in the base commit's run passed when re-run there (flaky at the base), "
         f"so they are not counted as fixed by the task: {shown}"
+    )
+
+
+async def confirm_failing(
+    verdict: Verdict,
+    env: TestEnvironment,
+    rerun_at_base: Callable[[list[str] | None], Awaitable[TestOutcome]],
+    seen: dict[str, bool],
+) -> None:
+    """Re-run once at the base the tests a kept base outcome says failed there and that fail now too (pre-existing):
+    those passing there contradict the kept result. They are flaky at the base, not pre-existing: taken out of
+    `still_failing` into `flaky_at_base`, and the verdict cannot tell (⚠) unless it is ✗ anyway. `seen` as in
+    `confirm_fixed` (shared: each test is re-run at the base once per task)."""
+    new = [name for name in verdict.pre_existing if name not in seen and name != SUITE_ID]
+    if new:
+        by_ids = (env.rerunnable or bool(env.script)) and all("::" in name for name in new)
+        try:
+            again = await rerun_at_base(new if by_ids else None)
+        except Exception as err:  # noqa: BLE001  (no second look: the kept result stands, as before)
+            log.warning("re-run at the base commit failed: %s", err)
+            return
+        seen.update({name: again.cases.get(name) == "passed" for name in new})
+    contradicted = [name for name in verdict.pre_existing if seen.get(name)]
+    if not contradicted:
+        return
+    verdict.still_failing = [name for name in verdict.still_failing if name not in contradicted]
+    verdict.flaky_at_base += contradicted
+    shown = ", ".join(f"`{name}`" for name in contradicted[:8])
+    more = f" and {len(contradicted) - 8} more" if len(contradicted) > 8 else ""
+    verdict.unverified = verdict.unverified or (
+        f"{len(contradicted)} test(s) failing now failed in the kept base run but passed when re-run at the base "
+        f"(flaky at the base), so the bot cannot tell whether the task broke them: {shown}{more}"
     )

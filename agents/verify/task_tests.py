@@ -1,20 +1,27 @@
 """The bot's own checks of one task: the test command taken from the base commit, the baseline run started with the
 task (in parallel with the worker), the run after each worker turn with one re-run of newly failing tests, and
 the verdict. The checks are the bot's, not the worker's: a worker that rewrites `.agentlab.toml` or the tests'
-configuration changes nothing here, and is named in the summary."""
+configuration changes nothing here, and is named in the summary.
+
+Every run judges committed content only, in a clean room (agents/verify/clean_room.py): the base run in one of the
+base commit, the runs after the worker in one of the task's last commit, each in a network namespace of its own (the
+sandbox given is not the task's). For a fix task, what each red test runs is learned at the base commit (traced
+there, in parallel with the worker): a red test that could not be traced counts as the task's (never ✔ while red)."""
 
 from __future__ import annotations
 
 import asyncio
 import copy
 import logging
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
 from agents.git.command import GitError
-from agents.git.repository import changes_since, file_at, is_tracked
-from agents.verify.base_run_cache import KeptOutcome, confirm_fixed
+from agents.git.repository import changes_since, file_at, is_tracked, rev_parse
+from agents.verify.base_run_cache import KeptOutcome, confirm_failing, confirm_fixed
 from agents.verify.checkout_state import CheckoutState, checkout_state
+from agents.verify.clean_room import clean_room
 from agents.verify.test_baseline import BaselineRuns
 from agents.verify.test_env import (
     CONFIG_FILE,
@@ -43,7 +50,7 @@ from agents.verify.test_verdict import Verdict, judge, step_key
 
 log = logging.getLogger(__name__)
 
-MAX_TRACED = 50  # red tests re-run under the tracer in one check (a fix task's; the rest stay pre-existing)
+MAX_TRACED = 200  # red tests traced at the base for a fix task (beyond: untraced, so the task's: fail closed)
 UNCHANGED_NOTE = "nothing in the checkout changed since the last test run: its results stand (not run again)"
 
 TEST_CONFIG_FILES = frozenset(
@@ -97,6 +104,7 @@ class TaskTests:
         self.run_options = run_options
         self.baselines: BaselineRuns | None = None  # set by start(): re-runs at the base (base_run_cache)
         self.rerun_at_base: dict[str, bool] = {}  # test id → passed when re-run at the base (confirm_fixed)
+        self.base_traces: asyncio.Task[dict[str, list[str]]] | None = None  # a fix task's red tests, traced at base
         # the checkout's state after a check that asked for a correction, and that check's verdict (see check())
         self.last_checked: tuple[CheckoutState, Verdict] | None = None
 
@@ -128,7 +136,25 @@ class TaskTests:
             )
         tests = cls(repo, base_commit, instructions, timeout, environment, None, baseline, run_options)
         tests.baselines = baselines
+        if baseline is not None and is_fix_task(instructions):
+            tests.base_traces = asyncio.create_task(tests._trace_base(), name=f"base-traces-{base_commit[:8]}")
         return tests
+
+    async def _trace_base(self) -> dict[str, list[str]]:
+        """What each test red at the base runs, traced at the base (pytest re-runs those ids, a JavaScript script
+        their files, under node's coverage); empty where the runner allows neither (ava: ids name no file)."""
+        environment, baselines = self.environment, self.baselines
+        assert environment is not None and baselines is not None
+        base = await self._base()
+        per_file = not environment.rerunnable and any(step.is_runner for step in environment.script)
+        if base is None or not (environment.rerunnable or per_file):
+            return {}
+        red = [t for t, state in base.cases.items() if state == "failed" and t != SUITE_ID and "::" in t]
+        if not red:
+            return {}
+        return await baselines.traces(
+            self.repo, self.base_commit, environment, self.timeout, red[:MAX_TRACED], **self.run_options
+        )
 
     @property
     def read_only_paths(self) -> list[Path]:
@@ -155,40 +181,56 @@ class TaskTests:
 
     async def _run_and_judge(self, checkout: Path) -> Verdict:
         if self.problem is not None:
-            failed = TestOutcome(
-                status=TestStatus.error,
-                command=None,
-                output=self.problem,
-                summary=self.problem,
-                state=RunState.not_started,
-                reason=f"the test configuration is broken: {self.problem}",
-            )
+            failed = _not_run(f"the test configuration is broken: {self.problem}", self.problem)
             return judge(failed, failed, self.instructions)
-        none = no_tests_outcome()
         changes = await self._changes(checkout)
-        changed = [path for _, path in changes]
-        added = None
-        if self.environment is None:  # no tests at the base: the task's own (detected by the bot; no .agentlab.toml)
-            added = await asyncio.to_thread(detect_environment, checkout, self.repo, None)
-        if added is not None:
-            await asyncio.to_thread(link_borrowed, added, checkout)
-            after = await run_tests(checkout, self.timeout, environment=added, **self.run_options)
-            verdict = judge(after, none, self.instructions, changed=changed)
-            verdict.notes += [*added.notes, "the base commit had no tests: these are the task's own"]
-        elif self.environment is None:
-            verdict = judge(none, none, self.instructions)
-        else:
-            after = await run_tests(checkout, self.timeout, environment=self.environment, **self.run_options)
-            base = await self._base()
-            after, killed = await self._after_a_kill(checkout, after, base)
-            flaky = await self._flaky(checkout, after, base)
-            verdict = judge(after, base, self.instructions, flaky, changed=changed)
-            if traced := await self._traced(checkout, verdict):  # red tests judged by what they run, too
-                verdict = judge(after, base, self.instructions, flaky, changed=changed, traced=traced)
-            verdict.notes += self.environment.notes + killed
-            await self._base_reused(verdict, base)
+        try:
+            head = await rev_parse(checkout, "HEAD")
+        except GitError as err:  # nothing committed the bot can test: it cannot tell
+            failed = _not_run(f"the task's last commit cannot be read: {err}", str(err))
+            return judge(failed, failed, self.instructions)
+        rooms = self.baselines.directory if self.baselines is not None else checkout.parent / ".agentlab-rooms"
+        async with clean_room(self.repo, head, self.environment, rooms) as room:
+            verdict = await self._judge_in(room, [path for _, path in changes])
         verdict.warnings += await self.touched_checks(checkout, verdict, changes)
         return verdict
+
+    async def _judge_in(self, room: Path, changed: list[str]) -> Verdict:
+        """Run the tests in `room` (the clean room of the task's last commit) and judge them against the base."""
+        none = no_tests_outcome()
+        added = None
+        if self.environment is None:  # no tests at the base: the task's own (detected by the bot; no .agentlab.toml)
+            added = await asyncio.to_thread(detect_environment, room, self.repo, None)
+        if added is not None:
+            await asyncio.to_thread(link_borrowed, added, room)
+            after = await run_tests(room, self.timeout, environment=added, **self.run_options)
+            verdict = judge(after, none, self.instructions, changed=changed)
+            verdict.notes += [*added.notes, "the base commit had no tests: these are the task's own"]
+            return verdict
+        if self.environment is None:
+            return judge(none, none, self.instructions)
+        after = await run_tests(room, self.timeout, environment=self.environment, **self.run_options)
+        base = await self._base()
+        after, killed = await self._after_a_kill(room, after, base)
+        flaky, crashed = await self._flaky(room, after, base)
+        traced = await self._base_traced()
+        verdict = judge(after, base, self.instructions, flaky, changed=changed, traced=traced)
+        verdict.crashed_once = [name for name in verdict.flaky if name in crashed]
+        verdict.notes += self.environment.notes + killed
+        await self._base_reused(verdict, base)
+        return verdict
+
+    async def _base_traced(self) -> dict[str, list[str]] | None:
+        """A fix task's red tests traced at the base (None for any other task: its red tests are judged by name)."""
+        if self.base_traces is None:
+            return None
+        try:
+            return await asyncio.shield(self.base_traces)
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:  # noqa: BLE001  (no trace: every red test counts as the task's, fail closed)
+            log.warning("tracing the red tests at %s failed: %s", self.base_commit[:8], err)
+            return {}
 
     async def _changes(self, checkout: Path) -> list[tuple[str, str]]:
         """(status, path) of what the task changed since the base commit; none when git cannot say."""
@@ -228,17 +270,19 @@ class TaskTests:
             )
         baselines, env = self.baselines, self.environment
         if base is not None and baselines is not None and env is not None:
-            await confirm_fixed(
-                verdict,
-                env,
-                lambda ids: baselines.rerun(self.repo, self.base_commit, env, self.timeout, ids, **self.run_options),
-                self.rerun_at_base,
-            )
 
-    async def _flaky(self, checkout: Path, after: TestOutcome, base: TestOutcome | None) -> set[str]:
+            def rerun_at_base(ids: list[str] | None) -> Awaitable[TestOutcome]:
+                return baselines.rerun(self.repo, self.base_commit, env, self.timeout, ids, **self.run_options)
+
+            await confirm_fixed(verdict, env, rerun_at_base, self.rerun_at_base)
+            if isinstance(base, KeptOutcome):  # a kept red result is checked once before it excuses a failure
+                await confirm_failing(verdict, env, rerun_at_base, self.rerun_at_base)
+
+    async def _flaky(self, room: Path, after: TestOutcome, base: TestOutcome | None) -> tuple[set[str], set[str]]:
         """What fails now but not at the base and passes on one immediate re-run: tests (pytest re-runs those ids
         only, node --test, jest, vitest and ava their files; anything else re-runs whole) and script steps
-        (`step_key`, with the whole script)."""
+        (`step_key`, with the whole script). Also which of them were test files that crashed (failed as a whole, no
+        test of theirs reported) and whose tests all ran and none failed on the re-run: crashed once, not broken."""
         before = base.cases if base is not None else {}
         suspects = [name for name, state in after.cases.items() if state == "failed" and before.get(name) != "failed"]
         at_base = {step.command: step for step in base.steps} if base is not None else {}
@@ -248,46 +292,18 @@ class TaskTests:
             if not s.passed and (base is None or (s.command in at_base and at_base[s.command].passed))
         ]
         if not (suspects or steps) or after.state is not RunState.complete:
-            return set()
+            return set(), set()
         assert self.environment is not None
-        ids = [s for s in suspects if "::" in s and (checkout / s.split("::", 1)[0]).is_file()]
+        ids = [s for s in suspects if "::" in s and (room / s.split("::", 1)[0]).is_file()]
         # pytest gets the ids; a JavaScript runner taking files gets theirs (run_tests); anything else runs whole
         by_ids = len(ids) == len(suspects) and not steps and (self.environment.rerunnable or self.environment.script)
         rerun = await run_tests(
-            checkout, self.timeout, environment=self.environment, ids=ids if by_ids else None, **self.run_options
+            room, self.timeout, environment=self.environment, ids=ids if by_ids else None, **self.run_options
         )
         passed_steps = {s.command for s in rerun.steps if s.passed}
-        return {s for s in suspects if rerun.cases.get(s) == "passed"} | {
-            step_key(c) for c in steps if c in passed_steps
-        }
-
-    async def _traced(self, checkout: Path, verdict: Verdict) -> dict[str, list[str]]:
-        """For a fix task: the red tests not yet judged the task's, run once more under the tracer, each with the
-        `file::function` entries it ran (agents/verify/test_trace.py). pytest re-runs those ids only; a JavaScript
-        script re-runs (their files, where its runner takes files) under node's coverage, which tells per test file.
-        Empty where neither applies."""
-        environment = self.environment
-        if environment is None or not is_fix_task(self.instructions):
-            return {}
-        per_file = not environment.rerunnable and any(step.is_runner for step in environment.script)
-        if not (environment.rerunnable or per_file):
-            return {}
-        ids = [t for t in verdict.pre_existing if t != SUITE_ID and "::" in t]
-        if environment.rerunnable:
-            ids = [t for t in ids if (checkout / t.split("::", 1)[0]).is_file()][:MAX_TRACED]
-        if not ids:
-            return {}
-        run = await run_tests(
-            checkout,
-            self.timeout,
-            environment=environment,
-            ids=ids,  # pytest: those ids; a JavaScript runner taking files: their files (else the script whole)
-            trace=True,
-            **self.run_options,
-        )
-        if per_file or not run.traced:  # only tests whose file's process could be told apart; no trace: no judgement
-            return {t: run.traced[t] for t in ids if t in run.traced}
-        return {t: run.traced.get(t, []) for t in ids if t in run.cases}
+        crashed = {s for s in suspects if _crashed_file(s, room) and _file_passed(s, rerun)}
+        flaky = {s for s in suspects if rerun.cases.get(s) == "passed"} | crashed
+        return flaky | {step_key(c) for c in steps if c in passed_steps}, crashed
 
     async def touched_checks(
         self, checkout: Path, verdict: Verdict, changes: list[tuple[str, str]] | None = None
@@ -319,5 +335,28 @@ class TaskTests:
         return (read(before) if before else None) != (read(after) if after else None)
 
     def close(self) -> None:
-        if self.baseline is not None and not self.baseline.done():
-            self.baseline.cancel()
+        for running in (self.baseline, self.base_traces):
+            if running is not None and not running.done():
+                running.cancel()
+
+
+def _not_run(reason: str, problem: str) -> TestOutcome:
+    return TestOutcome(
+        status=TestStatus.error,
+        command=None,
+        output=problem,
+        summary=problem,
+        state=RunState.not_started,
+        reason=reason,
+    )
+
+
+def _crashed_file(test_id: str, room: Path) -> bool:
+    """A test id that is a whole test file (a file that crashed or would not load: no test of its own reported)."""
+    return "::" not in test_id and (room / test_id).is_file()
+
+
+def _file_passed(test_file: str, rerun: TestOutcome) -> bool:
+    """The re-run reported tests of `test_file` and none of them (nor the file as a whole) failed."""
+    own = [state for name, state in rerun.cases.items() if name == test_file or name.startswith(test_file + "::")]
+    return rerun.state is RunState.complete and bool(own) and "failed" not in own

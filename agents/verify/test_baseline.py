@@ -1,6 +1,7 @@
-"""The tests at a task's base commit: run once per workspace, commit and command in a throw-away copy of that
-commit, and kept on disk so consecutive tasks on one commit pay once (tasks on the same commit at the same time
-share one run)."""
+"""The tests at a task's base commit: run once per workspace, commit and command in a clean room of that commit
+(agents/verify/clean_room.py), and kept on disk so consecutive tasks on one commit pay once (tasks on the same
+commit at the same time share one run). The red tests' traces (what each runs) are learned there too, once per base
+and set of tests: code the worker cannot change."""
 
 from __future__ import annotations
 
@@ -8,13 +9,11 @@ import asyncio
 import contextlib
 import hashlib
 import logging
-import shutil
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agents.git.repository import export_tree
-from agents.verify.test_env import TestEnvironment, link_borrowed
+from agents.verify.clean_room import clean_room
+from agents.verify.test_env import TestEnvironment
 from agents.verify.test_run import TestOutcome, TestStatus, run_tests
 
 if TYPE_CHECKING:
@@ -22,9 +21,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-RESULTS_FORMAT = (
-    "3"  # bumped when a kept outcome would mean something else now (3: runs without NO_COLOR, ava read whole)
-)
+# bumped when a kept outcome would mean something else now (3: runs without NO_COLOR, ava read whole; 4: only runs
+# in a clean room of their own, never in the task's network namespace, are kept)
+RESULTS_FORMAT = "4"
 
 
 class BaselineRuns:
@@ -36,6 +35,7 @@ class BaselineRuns:
         self.kept = kept
         self._running: dict[str, asyncio.Task[TestOutcome]] = {}
         self._waiters: dict[str, int] = {}
+        self._traces: dict[str, asyncio.Task[dict[str, list[str]]]] = {}  # per base and set of red tests
 
     def key(self, repo: Path, commit: str, env: TestEnvironment) -> str:
         # RESULTS_FORMAT: outcomes kept before runs said how far they got (RunState) or had root-relative ids are not
@@ -104,12 +104,27 @@ class BaselineRuns:
     async def rerun(
         self, repo: Path, commit: str, env: TestEnvironment, timeout: float, ids: list[str] | None, **run_options: Any
     ) -> TestOutcome:
-        """One run at `commit` (only `ids` when given) in a throw-away copy of it; nothing kept."""
-        self.directory.mkdir(parents=True, exist_ok=True)
-        tree = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix=f"base-{commit[:8]}-", dir=self.directory))
-        try:
-            await export_tree(repo, commit, tree)
-            await asyncio.to_thread(link_borrowed, env, tree)
+        """One run at `commit` (only `ids` when given) in a clean room of its own; nothing kept."""
+        async with clean_room(repo, commit, env, self.directory) as tree:
             return await run_tests(tree, timeout, environment=env, ids=ids, **run_options)
-        finally:
-            await asyncio.to_thread(shutil.rmtree, tree, True)
+
+    async def traces(
+        self, repo: Path, commit: str, env: TestEnvironment, timeout: float, ids: list[str], **run_options: Any
+    ) -> dict[str, list[str]]:
+        """Test id -> the `file::function` entries it runs at `commit` (agents/verify/test_trace.py), for `ids` (red
+        tests there): one traced run in a clean room of the base, shared by every task asking for the same ids. A
+        test missing from the answer could not be traced."""
+        key = hashlib.sha256("\0".join([self.key(repo, commit, env), *sorted(ids)]).encode()).hexdigest()[:32]
+        running = self._traces.get(key)
+        if running is None or (running.done() and (running.cancelled() or running.exception() is not None)):
+            running = asyncio.create_task(self._trace(repo, commit, env, timeout, ids, **run_options))
+            self._traces[key] = running
+            while len(self._traces) > 64:  # the oldest first: a bot's bases move on
+                self._traces.pop(next(iter(self._traces)))
+        return dict(await asyncio.shield(running))
+
+    async def _trace(
+        self, repo: Path, commit: str, env: TestEnvironment, timeout: float, ids: list[str], **run_options: Any
+    ) -> dict[str, list[str]]:
+        run = await self.rerun(repo, commit, env, timeout, ids, trace=True, **run_options)
+        return {t: run.traced[t] for t in ids if run.traced.get(t)}

@@ -54,13 +54,16 @@ class TestConfigError(ValueError):
 
 @dataclass(frozen=True)
 class TestConfig:
-    """The `[tests]` table of `.agentlab.toml`: a command (e.g. a fast subset), a JUnit file it writes, a timeout."""
+    """The `[tests]` table of `.agentlab.toml`: a command (e.g. a fast subset), a JUnit file it writes, a timeout,
+    and `keep`: files of the workspace the tests need that are not committed (`.env.test`, generated code), copied
+    into the clean room each verdict run tests (agents/verify/clean_room.py)."""
 
     __test__ = False
 
     command: str | None = None
     junit: str | None = None
     timeout: float | None = None
+    keep: tuple[str, ...] = ()
     source: str = "base commit"  # or "workspace (untracked)"
 
 
@@ -76,6 +79,11 @@ def parse_config(text: str, source: str = "base commit") -> TestConfig | None:
     if not isinstance(tests, dict):
         raise TestConfigError(f'{CONFIG_FILE}: [tests] must be a table with a `command = "..."` key')
     command, junit, timeout = tests.get("command"), tests.get("junit"), tests.get("timeout")
+    keep = tests.get("keep", [])
+    if not isinstance(keep, list) or not all(isinstance(k, str) and _plain_relative(k) for k in keep):
+        raise TestConfigError(
+            f'{CONFIG_FILE}: [tests] keep must be a list of paths inside the workspace, e.g. keep = [".env.test"]'
+        )
     if command is not None and (not isinstance(command, str) or not command.strip()):
         raise TestConfigError(f"{CONFIG_FILE}: [tests] command must be a non-empty string")
     if junit is not None and (not isinstance(junit, str) or not junit.strip()):
@@ -86,8 +94,15 @@ def parse_config(text: str, source: str = "base commit") -> TestConfig | None:
         command=command.strip() if command else None,
         junit=junit.strip() if junit else None,
         timeout=float(timeout) if timeout else None,
+        keep=tuple(dict.fromkeys(k.strip().strip("/") for k in keep)),
         source=source,
     )
+
+
+def _plain_relative(path: str) -> bool:
+    """A path inside the workspace: relative, no `..`, not the git folder."""
+    parts = Path(path.strip().strip("/")).parts
+    return bool(parts) and not Path(path).is_absolute() and ".." not in parts and parts[0] != ".git"
 
 
 def read_config_file(checkout: Path, source: str = "checkout") -> TestConfig | None:
@@ -121,6 +136,7 @@ class TestEnvironment:
     notes: list[str] = field(default_factory=list)
     fallback: bool = False  # the bot's interpreter stands in for a missing environment
     script: list[ScriptStep] = field(default_factory=list)  # a package.json test script, step by step (js_runners)
+    keep: tuple[str, ...] = ()  # the workspace's uncommitted files the tests need (`.agentlab.toml [tests] keep`)
 
     @property
     def read_only_paths(self) -> list[Path]:
@@ -209,6 +225,7 @@ def detect_environment(
     if config is not None:
         env.junit = config.junit
         env.timeout = config.timeout
+        env.keep = config.keep
         if config.source != "base commit":
             env.notes.append(f"{CONFIG_FILE} read from the {config.source}")
     if env.python_env is not None and not env.fallback and (editable := _editable_of(env.python_env, workspace)):

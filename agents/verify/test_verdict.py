@@ -21,6 +21,9 @@ DETAIL_CHARS = 3_000
 FAILURE_OUTPUT_CHARS = 6_000  # every failure's own text together, in a correction
 MIN_FAILURE_CHARS = 400  # each failure keeps at least this much when many share FAILURE_OUTPUT_CHARS
 OUTPUT_TAIL_CHARS = 1_500  # the end of the run's output, after the failures
+UNTRACED = (
+    "the bot could not trace at the base commit what it runs, so for a fix task it counts as the task's until it passes"
+)
 
 
 class Mark(str, enum.Enum):
@@ -78,6 +81,8 @@ class Verdict:
     not_target_reasons: dict[str, str] = field(default_factory=dict)  # a traced pre-existing test -> why not the task's
     unknown: list[str] = field(default_factory=list)  # failing now; the base run cannot say whether before too
     flaky: list[str] = field(default_factory=list)  # failed once, passed on the immediate re-run
+    crashed_once: list[str] = field(default_factory=list)  # of `flaky`: a test file that crashed, not on its re-run
+    flaky_at_base: list[str] = field(default_factory=list)  # failing now; red in a kept base run, green re-run there
     disappeared: list[str] = field(default_factory=list)  # ran at the base, not any more
     steps_broken: list[StepOutcome] = field(default_factory=list)  # a lint/build step passing at the base, failing now
     steps_before: list[StepOutcome] = field(default_factory=list)  # failing at the base too
@@ -127,6 +132,8 @@ class Verdict:
             parts.append(f"{len(self.unknown)} failing, unknown at the base")
         if self.flaky:
             parts.append(f"{len(self.flaky)} flaky")
+        if self.flaky_at_base:
+            parts.append(f"{len(self.flaky_at_base)} flaky at the base")
         if self.base is None or not ran(self.base):
             parts.append("no baseline" + (f" ({why_not_run(self.base)})" if self.base else ""))
         return f"**Tests:** {' · '.join(parts)} · {after.duration:.1f} s · {shown}"
@@ -147,7 +154,9 @@ class Verdict:
             ("Still failing (task's target)", self.targets),
             ("Failing (the base run cannot tell)", self.unknown),
             ("Fixed", self.fixed),
-            ("Flaky (passed on re-run)", self.flaky),
+            ("Flaky (passed on re-run)", [n for n in self.flaky if n not in self.crashed_once]),
+            ("Flaky (crashed once, passed on re-run)", self.crashed_once),
+            ("Flaky at the base (red in the kept base run, green when re-run there)", self.flaky_at_base),
             ("Failing before (pre-existing)", self.pre_existing),
         ):
             if names:
@@ -177,7 +186,8 @@ class Verdict:
             ("target still failing", [f"{t} ({self.target_reasons.get(t, 'named')})" for t in self.targets]),
             ("failing, unknown at the base", self.unknown),
             ("fixed", self.fixed),
-            ("flaky", self.flaky),
+            ("flaky", [f"{n} (crashed once)" if n in self.crashed_once else n for n in self.flaky]),
+            ("flaky at the base", self.flaky_at_base),
             (
                 "pre-existing",
                 [
@@ -268,7 +278,8 @@ def judge(
     """Compare the outcomes after the worker with those at the base commit. `changed`: the paths the task changed
     (a base failure whose traceback runs through one is the task's to fix). `traced`: test id -> what a traced re-run
     of a red test ran (`file::function`): a test running a file or function the instructions name, or a file the task
-    changed, is the task's however it fails."""
+    changed, is the task's however it fails; one with no trace (or an empty one) is the task's too: a fix task is
+    never ✔ while a red test the bot could not follow stays red."""
     verdict = Verdict(after=after, base=base)
     before = base.cases if base is not None else {}
     # None: no baseline (every failure counts as the task's); no tests at the base: the same
@@ -297,7 +308,10 @@ def judge(
         if name != SUITE_ID and (reason := target_reason(name, instructions, texts, changed)):
             verdict.targets.append(name)
             verdict.target_reasons[name] = reason
-        elif traced is not None and name in traced:
+        elif traced is not None and not traced.get(name):
+            verdict.targets.append(name)
+            verdict.target_reasons[name] = UNTRACED
+        elif traced is not None:
             if reason := ran_reason(instructions, traced[name], changed):
                 verdict.targets.append(name)
                 verdict.target_reasons[name] = reason

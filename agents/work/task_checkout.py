@@ -72,7 +72,9 @@ class TaskCheckouts:
             task.instructions,
             self.baselines,
             self.base.settings.test_timeout_seconds,  # the baseline runs while the worker works
-            sandbox_for=lambda root, read_only: self.sandboxes.spec(root, workspace.path, read_only, task),
+            # the verdict's runs are not the task's processes: no task cgroup, no task network namespace (each run gets
+            # one of its own from bwrap), so no service or process the worker started can reach them
+            sandbox_for=lambda root, read_only: self.sandboxes.spec(root, workspace.path, read_only),
         )
         # after TaskTests.start: it hides the borrowed links in the repository's info/exclude, which the guard watches
         self.guards[task_id] = await RepositoryGuard.start(tree)
