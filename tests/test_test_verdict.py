@@ -255,7 +255,7 @@ async def test_every_test_run_goes_through_run_tests_to_run_command_with_run_opt
             "test_a.py": (
                 "import pathlib\n\ndef test_stable():\n    pass\n\ndef test_once():\n"
                 "    m = pathlib.Path(__file__).parent / '.ran'\n"
-                "    if (pathlib.Path(__file__).parent / '.git').exists() and not m.exists():\n"
+                "    if (pathlib.Path(__file__).parent / 'changed').exists() and not m.exists():\n"
                 "        m.write_text('1')\n        assert False\n"
             ),
         },
@@ -264,6 +264,9 @@ async def test_every_test_run_goes_through_run_tests_to_run_command_with_run_opt
     git(repo, "worktree", "add", "-q", "--detach", str(tree))
     commit = git(repo, "rev-parse", "HEAD").strip()
     checks = await TaskTests.start(repo, tree, commit, "x", BaselineRuns(tmp_path / "cache"), 60, marker="sandbox")
+    (tree / "changed").write_text("the task's change: test_once fails on its first run after it\n")
+    git(tree, "add", "-A")
+    git(tree, "commit", "-qm", "the task's change")
     verdict = await checks.check(tree)
     assert verdict.flaky == ["test_a.py::test_once"] and verdict.broken == []
     assert len(seen) == 3 and all(options == {"marker": "sandbox"} for _, options in seen)

@@ -16,6 +16,11 @@ test ! -e broken
 """
 
 
+def commit_turn(tree: Path) -> None:
+    git(tree, "add", "-A")
+    git(tree, "commit", "-q", "-m", "the worker's turn")
+
+
 def runs(counter: Path) -> int:
     return counter.read_text().count("x") if counter.exists() else 0
 
@@ -39,6 +44,7 @@ async def test_a_check_of_an_unchanged_checkout_runs_nothing_and_any_change_runs
         assert runs(counter) == 1
 
         (tree / "broken").write_text("the worker's change breaks the suite\n")
+        commit_turn(tree)  # as the bot does before each check: only committed content is judged
         first = await checks.check(tree)
         assert first.needs_correction and UNCHANGED_NOTE not in first.notes
         after_first = runs(counter)
@@ -55,6 +61,7 @@ async def test_a_check_of_an_unchanged_checkout_runs_nothing_and_any_change_runs
         assert UNCHANGED_NOTE not in ignored.notes
 
         (tree / "broken").unlink()
+        commit_turn(tree)
         fixed = await checks.check(tree)
         assert not fixed.needs_correction and UNCHANGED_NOTE not in fixed.notes
     finally:
