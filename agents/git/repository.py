@@ -301,3 +301,11 @@ def _untar(archive: Path, target: Path) -> None:
 
     with tarfile.open(archive) as tar:
         tar.extractall(target, filter="data")
+
+
+async def uncommitted_files(repo: Path) -> list[str]:
+    """The checkout's files that no commit holds: untracked ones, then ignored ones (an ignored folder as one
+    `folder/` entry)."""
+    untracked = split_nul(await git_text("ls-files", "-z", "-o", "--exclude-standard", cwd=repo))
+    ignored = split_nul(await git_text("ls-files", "-z", "-o", "-i", "--exclude-standard", "--directory", cwd=repo))
+    return untracked + ignored

@@ -14,14 +14,15 @@ import asyncio
 import copy
 import logging
 from collections.abc import Awaitable
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from agents.git.command import GitError
-from agents.git.repository import changes_since, file_at, is_tracked, rev_parse
+from agents.git.repository import changes_since, file_at, is_tracked, rev_parse, uncommitted_files
 from agents.verify.base_run_cache import KeptOutcome, confirm_failing, confirm_fixed
 from agents.verify.checkout_state import CheckoutState, checkout_state
 from agents.verify.clean_room import clean_room
+from agents.verify.run_causes import keep_advice, needed_untracked
 from agents.verify.test_baseline import BaselineRuns
 from agents.verify.test_env import (
     CONFIG_FILE,
@@ -51,6 +52,8 @@ from agents.verify.test_verdict import Verdict, judge, step_key
 log = logging.getLogger(__name__)
 
 MAX_TRACED = 200  # red tests traced at the base for a fix task (beyond: untraced, so the task's: fail closed)
+# never what a test looks for that the workspace should keep: the environment and caches the bot borrows or ignores
+NOT_KEPT = frozenset({".git", "node_modules", ".venv", "venv", "__pycache__", ".pytest_cache", ".tox", ".nox"})
 UNCHANGED_NOTE = "nothing in the checkout changed since the last test run: its results stand (not run again)"
 
 TEST_CONFIG_FILES = frozenset(
@@ -206,6 +209,7 @@ class TaskTests:
             after = await run_tests(room, self.timeout, environment=added, **self.run_options)
             verdict = judge(after, none, self.instructions, changed=changed)
             verdict.notes += [*added.notes, "the base commit had no tests: these are the task's own"]
+            await self._needed_uncommitted(verdict, added)
             return verdict
         if self.environment is None:
             return judge(none, none, self.instructions)
@@ -218,7 +222,33 @@ class TaskTests:
         verdict.crashed_once = [name for name in verdict.flaky if name in crashed]
         verdict.notes += self.environment.notes + killed
         await self._base_reused(verdict, base)
+        await self._needed_uncommitted(verdict, self.environment)
         return verdict
+
+    async def _needed_uncommitted(self, verdict: Verdict, env: TestEnvironment) -> None:
+        """Files of the owner's workspace that no commit holds, named by a failing run's output: the clean room did
+        not have them. Said with how to keep them, and the verdict cannot tell (⚠) unless it is ✗ anyway."""
+        runs = [run for run in (verdict.after, verdict.base) if run is not None and not run.passed]
+        if not runs:
+            return
+        try:
+            files = await uncommitted_files(self.repo)
+        except GitError:
+            return
+        skipped = {*env.borrowed, *env.keep}
+        files = [
+            f
+            for f in files
+            if f.rstrip("/") not in skipped and not NOT_KEPT & set(PurePosixPath(f).parts) and not f.endswith(".pyc")
+        ]
+        outputs = [run.output for run in runs] + [text for run in runs for text in run.failures.values()]
+        outputs += [step.output for run in runs for step in run.steps if not step.passed]
+        needed = needed_untracked(outputs, files)
+        if not needed:
+            return
+        verdict.warnings += [keep_advice(path) for path in needed[:3]]
+        if not verdict.needs_correction:
+            verdict.unverified = verdict.unverified or keep_advice(needed[0])
 
     async def _base_traced(self) -> dict[str, list[str]] | None:
         """A fix task's red tests traced at the base (None for any other task: its red tests are judged by name)."""

@@ -28,6 +28,7 @@ from agents.sandbox.bwrap import SandboxSpec
 from agents.sandbox.shell import CommandResult, child_env, run_command
 from agents.sandbox.temp_folders import temp_prefix
 from agents.verify.js_test_runners import ScriptStep, describe_step, reporter_command, test_steps, with_files
+from agents.verify.run_causes import missing_module
 from agents.verify.test_env import (  # noqa: F401  (re-exported: the runner's public names)
     CONFIG_FILE,
     PYTEST_ARGS,
@@ -109,6 +110,7 @@ class TestOutcome(BaseModel):
     steps: list[StepOutcome] = Field(default_factory=list)  # the script's other steps (lint, build), in order
     traced: dict[str, list[str]] = Field(default_factory=dict)  # test id -> `file::function` it ran (a traced run)
     sandbox_problem: str | None = None  # a failure the sandbox caused (a write to a read-only folder), said apart
+    cause: str | None = None  # why a run that did not get through its tests stopped, and what to do (run_causes)
 
     @property
     def passed(self) -> bool:
@@ -217,6 +219,7 @@ async def run_tests(
         traced = await asyncio.to_thread(read_traces, traces) if traces is not None else {}
     outcome = _outcome(environment, command, result, cases, failures, timeout)
     outcome.traced = traced
+    _with_cause(outcome, result.output, workspace)
     return _with_sandbox_problem(outcome, result.output if not result.ok else "")
 
 
@@ -401,6 +404,7 @@ class _ScriptRun:
             outcome.traced = await asyncio.to_thread(self._traced, outcome.cases)
         failing = [s.output for s in steps if not s.passed] + ([merged.output] if not merged.ok else [])
         _with_sandbox_problem(outcome, "\n".join(failing))
+        _with_cause(outcome, "\n".join(failing), self.workspace)
         if outcome.cases and SUITE_ID not in outcome.cases:
             outcome.summary = _counts(outcome.cases)
         if failed_before is not None and SUITE_ID in outcome.cases and not outcome.passed:
@@ -475,6 +479,14 @@ def sandbox_write_failure(output: str) -> str | None:
                 f"a write to {where} was refused: the sandbox mounts it read-only (a contributor's checkout would not)"
             )
     return None
+
+
+def _with_cause(outcome: TestOutcome, output: str, workspace: Path) -> None:
+    """A run that did not get through its tests (stopped, or red as a whole suite) says why where its output shows
+    it: a module the tests could not find, where from, and what to do (agents/verify/run_causes.py)."""
+    if outcome.passed or (outcome.state is RunState.complete and SUITE_ID not in outcome.cases):
+        return
+    outcome.cause = missing_module(_ANSI.sub("", output), str(workspace))
 
 
 def _with_sandbox_problem(outcome: TestOutcome, failing_output: str) -> TestOutcome:

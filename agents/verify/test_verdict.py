@@ -48,9 +48,10 @@ def shown_command(outcome: TestOutcome) -> str:
 
 
 def why_not_run(outcome: TestOutcome) -> str:
-    """One phrase: why this run says nothing about the tests."""
+    """One phrase: why this run says nothing about the tests (and the cause, where its output shows one)."""
+    cause = f"; {outcome.cause}" if outcome.cause else ""
     if outcome.reason:
-        return outcome.reason.strip().rstrip(".")
+        return outcome.reason.strip().rstrip(".") + cause
     if outcome.status is TestStatus.no_tests:
         return "no tests found in this workspace"
     if outcome.timed_out:
@@ -360,9 +361,10 @@ def _unverified(verdict: Verdict, after: TestOutcome, base: TestOutcome | None) 
             "tell whether the task broke them"
         )
     if SUITE_ID in verdict.still_failing:
+        cause = f"; {after.cause}" if after.cause else ""
         return (
             f"{shown_command(after)} fails as a whole at the base and now and names no tests, so the bot cannot "
-            "tell what the task changed"
+            f"tell what the task changed{cause}"
         )
     if verdict.steps_unknown:
         names = ", ".join(_step_name(s) for s in verdict.steps_unknown)
