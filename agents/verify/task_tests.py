@@ -217,6 +217,9 @@ class TaskTests:
         base = await self._base()
         after, killed = await self._after_a_kill(room, after, base)
         flaky, crashed = await self._flaky(room, after, base)
+        if crashed:  # what a crashed file's tests showed on its re-run stands for the run that never reached them
+            seen = {name: state for cases in crashed.values() for name, state in cases.items()}
+            after = after.model_copy(update={"cases": {**seen, **after.cases}})
         traced = await self._base_traced()
         verdict = judge(after, base, self.instructions, flaky, changed=changed, traced=traced)
         verdict.crashed_once = [name for name in verdict.flaky if name in crashed]
@@ -246,9 +249,10 @@ class TaskTests:
         needed = needed_untracked(outputs, files)
         if not needed:
             return
-        verdict.warnings += [keep_advice(path) for path in needed[:3]]
-        if not verdict.needs_correction:
-            verdict.unverified = verdict.unverified or keep_advice(needed[0])
+        advice = [keep_advice(path) for path in needed[:3]]
+        if not verdict.needs_correction and verdict.unverified is None:
+            verdict.unverified = advice.pop(0)
+        verdict.notes += advice
 
     async def _base_traced(self) -> dict[str, list[str]] | None:
         """A fix task's red tests traced at the base (None for any other task: its red tests are judged by name)."""
@@ -308,11 +312,14 @@ class TaskTests:
             if isinstance(base, KeptOutcome):  # a kept red result is checked once before it excuses a failure
                 await confirm_failing(verdict, env, rerun_at_base, self.rerun_at_base)
 
-    async def _flaky(self, room: Path, after: TestOutcome, base: TestOutcome | None) -> tuple[set[str], set[str]]:
+    async def _flaky(
+        self, room: Path, after: TestOutcome, base: TestOutcome | None
+    ) -> tuple[set[str], dict[str, dict[str, str]]]:
         """What fails now but not at the base and passes on one immediate re-run: tests (pytest re-runs those ids
         only, node --test, jest, vitest and ava their files; anything else re-runs whole) and script steps
         (`step_key`, with the whole script). Also which of them were test files that crashed (failed as a whole, no
-        test of theirs reported) and whose tests all ran and none failed on the re-run: crashed once, not broken."""
+        test of theirs reported) and whose tests all ran and none failed on the re-run: crashed once, not broken
+        (each with what its tests showed on the re-run)."""
         before = base.cases if base is not None else {}
         suspects = [name for name, state in after.cases.items() if state == "failed" and before.get(name) != "failed"]
         at_base = {step.command: step for step in base.steps} if base is not None else {}
@@ -322,7 +329,7 @@ class TaskTests:
             if not s.passed and (base is None or (s.command in at_base and at_base[s.command].passed))
         ]
         if not (suspects or steps) or after.state is not RunState.complete:
-            return set(), set()
+            return set(), {}
         assert self.environment is not None
         ids = [s for s in suspects if "::" in s and (room / s.split("::", 1)[0]).is_file()]
         # pytest gets the ids; a JavaScript runner taking files gets theirs (run_tests); anything else runs whole
@@ -331,8 +338,8 @@ class TaskTests:
             room, self.timeout, environment=self.environment, ids=ids if by_ids else None, **self.run_options
         )
         passed_steps = {s.command for s in rerun.steps if s.passed}
-        crashed = {s for s in suspects if _crashed_file(s, room) and _file_passed(s, rerun)}
-        flaky = {s for s in suspects if rerun.cases.get(s) == "passed"} | crashed
+        crashed = {s: _cases_of(s, rerun) for s in suspects if _crashed_file(s, room) and _file_passed(s, rerun)}
+        flaky = {s for s in suspects if rerun.cases.get(s) == "passed"} | set(crashed)
         return flaky | {step_key(c) for c in steps if c in passed_steps}, crashed
 
     async def touched_checks(
@@ -386,7 +393,12 @@ def _crashed_file(test_id: str, room: Path) -> bool:
     return "::" not in test_id and (room / test_id).is_file()
 
 
+def _cases_of(test_file: str, run: TestOutcome) -> dict[str, str]:
+    return {name: state for name, state in run.cases.items() if name.startswith(test_file + "::")}
+
+
 def _file_passed(test_file: str, rerun: TestOutcome) -> bool:
     """The re-run reported tests of `test_file` and none of them (nor the file as a whole) failed."""
-    own = [state for name, state in rerun.cases.items() if name == test_file or name.startswith(test_file + "::")]
-    return rerun.state is RunState.complete and bool(own) and "failed" not in own
+    own = list(_cases_of(test_file, rerun).values())
+    whole = rerun.cases.get(test_file)
+    return rerun.state is RunState.complete and bool(own) and "failed" not in own and whole != "failed"
