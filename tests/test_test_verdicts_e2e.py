@@ -127,7 +127,7 @@ async def test_stubborn_breakage_ends_blocked(bot: BotHarness, model: RoleScript
 async def test_flaky_test_is_reported_flaky_not_broken(
     bot: BotHarness, model: RoleScript, workspace_root: Path
 ) -> None:
-    """It passes at the base, fails on the first run in the task's worktree, passes on the re-run of its id."""
+    """It passes at the base, fails on the first run after the task's change, passes on the re-run of its id."""
     make_repo(
         workspace_root / "net",
         {
@@ -142,7 +142,7 @@ async def test_flaky_test_is_reported_flaky_not_broken(
 
             def test_network_sometimes():
                 marker = HERE / ".flaky-ran"
-                if (HERE / ".git").exists() and not marker.exists():  # first run in a task worktree
+                if (HERE / "README.md").exists() and not marker.exists():  # first run after the task's change
                     marker.write_text("ran")
                     assert False, "connection reset"
             """,
