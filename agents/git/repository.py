@@ -299,8 +299,14 @@ async def export_tree(repo: Path, commit: str, target: Path) -> None:
 def _untar(archive: Path, target: Path) -> None:
     import tarfile
 
+    def safe(member: tarfile.TarInfo, path: str) -> tarfile.TarInfo | None:
+        try:
+            return tarfile.data_filter(member, path)
+        except tarfile.FilterError:  # a link out of the copy (absolute, or through `..`): left out, never followed
+            return None
+
     with tarfile.open(archive) as tar:
-        tar.extractall(target, filter="data")
+        tar.extractall(target, filter=safe)
 
 
 async def uncommitted_files(repo: Path) -> list[str]:

@@ -193,8 +193,13 @@ class TaskTests:
             failed = _not_run(f"the task's last commit cannot be read: {err}", str(err))
             return judge(failed, failed, self.instructions)
         rooms = self.baselines.directory if self.baselines is not None else checkout.parent / ".agentlab-rooms"
-        async with clean_room(self.repo, head, self.environment, rooms) as room:
-            verdict = await self._judge_in(room, [path for _, path in changes])
+        try:
+            async with clean_room(self.repo, head, self.environment, rooms) as room:
+                verdict = await self._judge_in(room, [path for _, path in changes])
+        except (GitError, OSError) as err:  # no room, no run: the bot cannot tell
+            log.warning("the clean room of %s failed: %s", head[:8], err)
+            failed = _not_run(f"the task's commit could not be checked out to test it: {err}", str(err))
+            return judge(failed, failed, self.instructions)
         verdict.warnings += await self.touched_checks(checkout, verdict, changes)
         return verdict
 
@@ -390,7 +395,10 @@ def _not_run(reason: str, problem: str) -> TestOutcome:
 
 def _crashed_file(test_id: str, room: Path) -> bool:
     """A test id that is a whole test file (a file that crashed or would not load: no test of its own reported)."""
-    return "::" not in test_id and (room / test_id).is_file()
+    try:
+        return "::" not in test_id and (room / test_id).is_file()
+    except OSError:  # a title too long for a path (ava's ids are titles): no file
+        return False
 
 
 def _cases_of(test_file: str, run: TestOutcome) -> dict[str, str]:
