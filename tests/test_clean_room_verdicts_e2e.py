@@ -276,3 +276,40 @@ async def test_a_kept_file_reaches_the_clean_room(bot: BotHarness, model: RoleSc
     task, summary = await final_summary(bot, 1, timeout=120)
     assert task.status is TaskStatus.COMPLETED and summary.text.startswith("✔"), summary.text
     assert "1 passed" in summary.text, summary.text
+
+
+async def test_a_kept_red_base_result_that_a_second_base_run_contradicts_is_never_pre_existing(
+    bot: BotHarness, model: RoleScript, workspace_root: Path
+) -> None:
+    """A kept base result says a test failed at the base (as one taken in a task's namespace, with its service on
+    the port, could): a task that then breaks the test is not excused by it. The test is re-run at the base, passes
+    there, and is "flaky at the base": ⚠, never ✔ with the test "failing before (pre-existing)"."""
+    make_repo(
+        workspace_root / "price",
+        {
+            "price.py": "def total(a, b):\n    return a + b\n",
+            "test_price.py": "from price import total\n\ndef test_total():\n    assert total(2, 3) == 5\n",
+        },
+    )
+    model.add("orchestrator", start_task("price", "Add notes.txt."), claude_says.text("started"))
+    model.add("code", write_file("notes.txt", "hi\n"), claude_says.text("Added."))
+    bot.say("add notes to price")
+    first, summary = await final_summary(bot, 1, timeout=60)
+    assert first.status is TaskStatus.COMPLETED and "1 passed" in summary.text, summary.text
+
+    store = bot.runtime.store
+    [(key, text)] = await store.rows("SELECT key, outcome FROM base_runs")
+    kept = json.loads(text)
+    kept["outcome"].update(status="failed", cases={"test_price.py::test_total": "failed"})
+    kept["outcome"]["failures"] = {"test_price.py::test_total": "OSError: [Errno 98] Address already in use"}
+    await store.write("UPDATE base_runs SET outcome = ? WHERE key = ?", (json.dumps(kept), key))
+
+    model.add("orchestrator", start_task("price", "Tidy price.py."), claude_says.text("started"))
+    model.add("code", edit("price.py", "a + b", "a - b"), claude_says.text("Tidied."))
+    bot.say("tidy price")
+    task, summary = await final_summary(bot, 2, timeout=60)
+    print("SUMMARY[kept-contradicted]", [ln for ln in summary.text.splitlines() if ln.strip()][:4])
+    assert "reused from an earlier run" in summary.text, "the kept result was used"
+    assert summary.text.startswith("⚠") and task.status is not TaskStatus.COMPLETED, summary.text
+    assert "flaky at the base" in summary.text and "test_price.py::test_total" in summary.text, summary.text
+    assert "0 failing before (pre-existing)" in summary.text, summary.text
