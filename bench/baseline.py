@@ -5,8 +5,10 @@ there (in a throw-away copy, started with the task, beside the worker); its outc
 commit, command, `.agentlab.toml` and the environment's identity, and a second task on the same base reuses it.
 Measured with the real machinery (`TaskTests` with `BaselineRuns` and `KeptBaseRuns` on a real store): a stand-in
 worker adds a file and works for WORKER_SECONDS (an asyncio sleep; the base run goes on beside it), then the task's
-checks run (the suite after the worker, the comparison, the verdict). "Worker done → verdict" is what the user waits
-on after the worker's last word. Each round starts from an empty store, so its first task runs the base.
+checks run (the suite after the worker, in a clean room of the task's commit: a fresh export of it, the comparison,
+the verdict). "Worker done → verdict" is what the user waits on after the worker's last word; "whole task" is the
+task's wall time, the figure the clean room must not raise by more than about 10%. Each round starts from an empty
+store, so its first task runs the base.
 
 Fixtures, sized like two real projects' suites:
 - flask-sized: 480 pytest tests in 24 files (the bot's own Python: the workspace has no environment);
@@ -112,6 +114,8 @@ async def one_task(
     checks = await TaskTests.start(repo, tree, commit, "Add a note.", baselines, 600)
     (tree / "NOTE.md").write_text("a note\n")
     await asyncio.sleep(WORKER_SECONDS)
+    git(tree, "add", "-A")  # the bot commits the worker's turn before its checks (they judge committed content)
+    git(tree, "commit", "-qm", "a note")
     done = time.perf_counter()
     verdict = await checks.check(tree)
     ended = time.perf_counter()
