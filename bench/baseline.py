@@ -34,13 +34,16 @@ sys.path.insert(0, str(ROOT))
 
 from agents.store.database import Store  # noqa: E402
 from agents.verify.base_run_cache import KeptBaseRuns, KeptOutcome  # noqa: E402
+from agents.verify.clean_room import clean_room  # noqa: E402
 from agents.verify.task_tests import TaskTests  # noqa: E402
 from agents.verify.test_baseline import BaselineRuns  # noqa: E402
+from agents.verify.test_env import detect_environment  # noqa: E402
 from bench._harness import emit_json, machine  # noqa: E402
 from tests.conftest import git, make_repo  # noqa: E402
 
 WORKER_SECONDS = 0.5
 ROUNDS = 3
+ROOMS = 10  # clean rooms made and removed, per fixture, for the room's own cost
 
 
 def flask_sized() -> dict[str, str]:
@@ -126,6 +129,19 @@ async def one_task(
     return ended - done, ended - started, cpu, isinstance(verdict.base, KeptOutcome), verdict.line()
 
 
+async def room_cost(repo: Path, commit: str, folder: Path) -> float:
+    """Median milliseconds to make and remove one clean room of `commit` (what each check adds)."""
+    env = detect_environment(repo)
+    assert env is not None
+    times = []
+    for _ in range(ROOMS):
+        started = time.perf_counter()
+        async with clean_room(repo, commit, env, folder):
+            pass
+        times.append((time.perf_counter() - started) * 1000)
+    return statistics.median(times)
+
+
 async def bench(name: str, files: dict[str, str], rounds: int, figures: dict) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         repo = make_repo(Path(tmp) / name, files)
@@ -157,6 +173,7 @@ async def bench(name: str, files: dict[str, str], rounds: int, figures: dict) ->
             "second_base_runs": rounds - reused["second"],
             "rounds": rounds,
         }
+        row["clean_room_ms"] = await room_cost(repo, commit, Path(tmp) / "rooms")
         figures[name] = row
         print(
             f"{name:<14} worker done → verdict: first task {row['first_wait_s']:5.2f} s · second task "
@@ -167,6 +184,7 @@ async def bench(name: str, files: dict[str, str], rounds: int, figures: dict) ->
             flush=True,
         )
         print(f"{'':<14} {line}", flush=True)
+        print(f"{'':<14} one clean room (export of the commit, borrowed links, removal): {row['clean_room_ms']:.0f} ms")
 
 
 async def main() -> None:
