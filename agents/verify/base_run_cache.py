@@ -4,7 +4,8 @@ Every task compares its tests with the same tests at its base commit. Several ta
 tasks on `main`) would each pay for that run; the outcome is kept instead, under a key naming everything able to
 change it:
 - the base commit and the test command (its runner, JUnit file and script steps, from the baseline code's own key);
-- the workspace's `.agentlab.toml` (the base commit's is part of the commit; an untracked one is not);
+- the workspace's `.agentlab.toml` (the base commit's is part of the commit; an untracked one is not), and the
+  uncommitted files it keeps for the clean room (`[tests] keep`);
 - the environment's identity: the interpreter (its real path, size and time), the packages installed in the Python
   environment (their `dist-info` names carry their versions), the workspace's lock files (content hashes), the
   state of each `node_modules` folder the tests borrow (the package manager's own record of what it installed),
@@ -142,6 +143,10 @@ def environment_identity(env: TestEnvironment, workspace: Path) -> dict[str, str
     for name in LOCK_FILES:
         if (found := _file_hash(workspace / name)) is not None:
             identity[name] = found
+    for rel in env.keep:  # the uncommitted files `.agentlab.toml` keeps for the clean room
+        kept = workspace / rel
+        found = _file_hash(kept) if not kept.is_dir() else _node_modules_state(kept)
+        identity[f"kept {rel}"] = found or "absent"
     if env.python_env is not None:
         if (python := _stamp(env.python_env / "bin" / "python")) is not None:
             identity["python"] = python

@@ -57,24 +57,19 @@ def _from(where: str | None, room: str | None) -> str:
 
 
 def needed_untracked(outputs: Iterable[str], untracked: Iterable[str]) -> list[str]:
-    """Which of the workspace's uncommitted files (`untracked`, relative paths) the runs' outputs name: by their
-    path, or by their file name when it is distinctive (has a dot, five characters or more), quoted or after a `/`."""
+    """Which of the workspace's uncommitted files (`untracked`, relative paths; a folder ends in `/`) the runs'
+    outputs name: by their whole path, or a file by its name when that is distinctive (a dot, five characters or
+    more), each standing on its own (not inside a longer name)."""
     text = "\n".join(outputs)
     if not text:
         return []
     found = []
     for path in list(untracked)[:MAX_UNTRACKED]:
-        if path.endswith("/"):  # a whole folder: only by its path
-            if path in text:
-                found.append(path.rstrip("/"))
-            continue
-        name = PurePosixPath(path).name
-        if path in text or (
-            "." in name.strip(".")
-            and len(name) >= 5
-            and re.search(rf"""(?:['"`/]){re.escape(name)}(?:['"`:\s]|$)""", text) is not None
-        ):
-            found.append(path)
+        name = PurePosixPath(path.rstrip("/")).name
+        names = [path] if path.endswith("/") else [path, *([name] if "." in name.strip(".") and len(name) >= 5 else [])]
+        end = "" if path.endswith("/") else r"(?![\w-])"  # a folder's path goes on into its files
+        if any(re.search(rf"(?<![\w.-]){re.escape(n)}{end}", text) for n in names):
+            found.append(path.rstrip("/"))
     return found
 
 
