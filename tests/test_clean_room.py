@@ -63,3 +63,18 @@ def test_an_uncommitted_file_is_needed_only_when_a_run_names_it() -> None:
     output = "FileNotFoundError: [Errno 2] No such file or directory: '.env.test'\nsee /x/generated/api.py"
     assert needed_untracked([output], untracked) == [".env.test", "generated"]
     assert needed_untracked(["1 failed: assert 2 == 3 in data.py"], untracked) == []
+
+
+def test_a_changed_kept_file_changes_the_kept_base_runs_key(tmp_path: Path) -> None:
+    from agents.verify.base_run_cache import environment_identity
+    from agents.verify.test_env import detect_environment
+
+    workspace = tmp_path / "w"
+    workspace.mkdir()
+    (workspace / "test_a.py").write_text("def test_a():\n    pass\n")
+    (workspace / ".env.test").write_text("MODE=test\n")
+    env = detect_environment(workspace, config=parse_config('[tests]\nkeep = [".env.test"]\n'))
+    assert env is not None and env.keep == (".env.test",)
+    before = environment_identity(env, workspace)
+    (workspace / ".env.test").write_text("MODE=other\n")
+    assert environment_identity(env, workspace) != before
