@@ -120,14 +120,20 @@ class GitHubInbox:
         mention = self._mention(event, data, repository)
         if mention is None:
             return
-        user_id = self.settings.github_users.get(mention.login.lower())
+        user_id = self._user_of(mention.login)
         workspace = await self._workspace_of(repository)
-        if user_id is None or workspace is None or user_id not in self.settings.allowed_user_ids:
+        if user_id is None or workspace is None:
             log.info("GitHub mention by %s on %s ignored (unknown login or repository)", mention.login, repository)
             return
         if mention.is_pull_request and await self._continue(mention, user_id, mention.comment or ""):
             return
         await self._converse(mention, user_id, workspace)
+
+    def _user_of(self, login: str) -> int | None:
+        """The Telegram user a GitHub login acts as, if GITHUB_USERS maps it and ALLOWED_USER_IDS allows that user
+        now (read when the delivery is handled, so a user removed since is nobody, on every path from GitHub)."""
+        user_id = self.settings.github_users.get(login.lower())
+        return user_id if user_id is not None and user_id in self.settings.allowed_user_ids else None
 
     def _mention(self, event: str, data: dict, repository: str) -> Mention | None:
         needle = self.settings.github_mention.lower()
@@ -169,8 +175,9 @@ class GitHubInbox:
     async def _review(self, data: dict, repository: str) -> None:
         review = data.get("review") or {}
         login = str((review.get("user") or {}).get("login") or "")
-        user_id = self.settings.github_users.get(login.lower())
+        user_id = self._user_of(login)
         if data.get("action") != "submitted" or review.get("state") != "changes_requested" or user_id is None:
+            log.info("GitHub review by %s on %s ignored (not a change request by an allowed login)", login, repository)
             return
         pr = data.get("pull_request") or {}
         mention = Mention(
