@@ -611,3 +611,19 @@ async def test_a_review_by_a_login_no_longer_allowed_does_nothing(github_world) 
         await handled_all(world)
         assert await world.bot.runtime.store.get_task(2) is None, "a login whose user left the allow-list started work"
         assert not world.comments() and not pull.edits
+
+
+async def test_the_same_signed_body_under_new_delivery_ids_is_handled_once(github_world) -> None:
+    async with github_world() as world:
+        world.model.add("orchestrator", claude_says.text("add() adds."), claude_says.text("a second turn"))
+        payload = issue_comment("octocat", "@agentlab what does add() do?", number=3)
+        payload["comment"]["id"] = 9001  # what the delivery is about: this comment, created
+        answers = [await world.deliver("issue_comment", payload, delivery_id=f"d-{n}") for n in range(3)]
+        assert [a.status_code for a in answers] == [202, 200, 200]
+        await handled_all(world)
+        comments = world.comments()
+        await world.fake.await_for(lambda: comments)
+        assert len(world.model.requests["orchestrator"]) == 1, "a replayed body was a second turn"
+        assert [c[1] for c in comments] == ["<!-- agentlab -->\nadd() adds."]
+        edited = {**payload, "action": "edited"}  # the same comment, another action: not a repeat (and not handled)
+        assert (await world.deliver("issue_comment", edited, delivery_id="d-1")).status_code == 202
