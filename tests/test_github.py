@@ -4,8 +4,8 @@ settings, the token in the bot's own push (seen by a loopback HTTP server, and n
 from __future__ import annotations
 
 import base64
-import io
 import hashlib
+import io
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer

@@ -23,6 +23,7 @@ from agents.core.errors import ToolError
 from agents.core.models import Caller, Task, TaskEvent, TaskStatus, WorkerKind
 from agents.core.protocols import Notifier
 from agents.core.settings import Settings
+from agents.core.text import outside_text
 from agents.git.command import GitError, git_text, run_git
 from agents.git.remote import push_with_token
 from agents.github.api import CheckRun, GitHubClient, GitHubUnavailable, PullRequest
@@ -107,7 +108,7 @@ def checks_line(number: int, url: str, runs: list[CheckRun]) -> str | None:
         return None
     failed = [r for r in runs if (r.conclusion or "") in FAILED]
     if failed:
-        names = ", ".join(r.name for r in failed[:5]) + (" …" if len(failed) > 5 else "")
+        names = ", ".join(outside_text(r.name, one_line=True) for r in failed[:5]) + (" …" if len(failed) > 5 else "")
         return f"CI on [PR #{number}]({url}): ✗ {names} failed"
     return f"CI on [PR #{number}]({url}): ✔ {len(runs)} check{'s' if len(runs) != 1 else ''} passed"
 
@@ -384,9 +385,10 @@ class PullRequests:
             raise ToolError(f"no check of PR #{record.number} has failed on its latest commit")
         parts = [f"CI failed on PR #{record.number} ({record.url}). Make these checks pass:"]
         for run in failed:
-            summary = run.summary.strip()[:3000] or "(no summary)"
+            summary = outside_text(run.summary.strip()[:3000], markdown=False) or "(no summary)"
+            name = outside_text(run.name, markdown=False, one_line=True)
             parts.append(
-                f"\n## {run.name}: {run.conclusion} ({run.url})\nIts summary, as GitHub shows it (quoted):\n{summary}"
+                f"\n## {name}: {run.conclusion} ({run.url})\nIts summary, as GitHub shows it (quoted):\n{summary}"
             )
         return "\n".join(parts)
 
