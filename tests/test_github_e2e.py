@@ -648,8 +648,20 @@ async def test_a_check_runs_name_is_shown_as_text_in_the_ci_line(github_world) -
         line = await world.told("CI on")
         assert "✗ [lint](https://evil.example/ci) **urgent**\\u202e failed" in line.text, line.text
         linked = [e.get("url") for e in line.entities if e.get("type") == "text_link"]
-        assert linked == ["https://github.example/octo/calc/pull/1"], "only the bot's own link to the pull request is a link"
+        assert linked == ["https://github.example/octo/calc/pull/1"], (
+            "only the bot's own link to the pull request is a link"
+        )
         assert not [e for e in line.entities if e.get("type") in ("bold", "italic")]
+
+        # a comment's words name the follow-up it starts: the chat shows them as text
+        world.model.add("code", *add_notes("Wrote notes."))
+        follow = issue_comment("octocat", "@agentlab [see](https://evil.example/x) **now**", number=1, pull=True)
+        assert (await world.deliver("issue_comment", follow)).status_code == 202
+        await world.ended(2)
+        world.bot.tg.send_command(USER_ID, "/tasks")
+        listed = await world.told("follow-up of #1")
+        assert "octocat: [see](https://evil.example/x) **now**" in listed.text, listed.text
+        assert not [e for e in listed.entities if e.get("type") == "text_link"], listed.text
 
 
 async def test_line_separators_in_a_strangers_issue_stay_inside_the_quote(github_world) -> None:
