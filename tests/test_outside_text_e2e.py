@@ -71,11 +71,23 @@ async def test_a_forgotten_notes_text_is_shown_as_text(bot: BotHarness) -> None:
 
 
 async def test_a_schedules_instructions_are_shown_as_text_in_schedules(bot: BotHarness) -> None:
-    said = await bot.runtime.crew.schedule_task(
-        OWNER, "calc", "code", f"open {LINK}\u202e", cron="0 9 * * 1-5"
-    )
+    said = await bot.runtime.crew.schedule_task(OWNER, "calc", "code", f"open {LINK}\u202e", cron="0 9 * * 1-5")
     assert "#1" in said
     bot.tg.send_command(USER_ID, "/schedules")
     listed = await bot.tg.await_for(lambda: newest(bot, "Schedules"))
     assert f"open {LINK}\\u202e" in listed.text, listed.text
     assert "\u202e" not in listed.text and not links(listed)
+
+
+async def test_a_members_schedule_and_note_reach_the_orchestrators_context_with_their_marks(bot: BotHarness) -> None:
+    model = RoleScript()
+    bot.claude.handler = model
+    await bot.runtime.crew.schedule_task(OWNER, "calc", "code", "run tests\u202e\u200b nightly", cron="0 9 * * 1-5")
+    await bot.runtime.crew.notes.remember(OWNER, "use pnpm\u202e always\u2066")
+    model.add("orchestrator", claude_says.text("OK."))
+    bot.say("what runs tonight?")
+    await bot.replies(1)
+    context = last_user_text(model.requests["orchestrator"][0])
+    for char in INVISIBLE:
+        assert char not in context, f"U+{ord(char):04X} reached the model raw"
+    assert "run tests\\u202e\\u200b nightly" in context and "use pnpm\\u202e always\\u2066" in context
