@@ -152,3 +152,23 @@ async def test_an_edited_command_does_not_run_again(bot, caplog) -> None:
 
     await bot.tg.await_for(lambda: repeats(caplog) or len(fresh()) > 1)
     assert len(fresh()) == 1, "the edited /new ran again"
+
+
+async def test_seen_keys_are_one_event_each_and_old_ones_are_dropped(tmp_path: Path) -> None:
+    from datetime import timedelta
+
+    from agents.core.models import utcnow
+    from agents.store.database import Store
+
+    store = await Store.open(tmp_path / "seen.db")
+    try:
+        seen = store.seen_events
+        assert await seen.first_time(["telegram:update:1", "telegram:callback:a"])
+        assert not await seen.first_time(["telegram:update:2", "telegram:callback:a"]), "the same press, another id"
+        assert not await seen.first_time(["telegram:update:2"]), "recorded with the repeat it came in"
+        await seen.forget_before(utcnow() - timedelta(days=2))
+        assert not await seen.first_time(["telegram:update:1"]), "a fresh key is kept"
+        await seen.forget_before(utcnow() + timedelta(seconds=1))
+        assert await seen.first_time(["telegram:update:1"]), "an old key is dropped"
+    finally:
+        await store.close()
