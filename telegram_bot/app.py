@@ -8,6 +8,7 @@ import gc
 import logging
 import signal
 import ssl
+from datetime import timedelta
 
 import httpx
 from telegram import BotCommand, Update
@@ -23,6 +24,7 @@ from telegram.ext import (
 )
 from telegram.request import HTTPXRequest
 
+from agents.core.models import utcnow
 from agents.core.settings import Settings
 from agents.runtime import Runtime
 from agents.store.database import Store
@@ -32,6 +34,8 @@ from telegram_bot.state import CONTEXT_TYPES
 from telegram_bot.strangers import OwnerFirstRateLimiter
 
 log = logging.getLogger(__name__)
+
+SEEN_KEPT = timedelta(days=2)  # Telegram keeps an undelivered update for a day: an older key can never repeat
 
 
 @functools.cache
@@ -44,6 +48,7 @@ def telegram_tls() -> ssl.SSLContext:
 async def _post_init(app: Application) -> None:
     settings: Settings = app.bot_data.settings
     store = await Store.open(settings.database_path)  # the notifier's places and shown buttons, from its first send
+    await store.seen_events.forget_before(utcnow() - SEEN_KEPT)
     notifier = TelegramNotifier(app.bot, store.conversations, store.shown_buttons, settings.owners)
     locks = app.bot_data.chat_locks  # a GitHub request takes its user's private chat's turn lock
     runtime = await Runtime.start(
@@ -117,15 +122,16 @@ def build_application(settings: Settings) -> Application:
     )
     app.bot_data.settings = settings
 
-    app.add_handler(TypeHandler(Update, handlers.guard), group=-1)
-    app.add_handler(CommandHandler("start", commands.start))
-    app.add_handler(CommandHandler("help", commands.help_command))
-    app.add_handler(CommandHandler("status", handlers.status))
+    app.add_handler(TypeHandler(Update, handlers.guard), group=-2)
+    app.add_handler(TypeHandler(Update, handlers.drop_repeats), group=-1)  # after the guard: strangers store nothing
+    new = filters.UpdateType.MESSAGE  # edits of old messages are not new requests (an edited /cancel runs nothing)
+    app.add_handler(CommandHandler("start", commands.start, filters=new))
+    app.add_handler(CommandHandler("help", commands.help_command, filters=new))
+    app.add_handler(CommandHandler("status", handlers.status, filters=new))
     for name, callback in commands.COMMANDS.items():
-        app.add_handler(CommandHandler(name, callback))
+        app.add_handler(CommandHandler(name, callback, filters=new))
     app.add_handler(CallbackQueryHandler(buttons.on_button))
     app.add_handler(MessageHandler(filters.StatusUpdate.FORUM_TOPIC_CREATED, handlers.on_topic_created))
-    new = filters.UpdateType.MESSAGE  # edits of old messages are not new requests
     app.add_handler(MessageHandler(new & (filters.VOICE | filters.AUDIO | filters.Document.AUDIO), voice.on_voice))
     app.add_handler(MessageHandler(new & (filters.PHOTO | filters.Document.ALL), attachments.on_attachment))
     app.add_handler(MessageHandler(new & filters.COMMAND, handlers.unknown_command))

@@ -18,7 +18,7 @@ from telegram_bot.replies import send_markdown
 from telegram_bot.state import Context
 from telegram_bot.strangers import REFUSAL_LANE
 from telegram_bot.streaming import ChatDraft
-from telegram_bot.updates import chat_of, message_of, runtime, text_of
+from telegram_bot.updates import chat_of, event_keys, message_of, runtime, text_of
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +89,16 @@ async def guard(update: Update, context: Context) -> None:
             await context.bot.send_message(
                 chat_of(update).id, "Sorry, this is a private bot.", rate_limit_args=REFUSAL_LANE
             )
+    raise ApplicationHandlerStop
+
+
+async def drop_repeats(update: Update, context: Context) -> None:
+    """Runs after the guard, before every handler: an update the bot has acted on before (Telegram delivered it again:
+    a webhook re-delivery, or long polling after a crash or restart fetching it before its offset was confirmed) is
+    acknowledged and does nothing, quietly: no second turn or task, no answer to a button pressed once."""
+    if await runtime(context).store.seen_events.first_time(event_keys(update)):
+        return
+    log.info("update %s was delivered again (or edits a message already handled): nothing done", update.update_id)
     raise ApplicationHandlerStop
 
 

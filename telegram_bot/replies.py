@@ -15,6 +15,7 @@ from telegram.error import BadRequest, Forbidden
 
 from agents.core.actions import Buttons
 from agents.core.secrets_filter import mask
+from agents.core.text import outside_text
 from agents.store.conversations import Conversations, Place, is_topic
 from agents.store.shown_buttons import ShownButtons
 from telegram_bot.render.chunks import html_to_text, render_chunks, split_plain, summarize_for_document
@@ -220,7 +221,7 @@ class TelegramNotifier:
             if place.thread_id is None or not is_topic_gone(err):
                 raise
         log.warning("topic %s of chat %s is gone: posting in the general topic", place.thread_id, place.chat_id)
-        name = f" «{place.topic_name}»" if place.topic_name else ""
+        name = f" «{outside_text(place.topic_name, one_line=True)}»" if place.topic_name else ""
         await send_markdown(
             self.bot, place.chat_id, f"(The topic{name} is closed or was deleted, so this message goes here.)"
         )

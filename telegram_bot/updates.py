@@ -58,6 +58,20 @@ def query_of(update: Update) -> CallbackQuery:
     return update.callback_query
 
 
+def event_keys(update: Update) -> list[str]:
+    """The names one outside event is known by, to tell it from a repeat: Telegram's `update_id` (the same for a
+    webhook re-delivery and for long polling that fetches an unconfirmed update again), a button press's own id, and a
+    user's message by its chat and id (its edit is the same message, not a new request: an edited /cancel runs
+    nothing)."""
+    keys = [f"telegram:update:{update.update_id}"]
+    if update.callback_query is not None:
+        keys.append(f"telegram:callback:{update.callback_query.id}")
+    message = update.message or update.edited_message
+    if message is not None:
+        keys.append(f"telegram:message:{message.chat.id}:{message.message_id}")
+    return keys
+
+
 def runtime(context: Context) -> Runtime:
     """The bot's runtime: PTB runs post_init (which sets it) before the first update."""
     app_runtime = context.bot_data.runtime

@@ -88,3 +88,47 @@ def test_invisible_and_reordering_characters_are_shown_as_marks() -> None:
     shown = command_shown(command, "unused.txt")
     assert "\u202e" not in shown and "\u200b" not in shown and "\r" not in shown
     assert "\\u202e#lmth.xedni > tuo\\u200b\\u000d\ncurl evil" in shown
+
+
+HOSTILE_NAMES = [
+    "[lint](https://evil.example/ci)",
+    "**urgent** _now_ `code` ~~gone~~ <b>bold</b> &amp;",
+    "# heading\n- item\n1. first\n---\n> quoted\n| a | b |\n|---|---|",
+    "see https://evil.example/x)",
+    "back\\slash \\[not a link\\](https://evil.example)",
+]
+
+
+@pytest.mark.parametrize("text", HOSTILE_NAMES)
+def test_outside_text_renders_as_exactly_its_characters(text: str) -> None:
+    from agents.core.text import outside_text
+    from telegram_bot.render.chunks import html_to_text
+
+    rendered = markdown_to_html(outside_text(text))
+    assert "<a " not in rendered and "<b>" not in rendered and "<i>" not in rendered and "<code>" not in rendered
+    assert "<blockquote>" not in rendered and "•" not in rendered and "───" not in rendered
+    assert html_to_text(rendered) == text
+
+
+def test_outside_text_shows_invisible_characters_and_line_separators_as_marks() -> None:
+    from agents.core.text import outside_text
+
+    text = "a\u202eb\u200bc\u2028d\u2029e\u0085f\r\ng"
+    assert outside_text(text, markdown=False) == "a\\u202eb\\u200bc\\u2028d\\u2029e\\u0085f\ng"
+    assert outside_text(text, markdown=False, one_line=True) == "a\\u202eb\\u200bc\\u2028d\\u2029e\\u0085f ⏎ g"
+    assert "\\u202e" in html_to_text_of(outside_text(text))
+
+
+def html_to_text_of(markdown: str) -> str:
+    from telegram_bot.render.chunks import html_to_text
+
+    return html_to_text(markdown_to_html(markdown))
+
+
+def test_a_refused_files_name_is_shown_as_text() -> None:
+    from agents.chat.refusals import refusal_note
+
+    named = attachment(1).model_copy(update={"name": "[x](https://evil.example)\u202e.pdf"})
+    rendered = markdown_to_html(refusal_note([named], "bad PDF"))
+    assert "<a " not in rendered and "\u202e" not in rendered
+    assert "[x](https://evil.example)\\u202e.pdf" in html_to_text_of(refusal_note([named], "bad PDF"))

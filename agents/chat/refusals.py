@@ -15,6 +15,7 @@ from typing import Any
 import anthropic
 
 from agents.core.models import Attachment, AttachmentKind
+from agents.core.text import outside_text
 
 _POINTER = re.compile(r"messages\.(\d+)\.content\.(\d+)")
 _POINTER_PREFIX = re.compile(r"^messages\.\d+\.content\.\d+[\w.]*:\s*")
@@ -60,7 +61,7 @@ def reason_of(message: str) -> str:
 
 def refusal_note(refused: list[Attachment], reason: str) -> str:
     """One sentence for the user naming the refused files."""
-    names = ", ".join(f"**{a.name}**" for a in refused)
+    names = ", ".join(f"**{outside_text(a.name, one_line=True)}**" for a in refused)
     them = "it" if len(refused) == 1 else "them"
     return (
         f"Claude's API refused {names} ({reason}), so I've left {them} out of our conversation from now on "

@@ -22,6 +22,7 @@ from agents.core.models import (
 )
 from agents.core.protocols import MessageModel
 from agents.core.settings import Settings
+from agents.core.text import outside_text
 from agents.inputs.attachments import Attachments
 from agents.llm import prompts
 from agents.llm.client import usage_record
@@ -143,7 +144,7 @@ class TurnContext:
                     if s.at
                     else f"every {s.every_minutes} min"
                 )
-                what = " ".join(s.instructions.split())[:120]
+                what = outside_text(" ".join(s.instructions.split())[:120], markdown=False)  # a member's words
                 lines.append(f"- schedule #{s.id} [{s.status.value}] {when}, {s.worker.value} in {s.workspace}: {what}")
         zone = self.settings.zone  # "tomorrow at 7" needs today's date; schedules are read in this zone
         lines.append(f"now: {utcnow().astimezone(zone).strftime('%a %Y-%m-%d %H:%M %Z')} (time zone {zone})")

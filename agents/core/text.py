@@ -1,4 +1,5 @@
-"""Text helpers shared by every layer: a cheap token estimate, a head-and-tail cut, a code block nothing can close."""
+"""Text helpers shared by every layer: a cheap token estimate, a head-and-tail cut, a code block nothing can close, and
+`outside_text`, the one rendering of text the bot did not write."""
 
 from __future__ import annotations
 
@@ -70,9 +71,28 @@ def human_size(size: int) -> str:
 
 
 _MARKDOWN_SPECIALS = re.compile(r"([\\`*_~\[\]()<>|#])")
+# what starts a block at a line's start: a rule's or list item's dash, a `+` item, a numbered item's `1.`
+_LINE_START_MARKERS = re.compile(r"(?m)^([ \t]*)(-|\+(?=[ \t]|$)|\d{1,9}(?=[.)](?:[ \t]|$)))")
 
 
-def markdown_literal(text: str) -> str:
-    """`text` (a person's display name, a topic's name) shown as written inside the bot's Markdown: each character
-    that could start formatting or a link is backslash-escaped."""
-    return _MARKDOWN_SPECIALS.sub(r"\\\1", text)
+def outside_text(text: str, *, markdown: bool = True, one_line: bool = False) -> str:
+    """Text the bot did not write (a GitHub title, comment or check name, a worker's question and its options, a
+    member's name, schedule or note) as literal text, wherever it is shown: the one way such text reaches a person or
+    a model's quote. Control and invisible formatting characters (bidi overrides that reverse what is read,
+    zero-width characters, the U+2028 / U+2029 / U+0085 line separators that start a line outside a quote) become
+    visible `\\u202e` marks; `one_line` shows a newline as ⏎. With `markdown` (the bot's chat messages, rendered
+    from Markdown to Telegram HTML), every character that could start formatting, code or a link is backslash-escaped,
+    so the text is shown as written and never becomes a link; without it (a model's quote, a button's label), the
+    marks alone."""
+    shown = visible(text.replace("\r\n", "\n").replace("\r", "\n"))
+    if one_line:
+        shown = " ⏎ ".join(line.strip() for line in shown.split("\n") if line.strip())
+    if not markdown:
+        return shown
+    escaped = _MARKDOWN_SPECIALS.sub(r"\\\1", shown).replace("://", "\\://")  # `://`: no bare link either
+    return _LINE_START_MARKERS.sub(_escape_marker, escaped)
+
+
+def _escape_marker(match: re.Match[str]) -> str:
+    indent, marker = match.group(1), match.group(2)
+    return f"{indent}{marker}\\" if marker[0].isdigit() else f"{indent}\\{marker}"

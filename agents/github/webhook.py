@@ -2,15 +2,18 @@
 
 A delivery is checked before anything else: its `X-Hub-Signature-256` must be the HMAC of the body under
 GITHUB_WEBHOOK_SECRET (gidgethub's `sansio.Event.from_http` compares in constant time); a missing or wrong one is
-answered 401 and nothing is stored. A good one is stored under its `X-GitHub-Delivery` id before it is acknowledged
-(a redelivery or a replay of the same id is acknowledged and does nothing), then handled in the background: GitHub
-waits 10 s at most for an answer, and a task takes minutes.
+answered 401 and nothing is stored. A good one is stored before it is acknowledged, under what it is about
+(`delivery_key`: the comment's, review's, check's or issue's id and the action; the signed body's digest when it names
+none), never under its `X-GitHub-Delivery` id, which the signature does not cover: the same signed body sent again
+under new ids (a replay, or GitHub's own redelivery) is acknowledged and does nothing. Then it is handled in the
+background: GitHub waits 10 s at most for an answer, and a task takes minutes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -32,6 +35,20 @@ Store = Callable[[DeliveryRecord], Awaitable[bool]]  # stores a delivery; False 
 Handle = Callable[[DeliveryRecord], Awaitable[None]]
 
 
+ABOUT = ("comment", "review", "check_run", "check_suite", "issue", "pull_request")  # the most specific first
+
+
+def delivery_key(event: str, data: dict, body: bytes) -> str:
+    """One key per thing a delivery reports, from its signed body: `issue_comment:comment:<id>:created` (the
+    comment's id and the action), else the digest of the body itself."""
+    action = str(data.get("action") or "")
+    for part in ABOUT:
+        about = data.get(part)
+        if isinstance(about, dict) and about.get("id") is not None:
+            return f"{event}:{part}:{about['id']}:{action}"
+    return f"{event}:sha256:{hashlib.sha256(body).hexdigest()}"
+
+
 def verified_delivery(headers: dict[str, str], body: bytes, secret: str) -> DeliveryRecord:
     """The delivery, if its X-Hub-Signature-256 is good; raises gidgethub.ValidationFailure otherwise (and
     gidgethub.BadRequest for a body that is not JSON). The older SHA-1 header alone is not accepted."""
@@ -41,7 +58,9 @@ def verified_delivery(headers: dict[str, str], body: bytes, secret: str) -> Deli
     if not lowered.get("x-github-delivery") or not lowered.get("x-github-event"):
         raise gidgethub.BadRequest(gidgethub.sansio.http.HTTPStatus(400), "not a GitHub delivery")
     event = gidgethub.sansio.Event.from_http(lowered, body, secret=secret)
-    return DeliveryRecord(id=event.delivery_id, event=event.event, payload=json.dumps(event.data))
+    data = event.data if isinstance(event.data, dict) else {}
+    key = delivery_key(event.event, data, body)
+    return DeliveryRecord(id=key, event=event.event, payload=json.dumps(event.data), delivery_id=event.delivery_id)
 
 
 class _DeliveryHandler(RequestHandler):
@@ -59,7 +78,8 @@ class _DeliveryHandler(RequestHandler):
             self.set_status(400)
             self.finish({"error": "not a JSON GitHub delivery"})
             return
-        if not await self.store_delivery(delivery):  # seen before: a redelivery or a replay
+        if not await self.store_delivery(delivery):  # what it is about was seen before: a redelivery or a replay
+            log.info("GitHub delivery %s repeats %s: nothing done", delivery.delivery_id, delivery.id)
             self.set_status(200)
             self.finish({"ok": True, "duplicate": True})
             return

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from agents.core.actions import Action, Buttons, button
 from agents.core.models import Task, TaskEvent
 from agents.core.protocols import Notifier
-from agents.core.text import keep_head_and_tail, literal_block, markdown_literal, secret_warning
+from agents.core.text import keep_head_and_tail, literal_block, outside_text, secret_warning
 from agents.sandbox.bwrap import NetworkPolicy
 from agents.store.database import Store
 
@@ -279,7 +279,7 @@ class NetworkGate:
                 literal=True,
             )
             return
-        who = markdown_literal(task.user_name) if task.user_name else "a member"
+        who = outside_text(task.user_name) if task.user_name else "a member"
         handed = f"{question}\n(The task is {who}'s; only an owner can answer.)"
         pending.copies = await self.notifier.ask_owners(
             task.chat_id, handed, buttons=request_buttons(request_id), literal=True

@@ -23,6 +23,7 @@ from agents.store.outbox import OutboxTable
 from agents.store.proposals import ProposalTable
 from agents.store.repo_index import RepoIndex
 from agents.store.schedules import ScheduleTable
+from agents.store.seen_events import SeenEvents
 from agents.store.shown_buttons import ShownButtons
 from agents.store.tasks import TaskTable
 from agents.store.usage import UsageTable, start_of_day, start_of_month
@@ -102,6 +103,11 @@ class Store(ChatHistory, AttachmentTable, ProposalTable, TaskTable, ToolCallTabl
     def schedules(self) -> ScheduleTable:
         """Work that starts by itself (agents/work/schedules.py fires it)."""
         return ScheduleTable(self)
+
+    @property
+    def seen_events(self) -> SeenEvents:
+        """The outside events already acted on (a repeat of one does nothing)."""
+        return SeenEvents(self)
 
     @property
     def github(self) -> GitHubRecords:

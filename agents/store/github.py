@@ -29,11 +29,13 @@ class PullRequestRecord(BaseModel):
 
 
 class DeliveryRecord(BaseModel):
-    """One webhook delivery as GitHub sent it (its id is X-GitHub-Delivery)."""
+    """One webhook delivery as GitHub sent it; `id` is what it is about (agents/github/webhook.delivery_key), the one
+    key a repeat of it is known by, `delivery_id` GitHub's X-GitHub-Delivery header (unsigned: for logs only)."""
 
     id: str
     event: str
     payload: str
+    delivery_id: str = ""
 
 
 class ThreadRecord(BaseModel):
@@ -105,7 +107,8 @@ class GitHubRecords:
 
     # ---- webhook deliveries ----------------------------------------------------------------
     async def add_delivery(self, delivery: DeliveryRecord) -> bool:
-        """Store a delivery; False when one with this id was stored before (GitHub redelivered, or a replay)."""
+        """Store a delivery; False when one about the same thing was stored before (GitHub redelivered, or a
+        replay)."""
         rows = await self._store.write(
             "INSERT INTO github_deliveries (id, event, payload, received_at) VALUES (?, ?, ?, ?) "
             "ON CONFLICT (id) DO NOTHING RETURNING id",

@@ -348,6 +348,15 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX base_runs_commit ON base_runs(workspace, base_commit);
     """,
+    # the outside events already acted on (agents/store/seen_events.py): Telegram's update ids and button presses'
+    # ids, so an update delivered again (a webhook re-delivery, long polling after a crash or restart) does nothing
+    """
+    CREATE TABLE seen_events (
+        key TEXT PRIMARY KEY,
+        seen_at TEXT NOT NULL
+    ) WITHOUT ROWID;
+    CREATE INDEX seen_events_age ON seen_events(seen_at);
+    """,
 ]
 
 LATEST_VERSION = len(MIGRATIONS)

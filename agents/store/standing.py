@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, Field
 
 from agents.core.models import utcnow
+from agents.core.text import outside_text
 
 if TYPE_CHECKING:
     import aiosqlite
@@ -173,5 +174,6 @@ class AskedQuestions:
 
 def note_line(note: StandingNote, user_id: int | None = None) -> str:
     """`note #3 (in site): we use pnpm`, naming the author when it is not `user_id`."""
-    author = f" · by {note.user_name}" if note.user_id != user_id and note.user_name else ""
-    return f"note #{note.id} ({note.scope}{author}): {note.text}"
+    by = note.user_name if note.user_id != user_id else None
+    author = f" · by {outside_text(by, markdown=False)}" if by else ""
+    return f"note #{note.id} ({note.scope}{author}): {outside_text(note.text, markdown=False, one_line=True)}"

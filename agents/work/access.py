@@ -11,7 +11,7 @@ from agents.core.errors import ToolError
 from agents.core.models import Caller, Proposal, Task
 from agents.core.protocols import Notifier
 from agents.core.settings import Settings
-from agents.core.text import literal_block, markdown_literal, secret_warning
+from agents.core.text import literal_block, outside_text, secret_warning
 from agents.git.command import GitIdentity
 from agents.llm.usage import budget_exceeded
 from agents.store.database import Store
@@ -83,7 +83,7 @@ class Access:
         formatting or a link, and unmasked (with a warning when it looks like it holds a secret)."""
         if self.is_owner(caller):
             return
-        who = markdown_literal(caller.user_name) if caller.user_name else f"user {caller.user_id}"
+        who = outside_text(caller.user_name) if caller.user_name else f"user {caller.user_id}"
         text = f"🙋 {who} asks {asks}"
         if quoted:
             text += f"\n{literal_block(quoted)}{secret_warning(quoted, 'request')}"

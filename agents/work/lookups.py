@@ -7,7 +7,7 @@ from datetime import datetime
 
 from agents.core.errors import ToolError
 from agents.core.models import Caller, Task, utcnow
-from agents.core.text import markdown_literal
+from agents.core.text import outside_text
 from agents.store.database import Store
 from agents.work import crew_texts
 from agents.work.access import Access, task_number
@@ -24,7 +24,7 @@ def age(when: datetime | None) -> str:
 
 
 def task_line(t: Task) -> str:
-    by = f" · by {markdown_literal(t.user_name)}" if t.user_name else ""
+    by = f" · by {outside_text(t.user_name)}" if t.user_name else ""
     return f"#{t.id} [{t.status.value}] {t.worker.value} · {t.workspace}{by} · {age(t.created_at)} ago · {t.title}"
 
 

@@ -20,15 +20,17 @@ from pathlib import Path
 
 from agents.core.actions import Action, Buttons, button
 from agents.core.errors import ToolError
-from agents.core.models import Task, TaskEvent, TaskStatus, WorkerKind
+from agents.core.models import Caller, Task, TaskEvent, TaskStatus, WorkerKind
 from agents.core.protocols import Notifier
 from agents.core.settings import Settings
+from agents.core.text import outside_text
 from agents.git.command import GitError, git_text, run_git
 from agents.git.remote import push_with_token
 from agents.github.api import CheckRun, GitHubClient, GitHubUnavailable, PullRequest
 from agents.github.repository import GitHubRepository, github_repository
 from agents.store.database import Store
 from agents.store.github import PullRequestRecord, ThreadRecord
+from agents.work.access import Access
 from agents.work.task_outcome import pull_request_buttons
 from agents.workspaces.folders import Workspaces
 
@@ -106,7 +108,7 @@ def checks_line(number: int, url: str, runs: list[CheckRun]) -> str | None:
         return None
     failed = [r for r in runs if (r.conclusion or "") in FAILED]
     if failed:
-        names = ", ".join(r.name for r in failed[:5]) + (" …" if len(failed) > 5 else "")
+        names = ", ".join(outside_text(r.name, one_line=True) for r in failed[:5]) + (" …" if len(failed) > 5 else "")
         return f"CI on [PR #{number}]({url}): ✗ {names} failed"
     return f"CI on [PR #{number}]({url}): ✔ {len(runs)} check{'s' if len(runs) != 1 else ''} passed"
 
@@ -124,6 +126,7 @@ class PullRequests:
     ) -> None:
         self.settings, self.store, self.workspaces, self.notifier = settings, store, workspaces, notifier
         self.client = client
+        self.access = Access(settings, store, workspaces, notifier)  # the chat's roles, for what GitHub reaches
         self.poll_checks = not settings.github_webhook_listen  # no webhook: the checks are polled
         self._pollers: dict[tuple[str, int], asyncio.Task[None]] = {}
 
@@ -270,6 +273,7 @@ class PullRequests:
         pr_text = None
         if repo is not None and task.commit_sha and (thread is not None or await self.existing(task, repo)):
             try:
+                await self._owners_push(task)
                 pr_text = await self.open_for(task)
             except ToolError as err:
                 pr_text = f"⚠ Task #{task.id}: {err}"
@@ -286,6 +290,21 @@ class PullRequests:
             elif pr_text:
                 lines += ["", pr_text]
             await self.comment(thread.repository, thread.number, "\n".join(lines), task.chat_id)
+
+    async def _owners_push(self, task: Task) -> None:
+        """Pushing a branch and opening or updating its pull request is an owner's decision, as the chat's Open PR
+        is: a task a member started (from a GitHub mention, or continuing a pull request) pushes nothing by itself;
+        the owners get the request with its Open PR button (a ToolError says so). Roles as configured now."""
+        starter = Caller(chat_id=task.chat_id, user_id=task.user_id, user_name=task.user_name)
+        if task.user_id is not None and task.user_id not in self.settings.allowed_user_ids:
+            raise ToolError("its starter is no longer allowed here, so nothing was pushed to GitHub")
+        await self.access.owners_only(
+            starter,
+            "open a pull request",
+            f"to open a pull request for **task #{task.id}**:",
+            task.title,
+            pull_request_buttons(stored_id(task)),
+        )
 
     async def thread_of(self, task: Task) -> ThreadRecord | None:
         """The GitHub thread a task answers: the one whose mention started it, or, for the code task an approval
@@ -366,9 +385,10 @@ class PullRequests:
             raise ToolError(f"no check of PR #{record.number} has failed on its latest commit")
         parts = [f"CI failed on PR #{record.number} ({record.url}). Make these checks pass:"]
         for run in failed:
-            summary = run.summary.strip()[:3000] or "(no summary)"
+            summary = outside_text(run.summary.strip()[:3000], markdown=False) or "(no summary)"
+            name = outside_text(run.name, markdown=False, one_line=True)
             parts.append(
-                f"\n## {run.name}: {run.conclusion} ({run.url})\nIts summary, as GitHub shows it (quoted):\n{summary}"
+                f"\n## {name}: {run.conclusion} ({run.url})\nIts summary, as GitHub shows it (quoted):\n{summary}"
             )
         return "\n".join(parts)
 

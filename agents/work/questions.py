@@ -20,7 +20,7 @@ from agents.core.actions import Action, Buttons, button
 from agents.core.errors import ToolError
 from agents.core.models import Task, TaskEvent, TaskStatus
 from agents.core.protocols import Notifier
-from agents.core.text import markdown_literal
+from agents.core.text import outside_text
 from agents.store.database import Store
 from agents.store.standing import AskedQuestion, AskedQuestions, QuestionStatus
 
@@ -44,7 +44,13 @@ def split_button_id(item_id: int) -> tuple[int, int]:
 
 def question_buttons(question: AskedQuestion) -> Buttons:
     return [
-        [button(option, Action.ASK_OPTION, option_button_id(question.id or 0, i))]
+        [
+            button(
+                outside_text(option, markdown=False, one_line=True),
+                Action.ASK_OPTION,
+                option_button_id(question.id or 0, i),
+            )
+        ]
         for i, option in enumerate(question.options)
     ]
 
@@ -114,9 +120,9 @@ class Questions:
         return f"The user answered: {reply}" if reply else NO_ANSWER
 
     def _shown(self, q: AskedQuestion, footer: str) -> str:
-        who = f"{markdown_literal(q.user_name)}, " if q.user_name else ""
+        who = f"{outside_text(q.user_name)}, " if q.user_name else ""
         return (
-            f"❓ {who}**task #{q.task_id}** asks you:\n\n{markdown_literal(q.question)}\n\n"
+            f"❓ {who}**task #{q.task_id}** asks you:\n\n{outside_text(q.question)}\n\n"
             + ("Tap an option, or reply to this message in words. " if q.options else "Reply to this message. ")
             + footer
         )
@@ -171,7 +177,7 @@ class Questions:
         if q is None or q.chat_id != chat_id:
             return "That question is no longer waiting for an answer.", None
         if user_id != q.user_id and not self.is_owner(user_id):
-            who = markdown_literal(q.user_name) if q.user_name else "the person who started the task"
+            who = outside_text(q.user_name) if q.user_name else "the person who started the task"
             return f"Only {who} (who started task #{q.task_id}) or an owner can answer this question.", None
         if option is not None:
             if not 0 <= option < len(q.options):
@@ -191,7 +197,7 @@ class Questions:
         if waiting is not None and not waiting.done():
             waiting.set_result(reply)
         await self.store.add_event(TaskEvent(task_id=q.task_id, kind="question", detail=f"answered: {reply[:300]}"))
-        await self._close(q, f"✅ Answered: {markdown_literal(reply)}")
+        await self._close(q, f"✅ Answered: {outside_text(reply)}")
         if late:
             return f"Thanks: task #{q.task_id} goes on with your answer.", task
         return f"Thanks: task #{q.task_id} has your answer.", None

@@ -27,7 +27,7 @@ from agents.core.errors import ToolError
 from agents.core.models import Caller, Schedule, ScheduleStatus, Task, TaskStatus, WorkerKind, utcnow
 from agents.core.protocols import Notifier
 from agents.core.settings import Settings
-from agents.core.text import markdown_literal
+from agents.core.text import outside_text
 from agents.store.database import Store
 from agents.work.schedule_timing import cadence, first_run, parse_when, trigger_of, when_text
 from agents.workspaces.folders import Workspace, Workspaces
@@ -242,7 +242,7 @@ class ScheduleBook:
 
     async def line(self, schedule: Schedule) -> str:
         """'#3 [active] cron `0 9 * * 1-5` · code in calc · by mia · next Mon 02 Mar 09:00 CET · last ✔ task #12: …'"""
-        by = f" · by {markdown_literal(schedule.user_name)}" if schedule.user_name else ""
+        by = f" · by {outside_text(schedule.user_name)}" if schedule.user_name else ""
         if schedule.status is ScheduleStatus.ACTIVE:
             upcoming = f"next {when_text(await self.next_run(schedule.stored_id) or schedule.next_run_at, self.zone)}"
         else:
@@ -250,7 +250,7 @@ class ScheduleBook:
         return (
             f"#{schedule.id} [{schedule.status.value}] {cadence(schedule, self.zone)} · {schedule.worker.value} in "
             f"{schedule.workspace}{by} · {upcoming} · last {await self.last_result(schedule)} · "
-            f"{short(schedule.instructions)}"
+            f"{outside_text(short(schedule.instructions), one_line=True)}"
         )
 
     async def last_result(self, schedule: Schedule) -> str:

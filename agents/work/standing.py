@@ -15,7 +15,7 @@ from agents.core.errors import ToolError
 from agents.core.ids import valid_id
 from agents.core.models import Caller
 from agents.core.settings import Settings
-from agents.core.text import markdown_literal
+from agents.core.text import outside_text
 from agents.store.connection import Connection
 from agents.store.standing import StandingNote, StandingNotes
 from agents.workspaces.folders import Workspaces
@@ -77,7 +77,7 @@ class Notes:
             )
         if not await self.table.delete(note.id or 0):
             return f"Note #{note.id} was already forgotten."
-        return f"Note #{note.id} is forgotten: {note.text}"
+        return f"Note #{note.id} is forgotten: {outside_text(note.text)}"
 
     async def for_worker(self, user_id: int | None, workspace: str) -> str:
         """The notes for a worker's first turn ('' when none apply)."""
@@ -97,8 +97,8 @@ def notes_markdown(notes: list[StandingNote], caller_id: int | None) -> str:
         return "No standing notes. Say “remember that …” (for example “remember that in site we use pnpm”) to add one."
     lines = [
         f"• #{n.id} ({n.scope}"
-        + (f" · {markdown_literal(n.user_name)}" if n.user_name and n.user_id != caller_id else "")
-        + f"): {markdown_literal(n.text)}"
+        + (f" · {outside_text(n.user_name)}" if n.user_name and n.user_id != caller_id else "")
+        + f"): {outside_text(n.text)}"
         for n in notes
     ]
     return "**Standing notes** (in the order they apply; a later one wins)\n" + "\n".join(lines)

@@ -234,6 +234,7 @@ class WorkStarts:
             raise ToolError(f"task #{task_id} has no branch to continue")
         if task.status.is_active:
             raise ToolError(f"task #{task_id} is still {task.status.value}; a note reaches it instead")
+        self.access.starter_or_owner(caller, task, "continue")  # Fix CI's rule, for every way a follow-up is asked
         await self.access.check_budget()
         ws = await self.access.workspace_for(caller, task.workspace, instructions)
         worker = task.worker if task.worker is not WorkerKind.RESEARCH else WorkerKind.CODE

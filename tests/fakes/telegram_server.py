@@ -835,6 +835,26 @@ class FakeTelegram:
         content = {"text": command, "entities": [entity]}
         return self._inject_message(user_id, chat_id, username, first_name, content, thread_id=thread_id)
 
+    def edit_message(self, user_id: int, message_id: int, text: str, chat_id: int | None = None) -> dict[str, Any]:
+        """The user edits a message they sent (a command keeps its bot_command entity): an `edited_message` update."""
+        chat_key = user_id if chat_id is None else chat_id
+        with self._cond:
+            message = copy.deepcopy(self._user_messages[(chat_key, message_id)])
+            message["text"] = text
+            message["edit_date"] = int(time.time())
+            if text.startswith("/"):
+                head = text.split(maxsplit=1)[0]
+                message["entities"] = [{"type": "bot_command", "offset": 0, "length": _utf16_length(head)}]
+            self._user_messages[(chat_key, message_id)] = message
+            return self._queue_update("edited_message", message)
+
+    def deliver_again(self, update: dict[str, Any]) -> None:
+        """Telegram sends `update` again under its own update_id, as it does when the bot never confirmed it (the bot
+        crashed or restarted before its next getUpdates moved the offset past it)."""
+        with self._cond:
+            self._updates.append(copy.deepcopy(update))
+            self._cond.notify_all()
+
     def send_voice(
         self,
         user_id: int,
