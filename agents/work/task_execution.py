@@ -79,7 +79,7 @@ class TaskExecutor:
         )
         # ask_user: questions to the task's starter. Tasks on Temporal runners do not get the tool: an answer given
         # in the bot's chat does not reach a runner's waiting worker
-        questions = Questions(store, notifier, s.ask_timeout_seconds, s.is_owner)
+        questions = Questions(store, notifier, s.ask_timeout_seconds, s.is_owner, s.ask_max_per_task)
         self.lines = TaskLines(inboxes or Inboxes(), network, questions)
         self.repo_map = repo_map
         self.sandboxes = TaskSandboxes(settings)
