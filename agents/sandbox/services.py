@@ -19,11 +19,11 @@ bot-side folder shown read-only at SERVICES_MOUNT in every later command of the 
 output); the call returns once the service printed something or opened a listening port (at most `START_WAIT_SECONDS`),
 with its first output and id; a service that exits is reported once (`exit_notes`), and at most
 `TaskBounds.max_services` run at a time. The bot writes the logs (a pump per service): they count in the task's disk
-budget, and what passes it is left out with a line saying so (the line counts too). The folder is named after the bot's pid, removed with the
-task, and by the start-up sweep (temp_folders.py) when a killed bot left it. Each service is one bwrap: its processes
-live in their own PID namespace, so a double fork or setsid inside still dies when the bot kills it (and when the
-command's own process ends: a service is its command, kept in the foreground); the bwrap carries the task's tag
-(orphans.py) and dies with the bot (`--die-with-parent`).
+budget, and what passes it is left out with a line saying so (the line counts too). The folder is named after the
+bot's pid, removed with the task, and by the start-up sweep (temp_folders.py) when a killed bot left it. Each service
+is one bwrap: its processes live in their own PID namespace, so a double fork or setsid inside still dies when the bot
+kills it (and when the command's own process ends: a service is its command, kept in the foreground); the bwrap
+carries the task's tag (orphans.py) and dies with the bot (`--die-with-parent`).
 """
 
 from __future__ import annotations
