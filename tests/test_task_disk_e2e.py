@@ -173,6 +173,28 @@ def loop_devices_of(folder: Path) -> list[str]:
 
 
 @needs_own_fs
+@pytest.mark.parametrize("budget_mb", [16, 200])
+async def test_what_a_worktree_can_hold_is_its_checkout_and_budget_not_more(tmp_path: Path, budget_mb: int) -> None:
+    """The budget the owner set is the ceiling: a writer that goes on until the file system refuses has written the
+    budget (and the checkout's room), not an eighth more; and no noticeably less either."""
+    budget, checkout = budget_mb << 20, 1 << 20
+    worktree = tmp_path / "worktrees" / "calc-task-4-fill"
+    assert await task_disk.make(worktree, checkout, 10, budget)
+    try:
+        fill = await asyncio.create_subprocess_exec(
+            "dd", "if=/dev/zero", f"of={worktree / 'fill.bin'}", "bs=1M", f"count={2 * budget_mb}",
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        _, said = await fill.communicate()
+        assert b"No space left on device" in said, said
+        held = (worktree / "fill.bin").stat().st_blocks * 512
+    finally:
+        await task_disk.release(worktree)
+    assert held <= budget + checkout, f"{held:,} bytes written against a budget of {budget:,} (+{checkout:,})"
+    assert held >= budget - (1 << 20), f"only {held:,} bytes could be written with a budget of {budget:,}"
+
+
+@needs_own_fs
 async def test_a_busy_worktree_is_unmounted_lazily_and_its_loop_device_goes_with_the_last_user(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -2,10 +2,11 @@
 
 The disk budget's poll (task_limits.DiskBudget) is precise but looks only every 0.2 s: one command can reserve
 several large files and delete them between two looks, and the host's disk holds them meanwhile. Where the machine
-allows it, the worktree folder is therefore the mount point of a sparse ext4 image (a loop mount) sized for the
-checkout plus the task's budget plus a little room for ext4's own records: a write past that fails with "No space
-left on device" at once, whatever its speed. The poll stays the precise bound (it stops the command that went past and
-deletes its files, so the task goes on); the file system is the ceiling a burst meets.
+allows it, the worktree folder is therefore the mount point of a sparse ext4 image (a loop mount) whose file system
+leaves exactly the checkout plus the task's budget free for files (ext4's own records on top, measured after `mkfs`
+and the image refitted): a write past the budget fails with "No space left on device" at once, whatever its speed. The
+budget the owner set is the ceiling; the poll stays the precise count for what lies outside the worktree (the
+services' logs) and stops a command that went past it.
 
 Where the image lives: the worktree `<worktrees>/<name>` has its image at `<worktrees>/.task-disks/<name>.img`,
 beside the worktrees and outside every sandbox (a command sees its own worktree only). It is found from the
@@ -30,6 +31,7 @@ import contextlib
 import functools
 import logging
 import os
+import re
 import shutil
 import signal
 import stat
@@ -43,7 +45,10 @@ IMAGES_FOLDER = ".task-disks"
 BLOCK = 4096
 INODE_BYTES = 256
 COMMAND_SECONDS = 30.0  # mkfs, mount, umount: each takes well under a second
-TOOLS = ("mkfs.ext4", "mount", "umount")
+TOOLS = ("mkfs.ext4", "dumpe2fs", "mount", "umount")
+LOST_FOUND_BLOCKS = 4  # what mkfs.ext4 gives lost+found with 4 KB blocks (16 KB)
+FIT_PASSES = 4  # mkfs runs at most this often to fit the free room to the checkout plus the budget
+FIT_SLACK = 64 * BLOCK  # the free room may fall short of that by this much at most (ext4's group records move)
 _CAP_SYS_ADMIN = 21
 
 
@@ -134,11 +139,11 @@ def is_own_file_system(worktree: Path) -> bool:
 
 
 def image_size(checkout_bytes: int, entries: int, budget_bytes: int) -> tuple[int, int, int]:
-    """The image's size and inode count for a checkout of `checkout_bytes` (in whole blocks) and `entries` files and
-    folders, with room for `budget_bytes` more: the checkout, the budget and an eighth of it again (so the poll,
-    which stops the command and cleans up, is what a steady writer meets first), plus ext4's inode tables, journal and
-    bitmaps. Returns the size, the inode count and the journal's size (a 64th of the room, 4 to 128 MB)."""
-    room = checkout_bytes + budget_bytes + budget_bytes // 8 + (4 << 20)
+    """A first guess of the image's size, and its inode count, for a checkout of `checkout_bytes` (in whole blocks)
+    and `entries` files and folders, with room for `budget_bytes` more: the checkout and the budget, plus an estimate of
+    ext4's inode tables, journal and bitmaps (`make` then fits the size to what mkfs really leaves free). Returns the
+    size, the inode count and the journal's size (a 64th of the room, 4 to 128 MB)."""
+    room = checkout_bytes + budget_bytes
     inodes = 2 * entries + budget_bytes // 8192 + 4096
     journal = min(128 << 20, max(4 << 20, (room // 64) >> 20 << 20))
     size = room + inodes * INODE_BYTES + journal + room // 64 + (4 << 20)
@@ -184,12 +189,7 @@ async def make(worktree: Path, checkout_bytes: int, entries: int, budget_bytes: 
         log.warning("%s stays a plain folder (its disk budget is only polled): %s", worktree, err)
         return False
     try:
-        code, out = await _run(
-            "mkfs.ext4", "-q", "-F", "-b", str(BLOCK), "-m", "0", "-N", str(inodes), "-J", f"size={journal >> 20}",
-            "-E", f"lazy_itable_init=1,lazy_journal_init=1,root_owner={os.geteuid()}:{os.getegid()}", str(image),
-        )  # fmt: skip
-        if code != 0:
-            raise OSError(f"mkfs.ext4 failed: {out}")
+        await _fit(image, size, inodes, journal, checkout_bytes + budget_bytes)
         await _mount(image, worktree)
     except (OSError, asyncio.CancelledError) as err:
         with contextlib.suppress(OSError):
@@ -202,6 +202,40 @@ async def make(worktree: Path, checkout_bytes: int, entries: int, budget_bytes: 
     with contextlib.suppress(OSError):
         (worktree / "lost+found").rmdir()
     return True
+
+
+async def _fit(image: Path, size: int, inodes: int, journal: int, want: int) -> None:
+    """Format the image so that its file system leaves `want` bytes free for files, FIT_SLACK less at most and never
+    more: mkfs, read what it left free, resize the image by the difference, again (ext4's records grow with the size,
+    so a pass or two settles it)."""
+    free = 0
+    for _ in range(FIT_PASSES):
+        free = await _format(image, size, inodes, journal)
+        if want - FIT_SLACK <= free <= want:
+            return
+        size += -(-(want - free) // BLOCK) * BLOCK if free < want else -((free - want) // BLOCK + 1) * BLOCK
+    if free > want:
+        raise OSError(f"the file system leaves {free:,} bytes free for a budget of {want:,}")
+
+
+async def _format(image: Path, size: int, inodes: int, journal: int) -> int:
+    """mkfs.ext4 on the image at `size` bytes; the bytes its file system leaves free for files."""
+    await asyncio.to_thread(os.truncate, image, size)  # sparse either way
+    code, out = await _run(
+        "mkfs.ext4", "-q", "-F", "-b", str(BLOCK), "-m", "0", "-N", str(inodes), "-J", f"size={journal >> 20}",
+        "-E", f"lazy_itable_init=1,lazy_journal_init=1,root_owner={os.geteuid()}:{os.getegid()}", str(image),
+    )  # fmt: skip
+    if code != 0:
+        raise OSError(f"mkfs.ext4 failed: {out}")
+    code, out = await _run("dumpe2fs", "-h", str(image))
+    free = re.search(r"^Free blocks:\s+(\d+)\s*$", out, re.MULTILINE)
+    blocks = re.search(r"^Block count:\s+(\d+)\s*$", out, re.MULTILINE)
+    if code != 0 or free is None or blocks is None:
+        raise OSError(f"dumpe2fs failed: {out[-300:]}")
+    # mounted, ext4 keeps back a fiftieth of the blocks (4096 at most) for its delayed allocation, and the folder
+    # lost+found that mkfs made (LOST_FOUND_BLOCKS) is removed at once
+    kept_back = min(int(blocks[1]) // 50, 4096)
+    return (int(free[1]) - kept_back + LOST_FOUND_BLOCKS) * BLOCK
 
 
 def _new_image(worktree: Path, image: Path, size: int) -> None:
