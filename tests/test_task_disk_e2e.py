@@ -29,7 +29,7 @@ from agents.sandbox import task_disk
 from tests.conftest import USER_ID, BotHarness, git, make_settings
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript
-from tests.support.mounts import unmount_under
+from tests.support.mounts import mounts_under, unmount_under
 from tests.support.tasks import ended, start_task, tool_results
 
 needs_bwrap = pytest.mark.skipif(
@@ -138,6 +138,55 @@ async def test_a_burst_of_reservations_meets_the_worktrees_own_file_system(bot: 
     )
     bot.tg.press_button(USER_ID, summary.message_id, "task:merge:1")  # its branch merges as it always did
     await bot.tg.await_for(lambda: (repo / "after.txt").exists(), timeout=30)
+
+
+@needs_bwrap
+@needs_own_fs
+@pytest.mark.settings(sandbox_max_disk_mb=BUDGET_MB, sandbox_disk_fs="auto")
+async def test_a_cancel_at_any_point_of_the_set_up_leaves_nothing_mounted(
+    bot: BotHarness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Task after task, the set-up stops at the next point after its image was mounted (the k-th process the task
+    starts after `mount`: a git command, a test run's start, …) until /cancel comes: each time, nothing is left mounted
+    and no loop device holds an image. The last task reaches its worker (the set-up had no later point)."""
+    real = asyncio.create_subprocess_exec
+    point = {"task": "", "k": 0, "seen": 0, "mounted": False}
+    stuck = asyncio.Event()
+
+    async def stalling(*args: str, **kwargs: object) -> asyncio.subprocess.Process:
+        process = await real(*args, **kwargs)  # type: ignore[arg-type]
+        current = asyncio.current_task()
+        if current is not None and current.get_name() == point["task"]:
+            if args[0] == "mount":
+                point["mounted"] = True
+            elif point["mounted"]:
+                point["seen"] += 1
+                if point["seen"] == point["k"]:
+                    stuck.set()
+                    await asyncio.Future()  # the set-up stays here until /cancel cancels it
+        return process
+
+    monkeypatch.setattr(asyncio, "create_subprocess_exec", stalling)
+    model = RoleScript()
+    bot.claude.handler = model
+    worktrees = bot.settings.worktrees_dir
+    model.add("code", claude_says.text("Nothing to change."))  # for the one task whose set-up is not stopped
+    for k in range(1, 40):
+        point.update(task=f"task-{k}", k=k, seen=0, mounted=False)
+        stuck.clear()
+        model.add("orchestrator", start_task("calc", f"Look at calc.py ({k})."), claude_says.text("Started."))
+        bot.say(f"look at calc, take {k}")
+        await bot.tg.await_for(lambda: stuck.is_set() or model.requests["code"], timeout=60)
+        if model.requests["code"]:
+            point["task"] = ""  # the set-up had no k-th point: this task's worker started, and is left to end
+            break
+        bot.tg.send_command(USER_ID, "/cancel")
+        task = await ended(bot, k)
+        assert task.status.value == "cancelled", task
+        await bot.tg.await_for(lambda: not mounts_under(worktrees) and not loop_devices_of(tmp_path), timeout=10)
+        assert point["mounted"], "the task's worktree was a file system of its own"
+    assert k > 3, f"the set-up passed only {k - 1} points after its mount"
+    await ended(bot, k)
 
 
 @needs_own_fs

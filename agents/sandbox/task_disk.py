@@ -192,8 +192,9 @@ async def make(worktree: Path, checkout_bytes: int, entries: int, budget_bytes: 
         await _fit(image, size, inodes, journal, checkout_bytes + budget_bytes)
         await _mount(image, worktree)
     except (OSError, asyncio.CancelledError) as err:
-        with contextlib.suppress(OSError):
-            image.unlink()
+        # a cancel during `mount` may come after the kernel mounted it (or attached the loop device): undone before
+        # the image goes, even if cancelled again meanwhile, so no mount or loop device is left on a deleted image
+        await asyncio.shield(_undo(image, worktree))
         if isinstance(err, asyncio.CancelledError):
             raise
         log.warning("%s stays a plain folder (its disk budget is only polled): %s", worktree, err)
@@ -236,6 +237,36 @@ async def _format(image: Path, size: int, inodes: int, journal: int) -> int:
     # lost+found that mkfs made (LOST_FOUND_BLOCKS) is removed at once
     kept_back = min(int(blocks[1]) // 50, 4096)
     return (int(free[1]) - kept_back + LOST_FOUND_BLOCKS) * BLOCK
+
+
+async def _undo(image: Path, worktree: Path) -> None:
+    """A `make` that did not finish: whatever it mounted or attached is undone, then the image deleted."""
+    with contextlib.suppress(OSError):
+        await unmount(worktree)
+    await detach_loops(image)
+    with contextlib.suppress(OSError):
+        image.unlink()
+
+
+def loop_devices(images: Path) -> list[tuple[str, str]]:
+    """The loop devices whose backing file is under the folder `images`: (device, backing file as the kernel names
+    it, " (deleted)" at its end when the file is gone)."""
+    found = []
+    prefix = str(Path(images).resolve()) + "/"
+    for backing in sorted(Path("/sys/block").glob("loop*/loop/backing_file")):
+        with contextlib.suppress(OSError):
+            name = backing.read_text().strip()
+            if name.startswith(prefix):
+                found.append((f"/dev/{backing.parent.parent.name}", name))
+    return found
+
+
+async def detach_loops(image: Path) -> None:
+    """Detach the loop devices still attached to `image` (mounted nowhere: a mount keeps its device busy)."""
+    image = Path(image).resolve()
+    for device, backing in loop_devices(image.parent):
+        if backing.removesuffix(" (deleted)") == str(image):
+            await _run("losetup", "-d", device)
 
 
 def _new_image(worktree: Path, image: Path, size: int) -> None:

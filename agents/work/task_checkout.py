@@ -6,7 +6,9 @@ The branch always stays: on an early end (cancelled, failed) what was done is co
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+from collections.abc import Callable
 
 from agents.core.models import Task, TaskEvent
 from agents.git.command import GitIdentity
@@ -30,8 +32,15 @@ from agents.workspaces.folders import Workspace
 class TaskCheckouts:
     """The worktrees of the change tasks running, and the guards on their owners' repositories."""
 
-    def __init__(self, base: Collaborators, sandboxes: TaskSandboxes, baselines: BaselineRuns) -> None:
+    def __init__(
+        self,
+        base: Collaborators,
+        sandboxes: TaskSandboxes,
+        baselines: BaselineRuns,
+        stopping: Callable[[], bool] = lambda: False,
+    ) -> None:
         s = base.settings
+        self.stopping = stopping  # whether the bot is stopping (a task cancelled then is interrupted, kept to resume)
         self.base, self.sandboxes, self.baselines = base, sandboxes, baselines
         self.identity = GitIdentity(s.git_author_name, s.git_author_email)
         self.commit_limits = CommitLimits(s.max_commit_file_bytes, s.max_commit_task_bytes)
@@ -54,6 +63,18 @@ class TaskCheckouts:
             branch=task.branch,
             disk_budget=self.sandboxes.own_disk_budget(),  # a file system of its own, where the machine allows one
         )
+        try:
+            return await self._set_up(task, workspace, tree)
+        except BaseException as err:
+            # cancelled or failed before the task's own clean-up takes over: as there, what was done is committed and
+            # the checkout (with the file system mounted on it) goes now, even if cancelled again meanwhile; a bot that
+            # is stopping keeps it for the resume
+            if not (isinstance(err, asyncio.CancelledError) and self.stopping()):
+                await asyncio.shield(self.drop_early(task, tree))
+            raise
+
+    async def _set_up(self, task: Task, workspace: Workspace, tree: TaskWorktree) -> tuple[TaskWorktree, TaskTests]:
+        task_id = task.stored_id
         await self.base.store.update_task(
             task_id,
             branch=tree.branch,
@@ -75,7 +96,11 @@ class TaskCheckouts:
             sandbox_for=lambda root, read_only: self.sandboxes.spec(root, workspace.path, read_only, task),
         )
         # after TaskTests.start: it hides the borrowed links in the repository's info/exclude, which the guard watches
-        self.guards[task_id] = await RepositoryGuard.start(tree)
+        try:
+            self.guards[task_id] = await RepositoryGuard.start(tree)
+        except BaseException:
+            checks.close()
+            raise
         return tree, checks
 
     async def commit(self, task: Task, tree: TaskWorktree, note: str = "") -> CommitResult | None:

@@ -85,7 +85,7 @@ class TaskExecutor:
         self.sandboxes = TaskSandboxes(settings)
         # base-commit test runs, their outcomes kept in the store for later tasks on the same base
         baselines = baselines or BaselineRuns(s.worktrees_dir / "test-baselines", KeptBaseRuns(store))
-        self.checkouts = TaskCheckouts(self.base, self.sandboxes, baselines)
+        self.checkouts = TaskCheckouts(self.base, self.sandboxes, baselines, lambda: self.stopping)
         self.briefing = Briefing(settings, store, repo_map)
         self.workers = WorkerMaker(self.base, self.lines, self.sandboxes, repo_map, self.checkouts.check)
         self.corrections = Corrections(store, self.checkouts, s.max_corrections)
