@@ -26,9 +26,10 @@ from agents import doctor as dr
 from agents.doctor import Level
 from agents.git.worktrees import create_task_worktree, remove_worktree_keep_branch
 from agents.sandbox import task_disk
-from tests.conftest import USER_ID, BotHarness, git, make_settings
+from tests.conftest import USER_ID, BotHarness, git, make_settings, running_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript
+from tests.support.processes import host_pids
 from tests.support.mounts import mounts_under, unmount_under
 from tests.support.tasks import ended, start_task, tool_results
 
@@ -187,6 +188,43 @@ async def test_a_cancel_at_any_point_of_the_set_up_leaves_nothing_mounted(
         assert point["mounted"], "the task's worktree was a file system of its own"
     assert k > 3, f"the set-up passed only {k - 1} points after its mount"
     await ended(bot, k)
+
+
+@needs_bwrap
+@needs_own_fs
+async def test_a_graceful_stop_unmounts_its_tasks_file_systems_and_the_next_start_mounts_them_to_resume(
+    fake_telegram, fake_anthropic, tmp_path: Path, workspace_root: Path, bot_repo: Path
+) -> None:
+    """The bot stops as on SIGTERM mid-task: the interrupted task's worktree is unmounted (no mount, no loop device
+    outlives the bot), its image kept; the next start mounts it again, the draft is there, and the task resumes."""
+    sleeper = f"1000.{os.getpid()}7"
+    settings = dict(sandbox_max_disk_mb=BUDGET_MB, sandbox_disk_fs="auto")
+    model = RoleScript()
+    async with running_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo, **settings) as bot:
+        bot.claude.handler = model
+        model.add("orchestrator", start_task("calc", "Write the notes."), claude_says.text("Started."))
+        model.add(
+            "code", claude_says.tool_use("run_command", {"command": f"echo draft > draft.txt; exec sleep {sleeper}"})
+        )
+        bot.say("write the notes in calc")
+        await fake_telegram.await_for(lambda: host_pids(sleeper), timeout=60)
+        worktree = worktree_of_task(bot.settings.worktrees_dir, 1)
+        assert os.path.ismount(worktree)
+    assert not os.path.ismount(worktree), "the stopped bot left its task's file system mounted"
+    assert task_disk.image_for(worktree).is_file(), "the image stays for the resume"
+    await fake_telegram.await_for(lambda: not loop_devices_of(tmp_path), timeout=10)
+
+    async with running_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo, **settings) as bot:
+        bot.claude.handler = model
+        assert os.path.ismount(worktree), "the start did not mount the kept worktree again"
+        assert (worktree / "draft.txt").read_text() == "draft\n"
+        notice = await fake_telegram.await_for(
+            lambda: next((m for m in fake_telegram.messages(USER_ID) if "stopped while" in (m.text or "")), None)
+        )
+        model.add("code", claude_says.text("Resumed: the notes are written."))
+        fake_telegram.press_button(USER_ID, notice.message_id, "task:resume:1")
+        task = await ended(bot, 1, timeout=90)
+        assert "Resumed: the notes are written." in (task.result or ""), task
 
 
 @needs_own_fs

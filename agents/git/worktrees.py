@@ -329,6 +329,15 @@ async def _checkout_size(repo: Path, branch: str) -> tuple[int, int]:
     return total, count
 
 
+async def park_worktree(path: Path) -> bool:
+    """The bot is stopping and the task will resume: the worktree's own file system is unmounted, its image kept (the
+    next start, or the task's resume, mounts it again), so no mount outlives the bot. Whether it was unmounted."""
+    if not task_disk.is_own_file_system(path):
+        return False
+    await task_disk.unmount(path)
+    return True
+
+
 def worktree_present(worktree: TaskWorktree) -> bool:
     return worktree.path.is_dir() and (worktree.path / ".git").exists()
 

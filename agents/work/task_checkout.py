@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Callable
+from pathlib import Path
 
 from agents.core.models import Task, TaskEvent
 from agents.git.command import GitIdentity
@@ -19,6 +21,7 @@ from agents.git.worktrees import (
     TaskWorktree,
     clear_stale_index_locks,
     create_task_worktree,
+    park_worktree,
     remove_worktree_keep_branch,
 )
 from agents.verify.task_tests import TaskTests
@@ -27,6 +30,8 @@ from agents.work.task_collaborators import Collaborators
 from agents.work.task_sandbox import TaskSandboxes
 from agents.workspaces.credential_files import remember_credential_files
 from agents.workspaces.folders import Workspace
+
+log = logging.getLogger(__name__)
 
 
 class TaskCheckouts:
@@ -102,6 +107,16 @@ class TaskCheckouts:
             checks.close()
             raise
         return tree, checks
+
+    async def park(self, task: Task) -> None:
+        """The bot is stopping: the task's kept worktree has its own file system unmounted (its image stays, and the
+        next start mounts it again for the resume)."""
+        stored = await self.base.store.get_task(task.stored_id)
+        if stored is not None and stored.worktree:
+            try:
+                await park_worktree(Path(stored.worktree))
+            except OSError as err:  # still mounted: the next start finds it as it is
+                log.warning("task %s: its worktree stays mounted: %s", task.id, err)
 
     async def commit(self, task: Task, tree: TaskWorktree, note: str = "") -> CommitResult | None:
         """Commit what the worker changed (within the commit limits); `note` goes after the title in brackets."""

@@ -126,6 +126,8 @@ class TaskExecutor:
         finally:
             progress.stop()
             await self.sandboxes.close(task)  # the task's cgroup: what is left in it is killed, the folder removed
+            if self.stopping:  # interrupted: its worktree stays for the resume, its own file system unmounted
+                await self.checkouts.park(task)
             await self._close_lines(task)
 
     async def _close_lines(self, task: Task) -> None:
