@@ -29,8 +29,8 @@ from agents.sandbox import task_disk
 from tests.conftest import USER_ID, BotHarness, git, make_settings, running_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript
-from tests.support.processes import host_pids
 from tests.support.mounts import mounts_under, unmount_under
+from tests.support.processes import host_pids
 from tests.support.tasks import ended, start_task, tool_results
 
 needs_bwrap = pytest.mark.skipif(
