@@ -210,6 +210,7 @@ async def test_a_graceful_stop_unmounts_its_tasks_file_systems_and_the_next_star
         await fake_telegram.await_for(lambda: host_pids(sleeper), timeout=60)
         worktree = worktree_of_task(bot.settings.worktrees_dir, 1)
         assert os.path.ismount(worktree)
+        assert await dr.check_task_disks(bot.settings) is None, "a running task's mount is owned"
     assert not os.path.ismount(worktree), "the stopped bot left its task's file system mounted"
     assert task_disk.image_for(worktree).is_file(), "the image stays for the resume"
     await fake_telegram.await_for(lambda: not loop_devices_of(tmp_path), timeout=10)
@@ -279,6 +280,35 @@ async def test_what_a_worktree_can_hold_is_its_checkout_and_budget_not_more(tmp_
         await task_disk.release(worktree)
     assert held <= budget + checkout, f"{held:,} bytes written against a budget of {budget:,} (+{checkout:,})"
     assert held >= budget - (1 << 20), f"only {held:,} bytes could be written with a budget of {budget:,}"
+
+
+@needs_own_fs
+async def test_doctor_names_the_mounts_and_loop_devices_no_task_owns(
+    tmp_path: Path, workspace_root: Path, fake_telegram, fake_anthropic
+) -> None:
+    """A worktree mounted that no task has (a cancel that raced set-up, a killed bot's task discarded), and a loop
+    device on an image that was deleted (a killed mount): doctor names each, with the commands that free them."""
+    settings = make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root)
+    worktrees = settings.worktrees_dir
+    assert await dr.check_task_disks(settings) is None, "nothing to say"
+    orphan = worktrees / "calc-task-8-orphan"
+    assert await task_disk.make(orphan, 1 << 20, 10, 16 << 20)
+    lost = worktrees / task_disk.IMAGES_FOLDER / "calc-task-9-lost.img"
+    lost.write_bytes(bytes(1 << 20))
+    attach = await asyncio.create_subprocess_exec("losetup", "-f", "--show", str(lost), stdout=asyncio.subprocess.PIPE)
+    device = (await attach.communicate())[0].decode().strip()
+    lost.unlink()
+    try:
+        check = await dr.check_task_disks(settings)
+        assert check is not None and check.level is Level.warn, check
+        assert f"mount {orphan} (no task still going or resumable has this worktree)" in check.detail, check.detail
+        assert f"loop device {device} (its image {lost} was deleted)" in check.detail, check.detail
+        assert f"umount -l {orphan}" in check.fix and f"losetup -d {device}" in check.fix, check.fix
+    finally:
+        await task_disk.release(orphan)
+        detach = await asyncio.create_subprocess_exec("losetup", "-d", device)
+        await detach.wait()
+    assert await dr.check_task_disks(settings) is None
 
 
 @needs_own_fs

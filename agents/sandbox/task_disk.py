@@ -261,6 +261,52 @@ def loop_devices(images: Path) -> list[tuple[str, str]]:
     return found
 
 
+@dataclass(frozen=True)
+class Stray:
+    """A mount or loop device of the task disks that no task owns (`agentlab doctor` names it)."""
+
+    kind: str  # "mount" or "loop device"
+    name: str  # the mount point, or /dev/loopN
+    why: str
+
+
+def mounts() -> list[tuple[str, str]]:
+    """(source, mount point) of every mount this process sees, the kernel's octal escapes undone."""
+    found = []
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/mounts").read_text().splitlines():
+            fields = line.split()
+            if len(fields) >= 2:
+                found.append(tuple(re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), f) for f in fields[:2]))
+    return found  # type: ignore[return-value]
+
+
+def strays(worktrees_dir: Path, owned: set[Path] | None) -> list[Stray]:
+    """The mounts under `worktrees_dir` and the loop devices on its images that no task owns: a mount on a deleted
+    image, or of a folder that is not the worktree of a task still going or resumable (`owned`; None: not known, so
+    that is not judged); a loop device on a deleted image, or mounted nowhere."""
+    root = str(Path(worktrees_dir).resolve())
+    devices = loop_devices(Path(root) / IMAGES_FOLDER)
+    deleted = {device: backing for device, backing in devices if backing.endswith(" (deleted)")}
+    kept = {str(Path(p).resolve()) for p in owned} if owned is not None else None
+    found = []
+    seen = mounts()
+    for source, point in seen:
+        if not point.startswith(root + "/"):
+            continue
+        if source in deleted:
+            found.append(Stray("mount", point, f"its image {deleted[source].removesuffix(' (deleted)')} was deleted"))
+        elif kept is not None and point not in kept:
+            found.append(Stray("mount", point, "no task still going or resumable has this worktree"))
+    mounted = {source for source, _ in seen}
+    for device, backing in devices:
+        if device in deleted:
+            found.append(Stray("loop device", device, f"its image {backing.removesuffix(' (deleted)')} was deleted"))
+        elif device not in mounted:
+            found.append(Stray("loop device", device, f"attached to {backing} and mounted nowhere"))
+    return found
+
+
 async def detach_loops(image: Path) -> None:
     """Detach the loop devices still attached to `image` (mounted nowhere: a mount keeps its device busy)."""
     image = Path(image).resolve()
