@@ -18,10 +18,12 @@ When: SANDBOX_DISK_FS=auto (the default) where the bot may mount (CAP_SYS_ADMIN,
 devices (/dev/loop-control) and `mkfs.ext4`, `mount`, `umount` are installed. Elsewhere, or when a mount fails, the
 worktree is a plain folder bounded by the poll alone, said once per process in the log and by `agentlab doctor`.
 
-Lifecycle: made and mounted before `git worktree add`; unmounted and deleted when the worktree is removed. A worktree
-kept after its task (an interrupted task) keeps its file system, and mounts survive a killed bot. `recover` runs at
-start-up: an image whose worktree folder is not a mount point (the machine restarted) is mounted again so no
-uncommitted work is lost; an image whose worktree is gone is unmounted and deleted.
+Lifecycle: made and mounted before `git worktree add`; unmounted and deleted when the worktree is removed, and when
+`make` itself is cancelled half way (a mount that completed and a loop device left attached are undone before the
+image goes). A worktree kept after its task (an interrupted task) keeps its image; a graceful stop unmounts it, a
+killed bot's mount survives it. `recover` runs at start-up: an image whose worktree folder is not a mount point (a
+stop, a machine restart) is mounted again so no uncommitted work is lost; an image whose worktree is gone is unmounted
+and deleted. `strays` names the mounts and loop devices that no task owns (`agentlab doctor`).
 """
 
 from __future__ import annotations
