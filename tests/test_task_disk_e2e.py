@@ -294,10 +294,7 @@ async def test_doctor_names_the_mounts_and_loop_devices_no_task_owns(
     orphan = worktrees / "calc-task-8-orphan"
     assert await task_disk.make(orphan, 1 << 20, 10, 16 << 20)
     lost = worktrees / task_disk.IMAGES_FOLDER / "calc-task-9-lost.img"
-    lost.write_bytes(bytes(1 << 20))
-    attach = await asyncio.create_subprocess_exec("losetup", "-f", "--show", str(lost), stdout=asyncio.subprocess.PIPE)
-    device = (await attach.communicate())[0].decode().strip()
-    lost.unlink()
+    device = await loop_device_on_a_deleted_image(lost)
     try:
         check = await dr.check_task_disks(settings)
         assert check is not None and check.level is Level.warn, check
@@ -309,6 +306,32 @@ async def test_doctor_names_the_mounts_and_loop_devices_no_task_owns(
         detach = await asyncio.create_subprocess_exec("losetup", "-d", device)
         await detach.wait()
     assert await dr.check_task_disks(settings) is None
+
+
+async def loop_device_on_a_deleted_image(image: Path) -> str:
+    """A loop device attached to `image`, which is then deleted (what a bot killed in the middle of a mount leaves)."""
+    image.write_bytes(bytes(1 << 20))
+    attach = await asyncio.create_subprocess_exec("losetup", "-f", "--show", str(image), stdout=asyncio.subprocess.PIPE)
+    device = (await attach.communicate())[0].decode().strip()
+    image.unlink()
+    return device
+
+
+@needs_own_fs
+async def test_the_start_up_recovery_frees_loop_devices_on_deleted_images(tmp_path: Path) -> None:
+    worktrees = tmp_path / "worktrees"
+    mounted = worktrees / "calc-task-6-deleted"
+    assert await task_disk.make(mounted, 1 << 20, 10, 16 << 20)
+    task_disk.image_for(mounted).unlink()  # still mounted, its image gone
+    device = await loop_device_on_a_deleted_image(worktrees / task_disk.IMAGES_FOLDER / "calc-task-7-lost.img")
+    done = await task_disk.recover(worktrees)
+    assert not os.path.ismount(mounted), done
+    assert any(device in line for line in done), done
+    for _ in range(200):  # the kernel detaches a lazily unmounted device once it is free (a hang guard, not a timing)
+        if not loop_devices_of(tmp_path):
+            break
+        await asyncio.sleep(0.05)
+    assert not loop_devices_of(tmp_path), done
 
 
 @needs_own_fs

@@ -23,7 +23,8 @@ Lifecycle: made and mounted before `git worktree add`; unmounted and deleted whe
 image goes). A worktree kept after its task (an interrupted task) keeps its image; a graceful stop unmounts it, a
 killed bot's mount survives it. `recover` runs at start-up: an image whose worktree folder is not a mount point (a
 stop, a machine restart) is mounted again so no uncommitted work is lost; an image whose worktree is gone is unmounted
-and deleted. `strays` names the mounts and loop devices that no task owns (`agentlab doctor`).
+and deleted; a loop device on an image already deleted is unmounted and detached. `strays` names the mounts and loop
+devices that no task owns (`agentlab doctor`).
 """
 
 from __future__ import annotations
@@ -426,4 +427,21 @@ async def recover(worktrees_dir: Path, wanted: bool = True) -> list[str]:
                 done.append(f"deleted {image.name}: its worktree was removed from its repository")
         except OSError as err:
             log.warning("task disk %s: %s", image, err)
+    return done + await _free_deleted(folder)
+
+
+async def _free_deleted(images: Path) -> list[str]:
+    """Loop devices on images of `images` that were deleted (a bot killed during a mount, or while a deleted image was
+    still mounted): no task can own one (a task's image exists while its worktree does), so each is unmounted where
+    it is mounted and detached. What was done, one line each."""
+    done = []
+    for device, backing in loop_devices(images):
+        if not backing.endswith(" (deleted)"):
+            continue
+        for source, point in mounts():
+            if source == device:
+                await _run("umount", "-l", point)
+                done.append(f"unmounted {point}: its image was deleted")
+        await _run("losetup", "-d", device)
+        done.append(f"detached {device}: its image {backing.removesuffix(' (deleted)')} was deleted")
     return done
