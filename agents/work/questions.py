@@ -100,6 +100,8 @@ class Questions:
                 "decide yourself and say so in your report"
             )
         wait = self.timeout_seconds if time_left is None else max(0.0, min(self.timeout_seconds, time_left))
+        if wait < min(1.0, self.timeout_seconds):  # the time limit is about to stop the worker: nobody could answer
+            raise ToolError("the task's time limit leaves no time to wait for an answer: decide yourself and say so")
         asked = await self.table.add(
             AskedQuestion(
                 task_id=task.id,
