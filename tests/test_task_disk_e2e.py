@@ -283,6 +283,36 @@ async def test_what_a_worktree_can_hold_is_its_checkout_and_budget_not_more(tmp_
 
 
 @needs_own_fs
+async def test_a_make_cancelled_after_the_kernel_mounted_leaves_no_mount_no_device_and_no_image(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cancel comes while the bot waits for `mount`, which has already mounted the image: the mount and its loop
+    device are undone before the image is deleted (else a mount on a deleted image stays, which no start-up finds)."""
+    real = asyncio.create_subprocess_exec
+
+    async def cancelled_once_mounted(*args: str, **kwargs: object) -> asyncio.subprocess.Process:
+        process = await real(*args, **kwargs)  # type: ignore[arg-type]
+        if args[0] == "mount":
+            await process.wait()  # the kernel has mounted it; the bot has not heard yet
+            current = asyncio.current_task()
+            assert current is not None
+            current.cancel()
+        return process
+
+    monkeypatch.setattr(asyncio, "create_subprocess_exec", cancelled_once_mounted)
+    worktree = tmp_path / "worktrees" / "calc-task-5-cut"
+    with pytest.raises(asyncio.CancelledError):
+        await task_disk.make(worktree, 1 << 20, 10, 16 << 20)
+    monkeypatch.undo()
+    assert not os.path.ismount(worktree) and not task_disk.image_for(worktree).exists()
+    for _ in range(200):  # the kernel frees the device once unmounted (a hang guard, not a timing)
+        if not loop_devices_of(tmp_path):
+            break
+        await asyncio.sleep(0.05)
+    assert not loop_devices_of(tmp_path)
+
+
+@needs_own_fs
 async def test_doctor_names_the_mounts_and_loop_devices_no_task_owns(
     tmp_path: Path, workspace_root: Path, fake_telegram, fake_anthropic
 ) -> None:
