@@ -217,7 +217,8 @@ async def _fit(image: Path, size: int, inodes: int, journal: int, want: int) -> 
         free = await _format(image, size, inodes, journal)
         if want - FIT_SLACK <= free <= want:
             return
-        size += -(-(want - free) // BLOCK) * BLOCK if free < want else -((free - want) // BLOCK + 1) * BLOCK
+        # by the difference, aiming at the middle of the slack (the group records that come or go move it a little)
+        size += ((want - free) // BLOCK - FIT_SLACK // BLOCK // 2) * BLOCK
     if free > want:
         raise OSError(f"the file system leaves {free:,} bytes free for a budget of {want:,}")
 
