@@ -228,6 +228,7 @@ async def test_a_graceful_stop_unmounts_its_tasks_file_systems_and_the_next_star
         fake_telegram.press_button(USER_ID, notice.message_id, "task:resume:1")
         task = await ended(bot, 1, timeout=90)
         assert "Resumed: the notes are written." in (task.result or ""), task
+        await fake_telegram.await_for(lambda: not worktree.exists(), timeout=30)  # its status is stored, then it goes
 
 
 @needs_own_fs
