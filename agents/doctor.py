@@ -10,6 +10,7 @@ Why one module over 400 lines: one small function per check, in the order doctor
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.metadata
 import importlib.util
 import os
@@ -28,6 +29,7 @@ import anthropic
 import httpx2
 
 from agents.core.errors import ToolError
+from agents.core.models import TaskStatus
 from agents.core.settings import Settings, SettingsError, load_settings
 from agents.git.command import GitError, run_git
 from agents.llm.tls import client_tls
@@ -634,6 +636,45 @@ async def check_disk_bound(settings: Settings) -> Check:
     return check_disk_budget(settings, found)
 
 
+async def check_task_disks(settings: Settings) -> Check | None:
+    """Mounts and loop devices of the task disks that no task owns (a bot or runner killed mid-task, a cancel that
+    raced a mount): named with the commands that free them; nothing to say when there are none."""
+    owned = await asyncio.to_thread(_resumable_worktrees, settings.database_path)
+    found = task_disk.strays(settings.worktrees_dir, owned)
+    if not found:
+        return None
+    points = " ".join(s.name for s in found if s.kind == "mount")
+    devices = " ".join(s.name for s in found if s.kind == "loop device")
+    fix = "; ".join(
+        part
+        for part in (
+            f"unmount them: umount -l {points}" if points else "",
+            f"then detach the loop devices: losetup -d {devices}" if devices else "",
+            "the next start of the bot deletes the images whose worktree is gone",
+        )
+        if part
+    )
+    named = "; ".join(f"{s.kind} {s.name} ({s.why})" for s in found)
+    return Check(Level.warn, "task disks", f"{len(found)} left behind that no task owns: {named}", fix)
+
+
+def _resumable_worktrees(database: Path) -> set[Path] | None:
+    """The worktrees of the tasks still going or resumable, read from the bot's database; None when it cannot be read
+    (then no mount is judged by it)."""
+    if not database.is_file():
+        return set()
+    statuses = [s.value for s in TaskStatus.cancellable()]
+    marks = ",".join("?" * len(statuses))
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=2)) as db:
+            rows = db.execute(
+                f"SELECT worktree FROM tasks WHERE worktree IS NOT NULL AND status IN ({marks})", statuses
+            ).fetchall()
+    except sqlite3.Error:
+        return None
+    return {Path(row[0]) for row in rows}
+
+
 def check_disk_budget(settings: Settings, found: task_disk.Support | None = None) -> Check:
     """What bounds a task's disk use here, and how: the budget, the hard per-file bound, and for the task as a whole
     either a file system of its own per task (agents/sandbox/task_disk.py; `found`: what a real try found, else what
@@ -904,6 +945,7 @@ async def run_checks(settings: Settings) -> list[Check]:
         _guarded("database", lambda: check_database(settings)),
         _guarded("sandbox", lambda: check_sandbox(settings)),
         _guarded("disk budget", lambda: check_disk_bound(settings)),
+        _guarded("task disks", lambda: check_task_disks(settings)),
         _guarded("task engine", lambda: check_task_engine(settings)),
         _guarded("GitHub", lambda: check_github(settings)),
     )

@@ -4,7 +4,9 @@ Per task: `create_task_worktree` then `remove_worktree_keep_branch` on a 200-fil
 file system (a 1 GB budget: mkfs.ext4 of the sparse image, mount, umount, delete), alternated, 20 runs each; CPU
 seconds of the bot and its child processes, and wall time. Per command: a sandboxed task command that writes and
 deletes 500 small files in the worktree, on the plain folder and on the worktree's file system (median of 10), so a
-slower file system would show. Only where the machine allows the mount (root, loop devices, mkfs.ext4).
+slower file system would show. What a worktree holds: 8 MB reservations (fallocate) into a new worktree's file
+system with a 1 GB budget until one is refused, against the budget. Only where the machine allows the mount (root,
+loop devices, mkfs.ext4).
 
 Run: .venv/bin/python bench/task_disk.py
 """
@@ -64,6 +66,21 @@ async def per_command(tree: TaskWorktree) -> float:
     return statistics.median(times)
 
 
+async def held(worktrees: Path) -> int:
+    """Bytes reserved in a new worktree's file system (no checkout) before the next 8 MB reservation is refused."""
+    tree = worktrees / "holds"
+    assert await task_disk.make(tree, task_disk.BLOCK, 1, BUDGET)
+    try:
+        fill = await asyncio.create_subprocess_exec(
+            "sh", "-c", "i=0; while fallocate -l 8M f$i 2>/dev/null; do i=$((i+1)); done",
+            cwd=tree,
+        )  # fmt: skip
+        await fill.wait()
+        return sum(f.stat().st_blocks * 512 for f in tree.iterdir() if f.is_file())
+    finally:
+        await task_disk.release(tree)
+
+
 async def main() -> None:
     found = task_disk.support()
     if not found.available:
@@ -77,6 +94,8 @@ async def main() -> None:
             cpu = statistics.median(c for c, _ in runs) * 1000
             wall = statistics.median(w for _, w in runs) * 1000
             print(f"  {name:16} CPU {cpu:6.1f} ms   wall {wall:6.1f} ms")
+        holds = await held(worktrees)
+        print(f"what a worktree holds: {holds / (1 << 20):,.0f} MB of 8 MB reservations, budget {BUDGET >> 20:,} MB")
         if (reason := await unavailable_reason()) is not None:
             print(f"per command: skipped ({reason})")
             return

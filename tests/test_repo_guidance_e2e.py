@@ -104,6 +104,27 @@ async def test_a_task_about_a_nested_folder_gets_its_rules_and_the_roots_and_not
     assert "AGENTS.md" not in last_user_text(requests[3]), "the api folder's rules were in the first turn"
 
 
+@pytest.mark.settings(repo_instructions_max_chars=2000)
+async def test_a_claude_md_of_thousands_of_unresolvable_imports_stays_within_the_cap(
+    bot: BotHarness, workspace_root: Path
+) -> None:
+    """15,000 `@imports` that resolve to nothing: the first turn carries the repository's instructions within
+    REPO_INSTRUCTIONS_MAX_CHARS (notes about imports included), and a bounded number of them is even looked at."""
+    imports = " ".join(f"@gone/{i}.md" for i in range(15_000))  # 160 KB: a file small enough to be read
+    make_repo(workspace_root / "flood", {"CLAUDE.md": f"FLOOD-RULE\n\n{imports}\n", "app.py": "print(1)\n"})
+    model = RoleScript()
+    bot.claude.handler = model
+    model.add("orchestrator", start_task("flood", "Tidy app.py."), claude_says.text("ok"))
+    model.add("code", claude_says.text("Nothing to change."))
+    bot.say("tidy app.py in flood")
+    await ended(bot, 1)
+    turn = first_turn(model.requests["code"][0])
+    guidance = turn[turn.index("## The repository's instructions") :]
+    assert "FLOOD-RULE" in guidance
+    assert len(guidance) < 2000 + 1500, f"{len(guidance):,} characters of guidance against a cap of 2,000"
+    assert guidance.count("is not a file of the repository") <= 32, "MAX_IMPORTS imports looked at, at most"
+
+
 async def test_a_hostile_agents_md_changes_nothing_the_bot_enforces(
     fake_telegram, fake_anthropic, tmp_path: Path, workspace_root: Path, bot_repo: Path
 ) -> None:

@@ -11,7 +11,7 @@ from agents.core.errors import ToolError
 from agents.core.models import Caller
 from agents.core.settings import Settings
 from agents.store.database import Store
-from agents.work.repo_rules import FolderRules, RepoRules, resolve_import
+from agents.work.repo_rules import MAX_IMPORTS, FolderRules, RepoRules, resolve_import
 from agents.work.standing import Notes
 from agents.workspaces.folders import Workspaces
 from tests.conftest import git, make_repo
@@ -59,6 +59,30 @@ async def test_an_import_of_a_credential_file_is_never_shown_and_dotted_paths_ar
     assert "committed-secret-4711" not in found.text and "prod-secret-4712" not in found.text
     assert "@.env (in CLAUDE.md) is a credential file: never shown." in found.text
     assert "CI-RULE" in found.text, "a path starting with a dot, ending a sentence"
+
+
+async def test_imports_are_bounded_in_count_and_depth_and_everything_counts_against_the_cap(tmp_path: Path) -> None:
+    chain = {f"docs/d{i}.md": f"D{i}-RULE @d{i + 1}.md\n" for i in range(10)}  # imports ten deep
+    repo = make_repo(tmp_path / "r", {**chain, "CLAUDE.md": "ROOT @docs/d0.md\n"})
+    found = await RepoRules(100_000).for_task(repo, git(repo, "rev-parse", "HEAD").strip(), "tidy")
+    assert "D3-RULE" in found.text and "D4-RULE" not in found.text, "imports of imports: MAX_IMPORT_DEPTH deep"
+    assert "is imported too deeply" in found.text
+
+    files = {f"more/m{i}.md": f"M{i}-RULE @n{i}.md\n" for i in range(40)}  # forty files, each importing one
+    files |= {f"more/n{i}.md": f"N{i}-RULE\n" for i in range(40)}
+    files["CLAUDE.md"] = "ROOT " + " ".join(f"@more/m{i}.md" for i in range(40)) + "\n"
+    repo = make_repo(tmp_path / "wide", files)
+    found = await RepoRules(100_000).for_task(repo, git(repo, "rev-parse", "HEAD").strip(), "tidy")
+    shown = sum(f"M{i}-RULE" in found.text for i in range(40)) + sum(f"N{i}-RULE" in found.text for i in range(40))
+    assert shown == MAX_IMPORTS, "MAX_IMPORTS followed in all, over every file and depth"
+    assert "CLAUDE.md has more @imports than are followed" in found.text
+
+    many = " ".join(f"@{'x' * 300}/{i}.md" for i in range(700))  # long unresolvable names: notes are bounded too
+    repo2 = make_repo(tmp_path / "r2", {"CLAUDE.md": "TOP\n" + many, "AGENTS.md": "A-RULE\n" * 10})
+    small = await RepoRules(1000).for_task(repo2, git(repo2, "rev-parse", "HEAD").strip(), "tidy")
+    body = small.text.split("the root one.\n\n", 1)[1]
+    assert len(body) < 1000 + 600, f"{len(body):,} characters past the heading against a cap of 1,000"
+    assert "Cut to fit" in body
 
 
 def test_a_folder_with_its_own_agents_md_is_named_once() -> None:

@@ -195,6 +195,9 @@ async def test_sigkill_mid_task_then_restart_resumes_and_discards_then_sigterm_m
         assert environ.count(FAKE_KEY.encode()) == 1, "the key is really there"
         await stops_cleanly_on_sigterm(second, tmp_path / "second.log")
         await fake_telegram.await_for(lambda: not host_pids(FOREGROUND), timeout=5)
+        if own_fs:  # the stopped task's worktree is kept for its resume, its file system unmounted with the bot
+            stopped_tree = worktree_of_task(worktrees, 3)
+            assert not os.path.ismount(stopped_tree) and task_disk.image_for(stopped_tree).is_file()
     finally:
         for orphan in host_pids(ORPHAN) + host_pids(SERVICE) + host_pids(DRAFTING) + host_pids(FOREGROUND):
             with contextlib.suppress(ProcessLookupError):  # in case an assertion above failed

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+import types
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
@@ -59,12 +61,39 @@ def test_weekdays_at_nine_next_runs_on_friday_in_the_owners_zone() -> None:
         (None, None, None, "give exactly one of cron, at and every_minutes (got none)"),
         ("0 9 * * *", None, 5, "give exactly one of cron, at and every_minutes (got cron, every_minutes)"),
         ("0 0 31 2 *", None, None, "never matches"),
+        ("59 23 31 2,4,6,9,11 *", None, None, "never matches a time within a year"),
+        (None, "9999-12-31T23:30Z", None, "'9999-12-31T23:30Z' is too far ahead"),
+        (None, "9999-12-31T23:30", None, "is too far ahead"),
+        (None, "0001-01-01T00:00+05:00", None, "is too far ahead"),
+        (None, "2028-01-01T00:00", None, "is too far ahead: a schedule's first run lies within a year"),
+        (None, None, float("nan"), "must be a finite number of minutes"),
+        (None, None, float("inf"), "must be a finite number of minutes"),
+        (None, None, "1e400", "must be a finite number of minutes (got 1e400)"),
     ],
 )
 def test_bad_timing_gets_one_sentence(cron: str | None, at: str | None, every: object, says: str) -> None:
     with pytest.raises(ToolError) as refused:
         parse_when(cron, at, every, BERLIN, NOW)
     assert says in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_a_cron_that_never_fires_is_refused_after_a_search_of_one_year_only() -> None:
+    """APScheduler's own search for a next time runs to year 9999 (hundreds of thousands of steps on the event loop);
+    the check looks one year ahead and no further. Counted in steps of the search, not timed."""
+    steps = 0
+
+    def count(frame: types.FrameType, event: str, _arg: object) -> None:
+        nonlocal steps
+        if event == "call" and frame.f_code.co_name == "get_next_value" and "apscheduler" in frame.f_code.co_filename:
+            steps += 1
+
+    sys.setprofile(count)
+    try:
+        with pytest.raises(ToolError, match="never matches"):
+            parse_when("59 23 31 2,4,6,9,11 *", None, None, BERLIN, NOW)
+    finally:
+        sys.setprofile(None)
+    assert 0 < steps < 1000, f"{steps:,} steps of the search for a time that never comes"
 
 
 def test_at_without_an_offset_is_the_owners_time_and_with_one_is_kept() -> None:

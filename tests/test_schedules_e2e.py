@@ -136,6 +136,35 @@ async def test_bad_input_gets_one_sentence_and_nothing_is_stored(bot: BotHarness
     assert await bot.runtime.store.schedules.live(OWNER) == []
 
 
+async def test_times_out_of_range_get_one_sentence_and_listing_keeps_working(
+    bot: BotHarness, model: RoleScript
+) -> None:
+    """A time near year 9999 (with a zone), an interval of 1e400 minutes, a cron that never fires within a year: each
+    one sentence, nothing stored, and the listing (the tool and /schedules) still answers."""
+    sent: list[tuple[int, str]] = []
+    bad = ({"at": "9999-12-31T23:30Z"}, {"every_minutes": float("inf")}, {"cron": "59 23 31 2,4,6,9,11 *"})
+    for when in bad:
+        model.add("orchestrator", schedule(**when), confirm)
+    for n in range(len(bad)):
+        user_says(bot, f"schedule attempt {n}", sent)
+        await bot.tg.await_for(lambda n=n: len([m for m in bot.tg.messages(OWNER) if "could not" in m.text]) > n)
+    refusals = [m.text for m in bot.tg.messages(OWNER) if "could not make it" in m.text]
+    assert "'9999-12-31T23:30Z' is too far ahead" in refusals[0]
+    assert "must be a finite number of minutes" in refusals[1]
+    assert "never matches a time within a year" in refusals[2]
+    assert await bot.runtime.store.schedules.live(OWNER) == [], "nothing stored"
+
+    model.add(
+        "orchestrator",
+        claude_says.tool_use("list_schedules", {}),
+        lambda body: claude_says.text(f"Listed: {last_user_text(body)}"),
+    )
+    user_says(bot, "what schedules are there?", sent)
+    assert await bot.tg.await_for(lambda: said(bot, OWNER, "Listed: No schedules in this conversation."))
+    user_says(bot, "/schedules", sent)
+    assert await bot.tg.await_for(lambda: said(bot, OWNER, "No schedules")), transcript(bot, OWNER, sent)
+
+
 async def test_the_per_chat_limit_is_one_sentence(
     fake_telegram, fake_anthropic, model: RoleScript, tmp_path, workspace_root, bot_repo
 ) -> None:

@@ -26,10 +26,11 @@ from agents import doctor as dr
 from agents.doctor import Level
 from agents.git.worktrees import create_task_worktree, remove_worktree_keep_branch
 from agents.sandbox import task_disk
-from tests.conftest import USER_ID, BotHarness, git, make_settings
+from tests.conftest import USER_ID, BotHarness, git, make_settings, running_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript
-from tests.support.mounts import unmount_under
+from tests.support.mounts import mounts_under, unmount_under
+from tests.support.processes import host_pids
 from tests.support.tasks import ended, start_task, tool_results
 
 needs_bwrap = pytest.mark.skipif(
@@ -140,6 +141,96 @@ async def test_a_burst_of_reservations_meets_the_worktrees_own_file_system(bot: 
     await bot.tg.await_for(lambda: (repo / "after.txt").exists(), timeout=30)
 
 
+@needs_bwrap
+@needs_own_fs
+@pytest.mark.settings(sandbox_max_disk_mb=BUDGET_MB, sandbox_disk_fs="auto")
+async def test_a_cancel_at_any_point_of_the_set_up_leaves_nothing_mounted(
+    bot: BotHarness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Task after task, the set-up stops at the next point after its image was mounted (the k-th process the task
+    starts after `mount`: a git command, a test run's start, …) until /cancel comes: each time, nothing is left mounted
+    and no loop device holds an image. The last task reaches its worker (the set-up had no later point)."""
+    real = asyncio.create_subprocess_exec
+    point = {"task": "", "k": 0, "seen": 0, "mounted": False}
+    stuck = asyncio.Event()
+
+    async def stalling(*args: str, **kwargs: object) -> asyncio.subprocess.Process:
+        process = await real(*args, **kwargs)  # type: ignore[arg-type]
+        current = asyncio.current_task()
+        if current is not None and current.get_name() == point["task"]:
+            if args[0] == "mount":
+                point["mounted"] = True
+            elif point["mounted"]:
+                point["seen"] += 1
+                if point["seen"] == point["k"]:
+                    stuck.set()
+                    await asyncio.Future()  # the set-up stays here until /cancel cancels it
+        return process
+
+    monkeypatch.setattr(asyncio, "create_subprocess_exec", stalling)
+    model = RoleScript()
+    bot.claude.handler = model
+    worktrees = bot.settings.worktrees_dir
+    model.add("code", claude_says.text("Nothing to change."))  # for the one task whose set-up is not stopped
+    for k in range(1, 40):
+        point.update(task=f"task-{k}", k=k, seen=0, mounted=False)
+        stuck.clear()
+        model.add("orchestrator", start_task("calc", f"Look at calc.py ({k})."), claude_says.text("Started."))
+        bot.say(f"look at calc, take {k}")
+        await bot.tg.await_for(lambda: stuck.is_set() or model.requests["code"], timeout=60)
+        if model.requests["code"]:
+            point["task"] = ""  # the set-up had no k-th point: this task's worker started, and is left to end
+            break
+        bot.tg.send_command(USER_ID, "/cancel")
+        task = await ended(bot, k)
+        assert task.status.value == "cancelled", task
+        # a process the stalled step started may still hold a file there (the unmount is then lazy): it ends soon
+        await bot.tg.await_for(lambda: not mounts_under(worktrees) and not loop_devices_of(tmp_path), timeout=30)
+        assert point["mounted"], "the task's worktree was a file system of its own"
+    assert k > 3, f"the set-up passed only {k - 1} points after its mount"
+    await ended(bot, k)
+    await bot.tg.await_for(lambda: not mounts_under(worktrees), timeout=30)  # its status is stored, then it goes
+
+
+@needs_bwrap
+@needs_own_fs
+async def test_a_graceful_stop_unmounts_its_tasks_file_systems_and_the_next_start_mounts_them_to_resume(
+    fake_telegram, fake_anthropic, tmp_path: Path, workspace_root: Path, bot_repo: Path
+) -> None:
+    """The bot stops as on SIGTERM mid-task: the interrupted task's worktree is unmounted (no mount, no loop device
+    outlives the bot), its image kept; the next start mounts it again, the draft is there, and the task resumes."""
+    sleeper = f"1000.{os.getpid()}7"
+    settings = dict(sandbox_max_disk_mb=BUDGET_MB, sandbox_disk_fs="auto")
+    model = RoleScript()
+    async with running_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo, **settings) as bot:
+        bot.claude.handler = model
+        model.add("orchestrator", start_task("calc", "Write the notes."), claude_says.text("Started."))
+        model.add(
+            "code", claude_says.tool_use("run_command", {"command": f"echo draft > draft.txt; exec sleep {sleeper}"})
+        )
+        bot.say("write the notes in calc")
+        await fake_telegram.await_for(lambda: host_pids(sleeper), timeout=60)
+        worktree = worktree_of_task(bot.settings.worktrees_dir, 1)
+        assert os.path.ismount(worktree)
+        assert await dr.check_task_disks(bot.settings) is None, "a running task's mount is owned"
+    assert not os.path.ismount(worktree), "the stopped bot left its task's file system mounted"
+    assert task_disk.image_for(worktree).is_file(), "the image stays for the resume"
+    await fake_telegram.await_for(lambda: not loop_devices_of(tmp_path), timeout=10)
+
+    async with running_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo, **settings) as bot:
+        bot.claude.handler = model
+        assert os.path.ismount(worktree), "the start did not mount the kept worktree again"
+        assert (worktree / "draft.txt").read_text() == "draft\n"
+        notice = await fake_telegram.await_for(
+            lambda: next((m for m in fake_telegram.messages(USER_ID) if "stopped while" in (m.text or "")), None)
+        )
+        model.add("code", claude_says.text("Resumed: the notes are written."))
+        fake_telegram.press_button(USER_ID, notice.message_id, "task:resume:1")
+        task = await ended(bot, 1, timeout=90)
+        assert "Resumed: the notes are written." in (task.result or ""), task
+        await fake_telegram.await_for(lambda: not worktree.exists(), timeout=30)  # its status is stored, then it goes
+
+
 @needs_own_fs
 async def test_a_worktree_whose_file_system_cannot_be_made_is_a_plain_folder_and_doctor_says_which_bound_holds(
     tmp_path: Path, workspace_root: Path, fake_telegram, fake_anthropic
@@ -170,6 +261,110 @@ def loop_devices_of(folder: Path) -> list[str]:
             if backing.read_text().strip().startswith(str(folder.resolve())):
                 found.append(backing.parent.parent.name)
     return found
+
+
+@needs_own_fs
+@pytest.mark.parametrize("budget_mb", [16, 200])
+async def test_what_a_worktree_can_hold_is_its_checkout_and_budget_not_more(tmp_path: Path, budget_mb: int) -> None:
+    """The budget the owner set is the ceiling: a writer that goes on until the file system refuses has written the
+    budget (and the checkout's room), not an eighth more; and no noticeably less either."""
+    budget, checkout = budget_mb << 20, 1 << 20
+    worktree = tmp_path / "worktrees" / "calc-task-4-fill"
+    assert await task_disk.make(worktree, checkout, 10, budget)
+    try:
+        fill = await asyncio.create_subprocess_exec(
+            "dd", "if=/dev/zero", f"of={worktree / 'fill.bin'}", "bs=1M", f"count={2 * budget_mb}",
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        _, said = await fill.communicate()
+        assert b"No space left on device" in said, said
+        held = (worktree / "fill.bin").stat().st_blocks * 512
+    finally:
+        await task_disk.release(worktree)
+    assert held <= budget + checkout, f"{held:,} bytes written against a budget of {budget:,} (+{checkout:,})"
+    assert held >= budget - (1 << 20), f"only {held:,} bytes could be written with a budget of {budget:,}"
+
+
+@needs_own_fs
+async def test_a_make_cancelled_after_the_kernel_mounted_leaves_no_mount_no_device_and_no_image(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cancel comes while the bot waits for `mount`, which has already mounted the image: the mount and its loop
+    device are undone before the image is deleted (else a mount on a deleted image stays, which no start-up finds)."""
+    real = asyncio.create_subprocess_exec
+
+    async def cancelled_once_mounted(*args: str, **kwargs: object) -> asyncio.subprocess.Process:
+        process = await real(*args, **kwargs)  # type: ignore[arg-type]
+        if args[0] == "mount":
+            await process.wait()  # the kernel has mounted it; the bot has not heard yet
+            current = asyncio.current_task()
+            assert current is not None
+            current.cancel()
+        return process
+
+    monkeypatch.setattr(asyncio, "create_subprocess_exec", cancelled_once_mounted)
+    worktree = tmp_path / "worktrees" / "calc-task-5-cut"
+    with pytest.raises(asyncio.CancelledError):
+        await task_disk.make(worktree, 1 << 20, 10, 16 << 20)
+    monkeypatch.undo()
+    assert not os.path.ismount(worktree) and not task_disk.image_for(worktree).exists()
+    for _ in range(200):  # the kernel frees the device once unmounted (a hang guard, not a timing)
+        if not loop_devices_of(tmp_path):
+            break
+        await asyncio.sleep(0.05)
+    assert not loop_devices_of(tmp_path)
+
+
+@needs_own_fs
+async def test_doctor_names_the_mounts_and_loop_devices_no_task_owns(
+    tmp_path: Path, workspace_root: Path, fake_telegram, fake_anthropic
+) -> None:
+    """A worktree mounted that no task has (a cancel that raced set-up, a killed bot's task discarded), and a loop
+    device on an image that was deleted (a killed mount): doctor names each, with the commands that free them."""
+    settings = make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root)
+    worktrees = settings.worktrees_dir
+    assert await dr.check_task_disks(settings) is None, "nothing to say"
+    orphan = worktrees / "calc-task-8-orphan"
+    assert await task_disk.make(orphan, 1 << 20, 10, 16 << 20)
+    lost = worktrees / task_disk.IMAGES_FOLDER / "calc-task-9-lost.img"
+    device = await loop_device_on_a_deleted_image(lost)
+    try:
+        check = await dr.check_task_disks(settings)
+        assert check is not None and check.level is Level.warn, check
+        assert f"mount {orphan} (no task still going or resumable has this worktree)" in check.detail, check.detail
+        assert f"loop device {device} (its image {lost} was deleted)" in check.detail, check.detail
+        assert f"umount -l {orphan}" in check.fix and f"losetup -d {device}" in check.fix, check.fix
+    finally:
+        await task_disk.release(orphan)
+        detach = await asyncio.create_subprocess_exec("losetup", "-d", device)
+        await detach.wait()
+    assert await dr.check_task_disks(settings) is None
+
+
+async def loop_device_on_a_deleted_image(image: Path) -> str:
+    """A loop device attached to `image`, which is then deleted (what a bot killed in the middle of a mount leaves)."""
+    image.write_bytes(bytes(1 << 20))
+    attach = await asyncio.create_subprocess_exec("losetup", "-f", "--show", str(image), stdout=asyncio.subprocess.PIPE)
+    device = (await attach.communicate())[0].decode().strip()
+    image.unlink()
+    return device
+
+
+@needs_own_fs
+async def test_the_start_up_recovery_frees_loop_devices_on_deleted_images(tmp_path: Path) -> None:
+    worktrees = tmp_path / "worktrees"
+    mounted = worktrees / "calc-task-6-deleted"
+    assert await task_disk.make(mounted, 1 << 20, 10, 16 << 20)
+    task_disk.image_for(mounted).unlink()  # still mounted, its image gone
+    device = await loop_device_on_a_deleted_image(worktrees / task_disk.IMAGES_FOLDER / "calc-task-7-lost.img")
+    done = await task_disk.recover(worktrees)
+    assert not os.path.ismount(mounted), done
+    assert any(device in line for line in done), done
+    for _ in range(200):  # the kernel detaches a lazily unmounted device once it is free (a hang guard, not a timing)
+        if not loop_devices_of(tmp_path):
+            break
+        await asyncio.sleep(0.05)
+    assert not loop_devices_of(tmp_path), done
 
 
 @needs_own_fs

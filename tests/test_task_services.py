@@ -5,6 +5,7 @@ and a service without the network reaches nothing outside."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import os
 import shutil
@@ -15,8 +16,8 @@ import pytest
 from agents.core.errors import ToolError
 from agents.core.models import TaskStatus
 from agents.sandbox.bwrap import spec_for
-from agents.sandbox.services import TaskServices, start_sandboxed_stdio
-from agents.sandbox.task_limits import TaskBounds
+from agents.sandbox.services import LEFT_OUT, TaskServices, start_sandboxed_stdio
+from agents.sandbox.task_limits import DiskBudget, TaskBounds
 from tests.conftest import USER_ID, BotHarness
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript
@@ -135,6 +136,26 @@ async def test_the_stdio_seam_runs_a_program_in_the_task_sandbox_and_ends_it_wit
     assert not host_pids(str(extra / "server.py")), "the stdio program outlived its task"
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+async def test_a_services_log_ends_within_the_disk_budget_the_notice_included(tmp_path) -> None:
+    budget = 64 << 10
+    bounds = TaskBounds("logs", 1 << 30, 256, DiskBudget(tmp_path, budget))
+    spec = dataclasses.replace(spec_for(tmp_path), task=bounds)
+    services = TaskServices.of(bounds)
+    try:
+        await services.start(spec, "head -c 300000 /dev/zero | tr '\\0' x; echo; exec sleep 1000.9292", {})
+        logs = bounds.service_logs
+        for _ in range(400):  # the pump writes the notice once the budget is spent (a hang guard, not a timing)
+            if any(LEFT_OUT.strip() in log.read_bytes() for log in logs.glob("*.log")):
+                break
+            await asyncio.sleep(0.05)
+        written = sum(log.stat().st_size for log in logs.glob("*.log"))
+        assert any(LEFT_OUT.strip() in log.read_bytes() for log in logs.glob("*.log")), "the notice is written"
+        assert written <= budget, f"the logs took {written:,} bytes against a budget of {budget:,}"
+        assert bounds.disk is not None and bounds.disk.grown <= budget
+    finally:
+        await bounds.close()
 
 
 async def test_a_task_runs_at_most_its_number_of_services(tmp_path) -> None:

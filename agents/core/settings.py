@@ -267,6 +267,7 @@ class Settings(BaseSettings):
     notes_max_per_user: int = Field(20, ge=1)  # standing notes a user may keep
     note_max_chars: int = Field(500, ge=20)  # the length of one standing note
     ask_timeout_seconds: float = Field(600.0, gt=0)  # ask_user: no answer by then and the worker decides itself
+    ask_max_per_task: int = Field(5, ge=1)  # ask_user: questions one task may ask in all its runs
 
     # --- webhook (empty WEBHOOK_URL = long polling) ---------------------------------------
     webhook_url: str | None = None  # public https base URL; Telegram posts to <webhook_url>/<webhook_path>

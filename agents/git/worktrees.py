@@ -222,30 +222,51 @@ async def create_task_worktree(
         worktrees_dir = top.parent / f"{top.name}-agentlab-worktrees"
     worktrees_dir = Path(worktrees_dir)
 
-    async with bot_writes(top):
-        created = False
-        if branch and await branch_exists(top, branch):
-            base_branch = await config_get(top, f"branch.{branch}.{_BASE_BRANCH_KEY}") or await current_branch(top)
-            base_commit = (
-                await config_get(top, f"branch.{branch}.{_BASE_COMMIT_KEY}")
-                or (await git_text("merge-base", branch, base_branch, cwd=top)).strip()
-            )
-        else:
-            branch = candidate = task_branch_name(task_id, title)
-            suffix = 2
-            while await branch_exists(top, branch):
-                branch = f"{candidate}-{suffix}"
-                suffix += 1
-            base_branch = await current_branch(top)
-            base_commit = await rev_parse(top, "HEAD")
-            await git_text("branch", branch, base_commit, cwd=top)
-            created = True
-            await git_text("config", "--local", f"branch.{branch}.{_BASE_BRANCH_KEY}", base_branch, cwd=top)
-            await git_text("config", "--local", f"branch.{branch}.{_BASE_COMMIT_KEY}", base_commit, cwd=top)
+    made: tuple[TaskWorktree, bool] | None = None  # the worktree, and whether this call added it
+    try:
+        async with bot_writes(top):
+            made = await _task_worktree(top, task_id, title, worktrees_dir, branch, disk_budget)
+    except BaseException:
+        if made is not None and made[1]:  # cancelled while the repository's watchers took their snapshots again
+            await asyncio.shield(_remove_worktree(made[0]))
+        raise
+    assert made is not None
+    return made[0]
 
-        target = worktrees_dir / f"{top.name}-{branch.split('/', 1)[-1]}"
-        path = await _checkout_worktree(top, branch, target, disk_budget, new_branch=created)
-    return TaskWorktree(repo=top, path=path, branch=branch, base_branch=base_branch, base_commit=base_commit)
+
+async def _task_worktree(
+    top: Path, task_id: int, title: str, worktrees_dir: Path, branch: str | None, disk_budget: int | None
+) -> tuple[TaskWorktree, bool]:
+    """`create_task_worktree` under the repository's lock: the branch made or reused, its worktree checked out (and
+    whether it was added now)."""
+    created = False
+    if branch and await branch_exists(top, branch):
+        base_branch = await config_get(top, f"branch.{branch}.{_BASE_BRANCH_KEY}") or await current_branch(top)
+        base_commit = (
+            await config_get(top, f"branch.{branch}.{_BASE_COMMIT_KEY}")
+            or (await git_text("merge-base", branch, base_branch, cwd=top)).strip()
+        )
+    else:
+        branch = candidate = task_branch_name(task_id, title)
+        suffix = 2
+        while await branch_exists(top, branch):
+            branch = f"{candidate}-{suffix}"
+            suffix += 1
+        base_branch = await current_branch(top)
+        base_commit = await rev_parse(top, "HEAD")
+        await git_text("branch", branch, base_commit, cwd=top)
+        created = True
+        await git_text("config", "--local", f"branch.{branch}.{_BASE_BRANCH_KEY}", base_branch, cwd=top)
+        await git_text("config", "--local", f"branch.{branch}.{_BASE_COMMIT_KEY}", base_commit, cwd=top)
+
+    target = worktrees_dir / f"{top.name}-{branch.split('/', 1)[-1]}"
+    added = not target.exists()  # a kept worktree's folder stays (its mount point, when its file system is unmounted)
+    path = await _checkout_worktree(top, branch, target, disk_budget, new_branch=created)
+    added = added and same_path(path, target)
+    return (
+        TaskWorktree(repo=top, path=path, branch=branch, base_branch=base_branch, base_commit=base_commit),
+        added,
+    )
 
 
 async def _checkout_worktree(
@@ -289,7 +310,7 @@ async def _add_worktree(repo: Path, branch: str, target: Path, disk_budget: int 
     try:
         await git_text("worktree", "add", "-q", str(target), branch, cwd=repo)
     except BaseException:
-        await task_disk.release(target)
+        await asyncio.shield(task_disk.release(target))  # a second cancel does not stop it half way
         raise
     return target
 
@@ -306,6 +327,15 @@ async def _checkout_size(repo: Path, branch: str) -> tuple[int, int]:
         size = int(fields[3]) if fields[3].isdigit() else task_disk.BLOCK
         total += -(-size // task_disk.BLOCK) * task_disk.BLOCK
     return total, count
+
+
+async def park_worktree(path: Path) -> bool:
+    """The bot is stopping and the task will resume: the worktree's own file system is unmounted, its image kept (the
+    next start, or the task's resume, mounts it again), so no mount outlives the bot. Whether it was unmounted."""
+    if not task_disk.is_own_file_system(path):
+        return False
+    await task_disk.unmount(path)
+    return True
 
 
 def worktree_present(worktree: TaskWorktree) -> bool:

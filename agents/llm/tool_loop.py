@@ -11,10 +11,9 @@ The model is reached through `MessageModel`, the seam that `SdkModel` (the SDK's
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -136,24 +135,12 @@ class ToolLoop:
     api_calls: int = 0
     tools_used: list[str] = field(default_factory=list)
     _deadline: asyncio.Timeout | None = field(default=None, init=False, repr=False)  # the running run's time limit
-    _paused: float = field(default=0.0, init=False, repr=False)  # seconds spent with the clock stopped
 
-    @contextlib.asynccontextmanager
-    async def clock_stopped(self) -> AsyncIterator[None]:
-        """A wait that counts against no time limit of the run (a question to the user): the deadline moves on by
-        as long as the block lasted, and nothing times the run out meanwhile."""
-        deadline = self._deadline
-        when = deadline.when() if deadline is not None else None
-        if deadline is not None and when is not None:
-            deadline.reschedule(None)
-        started = time.monotonic()
-        try:
-            yield
-        finally:
-            waited = time.monotonic() - started
-            self._paused += waited
-            if deadline is not None and when is not None and deadline is self._deadline:
-                deadline.reschedule(when + waited)
+    def seconds_left(self) -> float | None:
+        """What is left of the running run's time limit (None: no run, or no limit); a wait inside a tool (a question
+        to the user) counts against it like any other work."""
+        when = self._deadline.when() if self._deadline is not None else None
+        return None if when is None else max(0.0, when - asyncio.get_running_loop().time())
 
     def add_user_turn(self, blocks: list[dict[str, Any]]) -> None:
         """A new user turn of content blocks (text, images, documents), kept alternating after a turn that ended on
@@ -169,7 +156,6 @@ class ToolLoop:
         """Step until the model ends its turn or a limit is hit; each run gets the full limits."""
         steps = 0
         started = time.monotonic()
-        paused_before = self._paused
         timeout = None if math.isinf(limits.max_seconds) else limits.max_seconds
         try:
             async with asyncio.timeout(timeout) as self._deadline:
@@ -186,7 +172,7 @@ class ToolLoop:
         except _LimitReached as limit:
             return self._stopped(limit.ending, steps)
         except TimeoutError:
-            if time.monotonic() - started - (self._paused - paused_before) < limits.max_seconds * 0.99:
+            if time.monotonic() - started < limits.max_seconds * 0.99:
                 raise  # not our deadline: a timeout from inside (an SDK or tool timeout)
             return self._stopped(Ending.TIME_LIMIT, steps)
         finally:

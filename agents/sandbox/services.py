@@ -19,11 +19,11 @@ bot-side folder shown read-only at SERVICES_MOUNT in every later command of the 
 output); the call returns once the service printed something or opened a listening port (at most `START_WAIT_SECONDS`),
 with its first output and id; a service that exits is reported once (`exit_notes`), and at most
 `TaskBounds.max_services` run at a time. The bot writes the logs (a pump per service): they count in the task's disk
-budget, and what passes it is left out with a line saying so. The folder is named after the bot's pid, removed with the
-task, and by the start-up sweep (temp_folders.py) when a killed bot left it. Each service is one bwrap: its processes
-live in their own PID namespace, so a double fork or setsid inside still dies when the bot kills it (and when the
-command's own process ends: a service is its command, kept in the foreground); the bwrap carries the task's tag
-(orphans.py) and dies with the bot (`--die-with-parent`).
+budget, and what passes it is left out with a line saying so (the line counts too). The folder is named after the
+bot's pid, removed with the task, and by the start-up sweep (temp_folders.py) when a killed bot left it. Each service
+is one bwrap: its processes live in their own PID namespace, so a double fork or setsid inside still dies when the bot
+kills it (and when the command's own process ends: a service is its command, kept in the foreground); the bwrap
+carries the task's tag (orphans.py) and dies with the bot (`--die-with-parent`).
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ from agents.sandbox.user_net import available as user_net_available
 LOG_CAP_BYTES = 64 << 20  # the services' logs of a task without a disk budget (SANDBOX=off has no services anyway)
 START_WAIT_SECONDS = 10.0
 FIRST_OUTPUT_BYTES = 4000
+LEFT_OUT = b"\n[agentlab: the rest of this log is left out: the task's disk budget is spent]\n"
 _POLL_SECONDS = 0.05
 _LISTEN = "0A"  # TCP state LISTEN in /proc/net/tcp
 
@@ -109,13 +110,11 @@ class TaskServices:
                 if full:
                     continue
                 room = self.log_room()
-                if len(chunk) > room:
-                    sink.write(chunk[: max(room, 0)])
-                    sink.write(b"\n[agentlab: the rest of this log is left out: the task's disk budget is spent]\n")
+                if len(chunk) > room - len(LEFT_OUT):  # the notice is within the budget too: it is the ceiling
+                    kept = max(room - len(LEFT_OUT), 0)
+                    chunk = chunk[:kept] + LEFT_OUT[: max(room - kept, 0)]
                     full = True
-                    chunk = chunk[: max(room, 0)]
-                else:
-                    sink.write(chunk)
+                sink.write(chunk)
                 self.logged += len(chunk)
                 if self.bounds.disk is not None:
                     self.bounds.disk.logged_bytes += len(chunk)

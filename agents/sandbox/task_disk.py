@@ -2,10 +2,11 @@
 
 The disk budget's poll (task_limits.DiskBudget) is precise but looks only every 0.2 s: one command can reserve
 several large files and delete them between two looks, and the host's disk holds them meanwhile. Where the machine
-allows it, the worktree folder is therefore the mount point of a sparse ext4 image (a loop mount) sized for the
-checkout plus the task's budget plus a little room for ext4's own records: a write past that fails with "No space
-left on device" at once, whatever its speed. The poll stays the precise bound (it stops the command that went past and
-deletes its files, so the task goes on); the file system is the ceiling a burst meets.
+allows it, the worktree folder is therefore the mount point of a sparse ext4 image (a loop mount) whose file system
+leaves exactly the checkout plus the task's budget free for files (ext4's own records on top, measured after `mkfs`
+and the image refitted): a write past the budget fails with "No space left on device" at once, whatever its speed. The
+budget the owner set is the ceiling; the poll stays the precise count for what lies outside the worktree (the
+services' logs) and stops a command that went past it.
 
 Where the image lives: the worktree `<worktrees>/<name>` has its image at `<worktrees>/.task-disks/<name>.img`,
 beside the worktrees and outside every sandbox (a command sees its own worktree only). It is found from the
@@ -17,10 +18,13 @@ When: SANDBOX_DISK_FS=auto (the default) where the bot may mount (CAP_SYS_ADMIN,
 devices (/dev/loop-control) and `mkfs.ext4`, `mount`, `umount` are installed. Elsewhere, or when a mount fails, the
 worktree is a plain folder bounded by the poll alone, said once per process in the log and by `agentlab doctor`.
 
-Lifecycle: made and mounted before `git worktree add`; unmounted and deleted when the worktree is removed. A worktree
-kept after its task (an interrupted task) keeps its file system, and mounts survive a killed bot. `recover` runs at
-start-up: an image whose worktree folder is not a mount point (the machine restarted) is mounted again so no
-uncommitted work is lost; an image whose worktree is gone is unmounted and deleted.
+Lifecycle: made and mounted before `git worktree add`; unmounted and deleted when the worktree is removed, and when
+`make` itself is cancelled half way (a mount that completed and a loop device left attached are undone before the
+image goes). A worktree kept after its task (an interrupted task) keeps its image; a graceful stop unmounts it, a
+killed bot's mount survives it. `recover` runs at start-up: an image whose worktree folder is not a mount point (a
+stop, a machine restart) is mounted again so no uncommitted work is lost; an image whose worktree is gone is unmounted
+and deleted; a loop device on an image already deleted is unmounted and detached. `strays` names the mounts and loop
+devices that no task owns (`agentlab doctor`).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import contextlib
 import functools
 import logging
 import os
+import re
 import shutil
 import signal
 import stat
@@ -43,7 +48,10 @@ IMAGES_FOLDER = ".task-disks"
 BLOCK = 4096
 INODE_BYTES = 256
 COMMAND_SECONDS = 30.0  # mkfs, mount, umount: each takes well under a second
-TOOLS = ("mkfs.ext4", "mount", "umount")
+TOOLS = ("mkfs.ext4", "dumpe2fs", "mount", "umount")
+LOST_FOUND_BLOCKS = 4  # what mkfs.ext4 gives lost+found with 4 KB blocks (16 KB)
+FIT_PASSES = 4  # mkfs runs at most this often to fit the free room to the checkout plus the budget
+FIT_SLACK = 64 * BLOCK  # the free room may fall short of that by this much at most (ext4's group records move)
 _CAP_SYS_ADMIN = 21
 
 
@@ -134,11 +142,11 @@ def is_own_file_system(worktree: Path) -> bool:
 
 
 def image_size(checkout_bytes: int, entries: int, budget_bytes: int) -> tuple[int, int, int]:
-    """The image's size and inode count for a checkout of `checkout_bytes` (in whole blocks) and `entries` files and
-    folders, with room for `budget_bytes` more: the checkout, the budget and an eighth of it again (so the poll,
-    which stops the command and cleans up, is what a steady writer meets first), plus ext4's inode tables, journal and
-    bitmaps. Returns the size, the inode count and the journal's size (a 64th of the room, 4 to 128 MB)."""
-    room = checkout_bytes + budget_bytes + budget_bytes // 8 + (4 << 20)
+    """A first guess of the image's size, and its inode count, for a checkout of `checkout_bytes` (in whole blocks)
+    and `entries` files and folders, with room for `budget_bytes` more: the checkout and the budget, plus an estimate of
+    ext4's inode tables, journal and bitmaps (`make` then fits the size to what mkfs really leaves free). Returns the
+    size, the inode count and the journal's size (a 64th of the room, 4 to 128 MB)."""
+    room = checkout_bytes + budget_bytes
     inodes = 2 * entries + budget_bytes // 8192 + 4096
     journal = min(128 << 20, max(4 << 20, (room // 64) >> 20 << 20))
     size = room + inodes * INODE_BYTES + journal + room // 64 + (4 << 20)
@@ -184,16 +192,12 @@ async def make(worktree: Path, checkout_bytes: int, entries: int, budget_bytes: 
         log.warning("%s stays a plain folder (its disk budget is only polled): %s", worktree, err)
         return False
     try:
-        code, out = await _run(
-            "mkfs.ext4", "-q", "-F", "-b", str(BLOCK), "-m", "0", "-N", str(inodes), "-J", f"size={journal >> 20}",
-            "-E", f"lazy_itable_init=1,lazy_journal_init=1,root_owner={os.geteuid()}:{os.getegid()}", str(image),
-        )  # fmt: skip
-        if code != 0:
-            raise OSError(f"mkfs.ext4 failed: {out}")
+        await _fit(image, size, inodes, journal, checkout_bytes + budget_bytes)
         await _mount(image, worktree)
     except (OSError, asyncio.CancelledError) as err:
-        with contextlib.suppress(OSError):
-            image.unlink()
+        # a cancel during `mount` may come after the kernel mounted it (or attached the loop device): undone before
+        # the image goes, even if cancelled again meanwhile, so no mount or loop device is left on a deleted image
+        await asyncio.shield(_undo(image, worktree))
         if isinstance(err, asyncio.CancelledError):
             raise
         log.warning("%s stays a plain folder (its disk budget is only polled): %s", worktree, err)
@@ -202,6 +206,117 @@ async def make(worktree: Path, checkout_bytes: int, entries: int, budget_bytes: 
     with contextlib.suppress(OSError):
         (worktree / "lost+found").rmdir()
     return True
+
+
+async def _fit(image: Path, size: int, inodes: int, journal: int, want: int) -> None:
+    """Format the image so that its file system leaves `want` bytes free for files, FIT_SLACK less at most and never
+    more: mkfs, read what it left free, resize the image by the difference, again (ext4's records grow with the size,
+    so a pass or two settles it)."""
+    free = 0
+    for _ in range(FIT_PASSES):
+        free = await _format(image, size, inodes, journal)
+        if want - FIT_SLACK <= free <= want:
+            return
+        # by the difference, aiming at the middle of the slack (the group records that come or go move it a little)
+        size += ((want - free) // BLOCK - FIT_SLACK // BLOCK // 2) * BLOCK
+    if free > want:
+        raise OSError(f"the file system leaves {free:,} bytes free for a budget of {want:,}")
+
+
+async def _format(image: Path, size: int, inodes: int, journal: int) -> int:
+    """mkfs.ext4 on the image at `size` bytes; the bytes its file system leaves free for files."""
+    await asyncio.to_thread(os.truncate, image, size)  # sparse either way
+    code, out = await _run(
+        "mkfs.ext4", "-q", "-F", "-b", str(BLOCK), "-m", "0", "-N", str(inodes), "-J", f"size={journal >> 20}",
+        "-E", f"lazy_itable_init=1,lazy_journal_init=1,root_owner={os.geteuid()}:{os.getegid()}", str(image),
+    )  # fmt: skip
+    if code != 0:
+        raise OSError(f"mkfs.ext4 failed: {out}")
+    code, out = await _run("dumpe2fs", "-h", str(image))
+    free = re.search(r"^Free blocks:\s+(\d+)\s*$", out, re.MULTILINE)
+    blocks = re.search(r"^Block count:\s+(\d+)\s*$", out, re.MULTILINE)
+    if code != 0 or free is None or blocks is None:
+        raise OSError(f"dumpe2fs failed: {out[-300:]}")
+    # mounted, ext4 keeps back a fiftieth of the blocks (4096 at most) for its delayed allocation, and the folder
+    # lost+found that mkfs made (LOST_FOUND_BLOCKS) is removed at once
+    kept_back = min(int(blocks[1]) // 50, 4096)
+    return (int(free[1]) - kept_back + LOST_FOUND_BLOCKS) * BLOCK
+
+
+async def _undo(image: Path, worktree: Path) -> None:
+    """A `make` that did not finish: whatever it mounted or attached is undone, then the image deleted."""
+    with contextlib.suppress(OSError):
+        await unmount(worktree)
+    await detach_loops(image)
+    with contextlib.suppress(OSError):
+        image.unlink()
+
+
+def loop_devices(images: Path) -> list[tuple[str, str]]:
+    """The loop devices whose backing file is under the folder `images`: (device, backing file as the kernel names
+    it, " (deleted)" at its end when the file is gone)."""
+    found = []
+    prefix = str(Path(images).resolve()) + "/"
+    for backing in sorted(Path("/sys/block").glob("loop*/loop/backing_file")):
+        with contextlib.suppress(OSError):
+            name = backing.read_text().strip()
+            if name.startswith(prefix):
+                found.append((f"/dev/{backing.parent.parent.name}", name))
+    return found
+
+
+@dataclass(frozen=True)
+class Stray:
+    """A mount or loop device of the task disks that no task owns (`agentlab doctor` names it)."""
+
+    kind: str  # "mount" or "loop device"
+    name: str  # the mount point, or /dev/loopN
+    why: str
+
+
+def mounts() -> list[tuple[str, str]]:
+    """(source, mount point) of every mount this process sees, the kernel's octal escapes undone."""
+    found = []
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/mounts").read_text().splitlines():
+            fields = line.split()
+            if len(fields) >= 2:
+                found.append(tuple(re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), f) for f in fields[:2]))
+    return found  # type: ignore[return-value]
+
+
+def strays(worktrees_dir: Path, owned: set[Path] | None) -> list[Stray]:
+    """The mounts under `worktrees_dir` and the loop devices on its images that no task owns: a mount on a deleted
+    image, or of a folder that is not the worktree of a task still going or resumable (`owned`; None: not known, so
+    that is not judged); a loop device on a deleted image, or mounted nowhere."""
+    root = str(Path(worktrees_dir).resolve())
+    devices = loop_devices(Path(root) / IMAGES_FOLDER)
+    deleted = {device: backing for device, backing in devices if backing.endswith(" (deleted)")}
+    kept = {str(Path(p).resolve()) for p in owned} if owned is not None else None
+    found = []
+    seen = mounts()
+    for source, point in seen:
+        if not point.startswith(root + "/"):
+            continue
+        if source in deleted:
+            found.append(Stray("mount", point, f"its image {deleted[source].removesuffix(' (deleted)')} was deleted"))
+        elif kept is not None and point not in kept:
+            found.append(Stray("mount", point, "no task still going or resumable has this worktree"))
+    mounted = {source for source, _ in seen}
+    for device, backing in devices:
+        if device in deleted:
+            found.append(Stray("loop device", device, f"its image {backing.removesuffix(' (deleted)')} was deleted"))
+        elif device not in mounted:
+            found.append(Stray("loop device", device, f"attached to {backing} and mounted nowhere"))
+    return found
+
+
+async def detach_loops(image: Path) -> None:
+    """Detach the loop devices still attached to `image` (mounted nowhere: a mount keeps its device busy)."""
+    image = Path(image).resolve()
+    for device, backing in loop_devices(image.parent):
+        if backing.removesuffix(" (deleted)") == str(image):
+            await _run("losetup", "-d", device)
 
 
 def _new_image(worktree: Path, image: Path, size: int) -> None:
@@ -313,4 +428,21 @@ async def recover(worktrees_dir: Path, wanted: bool = True) -> list[str]:
                 done.append(f"deleted {image.name}: its worktree was removed from its repository")
         except OSError as err:
             log.warning("task disk %s: %s", image, err)
+    return done + await _free_deleted(folder)
+
+
+async def _free_deleted(images: Path) -> list[str]:
+    """Loop devices on images of `images` that were deleted (a bot killed during a mount, or while a deleted image was
+    still mounted): no task can own one (a task's image exists while its worktree does), so each is unmounted where
+    it is mounted and detached. What was done, one line each."""
+    done = []
+    for device, backing in loop_devices(images):
+        if not backing.endswith(" (deleted)"):
+            continue
+        for source, point in mounts():
+            if source == device:
+                await _run("umount", "-l", point)
+                done.append(f"unmounted {point}: its image was deleted")
+        await _run("losetup", "-d", device)
+        done.append(f"detached {device}: its image {backing.removesuffix(' (deleted)')} was deleted")
     return done

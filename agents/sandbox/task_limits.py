@@ -9,8 +9,8 @@ elsewhere on the file system cannot hide growth for long), never taking more tha
 Past the budget the command is killed and the files it wrote are deleted, largest first (then files written
 recently by the commands before it, largest first), until the task is back within its budget, so it can go on.
 The poll is precise but not instant: what a command writes and deletes between two looks passes it. Where the machine
-allows one, the worktree is a file system of its own (agents/sandbox/task_disk.py), a hard ceiling a little above the
-budget that no burst passes; there `statvfs` of the worktree counts this task's file system alone.
+allows one, the worktree is a file system of its own (agents/sandbox/task_disk.py), a hard ceiling at the budget
+that no burst passes; there `statvfs` of the worktree counts this task's file system alone.
 The private `/tmp` and home are not on disk: they are size-bounded tmpfs mounts (SANDBOX_TMP_MB) that end with each
 command, and their pages count against the task's memory cgroup.
 """

@@ -168,6 +168,11 @@ class AskedQuestions:
         )
         return [_question(row) for row in rows]
 
+    async def count_of_task(self, task_id: int) -> int:
+        """How many questions the task has asked, in all its runs."""
+        rows = await self._store.rows("SELECT COUNT(*) FROM asked_questions WHERE task_id = ?", (task_id,))
+        return int(rows[0][0])
+
     async def mark(self, question_id: int, status: QuestionStatus) -> None:
         await self._store.write("UPDATE asked_questions SET status = ? WHERE id = ?", (status.value, question_id))
 

@@ -2,8 +2,10 @@
 
 The question goes to the task's conversation (its topic), addressed to the task's starter, with a button per option;
 a reply to it answers in words. Only the starter or an owner may answer (anyone else is told so, and nothing
-changes). The progress message says "waiting for your answer" meanwhile, and the task's own time limit does not run
-(the worker's loop stops its clock); after ASK_TIMEOUT_SECONDS the tool returns NO_ANSWER.
+changes). The progress message says "waiting for your answer" meanwhile. The wait is bounded by construction: it counts
+against the worker's time limit like any other work (a question waits ASK_TIMEOUT_SECONDS, or what is left of that
+limit if less, and then the tool returns NO_ANSWER), and a task asks ASK_MAX_PER_TASK questions at most, in all its
+runs; one more is refused with a sentence telling the worker to decide itself.
 
 Questions are rows (`asked_questions`), so a restart while one waits keeps it answerable: the task is then
 `interrupted`, and an answer marks the question `late` and resumes the task, whose resumed first turn carries it.
@@ -32,6 +34,10 @@ MAX_OPTIONS = 8  # a button's id carries the question and the option: question i
 MAX_QUESTION_CHARS = 1500
 MAX_OPTION_CHARS = 60
 POSTING_WAIT_SECONDS = 10.0  # how long a reply waits for the send of a question in its chat to be answered
+
+
+def _seconds(wait: float) -> str:
+    return f"{round(wait):d} s" if wait >= 1 else f"{wait:.1f} s"
 
 
 def option_button_id(question_id: int, index: int) -> int:
@@ -64,8 +70,10 @@ class Questions:
         notifier: Notifier,
         timeout_seconds: float,
         is_owner: Callable[[int | None], bool],
+        max_per_task: int = 5,
     ) -> None:
         self.store, self.notifier, self.timeout_seconds, self.is_owner = store, notifier, timeout_seconds, is_owner
+        self.max_per_task = max_per_task
         self.table = AskedQuestions(store)
         self._waiting: dict[int, asyncio.Future[str]] = {}
         # chat id → the questions whose message is being sent there: Telegram shows a message before the bot has
@@ -73,9 +81,16 @@ class Questions:
         self._posting: dict[int, list[asyncio.Event]] = {}
 
     async def ask(
-        self, task: Task, question: str, options: list[str] | None, waiting: Callable[[str], Awaitable[None]]
+        self,
+        task: Task,
+        question: str,
+        options: list[str] | None,
+        waiting: Callable[[str], Awaitable[None]],
+        time_left: float | None = None,
     ) -> str:
-        """Post the question, wait for the answer (ASK_TIMEOUT_SECONDS at most); the answer, or NO_ANSWER."""
+        """Post the question, wait for the answer (ASK_TIMEOUT_SECONDS at most, and no longer than `time_left`, what
+        the worker's time limit has left); the answer, or NO_ANSWER. The task's questions past ASK_MAX_PER_TASK are
+        refused before anything is posted."""
         text = " ".join(str(question or "").split()) if "\n" not in str(question) else str(question).strip()
         if not text:
             raise ToolError("the question is empty")
@@ -84,6 +99,15 @@ class Questions:
         cleaned = [" ".join(str(o).split())[:MAX_OPTION_CHARS] for o in options or [] if str(o).strip()]
         if len(cleaned) > MAX_OPTIONS:
             raise ToolError(f"at most {MAX_OPTIONS} options (got {len(cleaned)})")
+        asked_before = await self.table.count_of_task(task.stored_id)
+        if asked_before >= self.max_per_task:
+            raise ToolError(
+                f"this task has asked {asked_before} questions, the most it may ask (ASK_MAX_PER_TASK): "
+                "decide yourself and say so in your report"
+            )
+        wait = self.timeout_seconds if time_left is None else max(0.0, min(self.timeout_seconds, time_left))
+        if wait < min(1.0, self.timeout_seconds):  # the time limit is about to stop the worker: nobody could answer
+            raise ToolError("the task's time limit leaves no time to wait for an answer: decide yourself and say so")
         asked = await self.table.add(
             AskedQuestion(
                 task_id=task.id,
@@ -99,10 +123,10 @@ class Questions:
         self._waiting[qid] = answer
         await self.store.add_event(TaskEvent(task_id=task.id, kind="question", detail=f"asked: {text[:300]}"))
         try:
-            asked.message_id = await self._post(task, asked, qid)
+            asked.message_id = await self._post(task, asked, qid, wait)
             await waiting(WAITING)
             try:
-                async with asyncio.timeout(self.timeout_seconds):
+                async with asyncio.timeout(wait):
                     reply = await asyncio.shield(answer)
             except TimeoutError:
                 reply = None
@@ -112,7 +136,7 @@ class Questions:
                 answer.cancel()
         if reply is None and await self.table.settle(qid, QuestionStatus.TIMED_OUT):
             await self.store.add_event(TaskEvent(task_id=task.id, kind="question", detail="no answer in time"))
-            await self._close(asked, f"⌛ No answer in {self.timeout_seconds:g} s: the worker decides itself.")
+            await self._close(asked, f"⌛ No answer in {_seconds(wait)}: the worker decides itself.")
             return NO_ANSWER
         if reply is None:  # answered in the very last moment: the row has it
             row = await self.table.get(qid)
@@ -133,7 +157,7 @@ class Questions:
         with contextlib.suppress(Exception):  # the buttons go; a failed edit must not hold up the task
             await self.notifier.edit(q.chat_id, q.message_id, self._shown(q, outcome))
 
-    async def _post(self, task: Task, asked: AskedQuestion, qid: int) -> int | None:
+    async def _post(self, task: Task, asked: AskedQuestion, qid: int, wait: float) -> int | None:
         """Send the question and keep its message id (None: not delivered); a reply in its chat meanwhile waits
         for this (see `question_of_message`)."""
         posted = asyncio.Event()
@@ -141,7 +165,7 @@ class Questions:
         try:
             message_id = await self.notifier.send(
                 task.chat_id,
-                self._shown(asked, f"No answer in {self.timeout_seconds:g} s and the worker decides itself."),
+                self._shown(asked, f"No answer in {_seconds(wait)} and the worker decides itself."),
                 buttons=question_buttons(asked) or None,
                 reply_to=task.progress_message_id,
             )

@@ -7,7 +7,6 @@ chat, the progress message, the gate).
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -43,18 +42,18 @@ class RoleCallbacks:
     chromium: str | None  # the browser's executable (find_chromium), None where there is none
     sandbox_of: Callable[[Path], SandboxSpec | None]  # the task's sandbox for a root (its worktree)
     questions: Questions | None = None  # ask_user's questions to the task's starter
-    clock: ToolLoop | None = None  # the worker's loop: its time limit stops while a question waits
+    clock: ToolLoop | None = None  # the worker's loop: a question waits no longer than its time limit has left
 
     async def ask_user(self, question: str, options: list[str] | None = None) -> str:
-        """ask_user: the question to whoever started the task; the progress message says it waits; the task's time
-        limit does not run meanwhile (ASK_TIMEOUT_SECONDS bounds the wait)."""
+        """ask_user: the question to whoever started the task; the progress message says it waits. The wait counts
+        against the worker's time limit like any other work (ASK_TIMEOUT_SECONDS, or what is left of the limit if
+        less), and a task asks ASK_MAX_PER_TASK questions at most: asking again and again never outlives the task."""
         if self.questions is None:
             raise ToolError("nobody can be asked here: decide yourself and say so in your report")
-        waiting = self.clock.clock_stopped() if self.clock is not None else contextlib.nullcontext()
-        async with waiting:
-            return await self.questions.ask(
-                self.task, question, options, lambda step: self.progress.update(step, force=True)
-            )
+        left = self.clock.seconds_left() if self.clock is not None else None
+        return await self.questions.ask(
+            self.task, question, options, lambda step: self.progress.update(step, force=True), left
+        )
 
     async def screenshot(self, root: Path, target: str) -> ToolResult:
         """The frontend worker's screenshot: taken in the task's sandbox; each picture also goes to the chat."""

@@ -5,13 +5,20 @@ A schedule says when by exactly one of: `cron`, a 5-field crontab expression rea
 for one run (no offset: TIMEZONE's); `every_minutes`, an interval of at least one minute counted from its making.
 APScheduler 3 numbers weekdays from Monday = 0, crontab from Sunday = 0: the weekday field is translated to names
 first, so `0 9 * * 1-5` means weekdays as in every crontab.
+
+Every time is checked into a range that can be stored and shown before anything is stored: a one-time run lies at
+most MAX_AHEAD ahead (a time near year 9999 cannot be shown in the owner's zone); an interval is a finite whole number
+of minutes; a cron expression must fire within MAX_AHEAD, found by a search that looks no further (APScheduler's own
+search for a next time that never comes runs to year 9999 on the event loop).
 """
 
 from __future__ import annotations
 
+import copy
+import math
 import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta, tzinfo
+from datetime import UTC, datetime, timedelta, tzinfo
 
 from apscheduler.triggers.base import BaseTrigger
 from apscheduler.triggers.cron import CronTrigger
@@ -22,6 +29,7 @@ from agents.core.errors import ToolError
 from agents.core.models import Schedule
 
 MAX_EVERY_MINUTES = 366 * 24 * 60  # a year: longer intervals are a mistake, not a schedule
+MAX_AHEAD = timedelta(days=366)  # a schedule's first run lies within a year (a cron's, a one-time run's)
 _WEEKDAY_NAMES = ("sun", "mon", "tue", "wed", "thu", "fri", "sat", "sun")  # crontab: 0 and 7 are Sunday
 _CRON_EXAMPLE = "5 fields, minute hour day-of-month month weekday, e.g. '0 9 * * 1-5' for weekdays at 09:00"
 
@@ -77,8 +85,8 @@ def parse_when(
             trigger = cron_trigger(expression, zone)
         except ValueError as err:
             raise ToolError(f"invalid cron expression {expression!r} ({err}): it takes {_CRON_EXAMPLE}") from None
-        if trigger.get_next_fire_time(None, now) is None:
-            raise ToolError(f"the cron expression {expression!r} never matches a time")
+        if fire_within(trigger, now, MAX_AHEAD) is None:
+            raise ToolError(f"the cron expression {expression!r} never matches a time within a year")
         return When(cron=expression)
     if _given(at):
         try:
@@ -87,6 +95,12 @@ def parse_when(
             raise ToolError(f"{at!r} is not an ISO 8601 time such as 2026-03-02T07:00") from None
         if moment.tzinfo is None:
             moment = moment.replace(tzinfo=zone)
+        try:  # in UTC first: a time near year 1 or 9999 may have no UTC (or local) equivalent to store or show
+            ahead = moment.astimezone(UTC) - now.astimezone(UTC)
+        except OverflowError:
+            ahead = None
+        if ahead is None or ahead > MAX_AHEAD:
+            raise ToolError(f"{str(at).strip()!r} is too far ahead: a schedule's first run lies within a year")
         if moment <= now:
             raise ToolError(f"{when_text(moment, zone)} is in the past (it is now {when_text(now, zone)})")
         return When(at=moment)
@@ -94,11 +108,22 @@ def parse_when(
         minutes = float(str(every_minutes).strip())
     except ValueError:
         raise ToolError(f"every_minutes must be a number of minutes (got {every_minutes!r})") from None
+    if not math.isfinite(minutes):
+        raise ToolError(f"every_minutes must be a finite number of minutes (got {every_minutes})")
     if minutes < 1 or minutes != int(minutes):
         raise ToolError(f"an interval must be a whole number of minutes, at least 1 (got {every_minutes})")
     if minutes > MAX_EVERY_MINUTES:
         raise ToolError("an interval can be at most a year; use cron for rarer runs")
     return When(every_minutes=int(minutes))
+
+
+def fire_within(trigger: CronTrigger, now: datetime, horizon: timedelta) -> datetime | None:
+    """The trigger's next time after `now` if it comes within `horizon`; the search looks no further (a copy of the
+    trigger that ends there: APScheduler stops at its end date)."""
+    bounded = copy.copy(trigger)
+    bounded.end_date = now.astimezone(trigger.timezone) + horizon
+    found: datetime | None = bounded.get_next_fire_time(None, now)
+    return found
 
 
 def _given(value: object) -> bool:
@@ -124,7 +149,10 @@ def when_text(moment: datetime | None, zone: tzinfo) -> str:
     """'Mon 02 Mar 09:00 CET': a time as the owner reads it."""
     if moment is None:
         return "never"
-    return moment.astimezone(zone).strftime("%a %d %b %H:%M %Z").strip()
+    try:
+        return moment.astimezone(zone).strftime("%a %d %b %H:%M %Z").strip()
+    except OverflowError:  # a time stored before times were checked, near year 1 or 9999: shown as stored
+        return moment.isoformat(timespec="minutes")
 
 
 def cadence(schedule: Schedule, zone: tzinfo) -> str:

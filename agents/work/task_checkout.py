@@ -6,7 +6,11 @@ The branch always stays: on an early end (cancelled, failed) what was done is co
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
+from collections.abc import Callable
+from pathlib import Path
 
 from agents.core.models import Task, TaskEvent
 from agents.git.command import GitIdentity
@@ -17,6 +21,7 @@ from agents.git.worktrees import (
     TaskWorktree,
     clear_stale_index_locks,
     create_task_worktree,
+    park_worktree,
     remove_worktree_keep_branch,
 )
 from agents.verify.task_tests import TaskTests
@@ -26,12 +31,21 @@ from agents.work.task_sandbox import TaskSandboxes
 from agents.workspaces.credential_files import remember_credential_files
 from agents.workspaces.folders import Workspace
 
+log = logging.getLogger(__name__)
+
 
 class TaskCheckouts:
     """The worktrees of the change tasks running, and the guards on their owners' repositories."""
 
-    def __init__(self, base: Collaborators, sandboxes: TaskSandboxes, baselines: BaselineRuns) -> None:
+    def __init__(
+        self,
+        base: Collaborators,
+        sandboxes: TaskSandboxes,
+        baselines: BaselineRuns,
+        stopping: Callable[[], bool] = lambda: False,
+    ) -> None:
         s = base.settings
+        self.stopping = stopping  # whether the bot is stopping (a task cancelled then is interrupted, kept to resume)
         self.base, self.sandboxes, self.baselines = base, sandboxes, baselines
         self.identity = GitIdentity(s.git_author_name, s.git_author_email)
         self.commit_limits = CommitLimits(s.max_commit_file_bytes, s.max_commit_task_bytes)
@@ -54,6 +68,18 @@ class TaskCheckouts:
             branch=task.branch,
             disk_budget=self.sandboxes.own_disk_budget(),  # a file system of its own, where the machine allows one
         )
+        try:
+            return await self._set_up(task, workspace, tree)
+        except BaseException as err:
+            # cancelled or failed before the task's own clean-up takes over: as there, what was done is committed and
+            # the checkout (with the file system mounted on it) goes now, even if cancelled again meanwhile; a bot that
+            # is stopping keeps it for the resume
+            if not (isinstance(err, asyncio.CancelledError) and self.stopping()):
+                await asyncio.shield(self.drop_early(task, tree))
+            raise
+
+    async def _set_up(self, task: Task, workspace: Workspace, tree: TaskWorktree) -> tuple[TaskWorktree, TaskTests]:
+        task_id = task.stored_id
         await self.base.store.update_task(
             task_id,
             branch=tree.branch,
@@ -77,8 +103,22 @@ class TaskCheckouts:
             sandbox_for=lambda root, read_only: self.sandboxes.spec(root, workspace.path, read_only),
         )
         # after TaskTests.start: it hides the borrowed links in the repository's info/exclude, which the guard watches
-        self.guards[task_id] = await RepositoryGuard.start(tree)
+        try:
+            self.guards[task_id] = await RepositoryGuard.start(tree)
+        except BaseException:
+            checks.close()
+            raise
         return tree, checks
+
+    async def park(self, task: Task) -> None:
+        """The bot is stopping: the task's kept worktree has its own file system unmounted (its image stays, and the
+        next start mounts it again for the resume)."""
+        stored = await self.base.store.get_task(task.stored_id)
+        if stored is not None and stored.worktree:
+            try:
+                await park_worktree(Path(stored.worktree))
+            except OSError as err:  # still mounted: the next start finds it as it is
+                log.warning("task %s: its worktree stays mounted: %s", task.id, err)
 
     async def commit(self, task: Task, tree: TaskWorktree, note: str = "") -> CommitResult | None:
         """Commit what the worker changed (within the commit limits); `note` goes after the title in brackets."""

@@ -79,13 +79,13 @@ class TaskExecutor:
         )
         # ask_user: questions to the task's starter. Tasks on Temporal runners do not get the tool: an answer given
         # in the bot's chat does not reach a runner's waiting worker
-        questions = Questions(store, notifier, s.ask_timeout_seconds, s.is_owner)
+        questions = Questions(store, notifier, s.ask_timeout_seconds, s.is_owner, s.ask_max_per_task)
         self.lines = TaskLines(inboxes or Inboxes(), network, questions)
         self.repo_map = repo_map
         self.sandboxes = TaskSandboxes(settings)
         # base-commit test runs, their outcomes kept in the store for later tasks on the same base
         baselines = baselines or BaselineRuns(s.worktrees_dir / "test-baselines", KeptBaseRuns(store))
-        self.checkouts = TaskCheckouts(self.base, self.sandboxes, baselines)
+        self.checkouts = TaskCheckouts(self.base, self.sandboxes, baselines, lambda: self.stopping)
         self.briefing = Briefing(settings, store, repo_map)
         self.workers = WorkerMaker(self.base, self.lines, self.sandboxes, repo_map, self.checkouts.check)
         self.corrections = Corrections(store, self.checkouts, s.max_corrections)
@@ -126,6 +126,8 @@ class TaskExecutor:
         finally:
             progress.stop()
             await self.sandboxes.close(task)  # the task's cgroup: what is left in it is killed, the folder removed
+            if self.stopping:  # interrupted: its worktree stays for the resume, its own file system unmounted
+                await self.checkouts.park(task)
             await self._close_lines(task)
 
     async def _close_lines(self, task: Task) -> None:
