@@ -43,9 +43,8 @@ def task_entries(tasks: list[Task]) -> list[str]:
         members = sorted((m for m in tasks if m.attempt_group == group), key=lambda m: m.attempt or 0)
         head = f"attempts #{group} · {t.attempt_of or len(members)} ways · {t.worker.value} · {t.workspace}"
         entries.append(
-            head
-            + "".join(f"\n    {m.attempt}. #{m.id} [{m.status.value}] {age(m.created_at)} ago" for m in members)
-            + f"\n    {t.title.partition(': ')[2] or t.title}"
+            f"{head} · {t.title.partition(': ')[2] or t.title}"
+            + "".join(f"\n  – attempt {m.attempt}: #{m.id} [{m.status.value}] {age(m.created_at)} ago" for m in members)
         )
     return entries
 
