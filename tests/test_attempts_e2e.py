@@ -15,7 +15,7 @@ import pytest
 from agents.core.models import AttemptState, TaskStatus
 from tests.conftest import USER_ID, BotHarness, git, running_bot
 from tests.fakes import anthropic_server as claude_says
-from tests.scripted import RoleScript
+from tests.scripted import RoleScript, last_user_text
 from tests.support.tasks import branches, edit, message_with, until
 
 ATTEMPT = re.compile(r"attempt (\d) of (\d)")
@@ -43,7 +43,8 @@ class Racers:
     """The code role for every attempt: its first turn waits until all three first turns have arrived (so they run
     at once, and before any correction), then edits calc.py its own way; a correction gets words only."""
 
-    def __init__(self, size: int = 3) -> None:
+    def __init__(self, size: int = 3, edits: dict[int, str] | None = None) -> None:
+        self.edits = edits or FIRST_EDITS
         self.turns: list[tuple[int, str]] = []  # (attempt, "first" | "after tool" | "correction"), in arrival order
         self.firsts: dict[int, str] = {}
         self._lock = threading.Lock()
@@ -61,7 +62,7 @@ class Racers:
                 self.firsts[number] = first_text(body)
         if kind == "first":
             self._all_started.wait()  # a lone attempt would wait here until the barrier breaks: the test fails
-            return edit("calc.py", "a - b", FIRST_EDITS[number])
+            return edit("calc.py", "a - b", self.edits[number])
         if kind == "after tool":
             return claude_says.text(f"Attempt {number}: changed add().")
         return claude_says.text(f"Attempt {number}: I see no better way.")
@@ -232,3 +233,91 @@ async def test_a_restart_mid_race_resumes_every_attempt_and_sends_one_summary(
         assert not [t for t in texts if "stopped while task" in t], "attempts are resumed, not announced one by one"
         assert summary.text.count("⚠ Attempt") == 3, summary.text  # group-therapy has no tests: ⚠ unverified
         assert (await second.runtime.store.attempts.get(1)).state is AttemptState.SUMMARISED
+
+
+@pytest.mark.settings(max_corrections=1)
+async def test_two_passing_attempts_are_compared_once_by_the_orchestrator(bot: BotHarness, model: RoleScript) -> None:
+    """Attempts 1 and 2 both pass, as many fixed and broken, as large: the tests cannot choose, so the orchestrator's
+    model reads both diffs once and its line says why it picked."""
+    racers = Racers(edits={1: "a + b", 2: "b + a", 3: "a * b"})
+    model.add(
+        "orchestrator",
+        start_attempts("calc", "Fix the bug in calc.py so test_add passes.", 3),
+        claude_says.text("Racing."),
+    )
+    model.add("code", *[racers] * 7)  # 3 × (first, after its tool) + one correction of attempt 3
+    model.add("judge", claude_says.text("B\nIt keeps the operands in the order the tests name them."))
+    bot.say("try three ways to fix calc")
+    summary = await bot.tg.await_for(lambda: summary_of(bot), timeout=180)
+    [asked] = model.requests["judge"]
+    said = asked["messages"][0]["content"]
+    assert "+    return a + b" in said and "+    return b + a" in said, "both diffs, whole"
+    assert "Pick: attempt 2 (task #2)" in summary.text, summary.text
+    assert "compared by the orchestrator: It keeps the operands in the order the tests name them" in summary.text
+    assert len(re.findall(r"^✔ Attempt \d", summary.text, re.MULTILINE)) == 2 and "✗ Attempt 3" in summary.text
+    judged = [u for u in await bot.runtime.store.usage_since(summary_time(), task_id=1) if u.agent == "judge"]
+    assert len(judged) == 1, "the comparison counts toward usage"
+
+
+def summary_time() -> Any:
+    from agents.core.models import utcnow
+
+    return utcnow()
+
+
+class Steerables:
+    """Every attempt runs short commands, noting which of the notes reached it, until the test lets them finish."""
+
+    def __init__(self, usage: dict[str, int] | None = None) -> None:
+        self.usage = usage
+        self.notes: dict[int, list[str]] = {1: [], 2: [], 3: []}
+        self.finish = threading.Event()
+        self.started: set[int] = set()
+        self._lock = threading.Lock()
+
+    def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
+        number = int(ATTEMPT.search(first_text(body)).group(1))
+        said = last_user_text(body)
+        with self._lock:
+            self.started.add(number)
+            self.notes[number] += re.findall(r"NOTE-[A-Z]+", said)
+        if self.finish.is_set():
+            return claude_says.text(f"Attempt {number} done.")
+        return claude_says.tool_use("run_command", {"command": "sleep 0.2"}, usage=self.usage)
+
+
+async def test_notes_reach_every_attempt_or_the_one_named(bot: BotHarness, model: RoleScript) -> None:
+    steer = Steerables()
+    model.add("orchestrator", start_attempts("group-therapy", "Write notes.", 3), claude_says.text("Racing."))
+    model.add("code", *[steer] * 400)
+    bot.say("try three ways to write the notes")
+    progress = await bot.tg.await_for(lambda: message_with(bot, "3 attempts"))
+    await until(lambda: _async_true(steer.started == {1, 2, 3}), timeout=60)
+    bot.tg.send_text(USER_ID, "attempt 2: NOTE-TWO", reply_to_message_id=progress.message_id)
+    await bot.tg.await_for(lambda: message_with(bot, "Note passed to attempt 2 (#2)"), timeout=30)
+    bot.tg.send_text(USER_ID, "NOTE-ALL", reply_to_message_id=progress.message_id)
+    await bot.tg.await_for(lambda: message_with(bot, "Note passed to attempt 1 (#1), attempt 2 (#2)"), timeout=30)
+    await until(lambda: _async_true(all("NOTE-ALL" in n for n in steer.notes.values())), timeout=30)
+    steer.finish.set()
+    await bot.tg.await_for(lambda: summary_of(bot), timeout=60)
+    assert steer.notes[2].count("NOTE-TWO") == 1 and "NOTE-TWO" not in steer.notes[1] + steer.notes[3]
+
+
+CHEAP = {"input_tokens": 10, "output_tokens": 10, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+
+
+@pytest.mark.settings(daily_budget_usd=0.01)
+async def test_a_budget_spent_mid_race_stops_the_rest_and_picks_among_the_ended(
+    bot: BotHarness, model: RoleScript
+) -> None:
+    """The race starts under the daily budget (1 cent; the orchestrator's calls cost next to nothing); each of the
+    attempts' steps costs 3 cents, and the race stops: the attempts still running are cancelled, the summary says why."""
+    steer = Steerables(usage={**CHEAP, "input_tokens": 10_000})
+    turn = start_attempts("group-therapy", "Write notes.", 3)
+    model.add("orchestrator", {**turn, "usage": CHEAP}, claude_says.text("Racing.", usage=CHEAP))
+    model.add("code", *[steer] * 400)
+    bot.say("try three ways to write the notes")
+    summary = await bot.tg.await_for(lambda: summary_of(bot), timeout=90)
+    assert "Stopped early: the daily budget was reached mid-race" in summary.text, summary.text
+    statuses = [t.status for t in await bot.runtime.store.attempts.members(1)]
+    assert statuses == [TaskStatus.CANCELLED] * 3, statuses
