@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from agents.core.models import AttemptState, TaskStatus
+from agents.core.errors import ToolError
+from agents.core.models import AttemptState, Caller, TaskStatus
 from tests.conftest import USER_ID, BotHarness, git, running_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript, last_user_text
@@ -321,3 +322,26 @@ async def test_a_budget_spent_mid_race_stops_the_rest_and_picks_among_the_ended(
     assert "Stopped early: the daily budget was reached mid-race" in summary.text, summary.text
     statuses = [t.status for t in await bot.runtime.store.attempts.members(1)]
     assert statuses == [TaskStatus.CANCELLED] * 3, statuses
+
+
+MEMBER = 2002
+
+
+@pytest.mark.settings(allowed_user_ids=f"{USER_ID},{MEMBER}", owner_user_ids=str(USER_ID))
+async def test_a_member_starts_and_cancels_attempts_but_only_owners_merge(bot: BotHarness, model: RoleScript) -> None:
+    sleepers = Sleepers()
+    model.add("code", *[sleepers] * 3)
+    member = Caller(chat_id=MEMBER, user_id=MEMBER, user_name="mia")
+    crew = bot.runtime.crew
+    started = await crew.start_task(member, "group-therapy", "code", "Write notes.", True, attempts=3)
+    assert started.startswith("Attempts #1 started: 3 code workers") and "Estimated cost" in started
+    with pytest.raises(ToolError, match="only an owner can merge; I've asked them"):
+        await crew.merge_attempts(member, 1)
+    handed = await bot.tg.await_for(lambda: message_with(bot, "mia asks to merge the pick of attempts #1"))
+    assert handed.callback_data == ["attempts:merge:1", "attempts:discard:1"]
+    await _racing(bot, sleepers)
+    assert (await crew.cancel_task(member, 2)).startswith("Attempts #1 cancelled (#1, #2, #3)")
+    summary = await bot.tg.await_for(  # in the member's own chat, where they started it
+        lambda: next((m for m in bot.tg.messages(MEMBER) if "Attempts #1: 3 ways" in (m.text or "")), None), timeout=60
+    )
+    assert "No pick" in summary.text

@@ -43,10 +43,6 @@ class AttemptDecisions:
     async def merge(self, caller: Caller, group_id: int, task_id: int | None = None, *, anywhere: bool = False) -> str:
         """Merge the pick (or the attempt `task_id`), then discard every other attempt's branch and worktree."""
         group = await self._group_for(caller, group_id, anywhere)
-        if group.state is AttemptState.RACING:
-            raise ToolError(f"attempts #{group.id} are still running; merge when their summary is in")
-        if group.state is not AttemptState.SUMMARISED:
-            return f"Attempts #{group.id} were already {group.state.value}."
         buttons = [
             [
                 button("Merge the pick", Action.MERGE_ATTEMPTS, group.stored_id),
@@ -56,6 +52,10 @@ class AttemptDecisions:
         await self.access.owners_only(
             caller, "merge", f"to merge the pick of **attempts #{group.id}**:", group.title, buttons
         )
+        if group.state is AttemptState.RACING:
+            raise ToolError(f"attempts #{group.id} are still running; merge when their summary is in")
+        if group.state is not AttemptState.SUMMARISED:
+            return f"Attempts #{group.id} were already {group.state.value}."
         members = await self.store.attempts.members(group.stored_id)
         chosen = task_id if task_id is not None else group.pick_task_id
         if chosen is None or chosen not in {t.id for t in members}:
