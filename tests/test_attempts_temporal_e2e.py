@@ -9,6 +9,7 @@ from agents.core.models import AttemptState, TaskStatus
 from tests.conftest import USER_ID, BotHarness, git
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript
+from tests.support.attempts import Racers, start_attempts, summary_of
 from tests.support.tasks import branches, message_with
 from tests.support.temporal import (  # noqa: F401  (fixtures)
     Runners,
@@ -19,7 +20,6 @@ from tests.support.temporal import (  # noqa: F401  (fixtures)
     tbot,
     workspace_root,
 )
-from tests.test_attempts_e2e import Racers, start_attempts, summary_of
 
 pytestmark = needs_temporal
 
