@@ -18,7 +18,7 @@ from tests.conftest import USER_ID, BotHarness, git, running_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript, last_user_text
 from tests.support.attempts import ATTEMPT, Racers, first_text, start_attempts, summary_of
-from tests.support.tasks import branches, message_with, until
+from tests.support.tasks import branches, edit, message_with, until
 
 
 def worktrees(repo: Path) -> list[str]:
@@ -293,3 +293,23 @@ async def test_a_member_starts_and_cancels_attempts_but_only_owners_merge(bot: B
         lambda: next((m for m in bot.tg.messages(MEMBER) if "Attempts #1: 3 ways" in (m.text or "")), None), timeout=60
     )
     assert "No pick" in summary.text
+
+
+async def test_first_pass_wins_cancels_the_rest_at_the_first_pass(bot: BotHarness, model: RoleScript) -> None:
+    def racer(body: dict[str, Any]) -> dict[str, Any]:
+        number = int(ATTEMPT.search(first_text(body)).group(1))
+        said = sum(1 for m in body["messages"] if m["role"] == "assistant")
+        if number != 2:
+            return claude_says.tool_use("run_command", {"command": "sleep 0.2"})
+        return edit("calc.py", "a - b", "a + b") if said == 0 else claude_says.text("Fixed add().")
+
+    turn = start_attempts("calc", "Fix the bug in calc.py so test_add passes.", 3)
+    turn["content"][0]["input"]["first_pass_wins"] = True
+    model.add("orchestrator", turn, claude_says.text("Racing; the first pass wins."))
+    model.add("code", *[racer] * 400)
+    bot.say("try three ways to fix calc, the first that passes wins")
+    summary = await bot.tg.await_for(lambda: summary_of(bot), timeout=120)
+    assert "Stopped early: attempt 2 passed first, so the others were cancelled" in summary.text, summary.text
+    assert "Pick: attempt 2 (task #2)" in summary.text
+    statuses = [t.status for t in await bot.runtime.store.attempts.members(1)]
+    assert statuses == [TaskStatus.CANCELLED, TaskStatus.COMPLETED, TaskStatus.CANCELLED], statuses

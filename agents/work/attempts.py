@@ -41,6 +41,8 @@ from agents.work.attempt_ranking import (
     summary_buttons,
 )
 from agents.work.progress import cancel_button
+from agents.work.pull_requests import PullRequests
+from agents.work.task_outcome import pull_request_buttons
 from agents.work.work_starts import WorkStarts, new_task, title_of
 from agents.workspaces.folders import Workspaces
 
@@ -101,8 +103,10 @@ class Races:
         starts: WorkStarts,
         workspaces: Workspaces,
         model: MessageModel | None = None,
+        pull_requests: PullRequests | None = None,
     ) -> None:
         self.settings, self.store, self.engine, self.notifier = settings, store, engine, notifier
+        self.pull_requests = pull_requests  # GitHub: Open PR opens the pick
         self.deliveries, self.access, self.starts, self.workspaces = deliveries, access, starts, workspaces
         self.model = model  # the orchestrator's model: the comparison of two ✔ diffs (None: by size alone)
         self._following: dict[int, asyncio.Task[None]] = {}
@@ -310,6 +314,9 @@ class Races:
         workspace = members[0].workspace if members else ""
         summary = render_summary(group, workspace, facts, group.pick_task_id)
         buttons = summary_buttons(group_id, facts, group.pick_task_id)
+        pick = next((t for t in members if t.id == group.pick_task_id), None)
+        if pick is not None and self.pull_requests is not None and await self.pull_requests.offered_for(pick):
+            buttons.append(pull_request_buttons(pick.stored_id)[0])
         if not await self.store.attempts.move(
             group_id, AttemptState.RACING, AttemptState.SUMMARISED, summarised_at=utcnow()
         ):

@@ -81,6 +81,7 @@ class Crew:
             self.starts,
             workspaces,
             model,
+            pull_requests,
         )
         self.attempts = AttemptDecisions(store, engine, self.access, self.branches, self.running)
 
