@@ -22,6 +22,11 @@ class QuietProgress(Progress):
     async def open(self) -> None:
         """Nothing to send: the group's follower owns the one progress message."""
 
+    async def _edit(self) -> None:
+        """Never edits: the task's progress message id is its group's (so a reply to it steers), which this attempt's
+        own text must not replace."""
+        self._unshown.clear()
+
     async def close(self, final_line: str) -> None:
         self.stop()
 

@@ -10,7 +10,7 @@ from agents.core.actions import Buttons
 from agents.core.models import Task, TaskEvent, TaskStatus, utcnow
 from agents.git.worktrees import TaskWorktree
 from agents.store.shown import TASK, remember_shown, shown_as
-from agents.work.attempts import TESTS_EVENT, tests_event
+from agents.work.attempt_summary import TESTS_EVENT, tests_event
 from agents.work.progress import Progress
 from agents.work.pull_requests import PullRequests
 from agents.work.task_checkout import TaskCheckouts
