@@ -78,7 +78,7 @@ class TaskEnding:
         )
         outcome = decide(facts)
         last = outcome.last_commit
-        if run.verdict is not None:  # the counts a group of attempts ranks by (agents/work/attempts.py)
+        if run.verdict is not None:  # the counts a group of attempts ranks by (agents/work/attempt_summary.py)
             counts = tests_event(len(run.verdict.fixed), len(run.verdict.broken))
             await self.base.store.add_event(TaskEvent(task_id=task.stored_id, kind=TESTS_EVENT, detail=counts))
         await self.set_status(
@@ -108,7 +108,7 @@ class TaskEnding:
         self, task: Task, markdown: str, buttons: Buttons | None = None, reply_to: int | None = None
     ) -> None:
         """Send a task's outcome to its chat, and keep it in the chat's history as the bot's turn. An attempt's own
-        outcome is not sent: its group's one summary lists it (agents/work/attempts.py)."""
+        outcome is not sent: its group's one summary lists it (agents/work/attempt_summary.py)."""
         if task.attempt_group is not None:
             return
         s, store = self.base.settings, self.base.store
