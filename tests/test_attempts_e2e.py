@@ -142,7 +142,9 @@ async def _async_true(value: bool) -> bool:
     return value
 
 
-async def test_cancel_stops_every_attempt_and_one_summary_follows(bot: BotHarness, model: RoleScript) -> None:
+async def test_cancel_stops_every_attempt_one_summary_follows_and_discard_drops_all(
+    bot: BotHarness, model: RoleScript, workspace_root: Path
+) -> None:
     sleepers = Sleepers()
     model.add("orchestrator", start_attempts("group-therapy", "Write notes.", 3), claude_says.text("Racing."))
     model.add("code", *[sleepers] * 3)
@@ -158,6 +160,12 @@ async def test_cancel_stops_every_attempt_and_one_summary_follows(bot: BotHarnes
     assert [t.status for t in await bot.runtime.store.attempts.members(1)] == [TaskStatus.CANCELLED] * 3
     assert summary.text.startswith("✗ Attempts #1") and summary.text.count("cancelled") >= 3
     assert "No pick" in summary.text and summary.callback_data == ["attempts:discard:1"]
+    repo = workspace_root / "group-therapy"
+    assert len(branches(repo)) == 4, "each attempt's branch is kept until discarded"
+    bot.tg.press_button(USER_ID, summary.message_id, "attempts:discard:1")
+    await bot.tg.await_for(lambda: message_with(bot, "Attempts #1 discarded"), timeout=60)
+    assert branches(repo) == ["main"] and len(worktrees(repo)) == 1
+    assert (await bot.runtime.store.attempts.get(1)).state is AttemptState.DISCARDED
 
 
 async def test_a_restart_mid_race_resumes_every_attempt_and_sends_one_summary(
