@@ -243,6 +243,7 @@ class Steerables:
         return claude_says.tool_use("run_command", {"command": "sleep 0.2"}, usage=self.usage)
 
 
+@pytest.mark.settings(progress_interval_seconds=0.5)
 async def test_notes_reach_every_attempt_or_the_one_named(bot: BotHarness, model: RoleScript) -> None:
     steer = Steerables()
     model.add("orchestrator", start_attempts("group-therapy", "Write notes.", 3), claude_says.text("Racing."))
@@ -255,8 +256,14 @@ async def test_notes_reach_every_attempt_or_the_one_named(bot: BotHarness, model
     bot.tg.send_text(USER_ID, "NOTE-ALL", reply_to_message_id=progress.message_id)
     await bot.tg.await_for(lambda: message_with(bot, "Note passed to attempt 1 (#1), attempt 2 (#2)"), timeout=30)
     await until(lambda: _async_true(all("NOTE-ALL" in n for n in steer.notes.values())), timeout=30)
+    shown = [v.text or "" for v in bot.tg.message(USER_ID, progress.message_id).history]
+    assert any(all(f"{k}. #{k} ⏳ · " in text for k in (1, 2, 3)) for text in shown), shown[
+        -1
+    ]  # a line and a step each
     steer.finish.set()
     await bot.tg.await_for(lambda: summary_of(bot), timeout=60)
+    final = bot.tg.message(USER_ID, progress.message_id).text
+    assert final.startswith("🏁 3 attempts") and "All attempts ended: the summary follows." in final, final
     assert steer.notes[2].count("NOTE-TWO") == 1 and "NOTE-TWO" not in steer.notes[1] + steer.notes[3]
 
 

@@ -54,6 +54,15 @@ class AttemptGroups:
             Task, "SELECT * FROM tasks WHERE attempt_group = ? ORDER BY attempt", (group_id,)
         )
 
+    async def last_steps(self, group_id: int) -> dict[int, str]:
+        """Each attempt's latest step (task id → its text), for the group's progress message: one query."""
+        rows = await self._store.rows(
+            "SELECT task_id, detail FROM task_events WHERE id IN (SELECT MAX(e.id) FROM task_events e "
+            "JOIN tasks t ON t.id = e.task_id WHERE t.attempt_group = ? AND e.kind = 'step' GROUP BY e.task_id)",
+            (group_id,),
+        )
+        return {int(row["task_id"]): str(row["detail"]) for row in rows}
+
     async def update(self, group_id: int, **fields: Any) -> None:
         await self._store.update("attempt_groups", group_id, fields)
 

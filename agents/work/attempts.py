@@ -215,7 +215,7 @@ class Races:
             if all(t.status.is_final for t in members):
                 break
             group = await self._stop_early(group, members)
-            text = group_text(group, members, await self._last_steps(members), started)
+            text = group_text(group, members, await self.store.attempts.last_steps(group_id), started)
             body = text.split("\n", 3)[-1]  # without the elapsed time: edit when a line changed, or to refresh it
             if message_id is not None and (
                 body != shown or time.monotonic() - last_edit >= self.settings.progress_refresh_seconds
@@ -250,15 +250,6 @@ class Races:
             for waiter in waits:
                 waiter.cancel()
         waited.update(waits[w] for w in done)
-
-    async def _last_steps(self, members: list[Task]) -> dict[int, str]:
-        steps = {}
-        for task in members:
-            if task.status is TaskStatus.IN_PROGRESS:
-                events = [e.detail for e in await self.store.task_events(task.stored_id) if e.kind == "step"]
-                if events:
-                    steps[task.stored_id] = events[-1]
-        return steps
 
     async def _stop_early(self, group: AttemptGroup, members: list[Task]) -> AttemptGroup:
         """The rest cancelled when the daily budget is spent, or at the first ✔ when the owner asked for that."""
