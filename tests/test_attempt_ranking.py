@@ -79,7 +79,8 @@ def test_the_summary_lists_every_attempt_and_its_buttons_merge_the_pick() -> Non
     assert "✗ Attempt 1 (#11) blocked · 0 fixed · 1 broken · 1 file +1 −1 · 12.3k tokens · 1m01s" in lines
     assert "✔ Attempt 2 (#12) done · 1 fixed · 0 broken · 1 file +1 −1 · 0.8k tokens · 0m05s" in lines
     assert "✗ Attempt 3 (#13) cancelled · 0 fixed · 0 broken · no change · 0.0k tokens" in lines
-    assert "**Pick: attempt 2 (task #12)**: because." in text
+    assert "**Pick: attempt 2 (task #12)**: because." in text and "different base commits" not in text
+    assert "⚠ The attempts started from 2 different base commits" in render_summary(group, "calc", attempts, 12, 2)
     buttons = summary_buttons(4, attempts, 12)
     assert [[b.data for b in row] for row in buttons] == [
         ["attempts:merge:4", "attempts:discard:4"],

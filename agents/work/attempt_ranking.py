@@ -113,14 +113,19 @@ def pick_by_tests(attempts: list[AttemptFacts]) -> tuple[AttemptFacts | None, st
     )
 
 
-def render_summary(group: AttemptGroup, workspace: str, attempts: list[AttemptFacts], pick: int | None) -> str:
-    """The group's one summary: a headline with the pick's mark, a line per attempt, the pick and why."""
+def render_summary(
+    group: AttemptGroup, workspace: str, attempts: list[AttemptFacts], pick: int | None, bases: int = 1
+) -> str:
+    """The group's one summary: a headline with the pick's mark, a line per attempt, the pick and why. `bases`: how
+    many base commits the attempts started from (more than one when the checkout moved between their starts)."""
     chosen = next((a for a in attempts if a.task_id == pick), None)
     mark = chosen.mark if chosen else "✗"
     lines = [f"**{mark} Attempts #{group.id}: {group.size} ways** · `{workspace}`", group.title, ""]
     lines += [a.line() for a in attempts]
     if group.stopped:
         lines += ["", f"⏹ Stopped early: {group.stopped}."]
+    if bases > 1:
+        lines += ["", f"⚠ The attempts started from {bases} different base commits (the checkout moved meanwhile)."]
     lines.append("")
     if chosen is None:
         lines.append(f"**No pick:** {group.why or 'nothing to merge'}.")

@@ -69,7 +69,8 @@ class AttemptSummary:
             await self.store.attempts.update(group_id, pick_task_id=pick.task_id if pick else None, why=why)
             group = group.model_copy(update={"pick_task_id": pick.task_id if pick else None, "why": why})
         workspace = members[0].workspace if members else ""
-        summary = render_summary(group, workspace, facts, group.pick_task_id)
+        bases = len({t.base_commit for t in members if t.base_commit})
+        summary = render_summary(group, workspace, facts, group.pick_task_id, bases)
         buttons = summary_buttons(group_id, facts, group.pick_task_id)
         chosen = next((t for t in members if t.id == group.pick_task_id), None)
         if chosen is not None and self.pull_requests is not None and await self.pull_requests.offered_for(chosen):
