@@ -114,7 +114,7 @@ async def one_run(size: int, tmp: Path) -> dict[str, float]:
             model.add("code", *[worker] * (3 * size))
             idle = tree_rss_kb(os.getpid())
             peak = idle
-            asyncio.create_subprocess_exec = counted  # type: ignore[assignment]
+            asyncio.create_subprocess_exec = counted  # type: ignore[assignment]  # counts the git the bot runs
             started = time.monotonic()
             tg.send_text(USER_ID, "try three ways to fix calc" if size > 1 else "fix calc")
             wanted = "Attempts #1: 3 ways" if size > 1 else "Files:"
@@ -122,10 +122,9 @@ async def one_run(size: int, tmp: Path) -> dict[str, float]:
                 peak = max(peak, tree_rss_kb(os.getpid()))
                 await asyncio.sleep(0.1)
             wall = time.monotonic() - started
-            asyncio.create_subprocess_exec = spawn  # type: ignore[assignment]
         finally:
-            asyncio.create_subprocess_exec = spawn  # type: ignore[assignment]
-            await stop_polling(bot.app)  # type: ignore[arg-type]
+            asyncio.create_subprocess_exec = spawn  # type: ignore[assignment]  # the original back
+            await stop_polling(bot.app)  # type: ignore[arg-type]  # BotHarness keeps the PTB Application as an object
     return {"wall": wall, "peak_mb_per_attempt": (peak - idle) / 1024 / size, "git_per_attempt": git_runs / size}
 
 
