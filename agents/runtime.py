@@ -32,6 +32,7 @@ from agents.github.api import GitHubClient
 from agents.github.webhook import WebhookServer
 from agents.github_inbox import GitHubInbox
 from agents.llm.client import make_client
+from agents.llm.tool_loop import SdkModel
 from agents.repo_map.maps import RepoMap
 from agents.sandbox import task_disk
 from agents.sandbox.task_limits import sandbox_limit_warnings
@@ -134,7 +135,17 @@ class Runtime:
             settings, store, client, workspaces, notifier, repo_map, deliveries, pull_requests if github else None
         )
         crew = Crew(
-            settings, store, workspaces, engine, notifier, executor.inboxes, repo_map, pull_requests, _firing(settings)
+            settings,
+            store,
+            workspaces,
+            engine,
+            notifier,
+            executor.inboxes,
+            repo_map,
+            pull_requests,
+            _firing(settings),
+            deliveries=deliveries,
+            model=SdkModel(client),
         )
         orchestrator = Orchestrator(settings, store, client, workspaces, crew, hints, turns)
         if transcriber is None:  # importing the voice modules takes a while: not on the event loop
@@ -170,13 +181,15 @@ class Runtime:
             executor,
             deliveries,
             transcriber,
-            interrupted=[t for t in interrupted if t.id not in followed],
+            # attempts of a race still running are resumed below, not announced one by one
+            interrupted=[t for t in interrupted if t.id not in followed and t.attempt_group is None],
             schedules=crew.schedules,
             pull_requests=pull_requests,
             github_inbox=github_inbox,
             turns=turns,
         )
         engine.start()  # pending tasks start again
+        await crew.races.resume(followed)  # a race a restart interrupted: every attempt goes on, one summary at its end
         await crew.schedules.start()  # schedules fire from now on; a slot missed while the bot was down runs once, now
         deliveries.start()  # what an earlier run could not deliver goes out now
         runtime.start_up_seconds.update(before_polling)
@@ -273,6 +286,7 @@ class Runtime:
     async def stop_workers(self) -> None:
         """First step of a shutdown: running tasks become `interrupted` (resumable), their processes are killed."""
         self.executor.stopping = True
+        self.crew.races.close()  # a restart follows the races still running again
         if self.schedules is not None:  # no run starts while the workers stop
             self.schedules.close()
         try:

@@ -302,6 +302,16 @@ def browser_rows(f: dict[str, Any]) -> list[Row]:
     return rows
 
 
+def attempts_rows(f: dict[str, Any]) -> list[Row]:
+    return [
+        ("three attempts: wall, request to summary", f"{f['three_wall_s']:.2f} s", "≤ 1.15× one try", ""),
+        ("one try (the slowest attempt's part)", f"{f['single_wall_s']:.2f} s", "", ""),
+        ("three attempts over one try", f"{f['three_over_single']:.2f}×", "≤ 1.15×", ""),
+        ("peak memory per attempt (bot + its processes)", f"{f['three_peak_mb_per_attempt']:.0f} MB", "", ""),
+        ("git processes per attempt", f"{f['three_git_processes_per_attempt']:.1f}", "", ""),
+    ]
+
+
 BENCHES: list[tuple[str, Callable[[bool], list[str]], Callable[[dict[str, Any]], list[Row]]]] = [
     ("overhead.py", lambda quick: [], overhead_rows),
     ("background.py", lambda quick: [], background_rows),
@@ -311,6 +321,7 @@ BENCHES: list[tuple[str, Callable[[bool], list[str]], Callable[[dict[str, Any]],
     ("voice.py", lambda quick: ["--sizes", "tiny", "--repeats", "1"] if quick else [], voice_rows),
     ("browser.py", lambda quick: ["--runs", "2"] if quick else [], browser_rows),
     ("baseline.py", lambda quick: ["--rounds", "1"] if quick else [], baseline_rows),
+    ("attempts.py", lambda quick: [], attempts_rows),
 ]
 
 

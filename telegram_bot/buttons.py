@@ -45,6 +45,8 @@ DISPATCH: dict[Action, Handler] = {
     Action.NOTE_FORGET: lambda crew, caller, item, _handed: crew.forget(caller, item),
     Action.OPEN_PR: lambda crew, caller, item, handed: crew.open_pr(caller, item, anywhere=handed),
     Action.FIX_CI: lambda crew, caller, item, _handed: crew.fix_ci(caller, item),
+    Action.MERGE_ATTEMPTS: lambda crew, caller, item, handed: crew.merge_attempts(caller, item, anywhere=handed),
+    Action.DISCARD_ATTEMPTS: lambda crew, caller, item, handed: crew.discard_attempts(caller, item, anywhere=handed),
 }
 
 

@@ -13,7 +13,7 @@ from agents.core.ids import parse_id
 from agents.core.models import Task, TaskStatus
 from agents.llm.client import cost_usd
 from agents.llm.usage import total, usage_report
-from agents.work.crew import task_line
+from agents.work.crew import task_entries
 from agents.work.standing import notes_markdown
 from telegram_bot import handlers
 from telegram_bot.conversation import caller_of, conversation_of
@@ -57,7 +57,7 @@ async def tasks(update: Update, context: Context) -> None:
     """/tasks: recent tasks with status, age and title."""
     rt = runtime(context)
     listed = await rt.store.list_tasks(await conversation_of(update, context), limit=15)
-    text = "\n".join(f"• {task_line(t)}" for t in listed) if listed else "No tasks yet."
+    text = "\n".join(f"• {entry}" for entry in task_entries(listed)) if listed else "No tasks yet."
     await _say(update, context, "**Recent tasks**\n" + text if listed else text)
 
 
@@ -101,7 +101,7 @@ async def cancel(update: Update, context: Context) -> None:
         if not active:
             await _say(update, context, "Nothing is running.")
             return
-        if len(active) > 1:
+        if len({t.attempt_group or -t.stored_id for t in active}) > 1:  # a race's attempts are one thing to cancel
             await _say(
                 update,
                 context,

@@ -37,6 +37,8 @@ class Action(StrEnum):
     CANCEL_SCHEDULE = "schedule:cancel"
     NOTE_FORGET = "note:forget"  # /notes: forget a standing note
     ASK_OPTION = "ask:option"  # an option of a worker's question (id: question id × 10 + option index)
+    MERGE_ATTEMPTS = "attempts:merge"  # an attempt group's pick merged, the other attempts discarded (id: the group)
+    DISCARD_ATTEMPTS = "attempts:discard"  # every attempt of a group discarded (id: the group)
 
     @property
     def about_proposal(self) -> bool:

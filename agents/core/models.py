@@ -174,9 +174,36 @@ class Task(StoredRecord):
     user_id: int | None = None  # who started it (None: an older task); members act on their own tasks only
     user_name: str | None = None
     schedule_id: int | None = None  # the schedule whose run started it (its summary says so)
+    attempt_group: int | None = None  # one of N attempts racing on the same request (agents/work/attempts.py)
+    attempt: int | None = None  # its number K in "attempt K of N"
+    attempt_of: int | None = None  # N
     created_at: datetime = Field(default_factory=utcnow)
     started_at: datetime | None = None
     finished_at: datetime | None = None
+
+
+class AttemptState(StrEnum):
+    RACING = "racing"  # attempts still running (or waiting to)
+    SUMMARISED = "summarised"  # all ended, the one summary sent with its pick
+    MERGED = "merged"  # the pick merged, the others discarded
+    DISCARDED = "discarded"  # all discarded
+
+
+class AttemptGroup(StoredRecord):
+    """N tasks on the same request and base commit, each an ordinary task; the group adds one progress message,
+    one summary when all have ended, and the pick the bot ranks by the tests."""
+
+    chat_id: int
+    size: int
+    title: str
+    state: AttemptState = AttemptState.RACING
+    first_pass_wins: bool = False  # the first ✔ ends the race: the others are cancelled
+    progress_message_id: int | None = None
+    pick_task_id: int | None = None
+    why: str | None = None  # the one line saying why the pick (kept: a comparison by the model is asked once)
+    stopped: str | None = None  # why the race was stopped early (a budget reached, the first ✔)
+    created_at: datetime = Field(default_factory=utcnow)
+    summarised_at: datetime | None = None
 
 
 class TaskEvent(BaseModel):

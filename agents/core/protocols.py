@@ -138,6 +138,17 @@ class WorkDesk(Protocol):
                 "work that needs the file itself, e.g. an image to put on a page (default false)"
             ),
         ] = False,
+        attempts: Annotated[
+            int | None,
+            Arg(
+                '1-4 (default 1): how many workers try the same task at once, each on its own branch ("try three '
+                'ways", "give me 2 versions"); the bot ranks them by their tests and sends one summary with the pick'
+            ),
+        ] = None,
+        first_pass_wins: Annotated[
+            bool,
+            Arg("with attempts > 1: the first attempt whose tests pass wins and the others are cancelled"),
+        ] = False,
     ) -> str:
         """Start a worker that changes code in a workspace (on its own git branch) and reports back."""
         ...

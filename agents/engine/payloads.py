@@ -60,6 +60,9 @@ class TaskStart:
     standing_notes: list[str] = field(default_factory=list)  # the user's standing notes for the workspace (bot's store)
     reply_to_message_id: int | None = None
     schedule_id: int | None = None  # a schedule's run: its summary names the schedule
+    attempt_group: int | None = None  # one of N attempts (agents/work/attempts.py): no summary or progress of its own
+    attempt: int | None = None  # "attempt K of N" in its first turn
+    attempt_of: int | None = None
     user_id: int | None = None  # who started it (None: the bot itself, e.g. a restart)
     user_name: str | None = None
     starter_is_owner: bool = True  # as the bot's OWNER_USER_IDS says, when the task started

@@ -340,6 +340,9 @@ class RunnerNode:
             branch=start.branch,
             result=notes,
             schedule_id=start.schedule_id,
+            attempt_group=start.attempt_group,
+            attempt=start.attempt,
+            attempt_of=start.attempt_of,
             status=TaskStatus.IN_PROGRESS,
             started_at=utcnow(),
         )

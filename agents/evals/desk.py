@@ -111,6 +111,8 @@ class RecordingDesk:
         acceptance_criteria: list[str] | None = None,
         attachments: list[int] | None = None,
         save_attachments: bool = False,
+        attempts: int | None = None,
+        first_pass_wins: bool = False,
     ) -> str:
         self._record(
             "start_task",
@@ -119,6 +121,7 @@ class RecordingDesk:
             instructions=instructions,
             background=background,
             acceptance_criteria=acceptance_criteria,
+            attempts=attempts,
         )
         kind = str(worker).strip().lower()
         if kind not in WORKERS:

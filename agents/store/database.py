@@ -13,6 +13,7 @@ from pathlib import Path
 import aiosqlite
 
 from agents.store.attachments import AttachmentTable
+from agents.store.attempts import AttemptGroups
 from agents.store.audit import ToolCallTable
 from agents.store.conversations import Conversations, Place
 from agents.store.github import GitHubRecords
@@ -98,6 +99,11 @@ class Store(ChatHistory, AttachmentTable, ProposalTable, TaskTable, ToolCallTabl
     def conversations(self) -> Conversations:
         """Forum topics as conversations of their own, and the workspace a conversation is bound to."""
         return Conversations(self, self._places, self._bindings)
+
+    @property
+    def attempts(self) -> AttemptGroups:
+        """Groups of tasks racing on one request (agents/work/attempts.py)."""
+        return AttemptGroups(self)
 
     @property
     def schedules(self) -> ScheduleTable:

@@ -357,6 +357,28 @@ MIGRATIONS: list[str] = [
     ) WITHOUT ROWID;
     CREATE INDEX seen_events_age ON seen_events(seen_at);
     """,
+    # attempts: N ordinary tasks racing on one request (agents/work/attempts.py); the group holds its one progress
+    # message, its state (racing until the one summary is sent) and the pick with the line that says why
+    """
+    CREATE TABLE attempt_groups (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        chat_id INTEGER NOT NULL,
+        size INTEGER NOT NULL,
+        title TEXT NOT NULL,
+        state TEXT NOT NULL DEFAULT 'racing',
+        first_pass_wins INTEGER NOT NULL DEFAULT 0,
+        progress_message_id INTEGER,
+        pick_task_id INTEGER,
+        why TEXT,
+        stopped TEXT,
+        created_at TEXT NOT NULL,
+        summarised_at TEXT
+    );
+    ALTER TABLE tasks ADD COLUMN attempt_group INTEGER;
+    ALTER TABLE tasks ADD COLUMN attempt INTEGER;
+    ALTER TABLE tasks ADD COLUMN attempt_of INTEGER;
+    CREATE INDEX tasks_attempt_group ON tasks(attempt_group);
+    """,
 ]
 
 LATEST_VERSION = len(MIGRATIONS)

@@ -13,7 +13,7 @@ from agents.core.protocols import TaskEngine
 from agents.core.settings import Settings
 from agents.core.text import human_size
 from agents.git import diff as git_diff
-from agents.git.merge import merge_task_branch
+from agents.git.merge import MergeResult, merge_task_branch
 from agents.git.worktrees import TaskWorktree, discard_task_worktree
 from agents.store.database import Store
 from agents.work.access import Access, git_identity, task_number
@@ -66,13 +66,17 @@ class BranchDecisions:
     async def merge(self, caller: Caller, task_id: int, *, anywhere: bool = False) -> str:
         """Merge the task's branch into its base: the one merge of the tool and the button, so both refuse a task
         that is still running (its worker still writes on the branch)."""
+        return (await self.merge_result(caller, task_id, anywhere=anywhere)).message
+
+    async def merge_result(self, caller: Caller, task_id: int, *, anywhere: bool = False) -> MergeResult:
+        """`merge`, with whether it merged (a group of attempts discards the others only then)."""
         task = await self.access.task_for(caller, task_id, anywhere=anywhere)
         if task.status.is_active:
             raise ToolError(f"task #{task.id} is still {task.status.value}; merge it when it has ended")
         await self._owner_decision(caller, task, "merge")
         result = await merge_task_branch(self._worktree(task), git_identity(self.settings))
         await self.access.tell_task_chat(caller, task, result.message)
-        return result.message
+        return result
 
     async def diff(self, caller: Caller, task_id: int, *, anywhere: bool = False) -> tuple[bytes, str]:
         """The task's capped diff (git_diff) and a caption saying what it leaves out."""

@@ -17,13 +17,16 @@ The tools' schemas come from the protocol's signatures (agents/tools/desk_tools.
 from __future__ import annotations
 
 from agents.core.models import Caller, Task
-from agents.core.protocols import Notifier, TaskEngine
+from agents.core.protocols import MessageModel, Notifier, Outbox, TaskEngine
 from agents.core.settings import Settings
 from agents.repo_map.maps import RepoMap
 from agents.store.database import Store
+from agents.store.delivery import Deliveries
 from agents.work.access import Access
+from agents.work.attempt_decisions import AttemptDecisions
+from agents.work.attempts import Races, attempt_count
 from agents.work.branch_decisions import BranchDecisions
-from agents.work.lookups import Lookups, task_line
+from agents.work.lookups import Lookups, task_entries, task_line
 from agents.work.proposal_decisions import ProposalDecisions
 from agents.work.pull_requests import PullRequests
 from agents.work.running_tasks import RunningTasks
@@ -34,7 +37,7 @@ from agents.work.work_starts import WorkStarts
 from agents.work.workspace_binding import WorkspaceBinding
 from agents.workspaces.folders import Workspaces
 
-__all__ = ["Crew", "task_line"]  # task_line: the line for a task of /status and the eval desk
+__all__ = ["Crew", "task_entries", "task_line"]  # a task's line (/status, the eval desk); /tasks' entries
 
 
 class Crew:
@@ -53,6 +56,8 @@ class Crew:
         repo_map: RepoMap | None = None,
         pull_requests: PullRequests | None = None,
         firing: Firing | None = None,
+        deliveries: Outbox | None = None,
+        model: MessageModel | None = None,
     ) -> None:
         self.settings, self.store, self.workspaces, self.engine = settings, store, workspaces, engine
         self.notifier = notifier
@@ -65,6 +70,20 @@ class Crew:
         self.binding = WorkspaceBinding(settings, store, workspaces, self.access, repo_map)
         self.schedules = ScheduleBook(settings, store, workspaces, self.starts, notifier, firing)
         self.notes = Notes(settings, store, workspaces)  # standing notes (agents/work/standing.py)
+        # attempts: N tasks racing on one request, one summary (attempts.py); `model` compares two ✔ diffs
+        self.races = Races(
+            settings,
+            store,
+            engine,
+            notifier,
+            deliveries or Deliveries(store, notifier),
+            self.access,
+            self.starts,
+            workspaces,
+            model,
+            pull_requests,
+        )
+        self.attempts = AttemptDecisions(store, engine, self.access, self.branches, self.running)
 
     # ---- roles, conversations, turns ------------------------------------------------------------------------------
     def is_owner(self, caller: Caller) -> bool:
@@ -103,7 +122,22 @@ class Crew:
         acceptance_criteria: list[str] | None = None,
         attachments: list[int] | None = None,
         save_attachments: bool = False,
+        attempts: int | None = None,
+        first_pass_wins: bool = False,
     ) -> str:
+        size = attempt_count(attempts)  # 0, 5 or "three": one sentence, nothing started
+        if size > 1 or (attempts is not None and str(worker).strip().lower() == "research"):
+            return await self.races.start(
+                caller,
+                workspace,
+                worker,
+                instructions,
+                size,
+                acceptance_criteria,
+                attachments,
+                save_attachments,
+                first_pass_wins,
+            )
         return await self.starts.start_task(
             caller, workspace, worker, instructions, background, acceptance_criteria, attachments, save_attachments
         )
@@ -118,10 +152,10 @@ class Crew:
         return await self.lookups.list_tasks(caller)
 
     async def cancel_task(self, caller: Caller, task_id: int) -> str:
-        return await self.running.cancel(caller, task_id)
+        return await self.attempts.cancel(caller, await self.access.task_for(caller, task_id))  # an attempt: all
 
     async def message_task(self, caller: Caller, task_id: int, text: str) -> str:
-        return await self.running.message(caller, task_id, text)
+        return await self.attempts.message(caller, await self.access.task_for(caller, task_id), text)
 
     async def get_proposal(self, caller: Caller, proposal_id: int | None = None) -> str:
         return await self.lookups.get_proposal(caller, proposal_id)
@@ -130,7 +164,7 @@ class Crew:
         return await self.lookups.get_task(caller, task_id)
 
     async def merge_task(self, caller: Caller, task_id: int) -> str:
-        return await self.branches.merge(caller, int(task_id))
+        return await self.merge(caller, int(task_id))
 
     async def discard_task(self, caller: Caller, task_id: int) -> str:
         return await self.branches.discard(caller, int(task_id))
@@ -173,7 +207,16 @@ class Crew:
 
     # ---- the buttons (Merge, Diff, Discard, Open PR, Fix CI, Resume) and GitHub follow-ups ----------------------
     async def merge(self, caller: Caller, task_id: int, *, anywhere: bool = False) -> str:
+        """An attempt's merge is its group's: the others are discarded with it."""
+        if (group := await self.attempts.group_of(task_id)) is not None:
+            return await self.attempts.merge(caller, group.stored_id, task_id, anywhere=anywhere)
         return await self.branches.merge(caller, task_id, anywhere=anywhere)
+
+    async def merge_attempts(self, caller: Caller, group_id: int, *, anywhere: bool = False) -> str:
+        return await self.attempts.merge(caller, group_id, anywhere=anywhere)
+
+    async def discard_attempts(self, caller: Caller, group_id: int, *, anywhere: bool = False) -> str:
+        return await self.attempts.discard(caller, group_id, anywhere=anywhere)
 
     async def diff(self, caller: Caller, task_id: int, *, anywhere: bool = False) -> tuple[bytes, str]:
         return await self.branches.diff(caller, task_id, anywhere=anywhere)

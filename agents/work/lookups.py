@@ -28,6 +28,27 @@ def task_line(t: Task) -> str:
     return f"#{t.id} [{t.status.value}] {t.worker.value} · {t.workspace}{by} · {age(t.created_at)} ago · {t.title}"
 
 
+def task_entries(tasks: list[Task]) -> list[str]:
+    """One entry per task, and one per group of attempts with a line per attempt under it (in the list's order)."""
+    entries: list[str] = []
+    seen: set[int] = set()
+    for t in tasks:
+        group = t.attempt_group
+        if group is None:
+            entries.append(task_line(t))
+            continue
+        if group in seen:
+            continue
+        seen.add(group)
+        members = sorted((m for m in tasks if m.attempt_group == group), key=lambda m: m.attempt or 0)
+        head = f"attempts #{group} · {t.attempt_of or len(members)} ways · {t.worker.value} · {t.workspace}"
+        entries.append(
+            f"{head} · {t.title.partition(': ')[2] or t.title}"
+            + "".join(f"\n  – attempt {m.attempt}: #{m.id} [{m.status.value}] {age(m.created_at)} ago" for m in members)
+        )
+    return entries
+
+
 class Lookups:
     """list_tasks, get_task and get_proposal: the conversation's own work only."""
 
@@ -36,7 +57,7 @@ class Lookups:
 
     async def list_tasks(self, caller: Caller) -> str:
         tasks = await self.store.list_tasks(caller.chat_id, limit=15)
-        return "\n".join(task_line(t) for t in tasks) if tasks else "No tasks yet."
+        return "\n".join(task_entries(tasks)) if tasks else "No tasks yet."
 
     async def get_task(self, caller: Caller, task_id: int) -> str:
         task = await self.access.own_task(caller.chat_id, task_id)

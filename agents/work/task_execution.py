@@ -30,6 +30,8 @@ from agents.store.delivery import Deliveries
 from agents.verify.base_run_cache import KeptBaseRuns
 from agents.verify.task_tests import TaskTests
 from agents.verify.test_baseline import BaselineRuns
+from agents.work.attempt_progress import QuietProgress
+from agents.work.attempts import attempt_brief
 from agents.work.progress import Progress
 from agents.work.pull_requests import PullRequests
 from agents.work.questions import Questions
@@ -115,7 +117,8 @@ class TaskExecutor:
 
     async def execute(self, task: Task) -> None:
         s = self.base.settings
-        progress = Progress(
+        # an attempt's steps show in its group's one progress message (agents/work/attempts.py), not one of its own
+        progress = (QuietProgress if task.attempt_group is not None else Progress)(
             self.base.notifier, self.base.store, task, s.progress_interval_seconds, s.progress_refresh_seconds
         )
         self.inboxes.open(task.stored_id, lambda note: progress.update(NOTE_RECEIVED, force=True))
@@ -211,6 +214,7 @@ class TaskExecutor:
         repo_map = await self.briefing.repository_map(task, workspace, tree.path)
         blocks, saved = await self.briefing.handed_over(task, tree.path)
         first = first_turn(task, criteria, guidance + repo_map) + saved
+        first = attempt_brief(task) + first  # "attempt K of N" (nothing for an ordinary task)
         if task.result:  # an interrupted task carries what was done before
             first += (
                 f"\n\n(This task was interrupted and is being resumed on the same branch. Notes from before: "

@@ -10,6 +10,7 @@ from agents.core.actions import Buttons
 from agents.core.models import Task, TaskEvent, TaskStatus, utcnow
 from agents.git.worktrees import TaskWorktree
 from agents.store.shown import TASK, remember_shown, shown_as
+from agents.work.attempt_summary import TESTS_EVENT, tests_event
 from agents.work.progress import Progress
 from agents.work.pull_requests import PullRequests
 from agents.work.task_checkout import TaskCheckouts
@@ -77,6 +78,9 @@ class TaskEnding:
         )
         outcome = decide(facts)
         last = outcome.last_commit
+        if run.verdict is not None:  # the counts a group of attempts ranks by (agents/work/attempt_summary.py)
+            counts = tests_event(len(run.verdict.fixed), len(run.verdict.broken))
+            await self.base.store.add_event(TaskEvent(task_id=task.stored_id, kind=TESTS_EVENT, detail=counts))
         await self.set_status(
             task,
             outcome.status,
@@ -103,7 +107,10 @@ class TaskEnding:
     async def show(
         self, task: Task, markdown: str, buttons: Buttons | None = None, reply_to: int | None = None
     ) -> None:
-        """Send a task's outcome to its chat, and keep it in the chat's history as the bot's turn."""
+        """Send a task's outcome to its chat, and keep it in the chat's history as the bot's turn. An attempt's own
+        outcome is not sent: its group's one summary lists it (agents/work/attempt_summary.py)."""
+        if task.attempt_group is not None:
+            return
         s, store = self.base.settings, self.base.store
         record = await remember_shown(store, task.chat_id, TASK, task.stored_id, markdown, s.shown_turn_chars)
         # through the outbox: a Telegram 5xx is retried and never turns the finished task into a failure

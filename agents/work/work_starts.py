@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 
 from agents.core.errors import ToolError
-from agents.core.models import Caller, Schedule, Task, TaskEvent, TaskStatus, WorkerKind
+from agents.core.models import AttemptGroup, Caller, Schedule, Task, TaskEvent, TaskStatus, WorkerKind
 from agents.core.protocols import TaskEngine
 from agents.core.settings import Settings
 from agents.core.user_turns import waiting_on_work
@@ -93,6 +93,22 @@ class WorkStarts:
         task = await self.store.add_task(task, cleaned_criteria(criteria), handed, bool(save_attachments))
         await self._pending(task)
         return task
+
+    async def submit_attempts(
+        self,
+        group: AttemptGroup,
+        tasks: list[Task],
+        criteria: list[str] | None = None,
+        attachments: list[int] | None = None,
+        save_attachments: bool = False,
+    ) -> list[Task]:
+        """Store a group of attempts and its tasks (each with the criteria and handed files) at once; wake the
+        engine."""
+        handed = await self._attachment_ids(group.chat_id, attachments)
+        stored = await self.store.attempts.add(group, tasks, cleaned_criteria(criteria), handed, bool(save_attachments))
+        for task in stored:
+            await self._pending(task)
+        return stored
 
     async def submit_approved(self, proposal_id: int, task: Task, criteria: list[str] | None) -> Task | None:
         """Approve the proposal and store its task in one transaction, then wake the engine; None when the proposal

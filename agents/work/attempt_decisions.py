@@ -1,0 +1,139 @@
+"""What is done to a group of attempts as a whole: Merge (the pick, or the attempt named; the others discarded),
+Discard (all), Cancel (all), and notes (to all, or to "attempt 2"). Each goes through the task's own decision
+(branch_decisions.py, running_tasks.py), so the roles hold as for any task: members start and steer, owners merge
+and discard."""
+
+from __future__ import annotations
+
+import re
+
+from agents.core.actions import Action, button
+from agents.core.errors import ToolError
+from agents.core.models import AttemptGroup, AttemptState, Caller, Task, TaskStatus
+from agents.core.protocols import TaskEngine
+from agents.store.database import Store
+from agents.work.access import Access
+from agents.work.branch_decisions import BranchDecisions
+from agents.work.running_tasks import RunningTasks
+
+ONE_ATTEMPT = re.compile(r"^\s*attempt\s+#?(\d)\b\s*[:,.\-–—]?\s*", re.IGNORECASE)
+
+
+class AttemptDecisions:
+    """Merge, Discard, Cancel and notes for a group; `anywhere` as in BranchDecisions (a request handed to owners)."""
+
+    def __init__(
+        self, store: Store, engine: TaskEngine, access: Access, branches: BranchDecisions, running: RunningTasks
+    ) -> None:
+        self.store, self.engine, self.access, self.branches, self.running = store, engine, access, branches, running
+
+    async def group_of(self, task_id: int) -> AttemptGroup | None:
+        """The group task #task_id races in, if it is an attempt."""
+        task = await self.store.get_task(int(task_id))
+        if task is None or task.attempt_group is None:
+            return None
+        return await self.store.attempts.get(task.attempt_group)
+
+    async def _group_for(self, caller: Caller, group_id: int, anywhere: bool) -> AttemptGroup:
+        group = await self.store.attempts.get(int(group_id))
+        if group is None or (group.chat_id != caller.chat_id and not (anywhere and self.access.is_owner(caller))):
+            raise ToolError(f"there are no attempts #{group_id} in this chat")
+        return group
+
+    async def merge(self, caller: Caller, group_id: int, task_id: int | None = None, *, anywhere: bool = False) -> str:
+        """Merge the pick (or the attempt `task_id`), then discard every other attempt's branch and worktree."""
+        group = await self._group_for(caller, group_id, anywhere)
+        buttons = [
+            [
+                button("Merge the pick", Action.MERGE_ATTEMPTS, group.stored_id),
+                button("✖ Discard all", Action.DISCARD_ATTEMPTS, group.stored_id),
+            ]
+        ]
+        await self.access.owners_only(
+            caller, "merge", f"to merge the pick of **attempts #{group.id}**:", group.title, buttons
+        )
+        if group.state is AttemptState.RACING:
+            raise ToolError(f"attempts #{group.id} are still running; merge when their summary is in")
+        if group.state is not AttemptState.SUMMARISED:
+            return f"Attempts #{group.id} were already {group.state.value}."
+        members = await self.store.attempts.members(group.stored_id)
+        chosen = task_id if task_id is not None else group.pick_task_id
+        if chosen is None or chosen not in {t.id for t in members}:
+            raise ToolError(f"attempts #{group.id} have no attempt with a change to merge; Discard drops them all")
+        result = await self.branches.merge_result(caller, chosen, anywhere=anywhere)
+        if not result.ok:
+            return result.message
+        if not await self.store.attempts.move(group.stored_id, AttemptState.SUMMARISED, AttemptState.MERGED):
+            return result.message
+        dropped = [await self._discard_one(caller, t, anywhere) for t in members if t.id != chosen]
+        number = next(t.attempt for t in members if t.id == chosen)
+        others = f" The other attempts were discarded ({', '.join(d for d in dropped if d)})." if dropped else ""
+        return f"Attempt {number} (task #{chosen}) merged: {result.message}{others}"
+
+    async def _discard_one(self, caller: Caller, task: Task, anywhere: bool) -> str:
+        """One attempt's branch and worktree deleted; `#N` or what went wrong."""
+        try:
+            await self.branches.discard(caller, task.stored_id, anywhere=anywhere)
+        except ToolError as err:
+            return f"#{task.id}: {err}"
+        return f"#{task.id}"
+
+    async def discard(self, caller: Caller, group_id: int, *, anywhere: bool = False) -> str:
+        """Every attempt stopped (if still running) and its branch and worktree deleted; no summary follows."""
+        group = await self._group_for(caller, group_id, anywhere)
+        buttons = [[button("✖ Discard all", Action.DISCARD_ATTEMPTS, group.stored_id)]]
+        await self.access.owners_only(caller, "discard", f"to discard **attempts #{group.id}**:", group.title, buttons)
+        if group.state is AttemptState.MERGED:
+            return f"Attempts #{group.id} were merged; the other attempts were discarded then."
+        moved = await self.store.attempts.move(group.stored_id, AttemptState.RACING, AttemptState.DISCARDED)
+        moved = moved or await self.store.attempts.move(
+            group.stored_id, AttemptState.SUMMARISED, AttemptState.DISCARDED
+        )
+        if not moved:
+            return f"Attempts #{group.id} were already discarded."
+        members = await self.store.attempts.members(group.stored_id)
+        dropped = [await self._discard_one(caller, t, anywhere) for t in members]
+        return f"Attempts #{group.id} discarded: every attempt's branch and worktree deleted ({', '.join(dropped)})."
+
+    async def cancel(self, caller: Caller, task: Task) -> str:
+        """Cancel one attempt = cancel the race: every attempt still active stops; the summary of what they did
+        follows."""
+        group_id = task.attempt_group
+        if group_id is None:
+            return await self.running.cancel(caller, task.stored_id)
+        self.access.starter_or_owner(caller, task, "cancel")
+        members = await self.store.attempts.members(group_id)
+        stopped = [t for t in members if t.status.is_cancellable and await self.engine.cancel(t.stored_id)]
+        if not stopped:
+            return f"Attempts #{group_id} have already ended; nothing to cancel."
+        return (
+            f"Attempts #{group_id} cancelled ({', '.join(f'#{t.id}' for t in stopped)}); every process they started "
+            "was stopped. The summary of what they did follows."
+        )
+
+    async def message(self, caller: Caller, task: Task, text: str) -> str:
+        """A note to every running attempt of the group, or, starting with "attempt K", to that one only."""
+        group_id = task.attempt_group
+        if group_id is None:
+            return await self.running.message(caller, task.stored_id, text)
+        members = await self.store.attempts.members(group_id)
+        targets = members
+        if matched := ONE_ATTEMPT.match(str(text)):
+            number = int(matched.group(1))
+            targets = [t for t in members if t.attempt == number]
+            if not targets:
+                raise ToolError(f"attempts #{group_id} have no attempt {number} (they are 1 to {len(members)})")
+            text = str(text)[matched.end() :]
+        running = [t for t in targets if t.status is TaskStatus.IN_PROGRESS]
+        if not running:
+            raise ToolError(f"no attempt of #{group_id} that the note is for is running, so no worker would read it")
+        passed = []
+        for target in running:
+            try:
+                await self.running.message(caller, target.stored_id, text)
+            except ToolError:
+                continue  # ended between the look and the note
+            passed.append(f"attempt {target.attempt} (#{target.id})")
+        if not passed:
+            raise ToolError(f"the attempts of #{group_id} ended before the note reached them")
+        return f"Note passed to {', '.join(passed)}; each worker reads it before its next step."

@@ -1,0 +1,330 @@
+"""Attempts through the real bot: "try three ways" starts three ordinary tasks at once, the tests judge them, one
+summary names the pick, and Merge brings the passing attempt into main while the others' branches and worktrees go.
+Scripted model (each attempt plays its own part, known by the "attempt K of 3" of its first turn), fake Telegram,
+real git, real pytest, real bwrap."""
+
+from __future__ import annotations
+
+import re
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agents.core.errors import ToolError
+from agents.core.models import AttemptState, Caller, TaskStatus
+from tests.conftest import USER_ID, BotHarness, git, running_bot
+from tests.fakes import anthropic_server as claude_says
+from tests.scripted import RoleScript, last_user_text
+from tests.support.attempts import ATTEMPT, Racers, first_text, start_attempts, summary_of
+from tests.support.tasks import branches, edit, message_with, until
+
+
+def worktrees(repo: Path) -> list[str]:
+    return [line for line in git(repo, "worktree", "list", "--porcelain").splitlines() if line.startswith("worktree ")]
+
+
+@pytest.mark.settings(max_corrections=1)
+async def test_three_attempts_race_one_summary_and_merge_brings_the_passing_one(
+    bot: BotHarness, model: RoleScript, workspace_root: Path
+) -> None:
+    racers = Racers()
+    model.add(
+        "orchestrator",
+        start_attempts("calc", "Fix the bug in calc.py so test_add passes.", 3),
+        claude_says.text("Three attempts are racing."),
+    )
+    model.add("code", *[racers] * 9)  # 3 attempts × (first, after its tool, one correction)
+    bot.say("try three ways to fix the bug in calc.py")
+    summary = await bot.tg.await_for(lambda: summary_of(bot), timeout=180)
+
+    # three first turns, at once, before any correction; each told its number
+    kinds = [kind for _, kind in racers.turns]
+    assert sorted(n for n, k in racers.turns if k == "first") == [1, 2, 3]
+    assert "correction" in kinds and kinds.index("correction") > max(i for i, k in enumerate(kinds) if k == "first")
+    for number, text in racers.firsts.items():
+        assert f"attempt {number} of 3" in text
+    assert [n for n, k in racers.turns if k == "correction"] in ([1, 3], [3, 1]), "only the failing ones corrected"
+
+    # one summary: three marks, the pick and why; no summary or progress message per attempt
+    lines = summary.text.splitlines()
+    assert lines[0].startswith("✔ Attempts #1: 3 ways"), lines[0]
+    marks = {int(m.group(2)): m.group(1) for m in (re.match(r"([✔⚠✗]) Attempt (\d)", line) for line in lines) if m}
+    assert marks == {1: "✗", 2: "✔", 3: "✗"}, summary.text
+    assert "1 fixed · 0 broken · 1 file +1 −1" in summary.text
+    assert "Pick: attempt 2 (task #2)" in summary.text and "the only one whose tests pass" in summary.text
+    assert summary.callback_data[:2] == ["attempts:merge:1", "attempts:discard:1"]
+    assert {"task:diff:1", "task:diff:2", "task:diff:3"} <= set(summary.callback_data)
+    texts = [m.text or "" for m in bot.tg.messages(USER_ID)]
+    assert sum("Attempts #1: 3 ways" in t for t in texts) == 1, "one summary"
+    assert not [t for t in texts if "Files:" in t], "no summary of its own per attempt"
+    assert sum("3 attempts" in t for t in texts) == 1 and not [t for t in texts if t.startswith("⏳ Task #")]
+    store = bot.runtime.store
+    assert [t.status for t in await store.attempts.members(1)] == [
+        TaskStatus.BLOCKED,
+        TaskStatus.COMPLETED,
+        TaskStatus.BLOCKED,
+    ]
+
+    # Diff of attempt 1, then Merge: the pick goes into main, the other branches and worktrees go
+    bot.tg.press_button(USER_ID, summary.message_id, "task:diff:1")
+    diff = await bot.tg.await_for(lambda: next((m for m in bot.tg.messages(USER_ID) if m.kind == "document"), None))
+    assert b"+    return a * b" in diff.data
+    repo = workspace_root / "calc"
+    assert len(branches(repo)) == 4
+    bot.tg.press_button(USER_ID, summary.message_id, "attempts:merge:1")
+    merged = await bot.tg.await_for(lambda: message_with(bot, "Attempt 2 (task #2) merged"), timeout=60)
+    assert "other attempts were discarded (#1, #3)" in merged.text
+    assert git(repo, "show", "main:calc.py").strip().endswith("return a + b")
+    left = branches(repo)
+    assert len(left) == 2 and "main" in left and any(b.startswith("agentlab/task-2-") for b in left), left
+    assert len(worktrees(repo)) == 1
+    assert (await store.attempts.get(1)).state is AttemptState.MERGED
+
+
+async def test_bad_attempts_are_one_sentence_each_and_start_nothing(bot: BotHarness, model: RoleScript) -> None:
+    model.add(
+        "orchestrator",
+        start_attempts("calc", "Fix calc.", 0),
+        start_attempts("calc", "Fix calc.", 5),
+        start_attempts("calc", "Fix calc.", "three"),
+        start_attempts("calc", "Study calc.", 3, worker="research"),
+        claude_says.text("None of those worked."),
+    )
+    bot.say("try zero, five, three and research ways")
+    await bot.tg.await_for(lambda: message_with(bot, "None of those worked."))
+    results = [
+        b["content"]
+        for body in model.requests["orchestrator"][1:]
+        for b in body["messages"][-1]["content"]
+        if isinstance(b, dict) and b.get("type") == "tool_result"
+    ]
+    said = " | ".join(str(r) for r in results)
+    assert "attempts must be from 1 to 4 (got 0); nothing was started" in said
+    assert "attempts must be from 1 to 4 (got 5); nothing was started" in said
+    assert "attempts must be a whole number from 1 to 4 (got 'three'); nothing was started" in said
+    assert "attempts are for code, frontend and test tasks; a research request runs once" in said
+    assert await bot.runtime.store.list_tasks(USER_ID) == []
+    assert await bot.runtime.store.attempts.racing() == []
+
+
+class Sleepers:
+    """Every attempt runs a command forever (until cancelled or stopped); after a restart, it ends with words."""
+
+    def __init__(self) -> None:
+        self.firsts: list[str] = []
+        self.resumed: list[str] = []
+        self.restarted = False
+        self._lock = threading.Lock()
+
+    def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            if not any(m["role"] == "assistant" for m in body["messages"]):
+                (self.resumed if self.restarted else self.firsts).append(first_text(body))
+        if self.restarted:
+            return claude_says.text("Done after the restart.")
+        return claude_says.tool_use("run_command", {"command": "sleep 600"})
+
+
+async def _racing(bot: BotHarness, sleepers: Sleepers) -> None:
+    store = bot.runtime.store
+    await until(lambda: _all_running(store), timeout=60)
+    await until(lambda: _async_true(len(sleepers.firsts) == 3), timeout=60)
+
+
+async def _all_running(store: Any) -> bool:
+    members = await store.attempts.members(1)
+    return len(members) == 3 and all(t.status is TaskStatus.IN_PROGRESS for t in members)
+
+
+async def _async_true(value: bool) -> bool:
+    return value
+
+
+async def test_cancel_stops_every_attempt_one_summary_follows_and_discard_drops_all(
+    bot: BotHarness, model: RoleScript, workspace_root: Path
+) -> None:
+    sleepers = Sleepers()
+    model.add("orchestrator", start_attempts("group-therapy", "Write notes.", 3), claude_says.text("Racing."))
+    model.add("code", *[sleepers] * 3)
+    bot.say("give me 3 versions of the notes")
+    await _racing(bot, sleepers)
+    bot.tg.send_command(USER_ID, "/tasks")
+    listing = await bot.tg.await_for(lambda: message_with(bot, "Recent tasks"))
+    assert listing.text.count("attempts #1 · 3 ways") == 1, listing.text
+    assert all(f"attempt {k}: #{k} [in_progress]" in listing.text for k in (1, 2, 3)), listing.text
+    bot.tg.send_command(USER_ID, "/cancel")  # three attempts active: one race, so no "which one?"
+    await bot.tg.await_for(lambda: message_with(bot, "Attempts #1 cancelled (#1, #2, #3)"), timeout=60)
+    summary = await bot.tg.await_for(lambda: summary_of(bot), timeout=60)
+    assert [t.status for t in await bot.runtime.store.attempts.members(1)] == [TaskStatus.CANCELLED] * 3
+    assert summary.text.startswith("✗ Attempts #1") and summary.text.count("cancelled") >= 3
+    assert "No pick" in summary.text and summary.callback_data == ["attempts:discard:1"]
+    repo = workspace_root / "group-therapy"
+    assert len(branches(repo)) == 4, "each attempt's branch is kept until discarded"
+    bot.tg.press_button(USER_ID, summary.message_id, "attempts:discard:1")
+    await bot.tg.await_for(lambda: message_with(bot, "Attempts #1 discarded"), timeout=60)
+    assert branches(repo) == ["main"] and len(worktrees(repo)) == 1
+    assert (await bot.runtime.store.attempts.get(1)).state is AttemptState.DISCARDED
+
+
+async def test_a_restart_mid_race_resumes_every_attempt_and_sends_one_summary(
+    fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo
+) -> None:
+    model = RoleScript()
+    fake_anthropic.handler = model
+    sleepers = Sleepers()
+    model.add("orchestrator", start_attempts("group-therapy", "Write notes.", 3), claude_says.text("Racing."))
+    model.add("code", *[sleepers] * 6)
+    async with running_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo) as first:
+        first.say("try three ways to write the notes")
+        await _racing(first, sleepers)
+        sleepers.restarted = True
+    async with running_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo) as second:
+        summary = await second.tg.await_for(lambda: summary_of(second), timeout=120)
+        assert len(sleepers.resumed) == 3, "every attempt resumed"
+        assert all("interrupted and is being resumed" in text for text in sleepers.resumed)
+        assert sorted(ATTEMPT.search(t).group(1) for t in sleepers.resumed) == ["1", "2", "3"]
+        texts = [m.text or "" for m in second.tg.messages(USER_ID)]
+        assert sum("Attempts #1: 3 ways" in t for t in texts) == 1
+        assert not [t for t in texts if "stopped while task" in t], "attempts are resumed, not announced one by one"
+        assert summary.text.count("⚠ Attempt") == 3, summary.text  # group-therapy has no tests: ⚠ unverified
+        assert (await second.runtime.store.attempts.get(1)).state is AttemptState.SUMMARISED
+
+
+@pytest.mark.settings(max_corrections=1)
+async def test_two_passing_attempts_are_compared_once_by_the_orchestrator(bot: BotHarness, model: RoleScript) -> None:
+    """Attempts 1 and 2 both pass, as many fixed and broken, as large: the tests cannot choose, so the orchestrator's
+    model reads both diffs once and its line says why it picked."""
+    racers = Racers(edits={1: "a + b", 2: "b + a", 3: "a * b"})
+    model.add(
+        "orchestrator",
+        start_attempts("calc", "Fix the bug in calc.py so test_add passes.", 3),
+        claude_says.text("Racing."),
+    )
+    model.add("code", *[racers] * 7)  # 3 × (first, after its tool) + one correction of attempt 3
+    model.add("judge", claude_says.text("B\nIt keeps the operands in the order the tests name them."))
+    bot.say("try three ways to fix calc")
+    summary = await bot.tg.await_for(lambda: summary_of(bot), timeout=180)
+    [asked] = model.requests["judge"]
+    said = asked["messages"][0]["content"]
+    assert "+    return a + b" in said and "+    return b + a" in said, "both diffs, whole"
+    assert "Pick: attempt 2 (task #2)" in summary.text, summary.text
+    assert "compared by the orchestrator: It keeps the operands in the order the tests name them" in summary.text
+    assert len(re.findall(r"^✔ Attempt \d", summary.text, re.MULTILINE)) == 2 and "✗ Attempt 3" in summary.text
+    judged = [u for u in await bot.runtime.store.usage_since(summary_time(), task_id=1) if u.agent == "judge"]
+    assert len(judged) == 1, "the comparison counts toward usage"
+
+
+def summary_time() -> Any:
+    from agents.core.models import utcnow
+
+    return utcnow()
+
+
+class Steerables:
+    """Every attempt runs short commands, noting which of the notes reached it, until the test lets them finish."""
+
+    def __init__(self, usage: dict[str, int] | None = None) -> None:
+        self.usage = usage
+        self.notes: dict[int, list[str]] = {1: [], 2: [], 3: []}
+        self.finish = threading.Event()
+        self.started: set[int] = set()
+        self._lock = threading.Lock()
+
+    def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
+        number = int(ATTEMPT.search(first_text(body)).group(1))
+        said = last_user_text(body)
+        with self._lock:
+            self.started.add(number)
+            self.notes[number] += re.findall(r"NOTE-[A-Z]+", said)
+        if self.finish.is_set():
+            return claude_says.text(f"Attempt {number} done.")
+        return claude_says.tool_use("run_command", {"command": "sleep 0.2"}, usage=self.usage)
+
+
+@pytest.mark.settings(progress_interval_seconds=0.5)
+async def test_notes_reach_every_attempt_or_the_one_named(bot: BotHarness, model: RoleScript) -> None:
+    steer = Steerables()
+    model.add("orchestrator", start_attempts("group-therapy", "Write notes.", 3), claude_says.text("Racing."))
+    model.add("code", *[steer] * 400)
+    bot.say("try three ways to write the notes")
+    progress = await bot.tg.await_for(lambda: message_with(bot, "3 attempts"))
+    await until(lambda: _async_true(steer.started == {1, 2, 3}), timeout=60)
+    bot.tg.send_text(USER_ID, "attempt 2: NOTE-TWO", reply_to_message_id=progress.message_id)
+    await bot.tg.await_for(lambda: message_with(bot, "Note passed to attempt 2 (#2)"), timeout=30)
+    bot.tg.send_text(USER_ID, "NOTE-ALL", reply_to_message_id=progress.message_id)
+    await bot.tg.await_for(lambda: message_with(bot, "Note passed to attempt 1 (#1), attempt 2 (#2)"), timeout=30)
+    await until(lambda: _async_true(all("NOTE-ALL" in n for n in steer.notes.values())), timeout=30)
+    shown = [v.text or "" for v in bot.tg.message(USER_ID, progress.message_id).history]
+    assert any(all(f"{k}. #{k} ⏳ · " in text for k in (1, 2, 3)) for text in shown), shown[
+        -1
+    ]  # a line and a step each
+    steer.finish.set()
+    await bot.tg.await_for(lambda: summary_of(bot), timeout=60)
+    final = bot.tg.message(USER_ID, progress.message_id).text
+    assert final.startswith("🏁 3 attempts") and "All attempts ended: the summary follows." in final, final
+    assert steer.notes[2].count("NOTE-TWO") == 1 and "NOTE-TWO" not in steer.notes[1] + steer.notes[3]
+
+
+CHEAP = {"input_tokens": 10, "output_tokens": 10, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+
+
+@pytest.mark.settings(daily_budget_usd=0.01)
+async def test_a_budget_spent_mid_race_stops_the_rest_and_picks_among_the_ended(
+    bot: BotHarness, model: RoleScript
+) -> None:
+    """The race starts under the daily budget (1 cent; the orchestrator's calls cost next to nothing); each of the
+    attempts' steps costs 3 cents, and the race stops: the attempts still running are cancelled, the summary says why."""
+    steer = Steerables(usage={**CHEAP, "input_tokens": 10_000})
+    turn = start_attempts("group-therapy", "Write notes.", 3)
+    model.add("orchestrator", {**turn, "usage": CHEAP}, claude_says.text("Racing.", usage=CHEAP))
+    model.add("code", *[steer] * 400)
+    bot.say("try three ways to write the notes")
+    summary = await bot.tg.await_for(lambda: summary_of(bot), timeout=90)
+    assert "Stopped early: the daily budget was reached mid-race" in summary.text, summary.text
+    statuses = [t.status for t in await bot.runtime.store.attempts.members(1)]
+    assert statuses == [TaskStatus.CANCELLED] * 3, statuses
+
+
+MEMBER = 2002
+
+
+@pytest.mark.settings(allowed_user_ids=f"{USER_ID},{MEMBER}", owner_user_ids=str(USER_ID))
+async def test_a_member_starts_and_cancels_attempts_but_only_owners_merge(bot: BotHarness, model: RoleScript) -> None:
+    sleepers = Sleepers()
+    model.add("code", *[sleepers] * 3)
+    member = Caller(chat_id=MEMBER, user_id=MEMBER, user_name="mia")
+    crew = bot.runtime.crew
+    started = await crew.start_task(member, "group-therapy", "code", "Write notes.", True, attempts=3)
+    assert started.startswith("Attempts #1 started: 3 code workers") and "Estimated cost" in started
+    with pytest.raises(ToolError, match="only an owner can merge; I've asked them"):
+        await crew.merge_attempts(member, 1)
+    handed = await bot.tg.await_for(lambda: message_with(bot, "mia asks to merge the pick of attempts #1"))
+    assert handed.callback_data == ["attempts:merge:1", "attempts:discard:1"]
+    await _racing(bot, sleepers)
+    assert (await crew.cancel_task(member, 2)).startswith("Attempts #1 cancelled (#1, #2, #3)")
+    summary = await bot.tg.await_for(  # in the member's own chat, where they started it
+        lambda: next((m for m in bot.tg.messages(MEMBER) if "Attempts #1: 3 ways" in (m.text or "")), None), timeout=60
+    )
+    assert "No pick" in summary.text
+
+
+async def test_first_pass_wins_cancels_the_rest_at_the_first_pass(bot: BotHarness, model: RoleScript) -> None:
+    def racer(body: dict[str, Any]) -> dict[str, Any]:
+        number = int(ATTEMPT.search(first_text(body)).group(1))
+        said = sum(1 for m in body["messages"] if m["role"] == "assistant")
+        if number != 2:
+            return claude_says.tool_use("run_command", {"command": "sleep 0.2"})
+        return edit("calc.py", "a - b", "a + b") if said == 0 else claude_says.text("Fixed add().")
+
+    turn = start_attempts("calc", "Fix the bug in calc.py so test_add passes.", 3)
+    turn["content"][0]["input"]["first_pass_wins"] = True
+    model.add("orchestrator", turn, claude_says.text("Racing; the first pass wins."))
+    model.add("code", *[racer] * 400)
+    bot.say("try three ways to fix calc, the first that passes wins")
+    summary = await bot.tg.await_for(lambda: summary_of(bot), timeout=120)
+    assert "Stopped early: attempt 2 passed first, so the others were cancelled" in summary.text, summary.text
+    assert "Pick: attempt 2 (task #2)" in summary.text
+    statuses = [t.status for t in await bot.runtime.store.attempts.members(1)]
+    assert statuses == [TaskStatus.CANCELLED, TaskStatus.COMPLETED, TaskStatus.CANCELLED], statuses
