@@ -10,13 +10,23 @@ from agents.core.ids import parse_id
 
 @dataclass(frozen=True)
 class Button:
-    """An inline button: what it says, and the callback data it sends back (e.g. `proposal:approve:3`)."""
+    """An inline button: what it says, and the callback data it sends back (e.g. `proposal:approve:3`). A button
+    that opens the review page instead (`web_app`: its URL) sends nothing back: in a private chat it is a Mini App
+    button, in a group (where Telegram allows none) a link to the bot's Mini App carrying `start_param`."""
 
     label: str
     data: str
+    web_app: str = ""
+    start_param: str = ""
 
 
 Buttons = list[list[Button]]
+
+
+def button_fields(b: Button) -> list[str]:
+    """A button as stored (the outbox, a runner's payload): `Button(*fields)` makes it again; a callback button
+    is stored as [label, data], as before review buttons existed."""
+    return [b.label, b.data, b.web_app, b.start_param] if b.web_app else [b.label, b.data]
 
 
 class Action(StrEnum):
@@ -55,3 +65,8 @@ def parse_action(data: str | None) -> tuple[Action, int] | None:
         return (Action(head), item_id) if item_id is not None else None
     except ValueError:
         return None
+
+
+def review_button(task_id: int, review_url: str) -> Button:
+    """The summary's Review button: the task's review page under REVIEW_URL (only its number is in the URL)."""
+    return Button("🔍 Review", "", web_app=f"{review_url.rstrip('/')}/task/{task_id}", start_param=f"task_{task_id}")

@@ -17,6 +17,7 @@ from agents.work.task_collaborators import Collaborators
 from agents.work.task_corrections import ChangeRun
 from agents.work.task_outcome import RunFacts, branch_buttons, decide, render, trim
 from agents.work.task_proposals import scheduled_note, show_proposal, store_proposal
+from agents.work.task_review import review_record
 from agents.work.task_workers import worker_limits
 from agents.work.worker import WorkerResult
 
@@ -84,10 +85,12 @@ class TaskEnding:
             error=outcome.error,
             commit_sha=last.sha if last else None,
         )
+        await self.base.store.reviews.save(task.stored_id, review_record(outcome))  # the review page's verdict
         await self.checkouts.drop(task, tree)
         await progress.close(outcome.headline)
         offer_pr = self.pull_requests is not None and await self.pull_requests.offered_for(task)
-        buttons = branch_buttons(task.stored_id, outcome.status, pull_request=offer_pr) if last else None
+        review = self.base.settings.review_url
+        buttons = branch_buttons(task.stored_id, outcome.status, offer_pr, review) if last else None
         summary = render(outcome)
         if task.schedule_id is not None:  # under the headline: the first line still starts with the verdict's mark
             headline, _, rest = summary.partition("\n")

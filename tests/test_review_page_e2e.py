@@ -1,0 +1,206 @@
+"""The review page through the real bot, seen in real headless Chromium at a phone's size: Telegram's launch data in
+the URL fragment (signed here as Telegram signs it, with the fake Telegram's bot token), the task's verdict and diff
+shown; nothing of the task for launch data signed with another token, too old, or of a member who may not see it;
+Merge pressed on the page merges and the chat is told; the page's screenshot is not blank."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from tornado.httpclient import AsyncHTTPClient, HTTPClientError
+
+from tests.conftest import USER_ID, BotHarness, git, running_bot
+from tests.fakes import anthropic_server as claude_says
+from tests.scripted import RoleScript
+from tests.support.phone import CHROMIUM, THEME_DARK, launch_data, mini_app_url, not_blank, phone
+from tests.support.tasks import final_summary, start_task
+
+MEMBER = 2002  # allowed, not an owner, and not in the owner's private chat
+STRANGER = 3003  # not allowed at all
+DAY = 86_400
+
+needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium here (Debian: apt install chromium)")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+async def review_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo) -> AsyncIterator[BotHarness]:
+    port = free_port()
+    async with running_bot(
+        fake_telegram,
+        fake_anthropic,
+        tmp_path,
+        workspace_root,
+        bot_repo,
+        allowed_user_ids=f"{USER_ID},{MEMBER}",
+        owner_user_ids=str(USER_ID),
+        review_url=f"http://127.0.0.1:{port}",
+        review_listen=f"127.0.0.1:{port}",
+    ) as bot:
+        yield bot
+
+
+async def finished_task(bot: BotHarness, model: RoleScript) -> tuple[int, object]:
+    """A code task in the owner's private chat that fixes add() (the calc suite goes from red to green)."""
+    model.add("orchestrator", start_task("calc", "Fix add() in calc.py: it subtracts."), claude_says.text("On it."))
+    model.add(
+        "code",
+        claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"}),
+        claude_says.text("Fixed add(): it now adds."),
+    )
+    bot.say("fix add in calc")
+    task, summary = await final_summary(bot, 1, timeout=120)
+    return task.id, summary
+
+
+def page_of(bot: BotHarness, task_id: int) -> str:
+    return f"{bot.settings.review_url}/task/{task_id}"
+
+
+@needs_chromium
+async def test_the_review_page_shows_the_verdict_and_diff_only_to_whom_may_see_it_and_merges(
+    review_bot: BotHarness, model: RoleScript
+) -> None:
+    bot = review_bot
+    token = bot.tg.token
+    task_id, summary = await finished_task(bot, model)
+    review = [b for b in summary.buttons if "web_app" in b]
+    assert review == [{"text": "🔍 Review", "web_app": {"url": page_of(bot, task_id)}}], summary.buttons
+    now = time.time()
+    async with phone() as device:
+        seen = await device.open(
+            mini_app_url(page_of(bot, task_id), launch_data(token, USER_ID, signed_at=now), THEME_DARK)
+        )
+        assert f"Task #{task_id} done" in seen, seen
+        assert "passed" in seen and "fixed" in seen.lower(), seen  # the verdict: calc's failing test is fixed
+        assert "calc.py" in seen and "a + b" in seen and "a - b" in seen, seen  # the diff, both sides
+        numbers = await device.evaluate(
+            "Array.from(document.querySelectorAll('tr.add td.ln')).map(td => td.textContent)"
+        )
+        assert any(n.strip().isdigit() for n in numbers), numbers  # the added line has its new line number
+        assert await device.evaluate("document.body.className") == "dark"  # Telegram's theme said dark
+        assert await device.evaluate("document.querySelectorAll('.code span[class]').length") > 0  # highlighted
+        assert await device.evaluate("document.documentElement.scrollWidth") <= 390 + 1  # no sideways scrolling
+        png = await device.screenshot()
+        assert not_blank(png) > 20, "the page's screenshot is blank"
+        if shot := os.environ.get("REVIEW_PAGE_SCREENSHOT"):  # the README's picture: make docs-screenshot
+            Path(shot).write_bytes(png)
+
+        for refused_data in (
+            launch_data("123456:another-bots-token", USER_ID, signed_at=now),  # signed with another token
+            launch_data(token, USER_ID, signed_at=now - 2 * DAY),  # too old
+            launch_data(token, MEMBER, signed_at=now, name="member"),  # allowed, but not in that chat
+            launch_data(token, STRANGER, signed_at=now, name="stranger"),  # not allowed at all
+        ):
+            seen = await device.open(mini_app_url(page_of(bot, task_id), refused_data))
+            assert "This page shows nothing" in seen, seen
+            assert "calc.py" not in seen and "a + b" not in seen and "Fix add" not in seen, seen
+
+        seen = await device.open(mini_app_url(page_of(bot, task_id), launch_data(token, USER_ID, signed_at=now)))
+        assert "a + b" in seen
+        before = len(bot.tg.messages(USER_ID))
+        await device.evaluate("document.querySelector('button[data-action=merge]').click()")
+        said = await device.until(
+            "(t => t && t !== '…' ? t : '')(document.getElementById('said').textContent)", timeout=60
+        )
+        assert "merged" in said.lower(), said
+    repo = bot.settings.workspace_path / "calc"
+    assert "a + b" in git(repo, "show", "main:calc.py")
+    told = await bot.tg.await_for(
+        lambda: next((m for m in bot.tg.messages(USER_ID)[before:] if "review page" in (m.text or "")), None)
+    )
+    assert "merged" in told.text.lower(), told.text
+
+
+async def api(bot: BotHarness, path: str, init_data: str | None, method: str = "GET") -> tuple[int, str]:
+    headers = {"Authorization": f"tma {init_data}"} if init_data is not None else {}
+    try:
+        response = await AsyncHTTPClient().fetch(
+            f"{bot.settings.review_url}{path}",
+            method=method,
+            headers=headers,
+            body=b"" if method == "POST" else None,
+        )
+    except HTTPClientError as err:
+        return err.code, err.response.body.decode() if err.response is not None else ""
+    return response.code, response.body.decode()
+
+
+async def test_the_review_api_acts_on_nothing_for_forged_expired_or_other_users_data(
+    review_bot: BotHarness, model: RoleScript
+) -> None:
+    """The API itself (what the page's script calls), played by a hostile client: every refusal says nothing of the
+    task and changes nothing; a task id of another chat is as good as absent."""
+    bot, token, now = review_bot, review_bot.tg.token, time.time()
+    task_id, _ = await finished_task(bot, model)
+    owner = launch_data(token, USER_ID, signed_at=now)
+    status, body = await api(bot, f"/api/task/{task_id}", owner)
+    assert status == 200 and "calc.py" in body and "✔ Task #1 done" in body, body
+    tampered = owner.replace(f"%22id%22%3A{USER_ID}", f"%22id%22%3A{MEMBER}")
+    assert tampered != owner
+    other_chat = await bot.runtime.store.get_task(task_id)
+    await bot.runtime.store.update_task(task_id, chat_id=-100777)  # now the task of a group the owner is not in
+    try:
+        status, body = await api(bot, f"/api/task/{task_id}", owner)
+        assert status == 403 and "a + b" not in body and "not yours to see" in body, body
+    finally:
+        await bot.runtime.store.update_task(task_id, chat_id=other_chat.chat_id)
+    for bad in (
+        None,  # no launch data
+        "",
+        tampered,  # a field changed after signing
+        launch_data("1:another", USER_ID, signed_at=now),
+        launch_data(token, USER_ID, signed_at=now - 2 * DAY),
+        launch_data(token, USER_ID, signed_at=now + DAY),  # from the future
+        launch_data(token, MEMBER, signed_at=now),
+        launch_data(token, STRANGER, signed_at=now),
+    ):
+        for path, method in (
+            (f"/api/task/{task_id}", "GET"),
+            (f"/api/task/{task_id}/diff?page=0", "GET"),
+            (f"/api/task/{task_id}/picture/0", "GET"),
+            (f"/api/task/{task_id}/merge", "POST"),
+            (f"/api/task/{task_id}/discard", "POST"),
+        ):
+            status, body = await api(bot, path, bad, method)
+            assert status == 403, (bad, path, status, body)
+            assert "This page shows nothing" in body and "calc" not in body and "add" not in body.lower(), body
+    task = await bot.runtime.store.get_task(task_id)
+    repo = bot.settings.workspace_path / "calc"
+    assert task.branch in git(repo, "branch", "--list", task.branch), "a refused Discard deleted the branch"
+    assert "a - b" in git(repo, "show", "main:calc.py"), "a refused Merge merged"
+    status, shell = await api(bot, f"/task/{task_id}", None)
+    assert status == 200 and "calc" not in shell and "Fix add" not in shell  # the page itself holds no task data
+    assert "http" not in shell.replace(bot.settings.review_url, "")  # and loads nothing from elsewhere
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git")
+async def test_a_member_pressing_merge_on_the_page_asks_the_owners(review_bot: BotHarness, model: RoleScript) -> None:
+    """Merge on the page under the button's roles: a member's own task is theirs to see, but merging is an owner's
+    decision: the member is told so, the owners get the request, nothing is merged."""
+    bot, token, now = review_bot, review_bot.tg.token, time.time()
+    model.add("orchestrator", start_task("calc", "Fix add()."), claude_says.text("On it."))
+    model.add(
+        "code",
+        claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"}),
+        claude_says.text("Fixed."),
+    )
+    bot.say("fix add", user_id=MEMBER)
+    await bot.tg.await_for(lambda: any("Files:" in (m.text or "") for m in bot.tg.messages(MEMBER)), timeout=120)
+    status, body = await api(bot, "/api/task/1", launch_data(token, MEMBER, signed_at=now, name="member"))
+    assert status == 200 and "calc.py" in body, body
+    status, body = await api(bot, "/api/task/1/merge", launch_data(token, MEMBER, signed_at=now), "POST")
+    assert status == 200 and "only an owner can merge" in body.lower(), body
+    assert "a - b" in git(bot.settings.workspace_path / "calc", "show", "main:calc.py")
+    await bot.tg.await_for(lambda: any("task:merge:1" in m.callback_data for m in bot.tg.messages(USER_ID)))
