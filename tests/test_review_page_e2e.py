@@ -204,3 +204,29 @@ async def test_a_member_pressing_merge_on_the_page_asks_the_owners(review_bot: B
     assert status == 200 and "only an owner can merge" in body.lower(), body
     assert "a - b" in git(bot.settings.workspace_path / "calc", "show", "main:calc.py")
     await bot.tg.await_for(lambda: any("task:merge:1" in m.callback_data for m in bot.tg.messages(USER_ID)))
+
+
+async def test_without_review_url_a_long_diff_also_comes_as_one_html_page(bot: BotHarness, model: RoleScript) -> None:
+    """No review server: Diff sends the .diff as before, and for a long diff the same renderer's single HTML file,
+    which a phone opens with nothing else to load; no summary has a Review button."""
+    body = "".join(f"def f{i}(x):\n    return x + {i}\n\n\n" for i in range(40))
+    model.add("orchestrator", start_task("calc", "Add helpers."), claude_says.text("On it."))
+    model.add(
+        "code",
+        claude_says.tool_use("write_file", {"path": "helpers.py", "content": body}),
+        claude_says.text("Added helpers.py."),
+    )
+    bot.say("add helpers to calc")
+    _, summary = await final_summary(bot, 1, timeout=120)
+    assert not any("web_app" in b or "url" in b for b in summary.buttons), summary.buttons
+    bot.tg.press_button(USER_ID, summary.message_id, "task:diff:1")
+    page = await bot.tg.await_for(
+        lambda: next(
+            (m for m in bot.tg.messages(USER_ID) if m.kind == "document" and m.filename.endswith(".html")), None
+        )
+    )
+    diff = next(m for m in bot.tg.messages(USER_ID) if m.kind == "document" and m.filename == "task-1.diff")
+    assert page.filename == "task-1.html" and b"+def f39(x):" in diff.data
+    html = page.data.decode()
+    assert "helpers.py" in html and html.count('class="add"') >= 160 and "<script" not in html
+    assert "http://" not in html and "https://" not in html
