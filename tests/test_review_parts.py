@@ -128,10 +128,10 @@ def test_a_5_mb_diff_is_paged_and_one_page_is_bounded() -> None:
     }
     patch = patch_of(files)
     assert len(patch) > 5_000_000
-    first = diff_page(io.BytesIO(patch), DiffReport(binary=["b.bin"]), 0, 200_000)
+    first = diff_page(io.BytesIO(patch), DiffReport(binary=["b.bin"]), 0, 100_000)
     assert first.page_count > 20 and 0 < len(first.files) < 15
     assert first.named_binary == []  # files not inlined are listed after the last page's files
-    last = diff_page(io.BytesIO(patch), DiffReport(binary=["b.bin"]), 10_000, 200_000)  # a page past the end: the last
+    last = diff_page(io.BytesIO(patch), DiffReport(binary=["b.bin"]), 10_000, 100_000)  # a page past the end: the last
     assert last.page == last.page_count - 1 and last.named_binary == ["b.bin"]
     html = templates().load("diff_page.html").generate(**first.namespace())
     assert len(html) < 3_000_000 and b"page 1 of" in html and b'data-page="1"' in html

@@ -266,7 +266,7 @@ class Settings(BaseSettings):
     review_listen: str = "127.0.0.1:8088"  # host:port the review server binds (polling mode too)
     review_auth_max_age: float = Field(86_400.0, gt=0)  # launch data older than this shows nothing
     review_app_name: str | None = None  # the Mini App's short name (BotFather /newapp): the Review link in groups
-    review_diff_page_bytes: int = Field(200_000, ge=10_000)  # the diff is shown in pages of about this size
+    review_diff_page_bytes: int = Field(100_000, ge=10_000)  # the diff is shown in pages of about this size
 
     @field_validator("review_listen")
     @classmethod

@@ -23,7 +23,8 @@ from pygments.lexers import TextLexer, get_lexer_for_filename
 from pygments.util import ClassNotFound
 
 LINE_SHOWN_CHARS = 2_000  # a longer line (minified code) is cut, and says so
-HIGHLIGHT_MAX_CHARS = 300_000  # a hunk side longer than this is shown without colours (Pygments time is linear, but)
+HIGHLIGHT_BUDGET = 120_000  # characters of patch coloured per render; the files past it are shown plain (Pygments
+# colours ~100 KB of Python a second on a busy core: bench/review_render.py), so no page or file takes long
 CONTEXT_SHOWN = 3  # unchanged lines kept around a change inside a hunk; longer runs fold into one row
 
 # Unicode's bidirectional controls (Trojan Source): each is shown as a visible mark, never applied to the text
@@ -105,8 +106,9 @@ def _path_of(header: bytes) -> str:
 HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@(.*)$")
 
 
-def parse_file(text: str) -> FileDiff:
-    """One file's part of a unified diff (`diff --git` … hunks) as lines with numbers, not yet highlighted."""
+def parse_file(text: str, colour: bool = True) -> FileDiff:
+    """One file's part of a unified diff (`diff --git` … hunks) as lines with numbers, highlighted unless `colour`
+    is False (then escaped only)."""
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
@@ -152,7 +154,7 @@ def parse_file(text: str) -> FileDiff:
             raw.append(("note", None, None, body.strip()))
         elif line.startswith("Binary files"):
             fd.change, fd.note = "binary", "binary file: not shown"
-    fd.lines = _highlighted(fd.path, _folded(raw))
+    fd.lines = _highlighted(fd.path, _folded(raw), colour)
     return fd
 
 
@@ -190,13 +192,13 @@ def _lexer(path: str) -> Lexer:
 _FORMATTER = HtmlFormatter(nowrap=True)
 
 
-def _colour(lexer: Lexer, texts: list[str]) -> list[str]:
+def _colour(lexer: Lexer | None, texts: list[str]) -> list[str]:
     """Each text line highlighted as part of one block (a string's or comment's colour carries across lines)."""
     if not texts:
         return []
     shown = [t if len(t) <= LINE_SHOWN_CHARS else t[:LINE_SHOWN_CHARS] for t in texts]
     block = "\n".join(shown)
-    if len(block) <= HIGHLIGHT_MAX_CHARS:
+    if lexer is not None:
         out = highlight(block, lexer, _FORMATTER).split("\n")
         if out and out[-1] == "" and len(out) == len(shown) + 1:
             out.pop()
@@ -216,10 +218,10 @@ def show_bidi(coloured: str) -> str:
     return BIDI.sub(lambda m: f'<span class="bidi" title="bidi control">⟨U+{ord(m.group()):04X}⟩</span>', coloured)
 
 
-def _highlighted(path: str, raw: list[tuple[str, int | None, int | None, str]]) -> list[Line]:
+def _highlighted(path: str, raw: list[tuple[str, int | None, int | None, str]], colour: bool = True) -> list[Line]:
     """The old side (context and removed lines) and the new side (context and added lines) are each highlighted as a
     whole, so a line is coloured with what came before it on its own side."""
-    lexer = _lexer(path)
+    lexer = _lexer(path) if colour else None
     old_idx = [i for i, r in enumerate(raw) if r[0] in ("ctx", "del")]
     new_idx = [i for i, r in enumerate(raw) if r[0] == "add"]
     coloured: dict[int, str] = {}
@@ -238,9 +240,15 @@ def _highlighted(path: str, raw: list[tuple[str, int | None, int | None, str]]) 
     return lines
 
 
-def render_files(diff: BinaryIO, spans: list[FileSpan]) -> Iterator[FileDiff]:
+def render_files(diff: BinaryIO, spans: list[FileSpan], budget: int = HIGHLIGHT_BUDGET) -> Iterator[FileDiff]:
+    """The files of `spans`, coloured while the highlighting budget lasts, then plain (each says which)."""
     for span in spans:
-        yield parse_file(read_span(diff, span))
+        colour = span.length <= budget
+        budget -= span.length if colour else 0
+        fd = parse_file(read_span(diff, span), colour)
+        if not colour and fd.lines:
+            fd.note = fd.note or "shown without colours (a long diff: the colours stop after the first files)"
+        yield fd
 
 
 @functools.cache

@@ -16,7 +16,7 @@ JUDGED = ("broken", "target", "unknown", "flaky", "fixed", "pre-existing", "disa
 
 
 def _plain(markdown_line: str) -> str:
-    return markdown_line.replace("**", "")
+    return markdown_line.replace("**", "").replace("`", "")
 
 
 def review_record(outcome: Outcome) -> dict[str, Any]:
