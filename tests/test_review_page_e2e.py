@@ -230,3 +230,53 @@ async def test_without_review_url_a_long_diff_also_comes_as_one_html_page(bot: B
     html = page.data.decode()
     assert "helpers.py" in html and html.count('class="add"') >= 160 and "<script" not in html
     assert "http://" not in html and "https://" not in html
+
+
+GROUP = -1009000
+
+
+@needs_chromium
+async def test_in_a_group_the_review_link_opens_the_mini_app_for_the_groups_members_only(
+    fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo, model: RoleScript
+) -> None:
+    """A group gets a t.me link to the bot's Mini App (Telegram allows no web_app button there) whose start parameter
+    names the task; the page at REVIEW_URL's root reads it from the signed launch data. Telegram says who is in the
+    group: the member who started the task sees it; an owner who is not in the group does not, until they join."""
+    port = free_port()
+    async with running_bot(
+        fake_telegram,
+        fake_anthropic,
+        tmp_path,
+        workspace_root,
+        bot_repo,
+        allowed_user_ids=f"{USER_ID},{MEMBER}",
+        owner_user_ids=str(USER_ID),
+        review_url=f"http://127.0.0.1:{port}/agentlab",
+        review_listen=f"127.0.0.1:{port}",
+        review_app_name="review",
+    ) as bot:
+        model.add("orchestrator", start_task("calc", "Fix add()."), claude_says.text("On it."))
+        model.add(
+            "code",
+            claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"}),
+            claude_says.text("Fixed add()."),
+        )
+        bot.tg.send_text(MEMBER, "@test_bot fix add in calc", chat_id=GROUP, username="mia")
+        summary = await bot.tg.await_for(
+            lambda: next((m for m in bot.tg.messages(GROUP) if "Files:" in (m.text or "")), None), timeout=120
+        )
+        link = [b for b in summary.buttons if "url" in b]
+        assert link == [{"text": "🔍 Review", "url": "https://t.me/test_bot/review?startapp=task_1"}], summary.buttons
+        app = f"{bot.settings.review_url}/"  # what BotFather's Mini App URL is: the page finds the task itself
+        now = time.time()
+        async with phone() as device:
+            seen = await device.open(
+                mini_app_url(app, launch_data(bot.tg.token, MEMBER, signed_at=now, name="mia", start_param="task_1"))
+            )
+            assert "Task #1 done" in seen and "calc.py" in seen, seen
+            owner_data = launch_data(bot.tg.token, USER_ID, signed_at=now, start_param="task_1")
+            seen = await device.open(mini_app_url(app, owner_data))
+            assert "This page shows nothing" in seen and "calc.py" not in seen, seen  # not in the group
+            bot.tg.chat_members[GROUP].add(USER_ID)
+            seen = await device.open(mini_app_url(app, owner_data))
+            assert "Task #1 done" in seen and "calc.py" in seen, seen
