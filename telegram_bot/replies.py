@@ -9,7 +9,16 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeVar
 
-from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, InputFile, Message, ReplyParameters, WebAppInfo
+from telegram import (
+    Bot,
+    InlineKeyboardButton,
+    InlineKeyboardMarkup,
+    InputFile,
+    InputMediaPhoto,
+    Message,
+    ReplyParameters,
+    WebAppInfo,
+)
 from telegram.constants import ParseMode
 from telegram.error import BadRequest, Forbidden
 
@@ -319,6 +328,15 @@ class TelegramNotifier:
                 caption=mask(caption)[:1000] or None,
                 message_thread_id=thread,
             ),
+        )
+
+    async def send_album(self, chat_id: int, pictures: list[tuple[str, bytes]]) -> None:
+        media = [
+            InputMediaPhoto(png, caption=mask(caption)[:1000] or None, filename=f"picture-{n}.png")
+            for n, (caption, png) in enumerate(pictures[:10])
+        ]
+        await self._in_place(
+            chat_id, lambda chat, thread: self.bot.send_media_group(chat, media, message_thread_id=thread)
         )
 
     async def ask_owners(

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 
-from tests.conftest import USER_ID, BotHarness, git, running_bot
+from tests.conftest import USER_ID, BotHarness, git, make_repo, running_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript
 from tests.support.phone import CHROMIUM, THEME_DARK, launch_data, mini_app_url, not_blank, phone
@@ -280,3 +280,59 @@ async def test_in_a_group_the_review_link_opens_the_mini_app_for_the_groups_memb
             bot.tg.chat_members[GROUP].add(USER_ID)
             seen = await device.open(mini_app_url(app, owner_data))
             assert "Task #1 done" in seen and "calc.py" in seen, seen
+
+
+SITE_BEFORE = "<!doctype html><html><body style='margin:0;background:#ffffff'><h1>Shop</h1></body></html>\n"
+SITE_AFTER = (
+    "<!doctype html><html><body style='margin:0;background:#ffffff'><h1>Shop</h1>"
+    "<div style='height:300px;background:#d0312d;color:#fff'>Sale: everything half price</div></body></html>\n"
+)
+
+
+@needs_chromium
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap: the pictures are taken in the task's sandbox")
+async def test_a_frontend_task_sends_its_page_before_and_after_as_one_album_and_keeps_them_for_the_page(
+    review_bot: BotHarness, model: RoleScript, workspace_root: Path
+) -> None:
+    bot = review_bot
+    make_repo(workspace_root / "shop", {"index.html": SITE_BEFORE, "about.html": "<p>about</p>\n"})
+    model.add(
+        "orchestrator",
+        start_task("shop", "Add a red sale banner under the title of index.html.", worker="frontend"),
+        claude_says.text("On it."),
+    )
+    model.add(
+        "frontend",
+        claude_says.tool_use("write_file", {"path": "index.html", "content": SITE_AFTER}),
+        claude_says.text("Added the sale banner."),
+    )
+    bot.say("add a sale banner to the shop")
+    album = await bot.tg.await_for(
+        lambda: (
+            [
+                m
+                for m in bot.tg.messages(USER_ID)
+                if m.kind == "photo" and (m.text or "").startswith(("Before", "After"))
+            ]
+            if len([m for m in bot.tg.messages(USER_ID) if m.kind == "photo"]) >= 2
+            else None
+        ),
+        timeout=120,
+    )
+    before, after = album
+    assert before.text.startswith("Before: index.html") and after.text.startswith("After: index.html"), album
+    assert before.data != after.data and not_blank(after.data) > not_blank(before.data)  # the banner is in "after"
+    summary = next(m for m in bot.tg.messages(USER_ID) if "Files:" in (m.text or ""))
+    assert summary.message_id < before.message_id, "the album follows the summary"
+    kept = await bot.runtime.store.reviews.pictures(1)
+    assert [kind for kind, _, _ in kept] == ["before", "after"] and kept[1][2] == after.data
+    async with phone() as device:
+        seen = await device.open(
+            mini_app_url(page_of(bot, 1), launch_data(bot.tg.token, USER_ID, signed_at=time.time()))
+        )
+        assert "Before: index.html" in seen and "After: index.html" in seen, seen
+        shown = await device.until(
+            "Array.from(document.querySelectorAll('img[data-picture]')).every(i => i.complete && i.naturalWidth > 0)"
+            " && document.querySelectorAll('img[data-picture]').length"
+        )
+        assert shown == 2

@@ -118,6 +118,11 @@ class ChatThroughWorkflow:
         b64 = base64.b64encode(data).decode()
         await self._call(NotifyCall(self.task_id, chat_id, "send_photo", caption, data_b64=b64))
 
+    async def send_album(self, chat_id: int, pictures: list[tuple[str, bytes]]) -> None:
+        """From a runner, each picture of an album goes as a photo of its own (the bot's NOTIFY has no albums)."""
+        for caption, png in pictures:
+            await self.send_photo(chat_id, png, caption)
+
     async def ask_owners(
         self, chat_id: int, markdown: str, *, buttons: Buttons | None = None, literal: bool = False
     ) -> list[tuple[int, int]]:

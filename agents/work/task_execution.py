@@ -30,6 +30,7 @@ from agents.store.delivery import Deliveries
 from agents.verify.base_run_cache import KeptBaseRuns
 from agents.verify.task_tests import TaskTests
 from agents.verify.test_baseline import BaselineRuns
+from agents.work.before_after import BeforeAfter
 from agents.work.progress import Progress
 from agents.work.pull_requests import PullRequests
 from agents.work.questions import Questions
@@ -90,6 +91,7 @@ class TaskExecutor:
         self.workers = WorkerMaker(self.base, self.lines, self.sandboxes, repo_map, self.checkouts.check)
         self.corrections = Corrections(store, self.checkouts, s.max_corrections)
         self.ending = TaskEnding(self.base, self.checkouts, pull_requests)
+        self.before_after = BeforeAfter(store, self.sandboxes, self.workers.chromium)  # a frontend task's pair
         self.stopping = False  # set when the bot shuts down: running tasks become interrupted, not cancelled
 
     # what the bot's buttons, the crew and the Temporal runner reach through the executor
@@ -215,4 +217,6 @@ class TaskExecutor:
                 f"{task.result}. Check the current state of the files before continuing.)"
             ) + await self.questions.carried_over(task.stored_id)
         run = await self.corrections.run(task, progress, worker, (first, blocks), tree, checks)
-        await self.ending.change_done(task, progress, tree, run)
+        committed = any(c.committed for c in run.commits)
+        album = await self.before_after.take(task, tree, workspace.path) if committed else []
+        await self.ending.change_done(task, progress, tree, run, album)

@@ -1406,6 +1406,22 @@ class FakeTelegram:
     def _api_sendDocument(self, params: dict[str, Any], files: dict[str, UploadedFile]) -> Any:
         return self._send_file(params, files, "document")
 
+    def _api_sendMediaGroup(self, params: dict[str, Any], files: dict[str, UploadedFile]) -> Any:
+        """An album: 2-10 photos, each sent as its own message (as Telegram shows them), captions per photo."""
+        media = params.get("media")
+        items = json.loads(media) if isinstance(media, str) else media
+        if not isinstance(items, list) or not 2 <= len(items) <= 10:
+            raise _bad_request("wrong number of media in the album")
+        sent = []
+        for item in items:
+            if not isinstance(item, dict) or item.get("type") != "photo":
+                raise _bad_request("only photos in this fake's albums")
+            one = {"chat_id": params.get("chat_id"), "photo": item.get("media"), "caption": item.get("caption")}
+            if params.get("message_thread_id") is not None:
+                one["message_thread_id"] = params["message_thread_id"]
+            sent.append(self._send_file({k: v for k, v in one.items() if v is not None}, files, "photo"))
+        return sent
+
     def _api_sendPhoto(self, params: dict[str, Any], files: dict[str, UploadedFile]) -> Any:
         return self._send_file(params, files, "photo")
 
