@@ -18,7 +18,7 @@ from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 from tests.conftest import USER_ID, BotHarness, git, make_repo, running_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript
-from tests.support.phone import CHROMIUM, THEME_DARK, launch_data, mini_app_url, not_blank, phone
+from tests.support.phone import CHROMIUM, HEIGHT, THEME_DARK, WIDTH, launch_data, mini_app_url, not_blank, phone
 from tests.support.tasks import final_summary, start_task
 
 MEMBER = 2002  # allowed, not an owner, and not in the owner's private chat
@@ -107,8 +107,12 @@ async def test_the_review_page_shows_the_verdict_and_diff_only_to_whom_may_see_i
             assert "This page shows nothing" in seen, seen
             assert "calc.py" not in seen and "a + b" not in seen and "Fix add" not in seen, seen
 
+        await device.resize(1200, 900)  # a wide screen (a tablet, a desktop client): side by side
+        await device.open(mini_app_url(page_of(bot, task_id), launch_data(token, USER_ID, signed_at=now)))
+        assert await device.evaluate("document.querySelectorAll('table.diff.split td.src.add').length") == 1
+        await device.resize(WIDTH, HEIGHT)
         seen = await device.open(mini_app_url(page_of(bot, task_id), launch_data(token, USER_ID, signed_at=now)))
-        assert "a + b" in seen
+        assert "a + b" in seen and await device.evaluate("document.querySelector('table.diff.split')") is None
         before = len(bot.tg.messages(USER_ID))
         await device.evaluate("document.querySelector('button[data-action=merge]').click()")
         said = await device.until(

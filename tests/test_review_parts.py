@@ -155,3 +155,21 @@ def test_a_long_diff_comes_as_one_page_with_no_script_and_nothing_from_elsewhere
     page = standalone_html("Task #3", "Diff of task #3", patch).decode()
     assert "<script" not in page and "http://" not in page and "https://" not in page
     assert "logo.png" in page and "calc.py" in page and page.count('class="add"') == 100
+
+
+def test_side_by_side_pairs_removed_lines_with_the_added_ones_after_them() -> None:
+    fd = diff_view.parse_file(
+        "diff --git a/a.py b/a.py\n@@ -1,4 +1,4 @@\n keep = 0\n-one = 1\n-two = 2\n+uno = 1\n keep = 3\n"
+    )
+    rows = diff_view.split_rows(fd.lines)
+    assert [r.kind for r in rows] == ["ctx", "change", "change", "ctx"]
+    assert (rows[1].left.old, rows[1].right.new) == (2, 2) and (rows[2].left.old, rows[2].right) == (3, None)
+    page = diff_page(
+        io.BytesIO(("diff --git a/a.py b/a.py\n" + "@@ -1 +1 @@\n-x = 1\n+x = 2\n").encode()),
+        DiffReport(),
+        0,
+        10_000,
+        True,
+    )
+    html = templates().load("diff_page.html").generate(**page.namespace()).decode()
+    assert 'class="diff split code"' in html and 'class="src del"' in html and 'class="src add"' in html

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import html
+import itertools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -49,6 +50,41 @@ class FileDiff:
     removed: int = 0
     lines: list[Line] = field(default_factory=list)
     note: str = ""
+
+
+@dataclass(frozen=True)
+class SplitRow:
+    """A row of the side-by-side view: the old side's line and the new side's (None where a side has none)."""
+
+    kind: str  # "ctx", "change", "fold", "note"
+    left: Line | None
+    right: Line | None
+
+
+def split_rows(lines: list[Line]) -> list[SplitRow]:
+    """The unified lines side by side: unchanged lines on both sides, a run of removed lines beside the added lines
+    that follow it, folds and notes across."""
+    rows: list[SplitRow] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.kind == "ctx":
+            rows.append(SplitRow("ctx", line, line))
+            i += 1
+            continue
+        if line.kind in ("fold", "note"):
+            rows.append(SplitRow(line.kind, line, None))
+            i += 1
+            continue
+        removed, added = [], []
+        while i < len(lines) and lines[i].kind == "del":
+            removed.append(lines[i])
+            i += 1
+        while i < len(lines) and lines[i].kind == "add":
+            added.append(lines[i])
+            i += 1
+        rows += [SplitRow("change", a, b) for a, b in itertools.zip_longest(removed, added)]
+    return rows
 
 
 @dataclass(frozen=True)

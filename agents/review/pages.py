@@ -49,9 +49,12 @@ class DiffPage:
     named_binary: list[str]
     named_huge: list[tuple[str, str]]
     truncated: bool
+    split: bool = False  # side by side (a wide screen) rather than unified
 
     def namespace(self) -> dict[str, Any]:
         return {
+            "split": self.split,
+            "split_rows": diff_view.split_rows,
             "page": self.page,
             "page_count": self.page_count,
             "files": self.files,
@@ -61,7 +64,7 @@ class DiffPage:
         }
 
 
-def diff_page(diff: BinaryIO, report: DiffReport, page: int, page_bytes: int) -> DiffPage:
+def diff_page(diff: BinaryIO, report: DiffReport, page: int, page_bytes: int, split: bool = False) -> DiffPage:
     """Page `page` (clamped to the pages there are) of the diff in `diff`; CPU work: run it in a thread."""
     grouped = diff_view.pages(diff_view.index_files(diff), page_bytes)
     count = max(1, len(grouped))
@@ -75,6 +78,7 @@ def diff_page(diff: BinaryIO, report: DiffReport, page: int, page_bytes: int) ->
         report.binary if last else [],
         [(p, human_size(n)) for p, n in report.huge] if last else [],
         report.truncated and last,
+        split,
     )
 
 
@@ -109,13 +113,13 @@ class TaskPages:
     def __init__(self, store: Store, crew: Crew, pull_requests: PullRequests | None, page_bytes: int) -> None:
         self.store, self.crew, self.pull_requests, self.page_bytes = store, crew, pull_requests, page_bytes
 
-    async def diff(self, caller: Caller, task: Task, page: int) -> DiffPage:
+    async def diff(self, caller: Caller, task: Task, page: int, split: bool = False) -> DiffPage:
         with tempfile.TemporaryFile() as out:  # git streams into the file; one page is read back from it
             _, report = await self.crew.write_diff(caller, task.stored_id, out, max_bytes=PAGE_DIFF_MAX_BYTES)
-            return await asyncio.to_thread(diff_page, out, report, page, self.page_bytes)
+            return await asyncio.to_thread(diff_page, out, report, page, self.page_bytes, split)
 
-    async def diff_html(self, caller: Caller, task: Task, page: int) -> bytes:
-        shown = await self.diff(caller, task, page)
+    async def diff_html(self, caller: Caller, task: Task, page: int, split: bool = False) -> bytes:
+        shown = await self.diff(caller, task, page, split)
         return templates().load("diff_page.html").generate(**shown.namespace())
 
     async def actions(self, task: Task) -> list[tuple[str, str]]:
@@ -127,7 +131,7 @@ class TaskPages:
             shown.append(("pr", "Open PR"))
         return shown
 
-    async def task_html(self, caller: Caller, task: Task, page: int = 0) -> bytes:
+    async def task_html(self, caller: Caller, task: Task, page: int = 0, split: bool = False) -> bytes:
         review = await self.store.reviews.review(task.stored_id) or {}
         tests = review.get("tests", [])
         judged = sorted(
@@ -136,7 +140,7 @@ class TaskPages:
         )
         pictures = await self.store.reviews.captions(task.stored_id)
         shown = (
-            await self.diff(caller, task, page)
+            await self.diff(caller, task, page, split)
             if task.branch and task.base_commit
             else DiffPage(0, 1, [], [], [], False)
         )

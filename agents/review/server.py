@@ -139,6 +139,11 @@ class _Static(StaticFileHandler):
         self.set_header("X-Content-Type-Options", "nosniff")
 
 
+def _split(handler: RequestHandler) -> bool:
+    """The page asks for the side-by-side diff where the screen is wide (`layout=split`); unified otherwise."""
+    return handler.get_query_argument("layout", "") == "split"
+
+
 def _page_number(handler: RequestHandler) -> int:
     raw = handler.get_query_argument("page", "0")
     return int(raw) if raw.isdigit() and len(raw) < 7 else 0
@@ -151,7 +156,7 @@ class _TaskPage(_Base):
             return
         task, caller = found
         try:
-            body = await self.server.pages.task_html(caller, task, _page_number(self))
+            body = await self.server.pages.task_html(caller, task, _page_number(self), _split(self))
         except (ToolError, GitError) as err:
             self.refuse(str(err), 404)
             return
@@ -166,7 +171,7 @@ class _DiffPage(_Base):
             return
         task, caller = found
         try:
-            body = await self.server.pages.diff_html(caller, task, _page_number(self))
+            body = await self.server.pages.diff_html(caller, task, _page_number(self), _split(self))
         except (ToolError, GitError) as err:
             self.refuse(str(err), 404)
             return

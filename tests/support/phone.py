@@ -102,6 +102,11 @@ class Phone:
             await asyncio.sleep(0.1)
         return value
 
+    async def resize(self, width: int, height: int) -> None:
+        await self.call(
+            "Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1, mobile=width < 900
+        )
+
     async def text(self) -> str:
         return str(await self.evaluate("document.body.innerText"))
 
@@ -137,9 +142,7 @@ async def phone() -> AsyncIterator[Phone]:
             ws = await websocket_connect(page["webSocketDebuggerUrl"], max_message_size=64 * 1024 * 1024)
             device = Phone(ws)
             await device.call("Page.enable")
-            await device.call(
-                "Emulation.setDeviceMetricsOverride", width=WIDTH, height=HEIGHT, deviceScaleFactor=1, mobile=True
-            )
+            await device.resize(WIDTH, HEIGHT)
             try:
                 yield device
             finally:

@@ -48,6 +48,8 @@
   }
 
   var id = taskId();
+  // side by side where the screen is wide (a tablet, a desktop client), unified on a phone
+  var layout = window.innerWidth >= 900 ? "split" : "unified";
 
   function loadPictures() {
     Array.prototype.forEach.call(document.querySelectorAll("img[data-picture]"), function (img) {
@@ -69,7 +71,7 @@
   function wirePager() {
     Array.prototype.forEach.call(document.querySelectorAll("button.page"), function (button) {
       button.addEventListener("click", function () {
-        call("GET", "/api/task/" + id + "/diff?page=" + button.getAttribute("data-page")).then(function (r) {
+        call("GET", "/api/task/" + id + "/diff?layout=" + layout + "&page=" + button.getAttribute("data-page")).then(function (r) {
           if (!r.ok) { refuse(r.body); return; }
           document.getElementById("diff").innerHTML = r.body;
           wirePager();
@@ -95,7 +97,7 @@
   applyTheme();
   if (!initData) { refuse("Open this page from the bot's Review button in Telegram."); return; }
   if (!id) { refuse("This link names no task."); return; }
-  call("GET", "/api/task/" + id).then(function (r) {
+  call("GET", "/api/task/" + id + "?layout=" + layout).then(function (r) {
     if (!r.ok) { refuse(r.body); return; }
     main.innerHTML = r.body;
     wire();
