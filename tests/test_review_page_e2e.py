@@ -188,6 +188,13 @@ async def test_the_review_api_acts_on_nothing_for_forged_expired_or_other_users_
     assert status == 200 and "calc" not in shell and "Fix add" not in shell  # the page itself holds no task data
     assert "http" not in shell.replace(bot.settings.review_url, "")  # and loads nothing from elsewhere
 
+    status, body = await api(bot, f"/api/task/{task_id}/discard", owner, "POST")  # the owner's Discard acts
+    assert status == 200 and "was discarded" in body, body
+    assert task.branch not in git(repo, "branch", "--list", task.branch)
+    await bot.tg.await_for(lambda: any("discarded" in (m.text or "") for m in bot.tg.messages(USER_ID)))
+    status, body = await api(bot, f"/api/task/{task_id}", owner)  # the verdict stays; the diff is gone, and says so
+    assert status == 200 and "✔ Task #1 done" in body and "No diff" in body, body
+
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="git")
 async def test_a_member_pressing_merge_on_the_page_asks_the_owners(review_bot: BotHarness, model: RoleScript) -> None:

@@ -18,8 +18,10 @@ from typing import Any, BinaryIO
 
 from tornado.template import Loader
 
+from agents.core.errors import ToolError
 from agents.core.models import Caller, Task
 from agents.core.text import human_size
+from agents.git.command import GitError
 from agents.git.diff import DiffReport
 from agents.review import diff_view
 from agents.store.database import Store
@@ -50,10 +52,12 @@ class DiffPage:
     named_huge: list[tuple[str, str]]
     truncated: bool
     split: bool = False  # side by side (a wide screen) rather than unified
+    gone: str = ""  # why there is no diff to show (no branch, or it was discarded)
 
     def namespace(self) -> dict[str, Any]:
         return {
             "split": self.split,
+            "gone": self.gone,
             "split_rows": diff_view.split_rows,
             "page": self.page,
             "page_count": self.page_count,
@@ -139,11 +143,14 @@ class TaskPages:
             key=lambda t: JUDGED.index(t["outcome"]) if t["outcome"] in JUDGED else len(JUDGED),
         )
         pictures = await self.store.reviews.captions(task.stored_id)
-        shown = (
-            await self.diff(caller, task, page, split)
-            if task.branch and task.base_commit
-            else DiffPage(0, 1, [], [], [], False)
-        )
+        try:
+            shown = (
+                await self.diff(caller, task, page, split)
+                if task.branch and task.base_commit
+                else DiffPage(0, 1, [], [], [], False, gone="This task has no branch, so no diff.")
+            )
+        except (ToolError, GitError) as err:  # discarded meanwhile: the verdict is still worth showing
+            shown = DiffPage(0, 1, [], [], [], False, gone=f"No diff: {err}")
         return (
             templates()
             .load("task.html")
