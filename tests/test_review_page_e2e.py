@@ -92,6 +92,8 @@ async def test_the_review_page_shows_the_verdict_and_diff_only_to_whom_may_see_i
         assert await device.evaluate("document.body.className") == "dark"  # Telegram's theme said dark
         assert await device.evaluate("document.querySelectorAll('.code span[class]').length") > 0  # highlighted
         assert await device.evaluate("document.documentElement.scrollWidth") <= 390 + 1  # no sideways scrolling
+        loaded = await device.evaluate("performance.getEntriesByType('resource').map(e => e.name)")
+        assert loaded and all(url.startswith(bot.settings.review_url) for url in loaded), loaded  # nothing else
         png = await device.screenshot()
         assert not_blank(png) > 20, "the page's screenshot is blank"
         if shot := os.environ.get("REVIEW_PAGE_SCREENSHOT"):  # the README's picture: make docs-screenshot
