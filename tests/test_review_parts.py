@@ -173,3 +173,22 @@ def test_side_by_side_pairs_removed_lines_with_the_added_ones_after_them() -> No
     )
     html = templates().load("diff_page.html").generate(**page.namespace()).decode()
     assert 'class="diff split code"' in html and 'class="src del"' in html and 'class="src add"' in html
+
+
+def test_a_runners_summary_gets_the_bots_review_button_and_buttons_survive_the_outbox_and_payloads() -> None:
+    from agents.core.actions import Action, button, with_review
+    from agents.engine.payloads import decode_buttons as from_payload
+    from agents.engine.payloads import encode_buttons as to_payload
+    from agents.store.delivery import decode_buttons, encode_buttons
+
+    summary = [[button("Merge", Action.MERGE, 4), button("Diff", Action.DIFF, 4)]]
+    shown = with_review(summary, 4, "https://r.example")
+    assert shown is not None and shown[-1] == [review_button(4, "https://r.example")]
+    assert with_review(shown, 4, "https://r.example") == shown  # once
+    assert with_review(summary, 4, None) == summary  # no REVIEW_URL: as it was
+    assert with_review([[button("Resume", Action.RESUME, 4)]], 4, "https://r.example") == [
+        [button("Resume", Action.RESUME, 4)]
+    ]  # nothing committed: nothing to review
+    assert decode_buttons(encode_buttons(shown)) == shown
+    assert from_payload(to_payload(shown)) == shown
+    assert decode_buttons('[[["Merge", "task:merge:4"]]]') == [[button("Merge", Action.MERGE, 4)]]  # an older row

@@ -70,3 +70,14 @@ def parse_action(data: str | None) -> tuple[Action, int] | None:
 def review_button(task_id: int, review_url: str) -> Button:
     """The summary's Review button: the task's review page under REVIEW_URL (only its number is in the URL)."""
     return Button("🔍 Review", "", web_app=f"{review_url.rstrip('/')}/task/{task_id}", start_param=f"task_{task_id}")
+
+
+def with_review(buttons: Buttons | None, task_id: int, review_url: str | None) -> Buttons | None:
+    """A summary made elsewhere (a Temporal runner, whose settings need no REVIEW_URL) gets the bot's Review row:
+    when the summary has the task's Merge (it committed), REVIEW_URL is set, and it has none yet."""
+    merge = f"{Action.MERGE.value}:{task_id}"
+    if not review_url or not buttons or not any(b.data == merge for row in buttons for b in row):
+        return buttons
+    if any(b.web_app for row in buttons for b in row):
+        return buttons
+    return [*buttons, [review_button(task_id, review_url)]]

@@ -149,6 +149,7 @@ class TaskReport:
     tool_calls: list[str] = field(default_factory=list)  # ToolCallRecord JSON (the audit; arguments summarised)
     shown: list[ShownMessage] = field(default_factory=list)
     proposal: str | None = None  # a research task's proposal (its body)
+    review: str | None = None  # the review page's record of the outcome (agents/work/task_review.py), JSON
 
 
 def encode_buttons(buttons: Buttons | None) -> list[list[list[str]]] | None:

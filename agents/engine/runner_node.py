@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import json
 import logging
 from dataclasses import dataclass
 from datetime import datetime
@@ -439,6 +440,7 @@ class RunnerNode:
             ],
             shown=shown,
             proposal=proposal,
+            review=json.dumps(kept) if (kept := await self.store.reviews.review(task.stored_id)) else None,
         )
         if row.branch:
             report.pushed, report.push_error = await self.pushes.final(row)
