@@ -280,7 +280,7 @@ async def test_in_a_group_the_review_link_opens_the_mini_app_for_the_groups_memb
         )
         link = [b for b in summary.buttons if "url" in b]
         assert link == [{"text": "🔍 Review", "url": "https://t.me/test_bot/review?startapp=task_1"}], summary.buttons
-        app = f"{bot.settings.review_url}/"  # what BotFather's Mini App URL is: the page finds the task itself
+        app = bot.settings.review_url  # BotFather's Mini App URL (REVIEW_URL itself): the page finds the task itself
         now = time.time()
         async with phone() as device:
             seen = await device.open(

@@ -216,7 +216,7 @@ class ReviewServer:
         b, kw = self.base, {"server": self}
         app = Application(
             [
-                (rf"{b}/", _Shell, kw),
+                (rf"{b}/?", _Shell, kw),  # the Mini App's own URL (a group's link), with or without a slash
                 (rf"{b}/task/(\d+)/?", _Shell, kw),
                 (rf"{b}/static/highlight\.css", _HighlightCss, kw),
                 (rf"{b}/static/(review\.(?:css|js))", _Static, {"path": str(STATIC)}),
