@@ -41,6 +41,11 @@ def templates() -> Loader:
     return Loader(str(TEMPLATES), autoescape="xhtml_escape")
 
 
+async def render(name: str, **namespace: Any) -> bytes:
+    """A template filled in a worker thread: a page of highlighted diff is a megabyte of HTML to write."""
+    return await asyncio.to_thread(lambda: templates().load(name).generate(**namespace))
+
+
 @dataclass(frozen=True)
 class DiffPage:
     """One page of a diff, ready for the templates."""
@@ -124,7 +129,7 @@ class TaskPages:
 
     async def diff_html(self, caller: Caller, task: Task, page: int, split: bool = False) -> bytes:
         shown = await self.diff(caller, task, page, split)
-        return templates().load("diff_page.html").generate(**shown.namespace())
+        return await render("diff_page.html", **shown.namespace())
 
     async def actions(self, task: Task) -> list[tuple[str, str]]:
         """The summary's buttons, as the page offers them (the crew checks the roles when one is pressed)."""
@@ -151,20 +156,16 @@ class TaskPages:
             )
         except (ToolError, GitError) as err:  # discarded meanwhile: the verdict is still worth showing
             shown = DiffPage(0, 1, [], [], [], False, gone=f"No diff: {err}")
-        return (
-            templates()
-            .load("task.html")
-            .generate(
-                task=task,
-                review=review,
-                tests=judged,
-                passed=[t for t in tests if t["outcome"] == "passed"],
-                pictures=list(enumerate(pictures)),
-                actions=await self.actions(task),
-                **shown.namespace(),
-            )
+        return await render(
+            "task.html",
+            task=task,
+            review=review,
+            tests=judged,
+            passed=[t for t in tests if t["outcome"] == "passed"],
+            pictures=list(enumerate(pictures)),
+            actions=await self.actions(task),
+            **shown.namespace(),
         )
 
     async def picture(self, task: Task, index: int) -> bytes | None:
-        pictures = await self.store.reviews.pictures(task.stored_id)
-        return pictures[index][2] if 0 <= index < len(pictures) else None
+        return await self.store.reviews.picture(task.stored_id, index)

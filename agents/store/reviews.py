@@ -53,6 +53,15 @@ class TaskReviews:
         )
         return [(str(r[0]), str(r[1]), bytes(r[2])) for r in rows]
 
+    async def picture(self, task_id: int, index: int) -> bytes | None:
+        """The task's picture number `index` (oldest first), or None."""
+        if index < 0:
+            return None
+        rows = await self._store.rows(
+            "SELECT png FROM task_pictures WHERE task_id = ? ORDER BY id LIMIT 1 OFFSET ?", (task_id, index)
+        )
+        return bytes(rows[0][0]) if rows else None
+
     async def captions(self, task_id: int) -> list[tuple[str, str]]:
         """(kind, caption) of the task's pictures, oldest first (the page lists them; each is fetched on its own)."""
         rows = await self._store.rows(
