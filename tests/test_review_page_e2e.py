@@ -17,6 +17,7 @@ from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 
 from tests.conftest import USER_ID, BotHarness, git, make_repo, running_bot
 from tests.fakes import anthropic_server as claude_says
+from tests.fakes.github_server import FakeGitHub, fake_github  # noqa: F401  (fixture)
 from tests.scripted import RoleScript
 from tests.support.phone import CHROMIUM, HEIGHT, THEME_DARK, WIDTH, launch_data, mini_app_url, not_blank, phone
 from tests.support.tasks import final_summary, start_task
@@ -382,3 +383,44 @@ async def test_a_5_mb_diff_with_binary_files_and_bidi_controls_is_paged_named_an
     assert "Binary file, not shown" in last and "logo.png" in last  # named after the last page's files, not inlined
     assert "access.py" in first and "⟨U+202E⟩" in first and "⟨U+2066⟩" in first  # the files come in name order
     assert not any(ch in first + last for ch in "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+async def test_open_pr_from_the_page_opens_the_pull_request_and_tells_the_chat(
+    fake_telegram, fake_anthropic, fake_github: FakeGitHub, tmp_path, workspace_root, bot_repo, model: RoleScript
+) -> None:
+    """A workspace on GitHub: the page offers Open PR beside Merge and Discard, and pressing it does what the
+    summary's button does (the bot pushes the branch and opens the pull request); the chat gets the link."""
+    calc = workspace_root / "calc"
+    (calc / ".agentlab.toml").write_text('[github]\nrepository = "octo/calc"\n')
+    git(calc, "add", ".agentlab.toml")
+    git(calc, "commit", "-q", "-m", "on GitHub")
+    origin = tmp_path / "calc-origin.git"
+    git(workspace_root, "clone", "-q", "--bare", str(calc), str(origin))
+    git(calc, "remote", "add", "origin", str(origin))
+    fake_github.add_repo("octo/calc", origin)
+    port = free_port()
+    async with running_bot(
+        fake_telegram,
+        fake_anthropic,
+        tmp_path,
+        workspace_root,
+        bot_repo,
+        github_token=fake_github.token,
+        github_api_url=fake_github.url,
+        sandbox_network="off",
+        review_url=f"http://127.0.0.1:{port}",
+        review_listen=f"127.0.0.1:{port}",
+    ) as bot:
+        task_id, summary = await finished_task(bot, model)
+        assert f"task:pr:{task_id}" in summary.callback_data and any("web_app" in b for b in summary.buttons)
+        owner = launch_data(bot.tg.token, USER_ID, signed_at=time.time())
+        status, page = await api(bot, f"/api/task/{task_id}", owner)
+        assert status == 200 and 'data-action="pr"' in page, page[:1500]
+        assert not fake_github.calls_to("POST", "/pulls")
+        status, body = await api(bot, f"/api/task/{task_id}/pr", owner, "POST")
+        assert status == 200 and "Opened PR #1" in body, body
+        assert fake_github.repos["octo/calc"].pulls[1]
+        told = await bot.tg.await_for(
+            lambda: next((m for m in bot.tg.messages(USER_ID) if "from the review page" in (m.text or "")), None)
+        )
+        assert "Opened PR #1" in told.text and "/octo/calc/pull/1" in told.text

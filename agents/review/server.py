@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from urllib.parse import urlsplit
 
@@ -45,6 +46,14 @@ CSP = (
 )
 REFUSED = "This page shows nothing: {why}."
 ACTIONS = {"merge": "merge", "discard": "discard", "pr": "open_pr"}
+
+
+MARKDOWN_LINK = re.compile(r"\[([^\]\n]{1,200})\]\([^)\s]{1,2000}\)")
+
+
+def plain(markdown: str) -> str:
+    """The crew's answer (Markdown for the chat) as the page's plain line: links as their text, no ** or `."""
+    return MARKDOWN_LINK.sub(r"\1", markdown).replace("**", "").replace("`", "")
 
 
 class Refused(Exception):
@@ -199,7 +208,7 @@ class _Action(_Base):
             return
         task, caller = found
         text = await self.server.act(caller, task, action)
-        self.finish({"text": text})
+        self.finish({"text": plain(text)})
 
 
 class ReviewServer:
