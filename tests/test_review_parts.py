@@ -52,6 +52,14 @@ def test_launch_data_not_telegrams_or_too_old_is_refused(data: str, why: str) ->
         check(data, TOKEN, 86_400, now=NOW)
 
 
+def test_the_third_party_signature_field_is_part_of_what_the_bots_hash_signs() -> None:
+    """Telegram's initData carries `signature` (Ed25519, for third parties) beside `hash`: the bot's hash covers it."""
+    data = signed(signature="c2lnbmF0dXJl")
+    assert check(data, TOKEN, 86_400, now=NOW).user_id == 7
+    with pytest.raises(LaunchDataError, match="not signed"):
+        check(data.replace("c2lnbmF0dXJl", "b3RoZXI"), TOKEN, 86_400, now=NOW)
+
+
 def test_a_tampered_user_fails_the_signature() -> None:
     fields = dict(urllib.parse.parse_qsl(signed()))
     fields["user"] = json.dumps({"id": 8, "first_name": "Ann"})

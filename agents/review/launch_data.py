@@ -57,8 +57,7 @@ def check(init_data: str, bot_token: str, max_age: float, now: float | None = No
     fields = dict(pairs)
     if len(fields) != len(pairs):
         raise LaunchDataError("launch data with a field twice")
-    given = fields.pop("hash", "")
-    fields.pop("signature", None)  # the third-party (Ed25519) signature is not part of the bot's hash
+    given = fields.pop("hash", "")  # every other field is signed, the third-party `signature` (Ed25519) too
     expected = hmac.new(_secret(bot_token), _check_string(fields), hashlib.sha256).hexdigest()
     if not hmac.compare_digest(given.encode(), expected.encode()):
         raise LaunchDataError("launch data not signed with this bot's token")
