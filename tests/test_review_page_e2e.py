@@ -191,10 +191,15 @@ async def test_the_review_api_acts_on_nothing_for_forged_expired_or_other_users_
     assert status == 200 and "calc" not in shell and "Fix add" not in shell  # the page itself holds no task data
     assert "http" not in shell.replace(bot.settings.review_url, "")  # and loads nothing from elsewhere
 
-    status, body = await api(bot, f"/api/task/{task_id}/discard", owner, "POST")  # the owner's Discard acts
+    named = launch_data(token, USER_ID, signed_at=now, name="[x](http://evil.example)")  # a name is the user's words
+    status, body = await api(bot, f"/api/task/{task_id}/discard", named, "POST")  # the owner's Discard acts
     assert status == 200 and "was discarded" in body, body
     assert task.branch not in git(repo, "branch", "--list", task.branch)
-    await bot.tg.await_for(lambda: any("discarded" in (m.text or "") for m in bot.tg.messages(USER_ID)))
+    told = await bot.tg.await_for(
+        lambda: next((m for m in bot.tg.messages(USER_ID) if "from the review page" in (m.text or "")), None)
+    )
+    assert "discarded" in told.text and "[x](http://evil.example" in told.text, told.text  # shown literally
+    assert not any(e.get("type") == "text_link" for e in told.entities or []), told.entities
     status, body = await api(bot, f"/api/task/{task_id}", owner)  # the verdict stays; the diff is gone, and says so
     assert status == 200 and "✔ Task #1 done" in body and "No diff" in body, body
 

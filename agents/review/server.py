@@ -27,6 +27,7 @@ from agents.core.errors import ToolError
 from agents.core.models import Caller, Task
 from agents.core.protocols import Notifier
 from agents.core.settings import Settings
+from agents.core.text import markdown_literal
 from agents.git.command import GitError
 from agents.review import diff_view
 from agents.review.launch_data import LaunchDataError, LaunchUser, check
@@ -246,7 +247,9 @@ class ReviewServer:
         except (ToolError, GitError) as err:
             text = str(err)[:1].upper() + str(err)[1:]
         with contextlib.suppress(Exception):  # the page has its answer even if the chat cannot be written to
-            who = f" (from the review page, by {caller.user_name})" if caller.user_name else " (from the review page)"
+            # the name is the user's own words (Telegram's first name): literal, never formatting or a link
+            who = f" (from the review page, by {markdown_literal(caller.user_name)})" if caller.user_name else ""
+            who = who or " (from the review page)"
             await self.notifier.send(task.chat_id, text + who)
         return text
 
