@@ -35,7 +35,7 @@ PIP     := $(BIN)/pip install --disable-pip-version-check -q --no-compile
 # measured on 2 cores: 130 s with 3 workers, 142 s with 4, 161-167 s with 2)
 TEST_JOBS ?= $(shell echo $$(( $$(nproc) * 3 / 2 )))
 
-.PHONY: run test setup system-deps bench clean
+.PHONY: run test setup system-deps bench clean docs-screenshot
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -83,6 +83,11 @@ test: setup $(TEST_STAMP)
 
 bench: $(TEST_STAMP)
 	$(BIN)/python bench/run_all.py
+
+# the README's picture of the review page, taken by its Chromium test at a phone's size
+docs-screenshot: $(TEST_STAMP)
+	REVIEW_PAGE_SCREENSHOT=docs/review-page.png $(BIN)/python -m pytest -q -p no:cacheprovider \
+		tests/test_review_page_e2e.py -k shows_the_verdict
 
 clean:
 	rm -rf $(VENV)

@@ -34,6 +34,8 @@ from agents.github_inbox import GitHubInbox
 from agents.llm.client import make_client
 from agents.llm.tool_loop import SdkModel
 from agents.repo_map.maps import RepoMap
+from agents.review.pages import TaskPages
+from agents.review.server import InChat, ReviewServer
 from agents.sandbox import task_disk
 from agents.sandbox.task_limits import sandbox_limit_warnings
 from agents.sandbox.temp_folders import sweep_leftovers
@@ -77,6 +79,7 @@ class Runtime:
     pull_requests: PullRequests | None = None
     github_inbox: GitHubInbox | None = None
     github_webhook: WebhookServer | None = None
+    review_server: ReviewServer | None = None
     github_catch_up: asyncio.Future | None = None  # deliveries a stopped bot acknowledged, handled at start
     turns: UserTurns = field(default_factory=UserTurns)
     start_up: asyncio.Task[None] | None = None  # the deferred start-up work (see the module's docstring)
@@ -213,6 +216,21 @@ class Runtime:
             self.github_webhook = server
         self.github_catch_up = asyncio.ensure_future(inbox.handle_unhandled())
 
+    def start_review_server(self, in_chat: InChat) -> None:
+        """The review page on REVIEW_LISTEN, when REVIEW_URL says where phones reach it (polling mode too).
+        `in_chat`: the adapter's answer to "is this user in that group" (Telegram knows, the bot does not)."""
+        s = self.settings
+        if not s.review_url:
+            return
+        pages = TaskPages(self.store, self.crew, self.pull_requests, s.review_diff_page_bytes)
+        server = ReviewServer(s, self.store, self.crew, self.notifier, pages, in_chat)
+        try:
+            server.start()
+        except OSError as err:  # the chat still works; the Review button then opens a page that does not answer
+            log.error("review page: cannot listen on %s: %s", s.review_listen, err)
+        else:
+            self.review_server = server
+
     async def _start_up_work(self) -> None:
         """Load the speech model, then index the workspaces: once the first turn has its answer and none is in
         flight (the module's docstring)."""
@@ -298,6 +316,8 @@ class Runtime:
         """SIGTERM path: stop workers (they become interrupted), close the client and the store; bounded in time."""
         if self.github_webhook is not None:
             await self.github_webhook.stop()
+        if self.review_server is not None:
+            await self.review_server.stop()
         if self.github_catch_up is not None:
             self.github_catch_up.cancel()
         if self.start_up is not None and not self.start_up.done():

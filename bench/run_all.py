@@ -312,6 +312,21 @@ def attempts_rows(f: dict[str, Any]) -> list[Row]:
     ]
 
 
+def review_rows(f: dict[str, Any]) -> list[Row]:
+    mb = 1024 * 1024
+    return [
+        (
+            f"review page: one page of a {f['patch_bytes'] / mb:.1f} MB diff ({f['pages']} pages)",
+            f"{ms(f['page_first_p50_ms'])} (max {ms(f['page_first_max_ms'])})",
+            "",
+            "",
+        ),
+        ("review page: one page's HTML", f"{f['page_html_bytes'] / 1024:.0f} KB", "", ""),
+        ("review page: peak Python memory of one page", f"{f['page_peak_python_bytes'] / mb:.1f} MB", "", ""),
+        ("long Diff as one HTML file (1 MB document)", ms(f["single_html_ms"]), "", ""),
+    ]
+
+
 BENCHES: list[tuple[str, Callable[[bool], list[str]], Callable[[dict[str, Any]], list[Row]]]] = [
     ("overhead.py", lambda quick: [], overhead_rows),
     ("background.py", lambda quick: [], background_rows),
@@ -322,6 +337,7 @@ BENCHES: list[tuple[str, Callable[[bool], list[str]], Callable[[dict[str, Any]],
     ("browser.py", lambda quick: ["--runs", "2"] if quick else [], browser_rows),
     ("baseline.py", lambda quick: ["--rounds", "1"] if quick else [], baseline_rows),
     ("attempts.py", lambda quick: [], attempts_rows),
+    ("review_render.py", lambda quick: [], review_rows),
 ]
 
 

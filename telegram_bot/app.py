@@ -11,7 +11,8 @@ import ssl
 from datetime import timedelta
 
 import httpx
-from telegram import BotCommand, Update
+from telegram import Bot, BotCommand, Update
+from telegram.constants import ChatMemberStatus
 from telegram.ext import (
     Application,
     ApplicationBuilder,
@@ -45,11 +46,21 @@ def telegram_tls() -> ssl.SSLContext:
     return httpx.create_ssl_context()
 
 
+async def is_chat_member(bot: Bot, chat_id: int, user_id: int) -> bool:
+    """Whether Telegram says the user is in the group now (the review page shows a group's task to its members)."""
+    member = await bot.get_chat_member(chat_id, user_id)
+    if member.status == ChatMemberStatus.RESTRICTED:
+        return bool(getattr(member, "is_member", False))
+    return member.status in (ChatMemberStatus.OWNER, ChatMemberStatus.ADMINISTRATOR, ChatMemberStatus.MEMBER)
+
+
 async def _post_init(app: Application) -> None:
     settings: Settings = app.bot_data.settings
     store = await Store.open(settings.database_path)  # the notifier's places and shown buttons, from its first send
     await store.seen_events.forget_before(utcnow() - SEEN_KEPT)
-    notifier = TelegramNotifier(app.bot, store.conversations, store.shown_buttons, settings.owners)
+    notifier = TelegramNotifier(
+        app.bot, store.conversations, store.shown_buttons, settings.owners, review_app=settings.review_app_name
+    )
     locks = app.bot_data.chat_locks  # a GitHub request takes its user's private chat's turn lock
     runtime = await Runtime.start(
         settings,
@@ -62,6 +73,7 @@ async def _post_init(app: Application) -> None:
     await app.bot.set_my_commands([BotCommand(name, about) for name, about in commands.menu()])
     await runtime.announce_interrupted()
     runtime.start_github_webhook()
+    runtime.start_review_server(functools.partial(is_chat_member, app.bot))
     if app.bot_data.handle_signals:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):

@@ -3,6 +3,7 @@ allow/deny network."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
@@ -15,6 +16,7 @@ from agents.core.actions import Action, parse_action
 from agents.core.errors import ToolError
 from agents.core.models import Caller, ChatMessage, Role
 from agents.git.command import GitError
+from agents.review.pages import is_long, standalone_html
 from agents.sandbox.network_gate import CHOICES
 from agents.work.questions import split_button_id
 from telegram_bot.conversation import caller_of
@@ -97,6 +99,11 @@ async def on_button(update: Update, context: Context) -> None:
             await rt.notifier.send_document(
                 caller.chat_id, f"task-{item_id}.diff", data or b"(empty diff)\n", caption=caption
             )
+            if not rt.settings.review_url and is_long(data):  # no review page: the same diff as one page a phone opens
+                page = await asyncio.to_thread(standalone_html, f"Task #{item_id}", caption, data)
+                await rt.notifier.send_document(
+                    caller.chat_id, f"task-{item_id}.html", page, caption=f"{caption}, as a page"
+                )
             return
         text = await DISPATCH[action](rt.crew, caller, item_id, handed)
     except (ToolError, GitError) as err:

@@ -9,11 +9,20 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeVar
 
-from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, InputFile, Message, ReplyParameters
+from telegram import (
+    Bot,
+    InlineKeyboardButton,
+    InlineKeyboardMarkup,
+    InputFile,
+    InputMediaPhoto,
+    Message,
+    ReplyParameters,
+    WebAppInfo,
+)
 from telegram.constants import ParseMode
 from telegram.error import BadRequest, Forbidden
 
-from agents.core.actions import Buttons
+from agents.core.actions import Button, Buttons
 from agents.core.secrets_filter import mask
 from agents.core.text import outside_text
 from agents.store.conversations import Conversations, Place, is_topic
@@ -32,10 +41,23 @@ def reply_parameters(reply_to: int | None) -> ReplyParameters | None:
     return ReplyParameters(message_id=reply_to, allow_sending_without_reply=True) if reply_to else None
 
 
-def keyboard(buttons: Buttons | None) -> InlineKeyboardMarkup | None:
-    if not buttons:
-        return None
-    return InlineKeyboardMarkup([[InlineKeyboardButton(b.label, callback_data=b.data) for b in row] for row in buttons])
+def inline_button(b: Button, chat_id: int, app_link: str | None) -> InlineKeyboardButton | None:
+    """A callback button; a review page button is a Mini App button in a private chat (Telegram signs the launch
+    data it opens the page with), a t.me link to the bot's Mini App in a group (Telegram allows no web_app button
+    there), and left out in a group when no Mini App is registered (REVIEW_APP_NAME)."""
+    if not b.web_app:
+        return InlineKeyboardButton(b.label, callback_data=b.data)
+    if chat_id > 0:  # Telegram's private chats have positive ids, groups negative ones
+        return InlineKeyboardButton(b.label, web_app=WebAppInfo(b.web_app))
+    if app_link and b.start_param:
+        return InlineKeyboardButton(b.label, url=f"{app_link}?startapp={b.start_param}")
+    return None
+
+
+def keyboard(buttons: Buttons | None, chat_id: int = 0, app_link: str | None = None) -> InlineKeyboardMarkup | None:
+    rows = [[k for b in row if (k := inline_button(b, chat_id, app_link)) is not None] for row in buttons or []]
+    rows = [row for row in rows if row]
+    return InlineKeyboardMarkup(rows) if rows else None
 
 
 def html_to_plain(chunk: str) -> str:
@@ -96,6 +118,7 @@ async def send_markdown(
     buttons: Buttons | None = None,
     thread_id: int | None = None,
     literal: bool = False,
+    app_link: str | None = None,
 ) -> Message | None:
     """Send an answer of any length; returns the last message (the one carrying the buttons). Known secrets are
     masked (agents/core/secrets_filter.py): the chat sees no token a tool or command printed. `literal`: a question
@@ -103,7 +126,7 @@ async def send_markdown(
     what looks like a secret), so the filter is not applied: a mask there would hide part of the command."""
     if not literal:
         markdown = mask(markdown)
-    markup = keyboard(buttons)
+    markup = keyboard(buttons, chat_id, app_link)
     if len(markdown) > DOCUMENT_THRESHOLD:
         summary = summarize_for_document(markdown)
         await bot.send_document(
@@ -137,7 +160,7 @@ async def edit_markdown(
     if not literal:
         markdown = mask(markdown)
     chunk = render_chunks(markdown.strip() or "(empty)", TELEGRAM_LIMIT)[0]
-    markup = keyboard(buttons)
+    markup = keyboard(buttons, chat_id)
     try:
         await bot.edit_message_text(
             chunk,
@@ -171,10 +194,16 @@ class TelegramNotifier:
     the group's general topic with a note."""
 
     def __init__(
-        self, bot: Bot, conversations: Conversations, buttons: ShownButtons, owners: frozenset[int] = frozenset()
+        self,
+        bot: Bot,
+        conversations: Conversations,
+        buttons: ShownButtons,
+        owners: frozenset[int] = frozenset(),
+        review_app: str | None = None,
     ) -> None:
         self.bot = bot
         self.owners = owners
+        self.review_app = review_app  # the Mini App's short name (REVIEW_APP_NAME): groups' Review link
         self.conversations = conversations  # a forum topic is a place of its own
         self.buttons = buttons  # what each message's buttons are (a press is checked against it)
         # sends and edits with buttons not yet recorded: a press that arrives meanwhile (Telegram delivers it as soon
@@ -204,8 +233,15 @@ class TelegramNotifier:
         """Remember which buttons `message` carries: a press of anything else on it is refused."""
         if message is None or not buttons:
             return
-        data = [b.data for row in buttons for b in row]
+        data = [b.data for row in buttons for b in row if b.data]
         await self.buttons.record(message.chat_id, message.message_id, data, handed)
+
+    @property
+    def app_link(self) -> str | None:
+        """t.me/<bot>/<app>: the bot's Mini App, which a group's Review link opens (None without REVIEW_APP_NAME)."""
+        if not self.review_app or not self.bot.username:
+            return None
+        return f"https://t.me/{self.bot.username}/{self.review_app}"
 
     async def place(self, chat_id: int) -> Place:
         if not is_topic(chat_id):
@@ -241,7 +277,14 @@ class TelegramNotifier:
             message = await self._in_place(
                 chat_id,
                 lambda chat, thread: send_markdown(
-                    self.bot, chat, markdown, reply_to=reply_to, buttons=buttons, thread_id=thread, literal=literal
+                    self.bot,
+                    chat,
+                    markdown,
+                    reply_to=reply_to,
+                    buttons=buttons,
+                    thread_id=thread,
+                    literal=literal,
+                    app_link=self.app_link,
                 ),
             )
             await self._record(message, buttons, handed)
@@ -254,7 +297,7 @@ class TelegramNotifier:
         async with self._showing(buttons):
             await edit_markdown(self.bot, place.chat_id, message_id, markdown, buttons, literal=literal)
             if buttons:
-                data = [b.data for row in buttons for b in row]
+                data = [b.data for row in buttons for b in row if b.data]
                 if self.buttons is not None:
                     await self.buttons.record(place.chat_id, message_id, data)
             elif self.buttons is not None:
@@ -286,6 +329,15 @@ class TelegramNotifier:
                 caption=mask(caption)[:1000] or None,
                 message_thread_id=thread,
             ),
+        )
+
+    async def send_album(self, chat_id: int, pictures: list[tuple[str, bytes]]) -> None:
+        media = [
+            InputMediaPhoto(png, caption=mask(caption)[:1000] or None, filename=f"picture-{n}.png")
+            for n, (caption, png) in enumerate(pictures[:10])
+        ]
+        await self._in_place(
+            chat_id, lambda chat, thread: self.bot.send_media_group(chat, media, message_thread_id=thread)
         )
 
     async def ask_owners(

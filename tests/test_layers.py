@@ -30,6 +30,7 @@ RANKS = {
     "agents.work": 6,
     "agents.chat": 6,
     "agents.engine": 6.5,  # TASK_ENGINE=temporal: runs the work layer's executor on runners; runtime/doctor use it
+    "agents.review": 6.5,  # the review page (a Mini App): its server, launch data, diff renderer; runtime starts it
     "agents": 7,  # the top: runtime, doctor
     "agents.evals": 7,  # `agentlab eval …`: not part of the bot
     "telegram_bot.render": 8,

@@ -36,6 +36,9 @@ class Chat:
     async def send_photo(self, chat_id: int, data: bytes, caption: str = "") -> None:
         self.sent.append(("photo", caption))
 
+    async def send_album(self, chat_id: int, pictures: list[tuple[str, bytes]]) -> None:
+        self.sent += [("album", caption) for caption, _ in pictures]
+
 
 async def callbacks(tmp_path: Path) -> tuple[RoleCallbacks, Store, Chat]:
     store = await Store.open(":memory:")

@@ -40,6 +40,8 @@ class RecordingNotifier:
 
     async def send_photo(self, chat_id: int, data: bytes, caption: str = "") -> None: ...
 
+    async def send_album(self, chat_id: int, pictures: list[tuple[str, bytes]]) -> None: ...
+
     async def ask_owners(
         self, chat_id: int, markdown: str, *, buttons: Any = None, literal: bool = False
     ) -> list[tuple[int, int]]:

@@ -318,6 +318,8 @@ async def test_a_task_on_a_runner_is_handled_as_a_local_one(
     assert not (tmp_path / "data-worktrees").exists(), "the bot made no worktree of its own"
     summary = await tbot.tg.await_for(lambda: message_with(tbot, "Task #1", "Fixed add() as pictured."))
     assert "Files: calc.py" in summary.text and "1 fixed" in summary.text, summary.text  # the runner's verdict
+    review = await tbot.runtime.store.reviews.review(1)  # the review page's record came with the runner's report
+    assert review and {"id": "test_calc.py::test_add", "outcome": "fixed"} in review["tests"], review
 
     tbot.tg.press_button(USER_ID, summary.message_id, "task:diff:1")  # from the fetched branch, not a worktree
     diff = await tbot.tg.await_for(lambda: next((m for m in tbot.tg.messages(USER_ID) if m.kind == "document"), None))

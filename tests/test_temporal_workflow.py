@@ -120,6 +120,9 @@ class SentOnly:
     async def send_photo(self, chat_id, data, caption="") -> None:
         raise AssertionError("unexpected photo")
 
+    async def send_album(self, chat_id, pictures) -> None:
+        raise AssertionError("unexpected album")
+
     async def ask_owners(self, chat_id, markdown, *, buttons=None, literal=False) -> list[tuple[int, int]]:
         raise AssertionError(f"unexpected question to the owners: {markdown}")
 

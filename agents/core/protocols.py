@@ -57,6 +57,10 @@ class Notifier(Protocol):
 
     async def send_photo(self, chat_id: int, data: bytes, caption: str = "") -> None: ...
 
+    async def send_album(self, chat_id: int, pictures: list[tuple[str, bytes]]) -> None:
+        """Pictures as one album (2-10 of them, a caption each): a frontend task's before and after."""
+        ...
+
     async def ask_owners(
         self, chat_id: int, markdown: str, *, buttons: Buttons | None = None, literal: bool = False
     ) -> list[tuple[int, int]]:

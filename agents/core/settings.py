@@ -6,6 +6,7 @@ import re
 from datetime import tzinfo
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, ValidationInfo, field_validator
@@ -259,6 +260,32 @@ class Settings(BaseSettings):
         if api == "https://api.github.com":
             return "https://github.com"
         return api.removesuffix("/api/v3")
+
+    # --- the review page: a Telegram Mini App served by the bot (agents/review/) ---------------------------------
+    review_url: str | None = None  # the public address of REVIEW_LISTEN (https://, or http:// on loopback)
+    review_listen: str = "127.0.0.1:8088"  # host:port the review server binds (polling mode too)
+    review_auth_max_age: float = Field(86_400.0, gt=0)  # launch data older than this shows nothing
+    review_app_name: str | None = None  # the Mini App's short name (BotFather /newapp): the Review link in groups
+    review_diff_page_bytes: int = Field(100_000, ge=10_000)  # the diff is shown in pages of about this size
+
+    @field_validator("review_listen")
+    @classmethod
+    def _review_listen_is_host_port(cls, value: str) -> str:
+        host, sep, port = value.strip().rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError("must be host:port, e.g. 127.0.0.1:8088")
+        return value.strip()
+
+    @field_validator("review_url")
+    @classmethod
+    def _review_url_is_https(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        parts = urlsplit(value.strip())
+        loopback = parts.hostname in ("127.0.0.1", "localhost", "::1")
+        if parts.scheme != "https" and not (parts.scheme == "http" and loopback):
+            raise ValueError("must be an https:// address (http:// only for 127.0.0.1 or localhost)")
+        return value.strip().rstrip("/")
 
     log_level: str = "INFO"
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from agents.core.actions import Button, Buttons
+from agents.core.actions import Button, Buttons, button_fields
 
 WORKFLOW = "AgentTask"
 EXECUTE = "agentlab.execute_task"  # on the shared queue: the runner that picks it up runs the task
@@ -106,7 +106,7 @@ class NotifyCall:
     chat_id: int
     method: str  # "send" | "edit" | "send_document" | "send_photo" | "ask_owners"
     text: str = ""
-    buttons: list[list[list[str]]] | None = None  # [[label, callback data], …] rows
+    buttons: list[list[list[str]]] | None = None  # [[label, callback data (, review URL, start parameter)], …] rows
     reply_to: int | None = None
     message_id: int | None = None
     filename: str = ""
@@ -152,11 +152,12 @@ class TaskReport:
     tool_calls: list[str] = field(default_factory=list)  # ToolCallRecord JSON (the audit; arguments summarised)
     shown: list[ShownMessage] = field(default_factory=list)
     proposal: str | None = None  # a research task's proposal (its body)
+    review: str | None = None  # the review page's record of the outcome (agents/work/task_review.py), JSON
 
 
 def encode_buttons(buttons: Buttons | None) -> list[list[list[str]]] | None:
-    return [[[b.label, b.data] for b in row] for row in buttons] if buttons else None
+    return [[button_fields(b) for b in row] for row in buttons] if buttons else None
 
 
 def decode_buttons(rows: list[list[list[str]]] | None) -> Buttons | None:
-    return [[Button(label, data) for label, data in row] for row in rows] if rows else None
+    return [[Button(*fields) for fields in row] for row in rows] if rows else None

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import json
 import logging
 from dataclasses import dataclass
 from datetime import datetime
@@ -117,6 +118,11 @@ class ChatThroughWorkflow:
     async def send_photo(self, chat_id: int, data: bytes, caption: str = "") -> None:
         b64 = base64.b64encode(data).decode()
         await self._call(NotifyCall(self.task_id, chat_id, "send_photo", caption, data_b64=b64))
+
+    async def send_album(self, chat_id: int, pictures: list[tuple[str, bytes]]) -> None:
+        """From a runner, each picture of an album goes as a photo of its own (the bot's NOTIFY has no albums)."""
+        for caption, png in pictures:
+            await self.send_photo(chat_id, png, caption)
 
     async def ask_owners(
         self, chat_id: int, markdown: str, *, buttons: Buttons | None = None, literal: bool = False
@@ -437,6 +443,7 @@ class RunnerNode:
             ],
             shown=shown,
             proposal=proposal,
+            review=json.dumps(kept) if (kept := await self.store.reviews.review(task.stored_id)) else None,
         )
         if row.branch:
             report.pushed, report.push_error = await self.pushes.final(row)

@@ -7,7 +7,9 @@ outbox and kept in the chat history; GitHub's part (Open PR, a follow-up's push)
 
 from __future__ import annotations
 
-from agents.core.actions import Action, button
+import json
+
+from agents.core.actions import Action, button, with_review
 from agents.core.models import Task, TaskEvent, TaskStatus, ToolCallRecord, UsageRecord, utcnow
 from agents.core.protocols import Outbox
 from agents.core.settings import Settings
@@ -72,6 +74,8 @@ class TaskReports:
         if status.is_final:
             fields["finished_at"] = utcnow()
         await self.store.update_task(task.stored_id, **fields)
+        if report.review:  # what the review page shows besides the diff
+            await self.store.reviews.save(task.stored_id, json.loads(report.review))
         await self.store.add_event(TaskEvent(task_id=task.id, kind=RUN_EVENT, detail=f"ended {run}"))
         if proposal is not None:
             await show_proposal(self.store, self.deliveries, self.settings.shown_turn_chars, task, proposal)
@@ -83,6 +87,8 @@ class TaskReports:
             buttons = decode_buttons(shown.buttons)
             if self.pull_requests is not None and shown.kind == "summary":  # the runner has no token: Open PR is ours
                 buttons = await self.pull_requests.with_open_pr(task, buttons)
+            if shown.kind == "summary":  # the review page is the bot's: its Review button too
+                buttons = with_review(buttons, task.stored_id, self.settings.review_url)
             sent = await self.deliveries.deliver(
                 task.chat_id,
                 text,

@@ -23,6 +23,7 @@ from agents.store.migrations import MIGRATIONS
 from agents.store.outbox import OutboxTable
 from agents.store.proposals import ProposalTable
 from agents.store.repo_index import RepoIndex
+from agents.store.reviews import TaskReviews
 from agents.store.schedules import ScheduleTable
 from agents.store.seen_events import SeenEvents
 from agents.store.shown_buttons import ShownButtons
@@ -124,6 +125,11 @@ class Store(ChatHistory, AttachmentTable, ProposalTable, TaskTable, ToolCallTabl
     def shown_buttons(self) -> ShownButtons:
         """The inline buttons the bot showed, per message: what a press may be."""
         return ShownButtons(self)
+
+    @property
+    def reviews(self) -> TaskReviews:
+        """What a task's review page shows besides its diff: its verdict, its pictures."""
+        return TaskReviews(self)
 
     @property
     def repo_index(self) -> RepoIndex:

@@ -15,7 +15,7 @@ import contextlib
 import json
 import logging
 
-from agents.core.actions import Button, Buttons
+from agents.core.actions import Button, Buttons, button_fields
 from agents.core.models import Delivery
 from agents.core.protocols import Notifier
 from agents.store.database import Store
@@ -28,11 +28,11 @@ MAX_ATTEMPTS = 50  # after this many failed tries a message is given up (and log
 
 
 def encode_buttons(buttons: Buttons | None) -> str | None:
-    return json.dumps([[[b.label, b.data] for b in row] for row in buttons]) if buttons else None
+    return json.dumps([[button_fields(b) for b in row] for row in buttons]) if buttons else None
 
 
 def decode_buttons(data: str | None) -> Buttons | None:
-    return [[Button(label, value) for label, value in row] for row in json.loads(data)] if data else None
+    return [[Button(*fields) for fields in row] for row in json.loads(data)] if data else None
 
 
 class Deliveries:

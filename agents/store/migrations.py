@@ -379,6 +379,24 @@ MIGRATIONS: list[str] = [
     ALTER TABLE tasks ADD COLUMN attempt_of INTEGER;
     CREATE INDEX tasks_attempt_group ON tasks(attempt_group);
     """,
+    # what a finished task's review page shows besides its diff (agents/store/reviews.py): the verdict as the bot
+    # judged it (each test's outcome) and the pictures its worker took, kept with the task
+    """
+    CREATE TABLE task_reviews (
+        task_id INTEGER PRIMARY KEY,
+        review TEXT NOT NULL,
+        created_at TEXT NOT NULL
+    );
+    CREATE TABLE task_pictures (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        task_id INTEGER NOT NULL,
+        caption TEXT NOT NULL,
+        kind TEXT NOT NULL DEFAULT 'screenshot',
+        png BLOB NOT NULL,
+        created_at TEXT NOT NULL
+    );
+    CREATE INDEX task_pictures_task ON task_pictures(task_id);
+    """,
 ]
 
 LATEST_VERSION = len(MIGRATIONS)

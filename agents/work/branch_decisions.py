@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
+from typing import BinaryIO
 
 from agents.core.errors import ToolError
 from agents.core.models import Caller, Task, TaskEvent, TaskStatus
@@ -80,15 +81,27 @@ class BranchDecisions:
 
     async def diff(self, caller: Caller, task_id: int, *, anywhere: bool = False) -> tuple[bytes, str]:
         """The task's capped diff (git_diff) and a caption saying what it leaves out."""
-        task = await self.access.task_for(caller, task_id, anywhere=anywhere)
-        tree = self._worktree(task)
-        self.access.starter_or_owner(caller, task, "see the diff of")
         with tempfile.TemporaryFile() as out:  # git streams into the file; only the capped result is read back
-            report = await git_diff.write_diff(tree, out)
+            task, report = await self.write_diff(caller, task_id, out, anywhere=anywhere)
             out.seek(0)
             data = out.read()
         note = report.note()
         return data, f"Diff of task #{task.id}" + (f" ({note})" if note else "")
+
+    async def write_diff(
+        self,
+        caller: Caller,
+        task_id: int,
+        out: BinaryIO,
+        *,
+        anywhere: bool = False,
+        max_bytes: int = git_diff.DIFF_MAX_BYTES,
+    ) -> tuple[Task, git_diff.DiffReport]:
+        """The task's diff streamed into `out` (Diff's document, the review page), under the Diff button's roles."""
+        task = await self.access.task_for(caller, task_id, anywhere=anywhere)
+        tree = self._worktree(task)
+        self.access.starter_or_owner(caller, task, "see the diff of")
+        return task, await git_diff.write_diff(tree, out, max_bytes)
 
     async def discard(self, caller: Caller, task_id: int, *, anywhere: bool = False) -> str:
         """Throw a task's work away: stop it if it is still active or interrupted, then delete its branch."""

@@ -16,9 +16,12 @@ The tools' schemas come from the protocol's signatures (agents/tools/desk_tools.
 
 from __future__ import annotations
 
+from typing import BinaryIO
+
 from agents.core.models import Caller, Task
 from agents.core.protocols import MessageModel, Notifier, Outbox, TaskEngine
 from agents.core.settings import Settings
+from agents.git.diff import DiffReport
 from agents.repo_map.maps import RepoMap
 from agents.store.database import Store
 from agents.store.delivery import Deliveries
@@ -220,6 +223,11 @@ class Crew:
 
     async def diff(self, caller: Caller, task_id: int, *, anywhere: bool = False) -> tuple[bytes, str]:
         return await self.branches.diff(caller, task_id, anywhere=anywhere)
+
+    async def write_diff(
+        self, caller: Caller, task_id: int, out: BinaryIO, *, max_bytes: int
+    ) -> tuple[Task, DiffReport]:
+        return await self.branches.write_diff(caller, task_id, out, max_bytes=max_bytes)
 
     async def discard(self, caller: Caller, task_id: int, *, anywhere: bool = False) -> str:
         return await self.branches.discard(caller, task_id, anywhere=anywhere)

@@ -61,8 +61,7 @@ class RoleCallbacks:
         if confined is not None and self.network.policy is NetworkPolicy.ON and not on_loopback(target):
             confined = confined.with_network(True)  # a page of the task's own services: its network namespace
         result, pictures = await screenshot_tool_result(self.chromium, root, target, confined)
-        for caption, png in pictures:
-            await self.notifier.send_photo(self.task.chat_id, png, caption=f"Task #{self.task.id}: {caption}")
+        await self.show_pictures(pictures)
         return result
 
     async def verify(self, index: int, evidence: str) -> str:
@@ -88,8 +87,13 @@ class RoleCallbacks:
 
     async def pictures(self, pictures: list[tuple[str, bytes]]) -> None:
         """Images an MCP tool returned (the browser's screenshots): each also goes to the chat."""
+        await self.show_pictures(pictures)
+
+    async def show_pictures(self, pictures: list[tuple[str, bytes]]) -> None:
+        """Each picture goes to the chat, and is kept with the task for its review page."""
         for caption, png in pictures:
             await self.notifier.send_photo(self.task.chat_id, png, caption=f"Task #{self.task.id}: {caption}")
+            await self.store.reviews.add_picture(self.task.stored_id, caption, png)
 
     def mcp_gate(self, config: McpServerConfig) -> Gate:
         """Before each call of `config`'s tools: a tool under its `approve` waits for the owner's Allow."""

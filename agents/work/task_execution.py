@@ -32,6 +32,7 @@ from agents.verify.task_tests import TaskTests
 from agents.verify.test_baseline import BaselineRuns
 from agents.work.attempt_progress import QuietProgress
 from agents.work.attempts import attempt_brief
+from agents.work.before_after import BeforeAfter
 from agents.work.progress import Progress
 from agents.work.pull_requests import PullRequests
 from agents.work.questions import Questions
@@ -92,6 +93,7 @@ class TaskExecutor:
         self.workers = WorkerMaker(self.base, self.lines, self.sandboxes, repo_map, self.checkouts.check)
         self.corrections = Corrections(store, self.checkouts, s.max_corrections)
         self.ending = TaskEnding(self.base, self.checkouts, pull_requests)
+        self.before_after = BeforeAfter(store, self.sandboxes, self.workers.chromium)  # a frontend task's pair
         self.stopping = False  # set when the bot shuts down: running tasks become interrupted, not cancelled
 
     # what the bot's buttons, the crew and the Temporal runner reach through the executor
@@ -221,4 +223,6 @@ class TaskExecutor:
                 f"{task.result}. Check the current state of the files before continuing.)"
             ) + await self.questions.carried_over(task.stored_id)
         run = await self.corrections.run(task, progress, worker, (first, blocks), tree, checks)
-        await self.ending.change_done(task, progress, tree, run)
+        committed = any(c.committed for c in run.commits)
+        album = await self.before_after.take(task, tree, workspace.path) if committed else []
+        await self.ending.change_done(task, progress, tree, run, album)

@@ -6,6 +6,9 @@ The outcome itself is decided without I/O in task_outcome.py; this module gather
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Sequence
+
 from agents.core.actions import Buttons
 from agents.core.models import Task, TaskEvent, TaskStatus, utcnow
 from agents.git.worktrees import TaskWorktree
@@ -18,8 +21,11 @@ from agents.work.task_collaborators import Collaborators
 from agents.work.task_corrections import ChangeRun
 from agents.work.task_outcome import RunFacts, branch_buttons, decide, render, trim
 from agents.work.task_proposals import scheduled_note, show_proposal, store_proposal
+from agents.work.task_review import review_record
 from agents.work.task_workers import worker_limits
 from agents.work.worker import WorkerResult
+
+log = logging.getLogger(__name__)
 
 
 class TaskEnding:
@@ -61,8 +67,16 @@ class TaskEnding:
         await show_proposal(self.base.store, self.base.deliveries, s.shown_turn_chars, task, proposal)
         await self.tell_github(task)  # a research started from GitHub answers there with its proposal's gist
 
-    async def change_done(self, task: Task, progress: Progress, tree: TaskWorktree, run: ChangeRun) -> None:
-        """Gather the run's facts, decide its outcome (task_outcome.py, no I/O), then store, clean up and show it."""
+    async def change_done(
+        self,
+        task: Task,
+        progress: Progress,
+        tree: TaskWorktree,
+        run: ChangeRun,
+        album: Sequence[tuple[str, bytes]] = (),
+    ) -> None:
+        """Gather the run's facts, decide its outcome (task_outcome.py, no I/O), then store, clean up and show it;
+        `album` (a frontend task's page before and after) follows the summary."""
         facts = RunFacts(
             task_id=task.stored_id,
             workspace=task.workspace,
@@ -88,15 +102,22 @@ class TaskEnding:
             error=outcome.error,
             commit_sha=last.sha if last else None,
         )
+        await self.base.store.reviews.save(task.stored_id, review_record(outcome))  # the review page's verdict
         await self.checkouts.drop(task, tree)
         await progress.close(outcome.headline)
         offer_pr = self.pull_requests is not None and await self.pull_requests.offered_for(task)
-        buttons = branch_buttons(task.stored_id, outcome.status, pull_request=offer_pr) if last else None
+        review = self.base.settings.review_url
+        buttons = branch_buttons(task.stored_id, outcome.status, offer_pr, review) if last else None
         summary = render(outcome)
         if task.schedule_id is not None:  # under the headline: the first line still starts with the verdict's mark
             headline, _, rest = summary.partition("\n")
             summary = f"{headline}\n{scheduled_note(task)}\n{rest}"
         await self.show(task, summary, buttons=buttons, reply_to=task.reply_to_message_id)
+        if len(album) >= 2:
+            try:  # the pictures are kept for the review page; a failed album never fails the finished task
+                await self.base.notifier.send_album(task.chat_id, list(album))
+            except Exception as err:
+                log.warning("task %s: the before/after album was not sent: %s", task.id, err)
         await self.tell_github(task)
 
     async def tell_github(self, task: Task) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from agents.core.actions import Action, Button, button
+from agents.core.actions import Action, Button, button, review_button
 from agents.core.models import Criterion, TaskStatus
 from agents.core.text import human_size
 from agents.git.commits import CommitResult, LeftOut
@@ -167,10 +167,11 @@ MERGE_LABELS = {TaskStatus.COMPLETED: "Merge", TaskStatus.UNVERIFIED: "⚠ Merge
 
 
 def branch_buttons(
-    task_id: int, status: TaskStatus = TaskStatus.COMPLETED, pull_request: bool = False
+    task_id: int, status: TaskStatus = TaskStatus.COMPLETED, pull_request: bool = False, review_url: str | None = None
 ) -> list[list[Button]]:
     """Merge / Diff / Discard; Merge says what a merge would take: a verified change, an unverified one, or one the
-    bot did not finish (blocked, failed). With `pull_request` (the workspace is on GitHub), a row with Open PR."""
+    bot did not finish (blocked, failed). With `pull_request` (the workspace is on GitHub), a row with Open PR; with
+    `review_url` (REVIEW_URL), a row with Review (the task's page)."""
     rows = [
         [
             button(MERGE_LABELS.get(status, "Merge anyway"), Action.MERGE, task_id),
@@ -180,6 +181,8 @@ def branch_buttons(
     ]
     if pull_request:
         rows.append(pull_request_buttons(task_id)[0])
+    if review_url:
+        rows.append([review_button(task_id, review_url)])
     return rows
 
 

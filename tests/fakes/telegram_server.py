@@ -355,7 +355,7 @@ def _image_size(data: bytes) -> tuple[int, int] | None:
     return None
 
 
-def _validate_reply_markup(markup: Any) -> None:
+def _validate_reply_markup(markup: Any, chat_id: int | None = None) -> None:
     if markup is None:
         return
     if not isinstance(markup, dict):
@@ -376,6 +376,8 @@ def _validate_reply_markup(markup: Any) -> None:
                 raise _bad_request("BUTTON_DATA_INVALID")
         if "url" in button and not str(button["url"]).startswith(("http://", "https://", "tg://")):
             raise _bad_request("BUTTON_URL_INVALID")
+        if "web_app" in button and chat_id is not None and chat_id < 0:  # Mini App buttons: private chats only
+            raise _bad_request("BUTTON_TYPE_INVALID")
 
 
 def _reply_target(params: dict[str, Any]) -> tuple[int | None, bool]:
@@ -437,6 +439,7 @@ class FakeTelegram:
         self._user_messages: dict[tuple[int | str, int], dict[str, Any]] = {}
         self._next_message_id: dict[int | str, int] = {}
         self._chats: dict[int | str, dict[str, Any]] = {}
+        self.chat_members: dict[int, set[int]] = {}  # a group's members (getChatMember); a sender is one
         self.topics: dict[tuple[int, int], Topic] = {}  # (chat, thread) → a forum topic (create_topic)
         self._files: dict[str, StoredFile] = {}
         self._files_by_path: dict[str, StoredFile] = {}
@@ -698,6 +701,8 @@ class FakeTelegram:
         with self._cond:
             user = self._user_dict(user_id, username, first_name)
             chat_key = user_id if chat_id is None else chat_id
+            if chat_id is not None and chat_id < 0:  # whoever writes in a group is a member of it
+                self.chat_members.setdefault(chat_id, set()).add(user_id)
             message = {
                 "message_id": self._new_message_id(chat_key),
                 "date": int(time.time()),
@@ -1222,6 +1227,13 @@ class FakeTelegram:
     def _api_getMe(self, params: dict[str, Any], files: dict[str, UploadedFile]) -> Any:
         return self.bot_user.to_dict()
 
+    def _api_getChatMember(self, params: dict[str, Any], files: dict[str, UploadedFile]) -> Any:
+        chat_id, user_id = int(params["chat_id"]), int(params["user_id"])
+        with self._cond:
+            member = user_id in self.chat_members.get(chat_id, set())
+        user = {"id": user_id, "is_bot": False, "first_name": "Tester"}
+        return {"status": "member" if member else "left", "user": user}
+
     def _api_logOut(self, params: dict[str, Any], files: dict[str, UploadedFile]) -> Any:
         return True
 
@@ -1345,7 +1357,7 @@ class FakeTelegram:
         chat_id = self._chat_key(params)
         source, plain, entities = self._render_text(params)
         markup = params.get("reply_markup")
-        _validate_reply_markup(markup)
+        _validate_reply_markup(markup, chat_id if isinstance(chat_id, int) else None)
         with self._cond:
             thread_id = self._thread_of(chat_id, params)
             reply_to = self._check_reply(chat_id, params)
@@ -1413,6 +1425,22 @@ class FakeTelegram:
 
     def _api_sendDocument(self, params: dict[str, Any], files: dict[str, UploadedFile]) -> Any:
         return self._send_file(params, files, "document")
+
+    def _api_sendMediaGroup(self, params: dict[str, Any], files: dict[str, UploadedFile]) -> Any:
+        """An album: 2-10 photos, each sent as its own message (as Telegram shows them), captions per photo."""
+        media = params.get("media")
+        items = json.loads(media) if isinstance(media, str) else media
+        if not isinstance(items, list) or not 2 <= len(items) <= 10:
+            raise _bad_request("wrong number of media in the album")
+        sent = []
+        for item in items:
+            if not isinstance(item, dict) or item.get("type") != "photo":
+                raise _bad_request("only photos in this fake's albums")
+            one = {"chat_id": params.get("chat_id"), "photo": item.get("media"), "caption": item.get("caption")}
+            if params.get("message_thread_id") is not None:
+                one["message_thread_id"] = params["message_thread_id"]
+            sent.append(self._send_file({k: v for k, v in one.items() if v is not None}, files, "photo"))
+        return sent
 
     def _api_sendPhoto(self, params: dict[str, Any], files: dict[str, UploadedFile]) -> Any:
         return self._send_file(params, files, "photo")

@@ -1,0 +1,163 @@
+"""A phone for the review page: headless Chromium with a phone's viewport, driven over the DevTools protocol (a
+websocket, tornado's client), so a test opens a page with Telegram's launch data in its fragment, reads what a person
+sees, presses a button and takes a screenshot."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import io
+import json
+import os
+import signal
+import tempfile
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from tornado.httpclient import AsyncHTTPClient
+from tornado.websocket import WebSocketClientConnection, websocket_connect
+
+from agents.review.launch_data import sign
+from agents.tools.screenshot import find_chromium
+
+CHROMIUM = find_chromium()
+WIDTH, HEIGHT = 390, 844  # an iPhone 12-15's CSS pixels
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+    "--mute-audio",
+    "--disable-dev-shm-usage",
+    f"--window-size={WIDTH},{HEIGHT}",
+    "--remote-debugging-port=0",
+]
+THEME_DARK = {"bg_color": "#17212b", "text_color": "#f5f5f5", "button_color": "#5288c1", "hint_color": "#708499"}
+
+
+def launch_data(token: str, user_id: int, *, signed_at: float, name: str = "owner", start_param: str = "") -> str:
+    """initData as Telegram makes it for `user_id`, signed with `token` at `signed_at`."""
+    fields = {
+        "query_id": "AAHdF6IQAAAAAN0XohDhrOrc",
+        "user": json.dumps({"id": user_id, "first_name": name, "username": name}, separators=(",", ":")),
+        "auth_date": str(int(signed_at)),
+        "signature": "FAKE-ed25519-signature-for-third-parties",  # Telegram adds one; the bot's hash covers it
+    }
+    if start_param:
+        fields["start_param"] = start_param
+    return sign(fields, token)
+
+
+def mini_app_url(page: str, init_data: str, theme: dict[str, str] | None = None) -> str:
+    """The URL Telegram opens: the page, with the launch data and theme in its fragment."""
+    fragment = f"tgWebAppData={quote(init_data, safe='')}&tgWebAppVersion=8.0&tgWebAppPlatform=ios"
+    if theme is not None:
+        fragment += f"&tgWebAppThemeParams={quote(json.dumps(theme), safe='')}"
+    return f"{page}#{fragment}"
+
+
+class Phone:
+    """One Chromium page over the DevTools protocol."""
+
+    def __init__(self, ws: WebSocketClientConnection) -> None:
+        self.ws, self._next = ws, 0
+
+    async def call(self, method: str, **params: Any) -> dict[str, Any]:
+        self._next += 1
+        ident = self._next
+        await self.ws.write_message(json.dumps({"id": ident, "method": method, "params": params}))
+        while True:
+            raw = await asyncio.wait_for(self.ws.read_message(), 30)
+            if raw is None:
+                raise ConnectionError("Chromium closed the DevTools connection")
+            message = json.loads(raw)
+            if message.get("id") == ident:
+                if "error" in message:
+                    raise RuntimeError(f"{method}: {message['error']}")
+                return message.get("result", {})
+
+    async def evaluate(self, expression: str) -> Any:
+        result = await self.call("Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True)
+        return result.get("result", {}).get("value")
+
+    async def open(self, url: str, timeout: float = 30) -> str:
+        """Navigate, wait until the page's script has shown the task or refused; return what a person reads."""
+        await self.call("Page.navigate", url="about:blank")  # the same page with another fragment would not reload
+        await self.until("location.href === 'about:blank'", timeout)
+        await self.call("Page.navigate", url=url)
+        await self.until("document.body && document.body.getAttribute('data-loaded')", timeout)
+        return await self.text()
+
+    async def until(self, expression: str, timeout: float = 30) -> Any:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while not (value := await self.evaluate(expression)):
+            assert loop.time() < deadline, f"not true in the page within {timeout:g} s: {expression}"
+            await asyncio.sleep(0.1)
+        return value
+
+    async def resize(self, width: int, height: int) -> None:
+        await self.call(
+            "Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1, mobile=width < 900
+        )
+
+    async def text(self) -> str:
+        return str(await self.evaluate("document.body.innerText"))
+
+    async def screenshot(self) -> bytes:
+        shot = await self.call("Page.captureScreenshot", format="png")
+        return base64.b64decode(shot["data"])
+
+
+@contextlib.asynccontextmanager
+async def phone() -> AsyncIterator[Phone]:
+    """Headless Chromium at a phone's size, a fresh profile, ended (its whole process group) when the block ends."""
+    assert CHROMIUM is not None
+    with tempfile.TemporaryDirectory(prefix="agentlab-phone-") as profile:
+        process = await asyncio.create_subprocess_exec(
+            CHROMIUM,
+            *FLAGS,
+            f"--user-data-dir={profile}",
+            "about:blank",
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        try:
+            port_file = Path(profile) / "DevToolsActivePort"
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + 60
+            while not (port_file.exists() and port_file.read_text().strip()):
+                assert loop.time() < deadline and process.returncode is None, "Chromium did not start"
+                await asyncio.sleep(0.1)
+            port = port_file.read_text().split()[0]
+            listing = await AsyncHTTPClient().fetch(f"http://127.0.0.1:{port}/json/list")
+            page = next(t for t in json.loads(listing.body) if t["type"] == "page")
+            ws = await websocket_connect(page["webSocketDebuggerUrl"], max_message_size=64 * 1024 * 1024)
+            device = Phone(ws)
+            await device.call("Page.enable")
+            await device.resize(WIDTH, HEIGHT)
+            try:
+                yield device
+            finally:
+                ws.close()
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            await process.wait()
+
+
+def not_blank(png: bytes) -> int:
+    """How many distinct colours the picture has (a blank page has one or two)."""
+    from PIL import Image
+
+    with Image.open(io.BytesIO(png)) as image:
+        colours = image.convert("RGB").getcolors(maxcolors=1 << 20)
+    return len(colours) if colours is not None else 1 << 20
