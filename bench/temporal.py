@@ -7,6 +7,11 @@ Against the zero-latency fakes (so every added millisecond shows), a real `tempo
   through the workflow to the bot under Temporal, every PROGRESS_INTERVAL_SECONDS);
 - **finish**: from the worker's last request to the task's final status in the bot's store (commit, verdict, and under
   Temporal the push, the report, the bot's fetch);
+- **takeover**: a runner SIGKILLed while its task runs a command: from the kill to the task's next Messages request,
+  made by the other runner that took it over (TEMPORAL_HEARTBEAT_SECONDS as the settings' default), and how many of
+  the dead runner's processes (its task's command) are still alive a moment after the kill;
+- **restart report**: a task that ends on a runner while the bot is stopped: from the bot's start to its summary in
+  the chat, and from its first `getUpdates` to the summary;
 - **throughput**: PARALLEL_TASKS tasks at once, each two `run_command "sleep 1"` steps, with 1, 2 and 4 runners
   (MAX_CONCURRENT_TASKS=1 on each runner; all on this one machine): wall time from the first start to the last final
   status, and tasks per minute; the local engine with MAX_CONCURRENT_TASKS=4 beside them. The steps wait rather than
@@ -15,7 +20,7 @@ Against the zero-latency fakes (so every added millisecond shows), a real `tempo
   what the hardware gives.
 Tasks run one after the other for the first three figures (TASKS of them, STEPS steps each), in each engine.
 
-Run: .venv/bin/python bench/temporal.py [--json]
+Run: .venv/bin/python bench/temporal.py [--json] [--waits] (--waits: only the takeover and restart report)
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ from telegram_bot.app import stop_polling  # noqa: E402
 from tests.conftest import MODEL, USER_ID, git, make_repo, make_settings, start_bot  # noqa: E402
 from tests.fakes import anthropic_server as claude_says  # noqa: E402
 from tests.scripted import role_of  # noqa: E402
+from tests.support.processes import host_pids  # noqa: E402
 from tests.temporal_dev import TEMPORAL, dev_server  # noqa: E402
 
 TASKS = 5
@@ -165,6 +171,85 @@ async def parallel(harness, recorder: Recorder) -> float:
     return max(ends) - began
 
 
+class HeldWorker:
+    """The fake Anthropic's handler for the waits: a task's worker runs one long command (`sleep`), or has its first
+    Messages request held until `release` is set; every request's arrival time is kept per task tag."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, list[float]] = defaultdict(list)
+        self.release = threading.Event()
+        self.sleep = f"1000.{os.getpid()}3"  # found again in /proc
+
+    def __call__(self, body: dict) -> dict:
+        if role_of(body) == "orchestrator":
+            return claude_says.text("ok")
+        first = str(body["messages"][0]["content"])
+        tag = (re.search(r"bench-[\w.-]+", first) or re.search(r".", "?")).group(0)  # type: ignore[union-attr]
+        self.seen[tag].append(time.perf_counter())
+        if "held" in first and len(body["messages"]) == 1:
+            self.release.wait(120)
+        if "sleeps" in first and len(self.seen[tag]) == 1:  # the first runner only: a takeover goes on
+            return claude_says.tool_use("run_command", {"command": f"sleep {self.sleep}"})
+        return claude_says.text(f"finished {tag}")
+
+
+async def takeover(bot, procs: list, tmp: Path, remote: Path, claude, address: str, held: HeldWorker) -> dict:
+    """One runner (r1) holds a task in a long command; a second (r2) is up; r1 is SIGKILLed."""
+    answer = await bot.runtime.crew.start_task(Caller(chat_id=USER_ID), "calc", "code", "bench-tk sleeps", True)
+    task_id = int(answer.split("#")[1].split()[0])
+    for _ in range(1200):
+        if host_pids(held.sleep):
+            break
+        await asyncio.sleep(0.05)
+    procs.append(start_runner(tmp, remote, claude.url, address, "bench", "r2"))
+    await wait_runners(bot.settings, 2)
+    before = len(held.seen["bench-tk"])
+    procs[0].kill()
+    killed = time.perf_counter()
+    await asyncio.sleep(1.0)
+    survivors = len(host_pids(held.sleep))
+    while len(held.seen["bench-tk"]) == before and time.perf_counter() - killed < 300:
+        await asyncio.sleep(0.01)
+    took = held.seen["bench-tk"][-1] - killed if len(held.seen["bench-tk"]) > before else float("nan")
+    for pid in host_pids(held.sleep):  # whatever outlived its runner, so that it does not outlive the bench
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    await wait_final(bot.runtime, task_id, 300)
+    return {"takeover_s": took, "survivors_after_1s": survivors}
+
+
+async def restart_report(tg, claude, tmp: Path, address: str, held: HeldWorker) -> dict:
+    """A task whose worker is held; the bot stops; the worker is let go and the task ends on its runner; the bot
+    starts again: how long until its summary is in the chat."""
+    settings = dict(task_engine="temporal", temporal_address=address, temporal_task_queue="bench")
+    bot = await run_bot(tg, claude, tmp, tmp / "workspaces", "restart-1", **settings)
+    await wait_runners(bot.settings, 1)
+    answer = await bot.runtime.crew.start_task(Caller(chat_id=USER_ID), "calc", "code", "bench-rs held", True)
+    task_id = int(answer.split("#")[1].split()[0])
+    while not held.seen["bench-rs"]:
+        await asyncio.sleep(0.01)
+    from agents.engine.cluster import workflow_id
+
+    instance = bot.runtime.engine.instance
+    await stop_polling(bot.app)
+    held.release.set()
+    from temporalio.client import Client
+
+    cluster = await Client.connect(address)
+    await asyncio.wait_for(cluster.get_workflow_handle(workflow_id(instance, task_id)).result(), 120)
+    started = time.perf_counter()
+    again = await start_bot(bot.settings, tg, claude)
+    polling = time.perf_counter()
+    deadline = started + 180
+    while time.perf_counter() < deadline:
+        if any("finished bench-rs" in (m.text or "") for m in tg.messages(USER_ID)):
+            break
+        await asyncio.sleep(0.01)
+    shown = time.perf_counter()
+    await stop_polling(again.app)
+    return {"report_after_start_s": shown - started, "report_after_polling_s": shown - polling}
+
+
 async def run_bot(tg, claude, tmp: Path, workspaces: Path, name: str, **settings):
     folder = tmp / name
     folder.mkdir()
@@ -172,16 +257,54 @@ async def run_bot(tg, claude, tmp: Path, workspaces: Path, name: str, **settings
     return await start_bot(make_settings(tg, claude, folder, workspaces, **overrides), tg, claude)
 
 
-async def main() -> dict:
+async def waits(tg, claude, tmp: Path, remote: Path) -> dict:
+    """The takeover and the restart report, each on a fresh cluster and runners."""
+    held = HeldWorker()
+    claude.handler = held
+    figures: dict = {}
+    with temporal_server(tmp / "takeover") as address:
+        procs = [start_runner(tmp / "takeover", remote, claude.url, address, "bench", "r1")]
+        try:
+            settings = dict(task_engine="temporal", temporal_address=address, temporal_task_queue="bench")
+            bot = await run_bot(tg, claude, tmp, tmp / "workspaces", "takeover-bot", **settings)
+            await wait_runners(bot.settings, 1)
+            figures.update(await takeover(bot, procs, tmp / "takeover", remote, claude, address, held))
+            await stop_polling(bot.app)
+        finally:
+            stop_runners(procs)
+    with temporal_server(tmp / "restart") as address:
+        procs = [start_runner(tmp / "restart", remote, claude.url, address, "bench", "r1")]
+        try:
+            figures.update(await restart_report(tg, claude, tmp, address, held))
+        finally:
+            stop_runners(procs)
+    return figures
+
+
+def stop_runners(procs: list) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    for proc in procs:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(10)
+
+
+async def main(only_waits: bool) -> dict:
     figures: dict = {"machine": machine(), "tasks": TASKS, "steps": STEPS}
     with running_fakes() as (tg, claude), tempfile.TemporaryDirectory(prefix="agentlab-bench-") as tmp_name:
         tmp = Path(tmp_name)
-        recorder = Recorder()
-        claude.handler = recorder
         remote = tmp / "calc.git"
         git(tmp, "clone", "-q", "--bare", str(make_repo(tmp / "source", REPO)), str(remote))
         (tmp / "workspaces").mkdir()
         git(tmp / "workspaces", "clone", "-q", str(remote), "calc")
+        for folder in ("takeover", "restart"):
+            (tmp / folder).mkdir()
+        figures["waits"] = await waits(tg, claude, tmp, remote)
+        if only_waits:
+            return figures
+        recorder = Recorder()
+        claude.handler = recorder
 
         local = await run_bot(tg, claude, tmp, tmp / "workspaces", "local")
         figures["local"] = await sequential(local, recorder)
@@ -211,15 +334,23 @@ async def main() -> dict:
                     figures["temporal"]["parallel_s"][count] = await parallel(bot, recorder)
                 await stop_polling(bot.app)
             finally:
-                for proc in procs:
-                    proc.send_signal(signal.SIGTERM)
-                for proc in procs:
-                    with contextlib.suppress(subprocess.TimeoutExpired):
-                        proc.wait(10)
+                stop_runners(procs)
     return figures
 
 
 def report(f: dict) -> None:
+    w = f["waits"]
+    print(
+        f"a runner SIGKILLed mid-task: taken over by another runner after {w['takeover_s']:.2f} s; "
+        f"its task's processes alive 1 s after the kill: {w['survivors_after_1s']}"
+    )
+    print(
+        f"a task that ended while the bot was stopped: its summary {w['report_after_start_s']:.2f} s after the "
+        f"bot's start ({w['report_after_polling_s']:.2f} s after polling began)"
+    )
+    if "local" not in f:
+        return
+    print()
     loc, tem = f["local"], f["temporal"]
     print(f"{f['tasks']} tasks of {f['steps']} read_file steps each, one after the other (medians, ms):")
     print(f"{'':10} {'local':>9} {'temporal':>9} {'added':>9}")
@@ -240,9 +371,9 @@ def per_minute(wall_s: float) -> float:
 
 
 if __name__ == "__main__":
-    args = parse_args(__doc__.splitlines()[0])
+    args = parse_args(__doc__.splitlines()[0], ("--waits", "only the takeover and the restart report"))
     quiet_logging()
-    figures = asyncio.run(main())
+    figures = asyncio.run(main(args.waits))
     report(figures)
     if args.json:
         emit_json(figures)

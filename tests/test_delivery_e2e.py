@@ -21,6 +21,7 @@ pytestmark = pytest.mark.quick_tests
 def quick_retries(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(delivery, "RETRY_DELAYS", (0.05, 0.05))
     monkeypatch.setattr(delivery, "FLUSH_INTERVAL", 3600.0)  # only the start-up pass, unless a test asks
+    monkeypatch.setattr(delivery, "FIRST_RETRY", 0.05)
 
 
 def text_has(*words: str):
@@ -87,6 +88,37 @@ async def test_an_undelivered_summary_goes_out_after_a_restart_and_task_n_resend
         assert again[0].callback_data == summary.callback_data
         fake_telegram.press_button(USER_ID, again[0].message_id, "task:merge:1")
         await fake_telegram.await_for(lambda: "a + b" in text_now(workspace_root / "calc" / "calc.py"))
+    finally:
+        await stop_polling(bot.app)
+
+
+async def test_a_summary_owed_at_start_up_is_retried_soon_while_telegram_is_still_unwell(
+    fake_telegram, fake_anthropic, tmp_path, workspace_root
+) -> None:
+    """A restart's first pass over the outbox meets Telegram's 502 twice: the summary still goes out at the third pass,
+    seconds later, not a whole FLUSH_INTERVAL (an hour here) later."""
+    from telegram_bot.app import stop_polling
+
+    settings = make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root)
+    model = RoleScript()
+    fake_anthropic.handler = model
+    fix_calc(model)
+    fake_telegram.fail_next("sendMessage", error_code=502, times=1000, when=text_has("Task #1 done", "Files:"))
+    bot = await start_bot(settings, fake_telegram, fake_anthropic)
+    try:
+        await bot.runtime.crew.start_task(Caller(chat_id=USER_ID), "calc", "code", "fix add()", background=True)
+        assert (await ended(bot, 1)).status is TaskStatus.COMPLETED
+        while len(await bot.runtime.store.undelivered(delivery.MAX_ATTEMPTS)) != 1:
+            await asyncio.sleep(0.05)
+    finally:
+        await stop_polling(bot.app)
+
+    fake_telegram.clear_faults()
+    fake_telegram.fail_next("sendMessage", error_code=502, times=2, when=text_has("Task #1 done", "Files:"))
+    bot = await start_bot(settings, fake_telegram, fake_anthropic)
+    try:
+        [summary] = await fake_telegram.await_for(lambda: summaries(bot, 1) or None)
+        assert "Fixed add()." in summary.text
     finally:
         await stop_polling(bot.app)
 

@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import io
 import os
-import signal
 import threading
 from pathlib import Path
 
@@ -245,11 +243,11 @@ async def test_the_bot_restarted_mid_task_reattaches_then_a_runner_killed_mid_ta
         holder = await handle.query(AgentTask.runner)
         assert holder == "a"
         runners.serve("c")
-        orphans = host_pids(SLEEP)
+        assert host_pids(SLEEP), "the task's command runs on runner a"
         runners.procs[holder].kill()
-        for pid in orphans:  # a killed runner's commands are killed when it starts again; here, now
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        # nothing of the dead runner outlives it: its task's sandboxed command dies with it (bwrap dies with its
+        # parent, and the command's PID namespace with bwrap), before any other runner takes the task over
+        await second.tg.await_for(lambda: not host_pids(SLEEP), timeout=10)
         task = await ended(second, 3, timeout=90)
         assert task.status is TaskStatus.COMPLETED, task.error
         events = [e.detail for e in await second.runtime.store.task_events(3)]

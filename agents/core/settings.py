@@ -179,7 +179,7 @@ class Settings(BaseSettings):
     temporal_address: str = "localhost:7233"
     temporal_namespace: str = "default"
     temporal_task_queue: str = "agentlab"  # the shared queue runners claim tasks from (each also has its own)
-    temporal_heartbeat_seconds: float = Field(30.0, ge=1.0)  # a runner silent this long is lost: another takes over
+    temporal_heartbeat_seconds: float = Field(10.0, ge=1.0)  # a runner silent this long is lost: another takes over
     temporal_claim_seconds: float = Field(600.0, ge=1.0)  # no runner takes the task within this: it is `interrupted`
     temporal_takeovers: int = Field(1, ge=0)  # how often a task lost with its runner moves to another one
     runner_name: str | None = None  # `agentlab runner`: its name in the cluster (default: host name and process id)

@@ -2,7 +2,10 @@
 
 A summary, a proposal or an answer goes into the store's `deliveries` outbox before the first try; a failed send
 (a 5xx, a timeout) is retried with backoff, and what is still undelivered stays in the outbox and is sent again by
-a background flusher and after a restart. The task's status never depends on it.
+a background flusher and after a restart. The task's status never depends on it. The flusher's first pass runs at
+start-up, so what finished while the bot was down (or could not be delivered before it stopped) goes out at once;
+while a pass leaves something undelivered, the next one comes sooner than the regular interval (1 s, 2 s, 4 s … up to
+it), so a Telegram that is slow to come back after a restart costs seconds, not a whole interval.
 
 Once Telegram has taken a message, marking it delivered is a background write: the chat's next turn does not wait
 for it (a crash before that write means the message is sent again after the restart, never that it is lost).
@@ -24,6 +27,7 @@ log = logging.getLogger(__name__)
 
 RETRY_DELAYS = (1.0, 3.0)  # seconds between the inline tries of one send
 FLUSH_INTERVAL = 30.0  # seconds between background passes over the outbox
+FIRST_RETRY = 1.0  # after a pass that left something undelivered, the next comes this soon (doubling to the interval)
 MAX_ATTEMPTS = 50  # after this many failed tries a message is given up (and logged)
 
 
@@ -133,6 +137,11 @@ class Deliveries:
 
     async def flush(self) -> int:
         """One pass over the outbox (oldest first); returns how many were delivered."""
+        delivered, _ = await self._pass()
+        return delivered
+
+    async def _pass(self) -> tuple[int, bool]:
+        """One pass over the outbox: how many were delivered, and whether any stayed undelivered."""
         delivered, stuck = 0, set()
         earlier = set(self._settling)
         for entry in await self.store.undelivered(MAX_ATTEMPTS):
@@ -145,7 +154,7 @@ class Deliveries:
         mine = self._settling - earlier  # no chat waits on a flush: its own "delivered" marks are in before it returns
         if mine:
             await asyncio.gather(*mine, return_exceptions=True)
-        return delivered
+        return delivered, bool(stuck)
 
     async def resend(self, task_id: int, chat_id: int) -> bool:
         """Send a task's last summary or proposal again, with its buttons (for /task N). False if there is none."""
@@ -161,12 +170,19 @@ class Deliveries:
             self._flusher = asyncio.create_task(self._flush_forever(), name="deliveries-flusher")
 
     async def _flush_forever(self) -> None:
+        retry = FIRST_RETRY
         while True:
+            left = True
             try:
-                await self.flush()
+                _, left = await self._pass()
             except Exception:  # the flusher must outlive any one bad pass
                 log.exception("outbox flush failed")
-            await asyncio.sleep(self.flush_interval)
+            if left:  # Telegram (or a chat) is still unwell: look again soon, then less and less often
+                await asyncio.sleep(min(retry, self.flush_interval))
+                retry *= 2
+            else:
+                retry = FIRST_RETRY
+                await asyncio.sleep(self.flush_interval)
 
     async def close(self) -> None:
         await self.settled()
