@@ -27,7 +27,7 @@ from agents.core.errors import ToolError
 from agents.core.models import Caller, Task
 from agents.core.protocols import Notifier
 from agents.core.settings import Settings
-from agents.core.text import markdown_literal
+from agents.core.text import outside_text
 from agents.git.command import GitError
 from agents.review import diff_view
 from agents.review.launch_data import LaunchDataError, LaunchUser, check
@@ -248,7 +248,7 @@ class ReviewServer:
             text = str(err)[:1].upper() + str(err)[1:]
         with contextlib.suppress(Exception):  # the page has its answer even if the chat cannot be written to
             # the name is the user's own words (Telegram's first name): literal, never formatting or a link
-            who = f" (from the review page, by {markdown_literal(caller.user_name)})" if caller.user_name else ""
+            who = f" (from the review page, by {outside_text(caller.user_name, one_line=True)})" if caller.user_name else ""
             who = who or " (from the review page)"
             await self.notifier.send(task.chat_id, text + who)
         return text
