@@ -248,8 +248,8 @@ class ReviewServer:
             text = str(err)[:1].upper() + str(err)[1:]
         with contextlib.suppress(Exception):  # the page has its answer even if the chat cannot be written to
             # the name is the user's own words (Telegram's first name): literal, never formatting or a link
-            who = f" (from the review page, by {outside_text(caller.user_name, one_line=True)})" if caller.user_name else ""
-            who = who or " (from the review page)"
+            name = outside_text(caller.user_name, one_line=True) if caller.user_name else ""
+            who = f" (from the review page, by {name})" if name else " (from the review page)"
             await self.notifier.send(task.chat_id, text + who)
         return text
 
