@@ -86,7 +86,7 @@ class RoleCallbacks:
     async def ask_network(self, command: str) -> NetworkDecision:
         """run_command(network=true): the owner is asked (the progress message says so while it waits); the question
         names what the command will reach (the task's sandbox's egress)."""
-        spec = self.sandbox_of(Path(self.task.worktree)) if self.task.worktree else None
+        spec = self.sandbox_of(Path(self.task.worktree or "."))  # the worker's own sandbox, whatever the root
         reach = spec.egress.describe() if spec is not None else None
         return await self.network.request(
             self.task, command, lambda step: self.progress.update(step, force=True), reach
