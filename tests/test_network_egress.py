@@ -10,6 +10,7 @@ SANDBOX_NETWORK_DOMAINS only those names get out, through the bot's proxy.
 from __future__ import annotations
 
 import _socket
+import asyncio
 import dataclasses
 import json
 import socket
@@ -154,3 +155,29 @@ async def test_with_domains_only_those_names_get_out_through_the_proxy(tmp_path:
     assert any(x.startswith("HTTP/1.1 403") and "files.pythonhosted.org resolves to no public" in x for x in lines)
     assert "Network is unreachable" in result.output, result.output
     assert "the sandbox's proxy refused evil.example" in result.output
+
+
+async def test_a_service_with_the_network_gets_the_same_rules(tmp_path: Path, outside: Outside) -> None:
+    """A background service (and so an MCP server with `network: true`, started the same way) allowed the network
+    reaches the public host and is refused the metadata address."""
+    from agents.sandbox.services import TaskServices
+    from agents.sandbox.task_limits import TaskBounds
+
+    root = tmp_path.resolve()
+    (root / "probe.py").write_text(PROBE)
+    bounds = TaskBounds("egress", 1 << 30, 512)
+    spec = dataclasses.replace(allowed(root), task=bounds)
+    targets = json.dumps([(outside.metadata, PORT), (outside.public, PORT)])
+    try:
+        said = await TaskServices.of(bounds).start(spec, f"python3 probe.py '{targets}'; sleep 30", {})
+        service = TaskServices.of(bounds).services[0]
+        for _ in range(600):  # the probe's line, then the service sleeps until the task ends
+            if "PROBES" in service.log.read_text():
+                break
+            await asyncio.sleep(0.05)
+        log = service.log.read_text()
+    finally:
+        await bounds.close()
+    found = json.loads(log.split("PROBES ", 1)[1].splitlines()[0])
+    assert found[outside.public] == f"REACHED HELLO {outside.public}", (said, log)
+    assert found[outside.metadata].startswith("ConnectionRefusedError"), log

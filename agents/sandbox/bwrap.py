@@ -1,7 +1,7 @@
 """Bubblewrap confinement of a task's processes: what a sandboxed command sees, and the argv that builds it.
 
 A sandboxed command runs in fresh user, PID, mount, IPC, UTS and network namespaces (an allowed network is wired out
-by pasta, agents/sandbox/user_net.py; only where pasta is missing does it share the host's). It sees the
+to the public Internet only by agents/sandbox/user_net.py: pasta under nftables rules, or the bot's proxy). It sees the
 task's worktree read-write; the system's programs and libraries, a short list of harmless `/etc` files, the Python
 environments its tests need and the worktree's git metadata read-only; a private size-bounded `/tmp` and an empty
 home. The root of the sandbox is read-only, every capability is dropped, and resource limits (processes, file size,
