@@ -5,21 +5,19 @@ command's user and network namespaces, where the bot's user holds every capabili
   (a child `nft` would lose those capabilities on exec);
 - with `--forward SOCKET PORT`, listens on the namespace's 127.0.0.1:PORT and carries each connection to the bot's
   proxy at the unix socket SOCKET (domains mode: the proxy is the namespace's only way out);
-- prints `ready` once both are in place, then waits for its stdin to close and prints, as one JSON line, the
-  addresses the rules refused (`refused4`/`refused6` sets).
+- prints `ready` once both are in place, then waits for its stdin to close and prints one line: `refused`, then
+  the addresses the rules refused (`refused4`/`refused6` sets), separated by spaces.
 
-`setns` into a user namespace needs a single-threaded process: this script does it before anything else.
+It is started before the command's bwrap (its start-up overlaps bwrap's) and reads the sandbox's pid as the first
+line of its stdin. `setns` into a user namespace needs a single-threaded process: it joins before starting any
+thread. It imports as little as it can (no asyncio, json or re; the forwarder's modules only when it forwards): its
+start-up is on every allowed command's path.
 """
 
 from __future__ import annotations
 
-import argparse
-import asyncio
-import contextlib
 import ctypes
-import json
 import os
-import re
 import sys
 
 CLONE_NEWUSER, CLONE_NEWNET = 0x10000000, 0x40000000
@@ -62,63 +60,76 @@ class Nft:
     def refused(self) -> list[str]:
         found: list[str] = []
         for v in (4, 6):
-            with contextlib.suppress(OSError):
+            try:
                 listed = self.run(f"list set inet agentlab refused{v}")
-                elements = re.search(r"elements = \{([^}]*)\}", listed, re.S)
-                if elements:
-                    found += [e.strip() for e in elements.group(1).split(",") if e.strip()]
+            except OSError:
+                continue
+            start = listed.find("elements = {")
+            if start >= 0:
+                inside = listed[start + len("elements = {") : listed.find("}", start)]
+                found += [e.strip() for e in inside.replace("\n", " ").split(",") if e.strip()]
         return found
 
 
-async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    try:
-        while data := await reader.read(65536):
-            writer.write(data)
-            await writer.drain()
-    except OSError:
-        pass
-    finally:
-        with contextlib.suppress(OSError):
-            writer.close()
+def start_forwarder(socket_path: str, port: int) -> None:
+    """Listen on the namespace's loopback; carry each connection to the proxy's socket and back (threads)."""
+    import socket
+    import threading
 
+    def pipe(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        try:
+            sink.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
 
-async def serve(args: argparse.Namespace, nft: Nft | None) -> None:
-    server = None
-    if args.forward:
-        socket_path, port = args.forward[0], int(args.forward[1])
-
-        async def forward(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def carry(conn: socket.socket) -> None:
+        with conn, socket.socket(socket.AF_UNIX) as up:
             try:
-                up_reader, up_writer = await asyncio.open_unix_connection(socket_path)
+                up.connect(socket_path)
             except OSError:
-                writer.close()
                 return
-            await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+            back = threading.Thread(target=pipe, args=(up, conn), daemon=True)
+            back.start()
+            pipe(conn, up)
+            back.join()
 
-        server = await asyncio.start_server(forward, "127.0.0.1", port)
-    print("ready", flush=True)
-    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.buffer.read)
-    if server is not None:
-        server.close()
-    print(json.dumps(nft.refused() if nft is not None else []), flush=True)
+    def serve(server: socket.socket) -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            threading.Thread(target=carry, args=(conn,), daemon=True).start()
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", port))
+    server.listen(128)
+    threading.Thread(target=serve, args=(server,), daemon=True).start()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("pid")
-    parser.add_argument("--rules", default="")
-    parser.add_argument("--forward", nargs=2, metavar=("SOCKET", "PORT"))
-    args = parser.parse_args()
+def main(args: list[str]) -> None:
+    rules = args[args.index("--rules") + 1] if "--rules" in args else ""
+    forwarding = args[args.index("--forward") + 1 : args.index("--forward") + 3] if "--forward" in args else []
+    pid = sys.stdin.readline().strip()
     try:
-        join(args.pid)
-        nft = Nft() if args.rules else None
+        join(pid)
+        nft = Nft() if rules else None
         if nft is not None:
-            nft.run(args.rules)
-    except OSError as err:
+            nft.run(rules)
+        if forwarding:
+            start_forwarder(forwarding[0], int(forwarding[1]))
+    except (OSError, ValueError) as err:
         print(f"error: {err}", flush=True)
         sys.exit(1)
-    asyncio.run(serve(args, nft))
+    print("ready", flush=True)
+    sys.stdin.read()
+    print(" ".join(["refused", *(nft.refused() if nft is not None else [])]), flush=True)
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

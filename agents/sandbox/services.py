@@ -143,6 +143,8 @@ class TaskServices:
         log = self.folder / f"{name}.log"
         try:
             with keep_size_filter() as seccomp:
+                if net is not None:
+                    await net.prepare()
                 argv, pass_fds, _group = await confined_argv(sandbox, command, net, seccomp)
                 log.touch()
                 process = await asyncio.create_subprocess_exec(

@@ -221,6 +221,8 @@ async def _run_filtered(
     budget = bounds.disk_for(sandbox.worktree) if bounds is not None else None
     net = UserNet(sandbox.egress) if sandbox.network else None
     try:
+        if net is not None:
+            await net.prepare()
         argv, pass_fds, group = await confined_argv(sandbox, command, net, seccomp)
     except BaseException:
         if net is not None:

@@ -121,22 +121,42 @@ class UserNet:
         """(info fd, block fd) as the child sees them (passed with `pass_fds`)."""
         return self.info_write, self.block_read
 
+    async def prepare(self) -> None:
+        """Before bwrap starts: the proxy (proxy mode) and the helper, which then waits for the sandbox's pid, so its
+        start-up overlaps bwrap's. The host's addresses are read now, as the namespace is made."""
+        if self.helper is not None:
+            return
+        if self.direct:
+            args = ["--rules", egress_rules.rules(self.egress, egress_rules.host_addresses())]
+        else:
+            self.proxy = EgressProxy(self.folder, domains=self.egress.domains, private=self.egress.private)
+            self.proxy.allow_all()
+            await self.proxy.start()
+            args = ["--forward", str(self.proxy.socket_path), str(PROXY_PORT)]
+        self.helper = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-I",
+            "-S",
+            str(HELPER),
+            *args,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+
     async def attach(self) -> None:
         """Once bwrap started: wait for its sandbox's pid, wire its namespace out (pasta under the rules, or the
         proxy), then let the command run."""
         for fd in self.child_fds:
             self._close_fd(fd)
         async with asyncio.timeout(ATTACH_TIMEOUT_SECONDS):
+            await self.prepare()
             pid = await asyncio.to_thread(_read_child_pid, self.info_read)
             await _loopback_configured(pid)
             if self.direct:
-                rules = egress_rules.rules(self.egress, egress_rules.host_addresses())
-                await asyncio.gather(self._start_helper(pid, "--rules", rules), self._start_pasta(pid))
+                await asyncio.gather(self._helper_ready(pid), self._start_pasta(pid))
             else:
-                self.proxy = EgressProxy(self.folder, domains=self.egress.domains, private=self.egress.private)
-                self.proxy.allow_all()
-                await self.proxy.start()
-                await self._start_helper(pid, "--forward", str(self.proxy.socket_path), str(PROXY_PORT))
+                await self._helper_ready(pid)
         os.write(self.block_write, b"1")
 
     async def _start_pasta(self, pid: int) -> None:
@@ -163,23 +183,15 @@ class UserNet:
         if process.returncode != 0:
             raise OSError(f"pasta failed: {err.decode(errors='replace').strip()[-300:]}")
 
-    async def _start_helper(self, pid: int, *args: str) -> None:
-        """The helper in the command's namespaces (agents/sandbox/netns_helper.py); returns once it is ready."""
-        self.helper = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-I",
-            "-S",
-            str(HELPER),
-            str(pid),
-            *args,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-        )
-        assert self.helper.stdout is not None
-        said = (await self.helper.stdout.readline()).decode(errors="replace").strip()
+    async def _helper_ready(self, pid: int) -> None:
+        """Tell the helper (agents/sandbox/netns_helper.py) the sandbox's pid; return once it joined and is ready."""
+        helper = self.helper
+        assert helper is not None and helper.stdin is not None and helper.stdout is not None
+        helper.stdin.write(f"{pid}\n".encode())
+        await helper.stdin.drain()
+        said = (await helper.stdout.readline()).decode(errors="replace").strip()
         if said != "ready":
-            rest = (await self.helper.stdout.read(2000)).decode(errors="replace").strip()
+            rest = (await helper.stdout.read(2000)).decode(errors="replace").strip()
             raise OSError(f"the network rules could not be set: {' '.join((said, rest)).strip()[-400:]}")
 
     async def finish(self) -> str:
@@ -190,9 +202,10 @@ class UserNet:
         try:
             if helper is not None and helper.stdin is not None and helper.stdout is not None:
                 helper.stdin.close()
-                with contextlib.suppress(OSError, ValueError, TimeoutError):
+                with contextlib.suppress(OSError, TimeoutError):
                     async with asyncio.timeout(FINISH_SECONDS):
-                        refused = list(json.loads(await helper.stdout.readline()))
+                        said = (await helper.stdout.readline()).decode(errors="replace").split()
+                        refused = said[1:] if said[:1] == ["refused"] else []
             note = egress_rules.refused_note(refused)
             if self.proxy is not None and self.proxy.refused:
                 note += self.proxy.refused_note()
