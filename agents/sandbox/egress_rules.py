@@ -217,6 +217,12 @@ def rules(egress: Egress, hosts: Iterable[str]) -> str:
         "    type filter hook output priority 0; policy accept;",
         '    oifname "lo" accept',
         f"    ip daddr {DNS_ADDRESS} meta l4proto {{ tcp, udp }} th dport 53 accept",
+        # the link's own housekeeping, answered by pasta and never carried out: IPv6 neighbour and router discovery
+        # (to link-local and solicited-node addresses) passes; the kernel's multicast listener reports and IGMP are
+        # dropped quietly (they are not the command's connections)
+        "    icmpv6 type { nd-router-solicit, nd-neighbor-solicit, nd-neighbor-advert } accept",
+        "    ip6 daddr ff02::/16 meta l4proto ipv6-icmp drop",
+        "    meta l4proto igmp drop",
     ]
 
     def refuse(v: int, match: str) -> list[str]:

@@ -21,17 +21,27 @@ import os
 import sys
 
 CLONE_NEWUSER, CLONE_NEWNET = 0x10000000, 0x40000000
+NS_GET_USERNS = 0xB701  # _IO(0xb7, 0x1): the user namespace that owns a namespace
 
 
 def join(pid: str) -> None:
+    """Join the user namespace that owns the command's network namespace (NS_GET_USERNS: as an unprivileged user,
+    bwrap moves the command into a nested user namespace after setting up, where no capability over the network
+    namespace is held), then the network namespace."""
+    import fcntl
+
     libc = ctypes.CDLL(None, use_errno=True)
-    for kind, flag in (("user", CLONE_NEWUSER), ("net", CLONE_NEWNET)):
-        fd = os.open(f"/proc/{pid}/ns/{kind}", os.O_RDONLY)
+    net = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY)
+    try:
+        owner = fcntl.ioctl(net, NS_GET_USERNS)
         try:
-            if libc.setns(fd, flag) != 0:
-                raise OSError(ctypes.get_errno(), f"cannot join the command's {kind} namespace")
+            for fd, flag, kind in ((owner, CLONE_NEWUSER, "user"), (net, CLONE_NEWNET, "net")):
+                if libc.setns(fd, flag) != 0:
+                    raise OSError(ctypes.get_errno(), f"cannot join the command's {kind} namespace")
         finally:
-            os.close(fd)
+            os.close(owner)
+    finally:
+        os.close(net)
 
 
 class Nft:

@@ -26,6 +26,7 @@ import asyncio
 import atexit
 import contextlib
 import ctypes.util
+import fcntl
 import functools
 import json
 import logging
@@ -47,6 +48,7 @@ LOOPBACK_WAIT_POLLS = 2000  # of about a millisecond each
 PASTA_OPTIONS = ("--config-net", "--no-map-gw", "-t", "none", "-u", "none", "-T", "none", "-U", "none", "-q")
 PASTA_DNS = ("--dns-forward", DNS_ADDRESS)  # DNS sent there goes to the host's resolver, through pasta
 HELPER = Path(__file__).with_name("netns_helper.py")
+NS_GET_USERNS = 0xB701  # ioctl: the user namespace that owns a namespace
 FINISH_SECONDS = 5.0
 PROXY_URL = f"http://127.0.0.1:{PROXY_PORT}"
 NO_PROXY = "localhost,127.0.0.1,::1"
@@ -160,23 +162,34 @@ class UserNet:
         os.write(self.block_write, b"1")
 
     async def _start_pasta(self, pid: int) -> None:
+        """pasta attached to the namespace, joining the user namespace that owns it (as an unprivileged user bwrap
+        runs the command in a nested one, where pasta would hold no capability over the network namespace)."""
         pid_file = self.folder / "pasta.pid"
         runas = ["--runas", "0"] if os.geteuid() == 0 else []  # as root pasta would drop to nobody and fail
-        process = await asyncio.create_subprocess_exec(
-            pasta_path() or "pasta",
-            *runas,
-            *PASTA_OPTIONS,
-            *PASTA_DNS,
-            "-P",
-            str(pid_file),
-            "--userns",
-            f"/proc/{pid}/ns/user",
-            "--netns",
-            f"/proc/{pid}/ns/net",
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.PIPE,
-        )
+        net = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            owner = fcntl.ioctl(net, NS_GET_USERNS)
+        finally:
+            os.close(net)
+        try:
+            process = await asyncio.create_subprocess_exec(
+                pasta_path() or "pasta",
+                *runas,
+                *PASTA_OPTIONS,
+                *PASTA_DNS,
+                "-P",
+                str(pid_file),
+                "--userns",
+                f"/proc/self/fd/{owner}",
+                "--netns",
+                f"/proc/{pid}/ns/net",
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.PIPE,
+                pass_fds=(owner,),
+            )
+        finally:
+            os.close(owner)
         _, err = await process.communicate()  # pasta forks into the background once the namespace is set up
         with contextlib.suppress(OSError, ValueError):
             self.pasta_pid = int(pid_file.read_text().strip())
