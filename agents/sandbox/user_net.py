@@ -17,7 +17,9 @@ bwrap keeps the command's network namespace unshared even when the network is al
   HTTP_PROXY / HTTPS_PROXY point at it, so package managers, git and curl work; other protocols do not get out.
 
 After the command the helper says which addresses the rules refused, and the proxy which names: `finish()` returns
-the note the command's output ends with.
+the note the command's output ends with. Both pasta and the helper join the user namespace that *owns* the network
+namespace (ioctl NS_GET_USERNS): for a bot that is not root, bwrap runs the command in a nested user namespace (after
+mounting /dev), where they would hold no capability over it.
 """
 
 from __future__ import annotations
