@@ -14,6 +14,7 @@ import asyncio
 import dataclasses
 import json
 import socket
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -43,8 +44,15 @@ print("PROBES " + json.dumps(out))
 
 @pytest.fixture(scope="module")
 def outside() -> Iterator[Outside]:
-    with outside_network() as place:
+    try:
+        made = outside_network()
+        place = made.__enter__()
+    except subprocess.CalledProcessError as err:  # e.g. a container that may not make network namespaces
+        pytest.skip(f"the test network cannot be made here: {err.stderr.strip()}")
+    try:
         yield place
+    finally:
+        made.__exit__(None, None, None)
 
 
 @pytest.fixture
