@@ -35,10 +35,11 @@ from agents.git.command import GitError, run_git
 from agents.llm.tls import client_tls
 from agents.sandbox import bwrap, task_disk
 from agents.sandbox.bwrap import keep_size_filter_program
+from agents.sandbox.egress_rules import egress_for
 from agents.sandbox.process_cap import pids_parent
 from agents.sandbox.task_cgroup import support as task_cgroup_support
 from agents.sandbox.task_limits import disk_budget, sandbox_limit_warnings
-from agents.sandbox.user_net import available as user_net_available
+from agents.sandbox.user_net import direct as direct_network
 from agents.store.database import Store
 from agents.store.migrations import LATEST_VERSION
 from agents.tools import browser
@@ -615,7 +616,8 @@ async def check_sandbox(settings: Settings) -> Check:
             "run the bot where it may make cgroups (root, or a delegated cgroup) and install passt",
         )
     cgroup = task_cgroup_support()
-    net = "user-mode via pasta" if user_net_available() else "the host's"
+    egress = egress_for(settings.sandbox_network_domains, settings.sandbox_network_private)
+    net = "the public Internet only, via pasta" if direct_network(egress) else "the bot's HTTP proxy only"
     if cgroup.available:
         root_note = f" ({cgroup.description}; an allowed network is {net})"
     elif pids_parent() is not None:
@@ -628,6 +630,24 @@ async def check_sandbox(settings: Settings) -> Check:
     else:
         root_note = ""
     return Check(Level.ok, "sandbox", f"bubblewrap confines commands (network: {settings.sandbox_network}){root_note}")
+
+
+def check_network_reach(settings: Settings) -> Check | None:
+    """What a command allowed the network reaches (SANDBOX_NETWORK_DOMAINS, SANDBOX_NETWORK_PRIVATE); a warning when
+    private addresses are opened to it. None with SANDBOX_NETWORK=off."""
+    if settings.sandbox_network == "off":
+        return None
+    egress = egress_for(settings.sandbox_network_domains, settings.sandbox_network_private)
+    if egress.private:
+        return Check(
+            Level.warn,
+            "network reach",
+            "SANDBOX_NETWORK_PRIVATE opens private addresses to every command allowed the network: "
+            + ", ".join(str(n) for n in egress.private)
+            + " (what listens there, a database or an admin page, is reachable too)",
+            "keep it to the one mirror or registry that needs it (a single address, not a range), or leave it empty",
+        )
+    return Check(Level.ok, "network reach", f"a command allowed the network reaches {egress.describe()}")
 
 
 async def check_disk_bound(settings: Settings) -> Check:
@@ -944,6 +964,7 @@ async def run_checks(settings: Settings) -> list[Check]:
         _guarded("MCP", lambda: check_mcp_servers(settings)),
         _guarded("database", lambda: check_database(settings)),
         _guarded("sandbox", lambda: check_sandbox(settings)),
+        _guarded("network reach", lambda: check_network_reach(settings)),
         _guarded("disk budget", lambda: check_disk_bound(settings)),
         _guarded("task disks", lambda: check_task_disks(settings)),
         _guarded("task engine", lambda: check_task_engine(settings)),

@@ -6,12 +6,14 @@ median of 5 runs of a 20-test pytest suite each. Target: ≤ 15 ms added per com
 
 Variants of `true`: plain; sandboxed as a command outside a task (a pids cgroup of its own); sandboxed as a task's
 command (joins the task's memory+pids cgroup, the task's disk budget watched); and that with the network
-allowed (its own namespace, pasta attached; only where pasta is installed). A task's command joins the task's
+allowed (its own namespace, pasta attached under the public-only nftables rules; only where pasta is installed),
+and with the network allowed for SANDBOX_NETWORK_DOMAINS (no pasta: the bot's proxy, reached through the rules'
+helper, is its only way out; where the code has it). A task's command joins the task's
 network namespace (`nsenter` + bwrap `--share-net`) where a command outside a task makes its own: "task" vs
 "sandbox" is that cost, beside the cgroup; run the script of the commit before for today's "task" figure. Also: the
 time to make a task's namespace (once per task, median of 20) and what holds it (no process: two open descriptors).
 
-Run: .venv/bin/python bench/sandbox.py [--json]
+Run: .venv/bin/python bench/sandbox.py [--json] [--runs N]
 """
 
 from __future__ import annotations
@@ -40,7 +42,12 @@ except ImportError:  # before tasks had their own network namespace
     TaskNet = None
 from agents.sandbox.user_net import available as pasta_available
 
-RUNS = 200
+try:
+    from agents.sandbox.egress_rules import Egress
+except ImportError:  # before the allowed network had domains
+    Egress = None
+
+RUNS = int(sys.argv[sys.argv.index("--runs") + 1]) if "--runs" in sys.argv else 200
 SUITE_RUNS = 5
 TARGET_MS = 15.0
 SUITE = "\n".join(f"def test_{i}():\n    assert sum(range({i})) == {i * (i - 1) // 2}\n" for i in range(20))
@@ -72,6 +79,8 @@ async def main() -> dict:
         variants: dict[str, SandboxSpec | None] = {"plain": None, "sandbox": command_only, "task": task}
         if pasta_available():
             variants["task+net"] = task.with_network(True)
+        if Egress is not None:
+            variants["task+domains"] = dataclasses.replace(task.with_network(True), egress=Egress(("pypi.org",)))
         times: dict[str, list[float]] = {name: [] for name in variants}
         for _ in range(5):  # warm-up
             for spec in variants.values():
@@ -106,7 +115,7 @@ async def main() -> dict:
     figures["suite_task_ms"] = statistics.median(suite["task"])
     print(f"trivial command (`true`, {RUNS} runs each, interleaved); task cgroup: {figures['task_cgroup']}")
     for name in times:
-        line = f"  {name:9} p50 {figures[f'{name}_p50_ms']:6.1f} ms   p95 {figures[f'{name}_p95_ms']:6.1f} ms"
+        line = f"  {name:12} p50 {figures[f'{name}_p50_ms']:6.1f} ms   p95 {figures[f'{name}_p95_ms']:6.1f} ms"
         if name != "plain":
             line += (
                 f"   added p50 {figures[f'{name}_added_p50_ms']:6.1f} ms  p95 {figures[f'{name}_added_p95_ms']:6.1f} ms"

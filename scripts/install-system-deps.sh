@@ -1,11 +1,13 @@
 #!/bin/sh
 # Install the Debian packages agentlab uses. Required: bubblewrap (the sandbox every task command runs in; without it
-# commands are refused). Recommended: passt (pasta: the user-mode network of a command allowed the network, without the
-# host's loopback), ripgrep (the agents' grep tool). Optional: chromium (frontend worker screenshots and browser),
+# commands are refused). Recommended: passt and nftables (pasta: the user-mode network of a command allowed the network;
+# nftables: the rules that keep it to the public Internet; without either it gets out through the bot's HTTP proxy
+# only), ripgrep (the agents' grep tool). Optional: chromium (frontend worker screenshots and browser),
 # espeak-ng (spoken test fixtures). Skips quietly when they are present or when we cannot install.
 need=""
 command -v bwrap >/dev/null 2>&1 || need="$need bubblewrap"
 command -v pasta >/dev/null 2>&1 || need="$need passt"
+command -v nft >/dev/null 2>&1 || [ -x /usr/sbin/nft ] || need="$need nftables"
 command -v rg >/dev/null 2>&1 || need="$need ripgrep"
 command -v chromium >/dev/null 2>&1 || need="$need chromium"
 command -v espeak-ng >/dev/null 2>&1 || need="$need espeak-ng"

@@ -379,7 +379,8 @@ def test_non_git_workspace_alone_keeps_exit_zero(ready_env: Path, workspace_root
 async def test_sandbox_check_says_what_the_machine_cannot_bound(
     settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """No cgroup hierarchy to make a task cgroup in, no pasta on PATH: doctor warns about both."""
+    """No cgroup hierarchy to make a task cgroup in, no pasta on PATH: doctor warns about both (an allowed network
+    then goes out through the bot's proxy only)."""
     from agents.sandbox import task_cgroup
 
     bin_dir = tmp_path / "only-bwrap"
@@ -394,7 +395,7 @@ async def test_sandbox_check_says_what_the_machine_cannot_bound(
         task_cgroup.support.cache_clear()
     assert check.level is Level.warn, check
     assert "no per-task cgroup" in check.detail and "RLIMIT_AS" in check.detail
-    assert "pasta" in check.detail and "loopback" in check.detail
+    assert "passt" in check.detail and "through the bot's HTTP proxy" in check.detail
 
 
 def test_voice_engine_says_which_is_active_and_how_fast_the_last_notes_were(
@@ -481,3 +482,16 @@ def test_the_disk_check_names_the_bound_in_force(settings: Settings) -> None:
     assert "64 MB per task (SANDBOX_MAX_DISK_MB" in check.detail, check.detail
     assert "hard per file, 64 MB (RLIMIT_FSIZE" in check.detail and "polling" in check.detail, check.detail
     assert "fallocate --keep-size" in check.detail, check.detail
+
+
+def test_network_reach_says_what_an_allowed_command_reaches_and_warns_of_opened_private_addresses(
+    settings: Settings,
+) -> None:
+    check = dr.check_network_reach(settings.model_copy(update={"sandbox_network_domains": ("packages",)}))
+    assert check is not None and check.level is Level.ok and "only these domains" in check.detail
+    assert "pypi.org" in check.detail
+    opened = settings.model_copy(update={"sandbox_network_private": ("192.168.1.20/32",)})
+    check = dr.check_network_reach(opened)
+    assert check is not None and check.level is Level.warn
+    assert "SANDBOX_NETWORK_PRIVATE" in check.detail and "192.168.1.20/32" in check.detail
+    assert dr.check_network_reach(settings.model_copy(update={"sandbox_network": "off"})) is None

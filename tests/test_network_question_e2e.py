@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from tests.conftest import USER_ID, BotHarness
+from tests.conftest import USER_ID, BotHarness, running_bot
 from tests.support.questions import ask_with, asking_bot, deny_and_wait, utf16_slice  # noqa: F401  (asking_bot: a fixture)
 
 # untested_calc: these tests look at neither the verdict nor the task's end, so calc has no tests (tests/conftest.py)
@@ -93,3 +93,35 @@ async def test_a_command_cannot_close_the_code_block_or_speak_as_the_bot(asking_
     closed = [e for e in question.entities if e["type"] in ("pre", "code")]
     assert len(closed) == 1
     assert utf16_slice(question.text, closed[0]["offset"], closed[0]["length"]).strip("\n") == command
+
+
+async def test_the_question_says_an_allowed_command_reaches_any_public_address(asking_bot: BotHarness) -> None:
+    """Without SANDBOX_NETWORK_DOMAINS the owner is told what Allow gives: public addresses, not this machine."""
+    question = await ask_with(asking_bot, "pip install requests")
+    assert "it reaches any public address (not this machine" in (question.text or ""), question.text
+    await deny_and_wait(asking_bot, question)
+
+
+async def test_the_question_names_the_domains_the_workspace_narrowed_them_to(
+    fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo
+) -> None:
+    """SANDBOX_NETWORK_DOMAINS=packages, and the workspace's `.agentlab.toml` narrows it to PyPI (a domain outside
+    the owner's list, which a repository may not add, is dropped): the question names exactly what Allow opens."""
+    (workspace_root / "calc" / ".agentlab.toml").write_text(
+        '[network]\ndomains = ["pypi.org", "files.pythonhosted.org", "evil.example"]\n'
+    )
+    async with running_bot(
+        fake_telegram,
+        fake_anthropic,
+        tmp_path,
+        workspace_root,
+        bot_repo,
+        sandbox_network="ask",
+        sandbox_network_answer_seconds=20,
+        sandbox_network_domains="packages",
+    ) as bot:
+        question = await ask_with(bot, "pip install requests")
+        text = question.text or ""
+        assert "only these domains and their sub-domains: pypi.org, files.pythonhosted.org." in text, text
+        assert "evil.example" not in text and "npmjs" not in text
+        await deny_and_wait(bot, question)

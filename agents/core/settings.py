@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from datetime import tzinfo
 from pathlib import Path
@@ -155,6 +156,33 @@ class Settings(BaseSettings):
     sandbox_tmp_mb: int = Field(1024, ge=16)  # the private /tmp and home (memory-backed)
     sandbox_max_services: int = Field(4, ge=0)  # run_command(background=true) services running at once per task
     sandbox_read_paths: Annotated[tuple[Path, ...], NoDecode] = ()  # extra read-only folders (e.g. /opt/node)
+    # what an allowed network reaches (agents/sandbox/egress_rules.py): always only public addresses; with domains
+    # only those (and their sub-domains; `packages` = the package registries' preset); `private`: addresses or
+    # ranges (a LAN package mirror) that are the only private ones reachable
+    sandbox_network_domains: Annotated[tuple[str, ...], NoDecode] = ()
+    sandbox_network_private: Annotated[tuple[str, ...], NoDecode] = ()
+
+    @field_validator("sandbox_network_domains", mode="before")
+    @classmethod
+    def _split_domains(cls, value: object) -> object:
+        names = _comma_list(value)
+        for name in names:
+            if not _DOMAIN.fullmatch(name):
+                raise ValueError(f"{name!r} is not a domain name (or the preset `packages`)")
+        return names
+
+    @field_validator("sandbox_network_private", mode="before")
+    @classmethod
+    def _split_networks(cls, value: object) -> object:
+        found = []
+        for item in _comma_list(value):
+            try:
+                found.append(str(ipaddress.ip_network(item, strict=False)))
+            except ValueError:
+                raise ValueError(
+                    f"{item!r} is not an IP address or range (such as 192.168.1.20 or 10.8.0.0/16)"
+                ) from None
+        return tuple(found)
 
     # --- MCP servers and the browser: agents/tools/mcp_config.py, mcp_client.py, browser.py ------------
     mcp_config: Path | None = None  # the owner's .mcp.json-shaped file (never read from a repository)
@@ -417,3 +445,12 @@ def load_settings(**overrides: Any) -> Settings:
         return Settings(**overrides)
     except ValidationError as err:
         raise SettingsError(f"configuration error: {describe_validation_error(err)}") from None
+
+
+_DOMAIN = re.compile(r"(\*\.)?([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.?")
+
+
+def _comma_list(value: object) -> tuple[str, ...]:
+    """A comma-separated settings value (or a list) as a tuple of its lower-cased, stripped, non-empty items."""
+    items = value.split(",") if isinstance(value, str) else value if isinstance(value, list | tuple) else [value]
+    return tuple(str(item).strip().lower() for item in items if str(item).strip())

@@ -1,7 +1,7 @@
 """Bubblewrap confinement of a task's processes: what a sandboxed command sees, and the argv that builds it.
 
 A sandboxed command runs in fresh user, PID, mount, IPC, UTS and network namespaces (an allowed network is wired out
-by pasta, agents/sandbox/user_net.py; only where pasta is missing does it share the host's). It sees the
+to the public Internet only by agents/sandbox/user_net.py: pasta under nftables rules, or the bot's proxy). It sees the
 task's worktree read-write; the system's programs and libraries, a short list of harmless `/etc` files, the Python
 environments its tests need and the worktree's git metadata read-only; a private size-bounded `/tmp` and an empty
 home. The root of the sandbox is read-only, every capability is dropped, and resource limits (processes, file size,
@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agents.core.secrets_filter import without_url_credentials
+from agents.sandbox.egress_rules import Egress
 from agents.sandbox.safe_paths import checkout_venv
 from agents.sandbox.task_limits import TaskBounds
 from agents.sandbox.temp_folders import temp_folder, temp_prefix
@@ -183,6 +184,7 @@ class SandboxSpec:
     writable: tuple[Path, ...] = ()  # folders of the bot's own (e.g. a test report's) bound read-write, same place
     task: TaskBounds | None = field(default=None, compare=False)  # the task's cgroup and disk budget (task_limits.py)
     mounts: tuple[tuple[Path, str], ...] = ()  # (host folder, place in the sandbox) bound read-only, e.g. service logs
+    egress: Egress = field(default_factory=Egress)  # what an allowed network reaches (agents/sandbox/egress_rules.py)
 
     def with_network(self, network: bool) -> SandboxSpec:
         return dataclasses.replace(self, network=network)
@@ -378,13 +380,15 @@ def bwrap_argv(
     user_net: tuple[int, int] | None = None,
     joined: bool = False,
     seccomp: int | None = None,
+    resolv_conf: Path | None = None,
 ) -> list[str]:
     """The argv that runs `command` with `shell -c` inside the sandbox described by `spec`, cwd = the worktree.
 
     With `user_net` (info fd, block fd; agents/sandbox/user_net.py) an allowed network stays a namespace of its own that
     pasta attaches to before the command runs; without it an allowed network is the host's. `joined`: bwrap is
     started inside the task's network namespace already (agents/sandbox/task_net.py) and keeps it. `seccomp`: a
-    descriptor of `keep_size_filter`, passed to bwrap."""
+    descriptor of `keep_size_filter`, passed to bwrap. `resolv_conf`: shown as `/etc/resolv.conf` (the resolver an
+    allowed network may use)."""
     argv = [bwrap, "--unshare-all"]
     if seccomp is not None:
         argv += ["--seccomp", str(seccomp)]
@@ -400,6 +404,8 @@ def bwrap_argv(
         elif path.is_dir():
             argv += ["--ro-bind", system, system]
     argv += ["--ro-bind", str(etc_copy()), "/etc"]  # one bind instead of ~40: each costs ~0.7 ms of start-up
+    if resolv_conf is not None:
+        argv += ["--ro-bind", str(resolv_conf), "/etc/resolv.conf"]
     argv += [
         "--proc",
         "/proc",

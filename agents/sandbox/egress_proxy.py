@@ -1,4 +1,5 @@
-"""The browser's only way out of its task: an HTTP proxy the bot runs, reached through a unix socket.
+"""The browser's only way out of its task, and a command's in domains mode: an HTTP proxy the bot runs, reached
+through a unix socket.
 
 The frontend worker's browser lives in the task's network namespace: loopback only, so it reaches the task's services
 on `localhost` and nothing else. A page outside the task (a reference site) is reached only through this proxy, and
@@ -9,8 +10,12 @@ connection to the socket: Chromium is started with `--proxy-server=http://127.0.
 by default, sends loopback addresses directly, never to the proxy.
 
 The proxy connects from the bot's network, so it never connects to an address of the bot's machine or its private
-networks (loopback, private, link-local, reserved, multicast), whatever name resolved to it. Plain-HTTP requests are
-sent with `Connection: close`, so one proxied connection never carries a second request to another host.
+networks (loopback, private, link-local, reserved, multicast), nor to any of the machine's own addresses (a public one
+included), whatever name resolved to it; `private` networks (SANDBOX_NETWORK_PRIVATE) are the only exception. With
+`domains` (SANDBOX_NETWORK_DOMAINS) only those names and their sub-domains are served. A command allowed the network in
+domains mode reaches the proxy the same way (agents/sandbox/user_net.py). A refusal says why in its status line, which
+is what pip, npm, git and curl show. Plain-HTTP requests are sent with `Connection: close`, so one proxied connection
+never carries a second request to another host.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ import logging
 import socket
 from pathlib import Path
 from urllib.parse import urlsplit
+
+from agents.sandbox.egress_rules import IPNetwork, domain_allowed, host_addresses
 
 log = logging.getLogger(__name__)
 
@@ -54,15 +61,26 @@ def public(address: str) -> bool:
 class EgressProxy:
     """One task's proxy: `start()` listens on `socket_path`, `allow`/`allow_all` open hosts, `close()` ends it."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, domains: tuple[str, ...] = (), private: tuple[IPNetwork, ...] = ()) -> None:
         self.folder = folder
+        self.domains = domains
+        self.private = private
         self.socket_path = folder / "proxy.sock"
         self.hosts: set[str] = set()
         self.everything = False
         self.refused: list[str] = []  # hosts asked for and refused (the browser's tools say so)
         self._server: asyncio.AbstractServer | None = None
         self._connections: set[asyncio.Task[None]] = set()
-        self.address_ok = public  # tests point a host at a local listener through this
+        self.address_ok = self.reachable  # tests point a host at a local listener through this
+        self._own = host_addresses()
+
+    def reachable(self, address: str) -> bool:
+        """Whether the proxy may connect to `address`: public and not the machine's own, or in `private`."""
+        bare = address.split("%", 1)[0]
+        if bare in self._own:
+            return False
+        ip = ipaddress.ip_address(bare)
+        return public(bare) or any(ip in network for network in self.private)
 
     async def start(self) -> None:
         self._server = await asyncio.start_unix_server(self._serve, path=str(self.socket_path), limit=HEAD_LIMIT)
@@ -75,9 +93,33 @@ class EgressProxy:
         self.everything = True
 
     def allowed(self, host: str) -> bool:
-        return self.everything or host.lower().strip("[]") in self.hosts
+        host = host.lower().strip("[]")
+        if self.domains and not domain_allowed(host, self.domains):
+            return False
+        return self.everything or host in self.hosts
+
+    def refusal(self, host: str) -> str:
+        """Why `host` is refused, for the client (the status line) and the command's output."""
+        if self.domains and not domain_allowed(host, self.domains):
+            return f"{host} is not in the allowed domains (SANDBOX_NETWORK_DOMAINS)"
+        return f"{host} was not allowed by the owner"
+
+    def refused_note(self) -> str:
+        """After a command in domains mode: the names the proxy refused, once."""
+        hosts = ", ".join(dict.fromkeys(self.refused))
+        self.refused.clear()
+        return (
+            f"\n[the sandbox's proxy refused {hosts}: an allowed command reaches only "
+            f"{', '.join(self.domains) if self.domains else 'public addresses'}]"
+            if hosts
+            else ""
+        )
 
     async def close(self) -> None:
+        self.shut()
+
+    def shut(self) -> None:
+        """Stop serving: the server, every connection, the socket file."""
         if self._server is not None:
             self._server.close()
             self._server = None
@@ -113,7 +155,7 @@ class EgressProxy:
         host = host.strip("[]")
         if not self.allowed(host):
             self.refused.append(host)
-            return await _refuse(writer, 403, f"{host} was not allowed by the owner")
+            return await _refuse(writer, 403, self.refusal(host))
         upstream = await self._connect(host, port)
         if upstream is None:
             return await _refuse(writer, 403, f"{host} resolves to no public address")
@@ -158,7 +200,7 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
 
 async def _refuse(writer: asyncio.StreamWriter, status: int, why: str) -> None:
     body = f"agentlab: {why}\n".encode()
-    reason = {400: "Bad Request", 403: "Forbidden"}[status]
+    reason = {400: "Bad Request", 403: "Forbidden"}[status] + f" (agentlab: {why})"  # clients show the status line
     writer.write(
         f"HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain\r\nContent-Length: {len(body)}\r\n"
         "Connection: close\r\n\r\n".encode()

@@ -123,6 +123,7 @@ class _Pending:
     message_id: int | None
     answer: asyncio.Future[str]
     subject: Subject
+    reach: str | None = None  # what an allowed command will reach, said under the command
     copies: list[tuple[int, int]] = field(default_factory=list)  # (chat, message) of a question handed to owners
 
     def asked_in(self, chat_id: int) -> bool:
@@ -159,9 +160,14 @@ class NetworkGate:
         self._ids = itertools.count(int(time.time() * 1000) % 10**12)
 
     async def request(
-        self, task: Task, command: str, waiting: Callable[[str], Awaitable[None]] | None = None
+        self,
+        task: Task,
+        command: str,
+        waiting: Callable[[str], Awaitable[None]] | None = None,
+        reach: str | None = None,
     ) -> NetworkDecision:
-        """Whether `command` of `task` may run with the network; `waiting(step)` tells the progress message."""
+        """Whether `command` of `task` may run with the network; `waiting(step)` tells the progress message; `reach`
+        (egress_rules.Egress.describe) is what the question says the command will be able to reach."""
         if self.policy is NetworkPolicy.ON:
             return await self._record(task, True, "allowed (SANDBOX_NETWORK=on)", command)
         if self.policy is NetworkPolicy.OFF:
@@ -173,7 +179,7 @@ class NetworkGate:
             )
         if task.id in self._allowed_tasks:
             return await self._record(task, True, "allowed (allowed for this task earlier)", command)
-        choice, how = await self._ask(task, command, NETWORK, waiting)
+        choice, how = await self._ask(task, command, NETWORK, waiting, reach)
         if choice == FOR_TASK:
             self._allowed_tasks.add(task.stored_id)
         await self._record(task, choice in (ONCE, FOR_TASK), how, command)
@@ -216,14 +222,19 @@ class NetworkGate:
         )
 
     async def _ask(
-        self, task: Task, text: str, subject: Subject, waiting: Callable[[str], Awaitable[None]] | None
+        self,
+        task: Task,
+        text: str,
+        subject: Subject,
+        waiting: Callable[[str], Awaitable[None]] | None,
+        reach: str | None = None,
     ) -> tuple[str | None, str]:
         """Post the question (the whole `text` first as a file when it is too long), wait for a button; returns
         the choice (None: no answer in time) and how it was decided, after the question lost its buttons."""
         request_id = next(self._ids)
         answer: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         file_name = command_file_name(task.stored_id, request_id, subject.file_word)
-        pending = _Pending(task.chat_id, task.stored_id, text, file_name, None, answer, subject)
+        pending = _Pending(task.chat_id, task.stored_id, text, file_name, None, answer, subject, reach)
         self._pending[request_id] = pending
         await self.store.add_event(
             TaskEvent(
@@ -257,10 +268,11 @@ class NetworkGate:
     async def _post(self, task: Task, pending: _Pending, request_id: int) -> None:
         """Post the question: in the task's conversation, or, for a member's task, where the owners see it."""
         subject = pending.subject
+        reach = f"Allowed, it reaches {markdown_literal(pending.reach)}.\n" if pending.reach else ""
         question = (
             f"{subject.icon} **Task #{task.id}** {subject.question}:\n"
             f"{command_shown(pending.command, pending.file_name, subject.noun)}\n"
-            f"No answer in {self.answer_seconds:g} s means no."
+            f"{reach}No answer in {self.answer_seconds:g} s means no."
         )
         if not fits_in_message(pending.command):  # the file first, so the whole command is there before any button
             await self.notifier.send_document(

@@ -45,7 +45,6 @@ from agents.sandbox.shell import confined_argv
 from agents.sandbox.task_limits import TaskBounds
 from agents.sandbox.temp_folders import temp_folder
 from agents.sandbox.user_net import UserNet
-from agents.sandbox.user_net import available as user_net_available
 
 LOG_CAP_BYTES = 64 << 20  # the services' logs of a task without a disk budget (SANDBOX=off has no services anyway)
 START_WAIT_SECONDS = 10.0
@@ -139,16 +138,20 @@ class TaskServices:
                 f"the task already runs {self.bounds.max_services} services (SANDBOX_MAX_SERVICES); "
                 "stop one (kill its process) or reuse it"
             )
-        net = UserNet() if sandbox.network and user_net_available() else None
+        net = UserNet(sandbox.egress) if sandbox.network else None
         log = self.folder / f"{name}.log"
         try:
             with keep_size_filter() as seccomp:
+                if net is not None:
+                    await net.prepare()
                 argv, pass_fds, _group = await confined_argv(sandbox, command, net, seccomp)
                 log.touch()
                 process = await asyncio.create_subprocess_exec(
                     *argv,
                     cwd=sandbox.worktree,
-                    env=sandbox_env(env, sandbox) | {k: v for k, v in env.items() if stdio},
+                    env=sandbox_env(env, sandbox)
+                    | (net.env() if net is not None else {})
+                    | {k: v for k, v in env.items() if stdio},
                     stdin=asyncio.subprocess.PIPE if stdio else asyncio.subprocess.DEVNULL,
                     stdout=asyncio.subprocess.PIPE,
                     stderr=asyncio.subprocess.PIPE if stdio else asyncio.subprocess.STDOUT,

@@ -29,7 +29,6 @@ from agents.sandbox.bwrap import (
 from agents.sandbox.process_cap import PidsCap
 from agents.sandbox.task_cgroup import TaskCgroup
 from agents.sandbox.user_net import UserNet
-from agents.sandbox.user_net import available as user_net_available
 
 log = logging.getLogger(__name__)
 
@@ -220,14 +219,16 @@ async def _run_filtered(
 ) -> CommandResult:
     bounds = sandbox.task
     budget = bounds.disk_for(sandbox.worktree) if bounds is not None else None
-    net = UserNet() if sandbox.network and user_net_available() else None
+    net = UserNet(sandbox.egress) if sandbox.network else None
     try:
+        if net is not None:
+            await net.prepare()
         argv, pass_fds, group = await confined_argv(sandbox, command, net, seccomp)
     except BaseException:
         if net is not None:
             net.close()
         raise
-    environment = sandbox_env(environment, sandbox)
+    environment = sandbox_env(environment, sandbox) | (net.env() if net is not None else {})
     cap = None if group is not None and group.bounds_processes else PidsCap.create(sandbox.limits.max_processes)
     if cap is not None:  # the process limit that holds for root too (agents/sandbox/process_cap.py)
         argv = cap.wrap(argv)
@@ -259,16 +260,20 @@ async def _run_filtered(
             pass_fds=pass_fds,
             on_start=on_start,
         )
+    except BaseException:
+        if net is not None:
+            net.close()
+        raise
     finally:
         if watcher is not None and not watcher.done():
             if tripped:
                 await asyncio.wait({watcher})
             else:
                 watcher.cancel()
-        if net is not None:
-            net.close()
         if cap is not None:  # removed in the background: its last processes may take a moment to leave it
             cap.close_later()
+    if net is not None:  # what the network rules and the proxy refused, so the worker sees why
+        result.output += await net.finish()
     if watcher is not None and watcher.done() and not watcher.cancelled() and watcher.exception() is None:
         result.stopped = watcher.result()
     elif budget is not None and await budget.over():
@@ -314,6 +319,7 @@ async def confined_argv(
         user_net=net.child_fds if net is not None else None,
         joined=join,
         seccomp=seccomp,
+        resolv_conf=net.resolv_conf if net is not None else None,
     )
     pass_fds: tuple[int, ...] = net.child_fds if net is not None else ()
     if seccomp is not None:

@@ -34,6 +34,7 @@ from agents.sandbox.task_cgroup import TaskCgroup
 from agents.sandbox.task_cgroup import support as task_cgroup_support
 from agents.sandbox.task_net import TaskNet
 from agents.sandbox.user_net import available as user_net_available
+from agents.sandbox.user_net import nft_available
 
 log = logging.getLogger(__name__)
 
@@ -254,10 +255,11 @@ def sandbox_limit_warnings(network_possible: bool) -> list[str]:
     found = task_cgroup_support()
     if not found.available:
         warnings.append(f"no per-task cgroup: {found.description}")
-    if network_possible and not user_net_available():
+    missing = [name for name, there in (("passt", user_net_available()), ("nftables", nft_available())) if not there]
+    if network_possible and missing:
         warnings.append(
-            "pasta (Debian package passt) is not installed: a command allowed the network shares the host's "
-            "network, its loopback (the bot's own ports, local databases) included; install it "
-            "(scripts/install-system-deps.sh)"
+            f"{' and '.join(missing)} not installed: a command allowed the network reaches it only through the "
+            "bot's HTTP proxy (public addresses; other protocols do not get out); install "
+            f"{' and '.join(missing)} (scripts/install-system-deps.sh)"
         )
     return warnings

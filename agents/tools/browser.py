@@ -29,6 +29,7 @@ from agents.core.errors import ToolError
 from agents.core.models import WorkerKind
 from agents.sandbox.bwrap import SandboxSpec
 from agents.sandbox.egress_proxy import FORWARDER, PROXY_PORT, EgressProxy
+from agents.sandbox.egress_rules import domain_allowed
 from agents.sandbox.network_gate import NetworkDecision
 from agents.sandbox.task_limits import TaskBounds
 from agents.sandbox.temp_folders import temp_folder
@@ -173,7 +174,8 @@ class BrowserRun:
             return start(self.config, sandbox, bounds)
         folder = temp_folder("proxy", bounds.name)
         folder.chmod(0o755)
-        self.proxy = EgressProxy(folder)
+        # the same egress as the task's commands: public addresses only, the allowed domains, the opened private ranges
+        self.proxy = EgressProxy(folder, domains=sandbox.egress.domains, private=sandbox.egress.private)
         proxy = self.proxy
 
         async def close() -> None:
@@ -224,6 +226,8 @@ class BrowserRun:
                     f"{url} is outside the task and this browser has no way out (SANDBOX_NETWORK=off or no sandbox); "
                     "open the task's own pages on localhost"
                 )
+            if self.proxy.domains and not domain_allowed(host, self.proxy.domains):
+                raise ToolError(f"{url} was not opened: {self.proxy.refusal(host)}")
             decision = await ask(f"open {url} in the browser ({tool})")
             if not decision.allowed:
                 raise ToolError(f"{url} was not opened: {decision.explanation}")

@@ -26,6 +26,7 @@ from agents.core.models import WorkerKind
 from agents.core.secrets_filter import remember
 from agents.core.settings import Settings
 from agents.sandbox.bwrap import SYSTEM_DIRS, SandboxSpec, spec_for
+from agents.sandbox.egress_rules import egress_for
 from agents.sandbox.services import start_sandboxed_stdio, stdio_env
 from agents.sandbox.shell import child_env
 from agents.sandbox.task_limits import TaskBounds
@@ -255,7 +256,8 @@ async def probe(config: McpServerConfig, settings: Settings, call: str | None = 
         sandbox = None
         if settings.sandbox != "off":
             spec = spec_for(Path(folder), extra_read_only=settings.sandbox_read_paths)
-            sandbox = dataclasses.replace(spec, task=bounds)
+            egress = egress_for(settings.sandbox_network_domains, settings.sandbox_network_private)
+            sandbox = dataclasses.replace(spec, task=bounds, egress=egress)
         timeouts = McpTimeouts(settings.mcp_start_timeout_seconds, settings.mcp_call_timeout_seconds)
         session = McpSession(config.name, connector(config, sandbox, bounds), timeouts.start, timeouts.call)
         try:

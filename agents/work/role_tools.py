@@ -82,8 +82,13 @@ class RoleCallbacks:
         await self.store.record_usage(usage_record(response, agent, task.chat_id, task.id, task.user_id))
 
     async def ask_network(self, command: str) -> NetworkDecision:
-        """run_command(network=true): the owner is asked (the progress message says so while it waits)."""
-        return await self.network.request(self.task, command, lambda step: self.progress.update(step, force=True))
+        """run_command(network=true): the owner is asked (the progress message says so while it waits); the question
+        names what the command will reach (the task's sandbox's egress)."""
+        spec = self.sandbox_of(Path(self.task.worktree or "."))  # the worker's own sandbox, whatever the root
+        reach = spec.egress.describe() if spec is not None else None
+        return await self.network.request(
+            self.task, command, lambda step: self.progress.update(step, force=True), reach
+        )
 
     async def pictures(self, pictures: list[tuple[str, bytes]]) -> None:
         """Images an MCP tool returned (the browser's screenshots): each also goes to the chat."""

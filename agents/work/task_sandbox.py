@@ -15,6 +15,7 @@ from pathlib import Path
 from agents.core.models import Task
 from agents.core.settings import Settings
 from agents.sandbox.bwrap import ResourceLimits, SandboxMode, SandboxSpec, spec_for
+from agents.sandbox.egress_rules import egress_for
 from agents.sandbox.task_limits import DiskBudget, TaskBounds, disk_budget
 
 
@@ -70,5 +71,7 @@ class TaskSandboxes:
             tmp_bytes=s.sandbox_tmp_mb << 20,
         )
         spec = spec_for(root, repository=repository, limits=limits, extra_read_only=[*s.sandbox_read_paths, *read_only])
+        egress = egress_for(s.sandbox_network_domains, s.sandbox_network_private, repository)
+        spec = dataclasses.replace(spec, egress=egress)
         bounds = self.bounds.get(task.stored_id) if task is not None else None
         return dataclasses.replace(spec, task=bounds) if bounds is not None else spec

@@ -1,0 +1,95 @@
+"""What an allowed network may reach, as the settings, a workspace's `.agentlab.toml` and the proxy read it (no root
+needed: tests/test_network_egress.py plays the commands against a real neighbourhood)."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from agents.core.settings import Settings
+from agents.sandbox import egress_rules
+from agents.sandbox.egress_proxy import EgressProxy
+from agents.sandbox.egress_rules import Egress, egress_for, parse_domains, parse_networks
+
+
+def test_the_packages_preset_and_domains_are_read_and_a_bad_name_is_refused() -> None:
+    found = parse_domains(["packages", "Example.COM.", "*.corp.example"])
+    assert {"pypi.org", "files.pythonhosted.org", "registry.npmjs.org", "crates.io", "proxy.golang.org"} <= set(found)
+    assert {"deb.debian.org", "github.com", "objects.githubusercontent.com"} <= set(found)
+    assert found[-2:] == ("example.com", "corp.example")
+    with pytest.raises(ValueError, match="not a domain name"):
+        parse_domains(["pypi.org/simple"])
+    assert egress_rules.domain_allowed("files.pythonhosted.org", ["pythonhosted.org"])
+    assert not egress_rules.domain_allowed("evilpythonhosted.org", ["pythonhosted.org"])
+
+
+def test_settings_refuse_a_bad_domain_or_range_naming_the_key(tmp_path: Path) -> None:
+    base = {"telegram_bot_token": "1:x", "anthropic_api_key": "k", "allowed_user_ids": "1", "workspace_path": tmp_path}
+    good = Settings(_env_file=None, **base, sandbox_network_domains="packages, a.example", sandbox_network_private="")
+    assert good.sandbox_network_domains == ("packages", "a.example") and good.sandbox_network_private == ()
+    for key, value in (("sandbox_network_domains", "a b"), ("sandbox_network_private", "10.0.0.300")):
+        with pytest.raises(ValueError, match=key):
+            Settings(_env_file=None, **base, **{key: value})
+
+
+def test_a_workspace_may_narrow_the_owners_domains_but_never_widen_them(tmp_path: Path) -> None:
+    (tmp_path / ".agentlab.toml").write_text('[network]\ndomains = ["pypi.org", "evil.example"]\n')
+    assert egress_for(["packages"], [], tmp_path).domains == ("pypi.org",)
+    assert egress_for([], ["10.1.0.0/16"], tmp_path) == Egress(
+        ("pypi.org", "evil.example"), parse_networks(["10.1.0.0/16"])
+    )
+    (tmp_path / ".agentlab.toml").write_text('[network]\ndomains = ["evil.example"]\n')
+    assert egress_for(["pypi.org"], [], tmp_path).domains == ("pypi.org",)  # nothing left: the owner's list
+    (tmp_path / ".agentlab.toml").write_text("[network\n")
+    assert egress_for(["pypi.org"], [], tmp_path).domains == ("pypi.org",)  # unreadable: the owner's list
+
+
+def test_the_question_names_the_reach() -> None:
+    assert Egress().describe().startswith("any public address")
+    narrowed = Egress(("pypi.org",), parse_networks(["192.168.1.20"]))
+    assert narrowed.describe() == (
+        "only these domains and their sub-domains: pypi.org; and the private networks 192.168.1.20/32"
+    )
+
+
+@pytest.mark.skipif(shutil.which("nft") is None, reason="nftables is not installed (scripts/install-system-deps.sh)")
+def test_the_rules_are_valid_nftables_and_refuse_the_hosts_addresses_before_the_opened_ranges() -> None:
+    text = egress_rules.rules(Egress(private=parse_networks(["10.7.0.0/16", "fd12::/64"])), ["10.7.0.1", "fd12::1"])
+    checked = subprocess.run(["nft", "-c", "-f", "-"], input=text, capture_output=True, text=True)
+    if checked.returncode != 0 and "Operation not permitted" in checked.stderr:
+        pytest.skip("nft -c needs CAP_NET_ADMIN here")
+    assert checked.returncode == 0, checked.stderr
+    assert text.index("@host4") < text.index("10.7.0.0/16 }") < text.index("@blocked4")
+
+
+async def _ask(proxy: EgressProxy, request: bytes) -> bytes:
+    reader, writer = await asyncio.open_unix_connection(str(proxy.socket_path))
+    writer.write(request)
+    await writer.drain()
+    answer = await reader.read()
+    writer.close()
+    return answer
+
+
+async def test_the_proxy_serves_only_the_domains_and_never_the_machines_own_addresses(tmp_path: Path) -> None:
+    """A name outside the domains is refused with the reason in the status line (what pip and curl print), before
+    any look-up; the machine's own address is refused even inside an opened private range."""
+    proxy = EgressProxy(tmp_path, domains=("pypi.org",), private=parse_networks(["127.0.0.0/8"]))
+    proxy.allow_all()
+    await proxy.start()
+    try:
+        answer = await _ask(proxy, b"CONNECT evil.example:443 HTTP/1.1\r\nHost: evil.example:443\r\n\r\n")
+        status = answer.split(b"\r\n", 1)[0]
+        assert status == b"HTTP/1.1 403 Forbidden (agentlab: evil.example is not in the allowed domains " + (
+            b"(SANDBOX_NETWORK_DOMAINS))"
+        ), answer
+        assert proxy.allowed("files.pypi.org") and not proxy.allowed("pypi.org.evil.example")
+        assert proxy.refused == ["evil.example"] and "refused evil.example" in proxy.refused_note()
+        own = next(iter(a for a in egress_rules.host_addresses() if a.startswith("127.")), "127.0.0.1")
+        assert not proxy.reachable(own) and proxy.reachable("127.0.0.2")  # opened, but not one of the machine's
+    finally:
+        await proxy.close()
