@@ -499,8 +499,10 @@ def _png_or_jpeg_size(raw: bytes) -> tuple[int, int] | None:
     return None
 
 
-_PAGE_OBJECT = re.compile(rb"/Type\s*/Page\b(?!s).*?/MediaBox\s*\[\s*([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)", re.S)
-_SHOWN_TEXT = re.compile(rb"\((.*?)(?<!\\)\)\s*Tj", re.S)
+_PAGE_OBJECT = re.compile(
+    rb"/Type\s*/Page\b(?!s)[^>]{0,300}?/MediaBox\s*\[\s*([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)", re.S
+)
+_SHOWN_TEXT = re.compile(rb"\(((?:[^()\\]|\\.)*)\)\s*Tj", re.S)  # a string shown by Tj
 
 
 def media_tokens(block: dict[str, Any]) -> int:
