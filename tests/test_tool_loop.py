@@ -201,3 +201,20 @@ async def test_a_warning_comes_a_few_steps_before_the_limit_and_the_wrap_up_asks
         client=RoleScript([say("done")]), model="m", system="s", toolbox=toolbox([]), limits=Limits()
     ).run("x")
     assert (await w.wrap_up(finished)) is finished, "only a step-limit stop is wrapped up"
+
+
+async def test_a_long_wait_ahead_keeps_the_cache_for_an_hour() -> None:
+    from agents.work.task_corrections import LONG_TEST_SECONDS, cache_ttl_for
+
+    model = RoleScript([say("one"), say("two")])
+    w = Worker(client=model, model="m", system="sys", toolbox=toolbox([]), limits=Limits())
+    await w.run("first")
+    assert model.calls[0]["system"][0]["cache_control"] == {"type": "ephemeral"}
+    w.loop.cache_ttl = cache_ttl_for(LONG_TEST_SECONDS + 60)  # the bot's test run took longer than the cache lives
+    await w.run("a correction")
+    breakpoints = [
+        model.calls[1]["system"][0]["cache_control"],
+        model.calls[1]["messages"][-1]["content"][-1]["cache_control"],
+    ]
+    assert breakpoints == [{"type": "ephemeral", "ttl": "1h"}] * 2
+    assert cache_ttl_for(30) == "5m"

@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 import anthropic
 
@@ -151,6 +151,7 @@ class ToolLoop:
     reasoning: Reasoning | None = None  # thinking and effort parameters of each request (agents/llm/reasoning.py)
     streamed: bool = False  # stream each request even without an answer stream: max_tokens may pass ~21k then
     warn_steps: int = 0  # this many steps before the step limit the model is told so (0: never)
+    cache_ttl: Literal["5m", "1h"] = "5m"  # "1h": the cache outlives a long wait (a test run) before the next request
     messages: list[dict[str, Any]] = field(default_factory=list)
     # the API's own count of the last request: (how many messages it had, its input tokens, cached ones included)
     measured: tuple[int, int] | None = None
@@ -226,15 +227,19 @@ class ToolLoop:
         for m in messages:
             for b in m["content"]:
                 b.pop("cache_control", None)
-        messages[-1]["content"][-1]["cache_control"] = EPHEMERAL
+        messages[-1]["content"][-1]["cache_control"] = self._cache_control()
         return messages
+
+    def _cache_control(self) -> dict[str, str]:
+        """Every breakpoint of a request with the same lifetime (the API wants longer ones first)."""
+        return EPHEMERAL if self.cache_ttl == "5m" else {**EPHEMERAL, "ttl": self.cache_ttl}
 
     def _request(self, without_tools: bool) -> dict[str, Any]:
         tools = self.toolbox.specs()  # no breakpoint of their own: the system's breakpoint caches them too
         params: dict[str, Any] = dict(
             model=self.model_name,
             max_tokens=self.max_output_tokens,
-            system=[{"type": "text", "text": self.system, "cache_control": EPHEMERAL}],
+            system=[{"type": "text", "text": self.system, "cache_control": self._cache_control()}],
             messages=self.request_messages(),
         )
         if tools:

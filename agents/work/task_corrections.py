@@ -10,7 +10,7 @@ on a prompt to step back (agents/work/turn_notes.py).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from agents.core.models import Task, TaskEvent
 from agents.git.commits import CommitResult
@@ -22,6 +22,14 @@ from agents.work.progress import Progress
 from agents.work.task_checkout import TaskCheckouts
 from agents.work.turn_notes import correction_notes, criteria_nudge, diffstat, rerun_command
 from agents.work.worker import Ending, Worker, WorkerResult
+
+LONG_TEST_SECONDS = 240.0  # a test run this long outlasts most of the prompt cache's default five minutes
+
+
+def cache_ttl_for(test_seconds: float) -> Literal["5m", "1h"]:
+    """The cache lifetime of the worker's next turns: one hour when the bot's test run (which each correction waits
+    on) takes long enough that a five-minute cache would be gone when the correction arrives."""
+    return "1h" if test_seconds >= LONG_TEST_SECONDS else "5m"
 
 
 @dataclass
@@ -60,6 +68,7 @@ class Corrections:
         while run.result.finished or run.result.stop is Ending.STEP_LIMIT:
             await progress.update("running tests", force=True)
             run.verdict = await checks.check(tree.path)
+            worker.loop.cache_ttl = cache_ttl_for(run.verdict.after.duration)
             await self.store.add_event(TaskEvent(task_id=task.stored_id, kind="tests", detail=run.verdict.detail()))
             if not run.result.finished:  # out of steps: its report and this test run are its ending
                 break
