@@ -312,3 +312,30 @@ async def test_the_apis_own_count_decides_when_to_stub() -> None:
     assert all(not r.startswith("[result removed") for r in last[-KEEP_RECENT:])
     before = [b["content"] for m in model.calls[-2]["messages"] for b in m["content"] if b.get("type") == "tool_result"]
     assert not any(r.startswith("[result removed") for r in before), "nothing stubbed before the API's count said so"
+
+
+def test_picture_sizes_are_read_from_their_headers_and_scaled_as_the_api_does() -> None:
+    import base64
+    import io
+
+    from PIL import Image
+
+    from agents.llm.context_budget import IMAGE_UNKNOWN_TOKENS, image_tokens, media_tokens
+
+    def block(fmt: str, size: tuple[int, int]) -> dict:
+        out = io.BytesIO()
+        Image.new("RGB", size, (200, 10, 10)).save(
+            out, fmt, **({"exif": b"Exif\0\0" + b"\0" * 5000} if fmt == "JPEG" else {})
+        )
+        media = f"image/{fmt.lower()}"
+        return {
+            "type": "image",
+            "source": {"type": "base64", "media_type": media, "data": base64.b64encode(out.getvalue()).decode()},
+        }
+
+    for fmt in ("PNG", "JPEG", "GIF", "WEBP"):
+        assert media_tokens(block(fmt, (1280, 800))) == image_tokens(1280, 800), fmt
+    assert image_tokens(1280, 800) == 1366 and image_tokens(390, 844) == 439  # under the limits: w × h / 750
+    assert 1500 <= image_tokens(4000, 3000) <= 1600, "scaled down to about 1.15 megapixels first"
+    url = {"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}}
+    assert media_tokens(url) == IMAGE_UNKNOWN_TOKENS

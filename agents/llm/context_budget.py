@@ -78,6 +78,9 @@ def _jpeg_size(data: bytes) -> tuple[int, int] | None:
         if data[i] != 0xFF:
             return None
         marker = data[i + 1]
+        if marker == 0xFF:  # fill bytes before a marker
+            i += 1
+            continue
         if marker in (0xD8, 0x01) or 0xD0 <= marker <= 0xD7:
             i += 2
             continue
