@@ -201,7 +201,7 @@ class ToolLoop:
                         raise _LimitReached(Ending.STEP_LIMIT)
                     if total_tokens(self.usage) >= limits.max_tokens:
                         raise _LimitReached(Ending.TOKEN_LIMIT)
-                    if self.warn_steps and limits.max_steps - steps == self.warn_steps and steps and self.messages:
+                    if self._warn_now(limits, steps):
                         self.messages[-1]["content"].append(
                             {"type": "text", "text": steps_left_note(self.warn_steps, limits.max_steps)}
                         )
@@ -218,6 +218,11 @@ class ToolLoop:
             return self._stopped(Ending.TIME_LIMIT, steps)
         finally:
             self._deadline = None
+
+    def _warn_now(self, limits: Limits, steps: int) -> bool:
+        """Whether the step about to start is the one to warn before (the newest turn is the user's to add to)."""
+        due = self.warn_steps and steps and limits.max_steps - steps == self.warn_steps
+        return bool(due and self.messages and self.messages[-1]["role"] == "user")
 
     def request_messages(self) -> list[dict[str, Any]]:
         """The messages of the next request. The one place they are assembled (a steering note goes in here)."""
