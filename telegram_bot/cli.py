@@ -349,6 +349,15 @@ def cmd_eval_routing(args: argparse.Namespace) -> int:
         return 2
 
 
+def cmd_eval_tasks(args: argparse.Namespace) -> int:
+    """Run the task fixtures end to end through the bot's machinery and print how the workers did."""
+    from agents.evals import tasks
+
+    settings = load_settings()
+    _configure_logging("WARNING", settings.log_format)
+    return asyncio.run(tasks.main(settings, scripted=args.scripted, runs=args.runs, only=args.only or ()))
+
+
 # ------------------------------------------------------------------------------------------------------------ main
 
 
@@ -399,6 +408,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="runs of each case; routing that changes between runs is reported (default: 3)",
     )
     routing.set_defaults(func=cmd_eval_routing)
+    task_eval = eval_sub.add_parser(
+        "tasks",
+        help="run small repositories with real bugs end to end and report how the workers did",
+        description="Start a task on each fixture repository (Python and JavaScript bugs, one for the frontend "
+        "worker) through the bot's own machinery (worktree, sandbox, worker, the bot's test run, corrections) with "
+        "the configured model, and print per fixture: the first-try ✔ rate, the ✔ rate, corrections, steps, "
+        "tokens, cost and time. --scripted plays each fixture's known fix instead (no key, no cost).",
+    )
+    task_eval.add_argument("--scripted", action="store_true", help="a scripted model instead of the API")
+    task_eval.add_argument(
+        "--runs", type=_positive_int, default=3, metavar="N", help="runs of each fixture (default 3)"
+    )
+    task_eval.add_argument("--only", nargs="+", metavar="NAME", help="only these fixtures (e.g. py-slug js-total)")
+    task_eval.set_defaults(func=cmd_eval_tasks)
     return parser
 
 

@@ -14,12 +14,13 @@ import pytest
 
 from agents.core.models import TaskStatus
 from agents.llm.client import explain_api_error
-from agents.llm.context_budget import KEEP_RECENT, estimate_request_tokens, fit_messages
+from agents.llm.context_budget import KEEP_RECENT, estimate_request_tokens, fit_messages, fixed_tokens
+from agents.llm.tool_loop import Ending, Limits, ToolLoop
 from agents.tools import file_tools
 from agents.tools.toolbox import Audit, Tool, Toolbox
 from tests.conftest import USER_ID, BotHarness, git, make_settings, start_bot
 from tests.fakes import anthropic_server as claude_says
-from tests.scripted import RoleScript
+from tests.scripted import RoleScript, call, say
 from tests.support.tasks import start_task
 
 TOO_LONG = "prompt is too long: 215000 tokens > 200000 maximum"
@@ -198,3 +199,143 @@ async def test_prompt_too_long_twice_fails_the_task_with_the_true_reason(small_w
     )
     assert "context window" in failed.text and "refused the request as invalid" not in failed.text
     assert len(model.requests["code"]) == 2, "one retry, no more"
+
+
+# --- the estimate: the API's own count, pictures and PDFs at their cost -------------------------------------------
+
+
+def png(width: int, height: int, padding: int) -> str:
+    """A PNG of `width` × `height` (blank), `padding` bytes of noise in an ancillary chunk (a screenshot's weight)."""
+    import base64
+    import os
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    pixels = zlib.compress(b"".join(b"\0" + b"\0" * 3 * width for _ in range(height)))
+    raw = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"zzNz", os.urandom(padding))
+    return base64.b64encode(raw + chunk(b"IDAT", pixels) + chunk(b"IEND", b"")).decode()
+
+
+def pdf(pages: int, chars_per_page: int, padding: int) -> str:
+    """A letter-size PDF of `pages` pages, each showing `chars_per_page` characters, with `padding` bytes of
+    embedded data (a scanned picture's weight)."""
+    import base64
+    import os
+
+    parts = [b"%PDF-1.4\n"]
+    for i in range(pages):
+        text = (f"Page {i} " + "lorem ipsum dolor sit amet " * chars_per_page)[:chars_per_page]
+        parts.append(f"{3 + i} 0 obj << /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] >> endobj\n".encode())
+        parts.append(f"BT /F1 12 Tf 72 720 Td ({text}) Tj ET\n".encode())
+    parts.append(b"2 0 obj << /Type /Pages /Count %d >> endobj\n" % pages)
+    parts.append(b"stream\n" + os.urandom(padding) + b"\nendstream\n%%EOF\n")
+    return base64.b64encode(b"".join(parts)).decode()
+
+
+def screenshot_result(tool_id: str, data: str) -> dict:
+    picture = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}}
+    return {"type": "tool_result", "tool_use_id": tool_id, "content": [picture, {"type": "text", "text": "desktop"}]}
+
+
+def reads_and_screenshots() -> list[dict]:
+    """10 reads of ~6 KB of code and two ~400 KB screenshots, as a frontend worker's conversation has them."""
+    messages = conversation(10, 6000)
+    for i, size in ((10, (1280, 800)), (11, (390, 844))):
+        messages.append(
+            {"role": "assistant", "content": [{"type": "tool_use", "id": f"t{i}", "name": "screenshot", "input": {}}]}
+        )
+        messages.append({"role": "user", "content": [screenshot_result(f"t{i}", png(*size, padding=300_000))]})
+    return messages
+
+
+def within(estimate: int, true: int, share: float = 0.2) -> bool:
+    return abs(estimate - true) <= true * share
+
+
+def test_screenshots_count_as_pictures_and_every_read_is_kept() -> None:
+    from tests.fakes.anthropic_server import count_input_tokens
+
+    messages = reads_and_screenshots()
+    assert len(json.dumps(messages)) > 800_000, "two screenshots of about 400 KB each"
+    true = count_input_tokens({"model": "m", "messages": messages})
+    estimate = estimate_request_tokens(messages)
+    assert within(estimate, true), (estimate, true)
+    assert fit_messages(messages, 200_000) is messages, "all ten reads stay: the conversation is far from the window"
+
+
+def test_a_pdf_counts_by_its_pages() -> None:
+    from tests.fakes.anthropic_server import count_input_tokens
+
+    document = {
+        "type": "document",
+        "source": {"type": "base64", "media_type": "application/pdf", "data": pdf(12, 2000, 2_000_000)},
+    }
+    messages = [{"role": "user", "content": [document, {"type": "text", "text": "summarise this report"}]}]
+    true = count_input_tokens({"model": "m", "messages": messages})
+    estimate = estimate_request_tokens(messages)
+    assert within(estimate, true), (estimate, true)
+    assert fit_messages(messages, 200_000) is messages
+
+
+def test_the_system_prompt_and_tools_count_without_the_apis_figure() -> None:
+    from tests.fakes.anthropic_server import count_input_tokens
+
+    system = "You are a worker. " * 400
+    tools = [
+        {"name": f"tool{i}", "description": "does a thing " * 40, "input_schema": {"type": "object"}} for i in range(8)
+    ]
+    messages = conversation(2, 500)
+    true = count_input_tokens({"model": "m", "system": system, "tools": tools, "messages": messages})
+    assert within(estimate_request_tokens(messages, fixed_tokens(system, tools)), true)
+
+
+async def test_the_apis_own_count_decides_when_to_stub() -> None:
+    """The API said the conversation is at 16k tokens of a 20k window: the next request stubs old results, though
+    their text alone would look small."""
+
+    async def read_file(path: str) -> str:
+        return f"{path}: " + "x" * 1000
+
+    box = Toolbox([Tool("read_file", "read", {}, read_file, read_only=True)], Audit(None, agent="test"))
+    replies = [call("read_file", {"path": f"f{i}.py"}) for i in range(5)]
+    replies += [call("read_file", {"path": "f5.py"}, input_tokens=16_000), say("done")]
+    model = RoleScript(replies)
+    loop = ToolLoop(model=model, model_name="m", system="sys", toolbox=box, context_window=20_000)
+    loop.add_user_turn([{"type": "text", "text": "read them all"}])
+    assert (await loop.run(Limits())).ending is Ending.FINISHED
+    last = [b["content"] for m in model.calls[-1]["messages"] for b in m["content"] if b.get("type") == "tool_result"]
+    assert last[0].startswith("[result removed to save context: read_file f0.py"), last[0]
+    assert all(not r.startswith("[result removed") for r in last[-KEEP_RECENT:])
+    before = [b["content"] for m in model.calls[-2]["messages"] for b in m["content"] if b.get("type") == "tool_result"]
+    assert not any(r.startswith("[result removed") for r in before), "nothing stubbed before the API's count said so"
+
+
+def test_picture_sizes_are_read_from_their_headers_and_scaled_as_the_api_does() -> None:
+    import base64
+    import io
+
+    from PIL import Image
+
+    from agents.llm.context_budget import IMAGE_UNKNOWN_TOKENS, image_tokens, media_tokens
+
+    def block(fmt: str, size: tuple[int, int]) -> dict:
+        out = io.BytesIO()
+        Image.new("RGB", size, (200, 10, 10)).save(
+            out, fmt, **({"exif": b"Exif\0\0" + b"\0" * 5000} if fmt == "JPEG" else {})
+        )
+        media = f"image/{fmt.lower()}"
+        return {
+            "type": "image",
+            "source": {"type": "base64", "media_type": media, "data": base64.b64encode(out.getvalue()).decode()},
+        }
+
+    for fmt in ("PNG", "JPEG", "GIF", "WEBP"):
+        assert media_tokens(block(fmt, (1280, 800))) == image_tokens(1280, 800), fmt
+    assert image_tokens(1280, 800) == 1366 and image_tokens(390, 844) == 439  # under the limits: w × h / 750
+    assert 1500 <= image_tokens(4000, 3000) <= 1600, "scaled down to about 1.15 megapixels first"
+    url = {"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}}
+    assert media_tokens(url) == IMAGE_UNKNOWN_TOKENS

@@ -32,7 +32,7 @@ RANKS = {
     "agents.engine": 6.5,  # TASK_ENGINE=temporal: runs the work layer's executor on runners; runtime/doctor use it
     "agents.review": 6.5,  # the review page (a Mini App): its server, launch data, diff renderer; runtime starts it
     "agents": 7,  # the top: runtime, doctor
-    "agents.evals": 7,  # `agentlab eval …`: not part of the bot
+    "agents.evals": 7.5,  # `agentlab eval …`: not part of the bot; the task eval drives the whole runtime
     "telegram_bot.render": 8,
     "telegram_bot": 9,
 }

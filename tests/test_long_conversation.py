@@ -8,7 +8,7 @@ from agents.core.models import ChatMessage, Proposal, Role, TaskStatus
 from agents.core.text import estimate_tokens
 from tests.conftest import USER_ID, make_settings, start_bot
 from tests.fakes import anthropic_server as claude_says
-from tests.scripted import RoleScript
+from tests.scripted import RoleScript, last_user_text
 from tests.support.tasks import final_summary
 
 
@@ -97,6 +97,7 @@ async def test_unverified_criteria_are_reported_not_done(bot) -> None:
         claude_says.tool_use("verify_criterion", {"index": 1, "evidence": "app.py defines greet"}),
         claude_says.tool_use("verify_criterion", {"index": 7, "evidence": "nonsense"}),
         claude_says.text("Added greet()."),
+        claude_says.text("README.md is not mine to change, so greet() stays undocumented."),
     )
     bot.say("add greet to group therapy")
     task, summary = await final_summary(bot, 1)
@@ -104,6 +105,9 @@ async def test_unverified_criteria_are_reported_not_done(bot) -> None:
     assert "1. greet() exists in app.py" in first_turn and "2. greet() is documented" in first_turn
     bad = model.requests["code"][3]["messages"][-1]["content"][0]
     assert bad["is_error"] and "numbered 1..2" in bad["content"]
+    nudge = last_user_text(model.requests["code"][4])  # one turn to verify what is left, and only that
+    assert "not verified yet" in nudge and "2. greet() is documented" in nudge and "1. greet()" not in nudge
+    assert len(model.requests["code"]) == 5, "one nudge, no more"
     assert task.status is TaskStatus.BLOCKED
     assert "not done: 1 of 2 acceptance criteria unverified" in summary.text
     assert "1/2 verified" in summary.text and "✖ 2." in summary.text

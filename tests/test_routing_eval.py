@@ -59,6 +59,10 @@ def test_shipped_cases_load_and_cover_every_label() -> None:
     assert sum(c.input is InputMethod.VOICE for c in cases) >= 30, "speech transcripts are a large part of the set"
     assert all(c.pending_workspaces for c in cases if c.label in ("approval", "reject")), "a decision needs a proposal"
     assert all(c.tasks for c in cases if c.label == "cancel"), "cancelling needs a running task"
+    assert sum(not c.text.isascii() for c in cases) >= 5, "messages in other languages"
+    assert sum(c.text.startswith("[attachment #") for c in cases) >= 3, "messages with photos and files"
+    injections = [c for c in cases if "ignore previous instructions" in c.text.lower() or "approve all" in c.text]
+    assert injections and all(c.label == "direct" for c in injections), "quoted orders are data, never a route"
     situations = {(c.text, c.model_dump_json(exclude={"line"})) for c in cases}
     assert len(situations) == len(cases), "no duplicate cases"
     assert sum(bool(c.history) for c in cases) >= 3 and sum(bool(c.reply_to) for c in cases) >= 3
@@ -129,6 +133,12 @@ def test_case_defaults() -> None:
         (["start_task"], [{"workspace": "portfolio", "worker": " Frontend ", "instructions": "page"}], "frontend"),
         (["start_task"], [{"workspace": "calc", "worker": "test", "instructions": "tests"}], "test"),
         (["approve_proposal"], [{}], "approval"),
+        (
+            ["list_schedules", "schedule_task"],
+            [{}, {"workspace": "calc", "worker": "code", "cron": "0 9 * * 1-5"}],
+            "schedule",
+        ),
+        (["remember"], [{"text": "we use pnpm", "workspace": "portfolio"}], "note"),
         (
             ["read_file", "start_task", "start_research"],
             [{"workspace": "calc", "path": "calc.py"}, {"worker": "test"}, {"workspace": "calc", "request": "r"}],
@@ -300,10 +310,10 @@ async def test_run_eval_scores_a_scripted_orchestrator(fake_anthropic: FakeAnthr
     table = confusion_table(result.results)
     rows = table_rows(table)
     assert rows["expected"][2:] == [*LABELS, "error", "recall", "n"]
-    assert rows["direct"] == ["3", "0", "0", "0", "0", "0", "0", "0", "0", "1", "75%", "4"]
-    assert rows["frontend"] == ["0", "0", "0", "1", "1", "0", "0", "0", "0", "0", "50%", "2"]
-    assert rows["approval"] == ["0", "0", "0", "0", "0", "0", "1", "0", "0", "0", "100%", "1"]
-    assert rows["precision"] == ["100%", "-", "100%", "50%", "100%", "100%", "100%", "-", "-"]
+    assert rows["direct"] == ["3", "0", "0", "0", "0", "0", "0", "0", "0", "0", "0", "1", "75%", "4"]
+    assert rows["frontend"] == ["0", "0", "0", "1", "1", "0", "0", "0", "0", "0", "0", "0", "50%", "2"]
+    assert rows["approval"] == ["0", "0", "0", "0", "0", "0", "1", "0", "0", "0", "0", "0", "100%", "1"]
+    assert rows["precision"] == ["100%", "-", "100%", "50%", "100%", "100%", "100%", "-", "-", "-", "-"]
     assert table.splitlines()[-1] == "accuracy: 8/10 = 80.0%"
 
     assert len(lines) == 10 and all(re.match(r"\[\s*\d+/10\] (ok  |MISS) ", line) for line in lines)

@@ -148,3 +148,73 @@ async def test_streamed_turn_sends_text_then_activity_then_more_text() -> None:
     assert kinds.index("activity") > kinds.index("text")
     assert ("activity", "reading calc.py") in sink.events
     assert "".join(t for k, t in sink.events if k == "text") == "Let me look.It adds two numbers."
+
+
+async def test_read_only_calls_of_one_turn_run_together_and_their_results_keep_the_order() -> None:
+    """Three look-ups wait for each other at a barrier: run one after another they would never pass it. A write
+    between look-ups runs alone, after those before it."""
+    barrier = asyncio.Barrier(3)
+    events: list[str] = []
+
+    async def look(path: str) -> str:
+        events.append(f"start {path}")
+        async with asyncio.timeout(10):  # a failure, not a hang, when they do not run together
+            await barrier.wait()
+        events.append(f"end {path}")
+        return f"contents of {path}"
+
+    async def write(path: str) -> str:
+        events.append(f"write {path}")
+        return "written"
+
+    box = Toolbox(
+        [
+            Tool("look", "read", {"path": prop("string", "p")}, look, ["path"], read_only=True),
+            Tool("write", "write", {"path": prop("string", "p")}, write, ["path"]),
+        ],
+        Audit(None, agent="test"),
+    )
+    turn = calls(("look", {"path": "a"}), ("look", {"path": "b"}), ("look", {"path": "c"}), ("write", {"path": "d"}))
+    model = RoleScript([turn, say("done")])
+    loop = ToolLoop(model=model, model_name="m", system="sys", toolbox=box)
+    loop.add_user_turn([{"type": "text", "text": "go"}])
+    assert (await loop.run(Limits())).ending is Ending.FINISHED
+    assert events[:3] == ["start a", "start b", "start c"] and events[-1] == "write d"
+    results = model.calls[1]["messages"][-1]["content"]
+    assert [r["content"] for r in results] == ["contents of a", "contents of b", "contents of c", "written"]
+    assert [r["tool_use_id"] for r in results] == [b.id for b in turn.content]
+
+
+async def test_a_warning_comes_a_few_steps_before_the_limit_and_the_wrap_up_asks_for_the_report() -> None:
+    ran: list[str] = []
+    model = RoleScript([call("read_file", {"path": f"{i}.py"}) for i in range(4)] + [say("Report: read four files.")])
+    w = Worker(client=model, model="m", system="sys", toolbox=toolbox(ran), limits=Limits(max_steps=4), warn_steps=2)
+    stopped = await w.run("read everything")
+    assert stopped.stop is Ending.STEP_LIMIT
+    texts = [b.get("text", "") for b in model.calls[2]["messages"][-1]["content"]]
+    assert any("2 steps left before your step limit (4)" in t for t in texts), texts
+    assert not any("steps left" in str(c["messages"][-1]) for c in model.calls[:2]), "not earlier"
+    reported = await w.wrap_up(stopped)
+    assert reported.stop is Ending.STEP_LIMIT and reported.report == "Report: read four files."
+    assert model.calls[4]["tool_choice"] == {"type": "none"}
+    finished = await Worker(
+        client=RoleScript([say("done")]), model="m", system="s", toolbox=toolbox([]), limits=Limits()
+    ).run("x")
+    assert (await w.wrap_up(finished)) is finished, "only a step-limit stop is wrapped up"
+
+
+async def test_a_long_wait_ahead_keeps_the_cache_for_an_hour() -> None:
+    from agents.work.task_corrections import LONG_TEST_SECONDS, cache_ttl_for
+
+    model = RoleScript([say("one"), say("two")])
+    w = Worker(client=model, model="m", system="sys", toolbox=toolbox([]), limits=Limits())
+    await w.run("first")
+    assert model.calls[0]["system"][0]["cache_control"] == {"type": "ephemeral"}
+    w.loop.cache_ttl = cache_ttl_for(LONG_TEST_SECONDS + 60)  # the bot's test run took longer than the cache lives
+    await w.run("a correction")
+    breakpoints = [
+        model.calls[1]["system"][0]["cache_control"],
+        model.calls[1]["messages"][-1]["content"][-1]["cache_control"],
+    ]
+    assert breakpoints == [{"type": "ephemeral", "ttl": "1h"}] * 2
+    assert cache_ttl_for(30) == "5m"

@@ -28,6 +28,7 @@ from agents.core.text import estimate_tokens
 from agents.core.user_turns import UserTurns
 from agents.llm import prompts
 from agents.llm.client import explain_api_error, usage_record
+from agents.llm.reasoning import Reasoning
 from agents.llm.tool_loop import Ending, Limits, LoopResult, ToolLoop, as_model
 from agents.store.database import Store
 from agents.tools.tool_sets import orchestrator_tools
@@ -109,6 +110,7 @@ class Orchestrator:
             on_response=record,
             answer=answer,
             messages=messages,
+            reasoning=Reasoning(self.settings.orchestrator_thinking, effort=self.settings.orchestrator_effort),
         )
 
     async def _drop_refused(

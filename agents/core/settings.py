@@ -81,10 +81,17 @@ class Settings(BaseSettings):
 
     # --- workers --------------------------------------------------------------------------
     worker_max_steps: int = Field(60, ge=1)
-    worker_max_output_tokens: int = Field(16_000, ge=1024, le=21_000)
+    worker_max_output_tokens: int = Field(32_000, ge=1024, le=128_000)  # worker calls stream: past 21k is fine
     worker_max_seconds: float = Field(1800.0, gt=0)
     worker_max_tokens: int = Field(3_000_000, ge=1_000)
     max_corrections: int = Field(3, ge=0)
+    # thinking and effort (agents/llm/reasoning.py): adaptive where the model supports it, else a fixed budget
+    worker_thinking: Literal["adaptive", "enabled", "off"] = "adaptive"
+    worker_thinking_budget: int = Field(8_000, ge=1024)  # tokens, for models without adaptive thinking
+    worker_effort: Literal["", "low", "medium", "high", "xhigh", "max"] = ""  # "": the model's default
+    worker_warn_steps: int = Field(5, ge=0)  # the worker is told this many steps before its step limit (0: never)
+    orchestrator_thinking: Literal["adaptive", "enabled", "off"] = "off"
+    orchestrator_effort: Literal["", "low", "medium", "high", "xhigh", "max"] = ""
     command_timeout_seconds: float = Field(300.0, gt=0)
     test_timeout_seconds: float = Field(900.0, gt=0)
     max_concurrent_tasks: int = Field(3, ge=1)

@@ -15,8 +15,22 @@ from agents.core.models import (
 )
 from agents.evals.workspaces import CANNED_PROPOSALS
 
-Label = Literal["direct", "clarify", "research", "code", "frontend", "test", "approval", "reject", "cancel"]
-LABELS: tuple[str, ...] = ("direct", "clarify", "research", "code", "frontend", "test", "approval", "reject", "cancel")
+Label = Literal[
+    "direct", "clarify", "research", "code", "frontend", "test", "approval", "reject", "cancel", "schedule", "note"
+]
+LABELS: tuple[str, ...] = (
+    "direct",
+    "clarify",
+    "research",
+    "code",
+    "frontend",
+    "test",
+    "approval",
+    "reject",
+    "cancel",
+    "schedule",
+    "note",
+)
 
 
 WORK_TOOLS = {
@@ -24,6 +38,8 @@ WORK_TOOLS = {
     "approve_proposal": "approval",
     "reject_proposal": "reject",
     "cancel_task": "cancel",
+    "schedule_task": "schedule",
+    "remember": "note",
 }
 
 

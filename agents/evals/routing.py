@@ -116,7 +116,7 @@ def check_details(case: Case, calls: list[ToolCall], workspaces: Workspaces) -> 
     if work is None:
         return []
     wrong = []
-    if case.workspace is not None and work.name in ("start_task", "start_research"):
+    if case.workspace is not None and work.name in ("start_task", "start_research", "schedule_task"):
         got = _resolved(workspaces, work.input.get("workspace", ""))
         if got != case.workspace:
             wrong.append(f"workspace {got} (expected {case.workspace})")

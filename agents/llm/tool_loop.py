@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 import anthropic
 
@@ -25,8 +25,9 @@ from agents.core.models import Usage
 from agents.core.protocols import AnswerStream, MessageModel
 from agents.core.secrets_filter import mask
 from agents.llm.client import usage_of
-from agents.llm.context_budget import create_within_window
+from agents.llm.context_budget import create_within_window, fixed_tokens
 from agents.llm.raw_stream import stream_message
+from agents.llm.reasoning import Reasoning
 from agents.tools.toolbox import Toolbox, masked
 
 EPHEMERAL = {"type": "ephemeral"}
@@ -35,6 +36,18 @@ TRUNCATED = (
     "pieces (write_file a skeleton, then edit_file), or keep each call shorter."
 )
 STOPPED = "not run: the agent was stopped"
+WRAP_UP = (
+    "Note from the bot: you have reached your step limit, so no more tool calls can run. Write your final report "
+    "now: what you changed and why, the files touched, what you checked and how, and what is left to do."
+)
+
+
+def steps_left_note(left: int, limit: int) -> str:
+    """The warning a few steps before the step limit."""
+    return (
+        f"Note from the bot: {left} steps left before your step limit ({limit}). Finish the change you are making, "
+        "run the test command the bot judges by, and write your final report; leave the rest as next steps."
+    )
 
 
 class SdkModel:
@@ -108,6 +121,10 @@ def total_tokens(u: Usage) -> int:
     return u.input_tokens + u.output_tokens + u.cache_creation_input_tokens + u.cache_read_input_tokens
 
 
+async def _ignore(_text: str) -> None:
+    """The answer's text of a streamed request nobody watches (a worker's): gathered into its message only."""
+
+
 class _LimitReached(Exception):
     def __init__(self, ending: Ending) -> None:
         self.ending = ending
@@ -130,7 +147,13 @@ class ToolLoop:
     answer: AnswerStream | None = None  # set: each request streams, its text and tool activity go here
     inbox: Callable[[], list[str]] | None = None  # steering: notes for the model, read before each request
     context_window: int | None = None  # set: older tool results are stubbed near it (agents/llm/context_budget.py)
+    reasoning: Reasoning | None = None  # thinking and effort parameters of each request (agents/llm/reasoning.py)
+    streamed: bool = False  # stream each request even without an answer stream: max_tokens may pass ~21k then
+    warn_steps: int = 0  # this many steps before the step limit the model is told so (0: never)
+    cache_ttl: Literal["5m", "1h"] = "5m"  # "1h": the cache outlives a long wait (a test run) before the next request
     messages: list[dict[str, Any]] = field(default_factory=list)
+    # the API's own count of the last request: (how many messages it had, its input tokens, cached ones included)
+    measured: tuple[int, int] | None = None
     usage: Usage = field(default_factory=Usage)
     api_calls: int = 0
     tools_used: list[str] = field(default_factory=list)
@@ -164,6 +187,10 @@ class ToolLoop:
                         raise _LimitReached(Ending.STEP_LIMIT)
                     if total_tokens(self.usage) >= limits.max_tokens:
                         raise _LimitReached(Ending.TOKEN_LIMIT)
+                    if self._warn_now(limits, steps):
+                        self.messages[-1]["content"].append(
+                            {"type": "text", "text": steps_left_note(self.warn_steps, limits.max_steps)}
+                        )
                     steps += 1
                     last = steps == limits.max_steps and not self.tools_on_last_step
                     ended = await self.step(without_tools=last)
@@ -178,6 +205,11 @@ class ToolLoop:
         finally:
             self._deadline = None
 
+    def _warn_now(self, limits: Limits, steps: int) -> bool:
+        """Whether the step about to start is the one to warn before (the newest turn is the user's to add to)."""
+        due = self.warn_steps and steps and limits.max_steps - steps == self.warn_steps
+        return bool(due and self.messages and self.messages[-1]["role"] == "user")
+
     def request_messages(self) -> list[dict[str, Any]]:
         """The messages of the next request. The one place they are assembled (a steering note goes in here)."""
         if not self.moving_cache:
@@ -186,45 +218,77 @@ class ToolLoop:
         for m in messages:
             for b in m["content"]:
                 b.pop("cache_control", None)
-        messages[-1]["content"][-1]["cache_control"] = EPHEMERAL
+        messages[-1]["content"][-1]["cache_control"] = self._cache_control()
         return messages
+
+    def _cache_control(self) -> dict[str, str]:
+        """Every breakpoint of a request with the same lifetime (the API wants longer ones first)."""
+        return EPHEMERAL if self.cache_ttl == "5m" else {**EPHEMERAL, "ttl": self.cache_ttl}
 
     def _request(self, without_tools: bool) -> dict[str, Any]:
         tools = self.toolbox.specs()  # no breakpoint of their own: the system's breakpoint caches them too
         params: dict[str, Any] = dict(
             model=self.model_name,
             max_tokens=self.max_output_tokens,
-            system=[{"type": "text", "text": self.system, "cache_control": EPHEMERAL}],
+            system=[{"type": "text", "text": self.system, "cache_control": self._cache_control()}],
             messages=self.request_messages(),
         )
         if tools:
             params["tools"] = tools
             params["tool_choice"] = {"type": "none"} if without_tools else {"type": "auto"}
+        if self.reasoning is not None:
+            params.update(self.reasoning.params(self.model_name, self.max_output_tokens))
         if self.request_timeout:
             params["timeout"] = self.request_timeout
         return params
 
     async def _call(self, params: dict[str, Any]) -> anthropic.types.Message:
-        if self.answer is None:
+        if self.answer is None and not self.streamed:
             return await self.model.create(**params)
+        on_text = self.answer.text if self.answer is not None else _ignore
         if isinstance(self.model, SdkModel):  # the real SDK: read raw (agents/llm/raw_stream.py says why)
-            return await stream_message(self.model.client, params, self.answer.text)
+            return await stream_message(self.model.client, params, on_text)
         async with self.model.stream(**params) as stream:
             async for event in stream:
                 if event.type == "text" and event.text:
-                    await self.answer.text(event.text)
+                    await on_text(event.text)
             return await stream.get_final_message()
+
+    async def _send(self, without_tools: bool) -> anthropic.types.Message:
+        """One request; the conversation fitted to the context window first (when there is one), and the API's
+        count of its input kept for the next estimate."""
+        if self.context_window:
+            fixed = fixed_tokens(self.system, self.toolbox.specs())
+            response = await create_within_window(
+                self, self.context_window, lambda: self._call(self._request(without_tools)), fixed
+            )
+        else:
+            response = await self._call(self._request(without_tools))
+        u = usage_of(response)
+        sent = u.input_tokens + u.cache_creation_input_tokens + u.cache_read_input_tokens
+        self.measured = (len(self.messages), sent) if sent > 0 else None
+        return response
+
+    async def wrap_up(self, note: str = WRAP_UP) -> str:
+        """One last request without tools after a limit stopped the run: the model's report, '' if it gave none."""
+        self.add_user_turn([{"type": "text", "text": note}])
+        response = await self._send(without_tools=True)
+        self.api_calls += 1
+        self.usage = self.usage + usage_of(response)
+        if self.on_response:
+            await self.on_response(response)
+        if response.content:
+            self.messages.append(
+                {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in response.content]}
+            )
+        self._answer_pending()
+        return "".join(b.text for b in response.content if b.type == "text").strip()
 
     async def step(self, without_tools: bool = False) -> tuple[Ending, str] | None:
         """One model call and its tool calls; returns (ending, text) when the loop is over."""
         for note in self.inbox() if self.inbox else []:  # the last message is the user's: a turn or tool results
             self.messages[-1]["content"].append({"type": "text", "text": mask(note)})
-        if self.context_window:
-            response = await create_within_window(
-                self, self.context_window, lambda: self._call(self._request(without_tools))
-            )
-        else:
-            response = await self._call(self._request(without_tools))
+        response = await self._send(without_tools)
         self.api_calls += 1
         self.usage = self.usage + usage_of(response)
         if self.on_response:
@@ -249,17 +313,7 @@ class ToolLoop:
             )
             return None
         if stop == "tool_use" and calls:
-            results = []
-            for block in calls:
-                arguments = dict(block.input or {})
-                self.tools_used.append(block.name)
-                description = describe_step(block.name, arguments)
-                if self.on_step:
-                    await self.on_step(description)
-                if self.answer is not None:
-                    await self.answer.activity(description)
-                result = await self.toolbox.call(block.name, arguments)
-                results.append(result.block(block.id))
+            results = await self._run_tools(calls)
             self.messages.append({"role": "user", "content": results})
             return None
         if stop == "pause_turn":  # the API paused a long turn; sending it back continues it
@@ -271,8 +325,35 @@ class ToolLoop:
         }.get(stop or "", Ending.FINISHED)
         return ending, text
 
-    def _stopped(self, ending: Ending, steps: int) -> LoopResult:
-        # Stopped mid-turn: answer a pending tool call so the conversation stays valid for a next run.
+    async def _run_tools(self, calls: list[Any]) -> list[dict[str, Any]]:
+        """The results of one turn's tool calls, in the order they were called. Calls of read-only tools next to each
+        other run at the same time (a turn reading five files waits for the slowest, not for all five in a row);
+        any other call runs alone, after what came before it and before what comes after."""
+        groups: list[list[Any]] = []  # runs of read-only calls, and every other call alone
+        previous_read_only = False
+        for block in calls:
+            tool = self.toolbox.tools.get(block.name)
+            read_only = tool is not None and tool.read_only
+            if read_only and previous_read_only:
+                groups[-1].append(block)
+            else:
+                groups.append([block])
+            previous_read_only = read_only
+        results: list[dict[str, Any]] = []
+        for blocks in groups:
+            for block in blocks:
+                description = describe_step(block.name, dict(block.input or {}))
+                self.tools_used.append(block.name)
+                if self.on_step:
+                    await self.on_step(description)
+                if self.answer is not None:
+                    await self.answer.activity(description)
+            done = await asyncio.gather(*(self.toolbox.call(b.name, dict(b.input or {})) for b in blocks))
+            results += [result.block(b.id) for result, b in zip(done, blocks, strict=True)]
+        return results
+
+    def _answer_pending(self) -> None:
+        """Answer the tool calls of the last assistant turn, if any, as not run (the conversation stays valid)."""
         if self.messages and self.messages[-1]["role"] == "assistant":
             pending = [b for b in self.messages[-1]["content"] if b.get("type") == "tool_use"]
             if pending:
@@ -285,6 +366,9 @@ class ToolLoop:
                         ],
                     }
                 )
+
+    def _stopped(self, ending: Ending, steps: int) -> LoopResult:
+        self._answer_pending()  # stopped mid-turn: a pending tool call is answered, the conversation stays valid
         return LoopResult(ending, self.last_text(), steps)
 
     def last_text(self) -> str:

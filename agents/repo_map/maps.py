@@ -522,5 +522,6 @@ def repo_map_tools(repo_map: RepoMap, name: str, root: Path | str) -> list[Tool]
             },
             find_symbols_by_name,
             ["query"],
+            read_only=True,
         ),
     ]

@@ -35,11 +35,24 @@ _GREP_GLOB = prop("string", "only search files matching this glob, e.g. '*.py' (
 _ICASE = prop("boolean", "case-insensitive search (default false)")
 
 _READ_DESC = (
-    "Read a text file (numbered lines). Returns at most 2000 lines (or ~100 KB) per call, with a note "
-    "saying which offset to read next; use offset/limit for large files, or grep first."
+    "Read a text file. Each line comes back prefixed with its line number and a tab, as `cat -n` prints it "
+    "(`    12\tdef add(a, b):`): the prefix is not part of the file, leave it out of edit_file's `old`. Returns at "
+    "most 2000 lines (or ~100 KB) per call, with a note saying which offset to read next; use offset/limit for "
+    "large files, or grep first to find the lines you need. Reading several files? Call read_file for each in the "
+    "same turn: independent look-ups run at the same time."
 )
-_GLOB_DESC = "List files matching a glob pattern."
-_GREP_DESC = "Search file contents with a regular expression; returns path:line: text matches."
+_GLOB_DESC = (
+    "List the files whose path matches a glob pattern, relative to the workspace root: `**/*.py` every Python "
+    "file, `src/**/test_*.js` test files under src, `*.md` the top level only; folders end in `/`. Sorted, at most "
+    "500 paths; .git, node_modules, virtual environments and caches are skipped. Use it to find where things are "
+    "before reading them."
+)
+_GREP_DESC = (
+    "Search file contents with a regular expression (ripgrep syntax) and return `path:line: text` for each "
+    "matching line (binaries, .git, node_modules, virtual environments and caches skipped). Narrow it with `path` "
+    "(a file or folder) and `glob` (e.g. '*.ts'); ignore_case for case-insensitive search. Use it to find "
+    "definitions, callers and error messages instead of reading whole files."
+)
 
 
 def orchestrator_tools(workspaces: Workspaces, desk: WorkDesk, caller: Caller, *, owner: bool) -> list[Tool]:
@@ -85,14 +98,16 @@ def read_only_tools(root_of: RootOf, where: dict[str, Any]) -> list[Tool]:
             {**where, "path": _PATH, "offset": _OFFSET, "limit": _LIMIT},
             read_file,
             [*named, "path"],
+            read_only=True,
         ),
-        Tool("glob", _GLOB_DESC, {**where, "pattern": _PATTERN_GLOB}, glob, [*named, "pattern"]),
+        Tool("glob", _GLOB_DESC, {**where, "pattern": _PATTERN_GLOB}, glob, [*named, "pattern"], read_only=True),
         Tool(
             "grep",
             _GREP_DESC,
             {**where, "pattern": _PATTERN_RE, "path": _GREP_PATH, "glob": _GREP_GLOB, "ignore_case": _ICASE},
             grep,
             [*named, "pattern"],
+            read_only=True,
         ),
     ]
 

@@ -113,6 +113,7 @@ class Tool:
     handler: Handler
     required: list[str] = field(default_factory=list)
     schema: dict[str, Any] | None = None  # a whole input schema given from outside (an MCP server's tool)
+    read_only: bool = False  # changes nothing: several such calls of one turn run at the same time (tool_loop.py)
 
     def spec(self) -> dict[str, Any]:
         return {

@@ -45,6 +45,7 @@ from agents.work.task_finish import TaskEnding
 from agents.work.task_outcome import trim
 from agents.work.task_sandbox import TaskSandboxes
 from agents.work.task_workers import WorkerMaker
+from agents.work.turn_notes import judged_by
 from agents.workspaces.folders import Workspace, Workspaces, check_reach
 
 log = logging.getLogger(__name__)
@@ -215,7 +216,8 @@ class TaskExecutor:
         # the worktree's own map (what the worker sees), its index seeded from the workspace's
         repo_map = await self.briefing.repository_map(task, workspace, tree.path)
         blocks, saved = await self.briefing.handed_over(task, tree.path)
-        first = first_turn(task, criteria, guidance + repo_map) + saved
+        judge = judged_by(checks.environment, checks.problem)  # the command the bot's own test run will be
+        first = first_turn(task, criteria, judge + guidance + repo_map) + saved
         first = attempt_brief(task) + first  # "attempt K of N" (nothing for an ordinary task)
         if task.result:  # an interrupted task carries what was done before
             first += (

@@ -15,7 +15,7 @@ from agents.core.models import Criterion, TaskStatus
 from agents.core.text import human_size
 from agents.git.commits import CommitResult, LeftOut
 from agents.verify.test_verdict import Mark, Verdict, why_not_run
-from agents.work.worker import Limits, WorkerResult
+from agents.work.worker import Ending, Limits, WorkerResult
 
 REPORT_LIMIT = 1500  # characters of the worker's report in the summary
 FILES_SHOWN = 12
@@ -65,6 +65,8 @@ def status_and_headline(facts: RunFacts) -> tuple[TaskStatus, str]:
     n, result, verdict = facts.task_id, facts.result, facts.verdict
     unverified = [c for c in facts.criteria if not c.verified]
     if result.blocked:  # asked a question, refused, ran out of context or was cut off: never "done"
+        return TaskStatus.BLOCKED, f"⛔ Task #{n} blocked: {result.reason(facts.limits)}"
+    if result.stop is Ending.STEP_LIMIT:  # out of steps, with its report and the bot's test run: blocked, not failed
         return TaskStatus.BLOCKED, f"⛔ Task #{n} blocked: {result.reason(facts.limits)}"
     if not result.finished:
         return TaskStatus.FAILED, f"✖ Task #{n} stopped: {result.reason(facts.limits)}"

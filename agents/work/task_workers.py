@@ -11,6 +11,7 @@ from pathlib import Path
 from agents.core.models import Task, WorkerKind
 from agents.core.settings import Settings
 from agents.llm import prompts
+from agents.llm.reasoning import Reasoning
 from agents.repo_map.maps import RepoMap, repo_map_tools
 from agents.sandbox.bwrap import SandboxSpec
 from agents.tools.mcp_tasks import TaskMcp
@@ -39,6 +40,11 @@ RepositoryCheck = Callable[[Task], Awaitable[list[str]]]  # before each step: th
 def worker_limits(settings: Settings) -> Limits:
     s = settings
     return Limits(max_steps=s.worker_max_steps, max_seconds=s.worker_max_seconds, max_tokens=s.worker_max_tokens)
+
+
+def worker_reasoning(settings: Settings) -> Reasoning:
+    s = settings
+    return Reasoning(s.worker_thinking, s.worker_thinking_budget, s.worker_effort)
 
 
 class WorkerMaker:
@@ -95,12 +101,13 @@ class WorkerMaker:
             toolbox=toolbox,
             limits=worker_limits(s),
             max_output_tokens=s.worker_max_output_tokens,
-            # a non-streaming answer arrives whole: allow ~30 output tokens a second at the least
-            request_timeout=max(s.anthropic_timeout_seconds, s.worker_max_output_tokens / 30),
+            request_timeout=s.anthropic_timeout_seconds,  # streamed: the time allowed between reads, not for all
             on_step=lambda step: self.on_step(task, progress, step),
             on_usage=callbacks.on_usage,
             inbox=self.lines.inboxes.reader(task.stored_id),
             context_window=s.worker_context_tokens,
+            reasoning=worker_reasoning(s),
+            warn_steps=s.worker_warn_steps,
         )
         callbacks.clock = worker.loop  # ask_user stops the worker's clock while it waits
         return worker

@@ -15,6 +15,7 @@ import anthropic
 
 from agents.core.models import Usage
 from agents.core.protocols import MessageModel
+from agents.llm.reasoning import Reasoning
 from agents.llm.tool_loop import Ending, Limits, ToolLoop, as_model, describe_step, total_tokens
 from agents.tools.toolbox import Toolbox
 
@@ -69,13 +70,15 @@ class Worker:
     toolbox: Toolbox
     limits: Limits
     max_output_tokens: int = 4096
-    request_timeout: float | None = None  # a long non-streaming answer needs more than the client's default
+    request_timeout: float | None = None  # per read of the streamed answer (the client's default when None)
     on_step: StepCallback | None = None
     on_usage: UsageCallback | None = None
     inbox: Inbox | None = None  # notes the user sent while the worker runs, read before each step
     context_window: int | None = (
         200_000  # tokens; near it, older tool results become stubs (agents/llm/context_budget.py)
     )
+    reasoning: Reasoning | None = None  # thinking and effort of each request (agents/llm/reasoning.py)
+    warn_steps: int = 0  # told this many steps before the step limit to wrap up
     loop: ToolLoop = field(init=False)
 
     def __post_init__(self) -> None:
@@ -90,6 +93,9 @@ class Worker:
             on_response=self.on_usage,
             inbox=self.inbox,
             context_window=self.context_window,
+            reasoning=self.reasoning,
+            streamed=True,  # a worker's answer may be long (a whole file, thinking): never capped by a request timeout
+            warn_steps=self.warn_steps,
         )
 
     @property
@@ -110,3 +116,11 @@ class Worker:
         if stop is Ending.FINISHED and result.text.startswith(BLOCKED_MARK):
             stop = Ending.BLOCKED
         return WorkerResult(stop=stop, report=result.text, usage=self.loop.usage)
+
+    async def wrap_up(self, stopped: WorkerResult) -> WorkerResult:
+        """After the step limit: one last request without tools for the worker's report (the limit stays the
+        ending). A run stopped by another limit, or one that ended, is returned as it is."""
+        if stopped.stop is not Ending.STEP_LIMIT:
+            return stopped
+        report = await self.loop.wrap_up()
+        return WorkerResult(stop=stopped.stop, report=report or stopped.report, usage=self.loop.usage)

@@ -21,6 +21,16 @@ word is written, so tests can assert what the client did while it was still stre
 A tool call's input is streamed in pieces of JSON, as the API sends it, and a reply with
 ``stream_error`` (an error object) sends that ``error`` event after its first word, and
 nothing more, as the API does when it is overloaded mid-answer.
+
+Thinking: a reply's `thinking` block (see :func:`with_thinking`) is served with a signature the fake can check,
+streamed as thinking and signature deltas. A request that sends a thinking block back changed, or that sends the
+assistant turn of a tool call the fake answered with thinking without that thinking block first, gets the API's
+400 (stricter than the API, which asks it of the last such turn only). The `thinking` parameter is checked as the API
+checks it (a budget of at least 1,024 below max_tokens; no forced tool choice).
+
+Token counts (``usage.input_tokens``, count_tokens) count text at four characters a token, and pictures and PDFs as
+the API bills them: a picture by its pixels (width × height / 750 after scaling to 1568 px and 1.15 megapixels),
+a PDF page by the picture of its page (from its MediaBox) plus the text it shows.
 """
 
 from __future__ import annotations
@@ -116,6 +126,16 @@ def tool_use(
     """A reply calling one tool, optionally preceded by a text block."""
     call: tuple[str, dict[str, Any], str] = (name, input, id or "")
     return tool_uses([call], text=text, delay=delay, usage=usage)
+
+
+def with_thinking(reply: Reply, thought: str) -> Reply:
+    """`reply` with a thinking block before its content, as a model thinking first answers (signed when served)."""
+    return {**reply, "content": [{"type": "thinking", "thinking": thought}, *reply["content"]]}
+
+
+def signature_of(thought: str) -> str:
+    """The signature the fake gives a thinking block: a request may send the block back only unchanged."""
+    return "sig-" + hashlib.sha256(thought.encode()).hexdigest()[:32]
 
 
 def error(
@@ -269,6 +289,11 @@ def _validate_blocks(i: int, role: str, blocks: list[Any]) -> None:
                 raise _invalid(f"{where}.input: Input should be a valid dictionary")
         elif kind in ("image", "document"):
             _validate_media(where, role, block)
+        elif kind == "thinking":
+            if role != "assistant":
+                raise _invalid(f"{where}: `thinking` blocks are only allowed in assistant messages")
+            if block.get("signature") != signature_of(str(block.get("thinking", ""))):
+                raise _invalid(f"{where}: Invalid `signature` in `thinking` block")
         elif kind == "tool_result":
             if role != "user":
                 raise _invalid(f"{where}: `tool_result` blocks are only allowed in user messages")
@@ -419,7 +444,29 @@ def validate_messages_request(body: Any) -> None:
         max_tokens = body["max_tokens"]
         if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
             raise _invalid("max_tokens: Input should be an integer greater than or equal to 1")
+        _validate_thinking(body)
     validate_count_tokens_request(body)
+
+
+def thinks(body: dict[str, Any]) -> bool:
+    return (body.get("thinking") or {}).get("type") in ("enabled", "adaptive")
+
+
+def _validate_thinking(body: dict[str, Any]) -> None:
+    thinking = body.get("thinking")
+    if thinking is None:
+        return
+    kind = thinking.get("type") if isinstance(thinking, dict) else None
+    if kind not in ("enabled", "adaptive", "disabled"):
+        raise _invalid("thinking.type: Input should be 'enabled', 'adaptive' or 'disabled'")
+    if kind == "enabled":
+        budget = thinking.get("budget_tokens")
+        if not isinstance(budget, int) or budget < 1024:
+            raise _invalid("thinking.enabled.budget_tokens: Input should be greater than or equal to 1024")
+        if budget >= body["max_tokens"]:
+            raise _invalid("`max_tokens` must be greater than `thinking.budget_tokens`")
+    if kind != "disabled" and (body.get("tool_choice") or {}).get("type") in ("any", "tool"):
+        raise _invalid("Thinking may not be enabled when tool_choice forces tool use.")
 
 
 # --------------------------------------------------------------------------- token estimation and caching
@@ -435,6 +482,56 @@ def estimate_tokens(obj: Any) -> int:
     """Rough token estimate: one token per four characters of compact JSON (at least 1)."""
     serialized = obj if isinstance(obj, str) else _canonical(obj)
     return max(1, math.ceil(len(serialized) / 4))
+
+
+def _picture_tokens(width: float, height: float) -> int:
+    """The API's documented cost of a picture: scaled to 1568 px on its long edge and 1.15 megapixels, then / 750."""
+    scale = min(1.0, 1568 / max(width, height), math.sqrt(1_150_000 / (width * height)))
+    return math.ceil((width * scale) * (height * scale) / 750)
+
+
+def _png_or_jpeg_size(raw: bytes) -> tuple[int, int] | None:
+    if raw.startswith(b"\x89PNG"):
+        width, height = int.from_bytes(raw[16:20], "big"), int.from_bytes(raw[20:24], "big")
+        return width, height
+    for match in re.finditer(rb"\xff[\xc0-\xc3\xc5-\xc7\xc9-\xcb\xcd-\xcf]..\x08(..)(..)", raw[:200_000], re.S):
+        return int.from_bytes(match.group(2), "big"), int.from_bytes(match.group(1), "big")
+    return None
+
+
+_PAGE_OBJECT = re.compile(
+    rb"/Type\s*/Page\b(?!s)[^>]{0,300}?/MediaBox\s*\[\s*([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)", re.S
+)
+_SHOWN_TEXT = re.compile(rb"\(((?:[^()\\]|\\.)*)\)\s*Tj", re.S)  # a string shown by Tj
+
+
+def media_tokens(block: dict[str, Any]) -> int:
+    """An image or PDF block at the API's cost: a picture by its pixels, a PDF page by its picture and its text
+    (pages from their MediaBox at 150 dpi; the text the page shows with Tj, four characters a token)."""
+    raw = base64.b64decode(block["source"]["data"])
+    if block["type"] == "image":
+        size = _png_or_jpeg_size(raw)
+        return _picture_tokens(*size) if size else 1_600
+    pages = [tuple(float(x) for x in m.groups()) for m in _PAGE_OBJECT.finditer(raw)]
+    pictures = sum(_picture_tokens((x1 - x0) * 150 / 72, (y1 - y0) * 150 / 72) for x0, y0, x1, y1 in pages)
+    shown = sum(len(m.group(1)) for m in _SHOWN_TEXT.finditer(raw))
+    return pictures + math.ceil(shown / 4)
+
+
+def _without_media(item: Any) -> tuple[Any, int]:
+    """`item` with the data of its pictures and PDFs left out, and what those cost."""
+    if isinstance(item, list):
+        pairs = [_without_media(x) for x in item]
+        return [p for p, _ in pairs], sum(t for _, t in pairs)
+    if not isinstance(item, dict):
+        return item, 0
+    if item.get("type") in ("image", "document") and (item.get("source") or {}).get("type") == "base64":
+        if item["type"] == "image" or item["source"].get("media_type") == "application/pdf":
+            return {**item, "source": {**item["source"], "data": ""}}, media_tokens(item)
+    if item.get("type") == "tool_result" and isinstance(item.get("content"), list):
+        content, cost = _without_media(item["content"])
+        return {**item, "content": content}, cost
+    return item, 0
 
 
 @dataclass(frozen=True)
@@ -458,6 +555,11 @@ def prompt_segments(body: dict[str, Any]) -> list[PromptSegment]:
             serialized = f'["{kind}",{{"text":{_json_string(text)},"type":"text"}}]'
         else:
             serialized = _canonical([kind, {k: v for k, v in item.items() if k != "cache_control"}])
+            bare, media = _without_media(item)
+            if media:  # pictures and PDFs at their own cost, not their base64's length
+                textual = _canonical([kind, {k: v for k, v in bare.items() if k != "cache_control"}])
+                segments.append(PromptSegment(serialized, estimate_tokens(textual) + media, cache_control))
+                return
         segments.append(PromptSegment(serialized, estimate_tokens(serialized), cache_control))
 
     for tool in body.get("tools") or []:
@@ -643,6 +745,7 @@ class FakeAnthropic:
         self.cache = PromptCacheSimulator(min_cacheable_tokens)
         self.api_keys: set[str] | None = None  # when set, any other x-api-key is refused (401), as the real API does
         self._queue: deque[Reply | ReplyFn] = deque()
+        self._thought_calls: set[str] = set()  # ids of the tool calls served after a thinking block
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
         self._stopping = threading.Event()
@@ -718,6 +821,7 @@ class FakeAnthropic:
             self.requests.clear()
             self.count_token_requests.clear()
             self.handler_errors.clear()
+            self._thought_calls.clear()
         self.cache.clear()
 
     async def await_requests(self, n: int, timeout: float = 5.0) -> list[RecordedRequest]:
@@ -778,6 +882,24 @@ class FakeAnthropic:
         if not headers.get("anthropic-version"):
             raise _invalid("anthropic-version: header is required")
 
+    def _check_thinking_kept(self, body: dict[str, Any]) -> None:
+        """With thinking on, an assistant turn whose tool calls the fake answered with thinking starts with it."""
+        if not thinks(body):
+            return
+        with self._lock:
+            thought = set(self._thought_calls)
+        for i, message in enumerate(body["messages"]):
+            blocks = message["content"] if isinstance(message["content"], list) else []
+            if message["role"] != "assistant" or not any(b.get("id") in thought for b in blocks):
+                continue
+            first = blocks[0].get("type")
+            if first not in ("thinking", "redacted_thinking"):
+                raise _invalid(
+                    f"messages.{i}.content.0.type: Expected `thinking` or `redacted_thinking`, but found `{first}`. "
+                    "When `thinking` is enabled, a final `assistant` message must start with a thinking block "
+                    "(preceeding the lastmost set of `tool_use` and `tool_result` blocks)."
+                )
+
     def _next_reply(self, body: dict[str, Any]) -> Reply:
         with self._lock:
             item: Reply | ReplyFn = self._queue.popleft() if self._queue else self.handler
@@ -795,6 +917,7 @@ class FakeAnthropic:
 
     def _answer_messages(self, body: dict[str, Any], record: RecordedRequest) -> _HttpAnswer:
         validate_messages_request(body)
+        self._check_thinking_kept(body)
         reply = self._next_reply(body)
         delay = float(reply.get("delay") or 0)
         if body.get("stream") and "error" not in reply:
@@ -854,7 +977,12 @@ class FakeAnthropic:
             block = dict(block)
             if block.get("type") == "tool_use" and not block.get("id"):
                 block["id"] = self._next_id("toolu_fake_")
+            if block.get("type") == "thinking":
+                block["signature"] = signature_of(block["thinking"])
             content.append(block)
+        if content and content[0].get("type") == "thinking":  # its tool calls' turn must come back with it
+            with self._lock:
+                self._thought_calls.update(b["id"] for b in content if b.get("type") == "tool_use")
         cache = self.cache.account(body)
         usage: dict[str, Any] = {
             "input_tokens": cache.input_tokens,
@@ -893,6 +1021,13 @@ def _block_deltas(block: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str,
     """A content block as streamed: its empty starting form and the deltas that fill it."""
     if block["type"] == "text":
         return {**block, "text": ""}, [{"type": "text_delta", "text": word} for word in _words(block["text"])]
+    if block["type"] == "thinking":
+        pieces = _words(block["thinking"]) or [""]
+        deltas = [{"type": "thinking_delta", "thinking": piece} for piece in pieces]
+        return {"type": "thinking", "thinking": "", "signature": ""}, [
+            *deltas,
+            {"type": "signature_delta", "signature": block["signature"]},
+        ]
     if block["type"] == "tool_use":
         whole = _canonical(block["input"])  # in pieces, as the API streams it
         pieces = [whole[i : i + 16] for i in range(0, len(whole), 16)] or [""]
