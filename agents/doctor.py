@@ -444,11 +444,12 @@ def _faster_device(settings: Settings) -> str:
     return "int8 on the CPU (no CUDA device)"
 
 
-# The bot's peak resident memory in MB, measured by bench/memory.py (whisper base dims, start-up and one note; 2-core
-# x86-64 machine): without a speech model, and with each engine. Other sizes scale by their weights: openai-whisper
-# holds fp32 (4 bytes a parameter), faster-whisper int8 (1 byte).
-BOT_MEMORY_MB = 123
-VOICE_MEMORY_MB = {"openai-whisper": 817, "faster-whisper": 468}
+# Resident memory in MB, measured by bench/memory.py (the real bot, whisper base dims; 2-core x86-64 machine): the
+# bot idle (no speech process), and the bot with its speech process of each engine after one note (their sum: what
+# a voice note needs while the speech process runs). Other sizes scale by their weights: openai-whisper holds fp32
+# (4 bytes a parameter), faster-whisper int8 (1 byte).
+BOT_MEMORY_MB = 124
+VOICE_MEMORY_MB = {"openai-whisper": 125 + 748, "faster-whisper": 125 + 305}
 BYTES_PER_PARAMETER = {"openai-whisper": 4, "faster-whisper": 1}
 WHISPER_PARAMETERS_M = {"tiny": 39, "base": 74, "small": 244, "medium": 769, "large": 1550, "turbo": 809}
 TASK_HEADROOM_MB = 768  # what a task's git, commands and tests need beside the bot, at the least
