@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import importlib.metadata
 import importlib.util
+import logging
 import os
 import re
 import shutil
@@ -325,7 +326,7 @@ async def check_workspaces(settings: Settings) -> list[Check]:
 async def check_bot_repository(settings: Settings) -> Check | None:
     """BOT_REPOSITORY (optional) is a git checkout: the workspace `self`."""
     if settings.bot_repository is None:
-        return None
+        return Check(Level.ok, "BOT_REPOSITORY", "off (unset: no workspace `self`, the bot does not work on itself)")
     path = Path(settings.bot_repository).expanduser()
     if not path.is_dir():
         return Check(
@@ -569,8 +570,12 @@ async def check_browser(settings: Settings) -> Check:
 
 async def check_mcp_servers(settings: Settings) -> list[Check]:
     """Each server of MCP_CONFIG: whether it starts (stdio: in a task's sandbox) and how many tools it offers."""
+    if settings.mcp_config is None:
+        return [Check(Level.ok, "MCP", "none (MCP_CONFIG unset; the frontend worker's browser is built in)")]
     servers, problems = load_mcp_config(settings.mcp_config)
     checks = [Check(Level.warn, "MCP_CONFIG", p, "fix the file (its shape is in .env.example)") for p in problems]
+    if not servers and not problems:
+        checks.append(Check(Level.ok, "MCP", f"none ({settings.mcp_config} names no server)"))
 
     async def one(config) -> Check:  # noqa: ANN001 - an McpServerConfig
         how = "stdio in a task's sandbox" if config.stdio else f"{config.url} from the bot"
@@ -579,15 +584,29 @@ async def check_mcp_servers(settings: Settings) -> list[Check]:
         try:
             count = await probe_mcp(config, settings)
         except ToolError as err:
-            return Check(
-                Level.warn,
-                f"MCP {config.name}",
-                f"does not start ({how}): {err}",
-                "check its command, args and env; its folder must be in SANDBOX_READ_PATHS",
+            fix = (
+                "check its command, args and env; its folder must be in SANDBOX_READ_PATHS"
+                if config.stdio
+                else f"check that {config.url} is up and reachable from the bot, and its headers (a token) in "
+                "MCP_CONFIG"
             )
+            return Check(Level.warn, f"MCP {config.name}", f"does not start ({how}): {err}", fix)
         return Check(Level.ok, f"MCP {config.name}", f"starts ({how}), {count} tools; roles {roles}{approve}")
 
     return checks + list(await asyncio.gather(*(one(c) for c in servers)))
+
+
+BWRAP_INSTALL_FIX = (
+    "install it: `sudo apt-get install bubblewrap` (or `sudo scripts/install-system-deps.sh`); or set SANDBOX=off "
+    "to run commands unconfined"
+)
+USERNS_FIX = (
+    "allow unprivileged user namespaces (`sudo sysctl -w kernel.unprivileged_userns_clone=1`, or "
+    "`kernel.apparmor_restrict_unprivileged_userns=0`; in Docker: --security-opt seccomp=unconfined --security-opt "
+    "apparmor=unconfined); or set SANDBOX=off to run commands unconfined"
+)
+CGROUP_FIX = "run the bot where it may make cgroups (as root, or in a delegated cgroup: systemd's Delegate=yes)"
+PASTA_FIX = "install passt: `sudo apt-get install passt`"
 
 
 async def check_sandbox(settings: Settings) -> Check:
@@ -602,18 +621,17 @@ async def check_sandbox(settings: Settings) -> Check:
         )
     bwrap.reset_probe()
     reason = await bwrap.unavailable_reason()
-    if reason:
-        return Check(Level.fail, "sandbox", reason.removesuffix("."), bwrap.UNAVAILABLE_FIX)
+    if reason:  # the reason ends with the general fix; the line's own fix is the one for this failure
+        detail = reason.removesuffix(".").removesuffix(f": {bwrap.UNAVAILABLE_FIX}")
+        return Check(Level.fail, "sandbox", detail, BWRAP_INSTALL_FIX if bwrap.bwrap_path() is None else USERNS_FIX)
     as_root = hasattr(os, "geteuid") and os.geteuid() == 0
     limits = sandbox_limit_warnings(settings.sandbox_network != "off")
-    if limits:  # what this machine cannot bound
-        return Check(
-            Level.warn,
-            "sandbox",
-            "bubblewrap confines commands, but " + "; ".join(limits),
-            "run the bot where it may make cgroups (root, or a delegated cgroup) and install passt",
-        )
     cgroup = task_cgroup_support()
+    if limits:  # what this machine cannot bound, each with its own fix
+        fixes = [] if cgroup.available else [CGROUP_FIX]
+        if settings.sandbox_network != "off" and not user_net_available():
+            fixes.append(PASTA_FIX)
+        return Check(Level.warn, "sandbox", "bubblewrap confines commands, but " + "; ".join(limits), "; ".join(fixes))
     net = "user-mode via pasta" if user_net_available() else "the host's"
     if cgroup.available:
         root_note = f" ({cgroup.description}; an allowed network is {net})"
@@ -805,14 +823,20 @@ async def check_github(settings: Settings) -> list[Check] | None:
     from agents.workspaces.folders import Workspaces
 
     if settings.github_token is None:
-        return None
+        return [Check(Level.ok, "GitHub", "off (GITHUB_TOKEN unset: no issues, mentions or pull requests)")]
     client = GitHubClient(settings.github_token.get_secret_value(), settings.github_api_url)
     checks: list[Check] = []
     try:
         try:
             login = await client.user()
         except GitHubUnavailable as err:
-            return [Check(Level.fail, "GitHub", f"GITHUB_TOKEN: {err}", "make a new token (README: GitHub)")]
+            if err.status is None:
+                fix = f"check the network and GITHUB_API_URL ({settings.github_api_url})"
+            elif err.status == 401:
+                fix = "GitHub refuses the token: make a new one (README: GitHub) and set GITHUB_TOKEN"
+            else:
+                fix = "check the token's permissions and GitHub's status (a 403 can be a rate limit: wait an hour)"
+            return [Check(Level.fail, "GitHub", f"GITHUB_TOKEN: {err}", fix)]
         checks.append(Check(Level.ok, "GitHub", f"GITHUB_TOKEN accepted (acting as {login})"))
         for ws in Workspaces(settings.workspace_path, settings.bot_repository).all():
             repo = await github_repository(ws.path, settings.github_web_url)
@@ -859,7 +883,10 @@ async def check_github(settings: Settings) -> list[Check] | None:
                 "their mentions are ignored; add their Telegram ids to ALLOWED_USER_IDS",
             )
         )
-    if settings.github_webhook_listen:
+    if not settings.github_webhook_listen:
+        off = "off (GITHUB_WEBHOOK_LISTEN unset: no webhook; a pull request's checks are polled)"
+        checks.append(Check(Level.ok, "GitHub webhook", off))
+    else:
         host, _, port = settings.github_webhook_listen.rpartition(":")
         try:
             with socket.socket(socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET) as probe:
@@ -886,9 +913,24 @@ async def check_github(settings: Settings) -> list[Check] | None:
     return checks
 
 
+def check_access(settings: Settings) -> Check:
+    """ALLOWED_USER_IDS: who may use the bot; empty is a bot that refuses everyone."""
+    if not settings.allowed_user_ids:
+        return Check(
+            Level.fail,
+            "ALLOWED_USER_IDS",
+            "empty: nobody may use the bot (every message is refused)",
+            "add your id: ALLOWED_USER_IDS=<your Telegram user id> in .env (message @userinfobot to learn it, or "
+            "message this bot: its log names every refused id)",
+        )
+    count = len(settings.allowed_user_ids)
+    return Check(Level.ok, "ALLOWED_USER_IDS", f"{count} user{'s' if count > 1 else ''} may use the bot")
+
+
 async def run_checks(settings: Settings) -> list[Check]:
     """Every check after the settings, concurrently, in a fixed order."""
     groups = await asyncio.gather(
+        _guarded("ALLOWED_USER_IDS", lambda: check_access(settings)),
         _guarded("Telegram", lambda: check_telegram(settings)),
         _guarded("Anthropic", lambda: check_anthropic(settings)),
         _guarded("updates", lambda: check_updates_mode(settings)),
@@ -939,7 +981,17 @@ async def doctor(out: TextIO | None = None, load: Callable[[], Settings] = load_
         )
         return 1
     emit(Check(Level.ok, "settings", f"valid, {_settings_source()}"))
-    checks = await run_checks(settings)
+    # Every finding is a line of this report: a library's warning, printed by logging's last-resort handler where
+    # no handler is configured (the command line), would break its format.
+    root = logging.getLogger()
+    quiet = logging.NullHandler() if not root.handlers else None
+    if quiet is not None:
+        root.addHandler(quiet)
+    try:
+        checks = await run_checks(settings)
+    finally:
+        if quiet is not None:
+            root.removeHandler(quiet)
     for check in checks:
         emit(check)
     failed = [c for c in checks if c.level is Level.fail]

@@ -35,6 +35,7 @@ from agents.inputs.speech_process import SpeechProcess
 from agents.llm.client import make_client
 from agents.repo_map.maps import RepoMap
 from agents.sandbox import task_disk
+from agents.sandbox.bwrap import unavailable_reason
 from agents.sandbox.task_limits import sandbox_limit_warnings
 from agents.sandbox.temp_folders import sweep_leftovers
 from agents.store.database import Store
@@ -101,8 +102,19 @@ class Runtime:
                 "your files and use the network); set SANDBOX=bwrap once bubblewrap works here"
             )
         if settings.sandbox != "off":
+            if reason := await unavailable_reason():
+                log.warning(
+                    "the sandbox does not work here, so every command a task runs is refused (the workers' shell, "
+                    "test runs and their verdicts, stdio MCP servers, the frontend browser): %s",
+                    reason,
+                )
             for warning in sandbox_limit_warnings(settings.sandbox_network != "off"):
                 log.warning("%s", warning)
+        if not settings.allowed_user_ids:
+            log.warning(
+                "ALLOWED_USER_IDS is empty: nobody may use the bot, every message is refused; add your Telegram "
+                "user id to ALLOWED_USER_IDS in .env (each refused id is logged as it writes)"
+            )
         if swept := await asyncio.to_thread(sweep_leftovers):  # the folders of a bot that was killed
             log.info("removed %d temporary folders a killed bot left behind", len(swept))
         # kept worktrees' own file systems after a restart (agents/sandbox/task_disk.py)
