@@ -496,7 +496,7 @@ def check_memory(settings: Settings, total_mb: int | None = None) -> Check | Non
     need = voice_memory_mb(engine, model)
     if total_mb is None or need is None:
         return None
-    holds = f"the bot with {engine} {model} holds about {need} MB at its peak (bench/memory.py)"
+    holds = f"the bot with {engine} {model} holds about {need} MB while its speech process runs (bench/memory.py)"
     if total_mb >= need + TASK_HEADROOM_MB:
         return Check(Level.ok, "memory", f"{total_mb} MB on this machine; {holds}")
     lighter = []
@@ -560,6 +560,8 @@ async def check_browser(settings: Settings) -> Check:
             f"{what}: the frontend worker keeps only `screenshot`",
             "make setup (scripts/install-browser.sh) where node, npm and chromium are installed",
         )
+    if settings.sandbox != "off" and await bwrap.unavailable_reason():
+        return Check(Level.warn, "browser", f"{what} cannot start: it runs in a task's sandbox", "see the sandbox line")
     try:
         count = await probe_mcp(browser.config(install, proxy=False), settings, call="list_pages")
     except ToolError as err:
@@ -581,6 +583,8 @@ async def check_mcp_servers(settings: Settings) -> list[Check]:
         how = "stdio in a task's sandbox" if config.stdio else f"{config.url} from the bot"
         roles = ", ".join(sorted(r.value for r in config.roles))
         approve = f"; approve: {', '.join(sorted(config.approve))}" if config.approve else ""
+        if config.stdio and settings.sandbox != "off" and await bwrap.unavailable_reason():
+            return Check(Level.warn, f"MCP {config.name}", f"cannot start ({how})", "see the sandbox line")
         try:
             count = await probe_mcp(config, settings)
         except ToolError as err:
