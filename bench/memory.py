@@ -188,7 +188,7 @@ def main() -> None:
     if args.json:
         print(json.dumps({"memory": rows}))
         return
-    print(f"the bot's resident memory (MB) and a 3 s note's time to its echo, whisper {args.size} dims (random weights)")
+    print(f"the bot's resident memory (MB), a 3 s note's time to its echo; whisper {args.size} dims, random weights")
     print(
         f"{'engine':<16} {'idle':>6} {'1 note: bot':>12} {'+ speech':>9} {'after idle':>11} {'cold s':>7} {'warm s':>7}"
     )
