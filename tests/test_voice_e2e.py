@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
+import signal
 import threading
 from pathlib import Path
 
@@ -170,6 +171,42 @@ async def test_the_speech_process_starts_with_the_first_note_and_ends_when_idle(
     finally:
         await stop_polling(bot.app)
     assert transcriber.pid is None or not Path(f"/proc/{transcriber.pid}").exists(), "stopping the bot ends it"
+
+
+async def test_a_killed_speech_process_is_started_again_by_the_next_note(
+    fake_telegram, fake_anthropic, tmp_path, workspace_root, tiny_checkpoint
+) -> None:
+    """The kernel's OOM killer (here: SIGKILL) takes the speech process between notes: the next note starts a new
+    one and is transcribed; the bot itself never noticed more than a log line."""
+    from telegram_bot.app import stop_polling
+
+    settings = make_settings(
+        fake_telegram,
+        fake_anthropic,
+        tmp_path,
+        workspace_root,
+        whisper_model=tiny_checkpoint,
+        whisper_language="en",
+        voice_idle_minutes=0,  # kept until the bot stops
+    )
+    transcriber = make_transcriber(settings, max_tokens_per_window=8)
+    bot = await start_bot(settings, fake_telegram, fake_anthropic, transcriber=transcriber)
+    try:
+        model = RoleScript()
+        bot.claude.handler = model
+        model.add("orchestrator", claude_says.text("First."), claude_says.text("Second."))
+        note = make_ogg_opus(tone_mix(2.0))
+        bot.tg.send_voice(USER_ID, note, duration=2)
+        await bot.tg.await_for(lambda: any(m.text == "First." for m in bot.tg.messages(USER_ID)), timeout=300)
+        killed = transcriber.pid
+        assert killed is not None
+        os.kill(killed, signal.SIGKILL)
+        await bot.tg.await_for(lambda: not transcriber.running)
+        bot.tg.send_voice(USER_ID, note, duration=2)
+        await bot.tg.await_for(lambda: any(m.text == "Second." for m in bot.tg.messages(USER_ID)), timeout=300)
+        assert transcriber.pid not in (None, killed)
+    finally:
+        await stop_polling(bot.app)
 
 
 async def test_voice_preload_starts_the_speech_process_with_the_bot(

@@ -59,6 +59,11 @@ class SpeechProcess:
     def load_error(self) -> str | None:
         return self._load_error
 
+    @property
+    def running(self) -> bool:
+        """A speech process is started and has not exited (it may still be loading)."""
+        return self._process is not None and self._process.returncode is None
+
     def speed_summary(self) -> str | None:
         return summary(list(self.recent)) if self.recent else None
 
@@ -81,6 +86,8 @@ class SpeechProcess:
     async def transcribe(self, data: bytes) -> Transcript:
         """Send one note to the speech process (started if need be) and return its transcript."""
         async with self._turn:
+            if self._process is not None and self._process.returncode is not None:  # died while idle (killed)
+                await self._ended(f"the speech process had ended (exit {self._process.returncode}); starting it again")
             await self.wait_ready()
             process = self._process
             assert process is not None and process.stdin is not None and process.stdout is not None
