@@ -99,12 +99,19 @@ class SpeechProcess:
             except (ConnectionError, asyncio.LimitOverrunError, ValueError) as exc:
                 line = b""
                 log.warning("speech process: %s", exc)
+            except asyncio.CancelledError:  # its answer would be read as the next note's: that process is done
+                with contextlib.suppress(ProcessLookupError):
+                    process.kill()
+                self._process, self.pid = None, None
+                if self._state is ModelState.ready:
+                    self._state = ModelState.not_loaded
+                raise
             finally:
                 self._last_used = time.monotonic()
-            if not line:  # it died under this note
+            answer = _answer(line)
+            if answer is None:  # it died under this note (or answered what it should not)
                 await self._ended("the speech process ended while transcribing")
                 raise TranscriptionFailed("The speech model stopped while transcribing that note; please resend it.")
-            answer = json.loads(line)
         if "error" in answer:
             raise ERRORS.get(answer["error"], VoiceError)(answer["message"])
         if answer.get("speed"):
@@ -148,12 +155,17 @@ class SpeechProcess:
             return
         self._process, self.pid = process, process.pid
         assert process.stdout is not None
-        line = await process.stdout.readline()
-        answer = json.loads(line) if line.strip() else {"message": "The speech process ended while loading the model."}
+        ended = "The speech process ended while loading the model."
+        try:
+            line = await process.stdout.readline()
+            answer = json.loads(line) if line.strip() else {"message": ended}
+        except (ValueError, OSError) as exc:  # not one of its answers: never left "loading"
+            answer = {"message": f"The speech process answered what it should not ({type(exc).__name__})."}
         if not answer.get("ready"):
-            self._state, self._load_error = ModelState.failed, answer.get("message")
+            self._state, self._load_error = ModelState.failed, answer.get("message") or ended
             log.warning("speech model not loaded: %s", self._load_error)
             await self._reap(process)
+            self._process, self.pid = None, None  # the next note tries again
             return
         self._state = ModelState.ready
         log.info(
@@ -205,3 +217,12 @@ class SpeechProcess:
             with contextlib.suppress(ProcessLookupError):
                 process.kill()
             await process.wait()
+
+
+def _answer(line: bytes) -> dict[str, Any] | None:
+    """One answer line of the speech process; None for none (it ended) or for anything that is not an answer."""
+    try:
+        answer = json.loads(line) if line.strip() else None
+    except ValueError:
+        return None
+    return answer if isinstance(answer, dict) else None
