@@ -877,6 +877,8 @@ async def check_github(settings: Settings) -> list[Check] | None:
                 )
     finally:
         await client.close()
+    if not settings.github_users:
+        checks.append(Check(Level.ok, "GitHub", "mentions: nobody's (GITHUB_USERS unset: a mention starts no work)"))
     strangers = [login for login, uid in settings.github_users.items() if uid not in settings.allowed_user_ids]
     if strangers:
         checks.append(
