@@ -420,7 +420,11 @@ def check_voice_engine(settings: Settings) -> Check:
     detail = f"{engine} {_version(engine)}"
     if engine == "faster-whisper":
         detail += f" (CTranslate2 {_version('ctranslate2')}); {_faster_device(settings)}"
-    return Check(Level.ok, "voice engine", f"{detail}; {summary(recent)}")
+    start = "at the bot's start (VOICE_PRELOAD)" if settings.voice_preload else "by the first voice note"
+    idle = settings.voice_idle_minutes
+    end = f"ended after {idle:g} min without notes" if idle > 0 else "kept until the bot stops (VOICE_IDLE_MINUTES=0)"
+    where = f"in a process of its own, started {start}, {end}"
+    return Check(Level.ok, "voice engine", f"{detail}; {where}; {summary(recent)}")
 
 
 def _faster_device(settings: Settings) -> str:

@@ -595,3 +595,10 @@ async def test_github_unreachable_and_token_refused_get_their_own_fix(settings: 
     finally:
         fake.close()
     assert refused.level is Level.fail and "401" in refused.detail and "make a new one" in refused.fix
+
+
+def test_the_voice_engine_line_says_when_the_speech_process_runs(settings: Settings) -> None:
+    default = dr.check_voice_engine(settings)
+    assert "started by the first voice note, ended after 15 min without notes" in default.detail, default
+    kept = dr.check_voice_engine(settings.model_copy(update={"voice_preload": True, "voice_idle_minutes": 0}))
+    assert "started at the bot's start (VOICE_PRELOAD), kept until the bot stops" in kept.detail, kept
