@@ -1,9 +1,11 @@
 # Two commands on a fresh machine:  `make run` (set up + start the bot), `make test` (set up + run the tests).
 # Both create and use .venv/ in the repo root.
 #
-# PyTorch: whisper needs torch. `pip install torch==2.13.0` takes the CPU build where a CPU wheel is on
-# the pip path (as on our CI machines); the pin is also passed as a constraint so whisper can never pull
-# a newer multi-gigabyte CUDA build. With a GPU, choose the CUDA build:
+# PyTorch: whisper needs torch, pinned as TORCH (also passed as a constraint so whisper can never pull another build).
+# scripts/install-torch.sh picks the build: on Linux without an NVIDIA GPU, the CPU build from PyTorch's CPU wheel
+# index (TORCH_CPU_INDEX; PyPI's Linux torch is the CUDA build, several GB); where that index cannot be reached, the
+# plain pin only when pip's resolution of it has no CUDA package (a CPU wheel on pip's own path, as on our CI
+# machines), else it stops with one line saying what to do. With a GPU, the plain pin (CUDA); or choose the index:
 # `make run TORCH_INDEX=https://download.pytorch.org/whl/cu128` (torch's CUDA wheel brings triton with it).
 #
 # A lean install: openai-whisper is installed with --no-deps, its real dependencies come from pyproject.toml; its
@@ -25,6 +27,7 @@ VENV    := .venv
 BIN     := $(VENV)/bin
 TORCH   ?= torch==2.13.0
 TORCH_INDEX ?=
+TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 WHISPER ?= openai-whisper>=20240930
 STAMP   := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
@@ -35,14 +38,18 @@ PIP     := $(BIN)/pip install --disable-pip-version-check -q --no-compile
 # measured on 2 cores: 130 s with 3 workers, 142 s with 4, 161-167 s with 2)
 TEST_JOBS ?= $(shell echo $$(( $$(nproc) * 3 / 2 )))
 
-.PHONY: run test setup system-deps bench clean docs-screenshot
+# TORCH_DRY_RUN_REPORT=FILE: resolve only and leave pip's report there (`make torch`, tests/test_torch_install.py)
+TORCH_INSTALL = TORCH='$(TORCH)' TORCH_INDEX='$(TORCH_INDEX)' TORCH_CPU_INDEX='$(TORCH_CPU_INDEX)' \
+	sh scripts/install-torch.sh $(PIP)
+
+.PHONY: run test setup system-deps bench clean torch docs-screenshot
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
 
 $(STAMP): pyproject.toml | $(BIN)/python
 	printf '%s\n' '$(TORCH)' > $(VENV)/constraints.txt
-	$(PIP) $(if $(TORCH_INDEX),--index-url '$(TORCH_INDEX)' --extra-index-url https://pypi.org/simple) '$(TORCH)'
+	$(TORCH_INSTALL)
 	$(PIP) -c $(VENV)/constraints.txt -e .
 	$(PIP) --no-deps '$(WHISPER)'
 	$(PIP) -c $(VENV)/constraints.txt -e '.[faster]' \
@@ -59,6 +66,10 @@ $(TEST_STAMP): $(STAMP)
 	touch $@
 
 setup: $(STAMP) system-deps
+
+# torch alone, as the set-up installs it (with TORCH_DRY_RUN_REPORT=FILE: the resolution only)
+torch: | $(BIN)/python
+	$(TORCH_INSTALL)
 
 # Chromium (frontend screenshots) and espeak-ng (speech fixtures) from Debian, where we are allowed to; then the
 # frontend worker's browser (chrome-devtools-mcp, pinned, into .tools/) where node/npm and Chromium exist.

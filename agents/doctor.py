@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import importlib.metadata
 import importlib.util
+import logging
 import os
 import re
 import shutil
@@ -39,7 +40,9 @@ from agents.sandbox.egress_rules import egress_for
 from agents.sandbox.process_cap import pids_parent
 from agents.sandbox.task_cgroup import support as task_cgroup_support
 from agents.sandbox.task_limits import disk_budget, sandbox_limit_warnings
+from agents.sandbox.user_net import available as user_net_available
 from agents.sandbox.user_net import direct as direct_network
+from agents.sandbox.user_net import nft_available
 from agents.store.database import Store
 from agents.store.migrations import LATEST_VERSION
 from agents.tools import browser
@@ -328,7 +331,7 @@ async def check_workspaces(settings: Settings) -> list[Check]:
 async def check_bot_repository(settings: Settings) -> Check | None:
     """BOT_REPOSITORY (optional) is a git checkout: the workspace `self`."""
     if settings.bot_repository is None:
-        return None
+        return Check(Level.ok, "BOT_REPOSITORY", "off (unset: no workspace `self`, the bot does not work on itself)")
     path = Path(settings.bot_repository).expanduser()
     if not path.is_dir():
         return Check(
@@ -422,7 +425,11 @@ def check_voice_engine(settings: Settings) -> Check:
     detail = f"{engine} {_version(engine)}"
     if engine == "faster-whisper":
         detail += f" (CTranslate2 {_version('ctranslate2')}); {_faster_device(settings)}"
-    return Check(Level.ok, "voice engine", f"{detail}; {summary(recent)}")
+    start = "at the bot's start (VOICE_PRELOAD)" if settings.voice_preload else "by the first voice note"
+    idle = settings.voice_idle_minutes
+    end = f"ended after {idle:g} min without notes" if idle > 0 else "kept until the bot stops (VOICE_IDLE_MINUTES=0)"
+    where = f"in a process of its own, started {start}, {end}"
+    return Check(Level.ok, "voice engine", f"{detail}; {where}; {summary(recent)}")
 
 
 def _faster_device(settings: Settings) -> str:
@@ -447,11 +454,12 @@ def _faster_device(settings: Settings) -> str:
     return "int8 on the CPU (no CUDA device)"
 
 
-# The bot's peak resident memory in MB, measured by bench/memory.py (whisper base dims, start-up and one note; 2-core
-# x86-64 machine): without a speech model, and with each engine. Other sizes scale by their weights: openai-whisper
-# holds fp32 (4 bytes a parameter), faster-whisper int8 (1 byte).
-BOT_MEMORY_MB = 123
-VOICE_MEMORY_MB = {"openai-whisper": 817, "faster-whisper": 468}
+# Resident memory in MB, measured by bench/memory.py (the real bot, whisper base dims; 2-core x86-64 machine): the
+# bot idle (no speech process), and the bot with its speech process of each engine after one note (their sum: what
+# a voice note needs while the speech process runs). Other sizes scale by their weights: openai-whisper holds fp32
+# (4 bytes a parameter), faster-whisper int8 (1 byte).
+BOT_MEMORY_MB = 124
+VOICE_MEMORY_MB = {"openai-whisper": 125 + 748, "faster-whisper": 125 + 305}
 BYTES_PER_PARAMETER = {"openai-whisper": 4, "faster-whisper": 1}
 WHISPER_PARAMETERS_M = {"tiny": 39, "base": 74, "small": 244, "medium": 769, "large": 1550, "turbo": 809}
 TASK_HEADROOM_MB = 768  # what a task's git, commands and tests need beside the bot, at the least
@@ -497,7 +505,7 @@ def check_memory(settings: Settings, total_mb: int | None = None) -> Check | Non
     need = voice_memory_mb(engine, model)
     if total_mb is None or need is None:
         return None
-    holds = f"the bot with {engine} {model} holds about {need} MB at its peak (bench/memory.py)"
+    holds = f"the bot with {engine} {model} holds about {need} MB while its speech process runs (bench/memory.py)"
     if total_mb >= need + TASK_HEADROOM_MB:
         return Check(Level.ok, "memory", f"{total_mb} MB on this machine; {holds}")
     lighter = []
@@ -561,6 +569,8 @@ async def check_browser(settings: Settings) -> Check:
             f"{what}: the frontend worker keeps only `screenshot`",
             "make setup (scripts/install-browser.sh) where node, npm and chromium are installed",
         )
+    if settings.sandbox != "off" and await bwrap.unavailable_reason():
+        return Check(Level.warn, "browser", f"{what} cannot start: it runs in a task's sandbox", "see the sandbox line")
     try:
         count = await probe_mcp(browser.config(install, proxy=False), settings, call="list_pages")
     except ToolError as err:
@@ -571,25 +581,52 @@ async def check_browser(settings: Settings) -> Check:
 
 async def check_mcp_servers(settings: Settings) -> list[Check]:
     """Each server of MCP_CONFIG: whether it starts (stdio: in a task's sandbox) and how many tools it offers."""
+    if settings.mcp_config is None:
+        return [Check(Level.ok, "MCP", "none (MCP_CONFIG unset; the frontend worker's browser is built in)")]
     servers, problems = load_mcp_config(settings.mcp_config)
     checks = [Check(Level.warn, "MCP_CONFIG", p, "fix the file (its shape is in .env.example)") for p in problems]
+    if not servers and not problems:
+        checks.append(Check(Level.ok, "MCP", f"none ({settings.mcp_config} names no server)"))
 
     async def one(config) -> Check:  # noqa: ANN001 - an McpServerConfig
         how = "stdio in a task's sandbox" if config.stdio else f"{config.url} from the bot"
         roles = ", ".join(sorted(r.value for r in config.roles))
         approve = f"; approve: {', '.join(sorted(config.approve))}" if config.approve else ""
+        if config.stdio and settings.sandbox != "off" and await bwrap.unavailable_reason():
+            return Check(Level.warn, f"MCP {config.name}", f"cannot start ({how})", "see the sandbox line")
         try:
             count = await probe_mcp(config, settings)
         except ToolError as err:
-            return Check(
-                Level.warn,
-                f"MCP {config.name}",
-                f"does not start ({how}): {err}",
-                "check its command, args and env; its folder must be in SANDBOX_READ_PATHS",
+            fix = (
+                "check its command, args and env; its folder must be in SANDBOX_READ_PATHS"
+                if config.stdio
+                else f"check that {config.url} is up and reachable from the bot, and its headers (a token) in "
+                "MCP_CONFIG"
             )
+            return Check(Level.warn, f"MCP {config.name}", f"does not start ({how}): {err}", fix)
         return Check(Level.ok, f"MCP {config.name}", f"starts ({how}), {count} tools; roles {roles}{approve}")
 
     return checks + list(await asyncio.gather(*(one(c) for c in servers)))
+
+
+BWRAP_INSTALL_FIX = (
+    "install it: `sudo apt-get install bubblewrap` (or `sudo scripts/install-system-deps.sh`); or set SANDBOX=off "
+    "to run commands unconfined"
+)
+USERNS_FIX = (
+    "allow unprivileged user namespaces (`sudo sysctl -w kernel.unprivileged_userns_clone=1`, or "
+    "`kernel.apparmor_restrict_unprivileged_userns=0`; in Docker: --security-opt seccomp=unconfined --security-opt "
+    "apparmor=unconfined); or set SANDBOX=off to run commands unconfined"
+)
+CGROUP_FIX = "run the bot where it may make cgroups (as root, or in a delegated cgroup: systemd's Delegate=yes)"
+
+
+def network_tools_fix() -> str | None:
+    """The fix when an allowed network cannot go direct: install what is missing of passt (pasta) and nftables."""
+    missing = [name for name, there in (("passt", user_net_available()), ("nftables", nft_available())) if not there]
+    if not missing:
+        return None
+    return f"install {' and '.join(missing)}: `sudo apt-get install {' '.join(missing)}`"
 
 
 async def check_sandbox(settings: Settings) -> Check:
@@ -604,18 +641,17 @@ async def check_sandbox(settings: Settings) -> Check:
         )
     bwrap.reset_probe()
     reason = await bwrap.unavailable_reason()
-    if reason:
-        return Check(Level.fail, "sandbox", reason.removesuffix("."), bwrap.UNAVAILABLE_FIX)
+    if reason:  # the reason ends with the general fix; the line's own fix is the one for this failure
+        detail = reason.removesuffix(".").removesuffix(f": {bwrap.UNAVAILABLE_FIX}")
+        return Check(Level.fail, "sandbox", detail, BWRAP_INSTALL_FIX if bwrap.bwrap_path() is None else USERNS_FIX)
     as_root = hasattr(os, "geteuid") and os.geteuid() == 0
     limits = sandbox_limit_warnings(settings.sandbox_network != "off")
-    if limits:  # what this machine cannot bound
-        return Check(
-            Level.warn,
-            "sandbox",
-            "bubblewrap confines commands, but " + "; ".join(limits),
-            "run the bot where it may make cgroups (root, or a delegated cgroup) and install passt",
-        )
     cgroup = task_cgroup_support()
+    if limits:  # what this machine cannot bound, each with its own fix
+        fixes = [] if cgroup.available else [CGROUP_FIX]
+        if settings.sandbox_network != "off" and (network_fix := network_tools_fix()):
+            fixes.append(network_fix)
+        return Check(Level.warn, "sandbox", "bubblewrap confines commands, but " + "; ".join(limits), "; ".join(fixes))
     egress = egress_for(settings.sandbox_network_domains, settings.sandbox_network_private)
     net = "the public Internet only, via pasta" if direct_network(egress) else "the bot's HTTP proxy only"
     if cgroup.available:
@@ -865,14 +901,20 @@ async def check_github(settings: Settings) -> list[Check] | None:
     from agents.workspaces.folders import Workspaces
 
     if settings.github_token is None:
-        return None
+        return [Check(Level.ok, "GitHub", "off (GITHUB_TOKEN unset: no issues, mentions or pull requests)")]
     client = GitHubClient(settings.github_token.get_secret_value(), settings.github_api_url)
     checks: list[Check] = []
     try:
         try:
             login = await client.user()
         except GitHubUnavailable as err:
-            return [Check(Level.fail, "GitHub", f"GITHUB_TOKEN: {err}", "make a new token (README: GitHub)")]
+            if err.status is None:
+                fix = f"check the network and GITHUB_API_URL ({settings.github_api_url})"
+            elif err.status == 401:
+                fix = "GitHub refuses the token: make a new one (README: GitHub) and set GITHUB_TOKEN"
+            else:
+                fix = "check the token's permissions and GitHub's status (a 403 can be a rate limit: wait an hour)"
+            return [Check(Level.fail, "GitHub", f"GITHUB_TOKEN: {err}", fix)]
         checks.append(Check(Level.ok, "GitHub", f"GITHUB_TOKEN accepted (acting as {login})"))
         for ws in Workspaces(settings.workspace_path, settings.bot_repository).all():
             repo = await github_repository(ws.path, settings.github_web_url)
@@ -909,6 +951,8 @@ async def check_github(settings: Settings) -> list[Check] | None:
                 )
     finally:
         await client.close()
+    if not settings.github_users:
+        checks.append(Check(Level.ok, "GitHub", "mentions: nobody's (GITHUB_USERS unset: a mention starts no work)"))
     strangers = [login for login, uid in settings.github_users.items() if uid not in settings.allowed_user_ids]
     if strangers:
         checks.append(
@@ -919,7 +963,10 @@ async def check_github(settings: Settings) -> list[Check] | None:
                 "their mentions are ignored; add their Telegram ids to ALLOWED_USER_IDS",
             )
         )
-    if settings.github_webhook_listen:
+    if not settings.github_webhook_listen:
+        off = "off (GITHUB_WEBHOOK_LISTEN unset: no webhook; a pull request's checks are polled)"
+        checks.append(Check(Level.ok, "GitHub webhook", off))
+    else:
         host, _, port = settings.github_webhook_listen.rpartition(":")
         try:
             with socket.socket(socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET) as probe:
@@ -946,9 +993,24 @@ async def check_github(settings: Settings) -> list[Check] | None:
     return checks
 
 
+def check_access(settings: Settings) -> Check:
+    """ALLOWED_USER_IDS: who may use the bot; empty is a bot that refuses everyone."""
+    if not settings.allowed_user_ids:
+        return Check(
+            Level.fail,
+            "ALLOWED_USER_IDS",
+            "empty: nobody may use the bot (every message is refused)",
+            "add your id: ALLOWED_USER_IDS=<your Telegram user id> in .env (message @userinfobot to learn it, or "
+            "message this bot: its log names every refused id)",
+        )
+    count = len(settings.allowed_user_ids)
+    return Check(Level.ok, "ALLOWED_USER_IDS", f"{count} user{'s' if count > 1 else ''} may use the bot")
+
+
 async def run_checks(settings: Settings) -> list[Check]:
     """Every check after the settings, concurrently, in a fixed order."""
     groups = await asyncio.gather(
+        _guarded("ALLOWED_USER_IDS", lambda: check_access(settings)),
         _guarded("Telegram", lambda: check_telegram(settings)),
         _guarded("Anthropic", lambda: check_anthropic(settings)),
         _guarded("updates", lambda: check_updates_mode(settings)),
@@ -1001,7 +1063,17 @@ async def doctor(out: TextIO | None = None, load: Callable[[], Settings] = load_
         )
         return 1
     emit(Check(Level.ok, "settings", f"valid, {_settings_source()}"))
-    checks = await run_checks(settings)
+    # Every finding is a line of this report: a library's warning, printed by logging's last-resort handler where
+    # no handler is configured (the command line), would break its format.
+    root = logging.getLogger()
+    quiet = logging.NullHandler() if not root.handlers else None
+    if quiet is not None:
+        root.addHandler(quiet)
+    try:
+        checks = await run_checks(settings)
+    finally:
+        if quiet is not None:
+            root.removeHandler(quiet)
     for check in checks:
         emit(check)
     failed = [c for c in checks if c.level is Level.fail]

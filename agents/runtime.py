@@ -1,11 +1,12 @@
 """Wiring: build the store, client, workspaces, task engine, crew, orchestrator and transcriber from settings; shut them
 down.
 
-Start-up work nobody waits on yet (loading the speech model, indexing every workspace for symbol hints) is not done
+Start-up work nobody waits on yet (starting the speech process when VOICE_PRELOAD asks for it, indexing every
+workspace for symbol hints) is not done
 while the bot starts, nor while a user's turn is in flight: it begins once the first turn has its answer (or
 START_UP_GRACE_SECONDS passed without a message) and no turn has been in flight for a second, one job after the
 other. A message sent the moment the bot polls is answered at warm speed; a voice note sent before the model is
-loaded starts the load itself (and says so).
+loaded starts the speech process itself (and says so): by default the bot idles without the speech model.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,12 +31,14 @@ from agents.core.user_turns import UserTurns
 from agents.github.api import GitHubClient
 from agents.github.webhook import WebhookServer
 from agents.github_inbox import GitHubInbox
+from agents.inputs.speech_process import SpeechProcess
 from agents.llm.client import make_client
 from agents.llm.tool_loop import SdkModel
 from agents.repo_map.maps import RepoMap
 from agents.review.pages import TaskPages
 from agents.review.server import InChat, ReviewServer
 from agents.sandbox import task_disk
+from agents.sandbox.bwrap import unavailable_reason
 from agents.sandbox.task_limits import sandbox_limit_warnings
 from agents.sandbox.temp_folders import sweep_leftovers
 from agents.store.database import Store
@@ -53,10 +55,7 @@ from agents.workspaces.folders import Workspaces
 
 log = logging.getLogger(__name__)
 
-START_UP_GRACE_SECONDS = 3.0  # with no message by then, start-up work begins anyway (voice notes: model ready)
-# While the speech model loads (imports and unpickling that hold the GIL), the interpreter hands the GIL over every
-# LOAD_SWITCH_INTERVAL seconds instead of every 5 ms, so the event loop never waits long for it at each wake-up.
-LOAD_SWITCH_INTERVAL = 0.0005
+START_UP_GRACE_SECONDS = 3.0  # with no message by then, start-up work begins anyway
 
 
 @dataclass
@@ -107,8 +106,19 @@ class Runtime:
                 "your files and use the network); set SANDBOX=bwrap once bubblewrap works here"
             )
         if settings.sandbox != "off":
+            if reason := await unavailable_reason():
+                log.warning(
+                    "the sandbox does not work here, so every command a task runs is refused (the workers' shell, "
+                    "test runs and their verdicts, stdio MCP servers, the frontend browser): %s",
+                    reason,
+                )
             for warning in sandbox_limit_warnings(settings.sandbox_network != "off"):
                 log.warning("%s", warning)
+        if not settings.allowed_user_ids:
+            log.warning(
+                "ALLOWED_USER_IDS is empty: nobody may use the bot, every message is refused; add your Telegram "
+                "user id to ALLOWED_USER_IDS in .env (each refused id is logged as it writes)"
+            )
         if swept := await asyncio.to_thread(sweep_leftovers):  # the folders of a bot that was killed
             log.info("removed %d temporary folders a killed bot left behind", len(swept))
         # kept worktrees' own file systems after a restart (agents/sandbox/task_disk.py)
@@ -232,19 +242,15 @@ class Runtime:
             self.review_server = server
 
     async def _start_up_work(self) -> None:
-        """Load the speech model, then index the workspaces: once the first turn has its answer and none is in
-        flight (the module's docstring)."""
+        """Start the speech process (VOICE_PRELOAD), then index the workspaces: once the first turn has its answer
+        and none is in flight (the module's docstring)."""
         await self.turns.settled(START_UP_GRACE_SECONDS)
-        if self.transcriber is not None and self.transcriber.state is ModelState.not_loaded:
+        transcriber = self.transcriber
+        if self.settings.voice_preload and transcriber is not None and transcriber.state is ModelState.not_loaded:
             started = time.perf_counter()
-            previous = sys.getswitchinterval()
-            sys.setswitchinterval(min(previous, LOAD_SWITCH_INTERVAL))
-            try:
-                self.transcriber.start_loading()
-                with contextlib.suppress(Exception):  # its state and message say why; voice notes tell the user
-                    await self.transcriber.wait_ready()
-            finally:
-                sys.setswitchinterval(previous)
+            transcriber.start_loading()
+            with contextlib.suppress(Exception):  # its state and message say why; voice notes tell the user
+                await transcriber.wait_ready()
             self.start_up_seconds["speech model"] = time.perf_counter() - started
             await self.turns.settled(0)
         started = time.perf_counter()
@@ -333,6 +339,8 @@ class Runtime:
         await self.repo_map.close()
         if self.transcriber is not None:
             self.transcriber.close()
+            if isinstance(self.transcriber, SpeechProcess):  # reaped before the event loop ends
+                await self.transcriber.wait_closed()
         await self.client.close()
         await self.store.close()
 
@@ -406,4 +414,4 @@ def _make_transcriber(settings: Settings) -> SpeechToText | None:
     except ImportError as err:  # whisper missing: text still works
         log.warning("voice notes disabled: %s", err)
         return None
-    return make_transcriber(settings)  # loaded by the start-up work, or by the first voice note
+    return make_transcriber(settings)  # started by the first voice note (or the start-up work: VOICE_PRELOAD)

@@ -249,7 +249,7 @@ async def main(fakes_in_process: bool = False) -> dict:
     print(
         f"  start-up to first getUpdates: agentlab {agentlab.startup_s * 1000:.0f} ms, "
         f"bare {bare.startup_s * 1000:.0f} ms "
-        f"(agentlab's speech model load, in its own thread, settled {speech_settle:.1f} s later)"
+        f"(agentlab's speech process, started at start only with VOICE_PRELOAD, settled {speech_settle:.1f} s later)"
     )
     print(
         "  Note: the fakes answer with zero latency, so this ratio is an upper bound on the relative overhead; "

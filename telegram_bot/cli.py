@@ -361,12 +361,51 @@ def cmd_eval_tasks(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------------------------------------------------ main
 
 
+RUN_HELP = """\
+Start the bot: long polling, or a webhook when WEBHOOK_URL is set. The default when no subcommand is given.
+
+No options: every setting comes from the environment and .env in the current folder (.env.example explains each
+key). A missing or malformed setting, or a token or API key the service refuses, stops the start with one line and
+exit status 2 (a systemd unit with RestartPreventExitStatus=2 then waits for you); an unreachable Telegram or
+Anthropic is tried again. SIGTERM stops cleanly: running tasks become resumable.
+"""
+
+DOCTOR_HELP = """\
+Check the set-up and print one line per check: ✓ fine, ! optional (a feature off, or degraded), ✗ must be fixed,
+each ! and ✗ followed by the fix for that failure. Exit status 1 when a required check fails, else 0.
+
+No options: it reads the settings as `agentlab run` would (the environment and .env in the current folder) and
+checks them, who may use the bot, Telegram's token and Anthropic's key (network checks give up after 5 s), the
+workspaces, git, the speech model and its memory, ripgrep, Chromium and the browser, MCP servers, the database,
+the sandbox, the task engine and GitHub.
+"""
+
+INIT_HELP = """\
+Ask for the four required settings (the Telegram token from @BotFather, the Anthropic API key, your Telegram user
+id, the folder holding your projects), write them into .env in the current folder (mode 600; from .env.example
+when one is here, so every other key is listed and explained), then run `agentlab doctor` on it.
+
+No options. Run it again to change those four (Enter keeps the value shown in brackets); other keys are edited in
+.env.
+"""
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agentlab", description="A crew of Claude agents in your Telegram chat.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    run = sub.add_parser("run", help="start the bot (long polling, or a webhook when WEBHOOK_URL is set); the default")
+    run = sub.add_parser(
+        "run",
+        help="start the bot (long polling, or a webhook when WEBHOOK_URL is set); the default",
+        description=RUN_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     run.set_defaults(func=cmd_run)
-    doctor = sub.add_parser("doctor", help="check the settings, tokens, workspaces, git, whisper and the database")
+    doctor = sub.add_parser(
+        "doctor",
+        help="check the settings, tokens, workspaces, git, whisper and the database",
+        description=DOCTOR_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     doctor.set_defaults(func=cmd_doctor)
     runner = sub.add_parser(
         "runner",
@@ -375,7 +414,12 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     runner.set_defaults(func=cmd_runner)
-    init = sub.add_parser("init", help="ask for the required settings, write .env (mode 600), then run doctor")
+    init = sub.add_parser(
+        "init",
+        help="ask for the required settings, write .env (mode 600), then run doctor",
+        description=INIT_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     init.set_defaults(func=cmd_init)
     evaluate = sub.add_parser("eval", help="evaluations against the real Anthropic API (they cost tokens)")
     evaluate.set_defaults(func=lambda _args: _print_help_and_fail(evaluate))

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import html
 import logging
 
-from telegram import Update
+from telegram import Audio, Document, Update, Voice
 
 from agents.core.models import InputMethod
 from telegram_bot.handlers import STOPPING, chat_lock, converse, message_arrived, runtime
@@ -19,45 +20,59 @@ ECHO_LIMIT = 3500  # a long note's echo is trimmed (Telegram's limit is 4096); t
 
 
 async def on_voice(update: Update, context: Context) -> None:
-    """A voice note, audio file, or audio sent as a document."""
+    """A voice note, audio file, or audio sent as a document: transcribed at once, beside the turn the chat may
+    have in flight (never behind it), then routed in its place in the chat's order."""
     message = message_of(update)
     message_arrived(update, context)
-    async with chat_lock(update, context):
-        if context.bot_data.stopping:
-            await message.reply_text(STOPPING)
-            return
-        media = message.voice or message.audio or message.document
-        if media is None:  # the handler's filter lets voice notes, audio and audio documents through only
-            raise UnexpectedUpdate(f"update {update.update_id} carries no audio")
-        if media.file_size and media.file_size > MAX_DOWNLOAD_BYTES:
-            await message.reply_text(
-                f"That file is {media.file_size / 1e6:.0f} MB; Telegram lets bots download at most "
-                "20 MB. Send a shorter note."
-            )
-            return
-        transcriber = runtime(context).transcriber
-        if transcriber is None:
-            await message.reply_text(
-                "Voice notes are not available on this bot (speech model not installed); please type instead."
-            )
-            return
-        from agents.core.protocols import ModelState
-        from agents.inputs.voice import VoiceError
+    media = message.voice or message.audio or message.document
+    if media is None:  # the handler's filter lets voice notes, audio and audio documents through only
+        raise UnexpectedUpdate(f"update {update.update_id} carries no audio")
+    heard = asyncio.ensure_future(_transcribe(update, context, media))
+    try:
+        async with chat_lock(update, context):  # taken before the first await: the note keeps its place in order
+            text = await heard
+            if text is None:
+                return
+            shown = text if len(text) <= ECHO_LIMIT else text[:ECHO_LIMIT].rstrip() + "…"
+            await message.reply_html(f"🎙 I heard: <i>{html.escape(shown)}</i>", do_quote=True)
+            await converse(update, context, text, InputMethod.VOICE)
+    finally:
+        heard.cancel()  # done by now, unless this turn was cancelled (a shutdown)
 
-        if transcriber.state is ModelState.not_loaded:
-            transcriber.start_loading()
-        if transcriber.state is ModelState.loading:
-            await message.reply_text("Loading the speech model… your note will be transcribed as soon as it's ready.")
-        data = bytes(await (await media.get_file()).download_as_bytearray())
-        try:
-            transcript = await transcriber.transcribe(data)
-        except VoiceError as err:
-            await message.reply_text(err.user_message)
-            return
-        text = transcript.text.strip()
-        if not text:
-            await message.reply_text("I couldn't make out any words in that note; could you say it again or type it?")
-            return
-        shown = text if len(text) <= ECHO_LIMIT else text[:ECHO_LIMIT].rstrip() + "…"
-        await message.reply_html(f"🎙 I heard: <i>{html.escape(shown)}</i>", do_quote=True)
-        await converse(update, context, text, InputMethod.VOICE)
+
+async def _transcribe(update: Update, context: Context, media: Voice | Audio | Document) -> str | None:
+    """The note's text; None when it has none (the user has been told why)."""
+    message = message_of(update)
+    if context.bot_data.stopping:
+        await message.reply_text(STOPPING)
+        return None
+    if media.file_size and media.file_size > MAX_DOWNLOAD_BYTES:
+        await message.reply_text(
+            f"That file is {media.file_size / 1e6:.0f} MB; Telegram lets bots download at most "
+            "20 MB. Send a shorter note."
+        )
+        return None
+    transcriber = runtime(context).transcriber
+    if transcriber is None:
+        await message.reply_text(
+            "Voice notes are not available on this bot (speech model not installed); please type instead."
+        )
+        return None
+    from agents.core.protocols import ModelState
+    from agents.inputs.voice import VoiceError
+
+    if transcriber.state is ModelState.not_loaded:
+        transcriber.start_loading()
+    if transcriber.state is ModelState.loading:
+        await message.reply_text("Loading the speech model… your note will be transcribed as soon as it's ready.")
+    data = bytes(await (await media.get_file()).download_as_bytearray())
+    try:
+        transcript = await transcriber.transcribe(data)
+    except VoiceError as err:
+        await message.reply_text(err.user_message)
+        return None
+    text = transcript.text.strip()
+    if not text:
+        await message.reply_text("I couldn't make out any words in that note; could you say it again or type it?")
+        return None
+    return text

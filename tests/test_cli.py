@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import io
 import json
 import logging
@@ -69,6 +70,53 @@ def test_help_lists_the_subcommands(capsys) -> None:
     out = capsys.readouterr().out
     for command in ("run", "doctor", "init"):
         assert f"    {command} " in out
+
+
+def subcommands() -> dict[str, object]:
+    """Each subcommand's own parser, by name (argparse's subparsers action holds them)."""
+    from telegram_bot.cli import build_parser
+
+    parser = build_parser()
+    [action] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]  # noqa: SLF001 - argparse
+    return dict(action.choices)
+
+
+@pytest.mark.parametrize("command", ["run", "doctor", "init", "runner", "eval"])
+def test_each_subcommand_s_help_says_what_it_does_and_its_options(command: str, capsys) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main([command, "--help"])
+    assert exited.value.code == 0
+    out = capsys.readouterr().out
+    usage, _, rest = out.partition("\n\n")
+    description = rest.split("\noptions:")[0].strip()
+    assert len(description) > 40, f"`agentlab {command} --help` says nothing beyond its usage:\n{out}"
+    if command in ("run", "doctor", "init"):
+        assert "No options" in description or "--" in usage.replace("-h", "")
+
+
+def test_the_readme_names_every_subcommand() -> None:
+    """The README's subcommand sentence lists each one the parser knows."""
+    readme = (REPO / "README.md").read_text()
+    sentence = readme[readme.index("`agentlab` subcommands") :].split("\n\n")[0]
+    for name in subcommands():
+        assert f"`{name}" in sentence, f"the README's subcommand list leaves out `{name}`"
+
+
+def test_the_readme_s_systemd_unit_does_not_restart_on_a_refused_setting() -> None:
+    """Exit 2 (a setting, token or key refused) must not restart in a loop: the README's unit says so, as
+    deploy/agentlab.service does."""
+    readme = (REPO / "README.md").read_text()
+    units = [block for block in readme.split("```ini")[1:] if "[Service]" in block.split("```")[0]]
+    assert units, "the README shows a systemd unit"
+    for block in units:
+        assert "RestartPreventExitStatus=2" in block.split("```")[0]
+    assert "RestartPreventExitStatus=2" in (REPO / "deploy" / "agentlab.service").read_text()
+
+
+def test_the_deploy_guide_shows_a_reverse_proxy_for_github_s_webhook() -> None:
+    guide = (REPO / "deploy" / "README.md").read_text()
+    assert "location = /github" in guide and "proxy_pass http://127.0.0.1:8088" in guide, "nginx"
+    assert "reverse_proxy /github 127.0.0.1:8088" in guide, "Caddy"
 
 
 def test_python_m_telegram_bot_help() -> None:

@@ -17,6 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from pydantic import SecretStr
 
 from agents import doctor as dr
 from agents.core.settings import Settings
@@ -245,7 +246,8 @@ async def test_empty_workspace_root_warns(settings: Settings, tmp_path: Path) ->
 
 
 async def test_bot_repository(settings: Settings, tmp_path: Path, bot_repo: Path) -> None:
-    assert await dr.check_bot_repository(settings) is None
+    unset = await dr.check_bot_repository(settings)
+    assert unset is not None and unset.level is Level.ok and unset.detail.startswith("off (unset")
     good = await dr.check_bot_repository(settings.model_copy(update={"bot_repository": bot_repo}))
     assert good is not None and good.level is Level.ok
     plain = tmp_path / "plain"
@@ -495,3 +497,122 @@ def test_network_reach_says_what_an_allowed_command_reaches_and_warns_of_opened_
     assert check is not None and check.level is Level.warn
     assert "SANDBOX_NETWORK_PRIVATE" in check.detail and "192.168.1.20/32" in check.detail
     assert dr.check_network_reach(settings.model_copy(update={"sandbox_network": "off"})) is None
+
+
+# ------------------------------------------------------------------------------------- no silent settings
+
+
+def test_an_empty_allowed_user_ids_fails_and_says_to_add_your_id(
+    monkeypatch: pytest.MonkeyPatch, ready_env: Path, capsys
+) -> None:
+    monkeypatch.setenv("ALLOWED_USER_IDS", "")
+    assert main(["doctor"]) == 1
+    out = capsys.readouterr().out
+    [line] = [m for m in marks(out) if "ALLOWED_USER_IDS" in m]
+    assert line.startswith("✗ ALLOWED_USER_IDS:") and "nobody may use the bot" in line
+    assert "fix: add your id" in out and "Ready" not in out
+
+
+def test_unset_optional_features_each_get_one_line(ready_env: Path, capsys) -> None:
+    assert main(["doctor"]) == 0
+    lines = marks(capsys.readouterr().out)
+    assert "✓ GitHub: off (GITHUB_TOKEN unset: no issues, mentions or pull requests)" in lines
+    assert [m for m in lines if m.startswith("✓ MCP:")] == [
+        "✓ MCP: none (MCP_CONFIG unset; the frontend worker's browser is built in)"
+    ]
+
+
+def path_without(tmp_path: Path, *missing: str) -> str:
+    """A PATH holding every program of this one but `missing` (symlinks in one folder)."""
+    folder = tmp_path / f"path-without-{'-'.join(missing)}"
+    folder.mkdir()
+    for directory in os.environ["PATH"].split(os.pathsep):
+        if not os.path.isdir(directory):
+            continue
+        for name in os.listdir(directory):
+            target = Path(directory) / name
+            if name not in missing and not (folder / name).exists() and os.access(target, os.X_OK):
+                (folder / name).symlink_to(target)
+    return str(folder)
+
+
+def test_without_bubblewrap_doctor_keeps_its_format_and_gives_the_install_fix_once(
+    ready_env: Path, tmp_path: Path
+) -> None:
+    """The real command in a process of its own, bwrap not on PATH: stdout and stderr hold report lines only."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PATH": path_without(tmp_path, "bwrap"), "PYTHONPATH": str(Path(__file__).parents[1])}
+    done = subprocess.run(
+        [sys.executable, "-m", "telegram_bot", "doctor"], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 1
+    assert done.stderr.strip() == "", f"a stray line beside the report: {done.stderr}"
+    for line in done.stdout.splitlines():
+        assert (
+            not line
+            or line[:2] in ("✓ ", "✗ ", "! ")
+            or line.startswith(("    fix: ", "\n"))
+            or ("required check" in line)
+        ), f"not a report line: {line!r}"
+    [sandbox] = [m for m in marks(done.stdout) if m.startswith("✗ sandbox:")]
+    assert "bubblewrap (bwrap) is not installed" in sandbox
+    assert done.stdout.count("apt-get install bubblewrap") == 1, done.stdout
+    assert "unprivileged_userns_clone" not in done.stdout, "a missing program's fix is installing it"
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
+async def test_no_pasta_alone_is_fixed_by_installing_passt(
+    settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agents.sandbox.task_cgroup import support
+
+    if not support().available:
+        pytest.skip(f"this machine cannot make a task cgroup ({support().description}): both fixes apply here")
+    monkeypatch.setenv("PATH", path_without(tmp_path, "pasta"))
+    check = await dr.check_sandbox(settings)
+    assert check.level is Level.warn and "passt not installed" in check.detail
+    assert check.fix.startswith("install passt") and "cgroup" not in check.fix
+
+
+async def test_a_broken_url_mcp_server_is_told_to_check_its_url(settings: Settings, tmp_path: Path) -> None:
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{probe.getsockname()[1]}/mcp"
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"tracker": {"url": dead}}}))
+    checks = await dr.check_mcp_servers(
+        settings.model_copy(update={"mcp_config": config, "mcp_start_timeout_seconds": 5})
+    )
+    [check] = [c for c in checks if c.name == "MCP tracker"]
+    assert check.level is Level.warn
+    assert dead in check.fix and "SANDBOX_READ_PATHS" not in check.fix and "command" not in check.fix
+
+
+async def test_github_unreachable_and_token_refused_get_their_own_fix(settings: Settings) -> None:
+    from tests.fakes.github_server import FakeGitHub
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    [unreachable] = await dr.check_github(
+        settings.model_copy(update={"github_token": SecretStr("ghp_x"), "github_api_url": dead})
+    )
+    assert unreachable.level is Level.fail and "could not be reached" in unreachable.detail
+    assert "GITHUB_API_URL" in unreachable.fix and "new" not in unreachable.fix
+    fake = FakeGitHub().start()
+    try:
+        [refused] = await dr.check_github(
+            settings.model_copy(update={"github_token": SecretStr("ghp_wrong"), "github_api_url": fake.url})
+        )
+    finally:
+        fake.close()
+    assert refused.level is Level.fail and "401" in refused.detail and "make a new one" in refused.fix
+
+
+def test_the_voice_engine_line_says_when_the_speech_process_runs(settings: Settings) -> None:
+    default = dr.check_voice_engine(settings)
+    assert "started by the first voice note, ended after 15 min without notes" in default.detail, default
+    kept = dr.check_voice_engine(settings.model_copy(update={"voice_preload": True, "voice_idle_minutes": 0}))
+    assert "started at the bot's start (VOICE_PRELOAD), kept until the bot stops" in kept.detail, kept

@@ -162,11 +162,14 @@ async def test_doctor_checks_the_token_and_each_workspaces_repository(tmp_path: 
     fake_github.add_repo("octo/calc", calc)
     settings = _settings(workspace_path=str(root), github_token=fake_github.token, github_api_url=fake_github.url)
     checks = await check_github(settings)
-    assert [c.level for c in checks] == [Level.ok, Level.ok]
+    assert [c.level for c in checks] == [Level.ok] * 4
     assert "acting as agentlab-bot" in checks[0].detail and checks[1].detail.startswith("calc → octo/calc")
+    assert checks[2].detail.startswith("mentions: nobody's (GITHUB_USERS unset")
+    assert checks[3].name == "GitHub webhook" and checks[3].detail.startswith("off (GITHUB_WEBHOOK_LISTEN unset")
     bad = await check_github(_settings(workspace_path=str(root), github_token="nope", github_api_url=fake_github.url))
     assert bad[0].level is Level.fail and "401" in bad[0].detail
-    assert await check_github(_settings(workspace_path=str(root))) is None
+    [off] = await check_github(_settings(workspace_path=str(root))) or []
+    assert off.level is Level.ok and off.detail.startswith("off (GITHUB_TOKEN unset")
     out = io.StringIO()
     for check in checks:
         print(*check.lines(), file=out)

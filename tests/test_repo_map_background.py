@@ -135,6 +135,7 @@ async def test_a_new_workspace_is_indexed_in_the_background_at_once(bot: BotHarn
     assert await bot.runtime.store.repo_index.info("fresh") is not None
 
 
+@pytest.mark.settings(voice_preload=True)  # the start-up work starts the speech model too
 async def test_the_bot_indexes_its_workspaces_after_start_up_without_a_message(bot: BotHarness) -> None:
     assert bot.runtime.start_up is not None
     await asyncio.wait_for(asyncio.shield(bot.runtime.start_up), 30)  # the grace period, then the work
@@ -152,6 +153,7 @@ def short_grace(monkeypatch: pytest.MonkeyPatch) -> float:
     return 0.3
 
 
+@pytest.mark.settings(voice_preload=True)  # the start-up work starts the speech model too
 async def test_start_up_work_waits_until_the_first_turn_has_its_answer(short_grace: float, bot: BotHarness) -> None:
     """A message sent right after the start is answered before the speech model loads and the indexes build."""
     asked = threading.Event()

@@ -129,6 +129,42 @@ async def test_an_unreachable_telegram_is_tried_again_one_line_each(tmp_path: Pa
     assert "wrong-secret" not in log_path.read_text()
 
 
+async def test_an_empty_allowed_user_ids_and_no_bubblewrap_are_said_at_start(
+    tmp_path: Path, fake_telegram, fake_anthropic
+) -> None:
+    """The bot starts (it can still be fixed while running), and its log says who cannot use it and what the
+    missing sandbox turns off."""
+    no_bwrap = tmp_path / "path-without-bwrap"
+    no_bwrap.mkdir()
+    for directory in os.environ["PATH"].split(os.pathsep):
+        for name in os.listdir(directory) if os.path.isdir(directory) else []:
+            if name != "bwrap" and not (no_bwrap / name).exists():
+                (no_bwrap / name).symlink_to(Path(directory) / name)
+    env = start_env(
+        tmp_path,
+        TELEGRAM_BOT_TOKEN=fake_telegram.token,
+        TELEGRAM_API_BASE_URL=fake_telegram.url,
+        ANTHROPIC_API_KEY="sk-ant-good-key",
+        ANTHROPIC_BASE_URL=fake_anthropic.url,
+        PATH=str(no_bwrap),
+    )
+    env["ALLOWED_USER_IDS"] = ""
+    log_path = tmp_path / "bot.log"
+    with open(log_path, "w") as log:
+        bot = subprocess.Popen(
+            [sys.executable, "-m", "telegram_bot"], cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT
+        )
+    try:
+        await fake_telegram.wait_for_request("getUpdates", timeout=60)
+    finally:
+        bot.send_signal(signal.SIGTERM)
+        await asyncio.to_thread(bot.wait, 20)
+    text = log_path.read_text()
+    assert "ALLOWED_USER_IDS is empty: nobody may use the bot" in text and "add your Telegram user id" in text, text
+    [sandbox] = [line for line in text.splitlines() if "the sandbox does not work here" in line]
+    assert "every command a task runs is refused" in sandbox and "bubblewrap (bwrap) is not installed" in sandbox
+
+
 # ------------------------------------------------------------------------------------------------ the log filter
 
 

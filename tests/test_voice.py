@@ -707,12 +707,15 @@ def test_the_setting_picks_the_engine(tmp_path: Path) -> None:
             database_path=tmp_path / "data" / "agentlab.db",
             voice_engine=name,
         )
-        transcriber = voice.make_transcriber(settings)
+        transcriber = voice.make_engine(**voice.engine_config(settings))  # what the speech process runs
         try:
             assert type(transcriber) is cls and transcriber.engine == name
             assert transcriber.speed_log == settings.voice_data_dir / "recent-notes.json"
         finally:
             transcriber.close()
+        process = voice.make_transcriber(settings)  # the bot's: that engine, in a process of its own
+        assert isinstance(process, voice.SpeechProcess) and process.config["engine"] == name
+        assert process.pid is None, "nothing is started before a note (or VOICE_PRELOAD)"
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -726,6 +729,7 @@ def test_both_transcribers_satisfy_the_protocol() -> None:
     finally:
         real.close()
     assert isinstance(FakeTranscriber(), SpeechToText)
+    assert isinstance(voice.SpeechProcess({}, 1.0), SpeechToText)
 
 
 async def test_fake_transcriber_follows_its_script() -> None:

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import os
+import signal
+import threading
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +19,7 @@ from agents.inputs.voice import (
     FasterWhisperTranscriber,
     OpenAIWhisperTranscriber,
     ResidentTranscriber,
+    SpeechProcess,
     make_transcriber,
     speed_log_path,
 )
@@ -24,6 +29,8 @@ from tests.fakes.whisper_checkpoint import FakeTranscriber, build_tiny_checkpoin
 from tests.scripted import RoleScript
 
 pytestmark = pytest.mark.slow
+# a shared library each engine's model runs on: mapped in the speech process once its model is loaded
+MODEL_LIBRARY = {"openai-whisper": "libtorch", "faster-whisper": "ctranslate2"}
 
 
 @functools.cache
@@ -65,8 +72,8 @@ async def test_voice_note_through_the_real_whisper_pipeline(
         whisper_language="en",
         voice_engine=engine.engine,
     )
-    transcriber = make_transcriber(settings)
-    assert type(transcriber) is engine
+    transcriber = make_transcriber(settings)  # the bot's: the engine in a speech process of its own
+    assert isinstance(transcriber, SpeechProcess) and transcriber.config["engine"] == engine.engine
     bot = await start_bot(settings, fake_telegram, fake_anthropic, transcriber=transcriber)
     try:
         model = RoleScript()
@@ -82,6 +89,9 @@ async def test_voice_note_through_the_real_whisper_pipeline(
             lambda: next((m for m in bot.tg.messages(USER_ID) if m.text == "Got your voice note."), None), timeout=60
         )
         assert bot.tg.calls("getFile"), "the note was fetched with getFile"
+        speech_pid = transcriber.pid
+        assert speech_pid is not None and speech_pid != os.getpid(), "the model runs in a process of its own"
+        assert MODEL_LIBRARY[engine.engine] in Path(f"/proc/{speech_pid}/maps").read_text()
         assert echo.reply_to_message_id is not None and answer is not None
         request = model.requests["orchestrator"][0]["messages"][-1]["content"]
         heard = echo.text.split("I heard:", 1)[1].strip()
@@ -119,6 +129,160 @@ async def test_voice_note_through_the_real_whisper_pipeline(
         assert [(s.engine, s.tokens) for s in kept] == [(engine.engine, 224)]  # decoded to the cap
     finally:
         await stop_polling(bot.app)
+
+
+async def test_the_speech_process_starts_with_the_first_note_and_ends_when_idle(
+    fake_telegram, fake_anthropic, tmp_path, workspace_root, tiny_checkpoint
+) -> None:
+    """The bot idles without the model: nothing runs before the first note; after VOICE_IDLE_MINUTES without notes
+    the speech process ends (its memory returned); the next note starts it again and is transcribed."""
+    from telegram_bot.app import stop_polling
+
+    settings = make_settings(
+        fake_telegram,
+        fake_anthropic,
+        tmp_path,
+        workspace_root,
+        whisper_model=tiny_checkpoint,
+        whisper_language="en",
+        voice_idle_minutes=0.02,  # 1.2 s
+    )
+    transcriber = make_transcriber(settings, max_tokens_per_window=8)
+    bot = await start_bot(settings, fake_telegram, fake_anthropic, transcriber=transcriber)
+    try:
+        await bot.runtime.start_up_done()
+        assert transcriber.state is ModelState.not_loaded and transcriber.pid is None, "no VOICE_PRELOAD: idle"
+        model = RoleScript()
+        bot.claude.handler = model
+        model.add("orchestrator", claude_says.text("First."), claude_says.text("Second."))
+        note = make_ogg_opus(tone_mix(2.0))
+        bot.tg.send_voice(USER_ID, note, duration=2)
+        await bot.tg.await_for(lambda: any(m.text == "First." for m in bot.tg.messages(USER_ID)), timeout=300)
+        first_pid = transcriber.pid
+        assert first_pid is not None
+        await bot.tg.await_for(lambda: transcriber.pid is None or None, timeout=120)
+        assert not Path(f"/proc/{first_pid}").exists(), "the idle speech process ended and was reaped"
+        assert transcriber.state is ModelState.not_loaded
+        bot.tg.send_voice(USER_ID, note, duration=2)
+        await bot.tg.await_for(lambda: any(m.text == "Second." for m in bot.tg.messages(USER_ID)), timeout=300)
+        assert [m.text for m in bot.tg.messages(USER_ID)].count(
+            "Loading the speech model… your note will be transcribed as soon as it's ready."
+        ) == 2
+    finally:
+        await stop_polling(bot.app)
+    assert transcriber.pid is None or not Path(f"/proc/{transcriber.pid}").exists(), "stopping the bot ends it"
+
+
+async def test_a_killed_speech_process_is_started_again_by_the_next_note(
+    fake_telegram, fake_anthropic, tmp_path, workspace_root, tiny_checkpoint
+) -> None:
+    """The kernel's OOM killer (here: SIGKILL) takes the speech process between notes: the next note starts a new
+    one and is transcribed; the bot itself never noticed more than a log line."""
+    from telegram_bot.app import stop_polling
+
+    settings = make_settings(
+        fake_telegram,
+        fake_anthropic,
+        tmp_path,
+        workspace_root,
+        whisper_model=tiny_checkpoint,
+        whisper_language="en",
+        voice_idle_minutes=0,  # kept until the bot stops
+    )
+    transcriber = make_transcriber(settings, max_tokens_per_window=8)
+    bot = await start_bot(settings, fake_telegram, fake_anthropic, transcriber=transcriber)
+    try:
+        model = RoleScript()
+        bot.claude.handler = model
+        model.add("orchestrator", claude_says.text("First."), claude_says.text("Second."))
+        note = make_ogg_opus(tone_mix(2.0))
+        bot.tg.send_voice(USER_ID, note, duration=2)
+        await bot.tg.await_for(lambda: any(m.text == "First." for m in bot.tg.messages(USER_ID)), timeout=300)
+        killed = transcriber.pid
+        assert killed is not None
+        os.kill(killed, signal.SIGKILL)
+        await bot.tg.await_for(lambda: not transcriber.running)
+        bot.tg.send_voice(USER_ID, note, duration=2)
+        await bot.tg.await_for(lambda: any(m.text == "Second." for m in bot.tg.messages(USER_ID)), timeout=300)
+        assert transcriber.pid not in (None, killed)
+    finally:
+        await stop_polling(bot.app)
+
+
+async def test_voice_preload_starts_the_speech_process_with_the_bot(
+    fake_telegram, fake_anthropic, tmp_path, workspace_root
+) -> None:
+    from telegram_bot.app import stop_polling
+
+    settings = make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root, voice_preload=True)
+    transcriber = FakeTranscriber()
+    bot = await start_bot(settings, fake_telegram, fake_anthropic, transcriber=transcriber)
+    try:
+        await bot.runtime.start_up_done()
+        assert transcriber.state is ModelState.ready
+    finally:
+        await stop_polling(bot.app)
+
+
+async def test_without_preload_the_start_up_work_leaves_the_speech_model_unloaded(
+    fake_telegram, fake_anthropic, tmp_path, workspace_root
+) -> None:
+    from telegram_bot.app import stop_polling
+
+    transcriber = FakeTranscriber()
+    bot = await start_bot(
+        make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root),
+        fake_telegram,
+        fake_anthropic,
+        transcriber=transcriber,
+    )
+    try:
+        await bot.runtime.start_up_done()
+        assert transcriber.state is ModelState.not_loaded, "the bot idles without the speech model"
+    finally:
+        await stop_polling(bot.app)
+
+
+async def test_a_voice_note_is_transcribed_while_another_turn_is_in_flight(
+    fake_telegram, fake_anthropic, tmp_path, workspace_root
+) -> None:
+    """The note is fetched and transcribed beside the chat's turn in flight, then answered in its place in order."""
+    from telegram_bot.app import stop_polling
+
+    transcriber = FakeTranscriber("and this is the note")
+    bot = await start_bot(
+        make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root),
+        fake_telegram,
+        fake_anthropic,
+        transcriber=transcriber,
+    )
+    go = threading.Event()
+    try:
+        model = RoleScript()
+        bot.claude.handler = model
+        model.add("orchestrator", _held_until(go, claude_says.text("Typed answer.")), claude_says.text("Voice answer."))
+        bot.say("a long typed question")
+        await bot.tg.await_for(lambda: len(model.requests["orchestrator"]) == 1)
+        bot.tg.send_voice(USER_ID, b"ogg", duration=1)
+        await bot.tg.await_for(lambda: transcriber.received or None, timeout=30)
+        assert not any(m.text == "Typed answer." for m in bot.tg.messages(USER_ID)), "the typed turn is in flight"
+        go.set()
+        await bot.tg.await_for(lambda: any(m.text == "Voice answer." for m in bot.tg.messages(USER_ID)))
+        texts = [m.text for m in bot.tg.messages(USER_ID)]
+        assert texts.index("Typed answer.") < texts.index("Voice answer."), "answered in the chat's order"
+    finally:
+        go.set()
+        await stop_polling(bot.app)
+
+
+def _held_until(go: threading.Event, reply: dict):
+    """A scripted reply the fake model sends only once the test says so (the turn is in flight meanwhile)."""
+
+    def answer(body: dict) -> dict:
+        go.wait(30)
+        return reply
+
+    return answer
 
 
 async def test_spoken_go_ahead_approves_the_pending_proposal(

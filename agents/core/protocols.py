@@ -410,7 +410,8 @@ class Transcript:
 
 @runtime_checkable
 class SpeechToText(Protocol):
-    """What the Telegram handler needs from a transcriber (`Transcriber`, or a fake in tests)."""
+    """What the Telegram handler needs from a transcriber (the bot's `SpeechProcess`, an in-process engine of
+    `agents.inputs`, or a fake in tests)."""
 
     @property
     def state(self) -> ModelState: ...

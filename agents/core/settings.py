@@ -129,6 +129,11 @@ class Settings(BaseSettings):
     whisper_model: str = "base"
     whisper_language: str | None = None
     voice_max_seconds: float = Field(600.0, gt=0)
+    # the speech model lives in a process of its own (agents/inputs/speech_process.py), started by the first voice
+    # note (or at start with VOICE_PRELOAD) and ended after VOICE_IDLE_MINUTES without notes (0: kept until the bot
+    # stops), so the bot idles without torch
+    voice_preload: bool = False
+    voice_idle_minutes: float = Field(15.0, ge=0)
 
     @property
     def voice_data_dir(self) -> Path:

@@ -25,7 +25,12 @@ TIMEOUT_SECONDS = 30.0
 
 
 class GitHubUnavailable(RuntimeError):
-    """GitHub could not be reached or refused the call; the message is one sentence for the chat."""
+    """GitHub could not be reached or refused the call; the message is one sentence for the chat. `status`: the
+    HTTP status GitHub answered (401: the token is refused), None when it was not reached."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 def retry_delay(status: int, headers: Mapping[str, str], attempt: int, now: float | None = None) -> float | None:
@@ -122,7 +127,7 @@ class GitHubClient:
         except gidgethub.HTTPException as err:
             status = int(err.status_code)
             detail = str(err.args[1]) if len(err.args) > 1 else err.status_code.phrase
-            raise GitHubUnavailable(f"GitHub answered {status} ({detail})") from None
+            raise GitHubUnavailable(f"GitHub answered {status} ({detail})", status) from None
         except gidgethub.GitHubException as err:
             raise GitHubUnavailable(f"GitHub refused the call ({err})") from None
         except (TimeoutError, httpx.HTTPError, OSError) as err:

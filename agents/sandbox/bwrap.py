@@ -503,12 +503,11 @@ _node_options: str | None = None
 
 
 async def unavailable_reason() -> str | None:
-    """None when bwrap confines commands here, else one sentence naming the fix. Probed once (`bwrap ... true`)."""
+    """None when bwrap confines commands here, else one sentence naming the fix. Probed once (`bwrap ... true`).
+    Not logged here: the bot's start says it once (agents/runtime.py), `agentlab doctor` prints it in its format."""
     global _probe_result, _probe_done
     if not _probe_done:  # two first callers may both probe: harmless, and no lock tied to one event loop
         result = await _probe()
-        if result:
-            log.warning("sandbox unavailable: %s", result)
         await _probe_node()
         _probe_result, _probe_done = result, True
     return _probe_result

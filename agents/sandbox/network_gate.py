@@ -268,7 +268,7 @@ class NetworkGate:
     async def _post(self, task: Task, pending: _Pending, request_id: int) -> None:
         """Post the question: in the task's conversation, or, for a member's task, where the owners see it."""
         subject = pending.subject
-        reach = f"Allowed, it reaches {markdown_literal(pending.reach)}.\n" if pending.reach else ""
+        reach = f"Allowed, it reaches {outside_text(pending.reach)}.\n" if pending.reach else ""
         question = (
             f"{subject.icon} **Task #{task.id}** {subject.question}:\n"
             f"{command_shown(pending.command, pending.file_name, subject.noun)}\n"
