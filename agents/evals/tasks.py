@@ -66,6 +66,9 @@ class DroppingNotifier:
     async def send_photo(self, chat_id: int, data: bytes, caption: str = "") -> None:
         return None
 
+    async def send_album(self, chat_id: int, pictures: list[tuple[str, bytes]]) -> None:
+        return None
+
     async def ask_owners(self, chat_id: int, markdown: str, **_: Any) -> list[tuple[int, int]]:
         return []
 
