@@ -50,7 +50,8 @@ async def test_restart_after_a_kill_mid_approval_lets_the_user_approve_again(
 
     model = RoleScript()
     fake_anthropic.handler = model
-    model.add("code", claude_says.text("Implemented."))
+    # the proposal's plan is the task's criterion: a worker that ends without verifying it gets one nudge turn
+    model.add("code", claude_says.text("Implemented."), claude_says.text("Implemented; nothing more to check."))
     bot = await start_bot(settings, fake_telegram, fake_anthropic)
     try:
         # the proposal as the earlier run showed it (its buttons recorded with it); the user taps Approve again

@@ -31,6 +31,11 @@ REPLIES = [
         text="Starting it.",
     ),
     text("cut", stop_reason="max_tokens"),
+    # JSON leaves these unescaped inside a string; only LF ends a line of the stream
+    tool_uses(
+        [("start_task", {"workspace": "calc", "goal": "one\u2028two\u2029three\u0085four\x0bfive"}, "toolu_2")],
+        text="Lines\u2028apart, a few words.",
+    ),
 ]
 
 
@@ -54,6 +59,8 @@ async def test_the_final_message_is_the_sdk_helpers(fake_anthropic: FakeAnthropi
     assert isinstance(ours, anthropic.types.Message)
     assert ours.model_dump(exclude={"id"}) == expected.model_dump(exclude={"id"})
     assert pieces == helper_pieces and len(pieces) > 1 or reply == 2  # word by word
+    if reply == 3:
+        assert ours.content[1].input["goal"] == "one\u2028two\u2029three\u0085four\x0bfive"
     if reply == 1:
         call = ours.content[1]
         assert call.type == "tool_use" and call.input["goal"].endswith("ünïcode")  # gathered from several pieces

@@ -19,7 +19,7 @@ signature, and the `message_delta` usage, whose counts are totals that overwrite
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import anthropic
@@ -62,10 +62,24 @@ def _plain(value: object) -> object:
     raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
+async def _sse_lines(response: httpx.Response) -> AsyncIterator[str]:
+    """The stream's lines, ended by LF or CRLF only (what the API sends). httpx's `aiter_lines` also ends a line at
+    U+2028, U+2029, U+0085 and the like (str.splitlines), which JSON leaves unescaped inside a string: a model's text
+    or tool input holding one would cut its event in two and end the task."""
+    pending = b""
+    async for chunk in response.aiter_bytes():
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            yield line.removesuffix(b"\r").decode("utf-8", errors="replace")
+    if pending:
+        yield pending.decode("utf-8", errors="replace")
+
+
 async def _read(response: httpx.Response, on_text: Callable[[str], Awaitable[None]]) -> anthropic.types.Message:
     gathered = _Gathered()
     event, data = "", []
-    async for line in response.aiter_lines():
+    async for line in _sse_lines(response):
         if line:
             field, _, value = line.partition(":")
             value = value[1:] if value.startswith(" ") else value
