@@ -184,7 +184,8 @@ class HeldWorker:
         if role_of(body) == "orchestrator":
             return claude_says.text("ok")
         first = str(body["messages"][0]["content"])
-        tag = (re.search(r"bench-[\w.-]+", first) or re.search(r".", "?")).group(0)  # type: ignore[union-attr]
+        found = re.search(r"bench-[\w.-]+", first)
+        tag = found.group(0) if found else "?"
         self.seen[tag].append(time.perf_counter())
         if "held" in first and len(body["messages"]) == 1:
             self.release.wait(120)

@@ -256,10 +256,12 @@ async def test_notes_reach_every_attempt_or_the_one_named(bot: BotHarness, model
     bot.tg.send_text(USER_ID, "NOTE-ALL", reply_to_message_id=progress.message_id)
     await bot.tg.await_for(lambda: message_with(bot, "Note passed to attempt 1 (#1), attempt 2 (#2)"), timeout=30)
     await until(lambda: _async_true(all("NOTE-ALL" in n for n in steer.notes.values())), timeout=30)
-    shown = [v.text or "" for v in bot.tg.message(USER_ID, progress.message_id).history]
-    assert any(all(f"{k}. #{k} ⏳ · " in text for k in (1, 2, 3)) for text in shown), shown[
-        -1
-    ]  # a line and a step each
+
+    def a_line_and_a_step_each() -> bool:  # the group's message is edited every progress interval: wait for it
+        shown = [v.text or "" for v in bot.tg.message(USER_ID, progress.message_id).history]
+        return any(all(f"{k}. #{k} ⏳ · " in text for k in (1, 2, 3)) for text in shown)
+
+    await bot.tg.await_for(a_line_and_a_step_each, timeout=30)
     steer.finish.set()
     await bot.tg.await_for(lambda: summary_of(bot), timeout=60)
     final = bot.tg.message(USER_ID, progress.message_id).text

@@ -128,7 +128,7 @@ def names(outside: Outside, monkeypatch: pytest.MonkeyPatch) -> None:
     fake = {"pypi.org": outside.public, "files.pythonhosted.org": outside.lan, "evil.example": outside.public}
 
     def getaddrinfo(host: object, *args: object, **kwargs: object) -> object:
-        return real(fake.get(str(host), host), *args, **kwargs)  # type: ignore[arg-type]
+        return real(fake.get(str(host), host), *args, **kwargs)  # type: ignore[arg-type]  # a stand-in takes getaddrinfo's arguments as they come
 
     monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
     guarded = socket.socket.connect  # the suite's guard against the real network: the test's own one is let through

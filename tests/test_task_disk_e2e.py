@@ -155,7 +155,7 @@ async def test_a_cancel_at_any_point_of_the_set_up_leaves_nothing_mounted(
     stuck = asyncio.Event()
 
     async def stalling(*args: str, **kwargs: object) -> asyncio.subprocess.Process:
-        process = await real(*args, **kwargs)  # type: ignore[arg-type]
+        process = await real(*args, **kwargs)  # type: ignore[arg-type]  # the stand-in passes the caller's keywords on as they came
         current = asyncio.current_task()
         if current is not None and current.get_name() == point["task"]:
             if args[0] == "mount":
@@ -294,7 +294,7 @@ async def test_a_make_cancelled_after_the_kernel_mounted_leaves_no_mount_no_devi
     real = asyncio.create_subprocess_exec
 
     async def cancelled_once_mounted(*args: str, **kwargs: object) -> asyncio.subprocess.Process:
-        process = await real(*args, **kwargs)  # type: ignore[arg-type]
+        process = await real(*args, **kwargs)  # type: ignore[arg-type]  # the stand-in passes the caller's keywords on as they came
         if args[0] == "mount":
             await process.wait()  # the kernel has mounted it; the bot has not heard yet
             current = asyncio.current_task()

@@ -276,13 +276,13 @@ class Stray:
 
 def mounts() -> list[tuple[str, str]]:
     """(source, mount point) of every mount this process sees, the kernel's octal escapes undone."""
-    found = []
+    found: list[tuple[str, str]] = []
     with contextlib.suppress(OSError):
         for line in Path("/proc/self/mounts").read_text().splitlines():
-            fields = line.split()
-            if len(fields) >= 2:
-                found.append(tuple(re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), f) for f in fields[:2]))
-    return found  # type: ignore[return-value]
+            fields = [re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), f) for f in line.split()[:2]]
+            if len(fields) == 2:
+                found.append((fields[0], fields[1]))
+    return found
 
 
 def strays(worktrees_dir: Path, owned: set[Path] | None) -> list[Stray]:

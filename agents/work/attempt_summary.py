@@ -30,7 +30,9 @@ from agents.workspaces.folders import Workspaces
 
 log = logging.getLogger(__name__)
 
-TESTS_EVENT = "tests"  # an attempt's end: {"fixed": n, "broken": m} (task_finish.py records it for every change task)
+# a change task's end: {"fixed": n, "broken": m} (task_finish.py records it); not "tests", the verdict lines that
+# get_task and a pull request's body show
+TESTS_EVENT = "test_counts"
 DIFF_CHARS = 12_000  # of each diff the comparison sees
 
 
