@@ -330,3 +330,47 @@ async def test_first_pass_wins_cancels_the_rest_at_the_first_pass(bot: BotHarnes
     assert "Pick: attempt 2 (task #2)" in summary.text
     statuses = [t.status for t in await bot.runtime.store.attempts.members(1)]
     assert statuses == [TaskStatus.CANCELLED, TaskStatus.COMPLETED, TaskStatus.CANCELLED], statuses
+
+
+@pytest.mark.settings(max_concurrent_tasks=1)
+async def test_attempts_that_wait_for_a_slot_carry_the_races_base_commit(
+    bot: BotHarness, model: RoleScript, workspace_root: Path
+) -> None:
+    """One task at a time: the first attempt runs while the other two wait; those two already carry the commit that
+    was HEAD when the race was asked for, which their worktrees start from whenever they get a slot (the owner's
+    branch may have moved by then)."""
+    repo = workspace_root / "group-therapy"
+    base = git(repo, "rev-parse", "HEAD").strip()
+    gate, holding = threading.Event(), threading.Event()
+
+    def worker(body: dict[str, Any]) -> dict[str, Any]:
+        if not holding.is_set():
+            holding.set()
+            gate.wait(60)
+        return claude_says.text("Nothing to change.")
+
+    model.add("orchestrator", start_attempts("group-therapy", "Look at the notes.", 3), claude_says.text("Racing."))
+    model.add("code", *[worker] * 6)
+    bot.say("try three ways to look at the notes")
+    await until(lambda: _async_true(holding.is_set()), timeout=60)
+    waiting = [t for t in await bot.runtime.store.attempts.members(1) if t.status is TaskStatus.PENDING]
+    assert len(waiting) == 2 and [t.base_commit for t in waiting] == [base, base], waiting
+    gate.set()
+    await bot.tg.await_for(lambda: summary_of(bot), timeout=120)
+    assert [t.base_commit for t in await bot.runtime.store.attempts.members(1)] == [base] * 3
+
+
+async def test_a_task_worktree_starts_from_the_commit_it_is_given_not_a_moved_head(tmp_path: Path) -> None:
+    from agents.git.worktrees import create_task_worktree
+    from tests.conftest import make_repo
+
+    repo = make_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    base = git(repo, "rev-parse", "HEAD").strip()
+    (repo / "b.py").write_text("y = 2\n")
+    git(repo, "add", "b.py")
+    git(repo, "-c", "user.name=o", "-c", "user.email=o@example.com", "commit", "-qm", "later")
+    tree = await create_task_worktree(repo, 7, "pinned", worktrees_dir=tmp_path / "trees", start_point=base)
+    assert tree.base_commit == base and git(tree.path, "rev-parse", "HEAD").strip() == base
+    assert not (tree.path / "b.py").exists()
+    unknown = await create_task_worktree(repo, 8, "elsewhere", worktrees_dir=tmp_path / "trees", start_point="f" * 40)
+    assert unknown.base_commit == git(repo, "rev-parse", "HEAD").strip(), "a commit this clone lacks: HEAD"

@@ -202,11 +202,14 @@ async def create_task_worktree(
     worktrees_dir: Path | None = None,
     branch: str | None = None,
     disk_budget: int | None = None,
+    start_point: str | None = None,
 ) -> TaskWorktree:
     """Create the task's branch and worktree, or (resume: `branch` names the task's existing branch) reuse them.
 
-    New: branch `agentlab/task-<id>-<slug>` from the current HEAD (with a `-2`, `-3`… suffix when a branch of that
-    name is left over from an earlier database), checked out at `worktrees_dir/<repo>-task-<id>-<slug>`.
+    New: branch `agentlab/task-<id>-<slug>` from the current HEAD, or from `start_point` (a commit: the attempts of
+    one race all start from the commit that was HEAD when they were asked for, whenever each starts) where this
+    repository has it (with a `-2`, `-3`… suffix when a branch of that name is left over from an earlier database),
+    checked out at `worktrees_dir/<repo>-task-<id>-<slug>`.
     Resumed: the branch is reused; its worktree directory is reused when it is checked out, added otherwise.
     The base branch and base commit are remembered in the repository config so a resumed task diffs against the
     same base. With `disk_budget` (bytes), a new worktree is a file system of its own with room for its checkout
@@ -225,7 +228,7 @@ async def create_task_worktree(
     made: tuple[TaskWorktree, bool] | None = None  # the worktree, and whether this call added it
     try:
         async with bot_writes(top):
-            made = await _task_worktree(top, task_id, title, worktrees_dir, branch, disk_budget)
+            made = await _task_worktree(top, task_id, title, worktrees_dir, branch, disk_budget, start_point)
     except BaseException:
         if made is not None and made[1]:  # cancelled while the repository's watchers took their snapshots again
             await asyncio.shield(_remove_worktree(made[0]))
@@ -234,8 +237,24 @@ async def create_task_worktree(
     return made[0]
 
 
+async def _commit_here(top: Path, commit: str | None) -> str | None:
+    """`commit` when it is a commit this repository has (a runner's clone may not have the bot's), else None."""
+    if not commit:
+        return None
+    try:
+        return (await git_text("rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}", cwd=top)).strip() or None
+    except GitError:
+        return None
+
+
 async def _task_worktree(
-    top: Path, task_id: int, title: str, worktrees_dir: Path, branch: str | None, disk_budget: int | None
+    top: Path,
+    task_id: int,
+    title: str,
+    worktrees_dir: Path,
+    branch: str | None,
+    disk_budget: int | None,
+    start_point: str | None = None,
 ) -> tuple[TaskWorktree, bool]:
     """`create_task_worktree` under the repository's lock: the branch made or reused, its worktree checked out (and
     whether it was added now)."""
@@ -253,7 +272,7 @@ async def _task_worktree(
             branch = f"{candidate}-{suffix}"
             suffix += 1
         base_branch = await current_branch(top)
-        base_commit = await rev_parse(top, "HEAD")
+        base_commit = await _commit_here(top, start_point) or await rev_parse(top, "HEAD")
         await git_text("branch", branch, base_commit, cwd=top)
         created = True
         await git_text("config", "--local", f"branch.{branch}.{_BASE_BRANCH_KEY}", base_branch, cwd=top)

@@ -19,11 +19,14 @@ import asyncio
 import contextlib
 import logging
 import time
+from pathlib import Path
 
 from agents.core.errors import ToolError
 from agents.core.models import AttemptGroup, AttemptState, Caller, Task, TaskStatus, WorkerKind, utcnow
 from agents.core.protocols import MessageModel, Notifier, Outbox, TaskEngine
 from agents.core.settings import Settings
+from agents.git.command import GitError
+from agents.git.repository import rev_parse
 from agents.llm.client import cost_usd
 from agents.llm.usage import budget_exceeded, total
 from agents.store.database import Store
@@ -123,10 +126,13 @@ class Races:
         group = AttemptGroup(
             chat_id=caller.chat_id, size=size, title=title_of(instructions), first_pass_wins=bool(first_pass_wins)
         )
+        base = await _head(ws.path)  # every attempt starts here, however long it waits for a slot
         tasks = [
             new_task(caller, ws.name, kind, f"attempt {k}/{size}: {title_of(instructions, 60)}", instructions)
             for k in range(1, size + 1)
         ]
+        for task in tasks:
+            task.base_commit = base
         tasks = await self.starts.submit_attempts(group, tasks, criteria, attachments, save_attachments)
         self.follow(group.stored_id)
         numbers = ", ".join(f"#{t.id}" for t in tasks)
@@ -268,3 +274,11 @@ class Races:
             if task.status.is_cancellable:
                 await self.engine.cancel(task.stored_id)
         return group.model_copy(update={"stopped": reason})
+
+
+async def _head(repository: Path) -> str | None:
+    """The commit a race starts from: the workspace's HEAD now (None where it is no repository with commits yet)."""
+    try:
+        return await rev_parse(repository, "HEAD")
+    except GitError:
+        return None

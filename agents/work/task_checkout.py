@@ -67,6 +67,7 @@ class TaskCheckouts:
             self.base.settings.worktrees_dir,
             branch=task.branch,
             disk_budget=self.sandboxes.own_disk_budget(),  # a file system of its own, where the machine allows one
+            start_point=task.base_commit,  # an attempt's: the race's base, whenever this attempt starts
         )
         try:
             return await self._set_up(task, workspace, tree)
