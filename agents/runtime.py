@@ -38,7 +38,7 @@ from agents.repo_map.maps import RepoMap
 from agents.review.pages import TaskPages
 from agents.review.server import InChat, ReviewServer
 from agents.sandbox import task_disk
-from agents.sandbox.bwrap import unavailable_reason
+from agents.sandbox.bwrap import bwrap_path, unavailable_reason
 from agents.sandbox.task_limits import sandbox_limit_warnings
 from agents.sandbox.temp_folders import sweep_leftovers
 from agents.store.database import Store
@@ -82,6 +82,7 @@ class Runtime:
     github_catch_up: asyncio.Future | None = None  # deliveries a stopped bot acknowledged, handled at start
     turns: UserTurns = field(default_factory=UserTurns)
     start_up: asyncio.Task[None] | None = None  # the deferred start-up work (see the module's docstring)
+    sandbox_probe: asyncio.Task[None] | None = None  # does bwrap confine commands here? (a warning if not)
     start_up_seconds: dict[str, float] = field(default_factory=dict)  # what each part of it took
 
     @classmethod
@@ -106,12 +107,8 @@ class Runtime:
                 "your files and use the network); set SANDBOX=bwrap once bubblewrap works here"
             )
         if settings.sandbox != "off":
-            if reason := await unavailable_reason():
-                log.warning(
-                    "the sandbox does not work here, so every command a task runs is refused (the workers' shell, "
-                    "test runs and their verdicts, stdio MCP servers, the frontend browser): %s",
-                    reason,
-                )
+            if bwrap_path() is None:  # said before polling; the real probe (a sandboxed `true`) follows it
+                await _warn_without_sandbox()
             for warning in sandbox_limit_warnings(settings.sandbox_network != "off"):
                 log.warning("%s", warning)
         if not settings.allowed_user_ids:
@@ -207,6 +204,8 @@ class Runtime:
         deliveries.start()  # what an earlier run could not deliver goes out now
         runtime.start_up_seconds.update(before_polling)
         runtime.start_up = asyncio.create_task(runtime._start_up_work(), name="start-up-work")
+        if settings.sandbox != "off" and bwrap_path() is not None:  # the probe, off the way to the first poll
+            runtime.sandbox_probe = asyncio.create_task(_warn_without_sandbox(), name="sandbox-probe")
         return runtime
 
     def start_github_webhook(self) -> None:
@@ -326,6 +325,8 @@ class Runtime:
             await self.review_server.stop()
         if self.github_catch_up is not None:
             self.github_catch_up.cancel()
+        if self.sandbox_probe is not None and not self.sandbox_probe.done():
+            self.sandbox_probe.cancel()
         if self.start_up is not None and not self.start_up.done():
             self.start_up.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -343,6 +344,16 @@ class Runtime:
                 await self.transcriber.wait_closed()
         await self.client.close()
         await self.store.close()
+
+
+async def _warn_without_sandbox() -> None:
+    """One warning when bwrap does not confine commands here: every command a task runs is refused then."""
+    if reason := await unavailable_reason():
+        log.warning(
+            "the sandbox does not work here, so every command a task runs is refused (the workers' shell, "
+            "test runs and their verdicts, stdio MCP servers, the frontend browser): %s",
+            reason,
+        )
 
 
 def _executor_and_engine(

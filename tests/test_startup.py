@@ -188,3 +188,39 @@ def test_the_bot_s_secrets_leave_no_log_record(formatter: logging.Formatter) -> 
     assert "wrong-secret" not in line and "sk-ant-key" not in line and "RuntimeError: The token `<secret>`" in line
     if isinstance(formatter, JsonLogFormatter):
         assert "<secret>" in json.loads(line)["exception"]
+
+
+# ------------------------------------------------------------------------------------------ the sandbox's probe
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
+async def test_the_sandbox_probe_runs_after_polling_began_and_still_warns(
+    fake_telegram, fake_anthropic, tmp_path: Path, workspace_root: Path, monkeypatch, caplog
+) -> None:
+    """Where bwrap is installed, whether it confines commands (a sandboxed `true`, after a private copy of /etc) is
+    found out beside the running bot, not before its first poll: a probe that has not answered yet holds nothing
+    back, and its warning still comes once it answers."""
+    from agents.sandbox import bwrap
+    from telegram_bot.app import stop_polling
+    from tests.conftest import make_settings, start_bot
+
+    answer = asyncio.Event()
+
+    async def slow_probe() -> str | None:
+        await answer.wait()
+        return "Commands are refused because the probe said so."
+
+    bwrap.reset_probe()
+    monkeypatch.setattr(bwrap, "_probe", slow_probe)
+    settings = make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root)
+    with caplog.at_level(logging.WARNING, logger="agents.runtime"):
+        bot = await asyncio.wait_for(start_bot(settings, fake_telegram, fake_anthropic), 60)
+        try:
+            await fake_telegram.wait_for_request("getUpdates", timeout=30)
+            assert "the sandbox does not work here" not in caplog.text
+            answer.set()
+            await asyncio.wait_for(bot.runtime.sandbox_probe, 30)
+            assert "the sandbox does not work here" in caplog.text and "the probe said so" in caplog.text
+        finally:
+            await stop_polling(bot.app)
+            bwrap.reset_probe()

@@ -545,6 +545,7 @@ async def _probe() -> str | None:
     bwrap = bwrap_path()
     if bwrap is None:
         return f"Commands are refused because bubblewrap (bwrap) is not installed: {UNAVAILABLE_FIX}."
+    await asyncio.to_thread(etc_copy)  # hundreds of files and links (/etc/ssl/certs), made once: not on the loop
     with tempfile.TemporaryDirectory(prefix=temp_prefix("sandbox", "probe")) as folder:
         argv = bwrap_argv(spec_for(Path(folder)), "true", bwrap=bwrap)
         try:
