@@ -24,6 +24,11 @@ installed. For it and for each checkout, also the wait of a task's first turn on
 a background build started as the bot does on first seeing a workspace, then `RepoMap.task_map` with the wait budget
 of REPO_MAP_WAIT_SECONDS (default 1 s): the time until the first turn has its map, and whether that map was partial.
 
+Busy: for each checkout, `--builds` more cold builds run beside a child process spinning on a core (the machine's
+other work: on 2 cores the build has one left), their median printed beside the quiet one (`--no-busy` skips them).
+A task's map: the worktree's index seeded from the workspace's, then its map drawn, with this process's peak RSS
+during the two (the high-water mark reset just before: what a task's first map costs the bot's process).
+
     .venv/bin/python bench/repo_map.py [--sizes 2000 20000] [--budget 2000] [--json]
     .venv/bin/python bench/repo_map.py --sizes --sympy
     .venv/bin/python bench/repo_map.py --sizes --checkout /tmp/flask --request "add a config option to disable the
