@@ -26,7 +26,7 @@ OLD_MESSAGES_OF_MEASURED_CHAT = 1200  # the measured chat's earlier conversation
 async def migrated(path: Path) -> None:
     """Create the database with the store's schema (the bot opens it afterwards)."""
     store = await Store.open(path)
-    await store._db.close()
+    await store.close()
 
 
 def _iso(moment: datetime) -> str:
