@@ -472,8 +472,6 @@ def pagerank(
     stored: each step runs the edges once forwards and once backwards (sympy: ~140k edges, which as Python lists
     doubled for the reverses held ~25 MB at the map's peak). `edges` is emptied once read (the caller's biggest
     structure, ~10 MB on sympy, is not held beside the arrays)."""
-    import numpy as np  # imported here, not at the top: starting the bot, a runner or a CLI command draws no map yet
-
     count = len(nodes)
     position = {node: i for i, node in enumerate(nodes)}
     sources, targets, weights = array("q"), array("q"), array("d")
@@ -487,6 +485,10 @@ def pagerank(
                 targets.append(position[target])
                 weights.append(weight)
     edges.clear()
+    # Imported here, not at the top: starting the bot, a runner or a CLI command draws no map yet. And only now, with
+    # the edges let go: the import's own objects (~7 MB) take their place instead of adding to the peak.
+    import numpy as np
+
     src = np.frombuffer(sources, dtype=np.int64) if sources else np.zeros(0, dtype=np.int64)
     dst = np.frombuffer(targets, dtype=np.int64) if targets else np.zeros(0, dtype=np.int64)
     weight_of = np.frombuffer(weights, dtype=float) if weights else np.zeros(0)
