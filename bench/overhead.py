@@ -13,7 +13,12 @@ share the bot's interpreter: in-process, its parsing, validation, cache simulati
 each time). `--fakes-in-process` measures the old way (both fakes as threads of this process), for comparison.
 The fake Telegram server stays in-process either way (the driver injects updates and reads replies through it).
 
-Run: .venv/bin/python bench/overhead.py [--json] [--fakes-in-process]
+Two cases in one run, each with fresh fakes and its own pair of bots: a fresh database, and a populated one that holds
+what a long-serving bot has stored (bench/_populate.py: thousands of messages, tasks, task events, tool calls and
+usage rows, some of them the measured chat's earlier conversation); a turn whose cost grows with the store shows as
+the populated case's gap to its floor exceeding the fresh case's. `--fresh-only` skips the populated case.
+
+Run: .venv/bin/python bench/overhead.py [--json] [--fakes-in-process] [--fresh-only]
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ from bench._harness import (  # noqa: E402
     wait_indexing_idle,
     wait_transcriber_settled,
 )
+from bench._populate import migrated, populate  # noqa: E402
 from telegram_bot.app import stop_polling  # noqa: E402
 from tests.conftest import MODEL, USER_ID, start_bot  # noqa: E402
 from tests.fakes import anthropic_server as claude_says  # noqa: E402
@@ -135,9 +141,13 @@ class Contender:
 
 
 async def start_agentlab(
-    tg: FakeTelegram, claude: FakeAnthropic, clock: ServerClock, tmp: Path
+    tg: FakeTelegram, claude: FakeAnthropic, clock: ServerClock, tmp: Path, populated: bool
 ) -> tuple[Contender, float]:
     settings = agentlab_settings(tg, claude, tmp)
+    if populated:  # the store of a long-serving bot, written before the bot opens it
+        await migrated(settings.database_path)
+        counts = populate(settings.database_path, USER_ID)
+        print("  populated database: " + ", ".join(f"{n:,} {table}" for table, n in counts.items()))
     clock.reset()
     started = time.perf_counter()
     bot = await start_bot(settings, tg, claude)
@@ -164,12 +174,14 @@ async def start_bare(
     return Contender("bare", app, BARE_USER_ID, startup), client
 
 
-async def run_contenders(tg: FakeTelegram, claude: FakeAnthropic, tmp: Path) -> tuple[Contender, Contender, float]:
+async def run_contenders(
+    tg: FakeTelegram, claude: FakeAnthropic, tmp: Path, populated: bool
+) -> tuple[Contender, Contender, float]:
     clock = ServerClock(tg, claude).install()
     bare, client = await start_bare(tg, claude, clock)  # first, so agentlab's whisper import cannot slow it
     agentlab = None
     try:
-        agentlab, speech_settle = await start_agentlab(tg, claude, clock, tmp)
+        agentlab, speech_settle = await start_agentlab(tg, claude, clock, tmp, populated)
         per_block = MESSAGES // ROUNDS
         for round_no in range(ROUNDS):
             order = (bare, agentlab) if round_no % 2 == 0 else (agentlab, bare)
@@ -189,14 +201,32 @@ def print_server_times(name: str, server_ms: dict[str, float]) -> None:
     print(f"  {name:9s} fakes' own time per call (inside the latency): {parts}")
 
 
-async def main(fakes_in_process: bool = False) -> dict:
+async def main(fakes_in_process: bool = False, fresh_only: bool = False) -> dict:
     quiet_logging()
+    figures = await measure_case(fakes_in_process, populated=False)
+    if not fresh_only:
+        populated = await measure_case(fakes_in_process, populated=True)
+        figures["populated"] = {
+            key: populated[key] for key in ("agentlab", "bare", "back_to_back", "idle_extra_p50_ms", "ratio_p50")
+        }
+        figures["populated"]["loop_cpu_ms_per_answer"] = populated["loop_cpu_ms_per_answer"]
+        print(
+            f"Fresh vs populated database, agentlab's p50 minus the floor: idle +{figures['idle_extra_p50_ms']:.2f} ms "
+            f"→ +{populated['idle_extra_p50_ms']:.2f} ms; back-to-back +{figures['back_to_back']['extra_p50_ms']:.2f} "
+            f"ms → +{populated['back_to_back']['extra_p50_ms']:.2f} ms"
+        )
+    return figures
+
+
+async def measure_case(fakes_in_process: bool, populated: bool) -> dict:
+    """One pair of bots on fresh fakes; agentlab's database fresh or `populated`."""
+    print(f"— {'populated' if populated else 'fresh'} database —")
     with contextlib.ExitStack() as stack:
         tg, local = stack.enter_context(running_fakes())
         tmp = stack.enter_context(temp_workspace())
         local.handler = lambda _body: claude_says.text(ANSWER)
         claude = local if fakes_in_process else stack.enter_context(fake_anthropic_process(ANSWER))
-        agentlab, bare, speech_settle = await run_contenders(tg, claude, tmp)
+        agentlab, bare, speech_settle = await run_contenders(tg, claude, tmp, populated)
     own_process_ms = None if fakes_in_process else claude.own_ms
 
     a, b = LatencySummary.of(agentlab.samples), LatencySummary.of(bare.samples)
@@ -263,6 +293,7 @@ async def main(fakes_in_process: bool = False) -> dict:
         "rounds": ROUNDS,
         "gap_ms": GAP_SECONDS * 1000,
         "fakes_in_process": fakes_in_process,
+        "database": "populated" if populated else "fresh",
         "anthropic_fake_own_process_ms": None if own_process_ms is None else round(own_process_ms, 3),
         "anthropic_fake_own_process_ms_by_kind": {
             kind: None if ms is None else round(ms, 3) for kind, ms in by_kind.items()
@@ -294,7 +325,8 @@ if __name__ == "__main__":
     args = parse_args(
         __doc__.splitlines()[0],
         ("--fakes-in-process", "both fakes as threads of this process (the method before 2026-11-24)"),
+        ("--fresh-only", "measure the fresh database only (not the populated one)"),
     )
-    figures = asyncio.run(main(args.fakes_in_process))
+    figures = asyncio.run(main(args.fakes_in_process, args.fresh_only))
     if args.json:
         emit_json(figures)

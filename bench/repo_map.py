@@ -24,6 +24,11 @@ installed. For it and for each checkout, also the wait of a task's first turn on
 a background build started as the bot does on first seeing a workspace, then `RepoMap.task_map` with the wait budget
 of REPO_MAP_WAIT_SECONDS (default 1 s): the time until the first turn has its map, and whether that map was partial.
 
+Busy: for each checkout, `--builds` more cold builds run beside a child process spinning on a core (the machine's
+other work: on 2 cores the build has one left), their median printed beside the quiet one (`--no-busy` skips them).
+A task's map: the worktree's index seeded from the workspace's, then its map drawn, with this process's peak RSS
+during the two (the high-water mark reset just before: what a task's first map costs the bot's process).
+
     .venv/bin/python bench/repo_map.py [--sizes 2000 20000] [--budget 2000] [--json]
     .venv/bin/python bench/repo_map.py --sizes --sympy
     .venv/bin/python bench/repo_map.py --sizes --checkout /tmp/flask --request "add a config option to disable the
@@ -36,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import importlib.util
 import json
 import os
@@ -47,6 +53,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -323,8 +330,26 @@ async def timed_cold_build(checkout: Path) -> float:
             await store.close()
 
 
+@contextlib.contextmanager
+def cpu_burner() -> Iterator[None]:
+    """Another process busy on a core for the block (a child spinning in pure Python): the build then has the other
+    core(s) only, as on a machine where something else is running."""
+    burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        yield
+    finally:
+        burner.kill()
+        burner.wait()
+
+
 async def bench_checkout(
-    checkout: Path, requests: list[str], expect: list[str], budget: int, memory_watch: bool = True, builds: int = 3
+    checkout: Path,
+    requests: list[str],
+    expect: list[str],
+    budget: int,
+    memory_watch: bool = True,
+    builds: int = 3,
+    busy: bool = True,
 ) -> dict[str, object]:
     figures: dict[str, object] = {"checkout": str(checkout)}
     # The build's memory: the first cold build in this process, with the memory sampler on (its time is printed
@@ -340,6 +365,11 @@ async def bench_checkout(
             runs = [await timed_cold_build(checkout) for _ in range(builds)]
             figures["full_build_runs_s"] = [round(run, 3) for run in runs]
             figures["full_build_s"] = round(statistics.median(runs), 3)
+            if busy:
+                with cpu_burner():
+                    busy_runs = [await timed_cold_build(checkout) for _ in range(builds)]
+                figures["full_build_busy_runs_s"] = [round(run, 3) for run in busy_runs]
+                figures["full_build_busy_s"] = round(statistics.median(busy_runs), 3)
             if memory.available:
                 figures["build_rss_before_mb"] = round(memory.before_mb, 1)
                 figures["build_peak_rss_mb"] = round(memory.peak_mb, 1)
@@ -350,10 +380,21 @@ async def bench_checkout(
             await timed("refresh_no_change_s", figures, repo_map.refresh("real", checkout))
             worktree = await asyncio.to_thread(fresh_worktree, checkout, Path(tmp) / "task-worktree")
             if worktree is not None:
-                seeded = await timed(
-                    "task_refresh_seeded_s", figures, repo_map.refresh("real@task-1", worktree, seed_from="real")
-                )
+                # A task's map as the bot draws it: the worktree's index seeded from the workspace's, then the map.
+                with MemoryWatch(memory_watch) as task_memory:
+                    seeded = await timed(
+                        "task_refresh_seeded_s", figures, repo_map.refresh("real@task-1", worktree, seed_from="real")
+                    )
+                    await timed(
+                        "task_render_s",
+                        figures,
+                        repo_map.render("real@task-1", worktree, (requests or ["a task"])[0], budget, refresh=False),
+                    )
                 figures["task_refresh_parsed"] = seeded.parsed
+                if task_memory.available:
+                    figures["task_map_rss_before_mb"] = round(task_memory.before_mb, 1)
+                    figures["task_map_peak_rss_mb"] = round(task_memory.peak_mb, 1)
+                    figures["task_map_peak_pss_with_children_mb"] = round(task_memory.tree_peak_pss_mb, 1)
             maps: dict[str, object] = {}
             for request in requests:
                 started = time.perf_counter()
@@ -388,13 +429,17 @@ def print_sympy_targets(figures: dict[str, object]) -> None:
     def verdict(value: object, target: float) -> str:
         return "-" if not isinstance(value, int | float) else "met" if value <= target else "not met"
 
-    build, wait = figures["full_build_s"], figures["first_turn_wait_s"]
+    build, wait, busy = figures["full_build_s"], figures["first_turn_wait_s"], figures.get("full_build_busy_s")
+    task_peak = figures.get("task_map_peak_rss_mb")
     pss, rss = figures.get("build_peak_pss_with_children_mb"), figures.get("build_peak_rss_with_children_mb")
     print(
         f"sympy-sized tree, the targets on {os.cpu_count()} cores: cold build {build}s (≤ {TARGET_BUILD_S:g}s:"
         f" {verdict(build, TARGET_BUILD_S)}) · its memory peak {pss} MB PSS (≤ {TARGET_MEMORY_MB:g} MB:"
         f" {verdict(pss, TARGET_MEMORY_MB)}; {rss} MB as RSS summed: {verdict(rss, TARGET_MEMORY_MB)})"
-        f" · first task's wait {wait}s (≤ {TARGET_WAIT_S:g}s: {verdict(wait, TARGET_WAIT_S)})",
+        f" · first task's wait {wait}s (≤ {TARGET_WAIT_S:g}s: {verdict(wait, TARGET_WAIT_S)})"
+        f" · busy cold build {busy}s (≤ {TARGET_BUILD_S:g}s: {verdict(busy, TARGET_BUILD_S)})"
+        f" · a task's seeded map peak {task_peak} MB RSS (≤ {TARGET_MEMORY_MB:g} MB:"
+        f" {verdict(task_peak, TARGET_MEMORY_MB)})",
         flush=True,
     )
 
@@ -419,6 +464,9 @@ def main() -> None:
         "--no-memory", action="store_true", help="no memory sampling (the build after the timed ones runs without it)"
     )
     parser.add_argument("--builds", type=int, default=3, help="timed cold builds per checkout (their median is shown)")
+    parser.add_argument(
+        "--no-busy", action="store_true", help="no timed cold builds beside a CPU-burning process (quiet ones only)"
+    )
     args = parser.parse_args()
     sympy_dir = None
     if args.sympy:
@@ -434,7 +482,13 @@ def main() -> None:
     for checkout in args.checkout:
         figures = asyncio.run(
             bench_checkout(
-                checkout.resolve(), args.request, args.expect, args.budget, not args.no_memory, max(1, args.builds)
+                checkout.resolve(),
+                args.request,
+                args.expect,
+                args.budget,
+                not args.no_memory,
+                max(1, args.builds),
+                not args.no_busy,
             )
         )
         first = asyncio.run(
@@ -452,6 +506,8 @@ def main() -> None:
             f"{checkout}: {figures['indexed_files']} files · full build {figures['full_build_s']:.2f}s"
             f" (median of {len(figures['full_build_runs_s'])} cold builds: {figures['full_build_runs_s']} s;"
             f" {figures['full_build_sampled_s']:.2f}s with the memory sampler on)"
+            f" · busy (another process spinning on a core): {figures.get('full_build_busy_s', '-')}s"
+            f" (median of {figures.get('full_build_busy_runs_s', '-')} s)"
             f" (memory: bench process {figures.get('build_rss_before_mb', '-')} MB before the build, peak"
             f" {figures.get('build_peak_rss_mb', '-')} MB during it; with its parse processes, peak"
             f" {figures.get('build_peak_rss_with_children_mb', '-')} MB RSS together"
@@ -462,7 +518,10 @@ def main() -> None:
             " bench process over the whole run)"
             f" · no-change refresh {figures['refresh_no_change_s']:.3f}s"
             f" · task worktree refresh from the workspace index {figures.get('task_refresh_seeded_s', '-')}s"
-            f" ({figures.get('task_refresh_parsed', '-')} parsed)"
+            f" ({figures.get('task_refresh_parsed', '-')} parsed), then its map {figures.get('task_render_s', '-')}s;"
+            f" memory of the task's map: bench process {figures.get('task_map_rss_before_mb', '-')} MB before,"
+            f" peak {figures.get('task_map_peak_rss_mb', '-')} MB RSS"
+            f" ({figures.get('task_map_peak_pss_with_children_mb', '-')} MB PSS with its children)"
             f" · first task on the cold workspace: map after {figures['first_turn_wait_s']:.2f}s"
             f" ({figures['first_map']}, {figures['first_map_tokens']} tokens;"
             f" wait budget {args.wait:g}s), build done in the background after"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import sys
@@ -89,7 +90,15 @@ class Orchestrator:
         self.desk = desk
         self.context = TurnContext(settings, store, client, workspaces, hints)  # what each turn sends the model
 
-    def _loop(self, caller: Caller, messages: list[dict[str, Any]], answer: AnswerStream | None) -> ToolLoop:
+    def _loop(
+        self,
+        caller: Caller,
+        messages: list[dict[str, Any]],
+        answer: AnswerStream | None,
+        usage_writes: list[asyncio.Task[None]],
+    ) -> ToolLoop:
+        """The turn's tool loop. Each response's usage is stored by a task put in `usage_writes`, which the turn
+        awaits together with its answer's storing (the two reach the store's thread together: one hand-over)."""
         chat_id = caller.chat_id
         toolbox = Toolbox(
             orchestrator_tools(self.workspaces, self.desk, caller, owner=self.settings.is_owner(caller.user_id)),
@@ -97,7 +106,8 @@ class Orchestrator:
         )
 
         async def record(response: anthropic.types.Message) -> None:
-            await self.store.record_usage(usage_record(response, "orchestrator", chat_id, None, caller.user_id))
+            record = usage_record(response, "orchestrator", chat_id, None, caller.user_id)
+            usage_writes.append(asyncio.create_task(self.store.record_usage(record)))
 
         return ToolLoop(
             model=as_model(self.client),
@@ -176,18 +186,20 @@ class Orchestrator:
         loop) until it goes through, nothing has been done yet, or too many were dropped."""
         chat_id = caller.chat_id
         attachments = attachments or []
-        # The user's words (and photos/files, kept by agents/attachments) are stored first: nothing is lost.
-        asked = await self.store.add_message(
-            ChatMessage(
-                chat_id=chat_id,
-                role=Role.USER,
-                content=text,
-                input_method=input_method,
-                tokens=estimate_tokens(text) + sum(a.tokens for a in attachments),
-                attachments=attachments,
-            )
+        # The user's words (and photos/files, kept by agents/attachments) are stored first: nothing is lost. The
+        # write goes to the store's thread ahead of the request's reads, which do not wait for it (one hand-over);
+        # the request is built once it is stored.
+        asked = ChatMessage(
+            chat_id=chat_id,
+            role=Role.USER,
+            content=text,
+            input_method=input_method,
+            tokens=estimate_tokens(text) + sum(a.tokens for a in attachments),
+            attachments=attachments,
         )
+        storing = asyncio.create_task(self.store.add_message(asked))
         dropped: list[Attachment] = []
+        usage_writes: list[asyncio.Task[None]] = []
         while True:
             owners: BlockOwners = {}
             messages = await self.context.request_messages(
@@ -200,8 +212,9 @@ class Orchestrator:
                 owners,
                 caller.user_id,
                 owner=self.settings.is_owner(caller.user_id),
+                stored=storing,
             )
-            loop = self._loop(caller, messages, answer)
+            loop = self._loop(caller, messages, answer, usage_writes)
             rounds = self.settings.orchestrator_max_tool_rounds + 1  # the last one answers without tools
             try:
                 result = await loop.run(Limits(max_steps=rounds, max_seconds=math.inf, max_tokens=sys.maxsize))
@@ -216,6 +229,7 @@ class Orchestrator:
                     text_of_error = refusal_note(*refused) + " Please send your message again."
                 else:
                     text_of_error = explain_api_error(err)
+                await asyncio.gather(*usage_writes)
                 return Reply(
                     text=text_of_error, ok=False, api_calls=loop.api_calls, usage=loop.usage, tools_used=loop.tools_used
                 )
@@ -226,7 +240,12 @@ class Orchestrator:
             usage=loop.usage,
             tools_used=loop.tools_used,
         )
-        await self.store.add_message(
-            ChatMessage(chat_id=chat_id, role=Role.ASSISTANT, content=reply.text, tokens=estimate_tokens(reply.text))
+        await asyncio.gather(
+            self.store.add_message(
+                ChatMessage(
+                    chat_id=chat_id, role=Role.ASSISTANT, content=reply.text, tokens=estimate_tokens(reply.text)
+                )
+            ),
+            *usage_writes,
         )
         return reply

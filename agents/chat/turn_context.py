@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Awaitable
 from typing import Any
 
 import anthropic
@@ -111,20 +113,25 @@ class TurnContext:
         lines = [f"input_method: {input_method.value}"]
         if input_method is InputMethod.VOICE:
             lines.append("(this message is a speech transcript: be lenient with misheard words and names)")
-        replying = await describe_reply(self.store, chat_id, reply_to)
+        # The store's reads go out together: its thread answers them back to back (one hand-over, not six).
+        replying, own, active, pending, schedules, standing = await asyncio.gather(
+            describe_reply(self.store, chat_id, reply_to),
+            self.store.conversations.bound_workspace(chat_id),
+            self.store.list_tasks(chat_id, statuses=TaskStatus.cancellable(), limit=20),
+            self.store.pending_proposals(chat_id),
+            self.store.schedules.live(chat_id),
+            self._standing_notes(user_id),
+        )
         if replying:
             lines.append(replying)
         lines.append("workspaces:")
         for ws in self.workspaces.all():
             lines.append(f"- {ws.name}" + (" (this bot's own code)" if ws.is_self else ""))
-        own = await self.store.conversations.bound_workspace(chat_id)
         if own:  # a topic bound with /workspace (or named like a workspace): its requests need not name it
             lines.append(f"workspace of this conversation: {own} (meant when a request names none)")
-        active = await self.store.list_tasks(chat_id, statuses=TaskStatus.cancellable(), limit=20)
         lines.append("active tasks:" if active else "active tasks: none")
         for t in active:
             lines.append(f"- #{t.id} [{t.status.value}] {t.worker.value} in {t.workspace}: {t.title}")
-        pending = await self.store.pending_proposals(chat_id)
         lines.append("pending proposals:" if pending else "pending proposals: none")
         for p in pending:  # shown whole in the conversation above; get_proposal(id) gives it again
             lines.append(f"- proposal #{p.id} for {p.workspace} (request: {' '.join(p.request.split())[:200]})")
@@ -133,7 +140,6 @@ class TurnContext:
             lines.append(
                 "proposals still being written: " + ", ".join(f"research #{t.id} in {t.workspace}" for t in researching)
             )
-        schedules = await self.store.schedules.live(chat_id)
         if schedules:  # "stop the nightly run" names one of these
             lines.append("schedules of this conversation:")
             for s in schedules:
@@ -148,7 +154,7 @@ class TurnContext:
                 lines.append(f"- schedule #{s.id} [{s.status.value}] {when}, {s.worker.value} in {s.workspace}: {what}")
         zone = self.settings.zone  # "tomorrow at 7" needs today's date; schedules are read in this zone
         lines.append(f"now: {utcnow().astimezone(zone).strftime('%a %Y-%m-%d %H:%M %Z')} (time zone {zone})")
-        lines += await self._standing_notes(user_id)
+        lines += standing
         definitions = await self.hints.hints(text, owner=owner) if self.hints else []
         if definitions:
             lines.append("definitions of code names in this message (from the repository index):")
@@ -214,6 +220,13 @@ class TurnContext:
             + turns
         )
 
+    async def _history_once_stored(self, chat_id: int, stored: Awaitable[ChatMessage] | None) -> list[ChatMessage]:
+        """The history, read once the turn's question is stored: a read of the conversation that overlapped one of
+        its writes is not kept for the next turn (kept_messages.py), so it waits for the write."""
+        if stored is not None:
+            await stored
+        return await self._history(chat_id)
+
     async def _still_relevant(self, chat_id: int, up_to_id: int) -> list[ChatMessage]:
         """Proposals still pending and the newest task summaries, kept whole although older turns were summarised."""
         shown = await self.store.shown_records_up_to(chat_id, up_to_id)
@@ -252,9 +265,11 @@ class TurnContext:
         owners: BlockOwners,
         user_id: int | None = None,
         owner: bool = False,
+        stored: Awaitable[ChatMessage] | None = None,
     ) -> list[dict[str, Any]]:
         """The turn's messages: history (with its photos and files), then the new message with its context.
-        `owners` is filled with which attachment each image/document block shows (to find one the API refuses)."""
+        `owners` is filled with which attachment each image/document block shows (to find one the API refuses).
+        `stored`: the storing of `asked` when it is still under way (its id is needed; the reads need not wait)."""
 
         async def blocks_of(items: list[Attachment]) -> list[dict[str, Any]]:
             blocks: list[dict[str, Any]] = []
@@ -264,7 +279,11 @@ class TurnContext:
                     blocks.append(block)
             return blocks
 
-        history = await self._history(chat_id)
+        # the context's reads go to the store together with the question's write (see context_block)
+        history, context = await asyncio.gather(
+            self._history_once_stored(chat_id, stored),
+            self.context_block(chat_id, input_method, text[:2000], reply_to, user_id, owner=owner),
+        )
         earlier = [t for t in history if t.id is None or t.id < (asked.id or 0)]
         attached = {t.id: await blocks_of(t.attachments) for t in earlier if t.attachments and t.id is not None}
         messages = history_messages(earlier, attached)
@@ -278,12 +297,7 @@ class TurnContext:
             "content": [
                 *await blocks_of(attachments),
                 {"type": "text", "text": self._fit_for_model(text), "cache_control": EPHEMERAL},
-                {
-                    "type": "text",
-                    "text": await self.context_block(
-                        chat_id, input_method, text[:2000], reply_to, user_id, owner=owner
-                    ),
-                },
+                {"type": "text", "text": context},
             ],
         }
         if messages and messages[-1]["role"] == "user":

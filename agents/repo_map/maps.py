@@ -136,7 +136,8 @@ def _rank(
     """The index's symbols by file, and the ranking for the request (in a worker thread: all CPU).
 
     `symbol_rows` and `terms` are consumed (emptied once turned into symbols and FileTerms, which rank_files
-    empties in turn as it reads them): on a big repository they are tens of megabytes a drawing need not hold."""
+    empties in turn as it reads them), and so are `imports` (rank_files empties them once read): on a big repository
+    they are tens of megabytes a drawing need not hold."""
     symbols: dict[str, list[Symbol]] = {}
     for path, name, kind, line, signature, parent in symbol_rows:
         if path in rows:
@@ -457,10 +458,12 @@ class RepoMap:
         # git's recent changes run while the index is read (both wait on other processes or threads)
         recent_task = asyncio.create_task(_recently_changed(Path(root).resolve(), {}))
         try:
-            rows = {r["path"]: _FileRow(**r) for r in await self.store.repo_index.file_list(name)}
             symbol_rows = await self.store.repo_index.all_symbols(name)
             terms = await self.store.repo_index.file_terms(name, word_keys(request_text))
             imports = await self.store.repo_index.all_imports(name)
+            # The smallest read last: aiosqlite's thread keeps its latest answer (the rows as SQLite gave them)
+            # until its next request, and the ranking that follows makes none (sympy's imports: ~9 MB held).
+            rows = {r["path"]: _FileRow(**r) for r in await self.store.repo_index.file_list(name)}
         finally:
             recent_names = await recent_task
         recent = [path for path in recent_names if path in rows] if recent_names is not None else None

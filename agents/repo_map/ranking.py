@@ -466,31 +466,45 @@ def pagerank(
     edges: dict[str, dict[str, float]], nodes: list[str], personalization: dict[str, float]
 ) -> dict[str, float]:
     """Personalized PageRank by power iteration over `edges` and their reverses (weighted BACK_EDGE); the rank of
-    dangling nodes returns to the personalization."""
+    dangling nodes returns to the personalization.
+
+    The edges are gathered into flat typed arrays (no Python int or float per edge), and their reverses are never
+    stored: each step runs the edges once forwards and once backwards (sympy: ~140k edges, which as Python lists
+    doubled for the reverses held ~25 MB at the map's peak). `edges` is emptied once read (the caller's biggest
+    structure, ~10 MB on sympy, is not held beside the arrays)."""
     count = len(nodes)
     position = {node: i for i, node in enumerate(nodes)}
-    sources, targets, weights = [], [], []
+    sources, targets, weights = array("q"), array("q"), array("d")
     for source, outgoing in edges.items():
         if source not in position:  # a partial index read while a build stores: rows and symbols from two moments
             continue
+        at = position[source]
         for target, weight in outgoing.items():
             if weight > 0 and target in position:
-                sources.append(position[source])
+                sources.append(at)
                 targets.append(position[target])
                 weights.append(weight)
-    # a file's users matter to a change of it: every edge also runs back, weaker
-    sources, targets, weights = sources + targets, targets + sources, weights + [BACK_EDGE * w for w in weights]
-    import numpy as np  # imported here, not at the top: starting the bot, a runner or a CLI command draws no map yet
+    edges.clear()
+    # Imported here, not at the top: starting the bot, a runner or a CLI command draws no map yet. And only now, with
+    # the edges let go: the import's own objects (~7 MB) take their place instead of adding to the peak.
+    import numpy as np
 
-    src, dst = np.array(sources, dtype=np.int64), np.array(targets, dtype=np.int64)
-    out = np.bincount(src, weights=np.array(weights, dtype=float), minlength=count)
-    share = np.array(weights, dtype=float) / out[src] if len(weights) else np.zeros(0)
+    src = np.frombuffer(sources, dtype=np.int64) if sources else np.zeros(0, dtype=np.int64)
+    dst = np.frombuffer(targets, dtype=np.int64) if targets else np.zeros(0, dtype=np.int64)
+    weight_of = np.frombuffer(weights, dtype=float) if weights else np.zeros(0)
+    # a file's users matter to a change of it: every edge also runs back, weaker
+    out = np.bincount(src, weights=weight_of, minlength=count) + np.bincount(
+        dst, weights=BACK_EDGE * weight_of, minlength=count
+    )
+    share = weight_of / out[src] if len(weight_of) else np.zeros(0)
+    back_share = BACK_EDGE * weight_of / out[dst] if len(weight_of) else np.zeros(0)
     teleport = np.array([personalization.get(node, 0.0) for node in nodes], dtype=float)
     teleport = teleport / teleport.sum() if teleport.sum() > 0 else np.full(count, 1.0 / count)
     dangling = out == 0
     rank = teleport.copy()
     for _ in range(ITERATIONS):
         flow = np.bincount(dst, weights=rank[src] * share, minlength=count)
+        flow += np.bincount(src, weights=rank[dst] * back_share, minlength=count)
         fresh = DAMPING * flow + (1 - DAMPING + DAMPING * rank[dangling].sum()) * teleport
         converged = np.abs(fresh - rank).sum() < 1e-9
         rank = fresh
@@ -517,6 +531,8 @@ def rank_files(
     recent: Sequence[str] = (),
 ) -> Ranking:
     """Every file and definition, most relevant to `request_text` first (see the module docstring).
+
+    `terms` (their references) and `imports` are emptied as they are read: the caller hands them over.
 
     Why one long function: the signals (named paths, dotted names, terms, imports, recent files) feed one
     personalisation vector and one PageRank; split apart, each part would need all of its locals.
@@ -606,6 +622,8 @@ def rank_files(
     # user → (names used, their weights): two flat lists per user rather than a tuple per use (sympy: ~90k uses)
     uses_of: dict[str, tuple[list[str], array[float]]] = {}
     name_weight: dict[str, float] = {}  # per defined name, once (a repository references them ~10x as often)
+    # each defined name as one string: the names a file's references decode to are not kept (sympy: ~90k strings)
+    one_name: dict[str, str] = {}
     for name, definers in defined_in.items():
         if len(definers) > UBIQUITOUS_NAME_FILES:
             continue
@@ -619,6 +637,7 @@ def rank_files(
         if len(definers) > 5:
             multiplier *= 0.1
         name_weight[name] = multiplier
+        one_name[name] = name
     sqrt, defined_here = math.sqrt, name_weight.__contains__
     for row in terms:
         user = row.path
@@ -633,18 +652,20 @@ def rank_files(
             for definer in defined_in[name]:
                 if definer != user:
                     targets[definer] = targets.get(definer, 0.0) + weight
-            names.append(name)
+            names.append(one_name[name])
             weights.append(weight)
     for path, target in imports:
         for definer in index.resolve(target):
             if definer != path:
                 edges[path][definer] = edges[path].get(definer, 0.0) + 1.0
-    rank = pagerank(edges, paths, personal)
+    imports.clear()  # read once (sympy: ~46k rows, ~6 MB): not held through the ranking's peak below
+    out_of = {user: sum(targets.values()) or 1.0 for user, targets in edges.items()}
+    rank = pagerank(edges, paths, personal)  # consumes `edges`: the graph is held once, as arrays, from here on
 
     # Definition ranks: the share of each user's rank that flows to a definition.
     definition_rank: dict[tuple[str, str], float] = defaultdict(float)
     for user, (names, weights) in uses_of.items():
-        out = sum(edges[user].values()) or 1.0
+        out = out_of.get(user, 1.0)
         for name, weight in zip(names, weights):
             for definer in defined_in[name]:
                 if definer != user:

@@ -1,0 +1,70 @@
+"""The store's single statements and its transactions: statements issued together reach SQLite's thread together,
+and none runs inside another caller's open transaction."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+
+from agents.core.models import ChatMessage, Role
+from agents.store.database import Store
+
+
+async def _held_thread(store: Store) -> threading.Event:
+    """Block the store's SQLite thread on a statement until the returned event is set (a real SQL function that
+    waits), so what the event loop queues meanwhile can be seen."""
+    release = threading.Event()
+    await store._db.create_function("held", 0, lambda: int(release.wait(10)))
+    return release
+
+
+async def test_statements_issued_together_are_queued_together_not_one_after_each_answer(tmp_path: Path) -> None:
+    store = await Store.open(tmp_path / "state.db")
+    try:
+        release = await _held_thread(store)
+        first = asyncio.create_task(store.rows("SELECT held()"))
+        others = [asyncio.create_task(store.rows("SELECT ?", (n,))) for n in range(3)]
+        await asyncio.sleep(0.05)  # every task has run up to its wait on the thread
+        queued = store._db._tx.qsize()  # requests waiting behind the held one
+        release.set()
+        assert [row[0][0] for row in await asyncio.gather(*others)] == [0, 1, 2]
+        assert (await first)[0][0] == 1
+        assert queued == 3, "each statement waits for its own answer only, not for the ones before it to be answered"
+    finally:
+        await store.close()
+
+
+async def test_a_statement_issued_while_a_transaction_is_open_runs_after_it_and_outside_it(tmp_path: Path) -> None:
+    store = await Store.open(tmp_path / "state.db")
+    try:
+        inside = asyncio.Event()
+        go_on = asyncio.Event()
+
+        async def rolled_back() -> None:
+            async with store.transaction() as db:
+                await db.execute_fetchall(
+                    "INSERT INTO messages (chat_id, role, content, created_at) VALUES (1, 'user', 'undone', '2026-01-01T00:00:00+00:00')"
+                )
+                inside.set()
+                await go_on.wait()
+                raise RuntimeError("roll it back")
+
+        transaction = asyncio.create_task(rolled_back())
+        await inside.wait()
+        write = asyncio.create_task(
+            store.write(
+                "INSERT INTO messages (chat_id, role, content, created_at) VALUES (1, 'user', 'kept', '2026-01-01T00:00:00+00:00')"
+            )
+        )
+        read = asyncio.create_task(store.rows("SELECT content FROM messages ORDER BY id"))
+        await asyncio.sleep(0.05)
+        assert not write.done() and not read.done(), "nothing else runs while the transaction is open"
+        go_on.set()
+        await asyncio.gather(transaction, return_exceptions=True)
+        await write
+        assert [row[0] for row in await read] == ["kept"], "the read saw neither the rolled-back row nor ran inside"
+        assert [m.content for m in await store.all_messages(1)] == ["kept"], "the write was not rolled back with it"
+        await store.add_message(ChatMessage(chat_id=1, role=Role.USER, content="after"))  # the store goes on as usual
+    finally:
+        await store.close()
