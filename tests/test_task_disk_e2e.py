@@ -157,7 +157,9 @@ async def test_a_cancel_at_any_point_of_the_set_up_leaves_nothing_mounted(
     async def stalling(*args: str, **kwargs: object) -> asyncio.subprocess.Process:
         process = await real(*args, **kwargs)  # type: ignore[arg-type]  # the stand-in passes the caller's keywords on as they came
         current = asyncio.current_task()
-        if current is not None and current.get_name() == point["task"]:
+        # only the set-up is stopped: once the worker has asked the model, the task's later processes (its commit,
+        # its test runs) run on, and the task is left to end
+        if current is not None and current.get_name() == point["task"] and not model.requests["code"]:
             if args[0] == "mount":
                 point["mounted"] = True
             elif point["mounted"]:
@@ -167,8 +169,8 @@ async def test_a_cancel_at_any_point_of_the_set_up_leaves_nothing_mounted(
                     await asyncio.Future()  # the set-up stays here until /cancel cancels it
         return process
 
-    monkeypatch.setattr(asyncio, "create_subprocess_exec", stalling)
     model = RoleScript()
+    monkeypatch.setattr(asyncio, "create_subprocess_exec", stalling)
     bot.claude.handler = model
     worktrees = bot.settings.worktrees_dir
     model.add("code", claude_says.text("Nothing to change."))  # for the one task whose set-up is not stopped

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -28,7 +28,7 @@ from agents.llm.client import usage_of
 from agents.llm.context_budget import create_within_window, fixed_tokens
 from agents.llm.raw_stream import stream_message
 from agents.llm.reasoning import Reasoning
-from agents.tools.toolbox import Toolbox, masked
+from agents.tools.toolbox import Toolbox, ToolResult, masked
 
 EPHEMERAL = {"type": "ephemeral"}
 TRUNCATED = (
@@ -348,9 +348,24 @@ class ToolLoop:
                     await self.on_step(description)
                 if self.answer is not None:
                     await self.answer.activity(description)
-            done = await asyncio.gather(*(self.toolbox.call(b.name, dict(b.input or {})) for b in blocks))
+            done = await asyncio.gather(*self._in_call_order(blocks))
             results += [result.block(b.id) for result, b in zip(done, blocks, strict=True)]
         return results
+
+    def _in_call_order(self, blocks: list[Any]) -> list[Coroutine[Any, Any, ToolResult]]:
+        """The calls of one group, to run at once; each is recorded after the one before it (the audit log keeps the
+        model's order whichever finishes first)."""
+        recorded = [asyncio.Event() for _ in blocks]
+
+        async def one(n: int, block: Any) -> ToolResult:
+            try:
+                return await self.toolbox.call(
+                    block.name, dict(block.input or {}), recorded_after=recorded[n - 1] if n else None
+                )
+            finally:
+                recorded[n].set()
+
+        return [one(n, block) for n, block in enumerate(blocks)]
 
     def _answer_pending(self) -> None:
         """Answer the tool calls of the last assistant turn, if any, as not run (the conversation stays valid)."""

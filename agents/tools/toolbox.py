@@ -160,7 +160,11 @@ class Toolbox:
     def specs(self) -> list[dict[str, Any]]:
         return [t.spec() for t in self.tools.values()]
 
-    async def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+    async def call(
+        self, name: str, arguments: dict[str, Any], recorded_after: asyncio.Event | None = None
+    ) -> ToolResult:
+        """Run tool `name` and record the call; `recorded_after`: calls of one turn that run at once are recorded in
+        the order the model made them (each record waits for the one before it)."""
         started = time.monotonic()
         error: str | None = None
         tool = self.tools.get(name)
@@ -199,6 +203,8 @@ class Toolbox:
         if result.is_error and error is None:
             error = result.content if isinstance(result.content, str) else "error"
         error = mask(error) if error else None
+        if recorded_after is not None:
+            await recorded_after.wait()
         if self.audit.store is not None:
             await self.audit.store.record_tool_call(
                 ToolCallRecord(
