@@ -159,14 +159,19 @@ def _page_number(handler: RequestHandler) -> int:
     return int(raw) if raw.isdigit() and len(raw) < 7 else 0
 
 
-class _TaskPage(_Base):
+class _HtmlPart(_Base):
+    """A part of a task's page as HTML, for a viewer who may see the task: `part_html` says which part."""
+
+    async def part_html(self, caller: Caller, task: Task, page: int, split: bool) -> bytes:
+        raise NotImplementedError
+
     async def get(self, task_id: str) -> None:
         found = await self.viewer(task_id)
         if found is None:
             return
         task, caller = found
         try:
-            body = await self.server.pages.task_html(caller, task, _page_number(self), _split(self))
+            body = await self.part_html(caller, task, _page_number(self), _split(self))
         except (ToolError, GitError) as err:
             self.refuse(str(err), 404)
             return
@@ -174,19 +179,14 @@ class _TaskPage(_Base):
         self.finish(body)
 
 
-class _DiffPage(_Base):
-    async def get(self, task_id: str) -> None:
-        found = await self.viewer(task_id)
-        if found is None:
-            return
-        task, caller = found
-        try:
-            body = await self.server.pages.diff_html(caller, task, _page_number(self), _split(self))
-        except (ToolError, GitError) as err:
-            self.refuse(str(err), 404)
-            return
-        self.set_header("Content-Type", "text/html; charset=utf-8")
-        self.finish(body)
+class _TaskPage(_HtmlPart):
+    async def part_html(self, caller: Caller, task: Task, page: int, split: bool) -> bytes:
+        return await self.server.pages.task_html(caller, task, page, split)
+
+
+class _DiffPage(_HtmlPart):
+    async def part_html(self, caller: Caller, task: Task, page: int, split: bool) -> bytes:
+        return await self.server.pages.diff_html(caller, task, page, split)
 
 
 class _Picture(_Base):
