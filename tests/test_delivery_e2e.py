@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 from agents.core.models import Caller, TaskStatus
+from agents.core.settings import Settings
 from agents.store import delivery
 from tests.conftest import USER_ID, BotHarness, make_settings, start_bot, text_now
 from tests.fakes import anthropic_server as claude_says
@@ -54,9 +55,9 @@ async def test_a_502_on_the_summary_keeps_the_task_completed_and_delivers_it(bot
     assert summary.callback_data == ["task:merge:1", "task:diff:1", "task:discard:1"]
 
 
-async def test_an_undelivered_summary_goes_out_after_a_restart_and_task_n_resends_it(
-    fake_telegram, fake_anthropic, tmp_path, workspace_root
-) -> None:
+async def summary_owed_by_a_stopped_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root) -> Settings:
+    """A bot whose task #1 completed while Telegram refused its summary (502), stopped with the summary still in its
+    outbox; the settings to start it again with."""
     from telegram_bot.app import stop_polling
 
     settings = make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root)
@@ -73,7 +74,15 @@ async def test_an_undelivered_summary_goes_out_after_a_restart_and_task_n_resend
         assert summaries(bot, 1) == []
     finally:
         await stop_polling(bot.app)
+    return settings
 
+
+async def test_an_undelivered_summary_goes_out_after_a_restart_and_task_n_resends_it(
+    fake_telegram, fake_anthropic, tmp_path, workspace_root
+) -> None:
+    from telegram_bot.app import stop_polling
+
+    settings = await summary_owed_by_a_stopped_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root)
     fake_telegram.clear_faults()  # Telegram is well again; the bot restarts
     bot = await start_bot(settings, fake_telegram, fake_anthropic)
     try:
@@ -99,20 +108,7 @@ async def test_a_summary_owed_at_start_up_is_retried_soon_while_telegram_is_stil
     seconds later, not a whole FLUSH_INTERVAL (an hour here) later."""
     from telegram_bot.app import stop_polling
 
-    settings = make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root)
-    model = RoleScript()
-    fake_anthropic.handler = model
-    fix_calc(model)
-    fake_telegram.fail_next("sendMessage", error_code=502, times=1000, when=text_has("Task #1 done", "Files:"))
-    bot = await start_bot(settings, fake_telegram, fake_anthropic)
-    try:
-        await bot.runtime.crew.start_task(Caller(chat_id=USER_ID), "calc", "code", "fix add()", background=True)
-        assert (await ended(bot, 1)).status is TaskStatus.COMPLETED
-        while len(await bot.runtime.store.undelivered(delivery.MAX_ATTEMPTS)) != 1:
-            await asyncio.sleep(0.05)
-    finally:
-        await stop_polling(bot.app)
-
+    settings = await summary_owed_by_a_stopped_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root)
     fake_telegram.clear_faults()
     fake_telegram.fail_next("sendMessage", error_code=502, times=2, when=text_has("Task #1 done", "Files:"))
     bot = await start_bot(settings, fake_telegram, fake_anthropic)
