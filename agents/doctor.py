@@ -46,6 +46,7 @@ from agents.sandbox.user_net import nft_available
 from agents.store.database import Store
 from agents.store.migrations import LATEST_VERSION
 from agents.tools import browser
+from agents.tools.mcp_config import McpServerConfig
 from agents.tools.mcp_config import load as load_mcp_config
 from agents.tools.mcp_tasks import probe as probe_mcp
 from agents.tools.ripgrep import ripgrep_path
@@ -588,7 +589,7 @@ async def check_mcp_servers(settings: Settings) -> list[Check]:
     if not servers and not problems:
         checks.append(Check(Level.ok, "MCP", f"none ({settings.mcp_config} names no server)"))
 
-    async def one(config) -> Check:  # noqa: ANN001 - an McpServerConfig
+    async def one(config: McpServerConfig) -> Check:
         how = "stdio in a task's sandbox" if config.stdio else f"{config.url} from the bot"
         roles = ", ".join(sorted(r.value for r in config.roles))
         approve = f"; approve: {', '.join(sorted(config.approve))}" if config.approve else ""

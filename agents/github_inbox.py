@@ -19,6 +19,7 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from agents.chat.orchestrator import Orchestrator
 from agents.core.errors import ToolError
@@ -110,7 +111,7 @@ class GitHubInbox:
         for delivery in await self.store.github.unhandled_deliveries():
             await self.handle(delivery)
 
-    async def _handle(self, event: str, data: dict) -> None:
+    async def _handle(self, event: str, data: dict[str, Any]) -> None:
         repository = str((data.get("repository") or {}).get("full_name") or "")
         if event in ("check_suite", "check_run"):
             head = (data.get(event) or {}).get("head_sha") or ""
@@ -138,7 +139,7 @@ class GitHubInbox:
         user_id = self.settings.github_users.get(login.lower())
         return user_id if user_id is not None and user_id in self.settings.allowed_user_ids else None
 
-    def _mention(self, event: str, data: dict, repository: str) -> Mention | None:
+    def _mention(self, event: str, data: dict[str, Any], repository: str) -> Mention | None:
         needle = self.settings.github_mention.lower()
         issue = data.get("issue") or {}
         if event == "issues" and data.get("action") == "opened":
@@ -175,7 +176,7 @@ class GitHubInbox:
                 return ws.name
         return None
 
-    async def _review(self, data: dict, repository: str) -> None:
+    async def _review(self, data: dict[str, Any], repository: str) -> None:
         review = data.get("review") or {}
         login = str((review.get("user") or {}).get("login") or "")
         user_id = self._user_of(login)

@@ -79,7 +79,7 @@ class Runtime:
     github_inbox: GitHubInbox | None = None
     github_webhook: WebhookServer | None = None
     review_server: ReviewServer | None = None
-    github_catch_up: asyncio.Future | None = None  # deliveries a stopped bot acknowledged, handled at start
+    github_catch_up: asyncio.Future[None] | None = None  # deliveries a stopped bot acknowledged, handled at start
     turns: UserTurns = field(default_factory=UserTurns)
     start_up: asyncio.Task[None] | None = None  # the deferred start-up work (see the module's docstring)
     sandbox_probe: asyncio.Task[None] | None = None  # does bwrap confine commands here? (a warning if not)

@@ -9,12 +9,12 @@ import logging
 import signal
 import ssl
 from datetime import timedelta
+from typing import cast
 
 import httpx
 from telegram import Bot, BotCommand, Update
 from telegram.constants import ChatMemberStatus
 from telegram.ext import (
-    Application,
     ApplicationBuilder,
     CallbackQueryHandler,
     CommandHandler,
@@ -31,7 +31,7 @@ from agents.runtime import Runtime
 from agents.store.database import Store
 from telegram_bot import attachments, buttons, commands, handlers, steering, voice
 from telegram_bot.replies import TelegramNotifier
-from telegram_bot.state import CONTEXT_TYPES
+from telegram_bot.state import CONTEXT_TYPES, BotApplication
 from telegram_bot.strangers import OwnerFirstRateLimiter
 
 log = logging.getLogger(__name__)
@@ -54,8 +54,10 @@ async def is_chat_member(bot: Bot, chat_id: int, user_id: int) -> bool:
     return member.status in (ChatMemberStatus.OWNER, ChatMemberStatus.ADMINISTRATOR, ChatMemberStatus.MEMBER)
 
 
-async def _post_init(app: Application) -> None:
-    settings: Settings = app.bot_data.settings
+async def _post_init(app: BotApplication) -> None:
+    settings = app.bot_data.settings
+    if settings is None:
+        raise RuntimeError("build_application sets the settings before the application can start")
     store = await Store.open(settings.database_path)  # the notifier's places and shown buttons, from its first send
     await store.seen_events.forget_before(utcnow() - SEEN_KEPT)
     notifier = TelegramNotifier(
@@ -88,7 +90,7 @@ def _raise_system_exit() -> None:
     raise SystemExit  # what PTB's own handler does: run_polling/run_webhook then shut down in order
 
 
-def _on_stop_signal(app: Application) -> None:
+def _on_stop_signal(app: BotApplication) -> None:
     """SIGTERM/SIGINT: interrupt workers and cancel turns first (PTB's stop would wait for them); a second signal
     quits."""
     if app.bot_data.stopping:
@@ -97,7 +99,7 @@ def _on_stop_signal(app: Application) -> None:
     app.bot_data.stop_task = asyncio.ensure_future(_graceful_stop(app))
 
 
-async def _graceful_stop(app: Application) -> None:
+async def _graceful_stop(app: BotApplication) -> None:
     log.info("stopping: interrupting running tasks and turns")
     try:
         runtime: Runtime | None = app.bot_data.runtime
@@ -109,16 +111,19 @@ async def _graceful_stop(app: Application) -> None:
         asyncio.get_running_loop().call_soon(_raise_system_exit)
 
 
-async def _post_stop(app: Application) -> None:
+async def _post_stop(app: BotApplication) -> None:
     runtime: Runtime | None = app.bot_data.runtime
     if runtime is not None:
         await runtime.close()
 
 
-def build_application(settings: Settings) -> Application:
+def build_application(settings: Settings) -> BotApplication:
     root = settings.telegram_api_base_url
     tls = {"verify": telegram_tls()}
-    app = (
+    # PTB's builder types its result from the defaults it started with (a plain context, ExtBot[None]), not from the
+    # context types and rate limiter given here: the cast states what those calls made.
+    app = cast(
+        BotApplication,
         ApplicationBuilder()
         .token(settings.telegram_bot_token.get_secret_value())
         .base_url(f"{root}/bot")
@@ -130,7 +135,7 @@ def build_application(settings: Settings) -> Application:
         .concurrent_updates(32)
         .post_init(_post_init)
         .post_stop(_post_stop)
-        .build()
+        .build(),
     )
     app.bot_data.settings = settings
 
@@ -154,7 +159,7 @@ def build_application(settings: Settings) -> Application:
     return app
 
 
-async def start_polling(app: Application, poll_timeout: int = 10) -> None:
+async def start_polling(app: BotApplication, poll_timeout: int = 10) -> None:
     """What run_polling does, for embedding (tests, benches): initialise, post_init, start, poll."""
     await app.initialize()
     await _post_init(app)
@@ -162,14 +167,14 @@ async def start_polling(app: Application, poll_timeout: int = 10) -> None:
     await updater_of(app).start_polling(poll_interval=0.0, timeout=poll_timeout, allowed_updates=Update.ALL_TYPES)
 
 
-def updater_of(app: Application) -> Updater:
+def updater_of(app: BotApplication) -> Updater:
     """The application's updater: `build_application` always makes one (the builder does unless told not to)."""
     if app.updater is None:
         raise RuntimeError("this application was built without an updater")
     return app.updater
 
 
-async def stop_polling(app: Application) -> None:
+async def stop_polling(app: BotApplication) -> None:
     if app.updater is not None and app.updater.running:
         await app.updater.stop()
     if app.running:

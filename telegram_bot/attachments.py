@@ -12,9 +12,9 @@ from telegram.error import TelegramError
 from agents.core.models import Attachment, InputMethod
 from agents.inputs.attachments import API_IMAGE_MAX_EDGE, AttachmentRefused, Attachments
 from telegram_bot.conversation import conversation_of
-from telegram_bot.handlers import STOPPING, chat_lock, converse, message_arrived, runtime
+from telegram_bot.handlers import STOPPING, chat_lock, converse, message_arrived
 from telegram_bot.state import Context
-from telegram_bot.updates import message_of
+from telegram_bot.updates import message_of, runtime
 
 log = logging.getLogger(__name__)
 

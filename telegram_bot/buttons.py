@@ -20,10 +20,10 @@ from agents.review.pages import is_long, standalone_html
 from agents.sandbox.network_gate import CHOICES
 from agents.work.questions import split_button_id
 from telegram_bot.conversation import caller_of
-from telegram_bot.handlers import runtime, say
+from telegram_bot.handlers import say
 from telegram_bot.replies import TelegramNotifier
 from telegram_bot.state import Context
-from telegram_bot.updates import query_of
+from telegram_bot.updates import query_of, runtime
 
 log = logging.getLogger(__name__)
 

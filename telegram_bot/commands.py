@@ -17,8 +17,9 @@ from agents.work.crew import task_entries
 from agents.work.standing import notes_markdown
 from telegram_bot import handlers
 from telegram_bot.conversation import caller_of, conversation_of
-from telegram_bot.handlers import runtime, say
+from telegram_bot.handlers import say
 from telegram_bot.state import Context
+from telegram_bot.updates import runtime
 
 
 class BadArgument(ValueError):

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import logging
 import re
+from collections.abc import AsyncIterator
 
 from telegram import Update
 from telegram.constants import ChatAction, ChatType
@@ -103,7 +104,7 @@ async def drop_repeats(update: Update, context: Context) -> None:
 
 
 @contextlib.asynccontextmanager
-async def typing(context: Context, chat_id: int, thread_id: int | None = None):
+async def typing(context: Context, chat_id: int, thread_id: int | None = None) -> AsyncIterator[None]:
     """Keep the 'typing…' indicator up (Telegram drops it after ~5 s) while the body runs."""
 
     async def keep_typing() -> None:

@@ -10,7 +10,7 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from telegram.ext import CallbackContext, ContextTypes, ExtBot
+from telegram.ext import Application, CallbackContext, ContextTypes, ExtBot, JobQueue
 
 from telegram_bot.strangers import RateLimitArgs, Strangers
 
@@ -37,5 +37,9 @@ class BotState:
     topic_keys: dict[tuple[int, int], int] = field(default_factory=dict)  # (chat, thread) → conversation key
 
 
-Context = CallbackContext[ExtBot[RateLimitArgs], dict, dict, BotState]
+Context = CallbackContext[ExtBot[RateLimitArgs], dict[Any, Any], dict[Any, Any], BotState]
+# The bot's Application, its type parameters spelled once: the bot, the context, user and chat data, bot data, jobs.
+BotApplication = Application[
+    ExtBot[RateLimitArgs], Context, dict[Any, Any], dict[Any, Any], BotState, JobQueue[Context]
+]
 CONTEXT_TYPES = ContextTypes(context=CallbackContext, bot_data=BotState)

@@ -8,9 +8,9 @@ from telegram import Update
 from agents.core.errors import ToolError
 from agents.core.models import InputMethod
 from telegram_bot.conversation import caller_of
-from telegram_bot.handlers import chat_lock, converse, message_arrived, on_text, runtime
+from telegram_bot.handlers import chat_lock, converse, message_arrived, on_text
 from telegram_bot.state import Context
-from telegram_bot.updates import message_of, replied_of, text_of
+from telegram_bot.updates import message_of, replied_of, runtime, text_of
 
 
 async def on_reply(update: Update, context: Context) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from aiolimiter import AsyncLimiter
@@ -26,6 +27,7 @@ class RefusalLane:
 
 
 REFUSAL_LANE = RefusalLane()
+_ApiResult = bool | dict[str, Any] | list[dict[str, Any]]  # what a Bot API call answers (PTB's own union)
 RateLimitArgs = int | RefusalLane  # what the bot's limiter takes: AIORateLimiter's retries, or the refusal lane
 
 
@@ -35,8 +37,16 @@ class OwnerFirstRateLimiter(AIORateLimiter):
     def __init__(self, max_retries: int = 5) -> None:
         super().__init__(overall_max_rate=OWNER_OVERALL_PER_SECOND, max_retries=max_retries)
 
-    async def process_request(self, callback, args, kwargs, endpoint, data, rate_limit_args):
-        if rate_limit_args is REFUSAL_LANE:
+    async def process_request(
+        self,
+        callback: Callable[..., Coroutine[Any, Any, _ApiResult]],
+        args: Any,
+        kwargs: dict[str, Any],
+        endpoint: str,
+        data: dict[str, Any],
+        rate_limit_args: RateLimitArgs | None,
+    ) -> _ApiResult:
+        if isinstance(rate_limit_args, RefusalLane):
             return await callback(*args, **kwargs)
         return await super().process_request(callback, args, kwargs, endpoint, data, rate_limit_args)
 

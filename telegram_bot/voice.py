@@ -9,9 +9,9 @@ import logging
 from telegram import Audio, Document, Update, Voice
 
 from agents.core.models import InputMethod
-from telegram_bot.handlers import STOPPING, chat_lock, converse, message_arrived, runtime
+from telegram_bot.handlers import STOPPING, chat_lock, converse, message_arrived
 from telegram_bot.state import Context
-from telegram_bot.updates import UnexpectedUpdate, message_of
+from telegram_bot.updates import UnexpectedUpdate, message_of, runtime
 
 log = logging.getLogger(__name__)
 

@@ -10,13 +10,14 @@ unauthenticated body before the secret is even looked at.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from telegram import Update
-from telegram.ext import Application
 from tornado.httpserver import HTTPServer
 
 from agents.core.settings import Settings
 from telegram_bot.app import _post_init, build_application, updater_of
+from telegram_bot.state import BotApplication
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +47,7 @@ def _secret(settings: Settings) -> str:
     return settings.webhook_secret_token.get_secret_value()
 
 
-def _webhook_options(settings: Settings) -> dict:
+def _webhook_options(settings: Settings) -> dict[str, Any]:
     limit_request_sizes()
     return dict(
         listen=settings.webhook_listen,
@@ -71,7 +72,7 @@ def run_webhook(settings: Settings) -> None:
     app.run_webhook(**_webhook_options(settings), close_loop=False, stop_signals=None)
 
 
-async def start_webhook(app: Application, settings: Settings) -> None:
+async def start_webhook(app: BotApplication, settings: Settings) -> None:
     """What run_webhook does, for embedding (tests): initialise, post_init, start, serve the webhook."""
     await app.initialize()
     await _post_init(app)

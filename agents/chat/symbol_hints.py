@@ -14,6 +14,8 @@ import asyncio
 import logging
 import re
 import time
+from pathlib import Path
+from typing import Any
 
 from agents.core.user_turns import UserTurns
 from agents.repo_map.maps import RepoMap
@@ -101,7 +103,7 @@ def code_words(text: str) -> list[str]:
     return unique[:MAX_WORDS]
 
 
-def exact_first(rows: list[dict], name: str) -> list[dict]:
+def exact_first(rows: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
     """The rows named exactly `name` (same case) if there are any, else those named like it in any case."""
     same_case = [row for row in rows if row["name"] == name]
     return same_case or [row for row in rows if row["name"].lower() == name.lower()]
@@ -122,7 +124,7 @@ class SymbolHints:
                 continue
             self._running[ws.name] = asyncio.create_task(self._refresh(ws.name, ws.path), name=f"index-{ws.name}")
 
-    async def _refresh(self, name: str, path) -> None:
+    async def _refresh(self, name: str, path: Path) -> None:
         try:
             if self.turns is not None:  # the turn that asked for it has its answer first, and a quiet moment
                 await self.turns.settled(0)

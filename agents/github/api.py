@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import gidgethub
 import gidgethub.httpx
@@ -153,7 +153,7 @@ class GitHubClient:
 
     async def repository(self, full_name: str) -> dict[str, Any]:
         """The repository's record: `default_branch`, `permissions` (what the token may do), …"""
-        return await self._call("GET", f"/repos/{full_name}")
+        return cast(dict[str, Any], await self._call("GET", f"/repos/{full_name}"))
 
     async def default_branch(self, full_name: str) -> str:
         return str((await self.repository(full_name))["default_branch"])
@@ -181,7 +181,7 @@ class GitHubClient:
         return bool((((data or {}).get("markPullRequestReadyForReview") or {}).get("pullRequest") or {}).get("isDraft"))
 
     async def pull_request(self, full_name: str, number: int) -> dict[str, Any]:
-        return await self._call("GET", f"/repos/{full_name}/pulls/{number}")
+        return cast(dict[str, Any], await self._call("GET", f"/repos/{full_name}/pulls/{number}"))
 
     async def comment(self, full_name: str, number: int, body: str) -> str:
         """A comment on an issue or pull request; its URL."""

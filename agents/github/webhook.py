@@ -17,6 +17,8 @@ import hashlib
 import json
 import logging
 from collections.abc import Awaitable, Callable
+from http import HTTPStatus
+from typing import Any
 
 import gidgethub
 import gidgethub.sansio
@@ -38,7 +40,7 @@ Handle = Callable[[DeliveryRecord], Awaitable[None]]
 ABOUT = ("comment", "review", "check_run", "check_suite", "issue", "pull_request")  # the most specific first
 
 
-def delivery_key(event: str, data: dict, body: bytes) -> str:
+def delivery_key(event: str, data: dict[str, Any], body: bytes) -> str:
     """One key per thing a delivery reports, from its signed body: `issue_comment:comment:<id>:created` (the
     comment's id and the action), else the digest of the body itself."""
     action = str(data.get("action") or "")
@@ -56,7 +58,7 @@ def verified_delivery(headers: dict[str, str], body: bytes, secret: str) -> Deli
     if not lowered.get("x-hub-signature-256"):
         raise gidgethub.ValidationFailure("no X-Hub-Signature-256 header")
     if not lowered.get("x-github-delivery") or not lowered.get("x-github-event"):
-        raise gidgethub.BadRequest(gidgethub.sansio.http.HTTPStatus(400), "not a GitHub delivery")
+        raise gidgethub.BadRequest(HTTPStatus.BAD_REQUEST, "not a GitHub delivery")
     event = gidgethub.sansio.Event.from_http(lowered, body, secret=secret)
     data = event.data if isinstance(event.data, dict) else {}
     key = delivery_key(event.event, data, body)
@@ -64,7 +66,7 @@ def verified_delivery(headers: dict[str, str], body: bytes, secret: str) -> Deli
 
 
 class _DeliveryHandler(RequestHandler):
-    def initialize(self, secret: str, store: Store, handle: Handle, tasks: set[asyncio.Task]) -> None:
+    def initialize(self, secret: str, store: Store, handle: Handle, tasks: set[asyncio.Task[None]]) -> None:
         self.secret, self.store_delivery, self.handle, self.tasks = secret, store, handle, tasks
 
     async def post(self) -> None:
@@ -99,7 +101,7 @@ class WebhookServer:
     def __init__(self, listen: str, secret: str, store: Store, handle: Handle) -> None:
         host, _, port = listen.rpartition(":")
         self.host, self.port = host.strip("[]"), int(port)
-        self.tasks: set[asyncio.Task] = set()
+        self.tasks: set[asyncio.Task[None]] = set()
         app = Application([(PATH, _DeliveryHandler, dict(secret=secret, store=store, handle=handle, tasks=self.tasks))])
         self._server = HTTPServer(app, max_body_size=MAX_BODY_BYTES, max_header_size=MAX_HEADER_BYTES)
 

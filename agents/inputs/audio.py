@@ -142,7 +142,7 @@ def _declared_seconds(container: Any, stream: Any) -> float | None:
     if stream.duration is not None and stream.time_base is not None and stream.duration > 0:
         return float(stream.duration * stream.time_base)
     if container.duration is not None and container.duration > 0:
-        return container.duration / av.time_base
+        return float(container.duration / av.time_base)
     return None
 
 

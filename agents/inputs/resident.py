@@ -34,6 +34,9 @@ log = logging.getLogger(__name__)
 DEFAULT_MAX_TOKENS_PER_WINDOW = 224
 
 
+_Job = tuple[concurrent.futures.Future[Any], Any, tuple[Any, ...]]  # (its future, the function, its arguments)
+
+
 class DaemonExecutor:
     """One daemon worker thread running submitted calls in order.
 
@@ -42,7 +45,7 @@ class DaemonExecutor:
     """
 
     def __init__(self, name: str) -> None:
-        self._queue: queue.SimpleQueue[tuple[concurrent.futures.Future, Any, tuple] | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._closed = False
         threading.Thread(target=self._work, name=name, daemon=True).start()
 
@@ -56,10 +59,10 @@ class DaemonExecutor:
             except BaseException as exc:  # handed to the awaiting side
                 future.set_exception(exc)
 
-    def submit(self, fn: Any, *args: Any) -> concurrent.futures.Future:
+    def submit(self, fn: Any, *args: Any) -> concurrent.futures.Future[Any]:
         if self._closed:
             raise RuntimeError("cannot schedule new futures after shutdown")
-        future: concurrent.futures.Future = concurrent.futures.Future()
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
         self._queue.put((future, fn, args))
         return future
 

@@ -159,7 +159,7 @@ class _Gathered:
         kind = delta.get("type")
         if kind == "text_delta" and block.get("type") == "text":
             self.text.setdefault(index, []).append(delta["text"])
-            return delta["text"]
+            return str(delta["text"])
         if kind == "input_json_delta":
             self.tool_json.setdefault(index, []).append(delta.get("partial_json", ""))
         elif kind == "citations_delta" and block.get("type") == "text":

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import anthropic
 
@@ -252,7 +252,8 @@ class ToolLoop:
             async for event in stream:
                 if event.type == "text" and event.text:
                     await on_text(event.text)
-            return await stream.get_final_message()
+            final = await stream.get_final_message()  # typed Any: `model` is a protocol the test doubles meet too
+            return cast(anthropic.types.Message, final)
 
     async def _send(self, without_tools: bool) -> anthropic.types.Message:
         """One request; the conversation fitted to the context window first (when there is one), and the API's

@@ -255,7 +255,7 @@ class _ScriptOutliner:
     @staticmethod
     def _body_start(function: Any) -> int:
         body = function.child_by_field_name("body")
-        return body.start_byte if body is not None else function.end_byte
+        return int(body.start_byte if body is not None else function.end_byte)
 
     def variables(self, node: Any, start: int, exported: bool) -> None:
         """`const f = (a) => …` is a function; other constants count only when exported."""

@@ -243,7 +243,7 @@ class ReviewServer:
         """Merge, Discard or Open PR as the summary's button does it (the crew checks the roles); the task's chat is
         told what was done, as after a press."""
         try:
-            text = await getattr(self.crew, ACTIONS[action])(caller, task.stored_id)
+            text = str(await getattr(self.crew, ACTIONS[action])(caller, task.stored_id))
         except (ToolError, GitError) as err:
             text = str(err)[:1].upper() + str(err)[1:]
         with contextlib.suppress(Exception):  # the page has its answer even if the chat cannot be written to

@@ -24,7 +24,7 @@ import os
 import shutil
 import stat
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -77,7 +77,7 @@ def allocated_bytes(root: Path) -> int:
     return total
 
 
-def _entries(root: Path):  # noqa: ANN202 - a generator of (path, lstat) pairs
+def _entries(root: Path) -> Iterator[tuple[str, os.stat_result]]:
     stack = [str(root)]
     while stack:
         folder = stack.pop()

@@ -13,6 +13,7 @@ frontend task offers them without starting anything, and the browser starts at t
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import logging
@@ -33,7 +34,7 @@ from agents.sandbox.egress_rules import domain_allowed
 from agents.sandbox.network_gate import NetworkDecision
 from agents.sandbox.task_limits import TaskBounds
 from agents.sandbox.temp_folders import temp_folder
-from agents.tools.mcp_client import Connector, Gate, KnownTool, input_schema
+from agents.tools.mcp_client import Connector, Gate, KnownTool, Target, input_schema
 from agents.tools.mcp_config import McpServerConfig
 from agents.tools.screenshot import on_loopback
 
@@ -193,7 +194,7 @@ class BrowserRun:
         )
         inner = start(wrapped, sandbox, bounds)
 
-        async def connect():  # noqa: ANN202 - (transport, process)
+        async def connect() -> tuple[Target, asyncio.subprocess.Process | None]:
             if proxy._server is None:
                 await proxy.start()
             return await inner()

@@ -77,6 +77,6 @@ def desk_tools(desk: WorkDesk, caller: Caller) -> list[Tool]:
 
 def _caller(method: Any, caller: Caller) -> Any:
     async def call(**arguments: Any) -> str:
-        return await method(caller, **arguments)
+        return str(await method(caller, **arguments))  # every desk method answers in words
 
     return call

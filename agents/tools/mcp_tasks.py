@@ -40,6 +40,7 @@ from agents.tools.mcp_client import (
     McpSession,
     PictureSink,
     ServerTools,
+    Target,
     process_transport,
 )
 from agents.tools.mcp_client import unavailable_tool as stand_in
@@ -60,7 +61,7 @@ def connector(config: McpServerConfig, sandbox: SandboxSpec | None, bounds: Task
     or the server's URL."""
     home: list[Path] = []  # SANDBOX=off: the server's own working directory, made at its first start
 
-    async def connect():  # noqa: ANN202 - (transport, process)
+    async def connect() -> tuple[Target, asyncio.subprocess.Process | None]:
         if config.url is not None:
             from mcp.client.streamable_http import streamable_http_client  # mcp_client.py: imported when used
             from mcp.shared._httpx_utils import create_mcp_http_client

@@ -9,6 +9,7 @@ import shlex
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from agents.core.errors import ToolError
@@ -95,7 +96,7 @@ async def screenshot_tool_result(
             "continue without visual validation and say so in your report."
         ), []
     url = target_url(root, target, sandbox)
-    content: list[dict] = []
+    content: list[dict[str, Any]] = []
     pictures: list[tuple[str, bytes]] = []
     for name, (width, height) in VIEWPORTS.items():
         png = await capture(chromium, url, width, height, sandbox=sandbox)

@@ -20,8 +20,10 @@ import shlex
 import shutil
 import sys
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from agents.sandbox.safe_paths import UnsafePath, append_lines, checkout_venv, make_symlink, real_folder
 from agents.verify.js_test_runners import JS_TEST_ENV, ScriptStep, plan_script
@@ -236,7 +238,7 @@ def detect_environment(
 
 
 def _choose(
-    checkout: Path, workspace: Path, config: TestConfig | None, venv: Path | None, common: dict
+    checkout: Path, workspace: Path, config: TestConfig | None, venv: Path | None, common: dict[str, Any]
 ) -> TestEnvironment | None:
     if config is not None and config.command:
         return TestEnvironment(
@@ -414,7 +416,7 @@ def _not_a_source_dir(name: str) -> bool:
     return name.startswith(".") or name in ("build", "dist", "site-packages")
 
 
-def _find_file(root: Path, wanted) -> bool:
+def _find_file(root: Path, wanted: Callable[[str], bool]) -> bool:
     scanned = 0
     for _folder, _dirs, filenames in walk_tree(root, skip=_not_a_source_dir):
         if any(wanted(name) for name in filenames):

@@ -231,16 +231,22 @@ def _mtime(path: Path) -> float | None:
 
 
 def _outcome(
-    environment: TestEnvironment, command: str, result, cases: dict[str, str], failures: dict[str, str], timeout: float
+    environment: TestEnvironment,
+    command: str,
+    result: CommandResult,
+    cases: dict[str, str],
+    failures: dict[str, str],
+    timeout: float,
 ) -> TestOutcome:
     """What one finished test command showed, as a TestOutcome: timed out, not started, interrupted, no tests, or
     passed/failed with per-test cases. Why long: one ordered list of exit-code and output rules, first match wins."""
     output = _ANSI.sub("", result.output)
+    tail = _tail(failures_section(output))
     base = {
         "command": command,
         "display": environment.display,
         "exit_code": result.exit_code,
-        "output": _tail(failures_section(output)),
+        "output": tail,
         "duration": result.duration,
     }
     shown = f"`{environment.display or command}`"
@@ -311,7 +317,7 @@ def _outcome(
     if not cases:  # the runner names no tests: the suite is the one test
         cases = {SUITE_ID: status.value}
         if status is TestStatus.failed:
-            failures = {SUITE_ID: base["output"]}
+            failures = {SUITE_ID: tail}
     summary = _summary_line(output) or ("tests passed (exit 0)" if code == 0 else f"tests failed (exit {code})")
     return TestOutcome(status=status, summary=summary, cases=cases, failures=failures, **base)
 
