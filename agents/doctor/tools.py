@@ -1,5 +1,5 @@
-"""The agents' outside tools: ripgrep (their grep), Chromium (screenshots), the frontend worker's browser and the
-MCP servers of MCP_CONFIG, each started in a task's sandbox as a task would.
+"""The agents' outside tools: ripgrep (their grep) and Chromium (screenshots) found; the frontend worker's browser
+and the MCP servers of MCP_CONFIG started in a task's sandbox, as a task would start them.
 """
 
 from __future__ import annotations
