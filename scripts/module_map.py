@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import argparse
 import ast
+import inspect
 import re
 import sys
 import textwrap
+import tokenize
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,10 +43,21 @@ def layer_ranks() -> dict[str, float]:
     return RANKS
 
 
+def docstring(path: Path) -> str:
+    """A module's docstring, read from its first tokens (parsing the whole module would cost ten times more)."""
+    with path.open(encoding="utf-8") as source:
+        for token in tokenize.generate_tokens(source.readline):
+            if token.type in (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.ENCODING):
+                continue
+            if token.type == tokenize.STRING:
+                return inspect.cleandoc(ast.literal_eval(token.string))
+            return ""
+    return ""
+
+
 def summary(path: Path) -> str:
     """The first sentence of a module's docstring, on one line ("" when it has none)."""
-    docstring = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
-    paragraph = " ".join(docstring.split("\n\n")[0].split())
+    paragraph = " ".join(docstring(path).split("\n\n")[0].split())
     end = _SENTENCE_END.search(paragraph)
     return paragraph[: end.start() + 1] if end else paragraph
 

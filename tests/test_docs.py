@@ -100,16 +100,17 @@ def test_writing_the_map_replaces_only_what_is_between_the_markers() -> None:
 # ------------------------------------------------------------------------------------------------------ the commands
 
 
-def registered_commands(tmp_path: Path) -> set[str]:
+def registered_commands(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> set[str]:
     """The commands the Telegram application answers: its CommandHandlers, as app.py registers them."""
-    settings = Settings(
-        _env_file=None,
-        telegram_bot_token="123:abc",
-        anthropic_api_key="sk-test",
-        allowed_user_ids="1",
-        workspace_path=tmp_path,
-        database_path=tmp_path / "agentlab.db",
-    )
+    for key, value in {
+        "TELEGRAM_BOT_TOKEN": "123:abc",
+        "ANTHROPIC_API_KEY": "sk-test",
+        "ALLOWED_USER_IDS": "1",
+        "WORKSPACE_PATH": str(tmp_path),
+        "DATABASE_PATH": str(tmp_path / "agentlab.db"),
+    }.items():
+        monkeypatch.setenv(key, value)
+    settings = Settings(_env_file=None)  # the environment's keys: the outside contract, however Settings is built
     app = build_application(settings)
     return {
         command
@@ -120,8 +121,8 @@ def registered_commands(tmp_path: Path) -> set[str]:
     }
 
 
-def test_every_command_is_in_the_menu_and_the_docs(tmp_path: Path) -> None:
-    commands = registered_commands(tmp_path)
+def test_every_command_is_in_the_menu_and_the_docs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    commands = registered_commands(tmp_path, monkeypatch)
     assert commands == {name for name, _ in menu()}, "a command answered but not in the menu (or the reverse)"
     listed = re.search(r"├─ commands \(([^)]*)\)", ARCHITECTURE)
     assert listed, "AGENT_ARCHITECTURE.md's message flow lists the commands in `├─ commands (…)`"
