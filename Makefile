@@ -42,7 +42,7 @@ TEST_JOBS ?= $(shell echo $$(( $$(nproc) * 3 / 2 )))
 TORCH_INSTALL = TORCH='$(TORCH)' TORCH_INDEX='$(TORCH_INDEX)' TORCH_CPU_INDEX='$(TORCH_CPU_INDEX)' \
 	sh scripts/install-torch.sh $(PIP)
 
-.PHONY: run test setup system-deps bench clean torch docs-screenshot
+.PHONY: run test setup system-deps bench clean torch docs-screenshot docs
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -94,6 +94,10 @@ test: setup $(TEST_STAMP)
 
 bench: $(TEST_STAMP)
 	$(BIN)/python bench/run_all.py
+
+# AGENT_ARCHITECTURE.md's module map, drawn again from the modules' docstrings (tests/test_docs.py checks it)
+docs:
+	$(PY) -m scripts.module_map --write
 
 # the README's picture of the review page, taken by its Chromium test at a phone's size
 docs-screenshot: $(TEST_STAMP)

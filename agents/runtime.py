@@ -30,7 +30,7 @@ from agents.core.settings import Settings
 from agents.core.user_turns import UserTurns
 from agents.github.api import GitHubClient
 from agents.github.webhook import WebhookServer
-from agents.github_inbox import GitHubInbox
+from agents.inbound.github_inbox import GitHubInbox
 from agents.inputs.speech_process import SpeechProcess
 from agents.llm.client import make_client
 from agents.llm.tool_loop import SdkModel

@@ -17,7 +17,7 @@ the bot's data folder (before the measurement: the bot converts once too and lat
     python bench/memory.py --size tiny      # tiny dims
     python bench/memory.py --json           # figures for bench/run_all.py
 
-`agentlab doctor` warns from these figures (agents/doctor.py, VOICE_MEMORY_MB) when the machine is short of memory.
+`agentlab doctor` warns from these figures (agents/doctor/voice.py, VOICE_MEMORY_MB) when a machine is short of memory.
 """
 
 from __future__ import annotations

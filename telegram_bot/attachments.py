@@ -1,5 +1,5 @@
-"""Photos and files sent to the bot: download (≤ 20 MB), keep them (agents/attachments), then route the caption
-with them to the orchestrator. A file that cannot be taken gets one sentence; its caption still goes through."""
+"""Photos and files sent to the bot: download (≤ 20 MB), keep them (agents/inputs/attachments.py), then route the
+caption with them to the orchestrator. A file that cannot be taken gets one sentence; its caption still goes through."""
 
 from __future__ import annotations
 

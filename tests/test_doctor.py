@@ -422,12 +422,12 @@ def test_voice_engine_says_which_is_active_and_how_fast_the_last_notes_were(
     )
 
     faster = settings.model_copy(update={"voice_engine": "faster-whisper"})
-    real_find_spec = dr.importlib.util.find_spec
+    real_find_spec = importlib.util.find_spec
     if real_find_spec("faster_whisper") is not None:
         check = dr.check_voice_engine(faster)
         assert check.level is Level.ok and check.detail.startswith("faster-whisper ")
         assert "CTranslate2" in check.detail and "last note: real-time factor 0.05" in check.detail
-    monkeypatch.setattr(dr.importlib.util, "find_spec", lambda name: None if name == "faster_whisper" else 1)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None if name == "faster_whisper" else 1)
     check = dr.check_voice_engine(faster)
     assert check.level is Level.fail and "not installed" in check.detail and ".[faster]" in check.fix
 

@@ -107,14 +107,14 @@ async def test_nothing_planted_runs_in_the_bots_commit_diff_or_merge(repo: Path,
 
 
 async def test_repo_map_and_doctor_use_the_hardened_runner(repo: Path, marks: Path) -> None:
-    from agents import doctor
+    from agents.doctor import workspaces as doctor_workspaces
     from agents.repo_map import maps as repo_map
 
     git("config", "core.fsmonitor", f"touch {marks}/fsmonitor; false", cwd=repo)
     (repo / "app.py").write_text("VALUE = 3\n")  # a dirty tree makes `git diff` consult the fsmonitor
     assert await repo_map.git_head(repo)
     await repo_map._recently_changed(repo, {})
-    assert (await doctor._git("rev-parse", "--show-toplevel", cwd=repo))[0] == 0
+    assert (await doctor_workspaces._git("rev-parse", "--show-toplevel", cwd=repo))[0] == 0
     assert list(marks.iterdir()) == []
 
 

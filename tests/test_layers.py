@@ -1,7 +1,7 @@
 """The package's layers, checked from the source: a module imports only from its own layer or the layers below it.
 
 The order (bottom first) is the one AGENT_ARCHITECTURE.md draws. Same-rank layers (git, inputs; llm, verify,
-repo_map; work, chat) do not import each other either. No two modules import each other, directly or round a circle. `agents/` never imports `telegram_bot`.
+repo_map; work, chat; engine, review, inbound) do not import each other either. No two modules import each other, directly or round a circle. `agents/` never imports `telegram_bot`.
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ RANKS = {
     "agents.chat": 6,
     "agents.engine": 6.5,  # TASK_ENGINE=temporal: runs the work layer's executor on runners; runtime/doctor use it
     "agents.review": 6.5,  # the review page (a Mini App): its server, launch data, diff renderer; runtime starts it
-    "agents": 7,  # the top: runtime, doctor
+    "agents.inbound": 6.5,  # requests from outside the chat (GitHub mentions): drives the orchestrator and the crew
+    "agents": 7,  # the top: runtime, and doctor/ (whose checks reach every layer below)
     "agents.evals": 7.5,  # `agentlab eval …`: not part of the bot; the task eval drives the whole runtime
     "telegram_bot.render": 8,
     "telegram_bot": 9,
@@ -124,6 +125,21 @@ def test_the_check_sees_an_upward_import(tmp_path: Path) -> None:
     ]
     assert layer_of("agents.runtime") == "agents"
     assert layer_of("telegram_bot.handlers") == "telegram_bot"
+
+
+def test_the_github_inbox_stands_above_the_work_it_drives(tmp_path: Path) -> None:
+    """GitHub's inbox hands requests to the orchestrator and the crew, so it has a folder above them; in
+    agents/github (the API client below the work layer, which the work layer's pull requests use) those imports
+    would point up."""
+    source = tmp_path / "m.py"
+    source.write_text("from agents.chat.orchestrator import Orchestrator\nfrom agents.work.crew import Crew\n")
+    assert upward("agents.inbound.github_inbox", source) == []
+    assert upward("agents.github.inbox", source) == [
+        "agents.github.inbox (agents.github) imports agents.chat.orchestrator (agents.chat)",
+        "agents.github.inbox (agents.github) imports agents.work.crew (agents.work)",
+    ]
+    assert layer_of("agents.inbound.github_inbox") == "agents.inbound"
+    assert RANKS["agents.inbound"] < RANKS["agents"]  # the runtime, at the top, builds it
 
 
 def import_graph() -> dict[str, set[str]]:

@@ -1,6 +1,6 @@
 """The tool sets: the orchestrator's, and each worker role's (a role is a prompt plus one of these).
 
-Why one module over 400 lines: every tool's schema sits beside its handler, and the sets are read side by side.
+Every tool's schema sits beside its handler, and the sets are read side by side.
 """
 
 from __future__ import annotations
