@@ -295,6 +295,10 @@ class WorkDesk(Protocol):
     def stop_waiting(self, chat_id: int) -> None:
         """A new message arrived in the chat: a turn waiting on a foreground task stops waiting and answers."""
 
+    def turn_ended(self, chat_id: int) -> list[Task]:
+        """The chat's turn ended (`turn_started` began it): the tasks it started, as stored."""
+        ...
+
 
 WORK_TOOLS = (
     "start_research",
