@@ -1,10 +1,10 @@
-"""What a chat does to running work besides the crew's desk: the one port the chat adapter goes through.
+"""What a chat does besides the crew's desk (to running work, mostly): the one port the chat adapter goes through.
 
 A press of a button is honoured only as shown (the pressed message carried that very button, as the notifier
 recorded when it showed it); a worker's question is answered by an option's button or a reply in words
 (questions.py); a worker's network request is decided by the owner's button (agents/sandbox/network_gate.py); a reply
 to a task's progress message finds that task (the crew then steers it); a decision on a proposal taken with a button
-is kept in the conversation the orchestrator reads.
+is kept in the conversation the orchestrator reads; /new starts a fresh conversation.
 
 Under either task engine the same object answers: the runtime builds it over the lines that reach running tasks,
 which under TASK_ENGINE=temporal forward a network answer to the task's workflow (agents/engine/front.py), so the
@@ -25,7 +25,7 @@ DECISION_PREFIX = "[button] "  # how a button's decision on a proposal reads in 
 
 
 class ChatActions:
-    """The chat's side of running work: shown buttons, questions, network requests, progress replies, decisions."""
+    """The chat's side: shown buttons, questions, network requests, progress replies, decisions, fresh starts."""
 
     def __init__(
         self, store: Store, notifier: Notifier, crew: Crew, questions: Questions, network: NetworkGate
@@ -73,6 +73,10 @@ class ChatActions:
     async def task_of_progress_message(self, caller: Caller, message_id: int) -> Task | None:
         """The task whose progress message this is, in the caller's chat (a reply to it steers the task)."""
         return await self.store.task_by_progress_message(caller.chat_id, message_id)
+
+    async def new_conversation(self, conversation: int) -> None:
+        """/new: the orchestrator reads nothing said before (the history stays stored; tasks and proposals stay)."""
+        await self.store.start_new_conversation(conversation)
 
     async def record_decision(self, caller: Caller, text: str) -> None:
         """A decision on a proposal taken with a button: part of the conversation the orchestrator reads."""
