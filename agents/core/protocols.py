@@ -296,7 +296,9 @@ class WorkDesk(Protocol):
         """A new message arrived in the chat: a turn waiting on a foreground task stops waiting and answers."""
 
     def turn_ended(self, chat_id: int) -> list[Task]:
-        """The chat's turn ended (`turn_started` began it): the tasks it started, as stored."""
+        """The chat's turn ended (`turn_started` began it): the tasks stored in its conversation meanwhile, a
+        schedule's runs aside. They are the turn's own, as a conversation's turns never overlap; a button pressed
+        there while the turn ran would count with it."""
         ...
 
 

@@ -230,7 +230,8 @@ class WorkStarts:
         self._turns[chat_id] = []
 
     def turn_ended(self, chat_id: int) -> list[Task]:
-        """The chat's turn ended: the tasks stored in its conversation while it ran (a schedule's runs aside)."""
+        """The chat's turn ended: the tasks stored in its conversation while it ran, a schedule's runs aside (see
+        WorkDesk.turn_ended)."""
         return self._turns.pop(chat_id, [])
 
     async def schedule_workspace(self, caller: Caller, workspace: str, request: str) -> Workspace:
