@@ -38,17 +38,22 @@ from agents.repo_map.maps import RepoMap
 from agents.review.pages import TaskPages
 from agents.review.server import InChat, ReviewServer
 from agents.sandbox import task_disk
-from agents.sandbox.bwrap import bwrap_path, unavailable_reason
+from agents.sandbox.bwrap import NetworkPolicy, bwrap_path, unavailable_reason
+from agents.sandbox.network_gate import NetworkGate
 from agents.sandbox.task_limits import sandbox_limit_warnings
 from agents.sandbox.temp_folders import sweep_leftovers
 from agents.store.database import Store
 from agents.store.delivery import Deliveries
 from agents.work.access import task_number
+from agents.work.chat_actions import ChatActions
 from agents.work.crew import Crew
 from agents.work.lookups import task_line
 from agents.work.orphans import instance_token, kill_orphans
 from agents.work.pull_requests import PullRequests
+from agents.work.questions import Questions
 from agents.work.schedules import Firing, ScheduleBook
+from agents.work.steering import Inboxes
+from agents.work.task_collaborators import TaskLines
 from agents.work.task_execution import TaskExecutor
 from agents.work.task_queue import TaskQueue
 from agents.workspaces.folders import Workspaces
@@ -70,9 +75,10 @@ class Runtime:
     orchestrator: Orchestrator
     repo_map: RepoMap
     hints: SymbolHints
-    executor: TaskExecutor
+    chat_actions: ChatActions  # what the chat adapter does to running work besides the crew's desk
     deliveries: Deliveries
     transcriber: SpeechToText | None = None
+    executor: TaskExecutor | None = None  # TASK_ENGINE=local: runs the tasks here (under Temporal, runners do)
     interrupted: list[Task] = field(default_factory=list)
     schedules: ScheduleBook | None = None
     pull_requests: PullRequests | None = None
@@ -141,7 +147,7 @@ class Runtime:
             else None
         )
         pull_requests = PullRequests(settings, store, workspaces, notifier, github)
-        executor, engine = _executor_and_engine(
+        engine, lines, executor = _engine(
             settings, store, client, workspaces, notifier, repo_map, deliveries, pull_requests if github else None
         )
         crew = Crew(
@@ -150,13 +156,14 @@ class Runtime:
             workspaces,
             engine,
             notifier,
-            executor.inboxes,
+            lines.inboxes,
             repo_map,
             pull_requests,
             _firing(settings),
             deliveries=deliveries,
             model=SdkModel(client),
         )
+        chat_actions = ChatActions(store, notifier, crew, lines.questions, lines.network)
         orchestrator = Orchestrator(settings, store, client, workspaces, crew, hints, turns)
         if transcriber is None:  # importing the voice modules takes a while: not on the event loop
             transcriber = await asyncio.to_thread(_make_transcriber, settings)
@@ -188,9 +195,10 @@ class Runtime:
             orchestrator,
             repo_map,
             hints,
-            executor,
+            chat_actions,
             deliveries,
             transcriber,
+            executor,
             # attempts of a race still running are resumed below, not announced one by one
             interrupted=[t for t in interrupted if t.id not in followed and t.attempt_group is None],
             schedules=crew.schedules,
@@ -308,7 +316,8 @@ class Runtime:
 
     async def stop_workers(self) -> None:
         """First step of a shutdown: running tasks become `interrupted` (resumable), their processes are killed."""
-        self.executor.stopping = True
+        if self.executor is not None:
+            self.executor.stopping = True
         self.crew.races.close()  # a restart follows the races still running again
         if self.schedules is not None:  # no run starts while the workers stop
             self.schedules.close()
@@ -356,7 +365,7 @@ async def _warn_without_sandbox() -> None:
         )
 
 
-def _executor_and_engine(
+def _engine(
     settings: Settings,
     store: Store,
     client: anthropic.AsyncAnthropic,
@@ -365,15 +374,31 @@ def _executor_and_engine(
     repo_map: RepoMap,
     deliveries: Deliveries,
     pull_requests: PullRequests | None,
-) -> tuple[TaskExecutor, TaskEngine]:
+) -> tuple[TaskEngine, TaskLines, TaskExecutor | None]:
     """TASK_ENGINE: tasks in this process (TaskQueue over the executor), or as Temporal workflows run by `agentlab
-    runner`s. Under Temporal the bot's executor runs no task; it is built with the inbox and the network gate that
-    forward notes and answers to the tasks' workflows (the crew and the buttons reach tasks through it)."""
-    if settings.task_engine != "temporal":
+    runner`s (the bot then runs no task and builds no executor). Either way, the lines that reach running tasks (notes,
+    network answers, questions), which the crew and the chat use: under Temporal, versions of the inboxes and the
+    network gate that forward notes and answers to the tasks' workflows."""
+    s = settings
+    questions = Questions(store, notifier, s.ask_timeout_seconds, s.is_owner, s.ask_max_per_task)
+    policy = NetworkPolicy(s.sandbox_network)
+    if s.task_engine != "temporal":
+        gate = NetworkGate(policy, store, notifier, s.sandbox_network_answer_seconds, s.is_owner)
+        lines = TaskLines(Inboxes(), gate, questions)
         executor = TaskExecutor(
-            settings, store, client, workspaces, notifier, repo_map, deliveries, pull_requests=pull_requests
+            settings,
+            store,
+            client,
+            workspaces,
+            notifier,
+            repo_map,
+            deliveries,
+            inboxes=lines.inboxes,
+            network=lines.network,
+            questions=lines.questions,
+            pull_requests=pull_requests,
         )
-        return executor, TaskQueue(store, executor.execute, settings.max_concurrent_tasks)
+        return TaskQueue(store, executor.execute, s.max_concurrent_tasks), lines, executor
     from agents.engine.front import (  # temporalio is the optional extra `.[temporal]`
         ForwardedInboxes,
         ForwardedNetworkGate,
@@ -381,33 +406,14 @@ def _executor_and_engine(
         WorkflowLines,
     )
     from agents.inputs.attachments import Attachments
-    from agents.sandbox.bwrap import NetworkPolicy
 
-    lines = WorkflowLines(settings)
-    gate = ForwardedNetworkGate(
-        lines,
-        NetworkPolicy(settings.sandbox_network),
-        store,
-        notifier,
-        settings.sandbox_network_answer_seconds,
-        settings.is_owner,
-    )
-    executor = TaskExecutor(
-        settings,
-        store,
-        client,
-        workspaces,
-        notifier,
-        repo_map,
-        deliveries,
-        inboxes=ForwardedInboxes(lines),
-        network=gate,
-        pull_requests=pull_requests,
-    )
+    followed = WorkflowLines(settings)
+    forwarding = ForwardedNetworkGate(followed, policy, store, notifier, s.sandbox_network_answer_seconds, s.is_owner)
+    lines = TaskLines(ForwardedInboxes(followed), forwarding, questions)
     engine = TemporalEngine(
-        settings, store, lines, notifier, deliveries, workspaces, Attachments.from_settings(settings), pull_requests
+        settings, store, followed, notifier, deliveries, workspaces, Attachments.from_settings(settings), pull_requests
     )
-    return executor, engine
+    return engine, lines, None
 
 
 def _firing(settings: Settings) -> Firing | None:

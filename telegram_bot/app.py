@@ -159,11 +159,17 @@ def build_application(settings: Settings) -> BotApplication:
     return app
 
 
-async def start_polling(app: BotApplication, poll_timeout: int = 10) -> None:
-    """What run_polling does, for embedding (tests, benches): initialise, post_init, start, poll."""
+async def start_application(app: BotApplication) -> None:
+    """What run_polling and run_webhook do before they listen, for embedding (tests, benches): initialise, post_init
+    (the runtime starts), start the handlers."""
     await app.initialize()
     await _post_init(app)
     await app.start()
+
+
+async def start_polling(app: BotApplication, poll_timeout: int = 10) -> None:
+    """What run_polling does, for embedding (tests, benches): start the application, poll."""
+    await start_application(app)
     await updater_of(app).start_polling(poll_interval=0.0, timeout=poll_timeout, allowed_updates=Update.ALL_TYPES)
 
 

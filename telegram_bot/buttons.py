@@ -14,14 +14,11 @@ from telegram.error import BadRequest
 
 from agents.core.actions import Action, parse_action
 from agents.core.errors import ToolError
-from agents.core.models import Caller, ChatMessage, Role
+from agents.core.models import Caller
 from agents.git.command import GitError
 from agents.review.pages import is_long, standalone_html
-from agents.sandbox.network_gate import CHOICES
-from agents.work.questions import split_button_id
 from telegram_bot.conversation import caller_of
 from telegram_bot.handlers import say
-from telegram_bot.replies import TelegramNotifier
 from telegram_bot.state import Context
 from telegram_bot.updates import query_of, runtime
 
@@ -33,7 +30,8 @@ if TYPE_CHECKING:
 
 Handler = Callable[["Crew", Caller, int, bool], Awaitable[str]]
 
-# What each task/proposal button does (the network buttons answer a waiting worker instead: see on_button). Merge,
+# What each task/proposal button does (the network and question buttons answer a waiting worker instead, through the
+# runtime's chat actions: see on_button). Merge,
 # Discard and Diff reach a task of another conversation only when an owner presses them on a request handed to them
 # (`handed`: the pressed message is one, as the bot recorded when it sent it).
 DISPATCH: dict[Action, Handler] = {
@@ -53,9 +51,11 @@ DISPATCH: dict[Action, Handler] = {
 
 
 async def on_button(update: Update, context: Context) -> None:
-    """Route a button's callback data (`agents.core.actions.Action`) to the crew and say what happened."""
+    """Route a button's callback data (`agents.core.actions.Action`) to the crew or the chat actions and say what
+    happened."""
     query = query_of(update)
     rt = runtime(context)
+    chat = rt.chat_actions
     parsed = parse_action(query.data)
     if parsed is None:
         await query.answer("This button is no longer valid.")
@@ -63,10 +63,8 @@ async def on_button(update: Update, context: Context) -> None:
     action, item_id = parsed
     message = query.message
     # honoured only as shown: the very message pressed carried this very button (a client can send any data)
-    if isinstance(rt.notifier, TelegramNotifier):  # a press may come before its message's send has returned
-        await rt.notifier.buttons_settled()
     handed = (
-        await rt.store.shown_buttons.shown(message.chat.id, message.message_id, query.data)
+        await chat.button_shown(message.chat.id, message.message_id, query.data)
         if message is not None and query.data is not None
         else None
     )
@@ -74,23 +72,19 @@ async def on_button(update: Update, context: Context) -> None:
         await query.answer("This button is no longer valid.")
         return
     caller = await caller_of(update, context)
-    if action in CHOICES:  # a worker's request for network access (agents/sandbox/network_gate.py)
+    if chat.answers_network(action):  # a worker's request for network access (agents/sandbox/network_gate.py)
         if not rt.crew.is_owner(caller):
             await query.answer("Only an owner can answer this; the question is with them.", show_alert=True)
             return
         await query.answer()
-        text = rt.executor.network.decide(caller.chat_id, item_id, CHOICES[action])
+        text = chat.decide_network(caller, item_id, action)
         with contextlib.suppress(BadRequest):
             await query.edit_message_reply_markup(None)
         await say(update, context, text)
         return
     if action is Action.ASK_OPTION:  # an option of a worker's question (agents/work/questions.py)
         await query.answer()
-        question_id, option = split_button_id(item_id)
-        text, to_resume = await rt.executor.questions.answer(caller.chat_id, caller.user_id, question_id, option=option)
-        if to_resume is not None:  # answered after a restart: the interrupted task goes on with the answer
-            await rt.crew.resume(caller, to_resume.stored_id)
-        await say(update, context, text)
+        await say(update, context, await chat.answer_option(caller, item_id))
         return
     await query.answer()
     try:
@@ -109,7 +103,7 @@ async def on_button(update: Update, context: Context) -> None:
     except (ToolError, GitError) as err:
         text = str(err)[:1].upper() + str(err)[1:]
     if action.about_proposal:  # the decision is part of the conversation the orchestrator reads
-        await rt.store.add_message(ChatMessage(chat_id=caller.chat_id, role=Role.ASSISTANT, content=f"[button] {text}"))
+        await chat.record_decision(caller, text)
         with contextlib.suppress(BadRequest):
             await query.edit_message_reply_markup(None)
     await say(update, context, text)

@@ -143,7 +143,7 @@ async def log(update: Update, context: Context) -> None:
 
 async def new(update: Update, context: Context) -> None:
     """/new: start a fresh conversation (history stays stored)."""
-    await runtime(context).store.start_new_conversation(await conversation_of(update, context))
+    await runtime(context).chat_actions.new_conversation(await conversation_of(update, context))
     await _say(
         update, context, "Fresh start: I won't use the earlier conversation as context. Tasks and proposals are kept."
     )

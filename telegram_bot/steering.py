@@ -18,14 +18,11 @@ async def on_reply(update: Update, context: Context) -> None:
     message, text, replied = message_of(update), text_of(update), replied_of(update)
     rt = runtime(context)
     caller = await caller_of(update, context)
-    question = await rt.executor.questions.question_of_message(caller.chat_id, replied.message_id)
-    if question is not None and question.id is not None:  # an answer in words to a worker's question
-        said, to_resume = await rt.executor.questions.answer(caller.chat_id, caller.user_id, question.id, text)
-        if to_resume is not None:  # answered after a restart: the interrupted task goes on with the answer
-            await rt.crew.resume(caller, to_resume.stored_id)
+    said = await rt.chat_actions.answer_in_words(caller, replied.message_id, text)
+    if said is not None:  # an answer in words to a worker's question
         await message.reply_text(said, do_quote=True)
         return
-    task = await rt.store.task_by_progress_message(caller.chat_id, replied.message_id)
+    task = await rt.chat_actions.task_of_progress_message(caller, replied.message_id)
     if task is None:
         await on_text(update, context)
         return

@@ -16,7 +16,7 @@ from telegram import Update
 from tornado.httpserver import HTTPServer
 
 from agents.core.settings import Settings
-from telegram_bot.app import _post_init, build_application, updater_of
+from telegram_bot.app import build_application, start_application, updater_of
 from telegram_bot.state import BotApplication
 
 log = logging.getLogger(__name__)
@@ -73,8 +73,6 @@ def run_webhook(settings: Settings) -> None:
 
 
 async def start_webhook(app: BotApplication, settings: Settings) -> None:
-    """What run_webhook does, for embedding (tests): initialise, post_init, start, serve the webhook."""
-    await app.initialize()
-    await _post_init(app)
-    await app.start()
+    """What run_webhook does, for embedding (tests): start the application, serve the webhook."""
+    await start_application(app)
     await updater_of(app).start_webhook(**_webhook_options(settings))

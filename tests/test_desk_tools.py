@@ -20,7 +20,7 @@ def shape(method: object) -> list[tuple[str, object, object]]:
 
 
 @pytest.mark.parametrize("desk", [Crew, RecordingDesk])
-@pytest.mark.parametrize("name", [*WORK_TOOLS, "turn_started", "stop_waiting"])
+@pytest.mark.parametrize("name", [*WORK_TOOLS, "turn_started", "stop_waiting", "turn_ended"])
 def test_every_desk_has_the_protocols_signature(desk: type, name: str) -> None:
     assert shape(getattr(desk, name)) == shape(getattr(WorkDesk, name))
 

@@ -8,6 +8,7 @@ variations: what the model is sent, what the desk gets, what is stored, how a fa
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -18,11 +19,13 @@ import httpx
 import pytest
 
 from agents.chat.orchestrator import Orchestrator
-from agents.core.models import InputMethod, Proposal, ProposalStatus, Role
+from agents.core.models import InputMethod, Proposal, ProposalStatus, Role, Task, WorkerKind
 from agents.core.settings import Settings
 from agents.evals.desk import RecordingDesk
 from agents.evals.workspaces import make_eval_workspaces
 from agents.store.database import Store
+from agents.work.crew import Crew
+from agents.work.task_queue import TaskQueue
 from tests.scripted import RoleScript, call, calls, say
 
 CHAT = 77
@@ -152,3 +155,40 @@ async def test_an_api_outage_is_answered_in_a_sentence_and_the_message_is_kept(t
     reply = await bot.handle(CHAT, "please keep this message")
     assert not reply.ok and reply.text and "\n" not in reply.text.strip()
     assert any(m.content == "please keep this message" for m in await store.all_messages(CHAT))
+
+
+class NoChat:
+    """A strict Notifier: a turn that starts tasks in the background says nothing to the chat outside its answer."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"unexpected call of the notifier: {name}")
+
+
+async def test_the_turn_returns_the_tasks_it_started_and_no_other(tmp_path: Path, store: Store) -> None:
+    """The reply names the tasks the turn's tools stored (GitHub's inbox ties them to the thread that asked), not a
+    task stored before the turn, nor those of another conversation's turn running at the same time."""
+    workspaces = make_eval_workspaces(tmp_path)
+    queue = TaskQueue(store, lambda task: pytest.fail(f"task #{task.id} ran"), 1)  # claims nothing: never started
+    crew = Crew(settings(tmp_path, allowed_user_ids=f"{CHAT},{CHAT + 1}"), store, workspaces, queue, NoChat())
+    earlier = await store.add_task(
+        Task(chat_id=CHAT, workspace="calc", worker=WorkerKind.CODE, title="earlier", instructions="x", user_id=CHAT)
+    )
+
+    def starting(*instructions: str) -> Orchestrator:
+        start = {"workspace": "calc", "worker": "code", "background": True}
+        tools = [("start_task", start | {"instructions": text}) for text in instructions]
+        return Orchestrator(settings(tmp_path), store, RoleScript([calls(*tools), say("Started.")]), workspaces, crew)
+
+    mine, theirs = await asyncio.gather(
+        starting("Fix add().", "Document add().").handle(CHAT, "fix add and document it", user_id=CHAT),
+        starting("Fix sub().").handle(CHAT + 1, "fix sub", user_id=CHAT + 1),
+    )
+    assert [(t.title, t.chat_id, t.user_id) for t in mine.started] == [
+        ("Fix add().", CHAT, CHAT),
+        ("Document add().", CHAT, CHAT),
+    ]
+    assert [(t.title, t.chat_id) for t in theirs.started] == [("Fix sub().", CHAT + 1)]
+    assert earlier.id not in {t.id for t in mine.started}
+    assert len(await store.list_tasks(CHAT)) == 3
+    next_turn = Orchestrator(settings(tmp_path), store, RoleScript([say("You're welcome.")]), workspaces, crew)
+    assert (await next_turn.handle(CHAT, "thanks", user_id=CHAT)).started == []  # the next turn starts afresh

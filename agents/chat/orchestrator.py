@@ -6,7 +6,7 @@ import asyncio
 import logging
 import math
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anthropic
@@ -21,6 +21,7 @@ from agents.core.models import (
     ChatMessage,
     InputMethod,
     Role,
+    Task,
     Usage,
 )
 from agents.core.protocols import AnswerStream, MessageModel, WorkDesk
@@ -48,6 +49,7 @@ class Reply:
     api_calls: int = 0
     usage: Usage = field(default_factory=Usage)
     tools_used: list[str] = field(default_factory=list)
+    started: list[Task] = field(default_factory=list)  # the tasks the turn's tools started, as stored
 
 
 MAX_REFUSED_PER_TURN = 8  # attachments dropped (one retry each at most) before the turn gives up
@@ -161,7 +163,7 @@ class Orchestrator:
     ) -> Reply:
         """One turn; with `answer`, the reply streams into it while it is written (tool activity too).
         `message_id` (the request message: a task started now replies under it) and `user_id` (who asked) reach the
-        work tools as the turn's `Caller`.
+        work tools as the turn's `Caller`. The reply names the tasks the turn started (`Reply.started`).
 
         Turns of one chat must not overlap: the caller runs them one at a time, in arrival order (the adapter's
         per-chat lock, taken as a message arrives, before its download or transcription; the routing eval runs its
@@ -169,8 +171,12 @@ class Orchestrator:
         """
         self.desk.turn_started(chat_id)
         caller = Caller(chat_id=chat_id, message_id=message_id, user_id=user_id, user_name=user_name)
-        with self.turns.turn():
-            return await self._turn(caller, text, input_method, reply_to, attachments or [], answer)
+        try:
+            with self.turns.turn():
+                reply = await self._turn(caller, text, input_method, reply_to, attachments or [], answer)
+        finally:
+            started = self.desk.turn_ended(chat_id)
+        return replace(reply, started=started)
 
     async def _turn(
         self,

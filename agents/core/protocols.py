@@ -69,6 +69,12 @@ class Notifier(Protocol):
         each copy, so an answer from any of them is accepted and every copy can be closed."""
         ...
 
+    async def buttons_settled(self) -> None:
+        """Return once the buttons being shown now are recorded as shown (a press can arrive before the send that
+        shows its button has returned, and is checked against that record); a notifier that records none returns at
+        once."""
+        ...
+
 
 @dataclass(frozen=True)
 class Arg:
@@ -289,6 +295,12 @@ class WorkDesk(Protocol):
     def stop_waiting(self, chat_id: int) -> None:
         """A new message arrived in the chat: a turn waiting on a foreground task stops waiting and answers."""
 
+    def turn_ended(self, chat_id: int) -> list[Task]:
+        """The chat's turn ended (`turn_started` began it): the tasks stored in its conversation meanwhile, a
+        schedule's runs aside. They are the turn's own, as a conversation's turns never overlap; a button pressed
+        there while the turn ran would count with it."""
+        ...
+
 
 WORK_TOOLS = (
     "start_research",
@@ -335,9 +347,9 @@ class Outbox(Protocol):
 class TaskEngine(Protocol):
     """What the crew needs from whatever runs its tasks: run the stored pending tasks, wait for one, cancel one.
 
-    Steering notes and network answers reach a running task through the executor's `Inboxes.post` and
-    `NetworkGate.decide`; under the Temporal engine the executor is built with versions of both that forward to the
-    task's workflow (agents/engine/front.py).
+    Steering notes and network answers reach a running task through `Inboxes.post` and `NetworkGate.decide`, which
+    the runtime builds for the executor and the chat (agents/work/chat_actions.py); under the Temporal engine they are
+    versions of both that forward to the task's workflow (agents/engine/front.py).
     """
 
     def start(self) -> None:

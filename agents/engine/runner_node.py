@@ -132,6 +132,9 @@ class ChatThroughWorkflow:
         shown = await self._call(call)
         return [(chat, message) for chat, message in shown.copies]
 
+    async def buttons_settled(self) -> None:
+        """Buttons a runner's task shows are recorded by the bot that shows them; nothing is pressed here."""
+
     async def file_part(self, file_id: int, offset: int) -> bytes:
         part = FilePart(self.task_id, file_id, offset)
         return await self.handle.execute_update(AgentTask.file_part, part)  # type: ignore[arg-type]  # temporalio's update(unfinished_policy=...) overload keeps the coroutine in its type

@@ -253,3 +253,7 @@ class RecordingDesk:
 
     def stop_waiting(self, chat_id: int) -> None:
         """No foreground task ever runs here: nothing to stop."""
+
+    def turn_ended(self, chat_id: int) -> list[Task]:
+        """No task is ever stored here: the calls are recorded instead."""
+        return []

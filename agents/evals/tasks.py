@@ -72,6 +72,9 @@ class DroppingNotifier:
     async def ask_owners(self, chat_id: int, markdown: str, **_: Any) -> list[tuple[int, int]]:
         return []
 
+    async def buttons_settled(self) -> None:
+        return None
+
 
 def make_repository(folder: Path, files: dict[str, str]) -> None:
     """`folder` as a git repository with `files` committed (the fixture's starting point)."""

@@ -223,14 +223,10 @@ class GitHubInbox:
     async def _converse(self, mention: Mention, user_id: int, workspace: str) -> None:
         chat_id = user_id  # the user's private chat
         async with self.chat_lock(chat_id):
-            before = {t.id for t in await self.store.list_tasks(chat_id, limit=50)}
             reply = await self.orchestrator.handle(
                 chat_id, request_text(mention, workspace), user_id=user_id, user_name=mention.login
             )
-            started = [
-                t for t in await self.store.list_tasks(chat_id, limit=50) if t.id not in before and t.user_id == user_id
-            ]
-        for task in started:
+        for task in (t for t in reply.started if t.user_id == user_id):
             await self.store.github.add_thread(
                 ThreadRecord(task_id=task.id, repository=mention.repository, number=mention.number, login=mention.login)
             )

@@ -104,6 +104,9 @@ class Crew:
     def turn_started(self, chat_id: int) -> None:
         self.starts.turn_started(chat_id)
 
+    def turn_ended(self, chat_id: int) -> list[Task]:
+        return self.starts.turn_ended(chat_id)
+
     # ---- the orchestrator's tools (WorkDesk) ----------------------------------------------------------------------
     async def start_research(
         self,

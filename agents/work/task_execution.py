@@ -68,12 +68,14 @@ class TaskExecutor:
         *,
         inboxes: Inboxes | None = None,
         network: NetworkGate | None = None,
+        questions: Questions | None = None,
         baselines: BaselineRuns | None = None,
         pull_requests: PullRequests | None = None,
     ) -> None:
-        """`inboxes` and `network` default to this process's own; the Temporal engine passes versions that also
-        reach tasks running on runners, and a runner one gate per task run (its questions go through that task's
-        workflow). `pull_requests`: GitHub, when GITHUB_TOKEN is set (a follow-up's push, a GitHub thread's answer)."""
+        """`inboxes`, `network` and `questions` default to this process's own; the bot's runtime passes those the
+        chat answers through (agents/work/chat_actions.py), a runner one gate per task run (its questions go through
+        that task's workflow). `pull_requests`: GitHub, when GITHUB_TOKEN is set (a follow-up's push, a GitHub
+        thread's answer)."""
         s = settings
         self.base = Collaborators(
             settings, store, client, workspaces, notifier, deliveries or Deliveries(store, notifier)
@@ -83,7 +85,7 @@ class TaskExecutor:
         )
         # ask_user: questions to the task's starter. Tasks on Temporal runners do not get the tool: an answer given
         # in the bot's chat does not reach a runner's waiting worker
-        questions = Questions(store, notifier, s.ask_timeout_seconds, s.is_owner, s.ask_max_per_task)
+        questions = questions or Questions(store, notifier, s.ask_timeout_seconds, s.is_owner, s.ask_max_per_task)
         self.lines = TaskLines(inboxes or Inboxes(), network, questions)
         self.repo_map = repo_map
         self.sandboxes = TaskSandboxes(settings)
@@ -97,7 +99,7 @@ class TaskExecutor:
         self.before_after = BeforeAfter(store, self.sandboxes, self.workers.chromium)  # a frontend task's pair
         self.stopping = False  # set when the bot shuts down: running tasks become interrupted, not cancelled
 
-    # what the bot's buttons, the crew and the Temporal runner reach through the executor
+    # what a Temporal runner reaches through the executor (the bot's chat has its own: agents/work/chat_actions.py)
     @property
     def inboxes(self) -> Inboxes:
         return self.lines.inboxes

@@ -69,6 +69,7 @@ class WorkStarts:
     def __init__(self, settings: Settings, store: Store, engine: TaskEngine, access: Access) -> None:
         self.settings, self.store, self.engine, self.access = settings, store, engine, access
         self._interrupts: dict[int, asyncio.Event] = {}  # per chat: stop waiting on a foreground task
+        self._turns: dict[int, list[Task]] = {}  # per chat whose turn runs: the tasks stored meanwhile
 
     def is_owner(self, caller: Caller) -> bool:
         return self.access.is_owner(caller)
@@ -120,6 +121,9 @@ class WorkStarts:
 
     async def _pending(self, task: Task) -> None:
         await self.store.add_event(TaskEvent(task_id=task.id, kind="status", detail=TaskStatus.PENDING.value))
+        started = self._turns.get(task.chat_id)
+        if started is not None and task.schedule_id is None:  # a schedule's run is the schedule's, not the turn's
+            started.append(task)
         self.engine.wake()
 
     async def start_research(
@@ -223,6 +227,12 @@ class WorkStarts:
 
     def turn_started(self, chat_id: int) -> None:
         self._interrupts.setdefault(chat_id, asyncio.Event()).clear()
+        self._turns[chat_id] = []
+
+    def turn_ended(self, chat_id: int) -> list[Task]:
+        """The chat's turn ended: the tasks stored in its conversation while it ran, a schedule's runs aside (see
+        WorkDesk.turn_ended)."""
+        return self._turns.pop(chat_id, [])
 
     async def schedule_workspace(self, caller: Caller, workspace: str, request: str) -> Workspace:
         """The workspace a new schedule of the caller's works in, checked as a request of theirs would be."""

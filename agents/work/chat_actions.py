@@ -1,0 +1,85 @@
+"""What a chat does besides the crew's desk (to running work, mostly): the one port the chat adapter goes through.
+
+A press of a button is honoured only as shown (the pressed message carried that very button, as the notifier
+recorded when it showed it); a worker's question is answered by an option's button or a reply in words
+(questions.py); a worker's network request is decided by the owner's button (agents/sandbox/network_gate.py); a reply
+to a task's progress message finds that task (the crew then steers it); a decision on a proposal taken with a button
+is kept in the conversation the orchestrator reads; /new starts a fresh conversation.
+
+Under either task engine the same object answers: the runtime builds it over the lines that reach running tasks,
+which under TASK_ENGINE=temporal forward a network answer to the task's workflow (agents/engine/front.py), so the
+chat never needs an executor that runs nothing.
+"""
+
+from __future__ import annotations
+
+from agents.core.actions import Action
+from agents.core.models import Caller, ChatMessage, Role, Task
+from agents.core.protocols import Notifier
+from agents.sandbox.network_gate import CHOICES, NetworkGate
+from agents.store.database import Store
+from agents.work.crew import Crew
+from agents.work.questions import Questions, split_button_id
+
+DECISION_PREFIX = "[button] "  # how a button's decision on a proposal reads in the conversation's history
+
+
+class ChatActions:
+    """The chat's side: shown buttons, questions, network requests, progress replies, decisions, fresh starts."""
+
+    def __init__(
+        self, store: Store, notifier: Notifier, crew: Crew, questions: Questions, network: NetworkGate
+    ) -> None:
+        self.store, self.notifier, self.crew = store, notifier, crew
+        self.questions, self.network = questions, network
+
+    async def button_shown(self, chat_id: int, message_id: int, data: str) -> bool | None:
+        """None: that message never carried that button (a client can send any data); else whether the message is a
+        request handed to the owners. A press that comes before its message's send has returned waits for it."""
+        await self.notifier.buttons_settled()
+        return await self.store.shown_buttons.shown(chat_id, message_id, data)
+
+    @staticmethod
+    def answers_network(action: Action) -> bool:
+        """Whether the button answers a worker's request for network access (or for an approval-gated call)."""
+        return action in CHOICES
+
+    def decide_network(self, caller: Caller, request_id: int, action: Action) -> str:
+        """An owner's answer to a network request asked in the caller's chat; what to tell the chat. Whether the
+        caller is an owner is the adapter's first check (it answers a member with an alert, changing nothing)."""
+        return self.network.decide(caller.chat_id, request_id, CHOICES[action])
+
+    async def answer_option(self, caller: Caller, button_id: int) -> str:
+        """An option's button of a worker's question; what to tell the chat."""
+        question_id, option = split_button_id(button_id)
+        said, to_resume = await self.questions.answer(caller.chat_id, caller.user_id, question_id, option=option)
+        return await self._resumed(caller, said, to_resume)
+
+    async def answer_in_words(self, caller: Caller, replied_message_id: int, text: str) -> str | None:
+        """A reply in words to the message of a worker's question; what to tell the chat, or None when the replied
+        message shows no question."""
+        question = await self.questions.question_of_message(caller.chat_id, replied_message_id)
+        if question is None or question.id is None:
+            return None
+        said, to_resume = await self.questions.answer(caller.chat_id, caller.user_id, question.id, text)
+        return await self._resumed(caller, said, to_resume)
+
+    async def _resumed(self, caller: Caller, said: str, to_resume: Task | None) -> str:
+        """Answered after a restart: the interrupted task goes on with the answer."""
+        if to_resume is not None:
+            await self.crew.resume(caller, to_resume.stored_id)
+        return said
+
+    async def task_of_progress_message(self, caller: Caller, message_id: int) -> Task | None:
+        """The task whose progress message this is, in the caller's chat (a reply to it steers the task)."""
+        return await self.store.task_by_progress_message(caller.chat_id, message_id)
+
+    async def new_conversation(self, conversation: int) -> None:
+        """/new: the orchestrator reads nothing said before (the history stays stored; tasks and proposals stay)."""
+        await self.store.start_new_conversation(conversation)
+
+    async def record_decision(self, caller: Caller, text: str) -> None:
+        """A decision on a proposal taken with a button: part of the conversation the orchestrator reads."""
+        await self.store.add_message(
+            ChatMessage(chat_id=caller.chat_id, role=Role.ASSISTANT, content=f"{DECISION_PREFIX}{text}")
+        )
