@@ -22,7 +22,7 @@ async def on_reply(update: Update, context: Context) -> None:
     if question is not None and question.id is not None:  # an answer in words to a worker's question
         said, to_resume = await rt.executor.questions.answer(caller.chat_id, caller.user_id, question.id, text)
         if to_resume is not None:  # answered after a restart: the interrupted task goes on with the answer
-            await rt.crew.resume(caller, to_resume.stored_id)
+            await rt.crew.branches.resume(caller, to_resume.stored_id)
         await message.reply_text(said, do_quote=True)
         return
     task = await rt.store.task_by_progress_message(caller.chat_id, replied.message_id)
@@ -30,7 +30,7 @@ async def on_reply(update: Update, context: Context) -> None:
         await on_text(update, context)
         return
     try:
-        answer = await rt.crew.message_task(caller, task.stored_id, text)
+        answer = await rt.crew.attempts.message_task(caller, task.stored_id, text)
     except ToolError as err:  # not running: say so, and lose nothing: the orchestrator gets the message
         reason = str(err).split(";")[0]
         await message.reply_text(

@@ -124,7 +124,7 @@ class TaskPages:
 
     async def diff(self, caller: Caller, task: Task, page: int, split: bool = False) -> DiffPage:
         with tempfile.TemporaryFile() as out:  # git streams into the file; one page is read back from it
-            _, report = await self.crew.write_diff(caller, task.stored_id, out, max_bytes=PAGE_DIFF_MAX_BYTES)
+            _, report = await self.crew.branches.write_diff(caller, task.stored_id, out, max_bytes=PAGE_DIFF_MAX_BYTES)
             return await asyncio.to_thread(diff_page, out, report, page, self.page_bytes, split)
 
     async def diff_html(self, caller: Caller, task: Task, page: int, split: bool = False) -> bytes:
