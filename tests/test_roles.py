@@ -14,6 +14,8 @@ from agents.core.models import Caller, Task, TaskStatus, WorkerKind
 from agents.core.settings import Settings
 from agents.store.conversations import TOPIC_BASE, Place
 from agents.store.database import Store
+from agents.tools.desk_tools import desk_tools
+from agents.tools.toolbox import Audit, Toolbox
 from agents.work.crew import Crew
 from agents.work.task_queue import TaskQueue
 from agents.workspaces.folders import Workspaces
@@ -149,15 +151,27 @@ async def test_an_owner_acts_on_a_handed_request_from_their_own_chat(crew: Crew,
     task = await ended_task(store, by=MEMBER)
     with pytest.raises(ToolError, match="no task #1"):  # a tool call is confined to its conversation
         await crew.branches.discard(owner(chat=OWNER), task.id)
-    text = await crew.branches.discard(
-        owner(chat=OWNER), task.id, anywhere=True
-    )  # the request's button, in the owner's chat
+    # the request's button, in the owner's chat
+    text = await crew.branches.discard(owner(chat=OWNER), task.id, anywhere=True)
     assert text.startswith("Task #1 was discarded")
     assert crew.notifier.sent == [(CHAT, f"{text} (decided by an owner)")], "the task's conversation is told"
     with pytest.raises(ToolError, match="no task #1"):
-        await crew.branches.discard(
-            member(chat=MEMBER), task.id, anywhere=True
-        )  # a member's press never reaches across
+        await crew.branches.discard(member(chat=MEMBER), task.id, anywhere=True)  # a member's press: never across
+
+
+async def test_a_model_cannot_set_what_the_bot_sets_through_a_tool(crew: Crew, store: Store) -> None:
+    """The button's `anywhere` and the caller are the bot's: the tools refuse them from the model, so a tool call
+    from the owner's own chat never reaches another conversation's task."""
+    task = await ended_task(store, by=MEMBER)
+    toolbox = Toolbox(desk_tools(crew, owner(chat=OWNER)), Audit(None, "orchestrator"))
+    for name in ("discard_task", "merge_task", "open_pull_request"):
+        for hostile in ({"anywhere": True}, {"caller": owner()}, {"chat_id": CHAT}):
+            result = await toolbox.call(name, {"task_id": task.id, **hostile})
+            assert result.is_error and str(result.content).startswith(f"Error: bad arguments for {name}"), result
+        refused = await toolbox.call(name, {"task_id": task.id})
+        assert refused.is_error and "no task #1" in str(refused.content), refused
+    assert (await store.get_task(task.id)).status is TaskStatus.COMPLETED
+    assert crew.notifier.sent == [] and crew.notifier.asked == []
 
 
 async def test_a_topic_is_a_conversation_with_its_own_workspace(crew: Crew, store: Store) -> None:

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from functools import cache
-from typing import Annotated, Any, Literal, TypeVar, overload
+from typing import Annotated, Literal, TypeVar, overload
 
 WorkMethod = Callable[..., Awaitable[str]]
 MethodT = TypeVar("MethodT", bound=WorkMethod)
@@ -92,7 +91,6 @@ def tool_name(function: object) -> str | None:
     return name if isinstance(name, str) else None
 
 
-@cache
 def work_tool_definitions(part: type) -> dict[str, WorkMethod]:
     """tool name → the marked function defining it, of one part's class."""
     found: dict[str, WorkMethod] = {}
@@ -119,7 +117,7 @@ class WorkTool:
         return name
 
 
-def bound_work_tools(*parts: Any) -> list[WorkTool]:
+def bound_work_tools(*parts: object) -> list[WorkTool]:
     """Every marked method of `parts`, each called on its part."""
     return [
         WorkTool(function, getattr(part, function.__name__))
