@@ -2,7 +2,7 @@
 
 Against the zero-latency fakes (so every added millisecond shows), a real `temporal server start-dev` and real
 `agentlab runner` processes with their own clones of a bare repository:
-- **start**: from `crew.start_task` returning to the worker's first Messages request (the fake sees it);
+- **start**: from `crew.races.start_task` returning to the worker's first Messages request (the fake sees it);
 - **step**: the gap between a worker's consecutive Messages requests, each step one `read_file` (progress edits go
   through the workflow to the bot under Temporal, every PROGRESS_INTERVAL_SECONDS);
 - **finish**: from the worker's last request to the task's final status in the bot's store (commit, verdict, and under

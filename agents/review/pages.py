@@ -2,8 +2,8 @@
 pictures and actions, and its diff a page at a time; the same diff renderer makes the single HTML file the chat gets
 for a long diff when there is no review server.
 
-The diff comes from the crew under the Diff button's roles (`Crew.write_diff`), streamed by git into a temporary file;
-finding the files, parsing and highlighting one page run in a worker thread, never on the event loop.
+The diff comes from the crew under the Diff button's roles (`BranchDecisions.write_diff`), streamed by git into a
+temporary file; finding the files, parsing and highlighting one page run in a worker thread, never on the event loop.
 """
 
 from __future__ import annotations
