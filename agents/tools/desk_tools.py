@@ -3,8 +3,8 @@
 Each tool's input schema comes from its method's typed signature (`caller` and keyword-only parameters left out: the
 bot sets them), its argument descriptions from the `Arg` in each `Annotated[...]`, and its description from the
 docstring, the way the anthropic SDK's tool helpers derive schemas from functions. A parameter without a default is
-required. (The SDK's own helper goes through pydantic, whose schemas add titles, `anyOf` with null and defaults: the
-model would see other schemas than it does.) A call passes only the arguments the schema names.
+required. (The SDK's own helper goes through pydantic, whose schemas add titles, defaults, `anyOf` with null and
+`additionalProperties`: the model would see other schemas.) A call passes only the arguments the schema names.
 """
 
 from __future__ import annotations

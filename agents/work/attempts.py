@@ -147,7 +147,7 @@ class Races:
                 save_attachments,
                 first_pass_wins,
             )
-        return await self.starts.start_task(
+        return await self.starts.start_one(
             caller, workspace, worker, instructions, background, acceptance_criteria, attachments, save_attachments
         )
 

@@ -154,7 +154,7 @@ class WorkStarts:
         task = await self.submit(research, attachments=attachments)
         return crew_texts.research_started(task.id, ws.name)
 
-    async def start_task(
+    async def start_one(
         self,
         caller: Caller,
         workspace: str,
@@ -165,7 +165,8 @@ class WorkStarts:
         attachments: list[int] | None = None,
         save_attachments: bool = False,
     ) -> str:
-        """A code, frontend or test task; in the foreground the answer waits briefly for its end."""
+        """One code, frontend or test task (the start_task tool, attempts.py, with one attempt); in the foreground the
+        answer waits briefly for its end."""
         await self.access.check_budget()
         try:
             kind: WorkerKind | None = WorkerKind(str(worker_kind).strip().lower())
