@@ -122,7 +122,7 @@ async def start_background_tasks(bot: BotHarness, model: RoleScript) -> list[int
     """Start the tasks the way the orchestrator's start_task tool does; wait until all run and have taken steps."""
     steps_before = len(model.requests["code"])
     for n in range(TASKS):
-        await bot.runtime.crew.start_task(
+        await bot.runtime.crew.races.start_task(
             Caller(chat_id=bot.chat_id), "calc", "code", f"Long job {n}: keep checking calc.py.", True
         )
     ids = sorted(t.id for t in await bot.runtime.store.list_tasks(bot.chat_id, limit=TASKS))

@@ -54,7 +54,7 @@ async def main() -> None:
         )
         bot = await start_bot(make_settings(tg, claude, tmp_path, root), tg, claude)
         try:
-            await bot.runtime.crew.start_task(
+            await bot.runtime.crew.races.start_task(
                 Caller(chat_id=USER_ID), "evil", "code", "grep with evil patterns", background=True
             )
             while not await bot.runtime.store.tool_calls(task_id=1):

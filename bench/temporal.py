@@ -2,7 +2,7 @@
 
 Against the zero-latency fakes (so every added millisecond shows), a real `temporal server start-dev` and real
 `agentlab runner` processes with their own clones of a bare repository:
-- **start**: from `crew.start_task` returning to the worker's first Messages request (the fake sees it);
+- **start**: from `crew.races.start_task` returning to the worker's first Messages request (the fake sees it);
 - **step**: the gap between a worker's consecutive Messages requests, each step one `read_file` (progress edits go
   through the workflow to the bot under Temporal, every PROGRESS_INTERVAL_SECONDS);
 - **finish**: from the worker's last request to the task's final status in the bot's store (commit, verdict, and under
@@ -142,7 +142,7 @@ async def sequential(harness, recorder: Recorder) -> dict[str, float]:
     for n in range(TASKS):
         tag = f"bench-{id(harness)}-{n}"
         submitted = time.perf_counter()
-        answer = await crew.start_task(Caller(chat_id=USER_ID), "calc", "code", f"{tag} read calc.py", True)
+        answer = await crew.races.start_task(Caller(chat_id=USER_ID), "calc", "code", f"{tag} read calc.py", True)
         task_id = int(answer.split("#")[1].split()[0])
         ended = await wait_final(harness.runtime, task_id)
         seen = recorder.seen[tag]
@@ -164,7 +164,9 @@ async def parallel(harness, recorder: Recorder) -> float:
     began = time.perf_counter()
     ids = []
     for n in range(PARALLEL_TASKS):
-        answer = await crew.start_task(Caller(chat_id=USER_ID), "calc", "code", f"bench-par-{began}-{n} sleep", True)
+        answer = await crew.races.start_task(
+            Caller(chat_id=USER_ID), "calc", "code", f"bench-par-{began}-{n} sleep", True
+        )
         ids.append(int(answer.split("#")[1].split()[0]))
     ends = [await wait_final(harness.runtime, i, 180) for i in ids]
     recorder.steps, recorder.tool, recorder.command = STEPS, "read_file", {"path": "calc.py"}
@@ -196,7 +198,7 @@ class HeldWorker:
 
 async def takeover(bot, procs: list, tmp: Path, remote: Path, claude, address: str, held: HeldWorker) -> dict:
     """One runner (r1) holds a task in a long command; a second (r2) is up; r1 is SIGKILLed."""
-    answer = await bot.runtime.crew.start_task(Caller(chat_id=USER_ID), "calc", "code", "bench-tk sleeps", True)
+    answer = await bot.runtime.crew.races.start_task(Caller(chat_id=USER_ID), "calc", "code", "bench-tk sleeps", True)
     task_id = int(answer.split("#")[1].split()[0])
     for _ in range(1200):
         if host_pids(held.sleep):
@@ -225,7 +227,7 @@ async def restart_report(tg, claude, tmp: Path, address: str, held: HeldWorker) 
     settings = dict(task_engine="temporal", temporal_address=address, temporal_task_queue="bench")
     bot = await run_bot(tg, claude, tmp, tmp / "workspaces", "restart-1", **settings)
     await wait_runners(bot.settings, 1)
-    answer = await bot.runtime.crew.start_task(Caller(chat_id=USER_ID), "calc", "code", "bench-rs held", True)
+    answer = await bot.runtime.crew.races.start_task(Caller(chat_id=USER_ID), "calc", "code", "bench-rs held", True)
     task_id = int(answer.split("#")[1].split()[0])
     while not held.seen["bench-rs"]:
         await asyncio.sleep(0.01)

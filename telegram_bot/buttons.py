@@ -35,18 +35,18 @@ Handler = Callable[["Crew", Caller, int, bool], Awaitable[str]]
 # Discard and Diff reach a task of another conversation only when an owner presses them on a request handed to them
 # (`handed`: the pressed message is one, as the bot recorded when it sent it).
 DISPATCH: dict[Action, Handler] = {
-    Action.APPROVE: lambda crew, caller, item, _handed: crew.approve_proposal(caller, item),
-    Action.REJECT: lambda crew, caller, item, _handed: crew.reject_proposal(caller, item, "rejected with the button"),
-    Action.CANCEL: lambda crew, caller, item, _handed: crew.cancel_task(caller, item),
-    Action.RESUME: lambda crew, caller, item, _handed: crew.resume(caller, item),
-    Action.MERGE: lambda crew, caller, item, handed: crew.merge(caller, item, anywhere=handed),
-    Action.DISCARD: lambda crew, caller, item, handed: crew.discard(caller, item, anywhere=handed),
-    Action.CANCEL_SCHEDULE: lambda crew, caller, item, _handed: crew.cancel_schedule(caller, item),
-    Action.NOTE_FORGET: lambda crew, caller, item, _handed: crew.forget(caller, item),
-    Action.OPEN_PR: lambda crew, caller, item, handed: crew.open_pr(caller, item, anywhere=handed),
-    Action.FIX_CI: lambda crew, caller, item, _handed: crew.fix_ci(caller, item),
-    Action.MERGE_ATTEMPTS: lambda crew, caller, item, handed: crew.merge_attempts(caller, item, anywhere=handed),
-    Action.DISCARD_ATTEMPTS: lambda crew, caller, item, handed: crew.discard_attempts(caller, item, anywhere=handed),
+    Action.APPROVE: lambda crew, caller, item, _handed: crew.proposals.approve(caller, item),
+    Action.REJECT: lambda crew, caller, item, _handed: crew.proposals.reject(caller, item, "rejected with the button"),
+    Action.CANCEL: lambda crew, caller, item, _handed: crew.attempts.cancel_task(caller, item),
+    Action.RESUME: lambda crew, caller, item, _handed: crew.branches.resume(caller, item),
+    Action.MERGE: lambda crew, caller, item, handed: crew.attempts.merge_task(caller, item, anywhere=handed),
+    Action.DISCARD: lambda crew, caller, item, handed: crew.branches.discard(caller, item, anywhere=handed),
+    Action.CANCEL_SCHEDULE: lambda crew, caller, item, _handed: crew.schedules.cancel(caller, item),
+    Action.NOTE_FORGET: lambda crew, caller, item, _handed: crew.notes.forget(caller, item),
+    Action.OPEN_PR: lambda crew, caller, item, handed: crew.branches.open_pr(caller, item, anywhere=handed),
+    Action.FIX_CI: lambda crew, caller, item, _handed: crew.branches.fix_ci(caller, item),
+    Action.MERGE_ATTEMPTS: lambda crew, caller, item, handed: crew.attempts.merge(caller, item, anywhere=handed),
+    Action.DISCARD_ATTEMPTS: lambda crew, caller, item, handed: crew.attempts.discard(caller, item, anywhere=handed),
 }
 
 
@@ -73,7 +73,7 @@ async def on_button(update: Update, context: Context) -> None:
         return
     caller = await caller_of(update, context)
     if chat.answers_network(action):  # a worker's request for network access (agents/sandbox/network_gate.py)
-        if not rt.crew.is_owner(caller):
+        if not rt.crew.access.is_owner(caller):
             await query.answer("Only an owner can answer this; the question is with them.", show_alert=True)
             return
         await query.answer()
@@ -89,7 +89,7 @@ async def on_button(update: Update, context: Context) -> None:
     await query.answer()
     try:
         if action is Action.DIFF:
-            data, caption = await rt.crew.diff(caller, item_id, anywhere=handed)
+            data, caption = await rt.crew.branches.diff(caller, item_id, anywhere=handed)
             await rt.notifier.send_document(
                 caller.chat_id, f"task-{item_id}.diff", data or b"(empty diff)\n", caption=caption
             )

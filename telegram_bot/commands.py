@@ -111,7 +111,7 @@ async def cancel(update: Update, context: Context) -> None:
             return
         number = active[0].stored_id
     try:
-        await _say(update, context, await rt.crew.cancel_task(caller, number))
+        await _say(update, context, await rt.crew.attempts.cancel_task(caller, number))
     except ToolError as err:
         await _say(update, context, str(err).capitalize())
 
@@ -174,7 +174,7 @@ async def workspace(update: Update, context: Context) -> None:
         await _say(update, context, f"{now} Set one with /workspace NAME (workspaces: {names}).")
         return
     try:
-        await _say(update, context, await rt.crew.bind_workspace(caller, " ".join(context.args)))
+        await _say(update, context, await rt.crew.binding.bind(caller, " ".join(context.args)))
     except ToolError as err:
         await _say(update, context, str(err)[:1].upper() + str(err)[1:])
 
@@ -200,7 +200,7 @@ async def notes(update: Update, context: Context) -> None:
     rt = runtime(context)
     caller = await caller_of(update, context)
     listed = await rt.crew.notes.listed(caller)
-    mine = [n for n in listed if rt.crew.is_owner(caller) or n.user_id == caller.user_id]  # what they may forget
+    mine = [n for n in listed if rt.crew.access.is_owner(caller) or n.user_id == caller.user_id]  # what they may forget
     buttons = [[button(f"✖ Forget #{n.id}", Action.NOTE_FORGET, n.id or 0)] for n in mine] or None
     await rt.notifier.send(caller.chat_id, notes_markdown(listed, caller.user_id), buttons=buttons)
 

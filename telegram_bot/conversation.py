@@ -66,7 +66,7 @@ async def conversation_of(update: Update, context: Context) -> int:
     key = await rt.store.conversations.topic(chat_id, thread, topic_name(message))
     context.bot_data.topic_keys[(chat_id, thread)] = key
     place = await rt.store.conversations.place(key)
-    await rt.crew.auto_bind(key, place.topic_name)
+    await rt.crew.binding.auto_bind(key, place.topic_name)
     return key
 
 

@@ -27,7 +27,7 @@ async def on_reply(update: Update, context: Context) -> None:
         await on_text(update, context)
         return
     try:
-        answer = await rt.crew.message_task(caller, task.stored_id, text)
+        answer = await rt.crew.attempts.message_task(caller, task.stored_id, text)
     except ToolError as err:  # not running: say so, and lose nothing: the orchestrator gets the message
         reason = str(err).split(";")[0]
         await message.reply_text(

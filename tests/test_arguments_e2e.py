@@ -35,7 +35,7 @@ async def test_cancel_with_a_mistyped_number_cancels_nothing(bot: BotHarness) ->
     model = RoleScript()
     bot.claude.handler = model
     model.add("code", *[claude_says.tool_use("run_command", {"command": "sleep 0.3"}) for _ in range(200)])
-    await bot.runtime.crew.start_task(Caller(chat_id=USER_ID), "calc", "code", "a long job", background=True)
+    await bot.runtime.crew.races.start_task(Caller(chat_id=USER_ID), "calc", "code", "a long job", background=True)
     store = bot.runtime.store
     await bot.tg.await_for(lambda: any("⏳" in t for t in texts(bot)))
     bot.tg.send_command(USER_ID, "/cancel 12a")

@@ -298,14 +298,14 @@ async def test_a_member_starts_and_cancels_attempts_but_only_owners_merge(bot: B
     model.add("code", *[sleepers] * 3)
     member = Caller(chat_id=MEMBER, user_id=MEMBER, user_name="mia")
     crew = bot.runtime.crew
-    started = await crew.start_task(member, "group-therapy", "code", "Write notes.", True, attempts=3)
+    started = await crew.races.start_task(member, "group-therapy", "code", "Write notes.", True, attempts=3)
     assert started.startswith("Attempts #1 started: 3 code workers") and "Estimated cost" in started
     with pytest.raises(ToolError, match="only an owner can merge; I've asked them"):
-        await crew.merge_attempts(member, 1)
+        await crew.attempts.merge(member, 1)
     handed = await bot.tg.await_for(lambda: message_with(bot, "mia asks to merge the pick of attempts #1"))
     assert handed.callback_data == ["attempts:merge:1", "attempts:discard:1"]
     await _racing(bot, sleepers)
-    assert (await crew.cancel_task(member, 2)).startswith("Attempts #1 cancelled (#1, #2, #3)")
+    assert (await crew.attempts.cancel_task(member, 2)).startswith("Attempts #1 cancelled (#1, #2, #3)")
     summary = await bot.tg.await_for(  # in the member's own chat, where they started it
         lambda: next((m for m in bot.tg.messages(MEMBER) if "Attempts #1: 3 ways" in (m.text or "")), None), timeout=60
     )

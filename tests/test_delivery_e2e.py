@@ -48,7 +48,7 @@ async def test_a_502_on_the_summary_keeps_the_task_completed_and_delivers_it(bot
     bot.claude.handler = model
     fix_calc(model)
     bot.tg.fail_next("sendMessage", error_code=502, when=text_has("Task #1 done", "Files:"))
-    await bot.runtime.crew.start_task(Caller(chat_id=USER_ID), "calc", "code", "fix add()", background=True)
+    await bot.runtime.crew.races.start_task(Caller(chat_id=USER_ID), "calc", "code", "fix add()", background=True)
     task = await ended(bot, 1)
     assert task.status is TaskStatus.COMPLETED and task.error is None, task.error
     [summary] = await bot.tg.await_for(lambda: summaries(bot, 1) or None)
@@ -67,7 +67,7 @@ async def summary_owed_by_a_stopped_bot(fake_telegram, fake_anthropic, tmp_path,
     fake_telegram.fail_next("sendMessage", error_code=502, times=1000, when=text_has("Task #1 done", "Files:"))
     bot = await start_bot(settings, fake_telegram, fake_anthropic)
     try:
-        await bot.runtime.crew.start_task(Caller(chat_id=USER_ID), "calc", "code", "fix add()", background=True)
+        await bot.runtime.crew.races.start_task(Caller(chat_id=USER_ID), "calc", "code", "fix add()", background=True)
         assert (await ended(bot, 1)).status is TaskStatus.COMPLETED
         while len(await bot.runtime.store.undelivered(delivery.MAX_ATTEMPTS)) != 1:
             await asyncio.sleep(0.05)
@@ -124,7 +124,7 @@ async def test_a_502_on_a_proposal_keeps_it_and_delivers_it_with_buttons(bot: Bo
     bot.claude.handler = model
     model.add("research", claude_says.text("## Summary\nAdd logging.\n## Plan\n1. import logging"))
     bot.tg.fail_next("sendMessage", error_code=502, times=2, when=text_has("Proposal #1"))
-    await bot.runtime.crew.start_research(Caller(chat_id=USER_ID), "group-therapy", "improve logging")
+    await bot.runtime.crew.starts.start_research(Caller(chat_id=USER_ID), "group-therapy", "improve logging")
     task = await ended(bot, 1)
     assert task.status is TaskStatus.COMPLETED, task.error
     shown = await bot.tg.await_for(

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
 
 import pytest
 from telegram.ext import CommandHandler
@@ -14,7 +13,9 @@ from telegram.ext import CommandHandler
 from agents.core.actions import Action
 from agents.core.models import Caller
 from agents.core.settings import Settings
+from agents.core.work_tools import WorkTool, work_tool_definitions
 from agents.tools.tool_sets import orchestrator_tools
+from agents.work.crew import TOOL_PARTS
 from agents.workspaces.folders import Workspaces
 from scripts import module_map
 from telegram_bot.app import build_application
@@ -160,13 +161,21 @@ def orchestrator_tool_names(tmp_path: Path) -> list[str]:
     to adapt if that function changes.)"""
 
     class AnyDesk:
-        """Answers every work tool's name with a method; only the names are read here."""
+        """Offers every crew part's work tools; only their names are read here."""
 
-        def __getattr__(self, name: str) -> Any:
-            async def method(*args: object, **kwargs: object) -> str:
-                raise AssertionError(f"{name} called")
+        def work_tools(self) -> list[WorkTool]:
+            async def never(caller: Caller, **arguments: object) -> str:
+                raise AssertionError("a work tool was called")
 
-            return method
+            return [
+                WorkTool(definition, never)
+                for part in TOOL_PARTS
+                for definition in work_tool_definitions(part).values()
+            ]
+
+        def turn_started(self, chat_id: int) -> None: ...
+
+        def stop_waiting(self, chat_id: int) -> None: ...
 
     tools = orchestrator_tools(Workspaces(tmp_path), AnyDesk(), Caller(chat_id=1), owner=True)
     return [tool.name for tool in tools]
@@ -176,7 +185,7 @@ def orchestrator_tool_names(tmp_path: Path) -> list[str]:
     "where",
     [
         r"\n(tools      .*?)\nsystem",  # What the orchestrator sees each turn
-        r"\n(\s*read_file / glob / grep  → .*?)→ agents/work/crew\.Crew",  # How a message flows, step 4
+        r"\n(\s*read_file / glob / grep  → .*?)→ the crew\s+part's",  # How a message flows, step 4
     ],
 )
 def test_every_orchestrator_tool_is_in_the_docs(tmp_path: Path, where: str) -> None:

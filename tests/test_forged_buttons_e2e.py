@@ -38,7 +38,7 @@ async def group_task(bot: BotHarness) -> int:
         claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"}),
         claude_says.text("Fixed add()."),
     )
-    await bot.runtime.crew.start_task(Caller(chat_id=GROUP, user_id=USER_ID), "calc", "code", "fix add", True)
+    await bot.runtime.crew.races.start_task(Caller(chat_id=GROUP, user_id=USER_ID), "calc", "code", "fix add", True)
     task = await ended(bot, 1, timeout=90)
     assert task.branch and task.status is not TaskStatus.FAILED, task
     return task.id

@@ -110,7 +110,9 @@ class World:
         return await send_delivery(self.webhook, event, payload, **how)
 
     async def start_task(self, workspace: str, instructions: str, caller: Caller | None = None) -> None:
-        await self.bot.runtime.crew.start_task(caller or self.owner, workspace, "code", instructions, background=True)
+        await self.bot.runtime.crew.races.start_task(
+            caller or self.owner, workspace, "code", instructions, background=True
+        )
 
     async def ended(self, task_id: int) -> Task:
         deadline = asyncio.get_running_loop().time() + HANG_GUARD
@@ -182,7 +184,7 @@ async def test_open_pr_ready_then_draft_shown_by_task_and_checks_reported(github
         # the summary is written just after the task's final status: asked for before it exists, the PR's first line
         # could only say "unverified"; an owner asks from the summary, so the test waits for it too
         await world.told("Task #2 needs a look")
-        text = await bot.runtime.crew.open_pull_request(world.owner, 2)
+        text = await bot.runtime.crew.branches.open_pr(world.owner, 2)
         assert "a draft" in text
         draft = world.pulls("octo/group-therapy")[2]
         assert draft.draft is True and draft.body.startswith("**⚠ Task #2 needs a look")
@@ -297,7 +299,7 @@ async def test_a_hostile_worker_finds_the_token_nowhere(
         model.add("code", *add_notes())
         await world.start_task("group-therapy", "Add notes")
         await world.ended(1)
-        await bot.runtime.crew.open_pull_request(world.owner, 1)  # the token has been used for a push
+        await bot.runtime.crew.branches.open_pr(world.owner, 1)  # the token has been used for a push
 
         model.add(
             "code",
@@ -577,7 +579,7 @@ async def test_a_members_mention_on_an_owners_pull_request_does_not_continue_it(
         await world.start_task("calc", "Fix add()")
         task = await world.ended(1)
         await world.told("Task #1")
-        await world.bot.runtime.crew.open_pull_request(world.owner, 1)
+        await world.bot.runtime.crew.branches.open_pr(world.owner, 1)
         pull = world.pulls()[1]
         head = pull.head_sha
         follow = issue_comment("mia", "@agentlab rewrite add() my way", number=1, pull=True)
@@ -599,7 +601,7 @@ async def test_a_review_by_a_login_no_longer_allowed_does_nothing(github_world) 
         await world.start_task("calc", "Fix add()")
         await world.ended(1)
         await world.told("Task #1")
-        await world.bot.runtime.crew.open_pull_request(world.owner, 1)
+        await world.bot.runtime.crew.branches.open_pr(world.owner, 1)
         pull = world.pulls()[1]
         review = {
             "action": "submitted",
@@ -635,7 +637,7 @@ async def test_a_check_runs_name_is_shown_as_text_in_the_ci_line(github_world) -
         await world.start_task("calc", "Fix add()")
         await world.ended(1)
         await world.told("Task #1")
-        await world.bot.runtime.crew.open_pull_request(world.owner, 1)
+        await world.bot.runtime.crew.branches.open_pr(world.owner, 1)
         pull = world.pulls()[1]
         name = "[lint](https://evil.example/ci) **urgent**\u202e"  # the branch's CI configuration names its checks
         world.fake.set_checks("octo/calc", pull.head_sha, (name, "completed", "failure"))

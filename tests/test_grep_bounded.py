@@ -97,7 +97,7 @@ async def test_other_chats_and_status_are_answered_while_a_worker_greps(
     )
     bot = await start_bot(settings, fake_telegram, fake_anthropic)
     try:
-        await bot.runtime.crew.start_task(
+        await bot.runtime.crew.races.start_task(
             Caller(chat_id=USER_ID), "group-therapy", "code", "search for the evil pattern", background=True
         )
         await fake_telegram.await_for(lambda: (gate / "started").exists(), timeout=20)

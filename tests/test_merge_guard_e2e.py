@@ -66,7 +66,7 @@ async def running_task(bot: BotHarness, go: threading.Event) -> int:
     model.add("code", held, claude_says.text("Fixed add()."))
     bot.claude.handler = model
     member = Caller(chat_id=GROUP, user_id=MEMBER, user_name="@member")
-    await bot.runtime.crew.start_task(member, "calc", "code", "fix add", True)
+    await bot.runtime.crew.races.start_task(member, "calc", "code", "fix add", True)
     await bot.tg.await_for(lambda: len(model.requests["code"]) == 1, timeout=30)
     task = await bot.runtime.store.get_task(1)
     assert task.status is TaskStatus.IN_PROGRESS and task.branch, task
@@ -90,7 +90,7 @@ async def test_the_merge_button_of_a_running_task_is_refused(team_bot: BotHarnes
         task_id = await running_task(bot, go)
         member = Caller(chat_id=GROUP, user_id=MEMBER, user_name="@member")
         with pytest.raises(ToolError, match="only an owner can discard"):
-            await bot.runtime.crew.discard_task(member, task_id)
+            await bot.runtime.crew.branches.discard(member, task_id)
         request = await bot.tg.await_for(
             lambda: next(
                 (m for m in bot.tg.messages(GROUP) if f"task:merge:{task_id}" in (m.callback_data or "")), None
@@ -115,7 +115,7 @@ async def test_the_merge_tool_refuses_a_running_task(team_bot: BotHarness) -> No
         task_id = await running_task(bot, go)
         owner = Caller(chat_id=GROUP, user_id=USER_ID, user_name="@boss")
         with pytest.raises(ToolError, match=f"task #{task_id} is still in_progress"):
-            await bot.runtime.crew.merge_task(owner, task_id)
+            await bot.runtime.crew.attempts.merge_task(owner, task_id)
         assert merges(bot) == ""
     finally:
         go.set()

@@ -71,7 +71,7 @@ async def test_a_forgotten_notes_text_is_shown_as_text(bot: BotHarness) -> None:
 
 
 async def test_a_schedules_instructions_are_shown_as_text_in_schedules(bot: BotHarness) -> None:
-    said = await bot.runtime.crew.schedule_task(OWNER, "calc", "code", f"open {LINK}\u202e", cron="0 9 * * 1-5")
+    said = await bot.runtime.crew.schedules.make(OWNER, "calc", "code", f"open {LINK}\u202e", cron="0 9 * * 1-5")
     assert "#1" in said
     bot.tg.send_command(USER_ID, "/schedules")
     listed = await bot.tg.await_for(lambda: newest(bot, "Schedules"))
@@ -82,7 +82,7 @@ async def test_a_schedules_instructions_are_shown_as_text_in_schedules(bot: BotH
 async def test_a_members_schedule_and_note_reach_the_orchestrators_context_with_their_marks(bot: BotHarness) -> None:
     model = RoleScript()
     bot.claude.handler = model
-    await bot.runtime.crew.schedule_task(OWNER, "calc", "code", "run tests\u202e\u200b nightly", cron="0 9 * * 1-5")
+    await bot.runtime.crew.schedules.make(OWNER, "calc", "code", "run tests\u202e\u200b nightly", cron="0 9 * * 1-5")
     await bot.runtime.crew.notes.remember(OWNER, "use pnpm\u202e always\u2066")
     model.add("orchestrator", claude_says.text("OK."))
     bot.say("what runs tonight?")

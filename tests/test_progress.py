@@ -66,7 +66,7 @@ async def test_a_step_right_after_an_edit_shows_within_the_interval(bot: BotHarn
     )
     store = bot.runtime.store
     try:
-        await bot.runtime.crew.start_task(
+        await bot.runtime.crew.races.start_task(
             Caller(chat_id=USER_ID),
             workspace="group-therapy",
             worker="code",

@@ -123,7 +123,9 @@ async def test_a_button_press_delivered_twice_acts_once_and_answers_nothing_wron
     )
     async with webhook_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root) as (app, post):
         crew = app.bot_data.runtime.crew
-        await crew.start_task(Caller(chat_id=USER_ID, user_id=USER_ID), "calc", "code", "Fix add()", background=True)
+        await crew.races.start_task(
+            Caller(chat_id=USER_ID, user_id=USER_ID), "calc", "code", "Fix add()", background=True
+        )
         summary = await fake_telegram.await_for(
             lambda: next((m for m in fake_telegram.messages(USER_ID) if "task:merge:1" in m.callback_data), None),
             timeout=60,

@@ -128,7 +128,7 @@ async def test_no_map_while_nothing_is_indexed_yet(store: Store, tmp_path: Path,
 
 
 async def test_a_new_workspace_is_indexed_in_the_background_at_once(bot: BotHarness) -> None:
-    await bot.runtime.crew.create_workspace(Caller(chat_id=bot.chat_id), "fresh")
+    await bot.runtime.crew.binding.create(Caller(chat_id=bot.chat_id), "fresh")
     build = bot.runtime.repo_map.building("fresh")
     assert build is not None, "create_workspace starts indexing the new workspace"
     assert await asyncio.wait_for(build, 30) is True

@@ -14,6 +14,8 @@ from agents.core.models import Caller, Task, TaskStatus, WorkerKind
 from agents.core.settings import Settings
 from agents.store.conversations import TOPIC_BASE, Place
 from agents.store.database import Store
+from agents.tools.desk_tools import desk_tools
+from agents.tools.toolbox import Audit, Toolbox
 from agents.work.crew import Crew
 from agents.work.task_queue import TaskQueue
 from agents.workspaces.folders import Workspaces
@@ -114,12 +116,12 @@ def test_owners_default_to_every_allowed_user(tmp_path: Path) -> None:
 async def test_a_members_merge_is_refused_and_handed_to_the_owners(crew: Crew, store: Store) -> None:
     task = await ended_task(store, by=MEMBER)
     with pytest.raises(ToolError, match=r"^only an owner can merge; I've asked them$"):
-        await crew.merge_task(member(), task.id)
+        await crew.attempts.merge_task(member(), task.id)
     ((where, request, buttons),) = crew.notifier.asked
     assert where == CHAT and request.startswith("🙋 @user2 asks to merge **task #1**")
     assert [b.data for b in buttons[0]] == ["task:merge:1", "task:diff:1", "task:discard:1"]
     with pytest.raises(ToolError, match="only an owner can discard"):
-        await crew.discard(member(), task.id, anywhere=True)  # a button: the same rule
+        await crew.branches.discard(member(), task.id, anywhere=True)  # a button: the same rule
 
 
 async def test_members_act_on_their_own_tasks_only(crew: Crew, store: Store) -> None:
@@ -127,33 +129,49 @@ async def test_members_act_on_their_own_tasks_only(crew: Crew, store: Store) -> 
         Task(chat_id=CHAT, workspace="calc", worker=WorkerKind.CODE, title="t", instructions="x", user_id=MEMBER)
     )
     with pytest.raises(ToolError, match=r"task #1 is not yours: only the member who started it or an owner"):
-        await crew.cancel_task(member(user=OTHER_MEMBER), mine.id)
+        await crew.attempts.cancel_task(member(user=OTHER_MEMBER), mine.id)
     with pytest.raises(ToolError, match="only the member who started it"):
-        await crew.message_task(member(user=OTHER_MEMBER), mine.id, "stop")
-    assert (await crew.cancel_task(owner(), mine.id)).startswith("Task #1"), "an owner may (no ToolError)"
-    assert (await crew.cancel_task(member(), mine.id)).startswith("Task #1"), "and so may its starter"
+        await crew.attempts.message_task(member(user=OTHER_MEMBER), mine.id, "stop")
+    assert (await crew.attempts.cancel_task(owner(), mine.id)).startswith("Task #1"), "an owner may (no ToolError)"
+    assert (await crew.attempts.cancel_task(member(), mine.id)).startswith("Task #1"), "and so may its starter"
 
 
 async def test_owner_only_work_is_refused_to_members(crew: Crew, store: Store) -> None:
     with pytest.raises(ToolError, match="only an owner can create a workspace"):
-        await crew.create_workspace(member(), "blog")
+        await crew.binding.create(member(), "blog")
     with pytest.raises(ToolError, match="only an owner can work on the bot's own code"):
-        await crew.start_task(member(), "self", "code", "add /restart", True)
+        await crew.races.start_task(member(), "self", "code", "add /restart", True)
     with pytest.raises(ToolError, match="only an owner can work on the bot's own code"):
-        await crew.start_research(member(), "self", "how are handlers wired?")
+        await crew.starts.start_research(member(), "self", "how are handlers wired?")
     assert await store.list_tasks(CHAT) == []
-    assert "Task #1" in await crew.start_task(owner(), "self", "code", "add /restart", True)
+    assert "Task #1" in await crew.races.start_task(owner(), "self", "code", "add /restart", True)
 
 
 async def test_an_owner_acts_on_a_handed_request_from_their_own_chat(crew: Crew, store: Store) -> None:
     task = await ended_task(store, by=MEMBER)
     with pytest.raises(ToolError, match="no task #1"):  # a tool call is confined to its conversation
-        await crew.discard_task(owner(chat=OWNER), task.id)
-    text = await crew.discard(owner(chat=OWNER), task.id, anywhere=True)  # the request's button, in the owner's chat
+        await crew.branches.discard(owner(chat=OWNER), task.id)
+    # the request's button, in the owner's chat
+    text = await crew.branches.discard(owner(chat=OWNER), task.id, anywhere=True)
     assert text.startswith("Task #1 was discarded")
     assert crew.notifier.sent == [(CHAT, f"{text} (decided by an owner)")], "the task's conversation is told"
     with pytest.raises(ToolError, match="no task #1"):
-        await crew.discard(member(chat=MEMBER), task.id, anywhere=True)  # a member's press never reaches across
+        await crew.branches.discard(member(chat=MEMBER), task.id, anywhere=True)  # a member's press: never across
+
+
+async def test_a_model_cannot_set_what_the_bot_sets_through_a_tool(crew: Crew, store: Store) -> None:
+    """The button's `anywhere` and the caller are the bot's: the tools refuse them from the model, so a tool call
+    from the owner's own chat never reaches another conversation's task."""
+    task = await ended_task(store, by=MEMBER)
+    toolbox = Toolbox(desk_tools(crew, owner(chat=OWNER)), Audit(None, "orchestrator"))
+    for name in ("discard_task", "merge_task", "open_pull_request"):
+        for hostile in ({"anywhere": True}, {"caller": owner()}, {"chat_id": CHAT}):
+            result = await toolbox.call(name, {"task_id": task.id, **hostile})
+            assert result.is_error and str(result.content).startswith(f"Error: bad arguments for {name}"), result
+        refused = await toolbox.call(name, {"task_id": task.id})
+        assert refused.is_error and "no task #1" in str(refused.content), refused
+    assert (await store.get_task(task.id)).status is TaskStatus.COMPLETED
+    assert crew.notifier.sent == [] and crew.notifier.asked == []
 
 
 async def test_a_topic_is_a_conversation_with_its_own_workspace(crew: Crew, store: Store) -> None:
@@ -162,18 +180,18 @@ async def test_a_topic_is_a_conversation_with_its_own_workspace(crew: Crew, stor
     assert first >= TOPIC_BASE and await conversations.topic(CHAT, 12) == first
     assert await conversations.topic(CHAT, 13, "") != first
     assert await conversations.place(first) == Place(CHAT, 12, "calc")
-    await crew.auto_bind(first, "calc")
+    await crew.binding.auto_bind(first, "calc")
     assert await conversations.bound_workspace(first) == "calc"
-    await crew.auto_bind(await conversations.topic(CHAT, 14, "lunch plans"), "lunch plans")
+    await crew.binding.auto_bind(await conversations.topic(CHAT, 14, "lunch plans"), "lunch plans")
     assert await conversations.bound_workspace(TOPIC_BASE + 3) is None, "a name that is no workspace binds nothing"
 
-    started = await crew.start_task(member(chat=first), "", "code", "fix the failing test", True)
+    started = await crew.races.start_task(member(chat=first), "", "code", "fix the failing test", True)
     assert "workspace calc" in started and (await store.get_task(1)).workspace == "calc"
     with pytest.raises(ToolError, match="no workspace named"):
-        await crew.start_task(member(), "", "code", "fix it", True)
-    assert "now works in **site**" in await crew.bind_workspace(member(chat=first), "site")
+        await crew.races.start_task(member(), "", "code", "fix it", True)
+    assert "now works in **site**" in await crew.binding.bind(member(chat=first), "site")
     assert await conversations.bound_workspace(first) == "site"
-    await crew.auto_bind(first, "calc")  # a binding someone made is never replaced by the topic's name
+    await crew.binding.auto_bind(first, "calc")  # a binding someone made is never replaced by the topic's name
     assert await conversations.bound_workspace(first) == "site"
 
 
@@ -183,7 +201,7 @@ async def test_a_members_name_is_shown_as_written_in_the_owners_request(crew: Cr
     task = await ended_task(store, by=MEMBER)
     named = Caller(chat_id=CHAT, user_id=MEMBER, user_name="mia_*dev* [x](y)")
     with pytest.raises(ToolError):
-        await crew.merge_task(named, task.id)
+        await crew.attempts.merge_task(named, task.id)
     ((_, request, _),) = crew.notifier.asked
     shown = markdown_to_html(request).split(" asks ")[0]
     assert shown == "🙋 mia_*dev* [x](y)", shown  # no italics, bold or link made of the name

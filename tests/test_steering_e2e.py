@@ -45,7 +45,7 @@ async def test_a_reply_to_the_progress_message_reaches_the_workers_next_request(
         held_until(go, claude_says.tool_use("verify_criterion", {"index": 2, "evidence": "README has it"})),
         claude_says.text("Done, README updated too."),
     )
-    await bot.runtime.crew.start_task(
+    await bot.runtime.crew.races.start_task(
         Caller(chat_id=USER_ID),
         "group-therapy",
         "code",
@@ -94,7 +94,9 @@ async def test_message_task_reaches_the_running_worker_and_a_finished_task_says_
     model.add(
         "code", held_until(go, claude_says.tool_use("read_file", {"path": "README.md"})), claude_says.text("Done.")
     )
-    await bot.runtime.crew.start_task(Caller(chat_id=USER_ID), "group-therapy", "code", "Tidy app.py.", background=True)
+    await bot.runtime.crew.races.start_task(
+        Caller(chat_id=USER_ID), "group-therapy", "code", "Tidy app.py.", background=True
+    )
     await bot.tg.await_for(lambda: len(model.requests["code"]) == 1, timeout=20)
     model.add(
         "orchestrator", claude_says.tool_use("message_task", {"task_id": 1, "text": NOTE}), claude_says.text("Told #1.")
@@ -125,9 +127,11 @@ async def test_message_task_reaches_the_running_worker_and_a_finished_task_says_
 async def test_a_note_the_worker_never_read_is_reported(bot: BotHarness, model: RoleScript) -> None:
     go = threading.Event()
     model.add("code", held_until(go, claude_says.text("Finished without another step.")))
-    await bot.runtime.crew.start_task(Caller(chat_id=USER_ID), "group-therapy", "code", "Tidy app.py.", background=True)
+    await bot.runtime.crew.races.start_task(
+        Caller(chat_id=USER_ID), "group-therapy", "code", "Tidy app.py.", background=True
+    )
     await bot.tg.await_for(lambda: len(model.requests["code"]) == 1, timeout=20)
-    assert "Note passed" in await bot.runtime.crew.message_task(Caller(chat_id=USER_ID), 1, NOTE)
+    assert "Note passed" in await bot.runtime.crew.attempts.message_task(Caller(chat_id=USER_ID), 1, NOTE)
     go.set()
     told = await bot.tg.await_for(
         lambda: next(

@@ -84,7 +84,7 @@ async def test_five_tasks_two_at_a_time_while_a_question_is_answered(bot2: BotHa
     crew = bot2.runtime.crew
     for i in range(5):
         model.add("code", *slow_worker_script(3))
-        await crew.start_task(Caller(chat_id=USER_ID), "group-therapy", "code", f"job {i}", background=True)
+        await crew.races.start_task(Caller(chat_id=USER_ID), "group-therapy", "code", f"job {i}", background=True)
     store = bot2.runtime.store
 
     async def statuses() -> list[TaskStatus]:
@@ -136,7 +136,9 @@ async def test_cancel_asks_which_when_several_and_orchestrator_can_cancel(bot2: 
     bot2.claude.handler = model
     for i in range(2):
         model.add("code", *slow_worker_script(100))
-        await bot2.runtime.crew.start_task(Caller(chat_id=USER_ID), "calc", "code", f"long job {i}", background=True)
+        await bot2.runtime.crew.races.start_task(
+            Caller(chat_id=USER_ID), "calc", "code", f"long job {i}", background=True
+        )
     store = bot2.runtime.store
     while len(await store.list_tasks(USER_ID, statuses=[TaskStatus.IN_PROGRESS])) < 2:
         await asyncio.sleep(0.02)

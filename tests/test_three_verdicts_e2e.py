@@ -95,7 +95,7 @@ async def test_whole_suite_red_before_and_after_is_unverified(
         lambda: next((m for m in bot.tg.messages(USER_ID) if "Recent tasks" in (m.text or "")), None)
     )
     assert "[unverified]" in listing.text
-    shown = await bot.runtime.crew.get_task(Caller(chat_id=USER_ID), 1)
+    shown = await bot.runtime.crew.lookups.get_task(Caller(chat_id=USER_ID), 1)
     assert "[unverified]" in shown and "as a whole" in shown
 
 

@@ -10,6 +10,7 @@ import pytest
 from agents.core.models import Caller, Task, WorkerKind
 from agents.evals.desk import RecordingDesk, ToolCall
 from agents.store.database import Store
+from agents.tools.desk_tools import desk_tools
 from agents.tools.mcp_client import tool_result
 from agents.workspaces.folders import Workspaces
 
@@ -25,7 +26,8 @@ async def test_a_tool_argument_called_name_is_recorded(tmp_path: Path) -> None:
     store = await Store.open(tmp_path / "bot.db")
     try:
         desk = RecordingDesk(store, Workspaces(tmp_path, None))
-        answer = await desk.create_workspace(Caller(chat_id=1), "notes")
+        tools = {t.name: t for t in desk_tools(desk, Caller(chat_id=1))}
+        answer = await tools["create_workspace"].handler(name="notes")
         assert "notes" in answer
         assert desk.calls == [ToolCall("create_workspace", {"name": "notes"})]
     finally:

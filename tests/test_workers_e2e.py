@@ -323,8 +323,8 @@ async def test_double_tap_on_approve_starts_one_task(bot: BotHarness, model: Rol
     await bot.runtime.store.add_proposal(Proposal(chat_id=USER_ID, workspace="group-therapy", request="r", body="b"))
     model.add("code", claude_says.text("Nothing to change for b."))  # the one task's worker
     results = await asyncio.gather(
-        crew.approve_proposal(Caller(chat_id=USER_ID), 1),
-        crew.approve_proposal(Caller(chat_id=USER_ID), 1),
+        crew.proposals.approve(Caller(chat_id=USER_ID), 1),
+        crew.proposals.approve(Caller(chat_id=USER_ID), 1),
         return_exceptions=True,
     )
     assert sum(isinstance(r, str) for r in results) == 1

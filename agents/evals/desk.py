@@ -1,8 +1,12 @@
 """RecordingDesk: a WorkDesk for the routing eval that records every call and answers like the crew would, starting
-no worker and writing to no repository."""
+no worker and writing to no repository.
+
+Its tools are the crew's own definitions (the parts' `@work_tool` methods: the same names, descriptions and schemas,
+agents/core/work_tools.py); only what a call runs is this desk's: `_<tool name>`, given the model's arguments."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,10 +20,11 @@ from agents.core.models import (
     WorkerKind,
     utcnow,
 )
+from agents.core.work_tools import WorkMethod, WorkTool, work_tool_definitions
 from agents.evals.cases import WORKERS
 from agents.store.database import Store
 from agents.work import crew_texts
-from agents.work.crew import task_line
+from agents.work.crew import TOOL_PARTS, task_line
 from agents.workspaces.creation import workspace_name
 from agents.workspaces.folders import Workspaces
 
@@ -46,9 +51,23 @@ class RecordingDesk:
         self.calls: list[ToolCall] = []
         self._task_ids = 0
 
-    def _record(self, tool: str, /, **arguments: Any) -> None:
-        """One call of `tool` (positional only: a tool's own argument may be called `name`)."""
-        self.calls.append(ToolCall(tool, {k: v for k, v in arguments.items() if v is not None}))
+    def work_tools(self) -> list[WorkTool]:
+        """The crew's work tools, each answered here by `_<name>` after the call is recorded."""
+        return [
+            WorkTool(definition, self._recorded(name))
+            for part in TOOL_PARTS
+            for name, definition in work_tool_definitions(part).items()
+        ]
+
+    def _recorded(self, tool: str) -> WorkMethod:
+        answer = getattr(self, f"_{tool}")
+
+        async def call(caller: Caller, **arguments: Any) -> str:
+            self.calls.append(ToolCall(tool, {k: v for k, v in arguments.items() if v is not None}))
+            result: str = await answer(caller, arguments)
+            return result
+
+        return call
 
     def _refused(self) -> None:
         self.calls[-1].ok = False
@@ -89,71 +108,6 @@ class RecordingDesk:
             self._refused()
             raise
 
-    async def start_research(
-        self,
-        caller: Caller,
-        workspace: str,
-        request: str,
-        refines: int | None = None,
-        attachments: list[int] | None = None,
-    ) -> str:
-        self._record("start_research", workspace=workspace, request=request, refines=refines)
-        ws = self._resolve(workspace)
-        return crew_texts.research_started(self._next_task(), ws.name)
-
-    async def start_task(
-        self,
-        caller: Caller,
-        workspace: str,
-        worker: str,
-        instructions: str,
-        background: bool,
-        acceptance_criteria: list[str] | None = None,
-        attachments: list[int] | None = None,
-        save_attachments: bool = False,
-        attempts: int | None = None,
-        first_pass_wins: bool = False,
-    ) -> str:
-        self._record(
-            "start_task",
-            workspace=workspace,
-            worker=worker,
-            instructions=instructions,
-            background=background,
-            acceptance_criteria=acceptance_criteria,
-            attempts=attempts,
-        )
-        kind = str(worker).strip().lower()
-        if kind not in WORKERS:
-            self._refused()
-            raise ToolError(
-                f"worker must be one of code, frontend, test (got {worker!r}); use start_research for research"
-            )
-        ws = self._resolve(workspace)
-        return f"Task #{self._next_task()} ({kind} worker, workspace {ws.name}) started in the background."
-
-    async def approve_proposal(self, caller: Caller, proposal_id: int | None = None, notes: str | None = None) -> str:
-        self._record("approve_proposal", proposal_id=proposal_id, notes=notes)
-        proposal = await self._pick(caller.chat_id, proposal_id)
-        self.calls[-1].input["picked"] = proposal.id
-        await self.store.update_proposal(proposal.stored_id, status=ProposalStatus.APPROVED, decided_at=utcnow())
-        return (
-            f"Proposal #{proposal.id} approved; code task #{self._next_task()} started on {proposal.workspace} "
-            "in the background."
-        )
-
-    async def reject_proposal(self, caller: Caller, proposal_id: int | None = None, reason: str | None = None) -> str:
-        self._record("reject_proposal", proposal_id=proposal_id, reason=reason)
-        proposal = await self._pick(caller.chat_id, proposal_id)
-        self.calls[-1].input["picked"] = proposal.id
-        await self.store.update_proposal(proposal.stored_id, status=ProposalStatus.REJECTED, decided_at=utcnow())
-        return f"Proposal #{proposal.id} rejected."
-
-    async def list_tasks(self, caller: Caller) -> str:
-        self._record("list_tasks")
-        tasks = await self.store.list_tasks(caller.chat_id)
-        return "\n".join(task_line(t) for t in tasks) if tasks else "No tasks yet."
-
     async def _task(self, chat_id: int, task_id: int) -> Task:
         task = await self.store.get_task(int(task_id))
         if task is None or task.chat_id != chat_id:
@@ -161,92 +115,100 @@ class RecordingDesk:
             raise ToolError(crew_texts.no_such_task(task_id))
         return task
 
-    async def cancel_task(self, caller: Caller, task_id: int) -> str:
-        self._record("cancel_task", task_id=task_id)
-        task = await self._task(caller.chat_id, task_id)
+    # ---- the answers, one per tool: (caller, the model's arguments) ----------------------------------------------
+    async def _start_research(self, caller: Caller, given: Mapping[str, Any]) -> str:
+        ws = self._resolve(given["workspace"])
+        return crew_texts.research_started(self._next_task(), ws.name)
+
+    async def _start_task(self, caller: Caller, given: Mapping[str, Any]) -> str:
+        worker = given["worker"]
+        kind = str(worker).strip().lower()
+        if kind not in WORKERS:
+            self._refused()
+            raise ToolError(
+                f"worker must be one of code, frontend, test (got {worker!r}); use start_research for research"
+            )
+        ws = self._resolve(given["workspace"])
+        return f"Task #{self._next_task()} ({kind} worker, workspace {ws.name}) started in the background."
+
+    async def _approve_proposal(self, caller: Caller, given: Mapping[str, Any]) -> str:
+        proposal = await self._pick(caller.chat_id, given.get("proposal_id"))
+        self.calls[-1].input["picked"] = proposal.id
+        await self.store.update_proposal(proposal.stored_id, status=ProposalStatus.APPROVED, decided_at=utcnow())
+        return (
+            f"Proposal #{proposal.id} approved; code task #{self._next_task()} started on {proposal.workspace} "
+            "in the background."
+        )
+
+    async def _reject_proposal(self, caller: Caller, given: Mapping[str, Any]) -> str:
+        proposal = await self._pick(caller.chat_id, given.get("proposal_id"))
+        self.calls[-1].input["picked"] = proposal.id
+        await self.store.update_proposal(proposal.stored_id, status=ProposalStatus.REJECTED, decided_at=utcnow())
+        return f"Proposal #{proposal.id} rejected."
+
+    async def _list_tasks(self, caller: Caller, given: Mapping[str, Any]) -> str:
+        tasks = await self.store.list_tasks(caller.chat_id)
+        return "\n".join(task_line(t) for t in tasks) if tasks else "No tasks yet."
+
+    async def _cancel_task(self, caller: Caller, given: Mapping[str, Any]) -> str:
+        task = await self._task(caller.chat_id, given["task_id"])
         return f"Task #{task.id} cancelled; every process it started was stopped."
 
-    async def get_proposal(self, caller: Caller, proposal_id: int | None = None) -> str:
-        self._record("get_proposal", proposal_id=proposal_id)
+    async def _message_task(self, caller: Caller, given: Mapping[str, Any]) -> str:
+        raise ToolError(crew_texts.no_such_task(given["task_id"]))
+
+    async def _get_proposal(self, caller: Caller, given: Mapping[str, Any]) -> str:
+        proposal_id = given.get("proposal_id")
         pending = await self.store.pending_proposals(caller.chat_id)
         chosen = [p for p in pending if proposal_id is None or p.id == int(proposal_id)]
         if not chosen:
             raise ToolError(f"there is no proposal #{proposal_id} in this chat")
         return "\n\n".join(crew_texts.proposal_text(p) for p in chosen)
 
-    async def get_task(self, caller: Caller, task_id: int) -> str:
-        self._record("get_task", task_id=task_id)
-        return crew_texts.task_text(await self._task(caller.chat_id, task_id), [], [], None)
+    async def _get_task(self, caller: Caller, given: Mapping[str, Any]) -> str:
+        return crew_texts.task_text(await self._task(caller.chat_id, given["task_id"]), [], [], None)
 
-    async def merge_task(self, caller: Caller, task_id: int) -> str:
-        self._record("merge_task", task_id=task_id)
-        raise ToolError(f"task #{task_id} is still running; merge it when it has ended")
+    async def _merge_task(self, caller: Caller, given: Mapping[str, Any]) -> str:
+        raise ToolError(f"task #{given['task_id']} is still running; merge it when it has ended")
 
-    async def discard_task(self, caller: Caller, task_id: int) -> str:
-        self._record("discard_task", task_id=task_id)
-        task = await self._task(caller.chat_id, task_id)
+    async def _discard_task(self, caller: Caller, given: Mapping[str, Any]) -> str:
+        task = await self._task(caller.chat_id, given["task_id"])
         return f"Task #{task.id} was discarded."
 
-    async def create_workspace(self, caller: Caller, name: str) -> str:
-        self._record("create_workspace", name=name)
-        return f"Created workspace {workspace_name(name)} (a new git repository); start work in it by that name."
-
-    async def message_task(self, caller: Caller, task_id: int, text: str) -> str:
-        self._record("message_task", task_id=task_id, text=text)
-        raise ToolError(crew_texts.no_such_task(task_id))
-
-    async def schedule_task(
-        self,
-        caller: Caller,
-        workspace: str,
-        worker: str,
-        instructions: str,
-        cron: str | None = None,
-        at: str | None = None,
-        every_minutes: int | None = None,
-    ) -> str:
-        self._record(
-            "schedule_task",
-            workspace=workspace,
-            worker=worker,
-            instructions=instructions,
-            cron=cron,
-            at=at,
-            every_minutes=every_minutes,
+    async def _create_workspace(self, caller: Caller, given: Mapping[str, Any]) -> str:
+        return (
+            f"Created workspace {workspace_name(given['name'])} (a new git repository); start work in it by that name."
         )
-        ws = self._resolve(workspace)
-        return f"Schedule #1 made: {worker} in {ws.name}. Next run: soon."
 
-    async def list_schedules(self, caller: Caller) -> str:
-        self._record("list_schedules")
+    async def _schedule_task(self, caller: Caller, given: Mapping[str, Any]) -> str:
+        ws = self._resolve(given["workspace"])
+        return f"Schedule #1 made: {given['worker']} in {ws.name}. Next run: soon."
+
+    async def _list_schedules(self, caller: Caller, given: Mapping[str, Any]) -> str:
         return "No schedules in this conversation."
 
-    async def cancel_schedule(self, caller: Caller, schedule_id: int) -> str:
-        self._record("cancel_schedule", schedule_id=schedule_id)
+    async def _no_schedule(self, given: Mapping[str, Any]) -> str:
         self._refused()
-        raise ToolError(f"there is no schedule #{schedule_id} in this conversation")
+        raise ToolError(f"there is no schedule #{given['schedule_id']} in this conversation")
 
-    async def pause_schedule(self, caller: Caller, schedule_id: int) -> str:
-        self._record("pause_schedule", schedule_id=schedule_id)
-        self._refused()
-        raise ToolError(f"there is no schedule #{schedule_id} in this conversation")
+    async def _cancel_schedule(self, caller: Caller, given: Mapping[str, Any]) -> str:
+        return await self._no_schedule(given)
 
-    async def resume_schedule(self, caller: Caller, schedule_id: int) -> str:
-        self._record("resume_schedule", schedule_id=schedule_id)
-        self._refused()
-        raise ToolError(f"there is no schedule #{schedule_id} in this conversation")
+    async def _pause_schedule(self, caller: Caller, given: Mapping[str, Any]) -> str:
+        return await self._no_schedule(given)
 
-    async def remember(self, caller: Caller, text: str, workspace: str | None = None) -> str:
-        self._record("remember", text=text, workspace=workspace)
+    async def _resume_schedule(self, caller: Caller, given: Mapping[str, Any]) -> str:
+        return await self._no_schedule(given)
+
+    async def _remember(self, caller: Caller, given: Mapping[str, Any]) -> str:
+        workspace, text = given.get("workspace"), given["text"]
         return f"Noted (note #1, {'in ' + workspace if workspace else 'everywhere'}): {text}"
 
-    async def forget(self, caller: Caller, note_id: int) -> str:
-        self._record("forget", note_id=note_id)
-        return f"Note #{note_id} is forgotten."
+    async def _forget(self, caller: Caller, given: Mapping[str, Any]) -> str:
+        return f"Note #{given['note_id']} is forgotten."
 
-    async def open_pull_request(self, caller: Caller, task_id: int) -> str:
-        self._record("open_pull_request", task_id=task_id)
-        raise ToolError(crew_texts.no_such_task(task_id))
+    async def _open_pull_request(self, caller: Caller, given: Mapping[str, Any]) -> str:
+        raise ToolError(crew_texts.no_such_task(given["task_id"]))
 
     def turn_started(self, chat_id: int) -> None:
         """No foreground task ever runs here: nothing to wait on."""

@@ -113,7 +113,7 @@ async def run_fixture(
         )
         runtime = await Runtime.start(local, DroppingNotifier(), client=client, transcriber=None)
         try:
-            await runtime.crew.start_task(
+            await runtime.crew.starts.start_one(
                 Caller(chat_id=EVAL_CHAT_ID), fixture.name, fixture.worker, fixture.request, background=True
             )
             store = runtime.store

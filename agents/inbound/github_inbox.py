@@ -206,7 +206,7 @@ class GitHubInbox:
         try:
             said = " ".join(request.replace(self.settings.github_mention, " ").split())[:40]
             title = outside_text(f"{mention.login}: {said}", one_line=True)  # the chat shows a task's title
-            task = await self.crew.continue_task(caller, record.task_id, quoted, title=title)
+            task = await self.crew.starts.continue_task(caller, record.task_id, quoted, title=title)
         except ToolError as err:
             await self._answer(mention, user_id, f"Could not continue task #{record.task_id}: {err}.")
             return True

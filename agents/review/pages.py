@@ -2,8 +2,8 @@
 pictures and actions, and its diff a page at a time; the same diff renderer makes the single HTML file the chat gets
 for a long diff when there is no review server.
 
-The diff comes from the crew under the Diff button's roles (`Crew.write_diff`), streamed by git into a temporary file;
-finding the files, parsing and highlighting one page run in a worker thread, never on the event loop.
+The diff comes from the crew under the Diff button's roles (`BranchDecisions.write_diff`), streamed by git into a
+temporary file; finding the files, parsing and highlighting one page run in a worker thread, never on the event loop.
 """
 
 from __future__ import annotations
@@ -124,7 +124,7 @@ class TaskPages:
 
     async def diff(self, caller: Caller, task: Task, page: int, split: bool = False) -> DiffPage:
         with tempfile.TemporaryFile() as out:  # git streams into the file; one page is read back from it
-            _, report = await self.crew.write_diff(caller, task.stored_id, out, max_bytes=PAGE_DIFF_MAX_BYTES)
+            _, report = await self.crew.branches.write_diff(caller, task.stored_id, out, max_bytes=PAGE_DIFF_MAX_BYTES)
             return await asyncio.to_thread(diff_page, out, report, page, self.page_bytes, split)
 
     async def diff_html(self, caller: Caller, task: Task, page: int, split: bool = False) -> bytes:

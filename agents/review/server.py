@@ -46,7 +46,12 @@ CSP = (
     "base-uri 'none'; form-action 'none'"
 )
 REFUSED = "This page shows nothing: {why}."
-ACTIONS = {"merge": "merge", "discard": "discard", "pr": "open_pr"}
+# the page's actions, each as its button does it on the summary (the crew's part checks the roles)
+ACTIONS: dict[str, Callable[[Crew, Caller, int], Awaitable[str]]] = {
+    "merge": lambda crew, caller, task_id: crew.attempts.merge_task(caller, task_id),
+    "discard": lambda crew, caller, task_id: crew.branches.discard(caller, task_id),
+    "pr": lambda crew, caller, task_id: crew.branches.open_pr(caller, task_id),
+}
 
 
 MARKDOWN_LINK = re.compile(r"\[([^\]\n]{1,200})\]\([^)\s]{1,2000}\)")
@@ -243,7 +248,7 @@ class ReviewServer:
         """Merge, Discard or Open PR as the summary's button does it (the crew checks the roles); the task's chat is
         told what was done, as after a press."""
         try:
-            text = str(await getattr(self.crew, ACTIONS[action])(caller, task.stored_id))
+            text = await ACTIONS[action](self.crew, caller, task.stored_id)
         except (ToolError, GitError) as err:
             text = str(err)[:1].upper() + str(err)[1:]
         with contextlib.suppress(Exception):  # the page has its answer even if the chat cannot be written to

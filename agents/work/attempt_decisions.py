@@ -6,11 +6,13 @@ and discard."""
 from __future__ import annotations
 
 import re
+from typing import Annotated
 
 from agents.core.actions import Action, button
 from agents.core.errors import ToolError
 from agents.core.models import AttemptGroup, AttemptState, Caller, Task, TaskStatus
 from agents.core.protocols import TaskEngine
+from agents.core.work_tools import Arg, TaskId, work_tool
 from agents.store.database import Store
 from agents.work.access import Access
 from agents.work.branch_decisions import BranchDecisions
@@ -20,12 +22,36 @@ ONE_ATTEMPT = re.compile(r"^\s*attempt\s+#?(\d)\b\s*[:,.\-–—]?\s*", re.IGNOR
 
 
 class AttemptDecisions:
-    """Merge, Discard, Cancel and notes for a group; `anywhere` as in BranchDecisions (a request handed to owners)."""
+    """Merge, Discard, Cancel and notes for a group; `anywhere` as in BranchDecisions (a request handed to owners).
+    The cancel_task, message_task and merge_task tools are here: a task that is an attempt is decided as its group."""
 
     def __init__(
         self, store: Store, engine: TaskEngine, access: Access, branches: BranchDecisions, running: RunningTasks
     ) -> None:
         self.store, self.engine, self.access, self.branches, self.running = store, engine, access, branches, running
+
+    # ---- the tools, and the buttons of one task: an attempt's decision is its group's ------------------------------
+    @work_tool
+    async def cancel_task(self, caller: Caller, task_id: TaskId) -> str:
+        """Cancel a running or pending task and kill every process it started."""
+        return await self.cancel(caller, await self.access.task_for(caller, task_id))  # an attempt: all of them
+
+    @work_tool
+    async def message_task(
+        self, caller: Caller, task_id: TaskId, text: Annotated[str, Arg("the note, in the user's words")]
+    ) -> str:
+        """Pass a note to a running task's worker (it reads it before its next step), e.g. 'also update the
+        README'. Only running tasks take notes."""
+        return await self.message(caller, await self.access.task_for(caller, task_id), text)
+
+    @work_tool
+    async def merge_task(self, caller: Caller, task_id: TaskId, *, anywhere: bool = False) -> str:
+        """Merge a finished task's branch into the branch it started from."""
+        # the tool and the Merge button alike; an attempt's merge is its group's: the others are discarded with it
+        task_id = int(task_id)
+        if (group := await self.group_of(task_id)) is not None:
+            return await self.merge(caller, group.stored_id, task_id, anywhere=anywhere)
+        return await self.branches.merge(caller, task_id, anywhere=anywhere)
 
     async def group_of(self, task_id: int) -> AttemptGroup | None:
         """The group task #task_id races in, if it is an attempt."""

@@ -9,6 +9,7 @@ the same request and stored with its group (`Store.attempts`) in one transaction
   ranked by the tests, attempt_ranking.py, and where two ✔ remain that the tests cannot tell apart, one call to the
   orchestrator's model comparing their diffs, its answer kept on the group);
 - Merge / Discard / Cancel / notes for the group as a whole (attempt_decisions.py).
+`Races.start_task` is the orchestrator's start_task tool: one attempt is an ordinary task, several race here.
 A restart mid-race resumes the attempts it interrupted and follows the group again; the summary is sent once (the
 group's state moves `racing` → `summarised` by compare-and-set).
 """
@@ -20,11 +21,13 @@ import contextlib
 import logging
 import time
 from pathlib import Path
+from typing import Annotated
 
 from agents.core.errors import ToolError
 from agents.core.models import AttemptGroup, AttemptState, Caller, Task, TaskStatus, WorkerKind, utcnow
 from agents.core.protocols import MessageModel, Notifier, Outbox, TaskEngine
 from agents.core.settings import Settings
+from agents.core.work_tools import Arg, Attachments, DefaultWorkspace, WorkerName, work_tool
 from agents.git.command import GitError
 from agents.git.repository import rev_parse
 from agents.llm.client import cost_usd
@@ -97,6 +100,57 @@ class Races:
         self._following: dict[int, asyncio.Task[None]] = {}
 
     # ---- starting ---------------------------------------------------------------------------------------------
+    @work_tool
+    async def start_task(
+        self,
+        caller: Caller,
+        workspace: DefaultWorkspace,
+        worker: Annotated[WorkerName, Arg("code, frontend or test")],
+        instructions: Annotated[str, Arg("complete, self-contained instructions for the worker")],
+        background: Annotated[bool, Arg("true: run in the background and notify when done; false: wait for it")],
+        acceptance_criteria: Annotated[
+            list[str] | None,
+            Arg("2-5 checkable statements that define done (written from the request); the worker verifies each"),
+        ] = None,
+        attachments: Attachments = None,
+        save_attachments: Annotated[
+            bool,
+            Arg(
+                "also save those files in the worker's checkout (under .agentlab/attachments/, ignored by git), for "
+                "work that needs the file itself, e.g. an image to put on a page (default false)"
+            ),
+        ] = False,
+        attempts: Annotated[
+            int | None,
+            Arg(
+                '1-4 (default 1): how many workers try the same task at once, each on its own branch ("try three '
+                'ways", "give me 2 versions"); the bot ranks them by their tests and sends one summary with the pick'
+            ),
+        ] = None,
+        first_pass_wins: Annotated[
+            bool,
+            Arg("with attempts > 1: the first attempt whose tests pass wins and the others are cancelled"),
+        ] = False,
+    ) -> str:
+        """Start a worker that changes code in a workspace (on its own git branch) and reports back."""
+        # one attempt is an ordinary task (WorkStarts); several race here
+        size = attempt_count(attempts)  # 0, 5 or "three": one sentence, nothing started
+        if size > 1 or (attempts is not None and str(worker).strip().lower() == "research"):
+            return await self.start(
+                caller,
+                workspace,
+                worker,
+                instructions,
+                size,
+                acceptance_criteria,
+                attachments,
+                save_attachments,
+                first_pass_wins,
+            )
+        return await self.starts.start_one(
+            caller, workspace, worker, instructions, background, acceptance_criteria, attachments, save_attachments
+        )
+
     async def start(
         self,
         caller: Caller,

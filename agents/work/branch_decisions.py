@@ -1,4 +1,5 @@
-"""What becomes of a task's branch, by its buttons or the tools: Merge, Diff, Discard, Open PR, Fix CI and Resume.
+"""What becomes of a task's branch, by its buttons or the tools: Merge, Diff, Discard, Open PR, Fix CI and Resume
+(the discard_task and open_pull_request tools are defined here; merge_task in attempt_decisions.py).
 Merge, Discard and Open PR are owners' decisions (a member's request goes to the owners with the task's buttons); a
 task still running is never merged, whichever way the merge is asked for."""
 
@@ -13,6 +14,7 @@ from agents.core.models import Caller, Task, TaskEvent, TaskStatus
 from agents.core.protocols import TaskEngine
 from agents.core.settings import Settings
 from agents.core.text import human_size
+from agents.core.work_tools import TaskId, work_tool
 from agents.git import diff as git_diff
 from agents.git.merge import MergeResult, merge_task_branch
 from agents.git.worktrees import TaskWorktree, discard_task_worktree
@@ -103,9 +105,11 @@ class BranchDecisions:
         self.access.starter_or_owner(caller, task, "see the diff of")
         return task, await git_diff.write_diff(tree, out, max_bytes)
 
-    async def discard(self, caller: Caller, task_id: int, *, anywhere: bool = False) -> str:
-        """Throw a task's work away: stop it if it is still active or interrupted, then delete its branch."""
-        task = await self.access.task_for(caller, task_id, anywhere=anywhere)
+    @work_tool(name="discard_task")
+    async def discard(self, caller: Caller, task_id: TaskId, *, anywhere: bool = False) -> str:
+        """Throw a task's work away: stop it if it runs, delete its branch."""
+        # the tool and the Discard button: a task still active or interrupted is stopped first
+        task = await self.access.task_for(caller, int(task_id), anywhere=anywhere)
         await self._owner_decision(caller, task, "discard")
         task_id = task_number(task)
         if task.status.is_cancellable:
@@ -124,9 +128,13 @@ class BranchDecisions:
         await self.access.tell_task_chat(caller, task, text)
         return text
 
-    async def open_pr(self, caller: Caller, task_id: int, *, anywhere: bool = False) -> str:
-        """Open PR (button or tool): owners only, like Merge; a member's request goes to the owners with the button."""
-        task = await self.access.task_for(caller, task_id, anywhere=anywhere)
+    @work_tool(name="open_pull_request")
+    async def open_pr(self, caller: Caller, task_id: TaskId, *, anywhere: bool = False) -> str:
+        """Push a finished task's branch to the workspace's GitHub repository and open a pull request against its
+        default branch (a draft unless the bot's verdict is ✔); a task that has one gets its new commits pushed
+        there. Only for workspaces on GitHub; owners only (a member's request goes to the owners)."""
+        # the tool and the Open PR button: owners only, like Merge; a member's request goes to the owners
+        task = await self.access.task_for(caller, int(task_id), anywhere=anywhere)
         if self.pull_requests is None or not self.pull_requests.enabled:
             raise ToolError("GitHub is not set up here (GITHUB_TOKEN is empty), so no pull request can be opened")
         await self.access.owners_only(

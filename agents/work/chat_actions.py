@@ -67,7 +67,7 @@ class ChatActions:
     async def _resumed(self, caller: Caller, said: str, to_resume: Task | None) -> str:
         """Answered after a restart: the interrupted task goes on with the answer."""
         if to_resume is not None:
-            await self.crew.resume(caller, to_resume.stored_id)
+            await self.crew.branches.resume(caller, to_resume.stored_id)
         return said
 
     async def task_of_progress_message(self, caller: Caller, message_id: int) -> Task | None:

@@ -8,6 +8,7 @@ from datetime import datetime
 from agents.core.errors import ToolError
 from agents.core.models import Caller, Task, utcnow
 from agents.core.text import outside_text
+from agents.core.work_tools import ProposalId, TaskId, work_tool
 from agents.store.database import Store
 from agents.work import crew_texts
 from agents.work.access import Access, task_number
@@ -55,11 +56,15 @@ class Lookups:
     def __init__(self, store: Store, access: Access) -> None:
         self.store, self.access = store, access
 
+    @work_tool
     async def list_tasks(self, caller: Caller) -> str:
+        """List this chat's recent tasks with their status."""
         tasks = await self.store.list_tasks(caller.chat_id, limit=15)
         return "\n".join(task_entries(tasks)) if tasks else "No tasks yet."
 
-    async def get_task(self, caller: Caller, task_id: int) -> str:
+    @work_tool
+    async def get_task(self, caller: Caller, task_id: TaskId) -> str:
+        """Show one task: status, the worker's report, tests, files changed, branch and commit."""
         task = await self.access.own_task(caller.chat_id, task_id)
         task_id = task_number(task)
         events = await self.store.task_events(task_id)
@@ -67,7 +72,9 @@ class Lookups:
         criteria = await self.store.criteria(task_id)
         return crew_texts.task_text(task, criteria, events, shown.content if shown else None)
 
-    async def get_proposal(self, caller: Caller, proposal_id: int | None = None) -> str:
+    @work_tool
+    async def get_proposal(self, caller: Caller, proposal_id: ProposalId = None) -> str:
+        """Show a proposal whole (no id: the chat's pending one, or the newest)."""
         chat_id = caller.chat_id
         if proposal_id is not None:
             return crew_texts.proposal_text(await self.access.chat_proposal(chat_id, proposal_id))

@@ -5,9 +5,11 @@ conversation's one pending proposal, and none while a research task is still wri
 from __future__ import annotations
 
 import re
+from typing import Annotated
 
 from agents.core.errors import ToolError
 from agents.core.models import Caller, Proposal, ProposalStatus, TaskStatus, WorkerKind
+from agents.core.work_tools import Arg, ProposalId, work_tool
 from agents.store.database import Store
 from agents.work import crew_texts
 from agents.work.access import Access
@@ -52,7 +54,18 @@ class ProposalDecisions:
             raise ToolError(crew_texts.which_proposal(pending))
         return pending[0]
 
-    async def approve(self, caller: Caller, proposal_id: int | None = None, notes: str | None = None) -> str:
+    @work_tool(name="approve_proposal")
+    async def approve(
+        self,
+        caller: Caller,
+        proposal_id: ProposalId = None,
+        notes: Annotated[
+            str | None, Arg("small changes to the proposal the user asked for, e.g. 'call it parse_all' (optional)")
+        ] = None,
+    ) -> str:
+        """Approve a pending proposal and start a code worker on it. No id: the chat's only pending proposal (with
+        several pending, the tool lists them instead: ask the user which). Small changes the user asked for with the
+        approval go in notes; they reach the code worker with the proposal."""
         proposal = await self._pick(caller.chat_id, proposal_id)
         number = proposal_number(proposal)
         await self.access.workspace_for(caller, proposal.workspace, f"approve proposal #{number}: {proposal.request}")
@@ -74,7 +87,14 @@ class ProposalDecisions:
             raise ToolError(f"proposal #{number} was already decided")
         return f"Proposal #{number} approved; code task #{task.id} started on {proposal.workspace} in the background."
 
-    async def reject(self, caller: Caller, proposal_id: int | None = None, reason: str | None = None) -> str:
+    @work_tool(name="reject_proposal")
+    async def reject(
+        self,
+        caller: Caller,
+        proposal_id: ProposalId = None,
+        reason: Annotated[str | None, Arg("why (optional)")] = None,
+    ) -> str:
+        """Reject a pending proposal. No id: the chat's only pending one."""
         proposal = await self._pick(caller.chat_id, proposal_id)
         number = proposal_number(proposal)
         if not await self.store.decide_proposal(number, ProposalStatus.REJECTED):

@@ -18,7 +18,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import datetime, tzinfo
-from typing import Protocol
+from typing import Annotated, Literal, Protocol
 
 from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
@@ -28,6 +28,7 @@ from agents.core.models import Caller, Schedule, ScheduleStatus, Task, TaskStatu
 from agents.core.protocols import Notifier
 from agents.core.settings import Settings
 from agents.core.text import outside_text
+from agents.core.work_tools import Arg, DefaultWorkspace, ScheduleId, work_tool
 from agents.store.database import Store
 from agents.work.schedule_timing import cadence, first_run, parse_when, trigger_of, when_text
 from agents.workspaces.folders import Workspace, Workspaces
@@ -179,16 +180,32 @@ class ScheduleBook:
         return await self.firing.next_run(schedule_id)
 
     # ---- the tools ----------------------------------------------------------------------------
+    @work_tool(name="schedule_task")
     async def make(
         self,
         caller: Caller,
-        workspace: str,
-        worker: str,
-        instructions: str,
-        cron: str | None = None,
-        at: str | None = None,
-        every_minutes: int | None = None,
+        workspace: DefaultWorkspace,
+        worker: Annotated[Literal["code", "frontend", "test", "research"], Arg("code, frontend, test or research")],
+        instructions: Annotated[
+            str, Arg("complete, self-contained instructions for each run (research: what to study and propose)")
+        ],
+        cron: Annotated[
+            str | None,
+            Arg(
+                "5-field cron expression in the owner's time zone: minute hour day-of-month month weekday "
+                "(0 = Sunday), e.g. '0 9 * * 1-5' for weekdays at 09:00"
+            ),
+        ] = None,
+        at: Annotated[
+            str | None,
+            Arg("ISO 8601 time of a single run, e.g. '2026-03-02T07:00' (without an offset: the owner's time zone)"),
+        ] = None,
+        every_minutes: Annotated[int | None, Arg("run every this many minutes (at least 1)")] = None,
     ) -> str:
+        """Make a schedule: the task (or research) starts by itself at the times given, as if this user had just
+        asked, and reports in this conversation ("every weekday at 9 run the tests in calc", "tomorrow at 7", "in 2
+        hours"). Give exactly one of cron, at and every_minutes. Confirm in one sentence with the next run the tool
+        returns."""
         try:
             kind = WorkerKind(str(worker).strip().lower())
         except ValueError:
@@ -236,7 +253,9 @@ class ScheduleBook:
         """This conversation's live schedules, each with its line for the chat."""
         return [(s, await self.line(s)) for s in await self.store.schedules.live(caller.chat_id)]
 
+    @work_tool(name="list_schedules")
     async def list_text(self, caller: Caller) -> str:
+        """List this conversation's schedules: when, what, the next run and the last result."""
         lines = [line for _, line in await self.listing(caller)]
         return "\n".join(lines) if lines else "No schedules in this conversation."
 
@@ -276,7 +295,9 @@ class ScheduleBook:
             )
         return schedule
 
-    async def cancel(self, caller: Caller, schedule_id: int) -> str:
+    @work_tool(name="cancel_schedule")
+    async def cancel(self, caller: Caller, schedule_id: ScheduleId) -> str:
+        """Cancel a schedule for good ("stop the nightly run"); a task it started goes on."""
         schedule = await self._mine(caller, schedule_id, "cancel")
         live = [s for s in ScheduleStatus if s.is_live]
         if not await self.store.schedules.move(schedule.stored_id, live, ScheduleStatus.CANCELLED, next_run_at=None):
@@ -286,14 +307,18 @@ class ScheduleBook:
         goes_on = f" Task #{running.id} of its last run goes on." if running else ""
         return f"Schedule #{schedule.id} cancelled: it will not run again.{goes_on}"
 
-    async def pause(self, caller: Caller, schedule_id: int) -> str:
+    @work_tool(name="pause_schedule")
+    async def pause(self, caller: Caller, schedule_id: ScheduleId) -> str:
+        """Pause a schedule: it does not run until resumed."""
         schedule = await self._mine(caller, schedule_id, "pause")
         if schedule.status is ScheduleStatus.PAUSED:
             return f"Schedule #{schedule.id} is already paused."
         await self._pause(schedule, None)
         return f"Schedule #{schedule.id} paused; resume_schedule starts it again."
 
-    async def resume(self, caller: Caller, schedule_id: int) -> str:
+    @work_tool(name="resume_schedule")
+    async def resume(self, caller: Caller, schedule_id: ScheduleId) -> str:
+        """Resume a paused schedule from its next slot (missed slots are not made up)."""
         schedule = await self._mine(caller, schedule_id, "resume")
         if schedule.status is ScheduleStatus.ACTIVE:
             upcoming = when_text(await self.next_run(schedule.stored_id), self.zone)

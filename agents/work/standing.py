@@ -11,11 +11,14 @@ so they never change it); a worker's first turn carries the notes of its task's 
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from agents.core.errors import ToolError
 from agents.core.ids import valid_id
 from agents.core.models import Caller
 from agents.core.settings import Settings
 from agents.core.text import outside_text
+from agents.core.work_tools import Arg, work_tool
 from agents.store.connection import Connection
 from agents.store.standing import StandingNote, StandingNotes
 from agents.workspaces.folders import Workspaces
@@ -42,7 +45,17 @@ class Notes:
             return await self.table.all()
         return await self.applying(caller.user_id, every=True)
 
-    async def remember(self, caller: Caller, text: str, workspace: str | None = None) -> str:
+    @work_tool
+    async def remember(
+        self,
+        caller: Caller,
+        text: Annotated[str, Arg("the note, in the user's words, self-contained (e.g. 'in site we use pnpm')")],
+        workspace: Annotated[
+            str | None, Arg("the workspace it is about (optional; leave it out for a note that holds everywhere)")
+        ] = None,
+    ) -> str:
+        """Keep a standing note of the user's that applies to their later requests (and to every worker started
+        for them), for one workspace or all: when the user says 'remember that…', 'from now on…', 'always…'."""
         cleaned = " ".join(str(text or "").split())
         if not cleaned:
             raise ToolError("the note is empty: say what to remember")
@@ -67,7 +80,9 @@ class Notes:
             "workers; /notes lists the notes."
         )
 
-    async def forget(self, caller: Caller, note_id: int) -> str:
+    @work_tool
+    async def forget(self, caller: Caller, note_id: Annotated[int, Arg("the note's number (note #N)")]) -> str:
+        """Delete a standing note (e.g. 'forget the pnpm note'): its number is in the context's standing notes."""
         note = await self.table.get(int(note_id)) if valid_id(note_id) else None
         if note is None or not (self.settings.is_owner(caller.user_id) or self.applies_to(note, caller.user_id)):
             raise ToolError(f"there is no note #{note_id}")

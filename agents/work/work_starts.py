@@ -5,12 +5,14 @@ foreground task is waited on briefly, and not past the user's next message."""
 from __future__ import annotations
 
 import asyncio
+from typing import Annotated
 
 from agents.core.errors import ToolError
 from agents.core.models import AttemptGroup, Caller, Schedule, Task, TaskEvent, TaskStatus, WorkerKind
 from agents.core.protocols import TaskEngine
 from agents.core.settings import Settings
 from agents.core.user_turns import waiting_on_work
+from agents.core.work_tools import Arg, Attachments, DefaultWorkspace, work_tool
 from agents.store.database import Store
 from agents.work import crew_texts
 from agents.work.access import Access, task_number
@@ -126,19 +128,22 @@ class WorkStarts:
             started.append(task)
         self.engine.wake()
 
+    @work_tool
     async def start_research(
         self,
         caller: Caller,
-        workspace: str,
-        request: str,
-        reworks: int | None = None,
-        attachments: list[int] | None = None,
+        workspace: DefaultWorkspace,
+        request: Annotated[str, Arg("what to study and propose, self-contained")],
+        refines: Annotated[int | None, Arg("id of the proposal being changed (optional)")] = None,
+        attachments: Attachments = None,
     ) -> str:
-        """A research task; `reworks`: the proposal it rewrites (the worker sees that proposal whole)."""
+        """Start the read-only research worker on a workspace; it writes a proposal that is shown to the user with
+        Approve/Reject buttons. Use for improvement/refactor/review requests, and to rework a proposal (pass its id
+        as refines: the worker then sees that proposal whole and the new one replaces it)."""
         await self.access.check_budget()
         instructions = request
-        if reworks is not None:
-            old = await self.access.chat_proposal(caller.chat_id, reworks)
+        if refines is not None:
+            old = await self.access.chat_proposal(caller.chat_id, refines)
             workspace = old.workspace
             instructions = crew_texts.refine_request(request, old)
         ws = await self.access.workspace_for(caller, workspace, f"research: {request}")
@@ -153,7 +158,7 @@ class WorkStarts:
         task = await self.submit(research, attachments=attachments)
         return crew_texts.research_started(task.id, ws.name)
 
-    async def start_task(
+    async def start_one(
         self,
         caller: Caller,
         workspace: str,
@@ -164,7 +169,8 @@ class WorkStarts:
         attachments: list[int] | None = None,
         save_attachments: bool = False,
     ) -> str:
-        """A code, frontend or test task; in the foreground the answer waits briefly for its end."""
+        """One code, frontend or test task (the start_task tool, attempts.py, with one attempt); in the foreground the
+        answer waits briefly for its end."""
         await self.access.check_budget()
         try:
             kind: WorkerKind | None = WorkerKind(str(worker_kind).strip().lower())

@@ -3,9 +3,12 @@ creates a new one (a git repository with a first commit, indexed for symbol hint
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from agents.core.errors import ToolError
 from agents.core.models import Caller
 from agents.core.settings import Settings
+from agents.core.work_tools import Arg, work_tool
 from agents.repo_map.maps import RepoMap
 from agents.store.database import Store
 from agents.work.access import Access, git_identity
@@ -39,7 +42,12 @@ class WorkspaceBinding:
         if not ws.is_self:
             await self.store.conversations.bind(conversation, ws.name)
 
-    async def create(self, caller: Caller, name: str) -> str:
+    @work_tool(name="create_workspace")
+    async def create(
+        self, caller: Caller, name: Annotated[str, Arg("folder name: letters, digits, - and _ (e.g. portfolio-site)")]
+    ) -> str:
+        """Create a new, empty project: a git repository under the workspaces folder (for a new project that has no
+        folder yet, e.g. 'build me a portfolio site'); then start work in it."""
         await self.access.owners_only(caller, "create a workspace", "to create a workspace named:", name)
         ws = await create_workspace(self.workspaces, name, git_identity(self.settings))
         if self.repo_map is not None:
