@@ -25,7 +25,7 @@ from agents.chat.symbol_hints import SymbolHints
 from agents.core.actions import Action, button
 from agents.core.models import Task, TaskStatus
 from agents.core.protocols import ModelState, Notifier, SpeechToText, TaskEngine
-from agents.core.secrets_filter import load_shapes, remember
+from agents.core.secrets_filter import SecretsFilter, load_shapes
 from agents.core.settings import Settings
 from agents.core.user_turns import UserTurns
 from agents.github.api import GitHubClient
@@ -72,6 +72,7 @@ class Runtime:
     hints: SymbolHints
     executor: TaskExecutor
     deliveries: Deliveries
+    secrets: SecretsFilter  # the bot's one output filter (`bot_secrets`): every part that shows text was given it
     transcriber: SpeechToText | None = None
     interrupted: list[Task] = field(default_factory=list)
     schedules: ScheduleBook | None = None
@@ -90,12 +91,14 @@ class Runtime:
         cls,
         settings: Settings,
         notifier: Notifier,
+        secrets: SecretsFilter,
         client: anthropic.AsyncAnthropic | None = None,
         transcriber: SpeechToText | None = None,
         store: Store | None = None,
         chat_lock: Callable[[int], asyncio.Lock] | None = None,
     ) -> Runtime:
-        """Everything built from `settings` and started. `store`: the store the adapter opened first (its notifier
+        """Everything built from `settings` and started. `secrets`: the output filter made by `bot_secrets` (the
+        adapter's notifier masks with the same one). `store`: the store the adapter opened first (its notifier
         records there which buttons each message carries), else opened here; either way the runtime closes it.
         `chat_lock`: the adapter's one-turn-per-chat lock, which a GitHub request takes for its user's chat.
 
@@ -121,9 +124,6 @@ class Runtime:
         # kept worktrees' own file systems after a restart (agents/sandbox/task_disk.py)
         for done in await task_disk.recover(settings.worktrees_dir, settings.sandbox_disk_fs == "auto"):
             log.info("task worktree file system: %s", done)
-        # the bot's own secrets are masked verbatim in everything a model or the chat sees
-        remember([settings.telegram_bot_token.get_secret_value(), settings.anthropic_api_key.get_secret_value()])
-        remember(s.get_secret_value() for s in (settings.github_token, settings.github_webhook_secret) if s is not None)
         # what the first answer would otherwise pay on the event loop (detect-secrets' import) is paid before polling
         started = time.perf_counter()
         await asyncio.to_thread(load_shapes)
@@ -140,9 +140,17 @@ class Runtime:
             if settings.github_token
             else None
         )
-        pull_requests = PullRequests(settings, store, workspaces, notifier, github)
+        pull_requests = PullRequests(settings, store, workspaces, notifier, secrets, github)
         executor, engine = _executor_and_engine(
-            settings, store, client, workspaces, notifier, repo_map, deliveries, pull_requests if github else None
+            settings,
+            store,
+            client,
+            workspaces,
+            notifier,
+            repo_map,
+            deliveries,
+            pull_requests if github else None,
+            secrets,
         )
         crew = Crew(
             settings,
@@ -150,6 +158,7 @@ class Runtime:
             workspaces,
             engine,
             notifier,
+            secrets,
             executor.inboxes,
             repo_map,
             pull_requests,
@@ -157,7 +166,7 @@ class Runtime:
             deliveries=deliveries,
             model=SdkModel(client),
         )
-        orchestrator = Orchestrator(settings, store, client, workspaces, crew, hints, turns)
+        orchestrator = Orchestrator(settings, store, client, workspaces, crew, secrets, hints, turns)
         if transcriber is None:  # importing the voice modules takes a while: not on the event loop
             transcriber = await asyncio.to_thread(_make_transcriber, settings)
         github_inbox = (
@@ -190,6 +199,7 @@ class Runtime:
             hints,
             executor,
             deliveries,
+            secrets,
             transcriber,
             # attempts of a race still running are resumed below, not announced one by one
             interrupted=[t for t in interrupted if t.id not in followed and t.attempt_group is None],
@@ -308,7 +318,7 @@ class Runtime:
 
     async def stop_workers(self) -> None:
         """First step of a shutdown: running tasks become `interrupted` (resumable), their processes are killed."""
-        self.executor.stopping = True
+        self.executor.begin_stopping()
         self.crew.races.close()  # a restart follows the races still running again
         if self.schedules is not None:  # no run starts while the workers stop
             self.schedules.close()
@@ -346,6 +356,15 @@ class Runtime:
         await self.store.close()
 
 
+def bot_secrets(settings: Settings) -> SecretsFilter:
+    """The bot's output filter, with its own secrets added: masked verbatim in everything a model or the chat sees.
+    Made once, before the adapter's notifier, which masks with it too; `Runtime.start` passes it on."""
+    secrets = SecretsFilter()
+    secrets.add([settings.telegram_bot_token.get_secret_value(), settings.anthropic_api_key.get_secret_value()])
+    secrets.add(s.get_secret_value() for s in (settings.github_token, settings.github_webhook_secret) if s is not None)
+    return secrets
+
+
 async def _warn_without_sandbox() -> None:
     """One warning when bwrap does not confine commands here: every command a task runs is refused then."""
     if reason := await unavailable_reason():
@@ -365,13 +384,22 @@ def _executor_and_engine(
     repo_map: RepoMap,
     deliveries: Deliveries,
     pull_requests: PullRequests | None,
+    secrets: SecretsFilter,
 ) -> tuple[TaskExecutor, TaskEngine]:
     """TASK_ENGINE: tasks in this process (TaskQueue over the executor), or as Temporal workflows run by `agentlab
     runner`s. Under Temporal the bot's executor runs no task; it is built with the inbox and the network gate that
     forward notes and answers to the tasks' workflows (the crew and the buttons reach tasks through it)."""
     if settings.task_engine != "temporal":
         executor = TaskExecutor(
-            settings, store, client, workspaces, notifier, repo_map, deliveries, pull_requests=pull_requests
+            settings,
+            store,
+            client,
+            workspaces,
+            notifier,
+            repo_map,
+            deliveries,
+            secrets=secrets,
+            pull_requests=pull_requests,
         )
         return executor, TaskQueue(store, executor.execute, settings.max_concurrent_tasks)
     from agents.engine.front import (  # temporalio is the optional extra `.[temporal]`
@@ -391,6 +419,7 @@ def _executor_and_engine(
         notifier,
         settings.sandbox_network_answer_seconds,
         settings.is_owner,
+        secrets=secrets,
     )
     executor = TaskExecutor(
         settings,
@@ -400,6 +429,7 @@ def _executor_and_engine(
         notifier,
         repo_map,
         deliveries,
+        secrets=secrets,
         inboxes=ForwardedInboxes(lines),
         network=gate,
         pull_requests=pull_requests,

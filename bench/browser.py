@@ -27,6 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from agents.core.secrets_filter import SecretsFilter
 from agents.sandbox.bwrap import spec_for, unavailable_reason  # noqa: E402
 from agents.sandbox.services import TaskServices  # noqa: E402
 from agents.sandbox.task_limits import TaskBounds  # noqa: E402
@@ -73,7 +74,7 @@ async def one_run(install: browser.BrowserInstall) -> dict:
         root = Path(folder).resolve()
         (root / "index.html").write_text(PAGE)
         bounds = TaskBounds("bench-browser", 8 << 30, 1024, max_services=4)
-        spec = dataclasses.replace(spec_for(root), task=bounds)
+        spec = dataclasses.replace(spec_for(SecretsFilter(), root), task=bounds)
         try:
             started = time.perf_counter()
             said = await TaskServices.of(bounds).start(spec, f"python3 -m http.server {PORT} --bind 127.0.0.1", {})

@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 import dataclasses
 
+from agents.core.secrets_filter import SecretsFilter
 from agents.sandbox.bwrap import SandboxSpec, spec_for, unavailable_reason
 from agents.sandbox.shell import run_command
 from agents.sandbox.task_cgroup import support
@@ -74,7 +75,7 @@ async def main() -> dict:
         root = Path(folder).resolve()
         (root / "test_suite.py").write_text(SUITE)
         bounds = TaskBounds("bench", 2 << 30, 512, DiskBudget(root, 1 << 30))
-        command_only = spec_for(root)
+        command_only = spec_for(SecretsFilter(), root)
         task = dataclasses.replace(command_only, task=bounds)
         variants: dict[str, SandboxSpec | None] = {"plain": None, "sandbox": command_only, "task": task}
         if pasta_available():

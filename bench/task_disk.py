@@ -25,6 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from agents.core.secrets_filter import SecretsFilter
 from agents.git.worktrees import TaskWorktree, create_task_worktree, remove_worktree_keep_branch
 from agents.sandbox import task_disk
 from agents.sandbox.bwrap import spec_for, unavailable_reason
@@ -53,7 +54,7 @@ async def per_task(repo: Path, worktrees: Path) -> dict[str, list[tuple[float, f
 async def per_command(tree: TaskWorktree) -> float:
     root = tree.path.resolve()
     bounds = TaskBounds("bench", 1 << 30, 512, DiskBudget(root, BUDGET))
-    spec = dataclasses.replace(spec_for(root), task=bounds)
+    spec = dataclasses.replace(spec_for(SecretsFilter(), root), task=bounds)
     times = []
     try:
         for _ in range(COMMAND_RUNS):

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from agents.core.secrets_filter import SecretsFilter
 from agents.sandbox.bwrap import SandboxSpec, spec_for
 from agents.sandbox.egress_rules import Egress, parse_domains, parse_networks
 from agents.sandbox.shell import CommandResult, run_command
@@ -63,7 +64,7 @@ def host_loopback() -> Iterator[Listener]:
 
 
 def allowed(root: Path, egress: Egress | None = None) -> SandboxSpec:
-    return dataclasses.replace(spec_for(root, network=True), egress=egress or Egress())
+    return dataclasses.replace(spec_for(SecretsFilter(), root, network=True), egress=egress or Egress())
 
 
 async def probe(spec: SandboxSpec, targets: list[tuple[str, int]], before: str = "") -> tuple[dict[str, str], str]:

@@ -19,6 +19,7 @@ import pytest
 
 from agents.chat.orchestrator import Orchestrator
 from agents.core.models import InputMethod, Proposal, ProposalStatus, Role
+from agents.core.secrets_filter import SecretsFilter
 from agents.core.settings import Settings
 from agents.evals.desk import RecordingDesk
 from agents.evals.workspaces import make_eval_workspaces
@@ -52,7 +53,7 @@ def settings(tmp_path: Path, **overrides: Any) -> Settings:
 def orchestrator(tmp_path: Path, store: Store, model: RoleScript) -> tuple[Orchestrator, RecordingDesk]:
     workspaces = make_eval_workspaces(tmp_path)
     desk = RecordingDesk(store, workspaces)
-    return Orchestrator(settings(tmp_path), store, model, workspaces, desk), desk
+    return Orchestrator(settings(tmp_path), store, model, workspaces, desk, SecretsFilter()), desk
 
 
 def texts(request: dict[str, Any]) -> str:

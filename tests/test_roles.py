@@ -11,6 +11,7 @@ import pytest
 
 from agents.core.errors import ToolError
 from agents.core.models import Caller, Task, TaskStatus, WorkerKind
+from agents.core.secrets_filter import SecretsFilter
 from agents.core.settings import Settings
 from agents.store.conversations import TOPIC_BASE, Place
 from agents.store.database import Store
@@ -81,7 +82,7 @@ def crew(tmp_path: Path, store: Store) -> Crew:
 
     runner = TaskQueue(store, never_runs, 1)
     runner.wake = lambda: None
-    return Crew(settings, store, Workspaces(root, bot_repo), runner, RecordingNotifier())
+    return Crew(settings, store, Workspaces(root, bot_repo), runner, RecordingNotifier(), SecretsFilter())
 
 
 def member(chat: int = CHAT, user: int = MEMBER) -> Caller:

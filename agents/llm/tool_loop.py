@@ -23,7 +23,6 @@ import anthropic
 
 from agents.core.models import Usage
 from agents.core.protocols import AnswerStream, MessageModel
-from agents.core.secrets_filter import mask
 from agents.llm.client import usage_of
 from agents.llm.context_budget import create_within_window, fixed_tokens
 from agents.llm.raw_stream import stream_message
@@ -169,7 +168,7 @@ class ToolLoop:
         """A new user turn of content blocks (text, images, documents), kept alternating after a turn that ended on
         tool results (the blocks join that user turn). Text is masked by the one output filter:
         a test run's output or a note quoting a command reaches the model without known secrets."""
-        blocks = masked(blocks)
+        blocks = masked(self.toolbox.secrets, blocks)
         if self.messages and self.messages[-1]["role"] == "user":
             self.messages[-1]["content"].extend(blocks)
         else:
@@ -287,7 +286,7 @@ class ToolLoop:
     async def step(self, without_tools: bool = False) -> tuple[Ending, str] | None:
         """One model call and its tool calls; returns (ending, text) when the loop is over."""
         for note in self.inbox() if self.inbox else []:  # the last message is the user's: a turn or tool results
-            self.messages[-1]["content"].append({"type": "text", "text": mask(note)})
+            self.messages[-1]["content"].append({"type": "text", "text": self.toolbox.secrets.mask(note)})
         response = await self._send(without_tools)
         self.api_calls += 1
         self.usage = self.usage + usage_of(response)

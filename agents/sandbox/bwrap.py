@@ -30,7 +30,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agents.core.secrets_filter import without_url_credentials
+from agents.core.secrets_filter import SecretsFilter
 from agents.sandbox.egress_rules import Egress
 from agents.sandbox.safe_paths import checkout_venv
 from agents.sandbox.task_limits import TaskBounds
@@ -222,9 +222,9 @@ def git_metadata(worktree: Path) -> Path | None:
     return common if common.is_dir() else None
 
 
-def masked_git_config(common: Path) -> Path | None:
-    """A copy of the repository's `.git/config` with its secrets masked (credentials in URLs, `http.extraHeader`,
-    an inline credential helper: agents/core/secrets_filter.py), when it has any (else None).
+def masked_git_config(common: Path, secrets: SecretsFilter) -> Path | None:
+    """A copy of the repository's `.git/config` with its secrets masked by `secrets` (credentials in URLs,
+    `http.extraHeader`, an inline credential helper: agents/core/secrets_filter.py), when it has any (else None).
 
     The copy is shown read-only in place of the original, so `git remote -v` inside works without the token."""
     config = common / "config"
@@ -232,7 +232,7 @@ def masked_git_config(common: Path) -> Path | None:
         text = config.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return None
-    masked = without_url_credentials(text)
+    masked = secrets.without_url_credentials(text)
     if masked == text:
         return None
     folder = _private_folder()
@@ -249,6 +249,7 @@ def _private_folder() -> Path:
 
 
 def spec_for(
+    secrets: SecretsFilter,
     worktree: Path,
     *,
     repository: Path | None = None,
@@ -260,7 +261,8 @@ def spec_for(
 
     What is bound comes from `repository` (the owner's checkout the worktree was made from), never from files in
     the worktree: a worker that rewrites its `.git` file or `.venv` link must not choose what the next sandbox
-    shows. Without `repository` (tests, benchmarks) the worktree's own `.git` and `.venv` are trusted."""
+    shows. Without `repository` (tests, benchmarks) the worktree's own `.git` and `.venv` are trusted. `secrets`:
+    the process's output filter, which masks the copy of the git config the sandbox shows."""
     worktree = Path(worktree).resolve()
     trusted = Path(repository).resolve() if repository is not None else worktree
     read_only: list[Path] = []
@@ -271,9 +273,9 @@ def spec_for(
         metadata = git_metadata(worktree)
     if metadata is not None:
         read_only.append(metadata)
-        if (masked := masked_git_config(metadata)) is not None:
+        if (masked := masked_git_config(metadata, secrets)) is not None:
             masks.append((masked, metadata / "config"))
-    elif not (worktree / ".git").is_symlink() and (masked := masked_git_config(worktree / ".git")) is not None:
+    elif not (worktree / ".git").is_symlink() and (masked := masked_git_config(worktree / ".git", secrets)) is not None:
         masks.append((masked, worktree / ".git" / "config"))
     venv_paths = virtualenv_paths(trusted)
     read_only += venv_paths
@@ -547,7 +549,8 @@ async def _probe() -> str | None:
         return f"Commands are refused because bubblewrap (bwrap) is not installed: {UNAVAILABLE_FIX}."
     await asyncio.to_thread(etc_copy)  # hundreds of files and links (/etc/ssl/certs), made once: not on the loop
     with tempfile.TemporaryDirectory(prefix=temp_prefix("sandbox", "probe")) as folder:
-        argv = bwrap_argv(spec_for(Path(folder)), "true", bwrap=bwrap)
+        # an empty temporary folder: no git config for the spec to mask
+        argv = bwrap_argv(spec_for(SecretsFilter(), Path(folder)), "true", bwrap=bwrap)
         try:
             process = await asyncio.create_subprocess_exec(
                 *argv,

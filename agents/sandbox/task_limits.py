@@ -209,8 +209,9 @@ class ServiceSet(Protocol):
 class TaskBounds:
     """One task's shared limits, made when the task starts and closed when it ends (TaskExecutor): its cgroup, disk
     budget, network namespace (agents/sandbox/task_net.py), services (agents/sandbox/services.py keeps them in
-    `services`; `closers` run first at close, so nothing the task started outlives it) and the secret values it
-    remembered (`secrets`: forgotten at close)."""
+    `services`; `closers` run first at close, so nothing the task started outlives it) and the scope of the secret
+    values its credential files hold (`secrets`, made by the process's filter: forgotten at close; None where no
+    task's values are read, as in the doctor's MCP probe)."""
 
     name: str
     memory_bytes: int
@@ -221,12 +222,9 @@ class TaskBounds:
     services: ServiceSet | None = None  # the task's TaskServices, made at its first service
     service_logs: Path | None = None  # the bot-side folder of the services' logs, shown read-only in every command
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
-    secrets: SecretScope = field(init=False)  # the values the task remembered: masked until it ends
+    secrets: SecretScope | None = None  # the values the task's credential files hold: masked until it ends
     _cgroup: TaskCgroup | None = None
     _made: bool = False
-
-    def __post_init__(self) -> None:
-        self.secrets = SecretScope(f"task {self.name}")
 
     def cgroup(self) -> TaskCgroup | None:
         """The task's cgroup, made at its first command (None where the machine allows none)."""
@@ -246,7 +244,8 @@ class TaskBounds:
         if self._cgroup is not None:
             await self._cgroup.close()
             self._cgroup = None
-        self.secrets.close()
+        if self.secrets is not None:
+            self.secrets.close()
 
 
 def sandbox_limit_warnings(network_possible: bool) -> list[str]:

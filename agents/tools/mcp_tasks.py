@@ -23,7 +23,7 @@ from typing import Any
 
 from agents.core.errors import ToolError
 from agents.core.models import WorkerKind
-from agents.core.secrets_filter import remember
+from agents.core.secrets_filter import SecretsFilter
 from agents.core.settings import Settings
 from agents.sandbox.bwrap import SYSTEM_DIRS, SandboxSpec, spec_for
 from agents.sandbox.egress_rules import egress_for
@@ -196,11 +196,12 @@ class TaskMcp:
     problems: list[str] = dataclasses.field(default_factory=list)
 
     @classmethod
-    def from_settings(cls, settings: Settings, chromium: str | None) -> TaskMcp:
+    def from_settings(cls, settings: Settings, secrets: SecretsFilter, chromium: str | None) -> TaskMcp:
+        """MCP_CONFIG's servers, their own secrets added to `secrets` (masked like the bot's), and the browser."""
         servers, problems = load(settings.mcp_config)
         for problem in problems:
             log.warning("%s", problem)
-        remember(v for c in servers for v in c.secret_values())  # a server's own secrets: masked like the bot's
+        secrets.add(v for c in servers for v in c.secret_values())  # a server's own secrets: masked like the bot's
         timeouts = McpTimeouts(settings.mcp_start_timeout_seconds, settings.mcp_call_timeout_seconds)
         install, note = browser.find(settings.browser_tools_dir, chromium)
         if install is None:
@@ -255,7 +256,8 @@ async def probe(config: McpServerConfig, settings: Settings, call: str | None = 
         bounds = TaskBounds("doctor", settings.sandbox_max_memory_mb << 20, settings.sandbox_max_processes)
         sandbox = None
         if settings.sandbox != "off":
-            spec = spec_for(Path(folder), extra_read_only=settings.sandbox_read_paths)
+            # an empty temporary folder: no git config for the spec to mask, and the doctor shows no server output
+            spec = spec_for(SecretsFilter(), Path(folder), extra_read_only=settings.sandbox_read_paths)
             egress = egress_for(settings.sandbox_network_domains, settings.sandbox_network_private)
             sandbox = dataclasses.replace(spec, task=bounds, egress=egress)
         timeouts = McpTimeouts(settings.mcp_start_timeout_seconds, settings.mcp_call_timeout_seconds)

@@ -17,6 +17,7 @@ import anthropic
 from agents.core.errors import ToolError
 from agents.core.models import Task, TaskStatus, WorkerKind
 from agents.core.protocols import Notifier, Outbox
+from agents.core.secrets_filter import SecretsFilter
 from agents.core.settings import Settings
 from agents.git.command import GitError
 from agents.git.repository import has_commits, rev_parse
@@ -66,27 +67,34 @@ class TaskExecutor:
         repo_map: RepoMap | None = None,
         deliveries: Outbox | None = None,
         *,
+        secrets: SecretsFilter,
         inboxes: Inboxes | None = None,
         network: NetworkGate | None = None,
         baselines: BaselineRuns | None = None,
         pull_requests: PullRequests | None = None,
     ) -> None:
-        """`inboxes` and `network` default to this process's own; the Temporal engine passes versions that also
-        reach tasks running on runners, and a runner one gate per task run (its questions go through that task's
-        workflow). `pull_requests`: GitHub, when GITHUB_TOKEN is set (a follow-up's push, a GitHub thread's answer)."""
+        """`secrets`: the process's output filter (its owner's: the runtime's, a runner's). `inboxes` and `network`
+        default to this process's own; the Temporal engine passes versions that also reach tasks running on runners,
+        and a runner one gate per task run (its questions go through that task's workflow). `pull_requests`: GitHub,
+        when GITHUB_TOKEN is set (a follow-up's push, a GitHub thread's answer)."""
         s = settings
         self.base = Collaborators(
-            settings, store, client, workspaces, notifier, deliveries or Deliveries(store, notifier)
+            settings, store, client, workspaces, notifier, deliveries or Deliveries(store, notifier), secrets
         )
         network = network or NetworkGate(
-            NetworkPolicy(s.sandbox_network), store, notifier, s.sandbox_network_answer_seconds, s.is_owner
+            NetworkPolicy(s.sandbox_network),
+            store,
+            notifier,
+            s.sandbox_network_answer_seconds,
+            s.is_owner,
+            secrets=secrets,
         )
         # ask_user: questions to the task's starter. Tasks on Temporal runners do not get the tool: an answer given
         # in the bot's chat does not reach a runner's waiting worker
         questions = Questions(store, notifier, s.ask_timeout_seconds, s.is_owner, s.ask_max_per_task)
         self.lines = TaskLines(inboxes or Inboxes(), network, questions)
         self.repo_map = repo_map
-        self.sandboxes = TaskSandboxes(settings)
+        self.sandboxes = TaskSandboxes(settings, secrets)
         # base-commit test runs, their outcomes kept in the store for later tasks on the same base
         baselines = baselines or BaselineRuns(s.worktrees_dir / "test-baselines", KeptBaseRuns(store))
         self.checkouts = TaskCheckouts(self.base, self.sandboxes, baselines, lambda: self.stopping)
@@ -95,7 +103,12 @@ class TaskExecutor:
         self.corrections = Corrections(store, self.checkouts, s.max_corrections)
         self.ending = TaskEnding(self.base, self.checkouts, pull_requests)
         self.before_after = BeforeAfter(store, self.sandboxes, self.workers.chromium)  # a frontend task's pair
-        self.stopping = False  # set when the bot shuts down: running tasks become interrupted, not cancelled
+        self.stopping = False  # `begin_stopping`: the bot shuts down, running tasks become interrupted, not cancelled
+
+    def begin_stopping(self) -> None:
+        """The bot (or runner) shuts down: tasks cancelled from now on end interrupted (kept to resume), not
+        cancelled."""
+        self.stopping = True
 
     # what the bot's buttons, the crew and the Temporal runner reach through the executor
     @property

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from agents.core.models import Task
+from agents.core.secrets_filter import SecretsFilter
 from agents.core.settings import Settings
 from agents.sandbox.bwrap import ResourceLimits, SandboxMode, SandboxSpec, spec_for
 from agents.sandbox.egress_rules import egress_for
@@ -22,15 +23,21 @@ from agents.sandbox.task_limits import DiskBudget, TaskBounds, disk_budget
 class TaskSandboxes:
     """Each running task's `TaskBounds`, and the sandbox spec its processes get."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, secrets: SecretsFilter) -> None:
+        """`secrets`: the process's output filter (each task's values get a scope of it; the specs mask with it)."""
         self.settings = settings
+        self.secrets = secrets
         self.bounds: dict[int, TaskBounds] = {}  # task id → its cgroup and disk budget while it runs
 
     def open(self, task: Task) -> TaskBounds:
         """The task's shared limits: memory and processes (a cgroup, made at its first command), disk (its worktree)."""
         s = self.settings
         bounds = TaskBounds(
-            f"{task.id}", s.sandbox_max_memory_mb << 20, s.sandbox_max_processes, max_services=s.sandbox_max_services
+            f"{task.id}",
+            s.sandbox_max_memory_mb << 20,
+            s.sandbox_max_processes,
+            max_services=s.sandbox_max_services,
+            secrets=self.secrets.scope(f"task {task.id}"),
         )
         self.bounds[task.stored_id] = bounds
         return bounds
@@ -70,7 +77,13 @@ class TaskSandboxes:
             max_memory_bytes=s.sandbox_max_memory_mb << 20,
             tmp_bytes=s.sandbox_tmp_mb << 20,
         )
-        spec = spec_for(root, repository=repository, limits=limits, extra_read_only=[*s.sandbox_read_paths, *read_only])
+        spec = spec_for(
+            self.secrets,
+            root,
+            repository=repository,
+            limits=limits,
+            extra_read_only=[*s.sandbox_read_paths, *read_only],
+        )
         egress = egress_for(s.sandbox_network_domains, s.sandbox_network_private, repository)
         spec = dataclasses.replace(spec, egress=egress)
         bounds = self.bounds.get(task.stored_id) if task is not None else None

@@ -61,7 +61,9 @@ class WorkerMaker:
         self.base, self.lines, self.sandboxes, self.repo_map = base, lines, sandboxes, repo_map
         self.check_repository = check_repository
         self.chromium = find_chromium(base.settings.chromium_path)
-        self.mcp = TaskMcp.from_settings(base.settings, self.chromium)  # the owner's MCP servers and the browser
+        self.mcp = TaskMcp.from_settings(
+            base.settings, base.secrets, self.chromium
+        )  # the owner's MCP servers and the browser
 
     async def make(
         self,
@@ -92,6 +94,7 @@ class WorkerMaker:
         toolbox = Toolbox(
             tools,
             Audit(store, agent=f"{task.worker.value}-worker", chat_id=task.chat_id, task_id=task.id),
+            self.base.secrets,
             max_result_chars=s.tool_result_max_chars,
         )
         worker = Worker(
@@ -127,6 +130,7 @@ class WorkerMaker:
             task.worker,
             root,
             s.command_timeout_seconds,
+            self.base.secrets,
             callbacks.screenshot,
             callbacks.verify if task.worker is not WorkerKind.RESEARCH else None,
             task_tag(instance_token(s.database_path), task.stored_id),
