@@ -38,7 +38,7 @@ from agents.repo_map.maps import RepoMap
 from agents.review.pages import TaskPages
 from agents.review.server import InChat, ReviewServer
 from agents.sandbox import task_disk
-from agents.sandbox.bwrap import bwrap_path, unavailable_reason
+from agents.sandbox.bwrap import SandboxProbe, bwrap_path
 from agents.sandbox.task_limits import sandbox_limit_warnings
 from agents.sandbox.temp_folders import sweep_leftovers
 from agents.store.database import Store
@@ -73,6 +73,7 @@ class Runtime:
     executor: TaskExecutor
     deliveries: Deliveries
     secrets: SecretsFilter  # the bot's one output filter (`bot_secrets`): every part that shows text was given it
+    probe: SandboxProbe  # does bwrap confine commands here: every sandbox spec the bot builds carries it
     transcriber: SpeechToText | None = None
     interrupted: list[Task] = field(default_factory=list)
     schedules: ScheduleBook | None = None
@@ -109,9 +110,10 @@ class Runtime:
                 "SANDBOX=off: workers' commands and test runs are NOT confined (they can read the bot's keys, "
                 "your files and use the network); set SANDBOX=bwrap once bubblewrap works here"
             )
+        probe = SandboxProbe()
         if settings.sandbox != "off":
             if bwrap_path() is None:  # said before polling; the real probe (a sandboxed `true`) follows it
-                await _warn_without_sandbox()
+                await _warn_without_sandbox(probe)
             for warning in sandbox_limit_warnings(settings.sandbox_network != "off"):
                 log.warning("%s", warning)
         if not settings.allowed_user_ids:
@@ -151,6 +153,7 @@ class Runtime:
             deliveries,
             pull_requests if github else None,
             secrets,
+            probe,
         )
         crew = Crew(
             settings,
@@ -200,6 +203,7 @@ class Runtime:
             executor,
             deliveries,
             secrets,
+            probe,
             transcriber,
             # attempts of a race still running are resumed below, not announced one by one
             interrupted=[t for t in interrupted if t.id not in followed and t.attempt_group is None],
@@ -215,7 +219,7 @@ class Runtime:
         runtime.start_up_seconds.update(before_polling)
         runtime.start_up = asyncio.create_task(runtime._start_up_work(), name="start-up-work")
         if settings.sandbox != "off" and bwrap_path() is not None:  # the probe, off the way to the first poll
-            runtime.sandbox_probe = asyncio.create_task(_warn_without_sandbox(), name="sandbox-probe")
+            runtime.sandbox_probe = asyncio.create_task(_warn_without_sandbox(probe), name="sandbox-probe")
         return runtime
 
     def start_github_webhook(self) -> None:
@@ -365,9 +369,9 @@ def bot_secrets(settings: Settings) -> SecretsFilter:
     return secrets
 
 
-async def _warn_without_sandbox() -> None:
+async def _warn_without_sandbox(probe: SandboxProbe) -> None:
     """One warning when bwrap does not confine commands here: every command a task runs is refused then."""
-    if reason := await unavailable_reason():
+    if reason := await probe.unavailable_reason():
         log.warning(
             "the sandbox does not work here, so every command a task runs is refused (the workers' shell, "
             "test runs and their verdicts, stdio MCP servers, the frontend browser): %s",
@@ -385,6 +389,7 @@ def _executor_and_engine(
     deliveries: Deliveries,
     pull_requests: PullRequests | None,
     secrets: SecretsFilter,
+    probe: SandboxProbe,
 ) -> tuple[TaskExecutor, TaskEngine]:
     """TASK_ENGINE: tasks in this process (TaskQueue over the executor), or as Temporal workflows run by `agentlab
     runner`s. Under Temporal the bot's executor runs no task; it is built with the inbox and the network gate that
@@ -399,6 +404,7 @@ def _executor_and_engine(
             repo_map,
             deliveries,
             secrets=secrets,
+            probe=probe,
             pull_requests=pull_requests,
         )
         return executor, TaskQueue(store, executor.execute, settings.max_concurrent_tasks)
@@ -430,6 +436,7 @@ def _executor_and_engine(
         repo_map,
         deliveries,
         secrets=secrets,
+        probe=probe,
         inboxes=ForwardedInboxes(lines),
         network=gate,
         pull_requests=pull_requests,

@@ -21,6 +21,7 @@ from agents.sandbox import egress_proxy
 from agents.sandbox.egress_proxy import EgressProxy
 from agents.tools import browser
 from agents.tools.screenshot import find_chromium
+from tests.support.sandbox import PROBE
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "tests" / "mcp_servers" / "demo_server.py"
@@ -188,7 +189,9 @@ async def test_a_research_workers_server_gets_an_empty_folder_and_the_workspace_
     config = parse_entry("demo", {**entry, "roles": ["research"]})
     mcp = TaskMcp([config], McpTimeouts(20, 20))
     bounds = TaskBounds("research", 1 << 30, 64)
-    sandbox = dataclasses.replace(spec_for(SecretsFilter(), workspace, extra_read_only=[DEMO.parent]), task=bounds)
+    sandbox = dataclasses.replace(
+        spec_for(SecretsFilter(), PROBE, workspace, extra_read_only=[DEMO.parent]), task=bounds
+    )
 
     async def nothing(*_args: object) -> None:
         return None

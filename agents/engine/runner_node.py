@@ -50,7 +50,7 @@ from agents.inputs.attachments import Attachments
 from agents.llm.client import make_client
 from agents.repo_map.maps import RepoMap
 from agents.sandbox import task_disk
-from agents.sandbox.bwrap import NetworkPolicy
+from agents.sandbox.bwrap import NetworkPolicy, SandboxProbe
 from agents.sandbox.network_gate import NetworkGate
 from agents.sandbox.safe_paths import UnsafePath, write_file
 from agents.sandbox.task_limits import sandbox_limit_warnings
@@ -186,6 +186,7 @@ class RunnerNode:
         """`secrets`: this runner's output filter (`runner_secrets`), given to every task run's executor."""
         self.settings, self.store, self.client, self.llm = settings, store, client, llm
         self.secrets = secrets
+        self.probe = SandboxProbe()  # does bwrap work here: asked by every task run's commands
         self.name = cluster.runner_name(settings)
         self.queue = cluster.runner_queue(settings, self.name)
         self.workspaces = Workspaces(settings.workspace_path, settings.bot_repository)
@@ -239,6 +240,7 @@ class RunnerNode:
             self.repo_map,
             summaries,
             secrets=self.secrets,
+            probe=self.probe,
             network=gate,
             baselines=self.baselines,
         )

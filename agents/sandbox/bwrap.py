@@ -185,6 +185,7 @@ class SandboxSpec:
     task: TaskBounds | None = field(default=None, compare=False)  # the task's cgroup and disk budget (task_limits.py)
     mounts: tuple[tuple[Path, str], ...] = ()  # (host folder, place in the sandbox) bound read-only, e.g. service logs
     egress: Egress = field(default_factory=Egress)  # what an allowed network reaches (agents/sandbox/egress_rules.py)
+    probe: SandboxProbe = field(kw_only=True, compare=False, repr=False)  # does bwrap work here (its owner's probe)
 
     def with_network(self, network: bool) -> SandboxSpec:
         return dataclasses.replace(self, network=network)
@@ -250,6 +251,7 @@ def _private_folder() -> Path:
 
 def spec_for(
     secrets: SecretsFilter,
+    probe: SandboxProbe,
     worktree: Path,
     *,
     repository: Path | None = None,
@@ -262,7 +264,8 @@ def spec_for(
     What is bound comes from `repository` (the owner's checkout the worktree was made from), never from files in
     the worktree: a worker that rewrites its `.git` file or `.venv` link must not choose what the next sandbox
     shows. Without `repository` (tests, benchmarks) the worktree's own `.git` and `.venv` are trusted. `secrets`:
-    the process's output filter, which masks the copy of the git config the sandbox shows."""
+    the process's output filter, which masks the copy of the git config the sandbox shows; `probe`: the process's
+    bwrap probe, asked before each command runs."""
     worktree = Path(worktree).resolve()
     trusted = Path(repository).resolve() if repository is not None else worktree
     read_only: list[Path] = []
@@ -290,14 +293,15 @@ def spec_for(
         limits or ResourceLimits(),
         tuple(dict.fromkeys(path_prefix)),
         tuple(masks),
+        probe=probe,
     )
 
 
 def sandbox_env(env: Mapping[str, str], spec: SandboxSpec) -> dict[str, str]:
     """The whole environment of a sandboxed command: a few harmless keys of `env`, then PATH, HOME and TMPDIR."""
     kept = dict(SANDBOX_ENV_DEFAULTS)
-    if _node_options:
-        kept["NODE_OPTIONS"] = _node_options
+    if spec.probe.node_options:
+        kept["NODE_OPTIONS"] = spec.probe.node_options
     kept.update({k: v for k, v in env.items() if k in PASSED_ENV or k.startswith("LC_")})
     visible = (spec.worktree, *spec.read_only, *spec.writable)
     # PYTHONPATH / VIRTUAL_ENV / PATH entries the bot set for the tests (the worktree's sources first, a borrowed
@@ -495,38 +499,42 @@ def bwrap_path() -> str | None:
     return shutil.which("bwrap")
 
 
-_probe_result: str | None = None
-_probe_done = False
 # Node's WebAssembly reserves ~10 GB of address space per instance for its trap handler: over the sandbox's
 # address-space limit, wasm users (vitest/vite's es-module-lexer, ...) die "Out of memory". Where this node knows
 # the flag that turns the reservation off, every sandboxed node gets it (NODE_OPTIONS; probed with the sandbox).
 NODE_WASM_FLAG = "--disable-wasm-trap-handler"
-_node_options: str | None = None
 
 
-async def unavailable_reason() -> str | None:
-    """None when bwrap confines commands here, else one sentence naming the fix. Probed once (`bwrap ... true`).
-    Not logged here: the bot's start says it once (agents/runtime.py), `agentlab doctor` prints it in its format."""
-    global _probe_result, _probe_done
-    if not _probe_done:  # two first callers may both probe: harmless, and no lock tied to one event loop
-        result = await _probe()
-        await _probe_node()
-        _probe_result, _probe_done = result, True
-    return _probe_result
+class SandboxProbe:
+    """Whether bwrap confines commands on this machine (`bwrap ... true`), and the NODE_OPTIONS every sandboxed node
+    gets: probed once per probe object. The process's owner (the bot's `Runtime`, a runner, `agentlab doctor`) makes
+    one and every sandbox spec it builds carries it; a fresh object probes again (after installing bubblewrap)."""
+
+    def __init__(self) -> None:
+        self._reason: str | None = None
+        self._done = False
+        self._node_options: str | None = None
+
+    async def unavailable_reason(self) -> str | None:
+        """None when bwrap confines commands here, else one sentence naming the fix. Not logged here: the bot's
+        start says it once (agents/runtime.py), `agentlab doctor` prints it in its format."""
+        if not self._done:  # two first callers may both probe: harmless, and no lock tied to one event loop
+            reason = await _probe(self)
+            self._node_options = await _probe_node()
+            self._reason, self._done = reason, True
+        return self._reason
+
+    @property
+    def node_options(self) -> str | None:
+        """NODE_OPTIONS for sandboxed node processes (NODE_WASM_FLAG where node knows it), once probed; else None."""
+        return self._node_options
 
 
-def reset_probe() -> None:
-    """Forget the cached probe (tests; after installing bubblewrap the bot is restarted anyway)."""
-    global _probe_done, _probe_result, _node_options
-    _probe_done, _probe_result, _node_options = False, None, None
-
-
-async def _probe_node() -> None:
-    """Whether the system's node accepts NODE_WASM_FLAG (node 20.15+): then sandboxed node processes get it."""
-    global _node_options
+async def _probe_node() -> str | None:
+    """NODE_WASM_FLAG when the system's node accepts it (node 20.15+): then sandboxed node processes get it."""
     node = shutil.which("node", path=SYSTEM_PATH)
     if node is None:
-        return
+        return None
     try:
         process = await asyncio.create_subprocess_exec(
             node, NODE_WASM_FLAG, "-e", "0", stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL
@@ -534,11 +542,12 @@ async def _probe_node() -> None:
         async with asyncio.timeout(10):
             code = await process.wait()
     except (OSError, TimeoutError):
-        return
-    _node_options = NODE_WASM_FLAG if code == 0 else None
+        return None
+    return NODE_WASM_FLAG if code == 0 else None
 
 
-async def _probe() -> str | None:
+async def _probe(probe: SandboxProbe) -> str | None:
+    """Run `true` in a sandbox of an empty folder (its spec carries `probe`, whose answer this is)."""
     if not sys.platform.startswith("linux"):
         return (
             f"Commands cannot be sandboxed on {sys.platform}: bubblewrap needs Linux; "
@@ -550,7 +559,7 @@ async def _probe() -> str | None:
     await asyncio.to_thread(etc_copy)  # hundreds of files and links (/etc/ssl/certs), made once: not on the loop
     with tempfile.TemporaryDirectory(prefix=temp_prefix("sandbox", "probe")) as folder:
         # an empty temporary folder: no git config for the spec to mask
-        argv = bwrap_argv(spec_for(SecretsFilter(), Path(folder)), "true", bwrap=bwrap)
+        argv = bwrap_argv(spec_for(SecretsFilter(), probe, Path(folder)), "true", bwrap=bwrap)
         try:
             process = await asyncio.create_subprocess_exec(
                 *argv,

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from agents.core.errors import ToolError
-from agents.sandbox.bwrap import SERVICES_MOUNT, SandboxSpec, keep_size_filter, sandbox_env, unavailable_reason
+from agents.sandbox.bwrap import SERVICES_MOUNT, SandboxSpec, keep_size_filter, sandbox_env
 from agents.sandbox.shell import confined_argv
 from agents.sandbox.task_limits import TaskBounds
 from agents.sandbox.temp_folders import temp_folder
@@ -131,7 +131,7 @@ class TaskServices:
         self, sandbox: SandboxSpec, command: str, env: Mapping[str, str], name: str, stdio: bool
     ) -> Service:
         """Start `command` (a shell line) in the task's sandbox; stdio: stdin/stdout pipes, stderr to the log."""
-        if reason := await unavailable_reason():
+        if reason := await sandbox.probe.unavailable_reason():
             raise ToolError(reason)
         if len(self.running()) >= self.bounds.max_services:
             raise ToolError(

@@ -24,7 +24,7 @@ from agents.git.repository import has_commits, rev_parse
 from agents.git.worktrees import TaskWorktree
 from agents.llm.client import explain_api_error
 from agents.repo_map.maps import RepoMap
-from agents.sandbox.bwrap import NetworkPolicy
+from agents.sandbox.bwrap import NetworkPolicy, SandboxProbe
 from agents.sandbox.network_gate import NetworkGate
 from agents.store.database import Store
 from agents.store.delivery import Deliveries
@@ -68,12 +68,14 @@ class TaskExecutor:
         deliveries: Outbox | None = None,
         *,
         secrets: SecretsFilter,
+        probe: SandboxProbe,
         inboxes: Inboxes | None = None,
         network: NetworkGate | None = None,
         baselines: BaselineRuns | None = None,
         pull_requests: PullRequests | None = None,
     ) -> None:
-        """`secrets`: the process's output filter (its owner's: the runtime's, a runner's). `inboxes` and `network`
+        """`secrets`: the process's output filter and `probe` its bwrap probe (their owner's: the runtime's, a
+        runner's). `inboxes` and `network`
         default to this process's own; the Temporal engine passes versions that also reach tasks running on runners,
         and a runner one gate per task run (its questions go through that task's workflow). `pull_requests`: GitHub,
         when GITHUB_TOKEN is set (a follow-up's push, a GitHub thread's answer)."""
@@ -94,7 +96,7 @@ class TaskExecutor:
         questions = Questions(store, notifier, s.ask_timeout_seconds, s.is_owner, s.ask_max_per_task)
         self.lines = TaskLines(inboxes or Inboxes(), network, questions)
         self.repo_map = repo_map
-        self.sandboxes = TaskSandboxes(settings, secrets)
+        self.sandboxes = TaskSandboxes(settings, secrets, probe)
         # base-commit test runs, their outcomes kept in the store for later tasks on the same base
         baselines = baselines or BaselineRuns(s.worktrees_dir / "test-baselines", KeptBaseRuns(store))
         self.checkouts = TaskCheckouts(self.base, self.sandboxes, baselines, lambda: self.stopping)

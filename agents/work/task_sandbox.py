@@ -15,7 +15,7 @@ from pathlib import Path
 from agents.core.models import Task
 from agents.core.secrets_filter import SecretsFilter
 from agents.core.settings import Settings
-from agents.sandbox.bwrap import ResourceLimits, SandboxMode, SandboxSpec, spec_for
+from agents.sandbox.bwrap import ResourceLimits, SandboxMode, SandboxProbe, SandboxSpec, spec_for
 from agents.sandbox.egress_rules import egress_for
 from agents.sandbox.task_limits import DiskBudget, TaskBounds, disk_budget
 
@@ -23,10 +23,12 @@ from agents.sandbox.task_limits import DiskBudget, TaskBounds, disk_budget
 class TaskSandboxes:
     """Each running task's `TaskBounds`, and the sandbox spec its processes get."""
 
-    def __init__(self, settings: Settings, secrets: SecretsFilter) -> None:
-        """`secrets`: the process's output filter (each task's values get a scope of it; the specs mask with it)."""
+    def __init__(self, settings: Settings, secrets: SecretsFilter, probe: SandboxProbe) -> None:
+        """`secrets`: the process's output filter (each task's values get a scope of it; the specs mask with it);
+        `probe`: the process's bwrap probe, which every spec carries."""
         self.settings = settings
         self.secrets = secrets
+        self.probe = probe
         self.bounds: dict[int, TaskBounds] = {}  # task id → its cgroup and disk budget while it runs
 
     def open(self, task: Task) -> TaskBounds:
@@ -79,6 +81,7 @@ class TaskSandboxes:
         )
         spec = spec_for(
             self.secrets,
+            self.probe,
             root,
             repository=repository,
             limits=limits,
