@@ -129,6 +129,24 @@ class _LimitReached(Exception):
         self.ending = ending
 
 
+class RunClock:
+    """The time limit of a loop's running run, read from outside it: a question to the user waits no longer than the
+    run has left. Whoever builds the loop and the tools that wait makes one and gives it to both."""
+
+    def __init__(self) -> None:
+        self._deadline: asyncio.Timeout | None = None
+
+    def start(self, deadline: asyncio.Timeout | None) -> None:
+        """A run began, bounded by `deadline` (None: ended)."""
+        self._deadline = deadline
+
+    def seconds_left(self) -> float | None:
+        """What is left of the running run's time limit (None: no run, or no limit); a wait inside a tool (a question
+        to the user) counts against it like any other work."""
+        when = self._deadline.when() if self._deadline is not None else None
+        return None if when is None else max(0.0, when - asyncio.get_running_loop().time())
+
+
 @dataclass
 class ToolLoop:
     """One agent's conversation with the model and its tools; `run` continues it with the next user turn."""
@@ -156,13 +174,11 @@ class ToolLoop:
     usage: Usage = field(default_factory=Usage)
     api_calls: int = 0
     tools_used: list[str] = field(default_factory=list)
-    _deadline: asyncio.Timeout | None = field(default=None, init=False, repr=False)  # the running run's time limit
+    clock: RunClock = field(default_factory=RunClock)  # the running run's time limit, for the tools that wait
 
     def seconds_left(self) -> float | None:
-        """What is left of the running run's time limit (None: no run, or no limit); a wait inside a tool (a question
-        to the user) counts against it like any other work."""
-        when = self._deadline.when() if self._deadline is not None else None
-        return None if when is None else max(0.0, when - asyncio.get_running_loop().time())
+        """What is left of the running run's time limit (`RunClock.seconds_left`)."""
+        return self.clock.seconds_left()
 
     def add_user_turn(self, blocks: list[dict[str, Any]]) -> None:
         """A new user turn of content blocks (text, images, documents), kept alternating after a turn that ended on
@@ -180,7 +196,8 @@ class ToolLoop:
         started = time.monotonic()
         timeout = None if math.isinf(limits.max_seconds) else limits.max_seconds
         try:
-            async with asyncio.timeout(timeout) as self._deadline:
+            async with asyncio.timeout(timeout) as deadline:
+                self.clock.start(deadline)
                 while True:
                     if steps >= limits.max_steps:
                         raise _LimitReached(Ending.STEP_LIMIT)
@@ -202,7 +219,7 @@ class ToolLoop:
                 raise  # not our deadline: a timeout from inside (an SDK or tool timeout)
             return self._stopped(Ending.TIME_LIMIT, steps)
         finally:
-            self._deadline = None
+            self.clock.start(None)
 
     def _warn_now(self, limits: Limits, steps: int) -> bool:
         """Whether the step about to start is the one to warn before (the newest turn is the user's to add to)."""
