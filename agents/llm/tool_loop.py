@@ -176,6 +176,10 @@ class ToolLoop:
     tools_used: list[str] = field(default_factory=list)
     clock: RunClock = field(default_factory=RunClock)  # the running run's time limit, for the tools that wait
 
+    def keep_cache_for(self, ttl: Literal["5m", "1h"]) -> None:
+        """The cache lifetime the next requests ask for: "1h" when a long wait (a test run) comes before the next."""
+        self.cache_ttl = ttl
+
     def seconds_left(self) -> float | None:
         """What is left of the running run's time limit (`RunClock.seconds_left`)."""
         return self.clock.seconds_left()

@@ -194,7 +194,7 @@ class BrowserRun:
         inner = start(wrapped, sandbox, bounds)
 
         async def connect():  # noqa: ANN202 - (transport, process)
-            if proxy._server is None:
+            if not proxy.listening:
                 await proxy.start()
             return await inner()
 

@@ -72,7 +72,7 @@ class RoleCallbacks:
             raise ToolError(f"there is no criterion {index}; the criteria are numbered 1..{count}")
         criteria = await self.store.criteria(task_id)
         done = sum(c.verified for c in criteria)
-        self.progress.criteria = f"{done}/{len(criteria)} criteria verified"
+        self.progress.criteria_verified(done, len(criteria))
         await self.progress.update(f"verified criterion {index}")
         return f"criterion {index} verified ({done}/{len(criteria)})"
 

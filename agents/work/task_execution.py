@@ -227,7 +227,7 @@ class TaskExecutor:
         worker = await self.workers.make(task, tree.path, progress, checks.read_only_paths, folder_rules)
         criteria = await self.base.store.criteria(task.stored_id)
         if criteria:
-            progress.criteria = f"{sum(c.verified for c in criteria)}/{len(criteria)} criteria verified"
+            progress.criteria_verified(sum(c.verified for c in criteria), len(criteria))
         # the worktree's own map (what the worker sees), its index seeded from the workspace's
         repo_map = await self.briefing.repository_map(task, workspace, tree.path)
         blocks, saved = await self.briefing.handed_over(task, tree.path)

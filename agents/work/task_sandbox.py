@@ -61,7 +61,7 @@ class TaskSandboxes:
         bounds = self.bounds.get(task.stored_id)
         if bounds is not None and bounds.disk is None:
             s = self.settings
-            bounds.disk = DiskBudget(root.resolve(), disk_budget(s.sandbox_max_disk_mb, s.worktrees_dir))
+            bounds.watch_disk(DiskBudget(root.resolve(), disk_budget(s.sandbox_max_disk_mb, s.worktrees_dir)))
         return bounds
 
     def spec(
