@@ -244,6 +244,7 @@ def masked_git_config(common: Path, secrets: SecretsFilter) -> Path | None:
 
 @functools.cache
 def _private_folder() -> Path:
+    """The process's own folder for the masked git configs, made once (removed at exit)."""
     folder = temp_folder("sandbox", "git")
     atexit.register(shutil.rmtree, folder, ignore_errors=True)
     return folder

@@ -68,7 +68,9 @@ async def mask_credential_files(checkout: Path, into: SecretsFilter | SecretScop
     return len(set(values))
 
 
-_commit_values: dict[str, list[str]] = {}  # a commit → the values its credential files hold (commits do not change)
+# a commit → the values its credential files hold. Process-wide: a commit's files never change (the values are
+# added to each task's own scope from here, not kept masked by this cache)
+_commit_values: dict[str, list[str]] = {}
 COMMITS_KEPT = 64
 
 
@@ -97,8 +99,9 @@ async def _at_head(checkout: Path) -> list[str]:
     return values
 
 
-_history_seen: dict[str, list[str]] = {}  # the refs' tips -> the values their history holds (one search per state)
-HISTORY_STATES = 64  # the latest states of refs remembered, so the cache does not grow with every commit
+# the refs' tips -> the values their history holds (one search per state). Process-wide: a pure function of the tips
+_history_seen: dict[str, list[str]] = {}
+HISTORY_STATES = 64  # the latest states of refs kept, so the cache does not grow with every commit
 
 
 async def _history_once(checkout: Path) -> list[str]:
