@@ -219,11 +219,11 @@ class SecretsFilter:
     def __init__(self) -> None:
         self._verbatim = _Verbatim()
 
-    def add(self, values: Iterable[str], scope: SecretScope | None = None) -> None:
-        """Mask these values verbatim from now on, in every task's output: for the bot's life (its own secrets, an MCP
-        server's), or while `scope` is open (a task's credential files' values); values shorter than 8 characters
-        are ignored."""
-        self._verbatim.add(values, scope)
+    def add(self, values: Iterable[str]) -> None:
+        """Mask these values verbatim from now on, in every task's output, for the process's life (the bot's own
+        secrets, an MCP server's); a task's values go to its `scope` instead. Values shorter than 8 characters are
+        ignored."""
+        self._verbatim.add(values, None)
 
     def scope(self, name: str) -> SecretScope:
         """A scope for one task's values (`SecretScope.add`), forgotten when it closes."""
