@@ -25,7 +25,7 @@ from agents.chat.symbol_hints import SymbolHints
 from agents.core.actions import Action, button
 from agents.core.models import Task, TaskStatus
 from agents.core.protocols import ModelState, Notifier, SpeechToText, TaskEngine
-from agents.core.secrets_filter import load_shapes, remember
+from agents.core.secrets_filter import SecretsFilter, load_shapes
 from agents.core.settings import Settings
 from agents.core.user_turns import UserTurns
 from agents.github.api import GitHubClient
@@ -38,7 +38,7 @@ from agents.repo_map.maps import RepoMap
 from agents.review.pages import TaskPages
 from agents.review.server import InChat, ReviewServer
 from agents.sandbox import task_disk
-from agents.sandbox.bwrap import NetworkPolicy, bwrap_path, unavailable_reason
+from agents.sandbox.bwrap import NetworkPolicy, SandboxProbe, bwrap_path
 from agents.sandbox.network_gate import NetworkGate
 from agents.sandbox.task_limits import sandbox_limit_warnings
 from agents.sandbox.temp_folders import sweep_leftovers
@@ -77,6 +77,8 @@ class Runtime:
     hints: SymbolHints
     chat_actions: ChatActions  # what the chat adapter does to running work besides the crew's desk
     deliveries: Deliveries
+    secrets: SecretsFilter  # the bot's one output filter (`bot_secrets`): every part that shows text was given it
+    probe: SandboxProbe  # does bwrap confine commands here: every sandbox spec the bot builds carries it
     transcriber: SpeechToText | None = None
     executor: TaskExecutor | None = None  # TASK_ENGINE=local: runs the tasks here (under Temporal, runners do)
     interrupted: list[Task] = field(default_factory=list)
@@ -96,12 +98,14 @@ class Runtime:
         cls,
         settings: Settings,
         notifier: Notifier,
+        secrets: SecretsFilter,
         client: anthropic.AsyncAnthropic | None = None,
         transcriber: SpeechToText | None = None,
         store: Store | None = None,
         chat_lock: Callable[[int], asyncio.Lock] | None = None,
     ) -> Runtime:
-        """Everything built from `settings` and started. `store`: the store the adapter opened first (its notifier
+        """Everything built from `settings` and started. `secrets`: the output filter made by `bot_secrets` (the
+        adapter's notifier masks with the same one). `store`: the store the adapter opened first (its notifier
         records there which buttons each message carries), else opened here; either way the runtime closes it.
         `chat_lock`: the adapter's one-turn-per-chat lock, which a GitHub request takes for its user's chat.
 
@@ -112,9 +116,10 @@ class Runtime:
                 "SANDBOX=off: workers' commands and test runs are NOT confined (they can read the bot's keys, "
                 "your files and use the network); set SANDBOX=bwrap once bubblewrap works here"
             )
+        probe = SandboxProbe()
         if settings.sandbox != "off":
             if bwrap_path() is None:  # said before polling; the real probe (a sandboxed `true`) follows it
-                await _warn_without_sandbox()
+                await _warn_without_sandbox(probe)
             for warning in sandbox_limit_warnings(settings.sandbox_network != "off"):
                 log.warning("%s", warning)
         if not settings.allowed_user_ids:
@@ -127,9 +132,6 @@ class Runtime:
         # kept worktrees' own file systems after a restart (agents/sandbox/task_disk.py)
         for done in await task_disk.recover(settings.worktrees_dir, settings.sandbox_disk_fs == "auto"):
             log.info("task worktree file system: %s", done)
-        # the bot's own secrets are masked verbatim in everything a model or the chat sees
-        remember([settings.telegram_bot_token.get_secret_value(), settings.anthropic_api_key.get_secret_value()])
-        remember(s.get_secret_value() for s in (settings.github_token, settings.github_webhook_secret) if s is not None)
         # what the first answer would otherwise pay on the event loop (detect-secrets' import) is paid before polling
         started = time.perf_counter()
         await asyncio.to_thread(load_shapes)
@@ -146,9 +148,18 @@ class Runtime:
             if settings.github_token
             else None
         )
-        pull_requests = PullRequests(settings, store, workspaces, notifier, github)
+        pull_requests = PullRequests(settings, store, workspaces, notifier, secrets, github)
         engine, lines, executor = _engine(
-            settings, store, client, workspaces, notifier, repo_map, deliveries, pull_requests if github else None
+            settings,
+            store,
+            client,
+            workspaces,
+            notifier,
+            repo_map,
+            deliveries,
+            pull_requests if github else None,
+            secrets,
+            probe,
         )
         crew = Crew(
             settings,
@@ -156,6 +167,7 @@ class Runtime:
             workspaces,
             engine,
             notifier,
+            secrets,
             lines.inboxes,
             repo_map,
             pull_requests,
@@ -164,7 +176,7 @@ class Runtime:
             model=SdkModel(client),
         )
         chat_actions = ChatActions(store, notifier, crew, lines.questions, lines.network)
-        orchestrator = Orchestrator(settings, store, client, workspaces, crew, hints, turns)
+        orchestrator = Orchestrator(settings, store, client, workspaces, crew, secrets, hints, turns)
         if transcriber is None:  # importing the voice modules takes a while: not on the event loop
             transcriber = await asyncio.to_thread(_make_transcriber, settings)
         github_inbox = (
@@ -197,6 +209,8 @@ class Runtime:
             hints,
             chat_actions,
             deliveries,
+            secrets,
+            probe,
             transcriber,
             executor,
             # attempts of a race still running are resumed below, not announced one by one
@@ -213,7 +227,7 @@ class Runtime:
         runtime.start_up_seconds.update(before_polling)
         runtime.start_up = asyncio.create_task(runtime._start_up_work(), name="start-up-work")
         if settings.sandbox != "off" and bwrap_path() is not None:  # the probe, off the way to the first poll
-            runtime.sandbox_probe = asyncio.create_task(_warn_without_sandbox(), name="sandbox-probe")
+            runtime.sandbox_probe = asyncio.create_task(_warn_without_sandbox(probe), name="sandbox-probe")
         return runtime
 
     def start_github_webhook(self) -> None:
@@ -317,7 +331,7 @@ class Runtime:
     async def stop_workers(self) -> None:
         """First step of a shutdown: running tasks become `interrupted` (resumable), their processes are killed."""
         if self.executor is not None:
-            self.executor.stopping = True
+            self.executor.begin_stopping()
         self.crew.races.close()  # a restart follows the races still running again
         if self.schedules is not None:  # no run starts while the workers stop
             self.schedules.close()
@@ -355,9 +369,18 @@ class Runtime:
         await self.store.close()
 
 
-async def _warn_without_sandbox() -> None:
+def bot_secrets(settings: Settings) -> SecretsFilter:
+    """The bot's output filter, with its own secrets added: masked verbatim in everything a model or the chat sees.
+    Made once, before the adapter's notifier, which masks with it too; `Runtime.start` passes it on."""
+    secrets = SecretsFilter()
+    secrets.add([settings.telegram_bot_token.get_secret_value(), settings.anthropic_api_key.get_secret_value()])
+    secrets.add(s.get_secret_value() for s in (settings.github_token, settings.github_webhook_secret) if s is not None)
+    return secrets
+
+
+async def _warn_without_sandbox(probe: SandboxProbe) -> None:
     """One warning when bwrap does not confine commands here: every command a task runs is refused then."""
-    if reason := await unavailable_reason():
+    if reason := await probe.unavailable_reason():
         log.warning(
             "the sandbox does not work here, so every command a task runs is refused (the workers' shell, "
             "test runs and their verdicts, stdio MCP servers, the frontend browser): %s",
@@ -374,6 +397,8 @@ def _engine(
     repo_map: RepoMap,
     deliveries: Deliveries,
     pull_requests: PullRequests | None,
+    secrets: SecretsFilter,
+    probe: SandboxProbe,
 ) -> tuple[TaskEngine, TaskLines, TaskExecutor | None]:
     """TASK_ENGINE: tasks in this process (TaskQueue over the executor), or as Temporal workflows run by `agentlab
     runner`s (the bot then runs no task and builds no executor). Either way, the lines that reach running tasks (notes,
@@ -383,7 +408,7 @@ def _engine(
     questions = Questions(store, notifier, s.ask_timeout_seconds, s.is_owner, s.ask_max_per_task)
     policy = NetworkPolicy(s.sandbox_network)
     if s.task_engine != "temporal":
-        gate = NetworkGate(policy, store, notifier, s.sandbox_network_answer_seconds, s.is_owner)
+        gate = NetworkGate(policy, store, notifier, s.sandbox_network_answer_seconds, s.is_owner, secrets=secrets)
         lines = TaskLines(Inboxes(), gate, questions)
         executor = TaskExecutor(
             settings,
@@ -396,6 +421,8 @@ def _engine(
             inboxes=lines.inboxes,
             network=lines.network,
             questions=lines.questions,
+            secrets=secrets,
+            probe=probe,
             pull_requests=pull_requests,
         )
         return TaskQueue(store, executor.execute, s.max_concurrent_tasks), lines, executor
@@ -408,7 +435,9 @@ def _engine(
     from agents.inputs.attachments import Attachments
 
     followed = WorkflowLines(settings)
-    forwarding = ForwardedNetworkGate(followed, policy, store, notifier, s.sandbox_network_answer_seconds, s.is_owner)
+    forwarding = ForwardedNetworkGate(
+        followed, policy, store, notifier, s.sandbox_network_answer_seconds, s.is_owner, secrets=secrets
+    )
     lines = TaskLines(ForwardedInboxes(followed), forwarding, questions)
     engine = TemporalEngine(
         settings, store, followed, notifier, deliveries, workspaces, Attachments.from_settings(settings), pull_requests

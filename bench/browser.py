@@ -27,12 +27,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from agents.sandbox.bwrap import spec_for, unavailable_reason  # noqa: E402
+from agents.core.secrets_filter import SecretsFilter
+from agents.sandbox.bwrap import SandboxProbe, spec_for  # noqa: E402
 from agents.sandbox.services import TaskServices  # noqa: E402
 from agents.sandbox.task_limits import TaskBounds  # noqa: E402
 from agents.tools import browser  # noqa: E402
 from agents.tools.mcp_tasks import McpTimeouts, Planned, connector, open_task_servers  # noqa: E402
 from agents.tools.screenshot import find_chromium  # noqa: E402
+
+PROBE = SandboxProbe()  # the bench's one bwrap probe, carried by its specs
 
 PORT = 8177
 PAGE = "<!doctype html><title>Bench</title><h1>Hello</h1><p>" + "text " * 200 + "</p>"
@@ -73,7 +76,7 @@ async def one_run(install: browser.BrowserInstall) -> dict:
         root = Path(folder).resolve()
         (root / "index.html").write_text(PAGE)
         bounds = TaskBounds("bench-browser", 8 << 30, 1024, max_services=4)
-        spec = dataclasses.replace(spec_for(root), task=bounds)
+        spec = dataclasses.replace(spec_for(SecretsFilter(), PROBE, root), task=bounds)
         try:
             started = time.perf_counter()
             said = await TaskServices.of(bounds).start(spec, f"python3 -m http.server {PORT} --bind 127.0.0.1", {})
@@ -121,7 +124,7 @@ async def one_run(install: browser.BrowserInstall) -> dict:
 
 
 async def main(runs: int) -> dict:
-    if reason := await unavailable_reason():
+    if reason := await PROBE.unavailable_reason():
         raise SystemExit(reason)
     install, why = browser.find(None, find_chromium())
     if install is None:

@@ -24,11 +24,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from agents.core.secrets_filter import SecretsFilter
 from agents.git.commits import commit_all
 from agents.git.repository import ensure_repository, file_at
 from agents.git.worktrees import create_task_worktree, remove_worktree_keep_branch
 from agents.work.repo_rules import list_tree
-from agents.workspaces.credential_files import remember_credential_files
+from agents.workspaces.credential_files import mask_credential_files
 from bench._git_repo import cpu_seconds, make_repo  # noqa: E402
 
 WARM, RUNS = 3, 30
@@ -37,7 +38,7 @@ WARM, RUNS = 3, 30
 async def one_task(repo: Path, worktrees: Path, task_id: int) -> None:
     await ensure_repository(repo)
     tree = await create_task_worktree(repo, task_id, "Change a file", None, worktrees)
-    await remember_credential_files(tree.path)
+    await mask_credential_files(tree.path, SecretsFilter())
     await file_at(repo, tree.base_commit, ".agentlab.toml")
     await list_tree(repo, tree.base_commit)
     (tree.path / "file1.txt").write_text(f"changed by task {task_id}\n")

@@ -31,7 +31,8 @@ sys.path.insert(0, str(ROOT))
 
 import dataclasses
 
-from agents.sandbox.bwrap import SandboxSpec, spec_for, unavailable_reason
+from agents.core.secrets_filter import SecretsFilter
+from agents.sandbox.bwrap import SandboxProbe, SandboxSpec, spec_for
 from agents.sandbox.shell import run_command
 from agents.sandbox.task_cgroup import support
 from agents.sandbox.task_limits import DiskBudget, TaskBounds
@@ -41,6 +42,8 @@ try:
 except ImportError:  # before tasks had their own network namespace
     TaskNet = None
 from agents.sandbox.user_net import available as pasta_available
+
+PROBE = SandboxProbe()  # the bench's one bwrap probe, carried by its specs
 
 try:
     from agents.sandbox.egress_rules import Egress
@@ -68,13 +71,13 @@ async def timed(command: str, cwd: Path, sandbox: SandboxSpec | None, timeout: f
 
 
 async def main() -> dict:
-    if reason := await unavailable_reason():
+    if reason := await PROBE.unavailable_reason():
         raise SystemExit(reason)
     with tempfile.TemporaryDirectory(prefix="agentlab-bench-sandbox-") as folder:
         root = Path(folder).resolve()
         (root / "test_suite.py").write_text(SUITE)
         bounds = TaskBounds("bench", 2 << 30, 512, DiskBudget(root, 1 << 30))
-        command_only = spec_for(root)
+        command_only = spec_for(SecretsFilter(), PROBE, root)
         task = dataclasses.replace(command_only, task=bounds)
         variants: dict[str, SandboxSpec | None] = {"plain": None, "sandbox": command_only, "task": task}
         if pasta_available():

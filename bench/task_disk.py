@@ -25,12 +25,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from agents.core.secrets_filter import SecretsFilter
 from agents.git.worktrees import TaskWorktree, create_task_worktree, remove_worktree_keep_branch
 from agents.sandbox import task_disk
-from agents.sandbox.bwrap import spec_for, unavailable_reason
+from agents.sandbox.bwrap import SandboxProbe, spec_for
 from agents.sandbox.shell import run_command
 from agents.sandbox.task_limits import DiskBudget, TaskBounds
 from bench._git_repo import cpu_seconds, make_repo  # noqa: E402
+
+PROBE = SandboxProbe()  # the bench's one bwrap probe, carried by its specs
 
 RUNS, COMMAND_RUNS = 20, 10
 BUDGET = 1 << 30
@@ -53,7 +56,7 @@ async def per_task(repo: Path, worktrees: Path) -> dict[str, list[tuple[float, f
 async def per_command(tree: TaskWorktree) -> float:
     root = tree.path.resolve()
     bounds = TaskBounds("bench", 1 << 30, 512, DiskBudget(root, BUDGET))
-    spec = dataclasses.replace(spec_for(root), task=bounds)
+    spec = dataclasses.replace(spec_for(SecretsFilter(), PROBE, root), task=bounds)
     times = []
     try:
         for _ in range(COMMAND_RUNS):
@@ -96,7 +99,7 @@ async def main() -> None:
             print(f"  {name:16} CPU {cpu:6.1f} ms   wall {wall:6.1f} ms")
         holds = await held(worktrees)
         print(f"what a worktree holds: {holds / (1 << 20):,.0f} MB of 8 MB reservations, budget {BUDGET >> 20:,} MB")
-        if (reason := await unavailable_reason()) is not None:
+        if (reason := await PROBE.unavailable_reason()) is not None:
             print(f"per command: skipped ({reason})")
             return
         print(f"per command: sandboxed, writes and deletes 500 small files (median of {COMMAND_RUNS})")

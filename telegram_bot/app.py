@@ -27,7 +27,7 @@ from telegram.request import HTTPXRequest
 
 from agents.core.models import utcnow
 from agents.core.settings import Settings
-from agents.runtime import Runtime
+from agents.runtime import Runtime, bot_secrets
 from agents.store.database import Store
 from telegram_bot import attachments, buttons, commands, handlers, steering, voice
 from telegram_bot.replies import TelegramNotifier
@@ -60,13 +60,17 @@ async def _post_init(app: BotApplication) -> None:
         raise RuntimeError("build_application sets the settings before the application can start")
     store = await Store.open(settings.database_path)  # the notifier's places and shown buttons, from its first send
     await store.seen_events.forget_before(utcnow() - SEEN_KEPT)
+    secrets = bot_secrets(
+        settings
+    )  # the one output filter, with the bot's own secrets: the notifier's and the runtime's
     notifier = TelegramNotifier(
-        app.bot, store.conversations, store.shown_buttons, settings.owners, review_app=settings.review_app_name
+        app.bot, secrets, store.conversations, store.shown_buttons, settings.owners, review_app=settings.review_app_name
     )
     locks = app.bot_data.chat_locks  # a GitHub request takes its user's private chat's turn lock
     runtime = await Runtime.start(
         settings,
         notifier,
+        secrets,
         store=store,
         transcriber=app.bot_data.transcriber,
         chat_lock=lambda chat: locks.setdefault((chat, 0), asyncio.Lock()),

@@ -202,6 +202,7 @@ def answer_preview(update: Update, context: Context) -> ChatDraft | None:
     private = chat_of(update).type == ChatType.PRIVATE
     return ChatDraft(
         context.bot,
+        runtime(context).secrets,
         chat_of(update).id,
         private=private,
         draft_id=message_of(update).message_id,
@@ -231,7 +232,13 @@ async def status(update: Update, context: Context) -> None:
 
 async def say(update: Update, context: Context, markdown: str) -> None:
     """Answer a command or button where it was used: the chat, and in a forum group the topic."""
-    await send_markdown(context.bot, chat_of(update).id, markdown, thread_id=topic_thread(update.effective_message))
+    await send_markdown(
+        context.bot,
+        runtime(context).secrets,
+        chat_of(update).id,
+        markdown,
+        thread_id=topic_thread(update.effective_message),
+    )
 
 
 async def unknown_command(update: Update, context: Context) -> None:

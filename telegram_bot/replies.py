@@ -23,7 +23,7 @@ from telegram.constants import ParseMode
 from telegram.error import BadRequest, Forbidden
 
 from agents.core.actions import Button, Buttons
-from agents.core.secrets_filter import mask
+from agents.core.secrets_filter import SecretsFilter
 from agents.core.text import outside_text
 from agents.store.conversations import Conversations, Place, is_topic
 from agents.store.shown_buttons import ShownButtons
@@ -111,6 +111,7 @@ async def send_html_or_plain(
 
 async def send_markdown(
     bot: Bot,
+    secrets: SecretsFilter,
     chat_id: int,
     markdown: str,
     *,
@@ -125,7 +126,7 @@ async def send_markdown(
     to the owner, which shows what will run exactly as it will run (its builder fences it and says when it carries
     what looks like a secret), so the filter is not applied: a mask there would hide part of the command."""
     if not literal:
-        markdown = mask(markdown)
+        markdown = secrets.mask(markdown)
     markup = keyboard(buttons, chat_id, app_link)
     if len(markdown) > DOCUMENT_THRESHOLD:
         summary = summarize_for_document(markdown)
@@ -153,12 +154,19 @@ async def send_markdown(
 
 
 async def edit_markdown(
-    bot: Bot, chat_id: int, message_id: int, markdown: str, buttons: Buttons | None = None, *, literal: bool = False
+    bot: Bot,
+    secrets: SecretsFilter,
+    chat_id: int,
+    message_id: int,
+    markdown: str,
+    buttons: Buttons | None = None,
+    *,
+    literal: bool = False,
 ) -> None:
     """Edit a progress message in place (first chunk only); 'not modified' is not an error. `literal` as for
     `send_markdown` (an owner's question closed with its answer)."""
     if not literal:
-        markdown = mask(markdown)
+        markdown = secrets.mask(markdown)
     chunk = render_chunks(markdown.strip() or "(empty)", TELEGRAM_LIMIT)[0]
     markup = keyboard(buttons, chat_id)
     try:
@@ -196,12 +204,14 @@ class TelegramNotifier:
     def __init__(
         self,
         bot: Bot,
+        secrets: SecretsFilter,
         conversations: Conversations,
         buttons: ShownButtons,
         owners: frozenset[int] = frozenset(),
         review_app: str | None = None,
     ) -> None:
         self.bot = bot
+        self.secrets = secrets  # the bot's output filter: every text sent is masked with it (but a literal question)
         self.owners = owners
         self.review_app = review_app  # the Mini App's short name (REVIEW_APP_NAME): groups' Review link
         self.conversations = conversations  # a forum topic is a place of its own
@@ -259,7 +269,10 @@ class TelegramNotifier:
         log.warning("topic %s of chat %s is gone: posting in the general topic", place.thread_id, place.chat_id)
         name = f" «{outside_text(place.topic_name, one_line=True)}»" if place.topic_name else ""
         await send_markdown(
-            self.bot, place.chat_id, f"(The topic{name} is closed or was deleted, so this message goes here.)"
+            self.bot,
+            self.secrets,
+            place.chat_id,
+            f"(The topic{name} is closed or was deleted, so this message goes here.)",
         )
         return await send(place.chat_id, None)
 
@@ -278,6 +291,7 @@ class TelegramNotifier:
                 chat_id,
                 lambda chat, thread: send_markdown(
                     self.bot,
+                    self.secrets,
                     chat,
                     markdown,
                     reply_to=reply_to,
@@ -295,7 +309,7 @@ class TelegramNotifier:
     ) -> None:
         place = await self.place(chat_id)
         async with self._showing(buttons):
-            await edit_markdown(self.bot, place.chat_id, message_id, markdown, buttons, literal=literal)
+            await edit_markdown(self.bot, self.secrets, place.chat_id, message_id, markdown, buttons, literal=literal)
             if buttons:
                 data = [b.data for row in buttons for b in row if b.data]
                 if self.buttons is not None:
@@ -307,7 +321,7 @@ class TelegramNotifier:
         self, chat_id: int, filename: str, data: bytes, caption: str = "", *, literal: bool = False
     ) -> None:
         try:  # a text document (a log, a diff, the history) is masked like every message, but for a literal one
-            data = data if literal else mask(data.decode("utf-8")).encode("utf-8")
+            data = data if literal else self.secrets.mask(data.decode("utf-8")).encode("utf-8")
         except UnicodeDecodeError:
             pass
         await self._in_place(
@@ -315,7 +329,7 @@ class TelegramNotifier:
             lambda chat, thread: self.bot.send_document(
                 chat,
                 InputFile(data, filename=filename),
-                caption=mask(caption)[:1000] or None,
+                caption=self.secrets.mask(caption)[:1000] or None,
                 message_thread_id=thread,
             ),
         )
@@ -326,14 +340,14 @@ class TelegramNotifier:
             lambda chat, thread: self.bot.send_photo(
                 chat,
                 InputFile(data, filename="screenshot.png"),
-                caption=mask(caption)[:1000] or None,
+                caption=self.secrets.mask(caption)[:1000] or None,
                 message_thread_id=thread,
             ),
         )
 
     async def send_album(self, chat_id: int, pictures: list[tuple[str, bytes]]) -> None:
         media = [
-            InputMediaPhoto(png, caption=mask(caption)[:1000] or None, filename=f"picture-{n}.png")
+            InputMediaPhoto(png, caption=self.secrets.mask(caption)[:1000] or None, filename=f"picture-{n}.png")
             for n, (caption, png) in enumerate(pictures[:10])
         ]
         await self._in_place(
@@ -359,7 +373,9 @@ class TelegramNotifier:
         for owner in owners:
             try:
                 async with self._showing(buttons):
-                    message = await send_markdown(self.bot, owner, markdown, buttons=buttons, literal=literal)
+                    message = await send_markdown(
+                        self.bot, self.secrets, owner, markdown, buttons=buttons, literal=literal
+                    )
                     await self._record(message, buttons, handed=True)
             except (BadRequest, Forbidden) as err:
                 log.warning("owner %s could not be written to (%s): have them send /start to the bot", owner, err)

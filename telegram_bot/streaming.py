@@ -22,7 +22,7 @@ from telegram import Bot
 from telegram.constants import ParseMode
 from telegram.error import BadRequest, NetworkError, RetryAfter, TelegramError, TimedOut
 
-from agents.core.secrets_filter import mask
+from agents.core.secrets_filter import SecretsFilter
 from telegram_bot.render.chunks import render_chunks
 from telegram_bot.replies import (
     TELEGRAM_LIMIT,
@@ -55,6 +55,7 @@ class ChatDraft:
     def __init__(
         self,
         bot: Bot,
+        secrets: SecretsFilter,
         chat_id: int,
         *,
         private: bool,
@@ -65,6 +66,7 @@ class ChatDraft:
         first_frame_after: float = 0.3,
     ) -> None:
         self.bot, self.chat_id, self.reply_to = bot, chat_id, reply_to
+        self.secrets = secrets  # every frame shown passes the bot's output filter
         self.use_drafts = private  # Telegram shows drafts in private chats only
         self.draft_id = draft_id or 1
         self.draft_interval, self.edit_interval = draft_interval, edit_interval
@@ -139,7 +141,7 @@ class ChatDraft:
     async def _show(self, frame: str) -> None:
         if not frame or frame == self._shown:
             return
-        frame = mask(frame)  # the one output filter (agents/core/secrets_filter.py)
+        frame = self.secrets.mask(frame)  # the one output filter (agents/core/secrets_filter.py)
         try:
             if self.use_drafts:
                 await self._send_draft(frame)

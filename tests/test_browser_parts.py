@@ -15,11 +15,13 @@ from pathlib import Path
 import pytest
 
 from agents import doctor as dr
+from agents.core.secrets_filter import SecretsFilter
 from agents.core.settings import Settings
 from agents.sandbox import egress_proxy
 from agents.sandbox.egress_proxy import EgressProxy
 from agents.tools import browser
 from agents.tools.screenshot import find_chromium
+from tests.support.sandbox import PROBE
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "tests" / "mcp_servers" / "demo_server.py"
@@ -151,7 +153,9 @@ async def test_without_the_browser_the_frontend_worker_gets_no_browser_tools(tmp
     from agents.sandbox.task_limits import TaskBounds
     from agents.tools.mcp_tasks import TaskMcp
 
-    mcp = TaskMcp.from_settings(_settings(tmp_path, browser_tools_dir=tmp_path / "empty"), find_chromium())
+    mcp = TaskMcp.from_settings(
+        _settings(tmp_path, browser_tools_dir=tmp_path / "empty"), SecretsFilter(), find_chromium()
+    )
     assert mcp.browser is None and "not installed" in mcp.browser_note
     bounds = TaskBounds("no-browser", 1 << 30, 64)
 
@@ -185,7 +189,9 @@ async def test_a_research_workers_server_gets_an_empty_folder_and_the_workspace_
     config = parse_entry("demo", {**entry, "roles": ["research"]})
     mcp = TaskMcp([config], McpTimeouts(20, 20))
     bounds = TaskBounds("research", 1 << 30, 64)
-    sandbox = dataclasses.replace(spec_for(workspace, extra_read_only=[DEMO.parent]), task=bounds)
+    sandbox = dataclasses.replace(
+        spec_for(SecretsFilter(), PROBE, workspace, extra_read_only=[DEMO.parent]), task=bounds
+    )
 
     async def nothing(*_args: object) -> None:
         return None

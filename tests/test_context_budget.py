@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from agents.core.models import TaskStatus
+from agents.core.secrets_filter import SecretsFilter
 from agents.llm.client import explain_api_error
 from agents.llm.context_budget import KEEP_RECENT, estimate_request_tokens, fit_messages, fixed_tokens
 from agents.llm.tool_loop import Ending, Limits, ToolLoop
@@ -31,24 +32,27 @@ TOO_LONG = "prompt is too long: 215000 tokens > 200000 maximum"
 
 async def test_read_file_returns_a_window_with_a_note_on_reading_further(tmp_path: Path) -> None:
     (tmp_path / "big.txt").write_text("".join(f"line {i}\n" for i in range(1, 5001)))
-    first = await file_tools.read_window(tmp_path, "big.txt")
+    first = await file_tools.read_window(tmp_path, "big.txt", secrets=SecretsFilter())
     lines = first.splitlines()
     assert lines[0] == "     1\tline 1" and lines[1999] == "  2000\tline 2000" and len(lines) == 2001
     assert "showed lines 1-2000 of 5000" in lines[-1] and "offset=2001" in lines[-1]
-    window = await file_tools.read_window(tmp_path, "big.txt", offset=4999, limit=10)
+    window = await file_tools.read_window(tmp_path, "big.txt", offset=4999, limit=10, secrets=SecretsFilter())
     assert window.splitlines() == ["  4999\tline 4999", "  5000\tline 5000", "[big.txt ends at line 5000]"]
-    old_style = await file_tools.read_window(tmp_path, "big.txt", start_line=3, end_line=4)
+    old_style = await file_tools.read_window(tmp_path, "big.txt", start_line=3, end_line=4, secrets=SecretsFilter())
     assert old_style.splitlines()[:2] == ["     3\tline 3", "     4\tline 4"]
     (tmp_path / "list.json").write_text("[\n" + "1,\n" * 3000 + "2]")  # its last line ends with "]" too
-    json_window = await file_tools.read_window(tmp_path, "list.json", offset=2990, limit=20)
+    json_window = await file_tools.read_window(tmp_path, "list.json", offset=2990, limit=20, secrets=SecretsFilter())
     assert json_window.endswith("  3002\t2]\n[list.json ends at line 3002]")
-    assert "offset=11" in await file_tools.read_window(tmp_path, "list.json", limit=10)
+    assert "offset=11" in await file_tools.read_window(tmp_path, "list.json", limit=10, secrets=SecretsFilter())
     (tmp_path / "short.json").write_text("[\n1]\n")
-    assert await file_tools.read_window(tmp_path, "short.json", limit=2) == "     1\t[\n     2\t1]"
-    capped = await file_tools.read_window(tmp_path, "big.txt", offset=1, limit=99_999)
+    assert (
+        await file_tools.read_window(tmp_path, "short.json", limit=2, secrets=SecretsFilter())
+        == "     1\t[\n     2\t1]"
+    )
+    capped = await file_tools.read_window(tmp_path, "big.txt", offset=1, limit=99_999, secrets=SecretsFilter())
     assert len(capped.splitlines()) == 2001, "no call returns more than 2000 lines"
     (tmp_path / "wide.txt").write_text(("x" * 200 + "\n") * 1000)
-    wide = await file_tools.read_window(tmp_path, "wide.txt")
+    wide = await file_tools.read_window(tmp_path, "wide.txt", secrets=SecretsFilter())
     assert len(wide) < file_tools.READ_MAX_BYTES * 1.1 and "Call read_file with offset=" in wide
 
 
@@ -56,7 +60,12 @@ async def test_a_big_tool_result_keeps_its_head_and_tail(tmp_path: Path) -> None
     async def noisy() -> str:
         return "HEAD " + "x" * 200_000 + " TAIL"
 
-    box = Toolbox([Tool("noisy", "makes noise", {}, noisy)], Audit(store=None, agent="code"), max_result_chars=10_000)
+    box = Toolbox(
+        [Tool("noisy", "makes noise", {}, noisy)],
+        Audit(store=None, agent="code"),
+        SecretsFilter(),
+        max_result_chars=10_000,
+    )
     result = await box.call("noisy", {})
     assert len(result.content) < 10_500
     assert result.content.startswith("HEAD ") and result.content.endswith(" TAIL")
@@ -300,7 +309,9 @@ async def test_the_apis_own_count_decides_when_to_stub() -> None:
     async def read_file(path: str) -> str:
         return f"{path}: " + "x" * 1000
 
-    box = Toolbox([Tool("read_file", "read", {}, read_file, read_only=True)], Audit(None, agent="test"))
+    box = Toolbox(
+        [Tool("read_file", "read", {}, read_file, read_only=True)], Audit(None, agent="test"), SecretsFilter()
+    )
     replies = [call("read_file", {"path": f"f{i}.py"}) for i in range(5)]
     replies += [call("read_file", {"path": "f5.py"}, input_tokens=16_000), say("done")]
     model = RoleScript(replies)

@@ -7,8 +7,12 @@ from pathlib import Path
 import pytest
 
 from agents.core.errors import ToolError
+from agents.core.secrets_filter import SecretsFilter
 from agents.tools import file_tools
-from agents.workspaces.folders import is_secret_file, mask_url_credentials
+from agents.workspaces.folders import is_secret_file
+
+SHAPES = SecretsFilter()  # the token shapes and URL credentials, no values added
+mask_url_credentials = SHAPES.mask
 
 SECRETS = (
     ".env",
@@ -44,14 +48,14 @@ def root(tmp_path: Path) -> Path:
 async def test_no_file_tool_shows_or_writes_a_credential_file(root: Path) -> None:
     for name in SECRETS:
         with pytest.raises(ToolError, match="holds secrets"):
-            await file_tools.read_file(root, f"sub/{name}")
+            await file_tools.read_file(root, f"sub/{name}", secrets=SHAPES)
         with pytest.raises(ToolError, match="holds secrets"):
             await file_tools.write_file(root, f"sub/{name}", "x")
         with pytest.raises(ToolError, match="holds secrets"):
             await file_tools.edit_file(root, f"sub/{name}", "TOKEN", "X")
     listed = (await file_tools.glob(root, "**/*")).splitlines()
     assert sorted(Path(p).name for p in listed if p.startswith("sub/") and not p.endswith("/")) == sorted(NOT_SECRETS)
-    found = (await file_tools.grep(root, "ghp_")).splitlines()
+    found = (await file_tools.grep(root, "ghp_", secrets=SHAPES)).splitlines()
     assert sorted(Path(line.split(":", 1)[0]).name for line in found) == sorted(NOT_SECRETS)
 
 
@@ -74,9 +78,9 @@ def test_url_credentials_are_masked() -> None:
 async def test_git_metadata_is_masked_on_read_and_refused_on_write(tmp_path: Path) -> None:
     (tmp_path / ".git").mkdir()
     (tmp_path / ".git" / "config").write_text('[remote "origin"]\n\turl = https://me:s3cret@example.com/r.git\n')
-    shown = await file_tools.read_file(tmp_path, ".git/config")
+    shown = await file_tools.read_file(tmp_path, ".git/config", secrets=SHAPES)
     assert "s3cret" not in shown and "https://«masked»@example.com/r.git" in shown
-    grepped = await file_tools.grep(tmp_path, "url", path=".git")
+    grepped = await file_tools.grep(tmp_path, "url", path=".git", secrets=SHAPES)
     assert "s3cret" not in grepped and "«masked»@example.com" in grepped
     for path in (".git/config", ".git/hooks/pre-commit", ".GIT/hooks/x", "sub/.git"):
         with pytest.raises(ToolError, match="git metadata"):

@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from agents.core.secrets_filter import SecretsFilter
 from agents.sandbox.bwrap import spec_for
 from agents.sandbox.shell import run_command
 from agents.sandbox.task_limits import DiskBudget, TaskBounds
+from tests.support.sandbox import PROBE
 
 pytestmark = pytest.mark.skipif(
     shutil.which("bwrap") is None or not sys.platform.startswith("linux"), reason="needs bubblewrap (bwrap)"
@@ -22,7 +24,7 @@ pytestmark = pytest.mark.skipif(
 async def test_a_file_larger_than_the_tasks_whole_budget_is_refused_at_once(tmp_path: Path) -> None:
     root = tmp_path.resolve()
     bounds = TaskBounds("burst", 1 << 30, 512, DiskBudget(root, 8 << 20))  # per-file limit of the spec: 1 GB
-    spec = dataclasses.replace(spec_for(root), task=bounds)
+    spec = dataclasses.replace(spec_for(SecretsFilter(), PROBE, root), task=bounds)
     burst = (
         "fallocate -l 40M reserved.bin; echo fallocate-exit=$?; "
         "(head -c 40M /dev/zero > written.bin); echo write-exit=$?; "
@@ -43,7 +45,7 @@ async def test_a_reservation_that_keeps_the_file_size_is_refused(tmp_path: Path)
     """`fallocate --keep-size` reserves blocks without growing the file's size, which RLIMIT_FSIZE never sees."""
     root = tmp_path.resolve()
     bounds = TaskBounds("keep", 1 << 30, 512, DiskBudget(root, 8 << 20))
-    spec = dataclasses.replace(spec_for(root), task=bounds)
+    spec = dataclasses.replace(spec_for(SecretsFilter(), PROBE, root), task=bounds)
     burst = ": > kept.bin; fallocate --keep-size -l 40M kept.bin; echo keep-exit=$?; fallocate -l 1M plain.bin; echo plain-exit=$?"
     try:
         result = await run_command(burst, root, 60, sandbox=spec)

@@ -12,6 +12,7 @@ from telegram.ext import CommandHandler
 
 from agents.core.actions import Action
 from agents.core.models import Caller
+from agents.core.secrets_filter import SecretsFilter
 from agents.core.settings import Settings
 from agents.core.work_tools import WorkTool, work_tool_definitions
 from agents.tools.tool_sets import orchestrator_tools
@@ -177,7 +178,7 @@ def orchestrator_tool_names(tmp_path: Path) -> list[str]:
 
         def stop_waiting(self, chat_id: int) -> None: ...
 
-    tools = orchestrator_tools(Workspaces(tmp_path), AnyDesk(), Caller(chat_id=1), owner=True)
+    tools = orchestrator_tools(Workspaces(tmp_path), AnyDesk(), Caller(chat_id=1), SecretsFilter(), owner=True)
     return [tool.name for tool in tools]
 
 

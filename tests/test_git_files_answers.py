@@ -16,11 +16,12 @@ from typing import Any
 
 import pytest
 
+from agents.core.secrets_filter import SecretsFilter
 from agents.git.commits import blob_sizes, commit_all
 from agents.git.ref_files import branch_exists_from_files, head_branch_from_files
 from agents.git.repository import branch_exists, current_branch, ensure_repository, file_at, git_common_dir, toplevel
 from agents.git.worktrees import create_task_worktree, remove_worktree_keep_branch
-from agents.workspaces.credential_files import remember_credential_files
+from agents.workspaces.credential_files import mask_credential_files
 from tests.support.git_repos import git, make_user_repo, no_git_identity  # noqa: F401  (an autouse fixture)
 
 
@@ -177,7 +178,7 @@ async def test_the_base_commit_is_listed_once_for_all_who_ask(
     git("commit", "-q", "-m", "docs", cwd=repo)
     tree = await create_task_worktree(repo, 1, "Read", worktrees_dir=tmp_path / "trees")
     calls = count_git(monkeypatch)
-    await remember_credential_files(tree.path)
+    await mask_credential_files(tree.path, SecretsFilter())
     assert calls["ls-tree -r"] == 1, calls
     calls.clear()
     assert await file_at(repo, tree.base_commit, ".agentlab.toml") is None

@@ -329,8 +329,7 @@ async def test_a_hostile_worker_finds_the_token_nowhere(
 
 async def test_webhook_signature_unknown_login_and_replay(github_world) -> None:
     async with github_world() as world:
-        from agents.core.secrets_filter import mask
-
+        mask = world.bot.runtime.secrets.mask
         assert mask(f"x {SECRET} y") == "x «masked» y", "the webhook's secret is one of the bot's masked secrets"
         payload = issue_comment("octocat", "@agentlab what does add() do?", number=3)
         assert (await world.deliver("issue_comment", payload, secret="wrong-secret")).status_code == 401

@@ -11,6 +11,7 @@ import pytest
 
 from agents.core.errors import ToolError
 from agents.core.models import Caller, TaskStatus
+from agents.core.secrets_filter import SecretsFilter
 from agents.tools import file_tools
 from tests.conftest import USER_ID, make_settings, start_bot
 from tests.fakes import anthropic_server as claude_says
@@ -43,25 +44,27 @@ def gated_rg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 async def test_catastrophic_pattern_finds_nothing_without_backtracking(tmp_path: Path) -> None:
     (tmp_path / "evil.txt").write_text("a" * 31 + "!\n" + "a" * 200_000 + "!\n")
     (tmp_path / "fine.txt").write_text("aaa\n")
-    out = await asyncio.wait_for(file_tools.grep(tmp_path, EVIL), timeout=60)  # a hang guard, not a speed claim
+    out = await asyncio.wait_for(
+        file_tools.grep(tmp_path, EVIL, secrets=SecretsFilter()), timeout=60
+    )  # a hang guard, not a speed claim
     assert out == "fine.txt:1: aaa"
-    long_hit = await file_tools.grep(tmp_path, "a!$")
+    long_hit = await file_tools.grep(tmp_path, "a!$", secrets=SecretsFilter())
     assert long_hit.startswith("evil.txt:1: ") and "evil.txt:2: …" in long_hit and len(long_hit) < 1000
 
 
 async def test_pattern_limits_and_syntax_errors_are_clear(tmp_path: Path) -> None:
     (tmp_path / "x.txt").write_text("x\n")
     with pytest.raises(ToolError, match="limit is 1,000"):
-        await file_tools.grep(tmp_path, "a" * 1001)
+        await file_tools.grep(tmp_path, "a" * 1001, secrets=SecretsFilter())
     with pytest.raises(ToolError, match="look-around"):
-        await file_tools.grep(tmp_path, "(?=x)")
+        await file_tools.grep(tmp_path, "(?=x)", secrets=SecretsFilter())
 
 
 async def test_without_ripgrep_grep_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "x.txt").write_text("x\n")
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     with pytest.raises(ToolError, match="ripgrep .* is not installed"):
-        await file_tools.grep(tmp_path, "x")
+        await file_tools.grep(tmp_path, "x", secrets=SecretsFilter())
 
 
 async def test_a_search_past_its_time_is_killed_with_its_group(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

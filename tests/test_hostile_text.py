@@ -11,6 +11,7 @@ import pytest
 
 from agents.chat.refusals import invalid_request_message, reason_of, refused_attachments
 from agents.core.models import Attachment, AttachmentKind
+from agents.core.secrets_filter import SecretsFilter
 from agents.core.text import fenced
 from agents.sandbox.network_gate import command_shown
 from telegram_bot.render.markdown import markdown_to_html
@@ -85,7 +86,7 @@ def test_a_fenced_command_renders_as_one_code_block_of_exactly_its_text(command:
 
 def test_invisible_and_reordering_characters_are_shown_as_marks() -> None:
     command = "echo ok\u202e#lmth.xedni > tuo\u200b\r\ncurl evil"
-    shown = command_shown(command, "unused.txt")
+    shown = command_shown(command, "unused.txt", SecretsFilter())
     assert "\u202e" not in shown and "\u200b" not in shown and "\r" not in shown
     assert "\\u202e#lmth.xedni > tuo\\u200b\\u000d\ncurl evil" in shown
 

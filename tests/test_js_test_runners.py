@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from agents.core.secrets_filter import SecretsFilter
 from agents.sandbox.bwrap import node_modules_caches, sandbox_env, spec_for
 from agents.sandbox.shell import child_env, run_command
 from agents.verify.js_test_runners import ScriptStep, classify, plan_script, reporter_command, split_and
@@ -18,6 +19,7 @@ from agents.verify.js_test_runners import test_steps as steps_that_test  # a tes
 from agents.verify.test_env import detect_environment, link_borrowed
 from agents.verify.test_reports import read_jest_json, read_junit, read_records, read_tap
 from agents.verify.test_run import RunState, run_tests
+from tests.support.sandbox import PROBE
 
 
 def package(root: Path, scripts: dict[str, str], **extra: object) -> Path:
@@ -230,7 +232,7 @@ async def test_tests_that_cannot_be_told_apart_after_a_failed_build_say_why(tmp_
 
 
 def test_sandbox_env_never_lets_a_package_manager_download_itself(tmp_path: Path) -> None:
-    env = sandbox_env({"PATH": "/usr/bin", "npm_config_offline": "true"}, spec_for(tmp_path))
+    env = sandbox_env({"PATH": "/usr/bin", "npm_config_offline": "true"}, spec_for(SecretsFilter(), PROBE, tmp_path))
     assert env["npm_config_manage_package_manager_versions"] == "false" and env["COREPACK_ENABLE_STRICT"] == "0"
     assert env["npm_config_offline"] == "true"
 
@@ -265,7 +267,7 @@ async def test_caches_in_borrowed_node_modules_are_made_on_demand_private_and_wr
     env = detect_environment(worktree, owner)
     assert env is not None
     link_borrowed(env, worktree)
-    spec = spec_for(worktree, extra_read_only=env.read_only_paths)
+    spec = spec_for(SecretsFilter(), PROBE, worktree, extra_read_only=env.read_only_paths)
     assert node_modules_caches(spec) == [(owner / "node_modules" / ".cache").resolve()]
     (owner / "node_modules" / "dep").mkdir()
     result = await run_command(
@@ -291,5 +293,7 @@ async def test_node_webassembly_works_under_the_sandboxs_address_space_limit(tmp
         pytest.skip("bubblewrap and node are needed")
     module = "new Uint8Array([0,97,115,109,1,0,0,0,5,3,1,0,1])"  # (module (memory 1))
     script = f"WebAssembly.instantiate({module}).then(() => console.log('wasm ok'), (e) => console.log(String(e)))"
-    result = await run_command(f'node -e "{script}"', cwd=tmp_path, timeout=30, sandbox=spec_for(tmp_path))
+    result = await run_command(
+        f'node -e "{script}"', cwd=tmp_path, timeout=30, sandbox=spec_for(SecretsFilter(), PROBE, tmp_path)
+    )
     assert result.output.strip() == "wasm ok", result.output

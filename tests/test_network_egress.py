@@ -20,11 +20,13 @@ from pathlib import Path
 
 import pytest
 
+from agents.core.secrets_filter import SecretsFilter
 from agents.sandbox.bwrap import SandboxSpec, spec_for
 from agents.sandbox.egress_rules import Egress, parse_domains, parse_networks
 from agents.sandbox.shell import CommandResult, run_command
 from tests.support.outside_net import PORT, Outside, outside_network, reason
 from tests.support.processes import Listener
+from tests.support.sandbox import PROBE as SANDBOX_PROBE
 
 pytestmark = pytest.mark.skipif(reason() is not None, reason=str(reason()))
 
@@ -63,7 +65,7 @@ def host_loopback() -> Iterator[Listener]:
 
 
 def allowed(root: Path, egress: Egress | None = None) -> SandboxSpec:
-    return dataclasses.replace(spec_for(root, network=True), egress=egress or Egress())
+    return dataclasses.replace(spec_for(SecretsFilter(), SANDBOX_PROBE, root, network=True), egress=egress or Egress())
 
 
 async def probe(spec: SandboxSpec, targets: list[tuple[str, int]], before: str = "") -> tuple[dict[str, str], str]:

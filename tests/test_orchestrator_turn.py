@@ -20,6 +20,7 @@ import pytest
 
 from agents.chat.orchestrator import Orchestrator
 from agents.core.models import InputMethod, Proposal, ProposalStatus, Role, Task, WorkerKind
+from agents.core.secrets_filter import SecretsFilter
 from agents.core.settings import Settings
 from agents.evals.desk import RecordingDesk
 from agents.evals.workspaces import make_eval_workspaces
@@ -55,7 +56,7 @@ def settings(tmp_path: Path, **overrides: Any) -> Settings:
 def orchestrator(tmp_path: Path, store: Store, model: RoleScript) -> tuple[Orchestrator, RecordingDesk]:
     workspaces = make_eval_workspaces(tmp_path)
     desk = RecordingDesk(store, workspaces)
-    return Orchestrator(settings(tmp_path), store, model, workspaces, desk), desk
+    return Orchestrator(settings(tmp_path), store, model, workspaces, desk, SecretsFilter()), desk
 
 
 def texts(request: dict[str, Any]) -> str:
@@ -169,7 +170,9 @@ async def test_the_turn_returns_the_tasks_it_started_and_no_other(tmp_path: Path
     task stored before the turn, nor those of another conversation's turn running at the same time."""
     workspaces = make_eval_workspaces(tmp_path)
     queue = TaskQueue(store, lambda task: pytest.fail(f"task #{task.id} ran"), 1)  # claims nothing: never started
-    crew = Crew(settings(tmp_path, allowed_user_ids=f"{CHAT},{CHAT + 1}"), store, workspaces, queue, NoChat())
+    crew = Crew(
+        settings(tmp_path, allowed_user_ids=f"{CHAT},{CHAT + 1}"), store, workspaces, queue, NoChat(), SecretsFilter()
+    )
     earlier = await store.add_task(
         Task(chat_id=CHAT, workspace="calc", worker=WorkerKind.CODE, title="earlier", instructions="x", user_id=CHAT)
     )
@@ -177,7 +180,8 @@ async def test_the_turn_returns_the_tasks_it_started_and_no_other(tmp_path: Path
     def starting(*instructions: str) -> Orchestrator:
         start = {"workspace": "calc", "worker": "code", "background": True}
         tools = [("start_task", start | {"instructions": text}) for text in instructions]
-        return Orchestrator(settings(tmp_path), store, RoleScript([calls(*tools), say("Started.")]), workspaces, crew)
+        script = RoleScript([calls(*tools), say("Started.")])
+        return Orchestrator(settings(tmp_path), store, script, workspaces, crew, SecretsFilter())
 
     mine, theirs = await asyncio.gather(
         starting("Fix add().", "Document add().").handle(CHAT, "fix add and document it", user_id=CHAT),
@@ -190,5 +194,6 @@ async def test_the_turn_returns_the_tasks_it_started_and_no_other(tmp_path: Path
     assert [(t.title, t.chat_id) for t in theirs.started] == [("Fix sub().", CHAT + 1)]
     assert earlier.id not in {t.id for t in mine.started}
     assert len(await store.list_tasks(CHAT)) == 3
-    next_turn = Orchestrator(settings(tmp_path), store, RoleScript([say("You're welcome.")]), workspaces, crew)
+    thanks = RoleScript([say("You're welcome.")])
+    next_turn = Orchestrator(settings(tmp_path), store, thanks, workspaces, crew, SecretsFilter())
     assert (await next_turn.handle(CHAT, "thanks", user_id=CHAT)).started == []  # the next turn starts afresh

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from agents.core.secrets_filter import SecretsFilter
 from agents.git.command import GitIdentity
 from agents.git.guard import RepositoryGuard
 from agents.git.ref_files import (
@@ -130,7 +131,7 @@ async def test_the_guard_still_undoes_a_quiet_in_place_move_after_checks_that_di
 
 
 async def test_the_credential_history_is_searched_again_when_a_new_tip_appears(repo: Path) -> None:
-    from agents.workspaces.credential_files import remember_credential_files
+    from agents.workspaces.credential_files import mask_credential_files
 
     def add_and_remove_env(value: str) -> None:
         (repo / ".env").write_text(f"TOKEN={value}\n")
@@ -140,13 +141,13 @@ async def test_the_credential_history_is_searched_again_when_a_new_tip_appears(r
         git("commit", "-qm", "removed", cwd=repo)
 
     add_and_remove_env("Hist0ryValue4ref1les")
-    assert await remember_credential_files(repo) == 1  # only in the history
+    assert await mask_credential_files(repo, SecretsFilter()) == 1  # only in the history
     git("branch", "other", "main", cwd=repo)  # a new name for a commit already there: the same history
-    assert await remember_credential_files(repo) == 1
+    assert await mask_credential_files(repo, SecretsFilter()) == 1
     git("checkout", "-q", "-b", "side", cwd=repo)
     add_and_remove_env("An0therValue4ref1les")
     git("checkout", "-q", "main", cwd=repo)
-    assert await remember_credential_files(repo) == 2  # a new tip: its history is searched
+    assert await mask_credential_files(repo, SecretsFilter()) == 2  # a new tip: its history is searched
 
 
 async def test_the_credential_files_at_head_are_read_again_when_head_moves(
@@ -161,12 +162,12 @@ async def test_the_credential_files_at_head_are_read_again_when_head_moves(
     tree = tmp_path / "tree"
     git("worktree", "add", "-q", "-b", "side", str(tree), cwd=repo)
     (tree / ".env").unlink()  # not on disk either: what HEAD holds is all that counts
-    assert await credential_files.remember_credential_files(tree) == 1
+    assert await credential_files.mask_credential_files(tree, SecretsFilter()) == 1
     git("checkout", "-q", ".env", cwd=tree)
     (tree / ".env").write_text("TOKEN=AtHeadValue1ref5\nOTHER=AtHeadValue2ref5\n")
     git("commit", "-qam", "a second value", cwd=tree)
     (tree / ".env").unlink()
-    assert await credential_files.remember_credential_files(tree) == 2  # the new HEAD's files are read
+    assert await credential_files.mask_credential_files(tree, SecretsFilter()) == 2  # the new HEAD's files are read
 
 
 def git_succeeds(*args: str, cwd: Path) -> bool:

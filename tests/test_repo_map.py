@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from agents.core.errors import ToolError
+from agents.core.secrets_filter import SecretsFilter
 from agents.core.text import estimate_tokens
 from agents.repo_map.maps import RepoMap, repo_map_tools
 from agents.repo_map.outline import SYMBOL_LANGUAGES
@@ -371,7 +372,7 @@ async def test_worker_tools(repo_map: RepoMap, small: Path) -> None:
     tools = repo_map_tools(repo_map, "small", small)
     assert [t.name for t in tools] == ["find_symbols_by_name"]  # text search is the file tools' grep
     assert tools[0].spec()["input_schema"]["required"] == ["query"]
-    box = Toolbox(tools, Audit(store=None, agent="code"))
+    box = Toolbox(tools, Audit(store=None, agent="code"), SecretsFilter())
 
     found = await box.call("find_symbols_by_name", {"query": "push"})  # refreshes the index itself
     assert not found.is_error and found.content.startswith("calc.py:22 method def push")

@@ -10,6 +10,7 @@ import pytest
 
 from agents.core.errors import ToolError
 from agents.core.models import Task, WorkerKind
+from agents.core.secrets_filter import SecretsFilter
 from agents.sandbox.bwrap import NetworkPolicy
 from agents.sandbox.network_gate import NetworkGate
 from agents.store.database import Store
@@ -48,7 +49,7 @@ async def callbacks(tmp_path: Path) -> tuple[RoleCallbacks, Store, Chat]:
     )
     chat = Chat()
     progress = Progress(chat, store, task, interval=0.0)
-    gate = NetworkGate(NetworkPolicy.OFF, store, chat, 1.0)
+    gate = NetworkGate(NetworkPolicy.OFF, store, chat, 1.0, secrets=SecretsFilter())
     return RoleCallbacks(task, store, chat, progress, gate, None, lambda root: None), store, chat
 
 

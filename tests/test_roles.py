@@ -11,6 +11,7 @@ import pytest
 
 from agents.core.errors import ToolError
 from agents.core.models import Caller, Task, TaskStatus, WorkerKind
+from agents.core.secrets_filter import SecretsFilter
 from agents.core.settings import Settings
 from agents.store.conversations import TOPIC_BASE, Place
 from agents.store.database import Store
@@ -83,7 +84,7 @@ def crew(tmp_path: Path, store: Store) -> Crew:
 
     runner = TaskQueue(store, never_runs, 1)
     runner.wake = lambda: None
-    return Crew(settings, store, Workspaces(root, bot_repo), runner, RecordingNotifier())
+    return Crew(settings, store, Workspaces(root, bot_repo), runner, RecordingNotifier(), SecretsFilter())
 
 
 def member(chat: int = CHAT, user: int = MEMBER) -> Caller:
@@ -163,7 +164,7 @@ async def test_a_model_cannot_set_what_the_bot_sets_through_a_tool(crew: Crew, s
     """The button's `anywhere` and the caller are the bot's: the tools refuse them from the model, so a tool call
     from the owner's own chat never reaches another conversation's task."""
     task = await ended_task(store, by=MEMBER)
-    toolbox = Toolbox(desk_tools(crew, owner(chat=OWNER)), Audit(None, "orchestrator"))
+    toolbox = Toolbox(desk_tools(crew, owner(chat=OWNER)), Audit(None, "orchestrator"), SecretsFilter())
     for name in ("discard_task", "merge_task", "open_pull_request"):
         for hostile in ({"anywhere": True}, {"caller": owner()}, {"chat_id": CHAT}):
             result = await toolbox.call(name, {"task_id": task.id, **hostile})

@@ -12,6 +12,7 @@ from typing import Any, cast
 import pytest
 
 from agents.core.models import Task, TaskStatus, WorkerKind
+from agents.core.secrets_filter import SecretsFilter
 from agents.store.database import Store
 from tests.conftest import CALC_BUGGY, git, make_repo
 from tests.temporal_dev import runner_settings
@@ -58,7 +59,7 @@ async def test_the_progress_push_runs_git_only_when_the_branch_moved(
         await store.mirror_task(task.model_copy(update={"status": TaskStatus.IN_PROGRESS}))
         await store.update_task(1, base_commit=base)
         # no Temporal client nor model: with no remote in the clone, nothing is pushed nor signalled
-        node = RunnerNode(settings, store, cast(Any, None), cast(Any, None))
+        node = RunnerNode(settings, store, cast(Any, None), cast(Any, None), SecretsFilter())
         log = git_logged(tmp_path / "bin")
         monkeypatch.setenv("PATH", f"{log.parent}{os.pathsep}{os.environ['PATH']}")
 

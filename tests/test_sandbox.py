@@ -13,6 +13,7 @@ import pytest
 
 from agents import doctor as dr
 from agents.core.errors import ToolError
+from agents.core.secrets_filter import SecretsFilter
 from agents.core.settings import Settings
 from agents.doctor import Level
 from agents.sandbox import bwrap
@@ -26,6 +27,7 @@ from agents.sandbox.bwrap import (
 from agents.sandbox.process_cap import pids_parent
 from agents.sandbox.shell import run_command
 from tests.support.processes import host_pids
+from tests.support.sandbox import PROBE
 
 needs_bwrap = pytest.mark.skipif(
     shutil.which("bwrap") is None or not sys.platform.startswith("linux"),
@@ -38,7 +40,7 @@ def pairs(argv: list[str], flag: str) -> list[tuple[str, str]]:
 
 
 def test_argv_confines_by_default(tmp_path: Path) -> None:
-    argv = bwrap_argv(spec_for(tmp_path), "echo hi")
+    argv = bwrap_argv(spec_for(SecretsFilter(), PROBE, tmp_path), "echo hi")
     assert argv[:2] == ["bwrap", "--unshare-all"] and "--share-net" not in argv
     for flag in ("--die-with-parent", "--new-session"):
         assert flag in argv
@@ -61,7 +63,7 @@ def test_argv_confines_by_default(tmp_path: Path) -> None:
 
 def test_argv_network_and_limits(tmp_path: Path) -> None:
     limits = ResourceLimits(max_processes=64, max_file_bytes=10 << 20, max_memory_bytes=1 << 30, tmp_bytes=5 << 20)
-    argv = bwrap_argv(spec_for(tmp_path, network=True, limits=limits), "true")
+    argv = bwrap_argv(spec_for(SecretsFilter(), PROBE, tmp_path, network=True, limits=limits), "true")
     assert "--share-net" in argv
     script = argv[-3]
     assert "ulimit -u 64 -f 10240 -v 1048576 -c 0" in script
@@ -86,7 +88,7 @@ def test_spec_binds_git_metadata_and_the_checkouts_venv_with_a_host_python(tmp_p
     (venv / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}").mkdir(parents=True)
     (venv / "pyvenv.cfg").write_text(f"home = {tmp_path / 'python' / 'bin'}\n")  # the text is never believed
     (tree / ".venv").symlink_to(venv)
-    spec = spec_for(tree, repository=repo)
+    spec = spec_for(SecretsFilter(), PROBE, tree, repository=repo)
     assert (repo / ".git").resolve() in spec.read_only
     assert venv.resolve() in spec.read_only and (tmp_path / "python").resolve() not in spec.read_only
     assert Path(sys.base_prefix).resolve() in spec.read_only
@@ -109,7 +111,7 @@ def test_a_venv_the_repository_planted_binds_nothing(tmp_path: Path, planted: st
         (repo / ".venv").symlink_to(elsewhere, target_is_directory=True)
     else:
         shutil.copytree(elsewhere, repo / ".venv", symlinks=True)
-    spec = spec_for(tree, repository=repo)
+    spec = spec_for(SecretsFilter(), PROBE, tree, repository=repo)
     assert Path("/") not in spec.read_only and elsewhere.resolve() not in spec.read_only
     assert set(spec.read_only) <= {repo.resolve() / ".git", repo.resolve() / ".venv", *bwrap.python_prefixes()}
     if planted != "home":  # a real folder made from a host Python is used, with that Python; `home` is ignored
@@ -128,7 +130,7 @@ def test_environment_is_explicit_and_secret_free(tmp_path: Path) -> None:
             "SSH_AUTH_SOCK": "/run/agent",
             "VIRTUAL_ENV": "/x",
         },
-        spec_for(tmp_path),
+        spec_for(SecretsFilter(), PROBE, tmp_path),
     )
     assert env["HOME"] == bwrap.HOME and env["LANG"] == "C.UTF-8" and env["AGENTLAB_TASK"] == "t:1"
     assert not {"ANTHROPIC_API_KEY", "AWS_SECRET", "SSH_AUTH_SOCK", "VIRTUAL_ENV"} & env.keys()
@@ -136,10 +138,10 @@ def test_environment_is_explicit_and_secret_free(tmp_path: Path) -> None:
 
 async def test_missing_bwrap_refuses_commands_with_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(bwrap, "bwrap_path", lambda: None)
-    bwrap.reset_probe()
-    try:
+    try:  # a fresh probe, which finds bwrap missing (the doctor makes its own)
+        fresh = bwrap.SandboxProbe()
         with pytest.raises(ToolError, match="bubblewrap .* not installed.*apt-get install bubblewrap"):
-            await run_command("echo hi", cwd=tmp_path, timeout=10, sandbox=spec_for(tmp_path))
+            await run_command("echo hi", cwd=tmp_path, timeout=10, sandbox=spec_for(SecretsFilter(), fresh, tmp_path))
         settings = Settings(
             _env_file=None,
             telegram_bot_token="1:x",
@@ -151,7 +153,6 @@ async def test_missing_bwrap_refuses_commands_with_the_fix(tmp_path: Path, monke
         assert check.level is Level.fail and "apt-get install bubblewrap" in check.fix
     finally:
         monkeypatch.undo()
-        bwrap.reset_probe()
 
 
 async def test_doctor_warns_when_the_sandbox_is_off(tmp_path: Path) -> None:
@@ -185,7 +186,7 @@ async def test_sandboxed_command_sees_only_its_worktree(tmp_path: Path) -> None:
         "ls /proc | grep -c '^[0-9]'; python -c 'print(6*7)'",
         cwd=tree,
         timeout=30,
-        sandbox=spec_for(tree),
+        sandbox=spec_for(SecretsFilter(), PROBE, tree),
     )
     assert (tree / "made.txt").read_text() == "ok\n"
     assert "NEIGHBOUR-SECRET" not in result.output and not (tmp_path / "out.txt").exists()
@@ -199,7 +200,7 @@ async def test_background_processes_die_with_the_command(tmp_path: Path) -> None
         f"setsid nohup sleep {marker} >/dev/null 2>&1 & env -u AGENTLAB_TASK sleep {marker} & echo started",
         cwd=tmp_path,
         timeout=30,
-        sandbox=spec_for(tmp_path),
+        sandbox=spec_for(SecretsFilter(), PROBE, tmp_path),
     )
     assert "started" in result.output
     await asyncio.sleep(0.2)
@@ -211,7 +212,10 @@ async def test_cancel_kills_every_process_of_the_command(tmp_path: Path) -> None
     marker = f"1000.{os.getpid()}2"  # unique to this process: found in /proc by host_pids
     job = asyncio.create_task(
         run_command(
-            f"setsid nohup sleep {marker} & sleep {marker}", cwd=tmp_path, timeout=60, sandbox=spec_for(tmp_path)
+            f"setsid nohup sleep {marker} & sleep {marker}",
+            cwd=tmp_path,
+            timeout=60,
+            sandbox=spec_for(SecretsFilter(), PROBE, tmp_path),
         )
     )
     for _ in range(200):
@@ -232,7 +236,7 @@ async def test_cancel_kills_every_process_of_the_command(tmp_path: Path) -> None
 @needs_bwrap
 async def test_file_size_limit_ends_a_disk_filler(tmp_path: Path) -> None:
     spec = SandboxSpec(
-        tmp_path.resolve(), tuple(bwrap.python_prefixes()), limits=ResourceLimits(max_file_bytes=1 << 20)
+        tmp_path.resolve(), tuple(bwrap.python_prefixes()), limits=ResourceLimits(max_file_bytes=1 << 20), probe=PROBE
     )
     result = await run_command(
         "head -c 5000000 /dev/zero > big.bin; echo exit=$?", cwd=tmp_path, timeout=30, sandbox=spec
@@ -248,7 +252,7 @@ async def test_file_size_limit_ends_a_disk_filler(tmp_path: Path) -> None:
     "root), and no cgroup-v1 pids hierarchy is writable here",
 )
 async def test_process_limit_bounds_a_fork_loop(tmp_path: Path) -> None:
-    spec = SandboxSpec(tmp_path.resolve(), limits=ResourceLimits(max_processes=20))
+    spec = SandboxSpec(tmp_path.resolve(), limits=ResourceLimits(max_processes=20), probe=PROBE)
     # a fork loop whose children hold no pipe (bash's own loop would retry each refused fork with a back-off)
     fork_loop = (
         "for i in range(60):\n"
@@ -280,7 +284,7 @@ async def test_a_token_in_a_remote_url_is_masked_inside(tmp_path: Path) -> None:
         "git remote -v; cat $(git rev-parse --git-common-dir)/config; git status --short; git log --oneline | wc -l",
         cwd=tree,
         timeout=30,
-        sandbox=spec_for(tree),
+        sandbox=spec_for(SecretsFilter(), PROBE, tree),
     )
     assert "ghp_SECRET123" not in result.output and "https://github.com/o/r.git" in result.output, result.output
     assert "ghp_SECRET123" in (repo / ".git" / "config").read_text(), "the owner's config is untouched"
@@ -297,7 +301,9 @@ async def test_the_shared_git_metadata_is_read_only_inside(tmp_path: Path) -> No
         "printf '#!/bin/sh\\ntouch /tmp/x\\n' > $common/hooks/post-commit; "
         "git config core.fsmonitor 'touch /tmp/y' 2>&1; echo done"
     )
-    result = await run_command(attack, cwd=tree, timeout=30, sandbox=spec_for(tree, repository=repo))
+    result = await run_command(
+        attack, cwd=tree, timeout=30, sandbox=spec_for(SecretsFilter(), PROBE, tree, repository=repo)
+    )
     assert "done" in result.output
     assert (repo / ".git" / "refs" / "heads" / "main").read_text() == main_before
     assert not (repo / ".git" / "hooks" / "post-commit").exists()

@@ -4,15 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from agents.core.secrets_filter import (
-    MASK,
-    SecretScope,
-    credential_values,
-    mask,
-    remember,
-    remembered_count,
-    without_url_credentials,
-)
+from agents.core.secrets_filter import MASK, SecretsFilter, credential_values
+
+SHAPES = SecretsFilter()  # no values added: the token shapes alone
+mask = SHAPES.mask
 
 
 @pytest.mark.parametrize(
@@ -49,9 +44,11 @@ def test_ordinary_text_and_code_are_left_alone() -> None:
     assert mask(text) == text
 
 
-def test_remembered_values_are_masked_verbatim_and_short_ones_ignored() -> None:
-    remember(["Zq7-VERBATIM-991", "short"])
-    assert mask("a Zq7-VERBATIM-991 b short") == f"a {MASK} b short"
+def test_added_values_are_masked_verbatim_and_short_ones_ignored() -> None:
+    secrets = SecretsFilter()
+    secrets.add(["Zq7-VERBATIM-991", "short"])
+    assert secrets.mask("a Zq7-VERBATIM-991 b short") == f"a {MASK} b short"
+    assert SHAPES.mask("a Zq7-VERBATIM-991 b") == "a Zq7-VERBATIM-991 b", "one filter's values are not another's"
 
 
 def test_credential_values_keep_what_looks_secret() -> None:
@@ -65,7 +62,7 @@ def test_credential_values_keep_what_looks_secret() -> None:
 
 
 def test_a_config_copy_loses_url_credentials_entirely() -> None:
-    assert without_url_credentials("url = https://u:p@h/r.git") == "url = https://h/r.git"
+    assert SHAPES.without_url_credentials("url = https://u:p@h/r.git") == "url = https://h/r.git"
 
 
 def test_a_key_shape_inside_a_longer_word_is_no_key() -> None:
@@ -87,15 +84,16 @@ def test_a_token_split_over_two_lines_is_masked_on_both(cut: int, breaking: str)
     assert mask(text) == f"token: {MASK}{breaking}{MASK} end\nnext line"
 
 
-def test_a_token_or_a_remembered_value_folded_over_several_lines_is_masked() -> None:
+def test_a_token_or_an_added_value_folded_over_several_lines_is_masked() -> None:
     token = "ghp_" + "aB3" * 12
     folded = "\n".join(token[i : i + 10] for i in range(0, len(token), 10))
     assert mask(f"ok\n{folded}\nordinary words") == "ok\n" + "\n".join([MASK] * 4) + "\nordinary words"
     key = "sk-ant-api03-Own-Key-Of-The-Bot-7781"
     shown = mask("exit code 0 after 0.0s\n" + "\n".join(key[i : i + 12] for i in range(0, len(key), 12)))
     assert shown == "exit code 0 after 0.0s\n" + "\n".join([MASK] * 3), shown
-    remember(["Zq7-SPLIT-VALUE-5521"])
-    assert mask("Zq7-SPLIT\n-VALUE-5521 done") == f"{MASK}\n{MASK} done"
+    secrets = SecretsFilter()
+    secrets.add(["Zq7-SPLIT-VALUE-5521"])
+    assert secrets.mask("Zq7-SPLIT\n-VALUE-5521 done") == f"{MASK}\n{MASK} done"
 
 
 def test_paths_words_and_hashes_on_consecutive_lines_are_left_alone() -> None:
@@ -107,17 +105,19 @@ def test_paths_words_and_hashes_on_consecutive_lines_are_left_alone() -> None:
 
 
 def test_a_scopes_values_are_masked_until_it_closes_and_the_set_does_not_grow() -> None:
-    remember(["Bot-Own-Scope-Test-4410"])
-    before = remembered_count()
+    secrets = SecretsFilter()
+    secrets.add(["Bot-Own-Scope-Test-4410"])
+    before = secrets.value_count()
     for n in range(5):
-        task = SecretScope(f"task {n}")
-        other = SecretScope("another task")
-        task.remember([f"Task-Value-{n}-xyz99", "Shared-Value-8812"])
-        other.remember(["Shared-Value-8812"])
-        assert mask(f"Task-Value-{n}-xyz99 Shared-Value-8812") == f"{MASK} {MASK}"
+        task = secrets.scope(f"task {n}")
+        other = secrets.scope("another task")
+        task.add([f"Task-Value-{n}-xyz99", "Shared-Value-8812"])
+        other.add(["Shared-Value-8812"])
+        assert secrets.mask(f"Task-Value-{n}-xyz99 Shared-Value-8812") == f"{MASK} {MASK}"
         task.close()
-        assert mask(f"Task-Value-{n}-xyz99") == f"Task-Value-{n}-xyz99", "a closed scope's value is still masked"
-        assert mask("Shared-Value-8812") == MASK, "a value another open scope holds was forgotten"
+        shown = secrets.mask(f"Task-Value-{n}-xyz99")
+        assert shown == f"Task-Value-{n}-xyz99", "a closed scope's value is still masked"
+        assert secrets.mask("Shared-Value-8812") == MASK, "a value another open scope holds was forgotten"
         other.close()
-        assert remembered_count() == before
-    assert mask("Bot-Own-Scope-Test-4410") == MASK
+        assert secrets.value_count() == before
+    assert secrets.mask("Bot-Own-Scope-Test-4410") == MASK

@@ -206,12 +206,11 @@ async def test_the_sandbox_probe_runs_after_polling_began_and_still_warns(
 
     answer = asyncio.Event()
 
-    async def slow_probe() -> str | None:
+    async def slow_probe(_probe: bwrap.SandboxProbe) -> str | None:
         await answer.wait()
         return "Commands are refused because the probe said so."
 
-    bwrap.reset_probe()
-    monkeypatch.setattr(bwrap, "_probe", slow_probe)
+    monkeypatch.setattr(bwrap, "_probe", slow_probe)  # the runtime's probe is a fresh one: it asks this
     settings = make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root)
     with caplog.at_level(logging.WARNING, logger="agents.runtime"):
         bot = await asyncio.wait_for(start_bot(settings, fake_telegram, fake_anthropic), 60)
@@ -223,4 +222,3 @@ async def test_the_sandbox_probe_runs_after_polling_began_and_still_warns(
             assert "the sandbox does not work here" in caplog.text and "the probe said so" in caplog.text
         finally:
             await stop_polling(bot.app)
-            bwrap.reset_probe()

@@ -19,10 +19,12 @@ from pathlib import Path
 import pytest
 
 from agents.core.models import TaskStatus
+from agents.core.secrets_filter import SecretsFilter
 from tests.conftest import BotHarness, running_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript
 from tests.support.processes import Listener
+from tests.support.sandbox import PROBE
 from tests.support.tasks import ended, start_task, tool_results
 
 # untested_calc: these tests look at neither the verdict nor the task's end, so calc has no tests (tests/conftest.py)
@@ -187,7 +189,7 @@ async def test_growth_spread_over_several_commands_counts(tmp_path: Path, first_
 
     root = tmp_path.resolve()
     bounds = TaskBounds("spread", 1 << 30, 512, DiskBudget(root, 300 << 20))
-    spec = dataclasses.replace(spec_for(root), task=bounds)
+    spec = dataclasses.replace(spec_for(SecretsFilter(), PROBE, root), task=bounds)
     try:
         first = await run_command(f"fallocate -l {first_mb}M one.bin && echo first-done", root, 60, sandbox=spec)
         second = await run_command(

@@ -15,6 +15,7 @@ import pytest
 
 from agents.core.errors import ToolError
 from agents.core.models import TaskStatus
+from agents.core.secrets_filter import SecretsFilter
 from agents.sandbox.bwrap import spec_for
 from agents.sandbox.services import LEFT_OUT, TaskServices, start_sandboxed_stdio
 from agents.sandbox.task_limits import DiskBudget, TaskBounds
@@ -22,7 +23,7 @@ from tests.conftest import USER_ID, BotHarness
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript
 from tests.support.processes import Listener, host_pids
-from tests.support.sandbox import listener  # noqa: F401  (a fixture)
+from tests.support.sandbox import PROBE, listener  # noqa: F401  (a fixture)
 from tests.support.tasks import ended, everything_said, start_task, tool_results
 
 pytestmark = pytest.mark.skipif(
@@ -118,7 +119,7 @@ async def test_the_stdio_seam_runs_a_program_in_the_task_sandbox_and_ends_it_wit
     (extra / "note.txt").write_text("extra-readable\n")
     (extra / "server.py").write_text(ECHO_SERVER)
     bounds = TaskBounds("seam", 1 << 30, 256)
-    spec = dataclasses.replace(spec_for(worktree), task=bounds)
+    spec = dataclasses.replace(spec_for(SecretsFilter(), PROBE, worktree), task=bounds)
     process = await start_sandboxed_stdio(
         spec, ["python3", str(extra / "server.py")], {"EXTRA": str(extra), "SERVER_KEY": "k1"}, read_paths=[extra]
     )
@@ -141,7 +142,7 @@ async def test_the_stdio_seam_runs_a_program_in_the_task_sandbox_and_ends_it_wit
 async def test_a_services_log_ends_within_the_disk_budget_the_notice_included(tmp_path) -> None:
     budget = 64 << 10
     bounds = TaskBounds("logs", 1 << 30, 256, DiskBudget(tmp_path, budget))
-    spec = dataclasses.replace(spec_for(tmp_path), task=bounds)
+    spec = dataclasses.replace(spec_for(SecretsFilter(), PROBE, tmp_path), task=bounds)
     services = TaskServices.of(bounds)
     try:
         await services.start(spec, "head -c 300000 /dev/zero | tr '\\0' x; echo; exec sleep 1000.9292", {})
@@ -160,7 +161,7 @@ async def test_a_services_log_ends_within_the_disk_budget_the_notice_included(tm
 
 async def test_a_task_runs_at_most_its_number_of_services(tmp_path) -> None:
     bounds = TaskBounds("cap", 1 << 30, 256, max_services=1)
-    spec = dataclasses.replace(spec_for(tmp_path), task=bounds)
+    spec = dataclasses.replace(spec_for(SecretsFilter(), PROBE, tmp_path), task=bounds)
     services = TaskServices.of(bounds)
     try:
         said = await services.start(spec, "echo first; exec sleep 1000.9191", {})

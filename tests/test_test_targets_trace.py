@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from agents.core.secrets_filter import SecretsFilter
 from agents.sandbox.bwrap import spec_for
 from agents.sandbox.shell import child_env
 from agents.verify.js_test_runners import ScriptStep, with_files
@@ -19,6 +20,7 @@ from agents.verify.test_env import detect_environment, link_borrowed, parse_conf
 from agents.verify.test_run import RunState, TestOutcome, TestStatus, run_tests, sandbox_write_failure
 from agents.verify.test_trace import read_v8_coverage
 from agents.verify.test_verdict import Mark, judge
+from tests.support.sandbox import PROBE
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
 
@@ -50,7 +52,7 @@ async def test_a_traced_run_says_which_functions_each_test_calls(tmp_path: Path,
     shop = write(tmp_path / "shop", SHOP)
     env = detect_environment(shop)
     assert env is not None and env.rerunnable
-    sandbox = spec_for(shop, extra_read_only=env.read_only_paths) if confined else None
+    sandbox = spec_for(SecretsFilter(), PROBE, shop, extra_read_only=env.read_only_paths) if confined else None
     outcome = await run_tests(shop, 60, environment=env, ids=IDS, trace=True, sandbox=sandbox)
     assert outcome.cases == dict.fromkeys(IDS, "failed")
     assert outcome.traced[IDS[0]] == [
@@ -179,7 +181,7 @@ async def test_a_failure_the_sandbox_causes_says_so(tmp_path: Path) -> None:
     config = parse_config('[tests]\ncommand = "sh check.sh"\n')
     env = detect_environment(checkout, config=config)
     assert env is not None
-    outcome = await run_tests(checkout, 30, environment=env, sandbox=spec_for(checkout))
+    outcome = await run_tests(checkout, 30, environment=env, sandbox=spec_for(SecretsFilter(), PROBE, checkout))
     assert outcome.status is TestStatus.failed and outcome.state is RunState.complete
     assert outcome.sandbox_problem and "`/usr/agentlab-build-info`" in outcome.sandbox_problem
     verdict = judge(outcome, outcome)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import anthropic
 import pytest
 
+from agents.core.secrets_filter import SecretsFilter
 from agents.core.settings import Settings
 from agents.llm.reasoning import Reasoning
 from agents.tools.toolbox import Audit, Tool, Toolbox, prop
@@ -51,6 +52,7 @@ def reader() -> Toolbox:
     return Toolbox(
         [Tool("read_file", "read", {"path": prop("string", "p")}, read_file, ["path"], read_only=True)],
         Audit(None, agent="test"),
+        SecretsFilter(),
     )
 
 

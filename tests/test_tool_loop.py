@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from agents.core.secrets_filter import SecretsFilter
 from agents.llm.tool_loop import TRUNCATED, Ending, Limits, ToolLoop
 from agents.tools.toolbox import Audit, Tool, Toolbox, prop
 from agents.work.worker import Ending, Worker
@@ -29,6 +30,7 @@ def toolbox(log: list[str]) -> Toolbox:
             Tool("slow", "sleep", {"seconds": prop("number", "s")}, slow),
         ],
         Audit(None, agent="test"),
+        SecretsFilter(),
     )
 
 
@@ -173,6 +175,7 @@ async def test_read_only_calls_of_one_turn_run_together_and_their_results_keep_t
             Tool("write", "write", {"path": prop("string", "p")}, write, ["path"]),
         ],
         Audit(None, agent="test"),
+        SecretsFilter(),
     )
     turn = calls(("look", {"path": "a"}), ("look", {"path": "b"}), ("look", {"path": "c"}), ("write", {"path": "d"}))
     model = RoleScript([turn, say("done")])

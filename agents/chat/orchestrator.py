@@ -25,6 +25,7 @@ from agents.core.models import (
     Usage,
 )
 from agents.core.protocols import AnswerStream, MessageModel, WorkDesk
+from agents.core.secrets_filter import SecretsFilter
 from agents.core.settings import Settings
 from agents.core.text import estimate_tokens
 from agents.core.user_turns import UserTurns
@@ -81,10 +82,13 @@ class Orchestrator:
         client: anthropic.AsyncAnthropic | MessageModel,  # the model seam: the scripted model in unit tests
         workspaces: Workspaces,
         desk: WorkDesk,
+        secrets: SecretsFilter,
         hints: SymbolHints | None = None,
         turns: UserTurns | None = None,
     ) -> None:
+        """`secrets`: the bot's output filter; every tool result the model reads passes it."""
         self.settings = settings
+        self.secrets = secrets
         self.turns = turns or UserTurns()  # start-up and background work waits for the turns in flight
         self.store = store
         self.client = client
@@ -103,8 +107,11 @@ class Orchestrator:
         awaits together with its answer's storing (the two reach the store's thread together: one hand-over)."""
         chat_id = caller.chat_id
         toolbox = Toolbox(
-            orchestrator_tools(self.workspaces, self.desk, caller, owner=self.settings.is_owner(caller.user_id)),
+            orchestrator_tools(
+                self.workspaces, self.desk, caller, self.secrets, owner=self.settings.is_owner(caller.user_id)
+            ),
             Audit(self.store, agent="orchestrator", chat_id=chat_id),
+            self.secrets,
         )
 
         async def record(response: anthropic.types.Message) -> None:

@@ -1,22 +1,23 @@
-"""The one output filter: every text a model or the chat sees from tools and commands passes `mask`.
+"""The one output filter: every text a model or the chat sees from tools and commands passes `SecretsFilter.mask`.
 
 Known token shapes become `«masked»`: the regexes of the maintained `detect-secrets` plugins (AWS, GitHub, GitLab,
 Slack, npm, PyPI, OpenAI, Stripe, SendGrid, Discord, Azure, JWT, Telegram, Twilio, URL passwords), plus shapes it
 lacks (Anthropic and current OpenAI/GitHub/npm keys, `Authorization:`/`Bearer` values, git's `http.extraHeader`, an
 inline `credential.helper`, URL credentials without a password, whole private-key blocks). Values are also masked
-verbatim: the bot's own secrets (registered at start-up, kept for its life) and the values found in a workspace's
-credential files (`.npmrc`, `.env.production`, ...: `remember` with the task's `SecretScope`, forgotten when the
-task ends, so the set stays as small as the running tasks need), so `cat .npmrc` shows neither.
+verbatim: the bot's own secrets (added at start-up to the process's one `SecretsFilter`, which its owner builds and
+passes to each part that shows text, kept for its life) and the values found in a workspace's credential files
+(`.npmrc`, `.env.production`, ...: added to the task's `SecretScope`, forgotten when the task ends, so the set stays
+as small as the running tasks need), so `cat .npmrc` shows neither.
 
 Folded spellings: a token with zero-width characters inside it, percent-escaped (`%3A`) or JSON-escaped (`\\u003a`,
-`\\/`) is found in a folded view of the text and masked where it stands; a remembered value is also known in its
+`\\/`) is found in a folded view of the text and masked where it stands; an added value is also known in its
 common encodings (base64 at every alignment, JSON string escapes, URL encoding). The folded view is built only for a
 text that holds such a character or escape, so ordinary output costs one extra scan.
 
 A token split over lines (`fold`, a line-wrapping program, two `echo`s of its halves) is found by joining the token
 runs on both sides of each line break that has token characters right before and after it (at least 8 of them
 together, not counting `/` and `.`, so paths and file names on consecutive lines are not looked at): the joined runs
-are searched for every token shape and remembered value, and a match across the break masks both halves.
+are searched for every token shape and added value, and a match across the break masks both halves.
 
 What it cannot do: a command that re-encodes a secret some other way (reversed, split with spaces or indentation
 between its parts, encrypted) prints something no filter knows.
@@ -97,7 +98,10 @@ def _mask_whole(match: re.Match[str]) -> str:
 
 @functools.cache
 def _shapes() -> tuple[tuple[re.Pattern[str], bool, str | None], ...]:
-    """(regex, mask the `secret` group only, needle) for every shape: detect-secrets' plugins, then our own."""
+    """(regex, mask the `secret` group only, needle) for every shape: detect-secrets' plugins, then our own.
+
+    Cached for the process: a pure function of the installed detect-secrets and this module's constants (the same
+    for every filter), compiled once because it costs about half a second."""
     import importlib
 
     found: list[tuple[re.Pattern[str], bool, str | None]] = []
@@ -158,7 +162,7 @@ class _Verbatim:
             self._rebuild()
 
     def drop(self, owner: object) -> None:
-        """Forget what `owner` remembered (a value another owner holds too stays masked)."""
+        """Forget what `owner` added (a value another owner holds too stays masked)."""
         with self._lock:
             if self._owned.pop(owner, None) is not None:
                 self._rebuild()
@@ -206,53 +210,84 @@ def encodings(value: str) -> set[str]:
     return found
 
 
-_verbatim = _Verbatim()
+class SecretsFilter:
+    """The one output filter of a process: the token shapes, and the values added to it (the bot's own secrets for
+    its life, a running task's while its `SecretScope` is open). Built once by the process's owner (the bot's
+    `Runtime`, a runner's `RunnerNode`) and given to every part that shows text to a model or a chat in its
+    constructor: a part nobody gave it cannot be built, so no text passes an empty filter by mistake."""
 
+    def __init__(self) -> None:
+        self._verbatim = _Verbatim()
 
-def remember(values: Iterable[str], scope: SecretScope | None = None) -> None:
-    """Mask these values verbatim from now on, in every task's output: for the bot's life (its own secrets, an MCP
-    server's), or while `scope` is open (a task's credential files' values); values shorter than 8 characters are
-    ignored."""
-    _verbatim.add(values, scope)
+    def add(self, values: Iterable[str]) -> None:
+        """Mask these values verbatim from now on, in every task's output, for the process's life (the bot's own
+        secrets, an MCP server's); a task's values go to its `scope` instead. Values shorter than 8 characters are
+        ignored."""
+        self._verbatim.add(values, None)
+
+    def scope(self, name: str) -> SecretScope:
+        """A scope for one task's values (`SecretScope.add`), forgotten when it closes."""
+        return SecretScope(self._verbatim, name)
+
+    def value_count(self) -> int:
+        """How many spellings of added values are masked now (the bot's own and those of running tasks)."""
+        return len(self._verbatim)
+
+    def mask(self, text: str) -> str:
+        """`text` with every known secret replaced by `«masked»`, in plain or folded spellings."""
+        if not text:
+            return text
+        text = self._verbatim.sub(text)
+        text = _URL_CREDENTIALS.sub(_mask_url_credentials, text)
+        lowered = text.lower()
+        for regex, grouped, needle in _shapes():
+            if needle is not None and needle not in lowered:
+                continue
+            if grouped:
+                text = regex.sub(_mask_group, text)
+            else:
+                text = regex.sub(_mask_whole if regex.pattern.startswith("sk-") else MASK, text)
+        return _mask_split(_mask_folded(text, self._verbatim), self._verbatim)
+
+    def mask_json(self, value: object) -> object:
+        """`mask` applied to every string inside a JSON-like value (tool results made of content blocks); image and
+        document blocks (base64 data) are left as they are."""
+        if isinstance(value, str):
+            return self.mask(value)
+        if isinstance(value, list):
+            return [self.mask_json(v) for v in value]
+        if isinstance(value, dict):
+            if value.get("type") in ("image", "document"):
+                return value
+            return {k: self.mask_json(v) for k, v in value.items()}
+        return value
+
+    def without_url_credentials(self, text: str) -> str:
+        """`https://user:token@host` → `https://host`, then `mask`: for a config a program still reads (the sandbox's
+        copy of `.git/config`: `git remote -v` works and shows a plain URL)."""
+        return self.mask(_URL_USERINFO.sub("://", text))
+
+    def looks_like_it_holds_a_secret(self, text: str) -> bool:
+        """Whether `mask` would change `text`: a question to the owner says so beside the text it shows unmasked."""
+        return bool(text) and self.mask(text) != text
 
 
 class SecretScope:
-    """The values one task remembered (`remember(values, scope)`): masked in every output while the task runs, and
-    forgotten by `close` when it ends, unless the bot or another running task remembered them too."""
+    """The values one task added (`add`): masked in every output while the task runs, and forgotten by `close` when
+    it ends, unless the bot or another running task added them too. Made by `SecretsFilter.scope`."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, verbatim: _Verbatim, name: str) -> None:
+        self._verbatim = verbatim
         self.name = name
 
-    def remember(self, values: Iterable[str]) -> None:
-        remember(values, self)
+    def add(self, values: Iterable[str]) -> None:
+        self._verbatim.add(values, self)
 
     def close(self) -> None:
-        _verbatim.drop(self)
+        self._verbatim.drop(self)
 
     def __repr__(self) -> str:
         return f"SecretScope({self.name!r})"
-
-
-def remembered_count() -> int:
-    """How many spellings of remembered values are masked now (the bot's own and those of running tasks)."""
-    return len(_verbatim)
-
-
-def mask(text: str) -> str:
-    """`text` with every known secret replaced by `«masked»`, in plain or folded spellings."""
-    if not text:
-        return text
-    text = _verbatim.sub(text)
-    text = _URL_CREDENTIALS.sub(_mask_url_credentials, text)
-    lowered = text.lower()
-    for regex, grouped, needle in _shapes():
-        if needle is not None and needle not in lowered:
-            continue
-        if grouped:
-            text = regex.sub(_mask_group, text)
-        else:
-            text = regex.sub(_mask_whole if regex.pattern.startswith("sk-") else MASK, text)
-    return _mask_split(_mask_folded(text))
 
 
 # What a folded view undoes: a percent escape, a JSON `\uXXXX` or `\/` escape, an invisible formatting character
@@ -292,7 +327,7 @@ def _folded(text: str) -> tuple[str, list[int]] | None:
     return "".join(parts), origin
 
 
-def _mask_folded(text: str) -> str:
+def _mask_folded(text: str, verbatim: _Verbatim) -> str:
     """Mask, in `text`, what is a secret only once its escapes and invisible characters are folded away."""
     folded = _folded(text)
     if folded is None:
@@ -300,8 +335,8 @@ def _mask_folded(text: str) -> str:
     view, origin = folded
     spans: list[tuple[int, int]] = []
     regexes = [(r, g) for r, g, needle in _shapes() if needle is None or needle in view.lower()]
-    if _verbatim.regex is not None:
-        regexes.append((_verbatim.regex, False))
+    if verbatim.regex is not None:
+        regexes.append((verbatim.regex, False))
     for regex, grouped in regexes:
         for match in regex.finditer(view):
             if _inside_a_word(match):
@@ -354,8 +389,8 @@ def _split_candidates(text: str) -> list[tuple[int, int, int]]:
     return candidates
 
 
-def _mask_split(text: str) -> str:
-    """Mask a token shape or a remembered value that is whole only once the line breaks inside it are taken out (a
+def _mask_split(text: str, verbatim: _Verbatim) -> str:
+    """Mask a token shape or an added value that is whole only once the line breaks inside it are taken out (a
     token folded over several lines too); each of its parts becomes `«masked»` (the breaks stay)."""
     candidates = _split_candidates(text)
     if not candidates:
@@ -386,8 +421,8 @@ def _mask_split(text: str) -> str:
         offset += 1
     view = "\n".join(pieces)
     regexes = [(r, g) for r, g, needle in _shapes() if needle is None]
-    if _verbatim.regex is not None:
-        regexes.append((_verbatim.regex, False))
+    if verbatim.regex is not None:
+        regexes.append((verbatim.regex, False))
     spans: list[tuple[int, int]] = []
     for regex, grouped in regexes:
         for match in regex.finditer(view):
@@ -418,11 +453,6 @@ def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return merged
 
 
-def looks_like_it_holds_a_secret(text: str) -> bool:
-    """Whether `mask` would change `text`: a question to the owner says so beside the text it shows unmasked."""
-    return bool(text) and mask(text) != text
-
-
 _URL_CREDENTIALS = re.compile(r"://(?P<secret>[^\s/@'\"<>]+)@")
 
 
@@ -435,26 +465,6 @@ def _mask_url_credentials(match: re.Match[str]) -> str:
 
 
 _URL_USERINFO = re.compile(r"://[^\s/@'\"<>]+@")
-
-
-def without_url_credentials(text: str) -> str:
-    """`https://user:token@host` → `https://host`, then `mask`: for a config a program still reads (the sandbox's
-    copy of `.git/config`: `git remote -v` works and shows a plain URL)."""
-    return mask(_URL_USERINFO.sub("://", text))
-
-
-def mask_json(value: object) -> object:
-    """`mask` applied to every string inside a JSON-like value (tool results made of content blocks); image and
-    document blocks (base64 data) are left as they are."""
-    if isinstance(value, str):
-        return mask(value)
-    if isinstance(value, list):
-        return [mask_json(v) for v in value]
-    if isinstance(value, dict):
-        if value.get("type") in ("image", "document"):
-            return value
-        return {k: mask_json(v) for k, v in value.items()}
-    return value
 
 
 _ASSIGNMENT = re.compile(r"""^\s*(?:export\s+)?[^\s=:#]+\s*[=:]\s*(?P<value>.+?)\s*$""")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from agents.core.secrets_filter import looks_like_it_holds_a_secret
+from agents.core.secrets_filter import SecretsFilter
 
 
 def estimate_tokens(text: str) -> int:
@@ -51,10 +51,11 @@ def literal_block(text: str) -> str:
     return fenced(visible(text))
 
 
-def secret_warning(text: str, noun: str = "command") -> str:
-    """A line for beside a quoted `text` that holds what looks like a token or password (empty otherwise): a
-    question to the owner shows it as it will run rather than masking it, which would hide what the owner allows."""
-    if not looks_like_it_holds_a_secret(text):
+def secret_warning(text: str, secrets: SecretsFilter, noun: str = "command") -> str:
+    """A line for beside a quoted `text` that holds what looks like a token or password to `secrets` (empty
+    otherwise): a question to the owner shows it as it will run rather than masking it, which would hide what the
+    owner allows."""
+    if not secrets.looks_like_it_holds_a_secret(text):
         return ""
     return f"\n⚠️ This {noun} contains what looks like a token or password (shown as it will run, unmasked)."
 

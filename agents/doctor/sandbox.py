@@ -57,8 +57,7 @@ async def check_sandbox(settings: Settings) -> Check:
             "worker can read the bot's keys and your files and use the network",
             "set SANDBOX=bwrap (the default) once bubblewrap works here",
         )
-    bwrap.reset_probe()
-    reason = await bwrap.unavailable_reason()
+    reason = await bwrap.SandboxProbe().unavailable_reason()  # probed now, whatever an earlier check found
     if reason:  # the reason ends with the general fix; the line's own fix is the one for this failure
         detail = reason.removesuffix(".").removesuffix(f": {bwrap.UNAVAILABLE_FIX}")
         return Check(Level.fail, "sandbox", detail, BWRAP_INSTALL_FIX if bwrap.bwrap_path() is None else USERNS_FIX)

@@ -56,10 +56,11 @@ async def check_browser(settings: Settings) -> Check:
             f"{what}: the frontend worker keeps only `screenshot`",
             "make setup (scripts/install-browser.sh) where node, npm and chromium are installed",
         )
-    if settings.sandbox != "off" and await bwrap.unavailable_reason():
+    sandbox = bwrap.SandboxProbe()
+    if settings.sandbox != "off" and await sandbox.unavailable_reason():
         return Check(Level.warn, "browser", f"{what} cannot start: it runs in a task's sandbox", "see the sandbox line")
     try:
-        count = await probe_mcp(browser.config(install, proxy=False), settings, call="list_pages")
+        count = await probe_mcp(browser.config(install, proxy=False), settings, sandbox, call="list_pages")
     except ToolError as err:
         return Check(Level.warn, "browser", f"{what} does not start: {err}", "run it by hand to see why")
     pinned = "" if install.version == browser.VERSION else f" (the set-up pins {browser.VERSION})"
@@ -70,6 +71,7 @@ async def check_mcp_servers(settings: Settings) -> list[Check]:
     """Each server of MCP_CONFIG: whether it starts (stdio: in a task's sandbox) and how many tools it offers."""
     if settings.mcp_config is None:
         return [Check(Level.ok, "MCP", "none (MCP_CONFIG unset; the frontend worker's browser is built in)")]
+    sandbox = bwrap.SandboxProbe()  # one probe for the servers' checks
     servers, problems = load_mcp_config(settings.mcp_config)
     checks = [Check(Level.warn, "MCP_CONFIG", p, "fix the file (its shape is in .env.example)") for p in problems]
     if not servers and not problems:
@@ -79,10 +81,10 @@ async def check_mcp_servers(settings: Settings) -> list[Check]:
         how = "stdio in a task's sandbox" if config.stdio else f"{config.url} from the bot"
         roles = ", ".join(sorted(r.value for r in config.roles))
         approve = f"; approve: {', '.join(sorted(config.approve))}" if config.approve else ""
-        if config.stdio and settings.sandbox != "off" and await bwrap.unavailable_reason():
+        if config.stdio and settings.sandbox != "off" and await sandbox.unavailable_reason():
             return Check(Level.warn, f"MCP {config.name}", f"cannot start ({how})", "see the sandbox line")
         try:
-            count = await probe_mcp(config, settings)
+            count = await probe_mcp(config, settings, sandbox)
         except ToolError as err:
             fix = (
                 "check its command, args and env; its folder must be in SANDBOX_READ_PATHS"

@@ -38,6 +38,7 @@ from temporalio.worker import Worker
 from agents.core.actions import Action, parse_action
 from agents.core.models import Task, TaskEvent, TaskStatus, WorkerKind
 from agents.core.protocols import Notifier, Outbox
+from agents.core.secrets_filter import SecretsFilter
 from agents.core.settings import Settings
 from agents.engine import cluster
 from agents.engine.payloads import (
@@ -171,12 +172,14 @@ class ForwardedNetworkGate(NetworkGate):
         notifier: Notifier,
         answer_seconds: float,
         is_owner: Callable[[int | None], bool],
+        *,
+        secrets: SecretsFilter,
     ) -> None:
-        super().__init__(policy, store, notifier, answer_seconds, is_owner)
+        super().__init__(policy, store, notifier, answer_seconds, is_owner, secrets=secrets)
         self.lines = lines
 
     def decide(self, chat_id: int, request_id: int, choice: str) -> str:
-        if request_id in self._pending or choice not in ANSWERED:  # a question of a task running here
+        if self.is_asking(request_id) or choice not in ANSWERED:  # a question of a task running here
             return super().decide(chat_id, request_id, choice)
         asked = self.lines.questions.get(request_id)
         if asked is not None and chat_id not in asked.chats:

@@ -26,7 +26,7 @@ from temporalio.worker import Worker
 from agents.core.actions import Buttons
 from agents.core.errors import ToolError
 from agents.core.models import Attachment, AttachmentKind, Task, TaskEvent, TaskStatus, WorkerKind, utcnow
-from agents.core.secrets_filter import remember
+from agents.core.secrets_filter import SecretsFilter
 from agents.core.settings import Settings
 from agents.engine import cluster
 from agents.engine.branch_pushes import BranchPushes
@@ -50,7 +50,7 @@ from agents.inputs.attachments import Attachments
 from agents.llm.client import make_client
 from agents.repo_map.maps import RepoMap
 from agents.sandbox import task_disk
-from agents.sandbox.bwrap import NetworkPolicy
+from agents.sandbox.bwrap import NetworkPolicy, SandboxProbe
 from agents.sandbox.network_gate import NetworkGate
 from agents.sandbox.safe_paths import UnsafePath, write_file
 from agents.sandbox.task_limits import sandbox_limit_warnings
@@ -160,6 +160,15 @@ class SummariesToReport:
         return None
 
 
+def runner_secrets(settings: Settings) -> SecretsFilter:
+    """A runner's output filter: the model's key (masked in everything the chat sees), and GitHub's secrets, which a
+    runner sharing the bot's .env holds too (it never uses them): masked the same way."""
+    secrets = SecretsFilter()
+    secrets.add([settings.anthropic_api_key.get_secret_value()])
+    secrets.add(s.get_secret_value() for s in (settings.github_token, settings.github_webhook_secret) if s is not None)
+    return secrets
+
+
 @dataclass
 class TaskRun:
     """A task running here: the executor built for it (its chat, its network gate, its summaries) and its job."""
@@ -174,8 +183,13 @@ class RunnerNode:
     """One runner: its store, the collaborators its task runs share, and the two Temporal workers (the shared queue,
     its own). Each task run gets an executor of its own, built with the chat of that task's workflow."""
 
-    def __init__(self, settings: Settings, store: Store, client: Client, llm: anthropic.AsyncAnthropic) -> None:
+    def __init__(
+        self, settings: Settings, store: Store, client: Client, llm: anthropic.AsyncAnthropic, secrets: SecretsFilter
+    ) -> None:
+        """`secrets`: this runner's output filter (`runner_secrets`), given to every task run's executor."""
         self.settings, self.store, self.client, self.llm = settings, store, client, llm
+        self.secrets = secrets
+        self.probe = SandboxProbe()  # does bwrap work here: asked by every task run's commands
         self.name = cluster.runner_name(settings)
         self.queue = cluster.runner_queue(settings, self.name)
         self.workspaces = Workspaces(settings.workspace_path, settings.bot_repository)
@@ -188,9 +202,7 @@ class RunnerNode:
 
     @classmethod
     async def open(cls, settings: Settings) -> RunnerNode:
-        remember([settings.anthropic_api_key.get_secret_value()])  # masked in everything the chat sees
-        # a runner sharing the bot's .env holds GitHub's secrets too (it never uses them): masked the same way
-        remember(s.get_secret_value() for s in (settings.github_token, settings.github_webhook_secret) if s is not None)
+        secrets = runner_secrets(settings)
         if settings.sandbox == "off":
             log.warning("SANDBOX=off: this runner's task commands are NOT confined; set SANDBOX=bwrap")
         for warning in sandbox_limit_warnings(settings.sandbox_network != "off") if settings.sandbox != "off" else []:
@@ -206,7 +218,7 @@ class RunnerNode:
             await asyncio.to_thread(
                 kill_orphans, instance_token(settings.database_path), {t.stored_id for t in killed_mid_task}
             )
-        return cls(settings, store, client, make_client(settings))
+        return cls(settings, store, client, make_client(settings), secrets)
 
     def task_run(self, start: TaskStart, workflow_id: str) -> TaskRun:
         """The executor of one task run: its chat is the task's workflow; its network questions go to the owners when
@@ -219,6 +231,7 @@ class RunnerNode:
             chat,
             s.sandbox_network_answer_seconds,
             lambda _starter: start.starter_is_owner,  # this gate serves this one task, whose starter the bot named
+            secrets=self.secrets,
         )
         summaries = SummariesToReport()
         executor = TaskExecutor(
@@ -229,6 +242,8 @@ class RunnerNode:
             chat,
             self.repo_map,
             summaries,
+            secrets=self.secrets,
+            probe=self.probe,
             network=gate,
             baselines=self.baselines,
         )
@@ -259,7 +274,7 @@ class RunnerNode:
             self.stopping = True
             jobs = [run.job for run in self.runs.values() if run.job is not None]
             for run in self.runs.values():
-                run.executor.stopping = True
+                run.executor.begin_stopping()
             for job in jobs:
                 job.cancel()
             if jobs:

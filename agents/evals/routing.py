@@ -51,6 +51,7 @@ from agents.evals.cases import DEFAULT_CASES, ERROR, EVAL_CHAT_ID, LABELS, OTHER
 from agents.evals.desk import RecordingDesk, ToolCall
 from agents.evals.workspaces import CANNED_PROPOSALS, make_eval_workspaces
 from agents.llm.client import cost_usd, make_client
+from agents.runtime import bot_secrets
 from agents.store.database import Store
 from agents.store.shown import PROPOSAL, remember_shown, shown_as
 from agents.workspaces.folders import Workspaces
@@ -199,7 +200,7 @@ async def run_case(
     desk = RecordingDesk(store, workspaces)
     try:
         reply_to = await set_up(store, case)
-        orchestrator = Orchestrator(settings, store, client, workspaces, desk)
+        orchestrator = Orchestrator(settings, store, client, workspaces, desk, bot_secrets(settings))
         try:
             reply = await orchestrator.handle(EVAL_CHAT_ID, case.text, InputMethod(case.input), reply_to)
         except Exception as err:  # a crash in one case is that case's result, not the end of the eval

@@ -95,7 +95,10 @@ async def run_fixture(
     settings: Settings, fixture: TaskFixture, run: int, client: Any, timeout: float = 1800.0
 ) -> RunResult:
     """One fixture, one run, in a fresh data folder and workspace root; the result read from the bot's store."""
-    from agents.runtime import Runtime  # the whole bot: imported when an eval runs, not when the CLI starts
+    from agents.runtime import (
+        Runtime,
+        bot_secrets,
+    )  # the whole bot: imported when an eval runs, not when the CLI starts
 
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix=f"agentlab-eval-{fixture.name}-") as tmp:
@@ -111,7 +114,7 @@ async def run_fixture(
                 "github_token": None,
             }
         )
-        runtime = await Runtime.start(local, DroppingNotifier(), client=client, transcriber=None)
+        runtime = await Runtime.start(local, DroppingNotifier(), bot_secrets(local), client=client, transcriber=None)
         try:
             await runtime.crew.starts.start_one(
                 Caller(chat_id=EVAL_CHAT_ID), fixture.name, fixture.worker, fixture.request, background=True

@@ -147,7 +147,8 @@ def _subcommand(argv: list[str]) -> str:
 
 
 _DRIVER_CACHE_SIZE = 256
-_driver_cache: dict[bytes, list[str]] = {}  # the local configuration's bytes -> its driver overrides
+# the local configuration's bytes -> its driver overrides. Process-wide: a pure function of those bytes (the key)
+_driver_cache: dict[bytes, list[str]] = {}
 
 
 def _local_config(cwd: Path) -> bytes | None:

@@ -1,4 +1,7 @@
-"""One lock per repository, and the watchers (repo_guard) kept exact around every change the bot makes itself."""
+"""One lock per repository, and the watchers (repo_guard) kept exact around every change the bot makes itself.
+
+Both are process-wide on purpose: they stand for the repository on disk, of which there is one per path whoever
+works on it; owners with registries of their own would take different locks for one `.git` and race on it."""
 
 from __future__ import annotations
 

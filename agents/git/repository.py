@@ -24,7 +24,9 @@ _NOT_A_REPOSITORY = "not a git repository"
 
 
 _COMMON_DIRS_KEPT = 256
-_common_dirs: dict[Path, tuple[tuple[int, int, int], Path]] = {}  # checkout → (its `.git` folder's identity, answer)
+# checkout → (its `.git` folder's identity, answer). Process-wide: a pure function of the file system, each answer kept
+# with the identity it rested on and used only while that identity holds
+_common_dirs: dict[Path, tuple[tuple[int, int, int], Path]] = {}
 
 
 def _git_folder_identity(repo: Path) -> tuple[int, int, int] | None:
@@ -98,7 +100,9 @@ def _toplevel_from_files(path: Path) -> Path | None:
 
 
 _TOPLEVELS_KEPT = 256
-_toplevels: dict[str, tuple[tuple[object, ...], Path]] = {}  # a path → (what git's answer rested on, the answer)
+# a path → (what git's answer rested on, the answer). Process-wide: a pure function of the file system, used only
+# while what it rested on holds
+_toplevels: dict[str, tuple[tuple[object, ...], Path]] = {}
 
 
 def _checkout_identity(path: Path) -> tuple[object, ...] | None:
@@ -261,7 +265,8 @@ async def is_tracked(repo: Path, path: str) -> bool:
 
 
 _CHANGES_KEPT = 64
-_known_changes: dict[tuple[str, str, str], list[tuple[str, str]]] = {}  # (checkout, base, head) → its changes
+# (checkout, base, head) → its changes. Process-wide: what changed between two commits never changes
+_known_changes: dict[tuple[str, str, str], list[tuple[str, str]]] = {}
 
 
 def remember_changes(path: Path, base_commit: str, head: str, changes: list[tuple[str, str]]) -> None:

@@ -33,6 +33,8 @@ class TreeEntry:
     path: str
 
 
+# (git directory, commit) → the commit's listing. Process-wide: a commit's tree never changes (a replaced object is
+# asked again: see `_key`)
 _listings: OrderedDict[tuple[str, str], tuple[TreeEntry, ...]] = OrderedDict()
 
 

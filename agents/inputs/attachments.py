@@ -63,7 +63,8 @@ def _megabytes(size: int) -> str:
 def _guard_pillow() -> None:
     """Pillow's own decompression-bomb guard at our limit: past 2× it raises DecompressionBombError on open; between
     1× and 2× its DecompressionBombWarning is made an error too. Set on every call: test runners reset warning
-    filters, and both settings are idempotent."""
+    filters, and both settings are idempotent. Process-wide by Pillow's design (a module attribute and a warning
+    filter, no limit per call); the value is this module's constant, the one every caller in the process wants."""
     from PIL import Image
 
     Image.MAX_IMAGE_PIXELS = MAX_SOURCE_PIXELS

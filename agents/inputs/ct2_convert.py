@@ -224,7 +224,8 @@ def tokenizer_json(n_vocab: int) -> str:
     return str(build_tokenizer(whisper_encoding(n_vocab)).to_str(pretty=True))
 
 
-# merges by (vocabulary file, number of pieces): checkpoints for 99 and 100 languages share multilingual.tiktoken
+# merges by (vocabulary file, number of pieces): checkpoints for 99 and 100 languages share multilingual.tiktoken.
+# Process-wide: a pure function of the vocabulary file (the key)
 _MERGES: dict[tuple[str, int], list[tuple[str, str]]] = {}
 
 

@@ -23,7 +23,6 @@ import anthropic
 
 from agents.core.models import Usage
 from agents.core.protocols import AnswerStream, MessageModel
-from agents.core.secrets_filter import mask
 from agents.llm.client import usage_of
 from agents.llm.context_budget import create_within_window, fixed_tokens
 from agents.llm.raw_stream import stream_message
@@ -130,6 +129,24 @@ class _LimitReached(Exception):
         self.ending = ending
 
 
+class RunClock:
+    """The time limit of a loop's running run, read from outside it: a question to the user waits no longer than the
+    run has left. Whoever builds the loop and the tools that wait makes one and gives it to both."""
+
+    def __init__(self) -> None:
+        self._deadline: asyncio.Timeout | None = None
+
+    def start(self, deadline: asyncio.Timeout | None) -> None:
+        """A run began, bounded by `deadline` (None: ended)."""
+        self._deadline = deadline
+
+    def seconds_left(self) -> float | None:
+        """What is left of the running run's time limit (None: no run, or no limit); a wait inside a tool (a question
+        to the user) counts against it like any other work."""
+        when = self._deadline.when() if self._deadline is not None else None
+        return None if when is None else max(0.0, when - asyncio.get_running_loop().time())
+
+
 @dataclass
 class ToolLoop:
     """One agent's conversation with the model and its tools; `run` continues it with the next user turn."""
@@ -157,19 +174,21 @@ class ToolLoop:
     usage: Usage = field(default_factory=Usage)
     api_calls: int = 0
     tools_used: list[str] = field(default_factory=list)
-    _deadline: asyncio.Timeout | None = field(default=None, init=False, repr=False)  # the running run's time limit
+    clock: RunClock = field(default_factory=RunClock)  # the running run's time limit, for the tools that wait
+
+    def keep_cache_for(self, ttl: Literal["5m", "1h"]) -> None:
+        """The cache lifetime the next requests ask for: "1h" when a long wait (a test run) comes before the next."""
+        self.cache_ttl = ttl
 
     def seconds_left(self) -> float | None:
-        """What is left of the running run's time limit (None: no run, or no limit); a wait inside a tool (a question
-        to the user) counts against it like any other work."""
-        when = self._deadline.when() if self._deadline is not None else None
-        return None if when is None else max(0.0, when - asyncio.get_running_loop().time())
+        """What is left of the running run's time limit (`RunClock.seconds_left`)."""
+        return self.clock.seconds_left()
 
     def add_user_turn(self, blocks: list[dict[str, Any]]) -> None:
         """A new user turn of content blocks (text, images, documents), kept alternating after a turn that ended on
         tool results (the blocks join that user turn). Text is masked by the one output filter:
         a test run's output or a note quoting a command reaches the model without known secrets."""
-        blocks = masked(blocks)
+        blocks = masked(self.toolbox.secrets, blocks)
         if self.messages and self.messages[-1]["role"] == "user":
             self.messages[-1]["content"].extend(blocks)
         else:
@@ -181,7 +200,8 @@ class ToolLoop:
         started = time.monotonic()
         timeout = None if math.isinf(limits.max_seconds) else limits.max_seconds
         try:
-            async with asyncio.timeout(timeout) as self._deadline:
+            async with asyncio.timeout(timeout) as deadline:
+                self.clock.start(deadline)
                 while True:
                     if steps >= limits.max_steps:
                         raise _LimitReached(Ending.STEP_LIMIT)
@@ -203,7 +223,7 @@ class ToolLoop:
                 raise  # not our deadline: a timeout from inside (an SDK or tool timeout)
             return self._stopped(Ending.TIME_LIMIT, steps)
         finally:
-            self._deadline = None
+            self.clock.start(None)
 
     def _warn_now(self, limits: Limits, steps: int) -> bool:
         """Whether the step about to start is the one to warn before (the newest turn is the user's to add to)."""
@@ -288,7 +308,7 @@ class ToolLoop:
     async def step(self, without_tools: bool = False) -> tuple[Ending, str] | None:
         """One model call and its tool calls; returns (ending, text) when the loop is over."""
         for note in self.inbox() if self.inbox else []:  # the last message is the user's: a turn or tool results
-            self.messages[-1]["content"].append({"type": "text", "text": mask(note)})
+            self.messages[-1]["content"].append({"type": "text", "text": self.toolbox.secrets.mask(note)})
         response = await self._send(without_tools)
         self.api_calls += 1
         self.usage = self.usage + usage_of(response)

@@ -15,6 +15,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+# Process-wide because the collector is: one count of the users of the one collector, however many owners parse
 _lock = threading.Lock()
 _users = 0
 _was_enabled = False

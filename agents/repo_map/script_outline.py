@@ -29,6 +29,7 @@ TS_LANGUAGES: frozenset[str] = (
     )
     else frozenset()
 )
+# The compiled grammars, loaded once per process: a pure function of the installed tree-sitter packages
 _grammars: dict[str, Any] | None = None
 _grammars_lock = threading.Lock()
 
@@ -55,7 +56,7 @@ def _grammar(language: str) -> Any:
     return _grammars.get(language)
 
 
-_TS_LOCAL = threading.local()
+_TS_LOCAL = threading.local()  # each thread's parsers (`_ts_parser`): made from the grammars, nothing else
 _FUNCTION_VALUES = frozenset({"arrow_function", "function_expression", "function", "generator_function"})
 _CLASS_DECLARATIONS = frozenset({"class_declaration", "abstract_class_declaration", "class"})
 _FUNCTION_DECLARATIONS = frozenset({"function_declaration", "generator_function_declaration", "function_signature"})

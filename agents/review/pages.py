@@ -38,6 +38,7 @@ JUDGED = ("broken", "target", "failed", "unknown", "flaky", "fixed", "pre-existi
 
 @functools.cache
 def templates() -> Loader:
+    """The page templates, loaded once per process: a pure function of the files shipped with the code."""
     return Loader(str(TEMPLATES), autoescape="xhtml_escape")
 
 

@@ -30,7 +30,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agents.core.secrets_filter import without_url_credentials
+from agents.core.secrets_filter import SecretsFilter
 from agents.sandbox.egress_rules import Egress
 from agents.sandbox.safe_paths import checkout_venv
 from agents.sandbox.task_limits import TaskBounds
@@ -185,6 +185,7 @@ class SandboxSpec:
     task: TaskBounds | None = field(default=None, compare=False)  # the task's cgroup and disk budget (task_limits.py)
     mounts: tuple[tuple[Path, str], ...] = ()  # (host folder, place in the sandbox) bound read-only, e.g. service logs
     egress: Egress = field(default_factory=Egress)  # what an allowed network reaches (agents/sandbox/egress_rules.py)
+    probe: SandboxProbe = field(kw_only=True, compare=False, repr=False)  # does bwrap work here (its owner's probe)
 
     def with_network(self, network: bool) -> SandboxSpec:
         return dataclasses.replace(self, network=network)
@@ -222,9 +223,9 @@ def git_metadata(worktree: Path) -> Path | None:
     return common if common.is_dir() else None
 
 
-def masked_git_config(common: Path) -> Path | None:
-    """A copy of the repository's `.git/config` with its secrets masked (credentials in URLs, `http.extraHeader`,
-    an inline credential helper: agents/core/secrets_filter.py), when it has any (else None).
+def masked_git_config(common: Path, secrets: SecretsFilter) -> Path | None:
+    """A copy of the repository's `.git/config` with its secrets masked by `secrets` (credentials in URLs,
+    `http.extraHeader`, an inline credential helper: agents/core/secrets_filter.py), when it has any (else None).
 
     The copy is shown read-only in place of the original, so `git remote -v` inside works without the token."""
     config = common / "config"
@@ -232,7 +233,7 @@ def masked_git_config(common: Path) -> Path | None:
         text = config.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return None
-    masked = without_url_credentials(text)
+    masked = secrets.without_url_credentials(text)
     if masked == text:
         return None
     folder = _private_folder()
@@ -243,12 +244,15 @@ def masked_git_config(common: Path) -> Path | None:
 
 @functools.cache
 def _private_folder() -> Path:
+    """The process's own folder for the masked git configs, made once (removed at exit)."""
     folder = temp_folder("sandbox", "git")
     atexit.register(shutil.rmtree, folder, ignore_errors=True)
     return folder
 
 
 def spec_for(
+    secrets: SecretsFilter,
+    probe: SandboxProbe,
     worktree: Path,
     *,
     repository: Path | None = None,
@@ -260,7 +264,9 @@ def spec_for(
 
     What is bound comes from `repository` (the owner's checkout the worktree was made from), never from files in
     the worktree: a worker that rewrites its `.git` file or `.venv` link must not choose what the next sandbox
-    shows. Without `repository` (tests, benchmarks) the worktree's own `.git` and `.venv` are trusted."""
+    shows. Without `repository` (tests, benchmarks) the worktree's own `.git` and `.venv` are trusted. `secrets`:
+    the process's output filter, which masks the copy of the git config the sandbox shows; `probe`: the process's
+    bwrap probe, asked before each command runs."""
     worktree = Path(worktree).resolve()
     trusted = Path(repository).resolve() if repository is not None else worktree
     read_only: list[Path] = []
@@ -271,9 +277,9 @@ def spec_for(
         metadata = git_metadata(worktree)
     if metadata is not None:
         read_only.append(metadata)
-        if (masked := masked_git_config(metadata)) is not None:
+        if (masked := masked_git_config(metadata, secrets)) is not None:
             masks.append((masked, metadata / "config"))
-    elif not (worktree / ".git").is_symlink() and (masked := masked_git_config(worktree / ".git")) is not None:
+    elif not (worktree / ".git").is_symlink() and (masked := masked_git_config(worktree / ".git", secrets)) is not None:
         masks.append((masked, worktree / ".git" / "config"))
     venv_paths = virtualenv_paths(trusted)
     read_only += venv_paths
@@ -288,14 +294,15 @@ def spec_for(
         limits or ResourceLimits(),
         tuple(dict.fromkeys(path_prefix)),
         tuple(masks),
+        probe=probe,
     )
 
 
 def sandbox_env(env: Mapping[str, str], spec: SandboxSpec) -> dict[str, str]:
     """The whole environment of a sandboxed command: a few harmless keys of `env`, then PATH, HOME and TMPDIR."""
     kept = dict(SANDBOX_ENV_DEFAULTS)
-    if _node_options:
-        kept["NODE_OPTIONS"] = _node_options
+    if spec.probe.node_options:
+        kept["NODE_OPTIONS"] = spec.probe.node_options
     kept.update({k: v for k, v in env.items() if k in PASSED_ENV or k.startswith("LC_")})
     visible = (spec.worktree, *spec.read_only, *spec.writable)
     # PYTHONPATH / VIRTUAL_ENV / PATH entries the bot set for the tests (the worktree's sources first, a borrowed
@@ -493,38 +500,42 @@ def bwrap_path() -> str | None:
     return shutil.which("bwrap")
 
 
-_probe_result: str | None = None
-_probe_done = False
 # Node's WebAssembly reserves ~10 GB of address space per instance for its trap handler: over the sandbox's
 # address-space limit, wasm users (vitest/vite's es-module-lexer, ...) die "Out of memory". Where this node knows
 # the flag that turns the reservation off, every sandboxed node gets it (NODE_OPTIONS; probed with the sandbox).
 NODE_WASM_FLAG = "--disable-wasm-trap-handler"
-_node_options: str | None = None
 
 
-async def unavailable_reason() -> str | None:
-    """None when bwrap confines commands here, else one sentence naming the fix. Probed once (`bwrap ... true`).
-    Not logged here: the bot's start says it once (agents/runtime.py), `agentlab doctor` prints it in its format."""
-    global _probe_result, _probe_done
-    if not _probe_done:  # two first callers may both probe: harmless, and no lock tied to one event loop
-        result = await _probe()
-        await _probe_node()
-        _probe_result, _probe_done = result, True
-    return _probe_result
+class SandboxProbe:
+    """Whether bwrap confines commands on this machine (`bwrap ... true`), and the NODE_OPTIONS every sandboxed node
+    gets: probed once per probe object. The process's owner (the bot's `Runtime`, a runner, `agentlab doctor`) makes
+    one and every sandbox spec it builds carries it; a fresh object probes again (after installing bubblewrap)."""
+
+    def __init__(self) -> None:
+        self._reason: str | None = None
+        self._done = False
+        self._node_options: str | None = None
+
+    async def unavailable_reason(self) -> str | None:
+        """None when bwrap confines commands here, else one sentence naming the fix. Not logged here: the bot's
+        start says it once (agents/runtime.py), `agentlab doctor` prints it in its format."""
+        if not self._done:  # two first callers may both probe: harmless, and no lock tied to one event loop
+            reason = await _probe(self)
+            self._node_options = await _probe_node()
+            self._reason, self._done = reason, True
+        return self._reason
+
+    @property
+    def node_options(self) -> str | None:
+        """NODE_OPTIONS for sandboxed node processes (NODE_WASM_FLAG where node knows it), once probed; else None."""
+        return self._node_options
 
 
-def reset_probe() -> None:
-    """Forget the cached probe (tests; after installing bubblewrap the bot is restarted anyway)."""
-    global _probe_done, _probe_result, _node_options
-    _probe_done, _probe_result, _node_options = False, None, None
-
-
-async def _probe_node() -> None:
-    """Whether the system's node accepts NODE_WASM_FLAG (node 20.15+): then sandboxed node processes get it."""
-    global _node_options
+async def _probe_node() -> str | None:
+    """NODE_WASM_FLAG when the system's node accepts it (node 20.15+): then sandboxed node processes get it."""
     node = shutil.which("node", path=SYSTEM_PATH)
     if node is None:
-        return
+        return None
     try:
         process = await asyncio.create_subprocess_exec(
             node, NODE_WASM_FLAG, "-e", "0", stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL
@@ -532,11 +543,12 @@ async def _probe_node() -> None:
         async with asyncio.timeout(10):
             code = await process.wait()
     except (OSError, TimeoutError):
-        return
-    _node_options = NODE_WASM_FLAG if code == 0 else None
+        return None
+    return NODE_WASM_FLAG if code == 0 else None
 
 
-async def _probe() -> str | None:
+async def _probe(probe: SandboxProbe) -> str | None:
+    """Run `true` in a sandbox of an empty folder (its spec carries `probe`, whose answer this is)."""
     if not sys.platform.startswith("linux"):
         return (
             f"Commands cannot be sandboxed on {sys.platform}: bubblewrap needs Linux; "
@@ -547,7 +559,8 @@ async def _probe() -> str | None:
         return f"Commands are refused because bubblewrap (bwrap) is not installed: {UNAVAILABLE_FIX}."
     await asyncio.to_thread(etc_copy)  # hundreds of files and links (/etc/ssl/certs), made once: not on the loop
     with tempfile.TemporaryDirectory(prefix=temp_prefix("sandbox", "probe")) as folder:
-        argv = bwrap_argv(spec_for(Path(folder)), "true", bwrap=bwrap)
+        # an empty temporary folder: no git config for the spec to mask
+        argv = bwrap_argv(spec_for(SecretsFilter(), probe, Path(folder)), "true", bwrap=bwrap)
         try:
             process = await asyncio.create_subprocess_exec(
                 *argv,

@@ -82,6 +82,11 @@ class EgressProxy:
         ip = ipaddress.ip_address(bare)
         return public(bare) or any(ip in network for network in self.private)
 
+    @property
+    def listening(self) -> bool:
+        """Whether `start` made its socket (and `shut` has not closed it since)."""
+        return self._server is not None
+
     async def start(self) -> None:
         self._server = await asyncio.start_unix_server(self._serve, path=str(self.socket_path), limit=HEAD_LIMIT)
         self.socket_path.chmod(0o666)  # the sandbox's user may differ from the bot's (a user namespace)

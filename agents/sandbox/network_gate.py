@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from agents.core.actions import Action, Buttons, button
 from agents.core.models import Task, TaskEvent
 from agents.core.protocols import Notifier
+from agents.core.secrets_filter import SecretsFilter
 from agents.core.text import keep_head_and_tail, literal_block, outside_text, secret_warning
 from agents.sandbox.bwrap import NetworkPolicy
 from agents.store.database import Store
@@ -50,10 +51,10 @@ def command_file_name(task_id: int, request_id: int, word: str = "network") -> s
     return f"task-{task_id}-{word}-request-{request_id}.txt"
 
 
-def command_shown(command: str, file_name: str, noun: str = "command") -> str:
+def command_shown(command: str, file_name: str, secrets: SecretsFilter, noun: str = "command") -> str:
     """The command as the question shows it: whole, in a code block nothing in it can close, or the file's name;
-    never masked, with a warning beside it when it carries what looks like a secret."""
-    warning = secret_warning(command, noun)
+    never masked, with a warning beside it when it carries what looks like a secret (to `secrets`)."""
+    warning = secret_warning(command, secrets, noun)
     if fits_in_message(command):
         return literal_block(command) + warning
     return (
@@ -150,8 +151,12 @@ class NetworkGate:
         notifier: Notifier,
         answer_seconds: float,
         is_owner: Callable[[int | None], bool] = lambda _user: True,
+        *,
+        secrets: SecretsFilter,
     ) -> None:
+        """`secrets`: the process's output filter; a question warns when the command holds what it would mask."""
         self.policy, self.store, self.notifier, self.answer_seconds = policy, store, notifier, answer_seconds
+        self.secrets = secrets
         self.is_owner = is_owner  # a member's task: the question goes to the owners (they alone answer it)
         self._pending: dict[int, _Pending] = {}
         self._allowed_tasks: set[int] = set()
@@ -271,7 +276,7 @@ class NetworkGate:
         reach = f"Allowed, it reaches {outside_text(pending.reach)}.\n" if pending.reach else ""
         question = (
             f"{subject.icon} **Task #{task.id}** {subject.question}:\n"
-            f"{command_shown(pending.command, pending.file_name, subject.noun)}\n"
+            f"{command_shown(pending.command, pending.file_name, self.secrets, subject.noun)}\n"
             f"{reach}No answer in {self.answer_seconds:g} s means no."
         )
         if not fits_in_message(pending.command):  # the file first, so the whole command is there before any button
@@ -302,6 +307,10 @@ class NetworkGate:
                 f"{subject.icon} Task #{task.id} {subject.short}; I've asked an owner.",
                 reply_to=task.progress_message_id,
             )
+
+    def is_asking(self, request_id: int) -> bool:
+        """Whether request `request_id` is a question of this gate (answered or not, until its task forgets it)."""
+        return request_id in self._pending
 
     def decide(self, chat_id: int, request_id: int, choice: str) -> str:
         """A button press: answer a waiting request asked in this chat; returns the text for the chat."""
@@ -336,7 +345,7 @@ class NetworkGate:
                     chat_id,
                     message_id,
                     f"{pending.subject.icon} **Task #{pending.task_id}** {pending.subject.closed}:\n"
-                    f"{command_shown(pending.command, pending.file_name, pending.subject.noun)}\n{how}",
+                    f"{command_shown(pending.command, pending.file_name, self.secrets, pending.subject.noun)}\n{how}",
                     literal=True,
                 )
 

@@ -25,6 +25,8 @@ log = logging.getLogger(__name__)
 
 PIDS_V1_ROOT = Path("/sys/fs/cgroup/pids")
 PARENT_NAME = "agentlab"
+# Process-wide: cgroup names must differ across every owner of the process (they share one cgroup tree), and the
+# clean-ups' references only keep the event loop from dropping those tasks
 _counter = itertools.count(1)
 _closing: set[asyncio.Task[None]] = set()  # strong references to background clean-ups
 

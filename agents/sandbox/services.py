@@ -40,7 +40,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from agents.core.errors import ToolError
-from agents.sandbox.bwrap import SERVICES_MOUNT, SandboxSpec, keep_size_filter, sandbox_env, unavailable_reason
+from agents.sandbox.bwrap import SERVICES_MOUNT, SandboxSpec, keep_size_filter, sandbox_env
 from agents.sandbox.shell import confined_argv
 from agents.sandbox.task_limits import TaskBounds
 from agents.sandbox.temp_folders import temp_folder
@@ -89,8 +89,12 @@ class TaskServices:
         self.services: list[Service] = []
         self._next = 1
         self.logged = 0  # bytes written to the logs so far
-        bounds.service_logs = self.folder
-        bounds.closers.append(self.close)
+        bounds.services_started(self, self.folder, self.close)
+
+    @property
+    def next_number(self) -> int:
+        """The number the next service started will have (its log and its name carry it)."""
+        return self._next
 
     def log_room(self) -> int:
         """How many more bytes the logs may take: what the task's disk budget has left (the logs count in it), or
@@ -116,13 +120,14 @@ class TaskServices:
                 sink.write(chunk)
                 self.logged += len(chunk)
                 if self.bounds.disk is not None:
-                    self.bounds.disk.logged_bytes += len(chunk)
+                    self.bounds.disk.count_logged(len(chunk))
 
     @classmethod
     def of(cls, bounds: TaskBounds) -> TaskServices:
-        if not isinstance(bounds.services, TaskServices):
-            bounds.services = cls(bounds)
-        return bounds.services
+        """The task's services: those started already, else a new set (which the bounds keep from now on)."""
+        if isinstance(bounds.services, TaskServices):
+            return bounds.services
+        return cls(bounds)
 
     def running(self) -> list[Service]:
         return [s for s in self.services if s.process.returncode is None]
@@ -131,7 +136,7 @@ class TaskServices:
         self, sandbox: SandboxSpec, command: str, env: Mapping[str, str], name: str, stdio: bool
     ) -> Service:
         """Start `command` (a shell line) in the task's sandbox; stdio: stdin/stdout pipes, stderr to the log."""
-        if reason := await unavailable_reason():
+        if reason := await sandbox.probe.unavailable_reason():
             raise ToolError(reason)
         if len(self.running()) >= self.bounds.max_services:
             raise ToolError(
@@ -182,7 +187,7 @@ class TaskServices:
         """`run_command(background=true)`: start, wait for first output or a listening port, say what happened."""
         others = [s.process.pid for s in self.running()]
         before = self._listening(others[0]) if others else set()
-        service = await self.spawn(sandbox, command, env, f"service-{self._next}", stdio=False)
+        service = await self.spawn(sandbox, command, env, f"service-{self.next_number}", stdio=False)
         deadline = time.monotonic() + START_WAIT_SECONDS
         ports: set[int] = set()
         while time.monotonic() < deadline and service.process.returncode is None:
@@ -236,7 +241,7 @@ class TaskServices:
                 with contextlib.suppress(BaseException):
                     await service.pump
         self.services.clear()
-        self.bounds.service_logs = None
+        self.bounds.service_logs_gone()
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
@@ -256,7 +261,7 @@ async def start_sandboxed_stdio(
     # into the worktree are dropped
     command = f'cd "$HOME" && exec {shlex.join(argv)}'
     service = await services.spawn(
-        spec, command, stdio_env(env, spec.worktree), f"stdio-{services._next}-{name}", stdio=True
+        spec, command, stdio_env(env, spec.worktree), f"stdio-{services.next_number}-{name}", stdio=True
     )
     service.reported = True  # its own client notices when it ends
     return service.process

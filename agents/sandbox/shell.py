@@ -24,7 +24,6 @@ from agents.sandbox.bwrap import (
     bwrap_path,
     keep_size_filter,
     sandbox_env,
-    unavailable_reason,
 )
 from agents.sandbox.process_cap import PidsCap
 from agents.sandbox.task_cgroup import TaskCgroup
@@ -194,7 +193,7 @@ async def run_command(
     environment = dict(child_env() if env is None else env)
     if sandbox is None:
         return await _run_argv([_SHELL, "-c", command], command, cwd, environment, timeout, max_output)
-    if reason := await unavailable_reason():
+    if reason := await sandbox.probe.unavailable_reason():
         raise ToolError(reason)
     return await _run_sandboxed(command, cwd, environment, timeout, max_output, sandbox)
 

@@ -31,7 +31,8 @@ log = logging.getLogger(__name__)
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 PARENT_NAME = "agentlab-tasks"
-_serial = itertools.count(1)  # the last part of a task cgroup's folder name
+# the last part of a task cgroup's folder name: process-wide, as names must differ across all owners (one cgroup tree)
+_serial = itertools.count(1)
 JOIN_SCRIPT = 'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; n=$((n-1)); done; exec "$@"'
 
 

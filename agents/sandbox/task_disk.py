@@ -65,7 +65,8 @@ class Support:
 
 @functools.cache
 def support() -> Support:
-    """Checked once per process: the right to mount, loop devices, the tools."""
+    """Checked once per process: the right to mount, loop devices, the tools (a constant of the machine while the
+    process runs, so cached for it)."""
     if not Path("/dev/loop-control").exists():
         return Support(False, "the kernel offers no loop devices (/dev/loop-control)")
     if not _may_mount():
@@ -104,25 +105,22 @@ def _may_mount() -> bool:
     return os.geteuid() == 0
 
 
-_warned = False
-
-
-def _warn_once(why: str) -> None:
-    global _warned
-    if not _warned:
-        _warned = True
-        log.warning(
-            "task worktrees are plain folders: %s; a task's disk budget is polled every 0.2 s, and a burst of writes "
-            "between two looks is not bounded",
-            why,
-        )
+@functools.cache
+def _say_plain_folders() -> None:
+    """The log line for a machine whose worktrees stay plain folders (`support` says why). Cached, so said once per
+    process: like `support`, whose answer it says, it is a constant of the machine."""
+    log.warning(
+        "task worktrees are plain folders: %s; a task's disk budget is polled every 0.2 s, and a burst of writes "
+        "between two looks is not bounded",
+        support().reason,
+    )
 
 
 def can_make() -> bool:
     """Whether a worktree can get a file system of its own here; said once in the log when not."""
     found = support()
     if not found.available:
-        _warn_once(found.reason)
+        _say_plain_folders()
     return found.available
 
 
@@ -181,7 +179,7 @@ async def make(worktree: Path, checkout_bytes: int, entries: int, budget_bytes: 
     found = support()
     if not found.available:
         if not quiet:
-            _warn_once(found.reason)
+            _say_plain_folders()
         return False
     worktree = Path(worktree)
     image = image_for(worktree)
@@ -405,7 +403,7 @@ async def recover(worktrees_dir: Path, wanted: bool = True) -> list[str]:
     worktree is gone (whether or not new worktrees get one: `wanted`, SANDBOX_DISK_FS=auto, says so, and a machine
     that allows none is said in the log). What was done, one line each."""
     if wanted and not support().available:
-        _warn_once(support().reason)
+        _say_plain_folders()
     folder = Path(worktrees_dir) / IMAGES_FOLDER
     try:
         images = sorted(folder.glob("*.img"))

@@ -117,6 +117,10 @@ class DiskBudget:
     command_started: float = 0.0  # wall-clock time the current command started (its files are deleted first)
     logged_bytes: int = 0  # what the task's services wrote to their logs (outside the worktree, counted here too)
 
+    def count_logged(self, size: int) -> None:
+        """`size` more bytes of the task's services' logs count against the budget."""
+        self.logged_bytes += size
+
     async def start(self) -> None:
         """Called before each command: the first call counts the baseline."""
         self.command_started = time.time()
@@ -209,24 +213,36 @@ class ServiceSet(Protocol):
 class TaskBounds:
     """One task's shared limits, made when the task starts and closed when it ends (TaskExecutor): its cgroup, disk
     budget, network namespace (agents/sandbox/task_net.py), services (agents/sandbox/services.py keeps them in
-    `services`; `closers` run first at close, so nothing the task started outlives it) and the secret values it
-    remembered (`secrets`: forgotten at close)."""
+    `services`; `closers` run first at close, so nothing the task started outlives it) and the scope of the secret
+    values its credential files hold (`secrets`, made by the process's filter: forgotten at close; None where no
+    task's values are read, as in the doctor's MCP probe)."""
 
     name: str
     memory_bytes: int
     max_processes: int
-    disk: DiskBudget | None = None
+    disk: DiskBudget | None = None  # `watch_disk`
     max_services: int = 4
     net: TaskNet = field(default_factory=TaskNet)
-    services: ServiceSet | None = None  # the task's TaskServices, made at its first service
+    services: ServiceSet | None = None  # the task's TaskServices, made at its first service (`services_started`)
     service_logs: Path | None = None  # the bot-side folder of the services' logs, shown read-only in every command
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
-    secrets: SecretScope = field(init=False)  # the values the task remembered: masked until it ends
+    secrets: SecretScope | None = None  # the values the task's credential files hold: masked until it ends
     _cgroup: TaskCgroup | None = None
     _made: bool = False
 
-    def __post_init__(self) -> None:
-        self.secrets = SecretScope(f"task {self.name}")
+    def watch_disk(self, budget: DiskBudget) -> None:
+        """From now on `budget` is the task's disk budget (its worktree is known), unless one already is."""
+        if self.disk is None:
+            self.disk = budget
+
+    def services_started(self, services: ServiceSet, logs: Path, close: Callable[[], Awaitable[None]]) -> None:
+        """The task's services (made at its first one), the folder of their logs and how they end (first at close)."""
+        self.services, self.service_logs = services, logs
+        self.closers.append(close)
+
+    def service_logs_gone(self) -> None:
+        """The services' log folder was removed: commands no longer show it."""
+        self.service_logs = None
 
     def cgroup(self) -> TaskCgroup | None:
         """The task's cgroup, made at its first command (None where the machine allows none)."""
@@ -246,7 +262,8 @@ class TaskBounds:
         if self._cgroup is not None:
             await self._cgroup.close()
             self._cgroup = None
-        self.secrets.close()
+        if self.secrets is not None:
+            self.secrets.close()
 
 
 def sandbox_limit_warnings(network_possible: bool) -> list[str]:

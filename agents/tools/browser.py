@@ -195,7 +195,7 @@ class BrowserRun:
         inner = start(wrapped, sandbox, bounds)
 
         async def connect() -> tuple[Target, asyncio.subprocess.Process | None]:
-            if proxy._server is None:
+            if not proxy.listening:
                 await proxy.start()
             return await inner()
 

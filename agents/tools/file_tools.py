@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from agents.core.errors import ToolError
+from agents.core.secrets_filter import SecretsFilter
 from agents.tools import ripgrep
 from agents.workspaces.file_walk import SKIP_DIRS, walk_tree  # one walker, one skip-list for the product
 from agents.workspaces.folders import (
@@ -27,7 +28,6 @@ from agents.workspaces.folders import (
     confine,
     is_git_metadata,
     is_secret_file,
-    mask_url_credentials,
 )
 
 __all__ = [
@@ -118,14 +118,17 @@ def _refuse_binary(head: bytes, path: str, size: int) -> None:
 # --- read ------------------------------------------------------------------------------------------------------------
 
 
-def _read_sync(base: Path, path: str, start_line: int | None, end_line: int | None, max_bytes: int) -> str:
+def _read_sync(
+    base: Path, path: str, start_line: int | None, end_line: int | None, max_bytes: int, secrets: SecretsFilter
+) -> str:
     target = _existing_file(base, path)
-    return _masked(base, path, target, _read_text(target, path, start_line, end_line, max_bytes))
+    return _masked(base, path, target, _read_text(target, path, start_line, end_line, max_bytes), secrets)
 
 
-def _masked(base: Path, path: str, target: Path, text: str) -> str:
-    """git metadata (`.git/config`) may hold a remote URL with a token in it: shown masked."""
-    return mask_url_credentials(text) if is_git_metadata(path) or is_git_metadata(_rel(base, target)) else text
+def _masked(base: Path, path: str, target: Path, text: str, secrets: SecretsFilter) -> str:
+    """git metadata (`.git/config`) may hold a remote URL with a token in it: shown masked (URL credentials,
+    `http.extraHeader`, an inline credential helper, token shapes, the filter's values)."""
+    return secrets.mask(text) if is_git_metadata(path) or is_git_metadata(_rel(base, target)) else text
 
 
 def _refuse_git_metadata(base: Path, path: str, target: Path) -> None:
@@ -218,10 +221,17 @@ def _read_range(fh: BinaryIO, path: str, size: int, start: int, end: int | None,
 
 
 async def read_file(
-    root: Path, path: str, start_line: int | None = None, end_line: int | None = None, max_bytes: int = 256_000
+    root: Path,
+    path: str,
+    start_line: int | None = None,
+    end_line: int | None = None,
+    max_bytes: int = 256_000,
+    *,
+    secrets: SecretsFilter,
 ) -> str:
-    """The file's lines numbered like `cat -n` (`     12\\tcode`); `start_line`/`end_line` are 1-based, inclusive."""
-    return await asyncio.to_thread(_read_sync, _base(root), path, start_line, end_line, max_bytes)
+    """The file's lines numbered like `cat -n` (`     12\\tcode`); `start_line`/`end_line` are 1-based, inclusive.
+    `secrets` masks what git metadata shows."""
+    return await asyncio.to_thread(_read_sync, _base(root), path, start_line, end_line, max_bytes, secrets)
 
 
 # One read returns at most this much, with a note on how to read further (keeps a worker's context bounded).
@@ -229,9 +239,9 @@ READ_MAX_LINES = 2000
 READ_MAX_BYTES = 100_000  # ~25k tokens
 
 
-def _read_window_sync(base: Path, path: str, offset: int, limit: int, max_bytes: int) -> str:
+def _read_window_sync(base: Path, path: str, offset: int, limit: int, max_bytes: int, secrets: SecretsFilter) -> str:
     target = _existing_file(base, path)
-    return _masked(base, path, target, _read_window_text(target, path, offset, limit, max_bytes))
+    return _masked(base, path, target, _read_window_text(target, path, offset, limit, max_bytes), secrets)
 
 
 def _read_window_text(target: Path, path: str, offset: int, limit: int, max_bytes: int) -> str:
@@ -264,9 +274,12 @@ async def read_window(
     start_line: int | None = None,
     end_line: int | None = None,
     max_bytes: int = READ_MAX_BYTES,
+    *,
+    secrets: SecretsFilter,
 ) -> str:
     """`read_file` as the agents call it: from line `offset` (1-based), at most `limit` lines, never more than
-    READ_MAX_LINES lines or `max_bytes`; the older `start_line`/`end_line` arguments still work."""
+    READ_MAX_LINES lines or `max_bytes`; the older `start_line`/`end_line` arguments still work. `secrets` masks
+    what git metadata shows."""
     start = offset if offset is not None else start_line if start_line is not None else 1
     start = int(start)
     if start < 1:
@@ -278,7 +291,9 @@ async def read_window(
     count = READ_MAX_LINES if limit is None else int(limit)
     if count < 1:
         raise ToolError(f"limit must be 1 or more, got {limit}")
-    return await asyncio.to_thread(_read_window_sync, _base(root), path, start, min(count, READ_MAX_LINES), max_bytes)
+    return await asyncio.to_thread(
+        _read_window_sync, _base(root), path, start, min(count, READ_MAX_LINES), max_bytes, secrets
+    )
 
 
 # --- write / edit ----------------------------------------------------------------------------------------------------
@@ -562,10 +577,10 @@ def _grep_targets(base: Path, path: str, file_glob: str | None) -> list[Path]:
     return list(_grep_files(base, start, file_glob))
 
 
-def _grep_line(base: Path, found: ripgrep.LineMatch) -> str:
+def _grep_line(base: Path, found: ripgrep.LineMatch, secrets: SecretsFilter) -> str:
     text = found.text.decode("utf-8", errors="replace")
     at = len(found.text[: max(found.column - 1, 0)].decode("utf-8", errors="replace"))
-    return mask_url_credentials(f"{_rel(base, found.path)}:{found.line}: {_snippet(text, at)}")
+    return secrets.mask(f"{_rel(base, found.path)}:{found.line}: {_snippet(text, at)}")
 
 
 async def grep(
@@ -575,9 +590,11 @@ async def grep(
     glob: str | None = None,
     ignore_case: bool = False,
     max_matches: int = 200,
+    *,
+    secrets: SecretsFilter,
 ) -> str:
-    """Search text files line by line (ripgrep's regex syntax); output `path:line: text`, skipping binaries and
-    SKIP_DIRS.
+    """Search text files line by line (ripgrep's regex syntax); output `path:line: text` (each line through
+    `secrets`), skipping binaries and SKIP_DIRS.
 
     The search runs in ripgrep (agents/tools/ripgrep.py): linear time, a timeout, never on the event loop.
     """
@@ -585,7 +602,7 @@ async def grep(
     base = _base(root)
     files = await asyncio.to_thread(_grep_targets, base, path, glob)
     found, more = await ripgrep.collect(pattern, files, max_matches, ignore_case=ignore_case)
-    results = [_grep_line(base, match) for match in found]
+    results = [_grep_line(base, match, secrets) for match in found]
     if not results:
         where = "" if path in (".", "") else f" in {path}"
         filt = f" (files matching {glob!r})" if glob else ""

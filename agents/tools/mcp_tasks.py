@@ -23,9 +23,9 @@ from typing import Any
 
 from agents.core.errors import ToolError
 from agents.core.models import WorkerKind
-from agents.core.secrets_filter import remember
+from agents.core.secrets_filter import SecretsFilter
 from agents.core.settings import Settings
-from agents.sandbox.bwrap import SYSTEM_DIRS, SandboxSpec, spec_for
+from agents.sandbox.bwrap import SYSTEM_DIRS, SandboxProbe, SandboxSpec, spec_for
 from agents.sandbox.egress_rules import egress_for
 from agents.sandbox.services import start_sandboxed_stdio, stdio_env
 from agents.sandbox.shell import child_env
@@ -197,11 +197,12 @@ class TaskMcp:
     problems: list[str] = dataclasses.field(default_factory=list)
 
     @classmethod
-    def from_settings(cls, settings: Settings, chromium: str | None) -> TaskMcp:
+    def from_settings(cls, settings: Settings, secrets: SecretsFilter, chromium: str | None) -> TaskMcp:
+        """MCP_CONFIG's servers, their own secrets added to `secrets` (masked like the bot's), and the browser."""
         servers, problems = load(settings.mcp_config)
         for problem in problems:
             log.warning("%s", problem)
-        remember(v for c in servers for v in c.secret_values())  # a server's own secrets: masked like the bot's
+        secrets.add(v for c in servers for v in c.secret_values())  # a server's own secrets: masked like the bot's
         timeouts = McpTimeouts(settings.mcp_start_timeout_seconds, settings.mcp_call_timeout_seconds)
         install, note = browser.find(settings.browser_tools_dir, chromium)
         if install is None:
@@ -248,7 +249,9 @@ class Gates:
     whole_task: Callable[[], bool]  # the network is allowed for the rest of the task (Allow for this task, on)
 
 
-async def probe(config: McpServerConfig, settings: Settings, call: str | None = None) -> int:
+async def probe(
+    config: McpServerConfig, settings: Settings, sandbox_probe: SandboxProbe, call: str | None = None
+) -> int:
     """Start `config` as a task would (a sandbox of an empty folder), count its tools, end it (`agentlab doctor`);
     with `call`, that tool (no arguments) must answer without an error too (the browser's `list_pages` starts
     Chromium). Raises ToolError saying why it does not start."""
@@ -256,7 +259,8 @@ async def probe(config: McpServerConfig, settings: Settings, call: str | None = 
         bounds = TaskBounds("doctor", settings.sandbox_max_memory_mb << 20, settings.sandbox_max_processes)
         sandbox = None
         if settings.sandbox != "off":
-            spec = spec_for(Path(folder), extra_read_only=settings.sandbox_read_paths)
+            # an empty temporary folder: no git config for the spec to mask, and the doctor shows no server output
+            spec = spec_for(SecretsFilter(), sandbox_probe, Path(folder), extra_read_only=settings.sandbox_read_paths)
             egress = egress_for(settings.sandbox_network_domains, settings.sandbox_network_private)
             sandbox = dataclasses.replace(spec, task=bounds, egress=egress)
         timeouts = McpTimeouts(settings.mcp_start_timeout_seconds, settings.mcp_call_timeout_seconds)

@@ -12,6 +12,7 @@ from typing import Any
 
 from agents.core.models import Caller, WorkerKind
 from agents.core.protocols import WorkDesk
+from agents.core.secrets_filter import SecretsFilter
 from agents.sandbox.bwrap import SandboxSpec
 from agents.sandbox.network_gate import NetworkDecision
 from agents.sandbox.services import TaskServices
@@ -55,22 +56,25 @@ _GREP_DESC = (
 )
 
 
-def orchestrator_tools(workspaces: Workspaces, desk: WorkDesk, caller: Caller, *, owner: bool) -> list[Tool]:
+def orchestrator_tools(
+    workspaces: Workspaces, desk: WorkDesk, caller: Caller, secrets: SecretsFilter, *, owner: bool
+) -> list[Tool]:
     """Read-only look-ups across workspaces plus the work tools that hand off to workers. `owner`: whether the
     caller is an owner; a member's look-up in the bot's own checkout is refused (`Workspaces.reach`)."""
 
     def root(workspace: str) -> Path:
         return workspaces.reach(workspace, owner).path
 
-    return [*read_only_tools(root, {"workspace": _WORKSPACE}), *desk_tools(desk, caller)]
+    return [*read_only_tools(root, {"workspace": _WORKSPACE}, secrets), *desk_tools(desk, caller)]
 
 
 RootOf = Callable[..., Path]  # the root a look-up reads, from the arguments `read_only_tools` was given names for
 
 
-def read_only_tools(root_of: RootOf, where: dict[str, Any]) -> list[Tool]:
+def read_only_tools(root_of: RootOf, where: dict[str, Any], secrets: SecretsFilter) -> list[Tool]:
     """read_file, glob and grep under `root_of(**where_arguments)`. `where`: the schema properties that name the
-    root (the orchestrator's `workspace`), passed to `root_of`; none for a worker, whose root is its worktree."""
+    root (the orchestrator's `workspace`), passed to `root_of`; none for a worker, whose root is its worktree.
+    `secrets`: what git metadata shows is masked with it."""
 
     async def read_file(
         path: str,
@@ -80,7 +84,9 @@ def read_only_tools(root_of: RootOf, where: dict[str, Any]) -> list[Tool]:
         end_line: int | None = None,
         **place: str,
     ) -> str:
-        return await file_tools.read_window(root_of(**place), path, offset, limit, start_line, end_line)
+        return await file_tools.read_window(
+            root_of(**place), path, offset, limit, start_line, end_line, secrets=secrets
+        )
 
     async def glob(pattern: str, **place: str) -> str:
         return await file_tools.glob(root_of(**place), pattern)
@@ -88,7 +94,9 @@ def read_only_tools(root_of: RootOf, where: dict[str, Any]) -> list[Tool]:
     async def grep(
         pattern: str, path: str = ".", glob: str | None = None, ignore_case: bool = False, **place: str
     ) -> str:
-        return await file_tools.grep(root_of(**place), pattern, path=path, glob=glob, ignore_case=ignore_case)
+        return await file_tools.grep(
+            root_of(**place), pattern, path=path, glob=glob, ignore_case=ignore_case, secrets=secrets
+        )
 
     named = list(where)
     return [
@@ -128,6 +136,7 @@ def worker_tools(
     kind: WorkerKind,
     root: Path,
     command_timeout: float,
+    secrets: SecretsFilter,
     screenshot: Screenshotter | None = None,
     verify: Verifier | None = None,
     env_tag: dict[str, str] | None = None,
@@ -170,7 +179,7 @@ def worker_tools(
         )
         return ToolResult(result.format_for_model(), is_error=not result.ok)
 
-    tools = read_only_tools(lambda: root, {})
+    tools = read_only_tools(lambda: root, {}, secrets)
     if kind is WorkerKind.RESEARCH:
         return tools
     tools += [

@@ -14,7 +14,7 @@ from typing import Any, overload
 
 from agents.core.errors import ToolError
 from agents.core.models import ToolCallRecord
-from agents.core.secrets_filter import mask, mask_json
+from agents.core.secrets_filter import SecretsFilter
 from agents.core.text import keep_head_and_tail
 from agents.store.database import Store
 
@@ -22,13 +22,13 @@ log = logging.getLogger(__name__)
 
 
 @overload
-def masked(content: str) -> str: ...
+def masked(secrets: SecretsFilter, content: str) -> str: ...
 @overload
-def masked(content: list[dict[str, Any]]) -> list[dict[str, Any]]: ...
-def masked(content: str | list[dict[str, Any]]) -> str | list[dict[str, Any]]:
-    """`mask_json` of a tool result's or a user turn's content, typed as what it is: the filter keeps the shape it is
-    given (a string stays a string, a list of content blocks a list of blocks)."""
-    out = mask_json(content)
+def masked(secrets: SecretsFilter, content: list[dict[str, Any]]) -> list[dict[str, Any]]: ...
+def masked(secrets: SecretsFilter, content: str | list[dict[str, Any]]) -> str | list[dict[str, Any]]:
+    """`secrets.mask_json` of a tool result's or a user turn's content, typed as what it is: the filter keeps the
+    shape it is given (a string stays a string, a list of content blocks a list of blocks)."""
+    out = secrets.mask_json(content)
     if not isinstance(out, str | list):
         raise TypeError(f"mask_json changed a {type(content).__name__} into a {type(out).__name__}")
     return out
@@ -152,9 +152,13 @@ def summarize_arguments(arguments: dict[str, Any], limit: int = 300) -> str:
 class Toolbox:
     """A named set of tools; `call` runs one, records it, and never raises for a tool's own failure."""
 
-    def __init__(self, tools: list[Tool], audit: Audit, max_result_chars: int = MAX_RESULT_CHARS) -> None:
+    def __init__(
+        self, tools: list[Tool], audit: Audit, secrets: SecretsFilter, max_result_chars: int = MAX_RESULT_CHARS
+    ) -> None:
+        """`secrets`: the process's output filter; every result and error a tool gives passes it."""
         self.tools = {t.name: t for t in tools}
         self.audit = audit
+        self.secrets = secrets
         self.max_result_chars = max_result_chars
 
     def specs(self) -> list[dict[str, Any]]:
@@ -190,9 +194,9 @@ class Toolbox:
             result = ToolResult(f"Error: {name} failed: {error}", is_error=True)
         # the one output filter: nothing a tool returns reaches a model with a known secret in it
         if result.size > 16_384:  # CPU work (5-9 ms per 64 KB, bench/secret_filter.py): off the loop
-            result = dataclasses.replace(result, content=await asyncio.to_thread(masked, result.content))
+            result = dataclasses.replace(result, content=await asyncio.to_thread(masked, self.secrets, result.content))
         else:
-            result = dataclasses.replace(result, content=masked(result.content))
+            result = dataclasses.replace(result, content=masked(self.secrets, result.content))
         if isinstance(result.content, str) and len(result.content) > self.max_result_chars:
             result = ToolResult(
                 keep_head_and_tail(result.content, self.max_result_chars, f"{name} result"), result.is_error
@@ -202,7 +206,7 @@ class Toolbox:
         duration_ms = int((time.monotonic() - started) * 1000)
         if result.is_error and error is None:
             error = result.content if isinstance(result.content, str) else "error"
-        error = mask(error) if error else None
+        error = self.secrets.mask(error) if error else None
         if recorded_after is not None:
             await recorded_after.wait()
         if self.audit.store is not None:

@@ -100,12 +100,13 @@ class TaskTests:
         problem: str | None,
         baseline: asyncio.Task[TestOutcome] | None,
         run_options: dict[str, Any],
+        baselines: BaselineRuns | None = None,
     ) -> None:
         self.repo, self.base_commit, self.instructions = repo, base_commit, instructions
         self.environment, self.problem, self.baseline = environment, problem, baseline
         self.timeout = environment.timeout if environment and environment.timeout else timeout
         self.run_options = run_options
-        self.baselines: BaselineRuns | None = None  # set by start(): re-runs at the base (base_run_cache)
+        self.baselines = baselines  # re-runs at the base (base_run_cache); None when the environment is unknown
         self.rerun_at_base: dict[str, bool] = {}  # test id → passed when re-run at the base (confirm_fixed)
         self.base_traces: asyncio.Task[dict[str, list[str]]] | None = None  # a fix task's red tests, traced at base
         # the checkout's state after a check that asked for a correction, and that check's verdict (see check())
@@ -137,8 +138,7 @@ class TaskTests:
                 baselines.outcome(repo, base_commit, environment, effective, **run_options),
                 name=f"baseline-{base_commit[:8]}",
             )
-        tests = cls(repo, base_commit, instructions, timeout, environment, None, baseline, run_options)
-        tests.baselines = baselines
+        tests = cls(repo, base_commit, instructions, timeout, environment, None, baseline, run_options, baselines)
         if baseline is not None and is_fix_task(instructions):
             tests.base_traces = asyncio.create_task(tests._trace_base(), name=f"base-traces-{base_commit[:8]}")
         return tests

@@ -10,6 +10,7 @@ from agents.core.actions import Buttons
 from agents.core.errors import ToolError
 from agents.core.models import Caller, Proposal, Task
 from agents.core.protocols import Notifier
+from agents.core.secrets_filter import SecretsFilter
 from agents.core.settings import Settings
 from agents.core.text import literal_block, outside_text, secret_warning
 from agents.git.command import GitIdentity
@@ -34,8 +35,11 @@ def task_number(task: Task) -> int:
 class Access:
     """The roles and the conversation's bounds, checked for the crew's parts; a refusal is a ToolError that says why."""
 
-    def __init__(self, settings: Settings, store: Store, workspaces: Workspaces, notifier: Notifier) -> None:
+    def __init__(
+        self, settings: Settings, store: Store, workspaces: Workspaces, notifier: Notifier, secrets: SecretsFilter
+    ) -> None:
         self.settings, self.store, self.workspaces, self.notifier = settings, store, workspaces, notifier
+        self.secrets = secrets  # a request handed to the owners warns when it holds what this filter would mask
 
     def is_owner(self, caller: Caller) -> bool:
         return self.settings.is_owner(caller.user_id)
@@ -86,7 +90,7 @@ class Access:
         who = outside_text(caller.user_name) if caller.user_name else f"user {caller.user_id}"
         text = f"🙋 {who} asks {asks}"
         if quoted:
-            text += f"\n{literal_block(quoted)}{secret_warning(quoted, 'request')}"
+            text += f"\n{literal_block(quoted)}{secret_warning(quoted, self.secrets, 'request')}"
         with contextlib.suppress(Exception):  # a failed hand-over must not turn the refusal into an error
             await self.notifier.ask_owners(caller.chat_id, text, buttons=buttons, literal=True)
         raise ToolError(f"only an owner can {doing}; I've asked them")

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from agents.core.models import Task
 from agents.core.protocols import MessageModel, Notifier, Outbox, TaskEngine
+from agents.core.secrets_filter import SecretsFilter
 from agents.core.settings import Settings
 from agents.core.work_tools import WorkTool, bound_work_tools
 from agents.repo_map.maps import RepoMap
@@ -68,6 +69,7 @@ class Crew:
         workspaces: Workspaces,
         engine: TaskEngine,
         notifier: Notifier,
+        secrets: SecretsFilter,
         inboxes: Inboxes | None = None,
         repo_map: RepoMap | None = None,
         pull_requests: PullRequests | None = None,
@@ -77,7 +79,7 @@ class Crew:
     ) -> None:
         self.settings, self.store, self.workspaces, self.engine = settings, store, workspaces, engine
         self.notifier = notifier
-        self.access = Access(settings, store, workspaces, notifier)
+        self.access = Access(settings, store, workspaces, notifier, secrets)
         self.starts = WorkStarts(settings, store, engine, self.access)
         self.proposals = ProposalDecisions(store, self.access, self.starts)
         self.branches = BranchDecisions(self.access, self.starts, settings, store, workspaces, engine, pull_requests)

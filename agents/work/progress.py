@@ -46,9 +46,13 @@ class Progress:
         self._started_steps = False
         self.last_edit = 0.0
         self.message_id = task.progress_message_id
-        self.criteria = ""  # e.g. "2/5 criteria verified"
+        self.criteria = ""  # e.g. "2/5 criteria verified" (`criteria_verified`)
         self._ticker: asyncio.Task[None] | None = None
         self._unshown = asyncio.Event()  # set while a step waits for the interval to be up
+
+    def criteria_verified(self, done: int, total: int) -> None:
+        """The message says `done` of the task's `total` acceptance criteria are verified (from its next edit on)."""
+        self.criteria = f"{done}/{total} criteria verified"
 
     def text(self) -> str:
         t = self.task

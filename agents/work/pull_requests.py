@@ -22,6 +22,7 @@ from agents.core.actions import Action, Buttons, button
 from agents.core.errors import ToolError
 from agents.core.models import Caller, Task, TaskEvent, TaskStatus, WorkerKind
 from agents.core.protocols import Notifier
+from agents.core.secrets_filter import SecretsFilter
 from agents.core.settings import Settings
 from agents.core.text import outside_text
 from agents.git.command import GitError, git_text, run_git
@@ -122,11 +123,14 @@ class PullRequests:
         store: Store,
         workspaces: Workspaces,
         notifier: Notifier,
+        secrets: SecretsFilter,
         client: GitHubClient | None,
     ) -> None:
         self.settings, self.store, self.workspaces, self.notifier = settings, store, workspaces, notifier
         self.client = client
-        self.access = Access(settings, store, workspaces, notifier)  # the chat's roles, for what GitHub reaches
+        self.access = Access(
+            settings, store, workspaces, notifier, secrets
+        )  # the chat's roles, for what GitHub reaches
         self.poll_checks = not settings.github_webhook_listen  # no webhook: the checks are polled
         self._pollers: dict[tuple[str, int], asyncio.Task[None]] = {}
 

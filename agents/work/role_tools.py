@@ -19,7 +19,7 @@ from agents.core.errors import ToolError
 from agents.core.models import Task
 from agents.core.protocols import Notifier
 from agents.llm.client import usage_record
-from agents.llm.tool_loop import ToolLoop
+from agents.llm.tool_loop import RunClock
 from agents.sandbox.bwrap import NetworkPolicy, SandboxSpec
 from agents.sandbox.network_gate import NetworkDecision, NetworkGate
 from agents.store.database import Store
@@ -42,7 +42,7 @@ class RoleCallbacks:
     chromium: str | None  # the browser's executable (find_chromium), None where there is none
     sandbox_of: Callable[[Path], SandboxSpec | None]  # the task's sandbox for a root (its worktree)
     questions: Questions | None = None  # ask_user's questions to the task's starter
-    clock: ToolLoop | None = None  # the worker's loop: a question waits no longer than its time limit has left
+    clock: RunClock | None = None  # the worker's run: a question waits no longer than its time limit has left
 
     async def ask_user(self, question: str, options: list[str] | None = None) -> str:
         """ask_user: the question to whoever started the task; the progress message says it waits. The wait counts
@@ -72,7 +72,7 @@ class RoleCallbacks:
             raise ToolError(f"there is no criterion {index}; the criteria are numbered 1..{count}")
         criteria = await self.store.criteria(task_id)
         done = sum(c.verified for c in criteria)
-        self.progress.criteria = f"{done}/{len(criteria)} criteria verified"
+        self.progress.criteria_verified(done, len(criteria))
         await self.progress.update(f"verified criterion {index}")
         return f"criterion {index} verified ({done}/{len(criteria)})"
 

@@ -28,7 +28,7 @@ from agents.verify.task_tests import TaskTests
 from agents.verify.test_baseline import BaselineRuns
 from agents.work.task_collaborators import Collaborators
 from agents.work.task_sandbox import TaskSandboxes
-from agents.workspaces.credential_files import remember_credential_files
+from agents.workspaces.credential_files import mask_credential_files
 from agents.workspaces.folders import Workspace
 
 log = logging.getLogger(__name__)
@@ -91,7 +91,8 @@ class TaskCheckouts:
         await clear_stale_index_locks(tree)  # a SIGKILL during the bot's own `git add` leaves one behind
         # `cat .npmrc` in a command then prints «masked», until the task ends (its bounds close its secrets' scope)
         bounds = self.sandboxes.bounds.get(task_id)
-        await remember_credential_files(tree.path, bounds.secrets if bounds is not None else None)
+        scope = bounds.secrets if bounds is not None else None
+        await mask_credential_files(tree.path, scope if scope is not None else self.base.secrets)
         checks = await TaskTests.start(
             workspace.path,
             tree.path,

@@ -1,6 +1,7 @@
 """The collaborators every stage of running a task shares, as two records instead of a dozen arguments.
 
-`Collaborators`: the settings, the store, the model, the workspaces and the chat (direct, and through the outbox).
+`Collaborators`: the settings, the store, the model, the workspaces, the chat (direct, and through the outbox) and
+the output filter.
 `TaskLines`: what reaches a running task from outside it: the user's steering notes, the network gate, questions.
 """
 
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 import anthropic
 
 from agents.core.protocols import Notifier, Outbox
+from agents.core.secrets_filter import SecretsFilter
 from agents.core.settings import Settings
 from agents.sandbox.network_gate import NetworkGate
 from agents.store.database import Store
@@ -27,6 +29,7 @@ class Collaborators:
     workspaces: Workspaces
     notifier: Notifier
     deliveries: Outbox  # summaries and proposals: through the outbox, never lost to a failed send
+    secrets: SecretsFilter  # the process's output filter: tools' results, notes, credential files' values
 
 
 @dataclass(frozen=True)

@@ -68,7 +68,7 @@ class Corrections:
         while run.result.finished or run.result.stop is Ending.STEP_LIMIT:
             await progress.update("running tests", force=True)
             run.verdict = await checks.check(tree.path)
-            worker.loop.cache_ttl = cache_ttl_for(run.verdict.after.duration)
+            worker.loop.keep_cache_for(cache_ttl_for(run.verdict.after.duration))
             await self.store.add_event(TaskEvent(task_id=task.stored_id, kind="tests", detail=run.verdict.detail()))
             if not run.result.finished:  # out of steps: its report and this test run are its ending
                 break

@@ -17,13 +17,14 @@ import anthropic
 from agents.core.errors import ToolError
 from agents.core.models import Task, TaskStatus, WorkerKind
 from agents.core.protocols import Notifier, Outbox
+from agents.core.secrets_filter import SecretsFilter
 from agents.core.settings import Settings
 from agents.git.command import GitError
 from agents.git.repository import has_commits, rev_parse
 from agents.git.worktrees import TaskWorktree
 from agents.llm.client import explain_api_error
 from agents.repo_map.maps import RepoMap
-from agents.sandbox.bwrap import NetworkPolicy
+from agents.sandbox.bwrap import NetworkPolicy, SandboxProbe
 from agents.sandbox.network_gate import NetworkGate
 from agents.store.database import Store
 from agents.store.delivery import Deliveries
@@ -66,29 +67,37 @@ class TaskExecutor:
         repo_map: RepoMap | None = None,
         deliveries: Outbox | None = None,
         *,
+        secrets: SecretsFilter,
+        probe: SandboxProbe,
         inboxes: Inboxes | None = None,
         network: NetworkGate | None = None,
         questions: Questions | None = None,
         baselines: BaselineRuns | None = None,
         pull_requests: PullRequests | None = None,
     ) -> None:
-        """`inboxes`, `network` and `questions` default to this process's own; the bot's runtime passes those the
-        chat answers through (agents/work/chat_actions.py), a runner one gate per task run (its questions go through
-        that task's workflow). `pull_requests`: GitHub, when GITHUB_TOKEN is set (a follow-up's push, a GitHub
+        """`secrets`: the process's output filter and `probe` its bwrap probe (their owner's: the runtime's, a
+        runner's). `inboxes`, `network` and `questions` default to this process's own; the bot's runtime passes those
+        the chat answers through (agents/work/chat_actions.py), a runner one gate per task run (its questions go
+        through that task's workflow). `pull_requests`: GitHub, when GITHUB_TOKEN is set (a follow-up's push, a GitHub
         thread's answer)."""
         s = settings
         self.base = Collaborators(
-            settings, store, client, workspaces, notifier, deliveries or Deliveries(store, notifier)
+            settings, store, client, workspaces, notifier, deliveries or Deliveries(store, notifier), secrets
         )
         network = network or NetworkGate(
-            NetworkPolicy(s.sandbox_network), store, notifier, s.sandbox_network_answer_seconds, s.is_owner
+            NetworkPolicy(s.sandbox_network),
+            store,
+            notifier,
+            s.sandbox_network_answer_seconds,
+            s.is_owner,
+            secrets=secrets,
         )
         # ask_user: questions to the task's starter. Tasks on Temporal runners do not get the tool: an answer given
         # in the bot's chat does not reach a runner's waiting worker
         questions = questions or Questions(store, notifier, s.ask_timeout_seconds, s.is_owner, s.ask_max_per_task)
         self.lines = TaskLines(inboxes or Inboxes(), network, questions)
         self.repo_map = repo_map
-        self.sandboxes = TaskSandboxes(settings)
+        self.sandboxes = TaskSandboxes(settings, secrets, probe)
         # base-commit test runs, their outcomes kept in the store for later tasks on the same base
         baselines = baselines or BaselineRuns(s.worktrees_dir / "test-baselines", KeptBaseRuns(store))
         self.checkouts = TaskCheckouts(self.base, self.sandboxes, baselines, lambda: self.stopping)
@@ -97,7 +106,12 @@ class TaskExecutor:
         self.corrections = Corrections(store, self.checkouts, s.max_corrections)
         self.ending = TaskEnding(self.base, self.checkouts, pull_requests)
         self.before_after = BeforeAfter(store, self.sandboxes, self.workers.chromium)  # a frontend task's pair
-        self.stopping = False  # set when the bot shuts down: running tasks become interrupted, not cancelled
+        self.stopping = False  # `begin_stopping`: the bot shuts down, running tasks become interrupted, not cancelled
+
+    def begin_stopping(self) -> None:
+        """The bot (or runner) shuts down: tasks cancelled from now on end interrupted (kept to resume), not
+        cancelled."""
+        self.stopping = True
 
     # what a Temporal runner reaches through the executor (the bot's chat has its own: agents/work/chat_actions.py)
     @property
@@ -214,7 +228,7 @@ class TaskExecutor:
         worker = await self.workers.make(task, tree.path, progress, checks.read_only_paths, folder_rules)
         criteria = await self.base.store.criteria(task.stored_id)
         if criteria:
-            progress.criteria = f"{sum(c.verified for c in criteria)}/{len(criteria)} criteria verified"
+            progress.criteria_verified(sum(c.verified for c in criteria), len(criteria))
         # the worktree's own map (what the worker sees), its index seeded from the workspace's
         repo_map = await self.briefing.repository_map(task, workspace, tree.path)
         blocks, saved = await self.briefing.handed_over(task, tree.path)

@@ -13,8 +13,9 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from agents.core.models import Task
+from agents.core.secrets_filter import SecretsFilter
 from agents.core.settings import Settings
-from agents.sandbox.bwrap import ResourceLimits, SandboxMode, SandboxSpec, spec_for
+from agents.sandbox.bwrap import ResourceLimits, SandboxMode, SandboxProbe, SandboxSpec, spec_for
 from agents.sandbox.egress_rules import egress_for
 from agents.sandbox.task_limits import DiskBudget, TaskBounds, disk_budget
 
@@ -22,15 +23,23 @@ from agents.sandbox.task_limits import DiskBudget, TaskBounds, disk_budget
 class TaskSandboxes:
     """Each running task's `TaskBounds`, and the sandbox spec its processes get."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, secrets: SecretsFilter, probe: SandboxProbe) -> None:
+        """`secrets`: the process's output filter (each task's values get a scope of it; the specs mask with it);
+        `probe`: the process's bwrap probe, which every spec carries."""
         self.settings = settings
+        self.secrets = secrets
+        self.probe = probe
         self.bounds: dict[int, TaskBounds] = {}  # task id → its cgroup and disk budget while it runs
 
     def open(self, task: Task) -> TaskBounds:
         """The task's shared limits: memory and processes (a cgroup, made at its first command), disk (its worktree)."""
         s = self.settings
         bounds = TaskBounds(
-            f"{task.id}", s.sandbox_max_memory_mb << 20, s.sandbox_max_processes, max_services=s.sandbox_max_services
+            f"{task.id}",
+            s.sandbox_max_memory_mb << 20,
+            s.sandbox_max_processes,
+            max_services=s.sandbox_max_services,
+            secrets=self.secrets.scope(f"task {task.id}"),
         )
         self.bounds[task.stored_id] = bounds
         return bounds
@@ -52,7 +61,7 @@ class TaskSandboxes:
         bounds = self.bounds.get(task.stored_id)
         if bounds is not None and bounds.disk is None:
             s = self.settings
-            bounds.disk = DiskBudget(root.resolve(), disk_budget(s.sandbox_max_disk_mb, s.worktrees_dir))
+            bounds.watch_disk(DiskBudget(root.resolve(), disk_budget(s.sandbox_max_disk_mb, s.worktrees_dir)))
         return bounds
 
     def spec(
@@ -70,7 +79,14 @@ class TaskSandboxes:
             max_memory_bytes=s.sandbox_max_memory_mb << 20,
             tmp_bytes=s.sandbox_tmp_mb << 20,
         )
-        spec = spec_for(root, repository=repository, limits=limits, extra_read_only=[*s.sandbox_read_paths, *read_only])
+        spec = spec_for(
+            self.secrets,
+            self.probe,
+            root,
+            repository=repository,
+            limits=limits,
+            extra_read_only=[*s.sandbox_read_paths, *read_only],
+        )
         egress = egress_for(s.sandbox_network_domains, s.sandbox_network_private, repository)
         spec = dataclasses.replace(spec, egress=egress)
         bounds = self.bounds.get(task.stored_id) if task is not None else None

@@ -12,6 +12,7 @@ from agents.core.models import Task, WorkerKind
 from agents.core.settings import Settings
 from agents.llm import prompts
 from agents.llm.reasoning import Reasoning
+from agents.llm.tool_loop import RunClock
 from agents.repo_map.maps import RepoMap, repo_map_tools
 from agents.sandbox.bwrap import SandboxSpec
 from agents.tools.mcp_tasks import TaskMcp
@@ -61,7 +62,8 @@ class WorkerMaker:
         self.base, self.lines, self.sandboxes, self.repo_map = base, lines, sandboxes, repo_map
         self.check_repository = check_repository
         self.chromium = find_chromium(base.settings.chromium_path)
-        self.mcp = TaskMcp.from_settings(base.settings, self.chromium)  # the owner's MCP servers and the browser
+        # the owner's MCP servers and the browser
+        self.mcp = TaskMcp.from_settings(base.settings, base.secrets, self.chromium)
 
     async def make(
         self,
@@ -76,6 +78,7 @@ class WorkerMaker:
         s, store = self.base.settings, self.base.store
         bounds = self.sandboxes.watch_disk(task, root)  # the worktree is what the task's disk budget watches
         sandbox = self.sandboxes.spec(root, self.base.workspaces.resolve(task.workspace).path, read_only, task)
+        clock = RunClock()  # the worker's run's time limit: ask_user stops the worker's clock while it waits
         callbacks = RoleCallbacks(
             task,
             store,
@@ -85,6 +88,7 @@ class WorkerMaker:
             self.chromium,
             lambda _root: sandbox,  # the worker's screenshots are taken in its own root, in its sandbox
             questions=self.lines.questions,
+            clock=clock,
         )
         tools = self.tools(task, root, sandbox, callbacks, folder_rules)
         if bounds is not None:  # MCP servers of this kind (MCP_CONFIG, the browser): started now, ended with the task
@@ -92,6 +96,7 @@ class WorkerMaker:
         toolbox = Toolbox(
             tools,
             Audit(store, agent=f"{task.worker.value}-worker", chat_id=task.chat_id, task_id=task.id),
+            self.base.secrets,
             max_result_chars=s.tool_result_max_chars,
         )
         worker = Worker(
@@ -108,8 +113,8 @@ class WorkerMaker:
             context_window=s.worker_context_tokens,
             reasoning=worker_reasoning(s),
             warn_steps=s.worker_warn_steps,
+            clock=clock,
         )
-        callbacks.clock = worker.loop  # ask_user stops the worker's clock while it waits
         return worker
 
     def tools(
@@ -127,6 +132,7 @@ class WorkerMaker:
             task.worker,
             root,
             s.command_timeout_seconds,
+            self.base.secrets,
             callbacks.screenshot,
             callbacks.verify if task.worker is not WorkerKind.RESEARCH else None,
             task_tag(instance_token(s.database_path), task.stored_id),

@@ -16,7 +16,7 @@ import anthropic
 from agents.core.models import Usage
 from agents.core.protocols import MessageModel
 from agents.llm.reasoning import Reasoning
-from agents.llm.tool_loop import Ending, Limits, ToolLoop, as_model, describe_step, total_tokens
+from agents.llm.tool_loop import Ending, Limits, RunClock, ToolLoop, as_model, describe_step, total_tokens
 from agents.tools.toolbox import Toolbox
 
 __all__ = ["BLOCKED_MARK", "Ending", "Limits", "Worker", "WorkerResult", "describe_step"]
@@ -79,6 +79,7 @@ class Worker:
     )
     reasoning: Reasoning | None = None  # thinking and effort of each request (agents/llm/reasoning.py)
     warn_steps: int = 0  # told this many steps before the step limit to wrap up
+    clock: RunClock = field(default_factory=RunClock)  # the run's time limit, for tools that wait (ask_user)
     loop: ToolLoop = field(init=False)
 
     def __post_init__(self) -> None:
@@ -96,6 +97,7 @@ class Worker:
             reasoning=self.reasoning,
             streamed=True,  # a worker's answer may be long (a whole file, thinking): never capped by a request timeout
             warn_steps=self.warn_steps,
+            clock=self.clock,
         )
 
     @property

@@ -2,8 +2,8 @@
 
 `read_file` refuses `.npmrc`, `.envrc`, `.env.production` (workspaces.is_secret_file), but a shell prints them
 (`cat .npmrc`, `git show HEAD:.npmrc`). So the bot reads them first, itself: the deny-listed files committed at HEAD
-and those in the checkout's working tree, and hands the secret-looking values they assign to
-`secrets_filter.remember`; whatever a command prints afterwards shows them as `«masked»`. The history of every ref
+and those in the checkout's working tree, and adds the secret-looking values they assign to the output filter (the
+task's `SecretScope`); whatever a command prints afterwards shows them as `«masked»`. The history of every ref
 is searched too (`git log -p --all` limited to those names), for HISTORY_SECONDS at most.
 
 Not covered: history beyond that time on a very large repository, and a value re-encoded by the command.
@@ -17,7 +17,7 @@ import logging
 import os
 from pathlib import Path
 
-from agents.core.secrets_filter import SecretScope, credential_values, remember
+from agents.core.secrets_filter import SecretScope, SecretsFilter, credential_values
 from agents.git.command import GitError, run_git
 from agents.git.ref_files import RefSources, checkout_ref_sources, head_from_files
 from agents.git.trees import tree_entries
@@ -50,10 +50,10 @@ SECRET_PATHSPECS = tuple(
 )
 
 
-async def remember_credential_files(checkout: Path, scope: SecretScope | None = None) -> int:
-    """Read the checkout's deny-listed files (at HEAD and on disk) and mask their values from now on (while `scope`,
-    the task's, is open); how many values were found. Failures are logged, never raised: the filter's token shapes
-    still apply."""
+async def mask_credential_files(checkout: Path, into: SecretsFilter | SecretScope) -> int:
+    """Read the checkout's deny-listed files (at HEAD and on disk) and add their values to `into`: masked from now on
+    (while it is open, for a task's scope; for the process's life, for the filter itself); how many values were
+    found. Failures are logged, never raised: the filter's token shapes still apply."""
     values: list[str] = []
     try:
         values += await _at_head(Path(checkout))
@@ -64,11 +64,13 @@ async def remember_credential_files(checkout: Path, scope: SecretScope | None = 
     except (GitError, OSError) as err:  # a timeout on a huge history: HEAD and the disk still count
         log.info("credential files in the history of %s not read: %s", checkout, err)
     values += await asyncio.to_thread(_on_disk, Path(checkout))
-    remember(values, scope)
+    into.add(values)
     return len(set(values))
 
 
-_commit_values: dict[str, list[str]] = {}  # a commit → the values its credential files hold (commits do not change)
+# a commit → the values its credential files hold. Process-wide: a commit's files never change (the values are
+# added to each task's own scope from here, not kept masked by this cache)
+_commit_values: dict[str, list[str]] = {}
 COMMITS_KEPT = 64
 
 
@@ -97,8 +99,9 @@ async def _at_head(checkout: Path) -> list[str]:
     return values
 
 
-_history_seen: dict[str, list[str]] = {}  # the refs' tips -> the values their history holds (one search per state)
-HISTORY_STATES = 64  # the latest states of refs remembered, so the cache does not grow with every commit
+# the refs' tips -> the values their history holds (one search per state). Process-wide: a pure function of the tips
+_history_seen: dict[str, list[str]] = {}
+HISTORY_STATES = 64  # the latest states of refs kept, so the cache does not grow with every commit
 
 
 async def _history_once(checkout: Path) -> list[str]:

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from agents.core.errors import ToolError
-from agents.core.secrets_filter import mask
 
 SELF_NAME = "self"
 
@@ -278,12 +277,6 @@ def is_secret_file(name: str) -> bool:
         or (name.startswith(".env.") and name not in _SHAREABLE_ENV)
         or _SECRET_PATTERNS.fullmatch(name) is not None
     )
-
-
-def mask_url_credentials(text: str) -> str:
-    """`https://user:token@host/…` → `https://«masked»@host/…`, and every other known secret (`http.extraHeader`,
-    an inline credential helper, token shapes): the one filter of agents/core/secrets_filter.py."""
-    return mask(text)
 
 
 def is_git_metadata(relative: str | Path) -> bool:

@@ -14,12 +14,17 @@ from pathlib import Path
 
 import pytest
 
+from agents.sandbox.bwrap import SandboxProbe
 from tests.support.processes import Listener
 
 needs_bwrap = pytest.mark.skipif(
     shutil.which("bwrap") is None or not sys.platform.startswith("linux"),
     reason="bubblewrap (bwrap) is not installed: scripts/install-system-deps.sh",
 )
+
+# The bwrap probe the tests' own sandbox specs carry: one for the test process (the machine does not change under
+# the tests); a test about the probe itself makes a fresh one.
+PROBE = SandboxProbe()
 
 FAKE_KEY = "sk-ant-FAKE-KEY-4f1c9e"
 FAKE_TOKEN = "123456:FAKE-TOKEN-77ab"
