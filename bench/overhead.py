@@ -21,8 +21,9 @@ Two cases in one run, each with fresh fakes and its own pair of bot processes: a
 one that holds what a long-serving bot has stored (bench/_populate.py: thousands of messages, tasks, task events,
 tool calls and usage rows, some of them the measured chat's earlier conversation), written before the bot starts; a
 turn whose cost grows with the store shows as the populated case's gap to its floor exceeding the fresh case's.
-`--fresh-only` skips the populated case. `--profile` runs agentlab under cProfile (`python -m cProfile -m
-telegram_bot`: slower, so its latencies are not the figures) and prints where its time went over the whole run.
+`--fresh-only` skips the populated case. `--profile` runs agentlab under cProfile (bench/_profiled_bot.py: the
+same entry point, profiled over the measured answers only; slower, so its latencies are not the figures) and prints
+where its event loop's time went.
 
 Run: .venv/bin/python bench/overhead.py [--json] [--fakes-in-process] [--fresh-only] [--profile]
 """
@@ -85,6 +86,7 @@ SETTLE_SHARE = 0.05
 SETTLE_WINDOW_S = 1.0
 SETTLE_TIMEOUT_S = 120.0
 BARE_SCRIPT = Path(__file__).with_name("_bare_bot_process.py")
+PROFILED_SCRIPT = Path(__file__).with_name("_profiled_bot.py")
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -92,6 +94,17 @@ def process_cpu_s(pid: int) -> float:
     """CPU seconds (user + system, every thread, and its children it has waited for) of process `pid`, from /proc."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return sum(int(value) for value in fields[11:15]) / TICKS  # utime, stime, cutime, cstime
+
+
+async def wait_for_file(path: Path, timeout: float = 30.0) -> None:
+    """Until `path` exists and has stopped growing (a process writing it), or the timeout."""
+    deadline, size = time.perf_counter() + timeout, -1
+    while time.perf_counter() < deadline:
+        now = path.stat().st_size if path.exists() else -1
+        if now > 0 and now == size:
+            return
+        size = now
+        await asyncio.sleep(0.2)
 
 
 @dataclass
@@ -254,16 +267,23 @@ async def run_bots(fakes_in_process: bool, populated: bool, profile: Path | None
                     BARE_USER_ID,
                 )
             )
-            profiling = ["-m", "cProfile", "-o", str(profile)] if profile else []
-            agentlab_args = [sys.executable, *profiling, "-m", "telegram_bot"]
+            agentlab_args = [
+                sys.executable,
+                *([str(PROFILED_SCRIPT), str(profile)] if profile else ["-m", "telegram_bot"]),
+            ]
             bots.append(await start_bot("agentlab", agentlab_args, env, tmp, tg, claude, USER_ID))
             bare, agentlab = bots
             await bare.settle()  # agentlab's start took the cores; the floor is idle again before timing
+            if profile:
+                agentlab.proc.send_signal(signal.SIGUSR1)  # the profile covers the measured answers only
             per_block = MESSAGES // ROUNDS
             for round_no in range(ROUNDS):
                 order = (bare, agentlab) if round_no % 2 == 0 else (agentlab, bare)
                 for bot in order:
                     await bot.measure_block(per_block, 1000 * (round_no + 1))
+            if profile:
+                agentlab.proc.send_signal(signal.SIGUSR2)
+                await wait_for_file(profile)
         finally:
             for bot in bots:
                 await asyncio.to_thread(bot.stop)
@@ -275,19 +295,17 @@ def print_server_times(name: str, server_ms: dict[str, float]) -> None:
     print(f"  {name:9s} fakes' own time per call (inside the latency): {parts}")
 
 
-def print_profile(path: Path, count: int = 25) -> None:
-    """Where agentlab's process spent its time over the run (start-up, warm-up and the measured answers): its own
-    functions by cumulative time, then every function by own time."""
+def print_profile(path: Path, answers: int, count: int = 30) -> None:
+    """Where agentlab's event loop spent its time over the measured answers (`answers` of them): its own functions
+    by cumulative time, then every function by own time. (A coroutine's times are those of its runs between awaits.)"""
     if not path.exists():
-        print(f"  (no profile written at {path}: the process did not exit cleanly)")
+        print(f"  (no profile written at {path})")
         return
     stats = pstats.Stats(str(path))
-    stats.sort_stats("cumulative")
-    print("— agentlab's profile over the run, its own code by cumulative time —")
-    stats.print_stats(r"(agents|telegram_bot)/", count)
-    stats.sort_stats("tottime")
+    print(f"— agentlab's profile over its {answers} measured answers, its own code by cumulative time —")
+    stats.sort_stats("cumulative").print_stats(r"(agents|telegram_bot)/", count)
     print("— every function by own time —")
-    stats.print_stats(count)
+    stats.sort_stats("tottime").print_stats(count)
 
 
 async def main(fakes_in_process: bool = False, fresh_only: bool = False, profile: bool = False) -> dict:
@@ -362,8 +380,8 @@ async def measure_case(fakes_in_process: bool, populated: bool, profile: bool = 
         f"with the real APIs (about 1 s or more per answer) the same +{a.p50 - b.p50:.0f} ms is around 1% of it."
     )
     if profile_path is not None:
-        print_profile(profile_path)
-        profile_path.unlink(missing_ok=True)
+        print_profile(profile_path, len(agentlab.samples) + len(agentlab.back_to_back) + ROUNDS)
+        print(f"  (the profile is kept at {profile_path}: python -m pstats {profile_path})")
     return {
         "bench": "overhead",
         **info,
@@ -405,7 +423,10 @@ if __name__ == "__main__":
         __doc__.splitlines()[0],
         ("--fakes-in-process", "each bot's fake Anthropic served from this process (not a process of its own)"),
         ("--fresh-only", "measure the fresh database only (not the populated one)"),
-        ("--profile", "run agentlab under cProfile and print where its time went (its latencies then are not figures)"),
+        (
+            "--profile",
+            "profile agentlab over the measured answers and print where its time went (latencies: not figures)",
+        ),
     )
     figures = asyncio.run(main(args.fakes_in_process, args.fresh_only, args.profile))
     if args.json:
