@@ -68,3 +68,20 @@ async def test_a_statement_issued_while_a_transaction_is_open_runs_after_it_and_
         await store.add_message(ChatMessage(chat_id=1, role=Role.USER, content="after"))  # the store goes on as usual
     finally:
         await store.close()
+
+
+async def test_recording_an_events_keys_is_one_statement_on_sqlites_thread(tmp_path: Path) -> None:
+    """Every message's answer first records its update's keys (a repeat is dropped): one statement, one trip to the
+    store's thread, not a transaction of BEGIN, an INSERT per key and COMMIT."""
+    store = await Store.open(tmp_path / "state.db")
+    try:
+        statements: list[str] = []
+        await store._db.set_trace_callback(statements.append)
+        assert await store.seen_events.first_time(["telegram:update:1", "telegram:callback:a", "telegram:update:1"])
+        assert len(statements) == 1, statements
+        assert not await store.seen_events.first_time(["telegram:update:2", "telegram:callback:a"])
+        assert await store.seen_events.first_time([]), "no keys: nothing to repeat"
+        assert len(statements) == 2, "no statement for no keys"
+        assert not await store.seen_events.first_time(["telegram:update:2"]), "recorded with the repeat it came in"
+    finally:
+        await store.close()
