@@ -104,7 +104,7 @@ async def test_a_turns_history_note_is_read_with_the_questions_write_not_after_i
     store = await Store.open(settings.database_path)
     try:
         await store.add_message(ChatMessage(chat_id=1, role=Role.USER, content="earlier"))
-        context = TurnContext(settings, store, None, Workspaces(tmp_path / "ws"))  # type: ignore[arg-type]
+        context = TurnContext(settings, store, None, Workspaces(tmp_path / "ws"))  # type: ignore[arg-type]  # never asked to summarise
         statements: list[str] = []
         await store._db.set_trace_callback(statements.append)
         release = await _held_thread(store)
