@@ -1,51 +1,58 @@
-"""agentlab's own overhead per direct answer, beside a bare PTB + anthropic bot, against the same zero-latency fakes.
+"""agentlab's own overhead per direct answer, beside a bare PTB + anthropic bot, each bot a process of its own.
 
-Both bots poll the same fake Telegram server and call the same fake Anthropic server in one run. For each, 5 warm-up
-messages, then 100 sequential messages (each waits for its reply) in each of two modes: idle (80 ms between a reply
-and the next message) and back-to-back (the next message right after the reply, so whatever the bot still does
-after a reply is in the way of the next one); latency = from injecting the update into the fake to the reply being
-stored by the fake. The bare bot is the floor; the target is agentlab's p50 ≤ floor + 10 ms in both modes. Also
-the start-up time: from building the application to the first getUpdates.
+Both bots run as real processes, started the way a user starts them: agentlab is `python -m telegram_bot` (its
+settings from the environment, as tests/support/processes.py gives a bot process), the floor is a bare
+python-telegram-bot + Anthropic SDK bot (bench/_bare_bot_process.py: one handler, one Messages call, one reply). Each
+polls a fake Telegram of its own (served from this process, where the driver injects updates and reads the replies)
+and calls a fake Anthropic of its own (a process of its own too, as the real API does not share the bot's
+interpreter; `--fakes-in-process` serves it from this process instead). No bot shares an interpreter, a GIL or an
+event loop with the bench, the fakes or the other bot.
 
-The fake Anthropic server runs in a process of its own (bench/_fake_anthropic_process.py), as the real API does not
-share the bot's interpreter: in-process, its parsing, validation, cache simulation and SSE framing of agentlab's
-17 KB requests competed with the bot for the GIL inside every measured latency (up to a 5 ms switch interval
-each time). `--fakes-in-process` measures the old way (both fakes as threads of this process), for comparison.
-The fake Telegram server stays in-process either way (the driver injects updates and reads replies through it).
+For each bot, 5 warm-up messages (then a wait until the process is idle: agentlab indexes its workspaces and settles
+its speech model after its first turn), then 100 sequential messages (each waits for its reply) in each of two
+modes: idle (80 ms between a reply and the next message) and back-to-back (the next message right after the reply,
+so whatever the bot still does after a reply is in the way of the next one); latency = from injecting the update
+into the fake to the reply being stored by the fake. The bots take turns in alternating blocks, so load drift on
+the machine hits both alike. The bare bot is the floor; the target is agentlab's p50 ≤ floor + 10 ms in both modes.
+Also: each process's CPU time per answer (user + system of all its threads, from /proc: the steadiest figure on a
+shared machine), and the start-up time from starting the process to its first getUpdates.
 
-Two cases in one run, each with fresh fakes and its own pair of bots: a fresh database, and a populated one that holds
-what a long-serving bot has stored (bench/_populate.py: thousands of messages, tasks, task events, tool calls and
-usage rows, some of them the measured chat's earlier conversation); a turn whose cost grows with the store shows as
-the populated case's gap to its floor exceeding the fresh case's. `--fresh-only` skips the populated case.
+Two cases in one run, each with fresh fakes and its own pair of bot processes: a fresh database, and a populated
+one that holds what a long-serving bot has stored (bench/_populate.py: thousands of messages, tasks, task events,
+tool calls and usage rows, some of them the measured chat's earlier conversation), written before the bot starts; a
+turn whose cost grows with the store shows as the populated case's gap to its floor exceeding the fresh case's.
+`--fresh-only` skips the populated case. `--profile` runs agentlab under cProfile (bench/_profiled_bot.py: the
+same entry point, profiled over the measured answers only; slower, so its latencies are not the figures) and prints
+where its event loop's time went.
 
-Run: .venv/bin/python bench/overhead.py [--json] [--fakes-in-process] [--fresh-only]
+Run: .venv/bin/python bench/overhead.py [--json] [--fakes-in-process] [--fresh-only] [--profile]
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import pstats
+import signal
+import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import anthropic  # noqa: E402
-from telegram import Update  # noqa: E402
-from telegram.ext import Application, ApplicationBuilder, ContextTypes, MessageHandler, filters  # noqa: E402
-
 from bench._harness import (  # noqa: E402
     ANSWER,
+    FakeAnthropicProcess,
     LatencySummary,
     ServerClock,
-    agentlab_settings,
     emit_json,
     fake_anthropic_process,
     machine,
-    main_thread_cpu,
     measure_replies,
     parse_args,
     questions,
@@ -53,16 +60,13 @@ from bench._harness import (  # noqa: E402
     running_fakes,
     temp_workspace,
     verdict,
-    wait_first_get_updates,
-    wait_indexing_idle,
-    wait_transcriber_settled,
 )
 from bench._populate import migrated, populate  # noqa: E402
-from telegram_bot.app import stop_polling  # noqa: E402
-from tests.conftest import MODEL, USER_ID, start_bot  # noqa: E402
+from tests.conftest import MODEL, USER_ID  # noqa: E402
 from tests.fakes import anthropic_server as claude_says  # noqa: E402
 from tests.fakes.anthropic_server import FakeAnthropic  # noqa: E402
 from tests.fakes.telegram_server import FakeTelegram  # noqa: E402
+from tests.support.processes import bot_env  # noqa: E402
 
 WARMUP = 5
 MESSAGES = 100
@@ -74,62 +78,108 @@ TARGET = 1.3
 GAP_SECONDS = 0.08
 MODES = {"idle": GAP_SECONDS, "back_to_back": 0.0}  # mode → pause between a reply and the next message
 TARGET_EXTRA_MS = 10.0  # agentlab's p50 at most the bare bot's (the floor) + this, in each mode
-BARE_USER_ID = 2002  # the baseline's chat, apart from agentlab's
+BARE_USER_ID = 2002  # the floor bot's chat
+START_TIMEOUT_S = 120.0
+# After the warm-up, a bot process counts as settled once it used at most this share of a core over SETTLE_WINDOW_S
+# (agentlab's first turn starts its deferred start-up work: the workspaces' indexes, the speech model's load).
+SETTLE_SHARE = 0.05
+SETTLE_WINDOW_S = 1.0
+SETTLE_TIMEOUT_S = 120.0
+BARE_SCRIPT = Path(__file__).with_name("_bare_bot_process.py")
+PROFILED_SCRIPT = Path(__file__).with_name("_profiled_bot.py")
+TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def bare_application(tg: FakeTelegram, claude: FakeAnthropic) -> tuple[Application, anthropic.AsyncAnthropic]:
-    """The minimal bot: one handler, one Messages call, one reply. No rate limiter, no store, no rendering."""
-    client = anthropic.AsyncAnthropic(api_key="sk-test", base_url=claude.url, max_retries=0)
-
-    async def on_text(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-        response = await client.messages.create(
-            model=MODEL, max_tokens=1024, messages=[{"role": "user", "content": update.message.text}]
-        )
-        answer = "".join(block.text for block in response.content if block.type == "text")
-        await update.message.reply_text(answer, do_quote=True)
-
-    app = ApplicationBuilder().token(tg.token).base_url(tg.base_url).base_file_url(tg.base_file_url).build()
-    app.add_handler(MessageHandler(filters.TEXT & ~filters.COMMAND, on_text))
-    return app, client
+def process_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system, every thread, and its children it has waited for) of process `pid`, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(value) for value in fields[11:15]) / TICKS  # utime, stime, cutime, cstime
 
 
-async def resume_polling(app: Application) -> None:
-    await app.updater.start_polling(poll_interval=0.0, timeout=1, allowed_updates=Update.ALL_TYPES)
+async def wait_for_file(path: Path, timeout: float = 30.0) -> None:
+    """Until `path` exists and has stopped growing (a process writing it), or the timeout."""
+    deadline, size = time.perf_counter() + timeout, -1
+    while time.perf_counter() < deadline:
+        now = path.stat().st_size if path.exists() else -1
+        if now > 0 and now == size:
+            return
+        size = now
+        await asyncio.sleep(0.2)
 
 
 @dataclass
-class Contender:
-    """One bot under measurement: its app, its chat, its samples."""
+class BotProcess:
+    """One bot under measurement: its process, its own fakes, its chat, its samples."""
 
     name: str
-    app: Application
+    proc: subprocess.Popen[bytes]
+    tg: FakeTelegram
+    claude: FakeAnthropic | FakeAnthropicProcess
+    clock: ServerClock
     user_id: int
-    startup_s: float
+    log: Path
+    startup_s: float = 0.0
     samples: list[float] = field(default_factory=list)
     back_to_back: list[float] = field(default_factory=list)
-    loop_cpu_s: float = 0.0
+    cpu_s: float = 0.0
     fakes_s: float = 0.0
     server_ms: list[dict[str, float]] = field(default_factory=list)
 
-    async def measure_block(self, tg: FakeTelegram, clock: ServerClock, count: int, first: int) -> None:
-        await resume_polling(self.app)
-        await measure_replies(tg, questions(1, first), user_id=self.user_id, gap=GAP_SECONDS)  # after the switch
-        clock.reset()
-        cpu = main_thread_cpu()
-        self.samples += await measure_replies(tg, questions(count, first + 1), user_id=self.user_id, gap=GAP_SECONDS)
-        self.loop_cpu_s += main_thread_cpu() - cpu
-        self.fakes_s += clock.total_seconds()
-        self.server_ms.append(clock.mean_ms())
-        await asyncio.sleep(GAP_SECONDS)
-        gap = MODES["back_to_back"]
-        self.back_to_back += await measure_replies(
-            tg, questions(count, first + 1 + count), user_id=self.user_id, gap=gap
+    async def first_poll(self, started: float) -> None:
+        """Wait for the process's first getUpdates; the start-up time is from `started` (just before Popen)."""
+        deadline = time.perf_counter() + START_TIMEOUT_S
+        while self.clock.first_get_updates is None:
+            self.alive()
+            if time.perf_counter() > deadline:
+                raise TimeoutError(f"{self.name}: no getUpdates within {START_TIMEOUT_S:g} s")
+            await asyncio.sleep(0.002)
+        self.startup_s = self.clock.first_get_updates - started
+
+    def alive(self) -> None:
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"{self.name} exited ({self.proc.returncode}): {self.log.read_text()[-3000:]}")
+
+    async def settle(self) -> float:
+        """Wait until the process is idle (see SETTLE_SHARE); the seconds waited."""
+        started = time.perf_counter()
+        while time.perf_counter() - started < SETTLE_TIMEOUT_S:
+            self.alive()
+            before = process_cpu_s(self.proc.pid)
+            await asyncio.sleep(SETTLE_WINDOW_S)
+            if process_cpu_s(self.proc.pid) - before <= SETTLE_SHARE * SETTLE_WINDOW_S:
+                break
+        return time.perf_counter() - started
+
+    async def measure_block(self, count: int, first: int) -> None:
+        await measure_replies(self.tg, questions(1, first), user_id=self.user_id, gap=GAP_SECONDS)  # after the switch
+        self.clock.reset()
+        cpu = process_cpu_s(self.proc.pid)
+        self.samples += await measure_replies(
+            self.tg, questions(count, first + 1), user_id=self.user_id, gap=GAP_SECONDS
         )
-        await self.app.updater.stop()
+        self.cpu_s += process_cpu_s(self.proc.pid) - cpu
+        self.fakes_s += self.clock.total_seconds()
+        self.server_ms.append(self.clock.mean_ms())
+        await asyncio.sleep(GAP_SECONDS)
+        self.back_to_back += await measure_replies(
+            self.tg, questions(count, first + 1 + count), user_id=self.user_id, gap=MODES["back_to_back"]
+        )
+        self.alive()
+
+    def stop(self) -> None:
+        """SIGTERM (both bots stop polling and exit on it), then SIGKILL to the process group if it hangs."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
 
     @property
-    def loop_cpu_ms_per_answer(self) -> float:
-        return 1000 * self.loop_cpu_s / len(self.samples)
+    def cpu_ms_per_answer(self) -> float:
+        return 1000 * self.cpu_s / len(self.samples)
 
     @property
     def fakes_ms_per_answer(self) -> float:
@@ -140,60 +190,104 @@ class Contender:
         return {key: sum(b.get(key, 0.0) for b in self.server_ms) / len(self.server_ms) for key in sorted(keys)}
 
 
-async def start_agentlab(
-    tg: FakeTelegram, claude: FakeAnthropic, clock: ServerClock, tmp: Path, populated: bool
-) -> tuple[Contender, float]:
-    settings = agentlab_settings(tg, claude, tmp)
-    if populated:  # the store of a long-serving bot, written before the bot opens it
-        await migrated(settings.database_path)
-        counts = populate(settings.database_path, USER_ID)
-        print("  populated database: " + ", ".join(f"{n:,} {table}" for table, n in counts.items()))
-    clock.reset()
-    started = time.perf_counter()
-    bot = await start_bot(settings, tg, claude)
-    startup = await wait_first_get_updates(clock, started)
-    speech_settle = await wait_transcriber_settled(bot.runtime)
-    await measure_replies(tg, questions(WARMUP), gap=GAP_SECONDS)
-    await wait_indexing_idle(bot.runtime)
-    await bot.app.updater.stop()
-    return Contender("agentlab", bot.app, USER_ID, startup), speech_settle
+@contextlib.contextmanager
+def bot_fakes(fakes_in_process: bool) -> Iterator[tuple[FakeTelegram, FakeAnthropic | FakeAnthropicProcess]]:
+    """One bot's own fakes: a fake Telegram served from this process, a fake Anthropic answering ANSWER (in its own
+    process unless `fakes_in_process`)."""
+    with contextlib.ExitStack() as stack:
+        tg, local = stack.enter_context(running_fakes())
+        local.handler = lambda _body: claude_says.text(ANSWER)
+        claude = local if fakes_in_process else stack.enter_context(fake_anthropic_process(ANSWER))
+        yield tg, claude
 
 
-async def start_bare(
-    tg: FakeTelegram, claude: FakeAnthropic, clock: ServerClock
-) -> tuple[Contender, anthropic.AsyncAnthropic]:
-    clock.reset()
-    started = time.perf_counter()
-    app, client = bare_application(tg, claude)
-    await app.initialize()
-    await app.start()
-    await resume_polling(app)
-    startup = await wait_first_get_updates(clock, started)
-    await measure_replies(tg, questions(WARMUP), user_id=BARE_USER_ID, gap=GAP_SECONDS)
-    await app.updater.stop()
-    return Contender("bare", app, BARE_USER_ID, startup), client
-
-
-async def run_contenders(
-    tg: FakeTelegram, claude: FakeAnthropic, tmp: Path, populated: bool
-) -> tuple[Contender, Contender, float]:
+async def start_bot(
+    name: str,
+    args: list[str],
+    env: dict[str, str],
+    folder: Path,
+    tg: FakeTelegram,
+    claude: FakeAnthropic | FakeAnthropicProcess,
+    user_id: int,
+) -> BotProcess:
+    """Start the bot process, wait for its first poll, warm it up and let it settle."""
     clock = ServerClock(tg, claude).install()
-    bare, client = await start_bare(tg, claude, clock)  # first, so agentlab's whisper import cannot slow it
-    agentlab = None
+    log = folder / f"{name}.log"
+    started = time.perf_counter()
+    with open(log, "w") as out:  # a file, not a pipe: a full pipe would stop the bot
+        proc = subprocess.Popen(args, cwd=folder, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    bot = BotProcess(name, proc, tg, claude, clock, user_id, log)
     try:
-        agentlab, speech_settle = await start_agentlab(tg, claude, clock, tmp, populated)
-        per_block = MESSAGES // ROUNDS
-        for round_no in range(ROUNDS):
-            order = (bare, agentlab) if round_no % 2 == 0 else (agentlab, bare)
-            for contender in order:
-                await contender.measure_block(tg, clock, per_block, 1000 * (round_no + 1))
-    finally:
-        if agentlab is not None:
-            await stop_polling(agentlab.app)
-        await bare.app.stop()
-        await bare.app.shutdown()
-        await client.close()
-    return agentlab, bare, speech_settle
+        await bot.first_poll(started)
+        await measure_replies(tg, questions(WARMUP), user_id=user_id, gap=GAP_SECONDS)
+        await bot.settle()
+    except BaseException:
+        bot.stop()
+        raise
+    return bot
+
+
+def bare_env(tg: FakeTelegram, claude: FakeAnthropic | FakeAnthropicProcess) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TELEGRAM_", "ANTHROPIC_"))}
+    env.update(
+        TELEGRAM_BOT_TOKEN=tg.token,
+        TELEGRAM_API_BASE_URL=tg.url,
+        ANTHROPIC_BASE_URL=claude.url,
+        ORCHESTRATOR_MODEL=MODEL,
+        PYTHONPATH=str(ROOT),
+    )
+    return env
+
+
+async def run_bots(fakes_in_process: bool, populated: bool, profile: Path | None) -> tuple[BotProcess, BotProcess]:
+    """Both bots on their own fakes, measured in alternating blocks; stopped before returning."""
+    with (
+        temp_workspace() as tmp,
+        bot_fakes(fakes_in_process) as (bare_tg, bare_claude),
+        bot_fakes(fakes_in_process) as (tg, claude),
+    ):
+        env = bot_env(tg, claude, tmp, tmp / "workspaces")  # type: ignore[arg-type]  # only its url is read
+        database = Path(env["DATABASE_PATH"])
+        database.parent.mkdir(parents=True, exist_ok=True)
+        if populated:  # the store of a long-serving bot, written before the bot opens it
+            await migrated(database)
+            counts = await asyncio.to_thread(populate, database, USER_ID)
+            print("  populated database: " + ", ".join(f"{n:,} {table}" for table, n in counts.items()))
+        bots: list[BotProcess] = []
+        try:
+            # the floor first, so agentlab's start-up work cannot slow its start
+            bots.append(
+                await start_bot(
+                    "bare",
+                    [sys.executable, str(BARE_SCRIPT)],
+                    bare_env(bare_tg, bare_claude),
+                    tmp,
+                    bare_tg,
+                    bare_claude,
+                    BARE_USER_ID,
+                )
+            )
+            agentlab_args = [
+                sys.executable,
+                *([str(PROFILED_SCRIPT), str(profile)] if profile else ["-m", "telegram_bot"]),
+            ]
+            bots.append(await start_bot("agentlab", agentlab_args, env, tmp, tg, claude, USER_ID))
+            bare, agentlab = bots
+            await bare.settle()  # agentlab's start took the cores; the floor is idle again before timing
+            if profile:
+                agentlab.proc.send_signal(signal.SIGUSR1)  # the profile covers the measured answers only
+            per_block = MESSAGES // ROUNDS
+            for round_no in range(ROUNDS):
+                order = (bare, agentlab) if round_no % 2 == 0 else (agentlab, bare)
+                for bot in order:
+                    await bot.measure_block(per_block, 1000 * (round_no + 1))
+            if profile:
+                agentlab.proc.send_signal(signal.SIGUSR2)
+                await wait_for_file(profile)
+        finally:
+            for bot in bots:
+                await asyncio.to_thread(bot.stop)
+    return agentlab, bare
 
 
 def print_server_times(name: str, server_ms: dict[str, float]) -> None:
@@ -201,43 +295,54 @@ def print_server_times(name: str, server_ms: dict[str, float]) -> None:
     print(f"  {name:9s} fakes' own time per call (inside the latency): {parts}")
 
 
-async def main(fakes_in_process: bool = False, fresh_only: bool = False) -> dict:
+def print_profile(path: Path, answers: int, count: int = 30) -> None:
+    """Where agentlab's event loop spent its time over the measured answers (`answers` of them): its own functions
+    by cumulative time, then every function by own time. (A coroutine's times are those of its runs between awaits.)"""
+    if not path.exists():
+        print(f"  (no profile written at {path})")
+        return
+    stats = pstats.Stats(str(path))
+    print(f"— agentlab's profile over its {answers} measured answers, its own code by cumulative time —")
+    stats.sort_stats("cumulative").print_stats(r"(agents|telegram_bot)/", count)
+    print("— every function by own time —")
+    stats.sort_stats("tottime").print_stats(count)
+
+
+async def main(fakes_in_process: bool = False, fresh_only: bool = False, profile: bool = False) -> dict:
     quiet_logging()
-    figures = await measure_case(fakes_in_process, populated=False)
+    figures = await measure_case(fakes_in_process, populated=False, profile=profile)
     if not fresh_only:
-        populated = await measure_case(fakes_in_process, populated=True)
+        populated = await measure_case(fakes_in_process, populated=True, profile=profile)
         figures["populated"] = {
-            key: populated[key] for key in ("agentlab", "bare", "back_to_back", "idle_extra_p50_ms", "ratio_p50")
+            key: populated[key]
+            for key in ("agentlab", "bare", "back_to_back", "idle_extra_p50_ms", "ratio_p50", "cpu_ms_per_answer")
         }
-        figures["populated"]["loop_cpu_ms_per_answer"] = populated["loop_cpu_ms_per_answer"]
         print(
             f"Fresh vs populated database, agentlab's p50 minus the floor: idle +{figures['idle_extra_p50_ms']:.2f} ms "
             f"→ +{populated['idle_extra_p50_ms']:.2f} ms; back-to-back +{figures['back_to_back']['extra_p50_ms']:.2f} "
-            f"ms → +{populated['back_to_back']['extra_p50_ms']:.2f} ms"
+            f"ms → +{populated['back_to_back']['extra_p50_ms']:.2f} ms; agentlab's process CPU per answer "
+            f"{figures['cpu_ms_per_answer']['agentlab']:.2f} ms → {populated['cpu_ms_per_answer']['agentlab']:.2f} ms"
         )
     return figures
 
 
-async def measure_case(fakes_in_process: bool, populated: bool) -> dict:
-    """One pair of bots on fresh fakes; agentlab's database fresh or `populated`."""
-    print(f"— {'populated' if populated else 'fresh'} database —")
-    with contextlib.ExitStack() as stack:
-        tg, local = stack.enter_context(running_fakes())
-        tmp = stack.enter_context(temp_workspace())
-        local.handler = lambda _body: claude_says.text(ANSWER)
-        claude = local if fakes_in_process else stack.enter_context(fake_anthropic_process(ANSWER))
-        agentlab, bare, speech_settle = await run_contenders(tg, claude, tmp, populated)
-    own_process_ms = None if fakes_in_process else claude.own_ms
-
+async def measure_case(fakes_in_process: bool, populated: bool, profile: bool = False) -> dict:
+    """One pair of bot processes on fresh fakes; agentlab's database fresh or `populated`."""
+    case = "populated" if populated else "fresh"
+    print(f"— {case} database —")
+    profile_path = Path(f"/tmp/agentlab-overhead-{case}-{os.getpid()}.prof") if profile else None
+    agentlab, bare = await run_bots(fakes_in_process, populated, profile_path)
     a, b = LatencySummary.of(agentlab.samples), LatencySummary.of(bare.samples)
     a2, b2 = LatencySummary.of(agentlab.back_to_back), LatencySummary.of(bare.back_to_back)
     ratio_p50, ratio_p95, ratio_mean = a.p50 / b.p50, a.p95 / b.p95, a.mean / b.mean
     info = machine()
-    where = "threads of this process" if fakes_in_process else "fake Anthropic in its own process"
+    where = "in this process" if fakes_in_process else "in its own process"
     print(
-        f"Direct-answer overhead: {MESSAGES} sequential messages per bot ({ROUNDS} alternating blocks, after "
-        f"{WARMUP} warm-up), {GAP_SECONDS * 1000:.0f} ms idle between messages, fakes: {where}; {info['date']}, "
-        f"{info['nproc']} CPUs, {info['cpu']}, Python {info['python']}"
+        f"Direct-answer overhead, each bot a process of its own: {MESSAGES} sequential messages per bot ({ROUNDS} "
+        f"alternating blocks, after {WARMUP} warm-up), {GAP_SECONDS * 1000:.0f} ms idle between messages, each bot's "
+        f"fake Anthropic {where}; {info['date']}, {info['nproc']} CPUs, {info['cpu']}, Python {info['python']}, "
+        f"load average {' '.join(f'{load:.2f}' for load in os.getloadavg())}"
+        + (" — agentlab under cProfile: its latencies are the profiler's, not the figures" if profile else "")
     )
     print(f"  agentlab  {a.line()}")
     print(f"  bare      {b.line()}")
@@ -252,52 +357,44 @@ async def measure_case(fakes_in_process: bool, populated: bool) -> dict:
         f"  ratio agentlab/bare: p50 {ratio_p50:.2f}×   p95 {ratio_p95:.2f}×   mean {ratio_mean:.2f}×   "
         f"target {verdict(ratio_p50, TARGET)} (p50), {verdict(ratio_p95, TARGET)} (p95)"
     )
-    fakes_extra = agentlab.fakes_ms_per_answer - bare.fakes_ms_per_answer
-    print(
-        f"  agentlab's extra time per answer: p50 +{a.p50 - b.p50:.2f} ms, p95 +{a.p95 - b.p95:.2f} ms; of which "
-        f"+{fakes_extra:.2f} ms is the in-process fakes' own work on agentlab's bigger requests (validation, cache "
-        "simulation)"
-    )
-    by_kind = {} if fakes_in_process else claude.own_ms_by_kind
-    if own_process_ms is not None:
+    own = {bot.name: getattr(bot.claude, "own_ms", None) for bot in (agentlab, bare)}
+    if not fakes_in_process:
         print(
-            f"  the fake Anthropic (own process) spent {own_process_ms:.2f} ms per call, both bots' calls together; "
-            + ", ".join(
-                f"{who}'s calls: mean {by_kind.get(f'{kind}_mean') or 0:.2f} ms, "
-                f"p50 {by_kind.get(f'{kind}_p50') or 0:.2f} ms"
-                for who, kind in (("agentlab", "streamed"), ("the bare bot", "not_streamed"))
-            )
+            "  each fake Anthropic (own process) spent per call: "
+            + ", ".join(f"{name}'s {ms or 0:.2f} ms" for name, ms in own.items())
             + " (inside each latency, not subtracted: the real API's own time is not the bot's overhead)"
         )
-    cpu_a, cpu_b = agentlab.loop_cpu_ms_per_answer, bare.loop_cpu_ms_per_answer
+    cpu_a, cpu_b = agentlab.cpu_ms_per_answer, bare.cpu_ms_per_answer
     print(
-        f"  event-loop CPU per answer (main thread; not disturbed by other processes): agentlab {cpu_a:.2f} ms, "
+        f"  process CPU per answer (user + system, all threads; idle mode): agentlab {cpu_a:.2f} ms, "
         f"bare {cpu_b:.2f} ms, ratio {cpu_a / cpu_b:.2f}×"
     )
     print_server_times("agentlab", agentlab.server_means())
     print_server_times("bare", bare.server_means())
     print(
-        f"  start-up to first getUpdates: agentlab {agentlab.startup_s * 1000:.0f} ms, "
-        f"bare {bare.startup_s * 1000:.0f} ms "
-        f"(agentlab's speech process, started at start only with VOICE_PRELOAD, settled {speech_settle:.1f} s later)"
+        f"  start-up, from starting the process to its first getUpdates: agentlab {agentlab.startup_s * 1000:.0f} ms,"
+        f" bare {bare.startup_s * 1000:.0f} ms"
     )
     print(
         "  Note: the fakes answer with zero latency, so this ratio is an upper bound on the relative overhead; "
         f"with the real APIs (about 1 s or more per answer) the same +{a.p50 - b.p50:.0f} ms is around 1% of it."
     )
+    if profile_path is not None:
+        print_profile(profile_path, len(agentlab.samples) + len(agentlab.back_to_back) + ROUNDS)
+        print(f"  (the profile is kept at {profile_path}: python -m pstats {profile_path})")
     return {
         "bench": "overhead",
         **info,
+        "bots_as_processes": True,
         "messages": MESSAGES,
         "warmup": WARMUP,
         "rounds": ROUNDS,
         "gap_ms": GAP_SECONDS * 1000,
         "fakes_in_process": fakes_in_process,
-        "database": "populated" if populated else "fresh",
-        "anthropic_fake_own_process_ms": None if own_process_ms is None else round(own_process_ms, 3),
-        "anthropic_fake_own_process_ms_by_kind": {
-            kind: None if ms is None else round(ms, 3) for kind, ms in by_kind.items()
-        },
+        "database": case,
+        "profiled": profile,
+        "load_average": [round(load, 2) for load in os.getloadavg()],
+        "anthropic_fake_own_process_ms": {name: None if ms is None else round(ms, 3) for name, ms in own.items()},
         "agentlab": a.as_dict(),
         "bare": b.as_dict(),
         "back_to_back": {"agentlab": a2.as_dict(), "bare": b2.as_dict(), "extra_p50_ms": round(a2.p50 - b2.p50, 3)},
@@ -312,7 +409,7 @@ async def measure_case(fakes_in_process: bool, populated: bool) -> dict:
             "agentlab": round(agentlab.fakes_ms_per_answer, 3),
             "bare": round(bare.fakes_ms_per_answer, 3),
         },
-        "loop_cpu_ms_per_answer": {"agentlab": round(cpu_a, 3), "bare": round(cpu_b, 3)},
+        "cpu_ms_per_answer": {"agentlab": round(cpu_a, 3), "bare": round(cpu_b, 3)},
         "startup_ms": {"agentlab": round(agentlab.startup_s * 1000, 1), "bare": round(bare.startup_s * 1000, 1)},
         "fake_server_ms": {
             "agentlab": {k: round(v, 3) for k, v in agentlab.server_means().items()},
@@ -324,9 +421,13 @@ async def measure_case(fakes_in_process: bool, populated: bool) -> dict:
 if __name__ == "__main__":
     args = parse_args(
         __doc__.splitlines()[0],
-        ("--fakes-in-process", "both fakes as threads of this process (the method before 2026-11-24)"),
+        ("--fakes-in-process", "each bot's fake Anthropic served from this process (not a process of its own)"),
         ("--fresh-only", "measure the fresh database only (not the populated one)"),
+        (
+            "--profile",
+            "profile agentlab over the measured answers and print where its time went (latencies: not figures)",
+        ),
     )
-    figures = asyncio.run(main(args.fakes_in_process, args.fresh_only))
+    figures = asyncio.run(main(args.fakes_in_process, args.fresh_only, args.profile))
     if args.json:
         emit_json(figures)

@@ -26,6 +26,8 @@ of REPO_MAP_WAIT_SECONDS (default 1 s): the time until the first turn has its ma
 
 Busy: for each checkout, `--builds` more cold builds run beside a child process spinning on a core (the machine's
 other work: on 2 cores the build has one left), their median printed beside the quiet one (`--no-busy` skips them).
+Each timed build also gives its CPU seconds (this process and its parse processes, from getrusage) and the run its
+load average: on a shared machine the wall time stretches with other processes' load, the work done does not.
 A task's map: the worktree's index seeded from the workspace's, then its map drawn, with this process's peak RSS
 during the two (the high-water mark reset just before: what a task's first map costs the bot's process).
 
@@ -318,14 +320,22 @@ def remove_worktree(checkout: Path, target: Path) -> None:
     shutil.rmtree(target, ignore_errors=True)
 
 
-async def timed_cold_build(checkout: Path) -> float:
-    """The seconds of one cold build of the checkout into a fresh store, without the memory sampler."""
+def cpu_seconds() -> float:
+    """CPU seconds (user + system) of this process and of its children that have ended (the parse processes, git)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+async def timed_cold_build(checkout: Path) -> tuple[float, float]:
+    """The wall seconds and CPU seconds (this process and its children together) of one cold build of the checkout
+    into a fresh store, without the memory sampler. CPU seconds are the steadier figure on a shared machine: other
+    processes' load stretches the wall time but not the work done."""
     with tempfile.TemporaryDirectory(prefix="repo_map_timed_") as tmp:
         store = await Store.open(Path(tmp) / "state.sqlite")
         try:
-            started = time.perf_counter()
+            cpu, started = cpu_seconds(), time.perf_counter()
             await RepoMap(store).refresh("real", checkout)
-            return time.perf_counter() - started
+            return time.perf_counter() - started, cpu_seconds() - cpu
         finally:
             await store.close()
 
@@ -363,13 +373,16 @@ async def bench_checkout(
             with MemoryWatch(memory_watch) as memory:
                 build = await timed("full_build_sampled_s", figures, repo_map.refresh("real", checkout))
             runs = [await timed_cold_build(checkout) for _ in range(builds)]
-            figures["full_build_runs_s"] = [round(run, 3) for run in runs]
-            figures["full_build_s"] = round(statistics.median(runs), 3)
+            figures["full_build_runs_s"] = [round(wall, 3) for wall, _ in runs]
+            figures["full_build_s"] = round(statistics.median(wall for wall, _ in runs), 3)
+            figures["full_build_cpu_s"] = round(statistics.median(cpu for _, cpu in runs), 3)
             if busy:
                 with cpu_burner():
                     busy_runs = [await timed_cold_build(checkout) for _ in range(builds)]
-                figures["full_build_busy_runs_s"] = [round(run, 3) for run in busy_runs]
-                figures["full_build_busy_s"] = round(statistics.median(busy_runs), 3)
+                figures["full_build_busy_runs_s"] = [round(wall, 3) for wall, _ in busy_runs]
+                figures["full_build_busy_s"] = round(statistics.median(wall for wall, _ in busy_runs), 3)
+                figures["full_build_busy_cpu_s"] = round(statistics.median(cpu for _, cpu in busy_runs), 3)
+            figures["load_average"] = [round(load, 2) for load in os.getloadavg()]
             if memory.available:
                 figures["build_rss_before_mb"] = round(memory.before_mb, 1)
                 figures["build_peak_rss_mb"] = round(memory.peak_mb, 1)
@@ -508,6 +521,9 @@ def main() -> None:
             f" {figures['full_build_sampled_s']:.2f}s with the memory sampler on)"
             f" · busy (another process spinning on a core): {figures.get('full_build_busy_s', '-')}s"
             f" (median of {figures.get('full_build_busy_runs_s', '-')} s)"
+            f" · CPU seconds of a cold build (this process and its parse processes, median): quiet"
+            f" {figures['full_build_cpu_s']} s, busy {figures.get('full_build_busy_cpu_s', '-')} s"
+            f" (load average {figures['load_average']})"
             f" (memory: bench process {figures.get('build_rss_before_mb', '-')} MB before the build, peak"
             f" {figures.get('build_peak_rss_mb', '-')} MB during it; with its parse processes, peak"
             f" {figures.get('build_peak_rss_with_children_mb', '-')} MB RSS together"

@@ -7,8 +7,13 @@ import asyncio
 import threading
 from pathlib import Path
 
-from agents.core.models import ChatMessage, Role
+from agents.chat.turn_context import TurnContext
+from agents.core.models import ChatMessage, InputMethod, Role
 from agents.store.database import Store
+from agents.workspaces.folders import Workspaces
+from tests.conftest import make_settings
+from tests.fakes.anthropic_server import FakeAnthropic
+from tests.fakes.telegram_server import FakeTelegram
 
 
 async def _held_thread(store: Store) -> threading.Event:
@@ -66,5 +71,56 @@ async def test_a_statement_issued_while_a_transaction_is_open_runs_after_it_and_
         assert [row[0] for row in await read] == ["kept"], "the read saw neither the rolled-back row nor ran inside"
         assert [m.content for m in await store.all_messages(1)] == ["kept"], "the write was not rolled back with it"
         await store.add_message(ChatMessage(chat_id=1, role=Role.USER, content="after"))  # the store goes on as usual
+    finally:
+        await store.close()
+
+
+async def test_recording_an_events_keys_is_one_statement_on_sqlites_thread(tmp_path: Path) -> None:
+    """Every message's answer first records its update's keys (a repeat is dropped): one statement, one trip to the
+    store's thread, not a transaction of BEGIN, an INSERT per key and COMMIT."""
+    store = await Store.open(tmp_path / "state.db")
+    try:
+        statements: list[str] = []
+        await store._db.set_trace_callback(statements.append)
+        assert await store.seen_events.first_time(["telegram:update:1", "telegram:callback:a", "telegram:update:1"])
+        assert len(statements) == 1, statements
+        assert not await store.seen_events.first_time(["telegram:update:2", "telegram:callback:a"])
+        assert await store.seen_events.first_time([]), "no keys: nothing to repeat"
+        assert len(statements) == 2, "no statement for no keys"
+        assert not await store.seen_events.first_time(["telegram:update:2"]), "recorded with the repeat it came in"
+    finally:
+        await store.close()
+
+
+async def test_a_turns_history_note_is_read_with_the_questions_write_not_after_it(
+    tmp_path: Path, fake_telegram: FakeTelegram, fake_anthropic: FakeAnthropic
+) -> None:
+    """Building a turn's request: the conversation's latest note goes to the store's thread with the question's
+    write and the context's reads (one hand-over), not after the write has been answered (a hand-over more before
+    the model is asked). Seen as the statements queued while the thread is held."""
+    (tmp_path / "ws").mkdir()
+    settings = make_settings(fake_telegram, fake_anthropic, tmp_path, tmp_path / "ws")
+    settings.database_path.parent.mkdir(parents=True, exist_ok=True)
+    store = await Store.open(settings.database_path)
+    try:
+        await store.add_message(ChatMessage(chat_id=1, role=Role.USER, content="earlier"))
+        context = TurnContext(settings, store, None, Workspaces(tmp_path / "ws"))  # type: ignore[arg-type]  # never asked to summarise
+        statements: list[str] = []
+        await store._db.set_trace_callback(statements.append)
+        release = await _held_thread(store)
+        held = asyncio.create_task(store.rows("SELECT held()"))
+        asked = ChatMessage(chat_id=1, role=Role.USER, content="now")
+        storing = asyncio.create_task(store.add_message(asked))
+        building = asyncio.create_task(
+            context.request_messages(1, asked, "now", InputMethod.TEXT, None, [], {}, stored=storing)
+        )
+        await asyncio.sleep(0.05)  # everything the turn can issue before an answer is queued behind the held one
+        marker = asyncio.create_task(store.rows("SELECT 'queued while held'"))
+        release.set()
+        await asyncio.gather(held, storing, marker)
+        messages = await building
+        assert messages[-1]["role"] == "user"
+        queued = statements[: next(i for i, sql in enumerate(statements) if "queued while held" in sql)]
+        assert any("FROM conversation_notes" in sql for sql in queued), queued
     finally:
         await store.close()

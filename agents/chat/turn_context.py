@@ -182,14 +182,14 @@ class TurnContext:
             "are shown here. Say so briefly in your reply.]"
         )
 
-    async def _history(self, chat_id: int) -> list[ChatMessage]:
-        """The conversation as the model sees it: a compact note of older turns, then the newest turns in the budget.
+    async def _history(self, chat_id: int, note: ConversationNote | None) -> list[ChatMessage]:
+        """The conversation as the model sees it: a compact note of older turns (`note`, the chat's latest), then the
+        newest turns in the budget.
 
         When the unsummarised turns pass the budget, the older ones (all but the newest half-budget) are
         summarised by the model into a note kept in the store; the turns themselves stay stored (/history).
         """
         budget = self.settings.history_token_budget
-        note = await self.store.latest_note(chat_id)
         turns = await self.store.messages_after(chat_id, note.up_to_message_id if note else 0)
         if sum(t.tokens for t in turns) > budget:
             keep: list[ChatMessage] = []
@@ -222,10 +222,14 @@ class TurnContext:
 
     async def _history_once_stored(self, chat_id: int, stored: Awaitable[ChatMessage] | None) -> list[ChatMessage]:
         """The history, read once the turn's question is stored: a read of the conversation that overlapped one of
-        its writes is not kept for the next turn (kept_messages.py), so it waits for the write."""
-        if stored is not None:
-            await stored
-        return await self._history(chat_id)
+        its writes is not kept for the next turn (kept_messages.py), so it waits for the write. The latest note is
+        read meanwhile, with the write (notes are written only by this chat's turns, one at a time, never by the
+        question's storing): it reaches the store's thread with the question and the context's reads, one hand-over
+        fewer before the model is asked."""
+        if stored is None:
+            return await self._history(chat_id, await self.store.latest_note(chat_id))
+        note, _ = await asyncio.gather(self.store.latest_note(chat_id), stored)
+        return await self._history(chat_id, note)
 
     async def _still_relevant(self, chat_id: int, up_to_id: int) -> list[ChatMessage]:
         """Proposals still pending and the newest task summaries, kept whole although older turns were summarised."""

@@ -21,17 +21,19 @@ class SeenEvents:
 
     async def first_time(self, keys: list[str]) -> bool:
         """Record `keys` (the names of one event); False when any of them was recorded before: the event is a repeat.
-        One transaction, so two copies handled at once cannot both be the first."""
+        One statement, atomic on its own (so two copies handled at once cannot both be the first), and one trip to
+        SQLite's thread: this runs before every message's answer."""
+        distinct = list(dict.fromkeys(keys))
+        if not distinct:
+            return True
         now = utcnow().isoformat()
-        async with self._store.transaction() as db:
-            new = 0
-            for key in dict.fromkeys(keys):
-                rows = await db.execute_fetchall(
-                    "INSERT INTO seen_events (key, seen_at) VALUES (?, ?) ON CONFLICT (key) DO NOTHING RETURNING key",
-                    (key, now),
-                )
-                new += len(list(rows))
-        return new == len(dict.fromkeys(keys))
+        rows = await self._store.write(
+            "INSERT INTO seen_events (key, seen_at) VALUES "
+            + ", ".join("(?, ?)" for _ in distinct)
+            + " ON CONFLICT (key) DO NOTHING RETURNING key",
+            [value for key in distinct for value in (key, now)],
+        )
+        return len(rows) == len(distinct)
 
     async def forget_before(self, when: datetime) -> None:
         await self._store.write("DELETE FROM seen_events WHERE seen_at < ?", (when.isoformat(),))
