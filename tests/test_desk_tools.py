@@ -90,7 +90,7 @@ async def test_a_tool_call_reaches_the_desk_with_the_chat_and_the_arguments() ->
         async def other(self, caller: Caller, **arguments: object) -> str:
             raise AssertionError(f"unexpected call with {arguments}")
 
-    tools = {t.name: t for t in desk_tools(Desk(), Caller(chat_id=42))}  # type: ignore[arg-type]
+    tools = {t.name: t for t in desk_tools(Desk(), Caller(chat_id=42))}  # type: ignore[arg-type]  # a stand-in desk
     assert list(tools) == list(WORK_TOOLS)
     assert await tools["merge_task"].handler(task_id=7) == "merged"
     for hostile in ({"anywhere": True}, {"caller": Caller(chat_id=1)}, {"chat_id": 1}):  # the bot's, never the model's
@@ -109,9 +109,9 @@ def test_a_desk_missing_a_tool_or_offering_one_twice_is_refused() -> None:
 
     every = [WorkTool(d, d) for d in definitions().values()]
     with pytest.raises(LookupError):
-        desk_tools(Desk(every[1:]), Caller(chat_id=1))  # type: ignore[arg-type]
+        desk_tools(Desk(every[1:]), Caller(chat_id=1))  # type: ignore[arg-type]  # a stand-in desk
     with pytest.raises(LookupError):
-        desk_tools(Desk([*every, every[0]]), Caller(chat_id=1))  # type: ignore[arg-type]
+        desk_tools(Desk([*every, every[0]]), Caller(chat_id=1))  # type: ignore[arg-type]  # a stand-in desk
 
 
 def test_an_unknown_type_is_refused_rather_than_guessed() -> None:

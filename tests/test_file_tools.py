@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import functools
 import stat
 from pathlib import Path
 
 import pytest
 
+from agents.core.secrets_filter import SecretsFilter
 from agents.tools import file_tools as ft
 from agents.tools.file_tools import ToolError
 from agents.workspaces.folders import PathOutsideWorkspace
+
+# the reading tools show text, so each takes the process's output filter; an empty one here
+read_file = functools.partial(ft.read_file, secrets=SecretsFilter())
+grep = functools.partial(ft.grep, secrets=SecretsFilter())
 
 
 @pytest.fixture
@@ -33,50 +39,50 @@ def temp_leftovers(folder: Path) -> list[Path]:
 
 
 async def test_read_numbers_lines(ws: Path) -> None:
-    out = await ft.read_file(ws, "src/main.py")
+    out = await read_file(ws, "src/main.py")
     assert out.split("\n") == ["     1\timport pkg", "     2\t", "     3\tdef main():", "     4\t    return 42"]
 
 
 async def test_read_ranges_are_one_based_inclusive(ws: Path) -> None:
-    out = await ft.read_file(ws, "src/pkg/mod.py", start_line=5, end_line=7)
+    out = await read_file(ws, "src/pkg/mod.py", start_line=5, end_line=7)
     assert out.split("\n") == ["     5\tline 5", "     6\tline 6", "     7\tline 7"]
-    assert (await ft.read_file(ws, "src/pkg/mod.py", start_line=20)).split("\n") == ["    20\tline 20"]
-    assert (await ft.read_file(ws, "src/pkg/mod.py", end_line=2)).split("\n") == ["     1\tline 1", "     2\tline 2"]
+    assert (await read_file(ws, "src/pkg/mod.py", start_line=20)).split("\n") == ["    20\tline 20"]
+    assert (await read_file(ws, "src/pkg/mod.py", end_line=2)).split("\n") == ["     1\tline 1", "     2\tline 2"]
 
 
 async def test_read_range_past_end(ws: Path) -> None:
-    out = await ft.read_file(ws, "src/pkg/mod.py", start_line=19, end_line=99)
+    out = await read_file(ws, "src/pkg/mod.py", start_line=19, end_line=99)
     assert out.split("\n")[:2] == ["    19\tline 19", "    20\tline 20"]
     assert "ends at line 20" in out
     with pytest.raises(ToolError, match="past the end.*20 lines"):
-        await ft.read_file(ws, "src/pkg/mod.py", start_line=21)
+        await read_file(ws, "src/pkg/mod.py", start_line=21)
 
 
 @pytest.mark.parametrize(("start", "end"), [(0, None), (-3, 4), (5, 4)])
 async def test_read_bad_ranges(ws: Path, start: int | None, end: int | None) -> None:
     with pytest.raises(ToolError):
-        await ft.read_file(ws, "src/pkg/mod.py", start_line=start, end_line=end)
+        await read_file(ws, "src/pkg/mod.py", start_line=start, end_line=end)
 
 
 async def test_read_strips_crlf_and_empty_file(ws: Path) -> None:
     (ws / "dos.txt").write_bytes(b"a\r\nb\r\n")
-    assert await ft.read_file(ws, "dos.txt") == "     1\ta\n     2\tb"
+    assert await read_file(ws, "dos.txt") == "     1\ta\n     2\tb"
     (ws / "empty.txt").write_bytes(b"")
-    assert "empty" in await ft.read_file(ws, "empty.txt")
+    assert "empty" in await read_file(ws, "empty.txt")
 
 
 async def test_read_refuses_binary(ws: Path) -> None:
     (ws / "image.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)))
     with pytest.raises(ToolError, match="binary"):
-        await ft.read_file(ws, "image.png")
+        await read_file(ws, "image.png")
     (ws / "latin1.txt").write_bytes("café\n".encode("latin-1"))
     with pytest.raises(ToolError, match="not UTF-8"):
-        await ft.read_file(ws, "latin1.txt")
+        await read_file(ws, "latin1.txt")
 
 
 async def test_read_size_cap_returns_head_and_says_how_to_continue(ws: Path) -> None:
     (ws / "big.txt").write_text("".join(f"row {n:05d}\n" for n in range(1, 10_001)))  # 100,000 bytes
-    out = await ft.read_file(ws, "big.txt", max_bytes=1_000)
+    out = await read_file(ws, "big.txt", max_bytes=1_000)
     lines = out.split("\n")
     assert lines[0] == "     1\trow 00001"
     assert lines[99] == "   100\trow 00100"
@@ -84,14 +90,14 @@ async def test_read_size_cap_returns_head_and_says_how_to_continue(ws: Path) -> 
     assert "start_line=101" in out and "100,000 bytes" in out
     assert len(lines) == 101
     # the suggested continuation works, and a range is capped too
-    more = await ft.read_file(ws, "big.txt", start_line=101, max_bytes=1_000)
+    more = await read_file(ws, "big.txt", start_line=101, max_bytes=1_000)
     assert more.split("\n")[0] == "   101\trow 00101"
     assert "start_line=201" in more
 
 
 async def test_read_single_huge_line_is_cut(ws: Path) -> None:
     (ws / "min.js").write_text("é" * 5_000)  # 10,000 bytes, no newline, multi-byte characters
-    out = await ft.read_file(ws, "min.js", max_bytes=1_001)
+    out = await read_file(ws, "min.js", max_bytes=1_001)
     first, note = out.split("\n")
     assert first == "     1\t" + "é" * 500
     assert "cut short" in note
@@ -99,22 +105,22 @@ async def test_read_single_huge_line_is_cut(ws: Path) -> None:
 
 async def test_read_missing_file_lists_nearby_names(ws: Path) -> None:
     with pytest.raises(ToolError) as caught:
-        await ft.read_file(ws, "src/mian.py")
+        await read_file(ws, "src/mian.py")
     message = str(caught.value)
     assert "No such file" in message and "main.py" in message and "pkg/" in message
     with pytest.raises(ToolError, match="README.md"):
-        await ft.read_file(ws, "nothing/here/at/all.txt")
+        await read_file(ws, "nothing/here/at/all.txt")
 
 
 async def test_read_directory_is_an_error(ws: Path) -> None:
     with pytest.raises(ToolError, match="directory"):
-        await ft.read_file(ws, "src")
+        await read_file(ws, "src")
 
 
 @pytest.mark.parametrize("path", ["../outside.txt", "src/../../outside.txt", "/etc/passwd"])
 async def test_read_refuses_outside(ws: Path, path: str) -> None:
     with pytest.raises(PathOutsideWorkspace):
-        await ft.read_file(ws, path)
+        await read_file(ws, path)
 
 
 async def test_read_refuses_symlinks_out_but_follows_symlinks_in(ws: Path, tmp_path: Path) -> None:
@@ -122,10 +128,10 @@ async def test_read_refuses_symlinks_out_but_follows_symlinks_in(ws: Path, tmp_p
     (ws / "leakdir").symlink_to(tmp_path / "outside_dir")
     (ws / "alias.md").symlink_to(ws / "README.md")
     with pytest.raises(PathOutsideWorkspace):
-        await ft.read_file(ws, "leak.txt")
+        await read_file(ws, "leak.txt")
     with pytest.raises(PathOutsideWorkspace):
-        await ft.read_file(ws, "leakdir/s.txt")
-    assert "hello world" in await ft.read_file(ws, "alias.md")
+        await read_file(ws, "leakdir/s.txt")
+    assert "hello world" in await read_file(ws, "alias.md")
 
 
 # --- write_file -----------------------------------------------------------------------------------------------------
@@ -338,9 +344,9 @@ async def test_glob_does_not_descend_symlinks_out(ws: Path, tmp_path: Path) -> N
 
 
 async def test_grep_finds_lines(tree: Path) -> None:
-    out = await ft.grep(tree, r"return \d+")
+    out = await grep(tree, r"return \d+")
     assert out == "src/main.py:4:     return 42"
-    out = await ft.grep(tree, "HELLO", ignore_case=True)
+    out = await grep(tree, "HELLO", ignore_case=True)
     assert out.split("\n") == [
         ".github/workflows/ci.yml:1: print('hello')",
         "README.md:2: hello world",
@@ -353,45 +359,45 @@ async def test_grep_finds_lines(tree: Path) -> None:
 
 
 async def test_grep_path_and_glob_filters(tree: Path) -> None:
-    assert (await ft.grep(tree, "hello", path="src")).split("\n") == [
+    assert (await grep(tree, "hello", path="src")).split("\n") == [
         "src/pkg/sub/deep.py:1: print('hello')",
         "src/pkg/util.py:1: print('hello')",
     ]
-    assert (await ft.grep(tree, "hello", glob="*.tsx")) == "web/view.tsx:1: print('hello')"
-    assert (await ft.grep(tree, "hello", glob="src/pkg/*.py")) == "src/pkg/util.py:1: print('hello')"
-    assert (await ft.grep(tree, "line 1\\d", path="src/pkg/mod.py")).count("\n") == 9
-    assert "no matches" in await ft.grep(tree, "zebra")
+    assert (await grep(tree, "hello", glob="*.tsx")) == "web/view.tsx:1: print('hello')"
+    assert (await grep(tree, "hello", glob="src/pkg/*.py")) == "src/pkg/util.py:1: print('hello')"
+    assert (await grep(tree, "line 1\\d", path="src/pkg/mod.py")).count("\n") == 9
+    assert "no matches" in await grep(tree, "zebra")
 
 
 async def test_grep_invalid_regex_is_tool_error(ws: Path) -> None:
     with pytest.raises(ToolError, match="invalid regular expression"):
-        await ft.grep(ws, "foo(")
+        await grep(ws, "foo(")
 
 
 async def test_grep_caps_matches_and_trims_long_lines(ws: Path) -> None:
     (ws / "many.txt").write_text("needle\n" * 50)
-    out = await ft.grep(ws, "needle", max_matches=10)
+    out = await grep(ws, "needle", max_matches=10)
     lines = out.split("\n")
     assert len(lines) == 11 and lines[9] == "many.txt:10: needle"
     assert "stopped after 10 matches" in lines[10]
     (ws / "long.txt").write_text("a" * 5_000 + "NEEDLE" + "b" * 5_000 + "\n")
-    out = await ft.grep(ws, "NEEDLE", path="long.txt")
+    out = await grep(ws, "NEEDLE", path="long.txt")
     assert "NEEDLE" in out and len(out) < 400 and out.startswith("long.txt:1: …")
 
 
 async def test_grep_skips_binary_files(ws: Path) -> None:
     (ws / "blob.bin").write_bytes(b"needle\x00\x01\x02needle")
     (ws / "text.txt").write_text("needle\n")
-    assert await ft.grep(ws, "needle") == "text.txt:1: needle"
+    assert await grep(ws, "needle") == "text.txt:1: needle"
 
 
 async def test_grep_never_reads_outside(ws: Path, tmp_path: Path) -> None:
     (ws / "leak.txt").symlink_to(tmp_path / "outside.txt")
     (ws / "leakdir").symlink_to(tmp_path / "outside_dir")
-    assert "no matches" in await ft.grep(ws, "SECRET")
+    assert "no matches" in await grep(ws, "SECRET")
     for path in ("..", "../outside.txt", "leak.txt", "leakdir"):
         with pytest.raises(PathOutsideWorkspace):
-            await ft.grep(ws, "SECRET", path=path)
+            await grep(ws, "SECRET", path=path)
 
 
 async def test_grep_a_few_thousand_files_is_fast(ws: Path) -> None:
@@ -403,6 +409,6 @@ async def test_grep_a_few_thousand_files_is_fast(ws: Path) -> None:
         for f in range(75):
             (folder / f"f{f}.py").write_text("def f():\n    return 1\n" * 20 + ("# MARKER\n" if f == 7 else ""))
     started = time.monotonic()
-    out = await ft.grep(ws, "MARKER")
+    out = await grep(ws, "MARKER")
     assert time.monotonic() - started < 5
     assert out.count("\n") == 39 and out.startswith("gen/d0/f7.py:41: # MARKER")
