@@ -49,7 +49,9 @@ async def test_tool_calls_run_and_the_final_text_is_the_report() -> None:
 
 async def test_step_limit() -> None:
     ran: list[str] = []
-    more = [spare(call("read_file", {"path": f"{i}.py"}), why="a model that never stops: the limit ends it") for i in (3, 4)]
+    more = [
+        spare(call("read_file", {"path": f"{i}.py"}), why="a model that never stops: the limit ends it") for i in (3, 4)
+    ]
     model = RoleScript([*(call("read_file", {"path": f"{i}.py"}) for i in range(3)), *more])
     result = await worker(model, ran, max_steps=3).run("loop forever")
     assert result.stop is Ending.STEP_LIMIT and not result.finished and not result.blocked
