@@ -81,9 +81,9 @@ def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
     result = yield
     left = unserved.end()
     if left and item.stash.get(CALL_PASSED, False):
-        shown = left if len(left) <= 20 else [*left[:20], f"… and {len(left) - 20} more"]
+        shown = left if len(left) <= 20 else [*left[:20], f"… and {len(left) - 20} more lines"]
         pytest.fail(
-            f"{len(left)} scripted model replies were never served (mark one `spare(reply, why=...)` where it may "
+            "scripted model replies were never served (mark one `spare(reply, why=...)` where it may "
             "stay unused):\n" + "\n".join(shown),
             pytrace=False,
         )

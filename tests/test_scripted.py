@@ -80,7 +80,7 @@ def test_replies_left_unused_fail_a_test_that_passed_and_are_named(pytester: pyt
     result = run_session(
         pytester,
         """
-from tests.scripted import RoleScript, say, call
+from tests.scripted import RoleScript, say, call, spare
 
 
 def test_in_process():
@@ -91,18 +91,20 @@ def test_in_process():
 
 def test_behind_the_server(fake_anthropic):
     fake_anthropic.script(claude_says.text("queued, never requested"), claude_says.overloaded())
+    fake_anthropic.script(*[claude_says.text("again")] * 3, spare(claude_says.text("x"), why="spare"))
 """,
     )
     result.assert_outcomes(passed=2, errors=2)
     result.stdout.fnmatch_lines(
         [
-            "*3 scripted model replies were never served*",
+            "scripted model replies were never served*",
             'code queue, reply 1 of the 2 left: tool_use read_file({"path": "a.py"})',
             "code queue, reply 2 of the 2 left: text 'never asked'",
             "research queue, reply 1 of the 1 left: text 'nor this'",
-            "*2 scripted model replies were never served*",
-            "the fake Anthropic server's queue, reply 1 of the 2 left: text 'queued, never requested'",
-            "the fake Anthropic server's queue, reply 2 of the 2 left: error 529 overloaded_error",
+            "scripted model replies were never served*",
+            "the fake Anthropic server's queue, reply 1 of the 6 left: text 'queued, never requested'",
+            "the fake Anthropic server's queue, reply 2 of the 6 left: error 529 overloaded_error",
+            "the fake Anthropic server's queue, replies 3-5 of the 6 left: text 'again'",
         ]
     )
 

@@ -65,12 +65,21 @@ def end() -> list[str]:
 
 
 def leftovers(owner: str, queue: Iterable[Any]) -> list[str]:
-    """Lines for the replies of `queue` not marked spare: `owner`, the reply's place among those left, what it is."""
+    """Lines for the replies of `queue` not marked spare: `owner`, the reply's place among those left, what it is
+    (a run of equal replies is one line)."""
     items = list(queue)
+    runs: list[tuple[int, int, str]] = []  # first place, last place, what the replies say
+    for place, item in enumerate(items, 1):
+        if isinstance(item, Spare):
+            continue
+        said = describe(item)
+        if runs and runs[-1][1] == place - 1 and runs[-1][2] == said:
+            runs[-1] = (runs[-1][0], place, said)
+        else:
+            runs.append((place, place, said))
     return [
-        f"{owner}, reply {i} of the {len(items)} left: {describe(item)}"
-        for i, item in enumerate(items, 1)
-        if not isinstance(item, Spare)
+        f"{owner}, {f'reply {first}' if first == last else f'replies {first}-{last}'} of the {len(items)} left: {said}"
+        for first, last, said in runs
     ]
 
 
