@@ -86,7 +86,7 @@ def leftovers(owner: str, queue: Iterable[Any]) -> list[str]:
 def describe(reply: Any) -> str:
     """A reply in one short line: its text and tool calls, its error, or the callable's name."""
     if callable(reply) and not isinstance(reply, dict):
-        return f"callable {getattr(reply, '__qualname__', repr(reply))}"
+        return f"callable {getattr(reply, '__qualname__', None) or type(reply).__qualname__ + ' object'}"
     if isinstance(reply, str):
         return f"text {_short(reply)}"
     if isinstance(reply, dict):
