@@ -73,7 +73,7 @@ def run_session(pytester: pytest.Pytester, tests: str) -> pytest.RunResult:
     pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
     pytester.makepyfile(test_leftovers="from tests.fakes import anthropic_server as claude_says\n" + tests)
     pytester.syspathinsert(str(Path(__file__).resolve().parents[1]))  # the repository, for `tests.…`
-    return pytester.runpytest_inprocess("-p", "no:cacheprovider", "-p", "no:xdist", "-p", "no:randomly")
+    return pytester.runpytest_inprocess("-p", "no:cacheprovider", "-p", "no:xdist")
 
 
 def test_replies_left_unused_fail_a_test_that_passed_and_are_named(pytester: pytest.Pytester) -> None:

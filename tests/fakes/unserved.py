@@ -46,22 +46,24 @@ class Script(Protocol):
         ...
 
 
-_made: list[Script] = []  # the scripts made since the running test began (tests run one at a time per process)
+_made: list[Script] | None = None  # the scripts made since the running test began; None outside a test (a bench)
 
 
 def track(script: Script) -> None:
-    _made.append(script)
+    if _made is not None:
+        _made.append(script)
 
 
 def begin() -> None:
-    _made.clear()
+    global _made
+    _made = []
 
 
 def end() -> list[str]:
-    """The unserved replies of every script made since `begin`, and forgets those scripts."""
-    lines = [line for script in _made for line in script.unserved()]
-    _made.clear()
-    return lines
+    """The unserved replies of every script made since `begin`; forgets them (and tracks nothing until `begin`)."""
+    global _made
+    made, _made = _made or [], None
+    return [line for script in made for line in script.unserved()]
 
 
 def leftovers(owner: str, queue: Iterable[Any]) -> list[str]:
