@@ -374,8 +374,8 @@ def repo_map(store: Store) -> RepoMap:
 
 @pytest.fixture
 def model(fake_anthropic: FakeAnthropic) -> Any:
-    """The scripted model (`tests.scripted.RoleScript`) playing Claude behind the fake Anthropic server: strict, so a
-    call the test did not script fails it."""
+    """The scripted model (`tests.scripted.RoleScript`) playing Claude behind the fake Anthropic server: strict both
+    ways, so a call the test did not script fails it, and so does a reply it scripted that no call took."""
     from tests.scripted import RoleScript
 
     scripted = RoleScript()
