@@ -16,13 +16,16 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from agents.core.settings import Settings
+from tests.fakes import unserved
 from tests.fakes.anthropic_server import FakeAnthropic, fake_anthropic  # noqa: F401  (fixture)
 from tests.fakes.telegram_server import FakeTelegram, fake_telegram  # noqa: F401  (fixture)
 from tests.run_order import SecondsRecorder, add_option, run_order
 from tests.support.mounts import unmount_under
 
 if TYPE_CHECKING:  # the xdist controller runs no test: importing the runtime (the Anthropic SDK) costs it ~2 s of CPU
+    from agents.repo_map.maps import RepoMap
     from agents.runtime import Runtime
+    from agents.store.database import Store
 
 # a task's worktree as a file system of its own (SANDBOX_DISK_FS=auto, a loop-mounted image) costs about 0.1 s and a
 # loop device per task: the tests that are about it turn it on themselves; every other bot, in process or not, is off
@@ -52,6 +55,39 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("--store-module-seconds") and not hasattr(config, "workerinput"):
         config.pluginmanager.register(SecondsRecorder(), "module-seconds")
+
+
+CALL_PASSED = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[pytest.TestReport]:
+    report = yield
+    if report.when == "call":
+        item.stash[CALL_PASSED] = report.passed
+    return report
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    unserved.begin()
+    return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
+    """After a test that passed, every model reply it scripted was served or marked spare (`tests.fakes.unserved`):
+    checked once its fixtures are torn down (the bot stopped), so a reply served during teardown counts as served."""
+    result = yield
+    left = unserved.end()
+    if left and item.stash.get(CALL_PASSED, False):
+        shown = left if len(left) <= 20 else [*left[:20], f"… and {len(left) - 20} more lines"]
+        pytest.fail(
+            "scripted model replies were never served (mark one `spare(reply, why=...)` where it may "
+            "stay unused):\n" + "\n".join(shown),
+            pytrace=False,
+        )
+    return result
 
 
 @pytest.fixture(autouse=True)
@@ -319,9 +355,27 @@ async def bot(
 
 
 @pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[Store]:
+    """The bot's store, empty, in the test's folder (a module may define its own `store` instead)."""
+    from agents.store.database import Store
+
+    db = await Store.open(tmp_path / "state" / "agentlab.db")
+    yield db
+    await db.close()
+
+
+@pytest.fixture
+def repo_map(store: Store) -> RepoMap:
+    """The repository maps over the test's `store`."""
+    from agents.repo_map.maps import RepoMap
+
+    return RepoMap(store)
+
+
+@pytest.fixture
 def model(fake_anthropic: FakeAnthropic) -> Any:
-    """The scripted model (`tests.scripted.RoleScript`) playing Claude behind the fake Anthropic server: strict, so a
-    call the test did not script fails it."""
+    """The scripted model (`tests.scripted.RoleScript`) playing Claude behind the fake Anthropic server: strict both
+    ways, so a call the test did not script fails it, and so does a reply it scripted that no call took."""
     from tests.scripted import RoleScript
 
     scripted = RoleScript()

@@ -35,6 +35,7 @@ TOGETHER = (
         "test_github_temporal_e2e.py",
         "test_temporal_workflow.py",
         "test_runner_guidance_e2e.py",
+        "test_attempts_temporal_e2e.py",
     ),
 )
 

@@ -7,9 +7,12 @@ Two faces, one script:
 - in process, as an `agents.core.protocols.MessageModel` (`create` and `stream`), for unit tests of the tool loop:
   `RoleScript([say(...), call(...)])` answers requests of any role from one list, built with `say`, `call`, `calls`.
 
-It is strict: a request it has no reply for fails the test. The error names the call (its role and number, the
-last user text, what was left in the script); it is raised in the server thread, where the fake records it and
+It is strict both ways. A request it has no reply for fails the test: the error names the call (its role and number,
+the last user text, what was left in the script); it is raised in the server thread, where the fake records it and
 answers 500, and the `fake_anthropic` fixture fails the test on it; `model.unexpected` keeps the same lines.
+And a reply still queued when a test that passed ends fails it (`tests.fakes.unserved`, checked in
+`tests/conftest.py`), one line per reply: its role's queue and what it says. A reply that may stay unused by design is
+queued as `spare(reply, why="...")`, the reason in words.
 A reply is a reply dict, an `anthropic.types.Message`, or a callable of the request body returning one.
 """
 
@@ -28,10 +31,13 @@ from typing import Any
 import anthropic
 
 from agents.llm import prompts
+from tests.fakes import unserved
+from tests.fakes.unserved import Spare
+from tests.fakes.unserved import spare as spare  # queued replies that may stay unused are marked with it
 
 ROLE_MARKERS = list(prompts.BY_ROLE.items())  # a role is known by its whole system prompt, imported
 ANY_ROLE = "any role"  # the queue the constructor's list fills: it answers a role whose own queue is empty
-Reply = dict[str, Any] | anthropic.types.Message | Callable[[dict[str, Any]], Any]
+Reply = dict[str, Any] | anthropic.types.Message | Callable[[dict[str, Any]], Any] | Spare
 _ids = itertools.count(1)
 
 
@@ -74,6 +80,7 @@ class RoleScript:
         self.unexpected: list[str] = []  # what each unscripted call was
         self.delay, self.word_delay = delay, word_delay  # in process: before an answer, between streamed words
         self._lock = threading.Lock()
+        unserved.track(self)
 
     def add(self, role: str, *replies: Reply) -> RoleScript:
         with self._lock:
@@ -84,6 +91,11 @@ class RoleScript:
         with self._lock:
             return len(self._queues[role])
 
+    def unserved(self) -> list[str]:
+        """The replies still queued and not marked spare, one line each (the check after a test)."""
+        with self._lock:
+            return [line for role, queue in self._queues.items() for line in unserved.leftovers(f"{role} queue", queue)]
+
     def _take(self, body: dict[str, Any]) -> Any:
         role = role_of(body)
         with self._lock:
@@ -93,7 +105,7 @@ class RoleScript:
             if not queue:
                 self.unexpected.append(self._describe(role, body))
                 raise UnscriptedCall(self.unexpected[-1])
-            reply = queue.popleft()
+            reply = unserved.unwrap(queue.popleft())
         return reply(body) if callable(reply) else reply
 
     def _describe(self, role: str, body: dict[str, Any]) -> str:

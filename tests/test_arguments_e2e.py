@@ -5,7 +5,7 @@ from __future__ import annotations
 from agents.core.models import Caller, TaskStatus
 from tests.conftest import USER_ID, BotHarness
 from tests.fakes import anthropic_server as claude_says
-from tests.scripted import RoleScript
+from tests.scripted import RoleScript, spare
 
 HUGE = "9" * 20  # past SQLite's 64-bit INTEGER: binding it raised OverflowError
 
@@ -34,7 +34,8 @@ async def test_twenty_digit_ids_get_a_clear_answer(bot: BotHarness) -> None:
 async def test_cancel_with_a_mistyped_number_cancels_nothing(bot: BotHarness) -> None:
     model = RoleScript()
     bot.claude.handler = model
-    model.add("code", *[claude_says.tool_use("run_command", {"command": "sleep 0.3"}) for _ in range(200)])
+    sleeping = claude_says.tool_use("run_command", {"command": "sleep 0.3"})
+    model.add("code", *[spare(sleeping, why="a long job: the test ends while it runs") for _ in range(200)])
     await bot.runtime.crew.races.start_task(Caller(chat_id=USER_ID), "calc", "code", "a long job", background=True)
     store = bot.runtime.store
     await bot.tg.await_for(lambda: any("⏳" in t for t in texts(bot)))

@@ -16,7 +16,7 @@ from agents.core.models import TaskStatus
 from agents.work.questions import NO_ANSWER
 from tests.conftest import USER_ID, BotHarness, running_bot
 from tests.fakes import anthropic_server as claude_says
-from tests.scripted import RoleScript, last_user_text
+from tests.scripted import RoleScript, last_user_text, spare
 from tests.support.tasks import ended, start_task, tool_results
 
 pytestmark = pytest.mark.skipif(
@@ -135,7 +135,8 @@ async def test_a_worker_asking_again_and_again_stops_at_its_time_limit(bot: BotH
     bot.claude.handler = model
     model.add("orchestrator", start_task("group-therapy", "Rename the greeting."), claude_says.text("Started."))
     asks = [claude_says.tool_use("ask_user", {"question": f"{QUESTION} (take {i})"}) for i in range(10)]
-    model.add("code", *asks, claude_says.text("Done."))
+    limited = "a worker that would ask ten times: the time limit stops it first"
+    model.add("code", *[spare(ask, why=limited) for ask in asks], spare(claude_says.text("Done."), why=limited))
     bot.say("rename add in calc")
     task = await ended(bot, 1)
     asked = [m for m in bot.tg.messages(USER_ID) if QUESTION in (m.text or "")]

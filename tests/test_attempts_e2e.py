@@ -16,7 +16,7 @@ from agents.core.errors import ToolError
 from agents.core.models import AttemptState, Caller, TaskStatus
 from tests.conftest import USER_ID, BotHarness, git, running_bot
 from tests.fakes import anthropic_server as claude_says
-from tests.scripted import RoleScript, last_user_text
+from tests.scripted import RoleScript, last_user_text, spare
 from tests.support.attempts import ATTEMPT, Racers, first_text, start_attempts, summary_of
 from tests.support.tasks import branches, edit, message_with, until
 
@@ -35,7 +35,7 @@ async def test_three_attempts_race_one_summary_and_merge_brings_the_passing_one(
         start_attempts("calc", "Fix the bug in calc.py so test_add passes.", 3),
         claude_says.text("Three attempts are racing."),
     )
-    model.add("code", *[racers] * 9)  # 3 attempts × (first, after its tool, one correction)
+    model.add("code", *[racers] * 8)  # 3 attempts × (first, after its tool) + a correction of the 2 that fail
     bot.say("try three ways to fix the bug in calc.py")
     summary = await bot.tg.await_for(lambda: summary_of(bot), timeout=180)
 
@@ -247,7 +247,7 @@ class Steerables:
 async def test_notes_reach_every_attempt_or_the_one_named(bot: BotHarness, model: RoleScript) -> None:
     steer = Steerables()
     model.add("orchestrator", start_attempts("group-therapy", "Write notes.", 3), claude_says.text("Racing."))
-    model.add("code", *[steer] * 400)
+    model.add("code", *[spare(steer, why="each step of the attempts, until the test ends")] * 400)
     bot.say("try three ways to write the notes")
     progress = await bot.tg.await_for(lambda: message_with(bot, "3 attempts"))
     await until(lambda: _async_true(steer.started == {1, 2, 3}), timeout=60)
@@ -281,7 +281,7 @@ async def test_a_budget_spent_mid_race_stops_the_rest_and_picks_among_the_ended(
     steer = Steerables(usage={**CHEAP, "input_tokens": 10_000})
     turn = start_attempts("group-therapy", "Write notes.", 3)
     model.add("orchestrator", {**turn, "usage": CHEAP}, claude_says.text("Racing.", usage=CHEAP))
-    model.add("code", *[steer] * 400)
+    model.add("code", *[spare(steer, why="each step of the attempts, until the budget stops them")] * 400)
     bot.say("try three ways to write the notes")
     summary = await bot.tg.await_for(lambda: summary_of(bot), timeout=90)
     assert "Stopped early: the daily budget was reached mid-race" in summary.text, summary.text
@@ -323,7 +323,7 @@ async def test_first_pass_wins_cancels_the_rest_at_the_first_pass(bot: BotHarnes
     turn = start_attempts("calc", "Fix the bug in calc.py so test_add passes.", 3)
     turn["content"][0]["input"]["first_pass_wins"] = True
     model.add("orchestrator", turn, claude_says.text("Racing; the first pass wins."))
-    model.add("code", *[racer] * 400)
+    model.add("code", *[spare(racer, why="each step of the attempts, until the first pass stops them")] * 400)
     bot.say("try three ways to fix calc, the first that passes wins")
     summary = await bot.tg.await_for(lambda: summary_of(bot), timeout=120)
     assert "Stopped early: attempt 2 passed first, so the others were cancelled" in summary.text, summary.text
@@ -350,7 +350,7 @@ async def test_attempts_that_wait_for_a_slot_carry_the_races_base_commit(
         return claude_says.text("Nothing to change.")
 
     model.add("orchestrator", start_attempts("group-therapy", "Look at the notes.", 3), claude_says.text("Racing."))
-    model.add("code", *[worker] * 6)
+    model.add("code", *[worker] * 3)  # one turn each
     bot.say("try three ways to look at the notes")
     await until(lambda: _async_true(holding.is_set()), timeout=60)
     waiting = [t for t in await bot.runtime.store.attempts.members(1) if t.status is TaskStatus.PENDING]

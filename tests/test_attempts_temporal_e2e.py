@@ -36,7 +36,7 @@ async def test_attempts_spread_over_runners_and_the_passing_one_is_merged(
         start_attempts("calc", "Fix the bug in calc.py so test_add passes.", 3),
         claude_says.text("Three attempts are racing."),
     )
-    model.add("code", *[racers] * 9)
+    model.add("code", *[racers] * 8)  # 3 attempts × (first, after its tool) + a correction of the 2 that fail
     tbot.say("try three ways to fix the bug in calc.py")
     summary = await tbot.tg.await_for(lambda: summary_of(tbot), timeout=240)
     store = tbot.runtime.store

@@ -13,7 +13,7 @@ import pytest
 from agents.core.models import Proposal, ProposalStatus, TaskStatus
 from tests.conftest import USER_ID, BotHarness, git, make_settings, start_bot
 from tests.fakes import anthropic_server as claude_says
-from tests.scripted import RoleScript, last_user_text
+from tests.scripted import RoleScript, last_user_text, spare
 from tests.support.tasks import branches, final_summary, start_task
 
 
@@ -396,7 +396,8 @@ async def test_a_pending_proposal_outlives_compaction_and_a_decided_one_does_not
         bot.say(f"look at {workspace}")
         await shown(bot, marker)
     await bot.runtime.store.decide_proposal(2, ProposalStatus.REJECTED)
-    model.add("compactor", *[claude_says.text("SUMMARY-NOTE: we talked about calc.")] * 6)
+    compacted = claude_says.text("SUMMARY-NOTE: we talked about calc.")
+    model.add("compactor", *[spare(compacted, why="compaction runs as often as the history outgrows its budget")] * 6)
     for i in range(5):
         model.add("orchestrator", claude_says.text(f"answer {i}"))
         bot.say(f"question {i} " + "padding " * 300)

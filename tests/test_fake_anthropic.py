@@ -18,6 +18,7 @@ from tests.fakes.anthropic_server import (
     tool_use,
     tool_uses,
 )
+from tests.fakes.unserved import spare
 
 MODEL = "claude-sonnet-4-6"
 LONG_SYSTEM = "You are a meticulous assistant. " * 200  # ~6400 chars, well over 1024 estimated tokens
@@ -110,7 +111,7 @@ async def test_overloaded_then_success_is_retried(fake_anthropic: FakeAnthropic)
 
 
 async def test_overloaded_beyond_retries_raises(fake_anthropic: FakeAnthropic) -> None:
-    fake_anthropic.script(*[overloaded() for _ in range(3)], text("too late"))
+    fake_anthropic.script(*[overloaded() for _ in range(3)], spare(text("too late"), why="past the retries: unserved"))
     async with fake_anthropic.async_client(max_retries=2) as client:
         with pytest.raises(anthropic.OverloadedError) as caught:
             await client.messages.create(model=MODEL, max_tokens=10, messages=[user("Hi")])
@@ -194,7 +195,7 @@ async def test_unanswered_tool_use_is_rejected(fake_anthropic: FakeAnthropic) ->
         {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {}}]},
         user([{"type": "tool_result", "tool_use_id": "toolu_other", "content": "sunny"}]),
     ]
-    fake_anthropic.script(text("never served"))
+    fake_anthropic.script(spare(text("never served"), why="an invalid request consumes no reply"))
     async with fake_anthropic.async_client(max_retries=2) as client:
         with pytest.raises(anthropic.BadRequestError) as caught:
             await client.messages.create(model=MODEL, max_tokens=10, tools=[WEATHER_TOOL], messages=messages)

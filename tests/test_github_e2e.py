@@ -27,7 +27,7 @@ from agents.core.models import Caller, Task, TaskStatus
 from tests.conftest import USER_ID, BotHarness, git, running_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.fakes.github_server import FakeGitHub, FakePull, fake_github, send_delivery  # noqa: F401  (fixture)
-from tests.scripted import RoleScript, last_user_text
+from tests.scripted import RoleScript, last_user_text, spare
 from tests.support.github import transcript
 
 SECRET = "whsec-test-0123456789"
@@ -616,7 +616,8 @@ async def test_a_review_by_a_login_no_longer_allowed_does_nothing(github_world) 
 
 async def test_the_same_signed_body_under_new_delivery_ids_is_handled_once(github_world) -> None:
     async with github_world() as world:
-        world.model.add("orchestrator", claude_says.text("add() adds."), claude_says.text("a second turn"))
+        second = spare(claude_says.text("a second turn"), why="a replay taken as a second turn would get it: none may")
+        world.model.add("orchestrator", claude_says.text("add() adds."), second)
         payload = issue_comment("octocat", "@agentlab what does add() do?", number=3)
         payload["comment"]["id"] = 9001  # what the delivery is about: this comment, created
         answers = [await world.deliver("issue_comment", payload, delivery_id=f"d-{n}") for n in range(3)]

@@ -6,7 +6,6 @@ import asyncio
 import os
 import textwrap
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -84,18 +83,6 @@ def file_lines(rendered: str) -> list[str]:
         for line in rendered.split("\n")
         if line and not line.startswith((" ", "…", "Repository map of "))
     ]
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[Store]:
-    db = await Store.open(tmp_path / "state" / "agentlab.db")
-    yield db
-    await db.close()
-
-
-@pytest.fixture
-def repo_map(store: Store) -> RepoMap:
-    return RepoMap(store)
 
 
 @pytest.fixture

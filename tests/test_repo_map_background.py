@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -22,13 +21,6 @@ from tests.fakes import anthropic_server as claude_says
 
 FILES = parse_pool.THREAD_CHUNK + 50  # two thread hops (below the child-process threshold)
 LATE = f"pkg/mod_{FILES - 1:04d}.py"  # in the second hop
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[Store]:
-    db = await Store.open(tmp_path / "state" / "agentlab.db")
-    yield db
-    await db.close()
 
 
 def big_repo(root: Path) -> Path:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import shutil
 import textwrap
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -19,18 +18,6 @@ from agents.repo_map.script_outline import script_outline
 from agents.store.database import Store
 from agents.workspaces.folders import Workspaces
 from tests.conftest import git, make_repo
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[Store]:
-    db = await Store.open(tmp_path / "state" / "agentlab.db")
-    yield db
-    await db.close()
-
-
-@pytest.fixture
-def repo_map(store: Store) -> RepoMap:
-    return RepoMap(store)
 
 
 async def test_an_unignored_copied_virtualenv_stays_out_of_the_index_and_the_map(

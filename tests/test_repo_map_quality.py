@@ -9,7 +9,6 @@ definitions are in the map and in its top N.
 from __future__ import annotations
 
 import textwrap
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -338,18 +337,6 @@ def symbols_under(rendered: str, path: str) -> str:
             break
         block.append(line)
     return "\n".join(block)
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[Store]:
-    db = await Store.open(tmp_path / "state" / "agentlab.db")
-    yield db
-    await db.close()
-
-
-@pytest.fixture
-def repo_map(store: Store) -> RepoMap:
-    return RepoMap(store)
 
 
 def build(root: Path, files: dict[str, str]) -> Path:

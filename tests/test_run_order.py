@@ -3,6 +3,7 @@ pay the same expensive start kept in one worker's chunk."""
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,3 +40,21 @@ def test_modules_that_travel_together_land_in_one_chunk_and_every_test_runs_once
     for group in (whisper, temporal):
         holding = [n for n, chunk in enumerate(chunks) if chunk & set(group)]
         assert len(holding) == 1, f"{group} split over chunks {holding}"
+
+
+def test_every_module_on_the_temporal_dev_server_travels_with_the_temporal_group() -> None:
+    """A module that asks for the `temporal` fixture (directly, or through tests/support/temporal.py's fixtures) and
+    is left out of the group starts a dev server of its own in whichever worker runs it."""
+    users = set()
+    for path in Path(__file__).parent.glob("test_*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            imports = isinstance(node, ast.ImportFrom) and node.module == "tests.support.temporal"
+            asks = isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and "temporal" in {
+                a.arg for a in node.args.args
+            }
+            if imports or asks:
+                users.add(path.name)
+    assert users and users <= set(TOGETHER[1]), (
+        f"add to the Temporal group in tests/run_order.py: {users - set(TOGETHER[1])}"
+    )

@@ -23,7 +23,7 @@ from agents.core.models import Caller, ScheduleStatus, TaskStatus
 from agents.work.schedules import job_id
 from tests.conftest import BotHarness, running_bot
 from tests.fakes import anthropic_server as claude_says
-from tests.scripted import RoleScript, last_user_text
+from tests.scripted import RoleScript, last_user_text, spare
 from tests.support.schedules import MEMBER, OWNER, SETTINGS, ZONE, confirm, said, schedule, tasks_of
 from tests.support.tasks import HANG_GUARD, ended
 
@@ -197,7 +197,7 @@ async def test_a_run_missed_while_the_bot_was_down_runs_once_at_start(
         database.execute("UPDATE schedules SET next_run_at = ? WHERE id = 1", (missed,))
     database.close()
 
-    model.add("code", report(), report())
+    model.add("code", report(), spare(report(), why="a second catch-up run would take it: none may start"))
     async with running_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo, **SETTINGS) as bot:
         await ended(bot, 2)
         await asyncio.sleep(1.0)  # a second catch-up run would have started by now

@@ -20,7 +20,7 @@ import pytest
 from agents.core.models import Task, TaskStatus, WorkerKind
 from tests.conftest import USER_ID, BotHarness, copy_repo, make_settings, start_bot
 from tests.fakes import anthropic_server as claude_says
-from tests.scripted import RoleScript
+from tests.scripted import RoleScript, spare
 from tests.support.tasks import start_task
 
 
@@ -139,7 +139,12 @@ async def test_a_members_task_stored_on_the_bots_folder_never_runs(team_inside: 
     bot = team_inside
     model = RoleScript()
     bot.claude.handler = model
-    model.add("code", claude_says.tool_use("write_file", {"path": "pwned.py", "content": "x"}), claude_says.text("ok"))
+    refused = "what the worker would do: it must never run"
+    model.add(
+        "code",
+        spare(claude_says.tool_use("write_file", {"path": "pwned.py", "content": "x"}), why=refused),
+        spare(claude_says.text("ok"), why=refused),
+    )
     task = await bot.runtime.store.add_task(
         Task(
             chat_id=MEMBER,

@@ -11,7 +11,7 @@ from agents.store.database import Store
 from agents.work.task_queue import TaskQueue
 from tests.conftest import USER_ID, BotHarness, make_settings, start_bot
 from tests.fakes import anthropic_server as claude_says
-from tests.scripted import RoleScript
+from tests.scripted import RoleScript, spare
 from tests.support.tasks import start_task
 
 
@@ -135,7 +135,9 @@ async def test_cancel_asks_which_when_several_and_orchestrator_can_cancel(bot2: 
     model = RoleScript()
     bot2.claude.handler = model
     for i in range(2):
-        model.add("code", *slow_worker_script(100))
+        model.add(
+            "code", *[spare(reply, why="a long job, cancelled while it runs") for reply in slow_worker_script(100)]
+        )
         await bot2.runtime.crew.races.start_task(
             Caller(chat_id=USER_ID), "calc", "code", f"long job {i}", background=True
         )

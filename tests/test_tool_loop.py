@@ -12,7 +12,7 @@ from agents.core.secrets_filter import SecretsFilter
 from agents.llm.tool_loop import TRUNCATED, Ending, Limits, ToolLoop
 from agents.tools.toolbox import Audit, Tool, Toolbox, prop
 from agents.work.worker import Ending, Worker
-from tests.scripted import RoleScript, call, calls, say
+from tests.scripted import RoleScript, call, calls, say, spare
 
 
 def toolbox(log: list[str]) -> Toolbox:
@@ -51,7 +51,10 @@ async def test_tool_calls_run_and_the_final_text_is_the_report() -> None:
 
 async def test_step_limit() -> None:
     ran: list[str] = []
-    model = RoleScript([call("read_file", {"path": f"{i}.py"}) for i in range(5)])
+    more = [
+        spare(call("read_file", {"path": f"{i}.py"}), why="a model that never stops: the limit ends it") for i in (3, 4)
+    ]
+    model = RoleScript([*(call("read_file", {"path": f"{i}.py"}) for i in range(3)), *more])
     result = await worker(model, ran, max_steps=3).run("loop forever")
     assert result.stop is Ending.STEP_LIMIT and not result.finished and not result.blocked
     assert len(model.calls) == 3 and ran == ["0.py", "1.py", "2.py"]
@@ -70,7 +73,8 @@ async def test_time_limit_stops_a_slow_tool_and_leaves_a_valid_conversation() ->
 
 
 async def test_token_limit_counts_every_request() -> None:
-    model = RoleScript([call("read_file", {"path": "a"}, input_tokens=600, output_tokens=0)] * 4)
+    reading = call("read_file", {"path": "a"}, input_tokens=600, output_tokens=0)
+    model = RoleScript([reading, reading, *[spare(reading, why="a model that never stops: the limit ends it")] * 2])
     result = await worker(model, [], max_tokens=1000).run("go")
     assert result.stop is Ending.TOKEN_LIMIT
     assert len(model.calls) == 2

@@ -75,9 +75,17 @@ def simple_index(root: Path, wheels: list[Path]) -> str:
 
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh virtualenv, as `make` creates it (torch not installed yet)."""
+    """A fresh virtualenv, as `make` creates it (torch not installed yet), with this environment's pip linked into it
+    (ensurepip would install the same pip from its wheel: about 4 s of CPU that test nothing here)."""
+    import pip
+
     path = tmp_path_factory.mktemp("torch-venv") / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(path)], check=True, timeout=300)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True, timeout=300)
+    site_packages = next((path / "lib").glob("python3*/site-packages"))
+    (site_packages / "pip").symlink_to(Path(pip.__file__).parent)
+    script = path / "bin" / "pip"
+    script.write_text(f"#!{path}/bin/python\nimport sys\nfrom pip._internal.cli.main import main\nsys.exit(main())\n")
+    script.chmod(0o755)
     return path
 
 
@@ -105,6 +113,7 @@ def make_torch(venv: Path, tmp_path: Path, pypi: str, **make_vars: str) -> tuple
     env.update(
         PIP_CONFIG_FILE=os.devnull,  # not this machine's pip configuration (its on-disk wheels)
         PIP_INDEX_URL=pypi,  # "PyPI"
+        PYPI_INDEX=pypi,  # "PyPI" where the script names it (an explicit TORCH_INDEX takes the rest from there)
         PIP_NO_CACHE_DIR="1",
         TORCH_DRY_RUN_REPORT=str(report),
     )

@@ -5,7 +5,8 @@ classes and response parsing are exercised for real. Tests queue replies with
 ``fake.script(...)`` (built by :func:`text`, :func:`tool_use`, :func:`tool_uses`,
 :func:`error`, or callables taking the request body), inspect ``fake.requests``,
 and read realistic ``usage`` numbers, including a simulation of prompt caching. A request with nothing queued
-and no ``handler`` set is unexpected: it fails the test.
+and no ``handler`` set is unexpected: it fails the test; so does a scripted reply never served (``tests.fakes.unserved``),
+unless marked ``unserved.spare(reply, why=...)``.
 
 Requests are validated like the real API where that is cheap (required fields,
 user/assistant alternation, tool_use/tool_result pairing, non-empty content, at
@@ -53,6 +54,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from . import unserved
 from .serve_loop import serve_in_thread, stop_serving
 
 if TYPE_CHECKING:
@@ -744,13 +746,14 @@ class FakeAnthropic:
         self.handler_errors: list[BaseException] = []
         self.cache = PromptCacheSimulator(min_cacheable_tokens)
         self.api_keys: set[str] | None = None  # when set, any other x-api-key is refused (401), as the real API does
-        self._queue: deque[Reply | ReplyFn] = deque()
+        self._queue: deque[Reply | ReplyFn | unserved.Spare] = deque()
         self._thought_calls: set[str] = set()  # ids of the tool calls served after a thinking block
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
         self._stopping = threading.Event()
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
+        unserved.track(self)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -797,11 +800,17 @@ class FakeAnthropic:
 
     # ------------------------------------------------------------------ scripting and records
 
-    def script(self, *replies: Reply | ReplyFn) -> FakeAnthropic:
-        """Queue replies, served in order to successive valid /v1/messages requests."""
+    def script(self, *replies: Reply | ReplyFn | unserved.Spare) -> FakeAnthropic:
+        """Queue replies, served in order to successive valid /v1/messages requests; one still queued when the test
+        ends fails it, unless marked `unserved.spare(reply, why=...)`."""
         with self._lock:
             self._queue.extend(replies)
         return self
+
+    def unserved(self) -> list[str]:
+        """The queued replies not served and not marked spare (`tests.fakes.unserved`), one line each."""
+        with self._lock:
+            return unserved.leftovers("the fake Anthropic server's queue", self._queue)
 
     @property
     def pending(self) -> int:
@@ -902,7 +911,7 @@ class FakeAnthropic:
 
     def _next_reply(self, body: dict[str, Any]) -> Reply:
         with self._lock:
-            item: Reply | ReplyFn = self._queue.popleft() if self._queue else self.handler
+            item: Reply | ReplyFn = unserved.unwrap(self._queue.popleft()) if self._queue else self.handler
         try:
             reply = item(body) if callable(item) else item
             if isinstance(reply, str):
