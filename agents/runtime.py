@@ -46,6 +46,7 @@ from agents.store.database import Store
 from agents.store.delivery import Deliveries
 from agents.work.access import task_number
 from agents.work.chat_actions import ChatActions
+from agents.work.chat_queries import ChatQueries
 from agents.work.crew import Crew
 from agents.work.lookups import task_line
 from agents.work.orphans import instance_token, kill_orphans
@@ -76,6 +77,7 @@ class Runtime:
     repo_map: RepoMap
     hints: SymbolHints
     chat_actions: ChatActions  # what the chat adapter does to running work besides the crew's desk
+    chat_queries: ChatQueries  # what the chat adapter's commands read (bounded to the conversation that asks)
     deliveries: Deliveries
     secrets: SecretsFilter  # the bot's one output filter (`bot_secrets`): every part that shows text was given it
     probe: SandboxProbe  # does bwrap confine commands here: every sandbox spec the bot builds carries it
@@ -176,6 +178,7 @@ class Runtime:
             model=SdkModel(client),
         )
         chat_actions = ChatActions(store, notifier, crew, lines.questions, lines.network)
+        chat_queries = ChatQueries(store, settings, crew.access)
         orchestrator = Orchestrator(settings, store, client, workspaces, crew, secrets, hints, turns)
         if transcriber is None:  # importing the voice modules takes a while: not on the event loop
             transcriber = await asyncio.to_thread(_make_transcriber, settings)
@@ -208,6 +211,7 @@ class Runtime:
             repo_map,
             hints,
             chat_actions,
+            chat_queries,
             deliveries,
             secrets,
             probe,

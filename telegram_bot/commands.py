@@ -5,14 +5,14 @@ Each acts on the conversation it was sent in: a private chat, a group, or one to
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
 from telegram import Update
 
 from agents.core.actions import Action, button
 from agents.core.errors import ToolError
 from agents.core.ids import parse_id
-from agents.core.models import Task, TaskStatus
-from agents.llm.client import cost_usd
-from agents.llm.usage import total, usage_report
 from agents.work.crew import task_entries
 from agents.work.standing import notes_markdown
 from telegram_bot import handlers
@@ -20,6 +20,8 @@ from telegram_bot.conversation import caller_of, conversation_of
 from telegram_bot.handlers import say
 from telegram_bot.state import Context
 from telegram_bot.updates import runtime
+
+T = TypeVar("T")
 
 
 class BadArgument(ValueError):
@@ -39,25 +41,26 @@ def _task_number(context: Context) -> int | None:
 _say = say
 
 
-async def _named_task(update: Update, context: Context, command: str) -> Task | None:
-    """The task of this chat named by the command's argument, or None after telling the user how to ask."""
+async def _named(
+    update: Update, context: Context, command: str, read: Callable[[int, int], Awaitable[T | None]]
+) -> T | None:
+    """What `read` finds for the task of this conversation named by the command's argument (the read is bounded to
+    the conversation), or None after telling the user how to ask."""
     try:
         number = _task_number(context)
     except BadArgument as err:
         await _say(update, context, str(err))
         return None
-    found = await runtime(context).store.get_task(number) if number is not None else None
-    if found is None or found.chat_id != await conversation_of(update, context):
+    found = await read(await conversation_of(update, context), number) if number is not None else None
+    if found is None:
         hint = f"There is no task #{number} in this chat. " if number is not None else ""
         await _say(update, context, f"{hint}Usage: /{command} N (see /tasks for the numbers).")
-        return None
     return found
 
 
 async def tasks(update: Update, context: Context) -> None:
     """/tasks: recent tasks with status, age and title."""
-    rt = runtime(context)
-    listed = await rt.store.list_tasks(await conversation_of(update, context), limit=15)
+    listed = await runtime(context).chat_queries.recent_tasks(await conversation_of(update, context))
     text = "\n".join(f"• {entry}" for entry in task_entries(listed)) if listed else "No tasks yet."
     await _say(update, context, "**Recent tasks**\n" + text if listed else text)
 
@@ -65,24 +68,22 @@ async def tasks(update: Update, context: Context) -> None:
 async def task(update: Update, context: Context) -> None:
     """/task N: one task in detail."""
     rt = runtime(context)
-    if (found := await _named_task(update, context, "task")) is None:
+    if (detail := await _named(update, context, "task", rt.chat_queries.task_detail)) is None:
         return
-    usage = total(await rt.store.usage_since(found.created_at, task_id=found.id))
-    calls = await rt.store.tool_calls(task_id=found.id)
-    events = await rt.store.task_events(found.stored_id)
+    found, usage = detail.task, detail.usage
     lines = [
         f"**Task #{found.id}** · {found.status.value} · {found.worker.value} · `{found.workspace}`",
         found.title,
         f"Branch: `{found.branch}`" if found.branch else "Branch: none",
-        f"Tool calls: {len(calls)} · tokens in {usage.input_tokens:,} / out {usage.output_tokens:,} / cache read "
-        f"{usage.cache_read_input_tokens:,} · cost ≈ ${cost_usd(usage, rt.settings):.4f}",
+        f"Tool calls: {len(detail.tool_calls)} · tokens in {usage.input_tokens:,} / out {usage.output_tokens:,} / "
+        f"cache read {usage.cache_read_input_tokens:,} · cost ≈ ${detail.cost_usd:.4f}",
     ]
     if found.error:
         lines.append(f"Reason: {found.error}")
-    if (pr := await rt.store.github.pull_request(found.stored_id)) is not None:
+    if (pr := detail.pull_request) is not None:
         lines.append(f"Pull request: [#{pr.number}]({pr.url}) {pr.url}" + (" (draft)" if pr.draft else ""))
     lines.append("**Events:**")
-    lines += [f"• {e.created_at:%H:%M:%S} {e.kind}: {e.detail}" for e in events[-15:]]
+    lines += [f"• {e.created_at:%H:%M:%S} {e.kind}: {e.detail}" for e in detail.events[-15:]]
     await _say(update, context, "\n".join(lines))
     await rt.deliveries.resend(found.stored_id, found.chat_id)  # its summary or proposal again, with the buttons
 
@@ -98,7 +99,7 @@ async def cancel(update: Update, context: Context) -> None:
         await _say(update, context, str(err))
         return
     if number is None:
-        active = await rt.store.list_tasks(chat_id, statuses=TaskStatus.active())
+        active = await rt.chat_queries.active_tasks(chat_id)
         if not active:
             await _say(update, context, "Nothing is running.")
             return
@@ -118,26 +119,26 @@ async def cancel(update: Update, context: Context) -> None:
 
 async def usage(update: Update, context: Context) -> None:
     """/usage: tokens and estimated cost: everything, this conversation's tasks, and per user."""
-    rt = runtime(context)
-    await _say(update, context, await usage_report(rt.store, rt.settings, await conversation_of(update, context)))
+    await _say(
+        update, context, await runtime(context).chat_queries.usage_report(await conversation_of(update, context))
+    )
 
 
 async def log(update: Update, context: Context) -> None:
     """/log N: a task's tool calls as a document."""
     rt = runtime(context)
-    if (found := await _named_task(update, context, "log")) is None:
+    if (logged := await _named(update, context, "log", rt.chat_queries.task_log)) is None:
         return
-    calls = await rt.store.tool_calls(task_id=found.id)
+    found, calls = logged.task, logged.tool_calls
     lines = [f"Task #{found.id} in workspace {found.workspace} ({found.status.value}): {found.title}", ""]
     for c in calls:
         status = f"ERROR {c.error}" if c.error else f"ok, {c.result_chars} chars"
         lines.append(f"{c.created_at:%Y-%m-%d %H:%M:%S} {c.agent} {c.tool}({c.arguments}) {c.duration_ms} ms: {status}")
     if not calls:
         lines.append("(no tool calls recorded)")
-    decisions = [e for e in await rt.store.task_events(found.stored_id) if e.kind == "network"]
-    if decisions:  # the owner's network answers
+    if logged.network_decisions:  # the owner's network answers
         lines += ["", "Network requests:"]
-        lines += [f"{e.created_at:%Y-%m-%d %H:%M:%S} {e.detail}" for e in decisions]
+        lines += [f"{e.created_at:%Y-%m-%d %H:%M:%S} {e.detail}" for e in logged.network_decisions]
     await rt.notifier.send_document(found.chat_id, f"task-{found.id}-log.txt", "\n".join(lines).encode())
 
 
@@ -153,7 +154,7 @@ async def history(update: Update, context: Context) -> None:
     """/history: the whole stored conversation as a document."""
     rt = runtime(context)
     conversation = await conversation_of(update, context)
-    messages = await rt.store.all_messages(conversation)
+    messages = await rt.chat_queries.history(conversation)
     text = (
         "\n\n".join(
             f"[{m.created_at:%Y-%m-%d %H:%M}] {m.role.value} ({m.input_method.value}):\n{m.content}" for m in messages
@@ -168,7 +169,7 @@ async def workspace(update: Update, context: Context) -> None:
     rt = runtime(context)
     caller = await caller_of(update, context)
     if not context.args:
-        bound = await rt.store.conversations.bound_workspace(caller.chat_id)
+        bound = await rt.chat_queries.bound_workspace(caller.chat_id)
         names = ", ".join(w.name for w in rt.workspaces.all()) or "none yet"
         now = f"This conversation works in **{bound}**." if bound else "This conversation has no workspace of its own."
         await _say(update, context, f"{now} Set one with /workspace NAME (workspaces: {names}).")

@@ -62,11 +62,8 @@ async def conversation_of(update: Update, context: Context) -> int:
     known = context.bot_data.topic_keys.get((chat_id, thread))
     if known is not None and not message.forum_topic_created:
         return known
-    rt = runtime(context)
-    key = await rt.store.conversations.topic(chat_id, thread, topic_name(message))
+    key = await runtime(context).chat_actions.topic_conversation(chat_id, thread, topic_name(message))
     context.bot_data.topic_keys[(chat_id, thread)] = key
-    place = await rt.store.conversations.place(key)
-    await rt.crew.binding.auto_bind(key, place.topic_name)
     return key
 
 

@@ -97,7 +97,7 @@ async def drop_repeats(update: Update, context: Context) -> None:
     """Runs after the guard, before every handler: an update the bot has acted on before (Telegram delivered it again:
     a webhook re-delivery, or long polling after a crash or restart fetching it before its offset was confirmed) is
     acknowledged and does nothing, quietly: no second turn or task, no answer to a button pressed once."""
-    if await runtime(context).store.seen_events.first_time(event_keys(update)):
+    if await runtime(context).chat_actions.first_time(event_keys(update)):
         return
     log.info("update %s was delivered again (or edits a message already handled): nothing done", update.update_id)
     raise ApplicationHandlerStop

@@ -1,7 +1,8 @@
 """The chat adapter stays thin, checked from the source: `telegram_bot/` reaches running work through the runtime's
-chat actions (agents/work/chat_actions.py) and the crew, never through the executor; it imports no private name of
-another module; it asks the notifier what it can do by a method, never by its class; and it touches the store only
-where the list below says why. A new reach fails here and names itself."""
+chat actions (agents/work/chat_actions.py), reads what its commands show through the runtime's chat queries
+(agents/work/chat_queries.py) and otherwise goes through the crew, never through the executor; it imports no private
+name of another module; it asks the notifier what it can do by a method, never by its class; and it touches the store
+only where the list below says why. A new reach fails here and names itself."""
 
 from __future__ import annotations
 
@@ -11,26 +12,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-DISPLAY = "a command's read-only query for what it shows"
-# (module, what of the store it names) -> why the adapter may; nothing else, and nothing in buttons.py or steering.py
+# (module, what of the store it names) -> why the adapter may; nothing else. The store is opened before the runtime
+# exists (the notifier records where it sends and which buttons it shows from its first send); from then on the
+# adapter reads through the runtime's chat queries and acts through its chat actions.
 STORE_REACHES = {
     ("app", "Store.open"): "opened before the runtime: the notifier records where it sends and which buttons it shows",
     ("app", "store"): "handed to Runtime.start, which owns it from then on",
     ("app", "store.conversations"): "the notifier's places (a forum topic is a conversation of its own)",
     ("app", "store.shown_buttons"): "the notifier records the buttons each message it sends carries",
     ("app", "store.seen_events.forget_before"): "Telegram's update keys older than Telegram keeps an update",
-    ("handlers", "store.seen_events.first_time"): "a Telegram update delivered again is acknowledged and dropped",
-    ("conversation", "store.conversations.topic"): "a forum topic's (chat, thread) as its conversation key",
-    ("conversation", "store.conversations.place"): "a conversation key's chat and thread, to name the topic",
-    ("commands", "store"): "/usage: the usage report reads the usage table",
-    ("commands", "store.get_task"): DISPLAY,
-    ("commands", "store.list_tasks"): DISPLAY,
-    ("commands", "store.usage_since"): DISPLAY,
-    ("commands", "store.tool_calls"): DISPLAY,
-    ("commands", "store.task_events"): DISPLAY,
-    ("commands", "store.github.pull_request"): DISPLAY,
-    ("commands", "store.all_messages"): DISPLAY,
-    ("commands", "store.conversations.bound_workspace"): DISPLAY,
 }
 REACH = re.compile(r"(?:^|\.)((?:store|Store|executor)(?:\.\w+)*)$")
 

@@ -94,6 +94,14 @@ async def test_a_members_task_is_merged_only_by_an_owner(team: BotHarness, model
 
     team.tg.send_command(MEMBER, "/tasks", chat_id=GROUP)  # the general topic is another conversation
     assert await team.tg.await_for(lambda: in_topic(team, None, "No tasks yet"))
+    for command in ("task", "log"):  # a task is shown in its own conversation only, to an owner as to a member
+        team.tg.send_command(OWNER, f"/{command} 1", chat_id=GROUP)
+        refused = await team.tg.await_for(lambda c=command: in_topic(team, None, f"Usage: /{c} N"))
+        assert refused.text.startswith("There is no task #1 in this chat.")
+    team.tg.send_command(OWNER, "/log 1")  # the owner's private chat
+    await team.tg.await_for(lambda: any("There is no task #1" in (m.text or "") for m in team.tg.messages(OWNER)))
+    shown = team.tg.messages(GROUP) + team.tg.messages(OWNER)
+    assert not any(m.kind == "document" for m in shown) and not any("Tool calls:" in (m.text or "") for m in shown)
 
 
 async def test_a_members_network_question_goes_to_an_owner(team: BotHarness, model: RoleScript) -> None:

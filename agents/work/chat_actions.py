@@ -4,7 +4,9 @@ A press of a button is honoured only as shown (the pressed message carried that 
 recorded when it showed it); a worker's question is answered by an option's button or a reply in words
 (questions.py); a worker's network request is decided by the owner's button (agents/sandbox/network_gate.py); a reply
 to a task's progress message finds that task (the crew then steers it); a decision on a proposal taken with a button
-is kept in the conversation the orchestrator reads; /new starts a fresh conversation.
+is kept in the conversation the orchestrator reads; /new starts a fresh conversation; a forum topic seen for the first
+time becomes a conversation of its own; an inbound update delivered again is recognised. What the chat's commands
+only read is on the read side, chat_queries.py.
 
 Under either task engine the same object answers: the runtime builds it over the lines that reach running tasks,
 which under TASK_ENGINE=temporal forward a network answer to the task's workflow (agents/engine/front.py), so the
@@ -25,7 +27,8 @@ DECISION_PREFIX = "[button] "  # how a button's decision on a proposal reads in 
 
 
 class ChatActions:
-    """The chat's side: shown buttons, questions, network requests, progress replies, decisions, fresh starts."""
+    """The chat's side: shown buttons, questions, network requests, progress replies, decisions, fresh starts, topics,
+    repeated updates."""
 
     def __init__(
         self, store: Store, notifier: Notifier, crew: Crew, questions: Questions, network: NetworkGate
@@ -83,3 +86,15 @@ class ChatActions:
         await self.store.add_message(
             ChatMessage(chat_id=caller.chat_id, role=Role.ASSISTANT, content=f"{DECISION_PREFIX}{text}")
         )
+
+    async def topic_conversation(self, chat_id: int, thread_id: int, name: str) -> int:
+        """The conversation key of a forum topic; one seen for the first time is recorded (a name learnt later fills an
+        empty one) and binds itself to the workspace of its name, if there is one."""
+        key = await self.store.conversations.topic(chat_id, thread_id, name)
+        place = await self.store.conversations.place(key)
+        await self.crew.binding.auto_bind(key, place.topic_name)
+        return key
+
+    async def first_time(self, event_keys: list[str]) -> bool:
+        """Records an inbound update by its keys; False when it was seen before (delivered again: act on it once)."""
+        return await self.store.seen_events.first_time(event_keys)
