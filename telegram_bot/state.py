@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from agents.core.protocols import SpeechToText
     from agents.core.settings import Settings
     from agents.runtime import Runtime
+    from telegram_bot.webhook import TelegramWebhook
 
 
 @dataclass
@@ -30,6 +31,7 @@ class BotState:
     handle_signals: bool = False  # run_polling / run_webhook: our SIGTERM handler interrupts workers first
     stopping: bool = False  # a stop signal arrived: new turns are refused
     stop_task: asyncio.Future[None] | None = None
+    webhook: TelegramWebhook | None = None  # webhook mode: the server Telegram posts to, stopped before the rest
     strangers: Strangers = field(default_factory=Strangers)  # who was refused, and when
     albums: dict[str, list[Message]] = field(default_factory=dict)  # photos of one album, gathered by group id
     turns: set[asyncio.Task[Any]] = field(default_factory=set)  # conversation turns running now
