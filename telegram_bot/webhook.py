@@ -6,14 +6,14 @@ header Telegram sends with WEBHOOK_SECRET_TOKEN. Needs `python-telegram-bot[webh
 The server is this module's, not PTB's (`run_webhook` builds one with no way to set its limits), so its request
 limits are its own constructor arguments and no other server in the process is touched: bodies are capped at
 MAX_BODY_BYTES (an update is a few KB), since tornado's default would buffer 100 MB of an unauthenticated body
-before the secret is even looked at. What the handler does with a request is PTB's own webhook handler's, with the
-secret compared in constant time; the update goes on the application's update queue, as PTB's does.
+before the secret is even looked at. The handler does what PTB's own webhook handler did (403 for a body not declared
+JSON, 405 for other methods, the update onto the application's update queue), with the secret compared in constant
+time and a body that is not a JSON object answered 400 (PTB's answered 500).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hmac
 import json
 import logging
@@ -75,9 +75,9 @@ class _UpdateHandler(RequestHandler):
             data = json.loads(self.request.body)
         except ValueError:
             return self._refuse(HTTPStatus.BAD_REQUEST, "body is not JSON")
+        if not isinstance(data, dict):
+            return self._refuse(HTTPStatus.BAD_REQUEST, "an update is a JSON object")
         try:
-            if not isinstance(data, dict):
-                raise TypeError("an update is a JSON object")
             update = Update.de_json(data, self.app.bot)
         except Exception:
             log.exception("an update from Telegram could not be read; it was not processed")
@@ -86,42 +86,26 @@ class _UpdateHandler(RequestHandler):
         await self.app.update_queue.put(update)
         self.set_status(HTTPStatus.OK)
 
-    def check_xsrf_cookie(self) -> None:  # a server-to-server POST
-        return None
-
 
 class _QuietApplication(Application):
     def log_request(self, handler: RequestHandler) -> None:
         """No access log line per update (PTB's webhook server keeps quiet too); refusals are logged by the handler."""
 
 
-class TelegramWebhook:
-    """The HTTP server Telegram posts updates to, with its own request limits, until `stop`."""
-
-    def __init__(self, app: BotApplication, settings: Settings) -> None:
-        self.host, self.port = settings.webhook_listen, settings.webhook_port
-        self.path = "/" + settings.webhook_path.strip("/")
-        routes = [(rf"{re.escape(self.path)}/?", _UpdateHandler, dict(app=app, secret=_secret(settings)))]
-        self._server = HTTPServer(
-            _QuietApplication(routes), max_body_size=MAX_BODY_BYTES, max_header_size=MAX_HEADER_BYTES
-        )
-
-    def listen(self) -> None:
-        self._server.listen(self.port, self.host)
-
-    async def stop(self, timeout: float = 5.0) -> None:
-        """No new connections; the open ones are closed (an update being handled is on the queue already)."""
-        self._server.stop()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._server.close_all_connections(), timeout)
+def webhook_server(app: BotApplication, settings: Settings) -> HTTPServer:
+    """The server Telegram posts updates to, not yet listening: POST /WEBHOOK_PATH (a trailing slash too), with this
+    module's request limits."""
+    path = re.escape("/" + settings.webhook_path.strip("/"))
+    routes = [(rf"{path}/?", _UpdateHandler, dict(app=app, secret=_secret(settings)))]
+    return HTTPServer(_QuietApplication(routes), max_body_size=MAX_BODY_BYTES, max_header_size=MAX_HEADER_BYTES)
 
 
 async def start_webhook(app: BotApplication, settings: Settings) -> None:
     """Start the application, listen, and register the webhook with Telegram (setWebhook, with the options PTB's
     run_webhook sent); `stop_polling` stops it. The server listens before Telegram is told where to post."""
     await start_application(app)
-    server = TelegramWebhook(app, settings)
-    server.listen()
+    server = webhook_server(app, settings)
+    server.listen(settings.webhook_port, settings.webhook_listen)
     app.bot_data.webhook = server
     await app.bot.set_webhook(
         url=public_webhook_url(settings),
