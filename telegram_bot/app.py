@@ -185,6 +185,12 @@ def updater_of(app: BotApplication) -> Updater:
 
 
 async def stop_polling(app: BotApplication) -> None:
+    """Stop whichever receives updates (long polling, or the webhook's server), then the application, in PTB's
+    order: the handlers, post_stop (the runtime closes), shutdown."""
+    if (webhook := app.bot_data.webhook) is not None:  # as PTB stops its own: no new connections, the open closed
+        app.bot_data.webhook = None
+        webhook.stop()
+        await webhook.close_all_connections()
     if app.updater is not None and app.updater.running:
         await app.updater.stop()
     if app.running:

@@ -16,6 +16,7 @@ from telegram_bot.strangers import RateLimitArgs, Strangers
 
 if TYPE_CHECKING:
     from telegram import Message
+    from tornado.httpserver import HTTPServer
 
     from agents.core.protocols import SpeechToText
     from agents.core.settings import Settings
@@ -30,6 +31,7 @@ class BotState:
     handle_signals: bool = False  # run_polling / run_webhook: our SIGTERM handler interrupts workers first
     stopping: bool = False  # a stop signal arrived: new turns are refused
     stop_task: asyncio.Future[None] | None = None
+    webhook: HTTPServer | None = None  # webhook mode: the server Telegram posts updates to, stopped before the rest
     strangers: Strangers = field(default_factory=Strangers)  # who was refused, and when
     albums: dict[str, list[Message]] = field(default_factory=dict)  # photos of one album, gathered by group id
     turns: set[asyncio.Task[Any]] = field(default_factory=set)  # conversation turns running now

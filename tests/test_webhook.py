@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+import signal
 import socket
 from pathlib import Path
 
 import httpx
 import pytest
+from tornado.httpserver import HTTPServer
+from tornado.netutil import bind_sockets
+from tornado.web import Application, RequestHandler
 
 from agents.core.settings import Settings, SettingsError, load_settings
 from tests.conftest import USER_ID, make_settings
@@ -189,3 +194,122 @@ async def test_an_oversized_body_is_refused_before_it_is_buffered(
     [reply] = await fake_telegram.wait_for_message(USER_ID, count=1, timeout=10)
     assert reply.text == "Small updates still work."
     assert fake_anthropic.calls == 1 and "padded" not in str(fake_anthropic.requests[0].body["messages"])
+
+
+class _Sizes(RequestHandler):
+    """Says how big the body and the X-Big header it got were."""
+
+    def post(self) -> None:
+        self.write({"body": len(self.request.body), "header": len(self.request.headers.get("X-Big", ""))})
+
+
+async def test_the_webhook_limits_are_its_own_server_s_alone(
+    webhook_bot, fake_telegram: FakeTelegram, fake_anthropic: FakeAnthropic
+) -> None:
+    """Another tornado server made after the webhook started keeps tornado's defaults (100 MB bodies, 64 KB headers):
+    the webhook's caps are its own server's constructor arguments; the webhook still refuses what is over them."""
+    from telegram_bot.webhook import MAX_BODY_BYTES, MAX_HEADER_BYTES
+
+    _, settings = webhook_bot
+    other = HTTPServer(Application([("/sizes", _Sizes)]))
+    [listening] = bind_sockets(0, "127.0.0.1")
+    other.add_sockets([listening])
+    big_body, big_header = b"x" * (MAX_BODY_BYTES + 1), "y" * (MAX_HEADER_BYTES + 1)
+    update = fake_telegram.send_text(USER_ID, "a padded update")
+    update["padding"] = "x" * (MAX_BODY_BYTES + 1)
+    try:
+        async with httpx.AsyncClient(timeout=10) as client:
+            sizes: dict[str, int] | int | str
+            try:
+                answer = await client.post(
+                    f"http://127.0.0.1:{listening.getsockname()[1]}/sizes",
+                    content=big_body,
+                    headers={"X-Big": big_header},
+                )
+                sizes = answer.json() if answer.status_code == 200 else answer.status_code
+            except httpx.TransportError:  # tornado closes the connection past a limit (the old process-wide caps)
+                sizes = "closed"
+            try:
+                refused: int | str = (
+                    await client.post(
+                        f"http://127.0.0.1:{settings.webhook_port}/tg/updates",
+                        json=update,
+                        headers={SECRET_HEADER: SECRET},
+                    )
+                ).status_code
+            except httpx.TransportError:  # closed while the body was still coming
+                refused = "closed"
+    finally:
+        other.stop()
+        await other.close_all_connections()
+    assert sizes == {"body": MAX_BODY_BYTES + 1, "header": MAX_HEADER_BYTES + 1}
+    assert refused in (400, 413, "closed")
+    assert fake_anthropic.calls == 0
+
+
+async def test_malformed_requests_are_refused_and_reach_nothing(
+    webhook_bot, fake_telegram: FakeTelegram, fake_anthropic: FakeAnthropic
+) -> None:
+    """With the right secret still: a body that is not JSON or not an object is 400, a body that is not declared JSON
+    403 (as PTB's handler), a GET 405; none reaches Claude, and a good update afterwards is answered."""
+    _, settings = webhook_bot
+    local = f"http://127.0.0.1:{settings.webhook_port}/tg/updates"
+    json_secret = {SECRET_HEADER: SECRET, "Content-Type": "application/json"}
+    async with httpx.AsyncClient(timeout=5) as client:
+        statuses = [
+            (await client.post(local, content=b'{"update_id": 1, "mess', headers=json_secret)).status_code,
+            (await client.post(local, content=b"\xff\xfe", headers=json_secret)).status_code,
+            (await client.post(local, json=[1, 2], headers={SECRET_HEADER: SECRET})).status_code,
+            (await client.post(local, data={"update_id": "1"}, headers={SECRET_HEADER: SECRET})).status_code,
+            (await client.get(local, headers={SECRET_HEADER: SECRET})).status_code,
+        ]
+        fake_anthropic.script(claude_says.text("Still listening."))
+        good = await client.post(local, json=fake_telegram.send_text(USER_ID, "hi"), headers={SECRET_HEADER: SECRET})
+    assert statuses == [400, 400, 400, 403, 405]
+    assert good.status_code == 200
+    [reply] = await fake_telegram.wait_for_message(USER_ID, count=1, timeout=10)
+    assert reply.text == "Still listening."
+    assert fake_anthropic.calls == 1
+
+
+@pytest.mark.slow
+async def test_the_bot_process_serves_the_webhook_until_sigterm(
+    fake_telegram: FakeTelegram, fake_anthropic: FakeAnthropic, tmp_path: Path, workspace_root: Path
+) -> None:
+    """`python -m telegram_bot` with WEBHOOK_URL set (the blocking entry point `make run` uses): it registers the
+    webhook, answers an update posted to it, never polls, and on SIGTERM stops its server and exits 0 without
+    deleting the webhook (Telegram keeps the updates that arrive meanwhile for the next start)."""
+    from tests.support.processes import bot_env, launch
+
+    port = free_port()
+    env = bot_env(fake_telegram, fake_anthropic, tmp_path, workspace_root)
+    env.update(
+        WEBHOOK_URL=PUBLIC_BASE,
+        WEBHOOK_LISTEN="127.0.0.1",
+        WEBHOOK_PORT=str(port),
+        WEBHOOK_PATH="tg/updates",
+        WEBHOOK_SECRET_TOKEN=SECRET,
+    )
+    proc = launch(env, tmp_path, "webhook")
+    log = tmp_path / "webhook.log"
+    try:
+        await fake_telegram.wait_for_request("setWebhook", timeout=60)
+        fake_anthropic.script(claude_says.text("Hello from the process."))
+        async with httpx.AsyncClient(timeout=5) as client:
+            update = fake_telegram.send_text(USER_ID, "hi")
+            accepted = await client.post(
+                f"http://127.0.0.1:{port}/tg/updates", json=update, headers={SECRET_HEADER: SECRET}
+            )
+        assert accepted.status_code == 200, log.read_text()[-2000:]
+        [reply] = await fake_telegram.wait_for_message(USER_ID, count=1, timeout=30)
+        assert reply.text == "Hello from the process."
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.to_thread(proc.wait, 15) == 0, log.read_text()[-2000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert fake_telegram.webhook is not None and fake_telegram.webhook["url"] == f"{PUBLIC_BASE}/tg/updates"
+    assert fake_telegram.calls("getUpdates") == [] and fake_telegram.calls("deleteWebhook") == []
+    with pytest.raises(httpx.ConnectError):
+        async with httpx.AsyncClient(timeout=5) as client:
+            await client.post(f"http://127.0.0.1:{port}/tg/updates", json=update, headers={SECRET_HEADER: SECRET})
