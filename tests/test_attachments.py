@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import io
 import random
+import warnings
 
 import pytest
 from PIL import Image
@@ -55,6 +56,16 @@ def test_damaged_and_gigantic_pictures_are_refused_with_a_sentence() -> None:
     header = picture((10_000, 6_000), "PNG", "1")  # 60 megapixels, a few KB of PNG
     with pytest.raises(AttachmentRefused, match="megapixels"):
         normalise_image(header, 1568)
+
+
+@pytest.mark.parametrize("size", [(10_000, 6_000), (10_000, 10_000), (20_000, 20_000)])
+def test_the_picture_limit_changes_nothing_of_pillow_for_the_rest_of_the_process(size: tuple[int, int]) -> None:
+    """60, 100 and 400 megapixels (under, between and past Pillow's own warning and error sizes) are all refused by
+    our limit, and Pillow's process-wide guard (its module attribute, the warning filters) is as it was."""
+    before = (Image.MAX_IMAGE_PIXELS, list(warnings.filters))
+    with pytest.raises(AttachmentRefused, match="megapixels"):
+        normalise_image(picture(size, "PNG", "1"), 1568)
+    assert (Image.MAX_IMAGE_PIXELS, list(warnings.filters)) == before
 
 
 async def test_accept_sorts_files_by_content_and_refuses_what_it_cannot_read(tmp_path) -> None:
