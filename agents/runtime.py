@@ -52,7 +52,7 @@ from agents.work.lookups import task_line
 from agents.work.orphans import instance_token, kill_orphans
 from agents.work.pull_requests import PullRequests
 from agents.work.questions import Questions
-from agents.work.schedules import Firing, ScheduleBook
+from agents.work.schedule_book import Firing, ScheduleBook
 from agents.work.steering import Inboxes
 from agents.work.task_collaborators import TaskLines
 from agents.work.task_execution import TaskExecutor
@@ -89,7 +89,7 @@ class Runtime:
     github_inbox: GitHubInbox | None = None
     github_webhook: WebhookServer | None = None
     review_server: ReviewServer | None = None
-    github_catch_up: asyncio.Future[None] | None = None  # deliveries a stopped bot acknowledged, handled at start
+    github_catch_up: asyncio.Future[None] | None = None  # webhook events a stopped bot acknowledged, handled at start
     turns: UserTurns = field(default_factory=UserTurns)
     start_up: asyncio.Task[None] | None = None  # the deferred start-up work (see the module's docstring)
     sandbox_probe: asyncio.Task[None] | None = None  # does bwrap confine commands here? (a warning if not)
@@ -235,13 +235,13 @@ class Runtime:
         return runtime
 
     def start_github_webhook(self) -> None:
-        """POST /github on GITHUB_WEBHOOK_LISTEN (polling mode too); deliveries a stopped bot left are handled."""
+        """POST /github on GITHUB_WEBHOOK_LISTEN (polling mode too); webhook events a stopped bot left are handled."""
         s = self.settings
         if self.github_inbox is None or not s.github_webhook_listen or s.github_webhook_secret is None:
             return
         inbox = self.github_inbox
         server = WebhookServer(
-            s.github_webhook_listen, s.github_webhook_secret.get_secret_value(), inbox.store_delivery, inbox.handle
+            s.github_webhook_listen, s.github_webhook_secret.get_secret_value(), inbox.store_event, inbox.handle
         )
         try:
             server.start()
@@ -452,7 +452,7 @@ def _engine(
 def _firing(settings: Settings) -> Firing | None:
     """TASK_ENGINE=temporal: schedules are Temporal Schedules (they fire while the bot is down); else APScheduler."""
     if settings.task_engine == "temporal":
-        from agents.engine.schedules import TemporalFiring
+        from agents.engine.temporal_schedules import TemporalFiring
 
         return TemporalFiring(settings)
     return None

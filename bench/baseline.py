@@ -34,10 +34,10 @@ sys.path.insert(0, str(ROOT))
 
 from agents.store.database import Store  # noqa: E402
 from agents.verify.base_run_cache import KeptBaseRuns, KeptOutcome  # noqa: E402
+from agents.verify.baseline import BaselineRuns  # noqa: E402
 from agents.verify.clean_room import clean_room  # noqa: E402
+from agents.verify.suite_env import detect_environment  # noqa: E402
 from agents.verify.task_tests import TaskTests  # noqa: E402
-from agents.verify.test_baseline import BaselineRuns  # noqa: E402
-from agents.verify.test_env import detect_environment  # noqa: E402
 from bench._harness import emit_json, machine  # noqa: E402
 from tests.conftest import git, make_repo  # noqa: E402
 

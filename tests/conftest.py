@@ -41,7 +41,7 @@ BOTH_FAKES = {"fake_telegram", "fake_anthropic"}
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Marks the end-to-end tests `e2e`, so `pytest -m "not e2e"` is the fast inner loop: every test of a `*_e2e.py`
     module, and every test that uses both fake servers (through its fixtures too): it runs the whole bot (PTB, the
-    SDK, git, bwrap, the real test runners) or a real bot process against them."""
+    SDK, git, bwrap, the real test frameworks) or a real bot process against them."""
     for item in items:
         if item.path.name.endswith("_e2e.py") or BOTH_FAKES <= set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.e2e)

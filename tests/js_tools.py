@@ -1,4 +1,4 @@
-"""Real JavaScript test runners for tests: mocha, jest, pnpm, ava, vitest (and typescript) at pinned versions,
+"""Real JavaScript test frameworks for tests: mocha, jest, pnpm, ava, vitest (and typescript) at pinned versions,
 installed from the npm registry once into `~/.cache/agentlab-tests/npm-<hash>` (by `make test` before pytest starts, else on first use) and reused
 across runs; a test that needs them skips with a reason when npm or the registry cannot be reached. Parallel test
 workers (pytest-xdist) install under a file lock, so one installs and the others wait; a failed install is tried once
@@ -59,7 +59,7 @@ def npm_tools() -> Path:
 def give_node_modules(project: Path, tools: Path, *packages: str) -> Path:
     """A real `node_modules` folder in `project` with the pinned tools (hard links; a copy across file systems):
     `packages` and what they need (from npm's lock file), or all of them. Each package is one folder of hard links,
-    and the whole set is thirteen thousand files: a test links only what its runner needs."""
+    and the whole set is thirteen thousand files: a test links only what its framework needs."""
     target = project / "node_modules"
     source = tools / "node_modules"
     if not packages:
@@ -130,6 +130,6 @@ def _link_tree(folders: list[Path], target: Path, into: bool = False) -> None:
 
 if __name__ == "__main__":  # `make test` installs them before pytest starts: the install is set-up, not test time
     try:
-        print(f"JavaScript test runners ready in {npm_tools()}")
+        print(f"JavaScript test frameworks ready in {npm_tools()}")
     except BaseException as skipped:  # pytest.skip raises; the tests that need them skip with this reason
-        print(f"JavaScript test runners not installed: {skipped}")
+        print(f"JavaScript test frameworks not installed: {skipped}")

@@ -12,10 +12,10 @@ import pytest
 from agents.store.base_runs import BaseRunRows
 from agents.store.database import Store
 from agents.verify.base_run_cache import KeptBaseRuns, KeptOutcome, environment_identity
+from agents.verify.baseline import BaselineRuns
+from agents.verify.suite_env import detect_environment
+from agents.verify.suite_run import TestStatus
 from agents.verify.task_tests import TaskTests
-from agents.verify.test_baseline import BaselineRuns
-from agents.verify.test_env import detect_environment
-from agents.verify.test_run import TestStatus
 from tests.conftest import git, make_repo
 
 

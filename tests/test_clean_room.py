@@ -10,7 +10,7 @@ import pytest
 
 from agents.verify.clean_room import copy_kept
 from agents.verify.run_causes import missing_module, needed_untracked
-from agents.verify.test_env import TestConfigError, parse_config
+from agents.verify.suite_env import TestConfigError, parse_config
 
 
 def test_keep_is_a_list_of_paths_inside_the_workspace() -> None:
@@ -67,7 +67,7 @@ def test_an_uncommitted_file_is_needed_only_when_a_run_names_it() -> None:
 
 def test_a_changed_kept_file_changes_the_kept_base_runs_key(tmp_path: Path) -> None:
     from agents.verify.base_run_cache import environment_identity
-    from agents.verify.test_env import detect_environment
+    from agents.verify.suite_env import detect_environment
 
     workspace = tmp_path / "w"
     workspace.mkdir()

@@ -1,5 +1,5 @@
 """A verdict the task cannot forge, through the real bot (scripted model playing a hostile or unlucky worker, fake
-Telegram), real runners and real bwrap: every verdict run tests a fresh checkout of its commit in a network
+Telegram), real test frameworks and real bwrap: every verdict run tests a fresh checkout of its commit in a network
 namespace of its own (the clean room), a fix task's red tests are traced at the base commit, a red test the bot
 cannot trace counts as the task's, a test file that crashed once is flaky, and a suite that cannot start says why."""
 

@@ -1,6 +1,6 @@
 """The bot's git calls against a repository a hostile worker prepared: nothing it planted runs; guard, limits, diff cap.
 
-Direct calls into agents.git (runner, worktrees, commits, merge, guard, diff) on real repositories (the end-to-end attacks through the bot are
+Direct calls into agents.git (command, worktrees, commits, merge, guard, diff) on real repositories (the end-to-end attacks through the bot are
 in test_repo_guard_e2e.py).
 """
 

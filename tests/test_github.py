@@ -20,7 +20,7 @@ from agents.git.command import GitError
 from agents.git.remote import push_with_token
 from agents.github.api import CheckRun, GitHubClient, GitHubUnavailable, graphql_url, retry_delay
 from agents.github.repository import github_repository, name_from_config, name_from_url
-from agents.github.webhook import delivery_key, verified_delivery
+from agents.github.webhook import event_key, verified_event
 from agents.work.pull_requests import checks_line, gist, proposal_number
 from tests.conftest import git, make_repo
 from tests.fakes.github_server import FakeGitHub, FakePull, fake_github, sign  # noqa: F401  (fixture)
@@ -87,20 +87,20 @@ def test_the_checks_line_waits_for_every_run_and_names_the_failed_ones() -> None
     )
 
 
-def test_a_delivery_needs_a_good_sha256_signature() -> None:
+def test_a_webhook_event_needs_a_good_sha256_signature() -> None:
     body = json.dumps({"zen": "hi"}).encode()
     headers = {"Content-Type": "application/json", "X-GitHub-Event": "ping", "X-GitHub-Delivery": "d1"}
-    good = verified_delivery({**headers, "X-Hub-Signature-256": sign("s3cret", body)}, body, "s3cret")
+    good = verified_event({**headers, "X-Hub-Signature-256": sign("s3cret", body)}, body, "s3cret")
     assert (good.delivery_id, good.event, json.loads(good.payload)) == ("d1", "ping", {"zen": "hi"})
     assert good.id == "ping:sha256:" + hashlib.sha256(body).hexdigest(), "a body about nothing named: its digest"
     for bad in ({**headers, "X-Hub-Signature-256": sign("other", body)}, headers):
         with pytest.raises(gidgethub.ValidationFailure):
-            verified_delivery(bad, body, "s3cret")
+            verified_event(bad, body, "s3cret")
     import hmac
 
     sha1 = "sha1=" + hmac.new(b"s3cret", body, hashlib.sha1).hexdigest()
     with pytest.raises(gidgethub.ValidationFailure):  # the old SHA-1 header alone is not enough
-        verified_delivery({**headers, "X-Hub-Signature": sha1}, body, "s3cret")
+        verified_event({**headers, "X-Hub-Signature": sha1}, body, "s3cret")
 
 
 def _settings(**values: object) -> Settings:
@@ -212,17 +212,17 @@ def test_a_proposals_gist_is_its_opening_paragraphs_and_its_number_comes_from_th
     assert proposal_number("proposal #12") == 12 and proposal_number("done") is None and proposal_number(None) is None
 
 
-def test_a_deliverys_key_is_what_it_is_about_not_its_unsigned_id() -> None:
+def test_a_webhook_events_key_is_what_it_is_about_not_its_unsigned_id() -> None:
     comment = {"action": "created", "comment": {"id": 5}, "issue": {"id": 9}}
     review = {"action": "submitted", "review": {"id": 6}, "pull_request": {"id": 10}}
-    assert delivery_key("issue_comment", comment, b"x") == "issue_comment:comment:5:created"
-    assert delivery_key("issue_comment", {**comment, "action": "edited"}, b"x") == "issue_comment:comment:5:edited"
-    assert delivery_key("pull_request_review", review, b"x") == "pull_request_review:review:6:submitted"
-    assert delivery_key("issues", {"action": "opened", "issue": {"id": 9}}, b"x") == "issues:issue:9:opened"
+    assert event_key("issue_comment", comment, b"x") == "issue_comment:comment:5:created"
+    assert event_key("issue_comment", {**comment, "action": "edited"}, b"x") == "issue_comment:comment:5:edited"
+    assert event_key("pull_request_review", review, b"x") == "pull_request_review:review:6:submitted"
+    assert event_key("issues", {"action": "opened", "issue": {"id": 9}}, b"x") == "issues:issue:9:opened"
     body = json.dumps(comment).encode()
     headers = {"Content-Type": "application/json", "X-GitHub-Event": "issue_comment"}
     ids = {
-        verified_delivery({**headers, "X-GitHub-Delivery": d, "X-Hub-Signature-256": sign("s", body)}, body, "s").id
+        verified_event({**headers, "X-GitHub-Delivery": d, "X-Hub-Signature-256": sign("s", body)}, body, "s").id
         for d in ("d1", "d2")
     }
     assert ids == {"issue_comment:comment:5:created"}

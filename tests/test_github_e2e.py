@@ -3,7 +3,7 @@ servers, with a local bare repository as each workspace's `origin` and `[github]
 
 Open PR (ready and draft, by an owner; a member's press goes to the owners), `/task N` showing it, the checks polled
 and reported in one line, a hostile worker looking for the token everywhere, and work from GitHub: signatures,
-unknown logins, replayed deliveries, a mention that starts a task which comments back with its pull request, and a
+unknown logins, replayed webhook events, a mention that starts a task which comments back with its pull request, and a
 mention on that pull request continuing the task on the same pull request. Set GITHUB_TRANSCRIPTS=folder to keep
 each flow's chat and GitHub transcript there.
 """
@@ -26,7 +26,7 @@ import pytest
 from agents.core.models import Caller, Task, TaskStatus
 from tests.conftest import USER_ID, BotHarness, git, running_bot
 from tests.fakes import anthropic_server as claude_says
-from tests.fakes.github_server import FakeGitHub, FakePull, fake_github, send_delivery  # noqa: F401  (fixture)
+from tests.fakes.github_server import FakeGitHub, FakePull, fake_github, send_webhook_event  # noqa: F401  (fixture)
 from tests.scripted import RoleScript, last_user_text, spare
 from tests.support.github import transcript
 
@@ -107,7 +107,7 @@ class World:
 
     async def deliver(self, event: str, payload: dict, **how: Any) -> httpx.Response:
         how.setdefault("secret", SECRET)
-        return await send_delivery(self.webhook, event, payload, **how)
+        return await send_webhook_event(self.webhook, event, payload, **how)
 
     async def start_task(self, workspace: str, instructions: str, caller: Caller | None = None) -> None:
         await self.bot.runtime.crew.races.start_task(
@@ -348,11 +348,13 @@ async def test_webhook_signature_unknown_login_and_replay(github_world) -> None:
         again = await world.deliver("issue_comment", payload, delivery_id="d-1")
         assert again.status_code == 200 and again.json()["duplicate"] is True
         store = world.bot.runtime.store
-        deadline = asyncio.get_running_loop().time() + HANG_GUARD  # every delivery stored has been handled
-        while await store.github.unhandled_deliveries():
-            assert asyncio.get_running_loop().time() < deadline, "a delivery was never handled"
+        deadline = asyncio.get_running_loop().time() + HANG_GUARD  # every webhook event stored has been handled
+        while await store.github.unhandled_webhook_events():
+            assert asyncio.get_running_loop().time() < deadline, "a webhook event was never handled"
             await asyncio.sleep(0.05)
-        assert len(world.model.requests["orchestrator"]) == 1, "only the good, new, allowed delivery reached the model"
+        assert len(world.model.requests["orchestrator"]) == 1, (
+            "only the good, new, allowed webhook event reached the model"
+        )
         assert len(comments) == 1 and comments[0][0] == 3 and "subtracts today" in comments[0][1]
         asked = last_user_text(world.model.requests["orchestrator"][0])
         assert "[From GitHub] octocat mentioned you on octo/calc issue #3" in asked
@@ -508,13 +510,15 @@ async def test_research_from_github_comments_its_proposal_then_the_approved_task
         transcript("research_from_github", bot, fake)
 
 
-async def test_a_delivery_acknowledged_before_a_stop_is_handled_at_the_next_start(github_world, tmp_path) -> None:
+async def test_a_webhook_event_acknowledged_before_a_stop_is_handled_at_the_next_start(github_world, tmp_path) -> None:
     from agents.store.database import Store
-    from agents.store.github import DeliveryRecord
+    from agents.store.github import WebhookEvent
 
     store = await Store.open(tmp_path / "data" / "agentlab.db")  # where the test settings keep the database
     payload = issue_comment("octocat", "@agentlab are you there?", number=4)
-    await store.github.add_delivery(DeliveryRecord(id="d-stored", event="issue_comment", payload=json.dumps(payload)))
+    await store.github.add_webhook_event(
+        WebhookEvent(id="d-stored", event="issue_comment", payload=json.dumps(payload))
+    )
     await store.close()
     async with github_world() as world:
         world.model.add("orchestrator", claude_says.text("Yes, back again."))
@@ -522,17 +526,17 @@ async def test_a_delivery_acknowledged_before_a_stop_is_handled_at_the_next_star
         await world.fake.await_for(lambda: comments)
         assert comments == [(4, "<!-- agentlab -->\nYes, back again.")]
         deadline = asyncio.get_running_loop().time() + HANG_GUARD  # marked handled just after its comment is posted
-        while await world.bot.runtime.store.github.unhandled_deliveries():
-            assert asyncio.get_running_loop().time() < deadline, "the stored delivery was never marked handled"
+        while await world.bot.runtime.store.github.unhandled_webhook_events():
+            assert asyncio.get_running_loop().time() < deadline, "the stored webhook event was never marked handled"
             await asyncio.sleep(0.05)
 
 
 async def handled_all(world: World) -> None:
-    """Every delivery stored has been handled (so what it did, or did not do, is there to look at)."""
+    """Every webhook event stored has been handled (so what it did, or did not do, is there to look at)."""
     store = world.bot.runtime.store
     deadline = asyncio.get_running_loop().time() + HANG_GUARD
-    while await store.github.unhandled_deliveries():
-        assert asyncio.get_running_loop().time() < deadline, "a delivery was never handled"
+    while await store.github.unhandled_webhook_events():
+        assert asyncio.get_running_loop().time() < deadline, "a webhook event was never handled"
         await asyncio.sleep(0.05)
 
 
@@ -619,7 +623,7 @@ async def test_the_same_signed_body_under_new_delivery_ids_is_handled_once(githu
         second = spare(claude_says.text("a second turn"), why="a replay taken as a second turn would get it: none may")
         world.model.add("orchestrator", claude_says.text("add() adds."), second)
         payload = issue_comment("octocat", "@agentlab what does add() do?", number=3)
-        payload["comment"]["id"] = 9001  # what the delivery is about: this comment, created
+        payload["comment"]["id"] = 9001  # what the webhook event is about: this comment, created
         answers = [await world.deliver("issue_comment", payload, delivery_id=f"d-{n}") for n in range(3)]
         assert [a.status_code for a in answers] == [202, 200, 200]
         await handled_all(world)

@@ -1,5 +1,5 @@
-"""Per-test verdicts end to end, the JavaScript runners' half: JavaScript projects judged per test through the real bot (scripted model, fake
-Telegram), real runners (node --test; mocha, jest and pnpm from the npm registry, cached) and real bwrap.
+"""Per-test verdicts end to end, the JavaScript frameworks' half: JavaScript projects judged per test through the real bot (scripted model, fake
+Telegram), real frameworks (node --test; mocha, jest and pnpm from the npm registry, cached) and real bwrap.
 
 Each project has one test red at the base commit; the worker breaks another: the correction names the broken test
 by its id (file and describe names), and the old failure is listed as pre-existing."""
@@ -67,7 +67,7 @@ async def broken_test_named(bot: BotHarness, model: RoleScript, repo: Path, test
     return correction, summary
 
 
-async def test_node_test_runner_names_the_broken_test(bot: BotHarness, model: RoleScript, workspace_root: Path):
+async def test_node_test_framework_names_the_broken_test(bot: BotHarness, model: RoleScript, workspace_root: Path):
     repo = js_repo(
         workspace_root, "nodeapp", "node --test", describe_calc("const { describe, it } = require('node:test');\n")
     )

@@ -1,5 +1,5 @@
 """JavaScript projects as their contributors set them up, through the real bot (scripted model, fake Telegram), real
-runners (node --test; pnpm, ava from the npm registry, cached: tests/js_tools.py) and real bwrap:
+frameworks (node --test; pnpm, ava from the npm registry, cached: tests/js_tools.py) and real bwrap:
 - a pnpm workspace whose package links (`packages/app/node_modules/calc -> ../../calc`, made by a real offline
   `pnpm install`) resolve to the task's own packages: a change to a workspace package is what the tests see, and the
   owner's checkout is neither changed nor mounted;
@@ -113,7 +113,7 @@ async def test_every_ava_test_is_counted_and_the_broken_one_in_the_middle_named(
     print("SUMMARY[ava-64k]", [ln for ln in summary.text.splitlines() if ln.strip()][:4])
     [correction] = corrections(model)
     assert "case 75 checks" in correction and "mul(2, 3) should be 6" in correction, correction
-    assert "149 passed, 1 failed" in correction, "the runner's own totals"
+    assert "149 passed, 1 failed" in correction, "the framework's own totals"
     assert task.status is TaskStatus.COMPLETED and summary.text.startswith("✔"), summary.text
     assert "150 passed" in summary.text and "no longer run" not in summary.text, summary.text
 

@@ -23,7 +23,7 @@ RANKS = {
     "agents.inputs": 3,
     "agents.workspaces": 3.5,  # the project folders: discovery, confinement, creation, credential files, file walk
     "agents.tools": 4,
-    "agents.github": 4,  # GitHub's REST API, webhook deliveries, which repository a workspace is on
+    "agents.github": 4,  # GitHub's REST API, webhook events, which repository a workspace is on
     "agents.llm": 5,
     "agents.verify": 5,
     "agents.repo_map": 5,
@@ -207,7 +207,7 @@ def test_the_layer_numbers_are_said_in_one_place() -> None:
 
 
 def _names_a_test_module(name: str) -> bool:
-    """`tests.test_x`, `test_x` or (relative) `.test_x`; not a product module such as `agents.verify.test_run`."""
+    """`tests.test_x`, `test_x` or (relative) `.test_x`; not a product module such as `agents.verify.suite_run`."""
     parts = name.split(".")
     return parts[0].startswith("test_") or (parts[0] == "tests" and any(p.startswith("test_") for p in parts))
 
@@ -242,7 +242,7 @@ def test_the_test_import_check_sees_each_form(tmp_path: Path) -> None:
     module = tmp_path / "test_a.py"
     module.write_text(
         "from tests.test_b import helper\nimport tests.test_c\nfrom tests import test_d\nfrom .test_e import x\n"
-        "from tests.support.tasks import ended\nimport pytest\nfrom agents.verify.test_run import TestRun\n"
+        "from tests.support.tasks import ended\nimport pytest\nfrom agents.verify.suite_run import TestRun\n"
         "class Nested:\n    def method(self):\n        try:\n            import tests.test_f\n"  # lines 8-11
         "        except ImportError:\n            if True:\n                from tests import test_g\n"  # 12-14
         "        with open('x'):\n            match 1:\n                case 1:\n                    import test_h\n"

@@ -82,9 +82,9 @@ def crew(tmp_path: Path, store: Store) -> Crew:
     async def never_runs(task: Task) -> None:
         raise AssertionError("no task runs in these tests")
 
-    runner = TaskQueue(store, never_runs, 1)
-    runner.wake = lambda: None
-    return Crew(settings, store, Workspaces(root, bot_repo), runner, RecordingNotifier(), SecretsFilter())
+    queue = TaskQueue(store, never_runs, 1)
+    queue.wake = lambda: None
+    return Crew(settings, store, Workspaces(root, bot_repo), queue, RecordingNotifier(), SecretsFilter())
 
 
 def member(chat: int = CHAT, user: int = MEMBER) -> Caller:

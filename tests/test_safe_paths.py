@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agents.sandbox.safe_paths import UnsafePath, append_lines, real_folder, write_file
-from agents.verify.test_env import detect_environment, hide_from_git, link_borrowed
+from agents.verify.suite_env import detect_environment, hide_from_git, link_borrowed
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from agents.core.models import Caller, ScheduleStatus, TaskStatus
-from agents.work.schedules import job_id
+from agents.work.schedule_book import job_id
 from tests.conftest import BotHarness, running_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript, last_user_text, spare

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from agents.core.models import Criterion, TaskStatus, Usage
 from agents.git.commits import CommitResult, LeftOut
-from agents.verify.test_run import RunState, TestOutcome, TestStatus
-from agents.verify.test_verdict import judge
+from agents.verify.suite_run import RunState, TestOutcome, TestStatus
+from agents.verify.verdict import judge
 from agents.work.task_outcome import RunFacts, decide, render
 from agents.work.worker import Ending, Limits, WorkerResult
 

@@ -35,17 +35,17 @@ async def test_runner_claims_by_priority_then_age_at_most_n_at_once(tmp_path) ->
         await store.add_task(
             Task(chat_id=1, workspace="w", worker=WorkerKind.CODE, title="t", instructions="i", priority=priority)
         )
-    runner = TaskQueue(store, execute, max_concurrent=2)
-    runner.start()
+    queue = TaskQueue(store, execute, max_concurrent=2)
+    queue.start()
     while len(started) < 2:
         await asyncio.sleep(0.01)
     await asyncio.sleep(0.1)
     assert started == [3, 5] and peak == 2
     release.set()
     for task_id in range(1, 6):
-        await asyncio.wait_for(runner.wait(task_id), 5)
+        await asyncio.wait_for(queue.wait(task_id), 5)
     assert started == [3, 5, 1, 2, 4] and peak == 2
-    await runner.shutdown()
+    await queue.shutdown()
     await store.close()
 
 

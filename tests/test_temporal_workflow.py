@@ -19,7 +19,7 @@ pytest.importorskip("temporalio", reason="the Temporal SDK (the optional extra .
 from temporalio import activity  # noqa: E402
 from temporalio.client import Client  # noqa: E402
 from temporalio.exceptions import ApplicationError  # noqa: E402
-from temporalio.worker import Worker  # noqa: E402
+from temporalio.worker import Worker as TemporalWorker  # noqa: E402
 
 from agents.engine.front import ChatDesk  # noqa: E402
 from agents.engine.payloads import EXECUTE, FilePart, NotifyCall, Poke, TaskReport, TaskStart  # noqa: E402
@@ -51,7 +51,7 @@ def start(queue: str, **overrides: object) -> TaskStart:
 
 async def run(temporal: str, start_: TaskStart, activities: list, after_start=None) -> TaskReport:  # noqa: F811
     client = await Client.connect(temporal)
-    async with Worker(client, task_queue=start_.shared_queue, workflows=[AgentTask], activities=activities):
+    async with TemporalWorker(client, task_queue=start_.shared_queue, workflows=[AgentTask], activities=activities):
         handle = await client.start_workflow(
             AgentTask.run, start_, id=f"test-{uuid.uuid4()}", task_queue=start_.shared_queue
         )

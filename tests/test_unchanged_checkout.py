@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from agents.verify.baseline import BaselineRuns
 from agents.verify.checkout_state import checkout_state
 from agents.verify.task_tests import UNCHANGED_NOTE, TaskTests
-from agents.verify.test_baseline import BaselineRuns
 from tests.conftest import git, make_repo
 
 RUN_SH = """\

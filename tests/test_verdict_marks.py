@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from agents.sandbox.shell import child_env
-from agents.verify.test_run import SUITE_ID, RunState, StepOutcome, TestOutcome, TestStatus, run_tests
-from agents.verify.test_targets import frames, subject_of
-from agents.verify.test_verdict import Mark, judge
+from agents.verify.fix_targets import frames, subject_of
+from agents.verify.suite_run import SUITE_ID, RunState, StepOutcome, TestOutcome, TestStatus, run_tests
+from agents.verify.verdict import Mark, judge
 
 ADD_FAILURE = """\
 def test_add():
@@ -309,7 +309,7 @@ async def test_a_timeout_is_interrupted_and_a_missing_command_has_not_started(tm
     write(tmp_path / ".agentlab.toml", "[tests]\ncommand = 'sleep 30'\n")
     slow = await run_tests(tmp_path, 1)
     assert slow.state is RunState.interrupted and "timed out after 1 s" in slow.reason
-    write(tmp_path / ".agentlab.toml", "[tests]\ncommand = 'no-such-runner-anywhere'\n")
+    write(tmp_path / ".agentlab.toml", "[tests]\ncommand = 'no-such-command-anywhere'\n")
     missing = await run_tests(tmp_path, 30)
     assert missing.state is RunState.not_started and "command not found" in missing.reason
 

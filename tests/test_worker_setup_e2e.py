@@ -1,5 +1,5 @@
 """Workers set up to succeed, through the real bot (scripted model, fake Telegram, real git, real test runs): the first
-turn names the command the bot judges by (the workspace's own, never another language's runner); a worker out of
+turn names the command the bot judges by (the workspace's own, never another language's test framework); a worker out of
 steps is warned first, then reports and is tested (blocked, not failed); corrections carry the quick re-run, the
 diffstat, and from the second on a step back."""
 
@@ -43,7 +43,7 @@ async def test_the_test_worker_in_a_javascript_workspace_is_told_its_own_runner_
     first = first_request_text(model, "test")
     system = model.requests["test"][0]["system"][0]["text"]
     assert "How your work is judged" in first and "npm test --silent" in first, first
-    assert "pytest" not in first.lower() and "pytest" not in system.lower(), "never another language's runner"
+    assert "pytest" not in first.lower() and "pytest" not in system.lower(), "never another language's test framework"
     assert "the workspace's own test framework" in system
     assert task.status is not TaskStatus.FAILED
 

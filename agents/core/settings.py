@@ -225,7 +225,7 @@ class Settings(BaseSettings):
     runner_name: str | None = None  # `agentlab runner`: its name in the cluster (default: host name and process id)
     runner_remote: str = "origin"  # the workspaces' shared remote: runners push task branches, the bot fetches them
 
-    # --- schedules: tasks and research that start by themselves (agents/work/schedules.py) ---------------------
+    # --- schedules: tasks and research that start by themselves (agents/work/schedule_book.py) ---------------------
     timezone: str | None = None  # TIMEZONE: an IANA name (Europe/Berlin) schedules are read and shown in
     schedules_max: int = Field(20, ge=1)  # SCHEDULES_MAX: live (active or paused) schedules per conversation
 

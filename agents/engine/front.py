@@ -33,7 +33,7 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureEr
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError
-from temporalio.worker import Worker
+from temporalio.worker import Worker as TemporalWorker
 
 from agents.core.actions import Action, parse_action
 from agents.core.models import Task, TaskEvent, TaskStatus, WorkerKind
@@ -304,8 +304,10 @@ class TemporalEngine:
         """The bot's workers: the chat side of tasks (its own queue), and the tasks' workflow code (shared queue)."""
         desk = ChatDesk(self.store, self.notifier, self.lines, self.attachments)
         workers = [
-            Worker(client, task_queue=cluster.bot_queue(self.settings), activities=[desk.notify, desk.file_part]),
-            Worker(client, task_queue=self.settings.temporal_task_queue, workflows=[AgentTask]),
+            TemporalWorker(
+                client, task_queue=cluster.bot_queue(self.settings), activities=[desk.notify, desk.file_part]
+            ),
+            TemporalWorker(client, task_queue=self.settings.temporal_task_queue, workflows=[AgentTask]),
         ]
         async with contextlib.AsyncExitStack() as stack:
             for worker in workers:

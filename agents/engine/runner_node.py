@@ -21,7 +21,7 @@ from datetime import datetime
 import anthropic
 from temporalio import activity
 from temporalio.client import Client, WorkflowUpdateStage
-from temporalio.worker import Worker
+from temporalio.worker import Worker as TemporalWorker
 
 from agents.core.actions import Buttons
 from agents.core.errors import ToolError
@@ -56,7 +56,7 @@ from agents.sandbox.safe_paths import UnsafePath, write_file
 from agents.sandbox.task_limits import sandbox_limit_warnings
 from agents.sandbox.temp_folders import sweep_leftovers
 from agents.store.database import Store
-from agents.verify.test_baseline import BaselineRuns
+from agents.verify.baseline import BaselineRuns
 from agents.work.orphans import instance_token, kill_orphans
 from agents.work.task_execution import TaskExecutor
 from agents.workspaces.folders import Workspaces
@@ -249,16 +249,16 @@ class RunnerNode:
         )
         return TaskRun(executor, chat, summaries)
 
-    def workers(self) -> list[Worker]:
+    def workers(self) -> list[TemporalWorker]:
         return [
-            Worker(
+            TemporalWorker(
                 self.client,
                 task_queue=self.settings.temporal_task_queue,
                 workflows=[AgentTask],
                 activities=[self.execute],
                 max_concurrent_activities=self.settings.max_concurrent_tasks,
             ),
-            Worker(self.client, task_queue=self.queue, activities=[self.poke]),
+            TemporalWorker(self.client, task_queue=self.queue, activities=[self.poke]),
         ]
 
     async def serve(self, stop: asyncio.Event) -> None:

@@ -1,5 +1,5 @@
 """A schedule's run as Temporal sees it (TASK_ENGINE=temporal): the Temporal Schedule starts this workflow at each
-slot, and its one activity, on the bot's schedule queue, is the run (agents/work/schedules.ScheduleBook.run).
+slot, and its one activity, on the bot's schedule queue, is the run (agents/work/schedule_book.ScheduleBook.run).
 
 While the bot is down the activity waits on that queue; the schedule's overlap policy (skip) lets no second run
 start meanwhile, so the slots missed while the bot was down become one run when it is back.

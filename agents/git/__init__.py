@@ -1,1 +1,1 @@
-"""Git for tasks: one hardened runner, repositories, worktrees, commits, merge, diff, the guard."""
+"""Git for tasks: one hardened git command, repositories, worktrees, commits, merge, diff, the guard."""

@@ -1,1 +1,1 @@
-"""GitHub: which repository a workspace is on, the REST client, pull request texts, webhook deliveries."""
+"""GitHub: which repository a workspace is on, the REST client, pull request texts, webhook events."""

@@ -1,4 +1,4 @@
-"""Work from GitHub: what a stored webhook delivery does (agents/github/webhook.py stores and acknowledges it).
+"""Work from GitHub: what a stored webhook event does (agents/github/webhook.py stores and acknowledges it).
 
 - `issues` (opened) and `issue_comment` (created) whose text contains GITHUB_MENTION, written by a login of
   GITHUB_USERS, on the GitHub repository of a workspace: handled as that user's message in their private chat (the
@@ -29,7 +29,7 @@ from agents.core.text import outside_text
 from agents.github.api import BOT_MARK
 from agents.store.database import Store
 from agents.store.delivery import Deliveries
-from agents.store.github import DeliveryRecord, ThreadRecord
+from agents.store.github import ThreadRecord, WebhookEvent
 from agents.work.crew import Crew
 from agents.work.pull_requests import PullRequests
 
@@ -78,7 +78,7 @@ def request_text(mention: Mention, workspace: str) -> str:
 
 
 class GitHubInbox:
-    """Handles stored deliveries (see the module's docstring); `chat_lock` is the adapter's one-turn-per-chat lock."""
+    """Handles stored webhook events (see the module's docstring); `chat_lock`: the adapter's one-turn-per-chat lock."""
 
     def __init__(
         self,
@@ -95,21 +95,21 @@ class GitHubInbox:
         self._locks: dict[int, asyncio.Lock] = {}  # without the adapter's lock: one of its own per chat
         self.chat_lock = chat_lock or (lambda chat: self._locks.setdefault(chat, asyncio.Lock()))
 
-    async def store_delivery(self, delivery: DeliveryRecord) -> bool:
-        return await self.store.github.add_delivery(delivery)
+    async def store_event(self, hook: WebhookEvent) -> bool:
+        return await self.store.github.add_webhook_event(hook)
 
-    async def handle(self, delivery: DeliveryRecord) -> None:
-        """Act on one delivery, then mark it handled (a crash before that handles it again at the next start)."""
+    async def handle(self, hook: WebhookEvent) -> None:
+        """Act on one webhook event, then mark it handled (a crash before that handles it again at the next start)."""
         try:
-            await self._handle(delivery.event, json.loads(delivery.payload))
+            await self._handle(hook.event, json.loads(hook.payload))
         except Exception:
-            log.exception("GitHub delivery %s (%s) failed", delivery.id, delivery.event)
-        await self.store.github.delivery_handled(delivery.id)
+            log.exception("GitHub webhook event %s (%s) failed", hook.id, hook.event)
+        await self.store.github.webhook_event_handled(hook.id)
 
     async def handle_unhandled(self) -> None:
-        """At start-up: deliveries acknowledged by a bot that stopped before handling them."""
-        for delivery in await self.store.github.unhandled_deliveries():
-            await self.handle(delivery)
+        """At start-up: webhook events acknowledged by a bot that stopped before handling them."""
+        for hook in await self.store.github.unhandled_webhook_events():
+            await self.handle(hook)
 
     async def _handle(self, event: str, data: dict[str, Any]) -> None:
         repository = str((data.get("repository") or {}).get("full_name") or "")
@@ -135,7 +135,7 @@ class GitHubInbox:
 
     def _user_of(self, login: str) -> int | None:
         """The Telegram user a GitHub login acts as, if GITHUB_USERS maps it and ALLOWED_USER_IDS allows that user
-        now (read when the delivery is handled, so a user removed since is nobody, on every path from GitHub)."""
+        now (read when the webhook event is handled, so a user removed since is nobody, on every path from GitHub)."""
         user_id = self.settings.github_users.get(login.lower())
         return user_id if user_id is not None and user_id in self.settings.allowed_user_ids else None
 

@@ -94,7 +94,7 @@ PASSED_ENV = frozenset(
         "GIT_TERMINAL_PROMPT",
         "PAGER",
         "PYTEST_DISABLE_PLUGIN_AUTOLOAD",  # the bot's Python standing in for a workspace: its plugins stay out
-        "AGENTLAB_TRACE_OUT",  # the bot's tracer of which functions a test runs (agents/verify/test_trace.py)
+        "AGENTLAB_TRACE_OUT",  # the bot's tracer of which functions a test runs (agents/verify/tracer.py)
         "AGENTLAB_TRACE_ROOT",
         "NODE_V8_COVERAGE",  # node's coverage, where the bot traces which functions a red test calls
         "GIT_PAGER",
@@ -104,7 +104,7 @@ PASSED_ENV = frozenset(
         "PYTHONHASHSEED",
         "PYTHONIOENCODING",
         "SOURCE_DATE_EPOCH",
-        # JavaScript package managers: offline, the installed version (agents/verify/js_test_runners.py JS_TEST_ENV)
+        # JavaScript package managers: offline, the installed version (agents/verify/js_test_script.py JS_TEST_ENV)
         "npm_config_manage_package_manager_versions",
         "npm_config_package_manager_strict",
         "npm_config_package_manager_strict_version",

@@ -2,7 +2,7 @@
 
 Every table's class builds on it. `Store` (database.py) is the connection itself, made of the per-record classes
 (messages.py, attachments.py, proposals.py, tasks.py, audit.py, usage.py, outbox.py), each a `Connection` subclass;
-the other tables' classes (conversations.py, schedules.py, github.py, shown_buttons.py, standing.py, base_runs.py,
+the other tables' classes (conversations.py, schedule_table.py, github.py, shown_buttons.py, standing.py, base_runs.py,
 repo_index.py) are handed the store's connection and reach it through `self._store`.
 """
 

@@ -24,7 +24,7 @@ from agents.store.outbox import OutboxTable
 from agents.store.proposals import ProposalTable
 from agents.store.repo_index import RepoIndex
 from agents.store.reviews import TaskReviews
-from agents.store.schedules import ScheduleTable
+from agents.store.schedule_table import ScheduleTable
 from agents.store.seen_events import SeenEvents
 from agents.store.shown_buttons import ShownButtons
 from agents.store.tasks import TaskTable
@@ -108,7 +108,7 @@ class Store(ChatHistory, AttachmentTable, ProposalTable, TaskTable, ToolCallTabl
 
     @property
     def schedules(self) -> ScheduleTable:
-        """Work that starts by itself (agents/work/schedules.py fires it)."""
+        """Work that starts by itself (agents/work/schedule_book.py fires it)."""
         return ScheduleTable(self)
 
     @property
@@ -118,7 +118,7 @@ class Store(ChatHistory, AttachmentTable, ProposalTable, TaskTable, ToolCallTabl
 
     @property
     def github(self) -> GitHubRecords:
-        """Pull requests of tasks, GitHub webhook deliveries and the GitHub threads that started tasks."""
+        """Pull requests of tasks, GitHub webhook events and the GitHub threads that started tasks."""
         return GitHubRecords(self)
 
     @property

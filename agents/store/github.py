@@ -1,4 +1,4 @@
-"""The store's GitHub tables: a task's pull request, webhook deliveries (stored before acknowledged) and the GitHub
+"""The store's GitHub tables: a task's pull request, webhook events (stored before acknowledged) and the GitHub
 threads (issue or pull request) whose mention started a task."""
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ class PullRequestRecord(BaseModel):
     checks_reported_sha: str = ""  # the head whose finished checks the chat was told about
 
 
-class DeliveryRecord(BaseModel):
-    """One webhook delivery as GitHub sent it; `id` is what it is about (agents/github/webhook.delivery_key), the one
+class WebhookEvent(BaseModel):
+    """One webhook event as GitHub sent it; `id` is what it is about (agents/github/webhook.event_key), the one
     key a repeat of it is known by, `delivery_id` GitHub's X-GitHub-Delivery header (unsigned: for logs only)."""
 
     id: str
@@ -105,28 +105,28 @@ class GitHubRecords:
         rows = await self._store.rows(sql, params)
         return _pull_request(rows[0]) if rows else None
 
-    # ---- webhook deliveries ----------------------------------------------------------------
-    async def add_delivery(self, delivery: DeliveryRecord) -> bool:
-        """Store a delivery; False when one about the same thing was stored before (GitHub redelivered, or a
+    # ---- webhook events ------------------------------------------------------------------------
+    async def add_webhook_event(self, hook: WebhookEvent) -> bool:
+        """Store a webhook event; False when one about the same thing was stored before (GitHub redelivered, or a
         replay)."""
         rows = await self._store.write(
             "INSERT INTO github_deliveries (id, event, payload, received_at) VALUES (?, ?, ?, ?) "
             "ON CONFLICT (id) DO NOTHING RETURNING id",
-            (delivery.id, delivery.event, delivery.payload, utcnow().isoformat()),
+            (hook.id, hook.event, hook.payload, utcnow().isoformat()),
         )
         return bool(rows)
 
-    async def delivery_handled(self, delivery_id: str) -> None:
+    async def webhook_event_handled(self, event_id: str) -> None:
         await self._store.write(
-            "UPDATE github_deliveries SET handled_at = ? WHERE id = ?", (utcnow().isoformat(), delivery_id)
+            "UPDATE github_deliveries SET handled_at = ? WHERE id = ?", (utcnow().isoformat(), event_id)
         )
 
-    async def unhandled_deliveries(self) -> list[DeliveryRecord]:
-        """Deliveries a stopped bot acknowledged but had not handled yet (handled at the next start)."""
+    async def unhandled_webhook_events(self) -> list[WebhookEvent]:
+        """Webhook events a stopped bot acknowledged but had not handled yet (handled at the next start)."""
         rows = await self._store.rows(
             "SELECT id, event, payload FROM github_deliveries WHERE handled_at IS NULL ORDER BY received_at"
         )
-        return [DeliveryRecord(id=r[0], event=r[1], payload=r[2]) for r in rows]
+        return [WebhookEvent(id=r[0], event=r[1], payload=r[2]) for r in rows]
 
     # ---- threads that started tasks ----------------------------------------------------------
     async def add_thread(self, thread: ThreadRecord) -> None:

@@ -235,7 +235,7 @@ MIGRATIONS: list[str] = [
     DROP INDEX IF EXISTS repo_imports_target;
     DROP INDEX IF EXISTS repo_symbols_name;
     """,
-    # schedules: work that starts by itself (agents/work/schedules.py), each run a task that names its schedule
+    # schedules: work that starts by itself (agents/work/schedule_book.py), each run a task that names its schedule
     """
     CREATE TABLE schedules (
         id INTEGER PRIMARY KEY AUTOINCREMENT,

@@ -3,7 +3,7 @@
 Every task compares its tests with the same tests at its base commit. Several tasks on one commit (a morning of
 tasks on `main`) would each pay for that run; the outcome is kept instead, under a key naming everything able to
 change it:
-- the base commit and the test command (its runner, JUnit file and script steps, from the baseline code's own key);
+- the base commit and the test command (its framework, JUnit file and script steps, from the baseline code's own key);
 - the workspace's `.agentlab.toml` (the base commit's is part of the commit; an untracked one is not), and the
   uncommitted files it keeps for the clean room (`[tests] keep`);
 - the environment's identity: the interpreter (its real path, size and time), the packages installed in the Python
@@ -38,12 +38,12 @@ from typing import TYPE_CHECKING
 
 from agents.core.models import utcnow
 from agents.store.base_runs import BaseRunRows
-from agents.verify.test_env import CONFIG_FILE, TestEnvironment
-from agents.verify.test_run import SUITE_ID, TestOutcome
+from agents.verify.suite_env import CONFIG_FILE, TestEnvironment
+from agents.verify.suite_run import SUITE_ID, TestOutcome
 
 if TYPE_CHECKING:
     from agents.store.connection import Connection
-    from agents.verify.test_verdict import Verdict
+    from agents.verify.verdict import Verdict
 
 log = logging.getLogger(__name__)
 
@@ -221,7 +221,7 @@ async def confirm_fixed(
     seen: dict[str, bool],
 ) -> None:
     """Re-run the tests the verdict counts as fixed (failing at the base, passing now) once at the base commit
-    (`rerun_at_base(ids)`: only those ids where the runner can name them, else the whole suite); those passing there
+    (`rerun_at_base(ids)`: only those ids where the framework can name them, else the whole suite); those passing there
     too were flaky at the base, not fixed by the task: taken out of `fixed` and said in a note. `seen`: test id →
     passed on its re-run at the base, for the task's later checks (each test is re-run there once per task)."""
     new = [name for name in verdict.fixed if name not in seen]

@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from agents.git.repository import export_tree
-from agents.verify.test_env import TestEnvironment, link_borrowed
+from agents.verify.suite_env import TestEnvironment, link_borrowed
 
 MAX_KEPT_BYTES = 64 << 20  # what `keep` may copy into one room (a generated folder, not a dataset)
 

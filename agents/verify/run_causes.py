@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterable
 from pathlib import PurePosixPath
 
-from agents.verify.test_env import CONFIG_FILE
+from agents.verify.suite_env import CONFIG_FILE
 
 # node (ESM): `Cannot find package 'vite' imported from /x/y.js`, `Cannot find module '/x/z' imported from /x/y.js`
 _NODE_ESM = re.compile(r"Cannot find (?:package|module) '(?P<name>[^'\n]+)' imported from (?P<where>\S+)")

@@ -20,11 +20,12 @@ from typing import Any
 from agents.git.command import GitError
 from agents.git.repository import changes_since, file_at, is_tracked, rev_parse, uncommitted_files
 from agents.verify.base_run_cache import KeptOutcome, confirm_failing, confirm_fixed
+from agents.verify.baseline import BaselineRuns
 from agents.verify.checkout_state import CheckoutState, checkout_state
 from agents.verify.clean_room import clean_room
+from agents.verify.fix_targets import is_fix_task
 from agents.verify.run_causes import keep_advice, needed_untracked
-from agents.verify.test_baseline import BaselineRuns
-from agents.verify.test_env import (
+from agents.verify.suite_env import (
     CONFIG_FILE,
     TestConfig,
     TestConfigError,
@@ -37,7 +38,7 @@ from agents.verify.test_env import (
     pyproject_table,
     read_config_file,
 )
-from agents.verify.test_run import (
+from agents.verify.suite_run import (
     SUITE_ID,
     RunState,
     TestOutcome,
@@ -46,8 +47,7 @@ from agents.verify.test_run import (
     run_tests,
     was_killed,
 )
-from agents.verify.test_targets import is_fix_task
-from agents.verify.test_verdict import Verdict, judge, step_key
+from agents.verify.verdict import Verdict, judge, step_key
 
 log = logging.getLogger(__name__)
 
@@ -145,11 +145,11 @@ class TaskTests:
 
     async def _trace_base(self) -> dict[str, list[str]]:
         """What each test red at the base runs, traced at the base (pytest re-runs those ids, a JavaScript script
-        their files, under node's coverage); empty where the runner allows neither (ava: ids name no file)."""
+        their files, under node's coverage); empty where the framework allows neither (ava: ids name no file)."""
         environment, baselines = self.environment, self.baselines
         assert environment is not None and baselines is not None
         base = await self._base()
-        per_file = not environment.rerunnable and any(step.is_runner for step in environment.script)
+        per_file = not environment.rerunnable and any(step.has_framework for step in environment.script)
         if base is None or not (environment.rerunnable or per_file):
             return {}
         red = [t for t, state in base.cases.items() if state == "failed" and t != SUITE_ID and "::" in t]
@@ -337,7 +337,7 @@ class TaskTests:
             return set(), {}
         assert self.environment is not None
         ids = [s for s in suspects if "::" in s and (room / s.split("::", 1)[0]).is_file()]
-        # pytest gets the ids; a JavaScript runner taking files gets theirs (run_tests); anything else runs whole
+        # pytest gets the ids; a JavaScript framework taking files gets theirs (run_tests); anything else runs whole
         by_ids = len(ids) == len(suspects) and not steps and (self.environment.rerunnable or self.environment.script)
         rerun = await run_tests(
             room, self.timeout, environment=self.environment, ids=ids if by_ids else None, **self.run_options

@@ -218,9 +218,9 @@ class Races:
         """Follow the group to its summary (once per group in this process)."""
         if group_id in self._following:
             return
-        runner = asyncio.create_task(self._follow(group_id), name=f"attempts-{group_id}")
-        self._following[group_id] = runner
-        runner.add_done_callback(lambda _: self._following.pop(group_id, None))
+        follower = asyncio.create_task(self._follow(group_id), name=f"attempts-{group_id}")
+        self._following[group_id] = follower
+        follower.add_done_callback(lambda _: self._following.pop(group_id, None))
 
     async def resume(self, followed: set[int]) -> None:
         """At start-up: every group still racing goes on; the attempts a restart interrupted start again on their
@@ -239,8 +239,8 @@ class Races:
 
     def close(self) -> None:
         """The bot stops: stop following (a restart follows the groups still racing again)."""
-        for runner in list(self._following.values()):
-            runner.cancel()
+        for follower in list(self._following.values()):
+            follower.cancel()
 
     async def _follow(self, group_id: int) -> None:
         try:

@@ -11,7 +11,7 @@ the orchestrator's tools (the `WorkDesk` protocol); the buttons, commands and Gi
 - running_tasks.py: Cancel and notes for a running task;
 - lookups.py: list_tasks, get_task, get_proposal;
 - workspace_binding.py: a conversation's workspace, and new workspaces;
-- schedules.py and standing.py: schedules and standing notes.
+- schedule_book.py and standing.py: schedules and standing notes.
 Each tool is written once, as its part's method: its docstring and typed signature are what the model sees
 (agents/tools/desk_tools.py), and the routing eval's desk answers the same definitions (agents/evals/desk.py).
 """
@@ -34,7 +34,7 @@ from agents.work.lookups import Lookups, task_entries, task_line
 from agents.work.proposal_decisions import ProposalDecisions
 from agents.work.pull_requests import PullRequests
 from agents.work.running_tasks import RunningTasks
-from agents.work.schedules import Firing, ScheduleBook
+from agents.work.schedule_book import Firing, ScheduleBook
 from agents.work.standing import Notes
 from agents.work.steering import Inboxes
 from agents.work.work_starts import WorkStarts

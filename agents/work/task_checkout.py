@@ -24,8 +24,8 @@ from agents.git.worktrees import (
     park_worktree,
     remove_worktree_keep_branch,
 )
+from agents.verify.baseline import BaselineRuns
 from agents.verify.task_tests import TaskTests
-from agents.verify.test_baseline import BaselineRuns
 from agents.work.task_collaborators import Collaborators
 from agents.work.task_sandbox import TaskSandboxes
 from agents.workspaces.credential_files import mask_credential_files

@@ -17,7 +17,7 @@ from agents.git.commits import CommitResult
 from agents.git.worktrees import TaskWorktree
 from agents.store.database import Store
 from agents.verify.task_tests import TaskTests
-from agents.verify.test_verdict import Verdict
+from agents.verify.verdict import Verdict
 from agents.work.progress import Progress
 from agents.work.task_checkout import TaskCheckouts
 from agents.work.turn_notes import correction_notes, criteria_nudge, diffstat, rerun_command

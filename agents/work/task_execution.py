@@ -29,8 +29,8 @@ from agents.sandbox.network_gate import NetworkGate
 from agents.store.database import Store
 from agents.store.delivery import Deliveries
 from agents.verify.base_run_cache import KeptBaseRuns
+from agents.verify.baseline import BaselineRuns
 from agents.verify.task_tests import TaskTests
-from agents.verify.test_baseline import BaselineRuns
 from agents.work.attempt_progress import QuietProgress
 from agents.work.attempts import attempt_brief
 from agents.work.before_after import BeforeAfter

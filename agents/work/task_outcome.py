@@ -14,7 +14,7 @@ from agents.core.actions import Action, Button, button, review_button
 from agents.core.models import Criterion, TaskStatus
 from agents.core.text import human_size
 from agents.git.commits import CommitResult, LeftOut
-from agents.verify.test_verdict import Mark, Verdict, why_not_run
+from agents.verify.verdict import Mark, Verdict, why_not_run
 from agents.work.worker import Ending, Limits, WorkerResult
 
 REPORT_LIMIT = 1500  # characters of the worker's report in the summary

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agents.verify.test_run import SUITE_ID
+from agents.verify.suite_run import SUITE_ID
 from agents.work.task_outcome import Outcome
 
 TESTS_KEPT = 3000  # test ids in the record; the judged ones (not plain passes) come first, so none of those is lost

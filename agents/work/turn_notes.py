@@ -14,10 +14,10 @@ from pathlib import Path
 from agents.core.models import Criterion
 from agents.core.text import fenced
 from agents.git.command import GitError, git_text
-from agents.verify.js_test_runners import with_files
-from agents.verify.test_env import CONFIG_FILE, TestEnvironment
-from agents.verify.test_run import SUITE_ID
-from agents.verify.test_verdict import Verdict
+from agents.verify.js_test_script import with_files
+from agents.verify.suite_env import CONFIG_FILE, TestEnvironment
+from agents.verify.suite_run import SUITE_ID
+from agents.verify.verdict import Verdict
 
 log = logging.getLogger(__name__)
 
@@ -50,8 +50,8 @@ def judged_by(environment: TestEnvironment | None, problem: str | None) -> str:
 
 
 def rerun_command(environment: TestEnvironment | None, verdict: Verdict) -> str | None:
-    """The command that re-runs only the tests the correction is about, where the runner can take them (pytest
-    ids; a JavaScript runner taking files: their files); None where only the whole suite can run."""
+    """The command that re-runs only the tests the correction is about, where the framework can take them (pytest
+    ids; a JavaScript framework taking files: their files); None where only the whole suite can run."""
     if environment is None:
         return None
     failing = [t for t in [*verdict.broken, *verdict.targets] if t != SUITE_ID and "::" in t]
@@ -59,14 +59,16 @@ def rerun_command(environment: TestEnvironment | None, verdict: Verdict) -> str 
         return None
     if environment.rerunnable:
         return environment.with_ids(failing)
-    runners = [step for step in environment.script if step.is_runner]
-    if len(runners) == 1:  # a JavaScript runner that takes test files: the failing tests' files
-        narrowed = with_files(runners[0], sorted({t.split("::", 1)[0] for t in failing}))
+    frameworks = [step for step in environment.script if step.has_framework]
+    if len(frameworks) == 1:  # a JavaScript framework that takes test files: the failing tests' files
+        narrowed = with_files(frameworks[0], sorted({t.split("::", 1)[0] for t in failing}))
         if narrowed is None:
             return None
         # the package's own programs, as its script finds them
         return (
-            narrowed.command if narrowed.runner == "node" else f'PATH="$PWD/node_modules/.bin:$PATH" {narrowed.command}'
+            narrowed.command
+            if narrowed.framework == "node"
+            else f'PATH="$PWD/node_modules/.bin:$PATH" {narrowed.command}'
         )
 
     return None

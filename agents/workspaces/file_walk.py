@@ -6,7 +6,7 @@ are left out, so a copied `venv/` nobody ignored does not flood the list. A fold
 with the same skips. Symlinks are never followed. Paths are relative, with `/` separators, sorted.
 
 `read_only_git` runs the read-only git calls of the index (ls-files, rev-parse, diff, log) through
-`run_git`, the product's one hardened runner (no hooks, fsmonitor or drivers; timeout, group kill).
+`run_git`, the product's one hardened git command (no hooks, fsmonitor or drivers; timeout, group kill).
 """
 
 from __future__ import annotations

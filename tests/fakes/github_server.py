@@ -3,8 +3,8 @@ check runs, kept as state the tests read back. Strict: every request must carry 
 a pull request's head must be a branch that was really pushed to the repository's `origin` (a local bare repository);
 a call to anything not modelled here is recorded in `unexpected` and answered 404, and the fixture fails the test
 for it. GraphQL (`POST /graphql`) serves one operation, the mutation `markPullRequestReadyForReview` on a known pull
-request's node id; any other query is unexpected too (answered with GraphQL's `errors`). `fail_next` scripts errors (a 5xx, a rate limit with its headers). `send_delivery` plays GitHub's side of a
-webhook delivery: a signed POST to the bot's /github.
+request's node id; any other query is unexpected too (answered with GraphQL's `errors`). `fail_next` scripts errors (a 5xx, a rate limit with its headers). `send_webhook_event` plays GitHub's side of a
+webhook event: a signed POST to the bot's /github.
 """
 
 from __future__ import annotations
@@ -318,7 +318,7 @@ def sign(secret: str, body: bytes) -> str:
     return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
 
 
-async def send_delivery(
+async def send_webhook_event(
     url: str,
     event: str,
     payload: dict[str, Any],
@@ -326,7 +326,7 @@ async def send_delivery(
     delivery_id: str | None = None,
     signature: str | None = None,
 ) -> httpx.Response:
-    """GitHub's side of a webhook delivery: a POST to the bot's /github, signed with `secret` (or `signature`)."""
+    """GitHub's side of a webhook event: a POST to the bot's /github, signed with `secret` (or `signature`)."""
     body = json.dumps(payload).encode()
     headers = {
         "content-type": "application/json",

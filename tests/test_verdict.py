@@ -10,15 +10,15 @@ from pathlib import Path
 import pytest
 
 from agents.sandbox.shell import child_env
-from agents.verify import test_run
-from agents.verify.test_baseline import BaselineRuns
-from agents.verify.test_env import (
+from agents.verify import suite_run
+from agents.verify.baseline import BaselineRuns
+from agents.verify.suite_env import (
     detect_environment,
     link_borrowed,
     parse_config,
     short_command,
 )
-from agents.verify.test_run import (
+from agents.verify.suite_run import (
     SUITE_ID,
     TestOutcome,
     TestStatus,
@@ -26,7 +26,7 @@ from agents.verify.test_run import (
     read_junit,
     run_tests,
 )
-from agents.verify.test_verdict import judge, named_in
+from agents.verify.verdict import judge, named_in
 from tests.conftest import git, make_repo
 
 
@@ -240,14 +240,14 @@ async def test_every_test_run_goes_through_run_tests_to_run_command_with_run_opt
     from agents.verify.task_tests import TaskTests
 
     seen: list[tuple[str, dict]] = []
-    real = test_run.run_command
+    real = suite_run.run_command
 
     async def recording(command: str, **kwargs):
         seen.append((command, {k: v for k, v in kwargs.items() if k == "marker"}))
         kwargs.pop("marker")
         return await real(command, **kwargs)
 
-    monkeypatch.setattr(test_run, "run_command", recording)
+    monkeypatch.setattr(suite_run, "run_command", recording)
     repo = make_repo(
         tmp_path / "w",
         {

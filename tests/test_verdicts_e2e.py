@@ -227,7 +227,7 @@ async def test_the_checks_are_the_bots_not_the_workers(
 
 
 def fake_node_project(repo: Path) -> None:
-    """A JS project whose runner (`mocha`, a shell script) and dependency live in the main checkout's node_modules."""
+    """A JS project whose test framework (`mocha`, a shell script) and dependency live in the main checkout's node_modules."""
     write(repo / "node_modules" / ".bin" / "mocha", "#!/bin/sh\nexec node test/test.js\n")
     (repo / "node_modules" / ".bin" / "mocha").chmod(0o755)
     write(repo / "node_modules" / "helper" / "index.js", "module.exports = (x) => x;\n")

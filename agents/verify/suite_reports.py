@@ -1,4 +1,4 @@
-"""Per-test outcomes from what a runner reported: JUnit XML (pytest, or a file `.agentlab.toml` names), the JSON
+"""Per-test outcomes from what a framework reported: JUnit XML (pytest, or a file `.agentlab.toml` names), the JSON
 records of our own node --test and mocha reporters, jest/vitest JSON, and ava's TAP.
 
 Every reader returns `(cases, failures)`: test id -> passed / failed / skipped, and failing id -> its own failure
@@ -49,7 +49,7 @@ _RUNTIME_FRAME = re.compile(r"^\s*at .*(/node_modules/|\(node:|\bnode:internal|<
 
 
 def _own_frames(text: str) -> str:
-    """A JavaScript stack without the runner's and node's own frames (`at ... node_modules/jest-circus/...`)."""
+    """A JavaScript stack without the framework's and node's own frames (`at ... node_modules/jest-circus/...`)."""
     return "\n".join(line for line in text.splitlines() if not _RUNTIME_FRAME.match(line))
 
 

@@ -1,4 +1,4 @@
-"""The schedules table: work that starts by itself, per conversation (the firing is agents/work/schedules.py)."""
+"""The schedules table: work that starts by itself, per conversation (the firing is agents/work/schedule_book.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Per-test verdicts, the JavaScript runners' half: a JS test script read as steps, the reporter flags added to each runner, the reports read
+"""Per-test verdicts, the JavaScript frameworks' half: a JS test script read as steps, the reporter flags added to each framework, the reports read
 into root-relative ids that keep suite names, and what a sandbox gives a JS run (offline env, private caches,
 re-borrowed node_modules)."""
 
@@ -14,11 +14,11 @@ import pytest
 from agents.core.secrets_filter import SecretsFilter
 from agents.sandbox.bwrap import node_modules_caches, sandbox_env, spec_for
 from agents.sandbox.shell import child_env, run_command
-from agents.verify.js_test_runners import ScriptStep, classify, plan_script, reporter_command, split_and
-from agents.verify.js_test_runners import test_steps as steps_that_test  # a test_ name pytest would collect
-from agents.verify.test_env import detect_environment, link_borrowed
-from agents.verify.test_reports import read_jest_json, read_junit, read_records, read_tap
-from agents.verify.test_run import RunState, run_tests
+from agents.verify.js_test_script import ScriptStep, classify, plan_script, reporter_command, split_and
+from agents.verify.js_test_script import test_steps as steps_that_test  # a test_ name pytest would collect
+from agents.verify.suite_env import detect_environment, link_borrowed
+from agents.verify.suite_reports import read_jest_json, read_junit, read_records, read_tap
+from agents.verify.suite_run import RunState, run_tests
 from tests.support.sandbox import PROBE
 
 
@@ -35,7 +35,7 @@ def package(root: Path, scripts: dict[str, str], **extra: object) -> Path:
 def test_a_chain_is_followed_through_npm_run_and_split_into_kinds(tmp_path: Path) -> None:
     package(tmp_path, {"test": "xo && npm run build && ava", "build": "tsc && rollup -c"})
     steps = plan_script(tmp_path)
-    assert [(s.command, s.kind, s.runner) for s in steps] == [
+    assert [(s.command, s.kind, s.framework) for s in steps] == [
         ("xo", "lint", None),
         ("tsc", "typecheck", None),
         ("rollup -c", "build", None),
@@ -46,12 +46,12 @@ def test_a_chain_is_followed_through_npm_run_and_split_into_kinds(tmp_path: Path
 
 def test_pnpm_and_yarn_script_calls_and_npm_pre_scripts(tmp_path: Path) -> None:
     package(tmp_path, {"test": "pnpm lint && pnpm run test:unit", "lint": "eslint .", "test:unit": "vitest run"})
-    assert [(s.command, s.kind, s.runner) for s in plan_script(tmp_path, "pnpm")] == [
+    assert [(s.command, s.kind, s.framework) for s in plan_script(tmp_path, "pnpm")] == [
         ("eslint .", "lint", None),
         ("vitest run", "other", "vitest"),
     ]
     package(tmp_path, {"test": "yarn unit", "unit": "cross-env NODE_ENV=test jest --runInBand"})
-    assert plan_script(tmp_path, "yarn")[0].runner == "jest"
+    assert plan_script(tmp_path, "yarn")[0].framework == "jest"
     package(tmp_path, {"test": "mocha", "pretest": "node scripts/lint.js"})
     assert [(s.command, s.kind) for s in plan_script(tmp_path, "npm")] == [
         ("node scripts/lint.js", "lint"),
@@ -60,7 +60,7 @@ def test_pnpm_and_yarn_script_calls_and_npm_pre_scripts(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("command", "runner"),
+    ("command", "framework"),
     [
         ("node --test", "node"),
         ("node --experimental-vm-modules --test test/", "node"),
@@ -74,25 +74,25 @@ def test_pnpm_and_yarn_script_calls_and_npm_pre_scripts(tmp_path: Path) -> None:
         ("node test.js", None),
     ],
 )
-def test_the_runner_of_a_step(command: str, runner: str | None) -> None:
-    assert classify(command).runner == runner
+def test_the_framework_of_a_step(command: str, framework: str | None) -> None:
+    assert classify(command).framework == framework
 
 
 def test_and_splitting_respects_quotes() -> None:
     assert split_and("a && b 'x && y' && \"c && d\"") == ["a", "b 'x && y'", '"c && d"']
 
 
-def test_reporter_flags_per_runner(tmp_path: Path) -> None:
+def test_reporter_flags_per_framework(tmp_path: Path) -> None:
     report = tmp_path / "r.json"
-    node = reporter_command(ScriptStep("node --test test/", runner="node"), report, tmp_path)
+    node = reporter_command(ScriptStep("node --test test/", framework="node"), report, tmp_path)
     assert node.startswith("node --test --test-reporter=spec ") and node.endswith(f"={report} test/")
     assert (tmp_path / "node_test_reporter.mjs").is_file()
-    own = reporter_command(ScriptStep("node --test --test-reporter=dot", runner="node"), report, tmp_path)
+    own = reporter_command(ScriptStep("node --test --test-reporter=dot", framework="node"), report, tmp_path)
     assert "spec" not in own and own.count("--test-reporter-destination") == 2, "their reporter keeps stdout"
-    assert reporter_command(ScriptStep("vitest", runner="vitest"), report, tmp_path).startswith("vitest --run ")
-    assert "--run" not in reporter_command(ScriptStep("vitest run", runner="vitest"), report, tmp_path)[11:]
-    assert reporter_command(ScriptStep("jest", runner="jest"), report, tmp_path).endswith(f"--outputFile={report}")
-    ava = reporter_command(ScriptStep("ava", runner="ava"), report, tmp_path)
+    assert reporter_command(ScriptStep("vitest", framework="vitest"), report, tmp_path).startswith("vitest --run ")
+    assert "--run" not in reporter_command(ScriptStep("vitest run", framework="vitest"), report, tmp_path)[11:]
+    assert reporter_command(ScriptStep("jest", framework="jest"), report, tmp_path).endswith(f"--outputFile={report}")
+    ava = reporter_command(ScriptStep("ava", framework="ava"), report, tmp_path)
     assert ava == f"set -o pipefail; ava --tap | tee {report}", "the TAP read from a file, whole"
 
 

@@ -10,16 +10,16 @@ from pathlib import Path
 import pytest
 
 from agents.sandbox.shell import child_env
-from agents.verify import test_run
-from agents.verify.test_env import detect_environment
-from agents.verify.test_run import run_tests
+from agents.verify import suite_run
+from agents.verify.suite_env import detect_environment
+from agents.verify.suite_run import run_tests
 
-Status = test_run.TestStatus
-PYTEST = f"{shlex.quote(sys.executable)} {test_run.PYTEST_ARGS}"
+Status = suite_run.TestStatus
+PYTEST = f"{shlex.quote(sys.executable)} {suite_run.PYTEST_ARGS}"
 
 
 def fast_env() -> dict[str, str]:
-    """The runner's default environment, minus the seconds the venv's pytest plugins take to load."""
+    """A suite run's default environment, minus the seconds the venv's pytest plugins take to load."""
     return child_env() | {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
 
 
@@ -73,7 +73,7 @@ def test_workspace_venv_interpreter_is_preferred(tmp_path: Path) -> None:
     python = write(tmp_path / ".venv" / "bin" / "python", "")
     (tmp_path / ".venv" / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}").mkdir(parents=True)
     write(tmp_path / "test_app.py", "def test_x(): pass\n")
-    assert found_command(tmp_path) == f"{python} {test_run.PYTEST_ARGS}"
+    assert found_command(tmp_path) == f"{python} {suite_run.PYTEST_ARGS}"
 
 
 def test_npm_test_script_detected_but_not_the_npm_default(tmp_path: Path) -> None:
@@ -136,7 +136,7 @@ async def test_failing_pytest_suite_shows_the_assertion(tmp_path: Path) -> None:
     assert "addition is broken" in outcome.output
     assert "assert -1 == 5" in outcome.output
     assert "1 failed" in outcome.summary and "1 passed" in outcome.summary
-    assert len(outcome.output) <= test_run.OUTPUT_TAIL_CHARS + 100
+    assert len(outcome.output) <= suite_run.OUTPUT_TAIL_CHARS + 100
 
 
 async def test_workspace_without_tests_is_no_tests_not_passed(tmp_path: Path) -> None:
@@ -214,13 +214,13 @@ async def test_secrets_are_not_passed_to_the_tests(tmp_path: Path, monkeypatch: 
     ],
 )
 def test_summary_line(closing: str, summary: str) -> None:
-    assert test_run._summary_line(f"collected stuff\nFAILED t.py::x - boom\n{closing}\n") == summary
+    assert suite_run._summary_line(f"collected stuff\nFAILED t.py::x - boom\n{closing}\n") == summary
 
 
 def test_output_keeps_the_tail() -> None:
     text = "\n".join(f"line {i}" for i in range(5_000)) + "\nFINAL SUMMARY"
-    tail = test_run._tail(text)
+    tail = suite_run._tail(text)
     assert tail.endswith("FINAL SUMMARY")
     assert "earlier characters trimmed" in tail
     assert "line 0\n" not in tail
-    assert len(tail) <= test_run.OUTPUT_TAIL_CHARS + 100
+    assert len(tail) <= suite_run.OUTPUT_TAIL_CHARS + 100

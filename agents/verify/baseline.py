@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agents.verify.clean_room import clean_room
-from agents.verify.test_env import TestEnvironment
-from agents.verify.test_run import TestOutcome, TestStatus, run_tests
+from agents.verify.suite_env import TestEnvironment
+from agents.verify.suite_run import TestOutcome, TestStatus, run_tests
 
 if TYPE_CHECKING:
     from agents.verify.base_run_cache import KeptBaseRuns
@@ -40,7 +40,7 @@ class BaselineRuns:
     def key(self, repo: Path, commit: str, env: TestEnvironment) -> str:
         # RESULTS_FORMAT: outcomes kept before runs said how far they got (RunState) or had root-relative ids are not
         # reused; the steps are part of the key because how a script is run decides what it shows
-        steps = [f"{s.runner or s.kind}:{s.command}" for s in env.script]
+        steps = [f"{s.framework or s.kind}:{s.command}" for s in env.script]
         parts = [RESULTS_FORMAT, str(Path(repo).resolve()), commit, env.command, env.kind, env.junit or "", *steps]
         text = "\0".join(parts)
         return hashlib.sha256(text.encode()).hexdigest()[:32]
@@ -111,7 +111,7 @@ class BaselineRuns:
     async def traces(
         self, repo: Path, commit: str, env: TestEnvironment, timeout: float, ids: list[str], **run_options: Any
     ) -> dict[str, list[str]]:
-        """Test id -> the `file::function` entries it runs at `commit` (agents/verify/test_trace.py), for `ids` (red
+        """Test id -> the `file::function` entries it runs at `commit` (agents/verify/tracer.py), for `ids` (red
         tests there): one traced run in a clean room of the base, shared by every task asking for the same ids. A
         test missing from the answer could not be traced."""
         key = hashlib.sha256("\0".join([self.key(repo, commit, env), *sorted(ids)]).encode()).hexdigest()[:32]

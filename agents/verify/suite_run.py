@@ -1,7 +1,7 @@
-"""The bot runs a workspace's tests itself: one bounded run in a checkout, with per-test outcomes where the runner
+"""The bot runs a workspace's tests itself: one bounded run in a checkout, with per-test outcomes where the framework
 names tests (pytest through its JUnit XML report, a JUnit file `.agentlab.toml` names, or the reporter the bot adds
-to a JavaScript runner: node --test, mocha, jest, vitest, ava), whole-suite status otherwise. A JavaScript test
-script is run step by step (`js_test_runners`): lint/build steps are reported apart and the tests run even
+to a JavaScript framework: node --test, mocha, jest, vitest, ava), whole-suite status otherwise. A JavaScript test
+script is run step by step (`js_test_script`): lint/build steps are reported apart and the tests run even
 when one of them fails. No command means "no tests", never "passed".
 
 `run_tests` is the one place a workspace's tests are started (baseline, after the worker, re-runs of failing ids):
@@ -27,9 +27,9 @@ from agents.core.errors import ToolError
 from agents.sandbox.bwrap import SandboxSpec
 from agents.sandbox.shell import CommandResult, child_env, run_command
 from agents.sandbox.temp_folders import temp_prefix
-from agents.verify.js_test_runners import ScriptStep, describe_step, reporter_command, test_steps, with_files
+from agents.verify.js_test_script import ScriptStep, describe_step, reporter_command, test_steps, with_files
 from agents.verify.run_causes import missing_module
-from agents.verify.test_env import (  # noqa: F401  (re-exported: the runner's public names)
+from agents.verify.suite_env import (  # noqa: F401  (re-exported: this module's public names)
     CONFIG_FILE,
     PYTEST_ARGS,
     TestConfigError,
@@ -37,12 +37,12 @@ from agents.verify.test_env import (  # noqa: F401  (re-exported: the runner's p
     detect_environment,
     runs_pytest,
 )
-from agents.verify.test_reports import read_jest_json, read_records, read_tap
-from agents.verify.test_reports import read_junit as read_junit_untrimmed
-from agents.verify.test_trace import TRACE_OUT, TRACE_ROOT, V8_COVERAGE, install_tracer, read_traces, read_v8_coverage
+from agents.verify.suite_reports import read_jest_json, read_records, read_tap
+from agents.verify.suite_reports import read_junit as read_junit_untrimmed
+from agents.verify.tracer import TRACE_OUT, TRACE_ROOT, V8_COVERAGE, install_tracer, read_traces, read_v8_coverage
 
 NO_TESTS_MESSAGE = "no tests found: no pytest files, no npm test script, no .agentlab.toml [tests] command"
-SUITE_ID = "(whole suite)"  # the one "test" of a runner that names none
+SUITE_ID = "(whole suite)"  # the one "test" of a framework that names none
 OUTPUT_TAIL_CHARS = 4_000
 FAILURE_CHARS = 1_500  # per failing test
 _CAPTURE_BYTES = 64_000
@@ -75,8 +75,8 @@ class RunState(str, enum.Enum):
 
     __test__ = False
 
-    complete = "complete"  # the runner reached its end and reported (per test, or as a whole suite)
-    not_started = "not_started"  # the runner never ran a test: command not found, usage/internal error, none collected
+    complete = "complete"  # the framework reached its end and reported (per test, or as a whole suite)
+    not_started = "not_started"  # the framework ran no test: command not found, usage/internal error, none collected
     interrupted = "interrupted"  # stopped part-way: pytest exit 2 (collection errors), a timeout, a crash, a kill
     stopped_before_tests = "stopped_before_tests"  # an earlier step of the script (lint, build) failed first
 
@@ -153,7 +153,7 @@ async def run_tests(
 
     Confined (agents/sandbox/bwrap.py) with `sandbox`, or with `sandbox_for(checkout, read_only_paths)`: the sandbox of
     whichever checkout runs (a task's worktree, a baseline copy) with what its environment borrows mounted read-only.
-    `trace`: record which of the checkout's functions each test calls (pytest only; agents/verify/test_trace.py).
+    `trace`: record which of the checkout's functions each test calls (pytest only; agents/verify/tracer.py).
     """
     workspace = Path(workspace)
     if environment is None:
@@ -212,7 +212,7 @@ async def run_tests(
             )
         junit = report if environment.pytest else own_report
         if own_report is not None and _mtime(own_report) == stale:
-            junit = None  # the runner wrote no new report: a stale one says nothing about this run
+            junit = None  # the framework wrote no new report: a stale one says nothing about this run
         cases, failures = await asyncio.to_thread(read_junit, junit, workspace) if junit else ({}, {})
         if own_report is not None and stale is None:  # written by this run: not the task's to commit
             own_report.unlink(missing_ok=True)
@@ -314,7 +314,7 @@ def _outcome(
             **base,
         )
     status = TestStatus.passed if code == 0 else TestStatus.failed
-    if not cases:  # the runner names no tests: the suite is the one test
+    if not cases:  # the framework names no tests: the suite is the one test
         cases = {SUITE_ID: status.value}
         if status is TestStatus.failed:
             failures = {SUITE_ID: tail}
@@ -324,7 +324,7 @@ def _outcome(
 
 class _ScriptRun:
     """A JavaScript test script run step by step: each lint/build step on its own (a StepOutcome), each test step
-    with its runner's reporter added; a failing earlier step does not keep the tests from running."""
+    with its framework's reporter added; a failing earlier step does not keep the tests from running."""
 
     STEP_OUTPUT_CHARS = 1_500
 
@@ -346,7 +346,7 @@ class _ScriptRun:
             self.env = {**env, V8_COVERAGE: str(self.coverage)}
 
     async def outcome(self, ids: list[str] | None = None) -> TestOutcome:
-        """`ids`: re-run only their test files where the script has one test step whose runner takes files."""
+        """`ids`: re-run only their test files where the script has one test step whose framework takes files."""
         environment = self.environment
         tests = test_steps(environment.script)
         files = self._files(ids or []) if len(tests) == 1 else []
@@ -428,7 +428,7 @@ class _ScriptRun:
         return list(dict.fromkeys(files))
 
     def _traced(self, cases: dict[str, str]) -> dict[str, list[str]]:
-        """Test id -> the checkout's functions its test file's process called (agents/verify/test_trace.py)."""
+        """Test id -> the checkout's functions its test file's process called (agents/verify/tracer.py)."""
         assert self.coverage is not None
         files = {case.split("::", 1)[0]: case for case in cases if "::" in case}
         by_file = read_v8_coverage(self.coverage, self.workspace, files)
@@ -436,11 +436,11 @@ class _ScriptRun:
 
     def _read(self, step: ScriptStep, report: Path, result: CommandResult) -> tuple[dict[str, str], dict[str, str]]:
         root = self.workspace
-        if step.runner in ("node", "mocha"):
+        if step.framework in ("node", "mocha"):
             return read_records(report, root)
-        if step.runner in ("jest", "vitest"):
+        if step.framework in ("jest", "vitest"):
             return read_jest_json(report, root)
-        if step.runner == "ava":  # the whole TAP from its file, never the capped output
+        if step.framework == "ava":  # the whole TAP from its file, never the capped output
             try:
                 tap = report.read_text(encoding="utf-8", errors="replace")
             except OSError:
@@ -526,12 +526,12 @@ def _counts(cases: dict[str, str]) -> str:
 
 
 # ----------------------------------------------------------------------------------------------------------------------
-# reading what the runner reported
+# reading what the framework reported
 
 
 def read_junit(path: Path, root: Path) -> tuple[dict[str, str], dict[str, str]]:
     """Per-test outcomes and failure texts (trimmed) from a JUnit XML file; ids relative to `root`
-    (agents/verify/test_reports.py)."""
+    (agents/verify/suite_reports.py)."""
     cases, failures = read_junit_untrimmed(path, root)
     return cases, {k: _trim_failure(v) for k, v in failures.items()}
 
@@ -543,7 +543,7 @@ def _trim_failure(text: str, limit: int = FAILURE_CHARS) -> str:
 
 def failures_section(output: str) -> str:
     """Pytest's FAILURES / ERRORS sections, short summary and closing line, without warnings banners or progress
-    dots; any other runner's output as it is."""
+    dots; any other framework's output as it is."""
     lines = output.splitlines()
     if not any(_BANNER.match(line.strip()) for line in lines):
         return output
@@ -575,7 +575,7 @@ def _tail(text: str, limit: int = OUTPUT_TAIL_CHARS) -> str:
 
 
 def _summary_line(output: str) -> str | None:
-    """The counts from the runner's closing line: pytest ("3 passed, 1 failed"), jest ("Tests: ..."), mocha."""
+    """The counts from the framework's closing line: pytest ("3 passed, 1 failed"), jest ("Tests: ..."), mocha."""
     lines = output.splitlines()
     for line in reversed(lines):
         stripped = line.strip()

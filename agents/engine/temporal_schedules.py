@@ -33,7 +33,7 @@ from temporalio.client import (
     ScheduleState,
 )
 from temporalio.service import RPCError, RPCStatusCode
-from temporalio.worker import Worker
+from temporalio.worker import Worker as TemporalWorker
 
 from agents.core.errors import ToolError
 from agents.core.models import Schedule as ScheduleRecord
@@ -42,7 +42,7 @@ from agents.core.settings import Settings
 from agents.engine import cluster
 from agents.engine.schedule_workflow import FIRE_SCHEDULE, ScheduledRun
 from agents.work.orphans import instance_token
-from agents.work.schedules import Fire
+from agents.work.schedule_book import Fire
 
 log = logging.getLogger(__name__)
 RECONNECT_SECONDS = 15.0
@@ -180,7 +180,9 @@ class TemporalFiring:
             assert self._fire is not None
             await self._fire(schedule_id)
 
-        worker = Worker(client, task_queue=schedule_queue(self.settings), workflows=[ScheduledRun], activities=[fire])
+        worker = TemporalWorker(
+            client, task_queue=schedule_queue(self.settings), workflows=[ScheduledRun], activities=[fire]
+        )
         async with worker:
             await asyncio.Event().wait()
 

@@ -1,7 +1,7 @@
 """A JavaScript project's test script read as steps, without running anything: `package.json` `scripts.test`
 followed through `npm run X` / `pnpm X` / `yarn X` chains and split at `&&`, each step's kind guessed from its tool
-(xo, eslint = lint; tsc = typecheck; rollup, `vite build` = build), and the test runner named where one is known
-(node's built-in runner, mocha, jest, vitest, ava) so the bot can add the reporter flag that gives per-test
+(xo, eslint = lint; tsc = typecheck; rollup, `vite build` = build), and the test framework named where one is known
+(node's built-in test framework, mocha, jest, vitest, ava) so the bot can add the reporter flag that gives per-test
 outcomes (`reporter_command`). A step with other shell syntax (pipes, `||`, `;`) is run as written, whole.
 """
 
@@ -14,9 +14,9 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-RUNNERS = ("node", "mocha", "jest", "vitest", "ava")  # `node` is node's built-in runner (`node --test`)
+FRAMEWORKS = ("node", "mocha", "jest", "vitest", "ava")  # `node` is node's built-in test framework (`node --test`)
 REPORTERS = Path(__file__).parent / "reporters"  # our own small reporters (node --test, mocha): file + suite titles
-_PROGRAM_RUNNERS = {"mocha": "mocha", "_mocha": "mocha", "jest": "jest", "vitest": "vitest", "ava": "ava"}
+_PROGRAM_FRAMEWORKS = {"mocha": "mocha", "_mocha": "mocha", "jest": "jest", "vitest": "vitest", "ava": "ava"}
 _WRAPPERS = {"cross-env", "npx", "nyc", "c8", "env", "dotenv", "bunx", "pnpx", "tsx-watch"}
 _EXEC_WRAPPERS = {("pnpm", "exec"), ("npm", "exec"), ("yarn", "exec"), ("bun", "x")}
 _LINT = {"xo", "eslint", "prettier", "biome", "standard", "semistandard", "stylelint", "tslint", "oxlint", "jshint"}
@@ -33,12 +33,12 @@ class ScriptStep:
 
     command: str
     kind: str = "other"  # lint / build / typecheck / other
-    runner: str | None = None  # one of RUNNERS when the step runs tests the bot can read per test
+    framework: str | None = None  # one of FRAMEWORKS when the step runs tests the bot can read per test
     script: str = "test"  # the package.json script it came from
 
     @property
-    def is_runner(self) -> bool:
-        return self.runner is not None
+    def has_framework(self) -> bool:
+        return self.framework is not None
 
 
 def read_scripts(package_json: Path) -> dict[str, str]:
@@ -136,11 +136,11 @@ def _called_script(part: str, scripts: dict[str, str]) -> tuple[str, str] | None
 
 
 def classify(part: str, script: str = "test") -> ScriptStep:
-    """One step: the runner it starts (when it is a plain command the bot can add a reporter flag to), its kind."""
+    """One step: the framework it starts (when it is a plain command the bot can add a reporter flag to), its kind."""
     tokens = _tokens(part) or []
     program, args = _program(tokens)
-    runner = None if _SHELL_SYNTAX.search(part) else _runner(program, args)
-    return ScriptStep(command=part, kind=_kind(program, args, script), runner=runner, script=script)
+    framework = None if _SHELL_SYNTAX.search(part) else _framework(program, args)
+    return ScriptStep(command=part, kind=_kind(program, args, script), framework=framework, script=script)
 
 
 def _program(tokens: list[str]) -> tuple[str, list[str]]:
@@ -162,16 +162,16 @@ def _program(tokens: list[str]) -> tuple[str, list[str]]:
     return "", []
 
 
-def _runner(program: str, args: list[str]) -> str | None:
+def _framework(program: str, args: list[str]) -> str | None:
     if program == "node" and "--test" in args:
         return "node"
-    if program in _PROGRAM_RUNNERS:
-        runner = _PROGRAM_RUNNERS[program]
-        if runner == "vitest" and args and args[0] in ("bench", "typecheck", "list", "init"):
+    if program in _PROGRAM_FRAMEWORKS:
+        framework = _PROGRAM_FRAMEWORKS[program]
+        if framework == "vitest" and args and args[0] in ("bench", "typecheck", "list", "init"):
             return None
-        if runner == "jest" and ("--watch" in args or "--watchAll" in args):
+        if framework == "jest" and ("--watch" in args or "--watchAll" in args):
             return None
-        return runner
+        return framework
     return None
 
 
@@ -195,22 +195,22 @@ def _kind(program: str, args: list[str], script: str) -> str:
 
 
 def test_steps(steps: list[ScriptStep]) -> list[ScriptStep]:
-    """The steps that are the tests: those with a known runner; without one, every step that is not lint, build
+    """The steps that are the tests: those with a known framework; without one, every step that is not lint, build
     or typecheck; a script made only of those (e.g. `xo`) is its own test."""
-    runners = [s for s in steps if s.is_runner]
-    if runners:
-        return runners
+    frameworks = [s for s in steps if s.has_framework]
+    if frameworks:
+        return frameworks
     others = [s for s in steps if s.kind == "other"]
     return others or list(steps)
 
 
 def reporter_command(step: ScriptStep, report: Path, folder: Path) -> str:
-    """The step's command with the flag that makes its runner write per-test outcomes to `report`, a file: the
+    """The step's command with the flag that makes its framework write per-test outcomes to `report`, a file: the
     output the bot keeps is capped, a report is read whole (ava prints TAP on stdout only: a copy goes to `report`,
     the step's exit status kept). Our own reporters (node --test, mocha) are copied into `folder`, which the run can
     read."""
     quoted = shlex.quote(str(report))
-    if step.runner == "node":
+    if step.framework == "node":
         reporter = _copy_reporter("node_test_reporter.mjs", folder)
         tokens = _tokens(step.command) or []
         theirs = sum(t == "--test-reporter" or t.startswith("--test-reporter=") for t in tokens)
@@ -221,35 +221,35 @@ def reporter_command(step: ScriptStep, report: Path, folder: Path) -> str:
         else:
             flags = f"--test-reporter=spec --test-reporter-destination=stdout {flags}"
         return re.sub(r"(?<=\s)--test(?=\s|$)", lambda _m: f"--test {flags}", step.command, count=1)
-    if step.runner == "mocha":
+    if step.framework == "mocha":
         reporter = _copy_reporter("mocha_reporter.js", folder)
         return f"{step.command} --reporter {shlex.quote(str(reporter))} --reporter-option output={quoted}"
-    if step.runner == "jest":
+    if step.framework == "jest":
         return f"{step.command} --ci --json --outputFile={quoted}"
-    if step.runner == "vitest":
+    if step.framework == "vitest":
         tokens = _tokens(step.command) or []
         once = "" if {"run", "--run"} & set(tokens) else " --run"
         return f"{step.command}{once} --reporter=default --reporter=json --outputFile={quoted}"
-    if step.runner == "ava":
+    if step.framework == "ava":
         return f"set -o pipefail; {step.command} --tap | tee {quoted}"
     return step.command
 
 
-FILE_SELECTING = ("node", "jest", "vitest", "ava")  # runners told which test files to run by arguments
+FILE_SELECTING = ("node", "jest", "vitest", "ava")  # frameworks told which test files to run by arguments
 
 
 def with_files(step: ScriptStep, files: list[str]) -> ScriptStep | None:
-    """The step running only `files`, for a runner that takes them as arguments and a step naming no files of its
+    """The step running only `files`, for a framework that takes them as arguments and a step naming no files of its
     own (else None: the step runs whole). Its reporter is added after (`reporter_command`)."""
     tokens = _tokens(step.command)
-    if step.runner not in FILE_SELECTING or not files or tokens is None or _SHELL_SYNTAX.search(step.command):
+    if step.framework not in FILE_SELECTING or not files or tokens is None or _SHELL_SYNTAX.search(step.command):
         return None
     _program_name, args = _program(tokens)
-    own = [a for a in args if not a.startswith("-") and not (step.runner == "vitest" and a in ("run", "watch"))]
+    own = [a for a in args if not a.startswith("-") and not (step.framework == "vitest" and a in ("run", "watch"))]
     if own:
         return None
     quoted = " ".join(shlex.quote(f) for f in files)
-    flag = " --runTestsByPath" if step.runner == "jest" else ""
+    flag = " --runTestsByPath" if step.framework == "jest" else ""
     return dataclasses.replace(step, command=f"{step.command}{flag} {quoted}")
 
 

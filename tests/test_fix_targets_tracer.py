@@ -14,12 +14,12 @@ import pytest
 from agents.core.secrets_filter import SecretsFilter
 from agents.sandbox.bwrap import spec_for
 from agents.sandbox.shell import child_env
-from agents.verify.js_test_runners import ScriptStep, with_files
+from agents.verify.js_test_script import ScriptStep, with_files
 from agents.verify.node_modules_links import MARKER, is_links_folder
-from agents.verify.test_env import detect_environment, link_borrowed, parse_config
-from agents.verify.test_run import RunState, TestOutcome, TestStatus, run_tests, sandbox_write_failure
-from agents.verify.test_trace import read_v8_coverage
-from agents.verify.test_verdict import Mark, judge
+from agents.verify.suite_env import detect_environment, link_borrowed, parse_config
+from agents.verify.suite_run import RunState, TestOutcome, TestStatus, run_tests, sandbox_write_failure
+from agents.verify.tracer import read_v8_coverage
+from agents.verify.verdict import Mark, judge
 from tests.support.sandbox import PROBE
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
@@ -213,18 +213,18 @@ def test_node_coverage_tells_per_test_file_only_where_a_process_ran_one(tmp_path
 
 
 # ----------------------------------------------------------------------------------------------------------------------
-# re-runs of failing tests: only their files, where the runner takes files
+# re-runs of failing tests: only their files, where the framework takes files
 
 
-def test_a_rerun_names_the_failing_files_to_runners_that_take_them() -> None:
-    node = with_files(ScriptStep("node --test", runner="node"), ["test/a b.test.js"])
+def test_a_rerun_names_the_failing_files_to_frameworks_that_take_them() -> None:
+    node = with_files(ScriptStep("node --test", framework="node"), ["test/a b.test.js"])
     assert node is not None and node.command == "node --test 'test/a b.test.js'"
-    jest = with_files(ScriptStep("jest --silent", runner="jest"), ["a.test.js"])
+    jest = with_files(ScriptStep("jest --silent", framework="jest"), ["a.test.js"])
     assert jest is not None and jest.command == "jest --silent --runTestsByPath a.test.js"
-    vitest = with_files(ScriptStep("vitest run", runner="vitest"), ["a.test.ts"])
+    vitest = with_files(ScriptStep("vitest run", framework="vitest"), ["a.test.ts"])
     assert vitest is not None and vitest.command == "vitest run a.test.ts"
-    assert with_files(ScriptStep("node --test test/unit/", runner="node"), ["x.js"]) is None, "its own files"
-    assert with_files(ScriptStep("mocha", runner="mocha"), ["x.js"]) is None, "mocha's config may name specs"
+    assert with_files(ScriptStep("node --test test/unit/", framework="node"), ["x.js"]) is None, "its own files"
+    assert with_files(ScriptStep("mocha", framework="mocha"), ["x.js"]) is None, "mocha's config may name specs"
 
 
 @pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")

@@ -3,7 +3,7 @@ instructions name the test, its file or the code it fails in, or the worker chan
 through). A target still failing is the worker's, like a test it broke; any other base failure is pre-existing.
 
 For a fix task, what a red test runs counts too, not only how it fails (a plain `assert` in the test shows no frame
-of the code it runs): `ran_reason` reads a traced re-run (agents/verify/test_trace.py) and says why the test is the
+of the code it runs): `ran_reason` reads a traced re-run (agents/verify/tracer.py) and says why the test is the
 task's ("it runs `utils.py`, which the instructions name"); `not_ran_reason` says why it is not."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable
 from pathlib import PurePosixPath
 
-from agents.verify.test_trace import files_run, functions_run
+from agents.verify.tracer import files_run, functions_run
 
 _SOURCE = r"[\w@+-][\w./@+-]*\.[A-Za-z]\w{0,4}"  # a file path with an extension: calc.py, src/lib/x.test.ts
 _FRAMES = (

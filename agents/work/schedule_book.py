@@ -73,7 +73,7 @@ def short(text: str, limit: int = 60) -> str:
 
 class Firing(Protocol):
     """What fires the schedules' runs: APScheduler in the bot's process (`LocalFiring`), or Temporal Schedules
-    (agents/engine/schedules.py, TASK_ENGINE=temporal). `fire(schedule_id)` is the run."""
+    (agents/engine/temporal_schedules.py, TASK_ENGINE=temporal). `fire(schedule_id)` is the run."""
 
     async def start(self, schedules: list[Schedule], fire: Fire) -> None:
         """Begin firing; `schedules` are the live ones the store has (made before this start): the active ones fire,

@@ -11,8 +11,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from agents.core.text import fenced
-from agents.verify.test_run import SUITE_ID, RunState, StepOutcome, TestOutcome, TestStatus
-from agents.verify.test_targets import named_in, not_ran_reason, ran_reason, target_reason
+from agents.verify.fix_targets import named_in, not_ran_reason, ran_reason, target_reason
+from agents.verify.suite_run import SUITE_ID, RunState, StepOutcome, TestOutcome, TestStatus
 
 __all__ = ["Mark", "Verdict", "judge", "named_in", "ran", "step_key"]
 

@@ -3,7 +3,7 @@ and what a checkout (a task worktree or a base-commit copy) borrows from the mai
 
 Detection order: `.agentlab.toml` `[tests]`, a workspace `.venv`/`venv`, uv (`uv.lock`), Poetry, tox/nox,
 `package.json` scripts run by the package manager its lock file names (the test script read as steps by
-agents/verify/js_test_runners.py), a Makefile `test` target, Go, Cargo, and only then the bot's own interpreter (said so
+agents/verify/js_test_script.py), a Makefile `test` target, Go, Cargo, and only then the bot's own interpreter (said so
 in `notes`). The code under test is always the checkout's: its source roots come first on `PYTHONPATH`, and
 borrowed folders (`.venv`, `node_modules`) are links hidden from git.
 
@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from agents.sandbox.safe_paths import UnsafePath, append_lines, checkout_venv, make_symlink, real_folder
-from agents.verify.js_test_runners import JS_TEST_ENV, ScriptStep, plan_script
+from agents.verify.js_test_script import JS_TEST_ENV, ScriptStep, plan_script
 from agents.verify.node_modules_links import is_links_folder, plant
 from agents.workspaces.file_walk import SKIP_DIRS, walk_tree
 
@@ -137,7 +137,7 @@ class TestEnvironment:
     borrowed: list[str] = field(default_factory=list)  # checkout-relative folders linked from the main checkout
     notes: list[str] = field(default_factory=list)
     fallback: bool = False  # the bot's interpreter stands in for a missing environment
-    script: list[ScriptStep] = field(default_factory=list)  # a package.json test script, step by step (js_runners)
+    script: list[ScriptStep] = field(default_factory=list)  # a package.json test script, step by step (js_test_script)
     keep: tuple[str, ...] = ()  # the workspace's uncommitted files the tests need (`.agentlab.toml [tests] keep`)
 
     @property
