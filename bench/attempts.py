@@ -88,7 +88,7 @@ def tree_rss_kb(root: int) -> int:
 
 
 async def one_run(size: int, tmp: Path) -> dict[str, float]:
-    from telegram_bot.app import stop_polling
+    from telegram_bot.app import stop_application
 
     (tmp / "workspaces").mkdir()
     make_repo(tmp / "workspaces" / "calc", CALC_BUGGY)
@@ -124,7 +124,7 @@ async def one_run(size: int, tmp: Path) -> dict[str, float]:
             wall = time.monotonic() - started
         finally:
             asyncio.create_subprocess_exec = spawn  # type: ignore[assignment]  # the original back
-            await stop_polling(bot.app)  # type: ignore[arg-type]  # BotHarness keeps the PTB Application as an object
+            await stop_application(bot.app)  # type: ignore[arg-type]  # BotHarness keeps the PTB Application as an object
     return {"wall": wall, "peak_mb_per_attempt": (peak - idle) / 1024 / size, "git_per_attempt": git_runs / size}
 
 

@@ -42,7 +42,7 @@ from bench._harness import (  # noqa: E402
     wait_indexing_idle,
     wait_transcriber_settled,
 )
-from telegram_bot.app import stop_polling  # noqa: E402
+from telegram_bot.app import stop_application  # noqa: E402
 from tests.conftest import BotHarness, start_bot  # noqa: E402
 from tests.fakes import anthropic_server as claude_says  # noqa: E402
 from tests.scripted import RoleScript  # noqa: E402
@@ -196,7 +196,7 @@ async def main() -> dict:
                 WARMUP + 2 * MESSAGES,
             )
         finally:
-            await stop_polling(bot.app)
+            await stop_application(bot.app)
 
     info = machine()
     print(

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench._harness import LatencySummary  # noqa: E402
-from telegram_bot.app import stop_polling  # noqa: E402
+from telegram_bot.app import stop_application  # noqa: E402
 from tests.conftest import USER_ID, make_repo, make_settings, start_bot  # noqa: E402
 from tests.fakes import anthropic_server as claude_says  # noqa: E402
 from tests.fakes.anthropic_server import FakeAnthropic  # noqa: E402
@@ -86,7 +86,7 @@ async def main() -> None:
                     f"  errors {sum(1 for c in calls if c.arguments == args and c.error)}"
                 )
         finally:
-            await stop_polling(bot.app)
+            await stop_application(bot.app)
 
 
 if __name__ == "__main__":

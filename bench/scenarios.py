@@ -50,9 +50,9 @@ async def run_scenario(name: str, script, drive) -> dict:
             await drive(bot)
             records = await bot.runtime.store.usage_since(start_of_day())
         finally:
-            from telegram_bot.app import stop_polling
+            from telegram_bot.app import stop_application
 
-            await stop_polling(bot.app)
+            await stop_application(bot.app)
     by_agent: dict[str, dict[str, int]] = {}
     for agent in sorted({r.agent for r in records}):
         mine = [r for r in records if r.agent == agent]
@@ -163,9 +163,9 @@ async def cache_share(messages: int = 10, notes: int = 0) -> dict:
                 await bot.replies(i + 1)
             records = [r for r in await bot.runtime.store.usage_since(start_of_day()) if r.agent == "orchestrator"]
         finally:
-            from telegram_bot.app import stop_polling
+            from telegram_bot.app import stop_application
 
-            await stop_polling(bot.app)
+            await stop_application(bot.app)
     later = records[1:]
     total_input = sum(r.input_tokens + r.cache_read_input_tokens + r.cache_creation_input_tokens for r in later)
     read = sum(r.cache_read_input_tokens for r in later)

@@ -48,7 +48,7 @@ from bench._harness import (  # noqa: E402
     temp_workspace,
     wait_indexing_idle,
 )
-from telegram_bot.app import stop_polling  # noqa: E402
+from telegram_bot.app import stop_application  # noqa: E402
 from telegram_bot.render.chunks import render_chunks  # noqa: E402
 from tests.conftest import MODEL, USER_ID, make_repo, start_bot  # noqa: E402
 from tests.fakes import anthropic_server as claude_says  # noqa: E402
@@ -152,7 +152,7 @@ async def run(repeats: int) -> dict[str, object]:
                         "frames": round(sum(s["frames"] for s in samples) / len(samples), 1),
                     }
             finally:
-                await stop_polling(harness.app)
+                await stop_application(harness.app)
             # getUpdates 409: PTB's last poll at shutdown meets the previous long poll; not an answer's call
             refused += [
                 f"{label}: {r.method} {r.error_code} {r.description}" for r in tg.refused if r.method != "getUpdates"

@@ -45,7 +45,7 @@ sys.path.insert(0, str(ROOT))
 
 from agents.core.models import Caller  # noqa: E402
 from bench._harness import emit_json, machine, parse_args, quiet_logging, running_fakes  # noqa: E402
-from telegram_bot.app import stop_polling  # noqa: E402
+from telegram_bot.app import stop_application  # noqa: E402
 from tests.conftest import MODEL, USER_ID, git, make_repo, make_settings, start_bot  # noqa: E402
 from tests.fakes import anthropic_server as claude_says  # noqa: E402
 from tests.scripted import role_of  # noqa: E402
@@ -234,7 +234,7 @@ async def restart_report(tg, claude, tmp: Path, address: str, held: HeldWorker) 
     from agents.engine.cluster import workflow_id
 
     instance = bot.runtime.engine.instance
-    await stop_polling(bot.app)
+    await stop_application(bot.app)
     held.release.set()
     from temporalio.client import Client
 
@@ -249,7 +249,7 @@ async def restart_report(tg, claude, tmp: Path, address: str, held: HeldWorker) 
             break
         await asyncio.sleep(0.01)
     shown = time.perf_counter()
-    await stop_polling(again.app)
+    await stop_application(again.app)
     return {"report_after_start_s": shown - started, "report_after_polling_s": shown - polling}
 
 
@@ -272,7 +272,7 @@ async def waits(tg, claude, tmp: Path, remote: Path) -> dict:
             bot = await run_bot(tg, claude, tmp, tmp / "workspaces", "takeover-bot", **settings)
             await wait_runners(bot.settings, 1)
             figures.update(await takeover(bot, procs, tmp / "takeover", remote, claude, address, held))
-            await stop_polling(bot.app)
+            await stop_application(bot.app)
         finally:
             stop_runners(procs)
     with temporal_server(tmp / "restart") as address:
@@ -312,7 +312,7 @@ async def main(only_waits: bool) -> dict:
         local = await run_bot(tg, claude, tmp, tmp / "workspaces", "local")
         figures["local"] = await sequential(local, recorder)
         figures["local"]["parallel_s"] = await parallel(local, recorder)
-        await stop_polling(local.app)
+        await stop_application(local.app)
 
         with temporal_server(tmp) as address:
             procs = [start_runner(tmp, remote, claude.url, address, "bench", "r1")]
@@ -335,7 +335,7 @@ async def main(only_waits: bool) -> dict:
                         procs.append(start_runner(tmp, remote, claude.url, address, "bench", f"r{len(procs) + 1}"))
                     await wait_runners(bot.settings, count)
                     figures["temporal"]["parallel_s"][count] = await parallel(bot, recorder)
-                await stop_polling(bot.app)
+                await stop_application(bot.app)
             finally:
                 stop_runners(procs)
     return figures

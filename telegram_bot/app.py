@@ -184,7 +184,7 @@ def updater_of(app: BotApplication) -> Updater:
     return app.updater
 
 
-async def stop_polling(app: BotApplication) -> None:
+async def stop_application(app: BotApplication) -> None:
     """Stop whichever receives updates (long polling, or the webhook's server), then the application, in PTB's
     order: the handlers, post_stop (the runtime closes), shutdown."""
     if (webhook := app.bot_data.webhook) is not None:  # as PTB stops its own: no new connections, the open closed

@@ -25,7 +25,7 @@ from tornado.httpserver import HTTPServer
 from tornado.web import Application, RequestHandler
 
 from agents.core.settings import Settings
-from telegram_bot.app import build_application, start_application, stop_polling
+from telegram_bot.app import build_application, start_application, stop_application
 from telegram_bot.state import BotApplication
 
 log = logging.getLogger(__name__)
@@ -102,7 +102,7 @@ def webhook_server(app: BotApplication, settings: Settings) -> HTTPServer:
 
 async def start_webhook(app: BotApplication, settings: Settings) -> None:
     """Start the application, listen, and register the webhook with Telegram (setWebhook, with the options PTB's
-    run_webhook sent); `stop_polling` stops it. The server listens before Telegram is told where to post."""
+    run_webhook sent); `stop_application` stops it. The server listens before Telegram is told where to post."""
     await start_application(app)
     server = webhook_server(app, settings)
     server.listen(settings.webhook_port, settings.webhook_listen)
@@ -134,4 +134,4 @@ def run_webhook(settings: Settings) -> None:
     except (KeyboardInterrupt, SystemExit):
         log.debug("stop signal: shutting down")
     finally:
-        loop.run_until_complete(stop_polling(app))
+        loop.run_until_complete(stop_application(app))

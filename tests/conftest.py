@@ -316,7 +316,7 @@ async def running_bot(
     **overrides: Any,
 ) -> AsyncIterator[BotHarness]:
     """The bot with `overrides` on the test settings, polling the fake Telegram until the block ends."""
-    from telegram_bot.app import stop_polling
+    from telegram_bot.app import stop_application
 
     settings = make_settings(
         fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repository=bot_repo, **overrides
@@ -325,7 +325,7 @@ async def running_bot(
     try:
         yield harness
     finally:
-        await stop_polling(harness.app)
+        await stop_application(harness.app)
 
 
 @pytest.fixture
@@ -338,7 +338,7 @@ async def bot(
     bot_repo: Path,
 ) -> AsyncIterator[BotHarness]:
     """The bot on the test settings; `@pytest.mark.settings(max_corrections=0, …)` overrides some for one test."""
-    from telegram_bot.app import stop_polling
+    from telegram_bot.app import stop_application
     from tests.fakes.whisper_checkpoint import FakeTranscriber
 
     transcriber = FakeTranscriber()
@@ -351,7 +351,7 @@ async def bot(
     try:
         yield harness
     finally:
-        await stop_polling(harness.app)
+        await stop_application(harness.app)
 
 
 @pytest.fixture

@@ -38,7 +38,7 @@ async def test_approval_and_its_task_are_one_transaction(tmp_path) -> None:
 async def test_restart_after_a_kill_mid_approval_lets_the_user_approve_again(
     fake_telegram, fake_anthropic, tmp_path, workspace_root
 ) -> None:
-    from telegram_bot.app import stop_polling
+    from telegram_bot.app import stop_application
 
     settings = make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root)
     store = await Store.open(settings.database_path)  # what a bot SIGKILLed between the two steps left behind
@@ -74,4 +74,4 @@ async def test_restart_after_a_kill_mid_approval_lets_the_user_approve_again(
         while not (await bot.runtime.store.get_task(1)).status.is_final:
             await asyncio.sleep(0.05)
     finally:
-        await stop_polling(bot.app)
+        await stop_application(bot.app)

@@ -154,7 +154,7 @@ async def test_wrong_type_and_oversized_files_get_one_sentence_and_the_caption_g
 async def test_an_image_stays_in_the_history_across_a_restart(
     fake_telegram, fake_anthropic, tmp_path, workspace_root
 ) -> None:
-    from telegram_bot.app import stop_polling
+    from telegram_bot.app import stop_application
 
     settings = make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root)
     model = RoleScript()
@@ -165,7 +165,7 @@ async def test_an_image_stays_in_the_history_across_a_restart(
         bot.tg.send_photo(USER_ID, jpeg(400, 300, (10, 200, 10)), width=400, height=300, caption="my sketch")
         await answered(bot, "Nice sketch.")
     finally:
-        await stop_polling(bot.app)
+        await stop_application(bot.app)
     sent = next(b for b in blocks_of(model.requests["orchestrator"][0]) if b["type"] == "image")
 
     bot = await start_bot(settings, fake_telegram, fake_anthropic)
@@ -173,7 +173,7 @@ async def test_an_image_stays_in_the_history_across_a_restart(
         bot.say("what colour was it?")
         await answered(bot, "Still the same sketch.")
     finally:
-        await stop_polling(bot.app)
+        await stop_application(bot.app)
     history = model.requests["orchestrator"][1]["messages"]
     assert history[0]["role"] == "user"
     kept = [b for b in history[0]["content"] if b["type"] == "image"]

@@ -124,7 +124,7 @@ def test_prompt_too_long_is_explained_truthfully() -> None:
 
 @pytest.fixture
 async def small_window_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo):
-    from telegram_bot.app import stop_polling
+    from telegram_bot.app import stop_application
 
     settings = make_settings(
         fake_telegram,
@@ -137,7 +137,7 @@ async def small_window_bot(fake_telegram, fake_anthropic, tmp_path, workspace_ro
     )
     harness = await start_bot(settings, fake_telegram, fake_anthropic)
     yield harness
-    await stop_polling(harness.app)
+    await stop_application(harness.app)
 
 
 def reads(count: int) -> list:

@@ -298,14 +298,14 @@ async def test_create_workspace_makes_a_git_repository_and_refuses_bad_names(
 @pytest.fixture
 async def quick_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo):
     """The bot with a 1-second foreground wait."""
-    from telegram_bot.app import stop_polling
+    from telegram_bot.app import stop_application
 
     settings = make_settings(
         fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repository=bot_repo, foreground_wait_seconds=1
     )
     harness = await start_bot(settings, fake_telegram, fake_anthropic)
     yield harness
-    await stop_polling(harness.app)
+    await stop_application(harness.app)
 
 
 def gated_worker(loop: asyncio.AbstractEventLoop, release: asyncio.Event) -> list:
@@ -372,14 +372,14 @@ async def test_a_typed_message_stops_the_foreground_wait_at_once(bot: BotHarness
 @pytest.fixture
 async def short_memory_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo):
     """The bot with the smallest history budget: compaction comes after a few turns."""
-    from telegram_bot.app import stop_polling
+    from telegram_bot.app import stop_application
 
     settings = make_settings(
         fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repository=bot_repo, history_token_budget=1_000
     )
     harness = await start_bot(settings, fake_telegram, fake_anthropic)
     yield harness
-    await stop_polling(harness.app)
+    await stop_application(harness.app)
 
 
 async def test_a_pending_proposal_outlives_compaction_and_a_decided_one_does_not(short_memory_bot: BotHarness) -> None:

@@ -58,7 +58,7 @@ async def test_a_502_on_the_summary_keeps_the_task_completed_and_delivers_it(bot
 async def summary_owed_by_a_stopped_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root) -> Settings:
     """A bot whose task #1 completed while Telegram refused its summary (502), stopped with the summary still in its
     outbox; the settings to start it again with."""
-    from telegram_bot.app import stop_polling
+    from telegram_bot.app import stop_application
 
     settings = make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root)
     model = RoleScript()
@@ -73,14 +73,14 @@ async def summary_owed_by_a_stopped_bot(fake_telegram, fake_anthropic, tmp_path,
             await asyncio.sleep(0.05)
         assert summaries(bot, 1) == []
     finally:
-        await stop_polling(bot.app)
+        await stop_application(bot.app)
     return settings
 
 
 async def test_an_undelivered_summary_goes_out_after_a_restart_and_task_n_resends_it(
     fake_telegram, fake_anthropic, tmp_path, workspace_root
 ) -> None:
-    from telegram_bot.app import stop_polling
+    from telegram_bot.app import stop_application
 
     settings = await summary_owed_by_a_stopped_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root)
     fake_telegram.clear_faults()  # Telegram is well again; the bot restarts
@@ -98,7 +98,7 @@ async def test_an_undelivered_summary_goes_out_after_a_restart_and_task_n_resend
         fake_telegram.press_button(USER_ID, again[0].message_id, "task:merge:1")
         await fake_telegram.await_for(lambda: "a + b" in text_now(workspace_root / "calc" / "calc.py"))
     finally:
-        await stop_polling(bot.app)
+        await stop_application(bot.app)
 
 
 async def test_a_summary_owed_at_start_up_is_retried_soon_while_telegram_is_still_unwell(
@@ -106,7 +106,7 @@ async def test_a_summary_owed_at_start_up_is_retried_soon_while_telegram_is_stil
 ) -> None:
     """A restart's first pass over the outbox meets Telegram's 502 twice: the summary still goes out at the third pass,
     seconds later, not a whole FLUSH_INTERVAL (an hour here) later."""
-    from telegram_bot.app import stop_polling
+    from telegram_bot.app import stop_application
 
     settings = await summary_owed_by_a_stopped_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root)
     fake_telegram.clear_faults()
@@ -116,7 +116,7 @@ async def test_a_summary_owed_at_start_up_is_retried_soon_while_telegram_is_stil
         [summary] = await fake_telegram.await_for(lambda: summaries(bot, 1) or None)
         assert "Fixed add()." in summary.text
     finally:
-        await stop_polling(bot.app)
+        await stop_application(bot.app)
 
 
 async def test_a_502_on_a_proposal_keeps_it_and_delivers_it_with_buttons(bot: BotHarness) -> None:

@@ -59,7 +59,7 @@ def workspace_root(tmp_path: Path, remote: Path) -> Path:
 async def github_tbot(
     fake_telegram, fake_anthropic, fake_github: FakeGitHub, tmp_path, workspace_root, remote, temporal, queue
 ) -> AsyncIterator[BotHarness]:
-    from telegram_bot.app import stop_polling
+    from telegram_bot.app import stop_application
 
     fake_github.add_repo("octo/calc", remote)
     settings = make_settings(
@@ -76,7 +76,7 @@ async def github_tbot(
     try:
         yield harness
     finally:
-        await stop_polling(harness.app)
+        await stop_application(harness.app)
 
 
 async def test_a_runners_summary_has_open_pr_and_the_press_opens_it(

@@ -88,7 +88,7 @@ async def test_a_search_past_its_time_is_killed_with_its_group(tmp_path: Path, m
 async def test_other_chats_and_status_are_answered_while_a_worker_greps(
     fake_telegram, fake_anthropic, tmp_path, workspace_root, monkeypatch
 ) -> None:
-    from telegram_bot.app import stop_polling
+    from telegram_bot.app import stop_application
 
     gate = gated_rg(tmp_path, monkeypatch)
     (workspace_root / "group-therapy" / "evil.txt").write_text("a" * 31 + "!\n" + "a" * 100_000 + "!\n")
@@ -120,7 +120,7 @@ async def test_other_chats_and_status_are_answered_while_a_worker_greps(
         tool_result = model.requests["code"][1]["messages"][-1]["content"][0]
         assert "no matches" in str(tool_result["content"])
     finally:
-        await stop_polling(bot.app)
+        await stop_application(bot.app)
 
 
 def test_doctor_names_ripgrep(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

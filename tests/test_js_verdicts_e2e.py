@@ -143,7 +143,7 @@ async def test_a_resumed_js_task_runs_its_tests(
     fake_telegram, fake_anthropic, tmp_path: Path, workspace_root: Path, bot_repo: Path, tools: Path
 ) -> None:
     """The resumed task's worktree already holds the node_modules link: it is borrowed (and mounted) again."""
-    from telegram_bot.app import stop_polling
+    from telegram_bot.app import stop_application
     from tests.conftest import make_settings
 
     repo = js_repo(workspace_root, "resumeapp", "mocha", describe_calc(""))
@@ -166,7 +166,7 @@ async def test_a_resumed_js_task_runs_its_tests(
             lambda: any("running: sleep" in (m.text or "") for m in fake_telegram.messages(USER_ID)), timeout=60
         )
     finally:
-        await stop_polling(first.app)
+        await stop_application(first.app)
     model.add(  # told of the broken test, the worker fixes it (the summary then lists the file it changed)
         "code",
         claude_says.text("Resumed: add() subtracts."),
@@ -190,7 +190,7 @@ async def test_a_resumed_js_task_runs_its_tests(
         )
         print("SUMMARY[resumeapp]", [ln for ln in summary.text.splitlines() if ln.strip()][:4])
     finally:
-        await stop_polling(second.app)
+        await stop_application(second.app)
     later = [last_user_text(r) for r in model.requests["code"][1:]]
     named = [t for t in later if "test/calc.test.js::calc > adds" in t and "add(2, 3) should be 5" in t]
     assert named, "the resumed task's tests ran (mocha found) and the broken test was sent back:\n" + "\n".join(later)

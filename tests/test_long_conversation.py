@@ -15,7 +15,7 @@ from tests.support.tasks import final_summary
 async def test_500_turns_are_compacted_and_the_pending_proposal_stays_visible(
     fake_telegram, fake_anthropic, tmp_path, workspace_root
 ) -> None:
-    from telegram_bot.app import stop_polling
+    from telegram_bot.app import stop_application
 
     budget = 4000
     settings = make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root, history_token_budget=budget)
@@ -71,7 +71,7 @@ async def test_500_turns_are_compacted_and_the_pending_proposal_stays_visible(
         fresh = model.requests["orchestrator"][-1]["messages"]
         assert len(fresh) == 1 and "proposal #1" in fresh[0]["content"][-1]["text"]
     finally:
-        await stop_polling(bot.app)
+        await stop_application(bot.app)
 
 
 async def test_unverified_criteria_are_reported_not_done(bot) -> None:

@@ -28,7 +28,7 @@ HANG_GUARD = 30.0  # far above INTERVAL: only a step that is never shown fails t
 async def bot(
     fake_telegram: FakeTelegram, fake_anthropic: FakeAnthropic, tmp_path: Path, workspace_root: Path, bot_repo: Path
 ) -> AsyncIterator[BotHarness]:
-    from telegram_bot.app import stop_polling
+    from telegram_bot.app import stop_application
 
     settings = make_settings(
         fake_telegram,
@@ -43,7 +43,7 @@ async def bot(
     try:
         yield harness
     finally:
-        await stop_polling(harness.app)
+        await stop_application(harness.app)
 
 
 def held_until(go: threading.Event, reply: dict):

@@ -38,7 +38,7 @@ def _log(caplog: pytest.LogCaptureFixture) -> None:
 
 @contextlib.asynccontextmanager
 async def webhook_bot(tg: FakeTelegram, claude: FakeAnthropic, tmp_path: Path, workspace_root: Path) -> AsyncIterator:
-    from telegram_bot.app import build_application, stop_polling
+    from telegram_bot.app import build_application, stop_application
     from telegram_bot.webhook import start_webhook
 
     with socket.socket() as probe:
@@ -66,7 +66,7 @@ async def webhook_bot(tg: FakeTelegram, claude: FakeAnthropic, tmp_path: Path, w
     try:
         yield app, post
     finally:
-        await stop_polling(app)
+        await stop_application(app)
 
 
 async def test_a_webhook_redelivery_is_one_turn_and_one_task(

@@ -198,7 +198,7 @@ async def test_diff_of_a_big_change_is_capped_and_says_what_it_left_out(bot: Bot
 async def test_a_stale_index_lock_does_not_fail_the_resumed_task(
     fake_telegram, fake_anthropic, tmp_path: Path, workspace_root: Path, bot_repo: Path
 ) -> None:
-    from telegram_bot.app import stop_polling
+    from telegram_bot.app import stop_application
     from tests.conftest import make_settings
 
     model = RoleScript()
@@ -219,7 +219,7 @@ async def test_a_stale_index_lock_does_not_fail_the_resumed_task(
             lambda: any("running: sleep" in (m.text or "") for m in fake_telegram.messages(USER_ID)), timeout=60
         )
     finally:
-        await stop_polling(first.app)
+        await stop_application(first.app)
     task = await stored_task(settings, 1)
     assert task.status is TaskStatus.INTERRUPTED and task.worktree
     tree = TaskWorktree(workspace_root / "calc", Path(task.worktree), task.branch, "main", task.base_commit)
@@ -244,5 +244,5 @@ async def test_a_stale_index_lock_does_not_fail_the_resumed_task(
         )
         assert "Task #1 done" in summary.text, summary.text
     finally:
-        await stop_polling(second.app)
+        await stop_application(second.app)
     assert "a + b" in git(workspace_root / "calc", "show", f"{task.branch}:calc.py")

@@ -43,7 +43,7 @@ SECRET = "mcp-token-Zx81-NOT-A-SHAPE-4417"
 async def member_bot(
     fake_telegram, fake_anthropic, tmp_path: Path, workspace_root: Path, bot_repository: Path
 ) -> AsyncIterator[BotHarness]:
-    from telegram_bot.app import stop_polling
+    from telegram_bot.app import stop_application
 
     (bot_repository / "mcp.json").write_text(f'{{"mcpServers": {{"notes": {{"env": {{"TOKEN": "{SECRET}"}}}}}}}}\n')
     settings = make_settings(
@@ -59,7 +59,7 @@ async def member_bot(
     try:
         yield harness
     finally:
-        await stop_polling(harness.app)
+        await stop_application(harness.app)
 
 
 @pytest.fixture

@@ -201,7 +201,7 @@ async def test_the_sandbox_probe_runs_after_polling_began_and_still_warns(
     found out beside the running bot, not before its first poll: a probe that has not answered yet holds nothing
     back, and its warning still comes once it answers."""
     from agents.sandbox import bwrap
-    from telegram_bot.app import stop_polling
+    from telegram_bot.app import stop_application
     from tests.conftest import make_settings, start_bot
 
     answer = asyncio.Event()
@@ -221,4 +221,4 @@ async def test_the_sandbox_probe_runs_after_polling_began_and_still_warns(
             await asyncio.wait_for(bot.runtime.sandbox_probe, 30)
             assert "the sandbox does not work here" in caplog.text and "the probe said so" in caplog.text
         finally:
-            await stop_polling(bot.app)
+            await stop_application(bot.app)

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from telegram_bot.app import stop_polling
+from telegram_bot.app import stop_application
 from telegram_bot.streaming import draft_html
 from tests.conftest import USER_ID, BotHarness, make_settings, start_bot
 from tests.fakes import anthropic_server as claude_says
@@ -51,7 +51,7 @@ async def fast_bot(
     try:
         yield harness
     finally:
-        await stop_polling(harness.app)
+        await stop_application(harness.app)
 
 
 def streamed(text: str, tg: FakeTelegram, seen: dict[str, bool], chat_id: int = USER_ID, **extra: object) -> dict:
@@ -245,4 +245,4 @@ async def test_the_first_frame_goes_out_with_the_first_words_without_waiting_for
         assert [d.text for d in bot.tg.drafts if d.text][0] == "Hello"
         assert reply.text == "Hello world"
     finally:
-        await stop_polling(bot.app)
+        await stop_application(bot.app)

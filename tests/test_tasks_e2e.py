@@ -68,14 +68,14 @@ def slow_worker_script(steps: int) -> list:
 @pytest.fixture
 async def bot2(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo):
     """The bot with at most 2 tasks at once."""
-    from telegram_bot.app import stop_polling
+    from telegram_bot.app import stop_application
 
     settings = make_settings(
         fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repository=bot_repo, max_concurrent_tasks=2
     )
     harness = await start_bot(settings, fake_telegram, fake_anthropic)
     yield harness
-    await stop_polling(harness.app)
+    await stop_application(harness.app)
 
 
 async def test_five_tasks_two_at_a_time_while_a_question_is_answered(bot2: BotHarness) -> None:
@@ -160,7 +160,7 @@ async def test_cancel_asks_which_when_several_and_orchestrator_can_cancel(bot2: 
 
 
 async def test_daily_budget_refuses_new_tasks(fake_telegram, fake_anthropic, tmp_path, workspace_root) -> None:
-    from telegram_bot.app import stop_polling
+    from telegram_bot.app import stop_application
 
     settings = make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root, daily_budget_usd=0.000001)
     bot = await start_bot(settings, fake_telegram, fake_anthropic)
@@ -181,7 +181,7 @@ async def test_daily_budget_refuses_new_tasks(fake_telegram, fake_anthropic, tmp
         assert tool_result["is_error"] and "daily budget" in tool_result["content"]
         assert await bot.runtime.store.list_tasks(USER_ID) == []
     finally:
-        await stop_polling(bot.app)
+        await stop_application(bot.app)
 
 
 async def test_a_cancelled_transaction_never_leaves_the_store_stuck(tmp_path) -> None:

@@ -59,7 +59,7 @@ def tiny_checkpoint(tmp_path_factory) -> str:
 async def test_voice_note_through_the_real_whisper_pipeline(
     fake_telegram, fake_anthropic, tmp_path, workspace_root, tiny_checkpoint, engine: type[ResidentTranscriber]
 ) -> None:
-    from telegram_bot.app import stop_polling
+    from telegram_bot.app import stop_application
 
     if engine is FasterWhisperTranscriber and (why := faster_whisper_missing()) is not None:
         pytest.skip(why)
@@ -128,7 +128,7 @@ async def test_voice_note_through_the_real_whisper_pipeline(
         kept = read_speeds(speed_log_path(settings))  # for `agentlab doctor`, another process
         assert [(s.engine, s.tokens) for s in kept] == [(engine.engine, 224)]  # decoded to the cap
     finally:
-        await stop_polling(bot.app)
+        await stop_application(bot.app)
 
 
 async def test_the_speech_process_starts_with_the_first_note_and_ends_when_idle(
@@ -136,7 +136,7 @@ async def test_the_speech_process_starts_with_the_first_note_and_ends_when_idle(
 ) -> None:
     """The bot idles without the model: nothing runs before the first note; after VOICE_IDLE_MINUTES without notes
     the speech process ends (its memory returned); the next note starts it again and is transcribed."""
-    from telegram_bot.app import stop_polling
+    from telegram_bot.app import stop_application
 
     settings = make_settings(
         fake_telegram,
@@ -169,7 +169,7 @@ async def test_the_speech_process_starts_with_the_first_note_and_ends_when_idle(
             "Loading the speech model… your note will be transcribed as soon as it's ready."
         ) == 2
     finally:
-        await stop_polling(bot.app)
+        await stop_application(bot.app)
     assert transcriber.pid is None or not Path(f"/proc/{transcriber.pid}").exists(), "stopping the bot ends it"
 
 
@@ -178,7 +178,7 @@ async def test_a_killed_speech_process_is_started_again_by_the_next_note(
 ) -> None:
     """The kernel's OOM killer (here: SIGKILL) takes the speech process between notes: the next note starts a new
     one and is transcribed; the bot itself never noticed more than a log line."""
-    from telegram_bot.app import stop_polling
+    from telegram_bot.app import stop_application
 
     settings = make_settings(
         fake_telegram,
@@ -206,13 +206,13 @@ async def test_a_killed_speech_process_is_started_again_by_the_next_note(
         await bot.tg.await_for(lambda: any(m.text == "Second." for m in bot.tg.messages(USER_ID)), timeout=300)
         assert transcriber.pid not in (None, killed)
     finally:
-        await stop_polling(bot.app)
+        await stop_application(bot.app)
 
 
 async def test_voice_preload_starts_the_speech_process_with_the_bot(
     fake_telegram, fake_anthropic, tmp_path, workspace_root
 ) -> None:
-    from telegram_bot.app import stop_polling
+    from telegram_bot.app import stop_application
 
     settings = make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root, voice_preload=True)
     transcriber = FakeTranscriber()
@@ -221,13 +221,13 @@ async def test_voice_preload_starts_the_speech_process_with_the_bot(
         await bot.runtime.start_up_done()
         assert transcriber.state is ModelState.ready
     finally:
-        await stop_polling(bot.app)
+        await stop_application(bot.app)
 
 
 async def test_without_preload_the_start_up_work_leaves_the_speech_model_unloaded(
     fake_telegram, fake_anthropic, tmp_path, workspace_root
 ) -> None:
-    from telegram_bot.app import stop_polling
+    from telegram_bot.app import stop_application
 
     transcriber = FakeTranscriber()
     bot = await start_bot(
@@ -240,14 +240,14 @@ async def test_without_preload_the_start_up_work_leaves_the_speech_model_unloade
         await bot.runtime.start_up_done()
         assert transcriber.state is ModelState.not_loaded, "the bot idles without the speech model"
     finally:
-        await stop_polling(bot.app)
+        await stop_application(bot.app)
 
 
 async def test_a_voice_note_is_transcribed_while_another_turn_is_in_flight(
     fake_telegram, fake_anthropic, tmp_path, workspace_root
 ) -> None:
     """The note is fetched and transcribed beside the chat's turn in flight, then answered in its place in order."""
-    from telegram_bot.app import stop_polling
+    from telegram_bot.app import stop_application
 
     transcriber = FakeTranscriber("and this is the note")
     bot = await start_bot(
@@ -272,7 +272,7 @@ async def test_a_voice_note_is_transcribed_while_another_turn_is_in_flight(
         assert texts.index("Typed answer.") < texts.index("Voice answer."), "answered in the chat's order"
     finally:
         go.set()
-        await stop_polling(bot.app)
+        await stop_application(bot.app)
 
 
 def _held_until(go: threading.Event, reply: dict):
@@ -288,7 +288,7 @@ def _held_until(go: threading.Event, reply: dict):
 async def test_spoken_go_ahead_approves_the_pending_proposal(
     fake_telegram, fake_anthropic, tmp_path, workspace_root
 ) -> None:
-    from telegram_bot.app import stop_polling
+    from telegram_bot.app import stop_application
 
     settings = make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root)
     bot = await start_bot(settings, fake_telegram, fake_anthropic, transcriber=FakeTranscriber("go ahead"))
@@ -304,13 +304,13 @@ async def test_spoken_go_ahead_approves_the_pending_proposal(
         assert "I heard: go ahead" in bot.tg.messages(USER_ID)[0].text
         assert (await bot.runtime.store.get_proposal(1)).status is ProposalStatus.APPROVED
     finally:
-        await stop_polling(bot.app)
+        await stop_application(bot.app)
 
 
 async def test_bad_audio_and_unloadable_model_get_one_sentence(
     fake_telegram, fake_anthropic, tmp_path, workspace_root
 ) -> None:
-    from telegram_bot.app import stop_polling
+    from telegram_bot.app import stop_application
 
     settings = make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root)
     fake = FakeTranscriber([AudioError("I couldn't hear anything in that voice note.")], load_error=None)
@@ -323,7 +323,7 @@ async def test_bad_audio_and_unloadable_model_get_one_sentence(
         assert len(fake.received) == 1, "the oversized file was never downloaded or transcribed"
         assert bot.claude.calls == 0
     finally:
-        await stop_polling(bot.app)
+        await stop_application(bot.app)
 
     settings = make_settings(fake_telegram, fake_anthropic, tmp_path / "second", workspace_root)
     bot = await start_bot(
@@ -338,7 +338,7 @@ async def test_bad_audio_and_unloadable_model_get_one_sentence(
         reply = await bot.tg.await_for(lambda: bot.tg.messages(USER_ID)[before:] or None)
         assert "could not be loaded" in reply[0].text
     finally:
-        await stop_polling(bot.app)
+        await stop_application(bot.app)
 
 
 class _StillLoading(FakeTranscriber):
@@ -360,7 +360,7 @@ class _StillLoading(FakeTranscriber):
 async def test_first_note_while_the_model_loads_says_so_and_text_stays_responsive(
     fake_telegram, fake_anthropic, tmp_path, workspace_root
 ) -> None:
-    from telegram_bot.app import stop_polling
+    from telegram_bot.app import stop_application
 
     transcriber = _StillLoading()
     transcriber.start_loading()
@@ -383,4 +383,4 @@ async def test_first_note_while_the_model_loads_says_so_and_text_stays_responsiv
         transcriber.loaded.set()
         await bot.tg.await_for(lambda: any(m.text == "Voice answer." for m in bot.tg.messages(USER_ID + 1)))
     finally:
-        await stop_polling(bot.app)
+        await stop_application(bot.app)

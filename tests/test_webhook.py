@@ -46,7 +46,7 @@ def webhook_settings(tg: FakeTelegram, claude: FakeAnthropic, tmp_path: Path, wo
 
 @pytest.fixture
 async def webhook_bot(fake_telegram: FakeTelegram, fake_anthropic: FakeAnthropic, tmp_path: Path, workspace_root: Path):
-    from telegram_bot.app import build_application, stop_polling
+    from telegram_bot.app import build_application, stop_application
     from telegram_bot.webhook import start_webhook
 
     settings = webhook_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root)
@@ -55,7 +55,7 @@ async def webhook_bot(fake_telegram: FakeTelegram, fake_anthropic: FakeAnthropic
     try:
         yield app, settings
     finally:
-        await stop_polling(app)  # it stops whichever updater serves: long polling or this webhook
+        await stop_application(app)  # it stops whichever updater serves: long polling or this webhook
 
 
 async def test_webhook_registered_with_telegram_and_secret_enforced(

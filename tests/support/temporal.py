@@ -175,7 +175,7 @@ async def temporal_bot(
     temporal: str,
     queue: str,
 ) -> AsyncIterator[BotHarness]:
-    from telegram_bot.app import stop_polling
+    from telegram_bot.app import stop_application
 
     settings = make_settings(
         fake_telegram,
@@ -190,7 +190,7 @@ async def temporal_bot(
     try:
         yield harness
     finally:
-        await stop_polling(harness.app)  # type: ignore[arg-type]  # BotHarness keeps the PTB Application as an object
+        await stop_application(harness.app)  # type: ignore[arg-type]  # BotHarness keeps the PTB Application as an object
 
 
 @pytest.fixture
