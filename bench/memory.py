@@ -92,7 +92,7 @@ def echoes(tg: Any) -> int:
 
 def measure_engine(engine: str, checkpoint: Path, note: bytes, tg: Any, claude: Any, root: Path) -> dict[str, Any]:
     """One bot process with `engine`: its memory idle, after one note, after the idle period; note latencies."""
-    from agents.core.settings import Settings
+    from agents.core.settings import env_keys
     from tests.conftest import USER_ID
 
     data = root / engine / "data"
@@ -101,7 +101,7 @@ def measure_engine(engine: str, checkpoint: Path, note: bytes, tg: Any, claude: 
         from agents.inputs.ct2_convert import convert_checkpoint
 
         convert_checkpoint(checkpoint, data / "voice" / "models")
-    keys = {name.upper() for name in Settings.model_fields}
+    keys = env_keys()
     env = {k: v for k, v in os.environ.items() if k.upper() not in keys}
     env.update(
         TELEGRAM_BOT_TOKEN=tg.token,

@@ -118,10 +118,10 @@ def _kill(proc: subprocess.Popen) -> None:
 def runner_settings(env: Mapping[str, str]) -> Settings:
     """The settings `agentlab runner` would read from the environment `env` (its keys upper-case, as in `.env`), with
     the same stand-ins for the bot's Telegram keys, which a runner does not use."""
-    from agents.core.settings import Settings
+    from agents.core.settings import Settings, env_keys
 
     values: dict[str, Any] = {"telegram_bot_token": "unused-by-a-runner", "allowed_user_ids": ""}
-    values.update({key.lower(): value for key, value in env.items() if key.lower() in Settings.model_fields})
+    values.update({key.lower(): value for key, value in env.items() if key.upper() in env_keys()})
     return Settings(_env_file=None, **values)
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from agents.core.settings import Settings
+from agents.core.settings import env_keys
 from agents.tools import browser
 from agents.tools.ripgrep import ripgrep_path
 from agents.tools.screenshot import find_chromium
@@ -32,7 +32,7 @@ pytestmark = pytest.mark.slow
 def newcomer_env(tg, claude, tmp_path: Path) -> dict[str, str]:
     """The process environment: no setting of the bot's own except where the fakes live (and a local whisper
     checkpoint, so nothing is downloaded); everything else comes from the `.env` that init writes."""
-    keys = {name.upper() for name in Settings.model_fields} | {"AGENTLAB_LOG_FORMAT"}
+    keys = env_keys()
     env = {k: v for k, v in os.environ.items() if k.upper() not in keys}
     checkpoint = tmp_path / "model.pt"
     checkpoint.write_bytes(b"\0" * 10)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from agents.core.settings import Settings
+from agents.core.settings import env_keys
 from telegram_bot.cli import TEXT_LOG_FORMAT, JsonLogFormatter
 from telegram_bot.startup import RedactSecrets
 from tests.conftest import USER_ID
@@ -30,7 +30,7 @@ pytestmark = pytest.mark.slow
 
 def start_env(tmp_path: Path, **keys: str) -> dict[str, str]:
     """No setting of the bot's from the test's environment; `keys` and the `.env` of `tmp_path` only."""
-    names = {name.upper() for name in Settings.model_fields} | {"AGENTLAB_LOG_FORMAT"}
+    names = env_keys()
     env = {k: v for k, v in os.environ.items() if k.upper() not in names}
     env.update(
         PYTHONPATH=str(REPO),

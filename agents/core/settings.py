@@ -1,29 +1,74 @@
-"""Settings from the environment and `.env` (pydantic-settings); every key is documented in `.env.example`."""
+"""Settings from the environment and `.env` (pydantic-settings); every key is documented in `.env.example`.
+
+`Settings` is made of groups (agents/core/setting_groups.py): the code reads `settings.voice.whisper_model`, while the
+keys stay the flat ones of `.env` and the environment (WHISPER_MODEL). Two small pieces keep them flat: a source that
+asks pydantic-settings' own environment and `.env` sources for every group's keys, and a validator that puts each
+flat key given in code (`Settings(whisper_model=...)`, as tests and scripts build them) under its group."""
 
 from __future__ import annotations
 
-import ipaddress
-import re
-from datetime import tzinfo
-from pathlib import Path
-from typing import Annotated, Any, Literal
-from urllib.parse import urlsplit
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple, Self
 
-from pydantic import AliasChoices, Field, SecretStr, ValidationError, ValidationInfo, field_validator
+from pydantic import AliasChoices, BaseModel, ValidationError, model_validator
+from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
     DotEnvSettingsSource,
-    NoDecode,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
 )
 
+from agents.core.setting_groups import (
+    AnthropicSettings,
+    AttachmentSettings,
+    BriefingSettings,
+    CommitSettings,
+    EngineSettings,
+    GitHubSettings,
+    LogSettings,
+    NetworkSettings,
+    OrchestratorSettings,
+    PathSettings,
+    ReviewSettings,
+    SandboxSettings,
+    ScheduleSettings,
+    StreamingSettings,
+    TaskSettings,
+    TelegramSettings,
+    ToolSettings,
+    UserSettings,
+    VoiceSettings,
+    WorkerSettings,
+)
+
 
 class Settings(BaseSettings):
-    """Everything the bot can be configured with. Field names are the env keys, upper-cased."""
+    """Everything the bot can be configured with, in groups. A group's field names are the env keys, lower-cased."""
 
     model_config = SettingsConfigDict(env_file=".env", env_file_encoding="utf-8", extra="ignore")
+
+    # the order is the order in which missing keys are named: the required ones are in the first four groups
+    telegram: TelegramSettings
+    anthropic: AnthropicSettings
+    users: UserSettings
+    paths: PathSettings
+    orchestrator: OrchestratorSettings
+    workers: WorkerSettings
+    tasks: TaskSettings
+    commits: CommitSettings
+    briefing: BriefingSettings
+    voice: VoiceSettings
+    attachments: AttachmentSettings
+    sandboxing: SandboxSettings
+    network: NetworkSettings
+    tools: ToolSettings
+    engine: EngineSettings
+    schedules: ScheduleSettings
+    github: GitHubSettings
+    review: ReviewSettings
+    streaming: StreamingSettings
+    logs: LogSettings
 
     @classmethod
     def settings_customise_sources(
@@ -34,407 +79,120 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        """pydantic-settings' own sources and order, less the `.env` one when told there is no file
+        """pydantic-settings' own sources and order, the environment and `.env` asked for the groups' flat keys; no
+        secrets directory (none is configured). The `.env` source is left out when told there is no file
         (`Settings(_env_file=None, ...)`, as tests and scripts build them): it has nothing to read then, yet walks
-        every field again, about 40% of the time a Settings takes to build."""
+        every key again, about 40% of the time a Settings takes to build."""
+        environment = FlatKeys(settings_cls, env_settings)
         if isinstance(dotenv_settings, DotEnvSettingsSource) and dotenv_settings.env_file is None:
-            return init_settings, env_settings, file_secret_settings
-        return init_settings, env_settings, dotenv_settings, file_secret_settings
+            return init_settings, environment
+        return init_settings, environment, FlatKeys(settings_cls, dotenv_settings)
 
-    # --- required -------------------------------------------------------------------------
-    telegram_bot_token: SecretStr
-    anthropic_api_key: SecretStr
-    allowed_user_ids: Annotated[frozenset[int], NoDecode]
-    workspace_path: Path
-
-    # --- roles ----------------------------------------------------------------------------
-    # OWNER_USER_IDS: the allowed users who may merge, discard, allow network, create workspaces and work on `self`;
-    # empty or unset = every allowed user (a one-person set-up is unchanged); the others are members
-    owner_user_ids: Annotated[frozenset[int], NoDecode] = frozenset()
-
-    @property
-    def owners(self) -> frozenset[int]:
-        """Who may do what only owners may: OWNER_USER_IDS, or every allowed user when it is empty."""
-        return self.owner_user_ids or self.allowed_user_ids
-
-    def is_owner(self, user_id: int | None) -> bool:
-        """None is the bot itself acting (a restart, a script): only real members are ever refused."""
-        return user_id is None or user_id in self.owners
-
-    # --- endpoints ------------------------------------------------------------------------
-    telegram_api_base_url: str = "https://api.telegram.org"
-    anthropic_base_url: str | None = None
-
-    # --- where things live ----------------------------------------------------------------
-    bot_repository: Path | None = None
-    database_path: Path = Path("data/agentlab.db")
-
-    # --- models and limits ----------------------------------------------------------------
-    orchestrator_model: str = "claude-sonnet-4-6"
-    worker_model: str = "claude-sonnet-4-6"
-    max_output_tokens: int = Field(4096, ge=256)
-    anthropic_max_retries: int = Field(2, ge=0, le=10)
-    anthropic_timeout_seconds: float = Field(120.0, gt=0)
-    history_token_budget: int = Field(24_000, ge=1_000)
-    orchestrator_max_tool_rounds: int = Field(12, ge=1)
-    max_message_chars: int = Field(20_000, ge=1_000)
-
-    # --- workers --------------------------------------------------------------------------
-    worker_max_steps: int = Field(60, ge=1)
-    worker_max_output_tokens: int = Field(32_000, ge=1024, le=128_000)  # worker calls stream: past 21k is fine
-    worker_max_seconds: float = Field(1800.0, gt=0)
-    worker_max_tokens: int = Field(3_000_000, ge=1_000)
-    max_corrections: int = Field(3, ge=0)
-    # thinking and effort (agents/llm/reasoning.py): adaptive where the model supports it, else a fixed budget
-    worker_thinking: Literal["adaptive", "enabled", "off"] = "adaptive"
-    worker_thinking_budget: int = Field(8_000, ge=1024)  # tokens, for models without adaptive thinking
-    worker_effort: Literal["", "low", "medium", "high", "xhigh", "max"] = ""  # "": the model's default
-    worker_warn_steps: int = Field(5, ge=0)  # the worker is told this many steps before its step limit (0: never)
-    orchestrator_thinking: Literal["adaptive", "enabled", "off"] = "off"
-    orchestrator_effort: Literal["", "low", "medium", "high", "xhigh", "max"] = ""
-    command_timeout_seconds: float = Field(300.0, gt=0)
-    test_timeout_seconds: float = Field(900.0, gt=0)
-    max_concurrent_tasks: int = Field(3, ge=1)
-    progress_interval_seconds: float = Field(5.0, gt=0)  # a new step shows in the progress message within this
-    progress_refresh_seconds: float = Field(15.0, gt=0)  # the elapsed time is refreshed at least this often
-    git_author_name: str = "agentlab"
-    git_author_email: str = "agentlab@localhost"
-    chromium_path: str | None = None
-    repo_map_tokens: int = Field(2000, ge=0)
-    repo_map_wait_seconds: float = Field(1.0, ge=0.0)  # a first turn's wait on a cold index + drawing its map
-
-    # --- what the orchestrator remembers, foreground waits, bounded worker context ---------------
-    foreground_wait_seconds: float = Field(90.0, gt=0)  # a foreground task is waited for at most this long
-    shown_turn_chars: int = Field(16_000, ge=1_000)  # a proposal or task summary as a turn of the chat history
-    tool_result_max_chars: int = Field(60_000, ge=2_000)  # a longer tool result keeps its head and tail
-    worker_context_tokens: int = Field(
-        200_000, ge=10_000
-    )  # the worker model's window; older results are stubbed near it
-
-    # --- the owner's repository (what a task may leave behind, where worktrees live) -----------------------
-    worktrees_path: Path | None = None  # default: a folder next to the database's, e.g. data-worktrees/ beside data/
-    max_commit_file_bytes: int = Field(5 * 1024 * 1024, ge=1)
-    max_commit_task_bytes: int = Field(20 * 1024 * 1024, ge=1)
-
-    @property
-    def worktrees_dir(self) -> Path:
-        """Where task worktrees are checked out: never inside the database's folder (nor the workspaces)."""
-        if self.worktrees_path is not None:
-            return Path(self.worktrees_path).expanduser().resolve()
-        data = Path(self.database_path).expanduser().resolve().parent
-        return data.parent / f"{data.name}-worktrees"
-
-    # --- voice ----------------------------------------------------------------------------
-    voice_engine: Literal["openai-whisper", "faster-whisper"] = "openai-whisper"
-    whisper_model: str = "base"
-    whisper_language: str | None = None
-    voice_max_seconds: float = Field(600.0, gt=0)
-    # the speech model lives in a process of its own (agents/inputs/speech_process.py), started by the first voice
-    # note (or at start with VOICE_PRELOAD) and ended after VOICE_IDLE_MINUTES without notes (0: kept until the bot
-    # stops), so the bot idles without torch
-    voice_preload: bool = False
-    voice_idle_minutes: float = Field(15.0, ge=0)
-
-    @property
-    def voice_data_dir(self) -> Path:
-        """The data folder's `voice/`: converted models (faster-whisper) and the timing of the last notes."""
-        return Path(self.database_path).expanduser().resolve().parent / "voice"
-
-    # --- photos and files sent to the bot (agents/inputs/attachments.py) -------------------
-    attachment_image_max_edge: int = Field(1568, ge=200, le=8000)
-    attachment_pdf_max_bytes: int = Field(10_000_000, ge=10_000, le=20_000_000)
-    attachment_text_max_bytes: int = Field(200_000, ge=1_000, le=2_000_000)
-
-    # --- money ----------------------------------------------------------------------------
-    price_input_per_mtok: float = 3.0
-    price_output_per_mtok: float = 15.0
-    price_cache_write_per_mtok: float = 3.75
-    price_cache_read_per_mtok: float = 0.30
-    daily_budget_usd: float | None = None
-
-    # --- sandbox: how a task's processes are confined; see agents/sandbox/bwrap.py -------
-    sandbox: Literal["bwrap", "off"] = "bwrap"
-    sandbox_network: Literal["ask", "on", "off"] = "ask"
-    sandbox_network_answer_seconds: float = Field(300.0, gt=0)  # no answer to a network request = deny
-    sandbox_max_processes: int = Field(512, ge=16)
-    sandbox_max_file_mb: int = Field(1024, ge=1)
-    sandbox_max_memory_mb: int = Field(8192, ge=256)  # per task (its cgroup, swap off) and address space per process
-    # how much a task's worktree (and its services' logs) may grow; unset: a quarter of the free space where the
-    # worktrees are, at most 10 GB (agents/sandbox/task_limits.default_disk_budget)
-    sandbox_max_disk_mb: int | None = Field(None, ge=16)
-    # auto: a task's worktree is a file system of its own (a sparse ext4 image) where the machine allows one, so a
-    # burst of writes meets a hard ceiling; off: a plain folder, its budget polled (agents/sandbox/task_disk.py)
-    sandbox_disk_fs: Literal["auto", "off"] = "auto"
-    sandbox_tmp_mb: int = Field(1024, ge=16)  # the private /tmp and home (memory-backed)
-    sandbox_max_services: int = Field(4, ge=0)  # run_command(background=true) services running at once per task
-    sandbox_read_paths: Annotated[tuple[Path, ...], NoDecode] = ()  # extra read-only folders (e.g. /opt/node)
-    # what an allowed network reaches (agents/sandbox/egress_rules.py): always only public addresses; with domains
-    # only those (and their sub-domains; `packages` = the package registries' preset); `private`: addresses or
-    # ranges (a LAN package mirror) that are the only private ones reachable
-    sandbox_network_domains: Annotated[tuple[str, ...], NoDecode] = ()
-    sandbox_network_private: Annotated[tuple[str, ...], NoDecode] = ()
-
-    @field_validator("sandbox_network_domains", mode="before")
+    @model_validator(mode="before")
     @classmethod
-    def _split_domains(cls, value: object) -> object:
-        names = _comma_list(value)
-        for name in names:
-            if not _DOMAIN.fullmatch(name):
-                raise ValueError(f"{name!r} is not a domain name (or the preset `packages`)")
-        return names
+    def _group_flat_keys(cls, data: Any) -> Any:
+        """Each flat key given in code under its group (it wins over the environment's, as a keyword argument always
+        did), and every group present, so that a missing required key is named (TELEGRAM_BOT_TOKEN), not its group.
+        An unknown key is ignored, as before the groups."""
+        if not isinstance(data, Mapping):
+            return data
+        grouped: dict[str, Any] = {name: {} for name in cls.model_fields}
+        flat: list[tuple[Leaf, str, Any]] = []
+        for key, value in data.items():
+            if key in cls.model_fields:
+                grouped[key] = dict(value) if isinstance(value, Mapping) else value
+            elif (leaf := LEAF_BY_KEY.get(str(key).lower())) is not None:
+                flat.append((leaf, str(key).lower(), value))
+        for leaf, key, value in flat:
+            group = grouped[leaf.group]
+            if isinstance(group, BaseModel):  # a whole group given with a key of it: the key is set on its values
+                group = grouped[leaf.group] = group.model_dump()
+            if isinstance(group, dict):
+                for other in leaf.keys:  # LOG_FORMAT given in code wins over AGENTLAB_LOG_FORMAT from the environment
+                    group.pop(other, None)
+                group[key if key in leaf.keys else leaf.keys[0]] = value
+        return grouped
 
-    @field_validator("sandbox_network_private", mode="before")
-    @classmethod
-    def _split_networks(cls, value: object) -> object:
-        found = []
-        for item in _comma_list(value):
-            try:
-                found.append(str(ipaddress.ip_network(item, strict=False)))
-            except ValueError:
-                raise ValueError(
-                    f"{item!r} is not an IP address or range (such as 192.168.1.20 or 10.8.0.0/16)"
-                ) from None
-        return tuple(found)
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """A copy with `update` applied, its keys flat (`{"worker_model": ...}`) or whole groups: each flat key is
+        set on a copy of its group. Unchecked, as pydantic's own copy; an unknown key is an error (pydantic's copy
+        would add it as an attribute nothing reads)."""
+        if not update:
+            return super().model_copy(deep=deep)
+        groups: dict[str, Any] = {}
+        per_group: dict[str, dict[str, Any]] = {}
+        for key, value in update.items():
+            if key in type(self).model_fields:
+                groups[key] = value
+            elif (leaf := LEAF_BY_KEY.get(key.lower())) is not None:
+                per_group.setdefault(leaf.group, {})[leaf.name] = value
+            else:
+                raise KeyError(f"Settings has no key {key!r}")
+        for name, values in per_group.items():
+            group: BaseModel = groups.get(name, getattr(self, name))
+            groups[name] = group.model_copy(update=values, deep=deep)
+        return super().model_copy(update=groups, deep=deep)
 
-    # --- MCP servers and the browser: agents/tools/mcp_config.py, mcp_client.py, browser.py ------------
-    mcp_config: Path | None = None  # the owner's .mcp.json-shaped file (never read from a repository)
-    mcp_start_timeout_seconds: float = Field(30.0, gt=0)  # a server that lists no tools by then is unavailable
-    mcp_call_timeout_seconds: float = Field(120.0, gt=0)  # one tool call
-    browser_tools_dir: Path | None = None  # where `make setup` installs chrome-devtools-mcp (default: the bot's .tools)
+    if not TYPE_CHECKING:  # the type checker reports a flat read itself; at run time it is named with its group
 
-    @field_validator("sandbox", "sandbox_network", "sandbox_disk_fs", "task_engine", mode="before")
-    @classmethod
-    def _lower_mode(cls, value: object) -> object:
-        return value.strip().lower() if isinstance(value, str) else value
-
-    @field_validator("sandbox_read_paths", mode="before")
-    @classmethod
-    def _split_paths(cls, value: object) -> object:
-        if isinstance(value, str):
-            return tuple(Path(p.strip()).expanduser() for p in value.replace(";", ",").split(",") if p.strip())
-        return value
-
-    # --- where tasks run: in the bot's process, or as Temporal workflows on `agentlab runner`s ---------
-    task_engine: Literal["local", "temporal"] = "local"
-    temporal_address: str = "localhost:7233"
-    temporal_namespace: str = "default"
-    temporal_task_queue: str = "agentlab"  # the shared queue runners claim tasks from (each also has its own)
-    temporal_heartbeat_seconds: float = Field(10.0, ge=1.0)  # a runner silent this long is lost: another takes over
-    temporal_claim_seconds: float = Field(600.0, ge=1.0)  # no runner takes the task within this: it is `interrupted`
-    temporal_takeovers: int = Field(1, ge=0)  # how often a task lost with its runner moves to another one
-    runner_name: str | None = None  # `agentlab runner`: its name in the cluster (default: host name and process id)
-    runner_remote: str = "origin"  # the workspaces' shared remote: runners push task branches, the bot fetches them
-
-    # --- schedules: tasks and research that start by themselves (agents/work/schedule_book.py) ---------------------
-    timezone: str | None = None  # TIMEZONE: an IANA name (Europe/Berlin) schedules are read and shown in
-    schedules_max: int = Field(20, ge=1)  # SCHEDULES_MAX: live (active or paused) schedules per conversation
-
-    @field_validator("timezone", mode="before")
-    @classmethod
-    def _known_zone(cls, value: object) -> object:
-        if value is None or (isinstance(value, str) and not value.strip()):
-            return None
-        try:
-            ZoneInfo(str(value).strip())
-        except (ZoneInfoNotFoundError, ValueError):
-            raise ValueError("must be an IANA time zone name such as Europe/Berlin or UTC") from None
-        return str(value).strip()
-
-    @property
-    def zone(self) -> tzinfo:
-        """The time zone schedules use: TIMEZONE, else the machine's own (tzlocal: /etc/localtime, TZ)."""
-        if self.timezone:
-            return ZoneInfo(self.timezone)
-        from tzlocal import get_localzone  # APScheduler's own dependency
-
-        return get_localzone()
-
-    # --- GitHub: pull requests from a task, work from an issue comment (agents/github/, agents/work/pull_requests.py)
-    github_token: SecretStr | None = None  # the bot's own: REST API and pushes; never reaches a task or a model
-    github_api_url: str = "https://api.github.com"
-    github_users: Annotated[dict[str, int], NoDecode] = Field(default_factory=dict)  # login (lower case) → user id
-    github_webhook_listen: str | None = None  # host:port of POST /github
-    github_webhook_secret: SecretStr | None = Field(None, validate_default=True)
-    github_mention: str = "@agentlab"
-    github_checks_poll_seconds: float = Field(30.0, gt=0)  # first wait between polls of a PR's checks (then doubled)
-    github_checks_poll_max_seconds: float = Field(600.0, gt=0)  # the longest wait between two polls
-    github_checks_give_up_seconds: float = Field(6 * 3600.0, gt=0)  # polling stops after this (no result then)
-
-    @field_validator("github_users", mode="before")
-    @classmethod
-    def _split_github_users(cls, value: object) -> object:
-        if isinstance(value, str):
-            users: dict[str, int] = {}
-            for pair in value.replace(";", ",").split(","):
-                if not pair.strip():
-                    continue
-                login, sep, user_id = pair.partition("=")
-                if not sep or not login.strip() or not user_id.strip().lstrip("-").isdigit():
-                    raise ValueError("must be login=telegram_user_id pairs, comma-separated (e.g. octocat=1001)")
-                users[login.strip().lower()] = int(user_id)
-            return users
-        return value
-
-    @field_validator("github_webhook_listen")
-    @classmethod
-    def _listen_is_host_port(cls, value: str | None) -> str | None:
-        if value is not None:
-            host, sep, port = value.strip().rpartition(":")
-            if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-                raise ValueError("must be host:port, e.g. 127.0.0.1:8088")
-            return value.strip()
-        return value
-
-    @field_validator("github_webhook_secret")
-    @classmethod
-    def _github_secret_required(cls, value: SecretStr | None, info: ValidationInfo) -> SecretStr | None:
-        if value is None and info.data.get("github_webhook_listen"):
-            raise ValueError("required when GITHUB_WEBHOOK_LISTEN is set (the webhook's secret on GitHub)")
-        return value
-
-    @property
-    def github_web_url(self) -> str:
-        """GitHub's web root for this API root: https://github.com for api.github.com, the host itself for GitHub
-        Enterprise (`https://HOST/api/v3`) and for a test server."""
-        api = self.github_api_url.rstrip("/")
-        if api == "https://api.github.com":
-            return "https://github.com"
-        return api.removesuffix("/api/v3")
-
-    # --- the review page: a Telegram Mini App served by the bot (agents/review/) ---------------------------------
-    review_url: str | None = None  # the public address of REVIEW_LISTEN (https://, or http:// on loopback)
-    review_listen: str = "127.0.0.1:8088"  # host:port the review server binds (polling mode too)
-    review_auth_max_age: float = Field(86_400.0, gt=0)  # launch data older than this shows nothing
-    review_app_name: str | None = None  # the Mini App's short name (BotFather /newapp): the Review link in groups
-    review_diff_page_bytes: int = Field(100_000, ge=10_000)  # the diff is shown in pages of about this size
-
-    @field_validator("review_listen")
-    @classmethod
-    def _review_listen_is_host_port(cls, value: str) -> str:
-        host, sep, port = value.strip().rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ValueError("must be host:port, e.g. 127.0.0.1:8088")
-        return value.strip()
-
-    @field_validator("review_url")
-    @classmethod
-    def _review_url_is_https(cls, value: str | None) -> str | None:
-        if value is None or not value.strip():
-            return None
-        parts = urlsplit(value.strip())
-        loopback = parts.hostname in ("127.0.0.1", "localhost", "::1")
-        if parts.scheme != "https" and not (parts.scheme == "http" and loopback):
-            raise ValueError("must be an https:// address (http:// only for 127.0.0.1 or localhost)")
-        return value.strip().rstrip("/")
-
-    log_level: str = "INFO"
-
-    # --- repository instructions, standing notes, questions to the user (agents/work/repo_rules.py, standing.py) ----
-    repo_instructions_max_chars: int = Field(12_000, ge=1_000)  # AGENTS.md & co. in a worker's first turn, at most
-    notes_max_per_user: int = Field(20, ge=1)  # standing notes a user may keep
-    note_max_chars: int = Field(500, ge=20)  # the length of one standing note
-    ask_timeout_seconds: float = Field(600.0, gt=0)  # ask_user: no answer by then and the worker decides itself
-    ask_max_per_task: int = Field(5, ge=1)  # ask_user: questions one task may ask in all its runs
-
-    # --- webhook (empty WEBHOOK_URL = long polling) ---------------------------------------
-    webhook_url: str | None = None  # public https base URL; Telegram posts to <webhook_url>/<webhook_path>
-    webhook_listen: str = "127.0.0.1"
-    webhook_port: int = Field(8443, ge=1, le=65535)
-    webhook_path: str = "telegram"
-    webhook_secret_token: SecretStr | None = Field(None, validate_default=True)
-
-    # --- streamed answers ------------------------------------------------------
-    stream_answers: bool = True  # the answer grows in the chat while Claude writes it
-    stream_first_frame_seconds: float = Field(0.3, ge=0.0)  # no preview frame before this (a quick answer has none)
-    stream_draft_interval_seconds: float = Field(0.4, ge=0.05)  # between sendMessageDraft frames (private chats)
-    stream_edit_interval_seconds: float = Field(1.5, ge=0.2)  # between edits of the preview (drafts refused)
-    stream_group_edit_interval_seconds: float = Field(3.5, ge=1.0)  # groups: Telegram allows ~20 messages a minute
-
-    # --- logs -----------------------------------------------------------------------------
-    log_format: Literal["text", "json"] = Field(  # LOG_FORMAT; AGENTLAB_LOG_FORMAT wins when both are set
-        "text", validation_alias=AliasChoices("agentlab_log_format", "log_format")
-    )
-
-    @field_validator("allowed_user_ids", "owner_user_ids", mode="before")
-    @classmethod
-    def _split_ids(cls, value: object) -> object:
-        if isinstance(value, str):
-            parts = [p.strip() for p in value.replace(";", ",").split(",")]
-            try:
-                return frozenset(int(p) for p in parts if p)
-            except ValueError:
-                raise ValueError("must be comma-separated Telegram user ids (numbers)") from None
-        if isinstance(value, int):
-            return frozenset({value})
-        return value
-
-    @field_validator("*", mode="before")
-    @classmethod
-    def _empty_is_default(cls, value: object, info: ValidationInfo) -> object:
-        """A key left empty in .env (`KEY=`, as `.env.example` ships most of them) means unset: its default, None for
-        an optional path or file. Without this an empty path became `Path('.')`, the current folder, and a feature
-        looked for its parts there. A required key left empty stays empty and is refused by its own check."""
-        if not (isinstance(value, str) and not value.strip()):
-            return value
-        field = cls.model_fields[info.field_name] if info.field_name else None
-        if field is None or field.is_required():
-            return value
-        return field.get_default(call_default_factory=True)
-
-    @field_validator("telegram_bot_token", "anthropic_api_key", "workspace_path", mode="before")
-    @classmethod
-    def _required_given(cls, value: object) -> object:
-        if isinstance(value, str) and not value.strip():
-            raise ValueError("empty (required): run `agentlab init`, or fill it in .env")
-        return value
-
-    @field_validator("telegram_api_base_url", "github_api_url")
-    @classmethod
-    def _strip_slash(cls, value: str) -> str:
-        return value.rstrip("/")
-
-    @field_validator("webhook_url", mode="before")
-    @classmethod
-    def _webhook_url_is_https(cls, value: object) -> object:
-        if value is None or (isinstance(value, str) and not value.strip()):
-            return None
-        if isinstance(value, str):
-            value = value.strip().rstrip("/")
-            if not value.startswith("https://") or len(value) <= len("https://"):
-                raise ValueError(
-                    "must be the public https:// base URL Telegram posts updates to (empty = long polling)"
-                )
-        return value
-
-    @field_validator("webhook_path")
-    @classmethod
-    def _webhook_path_is_url_safe(cls, value: str) -> str:
-        value = value.strip().strip("/")
-        if not _WEBHOOK_PATH.fullmatch(value):
-            raise ValueError("must be a URL path such as telegram (letters, digits, - _ . ~ /)")
-        return value
-
-    @field_validator("webhook_secret_token")
-    @classmethod
-    def _secret_required_for_webhook(cls, value: SecretStr | None, info: ValidationInfo) -> SecretStr | None:
-        if value is None:
-            if info.data.get("webhook_url"):
-                raise ValueError("required when WEBHOOK_URL is set (1-256 characters: A-Z a-z 0-9 _ -)")
-            return None
-        if not _WEBHOOK_SECRET.fullmatch(value.get_secret_value()):
-            raise ValueError("must be 1-256 characters of A-Z a-z 0-9 _ - (Telegram's rule)")
-        return value
-
-    @field_validator("log_format", mode="before")
-    @classmethod
-    def _lower_log_format(cls, value: object) -> object:
-        if isinstance(value, str):
-            return value.strip().lower() or "text"
-        return value
+        def __getattr__(self, name: str) -> Any:
+            leaf = LEAF_BY_KEY.get(name)
+            if leaf is not None and leaf.name == name:
+                raise AttributeError(f"Settings has no {name!r}: it is settings.{leaf.group}.{name}")
+            return super().__getattr__(name)
 
 
-_WEBHOOK_PATH = re.compile(r"[A-Za-z0-9._~-]+(/[A-Za-z0-9._~-]+)*")
-_WEBHOOK_SECRET = re.compile(r"[A-Za-z0-9_-]{1,256}")
+class Leaf(NamedTuple):
+    """One setting: the group that holds it, its field (named as its env key), and the keys its value may be given
+    under, the first the one it is handed on under (AGENTLAB_LOG_FORMAT before LOG_FORMAT; most have one)."""
+
+    group: str
+    name: str
+    keys: tuple[str, ...]
+    field: FieldInfo
+
+
+def _leaves() -> Iterator[Leaf]:
+    for group, holder in Settings.model_fields.items():
+        model = holder.annotation
+        assert isinstance(model, type) and issubclass(model, BaseModel), f"Settings.{group} is not a group"
+        for name, field in model.model_fields.items():
+            alias = field.validation_alias
+            aliases = [a for a in alias.choices if isinstance(a, str)] if isinstance(alias, AliasChoices) else []
+            yield Leaf(group, name, tuple(aliases) or (name,), field)
+
+
+LEAVES: tuple[Leaf, ...] = tuple(_leaves())
+# every name a setting may be given under in code or the environment (lower-case), to its leaf
+LEAF_BY_KEY: dict[str, Leaf] = {key: leaf for leaf in LEAVES for key in (leaf.name, *leaf.keys)}
+
+
+def env_keys() -> frozenset[str]:
+    """Every environment key the settings read, upper-case: the fields' names and their aliases."""
+    return frozenset(key.upper() for key in LEAF_BY_KEY)
+
+
+class FlatKeys(PydanticBaseSettingsSource):
+    """One of pydantic-settings' own sources (the environment, `.env`) asked for every group's keys as they are
+    spelled there, flat (WHISPER_MODEL, not VOICE__WHISPER_MODEL); what it finds is handed on under the groups. The
+    documented shape of a custom source: `get_field_value` and `prepare_field_value` for each field."""
+
+    def __init__(self, settings_cls: type[BaseSettings], source: PydanticBaseSettingsSource) -> None:
+        super().__init__(settings_cls)
+        self.source = source
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        """The value of one setting in the wrapped source (None when it does not hold it)."""
+        return self.source.get_field_value(field, field_name)
+
+    def __call__(self) -> dict[str, Any]:
+        found: dict[str, dict[str, Any]] = {}
+        for leaf in LEAVES:
+            value, _, is_complex = self.source.get_field_value(leaf.field, leaf.name)
+            value = self.source.prepare_field_value(leaf.name, leaf.field, value, is_complex)
+            if value is not None:
+                found.setdefault(leaf.group, {})[leaf.keys[0]] = value
+        return found
 
 
 class SettingsError(Exception):
@@ -445,7 +203,8 @@ def describe_validation_error(err: ValidationError) -> str:
     """One line naming every bad key, e.g. `TELEGRAM_BOT_TOKEN: missing; ALLOWED_USER_IDS: must be ...`."""
     parts = []
     for e in err.errors():
-        key = "_".join(str(p) for p in e["loc"] if isinstance(p, str)).upper() or "?"
+        names = [str(p) for p in e["loc"] if isinstance(p, str)]
+        key = (names[1] if len(names) > 1 and names[0] in Settings.model_fields else "_".join(names)).upper() or "?"
         msg = "missing (required)" if e["type"] == "missing" else e["msg"].removeprefix("Value error, ")
         parts.append(f"{key}: {msg}")
     return "; ".join(parts)
@@ -457,12 +216,3 @@ def load_settings(**overrides: Any) -> Settings:
         return Settings(**overrides)
     except ValidationError as err:
         raise SettingsError(f"configuration error: {describe_validation_error(err)}") from None
-
-
-_DOMAIN = re.compile(r"(\*\.)?([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.?")
-
-
-def _comma_list(value: object) -> tuple[str, ...]:
-    """A comma-separated settings value (or a list) as a tuple of its lower-cased, stripped, non-empty items."""
-    items = value.split(",") if isinstance(value, str) else value if isinstance(value, list | tuple) else [value]
-    return tuple(str(item).strip().lower() for item in items if str(item).strip())
