@@ -60,7 +60,9 @@ def test_a_variable_named_like_a_group_is_not_a_setting(env: pytest.MonkeyPatch)
         env.setenv(group.upper(), "{not json")
     Path(".env").write_text("TELEGRAM={}\nSANDBOXING=off\n")
     settings = Settings()
-    assert settings.sandboxing.sandbox == "bwrap" and settings.telegram.telegram_bot_token.get_secret_value() == "123:abc"
+    assert (
+        settings.sandboxing.sandbox == "bwrap" and settings.telegram.telegram_bot_token.get_secret_value() == "123:abc"
+    )
 
 
 def test_missing_and_bad_values_are_named_by_their_flat_key(env: pytest.MonkeyPatch) -> None:
@@ -90,4 +92,4 @@ def test_a_copy_takes_flat_keys_and_refuses_unknown_ones(env: pytest.MonkeyPatch
 
 def test_a_flat_read_names_the_group_the_key_moved_to(env: pytest.MonkeyPatch) -> None:
     with pytest.raises(AttributeError, match=r"settings\.voice\.whisper_model"):
-        getattr(Settings(), "whisper_model")
+        _ = Settings().whisper_model  # type: ignore[attr-defined]
