@@ -1,6 +1,8 @@
-"""The groups `Settings` is made of, one model per part of the bot; each field is read from the environment key of its
-name, upper-cased (`VoiceSettings.whisper_model` from WHISPER_MODEL), so the keys stay flat while the code reads
-`settings.voice.whisper_model`. `.env.example` documents every key."""
+"""The groups `Settings` is made of: one model per part of the bot (telegram, anthropic, workers, sandboxing, …).
+
+Each field is read from the environment key of its name, upper-cased (`VoiceSettings.whisper_model` from
+WHISPER_MODEL), so the keys stay flat while the code reads `settings.voice.whisper_model`. `.env.example` documents
+every key."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Settings from the environment and `.env` (pydantic-settings); every key is documented in `.env.example`.
+"""Settings from the environment and `.env` (pydantic-settings), in groups; every key is documented in `.env.example`.
 
 `Settings` is made of groups (agents/core/setting_groups.py): the code reads `settings.voice.whisper_model`, while the
 keys stay the flat ones of `.env` and the environment (WHISPER_MODEL). Two small pieces keep them flat: a source that
