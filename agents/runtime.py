@@ -113,18 +113,18 @@ class Runtime:
 
         One long function because it is the start-up order, read top to bottom: each part is given what it needs in
         its constructor, so a part is built only after those it needs."""
-        if settings.sandbox == "off":  # only ever set explicitly
+        if settings.sandboxing.sandbox == "off":  # only ever set explicitly
             log.warning(
                 "SANDBOX=off: workers' commands and test runs are NOT confined (they can read the bot's keys, "
                 "your files and use the network); set SANDBOX=bwrap once bubblewrap works here"
             )
         probe = SandboxProbe()
-        if settings.sandbox != "off":
+        if settings.sandboxing.sandbox != "off":
             if bwrap_path() is None:  # said before polling; the real probe (a sandboxed `true`) follows it
                 await _warn_without_sandbox(probe)
-            for warning in sandbox_limit_warnings(settings.sandbox_network != "off"):
+            for warning in sandbox_limit_warnings(settings.network.sandbox_network != "off"):
                 log.warning("%s", warning)
-        if not settings.allowed_user_ids:
+        if not settings.users.allowed_user_ids:
             log.warning(
                 "ALLOWED_USER_IDS is empty: nobody may use the bot, every message is refused; add your Telegram "
                 "user id to ALLOWED_USER_IDS in .env (each refused id is logged as it writes)"
@@ -132,22 +132,24 @@ class Runtime:
         if swept := await asyncio.to_thread(sweep_leftovers):  # the folders of a bot that was killed
             log.info("removed %d temporary folders a killed bot left behind", len(swept))
         # kept worktrees' own file systems after a restart (agents/sandbox/task_disk.py)
-        for done in await task_disk.recover(settings.worktrees_dir, settings.sandbox_disk_fs == "auto"):
+        for done in await task_disk.recover(
+            settings.paths.worktrees_dir, settings.sandboxing.sandbox_disk_fs == "auto"
+        ):
             log.info("task worktree file system: %s", done)
         # what the first answer would otherwise pay on the event loop (detect-secrets' import) is paid before polling
         started = time.perf_counter()
         await asyncio.to_thread(load_shapes)
         before_polling = {"secret shapes": time.perf_counter() - started}
-        store = store or await Store.open(settings.database_path)
+        store = store or await Store.open(settings.paths.database_path)
         client = client or make_client(settings)
-        workspaces = Workspaces(settings.workspace_path, settings.bot_repository)
+        workspaces = Workspaces(settings.paths.workspace_path, settings.paths.bot_repository)
         turns = UserTurns()
         repo_map = RepoMap(store, turns)
         hints = SymbolHints(repo_map, store, workspaces, turns)
         deliveries = Deliveries(store, notifier)
         github = (
-            GitHubClient(settings.github_token.get_secret_value(), settings.github_api_url)
-            if settings.github_token
+            GitHubClient(settings.github.github_token.get_secret_value(), settings.github.github_api_url)
+            if settings.github.github_token
             else None
         )
         pull_requests = PullRequests(settings, store, workspaces, notifier, secrets, github)
@@ -190,7 +192,7 @@ class Runtime:
         killed_mid_task = await store.interrupt_running_tasks()  # a killed bot left these in_progress
         if killed_mid_task:  # ... and their commands still running, in sessions of their own
             await asyncio.to_thread(
-                kill_orphans, instance_token(settings.database_path), {t.id for t in killed_mid_task if t.id}
+                kill_orphans, instance_token(settings.paths.database_path), {t.id for t in killed_mid_task if t.id}
             )
         if repaired := await store.repair_approvals_without_task():  # approved, then killed before its task existed
             log.warning(
@@ -230,23 +232,28 @@ class Runtime:
         deliveries.start()  # what an earlier run could not deliver goes out now
         runtime.start_up_seconds.update(before_polling)
         runtime.start_up = asyncio.create_task(runtime._start_up_work(), name="start-up-work")
-        if settings.sandbox != "off" and bwrap_path() is not None:  # the probe, off the way to the first poll
+        if (
+            settings.sandboxing.sandbox != "off" and bwrap_path() is not None
+        ):  # the probe, off the way to the first poll
             runtime.sandbox_probe = asyncio.create_task(_warn_without_sandbox(probe), name="sandbox-probe")
         return runtime
 
     def start_github_webhook(self) -> None:
         """POST /github on GITHUB_WEBHOOK_LISTEN (polling mode too); webhook events a stopped bot left are handled."""
         s = self.settings
-        if self.github_inbox is None or not s.github_webhook_listen or s.github_webhook_secret is None:
+        if self.github_inbox is None or not s.github.github_webhook_listen or s.github.github_webhook_secret is None:
             return
         inbox = self.github_inbox
         server = WebhookServer(
-            s.github_webhook_listen, s.github_webhook_secret.get_secret_value(), inbox.store_event, inbox.handle
+            s.github.github_webhook_listen,
+            s.github.github_webhook_secret.get_secret_value(),
+            inbox.store_event,
+            inbox.handle,
         )
         try:
             server.start()
         except OSError as err:  # the chat still works; `agentlab doctor` says the same
-            log.error("GitHub webhook: cannot listen on %s: %s", s.github_webhook_listen, err)
+            log.error("GitHub webhook: cannot listen on %s: %s", s.github.github_webhook_listen, err)
         else:
             self.github_webhook = server
         self.github_catch_up = asyncio.ensure_future(inbox.handle_unhandled())
@@ -255,14 +262,14 @@ class Runtime:
         """The review page on REVIEW_LISTEN, when REVIEW_URL says where phones reach it (polling mode too).
         `in_chat`: the adapter's answer to "is this user in that group" (Telegram knows, the bot does not)."""
         s = self.settings
-        if not s.review_url:
+        if not s.review.review_url:
             return
-        pages = TaskPages(self.store, self.crew, self.pull_requests, s.review_diff_page_bytes)
+        pages = TaskPages(self.store, self.crew, self.pull_requests, s.review.review_diff_page_bytes)
         server = ReviewServer(s, self.store, self.crew, self.notifier, pages, in_chat)
         try:
             server.start()
         except OSError as err:  # the chat still works; the Review button then opens a page that does not answer
-            log.error("review page: cannot listen on %s: %s", s.review_listen, err)
+            log.error("review page: cannot listen on %s: %s", s.review.review_listen, err)
         else:
             self.review_server = server
 
@@ -271,7 +278,7 @@ class Runtime:
         and none is in flight (the module's docstring)."""
         await self.turns.settled(START_UP_GRACE_SECONDS)
         transcriber = self.transcriber
-        if self.settings.voice_preload and transcriber is not None and transcriber.state is ModelState.not_loaded:
+        if self.settings.voice.voice_preload and transcriber is not None and transcriber.state is ModelState.not_loaded:
             started = time.perf_counter()
             transcriber.start_loading()
             with contextlib.suppress(Exception):  # its state and message say why; voice notes tell the user
@@ -314,7 +321,7 @@ class Runtime:
             "**Workspaces:** "
             + (
                 ", ".join(f"`{w.name}`" for w in self.workspaces.all())
-                or f"none found under {self.settings.workspace_path}"
+                or f"none found under {self.settings.paths.workspace_path}"
             )
         ]
         active = await self.store.list_tasks(chat_id, statuses=TaskStatus.cancellable())
@@ -326,7 +333,8 @@ class Runtime:
         if self.transcriber is not None:
             state = self.transcriber.state
             lines.append(
-                f"**Speech model:** {self.settings.whisper_model} on {self.settings.voice_engine} ({state.value})"
+                f"**Speech model:** {self.settings.voice.whisper_model} on {self.settings.voice.voice_engine}"
+                f" ({state.value})"
             )
             if (speeds := self.transcriber.speed_summary()) is not None:
                 lines.append(f"**Voice speed:** {speeds}")
@@ -377,8 +385,17 @@ def bot_secrets(settings: Settings) -> SecretsFilter:
     """The bot's output filter, with its own secrets added: masked verbatim in everything a model or the chat sees.
     Made once, before the adapter's notifier, which masks with it too; `Runtime.start` passes it on."""
     secrets = SecretsFilter()
-    secrets.add([settings.telegram_bot_token.get_secret_value(), settings.anthropic_api_key.get_secret_value()])
-    secrets.add(s.get_secret_value() for s in (settings.github_token, settings.github_webhook_secret) if s is not None)
+    secrets.add(
+        [
+            settings.telegram.telegram_bot_token.get_secret_value(),
+            settings.anthropic.anthropic_api_key.get_secret_value(),
+        ]
+    )
+    secrets.add(
+        s.get_secret_value()
+        for s in (settings.github.github_token, settings.github.github_webhook_secret)
+        if s is not None
+    )
     return secrets
 
 
@@ -409,10 +426,12 @@ def _engine(
     network answers, questions), which the crew and the chat use: under Temporal, versions of the inboxes and the
     network gate that forward notes and answers to the tasks' workflows."""
     s = settings
-    questions = Questions(store, notifier, s.ask_timeout_seconds, s.is_owner, s.ask_max_per_task)
-    policy = NetworkPolicy(s.sandbox_network)
-    if s.task_engine != "temporal":
-        gate = NetworkGate(policy, store, notifier, s.sandbox_network_answer_seconds, s.is_owner, secrets=secrets)
+    questions = Questions(store, notifier, s.tasks.ask_timeout_seconds, s.users.is_owner, s.tasks.ask_max_per_task)
+    policy = NetworkPolicy(s.network.sandbox_network)
+    if s.engine.task_engine != "temporal":
+        gate = NetworkGate(
+            policy, store, notifier, s.network.sandbox_network_answer_seconds, s.users.is_owner, secrets=secrets
+        )
         lines = TaskLines(Inboxes(), gate, questions)
         executor = TaskExecutor(
             settings,
@@ -429,7 +448,7 @@ def _engine(
             probe=probe,
             pull_requests=pull_requests,
         )
-        return TaskQueue(store, executor.execute, s.max_concurrent_tasks), lines, executor
+        return TaskQueue(store, executor.execute, s.tasks.max_concurrent_tasks), lines, executor
     from agents.engine.front import (  # temporalio is the optional extra `.[temporal]`
         ForwardedInboxes,
         ForwardedNetworkGate,
@@ -440,7 +459,7 @@ def _engine(
 
     followed = WorkflowLines(settings)
     forwarding = ForwardedNetworkGate(
-        followed, policy, store, notifier, s.sandbox_network_answer_seconds, s.is_owner, secrets=secrets
+        followed, policy, store, notifier, s.network.sandbox_network_answer_seconds, s.users.is_owner, secrets=secrets
     )
     lines = TaskLines(ForwardedInboxes(followed), forwarding, questions)
     engine = TemporalEngine(
@@ -451,7 +470,7 @@ def _engine(
 
 def _firing(settings: Settings) -> Firing | None:
     """TASK_ENGINE=temporal: schedules are Temporal Schedules (they fire while the bot is down); else APScheduler."""
-    if settings.task_engine == "temporal":
+    if settings.engine.task_engine == "temporal":
         from agents.engine.temporal_schedules import TemporalFiring
 
         return TemporalFiring(settings)

@@ -58,13 +58,20 @@ async def _post_init(app: BotApplication) -> None:
     settings = app.bot_data.settings
     if settings is None:
         raise RuntimeError("build_application sets the settings before the application can start")
-    store = await Store.open(settings.database_path)  # the notifier's places and shown buttons, from its first send
+    store = await Store.open(
+        settings.paths.database_path
+    )  # the notifier's places and shown buttons, from its first send
     await store.seen_events.forget_before(utcnow() - SEEN_KEPT)
     secrets = bot_secrets(
         settings
     )  # the one output filter, with the bot's own secrets: the notifier's and the runtime's
     notifier = TelegramNotifier(
-        app.bot, secrets, store.conversations, store.shown_buttons, settings.owners, review_app=settings.review_app_name
+        app.bot,
+        secrets,
+        store.conversations,
+        store.shown_buttons,
+        settings.users.owners,
+        review_app=settings.review.review_app_name,
     )
     locks = app.bot_data.chat_locks  # a GitHub request takes its user's private chat's turn lock
     runtime = await Runtime.start(
@@ -122,14 +129,14 @@ async def _post_stop(app: BotApplication) -> None:
 
 
 def build_application(settings: Settings) -> BotApplication:
-    root = settings.telegram_api_base_url
+    root = settings.telegram.telegram_api_base_url
     tls = {"verify": telegram_tls()}
     # PTB's builder types its result from the defaults it started with (a plain context, ExtBot[None]), not from the
     # context types and rate limiter given here: the cast states what those calls made.
     app = cast(
         BotApplication,
         ApplicationBuilder()
-        .token(settings.telegram_bot_token.get_secret_value())
+        .token(settings.telegram.telegram_bot_token.get_secret_value())
         .base_url(f"{root}/bot")
         .base_file_url(f"{root}/file/bot")
         .request(HTTPXRequest(connection_pool_size=256, httpx_kwargs=tls))  # PTB's defaults, one TLS context

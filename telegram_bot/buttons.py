@@ -93,7 +93,9 @@ async def on_button(update: Update, context: Context) -> None:
             await rt.notifier.send_document(
                 caller.chat_id, f"task-{item_id}.diff", data or b"(empty diff)\n", caption=caption
             )
-            if not rt.settings.review_url and is_long(data):  # no review page: the same diff as one page a phone opens
+            if not rt.settings.review.review_url and is_long(
+                data
+            ):  # no review page: the same diff as one page a phone opens
                 page = await asyncio.to_thread(standalone_html, f"Task #{item_id}", caption, data)
                 await rt.notifier.send_document(
                     caller.chat_id, f"task-{item_id}.html", page, caption=f"{caption}, as a page"

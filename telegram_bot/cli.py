@@ -79,14 +79,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     settings = load_settings()  # a bad .env is said in one line before the slow imports (the SDK's ~2 s of CPU)
     from telegram_bot.startup import KeyRejected, both_reachable, install_redaction
 
-    _configure_logging(settings.log_level, settings.log_format)
+    _configure_logging(settings.logs.log_level, settings.logs.log_format)
     install_redaction(settings)
     try:
         asyncio.run(both_reachable(settings))
     except KeyRejected as err:
         print(f"agentlab: {err}", file=sys.stderr)
         return 2
-    if settings.webhook_url:
+    if settings.telegram.webhook_url:
         from telegram_bot.webhook import run_webhook
 
         run_webhook(settings)
@@ -131,7 +131,7 @@ def cmd_runner(args: argparse.Namespace) -> int:
     # a runner talks to no chat: the bot's Telegram keys are not needed here
     defaults = {"telegram_bot_token": "unused-by-a-runner", "allowed_user_ids": ""}
     settings = load_settings(**{k: v for k, v in defaults.items() if not known.get(k.upper())})
-    _configure_logging(settings.log_level, settings.log_format)
+    _configure_logging(settings.logs.log_level, settings.logs.log_format)
     from telegram_bot.startup import install_redaction
 
     install_redaction(settings)
@@ -333,7 +333,7 @@ def cmd_eval_routing(args: argparse.Namespace) -> int:
     from agents.evals import cases, routing
 
     settings = load_settings()
-    _configure_logging("WARNING", settings.log_format)  # progress lines, not every tool call
+    _configure_logging("WARNING", settings.logs.log_format)  # progress lines, not every tool call
     try:
         return asyncio.run(
             routing.main(
@@ -354,7 +354,7 @@ def cmd_eval_tasks(args: argparse.Namespace) -> int:
     from agents.evals import tasks
 
     settings = load_settings()
-    _configure_logging("WARNING", settings.log_format)
+    _configure_logging("WARNING", settings.logs.log_format)
     return asyncio.run(tasks.main(settings, scripted=args.scripted, runs=args.runs, only=args.only or ()))
 
 

@@ -68,7 +68,7 @@ async def guard(update: Update, context: Context) -> None:
     """Runs before every other handler: strangers never reach Claude or a tool, and get one refusal per period (in
     a private chat; in a group they are ignored). In groups, only what is addressed to the bot goes on."""
     user = update.effective_user
-    allowed = runtime(context).settings.allowed_user_ids
+    allowed = runtime(context).settings.users.allowed_user_ids
     if user is not None and user.id in allowed:
         if not addressed_to_bot(update, context):
             raise ApplicationHandlerStop  # group chatter among the team: not for the bot
@@ -197,7 +197,7 @@ def message_arrived(update: Update, context: Context) -> None:
 def answer_preview(update: Update, context: Context) -> ChatDraft | None:
     """Where the answer grows while Claude writes it: a draft in private chats, an edited message in groups."""
     settings = runtime(context).settings
-    if not settings.stream_answers:
+    if not settings.streaming.stream_answers:
         return None
     private = chat_of(update).type == ChatType.PRIVATE
     return ChatDraft(
@@ -207,9 +207,11 @@ def answer_preview(update: Update, context: Context) -> ChatDraft | None:
         private=private,
         draft_id=message_of(update).message_id,
         reply_to=message_of(update).message_id,
-        draft_interval=settings.stream_draft_interval_seconds,
-        edit_interval=settings.stream_edit_interval_seconds if private else settings.stream_group_edit_interval_seconds,
-        first_frame_after=settings.stream_first_frame_seconds,
+        draft_interval=settings.streaming.stream_draft_interval_seconds,
+        edit_interval=settings.streaming.stream_edit_interval_seconds
+        if private
+        else settings.streaming.stream_group_edit_interval_seconds,
+        first_frame_after=settings.streaming.stream_first_frame_seconds,
     )
 
 

@@ -77,10 +77,10 @@ class RedactSecrets(logging.Filter):
 
 def secrets_of(settings: Settings) -> list[str]:
     """The bot's own secrets: the Telegram token (and its secret half), the API key, the webhook secret."""
-    token = settings.telegram_bot_token.get_secret_value()
-    found = [token, token.partition(":")[2], settings.anthropic_api_key.get_secret_value()]
-    if settings.webhook_secret_token is not None:
-        found.append(settings.webhook_secret_token.get_secret_value())
+    token = settings.telegram.telegram_bot_token.get_secret_value()
+    found = [token, token.partition(":")[2], settings.anthropic.anthropic_api_key.get_secret_value()]
+    if settings.telegram.webhook_secret_token is not None:
+        found.append(settings.telegram.webhook_secret_token.get_secret_value())
     return [s for s in found if s]
 
 
@@ -114,14 +114,14 @@ async def _until_reached(
 
 async def telegram_reachable(settings: Settings, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> str:
     """getMe until Telegram answers; the bot's @username. Raises KeyRejected when the token is refused."""
-    root = settings.telegram_api_base_url
+    root = settings.telegram.telegram_api_base_url
     username = ""
 
     async def once() -> str | None:
         nonlocal username
         tls = {"verify": client_tls()}
         bot = Bot(
-            settings.telegram_bot_token.get_secret_value(),
+            settings.telegram.telegram_bot_token.get_secret_value(),
             base_url=f"{root}/bot",
             request=HTTPXRequest(connection_pool_size=1, httpx_kwargs=tls, connect_timeout=CHECK_TIMEOUT_SECONDS),
         )
@@ -147,8 +147,8 @@ async def anthropic_reachable(settings: Settings, sleep: Callable[[float], Await
     import anthropic  # here, not at the top: see the module's docstring
 
     client = anthropic.AsyncAnthropic(
-        api_key=settings.anthropic_api_key.get_secret_value(),
-        base_url=settings.anthropic_base_url,
+        api_key=settings.anthropic.anthropic_api_key.get_secret_value(),
+        base_url=settings.anthropic.anthropic_base_url,
         max_retries=0,
         timeout=CHECK_TIMEOUT_SECONDS,
         http_client=anthropic.DefaultAsyncHttpxClient(verify=client_tls()),
@@ -157,7 +157,7 @@ async def anthropic_reachable(settings: Settings, sleep: Callable[[float], Await
     async def once() -> str | None:
         try:
             await client.messages.count_tokens(
-                model=settings.orchestrator_model, messages=[{"role": "user", "content": "ping"}]
+                model=settings.orchestrator.orchestrator_model, messages=[{"role": "user", "content": "ping"}]
             )
         except (anthropic.AuthenticationError, anthropic.PermissionDeniedError) as err:
             raise KeyRejected(ANTHROPIC_REJECTED.format(code=err.status_code)) from None

@@ -38,15 +38,15 @@ SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 
 def public_webhook_url(settings: Settings) -> str:
     """The URL registered with Telegram (setWebhook): WEBHOOK_URL + '/' + WEBHOOK_PATH."""
-    if not settings.webhook_url:
+    if not settings.telegram.webhook_url:
         raise ValueError("WEBHOOK_URL is not set: the bot runs in long-polling mode")
-    return f"{settings.webhook_url.rstrip('/')}/{settings.webhook_path.strip('/')}"
+    return f"{settings.telegram.webhook_url.rstrip('/')}/{settings.telegram.webhook_path.strip('/')}"
 
 
 def _secret(settings: Settings) -> str:
-    if settings.webhook_secret_token is None:  # settings refuse this combination; belt and braces
+    if settings.telegram.webhook_secret_token is None:  # settings refuse this combination; belt and braces
         raise ValueError("WEBHOOK_SECRET_TOKEN is required in webhook mode")
-    return settings.webhook_secret_token.get_secret_value()
+    return settings.telegram.webhook_secret_token.get_secret_value()
 
 
 class _UpdateHandler(RequestHandler):
@@ -95,7 +95,7 @@ class _QuietApplication(Application):
 def webhook_server(app: BotApplication, settings: Settings) -> HTTPServer:
     """The server Telegram posts updates to, not yet listening: POST /WEBHOOK_PATH (a trailing slash too), with this
     module's request limits."""
-    path = re.escape("/" + settings.webhook_path.strip("/"))
+    path = re.escape("/" + settings.telegram.webhook_path.strip("/"))
     routes = [(rf"{path}/?", _UpdateHandler, dict(app=app, secret=_secret(settings)))]
     return HTTPServer(_QuietApplication(routes), max_body_size=MAX_BODY_BYTES, max_header_size=MAX_HEADER_BYTES)
 
@@ -105,7 +105,7 @@ async def start_webhook(app: BotApplication, settings: Settings) -> None:
     run_webhook sent); `stop_application` stops it. The server listens before Telegram is told where to post."""
     await start_application(app)
     server = webhook_server(app, settings)
-    server.listen(settings.webhook_port, settings.webhook_listen)
+    server.listen(settings.telegram.webhook_port, settings.telegram.webhook_listen)
     app.bot_data.webhook = server
     await app.bot.set_webhook(
         url=public_webhook_url(settings),
@@ -123,8 +123,8 @@ def run_webhook(settings: Settings) -> None:
     log.info(
         "webhook mode: %s, listening on %s:%s",
         public_webhook_url(settings),
-        settings.webhook_listen,
-        settings.webhook_port,
+        settings.telegram.webhook_listen,
+        settings.telegram.webhook_port,
     )
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)

@@ -41,7 +41,7 @@ async def test_restart_after_a_kill_mid_approval_lets_the_user_approve_again(
     from telegram_bot.app import stop_application
 
     settings = make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root)
-    store = await Store.open(settings.database_path)  # what a bot SIGKILLed between the two steps left behind
+    store = await Store.open(settings.paths.database_path)  # what a bot SIGKILLed between the two steps left behind
     proposal = await store.add_proposal(
         Proposal(chat_id=USER_ID, workspace="group-therapy", request="add logging", body="## Plan\n1. import logging")
     )

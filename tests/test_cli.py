@@ -235,8 +235,10 @@ def test_run_chooses_polling_or_webhook(
     import telegram_bot.webhook
 
     started: list[tuple[str, object]] = []
-    monkeypatch.setattr(telegram_bot.app, "run_polling", lambda s: started.append(("polling", s.webhook_url)))
-    monkeypatch.setattr(telegram_bot.webhook, "run_webhook", lambda s: started.append(("webhook", s.webhook_url)))
+    monkeypatch.setattr(telegram_bot.app, "run_polling", lambda s: started.append(("polling", s.telegram.webhook_url)))
+    monkeypatch.setattr(
+        telegram_bot.webhook, "run_webhook", lambda s: started.append(("webhook", s.telegram.webhook_url))
+    )
     for key, value in {
         "TELEGRAM_BOT_TOKEN": fake_telegram.token,
         "TELEGRAM_API_BASE_URL": fake_telegram.url,
@@ -318,14 +320,14 @@ def test_runner_needs_no_telegram_keys(clean_env: Path, monkeypatch: pytest.Monk
     monkeypatch.setenv("WORKSPACE_PATH", str(tmp_path))
     monkeypatch.setenv("TEMPORAL_ADDRESS", "buildbox:7233")
     assert main(["runner"]) == 0
-    assert seen[0].temporal_address == "buildbox:7233" and seen[0].allowed_user_ids == frozenset()
+    assert seen[0].engine.temporal_address == "buildbox:7233" and seen[0].users.allowed_user_ids == frozenset()
 
 
 def test_task_engine_is_local_unless_set(clean_env: Path) -> None:
     from agents.core.settings import Settings, SettingsError, load_settings
 
     base = dict(telegram_bot_token="1:x", anthropic_api_key="k", allowed_user_ids="1", workspace_path=".")
-    assert Settings(_env_file=None, **base).task_engine == "local"
-    assert Settings(_env_file=None, task_engine=" Temporal ", **base).task_engine == "temporal"
+    assert Settings(_env_file=None, **base).engine.task_engine == "local"
+    assert Settings(_env_file=None, task_engine=" Temporal ", **base).engine.task_engine == "temporal"
     with pytest.raises(SettingsError, match="TASK_ENGINE"):
         load_settings(_env_file=None, task_engine="celery", **base)

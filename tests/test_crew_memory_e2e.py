@@ -349,7 +349,7 @@ async def test_a_foreground_task_past_the_cap_goes_on_in_the_background(quick_bo
 
 @pytest.mark.untested_calc  # neither the verdict nor the task's end is what this test is about
 async def test_a_typed_message_stops_the_foreground_wait_at_once(bot: BotHarness, model: RoleScript) -> None:
-    assert bot.settings.foreground_wait_seconds == 90
+    assert bot.settings.orchestrator.foreground_wait_seconds == 90
     release = asyncio.Event()
     model.add(
         "orchestrator",

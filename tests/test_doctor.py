@@ -197,7 +197,7 @@ async def test_unreachable_services_fail_fast(settings: Settings) -> None:
     broken = settings.model_copy(update={"anthropic_base_url": dead, "telegram_api_base_url": dead})
     telegram, claude = await asyncio.gather(dr.check_telegram(broken), dr.check_anthropic(broken))
     assert telegram.level is Level.fail and "cannot reach" in telegram.detail
-    assert settings.telegram_bot_token.get_secret_value() not in telegram.detail
+    assert settings.telegram.telegram_bot_token.get_secret_value() not in telegram.detail
     assert claude.level is Level.fail and "cannot reach" in claude.detail
 
 

@@ -30,7 +30,9 @@ def test_the_packages_preset_and_domains_are_read_and_a_bad_name_is_refused() ->
 def test_settings_refuse_a_bad_domain_or_range_naming_the_key(tmp_path: Path) -> None:
     base = {"telegram_bot_token": "1:x", "anthropic_api_key": "k", "allowed_user_ids": "1", "workspace_path": tmp_path}
     good = Settings(_env_file=None, **base, sandbox_network_domains="packages, a.example", sandbox_network_private="")
-    assert good.sandbox_network_domains == ("packages", "a.example") and good.sandbox_network_private == ()
+    assert (
+        good.network.sandbox_network_domains == ("packages", "a.example") and good.network.sandbox_network_private == ()
+    )
     for key, value in (("sandbox_network_domains", "a b"), ("sandbox_network_private", "10.0.0.300")):
         with pytest.raises(ValueError, match=key):
             Settings(_env_file=None, **base, **{key: value})

@@ -46,7 +46,7 @@ async def group_task(bot: BotHarness) -> int:
 
 async def branch_kept(bot: BotHarness, task_id: int) -> bool:
     task = await bot.runtime.store.get_task(task_id)
-    return bool(git(bot.settings.workspace_path / "calc", "branch", "--list", task.branch).strip())
+    return bool(git(bot.settings.paths.workspace_path / "calc", "branch", "--list", task.branch).strip())
 
 
 async def press(bot: BotHarness, chat: int, message_id: int, data: str) -> str:

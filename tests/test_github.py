@@ -110,9 +110,9 @@ def _settings(**values: object) -> Settings:
 
 def test_github_settings_are_checked_with_one_clear_line() -> None:
     s = _settings(github_users="OctoCat=1001, hub-bot = 2002", github_webhook_listen="", github_token="")
-    assert s.github_users == {"octocat": 1001, "hub-bot": 2002} and s.github_token is None
-    assert s.github_web_url == "https://github.com"
-    assert _settings(github_api_url="https://ghe.example/api/v3/").github_web_url == "https://ghe.example"
+    assert s.github.github_users == {"octocat": 1001, "hub-bot": 2002} and s.github.github_token is None
+    assert s.github.github_web_url == "https://github.com"
+    assert _settings(github_api_url="https://ghe.example/api/v3/").github.github_web_url == "https://ghe.example"
     with pytest.raises(SettingsError, match="GITHUB_USERS: must be login=telegram_user_id pairs"):
         _settings(github_users="octocat")
     with pytest.raises(SettingsError, match="GITHUB_WEBHOOK_SECRET: required when GITHUB_WEBHOOK_LISTEN"):

@@ -111,6 +111,6 @@ async def test_a_result_of_text_and_a_picture_is_capped_as_a_whole(plain_bot: Bo
     )
     assert isinstance(blocks, list) and any(b["type"] == "image" for b in blocks), blocks
     text = sum(len(b.get("text", "")) for b in blocks if b["type"] == "text")
-    limit = bot.settings.tool_result_max_chars
+    limit = bot.settings.workers.tool_result_max_chars
     assert text <= limit + 1_000, f"{text:,} characters of text went to the model (limit {limit:,})"
     assert len(json.dumps(model.requests["code"][-1])) < 200_000

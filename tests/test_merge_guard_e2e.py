@@ -81,7 +81,7 @@ async def ended(bot: BotHarness, task_id: int) -> None:
 
 
 def merges(bot: BotHarness) -> str:
-    return git(bot.settings.workspace_path / "calc", "log", "--merges", "--format=%s", "main")
+    return git(bot.settings.paths.workspace_path / "calc", "log", "--merges", "--format=%s", "main")
 
 
 async def test_the_merge_button_of_a_running_task_is_refused(team_bot: BotHarness) -> None:

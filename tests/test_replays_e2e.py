@@ -57,7 +57,7 @@ async def webhook_bot(tg: FakeTelegram, claude: FakeAnthropic, tmp_path: Path, w
     )
     app = build_application(settings)
     await start_webhook(app, settings)
-    url = f"http://127.0.0.1:{settings.webhook_port}/tg/updates"
+    url = f"http://127.0.0.1:{settings.telegram.webhook_port}/tg/updates"
 
     async def post(update: dict) -> int:
         async with httpx.AsyncClient(timeout=5) as client:

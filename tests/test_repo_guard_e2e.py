@@ -54,7 +54,7 @@ async def test_a_worker_moving_main_deleting_branches_and_planting_hooks_is_undo
     )
     # With the sandbox on, the git metadata is read-only and the attack fails at once (tests/test_sandbox_attacks.py);
     # the guard is the defence in depth for SANDBOX=off, so it is tested unconfined here.
-    bot.runtime.settings.sandbox = "off"
+    bot.runtime.settings.sandboxing.sandbox = "off"
     model.add("orchestrator", start_task("calc", "Fix add() in calc.py."), claude_says.text("started"))
     model.add(
         "code",
@@ -225,8 +225,8 @@ async def test_a_stale_index_lock_does_not_fail_the_resumed_task(
     tree = TaskWorktree(workspace_root / "calc", Path(task.worktree), task.branch, "main", task.base_commit)
     admin = worktree_admin_dir(await git_common_dir(tree.repo), tree.path)
     (admin / "index.lock").write_bytes(b"")  # what a SIGKILL during the bot's own `git add` leaves
-    assert not settings.worktrees_dir.is_relative_to(settings.database_path.parent.resolve())
-    assert Path(task.worktree).is_relative_to(settings.worktrees_dir)
+    assert not settings.paths.worktrees_dir.is_relative_to(settings.paths.database_path.parent.resolve())
+    assert Path(task.worktree).is_relative_to(settings.paths.worktrees_dir)
 
     model.add("code", claude_says.text("Resumed: add() adds."))
     second = await start_bot(settings, fake_telegram, fake_anthropic)

@@ -38,7 +38,7 @@ async def test_a_committed_venv_does_not_open_the_host(
 ) -> None:
     calc = workspace_root / "calc"
     bot_folder = tmp_path  # holds the bot's cwd (its .env) and its data folder (the database)
-    database = bot.settings.database_path.resolve()
+    database = bot.settings.paths.database_path.resolve()
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     (elsewhere / ".env").write_text(f"SECRET={LINKED_SECRET}\n")

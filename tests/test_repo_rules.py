@@ -108,7 +108,7 @@ async def notes(tmp_path: Path):
         note_max_chars=40,
     )
     store = await Store.open(tmp_path / "db.sqlite")
-    yield Notes(settings, store, Workspaces(settings.workspace_path))
+    yield Notes(settings, store, Workspaces(settings.paths.workspace_path))
     await store.close()
 
 

@@ -66,7 +66,7 @@ async def finished_task(bot: BotHarness, model: RoleScript) -> tuple[int, object
 
 
 def page_of(bot: BotHarness, task_id: int) -> str:
-    return f"{bot.settings.review_url}/task/{task_id}"
+    return f"{bot.settings.review.review_url}/task/{task_id}"
 
 
 @needs_chromium
@@ -94,7 +94,7 @@ async def test_the_review_page_shows_the_verdict_and_diff_only_to_whom_may_see_i
         assert await device.evaluate("document.querySelectorAll('.code span[class]').length") > 0  # highlighted
         assert await device.evaluate("document.documentElement.scrollWidth") <= 390 + 1  # no sideways scrolling
         loaded = await device.evaluate("performance.getEntriesByType('resource').map(e => e.name)")
-        assert loaded and all(url.startswith(bot.settings.review_url) for url in loaded), loaded  # nothing else
+        assert loaded and all(url.startswith(bot.settings.review.review_url) for url in loaded), loaded  # nothing else
         png = await device.screenshot()
         assert not_blank(png) > 20, "the page's screenshot is blank"
         if shot := os.environ.get("REVIEW_PAGE_SCREENSHOT"):  # the README's picture: make docs-screenshot
@@ -122,7 +122,7 @@ async def test_the_review_page_shows_the_verdict_and_diff_only_to_whom_may_see_i
             "(t => t && t !== '…' ? t : '')(document.getElementById('said').textContent)", timeout=60
         )
         assert "merged" in said.lower(), said
-    repo = bot.settings.workspace_path / "calc"
+    repo = bot.settings.paths.workspace_path / "calc"
     assert "a + b" in git(repo, "show", "main:calc.py")
     told = await bot.tg.await_for(
         lambda: next((m for m in bot.tg.messages(USER_ID)[before:] if "review page" in (m.text or "")), None)
@@ -134,7 +134,7 @@ async def api(bot: BotHarness, path: str, init_data: str | None, method: str = "
     headers = {"Authorization": f"tma {init_data}"} if init_data is not None else {}
     try:
         response = await AsyncHTTPClient().fetch(
-            f"{bot.settings.review_url}{path}",
+            f"{bot.settings.review.review_url}{path}",
             method=method,
             headers=headers,
             body=b"" if method == "POST" else None,
@@ -184,12 +184,12 @@ async def test_the_review_api_acts_on_nothing_for_forged_expired_or_other_users_
             assert status == 403, (bad, path, status, body)
             assert "This page shows nothing" in body and "calc" not in body and "add" not in body.lower(), body
     task = await bot.runtime.store.get_task(task_id)
-    repo = bot.settings.workspace_path / "calc"
+    repo = bot.settings.paths.workspace_path / "calc"
     assert task.branch in git(repo, "branch", "--list", task.branch), "a refused Discard deleted the branch"
     assert "a - b" in git(repo, "show", "main:calc.py"), "a refused Merge merged"
     status, shell = await api(bot, f"/task/{task_id}", None)
     assert status == 200 and "calc" not in shell and "Fix add" not in shell  # the page itself holds no task data
-    assert "http" not in shell.replace(bot.settings.review_url, "")  # and loads nothing from elsewhere
+    assert "http" not in shell.replace(bot.settings.review.review_url, "")  # and loads nothing from elsewhere
 
     named = launch_data(token, USER_ID, signed_at=now, name="[x](http://evil.example)")  # a name is the user's words
     status, body = await api(bot, f"/api/task/{task_id}/discard", named, "POST")  # the owner's Discard acts
@@ -221,7 +221,7 @@ async def test_a_member_pressing_merge_on_the_page_asks_the_owners(review_bot: B
     assert status == 200 and "calc.py" in body, body
     status, body = await api(bot, "/api/task/1/merge", launch_data(token, MEMBER, signed_at=now), "POST")
     assert status == 200 and "only an owner can merge" in body.lower(), body
-    assert "a - b" in git(bot.settings.workspace_path / "calc", "show", "main:calc.py")
+    assert "a - b" in git(bot.settings.paths.workspace_path / "calc", "show", "main:calc.py")
     await bot.tg.await_for(lambda: any("task:merge:1" in m.callback_data for m in bot.tg.messages(USER_ID)))
 
 
@@ -286,7 +286,9 @@ async def test_in_a_group_the_review_link_opens_the_mini_app_for_the_groups_memb
         )
         link = [b for b in summary.buttons if "url" in b]
         assert link == [{"text": "🔍 Review", "url": "https://t.me/test_bot/review?startapp=task_1"}], summary.buttons
-        app = bot.settings.review_url  # BotFather's Mini App URL (REVIEW_URL itself): the page finds the task itself
+        app = (
+            bot.settings.review.review_url
+        )  # BotFather's Mini App URL (REVIEW_URL itself): the page finds the task itself
         now = time.time()
         async with phone() as device:
             seen = await device.open(
@@ -366,7 +368,7 @@ async def test_a_5_mb_diff_with_binary_files_and_bidi_controls_is_paged_named_an
     bot, now = review_bot, time.time()
     task_id, _ = await finished_task(bot, model)
     task = await bot.runtime.store.get_task(task_id)
-    repo = bot.settings.workspace_path / "calc"
+    repo = bot.settings.paths.workspace_path / "calc"
     extra = tmp_path / "grow"
     git(repo, "worktree", "add", "-q", str(extra), task.branch)
     for n in range(60):

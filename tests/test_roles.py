@@ -111,7 +111,7 @@ def test_owners_default_to_every_allowed_user(tmp_path: Path) -> None:
         allowed_user_ids="5,6",
         workspace_path=tmp_path,
     )
-    assert alone.owners == {5, 6} and alone.is_owner(6)
+    assert alone.users.owners == {5, 6} and alone.users.is_owner(6)
 
 
 async def test_a_members_merge_is_refused_and_handed_to_the_owners(crew: Crew, store: Store) -> None:

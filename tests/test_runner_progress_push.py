@@ -51,7 +51,7 @@ async def test_the_progress_push_runs_git_only_when_the_branch_moved(
             "ANTHROPIC_API_KEY": "sk-runner",
         }
     )
-    store = await Store.open(settings.database_path)
+    store = await Store.open(settings.paths.database_path)
     try:
         task = Task(
             id=1, chat_id=1, workspace="calc", worker=WorkerKind.CODE, title="t", instructions="i", branch=BRANCH

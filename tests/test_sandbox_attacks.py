@@ -39,7 +39,7 @@ async def test_hostile_commands_reach_nothing_outside_the_worktree(
 ) -> None:
     settings = bot.settings
     site = Path(sysconfig.get_paths()["purelib"])
-    database = settings.database_path.resolve()
+    database = settings.paths.database_path.resolve()
     pth = f"agentlab_pwned_{os.getpid()}_{listener.port}.pth"  # unique: a leftover never decides the outcome
     attacks = [
         f"cat {workspace_root}/secret-next-door.txt ../secret-next-door.txt ../../secret-next-door.txt",
@@ -258,7 +258,7 @@ async def test_a_stranger_cannot_answer_a_network_request(asking_bot: BotHarness
 @pytest.mark.settings(max_corrections=1)  # one correction carries the probe's output back
 async def test_a_worker_cannot_choose_what_the_next_sandbox_binds(bot: BotHarness, model: RoleScript) -> None:
     """Re-pointing the worktree's `.venv` link at the bot's data folder must not make the bot's test run bind it."""
-    data = bot.settings.database_path.resolve().parent
+    data = bot.settings.paths.database_path.resolve().parent
     probe = (
         "import pathlib\n\n\n"
         "def test_probe():\n"

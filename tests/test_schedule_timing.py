@@ -112,7 +112,7 @@ def test_an_interval_counts_from_its_making_and_says_itself_in_words() -> None:
 
 def test_timezone_must_be_an_iana_name_and_defaults_to_the_machines(tmp_path) -> None:
     base = dict(telegram_bot_token="t", anthropic_api_key="k", allowed_user_ids="1", workspace_path=tmp_path)
-    assert str(Settings(_env_file=None, timezone="Europe/Berlin", **base).zone) == "Europe/Berlin"
-    assert Settings(_env_file=None, **base).zone is not None
+    assert str(Settings(_env_file=None, timezone="Europe/Berlin", **base).schedules.zone) == "Europe/Berlin"
+    assert Settings(_env_file=None, **base).schedules.zone is not None
     with pytest.raises(ValueError, match="IANA time zone"):
         Settings(_env_file=None, timezone="Mars/Olympus", **base)

@@ -100,8 +100,8 @@ async def test_a_turns_history_note_is_read_with_the_questions_write_not_after_i
     the model is asked). Seen as the statements queued while the thread is held."""
     (tmp_path / "ws").mkdir()
     settings = make_settings(fake_telegram, fake_anthropic, tmp_path, tmp_path / "ws")
-    settings.database_path.parent.mkdir(parents=True, exist_ok=True)
-    store = await Store.open(settings.database_path)
+    settings.paths.database_path.parent.mkdir(parents=True, exist_ok=True)
+    store = await Store.open(settings.paths.database_path)
     try:
         await store.add_message(ChatMessage(chat_id=1, role=Role.USER, content="earlier"))
         context = TurnContext(settings, store, None, Workspaces(tmp_path / "ws"))  # type: ignore[arg-type]  # never asked to summarise

@@ -90,7 +90,7 @@ class ImageUse:
 @needs_own_fs
 @pytest.mark.settings(sandbox_max_disk_mb=BUDGET_MB, sandbox_max_file_mb=4096, sandbox_disk_fs="auto")
 async def test_a_burst_of_reservations_meets_the_worktrees_own_file_system(bot: BotHarness) -> None:
-    worktrees = bot.settings.worktrees_dir
+    worktrees = bot.settings.paths.worktrees_dir
     model = RoleScript()
     bot.claude.handler = model
     seen: dict[str, object] = {}
@@ -128,7 +128,7 @@ async def test_a_burst_of_reservations_meets_the_worktrees_own_file_system(bot: 
     # the task went on after the refused burst, and ended as usual: its work committed, its file system gone
     assert "still-working" in after, after
     assert task.status.is_final and task.branch
-    repo = bot.settings.workspace_path / "calc"
+    repo = bot.settings.paths.workspace_path / "calc"
     assert git(repo, "show", f"{task.branch}:after.txt").strip() == "after"
     worktree = Path(task.worktree)
     await bot.tg.await_for(lambda: not worktree.exists(), timeout=30)  # its status is stored first, then it goes
@@ -172,7 +172,7 @@ async def test_a_cancel_at_any_point_of_the_set_up_leaves_nothing_mounted(
     model = RoleScript()
     monkeypatch.setattr(asyncio, "create_subprocess_exec", stalling)
     bot.claude.handler = model
-    worktrees = bot.settings.worktrees_dir
+    worktrees = bot.settings.paths.worktrees_dir
     model.add("code", claude_says.text("Nothing to change."))  # for the one task whose set-up is not stopped
     for k in range(1, 40):
         point.update(task=f"task-{k}", k=k, seen=0, mounted=False)
@@ -212,7 +212,7 @@ async def test_a_graceful_stop_unmounts_its_tasks_file_systems_and_the_next_star
         )
         bot.say("write the notes in calc")
         await fake_telegram.await_for(lambda: host_pids(sleeper), timeout=60)
-        worktree = worktree_of_task(bot.settings.worktrees_dir, 1)
+        worktree = worktree_of_task(bot.settings.paths.worktrees_dir, 1)
         assert os.path.ismount(worktree)
         assert await dr.check_task_disks(bot.settings) is None, "a running task's mount is owned"
     assert not os.path.ismount(worktree), "the stopped bot left its task's file system mounted"
@@ -324,7 +324,7 @@ async def test_doctor_names_the_mounts_and_loop_devices_no_task_owns(
     """A worktree mounted that no task has (a cancel that raced set-up, a killed bot's task discarded), and a loop
     device on an image that was deleted (a killed mount): doctor names each, with the commands that free them."""
     settings = make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root)
-    worktrees = settings.worktrees_dir
+    worktrees = settings.paths.worktrees_dir
     assert await dr.check_task_disks(settings) is None, "nothing to say"
     orphan = worktrees / "calc-task-8-orphan"
     assert await task_disk.make(orphan, 1 << 20, 10, 16 << 20)

@@ -204,7 +204,7 @@ async def test_a_run_that_ended_without_a_report_is_closed_and_resume_starts_the
         temporal_address=temporal,
         temporal_task_queue=f"ended-{uuid.uuid4().hex[:8]}",
     )
-    store = await Store.open(settings.database_path)
+    store = await Store.open(settings.paths.database_path)
     notifier = SentOnly()
     lines = WorkflowLines(settings)
     engine = TemporalEngine(

@@ -345,7 +345,7 @@ async def test_uv_project_runs_through_uv_run(
     fake_uv(tmp_path / "bin", calls)
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
     # detection is under test here, not confinement: the stand-in logs its calls to a file outside any sandbox
-    bot.runtime.settings.sandbox = "off"
+    bot.runtime.settings.sandboxing.sandbox = "off"
     make_repo(
         workspace_root / "uvproj",
         {

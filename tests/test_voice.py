@@ -710,7 +710,7 @@ def test_the_setting_picks_the_engine(tmp_path: Path) -> None:
         transcriber = voice.make_engine(**voice.engine_config(settings))  # what the speech process runs
         try:
             assert type(transcriber) is cls and transcriber.engine == name
-            assert transcriber.speed_log == settings.voice_data_dir / "recent-notes.json"
+            assert transcriber.speed_log == settings.paths.voice_data_dir / "recent-notes.json"
         finally:
             transcriber.close()
         process = voice.make_transcriber(settings)  # the bot's: that engine, in a process of its own

@@ -68,7 +68,7 @@ async def test_webhook_registered_with_telegram_and_secret_enforced(
     assert registered["secret_token"] == SECRET
     assert "message" in registered["allowed_updates"] and "callback_query" in registered["allowed_updates"]
 
-    local = f"http://127.0.0.1:{settings.webhook_port}/tg/updates"
+    local = f"http://127.0.0.1:{settings.telegram.webhook_port}/tg/updates"
     fake_anthropic.script(claude_says.text("Hello over the webhook."))
     forged = fake_telegram.send_text(USER_ID, "forged: delete everything")
     genuine = fake_telegram.send_text(USER_ID, "hi from the webhook")
@@ -95,7 +95,7 @@ async def test_refused_update_never_reaches_claude(
     _, settings = webhook_bot
     update = fake_telegram.send_text(USER_ID, "no secret here")
     async with httpx.AsyncClient(timeout=5) as client:
-        response = await client.post(f"http://127.0.0.1:{settings.webhook_port}/tg/updates", json=update)
+        response = await client.post(f"http://127.0.0.1:{settings.telegram.webhook_port}/tg/updates", json=update)
     assert response.status_code == 403
     with pytest.raises(TimeoutError):
         await fake_telegram.wait_for_message(USER_ID, count=1, timeout=0.5)
@@ -109,7 +109,7 @@ def test_public_url_joins_base_and_path(fake_telegram, fake_anthropic, tmp_path,
     settings = webhook_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root)
     assert public_webhook_url(settings) == f"{PUBLIC_BASE}/tg/updates"
     polling = make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root)
-    assert polling.webhook_url is None and polling.webhook_secret_token is None
+    assert polling.telegram.webhook_url is None and polling.telegram.webhook_secret_token is None
     with pytest.raises(ValueError):
         public_webhook_url(polling)
 
@@ -122,13 +122,18 @@ REQUIRED = dict(telegram_bot_token="1:x", anthropic_api_key="k", allowed_user_id
 
 def test_webhook_defaults() -> None:
     settings = Settings(_env_file=None, **REQUIRED)
-    assert (settings.webhook_url, settings.webhook_listen, settings.webhook_port, settings.webhook_path) == (
+    assert (
+        settings.telegram.webhook_url,
+        settings.telegram.webhook_listen,
+        settings.telegram.webhook_port,
+        settings.telegram.webhook_path,
+    ) == (
         None,
         "127.0.0.1",
         8443,
         "telegram",
     )
-    assert settings.log_format == "text"
+    assert settings.logs.log_format == "text"
 
 
 @pytest.mark.parametrize(
@@ -165,10 +170,13 @@ def test_webhook_settings_from_environment(monkeypatch: pytest.MonkeyPatch, tmp_
     }.items():
         monkeypatch.setenv(key, value)
     settings = load_settings()
-    assert settings.webhook_url == "https://bot.example.com"
-    assert settings.webhook_port == 9000
-    assert settings.webhook_secret_token is not None and settings.webhook_secret_token.get_secret_value() == SECRET
-    assert settings.log_format == "json"
+    assert settings.telegram.webhook_url == "https://bot.example.com"
+    assert settings.telegram.webhook_port == 9000
+    assert (
+        settings.telegram.webhook_secret_token is not None
+        and settings.telegram.webhook_secret_token.get_secret_value() == SECRET
+    )
+    assert settings.logs.log_format == "json"
 
 
 async def test_an_oversized_body_is_refused_before_it_is_buffered(
@@ -177,7 +185,7 @@ async def test_an_oversized_body_is_refused_before_it_is_buffered(
     from telegram_bot.webhook import MAX_BODY_BYTES
 
     _, settings = webhook_bot
-    local = f"http://127.0.0.1:{settings.webhook_port}/tg/updates"
+    local = f"http://127.0.0.1:{settings.telegram.webhook_port}/tg/updates"
     update = fake_telegram.send_text(USER_ID, "a padded update")
     update["padding"] = "x" * (MAX_BODY_BYTES + 1)  # a valid update, only too big
     statuses = []
@@ -232,7 +240,7 @@ async def test_the_webhook_limits_are_its_own_server_s_alone(
             try:
                 refused: int | str = (
                     await client.post(
-                        f"http://127.0.0.1:{settings.webhook_port}/tg/updates",
+                        f"http://127.0.0.1:{settings.telegram.webhook_port}/tg/updates",
                         json=update,
                         headers={SECRET_HEADER: SECRET},
                     )
@@ -253,7 +261,7 @@ async def test_malformed_requests_are_refused_and_reach_nothing(
     """With the right secret still: a body that is not JSON or not an object is 400, a body that is not declared JSON
     403 (as PTB's handler), a GET 405; none reaches Claude, and a good update afterwards is answered."""
     _, settings = webhook_bot
-    local = f"http://127.0.0.1:{settings.webhook_port}/tg/updates"
+    local = f"http://127.0.0.1:{settings.telegram.webhook_port}/tg/updates"
     json_secret = {SECRET_HEADER: SECRET, "Content-Type": "application/json"}
     async with httpx.AsyncClient(timeout=5) as client:
         statuses = [

@@ -108,7 +108,7 @@ class Orchestrator:
         chat_id = caller.chat_id
         toolbox = Toolbox(
             orchestrator_tools(
-                self.workspaces, self.desk, caller, self.secrets, owner=self.settings.is_owner(caller.user_id)
+                self.workspaces, self.desk, caller, self.secrets, owner=self.settings.users.is_owner(caller.user_id)
             ),
             Audit(self.store, agent="orchestrator", chat_id=chat_id),
             self.secrets,
@@ -120,16 +120,18 @@ class Orchestrator:
 
         return ToolLoop(
             model=as_model(self.client),
-            model_name=self.settings.orchestrator_model,
+            model_name=self.settings.orchestrator.orchestrator_model,
             system=prompts.ORCHESTRATOR,
             toolbox=toolbox,
-            max_output_tokens=self.settings.max_output_tokens,
+            max_output_tokens=self.settings.orchestrator.max_output_tokens,
             tools_on_last_step=False,
             moving_cache=False,
             on_response=record,
             answer=answer,
             messages=messages,
-            reasoning=Reasoning(self.settings.orchestrator_thinking, effort=self.settings.orchestrator_effort),
+            reasoning=Reasoning(
+                self.settings.orchestrator.orchestrator_thinking, effort=self.settings.orchestrator.orchestrator_effort
+            ),
         )
 
     async def _drop_refused(
@@ -224,11 +226,11 @@ class Orchestrator:
                 attachments,
                 owners,
                 caller.user_id,
-                owner=self.settings.is_owner(caller.user_id),
+                owner=self.settings.users.is_owner(caller.user_id),
                 stored=storing,
             )
             loop = self._loop(caller, messages, answer, usage_writes)
-            rounds = self.settings.orchestrator_max_tool_rounds + 1  # the last one answers without tools
+            rounds = self.settings.orchestrator.orchestrator_max_tool_rounds + 1  # the last one answers without tools
             try:
                 result = await loop.run(Limits(max_steps=rounds, max_seconds=math.inf, max_tokens=sys.maxsize))
                 break

@@ -152,7 +152,7 @@ class TurnContext:
                 )
                 what = outside_text(" ".join(s.instructions.split())[:120], markdown=False)  # a member's words
                 lines.append(f"- schedule #{s.id} [{s.status.value}] {when}, {s.worker.value} in {s.workspace}: {what}")
-        zone = self.settings.zone  # "tomorrow at 7" needs today's date; schedules are read in this zone
+        zone = self.settings.schedules.zone  # "tomorrow at 7" needs today's date; schedules are read in this zone
         lines.append(f"now: {utcnow().astimezone(zone).strftime('%a %Y-%m-%d %H:%M %Z')} (time zone {zone})")
         lines += standing
         definitions = await self.hints.hints(text, owner=owner) if self.hints else []
@@ -164,7 +164,7 @@ class TurnContext:
     async def _standing_notes(self, user_id: int | None) -> list[str]:
         """The user's standing notes that apply to this request. They sit in the per-turn context, after the cached
         prefix, so adding or forgetting one never changes what the cache holds."""
-        notes = await StandingNotes(self.store).applying(user_id, self.settings.is_owner, every=True)
+        notes = await StandingNotes(self.store).applying(user_id, self.settings.users.is_owner, every=True)
         if not notes:
             return []
         return [
@@ -174,7 +174,7 @@ class TurnContext:
         ]
 
     def _fit_for_model(self, text: str) -> str:
-        limit = self.settings.max_message_chars
+        limit = self.settings.orchestrator.max_message_chars
         if len(text) <= limit:
             return text
         return (
@@ -189,7 +189,7 @@ class TurnContext:
         When the unsummarised turns pass the budget, the older ones (all but the newest half-budget) are
         summarised by the model into a note kept in the store; the turns themselves stay stored (/history).
         """
-        budget = self.settings.history_token_budget
+        budget = self.settings.orchestrator.history_token_budget
         turns = await self.store.messages_after(chat_id, note.up_to_message_id if note else 0)
         if sum(t.tokens for t in turns) > budget:
             keep: list[ChatMessage] = []
@@ -247,7 +247,7 @@ class TurnContext:
             transcript = f"(summary so far)\n{previous}\n\n(later turns)\n{transcript}"
         try:
             response = await as_model(self.client).create(
-                model=self.settings.orchestrator_model,
+                model=self.settings.orchestrator.orchestrator_model,
                 max_tokens=1024,
                 system=prompts.COMPACTOR,
                 messages=[{"role": "user", "content": transcript}],

@@ -353,7 +353,7 @@ class EngineSettings(SettingsGroup):
 
 
 class ScheduleSettings(SettingsGroup):
-    """Tasks and research that start by themselves (agents/work/schedules.py)."""
+    """Tasks and research that start by themselves (agents/work/schedule_book.py)."""
 
     timezone: str | None = None  # TIMEZONE: an IANA name (Europe/Berlin) schedules are read and shown in
     schedules_max: int = Field(20, ge=1)  # SCHEDULES_MAX: live (active or paused) schedules per conversation

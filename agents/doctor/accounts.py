@@ -25,8 +25,8 @@ DEFAULT_ANTHROPIC_URL = "https://api.anthropic.com"
 
 async def check_telegram(settings: Settings, timeout: float = NETWORK_TIMEOUT_SECONDS) -> Check:
     """getMe at TELEGRAM_API_BASE_URL/bot<token>/getMe: the token is accepted and names the bot."""
-    token = settings.telegram_bot_token.get_secret_value()
-    root = settings.telegram_api_base_url
+    token = settings.telegram.telegram_bot_token.get_secret_value()
+    root = settings.telegram.telegram_api_base_url
 
     def hide(text: str) -> str:
         return text.replace(token, "<token>") if token else text
@@ -76,15 +76,15 @@ async def check_telegram(settings: Settings, timeout: float = NETWORK_TIMEOUT_SE
 
 async def check_anthropic(settings: Settings, timeout: float = NETWORK_TIMEOUT_SECONDS) -> Check:
     """A free `count_tokens` call per configured model: the key is accepted and the models exist."""
-    base = settings.anthropic_base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_ANTHROPIC_URL
+    base = settings.anthropic.anthropic_base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_ANTHROPIC_URL
     client = anthropic.AsyncAnthropic(
-        api_key=settings.anthropic_api_key.get_secret_value(),
-        base_url=settings.anthropic_base_url,
+        api_key=settings.anthropic.anthropic_api_key.get_secret_value(),
+        base_url=settings.anthropic.anthropic_base_url,
         max_retries=0,
         timeout=timeout,
         http_client=anthropic.DefaultAsyncHttpxClient(verify=client_tls()),
     )
-    models = list(dict.fromkeys([settings.orchestrator_model, settings.worker_model]))
+    models = list(dict.fromkeys([settings.orchestrator.orchestrator_model, settings.workers.worker_model]))
     model = models[0]
     try:
         for model in models:
@@ -155,24 +155,24 @@ async def check_github(settings: Settings) -> list[Check] | None:
     from agents.github.api import GitHubClient, GitHubUnavailable
     from agents.github.repository import github_repository
 
-    if settings.github_token is None:
+    if settings.github.github_token is None:
         return [Check(Level.ok, "GitHub", "off (GITHUB_TOKEN unset: no issues, mentions or pull requests)")]
-    client = GitHubClient(settings.github_token.get_secret_value(), settings.github_api_url)
+    client = GitHubClient(settings.github.github_token.get_secret_value(), settings.github.github_api_url)
     checks: list[Check] = []
     try:
         try:
             login = await client.user()
         except GitHubUnavailable as err:
             if err.status is None:
-                fix = f"check the network and GITHUB_API_URL ({settings.github_api_url})"
+                fix = f"check the network and GITHUB_API_URL ({settings.github.github_api_url})"
             elif err.status == 401:
                 fix = "GitHub refuses the token: make a new one (README: GitHub) and set GITHUB_TOKEN"
             else:
                 fix = "check the token's permissions and GitHub's status (a 403 can be a rate limit: wait an hour)"
             return [Check(Level.fail, "GitHub", f"GITHUB_TOKEN: {err}", fix)]
         checks.append(Check(Level.ok, "GitHub", f"GITHUB_TOKEN accepted (acting as {login})"))
-        for ws in Workspaces(settings.workspace_path, settings.bot_repository).all():
-            repo = await github_repository(ws.path, settings.github_web_url)
+        for ws in Workspaces(settings.paths.workspace_path, settings.paths.bot_repository).all():
+            repo = await github_repository(ws.path, settings.github.github_web_url)
             if repo is None:
                 continue
             try:
@@ -206,9 +206,11 @@ async def check_github(settings: Settings) -> list[Check] | None:
                 )
     finally:
         await client.close()
-    if not settings.github_users:
+    if not settings.github.github_users:
         checks.append(Check(Level.ok, "GitHub", "mentions: nobody's (GITHUB_USERS unset: a mention starts no work)"))
-    strangers = [login for login, uid in settings.github_users.items() if uid not in settings.allowed_user_ids]
+    strangers = [
+        login for login, uid in settings.github.github_users.items() if uid not in settings.users.allowed_user_ids
+    ]
     if strangers:
         checks.append(
             Check(
@@ -218,11 +220,11 @@ async def check_github(settings: Settings) -> list[Check] | None:
                 "their mentions are ignored; add their Telegram ids to ALLOWED_USER_IDS",
             )
         )
-    if not settings.github_webhook_listen:
+    if not settings.github.github_webhook_listen:
         off = "off (GITHUB_WEBHOOK_LISTEN unset: no webhook; a pull request's checks are polled)"
         checks.append(Check(Level.ok, "GitHub webhook", off))
     else:
-        host, _, port = settings.github_webhook_listen.rpartition(":")
+        host, _, port = settings.github.github_webhook_listen.rpartition(":")
         try:
             with socket.socket(socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET) as probe:
                 probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -231,7 +233,7 @@ async def check_github(settings: Settings) -> list[Check] | None:
                 Check(
                     Level.ok,
                     "GitHub webhook",
-                    f"POST /github on {settings.github_webhook_listen}: point the repository's webhook at "
+                    f"POST /github on {settings.github.github_webhook_listen}: point the repository's webhook at "
                     "https://<your host>/github (JSON, the secret, events: issues, issue comments, pull request "
                     "reviews, check suites)",
                 )
@@ -241,7 +243,7 @@ async def check_github(settings: Settings) -> list[Check] | None:
                 Check(
                     Level.warn,
                     "GitHub webhook",
-                    f"cannot listen on {settings.github_webhook_listen}: {err.strerror or err}",
+                    f"cannot listen on {settings.github.github_webhook_listen}: {err.strerror or err}",
                     "free the port (is the bot already running?) or change GITHUB_WEBHOOK_LISTEN",
                 )
             )
@@ -250,7 +252,7 @@ async def check_github(settings: Settings) -> list[Check] | None:
 
 def check_access(settings: Settings) -> Check:
     """ALLOWED_USER_IDS: who may use the bot; empty is a bot that refuses everyone."""
-    if not settings.allowed_user_ids:
+    if not settings.users.allowed_user_ids:
         return Check(
             Level.fail,
             "ALLOWED_USER_IDS",
@@ -258,7 +260,7 @@ def check_access(settings: Settings) -> Check:
             "add your id: ALLOWED_USER_IDS=<your Telegram user id> in .env (message @userinfobot to learn it, or "
             "message this bot: its log names every refused id)",
         )
-    count = len(settings.allowed_user_ids)
+    count = len(settings.users.allowed_user_ids)
     return Check(Level.ok, "ALLOWED_USER_IDS", f"{count} user{'s' if count > 1 else ''} may use the bot")
 
 

@@ -28,7 +28,7 @@ def _stored_version(path: Path) -> int | None:
 
 async def check_database(settings: Settings) -> Check:
     """DATABASE_PATH can be opened for writing and is at the latest migration (doctor applies pending ones)."""
-    path = Path(settings.database_path).expanduser()
+    path = Path(settings.paths.database_path).expanduser()
     fix = f"make {path.parent} writable for this user, or set DATABASE_PATH to a writable place"
     try:
         before = await asyncio.to_thread(_stored_version, path)
@@ -74,20 +74,20 @@ async def check_database(settings: Settings) -> Check:
 
 def check_updates_mode(settings: Settings) -> Check:
     """Long polling or webhook (settings already validated the webhook keys)."""
-    if not settings.webhook_url:
+    if not settings.telegram.webhook_url:
         return Check(Level.ok, "updates", "long polling (WEBHOOK_URL is empty; no inbound port needed)")
-    public = f"{settings.webhook_url}/{settings.webhook_path}"
+    public = f"{settings.telegram.webhook_url}/{settings.telegram.webhook_path}"
     return Check(
         Level.ok,
         "updates",
-        f"webhook {public} → listening on {settings.webhook_listen}:{settings.webhook_port} "
+        f"webhook {public} → listening on {settings.telegram.webhook_listen}:{settings.telegram.webhook_port} "
         "(the reverse proxy must forward HTTPS to it)",
     )
 
 
 async def check_task_engine(settings: Settings) -> Check:
     """TASK_ENGINE=temporal: the cluster answers, and which runners are polling for tasks."""
-    if settings.task_engine != "temporal":
+    if settings.engine.task_engine != "temporal":
         return Check(Level.ok, "task engine", "local: tasks run in the bot's process")
     try:
         from agents.engine import cluster
@@ -104,7 +104,11 @@ async def check_task_engine(settings: Settings) -> Check:
     except ConnectionError as err:
         return Check(Level.fail, "task engine", str(err), "start the Temporal server, or fix TEMPORAL_ADDRESS")
     s = settings
-    where = f"Temporal at {s.temporal_address} (namespace {s.temporal_namespace}, queue {s.temporal_task_queue})"
+    engine = s.engine
+    where = (
+        f"Temporal at {engine.temporal_address}"
+        f" (namespace {engine.temporal_namespace}, queue {engine.temporal_task_queue})"
+    )
     if not runners:
         return Check(
             Level.warn,

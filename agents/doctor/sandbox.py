@@ -49,7 +49,7 @@ def network_tools_fix() -> str | None:
 
 async def check_sandbox(settings: Settings) -> Check:
     """bubblewrap confines every process of a task; without it commands are refused unless SANDBOX=off."""
-    if bwrap.SandboxMode(settings.sandbox) is bwrap.SandboxMode.OFF:
+    if bwrap.SandboxMode(settings.sandboxing.sandbox) is bwrap.SandboxMode.OFF:
         return Check(
             Level.warn,
             "sandbox",
@@ -62,14 +62,14 @@ async def check_sandbox(settings: Settings) -> Check:
         detail = reason.removesuffix(".").removesuffix(f": {bwrap.UNAVAILABLE_FIX}")
         return Check(Level.fail, "sandbox", detail, BWRAP_INSTALL_FIX if bwrap.bwrap_path() is None else USERNS_FIX)
     as_root = hasattr(os, "geteuid") and os.geteuid() == 0
-    limits = sandbox_limit_warnings(settings.sandbox_network != "off")
+    limits = sandbox_limit_warnings(settings.network.sandbox_network != "off")
     cgroup = task_cgroup_support()
     if limits:  # what this machine cannot bound, each with its own fix
         fixes = [] if cgroup.available else [CGROUP_FIX]
-        if settings.sandbox_network != "off" and (network_fix := network_tools_fix()):
+        if settings.network.sandbox_network != "off" and (network_fix := network_tools_fix()):
             fixes.append(network_fix)
         return Check(Level.warn, "sandbox", "bubblewrap confines commands, but " + "; ".join(limits), "; ".join(fixes))
-    egress = egress_for(settings.sandbox_network_domains, settings.sandbox_network_private)
+    egress = egress_for(settings.network.sandbox_network_domains, settings.network.sandbox_network_private)
     net = "the public Internet only, via pasta" if direct_network(egress) else "the bot's HTTP proxy only"
     if cgroup.available:
         root_note = f" ({cgroup.description}; an allowed network is {net})"
@@ -82,15 +82,17 @@ async def check_sandbox(settings: Settings) -> Check:
         )
     else:
         root_note = ""
-    return Check(Level.ok, "sandbox", f"bubblewrap confines commands (network: {settings.sandbox_network}){root_note}")
+    return Check(
+        Level.ok, "sandbox", f"bubblewrap confines commands (network: {settings.network.sandbox_network}){root_note}"
+    )
 
 
 def check_network_reach(settings: Settings) -> Check | None:
     """What a command allowed the network reaches (SANDBOX_NETWORK_DOMAINS, SANDBOX_NETWORK_PRIVATE); a warning when
     private addresses are opened to it. None with SANDBOX_NETWORK=off."""
-    if settings.sandbox_network == "off":
+    if settings.network.sandbox_network == "off":
         return None
-    egress = egress_for(settings.sandbox_network_domains, settings.sandbox_network_private)
+    egress = egress_for(settings.network.sandbox_network_domains, settings.network.sandbox_network_private)
     if egress.private:
         return Check(
             Level.warn,
@@ -105,15 +107,15 @@ def check_network_reach(settings: Settings) -> Check | None:
 
 async def check_disk_bound(settings: Settings) -> Check:
     """`check_disk_budget` after a real try at a worktree's own file system (where SANDBOX_DISK_FS=auto)."""
-    found = await task_disk.probe() if settings.sandbox_disk_fs == "auto" else task_disk.support()
+    found = await task_disk.probe() if settings.sandboxing.sandbox_disk_fs == "auto" else task_disk.support()
     return check_disk_budget(settings, found)
 
 
 async def check_task_disks(settings: Settings) -> Check | None:
     """Mounts and loop devices of the task disks that no task owns (a bot or runner killed mid-task, a cancel that
     raced a mount): named with the commands that free them; nothing to say when there are none."""
-    owned = await asyncio.to_thread(_resumable_worktrees, settings.database_path)
-    found = task_disk.strays(settings.worktrees_dir, owned)
+    owned = await asyncio.to_thread(_resumable_worktrees, settings.paths.database_path)
+    found = task_disk.strays(settings.paths.worktrees_dir, owned)
     if not found:
         return None
     points = " ".join(s.name for s in found if s.kind == "mount")
@@ -152,9 +154,11 @@ def check_disk_budget(settings: Settings, found: task_disk.Support | None = None
     """What bounds a task's disk use here, and how: the budget, the hard per-file bound, and for the task as a whole
     either a file system of its own per task (agents/sandbox/task_disk.py; `found`: what a real try found, else what
     the machine offers) or the poll alone."""
-    budget = disk_budget(settings.sandbox_max_disk_mb, settings.worktrees_dir) >> 20
-    source = "SANDBOX_MAX_DISK_MB" if settings.sandbox_max_disk_mb is not None else "a quarter of the free space"
-    per_file = min(settings.sandbox_max_file_mb, budget)
+    budget = disk_budget(settings.sandboxing.sandbox_max_disk_mb, settings.paths.worktrees_dir) >> 20
+    source = (
+        "SANDBOX_MAX_DISK_MB" if settings.sandboxing.sandbox_max_disk_mb is not None else "a quarter of the free space"
+    )
+    per_file = min(settings.sandboxing.sandbox_max_file_mb, budget)
     keep_size = (
         "a reservation that keeps the file size (fallocate --keep-size) is refused (seccomp)"
         if keep_size_filter_program() is not None
@@ -166,7 +170,7 @@ def check_disk_budget(settings: Settings, found: task_disk.Support | None = None
         f"at once; {keep_size}); "
     )
     found = found or task_disk.support()
-    if settings.sandbox_disk_fs == "auto" and found.available:
+    if settings.sandboxing.sandbox_disk_fs == "auto" and found.available:
         return Check(
             Level.ok,
             "disk budget",
@@ -174,9 +178,9 @@ def check_disk_budget(settings: Settings, found: task_disk.Support | None = None
             '(a sparse ext4 image mounted on its worktree: a burst of writes meets "No space left on device"), '
             "with polling every 0.2 s still stopping the command that goes past the budget and deleting its files",
         )
-    why = "SANDBOX_DISK_FS=off" if settings.sandbox_disk_fs == "off" else found.reason
+    why = "SANDBOX_DISK_FS=off" if settings.sandboxing.sandbox_disk_fs == "off" else found.reason
     return Check(
-        Level.ok if settings.sandbox_disk_fs == "off" else Level.warn,
+        Level.ok if settings.sandboxing.sandbox_disk_fs == "off" else Level.warn,
         "disk budget",
         said + f"for the task as a whole, polling every 0.2 s ({why}): a burst between two looks is not bounded "
         "(several files written at once and removed before the next look take the host's disk for that moment)",

@@ -28,14 +28,14 @@ def check_ripgrep(settings: Settings) -> Check:
 
 def check_chromium(settings: Settings) -> Check:
     """Chromium for the frontend worker's screenshots (optional)."""
-    found = find_chromium(settings.chromium_path)
+    found = find_chromium(settings.tools.chromium_path)
     if found:
         return Check(Level.ok, "chromium", f"{found} (frontend screenshots)")
-    if settings.chromium_path:
+    if settings.tools.chromium_path:
         return Check(
             Level.warn,
             "chromium",
-            f"CHROMIUM_PATH {settings.chromium_path} is not an executable",
+            f"CHROMIUM_PATH {settings.tools.chromium_path} is not an executable",
             "fix CHROMIUM_PATH or leave it empty to look for chromium on PATH",
         )
     return Check(
@@ -48,7 +48,7 @@ def check_chromium(settings: Settings) -> Check:
 
 async def check_browser(settings: Settings) -> Check:
     """The frontend worker's browser (chrome-devtools-mcp): installed, and whether it starts in a task's sandbox."""
-    install, what = browser.find(settings.browser_tools_dir, find_chromium(settings.chromium_path))
+    install, what = browser.find(settings.tools.browser_tools_dir, find_chromium(settings.tools.chromium_path))
     if install is None:
         return Check(
             Level.warn,
@@ -57,7 +57,7 @@ async def check_browser(settings: Settings) -> Check:
             "make setup (scripts/install-browser.sh) where node, npm and chromium are installed",
         )
     sandbox = bwrap.SandboxProbe()
-    if settings.sandbox != "off" and await sandbox.unavailable_reason():
+    if settings.sandboxing.sandbox != "off" and await sandbox.unavailable_reason():
         return Check(Level.warn, "browser", f"{what} cannot start: it runs in a task's sandbox", "see the sandbox line")
     try:
         count = await probe_mcp(browser.config(install, proxy=False), settings, sandbox, call="list_pages")
@@ -69,19 +69,19 @@ async def check_browser(settings: Settings) -> Check:
 
 async def check_mcp_servers(settings: Settings) -> list[Check]:
     """Each server of MCP_CONFIG: whether it starts (stdio: in a task's sandbox) and how many tools it offers."""
-    if settings.mcp_config is None:
+    if settings.tools.mcp_config is None:
         return [Check(Level.ok, "MCP", "none (MCP_CONFIG unset; the frontend worker's browser is built in)")]
     sandbox = bwrap.SandboxProbe()  # one probe for the servers' checks
-    servers, problems = load_mcp_config(settings.mcp_config)
+    servers, problems = load_mcp_config(settings.tools.mcp_config)
     checks = [Check(Level.warn, "MCP_CONFIG", p, "fix the file (its shape is in .env.example)") for p in problems]
     if not servers and not problems:
-        checks.append(Check(Level.ok, "MCP", f"none ({settings.mcp_config} names no server)"))
+        checks.append(Check(Level.ok, "MCP", f"none ({settings.tools.mcp_config} names no server)"))
 
     async def one(config: McpServerConfig) -> Check:
         how = "stdio in a task's sandbox" if config.stdio else f"{config.url} from the bot"
         roles = ", ".join(sorted(r.value for r in config.roles))
         approve = f"; approve: {', '.join(sorted(config.approve))}" if config.approve else ""
-        if config.stdio and settings.sandbox != "off" and await sandbox.unavailable_reason():
+        if config.stdio and settings.sandboxing.sandbox != "off" and await sandbox.unavailable_reason():
             return Check(Level.warn, f"MCP {config.name}", f"cannot start ({how})", "see the sandbox line")
         try:
             count = await probe_mcp(config, settings, sandbox)

@@ -47,7 +47,7 @@ def whisper_cache_dir() -> Path:
 
 def check_whisper(settings: Settings, cache_dir: Path | None = None) -> Check:
     """WHISPER_MODEL: a checkpoint file that exists, or a model name that is cached or will be downloaded."""
-    name = settings.whisper_model.strip()
+    name = settings.voice.whisper_model.strip()
     if name in WHISPER_DOWNLOADS:
         filename, megabytes = WHISPER_DOWNLOADS[name]
         cached = (cache_dir or whisper_cache_dir()) / filename
@@ -63,7 +63,7 @@ def check_whisper(settings: Settings, cache_dir: Path | None = None) -> Check:
     path = Path(name).expanduser()
     if path.is_file():
         return Check(Level.ok, "whisper", f"checkpoint {path} ({_size(path.stat().st_size)})")
-    if settings.voice_engine == "faster-whisper" and path.is_dir():
+    if settings.voice.voice_engine == "faster-whisper" and path.is_dir():
         if (path / "model.bin").is_file() and (path / "config.json").is_file():
             return Check(Level.ok, "whisper", f"CTranslate2 model folder {path}")
         return Check(
@@ -95,9 +95,9 @@ def check_voice_engine(settings: Settings) -> Check:
     """VOICE_ENGINE: which engine transcribes, whether it is installed, and how fast the last notes were."""
     from agents.inputs.speed_log import read_speeds, summary
 
-    engine = settings.voice_engine
+    engine = settings.voice.voice_engine
     package = "faster_whisper" if engine == "faster-whisper" else "whisper"
-    recent = [s for s in read_speeds(settings.voice_data_dir / "recent-notes.json") if s.engine == engine]
+    recent = [s for s in read_speeds(settings.paths.voice_data_dir / "recent-notes.json") if s.engine == engine]
     if importlib.util.find_spec(package) is None:
         return Check(
             Level.fail,
@@ -110,8 +110,8 @@ def check_voice_engine(settings: Settings) -> Check:
     detail = f"{engine} {_version(engine)}"
     if engine == "faster-whisper":
         detail += f" (CTranslate2 {_version('ctranslate2')}); {_faster_device(settings)}"
-    start = "at the bot's start (VOICE_PRELOAD)" if settings.voice_preload else "by the first voice note"
-    idle = settings.voice_idle_minutes
+    start = "at the bot's start (VOICE_PRELOAD)" if settings.voice.voice_preload else "by the first voice note"
+    idle = settings.voice.voice_idle_minutes
     end = f"ended after {idle:g} min without notes" if idle > 0 else "kept until the bot stops (VOICE_IDLE_MINUTES=0)"
     where = f"in a process of its own, started {start}, {end}"
     return Check(Level.ok, "voice engine", f"{detail}; {where}; {summary(recent)}")
@@ -128,7 +128,7 @@ def _faster_device(settings: Settings) -> str:
     """Which device faster-whisper uses and why: as the bot found it at its last start, else what it will try."""
     from agents.inputs.voice_faster import read_device_record
 
-    record = read_device_record(settings.voice_data_dir / "recent-notes.json")
+    record = read_device_record(settings.paths.voice_data_dir / "recent-notes.json")
     if record and record.get("engine") == "faster-whisper":
         device = "int8 on the CPU" if record.get("device") == "cpu" else f"on {record.get('device')}"
         return f"{device} at the bot's last start: {record.get('reason', '?')}"
@@ -201,7 +201,7 @@ def check_memory(settings: Settings, total_mb: int | None = None) -> Check | Non
     """Whether this machine's memory holds the bot with its speech model and a task beside it; names a lighter
     choice when it does not."""
     total_mb = total_mb if total_mb is not None else machine_memory_mb()
-    engine, model = settings.voice_engine, settings.whisper_model.strip()
+    engine, model = settings.voice.voice_engine, settings.voice.whisper_model.strip()
     need = voice_memory_mb(engine, model)
     if total_mb is None or need is None:
         return None

@@ -37,7 +37,7 @@ async def check_git(settings: Settings) -> list[Check]:
     identity = Check(
         Level.ok,
         "git identity",
-        f"the bot commits as {settings.git_author_name} <{settings.git_author_email}> "
+        f"the bot commits as {settings.commits.git_author_name} <{settings.commits.git_author_email}> "
         "(GIT_AUTHOR_NAME / GIT_AUTHOR_EMAIL)",
     )
     if shutil.which("git") is None:
@@ -50,7 +50,7 @@ async def check_git(settings: Settings) -> list[Check]:
 
 async def check_workspaces(settings: Settings) -> list[Check]:
     """WORKSPACE_PATH exists; each project folder in it is a git repository (others are initialised when needed)."""
-    root = Path(settings.workspace_path).expanduser()
+    root = Path(settings.paths.workspace_path).expanduser()
     if not root.is_dir():
         what = "is not a folder" if root.exists() else "does not exist"
         return [
@@ -107,9 +107,9 @@ async def check_workspaces(settings: Settings) -> list[Check]:
 
 async def check_bot_repository(settings: Settings) -> Check | None:
     """BOT_REPOSITORY (optional) is a git checkout: the workspace `self`."""
-    if settings.bot_repository is None:
+    if settings.paths.bot_repository is None:
         return Check(Level.ok, "BOT_REPOSITORY", "off (unset: no workspace `self`, the bot does not work on itself)")
-    path = Path(settings.bot_repository).expanduser()
+    path = Path(settings.paths.bot_repository).expanduser()
     if not path.is_dir():
         return Check(
             Level.fail,

@@ -18,16 +18,16 @@ CONNECT_SECONDS = 5.0
 def bot_queue(settings: Settings) -> str:
     """The bot's own queue: the chat side of its tasks (NOTIFY). Named after its database, so two bots sharing a
     cluster and a task queue never take each other's chat messages."""
-    return f"{settings.temporal_task_queue}.bot.{instance_token(settings.database_path)}"
+    return f"{settings.engine.temporal_task_queue}.bot.{instance_token(settings.paths.database_path)}"
 
 
 def runner_queue(settings: Settings, name: str) -> str:
     """A runner's own queue: pokes for the tasks it runs."""
-    return f"{settings.temporal_task_queue}.runner.{name}"
+    return f"{settings.engine.temporal_task_queue}.runner.{name}"
 
 
 def runner_name(settings: Settings) -> str:
-    return settings.runner_name or f"{socket.gethostname()}-{os.getpid()}"
+    return settings.engine.runner_name or f"{socket.gethostname()}-{os.getpid()}"
 
 
 def workflow_id(instance: str, task_id: int, run: int = 1) -> str:
@@ -41,8 +41,8 @@ async def connect(settings: Settings, timeout: float = CONNECT_SECONDS, identity
     try:
         async with asyncio.timeout(timeout):
             return await Client.connect(
-                settings.temporal_address,
-                namespace=settings.temporal_namespace,
+                settings.engine.temporal_address,
+                namespace=settings.engine.temporal_namespace,
                 identity=identity or runner_name(settings),
             )
     except Exception as err:
@@ -51,7 +51,7 @@ async def connect(settings: Settings, timeout: float = CONNECT_SECONDS, identity
 
 def unreachable(settings: Settings, err: BaseException | None = None) -> str:
     why = f" ({type(err).__name__}: {str(err)[:120]})" if err is not None and str(err) else ""
-    return f"the Temporal server at {settings.temporal_address} is unreachable{why}"
+    return f"the Temporal server at {settings.engine.temporal_address} is unreachable{why}"
 
 
 async def live_runners(client: Client, settings: Settings) -> list[str]:
@@ -61,8 +61,8 @@ async def live_runners(client: Client, settings: Settings) -> list[str]:
     from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 
     request = DescribeTaskQueueRequest(
-        namespace=settings.temporal_namespace,
-        task_queue=TaskQueue(name=settings.temporal_task_queue),
+        namespace=settings.engine.temporal_namespace,
+        task_queue=TaskQueue(name=settings.engine.temporal_task_queue),
         task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
     )
     response = await client.workflow_service.describe_task_queue(request, timeout=timedelta(seconds=CONNECT_SECONDS))

@@ -107,7 +107,7 @@ class WorkflowLines:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.instance = instance_token(settings.database_path)
+        self.instance = instance_token(settings.paths.database_path)
         self.client: Client | None = None
         self.followed: dict[int, Followed] = {}  # task id → its chat and run, while this bot follows its workflow
         self.questions: dict[int, Question] = {}  # network request id → who asked where (runners' questions)
@@ -287,9 +287,9 @@ class TemporalEngine:
             return None
         repo = self.workspaces.resolve(task.workspace).path
         try:
-            await delete_remote_branch(repo, task.branch, self.settings.runner_remote)
+            await delete_remote_branch(repo, task.branch, self.settings.engine.runner_remote)
         except GitError as err:
-            return f"its branch could not be deleted on `{self.settings.runner_remote}`: {str(err)[:300]}"
+            return f"its branch could not be deleted on `{self.settings.engine.runner_remote}`: {str(err)[:300]}"
         return None
 
     # ---- the cluster -------------------------------------------------------------------------------
@@ -307,7 +307,7 @@ class TemporalEngine:
             TemporalWorker(
                 client, task_queue=cluster.bot_queue(self.settings), activities=[desk.notify, desk.file_part]
             ),
-            TemporalWorker(client, task_queue=self.settings.temporal_task_queue, workflows=[AgentTask]),
+            TemporalWorker(client, task_queue=self.settings.engine.temporal_task_queue, workflows=[AgentTask]),
         ]
         async with contextlib.AsyncExitStack() as stack:
             for worker in workers:
@@ -345,7 +345,7 @@ class TemporalEngine:
             AgentTask.run,
             start,
             id=run,
-            task_queue=self.settings.temporal_task_queue,
+            task_queue=self.settings.engine.temporal_task_queue,
             id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,  # closed: never again
             id_conflict_policy=WorkflowIDConflictPolicy.FAIL,  # running: never a second
         )
@@ -400,7 +400,7 @@ class TemporalEngine:
 
     async def start_of(self, task: Task) -> TaskStart:
         s = self.settings
-        runs = s.max_corrections + 1
+        runs = s.workers.max_corrections + 1
         files = [
             HandedFile(a.id or 0, a.kind.value, a.name, a.media_type, a.path, a.size, a.tokens, save)
             for a, save in await self.store.task_attachments(task.stored_id)
@@ -416,7 +416,7 @@ class TemporalEngine:
             branch=task.branch,
             notes=task.result if task.worker is not WorkerKind.RESEARCH else None,
             standing_notes=[
-                n.text for n in await StandingNotes(self.store).applying(task.user_id, s.is_owner, task.workspace)
+                n.text for n in await StandingNotes(self.store).applying(task.user_id, s.users.is_owner, task.workspace)
             ],
             reply_to_message_id=task.reply_to_message_id,
             schedule_id=task.schedule_id,
@@ -425,14 +425,16 @@ class TemporalEngine:
             attempt_of=task.attempt_of,
             user_id=task.user_id,
             user_name=task.user_name,
-            starter_is_owner=s.is_owner(task.user_id),
+            starter_is_owner=s.users.is_owner(task.user_id),
             files=files,
-            shared_queue=s.temporal_task_queue,
+            shared_queue=s.engine.temporal_task_queue,
             bot_queue=cluster.bot_queue(s),
-            heartbeat_seconds=s.temporal_heartbeat_seconds,
-            claim_seconds=s.temporal_claim_seconds,
-            run_seconds=runs * (s.worker_max_seconds + s.test_timeout_seconds) + s.test_timeout_seconds + 600,
-            takeovers=s.temporal_takeovers,
+            heartbeat_seconds=s.engine.temporal_heartbeat_seconds,
+            claim_seconds=s.engine.temporal_claim_seconds,
+            run_seconds=runs * (s.workers.worker_max_seconds + s.tasks.test_timeout_seconds)
+            + s.tasks.test_timeout_seconds
+            + 600,
+            takeovers=s.engine.temporal_takeovers,
         )
 
     async def _unreachable(self, task: Task, err: BaseException | None = None) -> None:

@@ -164,8 +164,12 @@ def runner_secrets(settings: Settings) -> SecretsFilter:
     """A runner's output filter: the model's key (masked in everything the chat sees), and GitHub's secrets, which a
     runner sharing the bot's .env holds too (it never uses them): masked the same way."""
     secrets = SecretsFilter()
-    secrets.add([settings.anthropic_api_key.get_secret_value()])
-    secrets.add(s.get_secret_value() for s in (settings.github_token, settings.github_webhook_secret) if s is not None)
+    secrets.add([settings.anthropic.anthropic_api_key.get_secret_value()])
+    secrets.add(
+        s.get_secret_value()
+        for s in (settings.github.github_token, settings.github.github_webhook_secret)
+        if s is not None
+    )
     return secrets
 
 
@@ -192,31 +196,37 @@ class RunnerNode:
         self.probe = SandboxProbe()  # does bwrap work here: asked by every task run's commands
         self.name = cluster.runner_name(settings)
         self.queue = cluster.runner_queue(settings, self.name)
-        self.workspaces = Workspaces(settings.workspace_path, settings.bot_repository)
+        self.workspaces = Workspaces(settings.paths.workspace_path, settings.paths.bot_repository)
         self.repo_map = RepoMap(store)
-        self.baselines = BaselineRuns(settings.worktrees_dir / "test-baselines")  # shared by concurrent task runs
+        self.baselines = BaselineRuns(settings.paths.worktrees_dir / "test-baselines")  # shared by concurrent task runs
         self.attachments = Attachments.from_settings(settings)
         self.runs: dict[int, TaskRun] = {}
-        self.pushes = BranchPushes(settings.runner_remote, store, self.workspaces, client)
+        self.pushes = BranchPushes(settings.engine.runner_remote, store, self.workspaces, client)
         self.stopping = False
 
     @classmethod
     async def open(cls, settings: Settings) -> RunnerNode:
         secrets = runner_secrets(settings)
-        if settings.sandbox == "off":
+        if settings.sandboxing.sandbox == "off":
             log.warning("SANDBOX=off: this runner's task commands are NOT confined; set SANDBOX=bwrap")
-        for warning in sandbox_limit_warnings(settings.sandbox_network != "off") if settings.sandbox != "off" else []:
+        for warning in (
+            sandbox_limit_warnings(settings.network.sandbox_network != "off")
+            if settings.sandboxing.sandbox != "off"
+            else []
+        ):
             log.warning("%s", warning)
         await asyncio.to_thread(sweep_leftovers)  # the temporary folders a killed bot or runner left behind
         # kept worktrees' own file systems after a restart (agents/sandbox/task_disk.py)
-        for done in await task_disk.recover(settings.worktrees_dir, settings.sandbox_disk_fs == "auto"):
+        for done in await task_disk.recover(
+            settings.paths.worktrees_dir, settings.sandboxing.sandbox_disk_fs == "auto"
+        ):
             log.info("task worktree file system: %s", done)
         client = await cluster.connect(settings, identity=cluster.runner_name(settings))
-        store = await Store.open(settings.database_path)
+        store = await Store.open(settings.paths.database_path)
         killed_mid_task = await store.interrupt_running_tasks()  # this runner was killed: their commands go too
         if killed_mid_task:
             await asyncio.to_thread(
-                kill_orphans, instance_token(settings.database_path), {t.stored_id for t in killed_mid_task}
+                kill_orphans, instance_token(settings.paths.database_path), {t.stored_id for t in killed_mid_task}
             )
         return cls(settings, store, client, make_client(settings), secrets)
 
@@ -226,10 +236,10 @@ class RunnerNode:
         s = self.settings
         chat = ChatThroughWorkflow(self.client, workflow_id, start.task_id)
         gate = NetworkGate(
-            NetworkPolicy(s.sandbox_network),
+            NetworkPolicy(s.network.sandbox_network),
             self.store,
             chat,
-            s.sandbox_network_answer_seconds,
+            s.network.sandbox_network_answer_seconds,
             lambda _starter: start.starter_is_owner,  # this gate serves this one task, whose starter the bot named
             secrets=self.secrets,
         )
@@ -253,10 +263,10 @@ class RunnerNode:
         return [
             TemporalWorker(
                 self.client,
-                task_queue=self.settings.temporal_task_queue,
+                task_queue=self.settings.engine.temporal_task_queue,
                 workflows=[AgentTask],
                 activities=[self.execute],
-                max_concurrent_activities=self.settings.max_concurrent_tasks,
+                max_concurrent_activities=self.settings.tasks.max_concurrent_tasks,
             ),
             TemporalWorker(self.client, task_queue=self.queue, activities=[self.poke]),
         ]
@@ -265,7 +275,10 @@ class RunnerNode:
         """Run until `stop` is set; then running tasks end `interrupted` (resumable), their processes killed."""
         workers = self.workers()
         log.info(
-            "runner %s: taking tasks from %s (own queue %s)", self.name, self.settings.temporal_task_queue, self.queue
+            "runner %s: taking tasks from %s (own queue %s)",
+            self.name,
+            self.settings.engine.temporal_task_queue,
+            self.queue,
         )
         async with contextlib.AsyncExitStack() as stack:
             for worker in workers:
@@ -380,7 +393,7 @@ class RunnerNode:
             workspace = self.workspaces.resolve(task.workspace)
         except ToolError as err:
             return f"runner {self.name} has no workspace {task.workspace!r}: {err}"
-        remote = self.settings.runner_remote
+        remote = self.settings.engine.runner_remote
         if not await has_remote(workspace.path, remote):
             return None  # a clone without the shared remote: its branch cannot come home, the summary says so
         why = await catch_up(workspace.path, remote)

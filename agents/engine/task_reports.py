@@ -38,7 +38,7 @@ class TaskReports:
     ) -> None:
         self.settings, self.store, self.deliveries, self.workspaces = settings, store, deliveries, workspaces
         self.pull_requests = pull_requests  # GitHub: the bot's token stays in the bot, so the bot does GitHub's part
-        self.identity = GitIdentity(settings.git_author_name, settings.git_author_email)
+        self.identity = GitIdentity(settings.commits.git_author_name, settings.commits.git_author_email)
 
     async def tell_interrupted(self, task: Task, text: str) -> None:
         """A notice that the task stopped, with Resume and Discard."""
@@ -78,17 +78,19 @@ class TaskReports:
             await self.store.reviews.save(task.stored_id, json.loads(report.review))
         await self.store.add_event(TaskEvent(task_id=task.id, kind=RUN_EVENT, detail=f"ended {run}"))
         if proposal is not None:
-            await show_proposal(self.store, self.deliveries, self.settings.shown_turn_chars, task, proposal)
+            await show_proposal(
+                self.store, self.deliveries, self.settings.orchestrator.shown_turn_chars, task, proposal
+            )
         for shown in report.shown:
             text = shown.text + (f"\n\n⚠ {missing}" if missing else "")
             record = await remember_shown(
-                self.store, task.chat_id, TASK, task.stored_id, text, self.settings.shown_turn_chars
+                self.store, task.chat_id, TASK, task.stored_id, text, self.settings.orchestrator.shown_turn_chars
             )
             buttons = decode_buttons(shown.buttons)
             if self.pull_requests is not None and shown.kind == "summary":  # the runner has no token: Open PR is ours
                 buttons = await self.pull_requests.with_open_pr(task, buttons)
             if shown.kind == "summary":  # the review page is the bot's: its Review button too
-                buttons = with_review(buttons, task.stored_id, self.settings.review_url)
+                buttons = with_review(buttons, task.stored_id, self.settings.review.review_url)
             sent = await self.deliveries.deliver(
                 task.chat_id,
                 text,
@@ -111,11 +113,12 @@ class TaskReports:
         if not report.branch:
             return None
         if not report.pushed:
-            return f"its branch `{report.branch}` did not reach `{self.settings.runner_remote}`: {report.push_error}"
+            remote = self.settings.engine.runner_remote
+            return f"its branch `{report.branch}` did not reach `{remote}`: {report.push_error}"
         repo = self.workspaces.resolve(task.workspace).path
         try:
-            if await fetch_branch(repo, report.branch, self.settings.runner_remote, self.identity):
+            if await fetch_branch(repo, report.branch, self.settings.engine.runner_remote, self.identity):
                 return None
-            return f"its branch `{report.branch}` is not on `{self.settings.runner_remote}`"
+            return f"its branch `{report.branch}` is not on `{self.settings.engine.runner_remote}`"
         except GitError as err:
             return f"its branch `{report.branch}` could not be fetched: {str(err)[:300]}"

@@ -87,8 +87,8 @@ class TemporalFiring:
     """The `Firing` of TASK_ENGINE=temporal: Temporal Schedules, and this bot's worker for their runs."""
 
     def __init__(self, settings: Settings) -> None:
-        self.settings, self.zone = settings, settings.zone
-        self.instance = instance_token(settings.database_path)
+        self.settings, self.zone = settings, settings.schedules.zone
+        self.instance = instance_token(settings.paths.database_path)
         self.client: Client | None = None
         self._fire: Fire | None = None
         self._serving: asyncio.Task[None] | None = None

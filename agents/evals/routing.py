@@ -426,7 +426,7 @@ async def main(
         cases = cases[: max(0, limit)]
     plural = "" if len(cases) == 1 else "s"
     out(
-        f"Routing eval: {len(cases)} case{plural} from {path}, model {settings.orchestrator_model}, "
+        f"Routing eval: {len(cases)} case{plural} from {path}, model {settings.orchestrator.orchestrator_model}, "
         f"{max(1, repeats)} run{'s' if repeats != 1 else ''} each, {max(1, concurrency)} at a time."
     )
     result = await run_eval(settings, cases, concurrency, progress=out, repeats=repeats)

@@ -287,7 +287,7 @@ async def main(settings: Settings, *, scripted: bool = False, runs: int = 3, onl
     if not fixtures:
         print(f"agentlab: no fixture named {', '.join(only)}; there are {', '.join(f.name for f in FIXTURES)}")
         return 2
-    model = "the scripted model" if scripted else settings.worker_model
+    model = "the scripted model" if scripted else settings.workers.worker_model
     print(f"Task eval: {len(fixtures)} fixtures, {runs} runs each, {model}")
     results = await run_eval(
         settings, fixtures, runs, ScriptedSolver if scripted else None, on_result=lambda r: print(line(r), flush=True)

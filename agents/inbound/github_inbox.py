@@ -136,11 +136,11 @@ class GitHubInbox:
     def _user_of(self, login: str) -> int | None:
         """The Telegram user a GitHub login acts as, if GITHUB_USERS maps it and ALLOWED_USER_IDS allows that user
         now (read when the webhook event is handled, so a user removed since is nobody, on every path from GitHub)."""
-        user_id = self.settings.github_users.get(login.lower())
-        return user_id if user_id is not None and user_id in self.settings.allowed_user_ids else None
+        user_id = self.settings.github.github_users.get(login.lower())
+        return user_id if user_id is not None and user_id in self.settings.users.allowed_user_ids else None
 
     def _mention(self, event: str, data: dict[str, Any], repository: str) -> Mention | None:
-        needle = self.settings.github_mention.lower()
+        needle = self.settings.github.github_mention.lower()
         issue = data.get("issue") or {}
         if event == "issues" and data.get("action") == "opened":
             text, comment, login = issue.get("body") or "", None, (issue.get("user") or {}).get("login")
@@ -204,7 +204,7 @@ class GitHubInbox:
         caller = Caller(chat_id=user_id, user_id=user_id, user_name=mention.login)
         quoted = f"(written on GitHub by {mention.login}, quoted)\n{_quote(request)}"
         try:
-            said = " ".join(request.replace(self.settings.github_mention, " ").split())[:40]
+            said = " ".join(request.replace(self.settings.github.github_mention, " ").split())[:40]
             title = outside_text(f"{mention.login}: {said}", one_line=True)  # the chat shows a task's title
             task = await self.crew.starts.continue_task(caller, record.task_id, quoted, title=title)
         except ToolError as err:

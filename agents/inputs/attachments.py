@@ -51,7 +51,9 @@ class Limits:
     @classmethod
     def from_settings(cls, settings: Settings) -> Limits:
         return cls(
-            settings.attachment_image_max_edge, settings.attachment_pdf_max_bytes, settings.attachment_text_max_bytes
+            settings.attachments.attachment_image_max_edge,
+            settings.attachments.attachment_pdf_max_bytes,
+            settings.attachments.attachment_text_max_bytes,
         )
 
 
@@ -160,7 +162,7 @@ class Attachments:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Attachments:
-        return cls(settings.database_path.parent.resolve() / "attachments", Limits.from_settings(settings))
+        return cls(settings.paths.database_path.parent.resolve() / "attachments", Limits.from_settings(settings))
 
     def path_of(self, attachment: Attachment) -> Path:
         return self.folder / attachment.path

@@ -79,17 +79,17 @@ __all__ = [
 
 def speed_log_path(settings: Settings) -> Path:
     """Where the transcriber keeps the timing of the last notes (read by `agentlab doctor`)."""
-    return settings.voice_data_dir / "recent-notes.json"
+    return settings.paths.voice_data_dir / "recent-notes.json"
 
 
 def engine_config(settings: Settings, **extra: Any) -> dict[str, Any]:
     """`make_engine`'s keyword arguments from the settings (JSON: they are handed to the speech process)."""
     return {
-        "engine": settings.voice_engine,
-        "model": settings.whisper_model,
-        "language": settings.whisper_language,
-        "max_seconds": settings.voice_max_seconds,
-        "convert_root": str(settings.voice_data_dir / "models"),
+        "engine": settings.voice.voice_engine,
+        "model": settings.voice.whisper_model,
+        "language": settings.voice.whisper_language,
+        "max_seconds": settings.voice.voice_max_seconds,
+        "convert_root": str(settings.paths.voice_data_dir / "models"),
         "speed_log": str(speed_log_path(settings)),
         **extra,
     }
@@ -126,4 +126,4 @@ def make_transcriber(settings: Settings, **extra: Any) -> SpeechProcess:
     """The bot's transcriber: the engine `VOICE_ENGINE` names in a speech process of its own, started by the first
     note (or `start_loading`) and ended after VOICE_IDLE_MINUTES without notes. `extra`: more `make_engine`
     arguments (tests: `max_tokens_per_window`)."""
-    return SpeechProcess(engine_config(settings, **extra), settings.voice_idle_minutes)
+    return SpeechProcess(engine_config(settings, **extra), settings.voice.voice_idle_minutes)

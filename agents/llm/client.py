@@ -14,10 +14,10 @@ OVERLOADED_REPLY = "Claude is overloaded, try again in a minute."
 def make_client(settings: Settings) -> anthropic.AsyncAnthropic:
     """One AsyncAnthropic for the process; the SDK's own retries and timeouts do the retrying."""
     return anthropic.AsyncAnthropic(
-        api_key=settings.anthropic_api_key.get_secret_value(),
-        base_url=settings.anthropic_base_url,  # None → ANTHROPIC_BASE_URL env or the SDK default
-        max_retries=settings.anthropic_max_retries,
-        timeout=settings.anthropic_timeout_seconds,
+        api_key=settings.anthropic.anthropic_api_key.get_secret_value(),
+        base_url=settings.anthropic.anthropic_base_url,  # None → ANTHROPIC_BASE_URL env or the SDK default
+        max_retries=settings.anthropic.anthropic_max_retries,
+        timeout=settings.anthropic.anthropic_timeout_seconds,
         http_client=anthropic.DefaultAsyncHttpxClient(verify=client_tls()),  # the SDK's defaults, the shared TLS
     )
 
@@ -35,10 +35,10 @@ def usage_of(response: anthropic.types.Message) -> Usage:
 def cost_usd(usage: Usage, settings: Settings) -> float:
     """Estimated cost from the price table in settings (USD per million tokens)."""
     return (
-        usage.input_tokens * settings.price_input_per_mtok
-        + usage.output_tokens * settings.price_output_per_mtok
-        + usage.cache_creation_input_tokens * settings.price_cache_write_per_mtok
-        + usage.cache_read_input_tokens * settings.price_cache_read_per_mtok
+        usage.input_tokens * settings.anthropic.price_input_per_mtok
+        + usage.output_tokens * settings.anthropic.price_output_per_mtok
+        + usage.cache_creation_input_tokens * settings.anthropic.price_cache_write_per_mtok
+        + usage.cache_read_input_tokens * settings.anthropic.price_cache_read_per_mtok
     ) / 1_000_000
 
 

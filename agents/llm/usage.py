@@ -23,13 +23,13 @@ async def cost_today(store: Store, settings: Settings) -> float:
 
 async def budget_exceeded(store: Store, settings: Settings) -> str | None:
     """A sentence for the user when the optional daily budget is spent, else None."""
-    if settings.daily_budget_usd is None:
+    if settings.anthropic.daily_budget_usd is None:
         return None
     spent = await cost_today(store, settings)
-    if spent < settings.daily_budget_usd:
+    if spent < settings.anthropic.daily_budget_usd:
         return None
     return (
-        f"The daily budget of ${settings.daily_budget_usd:.2f} is spent (${spent:.2f} today); "
+        f"The daily budget of ${settings.anthropic.daily_budget_usd:.2f} is spent (${spent:.2f} today); "
         "new tasks are refused until tomorrow (UTC). Raise DAILY_BUDGET_USD to allow more."
     )
 
@@ -54,8 +54,8 @@ def per_user_lines(
         spent_today = cost_usd(total([r for r in today if r.user_id == user]), settings)
         spent_month = cost_usd(total([r for r in month if r.user_id == user]), settings)
         lines.append(f"• {names.get(user, f'user {user}')}: ${spent_today:.4f} · ${spent_month:.4f}")
-    if settings.daily_budget_usd is not None:
-        lines.append(f"_The daily budget of ${settings.daily_budget_usd:.2f} is shared by every user._")
+    if settings.anthropic.daily_budget_usd is not None:
+        lines.append(f"_The daily budget of ${settings.anthropic.daily_budget_usd:.2f} is shared by every user._")
     return lines
 
 
@@ -91,7 +91,7 @@ async def usage_report(store: Store, settings: Settings, chat_id: int | None = N
             task = await store.get_task(task_id)
             title = task.title[:60] if task else "?"
             lines.append(f"• #{task_id} ${cost_usd(total(records), settings):.4f}: {title}")
-    if settings.daily_budget_usd is not None:
-        lines.append(f"Daily budget: ${settings.daily_budget_usd:.2f}")
+    if settings.anthropic.daily_budget_usd is not None:
+        lines.append(f"Daily budget: ${settings.anthropic.daily_budget_usd:.2f}")
     lines.append("_Costs are estimates from the price table in settings._")
     return "\n".join(lines)

@@ -77,12 +77,12 @@ class Viewers:
         scheme, _, init_data = authorization.partition(" ")
         if scheme.lower() != "tma":
             raise Refused("open it from the bot's Review button in Telegram")
-        token = self.settings.telegram_bot_token.get_secret_value()
+        token = self.settings.telegram.telegram_bot_token.get_secret_value()
         try:
-            user = check(init_data.strip(), token, self.settings.review_auth_max_age)
+            user = check(init_data.strip(), token, self.settings.review.review_auth_max_age)
         except LaunchDataError as err:
             raise Refused(str(err)) from None
-        if user.user_id not in self.settings.allowed_user_ids:
+        if user.user_id not in self.settings.users.allowed_user_ids:
             raise Refused("you are not one of this bot's users")
         return user
 
@@ -92,7 +92,7 @@ class Viewers:
         hidden = Refused(f"task #{task_id} is not yours to see (or there is none)")
         if task is None or not await self._in_chat(task.chat_id, user.user_id):
             raise hidden
-        if not self.settings.is_owner(user.user_id) and task.user_id != user.user_id:
+        if not self.settings.users.is_owner(user.user_id) and task.user_id != user.user_id:
             raise hidden
         return task, Caller(chat_id=task.chat_id, user_id=user.user_id, user_name=user.name)
 
@@ -225,8 +225,8 @@ class ReviewServer:
     ) -> None:
         self.settings, self.crew, self.notifier, self.pages = settings, crew, notifier, pages
         self.viewers = Viewers(settings, store, in_chat)
-        self.base = urlsplit(settings.review_url or "").path.rstrip("/")
-        host, _, port = settings.review_listen.rpartition(":")
+        self.base = urlsplit(settings.review.review_url or "").path.rstrip("/")
+        host, _, port = settings.review.review_listen.rpartition(":")
         self.host, self.port = host.strip("[]"), int(port)
         b, kw = self.base, {"server": self}
         app = Application(
@@ -260,7 +260,9 @@ class ReviewServer:
 
     def start(self) -> None:
         self._server.listen(self.port, self.host)
-        log.info("review page: http://%s:%s%s/ behind %s", self.host, self.port, self.base, self.settings.review_url)
+        log.info(
+            "review page: http://%s:%s%s/ behind %s", self.host, self.port, self.base, self.settings.review.review_url
+        )
 
     async def stop(self, timeout: float = 5.0) -> None:
         self._server.stop()

@@ -199,15 +199,15 @@ class TaskMcp:
     @classmethod
     def from_settings(cls, settings: Settings, secrets: SecretsFilter, chromium: str | None) -> TaskMcp:
         """MCP_CONFIG's servers, their own secrets added to `secrets` (masked like the bot's), and the browser."""
-        servers, problems = load(settings.mcp_config)
+        servers, problems = load(settings.tools.mcp_config)
         for problem in problems:
             log.warning("%s", problem)
         secrets.add(v for c in servers for v in c.secret_values())  # a server's own secrets: masked like the bot's
-        timeouts = McpTimeouts(settings.mcp_start_timeout_seconds, settings.mcp_call_timeout_seconds)
-        install, note = browser.find(settings.browser_tools_dir, chromium)
+        timeouts = McpTimeouts(settings.tools.mcp_start_timeout_seconds, settings.tools.mcp_call_timeout_seconds)
+        install, note = browser.find(settings.tools.browser_tools_dir, chromium)
         if install is None:
             log.info("the frontend worker has no browser, only screenshot: %s", note)
-        may_go_out = settings.sandbox_network != "off"
+        may_go_out = settings.network.sandbox_network != "off"
         return cls(servers, timeouts, install, note, may_go_out, problems)
 
     async def open(
@@ -256,14 +256,18 @@ async def probe(
     with `call`, that tool (no arguments) must answer without an error too (the browser's `list_pages` starts
     Chromium). Raises ToolError saying why it does not start."""
     with tempfile.TemporaryDirectory(prefix=temp_prefix("doctor", "probe")) as folder:
-        bounds = TaskBounds("doctor", settings.sandbox_max_memory_mb << 20, settings.sandbox_max_processes)
+        bounds = TaskBounds(
+            "doctor", settings.sandboxing.sandbox_max_memory_mb << 20, settings.sandboxing.sandbox_max_processes
+        )
         sandbox = None
-        if settings.sandbox != "off":
+        if settings.sandboxing.sandbox != "off":
             # an empty temporary folder: no git config for the spec to mask, and the doctor shows no server output
-            spec = spec_for(SecretsFilter(), sandbox_probe, Path(folder), extra_read_only=settings.sandbox_read_paths)
-            egress = egress_for(settings.sandbox_network_domains, settings.sandbox_network_private)
+            spec = spec_for(
+                SecretsFilter(), sandbox_probe, Path(folder), extra_read_only=settings.sandboxing.sandbox_read_paths
+            )
+            egress = egress_for(settings.network.sandbox_network_domains, settings.network.sandbox_network_private)
             sandbox = dataclasses.replace(spec, task=bounds, egress=egress)
-        timeouts = McpTimeouts(settings.mcp_start_timeout_seconds, settings.mcp_call_timeout_seconds)
+        timeouts = McpTimeouts(settings.tools.mcp_start_timeout_seconds, settings.tools.mcp_call_timeout_seconds)
         session = McpSession(config.name, connector(config, sandbox, bounds), timeouts.start, timeouts.call)
         try:
             count = len(await session.start())

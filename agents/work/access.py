@@ -22,7 +22,7 @@ from agents.workspaces.folders import Workspace, Workspaces
 
 def git_identity(settings: Settings) -> GitIdentity:
     """The author of the bot's own commits (a merge, a new workspace's first commit)."""
-    return GitIdentity(settings.git_author_name, settings.git_author_email)
+    return GitIdentity(settings.commits.git_author_name, settings.commits.git_author_email)
 
 
 def task_number(task: Task) -> int:
@@ -42,7 +42,7 @@ class Access:
         self.secrets = secrets  # a request handed to the owners warns when it holds what this filter would mask
 
     def is_owner(self, caller: Caller) -> bool:
-        return self.settings.is_owner(caller.user_id)
+        return self.settings.users.is_owner(caller.user_id)
 
     async def check_budget(self) -> None:
         """New work is refused once the spending budget is used up."""

@@ -82,7 +82,9 @@ class AttemptSummary:
         ):
             return  # discarded meanwhile, or summarised by another follower
         about = group.pick_task_id or (members[0].stored_id if members else 0)
-        record = await remember_shown(self.store, group.chat_id, TASK, about, summary, self.settings.shown_turn_chars)
+        record = await remember_shown(
+            self.store, group.chat_id, TASK, about, summary, self.settings.orchestrator.shown_turn_chars
+        )
         reply_to = members[0].reply_to_message_id if members else None
         sent = await self.deliveries.deliver(
             group.chat_id, summary, buttons=buttons, reply_to=reply_to, kind="summary", task_id=about
@@ -160,7 +162,7 @@ class AttemptSummary:
                 f'<diff_b attempt="{second.number}">\n{diffs[1]}\n</diff_b>'
             )
             response = await self.model.create(
-                model=self.settings.orchestrator_model,
+                model=self.settings.orchestrator.orchestrator_model,
                 max_tokens=300,
                 system=[{"type": "text", "text": prompts.ATTEMPT_JUDGE, "cache_control": {"type": "ephemeral"}}],
                 messages=[{"role": "user", "content": request}],

@@ -278,7 +278,7 @@ class Races:
             text = group_text(group, members, await self.store.attempts.last_steps(group_id), started)
             body = text.split("\n", 3)[-1]  # without the elapsed time: edit when a line changed, or to refresh it
             if message_id is not None and (
-                body != shown or time.monotonic() - last_edit >= self.settings.progress_refresh_seconds
+                body != shown or time.monotonic() - last_edit >= self.settings.tasks.progress_refresh_seconds
             ):
                 shown, last_edit = body, time.monotonic()
                 with contextlib.suppress(Exception):
@@ -295,7 +295,7 @@ class Races:
 
     async def _wait_for_an_end(self, members: list[Task], waited: set[int]) -> None:
         """Until an attempt ends (the engine says so) or the progress interval is up."""
-        interval = self.settings.progress_interval_seconds
+        interval = self.settings.tasks.progress_interval_seconds
         waits = {
             asyncio.ensure_future(self.engine.wait(t.stored_id)): t.stored_id
             for t in members

@@ -52,7 +52,7 @@ class BranchDecisions:
         # a task that ran on a runner (TASK_ENGINE=temporal) never had a worktree on this machine: its branch, fetched
         # into the owner's checkout, is all there is; a path where no worktree can be stands for the missing one
         # (the owner's checkout itself is a worktree, which Diff and Discard would take for the task's)
-        nowhere = self.settings.worktrees_dir / "ran-elsewhere" / f"task-{task.id}"
+        nowhere = self.settings.paths.worktrees_dir / "ran-elsewhere" / f"task-{task.id}"
         return TaskWorktree(
             repo=repo,
             path=Path(task.worktree) if task.worktree else nowhere,

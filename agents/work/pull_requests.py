@@ -131,7 +131,7 @@ class PullRequests:
         self.access = Access(
             settings, store, workspaces, notifier, secrets
         )  # the chat's roles, for what GitHub reaches
-        self.poll_checks = not settings.github_webhook_listen  # no webhook: the checks are polled
+        self.poll_checks = not settings.github.github_webhook_listen  # no webhook: the checks are polled
         self._pollers: dict[tuple[str, int], asyncio.Task[None]] = {}
 
     @property
@@ -145,7 +145,7 @@ class PullRequests:
             path = self.workspaces.resolve(workspace).path
         except ToolError:
             return None
-        return await github_repository(path, self.settings.github_web_url)
+        return await github_repository(path, self.settings.github.github_web_url)
 
     async def offered_for(self, task: Task) -> bool:
         """Whether the task's summary offers Open PR: GitHub is set up and the workspace is on it."""
@@ -186,7 +186,7 @@ class PullRequests:
         if not task.branch or not task.commit_sha:
             raise ToolError(f"task #{task.id} made no commit, so there is nothing to open a pull request for")
         path = self.workspaces.resolve(task.workspace).path
-        token = self.settings.github_token.get_secret_value()  # type: ignore[union-attr]  # set: checked at start
+        token = self.settings.github.github_token.get_secret_value()  # type: ignore[union-attr]  # set: checked at start
         try:
             await push_with_token(path, task.branch, repo.push_url, token)
         except GitError as err:
@@ -300,7 +300,7 @@ class PullRequests:
         is: a task a member started (from a GitHub mention, or continuing a pull request) pushes nothing by itself;
         the owners get the request with its Open PR button (a ToolError says so). Roles as configured now."""
         starter = Caller(chat_id=task.chat_id, user_id=task.user_id, user_name=task.user_name)
-        if task.user_id is not None and task.user_id not in self.settings.allowed_user_ids:
+        if task.user_id is not None and task.user_id not in self.settings.users.allowed_user_ids:
             raise ToolError("its starter is no longer allowed here, so nothing was pushed to GitHub")
         await self.access.owners_only(
             starter,
@@ -407,15 +407,15 @@ class PullRequests:
 
     async def _poll(self, record: PullRequestRecord) -> None:
         s = self.settings
-        wait, waited = s.github_checks_poll_seconds, 0.0
-        while waited < s.github_checks_give_up_seconds:
+        wait, waited = s.github.github_checks_poll_seconds, 0.0
+        while waited < s.github.github_checks_give_up_seconds:
             await asyncio.sleep(wait)
             waited += wait
             await self.report_checks(record.repository, record.pushed_sha)
             fresh = await self.store.github.pull_request(record.task_id)
             if fresh is None or fresh.checks_reported_sha == record.pushed_sha or fresh.pushed_sha != record.pushed_sha:
                 return
-            wait = min(wait * 2, s.github_checks_poll_max_seconds)
+            wait = min(wait * 2, s.github.github_checks_poll_max_seconds)
 
     async def close(self) -> None:
         for poller in self._pollers.values():

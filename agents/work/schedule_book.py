@@ -165,7 +165,7 @@ class ScheduleBook:
             crew,
             notifier,
         )
-        self.zone = settings.zone
+        self.zone = settings.schedules.zone
         self.firing = firing or LocalFiring(self.zone)
 
     # ---- life ---------------------------------------------------------------------------------
@@ -217,7 +217,7 @@ class ScheduleBook:
         when = parse_when(cron, at, every_minutes, self.zone, now)
         ws = await self.crew.schedule_workspace(caller, workspace, f"a schedule: {instructions}")
         live = await self.store.schedules.live(caller.chat_id)
-        if len(live) >= self.settings.schedules_max:
+        if len(live) >= self.settings.schedules.schedules_max:
             raise ToolError(
                 f"this conversation already has {len(live)} schedules, the most allowed (SCHEDULES_MAX); "
                 "cancel one first"
@@ -372,7 +372,7 @@ class ScheduleBook:
         upcoming = await self.next_run(schedule.stored_id)  # the firing has moved past this slot before running it
         once = schedule.at is not None
         record = {"next_run_at": upcoming, "last_run_at": now}
-        if schedule.user_id is not None and schedule.user_id not in self.settings.allowed_user_ids:
+        if schedule.user_id is not None and schedule.user_id not in self.settings.users.allowed_user_ids:
             await self._pause_and_say(schedule, f"{schedule.user_name or 'its maker'} is no longer an allowed user")
             return None
         if schedule.workspace not in {w.name for w in self.workspaces.all()}:

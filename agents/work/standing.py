@@ -32,16 +32,16 @@ class Notes:
         self.table = StandingNotes(store)
 
     def applies_to(self, note: StandingNote, user_id: int | None) -> bool:
-        return note.user_id == user_id or self.settings.is_owner(note.user_id)
+        return note.user_id == user_id or self.settings.users.is_owner(note.user_id)
 
     async def applying(
         self, user_id: int | None, workspace: str | None = None, *, every: bool = False
     ) -> list[StandingNote]:
-        return await self.table.applying(user_id, self.settings.is_owner, workspace, every=every)
+        return await self.table.applying(user_id, self.settings.users.is_owner, workspace, every=every)
 
     async def listed(self, caller: Caller) -> list[StandingNote]:
         """What /notes shows: every note to an owner; to a member, the notes that apply to them."""
-        if self.settings.is_owner(caller.user_id):
+        if self.settings.users.is_owner(caller.user_id):
             return await self.table.all()
         return await self.applying(caller.user_id, every=True)
 
@@ -59,7 +59,7 @@ class Notes:
         cleaned = " ".join(str(text or "").split())
         if not cleaned:
             raise ToolError("the note is empty: say what to remember")
-        limit = self.settings.note_max_chars
+        limit = self.settings.briefing.note_max_chars
         if len(cleaned) > limit:
             raise ToolError(
                 f"a standing note holds at most {limit} characters and this one has {len(cleaned)}: "
@@ -67,7 +67,7 @@ class Notes:
             )
         name = self.workspaces.resolve(workspace).name if workspace and str(workspace).strip() else None
         mine = await self.table.of_user(caller.user_id)
-        if len(mine) >= self.settings.notes_max_per_user:
+        if len(mine) >= self.settings.briefing.notes_max_per_user:
             raise ToolError(
                 f"the user already keeps {len(mine)} standing notes, the most one may keep: nothing was stored; "
                 "tell them to forget one first (/notes lists them, each with a Forget button)"
@@ -84,9 +84,9 @@ class Notes:
     async def forget(self, caller: Caller, note_id: Annotated[int, Arg("the note's number (note #N)")]) -> str:
         """Delete a standing note (e.g. 'forget the pnpm note'): its number is in the context's standing notes."""
         note = await self.table.get(int(note_id)) if valid_id(note_id) else None
-        if note is None or not (self.settings.is_owner(caller.user_id) or self.applies_to(note, caller.user_id)):
+        if note is None or not (self.settings.users.is_owner(caller.user_id) or self.applies_to(note, caller.user_id)):
             raise ToolError(f"there is no note #{note_id}")
-        if note.user_id != caller.user_id and not self.settings.is_owner(caller.user_id):
+        if note.user_id != caller.user_id and not self.settings.users.is_owner(caller.user_id):
             raise ToolError(
                 f"note #{note.id} is {note.user_name or 'an owner'}'s: only its author or an owner can forget it"
             )

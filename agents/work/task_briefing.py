@@ -41,22 +41,22 @@ class Briefing:
     def __init__(self, settings: Settings, store: Store, repo_map: RepoMap | None) -> None:
         self.settings, self.store, self.repo_map = settings, store, repo_map
         self.attachments = Attachments.from_settings(settings)
-        self.rules = RepoRules(settings.repo_instructions_max_chars)  # AGENTS.md & co., cached per commit
+        self.rules = RepoRules(settings.briefing.repo_instructions_max_chars)  # AGENTS.md & co., cached per commit
         self.carried_notes: dict[int, list[str]] = {}  # task id → standing notes sent along (a runner's tasks)
 
     async def repository_map(self, task: Task, workspace: Workspace, worktree: Path | None = None) -> str:
         """The token-bounded map for this request ('' when there is none): of the task's worktree (its own index,
         seeded from the workspace's), or of the workspace for research. A workspace index still being built is
         waited for within REPO_MAP_WAIT_SECONDS, drawing included; then the map shows what is indexed so far."""
-        if self.repo_map is None or self.settings.repo_map_tokens <= 0:
+        if self.repo_map is None or self.settings.briefing.repo_map_tokens <= 0:
             return ""
         try:
             text = await self.repo_map.task_map(
                 workspace.name,
                 workspace.path,
                 task.instructions,
-                self.settings.repo_map_tokens,
-                self.settings.repo_map_wait_seconds,
+                self.settings.briefing.repo_map_tokens,
+                self.settings.briefing.repo_map_wait_seconds,
                 task_index=task_index(task) if worktree is not None else None,
                 task_root=worktree,
             )
@@ -79,7 +79,7 @@ class Briefing:
                 rules = FolderRules(found.agents_folders, set(found.shown_agents))
         carried = self.carried_notes.pop(task.stored_id, None)
         if carried is None:
-            kept = await StandingNotes(self.store).applying(task.user_id, self.settings.is_owner, task.workspace)
+            kept = await StandingNotes(self.store).applying(task.user_id, self.settings.users.is_owner, task.workspace)
             carried = [n.text for n in kept]
         if carried:
             listed = "\n".join(f"- {n}" for n in carried)

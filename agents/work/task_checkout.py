@@ -47,8 +47,8 @@ class TaskCheckouts:
         s = base.settings
         self.stopping = stopping  # whether the bot is stopping (a task cancelled then is interrupted, kept to resume)
         self.base, self.sandboxes, self.baselines = base, sandboxes, baselines
-        self.identity = GitIdentity(s.git_author_name, s.git_author_email)
-        self.commit_limits = CommitLimits(s.max_commit_file_bytes, s.max_commit_task_bytes)
+        self.identity = GitIdentity(s.commits.git_author_name, s.commits.git_author_email)
+        self.commit_limits = CommitLimits(s.commits.max_commit_file_bytes, s.commits.max_commit_task_bytes)
         self.guards: dict[int, RepositoryGuard] = {}  # task id → the guard of the owner's repository while it runs
 
     async def open(self, task: Task, workspace: Workspace) -> tuple[TaskWorktree, TaskTests]:
@@ -64,7 +64,7 @@ class TaskCheckouts:
             task_id,
             task.title,
             self.identity,
-            self.base.settings.worktrees_dir,
+            self.base.settings.paths.worktrees_dir,
             branch=task.branch,
             disk_budget=self.sandboxes.own_disk_budget(),  # a file system of its own, where the machine allows one
             start_point=task.base_commit,  # an attempt's: the race's base, whenever this attempt starts
@@ -99,7 +99,7 @@ class TaskCheckouts:
             tree.base_commit,
             task.instructions,
             self.baselines,
-            self.base.settings.test_timeout_seconds,  # the baseline runs while the worker works
+            self.base.settings.tasks.test_timeout_seconds,  # the baseline runs while the worker works
             # the verdict's runs are not the task's processes: no task cgroup, no task network namespace (each run gets
             # one of its own from bwrap), so no service or process the worker started can reach them
             sandbox_for=lambda root, read_only: self.sandboxes.spec(root, workspace.path, read_only),

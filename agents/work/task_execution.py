@@ -85,25 +85,27 @@ class TaskExecutor:
             settings, store, client, workspaces, notifier, deliveries or Deliveries(store, notifier), secrets
         )
         network = network or NetworkGate(
-            NetworkPolicy(s.sandbox_network),
+            NetworkPolicy(s.network.sandbox_network),
             store,
             notifier,
-            s.sandbox_network_answer_seconds,
-            s.is_owner,
+            s.network.sandbox_network_answer_seconds,
+            s.users.is_owner,
             secrets=secrets,
         )
         # ask_user: questions to the task's starter. Tasks on Temporal runners do not get the tool: an answer given
         # in the bot's chat does not reach a runner's waiting worker
-        questions = questions or Questions(store, notifier, s.ask_timeout_seconds, s.is_owner, s.ask_max_per_task)
+        questions = questions or Questions(
+            store, notifier, s.tasks.ask_timeout_seconds, s.users.is_owner, s.tasks.ask_max_per_task
+        )
         self.lines = TaskLines(inboxes or Inboxes(), network, questions)
         self.repo_map = repo_map
         self.sandboxes = TaskSandboxes(settings, secrets, probe)
         # base-commit test runs, their outcomes kept in the store for later tasks on the same base
-        baselines = baselines or BaselineRuns(s.worktrees_dir / "test-baselines", KeptBaseRuns(store))
+        baselines = baselines or BaselineRuns(s.paths.worktrees_dir / "test-baselines", KeptBaseRuns(store))
         self.checkouts = TaskCheckouts(self.base, self.sandboxes, baselines, lambda: self.stopping)
         self.briefing = Briefing(settings, store, repo_map)
         self.workers = WorkerMaker(self.base, self.lines, self.sandboxes, repo_map, self.checkouts.check)
-        self.corrections = Corrections(store, self.checkouts, s.max_corrections)
+        self.corrections = Corrections(store, self.checkouts, s.workers.max_corrections)
         self.ending = TaskEnding(self.base, self.checkouts, pull_requests)
         self.before_after = BeforeAfter(store, self.sandboxes, self.workers.chromium)  # a frontend task's pair
         self.stopping = False  # `begin_stopping`: the bot shuts down, running tasks become interrupted, not cancelled
@@ -138,7 +140,11 @@ class TaskExecutor:
         s = self.base.settings
         # an attempt's steps show in its group's one progress message (agents/work/attempts.py), not one of its own
         progress = (QuietProgress if task.attempt_group is not None else Progress)(
-            self.base.notifier, self.base.store, task, s.progress_interval_seconds, s.progress_refresh_seconds
+            self.base.notifier,
+            self.base.store,
+            task,
+            s.tasks.progress_interval_seconds,
+            s.tasks.progress_refresh_seconds,
         )
         self.inboxes.open(task.stored_id, lambda note: progress.update(NOTE_RECEIVED, force=True))
         self.sandboxes.open(task)
@@ -174,7 +180,7 @@ class TaskExecutor:
         try:
             # the last start path: whatever stored the task (a tool, a button, a schedule, a resume), a member's
             # task never runs on the bot's own checkout, by whatever name it was stored
-            check_reach(self.base.workspaces.resolve(task.workspace), self.base.settings.is_owner(task.user_id))
+            check_reach(self.base.workspaces.resolve(task.workspace), self.base.settings.users.is_owner(task.user_id))
             if task.worker is WorkerKind.RESEARCH:
                 await self._research(task, progress)
             else:

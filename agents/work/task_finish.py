@@ -64,7 +64,7 @@ class TaskEnding:
         proposal = await store_proposal(self.base.store, task, result.report)
         await self.set_status(task, TaskStatus.COMPLETED, result=f"proposal #{proposal.id}")
         await progress.close(f"✔ proposal #{proposal.id} ready")
-        await show_proposal(self.base.store, self.base.deliveries, s.shown_turn_chars, task, proposal)
+        await show_proposal(self.base.store, self.base.deliveries, s.orchestrator.shown_turn_chars, task, proposal)
         await self.tell_github(task)  # a research started from GitHub answers there with its proposal's gist
 
     async def change_done(
@@ -106,7 +106,7 @@ class TaskEnding:
         await self.checkouts.drop(task, tree)
         await progress.close(outcome.headline)
         offer_pr = self.pull_requests is not None and await self.pull_requests.offered_for(task)
-        review = self.base.settings.review_url
+        review = self.base.settings.review.review_url
         buttons = branch_buttons(task.stored_id, outcome.status, offer_pr, review) if last else None
         summary = render(outcome)
         if task.schedule_id is not None:  # under the headline: the first line still starts with the verdict's mark
@@ -133,7 +133,9 @@ class TaskEnding:
         if task.attempt_group is not None:
             return
         s, store = self.base.settings, self.base.store
-        record = await remember_shown(store, task.chat_id, TASK, task.stored_id, markdown, s.shown_turn_chars)
+        record = await remember_shown(
+            store, task.chat_id, TASK, task.stored_id, markdown, s.orchestrator.shown_turn_chars
+        )
         # through the outbox: a Telegram 5xx is retried and never turns the finished task into a failure
         shown = await self.base.deliveries.deliver(
             task.chat_id, markdown, buttons=buttons, reply_to=reply_to, kind="summary", task_id=task.id

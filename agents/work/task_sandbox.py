@@ -36,9 +36,9 @@ class TaskSandboxes:
         s = self.settings
         bounds = TaskBounds(
             f"{task.id}",
-            s.sandbox_max_memory_mb << 20,
-            s.sandbox_max_processes,
-            max_services=s.sandbox_max_services,
+            s.sandboxing.sandbox_max_memory_mb << 20,
+            s.sandboxing.sandbox_max_processes,
+            max_services=s.sandboxing.sandbox_max_services,
             secrets=self.secrets.scope(f"task {task.id}"),
         )
         self.bounds[task.stored_id] = bounds
@@ -54,14 +54,20 @@ class TaskSandboxes:
         """The disk budget a new worktree's file system of its own makes room for (bytes); None with
         SANDBOX_DISK_FS=off (a plain folder, its budget only polled)."""
         s = self.settings
-        return disk_budget(s.sandbox_max_disk_mb, s.worktrees_dir) if s.sandbox_disk_fs == "auto" else None
+        return (
+            disk_budget(s.sandboxing.sandbox_max_disk_mb, s.paths.worktrees_dir)
+            if s.sandboxing.sandbox_disk_fs == "auto"
+            else None
+        )
 
     def watch_disk(self, task: Task, root: Path) -> TaskBounds | None:
         """The task's bounds, their disk budget watching `root` (the task's worktree) from now on if none did."""
         bounds = self.bounds.get(task.stored_id)
         if bounds is not None and bounds.disk is None:
             s = self.settings
-            bounds.watch_disk(DiskBudget(root.resolve(), disk_budget(s.sandbox_max_disk_mb, s.worktrees_dir)))
+            bounds.watch_disk(
+                DiskBudget(root.resolve(), disk_budget(s.sandboxing.sandbox_max_disk_mb, s.paths.worktrees_dir))
+            )
         return bounds
 
     def spec(
@@ -71,13 +77,13 @@ class TaskSandboxes:
         What it binds besides `root` is read from `repository` (the owner's checkout), never from the worktree.
         With `task`, the command joins the task's cgroup and counts against its disk budget."""
         s = self.settings
-        if SandboxMode(s.sandbox) is SandboxMode.OFF:
+        if SandboxMode(s.sandboxing.sandbox) is SandboxMode.OFF:
             return None
         limits = ResourceLimits(
-            max_processes=s.sandbox_max_processes,
-            max_file_bytes=s.sandbox_max_file_mb << 20,
-            max_memory_bytes=s.sandbox_max_memory_mb << 20,
-            tmp_bytes=s.sandbox_tmp_mb << 20,
+            max_processes=s.sandboxing.sandbox_max_processes,
+            max_file_bytes=s.sandboxing.sandbox_max_file_mb << 20,
+            max_memory_bytes=s.sandboxing.sandbox_max_memory_mb << 20,
+            tmp_bytes=s.sandboxing.sandbox_tmp_mb << 20,
         )
         spec = spec_for(
             self.secrets,
@@ -85,9 +91,9 @@ class TaskSandboxes:
             root,
             repository=repository,
             limits=limits,
-            extra_read_only=[*s.sandbox_read_paths, *read_only],
+            extra_read_only=[*s.sandboxing.sandbox_read_paths, *read_only],
         )
-        egress = egress_for(s.sandbox_network_domains, s.sandbox_network_private, repository)
+        egress = egress_for(s.network.sandbox_network_domains, s.network.sandbox_network_private, repository)
         spec = dataclasses.replace(spec, egress=egress)
         bounds = self.bounds.get(task.stored_id) if task is not None else None
         return dataclasses.replace(spec, task=bounds) if bounds is not None else spec

@@ -40,12 +40,16 @@ RepositoryCheck = Callable[[Task], Awaitable[list[str]]]  # before each step: th
 
 def worker_limits(settings: Settings) -> Limits:
     s = settings
-    return Limits(max_steps=s.worker_max_steps, max_seconds=s.worker_max_seconds, max_tokens=s.worker_max_tokens)
+    return Limits(
+        max_steps=s.workers.worker_max_steps,
+        max_seconds=s.workers.worker_max_seconds,
+        max_tokens=s.workers.worker_max_tokens,
+    )
 
 
 def worker_reasoning(settings: Settings) -> Reasoning:
     s = settings
-    return Reasoning(s.worker_thinking, s.worker_thinking_budget, s.worker_effort)
+    return Reasoning(s.workers.worker_thinking, s.workers.worker_thinking_budget, s.workers.worker_effort)
 
 
 class WorkerMaker:
@@ -61,7 +65,7 @@ class WorkerMaker:
     ) -> None:
         self.base, self.lines, self.sandboxes, self.repo_map = base, lines, sandboxes, repo_map
         self.check_repository = check_repository
-        self.chromium = find_chromium(base.settings.chromium_path)
+        self.chromium = find_chromium(base.settings.tools.chromium_path)
         # the owner's MCP servers and the browser
         self.mcp = TaskMcp.from_settings(base.settings, base.secrets, self.chromium)
 
@@ -97,22 +101,23 @@ class WorkerMaker:
             tools,
             Audit(store, agent=f"{task.worker.value}-worker", chat_id=task.chat_id, task_id=task.id),
             self.base.secrets,
-            max_result_chars=s.tool_result_max_chars,
+            max_result_chars=s.workers.tool_result_max_chars,
         )
         worker = Worker(
             client=self.base.client,
-            model=s.worker_model,
+            model=s.workers.worker_model,
             system=ROLE_PROMPTS[task.worker],
             toolbox=toolbox,
             limits=worker_limits(s),
-            max_output_tokens=s.worker_max_output_tokens,
-            request_timeout=s.anthropic_timeout_seconds,  # streamed: the time allowed between reads, not for all
+            max_output_tokens=s.workers.worker_max_output_tokens,
+            # streamed: the time allowed between reads, not for all
+            request_timeout=s.anthropic.anthropic_timeout_seconds,
             on_step=lambda step: self.on_step(task, progress, step),
             on_usage=callbacks.on_usage,
             inbox=self.lines.inboxes.reader(task.stored_id),
-            context_window=s.worker_context_tokens,
+            context_window=s.workers.worker_context_tokens,
             reasoning=worker_reasoning(s),
-            warn_steps=s.worker_warn_steps,
+            warn_steps=s.workers.worker_warn_steps,
             clock=clock,
         )
         return worker
@@ -127,15 +132,17 @@ class WorkerMaker:
     ) -> list[Tool]:
         """The role's tools in `root`, then the repository map's look-ups (not for research: read_file/glob/grep)."""
         s = self.base.settings
-        asks = task.worker is not WorkerKind.RESEARCH and s.task_engine == "local"  # a runner's chat cannot answer
+        asks = (
+            task.worker is not WorkerKind.RESEARCH and s.engine.task_engine == "local"
+        )  # a runner's chat cannot answer
         tools = worker_tools(
             task.worker,
             root,
-            s.command_timeout_seconds,
+            s.workers.command_timeout_seconds,
             self.base.secrets,
             callbacks.screenshot,
             callbacks.verify if task.worker is not WorkerKind.RESEARCH else None,
-            task_tag(instance_token(s.database_path), task.stored_id),
+            task_tag(instance_token(s.paths.database_path), task.stored_id),
             sandbox=sandbox,
             ask_network=callbacks.ask_network,
             ask_user=callbacks.ask_user if asks else None,

@@ -219,7 +219,7 @@ class WorkStarts:
             with waiting_on_work():  # the task's own steps that yield to users' turns must not yield to this one
                 await asyncio.wait(
                     {done, interrupted},
-                    timeout=self.settings.foreground_wait_seconds,
+                    timeout=self.settings.orchestrator.foreground_wait_seconds,
                     return_when=asyncio.FIRST_COMPLETED,
                 )
         finally:

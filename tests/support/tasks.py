@@ -115,7 +115,7 @@ def breaks_then_fixes(path: str, before: str, broken: str, fixed: str) -> list[d
 
 async def stored_task(settings: Settings, task_id: int) -> Task | None:
     """The task as the bot's database keeps it, read while no bot runs."""
-    store = await Store.open(settings.database_path)
+    store = await Store.open(settings.paths.database_path)
     try:
         return await store.get_task(task_id)
     finally:
