@@ -14,8 +14,11 @@ from typing import Annotated, Literal
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import AliasChoices, BaseModel, Field, SecretStr, ValidationInfo, field_validator
+from pydantic import AfterValidator, AliasChoices, BaseModel, Field, SecretStr, ValidationInfo, field_validator
 from pydantic_settings import NoDecode
+
+# an API's root URL, kept without a trailing slash: paths are joined onto it with one
+ApiRoot = Annotated[str, AfterValidator(lambda url: url.rstrip("/"))]
 
 
 class SettingsGroup(BaseModel):
@@ -39,7 +42,7 @@ class TelegramSettings(SettingsGroup):
     """The bot's Telegram account, and how updates reach it: long polling, or a webhook when WEBHOOK_URL is set."""
 
     telegram_bot_token: SecretStr
-    telegram_api_base_url: str = "https://api.telegram.org"
+    telegram_api_base_url: ApiRoot = "https://api.telegram.org"
     webhook_url: str | None = None  # public https base URL; Telegram posts to <webhook_url>/<webhook_path>
     webhook_listen: str = "127.0.0.1"
     webhook_port: int = Field(8443, ge=1, le=65535)
@@ -50,11 +53,6 @@ class TelegramSettings(SettingsGroup):
     @classmethod
     def _required_given(cls, value: object) -> object:
         return _refuse_empty(value)
-
-    @field_validator("telegram_api_base_url")
-    @classmethod
-    def _strip_slash(cls, value: str) -> str:
-        return value.rstrip("/")
 
     @field_validator("webhook_url", mode="before")
     @classmethod
@@ -383,7 +381,7 @@ class GitHubSettings(SettingsGroup):
     """GitHub: pull requests from a task, work from an issue comment (agents/github/, agents/work/pull_requests.py)."""
 
     github_token: SecretStr | None = None  # the bot's own: REST API and pushes; never reaches a task or a model
-    github_api_url: str = "https://api.github.com"
+    github_api_url: ApiRoot = "https://api.github.com"
     github_users: Annotated[dict[str, int], NoDecode] = Field(default_factory=dict)  # login (lower case) → user id
     github_webhook_listen: str | None = None  # host:port of POST /github
     github_webhook_secret: SecretStr | None = Field(None, validate_default=True)
@@ -391,11 +389,6 @@ class GitHubSettings(SettingsGroup):
     github_checks_poll_seconds: float = Field(30.0, gt=0)  # first wait between polls of a PR's checks (then doubled)
     github_checks_poll_max_seconds: float = Field(600.0, gt=0)  # the longest wait between two polls
     github_checks_give_up_seconds: float = Field(6 * 3600.0, gt=0)  # polling stops after this (no result then)
-
-    @field_validator("github_api_url")
-    @classmethod
-    def _strip_slash(cls, value: str) -> str:
-        return value.rstrip("/")
 
     @field_validator("github_users", mode="before")
     @classmethod
@@ -428,7 +421,7 @@ class GitHubSettings(SettingsGroup):
     def github_web_url(self) -> str:
         """GitHub's web root for this API root: https://github.com for api.github.com, the host itself for GitHub
         Enterprise (`https://HOST/api/v3`) and for a test server."""
-        api = self.github_api_url.rstrip("/")
+        api = self.github_api_url
         if api == "https://api.github.com":
             return "https://github.com"
         return api.removesuffix("/api/v3")
