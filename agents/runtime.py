@@ -105,11 +105,14 @@ class Runtime:
         transcriber: SpeechToText | None = None,
         store: Store | None = None,
         chat_lock: Callable[[int], asyncio.Lock] | None = None,
+        sandbox_probe: SandboxProbe | None = None,
     ) -> Runtime:
         """Everything built from `settings` and started. `secrets`: the output filter made by `bot_secrets` (the
         adapter's notifier masks with the same one). `store`: the store the adapter opened first (its notifier
         records there which buttons each message carries), else opened here; either way the runtime closes it.
         `chat_lock`: the adapter's one-turn-per-chat lock, which a GitHub request takes for its user's chat.
+        `sandbox_probe`: whether bwrap confines commands here, asked once per probe object; a fresh one when not
+        given (a process that starts several runtimes, like the test suite, shares one: the machine is the same).
 
         One long function because it is the start-up order, read top to bottom: each part is given what it needs in
         its constructor, so a part is built only after those it needs."""
@@ -118,7 +121,7 @@ class Runtime:
                 "SANDBOX=off: workers' commands and test runs are NOT confined (they can read the bot's keys, "
                 "your files and use the network); set SANDBOX=bwrap once bubblewrap works here"
             )
-        probe = SandboxProbe()
+        probe = sandbox_probe or SandboxProbe()
         if settings.sandboxing.sandbox != "off":
             if bwrap_path() is None:  # said before polling; the real probe (a sandboxed `true`) follows it
                 await _warn_without_sandbox(probe)

@@ -80,6 +80,7 @@ async def _post_init(app: BotApplication) -> None:
         secrets,
         store=store,
         transcriber=app.bot_data.transcriber,
+        sandbox_probe=app.bot_data.sandbox_probe,
         chat_lock=lambda chat: locks.setdefault((chat, 0), asyncio.Lock()),
     )
     app.bot_data.runtime = runtime

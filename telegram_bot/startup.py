@@ -24,7 +24,7 @@ from telegram.error import InvalidToken, TelegramError
 from telegram.request import HTTPXRequest
 
 from agents.core.settings import Settings
-from agents.llm.tls import client_tls
+from agents.core.tls import client_tls
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +124,7 @@ async def telegram_reachable(settings: Settings, sleep: Callable[[float], Awaita
             settings.telegram.telegram_bot_token.get_secret_value(),
             base_url=f"{root}/bot",
             request=HTTPXRequest(connection_pool_size=1, httpx_kwargs=tls, connect_timeout=CHECK_TIMEOUT_SECONDS),
+            get_updates_request=HTTPXRequest(connection_pool_size=1, httpx_kwargs=tls),  # else PTB makes its own TLS
         )
         try:
             me = await bot.get_me()

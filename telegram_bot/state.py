@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from agents.core.protocols import SpeechToText
     from agents.core.settings import Settings
     from agents.runtime import Runtime
+    from agents.sandbox.bwrap import SandboxProbe
 
 
 @dataclass
@@ -28,6 +29,7 @@ class BotState:
     settings: Settings | None = None
     runtime: Runtime | None = None  # set by post_init once the store is open and the crew runs
     transcriber: SpeechToText | None = None  # given (tests, benches) or made by the runtime
+    sandbox_probe: SandboxProbe | None = None  # given (tests: one per test process) or made by the runtime
     handle_signals: bool = False  # run_polling / run_webhook: our SIGTERM handler interrupts workers first
     stopping: bool = False  # a stop signal arrived: new turns are refused
     stop_task: asyncio.Future[None] | None = None

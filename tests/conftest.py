@@ -298,8 +298,10 @@ async def start_bot(
     settings: Settings, tg: FakeTelegram, claude: FakeAnthropic, transcriber: object | None = None
 ) -> BotHarness:
     from telegram_bot.app import build_application, start_polling
+    from tests.support.sandbox import PROBE
 
     app = build_application(settings)
+    app.bot_data.sandbox_probe = PROBE  # the machine does not change under the tests: bwrap and node probed once
     if transcriber is not None:
         app.bot_data.transcriber = transcriber
     await start_polling(app)

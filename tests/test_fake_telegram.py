@@ -24,7 +24,9 @@ from telegram.ext import (
     MessageHandler,
     filters,
 )
+from telegram.request import HTTPXRequest
 
+from agents.core.tls import client_tls
 from tests.fakes.telegram_server import FakeTelegram, fake_telegram  # noqa: F401 - fixture
 
 USER = 4242
@@ -37,7 +39,14 @@ def _keyboard(*callback_data: str) -> InlineKeyboardMarkup:
 
 
 def _make_bot(fake: FakeTelegram, token: str | None = None) -> Bot:
-    return Bot(token or fake.token, base_url=fake.base_url, base_file_url=fake.base_file_url)
+    tls = {"verify": client_tls()}  # one CA bundle load per process, not two per bot
+    return Bot(
+        token or fake.token,
+        base_url=fake.base_url,
+        base_file_url=fake.base_file_url,
+        request=HTTPXRequest(httpx_kwargs=tls),
+        get_updates_request=HTTPXRequest(httpx_kwargs=tls),
+    )
 
 
 @pytest.fixture

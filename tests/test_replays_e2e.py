@@ -20,6 +20,7 @@ from tests.fakes import anthropic_server as claude_says
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.telegram_server import FakeTelegram
 from tests.scripted import spare
+from tests.support.sandbox import PROBE
 
 SECRET = "s3cret_Token-42"
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
@@ -56,6 +57,7 @@ async def webhook_bot(tg: FakeTelegram, claude: FakeAnthropic, tmp_path: Path, w
         webhook_secret_token=SECRET,
     )
     app = build_application(settings)
+    app.bot_data.sandbox_probe = PROBE
     await start_webhook(app, settings)
     url = f"http://127.0.0.1:{settings.telegram.webhook_port}/tg/updates"
 

@@ -18,6 +18,7 @@ from tests.conftest import USER_ID, make_settings
 from tests.fakes import anthropic_server as claude_says
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.telegram_server import FakeTelegram
+from tests.support.sandbox import PROBE
 
 SECRET = "s3cret_Token-42"
 PUBLIC_BASE = "https://bot.example.com/agentlab"
@@ -51,6 +52,7 @@ async def webhook_bot(fake_telegram: FakeTelegram, fake_anthropic: FakeAnthropic
 
     settings = webhook_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root)
     app = build_application(settings)
+    app.bot_data.sandbox_probe = PROBE
     await start_webhook(app, settings)
     try:
         yield app, settings

@@ -13,8 +13,8 @@ import anthropic
 import httpx2
 
 from agents.core.settings import Settings
+from agents.core.tls import client_tls
 from agents.doctor.checks import Check, Level
-from agents.llm.tls import client_tls
 from agents.workspaces.folders import Workspaces
 
 NETWORK_TIMEOUT_SECONDS = 5.0

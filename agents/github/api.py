@@ -17,6 +17,8 @@ import gidgethub
 import gidgethub.httpx
 import httpx2 as httpx
 
+from agents.core.tls import client_tls
+
 USER_AGENT = "agentlab"
 BOT_MARK = "<!-- agentlab -->"  # on every comment the bot writes, so none is ever read back as a request
 MAX_ATTEMPTS = 4
@@ -111,7 +113,7 @@ class GitHubClient:
     """The REST calls the bot makes, each answering plain records; one httpx client for the bot's life."""
 
     def __init__(self, token: str, api_url: str = "https://api.github.com") -> None:
-        self._http = httpx.AsyncClient(timeout=TIMEOUT_SECONDS)
+        self._http = httpx.AsyncClient(timeout=TIMEOUT_SECONDS, verify=client_tls())  # the process's one TLS context
         self._api = _API(self._http, USER_AGENT, oauth_token=token, base_url=api_url.rstrip("/"))
         self._graphql_url = graphql_url(api_url)
 

@@ -6,7 +6,7 @@ import anthropic
 
 from agents.core.models import Usage, UsageRecord
 from agents.core.settings import Settings
-from agents.llm.tls import client_tls
+from agents.core.tls import client_tls
 
 OVERLOADED_REPLY = "Claude is overloaded, try again in a minute."
 

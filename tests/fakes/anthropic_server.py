@@ -794,6 +794,9 @@ class FakeAnthropic:
         """A real ``AsyncAnthropic`` pointed at this fake."""
         import anthropic
 
+        from agents.core.tls import client_tls
+
+        kwargs.setdefault("http_client", anthropic.DefaultAsyncHttpxClient(verify=client_tls()))  # one CA load
         return anthropic.AsyncAnthropic(
             api_key=kwargs.pop("api_key", "sk-ant-fake"), base_url=self.url, max_retries=max_retries, **kwargs
         )

@@ -29,6 +29,8 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 
+from agents.core.tls import client_tls
+
 from .serve_loop import serve_in_thread, stop_serving
 
 T = TypeVar("T")
@@ -336,7 +338,7 @@ async def send_webhook_event(
     }
     if signature is not None or secret is not None:
         headers["x-hub-signature-256"] = signature if signature is not None else sign(secret or "", body)
-    async with httpx.AsyncClient() as client:
+    async with httpx.AsyncClient(verify=client_tls()) as client:  # one CA bundle load per process
         return await client.post(url, content=body, headers=headers)
 
 
