@@ -47,7 +47,12 @@ TERM_GRACE_SECONDS = 2.0
 KILL_WAIT_SECONDS = 5.0
 DRAIN_GRACE_SECONDS = 0.5
 _CHUNK = 65_536
-_POLL_SECONDS = 0.02
+# how often a running shell's exit is checked while its output pipe is still open: at first often (most commands
+# are short), then less and less (a task's service, or a test run, may go on for minutes; polling it at 50 Hz the
+# whole time cost CPU for nothing). The pipe closing is noticed at once either way: only a shell that exited while
+# a background child still holds the pipe waits up to the longest pause.
+_POLL_FIRST_SECONDS = 0.02
+_POLL_MAX_SECONDS = 0.25
 _SHELL = shutil.which("bash") or "/bin/sh"
 _SANDBOX_SHELL = "/bin/bash" if os.path.exists("/bin/bash") else "/bin/sh"  # a system path, visible in the sandbox
 
@@ -149,11 +154,13 @@ async def _until_exited(process: asyncio.subprocess.Process, reader: asyncio.Tas
     `Process.wait()` on Python 3.11 also waits for the pipe to close, which a background child can hold open for
     ever, so poll `returncode` (set by the child watcher once it reaped the shell) while the pipe is still open.
     """
+    pause = _POLL_FIRST_SECONDS
     while process.returncode is None:
         if reader.done():  # pipe closed: wait() cannot be held up any more
             await process.wait()
             return
-        await asyncio.wait({reader}, timeout=_POLL_SECONDS)
+        await asyncio.wait({reader}, timeout=pause)
+        pause = min(_POLL_MAX_SECONDS, pause * 1.5)
 
 
 async def _kill_group(process: asyncio.subprocess.Process, pgid: int, reader: asyncio.Task[None]) -> None:
