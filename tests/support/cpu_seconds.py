@@ -2,7 +2,8 @@
 
 Wall seconds (`--durations`) say little on a shared machine: a test waits longer when other jobs run, but burns the
 same CPU. Pass it with `-p tests.support.cpu_seconds` and name a file in `CPU_SECONDS_FILE`; each xdist worker appends
-one JSON line per test: {"test": nodeid, "cpu": seconds, "wall": seconds}, setup and teardown included.
+one JSON line per test: {"test": nodeid, "cpu": seconds, "wall": seconds, "end": epoch seconds, "worker": xdist id},
+setup and teardown included (the end times and workers show how busy each worker was, e.g. at the run's tail).
 
 Run as root where the cgroup-v1 `cpuacct` controller is mounted, each pytest process moves into a cgroup of its own,
 which every process it starts inherits: a test's CPU is that cgroup's usage while it ran, daemons and orphans
@@ -64,7 +65,13 @@ def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
     cpu, wall = cpu_now(), time.monotonic()
     yield
     if target:
-        line = {"test": item.nodeid, "cpu": round(cpu_now() - cpu, 3), "wall": round(time.monotonic() - wall, 3)}
+        line = {
+            "test": item.nodeid,
+            "cpu": round(cpu_now() - cpu, 3),
+            "wall": round(time.monotonic() - wall, 3),
+            "end": round(time.time(), 3),
+            "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
+        }
         with open(target, "a") as out:
             out.write(json.dumps(line) + "\n")
 
