@@ -120,6 +120,25 @@ def sized_checkpoint(path: str | Path, size: str = "tiny", *, seed: int = 0) -> 
     return path
 
 
+def shared_checkpoint(folder: str | Path, name: str, **build: object) -> Path:
+    """`build_tiny_checkpoint(folder / name, **build)`, built once for every process that asks for it in `folder`.
+
+    The tests' xdist workers share one temporary folder per run: the first to ask builds the file (torch imported in
+    that worker, about 1.5 s of CPU, and the build) while the others wait on a lock, then all read the same file.
+    """
+    import fcntl
+
+    path = Path(folder) / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(f"{name}.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not path.is_file():
+            partial = path.with_name(f"{name}.partial")
+            build_tiny_checkpoint(partial, **build)  # type: ignore[arg-type]
+            partial.replace(path)
+    return path
+
+
 # --------------------------------------------------------------------------------------------------------------
 # signals (float32 samples in [-1, 1])
 
