@@ -17,7 +17,7 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from agents.core.protocols import ModelState, Transcript
 from agents.inputs.voice import SAMPLE_RATE, ModelUnavailable, decode_audio
@@ -120,7 +120,7 @@ def sized_checkpoint(path: str | Path, size: str = "tiny", *, seed: int = 0) -> 
     return path
 
 
-def shared_checkpoint(folder: str | Path, name: str, **build: object) -> Path:
+def shared_checkpoint(folder: str | Path, name: str, **build: Any) -> Path:
     """`build_tiny_checkpoint(folder / name, **build)`, built once for every process that asks for it in `folder`.
 
     The tests' xdist workers share one temporary folder per run: the first to ask builds the file (torch imported in
@@ -134,7 +134,7 @@ def shared_checkpoint(folder: str | Path, name: str, **build: object) -> Path:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not path.is_file():
             partial = path.with_name(f"{name}.partial")
-            build_tiny_checkpoint(partial, **build)  # type: ignore[arg-type]
+            build_tiny_checkpoint(partial, **build)
             partial.replace(path)
     return path
 
