@@ -67,14 +67,14 @@ async def test_voice_note_through_the_real_whisper_pipeline(
         pytest.skip(why)
     # faster-whisper is given the checkpoint already converted (a CTranslate2 folder, used as is): converting in the
     # speech process would cost it torch's import; the conversion is tested in test_voice.py, in the same engine class
-    model = request.getfixturevalue("tiny_ct2_folder") if engine is FasterWhisperTranscriber else tiny_checkpoint
+    weights = request.getfixturevalue("tiny_ct2_folder") if engine is FasterWhisperTranscriber else tiny_checkpoint
     monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)  # the tests' own setting: the bot must set it by itself
     settings = make_settings(
         fake_telegram,
         fake_anthropic,
         tmp_path,
         workspace_root,
-        whisper_model=str(model),
+        whisper_model=str(weights),
         whisper_language="en",
         voice_engine=engine.engine,
     )
@@ -101,13 +101,13 @@ async def test_voice_note_through_the_real_whisper_pipeline(
         environment = Path(f"/proc/{speech_pid}/environ").read_bytes().split(b"\0")
         assert b"OMP_WAIT_POLICY=PASSIVE" in environment, "its idle OpenMP threads sleep instead of spinning"
         assert echo.reply_to_message_id is not None and answer is not None
-        request = model.requests["orchestrator"][0]["messages"][-1]["content"]
+        content = model.requests["orchestrator"][0]["messages"][-1]["content"]
         heard = echo.text.split("I heard:", 1)[1].strip()
         assert heard, "the test weights always decode to text"
-        assert request[0]["text"].strip() == heard, (
+        assert content[0]["text"].strip() == heard, (
             "the transcript (garbage from random weights) reaches the orchestrator"
         )
-        assert "input_method: voice" in request[1]["text"]
+        assert "input_method: voice" in content[1]["text"]
         stored = await bot.runtime.store.all_messages(USER_ID)
         assert stored[0].input_method is InputMethod.VOICE
 
@@ -152,15 +152,15 @@ async def test_the_speech_process_starts_with_the_first_note_ends_when_idle_and_
     from telegram_bot.app import stop_application
 
     if faster_whisper_missing() is None:
-        engine, model = FasterWhisperTranscriber.engine, request.getfixturevalue("tiny_ct2_folder")
+        engine, weights = FasterWhisperTranscriber.engine, request.getfixturevalue("tiny_ct2_folder")
     else:
-        engine, model = OpenAIWhisperTranscriber.engine, tiny_checkpoint
+        engine, weights = OpenAIWhisperTranscriber.engine, tiny_checkpoint
     settings = make_settings(
         fake_telegram,
         fake_anthropic,
         tmp_path,
         workspace_root,
-        whisper_model=str(model),
+        whisper_model=str(weights),
         whisper_language="en",
         voice_engine=engine,
         voice_idle_minutes=0.02,  # 1.2 s
