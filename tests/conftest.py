@@ -30,6 +30,10 @@ if TYPE_CHECKING:  # the xdist controller runs no test: importing the runtime (t
 # a task's worktree as a file system of its own (SANDBOX_DISK_FS=auto, a loop-mounted image) costs about 0.1 s and a
 # loop device per task: the tests that are about it turn it on themselves; every other bot, in process or not, is off
 os.environ.setdefault("SANDBOX_DISK_FS", "off")
+# torch in the test process (the voice tests run both engines in process too) waits like the bot's speech process
+# (speech_process.OPENMP_DEFAULTS, not imported here: the xdist controller stays light): its OpenMP threads sleep
+# between operations instead of spinning on the cores the workers share. Read when torch is first imported.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 USER_ID = 1001
 STRANGER_ID = 6666
@@ -249,6 +253,38 @@ def temporal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
     with dev_server(tmp_path_factory.mktemp("temporal"), free_port()) as address:
         yield address
+
+
+def run_folder(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
+    """A folder of this name shared by every test process of the run (the xdist workers' temporary folders are
+    side by side in the run's own)."""
+    base = tmp_path_factory.getbasetemp()
+    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / name
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The seeded random-weight whisper checkpoint (`build_tiny_checkpoint`'s defaults), built once per run: the
+    xdist workers share it, so a worker whose voice tests run only speech processes never imports torch itself."""
+    from tests.fakes.whisper_checkpoint import shared_checkpoint
+
+    return shared_checkpoint(run_folder(tmp_path_factory, "whisper"), "tiny-random.pt")
+
+
+@pytest.fixture(scope="session")
+def tiny_ct2_folder(tmp_path_factory: pytest.TempPathFactory, tiny_checkpoint: Path) -> Path:
+    """`tiny_checkpoint` converted for faster-whisper (a CTranslate2 folder), once per run like the checkpoint:
+    converting imports torch, about 2 s of CPU in a speech process that would otherwise need only CTranslate2."""
+    import fcntl
+
+    from agents.inputs.ct2_convert import convert_checkpoint
+
+    root = run_folder(tmp_path_factory, "ct2")
+    with open(root / "convert.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one worker converts, the others wait and find the folder there
+        return convert_checkpoint(tiny_checkpoint, root)
 
 
 def make_settings(

@@ -39,6 +39,7 @@ from agents.inputs.voice import (
     decode_audio,
     format_duration,
 )
+from tests.conftest import run_folder
 from tests.fakes.whisper_checkpoint import (
     FakeTranscriber,
     build_tiny_checkpoint,
@@ -48,6 +49,7 @@ from tests.fakes.whisper_checkpoint import (
     make_video_without_audio,
     make_wav,
     make_wav_with_unknown_codec,
+    shared_checkpoint,
     silence,
     speech,
     tone,
@@ -254,11 +256,6 @@ ENGINES = [
     pytest.param(voice.OpenAIWhisperTranscriber, id="openai-whisper"),
     pytest.param(voice.FasterWhisperTranscriber, id="faster-whisper"),
 ]
-
-
-@pytest.fixture(scope="session")
-def tiny_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_tiny_checkpoint(tmp_path_factory.mktemp("whisper") / "tiny-random.pt")
 
 
 @pytest.fixture(scope="session")
@@ -565,10 +562,11 @@ async def test_unknown_language(tiny_checkpoint: Path, note_3s: bytes, transcrib
 
 
 @pytest.fixture(scope="session")
-def twice_built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """The tiny checkpoint built twice under one seed, in two folders (both engines' tests read the same pair)."""
-    root = tmp_path_factory.mktemp("twice")
-    return build_tiny_checkpoint(root / "one" / "tiny.pt"), build_tiny_checkpoint(root / "two" / "tiny.pt")
+def twice_built(tmp_path_factory: pytest.TempPathFactory, tiny_checkpoint: Path) -> tuple[Path, Path]:
+    """The tiny checkpoint built twice under one seed, in two folders (both engines' tests read the same pair): the
+    run's shared one, and one more built here under the same name (faster-whisper's conversions are named after the
+    file and keyed by its content: the same bytes reuse the first one's, different bytes would be converted again)."""
+    return tiny_checkpoint, build_tiny_checkpoint(tmp_path_factory.mktemp("twice") / tiny_checkpoint.name)
 
 
 @pytest.mark.slow
@@ -711,6 +709,8 @@ def test_the_setting_picks_the_engine(tmp_path: Path) -> None:
         try:
             assert type(transcriber) is cls and transcriber.engine == name
             assert transcriber.speed_log == settings.paths.voice_data_dir / "recent-notes.json"
+            if isinstance(transcriber, voice.FasterWhisperTranscriber):  # a checkpoint file is converted there
+                assert transcriber.convert_root == settings.paths.voice_data_dir / "models"
         finally:
             transcriber.close()
         process = voice.make_transcriber(settings)  # the bot's: that engine, in a process of its own
@@ -783,7 +783,7 @@ async def test_faster_engine_without_faster_whisper_says_so_in_one_sentence(
 @pytest.fixture(scope="session")
 def mel128_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny random checkpoint shaped like large-v3 and turbo where it matters: 128 mel bins, 100 languages."""
-    return build_tiny_checkpoint(tmp_path_factory.mktemp("whisper128") / "tiny-128mel.pt", n_mels=128, n_vocab=51866)
+    return shared_checkpoint(run_folder(tmp_path_factory, "whisper"), "tiny-128mel.pt", n_mels=128, n_vocab=51866)
 
 
 @pytest.mark.slow

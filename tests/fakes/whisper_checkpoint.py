@@ -17,7 +17,7 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from agents.core.protocols import ModelState, Transcript
 from agents.inputs.voice import SAMPLE_RATE, ModelUnavailable, decode_audio
@@ -117,6 +117,25 @@ def sized_checkpoint(path: str | Path, size: str = "tiny", *, seed: int = 0) -> 
     partial = path.with_name(f"{path.name}.{os.getpid()}.partial")  # two processes building at once never mix
     build_tiny_checkpoint(partial, n_layer=n_layer, n_state=n_state, n_head=n_head, seed=seed)
     partial.replace(path)
+    return path
+
+
+def shared_checkpoint(folder: str | Path, name: str, **build: Any) -> Path:
+    """`build_tiny_checkpoint(folder / name, **build)`, built once for every process that asks for it in `folder`.
+
+    The tests' xdist workers share one temporary folder per run: the first to ask builds the file (torch imported in
+    that worker, about 1.5 s of CPU, and the build) while the others wait on a lock, then all read the same file.
+    """
+    import fcntl
+
+    path = Path(folder) / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(f"{name}.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not path.is_file():
+            partial = path.with_name(f"{name}.partial")
+            build_tiny_checkpoint(partial, **build)
+            partial.replace(path)
     return path
 
 
