@@ -135,19 +135,20 @@ class RepoIndex:
 
     async def all_symbols(self, workspace: str) -> list[tuple[str, str, str, int, str, str | None]]:
         """Every symbol of the workspace: (path, name, kind, line, signature, parent), by path and line."""
-        rows = await self._store.rows(
+        one = _Shared()  # SQLite makes a string per row: a path, kind or class shared by many symbols is kept once
+        return await self._store.converted_rows(
             "SELECT path, name, kind, line, signature, parent FROM repo_symbols "
             "WHERE workspace = ? ORDER BY path, line",
             (workspace,),
+            lambda row: (one(row[0]), row[1], one(row[2]), row[3], row[4], one(row[5])),
         )
-        one = _Shared()  # SQLite makes a string per row: a path, kind or class shared by many symbols is kept once
-        return [(one(row[0]), row[1], one(row[2]), row[3], row[4], one(row[5])) for row in rows]
 
     async def all_imports(self, workspace: str) -> list[tuple[str, str]]:
         """(path, target) of every import of the workspace."""
-        rows = await self._store.rows("SELECT path, target FROM repo_imports WHERE workspace = ?", (workspace,))
         one = _Shared()
-        return [(one(row[0]), row[1]) for row in rows]
+        return await self._store.converted_rows(
+            "SELECT path, target FROM repo_imports WHERE workspace = ?", (workspace,), lambda row: (one(row[0]), row[1])
+        )
 
     async def info(self, workspace: str) -> dict[str, Any] | None:
         """root, git_head and refreshed_at of the workspace's last refresh, or None if never indexed."""
