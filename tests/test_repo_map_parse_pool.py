@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 
 import pytest
@@ -72,3 +73,52 @@ def test_children_answer_in_frames_so_each_can_be_stored_as_it_comes(tmp_path: P
     assert len(got) > parse_pool.process_count(), "more than one frame per child"
     assert all(len(batch) <= parse_child.FRAME_FILES for batch in got)
     assert sorted(path for batch in got for path, _ in batch) == sorted(states)
+
+
+def _niceness(pids: list[int]) -> list[int]:
+    """The niceness of each process still running among `pids` (one that has just ended has none)."""
+    found = []
+    for pid in pids:
+        try:
+            found.append(os.getpriority(os.PRIO_PROCESS, pid))
+        except ProcessLookupError:
+            continue
+    return found
+
+
+@pytest.mark.skipif(parse_pool.process_count() < 2, reason="one core: big batches are parsed in one thread")
+def test_an_urgent_build_parses_at_this_processs_priority_until_a_map_is_drawn(tmp_path: Path) -> None:
+    # enough frames per child that, with the caller holding the frames, each child still has some to write
+    states = _write_repo(tmp_path, parse_pool.PROCESS_MIN_FILES * 5)
+    own = os.getpriority(os.PRIO_PROCESS, 0)
+
+    async def run() -> tuple[list[int], list[int], int]:
+        batches = parse_pool.parse_batches(tmp_path, sorted(states), states, {}, urgent=True)
+        first = await anext(batches)
+        pids = sorted(parse_pool._running)
+        urgent = _niceness(pids)
+        parse_pool.lower_priority()
+        lowered = _niceness(pids)
+        rest = [batch async for batch in batches]
+        return urgent, lowered, len(first) + sum(map(len, rest))
+
+    urgent, lowered, parsed = asyncio.run(run())
+    assert urgent and urgent == [own] * len(urgent)
+    assert lowered == [max(own, parse_pool.CHILD_NICENESS)] * len(urgent)
+    assert parsed == len(states) and not parse_pool._running
+
+
+@pytest.mark.skipif(parse_pool.process_count() < 2, reason="one core: big batches are parsed in one thread")
+def test_a_background_build_parses_at_a_lower_priority(tmp_path: Path) -> None:
+    states = _write_repo(tmp_path, parse_pool.PROCESS_MIN_FILES * 5)
+    own = os.getpriority(os.PRIO_PROCESS, 0)
+
+    async def run() -> list[int]:
+        batches = parse_pool.parse_batches(tmp_path, sorted(states), states, {})
+        niceness = []
+        async for _ in batches:  # each process's priority, seen while it runs
+            niceness += _niceness(list(parse_pool._running))
+        return niceness
+
+    niceness = asyncio.run(run())
+    assert niceness and set(niceness) == {max(own, parse_pool.CHILD_NICENESS)}
