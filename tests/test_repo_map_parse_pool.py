@@ -87,38 +87,27 @@ def _niceness(pids: list[int]) -> list[int]:
 
 
 @pytest.mark.skipif(parse_pool.process_count() < 2, reason="one core: big batches are parsed in one thread")
-def test_an_urgent_build_parses_at_this_processs_priority_until_a_map_is_drawn(tmp_path: Path) -> None:
+def test_a_build_parses_at_a_lower_priority_unless_urgent_until_a_map_is_drawn(tmp_path: Path) -> None:
     # enough frames per child that, with the caller holding the frames, each child still has some to write
-    states = _write_repo(tmp_path, parse_pool.PROCESS_MIN_FILES * 5)
+    states = _write_repo(tmp_path, parse_pool.PROCESS_MIN_FILES * 4)
     own = os.getpriority(os.PRIO_PROCESS, 0)
+    background = max(own, parse_pool.CHILD_NICENESS)
 
-    async def run() -> tuple[list[int], list[int], int]:
-        batches = parse_pool.parse_batches(tmp_path, sorted(states), states, {}, urgent=True)
-        first = await anext(batches)
-        pids = sorted(parse_pool._running)
-        urgent = _niceness(pids)
-        parse_pool.lower_priority()
-        lowered = _niceness(pids)
-        rest = [batch async for batch in batches]
-        return urgent, lowered, len(first) + sum(map(len, rest))
+    async def niceness_while_running(urgent: bool) -> tuple[list[int], list[int]]:
+        """The niceness of the running parse processes after the first frame, then after `lower_priority`."""
+        batches = parse_pool.parse_batches(tmp_path, sorted(states), states, {}, urgent=urgent)
+        try:
+            await anext(batches)
+            pids = sorted(parse_pool._running)
+            before = _niceness(pids)
+            parse_pool.lower_priority()
+            return before, _niceness(pids)
+        finally:
+            await batches.aclose()  # the rest is not wanted: the processes are stopped
 
-    urgent, lowered, parsed = asyncio.run(run())
+    urgent, lowered = asyncio.run(niceness_while_running(urgent=True))
     assert urgent and urgent == [own] * len(urgent)
-    assert lowered == [max(own, parse_pool.CHILD_NICENESS)] * len(urgent)
-    assert parsed == len(states) and not parse_pool._running
-
-
-@pytest.mark.skipif(parse_pool.process_count() < 2, reason="one core: big batches are parsed in one thread")
-def test_a_background_build_parses_at_a_lower_priority(tmp_path: Path) -> None:
-    states = _write_repo(tmp_path, parse_pool.PROCESS_MIN_FILES * 5)
-    own = os.getpriority(os.PRIO_PROCESS, 0)
-
-    async def run() -> list[int]:
-        batches = parse_pool.parse_batches(tmp_path, sorted(states), states, {})
-        niceness = []
-        async for _ in batches:  # each process's priority, seen while it runs
-            niceness += _niceness(list(parse_pool._running))
-        return niceness
-
-    niceness = asyncio.run(run())
-    assert niceness and set(niceness) == {max(own, parse_pool.CHILD_NICENESS)}
+    assert lowered == [background] * len(urgent)
+    assert not parse_pool._running
+    in_background, after = asyncio.run(niceness_while_running(urgent=False))
+    assert in_background and in_background == after == [background] * len(in_background)

@@ -30,7 +30,7 @@ import os
 import pickle
 import signal
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from pathlib import Path
 
 from agents.repo_map.outline import FileOutline, SameContent, parse_files
@@ -84,7 +84,7 @@ async def parse_many(
 
 async def parse_batches(
     root: Path, paths: list[str], states: dict[str, tuple[int, int]], hashes: dict[str, str], *, urgent: bool = False
-) -> AsyncIterator[Batch]:
+) -> AsyncGenerator[Batch, None]:
     """Every path with its outline, in frames as they are parsed (child processes for a big batch, else a thread);
     `urgent`: someone waits on it (its processes at this process's priority, see the module docstring)."""
     processes = process_count() if len(paths) >= PROCESS_MIN_FILES else 1
