@@ -26,6 +26,8 @@ of REPO_MAP_WAIT_SECONDS (default 1 s): the time until the first turn has its ma
 
 Busy: for each checkout, `--builds` more cold builds run beside a child process spinning on a core (the machine's
 other work: on 2 cores the build has one left), their median printed beside the quiet one (`--no-busy` skips them).
+The timed builds are refreshes awaited directly, as a map or a worker's look-up awaits one: their parse processes run
+at this process's priority (a background build nobody waits on runs them at nice 10; agents/repo_map/parse_pool.py).
 Each timed build also gives its CPU seconds (this process and its parse processes, from getrusage) and the run its
 load average: on a shared machine the wall time stretches with other processes' load, the work done does not.
 A task's map: the worktree's index seeded from the workspace's, then its map drawn, with this process's peak RSS

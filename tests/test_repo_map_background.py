@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,6 +14,7 @@ from agents import runtime as runtime_module
 from agents.core.models import Caller
 from agents.core.protocols import ModelState
 from agents.core.user_turns import UserTurns
+from agents.repo_map import maps as maps_module
 from agents.repo_map import parse_pool
 from agents.repo_map.maps import RepoMap
 from agents.store.database import Store
@@ -183,3 +185,26 @@ async def test_an_index_build_stores_nothing_while_a_turn_is_in_flight(store: St
         assert await store.repo_index.file_count("small") == 2
     finally:
         await repo_map.close()
+
+
+async def test_a_build_someone_waits_on_parses_at_the_bots_priority_until_a_map_is_drawn(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = big_repo(tmp_path / "big")
+    urgent: list[bool] = []
+    lowered: list[str] = []
+    real_parse_batches = maps_module.parse_batches
+
+    def parse_batches(*args: Any, **kwargs: Any) -> Any:
+        urgent.append(kwargs["urgent"])
+        return real_parse_batches(*args, **kwargs)
+
+    monkeypatch.setattr(maps_module, "parse_batches", parse_batches)
+    monkeypatch.setattr(maps_module, "lower_priority", lambda: lowered.append("drawing"))
+    repo_map = RepoMap(store)
+    assert await repo_map.index_in_background("unwatched", root)  # nobody waits on it: in the background
+    await repo_map.refresh("asked", root)  # its caller waits on it
+    repo_map.index_in_background("waited", root)
+    text = await repo_map.task_map("waited", root, "fix compute_3", 2000, wait_seconds=60.0)
+    assert text.startswith("Repository map of waited") and urgent == [False, True, True]
+    assert lowered == ["drawing"]  # the map, once drawn, comes before any build's parse processes

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 
 import pytest
@@ -72,3 +73,41 @@ def test_children_answer_in_frames_so_each_can_be_stored_as_it_comes(tmp_path: P
     assert len(got) > parse_pool.process_count(), "more than one frame per child"
     assert all(len(batch) <= parse_child.FRAME_FILES for batch in got)
     assert sorted(path for batch in got for path, _ in batch) == sorted(states)
+
+
+def _niceness(pids: list[int]) -> list[int]:
+    """The niceness of each process still running among `pids` (one that has just ended has none)."""
+    found = []
+    for pid in pids:
+        try:
+            found.append(os.getpriority(os.PRIO_PROCESS, pid))
+        except ProcessLookupError:
+            continue
+    return found
+
+
+@pytest.mark.skipif(parse_pool.process_count() < 2, reason="one core: big batches are parsed in one thread")
+def test_a_build_parses_at_a_lower_priority_unless_urgent_until_a_map_is_drawn(tmp_path: Path) -> None:
+    # enough frames per child that, with the caller holding the frames, each child still has some to write
+    states = _write_repo(tmp_path, parse_pool.PROCESS_MIN_FILES * 4)
+    own = os.getpriority(os.PRIO_PROCESS, 0)
+    background = max(own, parse_pool.CHILD_NICENESS)
+
+    async def niceness_while_running(urgent: bool) -> tuple[list[int], list[int]]:
+        """The niceness of the running parse processes after the first frame, then after `lower_priority`."""
+        batches = parse_pool.parse_batches(tmp_path, sorted(states), states, {}, urgent=urgent)
+        try:
+            await anext(batches)
+            pids = sorted(parse_pool._running)
+            before = _niceness(pids)
+            parse_pool.lower_priority()
+            return before, _niceness(pids)
+        finally:
+            await batches.aclose()  # the rest is not wanted: the processes are stopped
+
+    urgent, lowered = asyncio.run(niceness_while_running(urgent=True))
+    assert urgent and urgent == [own] * len(urgent)
+    assert lowered == [background] * len(urgent)
+    assert not parse_pool._running
+    in_background, after = asyncio.run(niceness_while_running(urgent=False))
+    assert in_background and in_background == after == [background] * len(in_background)

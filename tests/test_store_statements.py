@@ -124,3 +124,37 @@ async def test_a_turns_history_note_is_read_with_the_questions_write_not_after_i
         assert any("FROM conversation_notes" in sql for sql in queued), queued
     finally:
         await store.close()
+
+
+async def test_a_read_in_chunks_converts_plain_rows_and_keeps_transactions_out_until_it_is_done(tmp_path: Path) -> None:
+    store = await Store.open(tmp_path / "state.db")
+    try:
+        for n in range(5):
+            await store.write(
+                "INSERT INTO messages (chat_id, role, content, created_at) VALUES (1, 'user', ?, '2026-01-01T00:00:00+00:00')",
+                (f"m{n}",),
+            )
+
+        async def added_by_a_transaction() -> None:
+            async with store.transaction() as db:
+                await db.execute_fetchall(
+                    "INSERT INTO messages (chat_id, role, content, created_at) VALUES (1, 'user', 'late', '2026-01-01T00:00:00+00:00')"
+                )
+
+        transactions: list[asyncio.Task[None]] = []
+        no_transaction_open: list[bool] = []
+
+        def convert(row: object) -> tuple[object, ...]:
+            assert type(row) is tuple, "each row is handed over as a plain tuple, not a row object"
+            if not transactions:  # the first chunk is in: a transaction asks to open before the next is fetched
+                transactions.append(asyncio.create_task(added_by_a_transaction()))
+            no_transaction_open.append(store._no_transaction.is_set())
+            return (*row, "converted")
+
+        rows = await store.converted_rows("SELECT content FROM messages ORDER BY id", (), convert, chunk=1)
+        await transactions[0]
+        assert rows == [(f"m{n}", "converted") for n in range(5)], "every chunk, in order, without the later row"
+        assert no_transaction_open == [True] * 5, "the transaction opened only once the read was done"
+        assert [m.content for m in await store.all_messages(1)][-1] == "late"
+    finally:
+        await store.close()

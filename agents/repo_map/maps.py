@@ -36,7 +36,7 @@ from agents.repo_map.outline import (
     SameContent,
     file_extension,
 )
-from agents.repo_map.parse_pool import parse_batches
+from agents.repo_map.parse_pool import lower_priority, parse_batches
 from agents.repo_map.ranking import FileTerms, Ranking, rank_files, word_keys
 from agents.repo_map.symbols import Symbol
 from agents.store.database import Store
@@ -256,6 +256,7 @@ class RepoMap:
         self._locks: dict[str, asyncio.Lock] = {}
         self._building: dict[str, asyncio.Task[bool]] = {}  # background refreshes, by index name
         self._indexed: dict[str, int] = {}  # files in each index as its refresh stores them (for wait budgets)
+        self._waiting: dict[str, int] = {}  # tasks waiting on the background build of each index
         self.render_seconds_per_file = RENDER_SECONDS_PER_FILE  # learnt from each render (a moving average)
         self._renders = 0  # maps being drawn: a build stores nothing meanwhile (the map is what a user waits on)
         self._no_render = asyncio.Event()
@@ -280,7 +281,7 @@ class RepoMap:
 
     async def _build(self, name: str, root: Path | str) -> bool:
         try:
-            await self.refresh(name, root)
+            await self.refresh(name, root, urgent=False)
             return True
         except Exception as err:  # an index is a convenience; never let it break anything
             log.warning("could not index workspace %s: %s", name, err)
@@ -304,11 +305,15 @@ class RepoMap:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(0.0, seconds) * (1 - WAIT_MARGIN_SHARE)
         task = self.index_in_background(name, root)
-        while not task.done():
-            left = deadline - loop.time() - self.render_estimate(name)
-            if left <= 0:
-                break
-            await asyncio.wait({task}, timeout=min(left, WAIT_POLL_S))
+        self._waiting[name] = self._waiting.get(name, 0) + 1  # its parse processes, if not started yet, are urgent
+        try:
+            while not task.done():
+                left = deadline - loop.time() - self.render_estimate(name)
+                if left <= 0:
+                    break
+                await asyncio.wait({task}, timeout=min(left, WAIT_POLL_S))
+        finally:
+            self._waiting[name] -= 1
         return task.done() and not task.cancelled() and task.result()
 
     async def task_map(
@@ -347,11 +352,15 @@ class RepoMap:
         )
         return f"{text}\n{note}" if text else ""
 
-    async def refresh(self, name: str, root: Path | str, *, seed_from: str | None = None) -> RefreshStats:
+    async def refresh(
+        self, name: str, root: Path | str, *, seed_from: str | None = None, urgent: bool = True
+    ) -> RefreshStats:
         """Bring the index of workspace `name` (folder `root`) up to date: parse new and changed files only.
 
         `seed_from`: when `name` has no index yet, start from a copy of that workspace's index (a task's worktree
-        holds mostly the same files as its workspace: only what differs is parsed).
+        holds mostly the same files as its workspace: only what differs is parsed). `urgent`: the caller waits on
+        it (a map, a worker's look-up); a background build (`index_in_background`) is not, unless a task waits on
+        it when its parse processes start: those then run at the bot's own priority (parse_pool.py).
         """
         started = time.monotonic()
         base = Path(root).resolve()
@@ -373,7 +382,8 @@ class RepoMap:
             self._indexed[name] = len(known)
             pause = gc_paused() if len(changed) >= GC_PAUSE_MIN_FILES else contextlib.nullcontext()
             with pause:  # a cold build unpickles and stores ~100k objects: no collector walks over them meanwhile
-                async for batch in parse_batches(base, changed, seen, hashes):  # stored frame by frame as parsed
+                waited = urgent or self._waiting.get(name, 0) > 0
+                async for batch in parse_batches(base, changed, seen, hashes, urgent=waited):  # stored as parsed
                     outlines: list[FileOutline] = []
                     touched: list[SameContent] = []
                     vanished: list[str] = []
@@ -446,6 +456,7 @@ class RepoMap:
             await self.refresh(name, root, seed_from=seed_from)
         self._renders += 1
         self._no_render.clear()
+        lower_priority()  # the drawing is what is waited on now: the parse processes of a build running yield to it
         try:
             return await self._draw(name, root, request_text, budget_tokens)
         finally:

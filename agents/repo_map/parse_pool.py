@@ -12,6 +12,13 @@ core, or the files a failed child did not answer for fall back to a worker threa
 
 `parse_batches` yields (path, outline) pairs in frames as they are parsed, in no fixed order; `parse_many` collects
 them in the order of `paths`, as `parse_files` returns them.
+
+Priority: the parse processes of a build in the background run at nice 10 (CHILD_NICENESS), so the bot's replies
+and a map drawn meanwhile have the CPU first. Those of an `urgent` build (someone waits on it: a task's first turn,
+a worker's look-up) run at the bot's own priority: on 2 cores with another process busy, nice 10 left them one
+core between them, and the map being waited for came a third later. When a map is drawn while they run,
+`lower_priority` puts them at nice 10 for the rest of their build (the drawing is then what is waited on; an
+unprivileged process can raise its children's niceness, never lower it again).
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ import os
 import pickle
 import signal
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from pathlib import Path
 
 from agents.repo_map.outline import FileOutline, SameContent, parse_files
@@ -36,9 +43,27 @@ THREAD_CHUNK = 200  # files per worker-thread hop when parsing in this process
 MAX_PROCESSES = 4
 FRAMES_AHEAD = 2  # frames per child read ahead of the caller
 CHILD_TIMEOUT_S = 600.0
+# A parse process of a build in the background yields the CPU to the bot (its map renders, its replies) when both want
+# it, and takes it all when the bot is idle: on 2 cores a task's map drawn mid-build was up to twice as slow without.
+CHILD_NICENESS = 10
 
 Parsed = FileOutline | SameContent | None
 Batch = list[tuple[str, Parsed]]
+
+_running: dict[int, bool] = {}  # process id of each running parse process → whether at the bot's own priority
+
+
+def _deprioritise(pid: int) -> None:
+    with contextlib.suppress(OSError):  # ended meanwhile, or already at a lower priority than that
+        os.setpriority(os.PRIO_PROCESS, pid, max(CHILD_NICENESS, os.getpriority(os.PRIO_PROCESS, 0)))
+    _running[pid] = False
+
+
+def lower_priority() -> None:
+    """Put the parse processes of urgent builds at the background's niceness (a map is being drawn)."""
+    for pid, urgent in list(_running.items()):
+        if urgent:
+            _deprioritise(pid)
 
 
 def process_count() -> int:
@@ -58,9 +83,10 @@ async def parse_many(
 
 
 async def parse_batches(
-    root: Path, paths: list[str], states: dict[str, tuple[int, int]], hashes: dict[str, str]
-) -> AsyncIterator[Batch]:
-    """Every path with its outline, in frames as they are parsed (child processes for a big batch, else a thread)."""
+    root: Path, paths: list[str], states: dict[str, tuple[int, int]], hashes: dict[str, str], *, urgent: bool = False
+) -> AsyncGenerator[Batch, None]:
+    """Every path with its outline, in frames as they are parsed (child processes for a big batch, else a thread);
+    `urgent`: someone waits on it (its processes at this process's priority, see the module docstring)."""
     processes = process_count() if len(paths) >= PROCESS_MIN_FILES else 1
     if processes == 1:
         async for batch in _in_thread(root, paths, states, hashes):
@@ -73,7 +99,7 @@ async def parse_batches(
 
     async def run(share: list[str]) -> None:
         try:
-            await _in_child_or_thread(root, share, states, hashes, frames, slots)
+            await _in_child_or_thread(root, share, states, hashes, frames, slots, urgent)
         finally:
             frames.put_nowait(None)
 
@@ -126,10 +152,11 @@ async def _in_child_or_thread(
     hashes: dict[str, str],
     frames: asyncio.Queue[Batch | None],
     slots: asyncio.Semaphore,
+    urgent: bool,
 ) -> None:
     answered: set[str] = set()
     try:
-        async for batch in _in_child(root, paths, states, hashes):
+        async for batch in _in_child(root, paths, states, hashes, urgent):
             answered.update(path for path, _ in batch)
             await slots.acquire()
             frames.put_nowait(batch)
@@ -145,7 +172,7 @@ async def _in_child_or_thread(
 
 
 async def _in_child(
-    root: Path, paths: list[str], states: dict[str, tuple[int, int]], hashes: dict[str, str]
+    root: Path, paths: list[str], states: dict[str, tuple[int, int]], hashes: dict[str, str], urgent: bool = False
 ) -> AsyncIterator[Batch]:
     payload = pickle.dumps(
         (str(root), paths, {p: states[p] for p in paths}, {p: hashes[p] for p in paths if p in hashes}),
@@ -163,6 +190,9 @@ async def _in_child(
         start_new_session=True,
     )
     assert proc.stdin is not None and proc.stdout is not None
+    _running[proc.pid] = True
+    if not urgent:  # set here, not by the child once it has imported its modules: at its very start
+        _deprioritise(proc.pid)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + CHILD_TIMEOUT_S
     try:
@@ -183,6 +213,7 @@ async def _in_child(
             yield batch
         await asyncio.wait_for(proc.wait(), max(0.0, deadline - loop.time()))
     finally:
+        _running.pop(proc.pid, None)
         if proc.returncode is None:  # timed out, failed or cancelled: the whole group goes
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)

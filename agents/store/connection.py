@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -18,6 +18,7 @@ import aiosqlite
 from pydantic import BaseModel
 
 M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
 
 
 def to_db(value: Any) -> Any:
@@ -61,6 +62,22 @@ class Connection:
 
     async def rows(self, sql: str, params: Iterable[Any] = ()) -> list[aiosqlite.Row]:
         return await self._statement(sql, params)
+
+    async def converted_rows(
+        self, sql: str, params: Iterable[Any], convert: Callable[[Any], T], chunk: int = 4096
+    ) -> list[T]:
+        """`convert` of each row of a query, the rows fetched as plain tuples `chunk` at a time: for a query of tens
+        of thousands of rows whose caller keeps something smaller, all of them as row objects (and their duplicate
+        strings) are never held at once; `rows` holds them all, and aiosqlite's thread keeps its latest answer
+        until its next request. No transaction opens while the chunks are read (one may roll back under a
+        statement still reading); single statements may come between them, as between any two reads."""
+        converted: list[T] = []
+        async with self._lock:
+            async with self._db.execute(sql, tuple(params)) as cursor:
+                cursor.row_factory = None  # plain tuples (handed to `convert`): no row object per row
+                while batch := await cursor.fetchmany(chunk):
+                    converted.extend(map(convert, batch))
+        return converted
 
     async def write(self, sql: str, params: Iterable[Any] = ()) -> list[aiosqlite.Row]:
         """Run one modifying statement (committed on completion); returns any RETURNING rows."""
