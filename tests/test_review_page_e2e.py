@@ -9,7 +9,7 @@ import os
 import shutil
 import socket
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -19,7 +19,17 @@ from tests.conftest import USER_ID, BotHarness, git, make_repo, running_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.fakes.github_server import FakeGitHub, fake_github  # noqa: F401  (fixture)
 from tests.scripted import RoleScript
-from tests.support.phone import CHROMIUM, HEIGHT, THEME_DARK, WIDTH, launch_data, mini_app_url, not_blank, phone
+from tests.support.phone import (
+    CHROMIUM,
+    HEIGHT,
+    THEME_DARK,
+    WIDTH,
+    close_browser,
+    launch_data,
+    mini_app_url,
+    not_blank,
+    phone,
+)
 from tests.support.tasks import final_summary, start_task
 
 MEMBER = 2002  # allowed, not an owner, and not in the owner's private chat
@@ -27,6 +37,13 @@ STRANGER = 3003  # not allowed at all
 DAY = 86_400
 
 needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium here (Debian: apt install chromium)")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_chromium_for_the_module() -> Iterator[None]:
+    """The module's phones share one Chromium (started at the first phone), ended with the module."""
+    yield
+    close_browser()
 
 
 def free_port() -> int:
