@@ -22,7 +22,8 @@ class DevTools:
 
     def __init__(self, send: int, receive: int) -> None:
         self.send, self.receive = send, receive
-        self.buffer, self.events, self.last = b"", [], 0
+        self.buffer, self.last = b"", 0
+        self.events: list[dict[str, Any]] = []
 
     def _next_message(self) -> dict[str, Any]:
         while b"\0" not in self.buffer:
