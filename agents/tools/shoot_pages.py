@@ -4,7 +4,8 @@ Run as a plain script by the sandbox's own `python3` (it imports nothing of agen
 `shoot_pages.py SHOTS_JSON CHROMIUM [FLAG...]`, SHOTS_JSON a list of {"url", "width", "height", "file"}. Chromium is
 driven over its DevTools pipe (file descriptors 3 and 4, JSON messages ended by NUL): each picture is a fresh load of
 its page at its size, after the load event, as `chromium --screenshot` takes it, but a browser start (about a second
-of CPU) serves them all. Exit status 1 and a line on stderr when a picture could not be taken.
+of CPU) serves them all; a page on the task's loopback where nothing listens is refused before any start. Exit
+status 1 and a line on stderr when a picture could not be taken.
 """
 
 from __future__ import annotations
@@ -12,9 +13,15 @@ from __future__ import annotations
 import base64
 import json
 import os
+import socket
 import subprocess
 import sys
+import time
+from ipaddress import ip_address
 from typing import Any
+from urllib.parse import urlsplit
+
+LISTEN_WAIT = 2.0  # seconds a loopback page's port is tried before the page is refused
 
 
 class DevTools:
@@ -58,6 +65,33 @@ class DevTools:
                 return
 
 
+def refused(url: str) -> str | None:
+    """Why a page on this machine's loopback (the task's own services) cannot load: nothing listens on its port, said
+    before a Chromium is started for it (the worker asks while its service still starts); None when it may load."""
+    parts = urlsplit(url)
+    host = (parts.hostname or "").lower()
+    if parts.scheme not in ("http", "https") or not host:
+        return None
+    try:
+        loopback = host in ("localhost", "localhost.") or host.endswith(".localhost") or ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        return None
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    deadline = time.monotonic() + LISTEN_WAIT
+    while True:
+        try:
+            socket.create_connection((host, port), timeout=5).close()
+            return None
+        except ConnectionRefusedError:
+            if time.monotonic() >= deadline:
+                return f"{url}: net::ERR_CONNECTION_REFUSED (nothing listens on {host}:{port} in the task)"
+            time.sleep(0.1)  # a service that is still starting gets the time a Chromium start would have given it
+        except OSError:
+            return None  # Chromium says what it meets
+
+
 def shoot(devtools: DevTools, shots: list[dict[str, Any]]) -> None:
     targets = devtools.call("Target.getTargets")["targetInfos"]
     page = next(t["targetId"] for t in targets if t["type"] == "page")
@@ -86,6 +120,10 @@ def shoot(devtools: DevTools, shots: list[dict[str, Any]]) -> None:
 
 def main(shots_json: str, chromium: str, flags: list[str]) -> int:
     shots = json.loads(shots_json)
+    for shot in shots:
+        if why := refused(shot["url"]):
+            print(f"no screenshot: {why}", file=sys.stderr)
+            return 1
     to_browser, from_us = os.pipe()
     to_us, from_browser = os.pipe()
 
