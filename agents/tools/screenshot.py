@@ -1,5 +1,5 @@
-"""The frontend worker's eyes: headless Chromium (Debian's `chromium`) renders a workspace file or URL to PNG, one Chromium
-for every picture of a screenshot (shoot_pages.py)."""
+"""The frontend worker's eyes: headless Chromium (Debian's `chromium`) renders a workspace file or URL to PNG, one
+Chromium for every picture of a screenshot (shoot_pages.py)."""
 
 from __future__ import annotations
 
