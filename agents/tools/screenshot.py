@@ -76,8 +76,8 @@ async def capture_all(
     sandbox: SandboxSpec | None = None,
     read_only: tuple[Path, ...] = (),
 ) -> list[bytes]:
-    """One PNG per (url, width, height), all taken by one Chromium (a start costs about a second of CPU, a picture a
-    tenth of that); raises ToolError with Chromium's output when one fails.
+    """One PNG per (url, width, height), all taken by one Chromium (a start costs about a second of CPU, each further
+    picture a fraction of that); raises ToolError with Chromium's output when one fails.
 
     With `sandbox`, Chromium runs inside it like every process of a task: the page's scripts reach no network and no
     file outside the worktree (only the folder the pictures are written to and `read_only` are added)."""
@@ -103,13 +103,6 @@ async def capture_all(
         if not all(file.exists() and file.stat().st_size > 0 for file in files):
             raise ToolError(f"Chromium produced no screenshot: {result.output[-800:]}")
         return [file.read_bytes() for file in files]
-
-
-async def capture(
-    chromium: str, url: str, width: int, height: int, timeout: float = 60.0, sandbox: SandboxSpec | None = None
-) -> bytes:
-    """One PNG of `url` at width×height (`capture_all` with one picture)."""
-    return (await capture_all(chromium, [(url, width, height)], timeout, sandbox))[0]
 
 
 async def screenshot_tool_result(

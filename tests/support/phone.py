@@ -126,7 +126,8 @@ class Phone:
 
 class _Browser:
     """The Chromium the phones of a test module share (a start costs about a second of CPU; a fresh browser context
-    per phone, its own cookies and storage, costs little), ended by `close_browser` when the module ends."""
+    per phone, its own cookies and storage, costs little), ended by `close_browser` when the module ends. Started by
+    subprocess.Popen, not asyncio's: it outlives the event loop of the test that started it."""
 
     process: subprocess.Popen[bytes] | None = None
     profile: tempfile.TemporaryDirectory[str] | None = None
