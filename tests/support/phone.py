@@ -65,6 +65,13 @@ def mini_app_url(page: str, init_data: str, theme: dict[str, str] | None = None)
     return f"{page}#{fragment}"
 
 
+NAVIGATED = ("Inspected target navigated or closed", "Execution context was destroyed", "Cannot find context")
+
+
+class Navigated(RuntimeError):
+    """A call into the page that was answered by the page going away (a navigation, a reload)."""
+
+
 class Phone:
     """One Chromium page over the DevTools protocol."""
 
@@ -82,7 +89,8 @@ class Phone:
             message = json.loads(raw)
             if message.get("id") == ident:
                 if "error" in message:
-                    raise RuntimeError(f"{method}: {message['error']}")
+                    error = Navigated if any(m in str(message["error"]) for m in NAVIGATED) else RuntimeError
+                    raise error(f"{method}: {message['error']}")
                 return message.get("result", {})
 
     async def evaluate(self, expression: str) -> Any:
@@ -95,21 +103,24 @@ class Phone:
         The page shown is marked and left in one script, so the wait is for the new one. The same page with another
         fragment would not load again (the fragment changes at once, in place), so it is then reloaded: no detour
         through about:blank, whose way back costs a new renderer process each time."""
-        await self.evaluate(
-            "(url => { window.__phone_left = true; const page = u => u.split('#')[0];"
-            " const same = page(new URL(url, location.href).href) === page(location.href);"
-            f" location.replace(url); if (same) location.reload(); }})({json.dumps(url)})"
-        )
+        with contextlib.suppress(Navigated):  # the page may be gone before the script's answer is sent
+            await self.evaluate(
+                "(url => { window.__phone_left = true; const page = u => u.split('#')[0];"
+                " const same = page(new URL(url, location.href).href) === page(location.href);"
+                f" location.replace(url); if (same) location.reload(); }})({json.dumps(url)})"
+            )
         await self.until("!window.__phone_left && document.body && document.body.getAttribute('data-loaded')", timeout)
         return await self.text()
 
     async def until(self, expression: str, timeout: float = 30) -> Any:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        while not (value := await self.evaluate(expression)):
+        while True:
+            with contextlib.suppress(Navigated):  # asked while the page was being replaced: not yet
+                if value := await self.evaluate(expression):
+                    return value
             assert loop.time() < deadline, f"not true in the page within {timeout:g} s: {expression}"
             await asyncio.sleep(0.1)
-        return value
 
     async def resize(self, width: int, height: int) -> None:
         await self.call(
