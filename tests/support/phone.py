@@ -1,7 +1,7 @@
 """A phone for the review page: headless Chromium with a phone's viewport, driven over the DevTools protocol (a
 websocket, tornado's client), so a test opens a page with Telegram's launch data in its fragment, reads what a person
 sees, presses a button and takes a screenshot. The phones of a test module share one Chromium (`close_browser` at the
-module's end), each in a browser context of its own."""
+module's end), each a page of its own."""
 
 from __future__ import annotations
 
@@ -136,8 +136,8 @@ class Phone:
 
 
 class _Browser:
-    """The Chromium the phones of a test module share (a start costs about a second of CPU; a fresh browser context
-    per phone, its own cookies and storage, costs little), ended by `close_browser` when the module ends. Started by
+    """The Chromium the phones of a test module share (a start costs about a second of CPU, a page a fraction of
+    that), ended by `close_browser` when the module ends. Started by
     subprocess.Popen, not asyncio's: it outlives the event loop of the test that started it."""
 
     process: subprocess.Popen[bytes] | None = None
@@ -186,18 +186,17 @@ atexit.register(close_browser)
 
 @contextlib.asynccontextmanager
 async def phone() -> AsyncIterator[Phone]:
-    """A page at a phone's size in a browser context of its own (a fresh profile: no cookies, no storage) of the
-    shared headless Chromium; the context is closed when the block ends."""
+    """A page of its own at a phone's size in the shared headless Chromium, closed when the block ends. It is a page of
+    the browser's default context (a context of its own would cost half a CPU-second more for each): the review page
+    keeps no cookies and no storage, and each test's bot listens on a port of its own, so no page sees another's."""
     endpoint = await _Browser.endpoint_url()
     browser = Phone(await websocket_connect(endpoint))
     try:
-        context = (await browser.call("Target.createBrowserContext"))["browserContextId"]
+        target = (await browser.call("Target.createTarget", url="about:blank"))["targetId"]
         try:
-            target = await browser.call(
-                "Target.createTarget", url="about:blank", browserContextId=context, width=WIDTH, height=HEIGHT
+            ws = await websocket_connect(
+                endpoint.split("/devtools/")[0] + f"/devtools/page/{target}", max_message_size=64 * 1024 * 1024
             )
-            page_ws = endpoint.split("/devtools/")[0] + f"/devtools/page/{target['targetId']}"
-            ws = await websocket_connect(page_ws, max_message_size=64 * 1024 * 1024)
             device = Phone(ws)
             try:
                 await device.call("Page.enable")
@@ -206,7 +205,7 @@ async def phone() -> AsyncIterator[Phone]:
             finally:
                 ws.close()
         finally:
-            await browser.call("Target.disposeBrowserContext", browserContextId=context)
+            await browser.call("Target.closeTarget", targetId=target)
     finally:
         browser.ws.close()
 
