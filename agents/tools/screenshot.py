@@ -89,7 +89,8 @@ async def capture_all(
         ]
         python = "python3" if sandbox is not None else sys.executable
         flags = [*CHROMIUM_FLAGS.split(), f"--user-data-dir={tmp}/profile"]
-        command = shlex.join([python, str(SHOOTER), json.dumps(plan), chromium, *flags])
+        # -I: no PYTHON* variable, user site or script folder of the sandbox's python3 changes what the driver runs
+        command = shlex.join([python, "-I", str(SHOOTER), json.dumps(plan), chromium, *flags])
         confined = None
         if sandbox is not None:
             limits = dataclasses.replace(sandbox.limits, max_memory_bytes=CHROMIUM_ADDRESS_SPACE)
