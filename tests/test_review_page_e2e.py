@@ -9,7 +9,7 @@ import os
 import shutil
 import socket
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -19,7 +19,7 @@ from tests.conftest import USER_ID, BotHarness, git, make_repo, running_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.fakes.github_server import FakeGitHub, fake_github  # noqa: F401  (fixture)
 from tests.scripted import RoleScript
-from tests.support.phone import CHROMIUM, HEIGHT, THEME_DARK, WIDTH, launch_data, mini_app_url, not_blank, phone
+from tests.support.phone import CHROMIUM, THEME_DARK, close_browser, launch_data, mini_app_url, not_blank, phone
 from tests.support.tasks import final_summary, start_task
 
 MEMBER = 2002  # allowed, not an owner, and not in the owner's private chat
@@ -27,6 +27,13 @@ STRANGER = 3003  # not allowed at all
 DAY = 86_400
 
 needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium here (Debian: apt install chromium)")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_chromium_for_the_module() -> Iterator[None]:
+    """The module's phones share one Chromium (started at the first phone), ended with the module."""
+    yield
+    close_browser()
 
 
 def free_port() -> int:
@@ -93,6 +100,7 @@ async def test_the_review_page_shows_the_verdict_and_diff_only_to_whom_may_see_i
         assert await device.evaluate("document.body.className") == "dark"  # Telegram's theme said dark
         assert await device.evaluate("document.querySelectorAll('.code span[class]').length") > 0  # highlighted
         assert await device.evaluate("document.documentElement.scrollWidth") <= 390 + 1  # no sideways scrolling
+        assert await device.evaluate("document.querySelector('table.diff.split')") is None  # unified on a phone
         loaded = await device.evaluate("performance.getEntriesByType('resource').map(e => e.name)")
         assert loaded and all(url.startswith(bot.settings.review.review_url) for url in loaded), loaded  # nothing else
         png = await device.screenshot()
@@ -100,22 +108,17 @@ async def test_the_review_page_shows_the_verdict_and_diff_only_to_whom_may_see_i
         if shot := os.environ.get("REVIEW_PAGE_SCREENSHOT"):  # the README's picture: make docs-screenshot
             Path(shot).write_bytes(png)
 
-        for refused_data in (
-            launch_data("123456:another-bots-token", USER_ID, signed_at=now),  # signed with another token
-            launch_data(token, USER_ID, signed_at=now - 2 * DAY),  # too old
-            launch_data(token, MEMBER, signed_at=now, name="member"),  # allowed, but not in that chat
-            launch_data(token, STRANGER, signed_at=now, name="stranger"),  # not allowed at all
-        ):
-            seen = await device.open(mini_app_url(page_of(bot, task_id), refused_data))
-            assert "This page shows nothing" in seen, seen
-            assert "calc.py" not in seen and "a + b" not in seen and "Fix add" not in seen, seen
+        # the page shows the API's refusal, whatever its reason: each reason (another bot's token, too old, a member
+        # not in that chat, a stranger) is refused by the API itself in the test below, on the same requests
+        forged = launch_data("123456:another-bots-token", USER_ID, signed_at=now)  # signed with another token
+        seen = await device.open(mini_app_url(page_of(bot, task_id), forged))
+        assert "This page shows nothing" in seen, seen
+        assert "calc.py" not in seen and "a + b" not in seen and "Fix add" not in seen, seen
 
         await device.resize(1200, 900)  # a wide screen (a tablet, a desktop client): side by side
-        await device.open(mini_app_url(page_of(bot, task_id), launch_data(token, USER_ID, signed_at=now)))
-        assert await device.evaluate("document.querySelectorAll('table.diff.split td.src.add').length") == 1
-        await device.resize(WIDTH, HEIGHT)
         seen = await device.open(mini_app_url(page_of(bot, task_id), launch_data(token, USER_ID, signed_at=now)))
-        assert "a + b" in seen and await device.evaluate("document.querySelector('table.diff.split')") is None
+        assert "a + b" in seen and "a - b" in seen, seen
+        assert await device.evaluate("document.querySelectorAll('table.diff.split td.src.add').length") == 1
         before = len(bot.tg.messages(USER_ID))
         await device.evaluate("document.querySelector('button[data-action=merge]').click()")
         said = await device.until(
@@ -144,11 +147,15 @@ async def api(bot: BotHarness, path: str, init_data: str | None, method: str = "
     return response.code, response.body.decode()
 
 
-async def test_the_review_api_acts_on_nothing_for_forged_expired_or_other_users_data(
-    review_bot: BotHarness, model: RoleScript
+async def test_the_review_api_acts_on_nothing_for_forged_expired_or_other_users_data_and_pages_a_5_mb_diff(
+    review_bot: BotHarness, model: RoleScript, tmp_path: Path
 ) -> None:
     """The API itself (what the page's script calls), played by a hostile client: every refusal says nothing of the
-    task and changes nothing; a task id of another chat is as good as absent."""
+    task and changes nothing; a task id of another chat is as good as absent.
+
+    Then the same task's branch grows by 5 MB of changes, a binary file and a Trojan-Source line: the page shows the
+    first page of files and says how many pages there are, each page stays small, the binary file is named and not
+    inlined, and the bidi controls are visible marks, never characters the browser would obey."""
     bot, token, now = review_bot, review_bot.tg.token, time.time()
     task_id, _ = await finished_task(bot, model)
     owner = launch_data(token, USER_ID, signed_at=now)
@@ -190,6 +197,27 @@ async def test_the_review_api_acts_on_nothing_for_forged_expired_or_other_users_
     status, shell = await api(bot, f"/task/{task_id}", None)
     assert status == 200 and "calc" not in shell and "Fix add" not in shell  # the page itself holds no task data
     assert "http" not in shell.replace(bot.settings.review.review_url, "")  # and loads nothing from elsewhere
+
+    extra = tmp_path / "grow"  # the branch grows by 5 MB of changes, a binary file and a Trojan-Source line
+    git(repo, "worktree", "add", "-q", str(extra), task.branch)
+    for n in range(60):
+        (extra / f"gen_{n:02}.py").write_text("".join(f"value_{i} = {i} * {n}  # generated\n" for i in range(2600)))
+    (extra / "logo.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 40)
+    (extra / "access.py").write_text('if role != "user\u202e \u2066// admin\u2069 \u2066":\n    grant()\n')
+    git(extra, "add", "-A")
+    git(extra, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "grow")
+    git(repo, "worktree", "remove", "--force", str(extra))
+    size = len(git(repo, "diff", f"{task.base_commit}..{task.branch}").encode())
+    assert size > 5_000_000, size
+    status, first = await api(bot, f"/api/task/{task_id}", owner)
+    assert status == 200 and "page 1 of" in first, first[:2000]
+    pages = int(first.split("page 1 of ", 1)[1].split("<", 1)[0])
+    assert pages >= 40 and len(first) < 3_000_000
+    status, last = await api(bot, f"/api/task/{task_id}/diff?page={pages - 1}", owner)
+    assert status == 200 and f"page {pages} of {pages}" in last and len(last) < 3_000_000
+    assert "Binary file, not shown" in last and "logo.png" in last  # named after the last page's files, not inlined
+    assert "access.py" in first and "⟨U+202E⟩" in first and "⟨U+2066⟩" in first  # the files come in name order
+    assert not any(ch in first + last for ch in "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
     named = launch_data(token, USER_ID, signed_at=now, name="[x](http://evil.example)")  # a name is the user's words
     status, body = await api(bot, f"/api/task/{task_id}/discard", named, "POST")  # the owner's Discard acts
@@ -357,39 +385,6 @@ async def test_a_frontend_task_sends_its_page_before_and_after_as_one_album_and_
             " && document.querySelectorAll('img[data-picture]').length"
         )
         assert shown == 2
-
-
-async def test_a_5_mb_diff_with_binary_files_and_bidi_controls_is_paged_named_and_shown_literally(
-    review_bot: BotHarness, model: RoleScript, tmp_path: Path
-) -> None:
-    """The branch of a finished task grows by 5 MB of changes, a binary file and a Trojan-Source line: the page shows
-    the first page of files and says how many pages there are, each page stays small, the binary file is named and
-    not inlined, and the bidi controls are visible marks, never characters the browser would obey."""
-    bot, now = review_bot, time.time()
-    task_id, _ = await finished_task(bot, model)
-    task = await bot.runtime.store.get_task(task_id)
-    repo = bot.settings.paths.workspace_path / "calc"
-    extra = tmp_path / "grow"
-    git(repo, "worktree", "add", "-q", str(extra), task.branch)
-    for n in range(60):
-        (extra / f"gen_{n:02}.py").write_text("".join(f"value_{i} = {i} * {n}  # generated\n" for i in range(2600)))
-    (extra / "logo.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 40)
-    (extra / "access.py").write_text('if role != "user\u202e \u2066// admin\u2069 \u2066":\n    grant()\n')
-    git(extra, "add", "-A")
-    git(extra, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "grow")
-    git(repo, "worktree", "remove", "--force", str(extra))
-    size = len(git(repo, "diff", f"{task.base_commit}..{task.branch}").encode())
-    assert size > 5_000_000, size
-    owner = launch_data(bot.tg.token, USER_ID, signed_at=now)
-    status, first = await api(bot, f"/api/task/{task_id}", owner)
-    assert status == 200 and "page 1 of" in first, first[:2000]
-    pages = int(first.split("page 1 of ", 1)[1].split("<", 1)[0])
-    assert pages >= 40 and len(first) < 3_000_000
-    status, last = await api(bot, f"/api/task/{task_id}/diff?page={pages - 1}", owner)
-    assert status == 200 and f"page {pages} of {pages}" in last and len(last) < 3_000_000
-    assert "Binary file, not shown" in last and "logo.png" in last  # named after the last page's files, not inlined
-    assert "access.py" in first and "⟨U+202E⟩" in first and "⟨U+2066⟩" in first  # the files come in name order
-    assert not any(ch in first + last for ch in "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
 
 async def test_open_pr_from_the_page_opens_the_pull_request_and_tells_the_chat(

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import shutil
 
 import pytest
+from PIL import Image
 
 from agents.core.models import Caller, ProposalStatus, TaskStatus
 from tests.conftest import USER_ID, BotHarness, git, text_now
@@ -207,6 +209,8 @@ async def test_frontend_worker_screenshot_is_sent_as_photo(bot: BotHarness, mode
     assert task.status is TaskStatus.UNVERIFIED  # ended; no tests in group-therapy
     photos = [m for m in bot.tg.messages(USER_ID) if m.kind == "photo"]
     assert len(photos) == 2 and photos[0].data.startswith(b"\x89PNG")
+    with Image.open(io.BytesIO(photos[0].data)) as desktop, Image.open(io.BytesIO(photos[1].data)) as phone:
+        assert (desktop.size, phone.size) == ((1280, 800), (390, 844))  # one Chromium, each picture at its own size
     image_blocks = [
         b for b in model.requests["frontend"][2]["messages"][-1]["content"][0]["content"] if b.get("type") == "image"
     ]

@@ -1,12 +1,15 @@
-"""The frontend worker's eyes: headless Chromium (Debian's `chromium`) renders a workspace file or URL to PNG."""
+"""The frontend worker's eyes: headless Chromium (Debian's `chromium`) renders a workspace file or URL to PNG, one
+Chromium for every picture of a screenshot (shoot_pages.py)."""
 
 from __future__ import annotations
 
 import base64
 import dataclasses
 import ipaddress
+import json
 import shlex
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -63,27 +66,44 @@ def target_url(root: Path, target: str, sandbox: SandboxSpec | None = None) -> s
     return path.as_uri()
 
 
-async def capture(
-    chromium: str, url: str, width: int, height: int, timeout: float = 60.0, sandbox: SandboxSpec | None = None
-) -> bytes:
-    """One PNG of `url` at width×height; raises ToolError with Chromium's output when it fails.
+SHOOTER = Path(__file__).with_name("shoot_pages.py")  # run by the sandbox's python3: one Chromium, every picture
+
+
+async def capture_all(
+    chromium: str,
+    shots: list[tuple[str, int, int]],
+    timeout: float = 60.0,
+    sandbox: SandboxSpec | None = None,
+    read_only: tuple[Path, ...] = (),
+) -> list[bytes]:
+    """One PNG per (url, width, height), all taken by one Chromium (a start costs about a second of CPU, each further
+    picture a fraction of that); raises ToolError with Chromium's output when one fails.
 
     With `sandbox`, Chromium runs inside it like every process of a task: the page's scripts reach no network and no
-    file outside the worktree (only the folder the picture is written to is added)."""
+    file outside the worktree (only the folder the pictures are written to and `read_only` are added)."""
     with tempfile.TemporaryDirectory(prefix=temp_prefix("shot", "page")) as tmp:
-        out = Path(tmp) / "shot.png"
-        command = (
-            f"{shlex.quote(chromium)} {CHROMIUM_FLAGS} --user-data-dir={shlex.quote(tmp + '/profile')} "
-            f"--window-size={width},{height} --screenshot={shlex.quote(str(out))} {shlex.quote(url)}"
-        )
+        files = [Path(tmp) / f"shot-{n}.png" for n in range(len(shots))]
+        plan = [
+            {"url": url, "width": width, "height": height, "file": str(file)}
+            for (url, width, height), file in zip(shots, files, strict=True)
+        ]
+        python = "python3" if sandbox is not None else sys.executable
+        flags = [*CHROMIUM_FLAGS.split(), f"--user-data-dir={tmp}/profile"]
+        # -I: no PYTHON* variable, user site or script folder of the sandbox's python3 changes what the driver runs
+        command = shlex.join([python, "-I", str(SHOOTER), json.dumps(plan), chromium, *flags])
         confined = None
         if sandbox is not None:
             limits = dataclasses.replace(sandbox.limits, max_memory_bytes=CHROMIUM_ADDRESS_SPACE)
-            confined = dataclasses.replace(sandbox, writable=(*sandbox.writable, Path(tmp)), limits=limits)
+            confined = dataclasses.replace(
+                sandbox,
+                writable=(*sandbox.writable, Path(tmp)),
+                read_only=(*sandbox.read_only, SHOOTER, *read_only),
+                limits=limits,
+            )
         result = await run_command(command, cwd=Path(tmp), timeout=timeout, env=child_env(), sandbox=confined)
-        if not out.exists() or out.stat().st_size == 0:
+        if not all(file.exists() and file.stat().st_size > 0 for file in files):
             raise ToolError(f"Chromium produced no screenshot: {result.output[-800:]}")
-        return out.read_bytes()
+        return [file.read_bytes() for file in files]
 
 
 async def screenshot_tool_result(
@@ -98,8 +118,9 @@ async def screenshot_tool_result(
     url = target_url(root, target, sandbox)
     content: list[dict[str, Any]] = []
     pictures: list[tuple[str, bytes]] = []
-    for name, (width, height) in VIEWPORTS.items():
-        png = await capture(chromium, url, width, height, sandbox=sandbox)
+    sizes = list(VIEWPORTS.items())
+    pngs = await capture_all(chromium, [(url, width, height) for _, (width, height) in sizes], sandbox=sandbox)
+    for (name, (width, height)), png in zip(sizes, pngs, strict=True):
         pictures.append((f"{target} at {name} width ({width}px)", png))
         content.append({"type": "text", "text": f"{name} ({width}×{height}):"})
         content.append(

@@ -1,6 +1,7 @@
 """A frontend task's page before and after: the HTML page it changed, rendered at the base commit and with the task's
-work, at the same phone viewport, in the task's sandbox (no network, only the files of that tree), so the owner sees
-the change without opening anything. The pair is kept for the review page and sent as one album with the summary.
+work, at the same phone viewport, by one Chromium in the task's sandbox (no network; its worktree, and the base
+commit's files read-only, which its git history holds anyway), so the owner sees the change without opening
+anything. The pair is kept for the review page and sent as one album with the summary.
 
 Pages served by a dev server are not shown this way yet: only a page that is a file of the workspace (the first
 changed `.html`, `index.html` preferred), which existed before the task.
@@ -19,7 +20,7 @@ from agents.git.repository import export_tree
 from agents.git.worktrees import TaskWorktree
 from agents.sandbox.temp_folders import temp_prefix
 from agents.store.database import Store
-from agents.tools.screenshot import VIEWPORTS, capture
+from agents.tools.screenshot import VIEWPORTS, capture_all
 from agents.work.task_sandbox import TaskSandboxes
 
 log = logging.getLogger(__name__)
@@ -60,10 +61,14 @@ class BeforeAfter:
             with tempfile.TemporaryDirectory(prefix=temp_prefix("shot", "before")) as tmp:
                 before_root = Path(tmp) / "before"
                 await export_tree(repository, tree.base_commit, before_root)
-                before_spec = self.sandboxes.spec(before_root, repository, task=task)
-                before = await capture(self.chromium, (before_root / page).as_uri(), width, height, sandbox=before_spec)
-            after_spec = self.sandboxes.spec(tree.path, repository, task=task)
-            after = await capture(self.chromium, (tree.path / page).as_uri(), width, height, sandbox=after_spec)
+                # one Chromium takes both: the task's sandbox, with the base commit's files beside it, read-only
+                after_spec = self.sandboxes.spec(tree.path, repository, task=task)
+                before, after = await capture_all(
+                    self.chromium,
+                    [((before_root / page).as_uri(), width, height), ((tree.path / page).as_uri(), width, height)],
+                    sandbox=after_spec,
+                    read_only=(before_root,),
+                )
         except (ToolError, GitError, OSError) as err:
             log.warning("task %s: no before/after of %s: %s", task.id, page, err)
             return []

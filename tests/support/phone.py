@@ -1,23 +1,25 @@
 """A phone for the review page: headless Chromium with a phone's viewport, driven over the DevTools protocol (a
 websocket, tornado's client), so a test opens a page with Telegram's launch data in its fragment, reads what a person
-sees, presses a button and takes a screenshot."""
+sees, presses a button and takes a screenshot. The phones of a test module share one Chromium (`close_browser` at the
+module's end), each a page of its own."""
 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import base64
 import contextlib
 import io
 import json
 import os
 import signal
+import subprocess
 import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from tornado.httpclient import AsyncHTTPClient
 from tornado.websocket import WebSocketClientConnection, websocket_connect
 
 from agents.review.launch_data import sign
@@ -63,6 +65,13 @@ def mini_app_url(page: str, init_data: str, theme: dict[str, str] | None = None)
     return f"{page}#{fragment}"
 
 
+NAVIGATED = ("Inspected target navigated or closed", "Execution context was destroyed", "Cannot find context")
+
+
+class Navigated(RuntimeError):
+    """A call into the page that was answered by the page going away (a navigation, a reload)."""
+
+
 class Phone:
     """One Chromium page over the DevTools protocol."""
 
@@ -80,7 +89,8 @@ class Phone:
             message = json.loads(raw)
             if message.get("id") == ident:
                 if "error" in message:
-                    raise RuntimeError(f"{method}: {message['error']}")
+                    error = Navigated if any(m in str(message["error"]) for m in NAVIGATED) else RuntimeError
+                    raise error(f"{method}: {message['error']}")
                 return message.get("result", {})
 
     async def evaluate(self, expression: str) -> Any:
@@ -88,20 +98,29 @@ class Phone:
         return result.get("result", {}).get("value")
 
     async def open(self, url: str, timeout: float = 30) -> str:
-        """Navigate, wait until the page's script has shown the task or refused; return what a person reads."""
-        await self.call("Page.navigate", url="about:blank")  # the same page with another fragment would not reload
-        await self.until("location.href === 'about:blank'", timeout)
-        await self.call("Page.navigate", url=url)
-        await self.until("document.body && document.body.getAttribute('data-loaded')", timeout)
+        """Load `url` afresh, wait until the page's script has shown the task or refused; return what a person reads.
+
+        The page shown is marked and left in one script, so the wait is for the new one. The same page with another
+        fragment would not load again (the fragment changes at once, in place), so it is then reloaded: no detour
+        through about:blank, whose way back costs a new renderer process each time."""
+        with contextlib.suppress(Navigated):  # the page may be gone before the script's answer is sent
+            await self.evaluate(
+                "(url => { window.__phone_left = true; const page = u => u.split('#')[0];"
+                " const same = page(new URL(url, location.href).href) === page(location.href);"
+                f" location.replace(url); if (same) location.reload(); }})({json.dumps(url)})"
+            )
+        await self.until("!window.__phone_left && document.body && document.body.getAttribute('data-loaded')", timeout)
         return await self.text()
 
     async def until(self, expression: str, timeout: float = 30) -> Any:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        while not (value := await self.evaluate(expression)):
+        while True:
+            with contextlib.suppress(Navigated):  # asked while the page was being replaced: not yet
+                if value := await self.evaluate(expression):
+                    return value
             assert loop.time() < deadline, f"not true in the page within {timeout:g} s: {expression}"
             await asyncio.sleep(0.1)
-        return value
 
     async def resize(self, width: int, height: int) -> None:
         await self.call(
@@ -116,42 +135,79 @@ class Phone:
         return base64.b64decode(shot["data"])
 
 
+class _Browser:
+    """The Chromium the phones of a test module share (a start costs about a second of CPU, a page a fraction of
+    that), ended by `close_browser` when the module ends. Started by
+    subprocess.Popen, not asyncio's: it outlives the event loop of the test that started it."""
+
+    process: subprocess.Popen[bytes] | None = None
+    profile: tempfile.TemporaryDirectory[str] | None = None
+    endpoint = ""
+
+    @classmethod
+    async def endpoint_url(cls) -> str:
+        """The browser's DevTools websocket, starting Chromium first when none runs."""
+        assert CHROMIUM is not None
+        if cls.process is not None and cls.process.poll() is None:
+            return cls.endpoint
+        close_browser()
+        cls.profile = tempfile.TemporaryDirectory(prefix="agentlab-phone-")
+        cls.process = subprocess.Popen(
+            [CHROMIUM, *FLAGS, f"--user-data-dir={cls.profile.name}", "about:blank"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,  # its whole process group is ended at once
+        )
+        port_file = Path(cls.profile.name) / "DevToolsActivePort"
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 60
+        while not (port_file.exists() and port_file.read_text().strip()):
+            assert loop.time() < deadline and cls.process.poll() is None, "Chromium did not start"
+            await asyncio.sleep(0.1)
+        port, path = port_file.read_text().split()[:2]
+        cls.endpoint = f"ws://127.0.0.1:{port}{path}"
+        return cls.endpoint
+
+
+def close_browser() -> None:
+    """End the shared Chromium (its whole process group) and remove its profile; the next phone starts another."""
+    if _Browser.process is not None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(_Browser.process.pid, signal.SIGKILL)
+        _Browser.process.wait()
+        _Browser.process = None
+    if _Browser.profile is not None:
+        _Browser.profile.cleanup()
+        _Browser.profile = None
+
+
+atexit.register(close_browser)
+
+
 @contextlib.asynccontextmanager
 async def phone() -> AsyncIterator[Phone]:
-    """Headless Chromium at a phone's size, a fresh profile, ended (its whole process group) when the block ends."""
-    assert CHROMIUM is not None
-    with tempfile.TemporaryDirectory(prefix="agentlab-phone-") as profile:
-        process = await asyncio.create_subprocess_exec(
-            CHROMIUM,
-            *FLAGS,
-            f"--user-data-dir={profile}",
-            "about:blank",
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.DEVNULL,
-            start_new_session=True,
-        )
+    """A page of its own at a phone's size in the shared headless Chromium, closed when the block ends. It is a page of
+    the browser's default context (a context of its own would cost half a CPU-second more for each): the review page
+    keeps no cookies and no storage, and each test's bot listens on a port of its own, so no page sees another's."""
+    endpoint = await _Browser.endpoint_url()
+    browser = Phone(await websocket_connect(endpoint))
+    try:
+        target = (await browser.call("Target.createTarget", url="about:blank"))["targetId"]
         try:
-            port_file = Path(profile) / "DevToolsActivePort"
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + 60
-            while not (port_file.exists() and port_file.read_text().strip()):
-                assert loop.time() < deadline and process.returncode is None, "Chromium did not start"
-                await asyncio.sleep(0.1)
-            port = port_file.read_text().split()[0]
-            listing = await AsyncHTTPClient().fetch(f"http://127.0.0.1:{port}/json/list")
-            page = next(t for t in json.loads(listing.body) if t["type"] == "page")
-            ws = await websocket_connect(page["webSocketDebuggerUrl"], max_message_size=64 * 1024 * 1024)
+            ws = await websocket_connect(
+                endpoint.split("/devtools/")[0] + f"/devtools/page/{target}", max_message_size=64 * 1024 * 1024
+            )
             device = Phone(ws)
-            await device.call("Page.enable")
-            await device.resize(WIDTH, HEIGHT)
             try:
+                await device.call("Page.enable")
+                await device.resize(WIDTH, HEIGHT)
                 yield device
             finally:
                 ws.close()
         finally:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            await process.wait()
+            await browser.call("Target.closeTarget", targetId=target)
+    finally:
+        browser.ws.close()
 
 
 def not_blank(png: bytes) -> int:
