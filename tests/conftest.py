@@ -25,6 +25,7 @@ from tests.support.mounts import unmount_under
 if TYPE_CHECKING:  # the xdist controller runs no test: importing the runtime (the Anthropic SDK) costs it ~2 s of CPU
     from agents.repo_map.maps import RepoMap
     from agents.runtime import Runtime
+    from agents.sandbox.bwrap import SandboxProbe
     from agents.store.database import Store
 
 # a task's worktree as a file system of its own (SANDBOX_DISK_FS=auto, a loop-mounted image) costs about 0.1 s and a
@@ -331,13 +332,19 @@ class BotHarness:
 
 
 async def start_bot(
-    settings: Settings, tg: FakeTelegram, claude: FakeAnthropic, transcriber: object | None = None
+    settings: Settings,
+    tg: FakeTelegram,
+    claude: FakeAnthropic,
+    transcriber: object | None = None,
+    sandbox_probe: SandboxProbe | None = None,
 ) -> BotHarness:
+    """The bot polling the fake Telegram. `sandbox_probe`: a test about the probe gives a fresh one; the others
+    share the test process's (the machine does not change under the tests: bwrap and node are probed once)."""
     from telegram_bot.app import build_application, start_polling
     from tests.support.sandbox import PROBE
 
     app = build_application(settings)
-    app.bot_data.sandbox_probe = PROBE  # the machine does not change under the tests: bwrap and node probed once
+    app.bot_data.sandbox_probe = sandbox_probe or PROBE
     if transcriber is not None:
         app.bot_data.transcriber = transcriber
     await start_polling(app)

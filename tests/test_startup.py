@@ -210,10 +210,11 @@ async def test_the_sandbox_probe_runs_after_polling_began_and_still_warns(
         await answer.wait()
         return "Commands are refused because the probe said so."
 
-    monkeypatch.setattr(bwrap, "_probe", slow_probe)  # the runtime's probe is a fresh one: it asks this
+    monkeypatch.setattr(bwrap, "_probe", slow_probe)  # a fresh probe object asks this
     settings = make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root)
     with caplog.at_level(logging.WARNING, logger="agents.runtime"):
-        bot = await asyncio.wait_for(start_bot(settings, fake_telegram, fake_anthropic), 60)
+        started = start_bot(settings, fake_telegram, fake_anthropic, sandbox_probe=bwrap.SandboxProbe())
+        bot = await asyncio.wait_for(started, 60)
         try:
             await fake_telegram.wait_for_request("getUpdates", timeout=30)
             assert "the sandbox does not work here" not in caplog.text
