@@ -2,7 +2,8 @@
 
 Wall seconds (`--durations`) say little on a shared machine: a test waits longer when other jobs run, but burns the
 same CPU. Pass it with `-p tests.support.cpu_seconds` and name a file in `CPU_SECONDS_FILE`; each xdist worker appends
-one JSON line per test: {"test": nodeid, "cpu": seconds, "wall": seconds, "end": epoch seconds, "worker": xdist id},
+one JSON line per test: {"test": nodeid, "cpu": seconds, "own": the test process's own share of them, "wall": seconds,
+"end": epoch seconds, "worker": xdist id},
 setup and teardown included (the end times and workers show how busy each worker was, e.g. at the run's tail).
 
 Run as root where the cgroup-v1 `cpuacct` controller is mounted, each pytest process moves into a cgroup of its own,
@@ -59,15 +60,22 @@ def cpu_now() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
+def own_cpu() -> float:
+    """The test process's own CPU (every thread of it: the in-process bot, the fakes), no child's."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    return own.ru_utime + own.ru_stime
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
     target = os.environ.get("CPU_SECONDS_FILE")
-    cpu, wall = cpu_now(), time.monotonic()
+    cpu, own, wall = cpu_now(), own_cpu(), time.monotonic()
     yield
     if target:
         line = {
             "test": item.nodeid,
             "cpu": round(cpu_now() - cpu, 3),
+            "own": round(own_cpu() - own, 3),
             "wall": round(time.monotonic() - wall, 3),
             "end": round(time.time(), 3),
             "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
