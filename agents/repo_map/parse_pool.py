@@ -50,7 +50,9 @@ CHILD_NICENESS = 10
 Parsed = FileOutline | SameContent | None
 Batch = list[tuple[str, Parsed]]
 
-_running: dict[int, bool] = {}  # process id of each running parse process → whether at the bot's own priority
+# process id of each running parse process → whether at the bot's own priority. Process-wide on purpose: the parse
+# processes of every build this process runs share its cores with any map it draws, whichever workspace each is for
+_running: dict[int, bool] = {}
 
 
 def _deprioritise(pid: int) -> None:
