@@ -321,7 +321,7 @@ class TelegramNotifier:
         self, chat_id: int, filename: str, data: bytes, caption: str = "", *, literal: bool = False
     ) -> None:
         try:  # a text document (a log, a diff, the history) is masked like every message, but for a literal one
-            data = data if literal else self.secrets.mask(data.decode("utf-8")).encode("utf-8")
+            data = data if literal else (await self.secrets.mask_soon(data.decode("utf-8"))).encode("utf-8")
         except UnicodeDecodeError:
             pass
         await self._in_place(

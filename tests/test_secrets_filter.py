@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
-from agents.core.secrets_filter import MASK, SecretsFilter, credential_values
+from agents.core.secrets_filter import MASK, OFF_LOOP_CHARS, SecretsFilter, credential_values
 
 SHAPES = SecretsFilter()  # no values added: the token shapes alone
 mask = SHAPES.mask
@@ -121,3 +123,39 @@ def test_a_scopes_values_are_masked_until_it_closes_and_the_set_does_not_grow() 
         other.close()
         assert secrets.value_count() == before
     assert secrets.mask("Bot-Own-Scope-Test-4410") == MASK
+
+
+async def test_a_big_text_is_masked_off_the_event_loop_a_small_one_at_once() -> None:
+    """`mask_soon`: the same masking either way; past OFF_LOOP_CHARS the event loop runs other work meanwhile (a
+    document of megabytes would otherwise stall every chat for a third of a second per megabyte)."""
+    secrets = SecretsFilter()
+    secrets.add(["sup3r-secret-value"])
+    turns = 0
+    stop = asyncio.Event()
+
+    async def other_work() -> None:
+        nonlocal turns
+        while not stop.is_set():
+            turns += 1
+            await asyncio.sleep(0)
+
+    async def turns_while_masking(text: str) -> tuple[str, int]:
+        nonlocal turns
+        await asyncio.sleep(0)  # other_work has started and is waiting for its next turn
+        turns = 0
+        masked = await secrets.mask_soon(text)
+        return masked, turns
+
+    worker = asyncio.create_task(other_work())
+    try:
+        small = "token sup3r-secret-value here"
+        big = small + "\n" + "x = 1\n" * (OFF_LOOP_CHARS // 6 + 1)
+        masked_small, turns_small = await turns_while_masking(small)
+        masked_big, turns_big = await turns_while_masking(big)
+    finally:
+        stop.set()
+        await worker
+    assert masked_small == secrets.mask(small) and "sup3r" not in masked_small and MASK in masked_small
+    assert masked_big == secrets.mask(big) and "sup3r" not in masked_big
+    assert turns_small == 0, "a small text is masked at once, without giving the loop away"
+    assert turns_big > 0, "the loop went on while a big text was masked"

@@ -14,7 +14,7 @@ from typing import Any, overload
 
 from agents.core.errors import ToolError
 from agents.core.models import ToolCallRecord
-from agents.core.secrets_filter import SecretsFilter
+from agents.core.secrets_filter import OFF_LOOP_CHARS, SecretsFilter
 from agents.core.text import keep_head_and_tail
 from agents.store.database import Store
 
@@ -193,7 +193,7 @@ class Toolbox:
             error = f"{type(err).__name__}: {err}"
             result = ToolResult(f"Error: {name} failed: {error}", is_error=True)
         # the one output filter: nothing a tool returns reaches a model with a known secret in it
-        if result.size > 16_384:  # CPU work (5-9 ms per 64 KB, bench/secret_filter.py): off the loop
+        if result.size > OFF_LOOP_CHARS:  # CPU work (5-9 ms per 64 KB, bench/secret_filter.py): off the loop
             result = dataclasses.replace(result, content=await asyncio.to_thread(masked, self.secrets, result.content))
         else:
             result = dataclasses.replace(result, content=masked(self.secrets, result.content))
