@@ -90,7 +90,16 @@ test: setup $(TEST_STAMP)
 	@# xdist worker would otherwise write again at once (about 3 s of CPU each on a fresh clone); its result is unused
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q --collect-only -p no:cacheprovider > /dev/null 2>&1 & \
 		collecting=$$!; $(BIN)/mypy; typed=$$?; wait $$collecting; exit $$typed
-	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist worksteal
+	@# the tests' temporary files on a RAM file system where the machine has room (scripts/ram-tmpdir.sh says why),
+	@# removed after a passing run; TEST_DISK_TMPDIR: the system's, for the few tests that need a disk file system
+	@ram=$$(sh scripts/ram-tmpdir.sh); disk=$${TMPDIR:-/tmp}; \
+	[ -z "$$ram" ] || echo "tests' temporary files in $$ram (RAM)"; \
+	PYTHONDONTWRITEBYTECODE= TMPDIR=$${ram:-$$disk} TEST_DISK_TMPDIR=$$disk \
+		$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist worksteal; status=$$?; \
+	if [ -n "$$ram" ]; then \
+		if [ $$status -eq 0 ]; then rm -rf --one-file-system "$$ram"; \
+		else echo "the failed run's temporary files stay in $$ram (RAM): rm -rf $$ram when done"; fi; \
+	fi; exit $$status
 
 bench: $(TEST_STAMP)
 	$(BIN)/python bench/run_all.py

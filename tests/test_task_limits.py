@@ -13,7 +13,8 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+import tempfile
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -49,6 +50,16 @@ def memory_cgroup_reason() -> str | None:
         return None if folder is not None and (folder / "memory.limit_in_bytes").exists() else "no memory cgroup"
     found = support()
     return None if found.available else found.description
+
+
+@pytest.fixture
+def tmp_path() -> Iterator[Path]:
+    """This module's tests' folder (the workspaces, the bot's data, the tasks' worktrees) on a disk file system:
+    `make test` puts the other tests' temporary files on a RAM one (scripts/ram-tmpdir.sh), where a file is memory
+    and counts against the task's memory limit before its disk budget. TEST_DISK_TMPDIR is the system's temporary
+    folder there; elsewhere it is unset and the folder is made where every other test's is."""
+    with tempfile.TemporaryDirectory(dir=os.environ.get("TEST_DISK_TMPDIR"), ignore_cleanup_errors=True) as folder:
+        yield Path(folder)
 
 
 @pytest.fixture
