@@ -11,6 +11,7 @@ from tests.scripted import RoleScript
 from tests.support.tasks import ended, start_task
 
 
+@pytest.mark.quick_tests  # whether the tests ran is the point, not what ran them
 @pytest.mark.parametrize(
     ("ending", "why"),
     [

@@ -89,6 +89,7 @@ class ImageUse:
 @needs_bwrap
 @needs_own_fs
 @pytest.mark.settings(sandbox_max_disk_mb=BUDGET_MB, sandbox_max_file_mb=4096, sandbox_disk_fs="auto")
+@pytest.mark.quick_tests  # the verdict is not what this test is about
 async def test_a_burst_of_reservations_meets_the_worktrees_own_file_system(bot: BotHarness) -> None:
     worktrees = bot.settings.paths.worktrees_dir
     model = RoleScript()
@@ -144,6 +145,7 @@ async def test_a_burst_of_reservations_meets_the_worktrees_own_file_system(bot: 
 @needs_bwrap
 @needs_own_fs
 @pytest.mark.settings(sandbox_max_disk_mb=BUDGET_MB, sandbox_disk_fs="auto")
+@pytest.mark.quick_tests  # the set-up still makes its base test run (one of the points a cancel meets), a quick one
 async def test_a_cancel_at_any_point_of_the_set_up_leaves_nothing_mounted(
     bot: BotHarness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -196,6 +198,7 @@ async def test_a_cancel_at_any_point_of_the_set_up_leaves_nothing_mounted(
 
 @needs_bwrap
 @needs_own_fs
+@pytest.mark.quick_tests  # the verdict is not what this test is about
 async def test_a_graceful_stop_unmounts_its_tasks_file_systems_and_the_next_start_mounts_them_to_resume(
     fake_telegram, fake_anthropic, tmp_path: Path, workspace_root: Path, bot_repo: Path
 ) -> None:

@@ -14,9 +14,14 @@ from tests.conftest import USER_ID, BotHarness, git, text_now
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript, last_user_text
 from tests.support.processes import host_pids
-from tests.support.tasks import branches, ended, final_summary, start_task
+from tests.support.tasks import branches, commit_test_command, ended, final_summary, start_task
+
+# calc's tests as one quick check that says what add(2, 3) gave (a pytest run's "assert 6 == 5", at a small part of
+# its CPU): for the corrections' tests, which are about the failing output reaching the worker, not about pytest
+SAYS_WHAT_ADD_GAVE = """python3 -c 'from calc import add; assert add(2, 3) == 5, "add(2, 3) gave %s" % add(2, 3)'"""
 
 
+@pytest.mark.quick_tests  # the verdict is not what this test is about
 async def test_code_fix_committed_on_a_task_branch(bot: BotHarness, model: RoleScript, workspace_root) -> None:
     repo = workspace_root / "calc"
     model.add(
@@ -52,6 +57,7 @@ async def test_code_fix_committed_on_a_task_branch(bot: BotHarness, model: RoleS
 async def test_sloppy_worker_is_corrected_with_the_failing_output(
     bot: BotHarness, model: RoleScript, workspace_root
 ) -> None:
+    commit_test_command(workspace_root / "calc", SAYS_WHAT_ADD_GAVE)
     model.add("orchestrator", start_task("calc", "Fix add()."), claude_says.text("started"))
     model.add(
         "code",
@@ -65,19 +71,23 @@ async def test_sloppy_worker_is_corrected_with_the_failing_output(
     assert task.status is TaskStatus.COMPLETED
     correction = model.requests["code"][2]
     text = last_user_text(correction)
-    assert "FAILED" in text and "assert 6 == 5" in text, "the correction turn carries the failing output"
+    # the output of the run after the worker's change (a * b), not the base's (a - b gave -1)
+    assert "FAILED" in text and "add(2, 3) gave 6" in text, "the correction turn carries the failing output"
     assert "passed" in summary.text
-    log = git(workspace_root / "calc", "log", "--format=%s", task.branch).splitlines()
-    assert len(log) == 3 and "correction 1" in log[0], "the correction's changes are committed too"
+    log = git(workspace_root / "calc", "log", "--format=%s", f"main..{task.branch}").splitlines()
+    assert len(log) == 2 and "correction 1" in log[0], "the correction's changes are committed too"
 
 
-async def test_stubborn_worker_is_blocked_after_three_corrections(bot: BotHarness, model: RoleScript) -> None:
+async def test_stubborn_worker_is_blocked_after_three_corrections(
+    bot: BotHarness, model: RoleScript, workspace_root
+) -> None:
+    commit_test_command(workspace_root / "calc", SAYS_WHAT_ADD_GAVE)
     model.add("orchestrator", start_task("calc", "Fix add()."), claude_says.text("started"))
     model.add("code", *[claude_says.text("I think it's fine.") for _ in range(4)])
     bot.say("fix calc")
     task, summary = await final_summary(bot, 1)
     assert task.status is TaskStatus.BLOCKED
-    assert "blocked" in summary.text and "3 corrections" in summary.text and "assert" in summary.text
+    assert "blocked" in summary.text and "3 corrections" in summary.text and "add(2, 3) gave -1" in summary.text
     assert len(model.requests["code"]) == 4
     assert "tests still fail" in task.error
 

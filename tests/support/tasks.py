@@ -95,6 +95,14 @@ def requests_naming(model: RoleScript, text: str) -> list[str]:
     return [t for t in (last_user_text(r) for r in model.requests["code"][1:]) if text in t]
 
 
+def commit_test_command(repo: Path, command: str) -> None:
+    """Commit a `.agentlab.toml` whose [tests] command is `command` (one quick check in place of the repository's
+    pytest run: conftest's CALC_QUICK says why), for a test that needs the check to print something of its own."""
+    (repo / ".agentlab.toml").write_text(f"[tests]\ncommand = {json.dumps(command)}\n")  # a JSON string is TOML's
+    git(repo, "add", ".agentlab.toml")
+    git(repo, "commit", "-q", "-m", "the quick test command")
+
+
 def edit(path: str, old: str, new: str) -> dict[str, Any]:
     return claude_says.tool_use("edit_file", {"path": path, "old": old, "new": new})
 
