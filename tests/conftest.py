@@ -192,10 +192,41 @@ CALC_QUICK = {
 CALC_UNTESTED = {"calc.py": CALC_BUGGY["calc.py"]}
 
 
+# calc's own test functions (each `test_*` of its `test_*.py`, called with no arguments) run by a few lines of the
+# system's python3 instead of pytest, which write the JUnit report `.agentlab.toml` names: `test_calc.py::test_add`
+# passed, or failed with its traceback, as pytest reports it.
+_NAMED_TESTS_RUNNER = r"""
+import glob, importlib, traceback; from html import escape; cases, failed = [], 0
+for path in sorted(glob.glob("test_*.py")):
+    tests = vars(importlib.import_module(path[:-3]))
+    for name in sorted(n for n in tests if n.startswith("test_")):
+        failure = ""
+        try:
+            tests[name]()
+        except Exception:
+            failed, text = failed + 1, traceback.format_exc()
+            failure = "<failure message=\"%s\">%s</failure>" % (escape(text.splitlines()[-1]), escape(text))
+        cases.append("<testcase classname=\"%s\" name=\"%s\">%s</testcase>" % (path[:-3], name, failure))
+open("junit.xml", "w").write("<testsuite>%s</testsuite>" % "".join(cases))
+raise SystemExit(1 if failed else 0)
+""".strip()
+
+# The calc workspace of a test marked `quick_named_tests`: CALC_QUICK's idea for tests whose verdict must tell a right
+# fix from a wrong one by the test it names (an attempt that leaves `test_add` red, when the instructions name it, is
+# ✗ and gets a correction, as under pytest; a whole-suite check that fails at the base and after is only ⚠). About
+# 0.035 CPU-s a run instead of pytest's 0.25. What stays pytest's own (its JUnit option, re-running failing ids,
+# tracing what a red test runs) is kept by the tests on the plain calc.
+CALC_QUICK_NAMED = {
+    **CALC_BUGGY,
+    ".agentlab.toml": f"[tests]\njunit = \"junit.xml\"\ncommand = '''python3 -c '{_NAMED_TESTS_RUNNER}' '''\n",
+}
+
+
 @pytest.fixture
 def workspace_root(request: pytest.FixtureRequest, tmp_path: Path, repo_templates: Path) -> Path:
     """The workspaces folder: `calc` and `group-therapy`. Under `@pytest.mark.quick_tests` calc's tests are one quick
-    check; under `@pytest.mark.untested_calc` calc has no tests."""
+    check; under `@pytest.mark.quick_named_tests` a quick run that names them; under `@pytest.mark.untested_calc` calc
+    has no tests."""
     root = tmp_path / "workspaces"
     root.mkdir()
     calc = "calc"
@@ -203,6 +234,8 @@ def workspace_root(request: pytest.FixtureRequest, tmp_path: Path, repo_template
         calc = "calc-untested"
     elif request.node.get_closest_marker("quick_tests"):
         calc = "calc-quick"
+    elif request.node.get_closest_marker("quick_named_tests"):
+        calc = "calc-quick-named"
     copy_repo(repo_templates, calc, root / "calc")
     copy_repo(repo_templates, "group-therapy", root / "group-therapy")
     return root
@@ -216,6 +249,7 @@ def bot_repo(tmp_path: Path, repo_templates: Path) -> Path:
 TEMPLATE_REPOS = {
     "calc": CALC_BUGGY,
     "calc-quick": CALC_QUICK,
+    "calc-quick-named": CALC_QUICK_NAMED,
     "calc-untested": CALC_UNTESTED,
     "group-therapy": {"README.md": "# Group therapy\n", "app.py": "print('hi')\n"},
     "agentlab-self": {"telegram_bot/handlers.py": "# handlers\n", "README.md": "# me\n"},

@@ -1,7 +1,8 @@
 """Attempts through the real bot: "try three ways" starts three ordinary tasks at once, the tests judge them, one
 summary names the pick, and Merge brings the passing attempt into main while the others' branches and worktrees go.
 Scripted model (each attempt plays its own part, known by the "attempt K of 3" of its first turn), fake Telegram,
-real git, real pytest, real bwrap."""
+real git, real bwrap; calc's tests are run by a quick runner that names them (tests/conftest.py CALC_QUICK_NAMED), not
+pytest, whose own path is kept by the review page's and the runner's tests."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ def worktrees(repo: Path) -> list[str]:
     return [line for line in git(repo, "worktree", "list", "--porcelain").splitlines() if line.startswith("worktree ")]
 
 
+@pytest.mark.quick_named_tests  # the tests judge the attempts by the test they name; pytest is incidental
 @pytest.mark.settings(max_corrections=1)
 async def test_three_attempts_race_one_summary_and_merge_brings_the_passing_one(
     bot: BotHarness, model: RoleScript, workspace_root: Path
@@ -192,6 +194,7 @@ async def test_a_restart_mid_race_resumes_every_attempt_and_sends_one_summary(
         assert (await second.runtime.store.attempts.get(1)).state is AttemptState.SUMMARISED
 
 
+@pytest.mark.quick_named_tests  # the tests judge the attempts by the test they name; pytest is incidental
 @pytest.mark.settings(max_corrections=1)
 async def test_two_passing_attempts_are_compared_once_by_the_orchestrator(bot: BotHarness, model: RoleScript) -> None:
     """Attempts 1 and 2 both pass, as many fixed and broken, as large: the tests cannot choose, so the orchestrator's
@@ -312,6 +315,7 @@ async def test_a_member_starts_and_cancels_attempts_but_only_owners_merge(bot: B
     assert "No pick" in summary.text
 
 
+@pytest.mark.quick_tests  # only attempt 2 edits calc: a whole-suite check tells its pass
 async def test_first_pass_wins_cancels_the_rest_at_the_first_pass(bot: BotHarness, model: RoleScript) -> None:
     def racer(body: dict[str, Any]) -> dict[str, Any]:
         number = int(ATTEMPT.search(first_text(body)).group(1))

@@ -1,12 +1,16 @@
 """Attempts with TASK_ENGINE=temporal: the three attempts spread over three runners like any tasks (each runner runs
-one task at a time), and the bot still shows one progress message, one summary and merges the passing attempt."""
+one task at a time), and the bot still shows one progress message, one summary and merges the passing attempt. calc's
+tests are run by a quick runner that names them (tests/conftest.py CALC_QUICK_NAMED): the attempts are judged by
+`test_add` as under pytest, whose run on a runner tests/test_temporal_e2e.py keeps."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from agents.core.models import AttemptState, TaskStatus
-from tests.conftest import USER_ID, BotHarness, git
+from tests.conftest import CALC_QUICK_NAMED, USER_ID, BotHarness, git
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript
 from tests.support.attempts import Racers, start_attempts, summary_of
@@ -24,6 +28,7 @@ from tests.support.temporal import (  # noqa: F401  (fixtures)
 pytestmark = needs_temporal
 
 
+@pytest.mark.parametrize("remote", [CALC_QUICK_NAMED], indirect=True, ids=["quick-named-tests"])
 async def test_attempts_spread_over_runners_and_the_passing_one_is_merged(
     tbot: BotHarness, model: RoleScript, runners: Runners, workspace_root: Path, remote: Path
 ) -> None:

@@ -42,6 +42,8 @@ def _subcommand(argv: tuple[Any, ...]) -> str:
     return str(argv[i]) if i < len(argv) else ""
 
 
+# calc's real pytest, not a quick check (tests/conftest.py): a Python task's git calls include its pytest run's own (the
+# base copy its red test is traced in), which a quick check never makes
 async def test_one_change_task_runs_at_most_about_half_the_git_processes_it_once_did(
     bot: BotHarness, model: RoleScript, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -36,8 +36,11 @@ HANG_GUARD = 60.0
 
 
 def on_github(workspace: Path, full_name: str, fake: FakeGitHub) -> Path:
-    """`workspace` gets `[github] repository` in a tracked .agentlab.toml and a bare repository as `origin`."""
-    (workspace / ".agentlab.toml").write_text(f'[github]\nrepository = "{full_name}"\n')
+    """`workspace` gets `[github] repository` in its tracked .agentlab.toml (after what it holds: calc's quick
+    [tests]) and a bare repository as `origin`."""
+    config = workspace / ".agentlab.toml"
+    held = config.read_text() if config.exists() else ""
+    config.write_text(f'{held}[github]\nrepository = "{full_name}"\n')
     git(workspace, "add", ".agentlab.toml")
     git(workspace, "commit", "-q", "-m", "on GitHub")
     origin = workspace.parent.parent / f"{workspace.name}-origin.git"
@@ -151,6 +154,7 @@ def github_world(fake_telegram, fake_anthropic, fake_github, tmp_path, workspace
     return start
 
 
+# calc's real pytest run: the pull request's body lists its tests by name
 async def test_open_pr_ready_then_draft_shown_by_task_and_checks_reported(github_world, workspace_root) -> None:
     async with github_world(repos=("calc", "group-therapy"), webhook=False) as world:
         bot, fake = world.bot, world.fake
@@ -168,8 +172,9 @@ async def test_open_pr_ready_then_draft_shown_by_task_and_checks_reported(github
         pull = world.pulls()[1]
         assert pull.draft is False and pull.base == "main" and pull.head == task.branch
         assert pull.title == "Fix add()"
-        for part in ("✔ Task #1 done", "Fixed add().", "### Tests", "### Files", "calc.py"):
+        for part in ("✔ Task #1 done", "Fixed add().", "### Tests", "1 passed (pytest)", "### Files", "calc.py"):
             assert part in pull.body, part
+        assert "fixed (1): test_calc.py::test_add" in pull.body, "the body names the test the task fixed"
         calc_origin = workspace_root.parent / "calc-origin.git"
         assert git(calc_origin, "rev-parse", f"refs/heads/{task.branch}").strip() == pull.head_sha
 
@@ -397,6 +402,7 @@ def issue_opened(body: str, number: int = 7, repository: str = "octo/calc") -> d
     }
 
 
+@pytest.mark.quick_named_tests  # ✗ then ✔ by the test the task names (a quick run, not pytest)
 async def test_a_mention_starts_a_task_whose_draft_pr_a_mention_on_it_continues_and_turns_ready(github_world) -> None:
     async with github_world(max_corrections=0) as world:
         bot, model, fake = world.bot, world.model, world.fake
@@ -576,6 +582,7 @@ async def test_a_members_mention_pushes_nothing_the_owners_decide_on_the_pull_re
         assert world.pulls("octo/group-therapy")[1].head == task.branch
 
 
+@pytest.mark.quick_tests  # the verdict is not what this test is about
 async def test_a_members_mention_on_an_owners_pull_request_does_not_continue_it(github_world) -> None:
     async with github_world(**TEAM) as world:
         world.model.add("code", *fix_calc())
@@ -597,6 +604,7 @@ async def test_a_members_mention_on_an_owners_pull_request_does_not_continue_it(
         assert task.status is TaskStatus.COMPLETED
 
 
+@pytest.mark.quick_tests  # the verdict is not what this test is about
 async def test_a_review_by_a_login_no_longer_allowed_does_nothing(github_world) -> None:
     settings = dict(allowed_user_ids=str(USER_ID), github_users=f"octocat={USER_ID},gone={MEMBER}")
     async with github_world(**settings) as world:
@@ -635,6 +643,7 @@ async def test_the_same_signed_body_under_new_delivery_ids_is_handled_once(githu
         assert (await world.deliver("issue_comment", edited, delivery_id="d-1")).status_code == 202
 
 
+@pytest.mark.quick_tests  # the verdict is not what this test is about
 async def test_a_check_runs_name_is_shown_as_text_in_the_ci_line(github_world) -> None:
     async with github_world() as world:
         world.model.add("code", *fix_calc())

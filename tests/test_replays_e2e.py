@@ -71,6 +71,7 @@ async def webhook_bot(tg: FakeTelegram, claude: FakeAnthropic, tmp_path: Path, w
         await stop_application(app)
 
 
+@pytest.mark.quick_tests  # the verdict is not what this test is about
 async def test_a_webhook_redelivery_is_one_turn_and_one_task(
     fake_telegram, fake_anthropic, model, tmp_path, workspace_root, caplog
 ) -> None:
@@ -117,6 +118,7 @@ async def test_long_polling_after_a_restart_does_not_handle_an_update_again(
         assert [m.text for m in bot.tg.messages(USER_ID)] == ["Hello."]
 
 
+@pytest.mark.quick_tests  # the verdict is not what this test is about
 async def test_a_button_press_delivered_twice_acts_once_and_answers_nothing_wrong(
     fake_telegram, fake_anthropic, model, tmp_path, workspace_root, caplog
 ) -> None:

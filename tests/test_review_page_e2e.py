@@ -60,7 +60,9 @@ async def review_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, bo
 
 
 async def finished_task(bot: BotHarness, model: RoleScript) -> tuple[int, object]:
-    """A code task in the owner's private chat that fixes add() (the calc suite goes from red to green)."""
+    """A code task in the owner's private chat that fixes add() (the calc suite goes from red to green): calc's pytest
+    file, whose per-test verdict the first test below sees on the page, or calc's quick check in the tests marked
+    `quick_tests` (tests/conftest.py), which look at other things."""
     model.add("orchestrator", start_task("calc", "Fix add() in calc.py: it subtracts."), claude_says.text("On it."))
     model.add(
         "code",
@@ -92,6 +94,7 @@ async def test_the_review_page_shows_the_verdict_and_diff_only_to_whom_may_see_i
         )
         assert f"Task #{task_id} done" in seen, seen
         assert "passed" in seen and "fixed" in seen.lower(), seen  # the verdict: calc's failing test is fixed
+        assert "test_calc.py::test_add" in seen, seen  # each test's outcome, by pytest's name for it
         assert "calc.py" in seen and "a + b" in seen and "a - b" in seen, seen  # the diff, both sides
         numbers = await device.evaluate(
             "Array.from(document.querySelectorAll('tr.add td.ln')).map(td => td.textContent)"
@@ -147,6 +150,7 @@ async def api(bot: BotHarness, path: str, init_data: str | None, method: str = "
     return response.code, response.body.decode()
 
 
+@pytest.mark.quick_tests  # the verdict is not what this test is about
 async def test_the_review_api_acts_on_nothing_for_forged_expired_or_other_users_data_and_pages_a_5_mb_diff(
     review_bot: BotHarness, model: RoleScript, tmp_path: Path
 ) -> None:
@@ -233,6 +237,7 @@ async def test_the_review_api_acts_on_nothing_for_forged_expired_or_other_users_
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="git")
+@pytest.mark.quick_tests  # the verdict is not what this test is about
 async def test_a_member_pressing_merge_on_the_page_asks_the_owners(review_bot: BotHarness, model: RoleScript) -> None:
     """Merge on the page under the button's roles: a member's own task is theirs to see, but merging is an owner's
     decision: the member is told so, the owners get the request, nothing is merged."""
@@ -253,6 +258,7 @@ async def test_a_member_pressing_merge_on_the_page_asks_the_owners(review_bot: B
     await bot.tg.await_for(lambda: any("task:merge:1" in m.callback_data for m in bot.tg.messages(USER_ID)))
 
 
+@pytest.mark.untested_calc  # neither the verdict nor the task's end is what this test is about
 async def test_without_review_url_a_long_diff_also_comes_as_one_html_page(bot: BotHarness, model: RoleScript) -> None:
     """No review server: Diff sends the .diff as before, and for a long diff the same renderer's single HTML file,
     which a phone opens with nothing else to load; no summary has a Review button."""
@@ -282,6 +288,7 @@ async def test_without_review_url_a_long_diff_also_comes_as_one_html_page(bot: B
 GROUP = -1009000
 
 
+@pytest.mark.quick_tests  # the verdict is not what this test is about
 @needs_chromium
 async def test_in_a_group_the_review_link_opens_the_mini_app_for_the_groups_members_only(
     fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo, model: RoleScript
@@ -387,13 +394,15 @@ async def test_a_frontend_task_sends_its_page_before_and_after_as_one_album_and_
         assert shown == 2
 
 
+@pytest.mark.quick_tests  # the verdict is not what this test is about
 async def test_open_pr_from_the_page_opens_the_pull_request_and_tells_the_chat(
     fake_telegram, fake_anthropic, fake_github: FakeGitHub, tmp_path, workspace_root, bot_repo, model: RoleScript
 ) -> None:
     """A workspace on GitHub: the page offers Open PR beside Merge and Discard, and pressing it does what the
     summary's button does (the bot pushes the branch and opens the pull request); the chat gets the link."""
     calc = workspace_root / "calc"
-    (calc / ".agentlab.toml").write_text('[github]\nrepository = "octo/calc"\n')
+    with (calc / ".agentlab.toml").open("a") as config:  # after calc's quick [tests]
+        config.write('[github]\nrepository = "octo/calc"\n')
     git(calc, "add", ".agentlab.toml")
     git(calc, "commit", "-q", "-m", "on GitHub")
     origin = tmp_path / "calc-origin.git"
