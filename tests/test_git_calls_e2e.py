@@ -27,11 +27,10 @@ pytestmark = pytest.mark.skipif(
     reason="bubblewrap (bwrap) is not installed: scripts/install-system-deps.sh",
 )
 
-# A task that fixes one file, is tested (at its base and after) and committed: about 21 git processes now (a few more
-# or less as the repository map refreshes), about 35 before the bot read its branch, HEAD (a packed commit too) and
-# worktree records and new blobs' sizes from the git files, listed the base commit once for all who ask, and asked
-# the commit's diff and stat at once; about 70 before it asked git for several facts at once and stopped asking
-# again for what cannot change.
+# A task that fixes one file, is tested (at its base and after) and committed: 25 git processes now (the same in
+# repeated runs), about 35 before the bot read its branch, HEAD (a packed commit too) and worktree records and new
+# blobs' sizes from the git files, listed the base commit once for all who ask, and asked the commit's diff and stat
+# at once; about 70 before it asked git for several facts at once and stopped asking again for what cannot change.
 GIT_PROCESSES_PER_TASK = 25
 
 
