@@ -7,7 +7,9 @@ body is still an import of the file), and blanks everything else, so line number
 becomes `pass` unless it is an import. Strings and comments are found first (one regular expression), so a `def`,
 a bracket or an indentation inside them is never taken for code. The scan is a heuristic over text: when the
 skeleton does not parse, the caller parses the whole file (python_outline.py does), so a wrong guess costs time,
-never a wrong outline of a valid file.
+never a wrong outline of a valid file. Long simple statements outside function bodies (data tables, `__all__`,
+lists of test cases: a statement whose first line goes on over the next ones) are blanked the same way (their first
+line becomes `pass`): an outline never reads them, and their nodes were a third of parsing sympy's skeletons.
 
 The scan jumps between the lines that matter, found by regular expressions over the masked text (function headers,
 the first line indented no deeper than a header, import statements), rather than deciding line by line in Python:
@@ -37,6 +39,15 @@ _NOT_BLANK = re.compile(r"^[ \t\f\r]*[^ \t\f\r\n]", re.M)
 _IMPORT = re.compile(r"^[ \t\f\r]*(?:import[ \t]|from[ \t.])", re.M)
 _LINE_END = re.compile("\n(?!" + _GOES_ON + ")")
 _IMPORTS = ("import ", "import\t", "from ", "from\t", "from.")
+# A line outside function bodies that goes on over the next lines (it ends inside brackets it opened, or with a
+# backslash) and starts no statement an outline reads (a string may be the module's docstring; `match` and `case`
+# head blocks that may hold definitions): the start of a long simple statement (data tables, `__all__`, test cases),
+# blanked like a body, unless it turns out to be a continuation line of another statement.
+_GOES_ON_BELOW = re.compile(
+    r"^[ \t\f]*(?!(?:def|async|class|if|elif|else|for|while|try|except|finally|with|match|case|import|from)\b)"
+    r"(?![A-Za-z]{0,2}'')[^ \t\f\r\n@#)\]}" + _GOES_ON + r"][^\n]*[(\[{,\\][ \t\f\r]*$",
+    re.M,
+)
 _dedents: dict[int, re.Pattern[str]] = {}  # indent width → its compiled regex: a pure function of the key
 
 
@@ -104,6 +115,37 @@ class _Scan:
         return _balance(text, base, line) == 0 and not before.rstrip(_BLANKS).endswith("\\")
 
 
+def _blank_statements(scan: _Scan, out: list[str], start: int, end: int) -> None:
+    """Blank the long simple statements between `start` and `end` of the masked text (outside function bodies, where
+    `start` starts a statement) as bodies are blanked: their first line becomes `pass`, the rest empty lines.
+
+    A statement of many lines (a data table) is parsed into many nodes that an outline never reads; one line is a
+    few, cheaper to parse than to look at here, so only lines that go on over the next ones are candidates."""
+    masked = scan.text
+    for found in _GOES_ON_BELOW.finditer(masked, start, end):
+        at = found.start()
+        if at < start or not scan.is_statement(start, at):
+            continue  # inside a statement blanked just before, or a continuation line of a kept one
+        indent = len(found.group()) - len(found.group().lstrip(_BLANKS))
+        after = masked.find("\n", at) + 1 or len(masked)
+        stop = len(masked)
+        while after < len(masked):  # the statement ends at the next line starting a statement no deeper than it
+            dedent = _dedent(indent).search(masked, after)
+            if dedent is None:
+                break
+            if scan.is_statement(at, dedent.start()):
+                stop = dedent.start()
+                break
+            after = masked.find("\n", dedent.start()) + 1 or len(masked)
+        if stop > end:
+            return  # it would run into the next function: a wrong guess, left as it is
+        line = scan.line_of(at)
+        last = scan.line_of(stop) if stop < len(masked) else len(out)
+        out[line] = out[line][:indent] + "pass"
+        out[line + 1 : last] = [""] * (last - line - 1)
+        start = stop
+
+
 def skeleton(source: str) -> str:
     """The source with function bodies blanked except their imports (line numbers kept); see the module docstring."""
     masked = _STRINGS_AND_COMMENTS.sub(_mask, source)
@@ -116,7 +158,9 @@ def skeleton(source: str) -> str:
     while True:
         header = _HEADER.search(masked, position)
         if header is None:
+            _blank_statements(scan, out, position, len(masked))
             break
+        _blank_statements(scan, out, position, header.start())
         indent = len(header.group()) - len(header.group().lstrip(_BLANKS))
         body = scan.statement_end(header.start())
         first = _NOT_BLANK.search(masked, body)
