@@ -39,14 +39,14 @@ _NOT_BLANK = re.compile(r"^[ \t\f\r]*[^ \t\f\r\n]", re.M)
 _IMPORT = re.compile(r"^[ \t\f\r]*(?:import[ \t]|from[ \t.])", re.M)
 _LINE_END = re.compile("\n(?!" + _GOES_ON + ")")
 _IMPORTS = ("import ", "import\t", "from ", "from\t", "from.")
-# A line outside function bodies that goes on over the next lines (it ends inside brackets it opened, or with a
-# backslash) and starts no statement an outline reads (a string may be the module's docstring; `match` and `case`
-# head blocks that may hold definitions): the start of a long simple statement (data tables, `__all__`, test cases),
-# blanked like a body, unless it turns out to be a continuation line of another statement.
-_GOES_ON_BELOW = re.compile(
-    r"^[ \t\f]*(?!(?:def|async|class|if|elif|else|for|while|try|except|finally|with|match|case|import|from)\b)"
-    r"(?![A-Za-z]{0,2}'')[^ \t\f\r\n@#)\]}" + _GOES_ON + r"][^\n]*[(\[{,\\][ \t\f\r]*$",
-    re.M,
+# The end of a line that goes on over the next (it ends inside brackets it opened, or with a backslash): outside
+# function bodies, where a long simple statement (a data table, `__all__`, test cases) may start.
+_GOES_ON_BELOW = re.compile(r"[(\[{,\\][ \t\f\r]*$", re.M)
+# A line's indentation, then whether it starts a statement to keep (an outline reads it, a string may be the module's
+# docstring, `match` and `case` head blocks that may hold definitions) or is never a statement's start.
+_LINE_START = re.compile(
+    r"([ \t\f]*)(?:((?:def|async|class|if|elif|else|for|while|try|except|finally|with|match|case|import|from)\b"
+    r"|[A-Za-z]{0,2}''|@)|([)\]}" + _GOES_ON + "]))?"
 )
 _dedents: dict[int, re.Pattern[str]] = {}  # indent width → its compiled regex: a pure function of the key
 
@@ -123,10 +123,17 @@ def _blank_statements(scan: _Scan, out: list[str], start: int, end: int) -> None
     few, cheaper to parse than to look at here, so only lines that go on over the next ones are candidates."""
     masked = scan.text
     for found in _GOES_ON_BELOW.finditer(masked, start, end):
-        at = found.start()
-        if at < start or not scan.is_statement(start, at):
-            continue  # inside a statement blanked just before, or a continuation line of a kept one
-        indent = len(found.group()) - len(found.group().lstrip(_BLANKS))
+        if found.start() < start:
+            continue  # in a statement passed already
+        at = masked.rfind("\n", 0, found.start()) + 1
+        line_start = _LINE_START.match(masked, at)
+        assert line_start is not None  # every part of it is optional
+        if line_start.group(3) or not scan.is_statement(start, at):
+            continue  # a continuation line
+        if line_start.group(2):  # kept: its lines go on to where its logical line ends
+            start = scan.statement_end(at)
+            continue
+        indent = line_start.end(1) - at
         after = masked.find("\n", at) + 1 or len(masked)
         stop = len(masked)
         while after < len(masked):  # the statement ends at the next line starting a statement no deeper than it
@@ -157,10 +164,11 @@ def skeleton(source: str) -> str:
     position = 0
     while True:
         header = _HEADER.search(masked, position)
+        gap_end = len(masked) if header is None else header.start()
+        if _GOES_ON_BELOW.search(masked, position, gap_end):  # most gaps between functions hold no candidate
+            _blank_statements(scan, out, position, gap_end)
         if header is None:
-            _blank_statements(scan, out, position, len(masked))
             break
-        _blank_statements(scan, out, position, header.start())
         indent = len(header.group()) - len(header.group().lstrip(_BLANKS))
         body = scan.statement_end(header.start())
         first = _NOT_BLANK.search(masked, body)
