@@ -330,9 +330,13 @@ def stemmed_words(name: str) -> tuple[str, ...]:
 
     Cached: the same identifiers recur in file after file of a repository (a small cache hits as often as a big one
     on sympy, and a parse process holds ~6 MB less)."""
-    parts = split_words(name)
-    stems = [word_stem(part) for part in parts if len(part) >= 3]
-    if len(parts) > 1:
+    if name.isascii() and name.isalpha() and name.islower():  # one word (a third of sympy's): no expression to run
+        return (word_stem(name),) if len(name) >= 3 else ()
+    parts = _WORD_PARTS.findall(name)
+    if len(parts) == 1:
+        return (word_stem(parts[0].lower()),) if len(parts[0]) >= 3 else ()
+    stems = [word_stem(part.lower()) for part in parts if len(part) >= 3]
+    if parts:
         stems.append(name.lower().replace("_", "").replace("-", ""))
     return tuple(stems)
 

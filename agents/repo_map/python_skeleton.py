@@ -60,10 +60,12 @@ def _mask(match: re.Match[str]) -> str:
 
 
 def _dedent(indent: int) -> re.Pattern[str]:
-    """A line indented at most `indent` characters that holds code (not a string's continuation)."""
+    """A line indented at most `indent` characters that holds code (not a string's continuation), with the newline
+    before it: an expression that starts with a fixed character is searched for that character first, one that starts
+    with `^` is tried at every position."""
     pattern = _dedents.get(indent)
     if pattern is None:
-        pattern = _dedents[indent] = re.compile(rf"^[ \t\f\r]{{0,{indent}}}[^ \t\f\r\n{_GOES_ON}]", re.M)
+        pattern = _dedents[indent] = re.compile(rf"\n[ \t\f\r]{{0,{indent}}}[^ \t\f\r\n{_GOES_ON}]")
     return pattern
 
 
@@ -110,9 +112,32 @@ class _Scan:
 
     def is_statement(self, base: int, line: int) -> bool:
         """Whether the line starting at `line` starts a statement, given that the one at `base` does."""
+        return _balance(self.text, base, line) == 0 and not self.joined(line)
+
+    def joined(self, line: int) -> bool:
+        """Whether the line before the one starting at `line` ends with a backslash (it goes on at `line`)."""
         text = self.text
         before = text[text.rfind("\n", 0, line - 1) + 1 : line - 1] if line > 0 else ""
-        return _balance(text, base, line) == 0 and not before.rstrip(_BLANKS).endswith("\\")
+        return before.rstrip(_BLANKS).endswith("\\")
+
+    def block_end(self, start: int, indent: int) -> int:
+        """The start of the first line after the one at `start` that is indented at most `indent` characters and
+        starts a statement, given that the one at `start` does (the end of a function's body, of a statement), or the
+        text's length. Brackets are counted once, from line to line: a table with lines at column 0 stays linear."""
+        text, dedent = self.text, _dedent(indent)
+        after = text.find("\n", start) + 1 or len(text)
+        depth, counted = 0, start
+        while after < len(text):
+            found = dedent.search(text, after - 1)  # from the newline before the line at `after`
+            if found is None:
+                break
+            line = found.start() + 1
+            depth += _balance(text, counted, line)
+            counted = line
+            if depth == 0 and not self.joined(line):
+                return line
+            after = text.find("\n", line) + 1 or len(text)
+        return len(text)
 
 
 def _blank_statements(scan: _Scan, out: list[str], start: int, end: int) -> None:
@@ -122,35 +147,29 @@ def _blank_statements(scan: _Scan, out: list[str], start: int, end: int) -> None
     A statement of many lines (a data table) is parsed into many nodes that an outline never reads; one line is a
     few, cheaper to parse than to look at here, so only lines that go on over the next ones are candidates."""
     masked = scan.text
+    depth, counted = 0, start  # brackets open at `counted`, counted from `start`
     for found in _GOES_ON_BELOW.finditer(masked, start, end):
         if found.start() < start:
             continue  # in a statement passed already
         at = masked.rfind("\n", 0, found.start()) + 1
+        depth += _balance(masked, counted, at)
+        counted = at
         line_start = _LINE_START.match(masked, at)
         assert line_start is not None  # every part of it is optional
-        if line_start.group(3) or not scan.is_statement(start, at):
+        if line_start.group(3) or depth or scan.joined(at):
             continue  # a continuation line
         if line_start.group(2):  # kept: its lines go on to where its logical line ends
-            start = scan.statement_end(at)
+            start = counted = scan.statement_end(at)
             continue
         indent = line_start.end(1) - at
-        after = masked.find("\n", at) + 1 or len(masked)
-        stop = len(masked)
-        while after < len(masked):  # the statement ends at the next line starting a statement no deeper than it
-            dedent = _dedent(indent).search(masked, after)
-            if dedent is None:
-                break
-            if scan.is_statement(at, dedent.start()):
-                stop = dedent.start()
-                break
-            after = masked.find("\n", dedent.start()) + 1 or len(masked)
+        stop = scan.block_end(at, indent)  # the statement ends at the next one no deeper than it
         if stop > end:
             return  # it would run into the next function: a wrong guess, left as it is
         line = scan.line_of(at)
         last = scan.line_of(stop) if stop < len(masked) else len(out)
         out[line] = out[line][:indent] + "pass"
         out[line + 1 : last] = [""] * (last - line - 1)
-        start = stop
+        start = counted = stop
 
 
 def skeleton(source: str) -> str:
@@ -179,16 +198,7 @@ def skeleton(source: str) -> str:
             position = first.start()
             continue
         start = first.start()
-        after = masked.find("\n", start) + 1 or len(masked)
-        end = len(masked)
-        while after < len(masked):  # the body ends at the first statement indented no deeper than the header
-            dedent = _dedent(indent).search(masked, after)
-            if dedent is None:
-                break
-            if scan.is_statement(start, dedent.start()):
-                end = dedent.start()
-                break
-            after = masked.find("\n", dedent.start()) + 1 or len(masked)
+        end = scan.block_end(start, indent)  # the body ends at the first statement indented no deeper than the header
         after_first = masked.find("\n", start) + 1 or end
         # most bodies import nothing: a substring search says so before the line-by-line expression runs
         imports = _IMPORT.finditer(masked, after_first, end) if masked.find("import", after_first, end) >= 0 else ()
