@@ -328,9 +328,10 @@ def word_stem(word: str) -> str:
 def stemmed_words(name: str) -> tuple[str, ...]:
     """The stems of the words of a name, plus the whole name lower-cased when it has several words (sendfile).
 
-    Cached: the same identifiers recur in file after file of a repository (a small cache hits as often as a big one
-    on sympy, and a parse process holds ~6 MB less)."""
-    if name.isascii() and name.isalpha() and name.islower():  # one word (a third of sympy's): no expression to run
+    Cached: the same identifiers recur in file after file of a repository. The cache stays small: most of sympy's
+    59k distinct names appear in few files, and one four times as big missed a quarter less (62k misses of ~320k
+    look-ups rather than 83k), a few hundredths of a second of a build, for ~7 MB more in each parse process."""
+    if name.isascii() and name.isalpha() and name.islower():  # one word (a quarter of sympy's names): no expression
         return (word_stem(name),) if len(name) >= 3 else ()
     parts = _WORD_PARTS.findall(name)
     if len(parts) == 1:
