@@ -36,7 +36,7 @@ _GOES_ON = "\x01"  # starts a masked line that continues a string begun on an ea
 _BLANKS = " \t\f\r"
 _HEADER = re.compile(r"^[ \t\f]*(?:async[ \t\f]+)?def[ \t]", re.M)
 _NOT_BLANK = re.compile(r"^[ \t\f\r]*[^ \t\f\r\n]", re.M)
-_IMPORT = re.compile(r"^[ \t\f\r]*(?:import[ \t]|from[ \t.])", re.M)
+_IMPORT = re.compile(r"\n[ \t\f\r]*(?:import[ \t]|from[ \t.])")  # with the newline before it (as _dedent)
 _LINE_END = re.compile("\n(?!" + _GOES_ON + ")")
 _IMPORTS = ("import ", "import\t", "from ", "from\t", "from.")
 # The end of a line that goes on over the next (it ends inside brackets it opened, or with a backslash): outside
@@ -201,9 +201,11 @@ def skeleton(source: str) -> str:
         end = scan.block_end(start, indent)  # the body ends at the first statement indented no deeper than the header
         after_first = masked.find("\n", start) + 1 or end
         # most bodies import nothing: a substring search says so before the line-by-line expression runs
-        imports = _IMPORT.finditer(masked, after_first, end) if masked.find("import", after_first, end) >= 0 else ()
+        imports = (
+            _IMPORT.finditer(masked, after_first - 1, end) if masked.find("import", after_first, end) >= 0 else ()
+        )
         kept = [(start, masked.startswith(_IMPORTS, start + body_indent))]
-        kept += [(found.start(), True) for found in imports if scan.is_statement(start, found.start())]
+        kept += [(found.start() + 1, True) for found in imports if scan.is_statement(start, found.start() + 1)]
         first_line = scan.line_of(start)
         prefix = masked[start : start + body_indent]
         edits: list[tuple[int, int, bool]] = []  # (line, last line of the statement + 1, is an import)
