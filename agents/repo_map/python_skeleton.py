@@ -201,9 +201,7 @@ def skeleton(source: str) -> str:
         end = scan.block_end(start, indent)  # the body ends at the first statement indented no deeper than the header
         after_first = masked.find("\n", start) + 1 or end
         # most bodies import nothing: a substring search says so before the line-by-line expression runs
-        imports = (
-            _IMPORT.finditer(masked, after_first - 1, end) if masked.find("import", after_first, end) >= 0 else ()
-        )
+        imports = _IMPORT.finditer(masked, after_first - 1, end) if masked.find("import", after_first, end) >= 0 else ()
         kept = [(start, masked.startswith(_IMPORTS, start + body_indent))]
         kept += [(found.start() + 1, True) for found in imports if scan.is_statement(start, found.start() + 1)]
         first_line = scan.line_of(start)
