@@ -111,3 +111,75 @@ def test_a_skeleton_that_does_not_parse_falls_back_to_the_whole_file(monkeypatch
     monkeypatch.setattr(outline_module, "skeleton", lambda text: "def broken(:\n")
     _, symbols, _ = python_outline(b"def fine(a):\n    return a\n", "m.py")
     assert [s.name for s in symbols] == ["fine"]
+
+
+LONG_STATEMENTS = textwrap.dedent(
+    '''\
+    r"""A raw docstring: kept, it is the module's summary."""
+    __all__ = [
+        "table",
+        "Holder",
+    ]
+    table = {
+        1: [2, 3],
+        4: (5,
+    6),  # a continuation at column 0 inside brackets
+    }
+    total = 1 + \\
+        2
+
+
+    @decorate(
+        [1, 2,
+         3],
+    )
+    def decorated(a, b=[1,
+                        2]):
+        return a
+
+
+    class Holder:
+        """Class doc."""
+        rows = [
+            (1, 2),
+        ]
+        def method(self): return 1
+        names = (
+            "a",
+        ); other = 1
+
+
+    if True:
+        kept = {
+            "k": 1,
+        }
+        def in_if(x): return x
+    match = dict(
+        a=1,
+    )
+    match match:
+        case {"a": 1}:
+            def in_case(): pass
+    from os import (
+        path,
+    )
+    '''
+)
+
+
+def test_long_simple_statements_outside_functions_are_blanked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tables and lists at module or class level are parsed into many nodes that an outline never reads: blanked,
+    while docstrings, decorators, imports and blocks that may hold definitions stay (the outline is the same)."""
+    bones = skeleton(LONG_STATEMENTS)
+    assert bones.count("\n") == LONG_STATEMENTS.count("\n"), "line numbers are kept"
+    ast.parse(bones)
+    for gone in ('"table",', "1: [2, 3]", "(1, 2),", '"a",', '"k": 1'):
+        assert gone not in bones, f"{gone!r} is in a blanked statement"
+    for kept in ('r"""A raw docstring', "[1, 2,", "2]):", "a=1,", "match match:", "def in_case", "path,"):
+        assert kept in bones, f"{kept!r} is kept"
+    got = python_outline(LONG_STATEMENTS.encode(), "pkg/mod.py")
+    assert got == full_outline(LONG_STATEMENTS, monkeypatch=monkeypatch)
+    summary, symbols, imports = got
+    assert summary.startswith("A raw docstring")
+    assert [s.name for s in symbols] == ["decorated", "Holder", "method", "in_if", "in_case"]
+    assert "os/path" in imports

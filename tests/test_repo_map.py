@@ -14,7 +14,7 @@ from agents.core.errors import ToolError
 from agents.core.secrets_filter import SecretsFilter
 from agents.core.text import estimate_tokens
 from agents.repo_map.maps import RepoMap, repo_map_tools
-from agents.repo_map.outline import SYMBOL_LANGUAGES
+from agents.repo_map.outline import SYMBOL_LANGUAGES, stemmed_words
 from agents.repo_map.ranking import FileTerms, module_keys, rank_files
 from agents.store.database import Store
 from agents.tools.toolbox import Audit, Toolbox
@@ -412,3 +412,21 @@ def test_a_partial_index_read_mid_build_still_ranks() -> None:
     symbols["b.py"] = [Symbol("helper", "function", 1, "def helper()", None)]
     ranking = rank_files(["a.py", "b.py"], symbols, terms, [("late.py", "b")], "fix helper")
     assert ranking.files[0] == "b.py" and set(ranking.files) == {"a.py", "b.py"}
+
+
+@pytest.mark.parametrize(
+    ("name", "stems"),
+    [
+        ("retries", ("retry",)),
+        ("reloader", ("reload",)),
+        ("ab", ()),
+        ("_options", ("option",)),
+        ("HTTPAdapter", ("http", "adapt", "httpadapter")),
+        ("send_file", ("send", "fil", "sendfile")),
+        ("x1_debugger", ("debug", "x1debugger")),
+        ("café", ("caf",)),  # words are ASCII letters: a name in another script is split as the expression finds it
+        ("foo-bar", ("foo", "bar", "foobar")),
+    ],
+)
+def test_stemmed_words_of_names(name: str, stems: tuple[str, ...]) -> None:
+    assert stemmed_words(name) == stems

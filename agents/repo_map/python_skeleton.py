@@ -7,7 +7,9 @@ body is still an import of the file), and blanks everything else, so line number
 becomes `pass` unless it is an import. Strings and comments are found first (one regular expression), so a `def`,
 a bracket or an indentation inside them is never taken for code. The scan is a heuristic over text: when the
 skeleton does not parse, the caller parses the whole file (python_outline.py does), so a wrong guess costs time,
-never a wrong outline of a valid file.
+never a wrong outline of a valid file. Long simple statements outside function bodies (data tables, `__all__`,
+lists of test cases: a statement whose first line goes on over the next ones) are blanked the same way (their first
+line becomes `pass`): an outline never reads them, and their nodes were a third of parsing sympy's skeletons.
 
 The scan jumps between the lines that matter, found by regular expressions over the masked text (function headers,
 the first line indented no deeper than a header, import statements), rather than deciding line by line in Python:
@@ -34,9 +36,18 @@ _GOES_ON = "\x01"  # starts a masked line that continues a string begun on an ea
 _BLANKS = " \t\f\r"
 _HEADER = re.compile(r"^[ \t\f]*(?:async[ \t\f]+)?def[ \t]", re.M)
 _NOT_BLANK = re.compile(r"^[ \t\f\r]*[^ \t\f\r\n]", re.M)
-_IMPORT = re.compile(r"^[ \t\f\r]*(?:import[ \t]|from[ \t.])", re.M)
+_IMPORT = re.compile(r"\n[ \t\f\r]*(?:import[ \t]|from[ \t.])")  # with the newline before it (as _dedent)
 _LINE_END = re.compile("\n(?!" + _GOES_ON + ")")
 _IMPORTS = ("import ", "import\t", "from ", "from\t", "from.")
+# The end of a line that goes on over the next (it ends inside brackets it opened, or with a backslash): outside
+# function bodies, where a long simple statement (a data table, `__all__`, test cases) may start.
+_GOES_ON_BELOW = re.compile(r"[(\[{,\\][ \t\f\r]*$", re.M)
+# A line's indentation, then whether it starts a statement to keep (an outline reads it, a string may be the module's
+# docstring, `match` and `case` head blocks that may hold definitions) or is never a statement's start.
+_LINE_START = re.compile(
+    r"([ \t\f]*)(?:((?:def|async|class|if|elif|else|for|while|try|except|finally|with|match|case|import|from)\b"
+    r"|[A-Za-z]{0,2}''|@)|([)\]}" + _GOES_ON + "]))?"
+)
 _dedents: dict[int, re.Pattern[str]] = {}  # indent width → its compiled regex: a pure function of the key
 
 
@@ -49,10 +60,12 @@ def _mask(match: re.Match[str]) -> str:
 
 
 def _dedent(indent: int) -> re.Pattern[str]:
-    """A line indented at most `indent` characters that holds code (not a string's continuation)."""
+    """A line indented at most `indent` characters that holds code (not a string's continuation), with the newline
+    before it: an expression that starts with a fixed character is searched for that character first, one that starts
+    with `^` is tried at every position."""
     pattern = _dedents.get(indent)
     if pattern is None:
-        pattern = _dedents[indent] = re.compile(rf"^[ \t\f\r]{{0,{indent}}}[^ \t\f\r\n{_GOES_ON}]", re.M)
+        pattern = _dedents[indent] = re.compile(rf"\n[ \t\f\r]{{0,{indent}}}[^ \t\f\r\n{_GOES_ON}]")
     return pattern
 
 
@@ -99,9 +112,64 @@ class _Scan:
 
     def is_statement(self, base: int, line: int) -> bool:
         """Whether the line starting at `line` starts a statement, given that the one at `base` does."""
+        return _balance(self.text, base, line) == 0 and not self.joined(line)
+
+    def joined(self, line: int) -> bool:
+        """Whether the line before the one starting at `line` ends with a backslash (it goes on at `line`)."""
         text = self.text
         before = text[text.rfind("\n", 0, line - 1) + 1 : line - 1] if line > 0 else ""
-        return _balance(text, base, line) == 0 and not before.rstrip(_BLANKS).endswith("\\")
+        return before.rstrip(_BLANKS).endswith("\\")
+
+    def block_end(self, start: int, indent: int) -> int:
+        """The start of the first line after the one at `start` that is indented at most `indent` characters and
+        starts a statement, given that the one at `start` does (the end of a function's body, of a statement), or the
+        text's length. Brackets are counted once, from line to line: a table with lines at column 0 stays linear."""
+        text, dedent = self.text, _dedent(indent)
+        after = text.find("\n", start) + 1 or len(text)
+        depth, counted = 0, start
+        while after < len(text):
+            found = dedent.search(text, after - 1)  # from the newline before the line at `after`
+            if found is None:
+                break
+            line = found.start() + 1
+            depth += _balance(text, counted, line)
+            counted = line
+            if depth == 0 and not self.joined(line):
+                return line
+            after = text.find("\n", line) + 1 or len(text)
+        return len(text)
+
+
+def _blank_statements(scan: _Scan, out: list[str], start: int, end: int) -> None:
+    """Blank the long simple statements between `start` and `end` of the masked text (outside function bodies, where
+    `start` starts a statement) as bodies are blanked: their first line becomes `pass`, the rest empty lines.
+
+    A statement of many lines (a data table) is parsed into many nodes that an outline never reads; one line is a
+    few, cheaper to parse than to look at here, so only lines that go on over the next ones are candidates."""
+    masked = scan.text
+    depth, counted = 0, start  # brackets open at `counted`, counted from `start`
+    for found in _GOES_ON_BELOW.finditer(masked, start, end):
+        if found.start() < start:
+            continue  # in a statement passed already
+        at = masked.rfind("\n", 0, found.start()) + 1
+        depth += _balance(masked, counted, at)
+        counted = at
+        line_start = _LINE_START.match(masked, at)
+        assert line_start is not None  # every part of it is optional
+        if line_start.group(3) or depth or scan.joined(at):
+            continue  # a continuation line
+        if line_start.group(2):  # kept: its lines go on to where its logical line ends
+            start = counted = scan.statement_end(at)
+            continue
+        indent = line_start.end(1) - at
+        stop = scan.block_end(at, indent)  # the statement ends at the next one no deeper than it
+        if stop > end:
+            return  # it would run into the next function: a wrong guess, left as it is
+        line = scan.line_of(at)
+        last = scan.line_of(stop) if stop < len(masked) else len(out)
+        out[line] = out[line][:indent] + "pass"
+        out[line + 1 : last] = [""] * (last - line - 1)
+        start = counted = stop
 
 
 def skeleton(source: str) -> str:
@@ -115,6 +183,9 @@ def skeleton(source: str) -> str:
     position = 0
     while True:
         header = _HEADER.search(masked, position)
+        gap_end = len(masked) if header is None else header.start()
+        if _GOES_ON_BELOW.search(masked, position, gap_end):  # most gaps between functions hold no candidate
+            _blank_statements(scan, out, position, gap_end)
         if header is None:
             break
         indent = len(header.group()) - len(header.group().lstrip(_BLANKS))
@@ -127,21 +198,12 @@ def skeleton(source: str) -> str:
             position = first.start()
             continue
         start = first.start()
-        after = masked.find("\n", start) + 1 or len(masked)
-        end = len(masked)
-        while after < len(masked):  # the body ends at the first statement indented no deeper than the header
-            dedent = _dedent(indent).search(masked, after)
-            if dedent is None:
-                break
-            if scan.is_statement(start, dedent.start()):
-                end = dedent.start()
-                break
-            after = masked.find("\n", dedent.start()) + 1 or len(masked)
+        end = scan.block_end(start, indent)  # the body ends at the first statement indented no deeper than the header
         after_first = masked.find("\n", start) + 1 or end
         # most bodies import nothing: a substring search says so before the line-by-line expression runs
-        imports = _IMPORT.finditer(masked, after_first, end) if masked.find("import", after_first, end) >= 0 else ()
+        imports = _IMPORT.finditer(masked, after_first - 1, end) if masked.find("import", after_first, end) >= 0 else ()
         kept = [(start, masked.startswith(_IMPORTS, start + body_indent))]
-        kept += [(found.start(), True) for found in imports if scan.is_statement(start, found.start())]
+        kept += [(found.start() + 1, True) for found in imports if scan.is_statement(start, found.start() + 1)]
         first_line = scan.line_of(start)
         prefix = masked[start : start + body_indent]
         edits: list[tuple[int, int, bool]] = []  # (line, last line of the statement + 1, is an import)
