@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import signal
 import time
 from pathlib import Path
 
 import pytest
 
-from agents.sandbox.shell import DEFAULT_SECRETS, CommandResult, child_env, run_command
+from agents.sandbox.shell import DEFAULT_SECRETS, CommandResult, child_env, reap, run_command
 from agents.tools.file_tools import ToolError
 
 pytestmark = pytest.mark.slow  # spawns processes (still only a few seconds)
@@ -256,3 +257,23 @@ def test_orphans_are_found_by_their_tag_only(tmp_path) -> None:
         for proc in (mine, other_task, other_bot):
             proc.kill()
             proc.wait()
+
+
+async def test_reap_of_a_group_ends_the_process_and_what_it_started() -> None:
+    """`reap(group=True)`: a process in a session of its own (a repo-map parse process) is killed with everything it
+    started, its stdin pipe left open by the caller is closed, and the wait ends at once, not after the bound."""
+    proc = await asyncio.create_subprocess_exec(
+        "sh",
+        "-c",
+        "sleep 300 & echo $!; wait",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        start_new_session=True,
+    )
+    assert proc.stdout is not None
+    child = int(await proc.stdout.readline())
+    async with asyncio.timeout(20):  # a hang guard far below the bound: not a speed figure
+        await reap(proc, group=True, bound=600)
+    assert proc.returncode == -signal.SIGKILL
+    assert proc.stdin is not None and proc.stdin.is_closing()
+    assert await wait_gone([child]), "the process it started outlived it"

@@ -9,14 +9,13 @@ a worker planted in the shared `.git` runs inside the bot's own git calls.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from agents.sandbox.shell import child_env
+from agents.sandbox.shell import child_env, reap
 
 log = logging.getLogger(__name__)
 
@@ -300,20 +299,6 @@ async def stream_git(
     finally:
         await reap(proc)
     return written, cut
-
-
-async def reap(proc: asyncio.subprocess.Process) -> None:
-    """Kill git if it still runs and wait for it. On 3.11 wait() returns only once its pipes are closed, and a
-    reader stopped early may have paused one (full buffer): read them to EOF, never for longer than a moment."""
-    if proc.returncode is None:
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill()
-    with contextlib.suppress(TimeoutError, OSError):
-        async with asyncio.timeout(5):
-            for pipe in (proc.stdout, proc.stderr):
-                if pipe is not None:
-                    await pipe.read()
-            await proc.wait()
 
 
 async def git_text(

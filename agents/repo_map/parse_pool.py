@@ -28,13 +28,13 @@ import contextlib
 import logging
 import os
 import pickle
-import signal
 import sys
 from collections.abc import AsyncGenerator, AsyncIterator
 from pathlib import Path
 
 from agents.repo_map.outline import FileOutline, SameContent, parse_files
 from agents.repo_map.parse_child import LENGTH as _LENGTH
+from agents.sandbox.shell import reap
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,6 @@ THREAD_CHUNK = 200  # files per worker-thread hop when parsing in this process
 MAX_PROCESSES = 4
 FRAMES_AHEAD = 2  # frames per child read ahead of the caller
 CHILD_TIMEOUT_S = 600.0
-KILL_WAIT_S = 5.0  # for a killed parse process to be reaped
 # A parse process of a build in the background yields the CPU to the bot (its map renders, its replies) when both want
 # it, and takes it all when the bot is idle: on 2 cores a task's map drawn mid-build was up to twice as slow without.
 CHILD_NICENESS = 10
@@ -218,15 +217,6 @@ async def _in_child(
     finally:
         _running.pop(proc.pid, None)
         if proc.returncode is None:  # timed out, failed or cancelled: the whole group goes
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            # On 3.11 wait() returns only once every pipe of the process is closed: cancelled while still writing the
-            # share, this side's stdin was never closed, and the wait hung for good (seen in the tests). Closed here,
-            # and the dead child's output read to its end, within a bound.
-            proc.stdin.close()
-            with contextlib.suppress(TimeoutError, OSError):
-                async with asyncio.timeout(KILL_WAIT_S):
-                    await proc.stdout.read()
-                    await proc.wait()
+            await reap(proc, group=True)
     if proc.returncode != 0:
         raise RuntimeError(f"parse process exited with {proc.returncode}")
