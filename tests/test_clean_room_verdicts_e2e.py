@@ -71,7 +71,7 @@ from app.server import PORT
 
 
 def test_serves_on_its_port():
-    for _ in range(30):  # a moment for anything else that wants the port (a service started by the task)
+    for _ in range(10):  # a moment for anything else that wants the port (a service started by the task)
         with socket.socket() as probe:
             if probe.connect_ex(("127.0.0.1", 8765)) == 0:
                 break

@@ -58,6 +58,8 @@ async def test_service_logs_count_in_the_tasks_disk_budget(bot: BotHarness) -> N
         for b in m["content"]
         if b.get("type") == "tool_result"
     ]
+    # the third service printed as much as the others, into a spent budget: said so at once, not "no output"
+    assert "left out" in results[2] and "no output" not in results[2], results[2]
     assert re.search(r"\d+\s+" + re.escape(SERVICES_MOUNT), results[-1]), results
     used = int(re.search(r"(\d+)\s+" + re.escape(SERVICES_MOUNT), results[-1]).group(1))
     assert used <= 17 << 20, f"the services' logs took {used:,} bytes against a budget of 16 MB"

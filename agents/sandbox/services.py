@@ -65,6 +65,7 @@ class Service:
     net: UserNet | None = None
     started: float = field(default_factory=time.monotonic)
     reported: bool = False
+    printed: int = 0  # bytes it wrote so far, kept in its log or not (a spent disk budget drops them)
     pump: asyncio.Task[None] | None = None  # copies its output into the log, within the task's disk budget
 
     @property
@@ -104,12 +105,13 @@ class TaskServices:
             return LOG_CAP_BYTES - self.logged
         return disk.budget_bytes - max(disk.grown, 0)
 
-    async def _pump(self, source: asyncio.StreamReader, log: Path) -> None:
+    async def _pump(self, source: asyncio.StreamReader, service: Service) -> None:
         """Copy a service's output into its log until the task's disk budget is spent; then say so once and drop the
         rest (still read, so the service never blocks on a full pipe)."""
         full = False
-        with open(log, "ab", buffering=0) as sink:
+        with open(service.log, "ab", buffering=0) as sink:
             while chunk := await source.read(65536):
+                service.printed += len(chunk)
                 if full:
                     continue
                 room = self.log_room()
@@ -178,7 +180,7 @@ class TaskServices:
         service = Service(self._next, command, log, process, net)
         output = process.stderr if stdio else process.stdout
         if output is not None:
-            service.pump = asyncio.create_task(self._pump(output, log), name=f"log-{name}")
+            service.pump = asyncio.create_task(self._pump(output, service), name=f"log-{name}")
         self._next += 1
         self.services.append(service)
         return service
@@ -192,7 +194,7 @@ class TaskServices:
         ports: set[int] = set()
         while time.monotonic() < deadline and service.process.returncode is None:
             ports = self._listening(service.process.pid) - before
-            if ports or service.log.stat().st_size:
+            if ports or service.printed:
                 await asyncio.sleep(0.2)  # let the first lines arrive together
                 break
             await asyncio.sleep(_POLL_SECONDS)
@@ -202,10 +204,12 @@ class TaskServices:
             service.reported = True
             return f"$ {command}\nservice {service.id} exited at once (exit code {service.process.returncode})\n{first}"
         listening = f"; listening on port {', '.join(map(str, sorted(ports)))}" if ports else ""
-        waited = "" if ports or first else f" (no output or port within {START_WAIT_SECONDS:.0f} s)"
+        waited = "" if ports or service.printed else f" (no output or port within {START_WAIT_SECONDS:.0f} s)"
+        if not first:
+            first = "(output left out: the task's disk budget is spent)" if service.printed else "(no output yet)"
         return (
             f"$ {command}\nservice {service.id} started{listening}{waited}; it runs until the task ends. "
-            f"Later commands reach it on localhost. {where}:\n{first or '(no output yet)'}"
+            f"Later commands reach it on localhost. {where}:\n{first}"
         )
 
     def exit_notes(self) -> list[str]:
