@@ -197,23 +197,29 @@ async def _in_child(
         _deprioritise(proc.pid)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + CHILD_TIMEOUT_S
+    # Timeouts as `asyncio.timeout` scopes, never `asyncio.wait_for`: on 3.11 wait_for returns the result when its
+    # inner read ends just as the task is cancelled, so the cancel is lost; the worker then waited for ever on a slot
+    # of a caller that had stopped taking frames (a cancelled build hung in `parse_batches`' clean-up).
     try:
-        proc.stdin.write(payload)
-        await asyncio.wait_for(proc.stdin.drain(), CHILD_TIMEOUT_S)
+        async with asyncio.timeout(CHILD_TIMEOUT_S):
+            proc.stdin.write(payload)
+            await proc.stdin.drain()
         proc.stdin.close()
         while True:
-            header = await asyncio.wait_for(proc.stdout.read(_LENGTH.size), deadline - loop.time())
-            if not header:
-                break  # the child closed its output: all frames are in
-            if len(header) < _LENGTH.size:
-                header += await proc.stdout.readexactly(_LENGTH.size - len(header))
-            (length,) = _LENGTH.unpack(header)
-            frame = await asyncio.wait_for(proc.stdout.readexactly(length), deadline - loop.time())
+            async with asyncio.timeout_at(deadline):
+                header = await proc.stdout.read(_LENGTH.size)
+                if not header:
+                    break  # the child closed its output: all frames are in
+                if len(header) < _LENGTH.size:
+                    header += await proc.stdout.readexactly(_LENGTH.size - len(header))
+                (length,) = _LENGTH.unpack(header)
+                frame = await proc.stdout.readexactly(length)
             batch = pickle.loads(frame)
             if not isinstance(batch, list):
                 raise RuntimeError("parse process returned a malformed frame")
-            yield batch
-        await asyncio.wait_for(proc.wait(), max(0.0, deadline - loop.time()))
+            yield batch  # outside the timeout scope: the caller's time with the frame is not the child's
+        async with asyncio.timeout_at(deadline):
+            await proc.wait()
     finally:
         _running.pop(proc.pid, None)
         if proc.returncode is None:  # timed out, failed or cancelled: the whole group goes
