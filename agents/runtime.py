@@ -351,7 +351,8 @@ class Runtime:
         if self.schedules is not None:  # no run starts while the workers stop
             self.schedules.close()
         try:
-            await asyncio.wait_for(self.engine.shutdown(timeout=4.0), timeout=6.0)
+            async with asyncio.timeout(6.0):
+                await self.engine.shutdown(timeout=4.0)
         except (TimeoutError, Exception) as err:  # never hang the shutdown
             log.warning("task engine shutdown: %s", err)
 

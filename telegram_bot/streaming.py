@@ -110,7 +110,8 @@ class ChatDraft:
         self._dirty.set()
         if self._task is not None:
             with contextlib.suppress(Exception, asyncio.CancelledError):
-                await asyncio.wait_for(self._task, timeout=5)
+                async with asyncio.timeout(5):
+                    await self._task
 
     async def discard(self) -> None:
         """Delete the preview message once the final answer is in the chat (drafts vanish by themselves)."""
@@ -123,7 +124,8 @@ class ChatDraft:
         wait = self._first_frame_at - asyncio.get_running_loop().time()
         if wait > 0:  # an answer finished by then is sent whole, with no frame before it
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._closing.wait(), wait)
+                async with asyncio.timeout(wait):
+                    await self._closing.wait()
         while not self._closing.is_set():
             await self._dirty.wait()
             if self._closing.is_set():
@@ -135,7 +137,8 @@ class ChatDraft:
                 self._status_shown = True
             interval = self.draft_interval if self.use_drafts else self.edit_interval
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._closing.wait(), interval)
+                async with asyncio.timeout(interval):
+                    await self._closing.wait()
 
     # ---- frames -----------------------------------------------------------------------------
     async def _show(self, frame: str) -> None:

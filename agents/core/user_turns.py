@@ -65,7 +65,8 @@ class UserTurns:
         """Return once the first turn has its answer (or `grace` seconds passed without one) and no turn has been in
         flight for `quiet_seconds`."""
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._answered.wait(), grace)
+            async with asyncio.timeout(grace):
+                await self._answered.wait()
         while True:
             await self.quiet()
             left = self._last_end + self.quiet_seconds - time.monotonic()

@@ -33,7 +33,8 @@ async def check_telegram(settings: Settings, timeout: float = NETWORK_TIMEOUT_SE
 
     try:
         async with httpx2.AsyncClient(timeout=timeout, verify=client_tls()) as client:
-            response = await asyncio.wait_for(client.get(f"{root}/bot{token}/getMe"), timeout + 1)
+            async with asyncio.timeout(timeout + 1):
+                response = await client.get(f"{root}/bot{token}/getMe")
     except (TimeoutError, httpx2.TimeoutException):
         return Check(
             Level.fail,
@@ -88,9 +89,8 @@ async def check_anthropic(settings: Settings, timeout: float = NETWORK_TIMEOUT_S
     model = models[0]
     try:
         for model in models:
-            await asyncio.wait_for(
-                client.messages.count_tokens(model=model, messages=[{"role": "user", "content": "ping"}]), timeout + 1
-            )
+            async with asyncio.timeout(timeout + 1):
+                await client.messages.count_tokens(model=model, messages=[{"role": "user", "content": "ping"}])
     except anthropic.AuthenticationError:
         return Check(
             Level.fail,

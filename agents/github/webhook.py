@@ -112,7 +112,8 @@ class WebhookServer:
     async def stop(self, timeout: float = 5.0) -> None:
         self._server.stop()
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(self._server.close_all_connections(), timeout)
+            async with asyncio.timeout(timeout):
+                await self._server.close_all_connections()
         for task in list(self.tasks):
             task.cancel()
         if self.tasks:

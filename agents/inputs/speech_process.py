@@ -203,7 +203,8 @@ class SpeechProcess:
         """After `close`: wait until the killed speech process is reaped (bounded), before the event loop ends."""
         if self._process is not None:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._process.wait(), STOP_SECONDS)
+                async with asyncio.timeout(STOP_SECONDS):
+                    await self._process.wait()
 
     async def _ended(self, why: str) -> None:
         log.warning("speech process: %s", why)
@@ -219,7 +220,8 @@ class SpeechProcess:
         if process.stdin is not None:
             process.stdin.close()
         try:
-            await asyncio.wait_for(process.wait(), STOP_SECONDS)
+            async with asyncio.timeout(STOP_SECONDS):
+                await process.wait()
         except TimeoutError:
             with contextlib.suppress(ProcessLookupError):
                 process.kill()

@@ -164,7 +164,8 @@ async def _run(*args: str) -> tuple[int, str]:
     except OSError as err:
         return 127, str(err)
     try:
-        out, _ = await asyncio.wait_for(process.communicate(), COMMAND_SECONDS)
+        async with asyncio.timeout(COMMAND_SECONDS):
+            out, _ = await process.communicate()
     except (TimeoutError, asyncio.CancelledError):
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
