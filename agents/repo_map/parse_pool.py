@@ -6,9 +6,9 @@
 each with its outlines on stdout (a frame: a length, then a pickle; parse_child.py), so the caller can store each frame
 as it comes (a map can be drawn from what is indexed so far) and neither side holds every outline at once.
 
-The work is shared as it goes, not dealt out at the start: the batch is cut into chunks (at most
-parse_child.FRAME_FILES files and about `CHUNK_BYTES` of source each, in the order of the paths), each process is
-sent `CHUNKS_AHEAD` of them, and the next one from the common queue each time it answers one. A process that gets
+The work is shared as it goes, not dealt out at the start: the batch is cut into chunks in the order of the paths
+(at most parse_child.FRAME_FILES files each, smaller towards the end: `_chunks`), each process is sent
+`CHUNKS_AHEAD` of them, and the next one from the common queue each time it answers one. A process that gets
 less of the CPU (another process busy on its core, the bot's own storing) parses fewer chunks, and they all finish
 within a chunk of each other: with the batch split in advance into shares of equal bytes, one waited idle for the
 other up to 0.6 s of a 2.5 s build of sympy. Its stdin is closed when the queue is empty, and it exits.
@@ -53,7 +53,8 @@ PROCESS_MIN_FILES = 300  # below this a batch is parsed in one thread: starting 
 THREAD_CHUNK = 200  # files per worker-thread hop when parsing in this process
 MAX_PROCESSES = 4
 FRAMES_AHEAD = 2  # frames per child read ahead of the caller
-CHUNK_BYTES = 256_000  # about the most bytes of source per chunk of work (a bigger file is a chunk of its own)
+TAIL_SHARES = 2  # a chunk holds at most this share of each process's part of what is left (_chunks)
+MIN_CHUNK_BYTES = 64_000  # about the least bytes of source per chunk (a smaller one is not worth a frame)
 # chunks a parse process holds before it has answered one: it starts the next while its answer is read and the one
 # after is sent, never waiting on this process
 CHUNKS_AHEAD = 2
@@ -109,7 +110,7 @@ async def parse_batches(
         async for batch in _in_thread(root, paths, states, hashes):
             yield batch
         return
-    chunks = _chunks(paths, states)
+    chunks = _chunks(paths, states, processes)
     frames: asyncio.Queue[Batch | None] = asyncio.Queue()
     # Frames read but not yet taken by the caller are bounded: a child whose frames wait blocks on its pipe, so the
     # outlines of a big build do not pile up in this process while the caller stores (or a map is drawn).
@@ -139,17 +140,23 @@ async def parse_batches(
         await asyncio.gather(*workers, return_exceptions=True)
 
 
-def _chunks(paths: list[str], states: dict[str, tuple[int, int]]) -> deque[list[str]]:
-    """`paths` cut in order into chunks of at most FRAME_FILES files and about CHUNK_BYTES of source."""
+def _chunks(paths: list[str], states: dict[str, tuple[int, int]], processes: int) -> deque[list[str]]:
+    """`paths` cut in order into chunks of at most FRAME_FILES files, each of at most a `TAIL_SHARES`th of each
+    process's share of the bytes left when it starts (and at least about MIN_CHUNK_BYTES): big chunks first, few
+    frames to store, and small ones at the end, where a process that finishes early waits for the others."""
     chunks: deque[list[str]] = deque()
     chunk: list[str] = []
-    size = 0
+    left = sum(states[path][1] for path in paths)
+    size, target = 0, 0
     for path in paths:
-        if chunk and (len(chunk) >= FRAME_FILES or size + states[path][1] > CHUNK_BYTES):
+        if chunk and (len(chunk) >= FRAME_FILES or size + states[path][1] > target):
             chunks.append(chunk)
             chunk, size = [], 0
+        if not chunk:
+            target = max(MIN_CHUNK_BYTES, left // (TAIL_SHARES * processes))
         chunk.append(path)
         size += states[path][1]
+        left -= states[path][1]
     if chunk:
         chunks.append(chunk)
     return chunks
