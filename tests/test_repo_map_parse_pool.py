@@ -163,3 +163,29 @@ def test_a_process_that_gets_no_cpu_leaves_its_work_to_the_others(
     # left after the others ended: the stopped one's chunks, and frames of the others not yet taken from the queue
     left_at_most = (parse_pool.CHUNKS_AHEAD + parse_pool.FRAMES_AHEAD * len(spawned)) * parse_child.FRAME_FILES
     assert after <= left_at_most < len(states) // 2
+
+
+@pytest.mark.skipif(parse_pool.process_count() < 2, reason="one core: big batches are parsed in one thread")
+def test_the_parse_processes_run_the_bots_own_code_whatever_the_working_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A working folder holding a package named like the bot's (a repository checked out there, say) is not where the
+    # parse processes' code comes from: with `-m`, Python put the working folder first on the module path.
+    impostor = tmp_path / "cwd" / "agents" / "repo_map"
+    impostor.mkdir(parents=True)
+    for package in (impostor.parent, impostor):
+        (package / "__init__.py").write_text("")
+    ran = tmp_path / "impostor-ran"
+    (impostor / "parse_child.py").write_text(f"open({str(ran)!r}, 'w').close()\nraise SystemExit(1)\n")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    states = _write_repo(repo, parse_pool.PROCESS_MIN_FILES)
+    monkeypatch.chdir(tmp_path / "cwd")
+
+    async def no_thread(*args: object) -> list[object]:
+        raise AssertionError("the parse processes must answer, not a thread")
+
+    monkeypatch.setattr(parse_pool, "_in_thread", no_thread)
+    parsed = asyncio.run(parse_pool.parse_many(repo, sorted(states), states, {}))
+    assert not ran.exists()
+    assert parsed == parse_files(repo, sorted(states), states, {})

@@ -193,10 +193,9 @@ async def _in_child_or_thread(
         left = sum(map(len, held))
         log.warning("repo map: a parse process failed; parsing its %d files left in a thread", left, exc_info=True)
     while held or chunks:
-        chunk = held.popleft() if held else chunks.popleft()
-        batch = list(zip(chunk, await asyncio.to_thread(parse_files, root, chunk, states, hashes)))
-        await slots.acquire()
-        frames.put_nowait(batch)
+        async for batch in _in_thread(root, held.popleft() if held else chunks.popleft(), states, hashes):
+            await slots.acquire()
+            frames.put_nowait(batch)
 
 
 async def _in_child(
@@ -213,6 +212,7 @@ async def _in_child(
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_parent, os.environ.get("PYTHONPATH")]))}
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
+        "-P",  # `-m` would put the working folder first on the module path: its `agents/`, if any, would run here
         "-m",
         "agents.repo_map.parse_child",
         stdin=asyncio.subprocess.PIPE,
