@@ -191,7 +191,11 @@ async def _in_child_or_thread(
         return
     except (OSError, RuntimeError, pickle.UnpicklingError, EOFError, TimeoutError, asyncio.IncompleteReadError):
         left = sum(map(len, held))
-        log.warning("repo map: a parse process failed; parsing its %d files left in a thread", left, exc_info=True)
+        log.warning(
+            "repo map: a parse process failed; parsing its %d files left, then any still queued, in a thread",
+            left,
+            exc_info=True,
+        )
     while held or chunks:
         async for batch in _in_thread(root, held.popleft() if held else chunks.popleft(), states, hashes):
             await slots.acquire()
