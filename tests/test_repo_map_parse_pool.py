@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import signal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -111,3 +114,78 @@ def test_a_build_parses_at_a_lower_priority_unless_urgent_until_a_map_is_drawn(t
     assert not parse_pool._running
     in_background, after = asyncio.run(niceness_while_running(urgent=False))
     assert in_background and in_background == after == [background] * len(in_background)
+
+
+@pytest.mark.skipif(parse_pool.process_count() < 2, reason="one core: big batches are parsed in one thread")
+def test_a_process_that_gets_no_cpu_leaves_its_work_to_the_others(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The first parse process is stopped as soon as it starts (as if another process had its core): the others take
+    # the work it has not been handed yet, so only the chunks it holds are left when they are done. Dealt into shares
+    # at the start, half the files waited on it.
+    states = _write_repo(tmp_path, parse_child.FRAME_FILES * 20)
+    spawned: list[int] = []
+    real_spawn = asyncio.create_subprocess_exec
+
+    async def spawn_first_stopped(*args: Any, **kwargs: Any) -> asyncio.subprocess.Process:
+        process = await real_spawn(*args, **kwargs)
+        if not spawned:
+            os.kill(process.pid, signal.SIGSTOP)
+        spawned.append(process.pid)
+        return process
+
+    monkeypatch.setattr(parse_pool.asyncio, "create_subprocess_exec", spawn_first_stopped)
+
+    async def files_before_and_after_the_others_end() -> tuple[int, int]:
+        batches = parse_pool.parse_batches(tmp_path, sorted(states), states, {})
+        pending = asyncio.ensure_future(anext(batches))
+        before = after = 0
+        try:
+            while len(spawned) < 2 or any(pid in parse_pool._running for pid in spawned[1:]):
+                done, _ = await asyncio.wait({pending}, timeout=0.01)  # the others ending is polled, not timed
+                if done:
+                    before += len(pending.result())
+                    pending = asyncio.ensure_future(anext(batches))
+            os.kill(spawned[0], signal.SIGCONT)
+            with contextlib.suppress(StopAsyncIteration):
+                while True:
+                    after += len(await pending)
+                    pending = asyncio.ensure_future(anext(batches))
+            return before, after
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(spawned[0], signal.SIGCONT)
+            pending.cancel()
+            await batches.aclose()
+
+    before, after = asyncio.run(files_before_and_after_the_others_end())
+    assert before + after == len(states)
+    # left after the others ended: the stopped one's chunks, and frames of the others not yet taken from the queue
+    left_at_most = (parse_pool.CHUNKS_AHEAD + parse_pool.FRAMES_AHEAD * len(spawned)) * parse_child.FRAME_FILES
+    assert after <= left_at_most < len(states) // 2
+
+
+@pytest.mark.skipif(parse_pool.process_count() < 2, reason="one core: big batches are parsed in one thread")
+def test_the_parse_processes_run_the_bots_own_code_whatever_the_working_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A working folder holding a package named like the bot's (a repository checked out there, say) is not where the
+    # parse processes' code comes from: with `-m`, Python put the working folder first on the module path.
+    impostor = tmp_path / "cwd" / "agents" / "repo_map"
+    impostor.mkdir(parents=True)
+    for package in (impostor.parent, impostor):
+        (package / "__init__.py").write_text("")
+    ran = tmp_path / "impostor-ran"
+    (impostor / "parse_child.py").write_text(f"open({str(ran)!r}, 'w').close()\nraise SystemExit(1)\n")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    states = _write_repo(repo, parse_pool.PROCESS_MIN_FILES)
+    monkeypatch.chdir(tmp_path / "cwd")
+
+    async def no_thread(*args: object) -> list[object]:
+        raise AssertionError("the parse processes must answer, not a thread")
+
+    monkeypatch.setattr(parse_pool, "_in_thread", no_thread)
+    parsed = asyncio.run(parse_pool.parse_many(repo, sorted(states), states, {}))
+    assert not ran.exists()
+    assert parsed == parse_files(repo, sorted(states), states, {})

@@ -1,14 +1,24 @@
 """Bulk parsing spread over worker processes: a cold build of a big repository parses on every core.
 
 `ast` parsing is CPU-bound Python that threads cannot run in parallel (the GIL), so a batch of at least
-`PROCESS_MIN_FILES` files is dealt round-robin to one short-lived child process per core (up to `MAX_PROCESSES`):
-`python -m agents.repo_map.parse_child` reads its share (pickled) on stdin and writes the outlines back on stdout
-in frames (a length, then a pickle; parse_child.py), so the caller can store each frame as it comes
-(a map can be drawn from what is indexed so far) and neither side holds every outline at once. Plain asyncio
-subprocesses rather than `multiprocessing`: no fork of a process with threads, and no re-import of the bot's
-`__main__` in the children; each child runs in its own process group, killed on timeout or cancellation, and exits
-(returning its memory) when its share is done. Smaller batches (the usual incremental refresh), a machine with one
-core, or the files a failed child did not answer for fall back to a worker thread of this process.
+`PROCESS_MIN_FILES` files is parsed by one short-lived child process per core (up to `MAX_PROCESSES`):
+`python -m agents.repo_map.parse_child` reads chunks of the batch (pickled, a length before each) on stdin and answers
+each with its outlines on stdout (a frame: a length, then a pickle; parse_child.py), so the caller can store each frame
+as it comes (a map can be drawn from what is indexed so far) and neither side holds every outline at once.
+
+The work is shared as it goes, not dealt out at the start: the batch is cut into chunks in the order of the paths
+(at most parse_child.FRAME_FILES files each, smaller towards the end: `_chunks`), each process is sent
+`CHUNKS_AHEAD` of them, and the next one from the common queue each time it answers one. A process that gets
+less of the CPU (another process busy on its core, the bot's own storing) parses fewer chunks, and they all finish
+within a small chunk of each other: with the batch dealt in advance into shares of equal bytes, the first to finish a
+build of sympy on 2 cores waited idle 0.01–0.6 s for the other (measured), now 0–0.07 s. Its stdin is closed when
+the queue is empty, and it exits.
+
+Plain asyncio subprocesses rather than `multiprocessing`: no fork of a process with threads, and no re-import of the
+bot's `__main__` in the children; each child runs in its own process group, killed on timeout or cancellation, and
+exits (returning its memory) when the queue is empty. Smaller batches (the usual incremental refresh), a machine
+with one core, or the chunks a failed child did not answer for (and, after it failed, the rest of the queue) fall back
+to a worker thread of this process.
 
 `parse_batches` yields (path, outline) pairs in frames as they are parsed, in no fixed order; `parse_many` collects
 them in the order of `paths`, as `parse_files` returns them.
@@ -29,10 +39,12 @@ import logging
 import os
 import pickle
 import sys
+from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator
 from pathlib import Path
 
 from agents.repo_map.outline import FileOutline, SameContent, parse_files
+from agents.repo_map.parse_child import FRAME_FILES
 from agents.repo_map.parse_child import LENGTH as _LENGTH
 from agents.sandbox.shell import reap
 
@@ -42,6 +54,11 @@ PROCESS_MIN_FILES = 300  # below this a batch is parsed in one thread: starting 
 THREAD_CHUNK = 200  # files per worker-thread hop when parsing in this process
 MAX_PROCESSES = 4
 FRAMES_AHEAD = 2  # frames per child read ahead of the caller
+TAIL_SHARES = 2  # a chunk holds at most 1/TAIL_SHARES of each process's part of the bytes left (_chunks)
+MIN_CHUNK_BYTES = 64_000  # about the least bytes of source per chunk (a smaller one is not worth a frame)
+# chunks a parse process holds before it has answered one: it starts the next while its answer is read and the one
+# after is sent, never waiting on this process
+CHUNKS_AHEAD = 2
 CHILD_TIMEOUT_S = 600.0
 # A parse process of a build in the background yields the CPU to the bot (its map renders, its replies) when both want
 # it, and takes it all when the bot is idle: on 2 cores a task's map drawn mid-build was up to twice as slow without.
@@ -94,19 +111,19 @@ async def parse_batches(
         async for batch in _in_thread(root, paths, states, hashes):
             yield batch
         return
+    chunks = _chunks(paths, states, processes)
     frames: asyncio.Queue[Batch | None] = asyncio.Queue()
     # Frames read but not yet taken by the caller are bounded: a child whose frames wait blocks on its pipe, so the
     # outlines of a big build do not pile up in this process while the caller stores (or a map is drawn).
     slots = asyncio.Semaphore(FRAMES_AHEAD * processes)
 
-    async def run(share: list[str]) -> None:
+    async def run() -> None:
         try:
-            await _in_child_or_thread(root, share, states, hashes, frames, slots, urgent)
+            await _in_child_or_thread(root, chunks, states, hashes, frames, slots, urgent)
         finally:
             frames.put_nowait(None)
 
-    shares = _shares(paths, states, processes)
-    workers = [asyncio.create_task(run(share)) for share in shares]
+    workers = [asyncio.create_task(run()) for _ in range(min(processes, len(chunks)))]
     try:
         running = len(workers)
         while running:
@@ -124,19 +141,27 @@ async def parse_batches(
         await asyncio.gather(*workers, return_exceptions=True)
 
 
-def _shares(paths: list[str], states: dict[str, tuple[int, int]], count: int) -> list[list[str]]:
-    """`paths` dealt into `count` shares of about the same bytes (largest file first to the lightest share), each in
-    the order of `paths`: the children finish together rather than one waiting on a share of big files."""
-    loads = [0] * count
-    share_of: dict[str, int] = {}
-    for path in sorted(paths, key=lambda p: -states[p][1]):
-        lightest = loads.index(min(loads))
-        share_of[path] = lightest
-        loads[lightest] += states[path][1] + 1
-    shares: list[list[str]] = [[] for _ in range(count)]
+def _chunks(paths: list[str], states: dict[str, tuple[int, int]], processes: int) -> deque[list[str]]:
+    """`paths` cut in order into chunks of at most FRAME_FILES files and at most 1/TAIL_SHARES of each process's part
+    of the bytes left when the chunk starts (but about MIN_CHUNK_BYTES at least): big chunks first (few frames to
+    store: each costs the caller a transaction), small ones at the end, where a process done early waits on the
+    others."""
+    chunks: deque[list[str]] = deque()
+    chunk: list[str] = []
+    left = sum(states[path][1] for path in paths)
+    size, target = 0, 0
     for path in paths:
-        shares[share_of[path]].append(path)
-    return shares
+        if chunk and (len(chunk) >= FRAME_FILES or size + states[path][1] > target):
+            chunks.append(chunk)
+            chunk, size = [], 0
+        if not chunk:
+            target = max(MIN_CHUNK_BYTES, left // (TAIL_SHARES * processes))
+        chunk.append(path)
+        size += states[path][1]
+        left -= states[path][1]
+    if chunk:
+        chunks.append(chunk)
+    return chunks
 
 
 async def _in_thread(
@@ -149,41 +174,49 @@ async def _in_thread(
 
 async def _in_child_or_thread(
     root: Path,
-    paths: list[str],
+    chunks: deque[list[str]],
     states: dict[str, tuple[int, int]],
     hashes: dict[str, str],
     frames: asyncio.Queue[Batch | None],
     slots: asyncio.Semaphore,
     urgent: bool,
 ) -> None:
-    answered: set[str] = set()
+    """One parse process taking chunks from the common queue until it is empty; if the process fails, the chunks it
+    held and then the rest of the queue are parsed in a thread."""
+    held: deque[list[str]] = deque()  # chunks sent to the process and not answered yet, oldest first
     try:
-        async for batch in _in_child(root, paths, states, hashes, urgent):
-            answered.update(path for path, _ in batch)
+        async for batch in _in_child(root, chunks, held, states, hashes, urgent):
             await slots.acquire()
             frames.put_nowait(batch)
-        if len(answered) == len(paths):
-            return
-        raise RuntimeError(f"parse process answered for {len(answered)} of {len(paths)} files")
+        return
     except (OSError, RuntimeError, pickle.UnpicklingError, EOFError, TimeoutError, asyncio.IncompleteReadError):
-        rest = [path for path in paths if path not in answered]
-        log.warning("repo map: a parse process failed; parsing its %d files left in a thread", len(rest), exc_info=True)
-        async for batch in _in_thread(root, rest, states, hashes):
+        left = sum(map(len, held))
+        log.warning(
+            "repo map: a parse process failed; parsing its %d files left, then any still queued, in a thread",
+            left,
+            exc_info=True,
+        )
+    while held or chunks:
+        async for batch in _in_thread(root, held.popleft() if held else chunks.popleft(), states, hashes):
             await slots.acquire()
             frames.put_nowait(batch)
 
 
 async def _in_child(
-    root: Path, paths: list[str], states: dict[str, tuple[int, int]], hashes: dict[str, str], urgent: bool = False
+    root: Path,
+    chunks: deque[list[str]],
+    held: deque[list[str]],
+    states: dict[str, tuple[int, int]],
+    hashes: dict[str, str],
+    urgent: bool = False,
 ) -> AsyncIterator[Batch]:
-    payload = pickle.dumps(
-        (str(root), paths, {p: states[p] for p in paths}, {p: hashes[p] for p in paths if p in hashes}),
-        protocol=pickle.HIGHEST_PROTOCOL,
-    )
+    """A parse process's frames, one per chunk taken from `chunks`; `held` is kept to the chunks it has not answered
+    (the caller parses them itself if the process fails)."""
     package_parent = str(Path(__file__).resolve().parents[2])  # the folder holding `agents/`
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_parent, os.environ.get("PYTHONPATH")]))}
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
+        "-P",  # `-m` would put the working folder first on the module path: its `agents/`, if any, would run here
         "-m",
         "agents.repo_map.parse_child",
         stdin=asyncio.subprocess.PIPE,
@@ -192,32 +225,53 @@ async def _in_child(
         start_new_session=True,
     )
     assert proc.stdin is not None and proc.stdout is not None
+    stdin = proc.stdin
     _running[proc.pid] = True
     if not urgent:  # set here, not by the child once it has imported its modules: at its very start
         _deprioritise(proc.pid)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + CHILD_TIMEOUT_S
+
+    async def send_next() -> None:
+        """The next chunk of the queue to the process, or, when none is left, the end of its input."""
+        if stdin.is_closing():
+            return
+        if not chunks:
+            stdin.close()
+            return
+        chunk = chunks.popleft()
+        held.append(chunk)
+        payload = pickle.dumps(
+            (str(root), chunk, {p: states[p] for p in chunk}, {p: hashes[p] for p in chunk if p in hashes}),
+            protocol=pickle.HIGHEST_PROTOCOL,
+        )
+        stdin.write(_LENGTH.pack(len(payload)) + payload)
+        async with asyncio.timeout_at(deadline):
+            await stdin.drain()
+
     # Timeouts as `asyncio.timeout` scopes, never `asyncio.wait_for`: on 3.11 wait_for returns the result when its
     # inner read ends just as the task is cancelled, so the cancel is lost; the worker then waited for ever on a slot
     # of a caller that had stopped taking frames (a cancelled build hung in `parse_batches`' clean-up).
     try:
-        async with asyncio.timeout(CHILD_TIMEOUT_S):
-            proc.stdin.write(payload)
-            await proc.stdin.drain()
-        proc.stdin.close()
+        for _ in range(CHUNKS_AHEAD):
+            await send_next()
         while True:
             async with asyncio.timeout_at(deadline):
                 header = await proc.stdout.read(_LENGTH.size)
                 if not header:
-                    break  # the child closed its output: all frames are in
+                    break  # the child closed its output
                 if len(header) < _LENGTH.size:
                     header += await proc.stdout.readexactly(_LENGTH.size - len(header))
                 (length,) = _LENGTH.unpack(header)
                 frame = await proc.stdout.readexactly(length)
             batch = pickle.loads(frame)
-            if not isinstance(batch, list):
+            if not (isinstance(batch, list) and held and [pair[0] for pair in batch] == held[0]):
                 raise RuntimeError("parse process returned a malformed frame")
-            yield batch  # outside the timeout scope: the caller's time with the frame is not the child's
+            held.popleft()
+            await send_next()  # before the caller takes this frame: the process never waits on it
+            yield batch  # outside the timeout scopes: the caller's time with the frame is not the child's
+        if held:
+            raise RuntimeError(f"parse process ended with {sum(map(len, held))} files unanswered")
         async with asyncio.timeout_at(deadline):
             await proc.wait()
     finally:
