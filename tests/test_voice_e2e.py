@@ -140,7 +140,13 @@ async def test_voice_note_through_the_real_whisper_pipeline(
 
 
 async def test_the_speech_process_starts_with_the_first_note_ends_when_idle_and_is_started_again_after_a_kill(
-    fake_telegram, fake_anthropic, tmp_path, workspace_root, tiny_checkpoint, request: pytest.FixtureRequest
+    fake_telegram,
+    fake_anthropic,
+    tmp_path,
+    workspace_root,
+    tiny_checkpoint,
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The bot idles without the model: nothing runs before the first note; after VOICE_IDLE_MINUTES without notes
     the speech process ends (its memory returned); the next note starts it again and is transcribed. Then the
@@ -165,6 +171,15 @@ async def test_the_speech_process_starts_with_the_first_note_ends_when_idle_and_
         voice_engine=engine,
         voice_idle_minutes=0.02,  # 1.2 s
     )
+    # the bot runs from a folder holding another project's `agents/` package: its speech process is still the bot's
+    elsewhere = tmp_path / "elsewhere"
+    planted = elsewhere / "agents" / "inputs"
+    planted.mkdir(parents=True)
+    for init in (elsewhere / "agents" / "__init__.py", planted / "__init__.py"):
+        init.write_text("")
+    ran = tmp_path / "the-planted-speech-server-ran"
+    (planted / "speech_server.py").write_text(f"open({str(ran)!r}, 'w').close()\nraise SystemExit(3)\n")
+    monkeypatch.chdir(elsewhere)
     transcriber = make_transcriber(settings, max_tokens_per_window=8)
     bot = await start_bot(settings, fake_telegram, fake_anthropic, transcriber=transcriber)
     try:
@@ -199,6 +214,7 @@ async def test_the_speech_process_starts_with_the_first_note_ends_when_idle_and_
     finally:
         await stop_application(bot.app)
     assert transcriber.pid is None or not Path(f"/proc/{transcriber.pid}").exists(), "stopping the bot ends it"
+    assert not ran.exists(), "a speech process ran the working folder's agents/ package, not the bot's"
 
 
 async def test_voice_preload_starts_the_speech_process_with_the_bot(

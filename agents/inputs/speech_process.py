@@ -148,6 +148,7 @@ class SpeechProcess:
         try:
             process = await asyncio.create_subprocess_exec(
                 sys.executable,
+                "-P",  # `-m` would put the working folder first on the module path: its `agents/`, if any, would run
                 "-m",
                 "agents.inputs.speech_server",
                 json.dumps(self.config),
