@@ -22,9 +22,12 @@ from agents.core.models import TaskStatus
 from tests.conftest import USER_ID, BotHarness, running_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript
-from tests.support.processes import Listener, host_pids
+from tests.support.processes import Listener, host_pids, own_sleep
 from tests.support.sandbox import FAKE_KEY, FAKE_TOKEN, SECRETS, listener, needs_bwrap, planted  # noqa: F401  (fixtures)
 from tests.support.tasks import ended, everything_said, start_task, tool_results
+
+LEFT_BEHIND = own_sleep("6061")  # left behind by a finished command
+RUNS_FOREVER = own_sleep("7071")  # a command that never ends
 
 pytestmark = needs_bwrap
 
@@ -54,7 +57,7 @@ async def test_hostile_commands_reach_nothing_outside_the_worktree(
         f"echo 'import os' > {site}/{pth}",
         connect_command(listener.port) + f"; (exec 3<>/dev/tcp/127.0.0.1/{listener.port}) && echo BASH-CONN''ECTED",
         (
-            "setsid nohup sleep 1000.6061 >/dev/null 2>&1 & env -u AGENTLAB_TASK nohup sleep 1000.6061 >/dev/null 2>&1 & "
+            f"setsid nohup sleep {LEFT_BEHIND} >/dev/null 2>&1 & env -u AGENTLAB_TASK nohup sleep {LEFT_BEHIND} >/dev/null 2>&1 & "
             "echo left-behind"
         ),
     ]
@@ -78,7 +81,7 @@ async def test_hostile_commands_reach_nothing_outside_the_worktree(
     assert not (database.parent / "p").exists() and not planted_pth
     assert listener.connections == 0 and "CONNECTED" not in said
     assert "left-behind" in said
-    await bot.tg.await_for(lambda: not host_pids("1000.6061"), timeout=5)
+    await bot.tg.await_for(lambda: not host_pids(LEFT_BEHIND), timeout=5)
 
 
 @pytest.mark.untested_calc  # neither the verdict nor the task's end is what this test is about
@@ -89,16 +92,16 @@ async def test_cancel_ends_detached_and_untagged_processes(bot: BotHarness, mode
         claude_says.tool_use(
             "run_command",
             {
-                "command": "setsid nohup sleep 1000.7071 >/dev/null 2>&1 & env -u AGENTLAB_TASK sleep 1000.7071 & "
-                "sleep 1000.7071"
+                "command": f"setsid nohup sleep {RUNS_FOREVER} >/dev/null 2>&1 & env -u AGENTLAB_TASK sleep {RUNS_FOREVER} & "
+                f"sleep {RUNS_FOREVER}"
             },
         ),
     )
     bot.say("run forever in calc")
-    await bot.tg.await_for(lambda: len(host_pids("1000.7071")) >= 3, timeout=60)
+    await bot.tg.await_for(lambda: len(host_pids(RUNS_FOREVER)) >= 3, timeout=60)
     bot.tg.send_command(USER_ID, "/cancel")
     await bot.tg.await_for(lambda: any("Task #1 cancelled" in (m.text or "") for m in bot.tg.messages(USER_ID)))
-    await bot.tg.await_for(lambda: not host_pids("1000.7071"), timeout=5)
+    await bot.tg.await_for(lambda: not host_pids(RUNS_FOREVER), timeout=5)
 
 
 @pytest.mark.settings(max_corrections=1)  # one correction carries the planted test's output back

@@ -22,9 +22,14 @@ from agents.sandbox.task_limits import DiskBudget, TaskBounds
 from tests.conftest import USER_ID, BotHarness
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript
-from tests.support.processes import Listener, host_pids
+from tests.support.processes import Listener, host_pids, own_sleep
 from tests.support.sandbox import PROBE, listener  # noqa: F401  (a fixture)
 from tests.support.tasks import ended, everything_said, start_task, tool_results
+
+ESCAPEE = own_sleep("8081")  # escapes the sandbox every way it can
+OUTSIDE = own_sleep("8082")  # tries the host, then waits
+BESIDE = own_sleep("7172")  # a command beside a service
+FIRST_THEN_SLEEPS = own_sleep("9191")  # prints, then runs on
 
 pytestmark = pytest.mark.skipif(
     shutil.which("bwrap") is None or shutil.which("nsenter") is None or not sys.platform.startswith("linux"),
@@ -46,12 +51,12 @@ async def test_a_service_serves_later_commands_and_ends_with_the_task(
     bot: BotHarness, model: RoleScript, listener: Listener
 ) -> None:
     escapee = (
-        "setsid sh -c 'sleep 1000.8081 & echo forked' & env -u AGENTLAB_TASK nohup sleep 1000.8081 >/dev/null 2>&1 & "
-        "echo escaped; exec sleep 1000.8081"
+        f"setsid sh -c 'sleep {ESCAPEE} & echo forked' & env -u AGENTLAB_TASK nohup sleep {ESCAPEE} >/dev/null 2>&1 & "
+        f"echo escaped; exec sleep {ESCAPEE}"
     )
     outside = (
         f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {listener.port}), timeout=3); "
-        "print('CONN' 'ECTED')\"; echo tried; exec sleep 1000.8082"
+        f"print('CONN' 'ECTED')\"; echo tried; exec sleep {OUTSIDE}"
     )
     model.add("orchestrator", start_task("calc", "Serve and fetch."), claude_says.text("Started."))
     model.add(
@@ -66,7 +71,7 @@ async def test_a_service_serves_later_commands_and_ends_with_the_task(
         claude_says.text("Done."),
     )
     bot.say("serve calc")
-    await bot.tg.await_for(lambda: len(host_pids("1000.8081")) >= 3, timeout=60)
+    await bot.tg.await_for(lambda: len(host_pids(ESCAPEE)) >= 3, timeout=60)
     task = await ended(bot, 1, timeout=120)
     assert task.status is not TaskStatus.FAILED, task.error
     results = tool_results(model)
@@ -83,7 +88,7 @@ async def test_a_service_serves_later_commands_and_ends_with_the_task(
     assert "tried" in tried, tried
     said = everything_said(bot, model)
     assert listener.connections == 0 and "CONNECTED" not in said
-    await bot.tg.await_for(lambda: not host_pids("1000.8081") and not host_pids("1000.8082"), timeout=10)
+    await bot.tg.await_for(lambda: not host_pids(ESCAPEE) and not host_pids(OUTSIDE), timeout=10)
     assert not host_pids("8123"), "the http.server outlived its task"
 
 
@@ -93,13 +98,13 @@ async def test_cancel_ends_a_service(bot: BotHarness, model: RoleScript) -> None
     model.add(
         "code",
         run("python3 -u -m http.server 8124 --bind 127.0.0.1", background=True),
-        run("sleep 1000.7172"),
+        run(f"sleep {BESIDE}"),
     )
     bot.say("serve calc")
-    await bot.tg.await_for(lambda: host_pids("8124") and host_pids("1000.7172"), timeout=60)
+    await bot.tg.await_for(lambda: host_pids("8124") and host_pids(BESIDE), timeout=60)
     bot.tg.send_command(USER_ID, "/cancel")
     await bot.tg.await_for(lambda: any("Task #1 cancelled" in (m.text or "") for m in bot.tg.messages(USER_ID)))
-    await bot.tg.await_for(lambda: not host_pids("8124") and not host_pids("1000.7172"), timeout=10)
+    await bot.tg.await_for(lambda: not host_pids("8124") and not host_pids(BESIDE), timeout=10)
     results = tool_results(model)
     assert any("service 1 started" in r and "Serving HTTP" in r for r in results), results
 
@@ -166,10 +171,10 @@ async def test_a_task_runs_at_most_its_number_of_services(tmp_path) -> None:
     spec = dataclasses.replace(spec_for(SecretsFilter(), PROBE, tmp_path), task=bounds)
     services = TaskServices.of(bounds)
     try:
-        said = await services.start(spec, "echo first; exec sleep 1000.9191", {})
+        said = await services.start(spec, f"echo first; exec sleep {FIRST_THEN_SLEEPS}", {})
         assert "service 1 started" in said and "first" in said, said
         with pytest.raises(ToolError, match="SANDBOX_MAX_SERVICES"):
-            await services.start(spec, "exec sleep 1000.9191", {})
+            await services.start(spec, f"exec sleep {FIRST_THEN_SLEEPS}", {})
     finally:
         await bounds.close()
-    assert not host_pids("1000.9191")
+    assert not host_pids(FIRST_THEN_SLEEPS)

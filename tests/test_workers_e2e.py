@@ -13,8 +13,10 @@ from agents.core.models import Caller, ProposalStatus, TaskStatus
 from tests.conftest import USER_ID, BotHarness, git, text_now
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript, last_user_text
-from tests.support.processes import host_pids
+from tests.support.processes import host_pids, own_sleep
 from tests.support.tasks import branches, commit_test_command, ended, final_summary, start_task
+
+RUNNING = own_sleep("4242")  # a command still running when the task is cancelled
 
 # calc's tests as one quick check that says what add(2, 3) gave (a pytest run's "assert 6 == 5", at a small part of
 # its CPU): for the corrections' tests, which are about the failing output reaching the worker, not about pytest
@@ -258,14 +260,14 @@ async def test_a_screenshot_shows_the_tasks_own_service_on_localhost(bot: BotHar
 @pytest.mark.untested_calc  # neither the verdict nor the task's end is what this test is about
 async def test_cancel_kills_the_running_command(bot: BotHarness, model: RoleScript, tmp_path) -> None:
     model.add("orchestrator", start_task("calc", "Run the long job."), claude_says.text("Started."))
-    model.add("code", claude_says.tool_use("run_command", {"command": "sleep 1000.4242"}))
+    model.add("code", claude_says.tool_use("run_command", {"command": f"sleep {RUNNING}"}))
     bot.say("run the long job in calc")
-    await bot.tg.await_for(lambda: host_pids("1000.4242"))
+    await bot.tg.await_for(lambda: host_pids(RUNNING))
     bot.tg.send_command(USER_ID, "/cancel")
     await bot.tg.await_for(lambda: any("Task #1 cancelled" in (m.text or "") for m in bot.tg.messages(USER_ID)))
     task = await bot.runtime.store.get_task(1)
     assert task.status is TaskStatus.CANCELLED
-    await bot.tg.await_for(lambda: not host_pids("1000.4242"), timeout=5)
+    await bot.tg.await_for(lambda: not host_pids(RUNNING), timeout=5)
 
 
 async def test_quick_test_worker_waits_then_diff_and_discard(

@@ -31,6 +31,12 @@ def host_pids(argument: str) -> list[int]:
     return found
 
 
+def own_sleep(tag: str) -> str:
+    """A `sleep` argument no other test process uses (`1000.<this pid><tag>`: about 1,000 s): `host_pids` of it finds
+    this process's sleepers only, never those of another test run on the same host."""
+    return f"1000.{os.getpid()}{tag}"
+
+
 class Listener:
     """A TCP listener on one host address (the loopback by default) that counts the connections it sees."""
 
