@@ -130,7 +130,9 @@ async def test_a_new_workspace_is_indexed_in_the_background_at_once(bot: BotHarn
 
 
 @pytest.mark.settings(voice_preload=True)  # the start-up work starts the speech model too
-async def test_the_bot_indexes_its_workspaces_after_start_up_without_a_message(bot: BotHarness) -> None:
+async def test_the_bot_indexes_its_workspaces_after_start_up_without_a_message(
+    short_grace: float, bot: BotHarness
+) -> None:
     assert bot.runtime.start_up is not None
     await asyncio.wait_for(asyncio.shield(bot.runtime.start_up), 30)  # the grace period, then the work
     build = bot.runtime.repo_map.building("calc")
