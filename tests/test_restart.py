@@ -21,14 +21,14 @@ from agents.store.database import Store
 from tests.conftest import USER_ID
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript, last_user_text, spare
-from tests.support.processes import bot_env, host_pids, launch
+from tests.support.processes import bot_env, host_pids, launch, own_sleep
 from tests.support.sandbox import FAKE_KEY
 from tests.support.tasks import start_task, tool_results
 
 pytestmark = pytest.mark.slow
 # sleep arguments found again in /proc: unique to this process, so parallel test processes never see each other's
-ORPHAN, FOREGROUND, SERVICE = f"1000.{os.getpid()}1", f"1000.{os.getpid()}2", f"1000.{os.getpid()}3"
-DRAFTING = f"1000.{os.getpid()}4"
+ORPHAN, FOREGROUND, SERVICE = own_sleep("1"), own_sleep("2"), own_sleep("3")
+DRAFTING = own_sleep("4")
 
 
 async def stops_cleanly_on_sigterm(proc: subprocess.Popen[bytes], log: Path) -> None:

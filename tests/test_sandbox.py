@@ -26,7 +26,7 @@ from agents.sandbox.bwrap import (
 )
 from agents.sandbox.process_cap import pids_parent
 from agents.sandbox.shell import run_command
-from tests.support.processes import host_pids
+from tests.support.processes import host_pids, own_sleep
 from tests.support.sandbox import PROBE
 
 needs_bwrap = pytest.mark.skipif(
@@ -195,7 +195,7 @@ async def test_sandboxed_command_sees_only_its_worktree(tmp_path: Path) -> None:
 
 @needs_bwrap
 async def test_background_processes_die_with_the_command(tmp_path: Path) -> None:
-    marker = f"1000.{os.getpid()}1"  # unique to this process: found in /proc by host_pids
+    marker = own_sleep("1")  # unique to this process: found in /proc by host_pids
     result = await run_command(
         f"setsid nohup sleep {marker} >/dev/null 2>&1 & env -u AGENTLAB_TASK sleep {marker} & echo started",
         cwd=tmp_path,
@@ -209,7 +209,7 @@ async def test_background_processes_die_with_the_command(tmp_path: Path) -> None
 
 @needs_bwrap
 async def test_cancel_kills_every_process_of_the_command(tmp_path: Path) -> None:
-    marker = f"1000.{os.getpid()}2"  # unique to this process: found in /proc by host_pids
+    marker = own_sleep("2")  # unique to this process: found in /proc by host_pids
     job = asyncio.create_task(
         run_command(
             f"setsid nohup sleep {marker} & sleep {marker}",

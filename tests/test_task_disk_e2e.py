@@ -30,7 +30,7 @@ from tests.conftest import USER_ID, BotHarness, git, make_settings, running_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript
 from tests.support.mounts import mounts_under, unmount_under
-from tests.support.processes import host_pids
+from tests.support.processes import host_pids, own_sleep
 from tests.support.tasks import ended, start_task, tool_results
 
 needs_bwrap = pytest.mark.skipif(
@@ -204,7 +204,7 @@ async def test_a_graceful_stop_unmounts_its_tasks_file_systems_and_the_next_star
 ) -> None:
     """The bot stops as on SIGTERM mid-task: the interrupted task's worktree is unmounted (no mount, no loop device
     outlives the bot), its image kept; the next start mounts it again, the draft is there, and the task resumes."""
-    sleeper = f"1000.{os.getpid()}7"
+    sleeper = own_sleep("7")
     settings = dict(sandbox_max_disk_mb=BUDGET_MB, sandbox_disk_fs="auto")
     model = RoleScript()
     async with running_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo, **settings) as bot:

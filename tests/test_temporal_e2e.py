@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import io
-import os
 import threading
 from pathlib import Path
 
@@ -22,7 +21,7 @@ from agents.doctor import Level, check_task_engine
 from tests.conftest import USER_ID, BotHarness, git, text_now
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript, last_user_text, role_of
-from tests.support.processes import host_pids
+from tests.support.processes import host_pids, own_sleep
 from tests.support.tasks import ended, message_with, start_task
 from tests.support.temporal import (  # noqa: F401  (fixtures)
     MEMBER,
@@ -43,7 +42,7 @@ from tests.temporal_dev import forwarder, free_port
 pytestmark = needs_temporal
 
 temporalio = pytest.importorskip("temporalio", reason="the Temporal SDK (the optional extra .[temporal]) is missing")
-SLEEP = f"1000.{os.getpid()}7"  # a command's argument found again in /proc, unique to this test process
+SLEEP = own_sleep("7")  # a command's argument found again in /proc, unique to this test process
 
 
 @cheap_tests
