@@ -12,7 +12,6 @@ import re
 import shutil
 import sys
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,7 +23,7 @@ from agents.tools.screenshot import find_chromium
 from tests.conftest import USER_ID, BotHarness, running_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript
-from tests.support.processes import host_pids
+from tests.support.processes import host_pids, host_pids_where
 from tests.support.tasks import ended, tool_results
 
 INSTALL, WHY_NOT = browser.find(None, find_chromium())
@@ -154,16 +153,9 @@ async def test_a_frontend_task_serves_looks_reads_the_console_and_goes_out_only_
 
 def _chromium_of_the_task() -> list[int]:
     """Chromium processes started by chrome-devtools-mcp (its --isolated profile is under the sandbox's /tmp)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                args = (entry / "cmdline").read_bytes()
-            except OSError:
-                continue
-            if b"chrome-devtools-mcp" in args and b"chromium" in args:
-                found.append(int(entry.name))
-    return found
+    return host_pids_where(
+        lambda args: any(b"chrome-devtools-mcp" in a for a in args) and any(b"chromium" in a for a in args)
+    )
 
 
 async def _origin(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

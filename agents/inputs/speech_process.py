@@ -217,16 +217,25 @@ class SpeechProcess:
 
     @staticmethod
     async def _reap(process: asyncio.subprocess.Process) -> None:
-        """Close its stdin (it exits), kill it if it does not within STOP_SECONDS, and wait for it."""
+        """Close its stdin (it exits), kill it if it does not within STOP_SECONDS, and wait for it, at most STOP_SECONDS
+        again: a killed process stuck in the kernel (a hung GPU driver, a dead disk) is left to end on its own, and
+        the notes that follow start a new one rather than wait on it."""
         if process.stdin is not None:
             process.stdin.close()
         try:
             async with asyncio.timeout(STOP_SECONDS):
                 await process.wait()
+            return
         except TimeoutError:
             with contextlib.suppress(ProcessLookupError):
                 process.kill()
-            await process.wait()
+        try:
+            async with asyncio.timeout(STOP_SECONDS):
+                await process.wait()
+        except TimeoutError:
+            log.warning(
+                "speech process %d: killed, and still not ended after %g s; left to end", process.pid, STOP_SECONDS
+            )
 
 
 def _answer(line: bytes) -> dict[str, Any] | None:

@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from tests.conftest import MODEL, USER_ID
@@ -18,7 +19,14 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def host_pids(argument: str) -> list[int]:
-    """Pids (on the host, seen from outside any sandbox) of processes with `argument` among their arguments."""
+    """Pids (on the host, seen from outside any sandbox) of this test process's processes (`_ours`) with `argument`
+    among their arguments."""
+    wanted = argument.encode()
+    return host_pids_where(lambda args: wanted in args)
+
+
+def host_pids_where(matches: Callable[[list[bytes]], bool]) -> list[int]:
+    """As `host_pids`, for the processes whose arguments `matches`."""
     found = []
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
@@ -26,9 +34,51 @@ def host_pids(argument: str) -> list[int]:
                 args = Path(f"/proc/{entry.name}/cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if argument.encode() in args:
+            if matches(args) and _ours(int(entry.name)):
                 found.append(int(entry.name))
     return found
+
+
+def _ours(pid: int) -> bool:
+    """Whether `pid` may be this test process's: it descends from it, or from no other test run's process.
+
+    A test runs beside other xdist workers and maybe other test runs on the same host, with the same ports, scripts
+    and programs in their command lines: their processes are not this test's. A process reparented away from its
+    starter (an escapee of a sandbox that should have taken it down) descends from neither, and counts: a test that
+    asserts that nothing outlived its task must see it."""
+    chain = []
+    while pid > 1 and len(chain) < 64:
+        chain.append(pid)
+        pid = _parent(pid)
+    if os.getpid() in chain:
+        return True  # whatever ran in between: a sandboxed pytest of the bot's under test is this test's too
+    run = pid_of_this_run()
+    return not any(p != run and _is_a_test_run(p) for p in chain)
+
+
+def _parent(pid: int) -> int:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0
+    return int(stat[stat.rindex(")") + 2 :].split()[1])
+
+
+def _is_a_test_run(pid: int) -> bool:
+    """A pytest process (`python -m pytest`, `…/pytest`) or an xdist worker (`python -u -c "import sys;exec(…)"`)."""
+    try:
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return any(a in (b"pytest", b"py.test") or a.endswith((b"/pytest", b"/py.test")) for a in args) or any(
+        a.startswith(b"import sys;exec(eval(sys.stdin.readline()))") for a in args
+    )
+
+
+def pid_of_this_run() -> int:
+    """The pytest process this test process belongs to: its parent when it is an xdist worker, else itself."""
+    parent = os.getppid()
+    return parent if _is_a_test_run(parent) and os.environ.get("PYTEST_XDIST_WORKER") else os.getpid()
 
 
 def own_sleep(tag: str) -> str:
