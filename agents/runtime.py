@@ -267,7 +267,7 @@ class Runtime:
         s = self.settings
         if not s.review.review_url:
             return
-        pages = TaskPages(self.store, self.crew, self.pull_requests, s.review.review_diff_page_bytes)
+        pages = TaskPages(self.store, self.crew, self.pull_requests, s.review.review_diff_page_bytes, self.secrets)
         server = ReviewServer(s, self.store, self.crew, self.notifier, pages, in_chat)
         try:
             server.start()

@@ -90,15 +90,17 @@ async def on_button(update: Update, context: Context) -> None:
     try:
         if action is Action.DIFF:
             data, caption = await rt.crew.branches.diff(caller, item_id, anywhere=handed)
+            # masked once, before any HTML is drawn from it: the page's highlighting cuts a token into spans and
+            # escapes `&` and quotes, so a mask run over the page's HTML would miss what it must hide
+            data = await rt.secrets.mask_bytes_soon(data)
             await rt.notifier.send_document(
-                caller.chat_id, f"task-{item_id}.diff", data or b"(empty diff)\n", caption=caption
+                caller.chat_id, f"task-{item_id}.diff", data or b"(empty diff)\n", caption=caption, literal=True
             )
-            if not rt.settings.review.review_url and is_long(
-                data
-            ):  # no review page: the same diff as one page a phone opens
-                page = await asyncio.to_thread(standalone_html, f"Task #{item_id}", caption, data)
+            if not rt.settings.review.review_url and is_long(data):  # no review page: the diff as a page a phone opens
+                shown = rt.secrets.mask(caption)
+                page = await asyncio.to_thread(standalone_html, f"Task #{item_id}", shown, data)
                 await rt.notifier.send_document(
-                    caller.chat_id, f"task-{item_id}.html", page, caption=f"{caption}, as a page"
+                    caller.chat_id, f"task-{item_id}.html", page, caption=f"{caption}, as a page", literal=True
                 )
             return
         text = await DISPATCH[action](rt.crew, caller, item_id, handed)

@@ -320,10 +320,9 @@ class TelegramNotifier:
     async def send_document(
         self, chat_id: int, filename: str, data: bytes, caption: str = "", *, literal: bool = False
     ) -> None:
-        try:  # a text document (a log, a diff, the history) is masked like every message, but for a literal one
-            data = data if literal else (await self.secrets.mask_soon(data.decode("utf-8"))).encode("utf-8")
-        except UnicodeDecodeError:
-            pass
+        # a document (a log, a diff, the history) is masked like every message, but for a literal one (shown as it is,
+        # or masked by the caller already); bytes that are not UTF-8 stay as they are and never switch the masking off
+        data = data if literal else await self.secrets.mask_bytes_soon(data)
         await self._in_place(
             chat_id,
             lambda chat, thread: self.bot.send_document(

@@ -435,3 +435,53 @@ async def test_open_pr_from_the_page_opens_the_pull_request_and_tells_the_chat(
             lambda: next((m for m in bot.tg.messages(USER_ID) if "from the review page" in (m.text or "")), None)
         )
         assert "Opened PR #1" in told.text and "/octo/calc/pull/1" in told.text
+
+
+KEY_SHAPE = "sk-ant-api03-" + "Q7w8E9r0T1y2U3i4O5p6" * 4  # bare (no quotes): the page's highlighting cuts it at `-`
+PLANTS_A_KEY = (  # a file with the key, a Latin-1 byte (not UTF-8) before it, and enough lines to be a long diff
+    "python3 -c \"open('keys.py', 'wb').write(b'caf\\\\xe9 = 1\\\\nKEY = "
+    + KEY_SHAPE
+    + "\\\\n' + b''.join(b'y%d = %d\\\\n' % (i, i) for i in range(100)))\""
+)
+
+
+async def _a_task_that_commits_a_key(bot: BotHarness, model: RoleScript) -> object:
+    model.add("orchestrator", start_task("calc", "Add keys.py."), claude_says.text("On it."))
+    model.add(
+        "code",
+        claude_says.tool_use("run_command", {"command": PLANTS_A_KEY}),
+        claude_says.text(f"Added keys.py with KEY = {KEY_SHAPE}"),
+    )
+    bot.say("add keys to calc")
+    _, summary = await final_summary(bot, 1, timeout=120)
+    return summary
+
+
+@pytest.mark.untested_calc  # the verdict is not what this test is about
+async def test_a_key_in_a_diff_is_masked_in_the_document_and_in_its_page(bot: BotHarness, model: RoleScript) -> None:
+    """The Diff document and the single HTML page drawn from it: a byte that is not UTF-8 does not switch the masking
+    off, and the page is drawn from the masked document (masking its HTML misses a key the highlighting cut up)."""
+    summary = await _a_task_that_commits_a_key(bot, model)
+    bot.tg.press_button(USER_ID, summary.message_id, "task:diff:1")
+    page = await bot.tg.await_for(
+        lambda: next(
+            (m for m in bot.tg.messages(USER_ID) if m.kind == "document" and m.filename == "task-1.html"), None
+        )
+    )
+    diff = next(m for m in bot.tg.messages(USER_ID) if m.kind == "document" and m.filename == "task-1.diff")
+    assert b"+caf\xe9 = 1" in diff.data, "the bytes that are not a secret come as they are"
+    assert b"Q7w8E9r0T1y2U3i4O5p6" not in diff.data and b"+KEY = \xc2\xabmasked\xc2\xbb" in diff.data, diff.data[:600]
+    assert b"Q7w8E9r0T1y2U3i4O5p6" not in page.data and b"masked" in page.data and b"y99" in page.data
+
+
+@pytest.mark.untested_calc
+async def test_the_review_page_masks_the_diff_and_the_workers_report(review_bot: BotHarness, model: RoleScript) -> None:
+    """The review page shows what the chat shows, masked the same way: the diff (each file before it is drawn) and
+    the worker's report, which the summary in the chat masks too."""
+    bot = review_bot
+    summary = await _a_task_that_commits_a_key(bot, model)
+    assert "Q7w8E9r0T1y2U3i4O5p6" not in (summary.text or "")
+    owner = launch_data(bot.tg.token, USER_ID, signed_at=time.time())
+    status, body = await api(bot, "/api/task/1", owner)
+    assert status == 200 and "keys.py" in body and "y99" in body, body[:2000]
+    assert "Q7w8E9r0T1y2U3i4O5p6" not in body and body.count("masked") >= 2, body[:4000]

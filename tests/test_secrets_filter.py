@@ -159,3 +159,15 @@ async def test_a_big_text_is_masked_off_the_event_loop_a_small_one_at_once() -> 
     assert masked_big == secrets.mask(big) and "sup3r" not in masked_big
     assert turns_small == 0, "a small text is masked at once, without giving the loop away"
     assert turns_big > 0, "the loop went on while a big text was masked"
+
+
+async def test_bytes_that_are_not_utf8_are_kept_and_never_switch_the_masking_off() -> None:
+    """A file's bytes (a diff, a log) with a byte that is not UTF-8 (a Latin-1 file, a stray binary): masked all the
+    same, and every byte that is not a secret comes back as it was."""
+    secrets = SecretsFilter()
+    secrets.add(["sup3r-secret-value"])
+    data = b"caf\xe9 = 1\ntoken = 'sup3r-secret-value'\n\xff\xfe end\n"
+    for masked in (secrets.mask_bytes(data), await secrets.mask_bytes_soon(data * (OFF_LOOP_CHARS // len(data) + 1))):
+        assert b"sup3r" not in masked and MASK.encode() in masked
+        assert masked.startswith(b"caf\xe9 = 1\ntoken = '" + MASK.encode() + b"'\n\xff\xfe end\n")
+    assert secrets.mask_bytes(b"caf\xe9 \xff") == b"caf\xe9 \xff"

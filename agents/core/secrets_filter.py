@@ -259,6 +259,18 @@ class SecretsFilter:
             return self.mask(text)
         return await asyncio.to_thread(self.mask, text)
 
+    def mask_bytes(self, data: bytes) -> bytes:
+        """`mask` for a file's bytes (a diff, a log): read as UTF-8, any other byte kept as it is (surrogateescape),
+        so a byte that is not UTF-8 never turns the masking off for the rest, and what is not masked comes back
+        byte for byte."""
+        return self.mask(data.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
+
+    async def mask_bytes_soon(self, data: bytes) -> bytes:
+        """`mask_bytes` in a worker thread past OFF_LOOP_CHARS bytes (as `mask_soon`)."""
+        if len(data) <= OFF_LOOP_CHARS:
+            return self.mask_bytes(data)
+        return await asyncio.to_thread(self.mask_bytes, data)
+
     def mask_json(self, value: object) -> object:
         """`mask` applied to every string inside a JSON-like value (tool results made of content blocks); image and
         document blocks (base64 data) are left as they are."""

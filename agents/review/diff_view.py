@@ -13,7 +13,7 @@ import functools
 import html
 import itertools
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
@@ -276,12 +276,16 @@ def _highlighted(path: str, raw: list[tuple[str, int | None, int | None, str]], 
     return lines
 
 
-def render_files(diff: BinaryIO, spans: list[FileSpan], budget: int = HIGHLIGHT_BUDGET) -> Iterator[FileDiff]:
-    """The files of `spans`, coloured while the highlighting budget lasts, then plain (each says which)."""
+def render_files(
+    diff: BinaryIO, spans: list[FileSpan], mask: Callable[[str], str], budget: int = HIGHLIGHT_BUDGET
+) -> Iterator[FileDiff]:
+    """The files of `spans`, coloured while the highlighting budget lasts, then plain (each says which). Each file's
+    patch goes through `mask` (the bot's secrets filter) before it is parsed: once highlighted, a token is cut into
+    spans and `&` and quotes are escaped, where no filter finds it any more."""
     for span in spans:
         colour = span.length <= budget
         budget -= span.length if colour else 0
-        fd = parse_file(read_span(diff, span), colour)
+        fd = parse_file(mask(read_span(diff, span)), colour)
         if not colour and fd.lines:
             fd.note = fd.note or "shown without colours (a long diff: the colours stop after the first files)"
         yield fd

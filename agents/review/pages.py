@@ -12,6 +12,7 @@ import asyncio
 import functools
 import io
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -20,6 +21,7 @@ from tornado.template import Loader
 
 from agents.core.errors import ToolError
 from agents.core.models import Caller, Task
+from agents.core.secrets_filter import SecretsFilter
 from agents.core.text import human_size
 from agents.git.command import GitError
 from agents.git.diff import DiffReport
@@ -74,22 +76,30 @@ class DiffPage:
         }
 
 
-def diff_page(diff: BinaryIO, report: DiffReport, page: int, page_bytes: int, split: bool = False) -> DiffPage:
-    """Page `page` (clamped to the pages there are) of the diff in `diff`; CPU work: run it in a thread."""
+def diff_page(
+    diff: BinaryIO, report: DiffReport, page: int, page_bytes: int, mask: Callable[[str], str], split: bool = False
+) -> DiffPage:
+    """Page `page` (clamped to the pages there are) of the diff in `diff`, every text of it through `mask` (the bot's
+    secrets filter, before any of it becomes HTML); CPU work: run it in a thread."""
     grouped = diff_view.pages(diff_view.index_files(diff), page_bytes)
     count = max(1, len(grouped))
     page = min(max(0, page), count - 1)
-    files = list(diff_view.render_files(diff, grouped[page])) if grouped else []
+    files = list(diff_view.render_files(diff, grouped[page], mask)) if grouped else []
     last = page == count - 1  # the files git named but did not inline are listed once, after the last file
     return DiffPage(
         page,
         count,
         files,
-        report.binary if last else [],
-        [(p, human_size(n)) for p, n in report.huge] if last else [],
+        [mask(p) for p in report.binary] if last else [],
+        [(mask(p), human_size(n)) for p, n in report.huge] if last else [],
         report.truncated and last,
         split,
     )
+
+
+def already_masked(text: str) -> str:
+    """The `mask` of a diff the caller masked whole already (`standalone_html`)."""
+    return text
 
 
 def page_css() -> str:
@@ -103,13 +113,14 @@ def is_long(diff: bytes) -> bool:
     return diff.count(b"\n") > LONG_DIFF_LINES
 
 
-def standalone_html(title: str, caption: str, diff: bytes) -> bytes:
-    """The whole diff (Diff's capped document) as one HTML file a phone opens, with no script and no outside asset:
-    what the chat gets for a long diff when there is no review server. The document's `#` header (the stat, the files
-    named but not shown) comes first, as written."""
+def standalone_html(title: str, caption: str, masked_diff: bytes) -> bytes:
+    """The whole diff (Diff's capped document, masked whole by the caller: `SecretsFilter.mask_bytes`) as one HTML
+    file a phone opens, with no script and no outside asset: what the chat gets for a long diff when there is no
+    review server. The document's `#` header (the stat, the files named but not shown) comes first, as written."""
+    diff = masked_diff
     head, marker, _ = diff.partition(diff_view.FILE_START)
     header = head.decode("utf-8", errors="replace") if marker else diff.decode("utf-8", errors="replace")
-    whole = diff_page(io.BytesIO(diff), DiffReport(), 0, max(len(diff), 1))
+    whole = diff_page(io.BytesIO(diff), DiffReport(), 0, max(len(diff), 1), already_masked)
     return (
         templates()
         .load("standalone.html")
@@ -120,13 +131,23 @@ def standalone_html(title: str, caption: str, diff: bytes) -> bytes:
 class TaskPages:
     """The review page's parts for a task its viewer may see (the server checked that before)."""
 
-    def __init__(self, store: Store, crew: Crew, pull_requests: PullRequests | None, page_bytes: int) -> None:
+    def __init__(
+        self,
+        store: Store,
+        crew: Crew,
+        pull_requests: PullRequests | None,
+        page_bytes: int,
+        secrets: SecretsFilter,
+    ) -> None:
+        """`secrets`: the bot's output filter. A page shows what the chat shows (a diff, the worker's report, the tests'
+        names, captions), masked the same way, before any of it becomes HTML."""
         self.store, self.crew, self.pull_requests, self.page_bytes = store, crew, pull_requests, page_bytes
+        self.secrets = secrets
 
     async def diff(self, caller: Caller, task: Task, page: int, split: bool = False) -> DiffPage:
         with tempfile.TemporaryFile() as out:  # git streams into the file; one page is read back from it
             _, report = await self.crew.branches.write_diff(caller, task.stored_id, out, max_bytes=PAGE_DIFF_MAX_BYTES)
-            return await asyncio.to_thread(diff_page, out, report, page, self.page_bytes, split)
+            return await asyncio.to_thread(diff_page, out, report, page, self.page_bytes, self.secrets.mask, split)
 
     async def diff_html(self, caller: Caller, task: Task, page: int, split: bool = False) -> bytes:
         shown = await self.diff(caller, task, page, split)
@@ -142,13 +163,17 @@ class TaskPages:
         return shown
 
     async def task_html(self, caller: Caller, task: Task, page: int = 0, split: bool = False) -> bytes:
-        review = await self.store.reviews.review(task.stored_id) or {}
+        review = self.secrets.mask_json(await self.store.reviews.review(task.stored_id) or {})
+        assert isinstance(review, dict)
+        task = task.model_copy(update={"title": self.secrets.mask(task.title)})  # a title may be the model's words
         tests = review.get("tests", [])
         judged = sorted(
             (t for t in tests if t["outcome"] != "passed"),
             key=lambda t: JUDGED.index(t["outcome"]) if t["outcome"] in JUDGED else len(JUDGED),
         )
-        pictures = await self.store.reviews.captions(task.stored_id)
+        pictures = [
+            (kind, self.secrets.mask(caption)) for kind, caption in await self.store.reviews.captions(task.stored_id)
+        ]
         try:
             shown = (
                 await self.diff(caller, task, page, split)

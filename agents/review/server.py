@@ -123,7 +123,7 @@ class _Base(RequestHandler):
     def refuse(self, why: str, status: int = 403) -> None:
         self.set_status(status)
         self.set_header("Content-Type", "text/plain; charset=utf-8")
-        self.finish(REFUSED.format(why=why))
+        self.finish(REFUSED.format(why=self.server.pages.secrets.mask(why)))  # git's words may quote a file
 
     async def viewer(self, task_id: str) -> tuple[Task, Caller] | None:
         viewers = self.server.viewers
@@ -214,7 +214,7 @@ class _Action(_Base):
             return
         task, caller = found
         text = await self.server.act(caller, task, action)
-        self.finish({"text": plain(text)})
+        self.finish({"text": plain(self.server.pages.secrets.mask(text))})  # masked as the chat's copy is
 
 
 class ReviewServer:
