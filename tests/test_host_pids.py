@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -32,7 +32,7 @@ def _every_pid(argument: str) -> list[int]:
     return found
 
 
-def _until(check, timeout: float = 10.0):  # type: ignore[no-untyped-def]
+def _until(check: Callable[[], list[int]], timeout: float = 10.0) -> list[int]:
     deadline = time.monotonic() + timeout
     while not (found := check()):
         assert time.monotonic() < deadline, "not true within the time allowed"
