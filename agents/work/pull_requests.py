@@ -128,6 +128,9 @@ class PullRequests:
     ) -> None:
         self.settings, self.store, self.workspaces, self.notifier = settings, store, workspaces, notifier
         self.client = client
+        # what the bot writes on GitHub (a pull request's title and body, a comment) is masked as the chat's copy is:
+        # a worker's report may quote a token it read, and a public repository shows it to the world
+        self.secrets = secrets
         self.access = Access(
             settings, store, workspaces, notifier, secrets
         )  # the chat's roles, for what GitHub reaches
@@ -252,7 +255,7 @@ class PullRequests:
         files = await _diffstat(path, task.base_commit or "", task.branch or "")
         reports = [(stored_id(t), t.result or "") for t in tasks]
         body = pull_request_body(task, verdict, tests[-1] if tests else None, files, reports, first.user_name)
-        return first.title, body, task.status is not TaskStatus.COMPLETED
+        return self.secrets.mask(first.title), self.secrets.mask(body), task.status is not TaskStatus.COMPLETED
 
     # ---- after a task ends ---------------------------------------------------------------
     async def after_task(self, task: Task) -> None:
@@ -345,7 +348,7 @@ class PullRequests:
         if self.client is None:
             return
         try:
-            await self.client.comment(repository, number, body)
+            await self.client.comment(repository, number, self.secrets.mask(body))
         except GitHubUnavailable as err:
             if chat_id is not None:
                 with contextlib.suppress(Exception):
