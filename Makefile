@@ -17,7 +17,7 @@
 # Tests: the bot's own modules are compiled once before pytest (pip does not compile an editable install, and three
 # workers would each compile them at once); bytecode is written even where the environment says
 # PYTHONDONTWRITEBYTECODE (each xdist worker and each bot or runner process a test starts would compile every module
-# again, and pytest would rewrite every test's asserts again); one and a half xdist workers per core, and idle workers
+# again, and pytest would rewrite every test's asserts again); two xdist workers per core, and idle workers
 # steal queued tests (the long ones otherwise leave one worker busy at the end).
 # The Temporal SDK (TASK_ENGINE=temporal) is the optional extra `.[temporal]`, installed the same way.
 # Types: mypy (configured in pyproject.toml) after ruff; about 35 s of CPU on a fresh clone, ~2 s with its .mypy_cache;
@@ -34,9 +34,11 @@ TEST_STAMP := $(VENV)/.installed-test
 # --no-compile: Python compiles a module when it is first imported (and keeps the .pyc); most of what is installed (torch's
 # tests, most of sympy) never is, and compiling all of it at set-up costs CPU time and about 170 MB
 PIP     := $(BIN)/pip install --disable-pip-version-check -q --no-compile
-# xdist workers: one and a half per core (much of an e2e test's time is waiting on processes, git and the fakes;
-# measured on 2 cores: 130 s with 3 workers, 142 s with 4, 161-167 s with 2)
-TEST_JOBS ?= $(shell echo $$(( $$(nproc) * 3 / 2 )))
+# xdist workers: two per core (much of an e2e test's time is waiting on processes, git and the fakes, and with three
+# workers on 2 cores the cores still idled ~7% of a run). Measured on 2 cores, the same code, 4 and 3 workers
+# alternating, four pairs: 173.8/176.0 s, 180.9/196.6 s, 150.5/155.7 s, 175.1/189.6 s (4 faster in each pair; this VM's
+# speed drifts by 20% between pairs). Earlier, with a smaller suite: 130 s with 3 workers, 142 s with 4.
+TEST_JOBS ?= $(shell echo $$(( $$(nproc) * 2 )))
 
 # TORCH_DRY_RUN_REPORT=FILE: resolve only and leave pip's report there (`make torch`, tests/test_torch_install.py)
 TORCH_INSTALL = TORCH='$(TORCH)' TORCH_INDEX='$(TORCH_INDEX)' TORCH_CPU_INDEX='$(TORCH_CPU_INDEX)' \
