@@ -15,7 +15,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 
 from tornado.template import Loader
 
@@ -117,10 +117,9 @@ def standalone_html(title: str, caption: str, masked_diff: bytes) -> bytes:
     """The whole diff (Diff's capped document, masked whole by the caller: `SecretsFilter.mask_bytes`) as one HTML
     file a phone opens, with no script and no outside asset: what the chat gets for a long diff when there is no
     review server. The document's `#` header (the stat, the files named but not shown) comes first, as written."""
-    diff = masked_diff
-    head, marker, _ = diff.partition(diff_view.FILE_START)
-    header = head.decode("utf-8", errors="replace") if marker else diff.decode("utf-8", errors="replace")
-    whole = diff_page(io.BytesIO(diff), DiffReport(), 0, max(len(diff), 1), already_masked)
+    head, marker, _ = masked_diff.partition(diff_view.FILE_START)
+    header = (head if marker else masked_diff).decode("utf-8", errors="replace")
+    whole = diff_page(io.BytesIO(masked_diff), DiffReport(), 0, max(len(masked_diff), 1), already_masked)
     return (
         templates()
         .load("standalone.html")
@@ -163,8 +162,8 @@ class TaskPages:
         return shown
 
     async def task_html(self, caller: Caller, task: Task, page: int = 0, split: bool = False) -> bytes:
-        review = self.secrets.mask_json(await self.store.reviews.review(task.stored_id) or {})
-        assert isinstance(review, dict)
+        stored = await self.store.reviews.review(task.stored_id) or {}
+        review = cast(dict[str, Any], self.secrets.mask_json(stored))  # the same shape, each of its strings masked
         task = task.model_copy(update={"title": self.secrets.mask(task.title)})  # a title may be the model's words
         tests = review.get("tests", [])
         judged = sorted(
