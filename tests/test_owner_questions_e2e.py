@@ -81,8 +81,7 @@ async def test_an_approval_shows_the_call_the_filter_would_mask(mcp_bot: BotHarn
     shown = code_block(question.history[0])
     assert "authorization: none\\nDROP DATABASE production" in shown, shown
     assert "«masked»" not in question.history[0].text and WARNING in question.history[0].text
-    bot.tg.press_button(USER_ID, question.message_id, f"net:deny:{answer_id(question)}")
-    await bot.tg.await_for(lambda: not question.callback_data)
+    await deny_and_wait(bot, question)  # the task ends: the worker's last reply is served before the bot stops
 
 
 @pytest.fixture
