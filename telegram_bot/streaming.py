@@ -49,6 +49,12 @@ def draft_html(markdown: str, status: str = "", limit: int = TELEGRAM_LIMIT) -> 
     return "\n\n".join(parts)
 
 
+def settled(markdown: str) -> str:
+    """The text up to its last blank (a space, a line break): the word after it may still be arriving."""
+    end = max(markdown.rfind(blank) for blank in (" ", "\n", "\t"))
+    return markdown[: end + 1] if end >= 0 else ""
+
+
 class ChatDraft:
     """Shows an answer while it is written; `stop` before sending the final message, `discard` after it."""
 
@@ -132,7 +138,7 @@ class ChatDraft:
                 return
             self._dirty.clear()
             status = self.status
-            await self._show(draft_html(self.markdown, status))
+            await self._show(self.frame_for(status))
             if status and status == self.status:
                 self._status_shown = True
             interval = self.draft_interval if self.use_drafts else self.edit_interval
@@ -141,10 +147,16 @@ class ChatDraft:
                     await self._closing.wait()
 
     # ---- frames -----------------------------------------------------------------------------
+    def frame_for(self, status: str) -> str:
+        """The frame for the answer so far, drawn from masked text (the one output filter,
+        agents/core/secrets_filter.py): masked before it becomes HTML, whose escaping turns a value's `&` or `<` into
+        entities the filter would not find; and without the word still being written, so that a token or a value
+        that is still arriving is never shown in part (its first characters before the filter can see all of it)."""
+        return draft_html(self.secrets.mask(settled(self.markdown)), self.secrets.mask(status))
+
     async def _show(self, frame: str) -> None:
         if not frame or frame == self._shown:
             return
-        frame = self.secrets.mask(frame)  # the one output filter (agents/core/secrets_filter.py)
         try:
             if self.use_drafts:
                 await self._send_draft(frame)

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from telegram_bot.app import stop_application
-from telegram_bot.streaming import draft_html
+from telegram_bot.streaming import ChatDraft, draft_html
 from tests.conftest import USER_ID, BotHarness, make_settings, start_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.fakes.anthropic_server import FakeAnthropic
@@ -237,12 +237,43 @@ async def test_the_first_frame_goes_out_with_the_first_words_without_waiting_for
     bot = await start_bot(settings, fake_telegram, fake_anthropic)
     try:
         seen: dict[str, bool] = {}
-        # the model writes "Hello", then waits (up to 10 s) until the chat shows it before writing the rest
-        bot.claude.script(streamed("Hello world", bot.tg, seen))
+        # the model writes "Hello", " big", then waits (up to 10 s) until the chat shows "Hello" before writing the
+        # rest; a frame shows a word once the next has begun (a secret still arriving is never shown in part)
+        bot.claude.script(streamed("Hello big world", bot.tg, seen))
         bot.say("hi")
         [reply] = await bot.replies(1)
         assert seen == {"before_last_token": True}, "the first words showed while the model was still writing"
         assert [d.text for d in bot.tg.drafts if d.text][0] == "Hello"
-        assert reply.text == "Hello world"
+        assert reply.text == "Hello big world"
     finally:
         await stop_application(bot.app)
+
+
+VALUE = "p4ss&w0rd<x>"  # an added value made of what HTML escapes
+KEY = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"  # a GitHub token's shape
+
+
+async def test_frames_are_drawn_from_masked_text_and_never_show_a_secret_in_part(fast_bot: BotHarness) -> None:
+    """A frame is masked before it becomes HTML (escaped, `p4ss&amp;w0rd` is a string the filter never finds), and
+    the word still being written is held back until the next one begins: a token whose first characters have come
+    and whose rest has not is not shown at all."""
+    fast_bot.runtime.secrets.add([VALUE])
+    seen: dict[str, bool] = {}
+    fast_bot.claude.script(streamed(f"Saved {VALUE} and {KEY} for you, all done now.", fast_bot.tg, seen))
+    fast_bot.say("save them")
+    [reply] = await fast_bot.replies(1)
+    frames = [d.text for d in fast_bot.tg.drafts if d.text]
+    assert frames and seen == {"before_last_token": True}
+    for shown in [*frames, reply.text]:
+        assert "p4ss" not in shown and "A1b2C3d4" not in shown, shown
+    assert reply.text == "Saved «masked» and «masked» for you, all done now."
+
+    draft = ChatDraft(fast_bot.app.bot, fast_bot.runtime.secrets, USER_ID, private=True, draft_id=7)
+    try:
+        await draft.text(f"the key is {KEY[:14]}")  # its first characters; the rest has not come yet
+        assert draft.frame_for("") == "the key is"
+        await draft.text(f"{KEY[14:]} and")
+        shown = draft.frame_for("running: export TOKEN=" + KEY)
+        assert shown == "the key is «masked»\n\n<i>running: export TOKEN=«masked»…</i>", shown
+    finally:
+        await draft.stop()
