@@ -9,6 +9,10 @@ later than that, so a streamed answer's first words still show as soon as they e
 `ChatDraft` is the Telegram side of `agents.llm.tool_loop.AnswerStream`. Every frame is rendered from the whole
 Markdown written so far by the same renderer as the final answer, so a half-written code fence, link or
 `<`/`&` still makes valid HTML; a frame longer than a message shows the part being written.
+
+What a frame shows is masked before it is rendered, and the word still being written (the text after the last blank)
+waits until the next one begins: a token or a secret value arrives over several deltas, and a frame drawn in between
+would show its first characters before the filter can see it whole. So a word shows one token after it was written.
 """
 
 from __future__ import annotations
@@ -138,7 +142,10 @@ class ChatDraft:
                 return
             self._dirty.clear()
             status = self.status
-            await self._show(self.frame_for(status))
+            frame = self.frame_for(status)
+            if not frame or frame == self._shown:
+                continue  # nothing new to show (the first word is still being written): no interval to wait out
+            await self._show(frame)
             if status and status == self.status:
                 self._status_shown = True
             interval = self.draft_interval if self.use_drafts else self.edit_interval
