@@ -162,8 +162,7 @@ class ChatDraft:
         return draft_html(self.secrets.mask(settled(self.markdown)), self.secrets.mask(status))
 
     async def _show(self, frame: str) -> None:
-        if not frame or frame == self._shown:
-            return
+        """Send a new frame (`_run` leaves out an empty or unchanged one)."""
         try:
             if self.use_drafts:
                 await self._send_draft(frame)

@@ -27,16 +27,16 @@ def host_pids(argument: str) -> list[int]:
 
 def host_pids_where(matches: Callable[[list[bytes]], bool]) -> list[int]:
     """As `host_pids`, for the processes whose arguments `matches`."""
-    found = []
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            try:
-                args = Path(f"/proc/{entry.name}/cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if matches(args) and _ours(int(entry.name)):
-                found.append(int(entry.name))
-    return found
+    pids = (int(entry.name) for entry in os.scandir("/proc") if entry.name.isdigit())
+    return [pid for pid in pids if (args := _arguments(pid)) is not None and matches(args) and _ours(pid)]
+
+
+def _arguments(pid: int) -> list[bytes] | None:
+    """The process's command line, one item per argument (None: it has ended, or is not readable)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return None
 
 
 def _ours(pid: int) -> bool:
@@ -52,7 +52,7 @@ def _ours(pid: int) -> bool:
         pid = _parent(pid)
     if os.getpid() in chain:
         return True  # whatever ran in between: a sandboxed pytest of the bot's under test is this test's too
-    run = pid_of_this_run()
+    run = _pid_of_this_run()
     return not any(p != run and _is_a_test_run(p) for p in chain)
 
 
@@ -66,16 +66,13 @@ def _parent(pid: int) -> int:
 
 def _is_a_test_run(pid: int) -> bool:
     """A pytest process (`python -m pytest`, `…/pytest`) or an xdist worker (`python -u -c "import sys;exec(…)"`)."""
-    try:
-        args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return False
+    args = _arguments(pid) or []
     return any(a in (b"pytest", b"py.test") or a.endswith((b"/pytest", b"/py.test")) for a in args) or any(
         a.startswith(b"import sys;exec(eval(sys.stdin.readline()))") for a in args
     )
 
 
-def pid_of_this_run() -> int:
+def _pid_of_this_run() -> int:
     """The pytest process this test process belongs to: its parent when it is an xdist worker, else itself."""
     parent = os.getppid()
     return parent if _is_a_test_run(parent) and os.environ.get("PYTEST_XDIST_WORKER") else os.getpid()
