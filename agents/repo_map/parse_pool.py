@@ -23,8 +23,9 @@ to a worker thread of this process.
 `parse_batches` yields (path, outline) pairs in frames as they are parsed, in no fixed order; `parse_many` collects
 them in the order of `paths`, as `parse_files` returns them.
 
-Priority: the parse processes of a build in the background run at nice 10 (CHILD_NICENESS), so the bot's replies
-and a map drawn meanwhile have the CPU first. Those of an `urgent` build (someone waits on it: a task's first turn,
+Priority: the parse processes of a build in the background run at nice 10 (CHILD_NICENESS; their autogroup too,
+where the kernel shares the CPU by session first: `_deprioritise`), so the bot's replies and a map drawn meanwhile
+have the CPU first. Those of an `urgent` build (someone waits on it: a task's first turn,
 a worker's look-up) run at the bot's own priority: on 2 cores with another process busy, nice 10 left them one
 core between them, and the map being waited for came a third later. When a map is drawn while they run,
 `lower_priority` puts them at nice 10 for the rest of their build (the drawing is then what is waited on; an
@@ -72,9 +73,30 @@ Batch = list[tuple[str, Parsed]]
 _running: dict[int, bool] = {}
 
 
+def autogroup_niceness(pid: int | str) -> int | None:
+    """The niceness of the process's autogroup (`/proc/PID/autogroup`: "/autogroup-N nice K"), or None where the
+    kernel has none."""
+    try:
+        return int(Path(f"/proc/{pid}/autogroup").read_text().split()[-1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def _deprioritise(pid: int) -> None:
+    """The process at CHILD_NICENESS (or the bot's own, if lower), and so is its autogroup where the kernel has them.
+
+    Where the kernel shares the CPU between sessions first (sched autogroup, on in Debian's and Ubuntu's kernels), a
+    process's nice value weighs only against the processes of its own session, and a parse process leads a session
+    of its own (it is killed as a group): at nice 10 alone it still took a full share beside the bot (measured, two
+    processes spinning on one core: the one at nice 10 in a session of its own got half of it; with its autogroup at
+    nice 10 too, a tenth). Its autogroup holds only this process, so setting that group's niceness touches nothing
+    else."""
     with contextlib.suppress(OSError):  # ended meanwhile, or already at a lower priority than that
         os.setpriority(os.PRIO_PROCESS, pid, max(CHILD_NICENESS, os.getpriority(os.PRIO_PROCESS, 0)))
+    own_group = autogroup_niceness("self")
+    if own_group is not None:
+        with contextlib.suppress(OSError):  # ended meanwhile, or already lower
+            Path(f"/proc/{pid}/autogroup").write_text(str(max(CHILD_NICENESS, own_group)))
     _running[pid] = False
 
 
