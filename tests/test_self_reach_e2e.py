@@ -4,7 +4,8 @@ The bot's checkout holds an untracked `mcp.json` with a token in it (as an owner
 orchestrator (the scripted model, as a hostile one would) reads, lists and searches it as `self`; with
 BOT_REPOSITORY being the folder `agentlab` under WORKSPACE_PATH (and reached through a link of another name), it
 starts a task there and looks there under those names; a member's task stored on it by another path than a tool
-(a schedule, a resume) is refused when it would start.
+(a schedule, a resume) is refused when it would start. A folder with no repository of its own inside the bot's
+checkout (WORKSPACE_PATH may live there) is the bot's repository to git, so it is `self` too.
 """
 
 from __future__ import annotations
@@ -77,6 +78,19 @@ async def team_inside(
     inside = copy_repo(repo_templates, "agentlab-self", workspace_root / "agentlab")
     os.symlink(inside, workspace_root / "tools")
     async for harness in member_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, inside):
+        yield harness
+
+
+@pytest.fixture
+async def team_within(fake_telegram, fake_anthropic, tmp_path, repo_templates) -> AsyncIterator[BotHarness]:
+    """WORKSPACE_PATH inside the bot's checkout (git-ignored there), with a plain folder `notes` that has no
+    repository of its own: git run in it answers with the bot's repository."""
+    bot = copy_repo(repo_templates, "agentlab-self", tmp_path / "agentlab")
+    (bot / ".gitignore").write_text("/workspaces/\n")
+    root = bot / "workspaces"
+    (root / "notes").mkdir(parents=True)
+    (root / "notes" / "todo.md").write_text("# todo\n")
+    async for harness in member_bot(fake_telegram, fake_anthropic, tmp_path, root, bot):
         yield harness
 
 
@@ -162,3 +176,31 @@ async def test_a_members_task_stored_on_the_bots_folder_never_runs(team_inside: 
         await asyncio.sleep(0.05)
     assert now.status is TaskStatus.FAILED and "only an owner" in (now.error or ""), now
     assert not model.requests["code"], "a worker ran on the bot's own checkout for a member"
+
+
+async def test_a_folder_without_a_repository_inside_the_bots_checkout_is_self(team_within: BotHarness) -> None:
+    """Git run in such a folder works on the bot's own repository (a task's worktree would be the bot's code, and its
+    merge would land in the bot's checkout), so the folder is `self` to the roles, whatever its name."""
+    bot = team_within
+    model = RoleScript()
+    bot.claude.handler = model
+    never = "the worker of a member's task on the bot's repository: it must never run"
+    model.add(
+        "code",
+        spare(claude_says.tool_use("read_file", {"path": "telegram_bot/handlers.py"}), why=never),
+        spare(claude_says.text("Read it."), why=never),
+    )
+    model.add("orchestrator", start_task("notes", "Tidy the todo list."), claude_says.text("Done looking."))
+    bot.tg.send_text(MEMBER, "tidy my notes")
+    await bot.tg.await_for(
+        lambda: next((m for m in bot.tg.messages(MEMBER) if "Done looking" in (m.text or "")), None), timeout=30
+    )
+    started = await bot.runtime.store.get_task(1)
+    if started is not None:  # what the member's task reached, for the failure's message
+        deadline = asyncio.get_running_loop().time() + 30
+        while not (started := await bot.runtime.store.get_task(1)).status.is_final:
+            assert asyncio.get_running_loop().time() < deadline, "the task did not end"
+            await asyncio.sleep(0.05)
+    seen = tool_results(model, "code") if model.requests["code"] else []
+    assert started is None, f"a member's task ran on the bot's repository through `notes`: {started}; worker saw {seen}"
+    assert "only an owner can work on the bot's own code" in tool_results(model, "orchestrator")[0]

@@ -56,8 +56,8 @@ class OwnersOnly(ToolError):
 @dataclass(frozen=True)
 class Workspace:
     """A named folder an agent may work in; `path` is resolved (absolute, symlinks followed). `is_self`: the folder
-    is the bot's own checkout (BOT_REPOSITORY) or holds it, whatever its name: `self`, or a folder
-    `agentlab` under WORKSPACE_PATH, or a link to it; only owners reach it (`check_reach`)."""
+    is the bot's own checkout (BOT_REPOSITORY) or holds it, or its git repository is the bot's, whatever its name:
+    `self`, or a folder `agentlab` under WORKSPACE_PATH, or a link to it; only owners reach it (`check_reach`)."""
 
     name: str
     path: Path
@@ -109,15 +109,20 @@ class Workspaces:
         return sorted(found, key=lambda w: (w.name.casefold(), w.name))
 
     def reaches_bot(self, path: Path) -> bool:
-        """Whether the folder `path` (resolved) shows the bot's checkout: it is the checkout or holds it. (A folder
-        inside the checkout shows only itself: WORKSPACE_PATH may live in the bot's folder.)"""
+        """Whether the folder `path` (resolved) shows the bot's checkout: it is the checkout or holds it, or git run
+        in it works on the bot's repository (a folder with no repository of its own inside the checkout: a task's
+        worktree there would be the bot's code, its merge would land in the bot's checkout). A folder inside the
+        checkout with a repository of its own shows only itself: WORKSPACE_PATH may live in the bot's folder."""
         if self.bot_repository is None:
             return False
         try:
             bot = self.bot_repository.resolve()
         except (OSError, RuntimeError):
             return False
-        return path == bot or bot.is_relative_to(path)
+        if path == bot or bot.is_relative_to(path):
+            return True
+        top = repository_top(bot)
+        return top is not None and repository_top(path) == top
 
     def reach(self, name: str, owner: bool) -> Workspace:
         """The workspace `name` means, for a user who is (`owner`) or is not an owner: the one role check for `self`
@@ -248,6 +253,18 @@ class Workspaces:
         return WorkspaceNotFound(
             f"{name!r} is ambiguous: it matches {matches}. Use the exact name. Available workspaces: {names}."
         )
+
+
+def repository_top(path: Path) -> Path | None:
+    """The folder whose repository git run in `path` finds: the nearest one from `path` up with a `.git` entry
+    (a folder or a worktree's file); None when there is none. Read from the file system, with no git process."""
+    for folder in (path, *path.parents):
+        try:
+            if os.path.lexists(folder / ".git"):
+                return folder
+        except OSError:
+            return None
+    return None
 
 
 def check_reach(workspace: Workspace, owner: bool) -> Workspace:
