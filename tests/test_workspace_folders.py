@@ -308,3 +308,22 @@ def test_self_is_decided_by_folder_not_by_name(tmp_path: Path) -> None:
     (root / "holder" / "agentlab").mkdir(parents=True)
     holder = Workspaces(root, root / "holder" / "agentlab")
     assert {w.name: w.is_self for w in holder.all()} == {"holder": True, "self": True}
+
+
+def test_a_folder_whose_repository_is_the_bots_is_self(tmp_path: Path) -> None:
+    """Git run in a folder with no `.git` of its own inside the bot's checkout works on the bot's repository, whether
+    WORKSPACE_PATH lies inside the checkout or a link from outside points into it; a repository of its own there is
+    only itself."""
+    bot = tmp_path / "bot"
+    (bot / ".git").mkdir(parents=True)
+    (bot / "docs").mkdir()
+    (bot / "workspaces" / "notes").mkdir(parents=True)
+    (bot / "workspaces" / "own" / ".git").mkdir(parents=True)
+    inside = Workspaces(bot / "workspaces", bot)
+    assert {w.name: w.is_self for w in inside.all()} == {"notes": True, "own": False, "self": True}
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "docs").symlink_to(bot / "docs")
+    (outside / "calc" / ".git").mkdir(parents=True)
+    linked = Workspaces(outside, bot)
+    assert {w.name: w.is_self for w in linked.all()} == {"calc": False, "docs": True, "self": True}
