@@ -312,8 +312,8 @@ def test_self_is_decided_by_folder_not_by_name(tmp_path: Path) -> None:
 
 def test_a_folder_whose_repository_is_the_bots_is_self(tmp_path: Path) -> None:
     """Git run in a folder with no `.git` of its own inside the bot's checkout works on the bot's repository, whether
-    WORKSPACE_PATH lies inside the checkout or a link from outside points into it; a repository of its own there is
-    only itself."""
+    WORKSPACE_PATH lies inside the checkout or a link from outside points into it, and so does git run in a linked
+    worktree of the bot's repository; a repository of its own (a submodule's too) is only itself."""
     bot = tmp_path / "bot"
     (bot / ".git").mkdir(parents=True)
     (bot / "docs").mkdir()
@@ -325,5 +325,18 @@ def test_a_folder_whose_repository_is_the_bots_is_self(tmp_path: Path) -> None:
     outside.mkdir()
     (outside / "docs").symlink_to(bot / "docs")
     (outside / "calc" / ".git").mkdir(parents=True)
+    (bot / ".git" / "worktrees" / "tools").mkdir(parents=True)  # a linked worktree of the bot's repository
+    (bot / ".git" / "worktrees" / "tools" / "commondir").write_text("../..\n")
+    (outside / "tools").mkdir()
+    (outside / "tools" / ".git").write_text(f"gitdir: {bot / '.git' / 'worktrees' / 'tools'}\n")
+    (bot / ".git" / "modules" / "lib").mkdir(parents=True)  # a submodule's repository: another one
+    (outside / "lib").mkdir()
+    (outside / "lib" / ".git").write_text(f"gitdir: {bot / '.git' / 'modules' / 'lib'}\n")
     linked = Workspaces(outside, bot)
-    assert {w.name: w.is_self for w in linked.all()} == {"calc": False, "docs": True, "self": True}
+    assert {w.name: w.is_self for w in linked.all()} == {
+        "calc": False,
+        "docs": True,
+        "lib": False,
+        "self": True,
+        "tools": True,
+    }

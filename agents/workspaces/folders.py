@@ -110,9 +110,10 @@ class Workspaces:
 
     def reaches_bot(self, path: Path) -> bool:
         """Whether the folder `path` (resolved) shows the bot's checkout: it is the checkout or holds it, or git run
-        in it works on the bot's repository (a folder with no repository of its own inside the checkout: a task's
-        worktree there would be the bot's code, its merge would land in the bot's checkout). A folder inside the
-        checkout with a repository of its own shows only itself: WORKSPACE_PATH may live in the bot's folder."""
+        in it works on the bot's repository (a folder with no repository of its own inside the checkout, or a linked
+        worktree of the bot's repository: a task's branch and worktree there would be the bot's code). A folder
+        inside the checkout with a repository of its own shows only itself: WORKSPACE_PATH may live in the bot's
+        folder."""
         if self.bot_repository is None:
             return False
         try:
@@ -121,8 +122,8 @@ class Workspaces:
             return False
         if path == bot or bot.is_relative_to(path):
             return True
-        top = repository_top(bot)
-        return top is not None and repository_top(path) == top
+        ours = repository_of(bot)
+        return ours is not None and repository_of(path) == ours
 
     def reach(self, name: str, owner: bool) -> Workspace:
         """The workspace `name` means, for a user who is (`owner`) or is not an owner: the one role check for `self`
@@ -265,6 +266,29 @@ def repository_top(path: Path) -> Path | None:
         except OSError:
             return None
     return None
+
+
+def repository_of(path: Path) -> Path | None:
+    """The git folder shared by every work tree of the repository git run in `path` works on (a linked worktree's
+    `.git` file names a folder under it, whose `commondir` leads back to it); None when there is none. Read from the
+    file system, with no git process; a `.git` file it cannot follow stands for itself."""
+    top = repository_top(path)
+    if top is None:
+        return None
+    dot_git = top / ".git"
+    try:
+        if not dot_git.is_file():
+            return dot_git.resolve()
+        head = dot_git.read_text(errors="replace")[:4096].strip()
+        if not head.startswith("gitdir:"):
+            return dot_git
+        git_dir = (top / head.removeprefix("gitdir:").strip()).resolve()
+        common = git_dir / "commondir"
+        if common.is_file():
+            return (git_dir / common.read_text(errors="replace").strip()).resolve()
+        return git_dir
+    except (OSError, RuntimeError):
+        return dot_git
 
 
 def check_reach(workspace: Workspace, owner: bool) -> Workspace:
