@@ -279,13 +279,15 @@ def repository_of(path: Path) -> Path | None:
     try:
         if not dot_git.is_file():
             return dot_git.resolve()
-        head = dot_git.read_text(errors="replace")[:4096].strip()
+        with dot_git.open(errors="replace") as file:  # git's own `.git` file is one short line
+            head = file.read(4096).strip()
         if not head.startswith("gitdir:"):
             return dot_git
         git_dir = (top / head.removeprefix("gitdir:").strip()).resolve()
         common = git_dir / "commondir"
         if common.is_file():
-            return (git_dir / common.read_text(errors="replace").strip()).resolve()
+            with common.open(errors="replace") as file:
+                return (git_dir / file.read(4096).strip()).resolve()
         return git_dir
     except (OSError, RuntimeError):
         return dot_git
