@@ -44,7 +44,7 @@ from agents.sandbox.task_limits import sandbox_limit_warnings
 from agents.sandbox.temp_folders import sweep_leftovers
 from agents.store.database import Store
 from agents.store.delivery import Deliveries
-from agents.work.access import task_number
+from agents.work.access import StillAllowed, task_number
 from agents.work.chat_actions import ChatActions
 from agents.work.chat_queries import ChatQueries
 from agents.work.crew import Crew
@@ -452,7 +452,8 @@ def _engine(
             probe=probe,
             pull_requests=pull_requests,
         )
-        return TaskQueue(store, executor.execute, s.tasks.max_concurrent_tasks), lines, executor
+        refusal = StillAllowed(settings, notifier).refusal
+        return TaskQueue(store, executor.execute, s.tasks.max_concurrent_tasks, refusal), lines, executor
     from agents.engine.front import (  # temporalio is the optional extra `.[temporal]`
         ForwardedInboxes,
         ForwardedNetworkGate,

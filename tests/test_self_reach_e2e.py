@@ -4,7 +4,9 @@ The bot's checkout holds an untracked `mcp.json` with a token in it (as an owner
 orchestrator (the scripted model, as a hostile one would) reads, lists and searches it as `self`; with
 BOT_REPOSITORY being the folder `agentlab` under WORKSPACE_PATH (and reached through a link of another name), it
 starts a task there and looks there under those names; a member's task stored on it by another path than a tool
-(a schedule, a resume) is refused when it would start.
+(a schedule, a resume) is refused when it would start. A folder with no repository of its own inside the bot's
+checkout (WORKSPACE_PATH may live there), or a linked worktree of the bot's repository, is the bot's repository to
+git, so it is `self` too.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from agents.core.models import Task, TaskStatus, WorkerKind
-from tests.conftest import USER_ID, BotHarness, copy_repo, make_settings, start_bot
+from tests.conftest import USER_ID, BotHarness, copy_repo, git, make_settings, start_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript, spare
 from tests.support.tasks import start_task
@@ -78,6 +80,26 @@ async def team_inside(
     os.symlink(inside, workspace_root / "tools")
     async for harness in member_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, inside):
         yield harness
+
+
+@pytest.fixture(params=["inside", "worktree"])
+async def team_sharing(
+    request: pytest.FixtureRequest, fake_telegram, fake_anthropic, tmp_path, workspace_root, repo_templates
+) -> AsyncIterator[tuple[BotHarness, str]]:
+    """A workspace whose git repository is the bot's: `inside`, WORKSPACE_PATH inside the bot's checkout (git-ignored
+    there) with a plain folder `notes` that has no repository of its own; `worktree`, a workspace `tools` that is a
+    linked worktree of the bot's repository (`git worktree add`: its `.git` is a file pointing into the bot's)."""
+    bot = copy_repo(repo_templates, "agentlab-self", tmp_path / "agentlab")
+    if request.param == "inside":
+        (bot / ".gitignore").write_text("/workspaces/\n")
+        root, name = bot / "workspaces", "notes"
+        (root / name).mkdir(parents=True)
+        (root / name / "todo.md").write_text("# todo\n")
+    else:
+        root, name = workspace_root, "tools"
+        git(bot, "worktree", "add", "-q", "-b", "tools", str(root / name))
+    async for harness in member_bot(fake_telegram, fake_anthropic, tmp_path, root, bot):
+        yield harness, name
 
 
 def look_ups(workspace: str) -> list[dict]:
@@ -162,3 +184,32 @@ async def test_a_members_task_stored_on_the_bots_folder_never_runs(team_inside: 
         await asyncio.sleep(0.05)
     assert now.status is TaskStatus.FAILED and "only an owner" in (now.error or ""), now
     assert not model.requests["code"], "a worker ran on the bot's own checkout for a member"
+
+
+async def test_a_folder_whose_repository_is_the_bots_is_self(team_sharing: tuple[BotHarness, str]) -> None:
+    """Git run in a folder with no repository of its own inside the bot's checkout, or in a linked worktree of the
+    bot's repository, works on the bot's own repository (a task's branch and worktree would be the bot's code), so
+    the folder is `self` to the roles, whatever its name."""
+    bot, workspace = team_sharing
+    model = RoleScript()
+    bot.claude.handler = model
+    never = "the worker of a member's task on the bot's repository: it must never run"
+    model.add(
+        "code",
+        spare(claude_says.tool_use("read_file", {"path": "telegram_bot/handlers.py"}), why=never),
+        spare(claude_says.text("Read it."), why=never),
+    )
+    model.add("orchestrator", start_task(workspace, "Tidy the todo list."), claude_says.text("Done looking."))
+    bot.tg.send_text(MEMBER, "tidy my notes")
+    await bot.tg.await_for(
+        lambda: next((m for m in bot.tg.messages(MEMBER) if "Done looking" in (m.text or "")), None), timeout=30
+    )
+    started = await bot.runtime.store.get_task(1)
+    if started is not None:  # what the member's task reached, for the failure's message
+        deadline = asyncio.get_running_loop().time() + 30
+        while not (started := await bot.runtime.store.get_task(1)).status.is_final:
+            assert asyncio.get_running_loop().time() < deadline, "the task did not end"
+            await asyncio.sleep(0.05)
+    seen = tool_results(model, "code") if model.requests["code"] else []
+    assert started is None, f"a member's task ran on the bot's repository as {workspace}: {started}; worker saw {seen}"
+    assert "only an owner can work on the bot's own code" in tool_results(model, "orchestrator")[0]

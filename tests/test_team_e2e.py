@@ -209,3 +209,40 @@ async def test_an_unexpected_error_in_a_topic_is_apologised_for_in_that_topic(
     team.tg.send_text(OWNER, "@test_bot hello", chat_id=GROUP, thread_id=calc)
     assert await team.tg.await_for(lambda: in_topic(team, calc, "something went wrong"))
     assert in_topic(team, None, "something went wrong") is None
+
+
+async def test_a_task_queued_by_a_user_no_longer_allowed_never_starts(team: BotHarness, model: RoleScript) -> None:
+    """A task stored while its starter was allowed (queued, or pending again after a restart) and claimed after they
+    left ALLOWED_USER_IDS: its worker never reaches Claude or a tool, and the chat is told why, as a schedule's run
+    of such a maker is paused."""
+    from agents.core.models import Task, WorkerKind
+    from tests.scripted import spare
+
+    gone = 3003  # a member once: not in ALLOWED_USER_IDS any more
+    never = "the worker of a task whose starter is no longer allowed: it must never run"
+    model.add(
+        "code",
+        spare(claude_says.tool_use("read_file", {"path": "calc.py"}), why=never),
+        spare(claude_says.text("Read it."), why=never),
+    )
+    team.tg.send_command(OWNER, "/start", chat_id=GROUP)
+    await team.tg.await_for(lambda: team.tg.messages(GROUP))
+    task = await team.runtime.store.add_task(
+        Task(
+            chat_id=GROUP,
+            user_id=gone,
+            user_name="@gone",
+            workspace="calc",
+            worker=WorkerKind.CODE,
+            title="queued before they left",
+            instructions="Read calc.py.",
+            background=True,
+        )
+    )
+    team.runtime.crew.engine.wake()
+    ended_now = await ended(team, task.stored_id)
+    assert not model.requests["code"], "a worker ran for a user no longer allowed"
+    assert ended_now.status is TaskStatus.FAILED, ended_now
+    assert "no longer an allowed user" in (ended_now.error or ""), ended_now.error
+    told = await team.tg.await_for(lambda: in_topic(team, None, "no longer an allowed user"))
+    assert f"Task #{task.id}" in told.text

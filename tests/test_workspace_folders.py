@@ -308,3 +308,35 @@ def test_self_is_decided_by_folder_not_by_name(tmp_path: Path) -> None:
     (root / "holder" / "agentlab").mkdir(parents=True)
     holder = Workspaces(root, root / "holder" / "agentlab")
     assert {w.name: w.is_self for w in holder.all()} == {"holder": True, "self": True}
+
+
+def test_a_folder_whose_repository_is_the_bots_is_self(tmp_path: Path) -> None:
+    """Git run in a folder with no `.git` of its own inside the bot's checkout works on the bot's repository, whether
+    WORKSPACE_PATH lies inside the checkout or a link from outside points into it, and so does git run in a linked
+    worktree of the bot's repository; a repository of its own (a submodule's too) is only itself."""
+    bot = tmp_path / "bot"
+    (bot / ".git").mkdir(parents=True)
+    (bot / "docs").mkdir()
+    (bot / "workspaces" / "notes").mkdir(parents=True)
+    (bot / "workspaces" / "own" / ".git").mkdir(parents=True)
+    inside = Workspaces(bot / "workspaces", bot)
+    assert {w.name: w.is_self for w in inside.all()} == {"notes": True, "own": False, "self": True}
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "docs").symlink_to(bot / "docs")
+    (outside / "calc" / ".git").mkdir(parents=True)
+    (bot / ".git" / "worktrees" / "tools").mkdir(parents=True)  # a linked worktree of the bot's repository
+    (bot / ".git" / "worktrees" / "tools" / "commondir").write_text("../..\n")
+    (outside / "tools").mkdir()
+    (outside / "tools" / ".git").write_text(f"gitdir: {bot / '.git' / 'worktrees' / 'tools'}\n")
+    (bot / ".git" / "modules" / "lib").mkdir(parents=True)  # a submodule's repository: another one
+    (outside / "lib").mkdir()
+    (outside / "lib" / ".git").write_text(f"gitdir: {bot / '.git' / 'modules' / 'lib'}\n")
+    linked = Workspaces(outside, bot)
+    assert {w.name: w.is_self for w in linked.all()} == {
+        "calc": False,
+        "docs": True,
+        "lib": False,
+        "self": True,
+        "tools": True,
+    }

@@ -63,6 +63,7 @@ from agents.sandbox.bwrap import NetworkPolicy
 from agents.sandbox.network_gate import CHOICES, DENY, FOR_TASK, ONCE, NetworkGate
 from agents.store.database import Store
 from agents.store.standing import StandingNotes
+from agents.work.access import StillAllowed
 from agents.work.orphans import instance_token
 from agents.work.pull_requests import PullRequests
 from agents.work.steering import Inboxes
@@ -221,7 +222,7 @@ class TemporalEngine:
         )
         self.reports = TaskReports(settings, store, deliveries, workspaces, pull_requests)  # a run's report applied
         self.instance = lines.instance
-        self.queue = TaskQueue(store, self._dispatch, REMOTE_SLOTS)
+        self.queue = TaskQueue(store, self._dispatch, REMOTE_SLOTS, StillAllowed(settings, notifier).refusal)
         self.attaching: dict[int, str] = {}  # re-attached tasks → the run followed (never a second start)
         self.stopping = False
         self._serving: asyncio.Task[None] | None = None

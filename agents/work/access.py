@@ -1,6 +1,7 @@
 """Who may do what to which work: owners and members (OWNER_USER_IDS), a conversation's own tasks, proposals and
 workspaces, and the spending budget. Every part of the crew asks here before it acts, whoever asks (a tool call or a
-button), so a role is checked next to what it guards and in one way."""
+button), so a role is checked next to what it guards and in one way; the task queue asks here last whether a claimed
+task's user is still allowed."""
 
 from __future__ import annotations
 
@@ -30,6 +31,25 @@ def task_number(task: Task) -> int:
     if task.id is None:
         raise ValueError(f"task {task.title!r} was never stored")
     return task.id
+
+
+class StillAllowed:
+    """The last check before a claimed task starts, under either engine: its starter is still in ALLOWED_USER_IDS.
+    A task stored while its user was allowed (queued behind others, or pending again after a restart) never reaches
+    Claude or a tool once they are not, as a schedule of theirs is paused then; its chat is told why."""
+
+    def __init__(self, settings: Settings, notifier: Notifier) -> None:
+        self.settings, self.notifier = settings, notifier
+
+    async def refusal(self, task: Task) -> str | None:
+        """Why the task may not start (None: it may); said in the task's chat first."""
+        if task.user_id is None or task.user_id in self.settings.users.allowed_user_ids:
+            return None  # None: the bot itself stored it
+        who = outside_text(task.user_name) if task.user_name else f"user {task.user_id}"
+        why = f"the user who asked for it, {who}, is no longer an allowed user"
+        with contextlib.suppress(Exception):  # the chat may be gone; the task's record still says why
+            await self.notifier.send(task.chat_id, f"✖ Task #{task.id} was not started: {why}.")
+        return why
 
 
 class Access:

@@ -1,4 +1,5 @@
-"""The local task queue: claims pending tasks from the store (priority, then age), at most N at once."""
+"""The local task queue: claims pending tasks from the store (priority, then age), at most N at once; a claimed task
+that may not start any more (its `refusal`: the starter no longer allowed) ends failed with the reason."""
 
 from __future__ import annotations
 
@@ -13,14 +14,17 @@ from agents.store.database import Store
 log = logging.getLogger(__name__)
 
 Execute = Callable[[Task], Awaitable[None]]
+Refusal = Callable[[Task], Awaitable[str | None]]  # why a claimed task may not start any more (None: it may)
 
 
 class TaskQueue:
-    """Each claimed task runs in its own asyncio task, kept referenced and awaited on shutdown."""
+    """Each claimed task runs in its own asyncio task, kept referenced and awaited on shutdown. `refusal`, asked of
+    each claimed task before it runs, ends one that may not start any more failed with its reason."""
 
-    def __init__(self, store: Store, execute: Execute, max_concurrent: int) -> None:
+    def __init__(self, store: Store, execute: Execute, max_concurrent: int, refusal: Refusal | None = None) -> None:
         self.store = store
         self.execute = execute
+        self.refusal = refusal
         self.max_concurrent = max_concurrent
         self.running: dict[int, asyncio.Task[None]] = {}
         self._done: dict[int, asyncio.Event] = {}
@@ -72,6 +76,10 @@ class TaskQueue:
 
     async def _run(self, task: Task) -> None:
         try:
+            why = await self.refusal(task) if self.refusal is not None else None
+            if why is not None:
+                await self._finish_refused(task.stored_id, why)
+                return
             await self.execute(task)
         except asyncio.CancelledError:
             if not self._stopping:
@@ -90,6 +98,10 @@ class TaskQueue:
             self.running.pop(task.stored_id, None)
             self.done_event(task.stored_id).set()
             self._wake.set()
+
+    async def _finish_refused(self, task_id: int, why: str) -> None:
+        await self.store.update_task(task_id, status=TaskStatus.FAILED, error=why, finished_at=utcnow())
+        await self.store.add_event(TaskEvent(task_id=task_id, kind="status", detail=f"failed: {why}"))
 
     async def _finish_cancelled(self, task_id: int) -> None:
         await self.store.update_task(task_id, status=TaskStatus.CANCELLED, finished_at=utcnow())

@@ -56,8 +56,8 @@ class OwnersOnly(ToolError):
 @dataclass(frozen=True)
 class Workspace:
     """A named folder an agent may work in; `path` is resolved (absolute, symlinks followed). `is_self`: the folder
-    is the bot's own checkout (BOT_REPOSITORY) or holds it, whatever its name: `self`, or a folder
-    `agentlab` under WORKSPACE_PATH, or a link to it; only owners reach it (`check_reach`)."""
+    is the bot's own checkout (BOT_REPOSITORY) or holds it, or its git repository is the bot's, whatever its name:
+    `self`, or a folder `agentlab` under WORKSPACE_PATH, or a link to it; only owners reach it (`check_reach`)."""
 
     name: str
     path: Path
@@ -109,15 +109,21 @@ class Workspaces:
         return sorted(found, key=lambda w: (w.name.casefold(), w.name))
 
     def reaches_bot(self, path: Path) -> bool:
-        """Whether the folder `path` (resolved) shows the bot's checkout: it is the checkout or holds it. (A folder
-        inside the checkout shows only itself: WORKSPACE_PATH may live in the bot's folder.)"""
+        """Whether the folder `path` (resolved) shows the bot's checkout: it is the checkout or holds it, or git run
+        in it works on the bot's repository (a folder with no repository of its own inside the checkout, or a linked
+        worktree of the bot's repository: a task's branch and worktree there would be the bot's code). A folder
+        inside the checkout with a repository of its own shows only itself: WORKSPACE_PATH may live in the bot's
+        folder."""
         if self.bot_repository is None:
             return False
         try:
             bot = self.bot_repository.resolve()
         except (OSError, RuntimeError):
             return False
-        return path == bot or bot.is_relative_to(path)
+        if path == bot or bot.is_relative_to(path):
+            return True
+        ours = repository_of(bot)
+        return ours is not None and repository_of(path) == ours
 
     def reach(self, name: str, owner: bool) -> Workspace:
         """The workspace `name` means, for a user who is (`owner`) or is not an owner: the one role check for `self`
@@ -248,6 +254,43 @@ class Workspaces:
         return WorkspaceNotFound(
             f"{name!r} is ambiguous: it matches {matches}. Use the exact name. Available workspaces: {names}."
         )
+
+
+def repository_top(path: Path) -> Path | None:
+    """The folder whose repository git run in `path` finds: the nearest one from `path` up with a `.git` entry
+    (a folder or a worktree's file); None when there is none. Read from the file system, with no git process."""
+    for folder in (path, *path.parents):
+        try:
+            if os.path.lexists(folder / ".git"):
+                return folder
+        except OSError:
+            return None
+    return None
+
+
+def repository_of(path: Path) -> Path | None:
+    """The git folder shared by every work tree of the repository git run in `path` works on (a linked worktree's
+    `.git` file names a folder under it, whose `commondir` leads back to it); None when there is none. Read from the
+    file system, with no git process; a `.git` file it cannot follow stands for itself."""
+    top = repository_top(path)
+    if top is None:
+        return None
+    dot_git = top / ".git"
+    try:
+        if not dot_git.is_file():
+            return dot_git.resolve()
+        with dot_git.open(errors="replace") as file:  # git's own `.git` file is one short line
+            head = file.read(4096).strip()
+        if not head.startswith("gitdir:"):
+            return dot_git
+        git_dir = (top / head.removeprefix("gitdir:").strip()).resolve()
+        common = git_dir / "commondir"
+        if common.is_file():
+            with common.open(errors="replace") as file:
+                return (git_dir / file.read(4096).strip()).resolve()
+        return git_dir
+    except (OSError, RuntimeError):
+        return dot_git
 
 
 def check_reach(workspace: Workspace, owner: bool) -> Workspace:
