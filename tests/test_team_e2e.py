@@ -246,3 +246,30 @@ async def test_a_task_queued_by_a_user_no_longer_allowed_never_starts(team: BotH
     assert "no longer an allowed user" in (ended_now.error or ""), ended_now.error
     told = await team.tg.await_for(lambda: in_topic(team, None, "no longer an allowed user"))
     assert f"Task #{task.id}" in told.text
+
+
+async def test_an_owners_notes_in_the_group_leave_out_a_members_private_notes(
+    team: BotHarness, model: RoleScript
+) -> None:
+    model.add(
+        "orchestrator",
+        claude_says.tool_use("remember", {"text": "my staging box is mia-staging.internal"}),
+        claude_says.text("Noted."),
+    )
+    team.tg.send_text(MEMBER, "remember that my staging box is mia-staging.internal", username="mia")
+    await team.tg.await_for(lambda: any("Noted." in (m.text or "") for m in team.tg.messages(MEMBER)))
+    model.add("orchestrator", claude_says.tool_use("remember", {"text": "we squash merges"}), claude_says.text("Ok."))
+    team.tg.send_text(OWNER, "remember that we squash merges")
+    await team.tg.await_for(lambda: any("Ok." in (m.text or "") for m in team.tg.messages(OWNER)))
+
+    team.tg.send_command(OWNER, "/notes", chat_id=GROUP)
+    in_group = await team.tg.await_for(lambda: in_topic(team, None, "Standing notes"), timeout=HANG_GUARD)
+    assert "we squash merges" in in_group.text, "the owners' notes apply to everyone: the group sees them"
+    assert "mia-staging" not in in_group.text, "a member's own note is not shown to the whole group"
+    team.tg.send_command(OWNER, "/notes")  # the owner's private chat: every note, each with Forget
+    private = await team.tg.await_for(
+        lambda: next((m for m in team.tg.messages(OWNER) if "Standing notes" in (m.text or "")), None),
+        timeout=HANG_GUARD,
+    )
+    assert "mia-staging" in private.text and "we squash merges" in private.text
+    assert private.callback_data == ["note:forget:1", "note:forget:2"]

@@ -40,8 +40,11 @@ class Notes:
         return await self.table.applying(user_id, self.settings.users.is_owner, workspace, every=every)
 
     async def listed(self, caller: Caller) -> list[StandingNote]:
-        """What /notes shows: every note to an owner; to a member, the notes that apply to them."""
-        if self.settings.users.is_owner(caller.user_id):
+        """What /notes shows: every note to an owner in their private chat; to anyone else, and to an owner in a group
+        (whose members all read the answer), the notes that apply to them: their own and the owners'. A member's
+        note, made in their private chat, is theirs: a group sees it only when they list it there themselves."""
+        private = caller.user_id is not None and caller.chat_id == caller.user_id  # Telegram: a private chat's id
+        if private and self.settings.users.is_owner(caller.user_id):
             return await self.table.all()
         return await self.applying(caller.user_id, every=True)
 
