@@ -21,9 +21,9 @@ import asyncio
 import contextlib
 import itertools
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from secrets import randbelow
 
 from agents.core.actions import Action, Buttons, button
 from agents.core.models import Task, TaskEvent
@@ -161,8 +161,11 @@ class NetworkGate:
         self._pending: dict[int, _Pending] = {}
         self._allowed_tasks: set[int] = set()
         self._allowed_calls: set[tuple[int, str]] = set()  # (task id, MCP tool) allowed for the rest of the task
-        # ids unique across restarts, so a stale button from an earlier run never answers a new question
-        self._ids = itertools.count(int(time.time() * 1000) % 10**12)
+        # ids unique across restarts, so a stale button from an earlier run never answers a new question, and across
+        # processes: a restarted bot that no longer knows a question passes the press to every runner's task in that
+        # chat, and each answers the id it waits on. Counted from a random start, not the clock: two runners started
+        # in the same millisecond counted the same ids, and one press answered both questions.
+        self._ids = itertools.count(randbelow(10**12))
 
     async def request(
         self,
