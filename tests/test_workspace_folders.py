@@ -10,7 +10,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agents.tools.file_tools import ToolError
-from agents.workspaces.folders import PathOutsideWorkspace, Workspace, WorkspaceNotFound, Workspaces, confine
+from agents.workspaces.folders import (
+    OwnersOnly,
+    PathOutsideWorkspace,
+    Workspace,
+    WorkspaceNotFound,
+    Workspaces,
+    confine,
+)
 
 
 @pytest.fixture
@@ -340,3 +347,18 @@ def test_a_folder_whose_repository_is_the_bots_is_self(tmp_path: Path) -> None:
         "self": True,
         "tools": True,
     }
+
+
+def test_a_folder_that_loses_its_own_repository_is_the_bots_at_once(tmp_path: Path) -> None:
+    """The folder list is kept until WORKSPACE_PATH changes; removing a folder's `.git` changes only the folder, and
+    git there then works on the bot's repository: the next look-up says so."""
+    bot = tmp_path / "bot"
+    (bot / ".git").mkdir(parents=True)
+    (bot / "workspaces" / "own" / ".git").mkdir(parents=True)
+    workspaces = Workspaces(bot / "workspaces", bot)
+    os.utime(bot / "workspaces", ns=(0, 0))  # an old folder: its listing is kept
+    assert not workspaces.resolve("own").is_self
+    (bot / "workspaces" / "own" / ".git").rmdir()
+    assert workspaces.resolve("own").is_self
+    with pytest.raises(OwnersOnly):
+        workspaces.reach("own", owner=False)

@@ -10,7 +10,7 @@ import difflib
 import os
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 
 from agents.core.errors import ToolError
@@ -165,7 +165,16 @@ class Workspaces:
         return found
 
     def resolve(self, name: str) -> Workspace:
-        """Find the workspace a (possibly spoken, misspelled) name means, or raise WorkspaceNotFound."""
+        """Find the workspace a (possibly spoken, misspelled) name means, or raise WorkspaceNotFound. Whether it is
+        the bot's own code is asked again of the file system: the list is kept until WORKSPACE_PATH itself changes,
+        and a folder's `.git` removed since (a change inside the folder) makes git there work on the bot's
+        repository."""
+        found = self._match(name)
+        if found.is_self or not self.reaches_bot(found.path):
+            return found
+        return replace(found, is_self=True)
+
+    def _match(self, name: str) -> Workspace:
         available = self.all()
         cleaned = name.strip().strip("'\"`").strip().rstrip("/\\")
         if not cleaned:
