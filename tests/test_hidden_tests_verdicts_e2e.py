@@ -6,14 +6,16 @@ code under test exiting at import) is never a passing suite."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
 from agents.core.models import TaskStatus
-from tests.conftest import BotHarness, make_repo
+from tests.conftest import BotHarness, git, make_repo
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript
+from tests.support.attempts import Racers, start_attempts, summary_of
 from tests.support.tasks import corrections, edit, final_summary, start_task, write_file
 
 RED_TEST = "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
@@ -101,3 +103,77 @@ async def test_code_that_ends_the_test_process_at_import_is_not_a_passing_suite(
     assert "suite passed" not in summary.text
     [correction] = corrections(model)
     assert "without writing its report" in correction, correction
+
+
+FORCE_PASS = """\
+import pytest
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    report.outcome = "passed"
+    report.longrepr = None
+"""
+# a module of the checkout named like the runner: `python -m pytest` finds it first (the checkout leads the path)
+FAKE_PYTEST = """\
+import sys
+
+report = next(a.split("=", 1)[1] for a in sys.argv if a.startswith("--junitxml="))
+with open(report, "w") as out:
+    out.write(
+        '<testsuites><testsuite name="pytest">'
+        '<testcase classname="test_calc" name="test_add" file="test_calc.py"/>'
+        '<testcase classname="test_mul" name="test_mul" file="test_mul.py"/>'
+        "</testsuite></testsuites>"
+    )
+print("2 passed in 0.01s")
+"""
+FORGERIES = {
+    "a conftest hook that reports every test passed": [write_file("conftest.py", FORCE_PASS)],
+    "a pytest.py of the checkout standing in for pytest": [write_file("pytest.py", FAKE_PYTEST)],
+}
+
+
+@pytest.mark.parametrize("forgery", list(FORGERIES))
+async def test_outcomes_forged_by_the_tasks_own_test_machinery_are_never_a_pass(
+    bot: BotHarness, model: RoleScript, workspace_root: Path, forgery: str
+) -> None:
+    """The worker leaves add() red and adds a file that runs inside the test run and reports test_add passed. The
+    bot cannot tell what the framework itself saw: ⚠ with what the task changed, never ✔ (nor "fixed")."""
+    calc_repo(workspace_root)
+    model.add("orchestrator", start_task("calc2", "Fix add() so test_add passes."), claude_says.text("started"))
+    model.add("code", *FORGERIES[forgery], claude_says.text("Fixed."))
+    bot.say("fix add in calc2")
+    task, summary = await final_summary(bot, 1, timeout=60)
+    print("SUMMARY", summary.text)
+    assert task.status is not TaskStatus.COMPLETED, summary.text
+    assert summary.text.startswith(("⚠", "✗")), summary.text
+
+
+@pytest.mark.settings(max_corrections=1)
+async def test_an_attempt_that_skips_the_red_test_never_wins_the_race(
+    bot: BotHarness, model: RoleScript, workspace_root: Path
+) -> None:
+    """Three attempts at calc's red test_add: 1 and 3 change add() wrongly, 2 leaves it red and makes calc.py skip
+    the test modules that import it (no test file touched; another test module still runs). Attempt 2 never saw
+    test_add pass: ✗ like the others, and the race has no ✔ pick."""
+    repo = workspace_root / "calc"
+    (repo / "test_other.py").write_text("def test_other():\n    assert True\n")
+    git(repo, "add", "test_other.py")
+    git(repo, "commit", "-q", "-m", "another test module")
+    skip_on_import = "a - b\n\n\nimport pytest\n\npytest.skip('later', allow_module_level=True)"
+    racers = Racers(edits={1: "a * b", 2: skip_on_import, 3: "abs(a - b)"})
+    model.add(
+        "orchestrator",
+        start_attempts("calc", "Fix the bug in calc.py so test_add passes.", 3),
+        claude_says.text("Racing."),
+    )
+    model.add("code", *[racers] * 9)  # 3 × (first, after its tool, one correction)
+    bot.say("try three ways to fix calc")
+    summary = await bot.tg.await_for(lambda: summary_of(bot), timeout=180)
+    print("SUMMARY", summary.text)
+    marks = {int(m.group(2)): m.group(1) for m in re.finditer(r"^([✔⚠✗]) Attempt (\d)", summary.text, re.MULTILINE)}
+    assert marks == {1: "✗", 2: "✗", 3: "✗"}, summary.text
+    assert not summary.text.startswith("✔") and "the only one whose tests pass" not in summary.text

@@ -1,7 +1,8 @@
 """The bot's own checks of one task: the test command taken from the base commit, the baseline run started with the
 task (in parallel with the worker), the run after each worker turn with one re-run of newly failing tests, and
-the verdict. The checks are the bot's, not the worker's: a worker that rewrites `.agentlab.toml` or the tests'
-configuration changes nothing here, and is named in the summary.
+the verdict. The command is the bot's, not the worker's: a worker that rewrites `.agentlab.toml` changes nothing
+here, and is named in the summary; one that changes what runs inside the test run (the tests' configuration, a module
+standing in for the runner's) makes the verdict ⚠ (`touched_checks`).
 
 Every run judges committed content only, in a clean room (agents/verify/clean_room.py): the base run in one of the
 base commit, the runs after the worker in one of the task's last commit, each in a network namespace of its own (the
@@ -75,6 +76,10 @@ TEST_CONFIG_FILES = frozenset(
         "karma.conf.js",
     }
 )
+
+
+# modules that run inside a Python test run before or as its runner: one of the checkout's by these names replaces them
+RUNNER_MODULES = frozenset({"pytest", "_pytest", "pluggy", "py", "iniconfig", "sitecustomize", "usercustomize"})
 
 
 async def base_config(repo: Path, commit: str) -> TestConfig | None:
@@ -350,10 +355,14 @@ class TaskTests:
     async def touched_checks(
         self, checkout: Path, verdict: Verdict, changes: list[tuple[str, str]] | None = None
     ) -> list[str]:
-        """What the task changed of its own checks: test configuration, deleted test files, tests gone."""
+        """What the task changed of its own checks: test configuration, deleted test files, tests gone, a module
+        that stands in for the runner's own. A change to what runs inside the test run (all of these but the
+        `.agentlab.toml` the bot does not read from the task) can make the run report what the task wants, so the
+        verdict cannot tell (⚠) unless it is ✗ anyway."""
         if changes is None:
             changes = await self._changes(checkout)
         warnings = []
+        in_run: list[str] = []
         for status, path in changes:
             name = Path(path).name
             if status == "D" and (
@@ -366,8 +375,18 @@ class TaskTests:
                 warnings.append(
                     f"the task changed test configuration: `{path}` (the tests ran with the base commit's command)"
                 )
+                in_run += [path] if name != CONFIG_FILE else []
+            elif shadowed := runner_module(path):
+                warnings.append(f"the task changed `{path}`, which the test run imports ahead of `{shadowed}`'s own")
+                in_run.append(path)
         if verdict.disappeared:
             warnings.append(f"{len(verdict.disappeared)} test(s) that ran at the base commit no longer run")
+        if in_run and not verdict.needs_correction and verdict.unverified is None:
+            named = ", ".join(f"`{path}`" for path in in_run[:3]) + (" …" if len(in_run) > 3 else "")
+            verdict.unverified = (
+                f"the task changed what runs inside its own test run ({named}), which can make the run report what "
+                "the task wants, so the bot cannot tell"
+            )
         return warnings
 
     async def _test_section_changed(self, checkout: Path, path: str, name: str) -> bool:
@@ -380,6 +399,19 @@ class TaskTests:
         for running in (self.baseline, self.base_traces):
             if running is not None and not running.done():
                 running.cancel()
+
+
+def runner_module(path: str) -> str | None:
+    """The module `path` stands in for when the test run imports it ahead of the installed one (the checkout's
+    source roots, its top and `src/`, lead the path): the runner (`pytest.py`, `_pytest/…`, `pluggy/…`) or what
+    Python runs at its start (`sitecustomize.py`). None for anything else."""
+    parts = PurePosixPath(path).parts
+    if parts[:1] == ("src",):
+        parts = parts[1:]
+    if not parts or (len(parts) == 1 and PurePosixPath(parts[0]).suffix not in (".py", ".pyc", ".so")):
+        return None
+    top = parts[0].split(".", 1)[0]
+    return top if top in RUNNER_MODULES else None
 
 
 def _not_run(reason: str, problem: str) -> TestOutcome:

@@ -1,8 +1,10 @@
 """A task judged by its tests against its base commit, and the verdict the user merges on:
 ✔ only for what the bot saw pass, ✗ for tests (or script steps) the task broke or failed to fix, ⚠ unverified
 whenever the bot cannot tell (a run that did not start, was interrupted, stopped before the tests, or failed as a
-whole before and after). Also what goes back to the worker (what it broke and the tests it was meant to fix: names,
-counts, each failure's own text, the output's tail) and the short lines the chat shows."""
+whole before and after; a test green at the base that no longer runs). A test red at the base that no longer runs
+(skipped, deselected, removed) is judged as still red. Also what goes back to the worker (what it broke and the
+tests it was meant to fix: names, counts, each failure's own text, the output's tail) and the short lines the chat
+shows."""
 
 from __future__ import annotations
 
