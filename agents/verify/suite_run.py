@@ -215,12 +215,13 @@ async def run_tests(
             junit = None  # the framework wrote no new report: a stale one says nothing about this run
         # pytest writes its report at the end of every run that reaches it, and a declared report is the command's
         # own: none means the process ended before its end (the code under test can exit at import, status 0)
-        unreported = not (junit and await asyncio.to_thread(junit.is_file)) and (environment.pytest or own_report)
+        wrote = junit is not None and await asyncio.to_thread(junit.is_file)
+        unreported = not wrote and (environment.pytest or own_report is not None)
         cases, failures = await asyncio.to_thread(read_junit, junit, workspace) if junit else ({}, {})
         if own_report is not None and stale is None:  # written by this run: not the task's to commit
             own_report.unlink(missing_ok=True)
         traced = await asyncio.to_thread(read_traces, traces) if traces is not None else {}
-    outcome = _outcome(environment, command, result, cases, failures, timeout, unreported=bool(unreported))
+    outcome = _outcome(environment, command, result, cases, failures, timeout, unreported=unreported)
     outcome.traced = traced
     _with_cause(outcome, result.output, workspace)
     return _with_sandbox_problem(outcome, result.output if not result.ok else "")
