@@ -177,3 +177,26 @@ async def test_an_attempt_that_skips_the_red_test_never_wins_the_race(
     marks = {int(m.group(2)): m.group(1) for m in re.finditer(r"^([✔⚠✗]) Attempt (\d)", summary.text, re.MULTILINE)}
     assert marks == {1: "✗", 2: "✗", 3: "✗"}, summary.text
     assert not summary.text.startswith("✔") and "the only one whose tests pass" not in summary.text
+
+
+OWN_RUNNERS = {
+    "a package.json test script `exit 0`": [
+        write_file("package.json", '{"name": "therapy", "scripts": {"test": "echo \\"Tests: 3 passed\\"; exit 0"}}\n')
+    ],
+    "a Makefile test target `true`": [write_file("Makefile", "test:\n\t@echo '5 passed in 0.01s'\n")],
+}
+
+
+@pytest.mark.parametrize("runner", list(OWN_RUNNERS))
+async def test_a_test_command_the_task_wrote_where_the_base_had_none_is_never_a_pass(
+    bot: BotHarness, model: RoleScript, runner: str
+) -> None:
+    """group-therapy has no tests at its base commit. The worker adds a test command that runs nothing and prints
+    counts: the bot saw no test pass (the task wrote the command and it names none), so ⚠, never ✔."""
+    model.add("orchestrator", start_task("group-therapy", "Print hello instead of hi."), claude_says.text("started"))
+    model.add("code", edit("app.py", "'hi'", "'hello'"), *OWN_RUNNERS[runner], claude_says.text("Done, tests pass."))
+    bot.say("say hello in group therapy")
+    task, summary = await final_summary(bot, 1, timeout=60)
+    print("SUMMARY", summary.text)
+    assert task.status is TaskStatus.UNVERIFIED, summary.text
+    assert summary.text.startswith("⚠"), summary.text

@@ -219,6 +219,12 @@ class TaskTests:
             after = await run_tests(room, self.timeout, environment=added, **self.run_options)
             verdict = judge(after, none, self.instructions, changed=changed)
             verdict.notes += [*added.notes, "the base commit had no tests: these are the task's own"]
+            if SUITE_ID in after.cases and not verdict.needs_correction and verdict.unverified is None:
+                # a command the task wrote that names no test (`make test` echoing counts): nothing was seen passing
+                verdict.unverified = (
+                    f"the base commit had no tests and `{added.display}`, the task's own, names no test it ran, so "
+                    "the bot saw none pass"
+                )
             await self._needed_uncommitted(verdict, added)
             return verdict
         if self.environment is None:
