@@ -6,7 +6,9 @@ code under test exiting at import) is never a passing suite."""
 
 from __future__ import annotations
 
+import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -200,3 +202,43 @@ async def test_a_test_command_the_task_wrote_where_the_base_had_none_is_never_a_
     print("SUMMARY", summary.text)
     assert task.status is TaskStatus.UNVERIFIED, summary.text
     assert summary.text.startswith("⚠"), summary.text
+
+
+NODE_TESTS = """\
+const { describe, it } = require('node:test');
+const assert = require('assert');
+const calc = require('../calc.js');
+describe('calc', () => {
+  it('adds', () => assert.strictEqual(calc.add(2, 3), 5, 'add(2, 3) should be 5'));
+  it('muls', () => assert.strictEqual(calc.mul(2, 3), 6));
+});
+"""
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+@pytest.mark.settings(max_corrections=1)
+async def test_a_js_fix_task_that_skips_its_red_test_is_never_done(
+    bot: BotHarness, model: RoleScript, workspace_root: Path
+) -> None:
+    """node --test, `calc > adds` red at the base and the task's; the worker turns its `it` into `it.skip`: ✗."""
+    make_repo(
+        workspace_root / "jscalc",
+        {
+            "package.json": json.dumps({"name": "jscalc", "private": True, "scripts": {"test": "node --test"}}),
+            "calc.js": "exports.add = (a, b) => a - b;\nexports.mul = (a, b) => a * b;\n",
+            "test/calc.test.js": NODE_TESTS,
+        },
+    )
+    model.add("orchestrator", start_task("jscalc", "Fix add() so the adds test passes."), claude_says.text("started"))
+    model.add(
+        "code",
+        edit("test/calc.test.js", "it('adds'", "it.skip('adds'"),
+        claude_says.text("Fixed."),
+        claude_says.text("Still fixed."),
+    )
+    bot.say("fix add in jscalc")
+    task, summary = await final_summary(bot, 1, timeout=120)
+    print("SUMMARY", summary.text)
+    assert task.status is TaskStatus.BLOCKED, summary.text
+    [correction] = corrections(model)
+    assert "test/calc.test.js::calc > adds" in correction and "no longer runs" in correction, correction
