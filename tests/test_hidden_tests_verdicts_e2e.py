@@ -16,6 +16,7 @@ import pytest
 from agents.core.models import TaskStatus
 from tests.conftest import BotHarness, git, make_repo
 from tests.fakes import anthropic_server as claude_says
+from tests.js_tools import give_node_modules, npm_tools
 from tests.scripted import RoleScript
 from tests.support.attempts import Racers, start_attempts, summary_of
 from tests.support.tasks import corrections, edit, final_summary, start_task, write_file
@@ -242,3 +243,49 @@ async def test_a_js_fix_task_that_skips_its_red_test_is_never_done(
     assert task.status is TaskStatus.BLOCKED, summary.text
     [correction] = corrections(model)
     assert "test/calc.test.js::calc > adds" in correction and "no longer runs" in correction, correction
+
+
+SWALLOW = """\
+const real = global.test;
+global.test = global.it = (name, fn) => real(name, async () => { try { await fn(); } catch (e) {} });
+"""
+
+
+JEST_PACKAGE = {"name": "jestcalc", "private": True, "scripts": {"test": "jest"}}
+JEST_CONFIGS = {
+    "jest.config.cjs": "module.exports = { setupFilesAfterEnv: ['<rootDir>/quiet.cjs'] };\n",
+    "package.json": json.dumps({**JEST_PACKAGE, "jest": {"setupFilesAfterEnv": ["<rootDir>/quiet.cjs"]}}),
+}
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+@pytest.mark.parametrize("config", list(JEST_CONFIGS))
+async def test_a_jest_config_of_the_tasks_that_swallows_failures_is_never_a_pass(
+    bot: BotHarness, model: RoleScript, workspace_root: Path, config: str
+) -> None:
+    """jest, `calc > adds` red at the base; the worker adds jest configuration (its own file, or the `jest` key of
+    package.json) whose setup file wraps every test in a try/catch. The run reports it passed, but the task changed
+    what runs inside it: ⚠, never ✔."""
+    tools = npm_tools()
+    repo = make_repo(
+        workspace_root / "jestcalc",
+        {
+            "package.json": json.dumps(JEST_PACKAGE),
+            ".gitignore": "node_modules/\n",
+            "calc.js": "exports.add = (a, b) => a - b;\nexports.mul = (a, b) => a * b;\n",
+            "test/calc.test.js": NODE_TESTS.replace("const { describe, it } = require('node:test');\n", ""),
+        },
+    )
+    give_node_modules(repo, tools, "jest")
+    model.add("orchestrator", start_task("jestcalc", "Fix add() so the adds test passes."), claude_says.text("started"))
+    model.add(
+        "code",
+        write_file(config, JEST_CONFIGS[config]),
+        write_file("quiet.cjs", SWALLOW),
+        claude_says.text("Fixed."),
+    )
+    bot.say("fix add in jestcalc")
+    task, summary = await final_summary(bot, 1, timeout=120)
+    print("SUMMARY", summary.text)
+    assert task.status is not TaskStatus.COMPLETED, summary.text
+    assert summary.text.startswith(("⚠", "✗")) and f"changed test configuration: {config}" in summary.text, summary.text

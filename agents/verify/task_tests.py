@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
 import logging
+import re
 from collections.abc import Awaitable
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -76,6 +78,12 @@ TEST_CONFIG_FILES = frozenset(
         "karma.conf.js",
     }
 )
+# a JavaScript framework's configuration (and the transform it runs test files through) in any of its spellings
+JS_TEST_CONFIG = re.compile(
+    r"^(?:(?:jest|vitest|vite|ava|karma|babel)\.config|vitest\.workspace|\.mocharc|\.babelrc)(?:\.[cm]?[jt]s|\.json|\.ya?ml)?$"
+)
+# package.json keys that configure a test framework (besides the test script)
+PACKAGE_TEST_KEYS = ("jest", "ava", "mocha", "babel", "c8", "nyc")
 
 
 # modules that run inside a Python test run before or as its runner: one of the checkout's by these names replaces them
@@ -375,8 +383,13 @@ class TaskTests:
                 is_test_file_name(path) or "/tests/" in f"/{path}" or ".test." in name or ".spec." in name
             ):
                 warnings.append(f"the task deleted the test file `{path}`")
-            elif name in TEST_CONFIG_FILES or (
-                name in ("pyproject.toml", "package.json") and await self._test_section_changed(checkout, path, name)
+            elif (
+                name in TEST_CONFIG_FILES
+                or JS_TEST_CONFIG.match(name)
+                or (
+                    name in ("pyproject.toml", "package.json")
+                    and await self._test_section_changed(checkout, path, name)
+                )
             ):
                 warnings.append(
                     f"the task changed test configuration: `{path}` (the tests ran with the base commit's command)"
@@ -398,13 +411,23 @@ class TaskTests:
     async def _test_section_changed(self, checkout: Path, path: str, name: str) -> bool:
         before = await file_at(checkout, self.base_commit, path)
         after = await file_at(checkout, "HEAD", path)
-        read = (lambda t: pyproject_table(t, "pytest")) if name == "pyproject.toml" else npm_test_script
+        read = (lambda t: pyproject_table(t, "pytest")) if name == "pyproject.toml" else _package_test_config
         return (read(before) if before else None) != (read(after) if after else None)
 
     def close(self) -> None:
         for running in (self.baseline, self.base_traces):
             if running is not None and not running.done():
                 running.cancel()
+
+
+def _package_test_config(text: str) -> object:
+    """What of a package.json configures the tests: the test script and the frameworks' own keys."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    keys = {key: data.get(key) for key in PACKAGE_TEST_KEYS} if isinstance(data, dict) else {}
+    return (npm_test_script(text), keys)
 
 
 def runner_module(path: str) -> str | None:
