@@ -289,3 +289,22 @@ async def test_a_jest_config_of_the_tasks_that_swallows_failures_is_never_a_pass
     print("SUMMARY", summary.text)
     assert task.status is not TaskStatus.COMPLETED, summary.text
     assert summary.text.startswith(("⚠", "✗")) and f"changed test configuration: {config}" in summary.text, summary.text
+
+
+@pytest.mark.settings(max_corrections=1)
+@pytest.mark.parametrize(
+    "instructions", ["Fix the failing tests.", "Make the test suite pass.", "Fix the failing test."]
+)
+async def test_a_task_to_make_the_red_tests_pass_that_leaves_them_red_is_never_done(
+    bot: BotHarness, model: RoleScript, instructions: str
+) -> None:
+    """calc's test_add is red at the base; the instructions name no test, file or function, only the red tests as a
+    whole. A worker that touches nothing they run leaves them red: each red test is the task's, ✗, never ✔ with the
+    red test "pre-existing"."""
+    model.add("orchestrator", start_task("calc", instructions), claude_says.text("started"))
+    model.add("code", write_file("NOTES.md", "looked at it\n"), claude_says.text("Done."), claude_says.text("Done."))
+    bot.say("make calc's tests pass")
+    task, summary = await final_summary(bot, 1, timeout=60)
+    print("SUMMARY", summary.text)
+    assert task.status is TaskStatus.BLOCKED, summary.text
+    assert summary.text.startswith("✗") and "test_calc.py::test_add" in summary.text, summary.text

@@ -13,7 +13,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from agents.core.text import fenced
-from agents.verify.fix_targets import named_in, not_ran_reason, ran_reason, target_reason
+from agents.verify.fix_targets import (
+    ALL_RED_REASON,
+    asks_for_the_red_tests,
+    named_in,
+    not_ran_reason,
+    ran_reason,
+    target_reason,
+)
 from agents.verify.suite_run import SUITE_ID, RunState, StepOutcome, TestOutcome, TestStatus
 
 __all__ = ["Mark", "Verdict", "judge", "named_in", "ran", "step_key"]
@@ -327,10 +334,14 @@ def judge(
     changed = list(changed)
     # a test red at the base that no longer runs is judged as if still red: the task's to fix when it is about it
     hidden_red = [n for n in verdict.no_longer_run if before.get(n) == "failed"]
+    red_at_base = sum(1 for n, s in before.items() if s == "failed" and n != SUITE_ID)
+    all_red = asks_for_the_red_tests(instructions, red_at_base)  # "fix the failing tests": every red one is the task's
     for name in verdict.still_failing + hidden_red:
         hidden = name in hidden_red
         texts = [after.failures.get(name, ""), base.failures.get(name, "") if base is not None else ""]
         reason = target_reason(name, instructions, texts, changed) if name != SUITE_ID else None
+        if not reason and all_red and name != SUITE_ID:
+            reason = ALL_RED_REASON
         if not reason and traced is not None:
             if not traced.get(name):
                 reason = UNTRACED
