@@ -308,3 +308,44 @@ async def test_a_task_to_make_the_red_tests_pass_that_leaves_them_red_is_never_d
     print("SUMMARY", summary.text)
     assert task.status is TaskStatus.BLOCKED, summary.text
     assert summary.text.startswith("✗") and "test_calc.py::test_add" in summary.text, summary.text
+
+
+async def test_a_red_test_that_passes_only_with_its_own_assertion_rewritten_is_never_done(
+    bot: BotHarness, model: RoleScript, workspace_root: Path
+) -> None:
+    """The worker leaves add() wrong and rewrites test_add's expectation to what add() returns: it passes, but the
+    base commit's version of the test still fails against the task's code. The bot cannot tell the code was fixed:
+    ⚠, never ✔ "1 fixed"."""
+    calc_repo(workspace_root)
+    model.add("orchestrator", start_task("calc2", "Fix add() so test_add passes."), claude_says.text("started"))
+    model.add("code", edit("test_calc.py", "== 5", "== -1"), claude_says.text("Fixed."))
+    bot.say("fix add in calc2")
+    task, summary = await final_summary(bot, 1, timeout=60)
+    print("SUMMARY", summary.text)
+    assert task.status is TaskStatus.UNVERIFIED, summary.text
+    assert summary.text.startswith("⚠") and "test_calc.py::test_add" in summary.text, summary.text
+    assert "the base commit's version" in summary.text, summary.text
+
+
+async def test_a_fix_in_the_code_with_a_test_added_beside_the_red_one_stays_done(
+    bot: BotHarness, model: RoleScript, workspace_root: Path
+) -> None:
+    """The worker fixes add() and adds a test to test_calc.py: the base commit's version of the file passes against
+    the task's code too, so the fix is the code's: ✔."""
+    calc_repo(workspace_root)
+    model.add("orchestrator", start_task("calc2", "Fix add() so test_add passes."), claude_says.text("started"))
+    model.add(
+        "code",
+        edit("calc.py", "a - b", "a + b"),
+        edit(
+            "test_calc.py",
+            "    assert add(2, 3) == 5\n",
+            "    assert add(2, 3) == 5\n\n\ndef test_zero():\n    assert add(0, 0) == 0\n",
+        ),
+        claude_says.text("Fixed."),
+    )
+    bot.say("fix add in calc2")
+    task, summary = await final_summary(bot, 1, timeout=60)
+    print("SUMMARY", summary.text)
+    assert task.status is TaskStatus.COMPLETED, summary.text
+    assert summary.text.startswith("✔") and "1 fixed" in summary.text, summary.text

@@ -22,11 +22,12 @@ from typing import Any
 
 from agents.git.command import GitError
 from agents.git.repository import changes_since, file_at, is_tracked, rev_parse, uncommitted_files
+from agents.sandbox.safe_paths import UnsafePath, write_file
 from agents.verify.base_run_cache import KeptOutcome, confirm_failing, confirm_fixed
 from agents.verify.baseline import BaselineRuns
 from agents.verify.checkout_state import CheckoutState, checkout_state
 from agents.verify.clean_room import clean_room
-from agents.verify.fix_targets import is_fix_task
+from agents.verify.fix_targets import is_fix_task, test_file_of
 from agents.verify.run_causes import keep_advice, needed_untracked
 from agents.verify.suite_env import (
     CONFIG_FILE,
@@ -249,8 +250,45 @@ class TaskTests:
         verdict.crashed_once = [name for name in verdict.flaky if name in crashed]
         verdict.notes += self.environment.notes + killed
         await self._base_reused(verdict, base)
+        await self._fixed_by_test_edits(room, verdict, changed)
         await self._needed_uncommitted(verdict, self.environment)
         return verdict
+
+    async def _fixed_by_test_edits(self, room: Path, verdict: Verdict, changed: list[str]) -> None:
+        """Tests counted as fixed whose test file the task changed are run once more with the base commit's version
+        of that file, against the task's code (in `room`, after its runs): one that fails there passed only with the
+        task's change to the test (an expectation rewritten to what the code returns), so the bot cannot tell the code
+        was fixed (⚠ unless ✗ anyway)."""
+        environment = self.environment
+        edited = sorted({f for t in verdict.fixed if (f := test_file_of(t)) is not None and f in changed})
+        if not edited or environment is None:
+            return
+        ids = [t for t in verdict.fixed if test_file_of(t) in edited]
+        try:
+            for path in edited:
+                text = await file_at(self.repo, self.base_commit, path)
+                if text is None:
+                    return  # not a file at the base: nothing to compare with
+                await asyncio.to_thread(write_file, room, path, text.encode())  # never through a link of the task's
+        except (UnsafePath, OSError):
+            again = None  # the base's version cannot be put in place: fail closed
+        else:
+            again = await run_tests(room, self.timeout, environment=environment, ids=ids, **self.run_options)
+        only_with_edit = [t for t in ids if again is None or again.cases.get(t) != "passed"]
+        if not only_with_edit:
+            return
+        shown = ", ".join(f"`{t}`" for t in only_with_edit[:8]) + (" …" if len(only_with_edit) > 8 else "")
+        tests = ", ".join(f"`{f}`" for f in edited[:3])
+        verdict.notes.append(
+            f"fixed only with the task's change to its test file ({tests}): the base commit's version of it does not "
+            f"pass against the task's code: {shown}"
+        )
+        if not verdict.needs_correction and verdict.unverified is None:
+            verdict.unverified = (
+                f"{len(only_with_edit)} test(s) pass only with the task's change to their test file: the base "
+                "commit's version of it does not pass against the task's code, so the bot cannot tell the code was "
+                "fixed"
+            )
 
     async def _needed_uncommitted(self, verdict: Verdict, env: TestEnvironment) -> None:
         """Files of the owner's workspace that no commit holds, named by a failing run's output: the clean room did
