@@ -326,10 +326,15 @@ def judge(
                 n for n, s in before.items() if s != "skipped" and n not in after.cases and n != SUITE_ID
             ]
             # skipped, marked xfail, deselected, dropped by a hook, its file deleted: not seen passing, whatever did it
+            # (a file that crashed at the base, its id the file's, still runs when its tests report one by one now)
+            ran_now = {case.split("::", 1)[0] for case in after.cases if "::" in case}
             verdict.no_longer_run = [
                 n
                 for n, s in before.items()
-                if s in ("passed", "failed") and n != SUITE_ID and after.cases.get(n) not in ("passed", "failed")
+                if s in ("passed", "failed")
+                and n != SUITE_ID
+                and after.cases.get(n) not in ("passed", "failed")
+                and not ("::" not in n and n in ran_now)
             ]
     changed = list(changed)
     # a test red at the base that no longer runs is judged as if still red: the task's to fix when it is about it
