@@ -88,7 +88,7 @@ PACKAGE_TEST_KEYS = ("jest", "ava", "mocha", "babel", "c8", "nyc")
 
 
 # modules that run inside a Python test run before or as its runner: one of the checkout's by these names replaces them
-RUNNER_MODULES = frozenset({"pytest", "_pytest", "pluggy", "py", "iniconfig", "sitecustomize", "usercustomize"})
+RUNNER_MODULES = frozenset({"pytest", "_pytest", "pluggy", "iniconfig", "sitecustomize", "usercustomize"})
 
 
 async def base_config(repo: Path, commit: str) -> TestConfig | None:
