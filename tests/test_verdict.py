@@ -26,7 +26,7 @@ from agents.verify.suite_run import (
     read_junit,
     run_tests,
 )
-from agents.verify.verdict import judge, named_in
+from agents.verify.verdict import Mark, judge, named_in
 from tests.conftest import git, make_repo
 
 
@@ -190,6 +190,22 @@ def test_verdict_sorts_fixed_broken_pre_existing_flaky_and_targets() -> None:
     yours, _, not_yours = text.partition("not yours")
     assert "t::ok" in yours and "t::new" in yours and "t::test_add" in yours and "t::old" not in yours
     assert "t::old" in not_yours and "t::flaky" not in text
+
+
+def test_a_test_file_that_crashed_at_the_base_and_runs_its_tests_now_still_runs() -> None:
+    """A file red as a whole at the base (it crashed: its id is the file) whose tests run one by one now has not
+    stopped running: never "no longer run", never the task's target left red."""
+    crashed = "test/x.test.js"
+    base = TestOutcome(
+        status=TestStatus.failed,
+        command="npm test",
+        summary="failed",
+        cases={crashed: "failed", "test/y.test.js::y": "passed"},
+        failures={crashed: "Error: Cannot find module '../x.js'"},
+    )
+    after = outcome("passed", **{"test/x.test.js::x > works": "passed", "test/y.test.js::y": "passed"})
+    verdict = judge(after, base, "Fix the crash in test/x.test.js")
+    assert verdict.no_longer_run == [] and verdict.targets == [] and verdict.mark is Mark.done, verdict.detail()
 
 
 def test_pre_existing_only_needs_no_correction_and_the_line_is_short() -> None:

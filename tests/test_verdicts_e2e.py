@@ -192,7 +192,7 @@ async def test_the_checks_are_the_bots_not_the_workers(
     bot: BotHarness, model: RoleScript, workspace_root: Path
 ) -> None:
     """A worker that breaks the code, rewrites .agentlab.toml to `echo '1 passed'` and deletes a test file gets
-    corrected all the same, and the summary names what it did to the checks."""
+    corrected all the same, and the summary names what it did to the checks; the deleted test is never seen passing."""
     make_repo(
         workspace_root / "shop",
         {
@@ -216,8 +216,9 @@ async def test_the_checks_are_the_bots_not_the_workers(
     task, summary = await final_summary(bot, 1, timeout=60)
     [correction] = corrections(model)
     assert "test_price.py::test_total" in correction and "assert -1 == 5" in correction
-    assert task.status is TaskStatus.COMPLETED
-    assert "⚠" in summary.text.splitlines()[0], "not plainly done"
+    # test_extra passed at the base and no longer runs: never seen passing, so the bot cannot tell (⚠), not done
+    assert task.status is TaskStatus.UNVERIFIED
+    assert summary.text.startswith("⚠") and "test_extra.py::test_extra" in summary.text, "not plainly done"
     assert "changed test configuration: .agentlab.toml" in summary.text
     assert "deleted the test file test_extra.py" in summary.text
 

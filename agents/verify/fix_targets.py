@@ -26,6 +26,18 @@ _FILE_TOKEN = re.compile(rf"(?<![\w/.-]){_SOURCE}(?![\w-])")
 _TEST_AFFIXES = re.compile(r"^(?:test_)|(?:[._-](?:test|spec)s?)$|(?:_test)$")
 # a task meant to fix something: then the tests of a file it names are its own (not for "rename the variables")
 _FIX_WORDS = re.compile(r"\b(?:fix\w*|bugs?|broken|repair\w*|failing|fails?|wrong|regression|crash\w*)\b", re.I)
+# instructions about the red tests as a whole, naming none: "fix the failing tests", "make the test suite pass"
+_ALL_RED = re.compile(
+    r"\b(?:(?:failing|broken|red)\s+(?:unit\s+)?tests"
+    r"|(?:make|get)\s+(?:the\s+|all\s+(?:the\s+)?)?(?:unit\s+)?(?:tests|test\s+suite|suite)\s+(?:to\s+)?(?:pass|green)"
+    r"|fix\s+(?:the\s+|all\s+(?:the\s+)?)?(?:unit\s+)?(?:tests|test\s+suite))\b",
+    re.I,
+)
+# about one red test without naming it ("fix the failing test"): that test, where only one is red
+_ONE_RED = re.compile(
+    r"\b(?:(?:failing|broken|red)\s+(?:unit\s+)?test|(?:make|get)\s+(?:the\s+)?test\s+(?:to\s+)?(?:pass|green))\b", re.I
+)
+ALL_RED_REASON = "the instructions ask for the failing tests to pass, and it is one of them"
 
 
 def named_in(test_id: str, instructions: str) -> bool:
@@ -115,6 +127,15 @@ def target_reason(test_id: str, instructions: str, failure_texts: Iterable[str],
 
 def _stem(path: str) -> str:
     return PurePosixPath(path).stem
+
+
+def asks_for_the_red_tests(instructions: str, red: int) -> bool:
+    """Whether the instructions are about the tests red at the base as a whole, naming none of them ("fix the failing
+    tests", "make the test suite pass"; "fix the failing test" where `red`, how many are red, is one): each is then
+    the task's, whatever it runs."""
+    return bool(instructions) and (
+        _ALL_RED.search(instructions) is not None or (red == 1 and _ONE_RED.search(instructions) is not None)
+    )
 
 
 def is_fix_task(instructions: str) -> bool:

@@ -213,11 +213,15 @@ async def run_tests(
         junit = report if environment.pytest else own_report
         if own_report is not None and _mtime(own_report) == stale:
             junit = None  # the framework wrote no new report: a stale one says nothing about this run
+        # pytest writes its report at the end of every run that reaches it, and a declared report is the command's
+        # own: none means the process ended before its end (the code under test can exit at import, status 0)
+        wrote = junit is not None and await asyncio.to_thread(junit.is_file)
+        unreported = not wrote and (environment.pytest or own_report is not None)
         cases, failures = await asyncio.to_thread(read_junit, junit, workspace) if junit else ({}, {})
         if own_report is not None and stale is None:  # written by this run: not the task's to commit
             own_report.unlink(missing_ok=True)
         traced = await asyncio.to_thread(read_traces, traces) if traces is not None else {}
-    outcome = _outcome(environment, command, result, cases, failures, timeout)
+    outcome = _outcome(environment, command, result, cases, failures, timeout, unreported=unreported)
     outcome.traced = traced
     _with_cause(outcome, result.output, workspace)
     return _with_sandbox_problem(outcome, result.output if not result.ok else "")
@@ -237,9 +241,12 @@ def _outcome(
     cases: dict[str, str],
     failures: dict[str, str],
     timeout: float,
+    unreported: bool = False,
 ) -> TestOutcome:
     """What one finished test command showed, as a TestOutcome: timed out, not started, interrupted, no tests, or
-    passed/failed with per-test cases. Why long: one ordered list of exit-code and output rules, first match wins."""
+    passed/failed with per-test cases. `unreported`: the JUnit report the run should have written is not there, so
+    it never reached its end, whatever its exit status says. Why long: one ordered list of exit-code and output
+    rules, first match wins."""
     output = _ANSI.sub("", result.output)
     tail = _tail(failures_section(output))
     base = {
@@ -311,6 +318,14 @@ def _outcome(
             failures=failures,
             state=stopped,
             reason=f"{shown} {why}",
+            **base,
+        )
+    if unreported:
+        return TestOutcome(
+            status=TestStatus.error,
+            summary=f"ended without its report (exit {code})",
+            state=stopped,
+            reason=f"{shown} ended (exit {code}) without writing its report: the run stopped before its end",
             **base,
         )
     status = TestStatus.passed if code == 0 else TestStatus.failed

@@ -1,7 +1,8 @@
 """The bot's own checks of one task: the test command taken from the base commit, the baseline run started with the
 task (in parallel with the worker), the run after each worker turn with one re-run of newly failing tests, and
-the verdict. The checks are the bot's, not the worker's: a worker that rewrites `.agentlab.toml` or the tests'
-configuration changes nothing here, and is named in the summary.
+the verdict. The command is the bot's, not the worker's: a worker that rewrites `.agentlab.toml` changes nothing
+here, and is named in the summary; one that changes what runs inside the test run (the tests' configuration, a module
+standing in for the runner's) makes the verdict ⚠ (`touched_checks`).
 
 Every run judges committed content only, in a clean room (agents/verify/clean_room.py): the base run in one of the
 base commit, the runs after the worker in one of the task's last commit, each in a network namespace of its own (the
@@ -12,18 +13,21 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
 import logging
+import re
 from collections.abc import Awaitable
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from agents.git.command import GitError
 from agents.git.repository import changes_since, file_at, is_tracked, rev_parse, uncommitted_files
+from agents.sandbox.safe_paths import UnsafePath, write_file
 from agents.verify.base_run_cache import KeptOutcome, confirm_failing, confirm_fixed
 from agents.verify.baseline import BaselineRuns
 from agents.verify.checkout_state import CheckoutState, checkout_state
 from agents.verify.clean_room import clean_room
-from agents.verify.fix_targets import is_fix_task
+from agents.verify.fix_targets import is_fix_task, test_file_of
 from agents.verify.run_causes import keep_advice, needed_untracked
 from agents.verify.suite_env import (
     CONFIG_FILE,
@@ -75,6 +79,16 @@ TEST_CONFIG_FILES = frozenset(
         "karma.conf.js",
     }
 )
+# a JavaScript framework's configuration (and the transform it runs test files through) in any of its spellings
+JS_TEST_CONFIG = re.compile(
+    r"^(?:(?:jest|vitest|vite|ava|karma|babel)\.config|vitest\.workspace|\.mocharc|\.babelrc)(?:\.[cm]?[jt]s|\.json|\.ya?ml)?$"
+)
+# package.json keys that configure a test framework (besides the test script)
+PACKAGE_TEST_KEYS = ("jest", "ava", "mocha", "babel", "c8", "nyc")
+
+
+# modules that run inside a Python test run before or as its runner: one of the checkout's by these names replaces them
+RUNNER_MODULES = frozenset({"pytest", "_pytest", "pluggy", "iniconfig", "sitecustomize", "usercustomize"})
 
 
 async def base_config(repo: Path, commit: str) -> TestConfig | None:
@@ -214,6 +228,12 @@ class TaskTests:
             after = await run_tests(room, self.timeout, environment=added, **self.run_options)
             verdict = judge(after, none, self.instructions, changed=changed)
             verdict.notes += [*added.notes, "the base commit had no tests: these are the task's own"]
+            if SUITE_ID in after.cases and not verdict.needs_correction and verdict.unverified is None:
+                # a command the task wrote that names no test (`make test` echoing counts): nothing was seen passing
+                verdict.unverified = (
+                    f"the base commit had no tests and `{added.display}`, the task's own, names no test it ran, so "
+                    "the bot saw none pass"
+                )
             await self._needed_uncommitted(verdict, added)
             return verdict
         if self.environment is None:
@@ -230,8 +250,45 @@ class TaskTests:
         verdict.crashed_once = [name for name in verdict.flaky if name in crashed]
         verdict.notes += self.environment.notes + killed
         await self._base_reused(verdict, base)
+        await self._fixed_by_test_edits(room, verdict, changed)
         await self._needed_uncommitted(verdict, self.environment)
         return verdict
+
+    async def _fixed_by_test_edits(self, room: Path, verdict: Verdict, changed: list[str]) -> None:
+        """Tests counted as fixed whose test file the task changed are run once more with the base commit's version
+        of that file, against the task's code (in `room`, after its runs): one that fails there passed only with the
+        task's change to the test (an expectation rewritten to what the code returns), so the bot cannot tell the code
+        was fixed (⚠ unless ✗ anyway)."""
+        environment = self.environment
+        edited = sorted({f for t in verdict.fixed if (f := test_file_of(t)) is not None and f in changed})
+        if not edited or environment is None:
+            return
+        ids = [t for t in verdict.fixed if test_file_of(t) in edited]
+        try:
+            for path in edited:
+                text = await file_at(self.repo, self.base_commit, path)
+                if text is None:
+                    return  # not a file at the base: nothing to compare with
+                await asyncio.to_thread(write_file, room, path, text.encode())  # never through a link of the task's
+        except (UnsafePath, OSError):
+            again = None  # the base's version cannot be put in place: fail closed
+        else:
+            again = await run_tests(room, self.timeout, environment=environment, ids=ids, **self.run_options)
+        only_with_edit = [t for t in ids if again is None or again.cases.get(t) != "passed"]
+        if not only_with_edit:
+            return
+        shown = ", ".join(f"`{t}`" for t in only_with_edit[:8]) + (" …" if len(only_with_edit) > 8 else "")
+        tests = ", ".join(f"`{f}`" for f in edited[:3])
+        verdict.notes.append(
+            f"fixed only with the task's change to its test file ({tests}): the base commit's version of it does not "
+            f"pass against the task's code: {shown}"
+        )
+        if not verdict.needs_correction and verdict.unverified is None:
+            verdict.unverified = (
+                f"{len(only_with_edit)} test(s) pass only with the task's change to their test file: the base "
+                "commit's version of it does not pass against the task's code, so the bot cannot tell the code was "
+                "fixed"
+            )
 
     async def _needed_uncommitted(self, verdict: Verdict, env: TestEnvironment) -> None:
         """Files of the owner's workspace that no commit holds, named by a failing run's output: the clean room did
@@ -350,36 +407,78 @@ class TaskTests:
     async def touched_checks(
         self, checkout: Path, verdict: Verdict, changes: list[tuple[str, str]] | None = None
     ) -> list[str]:
-        """What the task changed of its own checks: test configuration, deleted test files, tests gone."""
+        """What the task changed of its own checks: test configuration, deleted test files, tests gone, a module
+        that stands in for the runner's own. A change to what runs inside the test run (all of these but the
+        `.agentlab.toml` the bot does not read from the task) can make the run report what the task wants, so the
+        verdict cannot tell (⚠) unless it is ✗ anyway."""
         if changes is None:
             changes = await self._changes(checkout)
         warnings = []
+        in_run: list[str] = []
         for status, path in changes:
             name = Path(path).name
             if status == "D" and (
                 is_test_file_name(path) or "/tests/" in f"/{path}" or ".test." in name or ".spec." in name
             ):
                 warnings.append(f"the task deleted the test file `{path}`")
-            elif name in TEST_CONFIG_FILES or (
-                name in ("pyproject.toml", "package.json") and await self._test_section_changed(checkout, path, name)
+            elif (
+                name in TEST_CONFIG_FILES
+                or JS_TEST_CONFIG.match(name)
+                or (
+                    name in ("pyproject.toml", "package.json")
+                    and await self._test_section_changed(checkout, path, name)
+                )
             ):
                 warnings.append(
                     f"the task changed test configuration: `{path}` (the tests ran with the base commit's command)"
                 )
+                in_run += [path] if name != CONFIG_FILE else []
+            elif shadowed := runner_module(path):
+                warnings.append(f"the task changed `{path}`, which the test run imports ahead of `{shadowed}`'s own")
+                in_run.append(path)
         if verdict.disappeared:
             warnings.append(f"{len(verdict.disappeared)} test(s) that ran at the base commit no longer run")
+        if in_run and not verdict.needs_correction and verdict.unverified is None:
+            named = ", ".join(f"`{path}`" for path in in_run[:3]) + (" …" if len(in_run) > 3 else "")
+            verdict.unverified = (
+                f"the task changed what runs inside its own test run ({named}), which can make the run report what "
+                "the task wants, so the bot cannot tell"
+            )
         return warnings
 
     async def _test_section_changed(self, checkout: Path, path: str, name: str) -> bool:
         before = await file_at(checkout, self.base_commit, path)
         after = await file_at(checkout, "HEAD", path)
-        read = (lambda t: pyproject_table(t, "pytest")) if name == "pyproject.toml" else npm_test_script
+        read = (lambda t: pyproject_table(t, "pytest")) if name == "pyproject.toml" else _package_test_config
         return (read(before) if before else None) != (read(after) if after else None)
 
     def close(self) -> None:
         for running in (self.baseline, self.base_traces):
             if running is not None and not running.done():
                 running.cancel()
+
+
+def _package_test_config(text: str) -> object:
+    """What of a package.json configures the tests: the test script and the frameworks' own keys."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    keys = {key: data.get(key) for key in PACKAGE_TEST_KEYS} if isinstance(data, dict) else {}
+    return (npm_test_script(text), keys)
+
+
+def runner_module(path: str) -> str | None:
+    """The module `path` stands in for when the test run imports it ahead of the installed one (the checkout's
+    source roots, its top and `src/`, lead the path): the runner (`pytest.py`, `_pytest/…`, `pluggy/…`) or what
+    Python runs at its start (`sitecustomize.py`). None for anything else."""
+    parts = PurePosixPath(path).parts
+    if parts[:1] == ("src",):
+        parts = parts[1:]
+    if not parts or (len(parts) == 1 and PurePosixPath(parts[0]).suffix not in (".py", ".pyc", ".so")):
+        return None
+    top = parts[0].split(".", 1)[0]
+    return top if top in RUNNER_MODULES else None
 
 
 def _not_run(reason: str, problem: str) -> TestOutcome:

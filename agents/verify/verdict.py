@@ -1,8 +1,10 @@
 """A task judged by its tests against its base commit, and the verdict the user merges on:
 ✔ only for what the bot saw pass, ✗ for tests (or script steps) the task broke or failed to fix, ⚠ unverified
 whenever the bot cannot tell (a run that did not start, was interrupted, stopped before the tests, or failed as a
-whole before and after). Also what goes back to the worker (what it broke and the tests it was meant to fix: names,
-counts, each failure's own text, the output's tail) and the short lines the chat shows."""
+whole before and after; a test green at the base that no longer runs). A test red at the base that no longer runs
+(skipped, deselected, removed) is judged as still red. Also what goes back to the worker (what it broke and the
+tests it was meant to fix: names, counts, each failure's own text, the output's tail) and the short lines the chat
+shows."""
 
 from __future__ import annotations
 
@@ -11,7 +13,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from agents.core.text import fenced
-from agents.verify.fix_targets import named_in, not_ran_reason, ran_reason, target_reason
+from agents.verify.fix_targets import (
+    ALL_RED_REASON,
+    asks_for_the_red_tests,
+    named_in,
+    not_ran_reason,
+    ran_reason,
+    target_reason,
+)
 from agents.verify.suite_run import SUITE_ID, RunState, StepOutcome, TestOutcome, TestStatus
 
 __all__ = ["Mark", "Verdict", "judge", "named_in", "ran", "step_key"]
@@ -24,6 +33,7 @@ OUTPUT_TAIL_CHARS = 1_500  # the end of the run's output, after the failures
 UNTRACED = (
     "the bot could not trace at the base commit what it runs, so for a fix task it counts as the task's until it passes"
 )
+NO_LONGER_RUNS = "it no longer runs (skipped, deselected or removed), so the bot cannot see it pass"
 
 
 class Mark(str, enum.Enum):
@@ -85,6 +95,8 @@ class Verdict:
     crashed_once: list[str] = field(default_factory=list)  # of `flaky`: a test file that crashed, not on its re-run
     flaky_at_base: list[str] = field(default_factory=list)  # failing now; red in a kept base run, green re-run there
     disappeared: list[str] = field(default_factory=list)  # ran at the base, not any more
+    # ran (passed or failed) at the base, skipped or absent now: never seen passing after the task
+    no_longer_run: list[str] = field(default_factory=list)
     steps_broken: list[StepOutcome] = field(default_factory=list)  # a lint/build step passing at the base, failing now
     steps_before: list[StepOutcome] = field(default_factory=list)  # failing at the base too
     steps_unknown: list[StepOutcome] = field(default_factory=list)  # failing now, not reached at the base
@@ -131,6 +143,8 @@ class Verdict:
             parts.append(f"{len(self.targets)} still failing that the task is about")
         if self.unknown:
             parts.append(f"{len(self.unknown)} failing, unknown at the base")
+        if self.no_longer_run:
+            parts.append(f"{len(self.no_longer_run)} no longer run")
         if self.flaky:
             parts.append(f"{len(self.flaky)} flaky")
         if self.flaky_at_base:
@@ -159,6 +173,7 @@ class Verdict:
             ("Flaky (crashed once, passed on re-run)", self.crashed_once),
             ("Flaky at the base (red in the kept base run, green when re-run there)", self.flaky_at_base),
             ("Failing before (pre-existing)", self.pre_existing),
+            ("No longer run (ran at the base; skipped or removed now)", self.no_longer_run),
         ):
             if names:
                 lines.append(f"{label}: {_names(names)}")
@@ -197,6 +212,7 @@ class Verdict:
                 ],
             ),
             ("disappeared", self.disappeared),
+            ("no longer run", self.no_longer_run),
         ):
             if names:
                 lines.append(f"{label} ({len(names)}): " + ", ".join(names))
@@ -213,11 +229,17 @@ class Verdict:
         if self.introduced_error:
             base = f"At the base commit: {self.base.summary}.\n" if self.base else ""
             return f"{base}{why_not_run(self.after)}: {self.after.summary}\n{_tail(self.after.output, 3_000)}"
-        blocks = [(name, self.after.failures.get(name, "").strip()) for name in self.broken + self.targets]
+        blocks = [(name, self._failure_text(name)) for name in self.broken + self.targets]
         blocks += [(f"step {_step_name(s)}", s.output.strip()) for s in self.steps_broken]
         share = max(MIN_FAILURE_CHARS, FAILURE_OUTPUT_CHARS // max(1, len(blocks)))
         text = "\n".join(f"--- {name}\n{_head_and_tail(body, share)}" for name, body in blocks)
         return text if len(text) <= FAILURE_OUTPUT_CHARS else text[:FAILURE_OUTPUT_CHARS] + "\n[... trimmed ...]"
+
+    def _failure_text(self, name: str) -> str:
+        if name not in self.no_longer_run:
+            return self.after.failures.get(name, "").strip()
+        at_base = self.base.failures.get(name, "").strip() if self.base is not None else ""
+        return f"{NO_LONGER_RUNS}; make it run and pass. At the base commit it failed:\n{at_base}".strip()
 
     def counts(self) -> str:
         """`3 passed, 1 failed · 1 broken by your change · 1 the task is about · 2 failing before too`."""
@@ -303,21 +325,36 @@ def judge(
             verdict.disappeared = [
                 n for n, s in before.items() if s != "skipped" and n not in after.cases and n != SUITE_ID
             ]
+            # skipped, marked xfail, deselected, dropped by a hook, its file deleted: not seen passing, whatever did it
+            # (a file that crashed at the base, its id the file's, still runs when its tests report one by one now)
+            ran_now = {case.split("::", 1)[0] for case in after.cases if "::" in case}
+            verdict.no_longer_run = [
+                n
+                for n, s in before.items()
+                if s in ("passed", "failed")
+                and n != SUITE_ID
+                and after.cases.get(n) not in ("passed", "failed")
+                and not ("::" not in n and n in ran_now)
+            ]
     changed = list(changed)
-    for name in verdict.still_failing:
+    # a test red at the base that no longer runs is judged as if still red: the task's to fix when it is about it
+    hidden_red = [n for n in verdict.no_longer_run if before.get(n) == "failed"]
+    red_at_base = sum(1 for n, s in before.items() if s == "failed" and n != SUITE_ID)
+    all_red = asks_for_the_red_tests(instructions, red_at_base)  # "fix the failing tests": every red one is the task's
+    for name in verdict.still_failing + hidden_red:
+        hidden = name in hidden_red
         texts = [after.failures.get(name, ""), base.failures.get(name, "") if base is not None else ""]
-        if name != SUITE_ID and (reason := target_reason(name, instructions, texts, changed)):
-            verdict.targets.append(name)
-            verdict.target_reasons[name] = reason
-        elif traced is not None and not traced.get(name):
-            verdict.targets.append(name)
-            verdict.target_reasons[name] = UNTRACED
-        elif traced is not None:
-            if reason := ran_reason(instructions, traced[name], changed):
-                verdict.targets.append(name)
-                verdict.target_reasons[name] = reason
-            else:
+        reason = target_reason(name, instructions, texts, changed) if name != SUITE_ID else None
+        if not reason and all_red and name != SUITE_ID:
+            reason = ALL_RED_REASON
+        if not reason and traced is not None:
+            if not traced.get(name):
+                reason = UNTRACED
+            elif not (reason := ran_reason(instructions, traced[name], changed)) and not hidden:
                 verdict.not_target_reasons[name] = not_ran_reason(name, traced[name])
+        if reason:
+            verdict.targets.append(name)
+            verdict.target_reasons[name] = f"{reason}; {NO_LONGER_RUNS}" if hidden else reason
     _judge_steps(verdict, after, base, flaky)
     verdict.unverified = _unverified(verdict, after, base)
     if after.sandbox_problem:
@@ -359,6 +396,11 @@ def _unverified(verdict: Verdict, after: TestOutcome, base: TestOutcome | None) 
         return (
             f"{len(verdict.unknown)} test(s) fail now and at the base {why_not_run(base)}, so the bot cannot "
             "tell whether the task broke them"
+        )
+    if passed_before := [n for n in verdict.no_longer_run if base is not None and base.cases.get(n) == "passed"]:
+        return (
+            f"{len(passed_before)} test(s) passing at the base commit no longer run (skipped, deselected or removed "
+            "now), so the bot cannot see them pass"
         )
     if SUITE_ID in verdict.still_failing:
         cause = f"; {after.cause}" if after.cause else ""
