@@ -16,7 +16,7 @@ from agents.sandbox.network_gate import NetworkGate
 def test_two_gates_made_at_the_same_moment_never_count_the_same_ids(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(time, "time", lambda: 1_795_000_000.0)  # the same clock for both processes
     gates = [
-        NetworkGate(NetworkPolicy.ASK, None, None, 1.0, secrets=SecretsFilter())  # type: ignore[arg-type]
+        NetworkGate(NetworkPolicy.ASK, None, None, 1.0, secrets=SecretsFilter())  # type: ignore[arg-type]  # no question is asked: no store, no chat
         for _ in range(2)
     ]
     first, second = ([*itertools.islice(gate._ids, 1000)] for gate in gates)
