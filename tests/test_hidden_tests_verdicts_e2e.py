@@ -56,7 +56,6 @@ async def test_a_fix_task_that_hides_its_red_test_is_never_done(
     model.add("code", *HIDINGS[hiding], claude_says.text("Fixed."), claude_says.text("Still fixed."))
     bot.say("fix add in calc2")
     task, summary = await final_summary(bot, 1, timeout=60)
-    print("SUMMARY", summary.text)
     assert task.status is TaskStatus.BLOCKED, summary.text
     assert summary.text.startswith("✗"), summary.text
     [correction] = corrections(model)
@@ -78,7 +77,6 @@ async def test_a_passing_test_broken_then_skipped_is_not_done(
     )
     bot.say("speed up mul in calc2")
     task, summary = await final_summary(bot, 1, timeout=60)
-    print("SUMMARY", summary.text)
     assert task.status is TaskStatus.UNVERIFIED, summary.text
     assert summary.text.startswith("⚠"), summary.text
     assert "test_mul.py::test_mul" in summary.text and "no longer run" in summary.text
@@ -100,7 +98,6 @@ async def test_code_that_ends_the_test_process_at_import_is_not_a_passing_suite(
     )
     bot.say("fix add in calc2")
     task, summary = await final_summary(bot, 1, timeout=60)
-    print("SUMMARY", summary.text)
     assert task.status is TaskStatus.BLOCKED, summary.text
     assert summary.text.startswith("✗") and "the tests no longer run" in summary.text, summary.text
     assert "suite passed" not in summary.text
@@ -150,7 +147,6 @@ async def test_outcomes_forged_by_the_tasks_own_test_machinery_are_never_a_pass(
     model.add("code", *FORGERIES[forgery], claude_says.text("Fixed."))
     bot.say("fix add in calc2")
     task, summary = await final_summary(bot, 1, timeout=60)
-    print("SUMMARY", summary.text)
     assert task.status is not TaskStatus.COMPLETED, summary.text
     assert summary.text.startswith(("⚠", "✗")), summary.text
 
@@ -176,7 +172,6 @@ async def test_an_attempt_that_skips_the_red_test_never_wins_the_race(
     model.add("code", *[racers] * 9)  # 3 × (first, after its tool, one correction)
     bot.say("try three ways to fix calc")
     summary = await bot.tg.await_for(lambda: summary_of(bot), timeout=180)
-    print("SUMMARY", summary.text)
     marks = {int(m.group(2)): m.group(1) for m in re.finditer(r"^([✔⚠✗]) Attempt (\d)", summary.text, re.MULTILINE)}
     assert marks == {1: "✗", 2: "✗", 3: "✗"}, summary.text
     assert not summary.text.startswith("✔") and "the only one whose tests pass" not in summary.text
@@ -200,7 +195,6 @@ async def test_a_test_command_the_task_wrote_where_the_base_had_none_is_never_a_
     model.add("code", edit("app.py", "'hi'", "'hello'"), *OWN_RUNNERS[runner], claude_says.text("Done, tests pass."))
     bot.say("say hello in group therapy")
     task, summary = await final_summary(bot, 1, timeout=60)
-    print("SUMMARY", summary.text)
     assert task.status is TaskStatus.UNVERIFIED, summary.text
     assert summary.text.startswith("⚠"), summary.text
 
@@ -239,7 +233,6 @@ async def test_a_js_fix_task_that_skips_its_red_test_is_never_done(
     )
     bot.say("fix add in jscalc")
     task, summary = await final_summary(bot, 1, timeout=120)
-    print("SUMMARY", summary.text)
     assert task.status is TaskStatus.BLOCKED, summary.text
     [correction] = corrections(model)
     assert "test/calc.test.js::calc > adds" in correction and "no longer runs" in correction, correction
@@ -286,7 +279,6 @@ async def test_a_jest_config_of_the_tasks_that_swallows_failures_is_never_a_pass
     )
     bot.say("fix add in jestcalc")
     task, summary = await final_summary(bot, 1, timeout=120)
-    print("SUMMARY", summary.text)
     assert task.status is not TaskStatus.COMPLETED, summary.text
     assert summary.text.startswith(("⚠", "✗")) and f"changed test configuration: {config}" in summary.text, summary.text
 
@@ -305,7 +297,6 @@ async def test_a_task_to_make_the_red_tests_pass_that_leaves_them_red_is_never_d
     model.add("code", write_file("NOTES.md", "looked at it\n"), claude_says.text("Done."), claude_says.text("Done."))
     bot.say("make calc's tests pass")
     task, summary = await final_summary(bot, 1, timeout=60)
-    print("SUMMARY", summary.text)
     assert task.status is TaskStatus.BLOCKED, summary.text
     assert summary.text.startswith("✗") and "test_calc.py::test_add" in summary.text, summary.text
 
@@ -321,7 +312,6 @@ async def test_a_red_test_that_passes_only_with_its_own_assertion_rewritten_is_n
     model.add("code", edit("test_calc.py", "== 5", "== -1"), claude_says.text("Fixed."))
     bot.say("fix add in calc2")
     task, summary = await final_summary(bot, 1, timeout=60)
-    print("SUMMARY", summary.text)
     assert task.status is TaskStatus.UNVERIFIED, summary.text
     assert summary.text.startswith("⚠") and "test_calc.py::test_add" in summary.text, summary.text
     assert "the base commit's version" in summary.text, summary.text
@@ -346,6 +336,5 @@ async def test_a_fix_in_the_code_with_a_test_added_beside_the_red_one_stays_done
     )
     bot.say("fix add in calc2")
     task, summary = await final_summary(bot, 1, timeout=60)
-    print("SUMMARY", summary.text)
     assert task.status is TaskStatus.COMPLETED, summary.text
     assert summary.text.startswith("✔") and "1 fixed" in summary.text, summary.text
