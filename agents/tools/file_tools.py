@@ -517,7 +517,7 @@ def _glob_sync(base: Path, pattern: str, limit: int) -> str:
     start = _literal_base(base, pattern)
     matches: list[str] = []
     if start.is_dir():
-        for folder, dirs, files in walk_tree(start):
+        for folder, dirs, files in walk_tree(start, root=base):
             for name in dirs:
                 rel = _rel(base, folder / name)
                 if regex.fullmatch(rel):
@@ -559,7 +559,7 @@ def _grep_files(base: Path, start: Path, file_glob: str | None) -> Iterator[Path
             path_regex = glob_to_regex(file_glob)
         else:
             name_regex = glob_to_regex(file_glob.strip().strip("/"))
-    for path in _files_in_path_order(start):
+    for path in _files_in_path_order(base, start):
         if name_regex is not None and not name_regex.fullmatch(path.name):
             continue
         if path.is_symlink() and (not _inside(base, path) or is_secret_file(path.resolve().name)):
@@ -571,11 +571,11 @@ def _grep_files(base: Path, start: Path, file_glob: str | None) -> Iterator[Path
         yield path
 
 
-def _files_in_path_order(folder: Path) -> list[Path]:
+def _files_in_path_order(base: Path, folder: Path) -> list[Path]:
     """Files (and links to files) below `folder` as `walk_tree` finds them, secrets left out, in path order."""
     found = [
         here / name
-        for here, _dirs, files in walk_tree(folder)
+        for here, _dirs, files in walk_tree(folder, root=base)
         for name in files
         if not is_secret_file(name) and (here / name).is_file()
     ]
