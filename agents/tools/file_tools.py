@@ -17,7 +17,7 @@ import errno
 import os
 import re
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
@@ -599,18 +599,41 @@ def _grep_targets(base: Path, path: str, file_glob: str | None) -> list[Path]:
     return list(_grep_files(base, start, file_glob))
 
 
-def _grep_open(base: Path, path: Path) -> int | None:
-    """A read-only fd of `path` (a file `_grep_targets` chose) for ripgrep, through its resolved name with no link
-    followed on the way (`open_resolved`); None where that fails: the file is left out, as ripgrep leaves out a file
-    it cannot read."""
-    try:
-        target = path.resolve()
-        if not target.is_relative_to(base) or is_secret_file(target.name):
+def _grep_open(base: Path, paths: Sequence[Path]) -> list[int | None]:
+    """A read-only fd of each of `paths` (files `_grep_targets` chose) for ripgrep, through its resolved name with no
+    link followed from `base` on (each folder opened once per call, O_NOFOLLOW); None where that fails: the file is
+    left out, as ripgrep leaves out a file it cannot read."""
+    folders: dict[Path, int] = {}
+
+    def folder_fd(relative: Path) -> int:
+        if relative not in folders:
+            if relative == Path("."):
+                folders[relative] = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            else:
+                parent = folder_fd(relative.parent)
+                flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+                folders[relative] = os.open(relative.name, flags, dir_fd=parent)
+        return folders[relative]
+
+    def one(path: Path) -> int | None:
+        try:
+            target = path.resolve() if path.is_symlink() else path
+            if not target.is_relative_to(base) or is_secret_file(target.name):
+                return None
+            folder = folder_fd(target.parent.relative_to(base))
+            fd = os.open(target.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder)
+        except (OSError, RuntimeError, ValueError):
             return None
-        with open_resolved(base, target, _rel(base, path)) as fh:
-            return os.dup(fh.fileno())
-    except (OSError, RuntimeError, ToolError):
-        return None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            return None
+        return fd
+
+    try:
+        return [one(path) for path in paths]
+    finally:
+        for fd in folders.values():
+            os.close(fd)
 
 
 def _grep_line(base: Path, found: ripgrep.LineMatch, secrets: SecretsFilter) -> str:
@@ -638,7 +661,7 @@ async def grep(
     base = _base(root)
     files = await asyncio.to_thread(_grep_targets, base, path, glob)
     found, more = await ripgrep.collect(
-        pattern, files, max_matches, ignore_case=ignore_case, opener=lambda path: _grep_open(base, path)
+        pattern, files, max_matches, ignore_case=ignore_case, opener=lambda paths: _grep_open(base, paths)
     )
     results = [_grep_line(base, match, secrets) for match in found]
     if not results:

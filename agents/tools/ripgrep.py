@@ -26,7 +26,7 @@ TIMEOUT_SECONDS = 20.0
 # explicit file arguments per rg process: the command line stays far below ARG_MAX, and the files an opener opened
 # (one descriptor each) far below the process's limit of open files
 FILES_PER_RUN = 256
-Opener = Callable[[Path], "int | None"]
+Opener = Callable[[Sequence[Path]], "list[int | None]"]  # the files of one rg run -> a read-only fd each, or None
 SYNTAX = "ripgrep's Rust regex syntax: no look-around and no backreferences"
 _PREVIEW_TAIL = b" [... omitted end of long line]"
 
@@ -128,7 +128,7 @@ async def _open_all(opener: Opener, files: Sequence[Path]) -> dict[Path, Path]:
     cancellation while they are being opened still closes them once they are."""
 
     def open_all() -> dict[Path, Path]:
-        return {Path(f"/dev/fd/{fd}"): path for path in files if (fd := opener(path)) is not None}
+        return {Path(f"/dev/fd/{fd}"): path for path, fd in zip(files, opener(files), strict=True) if fd is not None}
 
     opening = asyncio.ensure_future(asyncio.to_thread(open_all))
     try:
@@ -178,9 +178,9 @@ async def search(
 ) -> AsyncGenerator[LineMatch, None]:
     """Matching lines of `files` in the given order. The caller's loop may stop early: rg is then killed.
 
-    With `opener`, rg never opens a path itself: each file is opened by `opener` (a read-only fd, or None to leave
-    the file out) and rg reads it as `/dev/fd/N`, so a path that changed since the caller checked it (a folder
-    swapped for a symlink) is never followed by rg."""
+    With `opener`, rg never opens a path itself: the files of each run are opened by `opener` (a read-only fd each,
+    or None to leave the file out) and rg reads them as `/dev/fd/N`, so a path that changed since the caller checked
+    it (a folder swapped for a symlink) is never followed by rg."""
     rg = ripgrep_path()
     if rg is None:
         raise ToolError(
