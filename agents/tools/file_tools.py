@@ -76,9 +76,10 @@ def _nearby(base: Path, target: Path) -> str:
     folder = target.parent
     while folder != base and not folder.is_dir():
         folder = folder.parent
-    try:
-        names = sorted(e.name + ("/" if e.is_dir() else "") for e in os.scandir(folder))
-    except OSError:
+    try:  # listed through a folder fd reached with no link followed: the folder may have become one since
+        with open_folder(base, folder.relative_to(base)) as fd:
+            names = sorted(e.name + ("/" if e.is_dir() else "") for e in os.scandir(fd))
+    except (OSError, ValueError):
         return ""
     where = _rel(base, folder)
     if not names:
