@@ -76,11 +76,11 @@ def read_junit(path: Path, root: Path) -> tuple[Cases, Failures]:
     try:
         # the tests wrote it, in the sandbox: read as a regular file only, never through a link, and never waiting on
         # a FIFO they put in its place (a read by name would block a thread of the bot for good)
-        tree = ET.ElementTree(ET.fromstring(read_file(Path(path).parent, Path(path).name)))
+        top = ET.fromstring(read_file(Path(path).parent, Path(path).name))
     except (OSError, ET.ParseError):
         return {}, {}
     found = _Collector(root)
-    _walk_junit(tree.getroot(), [], None, found, Path(root))
+    _walk_junit(top, [], None, found, Path(root))
     return found.cases, found.failures
 
 
