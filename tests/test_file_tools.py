@@ -32,7 +32,7 @@ def ws(tmp_path: Path) -> Path:
 
 
 def temp_leftovers(folder: Path) -> list[Path]:
-    return [p for p in folder.rglob("*") if p.name.endswith(".tmp")]
+    return [p for p in folder.rglob("*") if p.name.endswith((".tmp", ".agentlab-part"))]
 
 
 # --- read_file ------------------------------------------------------------------------------------------------------
@@ -161,10 +161,10 @@ async def test_write_overwrites_atomically_keeping_mode(ws: Path) -> None:
 async def test_write_failure_leaves_no_temp_file_and_old_content(ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     target = ws / "README.md"
 
-    def broken_replace(src: str, dst: str) -> None:
+    def broken_rename(src: str, dst: str, **_dir_fds: int) -> None:  # the temporary file's rename over the name
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(ft.os, "replace", broken_replace)
+    monkeypatch.setattr(ft.os, "rename", broken_rename)
     with pytest.raises(ToolError, match="No space left"):
         await ft.write_file(ws, "README.md", "new content")
     assert target.read_text() == "# Title\nhello world\n"

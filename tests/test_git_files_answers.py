@@ -37,6 +37,9 @@ def no_process_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(asyncio, "create_subprocess_exec", refuse)
 
 
+_EVERY_CALL_GETS = ("--no-ext-diff", "--no-textconv", "--ignore-submodules=dirty")  # what every diff or status gets
+
+
 def count_git(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     """The git subcommands run from now on (each still runs)."""
     calls: Counter[str] = Counter()
@@ -47,7 +50,7 @@ def count_git(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
         i = 0
         while i < len(argv) and argv[i].startswith("-"):
             i += 2 if argv[i] in ("-c", "-C") else 1
-        words = [a for a in argv[i:] if a not in ("--no-ext-diff", "--no-textconv")]  # what every diff gets
+        words = [a for a in argv[i:] if a not in _EVERY_CALL_GETS]
         calls[" ".join(words[:2])] += 1
         return await spawn(program, *args, **kwargs)
 

@@ -218,6 +218,58 @@ async def test_a_driver_section_written_by_hand_in_any_case_is_overridden(
     assert [p.name for p in marks.iterdir()] == ["clean-ran"]
 
 
+def plant_nested_repository(worktree: Path, marks: Path) -> Path:
+    """What a sandboxed worker can make in its worktree alone: `sub/`, a repository of its own whose config has a
+    clean filter that its `.gitattributes` applies to every file, and a `.gitmodules` asking to look into it."""
+    sub = worktree / "sub"
+    sub.mkdir()
+    git("init", "-q", "-b", "main", cwd=sub)
+    (sub / ".gitattributes").write_text("* filter=evil\n")
+    (sub / "f").write_text("data\n")
+    git("add", "-A", cwd=sub)
+    git("commit", "-qm", "nested", cwd=sub)
+    git("config", "filter.evil.clean", f"touch {marks}/nested-filter; cat", cwd=sub)
+    (worktree / ".gitmodules").write_text('[submodule "sub"]\n\tpath = sub\n\turl = ./sub\n\tignore = none\n')
+    return sub
+
+
+async def test_a_nested_repositorys_filter_never_runs_in_the_bots_git_calls(
+    repo: Path, tmp_path: Path, marks: Path
+) -> None:
+    """Once the bot committed the worker's nested repository as a gitlink, a `git add`, `git status` or `git diff`
+    of the worktree that asks the submodule whether it is dirty runs `git status` inside it, which re-hashes a file
+    whose stat changed through the nested config's filter. Each of the bot's calls on a worktree, with `f`'s stat
+    changed before it: none may run the filter."""
+    from agents.repo_map import maps as repo_map
+    from agents.verify.checkout_state import checkout_state
+    from agents.work.turn_notes import diffstat
+
+    tree = await new_task(repo, tmp_path)
+    sub = plant_nested_repository(tree.path, marks)
+    assert (await commit_all(tree, "the nested repository, as a gitlink", GitIdentity())).committed
+    assert "160000" in git("ls-files", "-s", "sub", cwd=tree.path)
+    calls = {
+        "commit_all": lambda: commit_all(tree, "more", GitIdentity()),
+        "write_diff": lambda: git_diff.write_diff(tree, io.BytesIO()),
+        "checkout_state": lambda: checkout_state(tree.path),
+        "diffstat": lambda: diffstat(tree.path, tree.base_commit),
+        "repo_map": lambda: repo_map._recently_changed(tree.path, {}),
+    }
+    ran = []
+    for year, (name, call) in enumerate(calls.items(), start=2001):
+        (tree.path / "app.py").write_text(f"VALUE = {year}\n")  # something to commit or show
+        os.utime(sub / "f", (0, (year - 1970) * 365 * 86400))  # a stat the nested index does not have
+        await call()
+        if any(marks.iterdir()):
+            ran.append(name)
+            for mark in marks.iterdir():
+                mark.unlink()
+    assert ran == [], f"the nested repository's filter ran in the bot's {ran}"
+    os.utime(sub / "f", (0, 0))
+    git("status", "--porcelain", cwd=tree.path)  # the user's own git does run it: the planted filter is real
+    assert [p.name for p in marks.iterdir()] == ["nested-filter"]
+
+
 async def test_a_replaced_git_file_stops_the_bots_git_calls(repo: Path, tmp_path: Path) -> None:
     tree = await new_task(repo, tmp_path)
     (tree.path / ".git").write_text(f"gitdir: {tmp_path / 'elsewhere'}\n")

@@ -77,10 +77,21 @@ _DRIVER_OVERRIDES: dict[str, dict[str, str]] = {
 }
 
 
-_DIFF_COMMANDS = frozenset({"diff", "log", "show"})
-
-
 _NO_EXTERNAL_DIFF = ("--no-ext-diff", "--no-textconv")
+# A worker can make any folder of its worktree a repository of its own, with its own config (filters, fsmonitor)
+# and a `.gitmodules` entry of its own: once the bot stages it (a gitlink), a `git status` or `git diff` of the
+# worktree would run `git status` inside it to tell whether it is dirty, and that child reads the nested config,
+# whose drivers `_driver_options` never saw. `dirty` still shows a submodule whose commit moved, and looks no further.
+# Only the command-line option wins over a `submodule.<name>.ignore` the worker writes into `.gitmodules`.
+_NO_SUBMODULE_LOOK = ("--ignore-submodules=dirty",)
+
+# Options put right after the subcommand they belong to.
+_SUBCOMMAND_OPTIONS: dict[str, tuple[str, ...]] = {
+    "diff": (*_NO_EXTERNAL_DIFF, *_NO_SUBMODULE_LOOK),
+    "log": _NO_EXTERNAL_DIFF,
+    "show": _NO_EXTERNAL_DIFF,
+    "status": _NO_SUBMODULE_LOOK,
+}
 
 
 def git_env(identity: GitIdentity | None, extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -138,10 +149,16 @@ async def _exec_git(
     )
 
 
-def _subcommand(argv: list[str]) -> str:
+def _subcommand_index(argv: list[str]) -> int:
+    """Where the subcommand is in `argv` (git's own options before it skipped); len(argv) when there is none."""
     i = 0
     while i < len(argv) and argv[i].startswith("-"):
         i += 2 if argv[i] in ("-c", "-C") else 1
+    return min(i, len(argv))
+
+
+def _subcommand(argv: list[str]) -> str:
+    i = _subcommand_index(argv)
     return argv[i] if i < len(argv) else ""
 
 
@@ -231,10 +248,10 @@ async def _prepared(
     args: tuple[str, ...], cwd: Path, identity: GitIdentity | None, extra_env: Mapping[str, str] | None
 ) -> tuple[list[str], dict[str, str]]:
     env = git_env(identity, extra_env)
-    argv = [*GIT_OPTIONS, *await _driver_options(Path(cwd), env), *args]
-    if args and args[0] in _DIFF_COMMANDS:
-        argv[len(argv) - len(args) + 1 : len(argv) - len(args) + 1] = _NO_EXTERNAL_DIFF
-    return argv, env
+    at = _subcommand_index(list(args))  # a caller's own `-c key=value` may come before the subcommand
+    if at < len(args) and (extra := _SUBCOMMAND_OPTIONS.get(args[at])):
+        args = (*args[: at + 1], *extra, *args[at + 1 :])
+    return [*GIT_OPTIONS, *await _driver_options(Path(cwd), env), *args], env
 
 
 async def run_git(

@@ -79,11 +79,11 @@ async def commit_all(
     limits = limits or CommitLimits()
     async with bot_writes(worktree.repo):
         await check_worktree_link(worktree)
-        left_out, changing = await _over_limits(worktree, limits)
+        left_out, changing, pending = await _over_limits(worktree, limits)
+        kept_out = {item.path for item in left_out}
+        await stage_paths(worktree.path, [p for p, _ in pending if p not in kept_out])
         if left_out:
-            await _stage_all_but(worktree.path, {item.path for item in left_out})
-        else:
-            await git_text("add", "-A", "--", ".", *NEVER_COMMIT, cwd=worktree.path)
+            await _set_back_to_head(worktree.path, kept_out)
         # git is asked whether anything is staged only where the status did not already show a change that staging
         # commits (or where the commit then found nothing after all: a service of the task undid it meanwhile)
         if not changing and await git_succeeds("diff", "--cached", "--quiet", cwd=worktree.path):
@@ -116,14 +116,24 @@ async def commit_all(
     )
 
 
-async def _stage_all_but(path: Path, left_out: set[str]) -> None:
-    """Stage every pending change except `left_out`, which is set back to HEAD (what the worker staged of it too).
+async def stage_paths(path: Path, pending: list[str], extra_env: Mapping[str, str] | None = None) -> None:
+    """Stage `pending` (paths as `git status` names them, "sub/" for a nested repository) as `git add -A` would.
 
-    The paths go to git on its standard input, never as pathspecs: one exclude pathspec per file put 100,000 files
-    on the command line (E2BIG) and makes matching quadratic."""
-    pending = [p.rstrip("/") for p, _ in await pending_changes(path) if p not in left_out]  # "sub/": a nested repo
-    if pending:
-        await git_text("update-index", "--add", "--remove", "-z", "--stdin", cwd=path, stdin=nul_joined(pending))
+    Through `git update-index`, never `git add`: `git add` asks `git status` inside every submodule of the index
+    whether it is dirty, and that status reads the submodule's own configuration and `.gitattributes`, which a worker
+    writes when it makes a folder of its worktree a repository of its own: its clean filter, a shell command, would
+    run here, outside the sandbox. `update-index` reads no more of a submodule than its HEAD. The paths go to git
+    on its standard input, never as pathspecs: one pathspec per file put 100,000 files on the command line (E2BIG)
+    and makes matching quadratic."""
+    paths = [p.rstrip("/") for p in pending]
+    if paths:
+        await git_text(
+            "update-index", "--add", "--remove", "-z", "--stdin", cwd=path, stdin=nul_joined(paths), extra_env=extra_env
+        )
+
+
+async def _set_back_to_head(path: Path, left_out: set[str]) -> None:
+    """Set `left_out` back to HEAD in the index (what the worker staged of it too)."""
     in_head = {}
     for entry in split_nul(await git_text("ls-tree", "-r", "-z", "--full-tree", "HEAD", cwd=path)):
         meta, _, name = entry.partition("\t")
@@ -143,9 +153,11 @@ def file_size(path: Path) -> int:
     return info.st_size if not path.is_symlink() else 0
 
 
-async def _over_limits(worktree: TaskWorktree, limits: CommitLimits) -> tuple[list[LeftOut], bool]:
-    """The pending files (changed or new, not deleted) that the size limits keep out of the next commit, and whether
-    staging the others surely changes what HEAD has (`_status_v2_entries`).
+async def _over_limits(
+    worktree: TaskWorktree, limits: CommitLimits
+) -> tuple[list[LeftOut], bool, list[tuple[str, str]]]:
+    """The pending files (changed or new, not deleted) that the size limits keep out of the next commit, whether
+    staging the others surely changes what HEAD has (`_status_v2_entries`), and every pending change.
 
     The task's total counts what the branch already changed vs its base plus what is pending; the smallest pending
     files are admitted first, so one huge file does not crowd out the real work.
@@ -171,7 +183,7 @@ async def _over_limits(worktree: TaskWorktree, limits: CommitLimits) -> tuple[li
         else:
             used += size
     kept_out = {item.path for item in left_out}
-    return sorted(left_out, key=lambda item: item.path), any(path not in kept_out for path in changing)
+    return sorted(left_out, key=lambda item: item.path), any(path not in kept_out for path in changing), changes
 
 
 def _status_entries(text: str) -> list[tuple[str, str]]:

@@ -13,7 +13,7 @@ from typing import BinaryIO
 
 from agents.core.text import human_size
 from agents.git.command import git_text, run_git, split_nul, stream_git
-from agents.git.commits import NEVER_COMMIT, blob_sizes, file_size, pending_changes
+from agents.git.commits import blob_sizes, file_size, pending_changes, stage_paths
 from agents.git.worktrees import TaskWorktree, check_worktree_link, worktree_present
 from agents.sandbox.temp_folders import temp_prefix
 
@@ -114,14 +114,14 @@ async def _uncommitted(path: Path, body: BinaryIO, used: int, limit: int, report
     with tempfile.TemporaryDirectory(prefix=temp_prefix("index", "diff")) as tmp:
         env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
         await git_text("read-tree", "HEAD", cwd=path, extra_env=env)
-        big = []
+        staged = []
         for name, code in await pending_changes(path, env):
             size = file_size(path / name)
             if "D" not in code and size > HUGE_FILE_BYTES:
-                big.append(name)
                 report.huge.append((name, size))
-        skipped = [f":(exclude,literal){name}" for name in big]
-        await git_text("add", "-A", "--", ".", *NEVER_COMMIT, *skipped, cwd=path, extra_env=env)
+            else:
+                staged.append(name)
+        await stage_paths(path, staged, env)  # never `git add`: see stage_paths
         await _classify(path, ["--cached", "HEAD"], report, env)
         if await _nothing_staged(path, env):
             return used, False

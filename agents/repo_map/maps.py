@@ -79,10 +79,24 @@ class _FileRow:
 
 
 def stat_files(root: Path, paths: list[str]) -> dict[str, tuple[int, int]]:
-    """Relative path → (mtime_ns, size) of the regular files among `paths` (no symlinks, binary extensions, > 1 MB)."""
+    """Relative path → (mtime_ns, size) of the regular files among `paths` (no symlinks, binary extensions, > 1 MB).
+
+    No symlink anywhere on the way either: git lists a tracked file from its index even where a worker has since
+    replaced a folder above it with a link out of the worktree."""
     found: dict[str, tuple[int, int]] = {}
+    real: dict[str, bool] = {"": True}  # folder → whether it and every folder above it are real folders
+
+    def real_folder(folder: str) -> bool:
+        if folder not in real:
+            parent = folder.rpartition("/")[0]
+            try:
+                real[folder] = real_folder(parent) and stat.S_ISDIR(os.lstat(root / folder).st_mode)
+            except OSError:
+                real[folder] = False
+        return real[folder]
+
     for path in paths:
-        if file_extension(path.rsplit("/", 1)[-1]) in BINARY_EXTENSIONS:
+        if file_extension(path.rsplit("/", 1)[-1]) in BINARY_EXTENSIONS or not real_folder(path.rpartition("/")[0]):
             continue
         try:
             info = os.lstat(root / path)

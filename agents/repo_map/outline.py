@@ -28,6 +28,7 @@ from agents.repo_map.gc_pause import gc_paused
 from agents.repo_map.python_outline import python_outline
 from agents.repo_map.script_outline import TS_LANGUAGES, script_outline
 from agents.repo_map.symbols import Symbol, one_line
+from agents.sandbox.safe_paths import read_file
 
 try:  # CPython's own blake2b: importing hashlib loads OpenSSL, ~4 MB more in each parse process
     from _blake2 import blake2b
@@ -179,7 +180,7 @@ def _parse_file(
     root: Path, path: str, mtime_ns: int, size: int, known_hash: str | None = None
 ) -> FileOutline | SameContent | None:
     try:
-        data = (root / path).read_bytes()
+        data = read_file(root, path)  # never through a link: a worker may have made a folder of its worktree one
     except OSError:
         return None
     digest = content_hash(data)

@@ -87,6 +87,24 @@ def _is_link(dir_fd: int, name: str) -> bool:
         return False
 
 
+def read_file(root: Path, relative: str | Path) -> bytes:
+    """The bytes of the regular file `root/relative`, read without following any symlink: the folders are walked with
+    O_NOFOLLOW and the file itself is opened with it. A symlink anywhere below `root`, or a file that is not a regular
+    one (a FIFO does not block: O_NONBLOCK), raises UnsafePath."""
+    parts = _parts(relative)
+    with open_folder(root, Path(*parts[:-1]) if len(parts) > 1 else ".") as folder:
+        try:
+            fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder)
+        except OSError:
+            if _is_link(folder, parts[-1]):
+                raise UnsafePath(f"{Path(relative).as_posix()} is a symbolic link") from None
+            raise
+    with os.fdopen(fd, "rb") as source:
+        if not stat.S_ISREG(os.fstat(source.fileno()).st_mode):
+            raise UnsafePath(f"{Path(relative).as_posix()} is not a regular file")
+        return source.read()
+
+
 def write_file(root: Path, relative: str | Path, data: bytes, *, replace: bool = True, mode: int = 0o644) -> None:
     """Write `data` to `root/relative` without following any symlink: the folders are walked with O_NOFOLLOW (made
     when missing), the bytes go to a fresh temporary file (O_EXCL) renamed over the name. An existing symlink or

@@ -1,6 +1,9 @@
 """File tools the agents call: read, write, edit, glob, grep (through ripgrep) and list, all confined to one workspace.
 
 Paths are relative to the workspace root. Every failure is a `ToolError` whose message is written for the model.
+A path is checked by resolving it (`confine`) and then used only through that resolved path, opened folder by folder
+without following any symlink (`open_resolved`): a worker's process that swaps a folder for a link out of the
+workspace between the check and the use makes the call fail, never read or write outside.
 Blocking file I/O runs in a thread (`asyncio.to_thread`) so the event loop never stalls.
 
 Why one module over 400 lines: the five tools share confinement, secret-file rules and wording for the model.
@@ -10,16 +13,18 @@ from __future__ import annotations
 
 import asyncio
 import difflib
+import errno
 import os
 import re
 import stat
-import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
 from agents.core.errors import ToolError
 from agents.core.secrets_filter import SecretsFilter
+from agents.sandbox.safe_paths import UnsafePath, open_folder
+from agents.sandbox.safe_paths import write_file as write_without_links
 from agents.tools import ripgrep
 from agents.workspaces.file_walk import SKIP_DIRS, walk_tree  # one walker, one skip-list for the product
 from agents.workspaces.folders import (
@@ -71,9 +76,10 @@ def _nearby(base: Path, target: Path) -> str:
     folder = target.parent
     while folder != base and not folder.is_dir():
         folder = folder.parent
-    try:
-        names = sorted(e.name + ("/" if e.is_dir() else "") for e in os.scandir(folder))
-    except OSError:
+    try:  # listed through a folder fd reached with no link followed: the folder may have become one since
+        with open_folder(base, folder.relative_to(base)) as fd:
+            names = sorted(e.name + ("/" if e.is_dir() else "") for e in os.scandir(fd))
+    except (OSError, ValueError):
         return ""
     where = _rel(base, folder)
     if not names:
@@ -115,6 +121,27 @@ def _refuse_binary(head: bytes, path: str, size: int) -> None:
         raise ToolError(f"{path!r} looks like a binary file ({size:,} bytes); read_file only shows text files")
 
 
+def open_resolved(base: Path, target: Path, path: str) -> BinaryIO:
+    """The regular file `target` (resolved by `confine`, so below `base` with no symlink on the way) opened for
+    reading through the same names, each folder opened with O_NOFOLLOW from `base`: a link put on the way since the
+    check (a race with a process of the worker) fails the call instead of being followed out of the workspace."""
+    relative = target.parent.relative_to(base)
+    try:
+        with open_folder(base, relative) as folder:
+            # O_NONBLOCK: a FIFO put in the file's place must not hang the bot; a regular file ignores it
+            fd = os.open(target.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder)
+    except UnsafePath as err:
+        raise ToolError(f"{path!r} changed while it was being opened ({err}); try again") from None
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise ToolError(f"{path!r} changed into a symbolic link while it was being opened; try again") from None
+        raise ToolError(f"cannot read {path!r}: {err.strerror or err}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ToolError(f"{path!r} is not a regular file")
+    return os.fdopen(fd, "rb")
+
+
 # --- read ------------------------------------------------------------------------------------------------------------
 
 
@@ -122,7 +149,8 @@ def _read_sync(
     base: Path, path: str, start_line: int | None, end_line: int | None, max_bytes: int, secrets: SecretsFilter
 ) -> str:
     target = _existing_file(base, path)
-    return _masked(base, path, target, _read_text(target, path, start_line, end_line, max_bytes), secrets)
+    with open_resolved(base, target, path) as fh:
+        return _masked(base, path, target, _read_text(fh, path, start_line, end_line, max_bytes), secrets)
 
 
 def _masked(base: Path, path: str, target: Path, text: str, secrets: SecretsFilter) -> str:
@@ -141,18 +169,17 @@ def _refuse_git_metadata(base: Path, path: str, target: Path) -> None:
         )
 
 
-def _read_text(target: Path, path: str, start_line: int | None, end_line: int | None, max_bytes: int) -> str:
-    size = target.stat().st_size
+def _read_text(fh: BinaryIO, path: str, start_line: int | None, end_line: int | None, max_bytes: int) -> str:
+    size = os.fstat(fh.fileno()).st_size
     if start_line is not None and start_line < 1:
         raise ToolError(f"start_line must be 1 or more (lines are numbered from 1), got {start_line}")
     if end_line is not None and end_line < (start_line or 1):
         raise ToolError(f"end_line ({end_line}) is before start_line ({start_line or 1})")
-    with open(target, "rb") as fh:
-        _refuse_binary(fh.read(BINARY_SNIFF_BYTES), path, size)
-        fh.seek(0)
-        if start_line is None and end_line is None:
-            return _read_head(fh, path, size, max_bytes)
-        return _read_range(fh, path, size, start_line or 1, end_line, max_bytes)
+    _refuse_binary(fh.read(BINARY_SNIFF_BYTES), path, size)
+    fh.seek(0)
+    if start_line is None and end_line is None:
+        return _read_head(fh, path, size, max_bytes)
+    return _read_range(fh, path, size, start_line or 1, end_line, max_bytes)
 
 
 def _read_head(fh: BinaryIO, path: str, size: int, max_bytes: int) -> str:
@@ -241,23 +268,23 @@ READ_MAX_BYTES = 100_000  # ~25k tokens
 
 def _read_window_sync(base: Path, path: str, offset: int, limit: int, max_bytes: int, secrets: SecretsFilter) -> str:
     target = _existing_file(base, path)
-    return _masked(base, path, target, _read_window_text(target, path, offset, limit, max_bytes), secrets)
+    with open_resolved(base, target, path) as fh:
+        return _masked(base, path, target, _read_window_text(fh, path, offset, limit, max_bytes), secrets)
 
 
-def _read_window_text(target: Path, path: str, offset: int, limit: int, max_bytes: int) -> str:
-    size = target.stat().st_size
-    with open(target, "rb") as fh:
-        _refuse_binary(fh.read(BINARY_SNIFF_BYTES), path, size)
-        fh.seek(0)
-        out = _read_range(fh, path, size, offset, offset + limit - 1, max_bytes)
-        if "[truncated at" in out:
-            return out.replace("Call read_file with start_line=", "Call read_file with offset=")
-        last = out.rsplit("\n", 1)[-1]  # numbered lines start with spaces; notes with ( or [
-        if last == f"({path} is empty)" or last.startswith(f"[{path} ends at line "):
-            return out
-        end = offset + limit - 1
-        fh.seek(0)
-        total = sum(1 for _ in fh)
+def _read_window_text(fh: BinaryIO, path: str, offset: int, limit: int, max_bytes: int) -> str:
+    size = os.fstat(fh.fileno()).st_size
+    _refuse_binary(fh.read(BINARY_SNIFF_BYTES), path, size)
+    fh.seek(0)
+    out = _read_range(fh, path, size, offset, offset + limit - 1, max_bytes)
+    if "[truncated at" in out:
+        return out.replace("Call read_file with start_line=", "Call read_file with offset=")
+    last = out.rsplit("\n", 1)[-1]  # numbered lines start with spaces; notes with ( or [
+    if last == f"({path} is empty)" or last.startswith(f"[{path} ends at line "):
+        return out
+    end = offset + limit - 1
+    fh.seek(0)
+    total = sum(1 for _ in fh)
     if total > end:
         return out + (
             f"\n[showed lines {offset}-{end} of {total} in {path}. Call read_file with offset={end + 1} "
@@ -299,26 +326,15 @@ async def read_window(
 # --- write / edit ----------------------------------------------------------------------------------------------------
 
 
-def _atomic_write(target: Path, data: bytes) -> None:
-    """Write via a temp file in the same folder and `os.replace`, keeping an existing file's permissions."""
+def _atomic_write(base: Path, target: Path, data: bytes) -> None:
+    """Write `target` (resolved by `confine`) via a fresh temporary file renamed over it, keeping an existing file's
+    permissions; missing folders are made. Every folder from `base` down is opened with O_NOFOLLOW
+    (`safe_paths.write_file`): a link put on the way since the check fails the write instead of leading it out."""
     try:
-        mode = stat.S_IMODE(target.stat().st_mode)
-    except FileNotFoundError:
+        mode = stat.S_IMODE(os.lstat(target).st_mode)
+    except OSError:
         mode = _NEW_FILE_MODE
-    fd, temp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(temp_name, mode)
-        os.replace(temp_name, target)
-    except BaseException:
-        try:
-            os.unlink(temp_name)
-        except FileNotFoundError:
-            pass
-        raise
+    write_without_links(base, target.relative_to(base), data, mode=mode)
 
 
 def _write_sync(base: Path, path: str, content: str) -> str:
@@ -329,8 +345,11 @@ def _write_sync(base: Path, path: str, content: str) -> str:
     existed = target.exists()
     data = content.encode("utf-8")
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        _atomic_write(target, data)
+        _atomic_write(base, target, data)
+    except UnsafePath as err:
+        if str(err).endswith("is not a folder"):
+            raise ToolError(f"cannot create {path!r}: a parent of it is a file, not a folder") from None
+        raise ToolError(f"{path!r} changed while it was being written ({err}); try again") from None
     except (NotADirectoryError, FileExistsError):
         raise ToolError(f"cannot create {path!r}: a parent of it is a file, not a folder") from None
     except OSError as err:
@@ -383,7 +402,8 @@ def _edit_sync(base: Path, path: str, old: str, new: str) -> str:
         raise ToolError("old and new are identical; nothing would change")
     target = _existing_file(base, path)
     _refuse_git_metadata(base, path, target)
-    raw = target.read_bytes()
+    with open_resolved(base, target, path) as fh:
+        raw = fh.read()
     _refuse_binary(raw[:BINARY_SNIFF_BYTES], path, len(raw))
     text = _decode(raw, path)
     hits = _occurrences(text, old)
@@ -405,7 +425,10 @@ def _edit_sync(base: Path, path: str, old: str, new: str) -> str:
         )
     at = hits[0]
     updated = text[:at] + new + text[at + len(old) :]
-    _atomic_write(target, updated.encode("utf-8"))
+    try:
+        _atomic_write(base, target, updated.encode("utf-8"))
+    except OSError as err:  # UnsafePath too: a link put on the way since the check
+        raise ToolError(f"cannot write {path!r}: {err.strerror or err}") from None
     first = _line_of(text, at)
     removed, added = old.count("\n") + 1, new.count("\n") + 1
     return f"edited {path}: replaced {removed} line(s) at line {first} with {added} line(s)"
@@ -495,7 +518,7 @@ def _glob_sync(base: Path, pattern: str, limit: int) -> str:
     start = _literal_base(base, pattern)
     matches: list[str] = []
     if start.is_dir():
-        for folder, dirs, files in walk_tree(start):
+        for folder, dirs, files in walk_tree(start, root=base):
             for name in dirs:
                 rel = _rel(base, folder / name)
                 if regex.fullmatch(rel):
@@ -537,7 +560,7 @@ def _grep_files(base: Path, start: Path, file_glob: str | None) -> Iterator[Path
             path_regex = glob_to_regex(file_glob)
         else:
             name_regex = glob_to_regex(file_glob.strip().strip("/"))
-    for path in _files_in_path_order(start):
+    for path in _files_in_path_order(base, start):
         if name_regex is not None and not name_regex.fullmatch(path.name):
             continue
         if path.is_symlink() and (not _inside(base, path) or is_secret_file(path.resolve().name)):
@@ -549,11 +572,11 @@ def _grep_files(base: Path, start: Path, file_glob: str | None) -> Iterator[Path
         yield path
 
 
-def _files_in_path_order(folder: Path) -> list[Path]:
+def _files_in_path_order(base: Path, folder: Path) -> list[Path]:
     """Files (and links to files) below `folder` as `walk_tree` finds them, secrets left out, in path order."""
     found = [
         here / name
-        for here, _dirs, files in walk_tree(folder)
+        for here, _dirs, files in walk_tree(folder, root=base)
         for name in files
         if not is_secret_file(name) and (here / name).is_file()
     ]
@@ -575,6 +598,43 @@ def _grep_targets(base: Path, path: str, file_glob: str | None) -> list[Path]:
     if start.is_file() and start.stat().st_size > GREP_MAX_FILE_BYTES:
         raise ToolError(f"{path!r} is larger than {GREP_MAX_FILE_BYTES:,} bytes; read_file a line range instead")
     return list(_grep_files(base, start, file_glob))
+
+
+def _grep_open(base: Path, paths: Sequence[Path]) -> list[int | None]:
+    """A read-only fd of each of `paths` (files `_grep_targets` chose) for ripgrep, through its resolved name with no
+    link followed from `base` on (each folder opened once per call, O_NOFOLLOW); None where that fails: the file is
+    left out, as ripgrep leaves out a file it cannot read."""
+    folders: dict[Path, int] = {}
+
+    def folder_fd(relative: Path) -> int:
+        if relative not in folders:
+            if relative == Path("."):
+                folders[relative] = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            else:
+                parent = folder_fd(relative.parent)
+                flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+                folders[relative] = os.open(relative.name, flags, dir_fd=parent)
+        return folders[relative]
+
+    def one(path: Path) -> int | None:
+        try:
+            target = path.resolve() if path.is_symlink() else path
+            if not target.is_relative_to(base) or is_secret_file(target.name):
+                return None
+            folder = folder_fd(target.parent.relative_to(base))
+            fd = os.open(target.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder)
+        except (OSError, RuntimeError, ValueError):
+            return None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            return None
+        return fd
+
+    try:
+        return [one(path) for path in paths]
+    finally:
+        for fd in folders.values():
+            os.close(fd)
 
 
 def _grep_line(base: Path, found: ripgrep.LineMatch, secrets: SecretsFilter) -> str:
@@ -601,7 +661,9 @@ async def grep(
     ripgrep.check_pattern(pattern)
     base = _base(root)
     files = await asyncio.to_thread(_grep_targets, base, path, glob)
-    found, more = await ripgrep.collect(pattern, files, max_matches, ignore_case=ignore_case)
+    found, more = await ripgrep.collect(
+        pattern, files, max_matches, ignore_case=ignore_case, opener=lambda paths: _grep_open(base, paths)
+    )
     results = [_grep_line(base, match, secrets) for match in found]
     if not results:
         where = "" if path in (".", "") else f" in {path}"

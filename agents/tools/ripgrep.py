@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import shutil
 import signal
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,7 +23,10 @@ MAX_PATTERN_CHARS = 1000
 MAX_COLUMNS = 10_000  # longer lines are printed cut to this many bytes (the match is still found)
 MAX_FILE_SIZE = "5M"
 TIMEOUT_SECONDS = 20.0
-FILES_PER_RUN = 500  # explicit file arguments per rg process (the command line stays far below ARG_MAX)
+# explicit file arguments per rg process: the command line stays far below ARG_MAX, and the files an opener opened
+# (one descriptor each) far below the process's limit of open files
+FILES_PER_RUN = 256
+Opener = Callable[[Sequence[Path]], "list[int | None]"]  # the files of one rg run -> a read-only fd each, or None
 SYNTAX = "ripgrep's Rust regex syntax: no look-around and no backreferences"
 _PREVIEW_TAIL = b" [... omitted end of long line]"
 
@@ -100,7 +104,48 @@ def _kill(process: asyncio.subprocess.Process) -> None:
         os.killpg(process.pid, signal.SIGKILL)  # its own session: the group id is its pid
 
 
-async def _run_one(rg: str, pattern: str, ignore_case: bool, files: Sequence[Path]) -> AsyncGenerator[LineMatch, None]:
+async def _run_one(
+    rg: str, pattern: str, ignore_case: bool, files: Sequence[Path], opener: Opener | None
+) -> AsyncGenerator[LineMatch, None]:
+    opened: dict[Path, Path] = {}  # /dev/fd/N as rg names it -> the file it stands for
+    try:
+        if opener is not None:
+            opened = await _open_all(opener, files)
+            if not opened:
+                return
+        matches = _matches(rg, pattern, ignore_case, list(opened) or files, [int(p.name) for p in opened])
+        try:
+            async for found in matches:
+                yield dataclasses.replace(found, path=opened[found.path]) if opened else found
+        finally:
+            await matches.aclose()  # kills a still-running rg before its files are closed
+    finally:
+        _close_all(opened)
+
+
+async def _open_all(opener: Opener, files: Sequence[Path]) -> dict[Path, Path]:
+    """`files` opened by `opener` in a thread (file I/O stays off the event loop): /dev/fd/N -> the file. A
+    cancellation while they are being opened still closes them once they are."""
+
+    def open_all() -> dict[Path, Path]:
+        return {Path(f"/dev/fd/{fd}"): path for path, fd in zip(files, opener(files), strict=True) if fd is not None}
+
+    opening = asyncio.ensure_future(asyncio.to_thread(open_all))
+    try:
+        return await asyncio.shield(opening)
+    except asyncio.CancelledError:
+        opening.add_done_callback(lambda done: _close_all(done.result()) if not done.exception() else None)
+        raise
+
+
+def _close_all(opened: dict[Path, Path]) -> None:
+    for name in opened:
+        os.close(int(name.name))
+
+
+async def _matches(
+    rg: str, pattern: str, ignore_case: bool, files: Sequence[Path], fds: list[int]
+) -> AsyncGenerator[LineMatch, None]:
     process = await asyncio.create_subprocess_exec(
         *_command(rg, pattern, ignore_case, files),
         stdin=asyncio.subprocess.DEVNULL,
@@ -108,6 +153,7 @@ async def _run_one(rg: str, pattern: str, ignore_case: bool, files: Sequence[Pat
         stderr=asyncio.subprocess.PIPE,
         start_new_session=True,
         limit=MAX_COLUMNS * 4 + 8192,
+        pass_fds=fds,
     )
     try:
         assert process.stdout is not None and process.stderr is not None
@@ -127,8 +173,14 @@ async def _run_one(rg: str, pattern: str, ignore_case: bool, files: Sequence[Pat
                     await process.wait()  # SIGKILLed: reaped at once
 
 
-async def search(pattern: str, files: Sequence[Path], *, ignore_case: bool = False) -> AsyncGenerator[LineMatch, None]:
-    """Matching lines of `files` in the given order. The caller's loop may stop early: rg is then killed."""
+async def search(
+    pattern: str, files: Sequence[Path], *, ignore_case: bool = False, opener: Opener | None = None
+) -> AsyncGenerator[LineMatch, None]:
+    """Matching lines of `files` in the given order. The caller's loop may stop early: rg is then killed.
+
+    With `opener`, rg never opens a path itself: the files of each run are opened by `opener` (a read-only fd each,
+    or None to leave the file out) and rg reads them as `/dev/fd/N`, so a path that changed since the caller checked
+    it (a folder swapped for a symlink) is never followed by rg."""
     rg = ripgrep_path()
     if rg is None:
         raise ToolError(
@@ -137,12 +189,18 @@ async def search(pattern: str, files: Sequence[Path], *, ignore_case: bool = Fal
         )
     check_pattern(pattern)
     for begin in range(0, len(files), FILES_PER_RUN):
-        async for found in _run_one(rg, pattern, ignore_case, files[begin : begin + FILES_PER_RUN]):
+        async for found in _run_one(rg, pattern, ignore_case, files[begin : begin + FILES_PER_RUN], opener):
             yield found
 
 
 async def collect(
-    pattern: str, files: Sequence[Path], limit: int, *, ignore_case: bool = False, timeout: float = TIMEOUT_SECONDS
+    pattern: str,
+    files: Sequence[Path],
+    limit: int,
+    *,
+    ignore_case: bool = False,
+    timeout: float = TIMEOUT_SECONDS,
+    opener: Opener | None = None,
 ) -> tuple[list[LineMatch], bool]:
     """Up to `limit` matches and whether there were more; GrepTimeout (rg killed) after `timeout` seconds."""
     found: list[LineMatch] = []
@@ -150,7 +208,7 @@ async def collect(
 
     async def gather() -> None:
         nonlocal more
-        matches = search(pattern, files, ignore_case=ignore_case)
+        matches = search(pattern, files, ignore_case=ignore_case, opener=opener)
         try:
             async for match in matches:
                 if len(found) >= limit:

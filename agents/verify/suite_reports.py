@@ -14,6 +14,8 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from agents.sandbox.safe_paths import read_file
+
 Cases = dict[str, str]
 Failures = dict[str, str]
 SEPARATOR = " > "  # between suite/describe names in an id
@@ -72,11 +74,13 @@ def read_junit(path: Path, root: Path) -> tuple[Cases, Failures]:
     the classname names a Python file under `root`; otherwise the test's file (relative), the names of the
     enclosing test suites and its classname when they add something, and its name."""
     try:
-        tree = ET.parse(path)
+        # the tests wrote it, in the sandbox: read as a regular file only, never through a link, and never waiting on
+        # a FIFO they put in its place (a read by name would block a thread of the bot for good)
+        top = ET.fromstring(read_file(Path(path).parent, Path(path).name))
     except (OSError, ET.ParseError):
         return {}, {}
     found = _Collector(root)
-    _walk_junit(tree.getroot(), [], None, found, Path(root))
+    _walk_junit(top, [], None, found, Path(root))
     return found.cases, found.failures
 
 

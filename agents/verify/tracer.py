@@ -20,6 +20,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
+from agents.sandbox.safe_paths import read_file
+
 V8_COVERAGE = "NODE_V8_COVERAGE"
 MAX_COVERAGE_FILES = 400  # node processes read (one per test file under node --test)
 MAX_COVERAGE_BYTES = 32 << 20  # a process's coverage larger than this (a whole bundler loaded) is not read
@@ -116,8 +118,8 @@ def read_traces(folder: Path) -> dict[str, list[str]]:
     """Test id -> the `file::function` entries it ran, merged over every process's file in `folder`."""
     merged: dict[str, set[str]] = {}
     for path in sorted(Path(folder).glob("trace-*.json")):
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+        try:  # written in the sandbox: a regular file only, no link followed, no FIFO waited on
+            data = json.loads(read_file(path.parent, path.name).decode("utf-8"))
         except (OSError, ValueError):
             continue
         if not isinstance(data, dict):

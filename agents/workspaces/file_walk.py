@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from agents.git.command import GitError, run_git
+from agents.sandbox.safe_paths import open_folder
 
 SKIP_DIRS = frozenset(
     {".git", "node_modules", ".venv", "__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".tox"}
@@ -82,18 +83,41 @@ def _keep_untracked(paths: list[str]) -> list[str]:
     return kept
 
 
-def walk_tree(start: Path, skip: Callable[[str], bool] | None = None) -> Iterator[tuple[Path, list[str], list[str]]]:
+def walk_tree(
+    start: Path, skip: Callable[[str], bool] | None = None, *, root: Path | None = None
+) -> Iterator[tuple[Path, list[str], list[str]]]:
     """`os.walk` top-down with names sorted, never following a symlinked folder, never descending into `SKIP_DIRS`,
     a virtualenv below `start` (a folder holding `pyvenv.cfg`) or a folder `skip` names. As with `os.walk`, a caller
-    may prune `dirs` further in place. `files` lists what is not a folder (links to files, broken links too)."""
-    for folder, dirs, files in os.walk(start, followlinks=False):
-        here = Path(folder)
-        if VIRTUALENV_MARKER in files and here != start:
-            dirs.clear()
-            continue
-        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not (skip and skip(d)))
-        files.sort()
-        yield here, dirs, files
+    may prune `dirs` further in place. `files` lists what is not a folder (links to files, broken links too).
+
+    Walked through directory fds (`os.fwalk`): a folder swapped for a symlink after it was listed is not entered,
+    whatever the timing. With `root` (a trusted folder `start` lies in), the way from `root` down to `start` is
+    opened with no symlink followed too; a link there (a race with a worker's process) walks nothing."""
+    try:
+        if root is None:
+            fd = os.open(start, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        else:
+            with open_folder(root, start.relative_to(root)) as folder:
+                fd = os.dup(folder)
+    except (OSError, ValueError):  # as os.walk: a folder that cannot be listed yields nothing
+        return
+    yield from _walk_from(start, fd, skip)
+
+
+def _walk_from(start: Path, fd: int, skip: Callable[[str], bool] | None) -> Iterator[tuple[Path, list[str], list[str]]]:
+    """`walk_tree` below the open folder `fd` (closed here), the paths named as below `start`."""
+    try:
+        walked = os.fwalk(".", dir_fd=fd, follow_symlinks=False)
+        for folder, dirs, files, _fd in walked:
+            here = start / folder
+            if VIRTUALENV_MARKER in files and here != start:
+                dirs.clear()
+                continue
+            dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not (skip and skip(d)))
+            files.sort()
+            yield here, dirs, files
+    finally:
+        os.close(fd)
 
 
 def walk_files(root: Path) -> list[str]:

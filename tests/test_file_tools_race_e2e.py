@@ -1,0 +1,73 @@
+"""A hostile worker races the bot's file tools: a folder of its worktree swapped for a symlink out of it between the
+bot's check of a path and its use must never let the bot read, search or write outside the worktree.
+
+The file tools run in the bot's own process, outside the sandbox; they check a path by resolving it, then open it.
+The worker (the scripted model through the real bot and real bwrap) starts a background service in its sandbox that
+swaps `real/`, a real folder, with `link`, a symlink to the folder of the workspaces, again and again (one atomic
+`renameat2(RENAME_EXCHANGE)` each time), then calls read_file (of a file there, and of a missing one, whose error
+names what the folder holds), grep, write_file, edit_file and glob on paths under `real/` many times. Each call whose
+check saw the folder and whose use saw the link would read the neighbour's secret, list its names or write next to
+it. A race: on a defenceless bot some of the calls win it; the defended bot refuses every call that sees the link.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import BotHarness
+from tests.fakes import anthropic_server as claude_says
+from tests.scripted import RoleScript
+from tests.support.sandbox import needs_bwrap, planted  # noqa: F401  (fixtures)
+from tests.support.tasks import ended, everything_said, start_task, tool_results
+
+pytestmark = needs_bwrap
+
+TRIES = 30  # calls of each tool (the defenceless bot lost the race in every run, reads every time)
+
+SWAPPER = """\
+import ctypes, time
+libc = ctypes.CDLL(None, use_errno=True)
+print("swapping", flush=True)
+end = time.monotonic() + 120
+while time.monotonic() < end:
+    libc.renameat2(-100, b"real", -100, b"link", 2)  # AT_FDCWD, RENAME_EXCHANGE
+"""
+
+
+@pytest.mark.untested_calc  # neither the verdict nor the task's end is what this test is about
+@pytest.mark.settings(worker_max_steps=TRIES * 6 + 20)
+async def test_a_folder_swapped_for_a_link_never_leads_the_file_tools_out(
+    bot: BotHarness, model: RoleScript, planted: Path, workspace_root: Path
+) -> None:
+    setup = f"mkdir -p real && echo decoy > real/secret-next-door.txt && ln -s {workspace_root} link && echo ready"
+    calls = [
+        claude_says.tool_use("write_file", {"path": "swap.py", "content": SWAPPER}),
+        claude_says.tool_use("run_command", {"command": setup}),
+        claude_says.tool_use("run_command", {"command": "python -u swap.py", "background": True}),
+    ]
+    for i in range(TRIES):
+        calls.append(claude_says.tool_use("read_file", {"path": "real/secret-next-door.txt"}))
+        calls.append(claude_says.tool_use("grep", {"pattern": "SECRET|decoy", "path": "real"}))
+        calls.append(claude_says.tool_use("write_file", {"path": f"real/pwned-{i}.txt", "content": "pwned\n"}))
+        edit = {"path": "real/secret-next-door.txt", "old": "-SECRET-", "new": "-EDITED-"}
+        calls.append(claude_says.tool_use("edit_file", edit))
+        calls.append(claude_says.tool_use("glob", {"pattern": "real/**"}))
+        calls.append(claude_says.tool_use("read_file", {"path": "real/missing.txt"}))  # the hint names what is there
+    model.add("orchestrator", start_task("calc", "Look around."), claude_says.text("Started."))
+    model.add("code", *calls, claude_says.text("Done looking around."))
+    bot.say("look around calc")
+    await ended(bot, 1, timeout=180)
+    results = tool_results(model)
+    assert any("swapping" in r for r in results), results[:3]
+    assert sum("decoy" in r for r in results) > 0, "no call saw the folder: the race was never run"
+    said = everything_said(bot, model)
+    leaked = [r for r in results if "NEIGHBOUR-SECRET" in r]  # each distinct result once: a tool that leaked
+    leaked += [r for r in results if "group-therapy" in r]  # a neighbour's name, listed by glob or a hint
+    written = sorted(p.name for p in workspace_root.glob("pwned-*"))
+    assert (leaked, written) == ([], []), f"read out of the worktree by {leaked}; written out of it: {written}"
+    assert "NEIGHBOUR-SECRET-5e1" not in said
+    assert (workspace_root / "secret-next-door.txt").read_text() == "NEIGHBOUR-SECRET-5e1\n", (
+        "edited out of the worktree"
+    )
