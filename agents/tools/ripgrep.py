@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import dataclasses
 import os
+import resource
 import shutil
 import signal
 from collections.abc import AsyncGenerator, Callable, Sequence
@@ -24,8 +25,13 @@ MAX_COLUMNS = 10_000  # longer lines are printed cut to this many bytes (the mat
 MAX_FILE_SIZE = "5M"
 TIMEOUT_SECONDS = 20.0
 # explicit file arguments per rg process: the command line stays far below ARG_MAX, and the files an opener opened
-# (one descriptor each) far below the process's limit of open files
-FILES_PER_RUN = 256
+# (one descriptor each) far below the process's limit of open files: 256 under the common soft limit of 1,024, up to
+# 1,000 where the limit is higher (each run is a process to start: 5,000 files took 20 runs at 256)
+_SOFT_FILE_LIMIT = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+FILES_PER_RUN = 1000 if _SOFT_FILE_LIMIT == resource.RLIM_INFINITY else min(1000, max(256, _SOFT_FILE_LIMIT // 20))
+# how ripgrep names a descriptor it inherited: /proc/self/fd/N directly (/dev/fd is a link to it: one more step of
+# path resolution for each file), /dev/fd/N where there is no /proc
+_FD_FOLDER = "/proc/self/fd" if os.path.isdir("/proc/self/fd") else "/dev/fd"
 Opener = Callable[[Sequence[Path]], "list[int | None]"]  # the files of one rg run -> a read-only fd each, or None
 SYNTAX = "ripgrep's Rust regex syntax: no look-around and no backreferences"
 _PREVIEW_TAIL = b" [... omitted end of long line]"
@@ -107,7 +113,7 @@ def _kill(process: asyncio.subprocess.Process) -> None:
 async def _run_one(
     rg: str, pattern: str, ignore_case: bool, files: Sequence[Path], opener: Opener | None
 ) -> AsyncGenerator[LineMatch, None]:
-    opened: dict[Path, Path] = {}  # /dev/fd/N as rg names it -> the file it stands for
+    opened: dict[Path, Path] = {}  # /proc/self/fd/N as rg names it -> the file it stands for
     try:
         if opener is not None:
             opened = await _open_all(opener, files)
@@ -124,11 +130,12 @@ async def _run_one(
 
 
 async def _open_all(opener: Opener, files: Sequence[Path]) -> dict[Path, Path]:
-    """`files` opened by `opener` in a thread (file I/O stays off the event loop): /dev/fd/N -> the file. A
+    """`files` opened by `opener` in a thread (file I/O stays off the event loop): /proc/self/fd/N -> the file. A
     cancellation while they are being opened still closes them once they are."""
 
     def open_all() -> dict[Path, Path]:
-        return {Path(f"/dev/fd/{fd}"): path for path, fd in zip(files, opener(files), strict=True) if fd is not None}
+        fds = opener(files)
+        return {Path(f"{_FD_FOLDER}/{fd}"): path for path, fd in zip(files, fds, strict=True) if fd is not None}
 
     opening = asyncio.ensure_future(asyncio.to_thread(open_all))
     try:
@@ -179,8 +186,9 @@ async def search(
     """Matching lines of `files` in the given order. The caller's loop may stop early: rg is then killed.
 
     With `opener`, rg never opens a path itself: the files of each run are opened by `opener` (a read-only fd each,
-    or None to leave the file out) and rg reads them as `/dev/fd/N`, so a path that changed since the caller checked
-    it (a folder swapped for a symlink) is never followed by rg."""
+    or None to leave the file out) and rg reads them as `/proc/self/fd/N`, so a path that changed since the caller
+    checked it (a folder swapped for a symlink) is never followed by rg. (It costs: rg reads a file by its descriptor
+    about half as fast as by its path, measured over 5,000 small files.)"""
     rg = ripgrep_path()
     if rg is None:
         raise ToolError(
