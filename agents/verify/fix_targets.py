@@ -1,6 +1,7 @@
 """A task's target tests: which tests already failing at the base commit the task was meant to fix (the
 instructions name the test, its file or the code it fails in, or ask for the failing tests as a whole; or the worker
-changed a file its failure runs through). A target still failing is the worker's, like a test it broke; any other base failure is pre-existing.
+changed a file its failure runs through). A target still failing is the worker's, like a test it broke; any other
+base failure is pre-existing.
 
 For a fix task, what a red test runs counts too, not only how it fails (a plain `assert` in the test shows no frame
 of the code it runs): `ran_reason` reads a traced re-run (agents/verify/tracer.py) and says why the test is the
