@@ -21,6 +21,14 @@ def test_keep_is_a_list_of_paths_inside_the_workspace() -> None:
             parse_config(f"[tests]\nkeep = {bad}\n")
 
 
+def test_junit_is_a_path_inside_the_workspace() -> None:
+    config = parse_config('[tests]\ncommand = "make test"\njunit = "reports/junit.xml"\n')
+    assert config is not None and config.junit == "reports/junit.xml"
+    for bad in ('"/home/owner/notes.xml"', '"../../outside.xml"', '".git/junit.xml"', '" "', "1"):
+        with pytest.raises(TestConfigError, match="junit must be a path inside the workspace"):
+            parse_config(f'[tests]\ncommand = "make test"\njunit = {bad}\n')
+
+
 def test_kept_files_are_copied_but_never_through_a_link(tmp_path: Path) -> None:
     workspace, room = tmp_path / "w", tmp_path / "room"
     (workspace / "generated").mkdir(parents=True)

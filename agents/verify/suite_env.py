@@ -88,8 +88,11 @@ def parse_config(text: str, source: str = "base commit") -> TestConfig | None:
         )
     if command is not None and (not isinstance(command, str) or not command.strip()):
         raise TestConfigError(f"{CONFIG_FILE}: [tests] command must be a non-empty string")
-    if junit is not None and (not isinstance(junit, str) or not junit.strip()):
-        raise TestConfigError(f"{CONFIG_FILE}: [tests] junit must be a path (string)")
+    # the report is read after the run: a path out of the checkout would have the bot read a file of the host's
+    if junit is not None and (not isinstance(junit, str) or not _plain_relative(junit)):
+        raise TestConfigError(
+            f'{CONFIG_FILE}: [tests] junit must be a path inside the workspace, e.g. junit = "reports/junit.xml"'
+        )
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
         raise TestConfigError(f"{CONFIG_FILE}: [tests] timeout must be a positive number of seconds")
     return TestConfig(
