@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import threading
 from pathlib import Path
 
 import pytest
@@ -210,6 +211,25 @@ def test_node_coverage_tells_per_test_file_only_where_a_process_ran_one(tmp_path
     (folder / "coverage-3-1-0.json").write_text("{not json")
     found = read_v8_coverage(folder, root, ["test/a.test.js", "test/b.test.js"])
     assert found == {"test/a.test.js": ["lib/x.js::f"]}, "called functions only; a process of two files says nothing"
+
+
+def test_node_coverage_files_are_read_never_through_a_link_or_a_fifo(tmp_path: Path) -> None:
+    """The tests write the coverage folder: a FIFO in a file's place must not hold the bot, a link must not lead it
+    to a file of the host's."""
+    root, folder = tmp_path / "app", tmp_path / "v8"
+    folder.mkdir()
+    outside = tmp_path / "host.json"
+    script = {"url": f"file://{root}/lib/x.js", "functions": [{"functionName": "f", "ranges": [{"count": 1}]}]}
+    outside.write_text(json.dumps({"result": [{"url": f"file://{root}/test/a.test.js", "functions": []}, script]}))
+    os.mkfifo(folder / "coverage-1-1-0.json")
+    os.symlink(outside, folder / "coverage-2-1-0.json")
+    found: list[dict[str, list[str]]] = []
+    reader = threading.Thread(target=lambda: found.append(read_v8_coverage(folder, root, ["test/a.test.js"])))
+    reader.daemon = True  # on a read that blocks, the test still ends
+    reader.start()
+    reader.join(timeout=10)
+    assert not reader.is_alive(), "reading the coverage folder waited on a FIFO"
+    assert found == [{}], "nothing read through the link"
 
 
 # ----------------------------------------------------------------------------------------------------------------------

@@ -148,9 +148,11 @@ def read_v8_coverage(folder: Path, root: Path, test_files: Iterable[str]) -> dic
     found: dict[str, set[str]] = {}
     for path in sorted(Path(folder).glob("coverage-*.json"))[:MAX_COVERAGE_FILES]:
         try:
-            if path.stat().st_size > MAX_COVERAGE_BYTES:
+            if path.lstat().st_size > MAX_COVERAGE_BYTES:
                 continue
-            data = json.loads(path.read_text(encoding="utf-8"))
+            # the tests wrote it, in the sandbox: a regular file only, never through a link, and never waiting on a
+            # FIFO put in its place (a read by name would hold a thread of the bot for good)
+            data = json.loads(read_file(Path(folder), path.name).decode("utf-8"))
         except (OSError, ValueError):
             continue
         scripts = data.get("result") if isinstance(data, dict) else None
