@@ -355,6 +355,11 @@ class Runtime:
                 await self.engine.shutdown(timeout=4.0)
         except (TimeoutError, Exception) as err:  # never hang the shutdown
             log.warning("task engine shutdown: %s", err)
+        if self.executor is not None:
+            try:
+                await self.executor.close()
+            except Exception as err:  # never hang or break the shutdown
+                log.warning("base-commit test runs: %s", err)
 
     async def close(self) -> None:
         """SIGTERM path: stop workers (they become interrupted), close the client and the store; bounded in time."""

@@ -3,6 +3,8 @@ bounded per workspace; a base failure that passes after the worker is re-run at 
 
 from __future__ import annotations
 
+import asyncio
+import os
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -134,3 +136,29 @@ async def test_a_base_failure_that_passes_on_a_rerun_at_the_base_is_not_fixed_by
     checks.close()
     assert verdict.fixed == ["test_app.py::test_broken"], "the real fix counts; the flaky one does not"
     assert any("flaky at the base" in note and "test_app.py::test_flaky" in note for note in verdict.notes)
+
+
+async def test_a_base_run_nobody_waits_on_is_reaped_when_the_runs_are_closed(tmp_path: Path) -> None:
+    """The last task waiting on a base run went (it ended blocked, or was cancelled): the run is cancelled and reaps
+    its test process in its own asyncio task. `close` (the bot's shutdown) stops and waits for it, so the process
+    is gone before the event loop can end."""
+    pid_file = tmp_path / "pid"
+    repo = make_repo(
+        tmp_path / "w", {"slow.sh": f"echo $$ > {pid_file}.tmp && mv {pid_file}.tmp {pid_file}\nsleep 60\n"}
+    )
+    write(repo / ".agentlab.toml", '[tests]\ncommand = "bash slow.sh"\n')
+    commit = git(repo, "rev-parse", "HEAD").strip()
+    baselines = BaselineRuns(tmp_path / "cache")
+    waiter = asyncio.create_task(baselines.outcome(repo, commit, detect_environment(repo), 120))
+    for _ in range(1000):
+        if pid_file.exists():
+            break
+        await asyncio.sleep(0.01)
+    pid = int(pid_file.read_text())
+    waiter.cancel()  # the last task waiting on it is gone: the run is cancelled, not awaited
+    with pytest.raises(asyncio.CancelledError):
+        await waiter
+    await baselines.close()
+    assert not [t for t in asyncio.all_tasks() if t.get_name().startswith("baseline-") and not t.done()]
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)

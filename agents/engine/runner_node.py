@@ -292,6 +292,7 @@ class RunnerNode:
                 job.cancel()
             if jobs:
                 await asyncio.wait(jobs, timeout=5)
+            await self.baselines.close()  # base runs nobody waits on any more, reaped before the loop ends
         await self.llm.close()
         await self.store.close()
 

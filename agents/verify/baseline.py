@@ -82,6 +82,17 @@ class BaselineRuns:
                 if not running.done():  # the last task waiting for it is gone (cancelled): stop the run
                     running.cancel()
 
+    async def close(self, timeout: float = 3.0) -> None:
+        """Stop the runs and traces still under way and wait for them (at most `timeout` seconds). A base run whose
+        tasks have all gone is cancelled by the last of them and reaps its test processes in its own asyncio task,
+        and a trace goes on for the next task on its base: at shutdown nothing else waits for either, and the bot's
+        event loop could close before their processes were reaped."""
+        pending = [t for t in (*self._running.values(), *self._traces.values()) if not t.done()]
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending, timeout=timeout)
+
     async def _run(
         self,
         key: str,

@@ -110,6 +110,11 @@ class TaskExecutor:
         self.before_after = BeforeAfter(store, self.sandboxes, self.workers.chromium)  # a frontend task's pair
         self.stopping = False  # `begin_stopping`: the bot shuts down, running tasks become interrupted, not cancelled
 
+    async def close(self) -> None:
+        """Last step of a shutdown, after the tasks stopped: the base-commit test runs still under way are stopped
+        and reaped (agents/verify/baseline.py)."""
+        await self.checkouts.baselines.close()
+
     def begin_stopping(self) -> None:
         """The bot (or runner) shuts down: tasks cancelled from now on end interrupted (kept to resume), not
         cancelled."""
