@@ -87,10 +87,14 @@ def _is_link(dir_fd: int, name: str) -> bool:
         return False
 
 
-def read_file(root: Path, relative: str | Path) -> bytes:
-    """The bytes of the regular file `root/relative`, read without following any symlink: the folders are walked with
-    O_NOFOLLOW and the file itself is opened with it. A symlink anywhere below `root`, or a file that is not a regular
-    one (a FIFO does not block: O_NONBLOCK), raises UnsafePath."""
+class NotRegularFile(UnsafePath):
+    """The name holds something other than a regular file (a folder, a FIFO, a device)."""
+
+
+def open_regular(root: Path, relative: str | Path) -> int:
+    """A read-only fd of the regular file `root/relative`, opened without following any symlink: the folders are
+    walked with O_NOFOLLOW and the file itself is opened with it, never blocking on a FIFO (O_NONBLOCK). A symlink
+    anywhere below `root` raises UnsafePath; a file that is not a regular one, NotRegularFile."""
     parts = _parts(relative)
     with open_folder(root, Path(*parts[:-1]) if len(parts) > 1 else ".") as folder:
         try:
@@ -99,9 +103,15 @@ def read_file(root: Path, relative: str | Path) -> bytes:
             if _is_link(folder, parts[-1]):
                 raise UnsafePath(f"{Path(relative).as_posix()} is a symbolic link") from None
             raise
-    with os.fdopen(fd, "rb") as source:
-        if not stat.S_ISREG(os.fstat(source.fileno()).st_mode):
-            raise UnsafePath(f"{Path(relative).as_posix()} is not a regular file")
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise NotRegularFile(f"{Path(relative).as_posix()} is not a regular file")
+    return fd
+
+
+def read_file(root: Path, relative: str | Path) -> bytes:
+    """The bytes of the regular file `root/relative`, read without following any symlink (`open_regular`)."""
+    with os.fdopen(open_regular(root, relative), "rb") as source:
         return source.read()
 
 

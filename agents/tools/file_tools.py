@@ -23,7 +23,7 @@ from typing import BinaryIO
 
 from agents.core.errors import ToolError
 from agents.core.secrets_filter import SecretsFilter
-from agents.sandbox.safe_paths import UnsafePath, open_folder
+from agents.sandbox.safe_paths import NotRegularFile, UnsafePath, open_folder, open_regular
 from agents.sandbox.safe_paths import write_file as write_without_links
 from agents.tools import ripgrep
 from agents.workspaces.file_walk import SKIP_DIRS, walk_tree  # one walker, one skip-list for the product
@@ -125,20 +125,14 @@ def open_resolved(base: Path, target: Path, path: str) -> BinaryIO:
     """The regular file `target` (resolved by `confine`, so below `base` with no symlink on the way) opened for
     reading through the same names, each folder opened with O_NOFOLLOW from `base`: a link put on the way since the
     check (a race with a process of the worker) fails the call instead of being followed out of the workspace."""
-    relative = target.parent.relative_to(base)
     try:
-        with open_folder(base, relative) as folder:
-            # O_NONBLOCK: a FIFO put in the file's place must not hang the bot; a regular file ignores it
-            fd = os.open(target.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder)
+        fd = open_regular(base, target.relative_to(base))
+    except NotRegularFile:
+        raise ToolError(f"{path!r} is not a regular file") from None
     except UnsafePath as err:
         raise ToolError(f"{path!r} changed while it was being opened ({err}); try again") from None
     except OSError as err:
-        if err.errno == errno.ELOOP:
-            raise ToolError(f"{path!r} changed into a symbolic link while it was being opened; try again") from None
         raise ToolError(f"cannot read {path!r}: {err.strerror or err}") from None
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise ToolError(f"{path!r} is not a regular file")
     return os.fdopen(fd, "rb")
 
 
