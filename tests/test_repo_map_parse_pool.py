@@ -94,10 +94,13 @@ def _group_niceness(pids: list[int]) -> list[int | None]:
     found: list[int | None] = []
     for pid in pids:
         try:
-            found.append(int(Path(f"/proc/{pid}/autogroup").read_text().split()[-1]))  # "/autogroup-N nice K"
+            words = Path(f"/proc/{pid}/autogroup").read_text().split()  # "/autogroup-N nice K"
         except FileNotFoundError:
             if os.path.exists(f"/proc/{pid}"):  # running, in a kernel without autogroups
                 found.append(None)
+            continue
+        # empty where the process's scheduling group is a cgroup's rather than an autogroup (in most containers)
+        found.append(int(words[-1]) if words else None)
     return found
 
 

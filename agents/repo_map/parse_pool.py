@@ -75,7 +75,8 @@ _running: dict[int, bool] = {}
 
 def autogroup_niceness(pid: int | str) -> int | None:
     """The niceness of the process's autogroup (`/proc/PID/autogroup`: "/autogroup-N nice K"), or None where the
-    kernel has none."""
+    kernel has none, or where the process is scheduled in a cgroup's group instead (the file is empty there, as in
+    most containers)."""
     try:
         return int(Path(f"/proc/{pid}/autogroup").read_text().split()[-1])
     except (OSError, ValueError, IndexError):
