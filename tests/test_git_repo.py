@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import os
 import subprocess
@@ -405,3 +406,44 @@ async def test_commit_excludes_any_number_of_files(repo: Path, worktrees_dir: Pa
     excludes = sum(len(f":(exclude){item.path}") + 1 for item in result.left_out)
     assert excludes > os.sysconf("SC_ARG_MAX"), "one pathspec per left-out file must not fit on a command line"
     assert git("show", f"{result.sha}:app.py", cwd=wt.path) == "VALUE = 2"
+
+
+@pytest.mark.parametrize("removal", ["keep the branch", "discard"])
+async def test_removing_a_worktree_never_deletes_through_a_link_swapped_in_meanwhile(
+    repo: Path, worktrees_dir: Path, tmp_path: Path, removal: str
+) -> None:
+    """A process of the task still running while the bot removes its worktree swaps a folder of it for a link out of
+    it, again and again: nothing outside the worktree may be deleted (git's own recursive removal looks at an entry,
+    then opens and deletes by name, and so followed the link between the two)."""
+    import ctypes
+    import threading
+
+    outside = tmp_path / "next-door"
+    outside.mkdir()
+    for i in range(200):
+        (outside / f"keep-{i}.txt").write_text("the neighbour's\n")
+    wt = await new_task(repo, worktrees_dir)
+    (wt.path / "real").mkdir()
+    for i in range(200):  # a long walk of the folder: a wide window for the swap
+        (wt.path / "real" / f"keep-{i}.txt").write_text("the task's own\n")
+    (wt.path / "link").symlink_to(outside)
+    libc = ctypes.CDLL(None, use_errno=True)
+    stop = threading.Event()
+
+    def swap() -> None:  # what a service of the task does: one atomic exchange of the two names at a time
+        while not stop.is_set():
+            libc.renameat2(-100, bytes(wt.path / "real"), -100, bytes(wt.path / "link"), 2)  # RENAME_EXCHANGE
+
+    swapper = threading.Thread(target=swap, daemon=True)
+    swapper.start()
+    try:
+        with contextlib.suppress(GitError):  # the removal may fail while the names change under it; never harm
+            if removal == "discard":
+                await discard_task_worktree(wt)
+            else:
+                await remove_worktree_keep_branch(wt)
+    finally:
+        stop.set()
+        swapper.join()
+    left = sorted(p.name for p in outside.iterdir())
+    assert len(left) == 200, f"deleted outside the worktree: {200 - len(left)} files"

@@ -10,12 +10,14 @@ import dataclasses
 import os
 import shutil
 import sys
+from pathlib import Path
 
 import pytest
 
 from agents.core.errors import ToolError
 from agents.core.models import TaskStatus
 from agents.core.secrets_filter import SecretsFilter
+from agents.git import worktrees
 from agents.sandbox.bwrap import spec_for
 from agents.sandbox.services import LEFT_OUT, TaskServices, start_sandboxed_stdio
 from agents.sandbox.task_limits import DiskBudget, TaskBounds
@@ -107,6 +109,41 @@ async def test_cancel_ends_a_service(bot: BotHarness, model: RoleScript) -> None
     await bot.tg.await_for(lambda: not host_pids("8124") and not host_pids(BESIDE), timeout=10)
     results = tool_results(model)
     assert any("service 1 started" in r and "Serving HTTP" in r for r in results), results
+
+
+LINGERER = own_sleep("7373")  # a service still running when the task's work is over
+
+
+@pytest.mark.untested_calc  # neither the verdict nor the task's end is what this test is about
+@pytest.mark.parametrize("ending", ["done", "cancelled"])
+async def test_a_tasks_processes_have_ended_before_its_worktree_is_deleted(
+    bot: BotHarness, model: RoleScript, monkeypatch: pytest.MonkeyPatch, ending: str
+) -> None:
+    """The bot deletes the worktree outside any sandbox: a service of the task still running then could change the
+    worktree under the delete (swap a folder for a link out of it). Each call of the delete records which of the
+    task's processes were still alive at that moment, then deletes as it would."""
+    alive_at_delete: list[list[int]] = []
+    delete = worktrees.delete_folder
+
+    def recording_delete(folder: Path, tries: int = 3) -> None:
+        alive_at_delete.append(host_pids(LINGERER))
+        delete(folder, tries)
+
+    monkeypatch.setattr(worktrees, "delete_folder", recording_delete)
+    model.add("orchestrator", start_task("calc", "Serve."), claude_says.text("Started."))
+    calls = [run(f"sleep {LINGERER}", background=True)]
+    calls += [run(f"sleep {BESIDE}")] if ending == "cancelled" else [claude_says.text("Done.")]
+    model.add("code", *calls)
+    bot.say("serve calc")
+    await bot.tg.await_for(lambda: host_pids(LINGERER), timeout=60)
+    if ending == "cancelled":
+        await bot.tg.await_for(lambda: host_pids(BESIDE), timeout=60)
+        bot.tg.send_command(USER_ID, "/cancel")
+    await ended(bot, 1, timeout=120)
+    await bot.tg.await_for(lambda: alive_at_delete, timeout=10)
+    assert alive_at_delete == [[]], (
+        f"the task's service was still running when its worktree was deleted: {alive_at_delete}"
+    )
 
 
 ECHO_SERVER = (

@@ -13,6 +13,7 @@ import contextlib
 import logging
 import os
 import re
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -410,20 +411,33 @@ async def _delete_unreachable_large_objects(repo: Path, tip: str) -> int:
     return freed
 
 
-async def _registered(worktree: TaskWorktree) -> bool:
-    """Whether git has a record of the worktree at `worktree.path`: found from its admin folder's files where they
-    name it, asked of git (`worktree list`) otherwise."""
-    if worktree_admin_dir(await git_common_dir(worktree.repo), worktree.path) is not None:
-        return True
-    return any(same_path(e.path, worktree.path) for e in await _list_worktrees(worktree.repo))
-
-
 async def _remove_worktree(worktree: TaskWorktree) -> None:
-    registered = await _registered(worktree)
+    """The worktree's folder goes, then git's record of it.
+
+    The folder is deleted by `delete_folder`, never by `git worktree remove`: git's recursive delete looks at an
+    entry, then opens and deletes it by name, so a folder that a process of the task swaps for a link between the two
+    leads it out of the worktree (it deleted a neighbour's files, outside any sandbox). git's record is then its
+    admin folder, found from the common dir's side, which is all `worktree remove` deletes besides the folder."""
+    common = await git_common_dir(worktree.repo)
+    admin = worktree_admin_dir(common, worktree.path)
     # a worktree with a file system of its own goes with it (git could not delete the mount point): unmounted, its
-    # image deleted, the folder removed; `prune` then drops git's record of it (as it does for a folder already gone;
-    # `worktree remove` drops the record itself)
-    if not await task_disk.release(worktree.path) and registered and worktree.path.is_dir():
-        await git_text("worktree", "remove", "--force", str(worktree.path), cwd=worktree.repo)
-        return
-    await git_text("worktree", "prune", cwd=worktree.repo)
+    # image deleted, the folder removed
+    if not await task_disk.release(worktree.path) and worktree.path.is_dir():
+        await asyncio.to_thread(delete_folder, worktree.path)
+    if admin is not None:
+        await asyncio.to_thread(shutil.rmtree, admin, ignore_errors=True)
+    else:  # no admin folder names it: whatever git still records of a worktree gone is dropped as git would
+        await git_text("worktree", "prune", cwd=worktree.repo)
+
+
+def delete_folder(folder: Path, tries: int = 3) -> None:
+    """Delete `folder` and what it holds without following a link, even one swapped in during the walk.
+
+    `shutil.rmtree` walks by directory descriptors: it opens each folder relative to its parent's descriptor and
+    goes in only when what it opened is the entry it looked at (a link swapped in meanwhile is deleted as a name,
+    never followed). A process still writing in it can leave something behind: a few more passes, then GitError."""
+    for _ in range(tries):
+        shutil.rmtree(folder, ignore_errors=True)
+        if not os.path.lexists(folder):
+            return
+    raise GitError(f"could not delete the worktree folder {folder}: something kept writing in it")

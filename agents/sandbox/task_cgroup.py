@@ -141,12 +141,16 @@ def _remove_stale(parent: Path | None) -> None:
                 child.rmdir()
 
 
-def _kill_members(folder: Path) -> None:
+def _members(folder: Path) -> list[str]:
+    """The process ids in the cgroup folder (none when it is gone)."""
     try:
-        members = (folder / "cgroup.procs").read_text().split()
+        return (folder / "cgroup.procs").read_text().split()
     except OSError:
-        return
-    for pid in members:
+        return []
+
+
+def _kill_members(folder: Path) -> None:
+    for pid in _members(folder):
         with contextlib.suppress(OSError, ValueError):
             os.kill(int(pid), signal.SIGKILL)
 
@@ -215,6 +219,17 @@ class TaskCgroup:
             if key == "oom_kill" and value.strip().isdigit():
                 return int(value)
         return 0
+
+    async def kill_members(self, wait_seconds: float = 2.0) -> None:
+        """Kill what is in the cgroup now and wait (at most `wait_seconds`) until none of it is left; the cgroup stays
+        for the task's later commands."""
+        for _ in range(max(1, int(wait_seconds / 0.02))):
+            for folder in self.folders:
+                _kill_members(folder)
+            if not any(_members(folder) for folder in self.folders):
+                return
+            await asyncio.sleep(0.02)
+        log.warning("task cgroup %s: processes still exiting after %.0f s", self.memory, wait_seconds)
 
     async def close(self) -> None:
         """Kill what is left in the cgroup and remove it (the task has ended)."""

@@ -254,10 +254,19 @@ class TaskBounds:
     def disk_for(self, worktree: Path) -> DiskBudget | None:
         return self.disk if self.disk is not None and self.disk.root == worktree else None
 
-    async def close(self) -> None:
+    async def end_processes(self) -> None:
+        """Every process the task started ends now: its services, browser and MCP servers (`closers`), and whatever is
+        left in its cgroup. The task's work is over; the bot works on its worktree once more (the last commit, then
+        the checkout's removal), and nothing of the task may change the worktree under it meanwhile (a folder swapped
+        for a link between the bot's look and its use would lead the bot, outside any sandbox, out of it)."""
         while self.closers:
             with contextlib.suppress(Exception):
                 await self.closers.pop()()
+        if self._cgroup is not None:
+            await self._cgroup.kill_members()
+
+    async def close(self) -> None:
+        await self.end_processes()
         self.net.close()
         if self._cgroup is not None:
             await self._cgroup.close()

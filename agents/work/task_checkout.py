@@ -146,12 +146,16 @@ class TaskCheckouts:
         return guard.warnings
 
     async def drop(self, task: Task, tree: TaskWorktree) -> None:
-        """The task is over: its guard ends, its checkout goes, its branch (and commits) stay."""
+        """The task is over: its processes end (none may change the worktree while it is deleted), its guard ends,
+        its checkout goes, its branch (and commits) stay."""
+        await self.sandboxes.end_processes(task)
         self.end_guard(task)
         await remove_worktree_keep_branch(tree)
 
     async def drop_early(self, task: Task, tree: TaskWorktree) -> None:
-        """Cancelled or failed: what was done is committed on the branch, then the checkout goes (best effort)."""
+        """Cancelled or failed: the task's processes end, what was done is committed on the branch, then the checkout
+        goes (best effort)."""
         with contextlib.suppress(Exception):
+            await self.sandboxes.end_processes(task)
             await self.commit(task, tree, "partial, task ended early")
             await self.drop(task, tree)

@@ -252,6 +252,7 @@ class TaskExecutor:
                 f"{task.result}. Check the current state of the files before continuing.)"
             ) + await self.questions.carried_over(task.stored_id)
         run = await self.corrections.run(task, progress, worker, (first, blocks), tree, checks)
+        await self.sandboxes.end_processes(task)  # the work is over: nothing of the task runs beside what follows
         committed = any(c.committed for c in run.commits)
         album = await self.before_after.take(task, tree, workspace.path) if committed else []
         await self.ending.change_done(task, progress, tree, run, album)

@@ -44,6 +44,12 @@ class TaskSandboxes:
         self.bounds[task.stored_id] = bounds
         return bounds
 
+    async def end_processes(self, task: Task) -> None:
+        """Every process the task started ends now (TaskBounds.end_processes); its bounds stay until `close`."""
+        bounds = self.bounds.get(task.stored_id)
+        if bounds is not None:
+            await bounds.end_processes()
+
     async def close(self, task: Task) -> None:
         """The task's cgroup: what is left in it is killed, the folder removed."""
         bounds = self.bounds.pop(task.stored_id, None)
