@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import signal
@@ -13,6 +14,7 @@ import pytest
 
 from agents.sandbox.shell import DEFAULT_SECRETS, CommandResult, child_env, reap, run_command
 from agents.tools.file_tools import ToolError
+from tests.support.processes import host_pids, own_sleep
 
 pytestmark = pytest.mark.slow  # spawns processes (still only a few seconds)
 
@@ -277,3 +279,38 @@ async def test_reap_of_a_group_ends_the_process_and_what_it_started() -> None:
     assert proc.returncode == -signal.SIGKILL
     assert proc.stdin is not None and proc.stdin.is_closing()
     assert await wait_gone([child]), "the process it started outlived it"
+
+
+ESCAPED = own_sleep("4141")
+
+
+def _pipes() -> int:
+    """How many pipes this process holds open."""
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):  # the listing's own descriptor, closed by now
+            count += os.readlink(f"/proc/self/fd/{fd}").startswith("pipe:")
+    return count
+
+
+async def test_a_command_cancelled_twice_is_still_reaped_before_its_caller_ends(tmp_path: Path) -> None:
+    """A second cancellation while a cancelled command is being killed (a shutdown cancels what its task cancelled a
+    moment ago) must not break off the clean-up: the caller ends only once the process is waited for and its pipe
+    closed. (Broken off, the pipe stayed open, held by a child out of the group's reach, and the subprocess transport
+    was collected after the event loop had closed, which reported an exception.)"""
+    before = _pipes()
+    # the shell ignores SIGTERM: the kill waits out its grace, when the second cancellation comes; a child in a
+    # session of its own, out of the group's reach, holds the output pipe open after the group is killed
+    line = f"setsid sleep {ESCAPED} & trap '' TERM; echo started; sleep 30"
+    command = asyncio.create_task(run_command(line, tmp_path, timeout=60))
+    try:
+        await asyncio.sleep(0.5)
+        command.cancel()
+        await asyncio.sleep(0.2)
+        command.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await command
+        assert _pipes() == before, "the command's output pipe is still open after its caller ended"
+    finally:
+        for pid in host_pids(ESCAPED):
+            os.kill(pid, signal.SIGKILL)

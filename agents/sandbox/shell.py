@@ -12,9 +12,10 @@ import os
 import shutil
 import signal
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from agents.core.errors import ToolError
 from agents.sandbox.bwrap import (
@@ -427,12 +428,7 @@ async def _run_argv(
         await _kill_group(process, pgid, reader)  # ends a timed-out command and anything it left running
         await _finish_reader(reader, process)
     except asyncio.CancelledError:
-        try:
-            await _kill_group(process, pgid, reader)
-            await _finish_reader(reader, process)
-        finally:
-            _signal_group(pgid, signal.SIGKILL)
-            reader.cancel()
+        await _uninterrupted(_end_cancelled(process, pgid, reader))
         raise
     output = collected.render()
     if leftovers and not timed_out:
@@ -445,6 +441,28 @@ async def _run_argv(
         cancelled=False,
         duration=time.monotonic() - started,
     )
+
+
+async def _end_cancelled(process: asyncio.subprocess.Process, pgid: int, reader: asyncio.Task[None]) -> None:
+    """A cancelled command's group killed and reaped, its pipe read to the end or given up on."""
+    try:
+        await _kill_group(process, pgid, reader)
+        await _finish_reader(reader, process)
+    finally:
+        _signal_group(pgid, signal.SIGKILL)
+        reader.cancel()
+
+
+async def _uninterrupted(clean_up: Coroutine[Any, Any, None]) -> None:
+    """Run `clean_up` to its end even if the caller is cancelled again meanwhile (it is bounded: at most
+    TERM_GRACE_SECONDS + KILL_WAIT_SECONDS + DRAIN_GRACE_SECONDS). A second cancellation, such as a shutdown's after
+    the task's own, otherwise broke off the reaping: the command was killed but never waited for, and its pipes were
+    still open when the event loop closed."""
+    running = asyncio.ensure_future(clean_up)
+    while not running.done():
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.shield(running)
+    running.result()
 
 
 async def _finish_reader(reader: asyncio.Task[None], process: asyncio.subprocess.Process) -> None:

@@ -12,6 +12,7 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agents.sandbox.shell import DRAIN_GRACE_SECONDS, KILL_WAIT_SECONDS, TERM_GRACE_SECONDS
 from agents.verify.clean_room import clean_room
 from agents.verify.suite_env import TestEnvironment
 from agents.verify.suite_run import TestOutcome, TestStatus, run_tests
@@ -24,6 +25,9 @@ log = logging.getLogger(__name__)
 # bumped when a kept outcome would mean something else now (3: runs without NO_COLOR, ava read whole; 4: only runs
 # in a clean room of their own, never in the task's network namespace, are kept)
 RESULTS_FORMAT = "4"
+# how long a shutdown waits for the runs it stopped: a cancelled command's whole reaping (SIGTERM's grace, SIGKILL's
+# wait, the pipe's drain), and a second for the rest of the run
+CLOSE_SECONDS = TERM_GRACE_SECONDS + KILL_WAIT_SECONDS + DRAIN_GRACE_SECONDS + 1.0
 
 
 class BaselineRuns:
@@ -82,14 +86,16 @@ class BaselineRuns:
                 if not running.done():  # the last task waiting for it is gone (cancelled): stop the run
                     running.cancel()
 
-    async def close(self, timeout: float = 3.0) -> None:
+    async def close(self, timeout: float = CLOSE_SECONDS) -> None:
         """Stop the runs and traces still under way and wait for them (at most `timeout` seconds). A base run whose
         tasks have all gone is cancelled by the last of them and reaps its test processes in its own asyncio task,
         and a trace goes on for the next task on its base: at shutdown nothing else waits for either, and the bot's
-        event loop could close before their processes were reaped."""
+        event loop could close before their processes were reaped. One cancelled already is reaping: it is waited
+        for, not cancelled again."""
         pending = [t for t in (*self._running.values(), *self._traces.values()) if not t.done()]
         for task in pending:
-            task.cancel()
+            if not task.cancelling():
+                task.cancel()
         if pending:
             await asyncio.wait(pending, timeout=timeout)
 
