@@ -131,7 +131,7 @@ async def test_a_tasks_processes_have_ended_before_its_worktree_is_deleted(
 
     monkeypatch.setattr(worktrees, "delete_folder", recording_delete)
     model.add("orchestrator", start_task("calc", "Serve."), claude_says.text("Started."))
-    calls = [run(f"sleep {LINGERER}", background=True)]
+    calls = [run(f"echo up; exec sleep {LINGERER}", background=True)]
     calls += [run(f"sleep {BESIDE}")] if ending == "cancelled" else [claude_says.text("Done.")]
     model.add("code", *calls)
     bot.say("serve calc")
