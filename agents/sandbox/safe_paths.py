@@ -8,6 +8,7 @@ checkout root it resolved itself; below it, every component is opened relative t
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import stat
@@ -107,6 +108,63 @@ def open_regular(root: Path, relative: str | Path) -> int:
         os.close(fd)
         raise NotRegularFile(f"{Path(relative).as_posix()} is not a regular file")
     return fd
+
+
+WALK_DEPTH = 512  # folders held open at once by `walk_entries` (one per level): deeper ones are not entered
+
+
+def walk_entries(root: Path) -> Iterator[tuple[str, os.stat_result]]:
+    """Everything below `root`, depth first: (its path relative to `root`, its lstat), never through a link.
+
+    Walked by directory descriptors: a folder is listed through its own descriptor and entered from its parent's
+    with O_NOFOLLOW, so a folder swapped for a symlink between the listing and the entering is not entered (a walk by
+    path strings followed it out of `root`). Folders more than WALK_DEPTH deep are listed but not entered, as a walk
+    by path stops at the length limit of a path."""
+    try:
+        top = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return
+    stack: list[tuple[int, str, Iterator[tuple[str, os.stat_result]]]] = [(top, "", _listing(top))]
+    try:
+        while stack:
+            fd, prefix, listing = stack[-1]
+            found = next(listing, None)
+            if found is None:
+                os.close(fd)
+                stack.pop()
+                continue
+            name, info = found
+            yield prefix + name, info
+            if stat.S_ISDIR(info.st_mode) and len(stack) < WALK_DEPTH:
+                try:
+                    child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+                except OSError:
+                    continue  # gone, or swapped for a link since it was listed: never followed
+                stack.append((child, f"{prefix}{name}/", _listing(child)))
+    finally:
+        for fd, _, _ in stack:
+            os.close(fd)
+
+
+def _listing(fd: int) -> Iterator[tuple[str, os.stat_result]]:
+    """The names in the folder open as `fd`, each with its lstat (those gone meanwhile left out)."""
+    found: list[tuple[str, os.stat_result]] = []
+    try:
+        with os.scandir(fd) as entries:
+            for entry in entries:
+                with contextlib.suppress(OSError):
+                    found.append((entry.name, entry.stat(follow_symlinks=False)))
+    except OSError:
+        pass
+    return iter(found)
+
+
+def unlink_file(root: Path, relative: str) -> None:
+    """Delete the file (or link) `root/relative` by its folder's descriptor, that folder reached with no link
+    followed (`open_folder`): a folder on the way swapped for a link raises UnsafePath, and nothing is deleted."""
+    parent, _, name = relative.rpartition("/")
+    with open_folder(root, parent or ".") as folder:
+        os.unlink(name, dir_fd=folder)
 
 
 def read_file(root: Path, relative: str | Path) -> bytes:

@@ -24,12 +24,13 @@ import os
 import shutil
 import stat
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from agents.core.secrets_filter import SecretScope
+from agents.sandbox.safe_paths import unlink_file, walk_entries
 from agents.sandbox.task_cgroup import TaskCgroup
 from agents.sandbox.task_cgroup import support as task_cgroup_support
 from agents.sandbox.task_net import TaskNet
@@ -68,31 +69,13 @@ def disk_budget(configured_mb: int | None, where: Path) -> int:
 def allocated_bytes(root: Path) -> int:
     """Bytes allocated on disk to everything under `root` (not following symlinks, hard links counted once)."""
     total, seen = 0, set()
-    for _, info in _entries(root):
+    for _, info in walk_entries(root):
         if info.st_nlink > 1:
             if (info.st_dev, info.st_ino) in seen:
                 continue
             seen.add((info.st_dev, info.st_ino))
         total += info.st_blocks * 512
     return total
-
-
-def _entries(root: Path) -> Iterator[tuple[str, os.stat_result]]:
-    stack = [str(root)]
-    while stack:
-        folder = stack.pop()
-        try:
-            with os.scandir(folder) as listing:
-                for entry in listing:
-                    try:
-                        info = entry.stat(follow_symlinks=False)
-                    except OSError:
-                        continue
-                    if stat.S_ISDIR(info.st_mode):
-                        stack.append(entry.path)
-                    yield entry.path, info
-        except OSError:
-            continue
 
 
 def fs_used(root: Path) -> int:
@@ -182,8 +165,8 @@ class DiskBudget:
             (
                 # this command's first, largest first; of equal ones the newest
                 (info.st_ctime >= self.command_started, info.st_blocks, info.st_ctime, path)
-                for path, info in _entries(self.root)
-                if stat.S_ISREG(info.st_mode) and info.st_ctime >= recent and "/.git/" not in path
+                for path, info in walk_entries(self.root)
+                if stat.S_ISREG(info.st_mode) and info.st_ctime >= recent and "/.git/" not in f"/{path}"
             ),
             reverse=True,
         )
@@ -191,10 +174,10 @@ class DiskBudget:
         for _, blocks, _, path in candidates:
             if self.grown <= self.budget_bytes:
                 break
-            with contextlib.suppress(OSError):
-                os.unlink(path)
+            with contextlib.suppress(OSError):  # gone, or a folder on its way is a link now (UnsafePath)
+                unlink_file(self.root, path)
                 self.last_usage -= blocks * 512
-                removed.append(os.path.relpath(path, self.root))
+                removed.append(path)
         self.fs_mark = fs_used(self.root)
         self.last_usage = allocated_bytes(self.root)
         return removed
