@@ -12,6 +12,8 @@ it. A race: on a defenceless bot some of the calls win it; the defended bot refu
 
 from __future__ import annotations
 
+import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -71,3 +73,51 @@ async def test_a_folder_swapped_for_a_link_never_leads_the_file_tools_out(
     assert (workspace_root / "secret-next-door.txt").read_text() == "NEIGHBOUR-SECRET-5e1\n", (
         "edited out of the worktree"
     )
+
+
+FILES = 200  # decoys of the worker, each the size of the host file of the same name (git reads as many bytes as it saw)
+NEIGHBOUR_LINE = "NEIGHBOUR-SECRET-{:04d}\n"
+
+
+ROUNDS = 3  # tasks, each committed once: a defenceless bot leaked in about half of its commits (40-60%)
+
+
+@pytest.mark.untested_calc  # neither the verdict nor the task's end is what this test is about
+async def test_a_folder_swapped_for_a_link_during_the_bots_commit_never_puts_outside_files_in_it(
+    bot: BotHarness, model: RoleScript, tmp_path: Path, workspace_root: Path
+) -> None:
+    """The bot commits the worker's turn with git, outside the sandbox, while the worker's service swaps `real/` for
+    a link to a folder of the host again and again: git looks at a folder once, then opens the files below it by
+    name, so files read through the link would go into the task's commit, where the worker reads them back (`git
+    show`: the repository's objects are readable in its sandbox). The task's processes are paused while the bot
+    commits."""
+    outside = tmp_path / "host-folder"
+    outside.mkdir()
+    for i in range(FILES):
+        (outside / f"f-{i}.txt").write_text(NEIGHBOUR_LINE.format(i))
+    decoys = "".join(f"printf 'worker-decoy-lin-{i:04d}\\n' > real/f-{i}.txt; " for i in range(FILES))
+    setup = f"mkdir -p real && {decoys}ln -s {outside} link && echo ready"
+    for task_id in range(1, ROUNDS + 1):
+        calls = [
+            claude_says.tool_use("write_file", {"path": "swap.py", "content": SWAPPER}),
+            claude_says.tool_use("run_command", {"command": setup}),
+            claude_says.tool_use("run_command", {"command": "python -u swap.py", "background": True}),
+            claude_says.text("Done."),
+        ]
+        model.add("orchestrator", start_task("calc", "Make files."), claude_says.text("Started."))
+        model.add("code", *calls)
+        bot.say("make files in calc")
+        task = await ended(bot, task_id, timeout=120)
+        assert task.branch, task
+        log = subprocess.run(
+            ["git", "log", "-p", "--no-color", f"{task.base_commit}..{task.branch}"],
+            cwd=workspace_root / "calc",
+            capture_output=True,
+            text=True,
+        ).stdout
+        assert "worker-decoy-lin-" in log, f"task {task_id}: the worker's files were never committed"
+        leaked = sorted(set(re.findall(r"NEIGHBOUR-SECRET-\d+", log)))
+        assert leaked == [], (
+            f"task {task_id}'s commits hold {len(leaked)} files from outside its worktree: {leaked[:5]}"
+        )
+    assert any("swapping" in r for r in tool_results(model))

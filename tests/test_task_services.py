@@ -11,6 +11,7 @@ import os
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,6 +22,8 @@ from agents.git import worktrees
 from agents.sandbox.bwrap import spec_for
 from agents.sandbox.services import LEFT_OUT, TaskServices, start_sandboxed_stdio
 from agents.sandbox.task_limits import DiskBudget, TaskBounds
+from agents.work import task_checkout
+from agents.work.task_sandbox import TaskSandboxes
 from tests.conftest import USER_ID, BotHarness
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript
@@ -144,6 +147,49 @@ async def test_a_tasks_processes_have_ended_before_its_worktree_is_deleted(
     assert alive_at_delete == [[]], (
         f"the task's service was still running when its worktree was deleted: {alive_at_delete}"
     )
+
+
+PAUSED = own_sleep("7474")  # a service running while the bot commits the worker's turn
+
+
+def _state(pid: int) -> str:
+    """The process's state letter (`T`: stopped), or "gone"."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return "gone"
+    return text[text.rfind(")") + 2 :].split()[0]
+
+
+@pytest.mark.untested_calc  # neither the verdict nor the task's end is what this test is about
+async def test_a_tasks_processes_are_stopped_while_the_bot_commits_its_worktree(
+    bot: BotHarness, model: RoleScript, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """git reads the worktree by path, outside the sandbox: every process of the task (the service, and a child it
+    forked into a session of its own) is stopped while the bot commits, and runs on afterwards. Each commit records
+    the state of those processes at that moment, then commits as it would."""
+    states: list[list[str]] = []
+    after: list[list[str]] = []
+    commit, end = task_checkout.commit_all, TaskSandboxes.end_processes
+
+    async def recording_commit(*args: Any, **kwargs: Any) -> Any:
+        states.append([_state(pid) for pid in host_pids(PAUSED)])
+        return await commit(*args, **kwargs)
+
+    async def recording_end(self: TaskSandboxes, task: Any) -> None:  # the work is over: the next step after it
+        after.append([_state(pid) for pid in host_pids(PAUSED)])
+        await end(self, task)
+
+    monkeypatch.setattr(task_checkout, "commit_all", recording_commit)
+    monkeypatch.setattr(TaskSandboxes, "end_processes", recording_end)
+    model.add("orchestrator", start_task("calc", "Serve."), claude_says.text("Started."))
+    service = f"setsid sleep {PAUSED} & echo up; exec sleep {PAUSED}"
+    model.add("code", run(service, background=True), run("echo changed > changed.txt"), claude_says.text("Done."))
+    bot.say("serve calc")
+    await ended(bot, 1, timeout=120)
+    assert states and all(len(seen) == 2 for seen in states), f"the service's processes were not running: {states}"
+    assert all(set(seen) == {"T"} for seen in states), f"not stopped while the bot committed: {states}"
+    assert after and after[0] and "T" not in after[0], f"still stopped after the commit: {after}"
 
 
 ECHO_SERVER = (

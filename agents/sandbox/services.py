@@ -134,6 +134,9 @@ class TaskServices:
     def running(self) -> list[Service]:
         return [s for s in self.services if s.process.returncode is None]
 
+    def pids(self) -> list[int]:
+        return [s.process.pid for s in self.running()]
+
     async def spawn(
         self, sandbox: SandboxSpec, command: str, env: Mapping[str, str], name: str, stdio: bool
     ) -> Service:

@@ -220,6 +220,10 @@ class TaskCgroup:
                 return int(value)
         return 0
 
+    def members(self) -> set[int]:
+        """The process ids in the cgroup now."""
+        return {int(pid) for folder in self.folders for pid in _members(folder) if pid.isdigit()}
+
     async def kill_members(self, wait_seconds: float = 2.0) -> None:
         """Kill what is in the cgroup now and wait (at most `wait_seconds`) until none of it is left; the cgroup stays
         for the task's later commands."""

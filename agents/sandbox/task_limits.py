@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Protocol
 
 from agents.core.secrets_filter import SecretScope
+from agents.sandbox import pause
 from agents.sandbox.safe_paths import unlink_file, walk_entries
 from agents.sandbox.task_cgroup import TaskCgroup
 from agents.sandbox.task_cgroup import support as task_cgroup_support
@@ -191,6 +192,10 @@ class ServiceSet(Protocol):
         """One sentence per service that exited since the last call."""
         ...
 
+    def pids(self) -> list[int]:
+        """The process id of each service still running (its bwrap; the sandbox's processes descend from it)."""
+        ...
+
 
 @dataclass
 class TaskBounds:
@@ -247,6 +252,18 @@ class TaskBounds:
                 await self.closers.pop()()
         if self._cgroup is not None:
             await self._cgroup.kill_members()
+
+    def processes(self) -> set[int]:
+        """Every process of the task now: its services and their descendants, and the members of its cgroup."""
+        found = pause.tree(self.services.pids()) if self.services is not None else set()
+        if self._cgroup is not None:
+            found |= self._cgroup.members()
+        return found
+
+    def paused(self) -> contextlib.AbstractAsyncContextManager[None]:
+        """Every process of the task stopped for the body (agents/sandbox/pause.py), then continued: the bot's own
+        work on the worktree (a commit) sees no change made under it."""
+        return pause.paused(self.processes)
 
     async def close(self) -> None:
         await self.end_processes()

@@ -125,7 +125,8 @@ class TaskCheckouts:
     async def commit(self, task: Task, tree: TaskWorktree, note: str = "") -> CommitResult | None:
         """Commit what the worker changed (within the commit limits); `note` goes after the title in brackets."""
         title = f"{task.title} ({note})" if note else task.title
-        return await commit_all(tree, f"{title}\n\nagentlab task #{task.id}", self.identity, self.commit_limits)
+        async with self.sandboxes.paused(task):  # git reads the worktree by path: nothing of the task may swap it
+            return await commit_all(tree, f"{title}\n\nagentlab task #{task.id}", self.identity, self.commit_limits)
 
     async def check(self, task: Task) -> list[str]:
         """Undo what the worker moved in the owner's repository; every warning so far (new ones become task events)."""

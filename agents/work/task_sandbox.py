@@ -8,6 +8,7 @@ builds the sandbox a task's commands, screenshots and MCP servers share. Its dis
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Iterable
 from pathlib import Path
@@ -43,6 +44,11 @@ class TaskSandboxes:
         )
         self.bounds[task.stored_id] = bounds
         return bounds
+
+    def paused(self, task: Task) -> contextlib.AbstractAsyncContextManager[None]:
+        """The task's processes stopped for the body (TaskBounds.paused); nothing to stop for a task with none."""
+        bounds = self.bounds.get(task.stored_id)
+        return bounds.paused() if bounds is not None else contextlib.nullcontext()
 
     async def end_processes(self, task: Task) -> None:
         """Every process the task started ends now (TaskBounds.end_processes); its bounds stay until `close`."""

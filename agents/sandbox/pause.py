@@ -1,0 +1,106 @@
+"""Pausing a task's processes while the bot works on its worktree outside the sandbox.
+
+The bot's own git (a commit of the worker's turn) reads the worktree by path: git looks at a folder once, then opens
+the files below it by name. A service of the task that swaps that folder for a symlink out of the worktree in
+between made git commit files of the host (a neighbour's workspace, the bot's `.env`), which the worker then reads
+back from the repository's objects. While the bot works on the worktree, every process of the task is therefore
+stopped (SIGSTOP, which no process can catch or ignore) and continued afterwards (SIGCONT): the services' processes
+and all their descendants (a process whose parent exits is adopted within the sandbox's PID namespace, whose first
+process descends from the service's bwrap, so none leaves the tree), and whatever is in the task's cgroup.
+
+A process is counted as stopped only once the kernel says so (`/proc/PID/stat` state `T`): one inside a system call
+finishes it first. The listing is repeated until it finds no process not stopped yet, so one forked meanwhile is
+stopped too. One that does not stop within STOP_SECONDS (stuck in the kernel) is killed rather than left running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+from collections.abc import AsyncIterator, Callable, Iterable
+
+log = logging.getLogger(__name__)
+
+STOP_SECONDS = 2.0  # how long a process may take to stop before it is killed
+_POLL_SECONDS = 0.002
+
+
+def _state_and_parent(pid: str) -> tuple[str, int] | None:
+    """The process's state letter and parent pid from `/proc/PID/stat` (None: it has gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat_file:
+            text = stat_file.read().decode("ascii", "replace")
+    except OSError:
+        return None
+    fields = text[text.rfind(")") + 2 :].split()  # the name, in brackets, may hold spaces and brackets
+    return (fields[0], int(fields[1])) if len(fields) > 1 else None
+
+
+def tree(roots: Iterable[int]) -> set[int]:
+    """`roots` (those still running) and every descendant of theirs, from one pass over /proc."""
+    children: dict[int, list[int]] = {}
+    alive: set[int] = set()
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit() and (found := _state_and_parent(entry.name)) is not None:
+            pid = int(entry.name)
+            alive.add(pid)
+            children.setdefault(found[1], []).append(pid)
+    found_pids: set[int] = set()
+    pending = [pid for pid in roots if pid in alive]
+    while pending:
+        pid = pending.pop()
+        if pid not in found_pids:
+            found_pids.add(pid)
+            pending.extend(children.get(pid, ()))
+    return found_pids
+
+
+def _stopped(pid: int) -> bool:
+    """Whether the process is stopped, a zombie, or gone (it can change nothing any more)."""
+    found = _state_and_parent(str(pid))
+    return found is None or found[0] in "TtZX"
+
+
+async def stop(processes: Callable[[], set[int]], signalled: set[int]) -> None:
+    """Stop every process `processes()` lists, listing again until none is left running; each one signalled is
+    added to `signalled` at once (a caller cancelled meanwhile still knows whom to continue)."""
+    while True:
+        running = {pid for pid in processes() if not _stopped(pid)}
+        if not running:
+            return
+        signalled |= running
+        for pid in running:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
+        waited = 0.0
+        while not all(_stopped(pid) for pid in running):
+            if waited >= STOP_SECONDS:
+                stuck = [pid for pid in running if not _stopped(pid)]
+                log.warning("task processes %s did not stop within %.0f s: killed", stuck, STOP_SECONDS)
+                for pid in stuck:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+                break
+            await asyncio.sleep(_POLL_SECONDS)
+            waited += _POLL_SECONDS
+
+
+def resume(pids: Iterable[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
+
+
+@contextlib.asynccontextmanager
+async def paused(processes: Callable[[], set[int]]) -> AsyncIterator[None]:
+    """Every process `processes()` lists is stopped for the body, then continued (also when the body fails or is
+    cancelled)."""
+    signalled: set[int] = set()
+    try:
+        await stop(processes, signalled)
+        yield
+    finally:
+        resume(signalled)
