@@ -80,20 +80,20 @@ class Corrections:
                 break
             run.corrections += 1
             await progress.update(f"correcting failed tests ({run.corrections}/{most})", force=True)
-            turn = await self.correction_turn(run.verdict, run.corrections, most, tree, checks)
+            async with self.checkouts.sandboxes.paused(task):  # git reads the worktree by path, as for a commit
+                changed = await diffstat(tree.path, tree.base_commit)
+            turn = self.correction_turn(run.verdict, run.corrections, most, changed, checks)
             run.result = await worker.wrap_up(await worker.run(turn))
             commit = await self.checkouts.commit(task, tree, f"correction {run.corrections}")
             run.commits += [commit] if commit else []
         return run
 
     @staticmethod
-    async def correction_turn(verdict: Verdict, attempt: int, most: int, tree: TaskWorktree, checks: TaskTests) -> str:
-        """The correction's text: the verdict's failures, then the quick re-run, the diffstat and (from the second
-        attempt) the prompt to step back."""
+    def correction_turn(verdict: Verdict, attempt: int, most: int, changed: str, checks: TaskTests) -> str:
+        """The correction's text: the verdict's failures, then the quick re-run, the diffstat (`changed`) and (from
+        the second attempt) the prompt to step back."""
         rerun = rerun_command(checks.environment, verdict)
-        return verdict.correction(attempt, most) + correction_notes(
-            attempt, rerun, await diffstat(tree.path, tree.base_commit)
-        )
+        return verdict.correction(attempt, most) + correction_notes(attempt, rerun, changed)
 
     async def _nudge(self, task: Task, progress: Progress, worker: Worker, tree: TaskWorktree, run: ChangeRun) -> bool:
         """One turn for the acceptance criteria the worker left unverified (once per task); whether it ran."""
