@@ -12,15 +12,18 @@ it. A race: on a defenceless bot some of the calls win it; the defended bot refu
 
 from __future__ import annotations
 
+import io
 import re
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import BotHarness
+from agents.core.models import Caller
+from tests.conftest import USER_ID, BotHarness
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript
+from tests.support.processes import host_pids, own_sleep
 from tests.support.sandbox import needs_bwrap, planted  # noqa: F401  (fixtures)
 from tests.support.tasks import ended, everything_said, start_task, tool_results
 
@@ -121,3 +124,29 @@ async def test_a_folder_swapped_for_a_link_during_the_bots_commit_never_puts_out
             f"task {task_id}'s commits hold {len(leaked)} files from outside its worktree: {leaked[:5]}"
         )
     assert any("swapping" in r for r in tool_results(model))
+
+
+WORKING = own_sleep("5151")  # the worker's command still running: its task is in progress
+
+
+@pytest.mark.untested_calc  # neither the verdict nor the task's end is what this test is about
+async def test_the_diff_of_a_running_task_is_its_commits_never_its_worktrees_files(
+    bot: BotHarness, model: RoleScript
+) -> None:
+    """Diff of a task still running shows what it committed: its worktree's files are read by git by path, outside
+    the sandbox, while a service of the task may swap a folder for a link out of the worktree (the commit test above),
+    so uncommitted files are never read for it. Each turn of the worker is committed; the summary's Diff, once the
+    task has ended, shows everything."""
+    model.add("orchestrator", start_task("calc", "Work."), claude_says.text("Started."))
+    model.add(
+        "code",
+        claude_says.tool_use("write_file", {"path": "wip.txt", "content": "WORK-IN-PROGRESS\n"}),
+        claude_says.tool_use("run_command", {"command": f"sleep {WORKING}"}),
+    )
+    bot.say("work on calc")
+    await bot.tg.await_for(lambda: host_pids(WORKING), timeout=60)
+    out = io.BytesIO()
+    await bot.runtime.crew.branches.write_diff(Caller(chat_id=USER_ID, user_id=USER_ID), 1, out)
+    bot.tg.send_command(USER_ID, "/cancel")
+    await ended(bot, 1, timeout=60)
+    assert "WORK-IN-PROGRESS" not in out.getvalue().decode(), "the diff read the running task's worktree"

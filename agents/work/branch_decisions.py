@@ -5,6 +5,7 @@ task still running is never merged, whichever way the merge is asked for."""
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 from pathlib import Path
 from typing import BinaryIO
@@ -52,14 +53,17 @@ class BranchDecisions:
         # a task that ran on a runner (TASK_ENGINE=temporal) never had a worktree on this machine: its branch, fetched
         # into the owner's checkout, is all there is; a path where no worktree can be stands for the missing one
         # (the owner's checkout itself is a worktree, which Diff and Discard would take for the task's)
-        nowhere = self.settings.paths.worktrees_dir / "ran-elsewhere" / f"task-{task.id}"
         return TaskWorktree(
             repo=repo,
-            path=Path(task.worktree) if task.worktree else nowhere,
+            path=Path(task.worktree) if task.worktree else self._nowhere(task),
             branch=task.branch,
             base_branch=task.base_branch or "main",
             base_commit=task.base_commit,
         )
+
+    def _nowhere(self, task: Task) -> Path:
+        """A path where no worktree can be: the task's branch alone is then what Diff and Discard see."""
+        return self.settings.paths.worktrees_dir / "ran-elsewhere" / f"task-{task.id}"
 
     async def _owner_decision(self, caller: Caller, task: Task, doing: str) -> None:
         """Merge and Discard are owners' decisions: a member's request goes to the owners with the task's buttons."""
@@ -103,6 +107,11 @@ class BranchDecisions:
         task = await self.access.task_for(caller, task_id, anywhere=anywhere)
         tree = self._worktree(task)
         self.access.starter_or_owner(caller, task, "see the diff of")
+        if task.status is TaskStatus.IN_PROGRESS:
+            # what it committed so far, never its worktree's files: git reads those by path, outside the sandbox,
+            # while a service of the task may swap a folder for a link out of the worktree (that put host files in
+            # the diff); each of the worker's turns is committed, and the summary's Diff shows everything
+            tree = dataclasses.replace(tree, path=self._nowhere(task))
         return task, await git_diff.write_diff(tree, out, max_bytes)
 
     @work_tool(name="discard_task")
