@@ -10,7 +10,8 @@ process descends from the service's bwrap, so none leaves the tree), and whateve
 
 A process is counted as stopped only once the kernel says so (`/proc/PID/stat` state `T`): one inside a system call
 finishes it first. The listing is repeated until it finds no process not stopped yet, so one forked meanwhile is
-stopped too. One that does not stop within STOP_SECONDS (stuck in the kernel) is killed rather than left running.
+stopped too. One that does not stop within STOP_SECONDS (stuck in the kernel) is killed rather than left running;
+one that outlasts even that stops the bot's work on the worktree (ToolError).
 """
 
 from __future__ import annotations
@@ -22,9 +23,12 @@ import os
 import signal
 from collections.abc import AsyncIterator, Callable, Iterable
 
+from agents.core.errors import ToolError
+
 log = logging.getLogger(__name__)
 
 STOP_SECONDS = 2.0  # how long a process may take to stop before it is killed
+MAX_ROUNDS = 20  # listings of the task's processes (each stops those found running) before giving up
 _POLL_SECONDS = 0.002
 
 
@@ -66,8 +70,10 @@ def _stopped(pid: int) -> bool:
 
 async def stop(processes: Callable[[], set[int]], signalled: set[int]) -> None:
     """Stop every process `processes()` lists, listing again until none is left running; each one signalled is
-    added to `signalled` at once (a caller cancelled meanwhile still knows whom to continue)."""
-    while True:
+    added to `signalled` at once (a caller cancelled meanwhile still knows whom to continue). After MAX_ROUNDS
+    listings that still found one running (stuck in the kernel even after SIGKILL), ToolError: the bot's work on the
+    worktree does not go ahead beside it."""
+    for _ in range(MAX_ROUNDS):
         running = {pid for pid in processes() if not _stopped(pid)}
         if not running:
             return
@@ -86,6 +92,7 @@ async def stop(processes: Callable[[], set[int]], signalled: set[int]) -> None:
                 break
             await asyncio.sleep(_POLL_SECONDS)
             waited += _POLL_SECONDS
+    raise ToolError("the task's processes could not be stopped, so its worktree was left as it is")
 
 
 def resume(pids: Iterable[int]) -> None:
