@@ -6,15 +6,17 @@ in test_repo_guard_e2e.py).
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
 
 from agents.git import diff as git_diff
-from agents.git.command import GitIdentity
+from agents.git.command import GitIdentity, run_git
 from agents.git.commits import CommitLimits, commit_all
 from agents.git.guard import RepositoryGuard
 from agents.git.merge import merge_task_branch
@@ -376,3 +378,43 @@ def _loose_object_bytes(repo: Path) -> int:
         if len(folder.name) == 2:
             total += sum(f.stat().st_size for f in folder.iterdir())
     return total
+
+
+FIFO_GUARD = 5.0  # seconds: only a read blocked on a FIFO takes this long; then the FIFO is opened to end it
+
+
+@pytest.mark.parametrize("plant", ["dot-git", "commondir", "config"])
+async def test_a_fifo_the_worker_left_for_a_git_file_never_blocks_the_bots_git_call(
+    repo: Path, tmp_path: Path, plant: str
+) -> None:
+    """Before each git call the bot reads the worktree's `.git` file and the configuration it names (to know whether
+    a driver needs overriding), in its own event loop. The worker writes that `.git` and whatever folder of its
+    worktree it names: a FIFO there, read by name, waited for a writer that never comes, and the whole bot with it.
+    Here a watchdog opens the FIFO for writing after FIFO_GUARD seconds, so that a blocked read ends and the test
+    can say so."""
+    tree = await new_task(repo, tmp_path)
+    fake = tree.path / "fake-admin"
+    if plant == "dot-git":
+        (tree.path / ".git").unlink()
+        fifo = tree.path / ".git"
+    else:
+        fake.mkdir()
+        (tree.path / ".git").write_text("gitdir: fake-admin\n")
+        if plant == "config":
+            (fake / "commondir").write_text(".\n")
+        fifo = fake / plant
+    os.mkfifo(fifo)
+    released = threading.Event()
+
+    def release() -> None:
+        with contextlib.suppress(OSError):  # ENXIO: no reader is waiting, nothing to release
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+            released.set()
+
+    watchdog = threading.Timer(FIFO_GUARD, release)
+    watchdog.start()
+    try:
+        await run_git("status", "--porcelain", cwd=tree.path)
+    finally:
+        watchdog.cancel()
+    assert not released.is_set(), f"the bot's git call waited on the FIFO at {fifo.relative_to(tree.path)}"
