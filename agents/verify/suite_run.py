@@ -37,7 +37,7 @@ from agents.verify.suite_env import (  # noqa: F401  (re-exported: this module's
     detect_environment,
     runs_pytest,
 )
-from agents.verify.suite_reports import read_jest_json, read_records, read_tap
+from agents.verify.suite_reports import read_jest_json, read_records, read_tap, report_text
 from agents.verify.suite_reports import read_junit as read_junit_untrimmed
 from agents.verify.tracer import TRACE_OUT, TRACE_ROOT, V8_COVERAGE, install_tracer, read_traces, read_v8_coverage
 
@@ -456,11 +456,8 @@ class _ScriptRun:
         if step.framework in ("jest", "vitest"):
             return read_jest_json(report, root)
         if step.framework == "ava":  # the whole TAP from its file, never the capped output
-            try:
-                tap = report.read_text(encoding="utf-8", errors="replace")
-            except OSError:
-                return {}, {}
-            return read_tap(_ANSI.sub("", tap), root)
+            tap = report_text(report)
+            return read_tap(_ANSI.sub("", tap), root) if tap is not None else ({}, {})
         return {}, {}
 
     def _timed_out(self, steps: list[StepOutcome], cancelled: bool = False) -> TestOutcome:
