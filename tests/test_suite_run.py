@@ -224,3 +224,27 @@ def test_output_keeps_the_tail() -> None:
     assert "earlier characters trimmed" in tail
     assert "line 0\n" not in tail
     assert len(tail) <= suite_run.OUTPUT_TAIL_CHARS + 100
+
+
+NEIGHBOUR_JUNIT = """<testsuite name="s"><testcase classname="t" name="t">
+<failure message="NEIGHBOUR-SECRET-31">NEIGHBOUR-SECRET-31</failure></testcase></testsuite>
+"""
+
+
+@pytest.mark.parametrize("junit", ["out/junit.xml", "out/reports/junit.xml"])
+async def test_the_declared_junit_report_is_never_read_or_deleted_through_a_folder_the_tests_made_a_link(
+    tmp_path: Path, junit: str
+) -> None:
+    """`.agentlab.toml` may name the JUnit file the tests write (`[tests] junit`, inside the checkout); the bot reads it
+    after the run and deletes it when the run wrote it. The tests, which write the checkout, can make a folder on its
+    way a link out of it (to a neighbour's folder holding a file of that name): the bot must neither read that file
+    as the run's report nor delete it."""
+    room, neighbour = tmp_path / "room", tmp_path / "neighbour"
+    report = write(neighbour / Path(junit).relative_to("out"), NEIGHBOUR_JUNIT)
+    room.mkdir()
+    command = f"ln -s {shlex.quote(str(neighbour))} out && echo ran"
+    environment = suite_run.TestEnvironment(kind="test", command=command, display="the tests", junit=junit)
+    outcome = await run_tests(room, 30, fast_env(), environment=environment)
+    assert "ran" in outcome.output, outcome
+    assert report.exists(), "the bot deleted the neighbour's file through the link"
+    assert "NEIGHBOUR-SECRET" not in outcome.model_dump_json(), outcome

@@ -69,15 +69,17 @@ def failure_text(message: str, stack: str) -> str:
 # JUnit XML
 
 
-def read_junit(path: Path, root: Path) -> tuple[Cases, Failures]:
+def read_junit(path: Path, root: Path, inside: Path | None = None) -> tuple[Cases, Failures]:
     """JUnit XML (absent or unreadable: none). Ids are pytest node ids (`tests/test_x.py::TestA::test_b`) where
     the classname names a Python file under `root`; otherwise the test's file (relative), the names of the
-    enclosing test suites and its classname when they add something, and its name."""
+    enclosing test suites and its classname when they add something, and its name. `inside`: the folder below which
+    no link on the way to the report is followed (the report's own folder when None)."""
+    folder = Path(inside) if inside is not None else Path(path).parent
     try:
         # the tests wrote it, in the sandbox: read as a regular file only, never through a link, and never waiting on
         # a FIFO they put in its place (a read by name would block a thread of the bot for good)
-        top = ET.fromstring(read_file(Path(path).parent, Path(path).name))
-    except (OSError, ET.ParseError):
+        top = ET.fromstring(read_file(folder, Path(path).relative_to(folder)))
+    except (OSError, ValueError, ET.ParseError):
         return {}, {}
     found = _Collector(root)
     _walk_junit(top, [], None, found, Path(root))
