@@ -350,3 +350,45 @@ async def test_a_js_report_the_tests_replaced_is_never_waited_on_nor_read_throug
         watchdog.cancel()
     assert not released.is_set(), f"the bot's read of the {framework} report waited on the FIFO"
     assert "NEIGHBOUR-SECRET" not in repr(found), f"the {framework} report was read through the link: {found}"
+
+
+@pytest.mark.parametrize("framework", ["node", "mocha"])
+@pytest.mark.parametrize("planted", ["link", "fifo"])
+async def test_a_reporter_is_never_copied_through_what_an_earlier_step_left_at_its_name(
+    tmp_path: Path, framework: str, planted: str
+) -> None:
+    """Our reporters are copied into the run's report folder before each test step; every step of the script may
+    write that folder (its reports go there), so a step before (a lint step, a first test step) can leave a link out
+    or a FIFO at the name the reporter gets. A copy by name would write through the link (a file of the bot's made
+    anywhere it may write) or wait for a reader of the FIFO on the bot's event loop. A watchdog opens the FIFO for
+    reading after REPORT_GUARD seconds, so that a blocked write ends and the test can say so."""
+    folder = tmp_path / "reports"
+    folder.mkdir()
+    name = "node_test_reporter.mjs" if framework == "node" else "mocha_reporter.js"
+    outside = tmp_path / "owner" / "made-by-the-bot.js"
+    outside.parent.mkdir()
+    if planted == "link":
+        (folder / name).symlink_to(outside)
+    else:
+        os.mkfifo(folder / name)
+    released = threading.Event()
+
+    def release() -> None:
+        with contextlib.suppress(OSError):
+            fd = os.open(folder / name, os.O_RDONLY | os.O_NONBLOCK)
+            released.set()
+            os.set_blocking(fd, True)  # the blocked writer's bytes read to its end: it finishes, the test can say so
+            while os.read(fd, 65536):
+                pass
+            os.close(fd)
+
+    watchdog = threading.Timer(REPORT_GUARD, release)
+    watchdog.start()
+    try:
+        step = ScriptStep(f"{framework} --test" if framework == "node" else "mocha", framework=framework)
+        await asyncio.to_thread(reporter_command, step, folder / "report-0.json", folder)
+    finally:
+        watchdog.cancel()
+    assert not released.is_set(), "the bot's copy of the reporter waited on the FIFO"
+    assert not outside.exists(), "the bot wrote the reporter through the link, outside the report folder"
+    assert (folder / name).is_file() and not (folder / name).is_symlink(), "no reporter where the run looks for it"
