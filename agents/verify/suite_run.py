@@ -18,7 +18,6 @@ import os
 import re
 import shlex
 import stat
-import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
@@ -29,7 +28,7 @@ from agents.core.errors import ToolError
 from agents.sandbox.bwrap import SandboxSpec
 from agents.sandbox.safe_paths import open_folder, unlink_file
 from agents.sandbox.shell import CommandResult, child_env, run_command
-from agents.sandbox.temp_folders import temp_prefix
+from agents.sandbox.temp_folders import scratch_folder
 from agents.verify.js_test_script import ScriptStep, describe_step, reporter_command, test_steps, with_files
 from agents.verify.run_causes import missing_module
 from agents.verify.suite_env import (  # noqa: F401  (re-exported: this module's public names)
@@ -175,7 +174,7 @@ async def run_tests(
             return no_tests_outcome()
     command = environment.with_ids(ids or [])
     # The JUnit report goes outside the checkout (never in a diff); a sandboxed run must be able to write report_dir.
-    with tempfile.TemporaryDirectory(prefix=temp_prefix("junit", "run")) as report_dir:
+    with scratch_folder("junit", "run") as report_dir:  # the run writes it: deleted with no link followed
         report = Path(report_dir) / "junit.xml"
         full = f"{command} --junitxml={shlex.quote(str(report))}" if environment.pytest else command
         child = environment.env_for(workspace, dict(child_env() if env is None else env))
