@@ -6,15 +6,18 @@ in test_repo_guard_e2e.py).
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import subprocess
+import sys
+import threading
 from pathlib import Path
 
 import pytest
 
 from agents.git import diff as git_diff
-from agents.git.command import GitIdentity
+from agents.git.command import GitIdentity, run_git
 from agents.git.commits import CommitLimits, commit_all
 from agents.git.guard import RepositoryGuard
 from agents.git.merge import merge_task_branch
@@ -376,3 +379,108 @@ def _loose_object_bytes(repo: Path) -> int:
         if len(folder.name) == 2:
             total += sum(f.stat().st_size for f in folder.iterdir())
     return total
+
+
+FIFO_GUARD = 5.0  # seconds: only a read blocked on a FIFO takes this long; then the FIFO is opened to end it
+
+
+@pytest.mark.parametrize("plant", ["dot-git", "commondir", "config"])
+async def test_a_fifo_the_worker_left_for_a_git_file_never_blocks_the_bots_git_call(
+    repo: Path, tmp_path: Path, plant: str
+) -> None:
+    """Before each git call the bot reads the worktree's `.git` file and the configuration it names (to know whether
+    a driver needs overriding), in its own event loop. The worker writes that `.git` and whatever folder of its
+    worktree it names: a FIFO there, read by name, waited for a writer that never comes, and the whole bot with it.
+    Here a watchdog opens the FIFO for writing after FIFO_GUARD seconds, so that a blocked read ends and the test
+    can say so."""
+    tree = await new_task(repo, tmp_path)
+    fake = tree.path / "fake-admin"
+    if plant == "dot-git":
+        (tree.path / ".git").unlink()
+        fifo = tree.path / ".git"
+    else:
+        fake.mkdir()
+        (tree.path / ".git").write_text("gitdir: fake-admin\n")
+        if plant == "config":
+            (fake / "commondir").write_text(".\n")
+        fifo = fake / plant
+    os.mkfifo(fifo)
+    released = threading.Event()
+
+    def release() -> None:
+        with contextlib.suppress(OSError):  # ENXIO: no reader is waiting, nothing to release
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+            released.set()
+
+    watchdog = threading.Timer(FIFO_GUARD, release)
+    watchdog.start()
+    try:
+        await run_git("status", "--porcelain", cwd=tree.path)
+    finally:
+        watchdog.cancel()
+    assert not released.is_set(), f"the bot's git call waited on the FIFO at {fifo.relative_to(tree.path)}"
+
+
+SWAPS_TRIED = 300  # bot-side checks of the `.git` file while a service swaps it with a FIFO
+# The service: `.git` and `fifo` exchanged again and again; where the guard deleted the FIFO, a FIFO again
+FIFO_SWAPPER = """\
+import ctypes, os, stat
+libc = ctypes.CDLL(None, use_errno=True)
+while True:
+    for _ in range(100):
+        libc.renameat2(-100, b".git", -100, b"fifo", 2)  # AT_FDCWD, RENAME_EXCHANGE
+    kinds = [os.lstat(n).st_mode if os.path.lexists(n) else 0 for n in (".git", "fifo")]
+    if not any(stat.S_ISFIFO(k) for k in kinds):
+        if kinds[1]:
+            os.unlink("fifo")
+        os.mkfifo("fifo")
+"""
+
+
+@pytest.mark.parametrize("reader", ["commit-check", "guard"])
+async def test_a_fifo_swapped_in_for_the_dot_git_file_never_blocks_the_bots_check_of_it(
+    repo: Path, tmp_path: Path, reader: str
+) -> None:
+    """Before each commit (`check_worktree_link`) and after each worker step (`RepositoryGuard`), the bot checks that
+    the worktree's `.git` is a plain file naming its admin folder, then reads it. A service of the task swapping that
+    file with a FIFO again and again (one `renameat2(RENAME_EXCHANGE)` each time) can have the check see the file and
+    the read open the FIFO: the read waits for a writer, on the bot's event loop. A watchdog thread opens both names
+    for writing whenever the bot's checks made no progress for FIFO_GUARD seconds, so that a blocked read ends and
+    the test can say so."""
+    tree = await new_task(repo, tmp_path)
+    guard = await RepositoryGuard.start(tree) if reader == "guard" else None
+    os.mkfifo(tree.path / "fifo")
+    done, progress, released = threading.Event(), [0], []
+
+    def watch() -> None:
+        seen = -1
+        while not done.wait(FIFO_GUARD):
+            if progress[0] == seen:
+                for name in (".git", "fifo"):
+                    with contextlib.suppress(OSError):  # ENXIO: no reader waits on this one
+                        os.close(os.open(tree.path / name, os.O_WRONLY | os.O_NONBLOCK))
+                        released.append(progress[0])
+                        break
+            seen = progress[0]
+
+    service = subprocess.Popen([sys.executable, "-c", FIFO_SWAPPER], cwd=tree.path)
+    watchdog = threading.Thread(target=watch, daemon=True)
+    watchdog.start()
+    try:
+        for _ in range(SWAPS_TRIED):
+            if released:
+                break  # one blocked read says it all (each costs FIFO_GUARD seconds)
+            if guard is not None:
+                await guard.check()
+            else:
+                with contextlib.suppress(WorktreeLinkBroken):
+                    await check_worktree_link(tree)
+            progress[0] += 1
+    finally:
+        service.kill()
+        service.wait()
+        done.set()
+        watchdog.join()
+        if guard is not None:
+            guard.close()
+    assert released == [], f"the bot's read of .git waited on the FIFO (released after check {released})"

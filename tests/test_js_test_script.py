@@ -4,21 +4,25 @@ re-borrowed node_modules)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
 import shutil
+import threading
 from pathlib import Path
+from typing import cast
 
 import pytest
 
 from agents.core.secrets_filter import SecretsFilter
 from agents.sandbox.bwrap import node_modules_caches, sandbox_env, spec_for
-from agents.sandbox.shell import child_env, run_command
+from agents.sandbox.shell import CommandResult, child_env, run_command
 from agents.verify.js_test_script import ScriptStep, classify, plan_script, reporter_command, split_and
 from agents.verify.js_test_script import test_steps as steps_that_test  # a test_ name pytest would collect
-from agents.verify.suite_env import detect_environment, link_borrowed
+from agents.verify.suite_env import TestEnvironment, detect_environment, link_borrowed
 from agents.verify.suite_reports import read_jest_json, read_junit, read_records, read_tap
-from agents.verify.suite_run import RunState, run_tests
+from agents.verify.suite_run import RunState, _ScriptRun, run_tests
 from tests.support.sandbox import PROBE
 
 
@@ -297,3 +301,94 @@ async def test_node_webassembly_works_under_the_sandboxs_address_space_limit(tmp
         f'node -e "{script}"', cwd=tmp_path, timeout=30, sandbox=spec_for(SecretsFilter(), PROBE, tmp_path)
     )
     assert result.output.strip() == "wasm ok", result.output
+
+
+NEIGHBOUR_REPORTS = {  # a report of each format, outside the run's report folder, naming a neighbour's secret
+    "node": '[{"file": "t.js", "titles": ["t"], "state": "failed", "message": "NEIGHBOUR-SECRET-77"}]',
+    "jest": '{"testResults": [{"name": "t.js", "assertionResults": '
+    '[{"title": "t", "status": "failed", "failureMessages": ["NEIGHBOUR-SECRET-77"]}]}]}',
+    "ava": "TAP version 13\nnot ok 1 - t\n  ---\n  message: NEIGHBOUR-SECRET-77\n  ...\n",
+}
+NEIGHBOUR_REPORTS["mocha"], NEIGHBOUR_REPORTS["vitest"] = NEIGHBOUR_REPORTS["node"], NEIGHBOUR_REPORTS["jest"]
+REPORT_GUARD = 5.0  # seconds: only a read blocked on a FIFO takes this long; then the FIFO is opened to end it
+
+
+@pytest.mark.parametrize("framework", sorted(NEIGHBOUR_REPORTS))
+@pytest.mark.parametrize("planted", ["fifo", "link"])
+async def test_a_js_report_the_tests_replaced_is_never_waited_on_nor_read_through_a_link(
+    tmp_path: Path, framework: str, planted: str
+) -> None:
+    """The reporters write each test step's report in the run's report folder, inside the sandbox (the run may write
+    there), and the bot reads it outside: the code under test can put a FIFO or a link out in the report's place.
+    A FIFO read by name waits for a writer on a thread of the bot (the check never ends, the bot cannot stop); a
+    link read by name shows the bot a file outside, whose failure texts would reach the verdict. A watchdog opens the
+    FIFO for writing after REPORT_GUARD seconds, so that a blocked read ends and the test can say so."""
+    folder, workspace = tmp_path / "reports", tmp_path / "room"
+    folder.mkdir()
+    workspace.mkdir()
+    report = folder / "report-0.json"
+    outside = tmp_path / "neighbour-report.json"
+    outside.write_text(NEIGHBOUR_REPORTS[framework])
+    if planted == "fifo":
+        os.mkfifo(report)
+    else:
+        report.symlink_to(outside)
+    released = threading.Event()
+
+    def release() -> None:
+        with contextlib.suppress(OSError):  # ENXIO: no reader waits on it
+            os.close(os.open(report, os.O_WRONLY | os.O_NONBLOCK))
+            released.set()
+
+    watchdog = threading.Timer(REPORT_GUARD, release)
+    watchdog.start()
+    run = _ScriptRun(cast(TestEnvironment, None), workspace, {}, None, folder, 10.0, {})
+    try:
+        step = ScriptStep(f"{framework} test", framework=framework)
+        found = await asyncio.to_thread(run._read, step, report, cast(CommandResult, None))
+    finally:
+        watchdog.cancel()
+    assert not released.is_set(), f"the bot's read of the {framework} report waited on the FIFO"
+    assert "NEIGHBOUR-SECRET" not in repr(found), f"the {framework} report was read through the link: {found}"
+
+
+@pytest.mark.parametrize("framework", ["node", "mocha"])
+@pytest.mark.parametrize("planted", ["link", "fifo"])
+async def test_a_reporter_is_never_copied_through_what_an_earlier_step_left_at_its_name(
+    tmp_path: Path, framework: str, planted: str
+) -> None:
+    """Our reporters are copied into the run's report folder before each test step; every step of the script may
+    write that folder (its reports go there), so a step before (a lint step, a first test step) can leave a link out
+    or a FIFO at the name the reporter gets. A copy by name would write through the link (a file of the bot's made
+    anywhere it may write) or wait for a reader of the FIFO on the bot's event loop. A watchdog opens the FIFO for
+    reading after REPORT_GUARD seconds, so that a blocked write ends and the test can say so."""
+    folder = tmp_path / "reports"
+    folder.mkdir()
+    name = "node_test_reporter.mjs" if framework == "node" else "mocha_reporter.js"
+    outside = tmp_path / "owner" / "made-by-the-bot.js"
+    outside.parent.mkdir()
+    if planted == "link":
+        (folder / name).symlink_to(outside)
+    else:
+        os.mkfifo(folder / name)
+    released = threading.Event()
+
+    def release() -> None:
+        with contextlib.suppress(OSError):
+            fd = os.open(folder / name, os.O_RDONLY | os.O_NONBLOCK)
+            released.set()
+            os.set_blocking(fd, True)  # the blocked writer's bytes read to its end: it finishes, the test can say so
+            while os.read(fd, 65536):
+                pass
+            os.close(fd)
+
+    watchdog = threading.Timer(REPORT_GUARD, release)
+    watchdog.start()
+    try:
+        step = ScriptStep(f"{framework} --test" if framework == "node" else "mocha", framework=framework)
+        await asyncio.to_thread(reporter_command, step, folder / "report-0.json", folder)
+    finally:
+        watchdog.cancel()
+    assert not released.is_set(), "the bot's copy of the reporter waited on the FIFO"
+    assert not outside.exists(), "the bot wrote the reporter through the link, outside the report folder"
+    assert (folder / name).is_file() and not (folder / name).is_symlink(), "no reporter where the run looks for it"

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import shlex
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -224,3 +227,72 @@ def test_output_keeps_the_tail() -> None:
     assert "earlier characters trimmed" in tail
     assert "line 0\n" not in tail
     assert len(tail) <= suite_run.OUTPUT_TAIL_CHARS + 100
+
+
+NEIGHBOUR_JUNIT = """<testsuite name="s"><testcase classname="t" name="t">
+<failure message="NEIGHBOUR-SECRET-31">NEIGHBOUR-SECRET-31</failure></testcase></testsuite>
+"""
+
+
+@pytest.mark.parametrize("junit", ["out/junit.xml", "out/reports/junit.xml"])
+async def test_the_declared_junit_report_is_never_read_or_deleted_through_a_folder_the_tests_made_a_link(
+    tmp_path: Path, junit: str
+) -> None:
+    """`.agentlab.toml` may name the JUnit file the tests write (`[tests] junit`, inside the checkout); the bot reads it
+    after the run and deletes it when the run wrote it. The tests, which write the checkout, can make a folder on its
+    way a link out of it (to a neighbour's folder holding a file of that name): the bot must neither read that file
+    as the run's report nor delete it."""
+    room, neighbour = tmp_path / "room", tmp_path / "neighbour"
+    report = write(neighbour / Path(junit).relative_to("out"), NEIGHBOUR_JUNIT)
+    room.mkdir()
+    command = f"ln -s {shlex.quote(str(neighbour))} out && echo ran"
+    environment = suite_run.TestEnvironment(kind="test", command=command, display="the tests", junit=junit)
+    outcome = await run_tests(room, 30, fast_env(), environment=environment)
+    assert "ran" in outcome.output, outcome
+    assert report.exists(), "the bot deleted the neighbour's file through the link"
+    assert "NEIGHBOUR-SECRET" not in outcome.model_dump_json(), outcome
+
+
+LOCKING_RUN = """\
+import asyncio, stat, sys
+from pathlib import Path
+from agents.sandbox.shell import child_env
+from agents.verify.js_test_script import ScriptStep
+from agents.verify.suite_env import TestEnvironment
+from agents.verify.suite_run import run_tests
+
+base = Path(sys.argv[1])
+env = child_env()
+env["PATH"] = f"{base / 'bin'}:{env['PATH']}"
+step = ScriptStep("mocha", framework="mocha")
+outcome = asyncio.run(run_tests(base / "room", 30, env, environment=TestEnvironment("t", "mocha", "t", script=[step])))
+print(outcome.output.strip(), oct(stat.S_IMODE((base / "owner-file").stat().st_mode)))
+"""
+# a `mocha` of the tests' making: in the report folder it is told of, a folder it cannot write with a link out in it
+LOCKING_MOCHA = """\
+#!/bin/sh
+for a in "$@"; do case "$a" in output=*) out="${a#output=}";; esac; done
+mkdir "$(dirname "$out")/locked" && ln -s "$OWNER_FILE" "$(dirname "$out")/locked/link"
+chmod 500 "$(dirname "$out")/locked" && echo planted && dirname "$out" > "$OWNER_FILE.folder"
+"""
+
+
+@pytest.mark.skipif(shutil.which("setpriv") is None, reason="setpriv (util-linux) is not installed")
+def test_the_report_folders_clean_up_never_changes_a_files_mode_through_a_link_the_run_left(tmp_path: Path) -> None:
+    """A test run writes its reports in a folder of the bot's, which the bot deletes after the run. The run can leave
+    there a folder it made unwritable holding a link out (to a file of the owner's): deleting the link fails, and a
+    clean-up that then restores permissions by path (tempfile.TemporaryDirectory's, before Python 3.11.8) chmods the
+    link's target. Run without capabilities (as the bot, not root, runs), so that permissions hold."""
+    owner_file = write(tmp_path / "owner-file", "the owner's\n")
+    owner_file.chmod(0o600)
+    mocha = write(tmp_path / "bin" / "mocha", LOCKING_MOCHA)
+    mocha.chmod(0o755)
+    (tmp_path / "room").mkdir()
+    capless = ["setpriv", "--bounding-set=-all", "--inh-caps=-all"] if os.geteuid() == 0 else []
+    env = {**os.environ, "OWNER_FILE": str(owner_file), "PYTHONPATH": str(Path.cwd())}
+    ran = subprocess.run(
+        [*capless, sys.executable, "-c", LOCKING_RUN, str(tmp_path)], env=env, capture_output=True, text=True
+    )
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert ran.stdout.split() == ["planted", "0o600"], f"the owner's file after the clean-up: {ran.stdout}"
+    assert not Path((tmp_path / "owner-file.folder").read_text().strip()).exists(), "the report folder stayed"

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from agents.git.ref_files import plain_bytes
 from agents.sandbox.shell import child_env, reap
 
 log = logging.getLogger(__name__)
@@ -170,27 +172,33 @@ _driver_cache: dict[bytes, list[str]] = {}
 def _local_config(cwd: Path) -> bytes | None:
     """The bytes of every configuration file git reads in `cwd` (`git_env` leaves out the system and global ones),
     with the git directories they were found in; None when that cannot be told without git: `cwd` is not the top of
-    a checkout or a linked worktree, or the configuration includes other files."""
+    a checkout or a linked worktree, or the configuration includes other files.
+
+    Read on the event loop before every git call, from files a task's worker writes (its worktree's `.git`, and any
+    folder of the worktree that file names): each is read as a plain file only (`plain_bytes`: never through a link
+    at the name, never waiting on a FIFO, never past a size), else None and git is asked."""
     dotgit = cwd / ".git"
     try:
         if dotgit.is_dir():
             gitdir = common = dotgit
         else:
-            pointer = dotgit.read_text()
-            if not pointer.startswith("gitdir: "):
+            pointer = plain_bytes(dotgit)
+            if pointer is None or not pointer.startswith(b"gitdir: "):
                 return None
-            gitdir = cwd / pointer[len("gitdir: ") :].strip()
-            try:
-                common = gitdir / (gitdir / "commondir").read_text().strip()
-            except FileNotFoundError:
+            gitdir = cwd / os.fsdecode(pointer[len(b"gitdir: ") :].strip())
+            if os.path.lexists(gitdir / "commondir"):
+                if (named := plain_bytes(gitdir / "commondir")) is None:
+                    return None
+                common = gitdir / os.fsdecode(named.strip())
+            else:
                 common = gitdir
         parts = [str(gitdir).encode(), str(common).encode()]
         for path in (common / "config", gitdir / "config.worktree"):
-            try:
-                parts.append(path.read_bytes())
-            except FileNotFoundError:
-                parts.append(b"")
-    except OSError:
+            data = plain_bytes(path) if os.path.lexists(path) else b""
+            if data is None:
+                return None
+            parts.append(data)
+    except (OSError, ValueError):
         return None
     blob = b"\0".join(parts)
     return None if b"include" in blob.lower() else blob

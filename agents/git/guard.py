@@ -22,7 +22,7 @@ from agents.git.command import GitOutput, git_text, run_git
 from agents.git.locks import repo_lock, unwatch, watch
 from agents.git.ref_files import RefSources, ref_sources
 from agents.git.repository import git_common_dir
-from agents.git.worktrees import TaskWorktree, check_worktree_link
+from agents.git.worktrees import TaskWorktree, check_worktree_link, dot_git_text
 from agents.sandbox.safe_paths import write_file
 
 log = logging.getLogger(__name__)
@@ -203,11 +203,7 @@ class RepositoryGuard:
         dot_git = self.tree.path / ".git"
         if not self.tree.path.is_dir():
             return
-        try:
-            intact = dot_git.is_file() and not dot_git.is_symlink() and dot_git.read_text("utf-8") == self.link_text
-        except OSError:
-            intact = False
-        if intact:
+        if dot_git_text(dot_git) == self.link_text:  # a plain file, read by one descriptor (never a FIFO's wait)
             return
         try:
             _remove(dot_git)

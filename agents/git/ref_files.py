@@ -97,10 +97,11 @@ def plain_bytes(path: Path) -> bytes | None:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_size > _MAX_REF_SOURCE_BYTES:
+        os.close(fd)  # a folder too: a file object over it could not even be made
+        return None
     with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > _MAX_REF_SOURCE_BYTES:
-            return None
         data = handle.read(_MAX_REF_SOURCE_BYTES + 1)
     return data if len(data) <= _MAX_REF_SOURCE_BYTES else None
 

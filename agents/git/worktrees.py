@@ -20,6 +20,7 @@ from pathlib import Path
 
 from agents.git.command import GIT_TIMEOUT_SECONDS, GitError, GitIdentity, git_text, object_sizes
 from agents.git.locks import bot_writes, repo_lock
+from agents.git.ref_files import plain_bytes
 from agents.git.repository import (
     branch_exists,
     config_get,
@@ -90,14 +91,20 @@ async def check_worktree_link(worktree: TaskWorktree) -> Path:
     dot_git = worktree.path / ".git"
     if admin is None:
         raise WorktreeLinkBroken(f"{worktree.path} is no longer a worktree of {worktree.repo}")
-    try:
-        text = dot_git.read_text(encoding="utf-8") if dot_git.is_file() and not dot_git.is_symlink() else ""
-    except OSError:
-        text = ""
+    text = dot_git_text(dot_git)
     target = text.strip().removeprefix("gitdir:").strip() if text.startswith("gitdir:") else ""
     if not target or not same_path(worktree.path / target, admin):
         raise WorktreeLinkBroken(f"the .git file of {worktree.path} was replaced: it no longer points at {admin}")
     return admin
+
+
+def dot_git_text(dot_git: Path) -> str:
+    """The text of a worktree's `.git` file when it is a plain file, else "". Its worker can swap the name for a link
+    or a FIFO at any moment, so the file is opened once, with no link followed and no wait on a FIFO, and checked
+    by that descriptor (`plain_bytes`): a check of the name followed by a read of it could open a FIFO the check never
+    saw, and wait for a writer on the bot's event loop."""
+    data = plain_bytes(dot_git)
+    return data.decode("utf-8", errors="replace") if data is not None else ""
 
 
 def _open_by_any_process(path: Path) -> bool | None:

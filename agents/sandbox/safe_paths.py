@@ -146,6 +146,55 @@ def walk_entries(root: Path) -> Iterator[tuple[str, os.stat_result]]:
             os.close(fd)
 
 
+def unlock_folders(root: Path) -> None:
+    """Give `root` and every folder below it mode 0o700 (its owner may list, enter and delete in it), each folder
+    reached from its parent's descriptor with no link followed and changed by a descriptor of its own (O_PATH, which
+    needs no permission on the folder itself): a file, a link, and whatever a link points at are never changed. For a
+    folder a sandboxed run wrote, before it is deleted (folders more than WALK_DEPTH deep are left as they are)."""
+    top = _unlocked(None, str(root))
+    if top is None:
+        return
+    stack: list[tuple[int, Iterator[str]]] = [(top, _folder_names(top))]
+    try:
+        while stack:
+            fd, names = stack[-1]
+            name = next(names, None)
+            if name is None:
+                os.close(fd)
+                stack.pop()
+                continue
+            if len(stack) < WALK_DEPTH and (child := _unlocked(fd, name)) is not None:
+                stack.append((child, _folder_names(child)))
+    finally:
+        for fd, _ in stack:
+            os.close(fd)
+
+
+def _unlocked(parent: int | None, name: str) -> int | None:
+    """The folder `name` (of the folder open as `parent`) made 0o700 and opened for listing; None when it is not a
+    real folder (a link is never followed) or cannot be opened."""
+    try:
+        handle = os.open(name, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+    except OSError:
+        return None
+    try:
+        os.chmod(f"/proc/self/fd/{handle}", 0o700)  # the folder this descriptor holds, whatever its name is now
+        return os.open(f"/proc/self/fd/{handle}", _DIR_FLAGS & ~os.O_NOFOLLOW)
+    except OSError:
+        return None
+    finally:
+        os.close(handle)
+
+
+def _folder_names(fd: int) -> Iterator[str]:
+    """The names of the real folders (no links) in the folder open as `fd`."""
+    try:
+        with os.scandir(fd) as entries:
+            return iter([entry.name for entry in entries if entry.is_dir(follow_symlinks=False)])
+    except OSError:
+        return iter([])
+
+
 def _listing(fd: int) -> Iterator[tuple[str, os.stat_result]]:
     """The names in the folder open as `fd`, each with its lstat (those gone meanwhile left out)."""
     found: list[tuple[str, os.stat_result]] = []

@@ -18,13 +18,17 @@ their makers are alive.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
 import stat
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
+
+from agents.sandbox.safe_paths import unlock_folders
 
 KINDS = ("services", "mcp", "proxy", "pasta", "sandbox", "index", "junit", "shot", "doctor")
 UNNAMED_AGE_SECONDS = 24 * 3600.0
@@ -45,6 +49,25 @@ def temp_prefix(kind: str, label: str) -> str:
 def temp_folder(kind: str, label: str) -> Path:
     """A new private folder (mode 0700) in the temporary directory, named so the start-up sweep knows its maker."""
     return Path(tempfile.mkdtemp(prefix=temp_prefix(kind, label)))
+
+
+@contextlib.contextmanager
+def scratch_folder(kind: str, label: str) -> Iterator[Path]:
+    """A new `temp_folder` for a sandboxed run to write, deleted on exit by `remove_folder`."""
+    folder = temp_folder(kind, label)
+    try:
+        yield folder
+    finally:
+        remove_folder(folder)
+
+
+def remove_folder(folder: Path) -> None:
+    """Delete `folder` and everything in it, never through a link: a sandboxed run that wrote it may have left a folder
+    it made unwritable there, holding a link out. Its folders are made writable first by descriptors
+    (`safe_paths.unlock_folders`: never a file, never a link's target); `tempfile.TemporaryDirectory`'s clean-up
+    chmods the very path it failed to delete, and so, before Python 3.11.8 and 3.12.2, the target of such a link."""
+    unlock_folders(folder)
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def sweep_leftovers(folder: Path | None = None) -> list[Path]:

@@ -7,12 +7,15 @@ outcomes (`reporter_command`). A step with other shell syntax (pipes, `||`, `;`)
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
+
+from agents.sandbox.safe_paths import unlink_file, write_file
 
 FRAMEWORKS = ("node", "mocha", "jest", "vitest", "ava")  # `node` is node's built-in test framework (`node --test`)
 REPORTERS = Path(__file__).parent / "reporters"  # our own small reporters (node --test, mocha): file + suite titles
@@ -254,10 +257,13 @@ def with_files(step: ScriptStep, files: list[str]) -> ScriptStep | None:
 
 
 def _copy_reporter(name: str, folder: Path) -> Path:
-    target = Path(folder) / name
-    if not target.is_file():
-        target.write_bytes((REPORTERS / name).read_bytes())
-    return target
+    """Our reporter `name` copied into the run's report folder afresh, whatever a step before left at its name: every
+    step may write that folder, and a copy by name would write through a link out of it, or wait for a reader of a
+    FIFO on the bot's event loop. The name is deleted by the folder's descriptor and a fresh file renamed over it."""
+    with contextlib.suppress(FileNotFoundError):
+        unlink_file(Path(folder), name)
+    write_file(Path(folder), name, (REPORTERS / name).read_bytes())
+    return Path(folder) / name
 
 
 def describe_step(step: ScriptStep) -> str:

@@ -69,15 +69,17 @@ def failure_text(message: str, stack: str) -> str:
 # JUnit XML
 
 
-def read_junit(path: Path, root: Path) -> tuple[Cases, Failures]:
+def read_junit(path: Path, root: Path, inside: Path | None = None) -> tuple[Cases, Failures]:
     """JUnit XML (absent or unreadable: none). Ids are pytest node ids (`tests/test_x.py::TestA::test_b`) where
     the classname names a Python file under `root`; otherwise the test's file (relative), the names of the
-    enclosing test suites and its classname when they add something, and its name."""
+    enclosing test suites and its classname when they add something, and its name. `inside`: the folder below which
+    no link on the way to the report is followed (the report's own folder when None)."""
+    folder = Path(inside) if inside is not None else Path(path).parent
     try:
         # the tests wrote it, in the sandbox: read as a regular file only, never through a link, and never waiting on
         # a FIFO they put in its place (a read by name would block a thread of the bot for good)
-        top = ET.fromstring(read_file(Path(path).parent, Path(path).name))
-    except (OSError, ET.ParseError):
+        top = ET.fromstring(read_file(folder, Path(path).relative_to(folder)))
+    except (OSError, ValueError, ET.ParseError):
         return {}, {}
     found = _Collector(root)
     _walk_junit(top, [], None, found, Path(root))
@@ -128,12 +130,19 @@ def _junit_id(root: Path, case: ET.Element, suites: list[str], file: str | None,
 # our reporters (node --test, mocha): JSON records {file, titles, state, message, stack}
 
 
+def report_text(path: Path) -> str | None:
+    """The text of a report the tests wrote in the sandbox (None when there is none to read): read as a regular file
+    only, never through a link and never waiting on a FIFO they put in its place (a read by name would show the bot
+    a file outside the report's folder, or block a thread of the bot for good)."""
+    try:
+        return read_file(Path(path).parent, Path(path).name).decode("utf-8", errors="replace")
+    except OSError:
+        return None
+
+
 def read_records(path: Path, root: Path) -> tuple[Cases, Failures]:
     """Records written by agents/verify/reporters/ (a JSON array, or one JSON object per line)."""
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace").strip()
-    except OSError:
-        return {}, {}
+    text = (report_text(path) or "").strip()
     if not text:
         return {}, {}
     try:
@@ -160,8 +169,8 @@ def read_records(path: Path, root: Path) -> tuple[Cases, Failures]:
 
 def read_jest_json(path: Path, root: Path) -> tuple[Cases, Failures]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8", errors="replace"))
-    except (OSError, ValueError):
+        data = json.loads(report_text(path) or "")
+    except ValueError:
         return {}, {}
     found = _Collector(root)
     for suite in data.get("testResults") or [] if isinstance(data, dict) else []:

@@ -11,12 +11,13 @@ when one of them fails. No command means "no tests", never "passed".
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import enum
 import os
 import re
 import shlex
-import tempfile
+import stat
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
@@ -25,8 +26,9 @@ from pydantic import BaseModel, Field
 
 from agents.core.errors import ToolError
 from agents.sandbox.bwrap import SandboxSpec
+from agents.sandbox.safe_paths import open_folder, unlink_file
 from agents.sandbox.shell import CommandResult, child_env, run_command
-from agents.sandbox.temp_folders import temp_prefix
+from agents.sandbox.temp_folders import scratch_folder
 from agents.verify.js_test_script import ScriptStep, describe_step, reporter_command, test_steps, with_files
 from agents.verify.run_causes import missing_module
 from agents.verify.suite_env import (  # noqa: F401  (re-exported: this module's public names)
@@ -37,7 +39,7 @@ from agents.verify.suite_env import (  # noqa: F401  (re-exported: this module's
     detect_environment,
     runs_pytest,
 )
-from agents.verify.suite_reports import read_jest_json, read_records, read_tap
+from agents.verify.suite_reports import read_jest_json, read_records, read_tap, report_text
 from agents.verify.suite_reports import read_junit as read_junit_untrimmed
 from agents.verify.tracer import TRACE_OUT, TRACE_ROOT, V8_COVERAGE, install_tracer, read_traces, read_v8_coverage
 
@@ -172,7 +174,7 @@ async def run_tests(
             return no_tests_outcome()
     command = environment.with_ids(ids or [])
     # The JUnit report goes outside the checkout (never in a diff); a sandboxed run must be able to write report_dir.
-    with tempfile.TemporaryDirectory(prefix=temp_prefix("junit", "run")) as report_dir:
+    with scratch_folder("junit", "run") as report_dir:  # the run writes it: deleted with no link followed
         report = Path(report_dir) / "junit.xml"
         full = f"{command} --junitxml={shlex.quote(str(report))}" if environment.pytest else command
         child = environment.env_for(workspace, dict(child_env() if env is None else env))
@@ -181,8 +183,10 @@ async def run_tests(
             site = await asyncio.to_thread(install_tracer, Path(report_dir))
             child["PYTHONPATH"] = os.pathsep.join([str(site), child["PYTHONPATH"]])
             child.update({TRACE_OUT: str(traces), TRACE_ROOT: str(workspace)})
+        # the report `.agentlab.toml` names is the checkout's, whose folders the tests can make links out of it:
+        # looked at, read and deleted by the checkout's descriptors, never through a link (`_mtime`, `read_junit`)
         own_report = workspace / environment.junit if environment.junit and not environment.pytest else None
-        stale = _mtime(own_report) if own_report else None
+        stale = _mtime(workspace, environment.junit) if own_report and environment.junit else None
         if sandbox is None and sandbox_for is not None:
             sandbox = sandbox_for(workspace, environment.read_only_paths)
         if sandbox is not None:  # the report is written inside, read outside
@@ -211,15 +215,18 @@ async def run_tests(
                 reason=f"`{environment.display or command}` could not be started",
             )
         junit = report if environment.pytest else own_report
-        if own_report is not None and _mtime(own_report) == stale:
+        written = _mtime(workspace, environment.junit) if own_report is not None and environment.junit else None
+        if own_report is not None and written == stale:
             junit = None  # the framework wrote no new report: a stale one says nothing about this run
         # pytest writes its report at the end of every run that reaches it, and a declared report is the command's
         # own: none means the process ended before its end (the code under test can exit at import, status 0)
-        wrote = junit is not None and await asyncio.to_thread(junit.is_file)
+        wrote = junit is not None and (written is not None or await asyncio.to_thread(junit.is_file))
         unreported = not wrote and (environment.pytest or own_report is not None)
-        cases, failures = await asyncio.to_thread(read_junit, junit, workspace) if junit else ({}, {})
-        if own_report is not None and stale is None:  # written by this run: not the task's to commit
-            own_report.unlink(missing_ok=True)
+        inside = workspace if junit is not None and junit == own_report else None
+        cases, failures = await asyncio.to_thread(read_junit, junit, workspace, inside) if junit else ({}, {})
+        if own_report is not None and environment.junit and stale is None:  # this run's: not the task's to commit
+            with contextlib.suppress(OSError):
+                unlink_file(workspace, Path(environment.junit).as_posix())
         traced = await asyncio.to_thread(read_traces, traces) if traces is not None else {}
     outcome = _outcome(environment, command, result, cases, failures, timeout, unreported=unreported)
     outcome.traced = traced
@@ -227,11 +234,16 @@ async def run_tests(
     return _with_sandbox_problem(outcome, result.output if not result.ok else "")
 
 
-def _mtime(path: Path) -> float | None:
+def _mtime(root: Path, relative: str) -> int | None:
+    """When the regular file `root/relative` was written (None: no such file), its folders walked with no link
+    followed and the name itself not followed either."""
+    parts = Path(relative).parts
     try:
-        return path.stat().st_mtime_ns
-    except OSError:
+        with open_folder(root, Path(*parts[:-1]) if len(parts) > 1 else ".") as folder:
+            info = os.stat(parts[-1], dir_fd=folder, follow_symlinks=False)
+    except (OSError, IndexError):
         return None
+    return info.st_mtime_ns if stat.S_ISREG(info.st_mode) else None
 
 
 def _outcome(
@@ -456,11 +468,8 @@ class _ScriptRun:
         if step.framework in ("jest", "vitest"):
             return read_jest_json(report, root)
         if step.framework == "ava":  # the whole TAP from its file, never the capped output
-            try:
-                tap = report.read_text(encoding="utf-8", errors="replace")
-            except OSError:
-                return {}, {}
-            return read_tap(_ANSI.sub("", tap), root)
+            tap = report_text(report)
+            return read_tap(_ANSI.sub("", tap), root) if tap is not None else ({}, {})
         return {}, {}
 
     def _timed_out(self, steps: list[StepOutcome], cancelled: bool = False) -> TestOutcome:
@@ -544,10 +553,10 @@ def _counts(cases: dict[str, str]) -> str:
 # reading what the framework reported
 
 
-def read_junit(path: Path, root: Path) -> tuple[dict[str, str], dict[str, str]]:
+def read_junit(path: Path, root: Path, inside: Path | None = None) -> tuple[dict[str, str], dict[str, str]]:
     """Per-test outcomes and failure texts (trimmed) from a JUnit XML file; ids relative to `root`
-    (agents/verify/suite_reports.py)."""
-    cases, failures = read_junit_untrimmed(path, root)
+    (agents/verify/suite_reports.py; `inside`: the folder below which no link is followed)."""
+    cases, failures = read_junit_untrimmed(path, root, inside)
     return cases, {k: _trim_failure(v) for k, v in failures.items()}
 
 
