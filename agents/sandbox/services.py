@@ -237,8 +237,11 @@ class TaskServices:
         return _listening(pid) if joined else set()
 
     async def close(self) -> None:
+        nets = [s.net for s in self.services if s.net is not None]
         for service in self.services:
             service.kill()
+        for net in nets:
+            await net.wait_closed()
         for service in self.services:
             with contextlib.suppress(Exception):
                 async with asyncio.timeout(5):

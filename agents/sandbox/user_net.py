@@ -245,6 +245,21 @@ class UserNet:
             self._close_fd(fd)
         shutil.rmtree(self.folder, ignore_errors=True)
 
+    async def wait_closed(self, bound: float = 5.0) -> None:
+        """After `close`: its helper process waited for (its output read to the end), never longer than `bound`
+        seconds, so nothing of it is left for the event loop's end (its transport, collected after the loop closed,
+        reported an exception)."""
+        helper = self.helper
+        if helper is None:
+            return
+        if helper.stdin is not None:
+            helper.stdin.close()
+        with contextlib.suppress(TimeoutError, OSError):
+            async with asyncio.timeout(bound):
+                if helper.stdout is not None:
+                    await helper.stdout.read()
+                await helper.wait()
+
     def _close_fd(self, fd: int) -> None:
         if fd in self._open:
             self._open.discard(fd)
