@@ -23,6 +23,7 @@ from tests.conftest import BotHarness
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript
 from tests.support.sandbox import needs_bwrap
+from tests.support.swappers import dot_git_fifo_swapper
 from tests.support.tasks import ended, start_task, tool_results
 
 pytestmark = needs_bwrap
@@ -30,23 +31,7 @@ pytestmark = needs_bwrap
 LOOP_GUARD = 3.0  # seconds without a tick of the event loop: it is blocked
 STEPS = 20  # worker steps (a guard check each) while the service swaps
 
-SWAPPER = """\
-import ctypes, os, stat
-libc = ctypes.CDLL(None, use_errno=True)
-print("swapping", flush=True)
-while not os.path.exists("stop"):
-    for _ in range(100):
-        libc.renameat2(-100, b".git", -100, b"fifo", 2)  # AT_FDCWD, RENAME_EXCHANGE
-    kinds = [os.lstat(n).st_mode if os.path.lexists(n) else 0 for n in (".git", "fifo")]
-    if not any(stat.S_ISFIFO(k) for k in kinds):
-        if kinds[1]:
-            os.unlink("fifo")
-        os.mkfifo("fifo")
-if stat.S_ISFIFO(os.lstat(".git").st_mode):  # the worker's last step: `.git` a file again, for the commit
-    libc.renameat2(-100, b".git", -100, b"fifo", 2)
-os.unlink("fifo")
-print("stopped", flush=True)
-"""
+SWAPPER = dot_git_fifo_swapper(stoppable=True)
 
 
 @pytest.mark.untested_calc  # neither the verdict nor the task's end is what this test is about

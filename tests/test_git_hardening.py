@@ -33,6 +33,7 @@ from agents.git.worktrees import (
     worktree_admin_dir,
 )
 from tests.support.git_repos import git, make_user_repo, no_git_identity  # noqa: F401  (an autouse fixture)
+from tests.support.swappers import dot_git_fifo_swapper
 
 HOOKS = (
     "pre-commit",
@@ -422,19 +423,7 @@ async def test_a_fifo_the_worker_left_for_a_git_file_never_blocks_the_bots_git_c
 
 
 SWAPS_TRIED = 300  # bot-side checks of the `.git` file while a service swaps it with a FIFO
-# The service: `.git` and `fifo` exchanged again and again; where the guard deleted the FIFO, a FIFO again
-FIFO_SWAPPER = """\
-import ctypes, os, stat
-libc = ctypes.CDLL(None, use_errno=True)
-while True:
-    for _ in range(100):
-        libc.renameat2(-100, b".git", -100, b"fifo", 2)  # AT_FDCWD, RENAME_EXCHANGE
-    kinds = [os.lstat(n).st_mode if os.path.lexists(n) else 0 for n in (".git", "fifo")]
-    if not any(stat.S_ISFIFO(k) for k in kinds):
-        if kinds[1]:
-            os.unlink("fifo")
-        os.mkfifo("fifo")
-"""
+FIFO_SWAPPER = dot_git_fifo_swapper(stoppable=False)
 
 
 @pytest.mark.parametrize("reader", ["commit-check", "guard"])

@@ -19,6 +19,7 @@ from agents.core.errors import ToolError
 from agents.core.models import TaskStatus
 from agents.core.secrets_filter import SecretsFilter
 from agents.git import worktrees
+from agents.sandbox import pause
 from agents.sandbox.bwrap import spec_for
 from agents.sandbox.services import LEFT_OUT, TaskServices, start_sandboxed_stdio
 from agents.sandbox.task_limits import DiskBudget, TaskBounds
@@ -152,15 +153,6 @@ async def test_a_tasks_processes_have_ended_before_its_worktree_is_deleted(
 PAUSED = own_sleep("7474")  # a service running while the bot commits the worker's turn
 
 
-def _state(pid: int) -> str:
-    """The process's state letter (`T`: stopped), or "gone"."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return "gone"
-    return text[text.rfind(")") + 2 :].split()[0]
-
-
 @pytest.mark.untested_calc  # neither the verdict nor the task's end is what this test is about
 async def test_a_tasks_processes_are_stopped_while_the_bot_commits_its_worktree(
     bot: BotHarness, model: RoleScript, monkeypatch: pytest.MonkeyPatch
@@ -173,11 +165,11 @@ async def test_a_tasks_processes_are_stopped_while_the_bot_commits_its_worktree(
     commit, end = task_checkout.commit_all, TaskSandboxes.end_processes
 
     async def recording_commit(*args: Any, **kwargs: Any) -> Any:
-        states.append([_state(pid) for pid in host_pids(PAUSED)])
+        states.append([(pause.state(pid) or "gone") for pid in host_pids(PAUSED)])
         return await commit(*args, **kwargs)
 
     async def recording_end(self: TaskSandboxes, task: Any) -> None:  # the work is over: the next step after it
-        after.append([_state(pid) for pid in host_pids(PAUSED)])
+        after.append([(pause.state(pid) or "gone") for pid in host_pids(PAUSED)])
         await end(self, task)
 
     monkeypatch.setattr(task_checkout, "commit_all", recording_commit)

@@ -62,10 +62,16 @@ def tree(roots: Iterable[int]) -> set[int]:
     return found_pids
 
 
+def state(pid: int) -> str | None:
+    """The process's state letter as /proc shows it (`T`: stopped; None: it has gone)."""
+    found = _state_and_parent(str(pid))
+    return found[0] if found is not None else None
+
+
 def _stopped(pid: int) -> bool:
     """Whether the process is stopped, a zombie, or gone (it can change nothing any more)."""
-    found = _state_and_parent(str(pid))
-    return found is None or found[0] in "TtZX"
+    found = state(pid)
+    return found is None or found in "TtZX"
 
 
 async def stop(processes: Callable[[], set[int]], signalled: set[int]) -> None:
