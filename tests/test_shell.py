@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from agents.sandbox.shell import DEFAULT_SECRETS, CommandResult, child_env, reap, run_command
+from agents.sandbox.reaping import reap
+from agents.sandbox.shell import DEFAULT_SECRETS, CommandResult, child_env, run_command
 from agents.tools.file_tools import ToolError
 from tests.support.processes import host_pids, own_sleep
 

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import BinaryIO
 
 from agents.git.ref_files import plain_bytes
-from agents.sandbox.shell import child_env, reap
+from agents.sandbox.reaping import reap
+from agents.sandbox.shell import child_env
 
 log = logging.getLogger(__name__)
 

@@ -47,7 +47,7 @@ from pathlib import Path
 from agents.repo_map.outline import FileOutline, SameContent, parse_files
 from agents.repo_map.parse_child import FRAME_FILES
 from agents.repo_map.parse_child import LENGTH as _LENGTH
-from agents.sandbox.shell import reap
+from agents.sandbox.reaping import reap
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ import os
 import re
 import stat
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -124,6 +124,24 @@ def walk_entries(root: Path) -> Iterator[tuple[str, os.stat_result]]:
         top = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError:
         return
+    yield from _depth_first(top, _entered)
+
+
+def unlock_folders(root: Path) -> None:
+    """Give `root` and every folder below it mode 0o700 (its owner may list, enter and delete in it), each folder
+    reached from its parent's descriptor with no link followed and changed by a descriptor of its own (O_PATH, which
+    needs no permission on the folder itself): a file, a link, and whatever a link points at are never changed. For a
+    folder a sandboxed run wrote, before it is deleted (folders more than WALK_DEPTH deep are left as they are)."""
+    top = _unlocked(None, str(root))
+    if top is not None:
+        for _ in _depth_first(top, _unlocked):
+            pass
+
+
+def _depth_first(top: int, enter: Callable[[int | None, str], int | None]) -> Iterator[tuple[str, os.stat_result]]:
+    """Every entry below the folder open as `top` (closed at the end), depth first: (path relative to it, lstat). A
+    folder listed is entered by `enter(its parent's descriptor, its name)`, which opens it for listing or says None
+    (gone, a link now); at most WALK_DEPTH folders are held open at once, one per level."""
     stack: list[tuple[int, str, Iterator[tuple[str, os.stat_result]]]] = [(top, "", _listing(top))]
     try:
         while stack:
@@ -135,39 +153,19 @@ def walk_entries(root: Path) -> Iterator[tuple[str, os.stat_result]]:
                 continue
             name, info = found
             yield prefix + name, info
-            if stat.S_ISDIR(info.st_mode) and len(stack) < WALK_DEPTH:
-                try:
-                    child = os.open(name, _DIR_FLAGS, dir_fd=fd)
-                except OSError:
-                    continue  # gone, or swapped for a link since it was listed: never followed
+            if stat.S_ISDIR(info.st_mode) and len(stack) < WALK_DEPTH and (child := enter(fd, name)) is not None:
                 stack.append((child, f"{prefix}{name}/", _listing(child)))
     finally:
         for fd, _, _ in stack:
             os.close(fd)
 
 
-def unlock_folders(root: Path) -> None:
-    """Give `root` and every folder below it mode 0o700 (its owner may list, enter and delete in it), each folder
-    reached from its parent's descriptor with no link followed and changed by a descriptor of its own (O_PATH, which
-    needs no permission on the folder itself): a file, a link, and whatever a link points at are never changed. For a
-    folder a sandboxed run wrote, before it is deleted (folders more than WALK_DEPTH deep are left as they are)."""
-    top = _unlocked(None, str(root))
-    if top is None:
-        return
-    stack: list[tuple[int, Iterator[str]]] = [(top, _folder_names(top))]
+def _entered(parent: int | None, name: str) -> int | None:
+    """The folder `name` of the folder open as `parent`, opened with no link followed (None: gone, or a link now)."""
     try:
-        while stack:
-            fd, names = stack[-1]
-            name = next(names, None)
-            if name is None:
-                os.close(fd)
-                stack.pop()
-                continue
-            if len(stack) < WALK_DEPTH and (child := _unlocked(fd, name)) is not None:
-                stack.append((child, _folder_names(child)))
-    finally:
-        for fd, _ in stack:
-            os.close(fd)
+        return os.open(name, _DIR_FLAGS, dir_fd=parent)
+    except OSError:
+        return None
 
 
 def _unlocked(parent: int | None, name: str) -> int | None:
@@ -184,15 +182,6 @@ def _unlocked(parent: int | None, name: str) -> int | None:
         return None
     finally:
         os.close(handle)
-
-
-def _folder_names(fd: int) -> Iterator[str]:
-    """The names of the real folders (no links) in the folder open as `fd`."""
-    try:
-        with os.scandir(fd) as entries:
-            return iter([entry.name for entry in entries if entry.is_dir(follow_symlinks=False)])
-    except OSError:
-        return iter([])
 
 
 def _listing(fd: int) -> Iterator[tuple[str, os.stat_result]]:

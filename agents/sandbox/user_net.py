@@ -41,6 +41,7 @@ from pathlib import Path
 from agents.sandbox import egress_rules
 from agents.sandbox.egress_proxy import EgressProxy
 from agents.sandbox.egress_rules import DNS_ADDRESS, PROXY_PORT, Egress
+from agents.sandbox.reaping import reap
 from agents.sandbox.temp_folders import temp_folder
 
 log = logging.getLogger(__name__)
@@ -245,20 +246,11 @@ class UserNet:
             self._close_fd(fd)
         shutil.rmtree(self.folder, ignore_errors=True)
 
-    async def wait_closed(self, bound: float = 5.0) -> None:
-        """After `close`: its helper process waited for (its output read to the end), never longer than `bound`
-        seconds, so nothing of it is left for the event loop's end (its transport, collected after the loop closed,
-        reported an exception)."""
-        helper = self.helper
-        if helper is None:
-            return
-        if helper.stdin is not None:
-            helper.stdin.close()
-        with contextlib.suppress(TimeoutError, OSError):
-            async with asyncio.timeout(bound):
-                if helper.stdout is not None:
-                    await helper.stdout.read()
-                await helper.wait()
+    async def wait_closed(self) -> None:
+        """After `close`: its helper process waited for (`reap`, bounded), so nothing of it is left for the event
+        loop's end."""
+        if self.helper is not None:
+            await reap(self.helper)
 
     def _close_fd(self, fd: int) -> None:
         if fd in self._open:
