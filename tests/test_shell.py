@@ -179,6 +179,47 @@ async def test_cancellation_kills_the_group_and_reraises(tmp_path: Path) -> None
     assert await group_empty(pgid)
 
 
+def _children() -> set[int]:
+    """The child processes of this one."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            if entry.name.isdigit() and int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == os.getpid():
+                found.add(int(entry.name))
+    return found
+
+
+async def test_a_command_cancelled_while_it_starts_has_its_whole_group_ended(tmp_path: Path) -> None:
+    # The cancel comes after the fork but before asyncio has connected the process's pipes (the event loop is held
+    # meanwhile). asyncio then killed the shell alone and waited for its pipes, which the shell's child held: the
+    # cancel hung as long as that child lived, and it lived on.
+    marker = tmp_path / "pids"
+    before = _children()
+    task = asyncio.create_task(
+        run_command(f"sh -c 'echo $$ >> {marker}; sleep 1000' & echo $$ >> {marker}; sleep 1000", tmp_path, 60)
+    )
+    deadline = time.monotonic() + 10
+    while not _children() - before and time.monotonic() < deadline:
+        await asyncio.sleep(0)  # one turn of the event loop at a time, up to the one that forks the shell
+    while time.monotonic() < deadline and (not marker.exists() or len(marker.read_text().split()) < 2):
+        time.sleep(0.01)  # noqa: ASYNC251 -- on purpose: the event loop must not connect the pipes meanwhile
+    pids = [int(p) for p in marker.read_text().split()]
+    started = {pid: start_time(pid) for pid in pids}
+    task.cancel()
+    try:
+        with pytest.raises(asyncio.CancelledError):
+            async with asyncio.timeout(15):
+                await asyncio.shield(task)
+                await task
+    except TimeoutError:
+        pytest.fail(f"the cancel hung: {described(pids)}")
+    finally:
+        for pid in pids:  # never left behind by a failure
+            if alive(pid, started[pid]):
+                os.kill(pid, signal.SIGKILL)
+    assert await wait_gone(pids, started=started), described(pids)
+
+
 async def test_huge_output_is_capped_keeping_head_and_tail(tmp_path: Path) -> None:
     command = "echo FIRST-LINE; head -c 5000000 /dev/zero | tr '\\0' x; echo; echo LAST-LINE"
     result = await run_command(command, tmp_path, timeout=30, max_output=2_000)

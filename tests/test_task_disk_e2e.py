@@ -142,6 +142,15 @@ async def test_a_burst_of_reservations_meets_the_worktrees_own_file_system(bot: 
     await bot.tg.await_for(lambda: (repo / "after.txt").exists(), timeout=30)
 
 
+async def _until_cancelled(name: str) -> None:
+    """Wait until the task named `name` is cancelled: this one (a git command's start), or, where this is the start
+    of a process leading a group of its own (`start_group` runs it as a task of its own under the caller's name),
+    the caller, whose start then ends and is killed with its group."""
+    this = asyncio.current_task()
+    while not any(task.cancelling() for task in asyncio.all_tasks() if task is not this and task.get_name() == name):
+        await asyncio.sleep(0.02)
+
+
 @needs_bwrap
 @needs_own_fs
 @pytest.mark.settings(sandbox_max_disk_mb=BUDGET_MB, sandbox_disk_fs="auto")
@@ -168,7 +177,7 @@ async def test_a_cancel_at_any_point_of_the_set_up_leaves_nothing_mounted(
                 point["seen"] += 1
                 if point["seen"] == point["k"]:
                     stuck.set()
-                    await asyncio.Future()  # the set-up stays here until /cancel cancels it
+                    await _until_cancelled(point["task"])  # the set-up stays here until /cancel cancels it
         return process
 
     model = RoleScript()

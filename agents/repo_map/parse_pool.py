@@ -47,7 +47,7 @@ from pathlib import Path
 from agents.repo_map.outline import FileOutline, SameContent, parse_files
 from agents.repo_map.parse_child import FRAME_FILES
 from agents.repo_map.parse_child import LENGTH as _LENGTH
-from agents.sandbox.reaping import reap
+from agents.sandbox.reaping import reap, start_group
 
 log = logging.getLogger(__name__)
 
@@ -267,15 +267,16 @@ async def _in_child(
     (the caller parses them itself if the process fails)."""
     package_parent = str(Path(__file__).resolve().parents[2])  # the folder holding `agents/`
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_parent, os.environ.get("PYTHONPATH")]))}
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-P",  # `-m` would put the working folder first on the module path: its `agents/`, if any, would run here
-        "-m",
-        "agents.repo_map.parse_child",
+    proc = await start_group(
+        [
+            sys.executable,
+            "-P",  # `-m` would put the working folder first on the module path: its `agents/`, if any, would run here
+            "-m",
+            "agents.repo_map.parse_child",
+        ],
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         env=env,
-        start_new_session=True,
     )
     assert proc.stdin is not None and proc.stdout is not None
     stdin = proc.stdin

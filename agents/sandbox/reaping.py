@@ -1,6 +1,7 @@
-"""Killing a process the caller gave up on and waiting for it, bounded: nothing of it is left for the event loop's
-end (a subprocess transport collected after its loop closed reports an exception). A module of its own, below every
-module that starts processes (the shell, the network helper of a sandbox, git, the parse pool)."""
+"""Starting a process group that a cancellation ends whole, and killing a process the caller gave up on then waiting
+for it, bounded. Nothing of either is left for the event loop's end (a subprocess transport collected after its loop
+closed reports an exception). A module of its own, below every module that starts processes (the shell, a task's
+services, the network helper of a sandbox, git, the parse pool)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import asyncio
 import contextlib
 import os
 import signal
+from collections.abc import Coroutine, Sequence
+from typing import Any
 
 
 async def reap(process: asyncio.subprocess.Process, *, group: bool = False, bound: float = 5.0) -> None:
@@ -29,3 +32,43 @@ async def reap(process: asyncio.subprocess.Process, *, group: bool = False, boun
                 if pipe is not None:
                     await pipe.read()
             await process.wait()
+
+
+async def uninterrupted(clean_up: Coroutine[Any, Any, None]) -> None:
+    """Run `clean_up` to its end even if the caller is cancelled again meanwhile (it must be bounded). A second
+    cancellation, such as a shutdown's after the task's own, otherwise broke off a reaping: the command was killed
+    but never waited for, and its pipes were still open when the event loop closed."""
+    running = asyncio.ensure_future(clean_up)
+    while not running.done():
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.shield(running)
+    running.result()
+
+
+async def start_group(argv: Sequence[str], **options: Any) -> asyncio.subprocess.Process:
+    """`asyncio.create_subprocess_exec(*argv, start_new_session=True, **options)`, whose whole group is killed and
+    reaped if the caller is cancelled while it starts.
+
+    The start ends after the fork, once asyncio has connected the process's pipes (a few turns of the event loop).
+    A cancellation in between made asyncio kill the process it started, alone, then wait for its pipes to close: a
+    child it had started meanwhile held them open, so the cancel hung as long as that child lived, and it lived on.
+    Here the start runs to its end, then the group is killed and reaped (bounded), then the cancellation goes on."""
+    caller = asyncio.current_task()
+    starting = asyncio.get_running_loop().create_task(
+        asyncio.create_subprocess_exec(*argv, start_new_session=True, **options),
+        name=None if caller is None else caller.get_name(),  # the caller's work, under the caller's name
+    )
+    try:
+        return await asyncio.shield(starting)
+    except asyncio.CancelledError:
+        await uninterrupted(_end_started(starting))
+        raise
+
+
+async def _end_started(starting: asyncio.Future[asyncio.subprocess.Process]) -> None:
+    """The process `starting` gives, if it starts, killed with its group and reaped."""
+    try:
+        process = await starting
+    except Exception:
+        return  # it never started: nothing to end
+    await reap(process, group=True)

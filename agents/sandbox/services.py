@@ -41,6 +41,7 @@ from pathlib import Path
 
 from agents.core.errors import ToolError
 from agents.sandbox.bwrap import SERVICES_MOUNT, SandboxSpec, keep_size_filter, sandbox_env
+from agents.sandbox.reaping import start_group
 from agents.sandbox.shell import confined_argv
 from agents.sandbox.task_limits import TaskBounds
 from agents.sandbox.temp_folders import temp_folder
@@ -156,8 +157,8 @@ class TaskServices:
                     await net.prepare()
                 argv, pass_fds, _group = await confined_argv(sandbox, command, net, seccomp)
                 log.touch()
-                process = await asyncio.create_subprocess_exec(
-                    *argv,
+                process = await start_group(
+                    argv,
                     cwd=sandbox.worktree,
                     env=sandbox_env(env, sandbox)
                     | (net.env() if net is not None else {})
@@ -165,7 +166,6 @@ class TaskServices:
                     stdin=asyncio.subprocess.PIPE if stdio else asyncio.subprocess.DEVNULL,
                     stdout=asyncio.subprocess.PIPE,
                     stderr=asyncio.subprocess.PIPE if stdio else asyncio.subprocess.STDOUT,
-                    start_new_session=True,
                     pass_fds=pass_fds,
                     limit=65536,
                 )

@@ -12,10 +12,9 @@ import os
 import shutil
 import signal
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from agents.core.errors import ToolError
 from agents.sandbox.bwrap import (
@@ -27,6 +26,7 @@ from agents.sandbox.bwrap import (
     sandbox_env,
 )
 from agents.sandbox.process_cap import PidsCap
+from agents.sandbox.reaping import start_group, uninterrupted
 from agents.sandbox.task_cgroup import TaskCgroup
 from agents.sandbox.user_net import UserNet
 
@@ -356,14 +356,13 @@ async def _run_argv(
     both, which one try/finally keeps visible in one place."""
     started = time.monotonic()
     try:
-        process = await asyncio.create_subprocess_exec(
-            *argv,
+        process = await start_group(
+            argv,
             cwd=cwd,
             env=environment,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True,
             pass_fds=pass_fds,
         )
     except OSError as err:
@@ -407,7 +406,7 @@ async def _run_argv(
         await _kill_group(process, pgid, reader)  # ends a timed-out command and anything it left running
         await _finish_reader(reader, process)
     except asyncio.CancelledError:
-        await _uninterrupted(_end_cancelled(process, pgid, reader))
+        await uninterrupted(_end_cancelled(process, pgid, reader))
         raise
     output = collected.render()
     if leftovers and not timed_out:
@@ -430,18 +429,6 @@ async def _end_cancelled(process: asyncio.subprocess.Process, pgid: int, reader:
     finally:
         _signal_group(pgid, signal.SIGKILL)
         reader.cancel()
-
-
-async def _uninterrupted(clean_up: Coroutine[Any, Any, None]) -> None:
-    """Run `clean_up` to its end even if the caller is cancelled again meanwhile (it is bounded: at most
-    TERM_GRACE_SECONDS + KILL_WAIT_SECONDS + DRAIN_GRACE_SECONDS). A second cancellation, such as a shutdown's after
-    the task's own, otherwise broke off the reaping: the command was killed but never waited for, and its pipes were
-    still open when the event loop closed."""
-    running = asyncio.ensure_future(clean_up)
-    while not running.done():
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.shield(running)
-    running.result()
 
 
 async def _finish_reader(reader: asyncio.Task[None], process: asyncio.subprocess.Process) -> None:

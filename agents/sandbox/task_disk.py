@@ -42,6 +42,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from agents.sandbox.reaping import start_group
+
 log = logging.getLogger(__name__)
 
 IMAGES_FOLDER = ".task-disks"
@@ -154,12 +156,11 @@ def image_size(checkout_bytes: int, entries: int, budget_bytes: int) -> tuple[in
 async def _run(*args: str) -> tuple[int, str]:
     """Run a tool (its own process group, killed past COMMAND_SECONDS); its exit status and output."""
     try:
-        process = await asyncio.create_subprocess_exec(
-            *args,
+        process = await start_group(
+            args,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True,
         )
     except OSError as err:
         return 127, str(err)

@@ -27,6 +27,7 @@ from agents.core.secrets_filter import SecretsFilter
 from agents.core.settings import Settings
 from agents.sandbox.bwrap import SYSTEM_DIRS, SandboxProbe, SandboxSpec, spec_for
 from agents.sandbox.egress_rules import egress_for
+from agents.sandbox.reaping import start_group
 from agents.sandbox.services import start_sandboxed_stdio, stdio_env
 from agents.sandbox.shell import child_env
 from agents.sandbox.task_limits import TaskBounds
@@ -71,14 +72,13 @@ def connector(config: McpServerConfig, sandbox: SandboxSpec | None, bounds: Task
         if sandbox is None:
             if not home:
                 home.append(unconfined_home(config, bounds))
-            process = await asyncio.create_subprocess_exec(
-                *config.argv(),
+            process = await start_group(
+                config.argv(),
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.DEVNULL,
                 cwd=home[0],
                 env=unconfined_env(config.env, home[0]),
-                start_new_session=True,
             )
         else:
             spec = sandbox.with_network(config.network)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agents.core.errors import ToolError
+from agents.sandbox.reaping import start_group
 
 MAX_PATTERN_CHARS = 1000
 MAX_COLUMNS = 10_000  # longer lines are printed cut to this many bytes (the match is still found)
@@ -153,12 +154,11 @@ def _close_all(opened: dict[Path, Path]) -> None:
 async def _matches(
     rg: str, pattern: str, ignore_case: bool, files: Sequence[Path], fds: list[int]
 ) -> AsyncGenerator[LineMatch, None]:
-    process = await asyncio.create_subprocess_exec(
-        *_command(rg, pattern, ignore_case, files),
+    process = await start_group(
+        _command(rg, pattern, ignore_case, files),
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
-        start_new_session=True,
         limit=MAX_COLUMNS * 4 + 8192,
         pass_fds=fds,
     )
