@@ -14,6 +14,7 @@ from typing import cast
 import httpx
 from telegram import Bot, BotCommand, Update
 from telegram.constants import ChatMemberStatus
+from telegram.error import TelegramError
 from telegram.ext import (
     ApplicationBuilder,
     CallbackQueryHandler,
@@ -180,9 +181,16 @@ async def start_application(app: BotApplication) -> None:
 
 
 async def start_polling(app: BotApplication, poll_timeout: int = 10) -> None:
-    """What run_polling does, for embedding (tests, benches): start the application, poll."""
+    """What run_polling does, for embedding (tests, benches): start the application, poll; a failed getUpdates
+    goes to the application's error handlers, as run_polling sends it."""
     await start_application(app)
-    await updater_of(app).start_polling(poll_interval=0.0, timeout=poll_timeout, allowed_updates=Update.ALL_TYPES)
+
+    def polling_failed(error: TelegramError) -> None:
+        app.create_task(app.process_error(error=error, update=None))
+
+    await updater_of(app).start_polling(
+        poll_interval=0.0, timeout=poll_timeout, allowed_updates=Update.ALL_TYPES, error_callback=polling_failed
+    )
 
 
 def updater_of(app: BotApplication) -> Updater:

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 
 from telegram import Update
 from telegram.constants import ChatAction, ChatType
+from telegram.error import NetworkError
 from telegram.ext import ApplicationHandlerStop
 
 from agents.chat.replying import ReplyTo
@@ -258,7 +259,12 @@ async def unsupported(update: Update, context: Context) -> None:
 
 
 async def on_error(update: object, context: Context) -> None:
-    """Log the error and tell the user something short and true."""
+    """Log the error and tell the user something short and true. A failed `getUpdates` (no update: Telegram
+    unreachable, timing out or answering 5xx while the bot polls) is one line, not a traceback: the updater tries
+    again by itself, with a growing pause, and an outage would otherwise fill the log with the same stack."""
+    if update is None and isinstance(context.error, NetworkError):
+        log.warning("Telegram could not be reached while polling for updates (%s); trying again", context.error)
+        return
     log.error("error while handling an update", exc_info=context.error)
     if isinstance(update, Update) and update.effective_chat:
         with contextlib.suppress(Exception):

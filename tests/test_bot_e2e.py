@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+
+import pytest
 
 from agents.core.models import Role
 from agents.store.database import start_of_day
@@ -110,6 +113,23 @@ async def test_telegram_flood_limit_is_waited_out(bot: BotHarness) -> None:
     [reply] = await bot.replies(1, timeout=20)
     assert reply.text == "delivered after the flood wait"
     assert len(bot.tg.calls("sendMessage")) >= 2
+
+
+async def test_telegram_failing_while_the_bot_polls_is_one_log_line_and_loses_nothing(
+    bot: BotHarness, caplog: pytest.LogCaptureFixture
+) -> None:
+    await bot.tg.wait_for_request("getUpdates")
+    bot.tg.fail_next("getUpdates", error_code=502, description="Bad Gateway")
+    bot.claude.script(claude_says.text("Still here."))
+    bot.say("are you there?")
+    await bot.replies(1)
+    failures = [r for r in caplog.records if "polling for updates" in r.getMessage()]
+    assert failures, "the failed getUpdates was not logged"
+    assert all(r.levelno == logging.WARNING and r.exc_info is None for r in failures), [
+        (r.levelname, r.getMessage(), r.exc_info is not None) for r in failures
+    ]
+    assert "Bad Gateway" in failures[0].getMessage()
+    assert not [r for r in caplog.records if r.exc_info is not None], "a traceback was logged"
 
 
 async def test_entity_refusal_falls_back_to_plain_text(bot: BotHarness) -> None:
