@@ -41,12 +41,13 @@ from pathlib import Path
 from agents.sandbox import egress_rules
 from agents.sandbox.egress_proxy import EgressProxy
 from agents.sandbox.egress_rules import DNS_ADDRESS, PROXY_PORT, Egress
-from agents.sandbox.reaping import reap
+from agents.sandbox.reaping import reap, uninterrupted
 from agents.sandbox.temp_folders import temp_folder
 
 log = logging.getLogger(__name__)
 
 ATTACH_TIMEOUT_SECONDS = 10.0
+PASTA_START_SECONDS = 10.0  # pasta sets up the namespace's interface, then forks into the background
 LOOPBACK_WAIT_POLLS = 2000  # of about a millisecond each
 PASTA_OPTIONS = ("--config-net", "--no-map-gw", "-t", "none", "-u", "none", "-T", "none", "-U", "none", "-q")
 PASTA_DNS = ("--dns-forward", DNS_ADDRESS)  # DNS sent there goes to the host's resolver, through pasta
@@ -108,6 +109,8 @@ class UserNet:
         self.block_read, self.block_write = os.pipe()
         self._open = {self.info_read, self.info_write, self.block_read, self.block_write}
         self.pasta_pid: int | None = None
+        self._closed = False
+        self._launching = False  # pasta's launch has not ended: its pid file is still to be read from the folder
         self.helper: asyncio.subprocess.Process | None = None
         self.folder = temp_folder("pasta", "net")
         self.proxy: EgressProxy | None = None
@@ -165,9 +168,34 @@ class UserNet:
         os.write(self.block_write, b"1")
 
     async def _start_pasta(self, pid: int) -> None:
+        """pasta attached to the namespace (`_launch_pasta`). Its launch runs to its end even when this is cancelled
+        (the attach timed out, the command was cancelled): pasta forks into the background, and a background pasta
+        whose pid was never read outlived the command (it keeps the namespace alive by itself)."""
+        launch = asyncio.ensure_future(self._launch_pasta(pid))
+        try:
+            await asyncio.shield(launch)
+        except asyncio.CancelledError:
+            await uninterrupted(_settled(launch))
+            raise
+
+    async def _launch_pasta(self, pid: int) -> None:
         """pasta attached to the namespace, joining the user namespace that owns it (as an unprivileged user bwrap
-        runs the command in a nested one, where pasta would hold no capability over the network namespace)."""
+        runs the command in a nested one, where pasta would hold no capability over the network namespace). Its
+        background pid is kept for `close`; if `close` came first (the helper failed meanwhile), it is ended here."""
         pid_file = self.folder / "pasta.pid"
+        self._launching = True
+        try:
+            await self._run_pasta(pid, pid_file)
+        finally:
+            self._launching = False
+            with contextlib.suppress(OSError, ValueError):
+                self.pasta_pid = int(pid_file.read_text().strip())
+            if self._closed:  # closed meanwhile: what `close` could not end or remove yet
+                self._end_pasta()
+                shutil.rmtree(self.folder, ignore_errors=True)
+
+    async def _run_pasta(self, pid: int, pid_file: Path) -> None:
+        """The pasta launcher, run until it has forked its background pasta (which writes `pid_file`)."""
         runas = ["--runas", "0"] if os.geteuid() == 0 else []  # as root pasta would drop to nobody and fail
         net = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
         try:
@@ -193,9 +221,12 @@ class UserNet:
             )
         finally:
             os.close(owner)
-        _, err = await process.communicate()  # pasta forks into the background once the namespace is set up
-        with contextlib.suppress(OSError, ValueError):
-            self.pasta_pid = int(pid_file.read_text().strip())
+        try:  # pasta forks into the background once the namespace is set up
+            async with asyncio.timeout(PASTA_START_SECONDS):
+                _, err = await process.communicate()
+        except TimeoutError:
+            await reap(process)
+            err = b"pasta did not finish its set-up in time"
         if process.returncode != 0:
             raise OSError(f"pasta failed: {err.decode(errors='replace').strip()[-300:]}")
 
@@ -233,10 +264,8 @@ class UserNet:
                     await helper.wait()
 
     def close(self) -> None:
-        if self.pasta_pid is not None:
-            with contextlib.suppress(OSError):
-                os.kill(self.pasta_pid, signal.SIGTERM)
-            self.pasta_pid = None
+        self._closed = True
+        self._end_pasta()
         if self.helper is not None and self.helper.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 self.helper.kill()
@@ -244,7 +273,14 @@ class UserNet:
             self.proxy.shut()
         for fd in list(self._open):
             self._close_fd(fd)
-        shutil.rmtree(self.folder, ignore_errors=True)
+        if not self._launching:  # else the launch removes it once it has read pasta's pid there
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+    def _end_pasta(self) -> None:
+        if self.pasta_pid is not None:
+            with contextlib.suppress(OSError):
+                os.kill(self.pasta_pid, signal.SIGTERM)
+            self.pasta_pid = None
 
     async def wait_closed(self) -> None:
         """After `close`: its helper process waited for (`reap`, bounded), so nothing of it is left for the event
@@ -257,6 +293,12 @@ class UserNet:
             self._open.discard(fd)
             with contextlib.suppress(OSError):
                 os.close(fd)
+
+
+async def _settled(running: asyncio.Future[None]) -> None:
+    """`running` awaited to its end, whatever its outcome (the caller goes on with its own)."""
+    with contextlib.suppress(Exception):
+        await running
 
 
 async def _loopback_configured(pid: int) -> None:

@@ -1,0 +1,129 @@
+"""pasta, the background process that carries an allowed command's network, never outlives the command: not when the
+command's network set-up fails beside it, not when the command is cancelled while pasta starts."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agents.core.errors import ToolError
+from agents.core.secrets_filter import SecretsFilter
+from agents.sandbox.bwrap import SandboxSpec, spec_for
+from agents.sandbox.egress_rules import Egress
+from agents.sandbox.shell import run_command
+from agents.sandbox.user_net import UserNet, direct
+from tests.support.sandbox import PROBE, needs_bwrap
+
+pytestmark = [
+    needs_bwrap,
+    pytest.mark.skipif(not direct(Egress()), reason="pasta (Debian passt) or nft (Debian nftables) is not installed"),
+]
+
+
+def _allowed(root: Path) -> SandboxSpec:
+    return dataclasses.replace(spec_for(SecretsFilter(), PROBE, root, network=True), egress=Egress())
+
+
+def _pastas_of(folder: Path) -> list[int]:
+    """The pasta processes whose pid file lies in `folder` (one UserNet's)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            if entry.name.isdigit():
+                words = (entry / "cmdline").read_bytes().split(b"\0")
+                if words and words[0].endswith(b"pasta") and str(folder / "pasta.pid").encode() in words:
+                    found.append(int(entry.name))
+    return found
+
+
+async def _pastas_left(folder: Path, within: float = 5.0) -> list[int]:
+    """`_pastas_of(folder)` once empty, or after `within` seconds (a SIGTERMed pasta takes a moment to go)."""
+    deadline = time.monotonic() + within
+    while (left := _pastas_of(folder)) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    return left
+
+
+def _ended_by_hand(pids: list[int]) -> list[int]:
+    """`pids`, each killed first: a failing test leaves no pasta behind on the machine."""
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    return pids
+
+
+@pytest.fixture
+def pasta_started(monkeypatch: pytest.MonkeyPatch) -> tuple[asyncio.Event, list[Path]]:
+    """Set once pasta has forked into the background (its pid file written), while the bot is still starting it;
+    with the folder of each UserNet that started one. The start then takes a moment longer: what happens meanwhile
+    (a failure beside it, a cancel) meets it half done."""
+    started = asyncio.Event()
+    folders: list[Path] = []
+    real = asyncio.create_subprocess_exec
+
+    async def starting(*args: Any, **kwargs: Any) -> asyncio.subprocess.Process:
+        process = await real(*args, **kwargs)
+        if str(args[0]).endswith("pasta"):
+            pid_file = Path(args[list(args).index("-P") + 1])
+            folders.append(pid_file.parent)
+            deadline = time.monotonic() + 10
+            while not pid_file.exists() and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
+            started.set()
+            await asyncio.sleep(0.3)
+        return process
+
+    monkeypatch.setattr(asyncio, "create_subprocess_exec", starting)
+    return started, folders
+
+
+async def test_pasta_never_outlives_a_command_whose_network_rules_failed_beside_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pasta_started: tuple[asyncio.Event, list[Path]]
+) -> None:
+    # The rules' helper and pasta start side by side; here the helper fails while pasta is being started: the command
+    # is refused and its network closed, and pasta, already in the background, had nobody left to end it.
+    started, folders = pasta_started
+
+    async def failing_helper(self: UserNet, pid: int) -> None:
+        await started.wait()
+        raise OSError("the network rules could not be set: (the test's)")
+
+    monkeypatch.setattr(UserNet, "_helper_ready", failing_helper)
+    with pytest.raises(ToolError, match="network rules could not be set"):
+        await run_command("true", tmp_path, 30, sandbox=_allowed(tmp_path))
+    [folder] = folders
+    left = _ended_by_hand(await _pastas_left(folder))
+    assert not left, f"pasta outlived the refused command: {left}"
+    await _gone(folder)
+
+
+async def test_pasta_never_outlives_a_command_cancelled_while_pasta_starts(
+    tmp_path: Path, pasta_started: tuple[asyncio.Event, list[Path]]
+) -> None:
+    started, folders = pasta_started
+    command = asyncio.create_task(run_command("sleep 30", tmp_path, 60, sandbox=_allowed(tmp_path)))
+    await started.wait()
+    command.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await command
+    [folder] = folders
+    left = _ended_by_hand(await _pastas_left(folder))
+    assert not left, f"pasta outlived the cancelled command: {left}"
+    await _gone(folder)
+
+
+async def _gone(folder: Path, within: float = 5.0) -> None:
+    """`folder` removed within `within` seconds (the end of pasta's start removes it when the network was closed
+    meanwhile)."""
+    deadline = time.monotonic() + within
+    while folder.exists() and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert not folder.exists(), f"its folder stays behind: {sorted(p.name for p in folder.iterdir())}"
