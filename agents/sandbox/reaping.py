@@ -37,7 +37,8 @@ async def reap(process: asyncio.subprocess.Process, *, group: bool = False, boun
 async def uninterrupted(clean_up: Coroutine[Any, Any, None]) -> None:
     """Run `clean_up` to its end even if the caller is cancelled again meanwhile (it must be bounded). A second
     cancellation, such as a shutdown's after the task's own, otherwise broke off a reaping: the command was killed
-    but never waited for, and its pipes were still open when the event loop closed."""
+    but never waited for, and its pipes were still open when the event loop closed. A cancellation that comes
+    meanwhile is not raised here: callers run this on their way out of a cancellation and raise that one after."""
     running = asyncio.ensure_future(clean_up)
     while not running.done():
         with contextlib.suppress(asyncio.CancelledError):
