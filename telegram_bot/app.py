@@ -14,7 +14,7 @@ from typing import cast
 import httpx
 from telegram import Bot, BotCommand, Update
 from telegram.constants import ChatMemberStatus
-from telegram.error import TelegramError
+from telegram.error import NetworkError, TelegramError
 from telegram.ext import (
     ApplicationBuilder,
     CallbackQueryHandler,
@@ -169,7 +169,29 @@ def build_application(settings: Settings) -> BotApplication:
     app.add_handler(MessageHandler(new & filters.TEXT & ~filters.COMMAND, handlers.on_text))
     app.add_handler(MessageHandler(new & ~filters.StatusUpdate.ALL, handlers.unsupported))
     app.add_error_handler(handlers.on_error)
+    updater_log = logging.getLogger("telegram.ext.Updater")
+    if not any(isinstance(f, UnreachableAtStop) for f in updater_log.filters):
+        updater_log.addFilter(UnreachableAtStop())
     return app
+
+
+class UnreachableAtStop(logging.Filter):
+    """python-telegram-bot's updater, stopping, asks Telegram once more to confirm the updates it has fetched; when
+    Telegram cannot be reached then (the outage the bot was riding out when stopped), it logs an error with its
+    whole traceback. That record becomes one warning line, as the bot's other polling failures are; every other
+    record passes as it came."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if isinstance(error, NetworkError) and record.getMessage().startswith("Error while calling `get_updates`"):
+            record.levelno, record.levelname = logging.WARNING, logging.getLevelName(logging.WARNING)
+            record.msg = (
+                "Telegram could not be reached to confirm the last updates while stopping (%s): they may come again "
+                "at the next start, where the bot ignores those it has seen"
+            )
+            record.args = (error,)
+            record.exc_info, record.exc_text = None, None
+        return True
 
 
 async def start_application(app: BotApplication) -> None:

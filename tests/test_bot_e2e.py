@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from pathlib import Path
 
 import pytest
 
 from agents.core.models import Role
 from agents.store.database import start_of_day
-from tests.conftest import STRANGER_ID, USER_ID, BotHarness
+from telegram_bot.app import stop_application
+from tests.conftest import STRANGER_ID, USER_ID, BotHarness, make_settings, start_bot
 from tests.fakes import anthropic_server as claude_says
+from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.telegram_html import parse_telegram_html
+from tests.fakes.telegram_server import FakeTelegram
 
 
 def last_user_text(request) -> str:
@@ -129,6 +133,31 @@ async def test_telegram_failing_while_the_bot_polls_is_one_log_line_and_loses_no
         (r.levelname, r.getMessage(), r.exc_info is not None) for r in failures
     ]
     assert "Bad Gateway" in failures[0].getMessage()
+    assert not [r for r in caplog.records if r.exc_info is not None], "a traceback was logged"
+
+
+async def test_telegram_unreachable_when_the_bot_stops_is_one_log_line(
+    fake_telegram: FakeTelegram,
+    fake_anthropic: FakeAnthropic,
+    tmp_path: Path,
+    workspace_root: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Stopping, the updater confirms the updates it fetched with one more getUpdates; Telegram is down by then.
+    bot = await start_bot(
+        make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root), fake_telegram, fake_anthropic
+    )
+    try:
+        bot.claude.script(claude_says.text("Hello."))
+        bot.say("hi")
+        await bot.replies(1)
+        fake_telegram.fail_next("getUpdates", error_code=502, description="Bad Gateway", times=1000)
+    finally:
+        await stop_application(bot.app)
+    stopping = [r for r in caplog.records if "while stopping" in r.getMessage()]
+    assert stopping and all(r.levelno == logging.WARNING and r.exc_info is None for r in stopping), [
+        (r.name, r.levelname, r.getMessage()[:80]) for r in caplog.records if r.levelno >= logging.WARNING
+    ]
     assert not [r for r in caplog.records if r.exc_info is not None], "a traceback was logged"
 
 
