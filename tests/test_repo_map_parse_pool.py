@@ -124,8 +124,10 @@ def _background_group() -> int | None:
                 break
             except BlockingIOError:  # the kernel's rate: one change per tenth of a second without CAP_SYS_ADMIN
                 time.sleep(parse_pool.AUTOGROUP_RETRY_S)
-            except PermissionError:
+            except OSError:  # refused for good (a security module's rule, a read-only /proc)
                 return None
+        else:
+            return None  # never taken: other processes change autogroups all the time here
     finally:
         probe.kill()
         probe.wait()
