@@ -1,5 +1,6 @@
 """pasta, the background process that carries an allowed command's network, never outlives the command: not when the
-command's network set-up fails beside it, not when the command is cancelled while pasta starts."""
+command's network set-up fails beside it, not when the command is cancelled while pasta starts. A service whose
+network set-up failed is killed and waited for before the failure is reported."""
 
 from __future__ import annotations
 
@@ -16,9 +17,11 @@ import pytest
 
 from agents.core.errors import ToolError
 from agents.core.secrets_filter import SecretsFilter
+from agents.sandbox import services
 from agents.sandbox.bwrap import SandboxSpec, spec_for
 from agents.sandbox.egress_rules import Egress
 from agents.sandbox.shell import run_command
+from agents.sandbox.task_limits import TaskBounds
 from agents.sandbox.user_net import UserNet, direct
 from tests.support.sandbox import PROBE, needs_bwrap
 
@@ -127,3 +130,31 @@ async def _gone(folder: Path, within: float = 5.0) -> None:
     while folder.exists() and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
     assert not folder.exists(), f"its folder stays behind: {sorted(p.name for p in folder.iterdir())}"
+
+
+async def test_a_service_whose_network_rules_failed_is_ended_and_waited_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pasta_started: tuple[asyncio.Event, list[Path]]
+) -> None:
+    started, folders = pasta_started
+    spawned: list[asyncio.subprocess.Process] = []
+    real_start = services.start_group
+
+    async def recording_start(*args: Any, **kwargs: Any) -> asyncio.subprocess.Process:
+        spawned.append(await real_start(*args, **kwargs))
+        return spawned[-1]
+
+    async def failing_helper(self: UserNet, pid: int) -> None:
+        await started.wait()
+        raise OSError("the network rules could not be set: (the test's)")
+
+    monkeypatch.setattr(services, "start_group", recording_start)
+    monkeypatch.setattr(UserNet, "_helper_ready", failing_helper)
+    bounds = TaskBounds("svc-net", 1 << 30, 256)
+    spec = dataclasses.replace(_allowed(tmp_path), task=bounds)
+    with pytest.raises(ToolError, match="network rules could not be set"):
+        await services.TaskServices(bounds).spawn(spec, "exec sleep 30", {}, "service-1", stdio=False)
+    [process] = spawned
+    assert process.returncode is not None, "the service's sandbox was not waited for when its start failed"
+    [folder] = folders
+    left = _ended_by_hand(await _pastas_left(folder))
+    assert not left, f"pasta outlived the refused service: {left}"

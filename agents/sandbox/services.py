@@ -41,7 +41,7 @@ from pathlib import Path
 
 from agents.core.errors import ToolError
 from agents.sandbox.bwrap import SERVICES_MOUNT, SandboxSpec, keep_size_filter, sandbox_env
-from agents.sandbox.reaping import start_group
+from agents.sandbox.reaping import reap, start_group, uninterrupted
 from agents.sandbox.shell import confined_argv
 from agents.sandbox.task_limits import TaskBounds
 from agents.sandbox.temp_folders import temp_folder
@@ -174,9 +174,10 @@ class TaskServices:
         except BaseException as err:
             if net is not None:
                 net.close()
-            if "process" in locals():
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(process.pid, signal.SIGKILL)
+            if "process" in locals():  # started: its group killed and waited for before the error goes on
+                await uninterrupted(reap(process, group=True))
+            if net is not None:
+                await uninterrupted(net.wait_closed())
             if isinstance(err, OSError):
                 raise ToolError(f"cannot start {command!r}: {err}") from None
             raise
