@@ -179,13 +179,14 @@ async def test_cancellation_kills_the_group_and_reraises(tmp_path: Path) -> None
     assert await group_empty(pgid)
 
 
-def _children() -> set[int]:
-    """The child processes of this one."""
+def _children_running(word: str) -> set[int]:
+    """The child processes of this one whose command line holds `word`."""
     found = set()
     for entry in Path("/proc").iterdir():
         with contextlib.suppress(OSError, IndexError, ValueError):
             if entry.name.isdigit() and int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == os.getpid():
-                found.add(int(entry.name))
+                if word.encode() in (entry / "cmdline").read_bytes():
+                    found.add(int(entry.name))
     return found
 
 
@@ -194,12 +195,12 @@ async def test_a_command_cancelled_while_it_starts_has_its_whole_group_ended(tmp
     # meanwhile). asyncio then killed the shell alone and waited for its pipes, which the shell's child held: the
     # cancel hung as long as that child lived, and it lived on.
     marker = tmp_path / "pids"
-    before = _children()
+    sleep = "sleep 1000.4417"  # the shell's own, and its child's: found by it (the shell may exec it at once)
     task = asyncio.create_task(
-        run_command(f"sh -c 'echo $$ >> {marker}; sleep 1000' & echo $$ >> {marker}; sleep 1000", tmp_path, 60)
+        run_command(f"sh -c 'echo $$ >> {marker}; {sleep}' & echo $$ >> {marker}; {sleep}", tmp_path, 60)
     )
     deadline = time.monotonic() + 10
-    while not _children() - before and time.monotonic() < deadline:
+    while not _children_running("1000.4417") and time.monotonic() < deadline:
         await asyncio.sleep(0)  # one turn of the event loop at a time, up to the one that forks the shell
     while time.monotonic() < deadline and (not marker.exists() or len(marker.read_text().split()) < 2):
         time.sleep(0.01)  # noqa: ASYNC251 -- on purpose: the event loop must not connect the pipes meanwhile
