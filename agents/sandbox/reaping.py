@@ -10,7 +10,9 @@ import contextlib
 import os
 import signal
 from collections.abc import Coroutine, Sequence
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 async def reap(process: asyncio.subprocess.Process, *, group: bool = False, bound: float = 5.0) -> None:
@@ -46,6 +48,22 @@ async def uninterrupted(clean_up: Coroutine[Any, Any, None]) -> None:
     running.result()
 
 
+async def to_its_end(work: asyncio.Future[T]) -> T:
+    """`work`'s result. If the caller is cancelled meanwhile, `work` still runs to its end (it must be bounded) and
+    the cancellation is raised after, whatever `work`'s outcome: a step whose half-done state nobody could clean up
+    (a process forked, a background pid not read yet) is never broken off."""
+    try:
+        return await asyncio.shield(work)
+    except asyncio.CancelledError:
+        await uninterrupted(_settled(work))
+        raise
+
+
+async def _settled(work: asyncio.Future[Any]) -> None:
+    with contextlib.suppress(Exception):
+        await work
+
+
 async def start_group(argv: Sequence[str], **options: Any) -> asyncio.subprocess.Process:
     """`asyncio.create_subprocess_exec(*argv, start_new_session=True, **options)`, whose whole group is killed and
     reaped if the caller is cancelled while it starts.
@@ -60,16 +78,8 @@ async def start_group(argv: Sequence[str], **options: Any) -> asyncio.subprocess
         name=None if caller is None else caller.get_name(),  # the caller's work, under the caller's name
     )
     try:
-        return await asyncio.shield(starting)
+        return await to_its_end(starting)
     except asyncio.CancelledError:
-        await uninterrupted(_end_started(starting))
+        if not starting.cancelled() and starting.exception() is None:  # started: it ends with the caller
+            await uninterrupted(reap(starting.result(), group=True))
         raise
-
-
-async def _end_started(starting: asyncio.Future[asyncio.subprocess.Process]) -> None:
-    """The process `starting` gives, if it starts, killed with its group and reaped."""
-    try:
-        process = await starting
-    except Exception:
-        return  # it never started: nothing to end
-    await reap(process, group=True)

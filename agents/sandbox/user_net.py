@@ -41,7 +41,7 @@ from pathlib import Path
 from agents.sandbox import egress_rules
 from agents.sandbox.egress_proxy import EgressProxy
 from agents.sandbox.egress_rules import DNS_ADDRESS, PROXY_PORT, Egress
-from agents.sandbox.reaping import reap, uninterrupted
+from agents.sandbox.reaping import reap, to_its_end
 from agents.sandbox.temp_folders import temp_folder
 
 log = logging.getLogger(__name__)
@@ -171,12 +171,7 @@ class UserNet:
         """pasta attached to the namespace (`_launch_pasta`). Its launch runs to its end even when this is cancelled
         (the attach timed out, the command was cancelled): pasta forks into the background, and a background pasta
         whose pid was never read outlived the command (it keeps the namespace alive by itself)."""
-        launch = asyncio.ensure_future(self._launch_pasta(pid))
-        try:
-            await asyncio.shield(launch)
-        except asyncio.CancelledError:
-            await uninterrupted(_settled(launch))
-            raise
+        await to_its_end(asyncio.ensure_future(self._launch_pasta(pid)))
 
     async def _launch_pasta(self, pid: int) -> None:
         """pasta attached to the namespace, joining the user namespace that owns it (as an unprivileged user bwrap
@@ -293,12 +288,6 @@ class UserNet:
             self._open.discard(fd)
             with contextlib.suppress(OSError):
                 os.close(fd)
-
-
-async def _settled(running: asyncio.Future[None]) -> None:
-    """`running` awaited to its end, whatever its outcome (the caller goes on with its own)."""
-    with contextlib.suppress(Exception):
-        await running
 
 
 async def _loopback_configured(pid: int) -> None:
