@@ -1,6 +1,7 @@
 """pasta, the background process that carries an allowed command's network, never outlives the command: not when the
 command's network set-up fails beside it, not when the command is cancelled while pasta starts. A service whose
-network set-up failed is killed and waited for before the failure is reported."""
+network set-up failed is killed and waited for before the failure is reported, and a sandbox whose network set-up
+failed never runs its command."""
 
 from __future__ import annotations
 
@@ -158,3 +159,48 @@ async def test_a_service_whose_network_rules_failed_is_ended_and_waited_for(
     [folder] = folders
     left = _ended_by_hand(await _pastas_left(folder))
     assert not left, f"pasta outlived the refused service: {left}"
+
+
+def _processes_running(line: str) -> list[int]:
+    """The processes whose command line is `line` (words joined by spaces)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            if entry.name.isdigit() and (entry / "cmdline").read_bytes().rstrip(b"\0").replace(b"\0", b" ") == (
+                line.encode()
+            ):
+                found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.parametrize("started_as", ["command", "service"])
+async def test_a_sandbox_whose_network_set_up_failed_never_runs_its_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, started_as: str
+) -> None:
+    # bwrap holds the sandbox before the command (`--block-fd`) while the bot wires its network out, and lets it go
+    # when that pipe is written or closed. A sandbox whose wiring failed must be ended, not let go: its bwrap killed
+    # first, the command ran anyway once the pipe closed, with nothing left to end it (and the bot said it had not).
+    async def failing_helper(self: UserNet, pid: int) -> None:
+        raise OSError("the network rules could not be set: (the test's)")
+
+    monkeypatch.setattr(UserNet, "_helper_ready", failing_helper)
+    real_reap = services.reap
+
+    async def slow_reap(*args: Any, **kwargs: Any) -> None:
+        await asyncio.sleep(0.3)  # a busy bot: whatever let the sandbox go before the kill has it run meanwhile
+        await real_reap(*args, **kwargs)
+
+    monkeypatch.setattr(services, "reap", slow_reap)
+    sleeping = f"sleep 31.{4 if started_as == 'command' else 5}{os.getpid()}"
+    line = f"touch ran; exec {sleeping}"
+    with pytest.raises(ToolError, match="network rules could not be set"):
+        if started_as == "command":
+            await run_command(line, tmp_path, 30, sandbox=_allowed(tmp_path))
+        else:
+            bounds = TaskBounds("never-runs", 1 << 30, 256)
+            spec = dataclasses.replace(_allowed(tmp_path), task=bounds)
+            await services.TaskServices(bounds).spawn(spec, line, {}, "service-1", stdio=False)
+    await asyncio.sleep(1.0)  # a sandbox let go runs its command within this
+    left = _ended_by_hand(_processes_running(sleeping))
+    made = (tmp_path / "ran").exists()
+    assert not made and not left, f"the refused {started_as} ran (its file made: {made}; still running: {left})"

@@ -172,11 +172,14 @@ class TaskServices:
             if net is not None:
                 await net.attach()
         except BaseException as err:
-            if net is not None:
-                net.close()
-            if "process" in locals():  # started: its group killed and waited for before the error goes on
+            # Started: its group is killed and waited for before its network is closed. Until bwrap lets the sandbox
+            # run the command (`--block-fd`, once the network is wired), the sandbox is in bwrap's process group; a
+            # sandbox let go by the network's close first ran the command in a session of its own, and when bwrap
+            # was killed before it set itself to die with bwrap, nothing was left to end it.
+            if "process" in locals():
                 await uninterrupted(reap(process, group=True))
             if net is not None:
+                net.close()
                 await uninterrupted(net.wait_closed())
             if isinstance(err, OSError):
                 raise ToolError(f"cannot start {command!r}: {err}") from None
