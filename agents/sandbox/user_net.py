@@ -100,7 +100,11 @@ def resolv_conf() -> Path:
 
 
 class UserNet:
-    """The pipes between the bot and one bwrap, and the pasta attached to its namespace; `close` after the command."""
+    """The pipes between the bot and one bwrap, and the pasta attached to its namespace; `close` after the command.
+
+    When `attach` did not complete (it failed, was cancelled or timed out), kill bwrap's process group before `close`:
+    closing the block pipe lets a held sandbox go on to run the command, and until then the sandbox is in bwrap's
+    group (it starts a session of its own only once let go), so the group's kill ends it."""
 
     def __init__(self, egress: Egress | None = None) -> None:
         self.egress = egress or Egress()
