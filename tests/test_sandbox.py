@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -153,6 +155,48 @@ async def test_missing_bwrap_refuses_commands_with_the_fix(tmp_path: Path, monke
         assert check.level is Level.fail and "apt-get install bubblewrap" in check.fix
     finally:
         monkeypatch.undo()
+
+
+@pytest.mark.parametrize("ended_by", ["its time limit", "a cancel"])
+async def test_a_probe_that_hangs_leaves_no_process_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ended_by: str
+) -> None:
+    # The probe's bwrap stands in for one that hangs, with a child of its own (as bwrap has its sandbox, which waits
+    # in bwrap's group until bwrap lets it go). Timed out, it was left running; cancelled (the bot stopping while it
+    # probes), too; killed alone while it starts, its sandbox waited for good.
+    pids = tmp_path / "pids"
+    fake = tmp_path / "bwrap"
+    fake.write_text(f"#!/bin/sh\nsleep {own_sleep('61')} &\necho $$ $! > {pids}\nexec sleep {own_sleep('62')}\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(bwrap, "bwrap_path", lambda: str(fake))
+    monkeypatch.setattr(bwrap, "PROBE_SECONDS", 1.0 if ended_by == "its time limit" else 60.0)
+    checking = asyncio.create_task(bwrap.SandboxProbe().unavailable_reason())
+    async with asyncio.timeout(10):
+        while len(pids.read_text().split() if pids.exists() else ()) < 2:
+            await asyncio.sleep(0.02)
+    started = [int(pid) for pid in pids.read_text().split()]
+    try:
+        if ended_by == "a cancel":
+            checking.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await checking
+        else:
+            assert "did not finish a test sandbox within 1 s" in str(await checking)
+        await asyncio.sleep(0.2)  # a SIGKILLed process takes a moment to go
+        left = [pid for pid in started if _running(pid)]
+        assert not left, f"the probe ended by {ended_by} left its processes running: {left}"
+    finally:
+        for pid in started:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _running(pid: int) -> bool:
+    """`pid` exists and is not a zombie."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 async def test_doctor_warns_when_the_sandbox_is_off(tmp_path: Path) -> None:

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from agents.core.secrets_filter import SecretsFilter
 from agents.sandbox.egress_rules import Egress
+from agents.sandbox.reaping import reap, start_group, uninterrupted
 from agents.sandbox.safe_paths import checkout_venv
 from agents.sandbox.task_limits import TaskBounds
 from agents.sandbox.temp_folders import temp_folder, temp_prefix
@@ -506,6 +507,9 @@ def bwrap_path() -> str | None:
 NODE_WASM_FLAG = "--disable-wasm-trap-handler"
 
 
+PROBE_SECONDS = 10.0  # the probe's `bwrap ... true` (and node's flag check); past it, ended and taken as a failure
+
+
 class SandboxProbe:
     """Whether bwrap confines commands on this machine (`bwrap ... true`), and the NODE_OPTIONS every sandboxed node
     gets: probed once per probe object. The process's owner (the bot's `Runtime`, a runner, `agentlab doctor`) makes
@@ -537,11 +541,15 @@ async def _probe_node() -> str | None:
     if node is None:
         return None
     try:
-        process = await asyncio.create_subprocess_exec(
-            node, NODE_WASM_FLAG, "-e", "0", stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL
+        process = await start_group(
+            [node, NODE_WASM_FLAG, "-e", "0"], stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL
         )
-        async with asyncio.timeout(10):
-            code = await process.wait()
+        try:
+            async with asyncio.timeout(PROBE_SECONDS):
+                code = await process.wait()
+        except BaseException:
+            await uninterrupted(reap(process, group=True))
+            raise
     except (OSError, TimeoutError):
         return None
     return NODE_WASM_FLAG if code == 0 else None
@@ -562,16 +570,27 @@ async def _probe(probe: SandboxProbe) -> str | None:
         # an empty temporary folder: no git config for the spec to mask
         argv = bwrap_argv(spec_for(SecretsFilter(), probe, Path(folder)), "true", bwrap=bwrap)
         try:
-            process = await asyncio.create_subprocess_exec(
-                *argv,
+            process = await start_group(
+                argv,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.STDOUT,
                 env={},
             )
-            async with asyncio.timeout(10):
-                output, _ = await process.communicate()
-        except (OSError, TimeoutError) as err:
+            try:
+                async with asyncio.timeout(PROBE_SECONDS):
+                    output, _ = await process.communicate()
+            except BaseException:
+                # Timed out or cancelled: bwrap's whole group is ended before its folder goes. A sandbox bwrap has
+                # not let go yet is in that group; bwrap killed alone left it waiting for good.
+                await uninterrupted(reap(process, group=True))
+                raise
+        except TimeoutError:
+            return (
+                f"Commands are refused because bubblewrap did not finish a test sandbox within {PROBE_SECONDS:g} s: "
+                f"{UNAVAILABLE_FIX}."
+            )
+        except OSError as err:
             return f"Commands are refused because bubblewrap could not start ({err}): {UNAVAILABLE_FIX}."
     if process.returncode != 0:
         said = output.decode(errors="replace").strip().splitlines()
