@@ -18,12 +18,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import shutil
+import signal
+
+from agents.sandbox.bwrap_info import child_pid
+from agents.sandbox.reaping import reap, start_group, to_its_end
 
 NSENTER = shutil.which("nsenter") or "nsenter"
 MAKE_TIMEOUT_SECONDS = 10.0
+REAP_SECONDS = 5.0  # reading a killed bwrap's last words
 
 
 class TaskNet:
@@ -71,61 +75,70 @@ class TaskNet:
 
 
 async def _make_namespace(bwrap: str) -> tuple[int, int]:
-    """Start a bwrap that only makes a user and a network namespace (loopback up), open both, let it exit."""
+    """Start a bwrap that only makes a user and a network namespace (loopback up), open both, let it exit.
+
+    On a failure or a cancel before the namespaces are open, bwrap's whole group is killed (and waited for) before its
+    block pipe closes: until bwrap lets its sandbox go, the sandbox is in bwrap's group, and a sandbox killed with it
+    never runs. bwrap killed alone left the sandbox waiting on that pipe, holding bwrap's stderr open, so reading it
+    hung until the caller's timeout."""
     info_read, info_write = os.pipe()
     block_read, block_write = os.pipe()
+    fds: list[int] = []
+    process: asyncio.subprocess.Process | None = None
     try:
-        process = await asyncio.create_subprocess_exec(
-            bwrap,
-            "--unshare-user",
-            "--unshare-net",
-            "--die-with-parent",
-            "--ro-bind",
-            "/",
-            "/",
-            "--info-fd",
-            str(info_write),
-            "--block-fd",
-            str(block_read),
-            "--",
-            "/bin/true",
+        process = await start_group(
+            [
+                bwrap,
+                "--unshare-user",
+                "--unshare-net",
+                "--die-with-parent",
+                "--ro-bind",
+                "/",
+                "/",
+                "--info-fd",
+                str(info_write),
+                "--block-fd",
+                str(block_read),
+                "--",
+                "/bin/true",
+            ],
             pass_fds=(info_write, block_read),
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.PIPE,
         )
-    except BaseException:
-        for fd in (info_read, info_write, block_read, block_write):
-            os.close(fd)
-        raise
-    os.close(info_write)
-    os.close(block_read)
-    fds: list[int] = []
-    try:
-        pid = await asyncio.to_thread(_read_child_pid, info_read)
+        os.close(info_write)
+        os.close(block_read)
+        info_write = block_read = -1
+        pid = await child_pid(info_read)
         fds.append(os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC))
         fds.append(os.open(f"/proc/{pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC))
     except BaseException as err:
         for fd in fds:
             os.close(fd)
-        process.kill()
-        _, said = await process.communicate()
+        said = b"" if process is None else await to_its_end(asyncio.ensure_future(_ended(process)))
         if isinstance(err, Exception):
             raise OSError(f"cannot make the task's network namespace: {said.decode(errors='replace')[-300:]}") from err
         raise
     finally:
-        os.close(info_read)
-        with contextlib.suppress(OSError):
+        for fd in (info_read, info_write, block_read):
+            if fd >= 0:
+                os.close(fd)
+        with contextlib.suppress(OSError):  # lets the sandbox run `true` (a killed one reads nothing: EPIPE)
             os.write(block_write, b"1")
         os.close(block_write)
     await process.communicate()
     return fds[0], fds[1]
 
 
-def _read_child_pid(fd: int) -> int:
-    data = b""
-    while chunk := os.read(fd, 4096):
-        data += chunk
-        with contextlib.suppress(ValueError, KeyError):
-            return int(json.loads(data)["child-pid"])
-    raise OSError("bwrap ended before its namespace was made")
+async def _ended(process: asyncio.subprocess.Process) -> bytes:
+    """bwrap's group killed, with the sandbox it still holds; what bwrap said on stderr; both waited for (bounded)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    said = b""
+    if process.stderr is not None:
+        with contextlib.suppress(TimeoutError, OSError):
+            async with asyncio.timeout(REAP_SECONDS):
+                said = await process.stderr.read()
+    await reap(process, group=True)
+    return said

@@ -30,7 +30,6 @@ import contextlib
 import ctypes.util
 import fcntl
 import functools
-import json
 import logging
 import os
 import shutil
@@ -39,6 +38,7 @@ import sys
 from pathlib import Path
 
 from agents.sandbox import egress_rules
+from agents.sandbox.bwrap_info import child_pid
 from agents.sandbox.egress_proxy import EgressProxy
 from agents.sandbox.egress_rules import DNS_ADDRESS, PROXY_PORT, Egress
 from agents.sandbox.reaping import reap, to_its_end
@@ -163,7 +163,7 @@ class UserNet:
             self._close_fd(fd)
         async with asyncio.timeout(ATTACH_TIMEOUT_SECONDS):
             await self.prepare()
-            pid = await asyncio.to_thread(_read_child_pid, self.info_read)
+            pid = await child_pid(self.info_read)
             await _loopback_configured(pid)
             if self.direct:
                 await asyncio.gather(self._helper_ready(pid), self._start_pasta(pid))
@@ -305,12 +305,3 @@ async def _loopback_configured(pid: int) -> None:
         except OSError:
             return  # the sandbox is gone already: attaching will say so
         await asyncio.sleep(0.001)
-
-
-def _read_child_pid(fd: int) -> int:
-    data = b""
-    while chunk := os.read(fd, 4096):
-        data += chunk
-        with contextlib.suppress(ValueError):
-            return int(json.loads(data)["child-pid"])
-    raise OSError("bwrap ended before its sandbox was set up")
