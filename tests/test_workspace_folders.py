@@ -9,7 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from agents.git.command import GitIdentity
 from agents.tools.file_tools import ToolError
+from agents.workspaces.creation import create_workspace
 from agents.workspaces.folders import (
     OwnersOnly,
     PathOutsideWorkspace,
@@ -362,3 +364,24 @@ def test_a_folder_that_loses_its_own_repository_is_the_bots_at_once(tmp_path: Pa
     assert workspaces.resolve("own").is_self
     with pytest.raises(OwnersOnly):
         workspaces.reach("own", owner=False)
+
+
+async def test_a_workspace_whose_git_init_failed_leaves_no_folder_and_the_name_free(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Half made, the folder was no repository and took the name: the next try was refused ("already exists").
+    root = tmp_path / "workspaces"
+    root.mkdir()
+    spaces = Workspaces(root, None)
+    broken = tmp_path / "broken-bin"
+    broken.mkdir()
+    (broken / "git").write_text("#!/bin/sh\necho 'fatal: cannot init (the test'\"'\"'s)' >&2\nexit 128\n")
+    (broken / "git").chmod(0o755)
+    real_path = os.environ["PATH"]
+    monkeypatch.setenv("PATH", f"{broken}{os.pathsep}{real_path}")
+    with pytest.raises(ToolError, match="git init failed in notes: fatal: cannot init"):
+        await create_workspace(spaces, "notes", GitIdentity())
+    assert not (root / "notes").exists()
+    monkeypatch.setenv("PATH", real_path)
+    made = await create_workspace(spaces, "notes", GitIdentity())
+    assert made.path == (root / "notes").resolve() and (made.path / ".git").is_dir()

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import re
+import shutil
+from pathlib import Path
 
 from agents.core.errors import ToolError
 from agents.git.command import GitIdentity
 from agents.git.repository import ensure_repository
+from agents.sandbox.reaping import reap, uninterrupted
 from agents.workspaces.folders import SELF_NAME, Workspace, Workspaces
 
 _NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
+INIT_SECONDS = 30.0
 
 
 def workspace_name(name: str) -> str:
@@ -34,13 +38,27 @@ async def create_workspace(workspaces: Workspaces, name: str, identity: GitIdent
     if not root.is_dir():
         raise ToolError(f"the workspaces folder {root} does not exist")
     target.mkdir()
-    # its own repository even when WORKSPACE_PATH itself lies inside one
+    try:
+        await _initialise(target, folder, identity)
+    except BaseException:
+        # Half made, it was no repository, and it took the name: a second try was refused ("already exists").
+        shutil.rmtree(target, ignore_errors=True)
+        raise
+    return Workspace(folder, target)
+
+
+async def _initialise(target: Path, folder: str, identity: GitIdentity) -> None:
+    """`git init` in the new folder (its own repository even when WORKSPACE_PATH itself lies inside one), then an
+    initial commit."""
     git = await asyncio.create_subprocess_exec(
         "git", "init", "-q", "-b", "main", cwd=target, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE
     )
-    async with asyncio.timeout(30):
-        _, err = await git.communicate()
+    try:
+        async with asyncio.timeout(INIT_SECONDS):
+            _, err = await git.communicate()
+    except BaseException:
+        await uninterrupted(reap(git))
+        raise
     if git.returncode != 0:
         raise ToolError(f"git init failed in {folder}: {err.decode(errors='replace').strip()[:300]}")
     await ensure_repository(target, identity)
-    return Workspace(folder, target)
