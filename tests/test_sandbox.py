@@ -172,9 +172,10 @@ async def test_a_probe_that_hangs_leaves_no_process_behind(
     monkeypatch.setattr(bwrap, "PROBE_SECONDS", 1.0 if ended_by == "its time limit" else 60.0)
     checking = asyncio.create_task(bwrap.SandboxProbe().unavailable_reason())
     async with asyncio.timeout(10):
-        while len(pids.read_text().split() if pids.exists() else ()) < 2:
+        while len(pids.read_text().split() if pids.exists() else ()) < 2 and not checking.done():
             await asyncio.sleep(0.02)
     started = [int(pid) for pid in pids.read_text().split()]
+    assert len(started) == 2, f"the stand-in never started its child: {pids.read_text()!r}"
     try:
         if ended_by == "a cancel":
             checking.cancel()
