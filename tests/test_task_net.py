@@ -1,10 +1,13 @@
 """The task's network namespace: made by a short-lived bwrap whose namespaces the bot keeps open; a failure while it is
-made ends that bwrap and its sandbox at once and says why."""
+made ends that bwrap and its sandbox at once and says why; a bot without CAP_SYS_ADMIN joins it too."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -61,3 +64,44 @@ def _running(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+JOIN_SCRIPT = """
+import asyncio, os, subprocess
+from agents.sandbox.privilege import holds_sys_admin
+from agents.sandbox.task_net import TaskNet
+
+async def main():
+    net = TaskNet()
+    await net.ensure()
+    try:
+        seen = subprocess.run(
+            net.join(["readlink", "/proc/self/ns/net"]), pass_fds=net.pass_fds, capture_output=True, text=True
+        )
+        made = os.readlink(f"/proc/self/fd/{net.net_fd}")
+        print(holds_sys_admin(), seen.returncode, seen.stdout.strip() == made, seen.stderr.strip())
+    finally:
+        net.close()
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("setpriv") is None,
+    reason="needs root and setpriv (util-linux) to drop CAP_SYS_ADMIN",
+)
+def test_root_without_cap_sys_admin_joins_the_tasks_namespace() -> None:
+    # Root in most containers lacks CAP_SYS_ADMIN. Joining by `--net` alone was refused there ("reassociate to
+    # namespace 'ns/net' failed: Operation not permitted"): every command of every task failed.
+    done = subprocess.run(
+        ["setpriv", "--bounding-set=-sys_admin", "--", sys.executable, "-c", JOIN_SCRIPT],
+        cwd=Path(__file__).resolve().parents[1],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    held, code, same, *said = done.stdout.split(" ", 3)
+    assert held == "False", "setpriv left CAP_SYS_ADMIN: nothing was tested"
+    assert (code, same) == ("0", "True"), f"the command did not run in the task's namespace: {said}"

@@ -42,6 +42,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from agents.sandbox.privilege import holds_sys_admin
 from agents.sandbox.reaping import start_group
 
 log = logging.getLogger(__name__)
@@ -54,7 +55,6 @@ TOOLS = ("mkfs.ext4", "dumpe2fs", "mount", "umount")
 LOST_FOUND_BLOCKS = 4  # what mkfs.ext4 gives lost+found with 4 KB blocks (16 KB)
 FIT_PASSES = 4  # mkfs runs at most this often to fit the free room to the checkout plus the budget
 FIT_SLACK = 64 * BLOCK  # the free room may fall short of that by this much at most (ext4's group records move)
-_CAP_SYS_ADMIN = 21
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ def support() -> Support:
     process runs, so cached for it)."""
     if not Path("/dev/loop-control").exists():
         return Support(False, "the kernel offers no loop devices (/dev/loop-control)")
-    if not _may_mount():
+    if not holds_sys_admin():
         return Support(False, "the bot may not mount file systems (it needs CAP_SYS_ADMIN: run it as root)")
     missing = [tool for tool in TOOLS if shutil.which(tool) is None]
     if missing:
@@ -95,16 +95,6 @@ async def probe() -> Support:
     finally:
         with contextlib.suppress(OSError):
             shutil.rmtree(folder)
-
-
-def _may_mount() -> bool:
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("CapEff:"):
-                return bool(int(line.split()[1], 16) >> _CAP_SYS_ADMIN & 1)
-    except (OSError, ValueError):
-        pass
-    return os.geteuid() == 0
 
 
 @functools.cache

@@ -3,10 +3,11 @@
 The namespace is made at the task's first command by a short-lived bwrap (`--unshare-user --unshare-net`: bwrap
 brings its loopback up) whose sandbox's namespaces the bot opens (`/proc/<pid>/ns/net` and `ns/user`) before the
 bwrap exits. The open descriptors keep the namespace alive: no process holds it, so it costs no memory beyond the
-kernel's namespace itself. A later command joins it with `nsenter --net=/proc/self/fd/N` (non-root: the namespace's
-user namespace too, `--user=... --preserve-credentials`, since only there does the bot hold CAP_SYS_ADMIN over it;
-tested as root and as `nobody`) and then runs bwrap with `--share-net`, so everything else stays per command
-(user, PID, mount, IPC, UTS namespaces; no other process is visible).
+kernel's namespace itself. A later command joins it with `nsenter --net=/proc/self/fd/N` and then runs bwrap with
+`--share-net`, so everything else stays per command (user, PID, mount, IPC, UTS namespaces; no other process is
+visible). A bot without CAP_SYS_ADMIN (a user, or root in most containers) enters the namespace's user namespace too
+(`--user=... --preserve-credentials`): only there does it hold CAP_SYS_ADMIN over the network namespace. Tested as
+root, as root without CAP_SYS_ADMIN, and as `nobody`.
 
 There is no route out of it: only loopback. A command allowed the network does not join it: it keeps a namespace of
 its own wired out by pasta (agents/sandbox/user_net.py), so the task's services never get the network through
@@ -23,6 +24,7 @@ import shutil
 import signal
 
 from agents.sandbox.bwrap_info import child_pid
+from agents.sandbox.privilege import holds_sys_admin
 from agents.sandbox.reaping import reap, start_group, to_its_end
 
 NSENTER = shutil.which("nsenter") or "nsenter"
@@ -58,7 +60,7 @@ class TaskNet:
         if self.net_fd is None:
             raise RuntimeError("the task's network namespace is not made yet (call ensure first)")
         prefix = [NSENTER]
-        if os.geteuid() != 0 and self.user_fd is not None:
+        if self.user_fd is not None and not holds_sys_admin():  # a user, or root without it (most containers)
             prefix += [f"--user=/proc/self/fd/{self.user_fd}", "--preserve-credentials"]
         prefix += [f"--net=/proc/self/fd/{self.net_fd}", "--"]
         return [*prefix, *argv]
