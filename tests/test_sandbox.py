@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import shutil
 import signal
@@ -18,7 +19,7 @@ from agents.core.errors import ToolError
 from agents.core.secrets_filter import SecretsFilter
 from agents.core.settings import Settings
 from agents.doctor import Level
-from agents.sandbox import bwrap
+from agents.sandbox import bwrap, user_net
 from agents.sandbox.bwrap import (
     ResourceLimits,
     SandboxSpec,
@@ -26,6 +27,7 @@ from agents.sandbox.bwrap import (
     sandbox_env,
     spec_for,
 )
+from agents.sandbox.egress_rules import Egress
 from agents.sandbox.process_cap import pids_parent
 from agents.sandbox.shell import run_command
 from tests.support.processes import host_pids, own_sleep
@@ -198,6 +200,29 @@ def _running(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+@needs_bwrap
+async def test_without_a_tun_device_an_allowed_command_gets_out_through_the_proxy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # pasta opens the tun device inside the command's namespace. Where this process may not open it (a container
+    # given none; a bot that is not root where /dev/net/tun is root's alone, as on this project's machines) every
+    # allowed command failed: "pasta failed: Failed to open tun socket in namespace". The proxy carries it instead.
+    monkeypatch.setattr(user_net, "TUN_DEVICE", tmp_path / "no-tun-here")
+    spec = dataclasses.replace(spec_for(SecretsFilter(), PROBE, tmp_path, network=True), egress=Egress())
+    result = await run_command('echo "proxy=$HTTPS_PROXY"', tmp_path, 60, sandbox=spec)
+    assert result.exit_code == 0 and f"proxy={user_net.PROXY_URL}" in result.output, result.output
+    settings = Settings(
+        _env_file=None,
+        telegram_bot_token="1:x",
+        anthropic_api_key="k",
+        allowed_user_ids="1",
+        workspace_path=tmp_path,
+    )
+    check = await dr.check_sandbox(settings)  # and the owner is told, with the fix
+    assert check.level is Level.warn and "no tun device the bot may open" in check.detail, check
+    assert user_net.TUN_FIX in check.fix
 
 
 async def test_doctor_warns_when_the_sandbox_is_off(tmp_path: Path) -> None:

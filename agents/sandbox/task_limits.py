@@ -35,8 +35,8 @@ from agents.sandbox.safe_paths import unlink_file, walk_entries
 from agents.sandbox.task_cgroup import TaskCgroup
 from agents.sandbox.task_cgroup import support as task_cgroup_support
 from agents.sandbox.task_net import TaskNet
+from agents.sandbox.user_net import TUN_DEVICE, TUN_FIX, nft_available, tun_available
 from agents.sandbox.user_net import available as user_net_available
-from agents.sandbox.user_net import nft_available
 
 log = logging.getLogger(__name__)
 
@@ -287,5 +287,10 @@ def sandbox_limit_warnings(network_possible: bool) -> list[str]:
             f"{' and '.join(missing)} not installed: a command allowed the network reaches it only through the "
             "bot's HTTP proxy (public addresses; other protocols do not get out); install "
             f"{' and '.join(missing)} (scripts/install-system-deps.sh)"
+        )
+    elif network_possible and not tun_available():
+        warnings.append(
+            f"no tun device the bot may open ({TUN_DEVICE}): a command allowed the network reaches it only through "
+            f"the bot's HTTP proxy (public addresses; other protocols do not get out); {TUN_FIX}"
         )
     return warnings

@@ -11,9 +11,9 @@ bwrap keeps the command's network namespace unshared even when the network is al
   shared, link-local or multicast range, refused at once; DNS only to the address pasta forwards to the host's
   resolver (the sandbox's `/etc/resolv.conf` names it). The namespace's 127.0.0.1 is its own (`--no-map-gw`,
   `-T none -U none`: neither the gateway address nor any port of the host's loopback is mapped in).
-- **proxy** (with `SANDBOX_NETWORK_DOMAINS`, or where pasta or libnftables is missing): no route out at all; the
-  helper listens on the namespace's loopback and carries each connection to the bot's egress proxy
-  (agents/sandbox/egress_proxy.py), which lets through only the allowed domains' public addresses. The command's
+- **proxy** (with `SANDBOX_NETWORK_DOMAINS`, or where pasta, libnftables or a tun device the bot may open is missing):
+  no route out at all; the helper listens on the namespace's loopback and carries each connection to the bot's egress
+  proxy (agents/sandbox/egress_proxy.py), which lets through only the allowed domains' public addresses. The command's
   HTTP_PROXY / HTTPS_PROXY point at it, so package managers, git and curl work; other protocols do not get out.
 
 After the command the helper says which addresses the rules refused, and the proxy which names: `finish()` returns
@@ -73,9 +73,24 @@ def nft_available() -> bool:
 
 
 def direct(egress: Egress) -> bool:
-    """Whether an allowed command gets pasta under the rules (else only the proxy): no domains list, and both tools
-    installed."""
-    return not egress.through_proxy and available() and nft_available()
+    """Whether an allowed command gets pasta under the rules (else only the proxy): no domains list, both tools
+    installed, and a tun device this process may open. pasta opens it inside the namespace: without it (a container
+    given none, or a bot that is not root where /dev/net/tun is root's alone) every allowed command failed ("Failed to
+    open tun socket in namespace"); the proxy carries its HTTP(S) instead."""
+    return not egress.through_proxy and available() and nft_available() and tun_available()
+
+
+TUN_DEVICE = Path("/dev/net/tun")
+TUN_FIX = (
+    f"give the bot a tun device it may open ({TUN_DEVICE}): in a container `--device /dev/net/tun`; for a bot that is "
+    f"not root, `sudo chmod 666 {TUN_DEVICE}` (Debian's own mode)"
+)
+
+
+def tun_available() -> bool:
+    """Whether this process may open the tun device for reading and writing (asked each time: cheap, and a device
+    added while the bot runs counts)."""
+    return os.access(TUN_DEVICE, os.R_OK | os.W_OK)
 
 
 def proxy_env() -> dict[str, str]:
