@@ -30,6 +30,7 @@ from agents.sandbox.bwrap import (
 from agents.sandbox.egress_rules import Egress
 from agents.sandbox.process_cap import pids_parent
 from agents.sandbox.shell import run_command
+from agents.sandbox.task_limits import sandbox_limit_warnings
 from tests.support.processes import host_pids, own_sleep
 from tests.support.sandbox import PROBE
 
@@ -243,7 +244,11 @@ async def test_doctor_sees_bwrap_working(tmp_path: Path) -> None:
     settings = Settings(
         _env_file=None, telegram_bot_token="1:x", anthropic_api_key="k", allowed_user_ids="1", workspace_path=tmp_path
     )
-    assert (await dr.check_sandbox(settings)).level is Level.ok
+    check = await dr.check_sandbox(settings)
+    # a warning only for what this machine cannot bound (no cgroup or tun device the bot may use, as a normal user)
+    limits = sandbox_limit_warnings(network_possible=True)
+    assert check.level is (Level.warn if limits else Level.ok) and "bubblewrap confines commands" in check.detail, check
+    assert all(limit in check.detail for limit in limits), check
 
 
 @needs_bwrap
