@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +56,9 @@ async def test_a_failure_once_bwrap_holds_its_sandbox_ends_both_at_once_and_says
     assert isinstance(raised.value.__cause__, PermissionError)
     assert not net.ready
     [sandbox] = sandboxes
+    deadline = time.monotonic() + 5  # SIGKILLed with bwrap, it takes a moment to go (it is not the bot's child)
+    while _running(sandbox) and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
     assert not _running(sandbox), f"the sandbox bwrap held is still there: {sandbox}"
 
 
