@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -186,7 +187,9 @@ async def test_a_probe_that_hangs_leaves_no_process_behind(
                 await checking
         else:
             assert "did not finish a test sandbox within 1 s" in str(await checking)
-        await asyncio.sleep(0.2)  # a SIGKILLed process takes a moment to go
+        deadline = time.monotonic() + 5  # a SIGKILLed process takes a moment to go
+        while any(_running(pid) for pid in started) and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
         left = [pid for pid in started if _running(pid)]
         assert not left, f"the probe ended by {ended_by} left its processes running: {left}"
     finally:
