@@ -120,7 +120,8 @@ async def _make_namespace(bwrap: str) -> tuple[int, int]:
             os.close(fd)
         said = b"" if process is None else await to_its_end(asyncio.ensure_future(_ended(process)))
         if isinstance(err, Exception):
-            raise OSError(f"cannot make the task's network namespace: {said.decode(errors='replace')[-300:]}") from err
+            detail = said.decode(errors="replace").strip()[-300:] or str(err) or type(err).__name__
+            raise OSError(f"cannot make the task's network namespace: {detail}") from err
         raise
     finally:
         for fd in (info_read, info_write, block_read):
