@@ -204,3 +204,26 @@ async def test_a_sandbox_whose_network_set_up_failed_never_runs_its_command(
     left = _ended_by_hand(_processes_running(sleeping))
     made = (tmp_path / "ran").exists()
     assert not made and not left, f"the refused {started_as} ran (its file made: {made}; still running: {left})"
+
+
+async def test_a_command_whose_network_rules_failed_has_its_helper_waited_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The rules' helper was killed with the refused command's network but never waited for: its pipes were still open
+    # when the event loop ended (an unclosed transport, reported at garbage collection).
+    nets: set[UserNet] = set()
+    real_prepare = UserNet.prepare
+
+    async def recording_prepare(self: UserNet) -> None:
+        nets.add(self)  # called again by the attach, which finds it prepared
+        await real_prepare(self)
+
+    async def failing_helper(self: UserNet, pid: int) -> None:
+        raise OSError("the network rules could not be set: (the test's)")
+
+    monkeypatch.setattr(UserNet, "prepare", recording_prepare)
+    monkeypatch.setattr(UserNet, "_helper_ready", failing_helper)
+    with pytest.raises(ToolError, match="network rules could not be set"):
+        await run_command("true", tmp_path, 30, sandbox=_allowed(tmp_path))
+    [net] = nets
+    assert net.helper is not None and net.helper.returncode is not None, "the helper was not waited for"

@@ -179,8 +179,7 @@ class TaskServices:
             if "process" in locals():
                 await uninterrupted(reap(process, group=True))
             if net is not None:
-                net.close()
-                await uninterrupted(net.wait_closed())
+                await net.aclose()
             if isinstance(err, OSError):
                 raise ToolError(f"cannot start {command!r}: {err}") from None
             raise

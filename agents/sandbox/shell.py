@@ -233,7 +233,7 @@ async def _run_filtered(
         argv, pass_fds, group = await confined_argv(sandbox, command, net, seccomp)
     except BaseException:
         if net is not None:
-            net.close()
+            await net.aclose()
         raise
     environment = sandbox_env(environment, sandbox) | (net.env() if net is not None else {})
     cap = None if group is not None and group.bounds_processes else PidsCap.create(sandbox.limits.max_processes)
@@ -269,7 +269,7 @@ async def _run_filtered(
         )
     except BaseException:
         if net is not None:
-            net.close()
+            await net.aclose()
         raise
     finally:
         if watcher is not None and not watcher.done():

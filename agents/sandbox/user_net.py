@@ -41,7 +41,7 @@ from agents.sandbox import egress_rules
 from agents.sandbox.bwrap_info import child_pid
 from agents.sandbox.egress_proxy import EgressProxy
 from agents.sandbox.egress_rules import DNS_ADDRESS, PROXY_PORT, Egress
-from agents.sandbox.reaping import reap, to_its_end
+from agents.sandbox.reaping import reap, to_its_end, uninterrupted
 from agents.sandbox.temp_folders import temp_folder
 
 log = logging.getLogger(__name__)
@@ -295,6 +295,12 @@ class UserNet:
             with contextlib.suppress(OSError):
                 os.kill(self.pasta_pid, signal.SIGTERM)
             self.pasta_pid = None
+
+    async def aclose(self) -> None:
+        """`close`, then `wait_closed` run to its end even through a cancellation (a failed or cancelled command's
+        network: nothing of it is left for the event loop's end)."""
+        self.close()
+        await uninterrupted(self.wait_closed())
 
     async def wait_closed(self) -> None:
         """After `close`: its helper process waited for (`reap`, bounded), so nothing of it is left for the event
