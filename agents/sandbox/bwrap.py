@@ -32,7 +32,7 @@ from pathlib import Path
 
 from agents.core.secrets_filter import SecretsFilter
 from agents.sandbox.egress_rules import Egress
-from agents.sandbox.reaping import reap, start_group, uninterrupted
+from agents.sandbox.reaping import reaped_on_failure, start_group
 from agents.sandbox.safe_paths import checkout_venv
 from agents.sandbox.task_limits import TaskBounds
 from agents.sandbox.temp_folders import temp_folder, temp_prefix
@@ -544,12 +544,8 @@ async def _probe_node() -> str | None:
         process = await start_group(
             [node, NODE_WASM_FLAG, "-e", "0"], stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL
         )
-        try:
-            async with asyncio.timeout(PROBE_SECONDS):
-                code = await process.wait()
-        except BaseException:
-            await uninterrupted(reap(process, group=True))
-            raise
+        async with reaped_on_failure(process, group=True), asyncio.timeout(PROBE_SECONDS):
+            code = await process.wait()
     except (OSError, TimeoutError):
         return None
     return NODE_WASM_FLAG if code == 0 else None
@@ -577,14 +573,10 @@ async def _probe(probe: SandboxProbe) -> str | None:
                 stderr=asyncio.subprocess.STDOUT,
                 env={},
             )
-            try:
-                async with asyncio.timeout(PROBE_SECONDS):
-                    output, _ = await process.communicate()
-            except BaseException:
-                # Timed out or cancelled: bwrap's whole group is ended before its folder goes. A sandbox bwrap has
-                # not let go yet is in that group; bwrap killed alone left it waiting for good.
-                await uninterrupted(reap(process, group=True))
-                raise
+            # Timed out or cancelled: bwrap's whole group is ended before its folder goes. A sandbox bwrap has not
+            # let go yet is in that group; bwrap killed alone left it waiting for good.
+            async with reaped_on_failure(process, group=True), asyncio.timeout(PROBE_SECONDS):
+                output, _ = await process.communicate()
         except TimeoutError:
             return (
                 f"Commands are refused because bubblewrap did not finish a test sandbox within {PROBE_SECONDS:g} s: "

@@ -9,7 +9,7 @@ import asyncio
 import contextlib
 import os
 import signal
-from collections.abc import Coroutine, Sequence
+from collections.abc import AsyncIterator, Coroutine, Sequence
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -34,6 +34,17 @@ async def reap(process: asyncio.subprocess.Process, *, group: bool = False, boun
                 if pipe is not None:
                     await pipe.read()
             await process.wait()
+
+
+@contextlib.asynccontextmanager
+async def reaped_on_failure(process: asyncio.subprocess.Process, *, group: bool = False) -> AsyncIterator[None]:
+    """A block waiting on `process`: if it fails, times out or is cancelled, the process (its whole group with
+    `group`) is killed and waited for, to the end, before the error goes on."""
+    try:
+        yield
+    except BaseException:
+        await uninterrupted(reap(process, group=group))
+        raise
 
 
 async def uninterrupted(clean_up: Coroutine[Any, Any, None]) -> None:

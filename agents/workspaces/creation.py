@@ -10,7 +10,7 @@ from pathlib import Path
 from agents.core.errors import ToolError
 from agents.git.command import GitIdentity
 from agents.git.repository import ensure_repository
-from agents.sandbox.reaping import reap, uninterrupted
+from agents.sandbox.reaping import reaped_on_failure
 from agents.workspaces.folders import SELF_NAME, Workspace, Workspaces
 
 _NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
@@ -53,12 +53,8 @@ async def _initialise(target: Path, folder: str, identity: GitIdentity) -> None:
     git = await asyncio.create_subprocess_exec(
         "git", "init", "-q", "-b", "main", cwd=target, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE
     )
-    try:
-        async with asyncio.timeout(INIT_SECONDS):
-            _, err = await git.communicate()
-    except BaseException:
-        await uninterrupted(reap(git))
-        raise
+    async with reaped_on_failure(git), asyncio.timeout(INIT_SECONDS):
+        _, err = await git.communicate()
     if git.returncode != 0:
         raise ToolError(f"git init failed in {folder}: {err.decode(errors='replace').strip()[:300]}")
     await ensure_repository(target, identity)
