@@ -366,7 +366,11 @@ async def test_uv_project_runs_through_uv_run(
     assert calls.read_text().startswith("run --frozen python -m pytest")
 
 
-@pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed on this machine")
+# uv: on PATH, or the one the test extras install beside this Python
+UV = shutil.which("uv") or shutil.which("uv", path=str(Path(sys.executable).parent))
+
+
+@pytest.mark.skipif(UV is None, reason="uv is not installed on this machine")
 async def test_real_uv_project(bot: BotHarness, model: RoleScript, workspace_root: Path) -> None:
     """With the real uv: a project whose `.venv` uv made; the workspace .venv is found first and tests the worktree."""
     repo = make_repo(
@@ -379,7 +383,7 @@ async def test_real_uv_project(bot: BotHarness, model: RoleScript, workspace_roo
         },
     )
     await asyncio.to_thread(
-        subprocess.run, ["uv", "venv", "--offline", "-p", sys.executable, str(repo / ".venv")], check=True
+        subprocess.run, [UV, "venv", "--offline", "-p", sys.executable, str(repo / ".venv")], check=True
     )
     [site] = (repo / ".venv").glob("lib/python*/site-packages")
     bot_site = next(p for p in sys.path if p.endswith("site-packages") and Path(p, "pytest").is_dir())
