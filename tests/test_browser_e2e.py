@@ -147,7 +147,7 @@ async def test_a_frontend_task_serves_looks_reads_the_console_and_goes_out_only_
     events = [e.detail for e in await bot.runtime.store.task_events(task.id) if e.kind == "network"]
     assert any("second.example.org" in e and "denied by the owner" in e for e in events), events
     assert json.dumps(results).count("asks for network") == 0
-    known = browser.known_tools(INSTALL)  # kept by this task's start, or an earlier one's of this version
+    known = browser.known_tools(INSTALL, bot.runtime.settings.paths.data_dir)  # kept by this task's start
     assert known is not None and "new_page" in {t.name for t in known}, "the next frontend task starts nothing"
 
 

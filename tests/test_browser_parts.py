@@ -209,32 +209,29 @@ async def test_a_research_workers_server_gets_an_empty_folder_and_the_workspace_
 
 @pytest.mark.skipif(browser.find(None, find_chromium())[0] is None, reason="chrome-devtools-mcp is not installed")
 async def test_once_its_tools_are_known_the_browser_starts_at_the_workers_first_call(tmp_path: Path) -> None:
-    """Tools a start of the installed version listed (kept beside the install; tests/test_browser_e2e.py sees a real
-    task keep them) are offered without starting anything (a task that never opens a page pays for no node nor
+    """Tools a start of the installed version listed (kept in the bot's data folder; tests/test_browser_e2e.py sees a
+    real task keep them) are offered without starting anything (a task that never opens a page pays for no node nor
     Chromium); the first call starts the browser and is answered."""
     from agents.core.models import WorkerKind
     from agents.sandbox.task_limits import TaskBounds
     from agents.tools.mcp_client import KnownTool
     from agents.tools.mcp_tasks import Gates, McpTimeouts, TaskMcp
 
-    installed, _ = browser.find(None, find_chromium())
-    (tmp_path / "tools").mkdir()
-    (tmp_path / "tools" / "node_modules").symlink_to(installed.folder)  # the listing is kept here, not in .tools
-    install = dataclasses.replace(
-        installed, entry=tmp_path / "tools" / installed.entry.relative_to(installed.folder.parent)
-    )
-    mcp = TaskMcp([], McpTimeouts(60, 60), install, may_go_out=False)
+    install, _ = browser.find(None, find_chromium())
+    assert install is not None
+    data = tmp_path / "data"  # the bot's data folder: made when the listing is first kept
+    mcp = TaskMcp([], McpTimeouts(60, 60), install, may_go_out=False, listing_dir=data)
 
     async def nothing(*_args: object) -> None:
         return None
 
     gates = Gates(lambda _config: nothing, nothing, lambda: False)
-    assert browser.known_tools(install) is None
+    assert browser.known_tools(install, data) is None
     listing = [KnownTool("list_pages", {"type": "object", "properties": {}}, "Lists the open pages.")]
-    browser.keep_tools(dataclasses.replace(install, version="1.10.0"), listing)
-    assert browser.known_tools(install) is None, "another version's tools"
-    browser.keep_tools(install, listing)
-    assert browser.known_tools(install) == listing
+    browser.keep_tools(dataclasses.replace(install, version="1.10.0"), listing, data)
+    assert browser.known_tools(install, data) is None, "another version's tools"
+    browser.keep_tools(install, listing, data)
+    assert browser.known_tools(install, data) == listing
     later = TaskBounds("later", 1 << 34, 256)
     try:
         tools = {t.name: t for t in await mcp.open(WorkerKind.FRONTEND, None, later, gates, nothing)}

@@ -151,17 +151,22 @@ class PathSettings(SettingsGroup):
         return _refuse_empty(value)
 
     @property
+    def data_dir(self) -> Path:
+        """The database's folder: the bot's own files (never bound into a task's sandbox)."""
+        return Path(self.database_path).expanduser().resolve().parent
+
+    @property
     def worktrees_dir(self) -> Path:
         """Where task worktrees are checked out: never inside the database's folder (nor the workspaces)."""
         if self.worktrees_path is not None:
             return Path(self.worktrees_path).expanduser().resolve()
-        data = Path(self.database_path).expanduser().resolve().parent
+        data = self.data_dir
         return data.parent / f"{data.name}-worktrees"
 
     @property
     def voice_data_dir(self) -> Path:
         """The data folder's `voice/`: converted models (faster-whisper) and the timing of the last notes."""
-        return Path(self.database_path).expanduser().resolve().parent / "voice"
+        return self.data_dir / "voice"
 
 
 class OrchestratorSettings(SettingsGroup):

@@ -7,8 +7,9 @@ started inside the task's sandbox and network namespace, Chromium included: it r
 network command (Allow once: that host; Allow for this task or SANDBOX_NETWORK=on: every public host; off: never),
 and only then reached, through the task's egress proxy (agents/sandbox/egress_proxy.py).
 Without the package, node or Chromium the frontend worker keeps `screenshot` (its prompt says what to do then).
-Once a start listed its tools (kept in BROWSER_TOOLS_DIR/.browser-tools.json for that version and our flags), a
-frontend task offers them without starting anything, and the browser starts at the worker's first call of one.
+Once a start listed its tools (kept in the bot's data folder, `browser-tools.json`, for that version and our flags:
+the install folder may not be the bot's to write), a frontend task offers them without starting anything, and the
+browser starts at the worker's first call of one.
 """
 
 from __future__ import annotations
@@ -110,7 +111,7 @@ def config(install: BrowserInstall, proxy: bool) -> McpServerConfig:
     )
 
 
-LISTING = ".browser-tools.json"  # in BROWSER_TOOLS_DIR: the tools the installed version listed at a start
+LISTING = "browser-tools.json"  # in the bot's data folder: the tools the installed version listed at a start
 
 
 def _listing_key(install: BrowserInstall) -> str:
@@ -118,12 +119,12 @@ def _listing_key(install: BrowserInstall) -> str:
     return json.dumps([install.version, str(install.entry), install.entry.stat().st_mtime_ns, FLAGS])
 
 
-def known_tools(install: BrowserInstall) -> list[KnownTool] | None:
-    """The browser's tools as the installed version listed them at an earlier start (None when none matches): a
-    frontend task offers them at once and starts the browser at the worker's first call of one of them, so a task
-    that never looks at a page never starts node (about a second of CPU) or Chromium."""
+def known_tools(install: BrowserInstall, folder: Path) -> list[KnownTool] | None:
+    """The browser's tools as the installed version listed them at an earlier start, kept in `folder` (None when
+    none matches): a frontend task offers them at once and starts the browser at the worker's first call of one of
+    them, so a task that never looks at a page never starts node (about a second of CPU) or Chromium."""
     try:
-        saved = json.loads((install.folder.parent / LISTING).read_text())
+        saved = json.loads((folder / LISTING).read_text())
         if saved.get("key") != _listing_key(install):
             return None
         return [
@@ -133,14 +134,16 @@ def known_tools(install: BrowserInstall) -> list[KnownTool] | None:
         return None
 
 
-def keep_tools(install: BrowserInstall, tools: list[Any]) -> None:
-    """Remember the tools (mcp Tool) a started browser listed, for the next frontend task (`known_tools`)."""
+def keep_tools(install: BrowserInstall, tools: list[Any], folder: Path) -> None:
+    """Remember in `folder` the tools (mcp Tool) a started browser listed, for the next frontend task
+    (`known_tools`)."""
     try:
         listing = [
             {"name": t.name, "inputSchema": input_schema(t), "description": t.description, "title": t.title}
             for t in tools
         ]
-        target = install.folder.parent / LISTING
+        target = folder / LISTING
+        target.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile("w", dir=target.parent, prefix=LISTING, delete=False) as file:
             json.dump({"key": _listing_key(install), "tools": listing}, file)
         os.replace(file.name, target)  # whole or not at all, whoever reads it meanwhile

@@ -195,6 +195,7 @@ class TaskMcp:
     browser_note: str = ""  # what the browser is, or why there is none
     may_go_out: bool = True  # SANDBOX_NETWORK is not off: an outside page may be allowed
     problems: list[str] = dataclasses.field(default_factory=list)
+    listing_dir: Path | None = None  # where the browser's tools are kept between tasks (the bot's data folder)
 
     @classmethod
     def from_settings(cls, settings: Settings, secrets: SecretsFilter, chromium: str | None) -> TaskMcp:
@@ -208,7 +209,7 @@ class TaskMcp:
         if install is None:
             log.info("the frontend worker has no browser, only screenshot: %s", note)
         may_go_out = settings.network.sandbox_network != "off"
-        return cls(servers, timeouts, install, note, may_go_out, problems)
+        return cls(servers, timeouts, install, note, may_go_out, problems, settings.paths.data_dir)
 
     async def open(
         self,
@@ -226,15 +227,15 @@ class TaskMcp:
         if kind is WorkerKind.FRONTEND and self.browser is not None:
             run = browser.BrowserRun(self.browser, self.may_go_out)
             gate = run.gate(gates.ask, gates.whole_task)
-            install = self.browser
+            install, kept = self.browser, self.listing_dir
             planned.append(
                 Planned(
                     run.config,
                     run.connector(sandbox, bounds, connector),
                     gate,
                     run.refused_note,
-                    listing=browser.known_tools(install),
-                    listed=lambda tools: browser.keep_tools(install, tools),
+                    listing=browser.known_tools(install, kept) if kept is not None else None,
+                    listed=(lambda tools: browser.keep_tools(install, tools, kept)) if kept is not None else None,
                 )
             )
         return await open_task_servers(planned, bounds, pictures, self.timeouts)
