@@ -74,9 +74,11 @@ def give_node_modules(project: Path, tools: Path, *packages: str) -> Path:
         parent.mkdir(parents=True, exist_ok=True)
         _link_tree(folders, parent, into=True)
     (target / ".bin").mkdir()
+    linked = {tuple(Path(n).parts) for n in names}
     for entry in (source / ".bin").iterdir():  # `../mocha/bin/mocha.js`: kept where its package is
         link = os.readlink(entry)
-        if any(Path(link).parts[1 : 1 + len(Path(n).parts)] == Path(n).parts for n in names):
+        parts = Path(link).parts  # a package is one folder, or two for a scoped one (`@scope/name`)
+        if tuple(parts[1:2]) in linked or tuple(parts[1:3]) in linked:
             (target / ".bin" / entry.name).symlink_to(link)
     return target
 
