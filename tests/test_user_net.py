@@ -227,3 +227,31 @@ async def test_a_command_whose_network_rules_failed_has_its_helper_waited_for(
         await run_command("true", tmp_path, 30, sandbox=_allowed(tmp_path))
     [net] = nets
     assert net.helper is not None and net.helper.returncode is not None, "the helper was not waited for"
+
+
+async def test_a_command_whose_network_rules_failed_has_its_pasta_launch_ended_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The helper failing while pasta was still being launched beside it left the launch running on its own: the
+    # command's error reached the caller first, and an event loop ending then (a bot stopping) cut the launch off with
+    # its process never waited for (an unclosed transport, reported at garbage collection).
+    launches: list[str] = []
+    real_run_pasta = UserNet._run_pasta
+
+    async def slow_run_pasta(self: UserNet, pid: int, pid_file: Path) -> None:
+        launches.append("started")
+        await asyncio.sleep(0.3)  # the helper's failure comes meanwhile
+        try:
+            await real_run_pasta(self, pid, pid_file)
+        finally:
+            launches.append("ended")
+
+    async def failing_helper(self: UserNet, pid: int) -> None:
+        await asyncio.sleep(0.05)
+        raise OSError("the network rules could not be set: (the test's)")
+
+    monkeypatch.setattr(UserNet, "_run_pasta", slow_run_pasta)
+    monkeypatch.setattr(UserNet, "_helper_ready", failing_helper)
+    with pytest.raises(ToolError, match="network rules could not be set"):
+        await run_command("true", tmp_path, 30, sandbox=_allowed(tmp_path))
+    assert launches == ["started", "ended"], f"the pasta launch was left running: {launches}"

@@ -35,7 +35,9 @@ import os
 import shutil
 import signal
 import sys
+from collections.abc import Coroutine, Sequence
 from pathlib import Path
+from typing import Any
 
 from agents.sandbox import egress_rules
 from agents.sandbox.bwrap_info import child_pid
@@ -181,7 +183,7 @@ class UserNet:
             pid = await child_pid(self.info_read)
             await _loopback_configured(pid)
             if self.direct:
-                await asyncio.gather(self._helper_ready(pid), self._start_pasta(pid))
+                await _all_or_none(self._helper_ready(pid), self._start_pasta(pid))
             else:
                 await self._helper_ready(pid)
         os.write(self.block_write, b"1")
@@ -313,6 +315,24 @@ class UserNet:
             self._open.discard(fd)
             with contextlib.suppress(OSError):
                 os.close(fd)
+
+
+async def _all_or_none(*steps: Coroutine[Any, Any, None]) -> None:
+    """Run `steps` together. When one fails (or this is cancelled), the others are cancelled and waited for before
+    the failure goes on: `gather` alone would leave them running unwatched (pasta's launch, once the helper failed,
+    outliving the command's error and cut off by the event loop's end)."""
+    running = [asyncio.ensure_future(step) for step in steps]
+    try:
+        await asyncio.gather(*running)
+    except BaseException:
+        for task in running:
+            task.cancel()
+        await uninterrupted(_all_settled(running))
+        raise
+
+
+async def _all_settled(tasks: Sequence[asyncio.Future[None]]) -> None:
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 async def _loopback_configured(pid: int) -> None:
