@@ -231,16 +231,21 @@ class RunnerNode:
         return cls(settings, store, client, make_client(settings), secrets)
 
     def task_run(self, start: TaskStart, workflow_id: str) -> TaskRun:
-        """The executor of one task run: its chat is the task's workflow; its network questions go to the owners when
-        the bot said its starter is a member (the bot's roles, not this machine's settings)."""
+        """The executor of one task run: its chat is the task's workflow; whether its starter is an owner is the
+        bot's word (the bot's roles, not this machine's settings): where its network questions go, and whether it may
+        reach the bot's own code."""
         s = self.settings
+
+        def is_owner(_starter: int | None) -> bool:
+            return start.starter_is_owner  # this executor serves this one task, whose starter the bot named
+
         chat = ChatThroughWorkflow(self.client, workflow_id, start.task_id)
         gate = NetworkGate(
             NetworkPolicy(s.network.sandbox_network),
             self.store,
             chat,
             s.network.sandbox_network_answer_seconds,
-            lambda _starter: start.starter_is_owner,  # this gate serves this one task, whose starter the bot named
+            is_owner,
             secrets=self.secrets,
         )
         summaries = SummariesToReport()
@@ -256,6 +261,7 @@ class RunnerNode:
             probe=self.probe,
             network=gate,
             baselines=self.baselines,
+            is_owner=is_owner,
         )
         return TaskRun(executor, chat, summaries)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 
 import anthropic
 
@@ -74,13 +75,16 @@ class TaskExecutor:
         questions: Questions | None = None,
         baselines: BaselineRuns | None = None,
         pull_requests: PullRequests | None = None,
+        is_owner: Callable[[int | None], bool] | None = None,
     ) -> None:
         """`secrets`: the process's output filter and `probe` its bwrap probe (their owner's: the runtime's, a
         runner's). `inboxes`, `network` and `questions` default to this process's own; the bot's runtime passes those
         the chat answers through (agents/work/chat_actions.py), a runner one gate per task run (its questions go
         through that task's workflow). `pull_requests`: GitHub, when GITHUB_TOKEN is set (a follow-up's push, a GitHub
-        thread's answer)."""
+        thread's answer). `is_owner`: whether a task's starter is an owner; by default OWNER_USER_IDS of `settings`,
+        but a runner is given the bot's answer for its one task (a runner's own settings are not the bot's roles)."""
         s = settings
+        self.is_owner = is_owner or s.users.is_owner
         self.base = Collaborators(
             settings, store, client, workspaces, notifier, deliveries or Deliveries(store, notifier), secrets
         )
@@ -89,13 +93,13 @@ class TaskExecutor:
             store,
             notifier,
             s.network.sandbox_network_answer_seconds,
-            s.users.is_owner,
+            self.is_owner,
             secrets=secrets,
         )
         # ask_user: questions to the task's starter. Tasks on Temporal runners do not get the tool: an answer given
         # in the bot's chat does not reach a runner's waiting worker
         questions = questions or Questions(
-            store, notifier, s.tasks.ask_timeout_seconds, s.users.is_owner, s.tasks.ask_max_per_task
+            store, notifier, s.tasks.ask_timeout_seconds, self.is_owner, s.tasks.ask_max_per_task
         )
         self.lines = TaskLines(inboxes or Inboxes(), network, questions)
         self.repo_map = repo_map
@@ -185,7 +189,7 @@ class TaskExecutor:
         try:
             # the last start path: whatever stored the task (a tool, a button, a schedule, a resume), a member's
             # task never runs on the bot's own checkout, by whatever name it was stored
-            check_reach(self.base.workspaces.resolve(task.workspace), self.base.settings.users.is_owner(task.user_id))
+            check_reach(self.base.workspaces.resolve(task.workspace), self.is_owner(task.user_id))
             if task.worker is WorkerKind.RESEARCH:
                 await self._research(task, progress)
             else:

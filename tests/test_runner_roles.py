@@ -1,0 +1,64 @@
+"""A runner's task run takes its starter's role from the bot (TaskStart.starter_is_owner: the bot's OWNER_USER_IDS
+when the task started), never from the runner's own OWNER_USER_IDS / ALLOWED_USER_IDS, which a runner's environment
+usually leaves empty (it talks to no Telegram user) or holds out of date."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+
+from agents.core.secrets_filter import SecretsFilter
+from agents.store.database import Store
+from tests.conftest import CALC_BUGGY, make_repo
+from tests.temporal_dev import runner_settings
+
+pytest.importorskip("temporalio", reason="the Temporal SDK (the optional extra .[temporal]) is missing")
+from temporalio.client import Client  # noqa: E402
+
+from agents.engine.payloads import TaskStart  # noqa: E402
+from agents.engine.runner_node import RunnerNode  # noqa: E402
+
+OWNER, MEMBER = 111, 222
+
+
+@pytest.mark.parametrize(("runner_lists", "bot_says_owner"), [("", True), (str(MEMBER), False)])
+async def test_a_runners_task_run_takes_the_starters_role_from_the_bot(
+    tmp_path: Path, runner_lists: str, bot_says_owner: bool
+) -> None:
+    """Each case is a runner whose own lists say the opposite of the bot: none (an owner's task on the bot's own code
+    was refused: "only an owner can read or change it"), or a member listed as owner (a member's task would reach the
+    bot's own code, and its network questions would be the member's to answer)."""
+    make_repo(tmp_path / "workspaces" / "calc", CALC_BUGGY)
+    settings = runner_settings(
+        {
+            "WORKSPACE_PATH": str(tmp_path / "workspaces"),
+            "DATABASE_PATH": str(tmp_path / "data" / "runner.db"),
+            "ANTHROPIC_API_KEY": "sk-runner",
+            "ALLOWED_USER_IDS": runner_lists,
+            "OWNER_USER_IDS": runner_lists,
+        }
+    )
+    starter = OWNER if bot_says_owner else MEMBER
+    assert settings.users.is_owner(starter) is not bot_says_owner, "the runner's own lists say the opposite"
+    store = await Store.open(settings.paths.database_path)
+    try:
+        # a client that connects at its first call, which never comes: building a task run calls nothing
+        client = await Client.connect("127.0.0.1:9", lazy=True)
+        node = RunnerNode(settings, store, client, cast(Any, None), SecretsFilter())
+        start = TaskStart(
+            task_id=1,
+            chat_id=starter,
+            workspace="calc",
+            worker="code",
+            title="t",
+            instructions="i",
+            user_id=starter,
+            starter_is_owner=bot_says_owner,
+        )
+        run = node.task_run(start, "wf")
+        assert run.executor.is_owner(starter) is bot_says_owner, "the reach check of the bot's own code"
+        assert run.executor.network.is_owner(starter) is bot_says_owner, "who answers its network questions"
+    finally:
+        await store.close()
