@@ -60,5 +60,7 @@ async def test_a_runners_task_run_takes_the_starters_role_from_the_bot(
         run = node.task_run(start, "wf")
         assert run.executor.is_owner(starter) is bot_says_owner, "the reach check of the bot's own code"
         assert run.executor.network.is_owner(starter) is bot_says_owner, "who answers its network questions"
+        someone_else = MEMBER if starter == OWNER else OWNER
+        assert not run.executor.is_owner(someone_else), "of anyone but the starter the runner knows nothing"
     finally:
         await store.close()

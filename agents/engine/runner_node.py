@@ -236,8 +236,9 @@ class RunnerNode:
         reach the bot's own code."""
         s = self.settings
 
-        def is_owner(_starter: int | None) -> bool:
-            return start.starter_is_owner  # this executor serves this one task, whose starter the bot named
+        def is_owner(user_id: int | None) -> bool:
+            # this executor serves this one task, whose starter the bot named; of anyone else this runner knows nothing
+            return start.starter_is_owner if user_id == start.user_id else False
 
         chat = ChatThroughWorkflow(self.client, workflow_id, start.task_id)
         gate = NetworkGate(
