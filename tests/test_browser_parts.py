@@ -22,6 +22,7 @@ from agents.sandbox.egress_proxy import EgressProxy
 from agents.tools import browser
 from agents.tools.screenshot import find_chromium
 from tests.support.sandbox import PROBE
+from tests.support.settings import offline_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "tests" / "mcp_servers" / "demo_server.py"
@@ -108,15 +109,7 @@ async def test_the_proxy_reaches_only_allowed_hosts_and_never_the_bots_machine(t
 
 
 def _settings(tmp_path: Path, **values: object) -> Settings:
-    return Settings(
-        _env_file=None,
-        telegram_bot_token="1:x",
-        anthropic_api_key="k",
-        allowed_user_ids="1",
-        workspace_path=tmp_path,
-        database_path=tmp_path / "db.sqlite",
-        **values,
-    )
+    return offline_settings(tmp_path, database_path=tmp_path / "db.sqlite", **values)
 
 
 @needs_bwrap

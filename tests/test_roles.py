@@ -21,6 +21,7 @@ from agents.work.crew import Crew
 from agents.work.task_queue import TaskQueue
 from agents.workspaces.folders import Workspaces
 from tests.conftest import CALC_BUGGY, make_repo
+from tests.support.settings import offline_settings
 
 OWNER, MEMBER, OTHER_MEMBER = 1, 2, 3
 CHAT = -100700
@@ -104,13 +105,7 @@ async def ended_task(store: Store, by: int, chat: int = CHAT) -> Task:
 
 
 def test_owners_default_to_every_allowed_user(tmp_path: Path) -> None:
-    alone = Settings(
-        _env_file=None,
-        telegram_bot_token="1:x",
-        anthropic_api_key="k",
-        allowed_user_ids="5,6",
-        workspace_path=tmp_path,
-    )
+    alone = offline_settings(tmp_path, allowed_user_ids="5,6")
     assert alone.users.owners == {5, 6} and alone.users.is_owner(6)
 
 

@@ -12,14 +12,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from agents import doctor as dr
 from agents.core.errors import ToolError
 from agents.core.secrets_filter import SecretsFilter
-from agents.core.settings import Settings
 from agents.doctor import Level
 from agents.sandbox import bwrap, user_net
 from agents.sandbox.bwrap import (
@@ -35,23 +33,12 @@ from agents.sandbox.shell import run_command
 from agents.sandbox.task_limits import sandbox_limit_warnings
 from tests.support.processes import host_pids, own_sleep
 from tests.support.sandbox import PROBE
+from tests.support.settings import offline_settings
 
 needs_bwrap = pytest.mark.skipif(
     shutil.which("bwrap") is None or not sys.platform.startswith("linux"),
     reason="bubblewrap (bwrap) is not installed: scripts/install-system-deps.sh",
 )
-
-
-def _settings(workspaces: Path, **more: Any) -> Settings:
-    """Settings for the doctor's sandbox check: no .env, the required keys, `workspaces` as WORKSPACE_PATH."""
-    return Settings(
-        _env_file=None,
-        telegram_bot_token="1:x",
-        anthropic_api_key="k",
-        allowed_user_ids="1",
-        workspace_path=workspaces,
-        **more,
-    )
 
 
 def pairs(argv: list[str], flag: str) -> list[tuple[str, str]]:
@@ -161,7 +148,7 @@ async def test_missing_bwrap_refuses_commands_with_the_fix(tmp_path: Path, monke
         fresh = bwrap.SandboxProbe()
         with pytest.raises(ToolError, match="bubblewrap .* not installed.*apt-get install bubblewrap"):
             await run_command("echo hi", cwd=tmp_path, timeout=10, sandbox=spec_for(SecretsFilter(), fresh, tmp_path))
-        settings = _settings(tmp_path)
+        settings = offline_settings(tmp_path)
         check = await dr.check_sandbox(settings)
         assert check.level is Level.fail and "apt-get install bubblewrap" in check.fix
     finally:
@@ -224,21 +211,21 @@ async def test_without_a_tun_device_an_allowed_command_gets_out_through_the_prox
     spec = dataclasses.replace(spec_for(SecretsFilter(), PROBE, tmp_path, network=True), egress=Egress())
     result = await run_command('echo "proxy=$HTTPS_PROXY"', tmp_path, 60, sandbox=spec)
     assert result.exit_code == 0 and f"proxy={user_net.PROXY_URL}" in result.output, result.output
-    settings = _settings(tmp_path)
+    settings = offline_settings(tmp_path)
     check = await dr.check_sandbox(settings)  # and the owner is told, with the fix
     assert check.level is Level.warn and "no tun device the bot may open" in check.detail, check
     assert user_net.TUN_FIX in check.fix
 
 
 async def test_doctor_warns_when_the_sandbox_is_off(tmp_path: Path) -> None:
-    settings = _settings(tmp_path, sandbox="OFF")
+    settings = offline_settings(tmp_path, sandbox="OFF")
     check = await dr.check_sandbox(settings)
     assert check.level is Level.warn and "NOT confined" in check.detail
 
 
 @needs_bwrap
 async def test_doctor_sees_bwrap_working(tmp_path: Path) -> None:
-    settings = _settings(tmp_path)
+    settings = offline_settings(tmp_path)
     check = await dr.check_sandbox(settings)
     # a warning only for what this machine cannot bound (no cgroup or tun device the bot may use, as a normal user)
     limits = sandbox_limit_warnings(network_possible=True)

@@ -9,7 +9,6 @@ import anthropic
 import pytest
 
 from agents.core.secrets_filter import SecretsFilter
-from agents.core.settings import Settings
 from agents.llm.reasoning import Reasoning
 from agents.tools.toolbox import Audit, Tool, Toolbox, prop
 from agents.work.task_workers import worker_reasoning
@@ -18,6 +17,7 @@ from tests.conftest import BotHarness
 from tests.fakes import anthropic_server as claude_says
 from tests.fakes.anthropic_server import FakeAnthropic, signature_of, with_thinking
 from tests.scripted import RoleScript
+from tests.support.settings import offline_settings
 
 
 def test_the_thinking_parameters_follow_the_model_and_the_settings(tmp_path) -> None:
@@ -32,12 +32,8 @@ def test_the_thinking_parameters_follow_the_model_and_the_settings(tmp_path) -> 
     }, "the budget stays below max_tokens"
     assert Reasoning("adaptive").params("claude-3-5-haiku-latest", 4_096) == {}, "a model that does not think"
     assert Reasoning("off", effort="").params("claude-sonnet-4-6", 4_096) == {}
-    settings = Settings(
-        _env_file=None,
-        telegram_bot_token="1:x",
-        anthropic_api_key="k",
-        allowed_user_ids="1",
-        workspace_path=tmp_path,
+    settings = offline_settings(
+        tmp_path,
         worker_thinking="enabled",
         worker_thinking_budget=2048,
         worker_effort="medium",

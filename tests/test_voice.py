@@ -55,6 +55,7 @@ from tests.fakes.whisper_checkpoint import (
     tone,
     tone_mix,
 )
+from tests.support.settings import offline_settings
 
 if TYPE_CHECKING:  # numpy and PyAV are imported by the tests that use them: every xdist worker collects this module
     import numpy as np
@@ -693,18 +694,9 @@ def test_rejects_nonsense_limits() -> None:
 
 
 def test_the_setting_picks_the_engine(tmp_path: Path) -> None:
-    from agents.core.settings import Settings
 
     for name, cls in voice.ENGINES.items():
-        settings = Settings(
-            _env_file=None,
-            telegram_bot_token="1:x",
-            anthropic_api_key="sk-test",
-            allowed_user_ids="1",
-            workspace_path=tmp_path,
-            database_path=tmp_path / "data" / "agentlab.db",
-            voice_engine=name,
-        )
+        settings = offline_settings(tmp_path, database_path=tmp_path / "data" / "agentlab.db", voice_engine=name)
         transcriber = voice.make_engine(**voice.engine_config(settings))  # what the speech process runs
         try:
             assert type(transcriber) is cls and transcriber.engine == name
