@@ -19,8 +19,7 @@ from agents.sandbox.egress_rules import egress_for
 from agents.sandbox.process_cap import pids_parent
 from agents.sandbox.task_cgroup import support as task_cgroup_support
 from agents.sandbox.task_limits import disk_budget, sandbox_limit_warnings
-from agents.sandbox.user_net import TUN_FIX, nft_available, tun_available
-from agents.sandbox.user_net import available as user_net_available
+from agents.sandbox.user_net import TUN_FIX, missing_tools, tun_available
 from agents.sandbox.user_net import direct as direct_network
 
 BWRAP_INSTALL_FIX = (
@@ -42,7 +41,7 @@ CGROUP_FIX = "run the bot where it may make cgroups (as root, or in a delegated 
 def network_tools_fix() -> str | None:
     """The fix when an allowed network cannot go direct: install what is missing of passt (pasta) and nftables, else
     give the bot a tun device it may open."""
-    missing = [name for name, there in (("passt", user_net_available()), ("nftables", nft_available())) if not there]
+    missing = missing_tools()
     if not missing:
         return None if tun_available() else TUN_FIX
     return f"install {' and '.join(missing)}: `sudo apt-get install {' '.join(missing)}`"

@@ -35,8 +35,7 @@ from agents.sandbox.safe_paths import unlink_file, walk_entries
 from agents.sandbox.task_cgroup import TaskCgroup
 from agents.sandbox.task_cgroup import support as task_cgroup_support
 from agents.sandbox.task_net import TaskNet
-from agents.sandbox.user_net import TUN_DEVICE, TUN_FIX, nft_available, tun_available
-from agents.sandbox.user_net import available as user_net_available
+from agents.sandbox.user_net import TUN_DEVICE, TUN_FIX, missing_tools, tun_available
 
 log = logging.getLogger(__name__)
 
@@ -281,7 +280,7 @@ def sandbox_limit_warnings(network_possible: bool) -> list[str]:
     found = task_cgroup_support()
     if not found.available:
         warnings.append(f"no per-task cgroup: {found.description}")
-    missing = [name for name, there in (("passt", user_net_available()), ("nftables", nft_available())) if not there]
+    missing = missing_tools()
     if network_possible and missing:
         warnings.append(
             f"{' and '.join(missing)} not installed: a command allowed the network reaches it only through the "

@@ -82,6 +82,11 @@ def direct(egress: Egress) -> bool:
     return not egress.through_proxy and available() and nft_available() and tun_available()
 
 
+def missing_tools() -> list[str]:
+    """The Debian packages of what the direct mode needs that this machine lacks (passt for pasta, nftables)."""
+    return [name for name, there in (("passt", available()), ("nftables", nft_available())) if not there]
+
+
 TUN_DEVICE = Path("/dev/net/tun")
 TUN_FIX = (
     f"give the bot a tun device it may open ({TUN_DEVICE}): in a container `--device /dev/net/tun`; for a bot that is "
