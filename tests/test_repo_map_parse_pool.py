@@ -324,3 +324,48 @@ def test_the_parse_processes_run_the_bots_own_code_whatever_the_working_folder(
     parsed = asyncio.run(parse_pool.parse_many(repo, sorted(states), states, {}))
     assert not ran.exists()
     assert parsed == parse_files(repo, sorted(states), states, {})
+
+
+def test_a_build_someone_waits_on_takes_one_more_process_per_other_busy_task() -> None:
+    assert parse_pool.processes_for(2, 0, urgent=True) == 2
+    assert parse_pool.processes_for(2, 1, urgent=True) == 3
+    assert parse_pool.processes_for(2, 7, urgent=True) == 4  # at most one more per core
+    assert parse_pool.processes_for(4, 1, urgent=True) == 5
+    assert parse_pool.processes_for(2, 3, urgent=False) == 2  # a background build yields (nice 10): nothing more
+    assert parse_pool.processes_for(1, 3, urgent=True) == 1  # one core: parsed in a thread of this process
+
+
+@pytest.mark.skipif(not Path("/proc/loadavg").exists(), reason="no /proc/loadavg: the OS does not tell")
+@pytest.mark.skipif(parse_pool.process_count() < 2, reason="one core: big batches are parsed in one thread")
+def test_an_urgent_build_beside_a_busy_process_starts_more_parse_processes_than_cores(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    states = _write_repo(tmp_path, parse_pool.PROCESS_MIN_FILES + 50)
+    started: list[bool] = []
+    real_spawn = asyncio.create_subprocess_exec
+
+    async def counted(*args: Any, **kwargs: Any) -> asyncio.subprocess.Process:
+        started.append(True)
+        return await real_spawn(*args, **kwargs)
+
+    monkeypatch.setattr(parse_pool.asyncio, "create_subprocess_exec", counted)
+
+    async def build(urgent: bool) -> list[list[tuple[str, object]]]:
+        return [batch async for batch in parse_pool.parse_batches(tmp_path, sorted(states), states, {}, urgent=urgent)]
+
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])  # always runnable while it lives
+    try:
+        deadline = time.monotonic() + 10
+        while parse_pool.runnable_elsewhere() < 1:  # the kernel counts it once it has been scheduled
+            assert time.monotonic() < deadline, "a spinning process was never seen runnable"
+            time.sleep(0.01)
+        urgent_frames = asyncio.run(build(urgent=True))
+        urgent_started, started[:] = len(started), []
+        background_frames = asyncio.run(build(urgent=False))
+    finally:
+        spinner.kill()
+        spinner.wait()
+    assert urgent_started > parse_pool.process_count()
+    assert len(started) == parse_pool.process_count()
+    for frames in (urgent_frames, background_frames):
+        assert sorted(path for batch in frames for path, _ in batch) == sorted(states)
