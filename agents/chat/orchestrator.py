@@ -169,17 +169,21 @@ class Orchestrator:
         message_id: int | None = None,
         user_id: int | None = None,
         user_name: str | None = None,
+        confined_to: str | None = None,
     ) -> Reply:
         """One turn; with `answer`, the reply streams into it while it is written (tool activity too).
         `message_id` (the request message: a task started now replies under it) and `user_id` (who asked) reach the
         work tools as the turn's `Caller`. The reply names the tasks the turn started (`Reply.started`).
+        `confined_to`: a request from outside the chat (a GitHub mention), confined to that workspace (Caller).
 
         Turns of one chat must not overlap: the caller runs them one at a time, in arrival order (the adapter's
         per-chat lock, taken as a message arrives, before its download or transcription; the routing eval runs its
         cases one by one). There is no second lock here.
         """
         self.desk.turn_started(chat_id)
-        caller = Caller(chat_id=chat_id, message_id=message_id, user_id=user_id, user_name=user_name)
+        caller = Caller(
+            chat_id=chat_id, message_id=message_id, user_id=user_id, user_name=user_name, confined_to=confined_to
+        )
         try:
             with self.turns.turn():
                 reply = await self._turn(caller, text, input_method, reply_to, attachments or [], answer)
@@ -228,6 +232,7 @@ class Orchestrator:
                 caller.user_id,
                 owner=self.settings.users.is_owner(caller.user_id),
                 stored=storing,
+                confined_to=caller.confined_to,
             )
             loop = self._loop(caller, messages, answer, usage_writes)
             rounds = self.settings.orchestrator.orchestrator_max_tool_rounds + 1  # the last one answers without tools

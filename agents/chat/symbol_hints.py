@@ -142,14 +142,15 @@ class SymbolHints:
             task.cancel()
         await self.wait_idle()
 
-    async def hints(self, text: str, *, owner: bool = True) -> list[str]:
+    async def hints(self, text: str, *, owner: bool = True, only: str | None = None) -> list[str]:
         """`workspace: path:line kind signature` for each exact definition of a code word in the message; for a
-        member (`owner` false), none from the bot's own code, which only owners reach."""
+        member (`owner` false), none from the bot's own code, which only owners reach; with `only`, from that
+        workspace alone."""
         self.refresh_in_background()
         words = code_words(text)
         lines: list[str] = []
         for ws in self.workspaces.all() if words else []:
-            if ws.is_self and not owner:
+            if (ws.is_self and not owner) or (only is not None and ws.name != only):
                 continue
             for word in words:
                 scope, _, name = word.rpartition(".")

@@ -107,9 +107,12 @@ class TurnContext:
         user_id: int | None = None,
         *,
         owner: bool = False,
+        confined_to: str | None = None,
     ) -> str:
         """The per-turn facts the seed design gives the orchestrator: input method, workspaces, tasks, proposals.
-        `owner`: the user is an owner (a member's hints leave out the bot's own code)."""
+        `owner`: the user is an owner (a member's hints leave out the bot's own code). `confined_to`: a request from
+        outside the chat (models.Caller) sees that workspace alone, its tasks, proposals, schedules, notes and
+        definitions."""
         lines = [f"input_method: {input_method.value}"]
         if input_method is InputMethod.VOICE:
             lines.append("(this message is a speech transcript: be lenient with misheard words and names)")
@@ -120,12 +123,19 @@ class TurnContext:
             self.store.list_tasks(chat_id, statuses=TaskStatus.cancellable(), limit=20),
             self.store.pending_proposals(chat_id),
             self.store.schedules.live(chat_id),
-            self._standing_notes(user_id),
+            self._standing_notes(user_id, confined_to),
         )
+        workspaces = self.workspaces.all()
+        if confined_to is not None:
+            ws = self.workspaces.confined(confined_to, None)
+            replying, own, workspaces = "", ws.name, [ws]
+            active = [t for t in active if t.workspace == ws.name]
+            pending = [p for p in pending if p.workspace == ws.name]
+            schedules = [s for s in schedules if s.workspace == ws.name]
         if replying:
             lines.append(replying)
         lines.append("workspaces:")
-        for ws in self.workspaces.all():
+        for ws in workspaces:
             lines.append(f"- {ws.name}" + (" (this bot's own code)" if ws.is_self else ""))
         if own:  # a topic bound with /workspace (or named like a workspace): its requests need not name it
             lines.append(f"workspace of this conversation: {own} (meant when a request names none)")
@@ -155,16 +165,20 @@ class TurnContext:
         zone = self.settings.schedules.zone  # "tomorrow at 7" needs today's date; schedules are read in this zone
         lines.append(f"now: {utcnow().astimezone(zone).strftime('%a %Y-%m-%d %H:%M %Z')} (time zone {zone})")
         lines += standing
-        definitions = await self.hints.hints(text, owner=owner) if self.hints else []
+        definitions = await self.hints.hints(text, owner=owner, only=own if confined_to else None) if self.hints else []
         if definitions:
             lines.append("definitions of code names in this message (from the repository index):")
             lines += [f"- {d}" for d in definitions]
         return "<context>\n" + "\n".join(lines) + "\n</context>"
 
-    async def _standing_notes(self, user_id: int | None) -> list[str]:
-        """The user's standing notes that apply to this request. They sit in the per-turn context, after the cached
-        prefix, so adding or forgetting one never changes what the cache holds."""
-        notes = await StandingNotes(self.store).applying(user_id, self.settings.users.is_owner, every=True)
+    async def _standing_notes(self, user_id: int | None, confined_to: str | None = None) -> list[str]:
+        """The user's standing notes that apply to this request (a confined one: those for its workspace and for
+        all). They sit in the per-turn context, after the cached prefix, so adding or forgetting one never changes
+        what the cache holds."""
+        workspace = self.workspaces.confined(confined_to, None).name if confined_to is not None else None
+        notes = await StandingNotes(self.store).applying(
+            user_id, self.settings.users.is_owner, workspace, every=confined_to is None
+        )
         if not notes:
             return []
         return [
@@ -270,10 +284,12 @@ class TurnContext:
         user_id: int | None = None,
         owner: bool = False,
         stored: Awaitable[ChatMessage] | None = None,
+        confined_to: str | None = None,
     ) -> list[dict[str, Any]]:
         """The turn's messages: history (with its photos and files), then the new message with its context.
         `owners` is filled with which attachment each image/document block shows (to find one the API refuses).
-        `stored`: the storing of `asked` when it is still under way (its id is needed; the reads need not wait)."""
+        `stored`: the storing of `asked` when it is still under way (its id is needed; the reads need not wait).
+        `confined_to`: a request from outside the chat (models.Caller) goes without the conversation's history."""
 
         async def blocks_of(items: list[Attachment]) -> list[dict[str, Any]]:
             blocks: list[dict[str, Any]] = []
@@ -286,9 +302,11 @@ class TurnContext:
         # the context's reads go to the store together with the question's write (see context_block)
         history, context = await asyncio.gather(
             self._history_once_stored(chat_id, stored),
-            self.context_block(chat_id, input_method, text[:2000], reply_to, user_id, owner=owner),
+            self.context_block(
+                chat_id, input_method, text[:2000], reply_to, user_id, owner=owner, confined_to=confined_to
+            ),
         )
-        earlier = [t for t in history if t.id is None or t.id < (asked.id or 0)]
+        earlier = [t for t in history if confined_to is None and (t.id is None or t.id < (asked.id or 0))]
         attached = {t.id: await blocks_of(t.attachments) for t in earlier if t.attachments and t.id is not None}
         messages = history_messages(earlier, attached)
         if len(messages) >= 2:  # cache breakpoint at the end of the previous turn's user message

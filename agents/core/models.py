@@ -140,7 +140,12 @@ class Proposal(StoredRecord):
 
 class Caller(BaseModel):
     """Who asks, and where the answer goes: the conversation (a private chat, a group, or one topic of a group, as
-    the adapter keys it), the request message (a task's messages reply under it) and the user who sent it."""
+    the adapter keys it), the request message (a task's messages reply under it) and the user who sent it.
+
+    `confined_to`: a request that reached the bot from outside the chat (a GitHub mention: its issue text written by
+    anyone, its answer posted in public) works in this one workspace and sees nothing else of the conversation (its
+    history, other workspaces, their tasks, proposals and schedules); the bot enforces it (agents/work/access.py,
+    agents/tools/tool_sets.py, agents/chat/turn_context.py), whatever the model makes of the text."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -148,6 +153,7 @@ class Caller(BaseModel):
     message_id: int | None = None
     user_id: int | None = None
     user_name: str | None = None  # how /tasks names who started a task
+    confined_to: str | None = None
 
 
 class Task(StoredRecord):

@@ -5,7 +5,11 @@
   orchestrator's turn, the user's role), the answer posted on GitHub as a comment and sent to the private chat. A task
   the turn started is remembered with its thread, so when it ends its verdict and pull request are commented there
   (agents/work/pull_requests.py). The issue's and comment's text reach the model quoted and labelled as GitHub
-  content: the requester's words and a stranger's context at once, never the bot's instructions.
+  content: the requester's words and a stranger's context at once, never the bot's instructions. Labels bind no
+  model, so the turn is confined by the bot (models.Caller's `confined_to`): it sees nothing of the private chat but
+  the repository's workspace (no history, no other workspace, task, proposal, schedule or note of another workspace)
+  and may only look there and start research or a task there, so a planted instruction can neither act on the
+  user's other work nor put it in the public comment.
 - The same mention on a pull request the bot opened, or a review requesting changes there by such a login, continues
   that task on its branch (a follow-up task; its commits go to the same pull request).
 - `check_suite` / `check_run`: the pull request's checks are looked at (one line in the chat when they finish).
@@ -223,8 +227,12 @@ class GitHubInbox:
     async def _converse(self, mention: Mention, user_id: int, workspace: str) -> None:
         chat_id = user_id  # the user's private chat
         async with self.chat_lock(chat_id):
-            reply = await self.orchestrator.handle(
-                chat_id, request_text(mention, workspace), user_id=user_id, user_name=mention.login
+            reply = await self.orchestrator.handle(  # confined: the text is anyone's, the answer public
+                chat_id,
+                request_text(mention, workspace),
+                user_id=user_id,
+                user_name=mention.login,
+                confined_to=workspace,
             )
         for task in (t for t in reply.started if t.user_id == user_id):
             await self.store.github.add_thread(

@@ -21,7 +21,7 @@ from agents.sandbox.task_limits import TaskBounds
 from agents.tools import file_tools
 from agents.tools.desk_tools import desk_tools
 from agents.tools.toolbox import Tool, ToolResult, prop
-from agents.workspaces.folders import Workspaces
+from agents.workspaces.folders import Workspaces, check_reach
 
 _PATH = prop("string", "path relative to the workspace root")
 _WORKSPACE = prop(
@@ -62,10 +62,23 @@ def orchestrator_tools(
     """Read-only look-ups across workspaces plus the work tools that hand off to workers. `owner`: whether the
     caller is an owner; a member's look-up in the bot's own checkout is refused (`Workspaces.reach`)."""
 
+    confined_to = caller.confined_to
+
     def root(workspace: str) -> Path:
+        if confined_to is not None:
+            return check_reach(workspaces.confined(confined_to, workspace), owner).path
         return workspaces.reach(workspace, owner).path
 
-    return [*read_only_tools(root, {"workspace": _WORKSPACE}, secrets), *desk_tools(desk, caller)]
+    work = desk_tools(desk, caller)
+    if confined_to is not None:  # a request from outside the chat starts work in its workspace, and nothing else
+        work = [tool for tool in work if tool.name in CONFINED_WORK_TOOLS]
+    return [*read_only_tools(root, {"workspace": _WORKSPACE}, secrets), *work]
+
+
+# The work tools of a confined turn (a GitHub mention): new work in its own workspace. The others act on what the
+# conversation already holds (tasks, proposals, schedules, standing notes, workspaces), none of it the business of a
+# request whose text anyone may have written and whose answer is posted in public.
+CONFINED_WORK_TOOLS = frozenset({"start_research", "start_task"})
 
 
 RootOf = Callable[..., Path]  # the root a look-up reads, from the arguments `read_only_tools` was given names for

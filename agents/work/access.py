@@ -123,8 +123,11 @@ class Access:
         raise ToolError(f"task #{task.id} is {whose}: only the member who started it or an owner can {doing} it")
 
     async def workspace_for(self, caller: Caller, workspace: str | None, request: str) -> Workspace:
-        """The named workspace, or the conversation's own (a topic bound with /workspace); `self` is owners' only."""
+        """The named workspace, or the conversation's own (a topic bound with /workspace); `self` is owners' only.
+        A confined caller (a request from outside the chat) reaches its own workspace alone."""
         name = workspace if workspace and workspace.strip() else None
+        if caller.confined_to is not None:
+            name = self.workspaces.confined(caller.confined_to, name).name
         if name is None:
             name = await self.store.conversations.bound_workspace(caller.chat_id)
             if name is None:

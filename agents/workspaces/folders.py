@@ -174,6 +174,24 @@ class Workspaces:
             return found
         return replace(found, is_self=True)
 
+    def confined(self, own: str, name: str | None) -> Workspace:
+        """For a request confined to the workspace `own` (one from outside the chat): the workspace `name` means
+        (none named: `own`) when it is `own`'s folder. Any other is refused without saying which workspaces exist
+        (a name not found would list them)."""
+        confined = self.resolve(own)
+        if name is None or not name.strip():
+            return confined
+        try:
+            named: Workspace | None = self.resolve(name)
+        except WorkspaceNotFound:
+            named = None
+        if named is None or named.path != confined.path:
+            raise ToolError(
+                f"this request came from outside the chat and works in the workspace {confined.name} only; anything "
+                "else is for the user to ask in their private chat"
+            )
+        return confined
+
     def _match(self, name: str) -> Workspace:
         available = self.all()
         cleaned = name.strip().strip("'\"`").strip().rstrip("/\\")
