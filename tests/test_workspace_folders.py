@@ -385,3 +385,27 @@ async def test_a_workspace_whose_git_init_failed_leaves_no_folder_and_the_name_f
     monkeypatch.setenv("PATH", real_path)
     made = await create_workspace(spaces, "notes", GitIdentity())
     assert made.path == (root / "notes").resolve() and (made.path / ".git").is_dir()
+
+
+@pytest.mark.parametrize("named", [None, "", "group therapy", "Group-Therapy", "grouptherapy"])
+def test_a_confined_request_reaches_its_own_workspace_by_any_spelling(spaces: Workspaces, named: str | None) -> None:
+    assert spaces.confined("group-therapy", named).name == "group-therapy"
+
+
+@pytest.mark.parametrize("named", ["budget-app", "budget", "self", "no-such-thing", "../group-therapy"])
+def test_a_confined_request_is_refused_any_other_workspace_without_learning_which_exist(
+    spaces: Workspaces, named: str
+) -> None:
+    with pytest.raises(ToolError) as refused:
+        spaces.confined("group-therapy", named)
+    said = str(refused.value)
+    assert "works in the workspace group-therapy only" in said
+    for other in ("budget", "weather", "Notes", "photo", "self"):
+        assert other not in said
+
+
+def test_a_confined_request_whose_workspace_is_gone_learns_no_other_name(spaces: Workspaces) -> None:
+    (spaces.root / "group-therapy").rmdir()
+    with pytest.raises(ToolError) as refused:
+        spaces.confined("group-therapy", "budget-app")
+    assert str(refused.value) == "the workspace group-therapy is gone"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable
 from typing import Any
@@ -12,6 +13,7 @@ import anthropic
 from agents.chat.refusals import BlockOwners
 from agents.chat.replying import ReplyTo, describe_reply
 from agents.chat.symbol_hints import SymbolHints
+from agents.core.errors import ToolError
 from agents.core.models import (
     Attachment,
     ChatMessage,
@@ -127,11 +129,14 @@ class TurnContext:
         )
         workspaces = self.workspaces.all()
         if confined_to is not None:
-            ws = self.workspaces.confined(confined_to, None)
-            replying, own, workspaces = "", ws.name, [ws]
-            active = [t for t in active if t.workspace == ws.name]
-            pending = [p for p in pending if p.workspace == ws.name]
-            schedules = [s for s in schedules if s.workspace == ws.name]
+            try:
+                workspaces = [self.workspaces.confined(confined_to, None)]
+            except ToolError:  # gone since the request came: its name alone, and nothing else
+                workspaces = []
+            replying, own = "", workspaces[0].name if workspaces else confined_to
+            active = [t for t in active if t.workspace == own]
+            pending = [p for p in pending if p.workspace == own]
+            schedules = [s for s in schedules if s.workspace == own]
         if replying:
             lines.append(replying)
         lines.append("workspaces:")
@@ -175,7 +180,11 @@ class TurnContext:
         """The user's standing notes that apply to this request (a confined one: those for its workspace and for
         all). They sit in the per-turn context, after the cached prefix, so adding or forgetting one never changes
         what the cache holds."""
-        workspace = self.workspaces.confined(confined_to, None).name if confined_to is not None else None
+        workspace = None
+        if confined_to is not None:
+            with contextlib.suppress(ToolError):  # gone: its own name (for the notes, the name is all there is)
+                confined_to = self.workspaces.confined(confined_to, None).name
+            workspace = confined_to
         notes = await StandingNotes(self.store).applying(
             user_id, self.settings.users.is_owner, workspace, every=confined_to is None
         )

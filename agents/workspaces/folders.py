@@ -178,7 +178,10 @@ class Workspaces:
         """For a request confined to the workspace `own` (one from outside the chat): the workspace `name` means
         (none named: `own`) when it is `own`'s folder. Any other is refused without saying which workspaces exist
         (a name not found would list them)."""
-        confined = self.resolve(own)
+        try:
+            confined = self.resolve(own)
+        except WorkspaceNotFound:
+            raise ToolError(f"the workspace {own} is gone") from None  # its error would list the others
         if name is None or not name.strip():
             return confined
         try:
