@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 import pytest
 
-from agents.core.models import Caller, Task, TaskStatus
+from agents.core.models import Caller, Proposal, Task, TaskStatus
 from agents.store.standing import StandingNote, StandingNotes
 from tests.conftest import USER_ID, BotHarness, git, running_bot
 from tests.fakes import anthropic_server as claude_says
@@ -718,7 +718,7 @@ async def test_what_the_bot_writes_on_github_is_masked_as_the_chats_copy_is(gith
         assert world.comments()[-1] == (1, "<!-- agentlab -->\nSee «masked»")
 
 
-PRIVATE = ("PRIVATE-CHAT-7731", "PRIVATE-CODE-4242", "PRIVATE-NOTE-5150")
+PRIVATE = ("PRIVATE-CHAT-7731", "PRIVATE-CODE-4242", "PRIVATE-NOTE-5150", "PRIVATE-PROPOSAL-0042")
 
 
 async def test_a_planted_instruction_in_an_issue_reaches_nothing_of_the_private_chat(
@@ -733,6 +733,8 @@ async def test_a_planted_instruction_in_an_issue_reaches_nothing_of_the_private_
         (workspace_root / "group-therapy" / "PRIVATE.md").write_text(f"{PRIVATE[1]}\n")
         await StandingNotes(store).add(StandingNote(user_id=USER_ID, workspace="group-therapy", text=PRIVATE[2]))
         await StandingNotes(store).add(StandingNote(user_id=USER_ID, workspace="calc", text="CALC-NOTE-SHOWN"))
+        # the chat's own work, even in calc, is the chat's: a pending proposal there is not shown to the GitHub turn
+        await store.add_proposal(Proposal(chat_id=USER_ID, workspace="calc", request=PRIVATE[3], body=PRIVATE[3]))
         model.add("orchestrator", claude_says.text("Noted."))
         bot.tg.send_text(USER_ID, f"my deploy key is {PRIVATE[0]}")
         await world.told("Noted.")
@@ -773,6 +775,7 @@ async def test_a_planted_instruction_in_an_issue_reaches_nothing_of_the_private_
         assert "Noted." not in first, "no history of the private chat"
         context = first[first.index("<context>") : first.index("</context>")]
         assert "- calc" in context and "group-therapy" not in context, "no other workspace is named to it"
+        assert "pending proposals: none" in context
         assert "CALC-NOTE-SHOWN" in context, "the notes of its own workspace are there"
         answer = comments[0][1]
         assert answer.count("works in the workspace calc only") == 3  # the read, the grep and the task's start

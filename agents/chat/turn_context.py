@@ -113,8 +113,8 @@ class TurnContext:
     ) -> str:
         """The per-turn facts the seed design gives the orchestrator: input method, workspaces, tasks, proposals.
         `owner`: the user is an owner (a member's hints leave out the bot's own code). `confined_to`: a request from
-        outside the chat (models.Caller) sees that workspace alone, its tasks, proposals, schedules, notes and
-        definitions."""
+        outside the chat (models.Caller) sees that workspace alone, with its notes and definitions, and none of the
+        conversation's tasks, proposals and schedules."""
         lines = [f"input_method: {input_method.value}"]
         if input_method is InputMethod.VOICE:
             lines.append("(this message is a speech transcript: be lenient with misheard words and names)")
@@ -133,10 +133,9 @@ class TurnContext:
                 workspaces = [self.workspaces.confined(confined_to, None)]
             except ToolError:  # gone since the request came: its name alone, and nothing else
                 workspaces = []
+            # none of the conversation's work either, even in this workspace: its titles and requests are the chat's
             replying, own = "", workspaces[0].name if workspaces else confined_to
-            active = [t for t in active if t.workspace == own]
-            pending = [p for p in pending if p.workspace == own]
-            schedules = [s for s in schedules if s.workspace == own]
+            active, pending, schedules = [], [], []
         if replying:
             lines.append(replying)
         lines.append("workspaces:")

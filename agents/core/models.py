@@ -144,7 +144,7 @@ class Caller(BaseModel):
 
     `confined_to`: a request that reached the bot from outside the chat (a GitHub mention: its issue text written by
     anyone, its answer posted in public) works in this one workspace and sees nothing else of the conversation (its
-    history, other workspaces, their tasks, proposals and schedules); the bot enforces it (agents/work/access.py,
+    history, other workspaces, its tasks, proposals and schedules); the bot enforces it (agents/work/access.py,
     agents/tools/tool_sets.py, agents/chat/turn_context.py), whatever the model makes of the text."""
 
     model_config = ConfigDict(frozen=True)
