@@ -61,6 +61,9 @@ MIN_CHUNK_BYTES = 64_000  # about the least bytes of source per chunk (a smaller
 # chunks a parse process holds before it has answered one: it starts the next while its answer is read and the one
 # after is sent, never waiting on this process
 CHUNKS_AHEAD = 2
+# How a build someone waits on tells other work on the machine from a passing moment (busy_elsewhere): 10 ms in all.
+BUSY_SAMPLES = 6
+BUSY_SAMPLE_GAP_S = 0.002
 CHILD_TIMEOUT_S = 600.0
 # A parse process of a build in the background yields the CPU to the bot (its map renders, its replies) when both want
 # it, and takes it all when the bot is idle: on 2 cores a task's map drawn mid-build was up to twice as slow without.
@@ -167,6 +170,19 @@ def _runnable_threads() -> int:
     return max(count, 1)
 
 
+async def busy_elsewhere(samples: int = BUSY_SAMPLES, gap: float = BUSY_SAMPLE_GAP_S) -> int:
+    """The tasks runnable elsewhere through a short look (the fewest of `samples` reads `gap` seconds apart): one
+    that keeps the CPU busy is in every read, a short one (a kernel thread writing files back, a git that is
+    ending) is not."""
+    fewest = runnable_elsewhere()
+    for _ in range(samples - 1):
+        if fewest == 0:
+            break
+        await asyncio.sleep(gap)
+        fewest = min(fewest, runnable_elsewhere())
+    return fewest
+
+
 def processes_for(cores: int, others: int, urgent: bool) -> int:
     """Parse processes for a big batch on `cores` cores while `others` other tasks want the CPU: one per core, and
     for a build someone waits on, one more per other task (at most one more per core).
@@ -195,7 +211,10 @@ async def parse_batches(
 ) -> AsyncGenerator[Batch, None]:
     """Every path with its outline, in frames as they are parsed (child processes for a big batch, else a thread);
     `urgent`: someone waits on it (its processes at this process's priority, see the module docstring)."""
-    processes = processes_for(process_count(), runnable_elsewhere(), urgent) if len(paths) >= PROCESS_MIN_FILES else 1
+    processes = 1
+    if len(paths) >= PROCESS_MIN_FILES:
+        cores = process_count()
+        processes = processes_for(cores, await busy_elsewhere() if urgent and cores > 1 else 0, urgent)
     if processes == 1:
         async for batch in _in_thread(root, paths, states, hashes):
             yield batch
