@@ -283,6 +283,7 @@ async def test_a_members_open_pr_goes_to_the_owners(github_world, workspace_root
         comments = world.comments("octo/group-therapy")
         await world.fake.await_for(lambda: comments)
         assert "unknown tool 'merge_task'" in comments[0][1]
+        await world.told("On GitHub (octo/group-therapy#9)", chat=MEMBER)  # the turn's end: the chat's copy is last
         assert not [m for m in bot.tg.messages(USER_ID) if "asks to merge" in (m.text or "")]
         assert not (workspace_root / "group-therapy" / "NOTES.md").exists(), "nothing was merged"
         transcript("member_open_pr", bot, world.fake, (MEMBER, USER_ID))
@@ -765,6 +766,7 @@ async def test_a_planted_instruction_in_an_issue_reaches_nothing_of_the_private_
         assert (await world.deliver("issue_comment", ask)).status_code == 202
         comments = world.comments()
         await world.fake.await_for(lambda: comments)
+        await world.told("On GitHub (octo/calc#12)")  # the turn's end: the chat's copy comes after the comment
 
         requests = [json.dumps(r.body) for r in fake_anthropic.requests[before:]]
         assert len(requests) == 7 and seen
