@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable
 from typing import Any
@@ -118,6 +117,13 @@ class TurnContext:
         lines = [f"input_method: {input_method.value}"]
         if input_method is InputMethod.VOICE:
             lines.append("(this message is a speech transcript: be lenient with misheard words and names)")
+        workspaces = self.workspaces.all()
+        if confined_to is not None:
+            try:
+                workspaces = [self.workspaces.confined(confined_to, None)]
+                confined_to = workspaces[0].name
+            except ToolError:  # gone since the request came: its name alone, and nothing else
+                workspaces = []
         # The store's reads go out together: its thread answers them back to back (one hand-over, not six).
         replying, own, active, pending, schedules, standing = await asyncio.gather(
             describe_reply(self.store, chat_id, reply_to),
@@ -127,15 +133,9 @@ class TurnContext:
             self.store.schedules.live(chat_id),
             self._standing_notes(user_id, confined_to),
         )
-        workspaces = self.workspaces.all()
         if confined_to is not None:
-            try:
-                workspaces = [self.workspaces.confined(confined_to, None)]
-            except ToolError:  # gone since the request came: its name alone, and nothing else
-                workspaces = []
             # none of the conversation's work either, even in this workspace: its titles and requests are the chat's
-            replying, own = "", workspaces[0].name if workspaces else confined_to
-            active, pending, schedules = [], [], []
+            replying, own, active, pending, schedules = "", confined_to, [], [], []
         if replying:
             lines.append(replying)
         lines.append("workspaces:")
@@ -176,16 +176,11 @@ class TurnContext:
         return "<context>\n" + "\n".join(lines) + "\n</context>"
 
     async def _standing_notes(self, user_id: int | None, confined_to: str | None = None) -> list[str]:
-        """The user's standing notes that apply to this request (a confined one: those for its workspace and for
-        all). They sit in the per-turn context, after the cached prefix, so adding or forgetting one never changes
-        what the cache holds."""
-        workspace = None
-        if confined_to is not None:
-            with contextlib.suppress(ToolError):  # gone: its own name (for the notes, the name is all there is)
-                confined_to = self.workspaces.confined(confined_to, None).name
-            workspace = confined_to
+        """The user's standing notes that apply to this request (a confined one, in the workspace named
+        `confined_to`: those for it and for all). They sit in the per-turn context, after the cached prefix, so
+        adding or forgetting one never changes what the cache holds."""
         notes = await StandingNotes(self.store).applying(
-            user_id, self.settings.users.is_owner, workspace, every=confined_to is None
+            user_id, self.settings.users.is_owner, confined_to, every=confined_to is None
         )
         if not notes:
             return []

@@ -165,8 +165,8 @@ def _runnable_threads() -> int:
     with contextlib.suppress(OSError):
         for thread in os.listdir("/proc/self/task"):
             with contextlib.suppress(OSError), open(f"/proc/self/task/{thread}/stat") as stat:
-                fields = stat.read()
-                count += fields[fields.rfind(")") + 2 : fields.rfind(")") + 3] == "R"
+                state = stat.read().rpartition(")")[2][1:2]  # "TID (name) S …": the name may hold anything
+                count += state == "R"
     return max(count, 1)
 
 
