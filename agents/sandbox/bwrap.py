@@ -187,9 +187,22 @@ class SandboxSpec:
     mounts: tuple[tuple[Path, str], ...] = ()  # (host folder, place in the sandbox) bound read-only, e.g. service logs
     egress: Egress = field(default_factory=Egress)  # what an allowed network reaches (agents/sandbox/egress_rules.py)
     probe: SandboxProbe = field(kw_only=True, compare=False, repr=False)  # does bwrap work here (its owner's probe)
+    # a program the bot starts for itself in the task's sandbox (an MCP server, the browser, the screenshot driver):
+    # its PATH holds no folder the worker can write (see `sandbox_env`)
+    own_program: bool = False
 
     def with_network(self, network: bool) -> SandboxSpec:
         return dataclasses.replace(self, network=network)
+
+    def for_own_program(self) -> SandboxSpec:
+        """This sandbox for a program of the bot's own rather than the worker's commands.
+
+        A command found by name on the worker's PATH may be the worker's: the worktree's `.venv` is a link to the
+        owner's environment that the worker can replace with a folder of its own programs (a `python3`, an `npx`), and
+        the worktree's bin folders come first on that PATH so the worker's and the tests' commands use the project's
+        environment. The bot's own programs carry what the worker must not hold (an MCP server's keys in its
+        environment, the pictures the bot sends on): they are found on a PATH without any of those folders."""
+        return dataclasses.replace(self, own_program=True)
 
 
 def python_prefixes() -> list[Path]:
@@ -313,8 +326,14 @@ def sandbox_env(env: Mapping[str, str], spec: SandboxSpec) -> dict[str, str]:
         if entries:
             kept[key] = os.pathsep.join(entries)
     extra = [e for e in env.get("PATH", "").split(os.pathsep) if e and any(_inside(Path(e), v) for v in visible)]
+    path = [*extra, *spec.path_prefix]
+    if spec.own_program:  # nothing the worker can write (see SandboxSpec.for_own_program)
+        writable = (spec.worktree, *spec.writable)
+        path = [
+            e for e in path if not any(_inside(Path(e), w) or _inside(Path(os.path.realpath(e)), w) for w in writable)
+        ]
     kept.update(
-        PATH=":".join(dict.fromkeys((*extra, *spec.path_prefix, *SYSTEM_PATH.split(":")))),
+        PATH=":".join(dict.fromkeys((*path, *SYSTEM_PATH.split(":")))),
         HOME=HOME,
         TMPDIR="/tmp",
         USER="agent",

@@ -265,7 +265,8 @@ async def start_sandboxed_stdio(
     stdin/stdout pipes and stderr to a log of the task; killed when the task ends (see the module docstring)."""
     if task_sandbox.task is None:
         raise ToolError("a sandboxed stdio program needs the task's sandbox (a spec with its task bounds)")
-    spec = replace(task_sandbox, read_only=(*task_sandbox.read_only, *(Path(p) for p in read_paths)))
+    # found on a PATH without the worker's folders: `python3`, `npx` are never a program the worker wrote
+    spec = replace(task_sandbox.for_own_program(), read_only=(*task_sandbox.read_only, *(Path(p) for p in read_paths)))
     services = TaskServices.of(task_sandbox.task)
     name = Path(argv[0]).name.replace("/", "_") or "stdio"
     # nothing the worker wrote may be on the program's import path: it starts in its own private home (a tmpfs of

@@ -3,10 +3,12 @@ Chromium for every picture of a screenshot (shoot_pages.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import dataclasses
 import ipaddress
 import json
+import os
 import shlex
 import shutil
 import sys
@@ -17,6 +19,7 @@ from urllib.parse import urlsplit
 
 from agents.core.errors import ToolError
 from agents.sandbox.bwrap import SandboxSpec
+from agents.sandbox.safe_paths import open_regular
 from agents.sandbox.shell import child_env, run_command
 from agents.sandbox.temp_folders import temp_prefix
 from agents.tools.toolbox import ToolResult
@@ -67,6 +70,19 @@ def target_url(root: Path, target: str, sandbox: SandboxSpec | None = None) -> s
 
 
 SHOOTER = Path(__file__).with_name("shoot_pages.py")  # run by the sandbox's python3: one Chromium, every picture
+MAX_PICTURE_BYTES = 16 << 20  # a PNG of the biggest viewport is a few MB at most
+
+
+def _picture(folder: Path, name: str) -> bytes | None:
+    """A picture the sandbox wrote: a regular file only (never through a link to a file of the machine, never
+    waiting on a FIFO), not empty, at most MAX_PICTURE_BYTES; else None."""
+    try:
+        fd = open_regular(folder, name)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as source:
+        data = source.read(MAX_PICTURE_BYTES + 1)
+    return data if 0 < len(data) <= MAX_PICTURE_BYTES else None
 
 
 async def capture_all(
@@ -95,15 +111,16 @@ async def capture_all(
         if sandbox is not None:
             limits = dataclasses.replace(sandbox.limits, max_memory_bytes=CHROMIUM_ADDRESS_SPACE)
             confined = dataclasses.replace(
-                sandbox,
+                sandbox.for_own_program(),  # `python3` and Chromium's own script's commands are never the worker's
                 writable=(*sandbox.writable, Path(tmp)),
                 read_only=(*sandbox.read_only, SHOOTER, *read_only),
                 limits=limits,
             )
         result = await run_command(command, cwd=Path(tmp), timeout=timeout, env=child_env(), sandbox=confined)
-        if not all(file.exists() and file.stat().st_size > 0 for file in files):
+        pictures = await asyncio.to_thread(lambda: [_picture(Path(tmp), file.name) for file in files])
+        if not all(pictures):
             raise ToolError(f"Chromium produced no screenshot: {result.output[-800:]}")
-        return [file.read_bytes() for file in files]
+        return [picture for picture in pictures if picture]
 
 
 async def screenshot_tool_result(
