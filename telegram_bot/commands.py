@@ -13,6 +13,7 @@ from telegram import Update
 from agents.core.actions import Action, button
 from agents.core.errors import ToolError
 from agents.core.ids import parse_id
+from agents.core.models import Caller
 from agents.work.crew import task_entries
 from agents.work.standing import notes_markdown
 from telegram_bot import handlers
@@ -42,16 +43,16 @@ _say = say
 
 
 async def _named(
-    update: Update, context: Context, command: str, read: Callable[[int, int], Awaitable[T | None]]
+    update: Update, context: Context, command: str, read: Callable[[Caller, int], Awaitable[T | None]]
 ) -> T | None:
     """What `read` finds for the task of this conversation named by the command's argument (the read is bounded to
-    the conversation), or None after telling the user how to ask."""
+    the conversation and to what the user may see), or None after telling the user how to ask, or why not."""
     try:
         number = _task_number(context)
-    except BadArgument as err:
+        found = await read(await caller_of(update, context), number) if number is not None else None
+    except (BadArgument, ToolError) as err:
         await _say(update, context, str(err))
         return None
-    found = await read(await conversation_of(update, context), number) if number is not None else None
     if found is None:
         hint = f"There is no task #{number} in this chat. " if number is not None else ""
         await _say(update, context, f"{hint}Usage: /{command} N (see /tasks for the numbers).")

@@ -273,3 +273,39 @@ async def test_an_owners_notes_in_the_group_leave_out_a_members_private_notes(
     )
     assert "mia-staging" in private.text and "we squash merges" in private.text
     assert private.callback_data == ["note:forget:1", "note:forget:2"]
+
+
+async def test_an_owners_task_on_self_in_the_group_shows_a_member_nothing_of_what_it_did(
+    team: BotHarness, model: RoleScript
+) -> None:
+    """Members reach none of `self` (the bot's own code). An owner's task on it ran in the group: a member's /task
+    and /log, and get_task in a member's turn (the model may call it on any number), are refused; the owner's are
+    not. What the task wrote and reported is in its tool calls and its report."""
+    written, reported = "SELF-FILE-MARKER-4711", "SELF-REPORT-MARKER-0815"
+    model.add("orchestrator", start_task("self", "Write the owners' notes."), claude_says.text("Started."))
+    model.add(
+        "code",
+        claude_says.tool_use("write_file", {"path": "OWNERS_NOTES.md", "content": f"{written}\n"}),
+        claude_says.text(f"Wrote the notes. {reported}"),
+    )
+    team.tg.send_text(OWNER, "@test_bot write the owners' notes in your own code", chat_id=GROUP, username="boss")
+    task = await ended(team, 1)
+    assert task.workspace == "self" and task.user_id == OWNER, task
+
+    for command in ("/task 1", "/log 1"):
+        before = len(team.tg.messages(GROUP))
+        team.tg.send_command(MEMBER, command, chat_id=GROUP, username="mia")
+        answer = (await team.tg.wait_for_message(GROUP, count=before + 1))[before]
+        assert "only an owner can see what it did" in (answer.text or ""), (command, answer)
+        assert written.encode() not in (answer.data or b"") and written not in (answer.text or "")
+
+    model.add("orchestrator", claude_says.tool_use("get_task", {"task_id": 1}), claude_says.text("Here it is."))
+    team.tg.send_text(MEMBER, "@test_bot what did task 1 do?", chat_id=GROUP, username="mia")
+    await team.tg.await_for(lambda: in_topic(team, None, "Here it is."), timeout=HANG_GUARD)
+    said = last_user_text(model.requests["orchestrator"][-1])
+    assert "only an owner can see what it did" in said and reported not in said and written not in said, said
+
+    before = len(team.tg.messages(GROUP))
+    team.tg.send_command(OWNER, "/log 1", chat_id=GROUP, username="boss")
+    log = (await team.tg.wait_for_message(GROUP, count=before + 1))[before]
+    assert written.encode() in (log.data or b""), log  # the owner's own view is unchanged

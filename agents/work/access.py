@@ -18,7 +18,7 @@ from agents.git.command import GitIdentity
 from agents.llm.usage import budget_exceeded
 from agents.store.database import Store
 from agents.work import crew_texts
-from agents.workspaces.folders import Workspace, Workspaces
+from agents.workspaces.folders import SELF_NAME, OwnersOnly, Workspace, WorkspaceNotFound, Workspaces
 
 
 def git_identity(settings: Settings) -> GitIdentity:
@@ -83,6 +83,32 @@ class Access:
         if task is None or task.chat_id != chat_id:
             raise ToolError(crew_texts.no_such_task(task_id))
         return task
+
+    async def shown_task(self, caller: Caller, task_id: int) -> Task:
+        """The conversation's task #task_id, to be shown whole (its report, events, tool calls and their arguments):
+        a task on the bot's own code to owners only, as members reach none of `self` (the summary the chat was sent
+        stays the chat's)."""
+        task = await self.own_task(caller.chat_id, task_id)
+        if not self.is_owner(caller) and self._on_self(task):
+            raise OwnersOnly(f"task #{task_id} works on the bot's own code: only an owner can see what it did")
+        return task
+
+    def _on_self(self, task: Task) -> bool:
+        """Whether the task's workspace is the bot's own code (a workspace gone since: only when named `self`)."""
+        try:
+            return self.workspaces.resolve(task.workspace).is_self
+        except WorkspaceNotFound:
+            return task.workspace == SELF_NAME
+
+    def hands_nothing_of_the_chat(self, caller: Caller, **handed: object) -> None:
+        """A confined request (from outside the chat, answered in public) hands a worker nothing the chat stored: a
+        proposal to rework, the attachments the user sent. Its workspace alone is what it reaches (`workspace_for`)."""
+        named = [what for what, value in handed.items() if value]
+        if caller.confined_to is not None and named:
+            raise ToolError(
+                f"a request from outside the chat cannot hand a worker the chat's {' or '.join(named)}: "
+                "nothing was started"
+            )
 
     async def task_for(self, caller: Caller, task_id: int, *, anywhere: bool = False) -> Task:
         """The caller's conversation's task; with `anywhere` (a button an owner pressed on a request handed to them,

@@ -12,13 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from agents.core.errors import ToolError
-from agents.core.models import ChatMessage, Task, TaskEvent, TaskStatus, ToolCallRecord, Usage
+from agents.core.models import Caller, ChatMessage, Task, TaskEvent, TaskStatus, ToolCallRecord, Usage
 from agents.core.settings import Settings
 from agents.llm.client import cost_usd
 from agents.llm.usage import total, usage_report
 from agents.store.database import Store
 from agents.store.github import PullRequestRecord
 from agents.work.access import Access
+from agents.workspaces.folders import OwnersOnly
 
 RECENT_TASKS = 15  # what /tasks lists, as the orchestrator's list_tasks does
 
@@ -50,10 +51,13 @@ class ChatQueries:
     def __init__(self, store: Store, settings: Settings, access: Access) -> None:
         self.store, self.settings, self.access = store, settings, access
 
-    async def _task_here(self, conversation: int, number: int) -> Task | None:
-        """Task #number if it belongs to this conversation, else None (absent and elsewhere read the same)."""
+    async def _task_here(self, caller: Caller, number: int) -> Task | None:
+        """Task #number if it belongs to the caller's conversation, else None (absent and elsewhere read the same);
+        OwnersOnly when the caller may not see it (Access.shown_task: a member and a task on `self`)."""
         try:
-            return await self.access.own_task(conversation, number)
+            return await self.access.shown_task(caller, number)
+        except OwnersOnly:
+            raise
         except ToolError:
             return None
 
@@ -64,9 +68,9 @@ class ChatQueries:
         """The conversation's tasks that are still queued or running (what /cancel with no number may mean)."""
         return await self.store.list_tasks(conversation, statuses=TaskStatus.active())
 
-    async def task_detail(self, conversation: int, number: int) -> TaskDetail | None:
-        """/task N in this conversation; None when it has no task #N."""
-        task = await self._task_here(conversation, number)
+    async def task_detail(self, caller: Caller, number: int) -> TaskDetail | None:
+        """/task N in the caller's conversation; None when it has no task #N."""
+        task = await self._task_here(caller, number)
         if task is None:
             return None
         used = total(await self.store.usage_since(task.created_at, task_id=task.id))
@@ -79,9 +83,9 @@ class ChatQueries:
             pull_request=await self.store.github.pull_request(task.stored_id),
         )
 
-    async def task_log(self, conversation: int, number: int) -> TaskLog | None:
-        """/log N in this conversation; None when it has no task #N."""
-        task = await self._task_here(conversation, number)
+    async def task_log(self, caller: Caller, number: int) -> TaskLog | None:
+        """/log N in the caller's conversation; None when it has no task #N."""
+        task = await self._task_here(caller, number)
         if task is None:
             return None
         events = await self.store.task_events(task.stored_id)

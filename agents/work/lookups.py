@@ -65,7 +65,7 @@ class Lookups:
     @work_tool
     async def get_task(self, caller: Caller, task_id: TaskId) -> str:
         """Show one task: status, the worker's report, tests, files changed, branch and commit."""
-        task = await self.access.own_task(caller.chat_id, task_id)
+        task = await self.access.shown_task(caller, task_id)
         task_id = task_number(task)
         events = await self.store.task_events(task_id)
         shown = await self.store.bot_message_about(caller.chat_id, "task", task_id)
