@@ -8,8 +8,8 @@
   content: the requester's words and a stranger's context at once, never the bot's instructions. Labels bind no
   model, so the turn is confined by the bot (models.Caller's `confined_to`): it sees nothing of the private chat but
   the repository's workspace and its standing notes (no history, no other workspace, no task, proposal or schedule)
-  and may only look there and start research or a task there, so a planted instruction can neither act on the
-  user's other work nor put it in the public comment.
+  and may only look there and start research or a task there (handing the worker no proposal or attachment of the
+  chat), so a planted instruction can neither act on the user's other work nor put it in the public comment.
 - The same mention on a pull request the bot opened, or a review requesting changes there by such a login, continues
   that task on its branch (a follow-up task; its commits go to the same pull request).
 - `check_suite` / `check_run`: the pull request's checks are looked at (one line in the chat when they finish).

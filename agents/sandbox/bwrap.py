@@ -6,7 +6,9 @@ task's worktree read-write; the system's programs and libraries, a short list of
 environments its tests need and the worktree's git metadata read-only; a private size-bounded `/tmp` and an empty
 home. The root of the sandbox is read-only, every capability is dropped, and resource limits (processes, file size,
 address space) are set before the command starts. `--die-with-parent` plus the PID namespace mean that when the bot
-kills bwrap (timeout, /cancel, task end) every process of the command dies with it, detached or not.
+kills bwrap (timeout, /cancel, task end) every process of the command dies with it, detached or not. A program the
+bot starts for itself in a task's sandbox (`SandboxSpec.for_own_program`) is found on a PATH without any folder the
+worker can write.
 
 Why one module over 400 lines: the mounts, the environment, the argv and the probe describe one boundary and are
 reviewed together.

@@ -133,6 +133,7 @@ class Races:
         ] = False,
     ) -> str:
         """Start a worker that changes code in a workspace (on its own git branch) and reports back."""
+        self.access.hands_nothing_of_the_chat(caller, attachments=attachments)
         # one attempt is an ordinary task (WorkStarts); several race here
         size = attempt_count(attempts)  # 0, 5 or "three": one sentence, nothing started
         if size > 1 or (attempts is not None and str(worker).strip().lower() == "research"):

@@ -140,6 +140,7 @@ class WorkStarts:
         """Start the read-only research worker on a workspace; it writes a proposal that is shown to the user with
         Approve/Reject buttons. Use for improvement/refactor/review requests, and to rework a proposal (pass its id
         as refines: the worker then sees that proposal whole and the new one replaces it)."""
+        self.access.hands_nothing_of_the_chat(caller, proposal=refines is not None, attachments=attachments)
         await self.access.check_budget()
         instructions = request
         if refines is not None:
