@@ -101,6 +101,8 @@ def test_a_webhook_event_needs_a_good_sha256_signature() -> None:
     sha1 = "sha1=" + hmac.new(b"s3cret", body, hashlib.sha1).hexdigest()
     with pytest.raises(gidgethub.ValidationFailure):  # the old SHA-1 header alone is not enough
         verified_event({**headers, "X-Hub-Signature": sha1}, body, "s3cret")
+    with pytest.raises(gidgethub.ValidationFailure):  # nor a SHA-1 MAC in the SHA-256 header (gidgethub takes it)
+        verified_event({**headers, "X-Hub-Signature-256": sha1}, body, "s3cret")
 
 
 def _settings(**values: object) -> Settings:

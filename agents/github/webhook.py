@@ -55,8 +55,8 @@ def verified_event(headers: dict[str, str], body: bytes, secret: str) -> Webhook
     """The webhook event, if its X-Hub-Signature-256 is good; raises gidgethub.ValidationFailure otherwise (and
     gidgethub.BadRequest for a body that is not JSON). The older SHA-1 header alone is not accepted."""
     lowered = {k.lower(): v for k, v in headers.items() if k.lower() != "x-hub-signature"}
-    if not lowered.get("x-hub-signature-256"):
-        raise gidgethub.ValidationFailure("no X-Hub-Signature-256 header")
+    if not lowered.get("x-hub-signature-256", "").startswith("sha256="):  # gidgethub would take a `sha1=` MAC in it
+        raise gidgethub.ValidationFailure("no SHA-256 signature in X-Hub-Signature-256")
     if not lowered.get("x-github-delivery") or not lowered.get("x-github-event"):
         raise gidgethub.BadRequest(HTTPStatus.BAD_REQUEST, "not a GitHub webhook event")
     event = gidgethub.sansio.Event.from_http(lowered, body, secret=secret)

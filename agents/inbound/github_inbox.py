@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -38,6 +39,18 @@ from agents.work.crew import Crew
 from agents.work.pull_requests import PullRequests
 
 log = logging.getLogger(__name__)
+
+# What a GitHub text quotes or shows as code: a mention there is someone else's words (a quote reply of a stranger's
+# comment) or an example (how to call the bot), not its author's request.
+_FENCED_CODE = re.compile(r"^ {0,3}(`{3,}|~{3,}).*?(?:^ {0,3}\1[^\n]*$|\Z)", re.M | re.S)
+_QUOTED_LINE = re.compile(r"^ {0,3}>.*$", re.M)
+_INLINE_CODE = re.compile(r"(`+)(?!`).+?(?<!`)\1(?!`)", re.S)
+
+
+def own_words(text: str) -> str:
+    """A GitHub comment's or issue's text without its quoted lines and its code: what its author asks in it."""
+    return _INLINE_CODE.sub("", _QUOTED_LINE.sub("", _FENCED_CODE.sub("", text)))
+
 
 QUOTED_CHARS = 8000
 
@@ -158,7 +171,7 @@ class GitHubInbox:
         else:
             return None
         said = comment if comment is not None else f"{issue.get('title') or ''}\n{text}"
-        if not login or not repository or needle not in said.lower() or BOT_MARK in said:
+        if not login or not repository or needle not in own_words(said).lower() or BOT_MARK in said:
             return None
         return Mention(
             login=str(login),
