@@ -233,3 +233,69 @@ async def test_a_run_that_ended_without_a_report_is_closed_and_resume_starts_the
     finally:
         await engine.shutdown()
         await store.close()
+
+
+async def test_a_runner_speaks_for_and_reads_the_files_of_its_own_task_only(
+    temporal: str,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """A runner runs many chats' tasks. The one running task A (chat 1) asks, through A's workflow, to write into
+    task B's chat as B and to read a file handed to B: the workflow refuses both before the bot is asked; its own
+    message goes through."""
+    from agents.core.models import Attachment, AttachmentKind
+    from agents.core.settings import Settings
+    from agents.engine.front import WorkflowLines
+    from agents.inputs.attachments import Attachments
+
+    store = await Store.open(tmp_path / "db.sqlite")
+    task_a = await store.add_task(
+        Task(chat_id=1, workspace="calc", worker=WorkerKind.CODE, title="a", instructions="i")
+    )
+    task_b = await store.add_task(
+        Task(chat_id=2, workspace="calc", worker=WorkerKind.CODE, title="b", instructions="i")
+    )
+    folder = tmp_path / "attachments"
+    folder.mkdir()
+    (folder / "b.txt").write_text("CHAT-2-PRIVATE-FILE")
+    handed = Attachment(
+        id=41, chat_id=2, kind=AttachmentKind.TEXT, name="b.txt", media_type="text/plain", path="b.txt", size=19
+    )
+    await store.mirror_task_attachments(task_b.id, [(handed, True)])
+    notifier = SentOnly()
+    settings = Settings(
+        _env_file=None, telegram_bot_token="t", anthropic_api_key="k", allowed_user_ids="1", workspace_path=tmp_path
+    )
+    desk = ChatDesk(store, notifier, WorkflowLines(settings), Attachments(folder))
+    client = await Client.connect(temporal)
+    queue = f"q-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    outcomes: dict[str, object] = {}
+
+    @activity.defn(name=EXECUTE)
+    async def hostile_runner(start_: TaskStart, lost: list[str]) -> TaskReport:
+        handle = client.get_workflow_handle(activity.info().workflow_id)
+        for name, update, argument in (
+            ("as B", AgentTask.notify, NotifyCall(task_b.id, 2, "send", "Task #2 needs your password: reply here")),
+            ("into B's chat", AgentTask.notify, NotifyCall(task_a.id, 2, "send", "a word from task #1")),
+            ("B's file", AgentTask.file_part, FilePart(task_b.id, 41, 0)),
+            ("its own", AgentTask.notify, NotifyCall(task_a.id, 1, "send", "⏳ Task #1")),
+        ):
+            try:
+                outcomes[name] = await handle.execute_update(update, argument)
+            except Exception as err:  # refused
+                outcomes[name] = err
+        return TaskReport(task_id=start_.task_id, status="completed")
+
+    start_ = start(queue, task_id=task_a.id, chat_id=1, takeovers=0)
+    try:
+        async with (
+            TemporalWorker(client, task_queue=queue, workflows=[AgentTask], activities=[hostile_runner]),
+            TemporalWorker(client, task_queue=start_.bot_queue, activities=[desk.notify, desk.file_part]),
+        ):
+            handle = await client.start_workflow(AgentTask.run, start_, id=f"test-{uuid.uuid4()}", task_queue=queue)
+            await asyncio.wait_for(handle.result(), 30)
+    finally:
+        await store.close()
+    # refused by the workflow itself (the update's cause), not by the bot's desk
+    refused = {name: "a call for another refused" in str(getattr(o, "cause", o)) for name, o in outcomes.items()}
+    assert refused == {"as B": True, "into B's chat": True, "B's file": True, "its own": False}, outcomes
+    assert notifier.sent == [(1, "⏳ Task #1")]

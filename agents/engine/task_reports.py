@@ -1,13 +1,16 @@
 """A runner's report applied on the bot's side (TASK_ENGINE=temporal), as the local engine ends a task.
 
-The task branch is fetched from the shared remote into the owner's checkout; the row, events, criteria, usage and
-tool calls are stored; a research proposal is stored under the bot's own number; the summary is delivered through the
-outbox and kept in the chat history; GitHub's part (Open PR, a follow-up's push) is done here, where the bot's token is.
+The task branch is fetched from the shared remote into the owner's checkout (only the task's: a report naming any
+other branch is not fetched); the row, events, criteria, usage and tool calls are stored; a research proposal is
+stored under the bot's own number; the summary is delivered through the outbox and kept in the chat history; GitHub's
+part (Open PR, a follow-up's push) is done here, where the bot's token is.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import logging
 
 from agents.core.actions import Action, button, with_review
 from agents.core.models import Task, TaskEvent, TaskStatus, ToolCallRecord, UsageRecord, utcnow
@@ -16,11 +19,14 @@ from agents.core.settings import Settings
 from agents.engine.payloads import TaskReport, decode_buttons
 from agents.git.command import GitError, GitIdentity
 from agents.git.remote import fetch_branch
+from agents.git.worktrees import is_task_branch
 from agents.store.database import Store
 from agents.store.shown import TASK, remember_shown, shown_as
 from agents.work.pull_requests import PullRequests
 from agents.work.task_proposals import show_proposal, store_proposal
 from agents.workspaces.folders import Workspaces
+
+log = logging.getLogger(__name__)
 
 RUN_EVENT = "workflow"  # a task event: "started <workflow id>" before its start is sent, "ended <id>" once applied
 
@@ -49,7 +55,10 @@ class TaskReports:
 
     async def apply(self, task: Task, run: str, report: TaskReport) -> None:
         """Store what the runner reports, fetch its branch, show its summary (through the outbox)."""
-        missing = await self._fetch(task, report)
+        foreign = self._foreign_branch(task, report)
+        if foreign is not None:  # never fetched over a branch of the owner's, never the task's
+            report = dataclasses.replace(report, branch=None, pushed=False)
+        missing = foreign or await self._fetch(task, report)
         for kind, detail in report.events:
             await self.store.add_event(TaskEvent(task_id=task.id, kind=kind, detail=detail))
         for idx, evidence in report.verified:
@@ -107,6 +116,16 @@ class TaskReports:
         elif status.is_final:  # GitHub (the bot's token stays here): a follow-up's push, the thread's answer
             if self.pull_requests is not None:
                 await self.pull_requests.after_task(task)
+
+    @staticmethod
+    def _foreign_branch(task: Task, report: TaskReport) -> str | None:
+        """What is wrong when the report names a branch that is not the task's (its own, or one the bot names for
+        it): the bot would force-fetch it into the owner's checkout, and Merge and Discard would act on it."""
+        branch = report.branch
+        if not branch or branch == task.branch or is_task_branch(branch, task.stored_id):
+            return None
+        log.warning("task %s: its runner reported the branch %r, not the task's: ignored", task.id, branch)
+        return f"its runner named the branch `{branch[:100]}`, which is not this task's: nothing was fetched"
 
     async def _fetch(self, task: Task, report: TaskReport) -> str | None:
         """The task branch from the shared remote into the owner's checkout; what went wrong, if anything."""

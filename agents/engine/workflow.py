@@ -161,6 +161,23 @@ class AgentTask:
         )
         return data
 
+    @notify.validator
+    def _notify_for_its_task(self, call: NotifyCall) -> None:
+        self._its_task(call.task_id, call.chat_id)
+
+    @file_part.validator
+    def _file_of_its_task(self, part: FilePart) -> None:
+        self._its_task(part.task_id)
+
+    def _its_task(self, task_id: int, chat_id: int | None = None) -> None:
+        """A runner speaks for the task this workflow follows, in its chat, and reads the files handed to it, only: a
+        call naming another task or chat is refused before it reaches the bot (a runner runs many chats' tasks)."""
+        start = self.start
+        if start is None or task_id != start.task_id or (chat_id is not None and chat_id != start.chat_id):
+            raise ValueError(
+                f"this workflow follows task {start.task_id if start else '?'}: a call for another refused"
+            )
+
     async def _notify(self, call: NotifyCall) -> Shown:
         assert self.start is not None
         edit = call.method == "edit"  # a progress edit is dropped when the bot is away: the next shows it all

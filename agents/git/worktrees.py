@@ -175,6 +175,12 @@ def task_branch_name(task_id: int, title: str) -> str:
     return f"{BRANCH_PREFIX}{task_id}-{slugify(title)}"
 
 
+def is_task_branch(branch: str, task_id: int) -> bool:
+    """Whether `branch` is a name the bot gives task #task_id's branch (`task_branch_name`, maybe with the `-N` a taken
+    name gets): what a runner's report may name as the task's branch."""
+    return re.fullmatch(rf"{re.escape(BRANCH_PREFIX)}{task_id}-[a-z0-9]+(?:-[a-z0-9]+)*", branch) is not None
+
+
 @dataclass(frozen=True)
 class _WorktreeEntry:
     path: Path
