@@ -291,6 +291,9 @@ async def test_an_owners_task_on_self_in_the_group_shows_a_member_nothing_of_wha
     team.tg.send_text(OWNER, "@test_bot write the owners' notes in your own code", chat_id=GROUP, username="boss")
     task = await ended(team, 1)
     assert task.workspace == "self" and task.user_id == OWNER, task
+    await team.tg.await_for(  # the summary, the group's to see: the last message before the commands' answers
+        lambda: any("task:diff:1" in m.callback_data for m in team.tg.messages(GROUP)), timeout=HANG_GUARD
+    )
 
     for command in ("/task 1", "/log 1"):
         before = len(team.tg.messages(GROUP))
