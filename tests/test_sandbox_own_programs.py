@@ -19,7 +19,6 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -29,10 +28,10 @@ from agents.sandbox.bwrap import sandbox_env, spec_for
 from agents.sandbox.services import start_sandboxed_stdio
 from agents.sandbox.task_limits import TaskBounds
 from agents.tools.screenshot import MAX_PICTURE_BYTES, _picture, screenshot_tool_result
-from tests.conftest import USER_ID, BotHarness, running_bot
+from tests.conftest import USER_ID, BotHarness
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript
-from tests.support.questions import DEMO, PLANTED, SERVERS, TOKEN, mcp_call, mcp_config, mcp_task, results_of
+from tests.support.questions import DEMO, PLANTED, TOKEN, mcp_bot, mcp_call, mcp_task, results_of  # noqa: F401  (mcp_bot: a fixture)
 from tests.support.sandbox import PROBE, needs_bwrap, planted  # noqa: F401  (planted: a fixture)
 from tests.support.tasks import ended, start_task, tool_results
 
@@ -181,33 +180,15 @@ async def test_a_frontend_workers_screenshot_never_sends_an_outside_file_to_the_
     )
 
 
-@pytest.fixture
-async def python3_server_bot(
-    fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo
-) -> AsyncIterator[BotHarness]:
-    """The bot with the demo MCP server configured by command name (`"command": "python3"`, as `npx`/`uvx`
-    servers are), its own token in its `env`."""
-    config = mcp_config(tmp_path, command="python3", args=[str(DEMO)], env={"DEMO_TOKEN": TOKEN})
-    async with running_bot(
-        fake_telegram,
-        fake_anthropic,
-        tmp_path,
-        workspace_root,
-        bot_repo,
-        mcp_config=config,
-        sandbox_read_paths=(SERVERS,),
-    ) as harness:
-        yield harness
-
-
 @pytest.mark.untested_calc  # neither the verdict nor the task's end is what this test is about
+@pytest.mark.mcp_entry(command="python3", args=[str(DEMO)], env={"DEMO_TOKEN": TOKEN})  # by name, as npx/uvx servers
 async def test_a_restarted_mcp_server_is_never_the_workers_program_on_the_sandboxs_path(
-    python3_server_bot: BotHarness, workspace_root: Path
+    mcp_bot: BotHarness, workspace_root: Path
 ) -> None:
     """calc's owner has a `.venv`; the worker replaces the worktree's `.venv` with one holding its own `python3`,
     crashes the server and calls it again: the restart must run the owner's server, not the worker's program (which
     here answers `add` with the server's token, reversed past the output filter)."""
-    bot = python3_server_bot
+    bot = mcp_bot
     calc = workspace_root / "calc"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(calc / ".venv")], check=True)
     with (calc / ".git" / "info" / "exclude").open("a") as exclude:
