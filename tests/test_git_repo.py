@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from agents.core.branch_names import slugify
 from agents.git.command import GitError, GitIdentity
 from agents.git.commits import CommitLimits, commit_all
 from agents.git.diff import write_diff
@@ -21,7 +22,6 @@ from agents.git.worktrees import (
     create_task_worktree,
     discard_task_worktree,
     remove_worktree_keep_branch,
-    slugify,
 )
 from tests.support.git_repos import git, make_user_repo, no_git_identity  # noqa: F401  (an autouse fixture)
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from agents.core.branch_names import is_task_branch, task_branch_name
 from agents.core.models import Task, WorkerKind
 from agents.engine.payloads import TaskReport
 from agents.engine.task_reports import TaskReports
-from agents.git.worktrees import is_task_branch, task_branch_name
 from agents.store.database import Store
 from agents.workspaces.folders import Workspaces
 from tests.conftest import git

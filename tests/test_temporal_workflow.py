@@ -299,3 +299,26 @@ async def test_a_runner_speaks_for_and_reads_the_files_of_its_own_task_only(
     refused = {name: "a call for another refused" in str(getattr(o, "cause", o)) for name, o in outcomes.items()}
     assert refused == {"as B": True, "into B's chat": True, "B's file": True, "its own": False}, outcomes
     assert notifier.sent == [(1, "⏳ Task #1")]
+
+
+async def test_a_takeover_resumes_from_the_tasks_own_branch_only(temporal: str) -> None:  # noqa: F811
+    """The lost runner said it pushed `main`, then the task's branch, then `release`: the takeover resumes from the
+    task's branch (a runner's word about another branch is not taken; it runs many chats' tasks)."""
+    starts: list[str | None] = []
+    client = await Client.connect(temporal)
+
+    @activity.defn(name=EXECUTE)
+    async def pushes_then_dies(start_: TaskStart, lost: list[str]) -> TaskReport:
+        starts.append(start_.branch)
+        if len(starts) == 1:
+            handle = client.get_workflow_handle(activity.info().workflow_id)
+            for branch in ("main", "agentlab/task-7-fix-it", "release"):
+                await handle.signal(AgentTask.pushed, branch)
+            while await handle.query(AgentTask.last_push) != "agentlab/task-7-fix-it":
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(0.3)  # the last signal, after the task's, is handled too
+            raise ApplicationError("runner one died", non_retryable=True)
+        return TaskReport(task_id=start_.task_id, status="completed", runner="two")
+
+    report = await run(temporal, start(f"q-{os.getpid()}-pushed"), [pushes_then_dies])
+    assert report.status == "completed" and starts == [None, "agentlab/task-7-fix-it"], starts

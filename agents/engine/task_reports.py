@@ -13,13 +13,13 @@ import json
 import logging
 
 from agents.core.actions import Action, button, with_review
+from agents.core.branch_names import is_task_branch
 from agents.core.models import Task, TaskEvent, TaskStatus, ToolCallRecord, UsageRecord, utcnow
 from agents.core.protocols import Outbox
 from agents.core.settings import Settings
 from agents.engine.payloads import TaskReport, decode_buttons
 from agents.git.command import GitError, GitIdentity
 from agents.git.remote import fetch_branch
-from agents.git.worktrees import is_task_branch
 from agents.store.database import Store
 from agents.store.shown import TASK, remember_shown, shown_as
 from agents.work.pull_requests import PullRequests

@@ -26,6 +26,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, TimeoutError, TimeoutType
 
 with workflow.unsafe.imports_passed_through():
+    from agents.core.branch_names import is_task_branch
     from agents.engine.payloads import (
         EXECUTE,
         FETCH,
@@ -115,8 +116,13 @@ class AgentTask:
 
     @workflow.signal
     def pushed(self, branch: str) -> None:
-        """The runner pushed the task branch (after a commit): a takeover resumes from it."""
-        self.branch = branch
+        """The runner pushed the task branch (after a commit): a takeover resumes from it. Only the task's own branch
+        (its resumed one, or a name the bot gives it) is taken: a runner runs many chats' tasks."""
+        start = self.start
+        if start is not None and (branch == start.branch or is_task_branch(branch, start.task_id)):
+            self.branch = branch
+        else:
+            workflow.logger.warning("a runner reported pushing %r, not this task's branch: ignored", branch)
 
     @workflow.signal(unfinished_policy=ABANDON)
     async def poke(self, poke: Poke) -> None:

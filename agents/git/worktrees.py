@@ -12,12 +12,12 @@ import asyncio
 import contextlib
 import logging
 import os
-import re
 import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from agents.core.branch_names import task_branch_name
 from agents.git.command import GIT_TIMEOUT_SECONDS, GitError, GitIdentity, git_text, object_sizes
 from agents.git.locks import bot_writes, repo_lock
 from agents.git.ref_files import plain_bytes
@@ -34,8 +34,6 @@ from agents.git.repository import (
 from agents.sandbox import task_disk
 
 log = logging.getLogger(__name__)
-
-BRANCH_PREFIX = "agentlab/task-"
 
 
 _BASE_BRANCH_KEY = "agentlab-base"
@@ -162,23 +160,6 @@ async def clear_stale_index_locks(worktree: TaskWorktree) -> list[Path]:
     for lock in removed:
         log.warning("removed the stale git lock %s (no process held it)", lock)
     return removed
-
-
-def slugify(title: str, max_length: int = 40) -> str:
-    """A branch-safe slug: lower-case ASCII letters, digits and single dashes; `task` when nothing is left."""
-    slug = re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
-    slug = slug[:max_length].rstrip("-")
-    return slug or "task"
-
-
-def task_branch_name(task_id: int, title: str) -> str:
-    return f"{BRANCH_PREFIX}{task_id}-{slugify(title)}"
-
-
-def is_task_branch(branch: str, task_id: int) -> bool:
-    """Whether `branch` is a name the bot gives task #task_id's branch (`task_branch_name`, maybe with the `-N` a taken
-    name gets): what a runner's report may name as the task's branch."""
-    return re.fullmatch(rf"{re.escape(BRANCH_PREFIX)}{task_id}-[a-z0-9]+(?:-[a-z0-9]+)*", branch) is not None
 
 
 @dataclass(frozen=True)
