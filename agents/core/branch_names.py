@@ -19,7 +19,9 @@ def task_branch_name(task_id: int, title: str) -> str:
     return f"{BRANCH_PREFIX}{task_id}-{slugify(title)}"
 
 
-def is_task_branch(branch: str, task_id: int) -> bool:
-    """Whether `branch` is a name the bot gives task #task_id's branch (`task_branch_name`, maybe with the `-N` a taken
-    name gets)."""
+def is_task_branch(branch: str, task_id: int, known: str | None = None) -> bool:
+    """Whether `branch` is task #task_id's: the branch it already has (`known`: a resumed task's, a follow-up's), or a
+    name the bot gives it (`task_branch_name`, maybe with the `-N` a taken name gets)."""
+    if known is not None and branch == known:
+        return True
     return re.fullmatch(rf"{re.escape(BRANCH_PREFIX)}{task_id}-[a-z0-9]+(?:-[a-z0-9]+)*", branch) is not None

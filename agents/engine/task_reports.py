@@ -122,7 +122,7 @@ class TaskReports:
         """What is wrong when the report names a branch that is not the task's (its own, or one the bot names for
         it): the bot would force-fetch it into the owner's checkout, and Merge and Discard would act on it."""
         branch = report.branch
-        if not branch or branch == task.branch or is_task_branch(branch, task.stored_id):
+        if not branch or is_task_branch(branch, task.stored_id, task.branch):
             return None
         log.warning("task %s: its runner reported the branch %r, not the task's: ignored", task.id, branch)
         return f"its runner named the branch `{branch[:100]}`, which is not this task's: nothing was fetched"

@@ -119,7 +119,7 @@ class AgentTask:
         """The runner pushed the task branch (after a commit): a takeover resumes from it. Only the task's own branch
         (its resumed one, or a name the bot gives it) is taken: a runner runs many chats' tasks."""
         start = self.start
-        if start is not None and (branch == start.branch or is_task_branch(branch, start.task_id)):
+        if start is not None and is_task_branch(branch, start.task_id, start.branch):
             self.branch = branch
         else:
             workflow.logger.warning("a runner reported pushing %r, not this task's branch: ignored", branch)
