@@ -1,15 +1,17 @@
 """Work from GitHub: what a stored webhook event does (agents/github/webhook.py stores and acknowledges it).
 
-- `issues` (opened) and `issue_comment` (created) whose text contains GITHUB_MENTION, written by a login of
-  GITHUB_USERS, on the GitHub repository of a workspace: handled as that user's message in their private chat (the
-  orchestrator's turn, the user's role), the answer posted on GitHub as a comment and sent to the private chat. A task
-  the turn started is remembered with its thread, so when it ends its verdict and pull request are commented there
-  (agents/work/pull_requests.py). The issue's and comment's text reach the model quoted and labelled as GitHub
-  content: the requester's words and a stranger's context at once, never the bot's instructions. Labels bind no
-  model, so the turn is confined by the bot (models.Caller's `confined_to`): it sees nothing of the private chat but
-  the repository's workspace and its standing notes (no history, no other workspace, no task, proposal or schedule)
-  and may only look there and start research or a task there (handing the worker no proposal or attachment of the
-  chat), so a planted instruction can neither act on the user's other work nor put it in the public comment.
+- `issues` (opened) and `issue_comment` (created) whose text contains GITHUB_MENTION, written by a login of GITHUB_USERS
+  (from the GitHub account that login was first seen as: GitHub lets a login be renamed and the old one claimed by
+  anyone, so the same login from another account acts as nobody), on the GitHub repository of a workspace: handled as
+  that user's message in their private chat (the orchestrator's turn, the user's role), the answer posted on GitHub as a
+  comment and sent to the private chat. A task the turn started is remembered with its thread, so when it ends its
+  verdict and pull request are commented there (agents/work/pull_requests.py). The issue's and comment's text reach the
+  model quoted and labelled as GitHub content: the requester's words and a stranger's context at once, never the bot's
+  instructions. Labels bind no model, so the turn is confined by the bot (models.Caller's `confined_to`): it sees
+  nothing of the private chat but the repository's workspace and its standing notes (no history, no other workspace, no
+  task, proposal or schedule) and may only look there and start research or a task there (handing the worker no proposal
+  or attachment of the chat), so a planted instruction can neither act on the user's other work nor put it in the public
+  comment.
 - The same mention on a pull request the bot opened, or a review requesting changes there by such a login, continues
   that task on its branch (a follow-up task; its commits go to the same pull request).
 - `check_suite` / `check_run`: the pull request's checks are looked at (one line in the chat when they finish).
@@ -60,6 +62,7 @@ class Mention:
     """A request written on GitHub: who, where, and the texts around it."""
 
     login: str
+    account_id: int | None  # the GitHub account behind the login (GitHub names it in every event)
     repository: str
     number: int
     is_pull_request: bool
@@ -73,6 +76,14 @@ def _quote(text: str) -> str:
     """GitHub's text as the model's quote: every line inside it (a line separator of its own is a visible mark)."""
     text = outside_text((text or "").strip()[:QUOTED_CHARS], markdown=False)
     return "\n".join(f"> {line}" for line in text.split("\n")) or "> (empty)"
+
+
+def login_taken_text(login: str, account_id: int, first: int) -> str:
+    return (
+        f"⚠️ A GitHub mention by {login} came from another GitHub account (id {account_id}) than the one that login "
+        f"was first seen as (id {first}), and was ignored: a login renamed and then claimed by someone else looks "
+        f"like this. If the new account is yours, take {login} out of GITHUB_USERS, restart the bot, and put it back."
+    )
 
 
 def request_text(mention: Mention, workspace: str) -> str:
@@ -124,7 +135,9 @@ class GitHubInbox:
         await self.store.github.webhook_event_handled(hook.id)
 
     async def handle_unhandled(self) -> None:
-        """At start-up: webhook events acknowledged by a bot that stopped before handling them."""
+        """At start-up: the accounts of logins taken out of GITHUB_USERS are forgotten, then the webhook events
+        acknowledged by a bot that stopped before handling them are handled."""
+        await self.store.github.keep_accounts_of(set(self.settings.github.github_users))
         for hook in await self.store.github.unhandled_webhook_events():
             await self.handle(hook)
 
@@ -141,7 +154,7 @@ class GitHubInbox:
         mention = self._mention(event, data, repository)
         if mention is None:
             return
-        user_id = self._user_of(mention.login)
+        user_id = await self._user_of(mention.login, mention.account_id)
         workspace = await self._workspace_of(repository)
         if user_id is None or workspace is None:
             log.info("GitHub mention by %s on %s ignored (unknown login or repository)", mention.login, repository)
@@ -150,31 +163,41 @@ class GitHubInbox:
             return
         await self._converse(mention, user_id, workspace)
 
-    def _user_of(self, login: str) -> int | None:
+    async def _user_of(self, login: str, account_id: object) -> int | None:
         """The Telegram user a GitHub login acts as, if GITHUB_USERS maps it and ALLOWED_USER_IDS allows that user
-        now (read when the webhook event is handled, so a user removed since is nobody, on every path from GitHub)."""
+        now (read when the webhook event is handled, so a user removed since is nobody, on every path from GitHub),
+        and the event comes from the GitHub account the login was first seen as; another account under that login
+        (renamed away and claimed since) is nobody, and the user is told."""
         user_id = self.settings.github.github_users.get(login.lower())
-        return user_id if user_id is not None and user_id in self.settings.users.allowed_user_ids else None
+        if user_id is None or user_id not in self.settings.users.allowed_user_ids:
+            return None
+        if not isinstance(account_id, int) or isinstance(account_id, bool):
+            log.warning("GitHub event by %s names no account id: ignored", login)
+            return None
+        first = await self.store.github.account_of(login, account_id)
+        if first != account_id:
+            log.warning("GitHub login %s from account %s, first seen as account %s: ignored", login, account_id, first)
+            await self.deliveries.deliver(user_id, login_taken_text(login, account_id, first), kind="answer")
+            return None
+        return user_id
 
     def _mention(self, event: str, data: dict[str, Any], repository: str) -> Mention | None:
         needle = self.settings.github.github_mention.lower()
         issue = data.get("issue") or {}
         if event == "issues" and data.get("action") == "opened":
-            text, comment, login = issue.get("body") or "", None, (issue.get("user") or {}).get("login")
+            text, comment, author = issue.get("body") or "", None, issue.get("user") or {}
         elif event == "issue_comment" and data.get("action") == "created":
             body = (data.get("comment") or {}).get("body") or ""
-            text, comment, login = (
-                issue.get("body") or "",
-                body,
-                (data.get("comment") or {}).get("user", {}).get("login"),
-            )
+            text, comment, author = issue.get("body") or "", body, (data.get("comment") or {}).get("user") or {}
         else:
             return None
+        login = author.get("login")
         said = comment if comment is not None else f"{issue.get('title') or ''}\n{text}"
         if not login or not repository or needle not in own_words(said).lower() or BOT_MARK in said:
             return None
         return Mention(
             login=str(login),
+            account_id=author.get("id"),
             repository=repository,
             number=int(issue.get("number") or 0),
             is_pull_request="pull_request" in issue,
@@ -195,14 +218,17 @@ class GitHubInbox:
 
     async def _review(self, data: dict[str, Any], repository: str) -> None:
         review = data.get("review") or {}
-        login = str((review.get("user") or {}).get("login") or "")
-        user_id = self._user_of(login)
-        if data.get("action") != "submitted" or review.get("state") != "changes_requested" or user_id is None:
+        author = review.get("user") or {}
+        login = str(author.get("login") or "")
+        asks = data.get("action") == "submitted" and review.get("state") == "changes_requested"
+        user_id = await self._user_of(login, author.get("id")) if asks else None
+        if user_id is None:
             log.info("GitHub review by %s on %s ignored (not a change request by an allowed login)", login, repository)
             return
         pr = data.get("pull_request") or {}
         mention = Mention(
             login=login,
+            account_id=author.get("id"),
             repository=repository,
             number=int(pr.get("number") or 0),
             is_pull_request=True,

@@ -1,5 +1,6 @@
-"""The store's GitHub tables: a task's pull request, webhook events (stored before acknowledged) and the GitHub
-threads (issue or pull request) whose mention started a task."""
+"""The store's GitHub tables: a task's pull request, webhook events (stored before acknowledged), the GitHub
+threads (issue or pull request) whose mention started a task, and the account each GITHUB_USERS login was first
+seen as."""
 
 from __future__ import annotations
 
@@ -158,6 +159,25 @@ class GitHubRecords:
             if rows
             else None
         )
+
+    # ---- the accounts behind GITHUB_USERS' logins ---------------------------------------------------
+    async def account_of(self, login: str, account_id: int) -> int:
+        """The GitHub account id `login` was first seen as, recording `account_id` when it is the first: a login
+        is a name its account may give up and anyone may claim, the id is the account's for good."""
+        await self._store.write(
+            "INSERT INTO github_accounts (login, account_id, first_seen_at) VALUES (?, ?, ?) "
+            "ON CONFLICT (login) DO NOTHING",
+            (login.lower(), account_id, utcnow().isoformat()),
+        )
+        rows = await self._store.rows("SELECT account_id FROM github_accounts WHERE login = ?", (login.lower(),))
+        return int(rows[0][0])
+
+    async def keep_accounts_of(self, logins: set[str]) -> None:
+        """Forget the account of every login no longer in GITHUB_USERS (taken out and put back, a login is learnt
+        afresh: how an owner accepts a user's new account under the same login)."""
+        kept = sorted(login.lower() for login in logins)
+        marks = ", ".join("?" for _ in kept)
+        await self._store.write(f"DELETE FROM github_accounts WHERE login NOT IN ({marks})", tuple(kept))
 
 
 def _pull_request(row: aiosqlite.Row) -> PullRequestRecord:

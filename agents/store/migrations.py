@@ -397,6 +397,15 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX task_pictures_task ON task_pictures(task_id);
     """,
+    # the GitHub account each GITHUB_USERS login was first seen as (agents/store/github.py): GitHub lets a login be
+    # renamed and the old one claimed by anyone, so a mention by the same login from another account is refused
+    """
+    CREATE TABLE github_accounts (
+        login TEXT PRIMARY KEY,
+        account_id INTEGER NOT NULL,
+        first_seen_at TEXT NOT NULL
+    );
+    """,
 ]
 
 LATEST_VERSION = len(MIGRATIONS)
