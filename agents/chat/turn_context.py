@@ -180,7 +180,11 @@ class TurnContext:
         `confined_to`: those for it and for all). They sit in the per-turn context, after the cached prefix, so
         adding or forgetting one never changes what the cache holds."""
         notes = await StandingNotes(self.store).applying(
-            user_id, self.settings.users.is_owner, confined_to, every=confined_to is None
+            user_id,
+            self.settings.users.is_owner,
+            confined_to,
+            about_self=self.workspaces.is_self,
+            every=confined_to is None,
         )
         if not notes:
             return []

@@ -132,10 +132,17 @@ class Proposal(StoredRecord):
     request: str
     body: str = ""
     status: ProposalStatus = ProposalStatus.PENDING
+    user_id: int | None = None  # who asked for it (its research task's starter; None: unknown, an older proposal)
     supersedes: int | None = None
     task_id: int | None = None
     created_at: datetime = Field(default_factory=utcnow)
     decided_at: datetime | None = None
+
+    @property
+    def asker(self) -> int | None:
+        """Who asked for it: its user; for an older proposal stored without one, the user of a private chat (whose
+        id the chat's is), and nobody known in a group."""
+        return self.user_id if self.user_id is not None else (self.chat_id if self.chat_id > 0 else None)
 
 
 class Caller(BaseModel):

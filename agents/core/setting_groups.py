@@ -110,8 +110,9 @@ class UserSettings(SettingsGroup):
 
     @property
     def owners(self) -> frozenset[int]:
-        """Who may do what only owners may: OWNER_USER_IDS, or every allowed user when it is empty."""
-        return self.owner_user_ids or self.allowed_user_ids
+        """Who may do what only owners may: OWNER_USER_IDS, or every allowed user when it is empty; an owner is an
+        allowed user who may also do more, so a user taken out of ALLOWED_USER_IDS is no owner, wherever else named."""
+        return (self.owner_user_ids or self.allowed_user_ids) & self.allowed_user_ids
 
     def is_owner(self, user_id: int | None) -> bool:
         """None is the bot itself acting (a restart, a script): only real members are ever refused."""

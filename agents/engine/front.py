@@ -417,7 +417,10 @@ class TemporalEngine:
             branch=task.branch,
             notes=task.result if task.worker is not WorkerKind.RESEARCH else None,
             standing_notes=[
-                n.text for n in await StandingNotes(self.store).applying(task.user_id, s.users.is_owner, task.workspace)
+                n.text
+                for n in await StandingNotes(self.store).applying(
+                    task.user_id, s.users.is_owner, task.workspace, about_self=self.workspaces.is_self
+                )
             ],
             reply_to_message_id=task.reply_to_message_id,
             schedule_id=task.schedule_id,

@@ -406,6 +406,15 @@ MIGRATIONS: list[str] = [
         first_seen_at TEXT NOT NULL
     );
     """,
+    # who asked for a proposal (the research task's starter): in a group, members decide and rework their own
+    # proposals only; a proposal stored before is its research task's (found by the result that names it)
+    """
+    ALTER TABLE proposals ADD COLUMN user_id INTEGER;
+    UPDATE proposals SET user_id = (
+        SELECT t.user_id FROM tasks t WHERE t.worker = 'research' AND t.result = 'proposal #' || proposals.id
+        ORDER BY t.id DESC LIMIT 1
+    );
+    """,
 ]
 
 LATEST_VERSION = len(MIGRATIONS)

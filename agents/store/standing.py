@@ -69,15 +69,19 @@ class StandingNotes:
         is_owner: Callable[[int | None], bool],
         workspace: str | None = None,
         *,
+        about_self: Callable[[str], bool],
         every: bool = False,
     ) -> list[StandingNote]:
         """The notes that apply to `user_id`'s requests, oldest first: their own and the owners' (`is_owner`), those
-        for `workspace` and for all (`every`: for any workspace)."""
+        for `workspace` and for all (`every`: for any workspace); to a member, none for a workspace that is the bot's
+        own code (`about_self`: an owner's note there says how `self` works, and members reach none of it)."""
+        owner = is_owner(user_id)
         return [
             n
             for n in await self.all()
             if (n.user_id == user_id or is_owner(n.user_id))
             and (every or n.workspace is None or n.workspace == workspace)
+            and (owner or n.workspace is None or not about_self(n.workspace))
         ]
 
     async def delete(self, note_id: int) -> bool:

@@ -18,7 +18,7 @@ from agents.git.command import GitIdentity
 from agents.llm.usage import budget_exceeded
 from agents.store.database import Store
 from agents.work import crew_texts
-from agents.workspaces.folders import SELF_NAME, OwnersOnly, Workspace, WorkspaceNotFound, Workspaces
+from agents.workspaces.folders import OwnersOnly, Workspace, Workspaces
 
 
 def git_identity(settings: Settings) -> GitIdentity:
@@ -89,16 +89,9 @@ class Access:
         a task on the bot's own code to owners only, as members reach none of `self` (the summary the chat was sent
         stays the chat's)."""
         task = await self.own_task(caller.chat_id, task_id)
-        if not self.is_owner(caller) and self._on_self(task):
+        if not self.is_owner(caller) and self.workspaces.is_self(task.workspace):
             raise OwnersOnly(f"task #{task_id} works on the bot's own code: only an owner can see what it did")
         return task
-
-    def _on_self(self, task: Task) -> bool:
-        """Whether the task's workspace is the bot's own code (a workspace gone since: only when named `self`)."""
-        try:
-            return self.workspaces.resolve(task.workspace).is_self
-        except WorkspaceNotFound:
-            return task.workspace == SELF_NAME
 
     def hands_nothing_of_the_chat(self, caller: Caller, **handed: object) -> None:
         """A confined request (from outside the chat, answered in public) hands a worker nothing the chat stored: a
@@ -124,6 +117,24 @@ class Access:
             raise ToolError(f"there is no proposal #{proposal_id} in this chat")
         return proposal
 
+    def may_decide(self, caller: Caller, proposal: Proposal) -> bool:
+        """Members decide (approve, reject, rework) the proposals they asked for, owners every one; a proposal on
+        the bot's own code is owners' alone (members reach none of `self`). A proposal of unknown requester (stored
+        by an older bot) is the private chat's user's, and in a group an owner's to decide."""
+        if self.is_owner(caller):
+            return True
+        return proposal.asker == caller.user_id and not self.workspaces.is_self(proposal.workspace)
+
+    def decides(self, caller: Caller, proposal: Proposal, doing: str) -> None:
+        """`may_decide`, refused in one sentence."""
+        if self.may_decide(caller, proposal):
+            return
+        if self.workspaces.is_self(proposal.workspace):
+            raise OwnersOnly(f"proposal #{proposal.id} is for the bot's own code: only an owner can {doing} it")
+        raise ToolError(
+            f"proposal #{proposal.id} is another member's: only the member who asked for it or an owner can {doing} it"
+        )
+
     async def owners_only(
         self, caller: Caller, doing: str, asks: str, quoted: str = "", buttons: Buttons | None = None
     ) -> None:
@@ -142,8 +153,13 @@ class Access:
         raise ToolError(f"only an owner can {doing}; I've asked them")
 
     def starter_or_owner(self, caller: Caller, task: Task, doing: str) -> None:
-        """Members act on the tasks they started; owners on every task."""
-        if self.is_owner(caller) or (task.user_id is not None and task.user_id == caller.user_id):
+        """Members act on the tasks they started; owners on every task. A task on the bot's own code is owners' alone
+        (members reach none of `self`: a task its starter began while an owner is out of their reach since)."""
+        if self.is_owner(caller):
+            return
+        if self.workspaces.is_self(task.workspace):
+            raise OwnersOnly(f"task #{task.id} works on the bot's own code: only an owner can {doing} it")
+        if task.user_id is not None and task.user_id == caller.user_id:
             return
         whose = f"{task.user_name}'s" if task.user_name else "not yours"
         raise ToolError(f"task #{task.id} is {whose}: only the member who started it or an owner can {doing} it")

@@ -1,6 +1,7 @@
 """Deciding a research task's proposal: Approve starts the code task that implements it (its `## Plan` steps become
 the acceptance criteria), Reject closes it. A decision never guesses which proposal: with no number, only the
-conversation's one pending proposal, and none while a research task is still writing one."""
+conversation's one pending proposal (a member's own, in a group), and none while a research task is still writing
+one. Members decide the proposals they asked for, owners every one (`Access.decides`)."""
 
 from __future__ import annotations
 
@@ -36,14 +37,22 @@ class ProposalDecisions:
     def __init__(self, store: Store, access: Access, starts: WorkStarts) -> None:
         self.store, self.access, self.starts = store, access, starts
 
-    async def _pick(self, chat_id: int, proposal_id: int | None) -> Proposal:
-        """The proposal a decision is about; never a guess: with no id, only the chat's one pending proposal."""
+    async def _pick(self, caller: Caller, proposal_id: int | None, doing: str) -> Proposal:
+        """The proposal a decision is about, if the caller may decide it; never a guess: with no id, only the
+        chat's one pending proposal (a member with pending proposals of their own: only theirs)."""
+        proposal = await self._pending(caller, proposal_id)
+        self.access.decides(caller, proposal, doing)
+        return proposal
+
+    async def _pending(self, caller: Caller, proposal_id: int | None) -> Proposal:
+        chat_id = caller.chat_id
         if proposal_id is not None:
             proposal = await self.access.chat_proposal(chat_id, proposal_id)
             if proposal.status is not ProposalStatus.PENDING:
                 raise ToolError(f"proposal #{proposal_id} is already {proposal.status.value}")
             return proposal
         pending = await self.store.pending_proposals(chat_id)
+        pending = [p for p in pending if self.access.may_decide(caller, p)] or pending
         active = await self.store.list_tasks(chat_id, statuses=TaskStatus.active())
         researching = [t for t in active if t.worker is WorkerKind.RESEARCH]
         if researching:
@@ -66,7 +75,7 @@ class ProposalDecisions:
         """Approve a pending proposal and start a code worker on it. No id: the chat's only pending proposal (with
         several pending, the tool lists them instead: ask the user which). Small changes the user asked for with the
         approval go in notes; they reach the code worker with the proposal."""
-        proposal = await self._pick(caller.chat_id, proposal_id)
+        proposal = await self._pick(caller, proposal_id, "approve")
         number = proposal_number(proposal)
         await self.access.workspace_for(caller, proposal.workspace, f"approve proposal #{number}: {proposal.request}")
         await self.access.check_budget()
@@ -95,7 +104,7 @@ class ProposalDecisions:
         reason: Annotated[str | None, Arg("why (optional)")] = None,
     ) -> str:
         """Reject a pending proposal. No id: the chat's only pending one."""
-        proposal = await self._pick(caller.chat_id, proposal_id)
+        proposal = await self._pick(caller, proposal_id, "reject")
         number = proposal_number(proposal)
         if not await self.store.decide_proposal(number, ProposalStatus.REJECTED):
             raise ToolError(f"proposal #{number} was already decided")

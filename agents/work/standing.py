@@ -1,7 +1,8 @@
 """Standing notes: what a user wants every time ("in site we use pnpm"), kept and applied to their later requests.
 
 A note belongs to the user who made it, for one workspace or for all. It applies to its author's requests; an
-owner's note applies to everyone's (the owner keeps the repositories' conventions). Owners may forget anyone's note,
+owner's note applies to everyone's (the owner keeps the repositories' conventions), but a note about the bot's own
+code (`self`) only to owners, as members reach none of `self`, nor keep notes for it. Owners may forget anyone's note,
 members only their own. Bounded: NOTES_MAX_PER_USER notes of NOTE_MAX_CHARS each, said when reached. They apply in
 the order they were made (a later note wins over an earlier one), and are listed in that order.
 
@@ -37,7 +38,9 @@ class Notes:
     async def applying(
         self, user_id: int | None, workspace: str | None = None, *, every: bool = False
     ) -> list[StandingNote]:
-        return await self.table.applying(user_id, self.settings.users.is_owner, workspace, every=every)
+        return await self.table.applying(
+            user_id, self.settings.users.is_owner, workspace, about_self=self.workspaces.is_self, every=every
+        )
 
     async def listed(self, caller: Caller) -> list[StandingNote]:
         """What /notes shows: every note to an owner in their private chat; to anyone else, and to an owner in a group
@@ -68,7 +71,8 @@ class Notes:
                 f"a standing note holds at most {limit} characters and this one has {len(cleaned)}: "
                 "ask the user for a shorter one"
             )
-        name = self.workspaces.resolve(workspace).name if workspace and str(workspace).strip() else None
+        owner = self.settings.users.is_owner(caller.user_id)
+        name = self.workspaces.reach(workspace, owner).name if workspace and str(workspace).strip() else None
         mine = await self.table.of_user(caller.user_id)
         if len(mine) >= self.settings.briefing.notes_max_per_user:
             raise ToolError(

@@ -18,7 +18,7 @@ from agents.repo_map.maps import RepoMap
 from agents.store.database import Store
 from agents.store.standing import StandingNotes
 from agents.work.repo_rules import FolderRules, RepoRules
-from agents.workspaces.folders import Workspace
+from agents.workspaces.folders import Workspace, Workspaces
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +38,8 @@ def first_turn(task: Task, criteria: list[Criterion], context: str = "") -> str:
 class Briefing:
     """Reads what the worker's first turn carries besides the request."""
 
-    def __init__(self, settings: Settings, store: Store, repo_map: RepoMap | None) -> None:
-        self.settings, self.store, self.repo_map = settings, store, repo_map
+    def __init__(self, settings: Settings, store: Store, workspaces: Workspaces, repo_map: RepoMap | None) -> None:
+        self.settings, self.store, self.workspaces, self.repo_map = settings, store, workspaces, repo_map
         self.attachments = Attachments.from_settings(settings)
         self.rules = RepoRules(settings.briefing.repo_instructions_max_chars)  # AGENTS.md & co., cached per commit
         self.carried_notes: dict[int, list[str]] = {}  # task id → standing notes sent along (a runner's tasks)
@@ -79,7 +79,9 @@ class Briefing:
                 rules = FolderRules(found.agents_folders, set(found.shown_agents))
         carried = self.carried_notes.pop(task.stored_id, None)
         if carried is None:
-            kept = await StandingNotes(self.store).applying(task.user_id, self.settings.users.is_owner, task.workspace)
+            kept = await StandingNotes(self.store).applying(
+                task.user_id, self.settings.users.is_owner, task.workspace, about_self=self.workspaces.is_self
+            )
             carried = [n.text for n in kept]
         if carried:
             listed = "\n".join(f"- {n}" for n in carried)

@@ -107,7 +107,7 @@ class TaskExecutor:
         # base-commit test runs, their outcomes kept in the store for later tasks on the same base
         baselines = baselines or BaselineRuns(s.paths.worktrees_dir / "test-baselines", KeptBaseRuns(store))
         self.checkouts = TaskCheckouts(self.base, self.sandboxes, baselines, lambda: self.stopping)
-        self.briefing = Briefing(settings, store, repo_map)
+        self.briefing = Briefing(settings, store, self.base.workspaces, repo_map)
         self.workers = WorkerMaker(self.base, self.lines, self.sandboxes, repo_map, self.checkouts.check)
         self.corrections = Corrections(store, self.checkouts, s.workers.max_corrections)
         self.ending = TaskEnding(self.base, self.checkouts, pull_requests)

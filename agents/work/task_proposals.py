@@ -20,12 +20,15 @@ def scheduled_note(task: Task, before: str = "") -> str:
 
 
 async def store_proposal(store: Store, task: Task, body: str) -> Proposal:
-    """A research task's proposal, stored; the chat's older pending proposals for that workspace are superseded."""
+    """A research task's proposal, stored as its starter's; the older pending proposals the same user asked for in
+    the chat for that workspace are superseded (in a group, another member's proposal stays theirs to decide)."""
     for old in await store.pending_proposals(task.chat_id):
-        if old.workspace == task.workspace and old.id is not None:
+        if old.workspace == task.workspace and old.id is not None and old.asker == task.user_id:
             await store.decide_proposal(old.id, ProposalStatus.SUPERSEDED)
     return await store.add_proposal(
-        Proposal(chat_id=task.chat_id, workspace=task.workspace, request=task.instructions, body=body)
+        Proposal(
+            chat_id=task.chat_id, workspace=task.workspace, request=task.instructions, body=body, user_id=task.user_id
+        )
     )
 
 

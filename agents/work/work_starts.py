@@ -145,6 +145,7 @@ class WorkStarts:
         instructions = request
         if refines is not None:
             old = await self.access.chat_proposal(caller.chat_id, refines)
+            self.access.decides(caller, old, "rework")
             workspace = old.workspace
             instructions = crew_texts.refine_request(request, old)
         ws = await self.access.workspace_for(caller, workspace, f"research: {request}")

@@ -125,6 +125,13 @@ class Workspaces:
         ours = repository_of(bot)
         return ours is not None and repository_of(path) == ours
 
+    def is_self(self, name: str) -> bool:
+        """Whether `name` means the bot's own code (a workspace gone since: only when it is named `self`)."""
+        try:
+            return self.resolve(name).is_self
+        except WorkspaceNotFound:
+            return name == SELF_NAME
+
     def reach(self, name: str, owner: bool) -> Workspace:
         """The workspace `name` means, for a user who is (`owner`) or is not an owner: the one role check for `self`
         of every read-only look-up (a member's `read_file` of the bot's `mcp.json` is refused like a task on it)."""
