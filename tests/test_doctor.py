@@ -11,6 +11,7 @@ import shutil
 import socket
 import sqlite3
 import stat
+import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -616,3 +617,21 @@ def test_the_voice_engine_line_says_when_the_speech_process_runs(settings: Setti
     assert "started by the first voice note, ended after 15 min without notes" in default.detail, default
     kept = dr.check_voice_engine(settings.model_copy(update={"voice_preload": True, "voice_idle_minutes": 0}))
     assert "started at the bot's start (VOICE_PRELOAD), kept until the bot stops" in kept.detail, kept
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
+async def test_an_approve_entry_naming_no_tool_of_its_server_is_a_warning(settings: Settings, tmp_path: Path) -> None:
+    """`approve` written with a typo gates every tool of the server at run time (rather than none): the doctor says
+    so, and lists the names the server offers."""
+    from tests.support.questions import DEMO, SERVERS
+
+    config = tmp_path / "mcp.json"
+    entry = {"command": sys.executable, "args": [str(DEMO)], "approve": ["delete_everythin", "add"]}
+    config.write_text(json.dumps({"mcpServers": {"demo": entry}}))
+    checks = await dr.check_mcp_servers(
+        settings.model_copy(update={"mcp_config": config, "sandbox_read_paths": (SERVERS,)})
+    )
+    [check] = [c for c in checks if c.name == "MCP demo"]
+    assert check.level is Level.warn, check
+    assert "approve names delete_everythin, which it does not offer" in check.detail, check.detail
+    assert "delete_everything" in check.fix

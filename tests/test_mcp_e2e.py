@@ -138,3 +138,35 @@ async def test_a_server_that_does_not_start_is_one_stand_in_tool(mcp_bot: BotHar
     assert [t for t in tools if t.startswith("mcp__")] == ["mcp__demo__unavailable"]
     results = tool_results(model)
     assert "could not start" in results[0], results
+
+
+@pytest.mark.parametrize(
+    "typo",
+    [
+        pytest.param(False, marks=pytest.mark.mcp_entry(approve=["mcp__demo__delete_everything"]), id="as-shown"),
+        pytest.param(False, marks=pytest.mark.mcp_entry(approve=["Delete_Everything"]), id="in-another-case"),
+        pytest.param(True, marks=pytest.mark.mcp_entry(approve=["delete_everythin"]), id="a-typo-gates-every-tool"),
+    ],
+)
+async def test_an_approve_entry_gates_its_tool_however_the_owner_wrote_it(mcp_bot: BotHarness, typo: bool) -> None:
+    """Every question names a tool as the chat shows it (`mcp__demo__delete_everything`), so an owner writes that
+    under `approve`, or the server's name in another case, or mistypes it: the call still waits for an Allow. An
+    entry naming no tool of the server gates every tool of it (here `add` too), rather than none."""
+    bot = mcp_bot
+    model = mcp_task(
+        bot,
+        mcp_call("add", a=1, b=1),
+        mcp_call("delete_everything", where="/srv/prod"),
+        claude_says.text("Done."),
+    )
+    first = await mcp_question(bot)
+    if typo:
+        assert "mcp__demo__add" in first.text, "a typo in approve gates every tool of the server"
+        bot.tg.press_button(USER_ID, first.message_id, f"net:once:{answer_id(first)}")
+        first = await mcp_question(bot, after=first.message_id)
+    assert "mcp__demo__delete_everything" in first.text
+    bot.tg.press_button(USER_ID, first.message_id, f"net:deny:{answer_id(first)}")
+    await ended(bot, 1, timeout=90)
+    results = tool_results(model)
+    assert "the sum is 2" in results[0]
+    assert "owner denied this call" in results[1] and "deleted everything" not in results[1], results

@@ -38,7 +38,7 @@ async def test_a_url_server_is_reached_by_the_bot(tmp_path: Path) -> None:
                 await asyncio.sleep(0.05)
         config = parse_entry("docs", {"url": f"http://127.0.0.1:{port}/mcp", "headers": {"X-Owner": "yes"}})
 
-        async def gate(tool: str, arguments: dict) -> None:
+        async def gate(tool: str, arguments: dict, asks: bool) -> None:
             return None
 
         async def pictures(found: list) -> None:

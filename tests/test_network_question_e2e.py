@@ -9,11 +9,13 @@ the HTML as Telegram does, so the tests read what the owner would see: the plain
 from __future__ import annotations
 
 import shutil
+import subprocess
 import sys
 
 import pytest
 
 from tests.conftest import USER_ID, BotHarness, running_bot
+from tests.fakes import anthropic_server as claude_says
 from tests.support.questions import ask_with, asking_bot, deny_and_wait, utf16_slice  # noqa: F401  (asking_bot: a fixture)
 
 # untested_calc: these tests look at neither the verdict nor the task's end, so calc has no tests (tests/conftest.py)
@@ -125,3 +127,35 @@ async def test_the_question_names_the_domains_the_workspace_narrowed_them_to(
         assert "only these domains and their sub-domains: pypi.org, files.pythonhosted.org." in text, text
         assert "evil.example" not in text and "npmjs" not in text
         await deny_and_wait(bot, question)
+
+
+async def test_a_background_service_with_the_network_is_said_so_before_allow(asking_bot: BotHarness) -> None:
+    """`run_command(network=true, background=true)`: allowed, the service keeps the network until the task ends (and
+    the task's later commands may use it); the command line alone reads like a one-off."""
+    question = await ask_with(asking_bot, "python3 relay.py", background=True)
+    assert "It starts a background service: allowed, the service keeps the network until it stops or the task ends" in (
+        question.history[0].text or ""
+    )
+    await deny_and_wait(asking_bot, question)
+
+
+async def test_a_program_the_worker_planted_is_named_as_the_tasks_own_before_allow(
+    asking_bot: BotHarness, workspace_root
+) -> None:
+    """The owner's workspace has a virtualenv, so the worktree's `.venv/bin` comes first on a command's PATH. A
+    worker replaces `.venv` with a folder of its own holding a `curl`, then asks to run `curl …` with the network:
+    the owner who reads "curl" must learn it is the task's own program before allowing it."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(workspace_root / "calc" / ".venv")], check=True)
+    plant = (
+        "rm -rf .venv; mkdir -p .venv/bin && printf '#!/bin/sh\\necho PLANTED \"$@\"\\n' > .venv/bin/curl "
+        "&& chmod +x .venv/bin/curl"
+    )
+    question = await ask_with(
+        asking_bot,
+        "curl -sI https://pypi.org/simple/ && git status",
+        before=(claude_says.tool_use("run_command", {"command": plant}),),
+    )
+    text = question.history[0].text or ""
+    assert "curl here is the task's own .venv/bin/curl (in a folder the worker can rewrite), not the system's" in text
+    assert "git here" not in text, "a program the task cannot rewrite is not called the task's"
+    await deny_and_wait(asking_bot, question)

@@ -60,7 +60,7 @@ async def check_browser(settings: Settings) -> Check:
     if settings.sandboxing.sandbox != "off" and await sandbox.unavailable_reason():
         return Check(Level.warn, "browser", f"{what} cannot start: it runs in a task's sandbox", "see the sandbox line")
     try:
-        count = await probe_mcp(browser.config(install, proxy=False), settings, sandbox, call="list_pages")
+        count = len(await probe_mcp(browser.config(install, proxy=False), settings, sandbox, call="list_pages"))
     except ToolError as err:
         return Check(Level.warn, "browser", f"{what} does not start: {err}", "run it by hand to see why")
     pinned = "" if install.version == browser.VERSION else f" (the set-up pins {browser.VERSION})"
@@ -84,7 +84,7 @@ async def check_mcp_servers(settings: Settings) -> list[Check]:
         if config.stdio and settings.sandboxing.sandbox != "off" and await sandbox.unavailable_reason():
             return Check(Level.warn, f"MCP {config.name}", f"cannot start ({how})", "see the sandbox line")
         try:
-            count = await probe_mcp(config, settings, sandbox)
+            names = await probe_mcp(config, settings, sandbox)
         except ToolError as err:
             fix = (
                 "check its command, args and env; its folder must be in SANDBOX_READ_PATHS"
@@ -93,6 +93,15 @@ async def check_mcp_servers(settings: Settings) -> list[Check]:
                 "MCP_CONFIG"
             )
             return Check(Level.warn, f"MCP {config.name}", f"does not start ({how}): {err}", fix)
-        return Check(Level.ok, f"MCP {config.name}", f"starts ({how}), {count} tools; roles {roles}{approve}")
+        said = f"starts ({how}), {len(names)} tools; roles {roles}{approve}"
+        if unmatched := config.unmatched_approvals(names):
+            return Check(
+                Level.warn,
+                f"MCP {config.name}",
+                f"{said}; approve names {', '.join(unmatched)}, which it does not offer, so every call of its tools "
+                "waits for an owner's Allow",
+                f"name its tools under approve as it lists them: {', '.join(sorted(names)[:20])}",
+            )
+        return Check(Level.ok, f"MCP {config.name}", said)
 
     return checks + list(await asyncio.gather(*(one(c) for c in servers)))

@@ -314,6 +314,13 @@ def spec_for(
     )
 
 
+def task_writes(entry: str, spec: SandboxSpec) -> bool:
+    """Whether the folder `entry` (a PATH entry) is one the task can write: inside its worktree or a writable folder,
+    as written or resolved (the worktree's `.venv` is a link the worker may replace with a folder of its own)."""
+    writable = (spec.worktree, *spec.writable)
+    return any(_inside(Path(entry), w) or _inside(Path(os.path.realpath(entry)), w) for w in writable)
+
+
 def sandbox_env(env: Mapping[str, str], spec: SandboxSpec) -> dict[str, str]:
     """The whole environment of a sandboxed command: a few harmless keys of `env`, then PATH, HOME and TMPDIR."""
     kept = dict(SANDBOX_ENV_DEFAULTS)
@@ -330,10 +337,7 @@ def sandbox_env(env: Mapping[str, str], spec: SandboxSpec) -> dict[str, str]:
     extra = [e for e in env.get("PATH", "").split(os.pathsep) if e and any(_inside(Path(e), v) for v in visible)]
     path = [*extra, *spec.path_prefix]
     if spec.own_program:  # nothing the worker can write (see SandboxSpec.for_own_program)
-        writable = (spec.worktree, *spec.writable)
-        path = [
-            e for e in path if not any(_inside(Path(e), w) or _inside(Path(os.path.realpath(e)), w) for w in writable)
-        ]
+        path = [e for e in path if not task_writes(e, spec)]
     kept.update(
         PATH=":".join(dict.fromkeys((*path, *SYSTEM_PATH.split(":")))),
         HOME=HOME,

@@ -125,6 +125,7 @@ class _Pending:
     answer: asyncio.Future[str]
     subject: Subject
     reach: str | None = None  # what an allowed command will reach, said under the command
+    cautions: tuple[str, ...] = ()  # what the command line does not show (a service, the task's own programs)
     copies: list[tuple[int, int]] = field(default_factory=list)  # (chat, message) of a question handed to owners
 
     def asked_in(self, chat_id: int) -> bool:
@@ -173,9 +174,11 @@ class NetworkGate:
         command: str,
         waiting: Callable[[str], Awaitable[None]] | None = None,
         reach: str | None = None,
+        cautions: tuple[str, ...] = (),
     ) -> NetworkDecision:
         """Whether `command` of `task` may run with the network; `waiting(step)` tells the progress message; `reach`
-        (egress_rules.Egress.describe) is what the question says the command will be able to reach."""
+        (egress_rules.Egress.describe) is what the question says the command will be able to reach; `cautions`
+        what else the owner must know that the command line does not show (each a sentence, shown as text)."""
         if self.policy is NetworkPolicy.ON:
             return await self._record(task, True, "allowed (SANDBOX_NETWORK=on)", command)
         if self.policy is NetworkPolicy.OFF:
@@ -187,7 +190,7 @@ class NetworkGate:
             )
         if task.id in self._allowed_tasks:
             return await self._record(task, True, "allowed (allowed for this task earlier)", command)
-        choice, how = await self._ask(task, command, NETWORK, waiting, reach)
+        choice, how = await self._ask(task, command, NETWORK, waiting, reach, cautions)
         if choice == FOR_TASK:
             self._allowed_tasks.add(task.stored_id)
         await self._record(task, choice in (ONCE, FOR_TASK), how, command)
@@ -236,13 +239,14 @@ class NetworkGate:
         subject: Subject,
         waiting: Callable[[str], Awaitable[None]] | None,
         reach: str | None = None,
+        cautions: tuple[str, ...] = (),
     ) -> tuple[str | None, str]:
         """Post the question (the whole `text` first as a file when it is too long), wait for a button; returns
         the choice (None: no answer in time) and how it was decided, after the question lost its buttons."""
         request_id = next(self._ids)
         answer: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         file_name = command_file_name(task.stored_id, request_id, subject.file_word)
-        pending = _Pending(task.chat_id, task.stored_id, text, file_name, None, answer, subject, reach)
+        pending = _Pending(task.chat_id, task.stored_id, text, file_name, None, answer, subject, reach, cautions)
         self._pending[request_id] = pending
         await self.store.add_event(
             TaskEvent(
@@ -277,10 +281,11 @@ class NetworkGate:
         """Post the question: in the task's conversation, or, for a member's task, where the owners see it."""
         subject = pending.subject
         reach = f"Allowed, it reaches {outside_text(pending.reach)}.\n" if pending.reach else ""
+        cautions = "".join(f"⚠️ {outside_text(caution)}\n" for caution in pending.cautions)
         question = (
             f"{subject.icon} **Task #{task.id}** {subject.question}:\n"
             f"{command_shown(pending.command, pending.file_name, self.secrets, subject.noun)}\n"
-            f"{reach}No answer in {self.answer_seconds:g} s means no."
+            f"{cautions}{reach}No answer in {self.answer_seconds:g} s means no."
         )
         if not fits_in_message(pending.command):  # the file first, so the whole command is there before any button
             await self.notifier.send_document(

@@ -218,7 +218,7 @@ class BrowserRun:
     def gate(self, ask: NetworkAsker, whole_task: Callable[[], bool]) -> Gate:
         """Before new_page / navigate_page: an outside URL is asked of the owner (like a network command)."""
 
-        async def gate(tool: str, arguments: dict[str, Any]) -> None:
+        async def gate(tool: str, arguments: dict[str, Any], asks: bool) -> None:  # no `approve`: asks is False
             url = arguments.get("url")
             if tool not in NAVIGATING or not isinstance(url, str):
                 return

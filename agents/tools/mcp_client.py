@@ -48,7 +48,8 @@ _READ_CHUNK = 1 << 16
 
 Target = Any  # what mcp.Client connects to: a transport (an async context manager of two streams) or a URL
 Connector = Callable[[], Awaitable[tuple[Target, asyncio.subprocess.Process | None]]]
-Gate = Callable[[str, dict[str, Any]], Awaitable[None]]  # before a call: raises ToolError to refuse it
+# before a call of (tool, arguments, asks): raises ToolError to refuse it; `asks`: the owner must allow the call
+Gate = Callable[[str, dict[str, Any], bool], Awaitable[None]]
 PictureSink = Callable[[list[tuple[str, bytes]]], Awaitable[None]]
 
 
@@ -306,9 +307,20 @@ class ServerTools:
     gate: Gate  # approvals, the browser's outside URLs
     pictures: PictureSink
     notes: Callable[[], str] | None = None  # after each call: what the model should also know ('' for nothing)
+    asks_all: bool = False  # set by `tools`: `approve` names a tool the server does not offer, so every call asks
 
     def tools(self) -> list[Tool]:
-        """The server's tools; two whose names become the same `mcp__` name keep only the first (said in the log)."""
+        """The server's tools; two whose names become the same `mcp__` name keep only the first (said in the log).
+        An `approve` entry naming no tool of the server makes every call of it wait for an owner's Allow."""
+        unmatched = self.config.unmatched_approvals([tool.name for tool in self.session.tools])
+        if unmatched:
+            log.warning(
+                "MCP server %s: approve names %s, which it does not offer: every call of its tools waits for an "
+                "owner's Allow",
+                self.config.name,
+                ", ".join(unmatched),
+            )
+        self.asks_all = bool(unmatched)
         tools: dict[str, Tool] = {}
         for tool in self.session.tools:
             made = self._tool(tool)
@@ -323,9 +335,10 @@ class ServerTools:
     def _tool(self, tool: mcp_types.Tool | KnownTool) -> Tool:
         name = tool_name(self.config.name, tool.name)
         schema = input_schema(tool)
+        asks = self.asks_all or self.config.needs_approval(tool.name)
 
         async def handler(**arguments: Any) -> ToolResult:
-            await self.gate(tool.name, arguments)
+            await self.gate(tool.name, arguments, asks)
             result = await self.session.call(tool.name, arguments)
             answer, pictures = tool_result(result, name)
             if pictures:
@@ -338,7 +351,7 @@ class ServerTools:
             return ToolResult([*answer.content, {"type": "text", "text": note}], answer.is_error)
 
         description = tool.description or tool.title or f"{tool.name} of the MCP server {self.config.name}"
-        if self.config.needs_approval(tool.name):
+        if asks:
             description += "\n(Each call waits for the owner's Allow in the chat; they may say no.)"
         return Tool(
             name,

@@ -50,7 +50,15 @@ class McpServerConfig:
         return self.command is not None
 
     def needs_approval(self, tool: str) -> bool:
-        return "*" in self.approve or tool in self.approve
+        """Whether `approve` names the server's `tool`: as the server names it or as the chat shows it
+        (`mcp__<server>__<tool>`), in any case; `"*"` names every tool."""
+        return "*" in self.approve or any(_names(entry, self.name, tool) for entry in self.approve)
+
+    def unmatched_approvals(self, tools: list[str]) -> list[str]:
+        """The `approve` entries that name none of `tools` (the server's listing): a typo, or a tool renamed since.
+        Such a server's every tool is then asked (`ServerTools`): an owner who meant to gate one is never
+        left with none gated."""
+        return sorted(e for e in self.approve if e != "*" and not any(_names(e, self.name, t) for t in tools))
 
     def argv(self) -> list[str]:
         return [self.command or "", *self.args]
@@ -73,6 +81,11 @@ class McpServerConfig:
             return []
         path = Path(found)
         return list(dict.fromkeys([path, path.resolve()]))
+
+
+def _names(entry: str, server: str, tool: str) -> bool:
+    wanted = entry.strip().casefold()
+    return wanted in (tool.casefold(), tool_name(server, tool).casefold())
 
 
 class ConfigProblem(ValueError):

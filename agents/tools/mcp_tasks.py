@@ -252,8 +252,8 @@ class Gates:
 
 async def probe(
     config: McpServerConfig, settings: Settings, sandbox_probe: SandboxProbe, call: str | None = None
-) -> int:
-    """Start `config` as a task would (a sandbox of an empty folder), count its tools, end it (`agentlab doctor`);
+) -> list[str]:
+    """Start `config` as a task would (a sandbox of an empty folder), list its tools' names, end it (`agentlab doctor`);
     with `call`, that tool (no arguments) must answer without an error too (the browser's `list_pages` starts
     Chromium). Raises ToolError saying why it does not start."""
     with tempfile.TemporaryDirectory(prefix=temp_prefix("doctor", "probe")) as folder:
@@ -271,13 +271,13 @@ async def probe(
         timeouts = McpTimeouts(settings.tools.mcp_start_timeout_seconds, settings.tools.mcp_call_timeout_seconds)
         session = McpSession(config.name, connector(config, sandbox, bounds), timeouts.start, timeouts.call)
         try:
-            count = len(await session.start())
+            names = [tool.name for tool in await session.start()]
             if call is not None:
                 answer = await session.call(call, {})
                 if answer.is_error:
                     said = " ".join(getattr(c, "text", "") for c in answer.content)[:300]
                     raise ToolError(f"its {call} failed: {said}")
-            return count
+            return names
         finally:
             await session.close()
             await bounds.close()

@@ -5,6 +5,7 @@ Every tool's schema sits beside its handler, and the sets are read side by side.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -18,6 +19,7 @@ from agents.sandbox.network_gate import NetworkDecision
 from agents.sandbox.services import TaskServices
 from agents.sandbox.shell import child_env, run_command
 from agents.sandbox.task_limits import TaskBounds
+from agents.sandbox.task_programs import task_programs
 from agents.tools import file_tools
 from agents.tools.desk_tools import desk_tools
 from agents.tools.toolbox import Tool, ToolResult, prop
@@ -139,7 +141,27 @@ Screenshotter = Callable[[Path, str], Awaitable[ToolResult]]
 Verifier = Callable[[int, str], Awaitable[str]]
 
 
-NetworkAsker = Callable[[str], Awaitable[NetworkDecision]]
+NetworkAsker = Callable[[str, tuple[str, ...]], Awaitable[NetworkDecision]]  # (command, cautions)
+
+
+async def network_cautions(
+    command: str, background: bool, sandbox: SandboxSpec, env: dict[str, str], root: Path
+) -> tuple[str, ...]:
+    """What the owner asked to allow `command` the network must know that its text does not say: a background
+    service keeps the network after the call, and a program the task can rewrite is the task's, not the system's."""
+    cautions = []
+    if background:
+        cautions.append(
+            "It starts a background service: allowed, the service keeps the network until it stops or the task "
+            "ends, not only while this command runs."
+        )
+    for program in await asyncio.to_thread(task_programs, command, sandbox, env):
+        where = program.relative_to(root) if program.is_relative_to(root) else program
+        cautions.append(
+            f"{program.name} here is the task's own {where} (in a folder the worker can rewrite), not the system's "
+            f"{program.name}: allowed, whatever the worker put there runs with the network."
+        )
+    return tuple(cautions)
 
 
 UserAsker = Callable[[str, list[str] | None], Awaitable[str]]  # ask_user: question, options → the answer's text
@@ -173,9 +195,10 @@ def worker_tools(
 
     async def run(command: str, network: bool = False, background: bool = False) -> ToolResult:
         confined = sandbox
+        env = {**child_env(), **(env_tag or {})}
         if network and sandbox is not None:
             decision = (
-                await ask_network(command)
+                await ask_network(command, await network_cautions(command, background, sandbox, env, root))
                 if ask_network is not None
                 else NetworkDecision(False, "Network access is not available to this worker; the command was not run.")
             )
@@ -185,11 +208,9 @@ def worker_tools(
         if background:
             if confined is None or confined.task is None:
                 return ToolResult("background=true needs the task's sandbox (SANDBOX=off has none)", is_error=True)
-            said = await TaskServices.of(confined.task).start(confined, command, {**child_env(), **(env_tag or {})})
+            said = await TaskServices.of(confined.task).start(confined, command, env)
             return ToolResult(said)
-        result = await run_command(
-            command, cwd=root, timeout=command_timeout, env={**child_env(), **(env_tag or {})}, sandbox=confined
-        )
+        result = await run_command(command, cwd=root, timeout=command_timeout, env=env, sandbox=confined)
         return ToolResult(result.format_for_model(), is_error=not result.ok)
 
     tools = read_only_tools(lambda: root, {}, secrets)

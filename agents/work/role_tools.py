@@ -81,13 +81,14 @@ class RoleCallbacks:
         agent = f"{task.worker.value}-worker"
         await self.store.record_usage(usage_record(response, agent, task.chat_id, task.id, task.user_id))
 
-    async def ask_network(self, command: str) -> NetworkDecision:
+    async def ask_network(self, command: str, cautions: tuple[str, ...] = ()) -> NetworkDecision:
         """run_command(network=true): the owner is asked (the progress message says so while it waits); the question
-        names what the command will reach (the task's sandbox's egress)."""
+        names what the command will reach (the task's sandbox's egress) and the `cautions` the command line does
+        not show."""
         spec = self.sandbox_of(Path(self.task.worktree or "."))  # the worker's own sandbox, whatever the root
         reach = spec.egress.describe() if spec is not None else None
         return await self.network.request(
-            self.task, command, lambda step: self.progress.update(step, force=True), reach
+            self.task, command, lambda step: self.progress.update(step, force=True), reach, cautions
         )
 
     async def pictures(self, pictures: list[tuple[str, bytes]]) -> None:
@@ -101,10 +102,11 @@ class RoleCallbacks:
             await self.store.reviews.add_picture(self.task.stored_id, caption, png)
 
     def mcp_gate(self, config: McpServerConfig) -> Gate:
-        """Before each call of `config`'s tools: a tool under its `approve` waits for the owner's Allow."""
+        """Before each call of `config`'s tools: one that `asks` (under its `approve`; every tool of a server whose
+        `approve` names a tool it lacks) waits for the owner's Allow."""
 
-        async def gate(tool: str, arguments: dict[str, Any]) -> None:
-            if not config.needs_approval(tool):
+        async def gate(tool: str, arguments: dict[str, Any], asks: bool) -> None:
+            if not asks:
                 return
             name = tool_name(config.name, tool)
             call = f"{name} {json.dumps(arguments, indent=2, ensure_ascii=False)}"

@@ -55,14 +55,16 @@ async def asking_bot(
         yield harness
 
 
-async def ask_with(bot: BotHarness, command: str) -> Any:
-    """A worker asks to run `command` with the network; returns the question (the message with the buttons)."""
+async def ask_with(bot: BotHarness, command: str, *, background: bool = False, before: tuple[dict, ...] = ()) -> Any:
+    """A worker asks to run `command` with the network (after the replies `before`); returns the question (the
+    message with the buttons)."""
     model = RoleScript()
     bot.claude.handler = model
     model.add("orchestrator", start_task("calc", "Fetch it."), claude_says.text("Started."))
     model.add(
         "code",
-        claude_says.tool_use("run_command", {"command": command, "network": True}),
+        *before,
+        claude_says.tool_use("run_command", {"command": command, "network": True, "background": background}),
         claude_says.text("Finished."),
     )
     bot.say("fetch it in calc")
