@@ -27,6 +27,7 @@ from agents.core.models import Task, TaskStatus
 from agents.core.protocols import ModelState, Notifier, SpeechToText, TaskEngine
 from agents.core.secrets_filter import SecretsFilter, load_shapes
 from agents.core.settings import Settings
+from agents.core.text import outside_text
 from agents.core.user_turns import UserTurns
 from agents.github.api import GitHubClient
 from agents.github.webhook import WebhookServer
@@ -305,7 +306,17 @@ class Runtime:
                 await asyncio.shield(self.start_up)
 
     async def announce_interrupted(self) -> None:
-        """Tell each chat which tasks a restart interrupted, with Resume / Discard buttons."""
+        """Tell each chat which of its questions a stop or a crash left unanswered (a turn cut short: its answer is
+        lost, so the user is asked to send it again), and which tasks a restart interrupted, with Resume / Discard
+        buttons."""
+        for turn in await self.store.open_turns.cut_short():
+            said = " ".join(turn.asked.split())
+            said = said if len(said) <= 120 else said[:119].rstrip() + "…"
+            await self.deliveries.deliver(
+                turn.chat_id,
+                f"⚠️ The bot stopped while answering your message “{outside_text(said or 'a photo or file')}”, and "
+                "that answer was lost. Please send it again if you still want one.",
+            )
         for task in self.interrupted:
             n = task_number(task)
             try:

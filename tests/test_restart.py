@@ -115,6 +115,13 @@ async def test_sigkill_mid_task_then_restart_resumes_and_discards_then_sigterm_m
         )
         fake_telegram.send_text(USER_ID, "write a draft in calc")
         await fake_telegram.await_for(lambda: host_pids(DRAFTING), timeout=60)
+        # a question the orchestrator is still answering when the bot dies: its answer is lost, and the next start
+        # says so (the update itself may be confirmed already, and is never answered twice)
+        model.add("orchestrator", claude_says.text("Too late to be seen.", delay=30))
+        fake_telegram.send_text(USER_ID, "what is in calc?")
+        await fake_telegram.await_for(
+            lambda: any("what is in calc?" in last_user_text(r) for r in model.requests["orchestrator"]), timeout=30
+        )
         first.send_signal(signal.SIGKILL)
         await asyncio.to_thread(first.wait, 10)
     finally:
@@ -144,6 +151,9 @@ async def test_sigkill_mid_task_then_restart_resumes_and_discards_then_sigterm_m
         assert notice.callback_data == ["task:resume:1", "task:discard:1"]
         drafted = await fake_telegram.await_for(lambda: message_with(fake_telegram, "stopped while task #2"))
         assert drafted.callback_data == ["task:resume:2", "task:discard:2"]
+        lost = message_with(fake_telegram, "stopped while answering your message")
+        assert lost is not None and "“what is in calc?”" in lost.text and "send it again" in lost.text
+        assert message_with(fake_telegram, "write a draft in calc") is None, "only the cut-short turn is told"
         assert (draft / "draft.txt").read_text() == "draft\n", "the uncommitted draft was lost"
         if own_fs:
             assert os.path.ismount(draft), (tmp_path / "second.log").read_text()[-3000:]

@@ -20,6 +20,7 @@ from agents.store.github import GitHubRecords
 from agents.store.kept_messages import KeptMessages
 from agents.store.messages import ChatHistory
 from agents.store.migrations import MIGRATIONS
+from agents.store.open_turns import OpenTurns
 from agents.store.outbox import OutboxTable
 from agents.store.proposals import ProposalTable
 from agents.store.repo_index import RepoIndex
@@ -110,6 +111,11 @@ class Store(ChatHistory, AttachmentTable, ProposalTable, TaskTable, ToolCallTabl
     def schedules(self) -> ScheduleTable:
         """Work that starts by itself (agents/work/schedule_book.py fires it)."""
         return ScheduleTable(self)
+
+    @property
+    def open_turns(self) -> OpenTurns:
+        """The chat turns under way (one left at start-up was cut short)."""
+        return OpenTurns(self)
 
     @property
     def seen_events(self) -> SeenEvents:

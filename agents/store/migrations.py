@@ -415,6 +415,14 @@ MIGRATIONS: list[str] = [
         ORDER BY t.id DESC LIMIT 1
     );
     """,
+    # the chat turns under way (agents/store/open_turns.py): one left at start-up was cut short, and its chat is told
+    """
+    CREATE TABLE open_turns (
+        chat_id INTEGER PRIMARY KEY,
+        asked TEXT NOT NULL,
+        started_at TEXT NOT NULL
+    );
+    """,
 ]
 
 LATEST_VERSION = len(MIGRATIONS)
