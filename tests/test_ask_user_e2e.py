@@ -84,6 +84,22 @@ async def test_a_question_answered_by_a_button(bot: BotHarness) -> None:
     assert not question.callback_data and "Answered: break it" in question.text, "the buttons go"
 
 
+async def test_a_question_telegram_refused_once_is_sent_again_and_answered(bot: BotHarness) -> None:
+    """A question is only worth sending while its worker waits, so it is not kept for later like a summary: a 502 on
+    its send is retried at once, and the worker gets the user's answer, not an error."""
+    model = RoleScript()
+    bot.claude.handler = model
+    script(model)
+    bot.tg.fail_next("sendMessage", error_code=502, when=lambda params: QUESTION in str(params.get("text", "")))
+    bot.say("rename add in calc")
+    question = await the_question(bot)
+    sends = [c for c in bot.tg.calls("sendMessage") if QUESTION in str(c.params.get("text", ""))]
+    assert len(sends) == 2, "refused once, then sent"
+    bot.tg.press_button(USER_ID, question.message_id, question.callback_data[0])
+    await ended(bot, 1)
+    assert "The user answered: keep it" in last_user_text(model.requests["code"][1])
+
+
 async def test_a_question_answered_by_a_reply_in_words(bot: BotHarness) -> None:
     model = RoleScript()
     bot.claude.handler = model

@@ -114,3 +114,19 @@ async def test_blocks_and_worktree_copies(tmp_path) -> None:
     keeper.path_of(image).unlink()
     [gone] = await keeper.blocks(image)
     assert "no longer available" in gone["text"]
+
+
+async def test_a_file_name_with_characters_no_file_may_have_is_kept_printable_and_saved(tmp_path) -> None:
+    """A NUL, a control or an invisible format character in the name the user's app gave: the name is kept with `_`
+    in their place, so it names a file in a worktree; an older attachment stored with such a name is said not
+    saved, and the task goes on (a ValueError there once failed the whole task)."""
+    keeper = Attachments(tmp_path / "att")
+    notes = await keeper.accept(1, b"remember the milk\n", "notes\x00\x1b[2J\u202e.txt")
+    assert notes.name == "notes__[2J_.txt"
+    notes.id = 5
+    worktree = tmp_path / "tree"
+    worktree.mkdir()
+    assert await keeper.copy_into([notes], worktree) == ([f"{WORKTREE_FOLDER}/5-notes__[2J_.txt"], None)
+    older = notes.model_copy(update={"id": 6, "name": "old\x00.txt"})
+    placed, problem = await keeper.copy_into([older], worktree)
+    assert placed == [] and problem is not None and "could not be written" in problem

@@ -159,3 +159,15 @@ async def test_a_program_the_worker_planted_is_named_as_the_tasks_own_before_all
     assert "curl here is the task's own .venv/bin/curl (in a folder the worker can rewrite), not the system's" in text
     assert "git here" not in text, "a program the task cannot rewrite is not called the task's"
     await deny_and_wait(asking_bot, question)
+
+
+async def test_a_network_question_telegram_refused_once_is_sent_again(asking_bot: BotHarness) -> None:
+    """The worker waits on the owner's answer: a 502 on the question's send is retried at once, not turned into an
+    error for the worker (the command then never had a chance to be allowed)."""
+    asking_bot.tg.fail_next(
+        "sendMessage", error_code=502, when=lambda params: "asks for network access" in str(params.get("text", ""))
+    )
+    question = await ask_with(asking_bot, "curl -sI https://pypi.org/simple/")
+    sends = [c for c in asking_bot.tg.calls("sendMessage") if "asks for network access" in str(c.params)]
+    assert len(sends) == 2, "refused once, then sent"
+    await deny_and_wait(asking_bot, question)

@@ -168,8 +168,10 @@ class Attachments:
         return self.folder / attachment.path
 
     async def accept(self, chat_id: int, data: bytes, name: str, image_only: bool = False) -> Attachment:
-        """Check a file by its content and keep it; raises AttachmentRefused with one sentence for the user."""
-        name = Path(name or "file").name or "file"
+        """Check a file by its content and keep it; raises AttachmentRefused with one sentence for the user. The
+        name the user's app gave is kept as its last part, each character that is not printable (a NUL, a control
+        or an invisible format character) made `_`: it names a file in a worktree later, and is shown in the chat."""
+        name = "".join(ch if ch.isprintable() else "_" for ch in Path(name or "file").name) or "file"
         if data.startswith(b"%PDF-") and not image_only:
             return await self._keep_pdf(chat_id, data, name)
         text = None if image_only else text_of(data)
@@ -290,7 +292,7 @@ class Attachments:
                 relative = f"{WORKTREE_FOLDER}/{attachment.id}-{attachment.name}"
                 try:
                     write_file(base, relative, self.path_of(attachment).read_bytes())
-                except OSError as err:
+                except (OSError, ValueError) as err:  # ValueError: a name no file may have (a NUL, stored before)
                     problems.append(_why_not_saved(err))
                     continue
                 placed.append(relative)
@@ -299,7 +301,7 @@ class Attachments:
         return await asyncio.to_thread(copy)
 
 
-def _why_not_saved(err: OSError) -> str:
+def _why_not_saved(err: OSError | ValueError) -> str:
     if isinstance(err, UnsafePath):
         return f"{err} in the repository, and I never write through links"
-    return f"it could not be written ({err.strerror or err})"
+    return f"it could not be written ({getattr(err, 'strerror', None) or err})"

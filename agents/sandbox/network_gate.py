@@ -32,6 +32,7 @@ from agents.core.secrets_filter import SecretsFilter
 from agents.core.text import keep_head_and_tail, literal_block, outside_text, secret_warning
 from agents.sandbox.bwrap import NetworkPolicy
 from agents.store.database import Store
+from agents.store.delivery import send_retried
 
 log = logging.getLogger(__name__)
 
@@ -296,7 +297,8 @@ class NetworkGate:
                 literal=True,
             )
         if self.is_owner(task.user_id):
-            pending.message_id = await self.notifier.send(
+            pending.message_id = await send_retried(
+                self.notifier,
                 task.chat_id,
                 question,
                 buttons=request_buttons(request_id),

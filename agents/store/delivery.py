@@ -9,6 +9,9 @@ it), so a Telegram that is slow to come back after a restart costs seconds, not 
 
 Once Telegram has taken a message, marking it delivered is a background write: the chat's next turn does not wait
 for it (a crash before that write means the message is sent again after the restart, never that it is lost).
+
+A question a worker waits on is worth nothing later, so it is not stored: `send_retried` sends it with the same
+inline retries, and the worker is told if it still cannot go.
 """
 
 from __future__ import annotations
@@ -29,6 +32,29 @@ RETRY_DELAYS = (1.0, 3.0)  # seconds between the inline tries of one send
 FLUSH_INTERVAL = 30.0  # seconds between background passes over the outbox
 FIRST_RETRY = 1.0  # after a pass that left something undelivered, the next comes this soon (doubling to the interval)
 MAX_ATTEMPTS = 50  # after this many failed tries a message is given up (and logged)
+
+
+async def send_retried(
+    notifier: Notifier,
+    chat_id: int,
+    markdown: str,
+    *,
+    buttons: Buttons | None = None,
+    reply_to: int | None = None,
+    literal: bool = False,
+    delays: tuple[float, ...] = RETRY_DELAYS,
+) -> int | None:
+    """`notifier.send`, tried again after each of `delays` on a failure (a 5xx, a timeout); the last failure is
+    raised. For a message that is only worth sending now (a question a worker waits on), never kept for later."""
+    for attempt, delay in enumerate((*delays, None)):
+        try:
+            return await notifier.send(chat_id, markdown, buttons=buttons, reply_to=reply_to, literal=literal)
+        except Exception as err:  # Telegram-agnostic, as the outbox's sends
+            if delay is None:
+                raise
+            log.warning("chat %s: a message not sent (try %d), trying again: %s", chat_id, attempt + 1, err)
+            await asyncio.sleep(delay)
+    raise AssertionError("unreachable: the last try returns or raises")
 
 
 def encode_buttons(buttons: Buttons | None) -> str | None:

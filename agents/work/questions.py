@@ -24,6 +24,7 @@ from agents.core.models import Task, TaskEvent, TaskStatus
 from agents.core.protocols import Notifier
 from agents.core.text import outside_text
 from agents.store.database import Store
+from agents.store.delivery import send_retried
 from agents.store.standing import AskedQuestion, AskedQuestions, QuestionStatus
 
 log = logging.getLogger(__name__)
@@ -163,7 +164,8 @@ class Questions:
         posted = asyncio.Event()
         self._posting.setdefault(task.chat_id, []).append(posted)
         try:
-            message_id = await self.notifier.send(
+            message_id = await send_retried(
+                self.notifier,
                 task.chat_id,
                 self._shown(asked, f"No answer in {_seconds(wait)} and the worker decides itself."),
                 buttons=question_buttons(asked) or None,
