@@ -114,6 +114,7 @@ async def test_a_frontend_task_serves_looks_reads_the_console_and_goes_out_only_
     try:
         first = await _network_question(bot)
         assert "http://reference.example.com/shop" in first.text
+        assert "Allowed once, the browser reaches reference.example.com for the rest of the task" in first.text
         assert host_pids(f"{PORT}"), "the service runs while the browser is used"
         bot.tg.press_button(USER_ID, first.message_id, f"net:once:{first.callback_data[0].rsplit(':', 1)[1]}")
         second = await _network_question(bot, after=first.message_id)

@@ -59,7 +59,7 @@ FLAGS = (
 # no network and its home, where the check's cache would live, is new for every task.
 ENV = {"CHROME_DEVTOOLS_MCP_NO_UPDATE_CHECKS": "1"}
 
-NetworkAsker = Callable[[str], Awaitable[NetworkDecision]]
+NetworkAsker = Callable[[str, tuple[str, ...]], Awaitable[NetworkDecision]]  # (what it opens, cautions)
 log = logging.getLogger(__name__)
 
 
@@ -232,7 +232,13 @@ class BrowserRun:
                 )
             if self.proxy.domains and not domain_allowed(host, self.proxy.domains):
                 raise ToolError(f"{url} was not opened: {self.proxy.refusal(host)}")
-            decision = await ask(f"open {url} in the browser ({tool})")
+            decision = await ask(
+                f"open {url} in the browser ({tool})",
+                (
+                    f"Allowed once, the browser reaches {host} for the rest of the task (the page's own requests "
+                    "and later pages there too), not only this page.",
+                ),
+            )
             if not decision.allowed:
                 raise ToolError(f"{url} was not opened: {decision.explanation}")
             if whole_task():
