@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import shutil
 import sys
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -32,9 +31,10 @@ from agents.store.standing import StandingNote
 from agents.tools.desk_tools import desk_tools
 from agents.tools.toolbox import Audit, Toolbox
 from agents.work.task_proposals import store_proposal
-from tests.conftest import USER_ID, BotHarness, git, running_bot
+from tests.conftest import BotHarness, git, running_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript, last_user_text, spare
+from tests.support.team import GROUP, MEMBER, OWNER, team  # noqa: F401  (team: a fixture)
 
 pytestmark = [
     pytest.mark.skipif(
@@ -44,28 +44,7 @@ pytestmark = [
     pytest.mark.quick_tests,
 ]
 
-OWNER = USER_ID
-MEMBER = 2002
-OTHER_MEMBER = 2003
-GROUP = -1009300
 HANG_GUARD = 60
-
-
-@pytest.fixture
-async def team(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo) -> AsyncIterator[BotHarness]:
-    """One owner, two members; a forum supergroup they share."""
-    fake_telegram.make_forum(GROUP)
-    async with running_bot(
-        fake_telegram,
-        fake_anthropic,
-        tmp_path,
-        workspace_root,
-        bot_repo,
-        allowed_user_ids=f"{OWNER},{MEMBER},{OTHER_MEMBER}",
-        owner_user_ids=str(OWNER),
-        sandbox_network="off",
-    ) as harness:
-        yield harness
 
 
 def said(bot: BotHarness, chat: int, needle: str):

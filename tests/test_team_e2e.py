@@ -10,15 +10,15 @@ from __future__ import annotations
 import shutil
 import sys
 import threading
-from collections.abc import AsyncIterator
 
 import pytest
 
 from agents.core.models import TaskStatus
-from tests.conftest import USER_ID, BotHarness, git, running_bot, text_now
+from tests.conftest import BotHarness, git, text_now
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript, last_user_text
 from tests.support.tasks import ended, start_task
+from tests.support.team import GROUP, MEMBER, OWNER, team  # noqa: F401  (team: a fixture)
 
 # quick_tests: what these tests check is not the verdict, so calc's tests are one quick check (tests/conftest.py)
 pytestmark = [
@@ -29,29 +29,8 @@ pytestmark = [
     pytest.mark.quick_tests,
 ]
 
-OWNER = USER_ID
-MEMBER = 2002
 STRANGER = 6666
-GROUP = -1009000
 HANG_GUARD = 60
-
-
-@pytest.fixture
-async def team(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo) -> AsyncIterator[BotHarness]:
-    """The bot with one owner and one member, SANDBOX_NETWORK=ask; a forum supergroup the two are in."""
-    fake_telegram.make_forum(GROUP)
-    async with running_bot(
-        fake_telegram,
-        fake_anthropic,
-        tmp_path,
-        workspace_root,
-        bot_repo,
-        allowed_user_ids=f"{OWNER},{MEMBER}",
-        owner_user_ids=str(OWNER),
-        sandbox_network="ask",
-        sandbox_network_answer_seconds=30,
-    ) as harness:
-        yield harness
 
 
 def fix_calc() -> tuple[dict, dict]:
