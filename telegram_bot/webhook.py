@@ -24,6 +24,7 @@ from telegram import Update
 from tornado.httpserver import HTTPServer
 from tornado.web import Application, RequestHandler
 
+from agents.core.http_limits import client_timeouts
 from agents.core.settings import Settings
 from telegram_bot.app import build_application, start_application, stop_application
 from telegram_bot.state import BotApplication
@@ -97,7 +98,12 @@ def webhook_server(app: BotApplication, settings: Settings) -> HTTPServer:
     module's request limits."""
     path = re.escape("/" + settings.telegram.webhook_path.strip("/"))
     routes = [(rf"{path}/?", _UpdateHandler, dict(app=app, secret=_secret(settings)))]
-    return HTTPServer(_QuietApplication(routes), max_body_size=MAX_BODY_BYTES, max_header_size=MAX_HEADER_BYTES)
+    return HTTPServer(
+        _QuietApplication(routes),
+        max_body_size=MAX_BODY_BYTES,
+        max_header_size=MAX_HEADER_BYTES,
+        **client_timeouts(),
+    )
 
 
 async def start_webhook(app: BotApplication, settings: Settings) -> None:

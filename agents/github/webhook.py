@@ -25,6 +25,7 @@ import gidgethub.sansio
 from tornado.httpserver import HTTPServer
 from tornado.web import Application, RequestHandler
 
+from agents.core.http_limits import client_timeouts
 from agents.store.github import WebhookEvent
 
 log = logging.getLogger(__name__)
@@ -103,7 +104,9 @@ class WebhookServer:
         self.host, self.port = host.strip("[]"), int(port)
         self.tasks: set[asyncio.Task[None]] = set()
         app = Application([(PATH, _WebhookHandler, dict(secret=secret, store=store, handle=handle, tasks=self.tasks))])
-        self._server = HTTPServer(app, max_body_size=MAX_BODY_BYTES, max_header_size=MAX_HEADER_BYTES)
+        self._server = HTTPServer(
+            app, max_body_size=MAX_BODY_BYTES, max_header_size=MAX_HEADER_BYTES, **client_timeouts()
+        )
 
     def start(self) -> None:
         self._server.listen(self.port, self.host)

@@ -24,6 +24,7 @@ from tornado.httpserver import HTTPServer
 from tornado.web import Application, RequestHandler, StaticFileHandler
 
 from agents.core.errors import ToolError
+from agents.core.http_limits import client_timeouts
 from agents.core.models import Caller, Task
 from agents.core.protocols import Notifier
 from agents.core.settings import Settings
@@ -34,6 +35,7 @@ from agents.review.launch_data import LaunchDataError, LaunchUser, check
 from agents.review.pages import STATIC, TaskPages, templates
 from agents.store.conversations import is_topic
 from agents.store.database import Store
+from agents.work.access import Access
 from agents.work.crew import Crew
 
 log = logging.getLogger(__name__)
@@ -68,10 +70,11 @@ class Refused(Exception):
 
 class Viewers:
     """Who may see which task: launch data signed with the bot's token and fresh, an allowed user, in the task's chat,
-    and the task theirs or the user an owner."""
+    and the task theirs or the user an owner, as in the chat (`Access.starter_or_owner`: a task on the bot's own code
+    is owners' alone)."""
 
-    def __init__(self, settings: Settings, store: Store, in_chat: InChat) -> None:
-        self.settings, self.store, self.in_chat = settings, store, in_chat
+    def __init__(self, settings: Settings, store: Store, access: Access, in_chat: InChat) -> None:
+        self.settings, self.store, self.access, self.in_chat = settings, store, access, in_chat
 
     def user(self, authorization: str) -> LaunchUser:
         scheme, _, init_data = authorization.partition(" ")
@@ -92,9 +95,12 @@ class Viewers:
         hidden = Refused(f"task #{task_id} is not yours to see (or there is none)")
         if task is None or not await self._in_chat(task.chat_id, user.user_id):
             raise hidden
-        if not self.settings.users.is_owner(user.user_id) and task.user_id != user.user_id:
-            raise hidden
-        return task, Caller(chat_id=task.chat_id, user_id=user.user_id, user_name=user.name)
+        caller = Caller(chat_id=task.chat_id, user_id=user.user_id, user_name=user.name)
+        try:
+            self.access.starter_or_owner(caller, task, "see")
+        except ToolError:
+            raise hidden from None
+        return task, caller
 
     async def _in_chat(self, conversation: int, user_id: int) -> bool:
         if not is_topic(conversation) and conversation > 0:  # a private chat: its id is its user's
@@ -224,7 +230,7 @@ class ReviewServer:
         self, settings: Settings, store: Store, crew: Crew, notifier: Notifier, pages: TaskPages, in_chat: InChat
     ) -> None:
         self.settings, self.crew, self.notifier, self.pages = settings, crew, notifier, pages
-        self.viewers = Viewers(settings, store, in_chat)
+        self.viewers = Viewers(settings, store, crew.access, in_chat)
         self.base = urlsplit(settings.review.review_url or "").path.rstrip("/")
         host, _, port = settings.review.review_listen.rpartition(":")
         self.host, self.port = host.strip("[]"), int(port)
@@ -242,7 +248,9 @@ class ReviewServer:
             ],
             compress_response=True,
         )
-        self._server = HTTPServer(app, max_body_size=MAX_BODY_BYTES, max_header_size=MAX_HEADER_BYTES, xheaders=True)
+        self._server = HTTPServer(
+            app, max_body_size=MAX_BODY_BYTES, max_header_size=MAX_HEADER_BYTES, xheaders=True, **client_timeouts()
+        )
 
     async def act(self, caller: Caller, task: Task, action: str) -> str:
         """Merge, Discard or Open PR as the summary's button does it (the crew checks the roles); the task's chat is
