@@ -135,7 +135,7 @@ async def test_a_base_failure_that_passes_on_a_rerun_at_the_base_is_not_fixed_by
     await checks.baseline
     write(tree / "app.py", "def value():\n    return 2\n")
     git(tree, "commit", "-qam", "the fix")  # as the bot does before each check: only committed content is judged
-    verdict = await checks.check(tree)
+    verdict = await checks.check(tree, git(tree, "rev-parse", "HEAD").strip())
     checks.close()
     assert verdict.fixed == ["test_app.py::test_broken"], "the real fix counts; the flaky one does not"
     assert any("flaky at the base" in note and "test_app.py::test_flaky" in note for note in verdict.notes)

@@ -16,9 +16,10 @@ from agents.git.command import GitError, GitIdentity
 from agents.git.commits import CommitLimits, commit_all
 from agents.git.diff import write_diff
 from agents.git.merge import merge_task_branch
-from agents.git.repository import changes_since, current_branch, ensure_repository
+from agents.git.repository import changes_between, current_branch, ensure_repository
 from agents.git.worktrees import (
     TaskWorktree,
+    branch_head,
     create_task_worktree,
     discard_task_worktree,
     remove_worktree_keep_branch,
@@ -124,7 +125,7 @@ async def test_task_worktree_is_a_branch_and_the_users_checkout_is_untouched(rep
     assert changed(wt) == ["app.py", "new.py"]
 
 
-async def test_changes_since_the_base_agree_with_git_after_the_bots_and_the_workers_commits(
+async def test_changes_between_the_base_and_a_commit_agree_with_git_after_the_bots_and_the_workers_commits(
     repo: Path, worktrees_dir: Path
 ) -> None:
     wt = await new_task(repo, worktrees_dir)
@@ -133,20 +134,19 @@ async def test_changes_since_the_base_agree_with_git_after_the_bots_and_the_work
         text = git("diff", "--name-status", "--no-renames", f"{wt.base_commit}..HEAD", cwd=wt.path)
         return [(line[:1], line.split("\t", 1)[1]) for line in text.splitlines()]
 
-    assert await changes_since(wt.path, wt.base_commit) == [] == git_says()
+    async def changes() -> list[tuple[str, str]]:
+        return await changes_between(wt.path, repo, wt.base_commit, await branch_head(wt))
+
+    assert await changes() == [] == git_says()
     (wt.path / "app.py").write_text("VALUE = 42\n")
     (wt.path / "README.md").unlink()
     (wt.path / "new.py").write_text("NEW = True\n")
     assert await commit_all(wt, "fix", GitIdentity()) is not None
-    assert (
-        await changes_since(wt.path, wt.base_commit)
-        == git_says()
-        == [("D", "README.md"), ("M", "app.py"), ("A", "new.py")]
-    )
+    assert await changes() == git_says() == [("D", "README.md"), ("M", "app.py"), ("A", "new.py")]
     (wt.path / "more.py").write_text("MORE = 1\n")  # the worker commits by itself: HEAD moves past what the bot saw
     git("add", "more.py", cwd=wt.path)
     git("commit", "-qm", "worker", cwd=wt.path)
-    assert await changes_since(wt.path, wt.base_commit) == git_says()
+    assert await changes() == git_says()
     assert ("A", "more.py") in git_says()
 
 

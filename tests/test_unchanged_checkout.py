@@ -45,24 +45,24 @@ async def test_a_check_of_an_unchanged_checkout_runs_nothing_and_any_change_runs
 
         (tree / "broken").write_text("the worker's change breaks the suite\n")
         commit_turn(tree)  # as the bot does before each check: only committed content is judged
-        first = await checks.check(tree)
+        first = await checks.check(tree, git(tree, "rev-parse", "HEAD").strip())
         assert first.needs_correction and UNCHANGED_NOTE not in first.notes
         after_first = runs(counter)
         assert after_first >= 2
 
-        again = await checks.check(tree)  # the correction turn changed nothing
+        again = await checks.check(tree, git(tree, "rev-parse", "HEAD").strip())  # the correction turn changed nothing
         assert runs(counter) == after_first, "the same checkout was tested again"
         assert again.needs_correction and again.broken == first.broken
         assert UNCHANGED_NOTE in again.notes and UNCHANGED_NOTE not in first.notes
 
         (tree / "debug.log").write_text("a gitignored file the tests could read\n")
-        ignored = await checks.check(tree)
+        ignored = await checks.check(tree, git(tree, "rev-parse", "HEAD").strip())
         assert runs(counter) > after_first, "a new gitignored file is a change: the tests ran again"
         assert UNCHANGED_NOTE not in ignored.notes
 
         (tree / "broken").unlink()
         commit_turn(tree)
-        fixed = await checks.check(tree)
+        fixed = await checks.check(tree, git(tree, "rev-parse", "HEAD").strip())
         assert not fixed.needs_correction and UNCHANGED_NOTE not in fixed.notes
     finally:
         checks.close()

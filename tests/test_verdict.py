@@ -283,7 +283,7 @@ async def test_every_test_run_goes_through_run_tests_to_run_command_with_run_opt
     (tree / "changed").write_text("the task's change: test_once fails on its first run after it\n")
     git(tree, "add", "-A")
     git(tree, "commit", "-qm", "the task's change")
-    verdict = await checks.check(tree)
+    verdict = await checks.check(tree, git(tree, "rev-parse", "HEAD").strip())
     assert verdict.flaky == ["test_a.py::test_once"] and verdict.broken == []
     assert len(seen) == 3 and all(options == {"marker": "sandbox"} for _, options in seen)
     assert "--junitxml=" in seen[0][0] and " -x " not in seen[0][0]

@@ -170,27 +170,52 @@ _DRIVER_CACHE_SIZE = 256
 _driver_cache: dict[bytes, list[str]] = {}
 
 
-def _local_config(cwd: Path) -> bytes | None:
-    """The bytes of every configuration file git reads in `cwd` (`git_env` leaves out the system and global ones),
-    with the git directories they were found in; None when that cannot be told without git: `cwd` is not the top of
-    a checkout or a linked worktree, or the configuration includes other files.
-
-    Read on the event loop before every git call, from files a task's worker writes (its worktree's `.git`, and any
-    folder of the worktree that file names): each is read as a plain file only (`plain_bytes`: never through a link
-    at the name, never waiting on a FIFO, never past a size), else None and git is asked."""
+def _named_git_dir(cwd: Path) -> Path | None:
+    """The git directory a checkout's `.git` file (or link) names, read once; None when `cwd` holds a `.git` folder
+    or none at all. The call then tells git that folder (GIT_DIR), so git never reads `.git` again: a worker that
+    flips its worktree's `.git` between the bot's read and git's own (to a folder whose config names a filter the
+    bot did not see, or a history of its own) changes nothing of a call already prepared. A `.git` naming a folder
+    inside the checkout itself is the worker's own, never the bot's: refused."""
     dotgit = cwd / ".git"
     try:
-        if dotgit.is_dir():
-            gitdir = common = dotgit
+        if dotgit.is_symlink():
+            gitdir = dotgit.resolve(strict=True)
+        elif dotgit.is_dir() or not os.path.lexists(dotgit):
+            return None
         else:
             pointer = plain_bytes(dotgit)
             if pointer is None or not pointer.startswith(b"gitdir: "):
-                return None
-            gitdir = cwd / os.fsdecode(pointer[len(b"gitdir: ") :].strip())
+                raise GitError(f"{dotgit} is not a git file the bot can read")
+            gitdir = (cwd / os.fsdecode(pointer[len(b"gitdir: ") :].strip())).resolve(strict=True)
+        top = cwd.resolve(strict=True)
+    except (OSError, RuntimeError, ValueError) as err:
+        raise GitError(f"{dotgit} names no git directory the bot can read ({err})") from None
+    if gitdir == top or top in gitdir.parents:
+        raise GitError(f"{dotgit} names a git directory inside the checkout itself: not the bot's")
+    return gitdir
+
+
+def _local_config(cwd: Path, named: Path | None) -> bytes | None:
+    """The bytes of every configuration file git reads in `cwd` (`git_env` leaves out the system and global ones),
+    with the git directories they were found in; None when that cannot be told without git: `cwd` is not the top of
+    a checkout or a linked worktree, or the configuration includes other files. `named`: the git directory the
+    checkout's `.git` file names, as `_named_git_dir` read it (the one git is told).
+
+    Read on the event loop before every git call, from files a task's worker writes (any folder of the worktree
+    that its `.git` names): each is read as a plain file only (`plain_bytes`: never through a link at the name,
+    never waiting on a FIFO, never past a size), else None and git is asked."""
+    dotgit = cwd / ".git"
+    try:
+        if named is None and dotgit.is_dir():
+            gitdir = common = dotgit
+        elif named is None:
+            return None
+        else:
+            gitdir = named
             if os.path.lexists(gitdir / "commondir"):
-                if (named := plain_bytes(gitdir / "commondir")) is None:
+                if (commondir := plain_bytes(gitdir / "commondir")) is None:
                     return None
-                common = gitdir / os.fsdecode(named.strip())
+                common = gitdir / os.fsdecode(commondir.strip())
             else:
                 common = gitdir
         parts = [str(gitdir).encode(), str(common).encode()]
@@ -218,14 +243,14 @@ def _names_no_driver(config: bytes) -> bool:
     return not any(word in lowered for word in _DRIVER_SECTIONS)
 
 
-async def _driver_options(cwd: Path, env: Mapping[str, str]) -> list[str]:
+async def _driver_options(cwd: Path, env: Mapping[str, str], named: Path | None) -> list[str]:
     """`-c` overrides for every filter, diff and merge driver the effective configuration (includes too) names.
 
     Asking git costs a process per git call, so git is not asked where the configuration files (a few hundred bytes,
     read on every call) do not even hold the word `filter`, `diff` or `merge`, and otherwise the answer is kept per
     configuration: keyed by the bytes of the configuration files themselves, it is asked again whenever a byte
     changes. A configuration with includes is asked every time."""
-    config = _local_config(cwd)
+    config = _local_config(cwd, named)
     if config is not None and _names_no_driver(config):
         return []
     if config is not None and (known := _driver_cache.get(config)) is not None:
@@ -257,10 +282,13 @@ async def _prepared(
     args: tuple[str, ...], cwd: Path, identity: GitIdentity | None, extra_env: Mapping[str, str] | None
 ) -> tuple[list[str], dict[str, str]]:
     env = git_env(identity, extra_env)
+    named = _named_git_dir(Path(cwd))
+    if named is not None:  # git reads this folder, not `.git` again (see _named_git_dir)
+        env.update(GIT_DIR=str(named), GIT_WORK_TREE=str(cwd))
     at = _subcommand_index(list(args))  # a caller's own `-c key=value` may come before the subcommand
     if at < len(args) and (extra := _SUBCOMMAND_OPTIONS.get(args[at])):
         args = (*args[: at + 1], *extra, *args[at + 1 :])
-    return [*GIT_OPTIONS, *await _driver_options(Path(cwd), env), *args], env
+    return [*GIT_OPTIONS, *await _driver_options(Path(cwd), env, named), *args], env
 
 
 async def run_git(
@@ -274,8 +302,13 @@ async def run_git(
     """Run `git <args>` in `cwd`, hardened as described above; its exit code and output, whatever the exit code.
 
     The one git command of the product: repo_map and doctor use it too. `stdin` is fed to git's standard input.
+    A checkout whose `.git` the bot refuses to follow (`_named_git_dir`) answers as git does where there is no
+    repository: exit code 128 and why.
     """
-    argv, env = await _prepared(args, Path(cwd), identity, extra_env)
+    try:
+        argv, env = await _prepared(args, Path(cwd), identity, extra_env)
+    except GitError as err:
+        return GitOutput(128, "", f"fatal: {err}")
     return await _exec_git(argv, Path(cwd), env, timeout, stdin)
 
 
@@ -290,7 +323,7 @@ async def stream_git(
     """Copy the stdout of `git <args>` (hardened like run_git) into `out` in chunks, at most `limit` bytes.
 
     Returns (bytes written, cut short); git is stopped as soon as the limit is reached, so nothing bigger than one
-    chunk is ever held in memory.
+    chunk is ever held in memory. Raises GitError for a checkout whose `.git` the bot refuses to follow.
     """
     argv, env = await _prepared(args, Path(cwd), None, extra_env)
     proc = await asyncio.create_subprocess_exec(

@@ -1,7 +1,9 @@
 """A task's diff for the chat, capped: a stat, then the patch cut at a size a phone (and Telegram) takes.
 
 Binary files and huge files are named, never inlined; the patch streams from git into a file (`write_diff` never holds
-more than one chunk in memory, and stops git once the cap is reached); the header says what was left out.
+more than one chunk in memory, and stops git once the cap is reached); the header says what was left out. A file is
+binary by its bytes (a NUL near the start, as git itself decides), never because an attribute says so: the branch's
+own `.gitattributes` (`*.py -diff`, `binary`) could otherwise hide a text change from the review.
 """
 
 from __future__ import annotations
@@ -60,12 +62,21 @@ async def write_diff(worktree: TaskWorktree, out: BinaryIO, max_bytes: int = DIF
     await _classify(cwd, [span], report)
     excluded = _excludes(report)
     stat = await git_text(
-        "diff", "--stat=120,90", f"--stat-count={STAT_MAX_FILES}", "--no-renames", span, "--", ".", *excluded, cwd=cwd
+        "diff",
+        "--stat=120,90",
+        f"--stat-count={STAT_MAX_FILES}",
+        "--no-renames",
+        "--text",  # what is left is text by its bytes (`_classify`), whatever an attribute says
+        span,
+        "--",
+        ".",
+        *excluded,
+        cwd=cwd,
     )
     body_limit = max_bytes - HEADER_MAX_BYTES  # the header goes in front, written once the body is known
     with tempfile.TemporaryFile() as body:
         used, cut = await stream_git(
-            "diff", "--no-renames", span, "--", ".", *excluded, cwd=cwd, out=body, limit=body_limit
+            "diff", "--no-renames", "--text", span, "--", ".", *excluded, cwd=cwd, out=body, limit=body_limit
         )
         if present and not cut:
             used, cut = await _uncommitted(worktree.path, body, used, body_limit, report)
@@ -82,7 +93,8 @@ async def write_diff(worktree: TaskWorktree, out: BinaryIO, max_bytes: int = DIF
 
 
 async def _classify(cwd: Path, span: list[str], report: DiffReport, extra_env: dict[str, str] | None = None) -> None:
-    """Add the binary files (numstat `-`) and the huge files (either side over HUGE_FILE_BYTES) of `span`."""
+    """Add the binary files (numstat `-`, and a side with a NUL byte near its start: an attribute alone makes no file
+    binary) and the huge files (either side over HUGE_FILE_BYTES) of `span`."""
     numstat = split_nul(await git_text("diff", "--numstat", "-z", "--no-renames", *span, cwd=cwd, extra_env=extra_env))
     binary = {item.split("\t", 2)[2] for item in numstat if item.startswith("-\t-\t")}
     fields = split_nul(
@@ -100,8 +112,23 @@ async def _classify(cwd: Path, span: list[str], report: DiffReport, extra_env: d
         if size > HUGE_FILE_BYTES:
             if path not in {p for p, _ in report.huge}:
                 report.huge.append((path, size))
-        elif path in binary and path not in report.binary:
+        elif path in binary and path not in report.binary and await _holds_binary(cwd, (old, new), extra_env):
             report.binary.append(path)
+
+
+BINARY_PROBE_BYTES = 8000  # how far git itself looks for a NUL to call a file binary
+
+
+async def _holds_binary(cwd: Path, blobs: tuple[str, str], extra_env: dict[str, str] | None) -> bool:
+    """Whether either side of a change holds a NUL in its first BINARY_PROBE_BYTES (git's own test; both sides are at
+    most HUGE_FILE_BYTES here). A side that cannot be read counts as binary: named, not shown."""
+    for blob in blobs:
+        if set(blob) == {"0"}:  # the side that does not exist (an added or deleted file)
+            continue
+        read = await run_git("cat-file", "blob", blob, cwd=cwd, extra_env=extra_env)
+        if read.exit_code != 0 or "\0" in read.stdout[:BINARY_PROBE_BYTES]:
+            return True
+    return False
 
 
 def _excludes(report: DiffReport) -> list[str]:
@@ -131,6 +158,7 @@ async def _uncommitted(path: Path, body: BinaryIO, used: int, limit: int, report
             "diff",
             "--cached",
             "--no-renames",
+            "--text",
             "HEAD",
             "--",
             ".",

@@ -6,6 +6,7 @@ import asyncio
 import hashlib
 import os
 import re
+import shutil
 import stat
 from pathlib import Path
 
@@ -15,7 +16,6 @@ from agents.git.ref_files import (
     git_dirs,
     head_branch_from_files,
     head_commit_from_files,
-    head_from_files,
     plain_bytes,
 )
 from agents.git.trees import known_absent
@@ -271,34 +271,56 @@ _known_changes: dict[tuple[str, str, str], list[tuple[str, str]]] = {}
 
 def remember_changes(path: Path, base_commit: str, head: str, changes: list[tuple[str, str]]) -> None:
     """Keep what git said changed between two commits in a checkout (`commit_all` has just asked), for
-    `changes_since`: commits do not change, so neither does their diff."""
+    `changes_between`: commits do not change, so neither does their diff."""
     if len(_known_changes) >= _CHANGES_KEPT:
         del _known_changes[next(iter(_known_changes))]  # the oldest
     _known_changes[(str(Path(path).resolve()), base_commit, head)] = list(changes)
 
 
-async def changes_since(path: Path, base_commit: str) -> list[tuple[str, str]]:
-    """(status letter, path) of every file changed between `base_commit` and HEAD in the checkout at `path`.
-
-    Where HEAD can be read from the git files (`ref_files.head_from_files`) and this diff was remembered
-    (`remember_changes`), git is not asked again."""
-    head = head_from_files(Path(path))
-    if head is not None and (known := _known_changes.get((str(Path(path).resolve()), base_commit, head))) is not None:
+async def changes_between(checkout: Path, repo: Path, base_commit: str, head: str) -> list[tuple[str, str]]:
+    """(status letter, path) of every file changed between `base_commit` and `head`, the task's commit whose checkout
+    is `checkout`: as `remember_changes` kept it, else asked of the owner's repository `repo` (never through the
+    checkout's `.git`, which its worker may point elsewhere)."""
+    if (known := _known_changes.get((str(Path(checkout).resolve()), base_commit, head))) is not None:
         return list(known)
-    text = await git_text("diff", "--name-status", "--no-renames", "-z", f"{base_commit}..HEAD", cwd=path)
+    text = await git_text("diff", "--name-status", "--no-renames", "-z", f"{base_commit}..{head}", cwd=repo)
     fields = split_nul(text)
     return [(fields[i][:1], fields[i + 1]) for i in range(0, len(fields) - 1, 2)]
 
 
+# What `git archive` would otherwise take from the commit's own `.gitattributes`: `export-subst` rewrites a file's
+# `$Format:…$` (code that is one thing committed and another in the copy), `export-ignore` leaves files out, `ident`,
+# `text`/`eol`, `working-tree-encoding` and filters change bytes. A copy the tests judge must hold the commit's bytes,
+# whatever the commit (a worker's) says: a throw-away git directory's `info/attributes`, which wins over every
+# `.gitattributes`, unsets them all.
+RAW_ATTRIBUTES = b"* -export-subst -export-ignore -ident -text -eol -filter -working-tree-encoding\n"
+
+
 async def export_tree(repo: Path, commit: str, target: Path) -> None:
-    """Write the files of `commit` into the empty folder `target` (no git metadata: a throw-away copy)."""
+    """Write the files of `commit` into the empty folder `target` (no git metadata: a throw-away copy), byte for byte
+    as committed (`RAW_ATTRIBUTES`)."""
     target.mkdir(parents=True, exist_ok=True)
     archive = target.parent / f"{target.name}.tar"
+    exporter = target.parent / f"{target.name}.git"
     try:
-        await git_text("archive", "--format=tar", "-o", str(archive), commit, cwd=repo)
+        await asyncio.to_thread(_raw_git_dir, exporter, await git_common_dir(repo) / "objects")
+        await git_text(
+            "archive", "--format=tar", "-o", str(archive), commit, cwd=repo, extra_env={"GIT_DIR": str(exporter)}
+        )
         await asyncio.to_thread(_untar, archive, target)
     finally:
         archive.unlink(missing_ok=True)
+        await asyncio.to_thread(shutil.rmtree, exporter, True)
+
+
+def _raw_git_dir(folder: Path, objects: Path) -> None:
+    """A bare git directory that reads `objects` (an alternate: nothing copied) with `RAW_ATTRIBUTES`."""
+    (folder / "objects" / "info").mkdir(parents=True)
+    (folder / "refs").mkdir()
+    (folder / "info").mkdir()
+    (folder / "HEAD").write_bytes(b"ref: refs/heads/none\n")
+    (folder / "objects" / "info" / "alternates").write_bytes(os.fsencode(objects) + b"\n")
+    (folder / "info" / "attributes").write_bytes(RAW_ATTRIBUTES)
 
 
 def _untar(archive: Path, target: Path) -> None:

@@ -53,6 +53,12 @@ class TaskWorktree:
     base_commit: str  # the commit the branch was made from
 
 
+async def branch_head(tree: TaskWorktree) -> str:
+    """The commit the task's branch names, read in the owner's repository: the task's last commit as the bot made it
+    (never read through the worktree's `.git`, which its worker can point at a history of its own)."""
+    return await rev_parse(tree.repo, f"refs/heads/{tree.branch}")
+
+
 def worktree_admin_dir(common_dir: Path, worktree_path: Path) -> Path | None:
     """The folder under `<common dir>/worktrees/` that belongs to the worktree at `worktree_path`, or None.
 

@@ -21,7 +21,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from agents.git.command import GitError
-from agents.git.repository import changes_since, file_at, is_tracked, rev_parse, uncommitted_files
+from agents.git.repository import changes_between, file_at, is_tracked, uncommitted_files
 from agents.sandbox.safe_paths import UnsafePath, write_file
 from agents.verify.base_run_cache import KeptOutcome, confirm_failing, confirm_fixed
 from agents.verify.baseline import BaselineRuns
@@ -177,8 +177,10 @@ class TaskTests:
     def read_only_paths(self) -> list[Path]:
         return self.environment.read_only_paths if self.environment else []
 
-    async def check(self, checkout: Path) -> Verdict:
-        """Run the tests in `checkout`, compare with the base commit, re-run newly failing tests once.
+    async def check(self, checkout: Path, commit: str) -> Verdict:
+        """Run the tests of `commit` (the task's last commit, as the bot made it: never read through the checkout's
+        own `.git`, which its worker can point at another history while the tests run), compare with the base
+        commit, re-run newly failing tests once.
 
         A checkout that has not changed at all since the last check (a correction turn in which the worker changed
         no file) is not tested again: the same code on the same files gives the same verdict, said in a note. A
@@ -190,22 +192,17 @@ class TaskTests:
                 same = copy.deepcopy(last_verdict)
                 same.notes.append(UNCHANGED_NOTE)
                 return same
-        verdict = await self._run_and_judge(checkout)
+        verdict = await self._run_and_judge(checkout, commit)
         state = await checkout_state(checkout) if verdict.needs_correction else None
         # a copy: what the caller adds to the verdict it is given never reaches a later one
         self.last_checked = (state, copy.deepcopy(verdict)) if state is not None else None
         return verdict
 
-    async def _run_and_judge(self, checkout: Path) -> Verdict:
+    async def _run_and_judge(self, checkout: Path, head: str) -> Verdict:
         if self.problem is not None:
             failed = _not_run(f"the test configuration is broken: {self.problem}", self.problem)
             return judge(failed, failed, self.instructions)
-        changes = await self._changes(checkout)
-        try:
-            head = await rev_parse(checkout, "HEAD")
-        except GitError as err:  # nothing committed the bot can test: it cannot tell
-            failed = _not_run(f"the task's last commit cannot be read: {err}", str(err))
-            return judge(failed, failed, self.instructions)
+        changes = await self._changes(checkout, head)
         rooms = self.baselines.directory if self.baselines is not None else checkout.parent / ".agentlab-rooms"
         try:
             async with clean_room(self.repo, head, self.environment, rooms) as room:
@@ -328,10 +325,10 @@ class TaskTests:
             log.warning("tracing the red tests at %s failed: %s", self.base_commit[:8], err)
             return {}
 
-    async def _changes(self, checkout: Path) -> list[tuple[str, str]]:
-        """(status, path) of what the task changed since the base commit; none when git cannot say."""
+    async def _changes(self, checkout: Path, head: str) -> list[tuple[str, str]]:
+        """(status, path) of what the task changed from the base commit to `head`; none when git cannot say."""
         try:
-            return await changes_since(checkout, self.base_commit)
+            return await changes_between(checkout, self.repo, self.base_commit, head)
         except GitError:
             return []
 
@@ -404,15 +401,11 @@ class TaskTests:
         flaky = {s for s in suspects if rerun.cases.get(s) == "passed"} | set(crashed)
         return flaky | {step_key(c) for c in steps if c in passed_steps}, crashed
 
-    async def touched_checks(
-        self, checkout: Path, verdict: Verdict, changes: list[tuple[str, str]] | None = None
-    ) -> list[str]:
+    async def touched_checks(self, checkout: Path, verdict: Verdict, changes: list[tuple[str, str]]) -> list[str]:
         """What the task changed of its own checks: test configuration, deleted test files, tests gone, a module
         that stands in for the runner's own. A change to what runs inside the test run (all of these but the
         `.agentlab.toml` the bot does not read from the task) can make the run report what the task wants, so the
         verdict cannot tell (⚠) unless it is ✗ anyway."""
-        if changes is None:
-            changes = await self._changes(checkout)
         warnings = []
         in_run: list[str] = []
         for status, path in changes:

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from agents.core.models import Task, TaskEvent
 from agents.git.commits import CommitResult
-from agents.git.worktrees import TaskWorktree
+from agents.git.worktrees import TaskWorktree, branch_head
 from agents.store.database import Store
 from agents.verify.task_tests import TaskTests
 from agents.verify.verdict import Verdict
@@ -67,7 +67,7 @@ class Corrections:
         run.commits += [commit] if commit else []
         while run.result.finished or run.result.stop is Ending.STEP_LIMIT:
             await progress.update("running tests", force=True)
-            run.verdict = await checks.check(tree.path)
+            run.verdict = await checks.check(tree.path, await branch_head(tree))
             worker.loop.keep_cache_for(cache_ttl_for(run.verdict.after.duration))
             await self.store.add_event(TaskEvent(task_id=task.stored_id, kind="tests", detail=run.verdict.detail()))
             if not run.result.finished:  # out of steps: its report and this test run are its ending
