@@ -34,7 +34,9 @@ def _committed_add_passes(repo: Path, branch: str) -> bool:
     code = git(repo, "show", f"{branch}:calc.py")
     ns: dict[str, object] = {}
     exec(compile(code, "calc.py", "exec"), ns)  # noqa: S102 (the committed code, in a test)
-    return ns["add"](2, 3) == 5  # type: ignore[operator]
+    add = ns["add"]
+    assert callable(add)
+    return bool(add(2, 3) == 5)
 
 
 # ---- `export-subst`: the clean room must hold the commit's bytes ----------------------------------------------------

@@ -62,8 +62,7 @@ async def listening(short_limits: None, tmp_path: Path) -> AsyncIterator[dict[st
     telegram_port, github_port = free_port(), free_port()
     settings = make_settings_for_webhook(tmp_path)
     servers = {
-        # no request reaches a handler here: the application is never asked for
-        "telegram": (webhook_server(None, settings), telegram_port),  # type: ignore[arg-type]
+        "telegram": (webhook_server(None, settings), telegram_port),  # type: ignore[arg-type]  # no request is handled
         "github": (WebhookServer(f"127.0.0.1:{github_port}", "k", nothing, nothing)._server, github_port),
     }
     for server, port in servers.values():
