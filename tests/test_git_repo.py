@@ -447,3 +447,15 @@ async def test_removing_a_worktree_never_deletes_through_a_link_swapped_in_meanw
         swapper.join()
     left = sorted(p.name for p in outside.iterdir())
     assert len(left) == 200, f"deleted outside the worktree: {200 - len(left)} files"
+
+
+async def test_the_bots_own_agentlab_names_are_never_committed_nor_what_a_folder_of_them_holds(
+    repo: Path, worktrees_dir: Path
+) -> None:
+    wt = await new_task(repo, worktrees_dir)
+    (wt.path / ".agentlab-notes").write_text("a file of the bot's\n")
+    (wt.path / ".agentlab-fake" / "objects").mkdir(parents=True)
+    (wt.path / ".agentlab-fake" / "config").write_text('[filter "evil"]\n\tclean = "touch /tmp/x; cat"\n')
+    (wt.path / "real.txt").write_text("the task's change\n")
+    result = await commit_all(wt, "task", GitIdentity())
+    assert result is not None and result.files == ["real.txt"], result

@@ -23,10 +23,20 @@ from agents.git.ref_files import git_dirs, head_commit_from_files, loose_object_
 from agents.git.repository import remember_changes
 from agents.git.worktrees import TaskWorktree, check_worktree_link
 
-# Build and environment debris a task run leaves behind, never committed even where .gitignore misses it.
+# Build and environment debris a task run leaves behind, never committed even where .gitignore misses it (the
+# `.agentlab-*` names are the bot's own: a file, or a folder and everything in it).
 NEVER_COMMIT = tuple(
     f":(exclude,glob)**/{name}"
-    for name in (".venv", ".venv/**", "__pycache__/**", "*.pyc", "node_modules/**", ".pytest_cache/**", ".agentlab-*")
+    for name in (
+        ".venv",
+        ".venv/**",
+        "__pycache__/**",
+        "*.pyc",
+        "node_modules/**",
+        ".pytest_cache/**",
+        ".agentlab-*",
+        ".agentlab-*/**",
+    )
 )
 
 
