@@ -120,7 +120,7 @@ async def one_task(
     git(tree, "add", "-A")  # the bot commits the worker's turn before its checks (they judge committed content)
     git(tree, "commit", "-qm", "a note")
     done = time.perf_counter()
-    verdict = await checks.check(tree)
+    verdict = await checks.check(tree, git(tree, "rev-parse", "HEAD").strip())
     ended = time.perf_counter()
     cpu = children_cpu() - cpu
     checks.close()
