@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from agents.git.command import GitIdentity, git_succeeds, git_text, run_git, split_nul
 from agents.git.locks import bot_writes
@@ -22,8 +24,11 @@ async def merge_task_branch(worktree: TaskWorktree, identity: GitIdentity | None
     """Merge the task branch into its base branch in the main checkout (`--no-ff`), or refuse and say why.
 
     Refuses without touching anything when the main checkout is not on the base branch, has uncommitted changes to
-    tracked files, or is in the middle of a merge. On a conflict the merge is aborted and the conflicting files are
-    reported; nothing is ever forced.
+    tracked files (or files marked assume-unchanged, whose edits git cannot see), is in the middle of a merge, or
+    holds a file git does not track (untracked or ignored) where the merge would write or delete one: git counts an
+    ignored file as expendable, and the branch decides what it adds (an emptied `.gitignore`, a link in place of an
+    ignored folder). On a conflict the merge is aborted and the conflicting files are reported; nothing is ever
+    forced.
     """
     repo, branch, base = worktree.repo, worktree.branch, worktree.base_branch
     async with bot_writes(repo):
@@ -48,6 +53,22 @@ async def merge_task_branch(worktree: TaskWorktree, identity: GitIdentity | None
         if await git_succeeds("merge-base", "--is-ancestor", branch, "HEAD", cwd=repo):
             head = await rev_parse(repo, "HEAD")
             return MergeResult(True, f"nothing to merge: {base} already contains {branch}", sha=head)
+        tracked, unseen = _index_entries(await git_text("ls-files", "-v", "-z", cwd=repo))
+        if unseen:
+            return MergeResult(
+                False,
+                f"not merged: {repo} has files marked assume-unchanged ({_short_list(unseen)}): git cannot see your "
+                "edits to them, and a merge would overwrite them; run `git update-index --no-assume-unchanged` on "
+                "them first",
+            )
+        brought = split_nul(await git_text("diff", "--name-only", "-z", "--no-renames", f"HEAD...{branch}", cwd=repo))
+        in_the_way = _untracked_in_the_way(repo, brought, tracked)
+        if in_the_way:
+            return MergeResult(
+                False,
+                f"not merged: the merge would overwrite or delete files git does not track in {repo} "
+                f"({_short_list(in_the_way)}: untracked or ignored); move them away first",
+            )
 
         result = await run_git(
             "merge",
@@ -76,6 +97,36 @@ async def merge_task_branch(worktree: TaskWorktree, identity: GitIdentity | None
             f"the merge was aborted and {base} is unchanged",
             conflicts=sorted(conflicts),
         )
+
+
+def _index_entries(text: str) -> tuple[set[str], list[str]]:
+    """From `git ls-files -v -z`: every tracked path, and those marked assume-unchanged (a lowercase tag)."""
+    tracked: set[str] = set()
+    unseen: list[str] = []
+    for entry in split_nul(text):
+        tag, _, path = entry.partition(" ")
+        tracked.add(path)
+        if tag.islower():
+            unseen.append(path)
+    return tracked, unseen
+
+
+def _untracked_in_the_way(repo: Path, brought: list[str], tracked: set[str]) -> list[str]:
+    """The paths of the checkout git does not track that writing `brought` (the branch's changed paths) would
+    overwrite or delete: the path itself, or one of its folders that is a file or a link on disk."""
+    found: list[str] = []
+    for path in brought:
+        parts = path.split("/")
+        for depth in range(1, len(parts) + 1):
+            prefix = "/".join(parts[:depth])
+            on_disk = repo / prefix
+            last = depth == len(parts)
+            if prefix in tracked or not os.path.lexists(on_disk):
+                continue
+            if last or on_disk.is_symlink() or not on_disk.is_dir():
+                found.append(prefix)
+                break
+    return sorted(set(found))
 
 
 def _porcelain_paths(text: str) -> list[str]:

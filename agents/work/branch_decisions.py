@@ -81,9 +81,25 @@ class BranchDecisions:
         if task.status.is_active:
             raise ToolError(f"task #{task.id} is still {task.status.value}; merge it when it has ended")
         await self._owner_decision(caller, task, "merge")
+        await self._alone_on_its_branch(task, "merge")
         result = await merge_task_branch(self._worktree(task), git_identity(self.settings))
         await self.access.tell_task_chat(caller, task, result.message)
         return result
+
+    async def _alone_on_its_branch(self, task: Task, doing: str) -> None:
+        """A follow-up (Fix CI, a mention on its pull request) works on the same branch as the task it continues:
+        while one runs, the branch holds work no verdict has judged yet (a Merge would take it) and its worktree is
+        in use (a Discard would pull it away)."""
+        if not task.branch:
+            return
+        active = await self.store.list_tasks(statuses=TaskStatus.cancellable(), limit=1000)
+        others = [t for t in active if t.branch == task.branch and t.workspace == task.workspace and t.id != task.id]
+        if others:
+            running = ", ".join(f"#{t.id}" for t in others)
+            raise ToolError(
+                f"task {running} is still working on task #{task.id}'s branch; {doing} it when that has ended "
+                "(or cancel it first)"
+            )
 
     async def diff(self, caller: Caller, task_id: int, *, anywhere: bool = False) -> tuple[bytes, str]:
         """The task's capped diff (git_diff) and a caption saying what it leaves out."""
@@ -120,6 +136,7 @@ class BranchDecisions:
         # the tool and the Discard button: a task still active or interrupted is stopped first
         task = await self.access.task_for(caller, int(task_id), anywhere=anywhere)
         await self._owner_decision(caller, task, "discard")
+        await self._alone_on_its_branch(task, "discard")
         task_id = task_number(task)
         if task.status.is_cancellable:
             await self.engine.cancel(task_id)

@@ -1,0 +1,143 @@
+"""Merge and Discard never lose the owner's work, whatever the task's branch holds.
+
+A worker decides what its branch holds (an emptied `.gitignore`, a link in place of a folder), and git counts an
+ignored file as expendable; an owner may keep local edits git was told to assume unchanged; a follow-up (Fix CI, a
+mention on the task's pull request) works on the same branch while the task it continues waits for its Merge. The
+bot refuses, says why, and leaves the checkout as it was.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agents.core.errors import ToolError
+from agents.core.models import Caller, TaskStatus
+from agents.git.command import GitIdentity
+from agents.git.commits import commit_all
+from agents.git.merge import merge_task_branch
+from agents.git.worktrees import create_task_worktree
+from tests.conftest import USER_ID, BotHarness
+from tests.conftest import git as git_in
+from tests.fakes import anthropic_server as claude_says
+from tests.scripted import RoleScript, spare
+from tests.support.git_repos import git, make_user_repo, no_git_identity  # noqa: F401  (an autouse fixture)
+from tests.support.tasks import edit, final_summary, start_task, until
+
+PRECIOUS = "OWNER_ONLY_COPY=do-not-lose\n"
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    path = make_user_repo(tmp_path / "demo")
+    (path / ".gitignore").write_text("notes.txt\nlocal/\n")
+    git("add", ".gitignore", cwd=path)
+    git("commit", "-q", "-m", "ignore the owner's notes", cwd=path)
+    return path
+
+
+@pytest.fixture
+def worktrees_dir(tmp_path: Path) -> Path:
+    return tmp_path / "worktrees"
+
+
+async def test_a_merge_never_overwrites_an_ignored_file_of_the_owner(repo: Path, worktrees_dir: Path) -> None:
+    """The worker un-ignores `notes.txt` and commits its own; the owner's ignored notes.txt is theirs. With a
+    conflict too, the aborted merge would have deleted it."""
+    wt = await create_task_worktree(repo, 1, "hostile", worktrees_dir=worktrees_dir)
+    (wt.path / ".gitignore").write_text("")
+    (wt.path / "notes.txt").write_text("WORKER=overwrote-you\n")
+    (wt.path / "app.py").write_text("VALUE = 'task'\n")
+    assert await commit_all(wt, "task", GitIdentity())
+    (repo / "notes.txt").write_text(PRECIOUS)
+    result = await merge_task_branch(wt)
+    assert not result.ok and "files git does not track" in result.message and "notes.txt" in result.message, result
+    assert (repo / "notes.txt").read_text() == PRECIOUS
+    (repo / "app.py").write_text("VALUE = 'owner'\n")
+    git("commit", "-q", "-am", "owner's change: a conflict", cwd=repo)
+    result = await merge_task_branch(wt)
+    assert not result.ok and "notes.txt" in result.message, result
+    assert (repo / "notes.txt").read_text() == PRECIOUS
+    (repo / "notes.txt").unlink()  # moved away: the merge goes on (to its conflict)
+    assert (await merge_task_branch(wt)).conflicts == ["app.py"]
+
+
+async def test_a_merge_never_wipes_an_edit_git_was_told_to_assume_unchanged(repo: Path, worktrees_dir: Path) -> None:
+    wt = await create_task_worktree(repo, 1, "edit app", worktrees_dir=worktrees_dir)
+    (wt.path / "app.py").write_text("VALUE = 42\n")
+    assert await commit_all(wt, "task", GitIdentity())
+    git("update-index", "--assume-unchanged", "app.py", cwd=repo)  # a common way to keep a local config edit
+    (repo / "app.py").write_text("VALUE = 'my local setting'\n")
+    result = await merge_task_branch(wt)
+    assert not result.ok and "assume-unchanged (app.py)" in result.message, result
+    assert (repo / "app.py").read_text() == "VALUE = 'my local setting'\n"
+
+
+async def test_a_committed_link_never_replaces_an_ignored_folder_of_the_owner(
+    repo: Path, worktrees_dir: Path, tmp_path: Path
+) -> None:
+    """`local/` is ignored in the owner's checkout (their database lives there); the branch commits a link named
+    `local` to a folder outside. Nothing is written through a committed link either."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    wt = await create_task_worktree(repo, 1, "links", worktrees_dir=worktrees_dir)
+    (wt.path / "local").symlink_to(outside)
+    assert await commit_all(wt, "links", GitIdentity())
+    (repo / "local").mkdir()
+    (repo / "local" / "owner.db").write_text(PRECIOUS)
+    result = await merge_task_branch(wt)
+    assert not result.ok and "local" in result.message, result
+    assert (repo / "local" / "owner.db").read_text() == PRECIOUS and not (repo / "local").is_symlink()
+    assert list(outside.iterdir()) == []
+
+
+def held_turn(go: threading.Event):  # noqa: ANN201 - a scripted reply
+    def held(body: dict[str, Any]) -> dict[str, Any]:
+        go.wait(60)
+        return claude_says.text("Still on it.")
+
+    return held
+
+
+@pytest.mark.quick_tests
+@pytest.mark.settings(max_corrections=1)
+async def test_merge_and_discard_wait_for_a_follow_up_still_working_on_the_branch(
+    bot: BotHarness, model: RoleScript
+) -> None:
+    """Task #1 ended ✔; its follow-up #2 (as Fix CI or a mention on its pull request starts one) committed a change
+    no verdict has judged, and runs on in the same worktree. Merge of #1 would take #2's commit; Discard of #1 would
+    pull the worktree and the branch from under #2. Both wait for #2, and say so."""
+    go = threading.Event()
+    repo = bot.settings.paths.workspace_path / "calc"
+    model.add("orchestrator", start_task("calc", "Fix add() in calc.py."), claude_says.text("started"))
+    model.add("code", edit("calc.py", "a - b", "a + b"), claude_says.text("Fixed add()."))
+    bot.say("fix calc")
+    first, _ = await final_summary(bot, 1, timeout=90)
+    assert first.status is TaskStatus.COMPLETED, first
+    model.add(
+        "code",
+        edit("calc.py", "a + b", "a * b"),
+        claude_says.text("Done."),
+        spare(held_turn(go), why="keeps the follow-up running through its correction, if the checks get that far"),
+    )
+    owner = Caller(chat_id=USER_ID, user_id=USER_ID, user_name="@owner")
+    crew = bot.runtime.crew
+    try:
+        follow = await crew.starts.continue_task(owner, 1, "make add multiply")
+
+        async def moved() -> bool:
+            return git_in(repo, "rev-parse", f"refs/heads/{first.branch}").strip() != first.commit_sha
+
+        await until(moved)
+        assert (await bot.runtime.store.get_task(follow.id)).status.is_active
+        with pytest.raises(ToolError, match=f"task #{follow.id} is still working on task #1's branch; merge it"):
+            await crew.branches.merge(owner, 1)
+        with pytest.raises(ToolError, match=f"task #{follow.id} is still working on task #1's branch; discard it"):
+            await crew.branches.discard(owner, 1)
+    finally:
+        go.set()
+    assert "a * b" not in git_in(repo, "show", "main:calc.py")
+    assert git_in(repo, "branch", "--list", first.branch).strip(), "the branch is still there"
