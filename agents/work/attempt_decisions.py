@@ -5,6 +5,7 @@ and discard."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 from typing import Annotated
 
@@ -29,6 +30,12 @@ class AttemptDecisions:
         self, store: Store, engine: TaskEngine, access: Access, branches: BranchDecisions, running: RunningTasks
     ) -> None:
         self.store, self.engine, self.access, self.branches, self.running = store, engine, access, branches, running
+        # one decision at a time per group: Merge reads the group's state, merges, then moves it; two Merges (the
+        # button and the tool naming another attempt) must not both pass the read and both merge
+        self._deciding: dict[int, asyncio.Lock] = {}
+
+    def _decision_of(self, group_id: int) -> asyncio.Lock:
+        return self._deciding.setdefault(group_id, asyncio.Lock())
 
     # ---- the tools, and the buttons of one task: an attempt's decision is its group's ------------------------------
     @work_tool
@@ -68,6 +75,10 @@ class AttemptDecisions:
 
     async def merge(self, caller: Caller, group_id: int, task_id: int | None = None, *, anywhere: bool = False) -> str:
         """Merge the pick (or the attempt `task_id`), then discard every other attempt's branch and worktree."""
+        async with self._decision_of(int(group_id)):
+            return await self._merge(caller, group_id, task_id, anywhere)
+
+    async def _merge(self, caller: Caller, group_id: int, task_id: int | None, anywhere: bool) -> str:
         group = await self._group_for(caller, group_id, anywhere)
         buttons = [
             [
@@ -106,6 +117,10 @@ class AttemptDecisions:
 
     async def discard(self, caller: Caller, group_id: int, *, anywhere: bool = False) -> str:
         """Every attempt stopped (if still running) and its branch and worktree deleted; no summary follows."""
+        async with self._decision_of(int(group_id)):
+            return await self._discard(caller, group_id, anywhere)
+
+    async def _discard(self, caller: Caller, group_id: int, anywhere: bool) -> str:
         group = await self._group_for(caller, group_id, anywhere)
         buttons = [[button("✖ Discard all", Action.DISCARD_ATTEMPTS, group.stored_id)]]
         await self.access.owners_only(caller, "discard", f"to discard **attempts #{group.id}**:", group.title, buttons)
