@@ -30,6 +30,7 @@ def attempt(number: int, status: TaskStatus, fixed: int = 0, broken: int = 0, li
         added=lines // 2,
         removed=lines - lines // 2,
         committed=more.pop("committed", True),
+        tested=more.pop("tested", True),
         **more,
     )
 
@@ -39,6 +40,30 @@ def test_a_pass_beats_a_look_beats_a_failure_whatever_else() -> None:
     assert pick is not None and pick.number == 3 and why == "attempt 3 is the only one whose tests pass"
     pick, why = pick_by_tests([attempt(1, BLOCKED, fixed=5), attempt(2, LOOK)])
     assert pick is not None and pick.number == 2 and "no attempt passed its tests" in why and "(⚠)" in why
+
+
+def test_an_attempt_whose_tests_never_ran_says_so_and_ranks_below_one_the_bot_tested() -> None:
+    """A blocked attempt the bot never tested has no counts: not "0 broken", which would rank it above a tested
+    attempt that broke one."""
+    untested, honest = attempt(2, BLOCKED, tested=False), attempt(1, BLOCKED, broken=1)
+    assert "tests not run" in untested.line() and "0 broken" not in untested.line()
+    pick, why = pick_by_tests([honest, untested])
+    assert pick is not None and pick.number == 1, why
+    pick, why = pick_by_tests([untested])
+    assert pick is not None and why.endswith("its tests never ran") and "failed its tests" not in why
+
+
+def test_an_attempt_that_changed_its_own_tests_is_a_look_at_best() -> None:
+    """A test file deleted or the test configuration edited (the verdict's warnings): ⚠ as a single task's summary
+    would be, below a clean pass, and the Merge button says so."""
+    touched, clean = attempt(2, DONE, fixed=3, touched_tests=True), attempt(1, DONE, fixed=1)
+    assert touched.mark == "⚠" and "changed its own tests" in touched.line()
+    pick, _ = pick_by_tests([touched, clean])
+    assert pick is not None and pick.number == 1
+    pick, _ = pick_by_tests([touched])
+    assert pick is not None
+    [merge, _] = summary_buttons(7, [touched], pick.task_id)[0]
+    assert merge.label == "Merge attempt 2 (⚠)"
 
 
 def test_among_passes_more_fixed_then_fewer_broken_then_the_smaller_change() -> None:

@@ -19,7 +19,7 @@ from agents.core.models import AttemptState, Caller, TaskStatus
 from tests.conftest import USER_ID, BotHarness, git, running_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript, last_user_text, spare
-from tests.support.attempts import ATTEMPT, Racers, first_text, start_attempts, summary_of
+from tests.support.attempts import ATTEMPT, Plays, Racers, first_text, start_attempts, summary_of
 from tests.support.tasks import branches, edit, message_with, until, write_file
 
 
@@ -388,28 +388,14 @@ async def test_a_task_worktree_starts_from_the_commit_it_is_given_not_a_moved_he
     assert unknown.base_commit == git(repo, "rev-parse", "HEAD").strip(), "a commit this clone lacks: HEAD"
 
 
-class TwoNotes:
-    """Two attempts in group-therapy (no tests there): attempt K writes note-K.md, then says so."""
-
-    def __init__(self) -> None:
-        self._all_started = threading.Barrier(2, timeout=60)
-
-    def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
-        found = ATTEMPT.search(first_text(body))
-        assert found, "an attempt's first turn names it"
-        number = int(found.group(1))
-        if not any(m["role"] == "assistant" for m in body["messages"]):
-            self._all_started.wait()
-            return write_file(f"note-{number}.md", f"note {number}\n")
-        return claude_says.text(f"Wrote note {number}.")
-
-
 async def test_two_merges_of_one_race_at_once_merge_one_attempt(
     bot: BotHarness, model: RoleScript, workspace_root: Path
 ) -> None:
     """The Merge button (the pick) and the merge_task tool naming the other attempt, at the same moment: one
     attempt reaches main, the other decision is told the race was merged."""
-    notes = TwoNotes()
+    notes = Plays(
+        {k: [write_file(f"note-{k}.md", f"note {k}\n"), claude_says.text(f"Wrote note {k}.")] for k in (1, 2)}
+    )
     model.add("orchestrator", start_attempts("group-therapy", "Write a note.", 2), claude_says.text("Racing."))
     model.add("code", *[notes] * 4)
     bot.say("two versions of a note")
@@ -421,3 +407,72 @@ async def test_two_merges_of_one_race_at_once_merge_one_attempt(
     assert len(on_main & {"note-1.md", "note-2.md"}) == 1, f"both attempts merged into main: {said}"
     assert (await bot.runtime.store.attempts.get(1)).state is AttemptState.MERGED
     assert any("were already merged" in line for line in said), said
+
+
+def attempt_line(text: str, number: int) -> str:
+    return next(line for line in text.splitlines() if re.match(rf"^[✔⚠✗] Attempt {number} ", line))
+
+
+@pytest.mark.quick_named_tests
+@pytest.mark.settings(max_corrections=0)
+async def test_an_attempt_whose_tests_never_ran_is_not_ranked_as_breaking_nothing(
+    bot: BotHarness, model: RoleScript, workspace_root: Path
+) -> None:
+    """Attempt 1 is honest and wrong: the bot ran its tests and saw test_zero broken. Attempt 2 commits junk and says
+    BLOCKED, so its tests never run. Its line says so (not "0 broken": nothing was seen), and it is not picked over
+    the attempt the bot tested for having broken "fewer"."""
+    repo = workspace_root / "calc"
+    (repo / "test_zero.py").write_text("from calc import add\n\n\ndef test_zero():\n    assert add(5, 0) == 5\n")
+    git(repo, "add", "test_zero.py")
+    git(repo, "commit", "-q", "-m", "a passing test")
+    plays = Plays(
+        {
+            1: [edit("calc.py", "a - b", "a * b"), claude_says.text("Changed add().")],
+            2: [
+                edit("calc.py", "a - b", "a - b + 999999"),
+                claude_says.text("BLOCKED: should add() handle negatives? I cannot go on without an answer."),
+            ],
+        }
+    )
+    model.add(
+        "orchestrator", start_attempts("calc", "Fix the bug in calc.py so test_add passes.", 2), claude_says.text("Go.")
+    )
+    model.add("code", *[spare(plays, why="each attempt's turns") for _ in range(8)])
+    bot.say("try two ways to fix calc")
+    shown = await bot.tg.await_for(lambda: message_with(bot, "Attempts #1: 2 ways", "Attempt 2"), timeout=180)
+    assert "1 broken" in attempt_line(shown.text, 1), shown.text
+    assert "tests not run" in attempt_line(shown.text, 2) and "0 broken" not in attempt_line(shown.text, 2)
+    assert "Pick: attempt 1" in shown.text, shown.text
+
+
+@pytest.mark.settings(max_corrections=0)
+async def test_an_attempt_that_deleted_a_test_file_is_no_plain_pass(
+    bot: BotHarness, model: RoleScript, workspace_root: Path
+) -> None:
+    """Attempt 2 fixes add() and deletes a test file (its test skipped at the base): as a single task its headline
+    would say "⚠ with changes to its own tests"; its line in the race says it too, and its Merge says ⚠."""
+    repo = workspace_root / "calc"
+    (repo / "test_later.py").write_text(
+        "import pytest\n\n\n@pytest.mark.skip('later')\ndef test_later():\n    assert 0\n"
+    )
+    git(repo, "add", "test_later.py")
+    git(repo, "commit", "-q", "-m", "a test for later")
+    plays = Plays(
+        {
+            1: [edit("calc.py", "a - b", "a * b"), claude_says.text("Changed add().")],
+            2: [
+                edit("calc.py", "a - b", "a + b"),
+                claude_says.tool_use("run_command", {"command": "rm test_later.py"}),
+                claude_says.text("Fixed add()."),
+            ],
+        }
+    )
+    model.add(
+        "orchestrator", start_attempts("calc", "Fix the bug in calc.py so test_add passes.", 2), claude_says.text("Go.")
+    )
+    model.add("code", *[spare(plays, why="each attempt's turns") for _ in range(8)])
+    bot.say("try two ways to fix calc")
+    shown = await bot.tg.await_for(lambda: message_with(bot, "Attempts #1: 2 ways", "Attempt 2"), timeout=240)
+    line = attempt_line(shown.text, 2)
+    assert line.startswith("⚠ Attempt 2") and "changed its own tests" in line, shown.text
+    assert "Merge attempt 2 (⚠)" in [b["text"] for b in shown.buttons], shown.buttons

@@ -1,7 +1,10 @@
 """Attempts ranked without I/O: each attempt's facts, the pick by the tests, the line that says why, the summary.
 
-The rule: ✔ over ⚠ over ✗; then more tests fixed, fewer broken, a smaller change; the lower attempt number last.
-Only an attempt with a commit can be picked (there is nothing else to merge). Where two ✔ remain that the tests
+The rule: ✔ over ⚠ over ✗; an attempt whose tests the bot ran over one whose tests never ran (its counts would be
+nothing seen, not nothing broken); then more tests fixed, fewer broken, a smaller change; the lower attempt number
+last. An attempt that changed its own tests (a test file deleted, the test configuration edited: the verdict's
+warnings) is ⚠ at best, as a single task's summary is. Only an attempt with a commit can be picked (there is nothing
+else to merge). Where two ✔ remain that the tests
 cannot tell apart (as many fixed, as many broken), the orchestrator's model compares their two diffs once
 (attempts.py asks it; `needs_comparison` says when) and its line says why.
 """
@@ -40,10 +43,13 @@ class AttemptFacts:
     tokens: int = 0
     seconds: float | None = None
     committed: bool = False  # its branch has a commit: something to merge or diff
+    tested: bool = False  # the bot ran its tests (fixed and broken are counts it saw)
+    touched_tests: bool = False  # it changed its own tests: the verdict's warnings say how
 
     @property
     def mark(self) -> str:
-        return MARKS.get(self.status, "✗")
+        mark = MARKS.get(self.status, "✗")
+        return "⚠" if mark == "✔" and self.touched_tests else mark
 
     @property
     def lines_changed(self) -> int:
@@ -58,8 +64,8 @@ class AttemptFacts:
         )
         parts = [
             f"{self.mark} Attempt {self.number} (#{self.task_id}) {STATUS_WORDS.get(self.status, self.status.value)}",
-            f"{self.fixed} fixed",
-            f"{self.broken} broken",
+            *([f"{self.fixed} fixed", f"{self.broken} broken"] if self.tested else ["tests not run"]),
+            *(["changed its own tests"] if self.touched_tests else []),
             change,
             f"{self.tokens / 1000:.1f}k tokens",
         ]
@@ -69,8 +75,15 @@ class AttemptFacts:
         return " · ".join(parts)
 
 
-def rank_key(facts: AttemptFacts) -> tuple[int, int, int, int, int]:
-    return (MARK_ORDER[facts.mark], -facts.fixed, facts.broken, facts.lines_changed, facts.number)
+def rank_key(facts: AttemptFacts) -> tuple[int, int, int, int, int, int]:
+    return (
+        MARK_ORDER[facts.mark],
+        0 if facts.tested else 1,
+        -facts.fixed,
+        facts.broken,
+        facts.lines_changed,
+        facts.number,
+    )
 
 
 def ranked(attempts: list[AttemptFacts]) -> list[AttemptFacts]:
@@ -97,7 +110,10 @@ def pick_by_tests(attempts: list[AttemptFacts]) -> tuple[AttemptFacts | None, st
     pick = best[0]
     rivals = best[1:]
     if pick.mark != "✔":
-        word = "needs a look (⚠)" if pick.mark == "⚠" else "failed its tests (✗)"
+        if not pick.tested:
+            word = "its tests never ran"
+        else:
+            word = "needs a look (⚠)" if pick.mark == "⚠" else "failed its tests (✗)"
         return pick, f"no attempt passed its tests; attempt {pick.number} is the best of the rest but {word}"
     passing = [r for r in rivals if r.mark == "✔"]
     if not passing:

@@ -38,8 +38,9 @@ TESTS_EVENT = "test_counts"
 DIFF_CHARS = 12_000  # of each diff the comparison sees
 
 
-def tests_event(fixed: int, broken: int) -> str:
-    return json.dumps({"fixed": fixed, "broken": broken})
+def tests_event(fixed: int, broken: int, touched_tests: bool = False) -> str:
+    """What an attempt's ranking reads of its verdict: the counts the bot saw, and whether it changed its own tests."""
+    return json.dumps({"fixed": fixed, "broken": broken, "touched_tests": touched_tests})
 
 
 class AttemptSummary:
@@ -96,11 +97,13 @@ class AttemptSummary:
     async def facts(self, task: Task) -> AttemptFacts:
         """An attempt's line: its verdict's counts (recorded at its end), its change, its tokens and its time."""
         fixed = broken = 0
+        tested = touched = False
         for event in await self.store.task_events(task.stored_id):
             if event.kind == TESTS_EVENT:
                 with contextlib.suppress(ValueError, TypeError, AttributeError):
                     counts = json.loads(event.detail)
                     fixed, broken = int(counts.get("fixed", 0)), int(counts.get("broken", 0))
+                    tested, touched = True, bool(counts.get("touched_tests", False))
         files = added = removed = 0
         committed = bool(task.commit_sha and task.branch and task.base_commit)
         if committed:
@@ -132,6 +135,8 @@ class AttemptSummary:
             tokens=tokens,
             seconds=seconds,
             committed=committed,
+            tested=tested,
+            touched_tests=touched,
         )
 
     async def _git(self, task: Task, *args: str) -> str:

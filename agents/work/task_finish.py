@@ -93,7 +93,7 @@ class TaskEnding:
         outcome = decide(facts)
         last = outcome.last_commit
         if run.verdict is not None:  # the counts a group of attempts ranks by (agents/work/attempt_summary.py)
-            counts = tests_event(len(run.verdict.fixed), len(run.verdict.broken))
+            counts = tests_event(len(run.verdict.fixed), len(run.verdict.broken), bool(run.verdict.warnings))
             await self.base.store.add_event(TaskEvent(task_id=task.stored_id, kind=TESTS_EVENT, detail=counts))
         await self.set_status(
             task,

@@ -63,3 +63,21 @@ class Racers:
 
 def summary_of(bot: BotHarness, group: int = 1) -> Any:
     return message_with(bot, f"Attempts #{group}: 3 ways", "Attempt 1", "Attempt 3")
+
+
+class Plays:
+    """The code role for every attempt: attempt K plays `plays[K]`, one reply per turn (the last one repeats); the
+    first turns wait for each other, so the attempts run at once."""
+
+    def __init__(self, plays: dict[int, list[dict[str, Any]]]) -> None:
+        self.plays = plays
+        self._all_started = threading.Barrier(len(plays), timeout=60)
+
+    def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
+        found = ATTEMPT.search(first_text(body))
+        assert found, "an attempt's first turn names it"
+        said = sum(1 for m in body["messages"] if m["role"] == "assistant")
+        if said == 0:
+            self._all_started.wait()
+        play = self.plays[int(found.group(1))]
+        return play[min(said, len(play) - 1)]
