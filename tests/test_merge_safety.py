@@ -141,3 +141,28 @@ async def test_merge_and_discard_wait_for_a_follow_up_still_working_on_the_branc
         go.set()
     assert "a * b" not in git_in(repo, "show", "main:calc.py")
     assert git_in(repo, "branch", "--list", first.branch).strip(), "the branch is still there"
+
+
+async def test_a_resumed_task_never_takes_over_the_owners_own_worktree_of_its_branch(
+    repo: Path, worktrees_dir: Path, tmp_path: Path
+) -> None:
+    """After task #1 ended, the owner checked its branch out in a worktree of their own and left a draft there. A
+    follow-up or a Resume on that branch would have worked in the owner's folder, committed the draft under the
+    bot's name and removed the folder at its end: it is refused instead, saying where the branch is."""
+    from agents.git.command import GitError
+    from agents.git.worktrees import remove_worktree_keep_branch
+
+    wt = await create_task_worktree(repo, 1, "first", worktrees_dir=worktrees_dir)
+    (wt.path / "app.py").write_text("VALUE = 2\n")
+    assert await commit_all(wt, "task", GitIdentity())
+    await remove_worktree_keep_branch(wt)
+    mine = tmp_path / "owner-try"
+    git("worktree", "add", "-q", str(mine), wt.branch, cwd=repo)
+    (mine / "draft.txt").write_text(PRECIOUS)
+    with pytest.raises(GitError, match="owner-try, a worktree that is not the bot's"):
+        await create_task_worktree(repo, 2, "follow-up", worktrees_dir=worktrees_dir, branch=wt.branch)
+    assert (mine / "draft.txt").read_text() == PRECIOUS
+    assert "draft.txt" not in git("ls-tree", "--name-only", wt.branch, cwd=repo)
+    git("worktree", "remove", "--force", str(mine), cwd=repo)
+    resumed = await create_task_worktree(repo, 2, "follow-up", worktrees_dir=worktrees_dir, branch=wt.branch)
+    assert resumed.path.parent == worktrees_dir, "the bot's own worktree again, once the owner's is gone"

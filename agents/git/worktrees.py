@@ -292,8 +292,10 @@ async def _task_worktree(
 async def _checkout_worktree(
     repo: Path, branch: str, target: Path, disk_budget: int | None = None, new_branch: bool = False
 ) -> Path:
-    """The worktree where `branch` is checked out: an existing one if it is still there, else a new one at `target`
-    (a file system of its own with `disk_budget`, where the machine allows one).
+    """The worktree where `branch` is checked out: the bot's own at `target` if it is still there, else a new one
+    there (a file system of its own with `disk_budget`, where the machine allows one). A worktree of the owner's
+    where the branch is checked out (`git worktree add ../try <task branch>`) is never taken over: the task would
+    commit the owner's drafts and remove the folder at its end; refused, saying where.
 
     A branch made a moment ago (`new_branch`) is checked out nowhere: its worktree is added at once, and git's list
     of worktrees is read only where that fails (a stale record of a worktree at `target`, say)."""
@@ -311,7 +313,12 @@ async def _checkout_worktree(
             if same_path(entry.path, repo):
                 raise GitError(f"{branch} is checked out in the main checkout {repo}: switch that to another branch")
             if entry.path.is_dir() and not entry.prunable:
-                return entry.path
+                if same_path(entry.path, target):
+                    return entry.path
+                raise GitError(
+                    f"{branch} is checked out in {entry.path}, a worktree that is not the bot's: remove it "
+                    "(`git worktree remove`) or switch it to another branch first"
+                )
             stale = True
     if stale or any(same_path(e.path, target) and not e.path.is_dir() for e in entries):
         await git_text("worktree", "prune", cwd=repo)
