@@ -166,3 +166,25 @@ async def test_a_resumed_task_never_takes_over_the_owners_own_worktree_of_its_br
     git("worktree", "remove", "--force", str(mine), cwd=repo)
     resumed = await create_task_worktree(repo, 2, "follow-up", worktrees_dir=worktrees_dir, branch=wt.branch)
     assert resumed.path.parent == worktrees_dir, "the bot's own worktree again, once the owner's is gone"
+
+
+@pytest.mark.quick_tests
+async def test_discard_keeps_a_branch_holding_the_owners_own_commits(bot: BotHarness, model: RoleScript) -> None:
+    """The owner committed a fix of their own on the task's branch, by hand: Discard would delete the branch and drop
+    that commit with it. It is refused, naming the commit; the branch stays."""
+    repo = bot.settings.paths.workspace_path / "calc"
+    model.add("orchestrator", start_task("calc", "Fix add() in calc.py."), claude_says.text("started"))
+    model.add("code", edit("calc.py", "a - b", "a + b"), claude_says.text("Fixed add()."))
+    bot.say("fix calc")
+    task, _ = await final_summary(bot, 1, timeout=90)
+    assert task.branch
+    mine = repo.parent / "owner-try"
+    git_in(repo, "worktree", "add", "-q", str(mine), task.branch)
+    (mine / "NOTES.md").write_text("my own notes\n")
+    git_in(mine, "add", "NOTES.md")
+    git_in(mine, "-c", "user.name=Owner", "-c", "user.email=owner@example.com", "commit", "-qm", "my notes")
+    git_in(repo, "worktree", "remove", str(mine))
+    owner = Caller(chat_id=USER_ID, user_id=USER_ID, user_name="@owner")
+    with pytest.raises(ToolError, match=r"holds commits the bot did not make \(\w+ by "):
+        await bot.runtime.crew.branches.discard(owner, 1)
+    assert "NOTES.md" in git_in(repo, "ls-tree", "--name-only", task.branch)

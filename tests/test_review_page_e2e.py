@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import subprocess
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -209,7 +210,15 @@ async def test_the_review_api_acts_on_nothing_for_forged_expired_or_other_users_
     (extra / "logo.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 40)
     (extra / "access.py").write_text('if role != "user\u202e \u2066// admin\u2069 \u2066":\n    grant()\n')
     git(extra, "add", "-A")
-    git(extra, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "grow")
+    bot_commits = bot.settings.commits  # grown as a follow-up of the bot's would: Discard deletes only its commits
+    name, email = bot_commits.git_author_name, bot_commits.git_author_email
+    as_bot = {
+        "GIT_AUTHOR_NAME": name,
+        "GIT_AUTHOR_EMAIL": email,
+        "GIT_COMMITTER_NAME": name,
+        "GIT_COMMITTER_EMAIL": email,
+    }
+    subprocess.run(["git", "commit", "-qm", "grow"], cwd=extra, env={**os.environ, **as_bot}, check=True)
     git(repo, "worktree", "remove", "--force", str(extra))
     size = len(git(repo, "diff", f"{task.base_commit}..{task.branch}").encode())
     assert size > 5_000_000, size

@@ -277,6 +277,20 @@ def remember_changes(path: Path, base_commit: str, head: str, changes: list[tupl
     _known_changes[(str(Path(path).resolve()), base_commit, head)] = list(changes)
 
 
+async def commits_by_others(repo: Path, base_commit: str, branch: str, email: str) -> list[str]:
+    """The commits on `branch` since `base_commit` whose committer is not `email` (the bot's own commits carry it):
+    `<short sha> by <name>`, newest first; none when the branch is gone."""
+    if not await branch_exists(repo, branch):
+        return []
+    listed = await git_text("log", "--format=%h%x00%ce%x00%cn", f"{base_commit}..refs/heads/{branch}", cwd=repo)
+    found = []
+    for line in listed.splitlines():
+        sha, committer, name = (line.split("\0") + ["", ""])[:3]
+        if committer.strip().lower() != email.strip().lower():
+            found.append(f"{sha} by {name}")
+    return found
+
+
 async def changes_between(checkout: Path, repo: Path, base_commit: str, head: str) -> list[tuple[str, str]]:
     """(status letter, path) of every file changed between `base_commit` and `head`, the task's commit whose checkout
     is `checkout`: as `remember_changes` kept it, else asked of the owner's repository `repo` (never through the

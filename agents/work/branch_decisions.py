@@ -18,6 +18,7 @@ from agents.core.text import human_size
 from agents.core.work_tools import TaskId, work_tool
 from agents.git import diff as git_diff
 from agents.git.merge import MergeResult, merge_task_branch
+from agents.git.repository import commits_by_others
 from agents.git.worktrees import TaskWorktree, discard_task_worktree
 from agents.store.database import Store
 from agents.work.access import Access, git_identity, task_number
@@ -86,6 +87,21 @@ class BranchDecisions:
         await self.access.tell_task_chat(caller, task, result.message)
         return result
 
+    async def _only_the_bots_commits(self, task: Task) -> None:
+        """Discard deletes the branch: one holding commits the bot did not make (the owner's own, by hand) is
+        refused, as deleting it would drop them."""
+        if not task.branch or not task.base_commit:
+            return
+        repo = self.workspaces.resolve(task.workspace).path
+        email = git_identity(self.settings).email
+        others = await commits_by_others(repo, task.base_commit, task.branch, email)
+        if others:
+            raise ToolError(
+                f"task #{task.id}'s branch {task.branch} holds commits the bot did not make ({', '.join(others[:3])}"
+                f"{' …' if len(others) > 3 else ''}): Discard would drop them. Merge it, or delete the branch "
+                "yourself if you mean to"
+            )
+
     async def _alone_on_its_branch(self, task: Task, doing: str) -> None:
         """A follow-up (Fix CI, a mention on its pull request) works on the same branch as the task it continues:
         while one runs, the branch holds work no verdict has judged yet (a Merge would take it) and its worktree is
@@ -137,6 +153,7 @@ class BranchDecisions:
         task = await self.access.task_for(caller, int(task_id), anywhere=anywhere)
         await self._owner_decision(caller, task, "discard")
         await self._alone_on_its_branch(task, "discard")
+        await self._only_the_bots_commits(task)
         task_id = task_number(task)
         if task.status.is_cancellable:
             await self.engine.cancel(task_id)
