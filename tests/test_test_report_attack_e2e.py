@@ -22,7 +22,7 @@ from tests.conftest import BotHarness
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript
 from tests.support.sandbox import needs_bwrap
-from tests.support.tasks import ended, start_task
+from tests.support.tasks import ended, final_summary, start_task, write_file
 
 pytestmark = needs_bwrap
 
@@ -63,3 +63,38 @@ def release_fifos() -> None:
                 os.close(os.open(report, os.O_WRONLY | os.O_NONBLOCK))
         except OSError:  # no reader waiting (ENXIO): nothing to release
             pass
+
+
+FORGED_AT_EXIT = """import atexit, os, re, sys
+
+
+def _forge():
+    for arg in sys.argv:
+        if arg.startswith("--junitxml="):
+            path = arg.split("=", 1)[1]
+            text = open(path).read()
+            text = re.sub(r"<failure.*?</failure>", "", text, flags=re.S)
+            text = re.sub(r'failures="[0-9]+"', 'failures="0"', text)
+            open(path, "w").write(text)
+    os._exit(0)
+
+
+atexit.register(_forge)
+
+
+def add(a, b):
+    return a - b
+"""
+
+
+@pytest.mark.settings(max_corrections=0)  # calc's real pytest suite: the report and pytest's closing line
+async def test_code_that_rewrites_the_report_at_exit_never_makes_a_pass(bot: BotHarness, model: RoleScript) -> None:
+    """The code under test (no test file, no configuration touched) registers an exit hook that strips the failures
+    from the JUnit report pytest just wrote and exits 0. pytest printed its closing line before: "1 failed". The bot
+    compares the two, so the unfixed add() is no ✔ and the summary says the bot cannot tell."""
+    model.add("orchestrator", start_task("calc", "Fix add() so test_add passes."), claude_says.text("started"))
+    model.add("code", write_file("calc.py", FORGED_AT_EXIT), claude_says.text("Fixed add()."))
+    bot.say("fix add in calc")
+    task, summary = await final_summary(bot, 1, timeout=90)
+    assert task.status is not TaskStatus.COMPLETED and not summary.text.startswith("✔"), summary.text
+    assert "disagrees with what pytest printed" in summary.text, summary.text

@@ -340,6 +340,17 @@ def _outcome(
             reason=f"{shown} ended (exit {code}) without writing its report: the run stopped before its end",
             **base,
         )
+    if is_pytest and (disagreement := _report_disagrees(output, cases, code)):
+        return TestOutcome(
+            status=TestStatus.error,
+            summary=f"the report disagrees with pytest's own words ({disagreement})",
+            state=stopped,
+            reason=(
+                f"{shown}'s report disagrees with what pytest printed at its end ({disagreement}): something in the "
+                "run changed its report or its exit status, so the bot cannot tell which tests passed"
+            ),
+            **base,
+        )
     status = TestStatus.passed if code == 0 else TestStatus.failed
     if not cases:  # the framework names no tests: the suite is the one test
         cases = {SUITE_ID: status.value}
@@ -596,6 +607,27 @@ def _tail(text: str, limit: int = OUTPUT_TAIL_CHARS) -> str:
     if 0 <= newline < limit // 4:
         cut = cut[newline + 1 :]
     return f"[... {len(text) - len(cut)} earlier characters trimmed ...]\n{cut}"
+
+
+_PRINTED_FAILED = re.compile(r"(\d+) failed\b")  # one per failed test, as the report has a failed case per test
+_PRINTED_ERRORS = re.compile(r"(\d+) errors?\b")  # one per failing phase: a test may have two, the report one case
+
+
+def _report_disagrees(output: str, cases: dict[str, str], code: int | None) -> str | None:
+    """Where pytest's closing line (printed before the process ends, out of reach of what runs after it) counts more
+    failed tests than the JUnit report holds, or any failure while the run exits 0 (pytest exits 1 then): code of
+    the run rewrote the report or the exit status at its end. None when they agree (or pytest printed no counts)."""
+    summary = _summary_line(output)
+    if summary is None:
+        return None
+    failed = sum(int(n) for n in _PRINTED_FAILED.findall(summary))
+    errors = sum(int(n) for n in _PRINTED_ERRORS.findall(summary))
+    reported = sum(1 for outcome in cases.values() if outcome == "failed")
+    if failed > reported and cases:
+        return f"pytest printed {failed} failed, the report holds {reported}"
+    if (failed or errors) and code == 0:
+        return f"pytest printed {failed + errors} failing, and the run exited 0"
+    return None
 
 
 def _summary_line(output: str) -> str | None:
