@@ -188,3 +188,35 @@ async def test_discard_keeps_a_branch_holding_the_owners_own_commits(bot: BotHar
     with pytest.raises(ToolError, match=r"holds commits the bot did not make \(\w+ by "):
         await bot.runtime.crew.branches.discard(owner, 1)
     assert "NOTES.md" in git_in(repo, "ls-tree", "--name-only", task.branch)
+
+
+async def test_a_runners_branch_fetched_home_never_drops_the_owners_commits_on_it(repo: Path, tmp_path: Path) -> None:
+    """Under TASK_ENGINE=temporal a task's branch comes home from the shared remote. The owner committed on it by
+    hand meanwhile, and a follow-up on a runner pushed the branch again without that commit: a forced fetch would
+    rewind the owner's branch. Only a fast-forward moves it; otherwise it is kept, and the error says why."""
+    from agents.git.command import GitError
+    from agents.git.remote import fetch_branch
+
+    shared = tmp_path / "shared.git"
+    git("clone", "-q", "--bare", str(repo), str(shared), cwd=tmp_path)
+    runner = tmp_path / "runner"
+    git("clone", "-q", str(shared), str(runner), cwd=tmp_path)
+    branch = "agentlab/task-1-notes"
+    git("checkout", "-q", "-b", branch, cwd=runner)
+    (runner / "notes.md").write_text("the task's notes\n")
+    git("add", "notes.md", cwd=runner)
+    git("commit", "-q", "-m", "task", cwd=runner)
+    git("push", "-q", "origin", branch, cwd=runner)
+    assert await fetch_branch(repo, branch, str(shared))  # home: a new branch
+    (repo / "mine.md").write_text(PRECIOUS)
+    git("checkout", "-q", branch, cwd=repo)
+    git("add", "mine.md", cwd=repo)
+    git("commit", "-q", "-m", "the owner's own commit", cwd=repo)
+    git("checkout", "-q", "-", cwd=repo)
+    mine = git("rev-parse", branch, cwd=repo).strip()
+    (runner / "notes.md").write_text("the follow-up's notes\n")
+    git("commit", "-q", "-am", "follow-up", cwd=runner)
+    git("push", "-q", "origin", branch, cwd=runner)
+    with pytest.raises(GitError, match="holds commits the one on .* lacks"):
+        await fetch_branch(repo, branch, str(shared))
+    assert git("rev-parse", branch, cwd=repo).strip() == mine, "the owner's commit was dropped"

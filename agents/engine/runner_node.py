@@ -409,7 +409,7 @@ class RunnerNode:
             log.warning("task %s: %s not caught up with %s: %s", task.id, workspace.name, remote, why)
         if task.branch:
             with contextlib.suppress(GitError):
-                await fetch_branch(workspace.path, task.branch, remote)
+                await fetch_branch(workspace.path, task.branch, remote, overwrite=True)  # this clone's copy
         return None
 
     async def _fetch_files(self, start: TaskStart, run: TaskRun) -> str | None:

@@ -42,11 +42,15 @@ async def push_branch(repo: Path, branch: str, remote: str) -> None:
         )
 
 
-async def fetch_branch(repo: Path, branch: str, remote: str, identity: GitIdentity | None = None) -> bool:
+async def fetch_branch(
+    repo: Path, branch: str, remote: str, identity: GitIdentity | None = None, *, overwrite: bool = False
+) -> bool:
     """Bring `remote`'s `branch` into the local branch of that name; False when the remote has no such branch.
 
     A local branch checked out in a worktree is never overwritten (git refuses); the bot's worktrees of remote tasks
-    live on the runners, so there is none here.
+    live on the runners, so there is none here. Only a fast-forward moves the local branch: in the owner's checkout
+    it may hold commits of the owner's own, which a forced fetch would drop (GitError says so). `overwrite`: a
+    runner's own clone, whose local branch is a copy of the remote's and nothing else.
     """
     listed = await git_text(
         "ls-remote", "--heads", remote, branch, cwd=repo, timeout=REMOTE_TIMEOUT_SECONDS, extra_env=_remote_env()
@@ -54,16 +58,24 @@ async def fetch_branch(repo: Path, branch: str, remote: str, identity: GitIdenti
     if not any(line.split("\t")[-1] == f"refs/heads/{branch}" for line in listed.splitlines()):
         return False
     async with bot_writes(repo):
-        await git_text(
-            "fetch",
-            "--no-tags",
-            remote,
-            f"+refs/heads/{branch}:refs/heads/{branch}",
-            cwd=repo,
-            identity=identity,
-            timeout=REMOTE_TIMEOUT_SECONDS,
-            extra_env=_remote_env(),
-        )
+        try:
+            await git_text(
+                "fetch",
+                "--no-tags",
+                remote,
+                f"{'+' if overwrite else ''}refs/heads/{branch}:refs/heads/{branch}",
+                cwd=repo,
+                identity=identity,
+                timeout=REMOTE_TIMEOUT_SECONDS,
+                extra_env=_remote_env(),
+            )
+        except GitError as err:
+            if "non-fast-forward" not in str(err):
+                raise
+            raise GitError(
+                f"the local branch {branch} holds commits the one on {remote} lacks (your own, perhaps): it was not "
+                "overwritten; merge the two by hand"
+            ) from None
     return True
 
 
