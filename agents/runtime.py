@@ -312,10 +312,11 @@ class Runtime:
         for turn in await self.store.open_turns.cut_short():
             said = " ".join(turn.asked.split())
             said = said if len(said) <= 120 else said[:119].rstrip() + "…"
+            quoted = f" “{outside_text(said)}”" if said else ""
             await self.deliveries.deliver(
                 turn.chat_id,
-                f"⚠️ The bot stopped while answering your message “{outside_text(said or 'a photo or file')}”, and "
-                "that answer was lost. Please send it again if you still want one.",
+                f"⚠️ The bot stopped before it had answered your {turn.kind}{quoted}, and that answer was lost. "
+                "Please send it again if you still want one.",
             )
         for task in self.interrupted:
             n = task_number(task)

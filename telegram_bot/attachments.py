@@ -12,7 +12,7 @@ from telegram.error import TelegramError
 from agents.core.models import Attachment, InputMethod
 from agents.inputs.attachments import API_IMAGE_MAX_EDGE, AttachmentRefused, Attachments
 from telegram_bot.conversation import conversation_of
-from telegram_bot.handlers import STOPPING, chat_lock, converse, message_arrived
+from telegram_bot.handlers import STOPPING, chat_lock, converse, message_arrived, on_record
 from telegram_bot.state import Context
 from telegram_bot.updates import message_of, runtime
 
@@ -65,7 +65,7 @@ async def on_attachment(update: Update, context: Context) -> None:
         if len(album) > 1:
             return
     message_arrived(update, context)
-    async with chat_lock(update, context):
+    async with on_record(update, context, "photo or file", (message.caption or "").strip()), chat_lock(update, context):
         conversation = await conversation_of(update, context)
         if message.media_group_id:
             await asyncio.sleep(ALBUM_WAIT)

@@ -124,6 +124,24 @@ async def typing(context: Context, chat_id: int, thread_id: int | None = None) -
             await task
 
 
+@contextlib.asynccontextmanager
+async def on_record(update: Update, context: Context, kind: str, asked: str = "") -> AsyncIterator[None]:
+    """The message on record from its arrival until the body ends (its answer out, or the reply saying why there is
+    none): one a stop or a crash cuts short (waiting for its chat's turn, downloaded, transcribed or being answered)
+    is told at the next start, never dropped without a word (agents/store/open_turns.py). Nothing is awaited before
+    the body runs, so a message keeps its place in its chat's order (`chat_lock`)."""
+    store = runtime(context).store
+    opening = asyncio.ensure_future(store.open_turns.begin(known_conversation(update, context), kind, asked))
+    try:
+        yield
+    except asyncio.CancelledError:
+        raise  # a stop: the message stays on record, cut short
+    except BaseException:
+        await store.open_turns.end(await opening)  # `on_error` apologises for it
+        raise
+    await store.open_turns.end(await opening)
+
+
 def chat_lock(update: Update, context: Context) -> asyncio.Lock:
     """One turn at a time per conversation (a chat, or a topic of a forum group), taken before the first await so
     messages are answered in arrival order."""
@@ -219,7 +237,7 @@ def answer_preview(update: Update, context: Context) -> ChatDraft | None:
 async def on_text(update: Update, context: Context) -> None:
     """A typed message."""
     message_arrived(update, context)
-    async with chat_lock(update, context):
+    async with on_record(update, context, "message", text_of(update)), chat_lock(update, context):
         await converse(update, context, text_of(update), InputMethod.TEXT)
 
 

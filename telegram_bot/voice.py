@@ -9,7 +9,7 @@ import logging
 from telegram import Audio, Document, Update, Voice
 
 from agents.core.models import InputMethod
-from telegram_bot.handlers import STOPPING, chat_lock, converse, message_arrived
+from telegram_bot.handlers import STOPPING, chat_lock, converse, message_arrived, on_record
 from telegram_bot.state import Context
 from telegram_bot.updates import UnexpectedUpdate, message_of, runtime
 
@@ -29,7 +29,8 @@ async def on_voice(update: Update, context: Context) -> None:
         raise UnexpectedUpdate(f"update {update.update_id} carries no audio")
     heard = asyncio.ensure_future(_transcribe(update, context, media))
     try:
-        async with chat_lock(update, context):  # taken before the first await: the note keeps its place in order
+        # the lock is taken before the first await: the note keeps its place in order
+        async with on_record(update, context, "voice note"), chat_lock(update, context):
             text = await heard
             if text is None:
                 return

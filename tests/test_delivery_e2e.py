@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 
 import pytest
 
@@ -12,7 +13,7 @@ from agents.store import delivery
 from tests.conftest import USER_ID, BotHarness, make_settings, start_bot, text_now
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript
-from tests.support.tasks import ended
+from tests.support.tasks import ended, until
 
 # quick_tests: what these tests check is not the verdict, so calc's tests are one quick check (tests/conftest.py)
 pytestmark = pytest.mark.quick_tests
@@ -142,6 +143,15 @@ async def test_a_500_on_a_direct_answer_does_not_lose_it(bot: BotHarness) -> Non
     )
     assert answer.reply_to_message_id is not None
     assert not any("went wrong" in (m.text or "") for m in bot.tg.messages(USER_ID))
+
+    async def on_record() -> int:  # a message answered is on record no more: a restart would not call it lost
+        return int((await bot.runtime.store.rows("SELECT count(*) FROM open_turns"))[0][0])
+
+    await until(lambda: _none(on_record))
+
+
+async def _none(count: Callable[[], Awaitable[int]]) -> bool:
+    return await count() == 0
 
 
 async def test_a_chat_that_cannot_be_reached_does_not_hold_back_the_others(tmp_path) -> None:

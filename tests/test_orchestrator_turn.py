@@ -9,7 +9,6 @@ variations: what the model is sent, what the desk gets, what is stored, how a fa
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -157,29 +156,6 @@ async def test_an_api_outage_is_answered_in_a_sentence_and_the_message_is_kept(t
     reply = await bot.handle(CHAT, "please keep this message")
     assert not reply.ok and reply.text and "\n" not in reply.text.strip()
     assert any(m.content == "please keep this message" for m in await store.all_messages(CHAT))
-    assert await store.open_turns.cut_short() == [], "a turn answered with its error is not one cut short"
-
-
-async def test_a_turn_is_on_record_until_it_ends_and_one_cancelled_stays_cut_short(
-    tmp_path: Path, store: Store
-) -> None:
-    """A restart finds the turns a stop or a crash cut short (and tells their chats): an answered turn leaves none,
-    a turn cancelled while the model writes (what a stop does) is left on record with what was asked."""
-    bot, _ = orchestrator(tmp_path, store, RoleScript([say("Fine.")]))
-    await bot.handle(CHAT, "hello")
-    assert await store.open_turns.cut_short() == []
-    slow = RoleScript([say("Too late to be seen.")])
-    slow.delay = 30  # the model is still writing when the turn is cancelled
-    bot, _ = orchestrator(tmp_path, store, slow)
-    turn = asyncio.ensure_future(bot.handle(CHAT, "what does calc do?"))
-    while not slow.calls:
-        await asyncio.sleep(0.01)
-    turn.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await turn
-    [cut] = await store.open_turns.cut_short()
-    assert (cut.chat_id, cut.asked) == (CHAT, "what does calc do?")
-    assert await store.open_turns.cut_short() == [], "told once"
 
 
 class NoChat:

@@ -127,7 +127,7 @@ async def test_probe_a_message_queued_behind_a_turn_is_not_dropped_silently_by_a
         bot.say("first question alpha")
         await bot.tg.await_for(lambda: len(model.requests["orchestrator"]) == 1)
         b_id = bot.say("second question bravo")["message"]["message_id"]
-        await bot.tg.await_for(lambda: not bot.tg.pending_updates())
+        await bot.tg.await_for(lambda: not bot.tg.pending_updates)
         await asyncio.sleep(0.5)
     go.set()
     asked = len(model.requests["orchestrator"])
@@ -151,19 +151,24 @@ async def test_probe_a_voice_note_being_transcribed_is_not_dropped_silently_by_a
 
     settings = make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repository=bot_repo)
     slow = FakeTranscriber("deploy the thing", delay=30.0)
+    model.add("orchestrator", spare(claude_says.text("ok"), why="the note answered"))
+    loop = asyncio.get_running_loop()
     bot = await start_bot(settings, fake_telegram, fake_anthropic, transcriber=slow)
     try:
         note_id = fake_telegram.send_voice(USER_ID, b"OggS" + b"\0" * 200, duration=3)["message"]["message_id"]
         await fake_telegram.await_for(lambda: slow.received)
         await asyncio.sleep(0.3)
     finally:
+        t0 = loop.time()
         await stop_application(bot.app)
+        stop_took = loop.time() - t0
     bot = await start_bot(settings, fake_telegram, fake_anthropic, transcriber=FakeTranscriber())
     try:
         await asyncio.sleep(3.0)
         texts = [m.text or "" for m in fake_telegram.messages(USER_ID)]
         about = [m for m in fake_telegram.messages(USER_ID) if m.reply_to_message_id == note_id]
         told = [t for t in texts if "voice" in t.lower() or "again" in t.lower()]
+        print("STOP TOOK", stop_took, "CHAT", texts, "ORCH", len(model.requests["orchestrator"]))
         assert about or told, f"the voice note cut short by the stop vanished without a word; the chat saw: {texts}"
     finally:
         await stop_application(bot.app)

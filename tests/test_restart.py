@@ -62,6 +62,17 @@ def worktree_of_task(worktrees: Path, task_id: int) -> Path:
     return found[0]
 
 
+def open_turns(tmp_path: Path) -> int:
+    """How many messages the running bot holds on record (its database, read beside it: WAL lets a reader in)."""
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(tmp_path / "data" / "bot.db", timeout=5)) as db:
+        try:
+            return int(db.execute("SELECT count(*) FROM open_turns").fetchone()[0])
+        except sqlite3.OperationalError:  # not made yet
+            return 0
+
+
 def message_with(tg, text: str):  # noqa: ANN001, ANN201 - the fake Telegram and one of its messages
     return next((m for m in tg.messages(USER_ID) if text in (m.text or "")), None)
 
@@ -115,13 +126,16 @@ async def test_sigkill_mid_task_then_restart_resumes_and_discards_then_sigterm_m
         )
         fake_telegram.send_text(USER_ID, "write a draft in calc")
         await fake_telegram.await_for(lambda: host_pids(DRAFTING), timeout=60)
-        # a question the orchestrator is still answering when the bot dies: its answer is lost, and the next start
-        # says so (the update itself may be confirmed already, and is never answered twice)
+        # a question the orchestrator is still answering when the bot dies, and one waiting behind it for the chat's
+        # turn: their answers are lost, and the next start says so (their updates may be confirmed already, and are
+        # never answered twice)
         model.add("orchestrator", claude_says.text("Too late to be seen.", delay=30))
         fake_telegram.send_text(USER_ID, "what is in calc?")
         await fake_telegram.await_for(
             lambda: any("what is in calc?" in last_user_text(r) for r in model.requests["orchestrator"]), timeout=30
         )
+        fake_telegram.send_text(USER_ID, "and in group therapy?")
+        await fake_telegram.await_for(lambda: open_turns(tmp_path) == 2, timeout=30)
         first.send_signal(signal.SIGKILL)
         await asyncio.to_thread(first.wait, 10)
     finally:
@@ -151,9 +165,10 @@ async def test_sigkill_mid_task_then_restart_resumes_and_discards_then_sigterm_m
         assert notice.callback_data == ["task:resume:1", "task:discard:1"]
         drafted = await fake_telegram.await_for(lambda: message_with(fake_telegram, "stopped while task #2"))
         assert drafted.callback_data == ["task:resume:2", "task:discard:2"]
-        lost = message_with(fake_telegram, "stopped while answering your message")
-        assert lost is not None and "“what is in calc?”" in lost.text and "send it again" in lost.text
-        assert message_with(fake_telegram, "write a draft in calc") is None, "only the cut-short turn is told"
+        lost = message_with(fake_telegram, "your message “what is in calc?”")
+        assert lost is not None and "stopped before it had answered" in lost.text and "send it again" in lost.text
+        assert message_with(fake_telegram, "your message “and in group therapy?”"), "a message waiting is told too"
+        assert message_with(fake_telegram, "write a draft in calc") is None, "only the messages cut short are told"
         assert (draft / "draft.txt").read_text() == "draft\n", "the uncommitted draft was lost"
         if own_fs:
             assert os.path.ismount(draft), (tmp_path / "second.log").read_text()[-3000:]

@@ -184,26 +184,12 @@ class Orchestrator:
         caller = Caller(
             chat_id=chat_id, message_id=message_id, user_id=user_id, user_name=user_name, confined_to=confined_to
         )
-        # a chat's turn is on record while it runs: one a stop or a crash cuts short is told at the next start (a
-        # request from outside the chat is handled again then instead)
-        opening = asyncio.create_task(self.store.open_turns.begin(chat_id, text)) if confined_to is None else None
         try:
             with self.turns.turn():
                 reply = await self._turn(caller, text, input_method, reply_to, attachments or [], answer)
-        except asyncio.CancelledError:
-            raise  # a stop: the turn stays on record, cut short
-        except BaseException:
-            await self._close_turn(chat_id, opening)  # the adapter apologises for it
-            raise
         finally:
             started = self.desk.turn_ended(chat_id)
-        await self._close_turn(chat_id, opening)
         return replace(reply, started=started)
-
-    async def _close_turn(self, chat_id: int, opening: asyncio.Task[None] | None) -> None:
-        if opening is not None:
-            await opening
-            await self.store.open_turns.end(chat_id)
 
     async def _turn(
         self,

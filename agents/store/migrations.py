@@ -415,10 +415,13 @@ MIGRATIONS: list[str] = [
         ORDER BY t.id DESC LIMIT 1
     );
     """,
-    # the chat turns under way (agents/store/open_turns.py): one left at start-up was cut short, and its chat is told
+    # the chat messages on their way to an answer (agents/store/open_turns.py): one left at start-up was cut short,
+    # and its chat is told
     """
     CREATE TABLE open_turns (
-        chat_id INTEGER PRIMARY KEY,
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        chat_id INTEGER NOT NULL,
+        kind TEXT NOT NULL,
         asked TEXT NOT NULL,
         started_at TEXT NOT NULL
     );

@@ -1,7 +1,8 @@
-"""The chat turns under way: a row while the orchestrator answers a message, gone once the answer (or the error it
-met) is there. A row left at start-up is a turn a stop or a crash cut short: its chat is told, so a question is
-never dropped without a word (the update itself is not answered again: Telegram may have confirmed it already, and
-a turn cut short may have started work)."""
+"""The chat messages on their way to an answer: a row from the moment one arrives (before it waits for its chat's
+turn, is downloaded or transcribed) until its answer, or the reply that says why there is none, is out. A row left
+at start-up is a message a stop or a crash cut short: its chat is told, so a message is never dropped without a word
+(it is not answered again: Telegram may have confirmed its update already, and a turn cut short may have started
+work)."""
 
 from __future__ import annotations
 
@@ -14,12 +15,13 @@ from agents.core.models import utcnow
 if TYPE_CHECKING:
     from agents.store.connection import Connection
 
-ASKED_CHARS = 200  # what the notice quotes of the question
+ASKED_CHARS = 200  # what the notice quotes of the message
 
 
 class OpenTurn(BaseModel):
     chat_id: int
-    asked: str
+    kind: str  # "message", "voice note", "photo or file": what the user sent
+    asked: str  # its words (typed, or a caption), '' when it has none
 
 
 class OpenTurns:
@@ -28,18 +30,18 @@ class OpenTurns:
     def __init__(self, store: Connection) -> None:
         self._store = store
 
-    async def begin(self, chat_id: int, asked: str) -> None:
-        """A turn of `chat_id` begins (turns of one chat never overlap: one row per chat)."""
-        await self._store.write(
-            "INSERT INTO open_turns (chat_id, asked, started_at) VALUES (?, ?, ?) "
-            "ON CONFLICT (chat_id) DO UPDATE SET asked = excluded.asked, started_at = excluded.started_at",
-            (chat_id, asked[:ASKED_CHARS], utcnow().isoformat()),
+    async def begin(self, chat_id: int, kind: str, asked: str) -> int:
+        """A `kind` of message of `chat_id` arrived (`asked`: its words); the row's id, for `end`."""
+        rows = await self._store.write(
+            "INSERT INTO open_turns (chat_id, kind, asked, started_at) VALUES (?, ?, ?, ?) RETURNING id",
+            (chat_id, kind, asked[:ASKED_CHARS], utcnow().isoformat()),
         )
+        return int(rows[0][0])
 
-    async def end(self, chat_id: int) -> None:
-        await self._store.write("DELETE FROM open_turns WHERE chat_id = ?", (chat_id,))
+    async def end(self, turn_id: int) -> None:
+        await self._store.write("DELETE FROM open_turns WHERE id = ?", (turn_id,))
 
     async def cut_short(self) -> list[OpenTurn]:
-        """At start-up: the turns a stop or a crash cut short (each chat's, once: read and forgotten at once)."""
-        rows = await self._store.write("DELETE FROM open_turns RETURNING chat_id, asked")
-        return [OpenTurn(chat_id=row[0], asked=row[1]) for row in rows]
+        """At start-up: the messages a stop or a crash cut short, oldest first (read and forgotten at once)."""
+        rows = await self._store.write("DELETE FROM open_turns RETURNING id, chat_id, kind, asked")
+        return [OpenTurn(chat_id=row[1], kind=row[2], asked=row[3]) for row in sorted(rows, key=lambda row: row[0])]
