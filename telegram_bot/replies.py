@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import html
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeVar
@@ -58,6 +60,22 @@ def keyboard(buttons: Buttons | None, chat_id: int = 0, app_link: str | None = N
     rows = [[k for b in row if (k := inline_button(b, chat_id, app_link)) is not None] for row in buttons or []]
     rows = [row for row in rows if row]
     return InlineKeyboardMarkup(rows) if rows else None
+
+
+def shown_masked(chunk: str, secrets: SecretsFilter) -> str:
+    """An HTML chunk, unless the text it shows holds what the output filter masks: then that text, masked, as plain
+    HTML. The filter reads the Markdown before it is rendered, and rendering joins what the source keeps apart: the
+    bot's own escaping of text it did not write (`ghp\\_…`), a model's backslash or emphasis inside a token."""
+    shown = html_to_text(chunk)
+    masked = secrets.mask(shown)
+    return chunk if masked == shown else html.escape(masked, quote=False)
+
+
+def masked_buttons(buttons: Buttons | None, secrets: SecretsFilter) -> Buttons | None:
+    """The buttons with their labels masked (an option a worker wrote is a label)."""
+    if not buttons:
+        return buttons
+    return [[dataclasses.replace(b, label=secrets.mask(b.label)) for b in row] for row in buttons]
 
 
 def html_to_plain(chunk: str) -> str:
@@ -127,7 +145,7 @@ async def send_markdown(
     what looks like a secret), so the filter is not applied: a mask there would hide part of the command."""
     if not literal:
         markdown = secrets.mask(markdown)
-    markup = keyboard(buttons, chat_id, app_link)
+    markup = keyboard(masked_buttons(buttons, secrets), chat_id, app_link)
     if len(markdown) > DOCUMENT_THRESHOLD:
         summary = summarize_for_document(markdown)
         await bot.send_document(
@@ -139,6 +157,8 @@ async def send_markdown(
         )
         markdown = summary
     chunks = render_chunks(markdown.strip() or "(empty)", TELEGRAM_LIMIT)
+    if not literal:
+        chunks = [shown_masked(chunk, secrets) for chunk in chunks]
     last = None
     for i, chunk in enumerate(chunks):
         is_last = i == len(chunks) - 1
@@ -168,7 +188,9 @@ async def edit_markdown(
     if not literal:
         markdown = secrets.mask(markdown)
     chunk = render_chunks(markdown.strip() or "(empty)", TELEGRAM_LIMIT)[0]
-    markup = keyboard(buttons, chat_id)
+    if not literal:
+        chunk = shown_masked(chunk, secrets)
+    markup = keyboard(masked_buttons(buttons, secrets), chat_id)
     try:
         await bot.edit_message_text(
             chunk,

@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 
 from agents.sandbox.egress_proxy import EgressProxy
-from tests.conftest import BotHarness
+from tests.conftest import USER_ID, BotHarness
 from tests.fakes import anthropic_server as claude_says
-from tests.scripted import RoleScript
+from tests.scripted import RoleScript, spare
 from tests.support.tasks import ended, start_task
 
 KEY = "sk-ant-api03-Own-Key-Of-The-Bot-7781-abcdefghijkl"
@@ -100,3 +100,49 @@ async def test_the_proxy_refuses_ipv6_spellings_of_private_space(tmp_path: Path,
     finally:
         await proxy.close()
     assert answer.startswith(b"HTTP/1.1 403") and b"no public address" in answer, answer
+
+
+# ---- what the chat shows is masked, not only what the Markdown source says ------------------------------------------
+GITHUB_SHAPED = "ghp_" + "Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0UvWxYz"  # a classic GitHub token's shape
+
+
+def everything_shown(bot: BotHarness) -> list[str]:
+    """Every text the chat showed: each message in each of its versions, and its buttons' labels."""
+    messages = bot.tg.messages(USER_ID)
+    return [v.text or "" for m in messages for v in m.history] + [
+        str(b.get("text", "")) for m in messages for b in m.buttons
+    ]
+
+
+@pytest.mark.untested_calc
+@pytest.mark.settings(anthropic_api_key=KEY)
+async def test_an_answer_whose_markdown_renders_to_the_key_shows_it_masked(bot: BotHarness) -> None:
+    """The filter reads the Markdown source; rendering joins what the source keeps apart: a backslash before each
+    `-` of the bot's key, or emphasis inside it."""
+    model = RoleScript()
+    bot.claude.handler = model
+    escaped, emphasised = KEY.replace("-", "\\-"), KEY[:14] + "**" + KEY[14:20] + "**" + KEY[20:]
+    model.add("orchestrator", claude_says.text(f"The key is {escaped} and {emphasised} there."))
+    bot.say("what is your key")
+    await bot.tg.await_for(lambda: any("there" in t for t in everything_shown(bot)), timeout=30)
+    shown = everything_shown(bot)
+    assert not any(KEY in t for t in shown), shown
+
+
+@pytest.mark.untested_calc
+async def test_a_workers_question_shows_no_token_in_its_text_or_its_buttons(bot: BotHarness) -> None:
+    """A worker's question is text the bot did not write: escaped for Markdown (`ghp\\_…`), which hid a token from
+    the mask applied after; its options are button labels, which the mask never read."""
+    bot.runtime.secrets.add([TELEGRAM_SHAPED])
+    model = RoleScript()
+    bot.claude.handler = model
+    model.add("orchestrator", start_task("calc", "Ask."), claude_says.text("Started."))
+    model.add(
+        "code",
+        claude_says.tool_use("ask_user", {"question": f"Push with {GITHUB_SHAPED} ?", "options": [TELEGRAM_SHAPED]}),
+        spare(claude_says.text("Done."), why="the test ends at the question"),
+    )
+    bot.say("ask me in calc")
+    await bot.tg.await_for(lambda: any("asks you" in t for t in everything_shown(bot)), timeout=60)
+    shown = everything_shown(bot)
+    assert not any(GITHUB_SHAPED in t or TELEGRAM_SHAPED in t for t in shown), shown

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import html
 
 import pytest
 
@@ -171,3 +172,38 @@ async def test_bytes_that_are_not_utf8_are_kept_and_never_switch_the_masking_off
         assert b"sup3r" not in masked and MASK.encode() in masked
         assert masked.startswith(b"caf\xe9 = 1\ntoken = '" + MASK.encode() + b"'\n\xff\xfe end\n")
     assert secrets.mask_bytes(b"caf\xe9 \xff") == b"caf\xe9 \xff"
+
+
+FOLDED_KEY = "sk-ant-api03-Own-Key-Of-The-Bot-7781-abcdefghijkl"
+FOLDED_TOKEN = "987654321:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsawX"
+
+
+@pytest.mark.parametrize(
+    "written",
+    [
+        FOLDED_KEY.replace("-", "&#45;"),
+        FOLDED_KEY.replace("-", "&#x2d;"),
+        FOLDED_TOKEN.replace(":", "&#58;"),
+        FOLDED_TOKEN.replace(":", "&colon;"),
+    ],
+    ids=["decimal", "hex", "token-decimal", "named"],
+)
+def test_a_secret_in_html_character_references_is_masked(written: str) -> None:
+    """A GitHub comment or a web page shows `&#45;` as `-`: the folded view reads it so too."""
+    secrets = SecretsFilter()
+    secrets.add([FOLDED_KEY, FOLDED_TOKEN])
+    out = secrets.mask(f"see {written} here")
+    assert FOLDED_KEY not in html.unescape(out) and FOLDED_TOKEN not in html.unescape(out), out
+    assert out.startswith("see ") and out.endswith(" here")
+
+
+@pytest.mark.parametrize(
+    "invisible",
+    ["\u200e", "\u200f", "\u2062", "\u2066", "\u202a", "\u034f", "\ufe0f", "\U000e0020", "\u3164"],
+    ids=["LRM", "RLM", "invisible-times", "LRI", "LRE", "CGJ", "VS16", "tag-space", "hangul-filler"],
+)
+def test_a_key_spelled_with_invisible_characters_between_its_letters_is_masked(invisible: str) -> None:
+    secrets = SecretsFilter()
+    secrets.add([FOLDED_KEY])
+    out = secrets.mask("key: " + invisible.join(FOLDED_KEY) + " end")
+    assert "".join(c for c in out if c != invisible) == f"key: {MASK} end", repr(out[:80])

@@ -29,6 +29,7 @@ import asyncio
 import base64
 import bisect
 import functools
+import html
 import json
 import re
 import threading
@@ -312,21 +313,32 @@ class SecretScope:
         return f"SecretScope({self.name!r})"
 
 
-# What a folded view undoes: a percent escape, a JSON `\uXXXX` or `\/` escape, an invisible formatting character
-# (zero-width space, joiners, word joiner, byte-order mark, soft hyphen, Mongolian vowel separator).
-_INVISIBLE = "\u200b\u200c\u200d\u2060\ufeff\u00ad\u180e"
-_FOLDS = re.compile(r"%([0-9A-Fa-f]{2})|\\u([0-9A-Fa-f]{4})|\\(/)|([" + _INVISIBLE + r"])")
+# What a folded view undoes: a percent escape, a JSON `\uXXXX` or `\/` escape, an HTML character reference
+# (`&#45;`, `&#x2d;`, `&colon;`: a page or a GitHub comment shows the character), an invisible character (zero-width
+# space, joiners, word joiner, byte-order mark, soft hyphen, Mongolian vowel separator, the direction marks and
+# isolates, invisible operators, the combining grapheme joiner, variation selectors, tag characters, Hangul fillers).
+_INVISIBLE = (
+    "\u200b-\u200f\u2060-\u2064\ufeff\u00ad\u180e\u034f\u061c\u202a-\u202e\u2066-\u2069\ufe00-\ufe0f"
+    "\U000e0000-\U000e007f\U000e0100-\U000e01ef\u115f\u1160\u3164\uffa0"
+)
+_INVISIBLE_CHAR = re.compile(f"[{_INVISIBLE}]")
+_CHARACTER_REFERENCE = r"&#[0-9]{1,7};|&#[xX][0-9A-Fa-f]{1,6};|&[A-Za-z][A-Za-z0-9]{1,31};"
+_FOLDS = re.compile(
+    r"%([0-9A-Fa-f]{2})|\\u([0-9A-Fa-f]{4})|\\(/)|(" + _CHARACTER_REFERENCE + r")|([" + _INVISIBLE + r"])"
+)
 _PERCENT_ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}")  # each of these starts with a literal: a fast scan
 _JSON_ESCAPE = re.compile(r"\\(?:u[0-9A-Fa-f]{4}|/)")
+_REFERENCE = re.compile(_CHARACTER_REFERENCE)
 
 
 def _folded(text: str) -> tuple[str, list[int]] | None:
     """The text with escapes decoded and invisible characters removed, and for each of its characters the index in
     `text` where it starts; None when there is nothing to fold (the common case, found by cheap scans)."""
     if not (
-        any(c in text for c in _INVISIBLE)  # instant for an ASCII text
+        (not text.isascii() and _INVISIBLE_CHAR.search(text))  # instant for an ASCII text
         or ("%" in text and _PERCENT_ESCAPE.search(text))
         or ("\\" in text and _JSON_ESCAPE.search(text))
+        or ("&" in text and _REFERENCE.search(text))
     ):
         return None
     parts: list[str] = []
@@ -336,8 +348,11 @@ def _folded(text: str) -> tuple[str, list[int]] | None:
         start = match.start()
         parts.append(text[position:start])
         origin.extend(range(position, start))
-        percent, unicode_escape, slash, _invisible = match.groups()
-        decoded = chr(int(percent or unicode_escape, 16)) if (percent or unicode_escape) else (slash or "")
+        percent, unicode_escape, slash, reference, _invisible = match.groups()
+        if reference:
+            decoded = html.unescape(reference)  # an unknown name stays as written
+        else:
+            decoded = chr(int(percent or unicode_escape, 16)) if (percent or unicode_escape) else (slash or "")
         if decoded:
             parts.append(decoded)
             origin.append(start)
