@@ -12,6 +12,7 @@ from telegram.error import TelegramError
 from agents.core.models import Attachment, InputMethod
 from agents.inputs.attachments import API_IMAGE_MAX_EDGE, AttachmentRefused, Attachments
 from telegram_bot.conversation import conversation_of
+from telegram_bot.downloads import download
 from telegram_bot.handlers import STOPPING, chat_lock, converse, message_arrived, on_record
 from telegram_bot.state import Context
 from telegram_bot.updates import message_of, runtime
@@ -42,7 +43,7 @@ async def _keep(context: Context, message: Message, conversation: int) -> Attach
             f"{name} is {media.file_size / 1e6:.0f} MB, and Telegram lets bots download files of at most 20 MB"
         )
     try:
-        data = bytes(await (await media.get_file()).download_as_bytearray())
+        data = await download(media)
     except TelegramError as err:
         log.warning("chat %s: could not download %s: %s", message.chat_id, name, err)
         raise AttachmentRefused(f"I couldn't download {name} from Telegram (please send it again)") from err

@@ -7,8 +7,10 @@ import html
 import logging
 
 from telegram import Audio, Document, Update, Voice
+from telegram.error import TelegramError
 
 from agents.core.models import InputMethod
+from telegram_bot.downloads import download
 from telegram_bot.handlers import STOPPING, chat_lock, converse, message_arrived, on_record
 from telegram_bot.state import Context
 from telegram_bot.updates import UnexpectedUpdate, message_of, runtime
@@ -28,6 +30,9 @@ async def on_voice(update: Update, context: Context) -> None:
     if media is None:  # the handler's filter lets voice notes, audio and audio documents through only
         raise UnexpectedUpdate(f"update {update.update_id} carries no audio")
     heard = asyncio.ensure_future(_transcribe(update, context, media))
+    turn = asyncio.current_task()
+    if turn is not None:  # a stop cancels it, transcription and all (the note stays on record: told at the next start)
+        context.bot_data.turns.add(turn)
     try:
         # the lock is taken before the first await: the note keeps its place in order
         async with on_record(update, context, "voice note"), chat_lock(update, context):
@@ -39,6 +44,7 @@ async def on_voice(update: Update, context: Context) -> None:
             await converse(update, context, text, InputMethod.VOICE)
     finally:
         heard.cancel()  # done by now, unless this turn was cancelled (a shutdown)
+        context.bot_data.turns.discard(turn)
 
 
 async def _transcribe(update: Update, context: Context, media: Voice | Audio | Document) -> str | None:
@@ -66,7 +72,12 @@ async def _transcribe(update: Update, context: Context, media: Voice | Audio | D
         transcriber.start_loading()
     if transcriber.state is ModelState.loading:
         await message.reply_text("Loading the speech model… your note will be transcribed as soon as it's ready.")
-    data = bytes(await (await media.get_file()).download_as_bytearray())
+    try:
+        data = await download(media)
+    except TelegramError as err:
+        log.warning("chat %s: could not download a voice note: %s", message.chat_id, err)
+        await message.reply_text("I couldn't download that note from Telegram; please send it again.")
+        return None
     try:
         transcript = await transcriber.transcribe(data)
     except VoiceError as err:

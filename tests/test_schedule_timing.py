@@ -12,7 +12,15 @@ import pytest
 from agents.core.errors import ToolError
 from agents.core.models import Schedule, WorkerKind
 from agents.core.settings import Settings
-from agents.work.schedule_timing import cadence, crontab_weekdays, first_run, parse_when, trigger_of, when_text
+from agents.work.schedule_timing import (
+    cadence,
+    cron_trigger,
+    crontab_weekdays,
+    first_run,
+    parse_when,
+    trigger_of,
+    when_text,
+)
 
 BERLIN = ZoneInfo("Europe/Berlin")
 NOW = datetime(2026, 11, 26, 18, 0, tzinfo=UTC)  # a Thursday; 19:00 in Berlin (CET)
@@ -116,3 +124,22 @@ def test_timezone_must_be_an_iana_name_and_defaults_to_the_machines(tmp_path) ->
     assert Settings(_env_file=None, **base).schedules.zone is not None
     with pytest.raises(ValueError, match="IANA time zone"):
         Settings(_env_file=None, timezone="Mars/Olympus", **base)
+
+
+def test_a_daily_time_in_the_hour_the_clocks_repeat_fires_once_that_night() -> None:
+    """Europe/Berlin, 2026-10-25: 02:00-03:00 happens twice. A daily 02:30 runs once that day (APScheduler alone
+    matched both), and the spring night, whose 02:30 does not exist, still runs that day."""
+    zone = ZoneInfo("Europe/Berlin")
+    trigger = cron_trigger("30 2 * * *", zone)
+
+    def fires(now: datetime, count: int) -> list[datetime]:
+        found, previous = [], None
+        for _ in range(count):
+            previous = now = trigger.get_next_fire_time(previous, now)
+            found.append(now)
+        return found
+
+    autumn = [f.astimezone(zone).date().isoformat() for f in fires(datetime(2026, 10, 24, 12, tzinfo=zone), 4)]
+    assert autumn == ["2026-10-25", "2026-10-26", "2026-10-27", "2026-10-28"], autumn
+    spring = [f.astimezone(zone).date().isoformat() for f in fires(datetime(2026, 3, 28, 12, tzinfo=zone), 2)]
+    assert spring == ["2026-03-29", "2026-03-30"], spring

@@ -19,13 +19,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from agents.core.models import Caller, ScheduleStatus, TaskStatus
+from agents.core.models import Caller, Schedule, ScheduleStatus, TaskStatus, WorkerKind
 from agents.work.schedule_book import job_id
 from tests.conftest import BotHarness, running_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript, last_user_text, spare
 from tests.support.schedules import MEMBER, OWNER, SETTINGS, ZONE, confirm, said, schedule, tasks_of
-from tests.support.tasks import HANG_GUARD, ended
+from tests.support.tasks import HANG_GUARD, ended, until
 
 # quick_tests: what these tests check is not the verdict, so calc's tests are one quick check (tests/conftest.py)
 pytestmark = [
@@ -282,3 +282,52 @@ async def test_a_members_schedule_is_bounded_by_the_members_role(bot: BotHarness
     assert (await bot.runtime.store.schedules.get(2)).status is ScheduleStatus.ACTIVE
     bot.tg.press_button(OWNER, listing.message_id, "schedule:cancel:1", chat_id=GROUP)  # owners cancel anyone's
     await bot.tg.await_for(lambda: said(bot, GROUP, "Schedule #1 cancelled"))
+
+
+async def test_a_slot_whose_run_was_started_before_a_kill_does_not_run_again(
+    fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo, model: RoleScript
+) -> None:
+    """A run stores its task, then notes it on the schedule (its last task, its next slot). A kill between the two
+    leaves the schedule due at a slot whose task exists: after the restart the slot is noted, not run again."""
+    model.add("orchestrator", schedule(every_minutes=60), confirm)
+    async with running_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo, **SETTINGS) as bot:
+        bot.say("every hour run the tests in calc")
+        await bot.tg.await_for(lambda: said(bot, OWNER, "Schedule #1 set"))
+        model.add("code", report())
+        slot = datetime.now(UTC)
+        fire_now(bot, 1)
+        await ended(bot, 1)
+    with sqlite3.connect(tmp_path / "data" / "agentlab.db") as db:  # what the kill leaves: the record as before
+        db.execute(
+            "UPDATE schedules SET next_run_at = ?, last_task_id = NULL, last_run_at = NULL, note = NULL WHERE id = 1",
+            (slot.isoformat(),),
+        )
+    async with running_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo, **SETTINGS) as bot:
+        store = bot.runtime.store
+
+        async def noted() -> bool:  # the start-up's catch-up of the missed slot has been through it
+            kept = await store.schedules.get(1)
+            return kept is not None and kept.next_run_at is not None and kept.next_run_at > slot
+
+        await until(noted)
+        assert [t.id for t in await tasks_of(bot, OWNER)] == [1], "the slot ran again"
+        assert (await store.schedules.get(1)).last_task_id == 1
+
+
+async def test_a_schedule_whose_maker_is_unknown_does_not_run(bot: BotHarness) -> None:
+    """A run acts as its maker; a stored schedule with none would act as nobody (and, in the role checks, as the
+    bot itself): it is paused instead."""
+    made = await bot.runtime.store.schedules.add(
+        Schedule(
+            chat_id=OWNER,
+            user_id=None,
+            workspace="calc",
+            worker=WorkerKind.CODE,
+            instructions="Run the tests.",
+            every_minutes=60,
+            next_run_at=datetime.now(UTC) + timedelta(hours=1),
+        )
+    )
+    assert await bot.runtime.schedules.run(made.stored_id) is None
+    assert await tasks_of(bot, OWNER) == []
+    assert (await bot.runtime.store.schedules.get(made.stored_id)).status is ScheduleStatus.PAUSED

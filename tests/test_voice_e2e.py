@@ -392,3 +392,60 @@ async def test_first_note_while_the_model_loads_says_so_and_text_stays_responsiv
         await bot.tg.await_for(lambda: any(m.text == "Voice answer." for m in bot.tg.messages(USER_ID + 1)))
     finally:
         await stop_application(bot.app)
+
+
+async def test_a_stop_while_a_note_is_transcribed_is_quick_and_the_note_is_told_at_the_next_start(
+    fake_telegram, fake_anthropic, tmp_path, workspace_root
+) -> None:
+    """A long note on CPU whisper takes a while: the stop (SIGTERM's steps: workers interrupted, the turns in
+    `turns` cancelled, then PTB's stop) must not wait for its transcription. The note was on record from its
+    arrival, so the next start says it was not answered."""
+    from telegram_bot.app import stop_application
+
+    settings = make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root)
+    slow = FakeTranscriber("deploy the thing", delay=30.0)
+    bot = await start_bot(settings, fake_telegram, fake_anthropic, transcriber=slow)
+    loop = asyncio.get_running_loop()
+    try:
+        bot.tg.send_voice(USER_ID, b"OggS" + b"\0" * 200, duration=3)
+        await bot.tg.await_for(lambda: slow.received or None, timeout=30)
+        assert bot.app.bot_data.turns, "a note being transcribed is one of the turns a stop cancels"
+    finally:
+        started = loop.time()
+        bot.app.bot_data.stopping = True  # SIGTERM's steps (app._graceful_stop), then PTB's stop
+        await bot.runtime.stop_workers()
+        for turn in list(bot.app.bot_data.turns):
+            turn.cancel()
+        await stop_application(bot.app)
+        took = loop.time() - started
+    assert took < 10, f"the stop waited {took:.1f} s for the transcription"
+    bot = await start_bot(settings, fake_telegram, fake_anthropic, transcriber=FakeTranscriber("unused"))
+    try:
+        told = await bot.tg.await_for(
+            lambda: next((m for m in bot.tg.messages(USER_ID) if "your voice note" in (m.text or "")), None)
+        )
+        assert "send it again" in told.text
+    finally:
+        await stop_application(bot.app)
+
+
+async def test_a_5xx_on_fetching_a_note_is_tried_again(fake_telegram, fake_anthropic, tmp_path, workspace_root) -> None:
+    """Telegram unwell for a moment (one 502 from getFile): the note is still fetched, transcribed and answered."""
+    from telegram_bot.app import stop_application
+
+    bot = await start_bot(
+        make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root),
+        fake_telegram,
+        fake_anthropic,
+        transcriber=FakeTranscriber("what is in calc"),
+    )
+    try:
+        model = RoleScript()
+        bot.claude.handler = model
+        model.add("orchestrator", claude_says.text("Got it."))
+        bot.tg.fail_next("getFile", error_code=502, description="Bad Gateway")
+        bot.tg.send_voice(USER_ID, b"OggS" + b"\0" * 200, duration=2)
+        await bot.tg.await_for(lambda: any(m.text == "Got it." for m in bot.tg.messages(USER_ID)), timeout=20)
+        assert len(bot.tg.calls("getFile")) == 2
+    finally:
+        await stop_application(bot.app)

@@ -7,6 +7,7 @@ tap never both take it. A runner keeps a copy of the bot's task under the bot's 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 
 import aiosqlite
@@ -82,6 +83,14 @@ class TaskTable(Connection):
 
     async def update_task(self, task_id: int, **fields: Any) -> None:
         await self.update("tasks", task_id, fields)
+
+    async def task_of_schedule_since(self, schedule_id: int, since: datetime) -> Task | None:
+        """The newest task schedule #schedule_id started at or after `since` (a run of the slot due then)."""
+        return await self.fetch_one(
+            Task,
+            "SELECT * FROM tasks WHERE schedule_id = ? AND created_at >= ? ORDER BY id DESC LIMIT 1",
+            (schedule_id, to_db(since)),
+        )
 
     async def list_tasks(
         self, chat_id: int | None = None, statuses: Iterable[TaskStatus] | None = None, limit: int = 20

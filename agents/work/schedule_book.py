@@ -372,11 +372,19 @@ class ScheduleBook:
         upcoming = await self.next_run(schedule.stored_id)  # the firing has moved past this slot before running it
         once = schedule.at is not None
         record = {"next_run_at": upcoming, "last_run_at": now}
-        if schedule.user_id is not None and schedule.user_id not in self.settings.users.allowed_user_ids:
+        if schedule.user_id is None or schedule.user_id not in self.settings.users.allowed_user_ids:
+            # a run acts as its maker: one whose maker is unknown acts as nobody, so it does not run at all
             await self._pause_and_say(schedule, f"{schedule.user_name or 'its maker'} is no longer an allowed user")
             return None
         if schedule.workspace not in {w.name for w in self.workspaces.all()}:
             await self._pause_and_say(schedule, f"its workspace `{schedule.workspace}` no longer exists")
+            return None
+        slot = schedule.next_run_at
+        if slot is not None and (started := await self.store.task_of_schedule_since(schedule.stored_id, slot)):
+            # this slot's run was started, and the bot stopped before it noted so on the schedule: noted now, once
+            await self.store.schedules.update(
+                schedule.stored_id, last_task_id=started.stored_id, **record, **done_if(once)
+            )
             return None
         if (running := await self._active_task(schedule)) is not None:
             note = f"⏭ skipped {when_text(now, self.zone)}: task #{running.id} still running"
@@ -387,7 +395,7 @@ class ScheduleBook:
                 f"{running.status.value.replace('_', ' ')}. Next run: {when_text(upcoming, self.zone)}.",
             )
             return None
-        done = {"status": ScheduleStatus.DONE} if once else {}
+        done = done_if(once)
         try:
             task = await self.crew.start_scheduled(maker_of(schedule), schedule)
         except ToolError as err:
@@ -411,3 +419,8 @@ class ScheduleBook:
             await self.notifier.send(schedule.chat_id, markdown)
         except Exception as err:  # the chat may be gone; the schedule's record still says what happened
             log.warning("schedule #%s: could not tell its chat: %s", schedule.id, err)
+
+
+def done_if(once: bool) -> dict[str, ScheduleStatus]:
+    """A one-off schedule is done after its one run."""
+    return {"status": ScheduleStatus.DONE} if once else {}

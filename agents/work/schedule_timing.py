@@ -63,12 +63,35 @@ def crontab_weekdays(field: str) -> str:
     return ",".join(dict.fromkeys(names))
 
 
+class OncePerWallTime(CronTrigger):  # type: ignore[misc]  # APScheduler 3 ships no type hints
+    """A crontab trigger that fires a wall-clock time once: on the night the clocks go back, 02:30 happens twice,
+    and APScheduler matches both (a daily run would run twice that night)."""
+
+    def get_next_fire_time(self, previous_fire_time: datetime | None, now: datetime) -> datetime | None:
+        fire: datetime | None = super().get_next_fire_time(previous_fire_time, now)
+        if fire is None or previous_fire_time is None or not _same_wall_time(fire, previous_fire_time):
+            return fire
+        # the repeated time: the next fire after it (APScheduler, asked from within the repeated hour, answers that
+        # same time again, so it is asked from further on, an hour at most: the clocks go back by one)
+        for minutes in (1, 5, 15, 30, 61):
+            later: datetime | None = super().get_next_fire_time(fire, fire + timedelta(minutes=minutes))
+            if later is None or later != fire:
+                return later
+        return None
+
+
+def _same_wall_time(a: datetime, b: datetime) -> bool:
+    """Whether two moments show the same time on the zone's clock (naive datetimes compare without `fold`)."""
+    zone = a.tzinfo
+    return a.astimezone(zone).replace(tzinfo=None) == b.astimezone(zone).replace(tzinfo=None)
+
+
 def cron_trigger(expression: str, zone: tzinfo) -> CronTrigger:
     fields = expression.split()
     if len(fields) != 5:
         raise ValueError(f"it has {len(fields)} field{'s' if len(fields) != 1 else ''}")
     fields[4] = crontab_weekdays(fields[4])
-    return CronTrigger.from_crontab(" ".join(fields), timezone=zone)
+    return OncePerWallTime.from_crontab(" ".join(fields), timezone=zone)
 
 
 def parse_when(
