@@ -130,16 +130,16 @@ async def on_record(update: Update, context: Context, kind: str, asked: str = ""
     none): one a stop or a crash cuts short (waiting for its chat's turn, downloaded, transcribed or being answered)
     is told at the next start, never dropped without a word (agents/store/open_turns.py). Nothing is awaited before
     the body runs, so a message keeps its place in its chat's order (`chat_lock`)."""
-    store = runtime(context).store
-    opening = asyncio.ensure_future(store.open_turns.begin(known_conversation(update, context), kind, asked))
+    actions = runtime(context).chat_actions
+    opening = asyncio.ensure_future(actions.message_arrived(known_conversation(update, context), kind, asked))
     try:
         yield
     except asyncio.CancelledError:
         raise  # a stop: the message stays on record, cut short
     except BaseException:
-        await store.open_turns.end(await opening)  # `on_error` apologises for it
+        await actions.message_done(await opening)  # `on_error` apologises for it
         raise
-    await store.open_turns.end(await opening)
+    await actions.message_done(await opening)
 
 
 def chat_lock(update: Update, context: Context) -> asyncio.Lock:

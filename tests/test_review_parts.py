@@ -218,12 +218,12 @@ def test_a_page_masks_the_diff_before_it_is_drawn_where_masking_its_html_would_m
     page = diff_page(io.BytesIO(patch), report, 0, 100_000, secrets.mask)
     html = templates().load("diff_page.html").generate(**page.namespace()).decode()
     assert "A1b2C3d4E5f6G7h8I9j0" not in html and "s3cr3t" not in html and html.count("masked") == 3, html
-    # why before: drawn first, the key is in spans and the value escaped, and a filter run over the HTML finds neither
+    # why before: drawn first, the key is split across the highlighter's spans, and a filter run over the HTML misses it
     drawn = (
         templates().load("diff_page.html").generate(**diff_page(io.BytesIO(patch), report, 0, 100_000, str).namespace())
     )
     shown_late = secrets.mask(drawn.decode())
-    assert "A1b2C3d4E5f6G7h8I9j0" in shown_late and "s3cr3t" in shown_late
+    assert "A1b2C3d4E5f6G7h8I9j0" in shown_late
 
 
 def test_the_single_page_is_drawn_from_the_masked_document() -> None:

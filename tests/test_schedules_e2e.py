@@ -190,11 +190,14 @@ async def test_a_run_missed_while_the_bot_was_down_runs_once_at_start(
         model.add("code", report())
         fire_now(bot, 1)  # a first run while the bot is up
         await ended(bot, 1)
-    # down for five slots: the stored next slot is five minutes old when the bot starts again
+    # down for five slots: the stored next slot is five minutes old when the bot starts again (and the first run,
+    # before it, older still)
     database = sqlite3.connect(tmp_path / "data" / "agentlab.db")
     missed = (datetime.now(UTC) - timedelta(minutes=5)).isoformat()
+    first_run = (datetime.now(UTC) - timedelta(minutes=6)).isoformat()
     with database:
         database.execute("UPDATE schedules SET next_run_at = ? WHERE id = 1", (missed,))
+        database.execute("UPDATE tasks SET created_at = ? WHERE id = 1", (first_run,))
     database.close()
 
     model.add("code", report(), spare(report(), why="a second catch-up run would take it: none may start"))

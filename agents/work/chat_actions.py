@@ -98,3 +98,11 @@ class ChatActions:
     async def first_time(self, event_keys: list[str]) -> bool:
         """Records an inbound update by its keys; False when it was seen before (delivered again: act on it once)."""
         return await self.store.seen_events.first_time(event_keys)
+
+    async def message_arrived(self, chat_id: int, kind: str, asked: str) -> int:
+        """A message on its way to an answer, on record until `message_done`: one a stop or a crash cuts short is
+        told at the next start (agents/store/open_turns.py). Its record's id."""
+        return await self.store.open_turns.begin(chat_id, kind, asked)
+
+    async def message_done(self, record_id: int) -> None:
+        await self.store.open_turns.end(record_id)
