@@ -32,6 +32,7 @@ from telegram_bot.replies import (
     TELEGRAM_LIMIT,
     html_to_plain,
     is_entity_error,
+    rendering_may_join,
     reply_parameters,
     shown_masked,
 )
@@ -160,9 +161,9 @@ class ChatDraft:
         agents/core/secrets_filter.py): masked before it becomes HTML, whose escaping turns a value's `&` or `<` into
         entities the filter would not find; and without the word still being written, so that a token or a value
         that is still arriving is never shown in part (its first characters before the filter can see all of it)."""
-        return shown_masked(
-            draft_html(self.secrets.mask(settled(self.markdown)), self.secrets.mask(status)), self.secrets
-        )
+        shown = self.secrets.mask(settled(self.markdown))
+        frame = draft_html(shown, self.secrets.mask(status))
+        return shown_masked(frame, self.secrets) if rendering_may_join(shown, self.secrets) else frame
 
     async def _show(self, frame: str) -> None:
         """Send a new frame (`_run` leaves out an empty or unchanged one)."""
