@@ -413,66 +413,62 @@ def attempt_line(text: str, number: int) -> str:
     return next(line for line in text.splitlines() if re.match(rf"^[✔⚠✗] Attempt {number} ", line))
 
 
-@pytest.mark.quick_named_tests
-@pytest.mark.settings(max_corrections=0)
-async def test_an_attempt_whose_tests_never_ran_is_not_ranked_as_breaking_nothing(
-    bot: BotHarness, model: RoleScript, workspace_root: Path
-) -> None:
-    """Attempt 1 is honest and wrong: the bot ran its tests and saw test_zero broken. Attempt 2 commits junk and says
-    BLOCKED, so its tests never run. Its line says so (not "0 broken": nothing was seen), and it is not picked over
-    the attempt the bot tested for having broken "fewer"."""
-    repo = workspace_root / "calc"
-    (repo / "test_zero.py").write_text("from calc import add\n\n\ndef test_zero():\n    assert add(5, 0) == 5\n")
-    git(repo, "add", "test_zero.py")
-    git(repo, "commit", "-q", "-m", "a passing test")
-    plays = Plays(
-        {
-            1: [edit("calc.py", "a - b", "a * b"), claude_says.text("Changed add().")],
-            2: [
-                edit("calc.py", "a - b", "a - b + 999999"),
-                claude_says.text("BLOCKED: should add() handle negatives? I cannot go on without an answer."),
-            ],
-        }
-    )
+async def race_of_two_in_calc(
+    bot: BotHarness, model: RoleScript, test_file: str, test: str, second: list[dict[str, Any]]
+) -> Any:
+    """calc with one more test file committed; attempt 1 changes add() wrongly, attempt 2 plays `second`; the race's
+    summary."""
+    repo = bot.settings.paths.workspace_path / "calc"
+    (repo / test_file).write_text(test)
+    git(repo, "add", test_file)
+    git(repo, "commit", "-q", "-m", f"add {test_file}")
+    plays = Plays({1: [edit("calc.py", "a - b", "a * b"), claude_says.text("Changed add().")], 2: second})
     model.add(
         "orchestrator", start_attempts("calc", "Fix the bug in calc.py so test_add passes.", 2), claude_says.text("Go.")
     )
     model.add("code", *[spare(plays, why="each attempt's turns") for _ in range(8)])
     bot.say("try two ways to fix calc")
-    shown = await bot.tg.await_for(lambda: message_with(bot, "Attempts #1: 2 ways", "Attempt 2"), timeout=180)
+    return await bot.tg.await_for(lambda: message_with(bot, "Attempts #1: 2 ways", "Attempt 2"), timeout=240)
+
+
+@pytest.mark.quick_named_tests
+@pytest.mark.settings(max_corrections=0)
+async def test_an_attempt_whose_tests_never_ran_is_not_ranked_as_breaking_nothing(
+    bot: BotHarness, model: RoleScript
+) -> None:
+    """Attempt 1 is honest and wrong: the bot ran its tests and saw test_zero broken. Attempt 2 commits junk and says
+    BLOCKED, so its tests never run. Its line says so (not "0 broken": nothing was seen), and it is not picked over
+    the attempt the bot tested for having broken "fewer"."""
+    shown = await race_of_two_in_calc(
+        bot,
+        model,
+        "test_zero.py",
+        "from calc import add\n\n\ndef test_zero():\n    assert add(5, 0) == 5\n",
+        [
+            edit("calc.py", "a - b", "a - b + 999999"),
+            claude_says.text("BLOCKED: should add() handle negatives? I cannot go on without an answer."),
+        ],
+    )
     assert "1 broken" in attempt_line(shown.text, 1), shown.text
     assert "tests not run" in attempt_line(shown.text, 2) and "0 broken" not in attempt_line(shown.text, 2)
     assert "Pick: attempt 1" in shown.text, shown.text
 
 
 @pytest.mark.settings(max_corrections=0)
-async def test_an_attempt_that_deleted_a_test_file_is_no_plain_pass(
-    bot: BotHarness, model: RoleScript, workspace_root: Path
-) -> None:
+async def test_an_attempt_that_deleted_a_test_file_is_no_plain_pass(bot: BotHarness, model: RoleScript) -> None:
     """Attempt 2 fixes add() and deletes a test file (its test skipped at the base): as a single task its headline
     would say "⚠ with changes to its own tests"; its line in the race says it too, and its Merge says ⚠."""
-    repo = workspace_root / "calc"
-    (repo / "test_later.py").write_text(
-        "import pytest\n\n\n@pytest.mark.skip('later')\ndef test_later():\n    assert 0\n"
+    shown = await race_of_two_in_calc(
+        bot,
+        model,
+        "test_later.py",
+        "import pytest\n\n\n@pytest.mark.skip('later')\ndef test_later():\n    assert 0\n",
+        [
+            edit("calc.py", "a - b", "a + b"),
+            claude_says.tool_use("run_command", {"command": "rm test_later.py"}),
+            claude_says.text("Fixed add()."),
+        ],
     )
-    git(repo, "add", "test_later.py")
-    git(repo, "commit", "-q", "-m", "a test for later")
-    plays = Plays(
-        {
-            1: [edit("calc.py", "a - b", "a * b"), claude_says.text("Changed add().")],
-            2: [
-                edit("calc.py", "a - b", "a + b"),
-                claude_says.tool_use("run_command", {"command": "rm test_later.py"}),
-                claude_says.text("Fixed add()."),
-            ],
-        }
-    )
-    model.add(
-        "orchestrator", start_attempts("calc", "Fix the bug in calc.py so test_add passes.", 2), claude_says.text("Go.")
-    )
-    model.add("code", *[spare(plays, why="each attempt's turns") for _ in range(8)])
-    bot.say("try two ways to fix calc")
-    shown = await bot.tg.await_for(lambda: message_with(bot, "Attempts #1: 2 ways", "Attempt 2"), timeout=240)
     line = attempt_line(shown.text, 2)
     assert line.startswith("⚠ Attempt 2") and "changed its own tests" in line, shown.text
     assert "Merge attempt 2 (⚠)" in [b["text"] for b in shown.buttons], shown.buttons
