@@ -494,3 +494,29 @@ async def test_the_review_page_masks_the_diff_and_the_workers_report(review_bot:
     status, body = await api(bot, "/api/task/1", owner)
     assert status == 200 and "keys.py" in body and "y99" in body, body[:2000]
     assert "Q7w8E9r0T1y2U3i4O5p6" not in body and body.count("masked") >= 2, body[:4000]
+
+
+async def test_a_task_on_self_shows_a_member_nothing_on_the_page_even_their_own(review_bot: BotHarness) -> None:
+    """`self` is owners' alone: a task on the bot's own code that a member started while an owner (OWNER_USER_IDS
+    changed since) shows them nothing on the review page, neither its verdict nor its pictures, as /task and the
+    chat's Diff refuse them."""
+    from agents.core.models import Task, TaskStatus, WorkerKind
+
+    store, now = review_bot.runtime.store, time.time()
+    task = await store.add_task(
+        Task(
+            chat_id=MEMBER,
+            user_id=MEMBER,
+            workspace="self",
+            worker=WorkerKind.CODE,
+            title="SELF-TITLE the token handling",
+            instructions="x",
+            status=TaskStatus.COMPLETED,
+        )
+    )
+    await store.reviews.save(task.stored_id, {"report": "SELF-REPORT: where the token lives"})
+    await store.reviews.add_picture(task.stored_id, "SELF-CAPTION", b"\x89PNG\r\n\x1a\nSELF-PICTURE")
+    member = launch_data(review_bot.tg.token, MEMBER, signed_at=now, name="member")
+    for path in (f"/api/task/{task.id}", f"/api/task/{task.id}/picture/0"):
+        status, body = await api(review_bot, path, member)
+        assert status != 200 and "SELF-" not in body, (path, status, body[:200])
