@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,7 +63,7 @@ async def merge_task_branch(worktree: TaskWorktree, identity: GitIdentity | None
                 "them first",
             )
         brought = split_nul(await git_text("diff", "--name-only", "-z", "--no-renames", f"HEAD...{branch}", cwd=repo))
-        in_the_way = _untracked_in_the_way(repo, brought, tracked)
+        in_the_way = await asyncio.to_thread(_untracked_in_the_way, repo, brought, tracked)  # a stat a path
         if in_the_way:
             return MergeResult(
                 False,
