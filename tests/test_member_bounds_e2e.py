@@ -138,6 +138,28 @@ async def test_a_new_proposal_supersedes_only_its_own_askers_older_one(team: Bot
     assert (await store.get_proposal(owners.stored_id)).status is ProposalStatus.PENDING
 
 
+async def test_an_owners_rework_of_a_members_proposal_replaces_it(team: BotHarness, model: RoleScript) -> None:
+    """An owner may rework a member's proposal; the new proposal (the owner's) replaces it: the member's is no longer
+    pending for anyone to approve by accident, and the chat is told which one the new one replaces."""
+    store = team.runtime.store
+    await in_group(team)
+    members = await store.add_proposal(
+        Proposal(chat_id=GROUP, workspace="calc", request="mine", body="## Plan\n1. Fix add.", user_id=MEMBER)
+    )
+    model.add("research", claude_says.text("## Plan\n1. Fix add, and test it."))
+    await member_turn(
+        team,
+        model,
+        claude_says.tool_use("start_research", {"workspace": "calc", "request": "and test", "refines": members.id}),
+        user=OWNER,
+    )
+    shown = await team.tg.await_for(lambda: said(team, GROUP, "📋 Proposal #"), timeout=HANG_GUARD)
+    [new] = await store.pending_proposals(GROUP)
+    assert (new.user_id, new.supersedes) == (OWNER, members.id)
+    assert (await store.get_proposal(members.stored_id)).status is ProposalStatus.SUPERSEDED
+    assert f"Proposal #{new.id} for calc, replacing #{members.id}." in shown.text, shown.text
+
+
 # ---- standing notes -------------------------------------------------------------------------------------------------
 
 

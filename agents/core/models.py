@@ -133,7 +133,7 @@ class Proposal(StoredRecord):
     body: str = ""
     status: ProposalStatus = ProposalStatus.PENDING
     user_id: int | None = None  # who asked for it (its research task's starter; None: unknown, an older proposal)
-    supersedes: int | None = None
+    supersedes: int | None = None  # the proposal its research reworked (replaced by this one)
     task_id: int | None = None
     created_at: datetime = Field(default_factory=utcnow)
     decided_at: datetime | None = None
@@ -174,7 +174,8 @@ class Task(StoredRecord):
     status: TaskStatus = TaskStatus.PENDING
     priority: int = 0
     background: bool = True
-    proposal_id: int | None = None
+    proposal_id: int | None = None  # the proposal a code task implements
+    reworks: int | None = None  # the proposal a research task reworks (its new proposal replaces that one)
     branch: str | None = None
     base_branch: str | None = None
     base_commit: str | None = None

@@ -426,6 +426,11 @@ MIGRATIONS: list[str] = [
         started_at TEXT NOT NULL
     );
     """,
+    # the proposal a research task reworks (start_research refines=): its new proposal replaces that one, whoever
+    # asked for it (an owner reworking a member's proposal leaves no stale copy pending)
+    """
+    ALTER TABLE tasks ADD COLUMN reworks INTEGER;
+    """,
 ]
 
 LATEST_VERSION = len(MIGRATIONS)

@@ -21,13 +21,23 @@ def scheduled_note(task: Task, before: str = "") -> str:
 
 async def store_proposal(store: Store, task: Task, body: str) -> Proposal:
     """A research task's proposal, stored as its starter's; the older pending proposals the same user asked for in
-    the chat for that workspace are superseded (in a group, another member's proposal stays theirs to decide)."""
+    the chat for that workspace are superseded (in a group, another member's proposal stays theirs to decide), and so
+    is the one the research reworked, whoever asked for it (its starter was allowed to rework it)."""
     for old in await store.pending_proposals(task.chat_id):
-        if old.workspace == task.workspace and old.id is not None and old.asker == task.user_id:
+        if (
+            old.workspace == task.workspace
+            and old.id is not None
+            and (old.asker == task.user_id or old.id == task.reworks)
+        ):
             await store.decide_proposal(old.id, ProposalStatus.SUPERSEDED)
     return await store.add_proposal(
         Proposal(
-            chat_id=task.chat_id, workspace=task.workspace, request=task.instructions, body=body, user_id=task.user_id
+            chat_id=task.chat_id,
+            workspace=task.workspace,
+            request=task.instructions,
+            body=body,
+            user_id=task.user_id,
+            supersedes=task.reworks,
         )
     )
 
@@ -35,7 +45,8 @@ async def store_proposal(store: Store, task: Task, body: str) -> Proposal:
 async def show_proposal(store: Store, deliveries: Outbox, turn_chars: int, task: Task, proposal: Proposal) -> None:
     """The proposal in the chat with Approve / Reject (through the outbox), kept in the chat's history."""
     header = (
-        f"📋 **Proposal #{proposal.id}** for `{proposal.workspace}`. Approve to start a code worker on it."
+        f"📋 **Proposal #{proposal.id}** for `{proposal.workspace}`"
+        f"{f', replacing #{proposal.supersedes}' if proposal.supersedes else ''}. Approve to start a code worker on it."
         f"{scheduled_note(task, ' ')}\n\n"
     )
     record = await remember_shown(store, task.chat_id, PROPOSAL, proposal.id or 0, header + proposal.body, turn_chars)

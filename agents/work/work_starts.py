@@ -37,12 +37,13 @@ def new_task(
     background: bool = True,
     priority: int = 0,
     proposal_id: int | None = None,
+    reworks: int | None = None,
     schedule_id: int | None = None,
     branch: str | None = None,
 ) -> Task:
     """The one way the crew makes a task: in the caller's conversation, as theirs, replying to their request message
-    (`reply`; a schedule's run answers no message); tied to the proposal it implements, the schedule that ran it, or
-    the branch it continues."""
+    (`reply`; a schedule's run answers no message); tied to the proposal it implements (or, for research, reworks),
+    the schedule that ran it, or the branch it continues."""
     return Task(
         chat_id=caller.chat_id,
         reply_to_message_id=caller.message_id if reply else None,
@@ -55,6 +56,7 @@ def new_task(
         background=background,
         priority=priority,
         proposal_id=proposal_id,
+        reworks=reworks,
         schedule_id=schedule_id,
         branch=branch,
     )
@@ -156,6 +158,7 @@ class WorkStarts:
             f"research: {title_of(request, 70)}",
             instructions,
             priority=FOREGROUND_PRIORITY,
+            reworks=refines,
         )
         task = await self.submit(research, attachments=attachments)
         return crew_texts.research_started(task.id, ws.name)
