@@ -469,7 +469,7 @@ def _engine(
             probe=probe,
             pull_requests=pull_requests,
         )
-        refusal = StillAllowed(settings, notifier).refusal
+        refusal = StillAllowed(settings, store, notifier).refusal
         return TaskQueue(store, executor.execute, s.tasks.max_concurrent_tasks, refusal), lines, executor
     from agents.engine.front import (  # temporalio is the optional extra `.[temporal]`
         ForwardedInboxes,

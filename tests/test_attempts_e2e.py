@@ -288,7 +288,7 @@ async def test_a_budget_spent_mid_race_stops_the_rest_and_picks_among_the_ended(
     bot: BotHarness, model: RoleScript
 ) -> None:
     """The race starts under the daily budget (1 cent; the orchestrator's calls cost next to nothing); each of the
-    attempts' steps costs 3 cents, and the race stops: the attempts still running are cancelled, the summary says why."""
+    attempts' steps costs 3 cents, and the race stops: the attempts still running are cancelled (or stop themselves), the summary says why."""
     steer = Steerables(usage={**CHEAP, "input_tokens": 10_000})
     turn = start_attempts("group-therapy", "Write notes.", 3)
     model.add("orchestrator", {**turn, "usage": CHEAP}, claude_says.text("Racing.", usage=CHEAP))
@@ -296,8 +296,12 @@ async def test_a_budget_spent_mid_race_stops_the_rest_and_picks_among_the_ended(
     bot.say("try three ways to write the notes")
     summary = await bot.tg.await_for(lambda: summary_of(bot), timeout=90)
     assert "Stopped early: the daily budget was reached mid-race" in summary.text, summary.text
-    statuses = [t.status for t in await bot.runtime.store.attempts.members(1)]
-    assert statuses == [TaskStatus.CANCELLED] * 3, statuses
+    # each attempt ends cancelled by the race, or stopped by its own worker before its next call (whichever came first)
+    ends = [(t.status, t.error) for t in await bot.runtime.store.attempts.members(1)]
+    assert all(
+        status is TaskStatus.CANCELLED or (status is TaskStatus.FAILED and "daily budget" in (error or ""))
+        for status, error in ends
+    ), ends
 
 
 MEMBER = 2002

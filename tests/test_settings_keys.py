@@ -80,6 +80,25 @@ def test_missing_and_bad_values_are_named_by_their_flat_key(env: pytest.MonkeyPa
     assert "WEBHOOK_PORT: Input should be greater than or equal to 1" in str(bad.value)
 
 
+@pytest.mark.parametrize(
+    "key",
+    [
+        "PRICE_INPUT_PER_MTOK",
+        "PRICE_OUTPUT_PER_MTOK",
+        "PRICE_CACHE_WRITE_PER_MTOK",
+        "PRICE_CACHE_READ_PER_MTOK",
+        "DAILY_BUDGET_USD",
+    ],
+)
+@pytest.mark.parametrize("value", ["-3", "nan", "inf"])
+def test_prices_and_the_budget_are_plain_amounts(env: pytest.MonkeyPatch, key: str, value: str) -> None:
+    """A negative price would make the day's cost shrink with every call (the budget never reached); NaN or infinity
+    would make every comparison with the budget meaningless."""
+    env.setenv(key, value)
+    with pytest.raises(SettingsError, match=key):
+        load_settings(_env_file=None)
+
+
 def test_a_copy_takes_flat_keys_and_refuses_unknown_ones(env: pytest.MonkeyPatch) -> None:
     settings = Settings()
     copy = settings.model_copy(update={"worker_model": "m", "sandbox": "off", "log_format": "json"})

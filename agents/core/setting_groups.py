@@ -126,11 +126,13 @@ class AnthropicSettings(SettingsGroup):
     anthropic_base_url: str | None = None
     anthropic_max_retries: int = Field(2, ge=0, le=10)
     anthropic_timeout_seconds: float = Field(120.0, gt=0)
-    price_input_per_mtok: float = 3.0
-    price_output_per_mtok: float = 15.0
-    price_cache_write_per_mtok: float = 3.75
-    price_cache_read_per_mtok: float = 0.30
-    daily_budget_usd: float | None = None
+    # what tokens cost and the day's budget: never negative (a negative price would make the day's cost shrink with
+    # every call, and the budget would never be reached), never NaN or infinite
+    price_input_per_mtok: float = Field(3.0, ge=0, allow_inf_nan=False)
+    price_output_per_mtok: float = Field(15.0, ge=0, allow_inf_nan=False)
+    price_cache_write_per_mtok: float = Field(3.75, ge=0, allow_inf_nan=False)
+    price_cache_read_per_mtok: float = Field(0.30, ge=0, allow_inf_nan=False)
+    daily_budget_usd: float | None = Field(None, ge=0, allow_inf_nan=False)
 
     @field_validator("anthropic_api_key", mode="before")
     @classmethod

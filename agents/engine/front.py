@@ -222,7 +222,7 @@ class TemporalEngine:
         )
         self.reports = TaskReports(settings, store, deliveries, workspaces, pull_requests)  # a run's report applied
         self.instance = lines.instance
-        self.queue = TaskQueue(store, self._dispatch, REMOTE_SLOTS, StillAllowed(settings, notifier).refusal)
+        self.queue = TaskQueue(store, self._dispatch, REMOTE_SLOTS, StillAllowed(settings, store, notifier).refusal)
         self.attaching: dict[int, str] = {}  # re-attached tasks → the run followed (never a second start)
         self.stopping = False
         self._serving: asyncio.Task[None] | None = None

@@ -79,6 +79,7 @@ class Ending(StrEnum):
     REFUSED = "refusal"
     CONTEXT_FULL = "context window exceeded"
     CUT_OFF = "max_tokens"  # a text-only answer cut off at the output limit
+    SPENT = "budget spent"  # `spending` said no more may be spent (the daily budget), before a request
     BLOCKED = "blocked"  # set by a worker, not the loop: it finished with a report starting BLOCKED:
 
 
@@ -97,6 +98,7 @@ class LoopResult:
 
 
 StepCallback = Callable[[str], Awaitable[None]]
+SpendingCheck = Callable[[], Awaitable[str | None]]  # why no more may be spent now (None: go on)
 ResponseCallback = Callable[[anthropic.types.Message], Awaitable[None]]
 
 
@@ -168,6 +170,7 @@ class ToolLoop:
     streamed: bool = False  # stream each request even without an answer stream: max_tokens may pass ~21k then
     warn_steps: int = 0  # this many steps before the step limit the model is told so (0: never)
     cache_ttl: Literal["5m", "1h"] = "5m"  # "1h": the cache outlives a long wait (a test run) before the next request
+    spending: SpendingCheck | None = None  # asked before each request: the run ends SPENT when it gives a reason
     messages: list[dict[str, Any]] = field(default_factory=list)
     # the API's own count of the last request: (how many messages it had, its input tokens, cached ones included)
     measured: tuple[int, int] | None = None
@@ -207,6 +210,8 @@ class ToolLoop:
                         raise _LimitReached(Ending.STEP_LIMIT)
                     if total_tokens(self.usage) >= limits.max_tokens:
                         raise _LimitReached(Ending.TOKEN_LIMIT)
+                    if self.spending is not None and await self.spending() is not None:
+                        raise _LimitReached(Ending.SPENT)
                     if self._warn_now(limits, steps):
                         self.messages[-1]["content"].append(
                             {"type": "text", "text": steps_left_note(self.warn_steps, limits.max_steps)}

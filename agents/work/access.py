@@ -34,22 +34,28 @@ def task_number(task: Task) -> int:
 
 
 class StillAllowed:
-    """The last check before a claimed task starts, under either engine: its starter is still in ALLOWED_USER_IDS.
-    A task stored while its user was allowed (queued behind others, or pending again after a restart) never reaches
-    Claude or a tool once they are not, as a schedule of theirs is paused then; its chat is told why."""
+    """The last check before a claimed task starts, under either engine: its starter is still in ALLOWED_USER_IDS,
+    and the daily budget is not spent. A task stored while both held (queued behind others, or pending again after a
+    restart) never reaches Claude or a tool once its user is no longer allowed, as a schedule of theirs is paused
+    then, nor once the day's budget was spent while it waited; its chat is told why."""
 
-    def __init__(self, settings: Settings, notifier: Notifier) -> None:
-        self.settings, self.notifier = settings, notifier
+    def __init__(self, settings: Settings, store: Store, notifier: Notifier) -> None:
+        self.settings, self.store, self.notifier = settings, store, notifier
 
     async def refusal(self, task: Task) -> str | None:
         """Why the task may not start (None: it may); said in the task's chat first."""
+        why = self._starter_gone(task) or await budget_exceeded(self.store, self.settings)
+        if why is None:
+            return None
+        with contextlib.suppress(Exception):  # the chat may be gone; the task's record still says why
+            await self.notifier.send(task.chat_id, f"✖ Task #{task.id} was not started: {why.rstrip('.')}.")
+        return why
+
+    def _starter_gone(self, task: Task) -> str | None:
         if task.user_id is None or task.user_id in self.settings.users.allowed_user_ids:
             return None  # None: the bot itself stored it
         who = outside_text(task.user_name) if task.user_name else f"user {task.user_id}"
-        why = f"the user who asked for it, {who}, is no longer an allowed user"
-        with contextlib.suppress(Exception):  # the chat may be gone; the task's record still says why
-            await self.notifier.send(task.chat_id, f"✖ Task #{task.id} was not started: {why}.")
-        return why
+        return f"the user who asked for it, {who}, is no longer an allowed user"
 
 
 class Access:

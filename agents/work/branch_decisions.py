@@ -209,6 +209,7 @@ class BranchDecisions:
         task_id = task_number(task)
         if task.status is not TaskStatus.INTERRUPTED:
             return f"Task #{task_id} is {task.status.value}; only interrupted tasks can be resumed."
+        await self.access.check_budget()  # a resumed task spends again, as a new one would
         steps = [e.detail for e in await self.store.task_events(task_id) if e.kind == "step"][-15:]
         notes = "steps done before the interruption: " + "; ".join(steps) if steps else "no steps recorded"
         await self.store.update_task(task_id, status=TaskStatus.PENDING, result=notes, progress_message_id=None)

@@ -16,7 +16,16 @@ import anthropic
 from agents.core.models import Usage
 from agents.core.protocols import MessageModel
 from agents.llm.reasoning import Reasoning
-from agents.llm.tool_loop import Ending, Limits, RunClock, ToolLoop, as_model, describe_step, total_tokens
+from agents.llm.tool_loop import (
+    Ending,
+    Limits,
+    RunClock,
+    SpendingCheck,
+    ToolLoop,
+    as_model,
+    describe_step,
+    total_tokens,
+)
 from agents.tools.toolbox import Toolbox
 
 __all__ = ["BLOCKED_MARK", "Ending", "Limits", "Worker", "WorkerResult", "describe_step"]
@@ -53,6 +62,7 @@ class WorkerResult:
             Ending.REFUSED: "the model refused to continue this task",
             Ending.CONTEXT_FULL: "the worker's conversation outgrew the model's context window",
             Ending.CUT_OFF: "the worker's final answer was cut off at the output token limit",
+            Ending.SPENT: "the daily budget (DAILY_BUDGET_USD) was spent while it ran",
         }[self.stop]
 
     @property
@@ -80,6 +90,7 @@ class Worker:
     reasoning: Reasoning | None = None  # thinking and effort of each request (agents/llm/reasoning.py)
     warn_steps: int = 0  # told this many steps before the step limit to wrap up
     clock: RunClock = field(default_factory=RunClock)  # the run's time limit, for tools that wait (ask_user)
+    spending: SpendingCheck | None = None  # before each request: a reason stops the run (the daily budget spent)
     loop: ToolLoop = field(init=False)
 
     def __post_init__(self) -> None:
@@ -98,6 +109,7 @@ class Worker:
             streamed=True,  # a worker's answer may be long (a whole file, thinking): never capped by a request timeout
             warn_steps=self.warn_steps,
             clock=self.clock,
+            spending=self.spending,
         )
 
     @property
