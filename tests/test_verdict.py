@@ -208,6 +208,19 @@ def test_a_test_file_that_crashed_at_the_base_and_runs_its_tests_now_still_runs(
     assert verdict.no_longer_run == [] and verdict.targets == [] and verdict.mark is Mark.done, verdict.detail()
 
 
+def test_a_step_that_failed_outside_its_tests_at_the_base_and_exits_0_now_is_fixed_not_gone() -> None:
+    """A JavaScript test step whose hook failed at the base (its exit-status case red, every test green) and exits 0
+    now: its case is fixed, never "no longer run" (it exists only while failing); while a test still fails now,
+    the step's exit says nothing of the hook, so nothing is claimed fixed."""
+    exit_case = f"{suite_run.EXIT_CASE} `jest`)"
+    base = outcome("failed", **{"t.test.js::adds": "passed", exit_case: "failed"})
+    verdict = judge(outcome("passed", **{"t.test.js::adds": "passed"}), base, "Tidy calc")
+    assert verdict.fixed == [exit_case] and verdict.no_longer_run == verdict.disappeared == [], verdict.detail()
+    assert verdict.mark is Mark.done, verdict.detail()
+    still_red = judge(outcome("failed", **{"t.test.js::adds": "failed"}), base, "Tidy calc")
+    assert still_red.fixed == [] and still_red.no_longer_run == [] and still_red.broken == ["t.test.js::adds"]
+
+
 def test_pre_existing_only_needs_no_correction_and_the_line_is_short() -> None:
     base = outcome("failed", t__a="passed", t__b="failed")
     after = outcome("failed", t__a="passed", t__b="failed", t__c="passed")

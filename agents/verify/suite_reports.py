@@ -182,7 +182,9 @@ def read_jest_json(path: Path, root: Path) -> tuple[Cases, Failures]:
             state = "passed" if status == "passed" else "failed" if status == "failed" else "skipped"
             messages = test.get("failureMessages") or []
             found.add(f"{file}::{SEPARATOR.join(str(t) for t in titles if t)}", state, "\n".join(map(str, messages)))
-        if not assertions and suite.get("status") == "failed":  # the file would not load: it fails as a whole
+        if suite.get("status") == "failed" and not any(t.get("status") == "failed" for t in assertions):
+            # the file would not load, or failed outside its tests (a beforeAll/afterAll hook): it fails as a whole,
+            # whatever its tests say
             found.add(file, "failed", str(suite.get("message") or suite.get("failureMessage") or ""))
     return found.cases, found.failures
 

@@ -45,6 +45,14 @@ from agents.verify.tracer import TRACE_OUT, TRACE_ROOT, V8_COVERAGE, install_tra
 
 NO_TESTS_MESSAGE = "no tests found: no pytest files, no npm test script, no .agentlab.toml [tests] command"
 SUITE_ID = "(whole suite)"  # the one "test" of a framework that names none
+# a JavaScript test step that failed outside any test (`_failing_exit_case`): the case is there only while it fails
+EXIT_CASE = "(exit status of"
+
+
+def is_exit_case(name: str) -> bool:
+    return name.startswith(EXIT_CASE)
+
+
 OUTPUT_TAIL_CHARS = 4_000
 FAILURE_CHARS = 1_500  # per failing test
 _CAPTURE_BYTES = 64_000
@@ -395,6 +403,7 @@ class _ScriptRun:
         cases: dict[str, str] = {}
         failures: dict[str, str] = {}
         failed_before: ScriptStep | None = None  # the first lint/build step that failed before a test step
+        disagreement: str | None = None  # a test step whose report and exit status tell two stories
         per_test = True
         for index, step in enumerate(environment.script):
             remaining = deadline - loop.time()
@@ -434,8 +443,11 @@ class _ScriptRun:
                 continue
             found = await asyncio.to_thread(self._read, step, report, result)
             per_test = per_test and bool(found[0])
+            disagreement = disagreement or _step_disagrees(step, result, found[0])
             cases.update(found[0])
             failures.update({k: _trim_failure(v) for k, v in found[1].items()})
+            if (exit_case := _failing_exit_case(step, result, found[0])) is not None:
+                cases[exit_case], failures[exit_case] = "failed", _tail(_ANSI.sub("", result.output), 2_000)
             results.append(result)
             if result.timed_out or result.cancelled:
                 break
@@ -444,6 +456,8 @@ class _ScriptRun:
         merged = _merged(results)
         outcome = _outcome(environment, environment.command, merged, cases, failures, self.timeout)
         outcome.steps = steps
+        if disagreement is not None and outcome.state is RunState.complete:
+            return _disagreeing(outcome, environment.display, disagreement)
         if self.coverage is not None:
             outcome.traced = await asyncio.to_thread(self._traced, outcome.cases)
         failing = [s.output for s in steps if not s.passed] + ([merged.output] if not merged.ok else [])
@@ -496,6 +510,40 @@ class _ScriptRun:
             reason=f"`{environment.display}` was {summary} before its tests ran",
             steps=steps,
         )
+
+
+def _step_disagrees(step: ScriptStep, result: CommandResult, cases: dict[str, str]) -> str | None:
+    """A JavaScript test step whose report holds a failed test while the step exited 0: every framework the bot runs
+    (node --test, mocha, jest, vitest, ava) exits non-zero when a test fails, so code of the run rewrote the report
+    or the exit status (an exit handler in the code under test can do either)."""
+    failed = sum(1 for state in cases.values() if state == "failed")
+    if failed and result.exit_code == 0 and not (result.timed_out or result.cancelled):
+        return f"`{step.command}` reported {failed} failing and exited 0"
+    return None
+
+
+def _failing_exit_case(step: ScriptStep, result: CommandResult, cases: dict[str, str]) -> str | None:
+    """The id of a case that stands for a test step's exit status when the step exited non-zero (not killed, not
+    timed out) while its report holds no failed test: the framework failed outside any test (a hook, an unhandled
+    error, a coverage threshold), and that counts like a failing test (at the base too, where it did the same)."""
+    code = result.exit_code
+    if not cases or code in (None, 0) or code < 0 or code in _KILLED_EXITS or code in (126, 127):
+        return None
+    if result.timed_out or result.cancelled or any(state == "failed" for state in cases.values()):
+        return None
+    return f"{EXIT_CASE} `{step.command}`)"
+
+
+def _disagreeing(outcome: TestOutcome, display: str, disagreement: str) -> TestOutcome:
+    """The run's outcome when a test step's report and exit status disagree: no test counts as seen."""
+    outcome.status, outcome.state = TestStatus.error, RunState.interrupted
+    outcome.cases, outcome.failures = {}, {}
+    outcome.summary = f"the report disagrees with the exit status ({disagreement})"
+    outcome.reason = (
+        f"`{display}`'s report disagrees with its exit status ({disagreement}): something in the run changed its "
+        "report or its exit status, so the bot cannot tell which tests passed"
+    )
+    return outcome
 
 
 def was_killed(outcome: TestOutcome) -> bool:

@@ -21,7 +21,7 @@ from agents.verify.fix_targets import (
     ran_reason,
     target_reason,
 )
-from agents.verify.suite_run import SUITE_ID, RunState, StepOutcome, TestOutcome, TestStatus
+from agents.verify.suite_run import SUITE_ID, RunState, StepOutcome, TestOutcome, TestStatus, is_exit_case
 
 __all__ = ["Mark", "Verdict", "judge", "named_in", "ran", "step_key"]
 
@@ -322,8 +322,13 @@ def judge(
             elif state == "passed" and was == "failed":
                 verdict.fixed.append(name)
         if ran(base):
+            # a step that failed outside its tests at the base and exits 0 now (no test failing): fixed, not gone
+            if "failed" not in after.cases.values():
+                verdict.fixed += [n for n in before if is_exit_case(n) and n not in after.cases]
             verdict.disappeared = [
-                n for n, s in before.items() if s != "skipped" and n not in after.cases and n != SUITE_ID
+                n
+                for n, s in before.items()
+                if s != "skipped" and n not in after.cases and n != SUITE_ID and not is_exit_case(n)
             ]
             # skipped, marked xfail, deselected, dropped by a hook, its file deleted: not seen passing, whatever did it
             # (a file that crashed at the base, its id the file's, still runs when its tests report one by one now)
@@ -333,6 +338,7 @@ def judge(
                 for n, s in before.items()
                 if s in ("passed", "failed")
                 and n != SUITE_ID
+                and not is_exit_case(n)
                 and after.cases.get(n) not in ("passed", "failed")
                 and not ("::" not in n and n in ran_now)
             ]
