@@ -63,7 +63,7 @@ async def test_running_task_is_stopped_once_the_daily_budget_is_spent(bot: BotHa
     task = await ended(bot, 1, timeout=90)
     assert looper.calls == 1, f"the task made {looper.calls} model calls after the daily budget was spent"
     assert task.status is TaskStatus.FAILED, task.status
-    assert task.error == "✖ Task #1 stopped: the daily budget (DAILY_BUDGET_USD) was spent while it ran", task.error
+    assert task.error == "⚠ Task #1 stopped: the daily budget (DAILY_BUDGET_USD) was spent while it ran", task.error
 
 
 class Holder:

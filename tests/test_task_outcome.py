@@ -85,20 +85,23 @@ def test_a_pre_existing_failure_does_not_stop_done() -> None:
 def test_a_blocked_worker_is_blocked_whatever_the_tests_say() -> None:
     outcome = decide(facts(stop=Ending.BLOCKED, report="BLOCKED: which database?", verdict=None))
     assert outcome.status is TaskStatus.BLOCKED
-    assert outcome.headline == "⛔ Task #7 blocked: the worker is blocked: which database?"
+    assert outcome.headline == "⚠ Task #7 blocked: the worker is blocked: which database?", "the verdict's mark first"
     assert "**Tests:** not run (the worker did not finish)" in render(outcome)
 
 
 def test_a_limit_stop_says_which_limit_and_the_step_limit_is_blocked_not_failed() -> None:
     outcome = decide(facts(stop=Ending.TIME_LIMIT, verdict=None))
     assert outcome.status is TaskStatus.FAILED
-    assert outcome.headline == "✖ Task #7 stopped: stopped after 1800 s (time limit)"
+    assert outcome.headline == "⚠ Task #7 stopped: stopped after 1800 s (time limit)", "no test run: cannot tell"
     # out of steps the worker still reported and the bot tested its work: what is left is a reason, not a failure
     verdict = judge(run({"t::a": "passed"}), run({"t::a": "passed"}))
     outcome = decide(facts(stop=Ending.STEP_LIMIT, verdict=verdict, report="Half done: parser written."))
     assert outcome.status is TaskStatus.BLOCKED
-    assert outcome.headline == "⛔ Task #7 blocked: stopped after 60 steps (step limit)"
+    assert outcome.headline == "⚠ Task #7 blocked: stopped after 60 steps (step limit)", "green, but not finished"
     assert "Half done: parser written." in render(outcome) and "1 passed" in render(outcome)
+    broke = judge(run({"t::a": "failed"}), run({"t::a": "passed"}))
+    outcome = decide(facts(stop=Ending.STEP_LIMIT, verdict=broke))
+    assert outcome.headline == "✗ Task #7 blocked: stopped after 60 steps (step limit)", "its tests show a break"
 
 
 def test_unverified_acceptance_criteria_keep_the_task_from_done() -> None:

@@ -45,7 +45,8 @@ class TaskEnding:
     async def fail(self, task: Task, progress: Progress, reason: str) -> None:
         await self.set_status(task, TaskStatus.FAILED, error=reason)
         await progress.close(f"✖ failed: {trim(reason, 200)}")
-        await self.show(task, f"✖ **Task #{task.id} failed**: {reason}")
+        # its summary starts with a verdict's mark, as every task's does: ⚠, the bot cannot tell (nothing was judged)
+        await self.show(task, f"⚠ **Task #{task.id} failed**: {reason}")
         await self.tell_github(task)
 
     async def research_done(self, task: Task, progress: Progress, result: WorkerResult) -> None:

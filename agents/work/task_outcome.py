@@ -64,12 +64,15 @@ def status_and_headline(facts: RunFacts) -> tuple[TaskStatus, str]:
     """The task's status and its headline (first line), by the rules in AGENT_ARCHITECTURE.md, first match wins."""
     n, result, verdict = facts.task_id, facts.result, facts.verdict
     unverified = [c for c in facts.criteria if not c.verified]
+    # a worker that did not finish: the first character is still the verdict's mark, ✗ when its tests show it broke
+    # something, else ⚠ (whether the task is done the bot cannot tell: the worker stopped before saying so)
+    unfinished = Mark.failed if verdict is not None and verdict.mark is Mark.failed else Mark.unverified
     if result.blocked:  # asked a question, refused, ran out of context or was cut off: never "done"
-        return TaskStatus.BLOCKED, f"⛔ Task #{n} blocked: {result.reason(facts.limits)}"
+        return TaskStatus.BLOCKED, f"{unfinished.value} Task #{n} blocked: {result.reason(facts.limits)}"
     if result.stop is Ending.STEP_LIMIT:  # out of steps, with its report and the bot's test run: blocked, not failed
-        return TaskStatus.BLOCKED, f"⛔ Task #{n} blocked: {result.reason(facts.limits)}"
+        return TaskStatus.BLOCKED, f"{unfinished.value} Task #{n} blocked: {result.reason(facts.limits)}"
     if not result.finished:
-        return TaskStatus.FAILED, f"✖ Task #{n} stopped: {result.reason(facts.limits)}"
+        return TaskStatus.FAILED, f"{unfinished.value} Task #{n} stopped: {result.reason(facts.limits)}"
     if verdict is not None and verdict.introduced_error:
         why = why_not_run(verdict.after)
         return TaskStatus.BLOCKED, f"{Mark.failed.value} Task #{n} blocked: the tests no longer run ({why})"
