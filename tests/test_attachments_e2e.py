@@ -77,7 +77,7 @@ async def test_an_album_is_one_turn_with_every_picture_and_the_caption(bot: BotH
     assert any(b.get("text") == "compare these" for b in content)
 
 
-async def test_pdf_and_log_file_arrive_as_document_and_text(bot: BotHarness, model: RoleScript) -> None:
+async def test_pdf_and_log_file_arrive_as_documents(bot: BotHarness, model: RoleScript) -> None:
     model.add("orchestrator", claude_says.text("It is a one-page spec."), claude_says.text("The log shows a crash."))
     bot.tg.send_document(USER_ID, minimal_pdf(), "spec.pdf", "application/pdf", caption="summarise this")
     await answered(bot, "It is a one-page spec.")
@@ -91,8 +91,9 @@ async def test_pdf_and_log_file_arrive_as_document_and_text(bot: BotHarness, mod
     bot.tg.send_document(USER_ID, log.encode(), "app.log", "text/plain", caption="why does it crash?")
     await answered(bot, "The log shows a crash.")
     content = blocks_of(model.requests["orchestrator"][1])
-    file_block = next(b for b in content if b["type"] == "text" and "app.log" in b["text"])
-    assert log in file_block["text"] and '<file name="app.log">' in file_block["text"]
+    file_block = next(b for b in content if b["type"] == "document" and b.get("title") == "app.log")
+    assert file_block["source"] == {"type": "text", "media_type": "text/plain", "data": log}
+    assert "[attachment #2: app.log (text)]" in content[content.index(file_block) - 1]["text"]
     assert content[content.index(file_block) + 1]["text"] == "why does it crash?"
     history = model.requests["orchestrator"][1]["messages"][0]["content"]
     assert any(b["type"] == "document" for b in history), "the PDF stays in the conversation"

@@ -207,3 +207,15 @@ def test_a_key_spelled_with_invisible_characters_between_its_letters_is_masked(i
     secrets.add([FOLDED_KEY])
     out = secrets.mask("key: " + invisible.join(FOLDED_KEY) + " end")
     assert "".join(c for c in out if c != invisible) == f"key: {MASK} end", repr(out[:80])
+
+
+def test_a_plain_text_document_is_masked_and_encoded_data_left_alone() -> None:
+    """A text file the model is shown is a document block whose source is text: masked like any text; a PDF's or an
+    image's base64 data is not text to mask."""
+    token = "ghp_" + "a" * 36
+    text_doc = {"type": "document", "title": "a.env", "source": {"type": "text", "media_type": "text/plain"}}
+    text_doc["source"]["data"] = f"TOKEN={token}\n"
+    pdf = {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": token}}
+    masked_text, masked_pdf = SHAPES.mask_json([text_doc, pdf])
+    assert token not in masked_text["source"]["data"] and MASK in masked_text["source"]["data"], masked_text
+    assert masked_pdf == pdf

@@ -19,7 +19,11 @@ from agents.core.text import outside_text
 
 _POINTER = re.compile(r"messages\.(\d+)\.content\.(\d+)")
 _POINTER_PREFIX = re.compile(r"^messages\.\d+\.content\.\d+[\w.]*:\s*")
-_KIND_WORDS = {AttachmentKind.PDF: ("pdf", "document"), AttachmentKind.IMAGE: ("image",)}
+_KIND_WORDS = {
+    AttachmentKind.PDF: ("pdf", "document"),
+    AttachmentKind.TEXT: ("text document", "plain text"),  # a text file is shown as a plain-text document
+    AttachmentKind.IMAGE: ("image",),
+}
 
 BlockOwners = dict[int, Attachment]  # id() of a content block in the request → the attachment it shows
 

@@ -274,13 +274,13 @@ class SecretsFilter:
 
     def mask_json(self, value: object) -> object:
         """`mask` applied to every string inside a JSON-like value (tool results made of content blocks); image and
-        document blocks (base64 data) are left as they are."""
+        document blocks of encoded data are left as they are (a plain-text document's text is masked)."""
         if isinstance(value, str):
             return self.mask(value)
         if isinstance(value, list):
             return [self.mask_json(v) for v in value]
         if isinstance(value, dict):
-            if value.get("type") in ("image", "document"):
+            if value.get("type") in ("image", "document") and not is_text_document(value):
                 return value
             return {k: self.mask_json(v) for k, v in value.items()}
         return value
@@ -535,3 +535,9 @@ def _looks_secret(value: str) -> bool:
         any(not c.isalnum() for c in value),
     )
     return sum(classes) >= 2
+
+
+def is_text_document(block: dict[str, object]) -> bool:
+    """A document block whose source is plain text (a text file shown to the model), not encoded data."""
+    source = block.get("source")
+    return block.get("type") == "document" and isinstance(source, dict) and source.get("type") == "text"

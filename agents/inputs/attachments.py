@@ -251,9 +251,16 @@ class Attachments:
             return [
                 {"type": "text", "text": f"[attachment #{attachment.id}: {attachment.name} is no longer available]"}
             ]
-        if attachment.kind is AttachmentKind.TEXT:
-            text = data.decode("utf-8", errors="replace")
-            return [{"type": "text", "text": f'{label["text"]}\n<file name="{attachment.name}">\n{text}\n</file>'}]
+        if attachment.kind is AttachmentKind.TEXT:  # a plain-text document: the API's own block for a text file
+            text = data.decode("utf-8", errors="replace") or "(the file is empty)"  # the API takes no empty document
+            return [
+                label,
+                {
+                    "type": "document",
+                    "title": attachment.name[:200],
+                    "source": {"type": "text", "media_type": "text/plain", "data": text},
+                },
+            ]
         encoded = base64.standard_b64encode(data).decode("ascii")
         if attachment.kind is AttachmentKind.PDF:
             return [

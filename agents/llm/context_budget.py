@@ -106,6 +106,8 @@ def _decoded(data: str, whole: bool) -> bytes:
 def media_tokens(block: dict[str, Any]) -> int:
     """An image or document block at its cost to the model."""
     source = block.get("source") or {}
+    if source.get("type") == "text":  # a plain-text document: its text
+        return text_tokens(str(source.get("data") or ""))
     data = source.get("data") if source.get("type") == "base64" else None
     if block.get("type") == "image":
         size = image_size(_decoded(data, whole=False)) if isinstance(data, str) else None

@@ -247,7 +247,8 @@ def _base64_source(where: str, block: dict[str, Any]) -> tuple[str, bytes]:
 
 
 def _validate_media(where: str, role: str, block: dict[str, Any]) -> None:
-    """Image and document blocks as the API checks them: user turns only, a known type that matches the bytes."""
+    """Image and document blocks as the API checks them: user turns only, a known type that matches the bytes (a
+    plain-text document: text/plain, some text)."""
     if role != "user":
         raise _invalid(f"{where}: `{block['type']}` blocks are only allowed in user messages")
     if block["type"] == "image":
@@ -260,6 +261,12 @@ def _validate_media(where: str, role: str, block: dict[str, Any]) -> None:
             raise _invalid(f"{where}.source.base64: image exceeds 5 MB maximum")
         if not raw.startswith(IMAGE_MAGIC[media_type]):
             raise _invalid(f"{where}.source: Image does not match the provided media type {media_type}")
+    elif (block.get("source") or {}).get("type") == "text":  # a plain-text document
+        source = block["source"]
+        if source.get("media_type") != "text/plain":
+            raise _invalid(f"{where}.source.media_type: Input should be 'text/plain'")
+        if not isinstance(source.get("data"), str) or not source["data"]:
+            raise _invalid(f"{where}.source.data: a text document must be non-empty")
     else:
         media_type, raw = _base64_source(where, block)
         if media_type != "application/pdf" or not raw.startswith(b"%PDF-"):
