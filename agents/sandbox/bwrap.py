@@ -239,28 +239,44 @@ def git_metadata(worktree: Path) -> Path | None:
     return common if common.is_dir() else None
 
 
-def masked_git_config(common: Path, secrets: SecretsFilter) -> Path | None:
-    """A copy of the repository's `.git/config` with its secrets masked by `secrets` (credentials in URLs,
-    `http.extraHeader`, an inline credential helper: agents/core/secrets_filter.py), when it has any (else None).
+MASK_SCAN_MAX_BYTES = 8_000_000  # a git metadata file larger than this is not read for secrets (none is, in practice)
 
-    The copy is shown read-only in place of the original, so `git remote -v` inside works without the token."""
-    config = common / "config"
-    try:
-        text = config.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None
-    masked = secrets.without_url_credentials(text)
-    if masked == text:
-        return None
-    folder = _private_folder()
-    target = folder / f"git-config-{abs(hash(str(common))):x}"
-    target.write_text(masked, encoding="utf-8")
-    return target
+
+def masked_git_files(common: Path, secrets: SecretsFilter) -> list[tuple[Path, Path]]:
+    """Copies of the repository's git metadata files with their secrets masked by `secrets` (credentials in URLs,
+    `http.extraHeader`, an inline credential helper, the bot's own secrets: agents/core/secrets_filter.py), each
+    with the file it stands for; only the files that hold any.
+
+    Not `config` alone: a submodule's `modules/<name>/config` (the URL it was cloned with), `config.worktree`, a file
+    `config` includes, a reflog or FETCH_HEAD can hold the same credentials, and the sandbox binds the whole folder.
+    Every regular text file is looked at but the object store (compressed, never a secret of the owner's config).
+    The copies are shown read-only in place of the originals, so `git remote -v` inside works without the token."""
+    found: list[tuple[Path, Path]] = []
+    for folder, dirs, files in os.walk(common):
+        if Path(folder) == common:
+            dirs[:] = [d for d in dirs if d != "objects"]
+        for name in files:
+            path = Path(folder) / name
+            try:
+                if path.is_symlink() or not path.is_file() or path.stat().st_size > MASK_SCAN_MAX_BYTES:
+                    continue
+                data = path.read_bytes()
+            except OSError:
+                continue
+            if b"\0" in data:  # binary: the index, a packed file
+                continue
+            text = data.decode("utf-8", errors="replace")
+            masked = secrets.without_url_credentials(text)
+            if masked != text:
+                target = _private_folder() / f"git-{abs(hash(str(path))):x}-{name}"
+                target.write_text(masked, encoding="utf-8")
+                found.append((target, path))
+    return found
 
 
 @functools.cache
 def _private_folder() -> Path:
-    """The process's own folder for the masked git configs, made once (removed at exit)."""
+    """The process's own folder for the masked git metadata files, made once (removed at exit)."""
     folder = temp_folder("sandbox", "git")
     atexit.register(shutil.rmtree, folder, ignore_errors=True)
     return folder
@@ -281,8 +297,8 @@ def spec_for(
     What is bound comes from `repository` (the owner's checkout the worktree was made from), never from files in
     the worktree: a worker that rewrites its `.git` file or `.venv` link must not choose what the next sandbox
     shows. Without `repository` (tests, benchmarks) the worktree's own `.git` and `.venv` are trusted. `secrets`:
-    the process's output filter, which masks the copy of the git config the sandbox shows; `probe`: the process's
-    bwrap probe, asked before each command runs."""
+    the process's output filter, which masks the copies of the git metadata files the sandbox shows; `probe`: the
+    process's bwrap probe, asked before each command runs."""
     worktree = Path(worktree).resolve()
     trusted = Path(repository).resolve() if repository is not None else worktree
     read_only: list[Path] = []
@@ -293,10 +309,9 @@ def spec_for(
         metadata = git_metadata(worktree)
     if metadata is not None:
         read_only.append(metadata)
-        if (masked := masked_git_config(metadata, secrets)) is not None:
-            masks.append((masked, metadata / "config"))
-    elif not (worktree / ".git").is_symlink() and (masked := masked_git_config(worktree / ".git", secrets)) is not None:
-        masks.append((masked, worktree / ".git" / "config"))
+        masks += masked_git_files(metadata, secrets)
+    elif not (worktree / ".git").is_symlink() and (worktree / ".git").is_dir():
+        masks += masked_git_files(worktree / ".git", secrets)
     venv_paths = virtualenv_paths(trusted)
     read_only += venv_paths
     read_only += python_prefixes()
