@@ -249,12 +249,12 @@ def masked_git_files(common: Path, secrets: SecretsFilter) -> list[tuple[Path, P
 
     Not `config` alone: a submodule's `modules/<name>/config` (the URL it was cloned with), `config.worktree`, a file
     `config` includes, a reflog or FETCH_HEAD can hold the same credentials, and the sandbox binds the whole folder.
-    Every regular text file is looked at but the object store (compressed, never a secret of the owner's config).
+    Every regular text file is looked at but the object store and the loose refs.
     The copies are shown read-only in place of the originals, so `git remote -v` inside works without the token."""
     found: list[tuple[Path, Path]] = []
     for folder, dirs, files in os.walk(common):
-        if Path(folder) == common:
-            dirs[:] = [d for d in dirs if d != "objects"]
+        if Path(folder) == common:  # objects are compressed, loose refs are object names: none holds a credential
+            dirs[:] = [d for d in dirs if d not in ("objects", "refs")]
         for name in files:
             path = Path(folder) / name
             try:
