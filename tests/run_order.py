@@ -36,6 +36,7 @@ TOGETHER = (
         "test_temporal_workflow.py",
         "test_runner_guidance_e2e.py",
         "test_attempts_temporal_e2e.py",
+        "test_temporal_reports_e2e.py",
     ),
 )
 

@@ -238,7 +238,23 @@ class TemporalEngine:
         await self.queue.wait(task_id)
 
     async def cancel(self, task_id: int) -> bool:
-        return await self.queue.cancel(task_id)
+        """The task cancelled; a run of it that nobody follows (its start reached the cluster though its answer was
+        lost, or the bot restarted and could not re-attach) is told to cancel too, and counted ended: its runner
+        stops, and a report it sends later is not applied to a task that was cancelled."""
+        unfollowed = await self._open_run(task_id) if task_id not in self.lines.followed else None
+        cancelled = await self.queue.cancel(task_id)
+        if cancelled and unfollowed is not None:
+            await self._cancel_run(task_id, unfollowed)
+        return cancelled
+
+    async def _cancel_run(self, task_id: int, run: str) -> None:
+        client = await self._client()
+        if client is not None:
+            try:
+                await self.lines.handle(run).signal(AgentTask.poke, Poke(task_id, "cancel"))
+            except RPCError as err:  # never reached the cluster, or it ended meanwhile
+                log.info("task %s: its workflow %s was not told to cancel: %s", task_id, run, err)
+        await self.store.add_event(TaskEvent(task_id=task_id, kind=RUN_EVENT, detail=f"ended {run}"))
 
     async def shutdown(self, timeout: float = 5.0) -> None:
         """The bot stops: the workflows go on (a restarted bot re-attaches); nothing here is left running."""
@@ -250,7 +266,10 @@ class TemporalEngine:
                 await self._serving
 
     async def reattach(self, tasks: list[Task]) -> set[int]:
-        """At start-up: the tasks a stopped bot left whose workflows still run are followed again (in progress)."""
+        """At start-up: the tasks a stopped bot left whose workflows still run are followed again (in progress); a
+        report it had recorded but not yet told (stopped between the two) is applied again, and told."""
+        told_not = await self.store.tasks_with_unclosed_event(RUN_EVENT, "recorded", "ended")
+        tasks = [*tasks, *(t for t in told_not if t.stored_id not in {k.stored_id for k in tasks})]
         if not tasks or await self._client() is None:
             return set()
         adopted: set[int] = set()
@@ -323,7 +342,10 @@ class TemporalEngine:
         for event in await self.store.task_events(task_id):
             if event.kind == RUN_EVENT:
                 verb, _, run = event.detail.partition(" ")
-                (started.append(run) if verb == "started" else ended.add(run))
+                if verb == "started":
+                    started.append(run)
+                elif verb == "ended":  # "recorded": stored, not yet told (a stop came between)
+                    ended.add(run)
         return started[-1] if started and started[-1] not in ended else None
 
     async def next_run(self, task: Task) -> str:

@@ -4,6 +4,11 @@ The task branch is fetched from the shared remote into the owner's checkout (onl
 other branch is not fetched); the row, events, criteria, usage and tool calls are stored; a research proposal is
 stored under the bot's own number; the summary is delivered through the outbox and kept in the chat history; GitHub's
 part (Open PR, a follow-up's push) is done here, where the bot's token is.
+
+What the bot can check it does not take on the runner's word: the status must be an end (anything else leaves the
+task interrupted, to resume or discard), the usage and audit rows are stored as the task's own (its chat, its
+starter), and the branch's head and base come from the fetched branch in the owner's checkout (a base that is not
+an ancestor of both the branch and its base branch would make Diff hide what Merge brings in).
 """
 
 from __future__ import annotations
@@ -14,21 +19,24 @@ import logging
 
 from agents.core.actions import Action, button, with_review
 from agents.core.branch_names import is_task_branch
-from agents.core.models import Task, TaskEvent, TaskStatus, ToolCallRecord, UsageRecord, utcnow
+from agents.core.models import Proposal, Task, TaskEvent, TaskStatus, ToolCallRecord, UsageRecord, utcnow
 from agents.core.protocols import Outbox
 from agents.core.settings import Settings
 from agents.engine.payloads import TaskReport, decode_buttons
-from agents.git.command import GitError, GitIdentity
+from agents.git.command import GitError, GitIdentity, git_succeeds, git_text
 from agents.git.remote import fetch_branch
+from agents.git.repository import branch_exists, current_branch, rev_parse
 from agents.store.database import Store
 from agents.store.shown import TASK, remember_shown, shown_as
-from agents.work.pull_requests import PullRequests
+from agents.work.pull_requests import PullRequests, proposal_number
 from agents.work.task_proposals import show_proposal, store_proposal
 from agents.workspaces.folders import Workspaces
 
 log = logging.getLogger(__name__)
 
-RUN_EVENT = "workflow"  # a task event: "started <workflow id>" before its start is sent, "ended <id>" once applied
+# a task event: "started <workflow id>" before its start is sent, "recorded <id>" once its report is stored, "ended
+# <id>" once it was told too
+RUN_EVENT = "workflow"
 
 
 class TaskReports:
@@ -54,30 +62,52 @@ class TaskReports:
         await self.deliveries.deliver(task.chat_id, text, buttons=buttons, kind="notice", task_id=task.id)
 
     async def apply(self, task: Task, run: str, report: TaskReport) -> None:
-        """Store what the runner reports, fetch its branch, show its summary (through the outbox)."""
+        """Store what the runner reports, fetch its branch, show its summary (through the outbox).
+
+        In two steps, each written down when done: the report recorded (`recorded <run>`: the row, its events,
+        usage and audit rows, its proposal), then told (`ended <run>`: the summaries queued in the outbox, GitHub's
+        part). A bot stopped between the two applies the report again at its next start (`TemporalEngine.reattach`
+        follows every run not ended), telling what it had not, without recording anything twice."""
         foreign = self._foreign_branch(task, report)
         if foreign is not None:  # never fetched over a branch of the owner's, never the task's
             report = dataclasses.replace(report, branch=None, pushed=False)
         missing = foreign or await self._fetch(task, report)
+        if await self._recorded(task, run):
+            stored = await self.store.get_task(task.stored_id) or task
+            number = proposal_number(stored.result) if report.proposal else None
+            proposal = await self.store.get_proposal(number) if number is not None else None
+            status, error = stored.status, stored.error
+        else:
+            status, error, proposal = await self._record(task, run, report, missing)
+        await self._tell(task, report, status, error, proposal, missing)
+        await self.store.add_event(TaskEvent(task_id=task.id, kind=RUN_EVENT, detail=f"ended {run}"))
+
+    async def _recorded(self, task: Task, run: str) -> bool:
+        return any(
+            e.kind == RUN_EVENT and e.detail == f"recorded {run}" for e in await self.store.task_events(task.stored_id)
+        )
+
+    async def _record(
+        self, task: Task, run: str, report: TaskReport, missing: str | None
+    ) -> tuple[TaskStatus, str | None, Proposal | None]:
+        """The report stored: events, criteria, usage and audit rows (as the task's own), the proposal, the row."""
         for kind, detail in report.events:
             await self.store.add_event(TaskEvent(task_id=task.id, kind=kind, detail=detail))
         for idx, evidence in report.verified:
             await self.store.verify_criterion(task.stored_id, int(idx), evidence)
+        own = {"id": None, "task_id": task.stored_id, "chat_id": task.chat_id}  # the rows are this task's, whatever
         for row in report.usage:
-            await self.store.record_usage(UsageRecord.model_validate_json(row).model_copy(update={"id": None}))
+            usage = UsageRecord.model_validate_json(row)
+            await self.store.record_usage(usage.model_copy(update={**own, "user_id": task.user_id}))
         for row in report.tool_calls:
-            await self.store.record_tool_call(ToolCallRecord.model_validate_json(row).model_copy(update={"id": None}))
-        status = TaskStatus(report.status)
-        fields: dict[str, object] = {"status": status, "result": report.result, "error": report.error}
+            await self.store.record_tool_call(ToolCallRecord.model_validate_json(row).model_copy(update=own))
+        status, error = _ending(task, report)
+        fields: dict[str, object] = {"status": status, "result": report.result, "error": error}
         proposal = await store_proposal(self.store, task, report.proposal) if report.proposal else None
         if proposal is not None:
             fields["result"] = f"proposal #{proposal.id}"  # the bot's number, not the runner's
         if report.branch:
-            known = {
-                "base_branch": report.base_branch,
-                "base_commit": report.base_commit,
-                "commit_sha": report.commit_sha,
-            }
+            known = await self._commits(task, report) if missing is None else {}
             # no worktree on this machine: Diff, Merge and Discard use the fetched branch in the owner's checkout
             fields.update(branch=report.branch, worktree=None, **{k: v for k, v in known.items() if v})
         if status.is_final:
@@ -85,7 +115,20 @@ class TaskReports:
         await self.store.update_task(task.stored_id, **fields)
         if report.review:  # what the review page shows besides the diff
             await self.store.reviews.save(task.stored_id, json.loads(report.review))
-        await self.store.add_event(TaskEvent(task_id=task.id, kind=RUN_EVENT, detail=f"ended {run}"))
+        await self.store.add_event(TaskEvent(task_id=task.id, kind=RUN_EVENT, detail=f"recorded {run}"))
+        return status, error, proposal
+
+    async def _tell(
+        self,
+        task: Task,
+        report: TaskReport,
+        status: TaskStatus,
+        error: str | None,
+        proposal: Proposal | None,
+        missing: str | None,
+    ) -> None:
+        """The proposal and the summaries queued in the outbox and kept in the chat's history; an interrupted task's
+        notice; GitHub's part of an ended one."""
         if proposal is not None:
             await show_proposal(
                 self.store, self.deliveries, self.settings.orchestrator.shown_turn_chars, task, proposal
@@ -110,12 +153,34 @@ class TaskReports:
             )
             await shown_as(self.store, record, sent)
         if status is TaskStatus.INTERRUPTED:
-            await self.tell_interrupted(
-                task, f"⚠️ **Task #{task.id}** stopped: {report.error}. Resume it, or discard it?"
-            )
+            await self.tell_interrupted(task, f"⚠️ **Task #{task.id}** stopped: {error}. Resume it, or discard it?")
         elif status.is_final:  # GitHub (the bot's token stays here): a follow-up's push, the thread's answer
             if self.pull_requests is not None:
                 await self.pull_requests.after_task(task)
+
+    async def _commits(self, task: Task, report: TaskReport) -> dict[str, str | None]:
+        """The fetched branch's head, its base branch and base commit, as the owner's checkout shows them: the
+        runner's base branch when the checkout has it (else its current branch), the runner's base commit when it
+        is an ancestor of both the branch and that base branch, else where the two meet (never the runner's word
+        alone: a base at the branch's head would make Diff show nothing while Merge brings the whole branch)."""
+        repo, branch = self.workspaces.resolve(task.workspace).path, str(report.branch)
+        try:
+            head = await rev_parse(repo, f"refs/heads/{branch}")
+            base_branch = report.base_branch
+            if not base_branch or base_branch == branch or not await branch_exists(repo, base_branch):
+                base_branch = await current_branch(repo)
+            base = report.base_commit
+            if not base or not all(
+                [
+                    await git_succeeds("merge-base", "--is-ancestor", base, head, cwd=repo),
+                    await git_succeeds("merge-base", "--is-ancestor", base, f"refs/heads/{base_branch}", cwd=repo),
+                ]
+            ):
+                base = (await git_text("merge-base", head, f"refs/heads/{base_branch}", cwd=repo)).strip() or None
+        except GitError as err:
+            log.warning("task %s: the fetched branch %s could not be read: %s", task.id, branch, err)
+            return {}
+        return {"base_branch": base_branch, "base_commit": base, "commit_sha": head}
 
     @staticmethod
     def _foreign_branch(task: Task, report: TaskReport) -> str | None:
@@ -141,3 +206,19 @@ class TaskReports:
             return f"its branch `{report.branch}` is not on `{self.settings.engine.runner_remote}`"
         except GitError as err:
             return f"its branch `{report.branch}` could not be fetched: {str(err)[:300]}"
+
+
+def _ending(task: Task, report: TaskReport) -> tuple[TaskStatus, str | None]:
+    """The task's status and error from its report: an end (completed, failed, blocked, …) or interrupted (the runner
+    stopped) as reported; anything else
+    (a status that is not an end, or none the bot knows) leaves the task interrupted, for the owner to resume or
+    discard: a run that has ended cannot leave its task running, nor put it back in the queue."""
+    try:
+        status = TaskStatus(report.status)
+    except ValueError:
+        status = None
+    if status is not None and (status.is_final or status is TaskStatus.INTERRUPTED):  # a runner that stopped
+        return status, report.error
+    shown = str(report.status)[:40]
+    log.warning("task %s: its runner reported the status %r, not an end: interrupted", task.id, shown)
+    return TaskStatus.INTERRUPTED, f"its runner reported `{shown}`, which is not how a task ends"

@@ -147,6 +147,17 @@ class TaskTable(Connection):
     async def task_events(self, task_id: int) -> list[TaskEvent]:
         return await self.fetch(TaskEvent, "SELECT * FROM task_events WHERE task_id = ? ORDER BY id", (task_id,))
 
+    async def tasks_with_unclosed_event(self, kind: str, opened: str, closed: str) -> list[Task]:
+        """The tasks with an event `kind` reading "<opened> X" and none reading "<closed> X" (a step begun and never
+        finished, as the Temporal engine's "recorded <run>" without "ended <run>")."""
+        return await self.fetch(
+            Task,
+            "SELECT * FROM tasks WHERE id IN (SELECT e.task_id FROM task_events e WHERE e.kind = ? "
+            "AND e.detail LIKE ? || ' %' AND NOT EXISTS (SELECT 1 FROM task_events f WHERE f.task_id = e.task_id "
+            "AND f.kind = e.kind AND f.detail = ? || ' ' || substr(e.detail, length(?) + 2))) ORDER BY id",
+            (kind, opened, closed, opened),
+        )
+
     async def criteria(self, task_id: int) -> list[Criterion]:
         return await self.fetch(Criterion, "SELECT * FROM task_criteria WHERE task_id = ? ORDER BY idx", (task_id,))
 
