@@ -35,6 +35,11 @@ def topic_name(message: Message) -> str:
     return ""
 
 
+def _bots(message: Message, context: Context) -> bool:
+    """Whether the bot itself sent `message` (only its own messages stand in for a topic)."""
+    return message.from_user is not None and message.from_user.id == context.bot.id
+
+
 def display_name(user: User | None) -> str | None:
     if user is None:
         return None
@@ -53,11 +58,16 @@ def known_conversation(update: Update, context: Context) -> int:
 
 async def conversation_of(update: Update, context: Context) -> int:
     """The conversation key of an update; a topic seen for the first time is recorded (and binds itself to a
-    workspace of its name)."""
+    workspace of its name). In the general topic, a press on a message the bot posted there for a topic that was
+    gone, or a reply to one, belongs to that topic's conversation."""
     chat_id = chat_of(update).id
     message = message_of(update)
     thread = topic_thread(message)
     if thread is None:
+        pointed = message if update.callback_query is not None else message.reply_to_message
+        if chat_id < 0 and pointed is not None and _bots(pointed, context):
+            moved = await runtime(context).chat_actions.moved_from(chat_id, pointed.message_id)
+            return moved if moved is not None else chat_id
         return chat_id
     known = context.bot_data.topic_keys.get((chat_id, thread))
     if known is not None and not message.forum_topic_created:

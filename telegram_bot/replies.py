@@ -295,7 +295,8 @@ class TelegramNotifier:
         return await self.conversations.place(chat_id)
 
     async def _in_place(self, chat_id: int, send: Callable[[int, int | None], Awaitable[T]]) -> T:
-        """`send(chat, thread)` in the conversation's place; in a topic that is gone, in the general topic instead."""
+        """`send(chat, thread)` in the conversation's place; in a topic that is gone, in the general topic instead (the
+        message remembered as the topic's)."""
         place = await self.place(chat_id)
         try:
             return await send(place.chat_id, place.thread_id)
@@ -310,7 +311,12 @@ class TelegramNotifier:
             place.chat_id,
             f"(The topic{name} is closed or was deleted, so this message goes here.)",
         )
-        return await send(place.chat_id, None)
+        sent = await send(place.chat_id, None)
+        # the message stands in for the topic: a press on it, or a reply to it, acts in the topic's conversation
+        for message in sent if isinstance(sent, tuple | list) else [sent]:
+            if isinstance(message, Message):
+                await self.conversations.moved_here(place.chat_id, message.message_id, chat_id)
+        return sent
 
     async def send(
         self,

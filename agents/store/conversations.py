@@ -3,7 +3,9 @@
 A conversation is what the rest of agents/ calls `chat_id`. A private chat or a group without topics is keyed by
 its chat id; a topic of a forum group by TOPIC_BASE + its row in `topics` (far above any Telegram chat id, whose
 size stays below 2**42), so history, compaction, proposals and tasks are per topic with no change elsewhere. The
-adapter turns a key back into its `Place` (chat + thread) to send there.
+adapter turns a key back into its `Place` (chat + thread) to send there. A topic closed or deleted gets its messages
+in the group's general topic; those messages are remembered as the topic's (`moved_here`), so a button pressed on
+one, or a reply to one, acts in the topic's conversation (its tasks, questions and proposals).
 """
 
 from __future__ import annotations
@@ -77,6 +79,20 @@ class Conversations:
             (conversation, workspace, utcnow().isoformat()),
         )
         self._bindings[conversation] = workspace
+
+    async def moved_here(self, chat_id: int, message_id: int, conversation: int) -> None:
+        """A message of `conversation` (a topic that is gone) was posted in its group's general topic instead."""
+        await self._store.write(
+            "INSERT OR REPLACE INTO moved_messages (chat_id, message_id, conversation) VALUES (?, ?, ?)",
+            (chat_id, message_id, conversation),
+        )
+
+    async def moved_from(self, chat_id: int, message_id: int) -> int | None:
+        """The conversation a message of the general topic stands in for (a topic that was gone), else None."""
+        rows = await self._store.rows(
+            "SELECT conversation FROM moved_messages WHERE chat_id = ? AND message_id = ?", (chat_id, message_id)
+        )
+        return int(rows[0][0]) if rows else None
 
     async def bound_workspace(self, conversation: int) -> str | None:
         if conversation in self._bindings:  # the store's one process writes every binding (bind), so this stays true

@@ -431,6 +431,16 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE tasks ADD COLUMN reworks INTEGER;
     """,
+    # messages of a topic that was closed or deleted, posted in the group's general topic instead
+    # (agents/store/conversations.py): a press on one of them, or a reply to it, belongs to that topic's conversation
+    """
+    CREATE TABLE moved_messages (
+        chat_id INTEGER NOT NULL,
+        message_id INTEGER NOT NULL,
+        conversation INTEGER NOT NULL,
+        PRIMARY KEY (chat_id, message_id)
+    ) WITHOUT ROWID;
+    """,
 ]
 
 LATEST_VERSION = len(MIGRATIONS)

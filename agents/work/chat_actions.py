@@ -87,6 +87,11 @@ class ChatActions:
             ChatMessage(chat_id=caller.chat_id, role=Role.ASSISTANT, content=f"{DECISION_PREFIX}{text}")
         )
 
+    async def moved_from(self, chat_id: int, message_id: int) -> int | None:
+        """The conversation (a topic that was gone) whose message the bot posted as `message_id` in the chat's
+        general topic instead; a press on it or a reply to it belongs there."""
+        return await self.store.conversations.moved_from(chat_id, message_id)
+
     async def topic_conversation(self, chat_id: int, thread_id: int, name: str) -> int:
         """The conversation key of a forum topic; one seen for the first time is recorded (a name learnt later fills an
         empty one) and binds itself to the workspace of its name, if there is one."""

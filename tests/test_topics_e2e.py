@@ -1,0 +1,152 @@
+"""Forum topics as conversations of their own, with a team: a topic deleted while its task runs gets the task's
+messages in the general topic, and those messages still act for the topic (Merge on its summary, an answer to its
+worker's question, by button or by a reply in words); /history in a topic holds that topic alone."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import threading
+
+import pytest
+
+from tests.conftest import BotHarness, text_now
+from tests.fakes import anthropic_server as claude_says
+from tests.scripted import RoleScript, last_user_text
+from tests.support.tasks import ended, start_task
+from tests.support.team import GROUP, MEMBER, OWNER, team  # noqa: F401  (team: a fixture)
+
+pytestmark = [
+    pytest.mark.skipif(
+        shutil.which("bwrap") is None or not sys.platform.startswith("linux"),
+        reason="bubblewrap (bwrap) is not installed",
+    ),
+    pytest.mark.quick_tests,
+]
+
+HANG_GUARD = 60
+QUESTION = "Keep the old add() API or break it?"
+
+
+def in_topic(bot: BotHarness, thread: int | None, needle: str, chat: int = GROUP):
+    return next((m for m in reversed(bot.tg.messages_in_topic(chat, thread)) if needle in (m.text or "")), None)
+
+
+async def test_merge_button_on_a_summary_that_fell_back_to_the_general_topic_works(
+    team: BotHarness, model: RoleScript, workspace_root
+) -> None:
+    """A topic deleted while its task runs: the summary lands in the general topic with its Merge button; the owner
+    pressing it there merges the finished work (no chat would own the task otherwise: the work would be stranded)."""
+    repo = workspace_root / "calc"
+    topic = team.tg.create_topic(GROUP, "calc", OWNER)
+    go = threading.Event()
+
+    def held(body: dict) -> dict:
+        go.wait(30)
+        return claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"})
+
+    model.add("orchestrator", start_task("", "Fix add() in calc.py."), claude_says.text("Started."))
+    model.add("code", held, claude_says.text("Fixed add()."))
+    team.tg.send_text(OWNER, "@test_bot fix add", chat_id=GROUP, thread_id=topic)
+    await team.tg.await_for(lambda: len(model.requests["code"]) == 1, timeout=HANG_GUARD)
+    team.tg.delete_topic(GROUP, topic)
+    go.set()
+    await ended(team, 1)
+    summary = await team.tg.await_for(
+        lambda: next((m for m in team.tg.messages_in_topic(GROUP, None) if "task:merge:1" in m.callback_data), None),
+        timeout=HANG_GUARD,
+    )
+    team.tg.press_button(OWNER, summary.message_id, "task:merge:1", chat_id=GROUP)
+    reply = await team.tg.await_for(
+        lambda: next(
+            (m for m in team.tg.messages_in_topic(GROUP, None) if m.message_id > summary.message_id and m.text), None
+        ),
+        timeout=HANG_GUARD,
+    )
+    assert "no task" not in reply.text.lower(), reply.text
+    await team.tg.await_for(lambda: "a + b" in text_now(repo / "calc.py"), timeout=10)
+
+
+async def test_a_question_of_a_task_whose_topic_was_deleted_can_be_answered(
+    team: BotHarness, model: RoleScript
+) -> None:
+    """The worker's question falls back to the general topic; its starter's button press there answers it."""
+    topic = team.tg.create_topic(GROUP, "calc", OWNER)
+    go = threading.Event()
+
+    def held(body: dict) -> dict:
+        go.wait(30)
+        return claude_says.tool_use("ask_user", {"question": QUESTION, "options": ["keep it", "break it"]})
+
+    model.add("orchestrator", start_task("", "Rename add."), claude_says.text("Started."))
+    model.add("code", held, claude_says.text("Done."))
+    team.tg.send_text(OWNER, "@test_bot rename add", chat_id=GROUP, thread_id=topic)
+    await team.tg.await_for(lambda: len(model.requests["code"]) == 1, timeout=HANG_GUARD)
+    team.tg.delete_topic(GROUP, topic)
+    go.set()
+    question = await team.tg.await_for(
+        lambda: next(
+            (m for m in team.tg.messages_in_topic(GROUP, None) if QUESTION in (m.text or "") and m.callback_data),
+            None,
+        ),
+        timeout=HANG_GUARD,
+    )
+    team.tg.press_button(OWNER, question.message_id, question.callback_data[1], chat_id=GROUP)
+    refused = await team.tg.await_for(
+        lambda: next(
+            (m for m in team.tg.messages_in_topic(GROUP, None) if m.message_id > question.message_id and m.text), None
+        ),
+        timeout=HANG_GUARD,
+    )
+    assert "no longer waiting" not in refused.text, refused.text
+    await ended(team, 1)
+    assert len(model.requests["code"]) >= 2
+    assert "The user answered: break it" in last_user_text(model.requests["code"][1])
+
+
+async def test_a_reply_in_words_to_a_question_moved_to_the_general_topic_answers_it(
+    team: BotHarness, model: RoleScript
+) -> None:
+    """A question without options, moved to the general topic when its topic was deleted: a reply to it there is
+    the answer (as a reply to it in the topic would have been)."""
+    topic = team.tg.create_topic(GROUP, "calc", OWNER)
+    go = threading.Event()
+
+    def held(body: dict) -> dict:
+        go.wait(30)
+        return claude_says.tool_use("ask_user", {"question": QUESTION})
+
+    model.add("orchestrator", start_task("", "Rename add."), claude_says.text("Started."))
+    model.add("code", held, claude_says.text("Done."))
+    team.tg.send_text(OWNER, "@test_bot rename add", chat_id=GROUP, thread_id=topic)
+    await team.tg.await_for(lambda: len(model.requests["code"]) == 1, timeout=HANG_GUARD)
+    team.tg.delete_topic(GROUP, topic)
+    go.set()
+    question = await team.tg.await_for(lambda: in_topic(team, None, QUESTION), timeout=HANG_GUARD)
+    team.tg.send_text(OWNER, "keep the old one", chat_id=GROUP, reply_to_message_id=question.message_id)
+    await ended(team, 1)
+    assert "keep the old one" in last_user_text(model.requests["code"][1])
+
+
+async def test_history_in_a_topic_holds_only_that_topic(team: BotHarness, model: RoleScript) -> None:
+    """/history in one topic: nothing said in another topic, the general topic, or a private chat."""
+    calc = team.tg.create_topic(GROUP, "calc", OWNER)
+    site = team.tg.create_topic(GROUP, "site", OWNER)
+    for who, thread, word in ((OWNER, calc, "banana"), (OWNER, None, "cherry")):
+        model.add("orchestrator", claude_says.text(f"Noted {word}."))
+        team.tg.send_text(who, f"@test_bot remember {word}", chat_id=GROUP, thread_id=thread)
+        await team.tg.await_for(lambda w=word, t=thread: in_topic(team, t, f"Noted {w}."))
+    model.add("orchestrator", claude_says.text("Noted durian."))
+    team.tg.send_text(MEMBER, "remember durian")
+    await team.tg.await_for(lambda: any("Noted durian." in (m.text or "") for m in team.tg.messages(MEMBER)))
+    model.add("orchestrator", claude_says.text("Noted elder."))
+    team.tg.send_text(MEMBER, "@test_bot remember elder", chat_id=GROUP, thread_id=site)
+    await team.tg.await_for(lambda: in_topic(team, site, "Noted elder."))
+    team.tg.send_command(MEMBER, "/history", chat_id=GROUP, thread_id=site)
+    doc = await team.tg.await_for(
+        lambda: next((m for m in team.tg.messages_in_topic(GROUP, site) if m.kind == "document"), None)
+    )
+    body = (doc.data or b"").decode()
+    assert "elder" in body
+    for leaked in ("banana", "cherry", "durian"):
+        assert leaked not in body, leaked
