@@ -44,7 +44,7 @@ from agents.sandbox.network_gate import NetworkGate
 from agents.sandbox.task_limits import sandbox_limit_warnings
 from agents.sandbox.temp_folders import sweep_leftovers
 from agents.store.database import Store
-from agents.store.delivery import Deliveries
+from agents.store.delivery import Deliveries, owed
 from agents.work.access import StillAllowed, task_number
 from agents.work.chat_actions import ChatActions
 from agents.work.chat_queries import ChatQueries
@@ -309,26 +309,24 @@ class Runtime:
         """Tell each chat which of its questions a stop or a crash left unanswered (a turn cut short: its answer is
         lost, so the user is asked to send it again), and which tasks a restart interrupted, with Resume / Discard
         buttons."""
-        for turn in await self.store.open_turns.cut_short():
+        for turn_id, turn in await self.store.open_turns.cut_short():
             said = " ".join(turn.asked.split())
             said = said if len(said) <= 120 else said[:119].rstrip() + "…"
             quoted = f" “{outside_text(said)}”" if said else ""
-            await self.deliveries.deliver(
+            notice = owed(
                 turn.chat_id,
                 f"⚠️ The bot stopped before it had answered your {turn.kind}{quoted}, and that answer was lost. "
                 "Please send it again if you still want one.",
             )
-        for task in self.interrupted:
+            await self.deliveries.send_stored(await self.store.open_turns.told(turn_id, notice))
+        for task in self.interrupted:  # through the outbox too: a Telegram down at start-up loses none of them
             n = task_number(task)
-            try:
-                await self.notifier.send(
-                    task.chat_id,
-                    f"⚠️ The bot stopped while **task #{n}** was running ({task.worker.value} · "
-                    f"`{task.workspace}`: {task.title}). Resume it on its branch, or discard it?",
-                    buttons=[[button("▶ Resume", Action.RESUME, n), button("✖ Discard", Action.DISCARD, n)]],
-                )
-            except Exception as err:
-                log.warning("could not announce interrupted task %s: %s", task.id, err)
+            await self.deliveries.deliver(
+                task.chat_id,
+                f"⚠️ The bot stopped while **task #{n}** was running ({task.worker.value} · "
+                f"`{task.workspace}`: {task.title}). Resume it on its branch, or discard it?",
+                buttons=[[button("▶ Resume", Action.RESUME, n), button("✖ Discard", Action.DISCARD, n)]],
+            )
         self.interrupted = []
 
     async def status_text(self, chat_id: int) -> str:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from agents.core.actions import Buttons
-from agents.core.models import Task
+from agents.core.models import Delivery, Task, TaskEvent
 from agents.core.work_tools import WorkTool
 
 if TYPE_CHECKING:
@@ -116,6 +116,16 @@ class Outbox(Protocol):
         task_id: int | None = None,
     ) -> int | None:
         """Show `markdown` in the chat (now or later); the id of the message sent, None when it is not sent yet."""
+        ...
+
+    async def end_owing(self, task_id: int, fields: dict[str, Any], event: TaskEvent, owed: Delivery) -> Delivery:
+        """A task's end (its row's `fields`, its status `event`) stored as one step with `owed`, the message it owes
+        its chat (its summary), so no stop between them leaves an ended task whose message was never queued;
+        `send_stored` sends it after (the task's clean-up may come between)."""
+        ...
+
+    async def send_stored(self, owed: Delivery) -> int | None:
+        """Send a message `end_owing` stored (unless it went meanwhile); the id of the message sent, or None."""
         ...
 
 

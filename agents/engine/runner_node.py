@@ -17,6 +17,7 @@ import json
 import logging
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import anthropic
 from temporalio import activity
@@ -25,7 +26,16 @@ from temporalio.worker import Worker as TemporalWorker
 
 from agents.core.actions import Buttons
 from agents.core.errors import ToolError
-from agents.core.models import Attachment, AttachmentKind, Task, TaskEvent, TaskStatus, WorkerKind, utcnow
+from agents.core.models import (
+    Attachment,
+    AttachmentKind,
+    Delivery,
+    Task,
+    TaskEvent,
+    TaskStatus,
+    WorkerKind,
+    utcnow,
+)
 from agents.core.secrets_filter import SecretsFilter
 from agents.core.settings import Settings
 from agents.engine import cluster
@@ -56,6 +66,7 @@ from agents.sandbox.safe_paths import UnsafePath, write_file
 from agents.sandbox.task_limits import sandbox_limit_warnings
 from agents.sandbox.temp_folders import sweep_leftovers
 from agents.store.database import Store
+from agents.store.delivery import decode_buttons as stored_buttons
 from agents.verify.baseline import BaselineRuns
 from agents.work.orphans import instance_token, kill_orphans
 from agents.work.task_execution import TaskExecutor
@@ -141,10 +152,24 @@ class ChatThroughWorkflow:
 
 
 class SummariesToReport:
-    """Stands in for the executor's outbox: a task's summary goes back in its report, and the bot delivers it."""
+    """Stands in for the executor's outbox: a task's summary goes back in its report, and the bot delivers it (its
+    end is stored in the runner's own store; the report carries both)."""
 
-    def __init__(self) -> None:
+    def __init__(self, store: Store) -> None:
+        self.store = store
         self.kept: dict[int, list[ShownMessage]] = {}
+
+    async def end_owing(self, task_id: int, fields: dict[str, Any], event: TaskEvent, owed: Delivery) -> Delivery:
+        await self.store.update_task(task_id, **fields)
+        await self.store.add_event(event)
+        buttons = stored_buttons(owed.buttons)  # the outbox's encoding, back to buttons for the report's
+        await self.deliver(
+            owed.chat_id, owed.text, buttons=buttons, reply_to=owed.reply_to, kind=owed.kind, task_id=owed.task_id
+        )
+        return owed
+
+    async def send_stored(self, owed: Delivery) -> int | None:
+        return None  # kept for the report by `end_owing`
 
     async def deliver(
         self,
@@ -249,7 +274,7 @@ class RunnerNode:
             is_owner,
             secrets=self.secrets,
         )
-        summaries = SummariesToReport()
+        summaries = SummariesToReport(self.store)
         executor = TaskExecutor(
             s,
             self.store,

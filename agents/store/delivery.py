@@ -20,9 +20,10 @@ import asyncio
 import contextlib
 import json
 import logging
+from typing import Any
 
 from agents.core.actions import Button, Buttons, button_fields
-from agents.core.models import Delivery
+from agents.core.models import Delivery, TaskEvent
 from agents.core.protocols import Notifier
 from agents.store.database import Store
 
@@ -55,6 +56,20 @@ async def send_retried(
             log.warning("chat %s: a message not sent (try %d), trying again: %s", chat_id, attempt + 1, err)
             await asyncio.sleep(delay)
     raise AssertionError("unreachable: the last try returns or raises")
+
+
+def owed(
+    chat_id: int,
+    markdown: str,
+    buttons: Buttons | None = None,
+    reply_to: int | None = None,
+    kind: str = "notice",
+    task_id: int | None = None,
+) -> Delivery:
+    """The outbox entry of a message owed to a chat (not stored yet)."""
+    return Delivery(
+        chat_id=chat_id, kind=kind, task_id=task_id, text=markdown, buttons=encode_buttons(buttons), reply_to=reply_to
+    )
 
 
 def encode_buttons(buttons: Buttons | None) -> str | None:
@@ -96,17 +111,19 @@ class Deliveries:
 
         Never raises on a send error.
         """
-        entry = await self.store.add_delivery(
-            Delivery(
-                chat_id=chat_id,
-                kind=kind,
-                task_id=task_id,
-                text=markdown,
-                buttons=encode_buttons(buttons),
-                reply_to=reply_to,
-            )
-        )
+        entry = await self.store.add_delivery(owed(chat_id, markdown, buttons, reply_to, kind, task_id))
         return await self._send(entry, self.retry_delays)
+
+    async def end_owing(self, task_id: int, fields: dict[str, Any], event: TaskEvent, owed: Delivery) -> Delivery:
+        """The task's end and its owed message stored in one transaction (`Store.end_task_owing`)."""
+        return await self.store.end_task_owing(task_id, fields, event, owed)
+
+    async def send_stored(self, owed: Delivery) -> int | None:
+        """`deliver` of an entry stored already (`end_owing`): sent with retries unless the flusher has sent it
+        meanwhile (or is sending it now). Never raises on a send error."""
+        if owed.id is None or owed.id in self._sending or await self.store.delivered(owed.id):
+            return None
+        return await self._send(owed, self.retry_delays)
 
     async def _send(self, entry: Delivery, delays: tuple[float, ...]) -> int | None:
         """The message id when Telegram took it (0 if it gave none), else None."""

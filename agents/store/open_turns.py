@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
-from agents.core.models import utcnow
+from agents.core.models import Delivery, utcnow
+from agents.store.connection import insert_sql, to_db
 
 if TYPE_CHECKING:
     from agents.store.connection import Connection
@@ -41,7 +42,17 @@ class OpenTurns:
     async def end(self, turn_id: int) -> None:
         await self._store.write("DELETE FROM open_turns WHERE id = ?", (turn_id,))
 
-    async def cut_short(self) -> list[OpenTurn]:
-        """At start-up: the messages a stop or a crash cut short, oldest first (read and forgotten at once)."""
-        rows = await self._store.write("DELETE FROM open_turns RETURNING id, chat_id, kind, asked")
-        return [OpenTurn(chat_id=row[1], kind=row[2], asked=row[3]) for row in sorted(rows, key=lambda row: row[0])]
+    async def cut_short(self) -> list[tuple[int, OpenTurn]]:
+        """At start-up: the messages a stop or a crash cut short, oldest first, with their row ids (for `told`)."""
+        rows = await self._store.rows("SELECT id, chat_id, kind, asked FROM open_turns ORDER BY id")
+        return [(int(row[0]), OpenTurn(chat_id=row[1], kind=row[2], asked=row[3])) for row in rows]
+
+    async def told(self, turn_id: int, notice: Delivery) -> Delivery:
+        """The turn's notice put in the outbox and the turn forgotten, in one transaction: a stop while the notices
+        go out loses none (a turn not yet told is told at the next start; one told is sent from the outbox)."""
+        async with self._store.transaction() as db:
+            data = {k: to_db(v) for k, v in notice.model_dump().items() if k != "id"}
+            rows = await db.execute_fetchall(insert_sql("deliveries", data) + " RETURNING id", tuple(data.values()))
+            notice.id = int(next(iter(rows))[0])
+            await db.execute_fetchall("DELETE FROM open_turns WHERE id = ?", (turn_id,))
+        return notice

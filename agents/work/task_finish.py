@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from agents.core.actions import Buttons
-from agents.core.models import Task, TaskEvent, TaskStatus, utcnow
+from agents.core.models import ChatMessage, Delivery, Task, TaskEvent, TaskStatus, utcnow
 from agents.git.worktrees import TaskWorktree
+from agents.store.delivery import owed
 from agents.store.shown import TASK, remember_shown, shown_as
 from agents.work.attempt_summary import TESTS_EVENT, tests_event
 from agents.work.progress import Progress
@@ -20,12 +22,20 @@ from agents.work.task_checkout import TaskCheckouts
 from agents.work.task_collaborators import Collaborators
 from agents.work.task_corrections import ChangeRun
 from agents.work.task_outcome import RunFacts, branch_buttons, decide, render, trim
-from agents.work.task_proposals import scheduled_note, show_proposal, store_proposal
+from agents.work.task_proposals import proposal_shown, scheduled_note, store_proposal
 from agents.work.task_review import review_record
 from agents.work.task_workers import worker_limits
 from agents.work.worker import WorkerResult
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Owed:
+    """A task's outcome owed to its chat: its record in the chat's history, and its outbox entry."""
+
+    record: ChatMessage
+    entry: Delivery
 
 
 class TaskEnding:
@@ -34,19 +44,26 @@ class TaskEnding:
     def __init__(self, base: Collaborators, checkouts: TaskCheckouts, pull_requests: PullRequests | None) -> None:
         self.base, self.checkouts, self.pull_requests = base, checkouts, pull_requests
 
-    async def set_status(self, task: Task, status: TaskStatus, **fields: object) -> None:
-        """The task's status (a final one with its finish time), stored with a status event."""
+    async def set_status(self, task: Task, status: TaskStatus, owing: Owed | None = None, /, **fields: object) -> None:
+        """The task's status (a final one with its finish time), stored with a status event, and with the message it
+        owes its chat (`owing`, from `owe`) as one step: no stop between them leaves an ended task whose summary was
+        never queued (the outbox sends it at the next start)."""
         task.status = status
         if status.is_final:
             fields.setdefault("finished_at", utcnow())
+        event = TaskEvent(task_id=task.stored_id, kind="status", detail=status.value)
+        if owing is not None:
+            await self.base.deliveries.end_owing(task.stored_id, {"status": status, **fields}, event, owing.entry)
+            return
         await self.base.store.update_task(task.stored_id, status=status, **fields)
-        await self.base.store.add_event(TaskEvent(task_id=task.stored_id, kind="status", detail=status.value))
+        await self.base.store.add_event(event)
 
     async def fail(self, task: Task, progress: Progress, reason: str) -> None:
-        await self.set_status(task, TaskStatus.FAILED, error=reason)
-        await progress.close(f"✖ failed: {trim(reason, 200)}")
         # its summary starts with a verdict's mark, as every task's does: ⚠, the bot cannot tell (nothing was judged)
-        await self.show(task, f"⚠ **Task #{task.id} failed**: {reason}")
+        owing = await self.owe(task, f"⚠ **Task #{task.id} failed**: {reason}")
+        await self.set_status(task, TaskStatus.FAILED, owing, error=reason)
+        await progress.close(f"✖ failed: {trim(reason, 200)}")
+        await self.pay(owing)
         await self.tell_github(task)
 
     async def research_done(self, task: Task, progress: Progress, result: WorkerResult) -> None:
@@ -55,17 +72,19 @@ class TaskEnding:
         if not result.finished or not result.report:
             reason = result.reason(worker_limits(s)) if not result.finished else "the research worker wrote no proposal"
             status = TaskStatus.BLOCKED if result.blocked else TaskStatus.FAILED
-            await self.set_status(task, status, error=reason, result=result.report or None)
-            await progress.close(f"✖ {reason}")
-            await self.show(
+            owing = await self.owe(
                 task, f"✖ **Research #{task.id}** ended without a proposal: {reason}.{scheduled_note(task, ' ')}"
             )
+            await self.set_status(task, status, owing, error=reason, result=result.report or None)
+            await progress.close(f"✖ {reason}")
+            await self.pay(owing)
             await self.tell_github(task)
             return
         proposal = await store_proposal(self.base.store, task, result.report)
-        await self.set_status(task, TaskStatus.COMPLETED, result=f"proposal #{proposal.id}")
+        owing = Owed(*await proposal_shown(self.base.store, s.orchestrator.shown_turn_chars, task, proposal))
+        await self.set_status(task, TaskStatus.COMPLETED, owing, result=f"proposal #{proposal.id}")
         await progress.close(f"✔ proposal #{proposal.id} ready")
-        await show_proposal(self.base.store, self.base.deliveries, s.orchestrator.shown_turn_chars, task, proposal)
+        await self.pay(owing)
         await self.tell_github(task)  # a research started from GitHub answers there with its proposal's gist
 
     async def change_done(
@@ -96,16 +115,6 @@ class TaskEnding:
         if run.verdict is not None:  # the counts a group of attempts ranks by (agents/work/attempt_summary.py)
             counts = tests_event(len(run.verdict.fixed), len(run.verdict.broken), bool(run.verdict.warnings))
             await self.base.store.add_event(TaskEvent(task_id=task.stored_id, kind=TESTS_EVENT, detail=counts))
-        await self.set_status(
-            task,
-            outcome.status,
-            result=trim(run.result.report, 4000) or None,
-            error=outcome.error,
-            commit_sha=last.sha if last else None,
-        )
-        await self.base.store.reviews.save(task.stored_id, review_record(outcome))  # the review page's verdict
-        await self.checkouts.drop(task, tree)
-        await progress.close(outcome.headline)
         offer_pr = self.pull_requests is not None and await self.pull_requests.offered_for(task)
         review = self.base.settings.review.review_url
         buttons = branch_buttons(task.stored_id, outcome.status, offer_pr, review) if last else None
@@ -113,7 +122,19 @@ class TaskEnding:
         if task.schedule_id is not None:  # under the headline: the first line still starts with the verdict's mark
             headline, _, rest = summary.partition("\n")
             summary = f"{headline}\n{scheduled_note(task)}\n{rest}"
-        await self.show(task, summary, buttons=buttons, reply_to=task.reply_to_message_id)
+        owing = await self.owe(task, summary, buttons=buttons, reply_to=task.reply_to_message_id)
+        await self.set_status(
+            task,
+            outcome.status,
+            owing,
+            result=trim(run.result.report, 4000) or None,
+            error=outcome.error,
+            commit_sha=last.sha if last else None,
+        )
+        await self.base.store.reviews.save(task.stored_id, review_record(outcome))  # the review page's verdict
+        await self.checkouts.drop(task, tree)
+        await progress.close(outcome.headline)
+        await self.pay(owing)
         if len(album) >= 2:
             try:  # the pictures are kept for the review page; a failed album never fails the finished task
                 await self.base.notifier.send_album(task.chat_id, list(album))
@@ -126,19 +147,22 @@ class TaskEnding:
         if self.pull_requests is not None:
             await self.pull_requests.after_task(task)
 
-    async def show(
+    async def owe(
         self, task: Task, markdown: str, buttons: Buttons | None = None, reply_to: int | None = None
-    ) -> None:
-        """Send a task's outcome to its chat, and keep it in the chat's history as the bot's turn. An attempt's own
-        outcome is not sent: its group's one summary lists it (agents/work/attempt_summary.py)."""
+    ) -> Owed | None:
+        """A task's outcome for its chat, kept in the chat's history as the bot's turn, to be stored with the task's
+        end (`set_status`) and sent by `pay`. An attempt's own outcome is not sent: its group's one summary lists it
+        (agents/work/attempt_summary.py)."""
         if task.attempt_group is not None:
-            return
+            return None
         s, store = self.base.settings, self.base.store
         record = await remember_shown(
             store, task.chat_id, TASK, task.stored_id, markdown, s.orchestrator.shown_turn_chars
         )
-        # through the outbox: a Telegram 5xx is retried and never turns the finished task into a failure
-        shown = await self.base.deliveries.deliver(
-            task.chat_id, markdown, buttons=buttons, reply_to=reply_to, kind="summary", task_id=task.id
-        )
-        await shown_as(store, record, shown)
+        return Owed(record, owed(task.chat_id, markdown, buttons, reply_to, "summary", task.id))
+
+    async def pay(self, owing: Owed | None) -> None:
+        """Send what `owe` made and `set_status` stored, through the outbox: a Telegram 5xx is retried and never turns
+        the finished task into a failure; what is still not sent goes at the flusher's next pass."""
+        if owing is not None:
+            await shown_as(self.base.store, owing.record, await self.base.deliveries.send_stored(owing.entry))

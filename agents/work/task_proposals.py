@@ -4,9 +4,10 @@ Approve / Reject; the Temporal engine's front shows a runner's proposals the sam
 from __future__ import annotations
 
 from agents.core.actions import Action, Button, button
-from agents.core.models import Proposal, ProposalStatus, Task
+from agents.core.models import ChatMessage, Delivery, Proposal, ProposalStatus, Task
 from agents.core.protocols import Outbox
 from agents.store.database import Store
+from agents.store.delivery import owed
 from agents.store.shown import PROPOSAL, remember_shown, shown_as
 
 
@@ -42,19 +43,27 @@ async def store_proposal(store: Store, task: Task, body: str) -> Proposal:
     )
 
 
-async def show_proposal(store: Store, deliveries: Outbox, turn_chars: int, task: Task, proposal: Proposal) -> None:
-    """The proposal in the chat with Approve / Reject (through the outbox), kept in the chat's history."""
+def proposal_text(task: Task, proposal: Proposal) -> str:
+    """The proposal as the chat shows it: a header naming it (and the one it replaces), then its body."""
     header = (
         f"📋 **Proposal #{proposal.id}** for `{proposal.workspace}`"
         f"{f', replacing #{proposal.supersedes}' if proposal.supersedes else ''}. Approve to start a code worker on it."
         f"{scheduled_note(task, ' ')}\n\n"
     )
-    record = await remember_shown(store, task.chat_id, PROPOSAL, proposal.id or 0, header + proposal.body, turn_chars)
+    return header + proposal.body
+
+
+async def proposal_shown(store: Store, turn_chars: int, task: Task, proposal: Proposal) -> tuple[ChatMessage, Delivery]:
+    """The proposal kept in the chat's history, and its outbox entry (Approve / Reject) to store and send."""
+    text = proposal_text(task, proposal)
+    record = await remember_shown(store, task.chat_id, PROPOSAL, proposal.id or 0, text, turn_chars)
+    return record, owed(task.chat_id, text, proposal_buttons(proposal.id or 0), None, "proposal", task.id)
+
+
+async def show_proposal(store: Store, deliveries: Outbox, turn_chars: int, task: Task, proposal: Proposal) -> None:
+    """The proposal in the chat with Approve / Reject (through the outbox), kept in the chat's history."""
+    record, entry = await proposal_shown(store, turn_chars, task, proposal)
     shown = await deliveries.deliver(
-        task.chat_id,
-        header + proposal.body,
-        buttons=proposal_buttons(proposal.id or 0),
-        kind="proposal",
-        task_id=task.id,
+        entry.chat_id, entry.text, buttons=proposal_buttons(proposal.id or 0), kind=entry.kind, task_id=task.id
     )
     await shown_as(store, record, shown)

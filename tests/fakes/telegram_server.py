@@ -611,6 +611,11 @@ class FakeTelegram:
             self._holds.append((method.lower(), when, release))
         return release
 
+    def hold_taken(self, release: threading.Event) -> bool:
+        """Whether the call `hold_answer` returned `release` for has come (its answer is held now, or was)."""
+        with self._lock:
+            return not any(held is release for _, _, held in self._holds)
+
     def _take_hold(self, method: str, params: dict[str, Any]) -> threading.Event | None:
         with self._lock:
             for i, (held, when, release) in enumerate(self._holds):
