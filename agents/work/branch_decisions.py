@@ -5,6 +5,7 @@ task still running is never merged, whichever way the merge is asked for."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import tempfile
 from pathlib import Path
@@ -17,8 +18,9 @@ from agents.core.settings import Settings
 from agents.core.text import human_size
 from agents.core.work_tools import TaskId, work_tool
 from agents.git import diff as git_diff
+from agents.git.command import GitError, git_succeeds
 from agents.git.merge import MergeResult, merge_task_branch
-from agents.git.repository import commits_by_others
+from agents.git.repository import commits_by_others, rev_parse
 from agents.git.worktrees import TaskWorktree, discard_task_worktree
 from agents.store.database import Store
 from agents.work.access import Access, git_identity, task_number
@@ -79,13 +81,33 @@ class BranchDecisions:
     async def merge_result(self, caller: Caller, task_id: int, *, anywhere: bool = False) -> MergeResult:
         """`merge`, with whether it merged (a group of attempts discards the others only then)."""
         task = await self.access.task_for(caller, task_id, anywhere=anywhere)
-        if task.status.is_active:
-            raise ToolError(f"task #{task.id} is still {task.status.value}; merge it when it has ended")
-        await self._owner_decision(caller, task, "merge")
-        await self._alone_on_its_branch(task, "merge")
-        result = await merge_task_branch(self._worktree(task), git_identity(self.settings))
+        async with self._branch_lock(task):  # one decision at a time on a branch (and no follow-up starting)
+            task = await self.access.task(task_number(task))
+            if task.status.is_active:
+                raise ToolError(f"task #{task.id} is still {task.status.value}; merge it when it has ended")
+            await self._owner_decision(caller, task, "merge")
+            await self._alone_on_its_branch(task, "merge")
+            result = await merge_task_branch(self._worktree(task), git_identity(self.settings))
         await self.access.tell_task_chat(caller, task, result.message)
         return result
+
+    def _branch_lock(self, task: Task) -> contextlib.AbstractAsyncContextManager[object]:
+        """The lock of the task's branch (none to take for a task without one)."""
+        if not task.branch:
+            return contextlib.nullcontext()
+        return self.starts.branch_locks.of(task.workspace, task.branch)
+
+    async def _merged_already(self, task: Task) -> bool:
+        """Whether the task's branch has commits of its own and every one is in its base branch: a Merge was done."""
+        if not task.branch or not task.base_commit:
+            return False
+        repo = self.workspaces.resolve(task.workspace).path
+        try:
+            head = await rev_parse(repo, f"refs/heads/{task.branch}")
+        except GitError:
+            return False  # no branch left: nothing merged that Discard could misreport
+        base = f"refs/heads/{task.base_branch or 'main'}"
+        return head != task.base_commit and await git_succeeds("merge-base", "--is-ancestor", head, base, cwd=repo)
 
     async def _only_the_bots_commits(self, task: Task) -> None:
         """Discard deletes the branch: one holding commits the bot did not make (the owner's own, by hand) is
@@ -151,9 +173,17 @@ class BranchDecisions:
         """Throw a task's work away: stop it if it runs, delete its branch."""
         # the tool and the Discard button: a task still active or interrupted is stopped first
         task = await self.access.task_for(caller, int(task_id), anywhere=anywhere)
+        async with self._branch_lock(task):  # one decision at a time on a branch (and no follow-up starting)
+            return await self._discard(caller, await self.access.task(task_number(task)))
+
+    async def _discard(self, caller: Caller, task: Task) -> str:
         await self._owner_decision(caller, task, "discard")
         await self._alone_on_its_branch(task, "discard")
         await self._only_the_bots_commits(task)
+        if await self._merged_already(task):
+            raise ToolError(
+                f"task #{task.id} was merged into {task.base_branch or 'main'} already: there is nothing to discard"
+            )
         task_id = task_number(task)
         if task.status.is_cancellable:
             await self.engine.cancel(task_id)

@@ -13,9 +13,11 @@ from agents.core.protocols import TaskEngine
 from agents.core.settings import Settings
 from agents.core.user_turns import waiting_on_work
 from agents.core.work_tools import Arg, Attachments, DefaultWorkspace, work_tool
+from agents.git.repository import branch_exists
 from agents.store.database import Store
 from agents.work import crew_texts
 from agents.work.access import Access, task_number
+from agents.work.branch_locks import BranchLocks
 from agents.workspaces.folders import Workspace
 
 FOREGROUND_PRIORITY = 10  # a task the user waits on goes before background work
@@ -74,6 +76,7 @@ class WorkStarts:
         self.settings, self.store, self.engine, self.access = settings, store, engine, access
         self._interrupts: dict[int, asyncio.Event] = {}  # per chat: stop waiting on a foreground task
         self._turns: dict[int, list[Task]] = {}  # per chat whose turn runs: the tasks stored meanwhile
+        self.branch_locks = BranchLocks()  # a follow-up and the decisions on its branch take turns (branch_decisions)
 
     def is_owner(self, caller: Caller) -> bool:
         return self.access.is_owner(caller)
@@ -269,11 +272,17 @@ class WorkStarts:
         task = await self.store.get_task(int(task_id))
         if task is None or not task.branch:
             raise ToolError(f"task #{task_id} has no branch to continue")
+        async with self.branch_locks.of(task.workspace, task.branch):  # never beside a Discard of that branch
+            return await self._continue(caller, task, task.branch, instructions, title)
+
+    async def _continue(self, caller: Caller, task: Task, branch: str, instructions: str, title: str | None) -> Task:
         if task.status.is_active:
-            raise ToolError(f"task #{task_id} is still {task.status.value}; a note reaches it instead")
+            raise ToolError(f"task #{task.id} is still {task.status.value}; a note reaches it instead")
         self.access.starter_or_owner(caller, task, "continue")  # Fix CI's rule, for every way a follow-up is asked
         await self.access.check_budget()
         ws = await self.access.workspace_for(caller, task.workspace, instructions)
+        if not await branch_exists(ws.path, branch):  # discarded (or deleted by hand): nothing to continue
+            raise ToolError(f"task #{task.id}'s branch {branch} no longer exists (discarded?): nothing to continue")
         worker = task.worker if task.worker is not WorkerKind.RESEARCH else WorkerKind.CODE
         follow_up = new_task(
             caller,
@@ -281,6 +290,6 @@ class WorkStarts:
             worker,
             f"follow-up of #{task.id}: {title_of(title or instructions, 60)}",
             crew_texts.follow_up(task, instructions),
-            branch=task.branch,
+            branch=branch,
         )
         return await self.submit(follow_up)
