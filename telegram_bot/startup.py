@@ -98,8 +98,10 @@ def _delays() -> Iterable[float]:
         delay = min(delay * 2, MAX_DELAY_SECONDS)
 
 
-async def _until_reached(
-    what: str, attempt_once: Callable[[], Awaitable[str | None]], sleep: Callable[[float], Awaitable[None]]
+async def until_reached(
+    what: str,
+    attempt_once: Callable[[], Awaitable[str | None]],
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
 ) -> None:
     """Calls `attempt_once` until it returns None (reached); each other result is why not: one log line, a wait."""
     for attempt, delay in enumerate(_delays(), start=1):
@@ -138,7 +140,7 @@ async def telegram_reachable(settings: Settings, sleep: Callable[[float], Awaita
         username = me.username or "?"
         return None
 
-    await _until_reached(f"Telegram at {root}", once, sleep)
+    await until_reached(f"Telegram at {root}", once, sleep)
     return username
 
 
@@ -172,7 +174,7 @@ async def anthropic_reachable(settings: Settings, sleep: Callable[[float], Await
         return None
 
     try:
-        await _until_reached(f"Anthropic at {client.base_url}", once, sleep)
+        await until_reached(f"Anthropic at {client.base_url}", once, sleep)
     finally:
         await client.close()
 

@@ -14,6 +14,7 @@ time and a body that is not a JSON object answered 400 (PTB's answered 500).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import json
 import logging
@@ -21,12 +22,14 @@ import re
 from http import HTTPStatus
 
 from telegram import Update
+from telegram.error import BadRequest, NetworkError, TimedOut
 from tornado.httpserver import HTTPServer
 from tornado.web import Application, RequestHandler
 
 from agents.core.http_limits import client_timeouts
 from agents.core.settings import Settings
 from telegram_bot.app import build_application, start_application, stop_application
+from telegram_bot.startup import until_reached
 from telegram_bot.state import BotApplication
 
 log = logging.getLogger(__name__)
@@ -84,6 +87,11 @@ class _UpdateHandler(RequestHandler):
             log.exception("an update from Telegram could not be read; it was not processed")
             return self._refuse(HTTPStatus.BAD_REQUEST, "Update could not be processed")
         self.app.bot.insert_callback_data(update)  # what PTB's handler does (a no-op without arbitrary callback data)
+        runtime = self.app.bot_data.runtime
+        user = update.effective_user
+        if runtime is not None and user is not None and user.id in runtime.settings.users.allowed_user_ids:
+            # kept before Telegram hears 200 (it forgets the update then): a kill before its turn loses nothing
+            await runtime.store.incoming_updates.arrived(update.update_id, self.request.body.decode())
         await self.app.update_queue.put(update)
         self.set_status(HTTPStatus.OK)
 
@@ -107,18 +115,34 @@ def webhook_server(app: BotApplication, settings: Settings) -> HTTPServer:
 
 
 async def start_webhook(app: BotApplication, settings: Settings) -> None:
-    """Start the application, listen, and register the webhook with Telegram (setWebhook, with the options PTB's
-    run_webhook sent); `stop_application` stops it. The server listens before Telegram is told where to post."""
+    """Start the application, handle again the updates a stopped bot kept but may not have handled, listen, and
+    register the webhook with Telegram (setWebhook, with the options PTB's run_webhook sent; a moment of 5xx or a
+    timeout is waited out as the start-up checks do); `stop_application` stops it. The server listens before
+    Telegram is told where to post."""
     await start_application(app)
+    if app.bot_data.runtime is not None:  # handled ones are known (seen_events) and do nothing
+        for body in await app.bot_data.runtime.store.incoming_updates.kept():
+            with contextlib.suppress(ValueError, TypeError):
+                await app.update_queue.put(Update.de_json(json.loads(body), app.bot))
     server = webhook_server(app, settings)
     server.listen(settings.telegram.webhook_port, settings.telegram.webhook_listen)
     app.bot_data.webhook = server
-    await app.bot.set_webhook(
-        url=public_webhook_url(settings),
-        allowed_updates=Update.ALL_TYPES,
-        max_connections=MAX_CONNECTIONS,
-        secret_token=_secret(settings),
-    )
+
+    async def register() -> str | None:
+        try:
+            await app.bot.set_webhook(
+                url=public_webhook_url(settings),
+                allowed_updates=Update.ALL_TYPES,
+                max_connections=MAX_CONNECTIONS,
+                secret_token=_secret(settings),
+            )
+        except (NetworkError, TimedOut) as err:  # a 5xx, a timeout; a refused URL or token (BadRequest) is raised
+            if isinstance(err, BadRequest):
+                raise
+            return str(err)
+        return None
+
+    await until_reached("Telegram's setWebhook", register)
 
 
 def run_webhook(settings: Settings) -> None:

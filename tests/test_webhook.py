@@ -323,3 +323,71 @@ async def test_the_bot_process_serves_the_webhook_until_sigterm(
     with pytest.raises(httpx.ConnectError):
         async with httpx.AsyncClient(timeout=5) as client:
             await client.post(f"http://127.0.0.1:{port}/tg/updates", json=update, headers={SECRET_HEADER: SECRET})
+
+
+async def test_a_moment_of_5xx_at_set_webhook_is_waited_out(
+    fake_telegram: FakeTelegram, fake_anthropic: FakeAnthropic, tmp_path: Path, workspace_root: Path
+) -> None:
+    """Telegram answering setWebhook once with 502 at start: tried again (as getMe at start), never a bot that dies
+    with its server already listening."""
+    from telegram_bot.app import build_application, stop_application
+    from telegram_bot.webhook import start_webhook
+
+    settings = webhook_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root)
+    app = build_application(settings)
+    app.bot_data.sandbox_probe = PROBE
+    fake_telegram.fail_next("setWebhook", 502)
+    try:
+        await asyncio.wait_for(start_webhook(app, settings), timeout=30)
+        assert fake_telegram.webhook is not None
+    finally:
+        await stop_application(app)
+
+
+async def test_an_update_acknowledged_before_its_turn_is_handled_after_a_kill(
+    fake_telegram: FakeTelegram, fake_anthropic: FakeAnthropic, tmp_path: Path, workspace_root: Path
+) -> None:
+    """Telegram forgets an update once the webhook answers 200. A bot busy (its first handler held) that is killed
+    before the update's turn loses nothing: the update was kept from its arrival, and the next start handles it
+    (once: the first bot, let go after, finds it handled)."""
+    from telegram_bot.app import build_application, stop_application
+    from telegram_bot.webhook import start_webhook
+
+    settings = webhook_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root)
+    first = build_application(settings)
+    first.bot_data.sandbox_probe = PROBE
+    await start_webhook(first, settings)
+    release = asyncio.Event()
+    guard = first.handlers[-2][0]
+    real_guard = guard.callback
+
+    async def busy(update, context):  # the first bot has not got to this update yet
+        await release.wait()
+        return await real_guard(update, context)
+
+    guard.callback = busy
+    second = None
+    try:
+        fake_anthropic.script(claude_says.text("Handled after the restart."))
+        update = fake_telegram.send_text(USER_ID, "please fix the tests")
+        local = f"http://127.0.0.1:{settings.telegram.webhook_port}/tg/updates"
+        async with httpx.AsyncClient(timeout=5) as client:
+            answer = await client.post(local, json=update, headers={SECRET_HEADER: SECRET})
+        assert answer.status_code == 200
+        first.bot_data.webhook.stop()  # the first bot is gone (killed) with the update not yet handled
+        second = build_application(settings)
+        second.bot_data.sandbox_probe = PROBE
+        await start_webhook(second, settings)
+        await fake_telegram.await_for(
+            lambda: any("Handled after the restart." in (m.text or "") for m in fake_telegram.messages(USER_ID)),
+            timeout=30,
+        )
+    finally:
+        release.set()
+        guard.callback = real_guard
+        await asyncio.sleep(0.5)  # the first bot's handler runs: the update is a repeat now, and does nothing
+        await stop_application(first)
+        if second is not None:
+            await stop_application(second)
+    answers = [m for m in fake_telegram.messages(USER_ID) if "Handled after the restart." in (m.text or "")]
+    assert len(answers) == 1, [m.text for m in fake_telegram.messages(USER_ID)]

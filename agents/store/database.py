@@ -17,6 +17,7 @@ from agents.store.attempts import AttemptGroups
 from agents.store.audit import ToolCallTable
 from agents.store.conversations import Conversations, Place
 from agents.store.github import GitHubRecords
+from agents.store.incoming_updates import IncomingUpdates
 from agents.store.kept_messages import KeptMessages
 from agents.store.messages import ChatHistory
 from agents.store.migrations import MIGRATIONS
@@ -116,6 +117,11 @@ class Store(ChatHistory, AttachmentTable, ProposalTable, TaskTable, ToolCallTabl
     def open_turns(self) -> OpenTurns:
         """The chat turns under way (one left at start-up was cut short)."""
         return OpenTurns(self)
+
+    @property
+    def incoming_updates(self) -> IncomingUpdates:
+        """The updates pushed to the bot, kept from their arrival until long after they were handled."""
+        return IncomingUpdates(self)
 
     @property
     def seen_events(self) -> SeenEvents:

@@ -441,6 +441,15 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (chat_id, message_id)
     ) WITHOUT ROWID;
     """,
+    # updates pushed to the bot (webhook mode), kept from their arrival (agents/store/incoming_updates.py): one a kill
+    # caught before it was handled is handled at the next start
+    """
+    CREATE TABLE incoming_updates (
+        update_id INTEGER PRIMARY KEY,
+        body TEXT NOT NULL,
+        received_at TEXT NOT NULL
+    );
+    """,
 ]
 
 LATEST_VERSION = len(MIGRATIONS)
