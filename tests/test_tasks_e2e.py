@@ -49,6 +49,31 @@ async def test_runner_claims_by_priority_then_age_at_most_n_at_once(tmp_path) ->
     await store.close()
 
 
+async def test_a_cancel_landing_after_the_final_status_leaves_the_task_finished(tmp_path) -> None:
+    """The executor stored the task's end (its summary owed) and is cancelled before it returns: the task stays as
+    it ended, never turned into a cancelled one whose summary says done."""
+    store = await Store.open(tmp_path / "db.sqlite")
+    ended, hold = asyncio.Event(), asyncio.Event()
+
+    async def execute(task: Task) -> None:
+        await store.update_task(task.stored_id, status=TaskStatus.COMPLETED)
+        ended.set()
+        await hold.wait()  # the clean-up after the end, when the cancel comes
+
+    task = await store.add_task(Task(chat_id=1, workspace="w", worker=WorkerKind.CODE, title="t", instructions="i"))
+    queue = TaskQueue(store, execute, max_concurrent=1)
+    queue.start()
+    try:
+        await asyncio.wait_for(ended.wait(), 5)
+        await queue.cancel(task.stored_id)
+        await asyncio.sleep(0.2)  # the cancelled run's own ending
+        assert (await store.get_task(task.stored_id)).status is TaskStatus.COMPLETED
+    finally:
+        hold.set()
+        await queue.shutdown()
+        await store.close()
+
+
 async def test_claim_is_atomic_across_concurrent_claimers(tmp_path) -> None:
     store = await Store.open(tmp_path / "db.sqlite")
     for _ in range(20):

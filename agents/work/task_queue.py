@@ -104,7 +104,12 @@ class TaskQueue:
         await self.store.add_event(TaskEvent(task_id=task_id, kind="status", detail=f"failed: {why}"))
 
     async def _finish_cancelled(self, task_id: int) -> None:
-        await self.store.update_task(task_id, status=TaskStatus.CANCELLED, finished_at=utcnow())
+        """Cancelled, unless the task reached its end first (a cancel landing just after its final status, with its
+        summary owed, must not turn a finished task into a cancelled one)."""
+        unfinished = [s for s in TaskStatus if not s.is_final]
+        if not await self.store.transition_task(task_id, unfinished, TaskStatus.CANCELLED):
+            return
+        await self.store.update_task(task_id, finished_at=utcnow())
         await self.store.add_event(TaskEvent(task_id=task_id, kind="status", detail=TaskStatus.CANCELLED))
 
     async def cancel(self, task_id: int) -> bool:
