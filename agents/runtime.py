@@ -404,17 +404,7 @@ def bot_secrets(settings: Settings) -> SecretsFilter:
     """The bot's output filter, with its own secrets added: masked verbatim in everything a model or the chat sees.
     Made once, before the adapter's notifier, which masks with it too; `Runtime.start` passes it on."""
     secrets = SecretsFilter()
-    secrets.add(
-        [
-            settings.telegram.telegram_bot_token.get_secret_value(),
-            settings.anthropic.anthropic_api_key.get_secret_value(),
-        ]
-    )
-    secrets.add(
-        s.get_secret_value()
-        for s in (settings.github.github_token, settings.github.github_webhook_secret)
-        if s is not None
-    )
+    secrets.add(settings.secret_values())
     return secrets
 
 

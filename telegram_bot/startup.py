@@ -75,18 +75,10 @@ class RedactSecrets(logging.Filter):
         return True
 
 
-def secrets_of(settings: Settings) -> list[str]:
-    """The bot's own secrets: the Telegram token (and its secret half), the API key, the webhook secret."""
-    token = settings.telegram.telegram_bot_token.get_secret_value()
-    found = [token, token.partition(":")[2], settings.anthropic.anthropic_api_key.get_secret_value()]
-    if settings.telegram.webhook_secret_token is not None:
-        found.append(settings.telegram.webhook_secret_token.get_secret_value())
-    return [s for s in found if s]
-
-
 def install_redaction(settings: Settings) -> None:
-    """Adds the filter to every handler of the root logger (handler filters see the records of every logger)."""
-    redact = RedactSecrets(secrets_of(settings))
+    """Adds the filter to every handler of the root logger (handler filters see the records of every logger): every
+    secret the settings hold (`Settings.secret_values`)."""
+    redact = RedactSecrets(settings.secret_values())
     for handler in logging.getLogger().handlers:
         handler.addFilter(redact)
 

@@ -91,7 +91,7 @@ class _UpdateHandler(RequestHandler):
         user = update.effective_user
         if runtime is not None and user is not None and user.id in runtime.settings.users.allowed_user_ids:
             # kept before Telegram hears 200 (it forgets the update then): a kill before its turn loses nothing
-            await runtime.store.incoming_updates.arrived(update.update_id, self.request.body.decode())
+            await runtime.chat_actions.update_arrived(update.update_id, self.request.body.decode())
         await self.app.update_queue.put(update)
         self.set_status(HTTPStatus.OK)
 
@@ -121,7 +121,7 @@ async def start_webhook(app: BotApplication, settings: Settings) -> None:
     Telegram is told where to post."""
     await start_application(app)
     if app.bot_data.runtime is not None:  # handled ones are known (seen_events) and do nothing
-        for body in await app.bot_data.runtime.store.incoming_updates.kept():
+        for body in await app.bot_data.runtime.chat_actions.kept_updates():
             with contextlib.suppress(ValueError, TypeError):
                 await app.update_queue.put(Update.de_json(json.loads(body), app.bot))
     server = webhook_server(app, settings)

@@ -133,6 +133,19 @@ class Settings(BaseSettings):
             groups[name] = group.model_copy(update=values, deep=deep)
         return super().model_copy(update=groups, deep=deep)
 
+    def secret_values(self) -> list[str]:
+        """Every secret the settings hold (the Telegram token and its secret half, the API key, the webhook secret,
+        GitHub's token and webhook secret): the one list the log's redaction and the output filter start from."""
+        token = self.telegram.telegram_bot_token.get_secret_value()
+        optional = (
+            self.telegram.webhook_secret_token,
+            self.github.github_token,
+            self.github.github_webhook_secret,
+        )
+        found = [token, token.partition(":")[2], self.anthropic.anthropic_api_key.get_secret_value()]
+        found += [s.get_secret_value() for s in optional if s is not None]
+        return [s for s in found if s]
+
     if not TYPE_CHECKING:  # the type checker reports a flat read itself; at run time it is named with its group
 
         def __getattr__(self, name: str) -> Any:

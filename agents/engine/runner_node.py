@@ -186,15 +186,10 @@ class SummariesToReport:
 
 
 def runner_secrets(settings: Settings) -> SecretsFilter:
-    """A runner's output filter: the model's key (masked in everything the chat sees), and GitHub's secrets, which a
-    runner sharing the bot's .env holds too (it never uses them): masked the same way."""
+    """A runner's output filter: every secret its settings hold (the model's key, and those a runner sharing the bot's
+    .env holds too and never uses), masked in everything the chat sees."""
     secrets = SecretsFilter()
-    secrets.add([settings.anthropic.anthropic_api_key.get_secret_value()])
-    secrets.add(
-        s.get_secret_value()
-        for s in (settings.github.github_token, settings.github.github_webhook_secret)
-        if s is not None
-    )
+    secrets.add(settings.secret_values())
     return secrets
 
 

@@ -14,6 +14,7 @@ import base64
 import hashlib
 import io
 import math
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -224,9 +225,14 @@ class Attachments:
         target = self.folder / relative
 
         def write() -> None:  # same content, same file: writing it again is harmless
-            target.parent.mkdir(parents=True, exist_ok=True)
+            # the users' files are the bot's user's alone (folders 0700, files 0600), whatever the process's umask
+            for folder in (self.folder, target.parent):
+                folder.mkdir(mode=0o700, parents=True, exist_ok=True)
             partial = target.with_suffix(target.suffix + ".part")
-            partial.write_bytes(data)
+            fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "wb") as out:
+                out.write(data)
+            os.chmod(partial, 0o600)  # one left by an older bot, made with the umask's mode
             partial.replace(target)
 
         await asyncio.to_thread(write)

@@ -8,6 +8,7 @@ of its own handed the same connection.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import aiosqlite
@@ -45,6 +46,15 @@ async def _connect(path: Path) -> aiosqlite.Connection:
     return db
 
 
+def private_file(path: Path) -> None:
+    """The database file, readable by the bot's user alone (0600, its folder 0700 when made here), whatever the
+    process's umask: it holds every chat's history and the tasks' audit. SQLite gives its -wal and -shm files the
+    database file's mode."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+    os.chmod(path, 0o600)
+
+
 class Store(ChatHistory, AttachmentTable, ProposalTable, TaskTable, ToolCallTable, UsageTable, OutboxTable):
     """The one place state lives. Use `await Store.open(path)`; every method is a short transaction."""
 
@@ -61,7 +71,7 @@ class Store(ChatHistory, AttachmentTable, ProposalTable, TaskTable, ToolCallTabl
     async def open(cls, path: Path | str) -> Store:
         path = Path(path)
         if str(path) != ":memory:":
-            path.parent.mkdir(parents=True, exist_ok=True)
+            private_file(path)
         store = cls(await _connect(path), path)
         await store._migrate()
         return store

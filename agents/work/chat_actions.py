@@ -87,6 +87,15 @@ class ChatActions:
             ChatMessage(chat_id=caller.chat_id, role=Role.ASSISTANT, content=f"{DECISION_PREFIX}{text}")
         )
 
+    async def update_arrived(self, update_id: int, body: str) -> None:
+        """A pushed update kept from its arrival (webhook mode): one a kill catches before its turn is handled at the
+        next start (agents/store/incoming_updates.py)."""
+        await self.store.incoming_updates.arrived(update_id, body)
+
+    async def kept_updates(self) -> list[str]:
+        """The pushed updates kept (JSON), oldest first: handled again at start; those handled before are repeats."""
+        return await self.store.incoming_updates.kept()
+
     async def moved_from(self, chat_id: int, message_id: int) -> int | None:
         """The conversation (a topic that was gone) whose message the bot posted as `message_id` in the chat's
         general topic instead; a press on it or a reply to it belongs there."""
