@@ -95,9 +95,9 @@ class WorkDesk(Protocol):
         """A new message arrived in the chat: a turn waiting on a foreground task stops waiting and answers."""
 
     def turn_ended(self, chat_id: int) -> list[Task]:
-        """The chat's turn ended (`turn_started` began it): the tasks stored in its conversation meanwhile, a
-        schedule's runs aside. They are the turn's own, as a conversation's turns never overlap; a button pressed
-        there while the turn ran would count with it."""
+        """The chat's turn ended (`turn_started` began it, in the same asyncio task): the tasks the turn's own tool
+        calls stored, a schedule's runs aside; never one a button, a schedule or another turn stored meanwhile (a
+        turn from GitHub answers in public about the tasks it lists)."""
         ...
 
 

@@ -49,8 +49,18 @@ _QUOTED_LINE = re.compile(r"^ {0,3}>.*$", re.M)
 _INLINE_CODE = re.compile(r"(`+)(?!`).+?(?<!`)\1(?!`)", re.S)
 
 
-def own_words(text: str) -> str:
-    """A GitHub comment's or issue's text without its quoted lines and its code: what its author asks in it."""
+# GitHub's "Reference in new issue" (and "Quote reply" tools): the comment copied unquoted, then this line
+_ORIGINALLY_POSTED = re.compile(r"^\s*_Originally posted by @([A-Za-z0-9-]+) in \S+_\s*$", re.M)
+
+
+def own_words(text: str, author: str | None = None) -> str:
+    """A GitHub comment's or issue's text without its quoted lines and its code: what its author asks in it. A text
+    copied from someone else's comment (GitHub's "_Originally posted by @X in …_" line under it, X not `author`) is
+    that person's words: only what comes after the last such line is the author's."""
+    if author is not None:
+        foreign = [m for m in _ORIGINALLY_POSTED.finditer(text) if m.group(1).lower() != author.lower()]
+        if foreign:
+            text = text[foreign[-1].end() :]
     return _INLINE_CODE.sub("", _QUOTED_LINE.sub("", _FENCED_CODE.sub("", text)))
 
 
@@ -193,7 +203,9 @@ class GitHubInbox:
             return None
         login = author.get("login")
         said = comment if comment is not None else f"{issue.get('title') or ''}\n{text}"
-        if not login or not repository or needle not in own_words(said).lower() or BOT_MARK in said:
+        if comment is None and _ORIGINALLY_POSTED.search(text):  # the title GitHub made from the copied comment
+            said = text
+        if not login or not repository or needle not in own_words(said, str(login)).lower() or BOT_MARK in said:
             return None
         return Mention(
             login=str(login),

@@ -114,6 +114,11 @@ def checks_line(number: int, url: str, runs: list[CheckRun]) -> str | None:
     return f"CI on [PR #{number}]({url}): ✔ {len(runs)} check{'s' if len(runs) != 1 else ''} passed"
 
 
+class PushFailed(ToolError):
+    """A task branch's push to GitHub failed; the message quotes git (its command line, the push URL, the bot's
+    paths): for the chat, never for a public GitHub comment."""
+
+
 class PullRequests:
     """Pull requests of tasks (see the module's docstring); `client` is None when GITHUB_TOKEN is not set."""
 
@@ -193,7 +198,7 @@ class PullRequests:
         try:
             await push_with_token(path, task.branch, repo.push_url, token)
         except GitError as err:
-            raise ToolError(f"could not push `{task.branch}` to GitHub: {err}") from None
+            raise PushFailed(f"could not push `{task.branch}` to GitHub: {err}") from None
         sha = await _head(path, task.branch)
         title, body, draft = await self._texts(task, repo, path)
         previous = await self.existing(task, repo)
@@ -277,13 +282,17 @@ class PullRequests:
                 await self.comment(thread.repository, thread.number, await self._research_answer(task), task.chat_id)
             return
         repo = await self.repository_of(task.workspace)
-        pr_text = None
+        pr_text = public_pr_text = None
         if repo is not None and task.commit_sha and (thread is not None or await self.existing(task, repo)):
             try:
                 await self._owners_push(task)
-                pr_text = await self.open_for(task)
-            except ToolError as err:
+                pr_text = public_pr_text = await self.open_for(task)
+            except PushFailed as err:
                 pr_text = f"⚠ Task #{task.id}: {err}"
+                # the why (git's command line, the push URL, the bot's paths) is for the chat alone: GitHub is public
+                public_pr_text = f"⚠ Task #{task.id}: its branch was not pushed to GitHub; the owner was told why."
+            except ToolError as err:  # the bot's own sentences (a member's task waits for an owner, …)
+                pr_text = public_pr_text = f"⚠ Task #{task.id}: {err}"
             with contextlib.suppress(Exception):
                 await self.notifier.send(task.chat_id, pr_text)
         if thread is not None:
@@ -294,8 +303,8 @@ class PullRequests:
                 lines += ["", task.result[:BODY_REPORT_CHARS]]
             if pr is not None:
                 lines += ["", f"Pull request: {pr.url}"]
-            elif pr_text:
-                lines += ["", pr_text]
+            elif public_pr_text:
+                lines += ["", public_pr_text]
             await self.comment(thread.repository, thread.number, "\n".join(lines), task.chat_id)
 
     async def _owners_push(self, task: Task) -> None:

@@ -5,6 +5,7 @@ foreground task is waited on briefly, and not past the user's next message."""
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from typing import Annotated
 
 from agents.core.errors import ToolError
@@ -69,13 +70,17 @@ def cleaned_criteria(criteria: list[str] | None) -> list[str]:
     return [" ".join(str(c).split()) for c in (criteria or []) if str(c).strip()][:10]
 
 
+# the tasks the running turn's tool calls stored: set by `turn_started` in the turn's asyncio task, so only code
+# running in that context (the turn and the tool calls it awaits or gathers) adds to it
+_TURN_TASKS: contextvars.ContextVar[list[Task] | None] = contextvars.ContextVar("turn_tasks", default=None)
+
+
 class WorkStarts:
     """Starts tasks for the tools, the schedules (it is their `Starter`) and GitHub follow-ups."""
 
     def __init__(self, settings: Settings, store: Store, engine: TaskEngine, access: Access) -> None:
         self.settings, self.store, self.engine, self.access = settings, store, engine, access
         self._interrupts: dict[int, asyncio.Event] = {}  # per chat: stop waiting on a foreground task
-        self._turns: dict[int, list[Task]] = {}  # per chat whose turn runs: the tasks stored meanwhile
         self.branch_locks = BranchLocks()  # a follow-up and the decisions on its branch take turns (branch_decisions)
 
     def is_owner(self, caller: Caller) -> bool:
@@ -128,7 +133,7 @@ class WorkStarts:
 
     async def _pending(self, task: Task) -> None:
         await self.store.add_event(TaskEvent(task_id=task.id, kind="status", detail=TaskStatus.PENDING.value))
-        started = self._turns.get(task.chat_id)
+        started = _TURN_TASKS.get()  # set while a turn runs, in the turn's own asyncio context alone
         if started is not None and task.schedule_id is None:  # a schedule's run is the schedule's, not the turn's
             started.append(task)
         self.engine.wake()
@@ -240,13 +245,17 @@ class WorkStarts:
         self._interrupts.setdefault(chat_id, asyncio.Event()).set()
 
     def turn_started(self, chat_id: int) -> None:
+        """A turn begins, in the asyncio task that runs it: the tasks its tool calls store are collected there (a
+        context variable), never those a button, a schedule or another conversation's turn stores meanwhile."""
         self._interrupts.setdefault(chat_id, asyncio.Event()).clear()
-        self._turns[chat_id] = []
+        _TURN_TASKS.set([])
 
     def turn_ended(self, chat_id: int) -> list[Task]:
-        """The chat's turn ended: the tasks stored in its conversation while it ran, a schedule's runs aside (see
-        WorkDesk.turn_ended)."""
-        return self._turns.pop(chat_id, [])
+        """The turn ended (called in the task that began it): the tasks its own tool calls stored, a schedule's runs
+        aside (see WorkDesk.turn_ended)."""
+        started = _TURN_TASKS.get() or []
+        _TURN_TASKS.set(None)
+        return started
 
     async def schedule_workspace(self, caller: Caller, workspace: str, request: str) -> Workspace:
         """The workspace a new schedule of the caller's works in, checked as a request of theirs would be."""
