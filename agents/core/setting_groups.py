@@ -211,6 +211,7 @@ class TaskSettings(SettingsGroup):
     """How tasks run: how many at once, the test run's time, progress messages, questions to the user."""
 
     max_concurrent_tasks: int = Field(3, ge=1)
+    max_waiting_tasks: int = Field(20, ge=1)  # per conversation: its tasks waiting or running (attempts count each)
     test_timeout_seconds: float = Field(900.0, gt=0)
     progress_interval_seconds: float = Field(5.0, gt=0)  # a new step shows in the progress message within this
     progress_refresh_seconds: float = Field(15.0, gt=0)  # the elapsed time is refreshed at least this often

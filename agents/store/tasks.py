@@ -144,6 +144,15 @@ class TaskTable(Connection):
         event.id = await self.insert("task_events", event)
         return event
 
+    async def count_tasks(self, chat_id: int, statuses: Iterable[TaskStatus]) -> int:
+        """How many of the conversation's tasks are in one of `statuses`."""
+        values = [s.value for s in statuses]
+        rows = await self.rows(
+            f"SELECT count(*) FROM tasks WHERE chat_id = ? AND status IN ({', '.join('?' for _ in values)})",
+            (chat_id, *values),
+        )
+        return int(rows[0][0])
+
     async def task_events(self, task_id: int) -> list[TaskEvent]:
         return await self.fetch(TaskEvent, "SELECT * FROM task_events WHERE task_id = ? ORDER BY id", (task_id,))
 

@@ -18,6 +18,7 @@ from agents.git.command import GitIdentity
 from agents.llm.usage import budget_exceeded
 from agents.store.database import Store
 from agents.work import crew_texts
+from agents.work.turn_scope import current_turn
 from agents.workspaces.folders import OwnersOnly, Workspace, Workspaces
 
 
@@ -150,6 +151,11 @@ class Access:
         formatting or a link, and unmasked (with a warning when it looks like it holds a secret)."""
         if self.is_owner(caller):
             return
+        turn = current_turn()
+        if turn is not None and turn.owners_asked:  # one request a turn: a flood of refused calls posts no flood
+            raise ToolError(f"only an owner can {doing}; the owners were asked already in this turn: wait for them")
+        if turn is not None:
+            turn.owners_asked = True
         who = outside_text(caller.user_name) if caller.user_name else f"user {caller.user_id}"
         text = f"🙋 {who} asks {asks}"
         if quoted:

@@ -5,7 +5,6 @@ foreground task is waited on briefly, and not past the user's next message."""
 from __future__ import annotations
 
 import asyncio
-import contextvars
 from typing import Annotated
 
 from agents.core.errors import ToolError
@@ -19,6 +18,7 @@ from agents.store.database import Store
 from agents.work import crew_texts
 from agents.work.access import Access, task_number
 from agents.work.branch_locks import BranchLocks
+from agents.work.turn_scope import begin_turn, current_turn, end_turn
 from agents.workspaces.folders import Workspace
 
 FOREGROUND_PRIORITY = 10  # a task the user waits on goes before background work
@@ -70,11 +70,6 @@ def cleaned_criteria(criteria: list[str] | None) -> list[str]:
     return [" ".join(str(c).split()) for c in (criteria or []) if str(c).strip()][:10]
 
 
-# the tasks the running turn's tool calls stored: set by `turn_started` in the turn's asyncio task, so only code
-# running in that context (the turn and the tool calls it awaits or gathers) adds to it
-_TURN_TASKS: contextvars.ContextVar[list[Task] | None] = contextvars.ContextVar("turn_tasks", default=None)
-
-
 class WorkStarts:
     """Starts tasks for the tools, the schedules (it is their `Starter`) and GitHub follow-ups."""
 
@@ -102,6 +97,7 @@ class WorkStarts:
         save_attachments: bool = False,
     ) -> Task:
         """Store a new task (with its criteria and the chat's attachments it is handed) and wake the engine."""
+        await self._room_for(task.chat_id, 1)
         handed = await self._attachment_ids(task.chat_id, attachments)
         task = await self.store.add_task(task, cleaned_criteria(criteria), handed, bool(save_attachments))
         await self._pending(task)
@@ -117,6 +113,7 @@ class WorkStarts:
     ) -> list[Task]:
         """Store a group of attempts and its tasks (each with the criteria and handed files) at once; wake the
         engine."""
+        await self._room_for(group.chat_id, len(tasks))
         handed = await self._attachment_ids(group.chat_id, attachments)
         stored = await self.store.attempts.add(group, tasks, cleaned_criteria(criteria), handed, bool(save_attachments))
         for task in stored:
@@ -126,16 +123,27 @@ class WorkStarts:
     async def submit_approved(self, proposal_id: int, task: Task, criteria: list[str] | None) -> Task | None:
         """Approve the proposal and store its task in one transaction, then wake the engine; None when the proposal
         was no longer pending (a double tap)."""
+        await self._room_for(task.chat_id, 1)
         approved = await self.store.approve_proposal(proposal_id, task, cleaned_criteria(criteria))
         if approved is not None:
             await self._pending(approved)
         return approved
 
+    async def _room_for(self, chat_id: int, adding: int) -> None:
+        """Refused past MAX_WAITING_TASKS: the conversation's tasks waiting or running, with the `adding` new ones."""
+        most = self.settings.tasks.max_waiting_tasks
+        active = await self.store.count_tasks(chat_id, [TaskStatus.PENDING, TaskStatus.IN_PROGRESS])
+        if active + adding > most:
+            raise ToolError(
+                f"this conversation has {active} task(s) waiting or running, and {most} is the most "
+                f"(MAX_WAITING_TASKS): start more when some have ended, or cancel some"
+            )
+
     async def _pending(self, task: Task) -> None:
         await self.store.add_event(TaskEvent(task_id=task.id, kind="status", detail=TaskStatus.PENDING.value))
-        started = _TURN_TASKS.get()  # set while a turn runs, in the turn's own asyncio context alone
-        if started is not None and task.schedule_id is None:  # a schedule's run is the schedule's, not the turn's
-            started.append(task)
+        turn = current_turn()  # set while a turn runs, in the turn's own asyncio context alone
+        if turn is not None and task.schedule_id is None:  # a schedule's run is the schedule's, not the turn's
+            turn.tasks.append(task)
         self.engine.wake()
 
     @work_tool
@@ -245,17 +253,15 @@ class WorkStarts:
         self._interrupts.setdefault(chat_id, asyncio.Event()).set()
 
     def turn_started(self, chat_id: int) -> None:
-        """A turn begins, in the asyncio task that runs it: the tasks its tool calls store are collected there (a
-        context variable), never those a button, a schedule or another conversation's turn stores meanwhile."""
+        """A turn begins, in the asyncio task that runs it: the tasks its tool calls store are collected in its scope
+        (turn_scope.py), never those a button, a schedule or another conversation's turn stores meanwhile."""
         self._interrupts.setdefault(chat_id, asyncio.Event()).clear()
-        _TURN_TASKS.set([])
+        begin_turn()
 
     def turn_ended(self, chat_id: int) -> list[Task]:
         """The turn ended (called in the task that began it): the tasks its own tool calls stored, a schedule's runs
         aside (see WorkDesk.turn_ended)."""
-        started = _TURN_TASKS.get() or []
-        _TURN_TASKS.set(None)
-        return started
+        return end_turn().tasks
 
     async def schedule_workspace(self, caller: Caller, workspace: str, request: str) -> Workspace:
         """The workspace a new schedule of the caller's works in, checked as a request of theirs would be."""

@@ -12,8 +12,11 @@ from agents.core.work_tools import Arg, work_tool
 from agents.repo_map.maps import RepoMap
 from agents.store.database import Store
 from agents.work.access import Access, git_identity
+from agents.work.turn_scope import current_turn
 from agents.workspaces.creation import create_workspace
 from agents.workspaces.folders import Workspaces
+
+WORKSPACES_PER_TURN = 3  # one message makes a project or two; dozens are a model gone astray
 
 
 class WorkspaceBinding:
@@ -49,7 +52,12 @@ class WorkspaceBinding:
         """Create a new, empty project: a git repository under the workspaces folder (for a new project that has no
         folder yet, e.g. 'build me a portfolio site'); then start work in it."""
         await self.access.owners_only(caller, "create a workspace", "to create a workspace named:", name)
+        turn = current_turn()
+        if turn is not None and turn.workspaces_made >= WORKSPACES_PER_TURN:
+            raise ToolError(f"{WORKSPACES_PER_TURN} workspaces were created in this turn already: that is the most")
         ws = await create_workspace(self.workspaces, name, git_identity(self.settings))
+        if turn is not None:
+            turn.workspaces_made += 1
         if self.repo_map is not None:
             self.repo_map.index_in_background(ws.name, ws.path)
         return (
