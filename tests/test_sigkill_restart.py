@@ -65,14 +65,15 @@ async def test_a_kill_after_a_tasks_end_still_delivers_its_summary(
     second = launch(env, tmp_path, "second")
     try:
         await fake_telegram.wait_for_request("getUpdates", timeout=60)
-        await asyncio.sleep(5)  # start-up: the outbox flush, the announcements
-        summaries = [
-            m for m in fake_telegram.messages(USER_ID) if "needs a look" in (m.text or "") and "Files:" in m.text
-        ]
-        assert summaries, (
-            f"task #1 ended ({status}) but its summary was never sent, not even after the restart; chat: "
-            f"{[m.text for m in fake_telegram.messages(USER_ID)]}"
-        )
+
+        def summary() -> bool:
+            return any("needs a look" in (m.text or "") and "Files:" in m.text for m in fake_telegram.messages(USER_ID))
+
+        try:  # the start-up's outbox flush sends it
+            await fake_telegram.await_for(summary, timeout=60)
+        except TimeoutError:
+            chat = [m.text for m in fake_telegram.messages(USER_ID)]
+            raise AssertionError(f"task #1 ended ({status}) but its summary was never sent; chat: {chat}") from None
     finally:
         second.send_signal(signal.SIGKILL)
         await asyncio.to_thread(second.wait, 10)
@@ -124,11 +125,17 @@ async def test_a_kill_while_cut_short_notices_go_out_loses_none(
     third = launch(env, tmp_path, "third")
     try:
         await fake_telegram.wait_for_request("getUpdates", timeout=60)
-        await asyncio.sleep(5)
-        told = [m.text for m in fake_telegram.messages(USER_ID) if notice in (m.text or "")]
-        assert any("second question" in t for t in told) and any("first question" in t for t in told), (
-            f"a message cut short was never told: {told}"
-        )
+
+        def told() -> list[str]:
+            return [m.text or "" for m in fake_telegram.messages(USER_ID) if notice in (m.text or "")]
+
+        try:  # the start-up tells what is left, and sends what the outbox holds
+            await fake_telegram.await_for(
+                lambda: any("second question" in t for t in told()) and any("first question" in t for t in told()),
+                timeout=60,
+            )
+        except TimeoutError:
+            raise AssertionError(f"a message cut short was never told: {told()}") from None
     finally:
         third.send_signal(signal.SIGKILL)
         await asyncio.to_thread(third.wait, 10)
