@@ -226,6 +226,7 @@ def answer_preview(update: Update, context: Context) -> ChatDraft | None:
         private=private,
         draft_id=message_of(update).message_id,
         reply_to=message_of(update).message_id,
+        thread_id=topic_thread(message_of(update)),
         draft_interval=settings.streaming.stream_draft_interval_seconds,
         edit_interval=settings.streaming.stream_edit_interval_seconds
         if private

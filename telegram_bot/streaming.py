@@ -73,11 +73,15 @@ class ChatDraft:
         private: bool,
         draft_id: int,
         reply_to: int | None = None,
+        thread_id: int | None = None,
         draft_interval: float = 0.4,
         edit_interval: float = 1.5,
         first_frame_after: float = 0.3,
     ) -> None:
         self.bot, self.chat_id, self.reply_to = bot, chat_id, reply_to
+        self.thread_id = (
+            thread_id  # a forum topic: the preview goes there even when the reply cannot (its message gone)
+        )
         self.secrets = secrets  # every frame shown passes the bot's output filter
         self.use_drafts = private  # Telegram shows drafts in private chats only
         self.draft_id = draft_id or 1
@@ -206,6 +210,7 @@ class ChatDraft:
                     disable_web_page_preview=True,
                     disable_notification=True,
                     reply_parameters=reply_parameters(self.reply_to),
+                    message_thread_id=self.thread_id,
                 )
                 self.preview_id = message.message_id
             else:
@@ -223,6 +228,12 @@ class ChatDraft:
                 raise
             plain = html_to_plain(frame)[-TELEGRAM_LIMIT:]
             if self.preview_id is None:
-                self.preview_id = (await self.bot.send_message(self.chat_id, plain)).message_id
+                sent = await self.bot.send_message(
+                    self.chat_id,
+                    plain,
+                    reply_parameters=reply_parameters(self.reply_to),
+                    message_thread_id=self.thread_id,
+                )
+                self.preview_id = sent.message_id
             else:
                 await self.bot.edit_message_text(plain, chat_id=self.chat_id, message_id=self.preview_id)

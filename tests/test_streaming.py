@@ -277,3 +277,19 @@ async def test_frames_are_drawn_from_masked_text_and_never_show_a_secret_in_part
         assert shown == "the key is «masked»\n\n<i>running: export TOKEN=«masked»…</i>", shown
     finally:
         await draft.stop()
+
+
+async def test_in_a_topic_the_preview_is_sent_to_the_topic(fast_bot: BotHarness) -> None:
+    """In a forum topic the growing answer names its topic itself, not only through the message it replies to: a
+    reply whose message is gone (or the plain-text retry after an entity error) would land in the general topic."""
+    seen: dict[str, bool] = {}
+    fast_bot.tg.make_forum(GROUP_ID)
+    topic = fast_bot.tg.create_topic(GROUP_ID, "calc", USER_ID)
+    fast_bot.claude.script(streamed(ANSWER, fast_bot.tg, seen, chat_id=GROUP_ID))
+    fast_bot.tg.send_text(USER_ID, "@test_bot what was wrong with add?", chat_id=GROUP_ID, thread_id=topic)
+    await fast_bot.tg.await_for(
+        lambda: [m.deleted for m in fast_bot.tg.messages_in_topic(GROUP_ID, topic)] == [True, False]
+    )
+    preview, answer = fast_bot.tg.calls("sendMessage")
+    assert preview.params.get("message_thread_id") == topic, preview.params
+    assert seen == {"before_last_token": True} and not fast_bot.tg.messages_in_topic(GROUP_ID, None)
