@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from agents.core.errors import ToolError
-from agents.core.models import Caller, TaskStatus
+from agents.core.models import Caller
 from tests.conftest import USER_ID, BotHarness, git
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript, spare
-from tests.support.tasks import ended
+from tests.support.tasks import ended, fixed_add
 
 pytestmark = [
     pytest.mark.skipif(
@@ -42,16 +42,7 @@ def branch_exists(bot: BotHarness, branch: str) -> bool:
 
 
 async def finished_task(bot: BotHarness) -> tuple[int, object]:
-    model = RoleScript()
-    bot.claude.handler = model
-    model.add(
-        "code",
-        claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"}),
-        claude_says.text("Fixed add()."),
-    )
-    await bot.runtime.crew.races.start_task(OWNER, "calc", "code", "fix add", True)
-    task = await ended(bot, 1, timeout=90)
-    assert task.branch and task.status is not TaskStatus.FAILED, task
+    task = await fixed_add(bot, OWNER)
     summary = await bot.tg.await_for(
         lambda: next((m for m in bot.tg.messages(USER_ID) if f"task:merge:{task.id}" in (m.callback_data or "")), None)
     )

@@ -4,7 +4,6 @@ workspaces at most, and a member's turn hands the owners one request at most."""
 
 from __future__ import annotations
 
-import json
 import shutil
 import sys
 
@@ -14,7 +13,7 @@ from agents.core.models import TaskStatus
 from tests.conftest import BotHarness
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript
-from tests.support.team import GROUP, MEMBER, OWNER, team  # noqa: F401  (team: a fixture)
+from tests.support.team import MEMBER, OWNER, team, team_turn, tool_results  # noqa: F401  (team: a fixture)
 
 pytestmark = [
     pytest.mark.skipif(
@@ -23,32 +22,12 @@ pytestmark = [
     ),
 ]
 
-HANG_GUARD = 60
 FLOOD = 40  # tool calls in ONE model response (about 40 x ~40 output tokens: well within max_output_tokens)
-
-
-def said(bot: BotHarness, chat: int, needle: str):
-    return next((m for m in reversed(bot.tg.messages(chat)) if needle in (m.text or "")), None)
-
-
-def tool_results(body: dict) -> list[str]:
-    return [
-        b["content"] if isinstance(b["content"], str) else json.dumps(b["content"])
-        for m in body["messages"]
-        if m["role"] == "user" and isinstance(m["content"], list)
-        for b in m["content"]
-        if b.get("type") == "tool_result"
-    ]
 
 
 async def one_turn(bot: BotHarness, model: RoleScript, calls: list, chat: int, user: int) -> list[str]:
     """One turn of `user` in `chat` whose model answers with all of `calls` in a single response."""
-    marker = f"TURN-DONE-{len(model.requests['orchestrator'])}"
-    model.add("orchestrator", claude_says.tool_uses(calls), claude_says.text(marker))
-    text = "@test_bot do it" if chat < 0 else "do it"
-    bot.tg.send_text(user, text, chat_id=chat if chat < 0 else None, username=f"u{user}")
-    await bot.tg.await_for(lambda: said(bot, chat, marker), timeout=HANG_GUARD)
-    return tool_results(model.requests["orchestrator"][-1])
+    return tool_results(await team_turn(bot, model, [claude_says.tool_uses(calls)], chat, user))
 
 
 async def test_one_turn_cannot_queue_unbounded_tasks(

@@ -11,11 +11,9 @@ import sys
 
 import pytest
 
-from agents.core.models import Caller, TaskStatus
+from agents.core.models import Caller
 from tests.conftest import USER_ID, BotHarness, git
-from tests.fakes import anthropic_server as claude_says
-from tests.scripted import RoleScript
-from tests.support.tasks import ended
+from tests.support.tasks import fixed_add
 
 # untested_calc: these tests look at neither the verdict nor the task's end, so calc has no tests (tests/conftest.py)
 pytestmark = [
@@ -31,17 +29,7 @@ GROUP = -1009100
 
 async def group_task(bot: BotHarness) -> int:
     """A finished code task of the group, with a branch (what Discard would delete)."""
-    model = RoleScript()
-    bot.claude.handler = model
-    model.add(
-        "code",
-        claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"}),
-        claude_says.text("Fixed add()."),
-    )
-    await bot.runtime.crew.races.start_task(Caller(chat_id=GROUP, user_id=USER_ID), "calc", "code", "fix add", True)
-    task = await ended(bot, 1, timeout=90)
-    assert task.branch and task.status is not TaskStatus.FAILED, task
-    return task.id
+    return (await fixed_add(bot, Caller(chat_id=GROUP, user_id=USER_ID))).stored_id
 
 
 async def branch_kept(bot: BotHarness, task_id: int) -> bool:

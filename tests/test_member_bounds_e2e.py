@@ -7,7 +7,6 @@ records another user made are stored directly where making them through the bot 
 
 from __future__ import annotations
 
-import json
 import shutil
 import sys
 from datetime import UTC, datetime, timedelta
@@ -34,7 +33,16 @@ from agents.work.task_proposals import store_proposal
 from tests.conftest import BotHarness, git, running_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript, last_user_text, spare
-from tests.support.team import GROUP, MEMBER, OWNER, team  # noqa: F401  (team: a fixture)
+from tests.support.team import (  # noqa: F401  (team: a fixture)
+    GROUP,
+    HANG_GUARD,
+    MEMBER,
+    OWNER,
+    said,
+    team,
+    team_turn,
+    tool_results,
+)
 
 pytestmark = [
     pytest.mark.skipif(
@@ -44,31 +52,10 @@ pytestmark = [
     pytest.mark.quick_tests,
 ]
 
-HANG_GUARD = 60
-
-
-def said(bot: BotHarness, chat: int, needle: str):
-    return next((m for m in reversed(bot.tg.messages(chat)) if needle in (m.text or "")), None)
-
-
-def tool_results(body: dict) -> list[str]:
-    return [
-        b["content"] if isinstance(b["content"], str) else json.dumps(b["content"])
-        for m in body["messages"]
-        if m["role"] == "user" and isinstance(m["content"], list)
-        for b in m["content"]
-        if b.get("type") == "tool_result"
-    ]
-
 
 async def member_turn(bot: BotHarness, model: RoleScript, *calls: dict, chat: int = GROUP, user: int = MEMBER) -> dict:
-    """One turn of `user` in `chat` whose model makes `calls`; the last request the model got (all tool results)."""
-    marker = f"TURN-DONE-{len(model.requests['orchestrator'])}"
-    model.add("orchestrator", *calls, claude_says.text(marker))
-    text = "@test_bot do it" if chat < 0 else "do it"
-    bot.tg.send_text(user, text, chat_id=chat if chat < 0 else None, username=f"u{user}")
-    await bot.tg.await_for(lambda: said(bot, chat, marker), timeout=HANG_GUARD)
-    return model.requests["orchestrator"][-1]
+    """One turn of `user` in `chat` whose model makes `calls`, one response each."""
+    return await team_turn(bot, model, list(calls), chat, user)
 
 
 # ---- proposals ------------------------------------------------------------------------------------------------------

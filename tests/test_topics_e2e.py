@@ -32,25 +32,33 @@ def in_topic(bot: BotHarness, thread: int | None, needle: str, chat: int = GROUP
     return next((m for m in reversed(bot.tg.messages_in_topic(chat, thread)) if needle in (m.text or "")), None)
 
 
+async def topic_deleted_mid_task(team: BotHarness, model: RoleScript, step: dict, then: dict) -> int:
+    """A task started in topic "calc", whose worker's first `step` comes once the topic is deleted; `then` its next
+    reply. The topic's thread id."""
+    topic = team.tg.create_topic(GROUP, "calc", OWNER)
+    go = threading.Event()
+
+    def held(body: dict) -> dict:
+        go.wait(30)
+        return step
+
+    model.add("orchestrator", start_task("", "Work on calc."), claude_says.text("Started."))
+    model.add("code", held, then)
+    team.tg.send_text(OWNER, "@test_bot work on calc", chat_id=GROUP, thread_id=topic)
+    await team.tg.await_for(lambda: len(model.requests["code"]) == 1, timeout=HANG_GUARD)
+    team.tg.delete_topic(GROUP, topic)
+    go.set()
+    return topic
+
+
 async def test_merge_button_on_a_summary_that_fell_back_to_the_general_topic_works(
     team: BotHarness, model: RoleScript, workspace_root
 ) -> None:
     """A topic deleted while its task runs: the summary lands in the general topic with its Merge button; the owner
     pressing it there merges the finished work (no chat would own the task otherwise: the work would be stranded)."""
     repo = workspace_root / "calc"
-    topic = team.tg.create_topic(GROUP, "calc", OWNER)
-    go = threading.Event()
-
-    def held(body: dict) -> dict:
-        go.wait(30)
-        return claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"})
-
-    model.add("orchestrator", start_task("", "Fix add() in calc.py."), claude_says.text("Started."))
-    model.add("code", held, claude_says.text("Fixed add()."))
-    team.tg.send_text(OWNER, "@test_bot fix add", chat_id=GROUP, thread_id=topic)
-    await team.tg.await_for(lambda: len(model.requests["code"]) == 1, timeout=HANG_GUARD)
-    team.tg.delete_topic(GROUP, topic)
-    go.set()
+    fix = claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"})
+    await topic_deleted_mid_task(team, model, fix, claude_says.text("Fixed add()."))
     await ended(team, 1)
     summary = await team.tg.await_for(
         lambda: next((m for m in team.tg.messages_in_topic(GROUP, None) if "task:merge:1" in m.callback_data), None),
@@ -71,19 +79,8 @@ async def test_a_question_of_a_task_whose_topic_was_deleted_can_be_answered(
     team: BotHarness, model: RoleScript
 ) -> None:
     """The worker's question falls back to the general topic; its starter's button press there answers it."""
-    topic = team.tg.create_topic(GROUP, "calc", OWNER)
-    go = threading.Event()
-
-    def held(body: dict) -> dict:
-        go.wait(30)
-        return claude_says.tool_use("ask_user", {"question": QUESTION, "options": ["keep it", "break it"]})
-
-    model.add("orchestrator", start_task("", "Rename add."), claude_says.text("Started."))
-    model.add("code", held, claude_says.text("Done."))
-    team.tg.send_text(OWNER, "@test_bot rename add", chat_id=GROUP, thread_id=topic)
-    await team.tg.await_for(lambda: len(model.requests["code"]) == 1, timeout=HANG_GUARD)
-    team.tg.delete_topic(GROUP, topic)
-    go.set()
+    ask = claude_says.tool_use("ask_user", {"question": QUESTION, "options": ["keep it", "break it"]})
+    await topic_deleted_mid_task(team, model, ask, claude_says.text("Done."))
     question = await team.tg.await_for(
         lambda: next(
             (m for m in team.tg.messages_in_topic(GROUP, None) if QUESTION in (m.text or "") and m.callback_data),
@@ -109,19 +106,9 @@ async def test_a_reply_in_words_to_a_question_moved_to_the_general_topic_answers
 ) -> None:
     """A question without options, moved to the general topic when its topic was deleted: a reply to it there is
     the answer (as a reply to it in the topic would have been)."""
-    topic = team.tg.create_topic(GROUP, "calc", OWNER)
-    go = threading.Event()
-
-    def held(body: dict) -> dict:
-        go.wait(30)
-        return claude_says.tool_use("ask_user", {"question": QUESTION})
-
-    model.add("orchestrator", start_task("", "Rename add."), claude_says.text("Started."))
-    model.add("code", held, claude_says.text("Done."))
-    team.tg.send_text(OWNER, "@test_bot rename add", chat_id=GROUP, thread_id=topic)
-    await team.tg.await_for(lambda: len(model.requests["code"]) == 1, timeout=HANG_GUARD)
-    team.tg.delete_topic(GROUP, topic)
-    go.set()
+    await topic_deleted_mid_task(
+        team, model, claude_says.tool_use("ask_user", {"question": QUESTION}), claude_says.text("Done.")
+    )
     question = await team.tg.await_for(lambda: in_topic(team, None, QUESTION), timeout=HANG_GUARD)
     team.tg.send_text(OWNER, "keep the old one", chat_id=GROUP, reply_to_message_id=question.message_id)
     await ended(team, 1)

@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from agents.core.models import Task
+from agents.core.models import Caller, Task, TaskStatus
 from agents.core.settings import Settings
 from agents.store.database import Store
 from tests.conftest import USER_ID, BotHarness, git
@@ -133,3 +133,19 @@ async def stored_task(settings: Settings, task_id: int) -> Task | None:
 def message_with(bot: BotHarness, *parts: str) -> Any:
     """The first message to the owner's private chat holding every one of `parts`, or None."""
     return next((m for m in bot.tg.messages(USER_ID) if all(p in (m.text or "") for p in parts)), None)
+
+
+async def fixed_add(bot: BotHarness, caller: Caller) -> Task:
+    """A finished code task of `caller`'s conversation on calc (add() fixed), with its branch: something to merge,
+    discard or press buttons on. Its worker is scripted here (the bot's model handler is replaced)."""
+    model = RoleScript()
+    bot.claude.handler = model
+    model.add(
+        "code",
+        claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"}),
+        claude_says.text("Fixed add()."),
+    )
+    await bot.runtime.crew.races.start_task(caller, "calc", "code", "fix add", True)
+    task = await ended(bot, 1, timeout=90)
+    assert task.branch and task.status is not TaskStatus.FAILED, task
+    return task
