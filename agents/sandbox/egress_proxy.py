@@ -28,7 +28,7 @@ import socket
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from agents.sandbox.egress_rules import IPNetwork, domain_allowed, host_addresses
+from agents.sandbox.egress_rules import IPNetwork, domain_allowed, host_addresses, plain_host
 
 log = logging.getLogger(__name__)
 
@@ -77,9 +77,10 @@ class EgressProxy:
     def reachable(self, address: str) -> bool:
         """Whether the proxy may connect to `address`: public and not the machine's own, or in `private`."""
         bare = address.split("%", 1)[0]
-        if bare in self._own:
-            return False
         ip = ipaddress.ip_address(bare)
+        mapped = ip.ipv4_mapped if isinstance(ip, ipaddress.IPv6Address) else None
+        if bare in self._own or (mapped is not None and str(mapped) in self._own):  # ::ffff:<own> is the host too
+            return False
         return public(bare) or any(ip in network for network in self.private)
 
     @property
@@ -158,6 +159,9 @@ class EgressProxy:
                 return await _refuse(writer, 400, "only http:// requests and CONNECT go through this proxy")
             host, port = parts.hostname, parts.port or 80
         host = host.strip("[]")
+        if not plain_host(host):  # a NUL or any other byte a name lookup would read differently than the check did
+            self.refused.append(repr(host))
+            return await _refuse(writer, 400, "a host is a domain name or an IP address, nothing else")
         if not self.allowed(host):
             self.refused.append(host)
             return await _refuse(writer, 403, self.refusal(host))

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import logging
+import re
 import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -77,6 +78,7 @@ BLOCKED_V4 = (
 BLOCKED_V6 = (
     "::/127",  # unspecified, loopback
     "::ffff:0:0/96",  # IPv4-mapped: judged as IPv4 would be, so never sent as IPv6
+    "64:ff9b::/96",  # NAT64's well-known prefix: the gateway translates it to the IPv4 it carries, private too
     "64:ff9b:1::/48",
     "100::/64",
     "2001::/23",  # Teredo and other special-purpose assignments
@@ -174,8 +176,20 @@ def egress_for(domains: Iterable[str], private: Iterable[str], checkout: Path | 
     return Egress(allowed, parse_networks(private))
 
 
+_PLAIN_HOST = re.compile(r"[A-Za-z0-9.:_-]+")
+
+
+def plain_host(host: str) -> bool:
+    """Whether `host` is made only of what a domain name or an IP address is written with: a NUL, a space or any
+    other byte would let a name pass the domain check (`127.0.0.1\0.allowed.example` ends with the allowed name)
+    while the name lookup reads only what comes before it."""
+    return bool(_PLAIN_HOST.fullmatch(host))
+
+
 def domain_allowed(host: str, domains: Iterable[str]) -> bool:
-    """Whether `host` is one of `domains` or a sub-domain of one."""
+    """Whether `host` is one of `domains` or a sub-domain of one (never a host written with other characters)."""
+    if not plain_host(host):
+        return False
     host = host.lower().rstrip(".")
     return any(host == d or host.endswith("." + d) for d in domains)
 
