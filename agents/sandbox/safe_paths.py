@@ -205,10 +205,21 @@ def unlink_file(root: Path, relative: str) -> None:
         os.unlink(name, dir_fd=folder)
 
 
-def read_file(root: Path, relative: str | Path) -> bytes:
-    """The bytes of the regular file `root/relative`, read without following any symlink (`open_regular`)."""
+class TooLarge(ValueError):
+    """A file larger than its reader takes (`read_file`'s `max_bytes`)."""
+
+
+def read_file(root: Path, relative: str | Path, max_bytes: int | None = None) -> bytes:
+    """The bytes of the regular file `root/relative`, read without following any symlink (`open_regular`); with
+    `max_bytes`, TooLarge for a larger one, found out before more than that is read (a file the sandbox wrote may be
+    as large as the task's disk allows, and a reader holds it whole)."""
     with os.fdopen(open_regular(root, relative), "rb") as source:
-        return source.read()
+        if max_bytes is None:
+            return source.read()
+        data = source.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise TooLarge(f"{Path(relative).as_posix()} is larger than {max_bytes} bytes")
+    return data
 
 
 def write_file(root: Path, relative: str | Path, data: bytes, *, replace: bool = True, mode: int = 0o644) -> None:

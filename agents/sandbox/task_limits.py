@@ -31,7 +31,7 @@ from typing import Protocol
 
 from agents.core.secrets_filter import SecretScope
 from agents.sandbox import pause
-from agents.sandbox.safe_paths import unlink_file, walk_entries
+from agents.sandbox.safe_paths import WALK_DEPTH, unlink_file, walk_entries
 from agents.sandbox.task_cgroup import TaskCgroup
 from agents.sandbox.task_cgroup import support as task_cgroup_support
 from agents.sandbox.task_net import TaskNet
@@ -66,15 +66,23 @@ def disk_budget(configured_mb: int | None, where: Path) -> int:
     return configured_mb << 20 if configured_mb is not None else default_disk_budget(where)
 
 
+ENTRY_BYTES = 4096  # what an entry costs at least (its inode, its name): an empty file or a short link has no blocks
+UNSEEN_FOLDER_BYTES = 1 << 30  # a folder too deep to walk: what is below it cannot be counted, so it counts as this
+
+
 def allocated_bytes(root: Path) -> int:
-    """Bytes allocated on disk to everything under `root` (not following symlinks, hard links counted once)."""
+    """Bytes allocated on disk to everything under `root` (not following symlinks, hard links counted once), each
+    entry at least ENTRY_BYTES (sixty thousand empty files are sixty thousand inodes of the host's file system), and
+    a folder the walk does not enter (WALK_DEPTH deep) at UNSEEN_FOLDER_BYTES: nesting hides nothing from the budget."""
     total, seen = 0, set()
-    for _, info in walk_entries(root):
-        if info.st_nlink > 1:
+    for relative, info in walk_entries(root):
+        if info.st_nlink > 1 and not stat.S_ISDIR(info.st_mode):
             if (info.st_dev, info.st_ino) in seen:
                 continue
             seen.add((info.st_dev, info.st_ino))
-        total += info.st_blocks * 512
+        total += max(info.st_blocks * 512, ENTRY_BYTES)
+        if stat.S_ISDIR(info.st_mode) and relative.count("/") + 1 >= WALK_DEPTH:
+            total += UNSEEN_FOLDER_BYTES
     return total
 
 

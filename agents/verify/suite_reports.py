@@ -14,9 +14,12 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from agents.sandbox.safe_paths import read_file
+from agents.sandbox.safe_paths import TooLarge, read_file
 
 Cases = dict[str, str]
+# a report larger than this is not read (the tests wrote it, as large as the task's disk allows; a real suite's is a few
+# MB): the run then has no report, and the bot cannot judge it
+MAX_REPORT_BYTES = 24 << 20
 Failures = dict[str, str]
 SEPARATOR = " > "  # between suite/describe names in an id
 _TAP_LINE = re.compile(r"^(not ok|ok)\s+\d+\s*(?:-\s*)?(.*?)(?:\s+#\s*(SKIP|TODO)\b.*)?$", re.IGNORECASE)
@@ -78,8 +81,8 @@ def read_junit(path: Path, root: Path, inside: Path | None = None) -> tuple[Case
     try:
         # the tests wrote it, in the sandbox: read as a regular file only, never through a link, and never waiting on
         # a FIFO they put in its place (a read by name would block a thread of the bot for good)
-        top = ET.fromstring(read_file(folder, Path(path).relative_to(folder)))
-    except (OSError, ValueError, ET.ParseError):
+        top = ET.fromstring(read_file(folder, Path(path).relative_to(folder), MAX_REPORT_BYTES))
+    except (OSError, ValueError, ET.ParseError):  # TooLarge is a ValueError: no report, so the run cannot be judged
         return {}, {}
     found = _Collector(root)
     _walk_junit(top, [], None, found, Path(root))
@@ -135,8 +138,8 @@ def report_text(path: Path) -> str | None:
     only, never through a link and never waiting on a FIFO they put in its place (a read by name would show the bot
     a file outside the report's folder, or block a thread of the bot for good)."""
     try:
-        return read_file(Path(path).parent, Path(path).name).decode("utf-8", errors="replace")
-    except OSError:
+        return read_file(Path(path).parent, Path(path).name, MAX_REPORT_BYTES).decode("utf-8", errors="replace")
+    except (OSError, TooLarge):  # too large: no report, so the run cannot be judged (never read whole)
         return None
 
 

@@ -25,6 +25,7 @@ from agents.sandbox.safe_paths import read_file
 V8_COVERAGE = "NODE_V8_COVERAGE"
 MAX_COVERAGE_FILES = 400  # node processes read (one per test file under node --test)
 MAX_COVERAGE_BYTES = 32 << 20  # a process's coverage larger than this (a whole bundler loaded) is not read
+MAX_TRACE_FILES = 64  # trace files read at most (one per test process: a suite runs a few)
 _SKIPPED_PARTS = {"node_modules", ".venv", "venv", ".git"}
 
 TRACE_OUT = "AGENTLAB_TRACE_OUT"  # the folder the tracer writes into
@@ -117,9 +118,9 @@ def install_tracer(folder: Path) -> Path:
 def read_traces(folder: Path) -> dict[str, list[str]]:
     """Test id -> the `file::function` entries it ran, merged over every process's file in `folder`."""
     merged: dict[str, set[str]] = {}
-    for path in sorted(Path(folder).glob("trace-*.json")):
-        try:  # written in the sandbox: a regular file only, no link followed, no FIFO waited on
-            data = json.loads(read_file(path.parent, path.name).decode("utf-8"))
+    for path in sorted(Path(folder).glob("trace-*.json"))[:MAX_TRACE_FILES]:
+        try:  # written in the sandbox: a regular file only, no link followed, no FIFO waited on, none too large
+            data = json.loads(read_file(path.parent, path.name, MAX_COVERAGE_BYTES).decode("utf-8"))
         except (OSError, ValueError):
             continue
         if not isinstance(data, dict):
