@@ -5,6 +5,7 @@ Merge pressed on the page merges and the chat is told; the page's screenshot is 
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import socket
@@ -16,6 +17,10 @@ from pathlib import Path
 import pytest
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 
+from agents.core.secrets_filter import SecretsFilter
+from agents.git.diff import HUGE_FILE_BYTES, DiffReport
+from agents.review import diff_view
+from agents.review.pages import diff_page, templates
 from tests.conftest import USER_ID, BotHarness, git, make_repo, running_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.fakes.github_server import FakeGitHub, fake_github  # noqa: F401  (fixture)
@@ -520,3 +525,97 @@ async def test_a_task_on_self_shows_a_member_nothing_on_the_page_even_their_own(
     for path in (f"/api/task/{task.id}", f"/api/task/{task.id}/picture/0"):
         status, body = await api(review_bot, path, member)
         assert status != 200 and "SELF-" not in body, (path, status, body[:200])
+
+
+# ---- a hostile worker's text on the page: bounded, bidi controls shown, never framed by another site ----------------
+
+BIDI_CHARS = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+
+
+def test_one_file_of_short_lines_makes_a_bounded_page() -> None:
+    """A hostile worker commits one file of empty lines, under HUGE_FILE_BYTES (so write_diff inlines it): the page
+    holding it stays as small as a page of any other diff (3 MB), not ~40 bytes of HTML per byte of patch (a 512 KB
+    file would be ~60 MB of HTML, a minute of CPU): MAX_FILE_ROWS rows, then a note that Diff has the rest."""
+    n = 100_000  # 100 KB of "\n": far below HUGE_FILE_BYTES
+    assert n < HUGE_FILE_BYTES
+    patch = (
+        "diff --git a/blank.txt b/blank.txt\nnew file mode 100644\n--- /dev/null\n+++ b/blank.txt\n"
+        + f"@@ -0,0 +1,{n} @@\n"
+        + "+\n" * n
+    ).encode()
+    page = diff_page(io.BytesIO(patch), DiffReport(), 0, 100_000, SecretsFilter().mask)
+    rows = sum(len(f.lines) for f in page.files)
+    html = templates().load("diff_page.html").generate(**page.namespace())
+    assert len(html) < 3_000_000, (len(patch), rows, len(html), page.page_count)
+    assert rows == diff_view.MAX_FILE_ROWS + 1 and b"more rows not shown here: Diff has them" in html
+
+
+def test_bidi_controls_in_file_names_are_shown_not_obeyed() -> None:
+    """git runs with core.quotePath=off, so a file name's bidi controls reach the `diff --git` header raw: the page
+    shows them as marks in the names (the file's, the binary and huge ones) as in the diff's lines, never obeyed."""
+    name = "src/\u202eyp.tset_\u2066safe.py"
+    patch = f"diff --git a/{name} b/{name}\n--- a/{name}\n+++ b/{name}\n@@ -1 +1 @@\n-x = 1\n+x = 2\n".encode()
+    report = DiffReport(binary=["img/\u202egnp.exe"], huge=[("data/\u2067big.csv", 9_000_000)])
+    page = diff_page(io.BytesIO(patch), report, 0, 100_000, SecretsFilter().mask)
+    assert page.files and page.files[0].path == name
+    html = templates().load("diff_page.html").generate(**page.namespace()).decode()
+    assert not diff_view.BIDI.search(html), [hex(ord(c)) for c in html if c in BIDI_CHARS]
+
+
+async def _stored_task(bot: BotHarness) -> int:
+    from agents.core.models import Task, TaskStatus, WorkerKind
+
+    store = bot.runtime.store
+    task = await store.add_task(
+        Task(
+            chat_id=USER_ID,
+            user_id=USER_ID,
+            workspace="calc",
+            worker=WorkerKind.CODE,
+            title="Fix add",
+            instructions="x",
+            status=TaskStatus.COMPLETED,
+        )
+    )
+    await store.reviews.save(
+        task.stored_id,
+        {
+            "headline": "Task done",
+            "tests_line": "1 failed",
+            "tests": [{"id": "tests/test_\u202enimda_si_resu.py::test_ok", "outcome": "failed"}],
+            "report": "All good \u2066// checked\u2069 \u202e.won ti egrem",
+        },
+    )
+    await store.reviews.add_picture(task.stored_id, "After: \u202elmth.xedni", b"\x89PNG\r\n\x1a\n")
+    return task.id
+
+
+async def test_review_answers_forbid_framing_by_other_sites(review_bot: BotHarness) -> None:
+    """Telegram Web shows a Mini App in an iframe of https://web.telegram.org: no other site may frame the page or
+    its API answers (CSP frame-ancestors), so Merge cannot be clickjacked from elsewhere."""
+    bot = review_bot
+    task_id = await _stored_task(bot)
+    owner = launch_data(bot.tg.token, USER_ID, signed_at=time.time())
+    url = bot.settings.review.review_url
+    for path, headers in ((f"/task/{task_id}", {}), (f"/api/task/{task_id}", {"Authorization": f"tma {owner}"})):
+        response = await AsyncHTTPClient().fetch(f"{url}{path}", headers=headers)
+        csp = response.headers.get("Content-Security-Policy", "")
+        ancestors = next((d.strip() for d in csp.split(";") if d.strip().startswith("frame-ancestors")), "")
+        xfo = response.headers.get("X-Frame-Options", "")
+        assert (ancestors and "*" not in ancestors.split()) or xfo, (path, csp, xfo)
+
+
+async def test_bidi_controls_in_test_names_report_and_captions_are_shown_not_obeyed(
+    review_bot: BotHarness,
+) -> None:
+    """The worker names its tests, writes its report and its screenshots' captions: the task page shows their bidi
+    controls as marks, as the diff's lines do."""
+    bot = review_bot
+    task_id = await _stored_task(bot)
+    owner = launch_data(bot.tg.token, USER_ID, signed_at=time.time())
+    response = await AsyncHTTPClient().fetch(
+        f"{bot.settings.review.review_url}/api/task/{task_id}", headers={"Authorization": f"tma {owner}"}
+    )
+    body = response.body.decode()
+    assert "test_" in body and "All good" in body and "After:" in body, body[:2000]
+    assert not diff_view.BIDI.search(body), [hex(ord(c)) for c in body if c in BIDI_CHARS]

@@ -139,6 +139,9 @@ def _path_of(header: bytes) -> str:
     return text.rpartition(" b/")[2] or text
 
 
+# rows of one file shown on the page: a patch of 100,000 short lines is a few hundred KB, but as rows of HTML it would
+# be megabytes a phone must draw, and seconds of the bot's CPU to highlight
+MAX_FILE_ROWS = 4000
 HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@(.*)$")
 
 
@@ -190,7 +193,11 @@ def parse_file(text: str, colour: bool = True) -> FileDiff:
             raw.append(("note", None, None, body.strip()))
         elif line.startswith("Binary files"):
             fd.change, fd.note = "binary", "binary file: not shown"
-    fd.lines = _highlighted(fd.path, _folded(raw), colour)
+    shown = _folded(raw)
+    if len(shown) > MAX_FILE_ROWS:  # the page stays a page: the rest is in Diff's document
+        left_out = len(shown) - MAX_FILE_ROWS
+        shown = [*shown[:MAX_FILE_ROWS], ("note", None, None, f"{left_out:,} more rows not shown here: Diff has them")]
+    fd.lines = _highlighted(fd.path, shown, colour)
     return fd
 
 

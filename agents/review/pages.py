@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, cast
 
+from tornado.escape import xhtml_escape
 from tornado.template import Loader
 
 from agents.core.errors import ToolError
@@ -26,6 +27,7 @@ from agents.core.text import human_size
 from agents.git.command import GitError
 from agents.git.diff import DiffReport
 from agents.review import diff_view
+from agents.review.diff_view import BIDI
 from agents.store.database import Store
 from agents.work.crew import Crew
 from agents.work.pull_requests import PullRequests
@@ -38,10 +40,17 @@ PAGE_DIFF_MAX_BYTES = 64 * 1024 * 1024  # what git may write for the page; past 
 JUDGED = ("broken", "target", "failed", "unknown", "flaky", "fixed", "pre-existing", "disappeared", "skipped")
 
 
+def escape_shown(value: str | bytes) -> str:
+    """How every `{{ }}` of the pages is written: HTML-escaped, and each bidi control as a visible ⟨U+202E⟩ (a file
+    name, a test id or the worker's report written with one would show text in an order other than its own; plain
+    text, so it is safe in an attribute too)."""
+    return BIDI.sub(lambda m: f"⟨U+{ord(m.group()):04X}⟩", xhtml_escape(value))
+
+
 @functools.cache
 def templates() -> Loader:
     """The page templates, loaded once per process: a pure function of the files shipped with the code."""
-    return Loader(str(TEMPLATES), autoescape="xhtml_escape")
+    return Loader(str(TEMPLATES), autoescape="escape_shown", namespace={"escape_shown": escape_shown})
 
 
 async def render(name: str, **namespace: Any) -> bytes:

@@ -45,7 +45,7 @@ MAX_BODY_BYTES = 16 * 1024  # the API takes no body; the launch data rides in a 
 MAX_HEADER_BYTES = 32 * 1024
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob:; connect-src 'self'; "
-    "base-uri 'none'; form-action 'none'"
+    "base-uri 'none'; form-action 'none'; frame-ancestors https://web.telegram.org"  # Telegram Web's frame alone
 )
 REFUSED = "This page shows nothing: {why}."
 # the page's actions, each as its button does it on the summary (the crew's part checks the roles)
