@@ -22,7 +22,7 @@ from tests.conftest import USER_ID, BotHarness, git, text_now
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript, last_user_text, role_of
 from tests.support.processes import host_pids, own_sleep
-from tests.support.tasks import ended, message_with, start_task
+from tests.support.tasks import ended, message_with, start_task, until
 from tests.support.temporal import (  # noqa: F401  (fixtures)
     MEMBER,
     Runners,
@@ -145,7 +145,12 @@ async def test_an_unreachable_cluster_is_one_sentence_and_the_task_waits_for_res
                 bot.tg.press_button(USER_ID, told.message_id, "task:resume:1")
                 task = await ended(bot, 1)
                 assert task.status is TaskStatus.COMPLETED, task.error
-                events = await bot.runtime.store.task_events(1)
+
+                async def told_too() -> list | None:  # the run ends once its report was told, after its status
+                    found = await bot.runtime.store.task_events(1)
+                    return found if f"ended {run}" in [e.detail for e in found] else None
+
+                events = await until(told_too)
                 assert "running on late" in [e.detail for e in events]
                 runs = [r for r in model.requests["code"] if len(r["messages"]) == 1]  # a run's first request
                 assert len(runs) == 1, "the task ran once"
