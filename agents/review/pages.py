@@ -44,7 +44,10 @@ def escape_shown(value: str | bytes) -> str:
     """How every `{{ }}` of the pages is written: HTML-escaped, and each bidi control as a visible ⟨U+202E⟩ (a file
     name, a test id or the worker's report written with one would show text in an order other than its own; plain
     text, so it is safe in an attribute too)."""
-    return BIDI.sub(lambda m: f"⟨U+{ord(m.group()):04X}⟩", xhtml_escape(value))
+    escaped = xhtml_escape(value)
+    if value.isascii():  # most of a page (numbers, code, ASCII names): no bidi control to look for
+        return escaped
+    return BIDI.sub(lambda m: f"⟨U+{ord(m.group()):04X}⟩", escaped)
 
 
 @functools.cache
