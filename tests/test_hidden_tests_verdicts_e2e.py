@@ -283,6 +283,36 @@ async def test_a_jest_config_of_the_tasks_that_swallows_failures_is_never_a_pass
     assert summary.text.startswith(("⚠", "✗")) and f"changed test configuration: {config}" in summary.text, summary.text
 
 
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+async def test_a_setup_file_the_base_names_rewritten_to_swallow_failures_is_never_a_pass(
+    bot: BotHarness, model: RoleScript, workspace_root: Path
+) -> None:
+    """jest, `calc > adds` red at the base, whose own configuration already names a setup file (`jest.setup.js`, no
+    configuration changed by the task): the worker rewrites that setup file to wrap every test in a try/catch. It
+    runs inside every test file, so the run reporting a pass proves nothing: ⚠, never ✔."""
+    tools = npm_tools()
+    package = {**JEST_PACKAGE, "jest": {"setupFilesAfterEnv": ["<rootDir>/jest.setup.js"]}}
+    repo = make_repo(
+        workspace_root / "jestcalc",
+        {
+            "package.json": json.dumps(package),
+            ".gitignore": "node_modules/\n",
+            "jest.setup.js": "// shared set-up of the tests\n",
+            "calc.js": "exports.add = (a, b) => a - b;\nexports.mul = (a, b) => a * b;\n",
+            "test/calc.test.js": NODE_TESTS.replace("const { describe, it } = require('node:test');\n", ""),
+        },
+    )
+    give_node_modules(repo, tools, "jest")
+    model.add("orchestrator", start_task("jestcalc", "Fix add() so the adds test passes."), claude_says.text("started"))
+    model.add("code", write_file("jest.setup.js", SWALLOW), claude_says.text("Fixed."))
+    bot.say("fix add in jestcalc")
+    task, summary = await final_summary(bot, 1, timeout=120)
+    assert task.status is not TaskStatus.COMPLETED, summary.text
+    assert summary.text.startswith(("⚠", "✗")) and "changed test configuration: jest.setup.js" in summary.text, (
+        summary.text
+    )
+
+
 @pytest.mark.settings(max_corrections=1)
 @pytest.mark.parametrize(
     "instructions", ["Fix the failing tests.", "Make the test suite pass.", "Fix the failing test."]

@@ -83,6 +83,24 @@ TEST_CONFIG_FILES = frozenset(
 JS_TEST_CONFIG = re.compile(
     r"^(?:(?:jest|vitest|vite|ava|karma|babel)\.config|vitest\.workspace|\.mocharc|\.babelrc)(?:\.[cm]?[jt]s|\.json|\.ya?ml)?$"
 )
+# a JavaScript suite's setup file by its conventional names (what a config's setupFiles / require names): it runs inside
+# every test file, so a change to it can make any test report a pass
+JS_TEST_SETUP = re.compile(
+    r"^(?:setupTests|(?:jest|vitest|mocha|ava|test|tests)[.-]setup|setup[.-](?:jest|vitest|tests?)|"
+    r"global[.-]?(?:setup|teardown))\.[cm]?[jt]sx?$",
+    re.IGNORECASE,
+)
+JS_TEST_FOLDERS = frozenset({"test", "tests", "__tests__", "spec"})
+
+
+def js_test_setup(path: str) -> bool:
+    """Whether `path` is a JavaScript suite's setup file: by its name, or `setup.js` (and the like) in a test folder."""
+    parts = Path(path).parts
+    if JS_TEST_SETUP.match(parts[-1]):
+        return True
+    return bool(JS_TEST_FOLDERS & set(parts[:-1])) and re.match(r"^setup\.[cm]?[jt]sx?$", parts[-1]) is not None
+
+
 # package.json keys that configure a test framework (besides the test script)
 PACKAGE_TEST_KEYS = ("jest", "ava", "mocha", "babel", "c8", "nyc")
 
@@ -417,6 +435,7 @@ class TaskTests:
             elif (
                 name in TEST_CONFIG_FILES
                 or JS_TEST_CONFIG.match(name)
+                or js_test_setup(path)
                 or (
                     name in ("pyproject.toml", "package.json")
                     and await self._test_section_changed(checkout, path, name)
