@@ -30,7 +30,7 @@ from typing import Any
 
 from agents.chat.orchestrator import Orchestrator
 from agents.core.errors import ToolError
-from agents.core.models import Caller
+from agents.core.models import Caller, utcnow
 from agents.core.settings import Settings
 from agents.core.text import outside_text
 from agents.github.api import BOT_MARK
@@ -131,6 +131,7 @@ class GitHubInbox:
         self.settings, self.store, self.orchestrator, self.crew = settings, store, orchestrator, crew
         self.pull_requests, self.deliveries = pull_requests, deliveries
         self._locks: dict[int, asyncio.Lock] = {}  # without the adapter's lock: one of its own per chat
+        self.started_at = utcnow()  # events received since are this bot's to handle as they arrive, never at catch-up
         self.chat_lock = chat_lock or (lambda chat: self._locks.setdefault(chat, asyncio.Lock()))
 
     async def store_event(self, hook: WebhookEvent) -> bool:
@@ -146,9 +147,10 @@ class GitHubInbox:
 
     async def handle_unhandled(self) -> None:
         """At start-up: the accounts of logins taken out of GITHUB_USERS are forgotten, then the webhook events
-        acknowledged by a bot that stopped before handling them are handled."""
+        acknowledged by a bot that stopped before handling them are handled (only those: one arriving while this
+        runs is handled as it arrives, and would be handled twice)."""
         await self.store.github.keep_accounts_of(set(self.settings.github.github_users))
-        for hook in await self.store.github.unhandled_webhook_events():
+        for hook in await self.store.github.unhandled_webhook_events(before=self.started_at):
             await self.handle(hook)
 
     async def _handle(self, event: str, data: dict[str, Any]) -> None:

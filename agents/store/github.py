@@ -4,6 +4,7 @@ seen as."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
@@ -122,10 +123,13 @@ class GitHubRecords:
             "UPDATE github_deliveries SET handled_at = ? WHERE id = ?", (utcnow().isoformat(), event_id)
         )
 
-    async def unhandled_webhook_events(self) -> list[WebhookEvent]:
-        """Webhook events a stopped bot acknowledged but had not handled yet (handled at the next start)."""
+    async def unhandled_webhook_events(self, before: datetime | None = None) -> list[WebhookEvent]:
+        """Webhook events acknowledged but not handled yet; with `before`, those received before then (at start-up:
+        what a stopped bot left; one received later is the running bot's own to handle as it arrives, never twice)."""
         rows = await self._store.rows(
-            "SELECT id, event, payload FROM github_deliveries WHERE handled_at IS NULL ORDER BY received_at"
+            "SELECT id, event, payload FROM github_deliveries WHERE handled_at IS NULL AND received_at < ? "
+            "ORDER BY received_at",
+            ((before.isoformat() if before is not None else "9999"),),
         )
         return [WebhookEvent(id=r[0], event=r[1], payload=r[2]) for r in rows]
 
