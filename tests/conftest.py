@@ -133,7 +133,9 @@ def git(cwd: Path, *args: str) -> str:
         "GIT_COMMITTER_NAME": "Dev",
         "GIT_COMMITTER_EMAIL": "dev@example.com",
     }
-    return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout
+    # no `git maintenance run --auto` process after each commit (a test's repositories never need one)
+    quiet = ["-c", "maintenance.auto=false", "-c", "gc.auto=0"]
+    return subprocess.run(["git", *quiet, *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout
 
 
 def text_now(path: Path) -> str:
@@ -297,6 +299,15 @@ def run_folder(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
     folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / name
     folder.mkdir(exist_ok=True)
     return folder
+
+
+@pytest.fixture(scope="session")
+def node_tools(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The pinned JavaScript test frameworks (`tests.js_tools.npm_tools`) where the tests' temporary folders can
+    hard-link them: on their own file system, copied there once per run and shared by the xdist workers."""
+    from tests.js_tools import npm_tools, tools_on
+
+    return tools_on(npm_tools(), run_folder(tmp_path_factory, "npm"))
 
 
 @pytest.fixture(scope="session")

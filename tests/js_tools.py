@@ -2,7 +2,10 @@
 installed from the npm registry once into `~/.cache/agentlab-tests/npm-<hash>` (by `make test` before pytest starts, else on first use) and reused
 across runs; a test that needs them skips with a reason when npm or the registry cannot be reached. Parallel test
 workers (pytest-xdist) install under a file lock, so one installs and the others wait; a failed install is tried once
-per test run, not once per worker. A project gets them as a real `node_modules` folder (hard links)."""
+per test run, not once per worker. A project gets them as a real `node_modules` folder (hard links): from the cache
+itself, or, where the tests' temporary files are on another file system (a RAM one), from a copy made there once per
+run (`tools_on`): hard links cannot cross file systems, and copying jest's seven thousand files for each test cost
+about a second of CPU each time."""
 
 from __future__ import annotations
 
@@ -54,6 +57,21 @@ def npm_tools() -> Path:
             pytest.skip(reason)
         done.write_text("ok\n")
     return folder
+
+
+def tools_on(tools: Path, folder: Path) -> Path:
+    """`tools` where a hard link made in `folder`'s file system can reach them: `tools` itself when the two share a
+    file system, else a copy in `folder`, made by the first caller (parallel workers wait for it under a lock)."""
+    if tools.stat().st_dev == folder.stat().st_dev:
+        return tools
+    copy, done = folder / tools.name, folder / f"{tools.name}.copied"
+    with (folder / f"{tools.name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.is_file():
+            shutil.rmtree(copy, ignore_errors=True)
+            subprocess.run(["cp", "-a", str(tools), str(copy)], check=True, capture_output=True)
+            done.write_text("ok\n")
+    return copy
 
 
 def give_node_modules(project: Path, tools: Path, *packages: str) -> Path:

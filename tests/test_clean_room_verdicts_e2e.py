@@ -14,7 +14,7 @@ import pytest
 from agents.core.models import TaskStatus
 from tests.conftest import BotHarness, make_repo
 from tests.fakes import anthropic_server as claude_says
-from tests.js_tools import give_node_modules, npm_tools
+from tests.js_tools import give_node_modules
 from tests.scripted import RoleScript, spare
 from tests.support.tasks import corrections, edit, final_summary, start_task, write_file
 
@@ -127,7 +127,7 @@ test('turns CRLF into LF', t => t.is(normalize('a\\r\\n'), 'a\\n'));
 
 @node
 async def test_an_ava_red_test_whose_id_names_no_file_stays_the_tasks_target(
-    bot: BotHarness, model: RoleScript, workspace_root: Path
+    bot: BotHarness, model: RoleScript, workspace_root: Path, node_tools: Path
 ) -> None:
     """ava's test ids carry no file, so the bot cannot trace what a red test runs: for a fix task it stays the
     task's target (fail closed), and a change elsewhere is sent back."""
@@ -141,7 +141,7 @@ async def test_an_ava_red_test_whose_id_names_no_file_stays_the_tasks_target(
             "test.js": AVA_TEST,
         },
     )
-    give_node_modules(repo, npm_tools(), "ava")
+    give_node_modules(repo, node_tools, "ava")
     model.add("orchestrator", start_task("avaapp", "Fix the bug in source/utilities.js."), claude_says.text("ok"))
     model.add(
         "code",

@@ -63,7 +63,32 @@ async def test_a_traced_run_says_which_functions_each_test_calls(tmp_path: Path,
     ], "its own function and the checkout's code it calls, nothing of pytest's"
     assert outcome.traced[IDS[1]] == ["tests/test_cart.py::test_alone"]
     untraced = await run_tests(shop, 60, environment=env, ids=IDS[:1], sandbox=sandbox)
-    assert untraced.traced == {} and not list(shop.rglob("sitecustomize.py")), "nothing left in the checkout"
+    assert untraced.traced == {} and not list(shop.rglob("_agentlab_trace*")), "nothing left in the checkout"
+
+
+PROFILE_SEEN = """\
+import sys
+
+AT_COLLECTION = sys.getprofile()
+
+
+def test_on():
+    assert AT_COLLECTION is None, "profiled while the suite was collected"
+    assert sys.getprofile() is not None, "not profiled while the test runs"
+"""
+
+
+async def test_a_traced_run_is_profiled_only_while_its_tests_run(tmp_path: Path) -> None:
+    """Starting pytest and collecting the suite (importing the project) run at full speed: the profile is on only
+    while a test runs, and the run still names what each test called."""
+    shop = write(tmp_path / "shop", {**SHOP, "tests/test_profile.py": PROFILE_SEEN})
+    env = detect_environment(shop)
+    assert env is not None
+    ids = ["tests/test_profile.py::test_on", IDS[0]]
+    outcome = await run_tests(shop, 60, environment=env, ids=ids, trace=True)
+    assert outcome.cases == {ids[0]: "passed", ids[1]: "failed"}, outcome.output
+    assert outcome.traced[ids[0]] == ["tests/test_profile.py::test_on"]
+    assert "src/pkg/utils.py::add_all" in outcome.traced[ids[1]]
 
 
 def red(*ids: str, failure: str = "assert 2 == 3") -> TestOutcome:

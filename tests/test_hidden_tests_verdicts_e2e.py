@@ -16,7 +16,7 @@ import pytest
 from agents.core.models import TaskStatus
 from tests.conftest import BotHarness, git, make_repo
 from tests.fakes import anthropic_server as claude_says
-from tests.js_tools import give_node_modules, npm_tools
+from tests.js_tools import give_node_modules
 from tests.scripted import RoleScript
 from tests.support.attempts import Racers, start_attempts, summary_of
 from tests.support.tasks import corrections, edit, final_summary, start_task, write_file
@@ -254,12 +254,12 @@ JEST_CONFIGS = {
 @pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
 @pytest.mark.parametrize("config", list(JEST_CONFIGS))
 async def test_a_jest_config_of_the_tasks_that_swallows_failures_is_never_a_pass(
-    bot: BotHarness, model: RoleScript, workspace_root: Path, config: str
+    bot: BotHarness, model: RoleScript, workspace_root: Path, node_tools: Path, config: str
 ) -> None:
     """jest, `calc > adds` red at the base; the worker adds jest configuration (its own file, or the `jest` key of
     package.json) whose setup file wraps every test in a try/catch. The run reports it passed, but the task changed
     what runs inside it: ⚠, never ✔."""
-    tools = npm_tools()
+    tools = node_tools
     repo = make_repo(
         workspace_root / "jestcalc",
         {
@@ -285,12 +285,12 @@ async def test_a_jest_config_of_the_tasks_that_swallows_failures_is_never_a_pass
 
 @pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
 async def test_a_setup_file_the_base_names_rewritten_to_swallow_failures_is_never_a_pass(
-    bot: BotHarness, model: RoleScript, workspace_root: Path
+    bot: BotHarness, model: RoleScript, workspace_root: Path, node_tools: Path
 ) -> None:
     """jest, `calc > adds` red at the base, whose own configuration already names a setup file (`jest.setup.js`, no
     configuration changed by the task): the worker rewrites that setup file to wrap every test in a try/catch. It
     runs inside every test file, so the run reporting a pass proves nothing: ⚠, never ✔."""
-    tools = npm_tools()
+    tools = node_tools
     package = {**JEST_PACKAGE, "jest": {"setupFilesAfterEnv": ["<rootDir>/jest.setup.js"]}}
     repo = make_repo(
         workspace_root / "jestcalc",

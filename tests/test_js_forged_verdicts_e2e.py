@@ -14,7 +14,7 @@ import pytest
 from agents.core.models import TaskStatus
 from tests.conftest import BotHarness, make_repo
 from tests.fakes import anthropic_server as claude_says
-from tests.js_tools import give_node_modules, npm_tools
+from tests.js_tools import give_node_modules
 from tests.scripted import RoleScript, spare
 from tests.support.tasks import final_summary, start_task, write_file
 
@@ -24,8 +24,8 @@ CALC = "exports.add = (a, b) => a + b;\nexports.legacy = () => 1;\n"
 
 
 @pytest.fixture(scope="session")
-def tools() -> Path:
-    return npm_tools()
+def tools(node_tools: Path) -> Path:
+    return node_tools
 
 
 def mocha_tests() -> str:

@@ -16,7 +16,7 @@ from agents.core.models import TaskStatus
 from agents.verify.node_modules_links import is_links_folder
 from tests.conftest import USER_ID, BotHarness, git, make_repo, start_bot
 from tests.fakes import anthropic_server as claude_says
-from tests.js_tools import give_node_modules, npm_tools
+from tests.js_tools import give_node_modules
 from tests.scripted import RoleScript, last_user_text
 from tests.support.tasks import breaks_then_fixes, final_summary, requests_naming, start_task, stored_task
 
@@ -28,8 +28,8 @@ OLD = "calc > legacy"  # red at the base: pre-existing
 
 
 @pytest.fixture(scope="session")
-def tools() -> Path:
-    return npm_tools()
+def tools(node_tools: Path) -> Path:
+    return node_tools
 
 
 def describe_calc(prelude: str, it: str = "it") -> str:

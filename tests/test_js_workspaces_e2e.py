@@ -18,13 +18,13 @@ import pytest
 from agents.core.models import TaskStatus
 from tests.conftest import BotHarness, git, make_repo
 from tests.fakes import anthropic_server as claude_says
-from tests.js_tools import give_node_modules, npm_tools
+from tests.js_tools import give_node_modules
 from tests.support.tasks import breaks_then_fixes, corrections, final_summary, requests_naming, start_task, write_file
 
 
 @pytest.fixture(scope="session")
-def tools() -> Path:
-    return npm_tools()
+def tools(node_tools: Path) -> Path:
+    return node_tools
 
 
 APP_TEST = """\

@@ -181,6 +181,10 @@ class _Verbatim:
     def __len__(self) -> int:
         return len(self._values)
 
+    @property
+    def values(self) -> frozenset[str]:
+        return self._values
+
     def sub(self, text: str) -> str:
         regex = self._regex
         return regex.sub(MASK, text) if regex is not None else text
@@ -235,6 +239,11 @@ class SecretsFilter:
     def value_count(self) -> int:
         """How many spellings of added values are masked now (the bot's own and those of running tasks)."""
         return len(self._verbatim)
+
+    def fingerprint(self) -> frozenset[str]:
+        """The values masked now, as one hashable value: texts masked under equal fingerprints are masked alike (the
+        token shapes never change), so a masked copy made under one stands while it is the same."""
+        return self._verbatim.values
 
     def mask(self, text: str) -> str:
         """`text` with every known secret replaced by `«masked»`, in plain or folded spellings."""

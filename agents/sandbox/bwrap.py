@@ -34,6 +34,7 @@ from pathlib import Path
 
 from agents.core.secrets_filter import SecretsFilter
 from agents.sandbox.egress_rules import Egress
+from agents.sandbox.git_masks import GitMetadataMasks
 from agents.sandbox.reaping import reaped_on_failure, start_group
 from agents.sandbox.safe_paths import checkout_venv
 from agents.sandbox.task_limits import TaskBounds
@@ -97,6 +98,7 @@ PASSED_ENV = frozenset(
         "GIT_TERMINAL_PROMPT",
         "PAGER",
         "PYTEST_DISABLE_PLUGIN_AUTOLOAD",  # the bot's Python standing in for a workspace: its plugins stay out
+        "PYTEST_PLUGINS",  # only the bot's tracer (agents/verify/suite_env.py drops the bot's own value)
         "AGENTLAB_TRACE_OUT",  # the bot's tracer of which functions a test runs (agents/verify/tracer.py)
         "AGENTLAB_TRACE_ROOT",
         "NODE_V8_COVERAGE",  # node's coverage, where the bot traces which functions a red test calls
@@ -239,49 +241,6 @@ def git_metadata(worktree: Path) -> Path | None:
     return common if common.is_dir() else None
 
 
-MASK_SCAN_MAX_BYTES = 8_000_000  # a git metadata file larger than this is not read for secrets (none is, in practice)
-
-
-def masked_git_files(common: Path, secrets: SecretsFilter) -> list[tuple[Path, Path]]:
-    """Copies of the repository's git metadata files with their secrets masked by `secrets` (credentials in URLs,
-    `http.extraHeader`, an inline credential helper, the bot's own secrets: agents/core/secrets_filter.py), each
-    with the file it stands for; only the files that hold any.
-
-    Not `config` alone: a submodule's `modules/<name>/config` (the URL it was cloned with), `config.worktree`, a file
-    `config` includes, a reflog or FETCH_HEAD can hold the same credentials, and the sandbox binds the whole folder.
-    Every regular text file is looked at but the object store and the loose refs.
-    The copies are shown read-only in place of the originals, so `git remote -v` inside works without the token."""
-    found: list[tuple[Path, Path]] = []
-    for folder, dirs, files in os.walk(common):
-        if Path(folder) == common:  # objects are compressed, loose refs are object names: none holds a credential
-            dirs[:] = [d for d in dirs if d not in ("objects", "refs")]
-        for name in files:
-            path = Path(folder) / name
-            try:
-                if path.is_symlink() or not path.is_file() or path.stat().st_size > MASK_SCAN_MAX_BYTES:
-                    continue
-                data = path.read_bytes()
-            except OSError:
-                continue
-            if b"\0" in data:  # binary: the index, a packed file
-                continue
-            text = data.decode("utf-8", errors="replace")
-            masked = secrets.without_url_credentials(text)
-            if masked != text:
-                target = _private_folder() / f"git-{abs(hash(str(path))):x}-{name}"
-                target.write_text(masked, encoding="utf-8")
-                found.append((target, path))
-    return found
-
-
-@functools.cache
-def _private_folder() -> Path:
-    """The process's own folder for the masked git metadata files, made once (removed at exit)."""
-    folder = temp_folder("sandbox", "git")
-    atexit.register(shutil.rmtree, folder, ignore_errors=True)
-    return folder
-
-
 def spec_for(
     secrets: SecretsFilter,
     probe: SandboxProbe,
@@ -291,27 +250,30 @@ def spec_for(
     network: bool = False,
     limits: ResourceLimits | None = None,
     extra_read_only: Iterable[Path] = (),
+    git_masks: GitMetadataMasks | None = None,
 ) -> SandboxSpec:
     """The sandbox of a task's worktree: git metadata and `.venv` (or the bot's interpreter) read-only.
 
     What is bound comes from `repository` (the owner's checkout the worktree was made from), never from files in
     the worktree: a worker that rewrites its `.git` file or `.venv` link must not choose what the next sandbox
     shows. Without `repository` (tests, benchmarks) the worktree's own `.git` and `.venv` are trusted. `secrets`:
-    the process's output filter, which masks the copies of the git metadata files the sandbox shows; `probe`: the
-    process's bwrap probe, asked before each command runs."""
+    the process's output filter, which masks the copies of the git metadata files the sandbox shows
+    (agents/sandbox/git_masks.py; `git_masks`: its owner's copies, remembered between specs); `probe`: the process's
+    bwrap probe, asked before each command runs."""
     worktree = Path(worktree).resolve()
     trusted = Path(repository).resolve() if repository is not None else worktree
     read_only: list[Path] = []
     masks: list[tuple[Path, Path]] = []
+    git_masks = git_masks or GitMetadataMasks(secrets)
     if repository is not None:
         metadata = trusted / ".git" if (trusted / ".git").is_dir() else git_metadata(trusted)
     else:
         metadata = git_metadata(worktree)
     if metadata is not None:
         read_only.append(metadata)
-        masks += masked_git_files(metadata, secrets)
+        masks += git_masks.files(metadata)
     elif not (worktree / ".git").is_symlink() and (worktree / ".git").is_dir():
-        masks += masked_git_files(worktree / ".git", secrets)
+        masks += git_masks.files(worktree / ".git")
     venv_paths = virtualenv_paths(trusted)
     read_only += venv_paths
     read_only += python_prefixes()

@@ -38,7 +38,9 @@ _MAX_FILES_SCANNED = 20_000
 _VENV_NAMES = (".venv", "venv")
 # Variables the bot sets for its own commands (agents/sandbox/shell.py CHILD_ENV_HINTS) that change what tests see:
 # never in a test run. (CI stays: it is what keeps jest and vitest from watching.)
-NOT_A_CONTRIBUTORS = frozenset({"NO_COLOR", "FORCE_COLOR", "NODE_DISABLE_COLORS"})
+# the bot's own environment, not a contributor's: colour hints, and pytest plugins the bot's process names (the
+# only plugin a run gets that way is the bot's tracer, agents/verify/tracer.py)
+NOT_A_CONTRIBUTORS = frozenset({"NO_COLOR", "FORCE_COLOR", "NODE_DISABLE_COLORS", "PYTEST_PLUGINS"})
 _LOCKFILES = (
     ("pnpm-lock.yaml", "pnpm"),
     ("yarn.lock", "yarn"),

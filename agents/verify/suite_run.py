@@ -41,7 +41,7 @@ from agents.verify.suite_env import (  # noqa: F401  (re-exported: this module's
 )
 from agents.verify.suite_reports import read_jest_json, read_records, read_tap, report_text
 from agents.verify.suite_reports import read_junit as read_junit_untrimmed
-from agents.verify.tracer import TRACE_OUT, TRACE_ROOT, V8_COVERAGE, install_tracer, read_traces, read_v8_coverage
+from agents.verify.tracer import V8_COVERAGE, install_tracer, read_traces, read_v8_coverage, traced_env
 
 NO_TESTS_MESSAGE = "no tests found: no pytest files, no npm test script, no .agentlab.toml [tests] command"
 SUITE_ID = "(whole suite)"  # the one "test" of a framework that names none
@@ -189,8 +189,7 @@ async def run_tests(
         traces = Path(report_dir) / "trace" if trace and environment.pytest else None
         if traces is not None:  # the tracer's folder first on the path, inside the report folder the run can write
             site = await asyncio.to_thread(install_tracer, Path(report_dir))
-            child["PYTHONPATH"] = os.pathsep.join([str(site), child["PYTHONPATH"]])
-            child.update({TRACE_OUT: str(traces), TRACE_ROOT: str(workspace)})
+            traced_env(child, site, traces, workspace)
         # the report `.agentlab.toml` names is the checkout's, whose folders the tests can make links out of it:
         # looked at, read and deleted by the checkout's descriptors, never through a link (`_mtime`, `read_junit`)
         own_report = workspace / environment.junit if environment.junit and not environment.pytest else None

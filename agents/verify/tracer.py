@@ -2,10 +2,13 @@
 task's base commit, so a fix task is judged on the test it was meant to fix whatever way that test fails (a plain
 `assert` in the test shows no frame of the code under test, yet the test runs it).
 
-Python: a `sitecustomize.py` the bot writes into a folder of its own, put first on `PYTHONPATH` for that one run
-(nothing is installed into the workspace's environment). It records, for each test pytest runs (pytest names the
-current test in `PYTEST_CURRENT_TEST`), the `(file, function)` of every Python function it calls from a file of the
-checkout, and writes them as JSON when the process ends (one file per process: xdist workers each write theirs).
+Python: a pytest plugin the bot writes into a folder of its own, put first on `PYTHONPATH` and named in
+`PYTEST_PLUGINS` for that one run (nothing is installed into the workspace's environment; pytest loads the plugins
+that variable names whatever its autoload setting). While each test runs (its setup, call and teardown: pytest names
+it in `PYTEST_CURRENT_TEST`) it records the `(file, function)` of every Python function called from a file of the
+checkout, and writes them as JSON when the process ends (one file per process: xdist workers each write theirs). The
+profile is on only while a test runs: starting pytest and collecting the suite (importing the project) cost what they
+cost untraced, a large part of a traced run otherwise (about half of a small suite's).
 
 JavaScript: node's own V8 coverage (`NODE_V8_COVERAGE`, a folder each node process writes into when it ends). A
 process that loaded exactly one of the run's test files (node --test runs each file in a process of its own) tells
@@ -16,6 +19,7 @@ workers) tells nothing about one test, and is not used.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable
 from pathlib import Path
 from urllib.parse import unquote, urlparse
@@ -33,8 +37,11 @@ TRACE_ROOT = "AGENTLAB_TRACE_ROOT"  # the checkout whose files are recorded
 MAX_PER_TEST = 2_000  # (file, function) pairs kept per test
 SEPARATOR = "::"  # between a file and a function in a recorded entry
 
-# Runs inside the workspace's own interpreter (any Python 3): only the standard library, and cheap per call.
-SITECUSTOMIZE = r'''
+PLUGIN = "_agentlab_trace"  # the plugin's module name, in the tracer's own folder
+
+# Runs inside the workspace's own interpreter (any Python 3, any pytest since 3): only the standard library and
+# pytest, and cheap per call.
+PLUGIN_SOURCE = r'''
 """agentlab: records which of the checkout's functions each pytest test calls (read by the bot after the run)."""
 import atexit as _atexit
 import json as _json
@@ -42,77 +49,96 @@ import os as _os
 import sys as _sys
 import threading as _threading
 
-
-def _agentlab_trace():
-    out, root = _os.environ.get("AGENTLAB_TRACE_OUT"), _os.environ.get("AGENTLAB_TRACE_ROOT")
-    if not out or not root:
-        return
-    roots = sorted({root.rstrip("/") + "/", _os.path.realpath(root).rstrip("/") + "/"}, key=len, reverse=True)
-    skip = ("/site-packages/", "/node_modules/", "/.venv/", "/venv/", "/.tox/", "/.nox/")
-    files = {}
-    seen = {}
-    environ = _os.environ
-
-    def relative(filename):
-        if any(part in filename for part in skip):
-            return None
-        for prefix in roots:
-            if filename.startswith(prefix):
-                return filename[len(prefix):]
-        return None
-
-    def profile(frame, event, arg):
-        if event != "call":
-            return
-        code = frame.f_code
-        filename = code.co_filename
-        rel = files.get(filename, 0)
-        if rel == 0:
-            rel = files[filename] = relative(filename)
-        if rel is None:
-            return
-        test = environ.get("PYTEST_CURRENT_TEST")
-        if not test:
-            return
-        found = seen.get(test)
-        if found is None:
-            found = seen[test] = set()
-        if len(found) < MAX_PER_TEST:
-            found.add(rel + "::" + code.co_name)
-
-    def dump():
-        _sys.setprofile(None)
-        merged = {}
-        for test, pairs in seen.items():
-            name = test.rsplit(" (", 1)[0]  # "tests/test_x.py::test_a (call)" -> the node id
-            merged.setdefault(name, set()).update(pairs)
-        try:
-            _os.makedirs(out, exist_ok=True)
-            path = _os.path.join(out, "trace-%d.json" % _os.getpid())
-            with open(path, "w", encoding="utf-8") as handle:
-                _json.dump({k: sorted(v) for k, v in merged.items()}, handle)
-        except OSError:
-            pass
-
-    _sys.setprofile(profile)
-    _threading.setprofile(profile)
-    _atexit.register(dump)
-
+import pytest as _pytest
 
 MAX_PER_TEST = __MAX_PER_TEST__
-_agentlab_trace()
-del _agentlab_trace
+_environ = _os.environ
+_out, _root = _environ.get("AGENTLAB_TRACE_OUT"), _environ.get("AGENTLAB_TRACE_ROOT")
+_on = bool(_out and _root)
+_roots = sorted({p.rstrip("/") + "/" for p in (_root or "/", _os.path.realpath(_root or "/"))}, key=len, reverse=True)
+_skip = ("/site-packages/", "/node_modules/", "/.venv/", "/venv/", "/.tox/", "/.nox/")
+_files = {}
+_seen = {}
+
+
+def _relative(filename):
+    if any(part in filename for part in _skip):
+        return None
+    for prefix in _roots:
+        if filename.startswith(prefix):
+            return filename[len(prefix):]
+    return None
+
+
+def _profile(frame, event, arg):
+    if event != "call":
+        return
+    code = frame.f_code
+    filename = code.co_filename
+    rel = _files.get(filename, 0)
+    if rel == 0:
+        rel = _files[filename] = _relative(filename)
+    if rel is None:
+        return
+    test = _environ.get("PYTEST_CURRENT_TEST")
+    if not test:
+        return
+    found = _seen.get(test)
+    if found is None:
+        found = _seen[test] = set()
+    if len(found) < MAX_PER_TEST:
+        found.add(rel + "::" + code.co_name)
+
+
+def _dump():
+    _sys.setprofile(None)
+    merged = {}
+    for test, pairs in _seen.items():
+        name = test.rsplit(" (", 1)[0]  # "tests/test_x.py::test_a (call)" -> the node id
+        merged.setdefault(name, set()).update(pairs)
+    try:
+        _os.makedirs(_out, exist_ok=True)
+        path = _os.path.join(_out, "trace-%d.json" % _os.getpid())
+        with open(path, "w", encoding="utf-8") as handle:
+            _json.dump({k: sorted(v) for k, v in merged.items()}, handle)
+    except OSError:
+        pass
+
+
+@_pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    if not _on:
+        yield
+        return
+    before = _sys.getprofile()
+    _sys.setprofile(_profile)
+    try:
+        yield
+    finally:
+        _sys.setprofile(before)
+
+
+if _on:
+    _threading.setprofile(_profile)  # a thread a test starts: its calls are the test's too
+    _atexit.register(_dump)
 '''
 
 
 def install_tracer(folder: Path) -> Path:
-    """Write the tracer's `sitecustomize.py` into `folder/site` (to go first on PYTHONPATH); returns that folder."""
+    """Write the tracer plugin into `folder/site` (to go first on PYTHONPATH, named in PYTEST_PLUGINS by
+    `traced_env`); returns that folder."""
     site = Path(folder) / "site"
     site.mkdir(parents=True, exist_ok=True)
-    (site / "sitecustomize.py").write_text(
-        SITECUSTOMIZE.replace("__MAX_PER_TEST__", str(MAX_PER_TEST)), encoding="utf-8"
-    )
+    (site / f"{PLUGIN}.py").write_text(PLUGIN_SOURCE.replace("__MAX_PER_TEST__", str(MAX_PER_TEST)), encoding="utf-8")
     return site
+
+
+def traced_env(env: dict[str, str], site: Path, out: Path, checkout: Path) -> None:
+    """`env` of a pytest run, traced: the plugin's folder first on PYTHONPATH and the plugin added to any the run
+    names already; `out`: where it writes; `checkout`: whose functions it records."""
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(site), env.get("PYTHONPATH", "")) if p)
+    env["PYTEST_PLUGINS"] = ",".join(p for p in (env.get("PYTEST_PLUGINS", ""), PLUGIN) if p)
+    env.update({TRACE_OUT: str(out), TRACE_ROOT: str(checkout)})
 
 
 def read_traces(folder: Path) -> dict[str, list[str]]:

@@ -18,6 +18,7 @@ from agents.core.secrets_filter import SecretsFilter
 from agents.core.settings import Settings
 from agents.sandbox.bwrap import ResourceLimits, SandboxMode, SandboxProbe, SandboxSpec, spec_for
 from agents.sandbox.egress_rules import egress_for
+from agents.sandbox.git_masks import GitMetadataMasks
 from agents.sandbox.task_limits import DiskBudget, TaskBounds, disk_budget
 
 
@@ -30,6 +31,7 @@ class TaskSandboxes:
         self.settings = settings
         self.secrets = secrets
         self.probe = probe
+        self.git_masks = GitMetadataMasks(secrets)  # the masked git metadata copies, remembered between specs
         self.bounds: dict[int, TaskBounds] = {}  # task id → its cgroup and disk budget while it runs
 
     def open(self, task: Task) -> TaskBounds:
@@ -104,6 +106,7 @@ class TaskSandboxes:
             repository=repository,
             limits=limits,
             extra_read_only=[*s.sandboxing.sandbox_read_paths, *read_only],
+            git_masks=self.git_masks,
         )
         egress = egress_for(s.network.sandbox_network_domains, s.network.sandbox_network_private, repository)
         spec = dataclasses.replace(spec, egress=egress)
