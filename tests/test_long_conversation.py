@@ -74,6 +74,53 @@ async def test_500_turns_are_compacted_and_the_pending_proposal_stays_visible(
         await stop_application(bot.app)
 
 
+async def test_a_failed_compaction_keeps_the_pending_proposal_shown_whole(
+    fake_telegram, fake_anthropic, tmp_path, workspace_root
+) -> None:
+    """A long conversation whose compaction call fails (the API refuses it): the turn goes on with the newest turns,
+    and the proposal shown earlier, still pending, stays in the orchestrator's view whole, as it does when the
+    compaction works (INTERFACE: proposals the bot showed stay in the orchestrator's view)."""
+    from telegram_bot.app import stop_application
+
+    settings = make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root, history_token_budget=4000)
+    bot = await start_bot(settings, fake_telegram, fake_anthropic)
+    try:
+        store = bot.runtime.store
+        proposal = await store.add_proposal(
+            Proposal(chat_id=USER_ID, workspace="calc", request="make add correct", body="## Summary\nFix add.")
+        )
+        shown = "Proposal #1 for calc\n## Summary\nUSE-PLUS-NOT-MINUS in calc.add (the marker of the body)"
+        await store.add_message(ChatMessage(chat_id=USER_ID, role=Role.USER, content="research calc.add"))
+        await store.add_message(
+            ChatMessage(
+                chat_id=USER_ID,
+                role=Role.ASSISTANT,
+                content=shown,
+                kind="proposal",
+                ref_id=proposal.id,
+                tokens=estimate_tokens(shown),
+            )
+        )
+        for i in range(300):
+            role = Role.USER if i % 2 == 0 else Role.ASSISTANT
+            text = f"turn {i}: " + "we discussed the calc module and its add function " * 3
+            await store.add_message(ChatMessage(chat_id=USER_ID, role=role, content=text, tokens=estimate_tokens(text)))
+        model = RoleScript()
+        bot.claude.handler = model
+        model.add("compactor", claude_says.error(400, "invalid_request_error", "the compaction was refused"))
+        model.add("orchestrator", claude_says.text("Proposal #1 is waiting."))
+        bot.say("what did proposal 1 say exactly?")
+        await bot.replies(1)
+        request = model.requests["orchestrator"][0]
+        seen = "\n".join(b.get("text", "") for m in request["messages"] for b in m["content"] if isinstance(b, dict))
+        assert "USE-PLUS-NOT-MINUS" in seen, "the pending proposal the bot showed fell out of the orchestrator's view"
+        first = request["messages"][0]["content"][0]["text"]
+        assert first == "[Our earlier conversation is not shown: it could not be summarised]", first
+        assert "turn 0:" not in seen and "turn 299:" in seen
+    finally:
+        await stop_application(bot.app)
+
+
 async def test_unverified_criteria_are_reported_not_done(bot) -> None:
     model = RoleScript()
     bot.claude.handler = model

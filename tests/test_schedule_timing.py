@@ -143,3 +143,17 @@ def test_a_daily_time_in_the_hour_the_clocks_repeat_fires_once_that_night() -> N
     assert autumn == ["2026-10-25", "2026-10-26", "2026-10-27", "2026-10-28"], autumn
     spring = [f.astimezone(zone).date().isoformat() for f in fires(datetime(2026, 3, 28, 12, tzinfo=zone), 2)]
     assert spring == ["2026-03-29", "2026-03-30"], spring
+
+
+def test_an_hourly_cron_runs_every_hour_through_the_night_the_clocks_go_back() -> None:
+    """`0 * * * *` in Europe/Berlin on 2026-10-25 (02:00-03:00 happens twice): crontab runs a job whose hour is `*` in
+    both 02:00s (cronie: wildcard jobs run normally), and `*/15` does here too; an hourly run never waits two hours."""
+    zone = BERLIN
+    trigger = cron_trigger("0 * * * *", zone)
+    previous, now, fires = None, datetime(2026, 10, 24, 22, 30, tzinfo=UTC), []
+    for _ in range(6):
+        previous = now = trigger.get_next_fire_time(previous, now)
+        fires.append(now)
+    gaps = [b.astimezone(UTC) - a.astimezone(UTC) for a, b in zip(fires, fires[1:], strict=False)]  # real time
+    shown = [f"{f.astimezone(zone):%H:%M %Z}" for f in fires]
+    assert all(g == timedelta(hours=1) for g in gaps), f"hourly runs that night: {shown}"

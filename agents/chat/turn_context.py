@@ -208,10 +208,13 @@ class TurnContext:
         newest turns in the budget.
 
         When the unsummarised turns pass the budget, the older ones (all but the newest half-budget) are
-        summarised by the model into a note kept in the store; the turns themselves stay stored (/history).
+        summarised by the model into a note kept in the store; the turns themselves stay stored (/history). The
+        proposals still pending and the newest task summaries among the turns out of view are kept whole, also when
+        the summary could not be made (the turn then says the earlier conversation is not shown).
         """
         budget = self.settings.orchestrator.history_token_budget
         turns = await self.store.messages_after(chat_id, note.up_to_message_id if note else 0)
+        hidden_up_to = note.up_to_message_id if note else 0  # the turns up to this one are out of the model's view
         if sum(t.tokens for t in turns) > budget:
             keep: list[ChatMessage] = []
             used = 0
@@ -227,19 +230,18 @@ class TurnContext:
                 note = await self.store.add_note(
                     ConversationNote(chat_id=chat_id, up_to_message_id=older[-1].id, summary=summary)
                 )
+            if older:  # dropped from view whether or not they were summarised (a failed summary keeps the last note)
+                hidden_up_to = older[-1].id or hidden_up_to
             turns = keep
-        if note is None:
+        if not hidden_up_to:
             return turns
-        pinned = await self._still_relevant(chat_id, note.up_to_message_id)
-        return (
-            [
-                ChatMessage(
-                    chat_id=chat_id, role=Role.USER, content=f"[Summary of our earlier conversation]\n{note.summary}"
-                )
-            ]
-            + pinned
-            + turns
+        pinned = await self._still_relevant(chat_id, hidden_up_to)
+        earlier = (
+            f"[Summary of our earlier conversation]\n{note.summary}"
+            if note is not None
+            else "[Our earlier conversation is not shown: it could not be summarised]"
         )
+        return [ChatMessage(chat_id=chat_id, role=Role.USER, content=earlier), *pinned, *turns]
 
     async def _history_once_stored(self, chat_id: int, stored: Awaitable[ChatMessage] | None) -> list[ChatMessage]:
         """The history, read once the turn's question is stored: a read of the conversation that overlapped one of

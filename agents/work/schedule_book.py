@@ -14,8 +14,10 @@ What a run does not do, and says so in the conversation in one message:
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
+import weakref
 from collections.abc import Awaitable, Callable
 from datetime import datetime, tzinfo
 from typing import Annotated, Literal, Protocol
@@ -167,6 +169,15 @@ class ScheduleBook:
         )
         self.zone = settings.schedules.zone
         self.firing = firing or LocalFiring(self.zone)
+        # a schedule's run and its cancel, pause or resume take turns: a cancel during a run (its checks done, its
+        # task not yet stored) would say "it will not run again" and the run would start its task after it
+        self._turns: weakref.WeakValueDictionary[int, asyncio.Lock] = weakref.WeakValueDictionary()
+
+    def _turn_of(self, schedule_id: int) -> asyncio.Lock:
+        lock = self._turns.get(int(schedule_id))
+        if lock is None:
+            lock = self._turns[int(schedule_id)] = asyncio.Lock()
+        return lock
 
     # ---- life ---------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -298,48 +309,53 @@ class ScheduleBook:
     @work_tool(name="cancel_schedule")
     async def cancel(self, caller: Caller, schedule_id: ScheduleId) -> str:
         """Cancel a schedule for good ("stop the nightly run"); a task it started goes on."""
-        schedule = await self._mine(caller, schedule_id, "cancel")
-        live = [s for s in ScheduleStatus if s.is_live]
-        if not await self.store.schedules.move(schedule.stored_id, live, ScheduleStatus.CANCELLED, next_run_at=None):
-            raise ToolError(f"schedule #{schedule.id} was already cancelled")
-        await self.firing.remove(schedule.stored_id)
-        running = await self._active_task(schedule)
-        goes_on = f" Task #{running.id} of its last run goes on." if running else ""
-        return f"Schedule #{schedule.id} cancelled: it will not run again.{goes_on}"
+        async with self._turn_of(schedule_id):
+            schedule = await self._mine(caller, schedule_id, "cancel")
+            live = [s for s in ScheduleStatus if s.is_live]
+            if not await self.store.schedules.move(
+                schedule.stored_id, live, ScheduleStatus.CANCELLED, next_run_at=None
+            ):
+                raise ToolError(f"schedule #{schedule.id} was already cancelled")
+            await self.firing.remove(schedule.stored_id)
+            running = await self._active_task(schedule)
+            goes_on = f" Task #{running.id} of its last run goes on." if running else ""
+            return f"Schedule #{schedule.id} cancelled: it will not run again.{goes_on}"
 
     @work_tool(name="pause_schedule")
     async def pause(self, caller: Caller, schedule_id: ScheduleId) -> str:
         """Pause a schedule: it does not run until resumed."""
-        schedule = await self._mine(caller, schedule_id, "pause")
-        if schedule.status is ScheduleStatus.PAUSED:
-            return f"Schedule #{schedule.id} is already paused."
-        await self._pause(schedule, None)
-        return f"Schedule #{schedule.id} paused; resume_schedule starts it again."
+        async with self._turn_of(schedule_id):
+            schedule = await self._mine(caller, schedule_id, "pause")
+            if schedule.status is ScheduleStatus.PAUSED:
+                return f"Schedule #{schedule.id} is already paused."
+            await self._pause(schedule, None)
+            return f"Schedule #{schedule.id} paused; resume_schedule starts it again."
 
     @work_tool(name="resume_schedule")
     async def resume(self, caller: Caller, schedule_id: ScheduleId) -> str:
         """Resume a paused schedule from its next slot (missed slots are not made up)."""
-        schedule = await self._mine(caller, schedule_id, "resume")
-        if schedule.status is ScheduleStatus.ACTIVE:
-            upcoming = when_text(await self.next_run(schedule.stored_id), self.zone)
-            return f"Schedule #{schedule.id} is not paused; next run: {upcoming}."
-        if schedule.workspace not in {w.name for w in self.workspaces.all()}:
-            raise ToolError(f"the workspace {schedule.workspace} of schedule #{schedule.id} still does not exist")
-        now = utcnow()
-        next_slot = first_run(schedule, self.zone, now)  # the slots missed while paused are not made up
-        if next_slot is None:
-            raise ToolError(f"schedule #{schedule.id} has no run left (its time has passed): make a new one")
-        if not await self.store.schedules.move(
-            schedule.stored_id, [ScheduleStatus.PAUSED], ScheduleStatus.ACTIVE, next_run_at=next_slot, note=None
-        ):
-            raise ToolError(f"schedule #{schedule.id} is no longer paused")
-        schedule.next_run_at = next_slot
-        try:
-            await self.firing.arm(schedule)
-        except Exception:  # not firing: still paused
-            await self.store.schedules.update(schedule.stored_id, status=ScheduleStatus.PAUSED)
-            raise
-        return f"Schedule #{schedule.id} resumed; next run: {when_text(next_slot, self.zone)}."
+        async with self._turn_of(schedule_id):
+            schedule = await self._mine(caller, schedule_id, "resume")
+            if schedule.status is ScheduleStatus.ACTIVE:
+                upcoming = when_text(await self.next_run(schedule.stored_id), self.zone)
+                return f"Schedule #{schedule.id} is not paused; next run: {upcoming}."
+            if schedule.workspace not in {w.name for w in self.workspaces.all()}:
+                raise ToolError(f"the workspace {schedule.workspace} of schedule #{schedule.id} still does not exist")
+            now = utcnow()
+            next_slot = first_run(schedule, self.zone, now)  # the slots missed while paused are not made up
+            if next_slot is None:
+                raise ToolError(f"schedule #{schedule.id} has no run left (its time has passed): make a new one")
+            if not await self.store.schedules.move(
+                schedule.stored_id, [ScheduleStatus.PAUSED], ScheduleStatus.ACTIVE, next_run_at=next_slot, note=None
+            ):
+                raise ToolError(f"schedule #{schedule.id} is no longer paused")
+            schedule.next_run_at = next_slot
+            try:
+                await self.firing.arm(schedule)
+            except Exception:  # not firing: still paused
+                await self.store.schedules.update(schedule.stored_id, status=ScheduleStatus.PAUSED)
+                raise
+            return f"Schedule #{schedule.id} resumed; next run: {when_text(next_slot, self.zone)}."
 
     async def _pause(self, schedule: Schedule, why: str | None) -> bool:
         moved = await self.store.schedules.move(
@@ -364,6 +380,10 @@ class ScheduleBook:
 
     async def run(self, schedule_id: int) -> Task | None:
         """One run, as the maker would start it; the task it started, or None (skipped, paused, refused)."""
+        async with self._turn_of(schedule_id):
+            return await self._run(schedule_id)
+
+    async def _run(self, schedule_id: int) -> Task | None:
         schedule = await self.store.schedules.get(schedule_id)
         if schedule is None or schedule.status is not ScheduleStatus.ACTIVE:
             await self.firing.remove(schedule_id)
@@ -378,6 +398,10 @@ class ScheduleBook:
             return None
         if schedule.workspace not in {w.name for w in self.workspaces.all()}:
             await self._pause_and_say(schedule, f"its workspace `{schedule.workspace}` no longer exists")
+            return None
+        if self.workspaces.is_self(schedule.workspace) and not self.crew.is_owner(maker_of(schedule)):
+            # members reach none of `self`: refused at every run, it would hand the owners a request each time
+            await self._pause_and_say(schedule, "it works on the bot's own code, and its maker is no longer an owner")
             return None
         slot = schedule.next_run_at
         if slot is not None and (started := await self.store.task_of_schedule_since(schedule.stored_id, slot)):

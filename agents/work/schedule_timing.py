@@ -64,8 +64,10 @@ def crontab_weekdays(field: str) -> str:
 
 
 class OncePerWallTime(CronTrigger):  # type: ignore[misc]  # APScheduler 3 ships no type hints
-    """A crontab trigger that fires a wall-clock time once: on the night the clocks go back, 02:30 happens twice,
-    and APScheduler matches both (a daily run would run twice that night)."""
+    """A crontab trigger of a fixed hour that fires a wall-clock time once: on the night the clocks go back, 02:30
+    happens twice, and APScheduler matches both (a daily run would run twice that night). An expression whose hour
+    is a wildcard (`*`, `*/2`) runs by the clock as it goes, the repeated hour too, as cron does: an hourly run never
+    waits two hours."""
 
     def get_next_fire_time(self, previous_fire_time: datetime | None, now: datetime) -> datetime | None:
         fire: datetime | None = super().get_next_fire_time(previous_fire_time, now)
@@ -91,7 +93,9 @@ def cron_trigger(expression: str, zone: tzinfo) -> CronTrigger:
     if len(fields) != 5:
         raise ValueError(f"it has {len(fields)} field{'s' if len(fields) != 1 else ''}")
     fields[4] = crontab_weekdays(fields[4])
-    return OncePerWallTime.from_crontab(" ".join(fields), timezone=zone)
+    trigger = CronTrigger if fields[1].startswith("*") else OncePerWallTime  # a wildcard hour: every hour counts
+    made: CronTrigger = trigger.from_crontab(" ".join(fields), timezone=zone)
+    return made
 
 
 def parse_when(

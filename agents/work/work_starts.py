@@ -5,6 +5,9 @@ foreground task is waited on briefly, and not past the user's next message."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import weakref
+from collections.abc import AsyncIterator
 from typing import Annotated
 
 from agents.core.errors import ToolError
@@ -77,6 +80,7 @@ class WorkStarts:
         self.settings, self.store, self.engine, self.access = settings, store, engine, access
         self._interrupts: dict[int, asyncio.Event] = {}  # per chat: stop waiting on a foreground task
         self.branch_locks = BranchLocks()  # a follow-up and the decisions on its branch take turns (branch_decisions)
+        self._admitting: weakref.WeakValueDictionary[int, asyncio.Lock] = weakref.WeakValueDictionary()  # _room_for
 
     def is_owner(self, caller: Caller) -> bool:
         return self.access.is_owner(caller)
@@ -97,9 +101,9 @@ class WorkStarts:
         save_attachments: bool = False,
     ) -> Task:
         """Store a new task (with its criteria and the chat's attachments it is handed) and wake the engine."""
-        await self._room_for(task.chat_id, 1)
-        handed = await self._attachment_ids(task.chat_id, attachments)
-        task = await self.store.add_task(task, cleaned_criteria(criteria), handed, bool(save_attachments))
+        async with self._room_for(task.chat_id, 1):
+            handed = await self._attachment_ids(task.chat_id, attachments)
+            task = await self.store.add_task(task, cleaned_criteria(criteria), handed, bool(save_attachments))
         await self._pending(task)
         return task
 
@@ -113,9 +117,11 @@ class WorkStarts:
     ) -> list[Task]:
         """Store a group of attempts and its tasks (each with the criteria and handed files) at once; wake the
         engine."""
-        await self._room_for(group.chat_id, len(tasks))
-        handed = await self._attachment_ids(group.chat_id, attachments)
-        stored = await self.store.attempts.add(group, tasks, cleaned_criteria(criteria), handed, bool(save_attachments))
+        async with self._room_for(group.chat_id, len(tasks)):
+            handed = await self._attachment_ids(group.chat_id, attachments)
+            stored = await self.store.attempts.add(
+                group, tasks, cleaned_criteria(criteria), handed, bool(save_attachments)
+            )
         for task in stored:
             await self._pending(task)
         return stored
@@ -123,21 +129,29 @@ class WorkStarts:
     async def submit_approved(self, proposal_id: int, task: Task, criteria: list[str] | None) -> Task | None:
         """Approve the proposal and store its task in one transaction, then wake the engine; None when the proposal
         was no longer pending (a double tap)."""
-        await self._room_for(task.chat_id, 1)
-        approved = await self.store.approve_proposal(proposal_id, task, cleaned_criteria(criteria))
+        async with self._room_for(task.chat_id, 1):
+            approved = await self.store.approve_proposal(proposal_id, task, cleaned_criteria(criteria))
         if approved is not None:
             await self._pending(approved)
         return approved
 
-    async def _room_for(self, chat_id: int, adding: int) -> None:
-        """Refused past MAX_WAITING_TASKS: the conversation's tasks waiting or running, with the `adding` new ones."""
-        most = self.settings.tasks.max_waiting_tasks
-        active = await self.store.count_tasks(chat_id, [TaskStatus.PENDING, TaskStatus.IN_PROGRESS])
-        if active + adding > most:
-            raise ToolError(
-                f"this conversation has {active} task(s) waiting or running, and {most} is the most "
-                f"(MAX_WAITING_TASKS): start more when some have ended, or cancel some"
-            )
+    @contextlib.asynccontextmanager
+    async def _room_for(self, chat_id: int, adding: int) -> AsyncIterator[None]:
+        """Refused past MAX_WAITING_TASKS: the conversation's tasks waiting or running, with the `adding` new ones.
+        The body stores them: a conversation's starts take turns from the count to the store (two schedules due at
+        once, a tap beside a turn would otherwise both count the same tasks and both go in)."""
+        lock = self._admitting.get(chat_id)
+        if lock is None:
+            lock = self._admitting[chat_id] = asyncio.Lock()
+        async with lock:
+            most = self.settings.tasks.max_waiting_tasks
+            active = await self.store.count_tasks(chat_id, [TaskStatus.PENDING, TaskStatus.IN_PROGRESS])
+            if active + adding > most:
+                raise ToolError(
+                    f"this conversation has {active} task(s) waiting or running, and {most} is the most "
+                    f"(MAX_WAITING_TASKS): start more when some have ended, or cancel some"
+                )
+            yield
 
     async def _pending(self, task: Task) -> None:
         await self.store.add_event(TaskEvent(task_id=task.id, kind="status", detail=TaskStatus.PENDING.value))
