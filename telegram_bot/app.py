@@ -163,7 +163,9 @@ def build_application(settings: Settings) -> BotApplication:
     app.add_handler(CallbackQueryHandler(buttons.on_button))
     app.add_handler(MessageHandler(filters.StatusUpdate.FORUM_TOPIC_CREATED, handlers.on_topic_created))
     app.add_handler(MessageHandler(new & (filters.VOICE | filters.AUDIO | filters.Document.AUDIO), voice.on_voice))
-    app.add_handler(MessageHandler(new & (filters.PHOTO | filters.Document.ALL), attachments.on_attachment))
+    # a video joins them to be refused in one sentence there: its caption (an album's, too) is still answered
+    media = filters.PHOTO | filters.Document.ALL | filters.VIDEO | filters.ANIMATION
+    app.add_handler(MessageHandler(new & media, attachments.on_attachment))
     app.add_handler(MessageHandler(new & filters.COMMAND, handlers.unknown_command))
     app.add_handler(MessageHandler(new & filters.REPLY & filters.TEXT & ~filters.COMMAND, steering.on_reply))
     app.add_handler(MessageHandler(new & filters.TEXT & ~filters.COMMAND, handlers.on_text))

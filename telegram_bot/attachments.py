@@ -10,7 +10,7 @@ from telegram import Document, Message, PhotoSize, Update
 from telegram.error import TelegramError
 
 from agents.core.models import Attachment, InputMethod
-from agents.inputs.attachments import API_IMAGE_MAX_EDGE, AttachmentRefused, Attachments
+from agents.inputs.attachments import API_IMAGE_MAX_EDGE, AttachmentRefused, Attachments, file_name
 from telegram_bot.conversation import conversation_of
 from telegram_bot.downloads import download
 from telegram_bot.handlers import STOPPING, chat_lock, converse, message_arrived, on_record
@@ -22,6 +22,9 @@ log = logging.getLogger(__name__)
 MAX_DOWNLOAD_BYTES = 20 * 1024 * 1024  # the Bot API's getFile limit
 NO_CAPTION = "(sent without a caption)"
 ALBUM_WAIT = 1.0  # seconds to gather the items of an album (media group) into one turn
+# what the files of one message may hold together, roughly (the model's window is 200k tokens, and the question, the
+# history and the tools need room too): an album of ten text files each under its own limit would pass it
+TURN_ATTACHMENT_TOKENS = 120_000
 
 
 def pick_photo(sizes: tuple[PhotoSize, ...]) -> PhotoSize:
@@ -34,10 +37,12 @@ def pick_photo(sizes: tuple[PhotoSize, ...]) -> PhotoSize:
 
 async def _keep(context: Context, message: Message, conversation: int) -> Attachment:
     """Download one photo or document and keep it; raises AttachmentRefused with one sentence."""
+    if message.video is not None or message.animation is not None:
+        raise AttachmentRefused("I can't watch videos: send a screenshot, or say what happens in it")
     media: PhotoSize | Document | None = pick_photo(message.photo) if message.photo else message.document
-    if media is None:  # the handler's filter lets photos and documents through only
+    if media is None:  # the handler's filter lets photos, documents and videos through only
         raise AttachmentRefused("that message holds no photo or file")
-    name = "photo.jpg" if isinstance(media, PhotoSize) else (media.file_name or "file")[:120]
+    name = "photo.jpg" if isinstance(media, PhotoSize) else file_name(media.file_name)  # shown in replies and logs
     if media.file_size and media.file_size > MAX_DOWNLOAD_BYTES:
         raise AttachmentRefused(
             f"{name} is {media.file_size / 1e6:.0f} MB, and Telegram lets bots download files of at most 20 MB"
@@ -79,7 +84,13 @@ async def on_attachment(update: Update, context: Context) -> None:
         problems: list[str] = []
         for item in album:
             try:
-                attachments.append(await _keep(context, item, conversation))
+                kept = await _keep(context, item, conversation)
+                if sum(a.tokens for a in attachments) + kept.tokens > TURN_ATTACHMENT_TOKENS:
+                    raise AttachmentRefused(
+                        f"{kept.name} would take the files of this message past about {TURN_ATTACHMENT_TOKENS:,} "
+                        "tokens together, more than I can read at once: send it in a message of its own"
+                    )
+                attachments.append(kept)
             except AttachmentRefused as err:
                 problems.append(str(err))
                 going_on = caption or len(problems) < len(album)

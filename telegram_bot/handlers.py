@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import logging
 import re
+import time
 from collections.abc import AsyncIterator
 
 from telegram import Update
@@ -20,7 +21,7 @@ from telegram_bot.replies import send_markdown
 from telegram_bot.state import Context
 from telegram_bot.strangers import REFUSAL_LANE
 from telegram_bot.streaming import ChatDraft
-from telegram_bot.updates import chat_of, event_keys, message_of, runtime, text_of
+from telegram_bot.updates import chat_of, event_keys, forwarded_note, message_of, runtime, text_of
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +48,9 @@ STOPPING = "I'm restarting right now; please send that again in a minute."
 TYPING_DELAY = 0.3  # seconds before "typing…" shows; Claude's answers take longer, so it appears for them
 
 
+ALBUM_MEMORY_SECONDS = 60.0  # how long an album addressed to the bot lets its later items through
+
+
 def addressed_to_bot(update: Update, context: Context) -> bool:
     """In a group the bot answers messages that mention it, reply to it, or are commands (as Telegram's privacy
     mode delivers them); buttons and service messages always pass."""
@@ -62,7 +66,17 @@ def addressed_to_bot(update: Update, context: Context) -> bool:
     if text.startswith("/"):
         return True
     username = context.bot.username
-    return bool(username) and f"@{username.lower()}" in text.lower()
+    addressed = bool(username) and f"@{username.lower()}" in text.lower()
+    album = message.media_group_id
+    if album is not None:  # an album's caption (the mention) is on one item: the others are the same message
+        albums = context.bot_data.addressed_albums
+        now = time.monotonic()
+        for old in [k for k, at in albums.items() if now - at > ALBUM_MEMORY_SECONDS]:
+            del albums[old]
+        if addressed:
+            albums[album] = now
+        return album in albums
+    return addressed
 
 
 async def guard(update: Update, context: Context) -> None:
@@ -163,6 +177,8 @@ async def converse(
     caller = await caller_of(update, context)
     if context.bot.username and chat_of(update).type != ChatType.PRIVATE:  # "@bot fix it" → "fix it"
         text = re.sub(rf"@{re.escape(context.bot.username)}\b", "", text, flags=re.IGNORECASE).strip() or text
+    if (forwarded := forwarded_note(message_of(update))) is not None:  # someone else's words, shown as such
+        text = f"{forwarded}\n{text}"
     turns = context.bot_data.turns
     turn = asyncio.current_task()
     if turn is not None:  # PTB runs each handler in a task of its own

@@ -36,6 +36,23 @@ def text_of(update: Update) -> str:
     return text
 
 
+def forwarded_note(message: Message) -> str | None:
+    """For a forwarded message, a line saying whose words it carries (they are not the user's own request); None
+    for the user's own message."""
+    origin = message.forward_origin
+    if origin is None:
+        return None
+    who = (
+        getattr(getattr(origin, "sender_user", None), "full_name", None)
+        or getattr(origin, "sender_user_name", None)
+        or getattr(getattr(origin, "sender_chat", None), "title", None)
+        or getattr(getattr(origin, "chat", None), "title", None)
+        or "someone"
+    )
+    who = " ".join(str(who).split())[:64]
+    return f"[Forwarded by the user: the words of {who}, not the user's own request]"
+
+
 def replied_of(update: Update) -> Message:
     """The message that the message a handler filtered on `filters.REPLY` got replies to."""
     replied = message_of(update).reply_to_message

@@ -41,6 +41,8 @@ async def on_voice(update: Update, context: Context) -> None:
                 return
             shown = text if len(text) <= ECHO_LIMIT else text[:ECHO_LIMIT].rstrip() + "…"
             await message.reply_html(f"🎙 I heard: <i>{html.escape(shown)}</i>", do_quote=True)
+            if caption := (message.caption or "").strip():  # an audio file's caption: what to do with the recording
+                text = f"{caption}\n\n[The recording sent with it says:]\n{text}"
             await converse(update, context, text, InputMethod.VOICE)
     finally:
         heard.cancel()  # done by now, unless this turn was cancelled (a shutdown)

@@ -234,6 +234,7 @@ class Orchestrator:
                 stored=storing,
                 confined_to=caller.confined_to,
             )
+            self.secrets.mask_messages(messages)  # the user's own words and files too (a token in a caption, a .env)
             loop = self._loop(caller, messages, answer, usage_writes)
             rounds = self.settings.orchestrator.orchestrator_max_tool_rounds + 1  # the last one answers without tools
             try:

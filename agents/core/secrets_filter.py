@@ -34,6 +34,7 @@ import json
 import re
 import threading
 from collections.abc import Iterable
+from typing import Any
 from urllib.parse import quote, quote_plus
 
 MASK = "«masked»"
@@ -293,6 +294,28 @@ class SecretsFilter:
                 return value
             return {k: self.mask_json(v) for k, v in value.items()}
         return value
+
+    def mask_messages(self, messages: list[dict[str, Any]]) -> None:
+        """`mask` applied in place to the text of API messages' content blocks (text blocks, plain-text documents
+        and their titles): what the user sent (a message, a caption, a `.env` file) reaches the model masked like
+        everything else. The blocks stay the same objects, so what points at one (which attachment it shows) still
+        does; image and encoded document blocks are left as they are."""
+        for message in messages:
+            content = message.get("content")
+            if isinstance(content, str):
+                message["content"] = self.mask(content)
+                continue
+            for block in content if isinstance(content, list) else ():
+                if not isinstance(block, dict):
+                    continue
+                if block.get("type") == "text" and isinstance(block.get("text"), str):
+                    block["text"] = self.mask(block["text"])
+                elif is_text_document(block):
+                    source = block["source"]
+                    if isinstance(source, dict) and isinstance(source.get("data"), str):
+                        source["data"] = self.mask(source["data"])
+                    if isinstance(block.get("title"), str):
+                        block["title"] = self.mask(block["title"])
 
     def without_url_credentials(self, text: str) -> str:
         """`https://user:token@host` → `https://host`, then `mask`: for a config a program still reads (the sandbox's

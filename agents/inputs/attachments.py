@@ -31,6 +31,7 @@ API_PDF_MAX_PAGES = 100
 # 50 MP is more than any phone or camera photo (a 48-MP phone picture fits) and decodes to at most 200 MB (RGBA).
 MAX_SOURCE_PIXELS = 50_000_000
 IMAGE_FORMATS = {"JPEG": "image/jpeg", "PNG": "image/png", "GIF": "image/gif", "WEBP": "image/webp"}
+DECODED_FORMATS = (*IMAGE_FORMATS, "BMP", "TIFF")  # what a picture is read as (the others re-encoded), never EPS
 WORKTREE_FOLDER = ".agentlab/attachments"  # where a task's files land; ignored by git (a `*` .gitignore inside)
 _PDF_PAGE = re.compile(rb"/Type\s*/Page(?![a-zA-Z])")
 
@@ -68,6 +69,13 @@ def _too_large(name: str, pixels: str) -> AttachmentRefused:
     )
 
 
+def file_name(name: str | None) -> str:
+    """The name a user's app gave a file, as the bot uses and shows it: its last part, each character that is not
+    printable (a NUL, a line break, a control or an invisible format character such as a direction override) made
+    `_`, at most 120 characters."""
+    return "".join(ch if ch.isprintable() else "_" for ch in Path(name or "file").name)[:120] or "file"
+
+
 def normalise_image(data: bytes, max_edge: int, name: str = "that picture") -> tuple[bytes, str, int, int]:
     """(bytes, media type, width, height) of a picture the API takes; re-encoded and scaled down only when needed.
 
@@ -83,8 +91,10 @@ def normalise_image(data: bytes, max_edge: int, name: str = "that picture") -> t
     # The limit is ours, checked on the size the header declares before anything is decoded. Pillow's own guard
     # (a module attribute and a warning filter, both process-wide) is left at its defaults: it still refuses a
     # declared size past twice its limit on open, and nothing here changes it for the rest of the process.
+    # Only formats Pillow decodes itself (the API's, and BMP and TIFF re-encoded): other plugins hand the data to
+    # outside programs (an EPS file is rendered by running Ghostscript on the sender's PostScript, outside any sandbox)
     try:
-        image = Image.open(io.BytesIO(data))
+        image = Image.open(io.BytesIO(data), formats=DECODED_FORMATS)
     except UnidentifiedImageError as err:
         raise NotAPicture(f"I couldn't read {name} (it may be damaged or in a format I don't know)") from err
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as err:
@@ -172,7 +182,7 @@ class Attachments:
         """Check a file by its content and keep it; raises AttachmentRefused with one sentence for the user. The
         name the user's app gave is kept as its last part, each character that is not printable (a NUL, a control
         or an invisible format character) made `_`: it names a file in a worktree later, and is shown in the chat."""
-        name = "".join(ch if ch.isprintable() else "_" for ch in Path(name or "file").name) or "file"
+        name = file_name(name)
         if data.startswith(b"%PDF-") and not image_only:
             return await self._keep_pdf(chat_id, data, name)
         text = None if image_only else text_of(data)

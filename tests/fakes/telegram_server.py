@@ -908,6 +908,20 @@ class FakeTelegram:
             audio["performer"] = performer
         return self._inject_message(user_id, chat_id, username, first_name, {"audio": audio})
 
+    def file_fields(self, data: bytes, folder: str, extension: str, mime: str | None = None) -> dict[str, Any]:
+        """The Bot API fields of a file the fake serves (`file_id`, `file_unique_id`, `file_size`), for a message
+        built with `send_content` (a video, an album item of any kind)."""
+        with self._lock:
+            stored = self._store_file(data, folder, extension, mime, None)
+        return self._file_fields(stored)
+
+    def send_content(
+        self, user_id: int, content: dict[str, Any], chat_id: int | None = None, first_name: str = "Tester"
+    ) -> dict[str, Any]:
+        """A message from `user_id` with these Bot API fields (what the other `send_*` helpers build): a video, a
+        forwarded text (`forward_origin`), an album item of any kind (`media_group_id`)."""
+        return self._inject_message(user_id, chat_id, None, first_name, content)
+
     def send_document(
         self,
         user_id: int,
