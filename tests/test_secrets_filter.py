@@ -219,3 +219,20 @@ def test_a_plain_text_document_is_masked_and_encoded_data_left_alone() -> None:
     masked_text, masked_pdf = SHAPES.mask_json([text_doc, pdf])
     assert token not in masked_text["source"]["data"] and MASK in masked_text["source"]["data"], masked_text
     assert masked_pdf == pdf
+
+
+def test_api_messages_are_masked_in_place_and_a_value_added_later_is_masked_in_a_text_seen_before() -> None:
+    secrets = SecretsFilter()
+    token = "ghp_" + "Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0UvWxYz"
+    document = {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": f"T={token}"}}
+    picture = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}
+    text = {"type": "text", "text": "deploy with hunter2-longer-value please"}
+    messages = [{"role": "user", "content": [picture, document, text]}, {"role": "assistant", "content": token}]
+    secrets.mask_messages(messages)
+    assert messages[0]["content"][0] is picture and messages[0]["content"][1] is document, "the same block objects"
+    assert token not in document["source"]["data"] and messages[1]["content"] == "«masked»"
+    assert text["text"] == "deploy with hunter2-longer-value please", "nothing known to mask in it yet"
+    secrets.add(["hunter2-longer-value"])
+    again = {"type": "text", "text": "deploy with hunter2-longer-value please"}
+    secrets.mask_messages([{"role": "user", "content": [again]}])
+    assert again["text"] == "deploy with «masked» please", "a text remembered masked before the value came"

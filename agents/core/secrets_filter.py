@@ -38,6 +38,8 @@ from typing import Any
 from urllib.parse import quote, quote_plus
 
 MASK = "«masked»"
+REMEMBERED_CHARS = 4_000_000  # texts `mask_messages` remembers masked, in all (a conversation's turns come back)
+REMEMBERED_TEXT_CHARS = 65_536  # a longer one is masked each time
 OFF_LOOP_CHARS = 16_384  # longer text is masked in a worker thread by those that may wait (`SecretsFilter.mask_soon`)
 _MIN_VERBATIM = 8  # shorter values ("true", "1234") would mask ordinary text
 # detect-secrets plugins whose regexes are token shapes (not keyword or entropy heuristics, which fire on code)
@@ -226,6 +228,10 @@ class SecretsFilter:
 
     def __init__(self) -> None:
         self._verbatim = _Verbatim()
+        self._remembered_lock = threading.Lock()
+        self._remembered_values: frozenset[str] | None = None
+        self._remembered: dict[str, str] = {}  # text → masked, under `_remembered_values` (mask_messages)
+        self._remembered_chars = 0
 
     def add(self, values: Iterable[str]) -> None:
         """Mask these values verbatim from now on, in every task's output, for the process's life (the bot's own
@@ -299,23 +305,49 @@ class SecretsFilter:
         """`mask` applied in place to the text of API messages' content blocks (text blocks, plain-text documents
         and their titles): what the user sent (a message, a caption, a `.env` file) reaches the model masked like
         everything else. The blocks stay the same objects, so what points at one (which attachment it shows) still
-        does; image and encoded document blocks are left as they are."""
+        does; image and encoded document blocks are left as they are.
+
+        A conversation's turns come back at every turn: a text masked once under the same values is not masked
+        again (the newest texts of at most REMEMBERED_TEXT_CHARS each are remembered, REMEMBERED_CHARS in all)."""
+        mask = self._remembered_mask
         for message in messages:
             content = message.get("content")
             if isinstance(content, str):
-                message["content"] = self.mask(content)
+                message["content"] = mask(content)
                 continue
             for block in content if isinstance(content, list) else ():
                 if not isinstance(block, dict):
                     continue
                 if block.get("type") == "text" and isinstance(block.get("text"), str):
-                    block["text"] = self.mask(block["text"])
+                    block["text"] = mask(block["text"])
                 elif is_text_document(block):
                     source = block["source"]
                     if isinstance(source, dict) and isinstance(source.get("data"), str):
-                        source["data"] = self.mask(source["data"])
+                        source["data"] = mask(source["data"])
                     if isinstance(block.get("title"), str):
-                        block["title"] = self.mask(block["title"])
+                        block["title"] = mask(block["title"])
+
+    def _remembered_mask(self, text: str) -> str:
+        if len(text) > REMEMBERED_TEXT_CHARS:
+            return self.mask(text)
+        values = self.fingerprint()
+        with self._remembered_lock:
+            if values is not self._remembered_values:
+                self._remembered_values, self._remembered, self._remembered_chars = values, {}, 0
+            found = self._remembered.pop(text, None)
+            if found is not None:
+                self._remembered_chars -= len(text)
+        if found is None:
+            found = self.mask(text)
+        with self._remembered_lock:
+            if values is self._remembered_values and text not in self._remembered:
+                self._remembered[text] = found  # the newest last: the oldest go first
+                self._remembered_chars += len(text)
+                while self._remembered_chars > REMEMBERED_CHARS:
+                    oldest = next(iter(self._remembered))
+                    del self._remembered[oldest]
+                    self._remembered_chars -= len(oldest)
+        return found
 
     def without_url_credentials(self, text: str) -> str:
         """`https://user:token@host` → `https://host`, then `mask`: for a config a program still reads (the sandbox's
