@@ -67,8 +67,8 @@ def addressed_to_bot(update: Update, context: Context) -> bool:
         return True
     username = context.bot.username
     addressed = bool(username) and f"@{username.lower()}" in text.lower()
-    album = message.media_group_id
-    if album is not None:  # an album's caption (the mention) is on one item: the others are the same message
+    if message.media_group_id is not None:  # an album's caption (the mention) is on one item: the others are the same
+        album = f"{chat_of(update).id}:{message.media_group_id}"
         albums = context.bot_data.addressed_albums
         now = time.monotonic()
         for old in [k for k, at in albums.items() if now - at > ALBUM_MEMORY_SECONDS]:

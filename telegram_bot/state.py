@@ -36,7 +36,7 @@ class BotState:
     webhook: HTTPServer | None = None  # webhook mode: the server Telegram posts updates to, stopped before the rest
     strangers: Strangers = field(default_factory=Strangers)  # who was refused, and when
     albums: dict[str, list[Message]] = field(default_factory=dict)  # photos of one album, gathered by group id
-    # in a group, the albums whose first item was addressed to the bot (group id → when): their other items pass too
+    # in a group, the albums whose first item was addressed to the bot ("chat:album id" → when): the others pass too
     addressed_albums: dict[str, float] = field(default_factory=dict)
     turns: set[asyncio.Task[Any]] = field(default_factory=set)  # conversation turns running now
     chat_locks: dict[tuple[int, int], asyncio.Lock] = field(default_factory=dict)  # one turn at a time per chat/topic
