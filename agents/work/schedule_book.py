@@ -8,8 +8,12 @@ the bot was down fires once at start (APScheduler coalesces the missed slots int
 
 What a run does not do, and says so in the conversation in one message:
 - the previous run's task is still active: this run is skipped;
-- the workspace is gone, or the maker is no longer an allowed user: the schedule is paused;
-- the crew refuses (a budget spent, a member's request for `self`): nothing starts, the reason is the last result.
+- the workspace is gone, the maker is no longer an allowed user, or a schedule on `self` whose maker is no longer
+  an owner: the schedule is paused;
+- the crew refuses (a budget spent, MAX_WAITING_TASKS reached): nothing starts, the reason is the last result.
+
+A run and a cancel, pause or resume of the same schedule take turns, so a cancel answered during a run never comes
+before the task that run starts (it names that task instead).
 """
 
 from __future__ import annotations
