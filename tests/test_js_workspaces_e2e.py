@@ -98,7 +98,15 @@ async def test_every_ava_test_is_counted_and_the_broken_one_in_the_middle_named(
         workspace_root / "big",
         {
             "package.json": json.dumps(
-                {"name": "big", "private": True, "type": "commonjs", "scripts": {"test": "ava"}}
+                {
+                    "name": "big",
+                    "private": True,
+                    "type": "commonjs",
+                    "scripts": {"test": "ava"},
+                    # ava fails a run that goes 10 s without finishing a test (its default): on two shared cores at
+                    # the suite's busiest, a run of this file once counted an extra failure after its 150 passed
+                    "ava": {"timeout": "2m"},
+                }
             ),
             ".gitignore": "node_modules/\n",
             "calc.js": "exports.add = (a, b) => a + b;\nexports.mul = (a, b) => a * b;\n",
