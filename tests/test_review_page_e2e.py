@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 
+from agents.core.models import Task, TaskStatus, WorkerKind
 from agents.core.secrets_filter import SecretsFilter
 from agents.git.diff import HUGE_FILE_BYTES, DiffReport
 from agents.review import diff_view
@@ -505,20 +506,8 @@ async def test_a_task_on_self_shows_a_member_nothing_on_the_page_even_their_own(
     """`self` is owners' alone: a task on the bot's own code that a member started while an owner (OWNER_USER_IDS
     changed since) shows them nothing on the review page, neither its verdict nor its pictures, as /task and the
     chat's Diff refuse them."""
-    from agents.core.models import Task, TaskStatus, WorkerKind
-
     store, now = review_bot.runtime.store, time.time()
-    task = await store.add_task(
-        Task(
-            chat_id=MEMBER,
-            user_id=MEMBER,
-            workspace="self",
-            worker=WorkerKind.CODE,
-            title="SELF-TITLE the token handling",
-            instructions="x",
-            status=TaskStatus.COMPLETED,
-        )
-    )
+    task = await _ended_task(review_bot, MEMBER, "self", "SELF-TITLE the token handling")
     await store.reviews.save(task.stored_id, {"report": "SELF-REPORT: where the token lives"})
     await store.reviews.add_picture(task.stored_id, "SELF-CAPTION", b"\x89PNG\r\n\x1a\nSELF-PICTURE")
     member = launch_data(review_bot.tg.token, MEMBER, signed_at=now, name="member")
@@ -562,21 +551,24 @@ def test_bidi_controls_in_file_names_are_shown_not_obeyed() -> None:
     assert not diff_view.BIDI.search(html), [hex(ord(c)) for c in html if c in BIDI_CHARS]
 
 
-async def _stored_task(bot: BotHarness) -> int:
-    from agents.core.models import Task, TaskStatus, WorkerKind
-
-    store = bot.runtime.store
-    task = await store.add_task(
+async def _ended_task(bot: BotHarness, user: int = USER_ID, workspace: str = "calc", title: str = "Fix add") -> Task:
+    """A completed code task of `user`'s, stored as an ended task is (no review kept yet)."""
+    return await bot.runtime.store.add_task(
         Task(
-            chat_id=USER_ID,
-            user_id=USER_ID,
-            workspace="calc",
+            chat_id=user,
+            user_id=user,
+            workspace=workspace,
             worker=WorkerKind.CODE,
-            title="Fix add",
+            title=title,
             instructions="x",
             status=TaskStatus.COMPLETED,
         )
     )
+
+
+async def _stored_task(bot: BotHarness) -> int:
+    store = bot.runtime.store
+    task = await _ended_task(bot)
     await store.reviews.save(
         task.stored_id,
         {

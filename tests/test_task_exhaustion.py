@@ -19,7 +19,7 @@ import pytest
 
 from agents.core.secrets_filter import SecretsFilter
 from agents.sandbox.bwrap import spec_for
-from agents.sandbox.shell import run_command
+from agents.sandbox.shell import CommandResult, run_command
 from agents.sandbox.task_limits import DiskBudget, TaskBounds, allocated_bytes
 from tests.support.sandbox import PROBE
 
@@ -35,10 +35,16 @@ def tmp_path() -> Iterator[Path]:
         yield Path(folder).resolve()
 
 
-def _bounded_spec(root: Path, budget: int, **extra):
+async def _run_within_budget(root: Path, budget: int, command: str, timeout: float) -> tuple[CommandResult, bool]:
+    """`command` run in a task's sandbox of `root` whose disk budget is `budget` bytes; with whether the budget
+    counted itself over once the command ended (the task's bounds closed after)."""
     bounds = TaskBounds(f"probe-{os.getpid()}", 1 << 30, 512, DiskBudget(root, budget))
-    spec = dataclasses.replace(spec_for(SecretsFilter(), PROBE, root), task=bounds, **extra)
-    return spec, bounds
+    spec = dataclasses.replace(spec_for(SecretsFilter(), PROBE, root), task=bounds)
+    try:
+        result = await run_command(command, root, timeout, sandbox=spec)
+        return result, await bounds.disk.over(force=True) if bounds.disk is not None else False
+    finally:
+        await bounds.close()
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -51,18 +57,13 @@ async def test_files_below_the_walk_depth_count_against_the_disk_budget(tmp_path
     root = tmp_path / "wt"
     root.mkdir()
     budget = 8 << 20
-    spec, bounds = _bounded_spec(root, budget)
     deep = "/".join(["d"] * 520)
     # three 6 MB files (each under the 8 MB per-file limit) = 18 MB against an 8 MB budget, then time for two polls
     command = (
         f"mkdir -p {deep} && cd {deep} && for i in 1 2 3; do head -c 6M /dev/urandom > f$i || exit 1; done; "
         "sleep 2; echo ALL''-WRITTEN"
     )
-    try:
-        result = await run_command(command, root, 60, sandbox=spec)
-        over = await bounds.disk.over(force=True)
-    finally:
-        await bounds.close()
+    result, over = await _run_within_budget(root, budget, command, 60)
     held = sum(os.lstat(os.path.join(d, f)).st_blocks * 512 for d, _, files in os.walk(root) for f in files)
     assert held > budget, "probe set-up: the files were not written"
     assert result.stopped is not None and "ALL-WRITTEN" not in result.output, (
@@ -80,7 +81,6 @@ async def test_inodes_count_against_the_disk_budget(tmp_path: Path) -> None:
     root = tmp_path / "wt"
     root.mkdir()
     budget = 4 << 20
-    spec, bounds = _bounded_spec(root, budget)
     # 60,000 empty files in 250 folders: ~1 MB of folder blocks, 60,000 inodes (15 MB of inode tables at 256 B each)
     make = (
         "import os\n"
@@ -92,10 +92,7 @@ async def test_inodes_count_against_the_disk_budget(tmp_path: Path) -> None:
         "import time; time.sleep(1)\n"
         "print('ALL' '-KEPT')\n"
     )
-    try:
-        result = await run_command(f"python3 - <<'EOF'\n{make}EOF", root, 120, sandbox=spec)
-    finally:
-        await bounds.close()
+    result, _ = await _run_within_budget(root, budget, f"python3 - <<'EOF'\n{make}EOF", 120)
     files = sum(len(f) for _, _, f in os.walk(root))
     assert result.stopped is not None and files < 60_000, (
         f"{files} inodes were made and kept within a 4 MB budget (counted: {allocated_bytes(root) >> 10} KB): "

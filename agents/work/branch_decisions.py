@@ -95,7 +95,7 @@ class BranchDecisions:
         """The lock of the task's branch (none to take for a task without one)."""
         if not task.branch:
             return contextlib.nullcontext()
-        return self.starts.branch_locks.of(task.workspace, task.branch)
+        return self.starts.branch_locks.of((task.workspace, task.branch))
 
     async def _merged_already(self, task: Task) -> bool:
         """Whether the task's branch has commits of its own and every one is in its base branch: a Merge was done."""

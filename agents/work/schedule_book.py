@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import weakref
 from collections.abc import Awaitable, Callable
 from datetime import datetime, tzinfo
 from typing import Annotated, Literal, Protocol
@@ -30,6 +29,7 @@ from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from agents.core.errors import ToolError
+from agents.core.keyed_locks import KeyedLocks
 from agents.core.models import Caller, Schedule, ScheduleStatus, Task, TaskStatus, WorkerKind, utcnow
 from agents.core.protocols import Notifier
 from agents.core.settings import Settings
@@ -175,13 +175,10 @@ class ScheduleBook:
         self.firing = firing or LocalFiring(self.zone)
         # a schedule's run and its cancel, pause or resume take turns: a cancel during a run (its checks done, its
         # task not yet stored) would say "it will not run again" and the run would start its task after it
-        self._turns: weakref.WeakValueDictionary[int, asyncio.Lock] = weakref.WeakValueDictionary()
+        self._turns: KeyedLocks[int] = KeyedLocks()
 
     def _turn_of(self, schedule_id: int) -> asyncio.Lock:
-        lock = self._turns.get(int(schedule_id))
-        if lock is None:
-            lock = self._turns[int(schedule_id)] = asyncio.Lock()
-        return lock
+        return self._turns.of(int(schedule_id))
 
     # ---- life ---------------------------------------------------------------------------------
     async def start(self) -> None:

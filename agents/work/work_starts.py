@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import weakref
 from collections.abc import AsyncIterator
 from typing import Annotated
 
 from agents.core.errors import ToolError
+from agents.core.keyed_locks import KeyedLocks
 from agents.core.models import AttemptGroup, Caller, Schedule, Task, TaskEvent, TaskStatus, WorkerKind
 from agents.core.protocols import TaskEngine
 from agents.core.settings import Settings
@@ -20,7 +20,6 @@ from agents.git.repository import branch_exists
 from agents.store.database import Store
 from agents.work import crew_texts
 from agents.work.access import Access, task_number
-from agents.work.branch_locks import BranchLocks
 from agents.work.turn_scope import begin_turn, current_turn, end_turn
 from agents.workspaces.folders import Workspace
 
@@ -79,8 +78,9 @@ class WorkStarts:
     def __init__(self, settings: Settings, store: Store, engine: TaskEngine, access: Access) -> None:
         self.settings, self.store, self.engine, self.access = settings, store, engine, access
         self._interrupts: dict[int, asyncio.Event] = {}  # per chat: stop waiting on a foreground task
-        self.branch_locks = BranchLocks()  # a follow-up and the decisions on its branch take turns (branch_decisions)
-        self._admitting: weakref.WeakValueDictionary[int, asyncio.Lock] = weakref.WeakValueDictionary()  # _room_for
+        # a follow-up and the decisions on its branch take turns (branch_decisions), by (workspace, branch)
+        self.branch_locks: KeyedLocks[tuple[str, str]] = KeyedLocks()
+        self._admitting: KeyedLocks[int] = KeyedLocks()  # a conversation's starts, by chat (_room_for)
 
     def is_owner(self, caller: Caller) -> bool:
         return self.access.is_owner(caller)
@@ -140,10 +140,7 @@ class WorkStarts:
         """Refused past MAX_WAITING_TASKS: the conversation's tasks waiting or running, with the `adding` new ones.
         The body stores them: a conversation's starts take turns from the count to the store (two schedules due at
         once, a tap beside a turn would otherwise both count the same tasks and both go in)."""
-        lock = self._admitting.get(chat_id)
-        if lock is None:
-            lock = self._admitting[chat_id] = asyncio.Lock()
-        async with lock:
+        async with self._admitting.of(chat_id):
             most = self.settings.tasks.max_waiting_tasks
             active = await self.store.count_tasks(chat_id, [TaskStatus.PENDING, TaskStatus.IN_PROGRESS])
             if active + adding > most:
@@ -301,7 +298,7 @@ class WorkStarts:
         task = await self.store.get_task(int(task_id))
         if task is None or not task.branch:
             raise ToolError(f"task #{task_id} has no branch to continue")
-        async with self.branch_locks.of(task.workspace, task.branch):  # never beside a Discard of that branch
+        async with self.branch_locks.of((task.workspace, task.branch)):  # never beside a Discard of that branch
             return await self._continue(caller, task, task.branch, instructions, title)
 
     async def _continue(self, caller: Caller, task: Task, branch: str, instructions: str, title: str | None) -> Task:
