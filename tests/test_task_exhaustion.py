@@ -64,8 +64,10 @@ async def test_files_below_the_walk_depth_count_against_the_disk_budget(tmp_path
         "sleep 2; echo ALL''-WRITTEN"
     )
     result, over = await _run_within_budget(root, budget, command, 60)
+    # The folder below the walk depth counts as a gigabyte from the moment it exists, so on a busy machine the first
+    # poll may stop the command before much is written: what must exist is that folder, not the 18 MB.
+    assert (root / deep).is_dir(), f"probe set-up: the deep folder was not made: {result.output[-300:]}"
     held = sum(os.lstat(os.path.join(d, f)).st_blocks * 512 for d, _, files in os.walk(root) for f in files)
-    assert held > budget, "probe set-up: the files were not written"
     assert result.stopped is not None and "ALL-WRITTEN" not in result.output, (
         f"{held >> 20} MB below depth 512 passed an 8 MB budget unseen (over={over}): {result.output[-300:]}"
     )
