@@ -59,7 +59,25 @@ async def test_a_workspace_is_on_github_by_its_origin_or_its_config(tmp_path: Pa
     git(by_config, "remote", "add", "origin", str(tmp_path / "b-origin.git"))
     repo = await github_repository(by_config)
     assert repo is not None and repo.full_name == "octo/b" and repo.push_url == str(tmp_path / "b-origin.git")
+    assert not repo.on_github, "an origin that is not GitHub's never gets the bot's token"
     assert await github_repository(make_repo(tmp_path / "c", {"x.py": "1\n"})) is None
+
+
+@pytest.mark.parametrize(
+    "origin",
+    [
+        "http://github.com/octo/calc.git",  # a careless user's remote: the token would travel in clear text
+        "https://GitHub.com/octo/calc",  # host names know no case
+        "git@GitHub.com:octo/calc.git",
+        "https://someone@github.com/octo/calc.git",
+    ],
+)
+async def test_a_github_origin_in_any_form_is_pushed_to_over_https(tmp_path: Path, origin: str) -> None:
+    repo = make_repo(tmp_path / "r", {"x.py": "1\n"})
+    git(repo, "remote", "add", "origin", origin)
+    found = await github_repository(repo)
+    assert found is not None and found.full_name == "octo/calc", origin
+    assert found.push_url == "https://github.com/octo/calc.git" and found.on_github
 
 
 def test_retries_follow_what_github_says() -> None:

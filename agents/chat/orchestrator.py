@@ -170,11 +170,14 @@ class Orchestrator:
         user_id: int | None = None,
         user_name: str | None = None,
         confined_to: str | None = None,
+        history_text: str | None = None,
     ) -> Reply:
         """One turn; with `answer`, the reply streams into it while it is written (tool activity too).
         `message_id` (the request message: a task started now replies under it) and `user_id` (who asked) reach the
         work tools as the turn's `Caller`. The reply names the tasks the turn started (`Reply.started`).
-        `confined_to`: a request from outside the chat (a GitHub mention), confined to that workspace (Caller).
+        `confined_to`: a request from outside the chat (a GitHub mention), confined to that workspace (Caller);
+        `history_text`: what the chat's history keeps of the request instead of `text` (such a request's context,
+        written by anyone, must not reach the chat's later turns, which are not confined).
 
         Turns of one chat must not overlap: the caller runs them one at a time, in arrival order (the adapter's
         per-chat lock, taken as a message arrives, before its download or transcription; the routing eval runs its
@@ -186,7 +189,9 @@ class Orchestrator:
         )
         try:
             with self.turns.turn():
-                reply = await self._turn(caller, text, input_method, reply_to, attachments or [], answer)
+                reply = await self._turn(
+                    caller, text, input_method, reply_to, attachments or [], answer, history_text=history_text
+                )
         finally:
             started = self.desk.turn_ended(chat_id)
         return replace(reply, started=started)
@@ -199,6 +204,8 @@ class Orchestrator:
         reply_to: ReplyTo | None = None,
         attachments: list[Attachment] | None = None,
         answer: AnswerStream | None = None,
+        *,
+        history_text: str | None = None,
     ) -> Reply:
         """The turn itself: the question stored, the request built and run, the answer stored. Kept in one piece
         because a photo or file the API refuses sends the whole request again without it (rebuilt, with a new
@@ -208,12 +215,13 @@ class Orchestrator:
         # The user's words (and photos/files, kept by agents/attachments) are stored first: nothing is lost. The
         # write goes to the store's thread ahead of the request's reads, which do not wait for it (one hand-over);
         # the request is built once it is stored.
+        kept = text if history_text is None else history_text
         asked = ChatMessage(
             chat_id=chat_id,
             role=Role.USER,
-            content=text,
+            content=kept,
             input_method=input_method,
-            tokens=estimate_tokens(text) + sum(a.tokens for a in attachments),
+            tokens=estimate_tokens(kept) + sum(a.tokens for a in attachments),
             attachments=attachments,
         )
         storing = asyncio.create_task(self.store.add_message(asked))

@@ -130,9 +130,10 @@ def token_header_env(token: str) -> dict[str, str]:
     }
 
 
-async def push_with_token(repo: Path, branch: str, url: str, token: str) -> None:
-    """Push `branch` to `url` (a pull request's head) with the bot's GitHub token; never forced, so commits someone
-    else pushed to the branch are not lost (the push then fails with git's reason)."""
+async def push_with_token(repo: Path, branch: str, url: str, token: str | None) -> None:
+    """Push `branch` to `url` (a pull request's head) with the bot's GitHub token (None: without it, for a remote
+    that is not GitHub's); never forced, so commits someone else pushed to the branch are not lost (the push then
+    fails with git's reason)."""
     async with bot_writes(repo):
         await git_text(
             "push",
@@ -141,5 +142,5 @@ async def push_with_token(repo: Path, branch: str, url: str, token: str) -> None
             f"refs/heads/{branch}:refs/heads/{branch}",
             cwd=repo,
             timeout=REMOTE_TIMEOUT_SECONDS,
-            extra_env={**_remote_env(), **token_header_env(token)},
+            extra_env={**_remote_env(), **(token_header_env(token) if token else {})},
         )

@@ -2,9 +2,14 @@
 
 A workspace's GitHub repository is its `origin` remote when that is a GitHub URL (`https://github.com/OWNER/NAME`,
 `git@github.com:OWNER/NAME`, with or without `.git`), or else the `[github] repository = "OWNER/NAME"` of its
-`.agentlab.toml` (read from the checked-out commit; the workspace's file only when it is untracked). The bot pushes
-over HTTPS with its own token (a header in its own git call), so an SSH `origin` is pushed to through the HTTPS URL of
-the same repository; an `origin` that is not on GitHub (a local bare repository, a mirror) is pushed to as it is.
+`.agentlab.toml` (read from the checked-out commit; the workspace's file only when it is untracked). The host is
+matched without regard to case, as DNS does.
+
+The bot pushes to GitHub over HTTPS with its own token (a header in its own git call): a GitHub `origin` in any form
+(SSH, `http://`, a URL with a user name in it) is pushed to through the HTTPS URL of the same repository, so the
+token never travels in clear text. An `origin` that is not on GitHub (a local bare repository, a company mirror) is
+pushed to as it is, without the token: a GitHub token is for GitHub, never for whichever host a repository's remote
+names (the push then uses what that machine's git has for that host, or fails with git's reason).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ class GitHubRepository:
 
     full_name: str
     push_url: str
+    on_github: bool = True  # push_url is GitHub's own: the only place the bot's token is sent
 
     @property
     def owner(self) -> str:
@@ -43,8 +49,8 @@ def name_from_url(url: str, web_url: str = "https://github.com") -> str | None:
     host = urlsplit(web_url).hostname or "github.com"
     url = url.strip()
     patterns = (
-        rf"https?://(?:[^@/]+@)?{re.escape(host)}(?::\d+)?/(?P<repo>[^/]+/[^/]+?)(?:\.git)?/?",
-        rf"(?:ssh://)?git@{re.escape(host)}[:/](?P<repo>[^/]+/[^/]+?)(?:\.git)?/?",
+        rf"https?://(?:[^@/]+@)?(?i:{re.escape(host)})(?::\d+)?/(?P<repo>[^/]+/[^/]+?)(?:\.git)?/?",
+        rf"(?:ssh://)?git@(?i:{re.escape(host)})[:/](?P<repo>[^/]+/[^/]+?)(?:\.git)?/?",
     )
     for pattern in patterns:
         match = re.fullmatch(pattern, url)
@@ -80,10 +86,11 @@ async def github_repository(path: Path, web_url: str = "https://github.com") -> 
     origin = await _origin(path)
     web = web_url.rstrip("/")
     if origin is not None and (name := name_from_url(origin, web)) is not None:
-        push = origin if origin.startswith(("https://", "http://")) else f"{web}/{name}.git"
-        return GitHubRepository(name, push)
+        return GitHubRepository(name, f"{web}/{name}.git")
     text = await _config_text(path)
     name = name_from_config(text) if text is not None else None
     if name is None:
         return None
-    return GitHubRepository(name, origin or f"{web}/{name}.git")
+    if origin is None:
+        return GitHubRepository(name, f"{web}/{name}.git")
+    return GitHubRepository(name, origin, on_github=False)

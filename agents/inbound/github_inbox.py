@@ -1,6 +1,7 @@
 """Work from GitHub: what a stored webhook event does (agents/github/webhook.py stores and acknowledges it).
 
-- `issues` (opened) and `issue_comment` (created) whose text contains GITHUB_MENTION, written by a login of GITHUB_USERS
+- `issues` (opened), `issue_comment` and `pull_request_review_comment` (created: a comment on a pull request's
+  conversation or on a line of its diff) whose text contains GITHUB_MENTION, written by a login of GITHUB_USERS
   (from the GitHub account that login was first seen as: GitHub lets a login be renamed and the old one claimed by
   anyone, so the same login from another account acts as nobody), on the GitHub repository of a workspace: handled as
   that user's message in their private chat (the orchestrator's turn, the user's role), the answer posted on GitHub as a
@@ -58,10 +59,14 @@ def own_words(text: str, author: str | None = None) -> str:
     copied from someone else's comment (GitHub's "_Originally posted by @X in …_" line under it, X not `author`) is
     that person's words: only what comes after the last such line is the author's."""
     if author is not None:
-        foreign = [m for m in _ORIGINALLY_POSTED.finditer(text) if m.group(1).lower() != author.lower()]
-        if foreign:
-            text = text[foreign[-1].end() :]
+        text = _without_copied(text, author)
     return _INLINE_CODE.sub("", _QUOTED_LINE.sub("", _FENCED_CODE.sub("", text)))
+
+
+def _without_copied(text: str, author: str) -> str:
+    """The text after the last comment it copies from someone other than `author` (see own_words)."""
+    foreign = [m for m in _ORIGINALLY_POSTED.finditer(text) if m.group(1).lower() != author.lower()]
+    return text[foreign[-1].end() :] if foreign else text
 
 
 QUOTED_CHARS = 8000
@@ -113,6 +118,23 @@ def request_text(mention: Mention, workspace: str) -> str:
     if mention.comment is not None:
         lines += ["", f"GitHub comment by {mention.login} (quoted; this is the request):", _quote(mention.comment)]
     return "\n".join(lines)
+
+
+def history_text(mention: Mention, workspace: str) -> str:
+    """What the user's private history keeps of a GitHub mention (the turn itself reads `request_text`): where it
+    came from, and the request in the user's own words: their comment, or the issue they opened, less the lines that
+    quote others and any comment copied from someone else. The issue's title and text, which anyone may have written,
+    stay out: the chat's later turns are not confined to the workspace as the mention's own turn is, and must never
+    read a stranger's words as part of the conversation."""
+    kind = "pull request" if mention.is_pull_request else "issue"
+    own = mention.comment if mention.comment is not None else f"{mention.title}\n{mention.issue_text}"
+    return "\n".join(
+        [
+            f"[From GitHub] {mention.login} mentioned you on {mention.repository} {kind} #{mention.number} "
+            f"({mention.url}), the workspace `{workspace}`; the request in {mention.login}'s own words (quoted):",
+            _quote(_QUOTED_LINE.sub("", _without_copied(own, mention.login))),
+        ]
+    )
 
 
 class GitHubInbox:
@@ -198,7 +220,9 @@ class GitHubInbox:
         issue = data.get("issue") or {}
         if event == "issues" and data.get("action") == "opened":
             text, comment, author = issue.get("body") or "", None, issue.get("user") or {}
-        elif event == "issue_comment" and data.get("action") == "created":
+        elif event in ("issue_comment", "pull_request_review_comment") and data.get("action") == "created":
+            if event == "pull_request_review_comment":  # a comment on a line of a pull request's diff
+                issue = {**(data.get("pull_request") or {}), "pull_request": {}}
             body = (data.get("comment") or {}).get("body") or ""
             text, comment, author = issue.get("body") or "", body, (data.get("comment") or {}).get("user") or {}
         else:
@@ -254,9 +278,15 @@ class GitHubInbox:
         await self._continue(mention, user_id, f"Changes requested in a review:\n{review.get('body') or ''}")
 
     async def _continue(self, mention: Mention, user_id: int, request: str) -> bool:
-        """A mention on a pull request the bot opened: a follow-up on that task's branch. False: not the bot's."""
+        """A mention on a pull request the bot opened: a follow-up on that task's branch. False: not the bot's, or
+        no longer of a workspace on that repository (a workspace's `.agentlab.toml` may name another repository
+        since: what comes from the old one reaches no task, as from any repository no workspace is on)."""
         record = await self.store.github.pull_request_by_number(mention.repository, mention.number)
         if record is None:
+            return False
+        task = await self.store.get_task(record.task_id)
+        if task is None or task.workspace != await self._workspace_of(mention.repository):
+            log.info("GitHub: %s#%d is no pull request of a workspace on it now", mention.repository, mention.number)
             return False
         caller = Caller(chat_id=user_id, user_id=user_id, user_name=mention.login)
         quoted = f"(written on GitHub by {mention.login}, quoted)\n{_quote(request)}"
@@ -286,6 +316,7 @@ class GitHubInbox:
                 user_id=user_id,
                 user_name=mention.login,
                 confined_to=workspace,
+                history_text=history_text(mention, workspace),
             )
         for task in (t for t in reply.started if t.user_id == user_id):
             await self.store.github.add_thread(

@@ -78,6 +78,16 @@ class GitHubRecords:
             ),
         )
 
+    async def claim_checks_report(self, task_id: int, sha: str) -> bool:
+        """Mark `sha` as the head whose finished checks the task's chat is told about; False when it was so already.
+        One statement: of several check events handled at once for the same head, exactly one wins the claim."""
+        rows = await self._store.write(
+            "UPDATE github_pull_requests SET checks_reported_sha = ?, updated_at = ? "
+            "WHERE task_id = ? AND checks_reported_sha IS NOT ? RETURNING task_id",
+            (sha, utcnow().isoformat(), task_id, sha),
+        )
+        return bool(rows)
+
     async def pull_request(self, task_id: int) -> PullRequestRecord | None:
         return await self._one("SELECT * FROM github_pull_requests WHERE task_id = ?", (task_id,))
 

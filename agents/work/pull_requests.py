@@ -196,7 +196,7 @@ class PullRequests:
         path = self.workspaces.resolve(task.workspace).path
         token = self.settings.github.github_token.get_secret_value()  # type: ignore[union-attr]  # set: checked at start
         try:
-            await push_with_token(path, task.branch, repo.push_url, token)
+            await push_with_token(path, task.branch, repo.push_url, token if repo.on_github else None)
         except GitError as err:
             raise PushFailed(f"could not push `{task.branch}` to GitHub: {err}") from None
         sha = await _head(path, task.branch)
@@ -379,10 +379,10 @@ class PullRequests:
             if line is None:
                 continue
             task = await self.store.get_task(record.task_id)
-            fresh = await self.store.github.pull_request(record.task_id)
-            if task is None or fresh is None or fresh.checks_reported_sha == sha:
+            # claimed in one statement: the events of one head's checks are handled side by side, and each must not
+            # find the head unreported before another marks it
+            if task is None or not await self.store.github.claim_checks_report(record.task_id, sha):
                 continue
-            await self.store.github.save_pull_request(fresh.model_copy(update={"checks_reported_sha": sha}))
             failed = "✗" in line
             fix = [[button("🛠 Fix CI", Action.FIX_CI, stored_id(task))]] if failed else None
             await self.notifier.send(task.chat_id, line, buttons=fix)

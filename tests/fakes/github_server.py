@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import hashlib
 import hmac
 import itertools
@@ -107,6 +108,7 @@ class FakeGitHub:
         self._numbers = itertools.count(1)
         self._lock = threading.Lock()
         self._server: _Server | None = None
+        self._checks_together: threading.Barrier | None = None
 
     def start(self) -> FakeGitHub:
         server = _Server(("127.0.0.1", 0), _Handler)
@@ -135,6 +137,11 @@ class FakeGitHub:
         """The next request whose path contains `path_contains` is answered `status` (with `headers`)."""
         with self._lock:
             self._faults.append((path_contains, status, headers or {}))
+
+    def answer_check_runs_together(self, count: int) -> None:
+        """The next `count` look-ups of check runs are held until all have come, then answered at once (as GitHub
+        answers the look-ups of check events sent side by side); one that waits 10 s in vain is answered alone."""
+        self._checks_together = threading.Barrier(count, timeout=10)
 
     def set_checks(self, full_name: str, sha: str, *runs: tuple[str, str, str | None]) -> None:
         """The check runs of a head: (name, status, conclusion) each."""
@@ -312,6 +319,9 @@ class FakeGitHub:
         return 201, {"id": n, "html_url": f"https://github.example/{repo.full_name}/issues/{match['n']}#c{n}"}, {}
 
     def _check_runs(self, repo: FakeRepo, match: re.Match, query: dict, body: Any) -> tuple[int, Any, dict]:
+        if (together := self._checks_together) is not None:
+            with contextlib.suppress(threading.BrokenBarrierError):
+                together.wait()
         runs = repo.checks.get(match["sha"], [])
         return 200, {"total_count": len(runs), "check_runs": runs}, {}
 

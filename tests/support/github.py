@@ -1,8 +1,13 @@
-"""What a GitHub flow left behind, kept for the record: the chat's messages and the fake GitHub's state."""
+"""What a GitHub flow left behind, kept for the record (the chat's messages and the fake GitHub's state), and a
+stand-in for a git host that is not GitHub, which records the headers of what reaches it."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from tests.conftest import USER_ID, BotHarness
@@ -29,3 +34,39 @@ def transcript(name: str, bot: BotHarness, fake: FakeGitHub, chats: tuple[int, .
             lines.append(f"GitHub {repo.full_name} #{number} comment:\n{body}")
     Path(folder).mkdir(parents=True, exist_ok=True)
     (Path(folder) / f"{name}.txt").write_text("\n".join(lines) + "\n")
+
+
+class _OtherHost(ThreadingHTTPServer):
+    daemon_threads = True
+    seen: list[dict[str, str]]
+
+
+class _Recording(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.0"
+    server: _OtherHost
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002  (the base class's name)
+        pass
+
+    def _refuse(self) -> None:
+        self.server.seen.append({"path": self.path, **{k.lower(): v for k, v in self.headers.items()}})
+        self.send_response(404)
+        self.send_header("content-length", "0")
+        self.end_headers()
+
+    do_GET = do_POST = _refuse  # noqa: N815
+
+
+@contextlib.contextmanager
+def other_git_host() -> Iterator[_OtherHost]:
+    """An HTTP server on loopback standing in for a git host that is not GitHub (a mirror, a GitLab): it answers
+    every request 404 and keeps each one's path and headers in `.seen`."""
+    server = _OtherHost(("127.0.0.1", 0), _Recording)
+    server.seen = []
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
