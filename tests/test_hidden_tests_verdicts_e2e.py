@@ -368,3 +368,33 @@ async def test_a_fix_in_the_code_with_a_test_added_beside_the_red_one_stays_done
     task, summary = await final_summary(bot, 1, timeout=60)
     assert task.status is TaskStatus.COMPLETED, summary.text
     assert summary.text.startswith("✔") and "1 fixed" in summary.text, summary.text
+
+
+CHECK_ADD = "python3 -c 'from calc import add; assert add(2, 3) == 5'"
+# a test command whose meaning is a file of the task's: (files, the command, the task's rewrite of that file)
+COMMAND_FILES = {
+    "script": ({"run_tests.sh": f"#!/bin/sh\n{CHECK_ADD}\n"}, "sh ./run_tests.sh", ("run_tests.sh", "exit 0\n")),
+    "make": ({"Makefile": f"test:\n\t{CHECK_ADD}\n"}, "make test", ("Makefile", "test:\n\ttrue\n")),
+}
+
+
+@pytest.mark.parametrize("kind", list(COMMAND_FILES))
+async def test_a_task_that_rewrites_what_its_test_command_runs_is_never_a_pass(
+    bot: BotHarness, model: RoleScript, workspace_root: Path, kind: str
+) -> None:
+    """The test command (`.agentlab.toml`, the base commit's) runs a script or a make target of the workspace, and
+    reports by its exit status alone; the worker leaves add() broken and rewrites that file to exit 0. The command is
+    the bot's, but what it runs is the task's: ⚠, never ✔."""
+    files, command, (path, rewritten) = COMMAND_FILES[kind]
+    if kind == "make" and shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    make_repo(
+        workspace_root / "shcalc",
+        {**files, "calc.py": CALC["calc.py"], ".agentlab.toml": f'[tests]\ncommand = "{command}"\n'},
+    )
+    model.add("orchestrator", start_task("shcalc", "Make add() right."), claude_says.text("started"))
+    model.add("code", write_file(path, rewritten), claude_says.text("Fixed."))
+    bot.say("fix add in shcalc")
+    task, summary = await final_summary(bot, 1, timeout=60)
+    assert task.status is not TaskStatus.COMPLETED and summary.text.startswith("⚠"), summary.text
+    assert f"changed what runs inside its own test run ({path})" in summary.text, summary.text

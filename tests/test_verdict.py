@@ -26,6 +26,7 @@ from agents.verify.suite_run import (
     read_junit,
     run_tests,
 )
+from agents.verify.task_tests import defines_command
 from agents.verify.verdict import Mark, judge, named_in
 from tests.conftest import git, make_repo
 
@@ -340,3 +341,21 @@ async def test_a_junit_file_named_in_agentlab_toml_gives_per_test_outcomes(tmp_p
     assert result.cases == {"math::adds": "passed", "math::divides": "failed"}
     assert result.failures["math::divides"] == "expected 2"
     assert not (tmp_path / "out.xml").exists(), "the report this run wrote is not left for the commit"
+
+
+@pytest.mark.parametrize(
+    ("path", "command", "defines"),
+    [
+        ("run_tests.sh", "sh ./run_tests.sh", True),
+        ("scripts/test.sh", "bash scripts/test.sh --quick", True),
+        ("runtests.py", "python runtests.py -v", True),
+        ("Makefile", "make test", True),
+        ("sub/rules.mk", "make -C sub check", True),
+        ("justfile", "just test", True),
+        ("calc.py", "sh ./run_tests.sh", False),  # the code under test is the task's to change
+        ("Makefile", "sh ./run_tests.sh", False),  # not run through make
+        ("run_tests.sh", "sh 'unbalanced", False),
+    ],
+)
+def test_what_a_test_command_runs_is_told_from_the_code_it_tests(path: str, command: str, defines: bool) -> None:
+    assert defines_command(path, command) is defines

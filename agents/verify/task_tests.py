@@ -15,7 +15,9 @@ import asyncio
 import copy
 import json
 import logging
+import posixpath
 import re
+import shlex
 from collections.abc import Awaitable
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -103,6 +105,28 @@ def js_test_setup(path: str) -> bool:
 
 # package.json keys that configure a test framework (besides the test script)
 PACKAGE_TEST_KEYS = ("jest", "ava", "mocha", "babel", "c8", "nyc")
+
+
+# the files that say what `make` and `just` run, for a test command run through them
+MAKE_FILES = re.compile(r"^(?:GNUmakefile|[Mm]akefile|.+\.mk)$")
+JUST_FILES = re.compile(r"^\.?[Jj]ustfile$")
+
+
+def defines_command(path: str, command: str) -> bool:
+    """Whether `path` says what the test command runs: a script the command names (`./run_tests.sh`, `sh
+    scripts/test.sh`, `python runtests.py`), or a make or just file of a command run through them. The command is the
+    bot's, from the base commit, but such a file is the task's: rewritten, the same command runs what the task wants."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        words = command.split()
+    if posixpath.normpath(path) in {posixpath.normpath(w) for w in words if w and not w.startswith(("-", "/"))}:
+        return True
+    programs = {posixpath.basename(w) for w in words}
+    name = posixpath.basename(path)
+    return bool(
+        ({"make", "gmake"} & programs and MAKE_FILES.match(name)) or ("just" in programs and JUST_FILES.match(name))
+    )
 
 
 # modules that run inside a Python test run before or as its runner: one of the checkout's by these names replaces them
@@ -421,9 +445,9 @@ class TaskTests:
 
     async def touched_checks(self, checkout: Path, verdict: Verdict, changes: list[tuple[str, str]]) -> list[str]:
         """What the task changed of its own checks: test configuration, deleted test files, tests gone, a module
-        that stands in for the runner's own. A change to what runs inside the test run (all of these but the
-        `.agentlab.toml` the bot does not read from the task) can make the run report what the task wants, so the
-        verdict cannot tell (⚠) unless it is ✗ anyway."""
+        that stands in for the runner's own, a script or make file the test command runs (`defines_command`). A change
+        to what runs inside the test run (all of these but the `.agentlab.toml` the bot does not read from the task)
+        can make the run report what the task wants, so the verdict cannot tell (⚠) unless it is ✗ anyway."""
         warnings = []
         in_run: list[str] = []
         for status, path in changes:
@@ -447,6 +471,9 @@ class TaskTests:
                 in_run += [path] if name != CONFIG_FILE else []
             elif shadowed := runner_module(path):
                 warnings.append(f"the task changed `{path}`, which the test run imports ahead of `{shadowed}`'s own")
+                in_run.append(path)
+            elif self.environment is not None and defines_command(path, self.environment.command):
+                warnings.append(f"the task changed `{path}`, which says what the test command runs")
                 in_run.append(path)
         if verdict.disappeared:
             warnings.append(f"{len(verdict.disappeared)} test(s) that ran at the base commit no longer run")
