@@ -371,10 +371,25 @@ async def test_a_fix_in_the_code_with_a_test_added_beside_the_red_one_stays_done
 
 
 CHECK_ADD = "python3 -c 'from calc import add; assert add(2, 3) == 5'"
-# a test command whose meaning is a file of the task's: (files, the command, the task's rewrite of that file)
+CALC_JS_CHECK = "const { add } = require('./calc');\nif (add(2, 3) !== 5) process.exit(1);\n"
+# a test command whose meaning is a file of the task's: (the workspace's files, the task's rewrite of such a file)
 COMMAND_FILES = {
-    "script": ({"run_tests.sh": f"#!/bin/sh\n{CHECK_ADD}\n"}, "sh ./run_tests.sh", ("run_tests.sh", "exit 0\n")),
-    "make": ({"Makefile": f"test:\n\t{CHECK_ADD}\n"}, "make test", ("Makefile", "test:\n\ttrue\n")),
+    "script": (
+        {"run_tests.sh": f"#!/bin/sh\n{CHECK_ADD}\n", ".agentlab.toml": '[tests]\ncommand = "sh ./run_tests.sh"\n'},
+        ("run_tests.sh", "exit 0\n"),
+    ),
+    "make": (
+        {"Makefile": f"test:\n\t{CHECK_ADD}\n", ".agentlab.toml": '[tests]\ncommand = "make test"\n'},
+        ("Makefile", "test:\n\ttrue\n"),
+    ),
+    "npm script": (  # no .agentlab.toml: package.json's test script, a step that is no test framework
+        {
+            "package.json": json.dumps({"name": "calc", "scripts": {"test": "node check.js"}}),
+            "calc.js": "exports.add = (a, b) => a - b;\n",
+            "check.js": CALC_JS_CHECK,
+        },
+        ("check.js", "process.exit(0);\n"),
+    ),
 }
 
 
@@ -382,16 +397,14 @@ COMMAND_FILES = {
 async def test_a_task_that_rewrites_what_its_test_command_runs_is_never_a_pass(
     bot: BotHarness, model: RoleScript, workspace_root: Path, kind: str
 ) -> None:
-    """The test command (`.agentlab.toml`, the base commit's) runs a script or a make target of the workspace, and
-    reports by its exit status alone; the worker leaves add() broken and rewrites that file to exit 0. The command is
-    the bot's, but what it runs is the task's: ⚠, never ✔."""
-    files, command, (path, rewritten) = COMMAND_FILES[kind]
-    if kind == "make" and shutil.which("make") is None:
-        pytest.skip("make is not installed")
-    make_repo(
-        workspace_root / "shcalc",
-        {**files, "calc.py": CALC["calc.py"], ".agentlab.toml": f'[tests]\ncommand = "{command}"\n'},
-    )
+    """The test command (`.agentlab.toml`'s, or package.json's test script, both as of the base commit) runs a script
+    or a make target of the workspace, and reports by its exit status alone; the worker leaves add() broken and
+    rewrites that file to exit 0. The command is the bot's, but what it runs is the task's: ⚠, never ✔."""
+    files, (path, rewritten) = COMMAND_FILES[kind]
+    needs = {"make": "make", "npm script": "npm"}.get(kind)
+    if needs is not None and shutil.which(needs) is None:
+        pytest.skip(f"{needs} is not installed")
+    make_repo(workspace_root / "shcalc", {"calc.py": CALC["calc.py"], **files})
     model.add("orchestrator", start_task("shcalc", "Make add() right."), claude_says.text("started"))
     model.add("code", write_file(path, rewritten), claude_says.text("Fixed."))
     bot.say("fix add in shcalc")

@@ -472,7 +472,10 @@ class TaskTests:
             elif shadowed := runner_module(path):
                 warnings.append(f"the task changed `{path}`, which the test run imports ahead of `{shadowed}`'s own")
                 in_run.append(path)
-            elif self.environment is not None and defines_command(path, self.environment.command):
+            elif self.environment is not None and any(
+                defines_command(path, command)
+                for command in (self.environment.command, *(step.command for step in self.environment.script))
+            ):
                 warnings.append(f"the task changed `{path}`, which says what the test command runs")
                 in_run.append(path)
         if verdict.disappeared:
