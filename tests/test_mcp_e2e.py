@@ -111,6 +111,30 @@ async def test_an_approve_tool_is_denied_then_allowed_once_then_for_the_task(mcp
     assert any("allowed for this task earlier" in e for e in events), events
 
 
+@pytest.mark.mcp_entry(approve=["delete_everything"])
+async def test_a_call_json_cannot_carry_is_refused_before_any_question(mcp_bot: BotHarness) -> None:
+    """The model's `1e400` reaches the bot as infinity: shown, it reads `Infinity`; sent, the MCP library writes
+    `null` in its place, another call than the one the owner would allow. It is refused at once: no question, no
+    call; the same call with plain values is asked about as usual."""
+    bot = mcp_bot
+    model = mcp_task(
+        bot,
+        mcp_call("delete_everything", where="/srv/data", keep_days=float("inf")),
+        mcp_call("delete_everything", where="/srv/data", keep_days=float("nan")),
+        mcp_call("delete_everything", where="/srv/data"),
+        claude_says.text("Done."),
+    )
+    question = await mcp_question(bot)
+    assert "keep_days" not in question.text, "a refused call was asked about"
+    bot.tg.press_button(USER_ID, question.message_id, f"net:deny:{answer_id(question)}")
+    await ended(bot, 1, timeout=90)
+    results = tool_results(model)  # each text once: the two refusals read the same
+    assert "JSON cannot carry" in results[0] and "owner denied" in results[1], results
+    assert not any("deleted everything" in r for r in results), "the server ran a call"
+    asked = [m for m in bot.tg.messages(USER_ID) if "asks to call" in (m.history[0].text or "")]
+    assert len(asked) == 1, "a call refused for its values was asked about"
+
+
 async def test_a_server_that_crashes_mid_task_is_one_sentence_and_the_task_finishes(mcp_bot: BotHarness) -> None:
     bot = mcp_bot
     model = mcp_task(bot, mcp_call("crash"), mcp_call("add", a=3, b=4), claude_says.text("Done despite the crash."))

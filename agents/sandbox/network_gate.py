@@ -29,7 +29,7 @@ from agents.core.actions import Action, Buttons, button
 from agents.core.models import Task, TaskEvent
 from agents.core.protocols import Notifier
 from agents.core.secrets_filter import SecretsFilter
-from agents.core.text import keep_head_and_tail, literal_block, outside_text, secret_warning
+from agents.core.text import keep_head_and_tail, literal_block, outside_text, secret_warning, visible
 from agents.sandbox.bwrap import NetworkPolicy
 from agents.store.database import Store
 from agents.store.delivery import send_retried
@@ -45,7 +45,13 @@ _EVENT_COMMAND_CHARS = 600  # the task event keeps the head and tail (/log N); t
 
 
 def fits_in_message(command: str) -> bool:
-    return len(command) + 4 * sum(command.count(c) for c in "<>&") <= MESSAGE_COMMAND_CHARS
+    """Whether the command fits the question's one message as it is shown there: with its invisible characters made
+    visible (six characters each, `literal_block`), counted as Telegram counts (UTF-16 units: an emoji is two), and
+    room for each < > & to become an HTML entity. Measured on the text itself, a command of zero-width spaces or
+    emoji split the question in two, and the part with the buttons showed only the command's tail."""
+    shown = visible(command)
+    units = len(shown.encode("utf-16-le")) // 2
+    return units + 4 * sum(shown.count(c) for c in "<>&") <= MESSAGE_COMMAND_CHARS
 
 
 def command_file_name(task_id: int, request_id: int, word: str = "network") -> str:

@@ -338,6 +338,7 @@ class ServerTools:
         asks = self.asks_all or self.config.needs_approval(tool.name)
 
         async def handler(**arguments: Any) -> ToolResult:
+            arguments = wire_arguments(arguments)  # what the owner is shown is then exactly what the server gets
             await self.gate(tool.name, arguments, asks)
             result = await self.session.call(tool.name, arguments)
             answer, pictures = tool_result(result, name)
@@ -361,6 +362,19 @@ class ServerTools:
             [r for r in schema.get("required", []) if isinstance(r, str)],
             schema=schema,
         )
+
+
+def wire_arguments(arguments: dict[str, Any]) -> dict[str, Any]:
+    """A call's arguments as they travel to the server: plain JSON. A number JSON cannot carry (the SDK reads `1e400`
+    as infinity) is refused rather than sent as the `null` the MCP library would write in its place, so a call the
+    owner allowed (`"keep_days": Infinity`) is never another one (`"keep_days": null`: no limit, to many tools)."""
+    try:
+        return dict(json.loads(json.dumps(arguments, allow_nan=False)))
+    except (TypeError, ValueError):
+        raise ToolError(
+            "the arguments hold a value JSON cannot carry (such as an infinite number or NaN); call again with plain "
+            "JSON values"
+        ) from None
 
 
 def unavailable_tool(config: McpServerConfig, reason: str) -> Tool:
