@@ -584,13 +584,18 @@ async def _stored_task(bot: BotHarness) -> int:
 
 async def test_review_answers_forbid_framing_by_other_sites(review_bot: BotHarness) -> None:
     """Telegram Web shows a Mini App in an iframe of https://web.telegram.org: no other site may frame the page or
-    its API answers (CSP frame-ancestors), so Merge cannot be clickjacked from elsewhere."""
+    its API answers (CSP frame-ancestors), so Merge cannot be clickjacked from elsewhere; a path that is none of the
+    page's is refused with the same headers."""
     bot = review_bot
     task_id = await _stored_task(bot)
     owner = launch_data(bot.tg.token, USER_ID, signed_at=time.time())
     url = bot.settings.review.review_url
-    for path, headers in ((f"/task/{task_id}", {}), (f"/api/task/{task_id}", {"Authorization": f"tma {owner}"})):
-        response = await AsyncHTTPClient().fetch(f"{url}{path}", headers=headers)
+    signed = {"Authorization": f"tma {owner}"}
+    paths = [(f"/task/{task_id}", {}), (f"/api/task/{task_id}", signed), ("/nothing-here", {})]
+    paths += [(f"/api/task/{task_id}/nothing", signed), ("/static/other.js", {})]
+    for path, headers in paths:
+        response = await AsyncHTTPClient().fetch(f"{url}{path}", headers=headers, raise_error=False)
+        assert response.code == (200 if "nothing" not in path and "other" not in path else 404), (path, response.code)
         csp = response.headers.get("Content-Security-Policy", "")
         ancestors = next((d.strip() for d in csp.split(";") if d.strip().startswith("frame-ancestors")), "")
         xfo = response.headers.get("X-Frame-Options", "")

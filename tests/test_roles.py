@@ -120,6 +120,21 @@ async def test_a_members_merge_is_refused_and_handed_to_the_owners(crew: Crew, s
         await crew.branches.discard(member(), task.id, anywhere=True)  # a button: the same rule
 
 
+async def test_a_members_request_pressed_again_reaches_the_owners_once(crew: Crew, store: Store) -> None:
+    """Outside a turn (a button, the review page's API) nothing else limits a member's presses: the same request goes
+    to the owners once, another request (or another member's) goes too."""
+    task = await ended_task(store, by=MEMBER)
+    for _ in range(5):
+        with pytest.raises(ToolError, match="only an owner can merge"):
+            await crew.attempts.merge_task(member(), task.id)
+    with pytest.raises(ToolError, match="the owners were asked already"):
+        await crew.attempts.merge_task(member(), task.id)
+    with pytest.raises(ToolError, match="only an owner can discard"):
+        await crew.branches.discard(member(), task.id, anywhere=True)
+    asked = [request.split("**")[0] + request.split("**")[1] for _, request, _ in crew.notifier.asked]
+    assert asked == ["🙋 @user2 asks to merge task #1", "🙋 @user2 asks to discard task #1"], asked
+
+
 async def test_members_act_on_their_own_tasks_only(crew: Crew, store: Store) -> None:
     mine = await store.add_task(
         Task(chat_id=CHAT, workspace="calc", worker=WorkerKind.CODE, title="t", instructions="x", user_id=MEMBER)

@@ -142,6 +142,13 @@ class _Base(RequestHandler):
             return None
 
 
+class _NotFound(_Base):
+    """Any other path: refused with the same headers as every answer (tornado's own 404 page carries none)."""
+
+    def prepare(self) -> None:
+        self.refuse("no such page", 404)
+
+
 class _Shell(_Base):
     def get(self, _task_id: str | None = None) -> None:
         self.set_header("Content-Type", "text/html; charset=utf-8")
@@ -247,6 +254,8 @@ class ReviewServer:
                 (rf"{b}/api/task/(\d{{1,12}})/(merge|discard|pr)", _Action, kw),
             ],
             compress_response=True,
+            default_handler_class=_NotFound,
+            default_handler_args=kw,
         )
         self._server = HTTPServer(
             app, max_body_size=MAX_BODY_BYTES, max_header_size=MAX_HEADER_BYTES, xheaders=True, **client_timeouts()

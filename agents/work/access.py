@@ -6,6 +6,7 @@ task's user is still allowed."""
 from __future__ import annotations
 
 import contextlib
+import time
 
 from agents.core.actions import Buttons
 from agents.core.errors import ToolError
@@ -59,6 +60,11 @@ class StillAllowed:
         return f"the user who asked for it, {who}, is no longer an allowed user"
 
 
+# A member's same request (same words: the action and its task) is handed to the owners once in this long: a button
+# pressed again, or the review page's API called in a loop, posts no flood (a turn asks the owners once anyway)
+OWNERS_ASKED_AGAIN_AFTER_S = 600.0
+
+
 class Access:
     """The roles and the conversation's bounds, checked for the crew's parts; a refusal is a ToolError that says why."""
 
@@ -67,6 +73,7 @@ class Access:
     ) -> None:
         self.settings, self.store, self.workspaces, self.notifier = settings, store, workspaces, notifier
         self.secrets = secrets  # a request handed to the owners warns when it holds what this filter would mask
+        self._asked: dict[tuple[int | None, str], float] = {}  # (member, request) → when the owners were last asked
 
     def is_owner(self, caller: Caller) -> bool:
         return self.settings.users.is_owner(caller.user_id)
@@ -146,9 +153,10 @@ class Access:
         self, caller: Caller, doing: str, asks: str, quoted: str = "", buttons: Buttons | None = None
     ) -> None:
         """A member asking for what only owners may do: refused in one sentence, and the owners get the request
-        (with its button), where they see it. `asks` is the bot's own words; `quoted` (the member's request, a task's
-        title, a name: text the member or the model chose) is shown literally in a block it cannot close, never as
-        formatting or a link, and unmasked (with a warning when it looks like it holds a secret)."""
+        (with its button), where they see it, once for the same request within OWNERS_ASKED_AGAIN_AFTER_S (a button
+        pressed again, a page calling the same action). `asks` is the bot's own words; `quoted` (the member's
+        request, a task's title, a name: text the member or the model chose) is shown literally in a block it cannot
+        close, never as formatting or a link, and unmasked (with a warning when it looks like it holds a secret)."""
         if self.is_owner(caller):
             return
         turn = current_turn()
@@ -156,6 +164,11 @@ class Access:
             raise ToolError(f"only an owner can {doing}; the owners were asked already in this turn: wait for them")
         if turn is not None:
             turn.owners_asked = True
+        now, key = time.monotonic(), (caller.user_id, asks)
+        self._asked = {k: at for k, at in self._asked.items() if now - at < OWNERS_ASKED_AGAIN_AFTER_S}
+        if key in self._asked:
+            raise ToolError(f"only an owner can {doing}; the owners were asked already: wait for them")
+        self._asked[key] = now
         who = outside_text(caller.user_name) if caller.user_name else f"user {caller.user_id}"
         text = f"🙋 {who} asks {asks}"
         if quoted:
