@@ -157,3 +157,16 @@ def test_an_hourly_cron_runs_every_hour_through_the_night_the_clocks_go_back() -
     gaps = [b.astimezone(UTC) - a.astimezone(UTC) for a, b in zip(fires, fires[1:], strict=False)]  # real time
     shown = [f"{f.astimezone(zone):%H:%M %Z}" for f in fires]
     assert all(g == timedelta(hours=1) for g in gaps), f"hourly runs that night: {shown}"
+
+
+@pytest.mark.parametrize("expression", ["0 9 last * *", "0 9 L * *", "0 9 * * mon#2", "0 9 * * 5L", "0 9 ? * *"])
+def test_a_cron_only_apscheduler_reads_is_refused_in_one_sentence(expression: str) -> None:
+    """Both engines must read a schedule alike: a Temporal Schedule reads crontab alone, so APScheduler's own
+    additions (the last day, the Nth weekday) are refused before anything is stored."""
+    with pytest.raises(ToolError, match=r"^invalid cron expression .*: it takes 5 fields"):
+        parse_when(expression, None, None, UTC, datetime(2026, 3, 2, tzinfo=UTC))
+
+
+@pytest.mark.parametrize("expression", ["0 9 1,15 jan-jun mon-fri", "*/5 * * * *", "0 9 * * 1/2", "5/15 9-17 * * 7"])
+def test_plain_crontab_with_names_steps_and_lists_is_accepted(expression: str) -> None:
+    assert parse_when(expression, None, None, UTC, datetime(2026, 3, 2, tzinfo=UTC)).cron == expression

@@ -6,14 +6,19 @@ cron (in TIMEZONE), its one time (`at`: one action left) or its interval (counte
 `ScheduledRun` (schedule_workflow.py) on the bot's own schedule queue, whose one activity this bot's worker runs: the
 run itself (`ScheduleBook.run`: the maker's role, the skipped overlap, the missing workspace, as in the local firing).
 Overlap policy skip: while a run waits for the bot (down), the later slots start nothing; the bot back, that one run
-happens. At start the bot makes the cluster match its store (an active schedule the cluster lacks is created; a
-paused one is paused there).
+happens. At start the bot makes the cluster match its store: a schedule the cluster lacks (a dev server restarted, a
+new namespace, a bot that ran TASK_ENGINE=local until now) is created, paused if it is paused in the store, and run
+once at once when its stored slot passed meanwhile (a run missed while the bot was down runs once when it starts, as
+under the local engine); a paused one is paused there. Each Temporal Schedule carries the creation time of its row
+(a memo): one left on the cluster by an earlier database at the same path (restored, or deleted to start afresh),
+whose row number a new schedule has now, is replaced rather than trusted with its old spec.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from datetime import UTC, datetime, timedelta, tzinfo
 
@@ -43,9 +48,11 @@ from agents.engine import cluster
 from agents.engine.schedule_workflow import FIRE_SCHEDULE, ScheduledRun
 from agents.work.orphans import instance_token
 from agents.work.schedule_book import Fire
+from agents.work.schedule_timing import crontab_weekdays
 
 log = logging.getLogger(__name__)
 RECONNECT_SECONDS = 15.0
+ROW_MEMO = "agentlab_row"  # the memo naming the store row a Temporal Schedule was made for (its creation time)
 
 
 def schedule_queue(settings: Settings) -> str:
@@ -61,7 +68,9 @@ def spec_of(schedule: ScheduleRecord, zone: tzinfo) -> tuple[ScheduleSpec, Sched
     """The Temporal spec (and state) of a stored schedule: cron in TIMEZONE (crontab weekdays: 0 = Sunday, as
     Temporal reads them), one calendar time with one action left, or an interval counted from its making."""
     if schedule.cron:
-        return ScheduleSpec(cron_expressions=[schedule.cron], time_zone_name=zone_name(zone)), ScheduleState()
+        fields = schedule.cron.split()  # the weekdays as names, as the bot reads them (`1/2`: Mon, Wed, Fri)
+        fields[4] = crontab_weekdays(fields[4])
+        return ScheduleSpec(cron_expressions=[" ".join(fields)], time_zone_name=zone_name(zone)), ScheduleState()
     if schedule.at is not None:
         at = schedule.at.astimezone(UTC)
         calendar = ScheduleCalendarSpec(
@@ -144,6 +153,16 @@ class TemporalFiring:
         if self._serving is not None:
             self._serving.cancel()
 
+    async def stopped(self, timeout: float = 15.0) -> bool:
+        """`close`, then wait (at most `timeout` seconds) for this bot's schedule worker to have shut down; whether it
+        has."""
+        serving = self._serving
+        self.close()
+        if serving is None:
+            return True
+        done, _ = await asyncio.wait({serving}, timeout=timeout)
+        return bool(done)
+
     # ---- the cluster --------------------------------------------------------------------------
     async def _require(self) -> None:
         if await self._connect() is None:
@@ -188,22 +207,35 @@ class TemporalFiring:
 
     async def _match(self, schedule: ScheduleRecord) -> None:
         described = await self._described_or_created(schedule)
-        if described is not None and schedule.status is ScheduleStatus.PAUSED and not described.schedule.state.paused:
+        if described is None:  # created now: a slot the store says passed meanwhile runs once, at once
+            missed = schedule.next_run_at is not None and schedule.next_run_at <= datetime.now(UTC)
+            if schedule.status is ScheduleStatus.ACTIVE and missed:
+                await self.handle(schedule.stored_id).trigger()
+        elif schedule.status is ScheduleStatus.PAUSED and not described.schedule.state.paused:
             await self.handle(schedule.stored_id).pause(note="paused by the bot")
 
     async def _described_or_created(self, schedule: ScheduleRecord) -> ScheduleDescription | None:
-        """The schedule as the cluster has it, or None after creating it there (it was missing)."""
+        """The schedule as the cluster has it, or None after creating it there (it was missing, or was made for
+        another row of that number: an earlier database's)."""
+        handle = self.handle(schedule.stored_id)
         try:
-            return await self.handle(schedule.stored_id).describe()
+            described = await handle.describe()
         except RPCError as err:
             if err.status is not RPCStatusCode.NOT_FOUND:
                 raise
+        else:
+            made_for = await described.memo_value(ROW_MEMO, None)
+            if made_for is None or made_for == _row_stamp(schedule):  # None: made before rows were stamped
+                return described
+            log.warning("schedule #%s: the cluster's was made for another row (%s): replaced", schedule.id, made_for)
+            await handle.delete()
         await self._create(schedule)
         return None
 
     async def _create(self, schedule: ScheduleRecord) -> None:
         assert self.client is not None
         spec, state = spec_of(schedule, self.zone)
+        state = dataclasses.replace(state, paused=schedule.status is ScheduleStatus.PAUSED)
         await self.client.create_schedule(
             self.schedule_id(schedule.stored_id),
             Schedule(
@@ -217,4 +249,10 @@ class TemporalFiring:
                 policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.SKIP),
                 state=state,
             ),
+            memo={ROW_MEMO: _row_stamp(schedule)},
         )
+
+
+def _row_stamp(schedule: ScheduleRecord) -> str:
+    """What tells this store row from an earlier database's row of the same number: its creation time."""
+    return schedule.created_at.astimezone(UTC).isoformat()

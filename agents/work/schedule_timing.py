@@ -32,6 +32,23 @@ MAX_EVERY_MINUTES = 366 * 24 * 60  # a year: longer intervals are a mistake, not
 MAX_AHEAD = timedelta(days=366)  # a schedule's first run lies within a year (a cron's, a one-time run's)
 _WEEKDAY_NAMES = ("sun", "mon", "tue", "wed", "thu", "fri", "sat", "sun")  # crontab: 0 and 7 are Sunday
 _CRON_EXAMPLE = "5 fields, minute hour day-of-month month weekday, e.g. '0 9 * * 1-5' for weekdays at 09:00"
+# One crontab field: `*`, numbers, ranges, steps, lists; names only where crontab has them (months, weekdays). What
+# only APScheduler reads (`last`, `2nd mon`, `L`, `#`) is refused: a Temporal Schedule reads crontab alone, and a
+# schedule must mean the same under both engines.
+_CRON_ITEM = r"(?:\*|{word}(?:-{word})?)(?:/\d+)?"
+_MONTHS = "jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec"
+_DAYS = "sun|mon|tue|wed|thu|fri|sat"
+_CRON_FIELDS = tuple(
+    re.compile(f"{item}(?:,{item})*", re.IGNORECASE)
+    for item in (
+        _CRON_ITEM.format(word=r"\d+"),
+        _CRON_ITEM.format(word=r"\d+"),
+        _CRON_ITEM.format(word=r"\d+"),
+        _CRON_ITEM.format(word=rf"(?:\d+|{_MONTHS})"),
+        _CRON_ITEM.format(word=rf"(?:\d+|{_DAYS})"),
+    )
+)
+_FIELD_NAMES = ("minute", "hour", "day-of-month", "month", "weekday")
 
 
 @dataclass(frozen=True)
@@ -88,6 +105,13 @@ def _same_wall_time(a: datetime, b: datetime) -> bool:
     return a.astimezone(zone).replace(tzinfo=None) == b.astimezone(zone).replace(tzinfo=None)
 
 
+def crontab_only(expression: str) -> None:
+    """ValueError unless each field is plain crontab (see _CRON_FIELDS)."""
+    for name, field, pattern in zip(_FIELD_NAMES, expression.split(), _CRON_FIELDS, strict=False):
+        if pattern.fullmatch(field) is None:
+            raise ValueError(f"its {name} field {field!r} is not crontab's (numbers, *, ranges, steps, lists)")
+
+
 def cron_trigger(expression: str, zone: tzinfo) -> CronTrigger:
     fields = expression.split()
     if len(fields) != 5:
@@ -110,6 +134,7 @@ def parse_when(
         expression = " ".join(str(cron).split())
         try:
             trigger = cron_trigger(expression, zone)
+            crontab_only(expression)
         except ValueError as err:
             raise ToolError(f"invalid cron expression {expression!r} ({err}): it takes {_CRON_EXAMPLE}") from None
         if fire_within(trigger, now, MAX_AHEAD) is None:
