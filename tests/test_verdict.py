@@ -352,7 +352,13 @@ async def test_a_junit_file_named_in_agentlab_toml_gives_per_test_outcomes(tmp_p
         ("Makefile", "make test", True),
         ("sub/rules.mk", "make -C sub check", True),
         ("justfile", "just test", True),
+        ("node_modules/.bin/jest", "npx jest && node ./check.js", False),
+        ("check.js", "npx jest && node ./check.js", True),
+        ("run.sh", "CI=1 ./run.sh --fast", True),
         ("calc.py", "sh ./run_tests.sh", False),  # the code under test is the task's to change
+        ("calc.py", '! grep -q "a [*] b" calc.py', False),  # read by the command, not run: what it judges
+        ("tests/test_calc.py", "python -m pytest tests/test_calc.py", False),
+        ("calc.py", "python3 -c 'import calc'", False),
         ("Makefile", "sh ./run_tests.sh", False),  # not run through make
         ("run_tests.sh", "sh 'unbalanced", False),
     ],

@@ -112,17 +112,45 @@ MAKE_FILES = re.compile(r"^(?:GNUmakefile|[Mm]akefile|.+\.mk)$")
 JUST_FILES = re.compile(r"^\.?[Jj]ustfile$")
 
 
+# programs that run the file named after their options (the script), and their options that name none (`-m pytest`,
+# `-c CODE`: no file of the checkout is the script then)
+INTERPRETERS = frozenset(
+    {"sh", "bash", "dash", "zsh", "python", "python3", "node", "ruby", "perl", "php", "bun", "deno"}
+)
+NO_SCRIPT_OPTIONS = frozenset({"-m", "-c", "-e", "--eval", "-p", "--print"})
+SEGMENT_ENDS = frozenset({"&&", "||", ";", "|", "!", "(", ")"})
+
+
 def defines_command(path: str, command: str) -> bool:
-    """Whether `path` says what the test command runs: a script the command names (`./run_tests.sh`, `sh
-    scripts/test.sh`, `python runtests.py`), or a make or just file of a command run through them. The command is the
-    bot's, from the base commit, but such a file is the task's: rewritten, the same command runs what the task wants."""
+    """Whether `path` says what the test command runs: a script the command runs (`./run_tests.sh`, `sh
+    scripts/test.sh`, `python runtests.py`, `node check.js`), or a make or just file of a command run through them. A
+    file the command only reads (`grep -q … calc.py`, `python -m pytest tests/`) is the code or tests it judges. The
+    command is the bot's, from the base commit, but such a file is the task's: rewritten, the same command runs what the
+    task wants."""
     try:
         words = shlex.split(command)
     except ValueError:
         words = command.split()
-    if posixpath.normpath(path) in {posixpath.normpath(w) for w in words if w and not w.startswith(("-", "/"))}:
+    programs: set[str] = set()
+    scripts: set[str] = set()
+    at_start, interpreter = True, False
+    for word in words:
+        if word in SEGMENT_ENDS:
+            at_start, interpreter = True, False
+        elif at_start:
+            if "=" in word and not word.startswith(("/", ".")):  # `VAR=value command`
+                continue
+            programs.add(posixpath.basename(word))
+            scripts.add(posixpath.normpath(word))
+            at_start, interpreter = False, posixpath.basename(word) in INTERPRETERS
+        elif interpreter:
+            if word in NO_SCRIPT_OPTIONS:
+                interpreter = False
+            elif not word.startswith("-"):
+                scripts.add(posixpath.normpath(word))
+                interpreter = False
+    if posixpath.normpath(path) in scripts:
         return True
-    programs = {posixpath.basename(w) for w in words}
     name = posixpath.basename(path)
     return bool(
         ({"make", "gmake"} & programs and MAKE_FILES.match(name)) or ("just" in programs and JUST_FILES.match(name))
