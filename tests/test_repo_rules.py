@@ -11,6 +11,7 @@ from agents.core.errors import ToolError
 from agents.core.models import Caller
 from agents.core.settings import Settings
 from agents.store.database import Store
+from agents.store.standing import StandingNote
 from agents.work.repo_rules import MAX_IMPORTS, FolderRules, RepoRules, resolve_import
 from agents.work.standing import Notes
 from agents.workspaces.folders import Workspaces
@@ -128,3 +129,51 @@ async def test_notes_are_bounded_and_members_forget_only_their_own(notes: Notes)
     assert (await notes.forget(owner, 2)).startswith("Note #2 is forgotten")
     with pytest.raises(ToolError, match="no note #2"):
         await notes.forget(member, 2)
+
+
+async def test_a_member_asking_for_an_owners_note_about_self_by_number_learns_nothing_of_it(tmp_path: Path) -> None:
+    """An owner's note about the bot's own code is hidden from members (their /notes, their turns): forgetting it by
+    number answers a member as a number with no note does, without its author's name."""
+    bot = make_repo(tmp_path / "bot", {"bot.py": "x\n"})
+    (tmp_path / "ws").mkdir()
+    settings = Settings(
+        _env_file=None,
+        telegram_bot_token="1:x",
+        anthropic_api_key="k",
+        allowed_user_ids="1,2",
+        owner_user_ids="1",
+        workspace_path=tmp_path / "ws",
+        bot_repository=bot,
+    )
+    store = await Store.open(tmp_path / "db.sqlite")
+    try:
+        notes = Notes(settings, store, Workspaces(settings.paths.workspace_path, bot))
+        hidden = await notes.table.add(StandingNote(user_id=1, user_name="@boss", workspace="self", text="hooks"))
+        owner, member = Caller(chat_id=1, user_id=1), Caller(chat_id=2, user_id=2, user_name="@mia")
+        with pytest.raises(ToolError) as probed:
+            await notes.forget(member, hidden.id or 0)
+        assert str(probed.value) == f"there is no note #{hidden.id}", probed.value
+        assert (await notes.forget(owner, hidden.id or 0)).startswith(f"Note #{hidden.id} is forgotten")
+    finally:
+        await store.close()
+
+
+async def test_many_nested_instruction_files_are_named_not_all_read(tmp_path: Path) -> None:
+    """A monorepo with an AGENTS.md per package and a task naming them all: the files past the cap (or past
+    MAX_SECTIONS) are named as not shown, and never read (a read is a git process and the whole file)."""
+    files = {f"pkg{i}/AGENTS.md": f"PKG{i}-RULE " + "x" * 2000 + "\n" for i in range(80)}
+    files |= {f"pkg{i}/x.py": "x = 1\n" for i in range(80)}
+    repo = make_repo(tmp_path / "mono", {**files, "README.md": "# mono\n"})
+    rules = RepoRules(4000)
+    reads: list[str] = []
+    read = rules._read
+
+    async def counted(repo: Path, blob: str) -> str | None:
+        reads.append(blob)
+        return await read(repo, blob)
+
+    rules._read = counted  # type: ignore[method-assign]
+    about = "update " + " ".join(f"pkg{i}/x.py" for i in range(80))
+    found = await rules.for_task(repo, git(repo, "rev-parse", "HEAD").strip(), about)
+    assert len(reads) <= 3, f"{len(reads)} files read to show {len(found.text):,} characters"
+    assert "PKG0-RULE" in found.text and "Not shown, for want of room" in found.text and "and 68 more." in found.text

@@ -12,7 +12,9 @@ task's base commit (never from the worktree a worker may already have changed):
 - `.github/copilot-instructions.md`.
 
 Bounded by construction: a task follows MAX_IMPORTS imports in all (a file's import list is read no further than
-that, so a file of thousands of `@imports` costs no more than MAX_IMPORTS), and the whole, imported files and the
+that, so a file of thousands of `@imports` costs no more than MAX_IMPORTS), reads at most MAX_SECTIONS instruction
+files and none once what it read fills the cap (a monorepo's hundreds of nested `AGENTS.md` are named, not read),
+and the whole, imported files and the
 notes about imports included, is capped after the imports are resolved (REPO_INSTRUCTIONS_MAX_CHARS) and says what
 was cut or left out; it is labelled as the repository's
 guidance, text with no more authority than any other file in it. Nothing here widens what the bot enforces: the
@@ -43,6 +45,7 @@ COPILOT = ".github/copilot-instructions.md"
 MAX_FILE_BYTES = 256 * 1024  # an instructions file bigger than this is named, not read
 MAX_IMPORT_DEPTH = 4  # imports of imports, as deep as Claude Code follows them
 MAX_IMPORTS = 32  # imports a task's instructions follow (or name as not read) in all, over every file and depth
+MAX_SECTIONS = 48  # instruction files read for one task (a monorepo may hold one per package): the rest are named
 MAX_NAMED = 10  # files named in the "cut to fit" / "not shown" lines at the end, then a count
 MAX_SHOWN_PATH = 120  # characters of a path or an import target quoted in a note (a name can be as long as a file)
 CUT_MARK = "\n[… cut here: read the rest of the file with read_file]"
@@ -120,6 +123,7 @@ class _Section:
     path: str
     text: str
     notes: list[str] = field(default_factory=list)
+    unread: bool = False  # past MAX_SECTIONS or the spent cap: named as not shown, never read
 
 
 @dataclass
@@ -194,7 +198,15 @@ class RepoRules:
                     if name == AGENTS:
                         shown_agents.add(near)
         budget = _ImportBudget()
-        sections = [await self._section(repo, tree, path, budget) for path in wanted]
+        sections: list[_Section] = []
+        shown = 0  # characters read so far: once they pass the cap, the files after them could show nothing
+        for path in wanted:
+            if shown >= self.max_chars or len(sections) >= MAX_SECTIONS:
+                sections.append(_Section(path, "", unread=True))
+                continue
+            section = await self._section(repo, tree, path, budget)
+            shown += len(section.text.strip())
+            sections.append(section)
         return RepoInstructions(self._render(commit, sections), shown_agents, agents)
 
     async def _section(self, repo: Path, tree: TreeListing, path: str, budget: _ImportBudget) -> _Section:
@@ -265,7 +277,7 @@ class RepoRules:
         cut: list[str] = []
         unshown: list[str] = []
         for section in sections:
-            if room <= 0:
+            if room <= 0 or section.unread:
                 unshown.append(section.path)
                 continue
             before = room

@@ -33,7 +33,13 @@ class Notes:
         self.table = StandingNotes(store)
 
     def applies_to(self, note: StandingNote, user_id: int | None) -> bool:
-        return note.user_id == user_id or self.settings.users.is_owner(note.user_id)
+        """Whether `user_id` sees `note`, as `applying` gives notes: their own, and the owners' (to a member, none
+        about the bot's own code: a member asking for one by number learns no more than of a number with no note)."""
+        if note.user_id == user_id:
+            return True
+        users = self.settings.users
+        about_self = note.workspace is not None and self.workspaces.is_self(note.workspace)
+        return users.is_owner(note.user_id) and (users.is_owner(user_id) or not about_self)
 
     async def applying(
         self, user_id: int | None, workspace: str | None = None, *, every: bool = False
