@@ -172,7 +172,7 @@ async def test_many_nested_instruction_files_are_named_not_all_read(tmp_path: Pa
         reads.append(blob)
         return await read(repo, blob)
 
-    rules._read = counted  # type: ignore[method-assign]
+    rules._read = counted  # type: ignore[method-assign]  # a spy around the real read: each call counted
     about = "update " + " ".join(f"pkg{i}/x.py" for i in range(80))
     found = await rules.for_task(repo, git(repo, "rev-parse", "HEAD").strip(), about)
     assert len(reads) <= 3, f"{len(reads)} files read to show {len(found.text):,} characters"
