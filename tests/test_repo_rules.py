@@ -97,7 +97,10 @@ def test_a_folder_with_its_own_agents_md_is_named_once() -> None:
 
 @pytest.fixture
 async def notes(tmp_path: Path):
+    """Notes of owner 1 and member 2 (two notes each at most, of 40 characters), with workspace `site` and the bot's
+    own code as `self`."""
     (tmp_path / "ws" / "site").mkdir(parents=True)
+    bot = make_repo(tmp_path / "bot", {"bot.py": "x\n"})
     settings = Settings(
         _env_file=None,
         telegram_bot_token="1:x",
@@ -105,11 +108,12 @@ async def notes(tmp_path: Path):
         allowed_user_ids="1,2",
         owner_user_ids="1",
         workspace_path=tmp_path / "ws",
+        bot_repository=bot,
         notes_max_per_user=2,
         note_max_chars=40,
     )
     store = await Store.open(tmp_path / "db.sqlite")
-    yield Notes(settings, store, Workspaces(settings.paths.workspace_path))
+    yield Notes(settings, store, Workspaces(settings.paths.workspace_path, bot))
     await store.close()
 
 
@@ -131,31 +135,15 @@ async def test_notes_are_bounded_and_members_forget_only_their_own(notes: Notes)
         await notes.forget(member, 2)
 
 
-async def test_a_member_asking_for_an_owners_note_about_self_by_number_learns_nothing_of_it(tmp_path: Path) -> None:
+async def test_a_member_asking_for_an_owners_note_about_self_by_number_learns_nothing_of_it(notes: Notes) -> None:
     """An owner's note about the bot's own code is hidden from members (their /notes, their turns): forgetting it by
     number answers a member as a number with no note does, without its author's name."""
-    bot = make_repo(tmp_path / "bot", {"bot.py": "x\n"})
-    (tmp_path / "ws").mkdir()
-    settings = Settings(
-        _env_file=None,
-        telegram_bot_token="1:x",
-        anthropic_api_key="k",
-        allowed_user_ids="1,2",
-        owner_user_ids="1",
-        workspace_path=tmp_path / "ws",
-        bot_repository=bot,
-    )
-    store = await Store.open(tmp_path / "db.sqlite")
-    try:
-        notes = Notes(settings, store, Workspaces(settings.paths.workspace_path, bot))
-        hidden = await notes.table.add(StandingNote(user_id=1, user_name="@boss", workspace="self", text="hooks"))
-        owner, member = Caller(chat_id=1, user_id=1), Caller(chat_id=2, user_id=2, user_name="@mia")
-        with pytest.raises(ToolError) as probed:
-            await notes.forget(member, hidden.id or 0)
-        assert str(probed.value) == f"there is no note #{hidden.id}", probed.value
-        assert (await notes.forget(owner, hidden.id or 0)).startswith(f"Note #{hidden.id} is forgotten")
-    finally:
-        await store.close()
+    hidden = await notes.table.add(StandingNote(user_id=1, user_name="@boss", workspace="self", text="hooks"))
+    owner, member = Caller(chat_id=1, user_id=1), Caller(chat_id=2, user_id=2, user_name="@mia")
+    with pytest.raises(ToolError) as probed:
+        await notes.forget(member, hidden.id or 0)
+    assert str(probed.value) == f"there is no note #{hidden.id}", probed.value
+    assert (await notes.forget(owner, hidden.id or 0)).startswith(f"Note #{hidden.id} is forgotten")
 
 
 async def test_many_nested_instruction_files_are_named_not_all_read(tmp_path: Path) -> None:
