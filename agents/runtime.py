@@ -370,6 +370,8 @@ class Runtime:
                 await self.executor.close()
             except Exception as err:  # never hang or break the shutdown
                 log.warning("base-commit test runs: %s", err)
+        if self.schedules is not None and not await self.schedules.stopped(timeout=4.0):
+            log.warning("schedules: the firing did not stop within 4 s")
 
     async def close(self) -> None:
         """SIGTERM path: stop workers (they become interrupted), close the client and the store; bounded in time."""

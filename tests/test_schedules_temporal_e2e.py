@@ -169,10 +169,7 @@ async def closed(made) -> None:  # noqa: ANN001
     if getattr(made, "client", None) is not None:
         with contextlib.suppress(RPCError):
             await made.handle(1).delete()
-    if hasattr(made, "stopped"):
-        assert await made.stopped(), "the firing's schedule worker did not shut down"
-    else:
-        made.close()
+    assert await made.stopped(timeout=15), "the firing's schedule worker did not shut down"
 
 
 @pytest.mark.parametrize("kind", ["local", "temporal"])
@@ -222,7 +219,7 @@ async def test_a_schedule_left_by_an_earlier_database_is_replaced_not_trusted(
     try:
         await old.arm(stored(every_minutes=1, created_at=now - timedelta(days=3)))
     finally:
-        assert await old.stopped(), "the firing's schedule worker did not shut down"
+        assert await old.stopped(timeout=15), "the firing's schedule worker did not shut down"
     new = firing(fake_telegram, fake_anthropic, tmp_path, temporal)
     await new.start([], Recorder().fire)
     try:

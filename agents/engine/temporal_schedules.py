@@ -153,9 +153,9 @@ class TemporalFiring:
         if self._serving is not None:
             self._serving.cancel()
 
-    async def stopped(self, timeout: float = 15.0) -> bool:
+    async def stopped(self, timeout: float) -> bool:
         """`close`, then wait (at most `timeout` seconds) for this bot's schedule worker to have shut down; whether it
-        has."""
+        has (left to the event loop's end, a worker cancelled mid-poll was seen to hold that end up)."""
         serving = self._serving
         self.close()
         if serving is None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
 import json
 import logging
 import posixpath
@@ -127,6 +128,19 @@ def defines_command(path: str, command: str) -> bool:
     file the command only reads (`grep -q … calc.py`, `python -m pytest tests/`) is the code or tests it judges. The
     command is the bot's, from the base commit, but such a file is the task's: rewritten, the same command runs what the
     task wants."""
+    programs, scripts = _run_by(command)
+    if posixpath.normpath(path) in scripts:
+        return True
+    name = posixpath.basename(path)
+    return bool(
+        ({"make", "gmake"} & programs and MAKE_FILES.match(name)) or ("just" in programs and JUST_FILES.match(name))
+    )
+
+
+@functools.lru_cache(maxsize=32)  # asked once per file a task changed, of the same few commands
+def _run_by(command: str) -> tuple[frozenset[str], frozenset[str]]:
+    """The programs a command runs (each segment's first word) and the scripts (those words, and the file an
+    interpreter is given after its options), as paths."""
     try:
         words = shlex.split(command)
     except ValueError:
@@ -149,12 +163,7 @@ def defines_command(path: str, command: str) -> bool:
             elif not word.startswith("-"):
                 scripts.add(posixpath.normpath(word))
                 interpreter = False
-    if posixpath.normpath(path) in scripts:
-        return True
-    name = posixpath.basename(path)
-    return bool(
-        ({"make", "gmake"} & programs and MAKE_FILES.match(name)) or ("just" in programs and JUST_FILES.match(name))
-    )
+    return frozenset(programs), frozenset(scripts)
 
 
 # modules that run inside a Python test run before or as its runner: one of the checkout's by these names replaces them

@@ -100,6 +100,10 @@ class Firing(Protocol):
 
     def close(self) -> None: ...
 
+    async def stopped(self, timeout: float) -> bool:
+        """`close`, then wait (at most `timeout` seconds) until nothing of it runs any more; whether that came."""
+        ...
+
 
 Fire = Callable[[int], Awaitable[None]]
 
@@ -151,6 +155,10 @@ class LocalFiring:
         if self.scheduler.running:
             self.scheduler.shutdown(wait=False)
 
+    async def stopped(self, timeout: float) -> bool:
+        self.close()  # a run it started is the task engine's from then on
+        return True
+
 
 class ScheduleBook:
     """The schedules of every conversation: made, listed, paused, resumed and cancelled here; fired by `firing`."""
@@ -187,6 +195,9 @@ class ScheduleBook:
 
     def close(self) -> None:
         self.firing.close()
+
+    async def stopped(self, timeout: float) -> bool:
+        return await self.firing.stopped(timeout)
 
     async def next_run(self, schedule_id: int) -> datetime | None:
         return await self.firing.next_run(schedule_id)
