@@ -1,78 +1,22 @@
-"""A Python file's skeleton (function bodies blanked but for their imports) outlines exactly as the whole file."""
+"""A Python file's skeleton (function bodies blanked but for their imports) outlines exactly as the whole file: the
+outline of a file the headers alone cannot tell (tests/test_python_headers.py)."""
 
 from __future__ import annotations
 
 import ast
-import textwrap
 
 import pytest
 
 from agents.repo_map import python_outline as outline_module
 from agents.repo_map.python_outline import python_outline
 from agents.repo_map.python_skeleton import skeleton
-
-TRICKY = textwrap.dedent(
-    '''\
-    """Module doc: def not_a_function(): and class NotAClass: are words here."""
-    import os
-    from . import sibling
-
-    TEMPLATE = """
-    def in_a_string(x):
-        return x
-    class AlsoInAString:
-    """
+from tests.support.python_sources import LONG_STATEMENTS, TRICKY
 
 
-    @decorator(
-        "arg, with ) a bracket",
-    )
-    async def fetch(url: str = "http://x#not-a-comment", *, retries: int = 3) -> dict[str, int]:
-        """Doc with def inside: def nope(): pass"""
-        try:
-            import json
-        except ImportError:  # the import is still the file's
-            json = None
-        value = call(1,
-    2, 3)  # a continuation at column 0 inside brackets
-        text = "a" \\
-    "b"
-        def inner():
-            from collections import deque
-            return deque()
-        class Local:
-            def hidden(self): return 1
-        return {url: retries}
-
-
-    class Outer(Base, metaclass=Meta):
-        """Class doc."""
-        x: int = 1
-
-        def method(self, a, b=(1, 2)): return a
-
-        @property
-        def prop(self) -> int:
-            s = \'\'\'
-    def fake():
-            \'\'\'
-            return 1
-
-        class Inner:
-            def deep(self, *args, **kwargs):
-                pass
-
-    if TYPE_CHECKING:
-        def typed_only(x: int) -> int: ...
-    else:
-        def typed_only(x): return x
-
-
-    def one_liner(): return 1
-    def last(a,
-             b): import re; return re
-    '''
-)
+@pytest.fixture(autouse=True)
+def outlined_from_the_skeleton(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests are of the skeleton: the outline from the headers alone (tests/test_python_headers.py) is off."""
+    monkeypatch.setattr(outline_module, "_headers_outline", lambda data, path: None)
 
 
 def full_outline(source: str, path: str = "pkg/mod.py", monkeypatch: pytest.MonkeyPatch | None = None):
@@ -111,60 +55,6 @@ def test_a_skeleton_that_does_not_parse_falls_back_to_the_whole_file(monkeypatch
     monkeypatch.setattr(outline_module, "skeleton", lambda text: "def broken(:\n")
     _, symbols, _ = python_outline(b"def fine(a):\n    return a\n", "m.py")
     assert [s.name for s in symbols] == ["fine"]
-
-
-LONG_STATEMENTS = textwrap.dedent(
-    '''\
-    r"""A raw docstring: kept, it is the module's summary."""
-    __all__ = [
-        "table",
-        "Holder",
-    ]
-    table = {
-        1: [2, 3],
-        4: (5,
-    6),  # a continuation at column 0 inside brackets
-    }
-    total = 1 + \\
-        2
-
-
-    @decorate(
-        [1, 2,
-         3],
-    )
-    def decorated(a, b=[1,
-                        2]):
-        return a
-
-
-    class Holder:
-        """Class doc."""
-        rows = [
-            (1, 2),
-        ]
-        def method(self): return 1
-        names = (
-            "a",
-        ); other = 1
-
-
-    if True:
-        kept = {
-            "k": 1,
-        }
-        def in_if(x): return x
-    match = dict(
-        a=1,
-    )
-    match match:
-        case {"a": 1}:
-            def in_case(): pass
-    from os import (
-        path,
-    )
-    '''
-)
 
 
 def test_long_simple_statements_outside_functions_are_blanked(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,31 +1,21 @@
 """Python outlines with `ast`: classes, functions and methods with signatures, the module docstring, imports.
 
-The tree is parsed from the file's skeleton (function bodies blanked but for their imports, python_skeleton.py):
-the same outline for a fraction of the parsing; a skeleton that does not parse falls back to the whole file."""
+`ast` parses the file's headers (its definitions' decorators and headers, its imports, its first statement; found by
+python_headers.py), the same outline for a fraction of the parsing. When the scan cannot follow the file, or what it
+copied out does not parse into the definitions it found, the tree is parsed from the file's skeleton instead
+(function bodies blanked but for their imports, python_skeleton.py); a skeleton that does not parse falls back to the
+whole file."""
 
 from __future__ import annotations
 
 import ast
 import posixpath
+import sys
 from collections.abc import Iterator
 
+from agents.repo_map.python_headers import SHOWN_DECORATORS, headers
 from agents.repo_map.python_skeleton import skeleton
 from agents.repo_map.symbols import Symbol, one_line
-
-_SHOWN_DECORATORS = frozenset(
-    {
-        "property",
-        "staticmethod",
-        "classmethod",
-        "cached_property",
-        "abstractmethod",
-        "overload",
-        "contextmanager",
-        "asynccontextmanager",
-        "dataclass",
-        "setter",
-    }
-)
 
 
 def _decorators(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> str:
@@ -33,7 +23,7 @@ def _decorators(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> 
     for decorator in node.decorator_list:
         target = decorator.func if isinstance(decorator, ast.Call) else decorator
         name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
-        if name in _SHOWN_DECORATORS:
+        if name in SHOWN_DECORATORS:
             shown.append(f"@{name} ")
     return "".join(shown)
 
@@ -67,15 +57,19 @@ _COMPOUND = tuple(
 
 
 def _nested_bodies(node: ast.stmt) -> Iterator[list[ast.stmt]]:
-    """The statement lists under a compound statement that still belong to the enclosing scope (if/try/with/…)."""
-    for name in ("body", "orelse", "finalbody"):
-        body = getattr(node, name, None)
-        if isinstance(body, list):
-            yield body
+    """The statement lists under a compound statement that still belong to the enclosing scope (if/try/with/…), in
+    the file's order (a `try`'s handlers before its `else`)."""
+    body = getattr(node, "body", None)
+    if isinstance(body, list):
+        yield body
     for handler in getattr(node, "handlers", ()):
         yield handler.body
     for case in getattr(node, "cases", ()):
         yield case.body
+    for name in ("orelse", "finalbody"):
+        body = getattr(node, name, None)
+        if isinstance(body, list):
+            yield body
 
 
 def _parse(data: bytes, path: str) -> ast.Module | None:
@@ -90,12 +84,67 @@ def _parse(data: bytes, path: str) -> ast.Module | None:
         return None
 
 
+def _summary(tree: ast.Module) -> str:
+    doc = ast.get_docstring(tree, clean=True) or ""
+    return one_line(doc.strip().split("\n", 1)[0], 160) if doc.strip() else ""
+
+
+def _headers_outline(data: bytes, path: str) -> tuple[str, list[Symbol], list[str]] | None:
+    """The outline from the file's headers alone (python_headers.py), or None when they cannot tell it."""
+    try:
+        found = headers(data.decode("utf-8-sig"))
+        if found is None:
+            return None
+        definitions = ast.parse(found.definitions_source, filename=path).body
+        statements = ast.parse(found.imports_source, filename=path).body
+        opening = ast.parse(found.first_statement, filename=path)
+    except (SyntaxError, ValueError, UnicodeDecodeError):
+        return None
+    parsed = iter(definitions)
+    symbols: list[Symbol] = []
+    names: list[str] = []  # each definition's dotted name (a class's is its methods' parent)
+    for line, is_class, enclosing, name, signature in found.definitions:
+        parent = names[enclosing] if enclosing is not None else None
+        if not signature:  # read from its header's tree
+            node = next(parsed, None)
+            if is_class and isinstance(node, ast.ClassDef):
+                signature = _python_class_signature(node)
+            elif not is_class and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                signature = _python_signature(node)
+            else:
+                return None  # copied out wrongly: another statement than the scan found
+            name = node.name
+        names.append(f"{parent}.{name}" if parent else name)
+        symbols.append(
+            Symbol(name, "class" if is_class else "method" if parent else "function", line, signature, parent)
+        )
+    if next(parsed, None) is not None:
+        return None
+    package = posixpath.dirname(path)
+    imports: list[str] = []
+    nodes = [node for node in statements if isinstance(node, (ast.Import, ast.ImportFrom))]
+    # a statement read from the source holds the nodes from its first line to the next one's (`import a; import b`)
+    firsts = [statement for statement in found.imports if isinstance(statement, int)] + [sys.maxsize]
+    taken = read = 0
+    for statement in found.imports:
+        if isinstance(statement, int):
+            read += 1
+            while taken < len(nodes) and nodes[taken].lineno < firsts[read]:
+                imports.extend(_python_import_targets(nodes[taken], package))
+                taken += 1
+        else:
+            imports.extend(_import_targets(*statement, package))
+    return _summary(opening), symbols, imports
+
+
 def python_outline(data: bytes, path: str) -> tuple[str, list[Symbol], list[str]]:
+    outline = _headers_outline(data, path)
+    if outline is not None:
+        return outline
     tree = _parse(data, path)
     if tree is None:  # not valid for this Python: file-level only
         return "", [], []
-    doc = ast.get_docstring(tree, clean=True) or ""
-    summary = one_line(doc.strip().split("\n", 1)[0], 160) if doc.strip() else ""
+    summary = _summary(tree)
     symbols: list[Symbol] = []
     imports: list[str] = []
     package = posixpath.dirname(path)
@@ -124,16 +173,24 @@ def python_outline(data: bytes, path: str) -> tuple[str, list[Symbol], list[str]
 
 
 def _python_import_targets(node: ast.Import | ast.ImportFrom, package: str) -> list[str]:
+    names = [alias.name for alias in node.names]
     if isinstance(node, ast.Import):
-        return [alias.name.replace(".", "/") for alias in node.names]
-    module = (node.module or "").replace(".", "/")
-    if node.level:
+        return _import_targets(False, None, 0, names, package)
+    return _import_targets(True, node.module, node.level, names, package)
+
+
+def _import_targets(is_from: bool, module: str | None, level: int, names: list[str], package: str) -> list[str]:
+    """What an import statement names, as slash paths: `import a.b` → a/b; `from .m import x` → pkg/m, pkg/m/x."""
+    if not is_from:
+        return [name.replace(".", "/") for name in names]
+    module = (module or "").replace(".", "/")
+    if level:
         base = package
-        for _ in range(node.level - 1):
+        for _ in range(level - 1):
             if not base:
                 return []  # climbs above the workspace
             base = posixpath.dirname(base)
         module = posixpath.join(base, module) if module else base
     if not module:
-        return [alias.name for alias in node.names if alias.name != "*"]
-    return [module] + [f"{module}/{alias.name}" for alias in node.names if alias.name != "*"]
+        return [name for name in names if name != "*"]
+    return [module] + [f"{module}/{name}" for name in names if name != "*"]
