@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
 import pytest
 
-from agents.sandbox.safe_paths import UnsafePath, append_lines, real_folder, write_file
+from agents.sandbox.safe_paths import FolderReader, NotRegularFile, UnsafePath, append_lines, real_folder, write_file
 from agents.verify.suite_env import detect_environment, hide_from_git, link_borrowed
 
 
@@ -43,6 +44,29 @@ def test_write_file_refuses_a_symlink_anywhere_on_the_path(tmp_path: Path, outsi
     with pytest.raises(UnsafePath):
         append_lines(root, relative, "PWNED\n")
     assert (outside / "target.txt").read_text() == "ORIGINAL\n" and len(list(outside.iterdir())) == 1
+
+
+def test_a_folder_reader_never_reads_through_a_link(tmp_path: Path, outside: Path) -> None:
+    """The repository map reads a worktree's files with one FolderReader per batch, each folder opened once: a link
+    anywhere on the way, at the file, or put in a folder's place after the reader opened it, is never followed."""
+    root = tmp_path / "root"
+    (root / "a" / "b").mkdir(parents=True)
+    (root / "a" / "b" / "kept.txt").write_text("kept")
+    (root / "a" / "linked").symlink_to(outside, target_is_directory=True)
+    (root / "a" / "target.txt").symlink_to(outside / "target.txt")
+    os.mkfifo(root / "a" / "fifo")
+    with FolderReader(root) as reader:
+        assert reader.read("a/b/kept.txt") == b"kept"
+        for relative in ("a/linked/target.txt", "a/target.txt", "../outside/target.txt", "/etc/hostname"):
+            with pytest.raises(UnsafePath):
+                reader.read(relative)
+        with pytest.raises(NotRegularFile):
+            reader.read("a/fifo")  # not opened for reading as a file (and never blocks)
+        (root / "a" / "b").rename(root / "a" / "moved")
+        (root / "a" / "b").symlink_to(outside, target_is_directory=True)
+        with pytest.raises(FileNotFoundError):
+            reader.read("a/b/target.txt")  # the folder it opened, not the link now in its place
+        assert reader.read("a/b/kept.txt") == b"kept"
 
 
 def test_real_folder_refuses_links_and_escapes(tmp_path: Path, outside: Path) -> None:

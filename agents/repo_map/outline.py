@@ -28,7 +28,7 @@ from agents.repo_map.gc_pause import gc_paused
 from agents.repo_map.python_outline import python_outline
 from agents.repo_map.script_outline import TS_LANGUAGES, script_outline
 from agents.repo_map.symbols import Symbol, one_line
-from agents.sandbox.safe_paths import read_file
+from agents.sandbox.safe_paths import FolderReader
 
 try:  # CPython's own blake2b: importing hashlib loads OpenSSL, ~4 MB more in each parse process
     from _blake2 import blake2b
@@ -172,15 +172,15 @@ def parse_files(
     """Outline each path (None for a file that vanished or became unreadable since the scan; `SameContent` when its
     bytes hash to `known_hashes[path]`). The cyclic garbage collector is paused meanwhile (see gc_pause.py)."""
     known_hashes = known_hashes or {}
-    with gc_paused():
-        return [_parse_file(root, path, *states[path], known_hashes.get(path)) for path in paths]
+    with gc_paused(), FolderReader(root) as reader:
+        return [_parse_file(reader, path, *states[path], known_hashes.get(path)) for path in paths]
 
 
 def _parse_file(
-    root: Path, path: str, mtime_ns: int, size: int, known_hash: str | None = None
+    reader: FolderReader, path: str, mtime_ns: int, size: int, known_hash: str | None = None
 ) -> FileOutline | SameContent | None:
     try:
-        data = read_file(root, path)  # never through a link: a worker may have made a folder of its worktree one
+        data = reader.read(path)  # never through a link: a worker may have made a folder of its worktree one
     except OSError:
         return None
     digest = content_hash(data)
