@@ -54,6 +54,11 @@ class Reply:
 
 
 MAX_REFUSED_PER_TURN = 8  # attachments dropped (one retry each at most) before the turn gives up
+# What the chat's history keeps of the answer to a request whose context is not the chat's (a GitHub mention).
+ANSWER_KEPT_OUT = (
+    "[Answered where the request came from, and told to this chat; the answer is not kept in this conversation: it "
+    "was written from text anyone could have written.]"
+)
 
 
 def reply_text(result: LoopResult, tools_used: list[str]) -> str:
@@ -177,7 +182,9 @@ class Orchestrator:
         work tools as the turn's `Caller`. The reply names the tasks the turn started (`Reply.started`).
         `confined_to`: a request from outside the chat (a GitHub mention), confined to that workspace (Caller);
         `history_text`: what the chat's history keeps of the request instead of `text` (such a request's context,
-        written by anyone, must not reach the chat's later turns, which are not confined).
+        written by anyone, must not reach the chat's later turns, which are not confined); the history keeps no more
+        of the answer than that it was given (ANSWER_KEPT_OUT): it was written from that context, and a planted
+        instruction the model repeated in it would reach the later turns as the assistant's own words.
 
         Turns of one chat must not overlap: the caller runs them one at a time, in arrival order (the adapter's
         per-chat lock, taken as a message arrives, before its download or transcription; the routing eval runs its
@@ -269,11 +276,10 @@ class Orchestrator:
             usage=loop.usage,
             tools_used=loop.tools_used,
         )
+        kept = reply.text if history_text is None else ANSWER_KEPT_OUT
         await asyncio.gather(
             self.store.add_message(
-                ChatMessage(
-                    chat_id=chat_id, role=Role.ASSISTANT, content=reply.text, tokens=estimate_tokens(reply.text)
-                )
+                ChatMessage(chat_id=chat_id, role=Role.ASSISTANT, content=kept, tokens=estimate_tokens(kept))
             ),
             *usage_writes,
         )
