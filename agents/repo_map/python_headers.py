@@ -232,8 +232,9 @@ def headers(source: str) -> Headers | None:
         elif simple := _PLAIN_FROM.match(text, keyword):
             module = _names(simple.group(2))[0] if simple.group(2) else None
             imports.append((True, module, len(simple.group(1)), _names(simple.group(3))))
-        else:
-            last = row(scan.statement_end(keyword))
+        else:  # its last line counted from its first: statements on one line (`import a; import b`) go backwards
+            end = scan.statement_end(keyword)
+            last = line + text.count("\n", line_start, end) if end < len(text) else len(lines)
             sources.append("\n".join([lines[line][column:], *lines[line + 1 : last]]))
             imports.append(source_line)
             source_line += last - line

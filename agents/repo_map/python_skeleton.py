@@ -105,7 +105,8 @@ class _Scan:
                 return len(text)
             end = found.start()
             depth += _balance(text, line, end)
-            joined = text[text.rfind("\n", line, end) + 1 : end].rstrip(_BLANKS).endswith("\\")
+            last = text.rfind("\n", line, end)  # the segment's last line starts after it; -1: at `line`
+            joined = text[last + 1 if last >= 0 else line : end].rstrip(_BLANKS).endswith("\\")
             line = end + 1
             if depth <= 0 and not joined:
                 return line
