@@ -81,7 +81,23 @@ def addressed_to_bot(update: Update, context: Context) -> bool:
 
 async def guard(update: Update, context: Context) -> None:
     """Runs before every other handler: strangers never reach Claude or a tool, and get one refusal per period (in
-    a private chat; in a group they are ignored). In groups, only what is addressed to the bot goes on."""
+    a private chat; in a group they are ignored). In groups, only what is addressed to the bot goes on.
+
+    It fails closed: python-telegram-bot hands an error raised here to `on_error` and goes on with the next handler
+    groups, so any error but the stop itself is logged and turned into the stop (nothing past the guard runs)."""
+    try:
+        await _guard(update, context)
+    except ApplicationHandlerStop:
+        raise
+    except Exception:
+        log.exception("the allow-list guard failed on update %s: the update stops there", update.update_id)
+        user = update.effective_user
+        if user is not None and user.id in runtime(context).settings.users.allowed_user_ids:
+            await _apologize(update, context)  # a stranger gets nothing
+        raise ApplicationHandlerStop from None
+
+
+async def _guard(update: Update, context: Context) -> None:
     user = update.effective_user
     allowed = runtime(context).settings.users.allowed_user_ids
     if user is not None and user.id in allowed:
@@ -301,7 +317,13 @@ async def on_error(update: object, context: Context) -> None:
         log.warning("Telegram could not be reached while polling for updates (%s); trying again", context.error)
         return
     log.error("error while handling an update", exc_info=context.error)
-    if isinstance(update, Update) and update.effective_chat:
+    if isinstance(update, Update):
+        await _apologize(update, context)
+
+
+async def _apologize(update: Update, context: Context) -> None:
+    """Something short and true to the chat an update came from, when handling it failed."""
+    if update.effective_chat:
         with contextlib.suppress(Exception):
             await context.bot.send_message(
                 chat_of(update).id,

@@ -44,3 +44,29 @@ async def test_a_crowd_of_strangers_does_not_delay_the_owner(bot: BotHarness) ->
     owner_at = sends.index(USER_ID)
     assert owner_at <= REFUSALS_PER_MINUTE, f"{owner_at} refusals went out before the owner's answer"
     assert len([c for c in sends if c != USER_ID]) <= REFUSALS_PER_MINUTE, "past the budget strangers are ignored"
+
+
+async def test_a_guard_that_fails_lets_nothing_through(bot: BotHarness, monkeypatch, caplog) -> None:
+    """python-telegram-bot hands an error raised in a handler to the error handler and goes on with the next handler
+    groups: a guard that failed on a stranger's update (here its book of refusals) let the stranger's /status reach
+    the command and answer with the workspaces and tasks. The guard fails closed: nothing past it runs, the stranger
+    gets no answer, and the owner, whose check failed too, is told something went wrong."""
+
+    async def broken(user_id: object) -> bool:
+        raise RuntimeError("the refusal book is unavailable")
+
+    monkeypatch.setattr(bot.app.bot_data.strangers, "should_refuse", broken)
+    bot.tg.send_command(STRANGER_ID, "/status")
+    await all_updates_handled(bot)
+    await asyncio.sleep(0.2)
+    assert to(STRANGER_ID, bot.tg.calls("sendMessage")) == [], "the stranger's /status was answered"
+    assert "allow-list guard failed" in caplog.text
+
+    monkeypatch.setattr("telegram_bot.handlers.addressed_to_bot", lambda update, context: 1 / 0)
+    bot.tg.send_command(USER_ID, "/status")
+    await bot.tg.wait_for_message(USER_ID, 1)
+    await all_updates_handled(bot)
+    assert [m.text for m in bot.tg.messages(USER_ID)] == [
+        "Sorry, something went wrong on my side; it is logged. Please try again."
+    ]
+    assert bot.claude.calls == 0
