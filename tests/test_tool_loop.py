@@ -210,6 +210,41 @@ async def test_a_warning_comes_a_few_steps_before_the_limit_and_the_wrap_up_asks
     assert (await w.wrap_up(finished)) is finished, "only a step-limit stop is wrapped up"
 
 
+async def test_no_report_is_asked_past_the_budget_or_the_token_limit() -> None:
+    """A run ended by its steps gets one more request, for the worker's report; a run whose last step also spent the
+    day's budget or passed WORKER_MAX_TOKENS ends on that limit instead (no request past it), and a budget spent
+    between the run's end and the report leaves the report unasked."""
+
+    model = RoleScript([call("read_file", {"path": "a.py"})])
+    spent = False
+
+    async def spending() -> str | None:
+        return "the daily budget is spent" if spent or model.calls else None
+
+    w = Worker(client=model, model="m", system="s", toolbox=toolbox([]), limits=Limits(max_steps=1), spending=spending)
+    stopped = await w.run("go")
+    assert stopped.stop is Ending.SPENT and (await w.wrap_up(stopped)) is stopped
+    assert len(model.calls) == 1, "a request went out after the budget was spent"
+
+    model = RoleScript([call("read_file", {"path": "a.py"}, input_tokens=5_000)])
+    w = worker(model, [], max_steps=1, max_tokens=1_000)
+    stopped = await w.run("go")
+    assert stopped.stop is Ending.TOKEN_LIMIT and (await w.wrap_up(stopped)) is stopped
+    assert len(model.calls) == 1, "a request went out after the token limit was passed"
+
+    model = RoleScript([call("read_file", {"path": "a.py"})])
+
+    async def later() -> str | None:
+        return "the daily budget is spent" if spent else None
+
+    w = Worker(client=model, model="m", system="s", toolbox=toolbox([]), limits=Limits(max_steps=1), spending=later)
+    stopped = await w.run("go")
+    assert stopped.stop is Ending.STEP_LIMIT
+    spent = True  # another task spent the rest of the day's budget meanwhile
+    assert (await w.wrap_up(stopped)).report == stopped.report
+    assert len(model.calls) == 1, "the report was asked for past the budget"
+
+
 async def test_a_long_wait_ahead_keeps_the_cache_for_an_hour() -> None:
     from agents.work.task_corrections import LONG_TEST_SECONDS, cache_ttl_for
 

@@ -206,12 +206,13 @@ class ToolLoop:
             async with asyncio.timeout(timeout) as deadline:
                 self.clock.start(deadline)
                 while True:
-                    if steps >= limits.max_steps:
-                        raise _LimitReached(Ending.STEP_LIMIT)
+                    # the limits on spending first: a run ended by its steps gets one more request, for its report
                     if total_tokens(self.usage) >= limits.max_tokens:
                         raise _LimitReached(Ending.TOKEN_LIMIT)
                     if self.spending is not None and await self.spending() is not None:
                         raise _LimitReached(Ending.SPENT)
+                    if steps >= limits.max_steps:
+                        raise _LimitReached(Ending.STEP_LIMIT)
                     if self._warn_now(limits, steps):
                         self.messages[-1]["content"].append(
                             {"type": "text", "text": steps_left_note(self.warn_steps, limits.max_steps)}
@@ -296,7 +297,10 @@ class ToolLoop:
         return response
 
     async def wrap_up(self, note: str = WRAP_UP) -> str:
-        """One last request without tools after a limit stopped the run: the model's report, '' if it gave none."""
+        """One last request without tools after a limit stopped the run: the model's report, '' if it gave none (or
+        when `spending` says no more may be spent: the daily budget may have run out since the run stopped)."""
+        if self.spending is not None and await self.spending() is not None:
+            return ""
         self.add_user_turn([{"type": "text", "text": note}])
         response = await self._send(without_tools=True)
         self.api_calls += 1
