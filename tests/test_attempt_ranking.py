@@ -3,6 +3,8 @@ when the model must compare two ✔, the summary's lines and buttons, and the `a
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from agents.core.errors import ToolError
@@ -11,6 +13,7 @@ from agents.work.attempt_ranking import (
     AttemptFacts,
     needs_comparison,
     pick_by_tests,
+    ranked,
     render_summary,
     summary_buttons,
 )
@@ -143,3 +146,36 @@ def test_only_an_attempt_is_told_its_number() -> None:
     assert attempt_brief(task) == ""
     task.attempt, task.attempt_of = 2, 3
     assert attempt_brief(task).startswith("This is attempt 2 of 3:")
+
+
+def _facts(number: int, status: TaskStatus, **kw: Any) -> AttemptFacts:
+    return AttemptFacts(task_id=number, number=number, status=status, committed=True, files=1, added=1, **kw)
+
+
+def test_a_done_attempt_whose_tests_the_bot_never_ran_is_not_said_to_pass() -> None:
+    """A done attempt with no test run the bot saw (no test counts recorded: a path that completes a task without a
+    verdict) is ⚠, never ✔: it does not outrank an attempt whose tests the bot ran, and the pick's reason never says
+    its tests pass."""
+    untested = _facts(1, TaskStatus.COMPLETED, tested=False)
+    tested_unverified = _facts(2, TaskStatus.UNVERIFIED, tested=True)
+    pick, why = pick_by_tests([untested, tested_unverified])
+    assert untested.mark != "✔", untested.line()
+    assert "tests pass" not in why, why
+    assert pick is not None and pick.number == 2, why
+
+
+def test_red_never_beats_green_and_touched_tests_never_beat_a_plain_pass() -> None:
+    """A ✗ attempt (tests red) never wins over a ✔ one, however small its change or low its number; one that
+    changed its own tests is ⚠ below a plain ✔, even fixing more; an attempt with no commit is never picked."""
+    red = _facts(1, TaskStatus.BLOCKED, tested=True, fixed=3, broken=0)
+    touched = _facts(2, TaskStatus.COMPLETED, tested=True, fixed=5, touched_tests=True)
+    green = AttemptFacts(
+        task_id=3, number=3, status=TaskStatus.COMPLETED, tested=True, fixed=1, committed=True, files=4, added=400
+    )
+    nothing = AttemptFacts(task_id=4, number=4, status=TaskStatus.COMPLETED, tested=True, fixed=9, committed=False)
+    pick, why = pick_by_tests([red, touched, green, nothing])
+    assert pick is green, why
+    assert [a.number for a in ranked([red, touched, green, nothing])] == [3, 2, 1]
+    group = AttemptGroup(id=1, chat_id=1, size=4, title="t", why=why, pick_task_id=3)
+    text = render_summary(group, "calc", [red, touched, green, nothing], 3)
+    assert text.startswith("**✔ Attempts #1") and "Pick: attempt 3 (task #3)" in text

@@ -19,7 +19,18 @@ from agents.core.models import AttemptState, Caller, TaskStatus
 from tests.conftest import USER_ID, BotHarness, git, running_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript, last_user_text, spare
-from tests.support.attempts import ATTEMPT, Plays, Racers, first_text, start_attempts, summary_of
+from tests.support.attempts import (
+    ATTEMPT,
+    FirstThenHonest,
+    Plays,
+    Racers,
+    first_text,
+    green_at_base,
+    race_first_pass_wins,
+    race_summary,
+    start_attempts,
+    summary_of,
+)
 from tests.support.tasks import branches, edit, message_with, until, write_file
 
 
@@ -476,3 +487,110 @@ async def test_an_attempt_that_deleted_a_test_file_is_no_plain_pass(bot: BotHarn
     line = attempt_line(shown.text, 2)
     assert line.startswith("⚠ Attempt 2") and "changed its own tests" in line, shown.text
     assert "Merge attempt 2 (⚠)" in [b["text"] for b in shown.buttons], shown.buttons
+
+
+@pytest.mark.quick_tests
+async def test_a_first_pass_is_not_an_attempt_that_changed_nothing(bot: BotHarness, model: RoleScript) -> None:
+    """With first_pass_wins, the race stops at the first attempt the bot saw pass: done with a change to merge. Where
+    the tests already pass at the base commit, an attempt that answers "Done." at once, changing nothing, ends done
+    within seconds; the race goes on, and the attempt doing the work is picked."""
+    green_at_base(bot)
+    play = FirstThenHonest(
+        first=[claude_says.text("Done: the docstring is there already.")],
+        honest=[
+            edit("calc.py", "def add(a, b):\n", 'def add(a, b):\n    """The sum of a and b."""\n'),
+            claude_says.text("Added the docstring."),
+        ],
+    )
+    summary, members = await race_first_pass_wins(bot, model, play, "Add a docstring to add() in calc.py.")
+    assert "passed first" not in summary.text, summary.text
+    assert members[1].status is TaskStatus.COMPLETED, [t.status for t in members]
+    assert "Pick: attempt 2 (task #2)" in summary.text, summary.text
+
+
+@pytest.mark.quick_tests
+async def test_a_first_pass_is_not_an_attempt_that_changed_its_own_tests(bot: BotHarness, model: RoleScript) -> None:
+    """An attempt that fixes add() and deletes the test file ends done, but ⚠ ("changed its own tests"): no pass
+    the race stops at. The honest attempt finishes and is picked (✔ over ⚠); the summary claims no first pass."""
+    play = FirstThenHonest(
+        first=[
+            edit("calc.py", "a - b", "a + b"),
+            claude_says.tool_use("run_command", {"command": "rm test_calc.py"}),
+            claude_says.text("Fixed add()."),
+        ],
+        honest=[edit("calc.py", "a - b", "a + b"), claude_says.text("Fixed add().")],
+    )
+    summary, members = await race_first_pass_wins(bot, model, play, "Fix the bug in calc.py so that add(2, 3) == 5.")
+    first_line = next(line for line in summary.text.splitlines() if " Attempt 1 " in line)
+    assert first_line.startswith("⚠ Attempt 1") and "changed its own tests" in first_line, summary.text
+    assert "passed first" not in summary.text, summary.text
+    assert members[1].status is TaskStatus.COMPLETED, [t.status for t in members]
+    assert "Pick: attempt 2 (task #2)" in summary.text, summary.text
+
+
+@pytest.mark.quick_tests
+async def test_the_race_summary_says_an_attempt_changed_the_owners_repository(
+    bot: BotHarness, model: RoleScript
+) -> None:
+    """A worker that moves the owner's `main` (unconfined, SANDBOX=off: the repository guard is the defence in depth)
+    has it undone by the guard; an attempt's own summary is never sent, so the race's summary says it: that attempt's
+    line names it, and it is not a plain ✔."""
+    bot.runtime.settings.sandboxing.sandbox = "off"
+    attack = "git update-ref refs/heads/main $(git commit-tree 'HEAD^{tree}' -p HEAD -m planted)"
+    play = FirstThenHonest(
+        first=[
+            claude_says.tool_use("run_command", {"command": attack}),
+            edit("calc.py", "a - b", "a + b"),
+            claude_says.text("Fixed add()."),
+        ],
+        honest=[claude_says.text("Nothing from me.")],
+    )
+    play.go.set()
+    model.add("orchestrator", start_attempts("calc", "Fix the bug in calc.py.", 2), claude_says.text("Racing."))
+    model.add("code", *[spare(play, why="each step of the attempts") for _ in range(20)])
+    bot.say("try two ways to fix calc")
+    summary = await bot.tg.await_for(lambda: race_summary(bot, 2), timeout=180)
+    guard = [e for e in await bot.runtime.store.task_events(1) if e.kind == "guard"]
+    assert guard, "the guard saw attempt 1 move main and undid it"
+    repo = bot.settings.paths.workspace_path / "calc"
+    assert "planted" not in git(repo, "log", "--oneline", "-3", "main")
+    first_line = next(line for line in summary.text.splitlines() if " Attempt 1 " in line)
+    assert "changed the owner's repository (undone)" in first_line, summary.text
+    assert first_line.startswith("⚠"), summary.text
+
+
+MEMBER = 2002
+
+
+@pytest.mark.settings(allowed_user_ids=f"{USER_ID},{MEMBER}", owner_user_ids=str(USER_ID))
+async def test_a_member_cannot_merge_a_summarised_race_or_name_an_attempt(bot: BotHarness, model: RoleScript) -> None:
+    """After the race's summary is in (state summarised), a member (not an owner) can neither merge the pick
+    (the Merge button's path) nor merge another attempt by naming its task (merge_task): both are refused and handed
+    to the owners; main does not move."""
+    from agents.core.errors import ToolError
+    from agents.core.models import AttemptState, Caller
+    from tests.support.attempts import Plays
+    from tests.support.tasks import write_file
+
+    notes = Plays(
+        {k: [write_file(f"note-{k}.md", f"note {k}\n"), claude_says.text(f"Wrote note {k}.")] for k in (1, 2)}
+    )
+    model.add("code", *[notes] * 4)
+    member = Caller(chat_id=MEMBER, user_id=MEMBER, user_name="mia")
+    crew = bot.runtime.crew
+    await crew.races.start_task(member, "group-therapy", "code", "Write a note.", True, attempts=2)
+    store = bot.runtime.store
+
+    async def summarised() -> bool:
+        group = await store.attempts.get(1)
+        return group is not None and group.state is AttemptState.SUMMARISED
+
+    await until(summarised, timeout=120)
+    repo = bot.settings.paths.workspace_path / "group-therapy"
+    main = git(repo, "rev-parse", "main").strip()
+    with pytest.raises(ToolError, match="only an owner can merge"):
+        await crew.attempts.merge(member, 1)
+    with pytest.raises(ToolError, match="only an owner can merge"):
+        await crew.attempts.merge_task(member, 2)
+    assert git(repo, "rev-parse", "main").strip() == main
+    assert (await store.attempts.get(1)).state is AttemptState.SUMMARISED

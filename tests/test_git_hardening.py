@@ -6,6 +6,7 @@ in test_repo_guard_e2e.py).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import io
 import os
@@ -20,6 +21,7 @@ from agents.git import diff as git_diff
 from agents.git.command import GitIdentity, run_git
 from agents.git.commits import CommitLimits, commit_all
 from agents.git.guard import RepositoryGuard
+from agents.git.locks import bot_writes
 from agents.git.merge import merge_task_branch
 from agents.git.repository import git_common_dir
 from agents.git.worktrees import (
@@ -32,6 +34,7 @@ from agents.git.worktrees import (
     remove_worktree_keep_branch,
     worktree_admin_dir,
 )
+from agents.sandbox.pause import paused, tree
 from tests.support.git_repos import git, make_user_repo, no_git_identity  # noqa: F401  (an autouse fixture)
 from tests.support.swappers import dot_git_fifo_swapper
 
@@ -177,6 +180,35 @@ async def test_the_bots_own_writes_are_not_undone_by_another_tasks_guard(repo: P
     finally:
         guard.close()
     assert git("rev-parse", second.branch, cwd=repo) == commit.sha
+
+
+async def test_a_ref_a_worker_moves_while_the_bot_writes_is_still_undone(repo: Path, tmp_path: Path) -> None:
+    """After a write of its own (another task's commit, worktree or merge) the bot takes every guard's snapshot again.
+    A worker's command that moved `main` while the bot wrote was taken in as the bot's change and never undone; the
+    guarded task's processes are stopped while the bot writes, so the move lands after it, and the guard undoes it."""
+    first = await new_task(repo, tmp_path, 1)
+    main = git("rev-parse", "main", cwd=repo)
+    planted = git("commit-tree", "HEAD^{tree}", "-p", "HEAD", "-m", "planted", cwd=repo)
+    go = tmp_path / "go"
+    command = f"while [ ! -e {go} ]; do sleep 0.01; done; git update-ref refs/heads/main {planted}"
+    worker = subprocess.Popen(["sh", "-c", command], cwd=first.path)  # the worker's command, waiting for its moment
+    guard = await RepositoryGuard.start(first, pause=lambda: paused(lambda: tree({worker.pid})))
+    try:
+        async with bot_writes(repo):  # the bot writes (here: nothing) and the command is let go meanwhile
+            go.touch()
+            for _ in range(50):  # half a second for the command to move main, were it running
+                if git("rev-parse", "main", cwd=repo) != main:
+                    break
+                await asyncio.sleep(0.01)
+        assert await asyncio.to_thread(worker.wait, 10) == 0
+        assert git("rev-parse", "main", cwd=repo) == planted, "the command moved main (after the bot's write)"
+        warnings = await guard.check()
+    finally:
+        guard.close()
+        with contextlib.suppress(ProcessLookupError):
+            worker.kill()
+    assert any("refs/heads/main" in w for w in warnings), warnings
+    assert git("rev-parse", "main", cwd=repo) == main
 
 
 @pytest.mark.parametrize("where", ["config", "config.worktree"])

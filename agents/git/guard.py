@@ -15,6 +15,7 @@ import logging
 import os
 import shutil
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,6 +27,8 @@ from agents.git.worktrees import TaskWorktree, check_worktree_link, dot_git_text
 from agents.sandbox.safe_paths import write_file
 
 log = logging.getLogger(__name__)
+
+Pause = Callable[[], contextlib.AbstractAsyncContextManager[None]]  # a task's processes stopped for a body
 
 # Paths (relative to the shared git directory) whose content is guarded: single files, and folders guarded whole.
 GUARDED_FILES = ("config", "objects/info/alternates", "commondir")
@@ -48,8 +51,11 @@ class _Snapshot:
 class RepositoryGuard:
     """Watches one task's repository; `check()` restores and returns the warnings of that check."""
 
-    def __init__(self, tree: TaskWorktree, common_dir: Path, admin_dir: Path, link_text: str) -> None:
+    def __init__(
+        self, tree: TaskWorktree, common_dir: Path, admin_dir: Path, link_text: str, pause: Pause | None = None
+    ) -> None:
         self.tree, self.common_dir, self.admin_dir = tree, common_dir, admin_dir
+        self.pause = pause  # the task's processes stopped for a body (the bot writing to the repository meanwhile)
         self.task_ref = f"refs/heads/{tree.branch}"
         self.link_text = link_text  # the worktree's `.git` file as git wrote it
         self.snapshot = _Snapshot()
@@ -58,10 +64,10 @@ class RepositoryGuard:
         self._reported = 0
 
     @classmethod
-    async def start(cls, tree: TaskWorktree) -> RepositoryGuard:
+    async def start(cls, tree: TaskWorktree, pause: Pause | None = None) -> RepositoryGuard:
         common = await git_common_dir(tree.repo)
         admin = await check_worktree_link(tree)
-        guard = cls(tree, common, admin, (tree.path / ".git").read_text("utf-8"))
+        guard = cls(tree, common, admin, (tree.path / ".git").read_text("utf-8"), pause)
         async with repo_lock(tree.repo):
             await guard.resnapshot()
             watch(tree.repo, guard)
@@ -97,6 +103,9 @@ class RepositoryGuard:
         self._ref_sources = (
             before if before is not None and before == ref_sources(self.common_dir, self.tree.repo) else None
         )
+
+    def paused(self) -> contextlib.AbstractAsyncContextManager[None]:
+        return self.pause() if self.pause is not None else contextlib.nullcontext()
 
     async def verify(self) -> None:
         self._restore_link()

@@ -32,6 +32,9 @@ class RepositoryWatcher(Protocol):
     async def resnapshot(self) -> None:
         """Take the snapshot again (after the bot itself changed the repository)."""
 
+    def paused(self) -> contextlib.AbstractAsyncContextManager[None]:
+        """The processes that could change the repository behind the snapshot (a task's) stopped for the body."""
+
 
 _watchers: dict[Path, set[RepositoryWatcher]] = {}
 
@@ -49,10 +52,14 @@ async def bot_writes(repo: Path) -> AsyncIterator[None]:
     """Hold the repository lock around a change the bot makes to its refs or config, keeping the watchers exact.
 
     Before: every watcher undoes what a worker moved (so it is not mistaken for the bot's). After: every watcher takes
-    its snapshot again, so the bot's own change is not undone.
+    its snapshot again, so the bot's own change is not undone. Meanwhile the watched tasks' processes are stopped: a
+    worker's command that moved a ref while the bot wrote (another task's commit, worktree or merge) was taken into
+    the snapshots as if the bot had moved it, and never undone.
     """
-    async with repo_lock(repo):
+    async with repo_lock(repo), contextlib.AsyncExitStack() as stopped:
         watchers = list(_watchers.get(Path(repo).resolve(), ()))
+        for watcher in watchers:
+            await stopped.enter_async_context(watcher.paused())
         for watcher in watchers:
             await watcher.verify()
         try:

@@ -45,11 +45,20 @@ class AttemptFacts:
     committed: bool = False  # its branch has a commit: something to merge or diff
     tested: bool = False  # the bot ran its tests (fixed and broken are counts it saw)
     touched_tests: bool = False  # it changed its own tests: the verdict's warnings say how
+    changed_repository: bool = False  # its worker changed the owner's repository (the bot undid it)
 
     @property
     def mark(self) -> str:
+        """✔ only for a done attempt whose tests the bot saw pass, untouched, and whose worker left the owner's
+        repository alone; ⚠ for a done one short of that."""
         mark = MARKS.get(self.status, "✗")
-        return "⚠" if mark == "✔" and self.touched_tests else mark
+        doubt = self.touched_tests or self.changed_repository or not self.tested
+        return "⚠" if mark == "✔" and doubt else mark
+
+    @property
+    def passed(self) -> bool:
+        """A pass the race may stop at: ✔, with a change to merge."""
+        return self.mark == "✔" and self.committed
 
     @property
     def lines_changed(self) -> int:
@@ -66,6 +75,7 @@ class AttemptFacts:
             f"{self.mark} Attempt {self.number} (#{self.task_id}) {STATUS_WORDS.get(self.status, self.status.value)}",
             *([f"{self.fixed} fixed", f"{self.broken} broken"] if self.tested else ["tests not run"]),
             *(["changed its own tests"] if self.touched_tests else []),
+            *(["changed the owner's repository (undone)"] if self.changed_repository else []),
             change,
             f"{self.tokens / 1000:.1f}k tokens",
         ]

@@ -27,6 +27,7 @@ from agents.work.attempt_ranking import (
     summary_buttons,
 )
 from agents.work.pull_requests import PullRequests
+from agents.work.task_checkout import GUARD_EVENT
 from agents.work.task_outcome import pull_request_buttons
 from agents.workspaces.folders import Workspaces
 
@@ -97,8 +98,9 @@ class AttemptSummary:
     async def facts(self, task: Task) -> AttemptFacts:
         """An attempt's line: its verdict's counts (recorded at its end), its change, its tokens and its time."""
         fixed = broken = 0
-        tested = touched = False
+        tested = touched = guarded = False
         for event in await self.store.task_events(task.stored_id):
+            guarded = guarded or event.kind == GUARD_EVENT
             if event.kind == TESTS_EVENT:
                 with contextlib.suppress(ValueError, TypeError, AttributeError):
                     counts = json.loads(event.detail)
@@ -137,6 +139,7 @@ class AttemptSummary:
             committed=committed,
             tested=tested,
             touched_tests=touched,
+            changed_repository=guarded,
         )
 
     async def _git(self, task: Task, *args: str) -> str:

@@ -317,8 +317,13 @@ class Races:
         if group.stopped:
             return group
         reason = None
-        winner = next((t for t in members if t.status is TaskStatus.COMPLETED), None)
-        if group.first_pass_wins and winner is not None:
+        winner = None
+        if group.first_pass_wins:  # a pass the bot saw: done is not enough (no change, its own tests changed, …)
+            for task in (t for t in members if t.status is TaskStatus.COMPLETED):
+                if (await self.summary.facts(task)).passed:
+                    winner = task
+                    break
+        if winner is not None:
             reason = f"attempt {winner.attempt} passed first, so the others were cancelled"
         elif (refusal := await budget_exceeded(self.store, self.settings)) is not None:
             reason = f"the daily budget was reached mid-race, so the attempts still running were cancelled ({refusal})"

@@ -31,6 +31,7 @@ from agents.work.task_sandbox import TaskSandboxes
 from agents.workspaces.credential_files import mask_credential_files
 from agents.workspaces.folders import Workspace
 
+GUARD_EVENT = "guard"  # a task event: the worker changed the owner's repository, and the bot undid it
 log = logging.getLogger(__name__)
 
 
@@ -106,7 +107,7 @@ class TaskCheckouts:
         )
         # after TaskTests.start: it hides the borrowed links in the repository's info/exclude, which the guard watches
         try:
-            self.guards[task_id] = await RepositoryGuard.start(tree)
+            self.guards[task_id] = await RepositoryGuard.start(tree, pause=lambda: self.sandboxes.paused(task))
         except BaseException:
             checks.close()
             raise
@@ -135,7 +136,7 @@ class TaskCheckouts:
             return []
         await guard.check()
         for warning in guard.unreported():
-            await self.base.store.add_event(TaskEvent(task_id=task.stored_id, kind="guard", detail=warning[:300]))
+            await self.base.store.add_event(TaskEvent(task_id=task.stored_id, kind=GUARD_EVENT, detail=warning[:300]))
         return list(guard.warnings)
 
     def end_guard(self, task: Task) -> list[str]:
