@@ -14,7 +14,7 @@ from agents.inputs.attachments import API_IMAGE_MAX_EDGE, AttachmentRefused, Att
 from telegram_bot.conversation import conversation_of
 from telegram_bot.downloads import download
 from telegram_bot.handlers import STOPPING, chat_lock, converse, message_arrived, on_record
-from telegram_bot.state import Context
+from telegram_bot.state import AlbumKey, Context
 from telegram_bot.updates import message_of, runtime
 
 log = logging.getLogger(__name__)
@@ -64,9 +64,13 @@ async def on_attachment(update: Update, context: Context) -> None:
     kept with the message."""
     message = message_of(update)
     album: list[Message] = [message]
-    if message.media_group_id:  # Telegram sends an album as one message per item; the first handler takes them all
-        albums: dict[str, list[Message]] = context.bot_data.albums
-        album = albums.setdefault(message.media_group_id, [])
+    # Telegram sends an album as one message per item; the first handler takes them all. The album's id is the
+    # sender's app's to choose: it is one album only with the same chat, topic and sender.
+    sender = message.from_user.id if message.from_user else None
+    key: AlbumKey = (message.chat.id, message.message_thread_id, sender, message.media_group_id)
+    if message.media_group_id:
+        albums: dict[AlbumKey, list[Message]] = context.bot_data.albums
+        album = albums.setdefault(key, [])
         album.append(message)
         if len(album) > 1:
             return
@@ -75,7 +79,7 @@ async def on_attachment(update: Update, context: Context) -> None:
         conversation = await conversation_of(update, context)
         if message.media_group_id:
             await asyncio.sleep(ALBUM_WAIT)
-            album = context.bot_data.albums.pop(message.media_group_id)
+            album = context.bot_data.albums.pop(key)
         if context.bot_data.stopping:
             await message.reply_text(STOPPING)
             return

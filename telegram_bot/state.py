@@ -24,6 +24,10 @@ if TYPE_CHECKING:
     from agents.sandbox.bwrap import SandboxProbe
 
 
+# An album: its chat, topic, sender and media group id (the id is the sender's app's to choose)
+AlbumKey = tuple[int, int | None, int | None, str | None]
+
+
 @dataclass
 class BotState:
     settings: Settings | None = None
@@ -35,7 +39,7 @@ class BotState:
     stop_task: asyncio.Future[None] | None = None
     webhook: HTTPServer | None = None  # webhook mode: the server Telegram posts updates to, stopped before the rest
     strangers: Strangers = field(default_factory=Strangers)  # who was refused, and when
-    albums: dict[str, list[Message]] = field(default_factory=dict)  # photos of one album, gathered by group id
+    albums: dict[AlbumKey, list[Message]] = field(default_factory=dict)  # photos of one album, gathered
     # in a group, the albums whose first item was addressed to the bot ("chat:album id" → when): the others pass too
     addressed_albums: dict[str, float] = field(default_factory=dict)
     turns: set[asyncio.Task[Any]] = field(default_factory=set)  # conversation turns running now

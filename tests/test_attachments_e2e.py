@@ -77,6 +77,20 @@ async def test_an_album_is_one_turn_with_every_picture_and_the_caption(bot: BotH
     assert any(b.get("text") == "compare these" for b in content)
 
 
+async def test_albums_of_two_chats_with_one_album_id_stay_apart(bot: BotHarness, model: RoleScript) -> None:
+    """An album's id is chosen by the sender's app: two albums in two chats that share one (a crafted app, the same
+    album forwarded twice) are two albums. Gathered by the id alone, chat B's picture went into chat A's turn, under
+    chat A's conversation, and chat B got no answer."""
+    other = USER_ID + 1
+    model.add("orchestrator", claude_says.text("Answered."), claude_says.text("Answered."))
+    bot.tg.send_photo(USER_ID, jpeg(400, 300), width=400, height=300, caption="chat A", media_group_id="g1")
+    bot.tg.send_photo(USER_ID, jpeg(300, 400), width=300, height=400, chat_id=other, caption="B", media_group_id="g1")
+    await bot.tg.await_for(lambda: any(m.text == "Answered." for m in bot.tg.messages(other)), timeout=20)
+    await answered(bot, "Answered.")
+    requests = model.requests["orchestrator"]
+    assert [sum(b["type"] == "image" for b in blocks_of(r)) for r in requests] == [1, 1], "one picture per turn"
+
+
 async def test_pdf_and_log_file_arrive_as_documents(bot: BotHarness, model: RoleScript) -> None:
     model.add("orchestrator", claude_says.text("It is a one-page spec."), claude_says.text("The log shows a crash."))
     bot.tg.send_document(USER_ID, minimal_pdf(), "spec.pdf", "application/pdf", caption="summarise this")
