@@ -43,3 +43,32 @@ async def test_a_process_that_ends_when_its_stdin_closes_is_never_killed(monkeyp
     async with asyncio.timeout(HANG_GUARD):
         await SpeechProcess._reap(process)
     assert process.returncode == 0
+
+
+async def test_a_speech_process_that_never_answers_fails_the_note_in_bounded_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A speech process that stops answering (a deadlocked thread, a hung driver) held the note forever, and with it
+    every later note of every chat and that chat's messages. The answer is awaited a bounded time (NOTE_SECONDS +
+    NOTE_SECONDS_PER_AUDIO_SECOND × VOICE_MAX_SECONDS, shortened here): the note fails with one sentence and the hung
+    process is killed, so the next note starts another."""
+    monkeypatch.setattr(speech_process, "NOTE_SECONDS", 0.5)
+    process = SpeechProcess({"engine": "openai-whisper", "model": "tiny", "max_seconds": 0.1}, idle_minutes=0)
+    hung = await asyncio.create_subprocess_exec(
+        "sh",
+        "-c",
+        "head -c 1 > /dev/null; exec sleep 3600",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    process._process, process.pid, process._state = hung, hung.pid, speech_process.ModelState.ready
+    try:
+        with pytest.raises(speech_process.TranscriptionFailed, match="took too long"):
+            await asyncio.wait_for(process.transcribe(b"OggS" + b"\0" * 100), timeout=30)
+        assert await asyncio.wait_for(hung.wait(), timeout=10) == -signal.SIGKILL
+        assert process.pid is None and process.state is speech_process.ModelState.not_loaded
+    finally:
+        process.close()
+        if hung.returncode is None:
+            hung.kill()
+            await hung.wait()

@@ -32,6 +32,12 @@ ERRORS: dict[str, type[VoiceError]] = {
 }
 ANSWER_LIMIT = 16 * 1024 * 1024  # one answer line (a transcript of VOICE_MAX_SECONDS of speech is far shorter)
 STOP_SECONDS = 5.0  # an idle speech process is given this long to exit on its own before it is killed
+# A note's answer is awaited at most NOTE_SECONDS + NOTE_SECONDS_PER_AUDIO_SECOND × VOICE_MAX_SECONDS: whisper works
+# in 30-second windows, so even a short note costs one window, and a big model on a slow CPU may take longer than the
+# audio lasts. A speech process that does not answer by then (a deadlocked thread, a hung driver) is killed and the
+# note fails with one sentence: it held every later note of every chat, and its chat's messages, for as long.
+NOTE_SECONDS = 120.0
+NOTE_SECONDS_PER_AUDIO_SECOND = 4.0
 # OpenMP's idle threads sleep instead of spinning: torch's threads (libgomp) otherwise busy-wait between the many small
 # operations of decoding one token, which on a machine the bot shares with its workers' builds and tests doubles the
 # CPU a note costs and makes it slower too (measured on 2 busy cores, a tiny-sized model, 10 s of audio: 3.7-5.2 CPU
@@ -98,19 +104,23 @@ class SpeechProcess:
             process = self._process
             assert process is not None and process.stdin is not None and process.stdout is not None
             self._last_used = time.monotonic()
+            bound = NOTE_SECONDS + NOTE_SECONDS_PER_AUDIO_SECOND * float(self.config.get("max_seconds") or 0)
             try:
-                process.stdin.write(json.dumps({"size": len(data)}).encode() + b"\n" + data)
-                await process.stdin.drain()
-                line = await process.stdout.readline()
+                async with asyncio.timeout(bound):
+                    process.stdin.write(json.dumps({"size": len(data)}).encode() + b"\n" + data)
+                    await process.stdin.drain()
+                    line = await process.stdout.readline()
             except (ConnectionError, asyncio.LimitOverrunError, ValueError) as exc:
                 line = b""
                 log.warning("speech process: %s", exc)
+            except TimeoutError:  # hung: its late answer would be read as the next note's, so that process is done
+                log.warning("speech process %s gave no answer within %.0f s: killed", process.pid, bound)
+                self._drop(process)
+                raise TranscriptionFailed(
+                    "The speech model took too long on that note and was restarted; please resend it."
+                ) from None
             except asyncio.CancelledError:  # its answer would be read as the next note's: that process is done
-                with contextlib.suppress(ProcessLookupError):
-                    process.kill()
-                self._process, self.pid = None, None
-                if self._state is ModelState.ready:
-                    self._state = ModelState.not_loaded
+                self._drop(process)
                 raise
             finally:
                 self._last_used = time.monotonic()
@@ -129,6 +139,14 @@ class SpeechProcess:
             decode_seconds=answer["decode_seconds"],
             transcribe_seconds=answer["transcribe_seconds"],
         )
+
+    def _drop(self, process: asyncio.subprocess.Process) -> None:
+        """Kill the speech process a note was given to and let the next note start another."""
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
+        self._process, self.pid = None, None
+        if self._state is ModelState.ready:
+            self._state = ModelState.not_loaded
 
     def close(self) -> None:
         """End the speech process (the bot stops); later notes get ModelUnavailable."""
