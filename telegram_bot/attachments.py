@@ -12,14 +12,13 @@ from telegram.error import TelegramError
 from agents.core.models import Attachment, InputMethod
 from agents.inputs.attachments import API_IMAGE_MAX_EDGE, AttachmentRefused, Attachments, file_name
 from telegram_bot.conversation import conversation_of
-from telegram_bot.downloads import download
+from telegram_bot.downloads import MAX_DOWNLOAD_BYTES, TooLargeToDownload, download
 from telegram_bot.handlers import STOPPING, chat_lock, converse, message_arrived, on_record
 from telegram_bot.state import AlbumKey, Context
 from telegram_bot.updates import message_of, runtime
 
 log = logging.getLogger(__name__)
 
-MAX_DOWNLOAD_BYTES = 20 * 1024 * 1024  # the Bot API's getFile limit
 NO_CAPTION = "(sent without a caption)"
 ALBUM_WAIT = 1.0  # seconds to gather the items of an album (media group) into one turn
 # what the files of one message may hold together, roughly (the model's window is 200k tokens, and the question, the
@@ -49,6 +48,8 @@ async def _keep(context: Context, message: Message, conversation: int) -> Attach
         )
     try:
         data = await download(media)
+    except TooLargeToDownload as err:
+        raise AttachmentRefused(f"{name} is {err.size / 1e6:.0f} MB, and I download files of at most 20 MB") from None
     except TelegramError as err:
         log.warning("chat %s: could not download %s: %s", message.chat_id, name, err)
         raise AttachmentRefused(f"I couldn't download {name} from Telegram (please send it again)") from err

@@ -15,12 +15,30 @@ RETRY_DELAYS = (1.0, 3.0)  # seconds before the second and the third try
 MAX_RETRY_AFTER = 30.0  # flood control asking for longer than this is not waited out
 
 
-async def download(media: Voice | Audio | Document | PhotoSize) -> bytes:
+MAX_DOWNLOAD_BYTES = 20 * 1024 * 1024  # the Bot API's getFile limit (a local Bot API server serves up to 2 GB)
+
+
+class TooLargeToDownload(ValueError):
+    """The file is larger than the bot downloads (`size`: its size in bytes, as known)."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__(f"{size} bytes")
+        self.size = size
+
+
+async def download(media: Voice | Audio | Document | PhotoSize, max_bytes: int = MAX_DOWNLOAD_BYTES) -> bytes:
     """The file's bytes; the last TelegramError when every try failed (a BadRequest or Forbidden at once: trying
-    again would not change Telegram's answer)."""
+    again would not change Telegram's answer). TooLargeToDownload past `max_bytes`: a message need not state its
+    file's size, so the size getFile gives is checked before the download, and the bytes after it."""
     for attempt, delay in enumerate((*RETRY_DELAYS, None)):
         try:
-            return bytes(await (await media.get_file()).download_as_bytearray())
+            file = await media.get_file()
+            if file.file_size and file.file_size > max_bytes:
+                raise TooLargeToDownload(file.file_size)
+            data = bytes(await file.download_as_bytearray())
+            if len(data) > max_bytes:
+                raise TooLargeToDownload(len(data))
+            return data
         except (BadRequest, Forbidden):
             raise
         except RetryAfter as err:

@@ -3,21 +3,24 @@
 from __future__ import annotations
 
 import asyncio
+import datetime
 import html
 import logging
+import warnings
 
 from telegram import Audio, Document, Update, Voice
 from telegram.error import TelegramError
+from telegram.warnings import PTBDeprecationWarning
 
 from agents.core.models import InputMethod
-from telegram_bot.downloads import download
+from agents.inputs.audio import DURATION_GRACE_SECONDS, TOO_LONG_MESSAGE, format_duration
+from telegram_bot.downloads import MAX_DOWNLOAD_BYTES, TooLargeToDownload, download
 from telegram_bot.handlers import STOPPING, chat_lock, converse, message_arrived, on_record
 from telegram_bot.state import Context
 from telegram_bot.updates import UnexpectedUpdate, message_of, runtime
 
 log = logging.getLogger(__name__)
 
-MAX_DOWNLOAD_BYTES = 20 * 1024 * 1024  # the Bot API's getFile limit
 ECHO_LIMIT = 3500  # a long note's echo is trimmed (Telegram's limit is 4096); the orchestrator gets it all
 
 
@@ -33,15 +36,19 @@ async def on_voice(update: Update, context: Context) -> None:
     turn = asyncio.current_task()
     if turn is not None:  # a stop cancels it, transcription and all (the note stays on record: told at the next start)
         context.bot_data.turns.add(turn)
+    caption = (message.caption or "").strip()  # an audio file's caption: what to do with the recording
     try:
         # the lock is taken before the first await: the note keeps its place in order
-        async with on_record(update, context, "voice note"), chat_lock(update, context):
+        async with on_record(update, context, "voice note", caption), chat_lock(update, context):
             text = await heard
-            if text is None:
+            if text is None:  # the user has been told why; their typed words still go through
+                if caption and not context.bot_data.stopping:
+                    note = "[The recording sent with it could not be transcribed; the user was told why.]"
+                    await converse(update, context, f"{caption}\n\n{note}", InputMethod.TEXT)
                 return
             shown = text if len(text) <= ECHO_LIMIT else text[:ECHO_LIMIT].rstrip() + "…"
             await message.reply_html(f"🎙 I heard: <i>{html.escape(shown)}</i>", do_quote=True)
-            if caption := (message.caption or "").strip():  # an audio file's caption: what to do with the recording
+            if caption:
                 text = f"{caption}\n\n[The recording sent with it says:]\n{text}"
             await converse(update, context, text, InputMethod.VOICE)
     finally:
@@ -61,6 +68,11 @@ async def _transcribe(update: Update, context: Context, media: Voice | Audio | D
             "20 MB. Send a shorter note."
         )
         return None
+    most = runtime(context).settings.voice.voice_max_seconds
+    stated = _stated_seconds(media)
+    if stated and stated > most + DURATION_GRACE_SECONDS:  # refused before it is downloaded and decoded
+        await message.reply_text(TOO_LONG_MESSAGE.format(length=format_duration(stated), limit=format_duration(most)))
+        return None
     transcriber = runtime(context).transcriber
     if transcriber is None:
         await message.reply_text(
@@ -76,6 +88,12 @@ async def _transcribe(update: Update, context: Context, media: Voice | Audio | D
         await message.reply_text("Loading the speech model… your note will be transcribed as soon as it's ready.")
     try:
         data = await download(media)
+    except TooLargeToDownload as err:
+        await message.reply_text(
+            f"That file is {err.size / 1e6:.0f} MB; I download at most {MAX_DOWNLOAD_BYTES / 1e6:.0f} MB. Send a "
+            "shorter note."
+        )
+        return None
     except TelegramError as err:
         log.warning("chat %s: could not download a voice note: %s", message.chat_id, err)
         await message.reply_text("I couldn't download that note from Telegram; please send it again.")
@@ -90,3 +108,13 @@ async def _transcribe(update: Update, context: Context, media: Voice | Audio | D
         await message.reply_text("I couldn't make out any words in that note; could you say it again or type it?")
         return None
     return text
+
+
+def _stated_seconds(media: Voice | Audio | Document) -> float | None:
+    """Telegram's own figure for a voice note's or an audio file's length (a document states none)."""
+    with warnings.catch_warnings():  # python-telegram-bot's notice that it will become a timedelta
+        warnings.simplefilter("ignore", PTBDeprecationWarning)
+        stated = getattr(media, "duration", None)
+    if isinstance(stated, datetime.timedelta):
+        return stated.total_seconds()
+    return float(stated) if isinstance(stated, (int, float)) else None

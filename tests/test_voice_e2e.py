@@ -449,3 +449,58 @@ async def test_a_5xx_on_fetching_a_note_is_tried_again(fake_telegram, fake_anthr
         assert len(bot.tg.calls("getFile")) == 2
     finally:
         await stop_application(bot.app)
+
+
+async def test_a_recording_that_cannot_be_heard_keeps_its_caption_and_none_is_fetched_past_the_limits(
+    fake_telegram, fake_anthropic, tmp_path, workspace_root, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An audio file's caption is the user's own typed words: it reaches Claude, with a note, when the recording
+    cannot be transcribed or is too big to fetch (it was dropped with the recording). A note Telegram says is longer
+    than VOICE_MAX_SECONDS is refused before it is fetched; a file whose message states no size is fetched only up to
+    the download limit (getFile's size, then the bytes: a local Bot API server serves files up to 2 GB)."""
+    import tests.fakes.telegram_server as fake_server
+    from telegram_bot.app import stop_application
+
+    monkeypatch.setattr(fake_server, "MAX_DOWNLOAD_BYTES", 200 * 1024 * 1024)  # a local Bot API server
+    caption = "summarise the meeting in this recording and file a task"
+    settings = make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root, voice_max_seconds=60.0)
+    fake = FakeTranscriber([AudioError("I couldn't hear anything in that voice note."), "never used"])
+    bot = await start_bot(settings, fake_telegram, fake_anthropic, transcriber=fake)
+    asked: list[str] = []
+
+    def claude(body: dict) -> dict:
+        asked.append(str(body["messages"][-1]["content"]))
+        return claude_says.text("Answered.")
+
+    bot.claude.handler = claude
+
+    def audio(data: bytes, **extra: object) -> dict:
+        fields = bot.tg.file_fields(data, "music", "mp3", "audio/mpeg")
+        return {**fields, "duration": 5, "mime_type": "audio/mpeg", "file_name": "meeting.mp3", **extra}
+
+    def said(part: str) -> bool:
+        return any(part in (m.text or "") for m in bot.tg.messages(USER_ID))
+
+    try:
+        bot.tg.send_content(USER_ID, {"audio": audio(b"ID3" + b"\0" * 500), "caption": caption})
+        await bot.tg.await_for(lambda: said("couldn't hear") and len(asked) == 1)
+        assert caption in asked[0] and "could not be transcribed" in asked[0]
+
+        big = audio(b"ID3" + b"\0" * 500, file_size=25 * 1024 * 1024)
+        bot.tg.send_content(USER_ID, {"audio": big, "caption": "and this one"})
+        await bot.tg.await_for(lambda: said("That file is 26 MB") and len(asked) == 2)
+        assert "and this one" in asked[1]
+        fetched = len(bot.tg.calls("getFile"))
+
+        bot.tg.send_voice(USER_ID, b"OggS" + b"\0" * 300, duration=7200)
+        await bot.tg.await_for(lambda: said("can only transcribe up to"))
+        assert len(bot.tg.calls("getFile")) == fetched == 1, "a note stated as 2 hours long (limit 60 s) was fetched"
+
+        unstated = bot.tg.file_fields(b"OggS" + b"\0" * (21 * 1024 * 1024), "voice", "oga", "audio/ogg")
+        unstated.pop("file_size")
+        bot.tg.send_content(USER_ID, {"voice": {**unstated, "duration": 5, "mime_type": "audio/ogg"}})
+        await bot.tg.await_for(lambda: said("That file is 22 MB; I download at most"))
+        assert len(fake.received) == 1, "only the first recording reached the speech model"
+        assert len(asked) == 2
+    finally:
+        await stop_application(bot.app)
