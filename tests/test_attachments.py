@@ -130,3 +130,17 @@ async def test_a_file_name_with_characters_no_file_may_have_is_kept_printable_an
     older = notes.model_copy(update={"id": 6, "name": "old\x00.txt"})
     placed, problem = await keeper.copy_into([older], worktree)
     assert placed == [] and problem is not None and "could not be written" in problem
+
+
+async def test_a_long_name_in_another_script_still_names_a_file_in_the_worktree(tmp_path) -> None:
+    """A name is capped in bytes, not only characters: 120 Cyrillic letters are 240 bytes, and with the bot's
+    `<id>-` prefix and its temporary suffix the file could not be written into the task's worktree (past Linux's 255
+    bytes), so the worker never got it. The extension is kept, and no character is cut in half."""
+    keeper = Attachments(tmp_path / "att")
+    kept = await keeper.accept(1, b"%PDF-1.4\n/Type /Page\n%%EOF\n", "я" * 116 + ".pdf")
+    assert kept.name.endswith(".pdf") and kept.name.startswith("яя") and len(kept.name.encode()) <= 150
+    kept.id = 12
+    worktree = tmp_path / "tree"
+    worktree.mkdir()
+    placed, problem = await keeper.copy_into([kept], worktree)
+    assert problem is None and placed == [f"{WORKTREE_FOLDER}/12-{kept.name}"]

@@ -69,11 +69,23 @@ def _too_large(name: str, pixels: str) -> AttachmentRefused:
     )
 
 
+MAX_NAME_BYTES = 150  # a file name on Linux is at most 255 bytes; the bot's prefixes and temporary suffixes need room
+
+
 def file_name(name: str | None) -> str:
     """The name a user's app gave a file, as the bot uses and shows it: its last part, each character that is not
     printable (a NUL, a line break, a control or an invisible format character such as a direction override) made
-    `_`, at most 120 characters."""
-    return "".join(ch if ch.isprintable() else "_" for ch in Path(name or "file").name)[:120] or "file"
+    `_`, at most 120 characters and MAX_NAME_BYTES bytes in UTF-8 (the extension kept: 120 Cyrillic letters are 240
+    bytes, and with the bot's prefix the file could not be written into the task's worktree)."""
+    name = "".join(ch if ch.isprintable() else "_" for ch in Path(name or "file").name)[:120] or "file"
+    if len(name.encode()) <= MAX_NAME_BYTES:
+        return name
+    stem, dot, extension = name.rpartition(".")
+    if not dot or not stem or len(extension.encode()) > 16:
+        stem, extension = name, ""
+    room = MAX_NAME_BYTES - len(extension.encode()) - (1 if extension else 0)
+    stem = stem.encode()[:room].decode(errors="ignore")  # never half a character
+    return f"{stem}.{extension}" if extension else stem
 
 
 def normalise_image(data: bytes, max_edge: int, name: str = "that picture") -> tuple[bytes, str, int, int]:
