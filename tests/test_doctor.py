@@ -117,6 +117,21 @@ def test_doctor_against_the_fakes_is_all_green(
     assert (tmp_path / "data" / "agentlab.db").is_file()
 
 
+def test_a_env_other_users_may_read_is_warned_of(ready_env: Path, capsys) -> None:
+    """The .env holds the bot's token and API key; `cp .env.example .env` makes it readable by every user of the
+    machine, and doctor said "Ready" all the same. It warns and names the fix; a .env of mode 600 is a ✓."""
+    env = ready_env / ".env"
+    env.write_text("LOG_LEVEL=INFO\n")
+    env.chmod(0o644)
+    assert main(["doctor"]) == 0  # a warning, not a failure: the bot runs
+    out = capsys.readouterr().out
+    assert any(line.startswith("! .env:") and "mode 0644" in line for line in marks(out)), out
+    assert "chmod 600 .env" in out
+    env.chmod(0o600)
+    main(["doctor"])
+    assert "✓ .env: readable by its owner alone" in capsys.readouterr().out
+
+
 def test_empty_env_file_prints_what_is_missing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / ".env").write_text("")

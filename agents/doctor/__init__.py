@@ -20,7 +20,14 @@ from pathlib import Path
 from typing import TextIO
 
 from agents.core.settings import Settings, SettingsError, load_settings
-from agents.doctor.accounts import check_access, check_anthropic, check_github, check_telegram, token_looks_valid
+from agents.doctor.accounts import (
+    check_access,
+    check_anthropic,
+    check_env_file,
+    check_github,
+    check_telegram,
+    token_looks_valid,
+)
 from agents.doctor.checks import Check, Level
 from agents.doctor.runtime import check_database, check_task_engine, check_updates_mode
 from agents.doctor.sandbox import (
@@ -53,6 +60,7 @@ __all__ = [
     "check_browser",
     "check_chromium",
     "check_database",
+    "check_env_file",
     "check_disk_bound",
     "check_disk_budget",
     "check_git",
@@ -102,6 +110,7 @@ async def _guarded(name: str, check: Callable[[], CheckResult | Awaitable[CheckR
 async def run_checks(settings: Settings) -> list[Check]:
     """Every check after the settings, concurrently, in a fixed order."""
     groups = await asyncio.gather(
+        _guarded(".env", lambda: check_env_file(Path(".env"))),
         _guarded("ALLOWED_USER_IDS", lambda: check_access(settings)),
         _guarded("Telegram", lambda: check_telegram(settings)),
         _guarded("Anthropic", lambda: check_anthropic(settings)),

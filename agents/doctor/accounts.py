@@ -8,6 +8,8 @@ import asyncio
 import os
 import re
 import socket
+import stat
+from pathlib import Path
 
 import anthropic
 import httpx2
@@ -262,6 +264,23 @@ def check_access(settings: Settings) -> Check:
         )
     count = len(settings.users.allowed_user_ids)
     return Check(Level.ok, "ALLOWED_USER_IDS", f"{count} user{'s' if count > 1 else ''} may use the bot")
+
+
+def check_env_file(path: Path) -> Check | None:
+    """The .env the settings come from holds the bot's token and API key: readable by its owner alone."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return None  # no .env here: the settings come from the environment
+    if mode & 0o077:
+        return Check(
+            Level.warn,
+            ".env",
+            f"{path.resolve()} holds the bot's keys and other users of this machine may read it (mode "
+            f"{stat.S_IMODE(mode):04o})",
+            f"chmod 600 {path}",
+        )
+    return Check(Level.ok, ".env", "readable by its owner alone")
 
 
 _TOKEN_SHAPE = re.compile(r"^\d+:[A-Za-z0-9_-]+$")
