@@ -216,3 +216,27 @@ async def test_a_members_name_is_shown_as_written_in_the_owners_request(crew: Cr
     ((_, request, _),) = crew.notifier.asked
     shown = markdown_to_html(request).split(" asks ")[0]
     assert shown == "🙋 mia_*dev* [x](y)", shown  # no italics, bold or link made of the name
+
+
+async def test_a_proposal_on_the_bots_own_code_is_an_owners_to_read(crew: Crew, store: Store) -> None:
+    """Members reach none of `self`: a task on it is not shown them whole, nor is a proposal on it. get_proposal
+    checked only that the proposal was the chat's, so a member had the owner's plan for the bot's own code by its
+    number, or by asking for "the proposal" with no number; now neither names it, and the owner reads it."""
+    from agents.core.models import Proposal
+    from agents.workspaces.folders import OwnersOnly
+
+    proposal = await store.add_proposal(
+        Proposal(chat_id=CHAT, workspace="self", request="harden the bot", body="## Plan\nOWNERS-ONLY", user_id=OWNER)
+    )
+    with pytest.raises(OwnersOnly):
+        await crew.lookups.get_proposal(member(), proposal.id)
+    with pytest.raises(ToolError, match="no proposal") as refused:
+        await crew.lookups.get_proposal(member())
+    assert "OWNERS-ONLY" not in str(refused.value)
+    assert "OWNERS-ONLY" in await crew.lookups.get_proposal(owner(), proposal.id)
+    assert "OWNERS-ONLY" in await crew.lookups.get_proposal(owner())
+    mine = await store.add_proposal(
+        Proposal(chat_id=CHAT, workspace="calc", request="fix add", body="## Plan\nfix it", user_id=MEMBER)
+    )
+    assert "fix it" in await crew.lookups.get_proposal(member()), "the member's own pending one, the only one shown"
+    assert "fix it" in await crew.lookups.get_proposal(member(), mine.id)

@@ -107,6 +107,17 @@ class Access:
             raise OwnersOnly(f"task #{task_id} works on the bot's own code: only an owner can see what it did")
         return task
 
+    def may_see_proposal(self, caller: Caller, proposal: Proposal) -> bool:
+        """A proposal on the bot's own code is an owner's to read whole, as members reach none of `self`."""
+        return self.is_owner(caller) or not self.workspaces.is_self(proposal.workspace)
+
+    async def shown_proposal(self, caller: Caller, proposal_id: int) -> Proposal:
+        """The conversation's proposal #proposal_id, to be shown whole: one on the bot's own code to owners only."""
+        proposal = await self.chat_proposal(caller.chat_id, proposal_id)
+        if not self.may_see_proposal(caller, proposal):
+            raise OwnersOnly(f"proposal #{proposal_id} is about the bot's own code: only an owner can read it")
+        return proposal
+
     def hands_nothing_of_the_chat(self, caller: Caller, **handed: object) -> None:
         """A confined request (from outside the chat, answered in public) hands a worker nothing the chat stored: a
         proposal to rework, the attachments the user sent. Its workspace alone is what it reaches (`workspace_for`)."""

@@ -77,11 +77,11 @@ class Lookups:
         """Show a proposal whole (no id: the chat's pending one, or the newest)."""
         chat_id = caller.chat_id
         if proposal_id is not None:
-            return crew_texts.proposal_text(await self.access.chat_proposal(chat_id, proposal_id))
-        pending = await self.store.pending_proposals(chat_id)
+            return crew_texts.proposal_text(await self.access.shown_proposal(caller, proposal_id))
+        pending = [p for p in await self.store.pending_proposals(chat_id) if self.access.may_see_proposal(caller, p)]
         if len(pending) > 1:
             raise ToolError(crew_texts.which_proposal(pending))
         proposal = pending[0] if pending else await self.store.latest_proposal(chat_id)
-        if proposal is None:
+        if proposal is None or not self.access.may_see_proposal(caller, proposal):
             raise ToolError("there is no proposal in this chat")
         return crew_texts.proposal_text(proposal)
