@@ -66,19 +66,25 @@ def open_folder(root: Path, relative: str | Path = ".", *, create: bool = False)
                     os.mkdir(part, 0o755, dir_fd=fd)
                 except FileExistsError:
                     pass
-            try:
-                child = os.open(part, _DIR_FLAGS, dir_fd=fd)
-            except OSError as err:
-                if _is_link(fd, part):
-                    raise UnsafePath(f"{walked.as_posix()} is a symbolic link") from None
-                if err.errno == 20:  # ENOTDIR
-                    raise UnsafePath(f"{walked.as_posix()} is not a folder") from None
-                raise
+            child = _open_folder_in(fd, part, walked.as_posix())
             os.close(fd)
             fd = child
         yield fd
     finally:
         os.close(fd)
+
+
+def _open_folder_in(dir_fd: int, name: str, shown: str) -> int:
+    """A directory fd of the folder `name` in `dir_fd`, opened with O_NOFOLLOW; UnsafePath naming `shown` for a
+    symbolic link or a non-folder there."""
+    try:
+        return os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+    except OSError as err:
+        if _is_link(dir_fd, name):
+            raise UnsafePath(f"{shown} is a symbolic link") from None
+        if err.errno == 20:  # ENOTDIR
+            raise UnsafePath(f"{shown} is not a folder") from None
+        raise
 
 
 def _is_link(dir_fd: int, name: str) -> bool:
@@ -255,15 +261,7 @@ class FolderReader:
         else:
             if name in ("", ".", ".."):
                 raise UnsafePath(f"{relative} is not a path inside {self._root}")
-            above = self._folder(parent)
-            try:
-                fd = os.open(name, _DIR_FLAGS, dir_fd=above)
-            except OSError as err:
-                if _is_link(above, name):
-                    raise UnsafePath(f"{relative} is a symbolic link") from None
-                if err.errno == 20:  # ENOTDIR
-                    raise UnsafePath(f"{relative} is not a folder") from None
-                raise
+            fd = _open_folder_in(self._folder(parent), name, relative)
         self._folders[relative] = fd
         return fd
 
