@@ -537,18 +537,36 @@ async def test_the_race_summary_says_an_attempt_changed_the_owners_repository(
     line names it, and it is not a plain ✔."""
     bot.runtime.settings.sandboxing.sandbox = "off"
     attack = "git update-ref refs/heads/main $(git commit-tree 'HEAD^{tree}' -p HEAD -m planted)"
-    play = FirstThenHonest(
-        first=[
-            claude_says.tool_use("run_command", {"command": attack}),
-            edit("calc.py", "a - b", "a + b"),
-            claude_says.text("Fixed add()."),
-        ],
-        honest=[claude_says.text("Nothing from me.")],
-    )
-    play.go.set()
+    moves = [
+        claude_says.tool_use("run_command", {"command": attack}),
+        edit("calc.py", "a - b", "a + b"),
+        claude_says.text("Fixed add()."),
+    ]
+    second_asked, go, lock = threading.Event(), threading.Event(), threading.Lock()
+    wait = claude_says.tool_use("run_command", {"command": "sleep 0.2"})
+
+    def play(body: dict[str, Any]) -> dict[str, Any]:
+        """Attempt 1 attacks once attempt 2's checkout is made (no write of the bot's is under way then: the guard's
+        race with one is tests/test_git_hardening.py's); attempt 2 waits until attempt 1 has ended."""
+        if int(ATTEMPT.search(first_text(body)).group(1)) == 2:
+            second_asked.set()
+            return claude_says.text("Nothing from me.") if go.is_set() else wait
+        if not second_asked.is_set():
+            return wait
+        with lock:
+            return moves.pop(0) if len(moves) > 1 else moves[0]
+
     model.add("orchestrator", start_attempts("calc", "Fix the bug in calc.py.", 2), claude_says.text("Racing."))
-    model.add("code", *[spare(play, why="each step of the attempts") for _ in range(20)])
+    model.add("code", *[spare(play, why="each step of the attempts") for _ in range(600)])
     bot.say("try two ways to fix calc")
+    store = bot.runtime.store
+
+    async def first_ended() -> bool:
+        members = await store.attempts.members(1)
+        return len(members) == 2 and members[0].status.is_final
+
+    await until(first_ended, timeout=120)
+    go.set()
     summary = await bot.tg.await_for(lambda: race_summary(bot, 2), timeout=180)
     guard = [e for e in await bot.runtime.store.task_events(1) if e.kind == "guard"]
     assert guard, "the guard saw attempt 1 move main and undid it"

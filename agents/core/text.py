@@ -36,6 +36,11 @@ def fenced(text: str) -> str:
     return f"{fence}\n{text}\n{fence}"
 
 
+def utf16_len(text: str) -> int:
+    """Length in UTF-16 code units, the unit of Telegram's message limit (an emoji is two)."""
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+
 def visible(text: str) -> str:
     """Control and invisible formatting characters (a right-to-left override that reverses what the owner reads, a
     zero-width space, a carriage return) shown as `\\u202e` marks; newlines and tabs stay as they are."""

@@ -29,7 +29,7 @@ from agents.core.actions import Action, Buttons, button
 from agents.core.models import Task, TaskEvent
 from agents.core.protocols import Notifier
 from agents.core.secrets_filter import SecretsFilter
-from agents.core.text import keep_head_and_tail, literal_block, outside_text, secret_warning, visible
+from agents.core.text import keep_head_and_tail, literal_block, outside_text, secret_warning, utf16_len, visible
 from agents.sandbox.bwrap import NetworkPolicy
 from agents.store.database import Store
 from agents.store.delivery import send_retried
@@ -50,8 +50,7 @@ def fits_in_message(command: str) -> bool:
     room for each < > & to become an HTML entity. Measured on the text itself, a command of zero-width spaces or
     emoji split the question in two, and the part with the buttons showed only the command's tail."""
     shown = visible(command)
-    units = len(shown.encode("utf-16-le")) // 2
-    return units + 4 * sum(shown.count(c) for c in "<>&") <= MESSAGE_COMMAND_CHARS
+    return utf16_len(shown) + 4 * sum(shown.count(c) for c in "<>&") <= MESSAGE_COMMAND_CHARS
 
 
 def command_file_name(task_id: int, request_id: int, word: str = "network") -> str:

@@ -104,15 +104,21 @@ def open_regular(root: Path, relative: str | Path) -> int:
     anywhere below `root` raises UnsafePath; a file that is not a regular one, NotRegularFile."""
     parts = _parts(relative)
     with open_folder(root, Path(*parts[:-1]) if len(parts) > 1 else ".") as folder:
-        try:
-            fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder)
-        except OSError:
-            if _is_link(folder, parts[-1]):
-                raise UnsafePath(f"{Path(relative).as_posix()} is a symbolic link") from None
-            raise
+        return _open_regular_in(folder, parts[-1], Path(relative).as_posix())
+
+
+def _open_regular_in(folder: int, name: str, shown: str) -> int:
+    """A read-only fd of the regular file `name` in the folder fd `folder`, not followed if a link, never blocking on
+    a FIFO; UnsafePath for a link, NotRegularFile for anything but a regular file (both naming `shown`)."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder)
+    except OSError:
+        if _is_link(folder, name):
+            raise UnsafePath(f"{shown} is a symbolic link") from None
+        raise
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
-        raise NotRegularFile(f"{Path(relative).as_posix()} is not a regular file")
+        raise NotRegularFile(f"{shown} is not a regular file")
     return fd
 
 
@@ -273,16 +279,7 @@ class FolderReader:
         parent, _, name = relative.rpartition("/")
         if name in ("", ".", ".."):
             raise UnsafePath(f"{relative} is not a path inside {self._root}")
-        folder = self._folder(parent)
-        try:
-            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder)
-        except OSError:
-            if _is_link(folder, name):
-                raise UnsafePath(f"{relative} is a symbolic link") from None
-            raise
-        with os.fdopen(fd, "rb") as source:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise NotRegularFile(f"{relative} is not a regular file")
+        with os.fdopen(_open_regular_in(self._folder(parent), name, relative), "rb") as source:
             return source.read()
 
 

@@ -270,12 +270,13 @@ class Races:
                 )
         await self.store.attempts.set_progress_message(group_id, message_id)
         waited: set[int] = set()  # attempts whose end the engine already announced here
+        not_passes: set[int] = set()  # attempts that ended short of a pass (their facts do not change any more)
         shown, last_edit = "", 0.0
         while True:
             members = await self.store.attempts.members(group_id)
             if all(t.status.is_final for t in members):
                 break
-            group = await self._stop_early(group, members)
+            group = await self._stop_early(group, members, not_passes)
             text = group_text(group, members, await self.store.attempts.last_steps(group_id), started)
             body = text.split("\n", 3)[-1]  # without the elapsed time: edit when a line changed, or to refresh it
             if message_id is not None and (
@@ -312,17 +313,19 @@ class Races:
                 waiter.cancel()
         waited.update(waits[w] for w in done)
 
-    async def _stop_early(self, group: AttemptGroup, members: list[Task]) -> AttemptGroup:
-        """The rest cancelled when the daily budget is spent, or at the first ✔ when the owner asked for that."""
+    async def _stop_early(self, group: AttemptGroup, members: list[Task], not_passes: set[int]) -> AttemptGroup:
+        """The rest cancelled when the daily budget is spent, or at the first ✔ when the owner asked for that.
+        `not_passes`: the ended attempts judged short of a pass already (each is judged once)."""
         if group.stopped:
             return group
         reason = None
         winner = None
         if group.first_pass_wins:  # a pass the bot saw: done is not enough (no change, its own tests changed, …)
-            for task in (t for t in members if t.status is TaskStatus.COMPLETED):
+            for task in (t for t in members if t.status is TaskStatus.COMPLETED and t.stored_id not in not_passes):
                 if (await self.summary.facts(task)).passed:
                     winner = task
                     break
+                not_passes.add(task.stored_id)
         if winner is not None:
             reason = f"attempt {winner.attempt} passed first, so the others were cancelled"
         elif (refusal := await budget_exceeded(self.store, self.settings)) is not None:

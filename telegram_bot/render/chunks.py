@@ -18,6 +18,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
+from agents.core.text import utf16_len
 from telegram_bot.render.markdown import esc_attr, markdown_to_html
 
 TELEGRAM_LIMIT = 4096
@@ -26,11 +27,6 @@ _MIN_FILL = 0.3  # a preferred boundary is used only if the chunk is at least th
 
 
 # ---------------------------------------------------------------------------------------------- helpers
-
-
-def utf16_len(text: str) -> int:
-    """Length in UTF-16 code units, the unit of Telegram's message limit."""
-    return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
 # ---------------------------------------------------------------------------------------------- HTML tokens
