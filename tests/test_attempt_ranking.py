@@ -179,3 +179,14 @@ def test_red_never_beats_green_and_touched_tests_never_beat_a_plain_pass() -> No
     group = AttemptGroup(id=1, chat_id=1, size=4, title="t", why=why, pick_task_id=3)
     text = render_summary(group, "calc", [red, touched, green, nothing], 3)
     assert text.startswith("**✔ Attempts #1") and "Pick: attempt 3 (task #3)" in text
+
+
+def test_an_attempt_whose_worker_changed_the_owners_repository_is_never_a_plain_pass() -> None:
+    """An attempt's own summary is never sent, so the race's summary says what the repository guard undid (a `guard`
+    event): that attempt is ⚠ at best, its line names it, and a clean ✔ is picked over it."""
+    guarded = _facts(1, TaskStatus.COMPLETED, tested=True, fixed=1, changed_repository=True)
+    clean = _facts(2, TaskStatus.COMPLETED, tested=True, fixed=1)
+    assert guarded.mark == "⚠" and not guarded.passed and clean.passed
+    assert "changed the owner's repository (undone)" in guarded.line()
+    pick, why = pick_by_tests([guarded, clean])
+    assert pick is clean, why

@@ -27,7 +27,6 @@ from tests.support.attempts import (
     first_text,
     green_at_base,
     race_first_pass_wins,
-    race_summary,
     start_attempts,
     summary_of,
 )
@@ -528,53 +527,217 @@ async def test_a_first_pass_is_not_an_attempt_that_changed_its_own_tests(bot: Bo
     assert "Pick: attempt 2 (task #2)" in summary.text, summary.text
 
 
-@pytest.mark.quick_tests
-async def test_the_race_summary_says_an_attempt_changed_the_owners_repository(
+MEMBER = 2002
+
+
+@pytest.mark.settings(allowed_user_ids=f"{USER_ID},{MEMBER}", owner_user_ids=str(USER_ID))
+async def test_a_member_starts_and_cancels_attempts_but_only_owners_merge(bot: BotHarness, model: RoleScript) -> None:
+    sleepers = Sleepers()
+    model.add("code", *[sleepers] * 3)
+    member = Caller(chat_id=MEMBER, user_id=MEMBER, user_name="mia")
+    crew = bot.runtime.crew
+    started = await crew.races.start_task(member, "group-therapy", "code", "Write notes.", True, attempts=3)
+    assert started.startswith("Attempts #1 started: 3 code workers") and "Estimated cost" in started
+    with pytest.raises(ToolError, match="only an owner can merge; I've asked them"):
+        await crew.attempts.merge(member, 1)
+    handed = await bot.tg.await_for(lambda: message_with(bot, "mia asks to merge the pick of attempts #1"))
+    assert handed.callback_data == ["attempts:merge:1", "attempts:discard:1"]
+    await _racing(bot, sleepers)
+    assert (await crew.attempts.cancel_task(member, 2)).startswith("Attempts #1 cancelled (#1, #2, #3)")
+    summary = await bot.tg.await_for(  # in the member's own chat, where they started it
+        lambda: next((m for m in bot.tg.messages(MEMBER) if "Attempts #1: 3 ways" in (m.text or "")), None), timeout=60
+    )
+    assert "No pick" in summary.text
+
+
+@pytest.mark.quick_tests  # only attempt 2 edits calc: a whole-suite check tells its pass
+async def test_first_pass_wins_cancels_the_rest_at_the_first_pass(bot: BotHarness, model: RoleScript) -> None:
+    def racer(body: dict[str, Any]) -> dict[str, Any]:
+        number = int(ATTEMPT.search(first_text(body)).group(1))
+        said = sum(1 for m in body["messages"] if m["role"] == "assistant")
+        if number != 2:
+            return claude_says.tool_use("run_command", {"command": "sleep 0.2"})
+        return edit("calc.py", "a - b", "a + b") if said == 0 else claude_says.text("Fixed add().")
+
+    turn = start_attempts("calc", "Fix the bug in calc.py so test_add passes.", 3)
+    turn["content"][0]["input"]["first_pass_wins"] = True
+    model.add("orchestrator", turn, claude_says.text("Racing; the first pass wins."))
+    model.add("code", *[spare(racer, why="each step of the attempts, until the first pass stops them")] * 400)
+    bot.say("try three ways to fix calc, the first that passes wins")
+    summary = await bot.tg.await_for(lambda: summary_of(bot), timeout=120)
+    assert "Stopped early: attempt 2 passed first, so the others were cancelled" in summary.text, summary.text
+    assert "Pick: attempt 2 (task #2)" in summary.text
+    statuses = [t.status for t in await bot.runtime.store.attempts.members(1)]
+    assert statuses == [TaskStatus.CANCELLED, TaskStatus.COMPLETED, TaskStatus.CANCELLED], statuses
+
+
+@pytest.mark.settings(max_concurrent_tasks=1)
+async def test_attempts_that_wait_for_a_slot_carry_the_races_base_commit(
+    bot: BotHarness, model: RoleScript, workspace_root: Path
+) -> None:
+    """One task at a time: the first attempt runs while the other two wait; those two already carry the commit that
+    was HEAD when the race was asked for, which their worktrees start from whenever they get a slot (the owner's
+    branch may have moved by then)."""
+    repo = workspace_root / "group-therapy"
+    base = git(repo, "rev-parse", "HEAD").strip()
+    gate, holding = threading.Event(), threading.Event()
+
+    def worker(body: dict[str, Any]) -> dict[str, Any]:
+        if not holding.is_set():
+            holding.set()
+            gate.wait(60)
+        return claude_says.text("Nothing to change.")
+
+    model.add("orchestrator", start_attempts("group-therapy", "Look at the notes.", 3), claude_says.text("Racing."))
+    model.add("code", *[worker] * 3)  # one turn each
+    bot.say("try three ways to look at the notes")
+    await until(lambda: _async_true(holding.is_set()), timeout=60)
+    waiting = [t for t in await bot.runtime.store.attempts.members(1) if t.status is TaskStatus.PENDING]
+    assert len(waiting) == 2 and [t.base_commit for t in waiting] == [base, base], waiting
+    gate.set()
+    await bot.tg.await_for(lambda: summary_of(bot), timeout=120)
+    assert [t.base_commit for t in await bot.runtime.store.attempts.members(1)] == [base] * 3
+
+
+async def test_a_task_worktree_starts_from_the_commit_it_is_given_not_a_moved_head(tmp_path: Path) -> None:
+    from agents.git.worktrees import create_task_worktree
+    from tests.conftest import make_repo
+
+    repo = make_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
+    base = git(repo, "rev-parse", "HEAD").strip()
+    (repo / "b.py").write_text("y = 2\n")
+    git(repo, "add", "b.py")
+    git(repo, "-c", "user.name=o", "-c", "user.email=o@example.com", "commit", "-qm", "later")
+    tree = await create_task_worktree(repo, 7, "pinned", worktrees_dir=tmp_path / "trees", start_point=base)
+    assert tree.base_commit == base and git(tree.path, "rev-parse", "HEAD").strip() == base
+    assert not (tree.path / "b.py").exists()
+    unknown = await create_task_worktree(repo, 8, "elsewhere", worktrees_dir=tmp_path / "trees", start_point="f" * 40)
+    assert unknown.base_commit == git(repo, "rev-parse", "HEAD").strip(), "a commit this clone lacks: HEAD"
+
+
+async def test_two_merges_of_one_race_at_once_merge_one_attempt(
+    bot: BotHarness, model: RoleScript, workspace_root: Path
+) -> None:
+    """The Merge button (the pick) and the merge_task tool naming the other attempt, at the same moment: one
+    attempt reaches main, the other decision is told the race was merged."""
+    notes = Plays(
+        {k: [write_file(f"note-{k}.md", f"note {k}\n"), claude_says.text(f"Wrote note {k}.")] for k in (1, 2)}
+    )
+    model.add("orchestrator", start_attempts("group-therapy", "Write a note.", 2), claude_says.text("Racing."))
+    model.add("code", *[notes] * 4)
+    bot.say("two versions of a note")
+    await bot.tg.await_for(lambda: message_with(bot, "Attempts #1: 2 ways", "Attempt 1", "Attempt 2"), timeout=120)
+    owner = Caller(chat_id=USER_ID, user_id=USER_ID, user_name="owner")
+    crew = bot.runtime.crew
+    said = await asyncio.gather(crew.attempts.merge(owner, 1), crew.attempts.merge_task(owner, 2))
+    on_main = set(git(workspace_root / "group-therapy", "ls-tree", "--name-only", "main").split())
+    assert len(on_main & {"note-1.md", "note-2.md"}) == 1, f"both attempts merged into main: {said}"
+    assert (await bot.runtime.store.attempts.get(1)).state is AttemptState.MERGED
+    assert any("were already merged" in line for line in said), said
+
+
+def attempt_line(text: str, number: int) -> str:
+    return next(line for line in text.splitlines() if re.match(rf"^[✔⚠✗] Attempt {number} ", line))
+
+
+async def race_of_two_in_calc(
+    bot: BotHarness, model: RoleScript, test_file: str, test: str, second: list[dict[str, Any]]
+) -> Any:
+    """calc with one more test file committed; attempt 1 changes add() wrongly, attempt 2 plays `second`; the race's
+    summary."""
+    repo = bot.settings.paths.workspace_path / "calc"
+    (repo / test_file).write_text(test)
+    git(repo, "add", test_file)
+    git(repo, "commit", "-q", "-m", f"add {test_file}")
+    plays = Plays({1: [edit("calc.py", "a - b", "a * b"), claude_says.text("Changed add().")], 2: second})
+    model.add(
+        "orchestrator", start_attempts("calc", "Fix the bug in calc.py so test_add passes.", 2), claude_says.text("Go.")
+    )
+    model.add("code", *[spare(plays, why="each attempt's turns") for _ in range(8)])
+    bot.say("try two ways to fix calc")
+    return await bot.tg.await_for(lambda: message_with(bot, "Attempts #1: 2 ways", "Attempt 2"), timeout=240)
+
+
+@pytest.mark.quick_named_tests
+@pytest.mark.settings(max_corrections=0)
+async def test_an_attempt_whose_tests_never_ran_is_not_ranked_as_breaking_nothing(
     bot: BotHarness, model: RoleScript
 ) -> None:
-    """A worker that moves the owner's `main` (unconfined, SANDBOX=off: the repository guard is the defence in depth)
-    has it undone by the guard; an attempt's own summary is never sent, so the race's summary says it: that attempt's
-    line names it, and it is not a plain ✔."""
-    bot.runtime.settings.sandboxing.sandbox = "off"
-    attack = "git update-ref refs/heads/main $(git commit-tree 'HEAD^{tree}' -p HEAD -m planted)"
-    moves = [
-        claude_says.tool_use("run_command", {"command": attack}),
-        edit("calc.py", "a - b", "a + b"),
-        claude_says.text("Fixed add()."),
-    ]
-    second_asked, go, lock = threading.Event(), threading.Event(), threading.Lock()
-    wait = claude_says.tool_use("run_command", {"command": "sleep 0.2"})
+    """Attempt 1 is honest and wrong: the bot ran its tests and saw test_zero broken. Attempt 2 commits junk and says
+    BLOCKED, so its tests never run. Its line says so (not "0 broken": nothing was seen), and it is not picked over
+    the attempt the bot tested for having broken "fewer"."""
+    shown = await race_of_two_in_calc(
+        bot,
+        model,
+        "test_zero.py",
+        "from calc import add\n\n\ndef test_zero():\n    assert add(5, 0) == 5\n",
+        [
+            edit("calc.py", "a - b", "a - b + 999999"),
+            claude_says.text("BLOCKED: should add() handle negatives? I cannot go on without an answer."),
+        ],
+    )
+    assert "1 broken" in attempt_line(shown.text, 1), shown.text
+    assert "tests not run" in attempt_line(shown.text, 2) and "0 broken" not in attempt_line(shown.text, 2)
+    assert "Pick: attempt 1" in shown.text, shown.text
 
-    def play(body: dict[str, Any]) -> dict[str, Any]:
-        """Attempt 1 attacks once attempt 2's checkout is made (no write of the bot's is under way then: the guard's
-        race with one is tests/test_git_hardening.py's); attempt 2 waits until attempt 1 has ended."""
-        if int(ATTEMPT.search(first_text(body)).group(1)) == 2:
-            second_asked.set()
-            return claude_says.text("Nothing from me.") if go.is_set() else wait
-        if not second_asked.is_set():
-            return wait
-        with lock:
-            return moves.pop(0) if len(moves) > 1 else moves[0]
 
-    model.add("orchestrator", start_attempts("calc", "Fix the bug in calc.py.", 2), claude_says.text("Racing."))
-    model.add("code", *[spare(play, why="each step of the attempts") for _ in range(600)])
-    bot.say("try two ways to fix calc")
-    store = bot.runtime.store
+@pytest.mark.settings(max_corrections=0)
+async def test_an_attempt_that_deleted_a_test_file_is_no_plain_pass(bot: BotHarness, model: RoleScript) -> None:
+    """Attempt 2 fixes add() and deletes a test file (its test skipped at the base): as a single task its headline
+    would say "⚠ with changes to its own tests"; its line in the race says it too, and its Merge says ⚠."""
+    shown = await race_of_two_in_calc(
+        bot,
+        model,
+        "test_later.py",
+        "import pytest\n\n\n@pytest.mark.skip('later')\ndef test_later():\n    assert 0\n",
+        [
+            edit("calc.py", "a - b", "a + b"),
+            claude_says.tool_use("run_command", {"command": "rm test_later.py"}),
+            claude_says.text("Fixed add()."),
+        ],
+    )
+    line = attempt_line(shown.text, 2)
+    assert line.startswith("⚠ Attempt 2") and "changed its own tests" in line, shown.text
+    assert "Merge attempt 2 (⚠)" in [b["text"] for b in shown.buttons], shown.buttons
 
-    async def first_ended() -> bool:
-        members = await store.attempts.members(1)
-        return len(members) == 2 and members[0].status.is_final
 
-    await until(first_ended, timeout=120)
-    go.set()
-    summary = await bot.tg.await_for(lambda: race_summary(bot, 2), timeout=180)
-    guard = [e for e in await bot.runtime.store.task_events(1) if e.kind == "guard"]
-    assert guard, "the guard saw attempt 1 move main and undid it"
-    repo = bot.settings.paths.workspace_path / "calc"
-    assert "planted" not in git(repo, "log", "--oneline", "-3", "main")
+@pytest.mark.quick_tests
+async def test_a_first_pass_is_not_an_attempt_that_changed_nothing(bot: BotHarness, model: RoleScript) -> None:
+    """With first_pass_wins, the race stops at the first attempt the bot saw pass: done with a change to merge. Where
+    the tests already pass at the base commit, an attempt that answers "Done." at once, changing nothing, ends done
+    within seconds; the race goes on, and the attempt doing the work is picked."""
+    green_at_base(bot)
+    play = FirstThenHonest(
+        first=[claude_says.text("Done: the docstring is there already.")],
+        honest=[
+            edit("calc.py", "def add(a, b):\n", 'def add(a, b):\n    """The sum of a and b."""\n'),
+            claude_says.text("Added the docstring."),
+        ],
+    )
+    summary, members = await race_first_pass_wins(bot, model, play, "Add a docstring to add() in calc.py.")
+    assert "passed first" not in summary.text, summary.text
+    assert members[1].status is TaskStatus.COMPLETED, [t.status for t in members]
+    assert "Pick: attempt 2 (task #2)" in summary.text, summary.text
+
+
+@pytest.mark.quick_tests
+async def test_a_first_pass_is_not_an_attempt_that_changed_its_own_tests(bot: BotHarness, model: RoleScript) -> None:
+    """An attempt that fixes add() and deletes the test file ends done, but ⚠ ("changed its own tests"): no pass
+    the race stops at. The honest attempt finishes and is picked (✔ over ⚠); the summary claims no first pass."""
+    play = FirstThenHonest(
+        first=[
+            edit("calc.py", "a - b", "a + b"),
+            claude_says.tool_use("run_command", {"command": "rm test_calc.py"}),
+            claude_says.text("Fixed add()."),
+        ],
+        honest=[edit("calc.py", "a - b", "a + b"), claude_says.text("Fixed add().")],
+    )
+    summary, members = await race_first_pass_wins(bot, model, play, "Fix the bug in calc.py so that add(2, 3) == 5.")
     first_line = next(line for line in summary.text.splitlines() if " Attempt 1 " in line)
-    assert "changed the owner's repository (undone)" in first_line, summary.text
-    assert first_line.startswith("⚠"), summary.text
+    assert first_line.startswith("⚠ Attempt 1") and "changed its own tests" in first_line, summary.text
+    assert "passed first" not in summary.text, summary.text
+    assert members[1].status is TaskStatus.COMPLETED, [t.status for t in members]
+    assert "Pick: attempt 2 (task #2)" in summary.text, summary.text
 
 
 MEMBER = 2002
