@@ -211,6 +211,98 @@ async def test_a_ref_a_worker_moves_while_the_bot_writes_is_still_undone(repo: P
     assert git("rev-parse", "main", cwd=repo) == main
 
 
+class Commands:
+    """A task's activity as `TaskBounds.activity` gives it: commands started so far, and whether one runs now."""
+
+    def __init__(self) -> None:
+        self.started, self.running = 0, False
+
+    def __call__(self) -> tuple[int, bool]:
+        return self.started, self.running
+
+
+async def test_main_moved_is_blamed_on_the_task_that_ran_a_command_not_on_the_one_whose_guard_saw_it(
+    repo: Path, tmp_path: Path
+) -> None:
+    """Two tasks on one repository: the one that ran a command since the last check is the one warned, even where the
+    other's guard checks first; with both active, both are warned, each naming the other."""
+    busy, idle = Commands(), Commands()
+    first, second = await new_task(repo, tmp_path, 1), await new_task(repo, tmp_path, 2)
+    main = git("rev-parse", "main", cwd=repo)
+    planted = git("commit-tree", "HEAD^{tree}", "-p", "HEAD", "-m", "planted", cwd=repo)
+    busy_guard = await RepositoryGuard.start(first, activity=busy, label="#1")
+    idle_guard = await RepositoryGuard.start(second, activity=idle, label="#2")
+    try:
+        busy.started += 1  # task 1's command moves main
+        git("update-ref", "refs/heads/main", planted, cwd=repo)
+        assert await idle_guard.check() == []
+        assert git("rev-parse", "main", cwd=repo) == main
+        assert busy_guard.warnings == [
+            f"the worker moved `refs/heads/main` to {planted[:10]}; it was put back at {main[:10]}"
+        ], busy_guard.warnings
+        assert await busy_guard.check() == [], "the move was accounted for at the first check"
+
+        busy.started += 1
+        idle.running = True  # task 2 has a command running: it could as well have done it
+        git("branch", "planted", cwd=repo)
+        said = await busy_guard.check()
+        assert said == [
+            "a worker created `refs/heads/planted`; it was deleted again (this task's worker or that of #2, running "
+            "on this repository at the same time)"
+        ], said
+        assert idle_guard.warnings[-1].endswith(
+            "(this task's worker or that of #1, running on this repository at the same time)"
+        )
+        assert "planted" not in git("branch", "--list", "planted", cwd=repo)
+    finally:
+        busy_guard.close()
+        idle_guard.close()
+
+
+async def test_a_command_still_running_at_a_check_stays_suspected_after_it_ends(repo: Path, tmp_path: Path) -> None:
+    """A look at the repository while a task's command runs does not clear that command: a move it makes after the
+    look, then ending before the next check, is still the task's."""
+    commands = Commands()
+    task = await new_task(repo, tmp_path, 1)
+    main = git("rev-parse", "main", cwd=repo)
+    planted = git("commit-tree", "HEAD^{tree}", "-p", "HEAD", "-m", "planted", cwd=repo)
+    guard = await RepositoryGuard.start(task, activity=commands, label="#1")
+    try:
+        commands.started, commands.running = 1, True
+        assert await guard.check() == []  # nothing moved yet
+        git("update-ref", "refs/heads/main", planted, cwd=repo)
+        commands.running = False  # the command moved main and ended
+        said = await guard.check()
+        assert said and "refs/heads/main" in said[0], said
+        assert git("rev-parse", "main", cwd=repo) == main
+    finally:
+        guard.close()
+
+
+@pytest.mark.parametrize("sandboxed", [True, False])
+async def test_the_owners_own_commit_made_while_no_task_could_is_kept(
+    repo: Path, tmp_path: Path, sandboxed: bool
+) -> None:
+    """The owner commits on `main` in their checkout while a task runs. Where the task's processes cannot write the
+    git metadata (the sandbox), or none ran since the last check, the move is the owner's: kept, by every later check
+    too, and nobody is warned. (The guard once put `main` back under the owner and blamed the worker.)"""
+    commands = Commands()
+    task = await new_task(repo, tmp_path, 1)
+    guard = await RepositoryGuard.start(task, activity=(lambda: None) if sandboxed else commands, label="#1")
+    try:
+        (repo / "NOTES.md").write_text("the owner's notes\n")
+        git("add", "NOTES.md", cwd=repo)
+        git("commit", "-q", "-m", "the owner's own work", cwd=repo)
+        owners = git("rev-parse", "main", cwd=repo)
+        assert await guard.check() == []
+        commands.started += 1  # a later command of the task: the owner's commit is not taken for its change
+        assert await guard.check() == []
+        assert git("rev-parse", "main", cwd=repo) == owners
+        assert guard.warnings == []
+    finally:
+        guard.close()
+
+
 @pytest.mark.parametrize("where", ["config", "config.worktree"])
 async def test_a_driver_planted_after_the_bots_git_ran_is_still_overridden(
     repo: Path, tmp_path: Path, marks: Path, where: str

@@ -1,22 +1,26 @@
 """A hostile worker through the real bot (scripted model, fake Telegram): what it does to the owner's repository is
 undone and reported, what it leaves behind is bounded, what it reads is filtered, and the Diff button stays usable.
 
-These do not depend on the sandbox: the worker's commands run as they would with `SANDBOX=off`.
+The attacks do not depend on the sandbox: the worker's commands run as they would with `SANDBOX=off`.
 """
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from agents.core.models import TaskStatus
+from agents.git.locks import bot_writes
 from agents.git.repository import git_common_dir
 from agents.git.worktrees import TaskWorktree, worktree_admin_dir
 from tests.conftest import USER_ID, BotHarness, git, start_bot, text_now
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript
-from tests.support.tasks import branches, final_summary, start_task, stored_task
+from tests.support.tasks import branches, final_summary, start_task, stored_task, until
 
 # quick_tests: what these tests check is not the verdict, so calc's tests are one quick check (tests/conftest.py)
 pytestmark = pytest.mark.quick_tests
@@ -77,6 +81,80 @@ async def test_a_worker_moving_main_deleting_branches_and_planting_hooks_is_undo
     bot.tg.press_button(USER_ID, summary.message_id, "task:merge:1")
     await bot.tg.await_for(lambda: "a + b" in text_now(repo / "calc.py"), timeout=30)
     assert list(marks.iterdir()) == [], "a planted hook or fsmonitor ran inside the bot's commit or merge"
+
+
+async def test_main_moved_by_a_workers_command_while_the_bot_writes_is_still_undone(
+    bot: BotHarness, model: RoleScript, workspace_root: Path, tmp_path: Path
+) -> None:
+    """While the bot writes to a repository (another task's commit, worktree or merge) the guarded tasks' processes
+    are stopped, or the write's new snapshot takes a ref a worker moved meanwhile for the bot's own change. A plain
+    `run_command` (SANDBOX=off: no cgroup, no service) was not among the processes stopped: a move it made in that
+    window stayed, unreported. Here the worker's command waits for its moment and the test holds a write open."""
+    bot.runtime.settings.sandboxing.sandbox = "off"
+    repo = workspace_root / "calc"
+    main = git(repo, "rev-parse", "main").strip()
+    planted = git(repo, "commit-tree", "HEAD^{tree}", "-p", "HEAD", "-m", "planted").strip()
+    waiting, go = tmp_path / "waiting", tmp_path / "go"
+    attack = f"touch {waiting}; while [ ! -e {go} ]; do sleep 0.01; done; git update-ref refs/heads/main {planted}"
+    model.add("orchestrator", start_task("calc", "Fix add() in calc.py."), claude_says.text("started"))
+    model.add(
+        "code",
+        claude_says.tool_use("run_command", {"command": attack}),
+        claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"}),
+        claude_says.text("Fixed add()."),
+    )
+    bot.say("fix calc")
+
+    async def command_waits() -> bool:
+        return waiting.exists()
+
+    await until(command_waits, timeout=60)
+    async with bot_writes(repo):  # a write of the bot's (here: nothing); the command is let go meanwhile
+        go.touch()
+        for _ in range(100):  # a second for the command to move main, were it running
+            if git(repo, "rev-parse", "main").strip() != main:
+                break
+            await asyncio.sleep(0.01)
+    task, summary = await final_summary(bot, 1, timeout=60)
+    assert task.status is TaskStatus.COMPLETED
+    events = [e.detail for e in await bot.runtime.store.task_events(1) if e.kind == "guard"]
+    assert any("refs/heads/main" in detail for detail in events), events
+    assert git(repo, "rev-parse", "main").strip() == main, "the command's move was taken for the bot's write"
+    assert "refs/heads/main" in summary.text
+
+
+async def test_the_owners_own_commit_while_a_task_runs_stays_and_blames_nobody(
+    bot: BotHarness, model: RoleScript, workspace_root: Path
+) -> None:
+    """The owner commits on `main` in their checkout while a task's worker thinks (the sandbox on, as by default: the
+    task's processes cannot write the git metadata). The guard once put `main` back under them and told them the
+    worker had moved it; the commit is the owner's and stays."""
+    repo = workspace_root / "calc"
+    asked, go = threading.Event(), threading.Event()
+
+    def thinking(body: dict[str, Any]) -> dict[str, Any]:
+        asked.set()
+        go.wait(60)
+        return claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"})
+
+    model.add("orchestrator", start_task("calc", "Fix add() in calc.py."), claude_says.text("started"))
+    model.add("code", thinking, claude_says.tool_use("run_command", {"command": "true"}), claude_says.text("Fixed."))
+    bot.say("fix calc")
+
+    async def worker_asked() -> bool:
+        return asked.is_set()
+
+    await until(worker_asked, timeout=60)
+    (repo / "NOTES.md").write_text("the owner's notes\n")
+    git(repo, "add", "NOTES.md")
+    git(repo, "commit", "-q", "-m", "the owner's own work")
+    owners = git(repo, "rev-parse", "main").strip()
+    go.set()
+    task, summary = await final_summary(bot, 1, timeout=60)
+    assert task.status is TaskStatus.COMPLETED
+    assert git(repo, "rev-parse", "main").strip() == owners
+    assert [e for e in await bot.runtime.store.task_events(1) if e.kind == "guard"] == []
+    assert "undid" not in summary.text, summary.text
 
 
 async def test_a_100_mb_file_is_not_committed_and_is_named(

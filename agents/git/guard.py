@@ -6,6 +6,14 @@ snapshot when the task starts (every ref but the task branch; the config, hooks,
 config files of the shared git directory; the worktree's own HEAD and `.git` file) and, after every worker step and
 at the end, puts back whatever moved, recording a warning for the task's summary. The bot's own changes (its
 commits, other tasks' branches, merges) happen under `locks.bot_writes`, which takes every guard's snapshot again.
+
+Whose change it was is told by what could have made it. The owner keeps working in their checkout while tasks run (a
+commit on `main`, a new branch): a ref that moved while no task's process could have moved it is the owner's, taken
+into every guard's snapshot and never undone. A task's processes could where they run unconfined (SANDBOX=off; the
+sandbox shows the git metadata read-only) and one ran since the last check or runs now (`Activity`). Where several
+tasks share the repository, each that could have made the change gets the warning, saying that the bot cannot tell
+which: a race's summary must never call the attempt that moved `main` clean because another attempt's guard saw
+the move first.
 """
 
 from __future__ import annotations
@@ -20,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agents.git.command import GitOutput, git_text, run_git
-from agents.git.locks import repo_lock, unwatch, watch
+from agents.git.locks import repo_lock, unwatch, watch, watchers
 from agents.git.ref_files import RefSources, ref_sources
 from agents.git.repository import git_common_dir
 from agents.git.worktrees import TaskWorktree, check_worktree_link, dot_git_text
@@ -29,6 +37,9 @@ from agents.sandbox.safe_paths import write_file
 log = logging.getLogger(__name__)
 
 Pause = Callable[[], contextlib.AbstractAsyncContextManager[None]]  # a task's processes stopped for a body
+# (commands the task has started so far, whether a process of it runs now); None: none of them can change the shared
+# git directory (the sandbox shows it read-only)
+Activity = Callable[[], tuple[int, bool] | None]
 
 # Paths (relative to the shared git directory) whose content is guarded: single files, and folders guarded whole.
 GUARDED_FILES = ("config", "objects/info/alternates", "commondir")
@@ -52,10 +63,20 @@ class RepositoryGuard:
     """Watches one task's repository; `check()` restores and returns the warnings of that check."""
 
     def __init__(
-        self, tree: TaskWorktree, common_dir: Path, admin_dir: Path, link_text: str, pause: Pause | None = None
+        self,
+        tree: TaskWorktree,
+        common_dir: Path,
+        admin_dir: Path,
+        link_text: str,
+        pause: Pause | None = None,
+        activity: Activity | None = None,
+        label: str = "",
     ) -> None:
         self.tree, self.common_dir, self.admin_dir = tree, common_dir, admin_dir
         self.pause = pause  # the task's processes stopped for a body (the bot writing to the repository meanwhile)
+        self.activity = activity  # None: the task is taken to have run something at every check
+        self.label = label or tree.branch  # how another task's warning names this one ("#3")
+        self._started_then = 0  # the task's commands started when the repository was last as the snapshot holds it
         self.task_ref = f"refs/heads/{tree.branch}"
         self.link_text = link_text  # the worktree's `.git` file as git wrote it
         self.snapshot = _Snapshot()
@@ -64,10 +85,12 @@ class RepositoryGuard:
         self._reported = 0
 
     @classmethod
-    async def start(cls, tree: TaskWorktree, pause: Pause | None = None) -> RepositoryGuard:
+    async def start(
+        cls, tree: TaskWorktree, pause: Pause | None = None, activity: Activity | None = None, label: str = ""
+    ) -> RepositoryGuard:
         common = await git_common_dir(tree.repo)
         admin = await check_worktree_link(tree)
-        guard = cls(tree, common, admin, (tree.path / ".git").read_text("utf-8"), pause)
+        guard = cls(tree, common, admin, (tree.path / ".git").read_text("utf-8"), pause, activity, label)
         async with repo_lock(tree.repo):
             await guard.resnapshot()
             watch(tree.repo, guard)
@@ -103,15 +126,51 @@ class RepositoryGuard:
         self._ref_sources = (
             before if before is not None and before == ref_sources(self.common_dir, self.tree.repo) else None
         )
+        self._settled()
 
     def paused(self) -> contextlib.AbstractAsyncContextManager[None]:
         return self.pause() if self.pause is not None else contextlib.nullcontext()
 
     async def verify(self) -> None:
         self._restore_link()
-        await self._restore_refs()
-        self._restore_files()
         await self._restore_head()
+        refs = await self._moved_refs()
+        files = self._files()
+        fellows = [w for w in watchers(self.tree.repo) if isinstance(w, RepositoryGuard)] or [self]
+        if refs is not None or files != self.snapshot.files:
+            suspects = [guard for guard in fellows if guard.could_have_changed()]
+            if not suspects:  # no task's process could have: the owner's change, kept by every guard
+                log.info("%s: the repository's refs or git files changed while no task could: the owner's", self.label)
+                for guard in fellows:
+                    await guard.resnapshot()
+                return
+            said = await self._restore_refs(refs) + self._restore_files(files)
+            for guard in suspects:
+                guard.blame(said, [other.label for other in suspects if other is not guard])
+        for guard in fellows:
+            guard._settled()
+
+    # ---- whose change ------------------------------------------------------------------------------------------------
+    def could_have_changed(self) -> bool:
+        """Whether this task's processes could have made a change found now: unconfined, and one ran since the
+        repository was last as the snapshot holds it, or one runs now."""
+        if self.activity is None:
+            return True
+        found = self.activity()
+        return found is not None and (found[1] or found[0] != self._started_then)
+
+    def blame(self, said: list[str], others: list[str]) -> None:
+        """Record what was undone as this task's, naming the other tasks that could as well have done it."""
+        also = f" (this task's worker or that of {', '.join(others)}, running on this repository at the same time)"
+        for text in said:
+            self.warnings.append(text.replace("the worker ", "a worker ", 1) + also if others else text)
+
+    def _settled(self) -> None:
+        """The repository is as the snapshot holds it: the task's commands so far are accounted for, unless one still
+        runs (it may change the repository after this look; keeping the earlier count counts it at the next)."""
+        found = self.activity() if self.activity is not None else None
+        if found is not None and not found[1]:
+            self._started_then = found[0]
 
     # ---- refs --------------------------------------------------------------------------------------------------------
     async def _refs(self) -> dict[str, tuple[str, str]]:
@@ -143,19 +202,28 @@ class RepositoryGuard:
             name.startswith("refs/") and data.startswith(b"ref:") for name, data in [*then.items(), *now.items()]
         )
 
-    async def _restore_refs(self) -> None:
+    async def _moved_refs(self) -> dict[str, tuple[str, str]] | None:
+        """The refs now where any differs from the snapshot's; None where none does."""
         sources = ref_sources(self.common_dir, self.tree.repo)
         if self._same_refs_as_snapshot(sources):
             self._ref_sources = sources
-            return
+            return None
         now = await self._refs()
+        return now if now != self.snapshot.refs else None
+
+    async def _restore_refs(self, now: dict[str, tuple[str, str]] | None) -> list[str]:
+        """Put back every ref that differs from the snapshot (`now`: the refs as `_moved_refs` found them); what was
+        done, a sentence each."""
+        said: list[str] = []
         before = self.snapshot.refs
+        if now is None:
+            return said
         for name in sorted(set(now) | set(before)):
             if now.get(name) == before.get(name):
                 continue
             if name not in before:
                 result = await run_git("update-ref", "--no-deref", "-d", name, cwd=self.tree.repo)
-                self._warn(f"the worker created `{name}`; it was deleted again", result)
+                said.append(self._outcome(f"the worker created `{name}`; it was deleted again", result))
                 continue
             sha, symref = before[name]
             if symref:
@@ -163,9 +231,11 @@ class RepositoryGuard:
             else:
                 result = await run_git("update-ref", "--no-deref", name, sha, cwd=self.tree.repo)
             if name not in now:
-                self._warn(f"the worker deleted `{name}`; it was restored at {sha[:10]}", result)
+                said.append(self._outcome(f"the worker deleted `{name}`; it was restored at {sha[:10]}", result))
             else:
-                self._warn(f"the worker moved `{name}` to {now[name][0][:10]}; it was put back at {sha[:10]}", result)
+                text = f"the worker moved `{name}` to {now[name][0][:10]}; it was put back at {sha[:10]}"
+                said.append(self._outcome(text, result))
+        return said
 
     # ---- files of the shared git directory ---------------------------------------------------------------------------
     def _files(self) -> dict[str, _FileState]:
@@ -181,8 +251,9 @@ class RepositoryGuard:
                 found[path.relative_to(self.common_dir).as_posix()] = state
         return found
 
-    def _restore_files(self) -> None:
-        now = self._files()
+    def _restore_files(self, now: dict[str, _FileState]) -> list[str]:
+        """Put back every guarded file that differs from the snapshot (`now`: as `_files` found them); what was done."""
+        said: list[str] = []
         before = self.snapshot.files
         for name in sorted(set(now) | set(before)):
             if now.get(name) == before.get(name):
@@ -191,13 +262,13 @@ class RepositoryGuard:
             try:
                 if name not in before:
                     _remove(path)
-                    self.warnings.append(f"the worker added `.git/{name}`; it was removed")
+                    said.append(f"the worker added `.git/{name}`; it was removed")
                 else:
                     _write(path, before[name])
                     verb = "removed" if name not in now else "changed"
-                    self.warnings.append(f"the worker {verb} `.git/{name}`; it was restored")
+                    said.append(f"the worker {verb} `.git/{name}`; it was restored")
             except OSError as err:
-                self.warnings.append(f"the worker changed `.git/{name}` and it could not be restored: {err}")
+                said.append(f"the worker changed `.git/{name}` and it could not be restored: {err}")
         # a folder the worker put in place of a guarded file or folder is covered above only by its files
         for name in GUARDED_FOLDERS:
             folder = self.common_dir / name
@@ -205,7 +276,8 @@ class RepositoryGuard:
                 with contextlib.suppress(OSError):
                     folder.unlink()
                     folder.mkdir()
-                self.warnings.append(f"the worker replaced `.git/{name}` with a link; it was removed")
+                said.append(f"the worker replaced `.git/{name}` with a link; it was removed")
+        return said
 
     # ---- the worktree: its `.git` file and its HEAD ------------------------------------------------------------------
     def _restore_link(self) -> None:
@@ -238,11 +310,11 @@ class RepositoryGuard:
         except OSError as err:
             self.warnings.append(f"the worker switched its worktree off its branch and it could not be undone: {err}")
 
-    def _warn(self, text: str, result: GitOutput) -> None:
+    def _outcome(self, text: str, result: GitOutput) -> str:
         if result.exit_code != 0:
             text += f" (failed: {result.stderr.strip()[:200]})"
         log.warning("task branch %s: %s", self.tree.branch, text)
-        self.warnings.append(text)
+        return text
 
 
 def _read(path: Path) -> _FileState | None:

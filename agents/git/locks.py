@@ -47,6 +47,11 @@ def unwatch(repo: Path, watcher: RepositoryWatcher) -> None:
     _watchers.get(Path(repo).resolve(), set()).discard(watcher)
 
 
+def watchers(repo: Path) -> list[RepositoryWatcher]:
+    """Every watcher of the repository now (each task's guard)."""
+    return list(_watchers.get(Path(repo).resolve(), ()))
+
+
 @contextlib.asynccontextmanager
 async def bot_writes(repo: Path) -> AsyncIterator[None]:
     """Hold the repository lock around a change the bot makes to its refs or config, keeping the watchers exact.
@@ -57,13 +62,13 @@ async def bot_writes(repo: Path) -> AsyncIterator[None]:
     the snapshots as if the bot had moved it, and never undone.
     """
     async with repo_lock(repo), contextlib.AsyncExitStack() as stopped:
-        watchers = list(_watchers.get(Path(repo).resolve(), ()))
-        for watcher in watchers:
+        watching = watchers(repo)
+        for watcher in watching:
             await stopped.enter_async_context(watcher.paused())
-        for watcher in watchers:
+        for watcher in watching:
             await watcher.verify()
         try:
             yield
         finally:
-            for watcher in watchers:
+            for watcher in watching:
                 await watcher.resnapshot()

@@ -12,7 +12,7 @@ import os
 import shutil
 import signal
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableSet
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -187,6 +187,7 @@ async def run_command(
     env: Mapping[str, str] | None = None,
     max_output: int = 30_000,
     sandbox: SandboxSpec | None = None,
+    running: MutableSet[int] | None = None,
 ) -> CommandResult:
     """Run `command` with bash in `cwd` in a new session; stdout+stderr merged and capped to `max_output` bytes
     (head and tail kept). `env=None` means `child_env()`. On timeout or cancellation the whole process group is
@@ -194,25 +195,33 @@ async def run_command(
 
     With `sandbox`, the command runs inside bubblewrap (agents/sandbox/bwrap.py) with only the harmless keys of `env`;
     killing bwrap ends its PID namespace, so every process of the command dies, detached or not. Where bwrap
-    cannot run, ToolError says so and how to fix it."""
+    cannot run, ToolError says so and how to fix it. `running` (a task's `TaskBounds.commands`) holds the command's
+    first process while it runs: the task's processes stopped while the bot writes include it and its descendants,
+    confined or not, cgroup or not."""
     cwd = Path(cwd)
     if not cwd.is_dir():
         raise ToolError(f"cannot run {command!r}: working folder {str(cwd)!r} does not exist")
     environment = dict(child_env() if env is None else env)
     if sandbox is None:
-        return await _run_argv([_SHELL, "-c", command], command, cwd, environment, timeout, max_output)
+        return await _run_argv([_SHELL, "-c", command], command, cwd, environment, timeout, max_output, running=running)
     if reason := await sandbox.probe.unavailable_reason():
         raise ToolError(reason)
-    return await _run_sandboxed(command, cwd, environment, timeout, max_output, sandbox)
+    return await _run_sandboxed(command, cwd, environment, timeout, max_output, sandbox, running)
 
 
 async def _run_sandboxed(
-    command: str, cwd: Path, environment: dict[str, str], timeout: float, max_output: int, sandbox: SandboxSpec
+    command: str,
+    cwd: Path,
+    environment: dict[str, str],
+    timeout: float,
+    max_output: int,
+    sandbox: SandboxSpec,
+    running: MutableSet[int] | None,
 ) -> CommandResult:
     """A command in bwrap, inside the task's cgroup (or a pids cgroup of its own), its network user-mode via pasta
     when allowed and installed, the task's disk budget watched while it runs (agents/sandbox/task_limits.py)."""
     with keep_size_filter() as seccomp:
-        return await _run_filtered(command, cwd, environment, timeout, max_output, sandbox, seccomp)
+        return await _run_filtered(command, cwd, environment, timeout, max_output, sandbox, seccomp, running)
 
 
 async def _run_filtered(
@@ -223,6 +232,7 @@ async def _run_filtered(
     max_output: int,
     sandbox: SandboxSpec,
     seccomp: int | None,
+    running: MutableSet[int] | None,
 ) -> CommandResult:
     bounds = sandbox.task
     budget = bounds.disk_for(sandbox.worktree) if bounds is not None else None
@@ -266,6 +276,7 @@ async def _run_filtered(
             max_output,
             pass_fds=pass_fds,
             on_start=on_start,
+            running=running,
         )
     except BaseException:
         if net is not None:
@@ -348,12 +359,11 @@ async def _run_argv(
     max_output: int,
     pass_fds: tuple[int, ...] = (),
     on_start: Callable[[int], Awaitable[None]] | None = None,
+    running: MutableSet[int] | None = None,
 ) -> CommandResult:
     """Start `argv` in its own session and collect its output; the group is killed on timeout or cancellation.
-    `on_start(pgid)` runs once the process exists (a failure there kills it and becomes a ToolError).
-
-    Why long: start, read, time out, cancel and kill share the process and its group; every exit path must reap
-    both, which one try/finally keeps visible in one place."""
+    `on_start(pgid)` runs once the process exists (a failure there kills it and becomes a ToolError); `running` holds
+    the process's pid from its start until it and its group are reaped."""
     started = time.monotonic()
     try:
         process = await start_group(
@@ -367,7 +377,27 @@ async def _run_argv(
         )
     except OSError as err:
         raise ToolError(f"cannot start {command!r}: {err}") from None
-    pgid = process.pid  # leader of its own session and process group
+    tracked = running if running is not None else set()
+    tracked.add(process.pid)  # leader of its own session and process group
+    try:
+        return await _collect(process, command, timeout, max_output, started, on_start)
+    finally:
+        tracked.discard(process.pid)
+
+
+async def _collect(
+    process: asyncio.subprocess.Process,
+    command: str,
+    timeout: float,
+    max_output: int,
+    started: float,
+    on_start: Callable[[int], Awaitable[None]] | None,
+) -> CommandResult:
+    """`_run_argv` once the process is started: its output read, its group ended.
+
+    Why long: start, read, time out, cancel and kill share the process and its group; every exit path must reap
+    both, which one try/finally keeps visible in one place."""
+    pgid = process.pid
     if on_start is not None:
         try:
             await on_start(pgid)

@@ -204,6 +204,17 @@ class ServiceSet(Protocol):
         ...
 
 
+class CommandSet(set[int]):
+    """The first process of each of a task's commands running now (`run_command`'s `running`), and how many commands
+    were ever added (`started`): whether the task ran something since a given moment."""
+
+    started = 0
+
+    def add(self, element: int) -> None:
+        self.started += 1
+        super().add(element)
+
+
 @dataclass
 class TaskBounds:
     """One task's shared limits, made when the task starts and closed when it ends (TaskExecutor): its cgroup, disk
@@ -222,6 +233,7 @@ class TaskBounds:
     service_logs: Path | None = None  # the bot-side folder of the services' logs, shown read-only in every command
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     secrets: SecretScope | None = None  # the values the task's credential files hold: masked until it ends
+    commands: CommandSet = field(default_factory=CommandSet)  # its commands running now (`run_command`)
     _cgroup: TaskCgroup | None = None
     _made: bool = False
 
@@ -260,9 +272,16 @@ class TaskBounds:
         if self._cgroup is not None:
             await self._cgroup.kill_members()
 
+    def activity(self) -> tuple[int, bool]:
+        """(how many commands the task has started, whether something of it runs now: a command, or what lives from
+        step to step: services, a browser, MCP servers). The repository guard asks it to tell which tasks could have
+        moved a ref, and whether any could."""
+        return self.commands.started, bool(self.commands) or bool(self.closers)
+
     def processes(self) -> set[int]:
-        """Every process of the task now: its services and their descendants, and the members of its cgroup."""
-        found = pause.tree(self.services.pids()) if self.services is not None else set()
+        """Every process of the task now: its services, its running commands and their descendants (with SANDBOX=off,
+        or where the machine gives no cgroup, these are what the bot knows of), and the members of its cgroup."""
+        found = pause.tree({*(self.services.pids() if self.services is not None else ()), *self.commands})
         if self._cgroup is not None:
             found |= self._cgroup.members()
         return found

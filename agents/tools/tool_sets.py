@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, MutableSet
 from pathlib import Path
 from typing import Any
 
@@ -178,8 +178,10 @@ def worker_tools(
     sandbox: SandboxSpec | None = None,
     ask_network: NetworkAsker | None = None,
     ask_user: UserAsker | None = None,
+    running: MutableSet[int] | None = None,
 ) -> list[Tool]:
-    """The tools of one worker role, all confined to `root` (the task's worktree); commands carry `env_tag`.
+    """The tools of one worker role, all confined to `root` (the task's worktree); commands carry `env_tag`, and
+    each one's first process is in `running` while it runs (the task's `TaskBounds.commands`).
 
     With `sandbox`, commands run inside it (no network); `network=true` runs one with the network once
     `ask_network` allows it. Without a sandbox (SANDBOX=off) nothing confines a command, network included.
@@ -210,7 +212,9 @@ def worker_tools(
                 return ToolResult("background=true needs the task's sandbox (SANDBOX=off has none)", is_error=True)
             said = await TaskServices.of(confined.task).start(confined, command, env)
             return ToolResult(said)
-        result = await run_command(command, cwd=root, timeout=command_timeout, env=env, sandbox=confined)
+        result = await run_command(
+            command, cwd=root, timeout=command_timeout, env=env, sandbox=confined, running=running
+        )
         return ToolResult(result.format_for_model(), is_error=not result.ok)
 
     tools = read_only_tools(lambda: root, {}, secrets)

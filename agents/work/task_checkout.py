@@ -107,7 +107,12 @@ class TaskCheckouts:
         )
         # after TaskTests.start: it hides the borrowed links in the repository's info/exclude, which the guard watches
         try:
-            self.guards[task_id] = await RepositoryGuard.start(tree, pause=lambda: self.sandboxes.paused(task))
+            self.guards[task_id] = await RepositoryGuard.start(
+                tree,
+                pause=lambda: self.sandboxes.paused(task),
+                activity=lambda: self.sandboxes.activity(task),
+                label=f"#{task.id}",
+            )
         except BaseException:
             checks.close()
             raise

@@ -52,6 +52,14 @@ class TaskSandboxes:
         bounds = self.bounds.get(task.stored_id)
         return bounds.paused() if bounds is not None else contextlib.nullcontext()
 
+    def activity(self, task: Task) -> tuple[int, bool] | None:
+        """What the task's processes did, for the repository guard (TaskBounds.activity); None where none of them can
+        write the owner's repository's shared state: the sandbox shows the git metadata read-only to all of them."""
+        if SandboxMode(self.settings.sandboxing.sandbox) is not SandboxMode.OFF:
+            return None
+        bounds = self.bounds.get(task.stored_id)
+        return bounds.activity() if bounds is not None else (0, False)
+
     async def end_processes(self, task: Task) -> None:
         """Every process the task started ends now (TaskBounds.end_processes); its bounds stay until `close`."""
         bounds = self.bounds.get(task.stored_id)

@@ -16,6 +16,7 @@ from agents.llm.tool_loop import RunClock
 from agents.llm.usage import budget_exceeded
 from agents.repo_map.maps import RepoMap, repo_map_tools
 from agents.sandbox.bwrap import SandboxSpec
+from agents.sandbox.task_limits import TaskBounds
 from agents.tools.mcp_tasks import TaskMcp
 from agents.tools.screenshot import find_chromium
 from agents.tools.tool_sets import worker_tools
@@ -95,7 +96,7 @@ class WorkerMaker:
             questions=self.lines.questions,
             clock=clock,
         )
-        tools = self.tools(task, root, sandbox, callbacks, folder_rules)
+        tools = self.tools(task, root, sandbox, callbacks, folder_rules, bounds)
         if bounds is not None:  # MCP servers of this kind (MCP_CONFIG, the browser): started now, ended with the task
             tools += await self.mcp.open(task.worker, sandbox, bounds, callbacks.mcp_gates(), callbacks.pictures)
         toolbox = Toolbox(
@@ -131,6 +132,7 @@ class WorkerMaker:
         sandbox: SandboxSpec | None,
         callbacks: RoleCallbacks,
         folder_rules: FolderRules | None,
+        bounds: TaskBounds | None = None,
     ) -> list[Tool]:
         """The role's tools in `root`, then the repository map's look-ups (not for research: read_file/glob/grep)."""
         s = self.base.settings
@@ -148,6 +150,7 @@ class WorkerMaker:
             sandbox=sandbox,
             ask_network=callbacks.ask_network,
             ask_user=callbacks.ask_user if asks else None,
+            running=bounds.commands if bounds is not None else None,  # stopped with the task's other processes
         )
         if folder_rules is not None:  # a folder with its own AGENTS.md gets one line in the result that first meets it
             tools = [with_folder_rules(t, folder_rules) if t.name in FOLDER_TOOLS else t for t in tools]
