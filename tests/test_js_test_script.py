@@ -9,7 +9,10 @@ import contextlib
 import json
 import os
 import shutil
+import subprocess
+import sys
 import threading
+import time
 from pathlib import Path
 from typing import cast
 
@@ -97,7 +100,39 @@ def test_reporter_flags_per_framework(tmp_path: Path) -> None:
     assert "--run" not in reporter_command(ScriptStep("vitest run", framework="vitest"), report, tmp_path)[11:]
     assert reporter_command(ScriptStep("jest", framework="jest"), report, tmp_path).endswith(f"--outputFile={report}")
     ava = reporter_command(ScriptStep("ava", framework="ava"), report, tmp_path)
-    assert ava == f"set -o pipefail; ava --tap | tee {report}", "the TAP read from a file, whole"
+    assert ava == f"set -o pipefail; ava --tap 2>&1 | tee {report}", "the TAP read from a file, whole"
+
+
+def test_a_copied_tap_survives_a_framework_making_its_stderr_non_blocking_and_a_late_reader(tmp_path: Path) -> None:
+    """node makes its stdio non-blocking. Where ava's stderr was the pipe the bot reads, which tee also writes to, the
+    pipe was non-blocking for tee too: once the bot read late (a busy machine) tee failed with EAGAIN, and a run of
+    all-passing tests exited 1. Here a stand-in `ava` does what node does, and the output is read only once it is
+    more than a pipe holds."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    ava = bin_dir / "ava"
+    ava.write_text(  # as node does: its stderr non-blocking, a write that meets a full pipe waits and goes on
+        f"#!{sys.executable}\nimport fcntl, os, select\n"
+        "fcntl.fcntl(2, fcntl.F_SETFL, fcntl.fcntl(2, fcntl.F_GETFL) | os.O_NONBLOCK)\n"
+        "data = ''.join(f'ok {i} - case {i} ' + 'x' * 600 + '\\n' for i in range(1, 301)).encode()\n"
+        "while data:\n"
+        "    try:\n"
+        "        data = data[os.write(1, data):]\n"
+        "    except BlockingIOError:\n"
+        "        select.select([], [1], [])\n"
+    )
+    ava.chmod(0o755)
+    report = tmp_path / "tap.txt"
+    command = reporter_command(ScriptStep("ava", framework="ava"), report, tmp_path)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    with subprocess.Popen(
+        ["bash", "-c", command], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=tmp_path
+    ) as run:
+        time.sleep(1)  # the reader is late: the pipe is full by now
+        said = run.communicate(timeout=30)[0].decode()
+    assert run.returncode == 0, said[-300:]
+    assert said.count("\nok ") == 299 and "Resource temporarily unavailable" not in said
+    assert read_tap(report.read_text(), tmp_path)[0] == {f"case {i} " + "x" * 600: "passed" for i in range(1, 301)}
 
 
 # ----------------------------------------------------------------------------------------------------------------------

@@ -209,9 +209,9 @@ def test_steps(steps: list[ScriptStep]) -> list[ScriptStep]:
 
 def reporter_command(step: ScriptStep, report: Path, folder: Path) -> str:
     """The step's command with the flag that makes its framework write per-test outcomes to `report`, a file: the
-    output the bot keeps is capped, a report is read whole (ava prints TAP on stdout only: a copy goes to `report`,
-    the step's exit status kept). Our own reporters (node --test, mocha) are copied into `folder`, which the run can
-    read."""
+    output the bot keeps is capped, a report is read whole (ava prints TAP on stdout only: a copy of its output goes
+    to `report`, the step's exit status kept). Our own reporters (node --test, mocha) are copied into `folder`, which
+    the run can read."""
     quoted = shlex.quote(str(report))
     if step.framework == "node":
         reporter = _copy_reporter("node_test_reporter.mjs", folder)
@@ -234,7 +234,10 @@ def reporter_command(step: ScriptStep, report: Path, folder: Path) -> str:
         once = "" if {"run", "--run"} & set(tokens) else " --run"
         return f"{step.command}{once} --reporter=default --reporter=json --outputFile={quoted}"
     if step.framework == "ava":
-        return f"set -o pipefail; {step.command} --tap | tee {quoted}"
+        # ava's stderr goes into the pipe too: node makes its stdio non-blocking, which for a pipe it shares with
+        # tee's stdout made tee fail ("Resource temporarily unavailable") once the bot read the output late, and a
+        # run whose every test passed exited 1
+        return f"set -o pipefail; {step.command} --tap 2>&1 | tee {quoted}"
     return step.command
 
 
