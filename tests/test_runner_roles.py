@@ -4,12 +4,15 @@ usually leaves empty (it talks to no Telegram user) or holds out of date."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any, cast
 
 import pytest
 
+from agents.core.models import UsageRecord
 from agents.core.secrets_filter import SecretsFilter
+from agents.llm.usage import cost_today
 from agents.store.database import Store
 from tests.conftest import CALC_BUGGY, make_repo
 from tests.temporal_dev import runner_settings
@@ -62,5 +65,52 @@ async def test_a_runners_task_run_takes_the_starters_role_from_the_bot(
         assert run.executor.network.is_owner(starter) is bot_says_owner, "who answers its network questions"
         someone_else = MEMBER if starter == OWNER else OWNER
         assert not run.executor.is_owner(someone_else), "of anyone but the starter the runner knows nothing"
+    finally:
+        await store.close()
+
+
+async def test_a_runners_task_stops_at_the_bots_daily_budget_counting_from_the_bots_spending(tmp_path: Path) -> None:
+    """A runner's store holds only its own usage, and its environment usually sets no DAILY_BUDGET_USD: a task on a
+    runner spent on past the bot's budget. The run counts from the bot's budget and spending as it offered the task,
+    plus what the runner spent after the claim (not what it had spent before, which the bot's figure holds)."""
+    make_repo(tmp_path / "workspaces" / "calc", CALC_BUGGY)
+    settings = runner_settings(
+        {
+            "WORKSPACE_PATH": str(tmp_path / "workspaces"),
+            "DATABASE_PATH": str(tmp_path / "data" / "runner.db"),
+            "ANTHROPIC_API_KEY": "sk-runner",
+        }
+    )
+    assert settings.anthropic.daily_budget_usd is None, "the runner's own environment sets no budget"
+    store = await Store.open(settings.paths.database_path)
+
+    async def spend(usd: float) -> None:  # input tokens at the default $3 per million
+        tokens = round(usd / settings.anthropic.price_input_per_mtok * 1_000_000)
+        await store.record_usage(UsageRecord(input_tokens=tokens, output_tokens=0, agent="code-worker", model="m"))
+
+    try:
+        client = await Client.connect("127.0.0.1:9", lazy=True)
+        node = RunnerNode(settings, store, client, cast(Any, None), SecretsFilter())
+        await spend(0.50)  # an earlier task of this runner today: the bot's $0.70 holds it already
+        start = TaskStart(
+            task_id=1,
+            chat_id=OWNER,
+            workspace="calc",
+            worker="code",
+            title="t",
+            instructions="i",
+            user_id=OWNER,
+            daily_budget_usd=1.00,
+            spent_today_usd=0.70,
+        )
+        run = node.task_run(start, "wf", spent_here_before=await cost_today(store, settings))
+        assert await run.executor.base.spending() is None, "$0.70 of $1.00"
+        await spend(0.20)
+        assert await run.executor.base.spending() is None, "$0.90 of $1.00"
+        await spend(0.15)
+        said = await run.executor.base.spending()
+        assert said is not None and "daily budget of $1.00 is spent ($1.05 today)" in said, said
+        unlimited = node.task_run(dataclasses.replace(start, daily_budget_usd=None), "wf")
+        assert await unlimited.executor.base.spending() is None, "the bot sets no budget: none holds"
     finally:
         await store.close()

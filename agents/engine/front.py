@@ -59,6 +59,7 @@ from agents.engine.workflow import AgentTask
 from agents.git.command import GitError
 from agents.git.remote import delete_remote_branch
 from agents.inputs.attachments import Attachments
+from agents.llm.usage import cost_today
 from agents.sandbox.bwrap import NetworkPolicy
 from agents.sandbox.network_gate import CHOICES, DENY, FOR_TASK, ONCE, NetworkGate
 from agents.store.database import Store
@@ -452,6 +453,8 @@ class TemporalEngine:
             user_id=task.user_id,
             user_name=task.user_name,
             starter_is_owner=s.users.is_owner(task.user_id),
+            daily_budget_usd=s.anthropic.daily_budget_usd,
+            spent_today_usd=await cost_today(self.store, s),
             files=files,
             shared_queue=s.engine.temporal_task_queue,
             bot_queue=cluster.bot_queue(s),

@@ -66,6 +66,10 @@ class TaskStart:
     user_id: int | None = None  # who started it (None: the bot itself, e.g. a restart)
     user_name: str | None = None
     starter_is_owner: bool = True  # as the bot's OWNER_USER_IDS says, when the task started
+    # the bot's DAILY_BUDGET_USD and what it had spent today when it offered the run: a runner's store holds only
+    # its own usage, so its task stops at the budget counting from the bot's figure
+    daily_budget_usd: float | None = None
+    spent_today_usd: float = 0.0
     files: list[HandedFile] = field(default_factory=list)
     shared_queue: str = "agentlab"
     bot_queue: str = "agentlab.bot"

@@ -58,6 +58,7 @@ from agents.git.command import GitError
 from agents.git.remote import catch_up, fetch_branch, has_remote
 from agents.inputs.attachments import Attachments
 from agents.llm.client import make_client
+from agents.llm.usage import budget_refusal, cost_today
 from agents.repo_map.maps import RepoMap
 from agents.sandbox import task_disk
 from agents.sandbox.bwrap import NetworkPolicy, SandboxProbe
@@ -250,11 +251,17 @@ class RunnerNode:
             )
         return cls(settings, store, client, make_client(settings), secrets)
 
-    def task_run(self, start: TaskStart, workflow_id: str) -> TaskRun:
+    def task_run(self, start: TaskStart, workflow_id: str, spent_here_before: float = 0.0) -> TaskRun:
         """The executor of one task run: its chat is the task's workflow; whether its starter is an owner is the
         bot's word (the bot's roles, not this machine's settings): where its network questions go, and whether it may
-        reach the bot's own code."""
+        reach the bot's own code. So is the daily budget: the task stops once the bot's spending when it offered the
+        task, plus what this runner spent since (`spent_here_before`: this store's spending today at the claim),
+        reaches the bot's DAILY_BUDGET_USD."""
         s = self.settings
+
+        async def spending() -> str | None:
+            spent_here = await cost_today(self.store, s) - spent_here_before
+            return budget_refusal(start.daily_budget_usd, start.spent_today_usd + spent_here)
 
         def is_owner(user_id: int | None) -> bool:
             # this executor serves this one task, whose starter the bot named; of anyone else this runner knows nothing
@@ -283,6 +290,7 @@ class RunnerNode:
             network=gate,
             baselines=self.baselines,
             is_owner=is_owner,
+            spending=spending,
         )
         return TaskRun(executor, chat, summaries)
 
@@ -340,7 +348,7 @@ class RunnerNode:
             raise RuntimeError("the execute activity runs only in a task's workflow")
         await self.client.get_workflow_handle(wf_id).signal(AgentTask.claimed, Claim(self.name, self.queue))
         since = utcnow()
-        run = self.task_run(start, wf_id)
+        run = self.task_run(start, wf_id, await cost_today(self.store, self.settings))
         task = await self._mirror(start, lost)
         problem = await self._prepare(task) or await self._fetch_files(start, run)
         if problem:

@@ -25,11 +25,15 @@ async def budget_exceeded(store: Store, settings: Settings) -> str | None:
     """A sentence for the user when the optional daily budget is spent, else None."""
     if settings.anthropic.daily_budget_usd is None:
         return None
-    spent = await cost_today(store, settings)
-    if spent < settings.anthropic.daily_budget_usd:
+    return budget_refusal(settings.anthropic.daily_budget_usd, await cost_today(store, settings))
+
+
+def budget_refusal(budget: float | None, spent: float) -> str | None:
+    """A sentence for the user when `spent` (USD today) reaches the daily `budget` (None: no budget), else None."""
+    if budget is None or spent < budget:
         return None
     return (
-        f"The daily budget of ${settings.anthropic.daily_budget_usd:.2f} is spent (${spent:.2f} today); "
+        f"The daily budget of ${budget:.2f} is spent (${spent:.2f} today); "
         "new tasks are refused until tomorrow (UTC). Raise DAILY_BUDGET_USD to allow more."
     )
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import anthropic
 
@@ -24,6 +24,7 @@ from agents.git.command import GitError
 from agents.git.repository import has_commits, rev_parse
 from agents.git.worktrees import TaskWorktree
 from agents.llm.client import explain_api_error
+from agents.llm.usage import budget_exceeded
 from agents.repo_map.maps import RepoMap
 from agents.sandbox.bwrap import NetworkPolicy, SandboxProbe
 from agents.sandbox.network_gate import NetworkGate
@@ -76,17 +77,27 @@ class TaskExecutor:
         baselines: BaselineRuns | None = None,
         pull_requests: PullRequests | None = None,
         is_owner: Callable[[int | None], bool] | None = None,
+        spending: Callable[[], Awaitable[str | None]] | None = None,
     ) -> None:
         """`secrets`: the process's output filter and `probe` its bwrap probe (their owner's: the runtime's, a
         runner's). `inboxes`, `network` and `questions` default to this process's own; the bot's runtime passes those
         the chat answers through (agents/work/chat_actions.py), a runner one gate per task run (its questions go
         through that task's workflow). `pull_requests`: GitHub, when GITHUB_TOKEN is set (a follow-up's push, a GitHub
         thread's answer). `is_owner`: whether a task's starter is an owner; by default OWNER_USER_IDS of `settings`,
-        but a runner is given the bot's answer for its one task (a runner's own settings are not the bot's roles)."""
+        but a runner is given the bot's answer for its one task (a runner's own settings are not the bot's roles).
+        `spending`: why a running task stops for the day's budget; by default DAILY_BUDGET_USD against this store's
+        usage, but a runner's store holds only its own: it is given the bot's budget and spending."""
         s = settings
         self.is_owner = is_owner or s.users.is_owner
         self.base = Collaborators(
-            settings, store, client, workspaces, notifier, deliveries or Deliveries(store, notifier), secrets
+            settings,
+            store,
+            client,
+            workspaces,
+            notifier,
+            deliveries or Deliveries(store, notifier),
+            secrets,
+            spending or (lambda: budget_exceeded(store, settings)),
         )
         network = network or NetworkGate(
             NetworkPolicy(s.network.sandbox_network),

@@ -13,7 +13,6 @@ from agents.core.settings import Settings
 from agents.llm import prompts
 from agents.llm.reasoning import Reasoning
 from agents.llm.tool_loop import RunClock
-from agents.llm.usage import budget_exceeded
 from agents.repo_map.maps import RepoMap, repo_map_tools
 from agents.sandbox.bwrap import SandboxSpec
 from agents.sandbox.task_limits import TaskBounds
@@ -121,7 +120,7 @@ class WorkerMaker:
             reasoning=worker_reasoning(s),
             warn_steps=s.workers.worker_warn_steps,
             clock=clock,
-            spending=lambda: budget_exceeded(store, s),  # a running task stops once the day's budget is spent
+            spending=self.base.spending,  # a running task stops once the day's budget is spent
         )
         return worker
 
