@@ -58,7 +58,7 @@ class TaskSandboxes:
         if SandboxMode(self.settings.sandboxing.sandbox) is not SandboxMode.OFF:
             return None
         bounds = self.bounds.get(task.stored_id)
-        return bounds.activity() if bounds is not None else (0, False)
+        return bounds.activity() if bounds is not None else (0, True)  # nothing known of it: counted as running
 
     async def end_processes(self, task: Task) -> None:
         """Every process the task started ends now (TaskBounds.end_processes); its bounds stay until `close`."""
