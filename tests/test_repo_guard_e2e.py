@@ -36,6 +36,17 @@ def tool_results(model: RoleScript, role: str) -> list[str]:
     return seen
 
 
+def attack_then_fix(model: RoleScript, attack: str) -> None:
+    """A code task on calc whose worker runs `attack`, then fixes add() and is done."""
+    model.add("orchestrator", start_task("calc", "Fix add() in calc.py."), claude_says.text("started"))
+    model.add(
+        "code",
+        claude_says.tool_use("run_command", {"command": attack}),
+        claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"}),
+        claude_says.text("Fixed add()."),
+    )
+
+
 async def test_a_worker_moving_main_deleting_branches_and_planting_hooks_is_undone(
     bot: BotHarness, model: RoleScript, workspace_root: Path, tmp_path: Path
 ) -> None:
@@ -59,13 +70,7 @@ async def test_a_worker_moving_main_deleting_branches_and_planting_hooks_is_undo
     # With the sandbox on, the git metadata is read-only and the attack fails at once (tests/test_sandbox_attacks.py);
     # the guard is the defence in depth for SANDBOX=off, so it is tested unconfined here.
     bot.runtime.settings.sandboxing.sandbox = "off"
-    model.add("orchestrator", start_task("calc", "Fix add() in calc.py."), claude_says.text("started"))
-    model.add(
-        "code",
-        claude_says.tool_use("run_command", {"command": attack}),
-        claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"}),
-        claude_says.text("Fixed add()."),
-    )
+    attack_then_fix(model, attack)
     bot.say("fix calc")
     task, summary = await final_summary(bot, 1, timeout=60)
     assert task.status is TaskStatus.COMPLETED
@@ -96,13 +101,7 @@ async def test_main_moved_by_a_workers_command_while_the_bot_writes_is_still_und
     planted = git(repo, "commit-tree", "HEAD^{tree}", "-p", "HEAD", "-m", "planted").strip()
     waiting, go = tmp_path / "waiting", tmp_path / "go"
     attack = f"touch {waiting}; while [ ! -e {go} ]; do sleep 0.01; done; git update-ref refs/heads/main {planted}"
-    model.add("orchestrator", start_task("calc", "Fix add() in calc.py."), claude_says.text("started"))
-    model.add(
-        "code",
-        claude_says.tool_use("run_command", {"command": attack}),
-        claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"}),
-        claude_says.text("Fixed add()."),
-    )
+    attack_then_fix(model, attack)
     bot.say("fix calc")
 
     async def command_waits() -> bool:

@@ -12,6 +12,7 @@ import pytest
 
 from agents.core.models import UsageRecord
 from agents.core.secrets_filter import SecretsFilter
+from agents.core.settings import Settings
 from agents.llm.usage import cost_today
 from agents.store.database import Store
 from tests.conftest import CALC_BUGGY, make_repo
@@ -26,6 +27,33 @@ from agents.engine.runner_node import RunnerNode  # noqa: E402
 OWNER, MEMBER = 111, 222
 
 
+def runner_with_calc(tmp_path: Path, **environment: str) -> Settings:
+    """A runner's settings (its own environment, plus `environment`), with calc in its workspaces."""
+    make_repo(tmp_path / "workspaces" / "calc", CALC_BUGGY)
+    return runner_settings(
+        {
+            "WORKSPACE_PATH": str(tmp_path / "workspaces"),
+            "DATABASE_PATH": str(tmp_path / "data" / "runner.db"),
+            "ANTHROPIC_API_KEY": "sk-runner",
+            **environment,
+        }
+    )
+
+
+def task_start(starter: int, **fields: Any) -> TaskStart:
+    """Task 1 of `starter` on calc, as the bot offers it (`fields`: what the bot says besides)."""
+    return TaskStart(
+        task_id=1,
+        chat_id=starter,
+        workspace="calc",
+        worker="code",
+        title="t",
+        instructions="i",
+        user_id=starter,
+        **fields,
+    )
+
+
 @pytest.mark.parametrize(("runner_lists", "bot_says_owner"), [("", True), (str(MEMBER), False)])
 async def test_a_runners_task_run_takes_the_starters_role_from_the_bot(
     tmp_path: Path, runner_lists: str, bot_says_owner: bool
@@ -33,16 +61,7 @@ async def test_a_runners_task_run_takes_the_starters_role_from_the_bot(
     """Each case is a runner whose own lists say the opposite of the bot: none (an owner's task on the bot's own code
     was refused: "only an owner can read or change it"), or a member listed as owner (a member's task would reach the
     bot's own code, and its network questions would be the member's to answer)."""
-    make_repo(tmp_path / "workspaces" / "calc", CALC_BUGGY)
-    settings = runner_settings(
-        {
-            "WORKSPACE_PATH": str(tmp_path / "workspaces"),
-            "DATABASE_PATH": str(tmp_path / "data" / "runner.db"),
-            "ANTHROPIC_API_KEY": "sk-runner",
-            "ALLOWED_USER_IDS": runner_lists,
-            "OWNER_USER_IDS": runner_lists,
-        }
-    )
+    settings = runner_with_calc(tmp_path, ALLOWED_USER_IDS=runner_lists, OWNER_USER_IDS=runner_lists)
     starter = OWNER if bot_says_owner else MEMBER
     assert settings.users.is_owner(starter) is not bot_says_owner, "the runner's own lists say the opposite"
     store = await Store.open(settings.paths.database_path)
@@ -50,16 +69,7 @@ async def test_a_runners_task_run_takes_the_starters_role_from_the_bot(
         # a client that connects at its first call, which never comes: building a task run calls nothing
         client = await Client.connect("127.0.0.1:9", lazy=True)
         node = RunnerNode(settings, store, client, cast(Any, None), SecretsFilter())
-        start = TaskStart(
-            task_id=1,
-            chat_id=starter,
-            workspace="calc",
-            worker="code",
-            title="t",
-            instructions="i",
-            user_id=starter,
-            starter_is_owner=bot_says_owner,
-        )
+        start = task_start(starter, starter_is_owner=bot_says_owner)
         run = node.task_run(start, "wf")
         assert run.executor.is_owner(starter) is bot_says_owner, "the reach check of the bot's own code"
         assert run.executor.network.is_owner(starter) is bot_says_owner, "who answers its network questions"
@@ -73,14 +83,7 @@ async def test_a_runners_task_stops_at_the_bots_daily_budget_counting_from_the_b
     """A runner's store holds only its own usage, and its environment usually sets no DAILY_BUDGET_USD: a task on a
     runner spent on past the bot's budget. The run counts from the bot's budget and spending as it offered the task,
     plus what the runner spent after the claim (not what it had spent before, which the bot's figure holds)."""
-    make_repo(tmp_path / "workspaces" / "calc", CALC_BUGGY)
-    settings = runner_settings(
-        {
-            "WORKSPACE_PATH": str(tmp_path / "workspaces"),
-            "DATABASE_PATH": str(tmp_path / "data" / "runner.db"),
-            "ANTHROPIC_API_KEY": "sk-runner",
-        }
-    )
+    settings = runner_with_calc(tmp_path)
     assert settings.anthropic.daily_budget_usd is None, "the runner's own environment sets no budget"
     store = await Store.open(settings.paths.database_path)
 
@@ -92,17 +95,7 @@ async def test_a_runners_task_stops_at_the_bots_daily_budget_counting_from_the_b
         client = await Client.connect("127.0.0.1:9", lazy=True)
         node = RunnerNode(settings, store, client, cast(Any, None), SecretsFilter())
         await spend(0.50)  # an earlier task of this runner today: the bot's $0.70 holds it already
-        start = TaskStart(
-            task_id=1,
-            chat_id=OWNER,
-            workspace="calc",
-            worker="code",
-            title="t",
-            instructions="i",
-            user_id=OWNER,
-            daily_budget_usd=1.00,
-            spent_today_usd=0.70,
-        )
+        start = task_start(OWNER, daily_budget_usd=1.00, spent_today_usd=0.70)
         run = node.task_run(start, "wf", spent_here_before=await cost_today(store, settings))
         assert await run.executor.base.spending() is None, "$0.70 of $1.00"
         await spend(0.20)
