@@ -23,9 +23,10 @@ from telegram import (
     WebAppInfo,
 )
 from telegram.constants import ParseMode
-from telegram.error import BadRequest, Forbidden
+from telegram.error import BadRequest, Forbidden, NetworkError, RetryAfter
 
 from agents.core.actions import Button, Buttons
+from agents.core.errors import SendUnavailable
 from agents.core.secrets_filter import SecretsFilter
 from agents.core.text import outside_text
 from agents.store.conversations import Conversations, Place, is_topic
@@ -232,6 +233,18 @@ def is_topic_gone(err: BadRequest) -> bool:
     return any(marker in str(err).lower() for marker in TOPIC_GONE)
 
 
+@contextlib.asynccontextmanager
+async def _unavailable_as_such() -> AsyncIterator[None]:
+    """Telegram's "not now" (NetworkError but a BadRequest, TimedOut, RetryAfter) raised as SendUnavailable: the
+    outbox waits an outage out, whatever its length, and gives up only a message refused for itself."""
+    try:
+        yield
+    except BadRequest:
+        raise
+    except (NetworkError, RetryAfter) as err:
+        raise SendUnavailable(f"{type(err).__name__}: {err}") from err
+
+
 class TelegramNotifier:
     """agents.core.protocols.Notifier over a PTB Bot: a conversation key (a chat, or a forum topic: see
     agents/store/conversations.py) is sent to its chat and thread; a topic that was closed or deleted falls back to
@@ -328,7 +341,9 @@ class TelegramNotifier:
         literal: bool = False,
         handed: bool = False,
     ) -> int | None:
-        async with self._showing(buttons):
+        """The message sent (its id); SendUnavailable where Telegram could not take it now (unreachable, a 5xx, a
+        timeout, a flood wait that outlasted the rate limiter's retries), any other error for a refusal of it."""
+        async with self._showing(buttons), _unavailable_as_such():
             message = await self._in_place(
                 chat_id,
                 lambda chat, thread: send_markdown(

@@ -212,3 +212,32 @@ async def test_marking_a_sent_message_delivered_is_off_the_senders_path_and_neve
     assert await store.undelivered(delivery.MAX_ATTEMPTS) == []
     assert notifier.sent == ["the answer"]
     await store.close()
+
+
+async def test_a_summary_outlasts_a_telegram_outage_of_any_length(
+    fake_telegram, fake_anthropic, tmp_path, workspace_root, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Telegram answers 502 to every send for longer than MAX_ATTEMPTS tries (the flusher's passes: 1 s, 2 s, 4 s …
+    then every 30 s, so 50 tries came after about 22 minutes, and the summary was given up for good, at the next
+    start too). An outage is waited out; only a refusal of the message itself counts. Time is compressed here (a pass
+    every 10 ms)."""
+    from telegram_bot.app import stop_application
+
+    monkeypatch.setattr(delivery, "RETRY_DELAYS", (0.01, 0.01))
+    monkeypatch.setattr(delivery, "FLUSH_INTERVAL", 0.01)
+    monkeypatch.setattr(delivery, "FIRST_RETRY", 0.01)
+    settings = make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root)
+    model = RoleScript()
+    fake_anthropic.handler = model
+    fix_calc(model)
+    outage = delivery.MAX_ATTEMPTS + 10
+    fake_telegram.fail_next("sendMessage", error_code=502, times=outage, when=text_has("Task #1 done", "Files:"))
+    bot = await start_bot(settings, fake_telegram, fake_anthropic)
+    try:
+        await bot.runtime.crew.races.start_task(Caller(chat_id=USER_ID), "calc", "code", "fix add()", background=True)
+        assert (await ended(bot, 1)).status is TaskStatus.COMPLETED
+        summary = await bot.tg.await_for(lambda: next(iter(summaries(bot, 1)), None), timeout=60)
+        tries = [c for c in fake_telegram.calls("sendMessage") if "Task #1 done" in str(c.params)]
+        assert len(tries) == outage + 1 and summary
+    finally:
+        await stop_application(bot.app)

@@ -1,17 +1,18 @@
 """Delivery that survives Telegram's bad moments: what the bot owes a chat is stored first, then sent.
 
-A summary, a proposal or an answer goes into the store's `deliveries` outbox before the first try; a failed send
-(a 5xx, a timeout) is retried with backoff, and what is still undelivered stays in the outbox and is sent again by
-a background flusher and after a restart. The task's status never depends on it. The flusher's first pass runs at
-start-up, so what finished while the bot was down (or could not be delivered before it stopped) goes out at once;
-while a pass leaves something undelivered, the next one comes sooner than the regular interval (1 s, 2 s, 4 s … up to
-it), so a Telegram that is slow to come back after a restart costs seconds, not a whole interval.
+A summary, a proposal or an answer goes into the store's `deliveries` outbox before the first try; a failed send (a 5xx,
+a timeout) is retried with backoff, and what is still undelivered stays in the outbox and is sent again by a background
+flusher and after a restart, for as long as Telegram is unavailable (a message refused for itself, as by a chat that
+blocked the bot, is given up after MAX_ATTEMPTS tries). The task's status never depends on it. The flusher's first pass
+runs at start-up, so what finished while the bot was down (or could not be delivered before it stopped) goes out at
+once; while a pass leaves something undelivered, the next one comes sooner than the regular interval (1 s, 2 s, 4 s … up
+to it), so a Telegram that is slow to come back after a restart costs seconds, not a whole interval.
 
-Once Telegram has taken a message, marking it delivered is a background write: the chat's next turn does not wait
-for it (a crash before that write means the message is sent again after the restart, never that it is lost).
+Once Telegram has taken a message, marking it delivered is a background write: the chat's next turn does not wait for it
+(a crash before that write means the message is sent again after the restart, never that it is lost).
 
-A question a worker waits on is worth nothing later, so it is not stored: `send_retried` sends it with the same
-inline retries, and the worker is told if it still cannot go.
+A question a worker waits on is worth nothing later, so it is not stored: `send_retried` sends it with the same inline
+retries, and the worker is told if it still cannot go.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import logging
 from typing import Any
 
 from agents.core.actions import Button, Buttons, button_fields
+from agents.core.errors import SendUnavailable
 from agents.core.models import Delivery, TaskEvent
 from agents.core.protocols import Notifier
 from agents.store.database import Store
@@ -32,7 +34,7 @@ log = logging.getLogger(__name__)
 RETRY_DELAYS = (1.0, 3.0)  # seconds between the inline tries of one send
 FLUSH_INTERVAL = 30.0  # seconds between background passes over the outbox
 FIRST_RETRY = 1.0  # after a pass that left something undelivered, the next comes this soon (doubling to the interval)
-MAX_ATTEMPTS = 50  # after this many failed tries a message is given up (and logged)
+MAX_ATTEMPTS = 50  # after this many refusals of the message itself it is given up (Telegram's outages do not count)
 
 
 async def send_retried(
@@ -141,7 +143,10 @@ class Deliveries:
                         entry.chat_id, entry.text, buttons=decode_buttons(entry.buttons), reply_to=entry.reply_to
                     )
                 except Exception as err:  # Telegram-agnostic: a 5xx, a timeout, a network error …
-                    await self.store.delivery_failed(delivery_id, f"{type(err).__name__}: {err}")
+                    # only a refusal of the message itself counts toward giving it up: an outage of any length
+                    # (SendUnavailable) is waited out
+                    counted = not isinstance(err, SendUnavailable)
+                    await self.store.delivery_failed(delivery_id, f"{type(err).__name__}: {err}", counted)
                     log.warning(
                         "chat %s: %s #%s not delivered (try %d): %s",
                         entry.chat_id,

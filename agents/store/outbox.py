@@ -39,9 +39,11 @@ class OutboxTable(Connection):
             (to_db(utcnow()), delivery_id),
         )
 
-    async def delivery_failed(self, delivery_id: int, error: str) -> None:
+    async def delivery_failed(self, delivery_id: int, error: str, counted: bool = True) -> None:
+        """A failed try; `counted` toward giving the message up unless the platform was only unavailable."""
         await self.write(
-            "UPDATE deliveries SET attempts = attempts + 1, last_error = ? WHERE id = ?", (error[:500], delivery_id)
+            "UPDATE deliveries SET attempts = attempts + ?, last_error = ? WHERE id = ?",
+            (int(counted), error[:500], delivery_id),
         )
 
     async def undelivered(self, max_attempts: int) -> list[Delivery]:
