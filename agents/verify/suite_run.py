@@ -66,6 +66,8 @@ _PYTEST_SUMMARY = re.compile(rf"^=*\s*((?:{_PYTEST_COUNT})(?:, {_PYTEST_COUNT})*
 _PYTEST_NO_TESTS = re.compile(r"^=*\s*no tests ran in [\d.]+s\b")
 _JEST_SUMMARY = re.compile(r"^Tests:\s+(.+?)\s*$")
 _MOCHA_COUNT = re.compile(r"^\s*(\d+ (?:passing|failing|pending))\b")
+_MOCHA_PASSING = re.compile(r"^\s*\d+ passing\b")  # the first line of mocha's closing tally, printed once
+_MOCHA_FAILING = re.compile(r"^\s*(\d+) failing\b")
 _BANNER = re.compile(r"^=+ (.*?) =+$")
 _READ_ONLY = re.compile(r"EROFS|read-only file system", re.IGNORECASE)
 _QUOTED_PATH = re.compile(r"""['"`](/[^'"`\n]+)['"`]""")
@@ -514,10 +516,20 @@ class _ScriptRun:
 def _step_disagrees(step: ScriptStep, result: CommandResult, cases: dict[str, str]) -> str | None:
     """A JavaScript test step whose report holds a failed test while the step exited 0: every framework the bot runs
     (node --test, mocha, jest, vitest, ava) exits non-zero when a test fails, so code of the run rewrote the report
-    or the exit status (an exit handler in the code under test can do either)."""
+    or the exit status (an exit handler in the code under test can do either). For mocha, also its printed tally
+    (`N failing`, written when the run ends, before exit handlers run) against the report: more failing printed than
+    the report holds, or a tally printed twice, is a report rewritten after the run."""
     failed = sum(1 for state in cases.values() if state == "failed")
     if failed and result.exit_code == 0 and not (result.timed_out or result.cancelled):
         return f"`{step.command}` reported {failed} failing and exited 0"
+    if step.framework == "mocha":
+        lines = _ANSI.sub("", result.output).splitlines()
+        tallies = [line for line in lines if _MOCHA_PASSING.match(line)]
+        printed = [int(m.group(1)) for line in lines if (m := _MOCHA_FAILING.match(line))]
+        if len(tallies) > 1:
+            return f"`{step.command}` printed its tally {len(tallies)} times"
+        if printed and printed[-1] > failed:
+            return f"`{step.command}` printed {printed[-1]} failing, its report holds {failed}"
     return None
 
 
@@ -661,9 +673,14 @@ _PRINTED_ERRORS = re.compile(r"(\d+) errors?\b")  # one per failing phase: a tes
 
 
 def _report_disagrees(output: str, cases: dict[str, str], code: int | None) -> str | None:
-    """Where pytest's closing line (printed before the process ends, out of reach of what runs after it) counts more
-    failed tests than the JUnit report holds, or any failure while the run exits 0 (pytest exits 1 then): code of
-    the run rewrote the report or the exit status at its end. None when they agree (or pytest printed no counts)."""
+    """Where pytest's closing line (printed before the process ends: what runs after it cannot take it back) counts
+    more failed tests than the JUnit report holds, or any failure while the run exits 0 (pytest exits 1 then): code of
+    the run rewrote the report or the exit status at its end. So does a second closing line: pytest prints one, and
+    code that printed another after it (the last one was the one read) could make a rewritten report agree with it.
+    None when they agree (or pytest printed no counts)."""
+    closing = [line for line in output.splitlines() if _PYTEST_SUMMARY.match(line.strip())]
+    if len(closing) > 1:
+        return f"pytest's closing line was printed {len(closing)} times"
     summary = _summary_line(output)
     if summary is None:
         return None

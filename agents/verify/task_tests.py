@@ -19,6 +19,7 @@ import logging
 import posixpath
 import re
 import shlex
+import sys
 from collections.abc import Awaitable
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -54,7 +55,7 @@ from agents.verify.suite_run import (
     run_tests,
     was_killed,
 )
-from agents.verify.verdict import Verdict, judge, step_key
+from agents.verify.verdict import Verdict, judge, ran, step_key
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +67,9 @@ UNCHANGED_NOTE = "nothing in the checkout changed since the last test run: its r
 TEST_CONFIG_FILES = frozenset(
     {
         "pytest.ini",
+        ".pytest.ini",  # pytest 9 reads these three too, ahead of pyproject.toml, tox.ini and setup.cfg
+        "pytest.toml",
+        ".pytest.toml",
         "conftest.py",
         CONFIG_FILE,
         "tox.ini",
@@ -147,18 +151,25 @@ def _run_by(command: str) -> tuple[frozenset[str], frozenset[str]]:
         words = command.split()
     programs: set[str] = set()
     scripts: set[str] = set()
-    at_start, interpreter = True, False
+    at_start, interpreter, module = True, False, False  # module: the word after an interpreter's `-m`
     for word in words:
         if word in SEGMENT_ENDS:
-            at_start, interpreter = True, False
+            at_start, interpreter, module = True, False, False
         elif at_start:
             if "=" in word and not word.startswith(("/", ".")):  # `VAR=value command`
                 continue
             programs.add(posixpath.basename(word))
             scripts.add(posixpath.normpath(word))
             at_start, interpreter = False, posixpath.basename(word) in INTERPRETERS
+        elif module:  # `python -m X`: X.py, X/__main__.py or X/__init__.py, at the top or in src/
+            name = word.replace(".", "/")
+            for root in ("", "src/"):
+                scripts |= {f"{root}{name}.py", f"{root}{name}/__main__.py", f"{root}{name}/__init__.py"}
+            module = False
         elif interpreter:
-            if word in NO_SCRIPT_OPTIONS:
+            if word == "-m":
+                interpreter, module = False, True
+            elif word in NO_SCRIPT_OPTIONS:
                 interpreter = False
             elif not word.startswith("-"):
                 scripts.add(posixpath.normpath(word))
@@ -167,7 +178,17 @@ def _run_by(command: str) -> tuple[frozenset[str], frozenset[str]]:
 
 
 # modules that run inside a Python test run before or as its runner: one of the checkout's by these names replaces them
-RUNNER_MODULES = frozenset({"pytest", "_pytest", "pluggy", "iniconfig", "sitecustomize", "usercustomize"})
+RUNNER_MODULES = frozenset(
+    {"pytest", "_pytest", "pluggy", "iniconfig", "packaging", "pygments", "exceptiongroup", "tomli", "colorama"}
+    | {"sitecustomize", "usercustomize"}
+)
+# so does a module of the standard library's names (the checkout leads the path), as a file or a package's
+# `__init__.py` (a folder without one never shadows it); not `test`, many projects' own tests, which no run imports
+STANDARD_MODULES = sys.stdlib_module_names - {"test", "__future__"}
+# a package's metadata: an entry point there (`[pytest11]`) is a plugin pytest loads by itself, from the checkout too
+PACKAGE_METADATA = re.compile(r"(?:^|/)[^/]+\.(?:dist|egg)-info(?:/|$)")
+# a Python file that hooks into pytest wherever it is imported from: a test module naming plugins, a hook, a hookimpl
+PYTEST_HOOKING = re.compile(r"^\s*(?:pytest_plugins\b|(?:async\s+)?def\s+pytest_\w+\s*\(|@\S*hookimpl\b)", re.MULTILINE)
 
 
 async def base_config(repo: Path, commit: str) -> TestConfig | None:
@@ -331,20 +352,25 @@ class TaskTests:
         return verdict
 
     async def _fixed_by_test_edits(self, room: Path, verdict: Verdict, changed: list[str]) -> None:
-        """Tests counted as fixed whose test file the task changed are run once more with the base commit's version
-        of that file, against the task's code (in `room`, after its runs): one that fails there passed only with the
-        task's change to the test (an expectation rewritten to what the code returns), so the bot cannot tell the code
-        was fixed (⚠ unless ✗ anyway)."""
+        """Tests counted as fixed, where the task changed their test file or another file of the tests (a helper the
+        tests assert through, under a test folder or named as a test file), are run once more with the base commit's
+        version of those files, against the task's code (in `room`, after its runs): one that fails there passed only
+        with the task's change to the tests (an expectation rewritten to what the code returns, an assertion helper
+        that no longer asserts), so the bot cannot tell the code was fixed (⚠ unless ✗ anyway)."""
         environment = self.environment
-        edited = sorted({f for t in verdict.fixed if (f := test_file_of(t)) is not None and f in changed})
-        if not edited or environment is None:
+        own = {f for t in verdict.fixed if (f := test_file_of(t)) is not None and f in changed}
+        helpers = {f for f in changed if f not in own and test_side(f)}
+        if not (own or helpers) or not verdict.fixed or environment is None:
             return
-        ids = [t for t in verdict.fixed if test_file_of(t) in edited]
+        edited = sorted(own | helpers)
+        ids = [t for t in verdict.fixed if test_file_of(t) in own] if not helpers else list(verdict.fixed)
         try:
             for path in edited:
                 text = await file_at(self.repo, self.base_commit, path)
                 if text is None:
-                    return  # not a file at the base: nothing to compare with
+                    if path in own:
+                        return  # a test file new with the task: nothing to compare with
+                    continue  # a new helper: the base's tests do not import it
                 await asyncio.to_thread(write_file, room, path, text.encode())  # never through a link of the task's
         except (UnsafePath, OSError):
             again = None  # the base's version cannot be put in place: fail closed
@@ -356,14 +382,13 @@ class TaskTests:
         shown = ", ".join(f"`{t}`" for t in only_with_edit[:8]) + (" …" if len(only_with_edit) > 8 else "")
         tests = ", ".join(f"`{f}`" for f in edited[:3])
         verdict.notes.append(
-            f"fixed only with the task's change to its test file ({tests}): the base commit's version of it does not "
-            f"pass against the task's code: {shown}"
+            f"fixed only with the task's change to the tests ({tests}): the base commit's version does not pass "
+            f"against the task's code: {shown}"
         )
         if not verdict.needs_correction and verdict.unverified is None:
             verdict.unverified = (
-                f"{len(only_with_edit)} test(s) pass only with the task's change to their test file: the base "
-                "commit's version of it does not pass against the task's code, so the bot cannot tell the code was "
-                "fixed"
+                f"{len(only_with_edit)} test(s) pass only with the task's change to the tests: the base commit's "
+                "version does not pass against the task's code, so the bot cannot tell the code was fixed"
             )
 
     async def _needed_uncommitted(self, verdict: Verdict, env: TestEnvironment) -> None:
@@ -509,14 +534,37 @@ class TaskTests:
             elif shadowed := runner_module(path):
                 warnings.append(f"the task changed `{path}`, which the test run imports ahead of `{shadowed}`'s own")
                 in_run.append(path)
-            elif self.environment is not None and any(
-                defines_command(path, command)
-                for command in (self.environment.command, *(step.command for step in self.environment.script))
+            elif PACKAGE_METADATA.search(path):
+                warnings.append(f"the task changed `{path}`, package metadata whose entry points pytest loads")
+                in_run.append(path)
+            elif status != "D" and name.endswith(".py") and await self._hooks_pytest(checkout, path):
+                warnings.append(f"the task changed `{path}`, which hooks into pytest (a plugin, a hook)")
+                in_run.append(path)
+            elif self.environment is not None and (
+                any(defines_command(path, command) for command in self._commands())
+                or await self._named_by_recipe(checkout, path)
             ):
                 warnings.append(f"the task changed `{path}`, which says what the test command runs")
                 in_run.append(path)
         if verdict.disappeared:
             warnings.append(f"{len(verdict.disappeared)} test(s) that ran at the base commit no longer run")
+        base_complete = verdict.base is not None and ran(verdict.base)
+        hidden = [
+            path
+            for status, path in changes
+            if test_side(path)
+            and (
+                (status == "D" and not base_complete)  # with a complete base its tests count as no longer run
+                or (status != "A" and SUITE_ID in verdict.after.cases)  # the command names no test: none is seen
+            )
+        ]
+        if hidden and not verdict.needs_correction and verdict.unverified is None:
+            named = ", ".join(f"`{path}`" for path in hidden[:3]) + (" …" if len(hidden) > 3 else "")
+            verdict.unverified = (
+                f"the task changed or deleted tests ({named}) where the bot sees no test one by one (the whole "
+                "suite's result, or no complete run at the base), so it cannot tell whether one was skipped or "
+                "weakened"
+            )
         if in_run and not verdict.needs_correction and verdict.unverified is None:
             named = ", ".join(f"`{path}`" for path in in_run[:3]) + (" …" if len(in_run) > 3 else "")
             verdict.unverified = (
@@ -524,6 +572,33 @@ class TaskTests:
                 "the task wants, so the bot cannot tell"
             )
         return warnings
+
+    def _commands(self) -> list[str]:
+        """The test command and each step of its script."""
+        if self.environment is None:
+            return []
+        return [self.environment.command, *(step.command for step in self.environment.script)]
+
+    async def _named_by_recipe(self, checkout: Path, path: str) -> bool:
+        """Whether `path` is named in the make or just file (at the top of the checkout, as of the base commit) of a
+        test command run through them: a script a recipe runs (`sh scripts/check.sh`) says what the command runs as
+        much as the recipe does."""
+        programs = set().union(*(_run_by(command)[0] for command in self._commands()))
+        names = (("GNUmakefile", "makefile", "Makefile") if {"make", "gmake"} & programs else ()) + (
+            ("justfile", ".justfile", "Justfile") if "just" in programs else ()
+        )
+        for name in names:
+            text = await file_at(checkout, self.base_commit, name)
+            if text is not None and re.search(rf"(?<![\w./-])(?:\./)?{re.escape(path)}(?![\w/-])", text):
+                return True
+        return False
+
+    async def _hooks_pytest(self, checkout: Path, path: str) -> bool:
+        """Whether the task's `path` (a Python file it changed) names pytest plugins (`pytest_plugins`, which a test
+        module may set: pytest loads them while collecting it) or defines a hook or hookimpl: a change anywhere in it
+        may be one to what the hook does."""
+        after = await file_at(checkout, "HEAD", path)
+        return after is not None and PYTEST_HOOKING.search(after) is not None
 
     async def _test_section_changed(self, checkout: Path, path: str, name: str) -> bool:
         before = await file_at(checkout, self.base_commit, path)
@@ -547,17 +622,27 @@ def _package_test_config(text: str) -> object:
     return (npm_test_script(text), keys)
 
 
+def test_side(path: str) -> bool:
+    """Whether `path` belongs to the tests rather than the code: a test file by its name, or any file under a test
+    folder (`tests/`, `test/`, `testing/`, `__tests__/`, `spec/`)."""
+    parts = PurePosixPath(path).parts
+    return is_test_file_name(path) or bool({"tests", "test", "testing", "__tests__", "spec"} & set(parts[:-1]))
+
+
 def runner_module(path: str) -> str | None:
     """The module `path` stands in for when the test run imports it ahead of the installed one (the checkout's
-    source roots, its top and `src/`, lead the path): the runner (`pytest.py`, `_pytest/…`, `pluggy/…`) or what
-    Python runs at its start (`sitecustomize.py`). None for anything else."""
+    source roots, its top and `src/`, lead the path): the runner (`pytest.py`, `_pytest/…`, `pluggy/…`), what
+    Python runs at its start (`sitecustomize.py`), or a module of the standard library (`argparse.py`,
+    `json/__init__.py`). None for anything else."""
     parts = PurePosixPath(path).parts
     if parts[:1] == ("src",):
         parts = parts[1:]
     if not parts or (len(parts) == 1 and PurePosixPath(parts[0]).suffix not in (".py", ".pyc", ".so")):
         return None
     top = parts[0].split(".", 1)[0]
-    return top if top in RUNNER_MODULES else None
+    if top in RUNNER_MODULES:
+        return top
+    return top if top in STANDARD_MODULES and (len(parts) == 1 or parts[1:] == ("__init__.py",)) else None
 
 
 def _not_run(reason: str, problem: str) -> TestOutcome:

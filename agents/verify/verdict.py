@@ -398,6 +398,13 @@ def _unverified(verdict: Verdict, after: TestOutcome, base: TestOutcome | None) 
         if base.status is TestStatus.no_tests:
             return f"{now} (the base commit had no tests)"
         return f"{now} (at the base: {then})"
+    if base is not None and not ran(base) and base.status is not TestStatus.no_tests:
+        # what the base's tests were is unknown, so a test the task skipped cannot be told from one skipped before
+        if skipped := [n for n, s in after.cases.items() if s == "skipped"]:
+            return (
+                f"{len(skipped)} test(s) are skipped now and the base commit's run did not complete "
+                f"({why_not_run(base)}), so the bot cannot tell whether the task skipped them"
+            )
     if verdict.unknown and base is not None:  # (no baseline at all: every failure is the task's, never unknown)
         return (
             f"{len(verdict.unknown)} test(s) fail now and at the base {why_not_run(base)}, so the bot cannot "
