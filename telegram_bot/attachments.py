@@ -76,7 +76,8 @@ async def on_attachment(update: Update, context: Context) -> None:
         if len(album) > 1:
             return
     message_arrived(update, context)
-    async with on_record(update, context, "photo or file", (message.caption or "").strip()), chat_lock(update, context):
+    caption_said = (message.caption or "").strip()
+    async with on_record(update, context, "photo or file", caption_said) as record, chat_lock(update, context):
         conversation = await conversation_of(update, context)
         if message.media_group_id:
             await asyncio.sleep(ALBUM_WAIT)
@@ -107,4 +108,4 @@ async def on_attachment(update: Update, context: Context) -> None:
         text = caption or NO_CAPTION
         if problems:
             text += "\n\n" + "\n".join(f"[The user also sent a file that could not be read: {p}]" for p in problems)
-        await converse(update, context, text, InputMethod.TEXT, attachments)
+        await converse(update, context, text, InputMethod.TEXT, attachments, record=record)

@@ -155,15 +155,16 @@ async def typing(context: Context, chat_id: int, thread_id: int | None = None) -
 
 
 @contextlib.asynccontextmanager
-async def on_record(update: Update, context: Context, kind: str, asked: str = "") -> AsyncIterator[None]:
-    """The message on record from its arrival until the body ends (its answer out, or the reply saying why there is
+async def on_record(update: Update, context: Context, kind: str, asked: str = "") -> AsyncIterator[asyncio.Future[int]]:
+    """The message on record from its arrival until the body ends (its answer owed, or the reply saying why there is
     none): one a stop or a crash cuts short (waiting for its chat's turn, downloaded, transcribed or being answered)
     is told at the next start, never dropped without a word (agents/store/open_turns.py). Nothing is awaited before
-    the body runs, so a message keeps its place in its chat's order (`chat_lock`)."""
+    the body runs, so a message keeps its place in its chat's order (`chat_lock`). Yields the record's id (to come):
+    `converse` takes the message off the record as it puts the answer in the outbox."""
     actions = runtime(context).chat_actions
     opening = asyncio.ensure_future(actions.message_arrived(known_conversation(update, context), kind, asked))
     try:
-        yield
+        yield opening
     except asyncio.CancelledError:
         raise  # a stop: the message stays on record, cut short
     except BaseException:
@@ -185,8 +186,10 @@ async def converse(
     text: str,
     method: InputMethod,
     attachments: list[Attachment] | None = None,
+    record: asyncio.Future[int] | None = None,
 ) -> None:
-    """Route text (typed or transcribed, with any photos/files) through the orchestrator and send its reply."""
+    """Route text (typed or transcribed, with any photos/files) through the orchestrator and send its reply; the
+    message's `record` (`on_record`) ends as the reply is put in the outbox."""
     if context.bot_data.stopping:
         await message_of(update).reply_text(STOPPING)
         return
@@ -218,9 +221,12 @@ async def converse(
         if draft is not None:
             await draft.stop()  # no preview frame may follow the final message
     # the answer is stored already; a Telegram 5xx now means "retry, then the outbox", never "lost"
-    await runtime(context).deliveries.deliver(
-        caller.chat_id, reply.text, reply_to=message_of(update).message_id, kind="answer"
-    )
+    reply_to = message_of(update).message_id
+    if record is None:
+        await runtime(context).deliveries.deliver(caller.chat_id, reply.text, reply_to=reply_to, kind="answer")
+    else:
+        entry = await runtime(context).chat_actions.answer_owed(await record, caller.chat_id, reply.text, reply_to)
+        await runtime(context).deliveries.send_stored(entry)
     if draft is not None and draft.preview_id is not None:  # the chat's next turn need not wait for this
         context.application.create_task(draft.discard(), update=update, name="discard-preview")
 
@@ -270,8 +276,8 @@ def answer_preview(update: Update, context: Context) -> ChatDraft | None:
 async def on_text(update: Update, context: Context) -> None:
     """A typed message."""
     message_arrived(update, context)
-    async with on_record(update, context, "message", text_of(update)), chat_lock(update, context):
-        await converse(update, context, text_of(update), InputMethod.TEXT)
+    async with on_record(update, context, "message", text_of(update)) as record, chat_lock(update, context):
+        await converse(update, context, text_of(update), InputMethod.TEXT, record=record)
 
 
 async def on_topic_created(update: Update, context: Context) -> None:

@@ -39,18 +39,18 @@ async def on_voice(update: Update, context: Context) -> None:
     caption = (message.caption or "").strip()  # an audio file's caption: what to do with the recording
     try:
         # the lock is taken before the first await: the note keeps its place in order
-        async with on_record(update, context, "voice note", caption), chat_lock(update, context):
+        async with on_record(update, context, "voice note", caption) as record, chat_lock(update, context):
             text = await heard
             if text is None:  # the user has been told why; their typed words still go through
                 if caption and not context.bot_data.stopping:
                     note = "[The recording sent with it could not be transcribed; the user was told why.]"
-                    await converse(update, context, f"{caption}\n\n{note}", InputMethod.TEXT)
+                    await converse(update, context, f"{caption}\n\n{note}", InputMethod.TEXT, record=record)
                 return
             shown = text if len(text) <= ECHO_LIMIT else text[:ECHO_LIMIT].rstrip() + "…"
             await message.reply_html(f"🎙 I heard: <i>{html.escape(shown)}</i>", do_quote=True)
             if caption:
                 text = f"{caption}\n\n[The recording sent with it says:]\n{text}"
-            await converse(update, context, text, InputMethod.VOICE)
+            await converse(update, context, text, InputMethod.VOICE, record=record)
     finally:
         heard.cancel()  # done by now, unless this turn was cancelled (a shutdown)
         context.bot_data.turns.discard(turn)

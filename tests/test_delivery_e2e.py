@@ -241,3 +241,23 @@ async def test_a_summary_outlasts_a_telegram_outage_of_any_length(
         assert len(tries) == outage + 1 and summary
     finally:
         await stop_application(bot.app)
+
+
+async def test_an_answer_owed_is_off_the_record_of_cut_short_messages(bot: BotHarness) -> None:
+    """Telegram refuses the answer (502) while the bot retries it: the answer is in the outbox, and its message is no
+    longer on the record of messages a stop or a crash cut short. A SIGKILL then sent the answer after the restart,
+    and also told the chat "that answer was lost" (the record ended only once the inline tries were over)."""
+    answer = "The answer you asked for."
+    bot.claude.script(claude_says.text(answer))
+    bot.tg.fail_next("sendMessage", error_code=502, times=2, when=text_has(answer))  # the third inline try goes
+    bot.say("a question")
+    store = bot.runtime.store
+
+    async def owed_and_refused() -> bool:
+        owed = await store.undelivered(delivery.MAX_ATTEMPTS)
+        refused = [c for c in bot.tg.calls("sendMessage") if answer in str(c.params)]
+        return bool(owed) and owed[0].text == answer and len(refused) >= 1
+
+    await until(owed_and_refused, timeout=30)
+    assert await store.open_turns.cut_short() == [], "the message is answered: nothing to tell at the next start"
+    await bot.tg.await_for(lambda: any(m.text == answer for m in bot.tg.messages(USER_ID)) or None, timeout=30)

@@ -16,10 +16,11 @@ chat never needs an executor that runs nothing.
 from __future__ import annotations
 
 from agents.core.actions import Action
-from agents.core.models import Caller, ChatMessage, Role, Task
+from agents.core.models import Caller, ChatMessage, Delivery, Role, Task
 from agents.core.protocols import Notifier
 from agents.sandbox.network_gate import CHOICES, NetworkGate
 from agents.store.database import Store
+from agents.store.delivery import owed
 from agents.work.crew import Crew
 from agents.work.questions import Questions, split_button_id
 
@@ -35,6 +36,12 @@ class ChatActions:
     ) -> None:
         self.store, self.notifier, self.crew = store, notifier, crew
         self.questions, self.network = questions, network
+
+    async def answer_owed(self, record_id: int, chat_id: int, text: str, reply_to: int | None) -> Delivery:
+        """The answer to the message on record as `record_id` (`message_arrived`) put in the outbox, and the message
+        taken off the record, in one transaction: from then on the answer is owed (sent, or sent after a restart),
+        and a stop or a crash before it goes out never also tells the chat that it was lost."""
+        return await self.store.open_turns.told(record_id, owed(chat_id, text, reply_to=reply_to, kind="answer"))
 
     async def button_shown(self, chat_id: int, message_id: int, data: str) -> bool | None:
         """None: that message never carried that button (a client can send any data); else whether the message is a
