@@ -117,3 +117,54 @@ async def paused(processes: Callable[[], set[int]]) -> AsyncIterator[None]:
         yield
     finally:
         resume(signalled)
+
+
+class RunningCommands:
+    """A task's commands as the bot runs them: the first process of each one running now (`pids`), how many have
+    started (`started`: whether the task ran something since a given moment), and a gate. While the task's processes
+    are stopped (`held`) no new command starts: one spawned then, its pid not known to the bot until the spawn
+    returns, would run through the pause (its first statements did, under load)."""
+
+    def __init__(self) -> None:
+        self.pids: set[int] = set()
+        self.started = 0
+        self._spawning = 0
+        self._holds = 0
+        self._open = asyncio.Event()
+        self._open.set()
+
+    def __bool__(self) -> bool:
+        """Whether one runs now (or is being started)."""
+        return bool(self.pids) or self._spawning > 0
+
+    @contextlib.asynccontextmanager
+    async def spawning(self) -> AsyncIterator[Callable[[int], None]]:
+        """Around a command's start, once no pause holds it: the body starts the process and calls what it is given
+        with the pid, before any pause can begin."""
+        await self._open.wait()
+        self._spawning += 1
+        try:
+            yield self._add
+        finally:
+            self._spawning -= 1
+
+    def _add(self, pid: int) -> None:
+        self.started += 1
+        self.pids.add(pid)
+
+    def ended(self, pid: int) -> None:
+        self.pids.discard(pid)
+
+    @contextlib.asynccontextmanager
+    async def held(self) -> AsyncIterator[None]:
+        """No command starts during the body; one being started now is waited for (its pid then known)."""
+        self._holds += 1
+        self._open.clear()
+        try:
+            while self._spawning:
+                await asyncio.sleep(_POLL_SECONDS)
+            yield
+        finally:
+            self._holds -= 1
+            if not self._holds:
+                self._open.set()

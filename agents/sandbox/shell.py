@@ -12,7 +12,7 @@ import os
 import shutil
 import signal
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableSet
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +25,7 @@ from agents.sandbox.bwrap import (
     keep_size_filter,
     sandbox_env,
 )
+from agents.sandbox.pause import RunningCommands
 from agents.sandbox.process_cap import PidsCap
 from agents.sandbox.reaping import start_group, uninterrupted
 from agents.sandbox.task_cgroup import TaskCgroup
@@ -187,7 +188,7 @@ async def run_command(
     env: Mapping[str, str] | None = None,
     max_output: int = 30_000,
     sandbox: SandboxSpec | None = None,
-    running: MutableSet[int] | None = None,
+    running: RunningCommands | None = None,
 ) -> CommandResult:
     """Run `command` with bash in `cwd` in a new session; stdout+stderr merged and capped to `max_output` bytes
     (head and tail kept). `env=None` means `child_env()`. On timeout or cancellation the whole process group is
@@ -216,7 +217,7 @@ async def _run_sandboxed(
     timeout: float,
     max_output: int,
     sandbox: SandboxSpec,
-    running: MutableSet[int] | None,
+    running: RunningCommands | None,
 ) -> CommandResult:
     """A command in bwrap, inside the task's cgroup (or a pids cgroup of its own), its network user-mode via pasta
     when allowed and installed, the task's disk budget watched while it runs (agents/sandbox/task_limits.py)."""
@@ -232,7 +233,7 @@ async def _run_filtered(
     max_output: int,
     sandbox: SandboxSpec,
     seccomp: int | None,
-    running: MutableSet[int] | None,
+    running: RunningCommands | None,
 ) -> CommandResult:
     bounds = sandbox.task
     budget = bounds.disk_for(sandbox.worktree) if bounds is not None else None
@@ -359,30 +360,31 @@ async def _run_argv(
     max_output: int,
     pass_fds: tuple[int, ...] = (),
     on_start: Callable[[int], Awaitable[None]] | None = None,
-    running: MutableSet[int] | None = None,
+    running: RunningCommands | None = None,
 ) -> CommandResult:
     """Start `argv` in its own session and collect its output; the group is killed on timeout or cancellation.
     `on_start(pgid)` runs once the process exists (a failure there kills it and becomes a ToolError); `running` holds
     the process's pid from its start until it and its group are reaped."""
     started = time.monotonic()
-    try:
-        process = await start_group(
-            argv,
-            cwd=cwd,
-            env=environment,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            pass_fds=pass_fds,
-        )
-    except OSError as err:
-        raise ToolError(f"cannot start {command!r}: {err}") from None
-    tracked = running if running is not None else set()
-    tracked.add(process.pid)  # leader of its own session and process group
+    tracked = running if running is not None else RunningCommands()
+    async with tracked.spawning() as spawned:
+        try:
+            process = await start_group(
+                argv,
+                cwd=cwd,
+                env=environment,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
+                pass_fds=pass_fds,
+            )
+        except OSError as err:
+            raise ToolError(f"cannot start {command!r}: {err}") from None
+        spawned(process.pid)  # leader of its own session and process group
     try:
         return await _collect(process, command, timeout, max_output, started, on_start)
     finally:
-        tracked.discard(process.pid)
+        tracked.ended(process.pid)
 
 
 async def _collect(

@@ -24,7 +24,7 @@ import os
 import shutil
 import stat
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -204,17 +204,6 @@ class ServiceSet(Protocol):
         ...
 
 
-class CommandSet(set[int]):
-    """The first process of each of a task's commands running now (`run_command`'s `running`), and how many commands
-    were ever added (`started`): whether the task ran something since a given moment."""
-
-    started = 0
-
-    def add(self, element: int) -> None:
-        self.started += 1
-        super().add(element)
-
-
 @dataclass
 class TaskBounds:
     """One task's shared limits, made when the task starts and closed when it ends (TaskExecutor): its cgroup, disk
@@ -233,7 +222,7 @@ class TaskBounds:
     service_logs: Path | None = None  # the bot-side folder of the services' logs, shown read-only in every command
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     secrets: SecretScope | None = None  # the values the task's credential files hold: masked until it ends
-    commands: CommandSet = field(default_factory=CommandSet)  # its commands running now (`run_command`)
+    commands: pause.RunningCommands = field(default_factory=pause.RunningCommands)  # `run_command`'s, running now
     _cgroup: TaskCgroup | None = None
     _made: bool = False
 
@@ -281,15 +270,17 @@ class TaskBounds:
     def processes(self) -> set[int]:
         """Every process of the task now: its services, its running commands and their descendants (with SANDBOX=off,
         or where the machine gives no cgroup, these are what the bot knows of), and the members of its cgroup."""
-        found = pause.tree({*(self.services.pids() if self.services is not None else ()), *self.commands})
+        found = pause.tree({*(self.services.pids() if self.services is not None else ()), *self.commands.pids})
         if self._cgroup is not None:
             found |= self._cgroup.members()
         return found
 
-    def paused(self) -> contextlib.AbstractAsyncContextManager[None]:
-        """Every process of the task stopped for the body (agents/sandbox/pause.py), then continued: the bot's own
-        work on the worktree (a commit) sees no change made under it."""
-        return pause.paused(self.processes)
+    @contextlib.asynccontextmanager
+    async def paused(self) -> AsyncIterator[None]:
+        """Every process of the task stopped for the body (agents/sandbox/pause.py), then continued, and no command
+        of it started meanwhile: the bot's own work on the worktree (a commit) sees no change made under it."""
+        async with self.commands.held(), pause.paused(self.processes):
+            yield
 
     async def close(self) -> None:
         await self.end_processes()

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Awaitable, Callable, MutableSet
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ from agents.core.protocols import WorkDesk
 from agents.core.secrets_filter import SecretsFilter
 from agents.sandbox.bwrap import SandboxSpec
 from agents.sandbox.network_gate import NetworkDecision
+from agents.sandbox.pause import RunningCommands
 from agents.sandbox.services import TaskServices
 from agents.sandbox.shell import child_env, run_command
 from agents.sandbox.task_limits import TaskBounds
@@ -178,7 +179,7 @@ def worker_tools(
     sandbox: SandboxSpec | None = None,
     ask_network: NetworkAsker | None = None,
     ask_user: UserAsker | None = None,
-    running: MutableSet[int] | None = None,
+    running: RunningCommands | None = None,
 ) -> list[Tool]:
     """The tools of one worker role, all confined to `root` (the task's worktree); commands carry `env_tag`, and
     each one's first process is in `running` while it runs (the task's `TaskBounds.commands`).

@@ -26,7 +26,7 @@ from typing import Any
 
 from agents.git.command import GitError
 from agents.git.repository import changes_between, file_at, is_tracked, uncommitted_files
-from agents.sandbox.safe_paths import UnsafePath, write_file
+from agents.sandbox.safe_paths import TooLarge, UnsafePath, read_file, write_file
 from agents.verify.base_run_cache import KeptOutcome, confirm_failing, confirm_fixed
 from agents.verify.baseline import BaselineRuns
 from agents.verify.checkout_state import CheckoutState, checkout_state
@@ -307,11 +307,13 @@ class TaskTests:
         try:
             async with clean_room(self.repo, head, self.environment, rooms) as room:
                 verdict = await self._judge_in(room, [path for _, path in changes])
+                python = [path for status, path in changes if status != "D" and path.endswith(".py")]
+                hooking = await asyncio.to_thread(hooking_files, room, python)
         except (GitError, OSError) as err:  # no room, no run: the bot cannot tell
             log.warning("the clean room of %s failed: %s", head[:8], err)
             failed = _not_run(f"the task's commit could not be checked out to test it: {err}", str(err))
             return judge(failed, failed, self.instructions)
-        verdict.warnings += await self.touched_checks(checkout, verdict, changes)
+        verdict.warnings += await self.touched_checks(checkout, verdict, changes, hooking)
         return verdict
 
     async def _judge_in(self, room: Path, changed: list[str]) -> Verdict:
@@ -505,7 +507,9 @@ class TaskTests:
         flaky = {s for s in suspects if rerun.cases.get(s) == "passed"} | set(crashed)
         return flaky | {step_key(c) for c in steps if c in passed_steps}, crashed
 
-    async def touched_checks(self, checkout: Path, verdict: Verdict, changes: list[tuple[str, str]]) -> list[str]:
+    async def touched_checks(
+        self, checkout: Path, verdict: Verdict, changes: list[tuple[str, str]], hooking: frozenset[str] = frozenset()
+    ) -> list[str]:
         """What the task changed of its own checks: test configuration, deleted test files, tests gone, a module
         that stands in for the runner's own, a script or make file the test command runs (`defines_command`). A change
         to what runs inside the test run (all of these but the `.agentlab.toml` the bot does not read from the task)
@@ -537,7 +541,7 @@ class TaskTests:
             elif PACKAGE_METADATA.search(path):
                 warnings.append(f"the task changed `{path}`, package metadata whose entry points pytest loads")
                 in_run.append(path)
-            elif status != "D" and name.endswith(".py") and await self._hooks_pytest(checkout, path):
+            elif path in hooking:
                 warnings.append(f"the task changed `{path}`, which hooks into pytest (a plugin, a hook)")
                 in_run.append(path)
             elif self.environment is not None and (
@@ -593,13 +597,6 @@ class TaskTests:
                 return True
         return False
 
-    async def _hooks_pytest(self, checkout: Path, path: str) -> bool:
-        """Whether the task's `path` (a Python file it changed) names pytest plugins (`pytest_plugins`, which a test
-        module may set: pytest loads them while collecting it) or defines a hook or hookimpl: a change anywhere in it
-        may be one to what the hook does."""
-        after = await file_at(checkout, "HEAD", path)
-        return after is not None and PYTEST_HOOKING.search(after) is not None
-
     async def _test_section_changed(self, checkout: Path, path: str, name: str) -> bool:
         before = await file_at(checkout, self.base_commit, path)
         after = await file_at(checkout, "HEAD", path)
@@ -620,6 +617,23 @@ def _package_test_config(text: str) -> object:
         return None
     keys = {key: data.get(key) for key in PACKAGE_TEST_KEYS} if isinstance(data, dict) else {}
     return (npm_test_script(text), keys)
+
+
+def hooking_files(room: Path, paths: list[str]) -> frozenset[str]:
+    """Those of `paths` (Python files the task changed, read in the clean room: its commit, byte for byte) that name
+    pytest plugins (`pytest_plugins`, which a test module may set: pytest loads them while collecting it) or define a
+    hook or hookimpl: a change anywhere in such a file may be one to what the hook does. One unreadable (a link, not
+    a file, over 1 MB) counts as one."""
+    found = set()
+    for path in paths:
+        try:
+            text = read_file(room, path, max_bytes=1 << 20).decode("utf-8", "replace")
+        except (OSError, UnsafePath, TooLarge):
+            found.add(path)
+            continue
+        if PYTEST_HOOKING.search(text):
+            found.add(path)
+    return frozenset(found)
 
 
 def test_side(path: str) -> bool:
