@@ -23,7 +23,7 @@ import anthropic
 from agents.chat.orchestrator import Orchestrator
 from agents.chat.symbol_hints import SymbolHints
 from agents.core.actions import Action, button
-from agents.core.models import Task, TaskStatus
+from agents.core.models import Task, TaskEvent, TaskStatus
 from agents.core.protocols import ModelState, Notifier, SpeechToText, TaskEngine
 from agents.core.secrets_filter import SecretsFilter, load_shapes
 from agents.core.settings import Settings
@@ -63,6 +63,20 @@ from agents.workspaces.folders import Workspaces
 log = logging.getLogger(__name__)
 
 START_UP_GRACE_SECONDS = 3.0  # with no message by then, start-up work begins anyway
+
+
+ANNOUNCED_EVENT = "announced"  # a task event: its interruption was told to its chat (with Resume / Discard)
+
+
+def announced(events: list[TaskEvent]) -> bool:
+    """Whether the task's interruption was told already: an `announced` event with no status change after it (a
+    resumed task that was interrupted again is told again)."""
+    for event in reversed(events):
+        if event.kind == ANNOUNCED_EVENT:
+            return True
+        if event.kind == "status":
+            return False
+    return False
 
 
 @dataclass
@@ -321,12 +335,18 @@ class Runtime:
             await self.deliveries.send_stored(await self.store.open_turns.told(turn_id, notice))
         for task in self.interrupted:  # through the outbox too: a Telegram down at start-up loses none of them
             n = task_number(task)
-            await self.deliveries.deliver(
+            if announced(await self.store.task_events(n)):
+                continue  # told at an earlier start: the chat has its Resume / Discard already
+            notice = owed(
                 task.chat_id,
                 f"⚠️ The bot stopped while **task #{n}** was running ({task.worker.value} · "
                 f"`{task.workspace}`: {task.title}). Resume it on its branch, or discard it?",
                 buttons=[[button("▶ Resume", Action.RESUME, n), button("✖ Discard", Action.DISCARD, n)]],
             )
+            # the notice owed and the record that it was, in one transaction: told once, and never not at all
+            told = TaskEvent(task_id=n, kind=ANNOUNCED_EVENT, detail="interruption announced")
+            stored = await self.deliveries.end_owing(n, {"status": TaskStatus.INTERRUPTED.value}, told, notice)
+            await self.deliveries.send_stored(stored)
         self.interrupted = []
 
     async def status_text(self, chat_id: int) -> str:

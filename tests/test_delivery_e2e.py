@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Awaitable, Callable
 
 import pytest
@@ -10,7 +11,7 @@ import pytest
 from agents.core.models import Caller, TaskStatus
 from agents.core.settings import Settings
 from agents.store import delivery
-from tests.conftest import USER_ID, BotHarness, make_settings, start_bot, text_now
+from tests.conftest import USER_ID, BotHarness, make_settings, running_bot, start_bot, text_now
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript
 from tests.support.tasks import ended, until
@@ -261,3 +262,36 @@ async def test_an_answer_owed_is_off_the_record_of_cut_short_messages(bot: BotHa
     await until(owed_and_refused, timeout=30)
     assert await store.open_turns.cut_short() == [], "the message is answered: nothing to tell at the next start"
     await bot.tg.await_for(lambda: any(m.text == answer for m in bot.tg.messages(USER_ID)) or None, timeout=30)
+
+
+async def test_a_task_interrupted_once_is_announced_once_not_at_every_later_start(
+    fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo
+) -> None:
+    """A stop interrupts task #1; the next start tells its chat, with Resume / Discard; a start after that does not
+    tell it again (every start did, for up to 20 interrupted tasks, so older ones were never told at all)."""
+    model = RoleScript()
+    go = threading.Event()
+
+    def held(body: dict) -> dict:
+        go.wait(30)
+        return claude_says.text("Done.")
+
+    model.add("code", held)
+    try:
+        async with running_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo) as bot:
+            bot.claude.handler = model
+            await bot.runtime.crew.races.start_task(
+                Caller(chat_id=USER_ID), "group-therapy", "code", "Tidy app.py.", background=True
+            )
+            await bot.tg.await_for(lambda: len(model.requests["code"]) == 1, timeout=20)
+    finally:
+        go.set()
+
+    def notices() -> list:
+        return [m for m in fake_telegram.messages(USER_ID) if "while task #1 was running" in (m.text or "")]
+
+    async with running_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo):
+        await fake_telegram.await_for(lambda: notices() or None)
+    async with running_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo) as again:
+        await again.runtime.deliveries.flush()  # whatever the outbox owes is out
+    assert len(notices()) == 1, f"task #1's interruption was announced {len(notices())} times"
