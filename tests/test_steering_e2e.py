@@ -4,12 +4,13 @@ the worker's next request as a user note; the progress message shows it, the lat
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 
 from agents.core.models import Caller, Task, TaskStatus, WorkerKind
 from agents.store.database import Store
 from agents.work.progress import Progress
-from tests.conftest import USER_ID, BotHarness
+from tests.conftest import USER_ID, BotHarness, running_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript, last_user_text
 from tests.support.tasks import ended
@@ -171,3 +172,40 @@ async def test_progress_shows_the_last_three_steps_elapsed_time_and_criteria(tmp
     assert lines[2] == "⏱ 2m05s · 2/5 criteria verified"
     assert lines[3:] == ["• editing calc.py", "• running: pytest -q", "• editing test_calc.py"]
     await store.close()
+
+
+async def test_a_note_a_restart_kept_from_the_worker_reaches_the_resumed_one_once(
+    fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo
+) -> None:
+    """The chat is told "Note passed to task #1; its worker reads it before its next step", and the bot stops before
+    that step: the note lived in memory only, so the resumed worker never got it (and no one said so). Now the
+    resumed worker's first turn carries it; a note the worker did read is not handed over again."""
+    read_note, kept_note = "use tabs, not spaces", "also update the README"
+    model = RoleScript()
+    go = threading.Event()
+
+    def held(body: dict) -> dict:
+        go.wait(30)
+        return claude_says.tool_use("read_file", {"path": "README.md"})
+
+    model.add("code", claude_says.tool_use("read_file", {"path": "app.py"}), held)
+    caller = Caller(chat_id=USER_ID)
+    async with running_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo) as bot:
+        bot.claude.handler = model
+        await bot.runtime.crew.races.start_task(caller, "group-therapy", "code", "Tidy app.py.", background=True)
+        await bot.tg.await_for(lambda: len(model.requests["code"]) == 1, timeout=20)
+        await bot.runtime.crew.attempts.message_task(caller, 1, read_note)  # taken before the second step
+        await bot.tg.await_for(lambda: len(model.requests["code"]) == 2, timeout=20)
+        assert read_note in json.dumps(model.requests["code"][1]["messages"])
+        said = await bot.runtime.crew.attempts.message_task(caller, 1, kept_note)
+        assert said.startswith("Note passed to task #1")
+    go.set()
+    model.add("code", claude_says.text("Done."))
+    async with running_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo) as bot:
+        bot.claude.handler = model
+        assert (await bot.runtime.store.get_task(1)).status is TaskStatus.INTERRUPTED
+        await bot.runtime.crew.branches.resume(caller, 1)
+        await ended(bot, 1)
+    resumed = json.dumps(model.requests["code"][-1]["messages"][0])
+    assert kept_note in resumed, "the note the restart kept from the worker is in the resumed worker's first turn"
+    assert read_note not in resumed, "the note the worker had read is not handed over again"

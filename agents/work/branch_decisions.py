@@ -25,6 +25,7 @@ from agents.git.worktrees import TaskWorktree, discard_task_worktree
 from agents.store.database import Store
 from agents.work.access import Access, git_identity, task_number
 from agents.work.pull_requests import PullRequests
+from agents.work.steering import READ_EVENT, unread_notes
 from agents.work.task_outcome import branch_buttons, pull_request_buttons
 from agents.work.work_starts import WorkStarts
 from agents.workspaces.folders import Workspaces
@@ -240,8 +241,12 @@ class BranchDecisions:
         if task.status is not TaskStatus.INTERRUPTED:
             return f"Task #{task_id} is {task.status.value}; only interrupted tasks can be resumed."
         await self.access.check_budget()  # a resumed task spends again, as a new one would
-        steps = [e.detail for e in await self.store.task_events(task_id) if e.kind == "step"][-15:]
+        events = await self.store.task_events(task_id)
+        steps = [e.detail for e in events if e.kind == "step"][-15:]
         notes = "steps done before the interruption: " + "; ".join(steps) if steps else "no steps recorded"
+        if unread := unread_notes(events):  # posted, and the restart came before the worker took them
+            notes += "\nnotes the user sent that the worker had not read yet:\n" + "\n".join(f"- {n}" for n in unread)
+            await self.store.add_event(TaskEvent(task_id=task_id, kind=READ_EVENT, detail=str(len(unread))))
         await self.store.update_task(task_id, status=TaskStatus.PENDING, result=notes, progress_message_id=None)
         await self.store.add_event(TaskEvent(task_id=task_id, kind="status", detail="pending (resumed)"))
         self.engine.wake()

@@ -8,7 +8,7 @@ from agents.core.models import Caller, TaskEvent, TaskStatus
 from agents.core.protocols import TaskEngine
 from agents.store.database import Store
 from agents.work.access import Access, task_number
-from agents.work.steering import Inboxes
+from agents.work.steering import NOTE_CHARS, NOTE_EVENT, Inboxes
 
 
 class RunningTasks:
@@ -43,5 +43,5 @@ class RunningTasks:
             raise ToolError(
                 f"task #{task_id} {state}, so no worker is running to read a note; only a running task takes notes"
             )
-        await self.store.add_event(TaskEvent(task_id=task_id, kind="note", detail=text[:300]))
+        await self.store.add_event(TaskEvent(task_id=task_id, kind=NOTE_EVENT, detail=text[:NOTE_CHARS]))
         return f"Note passed to task #{task_id}; its worker reads it before its next step."

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 import anthropic
 
 from agents.core.errors import ToolError
-from agents.core.models import Task, TaskStatus, WorkerKind
+from agents.core.models import Task, TaskEvent, TaskStatus, WorkerKind
 from agents.core.protocols import Notifier, Outbox
 from agents.core.secrets_filter import SecretsFilter
 from agents.core.settings import Settings
@@ -39,7 +39,7 @@ from agents.work.before_after import BeforeAfter
 from agents.work.progress import Progress
 from agents.work.pull_requests import PullRequests
 from agents.work.questions import Questions
-from agents.work.steering import Inboxes
+from agents.work.steering import READ_EVENT, Inboxes
 from agents.work.task_briefing import Briefing, first_turn, task_index
 from agents.work.task_checkout import TaskCheckouts
 from agents.work.task_collaborators import Collaborators, TaskLines
@@ -124,6 +124,7 @@ class TaskExecutor:
         self.ending = TaskEnding(self.base, self.checkouts, pull_requests)
         self.before_after = BeforeAfter(store, self.sandboxes, self.workers.chromium)  # a frontend task's pair
         self.stopping = False  # `begin_stopping`: the bot shuts down, running tasks become interrupted, not cancelled
+        self._writes: set[asyncio.Task[object]] = set()  # "notes read" records on their way to the store
 
     async def close(self) -> None:
         """Last step of a shutdown, after the tasks stopped: the base-commit test runs still under way are stopped
@@ -166,7 +167,11 @@ class TaskExecutor:
             s.tasks.progress_interval_seconds,
             s.tasks.progress_refresh_seconds,
         )
-        self.inboxes.open(task.stored_id, lambda note: progress.update(NOTE_RECEIVED, force=True))
+        self.inboxes.open(
+            task.stored_id,
+            lambda note: progress.update(NOTE_RECEIVED, force=True),
+            on_read=lambda count: self._notes_read(task, count),
+        )
         self.sandboxes.open(task)
         try:
             await progress.open()
@@ -177,6 +182,14 @@ class TaskExecutor:
             if self.stopping:  # interrupted: its worktree stays for the resume, its own file system unmounted
                 await self.checkouts.park(task)
             await self._close_lines(task)
+
+    def _notes_read(self, task: Task, count: int) -> None:
+        """The worker took `count` notes: recorded in the background (a note a restart kept from it is handed to the
+        resumed worker, steering.unread_notes; one read but not yet recorded is handed again, never lost)."""
+        event = TaskEvent(task_id=task.stored_id, kind=READ_EVENT, detail=str(count))
+        write = asyncio.create_task(self.base.store.add_event(event), name=f"notes-read-{task.id}")
+        self._writes.add(write)
+        write.add_done_callback(self._writes.discard)
 
     async def _close_lines(self, task: Task) -> None:
         """After the task: notes the worker never read are named in the chat, the network gate forgets the task,
