@@ -182,24 +182,30 @@ async def test_a_note_a_restart_kept_from_the_worker_reaches_the_resumed_one_onc
     resumed worker's first turn carries it; a note the worker did read is not handed over again."""
     read_note, kept_note = "use tabs, not spaces", "also update the README"
     model = RoleScript()
-    go = threading.Event()
+    first, second = threading.Event(), threading.Event()
 
-    def held(body: dict) -> dict:
-        go.wait(30)
-        return claude_says.tool_use("read_file", {"path": "README.md"})
+    def held(gate: threading.Event, path: str):
+        def answer(body: dict) -> dict:
+            gate.wait(30)
+            return claude_says.tool_use("read_file", {"path": path})
 
-    model.add("code", claude_says.tool_use("read_file", {"path": "app.py"}), held)
+        return answer
+
+    model.add("code", held(first, "app.py"), held(second, "README.md"))
     caller = Caller(chat_id=USER_ID)
-    async with running_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo) as bot:
-        bot.claude.handler = model
-        await bot.runtime.crew.races.start_task(caller, "group-therapy", "code", "Tidy app.py.", background=True)
-        await bot.tg.await_for(lambda: len(model.requests["code"]) == 1, timeout=20)
-        await bot.runtime.crew.attempts.message_task(caller, 1, read_note)  # taken before the second step
-        await bot.tg.await_for(lambda: len(model.requests["code"]) == 2, timeout=20)
-        assert read_note in json.dumps(model.requests["code"][1]["messages"])
-        said = await bot.runtime.crew.attempts.message_task(caller, 1, kept_note)
-        assert said.startswith("Note passed to task #1")
-    go.set()
+    try:
+        async with running_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo) as bot:
+            bot.claude.handler = model
+            await bot.runtime.crew.races.start_task(caller, "group-therapy", "code", "Tidy app.py.", background=True)
+            await bot.tg.await_for(lambda: len(model.requests["code"]) == 1, timeout=30)
+            await bot.runtime.crew.attempts.message_task(caller, 1, read_note)  # taken before the second step
+            first.set()
+            await bot.tg.await_for(lambda: len(model.requests["code"]) == 2, timeout=30)
+            assert read_note in json.dumps(model.requests["code"][1]["messages"])
+            said = await bot.runtime.crew.attempts.message_task(caller, 1, kept_note)
+            assert said.startswith("Note passed to task #1")
+    finally:
+        first.set(), second.set()
     model.add("code", claude_says.text("Done."))
     async with running_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo) as bot:
         bot.claude.handler = model
