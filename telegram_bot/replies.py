@@ -26,7 +26,7 @@ from telegram.constants import ParseMode
 from telegram.error import BadRequest, Forbidden, NetworkError, RetryAfter
 
 from agents.core.actions import Button, Buttons
-from agents.core.errors import SendUnavailable
+from agents.core.errors import MessageGone, SendUnavailable
 from agents.core.secrets_filter import SecretsFilter
 from agents.core.text import outside_text
 from agents.store.conversations import Conversations, Place, is_topic
@@ -218,6 +218,8 @@ async def edit_markdown(
     except BadRequest as err:
         if "not modified" in str(err).lower():
             return
+        if "message to edit not found" in str(err).lower():
+            raise MessageGone(str(err)) from err
         if not is_entity_error(err):
             raise
         await bot.edit_message_text(

@@ -295,3 +295,42 @@ async def test_a_task_interrupted_once_is_announced_once_not_at_every_later_star
     async with running_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo) as again:
         await again.runtime.deliveries.flush()  # whatever the outbox owes is out
     assert len(notices()) == 1, f"task #1's interruption was announced {len(notices())} times"
+
+
+@pytest.mark.settings(progress_interval_seconds=0.1, progress_refresh_seconds=0.2)
+async def test_a_progress_message_the_user_deleted_is_sent_again_not_edited_forever(bot: BotHarness) -> None:
+    """The user deletes a running task's progress message. Each edit was refused ("message to edit not found") for
+    the task's whole life, and the chat had no steps and no Cancel any more; a new progress message takes its
+    place."""
+    model = RoleScript()
+    bot.claude.handler = model
+    go = threading.Event()
+
+    def held(body: dict) -> dict:
+        go.wait(30)
+        return claude_says.text("Done.")
+
+    model.add("code", held)
+    try:
+        await bot.runtime.crew.races.start_task(
+            Caller(chat_id=USER_ID), "group-therapy", "code", "Tidy app.py.", background=True
+        )
+        await bot.tg.await_for(lambda: len(model.requests["code"]) == 1, timeout=20)
+        first = (await bot.runtime.store.get_task(1)).progress_message_id
+        assert first is not None
+        bot.tg.message(USER_ID, first).deleted = True  # the user deleted it
+        store = bot.runtime.store
+
+        async def replaced() -> int | None:
+            now = (await store.get_task(1)).progress_message_id
+            return now if now not in (None, first) else None
+
+        second = await until(replaced, timeout=20)
+        await asyncio.sleep(1.0)  # a few more of the ticker's edits
+        refused = [r for r in bot.tg.refused if r.method == "editMessageText" and "to edit not found" in r.description]
+        assert len(refused) == 1, f"the deleted progress message was edited {len(refused)} times, each refused"
+        shown = bot.tg.message(USER_ID, second)
+        assert "task:cancel:1" in str(shown.reply_markup), "the new progress message carries Cancel"
+    finally:
+        go.set()
+    await ended(bot, 1)

@@ -10,6 +10,7 @@ import time
 from collections import deque
 
 from agents.core.actions import Action, Button, button
+from agents.core.errors import MessageGone
 from agents.core.models import Task, TaskEvent
 from agents.core.protocols import Notifier
 from agents.store.database import Store
@@ -106,8 +107,22 @@ class Progress:
             await self.notifier.edit(
                 self.task.chat_id, self.message_id, self.text(), buttons=cancel_button(self.task.stored_id)
             )
+        except MessageGone:  # the user deleted it: a new one shows the steps and Cancel again, the old one is let be
+            log.info("task %s: its progress message is gone; sending a new one", self.task.id)
+            await self._replace()
         except Exception as err:  # a progress edit must never break the task
             log.debug("task %s: progress edit failed: %s", self.task.id, err)
+
+    async def _replace(self) -> None:
+        """A new progress message in place of one that is gone (none, where it cannot be sent: no more edits)."""
+        try:
+            self.message_id = await self.notifier.send(
+                self.task.chat_id, self.text(), buttons=cancel_button(self.task.stored_id)
+            )
+        except Exception as err:
+            log.warning("task %s: progress message not sent again: %s", self.task.id, err)
+            self.message_id = None
+        await self.store.update_task(self.task.stored_id, progress_message_id=self.message_id)
 
     async def update(self, step: str, force: bool = False) -> None:
         if not self._started_steps:  # the first real step replaces "starting"
