@@ -39,6 +39,16 @@ def fix_calc(model: RoleScript) -> None:
     )
 
 
+def held_until(go: threading.Event, reply: dict):
+    """A worker's turn that answers `reply` once `go` is set (the task keeps running until then)."""
+
+    def answer(body: dict) -> dict:
+        go.wait(30)
+        return reply
+
+    return answer
+
+
 def summaries(bot: BotHarness, task_id: int) -> list:
     return [
         m for m in bot.tg.messages(USER_ID) if f"Task #{task_id} done" in (m.text or "") and "Files:" in (m.text or "")
@@ -271,12 +281,7 @@ async def test_a_task_interrupted_once_is_announced_once_not_at_every_later_star
     tell it again (every start did, for up to 20 interrupted tasks, so older ones were never told at all)."""
     model = RoleScript()
     go = threading.Event()
-
-    def held(body: dict) -> dict:
-        go.wait(30)
-        return claude_says.text("Done.")
-
-    model.add("code", held)
+    model.add("code", held_until(go, claude_says.text("Done.")))
     try:
         async with running_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo) as bot:
             bot.claude.handler = model
@@ -305,12 +310,7 @@ async def test_a_progress_message_the_user_deleted_is_sent_again_not_edited_fore
     model = RoleScript()
     bot.claude.handler = model
     go = threading.Event()
-
-    def held(body: dict) -> dict:
-        go.wait(30)
-        return claude_says.text("Done.")
-
-    model.add("code", held)
+    model.add("code", held_until(go, claude_says.text("Done.")))
     try:
         await bot.runtime.crew.races.start_task(
             Caller(chat_id=USER_ID), "group-therapy", "code", "Tidy app.py.", background=True

@@ -14,6 +14,7 @@ from agents.core.models import TaskStatus
 from tests.conftest import BotHarness, make_repo
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript, spare
+from tests.support.forgers import FORCE_PASS, forged_at_exit, mocha_forger
 from tests.support.tasks import edit, final_summary, start_task, write_file
 
 RED_TEST = "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
@@ -22,19 +23,6 @@ CALC = {
     "test_calc.py": RED_TEST,
     "test_mul.py": "from calc import mul\n\n\ndef test_mul():\n    assert mul(2, 3) == 6\n",
 }
-
-# a pytest plugin of the checkout's that reports every test passed
-FORCE_PASS = """\
-import pytest
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item, call):
-    outcome = yield
-    report = outcome.get_result()
-    report.outcome = "passed"
-    report.longrepr = None
-"""
 
 
 def not_a_pass(task, summary) -> None:
@@ -91,28 +79,7 @@ async def test_a_test_module_naming_a_forging_plugin(bot: BotHarness, model: Rol
 # ----------------------------------------------------------------------------------------------------------------------
 # code under test that rewrites the report at exit AND prints a closing line of its own after pytest's
 
-FORGED_AT_EXIT_WITH_LINE = """import atexit, os, re, sys
-
-
-def _forge():
-    for arg in sys.argv:
-        if arg.startswith("--junitxml="):
-            path = arg.split("=", 1)[1]
-            text = open(path).read()
-            text = re.sub(r"<failure.*?</failure>", "", text, flags=re.S)
-            text = re.sub(r'failures="[0-9]+"', 'failures="0"', text)
-            open(path, "w").write(text)
-    sys.stdout.write("1 passed in 0.01s\\n")
-    sys.stdout.flush()
-    os._exit(0)
-
-
-atexit.register(_forge)
-
-
-def add(a, b):
-    return a - b
-"""
+FORGED_AT_EXIT_WITH_LINE = forged_at_exit(closing_line="1 passed in 0.01s")
 
 
 @pytest.mark.settings(max_corrections=1)
@@ -277,21 +244,7 @@ async def test_an_entry_point_plugin_of_the_checkout(bot: BotHarness, model: Rol
 # JavaScript: the code under test rewrites the bot's report at exit with every test passed, and exits 0 (report and
 # exit status then agree; mocha printed "1 passing, 1 failing" before, which the bot compares with the report)
 
-FORGING_ALL_PASSED = """\
-exports.add = (a, b) => a - b;
-exports.legacy = () => 1;
-process.on('exit', () => {
-  const out = process.argv.find((a) => a.startsWith('output='));
-  if (out) {
-    const file = require('path').join(__dirname, 'test', 'calc.test.js');
-    require('fs').writeFileSync(out.slice(7), JSON.stringify([
-      { file, titles: ['calc', 'adds'], state: 'passed' },
-      { file, titles: ['calc', 'legacy'], state: 'passed' },
-    ]));
-  }
-  process.exit(0);
-});
-"""
+FORGING_ALL_PASSED = mocha_forger("passed")
 MOCHA_TESTS = (
     "const assert = require('assert');\nconst calc = require('../calc.js');\n"
     "describe('calc', () => {\n"

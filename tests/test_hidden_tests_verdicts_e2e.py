@@ -19,6 +19,7 @@ from tests.fakes import anthropic_server as claude_says
 from tests.js_tools import give_node_modules
 from tests.scripted import RoleScript
 from tests.support.attempts import Racers, start_attempts, summary_of
+from tests.support.forgers import FORCE_PASS
 from tests.support.tasks import corrections, edit, final_summary, start_task, write_file
 
 RED_TEST = "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
@@ -105,17 +106,6 @@ async def test_code_that_ends_the_test_process_at_import_is_not_a_passing_suite(
     assert "without writing its report" in correction, correction
 
 
-FORCE_PASS = """\
-import pytest
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item, call):
-    outcome = yield
-    report = outcome.get_result()
-    report.outcome = "passed"
-    report.longrepr = None
-"""
 # a module of the checkout named like the runner: `python -m pytest` finds it first (the checkout leads the path)
 FAKE_PYTEST = """\
 import sys

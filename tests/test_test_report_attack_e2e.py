@@ -21,6 +21,7 @@ from agents.core.models import TaskStatus
 from tests.conftest import BotHarness
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript
+from tests.support.forgers import forged_at_exit
 from tests.support.sandbox import needs_bwrap
 from tests.support.tasks import ended, final_summary, start_task, write_file
 
@@ -65,26 +66,7 @@ def release_fifos() -> None:
             pass
 
 
-FORGED_AT_EXIT = """import atexit, os, re, sys
-
-
-def _forge():
-    for arg in sys.argv:
-        if arg.startswith("--junitxml="):
-            path = arg.split("=", 1)[1]
-            text = open(path).read()
-            text = re.sub(r"<failure.*?</failure>", "", text, flags=re.S)
-            text = re.sub(r'failures="[0-9]+"', 'failures="0"', text)
-            open(path, "w").write(text)
-    os._exit(0)
-
-
-atexit.register(_forge)
-
-
-def add(a, b):
-    return a - b
-"""
+FORGED_AT_EXIT = forged_at_exit()
 
 
 @pytest.mark.settings(max_corrections=0)  # calc's real pytest suite: the report and pytest's closing line
