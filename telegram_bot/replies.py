@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import hashlib
 import html
 import logging
 import re
@@ -34,6 +35,8 @@ from agents.store.shown_buttons import ShownButtons
 from telegram_bot.render.chunks import html_to_text, render_chunks, split_plain, summarize_for_document
 
 log = logging.getLogger(__name__)
+
+PARTLY_SENT_KEPT = 64  # messages remembered as sent in part, at most
 T = TypeVar("T")
 
 TELEGRAM_LIMIT = 4096
@@ -153,29 +156,37 @@ async def send_markdown(
     thread_id: int | None = None,
     literal: bool = False,
     app_link: str | None = None,
+    parts_sent: list[int] | None = None,
 ) -> Message | None:
     """Send an answer of any length; returns the last message (the one carrying the buttons). Known secrets are
     masked (agents/core/secrets_filter.py): the chat sees no token a tool or command printed. `literal`: a question
     to the owner, which shows what will run exactly as it will run (its builder fences it and says when it carries
-    what looks like a secret), so the filter is not applied: a mask there would hide part of the command."""
+    what looks like a secret), so the filter is not applied: a mask there would hide part of the command.
+    `parts_sent` (one number): how many parts of this answer went out already (a try that failed part-way: they
+    are not sent again), counted up as each one goes."""
     if not literal:
         markdown = secrets.mask(markdown)
     markup = keyboard(masked_buttons(buttons, secrets), chat_id, app_link)
-    if len(markdown) > DOCUMENT_THRESHOLD:
-        summary = summarize_for_document(markdown)
-        await bot.send_document(
-            chat_id,
-            InputFile(markdown.encode("utf-8"), filename="answer.md"),
-            caption=f"The full answer ({len(markdown):,} characters) is in the file.",
-            reply_parameters=reply_parameters(reply_to),
-            message_thread_id=thread_id,
-        )
-        markdown = summary
+    sent = parts_sent if parts_sent is not None else [0]
+    document = len(markdown) > DOCUMENT_THRESHOLD
+    if document:
+        if sent[0] < 1:
+            await bot.send_document(
+                chat_id,
+                InputFile(markdown.encode("utf-8"), filename="answer.md"),
+                caption=f"The full answer ({len(markdown):,} characters) is in the file.",
+                reply_parameters=reply_parameters(reply_to),
+                message_thread_id=thread_id,
+            )
+            sent[0] = 1
+        markdown = summarize_for_document(markdown)
     chunks = render_chunks(markdown.strip() or "(empty)", TELEGRAM_LIMIT)
     if not literal and rendering_may_join(markdown, secrets):
         chunks = [shown_masked(chunk, secrets) for chunk in chunks]
     last = None
     for i, chunk in enumerate(chunks):
+        if i + document < sent[0]:
+            continue  # went out at an earlier try
         is_last = i == len(chunks) - 1
         last = await send_html_or_plain(
             bot,
@@ -185,6 +196,7 @@ async def send_markdown(
             markup=markup if is_last else None,
             thread_id=thread_id,
         )
+        sent[0] = i + document + 1
     return last
 
 
@@ -270,6 +282,9 @@ class TelegramNotifier:
         # sends and edits with buttons not yet recorded: a press that arrives meanwhile (Telegram delivers it as soon
         # as the message is there, before the send's answer reaches the bot) waits for them (buttons_settled)
         self._recording: set[asyncio.Future[None]] = set()
+        # how many parts of a long message went out at a try that then failed (the outbox tries it again: those parts
+        # are not sent twice), by chat and message; forgotten once it is sent whole, the oldest past PARTLY_SENT_KEPT
+        self._partly_sent: dict[tuple[int, str], list[int]] = {}
 
     @contextlib.asynccontextmanager
     async def _showing(self, buttons: Buttons | None) -> AsyncIterator[None]:
@@ -345,21 +360,31 @@ class TelegramNotifier:
     ) -> int | None:
         """The message sent (its id); SendUnavailable where Telegram could not take it now (unreachable, a 5xx, a
         timeout, a flood wait that outlasted the rate limiter's retries), any other error for a refusal of it."""
+        key = (chat_id, hashlib.sha256(f"{reply_to}|{buttons!r}|{literal}|{markdown}".encode()).hexdigest())
+        sent = self._partly_sent.pop(key, [0])
         async with self._showing(buttons), _unavailable_as_such():
-            message = await self._in_place(
-                chat_id,
-                lambda chat, thread: send_markdown(
-                    self.bot,
-                    self.secrets,
-                    chat,
-                    markdown,
-                    reply_to=reply_to,
-                    buttons=buttons,
-                    thread_id=thread,
-                    literal=literal,
-                    app_link=self.app_link,
-                ),
-            )
+            try:
+                message = await self._in_place(
+                    chat_id,
+                    lambda chat, thread: send_markdown(
+                        self.bot,
+                        self.secrets,
+                        chat,
+                        markdown,
+                        reply_to=reply_to,
+                        buttons=buttons,
+                        thread_id=thread,
+                        literal=literal,
+                        app_link=self.app_link,
+                        parts_sent=sent,
+                    ),
+                )
+            except BaseException:
+                if sent[0]:  # part of it is in the chat: the next try of this very message sends the rest
+                    self._partly_sent[key] = sent
+                    while len(self._partly_sent) > PARTLY_SENT_KEPT:
+                        self._partly_sent.pop(next(iter(self._partly_sent)))
+                raise
             await self._record(message, buttons, handed)
         return message.message_id if message else None
 

@@ -334,3 +334,18 @@ async def test_a_progress_message_the_user_deleted_is_sent_again_not_edited_fore
     finally:
         go.set()
     await ended(bot, 1)
+
+
+async def test_a_5xx_on_the_second_part_of_a_long_answer_sends_the_first_part_once(bot: BotHarness) -> None:
+    """An answer of two messages; Telegram answers 502 to the second one, once. The retry sent the whole answer
+    again, so the chat had its first part twice; it now sends the rest."""
+    long = "\n\n".join(f"Paragraph {i}: " + "word " * 150 for i in range(8))  # ~6,100 characters: two messages
+    bot.claude.script(claude_says.text(long))
+    bot.tg.fail_next("sendMessage", error_code=502, when=text_has("Paragraph 7:"))
+    bot.say("a long question")
+    await bot.tg.await_for(lambda: any("Paragraph 7:" in (m.text or "") for m in bot.tg.messages(USER_ID)) or None)
+    await bot.runtime.deliveries.settled()
+    texts = [m.text or "" for m in bot.tg.messages(USER_ID)]
+    assert [t for t in texts if "Paragraph 0:" in t] == [next(t for t in texts if "Paragraph 0:" in t)]
+    assert sum("Paragraph 7:" in t for t in texts) == 1
+    assert not await bot.runtime.store.undelivered(delivery.MAX_ATTEMPTS), "the answer is delivered"
