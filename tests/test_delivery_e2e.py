@@ -349,3 +349,26 @@ async def test_a_5xx_on_the_second_part_of_a_long_answer_sends_the_first_part_on
     assert [t for t in texts if "Paragraph 0:" in t] == [next(t for t in texts if "Paragraph 0:" in t)]
     assert sum("Paragraph 7:" in t for t in texts) == 1
     assert not await bot.runtime.store.undelivered(delivery.MAX_ATTEMPTS), "the answer is delivered"
+
+
+async def test_a_reply_to_a_proposal_the_flusher_delivered_is_a_reply_to_that_proposal(bot: BotHarness) -> None:
+    """The proposal meets a 502 at each of its inline tries and goes out at the flusher's next pass. Only the inline
+    path recorded which chat message shows it, so the user's reply to it read as a reply to "your earlier message"."""
+    model = RoleScript()
+    bot.claude.handler = model
+    model.add("research", claude_says.text("## Summary\nAdd logging.\n## Plan\n1. import logging"))
+    bot.tg.fail_next("sendMessage", error_code=502, times=3, when=text_has("Proposal #1"))
+    await bot.runtime.crew.starts.start_research(Caller(chat_id=USER_ID), "group-therapy", "improve logging")
+
+    async def owed_proposal() -> bool:
+        return any("Proposal #1" in d.text for d in await bot.runtime.store.undelivered(delivery.MAX_ATTEMPTS))
+
+    await until(owed_proposal, timeout=60)
+    await bot.tg.await_for(lambda: len(bot.tg.refused) >= 3 or None, timeout=30)  # the three inline tries
+    await bot.runtime.deliveries.flush()  # the flusher's pass
+    shown = next(m for m in bot.tg.messages(USER_ID) if "Proposal #1" in (m.text or ""))
+    model.add("orchestrator", claude_says.text("Noted."))
+    bot.tg.send_text(USER_ID, "why logging?", reply_to_message_id=shown.message_id)
+    await bot.tg.await_for(lambda: any(m.text == "Noted." for m in bot.tg.messages(USER_ID)) or None)
+    asked = str(model.requests["orchestrator"][-1]["messages"])
+    assert "replying to: proposal #1" in asked, asked[-600:]

@@ -308,6 +308,7 @@ class Delivery(BaseModel):
     last_error: str | None = None
     created_at: datetime = Field(default_factory=utcnow)
     delivered_at: datetime | None = None
+    shown_record: int | None = None  # the chat history's record of what it shows: its chat message id is set once sent
 
 
 class ScheduleStatus(StrEnum):

@@ -114,8 +114,10 @@ class Outbox(Protocol):
         reply_to: int | None = None,
         kind: str = "notice",
         task_id: int | None = None,
+        shown_record: int | None = None,
     ) -> int | None:
-        """Show `markdown` in the chat (now or later); the id of the message sent, None when it is not sent yet."""
+        """Show `markdown` in the chat (now or later); the id of the message sent, None when it is not sent yet.
+        `shown_record`: the chat history's record of it, which gets the chat message's id once it is sent."""
         ...
 
     async def end_owing(self, task_id: int, fields: dict[str, Any], event: TaskEvent, owed: Delivery) -> Delivery:

@@ -181,6 +181,7 @@ class SummariesToReport:
         reply_to: int | None = None,
         kind: str = "notice",
         task_id: int | None = None,
+        shown_record: int | None = None,  # this store's record: the bot keeps its own when it shows the report
     ) -> int | None:
         self.kept.setdefault(task_id or 0, []).append(ShownMessage(markdown, kind, encode_buttons(buttons), reply_to))
         return None

@@ -150,6 +150,7 @@ class TaskReports:
                 reply_to=shown.reply_to,
                 kind=shown.kind,
                 task_id=task.id,
+                shown_record=record.id,
             )
             await shown_as(self.store, record, sent)
         if status is TaskStatus.INTERRUPTED:

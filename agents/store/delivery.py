@@ -67,10 +67,18 @@ def owed(
     reply_to: int | None = None,
     kind: str = "notice",
     task_id: int | None = None,
+    shown_record: int | None = None,
 ) -> Delivery:
-    """The outbox entry of a message owed to a chat (not stored yet)."""
+    """The outbox entry of a message owed to a chat (not stored yet); `shown_record`: the chat history's record of
+    it (shown.remember_shown), which gets the chat message's id once it is sent, however it is sent."""
     return Delivery(
-        chat_id=chat_id, kind=kind, task_id=task_id, text=markdown, buttons=encode_buttons(buttons), reply_to=reply_to
+        chat_id=chat_id,
+        kind=kind,
+        task_id=task_id,
+        text=markdown,
+        buttons=encode_buttons(buttons),
+        reply_to=reply_to,
+        shown_record=shown_record,
     )
 
 
@@ -108,12 +116,13 @@ class Deliveries:
         reply_to: int | None = None,
         kind: str = "notice",
         task_id: int | None = None,
+        shown_record: int | None = None,
     ) -> int | None:
         """Store, then send with retries; the id of the message sent, None when it stays in the outbox for later.
 
         Never raises on a send error.
         """
-        entry = await self.store.add_delivery(owed(chat_id, markdown, buttons, reply_to, kind, task_id))
+        entry = await self.store.add_delivery(owed(chat_id, markdown, buttons, reply_to, kind, task_id, shown_record))
         return await self._send(entry, self.retry_delays)
 
     async def end_owing(self, task_id: int, fields: dict[str, Any], event: TaskEvent, owed: Delivery) -> Delivery:
@@ -159,7 +168,8 @@ class Deliveries:
                         return None
                     await asyncio.sleep(delay)
                 else:
-                    task = asyncio.create_task(self._mark_delivered(delivery_id))  # off the caller's path
+                    # off the caller's path
+                    task = asyncio.create_task(self._mark_delivered(delivery_id, entry.shown_record, sent))
                     self._settling.add(task)
                     task.add_done_callback(self._settling.discard)
                     settling = True
@@ -169,10 +179,13 @@ class Deliveries:
             if not settling:
                 self._sending.discard(delivery_id)
 
-    async def _mark_delivered(self, delivery_id: int) -> None:
-        """The outbox row is done; the id stays in `_sending` until then, so the flusher never sends it again."""
+    async def _mark_delivered(self, delivery_id: int, shown_record: int | None, sent: int | None) -> None:
+        """The outbox row is done, and the chat history's record of it knows its chat message (a reply to it is one
+        to the proposal or summary); the id stays in `_sending` until then, so the flusher never sends it again."""
         try:
             await self.store.delivery_done(delivery_id)
+            if shown_record is not None and sent:
+                await self.store.set_platform_message_id(shown_record, sent)
         except Exception:  # the row stays undelivered: sent once more later, never lost
             log.exception("outbox #%s: could not mark it delivered", delivery_id)
         finally:

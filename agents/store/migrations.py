@@ -450,6 +450,11 @@ MIGRATIONS: list[str] = [
         received_at TEXT NOT NULL
     );
     """,
+    # what an outbox entry shows in the chat's history (a proposal, a summary): the chat message's id is set on that
+    # record whichever path sends it (the flusher too), so a reply to it is known as one
+    """
+    ALTER TABLE deliveries ADD COLUMN shown_record INTEGER;
+    """,
 ]
 
 LATEST_VERSION = len(MIGRATIONS)

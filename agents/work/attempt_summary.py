@@ -91,7 +91,13 @@ class AttemptSummary:
         )
         reply_to = members[0].reply_to_message_id if members else None
         sent = await self.deliveries.deliver(
-            group.chat_id, summary, buttons=buttons, reply_to=reply_to, kind="summary", task_id=about
+            group.chat_id,
+            summary,
+            buttons=buttons,
+            reply_to=reply_to,
+            kind="summary",
+            task_id=about,
+            shown_record=record.id,
         )
         await shown_as(self.store, record, sent)
 

@@ -159,7 +159,7 @@ class TaskEnding:
         record = await remember_shown(
             store, task.chat_id, TASK, task.stored_id, markdown, s.orchestrator.shown_turn_chars
         )
-        return Owed(record, owed(task.chat_id, markdown, buttons, reply_to, "summary", task.id))
+        return Owed(record, owed(task.chat_id, markdown, buttons, reply_to, "summary", task.id, record.id))
 
     async def pay(self, owing: Owed | None) -> None:
         """Send what `owe` made and `set_status` stored, through the outbox: a Telegram 5xx is retried and never turns

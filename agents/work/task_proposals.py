@@ -57,13 +57,18 @@ async def proposal_shown(store: Store, turn_chars: int, task: Task, proposal: Pr
     """The proposal kept in the chat's history, and its outbox entry (Approve / Reject) to store and send."""
     text = proposal_text(task, proposal)
     record = await remember_shown(store, task.chat_id, PROPOSAL, proposal.id or 0, text, turn_chars)
-    return record, owed(task.chat_id, text, proposal_buttons(proposal.id or 0), None, "proposal", task.id)
+    return record, owed(task.chat_id, text, proposal_buttons(proposal.id or 0), None, "proposal", task.id, record.id)
 
 
 async def show_proposal(store: Store, deliveries: Outbox, turn_chars: int, task: Task, proposal: Proposal) -> None:
     """The proposal in the chat with Approve / Reject (through the outbox), kept in the chat's history."""
     record, entry = await proposal_shown(store, turn_chars, task, proposal)
     shown = await deliveries.deliver(
-        entry.chat_id, entry.text, buttons=proposal_buttons(proposal.id or 0), kind=entry.kind, task_id=task.id
+        entry.chat_id,
+        entry.text,
+        buttons=proposal_buttons(proposal.id or 0),
+        kind=entry.kind,
+        task_id=task.id,
+        shown_record=record.id,
     )
     await shown_as(store, record, shown)
