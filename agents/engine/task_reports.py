@@ -27,7 +27,7 @@ from agents.git.command import GitError, GitIdentity, git_succeeds, git_text
 from agents.git.remote import fetch_branch
 from agents.git.repository import branch_exists, current_branch, rev_parse
 from agents.store.database import Store
-from agents.store.shown import TASK, remember_shown, shown_as
+from agents.store.shown import TASK, remember_shown
 from agents.work.pull_requests import PullRequests, proposal_number
 from agents.work.task_proposals import show_proposal, store_proposal
 from agents.workspaces.folders import Workspaces
@@ -143,7 +143,7 @@ class TaskReports:
                 buttons = await self.pull_requests.with_open_pr(task, buttons)
             if shown.kind == "summary":  # the review page is the bot's: its Review button too
                 buttons = with_review(buttons, task.stored_id, self.settings.review.review_url)
-            sent = await self.deliveries.deliver(
+            await self.deliveries.deliver(  # the record gets the chat message's id once it is sent
                 task.chat_id,
                 text,
                 buttons=buttons,
@@ -152,7 +152,6 @@ class TaskReports:
                 task_id=task.id,
                 shown_record=record.id,
             )
-            await shown_as(self.store, record, sent)
         if status is TaskStatus.INTERRUPTED:
             await self.tell_interrupted(task, f"⚠️ **Task #{task.id}** stopped: {error}. Resume it, or discard it?")
         elif status.is_final:  # GitHub (the bot's token stays here): a follow-up's push, the thread's answer

@@ -13,7 +13,8 @@ TASK = "task"
 
 async def remember_shown(store: Store, chat_id: int, kind: str, ref_id: int, text: str, limit: int) -> ChatMessage:
     """Store `text` (trimmed head-and-tail to `limit` characters) as an assistant turn of the chat. Called before
-    the message is sent, so a quick reply to it already finds it; `shown_as` then records the chat message's id."""
+    the message is sent, so a quick reply to it already finds it; its outbox entry names it (`shown_record`), and
+    the outbox records the chat message's id on it once the message is sent, whichever path sends it."""
     content = keep_head_and_tail(text.strip(), limit, "message")
     return await store.add_message(
         ChatMessage(
@@ -28,5 +29,6 @@ async def remember_shown(store: Store, chat_id: int, kind: str, ref_id: int, tex
 
 
 async def shown_as(store: Store, record: ChatMessage, platform_message_id: int | None) -> None:
+    """The chat message's id set on `record` directly, for a caller that shows it without the outbox (an eval)."""
     if platform_message_id is not None and record.id is not None:
         await store.set_platform_message_id(record.id, platform_message_id)

@@ -18,7 +18,7 @@ from agents.llm import prompts
 from agents.llm.client import usage_record
 from agents.llm.usage import total
 from agents.store.database import Store
-from agents.store.shown import TASK, remember_shown, shown_as
+from agents.store.shown import TASK, remember_shown
 from agents.work.attempt_ranking import (
     AttemptFacts,
     needs_comparison,
@@ -90,7 +90,7 @@ class AttemptSummary:
             self.store, group.chat_id, TASK, about, summary, self.settings.orchestrator.shown_turn_chars
         )
         reply_to = members[0].reply_to_message_id if members else None
-        sent = await self.deliveries.deliver(
+        await self.deliveries.deliver(  # the record gets the chat message's id once it is sent
             group.chat_id,
             summary,
             buttons=buttons,
@@ -99,7 +99,6 @@ class AttemptSummary:
             task_id=about,
             shown_record=record.id,
         )
-        await shown_as(self.store, record, sent)
 
     async def facts(self, task: Task) -> AttemptFacts:
         """An attempt's line: its verdict's counts (recorded at its end), its change, its tokens and its time."""

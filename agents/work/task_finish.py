@@ -14,7 +14,7 @@ from agents.core.actions import Buttons
 from agents.core.models import ChatMessage, Delivery, Task, TaskEvent, TaskStatus, utcnow
 from agents.git.worktrees import TaskWorktree
 from agents.store.delivery import owed
-from agents.store.shown import TASK, remember_shown, shown_as
+from agents.store.shown import TASK, remember_shown
 from agents.work.attempt_summary import TESTS_EVENT, tests_event
 from agents.work.progress import Progress
 from agents.work.pull_requests import PullRequests
@@ -165,4 +165,4 @@ class TaskEnding:
         """Send what `owe` made and `set_status` stored, through the outbox: a Telegram 5xx is retried and never turns
         the finished task into a failure; what is still not sent goes at the flusher's next pass."""
         if owing is not None:
-            await shown_as(self.base.store, owing.record, await self.base.deliveries.send_stored(owing.entry))
+            await self.base.deliveries.send_stored(owing.entry)  # its record gets the chat message's id once sent

@@ -8,7 +8,7 @@ from agents.core.models import ChatMessage, Delivery, Proposal, ProposalStatus, 
 from agents.core.protocols import Outbox
 from agents.store.database import Store
 from agents.store.delivery import owed
-from agents.store.shown import PROPOSAL, remember_shown, shown_as
+from agents.store.shown import PROPOSAL, remember_shown
 
 
 def proposal_buttons(proposal_id: int) -> list[list[Button]]:
@@ -63,7 +63,7 @@ async def proposal_shown(store: Store, turn_chars: int, task: Task, proposal: Pr
 async def show_proposal(store: Store, deliveries: Outbox, turn_chars: int, task: Task, proposal: Proposal) -> None:
     """The proposal in the chat with Approve / Reject (through the outbox), kept in the chat's history."""
     record, entry = await proposal_shown(store, turn_chars, task, proposal)
-    shown = await deliveries.deliver(
+    await deliveries.deliver(  # the record gets the chat message's id once it is sent
         entry.chat_id,
         entry.text,
         buttons=proposal_buttons(proposal.id or 0),
@@ -71,4 +71,3 @@ async def show_proposal(store: Store, deliveries: Outbox, turn_chars: int, task:
         task_id=task.id,
         shown_record=record.id,
     )
-    await shown_as(store, record, shown)
