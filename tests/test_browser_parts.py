@@ -4,6 +4,7 @@ bot's machine), the set-up's pinned version, and `agentlab doctor`'s lines for t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import os
@@ -76,6 +77,52 @@ async def _request(proxy: EgressProxy, head: bytes) -> bytes:
     return answer
 
 
+async def test_the_proxy_sends_the_checked_host_and_one_request_only(tmp_path: Path) -> None:
+    """A shared front (a CDN) routes by the Host header and serves pipelined requests: the client's own Host and a
+    second request queued behind the first would reach sites the owner never allowed, the check having read only the
+    request line. Another port of an allowed host (its SSH, its database) is not its web pages."""
+    seen: list[bytes] = []
+
+    async def origin(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        data = b""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(0.5):  # whatever the proxy sends, until it has sent nothing for a while
+                while chunk := await reader.read(65536):
+                    data += chunk
+        seen.append(data)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(origin, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    proxy = EgressProxy(tmp_path)
+    proxy.address_ok = lambda address: True  # as if localhost were a public host
+    proxy.allow("localhost", port)
+    await proxy.start()
+    try:
+        post = (
+            f"POST http://localhost:{port}/form HTTP/1.1\r\nHost: evil.example\r\nContent-Length: 5\r\n\r\nhello"
+            "GET /second HTTP/1.1\r\nHost: other-tenant.example\r\n\r\n"
+        )
+        answer = await _request(proxy, post.encode())
+        chunked = await _request(
+            proxy,
+            f"POST http://localhost:{port}/ HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n".encode(),
+        )
+        other_port = await _request(proxy, b"CONNECT localhost:22 HTTP/1.1\r\nHost: localhost:22\r\n\r\n")
+    finally:
+        await proxy.close()
+        server.close()
+    assert answer.endswith(b"ok"), answer
+    [sent] = seen  # the chunked request and the other port never reached the origin
+    assert sent.startswith(b"POST /form HTTP/1.1\r\nHost: localhost:%d\r\n" % port), sent
+    assert b"evil.example" not in sent and sent.endswith(b"\r\n\r\nhello"), sent
+    assert b"second" not in sent and b"other-tenant" not in sent, "a pipelined request went unchecked"
+    assert chunked.startswith(b"HTTP/1.1 400") and b"https" in chunked, chunked
+    assert other_port.startswith(b"HTTP/1.1 403") and b"port 22 of localhost" in other_port, other_port
+
+
 async def test_the_proxy_reaches_only_allowed_hosts_and_never_the_bots_machine(tmp_path: Path) -> None:
     async def origin(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         head = await reader.readuntil(b"\r\n\r\n")
@@ -92,7 +139,7 @@ async def test_the_proxy_reaches_only_allowed_hosts_and_never_the_bots_machine(t
         get = f"GET http://localhost:{port}/ref.html?q=1 HTTP/1.1\r\nHost: localhost\r\nProxy-Connection: keep-alive\r\n\r\n"
         refused = await _request(proxy, get.encode())
         assert refused.startswith(b"HTTP/1.1 403") and b"not allowed by the owner" in refused
-        proxy.allow("localhost")
+        proxy.allow("localhost", port)
         private = await _request(proxy, get.encode())
         assert private.startswith(b"HTTP/1.1 403") and b"no public address" in private, "the bot's own loopback"
         proxy.address_ok = lambda address: True  # as if localhost were a public host
@@ -104,6 +151,7 @@ async def test_the_proxy_reaches_only_allowed_hosts_and_never_the_bots_machine(t
         await proxy.close()
         server.close()
     assert not egress_proxy.public("127.0.0.1") and not egress_proxy.public("192.168.1.4")
+    assert proxy.allowed("localhost", 443) and not proxy.allowed("localhost", 22), "the web's ports and the page's"
     assert not egress_proxy.public("::ffff:10.0.0.1") and not egress_proxy.public("169.254.169.254")
     assert egress_proxy.public("93.184.215.14")
 

@@ -89,7 +89,7 @@ async def test_the_proxy_serves_only_the_domains_and_never_the_machines_own_addr
         assert status == b"HTTP/1.1 403 Forbidden (agentlab: evil.example is not in the allowed domains " + (
             b"(SANDBOX_NETWORK_DOMAINS))"
         ), answer
-        assert proxy.allowed("files.pypi.org") and not proxy.allowed("pypi.org.evil.example")
+        assert proxy.allowed("files.pypi.org", 443) and not proxy.allowed("pypi.org.evil.example", 443)
         assert proxy.refused == ["evil.example"] and "refused evil.example" in proxy.refused_note()
         own = next(iter(a for a in egress_rules.host_addresses() if a.startswith("127.")), "127.0.0.1")
         assert not proxy.reachable(own) and proxy.reachable("127.0.0.2")  # opened, but not one of the machine's

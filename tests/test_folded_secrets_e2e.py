@@ -1,7 +1,7 @@
 """Secrets in folded spellings, and private hosts in IPv6 spellings: attacks through the real bot and the real proxy.
 
-A hostile worker (the scripted model) prints the bot's own API key base64-encoded (alone and inside an encoded line)
-and JSON-escaped, and a Telegram token with a zero-width space in it, percent-escaped, JSON-escaped and split over lines (the key
+A hostile worker (the scripted model) prints the bot's own API key base64-encoded (alone and inside an encoded line),
+JSON-escaped and in hexadecimal, and a Telegram token with a zero-width space in it, percent-escaped, JSON-escaped and split over lines (the key
 folded over several too); nothing of them may reach the model.
 The browser's egress proxy, told to allow every host, must still refuse a 6to4 address that carries a private IPv4
 address, and a site-local one.
@@ -15,6 +15,7 @@ import json
 import shlex
 import shutil
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -42,6 +43,8 @@ async def test_the_bots_key_and_a_token_in_folded_spellings_are_masked(bot: BotH
         "json token": TELEGRAM_SHAPED.replace(":", "\\u003a"),
         "split over two lines": TELEGRAM_SHAPED[:20] + "\n" + TELEGRAM_SHAPED[20:],
         "key folded over lines": "\n".join(KEY[i : i + 12] for i in range(0, len(KEY), 12)),
+        "hex, as xxd -p prints it": "\n".join(textwrap.wrap(KEY.encode().hex(), 60)),
+        "hex, upper case": KEY.encode().hex().upper(),
     }
     model = RoleScript()
     bot.claude.handler = model

@@ -15,6 +15,7 @@ import dataclasses
 import json
 import socket
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -191,3 +192,133 @@ async def test_a_service_with_the_network_gets_the_same_rules(tmp_path: Path, ou
     found = json.loads(log.split("PROBES ", 1)[1].splitlines()[0])
     assert found[outside.public] == f"REACHED HELLO {outside.public}", (said, log)
     assert found[outside.metadata].startswith("ConnectionRefusedError"), log
+
+
+THROUGH_THE_FORWARDER = r"""
+import socket, sys, time
+target, port = sys.argv[1], int(sys.argv[2])
+for _ in range(100):
+    try:
+        s = socket.create_connection(("127.0.0.1", port), timeout=10)
+        break
+    except OSError:
+        time.sleep(0.1)
+else:
+    print("GOT no forwarder"); sys.exit(0)
+s.sendall(f"GET http://{target}/ HTTP/1.0\r\n\r\n".encode())
+data = b""
+s.settimeout(15)
+try:
+    while chunk := s.recv(4096):
+        data += chunk
+except OSError:
+    pass
+print("GOT " + data.decode(errors="replace").replace("\r\n", " | "))
+"""
+
+# The browser's MCP server, played by the bot's own Python: when the test writes `browser-go`, it asks the page's
+# host through the forwarder, as Chromium's network process would, and writes what came back to `browser-got`.
+STAND_IN_BROWSER = """
+import pathlib, subprocess, sys, time
+worktree = pathlib.Path(sys.argv[-1])  # it starts in a home of its own
+go = worktree / "browser-go"
+while not go.exists():
+    time.sleep(0.05)
+via = [sys.executable, str(worktree / "via.py"), *go.read_text().split()]
+(worktree / "browser-got").write_text(subprocess.run(via, capture_output=True, text=True).stdout)
+time.sleep(120)
+"""
+
+
+@pytest.mark.usefixtures("names")
+async def test_the_browsers_way_out_is_the_browsers_alone(tmp_path: Path, outside: Outside) -> None:
+    """The owner lets the browser open a page of one outside host ("Allow once"). The forwarder to the proxy listens
+    on the loopback of the task's network namespace, which the task's commands share: a command never allowed the
+    network sent the same request there and reached the host. Now only the browser's own processes are carried."""
+    from agents.sandbox.egress_proxy import PROXY_PORT
+    from agents.sandbox.network_gate import NetworkDecision
+    from agents.sandbox.task_limits import TaskBounds
+    from agents.tools import mcp_tasks
+    from agents.tools.browser import ENTRY, BrowserInstall, BrowserRun
+
+    root = (tmp_path / "wt").resolve()
+    root.mkdir()
+    (root / "via.py").write_text(THROUGH_THE_FORWARDER)
+    entry = tmp_path / "tools" / ENTRY
+    entry.parent.mkdir(parents=True)
+    entry.write_text(STAND_IN_BROWSER)
+    run = BrowserRun(BrowserInstall(sys.executable, entry, "/bin/true", "stand-in"), may_go_out=True)
+    run.config = dataclasses.replace(run.config, args=(*run.config.args, str(root)))
+    bounds = TaskBounds("browser-way-out", 1 << 30, 512)
+    spec = dataclasses.replace(spec_for(SecretsFilter(), SANDBOX_PROBE, root), task=bounds)  # network not allowed
+    asked: list[str] = []
+
+    async def owner_allows_once(what: str, cautions: tuple[str, ...]) -> NetworkDecision:
+        asked.append(what)
+        return NetworkDecision(True, "allowed once by the owner")
+
+    target = f"pypi.org:{PORT}"
+    try:
+        await run.connector(spec, bounds, mcp_tasks.connector)()
+        await run.gate(owner_allows_once, lambda: False)("navigate_page", {"url": f"http://{target}/"}, False)
+        command = await run_command(f"python3 via.py {target} {PROXY_PORT}", root, 90, sandbox=spec)
+        (root / "browser-go").write_text(f"{target} {PROXY_PORT}")
+        for _ in range(600):
+            if (root / "browser-got").exists():
+                break
+            await asyncio.sleep(0.05)
+        browser = (root / "browser-got").read_text()
+    finally:
+        await bounds.end_processes()
+        await bounds.close()
+    assert asked == [f"open http://{target}/ in the browser (navigate_page)"], asked
+    assert f"HELLO {outside.public}" in browser, browser  # the control: the browser's own request is carried
+    assert "GOT" in command.output and "HELLO" not in command.output, command.output
+
+
+REACH = r"""
+import socket, sys
+try:
+    with socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=10) as s:
+        s.sendall(b"GET / HTTP/1.0\r\n\r\n")
+        print("REACH " + s.recv(200).decode(errors="replace").strip().splitlines()[-1])
+except OSError as err:
+    print("REACH " + type(err).__name__)
+"""
+
+
+async def test_an_allowance_for_one_command_ends_with_it(tmp_path: Path, outside: Outside) -> None:
+    """A command allowed the network once leaves a detached child behind, relaying to the outside host on a unix
+    socket in the worktree; the task's next command (not allowed) reaches the host neither directly nor through it."""
+    from agents.sandbox.task_limits import TaskBounds
+
+    root = tmp_path.resolve()
+    (root / "reach.py").write_text(REACH)
+    (root / "relay.py").write_text(
+        "import socket\n"
+        "s = socket.socket(socket.AF_UNIX); s.bind('relay.sock'); s.listen(4)\n"
+        "while True:\n"
+        "    c, _ = s.accept()\n"
+        f"    u = socket.create_connection(('{outside.public}', {PORT}), timeout=10)\n"
+        "    u.sendall(b'GET / HTTP/1.0\\r\\n\\r\\n'); c.sendall(u.recv(200)); c.close()\n"
+    )
+    bounds = TaskBounds("allowed-once", 1 << 30, 512)
+    spec = dataclasses.replace(spec_for(SecretsFilter(), SANDBOX_PROBE, root), task=bounds)
+    try:
+        first = await run_command(
+            f"python3 reach.py {outside.public} {PORT}; (setsid nohup python3 relay.py >/dev/null 2>&1 &); sleep 1",
+            root,
+            60,
+            sandbox=spec.with_network(True),
+        )
+        later = await run_command(
+            f'python3 reach.py {outside.public} {PORT}; python3 -c "import socket; c = socket.socket(socket.AF_UNIX); '
+            "c.settimeout(5); c.connect('relay.sock'); print('RELAY', c.recv(200))\" 2>&1 | tail -1",
+            root,
+            60,
+            sandbox=spec,
+        )
+    finally:
+        await bounds.close()
+    assert f"REACH HELLO {outside.public}" in first.output, first.output  # allowed, it got out
+    assert "REACH" in later.output and "HELLO" not in later.output, later.output

@@ -199,15 +199,18 @@ class _Verbatim:
 
 def encodings(value: str) -> set[str]:
     """How `value` is commonly re-encoded on the way out: JSON string escapes (both `ensure_ascii` forms), URL
-    encoding, and base64 (standard and URL-safe) at each of the three byte alignments it can have inside a longer
-    encoded text (the characters that depend only on the value's own bytes)."""
+    encoding, hexadecimal (`xxd -p`, both cases), and base64 (standard and URL-safe) at each of the
+    three byte alignments it can have inside a longer encoded text (the characters that depend only on the value's
+    own bytes)."""
+    raw = value.encode("utf-8")
     found = {
         json.dumps(value)[1:-1],
         json.dumps(value, ensure_ascii=False)[1:-1],
         quote(value, safe=""),
         quote_plus(value),
+        raw.hex(),
+        raw.hex().upper(),
     }
-    raw = value.encode("utf-8")
     for offset in range(3):
         padded = bytes(offset) + raw
         whole = (len(padded) // 3) * 4  # the groups made of the value's bytes alone end here

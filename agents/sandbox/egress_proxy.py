@@ -3,8 +3,9 @@ through a unix socket.
 
 The frontend worker's browser lives in the task's network namespace: loopback only, so it reaches the task's services
 on `localhost` and nothing else. A page outside the task (a reference site) is reached only through this proxy, and
-only for hosts the owner allowed (`allow(host)`: "Allow once" for that URL's host, "Allow for this task" or
-SANDBOX_NETWORK=on: `allow_all()`). Everything else is refused with a 403 before any connection is made.
+only for hosts the owner allowed (`allow(host, port)`: "Allow once" for that URL's host, on the web's ports and the
+URL's own, not its other services; "Allow for this task" or SANDBOX_NETWORK=on: `allow_all()`). Everything else is
+refused with a 403 before any connection is made.
 Inside the sandbox `proxy_forward.py` (plain Python, no agentlab import) listens on loopback and carries each
 connection to the socket: Chromium is started with `--proxy-server=http://127.0.0.1:PORT` and, as Chromium does
 by default, sends loopback addresses directly, never to the proxy.
@@ -14,8 +15,11 @@ networks (loopback, private, link-local, reserved, multicast), nor to any of the
 included), whatever name resolved to it; `private` networks (SANDBOX_NETWORK_PRIVATE) are the only exception. With
 `domains` (SANDBOX_NETWORK_DOMAINS) only those names and their sub-domains are served. A command allowed the network in
 domains mode reaches the proxy the same way (agents/sandbox/user_net.py). A refusal says why in its status line, which
-is what pip, npm, git and curl show. Plain-HTTP requests are sent with `Connection: close`, so one proxied connection
-never carries a second request to another host.
+is what pip, npm, git and curl show. A plain-HTTP request is sent with `Connection: close`, its `Host` header set to
+the host that was checked (a shared front, such as a CDN serving an allowed name, routes by that header: the
+client's own would reach a site outside the list), and only its own body after it (a request pipelined behind it is
+never read, so never sent unchecked). Inside a CONNECT tunnel the proxy sees nothing (TLS): a client may name another
+site of the same front there (its SNI and Host), which only a proxy that breaks TLS open could stop.
 """
 
 from __future__ import annotations
@@ -37,7 +41,8 @@ PROXY_PORT = 39123  # where the forwarder listens inside the task's network name
 HEAD_LIMIT = 64 * 1024
 HEAD_SECONDS = 30.0
 CONNECT_SECONDS = 15.0
-_HOP_HEADERS = (b"proxy-connection", b"connection", b"keep-alive", b"proxy-authorization")
+_HOP_HEADERS = (b"proxy-connection", b"connection", b"keep-alive", b"proxy-authorization", b"host")
+WEB_PORTS = frozenset({80, 443})  # what an allowed host is reached on besides its URL's own port
 
 
 def public(address: str) -> bool:
@@ -66,7 +71,7 @@ class EgressProxy:
         self.domains = domains
         self.private = private
         self.socket_path = folder / "proxy.sock"
-        self.hosts: set[str] = set()
+        self.hosts: dict[str, set[int]] = {}  # allowed host → its ports
         self.everything = False
         self.refused: list[str] = []  # hosts asked for and refused (the browser's tools say so)
         self._server: asyncio.AbstractServer | None = None
@@ -92,22 +97,25 @@ class EgressProxy:
         self._server = await asyncio.start_unix_server(self._serve, path=str(self.socket_path), limit=HEAD_LIMIT)
         self.socket_path.chmod(0o666)  # the sandbox's user may differ from the bot's (a user namespace)
 
-    def allow(self, host: str) -> None:
-        self.hosts.add(host.lower().strip("[]"))
+    def allow(self, host: str, port: int) -> None:
+        """Open `host` on the web's ports and on `port` (that of the URL the owner allowed)."""
+        self.hosts.setdefault(host.lower().strip("[]"), set(WEB_PORTS)).add(port)
 
     def allow_all(self) -> None:
         self.everything = True
 
-    def allowed(self, host: str) -> bool:
+    def allowed(self, host: str, port: int) -> bool:
         host = host.lower().strip("[]")
         if self.domains and not domain_allowed(host, self.domains):
             return False
-        return self.everything or host in self.hosts
+        return self.everything or port in self.hosts.get(host, ())
 
-    def refusal(self, host: str) -> str:
-        """Why `host` is refused, for the client (the status line) and the command's output."""
+    def refusal(self, host: str, port: int) -> str:
+        """Why `host:port` is refused, for the client (the status line) and the command's output."""
         if self.domains and not domain_allowed(host, self.domains):
             return f"{host} is not in the allowed domains (SANDBOX_NETWORK_DOMAINS)"
+        if host.lower().strip("[]") in self.hosts:
+            return f"port {port} of {host} was not allowed by the owner (its web pages were)"
         return f"{host} was not allowed by the owner"
 
     def refused_note(self) -> str:
@@ -162,18 +170,28 @@ class EgressProxy:
         if not plain_host(host):  # a NUL or any other byte a name lookup would read differently than the check did
             self.refused.append(repr(host))
             return await _refuse(writer, 400, "a host is a domain name or an IP address, nothing else")
-        if not self.allowed(host):
+        if not self.allowed(host, port):
             self.refused.append(host)
-            return await _refuse(writer, 403, self.refusal(host))
+            return await _refuse(writer, 403, self.refusal(host, port))
+        body = 0
+        if method != "CONNECT":
+            fields = _header_fields(head)
+            if b"transfer-encoding" in fields:  # its end is found only by parsing it: pipelining would hide there
+                return await _refuse(writer, 400, "a chunked request body goes over https only through this proxy")
+            try:
+                body = int(fields.get(b"content-length", b"0"))
+            except ValueError:
+                return await _refuse(writer, 400, "the Content-Length is not a number")
         upstream = await self._connect(host, port)
         if upstream is None:
             return await _refuse(writer, 403, f"{host} resolves to no public address")
         up_reader, up_writer = upstream
         if method == "CONNECT":
             writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
-        else:
-            up_writer.write(_origin_form(head, method, target, version))
-        await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+            await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+            return
+        up_writer.write(_origin_form(head, method, target, version))
+        await asyncio.gather(_send_body(reader, up_writer, body), _pipe(up_reader, writer))
 
     async def _connect(self, host: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
         loop = asyncio.get_running_loop()
@@ -185,13 +203,36 @@ class EgressProxy:
         return None
 
 
+def _header_fields(head: bytes) -> dict[bytes, bytes]:
+    """The request's header fields, names lower-cased (the last of a repeated one)."""
+    fields = {}
+    for line in head.split(b"\r\n")[1:]:
+        name, colon, value = line.partition(b":")
+        if colon:
+            fields[name.strip().lower()] = value.strip()
+    return fields
+
+
 def _origin_form(head: bytes, method: str, target: str, version: str) -> bytes:
-    """The request as the origin server expects it: its path, no proxy headers, `Connection: close`."""
+    """The request as the origin server expects it: its path, no proxy headers, the checked host as `Host`,
+    `Connection: close`."""
     parts = urlsplit(target)
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     lines = head.split(b"\r\n")[1:]
     kept = [line for line in lines if line and line.split(b":", 1)[0].strip().lower() not in _HOP_HEADERS]
-    return b"\r\n".join([f"{method} {path} {version}".encode("latin-1"), *kept, b"Connection: close", b"", b""])
+    host = f"Host: {parts.netloc.rpartition('@')[2]}".encode("latin-1")  # never the URL's user:password@
+    return b"\r\n".join([f"{method} {path} {version}".encode("latin-1"), host, *kept, b"Connection: close", b"", b""])
+
+
+async def _send_body(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, length: int) -> None:
+    """Send the request's `length` bytes of body, and nothing the client sends after them."""
+    try:
+        while length > 0 and (data := await reader.read(min(length, 65536))):
+            writer.write(data)
+            length -= len(data)
+            await writer.drain()
+    except OSError:
+        pass
 
 
 async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

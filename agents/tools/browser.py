@@ -162,6 +162,16 @@ def outside_url(url: str) -> str | None:
     return None if on_loopback(url) else host or url
 
 
+def url_port(url: str) -> int:
+    """The port `url` names, or its scheme's (443 for anything but plain http and ws)."""
+    parts = urlsplit(url.strip())
+    try:
+        explicit = parts.port
+    except ValueError:  # not a number, or out of range: no page there to allow
+        explicit = None
+    return explicit or (80 if parts.scheme in ("http", "ws") else 443)
+
+
 class BrowserRun:
     """The browser of one task: its connector (the forwarder beside it when outside pages may be allowed) and its
     gate (outside URLs asked of the owner, then opened in the proxy)."""
@@ -223,7 +233,8 @@ class BrowserRun:
             if tool not in NAVIGATING or not isinstance(url, str):
                 return
             host = outside_url(url)
-            if host is None or (self.proxy is not None and self.proxy.allowed(host)):
+            port = url_port(url)
+            if host is None or (self.proxy is not None and self.proxy.allowed(host, port)):
                 return
             if self.proxy is None:
                 raise ToolError(
@@ -231,12 +242,12 @@ class BrowserRun:
                     "open the task's own pages on localhost"
                 )
             if self.proxy.domains and not domain_allowed(host, self.proxy.domains):
-                raise ToolError(f"{url} was not opened: {self.proxy.refusal(host)}")
+                raise ToolError(f"{url} was not opened: {self.proxy.refusal(host, port)}")
             decision = await ask(
                 f"open {url} in the browser ({tool})",
                 (
                     f"Allowed once, the browser reaches {host} for the rest of the task (the page's own requests "
-                    "and later pages there too), not only this page.",
+                    "and later pages there too), not only this page; the task's commands do not.",
                 ),
             )
             if not decision.allowed:
@@ -244,6 +255,6 @@ class BrowserRun:
             if whole_task():
                 self.proxy.allow_all()
             else:
-                self.proxy.allow(host)
+                self.proxy.allow(host, port)
 
         return gate
