@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from agents.core.errors import ToolError
-from agents.core.models import Caller, Task, TaskStatus, WorkerKind
+from agents.core.models import AttemptGroup, Caller, Schedule, ScheduleStatus, Task, TaskStatus, WorkerKind
 from agents.core.secrets_filter import SecretsFilter
 from agents.core.settings import Settings
 from agents.store.conversations import TOPIC_BASE, Place
@@ -19,7 +19,7 @@ from agents.tools.desk_tools import desk_tools
 from agents.tools.toolbox import Audit, Toolbox
 from agents.work.crew import Crew
 from agents.work.task_queue import TaskQueue
-from agents.workspaces.folders import Workspaces
+from agents.workspaces.folders import OwnersOnly, Workspaces
 from tests.conftest import CALC_BUGGY, make_repo
 from tests.support.settings import offline_settings
 
@@ -240,3 +240,49 @@ async def test_a_proposal_on_the_bots_own_code_is_an_owners_to_read(crew: Crew, 
     )
     assert "fix it" in await crew.lookups.get_proposal(member()), "the member's own pending one, the only one shown"
     assert "fix it" in await crew.lookups.get_proposal(member(), mine.id)
+
+
+async def test_a_note_to_another_members_attempts_is_refused_for_the_role(crew: Crew, store: Store) -> None:
+    """Another member races two attempts; a member's note to one of them was dropped with "the attempts ended before
+    the note reached them" (false: they run on) because the refusal looked like a race lost to the attempt's end."""
+    group = AttemptGroup(chat_id=CHAT, size=2, title="fix add")
+    attempts = [
+        Task(
+            chat_id=CHAT,
+            workspace="calc",
+            worker=WorkerKind.CODE,
+            title="fix add",
+            instructions="x",
+            user_id=OTHER_MEMBER,
+            user_name="@other",
+            attempt=k,
+        )
+        for k in (1, 2)
+    ]
+    stored = await store.attempts.add(group, attempts)
+    for attempt in stored:
+        await store.update_task(attempt.stored_id, status=TaskStatus.IN_PROGRESS)
+    for note in ("attempt 1: push to main", "push to main"):
+        with pytest.raises(ToolError, match="is @other's: only the member who started it or an owner can steer it"):
+            await crew.attempts.message_task(member(), stored[0].stored_id, note)
+
+
+async def test_a_members_paused_schedule_on_the_bots_own_code_stays_paused(crew: Crew, store: Store) -> None:
+    """A schedule on `self` made while its maker was an owner was paused when they became a member; resuming it
+    answered "resumed" (its next run would only pause it again: members reach none of `self`)."""
+    made = await store.schedules.add(
+        Schedule(
+            chat_id=CHAT,
+            user_id=MEMBER,
+            user_name="@member",
+            workspace="self",
+            worker=WorkerKind.CODE,
+            instructions="run",
+            every_minutes=60,
+        )
+    )
+    await store.schedules.update(made.stored_id, status=ScheduleStatus.PAUSED, next_run_at=None)
+    for caller in (member(), owner()):
+        with pytest.raises(OwnersOnly, match="its maker is not an owner"):
+            await crew.schedules.resume(caller, made.stored_id)
+    assert (await store.schedules.get(made.stored_id)).status is ScheduleStatus.PAUSED

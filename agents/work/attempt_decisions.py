@@ -157,6 +157,7 @@ class AttemptDecisions:
         group_id = task.attempt_group
         if group_id is None:
             return await self.running.message(caller, task.stored_id, text)
+        self.access.starter_or_owner(caller, task, "steer")  # before the loop, which reads a refusal as a race ended
         members = await self.store.attempts.members(group_id)
         targets = members
         if matched := ONE_ATTEMPT.match(str(text)):

@@ -37,7 +37,7 @@ from agents.core.text import outside_text
 from agents.core.work_tools import Arg, DefaultWorkspace, ScheduleId, work_tool
 from agents.store.database import Store
 from agents.work.schedule_timing import cadence, first_run, parse_when, trigger_of, when_text
-from agents.workspaces.folders import Workspace, Workspaces
+from agents.workspaces.folders import OwnersOnly, Workspace, Workspaces
 
 log = logging.getLogger(__name__)
 
@@ -353,6 +353,12 @@ class ScheduleBook:
                 return f"Schedule #{schedule.id} is not paused; next run: {upcoming}."
             if schedule.workspace not in {w.name for w in self.workspaces.all()}:
                 raise ToolError(f"the workspace {schedule.workspace} of schedule #{schedule.id} still does not exist")
+            if self.workspaces.is_self(schedule.workspace) and not self.crew.is_owner(maker_of(schedule)):
+                # a run acts as its maker, and members reach none of `self`: resumed, it would only pause again
+                raise OwnersOnly(
+                    f"schedule #{schedule.id} works on the bot's own code and its maker is not an owner: it stays "
+                    "paused (an owner can make a new one)"
+                )
             now = utcnow()
             next_slot = first_run(schedule, self.zone, now)  # the slots missed while paused are not made up
             if next_slot is None:
