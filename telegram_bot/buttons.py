@@ -16,7 +16,7 @@ from agents.core.actions import Action, parse_action
 from agents.core.errors import ToolError
 from agents.core.models import Caller
 from agents.git.command import GitError
-from agents.review.pages import is_long, standalone_html
+from agents.review.pages import flag_masked, is_long, standalone_html
 from telegram_bot.conversation import caller_of
 from telegram_bot.handlers import say
 from telegram_bot.state import Context
@@ -92,7 +92,7 @@ async def on_button(update: Update, context: Context) -> None:
             data, caption = await rt.crew.branches.diff(caller, item_id, anywhere=handed)
             # masked once, before any HTML is drawn from it: the page's highlighting cuts a token into spans and
             # escapes `&` and quotes, so a mask run over the page's HTML would miss what it must hide
-            data = await rt.secrets.mask_bytes_soon(data)
+            data, caption = flag_masked(await rt.secrets.mask_bytes_soon(data), caption)
             await rt.notifier.send_document(
                 caller.chat_id, f"task-{item_id}.diff", data or b"(empty diff)\n", caption=caption, literal=True
             )

@@ -482,6 +482,38 @@ async def test_a_big_diff_is_capped_streamed_and_says_what_it_left_out(repo: Pat
     assert "huge file(s)" in report.note() and "cut" in report.note()
 
 
+@pytest.mark.parametrize("committed", [True, False], ids=["committed", "in the worktree"])
+@pytest.mark.parametrize("kind", ["binary", "huge"])
+async def test_a_file_named_not_shown_never_hides_the_folder_of_its_name(
+    repo: Path, tmp_path: Path, kind: str, committed: bool
+) -> None:
+    """The branch deletes `src/` and adds a binary (or huge) file named `src`. The Diff left it out with a pathspec
+    that excludes everything under `src/` too: the deleted code was in neither the stat nor the patch, yet Merge
+    deletes it."""
+    (repo / "src").mkdir()
+    (repo / "src" / "auth.py").write_text("def allowed(user):\n    return user in OWNERS\n")
+    git("add", "-A", cwd=repo)
+    git("commit", "-q", "-m", "src", cwd=repo)
+    tree = await new_task(repo, tmp_path)
+    (tree.path / "src" / "auth.py").unlink()
+    (tree.path / "src").rmdir()
+    if kind == "binary":
+        (tree.path / "src").write_bytes(b"\0\1\2binary")
+    else:
+        (tree.path / "src").write_text("x" * (git_diff.HUGE_FILE_BYTES + 10))
+    if committed:
+        assert (await commit_all(tree, "replace src", GitIdentity())).committed
+    with open(tmp_path / "out.diff", "w+b") as out:
+        report = await git_diff.write_diff(tree, out)
+        out.seek(0)
+        text = out.read().decode()
+    assert (report.binary if kind == "binary" else [p for p, _ in report.huge]) == ["src"]
+    stat, _, patch = text.partition("\n\n")
+    assert "src/auth.py" in stat or not committed, text[:2000]  # the stat is the commits' (uncommitted: the patch)
+    assert "-    return user in OWNERS" in patch, text[:2000]
+    assert "xxxxxxxx" not in text and "binary" not in patch, "the file itself is still named, not inlined"
+
+
 async def test_a_stale_index_lock_is_cleared_but_a_held_one_is_kept(repo: Path, tmp_path: Path) -> None:
     tree = await new_task(repo, tmp_path)
     admin = worktree_admin_dir(await git_common_dir(repo), tree.path)

@@ -241,7 +241,7 @@ async def test_merge_conflict_is_reported_and_aborted(repo: Path, worktrees_dir:
 
     assert not result.ok
     assert result.conflicts == ["app.py"]
-    assert "conflict" in result.message and "app.py" in result.message and "aborted" in result.message
+    assert "conflict" in result.message and "app.py" in result.message and "nothing was merged" in result.message
     assert result.sha is None
     assert git("rev-parse", "HEAD", cwd=repo) == user_head
     assert git("status", "--porcelain", cwd=repo) == ""

@@ -59,10 +59,57 @@ async def test_a_merge_never_overwrites_an_ignored_file_of_the_owner(repo: Path,
     (repo / "app.py").write_text("VALUE = 'owner'\n")
     git("commit", "-q", "-am", "owner's change: a conflict", cwd=repo)
     result = await merge_task_branch(wt)
-    assert not result.ok and "notes.txt" in result.message, result
+    assert not result.ok and result.conflicts == ["app.py"], result  # found before the checkout is touched
     assert (repo / "notes.txt").read_text() == PRECIOUS
-    (repo / "notes.txt").unlink()  # moved away: the merge goes on (to its conflict)
-    assert (await merge_task_branch(wt)).conflicts == ["app.py"]
+
+
+async def test_a_file_the_branch_adds_in_a_folder_main_renamed_never_overwrites_an_ignored_file(
+    repo: Path, worktrees_dir: Path
+) -> None:
+    """The owner renames `conf/` to `settings/` on main while the task runs and keeps an ignored `settings/local.cfg`;
+    the branch adds `conf/local.cfg`. git's directory-rename detection writes it to `settings/local.cfg`: the check
+    looked only at the path the branch named, so the merge overwrote the owner's file, hit a conflict, and its abort
+    deleted it (while saying main was unchanged). The merge is now planned in the object store first."""
+    (repo / "conf").mkdir()
+    (repo / "conf" / "a.cfg").write_text("a\n")
+    (repo / "conf" / "b.cfg").write_text("b\n")
+    (repo / ".gitignore").write_text("settings/local.cfg\n")
+    git("add", "-A", cwd=repo)
+    git("commit", "-q", "-m", "config folder", cwd=repo)
+    wt = await create_task_worktree(repo, 1, "config", worktrees_dir=worktrees_dir)
+    (wt.path / "conf" / "local.cfg").write_text("WORKER=overwrote-you\n")
+    assert await commit_all(wt, "task", GitIdentity())
+    git("mv", "conf", "settings", cwd=repo)  # the owner's own work meanwhile
+    git("commit", "-q", "-m", "rename conf to settings", cwd=repo)
+    (repo / "settings" / "local.cfg").write_text(PRECIOUS)
+    head = git("rev-parse", "HEAD", cwd=repo)
+    result = await merge_task_branch(wt)
+    assert not result.ok and "settings/local.cfg" in result.message, result
+    assert (repo / "settings" / "local.cfg").read_text() == PRECIOUS
+    assert git("rev-parse", "HEAD", cwd=repo) == head and git("status", "--porcelain", cwd=repo) == ""
+
+
+async def test_a_merge_never_writes_into_a_folder_git_does_not_track(repo: Path, worktrees_dir: Path) -> None:
+    """The owner's `venv/` is ignored; the worker empties `.gitignore` and commits a `.pth` file into
+    `venv/lib/python3.11/site-packages/`, which every Python the owner starts from that venv runs, unconfined. No
+    file was in the way there, so the merge wrote it."""
+    (repo / ".gitignore").write_text("venv/\n")
+    git("commit", "-q", "-am", "ignore the venv", cwd=repo)
+    site = repo / "venv" / "lib" / "python3.11" / "site-packages"
+    site.mkdir(parents=True)
+    (site / "owner_pkg.py").write_text("OWNER = 1\n")
+    wt = await create_task_worktree(repo, 1, "venv", worktrees_dir=worktrees_dir)
+    (wt.path / ".gitignore").write_text("")
+    planted = wt.path / "venv" / "lib" / "python3.11" / "site-packages"
+    planted.mkdir(parents=True)
+    (planted / "zz_task.pth").write_text("import os; os.system('touch /tmp/owned-by-the-worker')\n")
+    (wt.path / "app.py").write_text("VALUE = 'task'\n")
+    assert await commit_all(wt, "task", GitIdentity())
+    result = await merge_task_branch(wt)
+    assert not result.ok and "write into files git does not track" in result.message, result
+    assert "(venv:" in result.message, result
+    assert not (site / "zz_task.pth").exists()
+    assert sorted(p.name for p in site.iterdir()) == ["owner_pkg.py"]
 
 
 async def test_a_merge_never_wipes_an_edit_git_was_told_to_assume_unchanged(repo: Path, worktrees_dir: Path) -> None:

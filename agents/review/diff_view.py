@@ -23,6 +23,9 @@ from pygments.lexer import Lexer
 from pygments.lexers import TextLexer, get_lexer_for_filename
 from pygments.util import ClassNotFound
 
+from agents.core.secrets_filter import MASK
+from agents.git.diff import masked_additions, masked_note
+
 LINE_SHOWN_CHARS = 2_000  # a longer line (minified code) is cut, and says so
 HIGHLIGHT_BUDGET = 120_000  # characters of patch coloured per render; the files past it are shown plain (Pygments
 # colours ~100 KB of Python a second on a busy core: bench/review_render.py), so no page or file takes long
@@ -288,13 +291,17 @@ def render_files(
 ) -> Iterator[FileDiff]:
     """The files of `spans`, coloured while the highlighting budget lasts, then plain (each says which). Each file's
     patch goes through `mask` (the bot's secrets filter) before it is parsed: once highlighted, a token is cut into
-    spans and `&` and quotes are escaped, where no filter finds it any more."""
+    spans and `&` and quotes are escaped, where no filter finds it any more. A file whose added lines hold a mask says
+    so first (`masked_additions`: code can hide behind a credential-shaped line)."""
     for span in spans:
         colour = span.length <= budget
         budget -= span.length if colour else 0
-        fd = parse_file(mask(read_span(diff, span)), colour)
+        shown = mask(read_span(diff, span))
+        fd = parse_file(shown, colour)
         if not colour and fd.lines:
             fd.note = fd.note or "shown without colours (a long diff: the colours stop after the first files)"
+        if warning := masked_note(masked_additions(shown, MASK)):
+            fd.note = f"⚠ {warning}" + (f"; {fd.note}" if fd.note else "")
         yield fd
 
 

@@ -22,10 +22,10 @@ from tornado.template import Loader
 
 from agents.core.errors import ToolError
 from agents.core.models import Caller, Task
-from agents.core.secrets_filter import SecretsFilter
+from agents.core.secrets_filter import MASK, SecretsFilter
 from agents.core.text import human_size
 from agents.git.command import GitError
-from agents.git.diff import DiffReport
+from agents.git.diff import DiffReport, masked_additions, masked_note
 from agents.review import diff_view
 from agents.review.diff_view import BIDI
 from agents.store.database import Store
@@ -116,6 +116,18 @@ def already_masked(text: str) -> str:
 
 def page_css() -> str:
     return (STATIC / "review.css").read_text() + "\n" + diff_view.highlight_css()
+
+
+def flag_masked(masked_diff: bytes, caption: str) -> tuple[bytes, str]:
+    """Diff's document and caption, warned when added lines hold a mask (`masked_additions`): a line on top of the
+    document names them, the caption says how many."""
+    places = masked_additions(masked_diff.decode("utf-8", errors="replace"), MASK)
+    if not places:
+        return masked_diff, caption
+    return (
+        f"# ⚠ {masked_note(places)}\n".encode() + masked_diff,
+        f"{caption}; ⚠ {len(places)} added line(s) masked: read them in the branch before merging",
+    )
 
 
 LONG_DIFF_LINES = 80  # a Diff longer than this also comes as one HTML page (without a review server)
