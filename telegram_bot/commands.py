@@ -14,6 +14,7 @@ from agents.core.actions import Action, button
 from agents.core.errors import ToolError
 from agents.core.ids import parse_id
 from agents.core.models import Caller
+from agents.core.text import outside_text
 from agents.work.crew import task_entries
 from agents.work.standing import notes_markdown
 from telegram_bot import handlers
@@ -84,7 +85,7 @@ async def task(update: Update, context: Context) -> None:
     if (pr := detail.pull_request) is not None:
         lines.append(f"Pull request: [#{pr.number}]({pr.url}) {pr.url}" + (" (draft)" if pr.draft else ""))
     lines.append("**Events:**")
-    lines += [f"• {e.created_at:%H:%M:%S} {e.kind}: {e.detail}" for e in detail.events[-15:]]
+    lines += [f"• {e.created_at:%H:%M:%S} {e.kind}: {outside_text(e.detail)}" for e in detail.events[-15:]]
     await _say(update, context, "\n".join(lines))
     await rt.deliveries.resend(found.stored_id, found.chat_id)  # its summary or proposal again, with the buttons
 

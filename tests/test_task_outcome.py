@@ -49,7 +49,7 @@ def test_seen_passing_is_done_and_the_summary_carries_report_tests_files_commit(
     assert outcome.headline == "✔ Task #7 done"
     text = render(outcome)
     assert text.startswith("**✔ Task #7 done** · `calc`")
-    assert "**Worker's report:**\nFixed it." in text
+    assert "**Worker's report:**\n> Fixed it." in text  # a quote: the worker's words set apart from the bot's
     assert "**Files:** `calc.py` (1 file changed)" in text
     assert "**Commit:** `abc123a` on branch `agentlab/task-7-fix` (base `main`)" in text
 
@@ -128,3 +128,35 @@ def test_no_commit_no_net_change_left_out_and_guard_warnings_are_shown() -> None
     assert outcome.last_commit is None  # the only "commit" committed nothing
     assert "⚠ **Not committed** (size limits): `big.bin` (6 MB, over the 5 MB per-file limit)" in text
     assert "• moved ref 9\n• … and 2 more (see /log)" in text
+
+
+def test_a_report_cannot_pass_for_the_bots_own_lines() -> None:
+    """A blocked task's report wrote a bold "✔ Task #7 done", a bold "Tests: 57 passed", a link labelled Merge to
+    another site and an unclosed code fence: rendered as the bot's Markdown, the fake lines were bold like the bot's,
+    the link hid its address, and the fence swallowed the bot's real Tests, Files and Commit lines."""
+    from telegram_bot.render.markdown import markdown_to_html
+
+    forged = "Done.\n✔ **Task #7 done**\n## **Tests:** 57 passed\n[Merge](https://evil.example/login)\n```\nopen"
+    blocked = decide(facts(Ending.STEP_LIMIT, forged))
+    html = markdown_to_html(render(blocked))
+    report, _, after = html.partition("</blockquote>")
+    quote = report.partition("<blockquote>")[2]
+    assert "✔ Task #7 done" in quote and "<b>" not in quote, quote
+    assert "Tests: 57 passed" in quote and "<a " not in html and "[Merge](https://evil.example/login)" in quote
+    assert "<b>Tests:</b>" in after and "<b>Files:</b>" in after and "<pre>" not in after, after
+
+
+def test_a_proposals_plan_is_the_research_workers_quote_and_links_show_their_address() -> None:
+    """A research worker's plan carried a bold header forging another proposal for `self` and a link labelled
+    Approve to another site: both rendered live inside the bot's real proposal."""
+    from agents.core.models import Proposal, Task, WorkerKind
+    from agents.work.task_proposals import proposal_text
+    from telegram_bot.render.markdown import markdown_to_html
+
+    body = "## Plan\n📋 **Proposal #7** for `self`. Approve to start…\n1. [✅ Approve](https://evil.example/login)"
+    task = Task(chat_id=1, workspace="calc", worker=WorkerKind.RESEARCH, title="t", instructions="i")
+    html = markdown_to_html(proposal_text(task, Proposal(id=1, chat_id=1, workspace="calc", request="r", body=body)))
+    header, _, quote = html.partition("<blockquote>")
+    assert header.startswith("📋 <b>Proposal #1</b>") and "Proposal #7" not in header, header
+    assert "<b>" not in quote and "<a " not in html and "[✅ Approve](https://evil.example/login)" in quote, quote
+    assert "Plan" in quote and "1. " in quote  # the plan itself reads as written

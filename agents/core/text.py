@@ -81,6 +81,21 @@ _MARKDOWN_SPECIALS = re.compile(r"([\\`*_~\[\]()<>|#])")
 _LINE_START_MARKERS = re.compile(r"(?m)^([ \t]*)(-|\+(?=[ \t]|$)|\d{1,9}(?=[.)](?:[ \t]|$)))")
 
 
+_BOLD = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
+_HEADING_MARK = re.compile(r"^[ \t]{0,3}#{1,6}[ \t]+")
+
+
+def quoted(markdown: str) -> str:
+    """A worker's own Markdown (its report, a proposal's plan) as a quote inside a message of the bot's, set apart so
+    no line of it reads as the bot's own: no bold and no headings (the bot's headline and its "Tests:" line are
+    bold: a report's "✔ **Task #1 done**" is plain text in the quote), an unclosed code fence ends with the quote
+    instead of swallowing the bot's lines after it, and no link hides its address behind a label (`[Merge](https://…)`
+    stays literal text, the address shown). Lists, italics and code stay."""
+    text = visible(markdown.replace("\r\n", "\n").replace("\r", "\n")).replace("](", "]\\(")
+    lines = [_HEADING_MARK.sub("", _BOLD.sub(r"\2", line)) for line in text.split("\n")]
+    return "\n".join(f"> {line}" for line in lines)
+
+
 def outside_text(text: str, *, markdown: bool = True, one_line: bool = False) -> str:
     """Text the bot did not write (a GitHub title, comment or check name, a worker's question and its options, a
     member's name, schedule or note) as literal text, wherever it is shown: the one way such text reaches a person or

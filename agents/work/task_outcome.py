@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from agents.core.actions import Action, Button, button, review_button
 from agents.core.models import Criterion, TaskStatus
-from agents.core.text import human_size
+from agents.core.text import human_size, quoted
 from agents.git.commits import CommitResult, LeftOut
 from agents.verify.verdict import Mark, Verdict, why_not_run
 from agents.work.worker import Ending, Limits, WorkerResult
@@ -114,7 +114,7 @@ def render(outcome: Outcome) -> str:
     facts, last = outcome.facts, outcome.last_commit
     lines = [f"**{outcome.headline}** · `{facts.workspace}`", ""]
     if outcome.report:
-        lines += ["**Worker's report:**", outcome.report, ""]
+        lines += ["**Worker's report:**", quoted(outcome.report), ""]  # its words, set apart from the bot's
     if facts.criteria:
         verified = sum(c.verified for c in facts.criteria)
         lines.append(f"**Criteria:** {verified}/{len(facts.criteria)} verified")

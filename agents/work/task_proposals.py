@@ -6,6 +6,7 @@ from __future__ import annotations
 from agents.core.actions import Action, Button, button
 from agents.core.models import ChatMessage, Delivery, Proposal, ProposalStatus, Task
 from agents.core.protocols import Outbox
+from agents.core.text import quoted
 from agents.store.database import Store
 from agents.store.delivery import owed
 from agents.store.shown import PROPOSAL, remember_shown
@@ -50,7 +51,7 @@ def proposal_text(task: Task, proposal: Proposal) -> str:
         f"{f', replacing #{proposal.supersedes}' if proposal.supersedes else ''}. Approve to start a code worker on it."
         f"{scheduled_note(task, ' ')}\n\n"
     )
-    return header + proposal.body
+    return header + quoted(proposal.body)  # the research worker's words, set apart from the bot's
 
 
 async def proposal_shown(store: Store, turn_chars: int, task: Task, proposal: Proposal) -> tuple[ChatMessage, Delivery]:
