@@ -95,3 +95,21 @@ async def test_the_proxy_serves_only_the_domains_and_never_the_machines_own_addr
         assert not proxy.reachable(own) and proxy.reachable("127.0.0.2")  # opened, but not one of the machine's
     finally:
         await proxy.close()
+
+
+async def test_what_the_proxy_keeps_and_says_of_refused_names_is_bounded(tmp_path: Path) -> None:
+    """A command asked for 400 different long names outside the domains: the proxy kept each (64 KB each at most) for
+    the command's whole run, and its note after the command's output, past the output's bound, listed every one."""
+    proxy = EgressProxy(tmp_path, domains=("example.com",))
+    proxy.allow_all()
+    await proxy.start()
+    try:
+        for i in range(400):
+            host = f"h{i}-" + ".".join(["a" * 60] * 3) + ".invalid"
+            await _ask(proxy, f"CONNECT {host}:443 HTTP/1.1\r\n\r\n".encode())
+        kept = len(proxy.refused) + proxy.refused_more
+        note = proxy.refused_note()
+    finally:
+        await proxy.close()
+    assert kept == 400 and len(proxy.refused) == 0 and len(note) < 2_000, (kept, len(note))
+    assert note.count(".invalid") == 0 and "h0-" in note and "and 390 more" in note, note

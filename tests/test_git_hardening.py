@@ -461,6 +461,22 @@ async def test_discard_deletes_the_large_objects_only_its_branch_used(repo: Path
     assert subprocess.run(["git", "fsck", "--connectivity-only"], cwd=repo, capture_output=True).returncode == 0
 
 
+async def test_thousands_of_empty_files_count_toward_what_a_task_may_commit(repo: Path, tmp_path: Path) -> None:
+    """Empty files weighed nothing: 1,000 of them with 100-character names were all committed under a 64 KB per-task
+    limit, and at the default budget a worker could grow the owner's trees and index by hundreds of megabytes."""
+    tree = await new_task(repo, tmp_path)
+    for i in range(1000):
+        (tree.path / f"{i:04}{'x' * 96}").touch()
+    commit = await commit_all(tree, "many", GitIdentity(), CommitLimits(max_task_bytes=64 * 1024))
+    assert commit is not None and commit.committed
+    kept = 1000 - len(commit.left_out)
+    assert kept == 65536 // (100 + 64), kept  # each: its 100-byte path and an entry's 64
+    assert (
+        len([name for name in git("ls-tree", "--name-only", "HEAD", cwd=tree.path).split() if "x" * 96 in name]) == kept
+    )
+    assert all("per-task limit" in item.reason for item in commit.left_out)
+
+
 async def test_a_big_diff_is_capped_streamed_and_says_what_it_left_out(repo: Path, tmp_path: Path) -> None:
     tree = await new_task(repo, tmp_path)
     (tree.path / "huge.txt").write_text("line of text\n" * 80_000)  # ~1 MB: named, not inlined
@@ -512,6 +528,23 @@ async def test_a_file_named_not_shown_never_hides_the_folder_of_its_name(
     assert "src/auth.py" in stat or not committed, text[:2000]  # the stat is the commits' (uncommitted: the patch)
     assert "-    return user in OWNERS" in patch, text[:2000]
     assert "xxxxxxxx" not in text and "binary" not in patch, "the file itself is still named, not inlined"
+
+
+async def test_a_tree_deeper_than_pythons_recursion_neither_crashes_a_walk_nor_outlives_its_task(
+    repo: Path, tmp_path: Path
+) -> None:
+    """A worker's `mkdir -p d/d/…` 1,400 deep (within its disk budget) made every walk of the worktree (list_files,
+    the test run's set-up, credential masking) raise RecursionError, and the worktree stayed on disk after the task:
+    os.fwalk and shutil.rmtree recurse once per level on Python 3.11."""
+    from agents.workspaces.file_walk import WALK_DEPTH, walk_files
+
+    tree = await new_task(repo, tmp_path)
+    subprocess.run(["mkdir", "-p", "/".join(["d"] * 1400)], cwd=tree.path, check=True)  # os.makedirs recurses too
+    (tree.path / "d" / "shallow.txt").write_text("kept\n")
+    listed = await asyncio.to_thread(walk_files, tree.path)
+    assert "d/shallow.txt" in listed and max(path.count("/") for path in listed) <= WALK_DEPTH
+    await remove_worktree_keep_branch(tree)
+    assert not os.path.lexists(tree.path)
 
 
 async def test_a_stale_index_lock_is_cleared_but_a_held_one_is_kept(repo: Path, tmp_path: Path) -> None:

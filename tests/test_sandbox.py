@@ -63,7 +63,7 @@ def test_argv_confines_by_default(tmp_path: Path) -> None:
     )
     assert not any(p.startswith("/etc/ssh") for p in ro)
     assert sys.prefix in ro and sys.base_prefix in ro, "the interpreter and its packages are readable"
-    assert argv[argv.index("--remount-ro") + 1] == "/"
+    assert [argv[i + 1] for i, arg in enumerate(argv) if arg == "--remount-ro"] == ["/dev", "/"]
     assert argv[-1] == "echo hi" and argv[argv.index("--chdir") + 1] == str(tmp_path.resolve())
 
 
@@ -72,7 +72,7 @@ def test_argv_network_and_limits(tmp_path: Path) -> None:
     argv = bwrap_argv(spec_for(SecretsFilter(), PROBE, tmp_path, network=True, limits=limits), "true")
     assert "--share-net" in argv
     script = argv[-3]
-    assert "ulimit -u 64 -f 10240 -v 1048576 -c 0" in script
+    assert "ulimit -u 64 -f 10240 -v 1048576 -n 2048 -c 0" in script
     assert ["--size", str(5 << 20), "--tmpfs", "/tmp"] == argv[argv.index("/tmp") - 3 : argv.index("/tmp") + 1]
 
 
@@ -300,6 +300,42 @@ async def test_file_size_limit_ends_a_disk_filler(tmp_path: Path) -> None:
     )
     assert (tmp_path / "big.bin").stat().st_size <= 1 << 20
     assert "exit=0" not in result.output
+
+
+@needs_bwrap
+async def test_dev_holds_no_files_and_its_shm_is_bounded_like_tmp(tmp_path: Path) -> None:
+    """bwrap's /dev is a tmpfs no size bound reached: a command stored 16 MB there (and in /dev/shm) with
+    SANDBOX_TMP_MB=4, memory held for as long as a service of the task lives. The device nodes still work."""
+    spec = SandboxSpec(
+        tmp_path.resolve(), tuple(bwrap.python_prefixes()), limits=ResourceLimits(tmp_bytes=4 << 20), probe=PROBE
+    )
+    result = await run_command(
+        "for d in /dev /dev/shm; do head -c 16777216 /dev/zero > $d/fill 2>/dev/null; "
+        'echo "$d $(stat -c %s $d/fill 2>/dev/null || echo none)"; rm -f $d/fill; done; echo written > /dev/null && '
+        "echo null works",
+        cwd=tmp_path,
+        timeout=30,
+        sandbox=spec,
+    )
+    assert "/dev none" in result.output, result.output
+    stored = int(result.output.split("/dev/shm ", 1)[1].split()[0])
+    assert 0 < stored <= 4 << 20 and "null works" in result.output, result.output
+
+
+@needs_bwrap
+async def test_a_process_opens_at_most_max_open_files(tmp_path: Path) -> None:
+    """The sandbox had the bot's own open-file limit (tens of thousands here): the task's processes together could
+    hold more than the machine's whole file table (fs.file-max), and the bot could then open no file."""
+    spec = SandboxSpec(tmp_path.resolve(), tuple(bwrap.python_prefixes()), probe=PROBE)
+    result = await run_command(
+        "python3 -c \"import os\nn = 0\ntry:\n    while n < 6000: os.open('/dev/null', os.O_RDONLY); n += 1\n"
+        "except OSError as e: print(e.errno)\nprint('opened', n)\"",
+        cwd=tmp_path,
+        timeout=30,
+        sandbox=spec,
+    )
+    opened = int(result.output.split("opened ", 1)[1].split()[0])
+    assert 2000 < opened < ResourceLimits().max_open_files == 2048, result.output
 
 
 @needs_bwrap

@@ -60,11 +60,21 @@ class CommitResult:
 
 @dataclass(frozen=True)
 class CommitLimits:
-    """What one task may commit: each file at most `max_file_bytes`, all changed files together `max_task_bytes`."""
+    """What one task may commit: each file at most `max_file_bytes`, all changed files together `max_task_bytes`
+    (each file counted with its path and ENTRY_BYTES more: what it adds to git's trees and index, so thousands of
+    empty files with long names are not free)."""
 
     max_file_bytes: int = 5 * 1024 * 1024
     max_task_bytes: int = 20 * 1024 * 1024
     large_file_bytes: int = 1024 * 1024  # committed files from this size on are named in the summary
+
+
+ENTRY_BYTES = 64  # about what a file adds to a tree object and the index besides its path
+
+
+def committed_bytes(path: str, size: int) -> int:
+    """What one changed file counts toward the per-task limit: its bytes, its path and an entry's overhead."""
+    return size + len(path.encode()) + ENTRY_BYTES
 
 
 @dataclass(frozen=True)
@@ -183,15 +193,15 @@ async def _over_limits(
                 )
             )
         )
-    used = sum(file_size(worktree.path / p) for p in committed - pending)
+    used = sum(committed_bytes(p, file_size(worktree.path / p)) for p in committed - pending)
     left_out: list[LeftOut] = []
     for size, path in sorted((file_size(worktree.path / p), p) for p in pending):
         if size > limits.max_file_bytes:
             left_out.append(LeftOut(path, size, f"over the {human_size(limits.max_file_bytes)} per-file limit"))
-        elif used + size > limits.max_task_bytes:
+        elif used + committed_bytes(path, size) > limits.max_task_bytes:
             left_out.append(LeftOut(path, size, f"over the {human_size(limits.max_task_bytes)} per-task limit"))
         else:
-            used += size
+            used += committed_bytes(path, size)
     kept_out = {item.path for item in left_out}
     return sorted(left_out, key=lambda item: item.path), any(path not in kept_out for path in changing), changes
 

@@ -32,6 +32,7 @@ from agents.git.repository import (
     toplevel,
 )
 from agents.sandbox import task_disk
+from agents.sandbox.temp_folders import remove_folder
 
 log = logging.getLogger(__name__)
 
@@ -442,9 +443,10 @@ def delete_folder(folder: Path, tries: int = 3) -> None:
 
     `shutil.rmtree` walks by directory descriptors: it opens each folder relative to its parent's descriptor and
     goes in only when what it opened is the entry it looked at (a link swapped in meanwhile is deleted as a name,
-    never followed). A process still writing in it can leave something behind: a few more passes, then GitError."""
+    never followed); a tree deeper than its recursion reaches is left to `rm -rf` (`remove_folder`). A process still
+    writing in it can leave something behind: a few more passes, then GitError."""
     for _ in range(tries):
-        shutil.rmtree(folder, ignore_errors=True)
+        remove_folder(folder)
         if not os.path.lexists(folder):
             return
     raise GitError(f"could not delete the worktree folder {folder}: something kept writing in it")

@@ -24,6 +24,7 @@ import enum
 import functools
 import logging
 import os
+import resource
 import shutil
 import struct
 import sys
@@ -167,12 +168,17 @@ class ResourceLimits:
     max_processes: int = 512
     max_file_bytes: int = 1 << 30
     max_memory_bytes: int = 8 << 30  # address space; Node and the JVM reserve a lot of it
-    tmp_bytes: int = 1 << 30  # private /tmp and home are tmpfs (memory): bounded
+    tmp_bytes: int = 1 << 30  # private /tmp, home and /dev/shm are tmpfs (memory): bounded
+    # open files per process: the bot's own limit (often tens of thousands) times max_processes could exhaust the
+    # machine's whole table (fs.file-max), leaving the bot unable to open a file; 2048 is twice the usual default
+    max_open_files: int = 2048
 
     def ulimit_script(self) -> str:
+        hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]  # a limit may only be lowered: never ask past the bot's
+        files = self.max_open_files if hard == resource.RLIM_INFINITY else min(self.max_open_files, hard)
         return (
             f"ulimit -u {self.max_processes} -f {max(1, self.max_file_bytes // 1024)} "
-            f"-v {max(1, self.max_memory_bytes // 1024)} -c 0"
+            f"-v {max(1, self.max_memory_bytes // 1024)} -n {files} -c 0"
         )
 
 
@@ -420,6 +426,14 @@ def bwrap_argv(
         "--proc",
         "/proc",
         "--dev",
+        "/dev",
+        # bwrap's /dev is a tmpfs no `--size` reaches: its own /dev/shm is bounded like /tmp, and the rest of /dev
+        # (device nodes, each a mount of its own) is read-only, so no command stores files in memory there
+        "--size",
+        str(spec.limits.tmp_bytes),
+        "--tmpfs",
+        "/dev/shm",
+        "--remount-ro",
         "/dev",
         "--size",
         str(spec.limits.tmp_bytes),

@@ -41,6 +41,9 @@ PROXY_PORT = 39123  # where the forwarder listens inside the task's network name
 HEAD_LIMIT = 64 * 1024
 HEAD_SECONDS = 30.0
 CONNECT_SECONDS = 15.0
+REFUSED_KEPT = 50  # distinct refused hosts remembered for the note (a command may ask for millions)
+REFUSED_SHOWN = 10  # named in the note; the rest counted
+HOST_SHOWN_CHARS = 100  # of each name in the note (a name may be 64 KB long)
 _HOP_HEADERS = (b"proxy-connection", b"connection", b"keep-alive", b"proxy-authorization", b"host")
 WEB_PORTS = frozenset({80, 443})  # what an allowed host is reached on besides its URL's own port
 
@@ -73,7 +76,8 @@ class EgressProxy:
         self.socket_path = folder / "proxy.sock"
         self.hosts: dict[str, set[int]] = {}  # allowed host → its ports
         self.everything = False
-        self.refused: list[str] = []  # hosts asked for and refused (the browser's tools say so)
+        self.refused: list[str] = []  # hosts asked for and refused (the browser's tools say so), REFUSED_KEPT at most
+        self.refused_more = 0  # refused past REFUSED_KEPT: counted only
         self._server: asyncio.AbstractServer | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self.address_ok = self.reachable  # tests point a host at a local listener through this
@@ -118,10 +122,27 @@ class EgressProxy:
             return f"port {port} of {host} was not allowed by the owner (its web pages were)"
         return f"{host} was not allowed by the owner"
 
+    def refuse(self, host: str) -> None:
+        """Remember `host` as refused (its first HOST_SHOWN_CHARS), up to REFUSED_KEPT names, then only a count."""
+        name = host[:HOST_SHOWN_CHARS] + ("…" if len(host) > HOST_SHOWN_CHARS else "")
+        if name in self.refused:
+            return
+        if len(self.refused) < REFUSED_KEPT:
+            self.refused.append(name)
+        else:
+            self.refused_more += 1
+
+    def refused_names(self) -> str:
+        """The refused names for a note, REFUSED_SHOWN of them and how many more; both lists start again."""
+        more = len(self.refused) - REFUSED_SHOWN + self.refused_more
+        hosts = ", ".join(self.refused[:REFUSED_SHOWN]) + (f" and {more} more" if more > 0 else "")
+        self.refused.clear()
+        self.refused_more = 0
+        return hosts
+
     def refused_note(self) -> str:
         """After a command in domains mode: the names the proxy refused, once."""
-        hosts = ", ".join(dict.fromkeys(self.refused))
-        self.refused.clear()
+        hosts = self.refused_names()
         return (
             f"\n[the sandbox's proxy refused {hosts}: an allowed command reaches only "
             f"{', '.join(self.domains) if self.domains else 'public addresses'}]"
@@ -168,10 +189,10 @@ class EgressProxy:
             host, port = parts.hostname, parts.port or 80
         host = host.strip("[]")
         if not plain_host(host):  # a NUL or any other byte a name lookup would read differently than the check did
-            self.refused.append(repr(host))
+            self.refuse(repr(host))
             return await _refuse(writer, 400, "a host is a domain name or an IP address, nothing else")
         if not self.allowed(host, port):
-            self.refused.append(host)
+            self.refuse(host)
             return await _refuse(writer, 403, self.refusal(host, port))
         body = 0
         if method != "CONNECT":

@@ -23,6 +23,7 @@ import os
 import re
 import shutil
 import stat
+import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
@@ -67,7 +68,12 @@ def remove_folder(folder: Path) -> None:
     (`safe_paths.unlock_folders`: never a file, never a link's target); `tempfile.TemporaryDirectory`'s clean-up
     chmods the very path it failed to delete, and so, before Python 3.11.8 and 3.12.2, the target of such a link."""
     unlock_folders(folder)
-    shutil.rmtree(folder, ignore_errors=True)
+    try:
+        shutil.rmtree(folder, ignore_errors=True)
+    except RecursionError:  # a tree deeper than Python's recursion limit: shutil.rmtree recurses per level (3.11)
+        pass
+    if os.path.lexists(folder):  # what recursion could not reach: rm walks iteratively, links deleted, never followed
+        subprocess.run(["rm", "-rf", "--one-file-system", "--", str(folder)], capture_output=True, check=False)
 
 
 def sweep_leftovers(folder: Path | None = None) -> list[Path]:
@@ -96,7 +102,7 @@ def sweep_leftovers(folder: Path | None = None) -> list[Path]:
         else:
             gone = now - info.st_mtime > UNNAMED_AGE_SECONDS
         if gone:
-            shutil.rmtree(entry.path, ignore_errors=True)
+            remove_folder(Path(entry.path))
             removed.append(Path(entry.path))
     return removed
 

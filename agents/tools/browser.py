@@ -218,8 +218,7 @@ class BrowserRun:
         """After a browser call: the outside hosts its pages asked for and the proxy refused (not allowed), once."""
         if self.proxy is None or not self.proxy.refused:
             return ""
-        hosts = ", ".join(dict.fromkeys(self.proxy.refused))
-        self.proxy.refused.clear()
+        hosts = self.proxy.refused_names()
         return (
             f"[The browser was refused these hosts, not allowed by the owner: {hosts}. Resources from them did not "
             "load; to ask for one, open a URL there with new_page or navigate_page.]"

@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from agents.git.repository import export_tree
+from agents.sandbox.temp_folders import remove_folder
 from agents.verify.suite_env import TestEnvironment, link_borrowed
 
 MAX_KEPT_BYTES = 64 << 20  # what `keep` may copy into one room (a generated folder, not a dataset)
@@ -37,7 +38,7 @@ async def clean_room(repo: Path, commit: str, env: TestEnvironment | None, folde
             await asyncio.to_thread(_furnish, env, tree, Path(env.workspace or repo))
         yield tree
     finally:
-        await asyncio.to_thread(shutil.rmtree, tree, True)
+        await asyncio.to_thread(remove_folder, tree)  # a commit may hold a tree deeper than rmtree's recursion
 
 
 def _furnish(env: TestEnvironment, tree: Path, workspace: Path) -> None:

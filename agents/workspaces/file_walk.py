@@ -23,6 +23,9 @@ SKIP_DIRS = frozenset(
     {".git", "node_modules", ".venv", "__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".tox"}
 )
 VIRTUALENV_MARKER = "pyvenv.cfg"
+# folders below this many levels are not entered: no source tree is that deep, and os.fwalk recurses (and holds a
+# descriptor) per level, so a worker's `mkdir -p d/d/…` 1,400 deep made every walk of its worktree raise RecursionError
+WALK_DEPTH = 100
 GIT_TIMEOUT_S = 30.0
 # Hooks and fsmonitor are programs a repository can name; a read-only listing never runs them.
 _GIT_OPTIONS = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=", "-c", "core.quotepath=off")
@@ -87,8 +90,9 @@ def walk_tree(
     start: Path, skip: Callable[[str], bool] | None = None, *, root: Path | None = None
 ) -> Iterator[tuple[Path, list[str], list[str]]]:
     """`os.walk` top-down with names sorted, never following a symlinked folder, never descending into `SKIP_DIRS`,
-    a virtualenv below `start` (a folder holding `pyvenv.cfg`) or a folder `skip` names. As with `os.walk`, a caller
-    may prune `dirs` further in place. `files` lists what is not a folder (links to files, broken links too).
+    a virtualenv below `start` (a folder holding `pyvenv.cfg`), a folder `skip` names, or one WALK_DEPTH levels
+    down. As with `os.walk`, a caller may prune `dirs` further in place. `files` lists what is not a folder (links to
+    files, broken links too).
 
     Walked through directory fds (`os.fwalk`): a folder swapped for a symlink after it was listed is not entered,
     whatever the timing. With `root` (a trusted folder `start` lies in), the way from `root` down to `start` is
@@ -113,6 +117,8 @@ def _walk_from(start: Path, fd: int, skip: Callable[[str], bool] | None) -> Iter
             if VIRTUALENV_MARKER in files and here != start:
                 dirs.clear()
                 continue
+            if folder.count("/") >= WALK_DEPTH:
+                dirs.clear()
             dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not (skip and skip(d)))
             files.sort()
             yield here, dirs, files
