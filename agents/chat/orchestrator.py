@@ -190,7 +190,7 @@ class Orchestrator:
         per-chat lock, taken as a message arrives, before its download or transcription; the routing eval runs its
         cases one by one). There is no second lock here.
         """
-        self.desk.turn_started(chat_id)
+        self.desk.turn_started(chat_id, text)
         caller = Caller(
             chat_id=chat_id, message_id=message_id, user_id=user_id, user_name=user_name, confined_to=confined_to
         )

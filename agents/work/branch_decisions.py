@@ -70,9 +70,11 @@ class BranchDecisions:
         return self.settings.paths.worktrees_dir / "ran-elsewhere" / f"task-{task.id}"
 
     async def _owner_decision(self, caller: Caller, task: Task, doing: str) -> None:
-        """Merge and Discard are owners' decisions: a member's request goes to the owners with the task's buttons."""
+        """Merge and Discard are owners' decisions: a member's request goes to the owners with the task's buttons;
+        the model's call, in a turn whose words did not ask for it, gets the user the buttons instead."""
         buttons = branch_buttons(task_number(task), task.status)
         await self.access.owners_only(caller, doing, f"to {doing} **task #{task.id}**:", task.title, buttons)
+        await self.access.asked_for(caller, doing, task, buttons)
 
     async def merge(self, caller: Caller, task_id: int, *, anywhere: bool = False) -> str:
         """Merge the task's branch into its base: the one merge of the tool and the button, so both refuse a task
