@@ -99,7 +99,7 @@ async def test_a_report_whose_status_is_no_end_leaves_the_task_interrupted(
         told = await tbot.tg.await_for(lambda: message_with(tbot, "Task #1", "Resume it, or discard it?"))
         task = await tbot.runtime.store.get_task(1)
         assert task.status is TaskStatus.INTERRUPTED, f"the run ended, yet task #1 is {task.status.value}"
-        assert "its runner reported in_progress, which is not how a task ends" in told.text, told.text
+        assert "its runner reported 'in_progress', which is not how a task ends" in told.text, told.text
 
 
 @cheap_tests

@@ -7,8 +7,12 @@ part (Open PR, a follow-up's push) is done here, where the bot's token is.
 
 What the bot can check it does not take on the runner's word: the status must be an end (anything else leaves the
 task interrupted, to resume or discard), the usage and audit rows are stored as the task's own (its chat, its
-starter), and the branch's head and base come from the fetched branch in the owner's checkout (a base that is not
-an ancestor of both the branch and its base branch would make Diff hide what Merge brings in).
+starter, never negative, dated when the bot got them: a runner cannot lower today's spending), the branch's head and
+base come from the fetched branch in the owner's checkout (a base that is not an ancestor of both the branch and
+its base branch would make Diff hide what Merge brings in), a research task gets no branch, the bot's own run
+markers (`workflow` events) are never taken from a report, a malformed row is skipped rather than losing the report,
+the runner's words in the bot's own notices (an error, a status, a push error) are literal text, and a summary's
+buttons act on this task alone (a Mini App button, which Telegram hands signed launch data, is the bot's own only).
 """
 
 from __future__ import annotations
@@ -17,11 +21,23 @@ import dataclasses
 import json
 import logging
 
-from agents.core.actions import Action, button, with_review
+from agents.core.actions import Action, Buttons, button, parse_action, with_review
 from agents.core.branch_names import is_task_branch
-from agents.core.models import Proposal, Task, TaskEvent, TaskStatus, ToolCallRecord, UsageRecord, utcnow
+from agents.core.ids import parse_id
+from agents.core.models import (
+    Proposal,
+    Task,
+    TaskEvent,
+    TaskStatus,
+    ToolCallRecord,
+    Usage,
+    UsageRecord,
+    WorkerKind,
+    utcnow,
+)
 from agents.core.protocols import Outbox
 from agents.core.settings import Settings
+from agents.core.text import outside_text
 from agents.engine.payloads import TaskReport, decode_buttons
 from agents.git.command import GitError, GitIdentity, git_succeeds, git_text
 from agents.git.remote import fetch_branch
@@ -37,6 +53,7 @@ log = logging.getLogger(__name__)
 # a task event: "started <workflow id>" before its start is sent, "recorded <id>" once its report is stored, "ended
 # <id>" once it was told too
 RUN_EVENT = "workflow"
+SHOWN_MAX = 4  # messages of a report shown (a summary, its notes): a runner's flood of them is cut here
 
 
 class TaskReports:
@@ -68,6 +85,8 @@ class TaskReports:
         usage and audit rows, its proposal), then told (`ended <run>`: the summaries queued in the outbox, GitHub's
         part). A bot stopped between the two applies the report again at its next start (`TemporalEngine.reattach`
         follows every run not ended), telling what it had not, without recording anything twice."""
+        if task.worker is WorkerKind.RESEARCH and report.branch:  # read-only: nothing for Merge or Discard to act on
+            report = dataclasses.replace(report, branch=None, pushed=False)
         foreign = self._foreign_branch(task, report)
         if foreign is not None:  # never fetched over a branch of the owner's, never the task's
             report = dataclasses.replace(report, branch=None, pushed=False)
@@ -92,15 +111,27 @@ class TaskReports:
     ) -> tuple[TaskStatus, str | None, Proposal | None]:
         """The report stored: events, criteria, usage and audit rows (as the task's own), the proposal, the row."""
         for kind, detail in report.events:
-            await self.store.add_event(TaskEvent(task_id=task.id, kind=kind, detail=detail))
+            if kind != RUN_EVENT:  # the bot's own markers of which run a task follows: never the runner's
+                await self.store.add_event(TaskEvent(task_id=task.id, kind=str(kind), detail=str(detail)))
         for idx, evidence in report.verified:
-            await self.store.verify_criterion(task.stored_id, int(idx), evidence)
+            if (number := parse_id(str(idx))) is not None:
+                await self.store.verify_criterion(task.stored_id, number, str(evidence))
         own = {"id": None, "task_id": task.stored_id, "chat_id": task.chat_id}  # the rows are this task's, whatever
         for row in report.usage:
-            usage = UsageRecord.model_validate_json(row)
-            await self.store.record_usage(usage.model_copy(update={**own, "user_id": task.user_id}))
+            try:
+                usage = UsageRecord.model_validate_json(row)
+            except ValueError:
+                log.warning("task %s: its runner reported a usage row the bot cannot read: skipped", task.id)
+                continue
+            counted = {name: max(0, getattr(usage, name)) for name in Usage.model_fields}  # never below zero
+            await self.store.record_usage(
+                usage.model_copy(update={**own, **counted, "user_id": task.user_id, "created_at": utcnow()})
+            )
         for row in report.tool_calls:
-            await self.store.record_tool_call(ToolCallRecord.model_validate_json(row).model_copy(update=own))
+            try:
+                await self.store.record_tool_call(ToolCallRecord.model_validate_json(row).model_copy(update=own))
+            except ValueError:
+                log.warning("task %s: its runner reported an audit row the bot cannot read: skipped", task.id)
         status, error = _ending(task, report)
         fields: dict[str, object] = {"status": status, "result": report.result, "error": error}
         proposal = await store_proposal(self.store, task, report.proposal) if report.proposal else None
@@ -133,12 +164,12 @@ class TaskReports:
             await show_proposal(
                 self.store, self.deliveries, self.settings.orchestrator.shown_turn_chars, task, proposal
             )
-        for shown in report.shown:
+        for shown in report.shown[:SHOWN_MAX]:
             text = shown.text + (f"\n\n⚠ {missing}" if missing else "")
             record = await remember_shown(
                 self.store, task.chat_id, TASK, task.stored_id, text, self.settings.orchestrator.shown_turn_chars
             )
-            buttons = decode_buttons(shown.buttons)
+            buttons = own_buttons(decode_buttons(shown.buttons), task)
             if self.pull_requests is not None and shown.kind == "summary":  # the runner has no token: Open PR is ours
                 buttons = await self.pull_requests.with_open_pr(task, buttons)
             if shown.kind == "summary":  # the review page is the bot's: its Review button too
@@ -153,7 +184,8 @@ class TaskReports:
                 shown_record=record.id,
             )
         if status is TaskStatus.INTERRUPTED:
-            await self.tell_interrupted(task, f"⚠️ **Task #{task.id}** stopped: {error}. Resume it, or discard it?")
+            why = outside_text(str(error or "no reason given"))  # the runner's words, never formatting or a link
+            await self.tell_interrupted(task, f"⚠️ **Task #{task.id}** stopped: {why}. Resume it, or discard it?")
         elif status.is_final:  # GitHub (the bot's token stays here): a follow-up's push, the thread's answer
             if self.pull_requests is not None:
                 await self.pull_requests.after_task(task)
@@ -198,7 +230,9 @@ class TaskReports:
             return None
         if not report.pushed:
             remote = self.settings.engine.runner_remote
-            return f"its branch `{report.branch}` did not reach `{remote}`: {report.push_error}"
+            return (
+                f"its branch `{report.branch}` did not reach `{remote}`: {outside_text(str(report.push_error))[:300]}"
+            )
         repo = self.workspaces.resolve(task.workspace).path
         try:
             if await fetch_branch(repo, report.branch, self.settings.engine.runner_remote, self.identity):
@@ -221,4 +255,14 @@ def _ending(task: Task, report: TaskReport) -> tuple[TaskStatus, str | None]:
         return status, report.error
     shown = str(report.status)[:40]
     log.warning("task %s: its runner reported the status %r, not an end: interrupted", task.id, shown)
-    return TaskStatus.INTERRUPTED, f"its runner reported `{shown}`, which is not how a task ends"
+    return TaskStatus.INTERRUPTED, f"its runner reported {shown!r}, which is not how a task ends"
+
+
+def own_buttons(buttons: Buttons | None, task: Task) -> Buttons | None:
+    """A runner's summary buttons that act on this task: a callback naming another task (Merge of #999 labelled
+    Diff) and a Mini App button (Telegram hands it signed launch data; the bot adds its own Review) are dropped."""
+    kept = [
+        [b for b in row if not b.web_app and (found := parse_action(b.data)) is not None and found[1] == task.stored_id]
+        for row in buttons or []
+    ]
+    return [row for row in kept if row] or None
