@@ -21,6 +21,7 @@ from agents.store.database import Store
 from agents.workspaces.folders import Workspaces
 from telegram_bot.render.markdown import markdown_to_html
 from tests.conftest import git
+from tests.support.git_repos import make_user_repo
 from tests.support.settings import offline_settings
 
 EVIL = "https://evil.example/phish"
@@ -67,14 +68,9 @@ class Recorder:
 
 
 def workspace(tmp_path: Path) -> Path:
-    root = tmp_path / "ws"
-    repo = root / "calc"
-    repo.mkdir(parents=True)
-    git(repo, "init", "-q", "-b", "main")
-    (repo / "a.txt").write_text("a\n")
-    git(repo, "add", ".")
-    git(repo, "commit", "-q", "-m", "one")
-    return root
+    (tmp_path / "ws").mkdir()
+    make_user_repo(tmp_path / "ws" / "calc")
+    return tmp_path / "ws"
 
 
 async def setup(tmp_path: Path, criteria: list[str] | None = None, **settings_values):
@@ -351,7 +347,7 @@ async def test_a_research_task_gets_no_branch_from_its_runner(tmp_path: Path) ->
         clone = tmp_path / "runner"
         git(tmp_path, "clone", "-q", str(shared), str(clone))
         git(clone, "checkout", "-q", "-b", branch)
-        (clone / "a.txt").write_text("planted by a research run\n")
+        (clone / "app.py").write_text("planted by a research run\n")
         git(clone, "commit", "-q", "-am", "planted")
         git(clone, "push", "-q", "origin", branch)
         reports = TaskReports(offline_settings(root, runner_remote="origin"), store, Outbox(), Workspaces(root))
