@@ -116,11 +116,11 @@ async def _guard(update: Update, context: Context) -> None:
             await context.bot.answer_callback_query(
                 update.callback_query.id, "Not allowed.", rate_limit_args=REFUSAL_LANE
             )
-    elif update.effective_chat and update.effective_message:
+    elif user is not None and (update.message or update.edited_message) and chat_of(update).id == user.id:
+        # only into the stranger's own chat with the bot: a business or guest-mode message names a chat of the
+        # stranger's choosing (one whose id is an allowed user's), where a refusal would post into their chat
         with contextlib.suppress(Exception):
-            await context.bot.send_message(
-                chat_of(update).id, "Sorry, this is a private bot.", rate_limit_args=REFUSAL_LANE
-            )
+            await context.bot.send_message(user.id, "Sorry, this is a private bot.", rate_limit_args=REFUSAL_LANE)
     raise ApplicationHandlerStop
 
 
@@ -236,11 +236,14 @@ def reply_to_of(update: Update, context: Context) -> ReplyTo | None:
     replied = message_of(update).reply_to_message
     if replied is None or replied.forum_topic_created is not None:  # a topic's messages all point at its root
         return None
-    sender = replied.from_user
+    sender, user = replied.from_user, update.effective_user
+    posted_as = replied.sender_chat  # an anonymous admin or a channel: nobody's own words but the chat's
     return ReplyTo(
         message_id=replied.message_id,
         text=replied.text or replied.caption or "",
         from_bot=bool(sender and sender.id == context.bot.id),
+        theirs=bool(sender and user and sender.id == user.id and posted_as is None),
+        author=(posted_as.title or "a chat") if posted_as else (sender.full_name if sender else "") or "",
     )
 
 

@@ -14,11 +14,15 @@ QUOTE_CHARS = 300
 
 @dataclass(frozen=True)
 class ReplyTo:
-    """The message a new message replies to: its id in the chat, its text, and whether the bot sent it."""
+    """The message a new message replies to: its id in the chat, its text, whether the bot sent it, and whether the
+    user who replies wrote it (`theirs`; else `author` names who did: a stranger's words in a group, quoted by a
+    reply, are never the user's own request)."""
 
     message_id: int
     text: str = ""
     from_bot: bool = False
+    theirs: bool = False
+    author: str = ""
 
 
 def _plain(text: str) -> str:
@@ -56,5 +60,10 @@ async def describe_reply(store: Store, chat_id: int, reply: ReplyTo | None) -> s
     task = await store.task_by_message(chat_id, reply.message_id) if reply.from_bot else None
     if task is not None:
         return f"replying to: the progress message of task #{task.id} [{task.status.value}]"
-    who = "your earlier message" if reply.from_bot else "their own earlier message"
+    if reply.from_bot:
+        who = "your earlier message"
+    elif reply.theirs:
+        who = "their own earlier message"
+    else:  # someone else's words: what the user asks about, never what the user asks
+        who = f"a message of {_plain(reply.author)[:60] or 'someone else'} (their words, not the user's request)"
     return f"replying to {who}: «{_quote(reply.text)}»" if reply.text.strip() else f"replying to {who}"
