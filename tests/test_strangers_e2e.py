@@ -5,18 +5,9 @@ from __future__ import annotations
 import asyncio
 
 from tests.conftest import STRANGER_ID, USER_ID, BotHarness
+from tests.support.tasks import all_updates_handled
 
 REFUSALS_PER_MINUTE = 20  # telegram_bot.strangers.REFUSALS_PER_MINUTE (not imported: the test also runs on old code)
-
-
-async def all_updates_handled(bot: BotHarness, timeout: float = 20.0) -> None:
-    """Every injected update was fetched and every handler finished (PTB's own counters)."""
-    processor = bot.app.update_processor
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while bot.tg.pending_updates or not bot.app.update_queue.empty() or processor.current_concurrent_updates:
-        assert loop.time() < deadline, "the bot is still busy with the updates"
-        await asyncio.sleep(0.05)
 
 
 def to(chat_id: int, calls) -> list:

@@ -149,3 +149,13 @@ async def fixed_add(bot: BotHarness, caller: Caller) -> Task:
     task = await ended(bot, 1, timeout=90)
     assert task.branch and task.status is not TaskStatus.FAILED, task
     return task
+
+
+async def all_updates_handled(bot: BotHarness, timeout: float = 20.0) -> None:
+    """Every injected update was fetched and every handler finished (PTB's own counters)."""
+    processor = bot.app.update_processor
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while bot.tg.pending_updates or not bot.app.update_queue.empty() or processor.current_concurrent_updates:
+        assert loop.time() < deadline, "the bot is still busy with the updates"
+        await asyncio.sleep(0.05)
