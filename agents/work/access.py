@@ -67,10 +67,10 @@ OWNERS_ASKED_AGAIN_AFTER_S = 600.0
 # The user's words that ask for a merge or a discard, or agree to one the assistant proposed (a "yes" to "shall I
 # merge #7?"); anything else leaves the decision to the task's button. Generous on purpose: a miss costs one tap.
 _ASKS_FOR = {
-    "merge": re.compile(r"\b(?:merg\w*|land\w*|ship\w*|integrat\w*|pull it in)\b", re.IGNORECASE),
+    "merge": re.compile(r"\b(?:merg\w*|land\w*|ship\w*|integrat\w*|accept\w*|apply|pull it in)\b", re.IGNORECASE),
     "discard": re.compile(
         r"\b(?:discard\w*|throw\w*|trash\w*|drop\w*|delet\w*|remov\w*|scrap\w*|bin|get rid|abandon\w*|reject\w*|"
-        r"toss\w*|dump\w*|forget it|undo)\b",
+        r"toss\w*|dump\w*|nuke\w*|kill\w*|eras\w*|wipe\w*|forget it|undo)\b",
         re.IGNORECASE,
     ),
 }
