@@ -315,6 +315,31 @@ async def test_a_runner_speaks_only_into_its_tasks_chat(tmp_path: Path) -> None:
     assert refused and not notifier.calls
 
 
+async def test_a_runner_edits_its_own_tasks_messages_and_keeps_the_filter_but_for_questions(tmp_path: Path) -> None:
+    """A runner could edit any message of its task's chat (another task's summary rewritten to ✔) and send anything
+    with `literal`, past the bot's secrets filter. Now: its own messages and its task's progress message only, and
+    literal only for a question (a message carrying the network question's buttons) and its edits."""
+    store = await Store.open(tmp_path / "db.sqlite")
+    try:
+        task = await store.add_task(
+            Task(chat_id=1, workspace="calc", worker=WorkerKind.CODE, title="t", instructions="i")
+        )
+        notifier = Recorder()
+        desk = ChatDesk(store, notifier, WorkflowLines(offline_settings(tmp_path)), Attachments(tmp_path / "a"))
+        said = await desk.notify(NotifyCall(task.stored_id, 1, "send", "plain", literal=True))
+        question = [[["Allow once", f"net:once:{task.stored_id}"], ["Deny", f"net:deny:{task.stored_id}"]]]
+        asked = await desk.notify(NotifyCall(task.stored_id, 1, "send", "may it?", buttons=question, literal=True))
+        await desk.notify(NotifyCall(task.stored_id, 1, "edit", "another task's: ✔", message_id=77))
+        await desk.notify(NotifyCall(task.stored_id, 1, "edit", "closed", message_id=asked.message_id, literal=True))
+        await desk.notify(NotifyCall(task.stored_id, 1, "edit", "own", message_id=said.message_id, literal=True))
+    finally:
+        await store.close()
+    sends = [call for call in notifier.calls if call[0] == "send"]
+    edits = [call for call in notifier.calls if call[0] == "edit"]
+    assert [literal for *_, literal in sends] == [False, True], sends
+    assert [(call[2], call[-1]) for call in edits] == [(asked.message_id, True), (said.message_id, False)], edits
+
+
 # ---- the branch the report names -------------------------------------------------------------------------------
 
 

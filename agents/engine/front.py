@@ -476,11 +476,17 @@ class TemporalEngine:
         )
 
 
+SENT_TASKS_KEPT = 1000  # tasks whose messages ChatDesk remembers (a task's run is long over past that many)
+
+
 class ChatDesk:
     """The bot's activities: what a task on a runner shows in its chat, and the files handed to it."""
 
     def __init__(self, store: Store, notifier: Notifier, lines: WorkflowLines, attachments: Attachments) -> None:
         self.store, self.notifier, self.lines, self.attachments = store, notifier, lines, attachments
+        # task id → {message id it sent in its chat: whether as a question (literal)}: a runner edits only those
+        # (and its task's progress message), and keeps a message past the secrets filter only where it was a question
+        self._sent: dict[int, dict[int, bool]] = {}
 
     async def _task_in(self, task_id: int, chat_id: int) -> Task:
         task = await self.store.get_task(task_id)
@@ -490,13 +496,24 @@ class ChatDesk:
 
     @activity.defn(name=NOTIFY)
     async def notify(self, call: NotifyCall) -> Shown:
-        await self._task_in(call.task_id, call.chat_id)
+        task = await self._task_in(call.task_id, call.chat_id)
         buttons = decode_buttons(call.buttons)
         data = base64.b64decode(call.data_b64) if call.data_b64 else b""
+        if call.task_id not in self._sent and len(self._sent) >= SENT_TASKS_KEPT:
+            del self._sent[next(iter(self._sent))]  # the oldest task's: long ended
+        sent = self._sent.setdefault(call.task_id, {})
+        asks = any((found := parse_action(b.data)) and found[0] in CHOICES for row in buttons or [] for b in row)
         if call.method == "edit" and call.message_id is not None:
+            if call.message_id not in sent and call.message_id != task.progress_message_id:
+                log.warning("task %s: its runner asked to edit message %s, not its own", call.task_id, call.message_id)
+                return Shown()
             try:  # an edit is best effort (the local engine's progress swallows a failed one too): never retried
                 await self.notifier.edit(
-                    call.chat_id, call.message_id, call.text, buttons=buttons, literal=call.literal
+                    call.chat_id,
+                    call.message_id,
+                    call.text,
+                    buttons=buttons,
+                    literal=call.literal and sent.get(call.message_id, False),
                 )
             except Exception as err:
                 log.debug("task %s: edit failed: %s", call.task_id, err)
@@ -510,17 +527,22 @@ class ChatDesk:
             await self.notifier.send_photo(call.chat_id, data, caption=call.text)
             return Shown()
         if call.method == "ask_owners":  # a member's task: where this bot's owners see it
-            copies = await self.notifier.ask_owners(call.chat_id, call.text, buttons=buttons, literal=call.literal)
+            copies = await self.notifier.ask_owners(
+                call.chat_id, call.text, buttons=buttons, literal=call.literal and asks
+            )
             self._remember_question(call, {chat for chat, _ in copies})
+            sent.update({message: call.literal and asks for chat, message in copies if chat == call.chat_id})
             return Shown(copies=[[chat, message] for chat, message in copies])
-        sent = await self.notifier.send(
-            call.chat_id, call.text, buttons=buttons, reply_to=call.reply_to, literal=call.literal
+        message_id = await self.notifier.send(
+            call.chat_id, call.text, buttons=buttons, reply_to=call.reply_to, literal=call.literal and asks
         )
+        if message_id is not None:
+            sent[message_id] = call.literal and asks
         self._remember_question(call, {call.chat_id})
         for action, item in (parse_action(b.data) or (None, 0) for row in buttons or [] for b in row):
-            if action is Action.CANCEL and item == call.task_id and sent is not None:  # the progress message
-                await self.store.update_task(call.task_id, progress_message_id=sent)  # replies to it steer
-        return Shown(message_id=sent)
+            if action is Action.CANCEL and item == call.task_id and message_id is not None:  # the progress message
+                await self.store.update_task(call.task_id, progress_message_id=message_id)  # replies to it steer
+        return Shown(message_id=message_id)
 
     def _remember_question(self, call: NotifyCall, chats: set[int]) -> None:
         """A network question's buttons: their answer goes back to the runner (asked in `chats` only)."""
