@@ -294,17 +294,25 @@ async def test_a_runners_report_shows_a_bounded_number_of_summaries(tmp_path: Pa
 # ---- ChatDesk: what a runner's task shows while it runs ----------------------------------------------------------
 
 
+async def chat_desk(tmp_path: Path) -> tuple[Store, Task, Recorder, ChatDesk]:
+    """The bot's ChatDesk (what a runner's task shows in its chat) over a store holding one code task of chat 1."""
+    store = await Store.open(tmp_path / "db.sqlite")
+    task = await store.add_task(Task(chat_id=1, workspace="calc", worker=WorkerKind.CODE, title="t", instructions="i"))
+    notifier = Recorder()
+    return (
+        store,
+        task,
+        notifier,
+        ChatDesk(store, notifier, WorkflowLines(offline_settings(tmp_path)), Attachments(tmp_path / "a")),
+    )
+
+
 async def test_a_runner_speaks_only_into_its_tasks_chat(tmp_path: Path) -> None:
     """Held: NOTIFY naming another chat is refused (ChatDesk._task_in; the workflow's validator too)."""
     from temporalio.exceptions import ApplicationError
 
-    store = await Store.open(tmp_path / "db.sqlite")
+    store, task, notifier, desk = await chat_desk(tmp_path)
     try:
-        task = await store.add_task(
-            Task(chat_id=1, workspace="calc", worker=WorkerKind.CODE, title="t", instructions="i")
-        )
-        notifier = Recorder()
-        desk = ChatDesk(store, notifier, WorkflowLines(offline_settings(tmp_path)), Attachments(tmp_path / "a"))
         refused = False
         try:
             await desk.notify(NotifyCall(task.stored_id, 2, "send", "hello other chat"))
@@ -319,13 +327,8 @@ async def test_a_runner_edits_its_own_tasks_messages_and_keeps_the_filter_but_fo
     """A runner could edit any message of its task's chat (another task's summary rewritten to ✔) and send anything
     with `literal`, past the bot's secrets filter. Now: its own messages and its task's progress message only, and
     literal only for a question (a message carrying the network question's buttons) and its edits."""
-    store = await Store.open(tmp_path / "db.sqlite")
+    store, task, notifier, desk = await chat_desk(tmp_path)
     try:
-        task = await store.add_task(
-            Task(chat_id=1, workspace="calc", worker=WorkerKind.CODE, title="t", instructions="i")
-        )
-        notifier = Recorder()
-        desk = ChatDesk(store, notifier, WorkflowLines(offline_settings(tmp_path)), Attachments(tmp_path / "a"))
         said = await desk.notify(NotifyCall(task.stored_id, 1, "send", "plain", literal=True))
         question = [[["Allow once", f"net:once:{task.stored_id}"], ["Deny", f"net:deny:{task.stored_id}"]]]
         asked = await desk.notify(NotifyCall(task.stored_id, 1, "send", "may it?", buttons=question, literal=True))

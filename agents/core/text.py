@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Sequence
 
 from agents.core.secrets_filter import SecretsFilter
 
@@ -26,6 +27,13 @@ def keep_head_and_tail(text: str, limit: int, what: str = "output") -> str:
         f"the end are shown. Narrow the call (offset/limit, a grep, a shorter command output) to see the middle. …]"
         f"\n\n{text[-tail:]}"
     )
+
+
+def some_of(items: Sequence[str], limit: int, uncounted: int = 0) -> str:
+    """The first `limit` of `items` joined with commas, and how many more there are ('a, b and 3 more');
+    `uncounted`: more still, not in `items` (a list kept short)."""
+    more = max(0, len(items) - limit) + uncounted
+    return ", ".join(items[:limit]) + (f" and {more} more" if more > 0 else "")
 
 
 def fenced(text: str) -> str:

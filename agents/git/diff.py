@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from agents.core.text import human_size
+from agents.core.text import human_size, some_of
 from agents.git.command import git_text, run_git, split_nul, stream_git
 from agents.git.commits import blob_sizes, file_size, pending_changes, stage_paths
 from agents.git.worktrees import TaskWorktree, check_worktree_link, worktree_present
@@ -241,9 +241,7 @@ def masked_note(places: list[str]) -> str:
     """The Diff's warning of `masked_additions` ('' when there are none)."""
     if not places:
         return ""
-    shown = ", ".join(places[:LISTED_MAX]) + (
-        f" and {len(places) - LISTED_MAX} more" if len(places) > LISTED_MAX else ""
-    )
+    shown = some_of(places, LISTED_MAX)
     return (
         f"{len(places)} added line(s) hold text the bot masked as a secret: Merge brings them as written, so read "
         f"them in the branch before merging ({shown})"

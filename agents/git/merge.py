@@ -7,6 +7,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agents.core.text import some_of
 from agents.git.command import GitIdentity, git_succeeds, git_text, run_git, split_nul
 from agents.git.locks import bot_writes
 from agents.git.repository import branch_exists, current_branch, rev_parse
@@ -172,5 +173,4 @@ def _porcelain_paths(text: str) -> list[str]:
 
 
 def _short_list(paths: list[str], limit: int = 8) -> str:
-    shown = ", ".join(paths[:limit])
-    return shown + (f" and {len(paths) - limit} more" if len(paths) > limit else "")
+    return some_of(paths, limit)

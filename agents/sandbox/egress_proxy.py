@@ -32,6 +32,7 @@ import socket
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from agents.core.text import some_of
 from agents.sandbox.egress_rules import IPNetwork, domain_allowed, host_addresses, plain_host
 
 log = logging.getLogger(__name__)
@@ -134,8 +135,7 @@ class EgressProxy:
 
     def refused_names(self) -> str:
         """The refused names for a note, REFUSED_SHOWN of them and how many more; both lists start again."""
-        more = len(self.refused) - REFUSED_SHOWN + self.refused_more
-        hosts = ", ".join(self.refused[:REFUSED_SHOWN]) + (f" and {more} more" if more > 0 else "")
+        hosts = some_of(self.refused, REFUSED_SHOWN, self.refused_more)
         self.refused.clear()
         self.refused_more = 0
         return hosts

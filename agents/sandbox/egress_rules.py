@@ -25,6 +25,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from agents.core.text import some_of
+
 log = logging.getLogger(__name__)
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -262,7 +264,7 @@ def refused_note(addresses: Iterable[str]) -> str:
     listed = sorted(set(addresses))
     if not listed:
         return ""
-    shown = ", ".join(listed[:10]) + (f" and {len(listed) - 10} more" if len(listed) > 10 else "")
+    shown = some_of(listed, 10)
     return (
         f"\n[the sandbox refused connections to {shown}: an allowed network reaches the public Internet only, never "
         "this machine, loopback, private, shared or link-local networks (SANDBOX_NETWORK_PRIVATE opens a private "

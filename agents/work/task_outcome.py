@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from agents.core.actions import Action, Button, button, review_button
 from agents.core.models import Criterion, TaskStatus
-from agents.core.text import human_size, quoted
+from agents.core.text import human_size, quoted, some_of
 from agents.git.commits import CommitResult, LeftOut
 from agents.verify.verdict import Mark, Verdict, why_not_run
 from agents.work.worker import Ending, Limits, WorkerResult
@@ -154,8 +154,7 @@ def size_lines(last: CommitResult | None, left_out: list[LeftOut]) -> list[str]:
     if left_out:
         lines.append(
             "⚠ **Not committed** (size limits): "
-            + ", ".join(f"`{item.path}` ({size(item.size)}, {item.reason})" for item in left_out[:10])
-            + (f" and {len(left_out) - 10} more" if len(left_out) > 10 else "")
+            + some_of([f"`{item.path}` ({size(item.size)}, {item.reason})" for item in left_out], 10)
         )
     if last and last.large:
         lines.append("**Large files committed:** " + ", ".join(f"`{p}` ({size(n)})" for p, n in last.large[:10]))
