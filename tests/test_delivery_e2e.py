@@ -365,7 +365,12 @@ async def test_a_reply_to_a_proposal_the_flusher_delivered_is_a_reply_to_that_pr
 
     await until(owed_proposal, timeout=60)
     await bot.tg.await_for(lambda: len(bot.tg.refused) >= 3 or None, timeout=30)  # the three inline tries
-    await bot.runtime.deliveries.flush()  # the flusher's pass
+
+    async def flushed() -> bool:  # the flusher's pass (again, while the last inline try still holds the entry)
+        await bot.runtime.deliveries.flush()
+        return any("Proposal #1" in (m.text or "") for m in bot.tg.messages(USER_ID))
+
+    await until(flushed, timeout=30)
     shown = next(m for m in bot.tg.messages(USER_ID) if "Proposal #1" in (m.text or ""))
     model.add("orchestrator", claude_says.text("Noted."))
     bot.tg.send_text(USER_ID, "why logging?", reply_to_message_id=shown.message_id)
