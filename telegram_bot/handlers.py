@@ -196,8 +196,9 @@ async def converse(
     caller = await caller_of(update, context)
     if context.bot.username and chat_of(update).type != ChatType.PRIVATE:  # "@bot fix it" → "fix it"
         text = re.sub(rf"@{re.escape(context.bot.username)}\b", "", text, flags=re.IGNORECASE).strip() or text
+    said = text  # the user's own words: what alone decides a merge, an approval, … (agents/work/own_words.py)
     if (forwarded := forwarded_note(message_of(update))) is not None:  # someone else's words, shown as such
-        text = f"{forwarded}\n{text}"
+        text, said = f"{forwarded}\n{text}", ""
     turns = context.bot_data.turns
     turn = asyncio.current_task()
     if turn is not None:  # PTB runs each handler in a task of its own
@@ -215,6 +216,7 @@ async def converse(
                 message_id=caller.message_id,
                 user_id=caller.user_id,
                 user_name=caller.user_name,
+                said=said,
             )
     finally:
         turns.discard(turn)

@@ -147,7 +147,7 @@ async def test_approve_without_id_with_several_pending_lists_them_and_starts_not
     model.add(
         "orchestrator", claude_says.tool_use("approve_proposal", {"proposal_id": 2}), claude_says.text("Approved #2.")
     )
-    bot.say("the group therapy one")
+    bot.say("approve the group therapy one")  # the user's words decide (own_words.py)
     await shown(bot, "Approved #2.")
     assert (await store.get_proposal(2)).status is ProposalStatus.APPROVED
     assert (await store.get_proposal(1)).status is ProposalStatus.PENDING

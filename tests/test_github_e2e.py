@@ -20,7 +20,6 @@ import shutil
 import socket
 import threading
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -32,26 +31,11 @@ from tests.conftest import USER_ID, BotHarness, git, running_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.fakes.github_server import FakeGitHub, FakePull, fake_github, send_webhook_event  # noqa: F401  (fixture)
 from tests.scripted import RoleScript, last_user_text, spare
-from tests.support.github import other_git_host, transcript
+from tests.support.github import on_github, other_git_host, transcript
 
 SECRET = "whsec-test-0123456789"
 MEMBER = 2002
 HANG_GUARD = 60.0
-
-
-def on_github(workspace: Path, full_name: str, fake: FakeGitHub) -> Path:
-    """`workspace` gets `[github] repository` in its tracked .agentlab.toml (after what it holds: calc's quick
-    [tests]) and a bare repository as `origin`."""
-    config = workspace / ".agentlab.toml"
-    held = config.read_text() if config.exists() else ""
-    config.write_text(f'{held}[github]\nrepository = "{full_name}"\n')
-    git(workspace, "add", ".agentlab.toml")
-    git(workspace, "commit", "-q", "-m", "on GitHub")
-    origin = workspace.parent.parent / f"{workspace.name}-origin.git"
-    git(workspace.parent, "clone", "-q", "--bare", str(workspace), str(origin))
-    git(workspace, "remote", "add", "origin", str(origin))
-    fake.add_repo(full_name, origin)
-    return origin
 
 
 def free_port() -> int:

@@ -16,6 +16,7 @@ from agents.work.repo_rules import MAX_IMPORTS, FolderRules, RepoRules, resolve_
 from agents.work.standing import Notes
 from agents.workspaces.folders import Workspaces
 from tests.conftest import git, make_repo
+from tests.support.notifiers import NoChat
 
 
 def test_an_import_resolves_inside_the_repository_only() -> None:
@@ -113,7 +114,7 @@ async def notes(tmp_path: Path):
         note_max_chars=40,
     )
     store = await Store.open(tmp_path / "db.sqlite")
-    yield Notes(settings, store, Workspaces(settings.paths.workspace_path, bot))
+    yield Notes(settings, store, Workspaces(settings.paths.workspace_path, bot), NoChat())
     await store.close()
 
 

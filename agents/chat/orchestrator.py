@@ -176,6 +176,7 @@ class Orchestrator:
         user_name: str | None = None,
         confined_to: str | None = None,
         history_text: str | None = None,
+        said: str | None = None,
     ) -> Reply:
         """One turn; with `answer`, the reply streams into it while it is written (tool activity too).
         `message_id` (the request message: a task started now replies under it) and `user_id` (who asked) reach the
@@ -185,12 +186,15 @@ class Orchestrator:
         written by anyone, must not reach the chat's later turns, which are not confined); the history keeps no more
         of the answer than that it was given (ANSWER_KEPT_OUT): it was written from that context, and a planted
         instruction the model repeated in it would reach the later turns as the assistant's own words.
+        `said`: the user's own words in `text` (all of it when not given), what alone decides a merge, a proposal's
+        approval and the other decisions that are the user's (agents/work/own_words.py): a forwarded message is
+        someone else's words, and a request from outside the chat is no user's of this chat.
 
         Turns of one chat must not overlap: the caller runs them one at a time, in arrival order (the adapter's
         per-chat lock, taken as a message arrives, before its download or transcription; the routing eval runs its
         cases one by one). There is no second lock here.
         """
-        self.desk.turn_started(chat_id, text)
+        self.desk.turn_started(chat_id, text if said is None else said)
         caller = Caller(
             chat_id=chat_id, message_id=message_id, user_id=user_id, user_name=user_name, confined_to=confined_to
         )

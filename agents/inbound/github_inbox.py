@@ -317,6 +317,7 @@ class GitHubInbox:
                 user_name=mention.login,
                 confined_to=workspace,
                 history_text=history_text(mention, workspace),
+                said="",  # anyone's words on GitHub: they decide nothing that is the user's (own_words.py)
             )
         for task in (t for t in reply.started if t.user_id == user_id):
             await self.store.github.add_thread(

@@ -6,7 +6,6 @@ task's user is still allowed."""
 from __future__ import annotations
 
 import contextlib
-import re
 import time
 
 from agents.core.actions import Buttons
@@ -20,6 +19,7 @@ from agents.git.command import GitIdentity
 from agents.llm.usage import budget_exceeded
 from agents.store.database import Store
 from agents.work import crew_texts
+from agents.work.own_words import Decision, decided_by_own_words
 from agents.work.turn_scope import current_turn
 from agents.workspaces.folders import OwnersOnly, Workspace, Workspaces
 
@@ -64,20 +64,6 @@ class StillAllowed:
 # A member's same request (same words: the action and its task) is handed to the owners once in this long: a button
 # pressed again, or the review page's API called in a loop, posts no flood (a turn asks the owners once anyway)
 OWNERS_ASKED_AGAIN_AFTER_S = 600.0
-# The user's words that ask for a merge or a discard, or agree to one the assistant proposed (a "yes" to "shall I
-# merge #7?"); anything else leaves the decision to the task's button. Generous on purpose: a miss costs one tap.
-_ASKS_FOR = {
-    "merge": re.compile(r"\b(?:merg\w*|land\w*|ship\w*|integrat\w*|accept\w*|apply|pull it in)\b", re.IGNORECASE),
-    "discard": re.compile(
-        r"\b(?:discard\w*|throw\w*|trash\w*|drop\w*|delet\w*|remov\w*|scrap\w*|bin|get rid|abandon\w*|reject\w*|"
-        r"toss\w*|dump\w*|nuke\w*|kill\w*|eras\w*|wipe\w*|forget it|undo)\b",
-        re.IGNORECASE,
-    ),
-}
-_AGREES = re.compile(
-    r"\b(?:yes|yep|yeah|yup|sure|ok|okay|do it|go ahead|go for it|please do|confirm\w*|approve\w*|fine)\b",
-    re.IGNORECASE,
-)
 
 
 class Access:
@@ -203,26 +189,11 @@ class Access:
             await self.notifier.ask_owners(caller.chat_id, text, buttons=buttons, literal=True)
         raise ToolError(f"only an owner can {doing}; I've asked them")
 
-    async def asked_for(self, caller: Caller, doing: str, task: Task, buttons: Buttons) -> None:
-        """A merge or discard the model calls in a chat turn happens only when the user's own words of that turn ask
-        for it (or agree to it): a worker's report, a file or a page the model read may tell it to merge, and the
-        model would. Otherwise the chat gets the task's buttons (once a turn) and the call is refused. A button, the
-        review page and the bot itself act outside a turn and are never asked."""
-        turn = current_turn()
-        if turn is None or _ASKS_FOR[doing].search(turn.said) or _AGREES.search(turn.said):
-            return
-        if not turn.confirm_asked:
-            turn.confirm_asked = True
-            text = (
-                f"The assistant wants to {doing} **task #{task.id}**, which your message did not ask for: only your "
-                f"own words or this button decide it. Press {doing.capitalize()} if you want it."
-            )
-            with contextlib.suppress(Exception):  # the refusal stands even if the buttons could not be shown
-                await self.notifier.send(caller.chat_id, text, buttons=buttons)
-        raise ToolError(
-            f"not done: the user's message did not ask to {doing} task #{task.id}, and only their words or the "
-            f"task's {doing.capitalize()} button decide it (the chat shows the button now); do not ask again this turn"
-        )
+    async def asked_for(self, caller: Caller, decision: Decision, subject: str, buttons: Buttons | None = None) -> None:
+        """A decision of the user's that the model calls in a chat turn happens only when the user's own words of
+        that turn ask for it (own_words.py); otherwise the chat gets the notice and its `buttons`, and the call is
+        refused. A button, the review page and the bot itself act outside a turn and are never asked."""
+        await decided_by_own_words(self.notifier, caller, decision, subject, buttons)
 
     def starter_or_owner(self, caller: Caller, task: Task, doing: str) -> None:
         """Members act on the tasks they started; owners on every task. A task on the bot's own code is owners' alone

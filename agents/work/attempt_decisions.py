@@ -15,8 +15,10 @@ from agents.core.models import AttemptGroup, AttemptState, Caller, Task, TaskSta
 from agents.core.protocols import TaskEngine
 from agents.core.work_tools import Arg, TaskId, work_tool
 from agents.store.database import Store
-from agents.work.access import Access
+from agents.work.access import Access, task_number
 from agents.work.branch_decisions import BranchDecisions
+from agents.work.own_words import CANCEL_TASK
+from agents.work.progress import cancel_button
 from agents.work.running_tasks import RunningTasks
 
 ONE_ATTEMPT = re.compile(r"^\s*attempt\s+#?(\d)\b\s*[:,.\-–—]?\s*", re.IGNORECASE)
@@ -41,7 +43,10 @@ class AttemptDecisions:
     @work_tool
     async def cancel_task(self, caller: Caller, task_id: TaskId) -> str:
         """Cancel a running or pending task and kill every process it started."""
-        return await self.cancel(caller, await self.access.task_for(caller, task_id))  # an attempt: all of them
+        task = await self.access.task_for(caller, task_id)
+        self.access.starter_or_owner(caller, task, "cancel")
+        await self.access.asked_for(caller, CANCEL_TASK, f"**task #{task.id}**", cancel_button(task_number(task)))
+        return await self.cancel(caller, task)  # an attempt: all of them
 
     @work_tool
     async def message_task(

@@ -24,6 +24,7 @@ from agents.git.repository import commits_by_others, rev_parse
 from agents.git.worktrees import TaskWorktree, discard_task_worktree
 from agents.store.database import Store
 from agents.work.access import Access, git_identity, task_number
+from agents.work.own_words import DISCARD, MERGE, PULL_REQUEST, Decision
 from agents.work.pull_requests import PullRequests
 from agents.work.steering import READ_EVENT, unread_notes
 from agents.work.task_outcome import branch_buttons, pull_request_buttons
@@ -69,12 +70,13 @@ class BranchDecisions:
         """A path where no worktree can be: the task's branch alone is then what Diff and Discard see."""
         return self.settings.paths.worktrees_dir / "ran-elsewhere" / f"task-{task.id}"
 
-    async def _owner_decision(self, caller: Caller, task: Task, doing: str) -> None:
+    async def _owner_decision(self, caller: Caller, task: Task, decision: Decision) -> None:
         """Merge and Discard are owners' decisions: a member's request goes to the owners with the task's buttons;
         the model's call, in a turn whose words did not ask for it, gets the user the buttons instead."""
         buttons = branch_buttons(task_number(task), task.status)
+        doing = decision.verb
         await self.access.owners_only(caller, doing, f"to {doing} **task #{task.id}**:", task.title, buttons)
-        await self.access.asked_for(caller, doing, task, buttons)
+        await self.access.asked_for(caller, decision, f"**task #{task.id}**", buttons)
 
     async def merge(self, caller: Caller, task_id: int, *, anywhere: bool = False) -> str:
         """Merge the task's branch into its base: the one merge of the tool and the button, so both refuse a task
@@ -88,7 +90,7 @@ class BranchDecisions:
             task = await self.access.task(task_number(task))
             if task.status.is_active:
                 raise ToolError(f"task #{task.id} is still {task.status.value}; merge it when it has ended")
-            await self._owner_decision(caller, task, "merge")
+            await self._owner_decision(caller, task, MERGE)
             await self._alone_on_its_branch(task, "merge")
             result = await merge_task_branch(self._worktree(task), git_identity(self.settings))
         await self.access.tell_task_chat(caller, task, result.message)
@@ -180,7 +182,7 @@ class BranchDecisions:
             return await self._discard(caller, await self.access.task(task_number(task)))
 
     async def _discard(self, caller: Caller, task: Task) -> str:
-        await self._owner_decision(caller, task, "discard")
+        await self._owner_decision(caller, task, DISCARD)
         await self._alone_on_its_branch(task, "discard")
         await self._only_the_bots_commits(task)
         if await self._merged_already(task):
@@ -219,6 +221,9 @@ class BranchDecisions:
             f"to open a pull request for **task #{task.id}**:",
             task.title,
             pull_request_buttons(task_number(task)),
+        )
+        await self.access.asked_for(
+            caller, PULL_REQUEST, f"**task #{task.id}**", pull_request_buttons(task_number(task))
         )
         text = await self.pull_requests.open_for(task)
         await self.access.tell_task_chat(caller, task, text)

@@ -87,7 +87,7 @@ class Crew:
         self.lookups = Lookups(store, self.access)
         self.binding = WorkspaceBinding(settings, store, workspaces, self.access, repo_map)
         self.schedules = ScheduleBook(settings, store, workspaces, self.starts, notifier, firing)
-        self.notes = Notes(settings, store, workspaces)  # standing notes (agents/work/standing.py)
+        self.notes = Notes(settings, store, workspaces, notifier)  # standing notes (agents/work/standing.py)
         # attempts: N tasks racing on one request, one summary (attempts.py); `model` compares two ✔ diffs
         self.races = Races(
             settings,

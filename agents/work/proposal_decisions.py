@@ -14,6 +14,8 @@ from agents.core.work_tools import Arg, ProposalId, work_tool
 from agents.store.database import Store
 from agents.work import crew_texts
 from agents.work.access import Access
+from agents.work.own_words import APPROVE, REJECT, Decision
+from agents.work.task_proposals import proposal_buttons
 from agents.work.work_starts import WorkStarts, new_task, title_of
 
 
@@ -37,11 +39,14 @@ class ProposalDecisions:
     def __init__(self, store: Store, access: Access, starts: WorkStarts) -> None:
         self.store, self.access, self.starts = store, access, starts
 
-    async def _pick(self, caller: Caller, proposal_id: int | None, doing: str) -> Proposal:
+    async def _pick(self, caller: Caller, proposal_id: int | None, doing: Decision) -> Proposal:
         """The proposal a decision is about, if the caller may decide it; never a guess: with no id, only the
         chat's one pending proposal (a member with pending proposals of their own: only theirs)."""
         proposal = await self._pending(caller, proposal_id)
-        self.access.decides(caller, proposal, doing)
+        self.access.decides(caller, proposal, doing.verb)
+        await self.access.asked_for(
+            caller, doing, f"**proposal #{proposal.id}**", proposal_buttons(proposal_number(proposal))
+        )
         return proposal
 
     async def _pending(self, caller: Caller, proposal_id: int | None) -> Proposal:
@@ -75,7 +80,7 @@ class ProposalDecisions:
         """Approve a pending proposal and start a code worker on it. No id: the chat's only pending proposal (with
         several pending, the tool lists them instead: ask the user which). Small changes the user asked for with the
         approval go in notes; they reach the code worker with the proposal."""
-        proposal = await self._pick(caller, proposal_id, "approve")
+        proposal = await self._pick(caller, proposal_id, APPROVE)
         number = proposal_number(proposal)
         await self.access.workspace_for(caller, proposal.workspace, f"approve proposal #{number}: {proposal.request}")
         await self.access.check_budget()
@@ -104,7 +109,7 @@ class ProposalDecisions:
         reason: Annotated[str | None, Arg("why (optional)")] = None,
     ) -> str:
         """Reject a pending proposal. No id: the chat's only pending one."""
-        proposal = await self._pick(caller, proposal_id, "reject")
+        proposal = await self._pick(caller, proposal_id, REJECT)
         number = proposal_number(proposal)
         if not await self.store.decide_proposal(number, ProposalStatus.REJECTED):
             raise ToolError(f"proposal #{number} was already decided")

@@ -28,6 +28,7 @@ from typing import Annotated, Literal, Protocol
 from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
+from agents.core.actions import Action, button
 from agents.core.errors import ToolError
 from agents.core.keyed_locks import KeyedLocks
 from agents.core.models import Caller, Schedule, ScheduleStatus, Task, TaskStatus, WorkerKind, utcnow
@@ -36,6 +37,7 @@ from agents.core.settings import Settings
 from agents.core.text import outside_text
 from agents.core.work_tools import Arg, DefaultWorkspace, ScheduleId, work_tool
 from agents.store.database import Store
+from agents.work.own_words import CANCEL_SCHEDULE, PAUSE, RESUME, SCHEDULE, decided_by_own_words
 from agents.work.schedule_timing import cadence, first_run, parse_when, trigger_of, when_text
 from agents.workspaces.folders import OwnersOnly, Workspace, Workspaces
 
@@ -239,6 +241,8 @@ class ScheduleBook:
         now = utcnow()
         when = parse_when(cron, at, every_minutes, self.zone, now)
         ws = await self.crew.schedule_workspace(caller, workspace, f"a schedule: {instructions}")
+        shown = outside_text(short(instructions), one_line=True)
+        await decided_by_own_words(self.notifier, caller, SCHEDULE, f"a schedule ({kind.value} in {ws.name}: {shown})")
         live = await self.store.schedules.live(caller.chat_id)
         if len(live) >= self.settings.schedules.schedules_max:
             raise ToolError(
@@ -323,6 +327,8 @@ class ScheduleBook:
         """Cancel a schedule for good ("stop the nightly run"); a task it started goes on."""
         async with self._turn_of(schedule_id):
             schedule = await self._mine(caller, schedule_id, "cancel")
+            buttons = [[button(f"✖ Cancel #{schedule.id}", Action.CANCEL_SCHEDULE, schedule.stored_id)]]
+            await decided_by_own_words(self.notifier, caller, CANCEL_SCHEDULE, f"**schedule #{schedule.id}**", buttons)
             live = [s for s in ScheduleStatus if s.is_live]
             if not await self.store.schedules.move(
                 schedule.stored_id, live, ScheduleStatus.CANCELLED, next_run_at=None
@@ -340,6 +346,7 @@ class ScheduleBook:
             schedule = await self._mine(caller, schedule_id, "pause")
             if schedule.status is ScheduleStatus.PAUSED:
                 return f"Schedule #{schedule.id} is already paused."
+            await decided_by_own_words(self.notifier, caller, PAUSE, f"**schedule #{schedule.id}**")
             await self._pause(schedule, None)
             return f"Schedule #{schedule.id} paused; resume_schedule starts it again."
 
@@ -351,6 +358,7 @@ class ScheduleBook:
             if schedule.status is ScheduleStatus.ACTIVE:
                 upcoming = when_text(await self.next_run(schedule.stored_id), self.zone)
                 return f"Schedule #{schedule.id} is not paused; next run: {upcoming}."
+            await decided_by_own_words(self.notifier, caller, RESUME, f"**schedule #{schedule.id}**")
             if schedule.workspace not in {w.name for w in self.workspaces.all()}:
                 raise ToolError(f"the workspace {schedule.workspace} of schedule #{schedule.id} still does not exist")
             if self.workspaces.is_self(schedule.workspace) and not self.crew.is_owner(maker_of(schedule)):

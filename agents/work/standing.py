@@ -14,22 +14,25 @@ from __future__ import annotations
 
 from typing import Annotated
 
+from agents.core.actions import Action, button
 from agents.core.errors import ToolError
 from agents.core.ids import valid_id
 from agents.core.models import Caller
+from agents.core.protocols import Notifier
 from agents.core.settings import Settings
 from agents.core.text import outside_text
 from agents.core.work_tools import Arg, work_tool
 from agents.store.connection import Connection
 from agents.store.standing import StandingNote, StandingNotes
+from agents.work.own_words import FORGET, REMEMBER, decided_by_own_words
 from agents.workspaces.folders import Workspaces
 
 
 class Notes:
     """Remember, forget and look up standing notes, with the roles checked here, whoever asks (tool or button)."""
 
-    def __init__(self, settings: Settings, store: Connection, workspaces: Workspaces) -> None:
-        self.settings, self.workspaces = settings, workspaces
+    def __init__(self, settings: Settings, store: Connection, workspaces: Workspaces, notifier: Notifier) -> None:
+        self.settings, self.workspaces, self.notifier = settings, workspaces, notifier
         self.table = StandingNotes(store)
 
     def applies_to(self, note: StandingNote, user_id: int | None) -> bool:
@@ -85,6 +88,8 @@ class Notes:
                 f"the user already keeps {len(mine)} standing notes, the most one may keep: nothing was stored; "
                 "tell them to forget one first (/notes lists them, each with a Forget button)"
             )
+        shown = outside_text(cleaned if len(cleaned) <= 120 else cleaned[:119] + "…", one_line=True)
+        await decided_by_own_words(self.notifier, caller, REMEMBER, f"a standing note ({shown})")
         note = await self.table.add(
             StandingNote(user_id=caller.user_id, user_name=caller.user_name, workspace=name, text=cleaned)
         )
@@ -103,6 +108,8 @@ class Notes:
             raise ToolError(
                 f"note #{note.id} is {note.user_name or 'an owner'}'s: only its author or an owner can forget it"
             )
+        buttons = [[button(f"✖ Forget #{note.id}", Action.NOTE_FORGET, note.id or 0)]]
+        await decided_by_own_words(self.notifier, caller, FORGET, f"**note #{note.id}**", buttons)
         if not await self.table.delete(note.id or 0):
             return f"Note #{note.id} was already forgotten."
         return f"Note #{note.id} is forgotten: {outside_text(note.text)}"

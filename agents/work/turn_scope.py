@@ -3,8 +3,8 @@ has asked the owners already. A context variable, set when the turn begins in th
 it awaits (or gathers) see it; a button pressed, a schedule firing or another conversation's turn meanwhile runs in
 a context of its own and sees none of it.
 
-The user's own words are kept too: a merge or a discard the model calls happens only when they ask for one
-(Access.asked_for), whatever a worker's report or a file the model read told it.
+The user's own words are kept too: a merge, an approval or another decision of the user's that the model calls
+happens only when they ask for one (own_words.py), whatever a worker's report or a file the model read told it.
 
 A member's turn hands the owners one request at most (a model steered into forty refused calls in one answer does
 not post forty requests in the owners' chats); the later ones are refused saying the owners were asked already. A
@@ -24,8 +24,8 @@ class TurnScope:
     tasks: list[Task] = field(default_factory=list)  # stored by the turn's tool calls, a schedule's runs aside
     owners_asked: bool = False
     workspaces_made: int = 0  # create_workspace: a few a turn at most (workspace_binding.py)
-    said: str = ""  # the user's own words that began the turn (a voice note's transcript): what decides a merge
-    confirm_asked: bool = False  # the user was shown a button instead of a merge or discard they did not ask for
+    said: str = ""  # the user's own words that began the turn (a voice note's transcript): what decides a merge, …
+    confirm_asked: bool = False  # the user was shown a notice instead of a decision they did not ask for
 
 
 _SCOPE: contextvars.ContextVar[TurnScope | None] = contextvars.ContextVar("turn_scope", default=None)

@@ -8,10 +8,12 @@ from typing import Annotated
 from agents.core.errors import ToolError
 from agents.core.models import Caller
 from agents.core.settings import Settings
+from agents.core.text import outside_text
 from agents.core.work_tools import Arg, work_tool
 from agents.repo_map.maps import RepoMap
 from agents.store.database import Store
 from agents.work.access import Access, git_identity
+from agents.work.own_words import CREATE_WORKSPACE
 from agents.work.turn_scope import current_turn
 from agents.workspaces.creation import create_workspace
 from agents.workspaces.folders import Workspaces
@@ -52,6 +54,9 @@ class WorkspaceBinding:
         """Create a new, empty project: a git repository under the workspaces folder (for a new project that has no
         folder yet, e.g. 'build me a portfolio site'); then start work in it."""
         await self.access.owners_only(caller, "create a workspace", "to create a workspace named:", name)
+        await self.access.asked_for(
+            caller, CREATE_WORKSPACE, f"a workspace named {outside_text(str(name), one_line=True)}"
+        )
         turn = current_turn()
         if turn is not None and turn.workspaces_made >= WORKSPACES_PER_TURN:
             raise ToolError(f"{WORKSPACES_PER_TURN} workspaces were created in this turn already: that is the most")

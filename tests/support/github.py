@@ -1,5 +1,6 @@
-"""What a GitHub flow left behind, kept for the record (the chat's messages and the fake GitHub's state), and a
-stand-in for a git host that is not GitHub, which records the headers of what reaches it."""
+"""A workspace put on the fake GitHub (a bare `origin` and `[github] repository`), what a GitHub flow left behind,
+kept for the record (the chat's messages and the fake GitHub's state), and a stand-in for a git host that is not
+GitHub, which records the headers of what reaches it."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from tests.conftest import USER_ID, BotHarness
+from tests.conftest import USER_ID, BotHarness, git
 from tests.fakes.github_server import FakeGitHub
 
 
@@ -70,3 +71,18 @@ def other_git_host() -> Iterator[_OtherHost]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def on_github(workspace: Path, full_name: str, fake: FakeGitHub) -> Path:
+    """`workspace` gets `[github] repository` in its tracked .agentlab.toml (after what it holds: calc's quick
+    [tests]) and a bare repository as `origin`."""
+    config = workspace / ".agentlab.toml"
+    held = config.read_text() if config.exists() else ""
+    config.write_text(f'{held}[github]\nrepository = "{full_name}"\n')
+    git(workspace, "add", ".agentlab.toml")
+    git(workspace, "commit", "-q", "-m", "on GitHub")
+    origin = workspace.parent.parent / f"{workspace.name}-origin.git"
+    git(workspace.parent, "clone", "-q", "--bare", str(workspace), str(origin))
+    git(workspace, "remote", "add", "origin", str(origin))
+    fake.add_repo(full_name, origin)
+    return origin

@@ -1,0 +1,198 @@
+"""The user's own words of a chat turn, read for the decisions that are theirs alone.
+
+A merge or a discard, a proposal approved or rejected, a pull request opened (the owner's code published), a
+schedule made, paused, resumed or cancelled, a standing note kept (it reaches every later worker) or forgotten, a
+workspace created, a running task cancelled: when the orchestrator calls one of these in a chat turn, it happens only
+if the words the user wrote or spoke in that turn ask for it, or agree to it (a "yes" to "shall I merge #7?"). A
+worker's report, a proposal, a file, a page or a forwarded message may tell the model to call any tool, and a model
+would; the turn's own words are the user's. Otherwise the call is refused and the chat is told what the assistant
+wanted, with the buttons that decide it where there are some. A button, the review page, a schedule's run and the bot
+itself act outside a turn and are never asked.
+
+The reading is generous on purpose (a miss costs the user a tap or a sentence) but not blind: words that refuse the
+decision ("thanks, but don't merge it yet", "no need to open a PR") never pass, and a bare "ok" agrees only when
+nothing in the message says no or wait.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from dataclasses import dataclass
+
+from agents.core.actions import Buttons
+from agents.core.errors import ToolError
+from agents.core.models import Caller
+from agents.core.protocols import Notifier
+from agents.work.turn_scope import current_turn
+
+
+def _words(alternatives: str) -> re.Pattern[str]:
+    """Any of the `|`-separated alternatives (each a regular expression) as whole words, case aside."""
+    return re.compile(rf"\b(?:{alternatives})\b", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One of the user's decisions: the verb the chat reads ("merge"), the words that ask for it, and the button that
+    decides it where there is one (else `example`: words that would ask for it, for the chat's notice)."""
+
+    verb: str
+    asks: re.Pattern[str]
+    button: str = ""
+    example: str = ""
+
+
+MERGE = Decision("merge", _words(r"merg\w*|land\w*|ship\w*|integrat\w*|accept\w*|apply|pull it in"), "Merge")
+DISCARD = Decision(
+    "discard",
+    _words(
+        r"discard\w*|throw\w*|trash\w*|drop\w*|delet\w*|remov\w*|scrap\w*|bin|get rid|abandon\w*|reject\w*|"
+        r"toss\w*|dump\w*|nuke\w*|kill\w*|eras\w*|wipe\w*|forget it|undo"
+    ),
+    "Discard",
+)
+APPROVE = Decision(
+    "approve",
+    _words(
+        r"approv\w*|implement\w*|build\w*|proceed\w*|start\w*|let'?s (?:do it|go)|lgtm|looks good|"
+        r"sounds good|ship\w*|make it so|accept\w*"
+    ),
+    "Approve",
+)
+REJECT = Decision(
+    "reject",
+    _words(
+        r"reject\w*|declin\w*|drop\w*|scrap\w*|discard\w*|bin it|forget (?:it|about it)|never ?mind|"
+        r"no thanks|not interested|cancel\w*|abandon\w*|pass on it"
+    ),
+    "Reject",
+)
+PULL_REQUEST = Decision(
+    "open a pull request for",
+    _words(r"prs?|pull[- ]requests?|push\w*|publish\w*|github|upstream|submit\w*|send it|open\w*|raise\w*"),
+    "Open PR",
+)
+SCHEDULE = Decision(
+    "make",
+    _words(
+        r"every|each|daily|nightly|hourly|weekly|monthly|weekdays?|weekends?|morning|afternoon|evening|"
+        r"nights?|tonight|tomorrow|noon|midnight|at \d+|\d+ ?(?:am|pm)|o'?clock|later|"
+        r"in (?:\d+|an?|one|two|three|four|five|six|seven|eight|nine|ten|fifteen|twenty|thirty|a few|a couple of|"
+        r"half an?) ?(?:sec\w*|min\w*|hours?|hrs?|days?|weeks?|months?|[hms])|schedul\w*|remind\w*|recurr\w*|"
+        r"repeat\w*|cron|periodic\w*|regular\w*|routine|(?:mon|tues|wednes|thurs|fri|satur|sun)days?|once"
+    ),
+    example="every weekday at 9 run the tests in calc",
+)
+PAUSE = Decision(
+    "pause",
+    _words(
+        r"paus\w*|stop\w*|hold|suspend\w*|disabl\w*|skip\w*|turn (?:it )?off|switch (?:it )?off|halt\w*|"
+        r"freeze|snooz\w*"
+    ),
+    example="pause the nightly schedule",
+)
+RESUME = Decision(
+    "resume",
+    _words(
+        r"resum\w*|unpaus\w*|restart\w*|continu\w*|re-?enabl\w*|reactivat\w*|start\w*|"
+        r"turn (?:it )?(?:back )?on|switch (?:it )?(?:back )?on|back on|again"
+    ),
+    example="resume the nightly schedule",
+)
+CANCEL_SCHEDULE = Decision(
+    "cancel",
+    _words(
+        r"cancel\w*|delet\w*|remov\w*|stop\w*|drop\w*|kill|end|disabl\w*|turn (?:it )?off|get rid|scrap\w*|"
+        r"abandon\w*|forget\w*|nuke|no more|unschedul\w*"
+    ),
+    "Cancel",
+)
+REMEMBER = Decision(
+    "keep",
+    _words(
+        r"rememb\w*|note\w*|from now on|always|never|keep in mind|in (?:the )?future|going forward|"
+        r"make sure|by default|every time|whenever|don'?t forget"
+    ),
+    example="remember that in site we use pnpm",
+)
+FORGET = Decision(
+    "forget",
+    _words(
+        r"forget\w*|forgot\w*|delet\w*|remov\w*|drop\w*|clear\w*|scrap\w*|discard\w*|eras\w*|wipe\w*|"
+        r"get rid|no longer|undo|retract\w*|cancel\w*"
+    ),
+    "Forget",
+)
+CREATE_WORKSPACE = Decision(
+    "create",
+    _words(
+        r"creat\w*|new|make|build\w*|start\w*|set ?up|scaffold\w*|bootstrap\w*|init\w*|spin up|workspaces?|"
+        r"projects?|repo\w*"
+    ),
+    example="create a workspace named portfolio",
+)
+CANCEL_TASK = Decision(
+    "cancel",
+    _words(
+        r"stop\w*|cancel\w*|kill\w*|abort\w*|halt\w*|end it|enough|quit|terminat\w*|interrupt\w*|scrap\w*|"
+        r"drop\w*|never ?mind|forget (?:it|about it)"
+    ),
+    "Cancel",
+)
+
+# Agreeing to what the assistant proposed in its last answer ("Shall I merge #7?" "yes")
+_AGREES = _words(
+    r"yes|yep|yeah|yup|sure|ok|okay|do it|go ahead|go for it|please do|confirm\w*|fine|sounds good|"
+    r"looks good|lgtm"
+)
+# Words that refuse what follows them in the same clause ("don't merge", "no need to open a PR", "hold off on
+# cancelling"); a clause ends at punctuation or a "but"
+_REFUSES = re.compile(
+    r"\b(?:don'?t|do not|does not|not|never|no|nope|nah|wait|hold (?:on|off)|stop|without|neither|nor|cannot|"
+    r"(?:do|does|did|ca|wo|should|would|could|must|is|are|was|were|have|has|had|need)n'?t)\b",
+    re.IGNORECASE,
+)
+_CLAUSES = re.compile(r"[.,;:!?()\n—–]+|\s-\s|\b(?:but|though|although|however|except|instead)\b", re.IGNORECASE)
+
+
+def words_ask_for(said: str, decision: Decision) -> bool:
+    """Whether the user's words ask for the decision, or agree to it: a word that asks for it, in a clause where no
+    word before it refuses it; or a word that agrees, in a message where nothing says no. Any clause refusing it
+    ("…, but don't merge it yet") decides against, whatever else the message says."""
+    text = said.replace("’", "'").replace("‘", "'")
+    asked = False
+    for clause in _CLAUSES.split(text):
+        for match in decision.asks.finditer(clause):
+            if _REFUSES.search(clause[: match.start()]):
+                return False
+            asked = True
+    return asked or (_AGREES.search(text) is not None and _REFUSES.search(text) is None)
+
+
+async def decided_by_own_words(
+    notifier: Notifier, caller: Caller, decision: Decision, subject: str, buttons: Buttons | None = None
+) -> None:
+    """Nothing when the call is outside a chat turn, or the turn's words ask for the decision; else the chat is told
+    (once a turn) what the assistant wanted, with the `buttons` that decide it, and the call is refused. `subject` is
+    Markdown the bot wrote ("**task #3**"), with any text it quotes already literal (outside_text)."""
+    turn = current_turn()
+    if turn is None or words_ask_for(turn.said, decision):
+        return
+    verb = decision.verb
+    decides = f"only your own words or the {decision.button} button" if buttons else "only your own words"
+    if not turn.confirm_asked:
+        turn.confirm_asked = True
+        text = f"The assistant wants to {verb} {subject}, which your message did not ask for: {decides} decide it."
+        if buttons:
+            text += f" Press {decision.button} if you want it."
+        elif decision.example:
+            text += f" Say so if you want it (for example “{decision.example}”)."
+        with contextlib.suppress(Exception):  # the refusal stands even if the notice could not be shown
+            await notifier.send(caller.chat_id, text, buttons=buttons)
+    shown = " (the chat shows the button now)" if buttons else ""
+    theirs = decides.replace("your", "their")
+    raise ToolError(
+        f"not done: the user's message did not ask to {verb} {subject.replace('**', '')}, and {theirs} decide it"
+        f"{shown}; do not ask again this turn"
+    )
