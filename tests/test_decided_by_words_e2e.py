@@ -66,7 +66,8 @@ async def test_the_users_words_still_merge_at_once(bot: BotHarness, model: RoleS
     await fixed_by_a_hostile_worker(bot, model)
     model.add("orchestrator", claude_says.tool_use("merge_task", {"task_id": 1}), claude_says.text("Merged."))
     bot.say(words)
-    await bot.tg.await_for(lambda: "a + b" in text_now(repo / "calc.py"))
+    await bot.tg.await_for(lambda: message_with(bot, "Merged."))  # the turn has ended: its merge is done
+    assert "a + b" in text_now(repo / "calc.py")
     assert message_with(bot, "The assistant wants to merge") is None
     assert git(repo, "log", "-1", "--format=%s").startswith("Merge agentlab/task-1-")
 
