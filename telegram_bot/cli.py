@@ -24,6 +24,8 @@ from typing import TextIO
 
 from agents.core.settings import SettingsError, load_settings
 
+log = logging.getLogger(__name__)
+
 TEXT_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 _NOISY_LOGGERS = ("httpx", "httpx2", "httpcore", "telegram.ext.ExtBot", "tornado.access")
 
@@ -75,25 +77,37 @@ def _configure_logging(level: str, log_format: str = "text") -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Start the bot: long polling, or a webhook when WEBHOOK_URL is set; first both keys are proven (a refused key
-    exits with status 2 and one line; an unreachable service is tried again until it answers)."""
+    exits with status 2 and one line; an unreachable service is tried again until it answers).
+
+    A token refused later (revoked in @BotFather between the check and PTB's own start) is the same one line and
+    status 2: PTB's InvalidToken names the whole token, and Python would print it to stderr unfiltered. Any other
+    error that ends the bot is logged (through the filter that hides the bot's secrets), status 1."""
     settings = load_settings()  # a bad .env is said in one line before the slow imports (the SDK's ~2 s of CPU)
-    from telegram_bot.startup import KeyRejected, both_reachable, install_redaction
+    from telegram.error import InvalidToken
+
+    from telegram_bot.startup import KeyRejected, both_reachable, install_redaction, token_refused
 
     _configure_logging(settings.logs.log_level, settings.logs.log_format)
     install_redaction(settings)
     try:
         asyncio.run(both_reachable(settings))
+        if settings.telegram.webhook_url:
+            from telegram_bot.webhook import run_webhook
+
+            run_webhook(settings)
+        else:
+            from telegram_bot.app import run_polling
+
+            run_polling(settings)
     except KeyRejected as err:
         print(f"agentlab: {err}", file=sys.stderr)
         return 2
-    if settings.telegram.webhook_url:
-        from telegram_bot.webhook import run_webhook
-
-        run_webhook(settings)
-    else:
-        from telegram_bot.app import run_polling
-
-        run_polling(settings)
+    except InvalidToken as err:
+        print(f"agentlab: {token_refused(err)}", file=sys.stderr)
+        return 2
+    except Exception:
+        log.exception("the bot stopped on an unexpected error")
+        return 1
     return 0
 
 
@@ -140,7 +154,11 @@ def cmd_runner(args: argparse.Namespace) -> int:
     except ImportError as err:
         print(f"agentlab runner: the Temporal SDK is missing ({err}); pip install -e '.[temporal]'", file=sys.stderr)
         return 2
-    return run_forever(settings)
+    try:
+        return run_forever(settings)
+    except Exception:  # logged through the filter that hides the secrets; Python's own report would not be
+        log.exception("the runner stopped on an unexpected error")
+        return 1
 
 
 # ---------------------------------------------------------------------------------------------------------- doctor

@@ -43,6 +43,12 @@ class KeyRejected(Exception):
     """A service refused the bot's key: one sentence with what to do; the process exits with status 2."""
 
 
+def token_refused(err: InvalidToken) -> KeyRejected:
+    """What PTB's InvalidToken means for the owner, in one sentence without the token (PTB's own message holds it)."""
+    code = 404 if "not found" in str(err).lower() else 401
+    return KeyRejected(TELEGRAM_REJECTED.format(code=code))
+
+
 class RedactSecrets(logging.Filter):
     """Replaces each of the bot's secrets in a record's message, arguments and traceback text by `<secret>`."""
 
@@ -123,8 +129,7 @@ async def telegram_reachable(settings: Settings, sleep: Callable[[float], Awaita
         try:
             me = await bot.get_me()
         except InvalidToken as err:
-            code = 404 if "not found" in str(err).lower() else 401
-            raise KeyRejected(TELEGRAM_REJECTED.format(code=code)) from None
+            raise token_refused(err) from None
         except TelegramError as err:  # NetworkError, TimedOut, RetryAfter, a 5xx: all pass with time
             return f"{type(err).__name__}: {err}"
         finally:

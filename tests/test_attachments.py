@@ -6,6 +6,7 @@ import base64
 import io
 import random
 import struct
+import tracemalloc
 import warnings
 import zlib
 
@@ -21,6 +22,8 @@ from agents.inputs.attachments import (
     Limits,
     normalise_image,
 )
+from agents.inputs.pdf_pages import GUESS_MAX_PAGES, STREAM_MAX_BYTES, pdf_pages
+from tests.support.attachments import compressed_pdf
 
 
 def picture(size: tuple[int, int], fmt: str = "PNG", mode: str = "RGB", **save: object) -> bytes:
@@ -97,6 +100,44 @@ async def test_accept_sorts_files_by_content_and_refuses_what_it_cannot_read(tmp
     with pytest.raises(AttachmentRefused, match="couldn't read photo.jpg"):
         await keeper.accept(1, b"plain text", "photo.jpg", image_only=True)
     assert not any(p.name.endswith(".part") for p in (tmp_path / "att").rglob("*"))
+
+
+async def test_a_pdf_with_its_pages_in_a_compressed_object_stream_is_counted_by_them(tmp_path) -> None:
+    """Most PDFs of the last twenty years keep their page objects in compressed object streams: their raw bytes
+    never show `/Type /Page`. Their pages still decide the API's page limit and the turn's token budget."""
+    keeper = Attachments(tmp_path / "att")
+    with pytest.raises(AttachmentRefused, match="has about 150 pages, more than the 100"):
+        await keeper.accept(1, compressed_pdf(150), "paper.pdf")
+    paper = await keeper.accept(1, compressed_pdf(40), "paper.pdf")
+    assert paper.tokens == 40 * 2000
+
+
+def test_pdf_pages_reads_the_page_tree_then_the_pages_then_guesses_high() -> None:
+    tree = compressed_pdf(12)
+    assert pdf_pages(tree) == 12, "the page tree's /Count"
+    uncounted = tree.replace(b"/Count", b"/Kount")  # no count: its page objects, inflated from the object stream
+    assert b"/Count" not in uncounted and pdf_pages(uncounted) == 12
+    outline = b"%PDF-1.4\n1 0 obj << /Type /Outlines /Count 300 >> endobj\n2 0 obj << /Type /Page >> endobj\n"
+    assert pdf_pages(outline) == 1, "an outline's /Count is not a page count"
+    unreadable = b"%PDF-1.5\n" + random.Random(1).randbytes(999_991)  # 1 MB, encrypted, say: nothing to read
+    assert pdf_pages(unreadable) == 20, "a guess from its size: one page per 50 KB"
+    assert pdf_pages(b"%PDF-1.5\n" + bytes(10_000_000)) == GUESS_MAX_PAGES
+
+
+def test_an_object_stream_that_inflates_without_end_is_read_only_so_far() -> None:
+    """A few KB that inflate to hundreds of MB (a decompression bomb in an object stream) take no more memory than
+    the bound on one stream."""
+    squeezer = zlib.compressobj(9)
+    bomb = b"".join(squeezer.compress(bytes(1_000_000)) for _ in range(200)) + squeezer.flush()  # 200 MB of zeros
+    pages = b"".join(b"%d 0 obj << /Type /Page >> endobj\n" % n for n in range(3))
+    data = b"%PDF-1.5\n9 0 obj << /Type /ObjStm /N 1 /First 4 /Filter /FlateDecode >>\nstream\n" + bomb + pages
+    tracemalloc.start()
+    try:
+        assert pdf_pages(data) == 3
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * STREAM_MAX_BYTES, f"{peak:,} bytes at the peak (the stream inflates to 200 MB)"
 
 
 async def test_blocks_and_worktree_copies(tmp_path) -> None:

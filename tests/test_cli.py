@@ -255,6 +255,38 @@ def test_run_chooses_polling_or_webhook(
     assert started == ([("webhook", "https://bot.example.com")] if webhook else [("polling", None)])
 
 
+def test_an_error_that_ends_the_bot_is_logged_without_its_secrets(
+    clean_env: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """An exception out of the running bot goes to the log, whose filter hides the bot's secrets, and the exit
+    status is 1: Python's own report of it on stderr would print the token as the exception holds it."""
+    import telegram_bot.app
+    import telegram_bot.startup
+
+    async def proven(settings: object) -> str:
+        return "test_bot"
+
+    def crash(settings: object) -> None:
+        raise RuntimeError("request to bot123456:crash-secret-AAAA/getUpdates failed")
+
+    monkeypatch.setattr(telegram_bot.startup, "both_reachable", proven)
+    monkeypatch.setattr(telegram_bot.app, "run_polling", crash)
+    for key, value in {
+        "TELEGRAM_BOT_TOKEN": "123456:crash-secret-AAAA",
+        "ANTHROPIC_API_KEY": "k",
+        "ALLOWED_USER_IDS": "1",
+        "WORKSPACE_PATH": str(tmp_path),
+    }.items():
+        monkeypatch.setenv(key, value)
+    assert main(["run"]) == 1
+    assert "crash-secret" not in capsys.readouterr().err
+    assert "bot<secret>/getUpdates" in caplog.text and "crash-secret" not in caplog.text, caplog.text
+
+
 def test_run_with_bad_settings_says_one_line(clean_env: Path, capsys) -> None:
     assert main([]) == 2
     err = capsys.readouterr().err
@@ -321,6 +353,28 @@ def test_runner_needs_no_telegram_keys(clean_env: Path, monkeypatch: pytest.Monk
     monkeypatch.setenv("TEMPORAL_ADDRESS", "buildbox:7233")
     assert main(["runner"]) == 0
     assert seen[0].engine.temporal_address == "buildbox:7233" and seen[0].users.allowed_user_ids == frozenset()
+
+
+def test_an_error_that_ends_the_runner_is_logged_without_its_secrets(
+    clean_env: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    pytest.importorskip("temporalio", reason="the Temporal SDK (the optional extra .[temporal]) is missing")
+    import agents.engine.runner_node as runner
+
+    def crash(settings: object) -> int:
+        raise RuntimeError("refused: key sk-ant-crash-9f8e7d6c5b")
+
+    monkeypatch.setattr(runner, "run_forever", crash)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-crash-9f8e7d6c5b")
+    monkeypatch.setenv("WORKSPACE_PATH", str(tmp_path))
+    monkeypatch.setenv("TEMPORAL_ADDRESS", "buildbox:7233")
+    assert main(["runner"]) == 1
+    assert "9f8e7d6c5b" not in capsys.readouterr().err
+    assert "key <secret>" in caplog.text and "9f8e7d6c5b" not in caplog.text, caplog.text
 
 
 def test_task_engine_is_local_unless_set(clean_env: Path) -> None:

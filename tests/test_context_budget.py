@@ -1,6 +1,6 @@
 """Bounded worker context: read_file windows, head-and-tail trimming of big tool results, stubs for old
-tool results near the window (a pure function), and 'prompt is too long' handled by stubbing and one retry, then
-explained truthfully."""
+tool results and old tool calls' long arguments near the window (a pure function), and 'prompt is too long' handled
+by stubbing and one retry, then explained truthfully."""
 
 from __future__ import annotations
 
@@ -15,13 +15,22 @@ import pytest
 from agents.core.models import TaskStatus
 from agents.core.secrets_filter import SecretsFilter
 from agents.llm.client import explain_api_error
-from agents.llm.context_budget import KEEP_RECENT, estimate_request_tokens, fit_messages, fixed_tokens
+from agents.llm.context_budget import (
+    INPUT_STUB_PREFIX,
+    KEEP_RECENT,
+    PDF_PAGE_TOKENS,
+    estimate_request_tokens,
+    fit_messages,
+    fixed_tokens,
+)
 from agents.llm.tool_loop import Ending, Limits, ToolLoop
 from agents.tools import file_tools
 from agents.tools.toolbox import Audit, Tool, Toolbox
 from tests.conftest import USER_ID, BotHarness, git, make_settings, start_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript, call, say
+from tests.support.api_limits import WINDOW, LimitedModel, too_large
+from tests.support.attachments import compressed_pdf
 from tests.support.tasks import start_task
 
 TOO_LONG = "prompt is too long: 215000 tokens > 200000 maximum"
@@ -109,6 +118,80 @@ def test_fit_messages_stubs_the_oldest_results_and_leaves_the_input_alone() -> N
     assert all(c.startswith("file ") for c in contents[-KEEP_RECENT:]), "the newest results stay whole"
     assert estimate_request_tokens(fitted) <= window * 0.5 + 1200
     assert json.dumps(fitted).count('"tool_use_id"') == 12, "every tool_use keeps its result block"
+
+
+def writes(count: int, size: int) -> list[dict]:
+    """A worker's conversation that wrote `count` files of `size` characters each (their content in the calls)."""
+    messages: list[dict] = [{"role": "user", "content": [{"type": "text", "text": "write the pages"}]}]
+    for i in range(count):
+        content = f"<p>{i}</p>" + "x" * size
+        call_block = {
+            "type": "tool_use",
+            "id": f"w{i}",
+            "name": "write_file",
+            "input": {"path": f"p{i}.html", "content": content},
+        }
+        messages.append({"role": "assistant", "content": [call_block]})
+        messages.append(
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": f"w{i}", "content": f"wrote p{i}.html"}],
+            }
+        )
+    return messages
+
+
+def test_fit_messages_stubs_the_long_arguments_of_old_tool_calls() -> None:
+    """A file written whole is as big in the conversation as one read: the oldest calls' long arguments become a few
+    words, each call keeping its id, name and short arguments (its result still pairs with it)."""
+    big = writes(12, 4000)
+    before = copy.deepcopy(big)
+    window = int(estimate_request_tokens(big) / 0.8)
+    fitted = fit_messages(big, window)
+    assert big == before, "pure: the input is not changed"
+    uses = [b for m in fitted if m["role"] == "assistant" for b in m["content"]]
+    assert [(u["id"], u["name"], u["input"]["path"]) for u in uses] == [
+        (f"w{i}", "write_file", f"p{i}.html") for i in range(12)
+    ]
+    assert uses[0]["input"]["content"] == f"{INPUT_STUB_PREFIX} 4,008 characters, already sent]"
+    assert all(u["input"]["content"].startswith("<p>") for u in uses[-KEEP_RECENT:]), "the newest calls stay whole"
+    assert estimate_request_tokens(fitted) <= window * 0.5 + 1200
+    small = writes(3, 4000)
+    assert fit_messages(small, 200_000) is small, "nothing to do far from the window"
+
+
+def write_tool() -> Tool:
+    async def write_file(path: str, content: str) -> str:
+        return f"wrote {len(content):,} characters to {path}"
+
+    return Tool(
+        name="write_file",
+        description="write a file",
+        properties={"path": {"type": "string"}, "content": {"type": "string"}},
+        handler=write_file,
+        required=["path", "content"],
+    )
+
+
+async def test_a_worker_writing_many_big_files_stays_in_its_window() -> None:
+    """Twelve generated files of about 60 KB each: the write_file calls alone pass the window. Near it the loop
+    stubs the oldest calls' content as it does old results, and no request is refused."""
+    files = [call("write_file", {"path": f"page{i}.html", "content": f"<p>{i}</p>" + "x" * 60_000}) for i in range(12)]
+    model = LimitedModel([*files, say("Done: twelve pages written.")])
+    toolbox = Toolbox([write_tool()], Audit(None, agent="code"), SecretsFilter())
+    loop = ToolLoop(model=model, model_name="m", system="You write code.", toolbox=toolbox, context_window=WINDOW)
+    loop.add_user_turn([{"type": "text", "text": "write the twelve pages"}])
+    result = await loop.run(Limits(max_steps=20))
+    assert result.ending is Ending.FINISHED and "Done" in result.text
+    assert model.refused == [], "no request passed the window"
+    last = [b for m in model.calls[-1]["messages"] if m["role"] == "assistant" for b in m["content"]]
+    assert last[0]["input"]["content"].startswith(INPUT_STUB_PREFIX) and last[-1]["input"]["content"].startswith("<p>")
+
+
+def test_a_request_too_large_is_not_called_temporary() -> None:
+    """A 413 (the request past 32 MB) comes back the same however long one waits."""
+    text = explain_api_error(too_large())
+    assert "32 MB" in text and "/new" in text and "try again in a minute" not in text
 
 
 def test_prompt_too_long_is_explained_truthfully() -> None:
@@ -288,6 +371,16 @@ def test_a_pdf_counts_by_its_pages() -> None:
     estimate = estimate_request_tokens(messages)
     assert within(estimate, true), (estimate, true)
     assert fit_messages(messages, 200_000) is messages
+
+
+def test_a_pdf_with_its_pages_in_a_compressed_object_stream_counts_by_them() -> None:
+    """Its raw bytes never show a page object; the estimate reads the object stream, as the page limit does."""
+    import base64
+
+    data = base64.b64encode(compressed_pdf(60)).decode()
+    document = {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": data}}
+    messages = [{"role": "user", "content": [document, {"type": "text", "text": "summarise this paper"}]}]
+    assert estimate_request_tokens(messages) >= 60 * PDF_PAGE_TOKENS
 
 
 def test_the_system_prompt_and_tools_count_without_the_apis_figure() -> None:

@@ -16,6 +16,7 @@ from agents.tools import file_tools
 from tests.conftest import USER_ID, make_settings, start_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript
+from tests.support.sandbox import SECRET_ENV, secret_environment  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.skipif(
     shutil.which("rg") is None, reason="ripgrep (`rg`) is not installed (apt-get install ripgrep)"
@@ -50,6 +51,22 @@ async def test_catastrophic_pattern_finds_nothing_without_backtracking(tmp_path:
     assert out == "fine.txt:1: aaa"
     long_hit = await file_tools.grep(tmp_path, "a!$", secrets=SecretsFilter())
     assert long_hit.startswith("evil.txt:1: ") and "evil.txt:2: …" in long_hit and len(long_hit) < 1000
+
+
+async def test_ripgrep_gets_none_of_the_bots_secrets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, secret_environment: None
+) -> None:
+    """ripgrep reads the workspace outside the sandbox: without the keys the bot may hold in its environment."""
+    recording = tmp_path / "bin"
+    recording.mkdir()
+    seen = tmp_path / "environment"
+    (recording / "rg").write_text(f'#!/bin/sh\nenv > {seen}\nexec {shutil.which("rg")} "$@"\n')
+    (recording / "rg").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{recording}{os.pathsep}{os.environ['PATH']}")
+    (tmp_path / "notes.txt").write_text("needle\n")
+    assert await file_tools.grep(tmp_path, "needle", secrets=SecretsFilter()) == "notes.txt:1: needle"
+    recorded = seen.read_text()
+    assert "PATH=" in recorded and not any(value in recorded for value in SECRET_ENV.values()), recorded
 
 
 async def test_pattern_limits_and_syntax_errors_are_clear(tmp_path: Path) -> None:

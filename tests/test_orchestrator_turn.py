@@ -1,5 +1,5 @@
-"""The orchestrator's turn as a unit: the scripted model in process, an in-memory store and the eval's
-recording desk; no PTB, no SDK, no HTTP, milliseconds each.
+"""The orchestrator's turn as a unit: the scripted model in process (or one with the API's limits on a request's
+tokens and bytes), an in-memory store and the eval's recording desk; no PTB, no SDK, no HTTP, milliseconds each.
 
 The end-to-end tests keep one run per behaviour through the real PTB/SDK/fakes (test_bot_e2e: a direct answer is one
 API call and is rendered; test_crew_memory_e2e: proposals and summaries in the history); these check the turn's
@@ -9,6 +9,7 @@ variations: what the model is sent, what the desk gets, what is stored, how a fa
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -19,15 +20,19 @@ import httpx
 import pytest
 
 from agents.chat.orchestrator import Orchestrator
-from agents.core.models import InputMethod, Proposal, ProposalStatus, Role, Task, WorkerKind
+from agents.chat.turn_context import ATTACHMENT_REQUEST_BYTES, sent_bytes
+from agents.core.models import ChatMessage, InputMethod, Proposal, ProposalStatus, Role, Task, WorkerKind
 from agents.core.secrets_filter import SecretsFilter
 from agents.core.settings import Settings
+from agents.core.text import estimate_tokens
 from agents.evals.desk import RecordingDesk
 from agents.evals.workspaces import make_eval_workspaces
 from agents.store.database import Store
 from agents.work.crew import Crew
 from agents.work.task_queue import TaskQueue
 from tests.scripted import RoleScript, call, calls, say
+from tests.support.api_limits import SUMMARY, LimitedModel
+from tests.support.attachments import compressed_pdf
 
 CHAT = 77
 
@@ -197,3 +202,121 @@ async def test_the_turn_returns_the_tasks_it_started_and_no_other(tmp_path: Path
     thanks = RoleScript([say("You're welcome.")])
     next_turn = Orchestrator(settings(tmp_path), store, thanks, workspaces, crew, SecretsFilter())
     assert (await next_turn.handle(CHAT, "thanks", user_id=CHAT)).started == []  # the next turn starts afresh
+
+
+# --- a turn near the API's limits: the window (tokens) and the request's size (bytes) ------------------------------
+
+CHINESE = "这是一个关于项目的很长的讨论内容。" * 235  # ~4,000 characters: about 4,000 tokens, 1,000 by the estimate
+
+
+def limited(tmp_path: Path, store: Store, model: LimitedModel, **overrides: Any) -> Orchestrator:
+    workspaces = make_eval_workspaces(tmp_path)
+    desk = RecordingDesk(store, workspaces)
+    return Orchestrator(settings(tmp_path, **overrides), store, model, workspaces, desk, SecretsFilter())
+
+
+async def chat_in_chinese(store: Store, turns: int) -> None:
+    for i in range(turns):
+        for role in (Role.USER, Role.ASSISTANT):
+            text = f"{i}: {CHINESE}"
+            await store.add_message(ChatMessage(chat_id=CHAT, role=role, content=text, tokens=estimate_tokens(text)))
+
+
+def documents(request: dict[str, Any]) -> list[dict[str, Any]]:
+    return [b for m in request["messages"] for b in m["content"] if b.get("type") == "document"]
+
+
+async def test_a_history_too_long_for_the_window_is_halved_and_the_next_turns_fit(tmp_path: Path, store: Store) -> None:
+    """A long conversation in Chinese: within HISTORY_TOKEN_BUDGET by the estimate (characters / 4), about four times
+    that for the API. "Prompt is too long": the turn goes again with half the history (the older half summarised),
+    and the summary keeps the next turns inside the window."""
+    model = LimitedModel([say("好的，继续。"), say("你好！"), say("你好！")])
+    bot = limited(tmp_path, store, model, history_token_budget=60_000)
+    await chat_in_chinese(store, 28)  # 56,000 tokens by the estimate, about 224,000 really
+    first = await bot.handle(CHAT, "继续")
+    assert first.ok and first.text == "好的，继续。"
+    assert model.refused and set(model.refused) == {"too long"}
+    note = await store.latest_note(CHAT)
+    assert note is not None and note.summary == SUMMARY, "the older half is summarised, for the next turns too"
+    refusals = len(model.refused)
+    for _ in range(2):
+        assert (await bot.handle(CHAT, "你好？")).ok
+    assert len(model.refused) == refusals, "the next turns fit at once"
+
+
+async def test_a_history_the_window_never_holds_is_put_behind_a_note_and_the_next_turn_fits(
+    tmp_path: Path, store: Store
+) -> None:
+    """HISTORY_TOKEN_BUDGET set past what the window holds for this script: even half the history is too long. The
+    turn says so truly (no tool output was dropped), the conversation so far goes behind a summary, and the next
+    message is answered."""
+    model = LimitedModel([say("你好！")])
+    bot = limited(tmp_path, store, model, history_token_budget=200_000)
+    await chat_in_chinese(store, 50)  # 100,000 tokens by the estimate, about 400,000 really
+    first = await bot.handle(CHAT, "继续")
+    assert not first.ok and "context window" in first.text and "summarised our conversation" in first.text
+    assert "tool output" not in first.text and "/new" in first.text
+    later = await bot.handle(CHAT, "你好？")
+    assert later.ok and later.text == "你好！"
+    assert SUMMARY in texts(model.answered[-1]) and CHINESE not in texts(model.answered[-1])
+
+
+async def test_a_pdf_too_big_for_the_window_is_left_out_and_the_words_answered(tmp_path: Path, store: Store) -> None:
+    """A 95-page paper is about 220,000 tokens: too long with anything. The turn answers the words without it, says
+    so, and the paper is left out of the later turns (marked refused in the store)."""
+    data = compressed_pdf(95)
+    model = LimitedModel([say("I can't read it whole."), say("4.")], pdf_pages={base64.b64encode(data).decode(): 95})
+    bot = limited(tmp_path, store, model)
+    paper = await bot.context.attachments.accept(CHAT, data, "paper.pdf")
+    first = await bot.handle(CHAT, "summarise this paper", attachments=[paper])
+    assert first.ok and "**paper.pdf** did not fit" in first.text and first.text.endswith("I can't read it whole.")
+    assert model.refused and documents(model.answered[-1]) == []
+    later = await bot.handle(CHAT, "never mind; what is 2 + 2?")
+    assert later.ok and later.text == "4." and documents(model.answered[-1]) == []
+    [stored] = [a for m in await store.messages_after(CHAT, 0) for a in m.attachments]
+    assert stored.refused
+
+
+async def test_scanned_pages_in_the_history_stay_within_the_request_size_limit(tmp_path: Path, store: Store) -> None:
+    """Ten one-page scans of 3 MB each, sent over a conversation: little by tokens, 40 MB of base64 together. Each
+    request carries the newest within ATTACHMENT_REQUEST_BYTES, the older ones by their labels."""
+    model = LimitedModel([*(say(f"Page {page} noted.") for page in range(10)), say("4.")])
+    bot = limited(tmp_path, store, model)
+    scans = []
+    for page in range(10):
+        scans.append(await bot.context.attachments.accept(CHAT, compressed_pdf(1, 3_000_000), f"scan{page}.pdf"))
+        assert (await bot.handle(CHAT, f"page {page} of the contract", attachments=[scans[-1]])).ok
+    later = await bot.handle(CHAT, "thanks; what is 2 + 2?")
+    assert later.ok and model.refused == []
+    assert max(len(json.dumps(c).encode()) for c in model.calls) < ATTACHMENT_REQUEST_BYTES + 1_000_000
+    last = model.calls[-1]
+    assert len(documents(last)) == ATTACHMENT_REQUEST_BYTES // sent_bytes(scans[-1])
+    assert "scan0.pdf (pdf) is not shown again here" in texts(last)
+
+
+async def test_a_request_too_large_goes_again_without_the_historys_files(tmp_path: Path, store: Store) -> None:
+    """A 413 (the request past the API's byte limit) is not temporary: the turn goes again at once without the
+    history's files (by their labels), and is answered."""
+    model = LimitedModel([say("First page noted."), say("Second page noted.")], request_max_bytes=3_000_000)
+    bot = limited(tmp_path, store, model)
+    for page in range(2):
+        scan = await bot.context.attachments.accept(CHAT, compressed_pdf(1, 1_200_000), f"scan{page}.pdf")
+        reply = await bot.handle(CHAT, f"page {page}", attachments=[scan])
+        assert reply.ok
+    assert model.refused == ["413"] and reply.text == "Second page noted."
+    answered = model.answered[-1]
+    assert len(documents(answered)) == 1 and "scan0.pdf (pdf) is not shown again here" in texts(answered)
+
+
+async def test_a_turn_reading_many_big_files_stubs_its_oldest_results(tmp_path: Path, store: Store) -> None:
+    """ "Compare these twelve modules": two rounds of six big reads pass the window within the turn. The turn's loop
+    stubs the oldest results near it, as a worker's does, and answers."""
+    reads = [("read_file", {"workspace": "calc", "path": f"big{i}.py"}) for i in range(12)]
+    model = LimitedModel([calls(*reads[:6]), calls(*reads[6:]), say("They all define the same helpers.")])
+    bot = limited(tmp_path, store, model)
+    for i in range(12):
+        lines = (f"def helper_{i}_{n}(x):  return x * {n}  # {'z' * 12}\n" for n in range(1900))
+        (tmp_path / "workspaces" / "calc" / f"big{i}.py").write_text("".join(lines))
+    reply = await bot.handle(CHAT, "compare big0.py … big11.py in calc")
+    assert reply.ok and reply.text == "They all define the same helpers." and model.refused == []
+    assert "[result removed to save context: read_file big0.py" in texts(model.calls[-1])

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ import pytest
 
 from agents.repo_map import parse_child, parse_pool
 from agents.repo_map.outline import FileOutline, SameContent, content_hash, parse_files
+from tests.support.sandbox import secret_environment, secrets_in  # noqa: F401  (fixture)
 
 
 def _write_repo(root: Path, count: int) -> dict[str, tuple[int, int]]:
@@ -369,3 +371,24 @@ def test_an_urgent_build_beside_a_busy_process_starts_more_parse_processes_than_
     assert len(started) == parse_pool.process_count()
     for frames in (urgent_frames, background_frames):
         assert sorted(path for batch in frames for path, _ in batch) == sorted(states)
+
+
+async def test_the_parse_processes_get_none_of_the_bots_secrets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, secret_environment: None
+) -> None:
+    """They read repository files outside the sandbox: the bot's environment without its keys, and the bot's own
+    code on their module path."""
+    seen: list[Any] = []
+
+    class NotStarted(Exception):
+        pass
+
+    async def not_started(argv: Any, **options: Any) -> Any:
+        seen.append(options.get("env"))
+        raise NotStarted
+
+    monkeypatch.setattr(parse_pool, "start_group", not_started)
+    with pytest.raises(NotStarted):
+        await parse_pool._in_child(tmp_path, deque([["a.py"]]), deque(), {}, {}).__anext__()
+    assert seen and not secrets_in(seen[0]), secrets_in(seen[0])
+    assert str(Path(parse_pool.__file__).resolve().parents[2]) in seen[0]["PYTHONPATH"].split(os.pathsep)

@@ -30,7 +30,9 @@ from agents.sandbox.bwrap import (
 from agents.sandbox.egress_rules import Egress
 from agents.sandbox.process_cap import pids_parent
 from agents.sandbox.shell import run_command
-from agents.sandbox.task_limits import sandbox_limit_warnings
+from agents.sandbox.task_limits import TaskBounds, sandbox_limit_warnings
+from agents.tools.mcp_tasks import research_sandbox
+from agents.work.task_sandbox import TaskSandboxes
 from tests.support.processes import host_pids, own_sleep
 from tests.support.sandbox import PROBE
 from tests.support.settings import offline_settings
@@ -401,6 +403,76 @@ async def test_the_shared_git_metadata_is_read_only_inside(tmp_path: Path) -> No
     assert (repo / ".git" / "refs" / "heads" / "main").read_text() == main_before
     assert not (repo / ".git" / "hooks" / "post-commit").exists()
     assert "fsmonitor" not in (repo / ".git" / "config").read_text()
+
+
+def live_checkout(tmp_path: Path) -> Path:
+    """The bot's own checkout as `agentlab run` leaves it: its `.env`, its database in `data/`, a credential file
+    further down, and a link to a file outside it."""
+    checkout = tmp_path / "agentlab"
+    (checkout / "data").mkdir(parents=True)
+    (checkout / "deploy").mkdir()
+    (checkout / "README.md").write_text("readable\n")
+    (checkout / ".env").write_text("TELEGRAM_BOT_TOKEN=123456:env-secret-AAAA\n")
+    (checkout / "data" / "agentlab.db").write_bytes(b"SQLite format 3\0db-secret")
+    (checkout / "deploy" / ".env.production").write_text("KEY=deploy-secret\n")
+    (tmp_path / "elsewhere.txt").write_text("outside\n")
+    (checkout / "credentials.json").symlink_to(tmp_path / "elsewhere.txt")
+    return checkout
+
+
+async def research_servers_sandbox(checkout: Path, bounds: TaskBounds) -> SandboxSpec:
+    """The sandbox of a research task's MCP servers over `checkout` as a workspace, the database in its `data/`."""
+    settings = offline_settings(checkout.parent, database_path=checkout / "data" / "agentlab.db", sandbox="bwrap")
+    spec = TaskSandboxes(settings, SecretsFilter(), PROBE).spec(checkout, checkout)
+    assert spec is not None
+    return await research_sandbox(spec, bounds)
+
+
+async def test_a_research_servers_sandbox_covers_the_checkouts_credentials_and_the_bots_data(tmp_path: Path) -> None:
+    """A research task's MCP servers see the live checkout read-only: where it is the bot's own, they would read the
+    bot's `.env` and database. Each credential file is bound over with /dev/null and the data folder with an empty
+    tmpfs, after the checkout's own bind; a link is covered where it leads, and what is outside is left alone."""
+    checkout = live_checkout(tmp_path)
+    bounds = TaskBounds("research", 1 << 30, 64)
+    try:
+        argv = bwrap_argv(await research_servers_sandbox(checkout, bounds), "true")
+    finally:
+        await bounds.close()
+    shown = argv.index(str(checkout), argv.index("--ro-bind"))
+    covered = pairs(argv, "--ro-bind")
+    for secret in (checkout / ".env", checkout / "deploy" / ".env.production"):
+        assert argv.index(str(secret)) > shown and ("/dev/null", str(secret)) in covered
+    assert argv[argv.index(str(checkout / "data")) - 1] == "--tmpfs"
+    assert str(tmp_path / "elsewhere.txt") not in argv and str(checkout / "README.md") not in argv
+
+
+async def test_a_code_tasks_sandbox_covers_nothing(tmp_path: Path) -> None:
+    """Its worktree lies outside the checkout: nothing of the bot's is in what it binds, so nothing is covered."""
+    checkout = live_checkout(tmp_path)
+    worktree = tmp_path / "agentlab-worktrees" / "task-1"
+    worktree.mkdir(parents=True)
+    settings = offline_settings(tmp_path, database_path=checkout / "data" / "agentlab.db", sandbox="bwrap")
+    spec = TaskSandboxes(settings, SecretsFilter(), PROBE).spec(worktree, checkout)
+    assert spec is not None and spec.hidden == (checkout / "data",)
+    assert "/dev/null" not in bwrap_argv(spec, "true") and str(checkout / "data") not in bwrap_argv(spec, "true")
+
+
+@needs_bwrap
+async def test_a_research_server_reads_the_checkout_but_not_the_bots_env_or_database(tmp_path: Path) -> None:
+    checkout = live_checkout(tmp_path)
+    bounds = TaskBounds("research", 1 << 30, 64)
+    try:
+        spec = await research_servers_sandbox(checkout, bounds)
+        result = await run_command(
+            f"cd {checkout} && cat README.md .env deploy/.env.production; ls -A data; echo end",
+            cwd=spec.worktree,
+            timeout=30,
+            sandbox=spec,
+        )
+    finally:
+        await bounds.close()
+    assert "readable" in result.output and "end" in result.output, result.output
+    assert "secret" not in result.output and "agentlab.db" not in result.output, result.output
 
 
 def test_the_sandbox_etc_has_no_secret_files() -> None:

@@ -1,7 +1,9 @@
-"""run_command: capture, exit codes, timeouts and cancellation that kill the whole process group, output caps, env."""
+"""run_command: capture, exit codes, timeouts and cancellation that kill the whole process group, output caps, env;
+and every other process the bot starts is given an environment of its own (none of the bot's secrets)."""
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import contextlib
 import os
@@ -266,6 +268,54 @@ def test_child_env_filters_a_given_base() -> None:
     assert env["GIT_TERMINAL_PROMPT"] == "0" and env["PAGER"] == "cat" and env["CI"] == "1"
     assert base["CUSTOM"] == "s"  # the input is not modified
     assert {"TELEGRAM_BOT_TOKEN", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"} <= DEFAULT_SECRETS
+
+
+ROOT = Path(__file__).resolve().parents[1]
+# process starts whose environment is not the bot's: a script run inside the sandbox, and `agentlab eval`'s own
+# fixture repositories (a developer's command, not the bot)
+STARTS_NOT_FROM_THE_BOT = {"agents/tools/shoot_pages.py", "agents/evals/tasks.py"}
+
+
+def process_starts_without_env(source: str) -> list[int]:
+    """The lines of `source` that start a process (asyncio's create_subprocess_*, subprocess's, start_group) without
+    `env=` (or a `**options` that may hold it): such a child inherits the bot's environment, secrets included."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        of_subprocess = (
+            isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "subprocess"
+        )
+        starts = name in ("create_subprocess_exec", "create_subprocess_shell", "start_group") or (
+            of_subprocess and name in ("run", "Popen", "call", "check_call", "check_output")
+        )
+        if starts and not any(k.arg in ("env", None) for k in node.keywords):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_every_process_the_bot_starts_is_given_its_environment() -> None:
+    """The bot's secrets may be in its own environment (docker --env-file, systemd's Environment=): a helper started
+    outside the sandbox (speech, ripgrep, pasta, git, the parse processes) gets `child_env()` or `git_env()`."""
+    found = {}
+    for path in sorted([*ROOT.joinpath("agents").rglob("*.py"), *ROOT.joinpath("telegram_bot").rglob("*.py")]):
+        name = path.relative_to(ROOT).as_posix()
+        if name not in STARTS_NOT_FROM_THE_BOT and (lines := process_starts_without_env(path.read_text())):
+            found[name] = lines
+    assert not found, found
+
+
+def test_the_check_sees_a_process_started_without_env() -> None:
+    source = (
+        "import asyncio, subprocess\n"
+        "asyncio.create_subprocess_exec('rg')\n"
+        "subprocess.run(['rm'], env={})\n"
+        "start_group(argv, **options)\n"
+        "subprocess.Popen(['x'])\n"
+    )
+    assert process_starts_without_env(source) == [2, 5]
 
 
 async def test_explicit_env_is_used_as_given(tmp_path: Path) -> None:

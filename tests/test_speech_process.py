@@ -1,4 +1,5 @@
-"""Ending the speech process: what the bot waits for when its speech process will not end."""
+"""Ending the speech process: what the bot waits for when its speech process will not end. And what it is started
+with: none of the bot's secrets."""
 
 from __future__ import annotations
 
@@ -6,12 +7,14 @@ import asyncio
 import logging
 import os
 import signal
+from typing import Any
 
 import pytest
 
 from agents.inputs import speech_process
 from agents.inputs.speech_process import SpeechProcess
 from tests.support.processes import own_sleep
+from tests.support.sandbox import secret_environment, secrets_in  # noqa: F401  (fixture)
 
 HANG_GUARD = 30.0  # the old wait after the kill had no bound: this guard is what fails then
 
@@ -72,3 +75,22 @@ async def test_a_speech_process_that_never_answers_fails_the_note_in_bounded_tim
         if hung.returncode is None:
             hung.kill()
             await hung.wait()
+
+
+async def test_the_speech_process_gets_none_of_the_bots_secrets(
+    secret_environment: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It runs outside the sandbox and needs none of the bot's keys: the bot's environment without them (PATH, the
+    CUDA and OpenMP settings kept)."""
+    seen: list[Any] = []
+
+    async def not_started(*argv: Any, **options: Any) -> Any:
+        seen.append(options.get("env"))
+        raise OSError("not started")
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    monkeypatch.setattr(speech_process.asyncio, "create_subprocess_exec", not_started)
+    await SpeechProcess({"engine": "openai-whisper", "model": "tiny"}, idle_minutes=0)._start()
+    assert seen and not secrets_in(seen[0]), secrets_in(seen[0])
+    assert seen[0]["PATH"] == os.environ["PATH"] and seen[0]["CUDA_VISIBLE_DEVICES"] == "0"
+    assert seen[0]["OMP_WAIT_POLICY"]

@@ -97,6 +97,39 @@ def test_a_refused_api_key_is_one_line_and_exit_2(tmp_path: Path, fake_telegram,
     assert "console.anthropic.com" in output and "revoked" not in output
 
 
+# `agentlab run` with the start-up check passed: the token is refused by PTB's own start, as after a /revoke in
+# @BotFather between the check and the first getMe of the application
+PROVEN_THEN_RUN = """
+import sys
+import telegram_bot.startup as startup
+
+async def proven(settings):
+    return "test_bot"
+
+startup.both_reachable = proven
+from telegram_bot.cli import main
+
+sys.exit(main(["run"]))
+"""
+
+
+def test_a_token_refused_after_the_start_check_is_one_line_without_the_token(tmp_path: Path, fake_telegram) -> None:
+    """PTB's InvalidToken names the whole token: escaping `agentlab run`, Python printed it to stderr (journald)."""
+    env = start_env(
+        tmp_path,
+        TELEGRAM_BOT_TOKEN=WRONG_TOKEN,
+        TELEGRAM_API_BASE_URL=fake_telegram.url,
+        ANTHROPIC_API_KEY="sk-ant-good-key",
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", PROVEN_THEN_RUN], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 2, output
+    assert output.endswith("agentlab: Telegram rejected TELEGRAM_BOT_TOKEN (401): copy it again from @BotFather\n")
+    assert "wrong-secret" not in output, output  # PTB logs the error itself: through the log's filter
+
+
 async def test_an_unreachable_telegram_is_tried_again_one_line_each(tmp_path: Path, fake_anthropic) -> None:
     with socket.socket() as probe:  # a loopback port nobody listens on: connections are refused at once
         probe.bind(("127.0.0.1", 0))

@@ -49,6 +49,35 @@ async def test_runner_claims_by_priority_then_age_at_most_n_at_once(tmp_path) ->
     await store.close()
 
 
+async def test_the_queue_keeps_nothing_of_a_task_that_ended_and_a_late_wait_returns(tmp_path) -> None:
+    """A schedule every few minutes runs many thousands of tasks in a bot's life: nothing of one that ended stays
+    in the queue, waited for or not; a wait that comes after its end reads its status and returns."""
+    store = await Store.open(tmp_path / "db.sqlite")
+
+    async def execute(task: Task) -> None:
+        await store.update_task(task.stored_id, status=TaskStatus.COMPLETED)
+
+    queue = TaskQueue(store, execute, max_concurrent=1)  # one at a time, oldest first: the last ends last
+    ids = []
+    for i in range(40):
+        task = await store.add_task(
+            Task(chat_id=1, workspace="w", worker=WorkerKind.CODE, title=f"t{i}", instructions="i")
+        )
+        ids.append(task.stored_id)
+    queue.start()
+    try:
+        async with asyncio.timeout(10):  # a hang guard
+            await queue.wait(ids[-1])  # the only one waited for
+        assert queue._done == {}, "an event kept for each task that ended"
+        async with asyncio.timeout(10):
+            await queue.wait(ids[0])  # long after its end
+        assert queue._done == {}
+        assert [(await store.get_task(i)).status for i in ids] == [TaskStatus.COMPLETED] * 40
+    finally:
+        await queue.shutdown()
+        await store.close()
+
+
 async def test_a_cancel_landing_after_the_final_status_leaves_the_task_finished(tmp_path) -> None:
     """The executor stored the task's end (its summary owed) and is cancelled before it returns: the task stays as
     it ended, never turned into a cancelled one whose summary says done."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from agents.workspaces.folders import (
     Workspaces,
     confine,
 )
+from tests.support.sandbox import SECRET_ENV, secret_environment  # noqa: F401  (fixture)
 
 
 @pytest.fixture
@@ -385,6 +387,27 @@ async def test_a_workspace_whose_git_init_failed_leaves_no_folder_and_the_name_f
     monkeypatch.setenv("PATH", real_path)
     made = await create_workspace(spaces, "notes", GitIdentity())
     assert made.path == (root / "notes").resolve() and (made.path / ".git").is_dir()
+
+
+async def test_a_new_workspaces_git_commands_get_none_of_the_bots_secrets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, secret_environment: None
+) -> None:
+    """`git init` of a workspace the chat makes, like every other git command of the bot's, runs without the keys
+    the bot may hold in its environment."""
+    root = tmp_path / "workspaces"
+    root.mkdir()
+    recording = tmp_path / "recording-bin"
+    recording.mkdir()
+    seen = tmp_path / "environments"
+    (recording / "git").write_text(
+        f'#!/bin/sh\necho "$1 $2" >> {seen}; env >> {seen}\nexec {shutil.which("git")} "$@"\n'
+    )
+    (recording / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{recording}{os.pathsep}{os.environ['PATH']}")
+    await create_workspace(Workspaces(root, None), "notes", GitIdentity())
+    recorded = seen.read_text()
+    assert "init -q" in recorded, recorded
+    assert not any(value in recorded for value in SECRET_ENV.values()), recorded
 
 
 @pytest.mark.parametrize("named", [None, "", "group therapy", "Group-Therapy", "grouptherapy"])

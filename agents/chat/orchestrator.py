@@ -11,7 +11,14 @@ from typing import Any
 
 import anthropic
 
-from agents.chat.refusals import BlockOwners, invalid_request_message, reason_of, refusal_note, refused_attachments
+from agents.chat.refusals import (
+    BlockOwners,
+    invalid_request_message,
+    reason_of,
+    refusal_note,
+    refused_attachments,
+    too_big_note,
+)
 from agents.chat.replying import ReplyTo
 from agents.chat.symbol_hints import SymbolHints
 from agents.chat.turn_context import TurnContext
@@ -31,6 +38,7 @@ from agents.core.text import estimate_tokens
 from agents.core.user_turns import UserTurns
 from agents.llm import prompts
 from agents.llm.client import explain_api_error, usage_record
+from agents.llm.context_budget import is_prompt_too_long, is_request_too_big
 from agents.llm.reasoning import Reasoning
 from agents.llm.tool_loop import Ending, Limits, LoopResult, ToolLoop, as_model
 from agents.store.database import Store
@@ -59,6 +67,20 @@ ANSWER_KEPT_OUT = (
     "[Answered where the request came from, and told to this chat; the answer is not kept in this conversation: it "
     "was written from text anyone could have written.]"
 )
+
+
+TOO_BIG = "too big to read together with our conversation"  # why a message's own file was left out
+
+
+def too_big_reply(summarised: bool) -> str:
+    """The turn could not be made to fit, even with the history halved and without the message's files; the
+    conversation so far was put behind a note (summarised when `summarised`), so the next message goes through."""
+    behind = "summarised our conversation so far" if summarised else "set our conversation so far aside"
+    return (
+        "Your message with our conversation is more than Claude can read at once (its context window), even with "
+        f"the earlier conversation shortened. I've {behind}, so your next message starts afresh from there: send "
+        "this one again, shorter or in parts, or /new to start a fresh conversation."
+    )
 
 
 def reply_text(result: LoopResult, tools_used: list[str]) -> str:
@@ -134,6 +156,8 @@ class Orchestrator:
             on_response=record,
             answer=answer,
             messages=messages,
+            # the same model and window as the workers': a turn that reads many big files stubs its oldest results
+            context_window=self.settings.workers.worker_context_tokens,
             reasoning=Reasoning(
                 self.settings.orchestrator.orchestrator_thinking, effort=self.settings.orchestrator.orchestrator_effort
             ),
@@ -155,6 +179,16 @@ class Orchestrator:
                 await self.store.refuse_attachment(attachment.id, reason)
         log.warning("chat %s: the API refused %s: %s", refused[0].chat_id, [a.name for a in refused], reason)
         return refused, reason
+
+    async def _leave_out(self, attachments: list[Attachment]) -> None:
+        """The message's own photos and files, too big for the request even with the history made smaller: marked
+        refused (in the store too), so neither this turn nor a later one sends them again."""
+        for attachment in attachments:
+            attachment.refused = TOO_BIG
+            if attachment.id is not None:
+                await self.store.refuse_attachment(attachment.id, TOO_BIG)
+        if attachments:
+            log.warning("chat %s: left out as too big: %s", attachments[0].chat_id, [a.name for a in attachments])
 
     def message_arrived(self, chat_id: int) -> None:
         """Called by the adapter as a message comes in, before it queues for the chat: a turn that is waiting on a
@@ -237,6 +271,10 @@ class Orchestrator:
         )
         storing = asyncio.create_task(self.store.add_message(asked))
         dropped: list[Attachment] = []
+        left_out: list[Attachment] = []  # the message's own files that did not fit in the request with it
+        # the API found the request too large (bytes) or too long (tokens): the history's files left out, and for
+        # too long, the history halved
+        without_files = shorter = False
         usage_writes: list[asyncio.Task[None]] = []
         while True:
             owners: BlockOwners = {}
@@ -252,6 +290,8 @@ class Orchestrator:
                 owner=self.settings.users.is_owner(caller.user_id),
                 stored=storing,
                 confined_to=caller.confined_to,
+                shorter=shorter,
+                without_files=without_files,
             )
             self.secrets.mask_messages(messages)  # the user's own words and files too (a token in a caption, a .env)
             loop = self._loop(caller, messages, answer, usage_writes)
@@ -261,12 +301,26 @@ class Orchestrator:
                 break
             except anthropic.APIError as err:
                 log.warning("chat %s: Anthropic API error: %s", chat_id, err)
-                refused = await self._drop_refused(err, messages, owners, attachments)
+                refused = await self._drop_refused(err, loop.messages, owners, attachments)
                 if refused is not None:
                     dropped += refused[0]
                     if not loop.tools_used and len(dropped) <= MAX_REFUSED_PER_TURN:
                         continue  # the same turn again without them: nothing was done yet
                     text_of_error = refusal_note(*refused) + " Please send your message again."
+                elif is_request_too_big(err) and not loop.tools_used:
+                    # The estimate said it fits and the API says it does not (a dense script, a PDF's pages, many
+                    # files): nothing was done yet, so the turn goes again smaller, then without its own files.
+                    too_long = is_prompt_too_long(err)
+                    own = [a for a in attachments if not a.refused]
+                    if not without_files or (too_long and not shorter):
+                        without_files, shorter = True, shorter or too_long
+                        continue
+                    if own:
+                        await self._leave_out(own)
+                        left_out += own
+                        continue
+                    summarised = await self.context.put_behind(chat_id, asked)
+                    text_of_error = too_big_reply(summarised)
                 else:
                     text_of_error = explain_api_error(err)
                 await asyncio.gather(*usage_writes)
@@ -274,6 +328,8 @@ class Orchestrator:
                     text=text_of_error, ok=False, api_calls=loop.api_calls, usage=loop.usage, tools_used=loop.tools_used
                 )
         note = refusal_note(dropped, "; ".join(dict.fromkeys(a.refused or "" for a in dropped))) if dropped else ""
+        if left_out:
+            note = (note + " " if note else "") + too_big_note(left_out)
         reply = Reply(
             text=(note + "\n\n" if note else "") + reply_text(result, loop.tools_used),
             api_calls=loop.api_calls,

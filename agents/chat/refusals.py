@@ -71,3 +71,14 @@ def refusal_note(refused: list[Attachment], reason: str) -> str:
         f"Claude's API refused {names} ({reason}), so I've left {them} out of our conversation from now on "
         f"(send {them} again in another format if you need {them})."
     )
+
+
+def too_big_note(left_out: list[Attachment]) -> str:
+    """One sentence for the user naming the files of their message that did not fit in the request with it."""
+    names = ", ".join(f"**{outside_text(a.name, one_line=True)}**" for a in left_out)
+    them = "it" if len(left_out) == 1 else "them"
+    return (
+        f"{names} did not fit in what Claude can read at once (its context window) together with our conversation, "
+        f"so I've answered your words without {them} and left {them} out of our conversation from now on (send a "
+        f"smaller part, such as fewer pages or the text that matters, if you need {them} read)."
+    )

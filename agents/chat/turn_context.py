@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from collections.abc import Awaitable
 from typing import Any
 
@@ -29,6 +30,7 @@ from agents.core.text import outside_text
 from agents.inputs.attachments import Attachments
 from agents.llm import prompts
 from agents.llm.client import usage_record
+from agents.llm.context_budget import is_prompt_too_long
 from agents.llm.tool_loop import as_model
 from agents.store.database import Store
 from agents.store.shown import PROPOSAL, TASK
@@ -40,8 +42,29 @@ log = logging.getLogger(__name__)
 EPHEMERAL = {"type": "ephemeral"}
 COMPACT_INPUT_CHARS = 200_000  # the newest part of the turns to summarise, if they are longer
 UNANSWERED = "(no answer: this turn failed before I could reply)"
+LEFT_OUT = "the request would be too large with it; ask the user to send it again if you need it"
 USER, ASSISTANT = str(Role.USER), str(Role.ASSISTANT)
 PINNED_PER_KIND = 3  # proposals / task summaries kept whole past compaction
+# The photos and files one request carries, base64 as sent (the new message's first, then the history's, newest
+# first): the API refuses a request over 32 MB as a whole, and the text, the tools and the JSON around need room.
+ATTACHMENT_REQUEST_BYTES = 20_000_000
+NOT_SUMMARISED = "(Our conversation up to here grew too long for me to read, and could not be summarised.)"
+
+
+def sent_bytes(attachment: Attachment) -> int:
+    """What a photo or file adds to a request: its bytes in base64 (a refused one is sent as its label alone)."""
+    return 0 if attachment.refused else 4 * math.ceil(attachment.size / 3)
+
+
+def label_only(attachment: Attachment, why: str) -> list[dict[str, Any]]:
+    """A history's photo or file left out of the request: its label, and why it is not shown."""
+    return [
+        {
+            "type": "text",
+            "text": f"[attachment #{attachment.id}: {attachment.name} ({attachment.kind.value}) is not shown again "
+            f"here: {why}]",
+        }
+    ]
 
 
 def history_messages(
@@ -203,23 +226,30 @@ class TurnContext:
             "are shown here. Say so briefly in your reply.]"
         )
 
-    async def _history(self, chat_id: int, note: ConversationNote | None) -> list[ChatMessage]:
+    async def _history(self, chat_id: int, note: ConversationNote | None, shorter: bool = False) -> list[ChatMessage]:
         """The conversation as the model sees it: a compact note of older turns (`note`, the chat's latest), then the
         newest turns in the budget.
 
         When the unsummarised turns pass the budget, the older ones (all but the newest half-budget) are
         summarised by the model into a note kept in the store; the turns themselves stay stored (/history). The
         proposals still pending and the newest task summaries among the turns out of view are kept whole, also when
-        the summary could not be made (the turn then says the earlier conversation is not shown).
+        the summary could not be made (the turn then says the earlier conversation is not shown). `shorter`: the
+        API found the request too long although the estimate fit (a dense script such as Chinese is about a token
+        a character, not a quarter): the newest turns get half of what they would, the rest is summarised, and the
+        note keeps the next turns smaller too.
         """
         budget = self.settings.orchestrator.history_token_budget
         turns = await self.store.messages_after(chat_id, note.up_to_message_id if note else 0)
         hidden_up_to = note.up_to_message_id if note else 0  # the turns up to this one are out of the model's view
-        if sum(t.tokens for t in turns) > budget:
+        total = sum(t.tokens for t in turns)
+        shown = budget // 2 if total > budget else total  # what the newest turns may take
+        if shorter:
+            shown //= 2
+        if shown < total:
             keep: list[ChatMessage] = []
             used = 0
             for turn in reversed(turns):
-                if keep and used + turn.tokens > budget // 2:
+                if keep and used + turn.tokens > shown:
                     break
                 keep.append(turn)
                 used += turn.tokens
@@ -243,16 +273,35 @@ class TurnContext:
         )
         return [ChatMessage(chat_id=chat_id, role=Role.USER, content=earlier), *pinned, *turns]
 
-    async def _history_once_stored(self, chat_id: int, stored: Awaitable[ChatMessage] | None) -> list[ChatMessage]:
+    async def _history_once_stored(
+        self, chat_id: int, stored: Awaitable[ChatMessage] | None, shorter: bool = False
+    ) -> list[ChatMessage]:
         """The history, read once the turn's question is stored: a read of the conversation that overlapped one of
         its writes is not kept for the next turn (kept_messages.py), so it waits for the write. The latest note is
         read meanwhile, with the write (notes are written only by this chat's turns, one at a time, never by the
         question's storing): it reaches the store's thread with the question and the context's reads, one hand-over
         fewer before the model is asked."""
         if stored is None:
-            return await self._history(chat_id, await self.store.latest_note(chat_id))
+            return await self._history(chat_id, await self.store.latest_note(chat_id), shorter)
         note, _ = await asyncio.gather(self.store.latest_note(chat_id), stored)
-        return await self._history(chat_id, note)
+        return await self._history(chat_id, note, shorter)
+
+    async def put_behind(self, chat_id: int, asked: ChatMessage) -> bool:
+        """After a turn whose request could not be made to fit even smaller: the conversation up to `asked` goes
+        behind a note (summarised by the model when it can be), so the next turn starts from that note instead of
+        failing the same way. Whether it was summarised."""
+        note = await self.store.latest_note(chat_id)
+        turns = [
+            t
+            for t in await self.store.messages_after(chat_id, note.up_to_message_id if note else 0)
+            if t.id is not None and t.id <= (asked.id or 0)
+        ]
+        if not turns:
+            return False
+        summary = await self._summarise(chat_id, note.summary if note else None, turns)
+        text = summary or (note.summary + "\n\n" + NOT_SUMMARISED if note else NOT_SUMMARISED)
+        await self.store.add_note(ConversationNote(chat_id=chat_id, up_to_message_id=turns[-1].id, summary=text))
+        return summary is not None
 
     async def _still_relevant(self, chat_id: int, up_to_id: int) -> list[ChatMessage]:
         """Proposals still pending and the newest task summaries, kept whole although older turns were summarised."""
@@ -263,21 +312,27 @@ class TurnContext:
         return sorted(proposals + tasks, key=lambda m: m.id or 0)
 
     async def _summarise(self, chat_id: int, previous: str | None, turns: list[ChatMessage]) -> str | None:
-        transcript = "\n\n".join(
+        later = "\n\n".join(
             f"{t.role.value}: {t.content}" + "".join(f" [sent {a.name}]" for a in t.attachments) for t in turns
         )[-COMPACT_INPUT_CHARS:]
-        if previous:
-            transcript = f"(summary so far)\n{previous}\n\n(later turns)\n{transcript}"
-        try:
-            response = await as_model(self.client).create(
-                model=self.settings.orchestrator.orchestrator_model,
-                max_tokens=1024,
-                system=prompts.COMPACTOR,
-                messages=[{"role": "user", "content": transcript}],
-            )
-        except anthropic.APIError as err:  # the turn goes on with the newest turns only
-            log.warning("chat %s: could not compact the history: %s", chat_id, err)
-            return None
+        while True:
+            transcript = f"(summary so far)\n{previous}\n\n(later turns)\n{later}" if previous else later
+            try:
+                response = await as_model(self.client).create(
+                    model=self.settings.orchestrator.orchestrator_model,
+                    max_tokens=1024,
+                    system=prompts.COMPACTOR,
+                    messages=[{"role": "user", "content": transcript}],
+                )
+                break
+            except anthropic.APIError as err:
+                # COMPACT_INPUT_CHARS is far inside the window for English, not for a script of a token a character:
+                # the newer half is summarised then (down to a quarter of it)
+                if is_prompt_too_long(err) and len(later) > COMPACT_INPUT_CHARS // 4:
+                    later = later[len(later) // 2 :]
+                    continue
+                log.warning("chat %s: could not compact the history: %s", chat_id, err)  # the newest turns go on
+                return None
         await self.store.record_usage(usage_record(response, "compactor", chat_id, None))
         return "".join(b.text for b in response.content if b.type == "text").strip() or None
 
@@ -294,11 +349,17 @@ class TurnContext:
         owner: bool = False,
         stored: Awaitable[ChatMessage] | None = None,
         confined_to: str | None = None,
+        *,
+        shorter: bool = False,
+        without_files: bool = False,
     ) -> list[dict[str, Any]]:
         """The turn's messages: history (with its photos and files), then the new message with its context.
         `owners` is filled with which attachment each image/document block shows (to find one the API refuses).
         `stored`: the storing of `asked` when it is still under way (its id is needed; the reads need not wait).
-        `confined_to`: a request from outside the chat (models.Caller) goes without the conversation's history."""
+        `confined_to`: a request from outside the chat (models.Caller) goes without the conversation's history.
+        The history's photos and files go within ATTACHMENT_REQUEST_BYTES, newest first; older ones, and all of
+        them `without_files` (the API found the request too large or too long), are shown by their labels alone.
+        `shorter`: the API found the request too long: the history is halved (`_history`)."""
 
         async def blocks_of(items: list[Attachment]) -> list[dict[str, Any]]:
             blocks: list[dict[str, Any]] = []
@@ -310,13 +371,22 @@ class TurnContext:
 
         # the context's reads go to the store together with the question's write (see context_block)
         history, context = await asyncio.gather(
-            self._history_once_stored(chat_id, stored),
+            self._history_once_stored(chat_id, stored, shorter),
             self.context_block(
                 chat_id, input_method, text[:2000], reply_to, user_id, owner=owner, confined_to=confined_to
             ),
         )
         earlier = [t for t in history if confined_to is None and (t.id is None or t.id < (asked.id or 0))]
-        attached = {t.id: await blocks_of(t.attachments) for t in earlier if t.attachments and t.id is not None}
+        room = 0 if without_files else ATTACHMENT_REQUEST_BYTES - sum(sent_bytes(a) for a in attachments)
+        attached: dict[int, list[dict[str, Any]]] = {}
+        for turn in reversed(earlier):  # the newest first: the conversation is most likely about them
+            if not turn.attachments or turn.id is None:
+                continue
+            shown: list[dict[str, Any]] = []
+            for attachment in turn.attachments:
+                room -= sent_bytes(attachment)
+                shown += await blocks_of([attachment]) if room >= 0 else label_only(attachment, LEFT_OUT)
+            attached[turn.id] = shown
         messages = history_messages(earlier, attached)
         if len(messages) >= 2:  # cache breakpoint at the end of the previous turn's user message
             for m in reversed(messages):

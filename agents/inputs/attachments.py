@@ -22,6 +22,7 @@ from typing import Any
 
 from agents.core.models import Attachment, AttachmentKind
 from agents.core.settings import Settings
+from agents.inputs.pdf_pages import pdf_pages
 from agents.sandbox.safe_paths import UnsafePath, write_file
 
 API_IMAGE_MAX_BYTES = 3_750_000  # 5 MB after base64 encoding: the Messages API's per-image limit
@@ -33,7 +34,6 @@ MAX_SOURCE_PIXELS = 50_000_000
 IMAGE_FORMATS = {"JPEG": "image/jpeg", "PNG": "image/png", "GIF": "image/gif", "WEBP": "image/webp"}
 DECODED_FORMATS = (*IMAGE_FORMATS, "BMP", "TIFF")  # what a picture is read as (the others re-encoded), never EPS
 WORKTREE_FOLDER = ".agentlab/attachments"  # where a task's files land; ignored by git (a `*` .gitignore inside)
-_PDF_PAGE = re.compile(rb"/Type\s*/Page(?![a-zA-Z])")
 
 
 class AttachmentRefused(Exception):
@@ -231,7 +231,7 @@ class Attachments:
                 f"{name} is {_megabytes(len(data))}, more than the "
                 f"{_megabytes(self.limits.pdf_max_bytes)} I read in a PDF"
             )
-        pages = len(_PDF_PAGE.findall(data)) or 1
+        pages = await asyncio.to_thread(pdf_pages, data)  # compressed object streams are inflated to count
         if pages > API_PDF_MAX_PAGES:
             raise AttachmentRefused(
                 f"{name} has about {pages} pages, more than the {API_PDF_MAX_PAGES} I read in a PDF"

@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 import sys
 import time
 from collections import deque
@@ -24,6 +23,7 @@ from typing import Any
 from agents.core.protocols import ModelState, Transcript
 from agents.inputs.audio import AudioError, ModelUnavailable, TranscriptionFailed, VoiceError
 from agents.inputs.speed_log import KEEP, NoteSpeed, summary
+from agents.sandbox.clean_env import child_env
 
 log = logging.getLogger(__name__)
 
@@ -173,7 +173,7 @@ class SpeechProcess:
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 limit=ANSWER_LIMIT,
-                env={**OPENMP_DEFAULTS, **os.environ},
+                env={**OPENMP_DEFAULTS, **child_env()},  # the bot's own secrets stay with the bot
             )
         except OSError as exc:
             self._state = ModelState.failed

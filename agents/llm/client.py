@@ -69,8 +69,13 @@ def explain_api_error(err: anthropic.APIError) -> str:
             return "The Anthropic API key was refused; the bot's owner needs to check ANTHROPIC_API_KEY."
         if status == 400 and "prompt is too long" in str(err).lower():
             return (
-                "This grew past what Claude can read at once (its context window), even after I dropped older "
-                "tool output. /new starts a fresh conversation; a task can be split into smaller ones."
+                "This grew past what Claude can read at once (its context window). /new starts a fresh "
+                "conversation; a task can be split into smaller ones."
+            )
+        if status == 413:  # not temporary: the same request is refused again
+            return (
+                "This grew past the size Claude's API takes in one request (32 MB, mostly photos and files). /new "
+                "starts a fresh conversation; send fewer or smaller files at once."
             )
         if status == 400:
             return "Claude refused the request as invalid; I've logged it. Try rephrasing, or /new to start afresh."

@@ -1,7 +1,8 @@
-"""Keeping a worker's conversation inside the model's context window.
+"""Keeping a tool loop's conversation (a worker's, a chat turn's) inside the model's context window.
 
 `fit_messages` is pure: when the conversation nears the window, it returns a copy in which the oldest tool results
-are replaced by short stubs (what was read or run, and how to get it again); the newest results stay whole.
+are replaced by short stubs (what was read or run, and how to get it again), and the long arguments of the oldest
+tool calls (a file's content written whole) by a few words; the newest results and calls stay whole.
 `create_within_window` applies it before a request and, when the API still answers "prompt is too long", stubs
 harder and retries once; a second refusal goes up to the caller (explain_api_error says it truthfully).
 
@@ -19,12 +20,13 @@ import base64
 import binascii
 import json
 import math
-import re
 import struct
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 import anthropic
+
+from agents.inputs.pdf_pages import pdf_pages
 
 NEAR_WINDOW = 0.75  # start stubbing when the estimate passes this share of the window
 TARGET = 0.5  # ... and stub until it is below this share
@@ -92,7 +94,6 @@ def _jpeg_size(data: bytes) -> tuple[int, int] | None:
     return None
 
 
-_PDF_PAGE = re.compile(rb"/Type\s*/Page(?![a-zA-Z])")
 HEAD_BASE64_CHARS = 87_384  # the first 64 KB of a file: where a picture's size is written (a JPEG's after its EXIF)
 
 
@@ -101,6 +102,24 @@ def _decoded(data: str, whole: bool) -> bytes:
         return base64.b64decode(data if whole else data[:HEAD_BASE64_CHARS], validate=False)
     except (binascii.Error, ValueError):
         return b""
+
+
+PDF_COUNTS_KEPT = 64
+_pdf_counts: dict[tuple[int, int], int] = {}  # (length, hash) of a PDF's base64 → its pages
+
+
+def _pdf_pages_of(data: str) -> int:
+    """A base64 PDF's pages. Each request of a conversation is estimated again, with the same documents in it:
+    their counts are kept (by the text's length and hash, which Python keeps with the string) so a document is
+    decoded and read once, not once per request."""
+    key = (len(data), hash(data))
+    pages = _pdf_counts.get(key)
+    if pages is None:
+        pages = pdf_pages(_decoded(data, whole=True))
+        if len(_pdf_counts) >= PDF_COUNTS_KEPT:
+            _pdf_counts.pop(next(iter(_pdf_counts)))
+        _pdf_counts[key] = pages
+    return pages
 
 
 def media_tokens(block: dict[str, Any]) -> int:
@@ -113,8 +132,7 @@ def media_tokens(block: dict[str, Any]) -> int:
         size = image_size(_decoded(data, whole=False)) if isinstance(data, str) else None
         return image_tokens(*size) if size else IMAGE_UNKNOWN_TOKENS
     if isinstance(data, str) and source.get("media_type") == "application/pdf":
-        pages = len(_PDF_PAGE.findall(_decoded(data, whole=True)))
-        return max(1, pages) * PDF_PAGE_TOKENS
+        return _pdf_pages_of(data) * PDF_PAGE_TOKENS
     if isinstance(data, str):  # a plain-text document
         return text_tokens(data)
     return PDF_PAGE_TOKENS
@@ -199,6 +217,21 @@ def stub_for(name: str, arguments: dict[str, Any], size: int) -> str:
     return f"[result removed to save context: {where} returned {size:,} characters; {again}]"
 
 
+INPUT_STUB_PREFIX = "[removed to save context:"
+
+
+def _stub_inputs(value: Any) -> Any:
+    """A tool call's arguments with each long string (a written file's content, an edit's new text) replaced by a
+    few words; the other values, and the call's id and name, stay (its result still pairs with it)."""
+    if isinstance(value, str) and len(value) >= STUB_MIN_CHARS:
+        return f"{INPUT_STUB_PREFIX} {len(value):,} characters, already sent]"
+    if isinstance(value, dict):
+        return {k: _stub_inputs(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_stub_inputs(v) for v in value]
+    return value
+
+
 def fit_messages(
     messages: list[dict[str, Any]],
     window_tokens: int,
@@ -207,37 +240,44 @@ def fit_messages(
     fixed: int = 0,
     measured: tuple[int, int] | None = None,
 ) -> list[dict[str, Any]]:
-    """`messages` as they are when they fit; else a copy with the oldest tool results (but the newest
-    KEEP_RECENT) stubbed until the estimate is under TARGET of the window. `force` (the API said the prompt is too
-    long) stubs to half that target, sparing only the newest result. `fixed` and `measured`: as
-    `estimate_request_tokens` takes them."""
+    """`messages` as they are when they fit; else a copy with the oldest tool results and the long arguments of the
+    oldest tool calls (a file written whole is as big as one read; the newest KEEP_RECENT of each stay) stubbed
+    until the estimate is under TARGET of the window. `force` (the API said the prompt is too long) stubs to half
+    that target, sparing only the newest of each. `fixed` and `measured`: as `estimate_request_tokens` takes them."""
     estimate = estimate_request_tokens(messages, fixed, measured)
     if not force and estimate <= window_tokens * NEAR_WINDOW:
         return messages
     calls = _calls(messages)
-    positions = [
-        (i, j)
-        for i, m in enumerate(messages)
-        if m["role"] == "user" and isinstance(m["content"], list)
-        for j, b in enumerate(m["content"])
-        if b.get("type") == "tool_result"
-    ]
-    keep = 1 if force else KEEP_RECENT  # after a 'too long' refusal only the newest result stays whole
-    candidates = positions[:-keep] if len(positions) > keep else []
+    results, uses = [], []
+    for i, m in enumerate(messages):
+        if not isinstance(m["content"], list):
+            continue
+        for j, b in enumerate(m["content"]):
+            if m["role"] == "user" and b.get("type") == "tool_result":
+                results.append((i, j))
+            elif m["role"] == "assistant" and b.get("type") == "tool_use":
+                uses.append((i, j))
+    keep = 1 if force else KEEP_RECENT  # after a 'too long' refusal only the newest result and call stay whole
+    older = [positions[:-keep] if len(positions) > keep else [] for positions in (results, uses)]
     out = [
         {"role": m["role"], "content": list(m["content"]) if isinstance(m["content"], list) else m["content"]}
         for m in messages
     ]
     target = window_tokens * (TARGET if not force else TARGET / 2)
-    for i, j in candidates:
+    for i, j in sorted(older[0] + older[1]):  # oldest first
         if estimate <= target:
             break
         block = out[i]["content"][j]
-        size = _size(block.get("content", ""))
-        if size < STUB_MIN_CHARS or str(block.get("content", "")).startswith("[result removed to save context"):
-            continue
-        name, arguments = calls.get(block.get("tool_use_id", ""), ("a tool", {}))
-        stubbed = {**block, "content": stub_for(name, arguments, size)}
+        if block.get("type") == "tool_use":
+            stubbed = {**block, "input": _stub_inputs(block.get("input") or {})}
+            if stubbed["input"] == block.get("input"):
+                continue
+        else:
+            size = _size(block.get("content", ""))
+            if size < STUB_MIN_CHARS or str(block.get("content", "")).startswith("[result removed to save context"):
+                continue
+            name, arguments = calls.get(block.get("tool_use_id", ""), ("a tool", {}))
+            stubbed = {**block, "content": stub_for(name, arguments, size)}
         out[i]["content"][j] = stubbed
         estimate -= block_tokens(block) - block_tokens(stubbed)
     return out
@@ -245,6 +285,12 @@ def fit_messages(
 
 def is_prompt_too_long(err: BaseException) -> bool:
     return isinstance(err, anthropic.BadRequestError) and "prompt is too long" in str(err).lower()
+
+
+def is_request_too_big(err: BaseException) -> bool:
+    """The API refused the request for its size: too many tokens (400 "prompt is too long"), or too many bytes
+    (413 request_too_large: past 32 MB, mostly photos and files). Neither passes by itself: only a smaller request."""
+    return is_prompt_too_long(err) or (isinstance(err, anthropic.APIStatusError) and err.status_code == 413)
 
 
 class HasConversation(Protocol):

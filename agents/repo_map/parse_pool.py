@@ -48,6 +48,7 @@ from pathlib import Path
 from agents.repo_map.outline import FileOutline, SameContent, parse_files
 from agents.repo_map.parse_child import FRAME_FILES
 from agents.repo_map.parse_child import LENGTH as _LENGTH
+from agents.sandbox.clean_env import child_env
 from agents.sandbox.reaping import reap, start_group
 
 log = logging.getLogger(__name__)
@@ -324,7 +325,8 @@ async def _in_child(
     """A parse process's frames, one per chunk taken from `chunks`; `held` is kept to the chunks it has not answered
     (the caller parses them itself if the process fails)."""
     package_parent = str(Path(__file__).resolve().parents[2])  # the folder holding `agents/`
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_parent, os.environ.get("PYTHONPATH")]))}
+    env = child_env()  # it reads repository files: none of the bot's secrets in its environment
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_parent, os.environ.get("PYTHONPATH")]))
     proc = await start_group(
         [
             sys.executable,

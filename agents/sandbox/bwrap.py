@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agents.core.secrets_filter import SecretsFilter
+from agents.sandbox.clean_env import child_env
 from agents.sandbox.egress_rules import Egress
 from agents.sandbox.git_masks import GitMetadataMasks
 from agents.sandbox.reaping import reaped_on_failure, start_group
@@ -195,6 +196,8 @@ class SandboxSpec:
     writable: tuple[Path, ...] = ()  # folders of the bot's own (e.g. a test report's) bound read-write, same place
     task: TaskBounds | None = field(default=None, compare=False)  # the task's cgroup and disk budget (task_limits.py)
     mounts: tuple[tuple[Path, str], ...] = ()  # (host folder, place in the sandbox) bound read-only, e.g. service logs
+    # shown empty wherever a bound folder holds them (`covers`): the bot's data folder, a live checkout's credentials
+    hidden: tuple[Path, ...] = ()
     egress: Egress = field(default_factory=Egress)  # what an allowed network reaches (agents/sandbox/egress_rules.py)
     probe: SandboxProbe = field(kw_only=True, compare=False, repr=False)  # does bwrap work here (its owner's probe)
     # a program the bot starts for itself in the task's sandbox (an MCP server, the browser, the screenshot driver):
@@ -460,6 +463,7 @@ def bwrap_argv(
         argv += ["--bind", str(path), str(path)]
     for host, place in spec.mounts:
         argv += ["--ro-bind", str(host), place]
+    argv += covers(spec)
     argv += [
         "--remount-ro",
         "/",
@@ -472,6 +476,23 @@ def bwrap_argv(
         "sandbox",
         command,
     ]
+    return argv
+
+
+def covers(spec: SandboxSpec) -> list[str]:
+    """bwrap's arguments that show each of `spec.hidden` lying in a folder the sandbox binds as empty: a file as
+    /dev/null, a folder as an empty read-only tmpfs. A link is covered where it leads, which is where it leads inside
+    too; what lies outside every bound folder is not there to cover."""
+    shown = (spec.worktree, *spec.read_only, *spec.writable)
+    argv: list[str] = []
+    for path in spec.hidden:
+        real = Path(os.path.realpath(path))
+        if not any(_inside(real, folder) for folder in shown):
+            continue
+        if real.is_dir():
+            argv += ["--tmpfs", str(real), "--remount-ro", str(real)]
+        elif real.exists():
+            argv += ["--ro-bind", "/dev/null", str(real)]
     return argv
 
 
@@ -558,7 +579,10 @@ async def _probe_node() -> str | None:
         return None
     try:
         process = await start_group(
-            [node, NODE_WASM_FLAG, "-e", "0"], stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL
+            [node, NODE_WASM_FLAG, "-e", "0"],
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
+            env=child_env(),
         )
         async with reaped_on_failure(process, group=True), asyncio.timeout(PROBE_SECONDS):
             code = await process.wait()

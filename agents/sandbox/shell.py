@@ -6,13 +6,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import functools
 import logging
 import os
 import shutil
 import signal
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +24,10 @@ from agents.sandbox.bwrap import (
     keep_size_filter,
     sandbox_env,
 )
+
+# named here too (`as`: exported), where the commands they are for are run
+from agents.sandbox.clean_env import DEFAULT_SECRETS as DEFAULT_SECRETS
+from agents.sandbox.clean_env import child_env as child_env
 from agents.sandbox.pause import RunningCommands
 from agents.sandbox.process_cap import PidsCap
 from agents.sandbox.reaping import start_group, uninterrupted
@@ -33,18 +36,6 @@ from agents.sandbox.user_net import UserNet
 
 log = logging.getLogger(__name__)
 
-DEFAULT_SECRETS: frozenset[str] = frozenset(
-    {"TELEGRAM_BOT_TOKEN", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "GITHUB_TOKEN", "GITHUB_WEBHOOK_SECRET"}
-)
-SECRET_MARKERS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "API_KEY", "CREDENTIAL", "PRIVATE_KEY")
-CHILD_ENV_HINTS: Mapping[str, str] = {
-    "GIT_TERMINAL_PROMPT": "0",
-    "PAGER": "cat",
-    "GIT_PAGER": "cat",
-    "CI": "1",
-    "NO_COLOR": "1",
-    "PYTHONDONTWRITEBYTECODE": "1",
-}
 TERM_GRACE_SECONDS = 2.0
 KILL_WAIT_SECONDS = 5.0
 DRAIN_GRACE_SECONDS = 0.5
@@ -57,26 +48,6 @@ _POLL_FIRST_SECONDS = 0.02
 _POLL_MAX_SECONDS = 0.25
 _SHELL = shutil.which("bash") or "/bin/sh"
 _SANDBOX_SHELL = "/bin/bash" if os.path.exists("/bin/bash") else "/bin/sh"  # a system path, visible in the sandbox
-
-
-@functools.lru_cache(maxsize=4096)
-def _named_like_a_secret(key: str) -> bool:
-    """Whether a variable's name holds one of SECRET_MARKERS. Kept per name: every git call and every command builds
-    an environment, and the same few dozen names come back each time."""
-    upper = key.upper()
-    return any(marker in upper for marker in SECRET_MARKERS)
-
-
-_DEFAULT_SECRETS_UPPER = frozenset(key.upper() for key in DEFAULT_SECRETS)
-
-
-def child_env(base: Mapping[str, str] | None = None, secret_keys: Iterable[str] = DEFAULT_SECRETS) -> dict[str, str]:
-    """A copy of `base` (default os.environ) without secrets, plus non-interactive hints (no pagers or prompts)."""
-    secrets = _DEFAULT_SECRETS_UPPER if secret_keys is DEFAULT_SECRETS else {k.upper() for k in secret_keys}
-    source = os.environ if base is None else base
-    env = {key: value for key, value in source.items() if not _named_like_a_secret(key) and key.upper() not in secrets}
-    env.update(CHILD_ENV_HINTS)
-    return env
 
 
 @dataclass

@@ -42,6 +42,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from agents.sandbox.clean_env import child_env
 from agents.sandbox.privilege import holds_sys_admin
 from agents.sandbox.reaping import start_group
 
@@ -151,6 +152,7 @@ async def _run(*args: str) -> tuple[int, str]:
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
+            env=child_env(),
         )
     except OSError as err:
         return 127, str(err)

@@ -24,6 +24,7 @@ import shutil
 import signal
 
 from agents.sandbox.bwrap_info import child_pid
+from agents.sandbox.clean_env import child_env
 from agents.sandbox.privilege import holds_sys_admin
 from agents.sandbox.reaping import reap, start_group, to_its_end
 
@@ -108,6 +109,7 @@ async def _make_namespace(bwrap: str) -> tuple[int, int]:
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.PIPE,
+            env=child_env(),
         )
         os.close(info_write)
         os.close(block_read)

@@ -29,6 +29,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from agents.sandbox.clean_env import child_env
 from agents.sandbox.safe_paths import unlock_folders
 
 KINDS = ("services", "mcp", "proxy", "pasta", "sandbox", "index", "junit", "shot", "doctor")
@@ -73,7 +74,8 @@ def remove_folder(folder: Path) -> None:
     except RecursionError:  # a tree deeper than Python's recursion limit: shutil.rmtree recurses per level (3.11)
         pass
     if os.path.lexists(folder):  # what recursion could not reach: rm walks iteratively, links deleted, never followed
-        subprocess.run(["rm", "-rf", "--one-file-system", "--", str(folder)], capture_output=True, check=False)
+        rm = ["rm", "-rf", "--one-file-system", "--", str(folder)]
+        subprocess.run(rm, capture_output=True, check=False, env=child_env())
 
 
 def sweep_leftovers(folder: Path | None = None) -> list[Path]:

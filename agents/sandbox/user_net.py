@@ -41,6 +41,7 @@ from typing import Any
 
 from agents.sandbox import egress_rules
 from agents.sandbox.bwrap_info import child_pid
+from agents.sandbox.clean_env import child_env
 from agents.sandbox.egress_proxy import EgressProxy
 from agents.sandbox.egress_rules import DNS_ADDRESS, PROXY_PORT, Egress
 from agents.sandbox.reaping import reap, to_its_end, uninterrupted
@@ -176,6 +177,7 @@ class UserNet:
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
+            env=child_env(),  # it runs beside the sandbox, not in it: none of the bot's secrets
         )
 
     async def attach(self) -> None:
@@ -239,6 +241,7 @@ class UserNet:
                 stdout=asyncio.subprocess.DEVNULL,
                 stderr=asyncio.subprocess.PIPE,
                 pass_fds=(owner,),
+                env=child_env(),
             )
         finally:
             os.close(owner)

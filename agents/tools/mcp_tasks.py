@@ -47,6 +47,7 @@ from agents.tools.mcp_client import (
 from agents.tools.mcp_client import unavailable_tool as stand_in
 from agents.tools.mcp_config import McpServerConfig, load
 from agents.tools.toolbox import Tool
+from agents.workspaces.credential_files import credential_files_on_disk
 
 log = logging.getLogger(__name__)
 
@@ -137,15 +138,23 @@ class Planned:
     listed: Callable[[list[Any]], None] | None = None  # told the tools (mcp Tool) of a server started now
 
 
-def research_sandbox(sandbox: SandboxSpec, bounds: TaskBounds) -> SandboxSpec:
-    """A research worker's servers: an empty folder as their worktree, the workspace read-only."""
+async def research_sandbox(sandbox: SandboxSpec, bounds: TaskBounds) -> SandboxSpec:
+    """A research worker's servers: an empty folder as their worktree, the workspace read-only. That workspace is
+    the live checkout, which holds what a task's worktree never does (an untracked `.env`; in the bot's own checkout,
+    the bot's `.env`): its credential files are shown empty (the bot's data folder is already: TaskSandboxes.spec)."""
+    credentials = await asyncio.to_thread(credential_files_on_disk, sandbox.worktree)
     empty = temp_folder("mcp", bounds.name)
 
     async def remove() -> None:
         shutil.rmtree(empty, ignore_errors=True)
 
     bounds.closers.append(remove)
-    return dataclasses.replace(sandbox, worktree=empty, read_only=(*sandbox.read_only, sandbox.worktree))
+    return dataclasses.replace(
+        sandbox,
+        worktree=empty,
+        read_only=(*sandbox.read_only, sandbox.worktree),
+        hidden=(*sandbox.hidden, *credentials),
+    )
 
 
 async def open_task_servers(
@@ -221,7 +230,7 @@ class TaskMcp:
     ) -> list[Tool]:
         """Start the servers of `kind` for one task; their tools (closed with `bounds`)."""
         if kind is WorkerKind.RESEARCH and sandbox is not None and any(kind in c.roles for c in self.servers):
-            sandbox = research_sandbox(sandbox, bounds)
+            sandbox = await research_sandbox(sandbox, bounds)
         mine = [c for c in self.servers if kind in c.roles]
         planned = [Planned(c, connector(c, sandbox, bounds), gates.approval(c)) for c in mine]
         if kind is WorkerKind.FRONTEND and self.browser is not None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agents.core.errors import ToolError
+from agents.sandbox.clean_env import child_env
 from agents.sandbox.reaping import start_group
 
 MAX_PATTERN_CHARS = 1000
@@ -161,6 +162,7 @@ async def _matches(
         stderr=asyncio.subprocess.PIPE,
         limit=MAX_COLUMNS * 4 + 8192,
         pass_fds=fds,
+        env=child_env(),  # the bot's own secrets stay with the bot
     )
     try:
         assert process.stdout is not None and process.stderr is not None

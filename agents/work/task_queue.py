@@ -42,9 +42,25 @@ class TaskQueue:
     def done_event(self, task_id: int) -> asyncio.Event:
         return self._done.setdefault(task_id, asyncio.Event())
 
+    def _ended(self, task_id: int) -> None:
+        """Wake the task's waiters and forget its event: a bot that lives long runs many thousands of tasks, and
+        the event of one that has ended must not stay (a later waiter reads the task's status instead)."""
+        event = self._done.pop(task_id, None)
+        if event is not None:
+            event.set()
+
     async def wait(self, task_id: int) -> None:
-        """Wait until the task has ended (any final status)."""
-        await self.done_event(task_id).wait()
+        """Wait until the task has ended (any final status) and its run is over. The event is taken before the store
+        is read, so an end that comes meanwhile sets it; a task that nothing runs and that has ended before this
+        wait (or that a restart interrupted) is not waited for."""
+        event = self.done_event(task_id)
+        task = await self.store.get_task(task_id)
+        over = task is None or task.status.is_final or task.status is TaskStatus.INTERRUPTED
+        if over and task_id not in self.running:
+            if not event.is_set() and self._done.get(task_id) is event:
+                del self._done[task_id]  # nothing will end it: it must not stay
+            return
+        await event.wait()
 
     def adopt(self, task: Task) -> None:
         """Run a task that is already in progress (an engine re-attaching to it after a restart), as if claimed."""
@@ -96,7 +112,7 @@ class TaskQueue:
             await self.store.add_event(TaskEvent(task_id=task.id, kind="status", detail=TaskStatus.FAILED))
         finally:
             self.running.pop(task.stored_id, None)
-            self.done_event(task.stored_id).set()
+            self._ended(task.stored_id)
             self._wake.set()
 
     async def _finish_refused(self, task_id: int, why: str) -> None:
@@ -123,7 +139,7 @@ class TaskQueue:
         ):
             await self.store.update_task(task_id, finished_at=utcnow())
             await self.store.add_event(TaskEvent(task_id=task_id, kind="status", detail=TaskStatus.CANCELLED))
-            self.done_event(task_id).set()
+            self._ended(task_id)
             return True
         running = self.running.get(task_id)  # claimed between our look and our update
         if running is not None:

@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 from agents.core.errors import ToolError
-from agents.git.command import GitIdentity
+from agents.git.command import GitIdentity, git_env
 from agents.git.repository import ensure_repository
 from agents.sandbox.reaping import reaped_on_failure
 from agents.workspaces.folders import SELF_NAME, Workspace, Workspaces
@@ -49,9 +49,17 @@ async def create_workspace(workspaces: Workspaces, name: str, identity: GitIdent
 
 async def _initialise(target: Path, folder: str, identity: GitIdentity) -> None:
     """`git init` in the new folder (its own repository even when WORKSPACE_PATH itself lies inside one), then an
-    initial commit."""
+    initial commit. `git init` gets the environment of the bot's other git commands (no secrets, no user config)."""
     git = await asyncio.create_subprocess_exec(
-        "git", "init", "-q", "-b", "main", cwd=target, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE
+        "git",
+        "init",
+        "-q",
+        "-b",
+        "main",
+        cwd=target,
+        env=git_env(identity),
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
     )
     async with reaped_on_failure(git), asyncio.timeout(INIT_SECONDS):
         _, err = await git.communicate()

@@ -147,19 +147,24 @@ async def _in_history(checkout: Path) -> list[str]:
     return credential_values("\n".join(added))
 
 
+def credential_files_on_disk(checkout: Path) -> list[Path]:
+    """The deny-listed files (is_secret_file) in the checkout's working tree, the first MAX_FILES of them."""
+    found: list[Path] = []
+    for folder, _dirs, files in walk_tree(checkout):
+        found += [folder / name for name in files if is_secret_file(name)]
+        if len(found) >= MAX_FILES:
+            break
+    return found[:MAX_FILES]
+
+
 def _on_disk(checkout: Path) -> list[str]:
     values: list[str] = []
-    seen = 0
-    for folder, _dirs, files in walk_tree(checkout):
-        for name in files:
-            if not is_secret_file(name) or seen >= MAX_FILES:
-                continue
-            seen += 1
-            try:  # never through a link: O_NOFOLLOW
-                fd = os.open(folder / name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-                with os.fdopen(fd, "rb") as handle:
-                    data = handle.read(MAX_BYTES)
-            except OSError:
-                continue
-            values += credential_values(data.decode("utf-8", errors="replace"))
+    for path in credential_files_on_disk(checkout):
+        try:  # never through a link: O_NOFOLLOW
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+            with os.fdopen(fd, "rb") as handle:
+                data = handle.read(MAX_BYTES)
+        except OSError:
+            continue
+        values += credential_values(data.decode("utf-8", errors="replace"))
     return values

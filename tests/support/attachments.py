@@ -1,7 +1,9 @@
-"""Files sent to the chat: a minimal PDF, a decompression-bomb PNG, the blocks a request carried, an answer awaited."""
+"""Files sent to the chat: a minimal PDF, one with its pages in a compressed object stream, a decompression-bomb PNG,
+the blocks a request carried, an answer awaited."""
 
 from __future__ import annotations
 
+import os
 import struct
 import zlib
 from typing import Any
@@ -15,6 +17,40 @@ def minimal_pdf() -> bytes:
         b"2 0 obj << /Type /Pages /Kids [3 0 R] /Count 1 >> endobj\n"
         b"3 0 obj << /Type /Page /Parent 2 0 R /MediaBox [0 0 200 200] >> endobj\ntrailer << /Root 1 0 R >>\n%%EOF\n"
     )
+
+
+def compressed_pdf(pages: int, padding: int = 0) -> bytes:
+    """A PDF 1.5 whose page objects sit in a compressed object stream (as pdfTeX, Word, Acrobat and most modern
+    producers write them): its raw bytes never show `/Type /Page`. `padding`: bytes of a scanned page's weight."""
+    kids = b" ".join(b"%d 0 R" % (3 + i) for i in range(pages))
+    objects = [b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [%s] /Count %d >>" % (kids, pages)]
+    objects += [
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents %d 0 R >>" % (3 + pages + i)
+        for i in range(pages)
+    ]
+    header, body, offset = [], b"", 0
+    for n, obj in enumerate(objects, start=1):
+        header.append(b"%d %d" % (n, offset))
+        body += obj + b"\n"
+        offset = len(body)
+    head = b" ".join(header) + b"\n"
+    packed = zlib.compress(head + body)
+    out = b"%PDF-1.5\n%\xe2\xe3\xcf\xd3\n"
+    out += b"%d 0 obj\n<< /Type /ObjStm /N %d /First %d /Filter /FlateDecode /Length %d >>\nstream\n" % (
+        len(objects) + pages + 1,
+        len(objects),
+        len(head),
+        len(packed),
+    )
+    out += packed + b"\nendstream\nendobj\n"
+    for i in range(pages):  # each page's content stream, compressed
+        content = zlib.compress(b"BT /F1 11 Tf 72 720 Td (" + b"lorem ipsum dolor sit amet " * 80 + b") Tj ET")
+        out += b"%d 0 obj\n<< /Length %d /Filter /FlateDecode >>\nstream\n" % (3 + pages + i, len(content))
+        out += content + b"\nendstream\nendobj\n"
+    if padding:
+        out += b"%d 0 obj\n<< /Length %d >>\nstream\n" % (3 + 2 * pages, padding) + os.urandom(padding)
+        out += b"\nendstream\nendobj\n"
+    return out + b"trailer\n<< /Root 1 0 R >>\n%%EOF\n"
 
 
 def png_chunk(kind: bytes, body: bytes) -> bytes:

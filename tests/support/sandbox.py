@@ -6,10 +6,11 @@ environment of a process outside the sandbox (a stand-in for the bot's own, whos
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -29,6 +30,25 @@ PROBE = SandboxProbe()
 FAKE_KEY = "sk-ant-FAKE-KEY-4f1c9e"
 FAKE_TOKEN = "123456:FAKE-TOKEN-77ab"
 SECRETS = (FAKE_KEY, FAKE_TOKEN, "NEIGHBOUR-SECRET-5e1", "OWNER-HOME-SECRET-9a2", "PRIVATE-CHAT-MARKER-3c7")
+SECRET_ENV = {
+    "TELEGRAM_BOT_TOKEN": FAKE_TOKEN,
+    "ANTHROPIC_API_KEY": FAKE_KEY,
+    "GITHUB_TOKEN": "ghp_FAKE0123456789abcdef",
+}
+
+
+@pytest.fixture
+def secret_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bot's secrets in its own process environment (docker run --env-file, systemd's Environment=)."""
+    for key, value in SECRET_ENV.items():
+        monkeypatch.setenv(key, value)
+
+
+def secrets_in(env: Mapping[str, str] | None) -> list[str]:
+    """The variables of a child's environment that hold one of SECRET_ENV, by name or value; None (the child
+    inherits) is the process's own environment."""
+    seen = os.environ if env is None else env
+    return sorted(k for k, v in seen.items() if k in SECRET_ENV or v in SECRET_ENV.values())
 
 
 @pytest.fixture
