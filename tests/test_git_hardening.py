@@ -35,6 +35,7 @@ from agents.git.worktrees import (
     worktree_admin_dir,
 )
 from agents.sandbox.pause import paused, tree
+from agents.verify.checkout_state import checkout_state
 from tests.support.git_repos import git, make_user_repo, no_git_identity  # noqa: F401  (an autouse fixture)
 from tests.support.swappers import dot_git_fifo_swapper
 
@@ -369,7 +370,6 @@ async def test_a_nested_repositorys_filter_never_runs_in_the_bots_git_calls(
     whose stat changed through the nested config's filter. Each of the bot's calls on a worktree, with `f`'s stat
     changed before it: none may run the filter."""
     from agents.repo_map import maps as repo_map
-    from agents.verify.checkout_state import checkout_state
     from agents.work.turn_notes import diffstat
 
     tree = await new_task(repo, tmp_path)
@@ -662,3 +662,38 @@ async def test_a_fifo_swapped_in_for_the_dot_git_file_never_blocks_the_bots_chec
         if guard is not None:
             guard.close()
     assert released == [], f"the bot's read of .git waited on the FIFO (released after check {released})"
+
+
+# ---- a git directory of the worker's: its config names a command to fetch with ------------------------------------
+MISSING = "0123456789abcdef0123456789abcdef01234567"  # a commit no repository has: reading it means fetching it
+
+
+def a_workers_git_dir(folder: Path, marker: Path) -> None:
+    """A git directory whose HEAD names a missing commit and whose promisor remote (a local path) fetches with
+    `touch marker`: any git call that reads HEAD fetches it lazily, and git runs that upload-pack command."""
+    (folder / "objects").mkdir(parents=True)
+    (folder / "refs" / "heads").mkdir(parents=True)
+    (folder / "HEAD").write_text("ref: refs/heads/main\n")
+    (folder / "refs" / "heads" / "main").write_text(MISSING + "\n")
+    (folder / "config").write_text(
+        "[core]\n\trepositoryformatversion = 1\n\tbare = false\n[extensions]\n\tpartialClone = origin\n"
+        f'[remote "origin"]\n\turl = {folder}/none\n\tpromisor = true\n\tuploadpack = "touch {marker}; false"\n'
+        '[protocol]\n\tallow = always\n[protocol "file"]\n\tallow = always\n'
+    )
+
+
+@pytest.mark.parametrize("call", ["checkout_state", "diff"])
+async def test_a_git_directory_a_worker_made_runs_no_command_of_its_config(tmp_path: Path, call: str) -> None:
+    """The worktree's `.git` replaced by a git directory of the worker's (as a service of the task could, between the
+    bot's checks): the bot's own git calls there (run on the host) fetch nothing over a local path, so the command its
+    config names for that never runs, even where that config allows every transport."""
+    repo = make_user_repo(tmp_path / "demo")
+    tree = await create_task_worktree(repo, 1, "swapped", worktrees_dir=tmp_path / "wt")
+    marker = tmp_path / "UPLOADPACK-RAN-ON-HOST"
+    (tree.path / ".git").unlink()
+    a_workers_git_dir(tree.path / ".git", marker)
+    if call == "checkout_state":
+        await checkout_state(tree.path)
+    else:
+        await run_git("diff", "--stat", MISSING, cwd=tree.path)
+    assert not marker.exists(), "a command of the worker's git directory ran on the host (a lazy fetch's upload-pack)"

@@ -19,12 +19,17 @@ from pathlib import Path
 import pytest
 
 from agents.core.models import TaskStatus
-from tests.conftest import USER_ID, BotHarness, running_bot
+from agents.core.secrets_filter import SecretsFilter
+from agents.git.worktrees import create_task_worktree
+from agents.sandbox.bwrap import spec_for
+from agents.sandbox.shell import run_command
+from tests.conftest import USER_ID, BotHarness, make_repo, running_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript
+from tests.support.git_repos import make_user_repo
 from tests.support.processes import Listener, host_pids, own_sleep
-from tests.support.sandbox import FAKE_KEY, FAKE_TOKEN, SECRETS, listener, needs_bwrap, planted  # noqa: F401  (fixtures)
-from tests.support.tasks import ended, everything_said, start_task, tool_results
+from tests.support.sandbox import FAKE_KEY, FAKE_TOKEN, PROBE, SECRETS, listener, needs_bwrap, planted  # noqa: F401  (fixtures)
+from tests.support.tasks import ended, everything_said, start_task, tool_results, write_file
 
 LEFT_BEHIND = own_sleep("6061")  # left behind by a finished command
 RUNS_FOREVER = own_sleep("7071")  # a command that never ends
@@ -317,3 +322,94 @@ async def test_a_screenshot_page_cannot_call_home(bot: BotHarness, model: RoleSc
     assert '"is_error": true' in url_result and "ERR_CONNECTION_REFUSED" in url_result, url_result
     await asyncio.sleep(0.5)
     assert listener.connections == 0, "the page or the URL reached a listener on the host"
+
+
+# ---- a task's worktree link: no process of the task replaces it -----------------------------------------------------
+MISSING = "0123456789abcdef0123456789abcdef01234567"  # a commit no repository has: reading it means fetching it
+SWAPPER = r"""  # a service of the task: once the bot committed, `.git` becomes a git directory of its own
+
+import os, shutil, sys, time
+marker = sys.argv[1]
+missing = sys.argv[2]
+root = os.getcwd()
+link = open(".git").read()
+admin = os.path.join(root, link.split("gitdir:", 1)[1].strip())
+ref = open(os.path.join(admin, "HEAD")).read().strip()[len("ref: "):]
+common = os.path.normpath(os.path.join(admin, open(os.path.join(admin, "commondir")).read().strip()))
+def tip():
+    try:
+        return open(os.path.join(common, ref)).read()
+    except OSError:
+        return None
+first = tip()
+evil = os.path.join(root, ".agentlab-evil")
+os.makedirs(os.path.join(evil, "objects"), exist_ok=True)
+os.makedirs(os.path.join(evil, "refs", "heads"), exist_ok=True)
+open(os.path.join(evil, "HEAD"), "w").write("ref: refs/heads/main\n")
+open(os.path.join(evil, "refs", "heads", "main"), "w").write(missing + "\n")
+open(os.path.join(evil, "config"), "w").write(
+    "[core]\n\trepositoryformatversion = 1\n\tbare = false\n[extensions]\n\tpartialClone = origin\n"
+    '[remote "origin"]\n\turl = /nonexistent\n\tpromisor = true\n\tuploadpack = "uname -n > %s; false"\n' % marker
+)
+print("watching", ref, flush=True)
+while tip() == first:  # the bot's commit on the task branch
+    time.sleep(0.001)
+while True:  # `.git` is a folder of the worker's from now on; put back again whenever the bot's guard restores it
+    try:
+        if not os.path.isdir(".git"):
+            os.unlink(".git")
+            shutil.copytree(evil, ".git")
+    except OSError:
+        pass
+    time.sleep(0.005)
+"""
+
+
+@pytest.mark.settings(max_corrections=0)
+async def test_a_service_cannot_swap_the_worktrees_git_link_for_a_git_directory_of_its_own(
+    bot: BotHarness, model: RoleScript, workspace_root: Path, tmp_path: Path
+) -> None:
+    """The worker starts a service, breaks add() and ends. The bot commits, runs the tests (red) and reads the
+    worktree's state while the service runs again, which tries to put a git directory of its own in place of `.git`,
+    whose config fetches a missing HEAD with a command. That `.git` is bound read-only in every sandbox of the task:
+    the swap fails, and nothing runs on the host."""
+    good = "def add(a, b):\n    return a + b\n"
+    make_repo(
+        workspace_root / "calcp",
+        {
+            "calc.py": good,
+            "test_calc.py": "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n",
+            ".agentlab.toml": "[tests]\ncommand = \"python3 -c 'from calc import add; assert add(2, 3) == 5'\"\n",
+        },
+    )
+    marker = tmp_path / "UPLOADPACK-RAN-ON-HOST"
+    model.add("orchestrator", start_task("calcp", "Refactor add() in calc.py."), claude_says.text("started"))
+    model.add(
+        "code",
+        write_file(".agentlab-swap.py", SWAPPER),
+        claude_says.tool_use(
+            "run_command", {"command": f"python3 .agentlab-swap.py {marker} {MISSING}", "background": True}
+        ),
+        write_file("calc.py", "def add(a, b):\n    return a - b\n"),
+        claude_says.text("Refactored."),
+    )
+    bot.say("refactor add in calcp")
+    task = await ended(bot, 1, timeout=90)
+    ran_on = marker.read_text().strip() if marker.exists() else None  # `uname -n`: "sandbox" inside bwrap
+    assert ran_on is None, f"the worker's service made the bot run its upload-pack command on host {ran_on!r}"
+    assert task.status is TaskStatus.BLOCKED, task.status  # red tests, no correction: the bot's checks all ran
+
+
+async def test_no_command_of_a_task_replaces_its_worktrees_git_link(tmp_path: Path) -> None:
+    """Inside a task's sandbox the worktree's `.git` file can be read (the worker's own git works) but neither
+    removed, renamed, replaced nor written."""
+    repo = make_user_repo(tmp_path / "demo")
+    tree = await create_task_worktree(repo, 1, "link", worktrees_dir=tmp_path / "wt")
+    spec = spec_for(SecretsFilter(), PROBE, tree.path, repository=repo)
+    link = (tree.path / ".git").read_bytes()
+    attempts = ["rm -f .git", "mv .git moved", "rm -rf .git; mkdir .git", "echo 'gitdir: /tmp/x' > .git"]
+    for attempt in attempts:
+        await run_command(f"{attempt}; true", cwd=tree.path, timeout=30, env={}, sandbox=spec)
+        assert (tree.path / ".git").read_bytes() == link, attempt
+    result = await run_command("git status --short && echo READ", cwd=tree.path, timeout=30, env={}, sandbox=spec)
+    assert "READ" in result.output, result.format_for_model()

@@ -66,6 +66,14 @@ _SAFE_OPTIONS: tuple[tuple[str, str], ...] = (
     ("gc.auto", "0"),  # no background `gc --auto` outliving the call
     ("maintenance.auto", "false"),
     ("core.quotePath", "off"),  # readable non-ASCII paths
+    # No transport that runs a command on this machine: a fetch or push over a local path runs the remote's
+    # `uploadpack` / `receivepack` (a shell command of the repository's config), and an `ext::` URL is a command.
+    # A git directory a worker made (its worktree's `.git` swapped for a folder) can name a promisor remote
+    # (`extensions.partialClone`) and a HEAD it lacks: any reading git call would fetch it lazily and run that
+    # command here. The command line wins over the repository's own `protocol.*.allow`; the bot's own fetches and
+    # pushes between machines allow local paths again (agents/git/remote.py: the owner's checkout, a runner's clone).
+    ("protocol.file.allow", "never"),
+    ("protocol.ext.allow", "never"),
 )
 
 

@@ -21,6 +21,11 @@ def _remote_env() -> dict[str, str]:
     return {"GIT_SSH_COMMAND": os.environ.get("GIT_SSH_COMMAND", "ssh")}
 
 
+# A remote that is a local path or a `file://` URL (a bare repository both machines reach): every other git call of
+# the bot refuses that transport (agents/git/command.py), these run in the owner's checkout or a runner's clone
+LOCAL_PATHS = ("-c", "protocol.file.allow=always")
+
+
 async def has_remote(repo: Path, remote: str) -> bool:
     return (await run_git("remote", "get-url", remote, cwd=repo)).exit_code == 0
 
@@ -31,6 +36,7 @@ async def push_branch(repo: Path, branch: str, remote: str) -> None:
     worker's doing."""
     async with bot_writes(repo):
         await git_text(
+            *LOCAL_PATHS,
             "push",
             "--no-verify",
             "--force",
@@ -53,13 +59,21 @@ async def fetch_branch(
     runner's own clone, whose local branch is a copy of the remote's and nothing else.
     """
     listed = await git_text(
-        "ls-remote", "--heads", remote, branch, cwd=repo, timeout=REMOTE_TIMEOUT_SECONDS, extra_env=_remote_env()
+        *LOCAL_PATHS,
+        "ls-remote",
+        "--heads",
+        remote,
+        branch,
+        cwd=repo,
+        timeout=REMOTE_TIMEOUT_SECONDS,
+        extra_env=_remote_env(),
     )
     if not any(line.split("\t")[-1] == f"refs/heads/{branch}" for line in listed.splitlines()):
         return False
     async with bot_writes(repo):
         try:
             await git_text(
+                *LOCAL_PATHS,
                 "fetch",
                 "--no-tags",
                 remote,
@@ -85,11 +99,19 @@ async def delete_remote_branch(repo: Path, branch: str, remote: str) -> bool:
     if not await has_remote(repo, remote):
         return False
     listed = await git_text(
-        "ls-remote", "--heads", remote, branch, cwd=repo, timeout=REMOTE_TIMEOUT_SECONDS, extra_env=_remote_env()
+        *LOCAL_PATHS,
+        "ls-remote",
+        "--heads",
+        remote,
+        branch,
+        cwd=repo,
+        timeout=REMOTE_TIMEOUT_SECONDS,
+        extra_env=_remote_env(),
     )
     if not any(line.split("\t")[-1] == f"refs/heads/{branch}" for line in listed.splitlines()):
         return False
     await git_text(
+        *LOCAL_PATHS,
         "push",
         "--no-verify",
         remote,
@@ -107,7 +129,13 @@ async def catch_up(repo: Path, remote: str) -> str | None:
     try:
         async with bot_writes(repo):
             await git_text(
-                "fetch", "--no-tags", remote, cwd=repo, timeout=REMOTE_TIMEOUT_SECONDS, extra_env=_remote_env()
+                *LOCAL_PATHS,
+                "fetch",
+                "--no-tags",
+                remote,
+                cwd=repo,
+                timeout=REMOTE_TIMEOUT_SECONDS,
+                extra_env=_remote_env(),
             )
             upstream = await run_git("rev-parse", "--abbrev-ref", "--symbolic-full-name", "@{u}", cwd=repo)
             if upstream.exit_code != 0:
@@ -136,6 +164,7 @@ async def push_with_token(repo: Path, branch: str, url: str, token: str | None) 
     fails with git's reason)."""
     async with bot_writes(repo):
         await git_text(
+            *LOCAL_PATHS,
             "push",
             "--no-verify",
             url,

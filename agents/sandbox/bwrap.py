@@ -250,6 +250,17 @@ def git_metadata(worktree: Path) -> Path | None:
     return common if common.is_dir() else None
 
 
+def worktree_link(worktree: Path, common: Path) -> Path | None:
+    """The worktree's `.git` file, when it is the plain file naming its admin folder in `common` (the trusted
+    repository's git directory), to be bound read-only over itself: no process of the task can then replace it. A
+    worker that swapped it for a git directory of its own (whose config can name a command to fetch with) would
+    otherwise have the bot's own git calls in the worktree, run outside the sandbox, read that directory."""
+    dot_git = worktree / ".git"
+    if dot_git.is_symlink() or not dot_git.is_file() or git_metadata(worktree) != common.resolve():
+        return None
+    return dot_git
+
+
 def spec_for(
     secrets: SecretsFilter,
     probe: SandboxProbe,
@@ -281,6 +292,8 @@ def spec_for(
     if metadata is not None:
         read_only.append(metadata)
         masks += git_masks.files(metadata)
+        if repository is not None and (link := worktree_link(worktree, metadata)) is not None:
+            read_only.append(link)
     elif not (worktree / ".git").is_symlink() and (worktree / ".git").is_dir():
         masks += git_masks.files(worktree / ".git")
     venv_paths = virtualenv_paths(trusted)
