@@ -22,6 +22,7 @@ from tests.conftest import BotHarness, git, make_repo
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript
 from tests.support.git_repos import make_user_repo, no_git_identity  # noqa: F401  (an autouse fixture)
+from tests.support.swappers import AFTER_THE_BOTS_COMMIT
 from tests.support.tasks import final_summary, start_task, write_file
 
 RED_TEST = "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
@@ -83,23 +84,10 @@ async def test_a_diff_attribute_never_hides_a_text_change_from_the_diff(tmp_path
 # Waits for the bot's commit on the task branch (the shared git dir is readable), then points the worktree's `.git` at
 # a folder of its own whose HEAD names an older commit of the owner's where the tests pass; gives `.git` back once the
 # bot's guard has restored it (so nothing later in the task notices). Named `.agentlab-*`: never committed.
-SWAPPER = r"""
-import os, shutil, sys, time
+SWAPPER = (
+    AFTER_THE_BOTS_COMMIT
+    + r"""
 good = sys.argv[1]
-root = os.getcwd()
-link = open(".git").read()
-admin = os.path.join(root, link.split("gitdir:", 1)[1].strip())
-ref = open(os.path.join(admin, "HEAD")).read().strip()[len("ref: "):]
-common = os.path.normpath(os.path.join(admin, open(os.path.join(admin, "commondir")).read().strip()))
-def tip():
-    try:
-        return open(os.path.join(common, ref)).read()
-    except OSError:
-        return None
-first = tip()
-print("watching", ref, flush=True)
-while tip() == first:
-    time.sleep(0.0002)
 fake = os.path.join(root, ".agentlab-fake")
 os.makedirs(os.path.join(fake, "objects", good[:2]), exist_ok=True)
 shutil.copy(os.path.join(common, "objects", good[:2], good[2:]), os.path.join(fake, "objects", good[:2], good[2:]))
@@ -112,6 +100,7 @@ deadline = time.time() + 60
 while time.time() < deadline and open(".git").read() == "gitdir: .agentlab-fake\n":
     time.sleep(0.01)
 """
+)
 
 
 @pytest.mark.settings(max_corrections=0)

@@ -29,6 +29,7 @@ from tests.scripted import RoleScript
 from tests.support.git_repos import make_user_repo
 from tests.support.processes import Listener, host_pids, own_sleep
 from tests.support.sandbox import FAKE_KEY, FAKE_TOKEN, PROBE, SECRETS, listener, needs_bwrap, planted  # noqa: F401  (fixtures)
+from tests.support.swappers import AFTER_THE_BOTS_COMMIT
 from tests.support.tasks import ended, everything_said, start_task, tool_results, write_file
 
 LEFT_BEHIND = own_sleep("6061")  # left behind by a finished command
@@ -326,22 +327,12 @@ async def test_a_screenshot_page_cannot_call_home(bot: BotHarness, model: RoleSc
 
 # ---- a task's worktree link: no process of the task replaces it -----------------------------------------------------
 MISSING = "0123456789abcdef0123456789abcdef01234567"  # a commit no repository has: reading it means fetching it
-SWAPPER = r"""  # a service of the task: once the bot committed, `.git` becomes a git directory of its own
-
-import os, shutil, sys, time
-marker = sys.argv[1]
-missing = sys.argv[2]
-root = os.getcwd()
-link = open(".git").read()
-admin = os.path.join(root, link.split("gitdir:", 1)[1].strip())
-ref = open(os.path.join(admin, "HEAD")).read().strip()[len("ref: "):]
-common = os.path.normpath(os.path.join(admin, open(os.path.join(admin, "commondir")).read().strip()))
-def tip():
-    try:
-        return open(os.path.join(common, ref)).read()
-    except OSError:
-        return None
-first = tip()
+# a service of the task: once the bot committed, `.git` becomes a git directory of its own (put back whenever the bot's
+# guard restores the file), whose promisor remote fetches HEAD's missing commit with `uname -n > marker`
+SWAPPER = (
+    AFTER_THE_BOTS_COMMIT
+    + r"""
+marker, missing = sys.argv[1], sys.argv[2]
 evil = os.path.join(root, ".agentlab-evil")
 os.makedirs(os.path.join(evil, "objects"), exist_ok=True)
 os.makedirs(os.path.join(evil, "refs", "heads"), exist_ok=True)
@@ -351,10 +342,7 @@ open(os.path.join(evil, "config"), "w").write(
     "[core]\n\trepositoryformatversion = 1\n\tbare = false\n[extensions]\n\tpartialClone = origin\n"
     '[remote "origin"]\n\turl = /nonexistent\n\tpromisor = true\n\tuploadpack = "uname -n > %s; false"\n' % marker
 )
-print("watching", ref, flush=True)
-while tip() == first:  # the bot's commit on the task branch
-    time.sleep(0.001)
-while True:  # `.git` is a folder of the worker's from now on; put back again whenever the bot's guard restores it
+while True:
     try:
         if not os.path.isdir(".git"):
             os.unlink(".git")
@@ -363,6 +351,7 @@ while True:  # `.git` is a folder of the worker's from now on; put back again wh
         pass
     time.sleep(0.005)
 """
+)
 
 
 @pytest.mark.settings(max_corrections=0)

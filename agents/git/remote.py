@@ -30,22 +30,31 @@ async def has_remote(repo: Path, remote: str) -> bool:
     return (await run_git("remote", "get-url", remote, cwd=repo)).exit_code == 0
 
 
+async def _remote_git(
+    repo: Path, *args: str, identity: GitIdentity | None = None, env: dict[str, str] | None = None
+) -> str:
+    """`git <args>` in `repo` reaching a remote: local paths allowed, the machine's SSH, the remote's own time."""
+    return await git_text(
+        *LOCAL_PATHS,
+        *args,
+        cwd=repo,
+        identity=identity,
+        timeout=REMOTE_TIMEOUT_SECONDS,
+        extra_env={**_remote_env(), **(env or {})},
+    )
+
+
+async def _has_branch(repo: Path, remote: str, branch: str) -> bool:
+    listed = await _remote_git(repo, "ls-remote", "--heads", remote, branch)
+    return any(line.split("\t")[-1] == f"refs/heads/{branch}" for line in listed.splitlines())
+
+
 async def push_branch(repo: Path, branch: str, remote: str) -> None:
     """Push `branch` to `remote` under the same name (forced: the task's branch is the runner's to move). Under the
     repository lock: the push moves the remote-tracking ref, which a running task's guard must not take for the
     worker's doing."""
     async with bot_writes(repo):
-        await git_text(
-            *LOCAL_PATHS,
-            "push",
-            "--no-verify",
-            "--force",
-            remote,
-            f"refs/heads/{branch}:refs/heads/{branch}",
-            cwd=repo,
-            timeout=REMOTE_TIMEOUT_SECONDS,
-            extra_env=_remote_env(),
-        )
+        await _remote_git(repo, "push", "--no-verify", "--force", remote, f"refs/heads/{branch}:refs/heads/{branch}")
 
 
 async def fetch_branch(
@@ -58,31 +67,12 @@ async def fetch_branch(
     it may hold commits of the owner's own, which a forced fetch would drop (GitError says so). `overwrite`: a
     runner's own clone, whose local branch is a copy of the remote's and nothing else.
     """
-    listed = await git_text(
-        *LOCAL_PATHS,
-        "ls-remote",
-        "--heads",
-        remote,
-        branch,
-        cwd=repo,
-        timeout=REMOTE_TIMEOUT_SECONDS,
-        extra_env=_remote_env(),
-    )
-    if not any(line.split("\t")[-1] == f"refs/heads/{branch}" for line in listed.splitlines()):
+    if not await _has_branch(repo, remote, branch):
         return False
+    refspec = f"{'+' if overwrite else ''}refs/heads/{branch}:refs/heads/{branch}"
     async with bot_writes(repo):
         try:
-            await git_text(
-                *LOCAL_PATHS,
-                "fetch",
-                "--no-tags",
-                remote,
-                f"{'+' if overwrite else ''}refs/heads/{branch}:refs/heads/{branch}",
-                cwd=repo,
-                identity=identity,
-                timeout=REMOTE_TIMEOUT_SECONDS,
-                extra_env=_remote_env(),
-            )
+            await _remote_git(repo, "fetch", "--no-tags", remote, refspec, identity=identity)
         except GitError as err:
             if "non-fast-forward" not in str(err):
                 raise
@@ -96,30 +86,9 @@ async def fetch_branch(
 async def delete_remote_branch(repo: Path, branch: str, remote: str) -> bool:
     """Delete `branch` on `remote` (a discarded task's branch a runner pushed); False when the remote has no such
     branch, or the clone no such remote."""
-    if not await has_remote(repo, remote):
+    if not await has_remote(repo, remote) or not await _has_branch(repo, remote, branch):
         return False
-    listed = await git_text(
-        *LOCAL_PATHS,
-        "ls-remote",
-        "--heads",
-        remote,
-        branch,
-        cwd=repo,
-        timeout=REMOTE_TIMEOUT_SECONDS,
-        extra_env=_remote_env(),
-    )
-    if not any(line.split("\t")[-1] == f"refs/heads/{branch}" for line in listed.splitlines()):
-        return False
-    await git_text(
-        *LOCAL_PATHS,
-        "push",
-        "--no-verify",
-        remote,
-        f":refs/heads/{branch}",
-        cwd=repo,
-        timeout=REMOTE_TIMEOUT_SECONDS,
-        extra_env=_remote_env(),
-    )
+    await _remote_git(repo, "push", "--no-verify", remote, f":refs/heads/{branch}")
     return True
 
 
@@ -128,15 +97,7 @@ async def catch_up(repo: Path, remote: str) -> str | None:
     task starts where the owner's shared branch is. Returns why it could not (the clone is then used as it is)."""
     try:
         async with bot_writes(repo):
-            await git_text(
-                *LOCAL_PATHS,
-                "fetch",
-                "--no-tags",
-                remote,
-                cwd=repo,
-                timeout=REMOTE_TIMEOUT_SECONDS,
-                extra_env=_remote_env(),
-            )
+            await _remote_git(repo, "fetch", "--no-tags", remote)
             upstream = await run_git("rev-parse", "--abbrev-ref", "--symbolic-full-name", "@{u}", cwd=repo)
             if upstream.exit_code != 0:
                 return "its branch has no upstream"
@@ -163,13 +124,5 @@ async def push_with_token(repo: Path, branch: str, url: str, token: str | None) 
     that is not GitHub's); never forced, so commits someone else pushed to the branch are not lost (the push then
     fails with git's reason)."""
     async with bot_writes(repo):
-        await git_text(
-            *LOCAL_PATHS,
-            "push",
-            "--no-verify",
-            url,
-            f"refs/heads/{branch}:refs/heads/{branch}",
-            cwd=repo,
-            timeout=REMOTE_TIMEOUT_SECONDS,
-            extra_env={**_remote_env(), **(token_header_env(token) if token else {})},
-        )
+        refspec = f"refs/heads/{branch}:refs/heads/{branch}"
+        await _remote_git(repo, "push", "--no-verify", url, refspec, env=token_header_env(token) if token else None)

@@ -1,4 +1,5 @@
-"""Scripts of a hostile task's service that swaps names in its worktree again and again, for the race tests."""
+"""Scripts of a hostile task's service that swaps names in its worktree again and again, for the race tests, and the
+opening of one that waits for the bot's commit first."""
 
 from __future__ import annotations
 
@@ -27,3 +28,25 @@ def dot_git_fifo_swapper(stoppable: bool) -> str:
         + 'if stat.S_ISFIFO(os.lstat(".git").st_mode):  # `.git` a file again, for the commit\n'
         + '    libc.renameat2(-100, b".git", -100, b"fifo", 2)\nos.unlink("fifo")\nprint("stopped", flush=True)\n'
     )
+
+
+# The opening of a task's service script that acts once the bot has committed on the task's branch: it reads the
+# branch's tip in the shared git directory (readable in the sandbox) until it moves. Then `root` (the worktree),
+# `common` (the git directory) and `ref` (the branch) are known.
+AFTER_THE_BOTS_COMMIT = r"""
+import os, shutil, sys, time
+root = os.getcwd()
+link = open(".git").read()
+admin = os.path.join(root, link.split("gitdir:", 1)[1].strip())
+ref = open(os.path.join(admin, "HEAD")).read().strip()[len("ref: "):]
+common = os.path.normpath(os.path.join(admin, open(os.path.join(admin, "commondir")).read().strip()))
+def tip():
+    try:
+        return open(os.path.join(common, ref)).read()
+    except OSError:
+        return None
+first = tip()
+print("watching", ref, flush=True)
+while tip() == first:
+    time.sleep(0.0002)
+"""
