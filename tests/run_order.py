@@ -37,6 +37,7 @@ TOGETHER = (
         "test_runner_guidance_e2e.py",
         "test_attempts_temporal_e2e.py",
         "test_temporal_reports_e2e.py",
+        "test_temporal_cancel_e2e.py",
     ),
 )
 

@@ -24,7 +24,7 @@ def items_of(counts: dict[str, int]) -> list[Item]:
 
 def test_modules_that_travel_together_land_in_one_chunk_and_every_test_runs_once() -> None:
     whisper, temporal = TOGETHER[0], TOGETHER[1]
-    counts = {"test_heavy_a.py": 6, "test_heavy_b.py": 6, "test_light.py": 40}
+    counts = {"test_heavy_a.py": 6, "test_heavy_b.py": 6, "test_light.py": 60}
     counts |= {name: 4 for name in (*whisper, *temporal)}
     recorded = {"test_heavy_a.py": 30.0, "test_heavy_b.py": 30.0, "test_light.py": 1.0}
     recorded |= {name: 8.0 for name in (*whisper, *temporal)}

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -405,7 +406,7 @@ class TemporalEngine:
             await self.lines.poke(Poke(task.stored_id, "cancel"))
             with contextlib.suppress(TimeoutError, Exception):
                 async with asyncio.timeout(CANCEL_WAIT_SECONDS):
-                    await self.reports.apply(task, run, await asyncio.shield(self._result(handle)))
+                    await self.reports.apply(task, run, as_cancelled(await asyncio.shield(self._result(handle))))
             raise
         await self.reports.apply(task, run, report)
 
@@ -474,6 +475,16 @@ class TemporalEngine:
         await self.reports.tell_interrupted(
             task, f"⚠️ **Task #{task.id}** could not start: {why}. Resume it when it is back."
         )
+
+
+def as_cancelled(report: TaskReport) -> TaskReport:
+    """The report of a run the user cancelled before its report was applied: the task ends cancelled whatever the
+    runner says (it may have finished, or be pushing, when the cancel reached it), as the chat is told. Its usage, audit
+    and branch are kept (what it did stays on its branch); its summary and proposal are not shown."""
+    if report.status == TaskStatus.CANCELLED.value:
+        return report
+    result = None if report.proposal else report.result  # a research task's result names the runner's proposal
+    return dataclasses.replace(report, status=TaskStatus.CANCELLED.value, result=result, shown=[], proposal=None)
 
 
 SENT_TASKS_KEPT = 1000  # tasks whose messages ChatDesk remembers (a task's run is long over past that many)

@@ -202,7 +202,8 @@ class TaskRun:
     executor: TaskExecutor
     chat: ChatThroughWorkflow
     summaries: SummariesToReport
-    job: asyncio.Task[None] | None = None
+    job: asyncio.Task[str | None] | None = None
+    cancelled: bool = False  # a cancel that came before its job started
 
 
 class RunnerNode:
@@ -347,23 +348,28 @@ class RunnerNode:
         wf_id = activity.info().workflow_id
         if wf_id is None:  # a standalone activity: never started so here (the task's workflow starts it)
             raise RuntimeError("the execute activity runs only in a task's workflow")
-        await self.client.get_workflow_handle(wf_id).signal(AgentTask.claimed, Claim(self.name, self.queue))
-        since = utcnow()
         run = self.task_run(start, wf_id, await cost_today(self.store, self.settings))
-        task = await self._mirror(start, lost)
-        problem = await self._prepare(task) or await self._fetch_files(start, run)
-        if problem:
-            await run.executor.set_status(task, TaskStatus.FAILED, error=problem)
-            return TaskReport(task.stored_id, TaskStatus.FAILED.value, self.name, error=problem)
-        run.executor.carried_notes[task.stored_id] = start.standing_notes  # the bot's notes: this store has none
-        run.job = job = asyncio.create_task(run.executor.execute(task), name=f"task-{task.id}")
-        self.runs[task.stored_id] = run
+        # known here before the workflow learns of the claim: from then on a cancel is sent to this runner, which
+        # must find the task even while it is still being prepared (a cancel found no run and was lost)
+        self.runs[start.task_id] = run
         pushed: str | None = None
+        try:
+            await self.client.get_workflow_handle(wf_id).signal(AgentTask.claimed, Claim(self.name, self.queue))
+            since = utcnow()
+            task = await self._mirror(start, lost)
+        except BaseException:
+            self.runs.pop(start.task_id, None)
+            raise
+        # the preparation (clone caught up, files fetched) is part of the job: a cancel stops it as it stops the work
+        run.job = job = asyncio.create_task(self._run(start, task, run), name=f"task-{task.id}")
+        if run.cancelled:  # a cancel came while the task was being mirrored
+            job.cancel()
+        problem: str | None = None
         try:
             while not job.done():
                 await asyncio.wait({job}, timeout=max(0.5, start.heartbeat_seconds / 4))
                 pushed = await self.pushes.progress(task.stored_id, wf_id, pushed)
-            await job
+            problem = await job
         except asyncio.CancelledError:
             if not job.done():  # Temporal cancelled this activity: stop the task like /cancel does
                 job.cancel()
@@ -378,7 +384,20 @@ class RunnerNode:
         finally:
             self.runs.pop(task.stored_id, None)
             self.pushes.forget(task.stored_id)
+        if problem:
+            return TaskReport(task.stored_id, TaskStatus.FAILED.value, self.name, error=problem)
         return await self._report(task, since, run)
+
+    async def _run(self, start: TaskStart, task: Task, run: TaskRun) -> str | None:
+        """The task's job: its clone caught up, its files fetched, then its work; what kept it from starting, if
+        anything (the task then ends failed with it)."""
+        problem = await self._prepare(task) or await self._fetch_files(start, run)
+        if problem:
+            await run.executor.set_status(task, TaskStatus.FAILED, error=problem)
+            return problem
+        run.executor.carried_notes[task.stored_id] = start.standing_notes  # the bot's notes: this store has none
+        await run.executor.execute(task)
+        return None
 
     @activity.defn(name=POKE)
     async def poke(self, poke: Poke) -> bool:
@@ -391,7 +410,10 @@ class RunnerNode:
         if poke.kind == "network":
             run.executor.network.decide(poke.chat_id, poke.request_id, poke.choice)
             return True
-        if run.job is None or run.job.done():
+        if run.job is None:  # claimed, its job not started yet: cancelled as soon as it starts
+            run.cancelled = True
+            return True
+        if run.job.done():
             return False
         run.job.cancel()  # the executor commits what was done, kills the task's processes and removes its worktree
         return True

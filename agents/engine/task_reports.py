@@ -186,7 +186,8 @@ class TaskReports:
         if status is TaskStatus.INTERRUPTED:
             why = outside_text(str(error or "no reason given"))  # the runner's words, never formatting or a link
             await self.tell_interrupted(task, f"⚠️ **Task #{task.id}** stopped: {why}. Resume it, or discard it?")
-        elif status.is_final:  # GitHub (the bot's token stays here): a follow-up's push, the thread's answer
+        elif status.is_final and status is not TaskStatus.CANCELLED:  # GitHub (the bot's token stays here): a
+            # follow-up's push, the thread's answer; a cancelled task has none, as on the local engine
             if self.pull_requests is not None:
                 await self.pull_requests.after_task(task)
 
