@@ -113,7 +113,7 @@ async def test_a_service_holding_a_port_never_makes_a_broken_test_pre_existing(
     mine = correction.partition("not yours")[0]
     assert "tests/test_server.py::test_serves_on_its_port" in mine, correction
     assert task.status is TaskStatus.COMPLETED and summary.text.startswith("✔"), summary.text
-    assert "0 failing before (pre-existing)" in summary.text, summary.text
+    assert "0 still failing from before (pre-existing)" in summary.text, summary.text
 
 
 AVA_TEST = """\
@@ -283,7 +283,7 @@ async def test_a_kept_red_base_result_that_a_second_base_run_contradicts_is_neve
 ) -> None:
     """A kept base result says a test failed at the base (as one taken in a task's namespace, with its service on
     the port, could): a task that then breaks the test is not excused by it. The test is re-run at the base, passes
-    there, and is "flaky at the base": ⚠, never ✔ with the test "failing before (pre-existing)"."""
+    there, and is "flaky at the base": ⚠, never ✔ with the test "still failing from before (pre-existing)"."""
     make_repo(
         workspace_root / "price",
         {
@@ -312,4 +312,4 @@ async def test_a_kept_red_base_result_that_a_second_base_run_contradicts_is_neve
     assert "reused from an earlier run" in summary.text, "the kept result was used"
     assert summary.text.startswith("⚠") and task.status is not TaskStatus.COMPLETED, summary.text
     assert "flaky at the base" in summary.text and "test_price.py::test_total" in summary.text, summary.text
-    assert "0 failing before (pre-existing)" in summary.text, summary.text
+    assert "0 still failing from before (pre-existing)" in summary.text, summary.text

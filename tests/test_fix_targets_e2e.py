@@ -61,7 +61,7 @@ async def test_a_non_fix_of_a_red_test_failing_on_an_assert_is_sent_back(
     assert OLD not in mine and OLD in not_mine, correction
     assert task.status is TaskStatus.COMPLETED, summary.text
     assert summary.text.startswith("✔"), summary.text
-    assert "1 fixed" in summary.text and "1 failing before (pre-existing)" in summary.text, summary.text
+    assert "1 fixed" in summary.text and "1 still failing from before (pre-existing)" in summary.text, summary.text
     assert f"{OLD} judged pre-existing: it runs src/pkg/legacy.py, which the instructions do not name" in summary.text
 
 
@@ -126,4 +126,4 @@ async def test_a_non_fix_of_a_red_js_test_failing_on_an_assert_is_sent_back(
     assert JS_RED in mine and "it runs `lib/utils.js`, which the instructions name" in mine, correction
     assert "the total is wrong" in mine and JS_OLD not in mine and JS_OLD in not_mine, correction
     assert task.status is TaskStatus.COMPLETED and summary.text.startswith("✔"), summary.text
-    assert "1 fixed" in summary.text and "1 failing before (pre-existing)" in summary.text, summary.text
+    assert "1 fixed" in summary.text and "1 still failing from before (pre-existing)" in summary.text, summary.text

@@ -229,7 +229,7 @@ def test_pre_existing_only_needs_no_correction_and_the_line_is_short() -> None:
     verdict = judge(after, base, "Add a module")
     assert not verdict.needs_correction and not verdict.introduced_error
     assert verdict.line() == (
-        "**Tests:** 2 passed · 0 fixed · 0 broken · 1 failing before (pre-existing) · 12.3 s · `pytest`"
+        "**Tests:** 2 passed · 0 fixed · 0 broken · 1 still failing from before (pre-existing) · 12.3 s · `pytest`"
     )
 
 

@@ -52,7 +52,7 @@ async def test_pre_existing_failure_is_reported_not_sent_back(bot: BotHarness, m
 
     assert task.status is TaskStatus.COMPLETED
     assert len(model.requests["code"]) == 2 and corrections(model) == [], "no correction turn for an old failure"
-    assert "0 broken" in summary.text and "1 failing before (pre-existing)" in summary.text
+    assert "0 broken" in summary.text and "1 still failing from before (pre-existing)" in summary.text
     assert "test_calc.py::test_add" in summary.text
     assert "Never weaken, skip or delete tests" in str(model.requests["code"][0]["system"])
     events = await bot.runtime.store.task_events(1)
@@ -317,7 +317,7 @@ async def test_bots_interpreter_fallback_is_said(bot: BotHarness, model: RoleScr
     bot.say("fix calc")
     task, summary = await final_summary(bot, 1, timeout=60)
     assert task.status is TaskStatus.COMPLETED
-    assert "1 passed · 1 fixed · 0 broken · 0 failing before (pre-existing)" in summary.text
+    assert "1 passed · 1 fixed · 0 broken · 0 still failing from before (pre-existing)" in summary.text
     assert "ran with the bot's Python" in summary.text
     assert sys.executable not in summary.text
 

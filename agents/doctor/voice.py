@@ -53,12 +53,16 @@ def check_whisper(settings: Settings, cache_dir: Path | None = None) -> Check:
         cached = (cache_dir or whisper_cache_dir()) / filename
         if cached.is_file():
             return Check(Level.ok, "whisper", f"model {name!r} cached at {cached} ({_size(cached.stat().st_size)})")
+        smaller = list(
+            dict.fromkeys(n.removesuffix(".en") for n, (_, mb) in WHISPER_DOWNLOADS.items() if mb < megabytes)
+        )
         return Check(
             Level.warn,
             "whisper",
-            f"model {name!r} is not downloaded yet: the bot downloads it when it starts (~{megabytes} MB)",
-            "nothing to do (it downloads in the background; voice notes wait for it); on a small machine "
-            "choose a smaller WHISPER_MODEL such as tiny or base",
+            f"model {name!r} is not downloaded yet: the speech process downloads it when the first voice note comes "
+            f"(~{megabytes} MB; at start with VOICE_PRELOAD=true)",
+            "nothing to do (that first note waits for it)"
+            + (f"; on a small machine choose a smaller WHISPER_MODEL: {' or '.join(smaller)}" if smaller else ""),
         )
     path = Path(name).expanduser()
     if path.is_file():

@@ -125,7 +125,7 @@ class Verdict:
 
     # ---- what the chat shows ---------------------------------------------------------------------------------------
     def line(self) -> str:
-        """`Tests: 41 passed · 1 fixed · 0 broken · 2 failing before (pre-existing) · 12.3 s (pytest)`."""
+        """`Tests: 41 passed · 1 fixed · 0 broken · 2 still failing from before (pre-existing) · 12.3 s (pytest)`."""
         after, shown = self.after, shown_command(self.after)
         if after.status is TestStatus.no_tests and not ran(self.base):
             return "**Tests:** no tests found in this workspace (nothing was verified)"
@@ -137,7 +137,7 @@ class Verdict:
             f"{passed} passed" if SUITE_ID not in after.cases else f"suite {after.status.value}",
             f"{len(self.fixed)} fixed",
             f"{len(self.broken)} broken",
-            f"{len(self.pre_existing)} failing before (pre-existing)",
+            f"{len(self.pre_existing)} still failing from before (pre-existing)",
         ]
         if self.targets:
             parts.append(f"{len(self.targets)} still failing that the task is about")
