@@ -226,7 +226,7 @@ async def test_merge_into_the_base_branch(repo: Path, worktrees_dir: Path) -> No
     assert git("status", "--porcelain", cwd=repo) == ""
 
     again = await merge_task_branch(wt)
-    assert again.ok and "nothing to merge" in again.message and again.sha == result.sha
+    assert again.ok and "already merged" in again.message and again.sha == result.sha
 
 
 async def test_merge_conflict_is_reported_and_aborted(repo: Path, worktrees_dir: Path) -> None:

@@ -55,7 +55,9 @@ async def merge_task_branch(worktree: TaskWorktree, identity: GitIdentity | None
             )
         if await git_succeeds("merge-base", "--is-ancestor", branch, "HEAD", cwd=repo):
             head = await rev_parse(repo, "HEAD")
-            return MergeResult(True, f"nothing to merge: {base} already contains {branch}", sha=head)
+            return MergeResult(
+                True, f"already merged: {base} holds every commit of {branch}, nothing more to merge", sha=head
+            )
         tracked, unseen = _index_entries(await git_text("ls-files", "-v", "-z", cwd=repo))
         if unseen:
             return MergeResult(
