@@ -71,6 +71,7 @@ async def _post_init(app: BotApplication) -> None:
         secrets,
         store.conversations,
         store.shown_buttons,
+        store.chat_moves,
         settings.users.owners,
         review_app=settings.review.review_app_name,
     )
@@ -152,6 +153,9 @@ def build_application(settings: Settings) -> BotApplication:
     )
     app.bot_data.settings = settings
 
+    # Telegram's own word that a group was upgraded to a supergroup, before the allow-list: whoever upgraded it, the
+    # group's conversation and work go on in the supergroup
+    app.add_handler(MessageHandler(filters.StatusUpdate.MIGRATE, handlers.on_chat_migrated), group=-3)
     app.add_handler(TypeHandler(Update, handlers.guard), group=-2)
     app.add_handler(TypeHandler(Update, handlers.drop_repeats), group=-1)  # after the guard: strangers store nothing
     new = filters.UpdateType.MESSAGE  # edits of old messages are not new requests (an edited /cancel runs nothing)

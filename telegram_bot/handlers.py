@@ -285,6 +285,23 @@ async def on_text(update: Update, context: Context) -> None:
         await converse(update, context, text_of(update), InputMethod.TEXT, record=record)
 
 
+async def on_chat_migrated(update: Update, context: Context) -> None:
+    """Telegram's service message that a group was upgraded to a supergroup under a new chat id (turning on its topics
+    does it): `migrate_to_chat_id` in the old group, `migrate_from_chat_id` in the supergroup; either moves what the
+    bot keeps of the group to the new id (the other, or a repeat, finds it moved). Only Telegram sets these fields, so
+    no user's message can move a chat. Nothing else is done with the update (the allow-list would drop it)."""
+    message, chat = message_of(update), chat_of(update).id
+    if message.migrate_to_chat_id is not None:
+        old, new = chat, message.migrate_to_chat_id
+    else:
+        old, new = message.migrate_from_chat_id or chat, chat
+    if old >= 0 or new >= 0 or old == new:  # only a group becomes a supergroup (Telegram's group ids are negative)
+        log.warning("ignored a chat migration from %s to %s: not a group's", old, new)
+    else:
+        await runtime(context).chat_actions.chat_moved(old, new)
+    raise ApplicationHandlerStop
+
+
 async def on_topic_created(update: Update, context: Context) -> None:
     """A new forum topic: recorded as a conversation of its own; named like a workspace, it binds itself."""
     await conversation_of(update, context)

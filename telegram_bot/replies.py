@@ -1,5 +1,5 @@
 """Sending the model's Markdown so Telegram always accepts it: HTML chunks, plain-text fallback, long answers as
-documents."""
+documents; a group Telegram upgraded to a supergroup is followed to its new chat id."""
 
 from __future__ import annotations
 
@@ -24,12 +24,13 @@ from telegram import (
     WebAppInfo,
 )
 from telegram.constants import ParseMode
-from telegram.error import BadRequest, Forbidden, NetworkError, RetryAfter
+from telegram.error import BadRequest, ChatMigrated, Forbidden, NetworkError, RetryAfter
 
 from agents.core.actions import Button, Buttons
 from agents.core.errors import MessageGone, SendUnavailable
 from agents.core.secrets_filter import SecretsFilter
 from agents.core.text import outside_text
+from agents.store.chat_moves import ChatMoves
 from agents.store.conversations import Conversations, Place, is_topic
 from agents.store.shown_buttons import ShownButtons
 from telegram_bot.render.chunks import html_to_text, render_chunks, split_plain, summarize_for_document
@@ -37,6 +38,7 @@ from telegram_bot.render.chunks import html_to_text, render_chunks, split_plain,
 log = logging.getLogger(__name__)
 
 PARTLY_SENT_KEPT = 64  # messages remembered as sent in part, at most
+SENT_ELSEWHERE_KEPT = 256  # messages remembered as sent to the new id of a chat addressed by its old one, at most
 T = TypeVar("T")
 
 TELEGRAM_LIMIT = 4096
@@ -262,7 +264,14 @@ async def _unavailable_as_such() -> AsyncIterator[None]:
 class TelegramNotifier:
     """agents.core.protocols.Notifier over a PTB Bot: a conversation key (a chat, or a forum topic: see
     agents/store/conversations.py) is sent to its chat and thread; a topic that was closed or deleted falls back to
-    the group's general topic with a note."""
+    the group's general topic with a note.
+
+    A group Telegram upgraded to a supergroup (agents/store/chat_moves.py) is followed here, for every send of the
+    crew: a message addressed to its old id goes to the new one (work that read its chat before the move; what it
+    stored under the old id since follows the chat first), and a send Telegram refuses as "upgraded to a supergroup"
+    (the service message was missed: the bot was down) moves the chat and goes again to the new id, so a finished
+    task's summary is never lost to the upgrade. A message of the old group stays there and takes no edit any more:
+    editing one raises MessageGone (a progress message is then sent anew, in the supergroup)."""
 
     def __init__(
         self,
@@ -270,6 +279,7 @@ class TelegramNotifier:
         secrets: SecretsFilter,
         conversations: Conversations,
         buttons: ShownButtons,
+        moves: ChatMoves,
         owners: frozenset[int] = frozenset(),
         review_app: str | None = None,
     ) -> None:
@@ -279,6 +289,10 @@ class TelegramNotifier:
         self.review_app = review_app  # the Mini App's short name (REVIEW_APP_NAME): groups' Review link
         self.conversations = conversations  # a forum topic is a place of its own
         self.buttons = buttons  # what each message's buttons are (a press is checked against it)
+        self.moves = moves  # groups upgraded to a supergroup: their old chat id → the new one
+        # messages sent to the new id of a chat addressed by its old one, by (old id, message id) → the chat they are
+        # in: an edit under the old id finds them there (any other message of the old id is in the old group)
+        self._sent_elsewhere: dict[tuple[int, int], int] = {}
         # sends and edits with buttons not yet recorded: a press that arrives meanwhile (Telegram delivers it as soon
         # as the message is there, before the send's answer reaches the bot) waits for them (buttons_settled)
         self._recording: set[asyncio.Future[None]] = set()
@@ -320,14 +334,39 @@ class TelegramNotifier:
         return f"https://t.me/{self.bot.username}/{self.review_app}"
 
     async def place(self, chat_id: int) -> Place:
-        if not is_topic(chat_id):
+        """Where a conversation's messages go now: a chat that moved is sent to under its new id."""
+        if is_topic(chat_id):
+            return await self.conversations.place(chat_id)
+        moved = await self.moves.moved_to(chat_id)
+        if moved is None:
             return Place(chat_id)
-        return await self.conversations.place(chat_id)
+        # addressed by its old id: by work that read its chat before the move, which may have stored something under
+        # that id since (its summary's outbox entry and history record): that follows the chat before it is sent
+        await self.moves.move(chat_id, moved)
+        return Place(moved)
+
+    async def _chat_moved(self, old: int, new: int) -> None:
+        """Telegram refused a call naming `old`: the group was upgraded to the supergroup `new` (the bot missed the
+        service message that says so, or the message was the old group's)."""
+        if await self.moves.moved_to(old) != new:
+            log.warning(
+                "chat %s was upgraded to the supergroup %s (its service message was missed): moving it", old, new
+            )
+        await self.moves.move(old, new)
 
     async def _in_place(self, chat_id: int, send: Callable[[int, int | None], Awaitable[T]]) -> T:
-        """`send(chat, thread)` in the conversation's place; in a topic that is gone, in the general topic instead (the
-        message remembered as the topic's)."""
+        """`send(chat, thread)` in the conversation's place; in a group that was upgraded to a supergroup meanwhile, in
+        the supergroup (the chat moved there first)."""
         place = await self.place(chat_id)
+        try:
+            return await self._at(place, chat_id, send)
+        except ChatMigrated as err:
+            await self._chat_moved(place.chat_id, err.new_chat_id)
+        return await self._at(await self.place(chat_id), chat_id, send)
+
+    async def _at(self, place: Place, chat_id: int, send: Callable[[int, int | None], Awaitable[T]]) -> T:
+        """`send(chat, thread)` in `place`; in a topic that is gone, in the general topic instead (the message
+        remembered as the topic's)."""
         try:
             return await send(place.chat_id, place.thread_id)
         except BadRequest as err:
@@ -371,7 +410,8 @@ class TelegramNotifier:
                         self.secrets,
                         chat,
                         markdown,
-                        reply_to=reply_to,
+                        # a chat that moved numbers its messages afresh: the old id would name another message
+                        reply_to=reply_to if is_topic(chat_id) or chat == chat_id else None,
                         buttons=buttons,
                         thread_id=thread,
                         literal=literal,
@@ -386,20 +426,34 @@ class TelegramNotifier:
                         self._partly_sent.pop(next(iter(self._partly_sent)))
                 raise
             await self._record(message, buttons, handed)
+        if message is not None and not is_topic(chat_id) and message.chat_id != chat_id:
+            self._sent_elsewhere[(chat_id, message.message_id)] = message.chat_id
+            while len(self._sent_elsewhere) > SENT_ELSEWHERE_KEPT:
+                self._sent_elsewhere.pop(next(iter(self._sent_elsewhere)))
         return message.message_id if message else None
 
     async def edit(
         self, chat_id: int, message_id: int, markdown: str, *, buttons: Buttons | None = None, literal: bool = False
     ) -> None:
-        place = await self.place(chat_id)
+        """Edit a message where it is: a chat's own messages stay in it when it moves (a group upgraded to a
+        supergroup), so an old message is edited in the old group, which Telegram refuses: MessageGone."""
+        chat = self._sent_elsewhere.get((chat_id, message_id))
+        if chat is None:
+            chat = (await self.conversations.place(chat_id)).chat_id if is_topic(chat_id) else chat_id
         async with self._showing(buttons):
-            await edit_markdown(self.bot, self.secrets, place.chat_id, message_id, markdown, buttons, literal=literal)
+            try:
+                await edit_markdown(self.bot, self.secrets, chat, message_id, markdown, buttons, literal=literal)
+            except ChatMigrated as err:
+                await self._chat_moved(chat, err.new_chat_id)
+                raise MessageGone(
+                    f"message {message_id} is in chat {chat}, which was upgraded to a supergroup"
+                ) from err
             if buttons:
                 data = [b.data for row in buttons for b in row if b.data]
                 if self.buttons is not None:
-                    await self.buttons.record(place.chat_id, message_id, data)
+                    await self.buttons.record(chat, message_id, data)
             elif self.buttons is not None:
-                await self.buttons.forget(place.chat_id, message_id)
+                await self.buttons.forget(chat, message_id)
 
     async def send_document(
         self, chat_id: int, filename: str, data: bytes, caption: str = "", *, literal: bool = False

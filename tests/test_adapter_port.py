@@ -20,6 +20,7 @@ STORE_REACHES = {
     ("app", "store"): "handed to Runtime.start, which owns it from then on",
     ("app", "store.conversations"): "the notifier's places (a forum topic is a conversation of its own)",
     ("app", "store.shown_buttons"): "the notifier records the buttons each message it sends carries",
+    ("app", "store.chat_moves"): "the notifier follows a group Telegram upgraded to a supergroup to its new chat id",
     ("app", "store.seen_events.forget_before"): "Telegram's update keys older than Telegram keeps an update",
 }
 REACH = re.compile(r"(?:^|\.)((?:store|Store|executor)(?:\.\w+)*)$")

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, Update
-from telegram.error import BadRequest, Conflict, EndPointNotFound, InvalidToken, RetryAfter
+from telegram.error import BadRequest, ChatMigrated, Conflict, EndPointNotFound, InvalidToken, RetryAfter
 from telegram.ext import (
     ApplicationBuilder,
     CallbackQueryHandler,
@@ -234,6 +234,35 @@ async def test_flood_control_raises_retry_after(fake_telegram: FakeTelegram, bot
             await bot.send_chat_action(chat_id=USER, action="typing")
     assert await bot.send_chat_action(chat_id=USER, action="typing")
     assert fake_telegram.chat_actions == [(USER, "typing")]
+
+
+async def test_a_group_upgraded_to_a_supergroup_refuses_its_old_id(fake_telegram: FakeTelegram, bot: Bot) -> None:  # noqa: F811
+    group, supergroup = -4242, -1004242
+    fake_telegram.send_text(USER, "in the group", chat_id=group)
+    sent = await bot.send_message(chat_id=group, text="hello group")
+    fake_telegram.migrate_group(group, supergroup, USER, forum=True)
+    updates = await bot.get_updates(timeout=0)
+    notices = [u.message for u in updates[1:]]
+    assert [(m.chat.id, m.migrate_to_chat_id, m.migrate_from_chat_id) for m in notices] == [
+        (group, supergroup, None),
+        (supergroup, None, group),
+    ]
+    assert notices[1].chat.type == "supergroup" and notices[1].chat.is_forum
+    for call in (
+        bot.send_message(chat_id=group, text="too late"),
+        bot.edit_message_text("edited", chat_id=group, message_id=sent.message_id),
+        bot.send_chat_action(chat_id=group, action="typing"),
+    ):
+        with pytest.raises(ChatMigrated) as caught:
+            await call
+        assert caught.value.new_chat_id == supergroup
+    assert [m.text for m in fake_telegram.messages(group)] == ["hello group"]
+    assert (await bot.send_message(chat_id=supergroup, text="hello supergroup")).chat.id == supergroup
+    with pytest.raises(ValueError, match="upgraded"):
+        fake_telegram.send_text(USER, "nobody writes in the old group", chat_id=group)
+    quiet, later = -4343, -1004343  # the bot was down: no notice reaches it, a test may deliver them later
+    fake_telegram.migrate_group(quiet, later, USER, announce=False)
+    assert await bot.get_updates(offset=updates[-1].update_id + 1, timeout=0) == ()
 
 
 async def test_unknown_method_is_not_found(bot: Bot) -> None:

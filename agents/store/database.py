@@ -9,6 +9,7 @@ of its own handed the same connection.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 import aiosqlite
@@ -16,6 +17,7 @@ import aiosqlite
 from agents.store.attachments import AttachmentTable
 from agents.store.attempts import AttemptGroups
 from agents.store.audit import ToolCallTable
+from agents.store.chat_moves import ChatMoves, MovedChats
 from agents.store.conversations import Conversations, Place
 from agents.store.github import GitHubRecords
 from agents.store.incoming_updates import IncomingUpdates
@@ -65,6 +67,7 @@ class Store(ChatHistory, AttachmentTable, ProposalTable, TaskTable, ToolCallTabl
         self._kept = KeptMessages()  # the newest chat history read per conversation, kept up to date by our writes
         self._places: dict[int, Place] = {}  # topic conversation → its chat and thread (Store.conversations)
         self._bindings: dict[int, str | None] = {}  # conversation → its workspace, as read or bound
+        self._moved_chats = MovedChats()  # groups upgraded to a supergroup: old chat id → new (Store.chat_moves)
 
     # ---- lifecycle -----------------------------------------------------------------------
     @classmethod
@@ -112,6 +115,19 @@ class Store(ChatHistory, AttachmentTable, ProposalTable, TaskTable, ToolCallTabl
     def conversations(self) -> Conversations:
         """Forum topics as conversations of their own, and the workspace a conversation is bound to."""
         return Conversations(self, self._places, self._bindings)
+
+    @property
+    def chat_moves(self) -> ChatMoves:
+        """Chats that moved to a new id (a group upgraded to a supergroup): what was kept under the old id follows."""
+        return ChatMoves(self, self._moved_chats, self._kept, self._forget_chats)
+
+    def _forget_chats(self, chat_ids: Iterable[int]) -> None:
+        """What the store keeps in memory of these chats, read again from the store next time (a chat moved)."""
+        for chat_id in chat_ids:
+            self._conversation_starts.pop(chat_id, None)
+            self._bindings.pop(chat_id, None)
+            for key in [key for key, place in self._places.items() if place.chat_id == chat_id]:
+                del self._places[key]
 
     @property
     def attempts(self) -> AttemptGroups:

@@ -455,6 +455,15 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE deliveries ADD COLUMN shown_record INTEGER;
     """,
+    # groups Telegram upgraded to a supergroup under a new chat id (agents/store/chat_moves.py): what the store kept
+    # under the old id is carried to the new one, and a message still addressed to the old id goes to the new one
+    """
+    CREATE TABLE chat_moves (
+        old_chat_id INTEGER PRIMARY KEY,
+        new_chat_id INTEGER NOT NULL,
+        moved_at TEXT NOT NULL
+    );
+    """,
 ]
 
 LATEST_VERSION = len(MIGRATIONS)

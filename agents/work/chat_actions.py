@@ -5,7 +5,8 @@ recorded when it showed it); a worker's question is answered by an option's butt
 (questions.py); a worker's network request is decided by the owner's button (agents/sandbox/network_gate.py); a reply
 to a task's progress message finds that task (the crew then steers it); a decision on a proposal taken with a button
 is kept in the conversation the orchestrator reads; /new starts a fresh conversation; a forum topic seen for the first
-time becomes a conversation of its own; an inbound update delivered again is recognised. What the chat's commands
+time becomes a conversation of its own; a chat the platform moved to a new id (a group upgraded to a supergroup)
+takes its conversation and work along; an inbound update delivered again is recognised. What the chat's commands
 only read is on the read side, chat_queries.py.
 
 Under either task engine the same object answers: the runtime builds it over the lines that reach running tasks,
@@ -115,6 +116,12 @@ class ChatActions:
         place = await self.store.conversations.place(key)
         await self.crew.binding.auto_bind(key, place.topic_name)
         return key
+
+    async def chat_moved(self, old: int, new: int) -> dict[str, int]:
+        """The platform moved a chat to a new id for good (Telegram's service message: a group upgraded to a
+        supergroup): its conversation, work and schedules go on there (agents/store/chat_moves.py). How many rows of
+        each table moved; idempotent."""
+        return await self.store.chat_moves.move(old, new)
 
     async def first_time(self, event_keys: list[str]) -> bool:
         """Records an inbound update by its keys; False when it was seen before (delivered again: act on it once)."""

@@ -9,7 +9,8 @@ It enforces the real limits that matter to a bot (4096-character text, 1024-char
 captions, HTML entity parsing, "message is not modified", unknown message ids, callback
 data size, ...), records every API call, stores the bot's messages per chat, lets a test
 inject user updates (text, commands, voice, audio, documents, photos, stickers, locations,
-button presses) and inject faults (429 flood control, 400, 403, 5xx).
+button presses), inject faults (429 flood control, 400, 403, 5xx) and upgrade a group to a
+supergroup under a new chat id (`migrate_group`), as turning on a group's topics does.
 """
 
 from __future__ import annotations
@@ -111,11 +112,14 @@ _NOT_MODIFIED = (
 class ApiError(Exception):
     """An error reply of the Bot API: HTTP status = error_code."""
 
-    def __init__(self, error_code: int, description: str, retry_after: int | None = None):
+    def __init__(
+        self, error_code: int, description: str, retry_after: int | None = None, migrate_to: int | None = None
+    ):
         super().__init__(description)
         self.error_code = error_code
         self.description = description
         self.retry_after = retry_after
+        self.migrate_to = migrate_to  # a group upgraded to a supergroup: its new chat id
 
     def payload(self) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -125,6 +129,8 @@ class ApiError(Exception):
         }
         if self.retry_after is not None:
             body["parameters"] = {"retry_after": self.retry_after}
+        if self.migrate_to is not None:
+            body["parameters"] = {"migrate_to_chat_id": self.migrate_to}
         return body
 
 
@@ -441,6 +447,7 @@ class FakeTelegram:
         self._chats: dict[int | str, dict[str, Any]] = {}
         self.chat_members: dict[int, set[int]] = {}  # a group's members (getChatMember); a sender is one
         self.topics: dict[tuple[int, int], Topic] = {}  # (chat, thread) → a forum topic (create_topic)
+        self.migrated: dict[int, int] = {}  # a group upgraded to a supergroup → the supergroup's id (migrate_group)
         self._files: dict[str, StoredFile] = {}
         self._files_by_path: dict[str, StoredFile] = {}
         self._file_numbers = itertools.count(1)
@@ -706,6 +713,8 @@ class FakeTelegram:
         with self._cond:
             user = self._user_dict(user_id, username, first_name)
             chat_key = user_id if chat_id is None else chat_id
+            if chat_key in self.migrated:
+                raise ValueError(f"group {chat_key} was upgraded to supergroup {self.migrated[chat_key]}: write there")
             if chat_id is not None and chat_id < 0:  # whoever writes in a group is a member of it
                 self.chat_members.setdefault(chat_id, set()).add(user_id)
             message = {
@@ -789,6 +798,61 @@ class FakeTelegram:
             if announce:
                 self._queue_update("message", message)
             return message_id
+
+    # ------------------------------------------------------------------ a group upgraded to a supergroup
+    def migrate_group(
+        self, chat_id: int, new_chat_id: int, user_id: int, forum: bool = False, announce: bool = True
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """A user upgrades a (basic) group to a supergroup, as Telegram does when its topics are turned on: the group
+        gets a new chat id for good. From now on every call naming the old id is refused as Telegram refuses it (400
+        "group chat was upgraded to a supergroup chat" with `parameters.migrate_to_chat_id`), and the group's members
+        are the supergroup's. Telegram's two service messages, `migrate_to_chat_id` in the old group and
+        `migrate_from_chat_id` in the supergroup, reach the bot when `announce` (else the bot missed them: it was
+        down); they are returned either way (a test may deliver them later with `deliver_again`)."""
+        if chat_id >= 0 or str(chat_id).startswith("-100"):
+            raise ValueError(f"only a basic group is upgraded, not chat {chat_id}")
+        if not str(new_chat_id).startswith("-100"):
+            raise ValueError(f"a supergroup's id starts with -100, not {new_chat_id}")
+        with self._cond:
+            if chat_id in self.migrated:
+                raise ValueError(f"group {chat_id} was upgraded already")
+            user = self._user_dict(user_id, None, "Tester")
+            old_chat = self._chat_for(chat_id, user)
+            title = old_chat.get("title", "Team")
+            self._chats[new_chat_id] = {"id": new_chat_id, "type": "supergroup", "title": title}
+            if forum:
+                self._chats[new_chat_id]["is_forum"] = True
+            self.chat_members[new_chat_id] = set(self.chat_members.get(chat_id, set())) | {user_id}
+            self.migrated[chat_id] = new_chat_id
+            notices = []
+            for chat, field, other in (
+                (chat_id, "migrate_to_chat_id", new_chat_id),
+                (new_chat_id, "migrate_from_chat_id", chat_id),
+            ):
+                message = {
+                    "message_id": self._new_message_id(chat),
+                    "date": int(time.time()),
+                    "chat": copy.deepcopy(self._chats[chat]),
+                    "from": user,
+                    field: other,
+                }
+                self._user_messages[(chat, message["message_id"])] = message
+                notices.append(
+                    self._queue_update("message", message)
+                    if announce
+                    else {"update_id": next(self._update_ids), "message": copy.deepcopy(message)}
+                )
+            return notices[0], notices[1]
+
+    def _migrated_refusal(self, params: dict[str, Any]) -> ApiError | None:
+        """Telegram's answer to any call naming a group that was upgraded to a supergroup."""
+        chat_id = params.get("chat_id")
+        if isinstance(chat_id, str) and chat_id.lstrip("-").isdigit():
+            chat_id = int(chat_id)
+        new_chat_id = self.migrated.get(chat_id) if isinstance(chat_id, int) else None
+        if new_chat_id is None:
+            return None
+        return ApiError(400, "Bad Request: group chat was upgraded to a supergroup chat", migrate_to=new_chat_id)
 
     def close_topic(self, chat_id: int, thread_id: int) -> None:
         with self._cond:
@@ -1053,7 +1117,7 @@ class FakeTelegram:
         with self._cond:
             self.requests.append(ApiCall(name, recorded))
             self._cond.notify_all()
-            fault = self._take_fault(name, params)
+            fault = self._take_fault(name, params) or self._migrated_refusal(params)
         if fault is not None:
             return self._refuse(name, fault)
         handler = self._handlers.get(method.lower())
