@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,7 @@ from agents.sandbox.shell import child_env
 log = logging.getLogger(__name__)
 
 GIT_TIMEOUT_SECONDS = 120.0
+GIT_OUTPUT_KEPT = 1_000_000  # of a call whose output goes to a file (`whole`): what is read back of each stream
 
 
 class GitError(RuntimeError):
@@ -132,8 +134,15 @@ def git_env(identity: GitIdentity | None, extra: Mapping[str, str] | None = None
 
 
 async def _exec_git(
-    argv: list[str], cwd: Path, env: Mapping[str, str], timeout: float, stdin: bytes | None = None
+    argv: list[str],
+    cwd: Path,
+    env: Mapping[str, str],
+    timeout: float,
+    stdin: bytes | None = None,
+    whole: bool = False,
 ) -> GitOutput:
+    if whole:
+        return await _exec_git_whole(argv, cwd, env, timeout)
     try:
         proc = await asyncio.create_subprocess_exec(
             "git",
@@ -158,6 +167,35 @@ async def _exec_git(
     return GitOutput(
         proc.returncode, stdout.decode("utf-8", errors="replace"), stderr.decode("utf-8", errors="replace")
     )
+
+
+async def _exec_git_whole(argv: list[str], cwd: Path, env: Mapping[str, str], timeout: float) -> GitOutput:
+    """A git call that must end whole once started (a merge into the owner's checkout): its output goes to files,
+    not pipes, so a bot killed meanwhile (SIGKILL, the machine's OOM killer) leaves git writing to a file rather than
+    dying of SIGPIPE on its first line ("Auto-merging …") with the merged files uncommitted on the owner's HEAD; and a
+    cancelled caller (the bot shutting down) leaves it to finish rather than killing it halfway. Only a timeout ends
+    it early."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                "git", *argv, cwd=str(cwd), env=dict(env), stdin=asyncio.subprocess.DEVNULL, stdout=out, stderr=err
+            )
+        except (FileNotFoundError, NotADirectoryError, PermissionError) as error:
+            raise GitError(f"cannot run git in {cwd}: {error.strerror or error}") from None
+        try:
+            async with asyncio.timeout(timeout):
+                await asyncio.shield(proc.wait())  # a cancellation leaves git to finish; asyncio reaps it then
+        except TimeoutError:
+            await reap(proc)
+            raise GitError(f"git {_subcommand(argv)} timed out after {timeout:g} s") from None
+        assert proc.returncode is not None
+        out.seek(0)
+        err.seek(0)
+        return GitOutput(
+            proc.returncode,
+            out.read(GIT_OUTPUT_KEPT).decode("utf-8", errors="replace"),
+            err.read(GIT_OUTPUT_KEPT).decode("utf-8", errors="replace"),
+        )
 
 
 def _subcommand_index(argv: list[str]) -> int:
@@ -306,10 +344,12 @@ async def run_git(
     timeout: float = GIT_TIMEOUT_SECONDS,
     extra_env: Mapping[str, str] | None = None,
     stdin: bytes | None = None,
+    whole: bool = False,
 ) -> GitOutput:
     """Run `git <args>` in `cwd`, hardened as described above; its exit code and output, whatever the exit code.
 
     The one git command of the product: repo_map and doctor use it too. `stdin` is fed to git's standard input.
+    `whole`: a call that must finish once started, whatever becomes of the bot (`_exec_git_whole`; no `stdin`).
     A checkout whose `.git` the bot refuses to follow (`_named_git_dir`) answers as git does where there is no
     repository: exit code 128 and why.
     """
@@ -317,7 +357,7 @@ async def run_git(
         argv, env = await _prepared(args, Path(cwd), identity, extra_env)
     except GitError as err:
         return GitOutput(128, "", f"fatal: {err}")
-    return await _exec_git(argv, Path(cwd), env, timeout, stdin)
+    return await _exec_git(argv, Path(cwd), env, timeout, stdin, whole=whole)
 
 
 async def stream_git(

@@ -93,6 +93,8 @@ async def merge_task_branch(worktree: TaskWorktree, identity: GitIdentity | None
                 f"({_short_list(in_the_way)}: untracked or ignored, files or folders); move them away first",
             )
 
+        # whole: a merge the bot is killed in the middle of still ends as a merge commit (command.py), never as the
+        # merged files left uncommitted on the owner's HEAD
         result = await run_git(
             "merge",
             "--no-ff",
@@ -103,6 +105,7 @@ async def merge_task_branch(worktree: TaskWorktree, identity: GitIdentity | None
             branch,
             cwd=repo,
             identity=identity,
+            whole=True,
         )
         if result.exit_code == 0:
             sha = await rev_parse(repo, "HEAD")

@@ -13,5 +13,6 @@
 - `schedules`: schedules made in words;
 - `git_repos`: repositories made by a user with no git identity;
 - `github`: a workspace on the fake GitHub, a flow's transcript, a git host that is not GitHub;
-- `notifiers`: a strict chat for a part tested on its own (any message it sends fails the test).
+- `notifiers`: a strict chat for a part tested on its own (any message it sends fails the test);
+- `held_git`: a `git` that holds one subcommand of the bot's, to SIGKILL the bot exactly there.
 """
