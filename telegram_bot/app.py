@@ -131,6 +131,13 @@ async def _post_stop(app: BotApplication) -> None:
         await runtime.close()
 
 
+# seconds a Bot API call may take to upload and to be answered (PTB's default is 5): a send whose answer comes later is
+# counted as failed and tried again, but Telegram has taken it, so the chat shows it twice. Long enough for a slow
+# Telegram's answer; it does not rule duplicates out (the Bot API has no idempotency key to send a message only once).
+# getUpdates has a request of its own: its long poll adds its own timeout to the read timeout.
+SEND_TIMEOUT = 30.0
+
+
 def build_application(settings: Settings) -> BotApplication:
     root = settings.telegram.telegram_api_base_url
     tls = {"verify": telegram_tls()}
@@ -142,7 +149,14 @@ def build_application(settings: Settings) -> BotApplication:
         .token(settings.telegram.telegram_bot_token.get_secret_value())
         .base_url(f"{root}/bot")
         .base_file_url(f"{root}/file/bot")
-        .request(HTTPXRequest(connection_pool_size=256, httpx_kwargs=tls))  # PTB's defaults, one TLS context
+        .request(
+            HTTPXRequest(
+                connection_pool_size=256,
+                read_timeout=SEND_TIMEOUT,
+                write_timeout=SEND_TIMEOUT,
+                httpx_kwargs=tls,  # one TLS context
+            )
+        )
         .get_updates_request(HTTPXRequest(connection_pool_size=1, httpx_kwargs=tls))
         .rate_limiter(OwnerFirstRateLimiter(max_retries=5))  # AIORateLimiter with a lane for refusals to strangers
         .context_types(CONTEXT_TYPES)
@@ -153,6 +167,9 @@ def build_application(settings: Settings) -> BotApplication:
     )
     app.bot_data.settings = settings
 
+    # a chat heard from is one the bot can write to again, whoever wrote: before the allow-list (which drops a group's
+    # chatter and the service update that the bot was added back)
+    app.add_handler(TypeHandler(Update, handlers.chat_heard), group=-4)
     # Telegram's own word that a group was upgraded to a supergroup, before the allow-list: whoever upgraded it, the
     # group's conversation and work go on in the supergroup
     app.add_handler(MessageHandler(filters.StatusUpdate.MIGRATE, handlers.on_chat_migrated), group=-3)

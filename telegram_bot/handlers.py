@@ -79,6 +79,14 @@ def addressed_to_bot(update: Update, context: Context) -> bool:
     return addressed
 
 
+async def chat_heard(update: Update, context: Context) -> None:
+    """Runs first, for every update: a chat that is heard from can be written to (its user unblocked the bot and wrote,
+    the bot was added back to the group), so what the outbox kept for it while it refused the bot goes out now. Only
+    an in-memory look-up unless the chat had refused the bot: a stranger's update costs nothing."""
+    if update.effective_chat is not None:
+        runtime(context).deliveries.chat_heard(update.effective_chat.id)
+
+
 async def guard(update: Update, context: Context) -> None:
     """Runs before every other handler: strangers never reach Claude or a tool, and get one refusal per period (in
     a private chat; in a group they are ignored). In groups, only what is addressed to the bot goes on.

@@ -24,16 +24,17 @@ from telegram import (
     WebAppInfo,
 )
 from telegram.constants import ParseMode
-from telegram.error import BadRequest, ChatMigrated, Forbidden, NetworkError, RetryAfter
+from telegram.error import BadRequest, ChatMigrated, Forbidden, NetworkError, RetryAfter, TimedOut
 
 from agents.core.actions import Button, Buttons
-from agents.core.errors import MessageGone, SendUnavailable
+from agents.core.errors import ChatUnreachable, MessageGone, SendTimedOut, SendUnavailable
 from agents.core.secrets_filter import SecretsFilter
-from agents.core.text import outside_text
+from agents.core.text import outside_text, utf16_cut
 from agents.store.chat_moves import ChatMoves
 from agents.store.conversations import Conversations, Place, is_topic
 from agents.store.shown_buttons import ShownButtons
 from telegram_bot.render.chunks import html_to_text, render_chunks, split_plain, summarize_for_document
+from telegram_bot.strangers import floods_raised, seconds
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,7 @@ SENT_ELSEWHERE_KEPT = 256  # messages remembered as sent to the new id of a chat
 T = TypeVar("T")
 
 TELEGRAM_LIMIT = 4096
+CAPTION_LIMIT = 1024  # a photo's or document's caption, in UTF-16 code units as Telegram counts it
 DOCUMENT_THRESHOLD = 3 * TELEGRAM_LIMIT  # longer answers go as a .md document with a short summary
 
 
@@ -242,6 +244,7 @@ async def edit_markdown(
 
 
 TOPIC_GONE = ("message thread not found", "topic_closed", "topic_deleted", "topic_id_invalid")
+CHAT_GONE = ("chat not found", "peer_id_invalid")
 
 
 def is_topic_gone(err: BadRequest) -> bool:
@@ -252,12 +255,17 @@ def is_topic_gone(err: BadRequest) -> bool:
 @contextlib.asynccontextmanager
 async def _unavailable_as_such() -> AsyncIterator[None]:
     """Telegram's "not now" (NetworkError but a BadRequest, TimedOut, RetryAfter) raised as SendUnavailable: the
-    outbox waits an outage out, whatever its length, and gives up only a message refused for itself."""
+    outbox waits an outage out, whatever its length, and gives up only a message refused for itself. A timeout is
+    SendTimedOut: Telegram may have taken the message, so it is not sent again at once."""
     try:
         yield
     except BadRequest:
         raise
-    except (NetworkError, RetryAfter) as err:
+    except TimedOut as err:
+        raise SendTimedOut(f"{type(err).__name__}: {err}") from err
+    except RetryAfter as err:
+        raise SendUnavailable(f"{type(err).__name__}: {err}", retry_after=seconds(err.retry_after)) from err
+    except NetworkError as err:
         raise SendUnavailable(f"{type(err).__name__}: {err}") from err
 
 
@@ -366,10 +374,15 @@ class TelegramNotifier:
 
     async def _at(self, place: Place, chat_id: int, send: Callable[[int, int | None], Awaitable[T]]) -> T:
         """`send(chat, thread)` in `place`; in a topic that is gone, in the general topic instead (the message
-        remembered as the topic's)."""
+        remembered as the topic's). A refusal for the chat itself (Forbidden: the bot is blocked or was removed;
+        "chat not found") is ChatUnreachable: not the message's fault, and it lasts until the chat is heard from."""
         try:
             return await send(place.chat_id, place.thread_id)
+        except Forbidden as err:
+            raise ChatUnreachable(f"Forbidden: {err}", place.chat_id) from err
         except BadRequest as err:
+            if any(marker in str(err).lower() for marker in CHAT_GONE):
+                raise ChatUnreachable(f"BadRequest: {err}", place.chat_id) from err
             if place.thread_id is None or not is_topic_gone(err):
                 raise
         log.warning("topic %s of chat %s is gone: posting in the general topic", place.thread_id, place.chat_id)
@@ -398,27 +411,29 @@ class TelegramNotifier:
         handed: bool = False,
     ) -> int | None:
         """The message sent (its id); SendUnavailable where Telegram could not take it now (unreachable, a 5xx, a
-        timeout, a flood wait that outlasted the rate limiter's retries), any other error for a refusal of it."""
+        timeout, a flood wait that outlasted the rate limiter's retries; ChatUnreachable where the chat refuses the
+        bot), any other error for a refusal of it."""
         key = (chat_id, hashlib.sha256(f"{reply_to}|{buttons!r}|{literal}|{markdown}".encode()).hexdigest())
         sent = self._partly_sent.pop(key, [0])
         async with self._showing(buttons), _unavailable_as_such():
             try:
-                message = await self._in_place(
-                    chat_id,
-                    lambda chat, thread: send_markdown(
-                        self.bot,
-                        self.secrets,
-                        chat,
-                        markdown,
-                        # a chat that moved numbers its messages afresh: the old id would name another message
-                        reply_to=reply_to if is_topic(chat_id) or chat == chat_id else None,
-                        buttons=buttons,
-                        thread_id=thread,
-                        literal=literal,
-                        app_link=self.app_link,
-                        parts_sent=sent,
-                    ),
-                )
+                with floods_raised():  # a chat's flood wait keeps the message for later (the outbox waits it out)
+                    message = await self._in_place(
+                        chat_id,
+                        lambda chat, thread: send_markdown(
+                            self.bot,
+                            self.secrets,
+                            chat,
+                            markdown,
+                            # a chat that moved numbers its messages afresh: the old id would name another message
+                            reply_to=reply_to if is_topic(chat_id) or chat == chat_id else None,
+                            buttons=buttons,
+                            thread_id=thread,
+                            literal=literal,
+                            app_link=self.app_link,
+                            parts_sent=sent,
+                        ),
+                    )
             except BaseException:
                 if sent[0]:  # part of it is in the chat: the next try of this very message sends the rest
                     self._partly_sent[key] = sent
@@ -442,7 +457,8 @@ class TelegramNotifier:
             chat = (await self.conversations.place(chat_id)).chat_id if is_topic(chat_id) else chat_id
         async with self._showing(buttons):
             try:
-                await edit_markdown(self.bot, self.secrets, chat, message_id, markdown, buttons, literal=literal)
+                with floods_raised():  # in a chat's flood wait an edit (a progress step) is skipped, never waited for
+                    await edit_markdown(self.bot, self.secrets, chat, message_id, markdown, buttons, literal=literal)
             except ChatMigrated as err:
                 await self._chat_moved(chat, err.new_chat_id)
                 raise MessageGone(
@@ -455,6 +471,11 @@ class TelegramNotifier:
             elif self.buttons is not None:
                 await self.buttons.forget(chat, message_id)
 
+    def caption(self, text: str) -> str | None:
+        """A picture's or document's caption, masked and cut to what Telegram takes (counted as it counts it: a cut
+        by Python characters lets an emoji-heavy caption through too long, and the picture is refused with it)."""
+        return utf16_cut(self.secrets.mask(text), CAPTION_LIMIT) or None
+
     async def send_document(
         self, chat_id: int, filename: str, data: bytes, caption: str = "", *, literal: bool = False
     ) -> None:
@@ -466,7 +487,7 @@ class TelegramNotifier:
             lambda chat, thread: self.bot.send_document(
                 chat,
                 InputFile(data, filename=filename),
-                caption=self.secrets.mask(caption)[:1000] or None,
+                caption=self.caption(caption),
                 message_thread_id=thread,
             ),
         )
@@ -477,14 +498,14 @@ class TelegramNotifier:
             lambda chat, thread: self.bot.send_photo(
                 chat,
                 InputFile(data, filename="screenshot.png"),
-                caption=self.secrets.mask(caption)[:1000] or None,
+                caption=self.caption(caption),
                 message_thread_id=thread,
             ),
         )
 
     async def send_album(self, chat_id: int, pictures: list[tuple[str, bytes]]) -> None:
         media = [
-            InputMediaPhoto(png, caption=self.secrets.mask(caption)[:1000] or None, filename=f"picture-{n}.png")
+            InputMediaPhoto(png, caption=self.caption(caption), filename=f"picture-{n}.png")
             for n, (caption, png) in enumerate(pictures[:10])
         ]
         await self._in_place(

@@ -36,6 +36,7 @@ from telegram_bot.replies import (
     reply_parameters,
     shown_masked,
 )
+from telegram_bot.strangers import floods_raised
 
 log = logging.getLogger(__name__)
 
@@ -172,10 +173,11 @@ class ChatDraft:
     async def _show(self, frame: str) -> None:
         """Send a new frame (`_run` leaves out an empty or unchanged one)."""
         try:
-            if self.use_drafts:
-                await self._send_draft(frame)
-            else:
-                await self._edit_preview(frame)
+            with floods_raised():  # in the chat's flood wait a frame is skipped, never waited for
+                if self.use_drafts:
+                    await self._send_draft(frame)
+                else:
+                    await self._edit_preview(frame)
             self._shown = frame
             self.frames += 1
         except TelegramError as err:

@@ -10,10 +10,12 @@ import pytest
 
 from agents.core.models import Caller, TaskStatus
 from agents.core.settings import Settings
+from agents.core.text import utf16_len
 from agents.store import delivery
 from tests.conftest import USER_ID, BotHarness, make_settings, running_bot, start_bot, text_now
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript
+from tests.support.attachments import tiny_png
 from tests.support.tasks import ended, until
 
 # quick_tests: what these tests check is not the verdict, so calc's tests are one quick check (tests/conftest.py)
@@ -377,3 +379,165 @@ async def test_a_reply_to_a_proposal_the_flusher_delivered_is_a_reply_to_that_pr
     await bot.tg.await_for(lambda: any(m.text == "Noted." for m in bot.tg.messages(USER_ID)) or None)
     asked = str(model.requests["orchestrator"][-1]["messages"])
     assert "replying to: proposal #1" in asked, asked[-600:]
+
+
+async def test_captions_are_cut_to_telegrams_limit_in_utf16_units_so_a_picture_is_never_refused(
+    bot: BotHarness,
+) -> None:
+    """Telegram counts a caption's 1024 in UTF-16 code units (an emoji is two): 600 emoji are 1200 units, under 1000
+    Python characters, and a cut by characters had the screenshot refused as "caption is too long"."""
+    caption = "Task #1: " + "😀" * 600
+    n = bot.runtime.notifier
+    await n.send_photo(USER_ID, tiny_png(), caption=caption)
+    await n.send_document(USER_ID, "task-1.log", b"a log\n", caption=caption)
+    await n.send_album(USER_ID, [(caption, tiny_png()), (caption, tiny_png())])
+    assert not [r for r in bot.tg.refused if "too long" in r.description], bot.tg.refused
+    shown = [m for m in bot.tg.messages(USER_ID) if m.kind in ("photo", "document")]
+    assert len(shown) == 4
+    for message in shown:
+        assert message.caption is not None and message.caption.startswith("Task #1: 😀")
+        assert utf16_len(message.caption) in (1023, 1024)  # never half an emoji
+
+
+@pytest.mark.parametrize(
+    ("code", "description"),
+    [
+        (403, "Forbidden: bot was blocked by the user"),
+        (403, "Forbidden: bot was kicked from the group chat"),
+        (400, "Bad Request: chat not found"),
+    ],
+)
+async def test_a_summary_the_chat_refuses_is_kept_uncounted_and_sent_when_the_chat_is_heard_from(
+    bot: BotHarness, code: int, description: str
+) -> None:
+    """A chat that refuses the bot (blocked, kicked, not found) is no fault of the summary: it is not counted toward
+    giving it up (it was given up after MAX_ATTEMPTS passes, and the user who came back never got it), the chat is
+    not tried again at every pass, and when the user writes again the summary goes out unasked."""
+    model = RoleScript()
+    bot.claude.handler = model
+    fix_calc(model)
+    bot.tg.fail_next(
+        "sendMessage", error_code=code, description=description, times=10_000, when=text_has("Task #1 done")
+    )
+    await bot.runtime.crew.races.start_task(Caller(chat_id=USER_ID), "calc", "code", "fix add()", background=True)
+    assert (await ended(bot, 1)).status is TaskStatus.COMPLETED
+    store = bot.runtime.store
+
+    async def refused_once() -> bool:
+        rows = await store.rows("SELECT last_error FROM deliveries WHERE kind = 'summary'")
+        return bool(rows) and rows[0][0] is not None
+
+    await until(refused_once, timeout=30)
+    refusals = len(bot.tg.refused)
+    for _ in range(3):  # the flusher's passes leave the chat alone until it is heard from
+        assert await bot.runtime.deliveries.flush() == 0
+    assert len(bot.tg.refused) == refusals
+    [[attempts]] = await store.rows("SELECT attempts FROM deliveries WHERE kind = 'summary'")
+    assert attempts == 0, "a refusal by the chat counted toward giving the summary up"
+
+    bot.tg.clear_faults()  # the user unblocks the bot (or adds it back) and writes
+    model.add("orchestrator", claude_says.text("Hello again."))
+    bot.say("hi, anything new?")
+    [summary] = await bot.tg.await_for(lambda: summaries(bot, 1) or None, timeout=30)
+    assert summary.callback_data[:1] == ["task:merge:1"]
+    await bot.tg.await_for(lambda: any(m.text == "Hello again." for m in bot.tg.messages(USER_ID)) or None)
+
+
+def test_sends_wait_for_a_slow_telegrams_answer_longer_than_ptbs_five_seconds(
+    fake_telegram, fake_anthropic, tmp_path, workspace_root
+) -> None:
+    from telegram_bot.app import build_application
+
+    app = build_application(make_settings(fake_telegram, fake_anthropic, tmp_path, workspace_root))
+    assert app.bot.request.read_timeout is not None and app.bot.request.read_timeout >= 30
+
+
+async def test_a_summary_whose_answer_times_out_is_not_sent_again_at_once(
+    fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Telegram takes the summary but its answer comes after the bot's read timeout (shortened here from 30 s): the
+    send may well be in the chat, so it is not tried again at once (it was, at the next inline try, and showed twice)
+    but after TIMED_OUT_RETRY, when it can still show twice: the Bot API cannot send a message only once."""
+    import telegram_bot.app
+
+    monkeypatch.setattr(telegram_bot.app, "SEND_TIMEOUT", 2.0, raising=False)
+    monkeypatch.setattr(delivery, "TIMED_OUT_RETRY", 3600.0, raising=False)
+    async with running_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo) as bot:
+        model = RoleScript()
+        bot.claude.handler = model
+        fix_calc(model)
+        release = bot.tg.hold_answer("sendMessage", text_has("Task #1 done", "Files:"))
+        store = bot.runtime.store
+        try:
+            await bot.runtime.crew.races.start_task(
+                Caller(chat_id=USER_ID), "calc", "code", "fix add()", background=True
+            )
+            await ended(bot, 1)
+
+            async def timed_out() -> bool:
+                rows = await store.rows("SELECT last_error FROM deliveries WHERE kind = 'summary'")
+                return bool(rows) and "TimedOut" in str(rows[0][0])
+
+            await until(timed_out, timeout=30)
+            for _ in range(10):  # the inline tries' delays (50 ms) pass, and the flusher's passes leave it for later
+                await asyncio.sleep(0.05)
+                await bot.runtime.deliveries.flush()
+        finally:
+            release.set()
+        await bot.runtime.deliveries.settled()
+        assert len(summaries(bot, 1)) == 1
+        assert [d.kind for d in await store.undelivered(delivery.MAX_ATTEMPTS)] == ["summary"]  # tried again later
+
+
+OTHER_USER = 1002
+
+
+@pytest.mark.settings(allowed_user_ids=f"{USER_ID},{OTHER_USER}")
+async def test_a_flood_wait_on_one_chats_summary_holds_that_chat_only(bot: BotHarness) -> None:
+    """Telegram answers chat A's summary with 429 retry_after (minutes in the field): chat B's question, asked
+    meanwhile, is answered at once (PTB's rate limiter paused every chat's calls for the wait, up to 5 times), and
+    A's summary is kept, uncounted, and not tried before the wait ends."""
+    model = RoleScript()
+    bot.claude.handler = model
+    fix_calc(model)
+    bot.tg.fail_next("sendMessage", error_code=429, retry_after=300, when=text_has("Task #1 done", "Files:"))
+    await bot.runtime.crew.races.start_task(Caller(chat_id=USER_ID), "calc", "code", "fix add()", background=True)
+    await bot.tg.await_for(lambda: any(r.error_code == 429 for r in bot.tg.refused) or None, timeout=60)
+    model.add("orchestrator", claude_says.text("Answer for B."))
+    bot.tg.send_text(OTHER_USER, "a quick question")
+    await bot.tg.await_for(lambda: any(m.text == "Answer for B." for m in bot.tg.messages(OTHER_USER)) or None)
+    store = bot.runtime.store
+
+    async def owed_uncounted() -> bool:
+        rows = await store.rows("SELECT attempts, last_error FROM deliveries WHERE kind = 'summary'")
+        return bool(rows) and rows[0][1] is not None
+
+    await until(owed_uncounted, timeout=30)
+    calls = len(bot.tg.calls("sendMessage"))
+    assert await bot.runtime.deliveries.flush() == 0
+    assert len(bot.tg.calls("sendMessage")) == calls, "the flooded chat was tried again before its wait ended"
+    [[attempts]] = await store.rows("SELECT attempts FROM deliveries WHERE kind = 'summary'")
+    assert attempts == 0 and not summaries(bot, 1)
+
+
+@pytest.mark.settings(allowed_user_ids=f"{USER_ID},{OTHER_USER}")
+async def test_a_flood_wait_on_a_progress_edit_skips_that_chats_edits_and_holds_no_other_chat(bot: BotHarness) -> None:
+    """Edits are what Telegram floods first: a 429 on one chat's progress edit skips that edit and the next ones in the
+    wait (a later step shows everything), where PTB's rate limiter held every chat's replies for the wait."""
+    from telegram.error import RetryAfter
+
+    model = RoleScript()
+    bot.claude.handler = model
+    n = bot.runtime.notifier
+    mid = await n.send(USER_ID, "⏳ progress")
+    assert mid is not None
+    bot.tg.fail_next("editMessageText", error_code=429, retry_after=300)
+    with pytest.raises(RetryAfter):
+        await n.edit(USER_ID, mid, "⏳ progress, a step later")
+    edits = len(bot.tg.calls("editMessageText"))
+    with pytest.raises(RetryAfter):  # still in the wait: skipped without troubling Telegram
+        await n.edit(USER_ID, mid, "⏳ progress, two steps later")
+    assert len(bot.tg.calls("editMessageText")) == edits
+    model.add("orchestrator", claude_says.text("Answer for B."))
+    bot.tg.send_text(OTHER_USER, "a quick question")
+    await bot.tg.await_for(lambda: any(m.text == "Answer for B." for m in bot.tg.messages(OTHER_USER)) or None)

@@ -79,3 +79,26 @@ async def test_usage_is_recorded_against_the_task_and_its_role(tmp_path: Path) -
         )
     finally:
         await store.close()
+
+
+class RefusingChat(Chat):
+    """A chat that refuses every picture (a caption Telegram finds too long, a chat that blocked the bot)."""
+
+    async def send_photo(self, chat_id: int, data: bytes, caption: str = "") -> None:
+        raise RuntimeError("Bad Request: message caption is too long")
+
+
+async def test_a_screenshot_the_chat_refuses_is_kept_for_the_review_page_and_the_tool_call_succeeds(
+    tmp_path: Path,
+) -> None:
+    cb, store, _ = await callbacks(tmp_path)
+    cb.notifier = RefusingChat()
+    try:
+        await cb.show_pictures([("the page", b"\x89PNG first"), ("after the click", b"\x89PNG second")])
+        pictures = await store.reviews.pictures(cb.task.stored_id)
+        assert [(caption, png) for _, caption, png in pictures] == [
+            ("the page", b"\x89PNG first"),
+            ("after the click", b"\x89PNG second"),
+        ]
+    finally:
+        await store.close()

@@ -49,6 +49,19 @@ def utf16_len(text: str) -> int:
     return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
+def utf16_cut(text: str, limit: int) -> str:
+    """The longest start of `text` that is at most `limit` UTF-16 code units (Telegram's unit: a caption's limit
+    counts an emoji as two), never half a character."""
+    if utf16_len(text) <= limit:
+        return text
+    units = 0
+    for i, c in enumerate(text):
+        units += 2 if ord(c) > 0xFFFF else 1
+        if units > limit:
+            return text[:i]
+    return text
+
+
 def visible(text: str) -> str:
     """Control and invisible formatting characters (a right-to-left override that reverses what the owner reads, a
     zero-width space, a carriage return) shown as `\\u202e` marks; newlines and tabs stay as they are."""

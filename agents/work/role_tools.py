@@ -8,6 +8,7 @@ chat, the progress message, the gate).
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,8 @@ from agents.tools.screenshot import on_loopback, screenshot_tool_result
 from agents.tools.toolbox import ToolResult
 from agents.work.progress import Progress
 from agents.work.questions import Questions
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -96,10 +99,15 @@ class RoleCallbacks:
         await self.show_pictures(pictures)
 
     async def show_pictures(self, pictures: list[tuple[str, bytes]]) -> None:
-        """Each picture goes to the chat, and is kept with the task for its review page."""
+        """Each picture is kept with the task for its review page, and goes to the chat. Kept first: a picture the
+        chat could not take (Telegram refused or was unreachable) is still on the review page, and a failed send
+        only costs the chat that picture, never the tool call that made it."""
         for caption, png in pictures:
-            await self.notifier.send_photo(self.task.chat_id, png, caption=f"Task #{self.task.id}: {caption}")
             await self.store.reviews.add_picture(self.task.stored_id, caption, png)
+            try:
+                await self.notifier.send_photo(self.task.chat_id, png, caption=f"Task #{self.task.id}: {caption}")
+            except Exception as err:  # Telegram-agnostic: any refusal or outage of the chat
+                log.warning("task #%s: a picture not shown in the chat: %s", self.task.id, err)
 
     def mcp_gate(self, config: McpServerConfig) -> Gate:
         """Before each call of `config`'s tools: one that `asks` (under its `approve`; every tool of a server whose

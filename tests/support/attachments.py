@@ -1,5 +1,5 @@
-"""Files sent to the chat: a minimal PDF, one with its pages in a compressed object stream, a decompression-bomb PNG,
-the blocks a request carried, an answer awaited."""
+"""Files sent to the chat: a minimal PDF, one with its pages in a compressed object stream, a tiny PNG, a
+decompression-bomb PNG, the blocks a request carried, an answer awaited."""
 
 from __future__ import annotations
 
@@ -55,6 +55,18 @@ def compressed_pdf(pages: int, padding: int = 0) -> bytes:
 
 def png_chunk(kind: bytes, body: bytes) -> bytes:
     return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body) & 0xFFFFFFFF)
+
+
+def tiny_png(width: int = 4, height: int = 4) -> bytes:
+    """A valid red RGB PNG of width × height pixels (a screenshot as small as it gets)."""
+    raw = b"".join(b"\x00" + b"\xff\x00\x00" * width for _ in range(height))
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + png_chunk(b"IHDR", header)
+        + png_chunk(b"IDAT", zlib.compress(raw))
+        + png_chunk(b"IEND", b"")
+    )
 
 
 def decompression_bomb(width: int = 20_000, height: int = 20_000) -> bytes:
