@@ -87,7 +87,7 @@ async def test_a_service_holding_a_port_never_makes_a_broken_test_pre_existing(
     bot: BotHarness, model: RoleScript, workspace_root: Path
 ) -> None:
     """The worker starts a service on the port a test binds, then breaks that test: the base run, in a namespace of
-    its own, sees the test pass, so the broken test is the task's (not "failing before")."""
+    its own, sees the test pass, so the broken test is the task's (not "still failing from before")."""
     make_repo(
         workspace_root / "portapp",
         {

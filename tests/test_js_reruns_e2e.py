@@ -83,7 +83,7 @@ async def test_a_colour_test_passing_for_the_contributor_passes_for_the_bot(
     node_repo(workspace_root, "paint", {"colour.js": COLOUR, "test/colour.test.js": COLOUR_TEST})
     task, summary = await readme_task(bot, model, "paint")
     assert task.status is TaskStatus.COMPLETED and summary.text.startswith("✔"), summary.text
-    assert "2 passed" in summary.text and "0 failing before" in summary.text, summary.text
+    assert "2 passed" in summary.text and "0 still failing from before" in summary.text, summary.text
 
 
 FLAKY_LINT = """\

@@ -121,7 +121,8 @@ def test_a_venv_the_repository_planted_binds_nothing(tmp_path: Path, planted: st
         shutil.copytree(elsewhere, repo / ".venv", symlinks=True)
     spec = spec_for(SecretsFilter(), PROBE, tree, repository=repo)
     assert Path("/") not in spec.read_only and elsewhere.resolve() not in spec.read_only
-    assert set(spec.read_only) <= {repo.resolve() / ".git", repo.resolve() / ".venv", *bwrap.python_prefixes()}
+    link = tree.resolve() / ".git"  # the worktree's own `.git` file, bound read-only over itself
+    assert set(spec.read_only) <= {repo.resolve() / ".git", repo.resolve() / ".venv", link, *bwrap.python_prefixes()}
     if planted != "home":  # a real folder made from a host Python is used, with that Python; `home` is ignored
         assert repo.resolve() / ".venv" not in spec.read_only
         assert str(tree.resolve() / ".venv" / "bin") not in spec.path_prefix

@@ -288,6 +288,7 @@ class Races:
                         group.chat_id, message_id, text, buttons=cancel_button(members[0].stored_id)
                     )
             await self._wait_for_an_end(members, waited)
+        group = await self._ended_by_the_budget(group, members)
         if message_id is not None:
             final = group_text(group, members, {}, started).replace("⏳", "🏁", 1)
             now = await self.store.attempts.get(group_id)
@@ -336,6 +337,18 @@ class Races:
         for task in members:
             if task.status.is_cancellable:
                 await self.engine.cancel(task.stored_id)
+        return group.model_copy(update={"stopped": reason})
+
+    async def _ended_by_the_budget(self, group: AttemptGroup, members: list[Task]) -> AttemptGroup:
+        """All attempts ended before the race saw the budget spent (the ones not yet started were refused at their
+        start, the others stopped themselves before their next call): the summary says why all the same."""
+        if group.stopped or not any("daily budget" in (t.error or "") for t in members):
+            return group
+        refusal = await budget_exceeded(self.store, self.settings)
+        reason = "the daily budget was reached mid-race, so the attempts not done by then were stopped" + (
+            f" ({refusal})" if refusal else ""
+        )
+        await self.store.attempts.update(group.stored_id, stopped=reason)
         return group.model_copy(update={"stopped": reason})
 
 
