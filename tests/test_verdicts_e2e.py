@@ -99,7 +99,9 @@ async def test_broken_test_is_corrected_alone_with_old_failures_listed_as_not_yo
     assert "test_price.py::test_legacy" not in yours and "legacy has been wrong" not in yours
     assert "test_price.py::test_legacy" in not_yours
     assert "Do not weaken, skip or delete tests" in correction
-    assert "1 fixed" not in summary.text and "0 broken" in summary.text and "1 still failing from before" in summary.text
+    assert (
+        "1 fixed" not in summary.text and "0 broken" in summary.text and "1 still failing from before" in summary.text
+    )
 
 
 async def test_stubborn_breakage_ends_blocked(bot: BotHarness, model: RoleScript, workspace_root: Path) -> None:
