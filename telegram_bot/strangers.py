@@ -108,7 +108,7 @@ class OwnerFirstRateLimiter(AIORateLimiter):
             except RetryAfter as err:
                 raise _ChatFlood(err) from err
 
-        retries = rate_limit_args if isinstance(rate_limit_args, int) and rate_limit_args else self.max_retries
+        retries = rate_limit_args if isinstance(rate_limit_args, int) else self.max_retries  # 0: no retry
         for attempt in range(retries + 1):
             if wait := self.flooded_for(chat):
                 if _FLOODS_RAISED.get():
