@@ -112,13 +112,19 @@ async def test_a_tasks_processes_together_stay_within_its_memory(limited_bot: Bo
 async def test_a_task_past_its_disk_budget_is_stopped_told_and_can_go_on(
     limited_bot: BotHarness, model: RoleScript, workspace_root: Path
 ) -> None:
-    """Files each under the per-file limit (1 GB), together 1 GB of reserved blocks against a 300 MB budget."""
+    """Files each under the per-file limit (1 GB), together 1 GB of reserved blocks against a 300 MB budget. The
+    clean-up waits until the stopped command's processes are gone (one still writing would grow a file after it, and
+    the next command would be the one told it was stopped) and leaves the task's service running."""
     fill = "for i in 1 2 3 4 5; do fallocate -l 200M reserved-$i.bin || exit 1; done; sleep 5; echo FILLED''-UP"
+    beating = "while :; do date +%s%N > beat.new; mv beat.new beat; sleep 0.1; done"  # never read half-written
+    alive = 'a=$(cat beat); sleep 1; b=$(cat beat); test "$a" != "$b" && echo service\'\'-alive'
     model.add("orchestrator", start_task("calc", "Fill the disk."), claude_says.text("Started."))
     model.add(
         "code",
+        claude_says.tool_use("run_command", {"command": beating, "background": True}),
         run(fill),
         run("du -sm . | cut -f1; echo still-working"),
+        run(alive),
         claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"}),
         claude_says.text("Done."),
     )
@@ -129,9 +135,12 @@ async def test_a_task_past_its_disk_budget_is_stopped_told_and_can_go_on(
     assert "FILLED-UP" not in json.dumps(results), "the command ran to its end past the budget"
     stopped = next(r for r in results if "fallocate" in r)
     assert "disk budget of 300 MB" in stopped, stopped
-    after = next(r for r in results if "still-working" in r)
-    used_mb = int(json.loads(after).split("\n")[2].strip())
+    after = json.loads(next(r for r in results if "still-working" in r))
+    assert "disk budget" not in after, after  # the stopped command's clean-up got the task back within its budget
+    lines = after.splitlines()
+    used_mb = int(lines[lines.index("still-working") - 1])
     assert used_mb <= 300, after  # the leftovers were deleted: the task is back within its budget
+    assert any("service-alive" in r for r in results), json.dumps(results, indent=1)
     assert task.status is not TaskStatus.FAILED
 
 

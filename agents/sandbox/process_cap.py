@@ -95,6 +95,13 @@ class PidsCap:
         """`argv` started by a shell that first moves itself into the cgroup (its children inherit it)."""
         return [shell, "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', str(self.path), *argv]
 
+    def members(self) -> set[int]:
+        """The process ids in the cgroup now (none once it is gone)."""
+        try:
+            return {int(pid) for pid in (self.path / "cgroup.procs").read_text().split()}
+        except OSError:
+            return set()
+
     def close_later(self) -> None:
         """`close` without holding up the caller (the command's result is ready before the cgroup empties)."""
         task = asyncio.get_running_loop().create_task(self.close())

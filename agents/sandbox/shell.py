@@ -222,7 +222,8 @@ async def _run_filtered(
     if cap is not None:  # the process limit that holds for root too (agents/sandbox/process_cap.py)
         argv = cap.wrap(argv)
     oom_before = group.oom_kills() if group is not None else 0
-    watcher: asyncio.Task[str] | None = None
+    earlier = group.members() if group is not None else set()  # the task's services, already running
+    watcher: asyncio.Task[None] | None = None
     tripped: list[int] = []  # the budget watcher killed the command and is cleaning up after it
     if budget is not None:
         await budget.start()
@@ -260,13 +261,13 @@ async def _run_filtered(
                 await asyncio.wait({watcher})
             else:
                 watcher.cancel()
+        if tripped:  # the clean-up below must not race a killed process still finishing its write
+            await _until_gone(group, cap, earlier)
         if cap is not None:  # removed in the background: its last processes may take a moment to leave it
             cap.close_later()
     if net is not None:  # what the network rules and the proxy refused, so the worker sees why
         result.output += await net.finish()
-    if watcher is not None and watcher.done() and not watcher.cancelled() and watcher.exception() is None:
-        result.stopped = watcher.result()
-    elif budget is not None and await budget.over():
+    if budget is not None and (tripped or await budget.over()):
         result.stopped = await budget.exceeded()
     if group is not None and group.oom_kills() > oom_before and bounds is not None:
         result.output += (
@@ -274,6 +275,37 @@ async def _run_filtered(
             "the kernel killed a process of this command]"
         )
     return result
+
+
+def _pid_namespace(pid: int) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/pid")
+    except OSError:  # gone
+        return None
+
+
+async def _until_gone(
+    group: TaskCgroup | None, cap: PidsCap | None, earlier: set[int], wait_seconds: float = KILL_WAIT_SECONDS
+) -> None:
+    """Kill a stopped command's processes and wait until they are gone. They die with bwrap's PID namespace a moment
+    after the shell, and one of them may still be in the middle of a write. In the task's cgroup they are those in a
+    PID namespace none of the `earlier` processes (the task's services, each in a sandbox of its own) is in; otherwise
+    the command has a pids cgroup of its own."""
+    services = {_pid_namespace(pid) for pid in earlier}
+
+    def left() -> set[int]:
+        if group is not None:
+            return {pid for pid in group.members() if _pid_namespace(pid) not in services}
+        return cap.members() if cap is not None else set()
+
+    deadline = time.monotonic() + wait_seconds
+    while (pids := left()) and time.monotonic() < deadline:
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        await asyncio.sleep(0.02)
+    if pids:
+        log.warning("a command stopped for the disk budget still had processes after %.0f s", wait_seconds)
 
 
 async def confined_argv(

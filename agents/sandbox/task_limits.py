@@ -139,8 +139,9 @@ class DiskBudget:
         await self._walk()
         return self.grown > self.budget_bytes
 
-    async def watch(self, kill: Callable[[], None]) -> str:
-        """Poll until the budget is exceeded, then `kill` the command and return the sentence for the model."""
+    async def watch(self, kill: Callable[[], None]) -> None:
+        """Poll until the budget is exceeded, then `kill` the command and return. The caller cleans up (`exceeded`)
+        once the command's processes are gone: one still in the middle of a write would add to a file after it."""
         last_walk = time.monotonic()
         while True:
             await asyncio.sleep(POLL_SECONDS)
@@ -150,7 +151,7 @@ class DiskBudget:
                 last_walk = time.monotonic()
             if await self.over(force):
                 kill()
-                return await self.exceeded()
+                return
 
     async def exceeded(self) -> str:
         removed = await asyncio.to_thread(self._clean)
