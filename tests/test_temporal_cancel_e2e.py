@@ -181,6 +181,56 @@ async def test_a_cancel_while_the_runner_pushes_the_finished_task_ends_it_cancel
     assert sum(u.agent == "code-worker" for u in await tbot.runtime.store.usage_since(task.created_at, task_id=1)) == 2
 
 
+async def test_a_report_that_comes_after_the_cancel_stopped_waiting_still_counts_what_the_run_cost(
+    tbot: BotHarness, model: RoleScript, runners: Runners, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As above, but the runner's push is held until /cancel has stopped waiting for its report (the chat told the
+    task is cancelled): the report that comes then still has its usage and audit rows stored (the day's budget counts
+    what the run cost), and changes nothing else: the task stays cancelled, no summary is shown."""
+    from agents.engine import front
+    from agents.engine.branch_pushes import BranchPushes
+
+    monkeypatch.setattr(front, "CANCEL_WAIT_SECONDS", 0.2)
+    pushing, release = asyncio.Event(), asyncio.Event()
+    final = BranchPushes.final
+
+    async def held_final(self: BranchPushes, task: Any) -> tuple[bool, str | None]:
+        pushing.set()
+        await release.wait()
+        return await final(self, task)
+
+    monkeypatch.setattr(BranchPushes, "final", held_final)
+    runners.serve("a")
+    model.add("orchestrator", start_task("calc", "Fix add() in calc.py."), claude_says.text("Started."))
+    model.add(
+        "code",
+        claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"}),
+        claude_says.text("Fixed add()."),
+    )
+    tbot.say("fix add in calc")
+    run = await run_of(tbot, 1)
+    await asyncio.wait_for(pushing.wait(), 60)
+    tbot.tg.send_command(USER_ID, "/cancel 1")
+    said = await tbot.tg.await_for(lambda: message_with(tbot, "Task #1", "cancel"), timeout=30)
+    store = tbot.runtime.store
+    task = await store.get_task(1)
+    assert task.status is TaskStatus.CANCELLED, said.text
+    assert not await store.usage_since(task.created_at, task_id=1), "the report came before the cancel gave up on it"
+    release.set()
+    assert (await report_of(tbot, run)).status == "completed", "the runner had finished when the cancel came"
+
+    async def ended() -> bool:
+        return any(e.detail == f"ended {run}" for e in await store.task_events(1))
+
+    await until(ended)
+    used = await store.usage_since(task.created_at, task_id=1)
+    assert sum(u.agent == "code-worker" for u in used) == 2, used
+    assert await store.tool_calls(task_id=1), "the run's audit rows were not stored"
+    task = await store.get_task(1)
+    assert task.status is TaskStatus.CANCELLED, task.status
+    assert not message_with(tbot, "Fixed add()"), "no summary of a cancelled task"
+
+
 @cheap_tests
 async def test_a_cancel_while_its_runner_is_lost_hands_the_task_to_no_other(
     tbot: BotHarness, model: RoleScript, runners: Runners

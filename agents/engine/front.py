@@ -75,6 +75,7 @@ from agents.workspaces.folders import Workspaces
 log = logging.getLogger(__name__)
 
 CANCEL_WAIT_SECONDS = 8.0  # /cancel waits this long for the runner's report (under TaskQueue's re-cancel period)
+LATE_REPORT_SECONDS = 600.0  # then a report is still waited for this long in the background, for its usage
 REMOTE_SLOTS = 64  # tasks in flight from the bot's side; each runner's MAX_CONCURRENT_TASKS is the real limit
 ENDED_WITHOUT_REPORT = {
     WorkflowExecutionStatus.FAILED,
@@ -228,6 +229,7 @@ class TemporalEngine:
         self.attaching: dict[int, str] = {}  # re-attached tasks → the run followed (never a second start)
         self.stopping = False
         self._serving: asyncio.Task[None] | None = None
+        self._late: set[asyncio.Task[None]] = set()  # cancelled runs' reports still awaited (`_late_report`)
 
     # ---- TaskEngine --------------------------------------------------------------------------------
     def start(self) -> None:
@@ -262,6 +264,8 @@ class TemporalEngine:
         """The bot stops: the workflows go on (a restarted bot re-attaches); nothing here is left running."""
         self.stopping = True
         await self.queue.shutdown(timeout)
+        for late in list(self._late):
+            late.cancel()
         if self._serving is not None:
             self._serving.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -404,11 +408,31 @@ class TemporalEngine:
             if self.stopping:  # the workflow goes on; the next start of the bot re-attaches
                 raise
             await self.lines.poke(Poke(task.stored_id, "cancel"))
-            with contextlib.suppress(TimeoutError, Exception):
-                async with asyncio.timeout(CANCEL_WAIT_SECONDS):
-                    await self.reports.apply(task, run, as_cancelled(await asyncio.shield(self._result(handle))))
+            waiting = asyncio.ensure_future(self._result(handle))
+            try:
+                await asyncio.wait({waiting}, timeout=CANCEL_WAIT_SECONDS)
+            finally:  # not come yet: the cancel goes on without it, and what the run cost is counted when it comes
+                if not waiting.done():
+                    late = asyncio.create_task(self._late_report(task, run, waiting))
+                    self._late.add(late)
+                    late.add_done_callback(self._late.discard)
+            with contextlib.suppress(Exception):
+                if waiting.done():
+                    await self.reports.apply(task, run, as_cancelled(waiting.result()))
             raise
         await self.reports.apply(task, run, report)
+
+    async def _late_report(self, task: Task, run: str, waiting: asyncio.Future[TaskReport]) -> None:
+        """A cancelled run's report that came after /cancel stopped waiting: its usage and audit rows stored."""
+        try:
+            async with asyncio.timeout(LATE_REPORT_SECONDS):
+                report = await waiting
+            await self.reports.record_late(task, run, report)
+        except TimeoutError:
+            waiting.cancel()
+            log.warning("task %s: no report from its cancelled run %s within %.0f s", task.id, run, LATE_REPORT_SECONDS)
+        except Exception:
+            log.exception("task %s: the late report of its cancelled run %s could not be stored", task.id, run)
 
     async def _result(self, handle: WorkflowHandle[AgentTask, TaskReport]) -> TaskReport:
         """The workflow's report; waits through a cluster that is briefly unreachable. A workflow that ended without

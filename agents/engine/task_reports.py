@@ -116,22 +116,7 @@ class TaskReports:
         for idx, evidence in report.verified:
             if (number := parse_id(str(idx))) is not None:
                 await self.store.verify_criterion(task.stored_id, number, str(evidence))
-        own = {"id": None, "task_id": task.stored_id, "chat_id": task.chat_id}  # the rows are this task's, whatever
-        for row in report.usage:
-            try:
-                usage = UsageRecord.model_validate_json(row)
-            except ValueError:
-                log.warning("task %s: its runner reported a usage row the bot cannot read: skipped", task.id)
-                continue
-            counted = {name: max(0, getattr(usage, name)) for name in Usage.model_fields}  # never below zero
-            await self.store.record_usage(
-                usage.model_copy(update={**own, **counted, "user_id": task.user_id, "created_at": utcnow()})
-            )
-        for row in report.tool_calls:
-            try:
-                await self.store.record_tool_call(ToolCallRecord.model_validate_json(row).model_copy(update=own))
-            except ValueError:
-                log.warning("task %s: its runner reported an audit row the bot cannot read: skipped", task.id)
+        await self._rows(task, report)
         status, error = _ending(task, report)
         fields: dict[str, object] = {"status": status, "result": report.result, "error": error}
         proposal = await store_proposal(self.store, task, report.proposal) if report.proposal else None
@@ -148,6 +133,34 @@ class TaskReports:
             await self.store.reviews.save(task.stored_id, json.loads(report.review))
         await self.store.add_event(TaskEvent(task_id=task.id, kind=RUN_EVENT, detail=f"recorded {run}"))
         return status, error, proposal
+
+    async def _rows(self, task: Task, report: TaskReport) -> None:
+        """The run's usage and audit rows, stored as the task's own (its chat, its user), whatever the runner says."""
+        own = {"id": None, "task_id": task.stored_id, "chat_id": task.chat_id}
+        for row in report.usage:
+            try:
+                usage = UsageRecord.model_validate_json(row)
+            except ValueError:
+                log.warning("task %s: its runner reported a usage row the bot cannot read: skipped", task.id)
+                continue
+            counted = {name: max(0, getattr(usage, name)) for name in Usage.model_fields}  # never below zero
+            await self.store.record_usage(
+                usage.model_copy(update={**own, **counted, "user_id": task.user_id, "created_at": utcnow()})
+            )
+        for row in report.tool_calls:
+            try:
+                await self.store.record_tool_call(ToolCallRecord.model_validate_json(row).model_copy(update=own))
+            except ValueError:
+                log.warning("task %s: its runner reported an audit row the bot cannot read: skipped", task.id)
+
+    async def record_late(self, task: Task, run: str, report: TaskReport) -> None:
+        """The report of a cancelled task's run that came after the bot stopped waiting for it: only its usage and
+        audit rows are stored (the day's budget counts what the run cost), then the run is counted ended. The task is
+        cancelled and the chat told so already: its status, branch and summary are left as they are (the user may
+        have discarded it meanwhile)."""
+        if not await self._recorded(task, run):  # never `recorded`: a restart must not apply (and show) it again
+            await self._rows(task, report)
+        await self.store.add_event(TaskEvent(task_id=task.id, kind=RUN_EVENT, detail=f"ended {run}"))
 
     async def _tell(
         self,
