@@ -129,6 +129,43 @@ async def test_a_proposal_is_not_rejected_by_the_model_alone(bot: BotHarness, mo
     assert (await bot.runtime.store.get_proposal(1)).status is ProposalStatus.REJECTED, "the user's own words reject"
 
 
+async def test_a_new_research_leaves_the_pending_proposal_to_the_user(bot: BotHarness, model: RoleScript) -> None:
+    """The model started a second research on the same workspace on a plain "thanks": its proposal came, and the
+    one the user was deciding was withdrawn (superseded) without their asking. A new research now stands beside it."""
+    await hostile_proposal(bot, model)
+    model.add("research", claude_says.text("## Summary\nRewrite the logging.\n## Plan\n1. replace logging"))
+    again = claude_says.tool_use("start_research", {"workspace": "group-therapy", "request": "logging, again"})
+    await turn(bot, model, "thanks", again, done="Researching again.")
+    shown = await bot.tg.await_for(lambda: message_with(bot, "Proposal #2"), timeout=60)
+    store = bot.runtime.store
+    assert (await store.get_proposal(1)).status is ProposalStatus.PENDING, "the pending proposal was withdrawn"
+    assert [p.id for p in await store.pending_proposals(USER_ID)] == [1, 2]
+    assert "replacing" not in shown.text, shown.text
+
+
+async def test_a_proposal_is_not_reworked_by_the_model_alone(bot: BotHarness, model: RoleScript) -> None:
+    """A rework (start_research with refines) costs a research and replaces the proposal the user is looking at: on
+    "thanks" it is refused and the chat told; "refine it: use sqlite" reworks it at once."""
+    await hostile_proposal(bot, model)
+    rework = claude_says.tool_use("start_research", {"workspace": "group-therapy", "request": "x", "refines": 1})
+    await turn(bot, model, "thanks", rework, done="Reworking.")
+    await settle()
+    store = bot.runtime.store
+    refusal = tool_results(model, "orchestrator")[-1]
+    assert "not done: the user's message did not ask to rework proposal #1" in refusal, refusal
+    assert [t.id for t in await store.list_tasks(USER_ID)] == [1], "a research was started on the model's word"
+    assert (await store.get_proposal(1)).status is ProposalStatus.PENDING
+    assert message_with(bot, "The assistant wants to rework proposal #1", "Say so") is not None
+
+    model.add("research", claude_says.text("## Summary\nLog to sqlite.\n## Plan\n1. a sqlite handler"))
+    rework = claude_says.tool_use(
+        "start_research", {"workspace": "group-therapy", "request": "log to sqlite", "refines": 1}
+    )
+    await turn(bot, model, "refine it: use sqlite", rework, done="Reworking it.")
+    await bot.tg.await_for(lambda: message_with(bot, "Proposal #2", "replacing #1"), timeout=60)
+    assert (await store.get_proposal(1)).status is ProposalStatus.SUPERSEDED
+
+
 # ---- a running task: stopping it is the user's ---------------------------------------------------------------------
 
 

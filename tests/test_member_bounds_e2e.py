@@ -53,9 +53,11 @@ pytestmark = [
 ]
 
 
-async def member_turn(bot: BotHarness, model: RoleScript, *calls: dict, chat: int = GROUP, user: int = MEMBER) -> dict:
-    """One turn of `user` in `chat` whose model makes `calls`, one response each."""
-    return await team_turn(bot, model, list(calls), chat, user)
+async def member_turn(
+    bot: BotHarness, model: RoleScript, *calls: dict, chat: int = GROUP, user: int = MEMBER, words: str = "do it"
+) -> dict:
+    """One turn of `user` in `chat`, saying `words`, whose model makes `calls`, one response each."""
+    return await team_turn(bot, model, list(calls), chat, user, words)
 
 
 # ---- proposals ------------------------------------------------------------------------------------------------------
@@ -107,22 +109,42 @@ async def test_a_member_decides_and_reworks_only_the_proposals_they_asked_for(
     assert (await store.get_proposal(owners.stored_id)).status is ProposalStatus.PENDING
 
 
-async def test_a_new_proposal_supersedes_only_its_own_askers_older_one(team: BotHarness) -> None:
-    """A new proposal for a workspace replaces the asker's older pending one there, never another member's."""
+async def test_a_new_proposal_supersedes_only_the_one_it_reworks(team: BotHarness) -> None:
+    """A new proposal for a workspace leaves the pending ones there to their askers, its own asker's too (a research
+    the model started beside it withdraws nothing); it replaces the one it reworks, and a schedule's run the one its
+    schedule's earlier run left."""
     store = team.runtime.store
 
-    def research(user_id: int) -> Task:
+    def research(user_id: int, reworks: int | None = None, schedule_id: int | None = None) -> Task:
         return Task(
-            chat_id=GROUP, user_id=user_id, workspace="calc", worker=WorkerKind.RESEARCH, title="r", instructions="r"
+            chat_id=GROUP,
+            user_id=user_id,
+            workspace="calc",
+            worker=WorkerKind.RESEARCH,
+            title="r",
+            instructions="r",
+            reworks=reworks,
+            schedule_id=schedule_id,
         )
 
     owners = await store_proposal(store, research(OWNER), "## Plan\n1. The owner's.")
     members = await store_proposal(store, research(MEMBER), "## Plan\n1. The member's.")
     assert (owners.user_id, members.user_id) == (OWNER, MEMBER), "a proposal records who asked for it"
-    assert (await store.get_proposal(owners.stored_id)).status is ProposalStatus.PENDING
-    await store_proposal(store, research(MEMBER), "## Plan\n1. The member's, reworked.")
+    beside = await store_proposal(store, research(MEMBER), "## Plan\n1. The member's, about something else.")
+    assert [p.id for p in await store.pending_proposals(GROUP)] == [owners.id, members.id, beside.id]
+    await store_proposal(store, research(MEMBER, reworks=members.id), "## Plan\n1. The member's, reworked.")
     assert (await store.get_proposal(members.stored_id)).status is ProposalStatus.SUPERSEDED
+    assert (await store.get_proposal(beside.stored_id)).status is ProposalStatus.PENDING
     assert (await store.get_proposal(owners.stored_id)).status is ProposalStatus.PENDING
+
+    first_run = await store.add_task(
+        research(MEMBER, schedule_id=7).model_copy(update={"status": TaskStatus.COMPLETED})
+    )
+    runs = await store_proposal(store, first_run, "## Plan\n1. The schedule's first run.")
+    await store.update_task(first_run.stored_id, status=TaskStatus.COMPLETED, result=f"proposal #{runs.id}")
+    await store_proposal(store, research(MEMBER, schedule_id=7), "## Plan\n1. The schedule's next run.")
+    assert (await store.get_proposal(runs.stored_id)).status is ProposalStatus.SUPERSEDED
+    assert (await store.get_proposal(beside.stored_id)).status is ProposalStatus.PENDING
 
 
 async def test_an_owners_rework_of_a_members_proposal_replaces_it(team: BotHarness, model: RoleScript) -> None:
@@ -139,6 +161,7 @@ async def test_an_owners_rework_of_a_members_proposal_replaces_it(team: BotHarne
         model,
         claude_says.tool_use("start_research", {"workspace": "calc", "request": "and test", "refines": members.id}),
         user=OWNER,
+        words="rework it to add tests",
     )
     shown = await team.tg.await_for(lambda: said(team, GROUP, "📋 Proposal #"), timeout=HANG_GUARD)
     [new] = await store.pending_proposals(GROUP)

@@ -18,6 +18,7 @@ from agents.work.own_words import (
     REJECT,
     REMEMBER,
     RESUME,
+    REWORK,
     SCHEDULE,
     Decision,
     words_ask_for,
@@ -36,6 +37,13 @@ ASKING = [
     (APPROVE, "approve the group therapy one"),
     (REJECT, "no thanks, drop it"),
     (REJECT, "reject it"),
+    (REWORK, "refine it: use sqlite"),
+    (REWORK, "good, but skip the middleware part"),
+    (REWORK, "instead of writing retries by hand, use a library"),
+    (REWORK, "no, don't add a table; keep it in memory"),  # a "don't" that is itself the change asked for
+    (REWORK, "change the plan to cover the CLI too"),
+    (REWORK, "what about a simpler approach?"),
+    (REWORK, "yes, rework it"),
     (PULL_REQUEST, "open a PR"),
     (PULL_REQUEST, "push it to github"),
     (SCHEDULE, "every weekday at 9 run the tests in calc"),
@@ -76,6 +84,14 @@ NOT_ASKING = [
     (APPROVE, "don't implement it yet"),
     (REJECT, "thanks"),
     (REJECT, "don't reject it"),
+    (REWORK, "thanks"),
+    (REWORK, "go ahead"),
+    (REWORK, "yes"),
+    (REWORK, "looks good, implement it"),
+    (REWORK, "no thanks, drop it"),
+    (REWORK, "don't change it, approve it as is"),
+    (REWORK, "no need to refine it"),
+    (REWORK, "hmm, interesting"),
     (PULL_REQUEST, "thanks"),
     (PULL_REQUEST, "no need to open a PR"),
     (SCHEDULE, "thanks"),
@@ -108,5 +124,5 @@ def test_words_that_do_not_ask_for_the_decision(decision: Decision, said: str) -
 
 def test_no_words_decide_nothing() -> None:
     """A turn with no words of the user's (a forwarded message, a request from GitHub) decides none of them."""
-    everything = [MERGE, DISCARD, APPROVE, REJECT, PULL_REQUEST, SCHEDULE, PAUSE, RESUME, CANCEL_SCHEDULE, REMEMBER]
-    assert not any(words_ask_for("", d) for d in [*everything, FORGET, CREATE_WORKSPACE, CANCEL_TASK])
+    everything = [MERGE, DISCARD, APPROVE, REJECT, REWORK, PULL_REQUEST, SCHEDULE, PAUSE, RESUME, CANCEL_SCHEDULE]
+    assert not any(words_ask_for("", d) for d in [*everything, REMEMBER, FORGET, CREATE_WORKSPACE, CANCEL_TASK])

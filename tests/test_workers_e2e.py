@@ -150,7 +150,8 @@ async def test_go_ahead_approves_and_refinement_supersedes(bot: BotHarness, mode
             "start_research",
             {
                 "workspace": "group-therapy",
-                "request": "refine proposal #1: keep modularisation, skip the middleware part",
+                "request": "keep modularisation, skip the middleware part",
+                "refines": 1,
             },
         ),
         claude_says.text("Refining."),

@@ -50,7 +50,8 @@ Proposals:
   itself
   (a different approach, a new part to study, a larger or different scope) need new research:
   start_research(workspace, request, refines=id); the research worker sees the old proposal whole, and the
-  new proposal replaces it.
+  new proposal replaces it. Rework only when the user asks for a change; research on something else while a
+  proposal waits goes without refines, and that proposal stays pending.
 - When the user declines ("no", "forget it", "reject"), call reject_proposal (with the id if several).
 
 Tasks: list_tasks shows them; cancel_task(task_id) stops one ("stop the refactor"); message_task(task_id, text)

@@ -1,17 +1,18 @@
 """The user's own words of a chat turn, read for the decisions that are theirs alone.
 
-A merge or a discard, a proposal approved or rejected, a pull request opened (the owner's code published), a
-schedule made, paused, resumed or cancelled, a standing note kept (it reaches every later worker) or forgotten, a
-workspace created, a running task cancelled: when the orchestrator calls one of these in a chat turn, it happens only
-if the words the user wrote or spoke in that turn ask for it, or agree to it (a "yes" to "shall I merge #7?"). A
-worker's report, a proposal, a file, a page or a forwarded message may tell the model to call any tool, and a model
-would; the turn's own words are the user's. Otherwise the call is refused and the chat is told what the assistant
-wanted, with the buttons that decide it where there are some. A button, the review page, a schedule's run and the bot
-itself act outside a turn and are never asked.
+A merge or a discard, a proposal approved, rejected or reworked (a new research that replaces it), a pull request
+opened (the owner's code published), a schedule made, paused, resumed or cancelled, a standing note kept (it reaches
+every later worker) or forgotten, a workspace created, a running task cancelled: when the orchestrator calls one of
+these in a chat turn, it happens only if the words the user wrote or spoke in that turn ask for it, or agree to it (a
+"yes" to "shall I merge #7?"). A worker's report, a proposal, a file, a page or a forwarded message may tell the model
+to call any tool, and a model would; the turn's own words are the user's. Otherwise the call is refused and the chat
+is told what the assistant wanted, with the buttons that decide it where there are some. A button, the review page, a
+schedule's run and the bot itself act outside a turn and are never asked.
 
 The reading is generous on purpose (a miss costs the user a tap or a sentence) but not blind: words that refuse the
 decision ("thanks, but don't merge it yet", "no need to open a PR") never pass, and a bare "ok" agrees only when
-nothing in the message says no or wait.
+nothing in the message says no or wait. A rework alone takes words that ask for a change ("use sqlite", "skip the
+middleware part"): said to a proposal, a bare "yes" or "go ahead" approves it.
 """
 
 from __future__ import annotations
@@ -34,13 +35,19 @@ def _words(alternatives: str) -> re.Pattern[str]:
 
 @dataclass(frozen=True)
 class Decision:
-    """One of the user's decisions: the verb the chat reads ("merge"), the words that ask for it, and the button that
-    decides it where there is one (else `example`: words that would ask for it, for the chat's notice)."""
+    """One of the user's decisions: the verb the chat reads ("merge"), the words that ask for it (a word before them
+    can refuse it), and the button that decides it where there is one (else `example`: words that would ask for it,
+    for the chat's notice)."""
 
     verb: str
     asks: re.Pattern[str]
     button: str = ""
     example: str = ""
+    # words that say what the decision would do rather than name it ("use sqlite", "don't add a table" ask for a
+    # rework): they ask for it wherever they stand, a "don't" before them being part of what they ask
+    describes: re.Pattern[str] | None = None
+    # whether a bare agreement ("yes", "go ahead") decides it; not a rework: said to a proposal, those approve it
+    agreeing_decides: bool = True
 
 
 MERGE = Decision("merge", _words(r"merg\w*|land\w*|ship\w*|integrat\w*|accept\w*|apply|pull it in"), "Merge")
@@ -67,6 +74,21 @@ REJECT = Decision(
         r"no thanks|not interested|cancel\w*|abandon\w*|pass on it"
     ),
     "Reject",
+)
+# A rework: a new research whose proposal replaces the one the user is deciding; the words ask for a change to it
+REWORK = Decision(
+    "rework",
+    _words(
+        r"chang\w*|refin\w*|rework\w*|re-?do\w*|revis\w*|re-?think\w*|adjust\w*|tweak\w*|modif\w*|amend\w*|"
+        r"alter\w*|edit\w*|re-?writ\w*|updat\w*|improv\w*|differen\w*|alternativ\w*|another (?:way|approach|plan|take)"
+    ),
+    example="rework it: use sqlite instead",
+    agreeing_decides=False,
+    describes=_words(
+        r"us(?:e|es|ing)|add\w*|skip\w*|without|leave (?:\w+ )?out|exclud\w*|includ\w*|instead|rather|switch\w*|"
+        r"replac\w*|prefer\w*|what about|how about|what if|try|simpl\w*|smaller|bigger|larger|narrow\w*|focus\w*|"
+        r"split\w*"
+    ),
 )
 PULL_REQUEST = Decision(
     "open a pull request for",
@@ -158,8 +180,9 @@ _CLAUSES = re.compile(r"[.,;:!?()\n—–]+|\s-\s|\b(?:but|though|although|howev
 
 def words_ask_for(said: str, decision: Decision) -> bool:
     """Whether the user's words ask for the decision, or agree to it: a word that asks for it, in a clause where no
-    word before it refuses it; or a word that agrees, in a message where nothing says no. Any clause refusing it
-    ("…, but don't merge it yet") decides against, whatever else the message says."""
+    word before it refuses it; a word that describes it (`Decision.describes`); or, where agreeing decides it, a word
+    that agrees, in a message where nothing says no. Any clause refusing it ("…, but don't merge it yet") decides
+    against, whatever else the message says."""
     text = said.replace("’", "'").replace("‘", "'")
     asked = False
     for clause in _CLAUSES.split(text):
@@ -167,7 +190,10 @@ def words_ask_for(said: str, decision: Decision) -> bool:
             if _REFUSES.search(clause[: match.start()]):
                 return False
             asked = True
-    return asked or (_AGREES.search(text) is not None and _REFUSES.search(text) is None)
+    if asked or (decision.describes is not None and decision.describes.search(text)):
+        return True
+    agrees = decision.agreeing_decides and _AGREES.search(text) is not None
+    return agrees and _REFUSES.search(text) is None
 
 
 async def decided_by_own_words(

@@ -1,15 +1,19 @@
-"""A research task's proposal: stored (superseding the chat's older pending ones for that workspace) and shown with
-Approve / Reject; the Temporal engine's front shows a runner's proposals the same way."""
+"""A research task's proposal: stored (superseding only the one it reworks, or its schedule's last run's) and shown
+with Approve / Reject; the Temporal engine's front shows a runner's proposals the same way."""
 
 from __future__ import annotations
 
+import re
+
 from agents.core.actions import Action, Button, button
-from agents.core.models import ChatMessage, Delivery, Proposal, ProposalStatus, Task
+from agents.core.models import ChatMessage, Delivery, Proposal, ProposalStatus, Task, TaskStatus
 from agents.core.protocols import Outbox
 from agents.core.text import quoted
 from agents.store.database import Store
 from agents.store.delivery import owed
 from agents.store.shown import PROPOSAL, remember_shown
+
+SCHEDULE_RUNS_LOOKED_AT = 100  # a schedule's last run among the conversation's newest completed tasks
 
 
 def proposal_buttons(proposal_id: int) -> list[list[Button]]:
@@ -22,15 +26,15 @@ def scheduled_note(task: Task, before: str = "") -> str:
 
 
 async def store_proposal(store: Store, task: Task, body: str) -> Proposal:
-    """A research task's proposal, stored as its starter's; the older pending proposals the same user asked for in
-    the chat for that workspace are superseded (in a group, another member's proposal stays theirs to decide), and so
-    is the one the research reworked, whoever asked for it (its starter was allowed to rework it)."""
+    """A research task's proposal, stored as its starter's. It supersedes the proposal the research reworked, whoever
+    asked for it (its starter was allowed to, and the user's own words asked for the change: own_words.REWORK), and a
+    schedule's run supersedes what its schedule's earlier runs left pending. Nothing else: a pending proposal is the
+    user's to decide, and a new research beside it (which the model may start on any message) leaves it pending."""
+    replaced = {task.reworks} if task.reworks is not None else set()
+    if task.schedule_id is not None:
+        replaced |= await _earlier_runs(store, task)
     for old in await store.pending_proposals(task.chat_id):
-        if (
-            old.workspace == task.workspace
-            and old.id is not None
-            and (old.asker == task.user_id or old.id == task.reworks)
-        ):
+        if old.workspace == task.workspace and old.id is not None and old.id in replaced:
             await store.decide_proposal(old.id, ProposalStatus.SUPERSEDED)
     return await store.add_proposal(
         Proposal(
@@ -42,6 +46,14 @@ async def store_proposal(store: Store, task: Task, body: str) -> Proposal:
             supersedes=task.reworks,
         )
     )
+
+
+async def _earlier_runs(store: Store, task: Task) -> set[int]:
+    """The proposals the earlier runs of `task`'s schedule wrote (a research task's result names its proposal),
+    among the conversation's latest completed tasks."""
+    done = await store.list_tasks(task.chat_id, [TaskStatus.COMPLETED], limit=SCHEDULE_RUNS_LOOKED_AT)
+    runs = [t for t in done if t.schedule_id == task.schedule_id and t.id != task.id]
+    return {int(m.group(1)) for t in runs if (m := re.fullmatch(r"proposal #(\d+)", t.result or ""))}
 
 
 def proposal_text(task: Task, proposal: Proposal) -> str:

@@ -20,6 +20,7 @@ from agents.git.repository import branch_exists
 from agents.store.database import Store
 from agents.work import crew_texts
 from agents.work.access import Access, task_number
+from agents.work.own_words import REWORK
 from agents.work.turn_scope import begin_turn, current_turn, end_turn
 from agents.workspaces.folders import Workspace
 
@@ -168,13 +169,16 @@ class WorkStarts:
     ) -> str:
         """Start the read-only research worker on a workspace; it writes a proposal that is shown to the user with
         Approve/Reject buttons. Use for improvement/refactor/review requests, and to rework a proposal (pass its id
-        as refines: the worker then sees that proposal whole and the new one replaces it)."""
+        as refines: the worker then sees that proposal whole and the new one replaces it; only when the user asked
+        for a change). Without refines, the proposals still pending stay pending beside the new one."""
         self.access.hands_nothing_of_the_chat(caller, proposal=refines is not None, attachments=attachments)
         await self.access.check_budget()
         instructions = request
         if refines is not None:
             old = await self.access.chat_proposal(caller.chat_id, refines)
             self.access.decides(caller, old, "rework")
+            # the new proposal replaces the one the user is deciding: their own words must ask for a change
+            await self.access.asked_for(caller, REWORK, f"**proposal #{old.id}**")
             workspace = old.workspace
             instructions = crew_texts.refine_request(request, old)
         ws = await self.access.workspace_for(caller, workspace, f"research: {request}")

@@ -60,13 +60,18 @@ def tool_results(body: dict[str, Any]) -> list[str]:
 
 
 async def team_turn(
-    bot: BotHarness, model: RoleScript, replies: list[dict[str, Any]], chat: int = GROUP, user: int = MEMBER
+    bot: BotHarness,
+    model: RoleScript,
+    replies: list[dict[str, Any]],
+    chat: int = GROUP,
+    user: int = MEMBER,
+    words: str = "do it",
 ) -> dict[str, Any]:
-    """One turn of `user` in `chat` whose model answers with `replies` (each a response, tool calls or text), then a
-    closing text; the last request the model got (every tool result in it)."""
+    """One turn of `user` in `chat`, saying `words`, whose model answers with `replies` (each a response, tool calls
+    or text), then a closing text; the last request the model got (every tool result in it)."""
     marker = f"TURN-DONE-{len(model.requests['orchestrator'])}"
     model.add("orchestrator", *replies, claude_says.text(marker))
-    text = "@test_bot do it" if chat < 0 else "do it"
+    text = f"@test_bot {words}" if chat < 0 else words
     bot.tg.send_text(user, text, chat_id=chat if chat < 0 else None, username=f"u{user}")
     await bot.tg.await_for(lambda: said(bot, chat, marker), timeout=HANG_GUARD)
     return model.requests["orchestrator"][-1]
