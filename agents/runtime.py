@@ -107,6 +107,7 @@ class Runtime:
     github_catch_up: asyncio.Future[None] | None = None  # webhook events a stopped bot acknowledged, handled at start
     turns: UserTurns = field(default_factory=UserTurns)
     start_up: asyncio.Task[None] | None = None  # the deferred start-up work (see the module's docstring)
+    decisions: asyncio.Task[None] | None = None  # Merges and Discards a kill cut short, told (they may wait on git)
     sandbox_probe: asyncio.Task[None] | None = None  # does bwrap confine commands here? (a warning if not)
     start_up_seconds: dict[str, float] = field(default_factory=dict)  # what each part of it took
 
@@ -348,6 +349,19 @@ class Runtime:
             stored = await self.deliveries.end_owing(n, {"status": TaskStatus.INTERRUPTED.value}, told, notice)
             await self.deliveries.send_stored(stored)
         self.interrupted = []
+        self.decisions = asyncio.create_task(self._tell_cut_short_decisions(), name="cut-short-decisions")
+
+    async def _tell_cut_short_decisions(self) -> None:
+        """Each Merge or Discard a kill cut short, told to its task's chat as git shows it ended (a killed bot's
+        merge is waited for: off the way to the first poll)."""
+        for decision in await self.store.open_decisions.cut_short():
+            try:
+                notice = await self.crew.branches.cut_short(decision)
+            except Exception:  # its record stays: the next start tries again
+                log.exception("task #%d: the %s a kill cut short was not told", decision.task_id, decision.decision)
+                continue
+            if notice is not None:
+                await self.deliveries.send_stored(notice)
 
     async def status_text(self, chat_id: int) -> str:
         lines = [
@@ -403,10 +417,11 @@ class Runtime:
             self.github_catch_up.cancel()
         if self.sandbox_probe is not None and not self.sandbox_probe.done():
             self.sandbox_probe.cancel()
-        if self.start_up is not None and not self.start_up.done():
-            self.start_up.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self.start_up
+        for started in (self.start_up, self.decisions):
+            if started is not None and not started.done():
+                started.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await started
         await self.stop_workers()
         if self.pull_requests is not None:
             await self.pull_requests.close()

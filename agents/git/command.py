@@ -140,9 +140,10 @@ async def _exec_git(
     timeout: float,
     stdin: bytes | None = None,
     whole: bool = False,
+    held: int | None = None,
 ) -> GitOutput:
     if whole:
-        return await _exec_git_whole(argv, cwd, env, timeout)
+        return await _exec_git_whole(argv, cwd, env, timeout, held)
     try:
         proc = await asyncio.create_subprocess_exec(
             "git",
@@ -169,16 +170,27 @@ async def _exec_git(
     )
 
 
-async def _exec_git_whole(argv: list[str], cwd: Path, env: Mapping[str, str], timeout: float) -> GitOutput:
+async def _exec_git_whole(
+    argv: list[str], cwd: Path, env: Mapping[str, str], timeout: float, held: int | None = None
+) -> GitOutput:
     """A git call that must end whole once started (a merge into the owner's checkout): its output goes to files,
     not pipes, so a bot killed meanwhile (SIGKILL, the machine's OOM killer) leaves git writing to a file rather than
     dying of SIGPIPE on its first line ("Auto-merging …") with the merged files uncommitted on the owner's HEAD; and a
     cancelled caller (the bot shutting down) leaves it to finish rather than killing it halfway. Only a timeout ends
-    it early."""
+    it early. `held`: a descriptor git keeps open as long as it runs (a lock the caller took: merge.merge_lock), so a
+    bot started after a kill can tell when a merge its predecessor began has ended."""
+    kept = (held,) if held is not None else ()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         try:
             proc = await asyncio.create_subprocess_exec(
-                "git", *argv, cwd=str(cwd), env=dict(env), stdin=asyncio.subprocess.DEVNULL, stdout=out, stderr=err
+                "git",
+                *argv,
+                cwd=str(cwd),
+                env=dict(env),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                pass_fds=kept,
             )
         except (FileNotFoundError, NotADirectoryError, PermissionError) as error:
             raise GitError(f"cannot run git in {cwd}: {error.strerror or error}") from None
@@ -345,11 +357,13 @@ async def run_git(
     extra_env: Mapping[str, str] | None = None,
     stdin: bytes | None = None,
     whole: bool = False,
+    held: int | None = None,
 ) -> GitOutput:
     """Run `git <args>` in `cwd`, hardened as described above; its exit code and output, whatever the exit code.
 
     The one git command of the product: repo_map and doctor use it too. `stdin` is fed to git's standard input.
-    `whole`: a call that must finish once started, whatever becomes of the bot (`_exec_git_whole`; no `stdin`).
+    `whole`: a call that must finish once started, whatever becomes of the bot (`_exec_git_whole`; no `stdin`), and
+    `held` a descriptor it keeps open while it runs.
     A checkout whose `.git` the bot refuses to follow (`_named_git_dir`) answers as git does where there is no
     repository: exit code 128 and why.
     """
@@ -357,7 +371,7 @@ async def run_git(
         argv, env = await _prepared(args, Path(cwd), identity, extra_env)
     except GitError as err:
         return GitOutput(128, "", f"fatal: {err}")
-    return await _exec_git(argv, Path(cwd), env, timeout, stdin, whole=whole)
+    return await _exec_git(argv, Path(cwd), env, timeout, stdin, whole=whole, held=held)
 
 
 async def stream_git(

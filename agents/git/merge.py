@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from agents.core.text import some_of
-from agents.git.command import GitIdentity, git_succeeds, git_text, run_git, split_nul
+from agents.git.command import GIT_TIMEOUT_SECONDS, GitIdentity, git_succeeds, git_text, run_git, split_nul
 from agents.git.locks import bot_writes
 from agents.git.repository import branch_exists, current_branch, rev_parse
 from agents.git.worktrees import TaskWorktree
@@ -22,7 +24,42 @@ class MergeResult:
     sha: str | None = None  # the merge commit (or the base branch head when there was nothing to merge)
 
 
-async def merge_task_branch(worktree: TaskWorktree, identity: GitIdentity | None = None) -> MergeResult:
+async def merge_lock(path: Path, timeout: float = GIT_TIMEOUT_SECONDS) -> int | None:
+    """`path` opened and locked (flock, exclusive), the descriptor to hand the merge's git (`run_git(held=)`), which
+    keeps the lock as long as it runs, past the bot's death; an earlier holder (a killed bot's merge still running)
+    is waited for, at most `timeout`: None when it still holds the lock then."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                os.close(fd)
+                return None
+            await asyncio.sleep(0.1)
+
+
+def merge_unlock(path: Path, fd: int) -> None:
+    """The lock `merge_lock` took let go, its file removed (the caller's branch lock keeps anyone else from it)."""
+    path.unlink(missing_ok=True)
+    os.close(fd)
+
+
+async def merge_ended(path: Path, timeout: float = GIT_TIMEOUT_SECONDS) -> bool:
+    """Whether no merge holds the lock at `path` (a killed bot's git merge has ended), waiting at most `timeout`."""
+    fd = await merge_lock(path, timeout)
+    if fd is None:
+        return False
+    merge_unlock(path, fd)
+    return True
+
+
+async def merge_task_branch(
+    worktree: TaskWorktree, identity: GitIdentity | None = None, lock: Path | None = None
+) -> MergeResult:
     """Merge the task branch into its base branch in the main checkout (`--no-ff`), or refuse and say why.
 
     Refuses without touching anything when the main checkout is not on the base branch, has uncommitted changes to
@@ -32,7 +69,23 @@ async def merge_task_branch(worktree: TaskWorktree, identity: GitIdentity | None
     place of an ignored folder). Where the merge writes is read from the merge done first in the object store
     (`git merge-tree`), so a conflict is reported before the checkout is touched; should the real merge still stop
     on one, it is aborted and the conflicting files are reported. Nothing is ever forced.
+
+    `lock`: a file the merge's git holds locked while it runs (`merge_lock`), so a bot killed meanwhile is followed
+    by one that knows when that merge has ended (`merge_ended`); a merge of the same branch still running is waited
+    for before anything is looked at.
     """
+    if lock is None:
+        return await _merge(worktree, identity, None)
+    held = await merge_lock(lock)
+    if held is None:
+        return MergeResult(False, f"not merged: an earlier merge of {worktree.branch} is still running; try later")
+    try:
+        return await _merge(worktree, identity, held)
+    finally:
+        merge_unlock(lock, held)
+
+
+async def _merge(worktree: TaskWorktree, identity: GitIdentity | None, held: int | None) -> MergeResult:
     repo, branch, base = worktree.repo, worktree.branch, worktree.base_branch
     async with bot_writes(repo):
         if not await branch_exists(repo, branch):
@@ -106,6 +159,7 @@ async def merge_task_branch(worktree: TaskWorktree, identity: GitIdentity | None
             cwd=repo,
             identity=identity,
             whole=True,
+            held=held,
         )
         if result.exit_code == 0:
             sha = await rev_parse(repo, "HEAD")

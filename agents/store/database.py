@@ -24,6 +24,7 @@ from agents.store.incoming_updates import IncomingUpdates
 from agents.store.kept_messages import KeptMessages
 from agents.store.messages import ChatHistory
 from agents.store.migrations import MIGRATIONS
+from agents.store.open_decisions import OpenDecisions
 from agents.store.open_turns import OpenTurns
 from agents.store.outbox import OutboxTable
 from agents.store.proposals import ProposalTable
@@ -143,6 +144,11 @@ class Store(ChatHistory, AttachmentTable, ProposalTable, TaskTable, ToolCallTabl
     def open_turns(self) -> OpenTurns:
         """The chat turns under way (one left at start-up was cut short)."""
         return OpenTurns(self)
+
+    @property
+    def open_decisions(self) -> OpenDecisions:
+        """The Merges and Discards under way (one left at start-up was cut short)."""
+        return OpenDecisions(self)
 
     @property
     def incoming_updates(self) -> IncomingUpdates:

@@ -464,6 +464,15 @@ MIGRATIONS: list[str] = [
         moved_at TEXT NOT NULL
     );
     """,
+    # the owners' decisions on a task's branch under way (agents/store/open_decisions.py): one left at start-up was
+    # cut short by a kill, and the task's chat is told what git shows became of the branch
+    """
+    CREATE TABLE open_decisions (
+        task_id INTEGER PRIMARY KEY,
+        decision TEXT NOT NULL,
+        started_at TEXT NOT NULL
+    );
+    """,
 ]
 
 LATEST_VERSION = len(MIGRATIONS)

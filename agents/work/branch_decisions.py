@@ -1,7 +1,9 @@
 """What becomes of a task's branch, by its buttons or the tools: Merge, Diff, Discard, Open PR, Fix CI and Resume
 (the discard_task and open_pull_request tools are defined here; merge_task in attempt_decisions.py).
 Merge, Discard and Open PR are owners' decisions (a member's request goes to the owners with the task's buttons); a
-task still running is never merged, whichever way the merge is asked for."""
+task still running is never merged, whichever way the merge is asked for. A Merge or Discard is on record
+(store/open_decisions.py) while its git work runs: one a kill cut short is told to the task's chat at the next start
+(`cut_short`), as git shows it ended."""
 
 from __future__ import annotations
 
@@ -12,17 +14,19 @@ from pathlib import Path
 from typing import BinaryIO
 
 from agents.core.errors import ToolError
-from agents.core.models import Caller, Task, TaskEvent, TaskStatus
+from agents.core.models import Caller, Delivery, Task, TaskEvent, TaskStatus
 from agents.core.protocols import TaskEngine
 from agents.core.settings import Settings
 from agents.core.text import human_size
 from agents.core.work_tools import TaskId, work_tool
 from agents.git import diff as git_diff
-from agents.git.command import GitError, git_succeeds
-from agents.git.merge import MergeResult, merge_task_branch
-from agents.git.repository import commits_by_others, rev_parse
+from agents.git.command import GitError, git_succeeds, git_text
+from agents.git.merge import MergeResult, merge_ended, merge_task_branch
+from agents.git.repository import branch_exists, commits_by_others, rev_parse
 from agents.git.worktrees import TaskWorktree, discard_task_worktree
 from agents.store.database import Store
+from agents.store.delivery import owed
+from agents.store.open_decisions import OpenDecision
 from agents.work.access import Access, git_identity, task_number
 from agents.work.own_words import DISCARD, MERGE, PULL_REQUEST, Decision
 from agents.work.pull_requests import PullRequests
@@ -30,6 +34,8 @@ from agents.work.steering import READ_EVENT, unread_notes
 from agents.work.task_outcome import branch_buttons, pull_request_buttons
 from agents.work.work_starts import WorkStarts
 from agents.workspaces.folders import Workspaces
+
+MERGED_EVENT = "merged"  # a task event: its branch was merged (detail: "<branch> into <base> (<merge commit>)")
 
 
 class BranchDecisions:
@@ -92,9 +98,79 @@ class BranchDecisions:
                 raise ToolError(f"task #{task.id} is still {task.status.value}; merge it when it has ended")
             await self._owner_decision(caller, task, MERGE)
             await self._alone_on_its_branch(task, "merge")
-            result = await merge_task_branch(self._worktree(task), git_identity(self.settings))
+            task_id, tree = task_number(task), self._worktree(task)
+            await self.store.open_decisions.begin(task_id, MERGE.verb)  # a kill from here on is told at the next start
+            try:
+                result = await merge_task_branch(tree, git_identity(self.settings), self._merge_lock(task_id))
+            except Exception:
+                await self.store.open_decisions.end(task_id)
+                raise
+            merged = self._merged_event(task_id, tree, result.sha) if result.ok and result.sha else None
+            await self.store.open_decisions.end(task_id, merged)
         await self.access.tell_task_chat(caller, task, result.message)
         return result
+
+    def _merge_lock(self, task_id: int) -> Path:
+        """The file the task's merge holds locked while its git runs (git/merge.py `merge_lock`)."""
+        return self.settings.paths.data_dir / "merging" / f"task-{task_id}"
+
+    @staticmethod
+    def _merged_event(task_id: int, tree: TaskWorktree, sha: str) -> TaskEvent:
+        return TaskEvent(task_id=task_id, kind=MERGED_EVENT, detail=f"{tree.branch} into {tree.base_branch} ({sha})")
+
+    async def cut_short(self, decision: OpenDecision) -> Delivery | None:
+        """At start-up: a Merge or Discard a kill cut short (store/open_decisions.py), ended by what git shows (a
+        killed bot's merge, which runs on, is waited for first): merged, the task marked so and its chat told as a
+        merge tells it; not merged, the chat told so and given the task's buttons again. Nothing is merged or deleted
+        here. The notice, stored in the outbox with the record's end, for the caller to send."""
+        task = await self.store.get_task(decision.task_id)
+        if task is None or not task.branch or not task.base_commit:
+            await self.store.open_decisions.end(decision.task_id)
+            return None
+        async with self._branch_lock(task):  # a press of the old buttons meanwhile waits for this
+            if decision.decision == MERGE.verb:
+                return await self._merge_cut_short(task)
+            return await self._discard_cut_short(task)
+
+    async def _merge_cut_short(self, task: Task) -> Delivery:
+        task_id, tree = task_number(task), self._worktree(task)
+        ended = await merge_ended(self._merge_lock(task_id))  # the killed bot's git merge outlives it: waited for
+        sha = await self._merge_commit(task) if await self._merged_already(task) else None
+        if sha is None:
+            how = "the merge did not happen" if ended else "its merge has still not ended"
+            text = (
+                f"⚠️ The bot stopped while merging **task #{task_id}**, and {how}: `{tree.base_branch}` does not "
+                f"hold its branch `{tree.branch}`. Merge it again?"
+            )
+            notice = owed(task.chat_id, text, buttons=branch_buttons(task_id, task.status), task_id=task_id)
+            return await self._ended(task_id, None, notice)
+        # what a merge that was not cut short says (git/merge.py)
+        text = f"merged {tree.branch} into {tree.base_branch} ({sha[:8]})"
+        return await self._ended(task_id, self._merged_event(task_id, tree, sha), owed(task.chat_id, text))
+
+    async def _merge_commit(self, task: Task) -> str:
+        """The commit of the base branch that brought the task's branch in: the first merge after its head."""
+        repo, base = self.workspaces.resolve(task.workspace).path, f"refs/heads/{task.base_branch or 'main'}"
+        head = await rev_parse(repo, f"refs/heads/{task.branch}")
+        found = await git_text("rev-list", "--ancestry-path", "--merges", "--reverse", f"{head}..{base}", cwd=repo)
+        return (found.split() or [await rev_parse(repo, base)])[0]
+
+    async def _discard_cut_short(self, task: Task) -> Delivery:
+        task_id, tree = task_number(task), self._worktree(task)
+        if not await branch_exists(tree.repo, tree.branch):
+            text = f"Task #{task_id} was discarded; its branch `{tree.branch}` was deleted."
+            return await self._ended(task_id, None, owed(task.chat_id, text))
+        text = (
+            f"⚠️ The bot stopped while discarding **task #{task_id}**, and its branch `{tree.branch}` is still there. "
+            "Discard it again?"
+        )
+        notice = owed(task.chat_id, text, buttons=branch_buttons(task_id, task.status), task_id=task_id)
+        return await self._ended(task_id, None, notice)
+
+    async def _ended(self, task_id: int, event: TaskEvent | None, notice: Delivery) -> Delivery:
+        ended = await self.store.open_decisions.end(task_id, event, notice)
+        assert ended is not None
+        return ended
 
     def _branch_lock(self, task: Task) -> contextlib.AbstractAsyncContextManager[object]:
         """The lock of the task's branch (none to take for a task without one)."""
@@ -190,6 +266,17 @@ class BranchDecisions:
                 f"task #{task.id} was merged into {task.base_branch or 'main'} already: there is nothing to discard"
             )
         task_id = task_number(task)
+        await self.store.open_decisions.begin(task_id, DISCARD.verb)  # a kill from here on is told at the next start
+        try:
+            text = await self._discarded(task_id, task)
+        except Exception:
+            await self.store.open_decisions.end(task_id)
+            raise
+        await self.store.open_decisions.end(task_id)
+        await self.access.tell_task_chat(caller, task, text)
+        return text
+
+    async def _discarded(self, task_id: int, task: Task) -> str:
         if task.status.is_cancellable:
             await self.engine.cancel(task_id)
             task = await self.access.task(task_id)  # a worker may have made its branch meanwhile
@@ -203,7 +290,6 @@ class BranchDecisions:
             problem = await self.engine.drop_branch(task)  # where a runner pushed it (TASK_ENGINE=temporal)
             if problem:
                 text += f" But {problem}."
-        await self.access.tell_task_chat(caller, task, text)
         return text
 
     @work_tool(name="open_pull_request")
