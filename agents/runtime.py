@@ -218,7 +218,9 @@ class Runtime:
                 "proposals approved without a task (the bot was killed in between) are pending again: %s",
                 ", ".join(f"#{n}" for n in repaired),
             )
-        interrupted = await store.list_tasks(statuses=[TaskStatus.INTERRUPTED], limit=20)
+        # all of them, not the newest few: one told at an earlier start and never acted on stays interrupted, and
+        # enough of those must not hide an older task this kill interrupted (nor, on Temporal, its running workflow)
+        interrupted = await store.list_tasks(statuses=[TaskStatus.INTERRUPTED], limit=None)
         followed = await engine.reattach(interrupted)  # TASK_ENGINE=temporal: their workflows may still run
         runtime = cls(
             settings,

@@ -93,8 +93,9 @@ class TaskTable(Connection):
         )
 
     async def list_tasks(
-        self, chat_id: int | None = None, statuses: Iterable[TaskStatus] | None = None, limit: int = 20
+        self, chat_id: int | None = None, statuses: Iterable[TaskStatus] | None = None, limit: int | None = 20
     ) -> list[Task]:
+        """The tasks, newest first: at most `limit` (None: all of them)."""
         where: list[str] = []
         params: list[Any] = []
         if chat_id is not None:
@@ -105,7 +106,8 @@ class TaskTable(Connection):
             where.append(f"status IN ({', '.join('?' for _ in values)})")
             params.extend(values)
         clause = f"WHERE {' AND '.join(where)}" if where else ""
-        return await self.fetch(Task, f"SELECT * FROM tasks {clause} ORDER BY id DESC LIMIT ?", (*params, limit))
+        most = -1 if limit is None else limit  # SQLite: a negative LIMIT is none
+        return await self.fetch(Task, f"SELECT * FROM tasks {clause} ORDER BY id DESC LIMIT ?", (*params, most))
 
     async def claim_next_task(self) -> Task | None:
         """Atomically move the best pending task (priority, then age) to in_progress and return it."""
