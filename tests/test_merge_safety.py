@@ -63,6 +63,24 @@ async def test_a_merge_never_overwrites_an_ignored_file_of_the_owner(repo: Path,
     assert (repo / "notes.txt").read_text() == PRECIOUS
 
 
+async def test_a_merge_goes_through_a_lock_a_killed_git_left_and_never_one_a_live_git_holds(
+    repo: Path, worktrees_dir: Path
+) -> None:
+    """A merge killed with the whole bot left `.git/index.lock`: the next Merge removes it (no process has it open)
+    rather than failing on it for ever; a lock some git still holds open is left alone, and the merge refused."""
+    wt = await create_task_worktree(repo, 1, "feature", worktrees_dir=worktrees_dir)
+    (wt.path / "app.py").write_text("VALUE = 'task'\n")
+    assert await commit_all(wt, "task", GitIdentity())
+    lock = repo / ".git" / "index.lock"
+    with lock.open("w"):  # held open, as a running git holds it
+        held = await merge_task_branch(wt)
+        assert not held.ok and lock.exists() and "another git is at work" in held.message, held
+    result = await merge_task_branch(wt)  # now nobody has it open: a killed git's
+    assert result.ok, result
+    assert not lock.exists()
+    assert git("show", "HEAD:app.py", cwd=repo).strip() == "VALUE = 'task'"
+
+
 async def test_a_file_the_branch_adds_in_a_folder_main_renamed_never_overwrites_an_ignored_file(
     repo: Path, worktrees_dir: Path
 ) -> None:

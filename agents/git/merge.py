@@ -13,7 +13,7 @@ from agents.core.text import some_of
 from agents.git.command import GIT_TIMEOUT_SECONDS, GitIdentity, git_succeeds, git_text, run_git, split_nul
 from agents.git.locks import bot_writes
 from agents.git.repository import branch_exists, current_branch, rev_parse
-from agents.git.worktrees import TaskWorktree
+from agents.git.worktrees import TaskWorktree, clear_stale_checkout_locks
 
 
 @dataclass(frozen=True)
@@ -88,6 +88,11 @@ async def merge_task_branch(
 async def _merge(worktree: TaskWorktree, identity: GitIdentity | None, held: int | None) -> MergeResult:
     repo, branch, base = worktree.repo, worktree.branch, worktree.base_branch
     async with bot_writes(repo):
+        if held_locks := await clear_stale_checkout_locks(repo, base):  # a killed merge's would refuse this one
+            names = ", ".join(
+                str(lock.relative_to(repo)) if lock.is_relative_to(repo) else str(lock) for lock in held_locks
+            )
+            return MergeResult(False, f"not merged: another git is at work in {repo} ({names}); try again when it ends")
         if not await branch_exists(repo, branch):
             return MergeResult(False, f"branch {branch} no longer exists: nothing to merge")
         if not await branch_exists(repo, base):

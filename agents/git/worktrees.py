@@ -169,6 +169,19 @@ async def clear_stale_index_locks(worktree: TaskWorktree) -> list[Path]:
     return removed
 
 
+async def clear_stale_checkout_locks(repo: Path, branch: str) -> list[Path]:
+    """Remove the lock files a killed git left in the owner's checkout: its index's, HEAD's and `branch`'s. A merge
+    killed with the whole bot (its git too: a stop of the bot's cgroup, the machine's OOM killer) leaves index.lock,
+    and every later Merge would fail on it ("File exists") until someone removed it by hand. Stale as in
+    `clear_stale_index_locks`; the caller holds the repository lock. The locks left: a live git's."""
+    common = await git_common_dir(repo)
+    candidates = [common / "index.lock", common / "HEAD.lock", common / "refs" / "heads" / f"{branch}.lock"]
+    removed = await asyncio.to_thread(_clear_stale_locks, candidates, GIT_TIMEOUT_SECONDS)
+    for lock in removed:
+        log.warning("removed the stale git lock %s (no process held it)", lock)
+    return [lock for lock in candidates if lock.exists()]
+
+
 @dataclass(frozen=True)
 class _WorktreeEntry:
     path: Path
