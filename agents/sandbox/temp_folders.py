@@ -10,7 +10,8 @@ SIGKILL leaves them behind, so `sweep_leftovers` runs at every start and removes
   last changed (its ctime: the pid was reused by another program, since the maker existed before its folder);
 - a folder of a known kind without a pid in its name (made by an older version of the bot) goes once it has not
   changed for `UNNAMED_AGE_SECONDS` (a day: no task runs that long);
-- folders of another user, links and files are never touched.
+- folders of another user, links and files are never touched;
+- the pasta a killed bot left running (its pid file is in a `pasta` folder) is killed before its folder goes.
 
 A bot never removes the folders of a task still running, in itself or in another live bot or runner on the machine:
 their makers are alive.
@@ -22,6 +23,7 @@ import contextlib
 import os
 import re
 import shutil
+import signal
 import stat
 import subprocess
 import tempfile
@@ -104,9 +106,27 @@ def sweep_leftovers(folder: Path | None = None) -> list[Path]:
         else:
             gone = now - info.st_mtime > UNNAMED_AGE_SECONDS
         if gone:
+            if match.group("kind") == "pasta":
+                _end_left_pasta(Path(entry.path))
             remove_folder(Path(entry.path))
             removed.append(Path(entry.path))
     return removed
+
+
+def _end_left_pasta(folder: Path) -> None:
+    """Kill the pasta a killed bot left running: pasta forks into the background, in no process group or session of
+    the bot's, and (as Debian's passt 2023 does) does not end when the namespace it wired out is gone. Its pid is in
+    the folder's `pasta.pid`, and only a process whose command line names that very file is killed (the pid may be
+    another program's by now)."""
+    pid_file = folder / "pasta.pid"
+    try:
+        pid = int(pid_file.read_text().strip())
+        arguments = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except (OSError, ValueError):
+        return
+    if os.fsencode(str(pid_file)) in arguments:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def _maker_alive(pid: int, changed: float) -> bool:
