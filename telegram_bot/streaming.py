@@ -165,8 +165,10 @@ class ChatDraft:
         """The frame for the answer so far, drawn from masked text (the one output filter,
         agents/core/secrets_filter.py): masked before it becomes HTML, whose escaping turns a value's `&` or `<` into
         entities the filter would not find; and without the word still being written, so that a token or a value
-        that is still arriving is never shown in part (its first characters before the filter can see all of it)."""
-        shown = self.secrets.mask(settled(self.markdown))
+        that is still arriving is never shown in part (its first characters before the filter can see all of it);
+        the whole text once a tool call ended it."""
+        # once a tool's line is up, the text before it has ended: its last word is whole, and shown
+        shown = self.secrets.mask(self.markdown if self._new_paragraph else settled(self.markdown))
         frame = draft_html(shown, self.secrets.mask(status))
         return shown_masked(frame, self.secrets) if rendering_may_join(shown, self.secrets) else frame
 

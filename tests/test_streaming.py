@@ -115,6 +115,19 @@ async def test_a_tool_call_after_some_text_shows_what_is_being_done(fast_bot: Bo
     assert fast_bot.tg.refused == []
 
 
+async def test_the_frame_with_a_tools_line_shows_the_text_before_it_whole(fast_bot: BotHarness) -> None:
+    """While text streams its last word may still be arriving (not shown); once a tool call has ended the text, the
+    frame that shows the tool's line shows that last word too, rather than "Let me look at" over "reading calc.py"."""
+    draft = ChatDraft(fast_bot.app.bot, fast_bot.runtime.secrets, USER_ID, private=True, draft_id=8)
+    try:
+        await draft.text("Let me look at calc.py.")
+        assert draft.frame_for("") == "Let me look at"
+        await draft.activity("reading calc.py")
+        assert draft.frame_for(draft.status) == "Let me look at calc.py.\n\n<i>reading calc.py…</i>"
+    finally:
+        await draft.stop()
+
+
 async def test_refused_drafts_fall_back_to_edits_without_losing_a_word(fast_bot: BotHarness) -> None:
     fast_bot.tg.fail_next("sendMessageDraft", 400, description="Bad Request: method not available", times=1000)
     words = " ".join(f"word{i}" for i in range(120))
