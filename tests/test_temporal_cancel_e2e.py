@@ -130,12 +130,11 @@ async def test_a_cancel_during_a_model_call_asks_the_model_nothing_more(
 
 
 @cheap_tests
-async def test_a_cancel_while_the_runner_pushes_the_finished_task_ends_it_cancelled(
+async def a_finished_task_held_at_its_push(
     tbot: BotHarness, model: RoleScript, runners: Runners, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The worker is done and the runner pushes the task branch (held here) when the user cancels; the push then
-    goes on and the runner's report, `completed` with its summary, comes after the cancel. The chat was told the task
-    is cancelled: so it ends, its summary unshown, its usage counted and its branch fetched (what it did is kept)."""
+) -> tuple[str, asyncio.Event]:
+    """Task #1 fixes add(), and its runner's push of the finished branch is held: its run, and the event that lets
+    the push go on."""
     from agents.engine.branch_pushes import BranchPushes
 
     pushing, release = asyncio.Event(), asyncio.Event()
@@ -157,6 +156,16 @@ async def test_a_cancel_while_the_runner_pushes_the_finished_task_ends_it_cancel
     tbot.say("fix add in calc")
     run = await run_of(tbot, 1)
     await asyncio.wait_for(pushing.wait(), 60)
+    return run, release
+
+
+async def test_a_cancel_while_the_runner_pushes_the_finished_task_ends_it_cancelled(
+    tbot: BotHarness, model: RoleScript, runners: Runners, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker is done and the runner pushes the task branch (held here) when the user cancels; the push then
+    goes on and the runner's report, `completed` with its summary, comes after the cancel. The chat was told the task
+    is cancelled: so it ends, its summary unshown, its usage counted and its branch fetched (what it did is kept)."""
+    run, release = await a_finished_task_held_at_its_push(tbot, model, runners, monkeypatch)
     lines = tbot.runtime.engine.lines
     poke = lines.poke
 
@@ -188,28 +197,9 @@ async def test_a_report_that_comes_after_the_cancel_stopped_waiting_still_counts
     task is cancelled): the report that comes then still has its usage and audit rows stored (the day's budget counts
     what the run cost), and changes nothing else: the task stays cancelled, no summary is shown."""
     from agents.engine import front
-    from agents.engine.branch_pushes import BranchPushes
 
     monkeypatch.setattr(front, "CANCEL_WAIT_SECONDS", 0.2)
-    pushing, release = asyncio.Event(), asyncio.Event()
-    final = BranchPushes.final
-
-    async def held_final(self: BranchPushes, task: Any) -> tuple[bool, str | None]:
-        pushing.set()
-        await release.wait()
-        return await final(self, task)
-
-    monkeypatch.setattr(BranchPushes, "final", held_final)
-    runners.serve("a")
-    model.add("orchestrator", start_task("calc", "Fix add() in calc.py."), claude_says.text("Started."))
-    model.add(
-        "code",
-        claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"}),
-        claude_says.text("Fixed add()."),
-    )
-    tbot.say("fix add in calc")
-    run = await run_of(tbot, 1)
-    await asyncio.wait_for(pushing.wait(), 60)
+    run, release = await a_finished_task_held_at_its_push(tbot, model, runners, monkeypatch)
     tbot.tg.send_command(USER_ID, "/cancel 1")
     said = await tbot.tg.await_for(lambda: message_with(tbot, "Task #1", "cancel"), timeout=30)
     store = tbot.runtime.store
