@@ -8,7 +8,7 @@ import contextlib
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
@@ -166,3 +166,99 @@ async def test_a_base_run_nobody_waits_on_has_ended_when_the_runs_are_closed(tmp
         for pid in host_pids(sleep):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+
+SLOW_WHEN_TRACED = """\
+import os
+import subprocess
+
+
+def test_red():
+    if os.environ.get("AGENTLAB_TRACE_OUT"):  # only in the bot's traced run of it
+        subprocess.run(["sleep", {sleep!r}])
+    assert False
+"""
+RED = ["test_red.py::test_red"]
+
+
+async def holds(check: Callable[[], object], what: str) -> None:
+    """Poll `check` (a scan of /proc) until it is true; a hang guard only: past a minute, the test fails on `what`."""
+    for _ in range(600):
+        if check():
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(what)
+
+
+def kill(pids: list[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def trace_runs() -> list[asyncio.Task[object]]:
+    """The traced runs under way (`BaselineRuns._trace`, the asyncio task the tasks asking for a trace share)."""
+    return [
+        t
+        for t in asyncio.all_tasks()
+        if getattr(t.get_coro(), "__qualname__", "") == "BaselineRuns._trace" and not t.done()
+    ]
+
+
+async def test_a_base_trace_goes_on_while_a_task_waits_for_it_and_ends_with_the_last(tmp_path: Path) -> None:
+    """Two tasks on one base wait for the same traced run of its red test: the first one cancelled leaves it to the
+    second; the second one cancelled too, no task waits for it any more, so it is cancelled and its test process
+    killed, with no shutdown (`close`) to do it."""
+    sleep = own_sleep("8")
+    repo = make_repo(tmp_path / "w", {"test_red.py": SLOW_WHEN_TRACED.format(sleep=sleep)})
+    commit = git(repo, "rev-parse", "HEAD").strip()
+    env = detect_environment(repo)
+    assert env is not None
+    baselines = BaselineRuns(tmp_path / "cache")
+    first = asyncio.create_task(baselines.traces(repo, commit, env, 120, RED))
+    second = asyncio.create_task(baselines.traces(repo, commit, env, 120, RED))
+    try:
+        await holds(lambda: host_pids(sleep), "the traced run's test process started")
+        [shared] = trace_runs()
+        first.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        assert not shared.cancelling() and not second.done(), "the second task still waits for the trace: it goes on"
+        assert host_pids(sleep)
+        second.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await second
+        await holds(lambda: not host_pids(sleep), "the trace nobody waits for is still running its test")
+        await holds(shared.done, "the cancelled trace ended")
+    finally:
+        await baselines.close()
+        kill(host_pids(sleep))
+
+
+async def test_a_task_asking_while_a_cancelled_trace_is_reaped_gets_a_run_of_its_own(tmp_path: Path) -> None:
+    """The last task waiting for a trace was cancelled (its run is being stopped) and the next task on the base asks
+    for the same one at once: it gets a new traced run, never the cancelled one's cancellation."""
+    sleep = own_sleep("9")
+    repo = make_repo(tmp_path / "w", {"test_red.py": SLOW_WHEN_TRACED.format(sleep=sleep)})
+    commit = git(repo, "rev-parse", "HEAD").strip()
+    env = detect_environment(repo)
+    assert env is not None
+    baselines = BaselineRuns(tmp_path / "cache")
+    first = asyncio.create_task(baselines.traces(repo, commit, env, 120, RED))
+    try:
+        await holds(lambda: host_pids(sleep), "the first traced run's test process started")
+        before = set(host_pids(sleep))
+        first.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        later = asyncio.create_task(baselines.traces(repo, commit, env, 120, RED))
+        await holds(lambda: set(host_pids(sleep)) - before, "the later task's traced run started")
+        assert not later.done(), "the later task waits for its own run"
+        await holds(lambda: not set(host_pids(sleep)) & before, "the cancelled trace's test process was killed")
+        later.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await later
+        await holds(lambda: not host_pids(sleep), "the later trace ended with its task")
+    finally:
+        await baselines.close()
+        kill(host_pids(sleep))

@@ -5,16 +5,20 @@ bot's tracer; node --test: node's own V8 coverage)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
+import signal
 from pathlib import Path
 
 import pytest
 
 from agents.core.models import TaskStatus
-from tests.conftest import BotHarness, make_repo
+from tests.conftest import USER_ID, BotHarness, git, make_repo
 from tests.fakes import anthropic_server as claude_says
-from tests.support.tasks import corrections, edit, final_summary, start_task, write_file
+from tests.support.processes import host_pids, own_sleep
+from tests.support.tasks import corrections, edit, ended, final_summary, message_with, start_task, write_file
 
 RED = "tests/test_cart.py::test_total"  # fails on `assert total([1, 2]) == 3`; runs src/pkg/utils.py
 OLD = "tests/test_legacy.py::test_legacy"  # red too, runs only src/pkg/legacy.py: not the task's
@@ -127,3 +131,49 @@ async def test_a_non_fix_of_a_red_js_test_failing_on_an_assert_is_sent_back(
     assert "the total is wrong" in mine and JS_OLD not in mine and JS_OLD in not_mine, correction
     assert task.status is TaskStatus.COMPLETED and summary.text.startswith("✔"), summary.text
     assert "1 fixed" in summary.text and "1 still failing from before (pre-existing)" in summary.text, summary.text
+
+
+TRACED = own_sleep("1")  # run by the red test only when the bot traces it at the base
+WORKING = own_sleep("2")  # the worker's command, keeping the task busy until /cancel
+
+SLOW_WHEN_TRACED = f"""\
+import os
+import subprocess
+
+from calc import add
+
+
+def test_add():
+    if os.environ.get("AGENTLAB_TRACE_OUT"):  # only in the bot's traced run of the base's red tests
+        subprocess.run(["sleep", "{TRACED}"])
+    assert add(2, 3) == 5
+"""
+
+
+async def test_a_cancelled_fix_tasks_traced_run_of_its_base_ends_with_it(
+    bot: BotHarness, model, workspace_root: Path
+) -> None:
+    """A fix task: while its worker works, the bot traces the base's red test, a test run of the owner's suite.
+    /cancel comes meanwhile; no other task waits for that trace, so it ends with the task, its test process killed
+    (not left running until the test timeout)."""
+    calc = workspace_root / "calc"
+    (calc / "test_calc.py").write_text(SLOW_WHEN_TRACED)
+    git(calc, "commit", "-qam", "a test that is slow when traced")
+    model.add("orchestrator", start_task("calc", "Fix add in calc.py so test_add passes."), claude_says.text("Ok."))
+    model.add("code", claude_says.tool_use("run_command", {"command": f"sleep {WORKING}"}))
+    try:
+        bot.say("fix add in calc")
+        await bot.tg.await_for(lambda: host_pids(TRACED) and host_pids(WORKING), timeout=90)
+        bot.tg.send_command(USER_ID, "/cancel")
+        await bot.tg.await_for(lambda: message_with(bot, "Task #1 cancelled"), timeout=30)
+        task = await ended(bot, 1, timeout=30)
+        assert task.status is TaskStatus.CANCELLED, (task.status, task.error)
+        # a hang guard, far below the test timeout (120 s) at which the traced run would end by itself
+        with contextlib.suppress(TimeoutError):
+            await bot.tg.await_for(lambda: not host_pids(TRACED) and not host_pids(WORKING), timeout=30)
+        assert not host_pids(TRACED), "the cancelled task's traced test run at its base is still running"
+        assert not host_pids(WORKING), "the cancelled task's command is still running"
+    finally:
+        for pid in host_pids(TRACED) + host_pids(WORKING):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
