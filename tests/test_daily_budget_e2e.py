@@ -1,10 +1,12 @@
 """The daily budget (DAILY_BUDGET_USD) holds after a task was accepted: a running worker stops before its next model
 call once the day's spend reaches it (correction rounds included), a task queued under budget is not started past
-it, and Resume is refused past it as every other start is. The budget is $0.01; a worker step scripted with 10,000
-input tokens costs $0.03 (3 $/Mtok)."""
+it, and Resume is refused past it as every other start is; tasks or attempts started together, whose first model
+calls are under way at the same moment, do not each pass it (a call under way counts until its usage is recorded).
+The budget is $0.01; a worker step scripted with 10,000 input tokens costs $0.03 (3 $/Mtok)."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from typing import Any
 
@@ -15,9 +17,11 @@ from agents.core.models import Caller, Task, TaskStatus, UsageRecord, WorkerKind
 from tests.conftest import USER_ID, BotHarness
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript, spare
+from tests.support.attempts import start_attempts
 from tests.support.tasks import ended, until
 
 PRICEY = {"input_tokens": 10_000, "output_tokens": 10, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+CHEAP = {"input_tokens": 10, "output_tokens": 10, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
 ME = Caller(chat_id=USER_ID, user_id=USER_ID, user_name="owner")
 
 
@@ -49,6 +53,56 @@ class Looper:
         if said >= self.steps:
             return claude_says.text("Done.", usage=PRICEY)
         return claude_says.tool_use("run_command", {"command": "true"}, usage=PRICEY)
+
+
+class Together(Looper):
+    """As Looper, but the first steps of `size` workers are held until all are under way (or `hold` seconds pass), as
+    calls of several seconds each are: the tasks started together call the model together."""
+
+    def __init__(self, size: int, hold: float = 8.0) -> None:
+        super().__init__(steps=4)
+        self._together = threading.Barrier(size, timeout=hold)
+
+    def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
+        if not any(m["role"] == "assistant" for m in body["messages"]):
+            with contextlib.suppress(threading.BrokenBarrierError):
+                self._together.wait()
+        return super().__call__(body)
+
+
+async def all_ended(bot: BotHarness, count: int) -> None:
+    for number in range(1, count + 1):
+        await ended(bot, number, timeout=60)
+
+
+@pytest.mark.settings(daily_budget_usd=0.01, max_corrections=0, max_concurrent_tasks=3)
+async def test_tasks_started_together_do_not_each_pass_the_budget(bot: BotHarness, model: RoleScript) -> None:
+    """One turn starts three tasks (spent $0 < $0.01): the first call under way holds what it may cost, so the others'
+    checks count it and refuse; one step of $0.03 is spent, not three."""
+    worker = Together(size=3)
+    starts = [
+        (
+            "start_task",
+            {"workspace": "group-therapy", "worker": "code", "instructions": f"Notes {k}.", "background": True},
+        )
+        for k in (1, 2, 3)
+    ]
+    model.add("orchestrator", claude_says.tool_uses(starts, usage=CHEAP), claude_says.text("Started.", usage=CHEAP))
+    model.add("code", *[spare(worker, why="steps of the tasks until the budget stops them")] * 20)
+    bot.say("write three kinds of notes")
+    await all_ended(bot, 3)
+    assert worker.calls == 1, f"{worker.calls} worker calls of $0.03 each against a daily budget of $0.01"
+
+
+@pytest.mark.settings(daily_budget_usd=0.01, max_corrections=0)
+async def test_a_race_of_attempts_does_not_pass_the_budget_once_per_attempt(bot: BotHarness, model: RoleScript) -> None:
+    worker = Together(size=3)
+    model.add("orchestrator", {**start_attempts("group-therapy", "Write notes.", 3), "usage": CHEAP})
+    model.add("orchestrator", claude_says.text("Racing.", usage=CHEAP))
+    model.add("code", *[spare(worker, why="steps of the attempts until the budget stops them")] * 20)
+    bot.say("try three ways to write the notes")
+    await all_ended(bot, 3)
+    assert worker.calls == 1, f"{worker.calls} attempts' calls of $0.03 each against a daily budget of $0.01"
 
 
 @pytest.mark.settings(daily_budget_usd=0.01, max_corrections=0)

@@ -57,7 +57,8 @@ from agents.engine.workflow import AgentTask
 from agents.git.command import GitError
 from agents.git.remote import catch_up, fetch_branch, has_remote
 from agents.inputs.attachments import Attachments
-from agents.llm.client import make_client
+from agents.llm.calls_in_flight import IN_FLIGHT
+from agents.llm.client import cost_usd, make_client
 from agents.llm.usage import budget_refusal, cost_today
 from agents.repo_map.maps import RepoMap
 from agents.sandbox import task_disk
@@ -263,7 +264,8 @@ class RunnerNode:
 
         async def spending() -> str | None:
             spent_here = await cost_today(self.store, s) - spent_here_before
-            return budget_refusal(start.daily_budget_usd, start.spent_today_usd + spent_here)
+            held = cost_usd(IN_FLIGHT.usage, s)  # this runner's other calls under way (agents/llm/calls_in_flight.py)
+            return budget_refusal(start.daily_budget_usd, start.spent_today_usd + spent_here, held)
 
         def is_owner(user_id: int | None) -> bool:
             # this executor serves this one task, whose starter the bot named; of anyone else this runner knows nothing

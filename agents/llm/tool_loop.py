@@ -23,6 +23,7 @@ import anthropic
 
 from agents.core.models import Usage
 from agents.core.protocols import AnswerStream, MessageModel
+from agents.llm.calls_in_flight import IN_FLIGHT
 from agents.llm.client import usage_of
 from agents.llm.context_budget import create_within_window, fixed_tokens
 from agents.llm.raw_stream import stream_message
@@ -178,6 +179,7 @@ class ToolLoop:
     api_calls: int = 0
     tools_used: list[str] = field(default_factory=list)
     clock: RunClock = field(default_factory=RunClock)  # the running run's time limit, for the tools that wait
+    _release: Callable[[], None] | None = field(default=None, repr=False)  # the next request's hold on the budget
 
     def keep_cache_for(self, ttl: Literal["5m", "1h"]) -> None:
         """The cache lifetime the next requests ask for: "1h" when a long wait (a test run) comes before the next."""
@@ -209,9 +211,10 @@ class ToolLoop:
                     # the limits on spending first: a run ended by its steps gets one more request, for its report
                     if total_tokens(self.usage) >= limits.max_tokens:
                         raise _LimitReached(Ending.TOKEN_LIMIT)
-                    if self.spending is not None and await self.spending() is not None:
+                    if await self._spending_refused():
                         raise _LimitReached(Ending.SPENT)
                     if steps >= limits.max_steps:
+                        self._let_go()
                         raise _LimitReached(Ending.STEP_LIMIT)
                     if self._warn_now(limits, steps):
                         self.messages[-1]["content"].append(
@@ -229,7 +232,23 @@ class ToolLoop:
                 raise  # not our deadline: a timeout from inside (an SDK or tool timeout)
             return self._stopped(Ending.TIME_LIMIT, steps)
         finally:
+            self._let_go()
             self.clock.start(None)
+
+    async def _spending_refused(self) -> bool:
+        """Whether `spending` refuses the next request; when it lets it go, the request's largest cost is held
+        against the budget (agents/llm/calls_in_flight.py) until its usage is recorded (`_let_go`)."""
+        if self.spending is None:
+            return False
+        self._let_go()
+        most = Usage(input_tokens=self.measured[1] if self.measured else 0, output_tokens=self.max_output_tokens)
+        refusal, self._release = await IN_FLIGHT.admit(most, self.spending)
+        return refusal is not None
+
+    def _let_go(self) -> None:
+        release, self._release = self._release, None
+        if release is not None:
+            release()
 
     def _warn_now(self, limits: Limits, steps: int) -> bool:
         """Whether the step about to start is the one to warn before (the newest turn is the user's to add to)."""
@@ -299,14 +318,17 @@ class ToolLoop:
     async def wrap_up(self, note: str = WRAP_UP) -> str:
         """One last request without tools after a limit stopped the run: the model's report, '' if it gave none (or
         when `spending` says no more may be spent: the daily budget may have run out since the run stopped)."""
-        if self.spending is not None and await self.spending() is not None:
+        if await self._spending_refused():
             return ""
         self.add_user_turn([{"type": "text", "text": note}])
-        response = await self._send(without_tools=True)
-        self.api_calls += 1
-        self.usage = self.usage + usage_of(response)
-        if self.on_response:
-            await self.on_response(response)
+        try:
+            response = await self._send(without_tools=True)
+            self.api_calls += 1
+            self.usage = self.usage + usage_of(response)
+            if self.on_response:
+                await self.on_response(response)
+        finally:
+            self._let_go()
         if response.content:
             self.messages.append(
                 {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in response.content]}
@@ -323,6 +345,7 @@ class ToolLoop:
         self.usage = self.usage + usage_of(response)
         if self.on_response:
             await self.on_response(response)
+        self._let_go()  # its usage is recorded: the hold on the budget is not needed any more
         calls = [b for b in response.content if b.type == "tool_use"]
         text = "".join(b.text for b in response.content if b.type == "text").strip()
         if response.content:

@@ -6,6 +6,7 @@ from collections import defaultdict
 
 from agents.core.models import Usage, UsageRecord
 from agents.core.settings import Settings
+from agents.llm.calls_in_flight import IN_FLIGHT
 from agents.llm.client import cost_usd
 from agents.store.database import Store, start_of_day, start_of_month
 
@@ -21,19 +22,24 @@ async def cost_today(store: Store, settings: Settings) -> float:
     return cost_usd(total(await store.usage_since(start_of_day())), settings)
 
 
-async def budget_exceeded(store: Store, settings: Settings) -> str | None:
-    """A sentence for the user when the optional daily budget is spent, else None."""
+async def budget_exceeded(store: Store, settings: Settings, *, with_calls_under_way: bool = False) -> str | None:
+    """A sentence for the user when the optional daily budget is spent, else None: what today's usage rows say, and
+    (`with_calls_under_way`: the check before a model call) what the calls under way in this process may still cost
+    (agents/llm/calls_in_flight.py)."""
     if settings.anthropic.daily_budget_usd is None:
         return None
-    return budget_refusal(settings.anthropic.daily_budget_usd, await cost_today(store, settings))
+    held = cost_usd(IN_FLIGHT.usage, settings) if with_calls_under_way else 0.0
+    return budget_refusal(settings.anthropic.daily_budget_usd, await cost_today(store, settings), held)
 
 
-def budget_refusal(budget: float | None, spent: float) -> str | None:
-    """A sentence for the user when `spent` (USD today) reaches the daily `budget` (None: no budget), else None."""
-    if budget is None or spent < budget:
+def budget_refusal(budget: float | None, spent: float, held: float = 0.0) -> str | None:
+    """A sentence for the user when `spent` (USD today) and `held` (what calls under way may cost) reach the daily
+    `budget` (None: no budget), else None."""
+    if budget is None or spent + held < budget:
         return None
+    under_way = f", and up to ${held:.2f} more in model calls under way" if held else ""
     return (
-        f"The daily budget of ${budget:.2f} is spent (${spent:.2f} today); "
+        f"The daily budget of ${budget:.2f} is spent (${spent:.2f} today{under_way}); "
         "new tasks are refused until tomorrow (UTC). Raise DAILY_BUDGET_USD to allow more."
     )
 

@@ -97,7 +97,7 @@ class TaskExecutor:
             notifier,
             deliveries or Deliveries(store, notifier),
             secrets,
-            spending or (lambda: budget_exceeded(store, settings)),
+            spending or (lambda: budget_exceeded(store, settings, with_calls_under_way=True)),
         )
         network = network or NetworkGate(
             NetworkPolicy(s.network.sandbox_network),
