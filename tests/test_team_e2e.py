@@ -18,7 +18,7 @@ from tests.conftest import BotHarness, git, text_now
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript, last_user_text
 from tests.support.tasks import ended, start_task
-from tests.support.team import GROUP, MEMBER, OWNER, team  # noqa: F401  (team: a fixture)
+from tests.support.team import GROUP, MEMBER, OWNER, team, team_turn, tool_results  # noqa: F401  (team: a fixture)
 
 # quick_tests: what these tests check is not the verdict, so calc's tests are one quick check (tests/conftest.py)
 pytestmark = [
@@ -252,6 +252,17 @@ async def test_an_owners_notes_in_the_group_leave_out_a_members_private_notes(
     )
     assert "mia-staging" in private.text and "we squash merges" in private.text
     assert private.callback_data == ["note:forget:1", "note:forget:2"]
+
+    # nor can forget reach it from the group (its answer quotes the note it forgot): not by the owner's words, nor
+    # by the Forget button of the notice a model's call leaves
+    last = await team_turn(team, model, [claude_says.tool_use("forget", {"note_id": 1})], GROUP, OWNER, "forget note 1")
+    [result] = tool_results(last)
+    assert result == "Error: there is no note #1", result
+    shown_from = len(team.tg.messages(GROUP))
+    pressed = team.tg.press_button(OWNER, in_group.message_id, "note:forget:1", chat_id=GROUP, strict=False)
+    await team.tg.await_for(lambda: team.tg.callback_answers.get(pressed["callback_query"]["id"]), timeout=HANG_GUARD)
+    assert not any("mia-staging" in (m.text or "") for m in team.tg.messages(GROUP)[shown_from:])
+    assert [n.id for n in await team.runtime.crew.notes.table.all()] == [1, 2], "the member's note was deleted"
 
 
 async def test_an_owners_task_on_self_in_the_group_shows_a_member_nothing_of_what_it_did(

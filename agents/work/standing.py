@@ -102,7 +102,9 @@ class Notes:
     async def forget(self, caller: Caller, note_id: Annotated[int, Arg("the note's number (note #N)")]) -> str:
         """Delete a standing note (e.g. 'forget the pnpm note'): its number is in the context's standing notes."""
         note = await self.table.get(int(note_id)) if valid_id(note_id) else None
-        if note is None or not (self.settings.users.is_owner(caller.user_id) or self.applies_to(note, caller.user_id)):
+        # only a note this chat may see (/notes' list): an owner in a group reaches no member's private note, whose
+        # text the answer would show to the whole group
+        if note is None or note.id not in {n.id for n in await self.listed(caller)}:
             raise ToolError(f"there is no note #{note_id}")
         if note.user_id != caller.user_id and not self.settings.users.is_owner(caller.user_id):
             raise ToolError(
