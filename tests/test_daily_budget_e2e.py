@@ -75,6 +75,21 @@ async def all_ended(bot: BotHarness, count: int) -> None:
         await ended(bot, number, timeout=60)
 
 
+@pytest.mark.settings(daily_budget_usd=0.01)
+async def test_past_the_budget_a_chat_turn_answers_after_one_round_of_tools(bot: BotHarness, model: RoleScript) -> None:
+    """The chat still answers past the budget, but a model looping on tools gets one round, then answers without
+    tools: two calls, not the turn's thirteen."""
+    await spend(bot)
+    loop = claude_says.tool_use("read_file", {"workspace": "calc", "path": "calc.py"}, usage=PRICEY)
+    model.add("orchestrator", loop, claude_says.text("Read it.", usage=PRICEY))
+    model.add("orchestrator", *[spare(loop, why="the rounds a turn under budget would get")] * 11)
+    bot.say("read calc.py again and again")
+    [reply] = await bot.replies(1)
+    assert reply.text == "Read it."
+    asked = model.requests["orchestrator"]
+    assert len(asked) == 2 and asked[-1].get("tool_choice") == {"type": "none"}, [b.get("tool_choice") for b in asked]
+
+
 @pytest.mark.settings(daily_budget_usd=0.01, max_corrections=0, max_concurrent_tasks=3)
 async def test_tasks_started_together_do_not_each_pass_the_budget(bot: BotHarness, model: RoleScript) -> None:
     """One turn starts three tasks (spent $0 < $0.01): the first call under way holds what it may cost, so the others'

@@ -41,6 +41,7 @@ from agents.llm.client import explain_api_error, usage_record
 from agents.llm.context_budget import is_prompt_too_long, is_request_too_big
 from agents.llm.reasoning import Reasoning
 from agents.llm.tool_loop import Ending, Limits, LoopResult, ToolLoop, as_model
+from agents.llm.usage import budget_exceeded
 from agents.store.database import Store
 from agents.tools.tool_sets import orchestrator_tools
 from agents.tools.toolbox import Audit, Toolbox
@@ -62,6 +63,9 @@ class Reply:
 
 
 MAX_REFUSED_PER_TURN = 8  # attachments dropped (one retry each at most) before the turn gives up
+# Past the day's budget a chat turn still answers ("how much did I spend?", "what is running?"): one round of tools,
+# then the answer; a long tool loop per message would go on spending what the budget was set to stop
+SPENT_ROUNDS = 2
 # What the chat's history keeps of the answer to a request whose context is not the chat's (a GitHub mention).
 ANSWER_KEPT_OUT = (
     "[Answered where the request came from, and told to this chat; the answer is not kept in this conversation: it "
@@ -296,6 +300,8 @@ class Orchestrator:
             self.secrets.mask_messages(messages)  # the user's own words and files too (a token in a caption, a .env)
             loop = self._loop(caller, messages, answer, usage_writes)
             rounds = self.settings.orchestrator.orchestrator_max_tool_rounds + 1  # the last one answers without tools
+            if await budget_exceeded(self.store, self.settings) is not None:
+                rounds = min(rounds, SPENT_ROUNDS)  # the day's budget is spent: the chat answers, it does not work on
             try:
                 result = await loop.run(Limits(max_steps=rounds, max_seconds=math.inf, max_tokens=sys.maxsize))
                 break
