@@ -38,6 +38,7 @@ TOGETHER = (
         "test_attempts_temporal_e2e.py",
         "test_temporal_reports_e2e.py",
         "test_temporal_cancel_e2e.py",
+        "test_temporal_budget_e2e.py",
     ),
 )
 

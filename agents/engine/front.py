@@ -10,8 +10,10 @@
   before the start is sent: a start that may have reached the cluster is never sent under a new id (Resume after an
   unreachable cluster sends the same id again, and the cluster refuses a duplicate; the bot then follows that run).
   /cancel pokes the workflow; the bot stopping leaves workflows running, and a restarted bot re-attaches to them.
-- ChatDesk: the activities on the bot's queue: what a runner's task shows in the chat (`NOTIFY`), and the parts of
-  the files handed to it (`FETCH`).
+- ChatDesk: the activities on the bot's queue: what a runner's task shows in the chat (`NOTIFY`), the parts of
+  the files handed to it (`FETCH`), its usage rows as it records them (`USAGE`: stored at once, so the daily budget
+  counts a running task's spend on any runner), and the day's budget and spend its runner asks before each model
+  call (`SPENDING`).
 - The report, applied by TaskReports (agents/engine/task_reports.py): the task branch fetched from the shared
   remote, the row, events, criteria and usage stored, a research proposal stored under the bot's own number, the
   summary delivered through the outbox and kept in the chat history, as the local engine does. Diff, Merge and
@@ -46,6 +48,9 @@ from agents.engine.payloads import (
     FETCH,
     NOTIFY,
     PART_BYTES,
+    SPENDING,
+    USAGE,
+    DaySpending,
     FilePart,
     HandedFile,
     NotifyCall,
@@ -53,13 +58,16 @@ from agents.engine.payloads import (
     Shown,
     TaskReport,
     TaskStart,
+    UsageCall,
     decode_buttons,
 )
-from agents.engine.task_reports import RUN_EVENT, TaskReports
+from agents.engine.task_reports import RUN_EVENT, TaskReports, store_usage
 from agents.engine.workflow import AgentTask
 from agents.git.command import GitError
 from agents.git.remote import delete_remote_branch
 from agents.inputs.attachments import Attachments
+from agents.llm.calls_in_flight import IN_FLIGHT
+from agents.llm.client import cost_usd
 from agents.llm.usage import cost_today
 from agents.sandbox.bwrap import NetworkPolicy
 from agents.sandbox.network_gate import CHOICES, DENY, FOR_TASK, ONCE, NetworkGate
@@ -331,7 +339,9 @@ class TemporalEngine:
         desk = ChatDesk(self.store, self.notifier, self.lines, self.attachments)
         workers = [
             TemporalWorker(
-                client, task_queue=cluster.bot_queue(self.settings), activities=[desk.notify, desk.file_part]
+                client,
+                task_queue=cluster.bot_queue(self.settings),
+                activities=[desk.notify, desk.file_part, desk.usage, desk.spending],
             ),
             TemporalWorker(client, task_queue=self.settings.engine.temporal_task_queue, workflows=[AgentTask]),
         ]
@@ -515,7 +525,7 @@ SENT_TASKS_KEPT = 1000  # tasks whose messages ChatDesk remembers (a task's run 
 
 
 class ChatDesk:
-    """The bot's activities: what a task on a runner shows in its chat, and the files handed to it."""
+    """The bot's activities: what a task on a runner shows in its chat, the files handed to it, and its spending."""
 
     def __init__(self, store: Store, notifier: Notifier, lines: WorkflowLines, attachments: Attachments) -> None:
         self.store, self.notifier, self.lines, self.attachments = store, notifier, lines, attachments
@@ -586,6 +596,22 @@ class ChatDesk:
         ):
             if action in CHOICES:
                 self.lines.questions[item] = Question(call.task_id, chats)
+
+    @activity.defn(name=USAGE)
+    async def usage(self, call: UsageCall) -> None:
+        """A running task's usage rows, stored as its own now (as its report's are: `store_usage`)."""
+        task = await self._task_in(call.task_id, call.chat_id)
+        await store_usage(self.store, task, [row.record for row in call.rows])
+
+    @activity.defn(name=SPENDING)
+    async def spending(self) -> DaySpending:
+        """The day's budget and spend as this bot counts them, and what its own model calls under way may cost."""
+        settings = self.lines.settings
+        return DaySpending(
+            settings.anthropic.daily_budget_usd,
+            await cost_today(self.store, settings),
+            cost_usd(IN_FLIGHT.usage, settings),
+        )
 
     @activity.defn(name=FETCH)
     async def file_part(self, part: FilePart) -> bytes:

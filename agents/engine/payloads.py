@@ -13,6 +13,12 @@ Temporal stores every payload in the workflow's history, so nothing secret is in
   (Temporal refuses payloads over 2 MB; a PDF may be 10 MB). The parts stay in the workflow's history, as every
   payload does: a task's files count towards its history (Temporal warns at 10 MB, refuses at 50 MB); a runner
   fetches them once per run, and not again when its attachments folder already holds the same path at the same size.
+- UsageCall: the usage rows a task's model calls recorded on its runner, sent as they are recorded (the bot stores
+  them as the task's own at once: its daily budget counts a running task's spend, whichever runner it runs on). Each
+  row carries its key (`usage_key`), unique within the task's workflow across takeovers: the workflow leaves the rows
+  the bot stored out of the report (`without_stored`), so none is counted twice.
+- DaySpending: the bot's daily budget, its spend today and what its calls under way may cost, asked by a runner's
+  task before each model call.
 - TaskReport: the outcome (status, the worker's report, error, commit, branch names), the task's events, criteria,
   token usage, its tool calls (name, summarised arguments, sizes, errors: the audit), the summary to show, and a
   research task's proposal (the bot stores it under a number of its own).
@@ -20,6 +26,8 @@ Temporal stores every payload in the workflow's history, so nothing secret is in
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from dataclasses import dataclass, field
 
 from agents.core.actions import Button, Buttons, button_fields
@@ -29,6 +37,8 @@ EXECUTE = "agentlab.execute_task"  # on the shared queue: the runner that picks 
 POKE = "agentlab.poke_task"  # on that runner's own queue: a note, an answer or a cancel for a running task
 NOTIFY = "agentlab.notify_chat"  # on the bot's queue: show something in the chat, return the message id
 FETCH = "agentlab.fetch_file_part"  # on the bot's queue: a part of a file handed to the task
+USAGE = "agentlab.record_usage"  # on the bot's queue: a running task's usage rows, stored at once
+SPENDING = "agentlab.day_spending"  # on the bot's queue: the day's budget and spend, before a runner's model call
 PART_BYTES = 1 << 20  # well under Temporal's 2 MB payload limit, base64 and the envelope included
 
 
@@ -138,6 +148,29 @@ class ShownMessage:
 
 
 @dataclass
+class UsageRow:
+    key: str  # `usage_key`: the runner's name and the row's id in its store
+    record: str  # UsageRecord JSON
+
+
+@dataclass
+class UsageCall:
+    task_id: int
+    chat_id: int
+    rows: list[UsageRow] = field(default_factory=list)
+
+
+@dataclass
+class DaySpending:
+    """The bot's DAILY_BUDGET_USD (None: none), what today's usage rows say, and what its own model calls under way
+    may still cost (agents/llm/calls_in_flight.py)."""
+
+    budget_usd: float | None
+    spent_usd: float
+    held_usd: float = 0.0
+
+
+@dataclass
 class TaskReport:
     task_id: int
     status: str  # a TaskStatus value
@@ -157,6 +190,25 @@ class TaskReport:
     shown: list[ShownMessage] = field(default_factory=list)
     proposal: str | None = None  # a research task's proposal (its body)
     review: str | None = None  # the review page's record of the outcome (agents/work/task_review.py), JSON
+
+
+def usage_key(runner: str, record: str) -> str:
+    """A usage row's key within its task's workflow: the runner's name (a runner's own queue is named by it, so two
+    runners never share one) and the row's id in that runner's store ("" for a row that names none, or is no JSON).
+    The same key whether the row is sent while the task runs or carried in its report."""
+    try:
+        row_id = json.loads(record).get("id")
+    except (ValueError, AttributeError):
+        return ""
+    return f"{runner}/{row_id}" if isinstance(row_id, int) else ""
+
+
+def without_stored(report: TaskReport, stored: set[str]) -> TaskReport:
+    """The report less the usage rows the bot already stored while the task ran (their keys in `stored`)."""
+    if not stored:
+        return report
+    usage = [row for row in report.usage if usage_key(report.runner, row) not in stored]
+    return dataclasses.replace(report, usage=usage)
 
 
 def encode_buttons(buttons: Buttons | None) -> list[list[list[str]]] | None:

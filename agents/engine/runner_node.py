@@ -3,8 +3,10 @@
 It is the bot's own TaskExecutor (worktree, worker loop, sandboxed commands, base-commit verdict, commit) on this
 machine's WORKSPACE_PATH (clones of the bot's workspaces, matched by name) with this machine's ANTHROPIC_API_KEY,
 and a store of its own (DATABASE_PATH): each task is mirrored into it under the bot's task number. What the task
-shows in the chat goes through its workflow to the bot (`ChatThroughWorkflow`); its summary comes back in the
-report, which the bot delivers. The task branch is pushed to RUNNER_REMOTE (`origin`) at the end, from where the
+shows in the chat goes through its workflow to the bot (`ChatThroughWorkflow`); so do the usage rows its model
+calls record, as they are recorded (`UsageToBot`: the bot's daily budget counts a running task's spend), and before
+each model call the task asks the bot's figure of the day's spending. Its summary comes back in the report, which the
+bot delivers. The task branch is pushed to RUNNER_REMOTE (`origin`) at the end, from where the
 bot fetches it for Diff / Merge / Discard.
 """
 
@@ -44,6 +46,7 @@ from agents.engine.payloads import (
     EXECUTE,
     POKE,
     Claim,
+    DaySpending,
     FilePart,
     NotifyCall,
     Poke,
@@ -51,7 +54,10 @@ from agents.engine.payloads import (
     ShownMessage,
     TaskReport,
     TaskStart,
+    UsageCall,
+    UsageRow,
     encode_buttons,
+    usage_key,
 )
 from agents.engine.workflow import AgentTask
 from agents.git.command import GitError
@@ -79,6 +85,8 @@ log = logging.getLogger(__name__)
 SEND_SECONDS = 120.0  # a chat message through the workflow and the bot (which may be restarting)
 MAX_AUDIT_ROWS = 500  # the newest tool calls go back in the report (arguments are summarised: ≤ 300 characters)
 ACCEPT_SECONDS = 20.0  # a progress edit is handed to the workflow within this, or dropped
+ASK_SECONDS = 15.0  # the bot's figure of the day's spending, or the task counts the offer's figure and its own
+ASK_AGAIN_SECONDS = 60.0  # a bot that did not answer is not asked again before this (each model call would wait)
 
 
 class ChatThroughWorkflow:
@@ -153,6 +161,59 @@ class ChatThroughWorkflow:
         return await self.handle.execute_update(AgentTask.file_part, part)  # type: ignore[arg-type]  # temporalio's update(unfinished_policy=...) overload keeps the coroutine in its type
 
 
+class UsageToBot:
+    """A task run's usage rows, sent to the bot through its workflow as they are recorded in this runner's store (the
+    bot stores them as the task's own at once), and the bot's figure of the day's spending.
+
+    `forward` sends the rows recorded since it last ran: before each model call (so the bot's figure holds the
+    previous call) and every few seconds while the task runs (a task busy in a command shows its spend). A row handed
+    to the workflow is not sent again; one it never took comes home in the report, which carries every row of the
+    run (the workflow leaves out those the bot stored)."""
+
+    def __init__(self, client: Client, workflow_id: str, start: TaskStart, runner: str, after: int) -> None:
+        """`after`: the task's newest usage row in this store at the claim (an earlier run's are not this run's)."""
+        self.handle = client.get_workflow_handle(workflow_id)
+        self.start, self.runner = start, runner
+        self.first = self.after = after  # rows after `first` are this run's; after `after`, not yet handed over
+        self._sending = asyncio.Lock()
+        self._unanswered_at: float | None = None  # when the bot last did not answer (loop time)
+
+    async def forward(self, store: Store) -> None:
+        async with self._sending:
+            rows = [
+                u for u in await store.usage_since(utcnow(), task_id=self.start.task_id) if (u.id or 0) > self.after
+            ]
+            if not rows:
+                return
+            records = [u.model_dump_json() for u in rows]
+            call = UsageCall(
+                self.start.task_id, self.start.chat_id, [UsageRow(usage_key(self.runner, r), r) for r in records]
+            )
+            try:
+                async with asyncio.timeout(ACCEPT_SECONDS):
+                    await self.handle.start_update(AgentTask.usage, call, wait_for_stage=WorkflowUpdateStage.ACCEPTED)
+            except Exception as err:  # the cluster is away: sent with the next rows, or in the report
+                log.info("task %s: usage rows not handed to its workflow: %s", self.start.task_id, err)
+                return
+            self.after = max(u.id or 0 for u in rows)
+
+    async def day(self) -> DaySpending | None:
+        """The bot's budget and spending today (every runner's tasks, as their rows reached it), or None when the
+        bot cannot be asked now (nor for ASK_AGAIN_SECONDS after it did not answer)."""
+        now = asyncio.get_running_loop().time()
+        if self._unanswered_at is not None and now - self._unanswered_at < ASK_AGAIN_SECONDS:
+            return None
+        try:
+            async with asyncio.timeout(ASK_SECONDS):
+                day: DaySpending = await self.handle.execute_update(AgentTask.spending)  # type: ignore[arg-type]  # temporalio's update(unfinished_policy=...) overload keeps the coroutine in its type
+        except Exception as err:
+            self._unanswered_at = now
+            log.info("task %s: the bot's spending not known (%s): counted from the offer", self.start.task_id, err)
+            return None
+        self._unanswered_at = None
+        return day
+
+
 class SummariesToReport:
     """Stands in for the executor's outbox: a task's summary goes back in its report, and the bot delivers it (its
     end is stored in the runner's own store; the report carries both)."""
@@ -203,6 +264,7 @@ class TaskRun:
     executor: TaskExecutor
     chat: ChatThroughWorkflow
     summaries: SummariesToReport
+    usage: UsageToBot
     job: asyncio.Task[str | None] | None = None
     cancelled: bool = False  # a cancel that came before its job started
 
@@ -254,17 +316,28 @@ class RunnerNode:
             )
         return cls(settings, store, client, make_client(settings), secrets)
 
-    def task_run(self, start: TaskStart, workflow_id: str, spent_here_before: float = 0.0) -> TaskRun:
+    def task_run(
+        self, start: TaskStart, workflow_id: str, spent_here_before: float = 0.0, usage_after: int = 0
+    ) -> TaskRun:
         """The executor of one task run: its chat is the task's workflow; whether its starter is an owner is the
         bot's word (the bot's roles, not this machine's settings): where its network questions go, and whether it may
-        reach the bot's own code. So is the daily budget: the task stops once the bot's spending when it offered the
-        task, plus what this runner spent since (`spent_here_before`: this store's spending today at the claim),
-        reaches the bot's DAILY_BUDGET_USD."""
+        reach the bot's own code. So is the daily budget: before each model call the task's new usage rows go to the
+        bot (`UsageToBot`, from after `usage_after`, its newest row here at the claim), and the task stops once the
+        bot's spending today (every runner's tasks), with the calls under way on the bot and here, reaches the bot's
+        DAILY_BUDGET_USD. When the bot cannot be asked, its spending when it offered the task counts, plus what this
+        runner spent since (`spent_here_before`: this store's spending today at the claim)."""
         s = self.settings
+        usage = UsageToBot(self.client, workflow_id, start, self.name, usage_after)
 
         async def spending() -> str | None:
-            spent_here = await cost_today(self.store, s) - spent_here_before
+            await usage.forward(self.store)
+            if start.daily_budget_usd is None:  # the bot sets no budget
+                return None
             held = cost_usd(IN_FLIGHT.usage, s)  # this runner's other calls under way (agents/llm/calls_in_flight.py)
+            day = await usage.day()
+            if day is not None:
+                return budget_refusal(day.budget_usd, day.spent_usd, day.held_usd + held)
+            spent_here = await cost_today(self.store, s) - spent_here_before
             return budget_refusal(start.daily_budget_usd, start.spent_today_usd + spent_here, held)
 
         def is_owner(user_id: int | None) -> bool:
@@ -296,7 +369,7 @@ class RunnerNode:
             is_owner=is_owner,
             spending=spending,
         )
-        return TaskRun(executor, chat, summaries)
+        return TaskRun(executor, chat, summaries, usage)
 
     def workers(self) -> list[TemporalWorker]:
         return [
@@ -350,7 +423,10 @@ class RunnerNode:
         wf_id = activity.info().workflow_id
         if wf_id is None:  # a standalone activity: never started so here (the task's workflow starts it)
             raise RuntimeError("the execute activity runs only in a task's workflow")
-        run = self.task_run(start, wf_id, await cost_today(self.store, self.settings))
+        ran_before = await self.store.usage_since(utcnow(), task_id=start.task_id)  # an earlier run's, on this runner
+        run = self.task_run(
+            start, wf_id, await cost_today(self.store, self.settings), max((u.id or 0 for u in ran_before), default=0)
+        )
         # known here before the workflow learns of the claim: from then on a cancel is sent to this runner, which
         # must find the task even while it is still being prepared (a cancel found no run and was lost)
         self.runs[start.task_id] = run
@@ -371,6 +447,7 @@ class RunnerNode:
             while not job.done():
                 await asyncio.wait({job}, timeout=max(0.5, start.heartbeat_seconds / 4))
                 pushed = await self.pushes.progress(task.stored_id, wf_id, pushed)
+                await run.usage.forward(self.store)  # a task busy in a command shows what it spent
             problem = await job
         except asyncio.CancelledError:
             if not job.done():  # Temporal cancelled this activity: stop the task like /cancel does
@@ -527,7 +604,11 @@ class RunnerNode:
             base_commit=row.base_commit,
             events=[[e.kind, e.detail] for e in await self.store.task_events(task.stored_id) if e.created_at >= since],
             verified=[[str(c.idx), c.evidence or ""] for c in await self.store.criteria(task.stored_id) if c.verified],
-            usage=[u.model_dump_json() for u in await self.store.usage_since(since, task_id=task.id)],
+            usage=[  # this run's rows (the workflow leaves out those the bot stored while it ran)
+                u.model_dump_json()
+                for u in await self.store.usage_since(since, task_id=task.id)
+                if (u.id or 0) > run.usage.first
+            ],
             tool_calls=[
                 c.model_dump_json()
                 for c in (await self.store.tool_calls(task.id))[-MAX_AUDIT_ROWS:]

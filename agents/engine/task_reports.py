@@ -7,7 +7,8 @@ part (Open PR, a follow-up's push) is done here, where the bot's token is.
 
 What the bot can check it does not take on the runner's word: the status must be an end (anything else leaves the
 task interrupted, to resume or discard), the usage and audit rows are stored as the task's own (its chat, its
-starter, never negative, dated when the bot got them: a runner cannot lower today's spending), the branch's head and
+starter, never negative, dated when the bot got them: a runner cannot lower today's spending; usage rows come as the
+task records them too, `store_usage`, and the report then carries only those not stored yet), the branch's head and
 base come from the fetched branch in the owner's checkout (a base that is not an ancestor of both the branch and
 its base branch would make Diff hide what Merge brings in), a research task gets no branch, the bot's own run
 markers (`workflow` events) are never taken from a report, a malformed row is skipped rather than losing the report,
@@ -137,16 +138,7 @@ class TaskReports:
     async def _rows(self, task: Task, report: TaskReport) -> None:
         """The run's usage and audit rows, stored as the task's own (its chat, its user), whatever the runner says."""
         own = {"id": None, "task_id": task.stored_id, "chat_id": task.chat_id}
-        for row in report.usage:
-            try:
-                usage = UsageRecord.model_validate_json(row)
-            except ValueError:
-                log.warning("task %s: its runner reported a usage row the bot cannot read: skipped", task.id)
-                continue
-            counted = {name: max(0, getattr(usage, name)) for name in Usage.model_fields}  # never below zero
-            await self.store.record_usage(
-                usage.model_copy(update={**own, **counted, "user_id": task.user_id, "created_at": utcnow()})
-            )
+        await store_usage(self.store, task, report.usage)
         for row in report.tool_calls:
             try:
                 await self.store.record_tool_call(ToolCallRecord.model_validate_json(row).model_copy(update=own))
@@ -254,6 +246,21 @@ class TaskReports:
             return f"its branch `{report.branch}` is not on `{self.settings.engine.runner_remote}`"
         except GitError as err:
             return f"its branch `{report.branch}` could not be fetched: {str(err)[:300]}"
+
+
+async def store_usage(store: Store, task: Task, rows: list[str]) -> None:
+    """A runner's usage rows (UsageRecord JSON), stored as the task's own: its chat, its starter, never below zero,
+    dated now (a runner cannot lower today's spending); a row the bot cannot read is skipped. From the report, and
+    (agents/engine/front.py, `ChatDesk.usage`) as the task records them while it runs."""
+    own = {"id": None, "task_id": task.stored_id, "chat_id": task.chat_id, "user_id": task.user_id}
+    for row in rows:
+        try:
+            usage = UsageRecord.model_validate_json(row)
+        except ValueError:
+            log.warning("task %s: its runner reported a usage row the bot cannot read: skipped", task.id)
+            continue
+        counted = {name: max(0, getattr(usage, name)) for name in Usage.model_fields}  # never below zero
+        await store.record_usage(usage.model_copy(update={**own, **counted, "created_at": utcnow()}))
 
 
 def _ending(task: Task, report: TaskReport) -> tuple[TaskStatus, str | None]:

@@ -11,12 +11,20 @@ chat's messages both ways while it runs.
 - notify (update, from the runner): a `NOTIFY` activity on the bot's queue shows it in the chat; returns what was
   shown (the message id; the owners' copies of a question handed to them).
 - file_part (update, from the runner): a `FETCH` activity on the bot's queue reads a part of a file handed to the task.
+- usage (update, from the runner, as its task's model calls record their usage): a `USAGE` activity on the bot's
+  queue stores the rows as the task's own at once. The workflow keeps the keys of the rows the bot stored, and the
+  report it returns leaves those out (the report carries every row of its run; rows whose activity has not run when
+  the report comes, the bot being away, are left to the report): each row is counted once, across a takeover (a lost
+  runner's rows were stored as they came) and a bot restart (the keys live in the workflow).
+- spending (update, from the runner, before each model call): a `SPENDING` activity on the bot's queue, once the rows
+  under way are stored, answers with the day's budget and spend as the bot counts them (every runner's tasks).
 
 Temporal re-imports this module in its workflow sandbox: it has no side effects, and only the payloads pass through.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import functools
 from datetime import timedelta
@@ -32,18 +40,25 @@ with workflow.unsafe.imports_passed_through():
         FETCH,
         NOTIFY,
         POKE,
+        SPENDING,
+        USAGE,
         WORKFLOW,
         Claim,
+        DaySpending,
         FilePart,
         NotifyCall,
         Poke,
         Shown,
         TaskReport,
         TaskStart,
+        UsageCall,
+        without_stored,
     )
 
 ONCE = RetryPolicy(maximum_attempts=1)
 EDIT_SECONDS = 30  # a progress edit not shown within this is dropped (the bot is away; the next edit shows all)
+USAGE_SECONDS = 600  # usage rows not stored within this (the bot is away) come home in the report instead
+SPENDING_SECONDS = 10  # the bot's figure not given within this: the runner counts the offer's figure and its own
 ABANDON = workflow.HandlerUnfinishedPolicy.ABANDON
 
 
@@ -55,6 +70,9 @@ class AgentTask:
         self.cancelled = False
         self.ended = False
         self.branch: str | None = None  # the task branch as last pushed by a runner: where a takeover starts
+        self.usage_sent: set[str] = set()  # keys of the usage rows handed to the bot (stored, or on their way)
+        self.usage_stored: set[str] = set()  # … and of those it stored: the report leaves them out
+        self.usage_calls: list[workflow.ActivityHandle[None]] = []  # USAGE activities not yet done
 
     @workflow.run
     async def run(self, start: TaskStart) -> TaskReport:
@@ -78,8 +96,13 @@ class AgentTask:
                 execution.cancel()
             try:
                 report: TaskReport = await execution
+                # rows still on their way to the bot (it is away) come home in the report instead: their activities
+                # are cancelled, and waited for (one the bot is running ends stored): never both, never neither
+                for call in self.usage_calls:
+                    call.cancel()
+                await workflow.wait_condition(lambda: not self.usage_calls)
                 self.ended = True
-                return report
+                return without_stored(report, self.usage_stored)
             except ActivityError as err:
                 runner = self.claim.runner if self.claim else "no runner"
                 self.claim = None
@@ -166,6 +189,52 @@ class AgentTask:
             retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=5), maximum_attempts=5),
         )
         return data
+
+    @workflow.update(unfinished_policy=ABANDON)
+    async def usage(self, call: UsageCall) -> None:
+        """Usage rows the task recorded on its runner, stored by the bot as the task's own now (a row already handed
+        to it is not sent again); rows the bot could not store stay in the report."""
+        assert self.start is not None
+        rows = [row for row in call.rows if row.key and row.key not in self.usage_sent]
+        if not rows:
+            return
+        keys = {row.key for row in rows}
+        self.usage_sent |= keys
+        storing: workflow.ActivityHandle[None] = workflow.start_activity(
+            USAGE,
+            dataclasses.replace(call, rows=rows),
+            task_queue=self.start.bot_queue,
+            start_to_close_timeout=timedelta(seconds=60),
+            schedule_to_close_timeout=timedelta(seconds=USAGE_SECONDS),
+            retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=5)),
+            cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+        )
+        self.usage_calls.append(storing)
+        try:
+            await storing
+            self.usage_stored |= keys
+        except (ActivityError, asyncio.CancelledError):
+            self.usage_sent -= keys  # not stored: the report carries them
+        finally:
+            self.usage_calls.remove(storing)
+
+    @workflow.update(unfinished_policy=ABANDON)
+    async def spending(self) -> DaySpending:
+        """The day's budget and spend as the bot counts them, once the task's rows under way are stored."""
+        assert self.start is not None
+        await workflow.wait_condition(lambda: not self.usage_calls, timeout=timedelta(seconds=SPENDING_SECONDS))
+        day: DaySpending = await workflow.execute_activity(
+            SPENDING,
+            task_queue=self.start.bot_queue,
+            result_type=DaySpending,
+            schedule_to_close_timeout=timedelta(seconds=SPENDING_SECONDS),
+            retry_policy=ONCE,
+        )
+        return day
+
+    @usage.validator
+    def _usage_of_its_task(self, call: UsageCall) -> None:
+        self._its_task(call.task_id, call.chat_id)
 
     @notify.validator
     def _notify_for_its_task(self, call: NotifyCall) -> None:

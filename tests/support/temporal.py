@@ -177,7 +177,9 @@ async def temporal_bot(
     workspace_root: Path,
     temporal: str,
     queue: str,
+    **overrides: object,
 ) -> AsyncIterator[BotHarness]:
+    """The bot on `temporal`; `overrides`: more settings (DAILY_BUDGET_USD, …)."""
     from telegram_bot.app import stop_application
 
     settings = make_settings(
@@ -187,7 +189,7 @@ async def temporal_bot(
         workspace_root,
         allowed_user_ids=f"{USER_ID},{MEMBER}",  # USER_ID is the owner
         owner_user_ids=str(USER_ID),
-        **engine_settings(temporal, queue),
+        **{**engine_settings(temporal, queue), **overrides},
     )
     harness = await start_bot(settings, fake_telegram, fake_anthropic)
     try:
