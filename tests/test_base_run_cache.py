@@ -17,7 +17,7 @@ from agents.store.base_runs import BaseRunRows
 from agents.store.database import Store
 from agents.verify.base_run_cache import KeptBaseRuns, KeptOutcome, environment_identity
 from agents.verify.baseline import BaselineRuns
-from agents.verify.suite_env import detect_environment
+from agents.verify.suite_env import TestEnvironment, detect_environment
 from agents.verify.suite_run import TestStatus
 from agents.verify.task_tests import TaskTests
 from tests.conftest import git, make_repo
@@ -205,16 +205,23 @@ def trace_runs() -> list[asyncio.Task[object]]:
     ]
 
 
+def a_base_whose_red_test_is_slow_traced(
+    tmp_path: Path, tag: str
+) -> tuple[str, Path, str, TestEnvironment, BaselineRuns]:
+    """A repository whose red test sleeps (its own `sleep` argument, from `tag`) when traced: that argument, the
+    repository, its commit, its test environment and the base runs of a bot."""
+    sleep = own_sleep(tag)
+    repo = make_repo(tmp_path / "w", {"test_red.py": SLOW_WHEN_TRACED.format(sleep=sleep)})
+    env = detect_environment(repo)
+    assert env is not None
+    return sleep, repo, git(repo, "rev-parse", "HEAD").strip(), env, BaselineRuns(tmp_path / "cache")
+
+
 async def test_a_base_trace_goes_on_while_a_task_waits_for_it_and_ends_with_the_last(tmp_path: Path) -> None:
     """Two tasks on one base wait for the same traced run of its red test: the first one cancelled leaves it to the
     second; the second one cancelled too, no task waits for it any more, so it is cancelled and its test process
     killed, with no shutdown (`close`) to do it."""
-    sleep = own_sleep("8")
-    repo = make_repo(tmp_path / "w", {"test_red.py": SLOW_WHEN_TRACED.format(sleep=sleep)})
-    commit = git(repo, "rev-parse", "HEAD").strip()
-    env = detect_environment(repo)
-    assert env is not None
-    baselines = BaselineRuns(tmp_path / "cache")
+    sleep, repo, commit, env, baselines = a_base_whose_red_test_is_slow_traced(tmp_path, "8")
     first = asyncio.create_task(baselines.traces(repo, commit, env, 120, RED))
     second = asyncio.create_task(baselines.traces(repo, commit, env, 120, RED))
     try:
@@ -238,12 +245,7 @@ async def test_a_base_trace_goes_on_while_a_task_waits_for_it_and_ends_with_the_
 async def test_a_task_asking_while_a_cancelled_trace_is_reaped_gets_a_run_of_its_own(tmp_path: Path) -> None:
     """The last task waiting for a trace was cancelled (its run is being stopped) and the next task on the base asks
     for the same one at once: it gets a new traced run, never the cancelled one's cancellation."""
-    sleep = own_sleep("9")
-    repo = make_repo(tmp_path / "w", {"test_red.py": SLOW_WHEN_TRACED.format(sleep=sleep)})
-    commit = git(repo, "rev-parse", "HEAD").strip()
-    env = detect_environment(repo)
-    assert env is not None
-    baselines = BaselineRuns(tmp_path / "cache")
+    sleep, repo, commit, env, baselines = a_base_whose_red_test_is_slow_traced(tmp_path, "9")
     first = asyncio.create_task(baselines.traces(repo, commit, env, 120, RED))
     try:
         await holds(lambda: host_pids(sleep), "the first traced run's test process started")
