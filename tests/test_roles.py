@@ -267,6 +267,23 @@ async def test_a_note_to_another_members_attempts_is_refused_for_the_role(crew: 
             await crew.attempts.message_task(member(), stored[0].stored_id, note)
 
 
+async def test_merge_of_another_chats_attempt_answers_as_for_no_task_at_all(crew: Crew, store: Store) -> None:
+    """merge_task in another chat with the number of an attempt said "there are no attempts #G in this chat": that
+    the task exists, and its race's number. It answers as for a number no task has."""
+    group = AttemptGroup(chat_id=CHAT, size=2, title="fix add")
+    attempts = [
+        Task(chat_id=CHAT, workspace="calc", worker=WorkerKind.CODE, title="fix add", instructions="x", attempt=k)
+        for k in (1, 2)
+    ]
+    stored = await store.attempts.add(group, attempts)
+    elsewhere = owner(chat=OWNER)  # the owner's private chat
+    with pytest.raises(ToolError) as missing:
+        await crew.attempts.merge_task(elsewhere, 999)
+    with pytest.raises(ToolError) as attempt:
+        await crew.attempts.merge_task(elsewhere, stored[0].stored_id)
+    assert str(attempt.value) == str(missing.value).replace("999", str(stored[0].stored_id)), str(attempt.value)
+
+
 async def test_a_members_paused_schedule_on_the_bots_own_code_stays_paused(crew: Crew, store: Store) -> None:
     """A schedule on `self` made while its maker was an owner was paused when they became a member; resuming it
     answered "resumed" (its next run would only pause it again: members reach none of `self`)."""

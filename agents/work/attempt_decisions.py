@@ -61,7 +61,9 @@ class AttemptDecisions:
         """Merge a finished task's branch into the branch it started from."""
         # the tool and the Merge button alike; an attempt's merge is its group's: the others are discarded with it
         task_id = int(task_id)
-        if (group := await self.group_of(task_id)) is not None:
+        group = await self.group_of(task_id)
+        # another chat's attempt is answered as any task of another chat is (never its race's number)
+        if group is not None and (group.chat_id == caller.chat_id or (anywhere and self.access.is_owner(caller))):
             return await self.merge(caller, group.stored_id, task_id, anywhere=anywhere)
         return await self.branches.merge(caller, task_id, anywhere=anywhere)
 
