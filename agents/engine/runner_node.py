@@ -176,6 +176,7 @@ class UsageToBot:
         self.start, self.runner = start, runner
         self.first = self.after = after  # rows after `first` are this run's; after `after`, not yet handed over
         self._sending = asyncio.Lock()
+        self._soon: asyncio.Task[None] | None = None  # `forward_soon`'s send under way
         self._unanswered_at: float | None = None  # when the bot last did not answer (loop time)
 
     async def forward(self, store: Store) -> None:
@@ -196,6 +197,12 @@ class UsageToBot:
                 log.info("task %s: usage rows not handed to its workflow: %s", self.start.task_id, err)
                 return
             self.after = max(u.id or 0 for u in rows)
+
+    def forward_soon(self, store: Store) -> None:
+        """`forward` in the background (a model call without a budget to check does not wait for the bot): one at a
+        time, the rows of calls meanwhile going with the next."""
+        if self._soon is None or self._soon.done():
+            self._soon = asyncio.create_task(self.forward(store))
 
     async def day(self) -> DaySpending | None:
         """The bot's budget and spending today (every runner's tasks, as their rows reached it), or None when the
@@ -330,9 +337,10 @@ class RunnerNode:
         usage = UsageToBot(self.client, workflow_id, start, self.name, usage_after)
 
         async def spending() -> str | None:
-            await usage.forward(self.store)
-            if start.daily_budget_usd is None:  # the bot sets no budget
+            if start.daily_budget_usd is None:  # the bot sets no budget: nothing waits for the rows to reach it
+                usage.forward_soon(self.store)
                 return None
+            await usage.forward(self.store)
             held = cost_usd(IN_FLIGHT.usage, s)  # this runner's other calls under way (agents/llm/calls_in_flight.py)
             day = await usage.day()
             if day is not None:
