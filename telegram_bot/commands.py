@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from telegram import Update
+from telegram.constants import ChatType
 
 from agents.core.actions import Action, button
 from agents.core.errors import ToolError
@@ -21,7 +22,7 @@ from telegram_bot import handlers
 from telegram_bot.conversation import caller_of, conversation_of
 from telegram_bot.handlers import say
 from telegram_bot.state import Context
-from telegram_bot.updates import runtime
+from telegram_bot.updates import chat_of, runtime
 
 T = TypeVar("T")
 
@@ -120,10 +121,11 @@ async def cancel(update: Update, context: Context) -> None:
 
 
 async def usage(update: Update, context: Context) -> None:
-    """/usage: tokens and estimated cost: everything, this conversation's tasks, and per user."""
-    await _say(
-        update, context, await runtime(context).chat_queries.usage_report(await conversation_of(update, context))
-    )
+    """/usage: tokens and estimated cost: this conversation's, its tasks and users (an owner's private chat: the whole
+    bot's too)."""
+    private = chat_of(update).type == ChatType.PRIVATE
+    report = await runtime(context).chat_queries.usage_report(await caller_of(update, context), private_chat=private)
+    await _say(update, context, report)
 
 
 async def log(update: Update, context: Context) -> None:

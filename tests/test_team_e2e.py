@@ -13,12 +13,12 @@ import threading
 
 import pytest
 
-from agents.core.models import TaskStatus
+from agents.core.models import TaskStatus, UsageRecord
 from tests.conftest import BotHarness, git, text_now
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript, last_user_text
 from tests.support.tasks import ended, start_task
-from tests.support.team import GROUP, MEMBER, OWNER, team, team_turn, tool_results  # noqa: F401  (team: a fixture)
+from tests.support.team import GROUP, MEMBER, OTHER_MEMBER, OWNER, said, team, team_turn, tool_results  # noqa: F401  (team: a fixture)
 
 # quick_tests: what these tests check is not the verdict, so calc's tests are one quick check (tests/conftest.py)
 pytestmark = [
@@ -302,3 +302,34 @@ async def test_an_owners_task_on_self_in_the_group_shows_a_member_nothing_of_wha
     team.tg.send_command(OWNER, "/log 1", chat_id=GROUP, username="boss")
     log = (await team.tg.wait_for_message(GROUP, count=before + 1))[before]
     assert written.encode() in (log.data or b""), log  # the owner's own view is unchanged
+
+
+async def test_usage_in_the_group_or_a_members_chat_itemises_only_that_chat(
+    team: BotHarness, model: RoleScript
+) -> None:
+    """What the owner spent in a private chat, and a member in theirs, is shown neither to the group nor to the other
+    member; the owner's private chat shows the whole bot, per user."""
+    store = team.runtime.store
+    for chat, user, tokens in ((OWNER, OWNER, 1_000_000), (MEMBER, MEMBER, 2_000_000)):
+        await store.record_usage(
+            UsageRecord(chat_id=chat, user_id=user, agent="orchestrator", model="m", input_tokens=tokens)
+        )
+    team.tg.send_command(MEMBER, "/usage", chat_id=GROUP, username="mia")
+    in_group = await team.tg.await_for(lambda: in_topic(team, None, "This chat today"), timeout=HANG_GUARD)
+    assert "By user" not in in_group.text and "Today:" not in in_group.text.replace("This chat today:", ""), (
+        in_group.text
+    )
+    assert "1,000,000" not in in_group.text and "2,000,000" not in in_group.text, in_group.text
+
+    team.tg.send_command(OTHER_MEMBER, "/usage", username="otto")
+    other = await team.tg.await_for(lambda: said(team, OTHER_MEMBER, "This chat today"), timeout=HANG_GUARD)
+    assert "By user" not in other.text and "2,000,000" not in other.text, other.text
+
+    team.tg.send_command(MEMBER, "/usage", username="mia")
+    own = await team.tg.await_for(lambda: said(team, MEMBER, "This chat today"), timeout=HANG_GUARD)
+    assert "in 2,000,000" in own.text and "By user in this chat" in own.text and "1,000,000" not in own.text
+
+    team.tg.send_command(OWNER, "/usage")
+    whole = await team.tg.await_for(lambda: said(team, OWNER, "This chat today"), timeout=HANG_GUARD)
+    assert whole.text.startswith("Today:") and "in 3,000,000" in whole.text, whole.text
+    assert "By user (today · this month)" in whole.text and whole.text.count("\n• ") == 2, whole.text

@@ -53,19 +53,18 @@ async def user_names(store: Store) -> dict[int, str]:
 
 
 def per_user_lines(
-    today: list[UsageRecord], month: list[UsageRecord], settings: Settings, names: dict[int, str]
+    today: list[UsageRecord], month: list[UsageRecord], settings: Settings, names: dict[int, str], where: str = ""
 ) -> list[str]:
-    """Each user's cost today and this month (a team shares one bot; the daily budget is shared too)."""
+    """Each user's cost today and this month in the rows given (a team shares one bot; the daily budget is shared
+    too); `where` says which rows those are (" in this chat")."""
     users = sorted({r.user_id for r in month if r.user_id is not None})
     if not users:
         return []
-    lines = ["**By user** (today · this month):"]
+    lines = [f"**By user{where}** (today · this month):"]
     for user in users:
         spent_today = cost_usd(total([r for r in today if r.user_id == user]), settings)
         spent_month = cost_usd(total([r for r in month if r.user_id == user]), settings)
         lines.append(f"• {names.get(user, f'user {user}')}: ${spent_today:.4f} · ${spent_month:.4f}")
-    if settings.anthropic.daily_budget_usd is not None:
-        lines.append(f"_The daily budget of ${settings.anthropic.daily_budget_usd:.2f} is shared by every user._")
     return lines
 
 
@@ -77,19 +76,31 @@ def _line(label: str, usage: Usage, settings: Settings, calls: int) -> str:
     )
 
 
-async def usage_report(store: Store, settings: Settings, chat_id: int | None = None, top: int = 5) -> str:
+async def usage_report(
+    store: Store, settings: Settings, chat_id: int | None = None, top: int = 5, *, whole_bot: bool = True
+) -> str:
+    """/usage's text. `whole_bot`: every chat's usage, per user across the bot (an owner in a private chat). Without
+    it only this chat's usage is itemised, per user too: a group must not learn what a member (or the owner) spent in
+    a private chat with the bot, nor a member what other chats spend; the whole bot's spending shows only as what is
+    left of the shared daily budget, which is why a task may be refused."""
     today = await store.usage_since(start_of_day())
     month = await store.usage_since(start_of_month())
-    lines = [
-        _line("Today", total(today), settings, len(today)),
-        _line("This month", total(month), settings, len(month)),
-    ]
+    here_today = [r for r in today if r.chat_id == chat_id]
+    here_month = [r for r in month if r.chat_id == chat_id]
+    lines = []
+    if whole_bot:
+        lines += [
+            _line("Today", total(today), settings, len(today)),
+            _line("This month", total(month), settings, len(month)),
+        ]
     if chat_id is not None:
-        here_today = [r for r in today if r.chat_id == chat_id]
-        here_month = [r for r in month if r.chat_id == chat_id]
         lines.append(_line("This chat today", total(here_today), settings, len(here_today)))
         lines.append(_line("This chat this month", total(here_month), settings, len(here_month)))
-    lines += per_user_lines(today, month, settings, await user_names(store))
+    names = await user_names(store)
+    if whole_bot:
+        lines += per_user_lines(today, month, settings, names)
+    else:
+        lines += per_user_lines(here_today, here_month, settings, names, where=" in this chat")
     by_task: dict[int, list[UsageRecord]] = defaultdict(list)
     for r in month:
         if r.task_id is not None and (chat_id is None or r.chat_id == chat_id):
@@ -101,7 +112,8 @@ async def usage_report(store: Store, settings: Settings, chat_id: int | None = N
             task = await store.get_task(task_id)
             title = task.title[:60] if task else "?"
             lines.append(f"• #{task_id} ${cost_usd(total(records), settings):.4f}: {title}")
-    if settings.anthropic.daily_budget_usd is not None:
-        lines.append(f"Daily budget: ${settings.anthropic.daily_budget_usd:.2f}")
+    if (budget := settings.anthropic.daily_budget_usd) is not None:
+        spent = cost_usd(total(today), settings)
+        lines.append(f"Daily budget: ${budget:.2f} for the whole bot, ${max(budget - spent, 0.0):.2f} of it left today")
     lines.append("_Costs are estimates from the price table in settings._")
     return "\n".join(lines)

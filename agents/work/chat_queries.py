@@ -99,9 +99,11 @@ class ChatQueries:
         """/history: every message stored for this conversation, before and after any /new."""
         return await self.store.all_messages(conversation)
 
-    async def usage_report(self, conversation: int) -> str:
-        """/usage: everything, this conversation's tasks, and per user."""
-        return await usage_report(self.store, self.settings, conversation)
+    async def usage_report(self, caller: Caller, *, private_chat: bool) -> str:
+        """/usage: this conversation's usage, its tasks and its users; the whole bot's, per user, only for an owner in
+        a private chat (agents/llm/usage.py says why)."""
+        whole_bot = private_chat and self.access.is_owner(caller)
+        return await usage_report(self.store, self.settings, caller.chat_id, whole_bot=whole_bot)
 
     async def bound_workspace(self, conversation: int) -> str | None:
         """The workspace this conversation works in (/workspace NAME set it, or a topic of that name), if any."""
