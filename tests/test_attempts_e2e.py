@@ -233,7 +233,7 @@ async def test_two_passing_attempts_are_compared_once_by_the_orchestrator(bot: B
     assert "Pick: attempt 2 (task #2)" in summary.text, summary.text
     assert "compared by the orchestrator: It keeps the operands in the order the tests name them" in summary.text
     assert len(re.findall(r"^✔ Attempt \d", summary.text, re.MULTILINE)) == 2 and "✗ Attempt 3" in summary.text
-    judged = [u for u in await bot.runtime.store.usage_since(summary_time(), task_id=1) if u.agent == "judge"]
+    judged = [u for u in await bot.runtime.store.task_usage(1) if u.agent == "judge"]
     assert len(judged) == 1, "the comparison counts toward usage"
 
 

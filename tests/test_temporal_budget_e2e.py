@@ -18,7 +18,6 @@ from agents.core.errors import ToolError
 from agents.core.models import Caller, TaskStatus
 from agents.llm.client import cost_usd
 from agents.llm.usage import total
-from agents.store.database import start_of_day
 from tests.conftest import USER_ID
 from tests.fakes import anthropic_server as claude_says
 from tests.fakes.anthropic_server import FakeAnthropic
@@ -100,7 +99,7 @@ async def test_a_running_tasks_spend_on_a_runner_counts_against_the_budget_at_on
 
         # (1) A spent $0.06 and is busy in its command: the bot's store and /usage show it now
         async def spend_of_a() -> float:
-            return cost_usd(total(await store.usage_since(start_of_day(), task_id=1)), tbot.settings)
+            return cost_usd(total(await store.task_usage(1)), tbot.settings)
 
         async def past_the_budget() -> bool:
             return await spend_of_a() > BUDGET
@@ -136,5 +135,5 @@ async def test_a_running_tasks_spend_on_a_runner_counts_against_the_budget_at_on
             return any(e.kind == "workflow" and e.detail.startswith("ended ") for e in await store.task_events(1))
 
         await until(run_ended, timeout=60)
-        rows = [u for u in await store.usage_since(start_of_day(), task_id=1) if u.agent == "code-worker"]
+        rows = [u for u in await store.task_usage(1) if u.agent == "code-worker"]
         assert len(rows) == workers.calls["A"] == 1, f"{len(rows)} usage rows for {workers.calls['A']} model call"

@@ -187,7 +187,7 @@ async def test_a_cancel_while_the_runner_pushes_the_finished_task_ends_it_cancel
     assert task.status is TaskStatus.CANCELLED, f"the chat said {said.text!r}, yet task #1 is {task.status.value}"
     assert "Task #1 cancelled" in said.text and "kept on its branch" in said.text, said.text
     assert not message_with(tbot, "Fixed add()"), "no summary of a cancelled task"
-    assert sum(u.agent == "code-worker" for u in await tbot.runtime.store.usage_since(task.created_at, task_id=1)) == 2
+    assert sum(u.agent == "code-worker" for u in await tbot.runtime.store.task_usage(1)) == 2
 
 
 async def test_a_report_that_comes_after_the_cancel_stopped_waiting_still_counts_what_the_run_cost(
@@ -213,7 +213,7 @@ async def test_a_report_that_comes_after_the_cancel_stopped_waiting_still_counts
         return any(e.detail == f"ended {run}" for e in await store.task_events(1))
 
     await until(ended)
-    used = await store.usage_since(task.created_at, task_id=1)
+    used = await store.task_usage(1)
     assert sum(u.agent == "code-worker" for u in used) == 2, used
     assert await store.tool_calls(task_id=1), "the run's audit rows were not stored"
     task = await store.get_task(1)

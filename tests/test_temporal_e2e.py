@@ -71,7 +71,7 @@ async def test_a_runner_runs_the_task_asks_for_network_and_the_bot_merges_its_br
     assert "running on a" in events and any("allowed once by the owner" in d for d in events)
     audit = [c.tool for c in await tbot.runtime.store.tool_calls(task_id=1)]
     assert audit == ["run_command", "edit_file"], audit  # the runner's audit rows came home (/log 1)
-    assert sum(u.agent == "code-worker" for u in await tbot.runtime.store.usage_since(task.created_at, task_id=1)) == 3
+    assert sum(u.agent == "code-worker" for u in await tbot.runtime.store.task_usage(1)) == 3
     assert any("fetched-deps" in (m.text or "") for m in tbot.tg.messages(USER_ID)) or "fetched-deps" in str(
         model.requests["code"][-1]
     )

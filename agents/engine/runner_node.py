@@ -181,9 +181,7 @@ class UsageToBot:
 
     async def forward(self, store: Store) -> None:
         async with self._sending:
-            rows = [
-                u for u in await store.usage_since(utcnow(), task_id=self.start.task_id) if (u.id or 0) > self.after
-            ]
+            rows = await store.task_usage(self.start.task_id, after=self.after)
             if not rows:
                 return
             records = [u.model_dump_json() for u in rows]
@@ -431,7 +429,7 @@ class RunnerNode:
         wf_id = activity.info().workflow_id
         if wf_id is None:  # a standalone activity: never started so here (the task's workflow starts it)
             raise RuntimeError("the execute activity runs only in a task's workflow")
-        ran_before = await self.store.usage_since(utcnow(), task_id=start.task_id)  # an earlier run's, on this runner
+        ran_before = await self.store.task_usage(start.task_id)  # an earlier run's, on this runner
         run = self.task_run(
             start, wf_id, await cost_today(self.store, self.settings), max((u.id or 0 for u in ran_before), default=0)
         )
@@ -613,9 +611,7 @@ class RunnerNode:
             events=[[e.kind, e.detail] for e in await self.store.task_events(task.stored_id) if e.created_at >= since],
             verified=[[str(c.idx), c.evidence or ""] for c in await self.store.criteria(task.stored_id) if c.verified],
             usage=[  # this run's rows (the workflow leaves out those the bot stored while it ran)
-                u.model_dump_json()
-                for u in await self.store.usage_since(since, task_id=task.id)
-                if (u.id or 0) > run.usage.first
+                u.model_dump_json() for u in await self.store.task_usage(task.stored_id, after=run.usage.first)
             ],
             tool_calls=[
                 c.model_dump_json()

@@ -19,7 +19,6 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -129,7 +128,7 @@ async def run_fixture(
                     await asyncio.sleep(0.2)
             tests = [e for e in await store.task_events(task.stored_id) if e.kind == "tests"]
             usage = Usage()
-            for record in await store.usage_since(datetime.min.replace(tzinfo=UTC), task_id=task.stored_id):
+            for record in await store.task_usage(task.stored_id):
                 usage = usage + Usage(
                     input_tokens=record.input_tokens,
                     output_tokens=record.output_tokens,

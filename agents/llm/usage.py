@@ -19,7 +19,7 @@ def total(records: list[UsageRecord]) -> Usage:
 
 
 async def cost_today(store: Store, settings: Settings) -> float:
-    return cost_usd(total(await store.usage_since(start_of_day())), settings)
+    return cost_usd(await store.total_since(start_of_day()), settings)
 
 
 async def budget_exceeded(store: Store, settings: Settings, *, with_calls_under_way: bool = False) -> str | None:

@@ -125,7 +125,7 @@ class AttemptSummary:
                 added += int(plus) if plus.isdigit() else 0
                 removed += int(minus) if minus.isdigit() else 0
             committed = files > 0
-        usage = total(await self.store.usage_since(utcnow(), task_id=task.stored_id))
+        usage = total(await self.store.task_usage(task.stored_id))
         tokens = (
             usage.input_tokens + usage.output_tokens + usage.cache_creation_input_tokens + usage.cache_read_input_tokens
         )

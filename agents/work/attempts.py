@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Annotated
 
 from agents.core.errors import ToolError
-from agents.core.models import AttemptGroup, AttemptState, Caller, Task, TaskStatus, WorkerKind, utcnow
+from agents.core.models import AttemptGroup, AttemptState, Caller, Task, TaskStatus, WorkerKind
 from agents.core.protocols import MessageModel, Notifier, Outbox, TaskEngine
 from agents.core.settings import Settings
 from agents.core.work_tools import Arg, Attachments, DefaultWorkspace, WorkerName, work_tool
@@ -205,9 +205,7 @@ class Races:
             for t in await self.store.list_tasks(statuses=[TaskStatus.COMPLETED, TaskStatus.UNVERIFIED], limit=20)
             if t.worker is not WorkerKind.RESEARCH
         ][:10]
-        costs = [
-            cost_usd(total(await self.store.usage_since(utcnow(), task_id=t.stored_id)), self.settings) for t in ended
-        ]
+        costs = [cost_usd(total(await self.store.task_usage(t.stored_id)), self.settings) for t in ended]
         costs = [c for c in costs if c > 0]
         if not costs:
             return f"Estimated cost: {size} times one task's (no finished task yet to estimate from)."

@@ -73,7 +73,7 @@ class ChatQueries:
         task = await self._task_here(caller, number)
         if task is None:
             return None
-        used = total(await self.store.usage_since(task.created_at, task_id=task.id))
+        used = total(await self.store.task_usage(task.stored_id))
         return TaskDetail(
             task=task,
             usage=used,
