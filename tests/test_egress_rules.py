@@ -4,8 +4,10 @@ needed: tests/test_network_egress.py plays the commands against a real neighbour
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -113,3 +115,33 @@ async def test_what_the_proxy_keeps_and_says_of_refused_names_is_bounded(tmp_pat
         await proxy.close()
     assert kept == 400 and len(proxy.refused) == 0 and len(note) < 2_000, (kept, len(note))
     assert note.count(".invalid") == 0 and "h0-" in note and "and 390 more" in note, note
+
+
+@pytest.mark.parametrize("target", ["fifo", "elsewhere.toml"])
+def test_an_agentlab_toml_link_is_not_followed_for_network_domains(tmp_path: Path, target: str) -> None:
+    """A stranger's repository commits `.agentlab.toml` as a link: to a FIFO the bot's read (on its event loop, for
+    every sandbox it builds) waited for ever, to /dev/zero it read until memory ran out, to a file of the host it read
+    that file. A link is not followed; the same table as a plain file is read."""
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    table = '[network]\ndomains = ["example.org"]\n'
+    if target == "fifo":
+        os.mkfifo(tmp_path / "fifo")
+        (checkout / ".agentlab.toml").symlink_to(tmp_path / "fifo")
+    elif target == "elsewhere.toml":
+        (tmp_path / "elsewhere.toml").write_text(table)
+        (checkout / ".agentlab.toml").symlink_to(tmp_path / "elsewhere.toml")
+    found: list[object] = []
+    # in a thread with a deadline: the old code never returned from the FIFO (released below if it still waits)
+    reading = threading.Thread(target=lambda: found.append(egress_rules.workspace_domains(checkout)), daemon=True)
+    reading.start()
+    reading.join(10)
+    if reading.is_alive():
+        os.close(os.open(tmp_path / "fifo", os.O_WRONLY | os.O_NONBLOCK))
+        pytest.fail("the bot waited on the FIFO a committed .agentlab.toml links to")
+    assert found == [None]
+    (checkout / ".agentlab.toml").unlink()
+    (checkout / ".agentlab.toml").write_text(table)
+    assert egress_rules.workspace_domains(checkout) == ("example.org",)
+    (checkout / ".agentlab.toml").write_text(table + "#" * egress_rules.CONFIG_MAX_BYTES)
+    assert egress_rules.workspace_domains(checkout) is None, "a file over the limit is not read"

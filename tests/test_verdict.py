@@ -13,6 +13,8 @@ from agents.sandbox.shell import child_env
 from agents.verify import suite_run
 from agents.verify.baseline import BaselineRuns
 from agents.verify.suite_env import (
+    MAX_TEST_TIMEOUT_S,
+    TestConfigError,
     detect_environment,
     link_borrowed,
     parse_config,
@@ -107,6 +109,15 @@ def test_agentlab_toml_names_command_junit_timeout(tmp_path: Path) -> None:
     assert env.junit == "out.xml" and env.timeout == 30
     assert short_command(env.command) == "pytest tests/unit -q"
     assert short_command(f"{sys.executable} -m pytest -q --no-header") == "pytest"
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "+inf", "-1", "0", str(MAX_TEST_TIMEOUT_S + 1)])
+def test_a_repositorys_test_timeout_that_bounds_nothing_is_refused(value: str) -> None:
+    """TOML's nan and inf are floats: `timeout <= 0` let them through, and the bot's test run was bounded by nothing
+    (inf) or by a NaN deadline; a repository's own timeout is also at most a day."""
+    with pytest.raises(TestConfigError, match="timeout must be a number of seconds above 0"):
+        parse_config(f'[tests]\ncommand = "pytest"\ntimeout = {value}\n')
+    assert parse_config(f"[tests]\ntimeout = {MAX_TEST_TIMEOUT_S}\n").timeout == MAX_TEST_TIMEOUT_S
 
 
 def test_node_modules_of_a_monorepo_are_borrowed_and_hidden_from_git(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import logging
+import os
 import re
 import tomllib
 from collections.abc import Iterable
@@ -26,12 +27,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agents.core.text import some_of
+from agents.sandbox.safe_paths import NotRegularFile, UnsafePath, open_regular
 
 log = logging.getLogger(__name__)
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 # the domains of the `packages` preset: package registries and the source hosts installs download from
+CONFIG_MAX_BYTES = 64_000  # a repository's .agentlab.toml read for its [network] table: a few lines in practice
 PACKAGES_PRESET = (
     "pypi.org",
     "files.pythonhosted.org",
@@ -147,12 +150,26 @@ def parse_networks(items: Iterable[str]) -> tuple[IPNetwork, ...]:
 
 def workspace_domains(checkout: Path) -> tuple[str, ...] | None:
     """The `[network] domains` of the owner's checkout's `.agentlab.toml` (a list, or one comma-separated string),
-    None where it names none; a malformed file or name is ignored (logged) rather than opening anything."""
+    None where it names none; a malformed file or name is ignored (logged) rather than opening anything.
+
+    The file comes from a repository written by anyone and is read on the event loop: only a regular file, never
+    through a link (one to a FIFO would stop the bot, one to /dev/zero fill its memory), and at most
+    CONFIG_MAX_BYTES of it (a longer one is not read)."""
     try:
-        table = tomllib.loads((checkout / ".agentlab.toml").read_text(encoding="utf-8")).get("network")
+        fd = open_regular(checkout, ".agentlab.toml")
     except FileNotFoundError:
         return None
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
+    except (OSError, UnsafePath, NotRegularFile) as err:
+        log.warning("%s/.agentlab.toml: not read for [network]: %s", checkout, err)
+        return None
+    with os.fdopen(fd, "rb") as file:
+        data = file.read(CONFIG_MAX_BYTES + 1)
+    if len(data) > CONFIG_MAX_BYTES:
+        log.warning("%s/.agentlab.toml: not read for [network]: over %d bytes", checkout, CONFIG_MAX_BYTES)
+        return None
+    try:
+        table = tomllib.loads(data.decode("utf-8")).get("network")
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
         log.warning("%s/.agentlab.toml: not read for [network]: %s", checkout, err)
         return None
     listed = table.get("domains") if isinstance(table, dict) else None

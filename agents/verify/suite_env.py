@@ -31,6 +31,7 @@ from agents.verify.node_modules_links import is_links_folder, plant
 from agents.workspaces.file_walk import SKIP_DIRS, walk_tree
 
 CONFIG_FILE = ".agentlab.toml"
+MAX_TEST_TIMEOUT_S = 86_400  # a repository's own [tests] timeout: a day bounds the slowest suite
 PYTEST_ARGS = "-m pytest -q --no-header -p no:cacheprovider -rfE"
 NPM_DEFAULT_TEST = "no test specified"
 EXCLUDE_MARKER = "# agentlab: environment links borrowed by task worktrees"
@@ -95,8 +96,14 @@ def parse_config(text: str, source: str = "base commit") -> TestConfig | None:
         raise TestConfigError(
             f'{CONFIG_FILE}: [tests] junit must be a path inside the workspace, e.g. junit = "reports/junit.xml"'
         )
-    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
-        raise TestConfigError(f"{CONFIG_FILE}: [tests] timeout must be a positive number of seconds")
+    # `not 0 < timeout <= MAX`, not `timeout <= 0`: TOML's nan and inf are floats that would pass the latter and bound
+    # nothing (a NaN deadline in asyncio's timers fires at the wrong time)
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= MAX_TEST_TIMEOUT_S
+    ):
+        raise TestConfigError(
+            f"{CONFIG_FILE}: [tests] timeout must be a number of seconds above 0 and at most {MAX_TEST_TIMEOUT_S:,}"
+        )
     return TestConfig(
         command=command.strip() if command else None,
         junit=junit.strip() if junit else None,
