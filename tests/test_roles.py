@@ -303,3 +303,26 @@ async def test_a_members_paused_schedule_on_the_bots_own_code_stays_paused(crew:
         with pytest.raises(OwnersOnly, match="its maker is not an owner"):
             await crew.schedules.resume(caller, made.stored_id)
     assert (await store.schedules.get(made.stored_id)).status is ScheduleStatus.PAUSED
+
+
+@pytest.mark.parametrize("maker", [4242, None], ids=["no-longer-allowed", "unknown"])
+async def test_a_paused_schedule_whose_maker_is_no_longer_allowed_stays_paused(
+    crew: Crew, store: Store, maker: int | None
+) -> None:
+    """A schedule is paused at its run when its maker is no longer an allowed user (a run acts as its maker); an
+    owner's resume answered "resumed", and its next run only paused it again with a second notice."""
+    made = await store.schedules.add(
+        Schedule(
+            chat_id=CHAT,
+            user_id=maker,
+            user_name="@gone",
+            workspace="calc",
+            worker=WorkerKind.CODE,
+            instructions="run",
+            every_minutes=60,
+        )
+    )
+    await store.schedules.update(made.stored_id, status=ScheduleStatus.PAUSED, next_run_at=None)
+    with pytest.raises(ToolError, match="no longer an allowed user: it stays paused"):
+        await crew.schedules.resume(owner(), made.stored_id)
+    assert (await store.schedules.get(made.stored_id)).status is ScheduleStatus.PAUSED

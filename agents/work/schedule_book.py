@@ -361,6 +361,12 @@ class ScheduleBook:
             await decided_by_own_words(self.notifier, caller, RESUME, f"**schedule #{schedule.id}**")
             if schedule.workspace not in {w.name for w in self.workspaces.all()}:
                 raise ToolError(f"the workspace {schedule.workspace} of schedule #{schedule.id} still does not exist")
+            if schedule.user_id is None or schedule.user_id not in self.settings.users.allowed_user_ids:
+                # a run acts as its maker, who acts as nobody now: resumed, it would only pause again at its next run
+                raise ToolError(
+                    f"schedule #{schedule.id} acts as {schedule.user_name or 'its maker'}, who is no longer an allowed "
+                    "user: it stays paused (make a new one)"
+                )
             if self.workspaces.is_self(schedule.workspace) and not self.crew.is_owner(maker_of(schedule)):
                 # a run acts as its maker, and members reach none of `self`: resumed, it would only pause again
                 raise OwnersOnly(
