@@ -412,3 +412,78 @@ async def test_grep_a_few_thousand_files_is_fast(ws: Path) -> None:
     out = await grep(ws, "MARKER")
     assert time.monotonic() - started < 5
     assert out.count("\n") == 39 and out.startswith("gen/d0/f7.py:41: # MARKER")
+
+
+# --- the bot's own folders ------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def checkout(tmp_path: Path) -> Path:
+    """The bot's own checkout (the workspace `self`) as it runs by default: its data folder (database, every chat's
+    attachments) and its task worktrees inside it."""
+    root = tmp_path / "agentlab"
+    (root / "data" / "attachments" / "42").mkdir(parents=True)
+    (root / "data" / "attachments" / "42" / "log.txt").write_text("password: CHAT-42-SECRET\n")
+    (root / "data-worktrees" / "task-3").mkdir(parents=True)
+    (root / "data-worktrees" / "task-3" / "calc.py").write_text("def add(a, b):\n    return a + b  # TASK-3-SECRET\n")
+    (root / "README.md").write_text("# agentlab\n")
+    return root
+
+
+def bots_folders(checkout: Path) -> tuple[Path, Path]:
+    return checkout / "data", checkout / "data-worktrees"
+
+
+async def test_the_bots_own_folders_are_out_of_every_file_tools_reach(checkout: Path) -> None:
+    hidden = bots_folders(checkout)
+    for path in ("data/attachments/42/log.txt", "data-worktrees/task-3/calc.py", "data", "./data/../data/x"):
+        with pytest.raises(ToolError, match="the bot's own data"):
+            await read_file(checkout, path, hidden=hidden)
+        with pytest.raises(ToolError, match="the bot's own data"):
+            await grep(checkout, "SECRET", path=path, hidden=hidden)
+    with pytest.raises(ToolError, match="the bot's own data"):
+        await ft.glob(checkout, "data/**", hidden=hidden)
+    assert await ft.glob(checkout, "**", hidden=hidden) == "README.md"
+    assert await ft.glob(checkout, "dat*/**/*", hidden=hidden) == "no files match 'dat*/**/*'"
+    assert "no matches" in await grep(checkout, "SECRET", hidden=hidden)
+    with pytest.raises(ToolError, match="the bot's own data"):
+        await ft.write_file(checkout, "data/attachments/42/log.txt", "x", hidden=hidden)
+    with pytest.raises(ToolError, match="the bot's own data"):
+        await ft.edit_file(checkout, "data-worktrees/task-3/calc.py", "a + b", "a - b", hidden=hidden)
+    assert "CHAT-42-SECRET" in (checkout / "data" / "attachments" / "42" / "log.txt").read_text()
+    assert "a + b" in (checkout / "data-worktrees" / "task-3" / "calc.py").read_text()
+
+
+async def test_a_link_in_the_workspace_into_the_bots_data_leads_nowhere(checkout: Path) -> None:
+    hidden = bots_folders(checkout)
+    (checkout / "notes").symlink_to(checkout / "data" / "attachments")
+    (checkout / "log.txt").symlink_to(checkout / "data" / "attachments" / "42" / "log.txt")
+    (checkout / "src").mkdir()
+    (checkout / "src" / "tasks").symlink_to(checkout / "data-worktrees", target_is_directory=True)
+    for path in ("log.txt", "notes/42/log.txt", "src/tasks/task-3/calc.py"):
+        with pytest.raises(ToolError, match="the bot's own data"):
+            await read_file(checkout, path, hidden=hidden)
+    for path in ("notes", "src/tasks", "log.txt"):
+        with pytest.raises(ToolError, match="the bot's own data"):
+            await grep(checkout, "SECRET", path=path, hidden=hidden)
+    assert "no matches" in await grep(checkout, "SECRET", hidden=hidden)
+    assert await ft.glob(checkout, "**", hidden=hidden) == "README.md\nsrc/"
+    with pytest.raises(ToolError, match="the bot's own data"):
+        await ft.glob(checkout, "notes/**", hidden=hidden)
+
+
+async def test_a_tasks_own_worktree_in_the_worktrees_folder_keeps_its_tools(checkout: Path) -> None:
+    """A task's root lies inside the worktrees folder (and may hold folders named like the bot's): all its own."""
+    hidden = bots_folders(checkout)
+    root = checkout / "data-worktrees" / "task-3"
+    (root / "data").mkdir()
+    (root / "data" / "fixture.txt").write_text("TASK-3-DATA\n")
+    assert "TASK-3-SECRET" in await read_file(root, "calc.py", hidden=hidden)
+    assert "TASK-3-DATA" in await read_file(root, "data/fixture.txt", hidden=hidden)
+    assert await ft.glob(root, "**", hidden=hidden) == "calc.py\ndata/\ndata/fixture.txt"
+    assert await grep(root, "TASK-3", hidden=hidden) == (
+        "calc.py:2:     return a + b  # TASK-3-SECRET\ndata/fixture.txt:1: TASK-3-DATA"
+    )
+    await ft.edit_file(root, "calc.py", "a + b", "a - b", hidden=hidden)
+    await ft.write_file(root, "notes.md", "done\n", hidden=hidden)
+    assert "a - b" in (root / "calc.py").read_text() and (root / "notes.md").read_text() == "done\n"

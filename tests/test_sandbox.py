@@ -452,10 +452,47 @@ async def test_a_code_tasks_sandbox_covers_nothing(tmp_path: Path) -> None:
     checkout = live_checkout(tmp_path)
     worktree = tmp_path / "agentlab-worktrees" / "task-1"
     worktree.mkdir(parents=True)
-    settings = offline_settings(tmp_path, database_path=checkout / "data" / "agentlab.db", sandbox="bwrap")
+    settings = offline_settings(
+        tmp_path,
+        database_path=checkout / "data" / "agentlab.db",
+        worktrees_path=worktree.parent,
+        sandbox="bwrap",
+    )
     spec = TaskSandboxes(settings, SecretsFilter(), PROBE).spec(worktree, checkout)
     assert spec is not None and spec.hidden == (checkout / "data",)
     assert "/dev/null" not in bwrap_argv(spec, "true") and str(checkout / "data") not in bwrap_argv(spec, "true")
+
+
+async def test_a_code_tasks_worktree_in_the_checkouts_worktrees_folder_is_not_covered(tmp_path: Path) -> None:
+    """By default the task worktrees lie in the checkout's `data-worktrees/`: a task's own is never hidden from it."""
+    checkout = live_checkout(tmp_path)
+    worktree = checkout / "data-worktrees" / "task-1"
+    worktree.mkdir(parents=True)
+    settings = offline_settings(tmp_path, database_path=checkout / "data" / "agentlab.db", sandbox="bwrap")
+    spec = TaskSandboxes(settings, SecretsFilter(), PROBE).spec(worktree, checkout)
+    assert spec is not None and spec.hidden == (checkout / "data",)
+    assert str(checkout / "data-worktrees") not in bwrap_argv(spec, "true")
+
+
+@needs_bwrap
+async def test_a_research_server_on_the_checkout_sees_no_task_worktree(tmp_path: Path) -> None:
+    """The other tasks' worktrees in the checkout's `data-worktrees/` (every chat's unmerged work) are shown empty."""
+    checkout = live_checkout(tmp_path)
+    (checkout / "data-worktrees" / "task-7").mkdir(parents=True)
+    (checkout / "data-worktrees" / "task-7" / "calc.py").write_text("# OTHER-CHATS-WORK\n")
+    bounds = TaskBounds("research", 1 << 30, 64)
+    try:
+        spec = await research_servers_sandbox(checkout, bounds)
+        result = await run_command(
+            f"cd {checkout} && cat README.md data-worktrees/task-7/calc.py; ls -A data-worktrees; echo end",
+            cwd=spec.worktree,
+            timeout=30,
+            sandbox=spec,
+        )
+    finally:
+        await bounds.close()
+    assert "readable" in result.output and "end" in result.output, result.output
+    assert "OTHER-CHATS-WORK" not in result.output and "task-7\n" not in result.output, result.output
 
 
 @needs_bwrap

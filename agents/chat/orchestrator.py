@@ -139,7 +139,12 @@ class Orchestrator:
         chat_id = caller.chat_id
         toolbox = Toolbox(
             orchestrator_tools(
-                self.workspaces, self.desk, caller, self.secrets, owner=self.settings.users.is_owner(caller.user_id)
+                self.workspaces,
+                self.desk,
+                caller,
+                self.secrets,
+                owner=self.settings.users.is_owner(caller.user_id),
+                hidden=self.settings.paths.private_dirs,
             ),
             Audit(self.store, agent="orchestrator", chat_id=chat_id),
             self.secrets,

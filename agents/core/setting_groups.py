@@ -167,6 +167,12 @@ class PathSettings(SettingsGroup):
         return data.parent / f"{data.name}-worktrees"
 
     @property
+    def private_dirs(self) -> tuple[Path, Path]:
+        """The data folder and the task worktrees: every chat's files, inside the bot's checkout (`self`) by default;
+        no agent's file tool reads them there."""
+        return (self.data_dir, self.worktrees_dir)
+
+    @property
     def voice_data_dir(self) -> Path:
         """The data folder's `voice/`: converted models (faster-whisper) and the timing of the last notes."""
         return self.data_dir / "voice"

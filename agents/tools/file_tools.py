@@ -4,6 +4,8 @@ Paths are relative to the workspace root. Every failure is a `ToolError` whose m
 A path is checked by resolving it (`confine`) and then used only through that resolved path, opened folder by folder
 without following any symlink (`open_resolved`): a worker's process that swaps a folder for a link out of the
 workspace between the check and the use makes the call fail, never read or write outside.
+The bot's own folders (`hidden`: its data folder and task worktrees, which hold every chat's files and lie inside its
+own checkout, the workspace `self`, by default) are refused below a root and left out of every walk (`_private`).
 Blocking file I/O runs in a thread (`asyncio.to_thread`) so the event loop never stalls.
 
 Why one module over 400 lines: the five tools share confinement, secret-file rules and wording for the model.
@@ -59,6 +61,48 @@ def _base(root: Path) -> Path:
     return Path(root).resolve()
 
 
+def _private(base: Path, hidden: Sequence[Path]) -> tuple[Path, ...]:
+    """The bot's own folders of `hidden` (its data folder and task worktrees) lying strictly below `base`, resolved.
+    By default both lie inside the bot's checkout (the workspace `self`) and hold the database, attachments and task
+    worktrees of every chat: no file tool reads, lists or writes them there. A root inside one of them (a task's own
+    worktree inside the worktrees folder) keeps its tools."""
+    folders = (Path(folder).resolve() for folder in hidden)
+    return tuple(folder for folder in folders if folder != base and folder.is_relative_to(base))
+
+
+def _is_private(path: Path, hidden: Sequence[Path]) -> bool:
+    return any(path.is_relative_to(folder) for folder in hidden)
+
+
+def _confine(base: Path, path: str, hidden: Sequence[Path]) -> Path:
+    """`confine`, the bot's own folders (`_private`) refused: the one check of every path a file tool is given."""
+    target = confine(base, path)
+    if _is_private(target, hidden):
+        # the path is not echoed: it may name a chat (data/attachments/<chat id>/…)
+        raise ToolError(
+            "that path is in the bot's own data (its database, every chat's files and task worktrees): "
+            "no tool reads or writes it"
+        )
+    return target
+
+
+def _leads_into(path: Path, hidden: Sequence[Path]) -> bool:
+    """Whether `path` (a walk's entry, its folders real) is one of the bot's own folders or a link into one."""
+    if _is_private(path, hidden):
+        return True
+    try:
+        return path.is_symlink() and _is_private(path.resolve(), hidden)
+    except (OSError, RuntimeError):  # a link loop leads nowhere
+        return False
+
+
+def _prune_private(folder: Path, dirs: list[str], files: list[str], hidden: Sequence[Path]) -> None:
+    """Leave the bot's own folders out of a walk's step (`dirs` not entered) with every link into them."""
+    if hidden:
+        dirs[:] = [name for name in dirs if not _leads_into(folder / name, hidden)]
+        files[:] = [name for name in files if not _leads_into(folder / name, hidden)]
+
+
 def _rel(base: Path, target: Path) -> str:
     return target.relative_to(base).as_posix() if target != base else "."
 
@@ -91,8 +135,8 @@ def _nearby(base: Path, target: Path) -> str:
     return f"{hint} {where!r} contains: {', '.join(shown)}{more}."
 
 
-def _existing_file(base: Path, path: str) -> Path:
-    target = confine(base, path)
+def _existing_file(base: Path, path: str, hidden: Sequence[Path]) -> Path:
+    target = _confine(base, path, hidden)
     if target.is_dir():
         raise ToolError(
             f"{path!r} is a directory, not a file; use glob (e.g. '{path.rstrip('/')}/*') to see what it contains"
@@ -140,9 +184,15 @@ def open_resolved(base: Path, target: Path, path: str) -> BinaryIO:
 
 
 def _read_sync(
-    base: Path, path: str, start_line: int | None, end_line: int | None, max_bytes: int, secrets: SecretsFilter
+    base: Path,
+    path: str,
+    start_line: int | None,
+    end_line: int | None,
+    max_bytes: int,
+    secrets: SecretsFilter,
+    hidden: Sequence[Path],
 ) -> str:
-    target = _existing_file(base, path)
+    target = _existing_file(base, path, hidden)
     with open_resolved(base, target, path) as fh:
         return _masked(base, path, target, _read_text(fh, path, start_line, end_line, max_bytes), secrets)
 
@@ -249,10 +299,14 @@ async def read_file(
     max_bytes: int = 256_000,
     *,
     secrets: SecretsFilter,
+    hidden: Sequence[Path] = (),
 ) -> str:
     """The file's lines numbered like `cat -n` (`     12\\tcode`); `start_line`/`end_line` are 1-based, inclusive.
-    `secrets` masks what git metadata shows."""
-    return await asyncio.to_thread(_read_sync, _base(root), path, start_line, end_line, max_bytes, secrets)
+    `secrets` masks what git metadata shows; `hidden`: the bot's own folders, refused (`_private`)."""
+    base = _base(root)
+    return await asyncio.to_thread(
+        _read_sync, base, path, start_line, end_line, max_bytes, secrets, _private(base, hidden)
+    )
 
 
 # One read returns at most this much, with a note on how to read further (keeps a worker's context bounded).
@@ -260,8 +314,10 @@ READ_MAX_LINES = 2000
 READ_MAX_BYTES = 100_000  # ~25k tokens
 
 
-def _read_window_sync(base: Path, path: str, offset: int, limit: int, max_bytes: int, secrets: SecretsFilter) -> str:
-    target = _existing_file(base, path)
+def _read_window_sync(
+    base: Path, path: str, offset: int, limit: int, max_bytes: int, secrets: SecretsFilter, hidden: Sequence[Path]
+) -> str:
+    target = _existing_file(base, path, hidden)
     with open_resolved(base, target, path) as fh:
         return _masked(base, path, target, _read_window_text(fh, path, offset, limit, max_bytes), secrets)
 
@@ -297,10 +353,11 @@ async def read_window(
     max_bytes: int = READ_MAX_BYTES,
     *,
     secrets: SecretsFilter,
+    hidden: Sequence[Path] = (),
 ) -> str:
     """`read_file` as the agents call it: from line `offset` (1-based), at most `limit` lines, never more than
     READ_MAX_LINES lines or `max_bytes`; the older `start_line`/`end_line` arguments still work. `secrets` masks
-    what git metadata shows."""
+    what git metadata shows; `hidden`: the bot's own folders, refused (`_private`)."""
     start = offset if offset is not None else start_line if start_line is not None else 1
     start = int(start)
     if start < 1:
@@ -312,8 +369,9 @@ async def read_window(
     count = READ_MAX_LINES if limit is None else int(limit)
     if count < 1:
         raise ToolError(f"limit must be 1 or more, got {limit}")
+    base = _base(root)
     return await asyncio.to_thread(
-        _read_window_sync, _base(root), path, start, min(count, READ_MAX_LINES), max_bytes, secrets
+        _read_window_sync, base, path, start, min(count, READ_MAX_LINES), max_bytes, secrets, _private(base, hidden)
     )
 
 
@@ -331,8 +389,8 @@ def _atomic_write(base: Path, target: Path, data: bytes) -> None:
     write_without_links(base, target.relative_to(base), data, mode=mode)
 
 
-def _write_sync(base: Path, path: str, content: str) -> str:
-    target = confine(base, path)
+def _write_sync(base: Path, path: str, content: str, hidden: Sequence[Path]) -> str:
+    target = _confine(base, path, hidden)
     _refuse_git_metadata(base, path, target)
     if target == base or target.is_dir():
         raise ToolError(f"{path!r} is a directory; give a file path to write")
@@ -351,9 +409,10 @@ def _write_sync(base: Path, path: str, content: str) -> str:
     return f"wrote {len(data)} bytes to {path} ({'overwritten' if existed else 'created'})"
 
 
-async def write_file(root: Path, path: str, content: str) -> str:
-    """Create or replace a whole file atomically; missing parent folders are created."""
-    return await asyncio.to_thread(_write_sync, _base(root), path, content)
+async def write_file(root: Path, path: str, content: str, *, hidden: Sequence[Path] = ()) -> str:
+    """Create or replace a whole file atomically; missing parent folders are created. `hidden`: see `_private`."""
+    base = _base(root)
+    return await asyncio.to_thread(_write_sync, base, path, content, _private(base, hidden))
 
 
 def _line_of(text: str, index: int) -> int:
@@ -389,12 +448,12 @@ def _closest_line_hint(text: str, old: str) -> str:
     return ""
 
 
-def _edit_sync(base: Path, path: str, old: str, new: str) -> str:
+def _edit_sync(base: Path, path: str, old: str, new: str, hidden: Sequence[Path]) -> str:
     if not old:
         raise ToolError("old must not be empty; use write_file to create a file or replace it entirely")
     if old == new:
         raise ToolError("old and new are identical; nothing would change")
-    target = _existing_file(base, path)
+    target = _existing_file(base, path, hidden)
     _refuse_git_metadata(base, path, target)
     with open_resolved(base, target, path) as fh:
         raw = fh.read()
@@ -428,9 +487,11 @@ def _edit_sync(base: Path, path: str, old: str, new: str) -> str:
     return f"edited {path}: replaced {removed} line(s) at line {first} with {added} line(s)"
 
 
-async def edit_file(root: Path, path: str, old: str, new: str) -> str:
-    """Replace the one exact occurrence of `old` with `new` (atomic); zero or several occurrences are an error."""
-    return await asyncio.to_thread(_edit_sync, _base(root), path, old, new)
+async def edit_file(root: Path, path: str, old: str, new: str, *, hidden: Sequence[Path] = ()) -> str:
+    """Replace the one exact occurrence of `old` with `new` (atomic); zero or several occurrences are an error.
+    `hidden`: see `_private`."""
+    base = _base(root)
+    return await asyncio.to_thread(_edit_sync, base, path, old, new, _private(base, hidden))
 
 
 # --- glob / grep / list ----------------------------------------------------------------------------------------------
@@ -495,7 +556,7 @@ def _check_pattern(pattern: str) -> None:
         raise PathOutsideWorkspace(f"{pattern!r} uses '..'; glob patterns cannot leave the workspace")
 
 
-def _literal_base(base: Path, pattern: str) -> Path:
+def _literal_base(base: Path, pattern: str, hidden: Sequence[Path]) -> Path:
     """The folder below which a pattern can match: its leading segments without wildcards."""
     segments = [s for s in pattern.strip().split("/") if s not in ("", ".")]
     literal: list[str] = []
@@ -503,16 +564,17 @@ def _literal_base(base: Path, pattern: str) -> Path:
         if _MAGIC.search(segment):
             break
         literal.append(segment)
-    return confine(base, "/".join(literal)) if literal else base
+    return _confine(base, "/".join(literal), hidden) if literal else base
 
 
-def _glob_sync(base: Path, pattern: str, limit: int) -> str:
+def _glob_sync(base: Path, pattern: str, limit: int, hidden: Sequence[Path]) -> str:
     _check_pattern(pattern)
     regex = glob_to_regex(pattern)
-    start = _literal_base(base, pattern)
+    start = _literal_base(base, pattern, hidden)
     matches: list[str] = []
     if start.is_dir():
         for folder, dirs, files in walk_tree(start, root=base):
+            _prune_private(folder, dirs, files, hidden)
             for name in dirs:
                 rel = _rel(base, folder / name)
                 if regex.fullmatch(rel):
@@ -529,9 +591,11 @@ def _glob_sync(base: Path, pattern: str, limit: int) -> str:
     return "\n".join(shown) + more
 
 
-async def glob(root: Path, pattern: str, limit: int = 500) -> str:
-    """Relative paths matching `pattern` (`**` for any depth; folders end in `/`), sorted, at most `limit`."""
-    return await asyncio.to_thread(_glob_sync, _base(root), pattern, limit)
+async def glob(root: Path, pattern: str, limit: int = 500, *, hidden: Sequence[Path] = ()) -> str:
+    """Relative paths matching `pattern` (`**` for any depth; folders end in `/`), sorted, at most `limit`; the bot's
+    own folders (`hidden`, see `_private`) left out."""
+    base = _base(root)
+    return await asyncio.to_thread(_glob_sync, base, pattern, limit, _private(base, hidden))
 
 
 def _snippet(line: str, match_at: int) -> str:
@@ -543,7 +607,7 @@ def _snippet(line: str, match_at: int) -> str:
     return ("…" if begin else "") + line[begin:end] + ("…" if end < len(line) else "")
 
 
-def _grep_files(base: Path, start: Path, file_glob: str | None) -> Iterator[Path]:
+def _grep_files(base: Path, start: Path, file_glob: str | None, hidden: Sequence[Path]) -> Iterator[Path]:
     if start.is_file():
         if not is_secret_file(start.name):
             yield start
@@ -554,7 +618,7 @@ def _grep_files(base: Path, start: Path, file_glob: str | None) -> Iterator[Path
             path_regex = glob_to_regex(file_glob)
         else:
             name_regex = glob_to_regex(file_glob.strip().strip("/"))
-    for path in _files_in_path_order(base, start):
+    for path in _files_in_path_order(base, start, hidden):
         if name_regex is not None and not name_regex.fullmatch(path.name):
             continue
         if path.is_symlink() and (not _inside(base, path) or is_secret_file(path.resolve().name)):
@@ -566,14 +630,13 @@ def _grep_files(base: Path, start: Path, file_glob: str | None) -> Iterator[Path
         yield path
 
 
-def _files_in_path_order(base: Path, folder: Path) -> list[Path]:
-    """Files (and links to files) below `folder` as `walk_tree` finds them, secrets left out, in path order."""
-    found = [
-        here / name
-        for here, _dirs, files in walk_tree(folder, root=base)
-        for name in files
-        if not is_secret_file(name) and (here / name).is_file()
-    ]
+def _files_in_path_order(base: Path, folder: Path, hidden: Sequence[Path]) -> list[Path]:
+    """Files (and links to files) below `folder` as `walk_tree` finds them, secrets and the bot's own folders
+    (`hidden`) left out, in path order."""
+    found = []
+    for here, dirs, files in walk_tree(folder, root=base):
+        _prune_private(here, dirs, files, hidden)
+        found += [here / name for name in files if not is_secret_file(name) and (here / name).is_file()]
     return sorted(found, key=lambda path: path.relative_to(folder).parts)
 
 
@@ -584,14 +647,15 @@ def _inside(base: Path, path: Path) -> bool:
         return False
 
 
-def _grep_targets(base: Path, path: str, file_glob: str | None) -> list[Path]:
-    """The files grep may read, in sorted path order: confined, no secrets, no SKIP_DIRS, no links out."""
-    start = confine(base, path)
+def _grep_targets(base: Path, path: str, file_glob: str | None, hidden: Sequence[Path]) -> list[Path]:
+    """The files grep may read, in sorted path order: confined, no secrets, no SKIP_DIRS, no links out, nothing of
+    the bot's own folders (`hidden`)."""
+    start = _confine(base, path, hidden)
     if not start.exists():
         raise ToolError(f"No such file or folder: {path!r}.{_nearby(base, start)}")
     if start.is_file() and start.stat().st_size > GREP_MAX_FILE_BYTES:
         raise ToolError(f"{path!r} is larger than {GREP_MAX_FILE_BYTES:,} bytes; read_file a line range instead")
-    return list(_grep_files(base, start, file_glob))
+    return list(_grep_files(base, start, file_glob, hidden))
 
 
 _FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -599,12 +663,12 @@ _FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
-def _grep_open(base: Path, paths: Sequence[Path]) -> list[int | None]:
+def _grep_open(base: Path, paths: Sequence[Path], hidden: Sequence[Path] = ()) -> list[int | None]:
     """A read-only fd of each of `paths` (files `_grep_targets` chose, below `base`) for ripgrep, through its name
     with no link followed from `base` on (each folder opened once per call, O_NOFOLLOW); a link to a file is opened
-    as what it resolves to, when that is below `base` and no secret. None where that fails: the file is left out, as
-    ripgrep leaves out a file it cannot read. Names are cut as strings, not Paths: this runs for every file of a
-    search (about 15 µs a file with pathlib, a third of a grep over 5,000 files)."""
+    as what it resolves to, when that is below `base`, outside `hidden` and no secret. None where that fails: the
+    file is left out, as ripgrep leaves out a file it cannot read. Names are cut as strings, not Paths: this runs for
+    every file of a search (about 15 µs a file with pathlib, a third of a grep over 5,000 files)."""
     folders: dict[str, int] = {}
     root = str(base)
 
@@ -637,7 +701,7 @@ def _grep_open(base: Path, paths: Sequence[Path]) -> list[int | None]:
                 if err.errno != errno.ELOOP:
                     raise
                 target = path.resolve()  # a link to a file: what it points at, if it stays below `base`
-                if not target.is_relative_to(base) or is_secret_file(target.name):
+                if not target.is_relative_to(base) or is_secret_file(target.name) or _is_private(target, hidden):
                     return None
                 fd = opened(str(target))
         except (OSError, RuntimeError, ValueError):
@@ -669,17 +733,19 @@ async def grep(
     max_matches: int = 200,
     *,
     secrets: SecretsFilter,
+    hidden: Sequence[Path] = (),
 ) -> str:
     """Search text files line by line (ripgrep's regex syntax); output `path:line: text` (each line through
-    `secrets`), skipping binaries and SKIP_DIRS.
+    `secrets`), skipping binaries, SKIP_DIRS and the bot's own folders (`hidden`, see `_private`).
 
     The search runs in ripgrep (agents/tools/ripgrep.py): linear time, a timeout, never on the event loop.
     """
     ripgrep.check_pattern(pattern)
     base = _base(root)
-    files = await asyncio.to_thread(_grep_targets, base, path, glob)
+    private = _private(base, hidden)
+    files = await asyncio.to_thread(_grep_targets, base, path, glob, private)
     found, more = await ripgrep.collect(
-        pattern, files, max_matches, ignore_case=ignore_case, opener=lambda paths: _grep_open(base, paths)
+        pattern, files, max_matches, ignore_case=ignore_case, opener=lambda paths: _grep_open(base, paths, private)
     )
     results = [_grep_line(base, match, secrets) for match in found]
     if not results:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -60,10 +60,17 @@ _GREP_DESC = (
 
 
 def orchestrator_tools(
-    workspaces: Workspaces, desk: WorkDesk, caller: Caller, secrets: SecretsFilter, *, owner: bool
+    workspaces: Workspaces,
+    desk: WorkDesk,
+    caller: Caller,
+    secrets: SecretsFilter,
+    *,
+    owner: bool,
+    hidden: Sequence[Path] = (),
 ) -> list[Tool]:
     """Read-only look-ups across workspaces plus the work tools that hand off to workers. `owner`: whether the
-    caller is an owner; a member's look-up in the bot's own checkout is refused (`Workspaces.reach`)."""
+    caller is an owner; a member's look-up in the bot's own checkout is refused (`Workspaces.reach`). `hidden`: the
+    bot's own folders (`PathSettings.private_dirs`), out of the look-ups' reach in any workspace."""
 
     confined_to = caller.confined_to
 
@@ -75,7 +82,7 @@ def orchestrator_tools(
     work = desk_tools(desk, caller)
     if confined_to is not None:  # a request from outside the chat starts work in its workspace, and nothing else
         work = [tool for tool in work if tool.name in CONFINED_WORK_TOOLS]
-    return [*read_only_tools(root, {"workspace": _WORKSPACE}, secrets), *work]
+    return [*read_only_tools(root, {"workspace": _WORKSPACE}, secrets, hidden=hidden), *work]
 
 
 # The work tools of a confined turn (a GitHub mention): new work in its own workspace. The others act on what the
@@ -87,10 +94,13 @@ CONFINED_WORK_TOOLS = frozenset({"start_research", "start_task"})
 RootOf = Callable[..., Path]  # the root a look-up reads, from the arguments `read_only_tools` was given names for
 
 
-def read_only_tools(root_of: RootOf, where: dict[str, Any], secrets: SecretsFilter) -> list[Tool]:
+def read_only_tools(
+    root_of: RootOf, where: dict[str, Any], secrets: SecretsFilter, *, hidden: Sequence[Path] = ()
+) -> list[Tool]:
     """read_file, glob and grep under `root_of(**where_arguments)`. `where`: the schema properties that name the
     root (the orchestrator's `workspace`), passed to `root_of`; none for a worker, whose root is its worktree.
-    `secrets`: what git metadata shows is masked with it."""
+    `secrets`: what git metadata shows is masked with it. `hidden`: the bot's own folders (its data and task
+    worktrees, inside its checkout `self` by default), never read below a root (`file_tools._private`)."""
 
     async def read_file(
         path: str,
@@ -101,17 +111,17 @@ def read_only_tools(root_of: RootOf, where: dict[str, Any], secrets: SecretsFilt
         **place: str,
     ) -> str:
         return await file_tools.read_window(
-            root_of(**place), path, offset, limit, start_line, end_line, secrets=secrets
+            root_of(**place), path, offset, limit, start_line, end_line, secrets=secrets, hidden=hidden
         )
 
     async def glob(pattern: str, **place: str) -> str:
-        return await file_tools.glob(root_of(**place), pattern)
+        return await file_tools.glob(root_of(**place), pattern, hidden=hidden)
 
     async def grep(
         pattern: str, path: str = ".", glob: str | None = None, ignore_case: bool = False, **place: str
     ) -> str:
         return await file_tools.grep(
-            root_of(**place), pattern, path=path, glob=glob, ignore_case=ignore_case, secrets=secrets
+            root_of(**place), pattern, path=path, glob=glob, ignore_case=ignore_case, secrets=secrets, hidden=hidden
         )
 
     named = list(where)
@@ -180,9 +190,11 @@ def worker_tools(
     ask_network: NetworkAsker | None = None,
     ask_user: UserAsker | None = None,
     running: RunningCommands | None = None,
+    hidden: Sequence[Path] = (),
 ) -> list[Tool]:
     """The tools of one worker role, all confined to `root` (the task's worktree); commands carry `env_tag`, and
-    each one's first process is in `running` while it runs (the task's `TaskBounds.commands`).
+    each one's first process is in `running` while it runs (the task's `TaskBounds.commands`). The file tools never
+    reach the bot's own folders `hidden` below `root` (a research task's root is the live checkout, maybe `self`).
 
     With `sandbox`, commands run inside it (no network); `network=true` runs one with the network once
     `ask_network` allows it. Without a sandbox (SANDBOX=off) nothing confines a command, network included.
@@ -191,10 +203,10 @@ def worker_tools(
     schema so that the two are read together."""
 
     async def write_file(path: str, content: str) -> str:
-        return await file_tools.write_file(root, path, content)
+        return await file_tools.write_file(root, path, content, hidden=hidden)
 
     async def edit_file(path: str, old: str, new: str) -> str:
-        return await file_tools.edit_file(root, path, old, new)
+        return await file_tools.edit_file(root, path, old, new, hidden=hidden)
 
     async def run(command: str, network: bool = False, background: bool = False) -> ToolResult:
         confined = sandbox
@@ -218,7 +230,7 @@ def worker_tools(
         )
         return ToolResult(result.format_for_model(), is_error=not result.ok)
 
-    tools = read_only_tools(lambda: root, {}, secrets)
+    tools = read_only_tools(lambda: root, {}, secrets, hidden=hidden)
     if kind is WorkerKind.RESEARCH:
         return tools
     tools += [

@@ -98,8 +98,9 @@ class TaskSandboxes:
         """The sandbox a task's processes run in; None only when SANDBOX=off was set explicitly.
         What it binds besides `root` is read from `repository` (the owner's checkout), never from the worktree.
         With `task`, the command joins the task's cgroup and counts against its disk budget. The bot's data folder
-        (database, attachments) is shown empty wherever a bound folder holds it: a research task's root is the
-        live checkout, and in the bot's own checkout that folder is `data/` by default."""
+        (database, attachments) and the task worktrees folder (every chat's tasks) are shown empty wherever a bound
+        folder holds them: a research task's root is the live checkout, and in the bot's own checkout those are
+        `data/` and `data-worktrees/` by default. A task's own worktree lies in the latter, which then stays."""
         s = self.settings
         if SandboxMode(s.sandboxing.sandbox) is SandboxMode.OFF:
             return None
@@ -119,6 +120,8 @@ class TaskSandboxes:
             git_masks=self.git_masks,
         )
         egress = egress_for(s.network.sandbox_network_domains, s.network.sandbox_network_private, repository)
-        spec = dataclasses.replace(spec, egress=egress, hidden=(s.paths.data_dir,))
+        data, worktrees = s.paths.private_dirs
+        own = Path(root).resolve().is_relative_to(worktrees)  # covering the folder would cover the task's worktree
+        spec = dataclasses.replace(spec, egress=egress, hidden=(data,) if own else (data, worktrees))
         bounds = self.bounds.get(task.stored_id) if task is not None else None
         return dataclasses.replace(spec, task=bounds) if bounds is not None else spec

@@ -150,6 +150,7 @@ class WorkerMaker:
             ask_network=callbacks.ask_network,
             ask_user=callbacks.ask_user if asks else None,
             running=bounds.commands if bounds is not None else None,  # stopped with the task's other processes
+            hidden=s.paths.private_dirs,  # a research task's root is the live checkout: maybe the bot's own
         )
         if folder_rules is not None:  # a folder with its own AGENTS.md gets one line in the result that first meets it
             tools = [with_folder_rules(t, folder_rules) if t.name in FOLDER_TOOLS else t for t in tools]
