@@ -139,6 +139,13 @@ def test_github_settings_are_checked_with_one_clear_line() -> None:
         _settings(github_webhook_listen="127.0.0.1:8088")
     with pytest.raises(SettingsError, match="GITHUB_WEBHOOK_LISTEN: must be host:port"):
         _settings(github_webhook_listen="8088", github_webhook_secret="x")
+    # the review page's server binds REVIEW_LISTEN (default 127.0.0.1:8088) once REVIEW_URL is set: one of two
+    # servers on one address could not listen
+    review = dict(review_url="https://bot.example.com/review", github_webhook_secret="x")
+    with pytest.raises(SettingsError, match=r"^configuration error: GITHUB_WEBHOOK_LISTEN and REVIEW_LISTEN are both"):
+        _settings(github_webhook_listen="127.0.0.1:8088", **review)
+    assert _settings(github_webhook_listen="127.0.0.1:8089", **review).github.github_webhook_listen == "127.0.0.1:8089"
+    assert _settings(github_webhook_listen="127.0.0.1:8088", github_webhook_secret="x").review.review_url is None
 
 
 class _Recorder(BaseHTTPRequestHandler):

@@ -600,6 +600,18 @@ async def test_review_answers_forbid_framing_by_other_sites(review_bot: BotHarne
         ancestors = next((d.strip() for d in csp.split(";") if d.strip().startswith("frame-ancestors")), "")
         xfo = response.headers.get("X-Frame-Options", "")
         assert (ancestors and "*" not in ancestors.split()) or xfo, (path, csp, xfo)
+        assert "tornado" not in response.headers.get("Server", "").lower(), "no answer names the server's software"
+
+
+@pytest.mark.parametrize("page", ["%C2%B2", "%E2%91%A0", "-1", "abc", "9" * 12])
+async def test_an_odd_page_number_is_a_page_never_a_server_error(review_bot: BotHarness, page: str) -> None:
+    """`?page=` is the client's: "²" and "①" are digits to str.isdigit() but not to int(), and were a 500."""
+    bot = review_bot
+    task_id = await _stored_task(bot)
+    owner = launch_data(bot.tg.token, USER_ID, signed_at=time.time())
+    for path in (f"/api/task/{task_id}?page=", f"/api/task/{task_id}/diff?page="):
+        as_first = await api(bot, f"{path}0", owner)
+        assert await api(bot, f"{path}{page}", owner) == as_first, "an odd page number is the first page"
 
 
 async def test_bidi_controls_in_test_names_report_and_captions_are_shown_not_obeyed(

@@ -113,6 +113,18 @@ class Settings(BaseSettings):
                 group[key if key in leaf.keys else leaf.keys[0]] = value
         return grouped
 
+    @model_validator(mode="after")
+    def _one_server_per_address(self) -> Self:
+        """GitHub's webhook and the review page are two servers: on one address the second could not listen (the
+        review server's default address is the one a guide would pick for the webhook)."""
+        review = self.review.review_listen if self.review.review_url else None
+        if review is not None and self.github.github_webhook_listen == review:
+            raise ValueError(
+                f"GITHUB_WEBHOOK_LISTEN and REVIEW_LISTEN are both {review}: the review page and GitHub's webhook are "
+                "two servers, give each its own port (e.g. GITHUB_WEBHOOK_LISTEN=127.0.0.1:8089)"
+            )
+        return self
+
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
         """A copy with `update` applied, its keys flat (`{"worker_model": ...}`) or whole groups: each flat key is
         set on a copy of its group. Unchecked, as pydantic's own copy; an unknown key is an error (pydantic's copy
@@ -219,7 +231,7 @@ def describe_validation_error(err: ValidationError) -> str:
         names = [str(p) for p in e["loc"] if isinstance(p, str)]
         key = (names[1] if len(names) > 1 and names[0] in Settings.model_fields else "_".join(names)).upper() or "?"
         msg = "missing (required)" if e["type"] == "missing" else e["msg"].removeprefix("Value error, ")
-        parts.append(f"{key}: {msg}")
+        parts.append(f"{key}: {msg}" if key != "?" else msg)  # a check across keys names them itself
     return "; ".join(parts)
 
 

@@ -118,6 +118,7 @@ class _Base(RequestHandler):
         self.server = server
 
     def set_default_headers(self) -> None:
+        self.clear_header("Server")  # tornado names itself and its version: nothing a visitor needs
         self.set_header("Content-Security-Policy", CSP)
         self.set_header("Referrer-Policy", "no-referrer")
         self.set_header("X-Content-Type-Options", "nosniff")
@@ -163,6 +164,7 @@ class _HighlightCss(_Base):
 
 class _Static(StaticFileHandler):
     def set_default_headers(self) -> None:
+        self.clear_header("Server")
         self.set_header("Content-Security-Policy", CSP)
         self.set_header("X-Content-Type-Options", "nosniff")
 
@@ -174,7 +176,8 @@ def _split(handler: RequestHandler) -> bool:
 
 def _page_number(handler: RequestHandler) -> int:
     raw = handler.get_query_argument("page", "0")
-    return int(raw) if raw.isdigit() and len(raw) < 7 else 0
+    # ASCII digits only: str.isdigit() also holds for "²" and "①", which int() refuses (a 500 for the page)
+    return int(raw) if raw.isascii() and raw.isdigit() and len(raw) < 7 else 0
 
 
 class _HtmlPart(_Base):
