@@ -158,3 +158,42 @@ async def test_unverified_criteria_are_reported_not_done(bot) -> None:
     assert task.status is TaskStatus.BLOCKED
     assert "not done: 1 of 2 acceptance criteria unverified" in summary.text
     assert "1/2 verified" in summary.text and "✖ 2." in summary.text
+
+
+GITHUB_TOKEN_SHAPED = "ghp_" + "Zq9Xw8Ve7Ut6Sr5Qp4On3Ml2Kj1IhGfEdCbA"
+OWN_KEY = "Own-Key-Of-No-Shape-7741"
+
+
+async def test_the_compactors_request_is_masked_as_every_turns_is(
+    fake_telegram, fake_anthropic, tmp_path, workspace_root
+) -> None:
+    """Older turns are summarised by the model in a request of their own: it carried a user's GitHub token and the
+    bot's own API key from the stored history unmasked, where the turn's own request masks them."""
+    from telegram_bot.app import stop_application
+
+    settings = make_settings(
+        fake_telegram, fake_anthropic, tmp_path, workspace_root, history_token_budget=4000, anthropic_api_key=OWN_KEY
+    )
+    bot = await start_bot(settings, fake_telegram, fake_anthropic)
+    try:
+        store = bot.runtime.store
+        first = f"turn 0: push with {GITHUB_TOKEN_SHAPED} and the key {OWN_KEY} please"
+        await store.add_message(
+            ChatMessage(chat_id=USER_ID, role=Role.USER, content=first, tokens=estimate_tokens(first))
+        )
+        for i in range(1, 300):
+            text = f"turn {i}: " + "we discussed the calc module and its add function " * 3
+            role = Role.USER if i % 2 == 0 else Role.ASSISTANT
+            await store.add_message(ChatMessage(chat_id=USER_ID, role=role, content=text, tokens=estimate_tokens(text)))
+        model = RoleScript()
+        bot.claude.handler = model
+        model.add("compactor", claude_says.text("Earlier: we talked about calc."))
+        model.add("orchestrator", claude_says.text("We were on calc."))
+        bot.say("where were we?")
+        await bot.replies(1)
+        [compaction] = model.requests["compactor"]
+        sent = json.dumps(compaction["messages"])
+        assert "turn 0:" in sent, "the first turn was summarised"
+        assert GITHUB_TOKEN_SHAPED not in sent and OWN_KEY not in sent, sent[:600]
+    finally:
+        await stop_application(bot.app)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from agents.chat.turn_context import TurnContext
 from agents.core.models import ChatMessage, InputMethod, Role
+from agents.core.secrets_filter import SecretsFilter
 from agents.store.database import Store
 from agents.workspaces.folders import Workspaces
 from tests.conftest import make_settings
@@ -104,7 +105,7 @@ async def test_a_turns_history_note_is_read_with_the_questions_write_not_after_i
     store = await Store.open(settings.paths.database_path)
     try:
         await store.add_message(ChatMessage(chat_id=1, role=Role.USER, content="earlier"))
-        context = TurnContext(settings, store, None, Workspaces(tmp_path / "ws"))  # type: ignore[arg-type]  # never asked to summarise
+        context = TurnContext(settings, store, None, Workspaces(tmp_path / "ws"), SecretsFilter())  # type: ignore[arg-type]  # never asked to summarise
         statements: list[str] = []
         await store._db.set_trace_callback(statements.append)
         release = await _held_thread(store)

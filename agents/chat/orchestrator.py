@@ -125,7 +125,8 @@ class Orchestrator:
         self.client = client
         self.workspaces = workspaces
         self.desk = desk
-        self.context = TurnContext(settings, store, client, workspaces, hints)  # what each turn sends the model
+        # what each turn sends the model
+        self.context = TurnContext(settings, store, client, workspaces, secrets, hints)
 
     def _loop(
         self,

@@ -25,6 +25,7 @@ from agents.core.models import (
     utcnow,
 )
 from agents.core.protocols import MessageModel
+from agents.core.secrets_filter import SecretsFilter
 from agents.core.settings import Settings
 from agents.core.text import outside_text
 from agents.inputs.attachments import Attachments
@@ -113,11 +114,15 @@ class TurnContext:
         store: Store,
         client: anthropic.AsyncAnthropic | MessageModel,  # the model that summarises older turns
         workspaces: Workspaces,
+        secrets: SecretsFilter,
         hints: SymbolHints | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
         self.client = client
+        # the stored turns are the user's own words and files, unmasked: the summary's request is a request to the
+        # model like any turn's, masked as the orchestrator masks its own
+        self.secrets = secrets
         self.workspaces = workspaces
         self.hints = hints
         self.attachments = Attachments.from_settings(settings)
@@ -312,9 +317,11 @@ class TurnContext:
         return sorted(proposals + tasks, key=lambda m: m.id or 0)
 
     async def _summarise(self, chat_id: int, previous: str | None, turns: list[ChatMessage]) -> str | None:
-        later = "\n\n".join(
-            f"{t.role.value}: {t.content}" + "".join(f" [sent {a.name}]" for a in t.attachments) for t in turns
-        )[-COMPACT_INPUT_CHARS:]
+        later = await self.secrets.mask_soon(
+            "\n\n".join(
+                f"{t.role.value}: {t.content}" + "".join(f" [sent {a.name}]" for a in t.attachments) for t in turns
+            )[-COMPACT_INPUT_CHARS:]
+        )
         while True:
             transcript = f"(summary so far)\n{previous}\n\n(later turns)\n{later}" if previous else later
             try:

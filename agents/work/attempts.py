@@ -26,6 +26,7 @@ from typing import Annotated
 from agents.core.errors import ToolError
 from agents.core.models import AttemptGroup, AttemptState, Caller, Task, TaskStatus, WorkerKind
 from agents.core.protocols import MessageModel, Notifier, Outbox, TaskEngine
+from agents.core.secrets_filter import SecretsFilter
 from agents.core.settings import Settings
 from agents.core.work_tools import Arg, Attachments, DefaultWorkspace, WorkerName, work_tool
 from agents.git.command import GitError
@@ -91,11 +92,12 @@ class Races:
         access: Access,
         starts: WorkStarts,
         workspaces: Workspaces,
+        secrets: SecretsFilter,
         model: MessageModel | None = None,
         pull_requests: PullRequests | None = None,
     ) -> None:
         self.settings, self.store, self.engine, self.notifier = settings, store, engine, notifier
-        self.summary = AttemptSummary(settings, store, deliveries, workspaces, model, pull_requests)
+        self.summary = AttemptSummary(settings, store, deliveries, workspaces, secrets, model, pull_requests)
         self.access, self.starts = access, starts
         self._following: dict[int, asyncio.Task[None]] = {}
 

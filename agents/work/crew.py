@@ -98,6 +98,7 @@ class Crew:
             self.access,
             self.starts,
             workspaces,
+            secrets,
             model,
             pull_requests,
         )
