@@ -480,37 +480,27 @@ async def test_a_research_server_on_the_checkout_sees_no_task_worktree(tmp_path:
     checkout = live_checkout(tmp_path)
     (checkout / "data-worktrees" / "task-7").mkdir(parents=True)
     (checkout / "data-worktrees" / "task-7" / "calc.py").write_text("# OTHER-CHATS-WORK\n")
+    output = await in_research_sandbox(checkout, "cat README.md data-worktrees/task-7/calc.py; ls -A data-worktrees")
+    assert "OTHER-CHATS-WORK" not in output and "task-7\n" not in output, output
+
+
+async def in_research_sandbox(checkout: Path, command: str) -> str:
+    """What `command` prints, run in the checkout by a research task's MCP servers' sandbox; it read README.md."""
     bounds = TaskBounds("research", 1 << 30, 64)
     try:
         spec = await research_servers_sandbox(checkout, bounds)
-        result = await run_command(
-            f"cd {checkout} && cat README.md data-worktrees/task-7/calc.py; ls -A data-worktrees; echo end",
-            cwd=spec.worktree,
-            timeout=30,
-            sandbox=spec,
-        )
+        result = await run_command(f"cd {checkout} && {command}; echo end", cwd=spec.worktree, timeout=30, sandbox=spec)
     finally:
         await bounds.close()
     assert "readable" in result.output and "end" in result.output, result.output
-    assert "OTHER-CHATS-WORK" not in result.output and "task-7\n" not in result.output, result.output
+    return result.output
 
 
 @needs_bwrap
 async def test_a_research_server_reads_the_checkout_but_not_the_bots_env_or_database(tmp_path: Path) -> None:
     checkout = live_checkout(tmp_path)
-    bounds = TaskBounds("research", 1 << 30, 64)
-    try:
-        spec = await research_servers_sandbox(checkout, bounds)
-        result = await run_command(
-            f"cd {checkout} && cat README.md .env deploy/.env.production; ls -A data; echo end",
-            cwd=spec.worktree,
-            timeout=30,
-            sandbox=spec,
-        )
-    finally:
-        await bounds.close()
-    assert "readable" in result.output and "end" in result.output, result.output
-    assert "secret" not in result.output and "agentlab.db" not in result.output, result.output
+    output = await in_research_sandbox(checkout, "cat README.md .env deploy/.env.production; ls -A data")
+    assert "secret" not in output and "agentlab.db" not in output, output
 
 
 def test_the_sandbox_etc_has_no_secret_files() -> None:
