@@ -284,21 +284,27 @@ async def test_merge_of_another_chats_attempt_answers_as_for_no_task_at_all(crew
     assert str(attempt.value) == str(missing.value).replace("999", str(stored[0].stored_id)), str(attempt.value)
 
 
-async def test_a_members_paused_schedule_on_the_bots_own_code_stays_paused(crew: Crew, store: Store) -> None:
-    """A schedule on `self` made while its maker was an owner was paused when they became a member; resuming it
-    answered "resumed" (its next run would only pause it again: members reach none of `self`)."""
+async def paused_schedule(store: Store, maker: int | None, name: str, workspace: str) -> Schedule:
+    """An hourly code schedule of CHAT made by `maker`, paused (as a run pauses one it may no longer run)."""
     made = await store.schedules.add(
         Schedule(
             chat_id=CHAT,
-            user_id=MEMBER,
-            user_name="@member",
-            workspace="self",
+            user_id=maker,
+            user_name=name,
+            workspace=workspace,
             worker=WorkerKind.CODE,
             instructions="run",
             every_minutes=60,
         )
     )
     await store.schedules.update(made.stored_id, status=ScheduleStatus.PAUSED, next_run_at=None)
+    return made
+
+
+async def test_a_members_paused_schedule_on_the_bots_own_code_stays_paused(crew: Crew, store: Store) -> None:
+    """A schedule on `self` made while its maker was an owner was paused when they became a member; resuming it
+    answered "resumed" (its next run would only pause it again: members reach none of `self`)."""
+    made = await paused_schedule(store, MEMBER, "@member", "self")
     for caller in (member(), owner()):
         with pytest.raises(OwnersOnly, match="its maker is not an owner"):
             await crew.schedules.resume(caller, made.stored_id)
@@ -311,18 +317,7 @@ async def test_a_paused_schedule_whose_maker_is_no_longer_allowed_stays_paused(
 ) -> None:
     """A schedule is paused at its run when its maker is no longer an allowed user (a run acts as its maker); an
     owner's resume answered "resumed", and its next run only paused it again with a second notice."""
-    made = await store.schedules.add(
-        Schedule(
-            chat_id=CHAT,
-            user_id=maker,
-            user_name="@gone",
-            workspace="calc",
-            worker=WorkerKind.CODE,
-            instructions="run",
-            every_minutes=60,
-        )
-    )
-    await store.schedules.update(made.stored_id, status=ScheduleStatus.PAUSED, next_run_at=None)
+    made = await paused_schedule(store, maker, "@gone", "calc")
     with pytest.raises(ToolError, match="no longer an allowed user: it stays paused"):
         await crew.schedules.resume(owner(), made.stored_id)
     assert (await store.schedules.get(made.stored_id)).status is ScheduleStatus.PAUSED
