@@ -115,8 +115,10 @@ def test_the_readme_s_systemd_unit_does_not_restart_on_a_refused_setting() -> No
 
 def test_the_deploy_guide_shows_a_reverse_proxy_for_github_s_webhook() -> None:
     guide = (REPO / "deploy" / "README.md").read_text()
-    assert "location = /github" in guide and "proxy_pass http://127.0.0.1:8088" in guide, "nginx"
-    assert "reverse_proxy /github 127.0.0.1:8088" in guide, "Caddy"
+    assert "location = /github" in guide and "proxy_pass http://127.0.0.1:8089" in guide, "nginx"
+    assert "reverse_proxy /github 127.0.0.1:8089" in guide, "Caddy"
+    # not the review page's default address (REVIEW_LISTEN): the two servers cannot share it
+    assert "GITHUB_WEBHOOK_LISTEN=127.0.0.1:8088" not in guide and "/github 127.0.0.1:8088" not in guide
 
 
 def test_python_m_telegram_bot_help() -> None:
