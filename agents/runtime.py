@@ -355,12 +355,23 @@ class Runtime:
 
     async def _tell_cut_short_decisions(self) -> None:
         """Each Merge or Discard a kill cut short, told to its task's chat as git shows it ended (a killed bot's
-        merge is waited for: off the way to the first poll)."""
+        merge is waited for: off the way to the first poll); then each race's Merge a kill cut short, finished and
+        told once for the race (its attempts' own records are ended first, untold)."""
+        races = await self.crew.attempts.merging()
+        in_races = {t.id for group in races for t in await self.store.attempts.members(group.stored_id)}
         for decision in await self.store.open_decisions.cut_short():
             try:
-                notice = await self.crew.branches.cut_short(decision)
+                notice = await self.crew.branches.cut_short(decision, tell=decision.task_id not in in_races)
             except Exception:  # its record stays: the next start tries again
                 log.exception("task #%d: the %s a kill cut short was not told", decision.task_id, decision.decision)
+                continue
+            if notice is not None:
+                await self.deliveries.send_stored(notice)
+        for group in races:
+            try:
+                notice = await self.crew.attempts.merge_cut_short(group.stored_id)
+            except Exception:  # still merging: the next start tries again
+                log.exception("attempts #%d: the merge a kill cut short was not finished", group.stored_id)
                 continue
             if notice is not None:
                 await self.deliveries.send_stored(notice)

@@ -16,6 +16,7 @@ import pytest
 
 from agents.core.errors import ToolError
 from agents.core.models import AttemptState, Caller, TaskStatus
+from agents.store.delivery import decode_buttons
 from tests.conftest import USER_ID, BotHarness, git, running_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript, last_user_text, spare
@@ -421,6 +422,49 @@ async def test_two_merges_of_one_race_at_once_merge_one_attempt(
     assert len(on_main & {"note-1.md", "note-2.md"}) == 1, f"both attempts merged into main: {said}"
     assert (await bot.runtime.store.attempts.get(1)).state is AttemptState.MERGED
     assert any("were already merged" in line for line in said), said
+
+
+async def test_a_race_merge_is_on_record_while_it_runs_and_summarised_again_when_nothing_merged(
+    bot: BotHarness, model: RoleScript, workspace_root: Path
+) -> None:
+    """A race's Merge moves it to `merging` with the attempt chosen before git is touched: a merge refused (the
+    owner's checkout has uncommitted changes) moves it back, with no attempt discarded; while it is `merging`, Merge
+    and Discard all are refused as being merged; one a kill cut short that git shows did not merge is summarised
+    again at start-up, its chat told with Merge the pick / Discard all."""
+    notes = Plays(
+        {k: [write_file(f"note-{k}.md", f"note {k}\n"), claude_says.text(f"Wrote note {k}.")] for k in (1, 2)}
+    )
+    model.add("orchestrator", start_attempts("group-therapy", "Write a note.", 2), claude_says.text("Racing."))
+    model.add("code", *[notes] * 4)
+    bot.say("two versions of a note")
+    await bot.tg.await_for(lambda: message_with(bot, "Attempts #1: 2 ways", "Attempt 1", "Attempt 2"), timeout=120)
+    owner = Caller(chat_id=USER_ID, user_id=USER_ID, user_name="owner")
+    crew, store, repo = bot.runtime.crew, bot.runtime.store, workspace_root / "group-therapy"
+    (repo / "app.py").write_text("print('the owner, mid-edit')\n")
+    refused = await crew.attempts.merge(owner, 1, 2)
+    assert "uncommitted" in refused, refused
+    group = await store.attempts.get(1)
+    assert group.state is AttemptState.SUMMARISED and group.merging_task_id is None
+    assert len(branches(repo)) == 3, "nothing merged, nothing discarded"
+    git(repo, "checkout", "--", "app.py")
+
+    # a Merge under way (as a kill leaves it): nothing else is done to the race meanwhile
+    assert await store.attempts.move(1, AttemptState.SUMMARISED, AttemptState.MERGING, merging_task_id=2)
+    for decision in (crew.attempts.discard(owner, 1), crew.attempts.merge(owner, 1)):
+        with pytest.raises(ToolError, match="attempts #1 are being merged"):
+            await decision
+    assert await crew.attempts.merging() == [await store.attempts.get(1)]
+    notice = await crew.attempts.merge_cut_short(1)
+    assert notice is not None and "the merge did not happen" in notice.text, notice
+    assert [b.data for row in decode_buttons(notice.buttons) for b in row] == [
+        "attempts:merge:1",
+        "attempts:discard:1",
+    ]
+    assert (await store.attempts.get(1)).state is AttemptState.SUMMARISED
+    assert await crew.attempts.merge_cut_short(1) is None, "finished once, told once"
+    merged = await crew.attempts.merge(owner, 1, 2)
+    assert "Attempt 2 (task #2) merged" in merged and "discarded (#1)" in merged, merged
+    assert (await store.attempts.get(1)).state is AttemptState.MERGED
 
 
 def attempt_line(text: str, number: int) -> str:

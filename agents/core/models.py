@@ -199,7 +199,8 @@ class Task(StoredRecord):
 class AttemptState(StrEnum):
     RACING = "racing"  # attempts still running (or waiting to)
     SUMMARISED = "summarised"  # all ended, the one summary sent with its pick
-    MERGED = "merged"  # the pick merged, the others discarded
+    MERGING = "merging"  # an owner's Merge under way: the chosen attempt merging, then the others discarded
+    MERGED = "merged"  # the chosen attempt merged, the others discarded
     DISCARDED = "discarded"  # all discarded
 
 
@@ -214,6 +215,7 @@ class AttemptGroup(StoredRecord):
     first_pass_wins: bool = False  # the first ✔ ends the race: the others are cancelled
     progress_message_id: int | None = None
     pick_task_id: int | None = None
+    merging_task_id: int | None = None  # the attempt a Merge chose (the pick or the one named), set with MERGING
     why: str | None = None  # the one line saying why the pick (kept: a comparison by the model is asked once)
     stopped: str | None = None  # why the race was stopped early (a budget reached, the first ✔)
     created_at: datetime = Field(default_factory=utcnow)

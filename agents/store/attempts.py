@@ -1,5 +1,6 @@
 """Attempt groups: N tasks racing on one request (agents/work/attempts.py). The group and its tasks are stored in one
-transaction; its state moves by compare-and-set, so one summary is sent however many ends race to send it."""
+transaction; its state moves by compare-and-set, so one summary is sent however many ends race to send it, and a
+Merge under way (`merging`) is on record until the other attempts are discarded."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from agents.core.ids import valid_id
-from agents.core.models import AttemptGroup, AttemptState, Task
+from agents.core.models import AttemptGroup, AttemptState, Delivery, Task
 from agents.store.connection import Connection, insert_sql, to_db
 from agents.store.tasks import insert_task
 
@@ -48,6 +49,12 @@ class AttemptGroups:
             AttemptGroup, "SELECT * FROM attempt_groups WHERE state = ? ORDER BY id", (AttemptState.RACING.value,)
         )
 
+    async def merging(self) -> list[AttemptGroup]:
+        """The groups whose Merge was under way when the bot stopped (a restart finishes each from what git shows)."""
+        return await self._store.fetch(
+            AttemptGroup, "SELECT * FROM attempt_groups WHERE state = ? ORDER BY id", (AttemptState.MERGING.value,)
+        )
+
     async def members(self, group_id: int) -> list[Task]:
         """The group's tasks, attempt 1 first."""
         return await self._store.fetch(
@@ -74,6 +81,24 @@ class AttemptGroups:
             (to.value, *(to_db(v) for v in fields.values()), group_id, from_state.value),
         )
         return bool(rows)
+
+    async def move_telling(
+        self, group_id: int, from_state: AttemptState, to: AttemptState, notice: Delivery, **fields: Any
+    ) -> Delivery | None:
+        """`move`, and the message its chat is owed stored in the outbox in the same transaction (a Merge a kill cut
+        short, finished at start-up): told once, and never not at all. None when the group was not in `from_state`."""
+        sets = ", ".join(["state = ?", *(f"{k} = ?" for k in fields)])
+        data = {k: to_db(v) for k, v in notice.model_dump().items() if k != "id"}
+        async with self._store.transaction() as db:
+            moved = await db.execute_fetchall(
+                f"UPDATE attempt_groups SET {sets} WHERE id = ? AND state = ? RETURNING id",
+                (to.value, *(to_db(v) for v in fields.values()), group_id, from_state.value),
+            )
+            if not moved:
+                return None
+            rows = await db.execute_fetchall(insert_sql("deliveries", data) + " RETURNING id", tuple(data.values()))
+            notice.id = int(next(iter(rows))[0])
+        return notice
 
     async def set_progress_message(self, group_id: int, message_id: int | None) -> None:
         """The group's one progress message, on the group and its tasks (a reply to it steers them)."""

@@ -473,6 +473,12 @@ MIGRATIONS: list[str] = [
         started_at TEXT NOT NULL
     );
     """,
+    # a race's Merge is a decision on record too (agents/work/attempt_decisions.py): the group is `merging` with the
+    # attempt chosen from before its merge until the other attempts are discarded, so a kill in between is finished
+    # at the next start from what git shows
+    """
+    ALTER TABLE attempt_groups ADD COLUMN merging_task_id INTEGER;
+    """,
 ]
 
 LATEST_VERSION = len(MIGRATIONS)

@@ -1,7 +1,9 @@
 """What is done to a group of attempts as a whole: Merge (the pick, or the attempt named; the others discarded),
 Discard (all), Cancel (all), and notes (to all, or to "attempt 2"). Each goes through the task's own decision
 (branch_decisions.py, running_tasks.py), so the roles hold as for any task: members start and steer, owners merge
-and discard."""
+and discard. A Merge is on record (the group `merging`, with the attempt chosen) from before its merge until the
+other attempts are discarded: one a kill cut short is finished at the next start (`merge_cut_short`) from what git
+shows, and its chat told."""
 
 from __future__ import annotations
 
@@ -9,12 +11,13 @@ import asyncio
 import re
 from typing import Annotated
 
-from agents.core.actions import Action, button
+from agents.core.actions import Action, Buttons, button
 from agents.core.errors import ToolError
-from agents.core.models import AttemptGroup, AttemptState, Caller, Task, TaskStatus
+from agents.core.models import AttemptGroup, AttemptState, Caller, Delivery, Task, TaskStatus
 from agents.core.protocols import TaskEngine
 from agents.core.work_tools import Arg, TaskId, work_tool
 from agents.store.database import Store
+from agents.store.delivery import owed
 from agents.work.access import Access, task_number
 from agents.work.branch_decisions import BranchDecisions
 from agents.work.own_words import CANCEL_TASK
@@ -22,6 +25,23 @@ from agents.work.progress import cancel_button
 from agents.work.running_tasks import RunningTasks
 
 ONE_ATTEMPT = re.compile(r"^\s*attempt\s+#?(\d)\b\s*[:,.\-–—]?\s*", re.IGNORECASE)
+
+
+def decision_buttons(group: AttemptGroup) -> Buttons:
+    """Merge the pick and Discard all, as the race's summary offers them."""
+    return [
+        [
+            button("Merge the pick", Action.MERGE_ATTEMPTS, group.stored_id),
+            button("✖ Discard all", Action.DISCARD_ATTEMPTS, group.stored_id),
+        ]
+    ]
+
+
+def being_merged(group: AttemptGroup) -> ToolError:
+    return ToolError(
+        f"attempts #{group.id} are being merged (task #{group.merging_task_id}, then the others discarded); "
+        "that ends before anything else is done to them"
+    )
 
 
 class AttemptDecisions:
@@ -87,32 +107,103 @@ class AttemptDecisions:
 
     async def _merge(self, caller: Caller, group_id: int, task_id: int | None, anywhere: bool) -> str:
         group = await self._group_for(caller, group_id, anywhere)
-        buttons = [
-            [
-                button("Merge the pick", Action.MERGE_ATTEMPTS, group.stored_id),
-                button("✖ Discard all", Action.DISCARD_ATTEMPTS, group.stored_id),
-            ]
-        ]
         await self.access.owners_only(
-            caller, "merge", f"to merge the pick of **attempts #{group.id}**:", group.title, buttons
+            caller, "merge", f"to merge the pick of **attempts #{group.id}**:", group.title, decision_buttons(group)
         )
         if group.state is AttemptState.RACING:
             raise ToolError(f"attempts #{group.id} are still running; merge when their summary is in")
+        if group.state is AttemptState.MERGING:
+            raise being_merged(group)
         if group.state is not AttemptState.SUMMARISED:
             return f"Attempts #{group.id} were already {group.state.value}."
         members = await self.store.attempts.members(group.stored_id)
         chosen = task_id if task_id is not None else group.pick_task_id
         if chosen is None or chosen not in {t.id for t in members}:
             raise ToolError(f"attempts #{group.id} have no attempt with a change to merge; Discard drops them all")
-        result = await self.branches.merge_result(caller, chosen, anywhere=anywhere)
-        if not result.ok:
-            return result.message
-        if not await self.store.attempts.move(group.stored_id, AttemptState.SUMMARISED, AttemptState.MERGED):
+        # on record before git is touched: a kill from here on is finished at the next start (`merge_cut_short`)
+        if not await self.store.attempts.move(
+            group.stored_id, AttemptState.SUMMARISED, AttemptState.MERGING, merging_task_id=chosen
+        ):
+            return f"Attempts #{group.id} were already decided."
+        try:
+            result = await self.branches.merge_result(caller, chosen, anywhere=anywhere)
+        except Exception:
+            await self._unless_merged(group.stored_id, chosen)
+            raise
+        if not result.ok:  # refused or stopped by a conflict: nothing merged, the race is the owners' again
+            await self._back(group.stored_id)
             return result.message
         dropped = [await self._discard_one(caller, t, anywhere) for t in members if t.id != chosen]
+        await self.store.attempts.move(group.stored_id, AttemptState.MERGING, AttemptState.MERGED)
         number = next(t.attempt for t in members if t.id == chosen)
         others = f" The other attempts were discarded ({', '.join(d for d in dropped if d)})." if dropped else ""
         return f"Attempt {number} (task #{chosen}) merged: {result.message}{others}"
+
+    async def _back(self, group_id: int) -> None:
+        """The Merge ended without merging: the race is summarised again, its buttons good."""
+        await self.store.attempts.move(group_id, AttemptState.MERGING, AttemptState.SUMMARISED, merging_task_id=None)
+
+    async def _unless_merged(self, group_id: int, chosen: int) -> None:
+        """A Merge that failed with an error: summarised again unless git shows the attempt merged (then the group
+        stays `merging`, and the next start discards the others)."""
+        task = await self.store.get_task(chosen)
+        if task is None or not await self.branches.merged_already(task):
+            await self._back(group_id)
+
+    async def merging(self) -> list[AttemptGroup]:
+        """The races whose Merge a stop or a kill cut short (at start-up)."""
+        return await self.store.attempts.merging()
+
+    async def merge_cut_short(self, group_id: int) -> Delivery | None:
+        """At start-up, once the attempts' own cut-short Merges and Discards are ended (branch_decisions.py
+        `cut_short`, which waits for a killed bot's git merge): a race's Merge a kill cut short, finished from what git
+        shows. The chosen attempt merged: the other attempts' branches still there are discarded (by the bot: an
+        owner decided it with the Merge), the race merged, and its chat told what was done. Not merged: the race
+        summarised again, its chat told so with Merge the pick / Discard all. The notice is stored in the outbox with
+        the move, for the caller to send; None when there is nothing to finish (yet)."""
+        async with self._decision_of(int(group_id)):
+            group = await self.store.attempts.get(int(group_id))
+            if group is None or group.state is not AttemptState.MERGING:
+                return None
+            members = await self.store.attempts.members(group.stored_id)
+            still_open = {d.task_id for d in await self.store.open_decisions.cut_short()}
+            if still_open & {t.id for t in members}:
+                return None  # what became of an attempt's branch is not known yet: the next start finishes it
+            chosen = next((t for t in members if t.id == group.merging_task_id), None)
+            if chosen is not None and await self.branches.merged_already(chosen):
+                return await self._finish_merged(group, chosen, members)
+            branch = f" attempt {chosen.attempt}'s branch `{chosen.branch}`" if chosen is not None else " the attempt"
+            text = (
+                f"⚠️ The bot stopped while merging **attempts #{group.id}**, and the merge did not happen: "
+                f"`{(chosen.base_branch if chosen else None) or 'main'}` does not hold{branch}. "
+                "Merge the pick again, or discard them all?"
+            )
+            notice = owed(group.chat_id, text, buttons=decision_buttons(group))
+            return await self.store.attempts.move_telling(
+                group.stored_id, AttemptState.MERGING, AttemptState.SUMMARISED, notice, merging_task_id=None
+            )
+
+    async def _finish_merged(self, group: AttemptGroup, chosen: Task, members: list[Task]) -> Delivery | None:
+        dropped = []
+        for task in members:
+            if task.id == chosen.id:
+                continue
+            try:
+                await self.branches.discard_decided(task.stored_id)
+            except ToolError as err:
+                dropped.append(f"#{task.id}: {err}")
+            else:
+                dropped.append(f"#{task.id}")
+        sha = await self.branches.merge_commit(chosen)
+        merged = f"merged {chosen.branch} into {chosen.base_branch or 'main'} ({sha[:8]})"
+        others = f" The other attempts were discarded ({', '.join(dropped)})." if dropped else ""
+        text = (
+            f"⚠️ The bot stopped while merging **attempts #{group.id}**; the merge is finished now. "
+            f"Attempt {chosen.attempt} (task #{chosen.id}) merged: {merged}.{others}"
+        )
+        return await self.store.attempts.move_telling(
+            group.stored_id, AttemptState.MERGING, AttemptState.MERGED, owed(group.chat_id, text)
+        )
 
     async def _discard_one(self, caller: Caller, task: Task, anywhere: bool) -> str:
         """One attempt's branch and worktree deleted; `#N` or what went wrong."""
@@ -133,6 +224,8 @@ class AttemptDecisions:
         await self.access.owners_only(caller, "discard", f"to discard **attempts #{group.id}**:", group.title, buttons)
         if group.state is AttemptState.MERGED:
             return f"Attempts #{group.id} were merged; the other attempts were discarded then."
+        if group.state is AttemptState.MERGING:
+            raise being_merged(group)
         moved = await self.store.attempts.move(group.stored_id, AttemptState.RACING, AttemptState.DISCARDED)
         moved = moved or await self.store.attempts.move(
             group.stored_id, AttemptState.SUMMARISED, AttemptState.DISCARDED

@@ -118,24 +118,25 @@ class BranchDecisions:
     def _merged_event(task_id: int, tree: TaskWorktree, sha: str) -> TaskEvent:
         return TaskEvent(task_id=task_id, kind=MERGED_EVENT, detail=f"{tree.branch} into {tree.base_branch} ({sha})")
 
-    async def cut_short(self, decision: OpenDecision) -> Delivery | None:
+    async def cut_short(self, decision: OpenDecision, *, tell: bool = True) -> Delivery | None:
         """At start-up: a Merge or Discard a kill cut short (store/open_decisions.py), ended by what git shows (a
         killed bot's merge, which runs on, is waited for first): merged, the task marked so and its chat told as a
         merge tells it; not merged, the chat told so and given the task's buttons again. Nothing is merged or deleted
-        here. The notice, stored in the outbox with the record's end, for the caller to send."""
+        here. The notice, stored in the outbox with the record's end, for the caller to send; none without `tell`
+        (an attempt of a race whose Merge was cut short: the race's notice says it, attempt_decisions.py)."""
         task = await self.store.get_task(decision.task_id)
         if task is None or not task.branch or not task.base_commit:
             await self.store.open_decisions.end(decision.task_id)
             return None
         async with self._branch_lock(task):  # a press of the old buttons meanwhile waits for this
             if decision.decision == MERGE.verb:
-                return await self._merge_cut_short(task)
-            return await self._discard_cut_short(task)
+                return await self._merge_cut_short(task, tell)
+            return await self._discard_cut_short(task, tell)
 
-    async def _merge_cut_short(self, task: Task) -> Delivery:
+    async def _merge_cut_short(self, task: Task, tell: bool) -> Delivery | None:
         task_id, tree = task_number(task), self._worktree(task)
         ended = await merge_ended(self._merge_lock(task_id))  # the killed bot's git merge outlives it: waited for
-        sha = await self._merge_commit(task) if await self._merged_already(task) else None
+        sha = await self.merge_commit(task) if await self.merged_already(task) else None
         if sha is None:
             how = "the merge did not happen" if ended else "its merge has still not ended"
             text = (
@@ -143,34 +144,31 @@ class BranchDecisions:
                 f"hold its branch `{tree.branch}`. Merge it again?"
             )
             notice = owed(task.chat_id, text, buttons=branch_buttons(task_id, task.status), task_id=task_id)
-            return await self._ended(task_id, None, notice)
+            return await self.store.open_decisions.end(task_id, None, notice if tell else None)
         # what a merge that was not cut short says (git/merge.py)
         text = f"merged {tree.branch} into {tree.base_branch} ({sha[:8]})"
-        return await self._ended(task_id, self._merged_event(task_id, tree, sha), owed(task.chat_id, text))
+        merged = self._merged_event(task_id, tree, sha)
+        return await self.store.open_decisions.end(task_id, merged, owed(task.chat_id, text) if tell else None)
 
-    async def _merge_commit(self, task: Task) -> str:
+    async def merge_commit(self, task: Task) -> str:
         """The commit of the base branch that brought the task's branch in: the first merge after its head."""
         repo, base = self.workspaces.resolve(task.workspace).path, f"refs/heads/{task.base_branch or 'main'}"
         head = await rev_parse(repo, f"refs/heads/{task.branch}")
         found = await git_text("rev-list", "--ancestry-path", "--merges", "--reverse", f"{head}..{base}", cwd=repo)
         return (found.split() or [await rev_parse(repo, base)])[0]
 
-    async def _discard_cut_short(self, task: Task) -> Delivery:
+    async def _discard_cut_short(self, task: Task, tell: bool) -> Delivery | None:
         task_id, tree = task_number(task), self._worktree(task)
         if not await branch_exists(tree.repo, tree.branch):
             text = f"Task #{task_id} was discarded; its branch `{tree.branch}` was deleted."
-            return await self._ended(task_id, None, owed(task.chat_id, text))
-        text = (
-            f"⚠️ The bot stopped while discarding **task #{task_id}**, and its branch `{tree.branch}` is still there. "
-            "Discard it again?"
-        )
-        notice = owed(task.chat_id, text, buttons=branch_buttons(task_id, task.status), task_id=task_id)
-        return await self._ended(task_id, None, notice)
-
-    async def _ended(self, task_id: int, event: TaskEvent | None, notice: Delivery) -> Delivery:
-        ended = await self.store.open_decisions.end(task_id, event, notice)
-        assert ended is not None
-        return ended
+            notice = owed(task.chat_id, text)
+        else:
+            text = (
+                f"⚠️ The bot stopped while discarding **task #{task_id}**, and its branch `{tree.branch}` is still "
+                "there. Discard it again?"
+            )
+            notice = owed(task.chat_id, text, buttons=branch_buttons(task_id, task.status), task_id=task_id)
+        return await self.store.open_decisions.end(task_id, None, notice if tell else None)
 
     def _branch_lock(self, task: Task) -> contextlib.AbstractAsyncContextManager[object]:
         """The lock of the task's branch (none to take for a task without one)."""
@@ -178,7 +176,7 @@ class BranchDecisions:
             return contextlib.nullcontext()
         return self.starts.branch_locks.of((task.workspace, task.branch))
 
-    async def _merged_already(self, task: Task) -> bool:
+    async def merged_already(self, task: Task) -> bool:
         """Whether the task's branch has commits of its own and every one is in its base branch: a Merge was done."""
         if not task.branch or not task.base_commit:
             return False
@@ -257,11 +255,28 @@ class BranchDecisions:
         async with self._branch_lock(task):  # one decision at a time on a branch (and no follow-up starting)
             return await self._discard(caller, await self.access.task(task_number(task)))
 
+    async def discard_decided(self, task_id: int) -> str:
+        """Discard, by the bot, of a task an owner's decision already dropped (an attempt of a race whose Merge a kill
+        cut short: the owner pressed Merge, which discards the others); no one is asked, and the chat is told by
+        the caller."""
+        task = await self.access.task(task_id)
+        async with self._branch_lock(task):
+            task = await self.access.task(task_number(task))
+            if task.branch and task.base_commit and not await branch_exists(self._worktree(task).repo, task.branch):
+                return f"Task #{task.id} was discarded already; its branch `{task.branch}` is gone."
+            return await self._discard_now(task)
+
     async def _discard(self, caller: Caller, task: Task) -> str:
         await self._owner_decision(caller, task, DISCARD)
+        text = await self._discard_now(task)
+        await self.access.tell_task_chat(caller, task, text)
+        return text
+
+    async def _discard_now(self, task: Task) -> str:
+        """The Discard decided: refused where it would drop someone's work or undo a merge, else done on record."""
         await self._alone_on_its_branch(task, "discard")
         await self._only_the_bots_commits(task)
-        if await self._merged_already(task):
+        if await self.merged_already(task):
             raise ToolError(
                 f"task #{task.id} was merged into {task.base_branch or 'main'} already: there is nothing to discard"
             )
@@ -273,7 +288,6 @@ class BranchDecisions:
             await self.store.open_decisions.end(task_id)
             raise
         await self.store.open_decisions.end(task_id)
-        await self.access.tell_task_chat(caller, task, text)
         return text
 
     async def _discarded(self, task_id: int, task: Task) -> str:
