@@ -3,8 +3,8 @@
 The server of tests/mcp_servers/demo_server.py is configured the way reference servers are (`python -m
 demo_server`, found on the PYTHONPATH its `env` names) with a token of its own in `env`. The worker (the scripted
 model) writes a `demo_server.py` of its own into the worktree, crashes the server and calls it again, so that the
-restart would run the worker's module with the server's token; asks the server for its own token; and asks for a
-result of 2 MB of text beside a picture.
+restart would run the worker's module with the server's token; asks the server for its own token; looks for the
+token in what a server that logs it to stderr wrote; and asks for a result of 2 MB of text beside a picture.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from agents.core.models import TaskStatus
 from tests.conftest import BotHarness, running_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.support.questions import (
+    DEMO,
     PLANTED,
     SERVERS,
     TOKEN,
@@ -82,6 +83,64 @@ async def test_a_servers_own_token_is_masked(module_bot: BotHarness) -> None:
     await ended(bot, 1, timeout=90)
     (result,) = results_of(model)
     assert "DEMO_TOKEN=" in result and TOKEN not in result, f"the server's own secret reached the model: {result}"
+
+
+CHATTY_TOKEN = "mcp-Chatty-Secret-Value-5521qrs"  # of no shape the filter knows: masked only as the server's `env`
+OWN_SERVICE_SAID = "own-service-said-7713"
+
+
+@pytest.fixture
+async def chatty_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo) -> AsyncIterator[BotHarness]:
+    """The demo server, started by a line that first writes its own token to stderr (as a server in debug mode does,
+    or one that crashes printing its settings)."""
+    starter = (
+        "import os, runpy, sys; "
+        "print('starting with API key', os.environ['CHATTY_TOKEN'], file=sys.stderr, flush=True); "
+        f"runpy.run_path({str(DEMO)!r}, run_name='__main__')"
+    )
+    config = mcp_config(tmp_path, args=["-c", starter])
+    entry = json.loads(config.read_text())["mcpServers"]["demo"]
+    entry["env"] |= {"CHATTY_TOKEN": CHATTY_TOKEN}
+    config.write_text(json.dumps({"mcpServers": {"demo": entry}}))
+    async with running_bot(
+        fake_telegram,
+        fake_anthropic,
+        tmp_path,
+        workspace_root,
+        bot_repo,
+        mcp_config=config,
+        sandbox_read_paths=(SERVERS, tmp_path / "owner-notes"),
+    ) as harness:
+        yield harness
+
+
+async def test_a_servers_stderr_is_not_readable_by_the_workers_commands(chatty_bot: BotHarness) -> None:
+    """What a stdio server writes to stderr may be its own secrets: the worker's commands must not read it, since a
+    command prints what it read in any spelling (reversed: no filter knows it). The log of a service the worker
+    started itself stays readable at /run/services."""
+    bot = chatty_bot
+    probe = (
+        f"echo FOUND=$(grep -rl {CHATTY_TOKEN} /run/services 2>/dev/null | tr '\\n' ' ')END; "
+        "echo LISTED=$(ls /run/services | tr '\\n' ' ')END; "
+        "cat /run/services/*.log | rev"
+    )
+    model = mcp_task(
+        bot,
+        mcp_call("add", a=1, b=2),
+        claude_says.tool_use(
+            "run_command", {"command": f"echo {OWN_SERVICE_SAID}; exec sleep 600", "background": True}
+        ),
+        claude_says.tool_use("run_command", {"command": probe}),
+        claude_says.text("Done."),
+    )
+    await ended(bot, 1, timeout=90)
+    added, started, shown = results_of(model)
+    assert "the sum is 3" in added, f"the server (which logged its token first) did not answer: {added}"
+    assert OWN_SERVICE_SAID in started, started
+    assert OWN_SERVICE_SAID[::-1] in shown, f"the worker's own service's log is not readable: {shown}"
+    assert CHATTY_TOKEN[::-1] not in shown, f"the server's token reached the worker's commands (reversed): {shown}"
+    assert "FOUND=END" in shown, f"the server's token is readable by the worker's commands: {shown}"
+    assert "stdio-" not in shown, f"the server's log is shown at /run/services: {shown}"
 
 
 @pytest.fixture

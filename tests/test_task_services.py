@@ -22,6 +22,7 @@ from agents.git import worktrees
 from agents.sandbox import pause
 from agents.sandbox.bwrap import spec_for
 from agents.sandbox.services import LEFT_OUT, TaskServices, start_sandboxed_stdio
+from agents.sandbox.shell import run_command
 from agents.sandbox.task_limits import DiskBudget, TaskBounds
 from agents.work import task_checkout
 from agents.work.task_sandbox import TaskSandboxes
@@ -210,12 +211,26 @@ async def test_the_stdio_seam_runs_a_program_in_the_task_sandbox_and_ends_it_wit
         process.stdin.write(b"hello\n")
         await process.stdin.drain()
         assert (await process.stdout.readline()).strip() == b"HELLO extra-readable k1"
-        logs = list(bounds.service_logs.glob("stdio-*.log"))
+        # its stderr is in the bot's own folder, not among the logs the task's commands are shown
+        assert bounds.own_logs is not None and bounds.service_logs is not None
+        logs = list(bounds.own_logs.glob("stdio-*.log"))
         assert logs and "to the log" in logs[0].read_text()
-        pid = process.pid
+        assert not list(bounds.service_logs.glob("*.log")), "the stdio program's log is shown at /run/services"
+        # nor does a command find it where a read path holds the bot's folder: the folder is covered there
+        holding = dataclasses.replace(spec, read_only=(*spec.read_only, bounds.own_logs.parent))
+        seen = await run_command(
+            f"echo files=$(ls -A {bounds.own_logs} | wc -l); cat {logs[0]} 2>/dev/null || echo not-there",
+            worktree,
+            20,
+            env={},
+            sandbox=holding,
+        )
+        assert seen.output.split() == ["files=0", "not-there"], seen.output
+        own_logs, pid = bounds.own_logs, process.pid
     finally:
         await bounds.close()
     assert process.returncode is not None
+    assert not own_logs.exists(), "the bot's own logs outlived the task"
     assert not host_pids(str(extra / "server.py")), "the stdio program outlived its task"
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)

@@ -8,19 +8,20 @@ The seam for MCP stdio servers and the browser (the MCP side calls this; nothing
 
 runs `argv` inside `task_sandbox` (the spec a task's commands get, `task` set: TaskExecutor.sandbox_for(..., task_id))
 with `read_paths` bound read-only besides the spec's own (SANDBOX_READ_PATHS is in the spec already), stdin and stdout
-as pipes, stderr to a log file of the task (`<SERVICES_MOUNT>/<name>.log` inside later commands), in the task's
-network namespace (its services on `localhost`; no network unless `task_sandbox.network`, then pasta, for its whole
-life). The process is killed (its whole PID namespace) when the task ends, is cancelled or the bot stops; the caller
-may end it sooner with `process.kill()`. `env` keeps only the sandbox's harmless keys (bwrap.sandbox_env) plus
-those named in it that the caller passes: an MCP server's own `env` block is passed whole.
+as pipes, stderr to a log file in a bot-side folder of the task that no sandbox is shown (a server's own output may
+carry its secrets: the values of its `env`, printed in debug mode or by a crash), in the task's network namespace
+(its services on `localhost`; no network unless `task_sandbox.network`, then pasta, for its whole life). The process
+is killed (its whole PID namespace) when the task ends, is cancelled or the bot stops; the caller may end it sooner
+with `process.kill()`. `env` keeps only the sandbox's harmless keys (bwrap.sandbox_env) plus those named in it that
+the caller passes: an MCP server's own `env` block is passed whole.
 
 `run_command(command, background=true)` uses `TaskServices.start`: the service's stdout and stderr go to a log file in a
 bot-side folder shown read-only at SERVICES_MOUNT in every later command of the task (so `cat` / `tail` read its later
 output); the call returns once the service printed something or opened a listening port (at most `START_WAIT_SECONDS`),
 with its first output and id; a service that exits is reported once (`exit_notes`), and at most
 `TaskBounds.max_services` run at a time. The bot writes the logs (a pump per service): they count in the task's disk
-budget, and what passes it is left out with a line saying so (the line counts too). The folder is named after the
-bot's pid, removed with the task, and by the start-up sweep (temp_folders.py) when a killed bot left it. Each service
+budget, and what passes it is left out with a line saying so (the line counts too). The folders are named after the
+bot's pid, removed with the task, and by the start-up sweep (temp_folders.py) when a killed bot left them. Each service
 is one bwrap: its processes live in their own PID namespace, so a double fork or setsid inside still dies when the bot
 kills it (and when the command's own process ends: a service is its command, kept in the foreground); the bwrap
 carries the task's tag (orphans.py) and dies with the bot (`--die-with-parent`).
@@ -88,10 +89,14 @@ class TaskServices:
         self.bounds = bounds
         # the bot's pid in the name: the start-up sweep (temp_folders.py) removes the folders of a bot that was killed
         self.folder = temp_folder("services", bounds.name)
+        # the stderr of what the bot starts in the task's sandbox for itself (an MCP stdio server, the browser) goes
+        # here, never shown to the task's commands: a server's own output may carry its secrets (its `env` values,
+        # printed by a debug mode or a crash), which a command could print re-encoded past the output filter
+        self.own_folder = temp_folder("services", f"{bounds.name}_own")
         self.services: list[Service] = []
         self._next = 1
         self.logged = 0  # bytes written to the logs so far
-        bounds.services_started(self, self.folder, self.close)
+        bounds.services_started(self, self.folder, self.own_folder, self.close)
 
     @property
     def next_number(self) -> int:
@@ -141,7 +146,8 @@ class TaskServices:
     async def spawn(
         self, sandbox: SandboxSpec, command: str, env: Mapping[str, str], name: str, stdio: bool
     ) -> Service:
-        """Start `command` (a shell line) in the task's sandbox; stdio: stdin/stdout pipes, stderr to the log."""
+        """Start `command` (a shell line) in the task's sandbox; stdio (a program of the bot's own: an MCP server,
+        the browser): stdin/stdout pipes, stderr to a log in `own_folder`, which no sandbox is shown."""
         if reason := await sandbox.probe.unavailable_reason():
             raise ToolError(reason)
         if len(self.running()) >= self.bounds.max_services:
@@ -150,7 +156,7 @@ class TaskServices:
                 "stop one (kill its process) or reuse it"
             )
         net = UserNet(sandbox.egress) if sandbox.network else None
-        log = self.folder / f"{name}.log"
+        log = (self.own_folder if stdio else self.folder) / f"{name}.log"
         try:
             with keep_size_filter() as seccomp:
                 if net is not None:
@@ -256,13 +262,15 @@ class TaskServices:
         self.services.clear()
         self.bounds.service_logs_gone()
         shutil.rmtree(self.folder, ignore_errors=True)
+        shutil.rmtree(self.own_folder, ignore_errors=True)
 
 
 async def start_sandboxed_stdio(
     task_sandbox: SandboxSpec, argv: Sequence[str], env: Mapping[str, str], read_paths: Iterable[Path] = ()
 ) -> asyncio.subprocess.Process:
     """A long-lived program (an MCP stdio server, the browser) in the task's sandbox and network namespace, with
-    stdin/stdout pipes and stderr to a log of the task; killed when the task ends (see the module docstring)."""
+    stdin/stdout pipes and stderr to a bot-side log of the task its commands never see; killed when the task ends
+    (see the module docstring)."""
     if task_sandbox.task is None:
         raise ToolError("a sandboxed stdio program needs the task's sandbox (a spec with its task bounds)")
     # found on a PATH without the worker's folders: `python3`, `npx` are never a program the worker wrote

@@ -313,9 +313,9 @@ async def confined_argv(
 ) -> tuple[list[str], tuple[int, ...], TaskCgroup | None]:
     """The argv that runs the shell `command` in bwrap: in the task's cgroup and network namespace
     (agents/sandbox/task_net.py) unless it has the network (then `net`, pasta, or the host's where pasta is missing);
-    the service logs shown read-only at SERVICES_MOUNT; the largest file a command may write is at most the task's disk
-    budget, and a reservation that keeps the file size is refused (`seccomp`: bwrap.keep_size_filter's descriptor).
-    Returns it, the descriptors to pass and the task's cgroup."""
+    the service logs shown read-only at SERVICES_MOUNT (the bot's own programs' logs never); the largest file a
+    command may write is at most the task's disk budget, and a reservation that keeps the file size is refused
+    (`seccomp`: bwrap.keep_size_filter's descriptor). Returns it, the descriptors to pass and the task's cgroup."""
     bounds = sandbox.task
     group = bounds.cgroup() if bounds is not None else None
     disk = bounds.disk_for(sandbox.worktree) if bounds is not None else None
@@ -327,6 +327,10 @@ async def confined_argv(
     join = bounds is not None and not sandbox.network
     if bounds is not None and bounds.service_logs is not None:
         sandbox = dataclasses.replace(sandbox, mounts=(*sandbox.mounts, (bounds.service_logs, SERVICES_MOUNT)))
+    if bounds is not None and bounds.own_logs is not None:
+        # the bot's own programs' logs may hold their secrets: covered even where a bound folder (a SANDBOX_READ_PATHS
+        # entry holding the temporary directory) would show it
+        sandbox = dataclasses.replace(sandbox, hidden=(*sandbox.hidden, bounds.own_logs))
     bwrap = bwrap_path() or "bwrap"
     if join and bounds is not None:
         try:

@@ -221,6 +221,7 @@ class TaskBounds:
     net: TaskNet = field(default_factory=TaskNet)
     services: ServiceSet | None = None  # the task's TaskServices, made at its first service (`services_started`)
     service_logs: Path | None = None  # the bot-side folder of the services' logs, shown read-only in every command
+    own_logs: Path | None = None  # the logs of the bot's own programs in the sandbox (MCP servers): shown to none
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     secrets: SecretScope | None = None  # the values the task's credential files hold: masked until it ends
     commands: pause.RunningCommands = field(default_factory=pause.RunningCommands)  # `run_command`'s, running now
@@ -232,14 +233,17 @@ class TaskBounds:
         if self.disk is None:
             self.disk = budget
 
-    def services_started(self, services: ServiceSet, logs: Path, close: Callable[[], Awaitable[None]]) -> None:
-        """The task's services (made at its first one), the folder of their logs and how they end (first at close)."""
-        self.services, self.service_logs = services, logs
+    def services_started(
+        self, services: ServiceSet, logs: Path, own_logs: Path, close: Callable[[], Awaitable[None]]
+    ) -> None:
+        """The task's services (made at its first one), the folders of their logs (the worker's services', the bot's
+        own programs') and how they end (first at close)."""
+        self.services, self.service_logs, self.own_logs = services, logs, own_logs
         self.closers.append(close)
 
     def service_logs_gone(self) -> None:
-        """The services' log folder was removed: commands no longer show it."""
-        self.service_logs = None
+        """The services' log folders were removed: commands no longer show (or cover) them."""
+        self.service_logs = self.own_logs = None
 
     def cgroup(self) -> TaskCgroup | None:
         """The task's cgroup, made at its first command (None where the machine allows none)."""
