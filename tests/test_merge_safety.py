@@ -285,3 +285,24 @@ async def test_a_runners_branch_fetched_home_never_drops_the_owners_commits_on_i
     with pytest.raises(GitError, match="holds commits the one on .* lacks"):
         await fetch_branch(repo, branch, str(shared))
     assert git("rev-parse", branch, cwd=repo).strip() == mine, "the owner's commit was dropped"
+
+
+async def test_an_old_merge_pressed_before_the_start_up_tells_a_cut_short_merge_is_told_once(
+    bot: BotHarness, model: RoleScript
+) -> None:
+    """A kill cut a Merge short before git ran; at the next start the reconciliation, which runs in the background,
+    has listed its record when the owner presses the old Merge button: the press merges and tells the chat, and the
+    reconciliation then finds the record ended and tells nothing (it told "merged" a second time, with a second
+    `merged` event)."""
+    model.add("orchestrator", start_task("calc", "Fix add() in calc.py."), claude_says.text("started"))
+    model.add("code", edit("calc.py", "a - b", "a + b"), claude_says.text("Fixed add()."))
+    bot.say("fix calc")
+    first, _ = await final_summary(bot, 1, timeout=90)
+    assert first.status is TaskStatus.COMPLETED, first
+    store, crew = bot.runtime.store, bot.runtime.crew
+    await store.open_decisions.begin(1, "merge")  # the record a kill left: git never ran
+    [listed] = await store.open_decisions.cut_short()  # what the start-up's reconciliation read
+    owner = Caller(chat_id=USER_ID, user_id=USER_ID, user_name="@owner")
+    assert "merged agentlab/task-1-" in await crew.branches.merge(owner, 1)
+    assert await crew.branches.cut_short(listed) is None, "the press told it already"
+    assert [e.kind for e in await store.task_events(1)].count("merged") == 1

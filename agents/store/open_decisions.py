@@ -34,6 +34,10 @@ class OpenDecisions:
             (task_id, decision, utcnow().isoformat()),
         )
 
+    async def is_open(self, task_id: int) -> bool:
+        """Whether a decision on task #task_id is on record now."""
+        return bool(await self._store.rows("SELECT 1 FROM open_decisions WHERE task_id = ?", (task_id,)))
+
     async def cut_short(self) -> list[OpenDecision]:
         """At start-up: the decisions a stop or a kill left under way, oldest first."""
         rows = await self._store.rows("SELECT task_id, decision FROM open_decisions ORDER BY started_at, task_id")

@@ -129,6 +129,8 @@ class BranchDecisions:
             await self.store.open_decisions.end(decision.task_id)
             return None
         async with self._branch_lock(task):  # a press of the old buttons meanwhile waits for this
+            if not await self.store.open_decisions.is_open(decision.task_id):
+                return None  # a press of the old buttons came first, decided it again and told its chat
             if decision.decision == MERGE.verb:
                 return await self._merge_cut_short(task, tell)
             return await self._discard_cut_short(task, tell)
