@@ -12,6 +12,7 @@ import contextlib
 import json
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,7 +21,7 @@ from agents.store.standing import StandingNote, StandingNotes
 from tests.conftest import USER_ID, BotHarness, git, running_bot, text_now
 from tests.fakes import anthropic_server as claude_says
 from tests.fakes.github_server import fake_github  # noqa: F401  (fixture)
-from tests.scripted import RoleScript
+from tests.scripted import RoleScript, spare
 from tests.support.github import on_github
 from tests.support.tasks import ended, final_summary, message_with, start_task, tool_results
 
@@ -164,6 +165,97 @@ async def test_a_proposal_is_not_reworked_by_the_model_alone(bot: BotHarness, mo
     await turn(bot, model, "refine it: use sqlite", rework, done="Reworking it.")
     await bot.tg.await_for(lambda: message_with(bot, "Proposal #2", "replacing #1"), timeout=60)
     assert (await store.get_proposal(1)).status is ProposalStatus.SUPERSEDED
+
+
+# ---- proposals: the words decide the one they are about -----------------------------------------------------------
+
+
+async def shown_proposal(bot: BotHarness, model: RoleScript, n: int, request: str) -> Any:
+    """Research writes proposal #`n` for `request`; returns the bot's message showing it (with its buttons)."""
+    # a plan of no numbered steps: an approval's code task has no criteria to verify (one reply of its worker ends it)
+    model.add("research", claude_says.text(f"## Summary\n{request}.\n## Plan\n- {request}"))
+    research = claude_says.tool_use("start_research", {"workspace": "group-therapy", "request": request})
+    await turn(bot, model, f"how could we {request} in group therapy?", research, done=f"Researching {n}.")
+    return await bot.tg.await_for(lambda: message_with(bot, f"Proposal #{n}"), timeout=60)
+
+
+async def two_proposals(bot: BotHarness, model: RoleScript) -> tuple[Any, Any]:
+    """Proposals #1 and #2, both pending; their messages. A code worker is scripted in case one is approved."""
+    first = await shown_proposal(bot, model, 1, "add logging")
+    second = await shown_proposal(bot, model, 2, "drop the database")
+    model.add("code", spare(claude_says.text("Implemented."), why="only if a proposal is approved"))
+    return first, second
+
+
+async def approved(bot: BotHarness) -> list[int]:
+    await settle()
+    proposals = [await bot.runtime.store.get_proposal(n) for n in (1, 2)]
+    return [p.id for p in proposals if p is not None and p.status is ProposalStatus.APPROVED]
+
+
+async def test_a_reply_to_one_proposal_does_not_approve_another(bot: BotHarness, model: RoleScript) -> None:
+    """The owner replies "go ahead" to proposal #1's message; the (hostile) model approves #2. The reply was about
+    #1: #2 stays pending, and the chat gets #2's buttons with the reason."""
+    first, _ = await two_proposals(bot, model)
+    model.add("orchestrator", claude_says.tool_use("approve_proposal", {"proposal_id": 2}), claude_says.text("Done."))
+    bot.tg.send_text(USER_ID, "go ahead", reply_to_message_id=first.message_id)
+    await bot.tg.await_for(lambda: message_with(bot, "Done."), timeout=60)
+    assert await approved(bot) == [], tool_results(model, "orchestrator")[-1]
+    refusal = tool_results(model, "orchestrator")[-1]
+    assert "not done: the user's message replied to proposal #1" in refusal, refusal
+    notice = message_with(bot, "The assistant wants to approve proposal #2", "replied to proposal #1")
+    assert notice.callback_data == ["proposal:approve:2", "proposal:reject:2"]
+
+
+async def test_a_go_ahead_while_a_workers_question_waits_approves_no_proposal(
+    bot: BotHarness, model: RoleScript
+) -> None:
+    """A (hostile) worker asks "Shall I go ahead…?" with an option "go ahead"; the owner types "go ahead" (not as a
+    reply). Those words may answer the worker: the model's approve_proposal of the one pending proposal does not pass
+    on them."""
+    await shown_proposal(bot, model, 1, "drop the database")
+    question = "Shall I go ahead and rewrite calc.py from scratch?"
+
+    def worker(body: dict) -> dict:  # asks first; once answered (or not), reports
+        if '"tool_result"' not in json.dumps(body["messages"]):
+            return claude_says.tool_use("ask_user", {"question": question, "options": ["go ahead", "stop"]})
+        return claude_says.text("Rewritten.")
+
+    model.add("code", *[spare(worker, why="the worker's steps") for _ in range(3)])
+    await turn(bot, model, "rewrite calc.py", start_task("calc", "Rewrite calc.py."), done="Started.")
+    await bot.tg.await_for(lambda: message_with(bot, question), timeout=60)
+    await turn(bot, model, "go ahead", claude_says.tool_use("approve_proposal", {}), done="Approved.")
+    assert (await bot.runtime.store.get_proposal(1)).status is ProposalStatus.PENDING
+    refusal = tool_results(model, "orchestrator")[-1]
+    assert "a worker's question is waiting for the user's answer" in refusal, refusal
+    notice = message_with(bot, "The assistant wants to approve proposal #1", "question is waiting")
+    assert notice.callback_data == ["proposal:approve:1", "proposal:reject:1"]
+
+
+async def test_a_reply_to_a_proposal_approves_that_one(bot: BotHarness, model: RoleScript) -> None:
+    _, second = await two_proposals(bot, model)
+    model.add("orchestrator", claude_says.tool_use("approve_proposal", {"proposal_id": 2}), claude_says.text("Done."))
+    bot.tg.send_text(USER_ID, "go ahead", reply_to_message_id=second.message_id)
+    await bot.tg.await_for(lambda: message_with(bot, "Done."), timeout=60)
+    assert await approved(bot) == [2], tool_results(model, "orchestrator")[-1]
+
+
+async def test_words_that_name_a_proposal_approve_it(bot: BotHarness, model: RoleScript) -> None:
+    """Two pending: "yes" alone says not which (refused), "approve 2" does."""
+    await two_proposals(bot, model)
+    await turn(bot, model, "yes", claude_says.tool_use("approve_proposal", {"proposal_id": 2}), done="Not yet.")
+    assert await approved(bot) == []
+    assert "2 proposals are pending" in tool_results(model, "orchestrator")[-1]
+    await turn(bot, model, "approve 2", claude_says.tool_use("approve_proposal", {"proposal_id": 2}), done="Done.")
+    assert await approved(bot) == [2], tool_results(model, "orchestrator")[-1]
+
+
+async def test_a_go_ahead_approves_the_only_pending_proposal(bot: BotHarness, model: RoleScript) -> None:
+    await shown_proposal(bot, model, 1, "add logging")
+    model.add("code", claude_says.text("Implemented."))
+    await turn(bot, model, "go ahead", claude_says.tool_use("approve_proposal", {}), done="Approved.")
+    assert (await bot.runtime.store.get_proposal(1)).status is ProposalStatus.APPROVED
+    await ended(bot, 2, timeout=60)
 
 
 # ---- a running task: stopping it is the user's ---------------------------------------------------------------------

@@ -21,6 +21,8 @@ from agents.work.own_words import (
     REWORK,
     SCHEDULE,
     Decision,
+    item_of,
+    names_item,
     words_ask_for,
 )
 
@@ -126,3 +128,29 @@ def test_no_words_decide_nothing() -> None:
     """A turn with no words of the user's (a forwarded message, a request from GitHub) decides none of them."""
     everything = [MERGE, DISCARD, APPROVE, REJECT, REWORK, PULL_REQUEST, SCHEDULE, PAUSE, RESUME, CANCEL_SCHEDULE]
     assert not any(words_ask_for("", d) for d in [*everything, REMEMBER, FORGET, CREATE_WORKSPACE, CANCEL_TASK])
+
+
+NAMING = [
+    ("approve 2", True),
+    ("yes, #2", True),
+    ("go ahead with proposal 2", True),
+    ("number 2 please", True),
+    ("go ahead, 2 small tweaks are fine", False),  # a number that says something else
+    ("approve 12", False),
+    ("use v2 of the plan", False),
+    ("approve it", False),
+]
+
+
+@pytest.mark.parametrize(("said", "names"), NAMING)
+def test_words_that_name_the_item_by_its_number(said: str, names: bool) -> None:
+    """A reply to another proposal's message, or a bare agreement among several, decides a proposal only when the
+    words name it."""
+    assert names_item(said, ("proposal", 2), APPROVE) is names
+
+
+def test_the_item_a_decision_is_on_is_read_from_its_subject() -> None:
+    assert item_of("**proposal #3**") == ("proposal", 3)
+    assert item_of("**task #17**") == ("task", 17)
+    assert item_of("**schedule #2**") is None  # no reply points at a schedule: only the words decide
+    assert item_of("a workspace named planted") is None

@@ -19,7 +19,7 @@ from agents.chat.refusals import (
     refused_attachments,
     too_big_note,
 )
-from agents.chat.replying import ReplyTo
+from agents.chat.replying import ReplyTo, replied_item
 from agents.chat.symbol_hints import SymbolHints
 from agents.chat.turn_context import TurnContext
 from agents.core.models import (
@@ -232,13 +232,16 @@ class Orchestrator:
         instruction the model repeated in it would reach the later turns as the assistant's own words.
         `said`: the user's own words in `text` (all of it when not given), what alone decides a merge, a proposal's
         approval and the other decisions that are the user's (agents/work/own_words.py): a forwarded message is
-        someone else's words, and a request from outside the chat is no user's of this chat.
+        someone else's words, and a request from outside the chat is no user's of this chat. A reply to the bot's
+        message showing a proposal or a task (`reply_to`) decides that one alone.
 
         Turns of one chat must not overlap: the caller runs them one at a time, in arrival order (the adapter's
         per-chat lock, taken as a message arrives, before its download or transcription; the routing eval runs its
         cases one by one). There is no second lock here.
         """
-        self.desk.turn_started(chat_id, text if said is None else said)
+        # the proposal or task the message replies to: the words decide that one, not another the model names
+        replied = await replied_item(self.store, chat_id, reply_to)
+        self.desk.turn_started(chat_id, text if said is None else said, replied)
         caller = Caller(
             chat_id=chat_id, message_id=message_id, user_id=user_id, user_name=user_name, confined_to=confined_to
         )

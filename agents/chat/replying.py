@@ -42,13 +42,32 @@ def _quote(text: str) -> str:
     return flat if len(flat) <= QUOTE_CHARS else flat[: QUOTE_CHARS - 1] + "…"
 
 
+async def _shown_by(store: Store, chat_id: int, reply: ReplyTo) -> ChatMessage | None:
+    """The stored record of the replied message (a proposal or a task's summary the bot showed, or a chat message)."""
+    shown = await store.message_by_platform_id(chat_id, reply.message_id)
+    if shown is None and reply.from_bot:
+        shown = await _first_chunk_of(store, chat_id, reply)
+    return shown
+
+
+async def replied_item(store: Store, chat_id: int, reply: ReplyTo | None) -> tuple[str, int] | None:
+    """The proposal or task whose message the user replies to, as (PROPOSAL, 3) or (TASK, 7): the bot's message
+    showing a proposal, a task's summary or its progress message. None for any other message. A decision the model
+    calls on another proposal or task is not decided by such a reply's words (agents/work/own_words.py)."""
+    if reply is None:
+        return None
+    shown = await _shown_by(store, chat_id, reply)
+    if shown is not None and shown.kind in (PROPOSAL, TASK) and shown.ref_id is not None:
+        return shown.kind, shown.ref_id
+    task = await store.task_by_message(chat_id, reply.message_id) if reply.from_bot else None
+    return (TASK, task.id) if task is not None and task.id is not None else None
+
+
 async def describe_reply(store: Store, chat_id: int, reply: ReplyTo | None) -> str | None:
     """One line for the context: 'replying to proposal #3 [pending]', 'replying to the progress of task #7', …"""
     if reply is None:
         return None
-    shown = await store.message_by_platform_id(chat_id, reply.message_id)
-    if shown is None and reply.from_bot:
-        shown = await _first_chunk_of(store, chat_id, reply)
+    shown = await _shown_by(store, chat_id, reply)
     if shown is not None and shown.kind == PROPOSAL and shown.ref_id is not None:
         proposal = await store.get_proposal(shown.ref_id)
         state = f" [{proposal.status.value}]" if proposal else ""

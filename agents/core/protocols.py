@@ -88,9 +88,9 @@ class WorkDesk(Protocol):
         ...
 
     # the turn's hooks: not tools; the orchestrator calls them around a chat's turns
-    def turn_started(self, chat_id: int, said: str = "") -> None:
-        """A turn of the chat begins on the user's words `said` (it may wait on a foreground task until
-        `stop_waiting`)."""
+    def turn_started(self, chat_id: int, said: str = "", replied: tuple[str, int] | None = None) -> None:
+        """A turn of the chat begins on the user's words `said`, a reply to the message showing `replied` (a proposal
+        or a task: ("proposal", 3)) if it is one (it may wait on a foreground task until `stop_waiting`)."""
 
     def stop_waiting(self, chat_id: int) -> None:
         """A new message arrived in the chat: a turn waiting on a foreground task stops waiting and answers."""

@@ -210,7 +210,7 @@ class RecordingDesk:
     async def _open_pull_request(self, caller: Caller, given: Mapping[str, Any]) -> str:
         raise ToolError(crew_texts.no_such_task(given["task_id"]))
 
-    def turn_started(self, chat_id: int, said: str = "") -> None:
+    def turn_started(self, chat_id: int, said: str = "", replied: tuple[str, int] | None = None) -> None:
         """No foreground task ever runs here: nothing to wait on."""
 
     def stop_waiting(self, chat_id: int) -> None:

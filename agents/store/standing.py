@@ -172,6 +172,14 @@ class AskedQuestions:
         )
         return [_question(row) for row in rows]
 
+    async def waiting_in(self, chat_id: int) -> bool:
+        """Whether a question in the conversation still waits for its answer."""
+        rows = await self._store.rows(
+            "SELECT 1 FROM asked_questions WHERE chat_id = ? AND status = ? LIMIT 1",
+            (chat_id, QuestionStatus.OPEN.value),
+        )
+        return bool(rows)
+
     async def count_of_task(self, task_id: int) -> int:
         """How many questions the task has asked, in all its runs."""
         rows = await self._store.rows("SELECT COUNT(*) FROM asked_questions WHERE task_id = ?", (task_id,))

@@ -18,6 +18,8 @@ from agents.core.text import literal_block, outside_text, secret_warning
 from agents.git.command import GitIdentity
 from agents.llm.usage import budget_exceeded
 from agents.store.database import Store
+from agents.store.shown import PROPOSAL
+from agents.store.standing import AskedQuestions
 from agents.work import crew_texts
 from agents.work.own_words import Decision, decided_by_own_words
 from agents.work.turn_scope import current_turn
@@ -191,9 +193,24 @@ class Access:
 
     async def asked_for(self, caller: Caller, decision: Decision, subject: str, buttons: Buttons | None = None) -> None:
         """A decision of the user's that the model calls in a chat turn happens only when the user's own words of
-        that turn ask for it (own_words.py); otherwise the chat gets the notice and its `buttons`, and the call is
-        refused. A button, the review page and the bot itself act outside a turn and are never asked."""
-        await decided_by_own_words(self.notifier, caller, decision, subject, buttons)
+        that turn ask for it (own_words.py), and for this item; otherwise the chat gets the notice and its
+        `buttons`, and the call is refused. A button, the review page and the bot itself act outside a turn and are
+        never asked."""
+        await decided_by_own_words(self.notifier, caller, decision, subject, buttons, self.unclear)
+
+    async def unclear(self, caller: Caller, item: tuple[str, int] | None) -> str | None:
+        """Why a bare agreement ("yes", "go ahead"), no reply to the item's message and naming none, may be meant for
+        something else than the `item` (own_words.py): a worker's question waits in the conversation (the words may
+        answer it), or several proposals are pending that the caller decides (counted as a decision with no number
+        counts them: a member's own, when they have some). None when it may not."""
+        if await AskedQuestions(self.store).waiting_in(caller.chat_id):
+            return "a worker's question is waiting for your answer, and a bare agreement may answer it"
+        if item is not None and item[0] == PROPOSAL:
+            pending = await self.store.pending_proposals(caller.chat_id)
+            pending = [p for p in pending if self.may_decide(caller, p)] or pending
+            if len(pending) > 1:
+                return f"{len(pending)} proposals are pending, and your message named none of them"
+        return None
 
     def starter_or_owner(self, caller: Caller, task: Task, doing: str) -> None:
         """Members act on the tasks they started; owners on every task. A task on the bot's own code is owners' alone

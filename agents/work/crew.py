@@ -109,8 +109,8 @@ class Crew:
         return bound_work_tools(*(getattr(self, attribute) for attribute in TOOL_PARTS.values()))
 
     # the turn's hooks (WorkDesk): a foreground start_task waits until the chat's next message
-    def turn_started(self, chat_id: int, said: str = "") -> None:
-        self.starts.turn_started(chat_id, said)
+    def turn_started(self, chat_id: int, said: str = "", replied: tuple[str, int] | None = None) -> None:
+        self.starts.turn_started(chat_id, said, replied)
 
     def turn_ended(self, chat_id: int) -> list[Task]:
         return self.starts.turn_ended(chat_id)

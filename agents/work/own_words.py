@@ -13,19 +13,27 @@ The reading is generous on purpose (a miss costs the user a tap or a sentence) b
 decision ("thanks, but don't merge it yet", "no need to open a PR") never pass, and a bare "ok" agrees only when
 nothing in the message says no or wait. A rework alone takes words that ask for a change ("use sqlite", "skip the
 middleware part"): said to a proposal, a bare "yes" or "go ahead" approves it.
+
+Words say which item too, not only which kind of decision. A reply to the bot's message showing a proposal or a task
+decides that one: a decision the model calls on another proposal or task is not decided by it, unless the words name
+that one's number ("#2", "approve 2"). A bare agreement that is not such a reply is ambiguous, and decides nothing,
+while a worker's question waits in the conversation (the "go ahead" may answer it), or while several proposals are
+pending and it names none. A refusal for these reasons is the same notice with the item's buttons.
 """
 
 from __future__ import annotations
 
 import contextlib
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from agents.core.actions import Buttons
 from agents.core.errors import ToolError
 from agents.core.models import Caller
 from agents.core.protocols import Notifier
-from agents.work.turn_scope import current_turn
+from agents.store.shown import PROPOSAL, TASK
+from agents.work.turn_scope import TurnScope, current_turn
 
 
 def _words(alternatives: str) -> re.Pattern[str]:
@@ -178,38 +186,111 @@ _REFUSES = re.compile(
 _CLAUSES = re.compile(r"[.,;:!?()\n—–]+|\s-\s|\b(?:but|though|although|however|except|instead)\b", re.IGNORECASE)
 
 
-def words_ask_for(said: str, decision: Decision) -> bool:
-    """Whether the user's words ask for the decision, or agree to it: a word that asks for it, in a clause where no
-    word before it refuses it; a word that describes it (`Decision.describes`); or, where agreeing decides it, a word
-    that agrees, in a message where nothing says no. Any clause refusing it ("…, but don't merge it yet") decides
+ASKS, AGREES = "asks", "agrees"  # how words pass: they ask for the decision, or only agree to it
+_NOT_ASKED = "your message did not ask for it"
+
+
+def _reading(said: str, decision: Decision) -> str | None:
+    """ASKS: a word that asks for the decision, in a clause where no word before it refuses it, or a word that
+    describes it (`Decision.describes`); AGREES: none of those, but, where agreeing decides it, a word that agrees,
+    in a message where nothing says no; None: neither. Any clause refusing it ("…, but don't merge it yet") decides
     against, whatever else the message says."""
     text = said.replace("’", "'").replace("‘", "'")
     asked = False
     for clause in _CLAUSES.split(text):
         for match in decision.asks.finditer(clause):
             if _REFUSES.search(clause[: match.start()]):
-                return False
+                return None
             asked = True
     if asked or (decision.describes is not None and decision.describes.search(text)):
-        return True
+        return ASKS
     agrees = decision.agreeing_decides and _AGREES.search(text) is not None
-    return agrees and _REFUSES.search(text) is None
+    return AGREES if agrees and _REFUSES.search(text) is None else None
+
+
+def words_ask_for(said: str, decision: Decision) -> bool:
+    """Whether the user's words ask for the decision, or agree to it (`_reading`)."""
+    return _reading(said, decision) is not None
+
+
+# The item a decision is on, as the crew's parts name it in the subject of the call ("**proposal #3**", "**task #7**")
+_ITEM = re.compile(rf"\*\*({PROPOSAL}|{TASK}) #(\d+)\*\*")
+
+
+def item_of(subject: str) -> tuple[str, int] | None:
+    """The proposal or task a decision's subject names, as (PROPOSAL, 3); None for anything else (a schedule, a
+    note, a new workspace: no reply can point at those)."""
+    found = _ITEM.fullmatch(subject)
+    return (found.group(1), int(found.group(2))) if found else None
+
+
+def names_item(said: str, item: tuple[str, int], decision: Decision) -> bool:
+    """Whether the words name the item by its number: "#2", "proposal 2", "number 2", or after a word asking for the
+    decision ("approve 2"); not a number that says something else ("2 small tweaks", "v2", "12", "2.5")."""
+    kind, number = item
+    for found in re.finditer(rf"(?<![\w.])(#?){number}(?!\w|\.\d)", said):
+        if found.group(1):
+            return True
+        before = re.search(r"(\w+)\W*$", said[: found.start()])
+        word = before.group(1) if before else ""
+        if word.lower() in (kind, "number", "no", "nr") or decision.asks.fullmatch(word):
+            return True
+    return False
+
+
+# Why a bare agreement ("yes", "go ahead") that is no reply to the item's message, and names it not, may be meant for
+# something else in the conversation as it is now (a worker's question waiting, several proposals pending); None when
+# it may not. Access gives it (access.py `unclear`): it reads the store, and which proposals the caller decides.
+Unclear = Callable[[Caller, tuple[str, int] | None], Awaitable[str | None]]
+
+
+async def _why_not(
+    turn: TurnScope, caller: Caller, decision: Decision, subject: str, unclear: Unclear | None
+) -> str | None:
+    """Why the turn's words do not decide the call; None when they do."""
+    reading = _reading(turn.said, decision)
+    if reading is None:
+        return _NOT_ASKED
+    item = item_of(subject)
+    if item is not None and names_item(turn.said, item, decision):
+        return None  # the words name the very item
+    if turn.replied is not None and turn.replied != item:
+        # said to the replied one: a bare agreement agrees to that one alone, and no words decide another
+        # proposal or task than the one replied to unless they name its number (a model that swapped the id)
+        if reading == AGREES or item is not None:
+            kind, number = turn.replied
+            return f"your message replied to {kind} #{number}"
+    if turn.replied is None and reading == AGREES and unclear is not None:
+        return await unclear(caller, item)
+    return None
 
 
 async def decided_by_own_words(
-    notifier: Notifier, caller: Caller, decision: Decision, subject: str, buttons: Buttons | None = None
+    notifier: Notifier,
+    caller: Caller,
+    decision: Decision,
+    subject: str,
+    buttons: Buttons | None = None,
+    unclear: Unclear | None = None,
 ) -> None:
-    """Nothing when the call is outside a chat turn, or the turn's words ask for the decision; else the chat is told
-    (once a turn) what the assistant wanted, with the `buttons` that decide it, and the call is refused. `subject` is
-    Markdown the bot wrote ("**task #3**"), with any text it quotes already literal (outside_text)."""
+    """Nothing when the call is outside a chat turn, or the turn's words decide it (`_why_not`); else the chat is
+    told (once a turn) what the assistant wanted, with the `buttons` that decide it, and the call is refused.
+    `subject` is Markdown the bot wrote ("**task #3**"), with any text it quotes already literal (outside_text).
+    With `unclear`, a bare agreement that is ambiguous in the conversation decides nothing."""
     turn = current_turn()
-    if turn is None or words_ask_for(turn.said, decision):
+    if turn is None:
+        return
+    why = await _why_not(turn, caller, decision, subject, unclear)
+    if why is None:
         return
     verb = decision.verb
     decides = f"only your own words or the {decision.button} button" if buttons else "only your own words"
     if not turn.confirm_asked:
         turn.confirm_asked = True
-        text = f"The assistant wants to {verb} {subject}, which your message did not ask for: {decides} decide it."
+        if why == _NOT_ASKED:
+            text = f"The assistant wants to {verb} {subject}, which your message did not ask for: {decides} decide it."
+        else:
+            text = f"The assistant wants to {verb} {subject}, but {why}: {decides} decide it."
         if buttons:
             text += f" Press {decision.button} if you want it."
         elif decision.example:
@@ -218,7 +299,10 @@ async def decided_by_own_words(
             await notifier.send(caller.chat_id, text, buttons=buttons)
     shown = " (the chat shows the button now)" if buttons else ""
     theirs = decides.replace("your", "their")
-    raise ToolError(
-        f"not done: the user's message did not ask to {verb} {subject.replace('**', '')}, and {theirs} decide it"
-        f"{shown}; do not ask again this turn"
-    )
+    plain = subject.replace("**", "")
+    if why == _NOT_ASKED:
+        told = f"the user's message did not ask to {verb} {plain}"
+    else:  # it asked for such a decision, but not clearly for this one
+        reason = why.replace("your", "the user's")
+        told = f"{reason}, so it does not decide to {verb} {plain}"
+    raise ToolError(f"not done: {told}, and {theirs} decide it{shown}; do not ask again this turn")

@@ -267,11 +267,11 @@ class WorkStarts:
         """A new message arrived in the chat: a turn waiting on a foreground task stops waiting and answers."""
         self._interrupts.setdefault(chat_id, asyncio.Event()).set()
 
-    def turn_started(self, chat_id: int, said: str = "") -> None:
+    def turn_started(self, chat_id: int, said: str = "", replied: tuple[str, int] | None = None) -> None:
         """A turn begins, in the asyncio task that runs it: the tasks its tool calls store are collected in its scope
         (turn_scope.py), never those a button, a schedule or another conversation's turn stores meanwhile."""
         self._interrupts.setdefault(chat_id, asyncio.Event()).clear()
-        begin_turn(said)
+        begin_turn(said, replied)
 
     def turn_ended(self, chat_id: int) -> list[Task]:
         """The turn ended (called in the task that began it): the tasks its own tool calls stored, a schedule's runs
