@@ -230,6 +230,15 @@ async def test_a_go_ahead_while_a_workers_question_waits_approves_no_proposal(
     assert "a worker's question is waiting for the user's answer" in refusal, refusal
     notice = message_with(bot, "The assistant wants to approve proposal #1", "question is waiting")
     assert notice.callback_data == ["proposal:approve:1", "proposal:reject:1"]
+    # nor a standing note's, a schedule's (decisions no other pending item is confused with): the question waits
+    await turn(bot, model, "yes", claude_says.tool_use("remember", {"text": "rewrite files whole"}), done="Noted.")
+    refusal = tool_results(model, "orchestrator")[-1]
+    assert "a worker's question is waiting for the user's answer" in refusal, refusal
+    schedule = {"workspace": "calc", "worker": "code", "instructions": "rewrite calc.py", "every_minutes": 60}
+    await turn(bot, model, "yes", claude_says.tool_use("schedule_task", schedule), done="Scheduled.")
+    refusal = tool_results(model, "orchestrator")[-1]
+    assert "a worker's question is waiting for the user's answer" in refusal, refusal
+    assert await bot.runtime.store.schedules.live() == []
 
 
 async def test_a_reply_to_a_proposal_approves_that_one(bot: BotHarness, model: RoleScript) -> None:

@@ -19,9 +19,8 @@ from agents.git.command import GitIdentity
 from agents.llm.usage import budget_exceeded
 from agents.store.database import Store
 from agents.store.shown import PROPOSAL
-from agents.store.standing import AskedQuestions
 from agents.work import crew_texts
-from agents.work.own_words import Decision, decided_by_own_words
+from agents.work.own_words import Decision, decided_by_own_words, unless_a_question_waits
 from agents.work.turn_scope import current_turn
 from agents.workspaces.folders import OwnersOnly, Workspace, Workspaces
 
@@ -203,8 +202,8 @@ class Access:
         something else than the `item` (own_words.py): a worker's question waits in the conversation (the words may
         answer it), or several proposals are pending that the caller decides (counted as a decision with no number
         counts them: a member's own, when they have some). None when it may not."""
-        if await AskedQuestions(self.store).waiting_in(caller.chat_id):
-            return "a worker's question is waiting for your answer, and a bare agreement may answer it"
+        if waiting := await unless_a_question_waits(self.store)(caller, item):
+            return waiting
         if item is not None and item[0] == PROPOSAL:
             pending = await self.store.pending_proposals(caller.chat_id)
             pending = [p for p in pending if self.may_decide(caller, p)] or pending

@@ -32,7 +32,9 @@ from agents.core.actions import Buttons
 from agents.core.errors import ToolError
 from agents.core.models import Caller
 from agents.core.protocols import Notifier
+from agents.store.connection import Connection
 from agents.store.shown import PROPOSAL, TASK
+from agents.store.standing import AskedQuestions
 from agents.work.turn_scope import TurnScope, current_turn
 
 
@@ -242,6 +244,19 @@ def names_item(said: str, item: tuple[str, int], decision: Decision) -> bool:
 # something else in the conversation as it is now (a worker's question waiting, several proposals pending); None when
 # it may not. Access gives it (access.py `unclear`): it reads the store, and which proposals the caller decides.
 Unclear = Callable[[Caller, tuple[str, int] | None], Awaitable[str | None]]
+
+
+_QUESTION_WAITS = "a worker's question is waiting for your answer, and a bare agreement may answer it"
+
+
+def unless_a_question_waits(store: Connection) -> Unclear:
+    """The `Unclear` of a decision that no other pending item can be confused with (a schedule, a standing note):
+    a bare agreement is ambiguous only while a worker's question waits in the conversation."""
+
+    async def unclear(caller: Caller, item: tuple[str, int] | None) -> str | None:
+        return _QUESTION_WAITS if await AskedQuestions(store).waiting_in(caller.chat_id) else None
+
+    return unclear
 
 
 async def _why_not(

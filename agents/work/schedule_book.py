@@ -37,7 +37,14 @@ from agents.core.settings import Settings
 from agents.core.text import outside_text
 from agents.core.work_tools import Arg, DefaultWorkspace, ScheduleId, work_tool
 from agents.store.database import Store
-from agents.work.own_words import CANCEL_SCHEDULE, PAUSE, RESUME, SCHEDULE, decided_by_own_words
+from agents.work.own_words import (
+    CANCEL_SCHEDULE,
+    PAUSE,
+    RESUME,
+    SCHEDULE,
+    decided_by_own_words,
+    unless_a_question_waits,
+)
 from agents.work.schedule_timing import cadence, first_run, parse_when, trigger_of, when_text
 from agents.workspaces.folders import OwnersOnly, Workspace, Workspaces
 
@@ -183,6 +190,7 @@ class ScheduleBook:
         )
         self.zone = settings.schedules.zone
         self.firing = firing or LocalFiring(self.zone)
+        self.unclear = unless_a_question_waits(store)  # a bare "yes" while a worker's question waits may answer it
         # a schedule's run and its cancel, pause or resume take turns: a cancel during a run (its checks done, its
         # task not yet stored) would say "it will not run again" and the run would start its task after it
         self._turns: KeyedLocks[int] = KeyedLocks()
@@ -242,7 +250,9 @@ class ScheduleBook:
         when = parse_when(cron, at, every_minutes, self.zone, now)
         ws = await self.crew.schedule_workspace(caller, workspace, f"a schedule: {instructions}")
         shown = outside_text(short(instructions), one_line=True)
-        await decided_by_own_words(self.notifier, caller, SCHEDULE, f"a schedule ({kind.value} in {ws.name}: {shown})")
+        await decided_by_own_words(
+            self.notifier, caller, SCHEDULE, f"a schedule ({kind.value} in {ws.name}: {shown})", unclear=self.unclear
+        )
         live = await self.store.schedules.live(caller.chat_id)
         if len(live) >= self.settings.schedules.schedules_max:
             raise ToolError(
@@ -328,7 +338,9 @@ class ScheduleBook:
         async with self._turn_of(schedule_id):
             schedule = await self._mine(caller, schedule_id, "cancel")
             buttons = [[button(f"✖ Cancel #{schedule.id}", Action.CANCEL_SCHEDULE, schedule.stored_id)]]
-            await decided_by_own_words(self.notifier, caller, CANCEL_SCHEDULE, f"**schedule #{schedule.id}**", buttons)
+            await decided_by_own_words(
+                self.notifier, caller, CANCEL_SCHEDULE, f"**schedule #{schedule.id}**", buttons, self.unclear
+            )
             live = [s for s in ScheduleStatus if s.is_live]
             if not await self.store.schedules.move(
                 schedule.stored_id, live, ScheduleStatus.CANCELLED, next_run_at=None
@@ -346,7 +358,8 @@ class ScheduleBook:
             schedule = await self._mine(caller, schedule_id, "pause")
             if schedule.status is ScheduleStatus.PAUSED:
                 return f"Schedule #{schedule.id} is already paused."
-            await decided_by_own_words(self.notifier, caller, PAUSE, f"**schedule #{schedule.id}**")
+            subject = f"**schedule #{schedule.id}**"
+            await decided_by_own_words(self.notifier, caller, PAUSE, subject, unclear=self.unclear)
             await self._pause(schedule, None)
             return f"Schedule #{schedule.id} paused; resume_schedule starts it again."
 
@@ -358,7 +371,8 @@ class ScheduleBook:
             if schedule.status is ScheduleStatus.ACTIVE:
                 upcoming = when_text(await self.next_run(schedule.stored_id), self.zone)
                 return f"Schedule #{schedule.id} is not paused; next run: {upcoming}."
-            await decided_by_own_words(self.notifier, caller, RESUME, f"**schedule #{schedule.id}**")
+            subject = f"**schedule #{schedule.id}**"
+            await decided_by_own_words(self.notifier, caller, RESUME, subject, unclear=self.unclear)
             if schedule.workspace not in {w.name for w in self.workspaces.all()}:
                 raise ToolError(f"the workspace {schedule.workspace} of schedule #{schedule.id} still does not exist")
             if schedule.user_id is None or schedule.user_id not in self.settings.users.allowed_user_ids:

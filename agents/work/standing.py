@@ -24,7 +24,7 @@ from agents.core.text import outside_text
 from agents.core.work_tools import Arg, work_tool
 from agents.store.connection import Connection
 from agents.store.standing import StandingNote, StandingNotes
-from agents.work.own_words import FORGET, REMEMBER, decided_by_own_words
+from agents.work.own_words import FORGET, REMEMBER, decided_by_own_words, unless_a_question_waits
 from agents.workspaces.folders import Workspaces
 
 
@@ -34,6 +34,7 @@ class Notes:
     def __init__(self, settings: Settings, store: Connection, workspaces: Workspaces, notifier: Notifier) -> None:
         self.settings, self.workspaces, self.notifier = settings, workspaces, notifier
         self.table = StandingNotes(store)
+        self.unclear = unless_a_question_waits(store)  # a bare "yes" while a worker's question waits may answer it
 
     def applies_to(self, note: StandingNote, user_id: int | None) -> bool:
         """Whether `user_id` sees `note`, as `applying` gives notes: their own, and the owners' (to a member, none
@@ -89,7 +90,7 @@ class Notes:
                 "tell them to forget one first (/notes lists them, each with a Forget button)"
             )
         shown = outside_text(cleaned if len(cleaned) <= 120 else cleaned[:119] + "…", one_line=True)
-        await decided_by_own_words(self.notifier, caller, REMEMBER, f"a standing note ({shown})")
+        await decided_by_own_words(self.notifier, caller, REMEMBER, f"a standing note ({shown})", unclear=self.unclear)
         note = await self.table.add(
             StandingNote(user_id=caller.user_id, user_name=caller.user_name, workspace=name, text=cleaned)
         )
@@ -111,7 +112,7 @@ class Notes:
                 f"note #{note.id} is {note.user_name or 'an owner'}'s: only its author or an owner can forget it"
             )
         buttons = [[button(f"✖ Forget #{note.id}", Action.NOTE_FORGET, note.id or 0)]]
-        await decided_by_own_words(self.notifier, caller, FORGET, f"**note #{note.id}**", buttons)
+        await decided_by_own_words(self.notifier, caller, FORGET, f"**note #{note.id}**", buttons, self.unclear)
         if not await self.table.delete(note.id or 0):
             return f"Note #{note.id} was already forgotten."
         return f"Note #{note.id} is forgotten: {outside_text(note.text)}"
