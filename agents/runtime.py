@@ -161,7 +161,9 @@ class Runtime:
         before_polling = {"secret shapes": time.perf_counter() - started}
         store = store or await Store.open(settings.paths.database_path)
         client = client or make_client(settings)
-        workspaces = Workspaces(settings.paths.workspace_path, settings.paths.bot_repository)
+        workspaces = Workspaces(
+            settings.paths.workspace_path, settings.paths.bot_repository, settings.paths.private_dirs
+        )  # the data and worktrees folders are never a workspace
         turns = UserTurns()
         repo_map = RepoMap(store, turns)
         hints = SymbolHints(repo_map, store, workspaces, turns)

@@ -1,23 +1,26 @@
-"""ask_user through the real bot and the fakes: a worker's question reaches whoever started the task, with a button
-per option; it is answered by a button, by a reply in words, by nobody (ASK_TIMEOUT_SECONDS), refused for a member
-who did not start the task, and answered after a restart (the answer resumes the interrupted task). Asking is
-bounded: the waits count against the worker's time limit, and a task asks ASK_MAX_PER_TASK questions at most."""
+"""ask_user through the real bot and the fakes: a worker's question reaches whoever started the task, with a button per
+option; it is answered by a button, by a reply in words, by nobody (ASK_TIMEOUT_SECONDS), refused for a member who
+did not start the task, and answered after a restart (the answer resumes the interrupted task, or is kept for its
+Resume where a Resume would be refused). Asking is bounded: the waits count against the worker's time limit, and a
+task asks ASK_MAX_PER_TASK questions at most."""
 
 from __future__ import annotations
 
 import asyncio
 import shutil
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 
-from agents.core.models import TaskStatus
+from agents.core.models import Caller, TaskStatus
 from agents.work.questions import NO_ANSWER
 from tests.conftest import USER_ID, BotHarness, running_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript, last_user_text, spare
-from tests.support.tasks import ended, start_task, tool_results
+from tests.support.resumes import HeldModel
+from tests.support.tasks import ended, start_task, tool_results, until
 
 pytestmark = pytest.mark.skipif(
     shutil.which("bwrap") is None or not sys.platform.startswith("linux"),
@@ -230,3 +233,38 @@ async def test_a_question_asked_before_a_restart_is_answered_after_it_and_the_ta
         resumed = last_user_text(model.requests["code"][1])
         assert "You asked the user: “" + QUESTION + "”; they answered: “break it”" in resumed
         assert "Broke it as asked." in (task.result or "")
+
+
+async def test_an_answer_after_a_restart_that_cannot_resume_its_task_is_kept_for_the_resume(
+    fake_telegram, fake_anthropic, tmp_path: Path, workspace_root: Path, bot_repo: Path
+) -> None:
+    """The late answer resumes the task as the Resume button does, so it is refused as Resume is (here the chat's
+    queue is full: MAX_WAITING_TASKS=1); the chat is told, and the answer reaches the worker at the later Resume."""
+    model = RoleScript()
+    async with running_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo) as bot:
+        bot.claude.handler = model
+        script(model, spare(claude_says.text("Done."), why="the bot stops while the question waits"))
+        bot.say("rename add in calc")
+        question = await the_question(bot)
+    async with running_bot(
+        fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo, max_waiting_tasks=1
+    ) as bot:
+        held = HeldModel(threading.Event())
+        bot.claude.handler = held
+        owner = Caller(chat_id=USER_ID, user_id=USER_ID, user_name="owner")
+        try:
+            await bot.runtime.crew.races.start_task(owner, "calc", "code", "hold the slot", True)
+            await until(held.working)
+            fake_telegram.press_button(USER_ID, question.message_id, question.callback_data[1])
+            told = await fake_telegram.await_for(
+                lambda: said(bot, "your answer is kept for task #1, but it cannot go on now"), timeout=HANG_GUARD
+            )
+            assert "(MAX_WAITING_TASKS)" in told.text, told.text
+            assert (await bot.runtime.store.get_task(1)).status is TaskStatus.INTERRUPTED
+        finally:
+            held.hold.set()  # type: ignore[union-attr]
+        await ended(bot, 2)
+        assert await bot.runtime.crew.branches.resume(owner, 1) == "Task #1 resumed on its branch."
+        await ended(bot, 1)
+        firsts = [last_user_text(b) for b in held.requests["code"] if len(b["messages"]) == 1]
+        assert any("they answered: “break it”" in text for text in firsts), firsts

@@ -473,8 +473,9 @@ async def test_a_link_in_the_workspace_into_the_bots_data_leads_nowhere(checkout
 
 
 async def test_a_tasks_own_worktree_in_the_worktrees_folder_keeps_its_tools(checkout: Path) -> None:
-    """A task's root lies inside the worktrees folder (and may hold folders named like the bot's): all its own."""
-    hidden = bots_folders(checkout)
+    """A task's root lies inside the worktrees folder (and may hold folders named like the bot's): all its own. Its
+    tools hide the data folder alone (`TaskWorkers.tools`): the worktrees folder holds the root."""
+    hidden = bots_folders(checkout)[:1]
     root = checkout / "data-worktrees" / "task-3"
     (root / "data").mkdir()
     (root / "data" / "fixture.txt").write_text("TASK-3-DATA\n")
@@ -487,3 +488,29 @@ async def test_a_tasks_own_worktree_in_the_worktrees_folder_keeps_its_tools(chec
     await ft.edit_file(root, "calc.py", "a + b", "a - b", hidden=hidden)
     await ft.write_file(root, "notes.md", "done\n", hidden=hidden)
     assert "a - b" in (root / "calc.py").read_text() and (root / "notes.md").read_text() == "done\n"
+
+
+@pytest.mark.parametrize("root_is", ["the-data-folder", "a-link-to-it", "the-worktrees-folder"])
+async def test_a_root_that_is_one_of_the_bots_own_folders_is_refused_whole(
+    checkout: Path, tmp_path: Path, root_is: str
+) -> None:
+    """A workspace that is the data folder (under WORKSPACE_PATH, or linked there) or the worktrees folder, reached by
+    a look-up that hides both: the folders below a root are hidden, so is the root (a workspace that reaches into
+    them by a link is left out of the workspaces: test_workspace_folders.py)."""
+    hidden = bots_folders(checkout)
+    (tmp_path / "logs").symlink_to(checkout / "data")
+    root = {
+        "the-data-folder": checkout / "data",
+        "a-link-to-it": tmp_path / "logs",
+        "the-worktrees-folder": checkout / "data-worktrees",
+    }[root_is]
+    for look_up in (
+        lambda: read_file(root, "attachments/42/log.txt", hidden=hidden),
+        lambda: read_file(root, "calc.py", hidden=hidden),
+        lambda: grep(root, "SECRET", hidden=hidden),
+        lambda: ft.glob(root, "**", hidden=hidden),
+        lambda: ft.write_file(root, "x.txt", "x", hidden=hidden),
+    ):
+        with pytest.raises(ToolError, match="the bot's own data"):
+            await look_up()
+    assert not (root / "x.txt").exists()

@@ -96,6 +96,38 @@ async def test_existing_repository_is_left_alone(repo: Path) -> None:
     assert git("status", "--porcelain", cwd=repo) == "M app.py"
 
 
+async def test_a_plain_folder_inside_another_repository_becomes_its_own(tmp_path: Path, worktrees_dir: Path) -> None:
+    """WORKSPACE_PATH in a home folder kept in git: a project folder with no `.git` of its own is, to git, part of the
+    home repository. It becomes a repository of its own, as a folder outside any is: a task there never gets a
+    checkout of the home repository (its dotfiles)."""
+    home = make_user_repo(tmp_path / "user-home")
+    notes = home / "projects" / "notes"
+    notes.mkdir(parents=True)
+    (notes / "todo.md").write_text("# todo\n")
+    assert await ensure_repository(notes, GitIdentity()) is True
+    assert git("rev-parse", "--show-toplevel", cwd=notes) == str(notes.resolve())
+    wt = await new_task(notes, worktrees_dir)
+    assert sorted(p.name for p in wt.path.iterdir() if p.name != ".git") == ["todo.md"]
+    assert git("status", "--porcelain", cwd=home) == "?? projects/"  # the home repository is as it was
+
+
+async def test_a_folder_whose_files_another_repository_tracks_is_refused(tmp_path: Path, worktrees_dir: Path) -> None:
+    """A sub-folder of a repository (a link to one, or WORKSPACE_PATH inside one): its files have their history
+    there; a repository over them would be a second one. Refused in words; the task never gets the whole
+    repository either."""
+    outer = make_user_repo(tmp_path / "outer")
+    (outer / "docs").mkdir()
+    (outer / "docs" / "guide.md").write_text("# guide\n")
+    git("add", "-A", cwd=outer)
+    git("commit", "-q", "-m", "docs", cwd=outer)
+    with pytest.raises(GitError, match="no git repository of its own"):
+        await ensure_repository(outer / "docs", GitIdentity())
+    assert not (outer / "docs" / ".git").exists()
+    with pytest.raises(GitError, match="not one of its own"):
+        await new_task(outer / "docs", worktrees_dir)
+    assert not worktrees_dir.exists()
+
+
 async def test_current_branch_and_detached_head(repo: Path) -> None:
     assert await current_branch(repo) == "main"
     sha = git("rev-parse", "HEAD", cwd=repo)

@@ -52,7 +52,7 @@ def settings(tmp_path: Path, **overrides: Any) -> Settings:
         anthropic_api_key="sk-unit",
         allowed_user_ids=str(CHAT),
         workspace_path=tmp_path / "workspaces",
-        database_path=tmp_path / "unused.db",
+        database_path=tmp_path / "data" / "unused.db",  # the bot's data folder holds no workspace
     )
     values.update(overrides)
     return Settings(_env_file=None, **values)

@@ -3,6 +3,7 @@ recording notifier; no PTB, no SDK. The end-to-end runs through the fake Bot API
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -321,3 +322,55 @@ async def test_a_paused_schedule_whose_maker_is_no_longer_allowed_stays_paused(
     with pytest.raises(ToolError, match="no longer an allowed user: it stays paused"):
         await crew.schedules.resume(owner(), made.stored_id)
     assert (await store.schedules.get(made.stored_id)).status is ScheduleStatus.PAUSED
+
+
+@pytest.mark.parametrize(("gone", "beside"), [("bot", None), ("notes", "notes-archive")])
+async def test_a_conversation_bound_to_a_deleted_workspace_is_told_so_never_sent_to_another(
+    crew: Crew, store: Store, gone: str, beside: str | None
+) -> None:
+    """The bound name is the folder's: read tolerantly once the folder is deleted, `bot` would be the bot's own code
+    (one of `self`'s spoken names) and `notes` would be `notes-archive` (a prefix), and the task would start there."""
+    for name in filter(None, (gone, beside)):
+        make_repo(crew.workspaces.root / name, {"README.md": f"# {name}\n"})
+    assert f"now works in **{gone}**" in await crew.binding.bind(owner(), gone)
+    shutil.rmtree(crew.workspaces.root / gone)
+    with pytest.raises(ToolError, match=f"the workspace {gone} this conversation is bound to is gone"):
+        await crew.races.start_task(owner(), "", "code", "tidy the readme", True)
+    assert await store.get_task(1) is None
+
+
+@pytest.mark.parametrize(("gone", "beside"), [("bot", None), ("notes", "notes-archive")])
+async def test_a_proposal_whose_workspace_was_deleted_is_never_approved_into_another(
+    crew: Crew, store: Store, gone: str, beside: str | None
+) -> None:
+    from agents.core.models import Proposal
+
+    for name in filter(None, (gone, beside)):
+        make_repo(crew.workspaces.root / name, {"README.md": f"# {name}\n"})
+    proposal = await store.add_proposal(
+        Proposal(chat_id=CHAT, workspace=gone, request="tidy the readme", body="## Plan\ntidy", user_id=OWNER)
+    )
+    shutil.rmtree(crew.workspaces.root / gone)
+    with pytest.raises(ToolError, match=f"the workspace {gone} is gone"):
+        await crew.proposals.approve(owner(), proposal.id)
+    assert await store.get_task(1) is None
+
+
+async def test_a_task_whose_workspace_was_deleted_is_never_merged_in_another(crew: Crew, store: Store) -> None:
+    """A task keeps its workspace's name: Merge, Diff and Discard find its repository by exactly that name."""
+    for name in ("notes", "notes-archive"):
+        make_repo(crew.workspaces.root / name, {"README.md": f"# {name}\n"})
+    task = await store.add_task(
+        Task(chat_id=CHAT, workspace="notes", worker=WorkerKind.CODE, title="tidy", instructions="x", user_id=OWNER)
+    )
+    await store.update_task(task.id, status=TaskStatus.COMPLETED, branch="agentlab/task-1-tidy", base_commit="0" * 40)
+    shutil.rmtree(crew.workspaces.root / "notes")
+    with pytest.raises(ToolError, match="the workspace notes is gone"):
+        await crew.branches.merge(owner(), task.id)
+
+
+@pytest.mark.parametrize("name", ["self", "Self", "yourself", "your code", "the bot", "agentlab", "you"])
+async def test_a_members_workspace_command_never_binds_self(crew: Crew, store: Store, name: str) -> None:
+    with pytest.raises(ToolError):
+        await crew.binding.bind(member(), name)
+    assert await store.conversations.bound_workspace(CHAT) is None

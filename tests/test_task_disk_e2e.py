@@ -6,7 +6,8 @@ disk take them all); the start-up recovery after a machine restart (the worktree
 with no worktree. A bot SIGKILLed mid-task (its worktree's mount survives it; the next bot mounts an image again after
 a machine restart and Discard deletes it) is checked by the restart test (tests/test_restart.py), whose bots run with
 a file system per worktree where the machine allows one. Every test here checks that no loop mount is left under its
-folder (a leftover one would make pytest's clean-up delete through it) and unmounts what it finds.
+folder (a leftover one would make pytest's clean-up delete through it) and unmounts what it finds. A resumed task's
+budget, with or without a file system of its own, still counts what its first run wrote.
 """
 
 from __future__ import annotations
@@ -243,6 +244,50 @@ async def test_a_graceful_stop_unmounts_its_tasks_file_systems_and_the_next_star
         task = await ended(bot, 1, timeout=90)
         assert "Resumed: the notes are written." in (task.result or ""), task
         await fake_telegram.await_for(lambda: not worktree.exists(), timeout=30)  # its status is stored, then it goes
+
+
+@needs_bwrap
+@pytest.mark.quick_tests  # the verdict is not what this test is about
+@pytest.mark.parametrize("disk_fs", ["off", "auto"])
+async def test_a_resumed_tasks_disk_budget_counts_what_its_first_run_wrote(
+    fake_telegram, fake_anthropic, tmp_path: Path, workspace_root: Path, bot_repo: Path, disk_fs: str
+) -> None:
+    """Budget 16 MB: the first run writes 12 MB and the bot stops mid-task (SIGTERM's path); resumed after the
+    restart, the worker writes 12 MB more. 24 MB of growth in one task is past its budget, with or without a file
+    system of its own: an interruption does not hand a task a fresh budget."""
+    sleeper = own_sleep("8" + str(len(disk_fs)))
+    settings = dict(sandbox_max_disk_mb=BUDGET_MB, sandbox_disk_fs=disk_fs)
+    model = RoleScript()
+    write = "head -c 12000000 /dev/urandom > {0}.bin && echo wrote-{0}"
+    async with running_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo, **settings) as bot:
+        bot.claude.handler = model
+        model.add("orchestrator", start_task("calc", "Make data."), claude_says.text("Started."))
+        model.add(
+            "code", claude_says.tool_use("run_command", {"command": f"{write.format('first')}; exec sleep {sleeper}"})
+        )
+        bot.say("make data in calc")
+        await fake_telegram.await_for(lambda: host_pids(sleeper), timeout=60)
+    async with running_bot(fake_telegram, fake_anthropic, tmp_path, workspace_root, bot_repo, **settings) as bot:
+        bot.claude.handler = model
+        notice = await fake_telegram.await_for(
+            lambda: next(
+                (m for m in fake_telegram.messages(USER_ID) if "task:resume:1" in (m.callback_data or [])), None
+            )
+        )
+        model.add(
+            "code",
+            claude_says.tool_use("run_command", {"command": f"ls; {write.format('second')}"}),
+            claude_says.text("Done."),
+        )
+        fake_telegram.press_button(USER_ID, notice.message_id, "task:resume:1")
+        await ended(bot, 1, timeout=120)
+        last = tool_results(model)[-1]
+        assert "first.bin" in last, last  # the resumed run works on what the first one wrote
+        assert "disk budget of 16 MB" in last or "No space left" in last, last
+        await fake_telegram.await_for(
+            lambda: not mounts_under(tmp_path), timeout=30
+        )  # its status is stored, then it goes
+    await fake_telegram.await_for(lambda: not loop_devices_of(tmp_path), timeout=10)
 
 
 @needs_own_fs

@@ -10,8 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from agents.core.secrets_filter import SecretsFilter
 from agents.git.command import GitIdentity
-from agents.tools.file_tools import ToolError
+from agents.tools.file_tools import ToolError, read_file
 from agents.workspaces.creation import create_workspace
 from agents.workspaces.folders import (
     OwnersOnly,
@@ -21,6 +22,7 @@ from agents.workspaces.folders import (
     Workspaces,
     confine,
 )
+from tests.conftest import git, make_repo
 from tests.support.sandbox import SECRET_ENV, secret_environment  # noqa: F401  (fixture)
 
 
@@ -432,3 +434,139 @@ def test_a_confined_request_whose_workspace_is_gone_learns_no_other_name(spaces:
     with pytest.raises(ToolError) as refused:
         spaces.confined("group-therapy", "budget-app")
     assert str(refused.value) == "the workspace group-therapy is gone"
+
+
+# --- the bot's own folders, `self`'s names and stored names -----------------------------------------------------------
+
+
+def private_folders(data: Path) -> tuple[Path, Path]:
+    """The data folder and the task worktrees beside it, as `PathSettings.private_dirs` has them by default."""
+    return data, data.parent / f"{data.name}-worktrees"
+
+
+@pytest.mark.parametrize("how", ["inside", "linked", "holding"])
+def test_the_bots_data_and_worktrees_folders_are_never_a_workspace(tmp_path: Path, how: str) -> None:
+    """Every chat's database and task worktrees under WORKSPACE_PATH, or linked there, or inside a folder there,
+    would be a workspace any member's look-ups read whole."""
+    root = tmp_path / "workspaces"
+    (root / "calc").mkdir(parents=True)
+    data = {"inside": root / "agentlab-data", "linked": tmp_path / "var" / "data", "holding": root / "app" / "data"}[
+        how
+    ]
+    private = private_folders(data)
+    for folder in private:
+        folder.mkdir(parents=True)
+    if how == "linked":
+        (root / "logs").symlink_to(private[0])
+        (root / "trees").symlink_to(private[1])
+    spaces = Workspaces(root, None, private)
+    # a folder holding the data folder stays a workspace (as the bot's checkout holds `data/`): the file tools hide
+    # the data folder inside it
+    assert [w.name for w in spaces.all()] == (["app", "calc"] if how == "holding" else ["calc"])
+    for name in ("agentlab-data", "agentlab-data-worktrees", "logs", "trees"):
+        with pytest.raises(WorkspaceNotFound):
+            spaces.resolve(name)
+
+
+async def test_workspaces_inside_the_data_folder_are_workspaces_still(tmp_path: Path) -> None:
+    """DATABASE_PATH=/srv/bot/agentlab.db beside WORKSPACE_PATH=/srv/bot/workspaces: the workspaces folder lies in the
+    data folder. Its workspaces are listed and read as any (a link out of it into the data folder is not)."""
+    data = tmp_path / "bot"
+    root = data / "workspaces"
+    make_repo(root / "calc", {"calc.py": "def add(a, b):\n    return a + b\n"})
+    (data / "agentlab.db").write_text("SECRET-ROW")
+    (data / "attachments").mkdir()
+    (root / "inbox").symlink_to(data / "attachments")
+    spaces = Workspaces(root, None, private_folders(data))
+    assert [w.name for w in spaces.all()] == ["calc"]
+    calc = spaces.resolve("calc").path
+    assert "return a + b" in await read_file(calc, "calc.py", secrets=SecretsFilter(), hidden=private_folders(data))
+
+
+async def test_create_workspace_never_makes_the_bots_worktrees_folder_a_workspace(tmp_path: Path) -> None:
+    """The bot run from the projects folder: its worktrees folder is made later, beside the data folder. Created as a
+    workspace, every later task's worktree would land in a workspace."""
+    root = tmp_path / "projects"
+    (root / "data").mkdir(parents=True)
+    spaces = Workspaces(root, None, private_folders(root / "data"))
+    for name in ("data-worktrees", "data"):
+        with pytest.raises(ToolError, match="the bot's own data folder"):
+            await create_workspace(spaces, name, GitIdentity())
+    assert sorted(p.name for p in root.iterdir()) == ["data"]
+
+
+@pytest.mark.parametrize("shape", ["link-to-a-worktrees-git-folder", "git-folder-with-commondir"])
+def test_a_git_folder_whose_commondir_is_the_bots_repository_is_self(tmp_path: Path, shape: str) -> None:
+    """Git follows a `commondir` in a `.git` folder (or a link to a linked worktree's own git folder) as in a
+    worktree's: git there works on the bot's repository, so a task there would commit to the bot's code."""
+    bot = make_repo(tmp_path / "agentlab", {"bot.py": "TOKEN = 'x'\n"})
+    git(bot, "worktree", "add", "-q", str(tmp_path / "bot-wt"), "-b", "wt")
+    folder = tmp_path / "workspaces" / "notes"
+    folder.mkdir(parents=True)
+    if shape == "link-to-a-worktrees-git-folder":
+        (folder / ".git").symlink_to(bot / ".git" / "worktrees" / "bot-wt")
+    else:
+        (folder / ".git").mkdir()
+        (folder / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+        (folder / ".git" / "commondir").write_text(f"{bot / '.git'}\n")
+    common = git(folder, "rev-parse", "--path-format=absolute", "--git-common-dir").strip()
+    assert Path(common).resolve() == (bot / ".git").resolve(), "git there works on the bot's repository"
+    assert Workspaces(tmp_path / "workspaces", bot).resolve("notes").is_self
+
+
+@pytest.mark.parametrize(
+    ("new", "taken_for"),
+    [("GroupTherapy", "group-therapy"), ("group_therapy", "group-therapy"), ("your-code", "self"), ("the-bot", "self")],
+)
+async def test_create_workspace_refuses_a_name_taken_for_another_workspace(
+    spaces: Workspaces, new: str, taken_for: str
+) -> None:
+    """Names are matched ignoring case and separators (and `self` by its spoken names): such a new folder would take
+    over, or make ambiguous, the names that meant the existing one."""
+    with pytest.raises(ToolError, match=f"would be taken for the workspace {taken_for}"):
+        await create_workspace(spaces, new, GitIdentity())
+    assert not (spaces.root / new.lower()).exists()
+
+
+@pytest.mark.parametrize("folder", ["Self", "SELF", "s-elf"])
+def test_a_folder_named_self_in_any_spelling_never_takes_selfs_name(spaces: Workspaces, folder: str) -> None:
+    (spaces.root / folder).mkdir()
+    assert folder not in [w.name for w in spaces.all()]
+    assert spaces.resolve(folder).is_self and spaces.resolve("self").is_self
+
+
+async def test_create_workspace_over_a_dangling_link_is_refused_and_makes_nothing_where_it_points(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "workspaces"
+    root.mkdir()
+    elsewhere = tmp_path / "elsewhere" / "projects"
+    (root / "notes").symlink_to(elsewhere)
+    with pytest.raises(ToolError, match="taken in the workspaces folder"):
+        await create_workspace(Workspaces(root, None), "notes", GitIdentity())
+    assert not elsewhere.exists() and not elsewhere.parent.exists()
+
+
+def test_a_stored_name_is_resolved_exactly_never_tolerantly(spaces: Workspaces) -> None:
+    """A binding or a task keeps the name it was given; its folder deleted, the tolerant matching would take it for
+    another workspace (`budget-app` gone: `budget-api`) or for the bot's own code (`bot`)."""
+    assert spaces.stored("group-therapy").name == "group-therapy"
+    assert spaces.stored("self").is_self
+    (spaces.root / "budget-app").rmdir()
+    (spaces.root / "bot").mkdir()
+    assert spaces.stored("bot").path == (spaces.root / "bot").resolve()
+    (spaces.root / "bot").rmdir()
+    for gone in ("budget-app", "bot", "Group-Therapy", "notes"):
+        with pytest.raises(WorkspaceNotFound, match=f"the workspace {gone} is gone"):
+            spaces.stored(gone)
+
+
+@pytest.mark.parametrize(
+    "name", ["..", "../x", "a/b", ".git", ".hidden", "x" * 64, "ѕelf", "self", " Self ", "a\x00b", "-x"]
+)
+async def test_create_workspace_refuses_names_that_are_no_plain_folder_name(tmp_path: Path, name: str) -> None:
+    root = tmp_path / "workspaces"
+    root.mkdir()
+    with pytest.raises(ToolError):
+        await create_workspace(Workspaces(root, tmp_path / "bot"), name, GitIdentity())
+    assert list(root.iterdir()) == [] and sorted(p.name for p in tmp_path.iterdir()) == ["workspaces"]

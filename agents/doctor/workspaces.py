@@ -61,7 +61,7 @@ async def check_workspaces(settings: Settings) -> list[Check]:
                 f"mkdir -p {root} and clone your repositories into it, or point WORKSPACE_PATH at such a folder",
             )
         ]
-    folders = [w for w in Workspaces(root).all() if not w.is_self]
+    folders = [w for w in Workspaces(root, private=settings.paths.private_dirs).all() if not w.is_self]
     if not folders:
         return [
             Check(

@@ -287,7 +287,10 @@ class RunnerNode:
         self.probe = SandboxProbe()  # does bwrap work here: asked by every task run's commands
         self.name = cluster.runner_name(settings)
         self.queue = cluster.runner_queue(settings, self.name)
-        self.workspaces = Workspaces(settings.paths.workspace_path, settings.paths.bot_repository)
+        # the data and worktrees folders are never a workspace
+        self.workspaces = Workspaces(
+            settings.paths.workspace_path, settings.paths.bot_repository, settings.paths.private_dirs
+        )
         self.repo_map = RepoMap(store)
         self.baselines = BaselineRuns(settings.paths.worktrees_dir / "test-baselines")  # shared by concurrent task runs
         self.attachments = Attachments.from_settings(settings)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agents.core.text import some_of
-from agents.git.command import GIT_TIMEOUT_SECONDS, GitIdentity, git_succeeds, git_text, run_git, split_nul
+from agents.git.command import GIT_TIMEOUT_SECONDS, GitError, GitIdentity, git_succeeds, git_text, run_git, split_nul
 from agents.git.locks import bot_writes
 from agents.git.repository import branch_exists, current_branch, rev_parse
 from agents.git.worktrees import TaskWorktree, clear_stale_checkout_locks
@@ -55,6 +55,17 @@ async def merge_ended(path: Path, timeout: float = GIT_TIMEOUT_SECONDS) -> bool:
         return False
     merge_unlock(path, fd)
     return True
+
+
+async def branch_merged(repo: Path, branch: str, base_branch: str, base_commit: str) -> bool:
+    """Whether the task's `branch` has commits of its own (past `base_commit`) and every one is in `base_branch`: it
+    was merged; False where the branch is gone."""
+    try:
+        head = await rev_parse(repo, f"refs/heads/{branch}")
+    except GitError:
+        return False
+    base = f"refs/heads/{base_branch}"
+    return head != base_commit and await git_succeeds("merge-base", "--is-ancestor", head, base, cwd=repo)
 
 
 async def merge_task_branch(

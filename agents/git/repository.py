@@ -187,12 +187,23 @@ async def ensure_repository(path: Path, identity: GitIdentity | None = None) -> 
     """Make sure `path` is in a git work tree with at least one commit; True when this initialised a new repository.
 
     A folder outside any repository gets `git init -b main` and an initial commit of what is there (respecting any
-    .gitignore). A repository without commits gets an initial commit of its files (empty if there are none), so that
-    task branches can be made from it.
+    .gitignore). So does a folder inside another repository that tracks nothing in it (WORKSPACE_PATH in a home
+    folder kept in git): a task there would otherwise check out that whole repository. One whose files that
+    repository tracks is refused. A repository without commits gets an initial commit of its files (empty if there
+    are none), so that task branches can be made from it.
     """
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
     top, committed = await _toplevel_and_commits(path)
+    if top is not None and not same_path(top, path):
+        # Made its own repository, as a plain folder is, only where the enclosing one has none of its files: over
+        # files it tracks, a repository of their own would be a second history of them, which is the owner's call.
+        if await git_text("ls-files", "-z", "--", ".", cwd=path):
+            raise GitError(
+                f"{path} is no git repository of its own: its files belong to the repository at {top}, and a task "
+                "there would check out all of that. Make it a repository of its own (git init) or work in that one."
+            )
+        top, committed = None, False
     initialised = top is None
     if top is None:
         await git_text("init", "-q", "-b", "main", cwd=path)

@@ -234,6 +234,8 @@ async def create_task_worktree(
     top = await toplevel(Path(repo))
     if top is None:
         raise GitError(f"{repo} is not a git repository")
+    if not same_path(top, Path(repo)):  # a folder inside another repository: never a checkout of all of that one
+        raise GitError(f"{repo} is inside the repository at {top}, not one of its own: call ensure_repository first")
     if not await has_commits(top):
         raise GitError(f"{top} has no commits yet: call ensure_repository first")
     if worktrees_dir is None:

@@ -1,11 +1,12 @@
 """What bounds a task as a whole, across all its commands: its cgroup (memory, processes) and its disk budget.
 
 The disk budget (`SANDBOX_MAX_DISK_MB`) is how much the task's worktree may grow beyond what it held when the task's
-first command ran, counted in allocated blocks (a `fallocate`d or sparse file counts for what it really takes; hard
-links once). A small worktree (counted in under `CHEAP_WALK_SECONDS`) is counted every `POLL_SECONDS` while a command
-runs and after it. A larger one is counted when a cheap `statvfs` of its file system shows growth, since the last
-count, beyond what the budget has left, and at least every `FULL_WALK_SECONDS` while a command runs (so deletions
-elsewhere on the file system cannot hide growth for long), never taking more than ~4% of the time in counting.
+first command ran (in its first run: a resumed task's budget is not fresh), counted in allocated blocks (a `fallocate`d
+or sparse file counts for what it really takes; hard links once). A small worktree (counted in under
+`CHEAP_WALK_SECONDS`) is counted every `POLL_SECONDS` while a command runs and after it. A larger one is counted when a
+cheap `statvfs` of its file system shows growth, since the last count, beyond what the budget has left, and at least
+every `FULL_WALK_SECONDS` while a command runs (so deletions elsewhere on the file system cannot hide growth for long),
+never taking more than ~4% of the time in counting.
 Past the budget the command is killed and the files it wrote are deleted, largest first (then files written
 recently by the commands before it, largest first), until the task is back within its budget, so it can go on.
 The poll is precise but not instant: what a command writes and deletes between two looks passes it. Where the machine
@@ -107,16 +108,19 @@ class DiskBudget:
     walk_seconds: float = 0.0  # how long the last walk took
     command_started: float = 0.0  # wall-clock time the current command started (its files are deleted first)
     logged_bytes: int = 0  # what the task's services wrote to their logs (outside the worktree, counted here too)
+    on_baseline: Callable[[int], Awaitable[None]] | None = None  # keeps the baseline once counted, for a later run
 
     def count_logged(self, size: int) -> None:
         """`size` more bytes of the task's services' logs count against the budget."""
         self.logged_bytes += size
 
     async def start(self) -> None:
-        """Called before each command: the first call counts the baseline."""
+        """Called before each command: the first call counts the baseline (unless an earlier run of the task did)."""
         self.command_started = time.time()
         if self.baseline is None:
             self.baseline = await self._walk()
+            if self.on_baseline is not None:  # a resume counts from here too, not from what this run writes
+                await self.on_baseline(self.baseline)
 
     @property
     def grown(self) -> int:

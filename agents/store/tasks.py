@@ -53,12 +53,17 @@ class TaskTable(Connection):
             await insert_task(db, task, criteria, attachments, save_attachments)
         return task
 
-    async def transition_task(self, task_id: int, from_statuses: Iterable[TaskStatus], to: TaskStatus) -> bool:
-        """Atomically move a task from one of `from_statuses` to `to`; False when it was in none of them."""
+    async def transition_task(
+        self, task_id: int, from_statuses: Iterable[TaskStatus], to: TaskStatus, **fields: Any
+    ) -> bool:
+        """Atomically move a task from one of `from_statuses` to `to`, setting `fields` with it (a runner claiming it
+        meanwhile sees both or neither); False when it was in none of them."""
         values = [s.value for s in from_statuses]
+        sets = "".join(f", {k} = ?" for k in fields)
         rows = await self.write(
-            f"UPDATE tasks SET status = ? WHERE id = ? AND status IN ({', '.join('?' for _ in values)}) RETURNING id",
-            (to.value, task_id, *values),
+            f"UPDATE tasks SET status = ?{sets} WHERE id = ? AND status IN ({', '.join('?' for _ in values)}) "
+            "RETURNING id",
+            (to.value, *(to_db(v) for v in fields.values()), task_id, *values),
         )
         return bool(rows)
 

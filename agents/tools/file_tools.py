@@ -5,7 +5,8 @@ A path is checked by resolving it (`confine`) and then used only through that re
 without following any symlink (`open_resolved`): a worker's process that swaps a folder for a link out of the
 workspace between the check and the use makes the call fail, never read or write outside.
 The bot's own folders (`hidden`: its data folder and task worktrees, which hold every chat's files and lie inside its
-own checkout, the workspace `self`, by default) are refused below a root and left out of every walk (`_private`).
+own checkout, the workspace `self`, by default) are refused below a root and left out of every walk, and a root
+that is one of them is refused whole (`_private`).
 Blocking file I/O runs in a thread (`asyncio.to_thread`) so the event loop never stalls.
 
 Why one module over 400 lines: the five tools share confinement, secret-file rules and wording for the model.
@@ -64,10 +65,18 @@ def _base(root: Path) -> Path:
 def _private(base: Path, hidden: Sequence[Path]) -> tuple[Path, ...]:
     """The bot's own folders of `hidden` (its data folder and task worktrees) lying strictly below `base`, resolved.
     By default both lie inside the bot's checkout (the workspace `self`) and hold the database, attachments and task
-    worktrees of every chat: no file tool reads, lists or writes them there. A root inside one of them (a task's own
-    worktree inside the worktrees folder) keeps its tools."""
-    folders = (Path(folder).resolve() for folder in hidden)
-    return tuple(folder for folder in folders if folder != base and folder.is_relative_to(base))
+    worktrees of every chat: no file tool reads, lists or writes them there. A root that is one of them (a workspace
+    linked to the data folder) is refused whole. A root inside one is not refused here: the workspaces folder may
+    itself lie in the data folder (DATABASE_PATH=/srv/bot/agentlab.db beside WORKSPACE_PATH=/srv/bot/workspaces), and
+    a task's own worktree lies in the worktrees folder; a workspace that reaches into them by a link is left out of
+    the workspaces (`Workspaces.overlaps_private`)."""
+    folders = tuple(Path(folder).resolve() for folder in hidden)
+    if base in folders:
+        raise ToolError(
+            "that workspace is the bot's own data (its database, every chat's files and task worktrees): "
+            "no tool reads or writes it"
+        )
+    return tuple(folder for folder in folders if folder.is_relative_to(base))
 
 
 def _is_private(path: Path, hidden: Sequence[Path]) -> bool:

@@ -22,7 +22,7 @@ from agents.store.shown import PROPOSAL
 from agents.work import crew_texts
 from agents.work.own_words import Decision, decided_by_own_words, unless_a_question_waits
 from agents.work.turn_scope import current_turn
-from agents.workspaces.folders import OwnersOnly, Workspace, Workspaces
+from agents.workspaces.folders import OwnersOnly, Workspace, WorkspaceNotFound, Workspaces
 
 
 def git_identity(settings: Settings) -> GitIdentity:
@@ -223,9 +223,12 @@ class Access:
         whose = f"{task.user_name}'s" if task.user_name else "not yours"
         raise ToolError(f"task #{task.id} is {whose}: only the member who started it or an owner can {doing} it")
 
-    async def workspace_for(self, caller: Caller, workspace: str | None, request: str) -> Workspace:
+    async def workspace_for(
+        self, caller: Caller, workspace: str | None, request: str, *, stored: bool = False
+    ) -> Workspace:
         """The named workspace, or the conversation's own (a topic bound with /workspace); `self` is owners' only.
-        A confined caller (a request from outside the chat) reaches its own workspace alone."""
+        A confined caller (a request from outside the chat) reaches its own workspace alone. `stored`: `workspace`
+        is a name the bot stored (a task's, a proposal's, a schedule's), resolved exactly like the binding."""
         name = workspace if workspace and workspace.strip() else None
         if caller.confined_to is not None:
             name = self.workspaces.confined(caller.confined_to, name).name
@@ -236,7 +239,15 @@ class Access:
                     "no workspace named, and this conversation has none of its own (/workspace NAME sets one): "
                     "ask the user which workspace"
                 )
-        ws = self.workspaces.resolve(name)
+            try:  # exactly the folder bound: read tolerantly, a deleted `notes` would be `notes-archive`, `bot` `self`
+                ws = self.workspaces.stored(name)
+            except WorkspaceNotFound:
+                raise ToolError(
+                    f"the workspace {name} this conversation is bound to is gone (its folder was removed or "
+                    "renamed): ask the user which workspace; /workspace NAME binds another"
+                ) from None
+        else:
+            ws = self.workspaces.stored(name) if stored else self.workspaces.resolve(name)
         if ws.is_self:
             await self.owners_only(caller, "work on the bot's own code", "for work on the bot's own code:", request)
         return ws

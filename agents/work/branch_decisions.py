@@ -20,8 +20,8 @@ from agents.core.settings import Settings
 from agents.core.text import human_size
 from agents.core.work_tools import TaskId, work_tool
 from agents.git import diff as git_diff
-from agents.git.command import GitError, git_succeeds, git_text
-from agents.git.merge import MergeResult, merge_ended, merge_task_branch
+from agents.git.command import git_text
+from agents.git.merge import MergeResult, branch_merged, merge_ended, merge_task_branch
 from agents.git.repository import branch_exists, commits_by_others, rev_parse
 from agents.git.worktrees import TaskWorktree, discard_task_worktree
 from agents.store.database import Store
@@ -60,7 +60,7 @@ class BranchDecisions:
         """The task's branch as a worktree; a task without a branch has nothing to decide on."""
         if not task.branch or not task.base_commit:
             raise ToolError(f"task #{task.id} has no branch")
-        repo = self.workspaces.resolve(task.workspace).path
+        repo = self.workspaces.stored(task.workspace).path
         # a task that ran on a runner (TASK_ENGINE=temporal) never had a worktree on this machine: its branch, fetched
         # into the owner's checkout, is all there is; a path where no worktree can be stands for the missing one
         # (the owner's checkout itself is a worktree, which Diff and Discard would take for the task's)
@@ -154,7 +154,7 @@ class BranchDecisions:
 
     async def merge_commit(self, task: Task) -> str:
         """The commit of the base branch that brought the task's branch in: the first merge after its head."""
-        repo, base = self.workspaces.resolve(task.workspace).path, f"refs/heads/{task.base_branch or 'main'}"
+        repo, base = self.workspaces.stored(task.workspace).path, f"refs/heads/{task.base_branch or 'main'}"
         head = await rev_parse(repo, f"refs/heads/{task.branch}")
         found = await git_text("rev-list", "--ancestry-path", "--merges", "--reverse", f"{head}..{base}", cwd=repo)
         return (found.split() or [await rev_parse(repo, base)])[0]
@@ -179,23 +179,19 @@ class BranchDecisions:
         return self.starts.branch_locks.of((task.workspace, task.branch))
 
     async def merged_already(self, task: Task) -> bool:
-        """Whether the task's branch has commits of its own and every one is in its base branch: a Merge was done."""
+        """Whether the task's branch has commits of its own and every one is in its base branch: a Merge was done (no
+        branch left: nothing merged that Discard could misreport)."""
         if not task.branch or not task.base_commit:
             return False
-        repo = self.workspaces.resolve(task.workspace).path
-        try:
-            head = await rev_parse(repo, f"refs/heads/{task.branch}")
-        except GitError:
-            return False  # no branch left: nothing merged that Discard could misreport
-        base = f"refs/heads/{task.base_branch or 'main'}"
-        return head != task.base_commit and await git_succeeds("merge-base", "--is-ancestor", head, base, cwd=repo)
+        repo = self.workspaces.stored(task.workspace).path
+        return await branch_merged(repo, task.branch, task.base_branch or "main", task.base_commit)
 
     async def _only_the_bots_commits(self, task: Task) -> None:
         """Discard deletes the branch: one holding commits the bot did not make (the owner's own, by hand) is
         refused, as deleting it would drop them."""
         if not task.branch or not task.base_commit:
             return
-        repo = self.workspaces.resolve(task.workspace).path
+        repo = self.workspaces.stored(task.workspace).path
         email = git_identity(self.settings).email
         others = await commits_by_others(repo, task.base_commit, task.branch, email)
         if others:
@@ -209,11 +205,7 @@ class BranchDecisions:
         """A follow-up (Fix CI, a mention on its pull request) works on the same branch as the task it continues:
         while one runs, the branch holds work no verdict has judged yet (a Merge would take it) and its worktree is
         in use (a Discard would pull it away)."""
-        if not task.branch:
-            return
-        active = await self.store.list_tasks(statuses=TaskStatus.cancellable(), limit=1000)
-        others = [t for t in active if t.branch == task.branch and t.workspace == task.workspace and t.id != task.id]
-        if others:
+        if others := await self.starts.on_its_branch(task):
             running = ", ".join(f"#{t.id}" for t in others)
             raise ToolError(
                 f"task {running} is still working on task #{task.id}'s branch; {doing} it when that has ended "
@@ -343,20 +335,40 @@ class BranchDecisions:
         return f"Task #{follow_up.id} started on task #{task_id}'s branch to fix CI; its commits go to the same PR."
 
     async def resume(self, caller: Caller, task_id: int) -> str:
-        """Resume an interrupted task on its branch, with the steps it had done before the interruption."""
+        """Resume an interrupted task on its branch, with the steps it had done before the interruption (the Resume
+        button, and a late answer to its worker's question)."""
         task = await self.access.task_for(caller, task_id)
+        # a worker put back on the branch takes turns with a Merge's or Discard's git and with follow-ups, as they do
+        async with self._branch_lock(task):
+            return await self._resume(caller, await self.access.task(task_number(task)))
+
+    async def _resume(self, caller: Caller, task: Task) -> str:
         self.access.starter_or_owner(caller, task, "resume")
         task_id = task_number(task)
         if task.status is not TaskStatus.INTERRUPTED:
-            return f"Task #{task_id} is {task.status.value}; only interrupted tasks can be resumed."
+            return f"Task #{task_id} is {task.status.value}; only an interrupted task can be resumed."
         await self.access.check_budget()  # a resumed task spends again, as a new one would
+        await self._alone_on_its_branch(task, "resume")
+        if await self.merged_already(task):  # the owner merged it meanwhile: that decided its branch
+            raise ToolError(
+                f"task #{task_id} was merged into {task.base_branch or 'main'} already; start a new task for more work"
+            )
         events = await self.store.task_events(task_id)
         steps = [e.detail for e in events if e.kind == "step"][-15:]
         notes = "steps done before the interruption: " + "; ".join(steps) if steps else "no steps recorded"
-        if unread := unread_notes(events):  # posted, and the restart came before the worker took them
+        unread = unread_notes(events)  # posted, and the restart came before the worker took them
+        if unread:
             notes += "\nnotes the user sent that the worker had not read yet:\n" + "\n".join(f"- {n}" for n in unread)
+        async with self.starts.room_for(task.chat_id, 1):  # it waits or runs again: MAX_WAITING_TASKS counts it
+            # compare-and-set: of two presses at once (a task without a branch has no lock to wait on) one resumes it
+            moved = await self.store.transition_task(
+                task_id, [TaskStatus.INTERRUPTED], TaskStatus.PENDING, result=notes, progress_message_id=None
+            )
+        if not moved:
+            now = await self.access.task(task_id)
+            return f"Task #{task_id} is {now.status.value}; only an interrupted task can be resumed."
+        if unread:
             await self.store.add_event(TaskEvent(task_id=task_id, kind=READ_EVENT, detail=str(len(unread))))
-        await self.store.update_task(task_id, status=TaskStatus.PENDING, result=notes, progress_message_id=None)
         await self.store.add_event(TaskEvent(task_id=task_id, kind="status", detail="pending (resumed)"))
         self.engine.wake()
         return f"Task #{task_id} resumed on its branch."

@@ -17,6 +17,7 @@ chat never needs an executor that runs nothing.
 from __future__ import annotations
 
 from agents.core.actions import Action
+from agents.core.errors import ToolError
 from agents.core.models import Caller, ChatMessage, Delivery, Role, Task
 from agents.core.protocols import Notifier
 from agents.sandbox.network_gate import CHOICES, NetworkGate
@@ -76,9 +77,13 @@ class ChatActions:
         return await self._resumed(caller, said, to_resume)
 
     async def _resumed(self, caller: Caller, said: str, to_resume: Task | None) -> str:
-        """Answered after a restart: the interrupted task goes on with the answer."""
+        """Answered after a restart: the interrupted task goes on with the answer, resumed as the Resume button would
+        (refused as it would be: the answer then waits, kept, for a later Resume)."""
         if to_resume is not None:
-            await self.crew.branches.resume(caller, to_resume.stored_id)
+            try:
+                await self.crew.branches.resume(caller, to_resume.stored_id)
+            except ToolError as err:
+                return f"Thanks: your answer is kept for task #{to_resume.id}, but it cannot go on now: {err}."
         return said
 
     async def task_of_progress_message(self, caller: Caller, message_id: int) -> Task | None:

@@ -82,7 +82,8 @@ class ProposalDecisions:
         approval go in notes; they reach the code worker with the proposal."""
         proposal = await self._pick(caller, proposal_id, APPROVE)
         number = proposal_number(proposal)
-        await self.access.workspace_for(caller, proposal.workspace, f"approve proposal #{number}: {proposal.request}")
+        request = f"approve proposal #{number}: {proposal.request}"
+        await self.access.workspace_for(caller, proposal.workspace, request, stored=True)
         await self.access.check_budget()
         instructions = (
             f"Implement this approved proposal in the workspace, exactly as written (the user approved "

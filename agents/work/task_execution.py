@@ -213,7 +213,7 @@ class TaskExecutor:
         try:
             # the last start path: whatever stored the task (a tool, a button, a schedule, a resume), a member's
             # task never runs on the bot's own checkout, by whatever name it was stored
-            check_reach(self.base.workspaces.resolve(task.workspace), self.is_owner(task.user_id))
+            check_reach(self.base.workspaces.stored(task.workspace), self.is_owner(task.user_id))
             if task.worker is WorkerKind.RESEARCH:
                 await self._research(task, progress)
             else:
@@ -233,7 +233,7 @@ class TaskExecutor:
 
     # ---- research → proposal -------------------------------------------------------------
     async def _research(self, task: Task, progress: Progress) -> None:
-        workspace = self.base.workspaces.resolve(task.workspace)
+        workspace = self.base.workspaces.stored(task.workspace)
         head = await rev_parse(workspace.path, "HEAD") if await has_commits(workspace.path) else None
         guidance, folder_rules = await self.briefing.guidance(task, workspace.path, head)
         worker = await self.workers.make(task, workspace.path, progress, folder_rules=folder_rules)
@@ -247,7 +247,7 @@ class TaskExecutor:
 
     # ---- code / frontend / test ------------------------------------------------------------
     async def _change(self, task: Task, progress: Progress) -> None:
-        workspace = self.base.workspaces.resolve(task.workspace)
+        workspace = self.base.workspaces.stored(task.workspace)
         tree, checks = await self.checkouts.open(task, workspace)
         try:
             await self._work_on(task, progress, workspace, tree, checks)

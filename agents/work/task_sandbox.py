@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 
 from agents.core.models import Task
@@ -82,14 +82,21 @@ class TaskSandboxes:
             else None
         )
 
-    def watch_disk(self, task: Task, root: Path) -> TaskBounds | None:
-        """The task's bounds, their disk budget watching `root` (the task's worktree) from now on if none did."""
+    def watch_disk(
+        self,
+        task: Task,
+        root: Path,
+        baseline: int | None = None,
+        on_baseline: Callable[[int], Awaitable[None]] | None = None,
+    ) -> TaskBounds | None:
+        """The task's bounds, their disk budget watching `root` (the task's worktree) from now on if none did;
+        `baseline`: what an earlier run of the task counted at its first command, else `on_baseline` keeps this
+        run's."""
         bounds = self.bounds.get(task.stored_id)
         if bounds is not None and bounds.disk is None:
             s = self.settings
-            bounds.watch_disk(
-                DiskBudget(root.resolve(), disk_budget(s.sandboxing.sandbox_max_disk_mb, s.paths.worktrees_dir))
-            )
+            budget = disk_budget(s.sandboxing.sandbox_max_disk_mb, s.paths.worktrees_dir)
+            bounds.watch_disk(DiskBudget(root.resolve(), budget, baseline=baseline, on_baseline=on_baseline))
         return bounds
 
     def spec(

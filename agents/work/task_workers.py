@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 
-from agents.core.models import Task, WorkerKind
+from agents.core.models import Task, TaskEvent, WorkerKind
 from agents.core.settings import Settings
 from agents.llm import prompts
 from agents.llm.reasoning import Reasoning
@@ -35,6 +35,8 @@ ROLE_PROMPTS = {
     WorkerKind.FRONTEND: prompts.FRONTEND,
     WorkerKind.TEST: prompts.TEST,
 }
+
+DISK_BASELINE_EVENT = "disk baseline"  # a task event: bytes its worktree held at its first command (DiskBudget)
 
 RepositoryCheck = Callable[[Task], Awaitable[list[str]]]  # before each step: the owner's repository checked
 
@@ -70,6 +72,22 @@ class WorkerMaker:
         # the owner's MCP servers and the browser
         self.mcp = TaskMcp.from_settings(base.settings, base.secrets, self.chromium)
 
+    async def _disk_baseline(self, task: Task) -> tuple[int | None, Callable[[int], Awaitable[None]] | None]:
+        """The disk baseline an earlier run of the task kept (a task event), else how to keep this run's: a resumed
+        task's first run's writes count against its budget. None for research: its root is the live checkout,
+        which the owner may change between runs."""
+        if task.worker is WorkerKind.RESEARCH:
+            return None, None
+        store, task_id = self.base.store, task.stored_id
+        kept = [e.detail for e in await store.task_events(task_id) if e.kind == DISK_BASELINE_EVENT]
+        if kept and kept[0].isdigit():
+            return int(kept[0]), None
+
+        async def keep(size: int) -> None:
+            await store.add_event(TaskEvent(task_id=task_id, kind=DISK_BASELINE_EVENT, detail=str(size)))
+
+        return None, keep
+
     async def make(
         self,
         task: Task,
@@ -81,7 +99,8 @@ class WorkerMaker:
         """The worker of `task` in `root` (its worktree, or the workspace for research); `read_only`: paths its
         commands may read besides the root (the borrowed node_modules and the like)."""
         s, store = self.base.settings, self.base.store
-        bounds = self.sandboxes.watch_disk(task, root)  # the worktree is what the task's disk budget watches
+        # the worktree is what the task's disk budget watches, from its first run's first command on
+        bounds = self.sandboxes.watch_disk(task, root, *await self._disk_baseline(task))
         sandbox = self.sandboxes.spec(root, self.base.workspaces.resolve(task.workspace).path, read_only, task)
         clock = RunClock()  # the worker's run's time limit: ask_user stops the worker's clock while it waits
         callbacks = RoleCallbacks(
@@ -138,6 +157,10 @@ class WorkerMaker:
         asks = (
             task.worker is not WorkerKind.RESEARCH and s.engine.task_engine == "local"
         )  # a runner's chat cannot answer
+        data, worktrees = s.paths.private_dirs
+        # a code task's root is its own worktree, in the worktrees folder: hiding that folder would refuse the root
+        # (the file tools refuse a root in a hidden folder); the other tasks' worktrees are beside it, out of reach
+        own = task.worker is not WorkerKind.RESEARCH and root.resolve().is_relative_to(worktrees)
         tools = worker_tools(
             task.worker,
             root,
@@ -150,7 +173,7 @@ class WorkerMaker:
             ask_network=callbacks.ask_network,
             ask_user=callbacks.ask_user if asks else None,
             running=bounds.commands if bounds is not None else None,  # stopped with the task's other processes
-            hidden=s.paths.private_dirs,  # a research task's root is the live checkout: maybe the bot's own
+            hidden=(data,) if own else (data, worktrees),  # a research task's root is the live checkout: maybe `self`
         )
         if folder_rules is not None:  # a folder with its own AGENTS.md gets one line in the result that first meets it
             tools = [with_folder_rules(t, folder_rules) if t.name in FOLDER_TOOLS else t for t in tools]

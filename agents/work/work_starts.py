@@ -16,6 +16,7 @@ from agents.core.protocols import TaskEngine
 from agents.core.settings import Settings
 from agents.core.user_turns import waiting_on_work
 from agents.core.work_tools import Arg, Attachments, DefaultWorkspace, work_tool
+from agents.git.merge import branch_merged
 from agents.git.repository import branch_exists
 from agents.store.database import Store
 from agents.work import crew_texts
@@ -81,7 +82,7 @@ class WorkStarts:
         self._interrupts: dict[int, asyncio.Event] = {}  # per chat: stop waiting on a foreground task
         # a follow-up and the decisions on its branch take turns (branch_decisions), by (workspace, branch)
         self.branch_locks: KeyedLocks[tuple[str, str]] = KeyedLocks()
-        self._admitting: KeyedLocks[int] = KeyedLocks()  # a conversation's starts, by chat (_room_for)
+        self._admitting: KeyedLocks[int] = KeyedLocks()  # a conversation's starts, by chat (room_for)
 
     def is_owner(self, caller: Caller) -> bool:
         return self.access.is_owner(caller)
@@ -102,7 +103,7 @@ class WorkStarts:
         save_attachments: bool = False,
     ) -> Task:
         """Store a new task (with its criteria and the chat's attachments it is handed) and wake the engine."""
-        async with self._room_for(task.chat_id, 1):
+        async with self.room_for(task.chat_id, 1):
             handed = await self._attachment_ids(task.chat_id, attachments)
             task = await self.store.add_task(task, cleaned_criteria(criteria), handed, bool(save_attachments))
         await self._pending(task)
@@ -118,7 +119,7 @@ class WorkStarts:
     ) -> list[Task]:
         """Store a group of attempts and its tasks (each with the criteria and handed files) at once; wake the
         engine."""
-        async with self._room_for(group.chat_id, len(tasks)):
+        async with self.room_for(group.chat_id, len(tasks)):
             handed = await self._attachment_ids(group.chat_id, attachments)
             stored = await self.store.attempts.add(
                 group, tasks, cleaned_criteria(criteria), handed, bool(save_attachments)
@@ -130,17 +131,18 @@ class WorkStarts:
     async def submit_approved(self, proposal_id: int, task: Task, criteria: list[str] | None) -> Task | None:
         """Approve the proposal and store its task in one transaction, then wake the engine; None when the proposal
         was no longer pending (a double tap)."""
-        async with self._room_for(task.chat_id, 1):
+        async with self.room_for(task.chat_id, 1):
             approved = await self.store.approve_proposal(proposal_id, task, cleaned_criteria(criteria))
         if approved is not None:
             await self._pending(approved)
         return approved
 
     @contextlib.asynccontextmanager
-    async def _room_for(self, chat_id: int, adding: int) -> AsyncIterator[None]:
+    async def room_for(self, chat_id: int, adding: int) -> AsyncIterator[None]:
         """Refused past MAX_WAITING_TASKS: the conversation's tasks waiting or running, with the `adding` new ones.
-        The body stores them: a conversation's starts take turns from the count to the store (two schedules due at
-        once, a tap beside a turn would otherwise both count the same tasks and both go in)."""
+        The body stores them (a Resume: puts its task back to pending): a conversation's starts take turns from the
+        count to the store (two schedules due at once, a tap beside a turn would otherwise both count the same tasks
+        and both go in)."""
         async with self._admitting.of(chat_id):
             most = self.settings.tasks.max_waiting_tasks
             active = await self.store.count_tasks(chat_id, [TaskStatus.PENDING, TaskStatus.IN_PROGRESS])
@@ -286,7 +288,7 @@ class WorkStarts:
         """A schedule's run: the task or research its maker (`caller`) would start, checked as theirs at this run."""
         await self.access.check_budget()
         ws = await self.access.workspace_for(
-            caller, schedule.workspace, f"for schedule #{schedule.id}: {schedule.instructions}"
+            caller, schedule.workspace, f"for schedule #{schedule.id}: {schedule.instructions}", stored=True
         )
         title = f"schedule #{schedule.id}: {title_of(schedule.instructions, 60)}"
         if schedule.worker is WorkerKind.RESEARCH:
@@ -295,6 +297,14 @@ class WorkStarts:
             caller, ws.name, schedule.worker, title, schedule.instructions, reply=False, schedule_id=schedule.id
         )
         return await self.submit(run)
+
+    async def on_its_branch(self, task: Task) -> list[Task]:
+        """The other tasks working on the task's branch, or interrupted on it (their Resume goes on there): they
+        share its worktree."""
+        if not task.branch:
+            return []
+        active = await self.store.list_tasks(statuses=TaskStatus.cancellable(), limit=1000)
+        return [t for t in active if t.branch == task.branch and t.workspace == task.workspace and t.id != task.id]
 
     async def continue_task(self, caller: Caller, task_id: int, instructions: str, title: str | None = None) -> Task:
         """A follow-up on an ended task's branch (a GitHub mention on its pull request, the Fix CI button): a new
@@ -308,11 +318,22 @@ class WorkStarts:
     async def _continue(self, caller: Caller, task: Task, branch: str, instructions: str, title: str | None) -> Task:
         if task.status.is_active:
             raise ToolError(f"task #{task.id} is still {task.status.value}; a note reaches it instead")
+        if task.status is TaskStatus.INTERRUPTED:  # its worktree is kept for its Resume, which would run beside this
+            raise ToolError(f"task #{task.id} was interrupted; Resume or Discard it first")
         self.access.starter_or_owner(caller, task, "continue")  # Fix CI's rule, for every way a follow-up is asked
+        if others := await self.on_its_branch(task):  # one worker at a time in a branch's worktree
+            raise ToolError(
+                f"task {', '.join(f'#{t.id} ({t.status.value})' for t in others)} is still on task #{task.id}'s "
+                "branch; continue it when that has ended (an interrupted one: Resume or cancel it first)"
+            )
         await self.access.check_budget()
-        ws = await self.access.workspace_for(caller, task.workspace, instructions)
+        ws = await self.access.workspace_for(caller, task.workspace, instructions, stored=True)
         if not await branch_exists(ws.path, branch):  # discarded (or deleted by hand): nothing to continue
             raise ToolError(f"task #{task.id}'s branch {branch} no longer exists (discarded?): nothing to continue")
+        base = task.base_branch or "main"
+        if task.base_commit and await branch_merged(ws.path, branch, base, task.base_commit):
+            # its work is in the base branch already: new commits on it would read as unmerged work of a merged task
+            raise ToolError(f"task #{task.id} was merged into {base} already; start a new task for more work")
         worker = task.worker if task.worker is not WorkerKind.RESEARCH else WorkerKind.CODE
         follow_up = new_task(
             caller,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import shutil
 from pathlib import Path
@@ -32,9 +33,21 @@ async def create_workspace(workspaces: Workspaces, name: str, identity: GitIdent
     folder = workspace_name(name)
     root = workspaces.root.resolve()
     target = root / folder
-    clash = [w.name for w in workspaces.all() if w.name.casefold() == folder]
-    if clash or target.exists():
-        raise ToolError(f"a workspace named {folder!r} already exists; use it, or pick another name")
+    if (clash := workspaces.clashes_with(folder)) is not None:
+        # a name the tolerant matching takes for another workspace would take its spoken names over (or make them
+        # ambiguous): `group_therapy` beside `group-therapy`, `the-bot` for `self`
+        taken = (
+            f"a workspace named {folder!r} already exists"
+            if clash == folder
+            else f"{folder!r} would be taken for the workspace {clash} (names match ignoring case, spaces, - and _)"
+        )
+        raise ToolError(f"{taken}; use it, or pick another name")
+    if workspaces.overlaps_private(target):
+        # the bot's data or task worktrees folder (made later, beside the data folder): as a workspace, every chat's
+        # database and checkouts would be in it
+        raise ToolError(f"{folder!r} is the bot's own data folder (every chat's files); pick another name")
+    if os.path.lexists(target):  # a link counts too, even a dangling one: nothing is made where it points
+        raise ToolError(f"{folder!r} is taken in the workspaces folder by something that is no workspace; pick another")
     if not root.is_dir():
         raise ToolError(f"the workspaces folder {root} does not exist")
     target.mkdir()

@@ -10,6 +10,7 @@ import difflib
 import os
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 
@@ -94,12 +95,16 @@ class Workspaces:
     The folder list is current on every call, so new projects show up without a restart: it is rescanned whenever
     the root folder's modification time moved (a folder or link added, removed or renamed in it), else the last scan
     is reused (one stat instead of a scan and a path resolution per project on every turn of every chat).
-    A folder literally named `self` is hidden when a bot repository is configured (the name is reserved).
+    A folder named `self` (in any case or spelling whose key is `self`) is hidden when a bot repository is configured
+    (the name is reserved). So is any folder that is one of the bot's `private` folders (its data folder and task
+    worktrees, `PathSettings.private_dirs`: every chat's database and checkouts) or a link into one
+    (`overlaps_private`).
     """
 
-    def __init__(self, root: Path, bot_repository: Path | None = None) -> None:
+    def __init__(self, root: Path, bot_repository: Path | None = None, private: Sequence[Path] = ()) -> None:
         self.root = Path(root).expanduser()
         self.bot_repository = Path(bot_repository).expanduser() if bot_repository is not None else None
+        self.private = tuple(Path(folder).expanduser().resolve() for folder in private)
         self._scanned: tuple[int, list[Workspace]] | None = None  # (root's mtime_ns, its projects) from the last scan
 
     def all(self) -> list[Workspace]:
@@ -124,6 +129,27 @@ class Workspaces:
             return True
         ours = repository_of(bot)
         return ours is not None and repository_of(path) == ours
+
+    def overlaps_private(self, path: Path) -> bool:
+        """Whether the folder `path` (resolved) is one of the bot's private folders, or lies in one outside the
+        workspaces folder (a link to its attachments). One inside the workspaces folder is a workspace even where that
+        folder lies in the data folder (DATABASE_PATH=/srv/bot/agentlab.db, WORKSPACE_PATH=/srv/bot/workspaces); one
+        that holds a private folder (the bot's checkout, its `data/` inside) keeps it: the file tools hide it there."""
+        root = self.root.resolve()
+        return any(
+            path == folder or (path.is_relative_to(folder) and not path.is_relative_to(root)) for folder in self.private
+        )
+
+    def clashes_with(self, name: str) -> str | None:
+        """The workspace a new folder `name` would be taken for, or made ambiguous with, by the tolerant matching of
+        `resolve` (`group_therapy` beside `group-therapy`; `the-bot` or `your-code` for `self`); None when none."""
+        full, reduced = _full_key(name), _reduced_key(name)
+        for workspace in self.all():
+            if full == _full_key(workspace.name) or reduced == _reduced_key(workspace.name):
+                return workspace.name
+        if self.bot_repository is not None and (full in _SELF_KEYS or reduced in _SELF_KEYS):
+            return SELF_NAME
+        return None
 
     def is_self(self, name: str) -> bool:
         """Whether `name` means the bot's own code (a workspace gone since: only when it is named `self`)."""
@@ -160,14 +186,16 @@ class Workspaces:
         for entry in entries:
             if entry.name.startswith("."):
                 continue
-            if self.bot_repository is not None and entry.name == SELF_NAME:
-                continue
+            if self.bot_repository is not None and _full_key(entry.name) == SELF_NAME:
+                continue  # `Self`, `SELF`, `s-elf`: spellings that name the bot's repository
             try:
                 if not entry.is_dir():  # follows symlinks: a linked project folder counts
                     continue
             except OSError:
                 continue
             path = Path(entry.path).resolve()
+            if self.overlaps_private(path):
+                continue  # the bot's data or task worktrees, or a link into them: no one's workspace
             found.append(Workspace(entry.name, path, is_self=self.reaches_bot(path)))
         return found
 
@@ -177,6 +205,17 @@ class Workspaces:
         and a folder's `.git` removed since (a change inside the folder) makes git there work on the bot's
         repository."""
         found = self._match(name)
+        if found.is_self or not self.reaches_bot(found.path):
+            return found
+        return replace(found, is_self=True)
+
+    def stored(self, name: str) -> Workspace:
+        """The workspace of a name the bot stored (a conversation's binding, a task's workspace): exactly the folder of
+        that name, or `self` only when the name is `self`. Never `resolve`'s tolerant matching: with the folder
+        deleted, `notes` would become `notes-archive` and `bot` the bot's own code. Gone: WorkspaceNotFound."""
+        found = next((w for w in self.all() if w.name == name), None)
+        if found is None:
+            raise WorkspaceNotFound(f"the workspace {name} is gone (its folder was removed or renamed)")
         if found.is_self or not self.reaches_bot(found.path):
             return found
         return replace(found, is_self=True)
@@ -314,13 +353,16 @@ def repository_of(path: Path) -> Path | None:
         return None
     dot_git = top / ".git"
     try:
-        if not dot_git.is_file():
-            return dot_git.resolve()
-        with dot_git.open(errors="replace") as file:  # git's own `.git` file is one short line
-            head = file.read(4096).strip()
-        if not head.startswith("gitdir:"):
-            return dot_git
-        git_dir = (top / head.removeprefix("gitdir:").strip()).resolve()
+        if dot_git.is_file():
+            with dot_git.open(errors="replace") as file:  # git's own `.git` file is one short line
+                head = file.read(4096).strip()
+            if not head.startswith("gitdir:"):
+                return dot_git
+            git_dir = (top / head.removeprefix("gitdir:").strip()).resolve()
+        else:
+            git_dir = dot_git.resolve()
+        # a `.git` folder (or a link to one, such as a linked worktree's own folder) may hold a `commondir` too: git
+        # then works on the repository it names
         common = git_dir / "commondir"
         if common.is_file():
             with common.open(errors="replace") as file:
