@@ -262,7 +262,7 @@ async def test_an_answer_after_a_restart_that_cannot_resume_its_task_is_kept_for
             assert "(MAX_WAITING_TASKS)" in told.text, told.text
             assert (await bot.runtime.store.get_task(1)).status is TaskStatus.INTERRUPTED
         finally:
-            held.hold.set()  # type: ignore[union-attr]
+            held.release()
         await ended(bot, 2)
         assert await bot.runtime.crew.branches.resume(owner, 1) == "Task #1 resumed on its branch."
         await ended(bot, 1)

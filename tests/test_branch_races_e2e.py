@@ -148,7 +148,7 @@ async def test_resume_pressed_twice_at_once_runs_the_task_once(bot: BotHarness) 
             await until(model.working)
         await real_check()
 
-    access.check_budget = slow_second_check  # type: ignore[method-assign]
+    access.check_budget = slow_second_check  # type: ignore[method-assign]  # a slow database, for the second press
     try:
         answers = await asyncio.gather(
             bot.runtime.crew.branches.resume(OWNER, task.stored_id),
@@ -156,8 +156,8 @@ async def test_resume_pressed_twice_at_once_runs_the_task_once(bot: BotHarness) 
         )
         await asyncio.sleep(1)  # a second claim, had the task gone back to pending, would start its run now
     finally:
-        model.hold.set()  # type: ignore[union-attr]
-        access.check_budget = real_check  # type: ignore[method-assign]
+        model.release()
+        access.check_budget = real_check  # type: ignore[method-assign]  # the real check again
     await ended(bot, task.stored_id)
     assert sorted(answers) == [
         f"Task #{task.id} is in_progress; only an interrupted task can be resumed.",
@@ -193,7 +193,7 @@ async def test_a_follow_up_is_refused_while_an_interrupted_follow_up_waits_on_th
         follow = await bot.runtime.crew.starts.continue_task(OWNER, first.stored_id, "also handle floats")
         await until(model.working)
     finally:
-        model.hold.set()  # type: ignore[union-attr]
+        model.release()
     await ended(bot, follow.stored_id)
     await bot.runtime.store.update_task(follow.stored_id, status=TaskStatus.INTERRUPTED)
     with pytest.raises(ToolError, match=rf"task #{follow.id} \(interrupted\) is still on task #1's branch"):
@@ -216,7 +216,7 @@ async def test_resume_is_refused_while_a_follow_up_works_on_its_branch(bot: BotH
             pytest.fail(f"task #1 resumed beside follow-up #{follow.id}: {said}")
         assert (await bot.runtime.store.get_task(first.stored_id)).status is TaskStatus.INTERRUPTED
     finally:
-        model.hold.set()  # type: ignore[union-attr]
+        model.release()
     await ended(bot, follow.stored_id)
 
 
@@ -273,5 +273,5 @@ async def test_resume_counts_toward_max_waiting_tasks(bot: BotHarness) -> None:
             pytest.fail(f"resumed past MAX_WAITING_TASKS=1: {said}")
         assert (await bot.runtime.store.get_task(task.stored_id)).status is TaskStatus.INTERRUPTED
     finally:
-        model.hold.set()  # type: ignore[union-attr]
+        model.release()
     await ended(bot, 1)

@@ -27,6 +27,11 @@ class HeldModel:
             self.hold.wait(30)
         return claude_says.text("Done.")
 
+    def release(self) -> None:
+        """Let every held turn (and every later one) answer."""
+        if self.hold is not None:
+            self.hold.set()
+
     def runs(self, role: str = "code") -> int:
         return sum(len(body["messages"]) == 1 for body in self.requests.get(role, []))
 
