@@ -172,6 +172,13 @@ class PathSettings(SettingsGroup):
         no agent's file tool reads them there."""
         return (self.data_dir, self.worktrees_dir)
 
+    def private_dirs_hidden_from(self, root: Path) -> tuple[Path, ...]:
+        """The private folders a task working in `root` is kept out of (its tools and its sandbox): both, but the
+        worktrees folder when `root` is a task's own worktree in it (hiding that folder would hide the root; the other
+        tasks' worktrees beside it are out of its reach anyway)."""
+        data, worktrees = self.private_dirs
+        return (data,) if Path(root).resolve().is_relative_to(worktrees) else (data, worktrees)
+
     @property
     def voice_data_dir(self) -> Path:
         """The data folder's `voice/`: converted models (faster-whisper) and the timing of the last notes."""

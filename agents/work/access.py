@@ -76,6 +76,7 @@ class Access:
         self.settings, self.store, self.workspaces, self.notifier = settings, store, workspaces, notifier
         self.secrets = secrets  # a request handed to the owners warns when it holds what this filter would mask
         self._asked: dict[tuple[int | None, str], float] = {}  # (member, request) → when the owners were last asked
+        self._question_waits = unless_a_question_waits(store)
 
     def is_owner(self, caller: Caller) -> bool:
         return self.settings.users.is_owner(caller.user_id)
@@ -202,7 +203,7 @@ class Access:
         something else than the `item` (own_words.py): a worker's question waits in the conversation (the words may
         answer it), or several proposals are pending that the caller decides (counted as a decision with no number
         counts them: a member's own, when they have some). None when it may not."""
-        if waiting := await unless_a_question_waits(self.store)(caller, item):
+        if waiting := await self._question_waits(caller, item):
             return waiting
         if item is not None and item[0] == PROPOSAL:
             pending = await self.store.pending_proposals(caller.chat_id)

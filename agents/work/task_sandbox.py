@@ -127,8 +127,6 @@ class TaskSandboxes:
             git_masks=self.git_masks,
         )
         egress = egress_for(s.network.sandbox_network_domains, s.network.sandbox_network_private, repository)
-        data, worktrees = s.paths.private_dirs
-        own = Path(root).resolve().is_relative_to(worktrees)  # covering the folder would cover the task's worktree
-        spec = dataclasses.replace(spec, egress=egress, hidden=(data,) if own else (data, worktrees))
+        spec = dataclasses.replace(spec, egress=egress, hidden=s.paths.private_dirs_hidden_from(root))
         bounds = self.bounds.get(task.stored_id) if task is not None else None
         return dataclasses.replace(spec, task=bounds) if bounds is not None else spec

@@ -157,10 +157,6 @@ class WorkerMaker:
         asks = (
             task.worker is not WorkerKind.RESEARCH and s.engine.task_engine == "local"
         )  # a runner's chat cannot answer
-        data, worktrees = s.paths.private_dirs
-        # a code task's root is its own worktree, in the worktrees folder: hiding that folder would refuse the root
-        # (the file tools refuse a root in a hidden folder); the other tasks' worktrees are beside it, out of reach
-        own = task.worker is not WorkerKind.RESEARCH and root.resolve().is_relative_to(worktrees)
         tools = worker_tools(
             task.worker,
             root,
@@ -173,7 +169,7 @@ class WorkerMaker:
             ask_network=callbacks.ask_network,
             ask_user=callbacks.ask_user if asks else None,
             running=bounds.commands if bounds is not None else None,  # stopped with the task's other processes
-            hidden=(data,) if own else (data, worktrees),  # a research task's root is the live checkout: maybe `self`
+            hidden=s.paths.private_dirs_hidden_from(root),  # a research task's root is the live checkout: maybe `self`
         )
         if folder_rules is not None:  # a folder with its own AGENTS.md gets one line in the result that first meets it
             tools = [with_folder_rules(t, folder_rules) if t.name in FOLDER_TOOLS else t for t in tools]
