@@ -103,14 +103,17 @@ async def test_a_cancel_during_a_model_call_asks_the_model_nothing_more(
 ) -> None:
     """The worker's first model call is held in the fake: the cancel stops the task; the reply that comes after it is
     never acted on, and no further call is made."""
-    asked, answer = threading.Event(), threading.Event()
+    asked, answer, answered = threading.Event(), threading.Event(), threading.Event()
 
     def claude(body: dict) -> Any:
         if role_of(body) != "code":
             return model(body)
         asked.set()
         answer.wait(60)  # the worker's call is in flight while the user cancels
-        return model(body)
+        try:
+            return model(body)
+        finally:
+            answered.set()
 
     fake_anthropic.handler = claude
     model.add("orchestrator", start_task("calc", "Fix add() in calc.py."), claude_says.text("Started."))
@@ -122,6 +125,8 @@ async def test_a_cancel_during_a_model_call_asks_the_model_nothing_more(
     tbot.tg.send_command(USER_ID, "/cancel 1")
     await tbot.tg.await_for(lambda: message_with(tbot, "Task #1 cancelled"), timeout=30)
     answer.set()
+    # the held call is recorded by the fake's thread once it answers: the report may come back before that
+    await tbot.tg.await_for(answered.is_set, timeout=30)
     report = await report_of(tbot, run)
     assert report.status == "cancelled", report
     assert len(model.requests["code"]) == 1, "no model call after the cancel"
