@@ -17,7 +17,7 @@ import pytest
 from agents.core.models import TaskStatus
 from tests.conftest import USER_ID, BotHarness, git, make_repo
 from tests.fakes import anthropic_server as claude_says
-from tests.scripted import RoleScript, last_user_text
+from tests.scripted import RoleScript, last_user_text, spare
 from tests.support.tasks import breaks_then_fixes, corrections, edit, final_summary, start_task, write_file
 
 
@@ -158,6 +158,42 @@ async def test_flaky_test_is_reported_flaky_not_broken(
     assert corrections(model) == []
     assert "1 flaky" in summary.text and "0 broken" in summary.text
     assert "test_net.py::test_network_sometimes" in summary.text
+
+
+# mul() is wrong whenever the suite's other test module was loaded beside it (the whole run the bot judges by), right
+# when its test runs alone (the re-run of a newly failing id): broken deterministically, never flaky
+SUITE_ONLY_BREAKAGE = (
+    "import sys\n\n\ndef add(a, b):\n    return a + b\n\n\n"
+    'def mul(a, b):\n    """Multiply."""\n    return a * b + (1 if "test_calc" in sys.modules else 0)\n'
+)
+
+
+@pytest.mark.settings(max_corrections=1)
+async def test_a_test_the_change_breaks_only_beside_the_others_is_broken_not_flaky(
+    bot: BotHarness, model: RoleScript, workspace_root: Path
+) -> None:
+    """test_mul passes at the base; the task's mul() fails it in every whole run and passes it when its id runs
+    alone. Called flaky on the re-run of its id alone, it made the task ✔; a whole re-run fails it again: broken."""
+    make_repo(
+        workspace_root / "calc3",
+        {
+            "calc.py": "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return a * b\n",
+            "test_calc.py": "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n",
+            "test_mul.py": "from calc import mul\n\n\ndef test_mul():\n    assert mul(2, 3) == 6\n",
+        },
+    )
+    model.add("orchestrator", start_task("calc3", "Add a docstring to mul()."), claude_says.text("started"))
+    model.add(
+        "code",
+        write_file("calc.py", SUITE_ONLY_BREAKAGE),
+        claude_says.text("Added the docstring."),
+        spare(claude_says.text("Still done."), why="the correction's answer: the bot may stop before asking it"),
+    )
+    bot.say("add a docstring to mul in calc3")
+    task, summary = await final_summary(bot, 1, timeout=90)
+    assert task.status is TaskStatus.BLOCKED, summary.text
+    assert summary.text.startswith("✗"), summary.text
+    assert "1 broken" in summary.text and "test_mul.py::test_mul" in summary.text and "flaky" not in summary.text
 
 
 async def test_slow_suite_timing_out_at_the_base_too_is_unverified_not_blocked(

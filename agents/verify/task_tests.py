@@ -484,7 +484,12 @@ class TaskTests:
         only, node --test, jest, vitest and ava their files; anything else re-runs whole) and script steps
         (`step_key`, with the whole script). Also which of them were test files that crashed (failed as a whole, no
         test of theirs reported) and whose tests all ran and none failed on the re-run: crashed once, not broken
-        (each with what its tests showed on the re-run)."""
+        (each with what its tests showed on the re-run).
+
+        A test that passes when its id or file runs alone was not re-run as it failed: beside the rest of the suite.
+        A change can break a test only there (code that behaves otherwise once another test module is loaded, a
+        test-order dependency), deterministically; such a test is called flaky only when a whole re-run, the same
+        make-up as the run that failed, passes it too. That costs a second run only when the first says "flaky"."""
         before = base.cases if base is not None else {}
         suspects = [name for name, state in after.cases.items() if state == "failed" and before.get(name) != "failed"]
         at_base = {step.command: step for step in base.steps} if base is not None else {}
@@ -505,6 +510,10 @@ class TaskTests:
         passed_steps = {s.command for s in rerun.steps if s.passed}
         crashed = {s: _cases_of(s, rerun) for s in suspects if _crashed_file(s, room) and _file_passed(s, rerun)}
         flaky = {s for s in suspects if rerun.cases.get(s) == "passed"} | set(crashed)
+        if by_ids and flaky:
+            whole = await run_tests(room, self.timeout, environment=self.environment, **self.run_options)
+            crashed = {s: cases for s, cases in crashed.items() if _file_passed(s, whole)}
+            flaky = {s for s in flaky if whole.cases.get(s) == "passed"} | set(crashed)
         return flaky | {step_key(c) for c in steps if c in passed_steps}, crashed
 
     async def touched_checks(
