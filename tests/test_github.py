@@ -64,6 +64,21 @@ async def test_a_workspace_is_on_github_by_its_origin_or_its_config(tmp_path: Pa
 
 
 @pytest.mark.parametrize(
+    "origin", ["https://github.com/octo/calc", "https://github.com/octo/calc.git", "git@github.com:octo/calc.git"]
+)
+async def test_a_github_com_origin_names_the_repository_whatever_github_api_url_is(tmp_path: Path, origin: str) -> None:
+    """A github.com origin is a GitHub URL with GITHUB_API_URL naming a test server or GitHub Enterprise too; the
+    branch is pushed to that server (the one the token is for), and its own host is recognised beside github.com."""
+    repo = make_repo(tmp_path / "r", {"x.py": "1\n"})
+    git(repo, "remote", "add", "origin", origin)
+    found = await github_repository(repo, "http://127.0.0.1:9")
+    assert found is not None and found.full_name == "octo/calc", origin
+    assert found.push_url == "http://127.0.0.1:9/octo/calc.git" and found.on_github
+    assert name_from_url("https://ghe.example.com/octo/calc.git", "https://ghe.example.com") == "octo/calc"
+    assert name_from_url("https://ghe.example.com/octo/calc.git") is None, "another host is GitHub only when named"
+
+
+@pytest.mark.parametrize(
     "origin",
     [
         "http://github.com/octo/calc.git",  # a careless user's remote: the token would travel in clear text

@@ -15,6 +15,7 @@ from agents.core.settings import Settings
 from agents.work.schedule_timing import (
     cadence,
     cron_trigger,
+    crontab_expressions,
     crontab_weekdays,
     first_run,
     parse_when,
@@ -170,3 +171,19 @@ def test_a_cron_only_apscheduler_reads_is_refused_in_one_sentence(expression: st
 @pytest.mark.parametrize("expression", ["0 9 1,15 jan-jun mon-fri", "*/5 * * * *", "0 9 * * 1/2", "5/15 9-17 * * 7"])
 def test_plain_crontab_with_names_steps_and_lists_is_accepted(expression: str) -> None:
     assert parse_when(expression, None, None, UTC, datetime(2026, 3, 2, tzinfo=UTC)).cron == expression
+
+
+def test_a_cron_with_both_day_fields_runs_on_either_day_as_crontab_does() -> None:
+    """`0 9 15 * 1`: the 15th of each month and every Monday (crontab's rule when both day fields are restricted),
+    not only a Monday the 15th (APScheduler's and Temporal's reading of the one expression)."""
+    monday = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)  # a Monday, after 09:00
+    trigger = cron_trigger("0 9 15 * 1", ZoneInfo("UTC"))
+    assert trigger.get_next_fire_time(None, monday) == datetime(2026, 3, 9, 9, 0, tzinfo=UTC)  # the next Monday
+    friday = datetime(2026, 3, 13, 10, 0, tzinfo=UTC)
+    assert trigger.get_next_fire_time(None, friday) == datetime(2026, 3, 15, 9, 0, tzinfo=UTC)  # the 15th, a Sunday
+    assert crontab_expressions("0 9 15 * 1") == ["0 9 15 * *", "0 9 * * mon"]
+    assert crontab_expressions("0 9 */2 * 1") == ["0 9 */2 * mon"], "a day field starting with * is unrestricted"
+    assert crontab_expressions("0 9 15 * *") == ["0 9 15 * *"]
+    when = parse_when("30 8 1 * 5", None, None, ZoneInfo("UTC"), NOW)
+    assert when.cron == "30 8 1 * 5"
+    assert first_run(schedule(cron=when.cron), ZoneInfo("UTC"), NOW) == datetime(2026, 11, 27, 8, 30, tzinfo=UTC)

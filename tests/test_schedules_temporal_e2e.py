@@ -231,7 +231,9 @@ async def test_a_schedule_left_by_an_earlier_database_is_replaced_not_trusted(
         await closed(new)
 
 
-@pytest.mark.parametrize("expression", ["0 9 * * 1/2", "0 9 * * 3/4", "0 9 * * 1-5", "0 9 * * 7", "30 8 1 * 1"])
+@pytest.mark.parametrize(
+    "expression", ["0 9 * * 1/2", "0 9 * * 3/4", "0 9 * * 1-5", "0 9 * * 7", "30 8 1 * 1", "0 9 15 * 1-5"]
+)
 async def test_a_cron_runs_on_the_same_days_on_the_cluster_as_the_bot_says(
     expression, fake_telegram, fake_anthropic, tmp_path, temporal
 ) -> None:

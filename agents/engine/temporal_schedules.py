@@ -48,7 +48,7 @@ from agents.engine import cluster
 from agents.engine.schedule_workflow import FIRE_SCHEDULE, ScheduledRun
 from agents.work.orphans import instance_token
 from agents.work.schedule_book import Fire
-from agents.work.schedule_timing import crontab_weekdays
+from agents.work.schedule_timing import crontab_expressions
 
 log = logging.getLogger(__name__)
 RECONNECT_SECONDS = 15.0
@@ -68,9 +68,9 @@ def spec_of(schedule: ScheduleRecord, zone: tzinfo) -> tuple[ScheduleSpec, Sched
     """The Temporal spec (and state) of a stored schedule: cron in TIMEZONE (crontab weekdays: 0 = Sunday, as
     Temporal reads them), one calendar time with one action left, or an interval counted from its making."""
     if schedule.cron:
-        fields = schedule.cron.split()  # the weekdays as names, as the bot reads them (`1/2`: Mon, Wed, Fri)
-        fields[4] = crontab_weekdays(fields[4])
-        return ScheduleSpec(cron_expressions=[" ".join(fields)], time_zone_name=zone_name(zone)), ScheduleState()
+        # the weekdays as names, as the bot reads them (`1/2`: Mon, Wed, Fri); both day fields set: either day
+        expressions = crontab_expressions(schedule.cron)
+        return ScheduleSpec(cron_expressions=expressions, time_zone_name=zone_name(zone)), ScheduleState()
     if schedule.at is not None:
         at = schedule.at.astimezone(UTC)
         calendar = ScheduleCalendarSpec(

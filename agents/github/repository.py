@@ -1,15 +1,17 @@
 """Which GitHub repository a workspace is on, and where the bot pushes its task branches to.
 
 A workspace's GitHub repository is its `origin` remote when that is a GitHub URL (`https://github.com/OWNER/NAME`,
-`git@github.com:OWNER/NAME`, with or without `.git`), or else the `[github] repository = "OWNER/NAME"` of its
-`.agentlab.toml` (read from the checked-out commit; the workspace's file only when it is untracked). The host is
-matched without regard to case, as DNS does.
+`git@github.com:OWNER/NAME`, with or without `.git`; with GITHUB_API_URL naming GitHub Enterprise or a test server,
+that server's host too), or else the `[github] repository = "OWNER/NAME"` of its `.agentlab.toml` (read from the
+checked-out commit; the workspace's file only when it is untracked). The host is matched without regard to case, as
+DNS does.
 
 The bot pushes to GitHub over HTTPS with its own token (a header in its own git call): a GitHub `origin` in any form
-(SSH, `http://`, a URL with a user name in it) is pushed to through the HTTPS URL of the same repository, so the
-token never travels in clear text. An `origin` that is not on GitHub (a local bare repository, a company mirror) is
-pushed to as it is, without the token: a GitHub token is for GitHub, never for whichever host a repository's remote
-names (the push then uses what that machine's git has for that host, or fails with git's reason).
+(SSH, `http://`, a URL with a user name in it) is pushed to through the HTTPS URL of the same repository on the GitHub
+that GITHUB_API_URL names (the server the token is for), so the token never travels in clear text. An `origin` that is
+not on GitHub (a local bare repository, a company mirror) is pushed to as it is, without the token: a GitHub token is
+for GitHub, never for whichever host a repository's remote names (the push then uses what that machine's git has for
+that host, or fails with git's reason).
 """
 
 from __future__ import annotations
@@ -45,12 +47,13 @@ class GitHubRepository:
 
 
 def name_from_url(url: str, web_url: str = "https://github.com") -> str | None:
-    """`OWNER/NAME` of a GitHub remote URL (HTTPS, `git@host:`, `ssh://git@host/`), None for any other URL."""
-    host = urlsplit(web_url).hostname or "github.com"
+    """`OWNER/NAME` of a GitHub remote URL (HTTPS, `git@host:`, `ssh://git@host/`) on github.com or on the host of
+    `web_url` (GitHub Enterprise, a test server), None for any other URL."""
+    hosts = "|".join(re.escape(h) for h in dict.fromkeys(("github.com", urlsplit(web_url).hostname or "github.com")))
     url = url.strip()
     patterns = (
-        rf"https?://(?:[^@/]+@)?(?i:{re.escape(host)})(?::\d+)?/(?P<repo>[^/]+/[^/]+?)(?:\.git)?/?",
-        rf"(?:ssh://)?git@(?i:{re.escape(host)})[:/](?P<repo>[^/]+/[^/]+?)(?:\.git)?/?",
+        rf"https?://(?:[^@/]+@)?(?i:{hosts})(?::\d+)?/(?P<repo>[^/]+/[^/]+?)(?:\.git)?/?",
+        rf"(?:ssh://)?git@(?i:{hosts})[:/](?P<repo>[^/]+/[^/]+?)(?:\.git)?/?",
     )
     for pattern in patterns:
         match = re.fullmatch(pattern, url)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
 
 from apscheduler.triggers.base import BaseTrigger
+from apscheduler.triggers.combining import OrTrigger
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.date import DateTrigger
 from apscheduler.triggers.interval import IntervalTrigger
@@ -112,14 +113,27 @@ def crontab_only(expression: str) -> None:
             raise ValueError(f"its {name} field {field!r} is not crontab's (numbers, *, ranges, steps, lists)")
 
 
-def cron_trigger(expression: str, zone: tzinfo) -> CronTrigger:
+def crontab_expressions(expression: str) -> list[str]:
+    """A 5-field crontab expression as expressions whose days match as every field does (all at once), the weekdays
+    as names (`crontab_weekdays`): one, or two when both day fields are restricted (neither starts with `*`), where
+    crontab runs on either day (`0 9 15 * 1`: the 15th, and every Monday) while APScheduler and Temporal would want
+    both at once (only a Monday the 15th). A schedule is when either of them fires."""
     fields = expression.split()
     if len(fields) != 5:
         raise ValueError(f"it has {len(fields)} field{'s' if len(fields) != 1 else ''}")
     fields[4] = crontab_weekdays(fields[4])
-    trigger = CronTrigger if fields[1].startswith("*") else OncePerWallTime  # a wildcard hour: every hour counts
-    made: CronTrigger = trigger.from_crontab(" ".join(fields), timezone=zone)
-    return made
+    if fields[2].startswith("*") or fields[4].startswith("*"):
+        return [" ".join(fields)]
+    return [" ".join([*fields[:4], "*"]), " ".join([*fields[:2], "*", *fields[3:]])]
+
+
+def cron_trigger(expression: str, zone: tzinfo) -> BaseTrigger:
+    """The APScheduler trigger of a crontab expression: its one trigger, or the earlier of its two (see above)."""
+    triggers = []
+    for each in crontab_expressions(expression):
+        trigger = CronTrigger if each.split()[1].startswith("*") else OncePerWallTime  # a wildcard hour: every hour
+        triggers.append(trigger.from_crontab(each, timezone=zone))
+    return triggers[0] if len(triggers) == 1 else OrTrigger(triggers)
 
 
 def parse_when(
@@ -169,9 +183,12 @@ def parse_when(
     return When(every_minutes=int(minutes))
 
 
-def fire_within(trigger: CronTrigger, now: datetime, horizon: timedelta) -> datetime | None:
+def fire_within(trigger: BaseTrigger, now: datetime, horizon: timedelta) -> datetime | None:
     """The trigger's next time after `now` if it comes within `horizon`; the search looks no further (a copy of the
-    trigger that ends there: APScheduler stops at its end date)."""
+    trigger that ends there: APScheduler stops at its end date). Either of two triggers: the earlier."""
+    if isinstance(trigger, OrTrigger):
+        found_each = [fire_within(each, now, horizon) for each in trigger.triggers]
+        return min((found for found in found_each if found is not None), default=None)
     bounded = copy.copy(trigger)
     bounded.end_date = now.astimezone(trigger.timezone) + horizon
     found: datetime | None = bounded.get_next_fire_time(None, now)
