@@ -129,6 +129,14 @@ def test_a_webhook_event_needs_a_good_sha256_signature() -> None:
     for bad in ({**headers, "X-Hub-Signature-256": sign("other", body)}, headers):
         with pytest.raises(gidgethub.ValidationFailure):
             verified_event(bad, body, "s3cret")
+    forged = sign("other", body)
+    for lacking in ({"X-Hub-Signature-256": forged}, {"Content-Type": "text/plain", "X-Hub-Signature-256": forged}):
+        with pytest.raises(gidgethub.ValidationFailure):  # a forged request is a 401 whatever else it lacks
+            verified_event(lacking, body, "s3cret")
+    with pytest.raises(gidgethub.BadRequest):  # signed, but no GitHub event: a 400
+        verified_event(
+            {"Content-Type": "application/json", "X-Hub-Signature-256": sign("s3cret", body)}, body, "s3cret"
+        )
     import hmac
 
     sha1 = "sha1=" + hmac.new(b"s3cret", body, hashlib.sha1).hexdigest()

@@ -54,10 +54,14 @@ def event_key(event: str, data: dict[str, Any], body: bytes) -> str:
 
 def verified_event(headers: dict[str, str], body: bytes, secret: str) -> WebhookEvent:
     """The webhook event, if its X-Hub-Signature-256 is good; raises gidgethub.ValidationFailure otherwise (and
-    gidgethub.BadRequest for a body that is not JSON). The older SHA-1 header alone is not accepted."""
+    gidgethub.BadRequest for a signed body that is not a JSON GitHub event). The older SHA-1 header alone is not
+    accepted. The signature is checked before anything else of the request: whatever else it lacks, an unsigned or
+    forged request is a 401."""
     lowered = {k.lower(): v for k, v in headers.items() if k.lower() != "x-hub-signature"}
-    if not lowered.get("x-hub-signature-256", "").startswith("sha256="):  # gidgethub would take a `sha1=` MAC in it
+    signature = lowered.get("x-hub-signature-256", "")
+    if not signature.startswith("sha256="):  # gidgethub would take a `sha1=` MAC in it
         raise gidgethub.ValidationFailure("no SHA-256 signature in X-Hub-Signature-256")
+    gidgethub.sansio.validate_event(body, signature=signature, secret=secret)
     if not lowered.get("x-github-delivery") or not lowered.get("x-github-event"):
         raise gidgethub.BadRequest(HTTPStatus.BAD_REQUEST, "not a GitHub webhook event")
     event = gidgethub.sansio.Event.from_http(lowered, body, secret=secret)
