@@ -14,6 +14,7 @@ from agents.inputs.attachments import API_IMAGE_MAX_EDGE, AttachmentRefused, Att
 from telegram_bot.conversation import conversation_of
 from telegram_bot.downloads import MAX_DOWNLOAD_BYTES, TooLargeToDownload, download
 from telegram_bot.handlers import STOPPING, chat_lock, converse, message_arrived, on_record
+from telegram_bot.replies import notice
 from telegram_bot.state import AlbumKey, Context
 from telegram_bot.updates import message_of, runtime
 
@@ -83,7 +84,7 @@ async def on_attachment(update: Update, context: Context) -> None:
             await asyncio.sleep(ALBUM_WAIT)
             album = context.bot_data.albums.pop(key)
         if context.bot_data.stopping:
-            await message.reply_text(STOPPING)
+            await notice(message, STOPPING)
             return
         caption = next((m.caption.strip() for m in album if m.caption and m.caption.strip()), "")
         attachments: list[Attachment] = []
@@ -100,9 +101,7 @@ async def on_attachment(update: Update, context: Context) -> None:
             except AttachmentRefused as err:
                 problems.append(str(err))
                 going_on = caption or len(problems) < len(album)
-                await item.reply_text(
-                    str(err) + (" — I'm answering your message without it." if going_on else "."), do_quote=True
-                )
+                await notice(item, str(err) + (" — I'm answering your message without it." if going_on else "."))
         if not attachments and not caption:
             return
         text = caption or NO_CAPTION

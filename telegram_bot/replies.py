@@ -24,7 +24,7 @@ from telegram import (
     WebAppInfo,
 )
 from telegram.constants import ParseMode
-from telegram.error import BadRequest, ChatMigrated, Forbidden, NetworkError, RetryAfter, TimedOut
+from telegram.error import BadRequest, ChatMigrated, Forbidden, NetworkError, RetryAfter, TelegramError, TimedOut
 
 from agents.core.actions import Button, Buttons
 from agents.core.errors import ChatUnreachable, MessageGone, SendTimedOut, SendUnavailable
@@ -50,6 +50,34 @@ DOCUMENT_THRESHOLD = 3 * TELEGRAM_LIMIT  # longer answers go as a .md document w
 def reply_parameters(reply_to: int | None) -> ReplyParameters | None:
     """Reply to a message, but still send if the user deleted it meanwhile."""
     return ReplyParameters(message_id=reply_to, allow_sending_without_reply=True) if reply_to else None
+
+
+NOTICE_RETRY_SECONDS = 1.0  # a notice Telegram failed to take (a 5xx, a timeout) is tried once more after this
+NOTICE_MAX_WAIT_SECONDS = 5.0  # a flood wait longer than this is not waited out for a notice: the turn goes on
+
+
+async def notice(message: Message, text: str, *, parse_mode: str | None = None) -> bool:
+    """A short notice in reply to the user's message (an echo of a voice note, "loading the speech model", why a file
+    was refused), sent even if the user deleted their message meanwhile; False when Telegram did not take it.
+
+    A notice is never what the turn is for: a request goes on to the model whether or not its notice got through, so
+    a Telegram error here is logged, tried once more when it may pass (a 5xx, a timeout), and never raised."""
+    for attempt in range(2):
+        try:
+            await message.reply_text(
+                text, parse_mode=parse_mode, reply_parameters=reply_parameters(message.message_id), do_quote=False
+            )
+            return True
+        except TelegramError as err:
+            wait = seconds(err.retry_after) if isinstance(err, RetryAfter) else NOTICE_RETRY_SECONDS
+            may_pass = isinstance(err, RetryAfter | TimedOut) or (
+                isinstance(err, NetworkError) and not isinstance(err, BadRequest)
+            )
+            if attempt or not may_pass or wait > NOTICE_MAX_WAIT_SECONDS:
+                log.warning("chat %s: a notice was not sent: %s", message.chat_id, err)
+                return False
+            await asyncio.sleep(wait)
+    return False
 
 
 def inline_button(b: Button, chat_id: int, app_link: str | None) -> InlineKeyboardButton | None:

@@ -9,6 +9,7 @@ import logging
 import warnings
 
 from telegram import Audio, Document, Update, Voice
+from telegram.constants import ParseMode
 from telegram.error import TelegramError
 from telegram.warnings import PTBDeprecationWarning
 
@@ -16,6 +17,7 @@ from agents.core.models import InputMethod
 from agents.inputs.audio import DURATION_GRACE_SECONDS, TOO_LONG_MESSAGE, format_duration
 from telegram_bot.downloads import MAX_DOWNLOAD_BYTES, TooLargeToDownload, download
 from telegram_bot.handlers import STOPPING, chat_lock, converse, message_arrived, on_record
+from telegram_bot.replies import notice
 from telegram_bot.state import Context
 from telegram_bot.updates import UnexpectedUpdate, message_of, runtime
 
@@ -47,7 +49,7 @@ async def on_voice(update: Update, context: Context) -> None:
                     await converse(update, context, f"{caption}\n\n{note}", InputMethod.TEXT, record=record)
                 return
             shown = text if len(text) <= ECHO_LIMIT else text[:ECHO_LIMIT].rstrip() + "…"
-            await message.reply_html(f"🎙 I heard: <i>{html.escape(shown)}</i>", do_quote=True)
+            await notice(message, f"🎙 I heard: <i>{html.escape(shown)}</i>", parse_mode=ParseMode.HTML)
             if caption:
                 text = f"{caption}\n\n[The recording sent with it says:]\n{text}"
             await converse(update, context, text, InputMethod.VOICE, record=record)
@@ -60,23 +62,24 @@ async def _transcribe(update: Update, context: Context, media: Voice | Audio | D
     """The note's text; None when it has none (the user has been told why)."""
     message = message_of(update)
     if context.bot_data.stopping:
-        await message.reply_text(STOPPING)
+        await notice(message, STOPPING)
         return None
     if media.file_size and media.file_size > MAX_DOWNLOAD_BYTES:
-        await message.reply_text(
+        await notice(
+            message,
             f"That file is {media.file_size / 1e6:.0f} MB; Telegram lets bots download at most "
-            "20 MB. Send a shorter note."
+            "20 MB. Send a shorter note.",
         )
         return None
     most = runtime(context).settings.voice.voice_max_seconds
     stated = _stated_seconds(media)
     if stated and stated > most + DURATION_GRACE_SECONDS:  # refused before it is downloaded and decoded
-        await message.reply_text(TOO_LONG_MESSAGE.format(length=format_duration(stated), limit=format_duration(most)))
+        await notice(message, TOO_LONG_MESSAGE.format(length=format_duration(stated), limit=format_duration(most)))
         return None
     transcriber = runtime(context).transcriber
     if transcriber is None:
-        await message.reply_text(
-            "Voice notes are not available on this bot (speech model not installed); please type instead."
+        await notice(
+            message, "Voice notes are not available on this bot (speech model not installed); please type instead."
         )
         return None
     from agents.core.protocols import ModelState
@@ -85,27 +88,28 @@ async def _transcribe(update: Update, context: Context, media: Voice | Audio | D
     if transcriber.state is ModelState.not_loaded:
         transcriber.start_loading()
     if transcriber.state is ModelState.loading:
-        await message.reply_text("Loading the speech model… your note will be transcribed as soon as it's ready.")
+        await notice(message, "Loading the speech model… your note will be transcribed as soon as it's ready.")
     try:
         data = await download(media)
     except TooLargeToDownload as err:
-        await message.reply_text(
+        await notice(
+            message,
             f"That file is {err.size / 1e6:.0f} MB; I download at most {MAX_DOWNLOAD_BYTES / 1e6:.0f} MB. Send a "
-            "shorter note."
+            "shorter note.",
         )
         return None
     except TelegramError as err:
         log.warning("chat %s: could not download a voice note: %s", message.chat_id, err)
-        await message.reply_text("I couldn't download that note from Telegram; please send it again.")
+        await notice(message, "I couldn't download that note from Telegram; please send it again.")
         return None
     try:
         transcript = await transcriber.transcribe(data)
     except VoiceError as err:
-        await message.reply_text(err.user_message)
+        await notice(message, err.user_message)
         return None
     text = transcript.text.strip()
     if not text:
-        await message.reply_text("I couldn't make out any words in that note; could you say it again or type it?")
+        await notice(message, "I couldn't make out any words in that note; could you say it again or type it?")
         return None
     return text
 

@@ -248,3 +248,23 @@ async def test_start_task_refuses_an_attachment_of_another_chat(bot: BotHarness,
     result = model.requests["orchestrator"][1]["messages"][-1]["content"][0]
     assert result["is_error"] and "no attachment #7" in result["content"]
     assert await bot.runtime.store.list_tasks(USER_ID) == []
+
+
+async def test_a_5xx_on_a_refused_files_sentence_does_not_lose_its_caption(bot: BotHarness) -> None:
+    """A video with a caption: Telegram answers 502 once, to the sentence that refuses the video. The caption (the
+    user's request) must still be answered."""
+    bot.tg.fail_next("sendMessage", error_code=502, when=lambda p: str(p.get("text", "")).startswith("I can't watch"))
+    bot.claude.script(claude_says.text("Looking at calc."))
+    fields = bot.tg.file_fields(b"\x00\x00\x00\x18ftypmp42", "videos", "mp4", "video/mp4")
+    video = {**fields, "width": 640, "height": 480, "duration": 3, "mime_type": "video/mp4"}
+    bot.tg.send_content(USER_ID, {"video": video, "caption": "please fix the crash in calc"})
+    await bot.tg.await_for(
+        lambda: (
+            any(m.text == "Looking at calc." for m in bot.tg.messages(USER_ID))
+            or any("went wrong" in (m.text or "") for m in bot.tg.messages(USER_ID))
+            or None
+        ),
+        timeout=20,
+    )
+    said = [m.text for m in bot.tg.messages(USER_ID)]
+    assert "Looking at calc." in said, f"the caption was lost after a 502 on the refusal sentence: {said}"

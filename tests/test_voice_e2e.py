@@ -23,7 +23,7 @@ from agents.inputs.voice import (
     make_transcriber,
     speed_log_path,
 )
-from tests.conftest import USER_ID, make_settings, start_bot
+from tests.conftest import USER_ID, BotHarness, make_settings, start_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.fakes.whisper_checkpoint import FakeTranscriber, make_ogg_opus, speech, tone_mix
 from tests.scripted import RoleScript
@@ -504,3 +504,42 @@ async def test_a_recording_that_cannot_be_heard_keeps_its_caption_and_none_is_fe
         assert len(asked) == 2
     finally:
         await stop_application(bot.app)
+
+
+async def test_a_5xx_on_the_voice_echo_does_not_lose_the_voice_note(bot: BotHarness) -> None:
+    """Telegram answers 502 once, to the "🎙 I heard: …" echo: the transcript must still reach Claude and be answered
+    (the echo is a courtesy; losing the user's request over it is not)."""
+    bot.tg.fail_next("sendMessage", error_code=502, when=lambda p: str(p.get("text", "")).startswith("🎙"))
+    bot.claude.script(claude_says.text("Heard you."))
+    bot.tg.send_voice(USER_ID, b"OggS-fake-voice-note", duration=2)
+    await bot.tg.await_for(
+        lambda: (
+            any(m.text == "Heard you." for m in bot.tg.messages(USER_ID))
+            or any("went wrong" in (m.text or "") for m in bot.tg.messages(USER_ID))
+            or None
+        ),
+        timeout=20,
+    )
+    said = [m.text for m in bot.tg.messages(USER_ID)]
+    assert "Heard you." in said, f"the voice note never reached Claude after a 502 on its echo; the chat got: {said}"
+
+
+async def test_a_voice_note_deleted_by_its_sender_while_transcribed_is_still_answered(bot: BotHarness) -> None:
+    """The user sends a voice note and deletes it before the bot echoes it ("🎙 I heard: …" quotes it): Telegram
+    refuses a quote of a deleted message (400 "message to be replied not found"). What the note said must still
+    reach Claude and be answered, as a typed message deleted meanwhile is (its answer is sent without the reply)."""
+    bot.claude.script(claude_says.text("Heard you."))
+    sent = bot.tg.send_voice(USER_ID, b"OggS-fake-voice-note", duration=2)
+    bot.tg.delete_user_message(USER_ID, sent["message"]["message_id"])  # before the bot's echo quotes it
+    await bot.tg.await_for(
+        lambda: (
+            any(m.text == "Heard you." for m in bot.tg.messages(USER_ID))
+            or any("went wrong" in (m.text or "") for m in bot.tg.messages(USER_ID))
+            or None
+        ),
+        timeout=20,
+    )
+    said = [m.text for m in bot.tg.messages(USER_ID)]
+    assert "Heard you." in said, (
+        f"a voice note deleted by its sender was never answered; the chat got: {said}; refused: {bot.tg.refused}"
+    )

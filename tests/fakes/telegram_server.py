@@ -858,6 +858,12 @@ class FakeTelegram:
         with self._cond:
             self.topics[(chat_id, thread_id)].closed = True
 
+    def delete_user_message(self, chat_id: int, message_id: int) -> None:
+        """The user deleted a message of theirs: a reply quoting it is refused ("message to be replied not found")
+        unless it allows sending without the reply."""
+        with self._cond:
+            del self._user_messages[(chat_id, message_id)]
+
     def delete_topic(self, chat_id: int, thread_id: int) -> None:
         """The topic and its messages are gone (sending to it: "message thread not found")."""
         with self._cond:
