@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from agents.core.settings import Settings
-from agents.sandbox import egress_rules
+from agents.core.settings import Settings, SettingsError, load_settings
+from agents.sandbox import egress_proxy, egress_rules
 from agents.sandbox.egress_proxy import EgressProxy
 from agents.sandbox.egress_rules import Egress, egress_for, parse_domains, parse_networks
 
@@ -38,6 +38,98 @@ def test_settings_refuse_a_bad_domain_or_range_naming_the_key(tmp_path: Path) ->
     for key, value in (("sandbox_network_domains", "a b"), ("sandbox_network_private", "10.0.0.300")):
         with pytest.raises(ValueError, match=key):
             Settings(_env_file=None, **base, **{key: value})
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        ("0.0.0.0/0", "takes in loopback"),
+        ("::/0", "takes in loopback"),
+        ("127.0.0.0/8", "takes in loopback"),
+        ("127.0.0.2", "takes in loopback"),
+        ("::1", "takes in loopback"),
+        ("169.254.169.254", "takes in link-local"),
+        ("169.254.0.0/16", "takes in link-local"),
+        ("fe80::/10", "takes in link-local"),
+        ("224.0.0.0/4", "takes in multicast"),
+        ("ff02::1", "takes in multicast"),
+        ("0.0.0.0", "takes in the unspecified address"),
+        ("::", "takes in the unspecified address"),
+        ("8.8.8.0/24", "is not wholly inside a private block"),
+        ("10.0.0.0/7", "is not wholly inside a private block"),  # 10/8 and 11/8: half of it is public
+        ("::ffff:127.0.0.2", "is not wholly inside a private block"),
+        ("2001:db8::/32", "is not wholly inside a private block"),
+    ],
+)
+def test_settings_refuse_a_private_range_that_is_not_a_lans(tmp_path: Path, value: str, reason: str) -> None:
+    """SANDBOX_NETWORK_PRIVATE is for a LAN's machines (a package mirror). A range that takes in loopback (127.0.0.2
+    reaches every service of the bot's machine bound to 0.0.0.0), link-local (cloud metadata), multicast or the
+    unspecified address, or reaches outside the private blocks (0.0.0.0/0, ::/0), stops the bot at start with one
+    sentence naming the key and the value."""
+    required = {"telegram_bot_token": "1:x", "anthropic_api_key": "k", "allowed_user_ids": "1"}
+    with pytest.raises(SettingsError) as refused:
+        load_settings(
+            _env_file=None, **required, workspace_path=tmp_path, sandbox_network_private=f"10.8.0.0/16,{value}"
+        )
+    message = str(refused.value)
+    assert f"SANDBOX_NETWORK_PRIVATE: {value!r} {reason}" in message, message
+    assert "a range must lie inside one of 10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16, 100.64.0.0/10" in message
+
+
+def test_settings_take_a_range_inside_a_private_block(tmp_path: Path) -> None:
+    required = {"telegram_bot_token": "1:x", "anthropic_api_key": "k", "allowed_user_ids": "1"}
+    value = "192.168.1.20, 10.8.0.0/16, 172.16.5.0/24, 100.64.1.0/24, fd12::/64, 10.0.0.0/8"
+    settings = load_settings(_env_file=None, **required, workspace_path=tmp_path, sandbox_network_private=value)
+    assert settings.network.sandbox_network_private == (
+        "192.168.1.20/32",
+        "10.8.0.0/16",
+        "172.16.5.0/24",
+        "100.64.1.0/24",
+        "fd12::/64",
+        "10.0.0.0/8",
+    )
+
+
+NEVER_REACHED = ("127.0.0.2", "::ffff:127.0.0.2", "169.254.169.254", "fe80::1", "::1", "224.0.0.251", "0.0.0.0")
+
+
+@pytest.mark.parametrize(
+    "opened",
+    [
+        "10.0.0.0/8, fd00::/8",  # what the settings take (the control: these never held the addresses below)
+        "0.0.0.0/0, ::/0",  # what they refuse, were it to reach the proxy some other way
+        "127.0.0.0/8, 169.254.0.0/16, fe80::/10, ::ffff:0:0/96, 224.0.0.0/4, 0.0.0.0/8",
+    ],
+)
+def test_no_opened_range_lets_the_proxy_reach_loopback_link_local_or_metadata(tmp_path: Path, opened: str) -> None:
+    """Whatever range is opened, the proxy never connects to loopback beyond the machine's own listed addresses
+    (127.0.0.2 reaches the bot's machine as 127.0.0.1 does; ::ffff:127.0.0.2 is 127.0.0.2 on a dual-stack socket),
+    link-local (cloud metadata at 169.254.169.254, fe80::1), multicast or the unspecified address. An opened private
+    range and the public Internet still are reached."""
+    proxy = EgressProxy(tmp_path, ("example.com",), parse_networks(opened.split(",")))
+    reached = [address for address in NEVER_REACHED if proxy.reachable(address)]
+    assert not reached, f"{opened} lets the proxy reach {reached}"
+    assert proxy.reachable("93.184.215.14")  # public
+    if opened.startswith("10."):
+        assert proxy.reachable("10.1.2.3") and proxy.reachable("fd00::5")
+
+
+def test_the_rules_refuse_loopback_and_link_local_before_any_opened_range() -> None:
+    """The namespace's nftables rules, with the widest ranges opened: loopback (all of 127.0.0.0/8, ::1 and the
+    IPv4-mapped forms), link-local (169.254.0.0/16, fe80::/10), multicast and unspecified addresses are refused before
+    the rule that accepts the opened ranges, so never let through by it."""
+    text = egress_rules.rules(Egress(private=parse_networks(["0.0.0.0/0", "::/0"])), [])
+    never4 = next((line for line in text.splitlines() if line.strip().startswith("set never4")), "")
+    never6 = next((line for line in text.splitlines() if line.strip().startswith("set never6")), "")
+    for network in ("127.0.0.0/8", "169.254.0.0/16", "224.0.0.0/4", "0.0.0.0/8"):
+        assert f" {network}," in never4 or f" {network} " in never4, never4
+    for network in ("::1/128", "fe80::/10", "ff00::/8", "::/128", "::ffff:127.0.0.0/104", "::ffff:169.254.0.0/112"):
+        assert f" {network}," in never6 or f" {network} " in never6, never6
+    assert text.index("ip daddr @never4 ") < text.index("ip daddr { 0.0.0.0/0 } accept"), text
+    assert text.index("ip6 daddr @never6 ") < text.index("ip6 daddr { ::/0 } accept"), text
+    if shutil.which("nft") is not None:
+        checked = subprocess.run(["nft", "-c", "-f", "-"], input=text, capture_output=True, text=True)
+        assert checked.returncode == 0 or "Operation not permitted" in checked.stderr, checked.stderr
 
 
 def test_a_workspace_may_narrow_the_owners_domains_but_never_widen_them(tmp_path: Path) -> None:
@@ -79,10 +171,13 @@ async def _ask(proxy: EgressProxy, request: bytes) -> bytes:
     return answer
 
 
-async def test_the_proxy_serves_only_the_domains_and_never_the_machines_own_addresses(tmp_path: Path) -> None:
+async def test_the_proxy_serves_only_the_domains_and_never_the_machines_own_addresses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A name outside the domains is refused with the reason in the status line (what pip and curl print), before
     any look-up; the machine's own address is refused even inside an opened private range."""
-    proxy = EgressProxy(tmp_path, domains=("pypi.org",), private=parse_networks(["127.0.0.0/8"]))
+    monkeypatch.setattr(egress_proxy, "host_addresses", lambda: {"10.7.0.1", "127.0.0.1", "::1"})
+    proxy = EgressProxy(tmp_path, domains=("pypi.org",), private=parse_networks(["10.7.0.0/16"]))
     proxy.allow_all()
     await proxy.start()
     try:
@@ -93,8 +188,7 @@ async def test_the_proxy_serves_only_the_domains_and_never_the_machines_own_addr
         ), answer
         assert proxy.allowed("files.pypi.org", 443) and not proxy.allowed("pypi.org.evil.example", 443)
         assert proxy.refused == ["evil.example"] and "refused evil.example" in proxy.refused_note()
-        own = next(iter(a for a in egress_rules.host_addresses() if a.startswith("127.")), "127.0.0.1")
-        assert not proxy.reachable(own) and proxy.reachable("127.0.0.2")  # opened, but not one of the machine's
+        assert not proxy.reachable("10.7.0.1") and proxy.reachable("10.7.0.2")  # opened, but not the machine's
     finally:
         await proxy.close()
 

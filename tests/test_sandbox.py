@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import dataclasses
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -18,6 +19,7 @@ import pytest
 from agents import doctor as dr
 from agents.core.errors import ToolError
 from agents.core.secrets_filter import SecretsFilter
+from agents.core.settings import Settings, SettingsError, load_settings
 from agents.doctor import Level
 from agents.sandbox import bwrap, user_net
 from agents.sandbox.bwrap import (
@@ -509,3 +511,197 @@ def test_the_sandbox_etc_has_no_secret_files() -> None:
     assert not {"shadow", "gshadow", "sudoers", "ssl/private", "pip.conf", "npmrc", "environment"} & names
     assert not any(n.startswith(("ssh/", "ssl/private/")) or n.endswith(".key") for n in names)
     assert "passwd" in names
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# SANDBOX_READ_PATHS: every task's sandbox shows them read-only, so the bot refuses at start a path that would show it
+# the whole machine or the bot's own places, and binds each where it leads
+
+
+def bots_places(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+    """The bot's places, each in a folder of its own (a/ to e/), the bot started in its checkout in e/ (its `.env`
+    there); a folder beside them that a read path may name (`opt/node`)."""
+    places = {
+        "data": tmp_path / "a" / "data",
+        "worktrees": tmp_path / "b" / "worktrees",
+        "ws": tmp_path / "c" / "ws",
+        "repository": tmp_path / "d" / "agentlab-self",
+        "bot": tmp_path / "e" / "agentlab",
+        "node": tmp_path / "opt" / "node",
+    }
+    for folder in places.values():
+        folder.mkdir(parents=True)
+    (places["bot"] / ".env").write_text("TELEGRAM_BOT_TOKEN=123456:ENV-SECRET-AAAA\n")
+    (places["data"] / "agentlab.db").write_bytes(b"SQLite format 3\0DB-SECRET-BBBB")
+    (places["node"] / "tool.txt").write_text("NODE-TOOL\n")
+    monkeypatch.chdir(places["bot"])
+    return places
+
+
+def with_read_paths(places: dict[str, Path], value: object, **values: object) -> Settings:
+    """Settings as `agentlab run` loads them in the bot's checkout, SANDBOX_READ_PATHS `value`."""
+    return load_settings(
+        _env_file=None,
+        telegram_bot_token="1:x",
+        anthropic_api_key="k",
+        allowed_user_ids="1",
+        workspace_path=places["ws"],
+        database_path=places["data"] / "agentlab.db",
+        worktrees_path=places["worktrees"],
+        bot_repository=places["repository"],
+        sandbox_read_paths=value,
+        **values,
+    )
+
+
+@pytest.mark.parametrize(
+    ("folder", "named"),
+    [
+        ("a", "the bot's data folder"),
+        ("b", "the task worktrees folder"),
+        ("c", "WORKSPACE_PATH"),
+        ("d", "BOT_REPOSITORY"),
+        ("e", "the bot's .env"),  # SANDBOX_READ_PATHS=/home/owner (for ~/.nvm), the bot in /home/owner/agentlab
+        ("e/agentlab", "the bot's .env"),
+        ("e/agentlab/.env", "the bot's .env"),
+        ("d/agentlab-self", "BOT_REPOSITORY"),
+        ("a/data", "the bot's data folder"),
+    ],
+)
+def test_a_read_path_holding_one_of_the_bots_places_is_refused_at_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, folder: str, named: str
+) -> None:
+    """A folder that is or holds the bot's `.env`, its checkout, its data, the task worktrees or the workspaces would
+    show them to every task: the bot does not start, and says which entry and what it holds."""
+    places = bots_places(tmp_path, monkeypatch)
+    with pytest.raises(SettingsError) as refused:
+        with_read_paths(places, f"{places['node']},{tmp_path / folder}")
+    assert f"SANDBOX_READ_PATHS entry {tmp_path / folder} holds {named}" in str(refused.value), refused.value
+
+
+@pytest.mark.parametrize(("folder", "named"), [("a/data/attachments", "data"), ("b/worktrees/task-1", "worktrees")])
+def test_a_read_path_inside_the_bots_private_folders_is_refused_at_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, folder: str, named: str
+) -> None:
+    places = bots_places(tmp_path, monkeypatch)
+    with pytest.raises(SettingsError) as refused:
+        with_read_paths(places, str(tmp_path / folder))
+    assert f"SANDBOX_READ_PATHS entry {tmp_path / folder} lies inside" in str(refused.value), refused.value
+    assert str(places[named]) in str(refused.value)
+
+
+def test_a_read_path_inside_the_workspaces_is_refused_at_start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One workspace would be shown to every task of every other: another chat's repository and its secrets."""
+    places = bots_places(tmp_path, monkeypatch)
+    (places["ws"] / "other").mkdir()
+    with pytest.raises(SettingsError, match=r"entry \S+/c/ws/other lies inside WORKSPACE_PATH"):
+        with_read_paths(places, [places["ws"] / "other"])
+
+
+@pytest.mark.parametrize("value", ["/", "/usr/..", "link"])
+def test_a_read_path_of_root_is_refused_at_start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    """SANDBOX_READ_PATHS=/ (a typo for /opt, or "let it read the system"), however spelt: every file of the machine,
+    the bot's `.env` and every workspace, would be readable in every task."""
+    places = bots_places(tmp_path, monkeypatch)
+    if value == "link":
+        (tmp_path / "root").symlink_to("/")
+        value = str(tmp_path / "root")
+    with pytest.raises(SettingsError) as refused:
+        with_read_paths(places, value)
+    assert f"SANDBOX_READ_PATHS entry {value}" in str(refused.value), refused.value
+    assert "is the whole machine" in str(refused.value)
+
+
+@pytest.mark.parametrize("how", ["symlink", "dotdot"])
+def test_a_read_path_reaching_the_bots_checkout_by_a_link_or_dotdot_is_refused_at_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """A link to (or a `..` spelling of) the bot's checkout names it all the same: it is resolved before it is
+    checked, and the message names both the entry as written and where it leads."""
+    places = bots_places(tmp_path, monkeypatch)
+    tools = tmp_path / "opt" / "tools"
+    if how == "symlink":
+        tools.symlink_to(places["bot"])
+        value = str(tools)
+    else:
+        tools.mkdir()
+        value = f"{tools}/../../e/agentlab"
+    with pytest.raises(SettingsError) as refused:
+        with_read_paths(places, value)
+    said = str(refused.value)
+    assert f"SANDBOX_READ_PATHS entry {value} (which is {places['bot']}) holds the bot's .env" in said, said
+
+
+@pytest.mark.parametrize("value", ["tools", "./tools", "opt/../tools"])
+def test_a_relative_read_path_is_refused_at_start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    """bwrap starts in the task's worktree: a relative path would be looked up there, so a `tools` link the worker
+    left in its worktree would choose what the next command's sandbox shows."""
+    places = bots_places(tmp_path, monkeypatch)
+    (places["bot"] / "tools").mkdir()
+    written = str(Path(value))  # `./tools` is `tools`
+    with pytest.raises(SettingsError, match=rf"SANDBOX_READ_PATHS: '{re.escape(written)}' is not an absolute path"):
+        with_read_paths(places, f"{places['node']}, {value}")
+
+
+def test_an_accepted_read_path_is_kept_where_it_leads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A link, a `..` and a `~` are resolved once at start: the sandbox binds what was checked."""
+    places = bots_places(tmp_path, monkeypatch)
+    (tmp_path / "opt" / "node-current").symlink_to(places["node"])
+    monkeypatch.setenv("HOME", str(tmp_path / "opt"))
+    settings = with_read_paths(places, f"{tmp_path}/opt/node-current, {tmp_path}/a/../opt/node;~/node")
+    assert settings.sandboxing.sandbox_read_paths == (places["node"],) * 3
+
+
+@needs_bwrap
+async def test_a_read_path_given_as_a_link_is_bound_where_it_leads_and_the_data_folder_stays_hidden(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through the sandbox of a research task over the bot's live checkout (its database in `data/`): the accepted
+    link is shown at its target only, and the data folder stays empty."""
+    checkout = live_checkout(tmp_path)
+    places = bots_places(tmp_path, monkeypatch)
+    places["data"] = checkout / "data"
+    (tmp_path / "opt" / "node-current").symlink_to(places["node"])
+    monkeypatch.chdir(checkout)
+    settings = with_read_paths(places, str(tmp_path / "opt" / "node-current"), sandbox="bwrap")
+    spec = TaskSandboxes(settings, SecretsFilter(), PROBE).spec(checkout, checkout)
+    assert spec is not None and places["node"] in spec.read_only
+    assert tmp_path / "opt" / "node-current" not in spec.read_only
+    command = f"cat {places['node']}/tool.txt {tmp_path}/opt/node-current/tool.txt data/agentlab.db; ls -A data | sed s/^/in-data:/"
+    output = (await run_command(command, checkout, 30, sandbox=spec)).output
+    assert output.count("NODE-TOOL") == 1 and "db-secret" not in output and "in-data:" not in output, output
+
+
+@pytest.mark.parametrize("how", ["symlink", "dotdot"])
+async def test_the_data_folder_is_covered_where_a_link_or_dotdot_binding_shows_it(tmp_path: Path, how: str) -> None:
+    """A second line behind the check at start: a folder bound under a link's (or a `..`) spelling shows its target's
+    files under that spelling, and the data folder it holds is covered there, not only where it really lies."""
+    checkout = live_checkout(tmp_path)
+    tools = tmp_path / "opt" / "tools"
+    tools.parent.mkdir()
+    if how == "symlink":
+        tools.symlink_to(checkout)
+        bound = tools
+    else:
+        tools.mkdir()
+        bound = Path(f"{tools}/../../agentlab")
+    worktree = tmp_path / "worktree"
+    worktree.mkdir()
+    spec = spec_for(SecretsFilter(), PROBE, worktree, extra_read_only=[bound])
+    spec = dataclasses.replace(spec, hidden=(checkout / "data",))
+    if shutil.which("bwrap") is not None and sys.platform.startswith("linux"):
+        command = f"cat {bound}/data/agentlab.db; ls -A {bound}/data | sed s/^/in-data:/"
+        output = (await run_command(command, worktree, 30, sandbox=spec)).output
+        assert "db-secret" not in output and "in-data:" not in output, output
+    argv = bwrap_argv(spec, "true")
+    assert argv[argv.index(str(bound / "data")) - 1] == "--tmpfs", argv
+
+
+def test_the_sandbox_binds_no_relative_path(tmp_path: Path) -> None:
+    """Whatever reaches the sandbox by another way than the settings: a relative path is refused, not looked up in
+    the worktree bwrap runs in."""
+    with pytest.raises(ValueError, match="only absolute paths"):
+        spec_for(SecretsFilter(), PROBE, tmp_path, extra_read_only=[Path("tools")])
+    spec = dataclasses.replace(spec_for(SecretsFilter(), PROBE, tmp_path), read_only=(Path("tools"),))
+    with pytest.raises(ValueError, match="'tools' would be looked up in the worktree"):
+        bwrap_argv(spec, "true")

@@ -289,7 +289,9 @@ class SandboxSettings(SettingsGroup):
     sandbox_disk_fs: Literal["auto", "off"] = "auto"
     sandbox_tmp_mb: int = Field(1024, ge=16)  # the private /tmp and home (memory-backed)
     sandbox_max_services: int = Field(4, ge=0)  # run_command(background=true) services running at once per task
-    sandbox_read_paths: Annotated[tuple[Path, ...], NoDecode] = ()  # extra read-only folders (e.g. /opt/node)
+    # extra read-only folders (e.g. /opt/node), absolute; Settings resolves each (links, `..`) and refuses one that
+    # holds or lies in the bot's own places (Settings._read_paths_keep_out_of_the_bots_places)
+    sandbox_read_paths: Annotated[tuple[Path, ...], NoDecode] = ()
 
     @field_validator("sandbox", "sandbox_disk_fs", mode="before")
     @classmethod
@@ -303,6 +305,67 @@ class SandboxSettings(SettingsGroup):
             return tuple(Path(p.strip()).expanduser() for p in value.replace(";", ",").split(",") if p.strip())
         return value
 
+    @field_validator("sandbox_read_paths")
+    @classmethod
+    def _absolute_paths(cls, value: tuple[Path, ...]) -> tuple[Path, ...]:
+        """Each path absolute (after `~`): bwrap starts in the task's worktree, so a relative one would be looked up
+        there, and a link the worker left in its worktree would choose what the next command's sandbox shows."""
+        paths = tuple(path.expanduser() for path in value)
+        for path in paths:
+            if not path.is_absolute():
+                raise ValueError(
+                    f"{str(path)!r} is not an absolute path: a task's sandbox starts in its worktree, where a "
+                    "relative path would name whatever the worker put there (write it from /, e.g. /opt/node)"
+                )
+        return paths
+
+
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+# SANDBOX_NETWORK_PRIVATE is for a LAN's machines (a package mirror): each range it opens lies wholly inside one of
+# these blocks, the only private ones (private, shared, IPv6 unique-local and the deprecated site-local); the egress
+# rules and proxy (agents/sandbox/egress_rules.py, egress_proxy.py) read them from here
+PRIVATE_BLOCKS: tuple[IPNetwork, ...] = tuple(
+    ipaddress.ip_network(n)
+    for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "fc00::/7", "fec0::/10")
+)
+# never reached, whatever SANDBOX_NETWORK_PRIVATE opens: the bot's machine itself (every service it binds to 0.0.0.0
+# answers on all of 127.0.0.0/8), the cloud's metadata service with its credentials, and no single host
+NEVER_OPENED: tuple[tuple[IPNetwork, str], ...] = tuple(
+    (ipaddress.ip_network(n), what)
+    for n, what in (
+        ("127.0.0.0/8", "loopback (the bot's own machine)"),
+        ("::1/128", "loopback (the bot's own machine)"),
+        ("169.254.0.0/16", "link-local addresses (cloud metadata at 169.254.169.254)"),
+        ("fe80::/10", "link-local addresses"),
+        ("224.0.0.0/4", "multicast addresses"),
+        ("ff00::/8", "multicast addresses"),
+        ("0.0.0.0/8", "the unspecified address"),
+        ("::/128", "the unspecified address"),
+    )
+)
+
+
+def never_opened(network: IPNetwork) -> str | None:
+    """What of NEVER_OPENED `network` (or a single address's /32, /128) takes in, None where it takes in none."""
+    return next((what for n, what in NEVER_OPENED if n.version == network.version and n.overlaps(network)), None)
+
+
+def private_range(item: str) -> IPNetwork:
+    """A SANDBOX_NETWORK_PRIVATE item as its network; a ValueError, one sentence naming it, where it is no address or
+    range, takes in something NEVER_OPENED, or reaches outside PRIVATE_BLOCKS."""
+    try:
+        network = ipaddress.ip_network(item, strict=False)
+    except ValueError:
+        raise ValueError(f"{item!r} is not an IP address or range (such as 192.168.1.20 or 10.8.0.0/16)") from None
+    blocks = ", ".join(str(b) for b in PRIVATE_BLOCKS)
+    what = never_opened(network)
+    if what is not None:
+        raise ValueError(f"{item!r} takes in {what}, which no range may open: a range must lie inside one of {blocks}")
+    if not any(network.network_address in b and network.broadcast_address in b for b in PRIVATE_BLOCKS):
+        raise ValueError(f"{item!r} is not wholly inside a private block: a range must lie inside one of {blocks}")
+    return network
+
 
 class NetworkSettings(SettingsGroup):
     """A task's network: asked for, on or off, and what an allowed network reaches (agents/sandbox/egress_rules.py)."""
@@ -311,7 +374,7 @@ class NetworkSettings(SettingsGroup):
     sandbox_network_answer_seconds: float = Field(300.0, gt=0)  # no answer to a network request = deny
     # always only public addresses; with domains only those (and their sub-domains; `packages` = the package
     # registries' preset); `private`: addresses or ranges (a LAN package mirror) that are the only private ones
-    # reachable
+    # reachable, each inside PRIVATE_BLOCKS and taking in nothing NEVER_OPENED (private_range)
     sandbox_network_domains: Annotated[tuple[str, ...], NoDecode] = ()
     sandbox_network_private: Annotated[tuple[str, ...], NoDecode] = ()
 
@@ -332,15 +395,7 @@ class NetworkSettings(SettingsGroup):
     @field_validator("sandbox_network_private", mode="before")
     @classmethod
     def _split_networks(cls, value: object) -> object:
-        found = []
-        for item in _comma_list(value):
-            try:
-                found.append(str(ipaddress.ip_network(item, strict=False)))
-            except ValueError:
-                raise ValueError(
-                    f"{item!r} is not an IP address or range (such as 192.168.1.20 or 10.8.0.0/16)"
-                ) from None
-        return tuple(found)
+        return tuple(str(private_range(item)) for item in _comma_list(value))
 
 
 class ToolSettings(SettingsGroup):

@@ -7,7 +7,9 @@ flat key given in code (`Settings(whisper_model=...)`, as tests and scripts buil
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, Self
 
 from pydantic import AliasChoices, BaseModel, ValidationError, model_validator
@@ -124,6 +126,52 @@ class Settings(BaseSettings):
                 "two servers, give each its own port (e.g. GITHUB_WEBHOOK_LISTEN=127.0.0.1:8089)"
             )
         return self
+
+    @model_validator(mode="after")
+    def _read_paths_keep_out_of_the_bots_places(self) -> Self:
+        """Each SANDBOX_READ_PATHS entry, resolved (links, `..`), is what every task's sandbox shows read-only: never
+        the whole machine, never a folder that holds one of the bot's own places (its `.env` and working folder, its
+        checkout, the data folder, the task worktrees, the workspaces), never a folder inside the data folder, the
+        task worktrees or the workspaces (a workspace's or the bot's private files). The resolved paths are kept, so
+        the sandbox binds what was checked."""
+        resolved = tuple(Path(os.path.realpath(path)) for path in self.sandboxing.sandbox_read_paths)
+        for given, real in zip(self.sandboxing.sandbox_read_paths, resolved, strict=True):
+            entry = f"SANDBOX_READ_PATHS entry {given}" + (f" (which is {real})" if real != given else "")
+            if real == Path(real.anchor):
+                raise ValueError(
+                    f"{entry} is the whole machine: every task could read the bot's .env, its database and every "
+                    "workspace; name the folder the task needs (e.g. /opt/node)"
+                )
+            for name, place in self._bots_places():
+                if place.is_relative_to(real):
+                    raise ValueError(
+                        f"{entry} holds {name} ({place}), which every task could then read; name a folder beside it"
+                    )
+            for name, place in self._private_places():
+                if real.is_relative_to(place):
+                    raise ValueError(
+                        f"{entry} lies inside {name} ({place}), whose files are the bot's or a workspace's own"
+                    )
+        self.sandboxing.sandbox_read_paths = resolved
+        return self
+
+    def _private_places(self) -> list[tuple[str, Path]]:
+        """The places no read path may lie inside, resolved: the data folder, the task worktrees, the workspaces."""
+        paths = self.paths
+        return [
+            ("the bot's data folder (DATABASE_PATH's folder)", paths.data_dir),
+            ("the task worktrees folder", paths.worktrees_dir),
+            ("WORKSPACE_PATH", Path(os.path.realpath(Path(paths.workspace_path).expanduser()))),
+        ]
+
+    def _bots_places(self) -> list[tuple[str, Path]]:
+        """Every place of the bot's own no read path may hold, resolved: the private ones, its checkout, its `.env`
+        and the working folder it was started in (where `.env` is read)."""
+        places = self._private_places()
+        if self.paths.bot_repository is not None:
+            places.append(("BOT_REPOSITORY", Path(os.path.realpath(Path(self.paths.bot_repository).expanduser()))))
+        working = Path(os.path.realpath(Path.cwd()))
+        return [*places, ("the bot's .env", working / ".env"), ("the bot's working folder", working)]
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
         """A copy with `update` applied, its keys flat (`{"worker_model": ...}`) or whole groups: each flat key is

@@ -302,7 +302,7 @@ def spec_for(
     read_only += [Path(p) for p in extra_read_only]
     path_prefix = [str(worktree / ".venv" / "bin")] if venv_paths else []
     path_prefix.append(str(Path(sys.executable).parent))
-    return SandboxSpec(
+    spec = SandboxSpec(
         worktree,
         tuple(_unique(read_only)),
         network,
@@ -311,6 +311,8 @@ def spec_for(
         tuple(masks),
         probe=probe,
     )
+    absolute_binds(spec)  # SANDBOX_READ_PATHS is checked at start; this refuses any other way in
+    return spec
 
 
 def task_writes(entry: str, spec: SandboxSpec) -> bool:
@@ -421,6 +423,7 @@ def bwrap_argv(
     started inside the task's network namespace already (agents/sandbox/task_net.py) and keeps it. `seccomp`: a
     descriptor of `keep_size_filter`, passed to bwrap. `resolv_conf`: shown as `/etc/resolv.conf` (the resolver an
     allowed network may use)."""
+    absolute_binds(spec)
     argv = [bwrap, "--unshare-all"]
     if seccomp is not None:
         argv += ["--seccomp", str(seccomp)]
@@ -494,19 +497,39 @@ def bwrap_argv(
 
 def covers(spec: SandboxSpec) -> list[str]:
     """bwrap's arguments that show each of `spec.hidden` lying in a folder the sandbox binds as empty: a file as
-    /dev/null, a folder as an empty read-only tmpfs. A link is covered where it leads, which is where it leads inside
-    too; what lies outside every bound folder is not there to cover."""
+    /dev/null, a folder as an empty read-only tmpfs. Both sides are compared resolved, and a hidden path is covered
+    wherever a bound folder shows it: a folder bound by a link's (or a `..`) spelling shows its target's files under
+    that spelling, so the cover goes there too. A link is covered where it leads, which is where it leads inside too;
+    what lies outside every bound folder is not there to cover."""
     shown = (spec.worktree, *spec.read_only, *spec.writable)
     argv: list[str] = []
     for path in spec.hidden:
-        real = Path(os.path.realpath(path))
-        if not any(_inside(real, folder) for folder in shown):
+        real = _resolved(path)
+        if not real.exists():
             continue
-        if real.is_dir():
-            argv += ["--tmpfs", str(real), "--remount-ro", str(real)]
-        elif real.exists():
-            argv += ["--ro-bind", "/dev/null", str(real)]
+        for place in _unique(_shown_at(real, folder) for folder in shown if _inside(real, _resolved(folder))):
+            if real.is_dir():
+                argv += ["--tmpfs", str(place), "--remount-ro", str(place)]
+            else:
+                argv += ["--ro-bind", "/dev/null", str(place)]
     return argv
+
+
+def _shown_at(real: Path, folder: Path) -> Path:
+    """Where the sandbox shows `real` (resolved), which lies in the resolved `folder`: under `folder` as bound."""
+    return folder / real.relative_to(_resolved(folder))
+
+
+def _resolved(path: Path) -> Path:
+    return Path(os.path.realpath(path))
+
+
+def absolute_binds(spec: SandboxSpec) -> None:
+    """Refuse a read-only or writable path that is not absolute: bwrap runs in the task's worktree, where a relative
+    one would be looked up, so a link the worker left there would choose what the sandbox shows."""
+    for path in (*spec.read_only, *spec.writable):
+        if not Path(path).is_absolute():
+            raise ValueError(f"the sandbox binds only absolute paths: {str(path)!r} would be looked up in the worktree")
 
 
 def node_modules_caches(spec: SandboxSpec) -> list[Path]:

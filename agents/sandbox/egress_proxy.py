@@ -12,7 +12,8 @@ by default, sends loopback addresses directly, never to the proxy.
 
 The proxy connects from the bot's network, so it never connects to an address of the bot's machine or its private
 networks (loopback, private, link-local, reserved, multicast), nor to any of the machine's own addresses (a public one
-included), whatever name resolved to it; `private` networks (SANDBOX_NETWORK_PRIVATE) are the only exception. With
+included), whatever name resolved to it; `private` networks (SANDBOX_NETWORK_PRIVATE) are the only exception, and
+never for loopback, link-local (cloud metadata), multicast or unspecified addresses, whatever range they open. With
 `domains` (SANDBOX_NETWORK_DOMAINS) only those names and their sub-domains are served. A command allowed the network in
 domains mode reaches the proxy the same way (agents/sandbox/user_net.py). A refusal says why in its status line, which
 is what pip, npm, git and curl show. A plain-HTTP request is sent with `Connection: close`, its `Host` header set to
@@ -32,8 +33,9 @@ import socket
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from agents.core.setting_groups import IPNetwork
 from agents.core.text import some_of
-from agents.sandbox.egress_rules import IPNetwork, domain_allowed, host_addresses, plain_host
+from agents.sandbox.egress_rules import domain_allowed, host_addresses, never_reached, plain_host
 
 log = logging.getLogger(__name__)
 
@@ -85,11 +87,14 @@ class EgressProxy:
         self._own = host_addresses()
 
     def reachable(self, address: str) -> bool:
-        """Whether the proxy may connect to `address`: public and not the machine's own, or in `private`."""
+        """Whether the proxy may connect to `address`: public and not the machine's own, or in `private` (never a
+        loopback, link-local, multicast or unspecified address, in any spelling: no range opens those)."""
         bare = address.split("%", 1)[0]
         ip = ipaddress.ip_address(bare)
         mapped = ip.ipv4_mapped if isinstance(ip, ipaddress.IPv6Address) else None
         if bare in self._own or (mapped is not None and str(mapped) in self._own):  # ::ffff:<own> is the host too
+            return False
+        if never_reached(bare):
             return False
         return public(bare) or any(ip in network for network in self.private)
 

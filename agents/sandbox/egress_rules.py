@@ -7,7 +7,9 @@ connection to the host's own addresses (any interface: read when the namespace i
 ranges, link-local (cloud metadata at 169.254.169.254), documentation, multicast and broadcast ranges is rejected at
 once (a TCP reset, or an ICMP "administratively prohibited"), and its address is noted so the command's output says
 why. DNS goes only to DNS_ADDRESS, which pasta forwards to the host's resolver; `SANDBOX_NETWORK_PRIVATE` ranges are
-the only private addresses let through. The command has no capability in its namespace, so it cannot change them.
+the only private addresses let through, and never loopback, link-local, multicast or unspecified addresses
+(NEVER_OPENED: the host itself, cloud metadata), whatever range is opened (the settings refuse such a range, and one
+that is not wholly private, at start). The command has no capability in its namespace, so it cannot change them.
 
 With `SANDBOX_NETWORK_DOMAINS` (or a workspace's `[network] domains`) the namespace has no route out at all: its
 only way out is the bot's HTTP proxy (agents/sandbox/egress_proxy.py), reached on loopback, which resolves each name
@@ -26,12 +28,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from agents.core.setting_groups import NEVER_OPENED, IPNetwork, never_opened
 from agents.core.text import some_of
 from agents.sandbox.safe_paths import NotRegularFile, UnsafePath, open_regular
 
 log = logging.getLogger(__name__)
-
-IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 # the domains of the `packages` preset: package registries and the source hosts installs download from
 CONFIG_MAX_BYTES = 64_000  # a repository's .agentlab.toml read for its [network] table: a few lines in practice
@@ -229,20 +230,40 @@ def host_addresses() -> set[str]:
     return found
 
 
+def never_reached(address: str) -> bool:
+    """Whether `address` is one no private range opens (NEVER_OPENED: loopback, link-local, multicast, unspecified),
+    an IPv4-mapped one (`::ffff:127.0.0.2`, which a dual-stack socket sends to 127.0.0.2) judged by what it carries."""
+    ip = ipaddress.ip_address(address.split("%", 1)[0])
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return never_opened(ipaddress.ip_network(ip)) is not None
+
+
+def never_sets() -> dict[int, list[str]]:
+    """NEVER_OPENED by IP version for the rules, the IPv4 ranges also in their IPv4-mapped IPv6 form."""
+    found: dict[int, list[str]] = {4: [], 6: []}
+    for network, _ in NEVER_OPENED:
+        found[network.version].append(str(network))
+        if network.version == 4:
+            found[6].append(f"::ffff:{network.network_address}/{96 + network.prefixlen}")
+    return found
+
+
 def rules(egress: Egress, hosts: Iterable[str]) -> str:
     """The nftables ruleset of an allowed command's namespace (see the module's docstring): the host's own addresses
-    are refused even inside an opened private range."""
+    and NEVER_OPENED are refused even inside an opened private range."""
     own: dict[int, set[str]] = {4: set(), 6: set()}
     for address in hosts:
         ip = ipaddress.ip_address(address.split("%", 1)[0])
         own[ip.version].add(f"{ip}/{ip.max_prefixlen}")
     opened = {v: [str(n) for n in egress.private if n.version == v] for v in (4, 6)}
     blocked = {4: BLOCKED_V4, 6: BLOCKED_V6}
+    never = never_sets()
     family = {4: "ip", 6: "ip6"}
     lines = ["table inet agentlab {"]
     for v in (4, 6):
         lines.append(f"  set refused{v} {{ type ipv{v}_addr; flags dynamic; size 256; }}")
-        for name, members in ((f"host{v}", sorted(own[v])), (f"blocked{v}", blocked[v])):
+        for name, members in ((f"host{v}", sorted(own[v])), (f"never{v}", never[v]), (f"blocked{v}", blocked[v])):
             elements = f" elements = {{ {', '.join(members)} }};" if members else ""
             lines.append(f"  set {name} {{ type ipv{v}_addr; flags interval; auto-merge;{elements} }}")
     lines += [
@@ -267,6 +288,7 @@ def rules(egress: Egress, hosts: Iterable[str]) -> str:
 
     for v in (4, 6):
         lines += refuse(v, f"{family[v]} daddr @host{v}")
+        lines += refuse(v, f"{family[v]} daddr @never{v}")
     for v in (4, 6):
         if opened[v]:
             lines.append(f"    {family[v]} daddr {{ {', '.join(opened[v])} }} accept")
