@@ -81,8 +81,54 @@ def test_a_changed_kept_file_changes_the_kept_base_runs_key(tmp_path: Path) -> N
     workspace.mkdir()
     (workspace / "test_a.py").write_text("def test_a():\n    pass\n")
     (workspace / ".env.test").write_text("MODE=test\n")
-    env = detect_environment(workspace, config=parse_config('[tests]\nkeep = [".env.test"]\n'))
+    untracked = parse_config('[tests]\nkeep = [".env.test"]\n', source="workspace (untracked)")  # the owner's own
+    env = detect_environment(workspace, config=untracked)
     assert env is not None and env.keep == (".env.test",)
     before = environment_identity(env, workspace)
     (workspace / ".env.test").write_text("MODE=other\n")
     assert environment_identity(env, workspace) != before
+
+
+async def test_a_committed_keep_never_copies_a_credential_file_into_the_test_run(tmp_path: Path) -> None:
+    """A committed `[tests] keep` (anyone's commit) naming `.env`, or a folder holding one: the owner's untracked
+    credentials would reach the test command, whose output goes back to the worker and the chat. They are left out
+    and said; the same list in the owner's untracked file keeps them."""
+    from agents.verify.clean_room import clean_room
+    from agents.verify.suite_env import detect_environment
+    from agents.verify.task_tests import base_config
+    from tests.support.git_repos import git, make_user_repo
+
+    repo = make_user_repo(tmp_path / "site")
+    (repo / ".agentlab.toml").write_text('[tests]\ncommand = "true"\nkeep = [".env", "conf", "data.txt"]\n')
+    git("add", ".agentlab.toml", cwd=repo)
+    git("commit", "-q", "-m", "a contributor's config", cwd=repo)
+    (repo / ".gitignore").write_text(".env\nconf/\ndata.txt\n")
+    (repo / ".env").write_text("STRIPE_KEY=OWNER-SECRET\n")
+    (repo / "conf").mkdir()
+    (repo / "conf" / ".env.local").write_text("TOKEN=OWNER-SECRET\n")
+    (repo / "conf" / "app.ini").write_text("[app]\n")
+    (repo / "data.txt").write_text("fixture\n")
+    commit = git("rev-parse", "HEAD", cwd=repo)
+    env = detect_environment(repo, repo, await base_config(repo, commit))
+    assert env is not None and env.keep == ("conf", "data.txt")
+    assert any("`.env` was not copied" in note for note in env.notes), env.notes
+    async with clean_room(repo, commit, env, tmp_path / "rooms") as room:
+        assert not (room / ".env").exists() and not (room / "conf" / ".env.local").exists()
+        assert (room / "conf" / "app.ini").is_file() and (room / "data.txt").is_file()
+    owners = parse_config('[tests]\ncommand = "true"\nkeep = [".env", "conf"]\n', source="workspace (untracked)")
+    env = detect_environment(repo, repo, owners)
+    assert env is not None and env.keep == (".env", "conf")
+    async with clean_room(repo, commit, env, tmp_path / "rooms") as room:
+        assert (room / ".env").is_file() and (room / "conf" / ".env.local").is_file()
+
+
+def test_a_repositorys_timeout_shortens_a_run_and_never_lengthens_it() -> None:
+    from agents.verify.suite_env import TestEnvironment
+    from agents.verify.task_tests import run_timeout
+
+    def env(timeout: float | None) -> TestEnvironment:
+        return TestEnvironment(kind=".agentlab.toml", command="pytest", display="pytest", timeout=timeout)
+
+    assert run_timeout(env(86_400), 900) == 900, "anyone's commit never holds a run past the owner's bound"
+    assert run_timeout(env(60), 900) == 60
+    assert run_timeout(env(None), 900) == 900 and run_timeout(None, 900) == 900

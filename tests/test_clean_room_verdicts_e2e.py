@@ -253,23 +253,25 @@ async def test_a_file_the_tests_need_that_no_commit_holds_is_named_with_how_to_k
     print("SUMMARY[keep]", [ln for ln in summary.text.splitlines() if ln.strip()][:4])
     assert summary.text.startswith("⚠"), summary.text
     assert summary.text.startswith("⚠ Task #1 needs a look · unverified: the tests looked for .env.test"), summary.text
-    assert '.agentlab.toml: [tests] keep = [".env.test"]' in summary.text, summary.text
+    assert "an untracked .agentlab.toml of the workspace" in summary.text, summary.text
+    assert '[tests] keep = [".env.test"]' in summary.text, summary.text
 
 
 async def test_a_kept_file_reaches_the_clean_room(bot: BotHarness, model: RoleScript, workspace_root: Path) -> None:
-    """Declared in `.agentlab.toml [tests] keep`, the workspace's uncommitted `.env.test` is copied into each clean
-    room: the tests pass and the verdict is ✔."""
+    """Declared in the workspace's own (untracked) `.agentlab.toml [tests] keep`, its uncommitted `.env.test` is
+    copied into each clean room: the tests pass and the verdict is ✔. (A committed file never keeps a credential
+    file: tests/test_clean_room.py.)"""
     repo = make_repo(
         workspace_root / "keptapp",
         {
             ".gitignore": ".env.test\n",
-            ".agentlab.toml": '[tests]\nkeep = [".env.test"]\n',
             "app.py": "def greet():\n    return 'hi'\n",
             "test_app.py": "from pathlib import Path\n\nfrom app import greet\n\n\ndef test_greet():\n"
             "    assert Path('.env.test').read_text().strip() == 'MODE=test'\n    assert greet() == 'hi'\n",
         },
     )
     (repo / ".env.test").write_text("MODE=test\n")
+    (repo / ".agentlab.toml").write_text('[tests]\nkeep = [".env.test"]\n')  # the owner's, never committed
     model.add("orchestrator", start_task("keptapp", "Tidy app.py."), claude_says.text("ok"))
     model.add("code", edit("app.py", "return 'hi'", "return 'hi'  # tidy"), claude_says.text("Tidied."))
     bot.say("tidy app in keptapp")

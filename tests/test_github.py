@@ -63,6 +63,19 @@ async def test_a_workspace_is_on_github_by_its_origin_or_its_config(tmp_path: Pa
     assert await github_repository(make_repo(tmp_path / "c", {"x.py": "1\n"})) is None
 
 
+async def test_a_committed_config_never_chooses_where_the_token_pushes_a_workspace_without_origin(
+    tmp_path: Path,
+) -> None:
+    """No `origin`: a contributor's committed `[github] repository = "owner/private-infra"` would have the bot push
+    the task's branch into the owner's other repository with GITHUB_TOKEN. Only the owner's untracked file may."""
+    committed = make_repo(tmp_path / "a", {".agentlab.toml": '[github]\nrepository = "owner/private-infra"\n'})
+    assert await github_repository(committed) is None
+    owners = make_repo(tmp_path / "b", {"x.py": "1\n"})
+    (owners / ".agentlab.toml").write_text('[github]\nrepository = "octo/b"\n')  # the owner's, never committed
+    repo = await github_repository(owners)
+    assert repo is not None and repo.full_name == "octo/b" and repo.push_url == "https://github.com/octo/b.git"
+
+
 @pytest.mark.parametrize(
     "origin", ["https://github.com/octo/calc", "https://github.com/octo/calc.git", "git@github.com:octo/calc.git"]
 )
@@ -207,7 +220,8 @@ async def test_the_bots_push_sends_the_token_as_a_header_and_stores_it_nowhere(t
 
 async def test_doctor_checks_the_token_and_each_workspaces_repository(tmp_path: Path, fake_github: FakeGitHub) -> None:
     root = tmp_path / "workspaces"
-    calc = make_repo(root / "calc", {".agentlab.toml": '[github]\nrepository = "octo/calc"\n'})
+    calc = make_repo(root / "calc", {"x.py": "1\n"})
+    (calc / ".agentlab.toml").write_text('[github]\nrepository = "octo/calc"\n')  # the owner's: no origin to read
     make_repo(root / "notes", {"a.md": "a\n"})
     fake_github.add_repo("octo/calc", calc)
     settings = _settings(workspace_path=str(root), github_token=fake_github.token, github_api_url=fake_github.url)

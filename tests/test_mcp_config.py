@@ -57,3 +57,16 @@ def test_tool_names_are_what_the_api_accepts() -> None:
     assert tool_name("demo", "add") == "mcp__demo__add"
     assert tool_name("demo", "get.page/v2") == "mcp__demo__get_page_v2"
     assert len(tool_name("demo", "x" * 200)) == 64
+
+
+def test_an_entry_with_a_key_it_does_not_know_is_dropped_never_loaded_ungated_or_widened(tmp_path: Path) -> None:
+    """A misspelt `approve` (`aprove`, `Approve`, …) or `roles` (`role`) read as absent would load the server with no
+    gate, or for every worker kind: the entry is refused in one sentence naming the key, the others load."""
+    typos = {f"notes{n}": {"command": "python3", key: ["delete_note"]} for n, key in enumerate(("aprove", "Approve"))}
+    path = write(
+        tmp_path,
+        {**typos, "ops": {"command": "ops-mcp", "role": ["research"]}, "fine": {"command": "ok", "approve": ["x"]}},
+    )
+    servers, problems = load(path)
+    assert [s.name for s in servers] == ["fine"]
+    assert len(problems) == 3 and "unknown key 'aprove'" in problems[0] and "unknown key 'role'" in problems[2]

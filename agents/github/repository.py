@@ -4,7 +4,9 @@ A workspace's GitHub repository is its `origin` remote when that is a GitHub URL
 `git@github.com:OWNER/NAME`, with or without `.git`; with GITHUB_API_URL naming GitHub Enterprise or a test server,
 that server's host too), or else the `[github] repository = "OWNER/NAME"` of its `.agentlab.toml` (read from the
 checked-out commit; the workspace's file only when it is untracked). The host is matched without regard to case, as
-DNS does.
+DNS does. A workspace with no `origin` at all is pushed to the repository its `.agentlab.toml` names only when that
+file is the owner's own (untracked): a committed one is anyone's commit, and must never choose a repository the
+bot's token then pushes a task's branch into (the owner's other, private repository).
 
 The bot pushes to GitHub over HTTPS with its own token (a header in its own git call): a GitHub `origin` in any form
 (SSH, `http://`, a URL with a user name in it) is pushed to through the HTTPS URL of the same repository on the GitHub
@@ -77,11 +79,13 @@ async def _origin(path: Path) -> str | None:
     return result.stdout.strip() or None if result.exit_code == 0 else None
 
 
-async def _config_text(path: Path) -> str | None:
+async def _config_text(path: Path) -> tuple[str | None, bool]:
+    """The `.agentlab.toml` text (the checked-out commit's, else the workspace's untracked file) and whether it is
+    the owner's own (untracked: no commit, anyone's, wrote it)."""
     text = await file_at(path, "HEAD", CONFIG_FILE)
     if text is None and (path / CONFIG_FILE).is_file() and not await is_tracked(path, CONFIG_FILE):
-        text = (path / CONFIG_FILE).read_text(errors="replace")
-    return text
+        return (path / CONFIG_FILE).read_text(errors="replace"), True
+    return text, False
 
 
 async def github_repository(path: Path, web_url: str = "https://github.com") -> GitHubRepository | None:
@@ -90,10 +94,10 @@ async def github_repository(path: Path, web_url: str = "https://github.com") -> 
     web = web_url.rstrip("/")
     if origin is not None and (name := name_from_url(origin, web)) is not None:
         return GitHubRepository(name, f"{web}/{name}.git")
-    text = await _config_text(path)
+    text, owners = await _config_text(path)
     name = name_from_config(text) if text is not None else None
     if name is None:
         return None
-    if origin is None:
-        return GitHubRepository(name, f"{web}/{name}.git")
+    if origin is None:  # pushed to GitHub with the token: only where the owner's own file says so
+        return GitHubRepository(name, f"{web}/{name}.git") if owners else None
     return GitHubRepository(name, origin, on_github=False)

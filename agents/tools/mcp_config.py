@@ -11,7 +11,9 @@ the task's network namespace, reaching the task's services on localhost and noth
 task's sandbox (`command`, `args`, `env`); a `url` server (streamable HTTP) is reached by the bot itself.
 
 The file is read only from the owner's settings (never from a repository). A broken file or entry is one sentence
-(`ConfigProblem`) for the log and `agentlab doctor`; the good entries still load.
+(`ConfigProblem`) for the log and `agentlab doctor`; the good entries still load. An entry with a key not named above
+is broken too: a misspelt `approve` (`aprove`) or `roles` (`role`) read as absent would load the server with no gate,
+or for every worker kind.
 """
 
 from __future__ import annotations
@@ -117,6 +119,11 @@ def load(path: Path | None) -> tuple[list[McpServerConfig], list[str]]:
     return found, problems
 
 
+# The keys an entry may hold: the `.mcp.json` shape's and agentlab's own. Any other drops the entry (said at start):
+# a misspelt gate must never leave a server loaded as if it had none.
+ENTRY_KEYS = frozenset({"command", "args", "env", "url", "headers", "type", "roles", "approve", "network"})
+
+
 def parse_entry(name: str, entry: object) -> McpServerConfig:
     """One `mcpServers` entry, checked; raises ConfigProblem naming what is wrong."""
     if not isinstance(entry, dict):
@@ -125,6 +132,9 @@ def parse_entry(name: str, entry: object) -> McpServerConfig:
         raise ConfigProblem("a server's name may hold letters, digits, '-' and single '_' only")
     if name == "browser":
         raise ConfigProblem("the name 'browser' is the frontend worker's own browser")
+    if unknown := sorted(str(key) for key in entry if key not in ENTRY_KEYS):
+        # a misspelt `approve` or `roles` read as absent would run the server ungated, or for every worker kind
+        raise ConfigProblem(f"unknown key {', '.join(map(repr, unknown))} (known: {', '.join(sorted(ENTRY_KEYS))})")
     command, url = entry.get("command"), entry.get("url")
     if bool(command) == bool(url):
         raise ConfigProblem('give either "command" (stdio) or "url" (streamable HTTP)')

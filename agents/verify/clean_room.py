@@ -22,6 +22,7 @@ from pathlib import Path
 from agents.git.repository import export_tree
 from agents.sandbox.temp_folders import remove_folder
 from agents.verify.suite_env import TestEnvironment, link_borrowed
+from agents.workspaces.folders import is_secret_file
 
 MAX_KEPT_BYTES = 64 << 20  # what `keep` may copy into one room (a generated folder, not a dataset)
 
@@ -42,13 +43,14 @@ async def clean_room(repo: Path, commit: str, env: TestEnvironment | None, folde
 
 
 def _furnish(env: TestEnvironment, tree: Path, workspace: Path) -> None:
-    copy_kept(env.keep, workspace, tree)
+    copy_kept(env.keep, workspace, tree, credentials=env.keep_credentials)
     link_borrowed(env, tree)
 
 
-def copy_kept(keep: tuple[str, ...], workspace: Path, tree: Path) -> list[str]:
+def copy_kept(keep: tuple[str, ...], workspace: Path, tree: Path, *, credentials: bool = False) -> list[str]:
     """Copy each kept path of `workspace` that the commit lacks into `tree` (no path through a symlink; links inside
-    a kept folder stay links; at most MAX_KEPT_BYTES in all). Returns what was copied."""
+    a kept folder stay links; at most MAX_KEPT_BYTES in all; credential files inside a kept folder only with
+    `credentials`: the list is the owner's). Returns what was copied."""
     copied: list[str] = []
     budget = MAX_KEPT_BYTES
     for rel in keep:
@@ -62,7 +64,7 @@ def copy_kept(keep: tuple[str, ...], workspace: Path, tree: Path) -> list[str]:
                 shutil.copy2(source, target, follow_symlinks=False)
                 budget -= info.st_size
             elif stat.S_ISDIR(info.st_mode) and (size := _size(source)) <= budget:
-                shutil.copytree(source, target, symlinks=True)
+                shutil.copytree(source, target, symlinks=True, ignore=None if credentials else _credential_files)
                 budget -= size
             else:
                 continue
@@ -70,6 +72,10 @@ def copy_kept(keep: tuple[str, ...], workspace: Path, tree: Path) -> list[str]:
             continue
         copied.append(rel)
     return copied
+
+
+def _credential_files(_folder: str, names: list[str]) -> list[str]:
+    return [name for name in names if is_secret_file(name)]
 
 
 def _plain_inside(workspace: Path, rel: str) -> bool:

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from pathlib import PurePosixPath
 
 from agents.verify.suite_env import CONFIG_FILE
+from agents.workspaces.folders import is_secret_file
 
 # node (ESM): `Cannot find package 'vite' imported from /x/y.js`, `Cannot find module '/x/z' imported from /x/y.js`
 _NODE_ESM = re.compile(r"Cannot find (?:package|module) '(?P<name>[^'\n]+)' imported from (?P<where>\S+)")
@@ -74,8 +75,14 @@ def needed_untracked(outputs: Iterable[str], untracked: Iterable[str]) -> list[s
 
 
 def keep_advice(path: str) -> str:
-    """The warning for a file the tests looked for that the clean room did not have."""
+    """The warning for a file the tests looked for that the clean room did not have (a credential file: kept only
+    by the owner's untracked `.agentlab.toml`, never by a committed one)."""
+    where = (
+        f"an untracked `{CONFIG_FILE}` of the workspace (a committed one never hands over a credential file)"
+        if any(is_secret_file(part) for part in PurePosixPath(path.rstrip("/")).parts)
+        else f"`{CONFIG_FILE}`"
+    )
     return (
         f"the tests looked for `{path}`, which the workspace has but no commit does: the bot tests committed files "
-        f'only; if the tests need it, declare it in `{CONFIG_FILE}`: [tests] keep = ["{path}"]'
+        f'only; if the tests need it, declare it in {where}: [tests] keep = ["{path}"]'
     )

@@ -29,6 +29,7 @@ from agents.sandbox.safe_paths import UnsafePath, append_lines, checkout_venv, m
 from agents.verify.js_test_script import JS_TEST_ENV, ScriptStep, plan_script
 from agents.verify.node_modules_links import is_links_folder, plant
 from agents.workspaces.file_walk import SKIP_DIRS, walk_tree
+from agents.workspaces.folders import is_secret_file
 
 CONFIG_FILE = ".agentlab.toml"
 MAX_TEST_TIMEOUT_S = 86_400  # a repository's own [tests] timeout: a day bounds the slowest suite
@@ -151,6 +152,8 @@ class TestEnvironment:
     fallback: bool = False  # the bot's interpreter stands in for a missing environment
     script: list[ScriptStep] = field(default_factory=list)  # a package.json test script, step by step (js_test_script)
     keep: tuple[str, ...] = ()  # the workspace's uncommitted files the tests need (`.agentlab.toml [tests] keep`)
+    # whether `keep` may copy credential files (`.env`, keys): only when the owner's untracked `.agentlab.toml` says so
+    keep_credentials: bool = False
 
     @property
     def read_only_paths(self) -> list[Path]:
@@ -214,6 +217,19 @@ def source_roots(checkout: Path) -> list[Path]:
 # detection
 
 
+def _without_credentials(keep: tuple[str, ...], notes: list[str]) -> tuple[str, ...]:
+    """A committed `keep` less its credential files (anyone's commit may name them; the tests it runs would print
+    the owner's untracked `.env` to the worker and the chat), each left out said in `notes`."""
+    kept = tuple(rel for rel in keep if not any(is_secret_file(part) for part in Path(rel).parts))
+    for rel in keep:
+        if rel not in kept:
+            notes.append(
+                f"`{rel}` was not copied into the test run: a committed {CONFIG_FILE} cannot hand the workspace's "
+                f"credential files to the tests (an untracked {CONFIG_FILE}, the owner's own, can)"
+            )
+    return kept
+
+
 def detect_environment(
     checkout: Path, workspace: Path | None = None, config: TestConfig | None | bool = True
 ) -> TestEnvironment | None:
@@ -239,7 +255,8 @@ def detect_environment(
     if config is not None:
         env.junit = config.junit
         env.timeout = config.timeout
-        env.keep = config.keep
+        env.keep_credentials = config.source != "base commit"
+        env.keep = config.keep if env.keep_credentials else _without_credentials(config.keep, env.notes)
         if config.source != "base commit":
             env.notes.append(f"{CONFIG_FILE} read from the {config.source}")
     if env.python_env is not None and not env.fallback and (editable := _editable_of(env.python_env, workspace)):

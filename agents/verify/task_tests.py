@@ -201,6 +201,12 @@ async def base_config(repo: Path, commit: str) -> TestConfig | None:
     return None
 
 
+def run_timeout(environment: TestEnvironment | None, timeout: float) -> float:
+    """How long one test run may take: the owner's TEST_TIMEOUT_SECONDS, or less where `.agentlab.toml` says so. A
+    repository's file (anyone's commit) may shorten a run, never lengthen it past the owner's bound."""
+    return min(environment.timeout, timeout) if environment is not None and environment.timeout else timeout
+
+
 class TaskTests:
     """Start with `start()` when the task starts; `check()` after each worker turn; `close()` when the task ends."""
 
@@ -218,7 +224,7 @@ class TaskTests:
     ) -> None:
         self.repo, self.base_commit, self.instructions = repo, base_commit, instructions
         self.environment, self.problem, self.baseline = environment, problem, baseline
-        self.timeout = environment.timeout if environment and environment.timeout else timeout
+        self.timeout = run_timeout(environment, timeout)
         self.run_options = run_options
         self.baselines = baselines  # re-runs at the base (base_run_cache); None when the environment is unknown
         self.rerun_at_base: dict[str, bool] = {}  # test id → passed when re-run at the base (confirm_fixed)
@@ -247,7 +253,7 @@ class TaskTests:
         baseline = None
         if environment is not None:
             await asyncio.to_thread(link_borrowed, environment, checkout)
-            effective = environment.timeout or timeout
+            effective = run_timeout(environment, timeout)
             baseline = asyncio.create_task(
                 baselines.outcome(repo, base_commit, environment, effective, **run_options),
                 name=f"baseline-{base_commit[:8]}",
