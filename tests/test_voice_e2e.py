@@ -27,6 +27,7 @@ from tests.conftest import USER_ID, BotHarness, make_settings, start_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.fakes.whisper_checkpoint import FakeTranscriber, make_ogg_opus, speech, tone_mix
 from tests.scripted import RoleScript
+from tests.support.attachments import answer_or_apology
 
 pytestmark = pytest.mark.slow
 # a shared library each engine's model runs on: mapped in the speech process once its model is loaded
@@ -512,15 +513,7 @@ async def test_a_5xx_on_the_voice_echo_does_not_lose_the_voice_note(bot: BotHarn
     bot.tg.fail_next("sendMessage", error_code=502, when=lambda p: str(p.get("text", "")).startswith("🎙"))
     bot.claude.script(claude_says.text("Heard you."))
     bot.tg.send_voice(USER_ID, b"OggS-fake-voice-note", duration=2)
-    await bot.tg.await_for(
-        lambda: (
-            any(m.text == "Heard you." for m in bot.tg.messages(USER_ID))
-            or any("went wrong" in (m.text or "") for m in bot.tg.messages(USER_ID))
-            or None
-        ),
-        timeout=20,
-    )
-    said = [m.text for m in bot.tg.messages(USER_ID)]
+    said = await answer_or_apology(bot, "Heard you.")
     assert "Heard you." in said, f"the voice note never reached Claude after a 502 on its echo; the chat got: {said}"
 
 
@@ -531,15 +524,7 @@ async def test_a_voice_note_deleted_by_its_sender_while_transcribed_is_still_ans
     bot.claude.script(claude_says.text("Heard you."))
     sent = bot.tg.send_voice(USER_ID, b"OggS-fake-voice-note", duration=2)
     bot.tg.delete_user_message(USER_ID, sent["message"]["message_id"])  # before the bot's echo quotes it
-    await bot.tg.await_for(
-        lambda: (
-            any(m.text == "Heard you." for m in bot.tg.messages(USER_ID))
-            or any("went wrong" in (m.text or "") for m in bot.tg.messages(USER_ID))
-            or None
-        ),
-        timeout=20,
-    )
-    said = [m.text for m in bot.tg.messages(USER_ID)]
+    said = await answer_or_apology(bot, "Heard you.")
     assert "Heard you." in said, (
         f"a voice note deleted by its sender was never answered; the chat got: {said}; refused: {bot.tg.refused}"
     )

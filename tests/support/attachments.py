@@ -83,6 +83,16 @@ def blocks_of(request: dict[str, Any]) -> list[dict[str, Any]]:
     return list(request["messages"][-1]["content"])
 
 
+async def answer_or_apology(bot: BotHarness, text: str) -> list[str | None]:
+    """The chat's texts once the bot said `text` or apologised ("something went wrong"), whichever comes first."""
+
+    def said() -> list[str | None]:
+        return [m.text for m in bot.tg.messages(USER_ID)]
+
+    await bot.tg.await_for(lambda: any(t == text or "went wrong" in (t or "") for t in said()) or None, timeout=20)
+    return said()
+
+
 async def answered(bot: BotHarness, text: str) -> Any:
     """The bot's message whose text is exactly `text`, once it is there."""
     return await bot.tg.await_for(
