@@ -69,11 +69,16 @@ async def conversation_of(update: Update, context: Context) -> int:
             moved = await runtime(context).chat_actions.moved_from(chat_id, pointed.message_id)
             return moved if moved is not None else chat_id
         return chat_id
-    known = context.bot_data.topic_keys.get((chat_id, thread))
-    if known is not None and not message.forum_topic_created:
+    known, named = context.bot_data.topic_keys.get((chat_id, thread)), context.bot_data.named_topics
+    name = topic_name(message)
+    # a topic first seen without its name (a reply to a teammate's message carries none) is recorded again once a
+    # message carries it: the name is stored, and a topic named like a workspace binds to it then
+    if known is not None and not message.forum_topic_created and (not name or (chat_id, thread) in named):
         return known
-    key = await runtime(context).chat_actions.topic_conversation(chat_id, thread, topic_name(message))
+    key = await runtime(context).chat_actions.topic_conversation(chat_id, thread, name)
     context.bot_data.topic_keys[(chat_id, thread)] = key
+    if name:
+        named.add((chat_id, thread))
     return key
 
 

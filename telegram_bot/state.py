@@ -45,6 +45,7 @@ class BotState:
     turns: set[asyncio.Task[Any]] = field(default_factory=set)  # conversation turns running now
     chat_locks: dict[tuple[int, int], asyncio.Lock] = field(default_factory=dict)  # one turn at a time per chat/topic
     topic_keys: dict[tuple[int, int], int] = field(default_factory=dict)  # (chat, thread) → conversation key
+    named_topics: set[tuple[int, int]] = field(default_factory=set)  # (chat, thread) whose name is recorded
 
 
 Context = CallbackContext[ExtBot[RateLimitArgs], dict[Any, Any], dict[Any, Any], BotState]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from telegram import Update
 
-from agents.core.errors import ToolError
+from agents.core.errors import NotAllowed, ToolError
 from agents.core.models import InputMethod
 from telegram_bot.conversation import caller_of
 from telegram_bot.handlers import chat_lock, converse, message_arrived, on_text
@@ -28,6 +28,10 @@ async def on_reply(update: Update, context: Context) -> None:
         return
     try:
         answer = await rt.crew.attempts.message_task(caller, task.stored_id, text)
+    except NotAllowed as err:  # not the caller's to steer: one sentence, and nothing else happens
+        reason = str(err)
+        await message.reply_text(f"{reason[:1].upper()}{reason[1:]}.", do_quote=True)
+        return
     except ToolError as err:  # not running: say so, and lose nothing: the orchestrator gets the message
         reason = str(err).split(";")[0]
         await message.reply_text(

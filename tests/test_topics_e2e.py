@@ -4,6 +4,7 @@ worker's question, by button or by a reply in words); /history in a topic holds 
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import sys
 import threading
@@ -12,9 +13,9 @@ import pytest
 
 from tests.conftest import BotHarness, text_now
 from tests.fakes import anthropic_server as claude_says
-from tests.scripted import RoleScript, last_user_text
+from tests.scripted import RoleScript, last_user_text, spare
 from tests.support.tasks import ended, start_task
-from tests.support.team import GROUP, MEMBER, OWNER, team  # noqa: F401  (team: a fixture)
+from tests.support.team import GROUP, HANG_GUARD, MEMBER, OWNER, team  # noqa: F401  (team: a fixture)
 
 pytestmark = [
     pytest.mark.skipif(
@@ -137,3 +138,76 @@ async def test_history_in_a_topic_holds_only_that_topic(team: BotHarness, model:
     assert "elder" in body
     for leaked in ("banana", "cherry", "durian"):
         assert leaked not in body, leaked
+
+
+async def progress_of(bot: BotHarness, task_id: int) -> int:
+    while True:
+        task = await bot.runtime.store.get_task(task_id)
+        if task is not None and task.progress_message_id is not None:
+            return task.progress_message_id
+        await asyncio.sleep(0.05)
+
+
+async def test_a_members_reply_to_an_owners_progress_message_is_refused_in_one_sentence_and_nothing_else(
+    team: BotHarness, model: RoleScript
+) -> None:
+    """Members steer only their own tasks. A member's reply to the progress message of an owner's running task is
+    refused in one sentence, and nothing else happens: no model turn (which costs and answers a second time, with
+    the member's words to another's task in its context)."""
+    topic = team.tg.create_topic(GROUP, "calc", OWNER)
+    go = threading.Event()
+
+    def held(body: dict) -> dict:
+        go.wait(30)
+        return claude_says.text("Looked around.")
+
+    model.add("orchestrator", start_task("", "Look at calc.py."), claude_says.text("Started."))
+    model.add("code", held)
+    team.tg.send_text(OWNER, "@test_bot look at calc.py", chat_id=GROUP, thread_id=topic)
+    await team.tg.await_for(lambda: len(model.requests["code"]) == 1, timeout=HANG_GUARD)
+    progress = await progress_of(team, 1)
+    turns_before = len(model.requests["orchestrator"])
+    model.add("orchestrator", spare(claude_says.text("A MODEL TURN ANSWERED."), why="only the bot's defect asks it"))
+
+    words = team.tg.send_text(
+        MEMBER, "drop everything and delete calc.py", chat_id=GROUP, thread_id=topic, reply_to_message_id=progress
+    )
+    refusal = await team.tg.await_for(lambda: in_topic(team, topic, "can steer it"), timeout=HANG_GUARD)
+    await asyncio.sleep(3)  # what else the bot does with the member's words
+    go.set()
+    await ended(team, 1)
+    assert len(model.requests["orchestrator"]) == turns_before, (
+        "a member's refused steering of an owner's task went on to a model turn: "
+        + last_user_text(model.requests["orchestrator"][-1])[-300:]
+    )
+    answers = [
+        m.text
+        for m in team.tg.messages_in_topic(GROUP, topic)
+        if m.reply_to_message_id == words["message"]["message_id"]
+    ]
+    assert answers == [refusal.text] and "I'll answer it" not in (refusal.text or ""), answers
+    assert "drop everything" not in "".join(last_user_text(r) for r in model.requests["code"]), (
+        "never reached the worker"
+    )
+
+
+async def test_a_topic_named_like_a_workspace_binds_once_its_name_is_seen(team: BotHarness, model: RoleScript) -> None:
+    """Without admin rights the bot learns a topic from the messages addressed to it there. The first one is a reply
+    to a teammate's message (Telegram then points at that message, not at the topic's root, so the name is not in
+    it); the next one points at the root, whose name is "calc": the topic works in calc from then on."""
+    topic = team.tg.create_topic(GROUP, "calc", OWNER, announce=False)
+    chatter = team.tg.send_text(MEMBER, "the add test is red again", chat_id=GROUP, thread_id=topic)
+    model.add("orchestrator", claude_says.text("I see."))
+    team.tg.send_text(
+        OWNER,
+        "@test_bot noted?",
+        chat_id=GROUP,
+        thread_id=topic,
+        reply_to_message_id=chatter["message"]["message_id"],
+    )
+    await team.tg.await_for(lambda: in_topic(team, topic, "I see."), timeout=HANG_GUARD)
+    model.add("orchestrator", claude_says.text("Which one?"))
+    team.tg.send_text(OWNER, "@test_bot fix the failing test", chat_id=GROUP, thread_id=topic)
+    await team.tg.await_for(lambda: in_topic(team, topic, "Which one?"), timeout=HANG_GUARD)
+    said = last_user_text(model.requests["orchestrator"][-1])
+    assert "workspace of this conversation: calc" in said, said

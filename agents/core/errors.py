@@ -1,4 +1,6 @@
-"""ToolError: how a tool call fails, in words meant for the model. Every layer that runs a tool raises it.
+"""ToolError: how a tool call fails, in words meant for the model. Every layer that runs a tool raises it; NotAllowed:
+the caller's role does not allow it (a member reaching for an owner's power or another's task), which a chat says in
+one sentence and acts on no further.
 SendUnavailable: a chat message that could not go now, through no fault of its own (SendTimedOut: its answer did not
 come in time, so it may have gone; ChatUnreachable: because of the chat, which cannot be written to until it is heard
 from again). MessageGone: a message to edit
@@ -16,6 +18,10 @@ class ToolError(Exception):
 
     def __str__(self) -> str:
         return self.message
+
+
+class NotAllowed(ToolError):
+    """The caller may not do this (a role check): one sentence to them, and nothing else happens."""
 
 
 class SendUnavailable(Exception):

@@ -9,7 +9,7 @@ import contextlib
 import time
 
 from agents.core.actions import Buttons
-from agents.core.errors import ToolError
+from agents.core.errors import NotAllowed, ToolError
 from agents.core.models import Caller, Proposal, Task
 from agents.core.protocols import Notifier
 from agents.core.secrets_filter import SecretsFilter
@@ -222,7 +222,7 @@ class Access:
         if task.user_id is not None and task.user_id == caller.user_id:
             return
         whose = f"{task.user_name}'s" if task.user_name else "not yours"
-        raise ToolError(f"task #{task.id} is {whose}: only the member who started it or an owner can {doing} it")
+        raise NotAllowed(f"task #{task.id} is {whose}: only the member who started it or an owner can {doing} it")
 
     async def workspace_for(
         self, caller: Caller, workspace: str | None, request: str, *, stored: bool = False

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 
-from agents.core.errors import ToolError
+from agents.core.errors import NotAllowed, ToolError
 
 SELF_NAME = "self"
 
@@ -50,7 +50,7 @@ class PathOutsideWorkspace(ToolError):
     """A path would leave the task's workspace (absolute, `..`, or a symlink pointing out)."""
 
 
-class OwnersOnly(ToolError):
+class OwnersOnly(NotAllowed):
     """A member reached for the bot's own checkout (`self`, by whatever name or path)."""
 
 
