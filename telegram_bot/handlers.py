@@ -63,9 +63,9 @@ def addressed_to_bot(update: Update, context: Context) -> bool:
     if replied is not None and replied.from_user is not None and replied.from_user.id == context.bot.id:
         return True
     text = message.text or message.caption or ""
-    if text.startswith("/"):
-        return True
     username = context.bot.username
+    if text.startswith("/"):
+        return for_this_bot(text, username)
     addressed = bool(username) and f"@{username.lower()}" in text.lower()
     if message.media_group_id is not None:  # an album's caption (the mention) is on one item: the others are the same
         album = f"{chat_of(update).id}:{message.media_group_id}"
@@ -77,6 +77,13 @@ def addressed_to_bot(update: Update, context: Context) -> bool:
             albums[album] = now
         return album in albums
     return addressed
+
+
+def for_this_bot(command_text: str, username: str | None) -> bool:
+    """Whether a command is this bot's: `/cmd`, or `/cmd@ThisBot` in any case. `/cmd@other_bot` names another bot
+    of the group, and is left to it in silence (as PTB's CommandHandler leaves it, for the commands it knows)."""
+    _, at, suffix = (command_text.split(maxsplit=1) or [""])[0].partition("@")
+    return not at or (bool(username) and suffix.lower() == (username or "").lower())
 
 
 async def chat_heard(update: Update, context: Context) -> None:
@@ -213,32 +220,36 @@ async def converse(
         turns.add(turn)  # cancelled on SIGTERM so shutdown never waits on a long turn
     draft = answer_preview(update, context)
     try:
-        async with typing(context, chat_of(update).id, topic_thread(update.effective_message)):
-            reply = await runtime(context).orchestrator.handle(
-                caller.chat_id,
-                text,
-                method,
-                reply_to_of(update, context),
-                attachments,
-                answer=draft,
-                message_id=caller.message_id,
-                user_id=caller.user_id,
-                user_name=caller.user_name,
-                said=said,
-            )
+        try:
+            async with typing(context, chat_of(update).id, topic_thread(update.effective_message)):
+                reply = await runtime(context).orchestrator.handle(
+                    caller.chat_id,
+                    text,
+                    method,
+                    reply_to_of(update, context),
+                    attachments,
+                    answer=draft,
+                    message_id=caller.message_id,
+                    user_id=caller.user_id,
+                    user_name=caller.user_name,
+                    said=said,
+                )
+        finally:
+            turns.discard(turn)
+            if draft is not None:
+                await draft.stop()  # no preview frame may follow the final message
+        # the answer is stored already; a Telegram 5xx now means "retry, then the outbox", never "lost"
+        reply_to = message_of(update).message_id
+        if record is None:
+            await runtime(context).deliveries.deliver(caller.chat_id, reply.text, reply_to=reply_to, kind="answer")
+        else:
+            entry = await runtime(context).chat_actions.answer_owed(await record, caller.chat_id, reply.text, reply_to)
+            await runtime(context).deliveries.send_stored(entry)
     finally:
-        turns.discard(turn)
-        if draft is not None:
-            await draft.stop()  # no preview frame may follow the final message
-    # the answer is stored already; a Telegram 5xx now means "retry, then the outbox", never "lost"
-    reply_to = message_of(update).message_id
-    if record is None:
-        await runtime(context).deliveries.deliver(caller.chat_id, reply.text, reply_to=reply_to, kind="answer")
-    else:
-        entry = await runtime(context).chat_actions.answer_owed(await record, caller.chat_id, reply.text, reply_to)
-        await runtime(context).deliveries.send_stored(entry)
-    if draft is not None and draft.preview_id is not None:  # the chat's next turn need not wait for this
-        context.application.create_task(draft.discard(), update=update, name="discard-preview")
+        # The preview goes however the turn ended: after its answer, or when the turn failed (an error, a stop) with
+        # half an answer shown, which left in the chat would read as the answer. The chat's next turn need not wait.
+        if draft is not None and draft.preview_id is not None:
+            context.application.create_task(draft.discard(), update=update, name="discard-preview")
 
 
 def reply_to_of(update: Update, context: Context) -> ReplyTo | None:
@@ -332,8 +343,11 @@ async def say(update: Update, context: Context, markdown: str) -> None:
 
 
 async def unknown_command(update: Update, context: Context) -> None:
-    """A command I don't have."""
-    command = (message_of(update).text or "").split()[0]
+    """A command I don't have; one addressed to another bot (`/start@other_bot`) gets no reply at all."""
+    text = message_of(update).text or ""
+    if not for_this_bot(text, context.bot.username):
+        return
+    command = text.split()[0]
     await message_of(update).reply_text(f"I don't know {command}. /help lists what I understand.")
 
 

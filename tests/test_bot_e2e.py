@@ -81,6 +81,22 @@ async def test_unknown_command_and_unsupported_kinds_get_one_line(bot: BotHarnes
     assert bot.claude.calls == 0
 
 
+async def test_a_command_for_another_bot_in_a_group_gets_no_reply(bot: BotHarness) -> None:
+    """`/start@other_bot` in a group is another bot's, a command this bot has or not: it says nothing (no "I don't
+    know" noise). Its own, `/cmd@Test_Bot` in any case, still work."""
+    group = -100555
+    for command in ("/start@other_bot", "/frobnicate@other_bot now", "/status@Test_Bot", "/frobnicate@TEST_BOT"):
+        bot.tg.send_command(USER_ID, command, chat_id=group)
+    bot.claude.script(claude_says.text("Marker."))
+    bot.tg.send_text(USER_ID, "@test_bot say marker", chat_id=group)  # after the others: they were handled
+    mine = ("Pending proposals", "I don't know /frobnicate@TEST_BOT", "Marker.")
+    await bot.tg.await_for(
+        lambda: all(any(m in (s.text or "") for s in bot.tg.messages(group)) for m in mine) or None, timeout=20
+    )
+    said = [s.text or "" for s in bot.tg.messages(group)]
+    assert len(said) == 3 and not any("@other_bot" in s for s in said), f"another bot's command was answered: {said}"
+
+
 async def test_huge_message_is_answered_and_kept_whole(bot: BotHarness) -> None:
     huge = "lorem ipsum " * 8334  # 100,008 characters
     bot.claude.script(claude_says.text("That was long; I read the first part."))

@@ -170,6 +170,39 @@ class NoChat:
         raise AssertionError(f"unexpected call of the notifier: {name}")
 
 
+async def test_an_api_error_after_the_turn_started_work_says_what_was_started(tmp_path: Path, store: Store) -> None:
+    """The turn starts a task and a research, then its next call fails (overloaded). "Try again in a minute" alone
+    would have the user ask again, and start the same work twice: the reply names each one started, once."""
+    workspaces = make_eval_workspaces(tmp_path)
+    queue = TaskQueue(store, lambda task: pytest.fail(f"task #{task.id} ran"), 1)  # claims nothing: never started
+    crew = Crew(settings(tmp_path), store, workspaces, queue, NoChat(), SecretsFilter())
+    request = httpx.Request("POST", "https://api.anthropic.com/v1/messages")
+    overloaded = anthropic.InternalServerError(
+        "overloaded", response=httpx.Response(529, request=request), body={"error": {"type": "overloaded_error"}}
+    )
+
+    def fail(_: dict[str, Any]) -> anthropic.types.Message:
+        raise overloaded
+
+    work = [
+        ("start_task", {"workspace": "calc", "worker": "code", "instructions": "Fix add().", "background": True}),
+        ("start_research", {"workspace": "calc", "request": "How could calc be faster?"}),
+    ]
+    bot = Orchestrator(settings(tmp_path), store, RoleScript([calls(*work), fail]), workspaces, crew, SecretsFilter())
+    reply = await bot.handle(CHAT, "fix add in calc and look into its speed", user_id=CHAT)
+    assert not reply.ok and [t.id for t in reply.started] == [1, 2]
+    assert reply.text.splitlines() == [
+        "Claude is overloaded, try again in a minute.",
+        "Task #1 was started before this error and goes on; no need to ask for it again.",
+        "Research #2 was started before this error and goes on; no need to ask for it again.",
+    ]
+    assert any(m.content == "fix add in calc and look into its speed" for m in await store.all_messages(CHAT))
+    failed = await Orchestrator(
+        settings(tmp_path), store, RoleScript([fail]), workspaces, crew, SecretsFilter()
+    ).handle(CHAT, "and now?", user_id=CHAT)
+    assert failed.text == "Claude is overloaded, try again in a minute.", "only the turn's own tasks are named"
+
+
 async def test_the_turn_returns_the_tasks_it_started_and_no_other(tmp_path: Path, store: Store) -> None:
     """The reply names the tasks the turn's tools stored (GitHub's inbox ties them to the thread that asked), not a
     task stored before the turn, nor those of another conversation's turn running at the same time."""

@@ -1,6 +1,6 @@
 """agents/llm/raw_stream.py through the real SDK against the fake Anthropic server: the same final message as the SDK's
 own streaming helper, text handed on as it arrives, tool input gathered from its pieces, a mid-stream error raised
-as the SDK raises it."""
+as the SDK raises it, an answer that breaks off (cut before its end, or garbled) raised as a lost connection."""
 
 from __future__ import annotations
 
@@ -80,6 +80,31 @@ async def test_an_error_event_mid_answer_raises_the_sdks_error(fake_anthropic: F
             await stream_message(client, params(), on_text)
     assert "overloaded_error" in str(raised.value) and raised.value.body["error"]["type"] == "overloaded_error"
     assert pieces == ["one"]  # what came before the error was handed on
+
+
+@pytest.mark.parametrize(
+    ("break_off", "why"),
+    [
+        ("cut_after", "ended before its message_stop"),  # a proxy closing the connection cleanly mid-answer
+        ("garbled_after", "unreadable content_block_delta event"),  # an event whose JSON is cut in the middle
+    ],
+)
+async def test_an_answer_that_breaks_off_raises_a_lost_connection(
+    fake_anthropic: FakeAnthropic, break_off: str, why: str
+) -> None:
+    """Half an answer is never returned as the whole: the stream that ends before `message_stop`, or one event that
+    cannot be read, is raised as the SDK's lost connection (what the callers answer and keep the message for)."""
+    fake_anthropic.script({**text("Delete the whole branch, then do not run anything else."), break_off: 4})
+    pieces: list[str] = []
+
+    async def on_text(piece: str) -> None:
+        pieces.append(piece)
+
+    async with fake_anthropic.async_client() as client:
+        with pytest.raises(anthropic.APIConnectionError) as raised:
+            await stream_message(client, params(), on_text)
+    assert why in str(raised.value)
+    assert "".join(pieces) == "Delete the whole branch,"  # what came before the break was handed on
 
 
 async def test_an_http_error_is_the_sdks_after_its_retries(fake_anthropic: FakeAnthropic) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -183,6 +184,62 @@ async def test_in_a_group_an_answer_that_arrives_whole_has_no_preview_message(fa
     assert parse_telegram_html(answer.html).startswith("Here is the fix")
     assert [m.deleted for m in fast_bot.tg.messages(GROUP_ID)] == [False], "one message: the answer, no preview"
     assert fast_bot.tg.drafts == [] and fast_bot.tg.refused == []
+
+
+COULD_NOT_REACH = "I couldn't reach Claude (network problem); try again in a minute."
+
+
+async def test_an_answer_cut_before_its_end_is_not_sent_nor_kept_as_the_answer(fast_bot: BotHarness) -> None:
+    """The connection ends cleanly after a few words (a proxy's cut, a load balancer's timeout): no `message_delta`,
+    no `message_stop`. The half answer is neither delivered nor stored as the answer; the user reads that Claude could
+    not be reached, and the message is kept for the next turn, as in an outage."""
+    fast_bot.claude.script(
+        {**claude_says.text("Delete the whole branch, then do not run anything else."), "cut_after": 4}
+    )
+    fast_bot.say("how do I clean up?")
+    [reply] = await fast_bot.replies(1)
+    assert reply.text == COULD_NOT_REACH
+    assert [m.content for m in await fast_bot.runtime.store.all_messages(USER_ID)] == ["how do I clean up?"]
+    assert fast_bot.claude.calls == 1, "a request whose answer was read in part is not sent again by itself"
+
+
+async def test_a_garbled_event_in_a_group_leaves_no_half_answer_preview(fast_bot: BotHarness) -> None:
+    """One malformed event mid-answer in a group, once the preview message shows the first words: the preview does not
+    stay in the chat as if it were the answer; the user reads that Claude could not be reached."""
+    seen: dict[str, bool] = {}
+    words = "Alpha beta gamma delta epsilon zeta eta theta iota kappa lambda GARBLE mu nu xi omicron pi"
+    broken = streamed(words, fast_bot.tg, seen, chat_id=GROUP_ID, token_delay=0.05, garbled_after=11)
+    broken["before_break"] = broken.pop("before_last_token")  # the preview shows before the broken event is sent
+    fast_bot.claude.script(broken)
+    fast_bot.tg.send_text(USER_ID, "@test_bot what comes after lambda?", chat_id=GROUP_ID)
+    await fast_bot.tg.await_for(lambda: [m.deleted for m in fast_bot.tg.messages(GROUP_ID)] == [True, False])
+    assert seen == {"before_last_token": True}
+    preview, reply = fast_bot.tg.messages(GROUP_ID)
+    assert "Alpha" in (preview.text or "") and preview.deleted
+    assert reply.text == COULD_NOT_REACH
+
+
+async def test_a_turn_that_fails_after_its_preview_showed_deletes_the_preview(
+    fast_bot: BotHarness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A turn that raises (a bug of ours) once its preview is in the group: the preview goes, as after an answer, and
+    the apology is the only word of it left."""
+    orchestrator = fast_bot.runtime.orchestrator
+    answer = orchestrator.handle
+
+    async def failing(*args: Any, **kwargs: Any) -> Any:
+        await answer(*args, **kwargs)
+        raise RuntimeError("a bug of ours, after the answer was written")
+
+    monkeypatch.setattr(orchestrator, "handle", failing)
+    seen: dict[str, bool] = {}
+    fast_bot.claude.script(streamed(ANSWER, fast_bot.tg, seen, chat_id=GROUP_ID))
+    fast_bot.tg.send_text(USER_ID, "@test_bot what was wrong with add?", chat_id=GROUP_ID)
+    await fast_bot.tg.await_for(lambda: [m.deleted for m in fast_bot.tg.messages(GROUP_ID)] == [True, False])
+    assert seen == {"before_last_token": True}
+    preview, apology = fast_bot.tg.messages(GROUP_ID)
+    assert "Here is the fix" in (preview.text or "") and preview.deleted
+    assert "something went wrong" in (apology.text or "")
 
 
 # ---- every frame is valid ---------------------------------------------------------------------------

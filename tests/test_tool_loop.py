@@ -6,6 +6,7 @@ import asyncio
 import math
 from typing import Any
 
+import anthropic
 import pytest
 
 from agents.core.secrets_filter import SecretsFilter
@@ -102,6 +103,21 @@ async def test_a_tool_call_cut_off_at_max_tokens_is_not_run_nor_the_answer() -> 
 async def test_endings_that_block_the_task(reply: Any, stop: Ending) -> None:
     result = await worker(RoleScript([reply]), []).run("go")
     assert result.stop is stop and result.blocked and not result.finished
+
+
+async def test_an_answer_without_a_stop_reason_is_never_the_finished_answer() -> None:
+    """An answer that did not end (its stream cut short: no stop reason) is raised as a lost connection: neither the
+    finished answer nor a tool call to run, and not kept in the conversation as the model's turn."""
+    ran: list[str] = []
+    cut_text = say("Delete the whole branch,").model_copy(update={"stop_reason": None})
+    cut_call = call("read_file", {"path": "a.py"}).model_copy(update={"stop_reason": None})
+    for cut in (cut_text, cut_call):
+        loop = ToolLoop(model=RoleScript([cut]), model_name="m", system="s", toolbox=toolbox(ran))
+        loop.add_user_turn([{"type": "text", "text": "how do I clean up?"}])
+        with pytest.raises(anthropic.APIConnectionError):
+            await loop.run(Limits(max_steps=3, max_seconds=math.inf))
+        assert [m["role"] for m in loop.messages] == ["user"]
+    assert ran == []
 
 
 async def test_a_question_without_the_mark_is_a_report() -> None:

@@ -30,6 +30,7 @@ from agents.core.models import (
     Role,
     Task,
     Usage,
+    WorkerKind,
 )
 from agents.core.protocols import AnswerStream, MessageModel, WorkDesk
 from agents.core.secrets_filter import SecretsFilter
@@ -101,6 +102,13 @@ def reply_text(result: LoopResult, tools_used: list[str]) -> str:
     if tools_used:
         return f"I used {', '.join(dict.fromkeys(tools_used))} but wrote no answer; ask again if something is missing."
     return "(no answer)"
+
+
+def started_before_error(task: Task) -> str:
+    """The line a failed turn's reply adds for a task (or research) its tools started before the failure: it goes on,
+    and its report comes as any task's does; asking again would start it a second time."""
+    kind = "Research" if task.worker is WorkerKind.RESEARCH else "Task"
+    return f"{kind} #{task.id} was started before this error and goes on; no need to ask for it again."
 
 
 class Orchestrator:
@@ -224,7 +232,8 @@ class Orchestrator:
     ) -> Reply:
         """One turn; with `answer`, the reply streams into it while it is written (tool activity too).
         `message_id` (the request message: a task started now replies under it) and `user_id` (who asked) reach the
-        work tools as the turn's `Caller`. The reply names the tasks the turn started (`Reply.started`).
+        work tools as the turn's `Caller`. The reply names the tasks the turn started (`Reply.started`); a failed turn's
+        text names them too (`started_before_error`).
         `confined_to`: a request from outside the chat (a GitHub mention), confined to that workspace (Caller);
         `history_text`: what the chat's history keeps of the request instead of `text` (such a request's context,
         written by anyone, must not reach the chat's later turns, which are not confined); the history keeps no more
@@ -252,6 +261,8 @@ class Orchestrator:
                 )
         finally:
             started = self.desk.turn_ended(chat_id)
+        if not reply.ok and started:  # "try again" alone would have the user ask for the same work twice
+            reply = replace(reply, text=reply.text + "".join(f"\n{started_before_error(t)}" for t in started))
         return replace(reply, started=started)
 
     async def _turn(

@@ -11,7 +11,11 @@ posted through the client's documented `post` with `content=` (bytes are sent as
 What stays the SDK's: the request, its headers, retries and timeouts, HTTP errors, the `APIStatusError` an `error`
 event raises (as the helper raises it), and the final `Message`, built by the SDK's own lenient `construct` as for
 a call that is not streamed. A timeout or a broken connection while the answer is being read is raised as the
-SDK's `APITimeoutError` / `APIConnectionError`, as before the answer starts. The gathering follows the SDK's
+SDK's `APITimeoutError` / `APIConnectionError`, as before the answer starts; so is a stream that ends before its
+`message_stop` (a proxy or load balancer closing the connection cleanly mid-answer: what came is half an answer, with
+no stop reason, never one to deliver as finished) and an event that cannot be read (garbled JSON, an event the
+message so far cannot take): the answer is broken off either way, and the callers' handling of a lost connection
+applies (the user's message is kept, the reply says Claude could not be reached). The gathering follows the SDK's
 `accumulate_event` (anthropic/lib/streaming/_messages.py): text, tool input JSON, citations, thinking and its
 signature, and the `message_delta` usage, whose counts are totals that overwrite.
 """
@@ -92,15 +96,31 @@ async def _read(response: httpx.Response, on_text: Callable[[str], Awaitable[Non
             body = "\n".join(data)
             if event == "error":
                 raise anthropic.APIStatusError(_error_text(body), response=response, body=_json(body))
-            text = gathered.apply(json.loads(body))
+            try:
+                text = gathered.apply(json.loads(body))
+            except _UNREADABLE as err:
+                raise _broken(response, f"an unreadable {event or 'unnamed'} event in the answer's stream") from err
             if text:
                 await on_text(text)
         event, data = "", []
     if gathered.message is None:
-        raise anthropic.APIConnectionError(
-            message="the answer's stream ended before it started", request=response.request
-        )
-    return anthropic.types.Message.construct(**gathered.finished())
+        raise _broken(response, "the answer's stream ended before it started")
+    if not gathered.stopped:  # ended cleanly mid-answer: what came is not the whole answer
+        raise _broken(response, "the answer's stream ended before its message_stop")
+    try:
+        return anthropic.types.Message.construct(**gathered.finished())
+    except _UNREADABLE as err:  # a tool call's input that is not JSON
+        raise _broken(response, "an unreadable tool call in the answer's stream") from err
+
+
+# what reading a garbled event raises: its JSON, or fields the message so far does not have (an index past its blocks,
+# a field of the wrong type, an event before message_start)
+_UNREADABLE = (ValueError, LookupError, TypeError, AttributeError, RuntimeError)
+
+
+def _broken(response: httpx.Response, why: str) -> anthropic.APIConnectionError:
+    """The answer's stream broke off: raised as a lost connection is (the answer is as incomplete)."""
+    return anthropic.APIConnectionError(message=why, request=response.request)
 
 
 class _Gathered:
@@ -110,6 +130,7 @@ class _Gathered:
         self.message: dict[str, Any] | None = None
         self.tool_json: dict[int, list[str]] = {}
         self.text: dict[int, list[str]] = {}  # a text block's pieces, joined at its end (not one copy per piece)
+        self.stopped = False  # message_stop came: the answer is whole
 
     def apply(self, event: dict[str, Any]) -> str:
         """Apply one event; the text it adds to a text block ("" if none)."""
@@ -121,7 +142,9 @@ class _Gathered:
         message = self.message
         if message is None:
             raise RuntimeError(f'Unexpected event order, got {kind} before "message_start"')  # as the SDK's helper
-        if kind == "content_block_start":
+        if kind == "message_stop":
+            self.stopped = True
+        elif kind == "content_block_start":
             message["content"].append(dict(event["content_block"]))
         elif kind == "content_block_delta":
             return self._delta(message["content"][event["index"]], event["index"], event["delta"])

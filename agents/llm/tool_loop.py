@@ -3,7 +3,8 @@
 The orchestrator and every worker run this loop; they differ only in configuration (tool set, limits,
 whether the last round may call tools, whether the answer streams). All stop-reason handling lives here:
 a tool call cut off at `max_tokens` is answered with an error and retried, never taken as the answer;
-`refusal`, `model_context_window_exceeded` and a text-only `max_tokens` end the loop with their own ending.
+`refusal`, `model_context_window_exceeded` and a text-only `max_tokens` end the loop with their own ending; an
+answer with no stop reason at all (its stream cut short) is raised as a lost connection, never taken as finished.
 The model is reached through `MessageModel`, the seam that `SdkModel` (the SDK's client) fills and
 `tests.scripted.RoleScript` plays in unit tests.
 """
@@ -20,6 +21,7 @@ from enum import StrEnum
 from typing import Any, Literal, cast
 
 import anthropic
+import httpx2 as httpx
 
 from agents.core.models import Usage
 from agents.core.protocols import AnswerStream, MessageModel
@@ -36,6 +38,8 @@ TRUNCATED = (
     "pieces (write_file a skeleton, then edit_file), or keep each call shorter."
 )
 STOPPED = "not run: the agent was stopped"
+# what the error raised for an answer without a stop reason names as its request (the model seam has none to give)
+CUT = httpx.Request("POST", "https://api.anthropic.com/v1/messages")
 WRAP_UP = (
     "Note from the bot: you have reached your step limit, so no more tool calls can run. Write your final report "
     "now: what you changed and why, the files touched, what you checked and how, and what is left to do."
@@ -346,13 +350,15 @@ class ToolLoop:
         if self.on_response:
             await self.on_response(response)
         self._let_go()  # its usage is recorded: the hold on the budget is not needed any more
+        stop = response.stop_reason
+        if stop is None:  # an answer that never ended (its stream cut short): never the finished answer, nor run
+            raise anthropic.APIConnectionError(message="the model's answer ended without a stop reason", request=CUT)
         calls = [b for b in response.content if b.type == "tool_use"]
         text = "".join(b.text for b in response.content if b.type == "text").strip()
         if response.content:
             self.messages.append(
                 {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in response.content]}
             )
-        stop = response.stop_reason
         if stop == "max_tokens" and calls:
             # A tool call cut off mid-way must not run, nor count as the answer; say so, let the model retry.
             self.messages.append(
@@ -375,7 +381,7 @@ class ToolLoop:
             "refusal": Ending.REFUSED,
             "model_context_window_exceeded": Ending.CONTEXT_FULL,
             "max_tokens": Ending.CUT_OFF,
-        }.get(stop or "", Ending.FINISHED)
+        }.get(stop, Ending.FINISHED)
         return ending, text
 
     async def _run_tools(self, calls: list[Any]) -> list[dict[str, Any]]:

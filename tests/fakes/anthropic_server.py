@@ -21,7 +21,11 @@ reply's ``before_last_token`` callable runs (in the server thread) just before t
 word is written, so tests can assert what the client did while it was still streaming.
 A tool call's input is streamed in pieces of JSON, as the API sends it, and a reply with
 ``stream_error`` (an error object) sends that ``error`` event after its first word, and
-nothing more, as the API does when it is overloaded mid-answer.
+nothing more, as the API does when it is overloaded mid-answer. A streamed reply can also break off the way a network
+does: ``cut_after`` (a number of words) ends the stream cleanly once that many words are out, with no
+``message_delta`` and no ``message_stop`` (a proxy or load balancer closing the connection); ``garbled_after`` sends,
+once that many words are out, one event whose JSON is cut in the middle in place of the next word's, then goes on
+with the rest. A reply's ``before_break`` callable runs (in the server thread) just before either break is written.
 
 Thinking: a reply's `thinking` block (see :func:`with_thinking`) is served with a signature the fake can check,
 streamed as thinking and signature deltas. A request that sends a thinking block back changed, or that sends the
@@ -970,6 +974,8 @@ class FakeAnthropic:
         """The SSE events of `message`, written as a model would produce them: word by word, with delays."""
         token_delay = float(reply.get("token_delay", self.token_delay) or 0)
         before_last = reply.get("before_last_token")
+        before_break = reply.get("before_break")
+        cut_after, garbled_after = reply.get("cut_after"), reply.get("garbled_after")
         words = sum(len(_words(b["text"])) for b in message["content"] if b["type"] == "text")
         written = 0
         for index, event in enumerate(_sse_events(message)):
@@ -982,6 +988,15 @@ class FakeAnthropic:
                 if written and reply.get("stream_error"):
                     yield _sse_event("error", error=reply["stream_error"]).encode()
                     return
+                if written in (cut_after, garbled_after) and callable(before_break):
+                    before_break()
+                if written == cut_after:  # the connection closes cleanly: no message_delta, no message_stop
+                    return
+                if written == garbled_after:  # this word's event, its JSON cut in the middle
+                    garbled_after = None
+                    yield _sse_event(event[0], **event[1])[:-12].encode() + b"\n\n"
+                    written += 1
+                    continue
                 written += 1
                 if written == words and callable(before_last):
                     before_last()
