@@ -11,13 +11,13 @@ from collections.abc import AsyncIterator
 
 from telegram import Update
 from telegram.constants import ChatAction, ChatType
-from telegram.error import NetworkError
+from telegram.error import BadRequest, NetworkError
 from telegram.ext import ApplicationHandlerStop
 
 from agents.chat.replying import ReplyTo
 from agents.core.models import Attachment, InputMethod
 from telegram_bot.conversation import caller_of, conversation_of, known_conversation, topic_thread
-from telegram_bot.replies import send_markdown
+from telegram_bot.replies import is_topic_gone, send_markdown
 from telegram_bot.state import Context
 from telegram_bot.strangers import REFUSAL_LANE
 from telegram_bot.streaming import ChatDraft
@@ -332,14 +332,16 @@ async def status(update: Update, context: Context) -> None:
 
 
 async def say(update: Update, context: Context, markdown: str) -> None:
-    """Answer a command or button where it was used: the chat, and in a forum group the topic."""
-    await send_markdown(
-        context.bot,
-        runtime(context).secrets,
-        chat_of(update).id,
-        markdown,
-        thread_id=topic_thread(update.effective_message),
-    )
+    """Answer a command or button where it was used: the chat, and in a forum group the topic; in a topic closed or
+    deleted since, the general topic with a note (the notifier's way for the bot's other messages), so the answer to
+    a press (a merge done, a question answered) is never lost to a topic that cannot be written to."""
+    thread = topic_thread(update.effective_message)
+    try:
+        await send_markdown(context.bot, runtime(context).secrets, chat_of(update).id, markdown, thread_id=thread)
+    except BadRequest as err:
+        if thread is None or not is_topic_gone(err):
+            raise
+        await runtime(context).notifier.send(await conversation_of(update, context), markdown)
 
 
 async def unknown_command(update: Update, context: Context) -> None:
@@ -372,11 +374,8 @@ async def on_error(update: object, context: Context) -> None:
 
 
 async def _apologize(update: Update, context: Context) -> None:
-    """Something short and true to the chat an update came from, when handling it failed."""
+    """Something short and true to the chat an update came from, when handling it failed: in the topic it came from,
+    or the general topic when that topic is gone (as `say`)."""
     if update.effective_chat:
         with contextlib.suppress(Exception):
-            await context.bot.send_message(
-                chat_of(update).id,
-                "Sorry, something went wrong on my side; it is logged. Please try again.",
-                message_thread_id=topic_thread(update.effective_message),  # in the topic it came from
-            )
+            await say(update, context, "Sorry, something went wrong on my side; it is logged. Please try again.")

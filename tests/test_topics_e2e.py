@@ -211,3 +211,33 @@ async def test_a_topic_named_like_a_workspace_binds_once_its_name_is_seen(team: 
     await team.tg.await_for(lambda: in_topic(team, topic, "Which one?"), timeout=HANG_GUARD)
     said = last_user_text(model.requests["orchestrator"][-1])
     assert "workspace of this conversation: calc" in said, said
+
+
+async def test_the_answer_to_a_merge_pressed_in_a_closed_topic_is_not_lost(
+    team: BotHarness, model: RoleScript, workspace_root
+) -> None:
+    """A topic closed after its task's summary was posted: the owner presses Merge on that summary. The merge happens;
+    its answer cannot go to the closed topic, so it goes to the general topic ("nothing is lost", as a task's own
+    messages do)."""
+    repo = workspace_root / "calc"
+    topic = team.tg.create_topic(GROUP, "calc", OWNER)
+    model.add("orchestrator", start_task("", "Fix add() in calc.py."), claude_says.text("Started task #1."))
+    model.add(
+        "code",
+        claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"}),
+        claude_says.text("Fixed add()."),
+    )
+    team.tg.send_text(OWNER, "@test_bot fix add", chat_id=GROUP, thread_id=topic)
+    await ended(team, 1)
+    summary = await team.tg.await_for(
+        lambda: next((m for m in team.tg.messages_in_topic(GROUP, topic) if "task:merge:1" in m.callback_data), None),
+        timeout=HANG_GUARD,
+    )
+    team.tg.close_topic(GROUP, topic)
+    before = len(team.tg.messages(GROUP))
+    team.tg.press_button(OWNER, summary.message_id, "task:merge:1", chat_id=GROUP)
+    await team.tg.await_for(lambda: "a + b" in text_now(repo / "calc.py"), timeout=HANG_GUARD)
+    await asyncio.sleep(2)
+    told = [m.text for m in team.tg.messages(GROUP)[before:] if m.text]
+    assert any("merge" in t.lower() for t in told), f"the merge's answer was lost; the group got {told}"
+    assert any("is closed or was deleted, so this message goes here" in t for t in told), told
