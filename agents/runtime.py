@@ -57,26 +57,13 @@ from agents.work.schedule_book import Firing, ScheduleBook
 from agents.work.steering import Inboxes
 from agents.work.task_collaborators import TaskLines
 from agents.work.task_execution import TaskExecutor
+from agents.work.task_finish import ANNOUNCED_EVENT, announced
 from agents.work.task_queue import TaskQueue
 from agents.workspaces.folders import Workspaces
 
 log = logging.getLogger(__name__)
 
 START_UP_GRACE_SECONDS = 3.0  # with no message by then, start-up work begins anyway
-
-
-ANNOUNCED_EVENT = "announced"  # a task event: its interruption was told to its chat (with Resume / Discard)
-
-
-def announced(events: list[TaskEvent]) -> bool:
-    """Whether the task's interruption was told already: an `announced` event with no status change after it (a
-    resumed task that was interrupted again is told again)."""
-    for event in reversed(events):
-        if event.kind == ANNOUNCED_EVENT:
-            return True
-        if event.kind == "status":
-            return False
-    return False
 
 
 @dataclass

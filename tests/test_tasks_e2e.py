@@ -1,18 +1,24 @@
-"""Background tasks: concurrency limit, priority order, responsiveness, listing, cancelling, usage and audit."""
+"""Background tasks: concurrency limit, priority order, responsiveness, listing, cancelling, usage and audit, and an
+API failure mid-task: an outage interrupts the task with Resume, a refused request fails it with its branch's buttons;
+either way the work done stays on its branch, within reach."""
 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
+import anthropic
+import httpx
 import pytest
 
 from agents.core.models import Caller, Task, TaskStatus, WorkerKind
+from agents.llm.client import outage
 from agents.store.database import Store
 from agents.work.task_queue import TaskQueue
-from tests.conftest import USER_ID, BotHarness, make_settings, start_bot
+from tests.conftest import USER_ID, BotHarness, git, make_settings, start_bot
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript, spare
-from tests.support.tasks import start_task
+from tests.support.tasks import final_summary, start_task, until
 
 
 async def test_runner_claims_by_priority_then_age_at_most_n_at_once(tmp_path) -> None:
@@ -255,3 +261,101 @@ async def test_a_cancelled_transaction_never_leaves_the_store_stuck(tmp_path) ->
     assert [c.text for c in await store.criteria(task.id)] == ["c"]
     assert not store._db.in_transaction
     await store.close()
+
+
+# --- a model call that fails past the SDK's retries, after the worker wrote a file ---------------------------------
+
+
+def test_an_outage_is_what_passes_and_a_refusal_is_not() -> None:
+    """What interrupts a task (it passes: the SDK itself retries it) and what fails it (the same call is refused
+    again); an `error` event in a stream that had begun comes with the HTTP status 200, its type says which."""
+    request = httpx.Request("POST", "https://api.anthropic.com/v1/messages")
+
+    def answered(status: int, kind: str) -> anthropic.APIStatusError:
+        body = {"type": "error", "error": {"type": kind, "message": "…"}}
+        return anthropic.APIStatusError("…", response=httpx.Response(status, request=request), body=body)
+
+    assert outage(anthropic.APIConnectionError(request=request)) == "network problem"
+    assert outage(anthropic.APITimeoutError(request=request)) == "timed out"
+    assert outage(answered(529, "overloaded_error")) == "overloaded"
+    assert outage(answered(429, "rate_limit_error")) == "rate limited"
+    assert outage(answered(500, "api_error")) == "server error 500"
+    assert outage(answered(200, "overloaded_error")) == "overloaded"
+    for status, kind in [
+        (400, "invalid_request_error"),
+        (401, "authentication_error"),
+        (403, "permission_error"),
+        (404, "not_found_error"),
+        (413, "request_too_large"),
+        (200, "invalid_request_error"),
+    ]:
+        assert outage(answered(status, kind)) is None, (status, kind)
+
+
+FIX = claude_says.tool_use("write_file", {"path": "calc.py", "content": "def add(a, b):\n    return a + b\n"})
+
+
+def summary_of(bot: BotHarness, task_id: int, mark: str | tuple[str, ...] = ("⏸", "⚠", "✔", "✗")) -> Any:
+    """The task's summary in the chat (its first line starts with `mark`), once it is there."""
+    return next(
+        (m for m in bot.tg.messages(USER_ID) if (m.text or "").startswith(mark) and f"Task #{task_id}" in m.text),
+        None,
+    )
+
+
+@pytest.mark.quick_tests  # the resumed task's verdict is a real one, at a small cost
+async def test_an_api_outage_mid_task_interrupts_it_and_resume_goes_on_from_its_branch(
+    bot: BotHarness, model: RoleScript
+) -> None:
+    """The worker fixed add(), then its next call got 529 overloaded (past the SDK's retries): nothing is lost. The
+    task is interrupted, not failed; its summary says so in one sentence, with Resume (and Diff, Discard); its branch
+    holds the fix; Resume goes on from there to a normal end that keeps it."""
+    model.add("orchestrator", start_task("calc", "Fix add() in calc.py"), claude_says.text("Started."))
+    model.add("code", FIX, claude_says.overloaded())
+    bot.say("fix add in calc")
+    summary = await bot.tg.await_for(lambda: summary_of(bot, 1), timeout=30)
+    task = await bot.runtime.store.get_task(1)
+    assert task is not None and task.status is TaskStatus.INTERRUPTED, (task.status, summary.text)
+    assert summary.text.startswith("⏸"), summary.text
+    assert "overloaded" in summary.text and "Resume" in summary.text, summary.text
+    assert "failed" not in summary.text and "try again" not in summary.text, summary.text
+    assert {"task:resume:1", "task:diff:1", "task:discard:1"} <= set(summary.callback_data), summary.callback_data
+    repo = bot.settings.paths.workspace_path / "calc"
+    assert task.branch and "return a + b" in git(repo, "show", f"{task.branch}:calc.py"), "the fix is not on its branch"
+    assert "return a - b" in (repo / "calc.py").read_text(), "the owner's checkout is untouched"
+
+    model.add(
+        "code",
+        claude_says.tool_use("write_file", {"path": "NOTES.md", "content": "add() fixed\n"}),
+        claude_says.text("add() was fixed before the outage; I added a note."),
+    )
+    bot.tg.press_button(USER_ID, summary.message_id, "task:resume:1")
+    task, done = await final_summary(bot, 1, timeout=90)
+    assert task.status is TaskStatus.COMPLETED, (task.status, done.text)
+    firsts = [str(r["messages"][0]["content"]) for r in model.requests["code"]]
+    assert any("interrupted and is being resumed" in f for f in firsts), "the resumed worker was not told it goes on"
+    assert "return a + b" in git(repo, "show", f"{task.branch}:calc.py"), "the work before the outage was lost"
+    assert "add() fixed" in git(repo, "show", f"{task.branch}:NOTES.md")
+
+
+@pytest.mark.untested_calc  # the verdict is not what this test is about
+async def test_a_refused_api_request_mid_task_fails_it_with_its_branchs_buttons(
+    bot: BotHarness, model: RoleScript
+) -> None:
+    """A 400 (a request the API refuses: not an outage, the same call is refused again) after the worker wrote a
+    file fails the task, but its summary offers the branch that holds the work (Diff, Discard, Merge anyway)."""
+    model.add("orchestrator", start_task("calc", "Fix add() in calc.py"), claude_says.text("Started."))
+    model.add("code", FIX, claude_says.error(400, "invalid_request_error", "messages: something is off"))
+    bot.say("fix add in calc")
+    task = await until(lambda: _ended_as(bot, 1, TaskStatus.FAILED))
+    summary = await bot.tg.await_for(lambda: summary_of(bot, 1, "⚠"), timeout=30)
+    assert "failed" in summary.text and "refused the request as invalid" in summary.text, summary.text
+    assert {"task:diff:1", "task:discard:1", "task:merge:1"} <= set(summary.callback_data), summary.callback_data
+    repo = bot.settings.paths.workspace_path / "calc"
+    assert task.branch and "return a + b" in git(repo, "show", f"{task.branch}:calc.py"), "the fix is not on its branch"
+    assert task.commit_sha == git(repo, "rev-parse", task.branch).strip()
+
+
+async def _ended_as(bot: BotHarness, task_id: int, status: TaskStatus) -> Task | None:
+    task = await bot.runtime.store.get_task(task_id)
+    return task if task is not None and task.status is status else None

@@ -165,6 +165,44 @@ async def test_an_unreachable_cluster_is_one_sentence_and_the_task_waits_for_res
                 await runners.close()
 
 
+@cheap_tests
+async def test_an_api_outage_on_a_runner_interrupts_the_task_and_resume_goes_on_from_its_branch(
+    tbot: BotHarness, model: RoleScript, runners: Runners, workspace_root: Path
+) -> None:
+    """As on the local engine: the worker on the runner fixed add(), then its next call got 529 overloaded. The task
+    is interrupted, told once (the runner's summary, with Resume and Diff; no second "stopped" notice), its branch
+    came home with the fix, and Resume goes on from there on a runner to a normal end."""
+    runners.serve("a")
+    model.add("orchestrator", start_task("calc", "Fix add() in calc.py: it subtracts."), claude_says.text("Started."))
+    model.add(
+        "code",
+        claude_says.tool_use("edit_file", {"path": "calc.py", "old": "a - b", "new": "a + b"}),
+        claude_says.overloaded(),
+    )
+    tbot.say("fix add in calc")
+    summary = await tbot.tg.await_for(lambda: message_with(tbot, "Task #1 interrupted", "overloaded"), timeout=60)
+    await until(lambda: _events_with(tbot, 1, "ended "))  # the report was told whole
+    task = await tbot.runtime.store.get_task(1)
+    assert task.status is TaskStatus.INTERRUPTED, (task.status, runners.log("a"))
+    assert {"task:resume:1", "task:diff:1", "task:discard:1"} <= set(summary.callback_data), summary.callback_data
+    assert message_with(tbot, "Resume it, or discard it?") is None, "the interruption was told twice"
+    assert "a + b" in git(workspace_root / "calc", "show", f"{task.branch}:calc.py"), "the fix did not come home"
+    model.add(
+        "code",
+        claude_says.tool_use("write_file", {"path": "NOTES.md", "content": "add() fixed\n"}),
+        claude_says.text("add() was fixed before the outage; I added a note."),
+    )
+    tbot.tg.press_button(USER_ID, summary.message_id, "task:resume:1")
+    task = await ended(tbot, 1)
+    assert task.status is TaskStatus.COMPLETED, (task.error, runners.log("a"))
+    assert "a + b" in git(workspace_root / "calc", "show", f"{task.branch}:calc.py"), "the work before was lost"
+    assert "add() fixed" in git(workspace_root / "calc", "show", f"{task.branch}:NOTES.md")
+
+
+async def _events_with(bot: BotHarness, task_id: int, start: str) -> bool:
+    return any(e.detail.startswith(start) for e in await bot.runtime.store.task_events(task_id))
+
+
 @cheap_check
 async def test_the_bot_restarted_mid_task_reattaches_then_a_runner_killed_mid_task_hands_it_over(
     fake_telegram, fake_anthropic, tmp_path, workspace_root, temporal, queue, runners: Runners, model: RoleScript

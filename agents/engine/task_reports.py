@@ -164,7 +164,8 @@ class TaskReports:
         missing: str | None,
     ) -> None:
         """The proposal and the summaries queued in the outbox and kept in the chat's history; an interrupted task's
-        notice; GitHub's part of an ended one."""
+        notice (unless the runner's own summary told it, with Resume: an API outage); GitHub's part of an ended
+        one."""
         if proposal is not None:
             await show_proposal(
                 self.store, self.deliveries, self.settings.orchestrator.shown_turn_chars, task, proposal
@@ -188,7 +189,9 @@ class TaskReports:
                 task_id=task.id,
                 shown_record=record.id,
             )
-        if status is TaskStatus.INTERRUPTED:
+        summarised = any(s.kind == "summary" for s in report.shown[:SHOWN_MAX])
+        told = summarised and report.status == TaskStatus.INTERRUPTED.value
+        if status is TaskStatus.INTERRUPTED and not told:  # told: the runner's summary has Resume (an API outage)
             why = outside_text(str(error or "no reason given"))  # the runner's words, never formatting or a link
             await self.tell_interrupted(task, f"⚠️ **Task #{task.id}** stopped: {why}. Resume it, or discard it?")
         elif status.is_final and status is not TaskStatus.CANCELLED:  # GitHub (the bot's token stays here): a

@@ -59,6 +59,41 @@ def usage_record(
     )
 
 
+# an `error` event in an answer's stream that had begun (its HTTP status 200): what its type says of the outage
+_OUTAGE_TYPES = {
+    "overloaded_error": "overloaded",
+    "rate_limit_error": "rate limited",
+    "api_error": "a server error",
+    "timeout_error": "timed out",
+}
+
+
+def outage(err: anthropic.APIError) -> str | None:
+    """What kind of outage an API failure is, in a few words ("overloaded", "rate limited", …), when it is one: a
+    failure that passes (the kinds the SDK itself retries: the network, a timeout, 408, 409, 429, 5xx including 529
+    overloaded), not a request the API refuses (400, 401, 403, 404, 413…: the same request is refused again)."""
+    if isinstance(err, anthropic.APITimeoutError):
+        return "timed out"
+    if isinstance(err, anthropic.APIConnectionError):
+        return "network problem"
+    if not isinstance(err, anthropic.APIStatusError):
+        return None
+    status = err.status_code
+    if status == 529:
+        return "overloaded"
+    if status == 429:
+        return "rate limited"
+    if status >= 500:
+        return f"server error {status}"
+    if status in (408, 409):
+        return f"error {status}"
+    if status < 400:  # an error event mid-stream: its own type says what it is
+        body = err.body.get("error", err.body) if isinstance(err.body, dict) else None
+        kind = body.get("type") if isinstance(body, dict) else None
+        return _OUTAGE_TYPES.get(kind) if isinstance(kind, str) else None
+    return None
+
+
 def explain_api_error(err: anthropic.APIError) -> str:
     """A short, true sentence for the user about an API failure that the SDK's retries did not absorb."""
     if isinstance(err, anthropic.APIStatusError):

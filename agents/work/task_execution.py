@@ -23,7 +23,6 @@ from agents.core.settings import Settings
 from agents.git.command import GitError
 from agents.git.repository import has_commits, rev_parse
 from agents.git.worktrees import TaskWorktree
-from agents.llm.client import explain_api_error
 from agents.llm.usage import budget_exceeded
 from agents.repo_map.maps import RepoMap
 from agents.sandbox.bwrap import NetworkPolicy, SandboxProbe
@@ -223,8 +222,8 @@ class TaskExecutor:
                 "⏸ interrupted: the bot is stopping (resume it after the restart)" if self.stopping else "✖ cancelled"
             )
             raise
-        except anthropic.APIError as err:
-            await self.ending.fail(task, progress, explain_api_error(err))
+        except anthropic.APIError as err:  # an outage interrupts it (Resume goes on), a refusal fails it
+            await self.ending.api_failed(task, progress, err)
         except (ToolError, GitError) as err:
             await self.ending.fail(task, progress, trim(str(err), 800))
         except Exception as err:  # never leave a task looking alive after a bug

@@ -1,7 +1,9 @@
 """How a task ends: its status stored, its checkout dropped, its progress message closed, its summary (or proposal,
 or failure) shown in the chat through the outbox, and GitHub told.
 
-The outcome itself is decided without I/O in task_outcome.py; this module gathers its facts and does the rest.
+The outcome itself is decided without I/O in task_outcome.py; this module gathers its facts and does the rest. A
+model call that failed past the SDK's retries (`api_failed`): an outage interrupts the task, with Resume, as a
+restart does; a request the API refuses fails it, with its branch's buttons when it has commits.
 """
 
 from __future__ import annotations
@@ -10,9 +12,15 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import anthropic
+
 from agents.core.actions import Buttons
-from agents.core.models import ChatMessage, Delivery, Task, TaskEvent, TaskStatus, utcnow
+from agents.core.errors import ToolError
+from agents.core.models import ChatMessage, Delivery, Task, TaskEvent, TaskStatus, WorkerKind, utcnow
+from agents.git.command import GitError, git_text
+from agents.git.repository import rev_parse
 from agents.git.worktrees import TaskWorktree
+from agents.llm.client import explain_api_error, outage
 from agents.store.delivery import owed
 from agents.store.shown import TASK, remember_shown
 from agents.work.attempt_summary import TESTS_EVENT, tests_event
@@ -21,13 +29,26 @@ from agents.work.pull_requests import PullRequests
 from agents.work.task_checkout import TaskCheckouts
 from agents.work.task_collaborators import Collaborators
 from agents.work.task_corrections import ChangeRun
-from agents.work.task_outcome import RunFacts, branch_buttons, decide, render, trim
+from agents.work.task_outcome import RunFacts, branch_buttons, decide, render, resume_buttons, trim
 from agents.work.task_proposals import proposal_shown, scheduled_note, store_proposal
 from agents.work.task_review import review_record
 from agents.work.task_workers import worker_limits
 from agents.work.worker import WorkerResult
 
 log = logging.getLogger(__name__)
+
+ANNOUNCED_EVENT = "announced"  # a task event: its interruption was told to its chat (with Resume / Discard)
+
+
+def announced(events: list[TaskEvent]) -> bool:
+    """Whether the task's interruption was told already: an `announced` event with no status change after it (a
+    resumed task that was interrupted again is told again)."""
+    for event in reversed(events):
+        if event.kind == ANNOUNCED_EVENT:
+            return True
+        if event.kind == "status":
+            return False
+    return False
 
 
 @dataclass(frozen=True)
@@ -58,13 +79,77 @@ class TaskEnding:
         await self.base.store.update_task(task.stored_id, status=status, **fields)
         await self.base.store.add_event(event)
 
-    async def fail(self, task: Task, progress: Progress, reason: str) -> None:
+    async def fail(
+        self, task: Task, progress: Progress, reason: str, buttons: Buttons | None = None, **fields: object
+    ) -> None:
         # its summary starts with a verdict's mark, as every task's does: ⚠, the bot cannot tell (nothing was judged)
-        owing = await self.owe(task, f"⚠ **Task #{task.id} failed**: {reason}")
-        await self.set_status(task, TaskStatus.FAILED, owing, error=reason)
+        owing = await self.owe(task, f"⚠ **Task #{task.id} failed**: {reason}", buttons=buttons)
+        await self.set_status(task, TaskStatus.FAILED, owing, error=reason, **fields)
         await progress.close(f"✖ failed: {trim(reason, 200)}")
         await self.pay(owing)
         await self.tell_github(task)
+
+    async def api_failed(self, task: Task, progress: Progress, err: anthropic.APIError) -> None:
+        """A model call of the task failed past the SDK's retries; what the task did so far is committed on its
+        branch already (TaskCheckouts.drop_early). An outage (`outage`: overloaded, rate limited, a server error,
+        the network) interrupts it as a restart does: Resume goes on from its branch. Any other failure (a request
+        the API refuses, a key it refuses) fails it, its summary with the branch's buttons when the branch has
+        commits beyond its base: the work done stays within reach. An attempt of a race fails either way (its race
+        waits for every attempt to end, and the race's one summary offers each branch)."""
+        head = await self.branch_head(task)
+        cause = outage(err)
+        if cause is not None and task.attempt_group is None:
+            await self.interrupt(task, progress, f"Claude was unreachable ({cause})", head)
+            return
+        buttons, fields = None, {}
+        if head is not None:
+            offer_pr = False
+            try:
+                offer_pr = self.pull_requests is not None and await self.pull_requests.offered_for(task)
+            except Exception as problem:  # no Open PR is no reason to leave the task unended
+                log.warning("task %s: whether to offer Open PR is not known: %s", task.id, problem)
+            review = self.base.settings.review.review_url
+            buttons, fields = branch_buttons(task.stored_id, TaskStatus.FAILED, offer_pr, review), {"commit_sha": head}
+        await self.fail(task, progress, explain_api_error(err), buttons, **fields)
+
+    async def interrupt(self, task: Task, progress: Progress, reason: str, head: str | None) -> None:
+        """The task stops `interrupted`, as a restart leaves it: its summary says why (`reason`, one sentence) with
+        Resume / Discard (and Diff when its branch has commits, `head`); it counts as the interruption's notice, so a
+        restart does not announce it again. Its branch stays for the Resume, which makes its worktree again."""
+        if head is not None:
+            kept = "its work so far is kept on its branch; Resume goes on from there"
+        elif task.worker is WorkerKind.RESEARCH:
+            kept = "Resume starts it again"
+        else:
+            kept = "nothing was committed yet; Resume starts it again on its branch"
+        text = f"⏸ **Task #{task.id} interrupted**: {reason} — {kept}."
+        owing = await self.owe(task, text, resume_buttons(task.stored_id, head is not None))
+        task.status = TaskStatus.INTERRUPTED
+        stopped = TaskEvent(task_id=task.stored_id, kind="status", detail=f"interrupted: {reason}")
+        await self.base.store.add_event(stopped)
+        fields = {"status": TaskStatus.INTERRUPTED, "error": reason}
+        if owing is None:
+            await self.base.store.update_task(task.stored_id, **fields)
+        else:  # the summary owed and the record that the interruption was told, in one transaction
+            told = TaskEvent(task_id=task.stored_id, kind=ANNOUNCED_EVENT, detail="interruption told in its summary")
+            await self.base.deliveries.end_owing(task.stored_id, fields, told, owing.entry)
+        await progress.close(f"⏸ interrupted: {trim(reason, 200)}")
+        await self.pay(owing)
+
+    async def branch_head(self, task: Task) -> str | None:
+        """The head of the task's branch when it has commits beyond its base; None when it has none, has no branch
+        (a research task, a task stopped before its checkout), or git cannot tell."""
+        stored = await self.base.store.get_task(task.stored_id)
+        if stored is None or not stored.branch or not stored.base_commit:
+            return None
+        try:
+            repo = self.base.workspaces.stored(task.workspace).path
+            head = await rev_parse(repo, f"refs/heads/{stored.branch}")
+            ahead = await git_text("rev-list", "--count", f"{stored.base_commit}..{head}", cwd=repo)
+        except (GitError, ToolError, OSError) as err:
+            log.warning("task %s: its branch's commits are not known: %s", task.id, err)
+            return None
+        return head if ahead.strip() not in ("", "0") else None
 
     async def research_done(self, task: Task, progress: Progress, result: WorkerResult) -> None:
         """A research task's end: its proposal stored and shown, or why there is none."""

@@ -190,5 +190,12 @@ def branch_buttons(
     return rows
 
 
+def resume_buttons(task_id: int, diff: bool = False) -> list[list[Button]]:
+    """An interrupted task's: Resume / Discard, as a restart's notice offers them; with `diff` (its branch has commits
+    beyond its base), Diff between them, to see the work so far."""
+    shown = [button("Diff", Action.DIFF, task_id)] if diff else []
+    return [[button("▶ Resume", Action.RESUME, task_id), *shown, button("✖ Discard", Action.DISCARD, task_id)]]
+
+
 def pull_request_buttons(task_id: int) -> list[list[Button]]:
     return [[button("🔀 Open PR", Action.OPEN_PR, task_id)]]
